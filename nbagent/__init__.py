@@ -1,0 +1,126 @@
+"""nbagent: LLM agents with tools inside Jupyter notebooks.
+
+Control over tool execution (choice, call limits, approval gates, concurrency,
+callbacks, step-by-step driving with budgets), a live notebook view with
+working Approve/Deny buttons, and every tool call logged as a pandas DataFrame.
+
+Everything public is imported from here; the modules behind it are private.
+"""
+
+from __future__ import annotations
+
+from ._chat import Chat, SkipToolCall, StepResult, ToolResult
+from ._config import Config, configure, get_config
+from ._errors import (
+    AuthenticationError,
+    BadRequestError,
+    ChatCancelled,
+    DecisionError,
+    ModelNotSupportedError,
+    NBAgentError,
+    PendingToolCallsError,
+    ProviderConnectionError,
+    ProviderError,
+    RateLimitError,
+    ServerError,
+    StoreError,
+    ToolDefinitionError,
+    ToolExecutionError,
+    ToolOptionError,
+)
+from ._events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    CallbackWarning,
+    Event,
+    MessageAdded,
+    ModelRequestFailed,
+    ModelRequestFinished,
+    ModelRequestStarted,
+    OptionsChanged,
+    StepFinished,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallFinished,
+    ToolCallRequested,
+    ToolCallStarted,
+)
+from ._options import ToolOptions
+from ._schema import SchemaValidationError
+from ._tools import FunctionTool, Tool, current_tool_call, tool
+from ._types import (
+    Approval,
+    AssistantToolCallMessage,
+    ChatMessage,
+    Decision,
+    LLMToolResponse,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    ToolSpec,
+    Usage,
+)
+from .providers._base import Provider, StreamDelta
+from .providers._demo import DemoProvider
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Approval",
+    "ApprovalDecided",
+    "ApprovalRequested",
+    "AssistantToolCallMessage",
+    "AuthenticationError",
+    "BadRequestError",
+    "CallbackWarning",
+    "Chat",
+    "ChatCancelled",
+    "ChatMessage",
+    "Config",
+    "Decision",
+    "DecisionError",
+    "DemoProvider",
+    "Event",
+    "FunctionTool",
+    "LLMToolResponse",
+    "Message",
+    "MessageAdded",
+    "ModelNotSupportedError",
+    "ModelRequestFailed",
+    "ModelRequestFinished",
+    "ModelRequestStarted",
+    "NBAgentError",
+    "OptionsChanged",
+    "PendingToolCallsError",
+    "Provider",
+    "ProviderConnectionError",
+    "ProviderError",
+    "RateLimitError",
+    "SchemaValidationError",
+    "ServerError",
+    "SkipToolCall",
+    "StepFinished",
+    "StepResult",
+    "StoreError",
+    "StreamDelta",
+    "TextDelta",
+    "Tool",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolCallFinished",
+    "ToolCallRequested",
+    "ToolCallStarted",
+    "ToolDefinitionError",
+    "ToolExecutionError",
+    "ToolOptionError",
+    "ToolOptions",
+    "ToolResult",
+    "ToolResultMessage",
+    "ToolSpec",
+    "Usage",
+    "__version__",
+    "configure",
+    "current_tool_call",
+    "get_config",
+    "tool",
+]

@@ -1,0 +1,100 @@
+"""Approval gates: which calls need a decision, policies, and decision rules.
+
+The rules, in one place:
+
+1. **Gated or not is decided when the call is requested**, and recorded on the
+   call as an :class:`~nbagent.Approval` (``source`` is ``"tool"`` for a static
+   ``requires_approval``, ``"resolver"`` for a tool's ``approval`` function).
+   A process that resumes the call later cannot run it ungated.
+2. While a gated call is undecided, the tool's resolver and the chat's
+   policies are consulted at request time and again at every step; the first
+   of them to answer decides. Resolvers must be idempotent reads.
+3. **An explicit decision (``chat.approve``/``chat.deny``, a click, the store)
+   wins**: it may overrule a resolver's or policy's decision as long as the
+   call has not started. Repeating the same decision is a no-op; contradicting
+   an earlier explicit decision raises :class:`~nbagent.DecisionError`, and
+   so does any decision once the call has started or finished.
+4. A denied call never runs. The model gets a structured denial (see
+   :func:`denial_content`), sent as an error result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ._tools import Tool
+from ._types import Approval, ToolCall
+
+Predicate = Callable[[ToolCall], bool]
+
+HUMAN = "user"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A session rule that approves calls of one tool (optionally when a predicate holds).
+
+    Attributes:
+        name: Recorded as the decider (``"policy:<name>"``).
+        tool: Tool name the policy applies to.
+        when: Optional predicate on the call; the policy applies only when it returns true.
+    """
+
+    name: str
+    tool: str
+    when: Predicate | None = None
+
+    def matches(self, call: ToolCall) -> bool:
+        if call.name != self.tool:
+            return False
+        if self.when is None:
+            return True
+        try:
+            return bool(self.when(call))
+        except Exception:
+            return False  # a failing predicate never approves
+
+    @property
+    def decider(self) -> str:
+        return f"policy:{self.name}"
+
+
+def requirement(tool: Tool | None) -> Approval:
+    """Whether calls of ``tool`` need a decision, and why."""
+    if tool is None:
+        return Approval(False, "none", "")
+    if tool.has_resolver:
+        return Approval(True, "resolver", f"{tool.name} decides per call with an approval rule")
+    if tool.requires_approval:
+        return Approval(True, "tool", f"{tool.name} requires approval before it runs")
+    return Approval(False, "none", "")
+
+
+def consult_resolver(tool: Tool, call: ToolCall) -> tuple[bool | None, str | None]:
+    """Ask a tool's resolver; ``(verdict, note)``. A resolver that raises leaves the call pending."""
+    try:
+        verdict = tool.approval(call)
+    except Exception as exc:
+        return None, f"approval rule raised {type(exc).__name__}: {exc}"
+    if verdict is None or isinstance(verdict, bool):
+        return verdict, None
+    return None, f"approval rule returned {verdict!r} (expected True, False or None)"
+
+
+def denial_content(call: ToolCall, reason: str | None, by: str) -> str:
+    """The structured denial the model receives (JSON, so it is unambiguous)."""
+    who = "the user" if by == HUMAN else by
+    payload: dict[str, Any] = {
+        "status": "denied",
+        "tool": call.name,
+        "message": f"The call to {call.name} was denied by {who} and was not executed.",
+    }
+    if reason:
+        payload["reason"] = reason
+    payload["instruction"] = (
+        "Do not retry this call with the same arguments; continue without it or ask the user."
+    )
+    return json.dumps(payload, ensure_ascii=False)

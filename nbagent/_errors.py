@@ -1,0 +1,126 @@
+"""nbagent's exceptions.
+
+::
+
+    NBAgentError
+    ├── ToolDefinitionError      a tool cannot be declared (bad name, unsupported type)
+    ├── ToolOptionError          unknown or invalid tool option (also a TypeError/ValueError)
+    ├── PendingToolCallsError    ask() while calls of the last response are unanswered
+    ├── DecisionError            approve/deny on an unknown call, or contradicting a decision
+    ├── ToolExecutionError       a tool raised and Chat(on_tool_error="raise")
+    ├── ChatCancelled            chat.cancel() or KeyboardInterrupt stopped the loop
+    ├── StoreError               the store cannot be opened or read (see nbagent.store)
+    └── ProviderError            a model request failed (message kept, key never shown)
+        ├── AuthenticationError
+        ├── RateLimitError
+        ├── BadRequestError
+        ├── ProviderConnectionError
+        ├── ServerError
+        └── ModelNotSupportedError  the model is known not to support tools
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._types import ToolCall
+
+
+class NBAgentError(Exception):
+    """Base class of every nbagent error."""
+
+
+class ToolDefinitionError(NBAgentError, ValueError):
+    """A tool cannot be declared as written."""
+
+
+class ToolOptionError(NBAgentError, ValueError):
+    """An invalid value for a tool option."""
+
+
+class PendingToolCallsError(NBAgentError):
+    """The last assistant message has tool calls that are not answered yet."""
+
+    def __init__(self, calls: Sequence[ToolCall]):
+        self.calls = list(calls)
+        lines = []
+        for c in self.calls:
+            what = "awaiting approval" if c.status == "awaiting_approval" else c.status
+            lines.append(f"  - {c.name}({c.id}): {what}")
+        gated = any(c.status == "awaiting_approval" for c in self.calls)
+        how = (
+            "Decide them with chat.approve(call_or_id) or chat.deny(call_or_id, reason=...), "
+            "then call chat.complete()."
+            if gated
+            else "Run them with chat.complete() (or chat.step())."
+        )
+        super().__init__(
+            f"{len(self.calls)} tool call(s) of the last response are unanswered:\n"
+            + "\n".join(lines)
+            + f"\n{how}"
+        )
+
+
+class DecisionError(NBAgentError, ValueError):
+    """A decision cannot be recorded (unknown call, not gated, contradiction)."""
+
+
+class ToolExecutionError(NBAgentError):
+    """A tool raised and the chat was configured with ``on_tool_error="raise"``.
+
+    The failed call is answered with an error result first, so the transcript
+    stays valid: ``chat.complete()`` continues from there.
+    """
+
+    def __init__(self, call: ToolCall, error: BaseException):
+        self.call = call
+        self.error = error
+        super().__init__(f"tool {call.name!r} ({call.id}) raised {type(error).__name__}: {error}")
+
+
+class ChatCancelled(NBAgentError):
+    """The loop was cancelled; the transcript is valid and ``complete()`` resumes it."""
+
+
+class StoreError(NBAgentError):
+    """The store cannot be opened, read or written."""
+
+
+class ProviderError(NBAgentError):
+    """A model request failed.
+
+    Attributes:
+        provider: Provider name.
+        status_code: HTTP status when there was one.
+    """
+
+    def __init__(self, message: str, *, provider: str = "", status_code: int | None = None):
+        self.provider = provider
+        self.status_code = status_code
+        super().__init__(message)
+
+
+class AuthenticationError(ProviderError):
+    """The API key was missing or rejected (401/403)."""
+
+
+class RateLimitError(ProviderError):
+    """The provider is rate limiting (429)."""
+
+
+class BadRequestError(ProviderError):
+    """The provider rejected the request (400/404/422)."""
+
+
+class ProviderConnectionError(ProviderError):
+    """The provider could not be reached, or the stream broke off."""
+
+
+class ServerError(ProviderError):
+    """The provider failed (5xx, overloaded)."""
+
+
+class ModelNotSupportedError(ProviderError):
+    """The model is known not to support what was asked (e.g. tools)."""

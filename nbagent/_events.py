@@ -1,0 +1,274 @@
+"""The event stream: every state change of a chat, as typed, timestamped values.
+
+The notebook view, the DataFrame log, the store and user callbacks are all
+subscribers of one :class:`EventBus`; none of them reads the chat's internals.
+Events are emitted by the thread that drives the chat (never concurrently for
+one chat), in the order things happened: tool calls of a concurrent round
+finish in completion order.
+
+Subscribe with ``chat.on(EventType, fn)`` (or ``chat.on("tool_call_finished", fn)``,
+or ``chat.on(None, fn)`` for everything); ``chat.off(fn)`` removes it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, ClassVar
+
+from ._types import Approval, Decision, Message, ToolCall, ToolResultMessage, Usage
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """Base of every event.
+
+    Attributes:
+        chat_id: The chat that emitted it.
+        seq: Position in the chat's stream (0, 1, 2, ...).
+        ts: When it happened (timezone-aware UTC).
+    """
+
+    type: ClassVar[str] = "event"
+    chat_id: str
+    seq: int = 0
+    ts: datetime = field(default_factory=utcnow)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageAdded(Event):
+    """A message joined the transcript (user, assistant, or a tool result)."""
+
+    type: ClassVar[str] = "message_added"
+    message: Message
+    index: int
+    turn: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelRequestStarted(Event):
+    type: ClassVar[str] = "model_request_started"
+    step: int
+    turn: int
+    model: str
+    provider: str
+    n_messages: int
+    tool_choice: str
+    calls: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class TextDelta(Event):
+    """A fragment of assistant text while a response streams."""
+
+    type: ClassVar[str] = "text_delta"
+    step: int
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallDelta(Event):
+    """A fragment of a tool call's arguments while a response streams."""
+
+    type: ClassVar[str] = "tool_call_delta"
+    step: int
+    index: int
+    call_id: str | None
+    name: str | None
+    arguments_delta: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelRequestFinished(Event):
+    type: ClassVar[str] = "model_request_finished"
+    step: int
+    turn: int
+    model: str
+    provider: str
+    usage: Usage
+    latency_ms: float
+    stop_reason: str
+    raw_stop_reason: str | None
+    n_tool_calls: int
+    text: str
+    cost_usd: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelRequestFailed(Event):
+    """A request failed; nothing was added to the transcript."""
+
+    type: ClassVar[str] = "model_request_failed"
+    step: int
+    turn: int
+    model: str
+    provider: str
+    error_type: str
+    error: str
+    latency_ms: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallRequested(Event):
+    """The model asked for a call; ``approval`` is decided now, once."""
+
+    type: ClassVar[str] = "tool_call_requested"
+    call: ToolCall
+    step: int
+    turn: int
+    approval: Approval
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalRequested(Event):
+    type: ClassVar[str] = "approval_requested"
+    call: ToolCall
+    step: int
+    turn: int
+    reason: str
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalDecided(Event):
+    type: ClassVar[str] = "approval_decided"
+    call: ToolCall
+    decision: Decision
+    turn: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallStarted(Event):
+    type: ClassVar[str] = "tool_call_started"
+    call: ToolCall
+    step: int
+    turn: int
+    mode: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallFinished(Event):
+    """A call reached a final status (ran, failed, was denied, skipped...)."""
+
+    type: ClassVar[str] = "tool_call_finished"
+    call: ToolCall
+    step: int
+    turn: int
+    status: str
+    result: ToolResultMessage
+    error: str | None
+    duration_ms: float | None
+    started_at: datetime | None
+    mode: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepFinished(Event):
+    type: ClassVar[str] = "step_finished"
+    step: int
+    turn: int
+    kind: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptionsChanged(Event):
+    type: ClassVar[str] = "options_changed"
+    options: dict[str, Any]
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.type: cls
+    for cls in (
+        MessageAdded,
+        ModelRequestStarted,
+        TextDelta,
+        ToolCallDelta,
+        ModelRequestFinished,
+        ModelRequestFailed,
+        ToolCallRequested,
+        ApprovalRequested,
+        ApprovalDecided,
+        ToolCallStarted,
+        ToolCallFinished,
+        StepFinished,
+        OptionsChanged,
+    )
+}
+
+
+class CallbackWarning(UserWarning):
+    """A subscriber raised; the chat carried on."""
+
+
+Subscriber = Callable[[Event], Any]
+
+
+def register_event_type(cls: type[Event]) -> type[Event]:
+    """Make an event type known by its ``type`` name (for extensions such as the store)."""
+    EVENT_TYPES[cls.type] = cls
+    return cls
+
+
+class EventBus:
+    """Synchronous fan-out of a chat's events to its subscribers.
+
+    A subscriber that raises does not stop the chat: the error is reported as a
+    :class:`CallbackWarning`. Subscribing and emitting are thread-safe.
+    """
+
+    def __init__(self, chat_id: str):
+        self.chat_id = chat_id
+        self._subs: list[tuple[type[Event] | None, Subscriber]] = []
+        self._seq = itertools.count()
+        self._lock = threading.RLock()
+        self._emit_lock = threading.RLock()
+
+    def subscribe(self, event_type: type[Event] | str | None, fn: Subscriber) -> None:
+        if isinstance(event_type, str):
+            try:
+                event_type = EVENT_TYPES[event_type]
+            except KeyError:
+                raise ValueError(
+                    f"unknown event type {event_type!r}; known: {sorted(EVENT_TYPES)}"
+                ) from None
+        if event_type is not None and not (
+            isinstance(event_type, type) and issubclass(event_type, Event)
+        ):
+            raise TypeError(f"not an event type: {event_type!r}")
+        if not callable(fn):
+            raise TypeError(f"subscriber must be callable, got {fn!r}")
+        with self._lock:
+            self._subs = [*self._subs, (event_type, fn)]
+
+    def unsubscribe(self, fn: Subscriber) -> bool:
+        with self._lock:
+            before = len(self._subs)
+            self._subs = [(t, f) for t, f in self._subs if f is not fn and f != fn]
+            return len(self._subs) != before
+
+    def next_seq(self) -> int:
+        return next(self._seq)
+
+    def emit(self, event: Event) -> None:
+        subs = self._subs  # copy-on-write: a snapshot, safe to iterate without the lock
+        with self._emit_lock:
+            for etype, fn in subs:
+                if etype is None or isinstance(event, etype):
+                    try:
+                        fn(event)
+                    except Exception as exc:
+                        warnings.warn(
+                            f"nbagent subscriber {getattr(fn, '__qualname__', fn)!r} raised "
+                            f"{type(exc).__name__}: {exc} (on {event.type})",
+                            CallbackWarning,
+                            stacklevel=2,
+                        )

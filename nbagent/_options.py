@@ -1,0 +1,159 @@
+"""Tool options of a chat, and their resolution into what a request sends.
+
+``with_tool_options`` changes only the keys given; ``None`` resets a key to its
+default (for ``concurrency``, to the process-wide ``nbagent.configure`` value).
+Tool choice is resolved here, once, into a neutral value (``"auto"``,
+``"required"``, ``"none"`` or a tool name); adapters only translate it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
+
+from ._config import get_config
+from ._errors import ToolOptionError
+from ._tools import Tool, tool_name_of
+
+CallsLimit = int | None  # None: as many as the model likes
+
+_CHOICE_WORDS = ("auto", "required", "none")
+_UNSET: Any = object()
+
+
+def normalize_concurrency(value: Any) -> Literal["sequential", "threads", "async"]:
+    """``False``/``"sequential"``/``"none"`` -> sequential; ``True``/``"threads"``; ``"async"``."""
+    if value is False or value in ("sequential", "none", "off"):
+        return "sequential"
+    if value is True or value == "threads":
+        return "threads"
+    if value == "async":
+        return "async"
+    raise ToolOptionError(
+        f"concurrency must be True, 'threads', 'async' or False, got {value!r}"
+    )
+
+
+def normalize_calls(value: Any) -> int | None:
+    """``"one"``/``1`` -> 1, ``"many"`` -> None (unlimited), a positive int -> that limit."""
+    if value == "one" or value == 1:
+        return 1
+    if value == "many":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+        return value
+    raise ToolOptionError(f"calls must be 'one', 'many' or a positive int, got {value!r}")
+
+
+def normalize_choice(value: Any) -> str:
+    """A choice word or the name of the tool designated by ``value``."""
+    if isinstance(value, str):
+        if value in _CHOICE_WORDS:
+            return value
+        return value  # a tool name; checked against the chat's tools per request
+    if isinstance(value, Tool) or (isinstance(value, type) and issubclass(value, Tool)):
+        return tool_name_of(value)
+    if callable(value):
+        return tool_name_of(value)
+    raise ToolOptionError(
+        f"choice must be 'auto', 'required', 'none', a tool name, a Tool or a tool function; "
+        f"got {value!r}"
+    )
+
+
+@dataclass(frozen=True)
+class ToolOptions:
+    """A chat's tool options (see ``Chat.with_tool_options``).
+
+    Attributes:
+        choice: ``auto``, ``required``, ``none`` or a tool name.
+        calls: Most calls run per response (``None``: no limit).
+        concurrency: ``None`` (use ``nbagent.configure``), or a mode.
+        max_concurrency: ``None`` (use ``nbagent.configure``), or a bound.
+        timeout: Default per-call timeout in seconds (a tool's own wins).
+    """
+
+    choice: str = "auto"
+    calls: int | None = None
+    concurrency: str | None = None
+    max_concurrency: int | None = None
+    timeout: float | None = None
+
+    def updated(self, changes: Mapping[str, Any]) -> ToolOptions:
+        known = {f.name for f in fields(self)}
+        unknown = set(changes) - known
+        if unknown:
+            raise TypeError(
+                f"unknown tool option(s) {sorted(unknown)}; known: {sorted(known)}"
+            )
+        defaults = ToolOptions()
+        new: dict[str, Any] = {}
+        for key, value in changes.items():
+            if value is None:
+                new[key] = getattr(defaults, key)
+            elif key == "choice":
+                new[key] = normalize_choice(value)
+            elif key == "calls":
+                new[key] = normalize_calls(value)
+            elif key == "concurrency":
+                new[key] = normalize_concurrency(value)
+            elif key == "max_concurrency":
+                if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                    raise ToolOptionError(f"max_concurrency must be a positive int, got {value!r}")
+                new[key] = value
+            elif key == "timeout":
+                if not isinstance(value, (int, float)) or value <= 0:
+                    raise ToolOptionError(f"timeout must be a positive number, got {value!r}")
+                new[key] = float(value)
+        return replace(self, **new)
+
+    @property
+    def effective_concurrency(self) -> Literal["sequential", "threads", "async"]:
+        if self.concurrency is not None:
+            return normalize_concurrency(self.concurrency)
+        return normalize_concurrency(get_config().tool_concurrency)
+
+    @property
+    def effective_max_concurrency(self) -> int:
+        return self.max_concurrency or get_config().max_concurrency
+
+    @property
+    def calls_wire(self) -> Literal["one", "many"]:
+        """What is sent to providers that have a switch: only a limit of 1 maps to it."""
+        return "one" if self.calls == 1 else "many"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "choice": self.choice,
+            "calls": "one" if self.calls == 1 else ("many" if self.calls is None else self.calls),
+            "concurrency": self.effective_concurrency,
+            "max_concurrency": self.effective_max_concurrency,
+            "timeout": self.timeout,
+        }
+
+
+def resolve_choice(choice: str, tool_names: list[str], *, forced_spent: bool) -> str:
+    """The neutral choice for one request.
+
+    A ``required`` or specific choice applies until the turn has run one tool
+    round (``forced_spent``); then the model answers with ``auto``. With no
+    tools, the choice is ``none``.
+
+    Raises:
+        ToolOptionError: A specific tool that the chat does not have.
+    """
+    if not tool_names:
+        if choice not in ("auto", "none"):
+            raise ToolOptionError(
+                f"tool choice {choice!r} needs tools, but the chat has none; "
+                "add them with chat.with_tools(...)"
+            )
+        return "none"
+    if choice in ("auto", "none"):
+        return choice
+    if choice != "required" and choice not in tool_names:
+        raise ToolOptionError(
+            f"tool choice {choice!r} is not one of the chat's tools: {sorted(tool_names)}"
+        )
+    return "auto" if forced_spent else choice

@@ -1,0 +1,257 @@
+"""Runs one round of approved tool calls: sequentially, on threads, or as tasks.
+
+The runner knows nothing about chats, approvals or rendering. It gets the
+runnable calls of a round (already gated and validated) and a
+:class:`RoundHooks` object, and reports each call's start and outcome through
+it, in the order things happen.
+
+Modes:
+    ``sequential``: one call at a time, in call order. Sync tools run on the
+        thread that drives the chat (so they may touch thread-bound state);
+        async tools are awaited.
+    ``threads``: every call on a worker thread (async tools get a private event
+        loop there), at most ``max_concurrency`` at once.
+    ``async``: every call is a task on the driving event loop; async tools run on
+        the loop itself, sync tools are offloaded to worker threads.
+
+Timeouts: an async tool that times out is cancelled; a sync tool's thread
+cannot be killed, so it is abandoned (its eventual return value is discarded)
+and the call is recorded as ``timed_out`` at once.
+
+Cancellation (``chat.cancel()``, KeyboardInterrupt): calls that have not started
+are cancelled; calls already running settle first and keep their real outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from ._events import utcnow
+from ._tools import Tool, _bind_call
+from ._types import ToolCall
+
+Mode = Literal["sequential", "threads", "async"]
+
+
+@dataclass
+class Job:
+    """One runnable call: the tool and the validated keyword arguments."""
+
+    call: ToolCall
+    tool: Tool
+    kwargs: dict[str, Any]
+    timeout: float | None = None
+
+
+@dataclass
+class Outcome:
+    """How a call ended."""
+
+    call: ToolCall
+    status: Literal["ok", "error", "timed_out", "cancelled", "skipped"]
+    value: Any = None
+    error: BaseException | None = None
+    message: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime = field(default_factory=utcnow)
+    duration_ms: float | None = None
+
+
+class RoundHooks(Protocol):
+    """What the runner reports to (implemented by the chat)."""
+
+    def start(self, job: Job, mode: Mode) -> str | None:
+        """Called right before a call runs. Return a reason to skip it instead."""
+
+    def finish(self, outcome: Outcome) -> None:
+        """Record a call's outcome (called once per call, in completion order)."""
+
+    def cancelled(self) -> bool:
+        """Whether the chat was asked to stop."""
+
+
+def _call_sync(job: Job) -> Any:
+    with _bind_call(job.call):
+        result = job.tool.execute(**job.tool.bind(job.call, job.kwargs))
+        if asyncio.iscoroutine(result):  # a sync execute() that returned a coroutine
+            return asyncio.run(result)
+        return result
+
+
+async def _call_async(job: Job) -> Any:
+    with _bind_call(job.call):
+        return await job.tool.execute(**job.tool.bind(job.call, job.kwargs))
+
+
+def _call_async_in_thread(job: Job) -> Any:
+    return asyncio.run(_call_async(job))
+
+
+def needs_event_loop(jobs: Sequence[Job], mode: Mode) -> bool:
+    """Whether a round can run without an event loop (plain sync tools, one by one)."""
+    if mode != "sequential":
+        return len(jobs) > 1 or any(j.tool.is_async or j.timeout for j in jobs)
+    return any(j.tool.is_async or j.timeout for j in jobs)
+
+
+class ToolRunner:
+    """Executes rounds of calls; see the module docstring for the modes."""
+
+    def __init__(self, max_concurrency: int = 8):
+        self.max_concurrency = max_concurrency
+
+    async def run_round(self, jobs: Sequence[Job], mode: Mode, hooks: RoundHooks) -> list[Outcome]:
+        """Run ``jobs``; return their outcomes in call order.
+
+        Never raises for a tool's failure: failures are outcomes. Re-raises
+        ``CancelledError``/``KeyboardInterrupt`` after the running calls settled
+        and the unstarted ones were recorded as cancelled.
+        """
+        outcomes: dict[str, Outcome] = {}
+        if mode == "sequential" or len(jobs) <= 1:
+            for i, job in enumerate(jobs):
+                try:
+                    outcomes[job.call.id] = await self._one(job, "sequential", None, hooks)
+                except BaseException:
+                    self._cancel_rest(jobs[i + 1 :], outcomes, hooks)
+                    raise
+            return [outcomes[j.call.id] for j in jobs]
+
+        limit = max(1, min(self.max_concurrency, len(jobs)))
+        sem = asyncio.Semaphore(limit)
+        pool = concurrent.futures.ThreadPoolExecutor(limit, thread_name_prefix="nbagent-tool")
+        try:
+            tasks = [
+                asyncio.ensure_future(self._guarded(job, mode, sem, pool, hooks, outcomes))
+                for job in jobs
+            ]
+            try:
+                await asyncio.gather(*tasks)
+            except BaseException:
+                # Interrupted: let every task settle (running calls finish, the
+                # rest record themselves as cancelled), then re-raise.
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                self._cancel_rest(jobs, outcomes, hooks)
+                raise
+        finally:
+            pool.shutdown(wait=False)
+        return [outcomes[j.call.id] for j in jobs]
+
+    def _cancel_rest(
+        self, jobs: Sequence[Job], outcomes: dict[str, Outcome], hooks: RoundHooks
+    ) -> None:
+        for job in jobs:
+            if job.call.id not in outcomes:
+                out = Outcome(job.call, "cancelled", message="cancelled before it ran")
+                outcomes[job.call.id] = out
+                hooks.finish(out)
+
+    async def _guarded(
+        self,
+        job: Job,
+        mode: Mode,
+        sem: asyncio.Semaphore,
+        pool: concurrent.futures.ThreadPoolExecutor,
+        hooks: RoundHooks,
+        outcomes: dict[str, Outcome],
+    ) -> None:
+        async with sem:
+            outcomes[job.call.id] = await self._one(job, mode, pool, hooks)
+
+    async def _one(
+        self,
+        job: Job,
+        mode: Mode,
+        pool: concurrent.futures.ThreadPoolExecutor | None,
+        hooks: RoundHooks,
+    ) -> Outcome:
+        if hooks.cancelled():
+            out = Outcome(job.call, "cancelled", message="cancelled before it ran")
+            hooks.finish(out)
+            return out
+        skip = hooks.start(job, mode)
+        if skip is not None:
+            out = Outcome(job.call, "skipped", message=skip)
+            hooks.finish(out)
+            return out
+        started = utcnow()
+        t0 = time.perf_counter()
+        try:
+            value = await self._execute(job, mode, pool)
+            out = Outcome(job.call, "ok", value=value)
+        except (TimeoutError, asyncio.TimeoutError):
+            out = Outcome(
+                job.call, "timed_out", message=f"timed out after {job.timeout:g} s"
+            )
+        except asyncio.CancelledError:
+            out = Outcome(job.call, "cancelled", message="cancelled while running")
+            self._settle(out, started, t0, hooks)
+            raise
+        except KeyboardInterrupt:
+            out = Outcome(job.call, "cancelled", message="interrupted while running")
+            self._settle(out, started, t0, hooks)
+            raise
+        except Exception as exc:
+            out = Outcome(job.call, "error", error=exc, message=f"{type(exc).__name__}: {exc}")
+        self._settle(out, started, t0, hooks)
+        return out
+
+    @staticmethod
+    def _settle(out: Outcome, started: datetime, t0: float, hooks: RoundHooks) -> None:
+        out.started_at = started
+        out.finished_at = utcnow()
+        out.duration_ms = (time.perf_counter() - t0) * 1000.0
+        hooks.finish(out)
+
+    async def _execute(
+        self, job: Job, mode: Mode, pool: concurrent.futures.ThreadPoolExecutor | None
+    ) -> Any:
+        is_async = job.tool.is_async
+        if mode == "sequential" or pool is None:
+            if is_async:
+                return await self._with_timeout(_call_async(job), job.timeout)
+            if job.timeout:
+                return await self._in_thread(job, None, _call_sync)
+            return _call_sync(job)
+        if mode == "threads":
+            fn = _call_async_in_thread if is_async else _call_sync
+            return await self._in_thread(job, pool, fn)
+        # async mode
+        if is_async:
+            return await self._with_timeout(_call_async(job), job.timeout)
+        return await self._in_thread(job, pool, _call_sync)
+
+    @staticmethod
+    async def _with_timeout(coro: Any, timeout: float | None) -> Any:
+        if timeout:
+            return await asyncio.wait_for(coro, timeout)
+        return await coro
+
+    @staticmethod
+    async def _in_thread(
+        job: Job, pool: concurrent.futures.ThreadPoolExecutor | None, fn: Any
+    ) -> Any:
+        loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(pool, fn, job)
+        try:
+            if job.timeout:
+                return await asyncio.wait_for(asyncio.shield(fut), job.timeout)
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            # A thread cannot be stopped: wait for it so its real outcome is kept.
+            if not fut.done():
+                await asyncio.wait([fut])
+            if fut.cancelled():
+                raise
+            exc = fut.exception()
+            if exc is not None:
+                raise exc from None
+            return fut.result()

@@ -1,0 +1,74 @@
+"""Turn a tool's return value into the text a model reads.
+
+- ``str``: as is.
+- ``None``: ``"null"`` (the tool ran and returned nothing).
+- dict / list / tuple / numbers / bools: compact JSON.
+- dataclasses, pydantic models, enums, datetimes, sets: JSON of their natural form.
+- pandas DataFrame / Series: a compact text table; past ``max_rows`` rows the
+  head and tail are kept and a note says how many rows were left out.
+- anything else: ``str(value)``.
+
+Every result is capped at ``max_chars`` characters with a note saying so, so
+one chatty tool cannot flood the context window.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from datetime import date, datetime
+from typing import Any
+
+MAX_ROWS = 20
+MAX_CHARS = 20_000
+
+
+def _default(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    tolist = getattr(value, "tolist", None)  # numpy arrays and scalars
+    if callable(tolist):
+        return tolist()
+    return str(value)
+
+
+def _frame_text(value: Any, max_rows: int) -> str:
+    rows = len(value)
+    if rows > max_rows:
+        half = max_rows // 2
+        import pandas as pd
+
+        shown = pd.concat([value.head(half), value.tail(max_rows - half)])
+        text = shown.to_string(max_colwidth=60)
+        return f"{text}\n[{rows - max_rows} of {rows} rows not shown]"
+    return str(value.to_string(max_colwidth=60))
+
+
+def to_content(value: Any, *, max_rows: int = MAX_ROWS, max_chars: int = MAX_CHARS) -> str:
+    """Serialise a tool result for the model (see the module docstring)."""
+    if isinstance(value, str):
+        text = value
+    elif value is None:
+        text = "null"
+    elif type(value).__module__.startswith("pandas") and hasattr(value, "to_string"):
+        text = _frame_text(value, max_rows)
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, default=_default, separators=(",", ":"))
+        except (TypeError, ValueError):
+            text = str(value)
+    if len(text) > max_chars:
+        text = text[:max_chars] + f"\n[truncated: {len(text) - max_chars} more characters]"
+    return text

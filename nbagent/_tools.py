@@ -1,0 +1,324 @@
+"""Tools: the ``@tool`` decorator, the ``Tool`` base class, and the current call.
+
+A tool is anything with a name, a description, a parameter schema and an
+``execute`` method. Plain functions become tools through ``@tool``; classes
+subclass :class:`Tool` and implement ``execute(**kwargs)``. Either may take a
+parameter named ``tool_call``: it receives the executing :class:`ToolCall` and
+never appears in the schema. From deeper inside a tool,
+:func:`current_tool_call` returns the same object.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import inspect
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, ClassVar, overload
+
+from ._errors import ToolDefinitionError
+from ._schema import (
+    INJECTED_PARAMS,
+    ParameterModel,
+    SchemaValidationError,
+    check_name,
+    format_validation_error,
+    function_parameters,
+    parse_docstring,
+    validate_json_schema,
+)
+from ._types import ToolCall, ToolSpec
+
+ApprovalResolver = Callable[[ToolCall], "bool | None"]
+
+_current_call: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
+    "nbagent_current_tool_call", default=None
+)
+
+
+def current_tool_call() -> ToolCall | None:
+    """The :class:`ToolCall` being executed, from anywhere inside a tool (else ``None``).
+
+    Works in every concurrency mode: the call is bound in the thread or task
+    that runs the tool.
+    """
+    return _current_call.get()
+
+
+@contextmanager
+def _bind_call(call: ToolCall) -> Iterator[None]:
+    token = _current_call.set(call)
+    try:
+        yield
+    finally:
+        _current_call.reset(token)
+
+
+def _snake(name: str) -> str:
+    s = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name)
+    return re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", s).lower()
+
+
+class Tool:
+    """Base class for tools written as classes.
+
+    Subclass it and implement ``execute(self, **params)``; the parameters'
+    type hints and the docstring's ``Args:`` section become the schema::
+
+        class IssueRefund(Tool):
+            \"\"\"Issues a refund for an order.\"\"\"
+            requires_approval = True
+
+            def execute(self, order_id: int, tool_call: ToolCall | None = None) -> str:
+                ...
+
+    Class attributes (all inherited by subclasses):
+        name: Tool name; defaults to the class name in snake_case.
+        description: Defaults to the class docstring.
+        requires_approval: Gate every call behind a human decision.
+        timeout: Seconds before a running call is abandoned as ``timed_out``.
+        idempotent: Safe to rerun after a crash left the call in doubt.
+        parameters: A raw JSON Schema, instead of one derived from ``execute``.
+
+    Define ``approval(self, call) -> bool | None`` to decide per call instead of
+    ``requires_approval``: ``True`` runs it, ``False`` denies it, ``None`` leaves
+    it pending for a human. It is asked again each step while the call is
+    pending, so it must be an idempotent read with no side effects.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    requires_approval: ClassVar[bool] = False
+    timeout: ClassVar[float | None] = None
+    idempotent: ClassVar[bool] = False
+    parameters: ClassVar[dict[str, Any] | None] = None
+    approval: ClassVar[Any] = None
+    _params: ClassVar[ParameterModel | None] = None
+
+    def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if abstract:
+            return
+        if "name" not in cls.__dict__ or not cls.__dict__["name"]:
+            cls.name = _snake(cls.__name__)
+        check_name(cls.name)
+        if "description" not in cls.__dict__ or not cls.__dict__["description"]:
+            cls.description = parse_docstring(cls.__doc__)[0] if cls.__doc__ else ""
+        execute = cls.__dict__.get("execute")
+        if execute is not None and cls.parameters is None:
+            cls._params = function_parameters(execute, skip_first=True)
+            if not cls.description:
+                cls.description = parse_docstring(execute.__doc__)[0]
+        if cls.timeout is not None and cls.timeout <= 0:
+            raise ToolDefinitionError(f"{cls.__name__}.timeout must be positive")
+
+    # -- what providers see -------------------------------------------------
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        if self.parameters is not None:
+            return self.parameters
+        if self._params is None:
+            return {"type": "object", "properties": {}, "additionalProperties": False}
+        return self._params.schema
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description or self.name, self.input_schema)
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self._target())
+
+    @property
+    def has_resolver(self) -> bool:
+        return self.approval is not None
+
+    def _target(self) -> Callable[..., Any]:
+        return self.execute
+
+    def _wants_tool_call(self) -> bool:
+        try:
+            return "tool_call" in inspect.signature(self._target()).parameters
+        except (TypeError, ValueError):
+            return False
+
+    # -- running ------------------------------------------------------------
+    def validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Check and convert a model's arguments; raise ``SchemaValidationError`` naming each problem."""
+        if not isinstance(arguments, dict):
+            raise SchemaValidationError("arguments must be a JSON object")
+        if self.parameters is not None:
+            problems = validate_json_schema(arguments, self.parameters)
+            if problems:
+                raise SchemaValidationError("; ".join(problems))
+            return dict(arguments)
+        if self._params is None:
+            if arguments:
+                raise SchemaValidationError(
+                    "; ".join(f"{k}: unexpected argument" for k in arguments)
+                )
+            return {}
+        try:
+            return self._params.validate(arguments)
+        except Exception as exc:
+            raise SchemaValidationError(format_validation_error(exc)) from exc
+
+    def bind(self, call: ToolCall, kwargs: dict[str, Any]) -> dict[str, Any]:
+        if self._wants_tool_call():
+            kwargs = {**kwargs, "tool_call": call}
+        return kwargs
+
+    def execute(self, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.execute is not implemented")
+
+    def __repr__(self) -> str:
+        gate = ", requires_approval" if self.requires_approval else ""
+        return f"<Tool {self.name}{gate}>"
+
+
+class FunctionTool(Tool, abstract=True):
+    """A tool made from a plain function by :func:`tool`. Calling it calls the function."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        requires_approval: bool = False,
+        approval: ApprovalResolver | None = None,
+        timeout: float | None = None,
+        idempotent: bool = False,
+    ):
+        if not callable(fn):
+            raise ToolDefinitionError(f"@tool needs a function, got {fn!r}")
+        self.fn = fn
+        self.name = check_name(name or fn.__name__)  # type: ignore[misc]
+        doc_desc, _ = parse_docstring(fn.__doc__)
+        self.description = description or doc_desc  # type: ignore[misc]
+        self.requires_approval = requires_approval  # type: ignore[misc]
+        self.approval = approval  # type: ignore[misc]
+        if timeout is not None and timeout <= 0:
+            raise ToolDefinitionError(f"tool {self.name!r}: timeout must be positive")
+        self.timeout = timeout  # type: ignore[misc]
+        self.idempotent = idempotent  # type: ignore[misc]
+        self._params = function_parameters(fn)  # type: ignore[misc]
+        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+
+    def _target(self) -> Callable[..., Any]:
+        return self.fn
+
+    def execute(self, **kwargs: Any) -> Any:
+        return self.fn(**kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        gate = ", requires_approval" if self.requires_approval else ""
+        return f"<tool {self.name}{gate}>"
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool = False,
+    approval: ApprovalResolver | None = None,
+    timeout: float | None = None,
+    idempotent: bool = False,
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool = False,
+    approval: ApprovalResolver | None = None,
+    timeout: float | None = None,
+    idempotent: bool = False,
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Turn a function into a tool; usable bare (``@tool``) or with options.
+
+    Args:
+        fn: The function. Its type hints and Google/NumPy/Sphinx docstring
+            become the schema; a ``tool_call`` parameter receives the call.
+        name: Tool name (default: the function's name).
+        description: Tool description (default: the docstring's summary).
+        requires_approval: Gate every call behind a human decision.
+        approval: A resolver ``(call) -> True | False | None`` instead of a
+            static gate; it must be an idempotent read (it is asked again
+            while the call is pending).
+        timeout: Seconds before a running call becomes ``timed_out``.
+        idempotent: Safe to rerun after a crash left the call in doubt.
+
+    Raises:
+        ToolDefinitionError: A name providers reject, ``*args``, or a
+            parameter type that has no JSON Schema.
+    """
+
+    def wrap(f: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool(
+            f,
+            name=name,
+            description=description,
+            requires_approval=requires_approval,
+            approval=approval,
+            timeout=timeout,
+            idempotent=idempotent,
+        )
+
+    if fn is not None:
+        return wrap(fn)
+    return wrap
+
+
+def as_tool(obj: Any) -> Tool:
+    """Normalise what ``with_tools`` accepts: a Tool instance or class, or a function."""
+    if isinstance(obj, Tool):
+        return obj
+    if isinstance(obj, type) and issubclass(obj, Tool):
+        try:
+            return obj()
+        except TypeError as exc:
+            raise ToolDefinitionError(
+                f"{obj.__name__} needs constructor arguments; pass an instance instead"
+            ) from exc
+    if callable(obj):
+        return FunctionTool(obj)
+    raise ToolDefinitionError(f"not a tool: {obj!r} (use @tool, a Tool subclass, or a function)")
+
+
+def tool_name_of(obj: Any) -> str:
+    """The tool name designated by a name, a Tool class or instance, or a function."""
+    if isinstance(obj, str):
+        return obj
+    if isinstance(obj, Tool):
+        return obj.name
+    if isinstance(obj, type) and issubclass(obj, Tool):
+        return obj.name
+    if callable(obj) and hasattr(obj, "__name__"):
+        return str(obj.__name__)
+    raise ToolDefinitionError(f"cannot name a tool from {obj!r}")
+
+
+__all__ = [
+    "INJECTED_PARAMS",
+    "FunctionTool",
+    "SchemaValidationError",
+    "Tool",
+    "as_tool",
+    "current_tool_call",
+    "tool",
+    "tool_name_of",
+]
