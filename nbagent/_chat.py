@@ -215,6 +215,7 @@ class Chat:
         self._runner = ToolRunner()
         self._claim: Callable[[ToolCall], bool] | None = None
         self._turn_hooks: list[Callable[[Chat], Any]] = []
+        self._step_hooks: list[Callable[[Chat], Any]] = []
         self._deferred: list[Event] = []
         from ._log import CallLog
 
@@ -734,6 +735,8 @@ class Chat:
     def _step_gen(self) -> Generator[_Effect, Any, StepResult]:
         if self._cancel.is_set():
             raise ChatCancelled("the chat was cancelled; call complete() to resume")
+        for hook in list(self._step_hooks):
+            hook(self)
         with self._lock:
             self._refresh_pending()
             events = self._close_round_if_done()

@@ -1,0 +1,1 @@
+"""nbagent benchmarks: run with ``make bench`` (``python -m benchmarks``)."""
