@@ -10,6 +10,7 @@ change as an event.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -1162,6 +1163,12 @@ class _Hooks:
                     self.round.errors.append((c, outcome.error))
             else:
                 content = f"Not completed ({outcome.status.replace('_', ' ')}): {outcome.message}"
+            if c.decision is not None and c.decision.arguments is not None:
+                edited = json.dumps(c.decision.arguments, ensure_ascii=False, default=str)
+                content = (
+                    f"[The user edited the arguments before approving; the tool ran with {edited}]"
+                    f"\n{content}"
+                )
             result = ToolResultMessage(
                 c.id, content, outcome.status != "ok", outcome.status, c.name,
                 turn=chat._call_turn.get(c.id, chat._turn), value=outcome.value,

@@ -11,7 +11,9 @@ Tools that declare a raw JSON Schema instead are validated by
 
 from __future__ import annotations
 
+import functools
 import inspect
+import operator
 import re
 import typing
 from collections.abc import Callable
@@ -166,6 +168,54 @@ def format_validation_error(exc: Exception) -> str:
     return str(exc)
 
 
+_TD_CACHE: dict[Any, Any] = {}
+
+
+def _compat_type(tp: Any) -> Any:
+    """Make ``typing.TypedDict`` classes acceptable to pydantic on Python < 3.12.
+
+    pydantic needs ``typing_extensions.TypedDict`` there; users write the stdlib
+    one. TypedDicts are rebuilt (recursively, inside generics too) with the same
+    fields, totality and docstring.
+    """
+    import sys
+
+    if sys.version_info >= (3, 12):
+        return tp
+    import typing_extensions
+
+    if typing_extensions.is_typeddict(tp) and type(tp).__module__ == "typing":
+        if tp in _TD_CACHE:
+            return _TD_CACHE[tp]
+        hints = typing.get_type_hints(tp, include_extras=True)
+        required = getattr(tp, "__required_keys__", frozenset(hints))
+        fields_ = {
+            k: (_compat_type(v) if k in required else typing_extensions.NotRequired[_compat_type(v)])
+            for k, v in hints.items()
+        }
+        new = typing_extensions.TypedDict(tp.__name__, fields_)  # type: ignore[operator]
+        new.__doc__ = tp.__doc__
+        _TD_CACHE[tp] = new
+        return new
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is None or not args:
+        return tp
+    new_args = tuple(_compat_type(a) for a in args)
+    if new_args == args:
+        return tp
+    if origin is typing.Annotated:
+        return typing.Annotated[(new_args[0], *args[1:])]
+    try:
+        return tp.copy_with(new_args)
+    except AttributeError:
+        import types
+
+        if isinstance(tp, types.UnionType):
+            return functools.reduce(operator.or_, new_args)
+        return origin[new_args]
+
+
 def function_parameters(fn: Callable[..., Any], *, skip_first: bool = False) -> ParameterModel:
     """Build the parameter schema and validator of ``fn``.
 
@@ -203,7 +253,7 @@ def function_parameters(fn: Callable[..., Any], *, skip_first: bool = False) -> 
                 f"{fn.__qualname__}: positional-only parameter {p.name!r} is not supported "
                 "(models pass arguments by name)"
             )
-        annotation = hints.get(p.name, Any)
+        annotation = _compat_type(hints.get(p.name, Any))
         default = ... if p.default is inspect.Parameter.empty else p.default
         description = param_docs.get(p.name)
         fields[p.name] = (annotation, pydantic.Field(default, description=description))

@@ -106,9 +106,10 @@ class _Extractor:
         enum = schema.get("enum")
         low = self.clause.lower()
         if enum:
-            for v in enum:
-                if isinstance(v, str) and re.search(rf"\b{re.escape(v.lower())}\b", low):
-                    return v
+            for text in (low, self.full.lower()):
+                for v in enum:
+                    if isinstance(v, str) and re.search(rf"\b{re.escape(v.lower())}\b", text):
+                        return v
             return schema.get("default", enum[0]) if required or "default" in schema else None
         if typ in ("integer", "number"):
             n = self.take(self.numbers)

@@ -1,0 +1,25 @@
+"""Shared fixtures: no API keys, no network, quiet and default configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import nbagent
+from nbagent import _config
+
+
+@pytest.fixture(autouse=True)
+def _isolate(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for var in (
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_BASE_URL",
+    ):
+        monkeypatch.delenv(var, raising=False)
+    saved = _config.get_config()
+    nbagent.configure(quiet=True, display=False)
+    yield
+    _config._config = saved

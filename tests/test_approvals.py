@@ -1,0 +1,412 @@
+"""Approval gates: declaring, deciding, running; every scenario under every concurrency mode.
+
+Side-effect counters prove "never executed" instead of assuming it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import nbagent
+from nbagent import (
+    Chat,
+    DecisionError,
+    PendingToolCallsError,
+    Tool,
+    ToolCall,
+    ToolResultMessage,
+    tool,
+)
+from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
+
+runs: Counter[str] = Counter()
+ran_with: list[dict[str, Any]] = []
+_lock = threading.Lock()
+
+
+def _count(name: str, args: dict[str, Any]) -> None:
+    with _lock:
+        runs[name] += 1
+        ran_with.append({"tool": name, **args})
+
+
+class IssueRefund(Tool):
+    """Issues a refund for an order.
+
+    Args:
+        order_id: The order to refund.
+        amount: Amount in euros.
+    """
+
+    requires_approval = True
+
+    def execute(self, order_id: int, amount: float = 10.0) -> str:
+        _count("issue_refund", {"order_id": order_id, "amount": amount})
+        return f"refunded order {order_id}: {amount} EUR"
+
+
+class BigRefund(IssueRefund):
+    """Inherits the gate."""
+
+
+@tool(requires_approval=True)
+async def delete_file(path: str) -> str:
+    """Delete a file (async tool)."""
+    await asyncio.sleep(0)
+    _count("delete_file", {"path": path})
+    return f"deleted {path}"
+
+
+@tool
+def lookup(order_id: int) -> dict[str, Any]:
+    """Look an order up (safe)."""
+    _count("lookup", {"order_id": order_id})
+    return {"order_id": order_id, "total": 99}
+
+
+resolver_answers: dict[int, bool | None] = {}
+
+
+def refund_rule(call: ToolCall) -> bool | None:
+    """Small refunds run, huge ones are denied, the rest wait for a human."""
+    return resolver_answers.get(call.arguments["order_id"])
+
+
+@tool(approval=refund_rule)
+def ruled_refund(order_id: int) -> str:
+    """Refund decided by a rule."""
+    _count("ruled_refund", {"order_id": order_id})
+    return "ok"
+
+
+@pytest.fixture(params=["sequential", "threads", "async"], autouse=True)
+def mode(request: pytest.FixtureRequest) -> str:
+    runs.clear()
+    ran_with.clear()
+    resolver_answers.clear()
+    nbagent.configure(tool_concurrency=request.param)
+    return str(request.param)
+
+
+def make_chat(*script: Any) -> tuple[Chat, ScriptedProvider]:
+    provider = ScriptedProvider(script)
+    chat = Chat(provider=provider).with_tools(IssueRefund, BigRefund, delete_file, lookup,
+                                              ruled_refund)
+    return chat, provider
+
+
+def results(chat: Chat) -> dict[str, ToolResultMessage]:
+    return {m.tool_call_id: m for m in chat.transcript if isinstance(m, ToolResultMessage)}
+
+
+def test_gated_call_parks_and_runs_once_after_approval_by_object() -> None:
+    chat, _ = make_chat(call_tools(("issue_refund", {"order_id": 42}, "r1")), reply("Refunded."))
+    chat.ask("refund 42")
+    assert chat.awaiting_approval and chat.status == "awaiting_approval"
+    [pending] = chat.pending_approvals
+    assert pending.id == "r1" and pending.status == "awaiting_approval"
+    assert pending.approval == nbagent.Approval(True, "tool", "issue_refund requires approval before it runs")
+    assert runs["issue_refund"] == 0
+    chat.approve(pending)
+    assert runs["issue_refund"] == 0  # approving records; running happens in complete()
+    assert chat.complete().content == "Refunded."  # type: ignore[union-attr]
+    assert runs["issue_refund"] == 1
+    assert pending.status == "ok" and pending.decision is not None
+    assert pending.decision.by == "user" and pending.decision.at.tzinfo is not None
+    # approving again, completing again, re-running: never a second execution
+    chat.approve("r1")
+    chat.complete()
+    assert runs["issue_refund"] == 1
+
+
+def test_approve_by_id() -> None:
+    chat, _ = make_chat(call_tools(("issue_refund", {"order_id": 1}, "r1")), reply("ok"))
+    chat.ask("refund")
+    chat.approve("r1")
+    chat.complete()
+    assert runs["issue_refund"] == 1
+
+
+@pytest.mark.parametrize("reason", [None, "customer already refunded by phone"])
+def test_denied_call_never_runs_and_model_gets_a_structured_denial(reason: str | None) -> None:
+    chat, provider = make_chat(call_tools(("issue_refund", {"order_id": 7}, "r7")), reply("OK, not refunding."))
+    chat.ask("refund 7")
+    chat.deny("r7", reason=reason)
+    chat.complete()
+    assert runs["issue_refund"] == 0
+    result = results(chat)["r7"]
+    assert result.is_error and result.status == "denied" and result.is_denial
+    payload = json.loads(result.content)
+    assert payload["status"] == "denied" and payload["tool"] == "issue_refund"
+    assert "denied by the user" in payload["message"]
+    assert payload.get("reason") == reason
+    assert provider.requests[-1].messages[-1] == result
+    call = chat.get_call("r7")
+    assert call.status == "denied" and call.decision is not None
+    assert call.decision.reason == reason
+    # approving a denied call is a contradiction
+    with pytest.raises(DecisionError, match="already denied"):
+        chat.approve("r7")
+    assert runs["issue_refund"] == 0
+
+
+def test_subclass_inherits_the_gate() -> None:
+    chat, _ = make_chat(call_tools(("big_refund", {"order_id": 5})))
+    chat.ask("big refund")
+    assert chat.awaiting_approval and runs["issue_refund"] == 0
+
+
+def test_async_tool_gate() -> None:
+    chat, _ = make_chat(call_tools(("delete_file", {"path": "/tmp/x"}, "d1")), reply("deleted"))
+    chat.ask("delete")
+    assert chat.awaiting_approval
+    chat.approve("d1")
+    chat.complete()
+    assert runs["delete_file"] == 1
+
+
+def test_mixed_round_safe_calls_run_while_gated_wait() -> None:
+    chat, provider = make_chat(
+        call_tools(("lookup", {"order_id": 1}, "l1"), ("issue_refund", {"order_id": 1}, "r1"),
+                   ("lookup", {"order_id": 2}, "l2")),
+        reply("done"),
+    )
+    chat.ask("look up and refund")
+    assert runs["lookup"] == 2 and runs["issue_refund"] == 0
+    assert chat.awaiting_approval
+    assert [c.id for c in chat.pending_approvals] == ["r1"]
+    # results are not in the transcript until the round is complete
+    assert not results(chat)
+    assert len(provider.requests) == 1
+    chat.approve("r1")
+    chat.complete()
+    assert runs == Counter({"lookup": 2, "issue_refund": 1})
+    # results in call order, all together
+    ids = [m.tool_call_id for m in chat.transcript if isinstance(m, ToolResultMessage)]
+    assert ids == ["l1", "r1", "l2"]
+
+
+@pytest.mark.parametrize("order", [("a", "b", "c"), ("c", "a", "b"), ("b", "c", "a")])
+def test_several_gated_calls_decided_in_any_order(order: tuple[str, ...]) -> None:
+    chat, provider = make_chat(
+        call_tools(("issue_refund", {"order_id": 1}, "a"), ("issue_refund", {"order_id": 2}, "b"),
+                   ("delete_file", {"path": "p"}, "c")),
+        reply("all decided"),
+    )
+    chat.ask("do three things")
+    verdicts = {"a": "approve", "b": "deny", "c": "approve"}
+    for n, cid in enumerate(order):
+        getattr(chat, verdicts[cid])(cid)
+        step = chat.complete()
+        if n < 2:
+            assert chat.awaiting_approval, f"still waiting after deciding {order[: n + 1]}"
+            assert len(provider.requests) == 1
+    assert step is not None and step.content == "all decided"  # type: ignore[union-attr]
+    assert runs == Counter({"issue_refund": 1, "delete_file": 1})
+    assert [r["order_id"] for r in ran_with if r["tool"] == "issue_refund"] == [1]
+    statuses = {cid: m.status for cid, m in results(chat).items()}
+    assert statuses == {"a": "ok", "b": "denied", "c": "ok"}
+
+
+def test_edit_arguments_valid() -> None:
+    chat, provider = make_chat(call_tools(("issue_refund", {"order_id": 42, "amount": 500}, "r1")),
+                               reply("refunded less"))
+    chat.ask("refund 500")
+    call = chat.approve("r1", arguments={"order_id": 42, "amount": 50})
+    assert call.arguments == {"order_id": 42, "amount": 500}  # what the model asked, kept
+    assert call.effective_arguments == {"order_id": 42, "amount": 50}
+    chat.complete()
+    assert ran_with == [{"tool": "issue_refund", "order_id": 42, "amount": 50.0}]
+    result = results(chat)["r1"]
+    assert "edited the arguments" in result.content and '"amount": 50' in result.content
+    assert provider.requests[-1].messages[-1] == result
+
+
+def test_edit_arguments_invalid_is_refused_and_nothing_changes() -> None:
+    chat, _ = make_chat(call_tools(("issue_refund", {"order_id": 42}, "r1")), reply("ok"))
+    chat.ask("refund")
+    with pytest.raises(DecisionError, match="order_id"):
+        chat.approve("r1", arguments={"order_id": "not a number"})
+    call = chat.get_call("r1")
+    assert call.status == "awaiting_approval" and call.decision is None
+    chat.approve("r1")
+    chat.complete()
+    assert ran_with == [{"tool": "issue_refund", "order_id": 42, "amount": 10.0}]
+
+
+def test_always_allow_approves_pending_and_future_calls() -> None:
+    chat, _ = make_chat(
+        call_tools(("issue_refund", {"order_id": 1}, "r1"), ("delete_file", {"path": "x"}, "d1")),
+        reply("one"),
+        call_tools(("issue_refund", {"order_id": 2}, "r2")),
+        reply("two"),
+    )
+    chat.ask("first")
+    chat.always_allow(IssueRefund)
+    assert chat.get_call("r1").decision.by == "policy:always_allow:issue_refund"  # type: ignore[union-attr]
+    assert [c.id for c in chat.pending_approvals] == ["d1"]
+    chat.deny("d1")
+    chat.complete()
+    chat.ask("second")
+    assert chat.is_complete
+    assert runs == Counter({"issue_refund": 2})
+    assert chat.get_call("r2").decision.by == "policy:always_allow:issue_refund"  # type: ignore[union-attr]
+
+
+def test_policy_with_predicate() -> None:
+    chat, _ = make_chat(
+        call_tools(("issue_refund", {"order_id": 1, "amount": 5}, "small"),
+                   ("issue_refund", {"order_id": 2, "amount": 5000}, "big")),
+        reply("ok"),
+    )
+    chat.always_allow("issue_refund", when=lambda c: c.arguments.get("amount", 0) < 100)
+    chat.ask("refunds")
+    assert [c.id for c in chat.pending_approvals] == ["big"]
+    assert runs["issue_refund"] == 1
+    chat.deny("big", reason="too much")
+    chat.complete()
+    assert runs["issue_refund"] == 1
+
+
+def test_resolver_true_false_none_and_changing_answer() -> None:
+    resolver_answers.update({1: True, 2: False, 3: None})
+    chat, _ = make_chat(
+        call_tools(("ruled_refund", {"order_id": 1}, "c1"), ("ruled_refund", {"order_id": 2}, "c2"),
+                   ("ruled_refund", {"order_id": 3}, "c3")),
+        reply("done"),
+    )
+    chat.ask("three refunds")
+    assert runs["ruled_refund"] == 1  # c1 ran; c2 denied; c3 waits
+    assert chat.get_call("c1").decision.by == "resolver"  # type: ignore[union-attr]
+    assert chat.get_call("c2").status == "denied"
+    assert [c.id for c in chat.pending_approvals] == ["c3"]
+    assert chat.get_call("c3").approval.source == "resolver"  # type: ignore[union-attr]
+    chat.complete()
+    assert chat.awaiting_approval  # still None: still pending
+    resolver_answers[3] = True  # the rule changes its mind: picked up on the next step
+    chat.complete()
+    assert chat.is_complete and runs["ruled_refund"] == 2
+    assert chat.get_call("c3").decision.by == "resolver"  # type: ignore[union-attr]
+
+
+def test_resolver_that_raises_leaves_the_call_pending() -> None:
+    @tool(approval=lambda call: 1 / 0)
+    def fragile(x: int) -> int:
+        _count("fragile", {"x": x})
+        return x
+
+    provider = ScriptedProvider([call_tools(("fragile", {"x": 1}, "f1")), reply("ok")])
+    chat = Chat(provider=provider).with_tools(fragile)
+    chat.ask("go")
+    assert chat.awaiting_approval and runs["fragile"] == 0
+    assert "ZeroDivisionError" in chat.get_call("f1").approval.reason  # type: ignore[union-attr]
+
+
+def test_explicit_decision_wins_over_resolver_before_the_call_runs() -> None:
+    resolver_answers[9] = True
+    chat, _ = make_chat(call_tools(("ruled_refund", {"order_id": 9}, "c9")), reply("stopped"))
+    chat.ask_later("refund 9")
+    assert chat.step().kind == "generated"
+    assert chat.get_call("c9").status == "approved"  # the rule approved it
+    chat.deny("c9", reason="not today")  # a human overrules before it runs
+    chat.complete()
+    assert runs["ruled_refund"] == 0
+    assert chat.get_call("c9").decision.by == "user"  # type: ignore[union-attr]
+
+
+def test_contradicting_a_human_decision_raises() -> None:
+    chat, _ = make_chat(call_tools(("issue_refund", {"order_id": 1}, "r1")))
+    chat.ask("refund")
+    chat.approve("r1")
+    chat.approve("r1")  # same answer: no-op
+    with pytest.raises(DecisionError, match="already approved"):
+        chat.deny("r1")
+
+
+def test_deciding_unknown_or_ungated_calls_raises() -> None:
+    chat, _ = make_chat(call_tools(("lookup", {"order_id": 1}, "l1"), ("issue_refund", {"order_id": 1}, "r1")))
+    chat.ask("x")
+    with pytest.raises(DecisionError, match="no tool call 'nope'"):
+        chat.approve("nope")
+    with pytest.raises(DecisionError, match="does not need approval"):
+        chat.approve("l1")
+
+
+def test_ask_while_approval_pending_raises() -> None:
+    chat, _ = make_chat(call_tools(("issue_refund", {"order_id": 1}, "r1")))
+    chat.ask("refund")
+    with pytest.raises(PendingToolCallsError, match=r"issue_refund\(r1\): awaiting approval"):
+        chat.ask("and another thing")
+    assert "chat.approve" in str(PendingToolCallsError(chat.pending_approvals))
+
+
+def test_step_by_step_stops_at_awaiting_approval() -> None:
+    chat, _ = make_chat(
+        call_tools(("lookup", {"order_id": 1}, "l1"), ("issue_refund", {"order_id": 1}, "r1")),
+        reply("done"),
+    )
+    chat.ask_later("go")
+    assert chat.step().kind == "generated"
+    ran = chat.step()
+    assert ran.kind == "ran_tools" and [c.id for c in ran.calls] == ["l1"]
+    waiting = chat.step()
+    assert waiting.kind == "awaiting_approval" and [c.id for c in waiting.calls] == ["r1"]
+    assert chat.step().kind == "awaiting_approval"  # idempotent while nobody decides
+    chat.approve("r1")
+    assert chat.step().kind == "ran_tools"
+    assert chat.step().kind == "generated"
+    assert chat.step().kind == "complete"
+    assert runs == Counter({"lookup": 1, "issue_refund": 1})
+
+
+def test_concurrent_approve_and_complete_run_the_tool_once() -> None:
+    chat, _ = make_chat(call_tools(("issue_refund", {"order_id": 1}, "r1")), reply("ok"))
+    chat.ask("refund")
+    chat.approve("r1")
+    barrier = threading.Barrier(4)
+
+    def go() -> None:
+        barrier.wait()
+        chat.approve("r1")
+        chat.complete()
+
+    threads = [threading.Thread(target=go) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    chat.complete()
+    assert runs["issue_refund"] == 1
+    assert chat.is_complete
+
+
+def test_decision_events_record_who_when_why() -> None:
+    chat, _ = make_chat(call_tools(("issue_refund", {"order_id": 1}, "r1")), reply("ok"))
+    decided: list[nbagent.ApprovalDecided] = []
+    requested: list[nbagent.ApprovalRequested] = []
+    chat.on(nbagent.ApprovalDecided, decided.append)  # type: ignore[arg-type]
+    chat.on("approval_requested", requested.append)  # type: ignore[arg-type]
+    chat.ask("refund")
+    chat.deny("r1", reason="policy")
+    assert requested[0].reason == "issue_refund requires approval before it runs"
+    assert decided[0].decision.verdict == "denied" and decided[0].decision.reason == "policy"
+    assert decided[0].decision.by == "user"
+
+
+def test_async_api_with_approvals() -> None:
+    chat, _ = make_chat(call_tools(("issue_refund", {"order_id": 1}, "r1")), reply("async ok"))
+
+    async def main() -> Any:
+        await chat.ask_async("refund")
+        assert chat.awaiting_approval
+        chat.approve("r1")
+        return await chat.complete_async()
+
+    assert asyncio.run(main()).content == "async ok"
+    assert runs["issue_refund"] == 1

@@ -1,0 +1,308 @@
+"""Concurrent tool execution and the async API (sequential / threads / async)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import nbagent
+from nbagent import Chat, ChatCancelled, ToolCall, ToolExecutionError, ToolResultMessage, tool
+from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
+
+MODES = ["sequential", "threads", "async"]
+active = 0
+peak = 0
+_lock = threading.Lock()
+log: list[str] = []
+
+
+def _enter() -> None:
+    global active, peak
+    with _lock:
+        active += 1
+        peak = max(peak, active)
+
+
+def _leave() -> None:
+    global active
+    with _lock:
+        active -= 1
+
+
+@tool
+def slow(name: str, delay: float = 0.05) -> str:
+    """Sleeps (sync, I/O-like)."""
+    _enter()
+    try:
+        time.sleep(delay)
+        log.append(name)
+        return f"{name} done"
+    finally:
+        _leave()
+
+
+@tool
+async def aslow(name: str, delay: float = 0.05) -> str:
+    """Sleeps (async)."""
+    _enter()
+    try:
+        await asyncio.sleep(delay)
+        log.append(name)
+        return f"{name} done"
+    finally:
+        _leave()
+
+
+@tool
+def fail(name: str) -> str:
+    """Raises."""
+    raise ValueError(f"{name} failed")
+
+
+@tool(timeout=0.05)
+def stuck(name: str) -> str:
+    """Takes far longer than its timeout."""
+    time.sleep(0.5)
+    return "too late"
+
+
+@tool(timeout=0.05)
+async def astuck(name: str) -> str:
+    """Async, takes far longer than its timeout (cancellable)."""
+    await asyncio.sleep(5)
+    return "too late"
+
+
+@tool
+def whoami(tool_call: ToolCall) -> str:
+    """Returns its own call id, from injection and from the context."""
+    ctx = nbagent.current_tool_call()
+    assert ctx is tool_call
+    return tool_call.id
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    global active, peak
+    active = peak = 0
+    log.clear()
+
+
+def make_chat(mode: str, *script: Any, **kwargs: Any) -> tuple[Chat, ScriptedProvider]:
+    provider = ScriptedProvider(script)
+    chat = Chat(provider=provider, **kwargs).with_tools(slow, aslow, fail, stuck, astuck, whoami)
+    chat.with_tool_options(concurrency=mode)
+    return chat, provider
+
+
+def results(chat: Chat) -> list[ToolResultMessage]:
+    return [m for m in chat.transcript if isinstance(m, ToolResultMessage)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", ["slow", "aslow"])
+def test_completion_order_events_and_call_order_transcript(mode: str, name: str) -> None:
+    chat, _ = make_chat(
+        mode,
+        call_tools((name, {"name": "a", "delay": 0.15}, "a"), (name, {"name": "b", "delay": 0.01}, "b"),
+                   (name, {"name": "c", "delay": 0.08}, "c")),
+        reply("done"),
+    )
+    finished: list[str] = []
+    chat.on(nbagent.ToolCallFinished, lambda e: finished.append(e.call.id))  # type: ignore[attr-defined]
+    t0 = time.perf_counter()
+    chat.ask("go")
+    elapsed = time.perf_counter() - t0
+    assert [r.tool_call_id for r in results(chat)] == ["a", "b", "c"]
+    if mode == "sequential":
+        assert finished == ["a", "b", "c"] and peak == 1
+        assert elapsed >= 0.24
+    else:
+        assert finished == ["b", "c", "a"] and peak == 3
+        assert elapsed < 0.24
+
+
+@pytest.mark.parametrize("mode", ["threads", "async"])
+def test_max_concurrency_bounds_simultaneous_calls(mode: str) -> None:
+    chat, _ = make_chat(mode, call_tools(*[("slow", {"name": str(i), "delay": 0.03}) for i in range(8)]),
+                        reply("ok"))
+    chat.with_tool_options(max_concurrency=3)
+    chat.ask("go")
+    assert peak == 3
+    assert len(log) == 8
+
+
+def test_global_default_and_per_chat_override() -> None:
+    nbagent.configure(tool_concurrency="threads")
+    chat, _ = make_chat("async")
+    assert chat.tool_options.effective_concurrency == "async"
+    chat.with_tool_options(concurrency=None)
+    assert chat.tool_options.effective_concurrency == "threads"
+    nbagent.configure(tool_concurrency=True)
+    assert chat.tool_options.effective_concurrency == "threads"
+    nbagent.configure(tool_concurrency=False)
+    assert chat.tool_options.effective_concurrency == "sequential"
+    with pytest.raises(TypeError, match="unknown option"):
+        nbagent.configure(tool_concurency=True)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_timeouts_become_error_results(mode: str) -> None:
+    chat, _ = make_chat(mode, call_tools(("stuck", {"name": "s"}, "s"), ("astuck", {"name": "a"}, "a"),
+                                         ("slow", {"name": "ok", "delay": 0.01}, "ok")), reply("ok"))
+    t0 = time.perf_counter()
+    chat.ask("go")
+    assert time.perf_counter() - t0 < 0.45  # the stuck thread is abandoned, not waited for
+    statuses = {r.tool_call_id: r.status for r in results(chat)}
+    assert statuses == {"s": "timed_out", "a": "timed_out", "ok": "ok"}
+    assert "timed out after 0.05 s" in results(chat)[0].content
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_default_timeout_option(mode: str) -> None:
+    chat, _ = make_chat(mode, call_tools(("slow", {"name": "x", "delay": 0.3}, "x")), reply("ok"))
+    chat.with_tool_options(timeout=0.05)
+    chat.ask("go")
+    assert results(chat)[0].status == "timed_out"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_failure_is_its_own_error_result(mode: str) -> None:
+    chat, _ = make_chat(mode, call_tools(("fail", {"name": "x"}, "x"), ("slow", {"name": "ok", "delay": 0.01}, "ok"),
+                                         ("fail", {"name": "y"}, "y")), reply("ok"))
+    chat.ask("go")
+    assert [(r.tool_call_id, r.status) for r in results(chat)] == [("x", "error"), ("ok", "ok"), ("y", "error")]
+    assert "ValueError: y failed" in results(chat)[2].content
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_raise_mode_surfaces_all_errors_together_and_keeps_results(mode: str) -> None:
+    chat, _ = make_chat(mode, call_tools(("fail", {"name": "x"}, "x"), ("slow", {"name": "ok", "delay": 0.01}, "ok"),
+                                         ("fail", {"name": "y"}, "y")), reply("recovered"),
+                        on_tool_error="raise")
+    with pytest.raises(ExceptionGroup) as group:
+        chat.ask("go")
+    errors = group.value.exceptions
+    assert all(isinstance(e, ToolExecutionError) for e in errors)
+    assert sorted(e.call.id for e in errors) == ["x", "y"]  # type: ignore[attr-defined]
+    assert [r.status for r in results(chat)] == ["error", "ok", "error"]
+    assert log == ["ok"]
+    assert chat.complete().content == "recovered"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_injection_and_current_call_in_every_mode(mode: str) -> None:
+    chat, _ = make_chat(mode, call_tools(("whoami", {}, "w1"), ("whoami", {}, "w2")), reply("ok"))
+    chat.ask("who")
+    assert [r.content for r in results(chat)] == ["w1", "w2"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_callbacks_never_run_concurrently(mode: str) -> None:
+    chat, _ = make_chat(mode, call_tools(*[("slow", {"name": str(i), "delay": 0.02}) for i in range(5)]),
+                        reply("ok"))
+    inside = 0
+    overlaps = 0
+    seen_threads: set[str] = set()
+
+    def cb(_: Any) -> None:
+        nonlocal inside, overlaps
+        inside += 1
+        overlaps += inside > 1
+        seen_threads.add(threading.current_thread().name)
+        time.sleep(0.005)
+        inside -= 1
+
+    chat.before_tool_call(cb).after_tool_result(cb)
+    chat.ask("go")
+    assert overlaps == 0
+    assert not any(name.startswith("nbagent-tool") for name in seen_threads)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cancel_lets_running_calls_settle_and_cancels_the_rest(mode: str) -> None:
+    chat, provider = make_chat(
+        mode,
+        call_tools(*[("slow", {"name": str(i), "delay": 0.1}, f"c{i}") for i in range(4)]),
+        reply("resumed"),
+    )
+    chat.with_tool_options(max_concurrency=2)
+    chat.before_tool_call(lambda call: chat.cancel() if call.id == "c0" else None)
+    with pytest.raises(ChatCancelled):
+        chat.ask("go")
+    statuses = [r.status for r in results(chat)]
+    # running calls finished for real; calls not yet started were cancelled
+    assert statuses[0] == "ok"
+    assert "cancelled" in statuses
+    assert len(statuses) == 4  # the round is closed: the transcript is valid
+    assert chat.complete().content == "resumed"  # type: ignore[union-attr]
+    assert len(provider.requests) == 2
+
+
+def test_keyboard_interrupt_in_sequential_tool_leaves_valid_transcript() -> None:
+    @tool
+    def interrupted() -> str:
+        """Simulates the notebook's stop button."""
+        raise KeyboardInterrupt
+
+    provider = ScriptedProvider([call_tools(("interrupted", {}, "i"), ("slow", {"name": "later"}, "l")),
+                                 reply("resumed")])
+    chat = Chat(provider=provider).with_tools(interrupted, slow)
+    with pytest.raises(KeyboardInterrupt):
+        chat.ask("go")
+    assert [r.status for r in results(chat)] == ["cancelled", "cancelled"]
+    assert log == []
+    assert chat.complete().content == "resumed"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sync_api_inside_a_running_event_loop(mode: str) -> None:
+    """What Jupyter does: a loop runs in this thread while the cell calls chat.ask()."""
+    chat, _ = make_chat(mode, call_tools(("aslow", {"name": "a", "delay": 0.01}), ("slow", {"name": "b", "delay": 0.01})),
+                        reply("works in Jupyter"))
+
+    async def cell() -> Any:
+        return chat.ask("go")  # sync call, loop running
+
+    answer = asyncio.run(cell())
+    assert answer.content == "works in Jupyter"
+    assert sorted(log) == ["a", "b"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_async_api_shares_the_loop(mode: str) -> None:
+    chat, _ = make_chat(mode, call_tools(("aslow", {"name": "a", "delay": 0.05}), ("aslow", {"name": "b", "delay": 0.05})),
+                        reply("async"))
+
+    async def main() -> Any:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.005)
+                ticks += 1
+
+        t = asyncio.ensure_future(ticker())
+        answer = await chat.ask_async("go")
+        t.cancel()
+        return answer, ticks
+
+    answer, ticks = asyncio.run(main())
+    assert answer.content == "async"
+    assert ticks > 3  # the loop stayed responsive while tools ran
+
+
+def test_step_async_and_events_stream() -> None:
+    chat, _ = make_chat("async", call_tools(("aslow", {"name": "a", "delay": 0.01})), reply("ok"))
+
+    async def main() -> list[str]:
+        return [e.type async for e in chat.astream_events("go")]
+
+    types = asyncio.run(main())
+    assert types[0] == "message_added" and "tool_call_finished" in types
+    assert chat.is_complete
