@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -93,6 +94,20 @@ def _call_async_in_thread(job: Job) -> Any:
     return asyncio.run(_call_async(job))
 
 
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+POOL_SIZE = 256  # threads are created on demand and reused; the semaphore bounds each round
+
+
+def _shared_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """One pool for every chat: idle worker threads are reused across rounds."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(POOL_SIZE, thread_name_prefix="nbagent-tool")
+        return _pool
+
+
 def needs_event_loop(jobs: Sequence[Job], mode: Mode) -> bool:
     """Whether a round can run without an event loop (plain sync tools, one by one)."""
     if mode != "sequential":
@@ -125,24 +140,21 @@ class ToolRunner:
 
         limit = max(1, min(self.max_concurrency, len(jobs)))
         sem = asyncio.Semaphore(limit)
-        pool = concurrent.futures.ThreadPoolExecutor(limit, thread_name_prefix="nbagent-tool")
+        pool = _shared_pool()
+        tasks = [
+            asyncio.ensure_future(self._guarded(job, mode, sem, pool, hooks, outcomes))
+            for job in jobs
+        ]
         try:
-            tasks = [
-                asyncio.ensure_future(self._guarded(job, mode, sem, pool, hooks, outcomes))
-                for job in jobs
-            ]
-            try:
-                await asyncio.gather(*tasks)
-            except BaseException:
-                # Interrupted: let every task settle (running calls finish, the
-                # rest record themselves as cancelled), then re-raise.
-                for t in tasks:
-                    t.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-                self._cancel_rest(jobs, outcomes, hooks)
-                raise
-        finally:
-            pool.shutdown(wait=False)
+            await asyncio.gather(*tasks)
+        except BaseException:
+            # Interrupted: let every task settle (running calls finish, the
+            # rest record themselves as cancelled), then re-raise.
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._cancel_rest(jobs, outcomes, hooks)
+            raise
         return [outcomes[j.call.id] for j in jobs]
 
     def _cancel_rest(

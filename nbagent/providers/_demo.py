@@ -47,6 +47,9 @@ _AFTER_PREP = re.compile(
     r"\b(?:for|in|about|named|called|to|from|of|on)\s+([A-Za-z0-9][\w.@-]*(?:\s+[A-Z][\w-]*)*)"
 )
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
+_PATHLIKE = re.compile(
+    r"(?<![\w@/])(?:[a-zA-Z][\w+.-]*://)?(?=[\w~./-]*[A-Za-z])[\w~-]*(?:[./][\w~-]+)+/?"
+)
 
 
 def _words(text: str) -> list[str]:
@@ -86,6 +89,7 @@ class _Extractor:
         self.numbers = [m.group(0) for m in _NUMBER.finditer(clause)]
         self.quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(clause)]
         self.emails = _EMAIL.findall(clause)
+        self.paths = [p for p in _PATHLIKE.findall(clause) if p not in self.emails]
         first_word = clause.split(" ", 1)[0]
         self.names = [
             n for n in _CAPITALISED.findall(clause) if n != first_word and n.lower() not in _STOP
@@ -130,7 +134,7 @@ class _Extractor:
             v = self.take(self.emails)
             if v:
                 return v
-        for pool in (self.quoted, self.names, self.after):
+        for pool in (self.quoted, self.paths, self.names, self.after):
             v = self.take(pool)
             if v:
                 return v
@@ -332,7 +336,7 @@ class DemoProvider:
             best_score, _, best = scored[0]
             if best_score <= 0:
                 ex = _Extractor(clause, text)
-                if previous is not None and (ex.names or ex.numbers or ex.quoted):
+                if previous is not None and (ex.names or ex.numbers or ex.quoted or ex.paths):
                     best = previous
                 else:
                     continue
@@ -369,7 +373,12 @@ class DemoProvider:
             if r.status == "ok":
                 lines.append(f"- {label}: {_summarise(r.content)}")
             elif r.status == "denied":
-                lines.append(f"- {label} was not run: {_summarise(r.content)}")
+                try:
+                    reason = json.loads(r.content).get("reason")
+                except (ValueError, AttributeError):
+                    reason = None
+                why = f" (reason: {reason})" if reason else ""
+                lines.append(f"- {label} was denied{why}, so it was not run.")
             else:
                 lines.append(f"- {label} did not succeed ({r.status}): {_summarise(r.content)}")
         ok = sum(1 for r in results if r.status == "ok")

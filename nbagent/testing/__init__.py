@@ -1,0 +1,46 @@
+"""Test helpers: test your agents offline.
+
+- :class:`ScriptedProvider` (with :func:`reply` and :func:`call_tools`): an
+  in-process provider answering from a script and recording every request.
+- :class:`FakeLLMServer`: a loopback HTTP server speaking the OpenAI Chat
+  Completions, OpenAI Responses and Anthropic Messages wire formats (JSON and
+  SSE), so the real ``openai`` / ``anthropic`` SDK clients run fully offline::
+
+    from nbagent.testing import FakeLLMServer, FakeToolCall, Turn
+
+    with FakeLLMServer(turns=[Turn(tool_calls=[FakeToolCall("get_weather", {"city": "Paris"})]),
+                              Turn(text="It is sunny.")]) as server:
+        client = openai.OpenAI(api_key="test", base_url=server.openai_base_url)
+        ...
+
+The fake server imports only the standard library; the scripted provider is
+loaded on first use.
+"""
+
+from typing import Any
+
+from ._fake_server import FakeLLMServer, render
+from ._script import FakeToolCall, RecordedRequest, Turn
+
+_LAZY = {"ScriptedProvider", "ScriptedRequest", "call_tools", "reply"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from . import _scripted
+
+        return getattr(_scripted, name)
+    raise AttributeError(f"module 'nbagent.testing' has no attribute {name!r}")
+
+
+__all__ = [
+    "FakeLLMServer",
+    "FakeToolCall",
+    "RecordedRequest",
+    "ScriptedProvider",
+    "ScriptedRequest",
+    "Turn",
+    "call_tools",
+    "render",
+    "reply",
+]

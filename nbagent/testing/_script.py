@@ -1,0 +1,284 @@
+"""Provider-neutral script values for the fake LLM server.
+
+A :class:`Turn` says what the fake model answers to one request; the wire
+modules (``_wire_openai``, ``_wire_anthropic``) translate it into each API's
+JSON or SSE payloads. Nothing here knows about HTTP or about any SDK.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Api = Literal["chat", "responses", "anthropic"]
+"""Which wire format a request used: OpenAI Chat Completions, OpenAI Responses
+or Anthropic Messages."""
+
+Stop = Literal[
+    "end", "tool_use", "max_tokens", "refusal", "pause_turn", "context_window", "content_filter"
+]
+"""Neutral stop reasons. Each API maps them to its own vocabulary."""
+
+STOPS: frozenset[str] = frozenset(
+    {"end", "tool_use", "max_tokens", "refusal", "pause_turn", "context_window", "content_filter"}
+)
+USAGE_KEYS: frozenset[str] = frozenset(
+    {"input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens", "reasoning_tokens"}
+)
+DEFAULT_REFUSAL = "I'm sorry, but I can't help with that."
+REDACTED = "REDACTED"
+SECRET_HEADERS: frozenset[str] = frozenset(
+    {"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"}
+)
+CREATED_EPOCH = 1_750_000_000
+"""Fixed base for `created` timestamps, so payloads are deterministic."""
+
+
+@dataclass
+class FakeToolCall:
+    """One tool call the fake model makes.
+
+    Args:
+        name: Tool name.
+        arguments: Arguments as a JSON object; serialised compactly on the wire.
+        id: Call id to use instead of the generated one (``call_N`` for
+            OpenAI, ``toolu_N`` for Anthropic).
+        raw_arguments: Exact argument text to send instead of ``arguments``,
+            e.g. ``""``, invalid JSON, or a prefix cut short by ``stop="max_tokens"``.
+            Anthropic's non-streaming ``input`` must be an object, so there it
+            becomes the parsed object when the text is a JSON object, else ``{}``.
+    """
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
+    raw_arguments: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError("FakeToolCall.name must be a non-empty string")
+        if not isinstance(self.arguments, Mapping):
+            raise TypeError("FakeToolCall.arguments must be a dict (a JSON object)")
+        self.arguments = dict(self.arguments)
+
+    @property
+    def argument_text(self) -> str:
+        """The argument string as it goes on the wire."""
+        if self.raw_arguments is not None:
+            return self.raw_arguments
+        return json.dumps(self.arguments, separators=(",", ":"), ensure_ascii=False)
+
+    @property
+    def input_object(self) -> dict[str, Any]:
+        """The arguments as an object (Anthropic's ``input``)."""
+        if self.raw_arguments is None:
+            return dict(self.arguments)
+        try:
+            parsed = json.loads(self.raw_arguments)
+        except ValueError:
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
+
+
+@dataclass
+class Turn:
+    """What the fake model answers to one request.
+
+    Args:
+        text: Assistant text.
+        tool_calls: Tool calls, in order (several make a parallel round).
+        stop: Neutral stop reason: ``"end"``, ``"tool_use"``, ``"max_tokens"``,
+            ``"refusal"``, ``"pause_turn"``, ``"context_window"`` or
+            ``"content_filter"``. Default: ``"refusal"`` if ``refusal`` is set,
+            ``"tool_use"`` if there are tool calls, else ``"end"``.
+        usage: Neutral token counts: ``input_tokens`` (all input, cached
+            included), ``output_tokens``, ``cached_tokens`` (cache reads),
+            ``cache_write_tokens``, ``reasoning_tokens``. Missing keys get
+            deterministic defaults derived from the request and reply sizes.
+        refusal: Refusal text (Chat: ``message.refusal``; Responses: a
+            ``refusal`` content part; Anthropic: ``stop_reason="refusal"`` with
+            the text in ``stop_details.explanation``).
+        status: HTTP status; 400 and above answers an error in the API's own
+            error shape instead of a completion.
+        error: Overrides for the error object (``message``, ``type``,
+            ``code``, ``param``); only with ``status >= 400``.
+        repeat_ids_in_stream: Repeat the tool call id and name in every
+            streamed fragment, like some OpenAI-compatible servers do.
+        fail_mid_stream: Drop the connection part-way through the body.
+        delay: Seconds to wait before answering.
+        chunk_delay: Seconds to wait between streamed events.
+    """
+
+    text: str = ""
+    tool_calls: list[FakeToolCall] = field(default_factory=list)
+    stop: Stop | None = None
+    usage: dict[str, int] | None = None
+    refusal: str | None = None
+    status: int = 200
+    error: dict[str, Any] | None = None
+    repeat_ids_in_stream: bool = False
+    fail_mid_stream: bool = False
+    delay: float = 0.0
+    chunk_delay: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.tool_calls = list(self.tool_calls)
+        for call in self.tool_calls:
+            if not isinstance(call, FakeToolCall):
+                raise TypeError(f"Turn.tool_calls items must be FakeToolCall, got {call!r}")
+        if self.stop is not None and self.stop not in STOPS:
+            raise ValueError(f"Turn.stop must be one of {sorted(STOPS)}, got {self.stop!r}")
+        if self.usage is not None:
+            unknown = set(self.usage) - USAGE_KEYS
+            if unknown:
+                raise ValueError(
+                    f"unknown Turn.usage keys {sorted(unknown)}; use {sorted(USAGE_KEYS)}"
+                )
+        if not 100 <= self.status <= 599:
+            raise ValueError(f"Turn.status must be an HTTP status, got {self.status}")
+        if self.error is not None and self.status < 400:
+            raise ValueError("Turn.error needs an error status, e.g. Turn(status=429, error=...)")
+        if self.delay < 0 or self.chunk_delay < 0:
+            raise ValueError("Turn.delay and Turn.chunk_delay must be >= 0")
+
+    @property
+    def resolved_stop(self) -> Stop:
+        """The stop reason, inferred when not given."""
+        if self.stop is not None:
+            return self.stop
+        if self.refusal is not None:
+            return "refusal"
+        return "tool_use" if self.tool_calls else "end"
+
+    @property
+    def refusal_text(self) -> str | None:
+        """The refusal text, defaulted when ``stop="refusal"`` has none."""
+        if self.refusal is not None:
+            return self.refusal
+        return DEFAULT_REFUSAL if self.stop == "refusal" else None
+
+    @property
+    def is_error(self) -> bool:
+        """Whether this turn answers an HTTP error."""
+        return self.status >= 400
+
+
+def as_turn(value: Turn | str) -> Turn:
+    """Accept a plain string as shorthand for ``Turn(text=...)``."""
+    if isinstance(value, Turn):
+        return value
+    if isinstance(value, str):
+        return Turn(text=value)
+    raise TypeError(f"a script step must be a Turn or a str, got {type(value).__name__}")
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request the fake server received.
+
+    Attributes:
+        path: Request path without the query string, e.g. ``/v1/messages``.
+        headers: Lower-cased header names; credentials are ``"REDACTED"``.
+        body: The parsed JSON body.
+        api: ``"chat"``, ``"responses"`` or ``"anthropic"``.
+    """
+
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    api: Api
+
+    @property
+    def stream(self) -> bool:
+        """Whether the request asked for SSE streaming."""
+        return bool(self.body.get("stream"))
+
+    @property
+    def model(self) -> str | None:
+        """The requested model."""
+        model = self.body.get("model")
+        return model if isinstance(model, str) else None
+
+
+@dataclass(frozen=True)
+class WireError:
+    """An HTTP error to answer; each API renders it in its own JSON shape."""
+
+    status: int
+    message: str
+    type: str | None = None
+    code: str | None = None
+    param: str | None = None
+    retry: bool | None = None
+    """Sent as ``x-should-retry`` when not None (both SDKs honour it)."""
+
+    @classmethod
+    def from_turn(cls, turn: Turn, default_message: str) -> WireError:
+        """Build the error a scripted error turn asks for."""
+        err = turn.error or {}
+        return cls(
+            status=turn.status,
+            message=str(err.get("message", default_message)),
+            type=err.get("type"),
+            code=err.get("code"),
+            param=err.get("param"),
+        )
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Resolved neutral token counts."""
+
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    cache_write_tokens: int
+    reasoning_tokens: int
+
+
+def resolve_usage(turn: Turn, request: Mapping[str, Any]) -> Usage:
+    """Fill in the token counts a turn leaves out, deterministically.
+
+    Input defaults to about one token per four characters of the compact JSON
+    request; output to one per four characters of text, refusal and arguments.
+    """
+    given = turn.usage or {}
+    if "input_tokens" in given:
+        input_tokens = given["input_tokens"]
+    else:
+        size = len(json.dumps(request, separators=(",", ":"), ensure_ascii=False, default=str))
+        input_tokens = size // 4 + 1
+    if "output_tokens" in given:
+        output_tokens = given["output_tokens"]
+    else:
+        chars = len(turn.text) + len(turn.refusal_text or "")
+        chars += sum(len(c.name) + len(c.argument_text) for c in turn.tool_calls)
+        output_tokens = chars // 4 + 1
+    return Usage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cached_tokens=given.get("cached_tokens", 0),
+        cache_write_tokens=given.get("cache_write_tokens", 0),
+        reasoning_tokens=given.get("reasoning_tokens", 0),
+    )
+
+
+def fragments(text: str, parts: int) -> list[str]:
+    """Split ``text`` into at most ``parts`` non-empty pieces, in order."""
+    if not text:
+        return []
+    count = min(parts, len(text))
+    size = -(-len(text) // count)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+TEXT_FRAGMENTS = 3
+ARGUMENT_FRAGMENTS = 4
+
+
+def request_model(request: Mapping[str, Any]) -> str:
+    """The model to echo back."""
+    model = request.get("model")
+    return model if isinstance(model, str) and model else "fake-model"

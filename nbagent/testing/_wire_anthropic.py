@@ -1,0 +1,225 @@
+"""Anthropic Messages wire format for the fake server.
+
+Renders a neutral :class:`~nbagent.testing.Turn` into a ``message`` body or
+the list of stream events (``message_start`` ... ``message_stop``), and checks
+request transcripts the way the real API does in strict mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._script import (
+    ARGUMENT_FRAGMENTS,
+    TEXT_FRAGMENTS,
+    Turn,
+    Usage,
+    WireError,
+    fragments,
+    request_model,
+    resolve_usage,
+)
+
+Payload = dict[str, Any]
+
+_STOP_REASON = {
+    "end": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "refusal": "refusal",
+    "pause_turn": "pause_turn",
+    "context_window": "model_context_window_exceeded",
+    "content_filter": "refusal",
+}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+DEFAULT_MESSAGES: dict[int, str] = {
+    400: "Bad request (scripted by FakeLLMServer).",
+    401: "invalid x-api-key",
+    403: "Your API key does not have permission to use the specified resource.",
+    404: "The requested resource could not be found.",
+    429: "Number of request tokens has exceeded your per-minute rate limit "
+    "(scripted by FakeLLMServer).",
+    500: "Internal server error",
+    529: "Overloaded",
+}
+
+
+def error_body(err: WireError, request_id: str) -> Payload:
+    """``{"type": "error", "error": {"type", "message"}, "request_id"}``."""
+    default = "api_error" if err.status >= 500 else "invalid_request_error"
+    kind = err.type or _ERROR_TYPES.get(err.status, default)
+    return {
+        "type": "error",
+        "error": {"type": kind, "message": err.message},
+        "request_id": request_id,
+    }
+
+
+def _invalid(message: str) -> WireError:
+    return WireError(status=400, message=message, type="invalid_request_error")
+
+
+def _blocks(message: Any) -> list[Mapping[str, Any]]:
+    content = message.get("content") if isinstance(message, Mapping) else None
+    if not isinstance(content, list):
+        return []
+    return [block for block in content if isinstance(block, Mapping)]
+
+
+def check_messages(body: Mapping[str, Any]) -> WireError | None:
+    """The 400s the Messages API answers for malformed tool transcripts."""
+    choice = body.get("tool_choice")
+    if choice is not None and not body.get("tools"):
+        return _invalid("tool_choice: tool_choice may only be specified while providing tools.")
+    if (
+        isinstance(choice, Mapping)
+        and choice.get("type") == "none"
+        and "disable_parallel_tool_use" in choice
+    ):
+        return _invalid(
+            "tool_choice.none.disable_parallel_tool_use: Extra inputs are not permitted"
+        )
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return _invalid("messages: Field required")
+    previous_uses: list[str] = []
+    for i, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, Mapping) else None
+        blocks = _blocks(message)
+        if role == "user":
+            seen_other = False
+            for j, block in enumerate(blocks):
+                if block.get("type") != "tool_result":
+                    seen_other = True
+                    continue
+                use_id = block.get("tool_use_id")
+                if use_id not in previous_uses:
+                    return _invalid(
+                        f"messages.{i}.content.{j}: unexpected `tool_use_id` found in "
+                        f"`tool_result` blocks: {use_id}. Each `tool_result` block must have a "
+                        "corresponding `tool_use` block in the previous message."
+                    )
+                if seen_other:
+                    return _invalid(
+                        f"messages.{i}.content.{j}: `tool_result` blocks must come first in the "
+                        "user message that answers `tool_use` blocks, before any other content."
+                    )
+        uses = [str(b.get("id")) for b in blocks if b.get("type") == "tool_use"]
+        if role == "assistant" and uses:
+            following = messages[i + 1] if i + 1 < len(messages) else None
+            answered = (
+                {b.get("tool_use_id") for b in _blocks(following) if b.get("type") == "tool_result"}
+                if isinstance(following, Mapping) and following.get("role") == "user"
+                else set()
+            )
+            missing = [use_id for use_id in uses if use_id not in answered]
+            if missing:
+                return _invalid(
+                    f"messages.{i + 1 if following is not None else i}: `tool_use` ids were "
+                    "found without `tool_result` blocks immediately after: "
+                    + ", ".join(missing)
+                    + ". Each `tool_use` block must have a corresponding `tool_result` block "
+                    "in the next message."
+                )
+        previous_uses = uses if role == "assistant" else []
+    return None
+
+
+def _usage(usage: Usage) -> Payload:
+    return {
+        "input_tokens": max(0, usage.input_tokens - usage.cached_tokens - usage.cache_write_tokens),
+        "cache_creation_input_tokens": usage.cache_write_tokens,
+        "cache_read_input_tokens": usage.cached_tokens,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": usage.cache_write_tokens,
+            "ephemeral_1h_input_tokens": 0,
+        },
+        "output_tokens": usage.output_tokens,
+        "service_tier": "standard",
+    }
+
+
+def render_messages(
+    turn: Turn, request: Mapping[str, Any], *, stream: bool, seq: int, first_call: int
+) -> list[Payload]:
+    """Render a turn as a ``message`` body or its list of stream events."""
+    content: list[Payload] = []
+    if turn.text:
+        content.append({"type": "text", "text": turn.text})
+    for i, call in enumerate(turn.tool_calls):
+        content.append(
+            {
+                "type": "tool_use",
+                "id": call.id or f"toolu_{first_call + i}",
+                "name": call.name,
+                "input": call.input_object,
+            }
+        )
+    usage = _usage(resolve_usage(turn, request))
+    stop: Payload = {"stop_reason": _STOP_REASON[turn.resolved_stop], "stop_sequence": None}
+    refusal = turn.refusal_text
+    if refusal is not None:
+        stop["stop_details"] = {"type": "refusal", "category": None, "explanation": refusal}
+    message: Payload = {
+        "id": f"msg_fake{seq}",
+        "type": "message",
+        "role": "assistant",
+        "model": request_model(request),
+        "content": content,
+        **stop,
+        "usage": usage,
+    }
+    if not stream:
+        return [message]
+
+    start_usage = {**usage, "output_tokens": 1}
+    events: list[Payload] = [
+        {
+            "type": "message_start",
+            "message": {
+                **message,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": start_usage,
+            },
+        }
+    ]
+    events[0]["message"].pop("stop_details", None)
+    for index, block in enumerate(content):
+        at: Payload = {"index": index}
+        if block["type"] == "text":
+            events.append(
+                {"type": "content_block_start", **at, "content_block": {"type": "text", "text": ""}}
+            )
+            pieces = fragments(block["text"], TEXT_FRAGMENTS)
+            deltas = [{"type": "text_delta", "text": p} for p in pieces]
+        else:
+            events.append(
+                {"type": "content_block_start", **at, "content_block": {**block, "input": {}}}
+            )
+            call = turn.tool_calls[index - (1 if turn.text else 0)]
+            pieces = fragments(call.argument_text, ARGUMENT_FRAGMENTS)
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in ["", *pieces]]
+        if index == 0:
+            events.append({"type": "ping"})
+        events += [{"type": "content_block_delta", **at, "delta": d} for d in deltas]
+        events.append({"type": "content_block_stop", **at})
+    if not content:
+        events.append({"type": "ping"})
+    delta_usage = {k: v for k, v in usage.items() if k not in ("cache_creation", "service_tier")}
+    events.append({"type": "message_delta", "delta": stop, "usage": delta_usage})
+    events.append({"type": "message_stop"})
+    return events

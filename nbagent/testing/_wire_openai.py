@@ -1,0 +1,403 @@
+"""OpenAI wire formats for the fake server: Chat Completions and Responses.
+
+Renders a neutral :class:`~nbagent.testing.Turn` into the payloads the real
+API sends (a JSON body, or the list of SSE chunks/events), and checks request
+transcripts the way the real API does in strict mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._script import (
+    ARGUMENT_FRAGMENTS,
+    CREATED_EPOCH,
+    TEXT_FRAGMENTS,
+    Turn,
+    Usage,
+    WireError,
+    fragments,
+    request_model,
+    resolve_usage,
+)
+
+Payload = dict[str, Any]
+
+_CHAT_FINISH = {
+    "end": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "refusal": "stop",
+    "pause_turn": "stop",
+    "context_window": "length",
+    "content_filter": "content_filter",
+}
+_INCOMPLETE_REASON = {
+    "max_tokens": "max_output_tokens",
+    "context_window": "max_output_tokens",
+    "content_filter": "content_filter",
+}
+
+# -- errors ------------------------------------------------------------------
+
+_ERROR_DEFAULTS: dict[int, tuple[str, str | None]] = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("invalid_request_error", "unsupported_country_region_territory"),
+    404: ("invalid_request_error", "model_not_found"),
+    429: ("requests", "rate_limit_exceeded"),
+}
+DEFAULT_MESSAGES: dict[int, str] = {
+    400: "Bad request (scripted by FakeLLMServer).",
+    401: "Incorrect API key provided. You can find your API key at "
+    "https://platform.openai.com/account/api-keys.",
+    403: "Country, region, or territory not supported.",
+    404: "The model does not exist or you do not have access to it.",
+    429: "Rate limit reached for requests (scripted by FakeLLMServer).",
+    500: "The server had an error while processing your request. Sorry about that!",
+    503: "The engine is currently overloaded, please try again later.",
+}
+
+
+def error_body(err: WireError) -> Payload:
+    """``{"error": {"message", "type", "param", "code"}}``, OpenAI's error shape."""
+    default_type, default_code = _ERROR_DEFAULTS.get(
+        err.status, ("server_error" if err.status >= 500 else "invalid_request_error", None)
+    )
+    return {
+        "error": {
+            "message": err.message,
+            "type": err.type or default_type,
+            "param": err.param,
+            "code": err.code if err.code is not None else default_code,
+        }
+    }
+
+
+def _invalid(message: str, param: str | None) -> WireError:
+    return WireError(status=400, message=message, type="invalid_request_error", param=param)
+
+
+# -- strict checks -----------------------------------------------------------
+
+
+def check_chat(body: Mapping[str, Any]) -> WireError | None:
+    """The 400s Chat Completions answers for malformed tool transcripts."""
+    tools = body.get("tools")
+    for option in ("tool_choice", "parallel_tool_calls"):
+        if body.get(option) is not None and not tools:
+            return _invalid(
+                f"Invalid value for '{option}': '{option}' is only allowed when 'tools' "
+                "are specified.",
+                option,
+            )
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return _invalid("Missing required parameter: 'messages'.", "messages")
+    open_ids: list[str] = []
+    answered: set[str] = set()
+    opened_at = -1
+    for i, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, Mapping) else None
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if opened_at < 0:
+                return _invalid(
+                    "Invalid parameter: messages with role 'tool' must be a response to a "
+                    "preceeding message with 'tool_calls'.",
+                    f"messages.[{i}].role",
+                )
+            if call_id not in open_ids:
+                return _invalid(
+                    f"Invalid parameter: 'tool_call_id' of '{call_id}' not found in "
+                    "'tool_calls' of previous message.",
+                    f"messages.[{i}].tool_call_id",
+                )
+            answered.add(call_id)
+            continue
+        error = _unanswered_chat(open_ids, answered, opened_at)
+        if error:
+            return error
+        calls = message.get("tool_calls") if role == "assistant" else None
+        open_ids = [str(c.get("id")) for c in calls or [] if isinstance(c, Mapping)]
+        answered = set()
+        opened_at = i if open_ids else -1
+    return _unanswered_chat(open_ids, answered, opened_at)
+
+
+def _unanswered_chat(open_ids: list[str], answered: set[str], opened_at: int) -> WireError | None:
+    missing = [call_id for call_id in open_ids if call_id not in answered]
+    if not missing:
+        return None
+    return _invalid(
+        "An assistant message with 'tool_calls' must be followed by tool messages responding "
+        "to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+        + ", ".join(missing),
+        f"messages.[{opened_at}].role",
+    )
+
+
+def check_responses(body: Mapping[str, Any]) -> WireError | None:
+    """The 400s the Responses API answers for unpaired function calls."""
+    items = body.get("input")
+    if not isinstance(items, list):
+        return None
+    calls: list[str] = []
+    outputs: list[str] = []
+    for item in items:
+        if not isinstance(item, Mapping):
+            continue
+        if item.get("type") == "function_call":
+            calls.append(str(item.get("call_id")))
+        elif item.get("type") == "function_call_output":
+            outputs.append(str(item.get("call_id")))
+    if body.get("previous_response_id") is None:
+        for call_id in outputs:
+            if call_id not in calls:
+                return _invalid(
+                    f"No tool call found for function call output with call_id {call_id}.",
+                    "input",
+                )
+    for call_id in calls:
+        if call_id not in outputs:
+            return _invalid(f"No tool output found for function call {call_id}.", "input")
+    return None
+
+
+# -- Chat Completions --------------------------------------------------------
+
+
+def _chat_usage(usage: Usage) -> Payload:
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": usage.reasoning_tokens,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
+
+
+def render_chat(
+    turn: Turn, request: Mapping[str, Any], *, stream: bool, seq: int, first_call: int
+) -> list[Payload]:
+    """Render a turn as a ``chat.completion`` body or its ``chat.completion.chunk`` list."""
+    ids = [c.id or f"call_{first_call + i}" for i, c in enumerate(turn.tool_calls)]
+    refusal = turn.refusal_text
+    finish = _CHAT_FINISH[turn.resolved_stop]
+    usage = _chat_usage(resolve_usage(turn, request))
+    head: Payload = {
+        "id": f"chatcmpl-fake{seq}",
+        "object": "chat.completion.chunk" if stream else "chat.completion",
+        "created": CREATED_EPOCH + seq,
+        "model": request_model(request),
+        "service_tier": "default",
+        "system_fingerprint": None,
+    }
+    if not stream:
+        has_content = bool(turn.text) or not (turn.tool_calls or refusal)
+        message: Payload = {
+            "role": "assistant",
+            "content": turn.text if has_content else None,
+            "refusal": refusal,
+            "annotations": [],
+        }
+        if turn.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.argument_text},
+                }
+                for call_id, call in zip(ids, turn.tool_calls, strict=True)
+            ]
+        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+        return [{**head, "choices": [choice], "usage": usage}]
+
+    include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
+    extra: Payload = {"usage": None} if include_usage else {}
+
+    def chunk(delta: Payload, finish_reason: str | None = None) -> Payload:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        return {**head, "choices": [choice], **extra}
+
+    content_start = "" if turn.text or not (turn.tool_calls or refusal) else None
+    chunks = [chunk({"role": "assistant", "content": content_start, "refusal": None})]
+    chunks += [chunk({"content": piece}) for piece in fragments(turn.text, TEXT_FRAGMENTS)]
+    chunks += [chunk({"refusal": piece}) for piece in fragments(refusal or "", TEXT_FRAGMENTS)]
+    for index, (call_id, call) in enumerate(zip(ids, turn.tool_calls, strict=True)):
+        ident = {"id": call_id, "type": "function"}
+        first = {"index": index, **ident, "function": {"name": call.name, "arguments": ""}}
+        chunks.append(chunk({"tool_calls": [first]}))
+        for piece in fragments(call.argument_text, ARGUMENT_FRAGMENTS):
+            fragment: Payload = {"index": index, "function": {"arguments": piece}}
+            if turn.repeat_ids_in_stream:
+                fragment = {**fragment, **ident}
+                fragment["function"] = {"name": call.name, "arguments": piece}
+            chunks.append(chunk({"tool_calls": [fragment]}))
+    chunks.append(chunk({}, finish))
+    if include_usage:
+        chunks.append({**head, "choices": [], "usage": usage})
+    return chunks
+
+
+# -- Responses ---------------------------------------------------------------
+
+
+def _responses_usage(usage: Usage) -> Payload:
+    return {
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {
+            "cached_tokens": usage.cached_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        },
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
+
+
+def _echo_tools(request: Mapping[str, Any]) -> list[Any]:
+    tools = []
+    for tool in request.get("tools") or []:
+        if isinstance(tool, Mapping) and tool.get("type") == "function":
+            tools.append(
+                {
+                    "type": "function",
+                    "name": tool.get("name"),
+                    "description": tool.get("description"),
+                    "parameters": tool.get("parameters"),
+                    "strict": tool.get("strict", True),
+                }
+            )
+        else:
+            tools.append(tool)
+    return tools
+
+
+def _response_object(
+    request: Mapping[str, Any], seq: int, status: str, output: list[Payload]
+) -> Payload:
+    instructions = request.get("instructions")
+    return {
+        "id": f"resp_fake{seq}",
+        "object": "response",
+        "created_at": CREATED_EPOCH + seq,
+        "status": status,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": instructions if isinstance(instructions, str) else None,
+        "max_output_tokens": request.get("max_output_tokens"),
+        "model": request_model(request),
+        "output": output,
+        "parallel_tool_calls": request.get("parallel_tool_calls", True),
+        "previous_response_id": request.get("previous_response_id"),
+        "reasoning": {"effort": None, "summary": None},
+        "temperature": request.get("temperature", 1.0),
+        "text": {"format": {"type": "text"}},
+        "tool_choice": request.get("tool_choice", "auto"),
+        "tools": _echo_tools(request),
+        "top_p": request.get("top_p", 1.0),
+        "truncation": "disabled",
+        "usage": None,
+        "user": None,
+        "metadata": {},
+    }
+
+
+def render_responses(
+    turn: Turn, request: Mapping[str, Any], *, stream: bool, seq: int, first_call: int
+) -> list[Payload]:
+    """Render a turn as a ``response`` body or its list of ``response.*`` events."""
+    stop = turn.resolved_stop
+    reason = _INCOMPLETE_REASON.get(stop)
+    refusal = turn.refusal_text
+    parts: list[Payload] = []
+    if turn.text or not (turn.tool_calls or refusal):
+        parts.append({"type": "output_text", "text": turn.text, "annotations": [], "logprobs": []})
+    if refusal:
+        parts.append({"type": "refusal", "refusal": refusal})
+    items: list[Payload] = []
+    if parts:
+        items.append(
+            {
+                "id": f"msg_fake{seq}",
+                "type": "message",
+                "status": "completed",
+                "role": "assistant",
+                "content": parts,
+            }
+        )
+    for i, call in enumerate(turn.tool_calls):
+        items.append(
+            {
+                "id": f"fc_{first_call + i}",
+                "type": "function_call",
+                "status": "completed",
+                "arguments": call.argument_text,
+                "call_id": call.id or f"call_{first_call + i}",
+                "name": call.name,
+            }
+        )
+    if reason and items:
+        items[-1]["status"] = "incomplete"
+    final = _response_object(request, seq, "incomplete" if reason else "completed", items)
+    final["usage"] = _responses_usage(resolve_usage(turn, request))
+    if reason:
+        final["incomplete_details"] = {"reason": reason}
+    else:
+        final["completed_at"] = CREATED_EPOCH + seq
+    if not stream:
+        return [final]
+    return _responses_events(turn, request, seq, items, final)
+
+
+def _responses_events(
+    turn: Turn, request: Mapping[str, Any], seq: int, items: list[Payload], final: Payload
+) -> list[Payload]:
+    events: list[Payload] = []
+
+    def emit(kind: str, **fields: Any) -> None:
+        events.append({"type": kind, "sequence_number": len(events), **fields})
+
+    emit("response.created", response=_response_object(request, seq, "in_progress", []))
+    emit("response.in_progress", response=_response_object(request, seq, "in_progress", []))
+    for index, item in enumerate(items):
+        where = {"item_id": item["id"], "output_index": index}
+        if item["type"] == "message":
+            emit(
+                "response.output_item.added",
+                output_index=index,
+                item={**item, "status": "in_progress", "content": []},
+            )
+            for part_index, part in enumerate(item["content"]):
+                at = {**where, "content_index": part_index}
+                if part["type"] == "output_text":
+                    emit("response.content_part.added", **at, part={**part, "text": ""})
+                    for piece in fragments(part["text"], TEXT_FRAGMENTS):
+                        emit("response.output_text.delta", **at, delta=piece, logprobs=[])
+                    emit("response.output_text.done", **at, text=part["text"], logprobs=[])
+                else:
+                    emit("response.content_part.added", **at, part={**part, "refusal": ""})
+                    for piece in fragments(part["refusal"], TEXT_FRAGMENTS):
+                        emit("response.refusal.delta", **at, delta=piece)
+                    emit("response.refusal.done", **at, refusal=part["refusal"])
+                emit("response.content_part.done", **at, part=part)
+        else:
+            emit(
+                "response.output_item.added",
+                output_index=index,
+                item={**item, "status": "in_progress", "arguments": ""},
+            )
+            for piece in fragments(item["arguments"], ARGUMENT_FRAGMENTS):
+                emit("response.function_call_arguments.delta", **where, delta=piece)
+            emit("response.function_call_arguments.done", **where, arguments=item["arguments"])
+        emit("response.output_item.done", output_index=index, item=item)
+    final_kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
+    emit(final_kind, response=final)
+    return events
