@@ -25,7 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the results as JSON")
     args = parser.parse_args(argv)
     here = Path(__file__).parent
-    modules = sorted(m.name for m in pkgutil.iter_modules([str(here)]) if m.name.startswith("bench_"))
+    modules = sorted(
+        m.name for m in pkgutil.iter_modules([str(here)]) if m.name.startswith("bench_")
+    )
     if args.names:
         modules = [m for m in modules if any(n in m for n in args.names)]
     results: list[Result] = []

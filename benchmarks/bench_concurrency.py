@@ -74,8 +74,16 @@ def run(quick: bool = False) -> list[Result]:
                 target, met = "~16x (one at a time)", 14 <= ratio <= 18
             else:
                 target, met = "<= 1.2x of 200 ms", ratio <= 1.2
-            results.append(Result(f"16 x 200 ms calls, {mode}, {fn.name}", ratio, "x", target, met,
-                                  f"{t * 1000:.0f} ms"))
+            results.append(
+                Result(
+                    f"16 x 200 ms calls, {mode}, {fn.name}",
+                    ratio,
+                    "x",
+                    target,
+                    met,
+                    f"{t * 1000:.0f} ms",
+                )
+            )
 
     repeat = 5 if quick else 20
     batch = 20  # chats per sample: the async ones share one event loop, as in a notebook
@@ -96,12 +104,25 @@ def run(quick: bool = False) -> list[Result]:
     times = interleaved({"sync": sync_loops, "async": async_loops}, repeat)
     sync_t, sync_cpu = (v / batch for v in times["sync"])
     async_t, async_cpu = (v / batch for v in times["async"])
-    results.append(Result("10-round loop (scripted provider), sync", sync_t * 1000, "ms",
-                          detail=f"cpu {sync_cpu * 1000:.2f} ms"))
-    results.append(Result("10-round loop, async / sync", async_t / sync_t, "x", "<= 1.1x",
-                          async_t / sync_t <= 1.1,
-                          f"async {async_t * 1000:.2f} ms (cpu {async_cpu * 1000:.2f}), "
-                          f"sync {sync_t * 1000:.2f} ms"))
+    results.append(
+        Result(
+            "10-round loop (scripted provider), sync",
+            sync_t * 1000,
+            "ms",
+            detail=f"cpu {sync_cpu * 1000:.2f} ms",
+        )
+    )
+    results.append(
+        Result(
+            "10-round loop, async / sync",
+            async_t / sync_t,
+            "x",
+            "<= 1.1x",
+            async_t / sync_t <= 1.1,
+            f"async {async_t * 1000:.2f} ms (cpu {async_cpu * 1000:.2f}), "
+            f"sync {sync_t * 1000:.2f} ms",
+        )
+    )
     fake = _fake_server_ratio(repeat)
     if fake is not None:
         results.append(fake)
@@ -119,11 +140,14 @@ def _fake_server_ratio(repeat: int) -> Result | None:
         return None
 
     def script() -> list[Any]:
-        return [Turn(tool_calls=[FakeToolCall("quick", {"n": i})]) for i in range(10)] + [Turn(text="done")]
+        return [Turn(tool_calls=[FakeToolCall("quick", {"n": i})]) for i in range(10)] + [
+            Turn(text="done")
+        ]
 
     with FakeLLMServer(turns=[]) as server:
-        provider = OpenAIProvider("gpt-4.1-mini", base_url=server.openai_base_url, api_key="k",
-                                  max_retries=0)
+        provider = OpenAIProvider(
+            "gpt-4.1-mini", base_url=server.openai_base_url, api_key="k", max_retries=0
+        )
 
         def sync_loop() -> None:
             server.script(script())
@@ -133,7 +157,9 @@ def _fake_server_ratio(repeat: int) -> Result | None:
             async def main() -> None:
                 for _ in range(5):
                     server.script(script())
-                    await Chat(provider=provider, stream=False).with_tools(quick_tool).ask_async("go")
+                    await (
+                        Chat(provider=provider, stream=False).with_tools(quick_tool).ask_async("go")
+                    )
 
             asyncio.run(main())
 
@@ -143,7 +169,11 @@ def _fake_server_ratio(repeat: int) -> Result | None:
 
         times = interleaved({"sync": sync_loops, "async": async_loop}, repeat)
     ratio = times["async"][0] / times["sync"][0]
-    return Result("10-round loop via fake server (openai chat), async / sync", ratio, "x",
-                  "<= 1.1x", ratio <= 1.1,
-                  f"5 chats: async {times['async'][0] * 1000:.1f} ms, "
-                  f"sync {times['sync'][0] * 1000:.1f} ms")
+    return Result(
+        "10-round loop via fake server (openai chat), async / sync",
+        ratio,
+        "x",
+        "<= 1.1x",
+        ratio <= 1.1,
+        f"5 chats: async {times['async'][0] * 1000:.1f} ms, sync {times['sync'][0] * 1000:.1f} ms",
+    )

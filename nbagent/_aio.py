@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -28,9 +29,7 @@ def _background_loop() -> asyncio.AbstractEventLoop:
     with _bg_lock:
         if _bg_loop is None or _bg_loop.is_closed():
             loop = asyncio.new_event_loop()
-            thread = threading.Thread(
-                target=loop.run_forever, name="nbagent-loop", daemon=True
-            )
+            thread = threading.Thread(target=loop.run_forever, name="nbagent-loop", daemon=True)
             thread.start()
             _bg_loop = loop
         return _bg_loop
@@ -53,7 +52,7 @@ def run_inline(coro: Coroutine[Any, Any, T]) -> T:
     try:
         coro.send(None)
     except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+        return stop.value
     coro.close()
     raise RuntimeError("internal error: coroutine suspended in run_inline")
 
@@ -73,8 +72,6 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return future.result()
     except KeyboardInterrupt:
         future.cancel()
-        try:
+        with contextlib.suppress(BaseException):
             future.result(timeout=30)
-        except BaseException:
-            pass
         raise

@@ -74,7 +74,7 @@ def requirement(tool: Tool | None) -> Approval:
 
 
 def consult_resolver(tool: Tool, call: ToolCall) -> tuple[bool | None, str | None]:
-    """Ask a tool's resolver; ``(verdict, note)``. A resolver that raises leaves the call pending."""
+    """Ask a tool's resolver: ``(verdict, note)``; one that raises leaves the call pending."""
     try:
         verdict = tool.approval(call)
     except Exception as exc:

@@ -64,16 +64,16 @@ def configure(**options: Any) -> Config:
     known = {f.name for f in fields(Config)}
     unknown = set(options) - known
     if unknown:
-        raise TypeError(
-            f"unknown option(s) {sorted(unknown)}; known: {sorted(known)}"
-        )
+        raise TypeError(f"unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
     if "tool_concurrency" in options:
         from ._options import normalize_concurrency
 
         options["tool_concurrency"] = normalize_concurrency(options["tool_concurrency"])
     with _lock:
         defaults = Config()
-        resolved = {k: (getattr(defaults, k) if v is None and k != "tool_timeout" else v)
-                    for k, v in options.items()}
+        resolved = {
+            k: (getattr(defaults, k) if v is None and k != "tool_timeout" else v)
+            for k, v in options.items()
+        }
         _config = replace(_config, **resolved)
         return _config

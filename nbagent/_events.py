@@ -17,14 +17,14 @@ import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from ._types import Approval, Decision, Message, ToolCall, ToolResultMessage, Usage
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,6 +172,24 @@ class ToolCallFinished(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class CallInDoubt(Event):
+    """A call was found ``running`` but the process running it is gone (see ``nbagent.store``).
+
+    Whether the tool took effect is unknown. With ``rerun`` (the tool is
+    ``idempotent``) the call is runnable again; otherwise a ``ToolCallFinished``
+    with status ``in_doubt`` follows and the model is told the outcome is unknown.
+    """
+
+    type: ClassVar[str] = "call_in_doubt"
+    call: ToolCall
+    step: int
+    turn: int
+    claimed_by: str | None
+    claimed_at: datetime | None
+    rerun: bool
+
+
+@dataclass(frozen=True, kw_only=True)
 class StepFinished(Event):
     type: ClassVar[str] = "step_finished"
     step: int
@@ -199,6 +217,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ApprovalDecided,
         ToolCallStarted,
         ToolCallFinished,
+        CallInDoubt,
         StepFinished,
         OptionsChanged,
     )

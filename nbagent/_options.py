@@ -30,9 +30,7 @@ def normalize_concurrency(value: Any) -> Literal["sequential", "threads", "async
         return "threads"
     if value == "async":
         return "async"
-    raise ToolOptionError(
-        f"concurrency must be True, 'threads', 'async' or False, got {value!r}"
-    )
+    raise ToolOptionError(f"concurrency must be True, 'threads', 'async' or False, got {value!r}")
 
 
 def normalize_calls(value: Any) -> int | None:
@@ -84,9 +82,7 @@ class ToolOptions:
         known = {f.name for f in fields(self)}
         unknown = set(changes) - known
         if unknown:
-            raise TypeError(
-                f"unknown tool option(s) {sorted(unknown)}; known: {sorted(known)}"
-            )
+            raise TypeError(f"unknown tool option(s) {sorted(unknown)}; known: {sorted(known)}")
         defaults = ToolOptions()
         new: dict[str, Any] = {}
         for key, value in changes.items():

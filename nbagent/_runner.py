@@ -104,7 +104,9 @@ def _shared_pool() -> concurrent.futures.ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = concurrent.futures.ThreadPoolExecutor(POOL_SIZE, thread_name_prefix="nbagent-tool")
+            _pool = concurrent.futures.ThreadPoolExecutor(
+                POOL_SIZE, thread_name_prefix="nbagent-tool"
+            )
         return _pool
 
 
@@ -199,10 +201,8 @@ class ToolRunner:
         try:
             value = await self._execute(job, mode, pool)
             out = Outcome(job.call, "ok", value=value)
-        except (TimeoutError, asyncio.TimeoutError):
-            out = Outcome(
-                job.call, "timed_out", message=f"timed out after {job.timeout:g} s"
-            )
+        except TimeoutError:
+            out = Outcome(job.call, "timed_out", message=f"timed out after {job.timeout:g} s")
         except asyncio.CancelledError:
             out = Outcome(job.call, "cancelled", message="cancelled while running")
             self._settle(out, started, t0, hooks)

@@ -190,10 +190,12 @@ def _compat_type(tp: Any) -> Any:
         hints = typing.get_type_hints(tp, include_extras=True)
         required = getattr(tp, "__required_keys__", frozenset(hints))
         fields_ = {
-            k: (_compat_type(v) if k in required else typing_extensions.NotRequired[_compat_type(v)])
+            k: (
+                _compat_type(v) if k in required else typing_extensions.NotRequired[_compat_type(v)]
+            )
             for k, v in hints.items()
         }
-        new = typing_extensions.TypedDict(tp.__name__, fields_)  # type: ignore[operator]
+        new = typing_extensions.TypedDict(tp.__name__, fields_)  # type: ignore[misc]
         new.__doc__ = tp.__doc__
         _TD_CACHE[tp] = new
         return new
@@ -259,7 +261,7 @@ def function_parameters(fn: Callable[..., Any], *, skip_first: bool = False) -> 
         fields[p.name] = (annotation, pydantic.Field(default, description=description))
         names.append(p.name)
     try:
-        model = pydantic.create_model(  # type: ignore[call-overload]
+        model = pydantic.create_model(
             f"{fn.__name__}_arguments",
             __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False),
             **fields,
@@ -336,9 +338,8 @@ def validate_json_schema(
     if "const" in schema and value != schema["const"]:
         problems.append(f"{where}: must be {schema['const']!r}")
     for key in ("anyOf", "oneOf"):
-        if key in schema:
-            if not any(not validate_json_schema(value, s, path, root) for s in schema[key]):
-                problems.append(f"{where}: matches none of the allowed shapes")
+        if key in schema and all(validate_json_schema(value, s, path, root) for s in schema[key]):
+            problems.append(f"{where}: matches none of the allowed shapes")
     for s in schema.get("allOf", []):
         problems.extend(validate_json_schema(value, s, path, root))
     if isinstance(value, dict):

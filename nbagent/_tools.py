@@ -146,7 +146,11 @@ class Tool:
 
     # -- running ------------------------------------------------------------
     def validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Check and convert a model's arguments; raise ``SchemaValidationError`` naming each problem."""
+        """Check and convert a model's arguments.
+
+        Raises:
+            SchemaValidationError: Naming each problem.
+        """
         if not isinstance(arguments, dict):
             raise SchemaValidationError("arguments must be a JSON object")
         if self.parameters is not None:
@@ -205,7 +209,7 @@ class FunctionTool(Tool, abstract=True):
         self.timeout = timeout  # type: ignore[misc]
         self.idempotent = idempotent  # type: ignore[misc]
         self._params = function_parameters(fn)  # type: ignore[misc]
-        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+        functools.update_wrapper(self, fn)
 
     def _target(self) -> Callable[..., Any]:
         return self.fn

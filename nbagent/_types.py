@@ -153,7 +153,10 @@ class ToolCall:
         args = json.dumps(self.arguments, ensure_ascii=False, default=str)
         if len(args) > 80:
             args = args[:77] + "..."
-        return f"ToolCall(id={self.id!r}, name={self.name!r}, arguments={args}, status={self.status!r})"
+        return (
+            f"ToolCall(id={self.id!r}, name={self.name!r}, arguments={args}, "
+            f"status={self.status!r})"
+        )
 
     @property
     def effective_arguments(self) -> dict[str, Any]:
@@ -172,7 +175,9 @@ class ToolCall:
 
     def copy_identity(self) -> ToolCall:
         """A fresh call with the same identity and no lifecycle."""
-        return ToolCall(self.id, self.name, dict(self.arguments), self.raw_arguments, self.parse_error)
+        return ToolCall(
+            self.id, self.name, dict(self.arguments), self.raw_arguments, self.parse_error
+        )
 
 
 @dataclass(frozen=True)
@@ -278,4 +283,8 @@ class ToolSpec:
     input_schema: dict[str, Any]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }

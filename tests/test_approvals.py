@@ -96,8 +96,9 @@ def mode(request: pytest.FixtureRequest) -> str:
 
 def make_chat(*script: Any) -> tuple[Chat, ScriptedProvider]:
     provider = ScriptedProvider(script)
-    chat = Chat(provider=provider).with_tools(IssueRefund, BigRefund, delete_file, lookup,
-                                              ruled_refund)
+    chat = Chat(provider=provider).with_tools(
+        IssueRefund, BigRefund, delete_file, lookup, ruled_refund
+    )
     return chat, provider
 
 
@@ -111,7 +112,9 @@ def test_gated_call_parks_and_runs_once_after_approval_by_object() -> None:
     assert chat.awaiting_approval and chat.status == "awaiting_approval"
     [pending] = chat.pending_approvals
     assert pending.id == "r1" and pending.status == "awaiting_approval"
-    assert pending.approval == nbagent.Approval(True, "tool", "issue_refund requires approval before it runs")
+    assert pending.approval == nbagent.Approval(
+        True, "tool", "issue_refund requires approval before it runs"
+    )
     assert runs["issue_refund"] == 0
     chat.approve(pending)
     assert runs["issue_refund"] == 0  # approving records; running happens in complete()
@@ -135,7 +138,9 @@ def test_approve_by_id() -> None:
 
 @pytest.mark.parametrize("reason", [None, "customer already refunded by phone"])
 def test_denied_call_never_runs_and_model_gets_a_structured_denial(reason: str | None) -> None:
-    chat, provider = make_chat(call_tools(("issue_refund", {"order_id": 7}, "r7")), reply("OK, not refunding."))
+    chat, provider = make_chat(
+        call_tools(("issue_refund", {"order_id": 7}, "r7")), reply("OK, not refunding.")
+    )
     chat.ask("refund 7")
     chat.deny("r7", reason=reason)
     chat.complete()
@@ -173,8 +178,11 @@ def test_async_tool_gate() -> None:
 
 def test_mixed_round_safe_calls_run_while_gated_wait() -> None:
     chat, provider = make_chat(
-        call_tools(("lookup", {"order_id": 1}, "l1"), ("issue_refund", {"order_id": 1}, "r1"),
-                   ("lookup", {"order_id": 2}, "l2")),
+        call_tools(
+            ("lookup", {"order_id": 1}, "l1"),
+            ("issue_refund", {"order_id": 1}, "r1"),
+            ("lookup", {"order_id": 2}, "l2"),
+        ),
         reply("done"),
     )
     chat.ask("look up and refund")
@@ -195,8 +203,11 @@ def test_mixed_round_safe_calls_run_while_gated_wait() -> None:
 @pytest.mark.parametrize("order", [("a", "b", "c"), ("c", "a", "b"), ("b", "c", "a")])
 def test_several_gated_calls_decided_in_any_order(order: tuple[str, ...]) -> None:
     chat, provider = make_chat(
-        call_tools(("issue_refund", {"order_id": 1}, "a"), ("issue_refund", {"order_id": 2}, "b"),
-                   ("delete_file", {"path": "p"}, "c")),
+        call_tools(
+            ("issue_refund", {"order_id": 1}, "a"),
+            ("issue_refund", {"order_id": 2}, "b"),
+            ("delete_file", {"path": "p"}, "c"),
+        ),
         reply("all decided"),
     )
     chat.ask("do three things")
@@ -215,8 +226,9 @@ def test_several_gated_calls_decided_in_any_order(order: tuple[str, ...]) -> Non
 
 
 def test_edit_arguments_valid() -> None:
-    chat, provider = make_chat(call_tools(("issue_refund", {"order_id": 42, "amount": 500}, "r1")),
-                               reply("refunded less"))
+    chat, provider = make_chat(
+        call_tools(("issue_refund", {"order_id": 42, "amount": 500}, "r1")), reply("refunded less")
+    )
     chat.ask("refund 500")
     call = chat.approve("r1", arguments={"order_id": 42, "amount": 50})
     assert call.arguments == {"order_id": 42, "amount": 500}  # what the model asked, kept
@@ -261,8 +273,10 @@ def test_always_allow_approves_pending_and_future_calls() -> None:
 
 def test_policy_with_predicate() -> None:
     chat, _ = make_chat(
-        call_tools(("issue_refund", {"order_id": 1, "amount": 5}, "small"),
-                   ("issue_refund", {"order_id": 2, "amount": 5000}, "big")),
+        call_tools(
+            ("issue_refund", {"order_id": 1, "amount": 5}, "small"),
+            ("issue_refund", {"order_id": 2, "amount": 5000}, "big"),
+        ),
         reply("ok"),
     )
     chat.always_allow("issue_refund", when=lambda c: c.arguments.get("amount", 0) < 100)
@@ -277,8 +291,11 @@ def test_policy_with_predicate() -> None:
 def test_resolver_true_false_none_and_changing_answer() -> None:
     resolver_answers.update({1: True, 2: False, 3: None})
     chat, _ = make_chat(
-        call_tools(("ruled_refund", {"order_id": 1}, "c1"), ("ruled_refund", {"order_id": 2}, "c2"),
-                   ("ruled_refund", {"order_id": 3}, "c3")),
+        call_tools(
+            ("ruled_refund", {"order_id": 1}, "c1"),
+            ("ruled_refund", {"order_id": 2}, "c2"),
+            ("ruled_refund", {"order_id": 3}, "c3"),
+        ),
         reply("done"),
     )
     chat.ask("three refunds")
@@ -330,7 +347,9 @@ def test_contradicting_a_human_decision_raises() -> None:
 
 
 def test_deciding_unknown_or_ungated_calls_raises() -> None:
-    chat, _ = make_chat(call_tools(("lookup", {"order_id": 1}, "l1"), ("issue_refund", {"order_id": 1}, "r1")))
+    chat, _ = make_chat(
+        call_tools(("lookup", {"order_id": 1}, "l1"), ("issue_refund", {"order_id": 1}, "r1"))
+    )
     chat.ask("x")
     with pytest.raises(DecisionError, match="no tool call 'nope'"):
         chat.approve("nope")

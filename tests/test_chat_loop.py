@@ -114,8 +114,9 @@ def test_budget_stops_and_resumes() -> None:
 
 
 def test_chat_level_max_steps() -> None:
-    chat, _ = make_chat(*[call_tools(("get_weather", {"city": "X"})) for _ in range(5)],
-                        max_steps=2)
+    chat, _ = make_chat(
+        *[call_tools(("get_weather", {"city": "X"})) for _ in range(5)], max_steps=2
+    )
     chat.ask("go")
     assert chat.status == "budget_exhausted"
 
@@ -233,8 +234,10 @@ def test_truncated_tool_calls_are_never_executed() -> None:
 
 def test_required_and_specific_choice_reset_to_auto_after_a_round() -> None:
     chat, provider = make_chat(
-        call_tools(("get_weather", {"city": "A"})), reply("a"),
-        call_tools(("get_weather", {"city": "B"})), reply("b"),
+        call_tools(("get_weather", {"city": "A"})),
+        reply("a"),
+        call_tools(("get_weather", {"city": "B"})),
+        reply("b"),
     )
     chat.with_tool_options(choice="required")
     chat.ask("first")
@@ -278,8 +281,10 @@ def test_choice_without_tools_sends_none() -> None:
 
 def test_callbacks_are_additive_chainable_and_removable() -> None:
     chat, _ = make_chat(
-        call_tools(("get_weather", {"city": "A"})), reply("a"),
-        call_tools(("get_weather", {"city": "B"})), reply("b"),
+        call_tools(("get_weather", {"city": "A"})),
+        reply("a"),
+        call_tools(("get_weather", {"city": "B"})),
+        reply("b"),
     )
     before: list[str] = []
     after: list[tuple[str, str, str]] = []
@@ -290,9 +295,12 @@ def test_callbacks_are_additive_chainable_and_removable() -> None:
     def b2(call: ToolCall) -> None:
         before.append(f"2:{call.arguments['city']}")
 
-    assert chat.before_tool_call(b1).before_tool_call(b2).after_tool_result(
-        lambda r: after.append((r.call.name, r.status, r.content))
-    ) is chat
+    assert (
+        chat.before_tool_call(b1)
+        .before_tool_call(b2)
+        .after_tool_result(lambda r: after.append((r.call.name, r.status, r.content)))
+        is chat
+    )
     chat.ask("a")
     assert before == ["1:A", "2:A"]
     assert after == [("get_weather", "ok", '{"city":"A","temp":18,"unit":"c"}')]
@@ -355,8 +363,9 @@ def test_event_stream_for_a_tool_round() -> None:
 
 
 def test_streaming_emits_text_and_argument_deltas() -> None:
-    chat, _ = make_chat(call_tools(("get_weather", {"city": "A"})), reply("it is warm"),
-                        stream=True)
+    chat, _ = make_chat(
+        call_tools(("get_weather", {"city": "A"})), reply("it is warm"), stream=True
+    )
     text: list[str] = []
     args: list[str] = []
     chat.on(nbagent.TextDelta, lambda e: text.append(e.text))

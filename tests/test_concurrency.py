@@ -108,8 +108,11 @@ def results(chat: Chat) -> list[ToolResultMessage]:
 def test_completion_order_events_and_call_order_transcript(mode: str, name: str) -> None:
     chat, _ = make_chat(
         mode,
-        call_tools((name, {"name": "a", "delay": 0.15}, "a"), (name, {"name": "b", "delay": 0.01}, "b"),
-                   (name, {"name": "c", "delay": 0.08}, "c")),
+        call_tools(
+            (name, {"name": "a", "delay": 0.15}, "a"),
+            (name, {"name": "b", "delay": 0.01}, "b"),
+            (name, {"name": "c", "delay": 0.08}, "c"),
+        ),
         reply("done"),
     )
     finished: list[str] = []
@@ -128,8 +131,11 @@ def test_completion_order_events_and_call_order_transcript(mode: str, name: str)
 
 @pytest.mark.parametrize("mode", ["threads", "async"])
 def test_max_concurrency_bounds_simultaneous_calls(mode: str) -> None:
-    chat, _ = make_chat(mode, call_tools(*[("slow", {"name": str(i), "delay": 0.03}) for i in range(8)]),
-                        reply("ok"))
+    chat, _ = make_chat(
+        mode,
+        call_tools(*[("slow", {"name": str(i), "delay": 0.03}) for i in range(8)]),
+        reply("ok"),
+    )
     chat.with_tool_options(max_concurrency=3)
     chat.ask("go")
     assert peak == 3
@@ -152,8 +158,15 @@ def test_global_default_and_per_chat_override() -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_timeouts_become_error_results(mode: str) -> None:
-    chat, _ = make_chat(mode, call_tools(("stuck", {"name": "s"}, "s"), ("astuck", {"name": "a"}, "a"),
-                                         ("slow", {"name": "ok", "delay": 0.01}, "ok")), reply("ok"))
+    chat, _ = make_chat(
+        mode,
+        call_tools(
+            ("stuck", {"name": "s"}, "s"),
+            ("astuck", {"name": "a"}, "a"),
+            ("slow", {"name": "ok", "delay": 0.01}, "ok"),
+        ),
+        reply("ok"),
+    )
     t0 = time.perf_counter()
     chat.ask("go")
     assert time.perf_counter() - t0 < 0.45  # the stuck thread is abandoned, not waited for
@@ -172,18 +185,36 @@ def test_default_timeout_option(mode: str) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_every_failure_is_its_own_error_result(mode: str) -> None:
-    chat, _ = make_chat(mode, call_tools(("fail", {"name": "x"}, "x"), ("slow", {"name": "ok", "delay": 0.01}, "ok"),
-                                         ("fail", {"name": "y"}, "y")), reply("ok"))
+    chat, _ = make_chat(
+        mode,
+        call_tools(
+            ("fail", {"name": "x"}, "x"),
+            ("slow", {"name": "ok", "delay": 0.01}, "ok"),
+            ("fail", {"name": "y"}, "y"),
+        ),
+        reply("ok"),
+    )
     chat.ask("go")
-    assert [(r.tool_call_id, r.status) for r in results(chat)] == [("x", "error"), ("ok", "ok"), ("y", "error")]
+    assert [(r.tool_call_id, r.status) for r in results(chat)] == [
+        ("x", "error"),
+        ("ok", "ok"),
+        ("y", "error"),
+    ]
     assert "ValueError: y failed" in results(chat)[2].content
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_raise_mode_surfaces_all_errors_together_and_keeps_results(mode: str) -> None:
-    chat, _ = make_chat(mode, call_tools(("fail", {"name": "x"}, "x"), ("slow", {"name": "ok", "delay": 0.01}, "ok"),
-                                         ("fail", {"name": "y"}, "y")), reply("recovered"),
-                        on_tool_error="raise")
+    chat, _ = make_chat(
+        mode,
+        call_tools(
+            ("fail", {"name": "x"}, "x"),
+            ("slow", {"name": "ok", "delay": 0.01}, "ok"),
+            ("fail", {"name": "y"}, "y"),
+        ),
+        reply("recovered"),
+        on_tool_error="raise",
+    )
     with pytest.raises(ExceptionGroup) as group:
         chat.ask("go")
     errors = group.value.exceptions
@@ -203,8 +234,11 @@ def test_injection_and_current_call_in_every_mode(mode: str) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_callbacks_never_run_concurrently(mode: str) -> None:
-    chat, _ = make_chat(mode, call_tools(*[("slow", {"name": str(i), "delay": 0.02}) for i in range(5)]),
-                        reply("ok"))
+    chat, _ = make_chat(
+        mode,
+        call_tools(*[("slow", {"name": str(i), "delay": 0.02}) for i in range(5)]),
+        reply("ok"),
+    )
     inside = 0
     overlaps = 0
     seen_threads: set[str] = set()
@@ -249,8 +283,9 @@ def test_keyboard_interrupt_in_sequential_tool_leaves_valid_transcript() -> None
         """Simulates the notebook's stop button."""
         raise KeyboardInterrupt
 
-    provider = ScriptedProvider([call_tools(("interrupted", {}, "i"), ("slow", {"name": "later"}, "l")),
-                                 reply("resumed")])
+    provider = ScriptedProvider(
+        [call_tools(("interrupted", {}, "i"), ("slow", {"name": "later"}, "l")), reply("resumed")]
+    )
     chat = Chat(provider=provider).with_tools(interrupted, slow)
     with pytest.raises(KeyboardInterrupt):
         chat.ask("go")
@@ -262,8 +297,11 @@ def test_keyboard_interrupt_in_sequential_tool_leaves_valid_transcript() -> None
 @pytest.mark.parametrize("mode", MODES)
 def test_sync_api_inside_a_running_event_loop(mode: str) -> None:
     """What Jupyter does: a loop runs in this thread while the cell calls chat.ask()."""
-    chat, _ = make_chat(mode, call_tools(("aslow", {"name": "a", "delay": 0.01}), ("slow", {"name": "b", "delay": 0.01})),
-                        reply("works in Jupyter"))
+    chat, _ = make_chat(
+        mode,
+        call_tools(("aslow", {"name": "a", "delay": 0.01}), ("slow", {"name": "b", "delay": 0.01})),
+        reply("works in Jupyter"),
+    )
 
     async def cell() -> Any:
         return chat.ask("go")  # sync call, loop running
@@ -275,8 +313,13 @@ def test_sync_api_inside_a_running_event_loop(mode: str) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_async_api_shares_the_loop(mode: str) -> None:
-    chat, _ = make_chat(mode, call_tools(("aslow", {"name": "a", "delay": 0.05}), ("aslow", {"name": "b", "delay": 0.05})),
-                        reply("async"))
+    chat, _ = make_chat(
+        mode,
+        call_tools(
+            ("aslow", {"name": "a", "delay": 0.05}), ("aslow", {"name": "b", "delay": 0.05})
+        ),
+        reply("async"),
+    )
 
     async def main() -> Any:
         ticks = 0

@@ -23,8 +23,12 @@ def _text(nb: nbformat.NotebookNode) -> str:
 
 def test_concurrency_notebook_runs_and_concurrent_modes_are_faster() -> None:
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
-                            resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    nbclient.NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
+    ).execute()
     text = _text(nb)
     timings = {
         (m.group(1), m.group(2)): float(m.group(4))

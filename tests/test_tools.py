@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Literal, Optional, TypedDict
+from typing import Any, ClassVar, Literal, Optional, TypedDict
 
 import pydantic
 import pytest
@@ -82,8 +82,11 @@ def test_validation_converts_nested_models_and_enums() -> None:
         return "ok"
 
     kwargs = ship.validate_arguments(
-        {"address": {"street": "Main", "zip_code": "1"}, "color": "red",
-         "items": [{"sku": "a", "qty": 2}]}
+        {
+            "address": {"street": "Main", "zip_code": "1"},
+            "color": "red",
+            "items": [{"sku": "a", "qty": 2}],
+        }
     )
     ship.execute(**kwargs)
     assert isinstance(seen["address"], Address)
@@ -213,7 +216,7 @@ def test_raw_json_schema_tool() -> None:
     class Raw(Tool):
         """Raw schema."""
 
-        parameters = {
+        parameters: ClassVar[dict[str, Any]] = {
             "type": "object",
             "properties": {"n": {"type": "integer", "minimum": 0}},
             "required": ["n"],

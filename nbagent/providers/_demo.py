@@ -35,9 +35,55 @@ from .._types import (
 from ._base import DeltaSink, StreamDelta, ToolDefinition, as_spec
 
 _STOP = frozenset(
-    "a an the of to in on at for and or is are be me my i you your please what whats what's "
-    "how can could would should do does with from by it this that get give tell show find "
-    "current now today some any all".split()
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "for",
+        "and",
+        "or",
+        "is",
+        "are",
+        "be",
+        "me",
+        "my",
+        "i",
+        "you",
+        "your",
+        "please",
+        "what",
+        "whats",
+        "what's",
+        "how",
+        "can",
+        "could",
+        "would",
+        "should",
+        "do",
+        "does",
+        "with",
+        "from",
+        "by",
+        "it",
+        "this",
+        "that",
+        "get",
+        "give",
+        "tell",
+        "show",
+        "find",
+        "current",
+        "now",
+        "today",
+        "some",
+        "any",
+        "all",
+    ]
 )
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'-]*")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
@@ -177,7 +223,11 @@ def _summarise(content: str, limit: int = 300) -> str:
         data = json.loads(text)
     except (ValueError, TypeError):
         data = None
-    if isinstance(data, dict) and data and all(not isinstance(v, (dict, list)) for v in data.values()):
+    if (
+        isinstance(data, dict)
+        and data
+        and all(not isinstance(v, (dict, list)) for v in data.values())
+    ):
         text = ", ".join(f"{k} {v}" for k, v in data.items())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -247,7 +297,9 @@ class DemoProvider:
         words = response.text.split(" ") if response.text else []
         for i in range(0, len(words), self.chunk_words):
             piece = " ".join(words[i : i + self.chunk_words])
-            on_delta(StreamDelta("text", piece + (" " if i + self.chunk_words < len(words) else "")))
+            on_delta(
+                StreamDelta("text", piece + (" " if i + self.chunk_words < len(words) else ""))
+            )
         for n, call in enumerate(response.tool_calls):
             on_delta(StreamDelta("tool_call", json.dumps(call.arguments), n, call.id, call.name))
 
@@ -288,16 +340,18 @@ class DemoProvider:
                 raw_stop_reason="tool_use",
             )
         if not user_text:
-            return self._text(messages, "Hello! I'm nbagent's offline demo model. Ask me something.")
+            return self._text(
+                messages, "Hello! I'm nbagent's offline demo model. Ask me something."
+            )
         if specs and choice != "none":
             names = ", ".join(s.name for s in specs)
             text = (
-                f"(demo model) None of my tools ({names}) matches \"{user_text}\". "
+                f'(demo model) None of my tools ({names}) matches "{user_text}". '
                 "Mention what a tool does, and I will call it."
             )
         else:
             text = (
-                f"(demo model) You said: \"{user_text}\". I'm an offline stand-in; set "
+                f'(demo model) You said: "{user_text}". I\'m an offline stand-in; set '
                 "OPENAI_API_KEY or ANTHROPIC_API_KEY to talk to a real model."
             )
         return self._text(messages, text)
@@ -331,8 +385,10 @@ class DemoProvider:
             return [ToolCall(self._new_id(), spec.name, _fill(spec.input_schema, ex))]
         previous: ToolSpec | None = None
         for clause in _split_clauses(text):
-            scored = sorted(((_score(clause, s), n, s) for n, s in enumerate(specs)),
-                            key=lambda t: (-t[0], t[1]))
+            scored = sorted(
+                ((_score(clause, s), n, s) for n, s in enumerate(specs)),
+                key=lambda t: (-t[0], t[1]),
+            )
             best_score, _, best = scored[0]
             if best_score <= 0:
                 ex = _Extractor(clause, text)
@@ -348,7 +404,11 @@ class DemoProvider:
             previous = best
         if not out and choice == "required":
             spec = specs[0]
-            out.append(ToolCall(self._new_id(), spec.name, _fill(spec.input_schema, _Extractor(text, text))))
+            out.append(
+                ToolCall(
+                    self._new_id(), spec.name, _fill(spec.input_schema, _Extractor(text, text))
+                )
+            )
         return out
 
     def _answer_from_results(self, messages: list[Message]) -> str:
@@ -383,7 +443,8 @@ class DemoProvider:
                 lines.append(f"- {label} did not succeed ({r.status}): {_summarise(r.content)}")
         ok = sum(1 for r in results if r.status == "ok")
         head = (
-            "Here is what I found:" if ok == len(results)
+            "Here is what I found:"
+            if ok == len(results)
             else f"{ok} of {len(results)} tool call(s) succeeded:"
         )
         return head + "\n" + "\n".join(lines)

@@ -71,7 +71,7 @@ def call_tools(
         if isinstance(c, ToolCall):
             out.append(c)
         elif len(c) == 3:
-            out.append(ToolCall(c[2], c[0], dict(c[1])))  # type: ignore[misc]
+            out.append(ToolCall(c[2], c[0], dict(c[1])))
         else:
             out.append(ToolCall(f"call_{next(_ids)}", c[0], dict(c[1])))
     return LLMToolResponse(
@@ -98,7 +98,11 @@ class ScriptedProvider:
     name = "scripted"
 
     def __init__(
-        self, script: Iterable[ScriptEntry] = (), *, model: str = "scripted", repeat_last: bool = False
+        self,
+        script: Iterable[ScriptEntry] = (),
+        *,
+        model: str = "scripted",
+        repeat_last: bool = False,
     ):
         self.model = model
         self._script = list(script)
@@ -133,8 +137,10 @@ class ScriptedProvider:
         with self._lock:
             self.requests.append(request)
             if self._script:
-                entry = self._script[0] if (self.repeat_last and len(self._script) == 1) else (
-                    self._script.pop(0)
+                entry = (
+                    self._script[0]
+                    if (self.repeat_last and len(self._script) == 1)
+                    else (self._script.pop(0))
                 )
             else:
                 raise AssertionError(
@@ -165,6 +171,12 @@ class ScriptedProvider:
         max_tokens: int | None = None,
     ) -> LLMToolResponse:
         return self.complete_with_tools(
-            messages=messages, system=system, tools=tools, tool_choice=tool_choice, calls=calls,
-            stream=stream, on_delta=on_delta, max_tokens=max_tokens,
+            messages=messages,
+            system=system,
+            tools=tools,
+            tool_choice=tool_choice,
+            calls=calls,
+            stream=stream,
+            on_delta=on_delta,
+            max_tokens=max_tokens,
         )

@@ -1,0 +1,36 @@
+"""The public surface: one import place, a sorted and complete __all__, a light import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+import nbagent
+
+
+def test_all_is_sorted_and_every_name_resolves() -> None:
+    names = [n for n in nbagent.__all__ if n != "__version__"]
+    assert names == sorted(names, key=str.lower) or names == sorted(names)
+    for name in nbagent.__all__:
+        assert hasattr(nbagent, name), name
+
+
+def test_every_public_object_is_exported() -> None:
+    exported = set(nbagent.__all__)
+    for name, value in vars(nbagent).items():
+        if name.startswith("_") or isinstance(value, types.ModuleType):
+            continue
+        if not str(getattr(value, "__module__", "")).startswith("nbagent"):
+            continue  # typing helpers, __future__ features
+        assert name in exported, f"{name} is public in nbagent but missing from __all__"
+
+
+def test_import_stays_light() -> None:
+    code = (
+        "import sys, nbagent; "
+        "heavy = [m for m in ('pandas', 'openai', 'anthropic', 'ipywidgets', 'anywidget', "
+        "'matplotlib', 'IPython', 'pydantic') if m in sys.modules]; print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
