@@ -1066,9 +1066,15 @@ def test_public_surface() -> None:
         "FakeLLMServer",
         "FakeToolCall",
         "RecordedRequest",
+        "ScriptedProvider",
+        "ScriptedRequest",
         "Turn",
+        "call_tools",
         "render",
+        "reply",
     }
+    for name in nbagent.testing.__all__:
+        assert getattr(nbagent.testing, name) is not None
 
 
 def test_testing_package_imports_only_the_standard_library() -> None:

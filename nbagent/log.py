@@ -1,0 +1,578 @@
+"""Analyse what agents did: the tool-call log across chats, summaries, plots, export.
+
+Every chat keeps its own log (``chat.log``, ``chat.steps``, ``chat.messages``;
+the columns are documented in :mod:`nbagent._log` and listed by
+:func:`dtypes`). This module works on one chat, many chats, a store, or a
+frame you already have::
+
+    from nbagent import log
+    df = nbagent.read_log([chat1, chat2])           # one row per tool call
+    log.summary(df)                                  # per tool: calls, error/denial rates, p50/p95
+    log.plot_timeline(chat)                          # what ran concurrently, per step
+    log.plot_durations(df)                           # duration distribution by tool
+    log.to_parquet(df, "calls.parquet"); log.read_parquet("calls.parquet")
+
+pandas and matplotlib are imported only when a function here needs them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ._events import Event
+from ._log import (
+    CALL_COLUMNS,
+    MESSAGE_COLUMNS,
+    SCHEMAS,
+    STEP_COLUMNS,
+    CallLog,
+    ColumnKind,
+    build_frame,
+    dtypes,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+Kind = Literal["calls", "steps", "messages"]
+
+SUMMARY_COLUMNS: dict[str, ColumnKind] = {
+    "calls": "Int64",
+    "ok": "Int64",
+    "errors": "Int64",
+    "error_rate": "Float64",
+    "denied": "Int64",
+    "denial_rate": "Float64",
+    "pending": "Int64",
+    "p50_ms": "Float64",
+    "p95_ms": "Float64",
+    "mean_ms": "Float64",
+    "input_tokens": "Int64",
+    "output_tokens": "Int64",
+    "cost_usd": "Float64",
+}
+"""Columns of :func:`summary` (indexed by the grouping column, ``tool`` by default)."""
+
+STATUS_COLORS: dict[str, str] = {
+    "ok": "#2e7d32",
+    "error": "#c62828",
+    "timed_out": "#ef6c00",
+    "cancelled": "#757575",
+    "denied": "#6a1b9a",
+    "skipped": "#bdbdbd",
+    "in_doubt": "#8d6e63",
+    "running": "#1565c0",
+    "approved": "#64b5f6",
+    "awaiting_approval": "#fbc02d",
+    "requested": "#90a4ae",
+}
+"""Colour of each call status in the plots."""
+
+_NA_TOKEN = "<NA>"  # what CSV files write for a missing value (pandas reads it as NA too)
+
+
+# -------------------------------------------------------------- reading
+def read_log(source: Any, kind: Kind = "calls", **query: Any) -> pd.DataFrame:
+    """The calls, steps or messages of one or many chats, as one DataFrame.
+
+    Args:
+        source: A ``Chat``; a list of chats; a store (any object with
+            ``iter_events(**query)`` yielding events in per-chat ``seq`` order);
+            or an iterable of events.
+        kind: ``"calls"`` (one row per tool call), ``"steps"`` (one row per
+            model request) or ``"messages"`` (one row per message).
+        **query: Passed to the store's ``iter_events`` (e.g. which chats).
+
+    Returns:
+        A frame with the fixed columns and dtypes of ``kind`` (see :func:`dtypes`);
+        empty, with the same columns, when there is nothing yet.
+    """
+    if kind not in SCHEMAS:
+        raise ValueError(f"kind must be 'calls', 'steps' or 'messages', got {kind!r}")
+    return build_frame(_logs_of(source, query), kind)
+
+
+def _logs_of(source: Any, query: dict[str, Any]) -> list[CallLog]:
+    if isinstance(source, CallLog):
+        logs = [source]
+    elif isinstance(getattr(source, "_log", None), CallLog):  # a Chat
+        logs = [source._log]
+    elif callable(getattr(source, "iter_events", None)):  # a store
+        return _replay(source.iter_events(**query))
+    elif isinstance(source, Iterable) and not isinstance(source, (str, bytes)):
+        items = list(source)
+        if items and all(isinstance(i, Event) for i in items):
+            logs = _replay(items)
+        else:
+            logs = [log for item in items for log in _logs_of(item, {})]
+    else:
+        raise TypeError(
+            f"read_log() takes a Chat, a list of chats, a store with iter_events() or events; "
+            f"got {type(source).__name__}"
+        )
+    if query:
+        raise TypeError(f"filters {sorted(query)} only apply to a store with iter_events()")
+    return logs
+
+
+def _replay(events: Iterable[Event]) -> list[CallLog]:
+    logs: dict[str, CallLog] = {}
+    for e in events:
+        log = logs.get(e.chat_id)
+        if log is None:
+            log = logs[e.chat_id] = CallLog(e.chat_id)
+        log.on_event(e)
+    return list(logs.values())
+
+
+def _frame(source: Any, kind: Kind = "calls") -> pd.DataFrame:
+    import pandas as pd
+
+    if isinstance(source, pd.DataFrame):
+        return source
+    return read_log(source, kind)
+
+
+# -------------------------------------------------------------- summary
+def summary(
+    source: Any, *, steps: pd.DataFrame | None = None, by: str | Sequence[str] = "tool"
+) -> pd.DataFrame:
+    """Per tool (or per ``by``): calls, outcomes, error and denial rates, durations, tokens.
+
+    Args:
+        source: A calls frame (``chat.log``, :func:`read_log`) or anything
+            :func:`read_log` takes.
+        steps: The matching steps frame, to attribute tokens and cost to
+            tools; read from ``source`` when it is not a frame.
+        by: Column(s) to group by.
+
+    Returns:
+        One row per group, columns :data:`SUMMARY_COLUMNS`:
+        ``errors`` counts ``error`` and ``timed_out``; ``error_rate`` is errors
+        over calls that ran to an end (``ok``/``error``/``timed_out``);
+        ``denial_rate`` is denials over calls that were decided (by anyone);
+        ``p50_ms``/``p95_ms``/``mean_ms`` are over calls that ran. Tokens and
+        cost are those of the model request that asked for the call, split
+        evenly among the calls it asked for, summed and rounded (NA without a
+        steps frame).
+    """
+    import pandas as pd
+
+    calls = _frame(source, "calls")
+    if steps is None and not isinstance(source, pd.DataFrame):
+        steps = read_log(source, "steps")
+    keys = [by] if isinstance(by, str) else list(by)
+    status = calls["status"].astype("string")
+    decision = calls["decision"].astype("string")
+    flags = calls[keys].copy()
+    flags["calls"] = 1
+    flags["ok"] = (status == "ok").fillna(False).astype("int64")
+    flags["errors"] = status.isin(["error", "timed_out"]).astype("int64")
+    flags["_ran"] = status.isin(["ok", "error", "timed_out"]).astype("int64")
+    flags["denied"] = (status == "denied").fillna(False).astype("int64")
+    flags["_decided"] = decision.isin(["approved", "denied", "policy"]).astype("int64")
+    flags["pending"] = (decision == "pending").fillna(False).astype("int64")
+    flags["_ms"] = calls["duration_ms"].astype("float64")
+    tokens = _token_shares(calls, steps)
+    for col in ("input_tokens", "output_tokens", "cost_usd"):
+        flags[col] = tokens[col]
+    groups = flags.groupby(keys, sort=True, dropna=False, observed=True)
+    counts = groups[["calls", "ok", "errors", "_ran", "denied", "_decided", "pending"]].sum()
+    ms = groups["_ms"]
+    out = pd.DataFrame(index=counts.index)
+    out["calls"] = counts["calls"]
+    out["ok"] = counts["ok"]
+    out["errors"] = counts["errors"]
+    out["error_rate"] = counts["errors"] / counts["_ran"].where(counts["_ran"] > 0)
+    out["denied"] = counts["denied"]
+    out["denial_rate"] = counts["denied"] / counts["_decided"].where(counts["_decided"] > 0)
+    out["pending"] = counts["pending"]
+    out["p50_ms"] = ms.quantile(0.5)
+    out["p95_ms"] = ms.quantile(0.95)
+    out["mean_ms"] = ms.mean()
+    for col in ("input_tokens", "output_tokens", "cost_usd"):
+        out[col] = groups[col].sum(min_count=1)
+    out[["input_tokens", "output_tokens"]] = out[["input_tokens", "output_tokens"]].round()
+    return out.astype({c: _pandas_dtype(SUMMARY_COLUMNS[c]) for c in out.columns})
+
+
+def _token_shares(calls: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
+    """Per call: the asking request's tokens and cost divided by the calls it asked for."""
+    import pandas as pd
+
+    cols = ["input_tokens", "output_tokens", "cost_usd"]
+    empty = pd.DataFrame({c: pd.Series(float("nan"), index=calls.index) for c in cols})
+    if steps is None or steps.empty or calls.empty:
+        return empty
+    ok = steps[steps["error"].isna()].drop_duplicates(["chat_id", "step"], keep="last")
+    keyed = calls[["chat_id", "step"]].reset_index(drop=True)
+    per_step = keyed.groupby(["chat_id", "step"], dropna=False).size().rename("_n").reset_index()
+    merged = keyed.merge(per_step, on=["chat_id", "step"], how="left").merge(
+        ok[["chat_id", "step", *cols]], on=["chat_id", "step"], how="left"
+    )
+    shares = merged[cols].astype("float64").div(merged["_n"].astype("float64"), axis=0)
+    shares.index = calls.index
+    return shares
+
+
+# ---------------------------------------------------------------- plots
+def _axes(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]:
+    if ax is not None:
+        fig = ax.get_figure()
+        assert fig is not None
+        return fig, ax  # type: ignore[return-value]
+    from matplotlib.figure import Figure
+
+    _enable_inline_png()
+    fig = Figure(figsize=size, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def _enable_inline_png() -> None:
+    """Make a bare ``Figure`` display as a PNG in IPython, even before pyplot is imported."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is None:
+        return
+    from IPython.core.pylabtools import print_figure
+    from matplotlib.figure import Figure
+
+    formatter = ip.display_formatter.formatters["image/png"]
+    if Figure not in formatter.type_printers:
+        formatter.for_type(Figure, lambda fig: print_figure(fig, "png", bbox_inches="tight"))
+
+
+def _placeholder(fig: Figure, ax: Axes, text: str) -> Figure:
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=12, color="#616161",
+            transform=ax.transAxes)
+    ax.set_axis_off()
+    return fig
+
+
+def plot_timeline(
+    source: Any, ax: Axes | None = None, *, max_rows: int = 60, relative: bool = True
+) -> Figure:
+    """Horizontal bars of tool calls, one row per call, grouped by the step that ran them.
+
+    Calls of one concurrent round overlap on the x axis; colour says the
+    status. Calls that never ran (denied, skipped, pending...) are drawn as
+    markers at their round's start.
+
+    Args:
+        source: A calls frame or anything :func:`read_log` takes.
+        ax: Draw into these axes instead of a new figure.
+        max_rows: Show at most this many calls (the latest).
+        relative: x is milliseconds since the round's first start (else wall-clock time).
+
+    Returns:
+        The matplotlib ``Figure`` (it displays as a PNG in a notebook).
+    """
+    import pandas as pd
+
+    df = _frame(source, "calls")
+    n_total = len(df)
+    rows = min(n_total, max_rows)
+    fig, ax = _axes(ax, (9.0, min(2.0 + 0.3 * max(rows, 1), 22.0)))
+    if df.empty:
+        return _placeholder(fig, ax, "no tool calls yet")
+    df = df.tail(max_rows).copy()
+    df["_group"] = df["run_step"].fillna(df["step"])
+    chats = list(dict.fromkeys(df["chat_id"].tolist()))
+    df["_chat"] = df["chat_id"].map({c: i for i, c in enumerate(chats)}).astype("int64")
+    df["_order"] = range(len(df))
+    df = df.sort_values(["_chat", "_group", "started_at", "_order"], na_position="last")
+    now = pd.Timestamp(datetime.now(UTC))
+    origin = df.groupby(["_chat", "_group"])["started_at"].transform("min")
+    origin = origin.fillna(df["requested_at"])
+    end = df["finished_at"].where(df["finished_at"].notna(), now)
+    seen: set[str] = set()
+    y_of_group: dict[tuple[int, Any], list[int]] = {}
+    start = df["started_at"]
+    ran = start.notna().tolist()
+    if relative:
+        x0s: list[Any] = ((start - origin).dt.total_seconds() * 1e3).fillna(0.0).tolist()
+        widths: list[Any] = ((end - start).dt.total_seconds() * 1e3).fillna(0.0).tolist()
+    else:
+        when = start.fillna(df["requested_at"]).fillna(df["finished_at"])
+        x0s = [None if pd.isna(t) else t.to_pydatetime() for t in when]
+        widths = [(e - b).to_pytimedelta() if ok else None
+                  for b, e, ok in zip(start, end, ran, strict=True)]
+    groups = list(zip(df["_chat"].tolist(), df["_group"].tolist(), strict=True))
+    statuses = df["status"].astype("string").fillna("requested").tolist()
+    for y, (x0, width, did_run, status, key) in enumerate(
+        zip(x0s, widths, ran, statuses, groups, strict=True)
+    ):
+        y_of_group.setdefault(key, []).append(y)
+        if x0 is None:  # no time known at all (a partial replay): a label, no mark
+            continue
+        color = STATUS_COLORS.get(status, "#9e9e9e")
+        label = status if status not in seen else None
+        seen.add(status)
+        if did_run:
+            ax.barh(y, width, left=x0, height=0.7, color=color, edgecolor="white", label=label)
+        else:
+            ax.scatter([x0], [y], marker="X", s=60, color=color, zorder=3, label=label)
+    labels = df["tool"].astype("string").fillna("?").tolist()
+    modes = df.groupby(["_chat", "_group"])["concurrency"].agg(
+        lambda s: ", ".join(sorted({str(m) for m in s.dropna()}))
+    )
+    for i, ((chat, group), ys) in enumerate(y_of_group.items()):
+        if i % 2 == 0:
+            ax.axhspan(min(ys) - 0.5, max(ys) + 0.5, color="#f5f5f5", zorder=0)
+        name = f"step {group}" if len(chats) == 1 else f"chat {chats[chat][:6]} · step {group}"
+        mode = modes.get((chat, group), "")
+        name += f" · {mode}" if mode else " · not run"
+        ax.annotate(name, xy=(1.0, (min(ys) + max(ys)) / 2), xycoords=("axes fraction", "data"),
+                    xytext=(4, 0), textcoords="offset points", va="center", fontsize=8,
+                    color="#616161")
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.set_ylim(len(labels) - 0.5, -0.5)
+    ax.set_xlabel("ms since the round started" if relative else "time (UTC)")
+    shown = f"latest {rows} of {n_total} calls" if rows < n_total else f"{n_total} calls"
+    ax.set_title(f"Tool calls per step ({shown})", fontsize=11, loc="left")
+    ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
+    ax.set_axisbelow(True)
+    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False,
+              ncols=min(len(seen), 5), borderaxespad=0.2)
+    return fig
+
+
+def plot_durations(source: Any, ax: Axes | None = None) -> Figure:
+    """Distribution of run time by tool: a box per tool with every call as a point.
+
+    Args:
+        source: A calls frame or anything :func:`read_log` takes.
+        ax: Draw into these axes instead of a new figure.
+
+    Returns:
+        The matplotlib ``Figure``; the x axis is logarithmic when durations span
+        more than two orders of magnitude.
+    """
+    import numpy as np
+
+    df = _frame(source, "calls")
+    ran = df[df["duration_ms"].notna()]
+    tools = (
+        ran.groupby("tool")["duration_ms"].median().sort_values().index.tolist()
+        if not ran.empty else []
+    )
+    fig, ax = _axes(ax, (8.0, min(1.8 + 0.45 * max(len(tools), 1), 16.0)))
+    if df.empty:
+        return _placeholder(fig, ax, "no tool calls yet")
+    if ran.empty:
+        return _placeholder(fig, ax, "no tool call has run yet")
+    data = [ran.loc[ran["tool"] == t, "duration_ms"].astype("float64").to_numpy() for t in tools]
+    import inspect
+
+    horizontal: dict[str, Any] = (  # matplotlib >= 3.10 deprecates vert=
+        {"orientation": "horizontal"} if "orientation" in inspect.signature(ax.boxplot).parameters
+        else {"vert": False}
+    )
+    ax.boxplot(data, widths=0.6, showfliers=False, medianprops={"color": "#212121"},
+               boxprops={"color": "#9e9e9e"}, whiskerprops={"color": "#9e9e9e"},
+               capprops={"color": "#9e9e9e"}, **horizontal)
+    rng = np.random.default_rng(0)
+    seen: set[str] = set()
+    for i, t in enumerate(tools, start=1):
+        sub = ran[ran["tool"] == t]
+        for status, part in sub.groupby(sub["status"].astype("string")):
+            jitter = rng.uniform(-0.18, 0.18, len(part))
+            label = str(status) if status not in seen else None
+            seen.add(str(status))
+            ax.scatter(part["duration_ms"].astype("float64"), i + jitter, s=14, alpha=0.7,
+                       color=STATUS_COLORS.get(str(status), "#9e9e9e"), label=label, zorder=3)
+    ax.set_yticks(range(1, len(tools) + 1), tools)
+    values = ran["duration_ms"].astype("float64")
+    positive = values[values > 0]
+    if not positive.empty and positive.max() / positive.min() > 100:
+        ax.set_xscale("log")
+    ax.set_xlabel("duration (ms)")
+    ax.set_title(f"Tool call durations ({len(ran)} runs)", fontsize=11, loc="left")
+    ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
+    ax.set_axisbelow(True)
+    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False,
+              ncols=min(len(seen), 5), borderaxespad=0.2)
+    return fig
+
+
+# --------------------------------------------------------------- export
+def _known_kinds() -> dict[str, ColumnKind]:
+    known: dict[str, ColumnKind] = {}
+    for schema in (*SCHEMAS.values(), SUMMARY_COLUMNS):
+        known.update(schema)
+    return known
+
+
+def _pandas_dtype(kind: ColumnKind) -> Any:
+    import pandas as pd
+
+    if isinstance(kind, tuple):
+        return pd.CategoricalDtype(list(kind))
+    if kind == "datetime":
+        return pd.DatetimeTZDtype("ns", "UTC")
+    if kind == "json":
+        return object
+    return kind
+
+
+def _json_columns(df: pd.DataFrame) -> list[str]:
+    """Object columns holding dicts or lists (written as JSON text)."""
+    out = []
+    for name in df.columns:
+        if df[name].dtype == object:
+            values = df[name].dropna()
+            if (CALL_COLUMNS.get(str(name)) == "json" and values.empty) or (
+                not values.empty and values.map(lambda v: isinstance(v, (dict, list))).all()
+            ):
+                out.append(str(name))
+    return out
+
+
+def _encode(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    import pandas as pd
+
+    if not isinstance(df.index, pd.RangeIndex) or df.index.name is not None:
+        df = df.reset_index()
+    else:
+        df = df.reset_index(drop=True)
+    json_cols = _json_columns(df)
+    if json_cols:
+        df = df.copy()
+        for name in json_cols:
+            df[name] = pd.array(
+                [None if v is None else json.dumps(v, ensure_ascii=False, default=str)
+                 for v in df[name]],
+                dtype="string",
+            )
+    return df, json_cols
+
+
+def _decode_json(df: pd.DataFrame, names: Iterable[str]) -> None:
+    import numpy as np
+
+    for name in names:
+        if name in df.columns:
+            arr = np.empty(len(df), dtype=object)
+            arr[:] = [None if _isna(v) else json.loads(v) for v in df[name]]
+            df[name] = arr
+
+
+def _isna(v: Any) -> bool:
+    import pandas as pd
+
+    return v is None or (not isinstance(v, (dict, list)) and bool(pd.isna(v)))
+
+
+def _coerce(df: pd.DataFrame) -> pd.DataFrame:
+    """Give every column known from the nbagent schemas its documented dtype."""
+    known = _known_kinds()
+    for name in df.columns:
+        kind = known.get(str(name))
+        if kind is None or kind == "json":
+            continue
+        want = _pandas_dtype(kind)
+        if df[name].dtype != want:
+            df[name] = df[name].astype(want)
+    return df
+
+
+def to_parquet(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write a log frame to Parquet so :func:`read_parquet` gives it back unchanged.
+
+    Dict columns are stored as JSON text (and listed in the file's metadata);
+    categories, nullable dtypes and UTC datetimes are kept. A non-default index
+    is written as columns.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out, json_cols = _encode(df)
+    table = pa.Table.from_pandas(out, preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    meta[b"nbagent"] = json.dumps({"version": 1, "json_columns": json_cols}).encode()
+    path = Path(path)
+    pq.write_table(table.replace_schema_metadata(meta), path)
+    return path
+
+
+def read_parquet(path: str | Path) -> pd.DataFrame:
+    """Read a frame written by :func:`to_parquet` with its dtypes and dict columns."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(Path(path))
+    meta = json.loads((table.schema.metadata or {}).get(b"nbagent", b"{}"))
+    df = table.to_pandas()
+    _decode_json(df, meta.get("json_columns", []))
+    return _coerce(df)
+
+
+def to_csv(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write a log frame to CSV so :func:`read_csv` gives it back with its dtypes.
+
+    Missing values are written as ``<NA>`` (so an empty string stays an empty
+    string), dict columns as JSON text, times in ISO 8601 with their offset.
+    """
+    out, _ = _encode(df)
+    path = Path(path)
+    out.to_csv(path, index=False, na_rep=_NA_TOKEN)
+    return path
+
+
+def read_csv(path: str | Path) -> pd.DataFrame:
+    """Read a CSV written by :func:`to_csv`; columns of the nbagent schemas get their dtypes.
+
+    Other columns are parsed by pandas as usual.
+    """
+    import pandas as pd
+
+    path = Path(path)
+    header = pd.read_csv(path, nrows=0).columns
+    known = _known_kinds()
+    dtype: dict[str, Any] = {}
+    dates: list[str] = []
+    json_cols: list[str] = []
+    for name in header:
+        kind = known.get(name)
+        if kind is None:
+            continue
+        if kind == "datetime":
+            dates.append(name)
+            dtype[name] = object
+        elif kind == "json":
+            json_cols.append(name)
+            dtype[name] = object
+        else:
+            dtype[name] = _pandas_dtype(kind)
+    df = pd.read_csv(path, dtype=dtype, keep_default_na=False, na_values=[_NA_TOKEN])
+    for name in dates:
+        parsed = pd.to_datetime(df[name], utc=True, format="ISO8601")
+        df[name] = parsed.dt.as_unit("ns") if len(df) else parsed.astype("datetime64[ns, UTC]")
+    _decode_json(df, json_cols)
+    return _coerce(df)
+
+
+__all__ = [
+    "CALL_COLUMNS",
+    "MESSAGE_COLUMNS",
+    "STATUS_COLORS",
+    "STEP_COLUMNS",
+    "SUMMARY_COLUMNS",
+    "dtypes",
+    "plot_durations",
+    "plot_timeline",
+    "read_csv",
+    "read_log",
+    "read_parquet",
+    "summary",
+    "to_csv",
+    "to_parquet",
+]

@@ -1,0 +1,647 @@
+"""The tool-call log: schema contract, every status and decision, concurrency, export, plots."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+import nbagent
+from nbagent import (
+    Chat,
+    ChatCancelled,
+    Event,
+    LLMToolResponse,
+    SkipToolCall,
+    Tool,
+    ToolCall,
+    log,
+    tool,
+)
+from nbagent._log import CALL_COLUMNS, MESSAGE_COLUMNS, STEP_COLUMNS, CallLog, dtypes
+
+SCHEMAS = {"calls": CALL_COLUMNS, "steps": STEP_COLUMNS, "messages": MESSAGE_COLUMNS}
+
+
+# ----------------------------------------------------------------- helpers
+class Script:
+    """A provider answering from a list: responses, or exceptions to raise."""
+
+    name = "script"
+
+    def __init__(self, *entries: LLMToolResponse | BaseException, model: str = "scripted-1"):
+        self.model = model
+        self.entries = list(entries)
+
+    def complete_with_tools(self, **kwargs: Any) -> LLMToolResponse:
+        entry = self.entries.pop(0) if self.entries else answer("done")
+        if isinstance(entry, BaseException):
+            raise entry
+        return entry
+
+    async def complete_with_tools_async(self, **kwargs: Any) -> LLMToolResponse:
+        return self.complete_with_tools(**kwargs)
+
+
+_ids = itertools.count()
+
+
+def calls(*specs: tuple[Any, ...], stop: Any = "tool_use") -> LLMToolResponse:
+    """A response asking for calls ``(name, args)`` or ``(name, args, call_id)``."""
+    return LLMToolResponse(
+        text="",
+        tool_calls=tuple(
+            ToolCall(spec[2] if len(spec) > 2 else f"{spec[0]}_{next(_ids)}", spec[0], spec[1])
+            for spec in specs
+        ),
+        input_tokens=100, output_tokens=10 * len(specs), model="scripted-1", provider="script",
+        stop_reason=stop, raw_stop_reason=stop,
+    )
+
+
+def answer(text: str) -> LLMToolResponse:
+    return LLMToolResponse(text=text, input_tokens=50, output_tokens=5, model="scripted-1",
+                           provider="script", stop_reason="end", raw_stop_reason="end_turn")
+
+
+@tool
+def get_weather(city: str) -> dict[str, Any]:
+    """Get the weather for a city.
+
+    Args:
+        city: City name.
+    """
+    return {"city": city, "temp_c": 21}
+
+
+@tool
+def boom(x: int) -> int:
+    """Always fails."""
+    raise ValueError(f"bad x {x}")
+
+
+@tool(timeout=0.05)
+def slow(x: int) -> int:
+    """Takes too long."""
+    time.sleep(0.15)
+    return x
+
+
+@tool
+def skip_me(x: int) -> int:
+    """Skipped by a callback."""
+    return x
+
+
+@tool
+def nap(ms: int) -> int:
+    """Sleeps ``ms`` milliseconds."""
+    time.sleep(ms / 1000)
+    return ms
+
+
+class Refund(Tool):
+    """Refund an order.
+
+    Args:
+        order_id: The order.
+    """
+
+    requires_approval = True
+
+    def execute(self, order_id: int) -> str:
+        return f"refunded {order_id}"
+
+
+def small_only(call: ToolCall) -> bool | None:
+    amount = call.arguments["amount"]
+    return True if amount < 10 else (False if amount > 1000 else None)
+
+
+@tool(approval=small_only)
+def pay(amount: int) -> str:
+    """Pay an amount."""
+    return f"paid {amount}"
+
+
+@tool(requires_approval=True)
+def delete(path: str) -> str:
+    """Delete a path."""
+    return f"deleted {path}"
+
+
+def rows(df: pd.DataFrame, **where: Any) -> pd.DataFrame:
+    mask = pd.Series(True, index=df.index)
+    for k, v in where.items():
+        mask &= df[k].astype("object") == v
+    return df[mask]
+
+
+def one(df: pd.DataFrame, **where: Any) -> pd.Series:
+    sub = rows(df, **where)
+    assert len(sub) == 1, (where, sub)
+    return sub.iloc[0]
+
+
+def assert_schema(df: pd.DataFrame, kind: str) -> None:
+    assert list(df.columns) == list(SCHEMAS[kind])
+    assert df.dtypes.to_dict() == dtypes(kind)
+    assert isinstance(df.index, pd.RangeIndex)
+
+
+@pytest.fixture
+def mixed_chat() -> Chat:
+    """A chat with a row for every final status and most decisions."""
+    chat = Chat(provider=Script(
+        calls(("get_weather", {"city": "Paris"}), ("boom", {"x": 1}), ("slow", {"x": 2}),
+              ("skip_me", {"x": 3}), ("nope", {}), ("get_weather", {"town": "X"}, "invalid")),
+        answer("ok"),
+        calls(("refund", {"order_id": 1}, "r1"), ("delete", {"path": "/tmp/x"}, "d1")),
+        answer("ok"),
+    )).with_tools(get_weather, boom, slow, skip_me, Refund, delete)
+
+    def skipper(call: ToolCall) -> None:
+        if call.name == "skip_me":
+            raise SkipToolCall("not today")
+
+    chat.before_tool_call(skipper)
+    chat.ask("first")
+    chat.ask("second")
+    chat.approve("r1")
+    chat.deny("d1", reason="too risky")
+    chat.complete()
+    return chat
+
+
+# ------------------------------------------------------------------ contract
+def test_import_nbagent_does_not_import_pandas_or_matplotlib() -> None:
+    code = (
+        "import sys, nbagent, nbagent.log; "
+        "print('pandas' in sys.modules, 'matplotlib' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize("kind", ["calls", "steps", "messages"])
+def test_empty_chat_gives_empty_frames_with_the_schema(kind: str) -> None:
+    chat = Chat(model="demo")
+    df = {"calls": chat.log, "steps": chat.steps, "messages": chat.messages}[kind]
+    assert df.empty
+    assert_schema(df, kind)
+    assert_schema(nbagent.read_log([], kind), kind)
+
+
+@pytest.mark.parametrize("kind", ["calls", "steps", "messages"])
+def test_non_empty_frames_have_the_schema(kind: str, mixed_chat: Chat) -> None:
+    df = nbagent.read_log(mixed_chat, kind)
+    assert not df.empty
+    assert_schema(df, kind)
+
+
+def test_documented_column_table_matches_the_schema() -> None:
+    import nbagent._log as module
+
+    doc = module.__doc__ or ""
+    for name in [*CALL_COLUMNS, *STEP_COLUMNS, *MESSAGE_COLUMNS]:
+        assert f"\n{name} " in doc, name
+
+
+def test_a_simple_run_gives_complete_rows() -> None:
+    chat = Chat(model="demo").with_tools(get_weather)
+    chat.ask("weather in Paris and in Tokyo")
+    df = chat.log
+    assert df["tool"].tolist() == ["get_weather", "get_weather"]
+    assert df["arguments"].tolist() == [{"city": "Paris"}, {"city": "Tokyo"}]
+    assert df["arguments_json"].tolist() == ['{"city": "Paris"}', '{"city": "Tokyo"}']
+    assert (df["chat_id"] == chat.id).all()
+    assert df["turn"].tolist() == [1, 1]
+    assert df["step"].tolist() == [1, 1]
+    assert df["run_step"].tolist() == [2, 2]
+    assert df["status"].tolist() == ["ok", "ok"]
+    assert df["decision"].tolist() == ["auto", "auto"]
+    assert not df["requires_approval"].any()
+    assert df["approval_source"].tolist() == ["none", "none"]
+    assert df["concurrency"].tolist() == ["sequential", "sequential"]
+    assert df["model"].tolist() == ["demo", "demo"] and df["provider"].tolist() == ["demo"] * 2
+    assert df["result_preview"].str.contains("Paris").iloc[0]
+    assert df["error"].isna().all() and df["decided_by"].isna().all()
+    assert (df["requested_at"] <= df["started_at"]).all()
+    assert (df["started_at"] <= df["finished_at"]).all()
+    assert (df["duration_ms"] >= 0).all()
+    assert str(df["finished_at"].dt.tz) == "UTC"
+
+
+# ------------------------------------------------------- statuses, decisions
+def test_a_row_for_every_final_status(mixed_chat: Chat) -> None:
+    df = mixed_chat.log
+    assert one(df, tool="get_weather", status="ok")["error"] is pd.NA
+    err = one(df, tool="boom")
+    assert err["status"] == "error" and "ValueError: bad x 1" in err["error"]
+    assert pd.notna(err["duration_ms"])
+    timed = one(df, tool="slow")
+    assert timed["status"] == "timed_out" and "timed out" in timed["error"]
+    skipped = one(df, tool="skip_me")
+    assert skipped["status"] == "skipped" and "not today" in skipped["error"]
+    assert pd.isna(skipped["concurrency"]) and pd.isna(skipped["run_step"])
+    unknown = one(df, tool="nope")
+    assert unknown["status"] == "error" and "unknown tool" in unknown["error"]
+    invalid = one(df, call_id="invalid")
+    assert invalid["status"] == "error" and pd.isna(invalid["started_at"])
+    denied = one(df, tool="delete")
+    assert denied["status"] == "denied" and denied["error"] is pd.NA
+    assert set(df["status"].astype(str)) == {"ok", "error", "timed_out", "skipped", "denied"}
+
+
+def test_cancelled_calls_and_the_skipped_over_the_call_limit() -> None:
+    holder: list[Chat] = []
+
+    @tool
+    def stopper() -> str:
+        """Cancels the chat."""
+        holder[0].cancel()
+        return "stopping"
+
+    chat = Chat(provider=Script(
+        calls(("stopper", {}), ("get_weather", {"city": "Oslo"}, "oslo")),
+        calls(("get_weather", {"city": "A"}), ("get_weather", {"city": "B"})),
+    )).with_tools(stopper, get_weather)
+    holder.append(chat)
+    with pytest.raises(ChatCancelled):
+        chat.ask("go")
+    df = chat.log
+    assert one(df, tool="stopper")["status"] == "ok"
+    cancelled = one(df, call_id="oslo")
+    assert cancelled["status"] == "cancelled" and "cancelled" in cancelled["error"]
+    chat.with_tool_options(calls="one")
+    chat.complete()
+    df = chat.log
+    assert df["status"].astype(str).tolist()[-2:] == ["ok", "skipped"]
+    assert "only one tool call" in df["error"].iloc[-1]
+
+
+def test_every_decision_kind() -> None:
+    chat = Chat(provider=Script(
+        calls(("get_weather", {"city": "Rome"}), ("pay", {"amount": 5}, "c1_pay"),
+              ("pay", {"amount": 5000}, "c2_pay"), ("pay", {"amount": 50}, "c3_pay"),
+              ("refund", {"order_id": 7}, "c4_refund"), ("delete", {"path": "/a"}, "c5_delete"),
+              ("refund", {"order_id": "not a number"}, "c6_refund")),
+        answer("ok"),
+    )).with_tools(get_weather, pay, Refund, delete)
+    chat.ask("go")
+    assert chat.status == "awaiting_approval"
+    df = chat.log
+    assert one(df, tool="get_weather")["decision"] == "auto"
+    small = one(df, call_id="c1_pay")
+    assert (small["decision"], small["decided_by"], small["status"]) == (
+        "approved", "resolver", "ok")  # runnable calls run while others wait
+    assert small["approval_source"] == "resolver" and small["requires_approval"]
+    huge = one(df, call_id="c2_pay")
+    assert (huge["decision"], huge["decided_by"], huge["status"]) == ("denied", "resolver",
+                                                                      "denied")
+    invalid = one(df, call_id="c6_refund")
+    assert (invalid["decision"], invalid["status"]) == ("none", "error")
+    assert invalid["requires_approval"] and pd.isna(invalid["decided_by"])
+    todo = df.query("decision == 'pending'")
+    assert todo["call_id"].tolist() == ["c3_pay", "c4_refund", "c5_delete"]
+    assert (todo["status"] == "awaiting_approval").all()
+    assert todo["approval_reason"].str.contains("approval").all()
+
+    chat.always_allow(Refund)
+    chat.approve("c3_pay", arguments={"amount": 40}, reason="trimmed")
+    chat.deny("c5_delete", reason="keep it")
+    chat.complete()
+    df = chat.log
+    policy = one(df, call_id="c4_refund")
+    assert (policy["decision"], policy["decided_by"], policy["status"]) == (
+        "policy", "policy:always_allow:refund", "ok")
+    edited = one(df, call_id="c3_pay")
+    assert (edited["decision"], edited["decided_by"], edited["status"]) == (
+        "approved", "user", "ok")
+    assert edited["edited_arguments"] == {"amount": 40} and edited["arguments"] == {"amount": 50}
+    assert edited["reason"] == "trimmed" and "paid 40" in edited["result_preview"]
+    denied = one(df, call_id="c5_delete")
+    assert (denied["decision"], denied["decided_by"], denied["reason"]) == (
+        "denied", "user", "keep it")
+    assert denied["status"] == "denied" and "keep it" in denied["result_preview"]
+    assert df["decided_at"].notna().sum() == 5
+    assert set(df["decision"].astype(str)) == {"auto", "approved", "denied", "policy", "none"}
+
+
+def test_a_pending_row_becomes_decided_then_runs() -> None:
+    chat = Chat(provider=Script(calls(("refund", {"order_id": 42})), answer("done")))
+    chat.with_tools(Refund)
+    chat.ask("refund 42")
+    pending = chat.log.query("decision == 'pending'")
+    assert len(pending) == 1
+    row = pending.iloc[0]
+    assert row["status"] == "awaiting_approval" and pd.isna(row["decided_at"])
+    chat.approve(row["call_id"])
+    row = chat.log.iloc[0]
+    assert (row["decision"], row["status"], row["decided_by"]) == ("approved", "approved", "user")
+    assert pd.notna(row["decided_at"]) and pd.isna(row["started_at"])
+    chat.complete()
+    row = chat.log.iloc[0]
+    assert row["status"] == "ok" and row["result_preview"] == "refunded 42"
+    assert chat.log.query("decision == 'pending'").empty
+    assert row["decided_at"] <= row["started_at"] <= row["finished_at"]
+
+
+def test_a_human_overruling_a_resolver_denial_shows_the_human() -> None:
+    chat = Chat(provider=Script(calls(("pay", {"amount": 5000}, "p"), ("delete", {"path": "/x"}))))
+    chat.with_tools(pay, delete)
+    chat.ask("go")
+    assert one(chat.log, tool="pay")["status"] == "denied"
+    chat.approve("p")
+    row = one(chat.log, tool="pay")
+    assert (row["decision"], row["decided_by"], row["status"]) == ("approved", "user", "approved")
+    assert pd.isna(row["finished_at"]) and pd.isna(row["result_preview"])
+
+
+# ------------------------------------------------------------------ concurrency
+def test_a_concurrent_round_has_overlapping_intervals() -> None:
+    chat = Chat(provider=Script(
+        calls(("nap", {"ms": 50}), ("nap", {"ms": 50}), ("nap", {"ms": 50})), answer("ok"),
+    )).with_tools(nap).with_tool_options(concurrency="threads")
+    chat.ask("go")
+    df = chat.log
+    assert (df["concurrency"] == "threads").all() and df["run_step"].nunique() == 1
+    assert df["started_at"].max() < df["finished_at"].min()  # every pair overlaps
+    assert (df["duration_ms"] >= 45).all()
+    assert (df["finished_at"] - df["started_at"]).min() >= pd.Timedelta(milliseconds=45)
+    seq = Chat(provider=Script(calls(("nap", {"ms": 20}), ("nap", {"ms": 20})), answer("ok")))
+    seq.with_tools(nap).ask("go")
+    s = seq.log.sort_values("started_at")
+    assert s["finished_at"].iloc[0] <= s["started_at"].iloc[1]  # one after the other
+
+
+# ------------------------------------------------------------- steps, messages
+def test_steps_have_usage_and_failed_requests() -> None:
+    chat = Chat(provider=Script(
+        calls(("get_weather", {"city": "Paris"})), RuntimeError("upstream 503"), answer("ok"),
+    )).with_tools(get_weather)
+    with pytest.raises(RuntimeError):
+        chat.ask("weather in Paris")
+    chat.complete()
+    steps = chat.steps
+    assert steps["step"].tolist() == [1, 3, 3]
+    first, failed, retry = (steps.iloc[i] for i in range(3))
+    assert (first["input_tokens"], first["output_tokens"], first["n_tool_calls"]) == (100, 10, 1)
+    assert first["stop_reason"] == "tool_use" and first["model"] == "scripted-1"
+    assert first["provider"] == "script" and first["tool_choice"] == "auto"
+    assert first["latency_ms"] >= 0 and first["started_at"] <= first["finished_at"]
+    assert (failed["error_type"], failed["error"]) == ("RuntimeError", "upstream 503")
+    assert pd.isna(failed["input_tokens"]) and pd.notna(failed["finished_at"])
+    assert pd.isna(retry["error"]) and retry["stop_reason"] == "end"
+    assert retry["raw_stop_reason"] == "end_turn"
+
+
+def test_messages_have_one_row_per_transcript_message() -> None:
+    chat = Chat(model="demo").with_tools(get_weather)
+    chat.ask("weather in Paris and in Tokyo")
+    m = chat.messages
+    assert len(m) == len(chat.transcript)
+    assert m["index"].tolist() == list(range(len(m)))
+    assert m["role"].astype(str).tolist() == ["user", "assistant", "tool", "tool", "assistant"]
+    assert m["kind"].astype(str).tolist() == [
+        "text", "tool_calls", "tool_result", "tool_result", "text"]
+    assert m["n_tool_calls"].tolist() == [0, 2, 0, 0, 0]
+    assert m["tool_call_id"].iloc[2] == chat.log["call_id"].iloc[0]
+    assert m["tool"].iloc[2] == "get_weather" and m["status"].iloc[2] == "ok"
+    assert m["content"].iloc[0] == "weather in Paris and in Tokyo"
+    assert pd.isna(m["content"].iloc[1])
+    assert m["stop_reason"].astype(str).tolist()[-1] == "end"
+
+
+def test_frames_are_cached_until_the_next_event() -> None:
+    chat = Chat(model="demo").with_tools(get_weather)
+    chat.ask("weather in Paris")
+    first = chat.log
+    first["mine"] = 1  # the caller's copy; the cached frame is untouched
+    assert "mine" not in chat.log.columns
+    assert "calls" in chat._log._cache
+    chat.ask("weather in Oslo")
+    assert len(chat.log) == 2 and len(first) == 1
+
+
+def test_materialising_while_events_arrive_from_another_thread() -> None:
+    chat = Chat(provider=Script(*[calls(("nap", {"ms": 1})) for _ in range(30)]))
+    chat.with_tools(nap)
+    stop = threading.Event()
+    sizes: list[int] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            sizes.append(len(chat.log))
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        chat.ask("go", max_steps=60)
+    finally:
+        stop.set()
+        t.join()
+    assert sizes == sorted(sizes) and len(chat.log) == 30
+
+
+# ------------------------------------------------------------------ read_log
+class FakeStore:
+    """The store protocol read_log relies on: iter_events() in per-chat seq order."""
+
+    def __init__(self, events: Sequence[Event]):
+        self.events = list(events)
+        self.queries: list[dict[str, Any]] = []
+
+    def iter_events(self, **query: Any) -> Iterator[Event]:
+        self.queries.append(query)
+        wanted = query.get("chat_id")
+        return iter([e for e in self.events if wanted in (None, e.chat_id)])
+
+
+def _recorded_chat(text: str) -> tuple[Chat, list[Event]]:
+    events: list[Event] = []
+    chat = Chat(model="demo").with_tools(get_weather)
+    chat.on(None, events.append)
+    chat.ask(text)
+    return chat, events
+
+
+def test_read_log_over_several_chats_and_a_store() -> None:
+    a, ev_a = _recorded_chat("weather in Paris and in Tokyo")
+    b, ev_b = _recorded_chat("weather in Lima")
+    both = nbagent.read_log([a, b])
+    assert_schema(both, "calls")
+    assert both["chat_id"].tolist() == [a.id, a.id, b.id]
+    # call ids repeat across demo chats; rows stay apart
+    assert both["call_id"].tolist() == ["demo_call_1", "demo_call_2", "demo_call_1"]
+    # interleave the two streams: per-chat order is all a store promises
+    mixed = [e for pair in zip(ev_a, ev_b, strict=False) for e in pair]
+    mixed += ev_a[len(ev_b):]
+    store = FakeStore(mixed)
+    for kind in ("calls", "steps", "messages"):
+        from_store = nbagent.read_log(store, kind)
+        direct = nbagent.read_log([a, b], kind)
+        pd.testing.assert_frame_equal(from_store, direct)
+    only_b = nbagent.read_log(store, chat_id=b.id)
+    assert only_b["chat_id"].unique().tolist() == [b.id]
+    assert store.queries[-1] == {"chat_id": b.id}
+    pd.testing.assert_frame_equal(nbagent.read_log(ev_b), b.log)
+    pd.testing.assert_frame_equal(log.read_log(b._log), b.log)
+
+
+def test_read_log_rejects_what_it_cannot_read() -> None:
+    with pytest.raises(TypeError, match="read_log"):
+        nbagent.read_log(42)
+    with pytest.raises(TypeError, match="only apply to a store"):
+        nbagent.read_log([Chat(model="demo")], chat_id="x")
+    with pytest.raises(ValueError, match="kind"):
+        nbagent.read_log([], "tools")  # type: ignore[arg-type]
+
+
+def test_call_log_keeps_compact_records_not_events() -> None:
+    _chat, events = _recorded_chat("weather in Paris")
+    calllog = CallLog("replayed").feed(events)
+    assert len(calllog) == 1 and not hasattr(calllog, "events")
+    assert "calls=1" in repr(calllog)
+
+
+# ------------------------------------------------------------------- summary
+def test_summary_per_tool(mixed_chat: Chat) -> None:
+    s = log.summary(mixed_chat)
+    assert list(s.columns) == list(log.SUMMARY_COLUMNS)
+    assert s.index.name == "tool"
+    w = s.loc["get_weather"]
+    assert (w["calls"], w["ok"], w["errors"]) == (2, 1, 1)
+    assert w["error_rate"] == 0.5  # one ran and succeeded; the invalid one "ran" to an error
+    assert s.loc["boom", "error_rate"] == 1.0 and s.loc["slow", "errors"] == 1
+    assert s.loc["delete", "denied"] == 1 and s.loc["delete", "denial_rate"] == 1.0
+    assert s.loc["refund", "denial_rate"] == 0.0
+    assert pd.isna(s.loc["get_weather", "denial_rate"])
+    assert s.loc["get_weather", "p50_ms"] >= 0
+    # tokens of the request are split among its calls: 6 calls share 100 input tokens
+    assert s.loc["boom", "input_tokens"] == round(100 / 6)
+    assert s.loc["refund", "output_tokens"] == 10  # 20 output tokens, two calls
+    by_chat = log.summary(mixed_chat.log, by=["chat_id", "status"])
+    assert by_chat["calls"].sum() == len(mixed_chat.log)
+    assert by_chat["input_tokens"].isna().all()  # a bare frame has no steps
+
+
+def test_summary_of_an_empty_log() -> None:
+    s = log.summary(Chat(model="demo"))
+    assert s.empty and list(s.columns) == list(log.SUMMARY_COLUMNS)
+
+
+def test_summary_counts_pending() -> None:
+    chat = Chat(provider=Script(calls(("refund", {"order_id": 1})))).with_tools(Refund)
+    chat.ask("go")
+    s = log.summary(chat)
+    assert s.loc["refund", "pending"] == 1 and pd.isna(s.loc["refund", "denial_rate"])
+
+
+# -------------------------------------------------------------------- export
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+@pytest.mark.parametrize("kind", ["calls", "steps", "messages"])
+def test_export_round_trips_types(fmt: str, kind: str, mixed_chat: Chat, tmp_path: Path) -> None:
+    write, read = {"parquet": (log.to_parquet, log.read_parquet),
+                   "csv": (log.to_csv, log.read_csv)}[fmt]
+    for chat in (mixed_chat, Chat(model="demo")):
+        df = nbagent.read_log(chat, kind)
+        path = write(df, tmp_path / f"{kind}.{fmt}")
+        back = read(path)
+        pd.testing.assert_frame_equal(back, df)
+        assert_schema(back, kind)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_export_keeps_empty_strings_apart_from_missing(fmt: str, tmp_path: Path) -> None:
+    @tool
+    def empty() -> str:
+        """Returns nothing."""
+        return ""
+
+    chat = Chat(provider=Script(calls(("empty", {})), answer(""))).with_tools(empty)
+    chat.ask("go")
+    df = chat.log
+    assert df["result_preview"].iloc[0] == "" and df["error"].isna().iloc[0]
+    write, read = {"parquet": (log.to_parquet, log.read_parquet),
+                   "csv": (log.to_csv, log.read_csv)}[fmt]
+    back = read(write(df, tmp_path / f"x.{fmt}"))
+    pd.testing.assert_frame_equal(back, df)
+    assert back["result_preview"].iloc[0] == ""
+
+
+def test_summary_exports_with_its_index_as_a_column(mixed_chat: Chat, tmp_path: Path) -> None:
+    s = log.summary(mixed_chat)
+    back = log.read_csv(log.to_csv(s, tmp_path / "s.csv"))
+    pd.testing.assert_frame_equal(back.set_index("tool"), s)
+
+
+# --------------------------------------------------------------------- plots
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("plot", [log.plot_timeline, log.plot_durations])
+def test_plots_on_empty_and_non_empty_logs(plot: Any, mixed_chat: Chat) -> None:
+    empty = plot(Chat(model="demo"))
+    assert isinstance(empty, Figure)
+    assert "no tool calls yet" in [t.get_text() for t in empty.axes[0].texts]
+    assert _png(empty).startswith(b"\x89PNG")
+    full = plot(mixed_chat.log)
+    assert isinstance(full, Figure) and _png(full).startswith(b"\x89PNG")
+    both = plot([mixed_chat, Chat(model="demo")])
+    assert _png(both).startswith(b"\x89PNG")
+
+
+def test_timeline_draws_a_bar_per_run_and_a_marker_per_call_not_run(mixed_chat: Chat) -> None:
+    fig = log.plot_timeline(mixed_chat)
+    ax = fig.axes[0]
+    ran = mixed_chat.log["started_at"].notna().sum()
+    assert len(ax.patches) >= ran
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert len(labels) == len(mixed_chat.log) and "boom" in labels
+    notes = " ".join(t.get_text() for t in ax.texts)
+    assert "step 2 · sequential" in notes and "not run" in notes
+    assert _png(log.plot_timeline(mixed_chat, relative=False)).startswith(b"\x89PNG")
+    assert "latest 3 of" in log.plot_timeline(mixed_chat, max_rows=3).axes[0].get_title(loc="left")
+
+
+def test_plots_draw_into_given_axes_and_say_when_nothing_ran() -> None:
+    fig = Figure()
+    ax = fig.add_subplot()
+    chat = Chat(provider=Script(calls(("refund", {"order_id": 1})))).with_tools(Refund)
+    chat.ask("go")
+    assert log.plot_durations(chat, ax=ax) is fig
+    assert "no tool call has run yet" in [t.get_text() for t in ax.texts]
+    assert log.plot_timeline(chat, ax=Figure().add_subplot()) is not fig
+
+
+def test_read_log_from_the_sqlite_store_matches_the_live_chats(tmp_path: Path) -> None:
+    store_module = pytest.importorskip("nbagent.store")
+    path = tmp_path / "chats.db"
+    a = Chat(model="demo", store=path).with_tools(get_weather)
+    a.ask("weather in Paris and in Tokyo")
+    b = Chat(model="demo", store=path).with_tools(Refund)
+    b.ask("refund order 42")
+    store = store_module.open_store(path)
+    try:
+        for kind in ("calls", "steps", "messages"):
+            pd.testing.assert_frame_equal(
+                nbagent.read_log(store, kind), nbagent.read_log([a, b], kind)
+            )
+        todo = nbagent.read_log(store, chat_id=b.id).query("decision == 'pending'")
+        assert todo["tool"].tolist() == ["refund"]
+    finally:
+        store.close()
