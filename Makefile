@@ -1,0 +1,74 @@
+# nbagent developer entry points. Every target uses the venv's binaries
+# explicitly (no `source`), and `install` is a no-op unless pyproject.toml
+# changed since the last successful install.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+# Lives inside the venv so deleting .venv also forces a reinstall.
+STAMP  := $(VENV)/.nbagent-installed
+
+# `make test` / .ci/run: a missing browser fails the browser tests instead of
+# skipping them. `make test NBAGENT_REQUIRE_BROWSER=` allows skipping.
+NBAGENT_REQUIRE_BROWSER ?= 1
+PYTEST_ARGS ?=
+LAB_ARGS    ?=
+# JupyterLab refuses to start as root without --allow-root.
+ALLOW_ROOT  := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+.DEFAULT_GOAL := help
+.PHONY: help venv install kernel lab demo test lint bench clean distclean
+
+help:
+	@echo "make install  create $(VENV) and pip install -e '.[dev]' (skipped if up to date)"
+	@echo "make lab      JupyterLab on notebooks/01_quickstart.ipynb (LAB_ARGS=...)"
+	@echo "make demo     run the quickstart notebook headless and print the transcript"
+	@echo "make test     whole pytest suite, browser tests included (PYTEST_ARGS=...)"
+	@echo "make lint     ruff check + mypy"
+	@echo "make bench    python -m benchmarks"
+	@echo "make clean    remove caches and build output (distclean: also $(VENV))"
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	@$(PY) -m pip --version >/dev/null 2>&1 || { echo "$(VENV) is broken; recreating"; $(PYTHON) -m venv --clear $(VENV); }
+	$(PY) -m pip install --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+venv install: $(STAMP)
+
+# The `python3` kernelspec must launch this venv's interpreter. ipykernel's
+# wheel ships one in $(VENV)/share/jupyter/kernels (argv[0] "python", which
+# jupyter_client maps to the server's own interpreter); reinstall it if it is
+# missing or some other spec shadows it.
+kernel: $(STAMP)
+	@$(PY) -c 'import sys; from jupyter_client.kernelspec import KernelSpecManager as K; a = K().get_kernel_spec("python3").argv[0]; sys.exit(a not in ("python", "python3", sys.executable))' 2>/dev/null \
+	  || $(PY) -m ipykernel install --sys-prefix --name python3
+
+lab: kernel
+	$(PY) -m jupyterlab $(ALLOW_ROOT) notebooks/01_quickstart.ipynb $(LAB_ARGS)
+
+demo: $(STAMP)
+	$(PY) -m nbagent.demo
+
+test: kernel
+	bash .ci/ensure-chromium
+	NBAGENT_REQUIRE_BROWSER=$(NBAGENT_REQUIRE_BROWSER) $(PY) -m pytest $(PYTEST_ARGS)
+
+# Runs both tools even if the first fails; fails if either does.
+lint: $(STAMP)
+	@status=0; \
+	echo "+ ruff check ."; $(PY) -m ruff check . || status=1; \
+	echo "+ mypy"; $(PY) -m mypy || status=1; \
+	exit $$status
+
+bench: $(STAMP)
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf build dist *.egg-info test-artifacts .pytest_cache .mypy_cache .ruff_cache
+	find . -path ./$(VENV) -prune -o -type d \( -name __pycache__ -o -name .ipynb_checkpoints \) -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)
