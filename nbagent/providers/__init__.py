@@ -1,0 +1,57 @@
+"""Model providers: the ``Provider`` protocol and its adapters.
+
+``OpenAIProvider`` (Chat Completions or Responses, and OpenAI-compatible
+servers), ``AnthropicProvider`` and the offline ``DemoProvider``. The SDK-backed
+adapters are imported on first use, so ``import nbagent`` never imports
+``openai`` or ``anthropic``; each SDK is imported when its provider is made.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._base import Provider, StreamDelta
+
+if TYPE_CHECKING:
+    from ._anthropic import AnthropicProvider
+    from ._demo import DemoProvider
+    from ._models import ModelInfo, UnknownModelWarning, cost_of, lookup_model, register_model
+    from ._openai import OpenAIProvider
+
+_LAZY = {
+    "AnthropicProvider": "._anthropic",
+    "DemoProvider": "._demo",
+    "ModelInfo": "._models",
+    "OpenAIProvider": "._openai",
+    "UnknownModelWarning": "._models",
+    "cost_of": "._models",
+    "lookup_model": "._models",
+    "register_model": "._models",
+}
+
+__all__ = [
+    "AnthropicProvider",
+    "DemoProvider",
+    "ModelInfo",
+    "OpenAIProvider",
+    "Provider",
+    "StreamDelta",
+    "UnknownModelWarning",
+    "cost_of",
+    "lookup_model",
+    "register_model",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

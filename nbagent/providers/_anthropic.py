@@ -1,0 +1,162 @@
+"""Anthropic's Messages API over the official ``anthropic`` SDK.
+
+Configuration follows the SDK: ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``
+are honoured and arguments override them. Transcripts always obey the API's
+rules (see :mod:`._anthropic_wire`); usage counts cache reads and writes as
+input; ``pause_turn`` comes back as such so the chat continues the turn, and a
+context-window stop as ``context_window``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from .._errors import AuthenticationError
+from .._types import LLMToolResponse, Message
+from ._anthropic_wire import (
+    MessageStream,
+    Piece,
+    messages_json,
+    parse_message,
+    piece,
+    tool_choice,
+    tools_json,
+)
+from ._base import DeltaSink, ToolDefinition
+from ._errors import scrub, sdk_errors
+from ._models import warn_if_unknown
+from ._sdk import (
+    MessageCache,
+    Prepared,
+    SDKProvider,
+    StreamAccumulator,
+    ToolsCache,
+    assemble,
+    dumps,
+)
+
+
+class AnthropicProvider(SDKProvider):
+    """Claude models through the official ``anthropic`` SDK.
+
+    Args:
+        model: Model name (``"claude-sonnet-4-5"``, dated names work too).
+        base_url: API endpoint (default: ``ANTHROPIC_BASE_URL``, else Anthropic's).
+        api_key: API key (default: ``ANTHROPIC_API_KEY``). Never shown anywhere.
+        max_tokens: Output token limit per request (the API requires one).
+        client: An ``anthropic.Anthropic`` client to use instead of making one.
+        async_client: An ``anthropic.AsyncAnthropic`` client for the async API (default:
+            one per event loop, made with the sync client's key and base URL).
+        max_retries: Retries on 429/5xx/529/connection errors (default: the SDK's, 2).
+        timeout: Request timeout in seconds (default: the SDK's, 600).
+        extra_body: Extra JSON fields for every request (``{"temperature": 0}``).
+        **client_kwargs: Passed to ``anthropic.Anthropic(...)`` (``default_headers``...).
+
+    Raises:
+        AuthenticationError: No API key or other credentials are configured.
+    """
+
+    name = "anthropic"
+    _env_key = "ANTHROPIC_API_KEY"
+
+    def __init__(
+        self,
+        model: str = "claude-sonnet-4-5",
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        max_tokens: int = 4096,
+        client: Any = None,
+        async_client: Any = None,
+        max_retries: int | None = None,
+        timeout: float | None = None,
+        extra_body: dict[str, Any] | None = None,
+        **client_kwargs: Any,
+    ):
+        import anthropic
+
+        self.max_tokens = max_tokens
+        self.extra_body = dict(extra_body or {})
+        self._client_kwargs = dict(client_kwargs)
+        if max_retries is not None:
+            self._client_kwargs["max_retries"] = max_retries
+        if timeout is not None:
+            self._client_kwargs["timeout"] = timeout
+        owns = client is None
+        if client is None:
+            with sdk_errors("anthropic", (api_key,), self._env_key):
+                client = anthropic.Anthropic(
+                    api_key=api_key, base_url=base_url, **self._client_kwargs
+                )
+            if client.api_key is None and client.auth_token is None and client.credentials is None:
+                client.close()
+                raise AuthenticationError(
+                    "anthropic: no API key: set ANTHROPIC_API_KEY or pass api_key=",
+                    provider="anthropic",
+                )
+        super().__init__(model, client=client, async_client=async_client, owns_client=owns)
+        self._pieces: MessageCache[Piece] = MessageCache(piece)
+        self._tools = ToolsCache(tools_json)
+        warn_if_unknown(model, "Anthropic")
+
+    def __repr__(self) -> str:
+        url = scrub(str(self._client.base_url), self._secrets())
+        return f"AnthropicProvider(model={self.model!r}, base_url={url!r})"
+
+    @property
+    def base_url(self) -> str:
+        return str(self._client.base_url)
+
+    def _secrets(self) -> tuple[str | None, ...]:
+        return (getattr(self._client, "api_key", None), getattr(self._client, "auth_token", None))
+
+    def _new_async_client(self) -> Any:
+        import anthropic
+
+        kwargs = {k: v for k, v in self._client_kwargs.items() if k != "http_client"}
+        client = self._client
+        if client.api_key is not None:
+            kwargs["api_key"] = client.api_key
+        elif client.auth_token is not None:
+            kwargs["auth_token"] = client.auth_token
+        return anthropic.AsyncAnthropic(base_url=client.base_url, **kwargs)
+
+    def _prepare(
+        self,
+        messages: Sequence[Message],
+        system: str | None,
+        tools: Sequence[ToolDefinition],
+        choice: str,
+        calls: Literal["one", "many"],
+        stream: bool,
+        max_tokens: int | None,
+    ) -> Prepared:
+        body, systems = messages_json(self._pieces.many(messages))
+        if system:
+            systems.insert(0, system)
+        fields: list[tuple[str, bytes]] = [
+            ("model", dumps(self.model)),
+            ("max_tokens", dumps(max_tokens if max_tokens is not None else self.max_tokens)),
+            ("messages", body),
+        ]
+        if systems:
+            fields.append(("system", dumps("\n\n".join(systems))))
+        if tools:
+            fields.append(("tools", self._tools.get(tools)))
+            fields.append(("tool_choice", dumps(tool_choice(choice, calls))))
+        if stream:
+            fields.append(("stream", b"true"))
+        if self.extra_body:
+            fields = [(k, v) for k, v in fields if k not in self.extra_body]
+            fields += [(k, dumps(v)) for k, v in self.extra_body.items()]
+        return Prepared("/v1/messages", assemble(fields), stream)
+
+    def _parse(self, data: Any) -> LLMToolResponse:
+        return parse_message(data, model=self.model, provider=self.name)
+
+    def _accumulator(self, on_delta: DeltaSink | None) -> StreamAccumulator:
+        return MessageStream(on_delta, model=self.model, provider=self.name)
+
+
+__all__ = ["AnthropicProvider"]

@@ -1,0 +1,170 @@
+"""The one boundary where SDK exceptions become nbagent's own.
+
+Every request an adapter sends runs inside :func:`sdk_errors`; whatever the
+``openai`` or ``anthropic`` SDK raises leaves it as one of::
+
+    ProviderError
+    ├── AuthenticationError      401/403, or no API key configured
+    ├── RateLimitError           429 (after the SDK's own retries)
+    ├── BadRequestError          400/404/409/413/422 and other 4xx
+    ├── ProviderConnectionError  unreachable, timed out, or the stream broke off
+    └── ServerError              5xx, 529 overloaded, an error event mid-stream
+
+The provider's message is kept (``Error code: 429 - Rate limit reached...``),
+the HTTP status is on ``status_code``, and any API key is scrubbed from the
+text. The SDK exception stays reachable as ``__cause__``. The mapping goes by
+class name and status code, so neither SDK is imported here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from .._errors import (
+    AuthenticationError,
+    BadRequestError,
+    ProviderConnectionError,
+    ProviderError,
+    RateLimitError,
+    ServerError,
+)
+
+_BY_TYPE = {
+    # the ``type`` of an error object (Anthropic, and OpenAI's stream error events)
+    "authentication_error": AuthenticationError,
+    "permission_error": AuthenticationError,
+    "rate_limit_error": RateLimitError,
+    "overloaded_error": ServerError,
+    "api_error": ServerError,
+    "server_error": ServerError,
+    "timeout_error": ServerError,
+    "invalid_request_error": BadRequestError,
+    "not_found_error": BadRequestError,
+    "request_too_large": BadRequestError,
+}
+_HINTS: dict[type[ProviderError], str] = {
+    AuthenticationError: "check the API key (argument api_key= or the {env} environment variable)",
+}
+_USERINFO = re.compile(r"(\w+://)[^/@\s]+@")
+
+
+def scrub(text: str, secrets: Iterable[str | None]) -> str:
+    """``text`` with every secret (and URL userinfo) replaced by ``***``."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    return _USERINFO.sub(r"\1***@", text)
+
+
+def classify(exc: BaseException) -> type[ProviderError] | None:
+    """The nbagent class for an SDK exception, or None if it is not an SDK error."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    module = type(exc).__module__.split(".", 1)[0]
+    if module not in ("openai", "anthropic", "httpx", "httpx2", "httpcore"):
+        return None
+    if "APIConnectionError" in names or "APITimeoutError" in names:
+        return ProviderConnectionError
+    if module in ("httpx", "httpx2", "httpcore"):
+        return ProviderConnectionError
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and status >= 400:
+        return _by_status(status)
+    kind = _error_type(getattr(exc, "body", None))
+    if kind in _BY_TYPE:
+        return _BY_TYPE[kind]
+    if "APIStatusError" in names or "APIError" in names:
+        # an error reported inside a 200 stream
+        return ServerError
+    if any("Credential" in n for n in names):
+        return AuthenticationError
+    if "OpenAIError" in names or "AnthropicError" in names:
+        msg = str(exc).lower()
+        if "api_key" in msg or "credentials" in msg or "authentication" in msg:
+            return AuthenticationError
+        return ProviderError
+    return None
+
+
+def for_error_type(kind: str) -> type[ProviderError]:
+    """The nbagent class for an error object's ``type`` (e.g. ``overloaded_error``)."""
+    return _BY_TYPE.get(kind, ServerError)
+
+
+def _by_status(status: int) -> type[ProviderError]:
+    if status in (401, 403):
+        return AuthenticationError
+    if status == 429:
+        return RateLimitError
+    if status >= 500:
+        return ServerError
+    if status == 408:
+        return ProviderConnectionError
+    return BadRequestError
+
+
+def _error_type(body: Any) -> str | None:
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict):
+            kind = inner.get("type")
+            return kind if isinstance(kind, str) else None
+    return None
+
+
+def _message(exc: BaseException) -> str:
+    """The SDK's message, with the error object's own message when there is one."""
+    status = getattr(exc, "status_code", None)
+    body = getattr(exc, "body", None)
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    if (
+        isinstance(status, int)
+        and isinstance(inner, dict)
+        and isinstance(inner.get("message"), str)
+    ):
+        kind = inner.get("type") or inner.get("code")
+        detail = f" ({kind})" if isinstance(kind, str) and kind else ""
+        return f"Error code: {status} - {inner['message']}{detail}"
+    return str(exc) or type(exc).__name__
+
+
+def map_error(
+    exc: BaseException, *, provider: str, secrets: Iterable[str | None] = (), env: str = ""
+) -> ProviderError | None:
+    """The nbagent exception for an SDK exception (None when ``exc`` is not one)."""
+    cls = classify(exc)
+    if cls is None:
+        return None
+    message = _message(exc)
+    if cls is ProviderConnectionError:
+        cause = exc.__cause__ or exc.__context__
+        if cause is not None and str(cause) and str(cause) not in message:
+            message = f"{message} ({type(cause).__name__}: {cause})"
+    hint = _HINTS.get(cls)
+    if hint and env:
+        message = f"{message}; {hint.format(env=env)}"
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) and status >= 400 else None
+    return cls(f"{provider}: {scrub(message, secrets)}", provider=provider, status_code=status)
+
+
+@contextlib.contextmanager
+def sdk_errors(provider: str, secrets: Iterable[str | None] = (), env: str = "") -> Iterator[None]:
+    """Re-raise SDK exceptions raised inside the block as nbagent exceptions."""
+    try:
+        yield
+    except ProviderError:
+        raise
+    except Exception as exc:
+        secrets = tuple(secrets)
+        mapped = map_error(exc, provider=provider, secrets=secrets, env=env)
+        if mapped is None:
+            raise
+        if scrub(str(exc), secrets) != str(exc):
+            raise mapped from None  # the SDK's own text shows a secret: don't chain it
+        raise mapped from exc
+
+
+__all__ = ["classify", "for_error_type", "map_error", "scrub", "sdk_errors"]

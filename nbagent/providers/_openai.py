@@ -1,0 +1,240 @@
+"""OpenAI (Chat Completions or Responses) and OpenAI-compatible servers, over the ``openai`` SDK.
+
+Chat Completions is the default API: every OpenAI-compatible server (Ollama,
+vLLM, LM Studio, llama.cpp, most gateways) speaks it, it is stateless by
+design (the whole transcript goes with every request, which is what a
+resumable transcript needs), and each neutral message maps to exactly one wire
+message, so wire JSON is cached per message. ``api="responses"`` selects the
+Responses API (stateless too: ``store`` is false and the transcript is sent as
+input items).
+
+Configuration follows the SDK: ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` are
+honoured, and arguments override them. A ``base_url`` (argument or
+environment) whose host is not ``api.openai.com`` switches on the
+OpenAI-compatible mode: ``max_tokens`` instead of ``max_completion_tokens``, no
+``strict`` in tool definitions, an ``""`` instead of ``null`` assistant content
+next to tool calls, and a placeholder key when none is set (local servers
+need none).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from .._types import LLMToolResponse, Message
+from ._base import DeltaSink, ToolDefinition
+from ._errors import scrub, sdk_errors
+from ._models import warn_if_unknown
+from ._openai_wire import (
+    ChatStream,
+    ResponsesStream,
+    chat_message,
+    chat_system,
+    chat_tools,
+    parse_chat,
+    parse_responses,
+    responses_items,
+    responses_tools,
+    tool_choice_chat,
+    tool_choice_responses,
+)
+from ._sdk import (
+    MessageCache,
+    Prepared,
+    SDKProvider,
+    StreamAccumulator,
+    ToolsCache,
+    array,
+    assemble,
+    dumps,
+)
+
+Api = Literal["chat", "responses"]
+NO_KEY = "sk-no-key-required"
+"""Sent to OpenAI-compatible servers when no key is configured (they ignore it)."""
+_OPENAI_HOSTS = ("api.openai.com",)
+
+
+def is_openai_host(url: str | None) -> bool:
+    """Whether ``url`` points at OpenAI's own API (None means the SDK default, which does)."""
+    if not url:
+        return True
+    host = (urlsplit(str(url)).hostname or "").lower()
+    return host in _OPENAI_HOSTS or host.endswith(".openai.azure.com")
+
+
+class OpenAIProvider(SDKProvider):
+    """OpenAI models, or any OpenAI-compatible server, through the official ``openai`` SDK.
+
+    Args:
+        model: Model name (``"gpt-4.1-mini"``, or whatever a local server serves).
+        api: ``"chat"`` (Chat Completions, the default) or ``"responses"``.
+        base_url: API endpoint (default: ``OPENAI_BASE_URL``, else OpenAI's).
+            E.g. ``"http://localhost:11434/v1"`` for Ollama.
+        api_key: API key (default: ``OPENAI_API_KEY``). Never shown anywhere.
+        compatible: Talk to an OpenAI-compatible server rather than OpenAI.
+            Default: true when the base URL's host is not ``api.openai.com``.
+        client: An ``openai.OpenAI`` client to use instead of making one.
+        async_client: An ``openai.AsyncOpenAI`` client for the async API (default:
+            one per event loop, made with the sync client's key and base URL).
+        max_retries: Retries on 429/5xx/connection errors (default: the SDK's, 2).
+        timeout: Request timeout in seconds (default: the SDK's, 600).
+        max_tokens: Default output token limit per request.
+        extra_body: Extra JSON fields for every request (``{"temperature": 0}``).
+        **client_kwargs: Passed to ``openai.OpenAI(...)`` (``default_headers``,
+            ``organization``, ``http_client``...).
+
+    Raises:
+        AuthenticationError: No API key is configured for OpenAI itself.
+    """
+
+    name = "openai"
+    _env_key = "OPENAI_API_KEY"
+
+    def __init__(
+        self,
+        model: str = "gpt-4.1-mini",
+        *,
+        api: Api | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        compatible: bool | None = None,
+        client: Any = None,
+        async_client: Any = None,
+        max_retries: int | None = None,
+        timeout: float | None = None,
+        max_tokens: int | None = None,
+        extra_body: dict[str, Any] | None = None,
+        **client_kwargs: Any,
+    ):
+        api = api or "chat"
+        if api not in ("chat", "responses"):
+            raise ValueError(f"api must be 'chat' or 'responses', got {api!r}")
+        import openai
+
+        url: str | None = (
+            str(client.base_url)
+            if client is not None
+            else base_url or os.environ.get("OPENAI_BASE_URL") or None
+        )
+        if compatible is None:
+            compatible = not is_openai_host(url)
+        self.api: Api = api
+        self.compatible = compatible
+        self.max_tokens = max_tokens
+        self.extra_body = dict(extra_body or {})
+        self._client_kwargs = dict(client_kwargs)
+        if max_retries is not None:
+            self._client_kwargs["max_retries"] = max_retries
+        if timeout is not None:
+            self._client_kwargs["timeout"] = timeout
+        owns = client is None
+        if client is None:
+            key = api_key
+            if key is None and compatible and not os.environ.get("OPENAI_API_KEY"):
+                key = NO_KEY
+            with sdk_errors("openai", (api_key,), self._env_key):
+                client = openai.OpenAI(api_key=key, base_url=base_url, **self._client_kwargs)
+        super().__init__(model, client=client, async_client=async_client, owns_client=owns)
+        if compatible:
+            self.name = "openai-compatible"
+        self._messages: MessageCache[bytes] = MessageCache(
+            lambda m: (
+                chat_message(m, compatible=compatible) if api == "chat" else responses_items(m)
+            )
+        )
+        self._tools = ToolsCache(
+            (lambda t: chat_tools(t, compatible=compatible)) if api == "chat" else responses_tools
+        )
+        self._options: dict[str, Any] = {"security": {"bearer_auth": True}}
+        if not compatible:
+            warn_if_unknown(model, "OpenAI")
+
+    def __repr__(self) -> str:
+        url = scrub(str(self._client.base_url), self._secrets())
+        extra = ", compatible=True" if self.compatible else ""
+        return f"OpenAIProvider(model={self.model!r}, api={self.api!r}, base_url={url!r}{extra})"
+
+    @property
+    def base_url(self) -> str:
+        return str(self._client.base_url)
+
+    def _secrets(self) -> tuple[str | None, ...]:
+        key = getattr(self._client, "api_key", None)
+        return (key if isinstance(key, str) else None,)
+
+    def _new_async_client(self) -> Any:
+        import openai
+
+        kwargs = {k: v for k, v in self._client_kwargs.items() if k != "http_client"}
+        client = self._client
+        return openai.AsyncOpenAI(api_key=client.api_key, base_url=client.base_url, **kwargs)
+
+    # -- requests -------------------------------------------------------------
+    def _prepare(
+        self,
+        messages: Sequence[Message],
+        system: str | None,
+        tools: Sequence[ToolDefinition],
+        tool_choice: str,
+        calls: Literal["one", "many"],
+        stream: bool,
+        max_tokens: int | None,
+    ) -> Prepared:
+        limit = max_tokens if max_tokens is not None else self.max_tokens
+        if self.api == "chat":
+            items = self._messages.many(messages)
+            if system:
+                items.insert(0, chat_system(system))
+            fields: list[tuple[str, bytes]] = [
+                ("model", dumps(self.model)),
+                ("messages", array(items)),
+            ]
+            if tools:
+                fields.append(("tools", self._tools.get(tools)))
+                fields.append(("tool_choice", dumps(tool_choice_chat(tool_choice))))
+                if calls == "one":
+                    fields.append(("parallel_tool_calls", b"false"))
+            if limit is not None:
+                key = "max_tokens" if self.compatible else "max_completion_tokens"
+                fields.append((key, dumps(limit)))
+            if stream:
+                fields.append(("stream", b"true"))
+                fields.append(("stream_options", b'{"include_usage":true}'))
+            path = "/chat/completions"
+        else:
+            items = [b for b in self._messages.many(messages) if b]
+            fields = [("model", dumps(self.model)), ("input", array(items))]
+            if system:
+                fields.append(("instructions", dumps(system)))
+            if tools:
+                fields.append(("tools", self._tools.get(tools)))
+                fields.append(("tool_choice", dumps(tool_choice_responses(tool_choice))))
+                if calls == "one":
+                    fields.append(("parallel_tool_calls", b"false"))
+            if limit is not None:
+                fields.append(("max_output_tokens", dumps(limit)))
+            fields.append(("store", b"false"))
+            if stream:
+                fields.append(("stream", b"true"))
+            path = "/responses"
+        if self.extra_body:
+            fields = [(k, v) for k, v in fields if k not in self.extra_body]
+            fields += [(k, dumps(v)) for k, v in self.extra_body.items()]
+        return Prepared(path, assemble(fields), stream, self._options)
+
+    def _parse(self, data: Any) -> LLMToolResponse:
+        if self.api == "chat":
+            return parse_chat(data, model=self.model, provider=self.name)
+        return parse_responses(data, model=self.model, provider=self.name)
+
+    def _accumulator(self, on_delta: DeltaSink | None) -> StreamAccumulator:
+        if self.api == "chat":
+            return ChatStream(on_delta, model=self.model, provider=self.name)
+        return ResponsesStream(on_delta, model=self.model, provider=self.name)
+
+
+__all__ = ["OpenAIProvider"]

@@ -1,0 +1,458 @@
+"""Neutral <-> OpenAI wire formats: Chat Completions and Responses.
+
+Requests are built from neutral values into JSON bytes (one message at a
+time, so the adapter can cache them); responses are read from plain JSON
+dicts (no SDK models). Each converter is an exhaustive ``isinstance`` chain
+that ends in an error.
+
+- tool definition: Chat ``{"type":"function","function":{name,description,parameters}}``;
+  Responses flat ``{"type":"function",name,description,parameters,"strict":false}``
+  (Responses defaults ``strict`` to true, so it is always sent).
+- choice: ``"auto"``/``"none"``/``"required"`` as is; a tool name is
+  ``{"type":"function","function":{"name":X}}`` (Chat) or
+  ``{"type":"function","name":X}`` (Responses).
+- one call: ``parallel_tool_calls: false`` (both).
+- calls out: ``message.tool_calls[]`` (Chat); ``function_call`` items whose
+  ``call_id`` (not the item ``id``) is the call's id (Responses).
+- results in: ``{"role":"tool","tool_call_id",content}`` (Chat);
+  ``{"type":"function_call_output","call_id",output}`` (Responses).
+- usage: ``prompt_tokens`` / ``input_tokens``, both including cached tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import ProviderError, RateLimitError, ServerError
+from .._types import (
+    AssistantToolCallMessage,
+    ChatMessage,
+    LLMToolResponse,
+    Message,
+    StopReason,
+    ToolCall,
+    ToolResultMessage,
+)
+from ._base import DeltaSink, StreamDelta, ToolDefinition, as_spec
+from ._sdk import arguments_text, dumps, incomplete_stream, make_call, new_call_id
+
+CONTENT_FILTERED = "The response was blocked by the provider's content filter."
+
+
+# -- shared -------------------------------------------------------------------
+
+
+def tool_choice_chat(choice: str) -> Any:
+    """Neutral choice -> Chat Completions ``tool_choice``."""
+    if choice in ("auto", "required", "none"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def tool_choice_responses(choice: str) -> Any:
+    """Neutral choice -> Responses ``tool_choice``."""
+    if choice in ("auto", "required", "none"):
+        return choice
+    return {"type": "function", "name": choice}
+
+
+def _usage(usage: Any, input_key: str, output_key: str, details_key: str) -> tuple[int, int, int]:
+    if not isinstance(usage, dict):
+        return 0, 0, 0
+    details = usage.get(details_key)
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return int(usage.get(input_key) or 0), int(usage.get(output_key) or 0), int(cached or 0)
+
+
+# -- Chat Completions: requests -------------------------------------------------
+
+
+def chat_message(message: Message, *, compatible: bool = False) -> bytes:
+    """One neutral message -> one Chat Completions message (JSON bytes)."""
+    if isinstance(message, ChatMessage):
+        return dumps({"role": message.role, "content": message.content})
+    if isinstance(message, AssistantToolCallMessage):
+        return dumps(
+            {
+                "role": "assistant",
+                "content": message.content or ("" if compatible else None),
+                "tool_calls": [_chat_call(c) for c in message.tool_calls],
+            }
+        )
+    if isinstance(message, ToolResultMessage):
+        return dumps(
+            {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+        )
+    raise TypeError(f"cannot convert {type(message).__name__} to a Chat Completions message")
+
+
+def _chat_call(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": arguments_text(call)},
+    }
+
+
+def chat_system(system: str) -> bytes:
+    return dumps({"role": "system", "content": system})
+
+
+def chat_tools(tools: Sequence[ToolDefinition], *, compatible: bool = False) -> bytes:
+    """Neutral tool definitions -> Chat Completions ``tools`` (JSON bytes)."""
+    out = []
+    for tool in tools:
+        spec = as_spec(tool)
+        function: dict[str, Any] = {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.input_schema,
+        }
+        if not compatible:
+            function["strict"] = False
+        out.append({"type": "function", "function": function})
+    return dumps(out)
+
+
+# -- Chat Completions: responses ----------------------------------------------
+
+
+def _chat_stop(finish: Any, has_calls: bool, refusal: str | None) -> StopReason:
+    if finish == "length":
+        return "max_tokens"
+    if refusal is not None or finish == "content_filter":
+        return "refusal"
+    if has_calls:
+        return "tool_use"
+    if finish in ("stop", "tool_calls", "function_call", "eos", "end_turn", None):
+        return "end"
+    return "other"
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # some compatible servers send content parts
+        return "".join(
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return str(content)
+
+
+def _refusal(finish: Any, refusal: Any) -> str | None:
+    if isinstance(refusal, str) and refusal:
+        return refusal
+    return CONTENT_FILTERED if finish == "content_filter" else None
+
+
+def parse_chat(data: dict[str, Any], *, model: str, provider: str) -> LLMToolResponse:
+    """A ``chat.completion`` body -> neutral response."""
+    choices = data.get("choices") or []
+    choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+    message = choice.get("message") or {}
+    finish = choice.get("finish_reason")
+    calls = []
+    for tc in message.get("tool_calls") or ():
+        fn = tc.get("function") or {}
+        calls.append(
+            make_call(tc.get("id") or new_call_id(), str(fn.get("name") or ""), fn.get("arguments"))
+        )
+    refusal = _refusal(finish, message.get("refusal"))
+    i, o, c = _usage(
+        data.get("usage"), "prompt_tokens", "completion_tokens", "prompt_tokens_details"
+    )
+    return LLMToolResponse(
+        text=_content_text(message.get("content")),
+        tool_calls=tuple(calls),
+        input_tokens=i,
+        output_tokens=o,
+        cached_tokens=c,
+        model=str(data.get("model") or model),
+        provider=provider,
+        stop_reason=_chat_stop(finish, bool(calls), refusal),
+        raw_stop_reason=finish,
+        refusal=refusal,
+    )
+
+
+@dataclass
+class _PartialCall:
+    id: str | None = None
+    name: str | None = None
+    parts: list[str] = field(default_factory=list)
+
+
+class ChatStream:
+    """Folds ``chat.completion.chunk`` events into a response.
+
+    Tool calls are accumulated by ``index``; ``id`` and ``name`` are taken the
+    first time they appear and ignored when a server repeats them in every
+    fragment (some OpenAI-compatible servers do). With ``include_usage`` the
+    last chunk has ``choices: []`` and carries the usage.
+    """
+
+    def __init__(self, on_delta: DeltaSink | None, *, model: str, provider: str):
+        self.on_delta = on_delta
+        self.model = model
+        self.provider = provider
+        self.text: list[str] = []
+        self.refusal: list[str] = []
+        self.calls: dict[int, _PartialCall] = {}
+        self.finish_reason: str | None = None
+        self.usage: Any = None
+
+    def feed(self, chunk: dict[str, Any]) -> None:
+        if chunk.get("error"):
+            raise _failed(chunk["error"], self.provider)
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        if chunk.get("model"):
+            self.model = chunk["model"]
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            text = delta.get("content")
+            if text:
+                self.text.append(text)
+                if self.on_delta is not None:
+                    self.on_delta(StreamDelta("text", text))
+            refusal = delta.get("refusal")
+            if refusal:
+                self.refusal.append(refusal)
+                if self.on_delta is not None:
+                    self.on_delta(StreamDelta("text", refusal))
+            for position, tc in enumerate(delta.get("tool_calls") or ()):
+                self._call_fragment(tc, position)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+
+    def _call_fragment(self, tc: dict[str, Any], position: int) -> None:
+        index = tc.get("index")
+        if not isinstance(index, int):
+            index = position
+        call = self.calls.get(index)
+        announce = call is None
+        if call is None:
+            call = self.calls[index] = _PartialCall()
+        if tc.get("id") and call.id is None:
+            call.id = tc["id"]
+        fn = tc.get("function") or {}
+        if fn.get("name") and call.name is None:
+            call.name = fn["name"]
+            announce = True
+        fragment = fn.get("arguments")
+        if fragment is not None and not isinstance(fragment, str):
+            fragment = dumps(fragment).decode()
+        if fragment:
+            call.parts.append(fragment)
+        if self.on_delta is not None and (fragment or announce):
+            self.on_delta(StreamDelta("tool_call", fragment or "", index, call.id, call.name))
+
+    def finish(self) -> LLMToolResponse:
+        finish = self.finish_reason
+        if finish is None:
+            raise incomplete_stream(self.provider)
+        calls = tuple(
+            make_call(p.id or new_call_id(), p.name or "", "".join(p.parts))
+            for _, p in sorted(self.calls.items())
+        )
+        refusal = _refusal(finish, "".join(self.refusal) or None)
+        i, o, c = _usage(self.usage, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
+        return LLMToolResponse(
+            text="".join(self.text),
+            tool_calls=calls,
+            input_tokens=i,
+            output_tokens=o,
+            cached_tokens=c,
+            model=self.model,
+            provider=self.provider,
+            stop_reason=_chat_stop(finish, bool(calls), refusal),
+            raw_stop_reason=finish,
+            refusal=refusal,
+        )
+
+
+# -- Responses: requests ------------------------------------------------------
+
+
+def responses_items(message: Message) -> bytes:
+    """One neutral message -> its Responses input items (JSON bytes, comma-joined; may be empty)."""
+    if isinstance(message, ChatMessage):
+        if not message.content and message.role == "assistant":
+            return b""
+        return dumps({"role": message.role, "content": message.content})
+    if isinstance(message, AssistantToolCallMessage):
+        items: list[dict[str, Any]] = []
+        if message.content:
+            items.append({"role": "assistant", "content": message.content})
+        items.extend(
+            {
+                "type": "function_call",
+                "call_id": c.id,
+                "name": c.name,
+                "arguments": arguments_text(c),
+            }
+            for c in message.tool_calls
+        )
+        return b",".join(dumps(item) for item in items)
+    if isinstance(message, ToolResultMessage):
+        return dumps(
+            {
+                "type": "function_call_output",
+                "call_id": message.tool_call_id,
+                "output": message.content,
+            }
+        )
+    raise TypeError(f"cannot convert {type(message).__name__} to Responses input items")
+
+
+def responses_tools(tools: Sequence[ToolDefinition]) -> bytes:
+    """Neutral tool definitions -> Responses ``tools`` (``strict`` sent: it defaults to true)."""
+    out = []
+    for tool in tools:
+        spec = as_spec(tool)
+        out.append(
+            {
+                "type": "function",
+                "name": spec.name,
+                "description": spec.description,
+                "parameters": spec.input_schema,
+                "strict": False,
+            }
+        )
+    return dumps(out)
+
+
+# -- Responses: responses -----------------------------------------------------
+
+
+def parse_responses(data: dict[str, Any], *, model: str, provider: str) -> LLMToolResponse:
+    """A ``response`` object -> neutral response."""
+    status = data.get("status")
+    if status == "failed":
+        raise _failed(data.get("error"), provider)
+    text: list[str] = []
+    refusal: list[str] = []
+    calls: list[ToolCall] = []
+    for item in data.get("output") or ():
+        kind = item.get("type")
+        if kind == "message":
+            for part in item.get("content") or ():
+                if part.get("type") == "output_text":
+                    text.append(str(part.get("text") or ""))
+                elif part.get("type") == "refusal":
+                    refusal.append(str(part.get("refusal") or ""))
+        elif kind == "function_call":
+            call_id = item.get("call_id") or item.get("id") or new_call_id()
+            calls.append(make_call(call_id, str(item.get("name") or ""), item.get("arguments")))
+    reason = (data.get("incomplete_details") or {}).get("reason")
+    refusal_text = "".join(refusal) or None
+    stop: StopReason
+    if status == "incomplete":
+        if reason == "content_filter":
+            stop, refusal_text = "refusal", refusal_text or CONTENT_FILTERED
+        else:
+            stop = "max_tokens" if reason == "max_output_tokens" else "other"
+    elif refusal_text is not None:
+        stop = "refusal"
+    elif calls:
+        stop = "tool_use"
+    else:
+        stop = "end"
+    i, o, c = _usage(data.get("usage"), "input_tokens", "output_tokens", "input_tokens_details")
+    return LLMToolResponse(
+        text="".join(text),
+        tool_calls=tuple(calls),
+        input_tokens=i,
+        output_tokens=o,
+        cached_tokens=c,
+        model=str(data.get("model") or model),
+        provider=provider,
+        stop_reason=stop,
+        raw_stop_reason=reason or status,
+        refusal=refusal_text,
+    )
+
+
+def _failed(error: Any, provider: str) -> ProviderError:
+    message = "the response failed"
+    code = ""
+    if isinstance(error, dict):
+        message = str(error.get("message") or message)
+        code = str(error.get("code") or error.get("type") or "")
+    cls = RateLimitError if "rate_limit" in code else ServerError
+    detail = f" ({code})" if code else ""
+    return cls(f"{provider}: {message}{detail}", provider=provider)
+
+
+class ResponsesStream:
+    """Folds ``response.*`` events into a response.
+
+    Deltas are forwarded as they arrive; the result is read from the final
+    ``response.completed`` or ``response.incomplete`` event (an incomplete
+    stream ends in ``response.incomplete``, never ``response.completed``).
+    """
+
+    def __init__(self, on_delta: DeltaSink | None, *, model: str, provider: str):
+        self.on_delta = on_delta
+        self.model = model
+        self.provider = provider
+        self.final: dict[str, Any] | None = None
+        self.calls: dict[int, tuple[int, str | None, str | None]] = {}
+
+    def feed(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        sink = self.on_delta
+        if kind == "response.output_text.delta" or kind == "response.refusal.delta":
+            if sink is not None and event.get("delta"):
+                sink(StreamDelta("text", event["delta"]))
+        elif kind == "response.function_call_arguments.delta":
+            n, call_id, name = self._call(event.get("output_index", 0))
+            if sink is not None and event.get("delta"):
+                sink(StreamDelta("tool_call", event["delta"], n, call_id, name))
+        elif kind == "response.output_item.added":
+            item = event.get("item") or {}
+            if item.get("type") == "function_call":
+                index = event.get("output_index", 0)
+                self.calls[index] = (len(self.calls), item.get("call_id"), item.get("name"))
+                if sink is not None:
+                    n, call_id, name = self.calls[index]
+                    sink(StreamDelta("tool_call", "", n, call_id, name))
+        elif kind in ("response.completed", "response.incomplete", "response.failed"):
+            self.final = event.get("response") or {}
+            if kind == "response.failed":
+                raise _failed(self.final.get("error"), self.provider)
+        elif kind == "error":
+            raise _failed(event, self.provider)
+
+    def _call(self, index: int) -> tuple[int, str | None, str | None]:
+        if index not in self.calls:
+            self.calls[index] = (len(self.calls), None, None)
+        return self.calls[index]
+
+    def finish(self) -> LLMToolResponse:
+        if self.final is None:
+            raise incomplete_stream(self.provider)
+        return parse_responses(self.final, model=self.model, provider=self.provider)
+
+
+__all__ = [
+    "ChatStream",
+    "ResponsesStream",
+    "chat_message",
+    "chat_system",
+    "chat_tools",
+    "parse_chat",
+    "parse_responses",
+    "responses_items",
+    "responses_tools",
+    "tool_choice_chat",
+    "tool_choice_responses",
+]

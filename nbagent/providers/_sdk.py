@@ -1,0 +1,509 @@
+"""What the SDK-backed adapters share: the request cycle, sync and async, written once.
+
+An adapter (:class:`~nbagent.providers.OpenAIProvider`,
+:class:`~nbagent.providers.AnthropicProvider`) supplies three things:
+
+- ``_prepare(...)``: the wire request for a neutral transcript, as a JSON body
+  *already serialised*: each message's JSON is built once and cached
+  (:class:`MessageCache`), so a request costs one join over the history, not a
+  rebuild of it;
+- ``_parse(data)``: a non-streaming response (a plain JSON dict) to an
+  :class:`~nbagent.LLMToolResponse`;
+- ``_accumulator(on_delta)``: a :class:`StreamAccumulator` that folds stream
+  events into the same response while forwarding text and argument fragments.
+
+The request goes through the SDK client's low-level ``post(path, content=...,
+cast_to=httpx2.Response)``: the SDK's transport, auth, headers, retries and
+status-error handling are kept; its per-request transformation of the whole
+history is skipped, and the response body (JSON, or server-sent events parsed
+by :class:`SSEParser`) is read as plain dicts instead of pydantic models.
+Every SDK exception is mapped at one boundary (:func:`~._errors.sdk_errors`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+from .._errors import ModelNotSupportedError, ProviderConnectionError, ProviderError
+from .._types import LLMToolResponse, Message, ToolCall
+from ._base import DeltaSink, ToolDefinition
+from ._errors import for_error_type, sdk_errors
+from ._models import lookup_model
+
+T = TypeVar("T")
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def dumps(value: Any) -> bytes:
+    """Compact UTF-8 JSON."""
+    return _ENCODER.encode(value).encode()
+
+
+def assemble(fields: Sequence[tuple[str, bytes]]) -> bytes:
+    """A JSON object from already-serialised values, in order."""
+    return b"{" + b",".join(b'"' + k.encode() + b'":' + v for k, v in fields) + b"}"
+
+
+def array(items: Sequence[bytes]) -> bytes:
+    return b"[" + b",".join(items) + b"]"
+
+
+def new_call_id(prefix: str = "call_") -> str:
+    """An id for a call a server sent without one (ids must be unique in a chat)."""
+    return prefix + uuid.uuid4().hex[:24]
+
+
+def make_call(call_id: str, name: str, arguments: Any) -> ToolCall:
+    """A :class:`ToolCall` from wire arguments (a JSON string, an object, or nothing).
+
+    ``""`` and ``None`` mean ``{}``. Text that is not a JSON object is kept in
+    ``raw_arguments`` with ``parse_error`` set; the chat answers such a call
+    with an error result instead of running it.
+    """
+    if isinstance(arguments, dict):
+        return ToolCall(call_id, name, arguments)
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        return ToolCall(call_id, name, {})
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        return ToolCall(call_id, name, {}, raw_arguments=text, parse_error=f"invalid JSON: {exc}")
+    if not isinstance(parsed, dict):
+        kind = type(parsed).__name__
+        return ToolCall(
+            call_id, name, {}, raw_arguments=text, parse_error=f"expected a JSON object, got {kind}"
+        )
+    return ToolCall(call_id, name, parsed)
+
+
+def arguments_text(call: ToolCall) -> str:
+    """The argument text to send back for a call (the original text if it did not parse)."""
+    if call.raw_arguments is not None:
+        return call.raw_arguments
+    return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+
+
+class MessageCache(Generic[T]):
+    """The wire form of each neutral message, built once.
+
+    Messages are frozen values and a tool call's ``id``/``name``/``arguments``
+    never change, so a message's wire JSON can be reused for every later
+    request of the conversation. Entries are keyed by identity (holding the
+    message, so an id cannot be reused while cached); the cache empties itself
+    past ``limit`` entries.
+    """
+
+    def __init__(self, build: Callable[[Message], T], limit: int = 50_000):
+        self._build = build
+        self._limit = limit
+        self._entries: dict[int, tuple[Message, T]] = {}
+
+    def get(self, message: Message) -> T:
+        entry = self._entries.get(id(message))
+        if entry is not None and entry[0] is message:
+            return entry[1]
+        value = self._build(message)
+        if len(self._entries) >= self._limit:
+            self._entries.clear()
+        self._entries[id(message)] = (message, value)
+        return value
+
+    def many(self, messages: Sequence[Message]) -> list[T]:
+        get = self.get
+        return [get(m) for m in messages]
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class ToolsCache:
+    """The wire form of the tool list, rebuilt only when the tools change."""
+
+    def __init__(self, build: Callable[[Sequence[ToolDefinition]], bytes]):
+        self._build = build
+        self._key: tuple[Any, ...] | None = None
+        self._keep: tuple[Any, ...] = ()
+        self._value = b"[]"
+
+    def get(self, tools: Sequence[ToolDefinition]) -> bytes:
+        key = tuple(_tool_key(t) for t in tools)
+        if key != self._key:
+            self._value = self._build(tools)
+            self._key = key
+            self._keep = tuple(tools)  # keep schemas alive so their ids stay theirs
+        return self._value
+
+
+def _tool_key(tool: ToolDefinition) -> tuple[Any, ...]:
+    if isinstance(tool, Mapping):
+        return (tool.get("name"), tool.get("description"), id(tool.get("input_schema")), id(tool))
+    return (tool.name, tool.description, id(tool.input_schema))
+
+
+@dataclass
+class Prepared:
+    """One wire request: where it goes and its serialised JSON body."""
+
+    path: str
+    body: bytes
+    stream: bool
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def _response_cls() -> Any:
+    """``httpx2.Response``: as ``cast_to`` it makes the SDK hand back the unread response."""
+    import httpx2
+
+    return httpx2.Response
+
+
+class SSEParser:
+    """Server-sent events -> their JSON ``data`` objects.
+
+    The SDKs' own stream classes decode SSE into objects line by line; reading
+    the body in chunks and splitting on blank lines here is about 10% cheaper
+    per streamed request, and leaves each accumulator its own error handling.
+    ``data: [DONE]`` (Chat Completions) ends the stream; comments, ``event:``
+    lines and ``ping`` payloads without data are skipped.
+    """
+
+    def __init__(self, provider: str):
+        self.provider = provider
+        self.buffer = b""
+        self.done = False
+
+    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+        buffer = self.buffer + chunk
+        if b"\r" in buffer:
+            buffer = buffer.replace(b"\r\n", b"\n")
+        *blocks, self.buffer = buffer.split(b"\n\n")
+        return [e for e in map(self._event, blocks) if e is not None]
+
+    def flush(self) -> list[dict[str, Any]]:
+        rest, self.buffer = self.buffer, b""
+        event = self._event(rest) if rest.strip() else None
+        return [] if event is None else [event]
+
+    def _event(self, block: bytes) -> dict[str, Any] | None:
+        if self.done:
+            return None
+        data = [line[5:].removeprefix(b" ") for line in block.split(b"\n") if line[:5] == b"data:"]
+        if not data:
+            return None
+        raw = data[0] if len(data) == 1 else b"\n".join(data)
+        if raw == b"[DONE]":
+            self.done = True
+            return None
+        try:
+            event = json.loads(raw)
+        except ValueError as exc:
+            raise ProviderError(
+                f"{self.provider}: invalid JSON in a stream event ({exc}): {raw[:200]!r}",
+                provider=self.provider,
+            ) from None
+        return event if isinstance(event, dict) else None
+
+
+class StreamAccumulator(Protocol):
+    """Folds a stream's events (raw JSON dicts) into a response."""
+
+    def feed(self, event: dict[str, Any]) -> None: ...
+
+    def finish(self) -> LLMToolResponse: ...
+
+
+def incomplete_stream(provider: str) -> ProviderConnectionError:
+    return ProviderConnectionError(
+        f"{provider}: the response stream ended before the response was complete",
+        provider=provider,
+    )
+
+
+async def _close_on_shutdown(client: Any) -> None:
+    try:
+        await asyncio.Event().wait()
+    finally:
+        with contextlib.suppress(Exception):
+            await client.close()
+
+
+class SDKProvider:
+    """Base class of the SDK-backed adapters (see the module docstring)."""
+
+    name: str = ""
+    model: str
+    _env_key = ""
+
+    def __init__(self, model: str, *, client: Any, async_client: Any, owns_client: bool):
+        self.model = model
+        self._client = client
+        self._owns_client = owns_client
+        self._owns_async = async_client is None
+        self._aclient: Any = async_client
+        # per event loop: (async client, the task that closes it when the loop shuts down)
+        self._aclients: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[Any, asyncio.Task[None]]
+        ] = weakref.WeakKeyDictionary()
+        self._last_body: bytes | None = None
+
+    # -- for subclasses -------------------------------------------------------
+    def _prepare(
+        self,
+        messages: Sequence[Message],
+        system: str | None,
+        tools: Sequence[ToolDefinition],
+        tool_choice: str,
+        calls: Literal["one", "many"],
+        stream: bool,
+        max_tokens: int | None,
+    ) -> Prepared:
+        raise NotImplementedError
+
+    def _parse(self, data: Any) -> LLMToolResponse:
+        raise NotImplementedError
+
+    def _accumulator(self, on_delta: DeltaSink | None) -> StreamAccumulator:
+        raise NotImplementedError
+
+    def _secrets(self) -> tuple[str | None, ...]:
+        return ()
+
+    def _new_async_client(self) -> Any:
+        raise NotImplementedError
+
+    # -- the neutral API ------------------------------------------------------
+    def complete_with_tools(
+        self,
+        *,
+        messages: Sequence[Message],
+        system: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        tool_choice: str = "auto",
+        calls: Literal["one", "many"] = "many",
+        stream: bool = False,
+        on_delta: DeltaSink | None = None,
+        max_tokens: int | None = None,
+    ) -> LLMToolResponse:
+        """Send the transcript, return the neutral response (see ``Provider``)."""
+        req = self._request(messages, system, tools, tool_choice, calls, stream, max_tokens)
+        with sdk_errors(self.name, self._secrets(), self._env_key):
+            if not req.stream:
+                response = self._client.post(
+                    req.path, cast_to=_response_cls(), content=req.body, options=req.options
+                )
+                return self._checked_parse(self._json(response.content))
+            acc = self._accumulator(on_delta)
+            parser = SSEParser(self.name)
+            response = self._client.post(
+                req.path,
+                cast_to=_response_cls(),
+                content=req.body,
+                options=req.options,
+                stream=True,
+            )
+            try:
+                for chunk in response.iter_bytes():
+                    for event in parser.feed(chunk):
+                        acc.feed(event)
+            finally:
+                response.close()
+            for event in parser.flush():
+                acc.feed(event)
+            return acc.finish()
+
+    async def complete_with_tools_async(
+        self,
+        *,
+        messages: Sequence[Message],
+        system: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        tool_choice: str = "auto",
+        calls: Literal["one", "many"] = "many",
+        stream: bool = False,
+        on_delta: DeltaSink | None = None,
+        max_tokens: int | None = None,
+    ) -> LLMToolResponse:
+        """Async twin of :meth:`complete_with_tools`."""
+        req = self._request(messages, system, tools, tool_choice, calls, stream, max_tokens)
+        client = self._async()
+        with sdk_errors(self.name, self._secrets(), self._env_key):
+            if not req.stream:
+                response = await client.post(
+                    req.path, cast_to=_response_cls(), content=req.body, options=req.options
+                )
+                return self._checked_parse(self._json(response.content))
+            acc = self._accumulator(on_delta)
+            parser = SSEParser(self.name)
+            response = await client.post(
+                req.path,
+                cast_to=_response_cls(),
+                content=req.body,
+                options=req.options,
+                stream=True,
+            )
+            try:
+                async for chunk in response.aiter_bytes():
+                    for event in parser.feed(chunk):
+                        acc.feed(event)
+            finally:
+                await response.aclose()
+            for event in parser.flush():
+                acc.feed(event)
+            return acc.finish()
+
+    # -- plumbing -------------------------------------------------------------
+    def _request(
+        self,
+        messages: Sequence[Message],
+        system: str | None,
+        tools: Sequence[ToolDefinition],
+        tool_choice: str,
+        calls: Literal["one", "many"],
+        stream: bool,
+        max_tokens: int | None,
+    ) -> Prepared:
+        if tools:
+            info = lookup_model(self.model)
+            if info is not None and not info.supports_tools:
+                raise ModelNotSupportedError(
+                    f"{self.name}: model {self.model!r} does not support tools; pick a model "
+                    "that does (e.g. gpt-4.1-mini, claude-sonnet-4-5) or remove the tools",
+                    provider=self.name,
+                )
+        req = self._prepare(messages, system, tools, tool_choice, calls, stream, max_tokens)
+        self._last_body = req.body
+        return req
+
+    def _json(self, body: bytes) -> Any:
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise ProviderError(
+                f"{self.name}: the server's answer is not JSON ({exc}): {body[:200]!r}",
+                provider=self.name,
+            ) from None
+
+    def _checked_parse(self, data: Any) -> LLMToolResponse:
+        if not isinstance(data, dict):
+            raise ProviderError(
+                f"{self.name}: expected a JSON object from the server, got {type(data).__name__}",
+                provider=self.name,
+            )
+        error = data.get("error")
+        if error and not any(k in data for k in ("choices", "output", "content")):
+            # some OpenAI-compatible servers answer errors with a 200
+            kind = (
+                str(error.get("type") or error.get("code") or "") if isinstance(error, dict) else ""
+            )
+            text = error.get("message") if isinstance(error, dict) else error
+            raise for_error_type(kind)(f"{self.name}: {text}", provider=self.name)
+        try:
+            return self._parse(data)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ProviderError(
+                f"{self.name}: unexpected response from the server ({type(exc).__name__}: {exc})",
+                provider=self.name,
+            ) from exc
+
+    def _async(self) -> Any:
+        """The async client for the running event loop.
+
+        An async client's connections belong to the loop that opened them, so
+        each loop gets its own client, closed when that loop shuts down
+        (``asyncio.run`` cancels the keeper task, whose ``finally`` closes the
+        client while the loop still runs) or by :meth:`aclose`.
+        """
+        if not self._owns_async:
+            return self._aclient
+        loop = asyncio.get_running_loop()
+        entry = self._aclients.get(loop)
+        if entry is None:
+            client = self._new_async_client()
+            keeper = loop.create_task(_close_on_shutdown(client), name="nbagent-client-keeper")
+            entry = self._aclients[loop] = (client, keeper)
+        return entry[0]
+
+    def preview_request(
+        self,
+        *,
+        messages: Sequence[Message],
+        system: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        tool_choice: str = "auto",
+        calls: Literal["one", "many"] = "many",
+        stream: bool = False,
+        max_tokens: int | None = None,
+    ) -> dict[str, Any]:
+        """The JSON body :meth:`complete_with_tools` would send, without sending anything."""
+        req = self._prepare(messages, system, tools, tool_choice, calls, stream, max_tokens)
+        return dict(json.loads(req.body))
+
+    @property
+    def last_request(self) -> dict[str, Any] | None:
+        """The JSON body of the last request sent (no headers, so no key), for debugging."""
+        return None if self._last_body is None else json.loads(self._last_body)
+
+    @property
+    def client(self) -> Any:
+        """The SDK client requests go through."""
+        return self._client
+
+    def close(self) -> None:
+        """Close the sync HTTP client this provider created (not one passed in).
+
+        An async client it made is closed when its event loop shuts down, or
+        by :meth:`aclose`.
+        """
+        if self._owns_client:
+            self._client.close()
+
+    async def aclose(self) -> None:
+        """Close every client this provider created (call it on the loop that used them)."""
+        entry = self._aclients.pop(asyncio.get_running_loop(), None)
+        if entry is not None and not entry[1].done():
+            entry[1].cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await entry[1]
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> SDKProvider:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> SDKProvider:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+__all__ = [
+    "MessageCache",
+    "Prepared",
+    "SDKProvider",
+    "StreamAccumulator",
+    "ToolsCache",
+    "arguments_text",
+    "array",
+    "assemble",
+    "dumps",
+    "incomplete_stream",
+    "make_call",
+    "new_call_id",
+]

@@ -1,0 +1,47 @@
+"""The providers notebook runs offline with a real kernel and shows each wire format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbclient
+import nbformat
+import pytest
+
+pytestmark = pytest.mark.notebook
+NOTEBOOK = Path(__file__).parent.parent / "notebooks" / "02_providers.ipynb"
+
+
+def _outputs(nb: nbformat.NotebookNode) -> tuple[str, str]:
+    text, markdown = [], []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            assert out.get("output_type") != "error", out
+            text.append(out.get("text", "") or out.get("data", {}).get("text/plain", ""))
+            markdown.append(out.get("data", {}).get("text/markdown", ""))
+    return "\n".join(text), "\n".join(markdown)
+
+
+def test_providers_notebook_runs_offline() -> None:
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nbclient.NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
+    ).execute()
+    text, markdown = _outputs(nb)
+    assert "offline mode" in text
+    for name in ("OpenAI", "Anthropic", "Local"):
+        assert f"[{name}] It is 21 °C and sunny in Paris." in text
+    assert "get_weather({'city': 'Paris'}) -> ok" in text
+    # the tool round on each wire
+    assert '"role": "tool"' in text and '"type": "tool_result"' in text
+    assert '"type": "function_call_output"' in text  # Responses
+    # DESIGN.md's choice/calls table, produced by the adapters
+    assert '`{"tool_choice": {"type": "any", "disable_parallel_tool_use": true}}`' in markdown
+    assert '`{"tool_choice": "required", "parallel_tool_calls": false}`' in markdown
+    assert '{"type": "function", "function": {"name": "get_weather"}}' in markdown
+    assert "server received the same body: True" in text
+    assert "ProviderConnectionError" in text and "AuthenticationError (status 401)" in text
+    assert "sk-never-printed" not in text and "offline-key" not in text
