@@ -127,7 +127,7 @@ class Tool:
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description or self.name, self.input_schema)
 
-    @property
+    @functools.cached_property
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self._target())
 
@@ -138,6 +138,7 @@ class Tool:
     def _target(self) -> Callable[..., Any]:
         return self.execute
 
+    @functools.cached_property
     def _wants_tool_call(self) -> bool:
         try:
             return "tool_call" in inspect.signature(self._target()).parameters
@@ -170,7 +171,7 @@ class Tool:
             raise SchemaValidationError(format_validation_error(exc)) from exc
 
     def bind(self, call: ToolCall, kwargs: dict[str, Any]) -> dict[str, Any]:
-        if self._wants_tool_call():
+        if self._wants_tool_call:
             kwargs = {**kwargs, "tool_call": call}
         return kwargs
 
