@@ -9,6 +9,8 @@ Everything public is imported from here; the modules behind it are private.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._chat import Chat, SkipToolCall, StepResult, ToolResult
 from ._config import Config, configure, get_config
 from ._errors import (
@@ -32,6 +34,7 @@ from ._events import (
     ApprovalDecided,
     ApprovalRequested,
     CallbackWarning,
+    CallInDoubt,
     Event,
     MessageAdded,
     ModelRequestFailed,
@@ -60,18 +63,44 @@ from ._types import (
     ToolSpec,
     Usage,
 )
+from .log import read_log
 from .providers._base import Provider, StreamDelta
 from .providers._demo import DemoProvider
+from .store import SQLiteStore, Store, open_store
+
+if TYPE_CHECKING:
+    from .providers._anthropic import AnthropicProvider
+    from .providers._openai import OpenAIProvider
 
 __version__ = "0.1.0"
 
+_LAZY = {
+    # imported on first use so that `import nbagent` does not import the SDKs
+    "AnthropicProvider": "nbagent.providers._anthropic",
+    "OpenAIProvider": "nbagent.providers._openai",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nbagent' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
+    "AnthropicProvider",
     "Approval",
     "ApprovalDecided",
     "ApprovalRequested",
     "AssistantToolCallMessage",
     "AuthenticationError",
     "BadRequestError",
+    "CallInDoubt",
     "CallbackWarning",
     "Chat",
     "ChatCancelled",
@@ -90,17 +119,20 @@ __all__ = [
     "ModelRequestFinished",
     "ModelRequestStarted",
     "NBAgentError",
+    "OpenAIProvider",
     "OptionsChanged",
     "PendingToolCallsError",
     "Provider",
     "ProviderConnectionError",
     "ProviderError",
     "RateLimitError",
+    "SQLiteStore",
     "SchemaValidationError",
     "ServerError",
     "SkipToolCall",
     "StepFinished",
     "StepResult",
+    "Store",
     "StoreError",
     "StreamDelta",
     "TextDelta",
@@ -122,5 +154,7 @@ __all__ = [
     "configure",
     "current_tool_call",
     "get_config",
+    "open_store",
+    "read_log",
     "tool",
 ]

@@ -14,7 +14,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -71,7 +71,7 @@ RUNNABLE = ("requested", "approved")
 _ALREADY = "\x00already-decided"
 
 
-class SkipToolCall(Exception):  # noqa: N818 - it is a signal, not an error
+class SkipToolCall(Exception):
     """Raise in a ``before_tool_call`` callback to skip that call.
 
     The model receives the message as the call's (error) result.
@@ -87,7 +87,8 @@ class StepResult:
             runnable calls), ``awaiting_approval`` (nothing runnable until
             someone decides), ``complete`` (the model answered),
             ``budget_exhausted`` (``complete(max_steps=)`` ran out), or ``busy``
-            (another thread is driving this chat; it will pick up decisions).
+            (another thread is driving this chat; it will pick up decisions; or,
+            with a store, another process is: ``Chat.load`` the chat again).
         message: The assistant message generated, or the chat's last one.
         calls: The calls run (``ran_tools``) or waiting (``awaiting_approval``).
         response: The provider's response (``generated``).
@@ -217,6 +218,7 @@ class Chat:
         self._claim: Callable[[ToolCall], bool] | None = None
         self._turn_hooks: list[Callable[[Chat], Any]] = []
         self._step_hooks: list[Callable[[Chat], Any]] = []
+        self._approval_waiter: Callable[[Chat, bool | None], Awaitable[bool]] | None = None
         self._deferred: list[Event] = []
         from ._log import CallLog
 
@@ -227,6 +229,9 @@ class Chat:
             from ._store import attach_store
 
             attach_store(self, store)
+        from .notebook import _install_auto_display  # no-op outside a Jupyter kernel
+
+        _install_auto_display(self)
 
     # ------------------------------------------------------------------ repr
     def __repr__(self) -> str:
@@ -234,6 +239,22 @@ class Chat:
             f"Chat(id={self.id[:8]!r}, model={self.model!r}, provider={self.provider.name!r}, "
             f"messages={len(self._messages)}, tools={list(self._tools)}, status={self.status!r})"
         )
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from .notebook._fallback import chat_mimebundle
+
+        return chat_mimebundle(self)
+
+    def _ipython_display_(self) -> None:
+        from .notebook._fallback import display_chat
+
+        display_chat(self)
+
+    def review(self) -> Message | None:
+        """Decide pending approvals at an ``input()`` prompt (a terminal), then continue."""
+        from .notebook import review
+
+        return review(self)
 
     @property
     def model(self) -> str:
@@ -435,6 +456,79 @@ class Chat:
         """One row per message (a pandas DataFrame); the values are in ``transcript``."""
         return self._log.messages()
 
+    # -------------------------------------------------------- persistence
+    @classmethod
+    def load(
+        cls,
+        chat_id: str,
+        *,
+        store: Any,
+        tools: Sequence[Any] = (),
+        provider: Provider | str | None = None,
+        model: str | None = None,
+        **chat_kwargs: Any,
+    ) -> Chat:
+        """Rebuild a stored chat, in this or any other process, and keep persisting it.
+
+        Tools and callbacks are code, so pass the tools again. A gated call whose
+        tool is missing here is refused, never run ungated. Decisions made
+        through the store are applied; a call left running by a process that is
+        gone is in doubt (see ``nbagent.store``).
+
+        Args:
+            chat_id: The chat's id (``chat.id``; ``store.chats()`` lists them).
+            store: A path or store object.
+            tools: The chat's tools.
+            provider / model: Default: the stored provider name and model.
+            **chat_kwargs: Other ``Chat`` arguments (``api_key``, ``base_url``,
+                ``system``, ``max_steps``...); stored values are the defaults.
+
+        Raises:
+            StoreError: Unknown chat id, or the store cannot be read.
+        """
+        from ._store import load_chat
+
+        return load_chat(cls, chat_id, store=store, tools=tools, provider=provider,
+                         model=model, **chat_kwargs)
+
+    def refresh(self) -> list[ToolCall]:
+        """Apply decisions made elsewhere (another process, through the store); returns them."""
+        from ._store import refresh_chat
+
+        return refresh_chat(self)
+
+    def _restore(
+        self,
+        *,
+        messages: Sequence[Message],
+        calls: Sequence[ToolCall],
+        call_turn: dict[str, int],
+        call_step: dict[str, int],
+        turn: int,
+        step: int,
+        forced_spent: bool,
+        usage: Usage,
+        options: dict[str, Any] | None,
+        last_step: str | None,
+        next_seq: int,
+    ) -> None:
+        """Put back a stored chat's state (``Chat.load``)."""
+        import itertools
+
+        with self._lock:
+            self._messages = list(messages)
+            self._calls = {c.id: c for c in calls}
+            self._call_turn, self._call_step = dict(call_turn), dict(call_step)
+            last = self._messages[-1] if self._messages else None
+            self._open = last if isinstance(last, AssistantToolCallMessage) else None
+            self._turn, self._step, self._forced_spent = turn, step, forced_spent
+            self._usage = usage
+            if options is not None:
+                self._options = ToolOptions(**options)
+            if last_step == "budget_exhausted":
+                self._last_step = StepResult("budget_exhausted", self.last_assistant_message)
+            self._bus._seq = itertools.count(next_seq)
+
     # ---------------------------------------------------------- decisions
     def approve(
         self,
@@ -595,10 +689,24 @@ class Chat:
         self.ask_later(text)
         return self.complete(max_steps=max_steps)
 
-    async def ask_async(self, text: str, *, max_steps: int | None = None) -> Message | None:
-        """Async twin of :meth:`ask`."""
+    async def ask_async(
+        self, text: str, *, max_steps: int | None = None, wait_for_approval: bool | None = None
+    ) -> Message | None:
+        """Async twin of :meth:`ask`.
+
+        In a notebook on ipykernel >= 7.4 it waits for a click on a pending
+        approval card (up to ``configure(approval_wait=)`` seconds, then
+        ``approval_fallback``) and carries on; ``wait_for_approval=False``
+        returns at once with the approval pending, as ``ask()`` does.
+        """
         self.ask_later(text)
-        return await self.complete_async(max_steps=max_steps)
+        reply = await self.complete_async(max_steps=max_steps)
+        waiter = self._approval_waiter  # set by the notebook view inside a kernel
+        if waiter is None:
+            return reply
+        while not self.is_complete and await waiter(self, wait_for_approval):
+            await self.complete_async(max_steps=max_steps)
+        return self.last_assistant_message
 
     def step(self) -> StepResult:
         """Do exactly one unit of work and say which (see :class:`StepResult`)."""
@@ -666,7 +774,7 @@ class Chat:
             try:
                 effect = gen.send(value) if error is None else gen.throw(error)
             except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+                return stop.value
             value, error = None, None
             try:
                 value = self._perform_sync(effect)
@@ -680,7 +788,7 @@ class Chat:
             try:
                 effect = gen.send(value) if error is None else gen.throw(error)
             except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+                return stop.value
             value, error = None, None
             try:
                 value = await self._perform_async(effect)
@@ -725,6 +833,8 @@ class Chat:
                 self._finish_step(result, count=False)
                 return result
             result = yield from self._step_gen()
+            if result.kind == "busy":  # a step hook said another process drives this chat
+                return result
             if result.kind in ("awaiting_approval", "complete"):
                 with self._lock:
                     if self._rerun:
@@ -737,14 +847,17 @@ class Chat:
         if self._cancel.is_set():
             raise ChatCancelled("the chat was cancelled; call complete() to resume")
         for hook in list(self._step_hooks):
-            hook(self)
+            if hook(self) == "busy":  # e.g. the store: another process drives this chat
+                result = StepResult("busy", self.last_assistant_message)
+                self._finish_step(result, count=False)
+                return result
         with self._lock:
             self._refresh_pending()
             events = self._close_round_if_done()
             action, calls = self._plan()
         self._emit_all(events)
         if action == "awaiting_approval":
-            result = StepResult("awaiting_approval", self.last_assistant_message, calls)
+            result = StepResult("awaiting_approval", self.last_assistant_message, tuple(calls))
             self._finish_step(result, count=False)
             return result
         if action == "complete":

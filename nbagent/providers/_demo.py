@@ -323,6 +323,9 @@ class DemoProvider:
         if isinstance(last, ToolResultMessage) and choice in ("auto", "none"):
             text = self._answer_from_results(messages)
             return self._text(messages, text)
+        # Number calls after the ones already in the transcript: ids stay unique in a
+        # chat even when a new provider object continues it (Chat.load).
+        self._counter = max(self._counter, sum(len(getattr(m, "tool_calls", ())) for m in messages))
         tool_calls = [] if choice == "none" else self._plan_calls(user_text, specs, choice)
         if calls == "one":
             tool_calls = tool_calls[:1]

@@ -1,0 +1,157 @@
+"""What persisting a chat costs: a 10-round tool loop with and without a SQLite store.
+
+Measured interleaved in the same run (same machine state):
+
+- against the offline demo model (10 turns of one tool round each; the model
+  costs microseconds, so this is the store's raw cost, reported without a target);
+- against the loopback fake server through the real ``openai`` SDK (a 10-round
+  tool loop, the issue's target: under 10% overhead);
+- loading a stored chat of 1,000 tool calls with ``Chat.load`` (target < 0.5 s).
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import nbagent
+from benchmarks._common import Result, interleaved
+from nbagent import Chat, LLMToolResponse, ToolCall, ToolResultMessage, tool
+from nbagent.store import SQLiteStore
+
+ROUNDS = 10
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers.
+
+    Args:
+        a: First number.
+        b: Second number.
+    """
+    return a + b
+
+
+class _LoopProvider:
+    """In-process model: ``rounds`` tool rounds per turn, then an answer."""
+
+    name = "loop"
+    model = "loop"
+
+    def __init__(self, rounds: int, calls: int = 1):
+        self.rounds = rounds
+        self.calls = calls
+
+    def complete_with_tools(self, *, messages: Sequence[Any], **_: Any) -> LLMToolResponse:
+        done = 0
+        for m in reversed(messages):
+            if getattr(m, "role", "") == "user":
+                break
+            done += isinstance(m, ToolResultMessage)
+        if done >= self.rounds * self.calls:
+            return LLMToolResponse(text=f"done after {done} calls", model="loop", provider="loop")
+        n = sum(len(getattr(m, "tool_calls", ())) for m in messages)
+        calls = tuple(ToolCall(f"call_{n + i}", "add", {"a": n + i, "b": 1})
+                      for i in range(self.calls))
+        return LLMToolResponse(text="", tool_calls=calls, stop_reason="tool_use",
+                               model="loop", provider="loop", input_tokens=10, output_tokens=5)
+
+    async def complete_with_tools_async(self, **kwargs: Any) -> LLMToolResponse:
+        return self.complete_with_tools(**kwargs)
+
+
+def _demo_loop(store: Any) -> None:
+    chat = Chat(model="demo", store=store).with_tools(add)
+    for i in range(ROUNDS):
+        chat.ask(f"add {i} and 1")
+    assert chat.status == "complete"
+
+
+def _fake_server_loop(provider: Any, store: Any) -> None:
+    chat = Chat(provider=provider, store=store).with_tools(add)
+    chat.ask("add numbers", max_steps=2 * ROUNDS + 2)
+    assert chat.status == "complete", chat.status
+
+
+def _ratio(name: str, runs: dict[str, tuple[float, float]], base: str, stored: str) -> Result:
+    (b, bc), (s, sc) = runs[base], runs[stored]
+    ratio = s / b
+    per_round = (s - b) / ROUNDS * 1e6
+    return Result(
+        name, ratio, "x", target="<= 1.10x" if "fake server" in name else "",
+        target_met=(ratio <= 1.10) if "fake server" in name else None,
+        detail=f"{b * 1000:.2f} -> {s * 1000:.2f} ms, +{per_round:.0f} us a round; "
+               f"CPU {sc / bc:.2f}x",
+    )
+
+
+def _fake_server_results(quick: bool, store: SQLiteStore) -> list[Result]:
+    try:
+        from nbagent.providers import OpenAIProvider
+        from nbagent.testing import FakeLLMServer, FakeToolCall, RecordedRequest, Turn
+    except ImportError as exc:  # pragma: no cover - the fake server or SDK is missing
+        return [Result("fake server: skipped", 0.0, "", detail=str(exc))]
+
+    def handler(request: RecordedRequest) -> Turn:
+        msgs = request.body.get("messages", [])
+        done = sum(1 for m in msgs if m.get("role") == "tool")
+        if done >= ROUNDS:
+            return Turn(text="done")
+        return Turn(tool_calls=[FakeToolCall("add", {"a": done, "b": 1})])
+
+    with FakeLLMServer(handler=handler) as server:
+        provider = OpenAIProvider("gpt-4.1-mini", base_url=server.openai_base_url,
+                                  api_key="test", max_retries=0)
+        runs = interleaved(
+            {
+                "memory": lambda: _fake_server_loop(provider, None),
+                "sqlite": lambda: _fake_server_loop(provider, store),
+            },
+            repeat=10 if quick else 40,
+        )
+    return [_ratio(f"fake server: {ROUNDS}-round tool loop, store / no store", runs,
+                   "memory", "sqlite")]
+
+
+def _load_result(quick: bool, folder: Path) -> Result:
+    path = folder / "big.db"
+    n_calls = 1000
+    with SQLiteStore(path) as store:
+        chat = Chat(provider=_LoopProvider(n_calls), store=store, max_steps=3 * n_calls)
+        chat.with_tools(add)
+        chat.ask("add a lot")
+        assert len(chat.tool_calls) == n_calls and chat.status == "complete"
+        chat_id = chat.id
+        del chat
+    times = []
+    for _ in range(3 if quick else 7):
+        t0 = time.perf_counter()
+        loaded = Chat.load(chat_id, store=path, tools=[add], provider=_LoopProvider(n_calls))
+        times.append(time.perf_counter() - t0)
+        assert len(loaded.tool_calls) == n_calls
+        loaded._store.close()
+    t = statistics.median(times)
+    return Result(f"Chat.load of a chat with {n_calls} tool calls", t, "s", target="< 0.5 s",
+                  target_met=t < 0.5, detail=f"min {min(times):.3f} s")
+
+
+def run(quick: bool = False) -> list[Result]:
+    nbagent.configure(quiet=True, display=False)
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        with SQLiteStore(folder / "bench.db") as store:
+            runs = interleaved(
+                {"memory": lambda: _demo_loop(None), "sqlite": lambda: _demo_loop(store)},
+                repeat=10 if quick else 40,
+            )
+            results.append(_ratio(f"demo model: {ROUNDS} tool rounds, store / no store", runs,
+                                  "memory", "sqlite"))
+            results.extend(_fake_server_results(quick, store))
+        results.append(_load_result(quick, folder))
+    return results

@@ -1,0 +1,1032 @@
+"""The embedded default store: one SQLite file, WAL mode, versioned schema.
+
+Tables (schema version 3)::
+
+    schema_migrations(version PK, name, applied_at)
+    chats(id PK, created_at, updated_at, provider, model, system, title, state json, tools json)
+    messages(chat_id, idx, turn, role, json)                 PK (chat_id, idx)
+    tool_calls(chat_id, call_id, name, arguments json, raw_arguments, parse_error,
+               status, gated, approval json, decision json, result json, turn, step,
+               requested_at, started_at, finished_at, claimed_by, claimed_at)
+                                                             PK (chat_id, call_id)
+    events(chat_id, seq, type, ts, json)                     PK (chat_id, seq)
+    decisions(id PK, chat_id, call_id, verdict, decided_by, at, reason, arguments json,
+              source 'chat'|'store', applied 0|1|-1, applied_at, error)
+
+Migrations are ordered functions (``m001_initial``, ``m002_...``) recorded in
+``schema_migrations``, all pending ones applied in one transaction when a store
+is opened; a file written by an older version opens in a newer one, and a file
+from a newer version is refused (never modified). Every write is one
+``BEGIN IMMEDIATE`` transaction; readers never block writers (WAL).
+
+Durability: ``synchronous=NORMAL`` (the default) keeps every committed
+transaction through a crash of the process or kernel restart; pass
+``synchronous="FULL"`` to also survive a power loss, at about 1 ms a commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from . import _serde as serde
+from ._errors import DecisionError, StoreError
+from ._events import Event, utcnow
+from ._schema import validate_json_schema
+from ._store import (
+    CallFinal,
+    CallReset,
+    Change,
+    ChatInfo,
+    ChatRecord,
+    ClaimResult,
+    DecisionChange,
+    Entry,
+    NewCall,
+    NewMessage,
+    StoredCall,
+    refresh_chat,
+)
+from ._types import Decision, ToolCall
+
+# ------------------------------------------------------------- migrations
+
+
+def m001_initial(conn: sqlite3.Connection) -> None:
+    for sql in (
+        """CREATE TABLE chats (
+            id TEXT PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            model TEXT NOT NULL,
+            system TEXT,
+            title TEXT,
+            state TEXT NOT NULL DEFAULT '{}'
+        )""",
+        """CREATE TABLE messages (
+            chat_id TEXT NOT NULL REFERENCES chats(id),
+            idx INTEGER NOT NULL,
+            turn INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            json TEXT NOT NULL,
+            PRIMARY KEY (chat_id, idx)
+        ) WITHOUT ROWID""",
+        """CREATE TABLE tool_calls (
+            chat_id TEXT NOT NULL REFERENCES chats(id),
+            call_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            raw_arguments TEXT,
+            parse_error TEXT,
+            status TEXT NOT NULL,
+            approval TEXT,
+            decision TEXT,
+            result TEXT,
+            turn INTEGER NOT NULL,
+            step INTEGER NOT NULL,
+            requested_at TEXT,
+            started_at TEXT,
+            finished_at TEXT,
+            PRIMARY KEY (chat_id, call_id)
+        ) WITHOUT ROWID""",
+        """CREATE TABLE events (
+            chat_id TEXT NOT NULL REFERENCES chats(id),
+            seq INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            ts TEXT NOT NULL,
+            json TEXT NOT NULL,
+            PRIMARY KEY (chat_id, seq)
+        ) WITHOUT ROWID""",
+    ):
+        conn.execute(sql)
+
+
+def m002_claims_and_decisions(conn: sqlite3.Connection) -> None:
+    """Claims (who runs a call) and the decisions table (decisions made outside a chat)."""
+    conn.execute("ALTER TABLE tool_calls ADD COLUMN gated INTEGER NOT NULL DEFAULT 0")
+    conn.execute(
+        "UPDATE tool_calls SET gated = 1 WHERE json_extract(approval, '$.required') = 1"
+    )
+    conn.execute("ALTER TABLE tool_calls ADD COLUMN claimed_by TEXT")
+    conn.execute("ALTER TABLE tool_calls ADD COLUMN claimed_at TEXT")
+    conn.execute(
+        """CREATE TABLE decisions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            chat_id TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            verdict TEXT NOT NULL CHECK (verdict IN ('approved', 'denied')),
+            decided_by TEXT NOT NULL,
+            at TEXT NOT NULL,
+            reason TEXT,
+            arguments TEXT,
+            source TEXT NOT NULL,
+            applied INTEGER NOT NULL DEFAULT 0,
+            applied_at TEXT,
+            error TEXT,
+            FOREIGN KEY (chat_id, call_id) REFERENCES tool_calls(chat_id, call_id)
+        )"""
+    )
+    # Decisions an older version recorded on calls become applied decisions.
+    conn.execute(
+        """INSERT INTO decisions (chat_id, call_id, verdict, decided_by, at, reason, arguments,
+                                  source, applied, applied_at)
+           SELECT chat_id, call_id, json_extract(decision, '$.verdict'),
+                  json_extract(decision, '$.by'), json_extract(decision, '$.at'),
+                  json_extract(decision, '$.reason'), json(json_extract(decision, '$.arguments')),
+                  'chat', 1, json_extract(decision, '$.at')
+           FROM tool_calls WHERE decision IS NOT NULL"""
+    )
+
+
+def m003_tools_and_indexes(conn: sqlite3.Connection) -> None:
+    """Tool schemas per chat (to check edited arguments), and indexes for cross-chat queries."""
+    conn.execute("ALTER TABLE chats ADD COLUMN tools TEXT")
+    conn.execute(
+        "CREATE INDEX tool_calls_pending ON tool_calls(chat_id) WHERE status = 'awaiting_approval'"
+    )
+    conn.execute("CREATE INDEX tool_calls_call_id ON tool_calls(call_id)")
+    conn.execute("CREATE INDEX decisions_call ON decisions(chat_id, call_id)")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    m001_initial,
+    m002_claims_and_decisions,
+    m003_tools_and_indexes,
+)
+"""Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The schema version of an open database (0 for an empty one)."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "schema_migrations" not in tables:
+        return 0 if not tables else -1
+    row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
+    return int(row[0])
+
+
+def migrate(conn: sqlite3.Connection, upto: int | None = None) -> list[int]:
+    """Apply the pending migrations (up to version ``upto``) in one transaction.
+
+    ``conn`` must be in autocommit mode (``isolation_level=None``). Returns the
+    versions applied.
+    """
+    target = SCHEMA_VERSION if upto is None else upto
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
+        current = schema_version(conn)
+        applied = []
+        for version in range(current + 1, target + 1):
+            fn = MIGRATIONS[version - 1]
+            fn(conn)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (version, fn.__name__, utcnow().isoformat()),
+            )
+            applied.append(version)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return applied
+
+
+# ------------------------------------------------------------- checkpoints
+_CHECKPOINT_EVERY = 64
+"""Commits between two background checkpoints (a few hundred WAL pages)."""
+
+
+class _Checkpointer:
+    """Copies the WAL back into the database on its own thread and connection.
+
+    SQLite's automatic checkpoint runs inside the ``COMMIT`` that crosses the
+    threshold and fsyncs there: a stall of milliseconds in the middle of a
+    chat's step. A ``PASSIVE`` checkpoint on another connection never blocks
+    readers or writers, so it is moved here. The last connection to close
+    checkpoints what is left.
+    """
+
+    def __init__(self, path: str, synchronous: str):
+        self._path = path
+        self._synchronous = synchronous
+        self._wake = threading.Event()
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def poke(self) -> None:
+        with self._lock:
+            if self._stop:
+                return
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="nbagent-store-checkpoint", daemon=True
+                )
+                self._thread.start()
+        self._wake.set()
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop = True
+            thread = self._thread
+        self._wake.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _run(self) -> None:
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(self._path, timeout=0.1, isolation_level=None,
+                                   check_same_thread=False)
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                if self._stop:
+                    return
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error:
+            return  # checkpoints resume when the store is opened again
+        finally:
+            if conn is not None:
+                conn.close()
+
+
+# ------------------------------------------------------------------ store
+_CALL_COLUMNS = (
+    "chat_id, call_id, name, arguments, raw_arguments, parse_error, status, approval, decision, "
+    "result, turn, step, requested_at, started_at, finished_at, claimed_by, claimed_at"
+)
+_AUTOMATIC = ("resolver",)
+
+
+def _stored_call(row: Sequence[Any]) -> StoredCall:
+    result = serde.loads(row[9])
+    return StoredCall(
+        chat_id=row[0], id=row[1], name=row[2], arguments=serde.loads(row[3]) or {},
+        raw_arguments=row[4], parse_error=row[5], status=row[6],
+        approval=serde.approval_in(serde.loads(row[7])),
+        decision=serde.decision_in(serde.loads(row[8])),
+        result=serde.message_in(result) if result is not None else None,  # type: ignore[arg-type]
+        turn=row[10], step=row[11], requested_at=serde.dt_in(row[12]),
+        started_at=serde.dt_in(row[13]), finished_at=serde.dt_in(row[14]),
+        claimed_by=row[15], claimed_at=serde.dt_in(row[16]),
+    )
+
+
+def _locked(exc: sqlite3.Error) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+def _is_automatic(decision: Mapping[str, Any]) -> bool:
+    by = str(decision.get("by", ""))
+    return by in _AUTOMATIC or by.startswith("policy")
+
+
+class SQLiteStore:
+    """Chats in one SQLite file: ``Chat(store=SQLiteStore("agent.db"))`` or ``store="agent.db"``.
+
+    Also the place to answer questions across chats and to decide from elsewhere::
+
+        store = SQLiteStore("agent.db")
+        store.pending_approvals()            # every call waiting for a decision
+        store.approve(call_id)               # or store.deny(call_id, reason="...")
+        nbagent.read_log(store)              # one row per tool call, every chat
+
+    Args:
+        path: The database file (created if missing; its directory must exist).
+        timeout: Seconds to wait for another process's write transaction.
+        synchronous: ``"NORMAL"`` (survives process crashes) or ``"FULL"``
+            (also power loss; slower).
+        claim_timeout: Seconds after which a claim by a process that cannot be
+            checked (another host) counts as abandoned; ``None``: never.
+
+    Raises:
+        StoreError: The file is not an nbagent store (or is damaged), is from a
+            newer nbagent, or cannot be opened. The file is left untouched.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        timeout: float = 30.0,
+        synchronous: str = "NORMAL",
+        claim_timeout: float | None = None,
+    ):
+        if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
+        self.path = Path(path)
+        self.location = str(self.path)
+        self.claim_timeout = claim_timeout
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._conn = self._connect(timeout, synchronous.upper())
+        self._commits = 0
+        self._checkpointer = _Checkpointer(self.location, synchronous.upper())
+        self._finalizer = weakref.finalize(self, self._checkpointer.close)
+
+    # -- lifecycle ---------------------------------------------------------------
+    def _connect(self, timeout: float, synchronous: str) -> sqlite3.Connection:
+        if not self.path.parent.exists():
+            raise StoreError(f"cannot open store {self.location}: directory "
+                             f"{self.path.parent} does not exist")
+        if self.path.is_dir():
+            raise StoreError(f"cannot open store {self.location}: it is a directory")
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                conn = sqlite3.connect(self.location, timeout=timeout, isolation_level=None,
+                                       check_same_thread=False)
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot open store {self.location}: {exc}") from exc
+            try:
+                self._prepare(conn, timeout, synchronous)
+                return conn
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                # Another process is creating or converting the file (switching to WAL
+                # takes a lock SQLite does not wait for): try again shortly.
+                if _locked(exc) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                    continue
+                raise self._error(exc) from exc
+            except sqlite3.DatabaseError as exc:
+                conn.close()
+                raise StoreError(self._damaged(exc)) from exc
+            except BaseException:
+                conn.close()
+                raise
+
+    def _prepare(self, conn: sqlite3.Connection, timeout: float, synchronous: str) -> None:
+        """Check the file is an nbagent store this version can read, then set it up."""
+        version = schema_version(conn)  # reads only: a damaged file is not touched
+        if version < 0:
+            raise StoreError(
+                f"{self.location} is an SQLite database but not an nbagent store (it has "
+                "tables and no schema_migrations); it was not changed. Use another path."
+            )
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.location} was written by a newer nbagent (schema version {version}; "
+                f"this version knows up to {SCHEMA_VERSION}). Upgrade nbagent to open it; "
+                "the file was not changed."
+            )
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        # Checkpoints (which fsync) run on a background thread, off the chat's path.
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        if version < SCHEMA_VERSION:
+            migrate(conn)
+
+    def _damaged(self, exc: BaseException) -> str:
+        return (
+            f"cannot read store {self.location}: {exc}. The file is not a valid nbagent "
+            "store (damaged, truncated, or not a database); nbagent left it as it is. "
+            "Restore it from a copy, or move it away to start a new store."
+        )
+
+    def close(self) -> None:
+        """Close the database connection (idempotent)."""
+        self._finalizer()
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._conn is None else f"schema v{SCHEMA_VERSION}"
+        return f"SQLiteStore({self.location!r}, {state})"
+
+    @property
+    def schema_version(self) -> int:
+        with self._read() as conn:
+            return schema_version(conn)
+
+    # -- transactions --------------------------------------------------------------
+    def _c(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(f"store {self.location} is closed")
+        return self._conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``); any error rolls it back."""
+        with self._lock:
+            conn = self._c()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+            try:
+                yield conn
+            except BaseException as exc:
+                conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._error(exc) from exc
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                conn.execute("ROLLBACK")
+                raise self._error(exc) from exc
+            self._commits += 1
+            if self._commits % _CHECKPOINT_EVERY == 0:
+                self._checkpointer.poke()
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """A consistent snapshot for several reads."""
+        with self._lock:
+            conn = self._c()
+            try:
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+
+    def _error(self, exc: sqlite3.Error) -> StoreError:
+        text = str(exc)
+        if _locked(exc):
+            return StoreError(f"store {self.location} is locked by another process ({text}); "
+                              "try again")
+        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(
+            exc, (sqlite3.IntegrityError, sqlite3.OperationalError, sqlite3.ProgrammingError)
+        ):
+            return StoreError(self._damaged(exc))
+        return StoreError(f"store {self.location}: {text}")
+
+    # -- the chat side ----------------------------------------------------------------
+    def create_chat(self, info: ChatInfo, system: str | None, state: Mapping[str, Any]) -> None:
+        with self._tx() as conn:
+            cur = conn.execute(
+                "INSERT INTO chats (id, created_at, updated_at, provider, model, system, state) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                (info.id, info.created_at.isoformat(), info.updated_at.isoformat(),
+                 info.provider, info.model, system, serde.dumps(state)),
+            )
+            if cur.rowcount != 1:
+                raise StoreError(
+                    f"chat {info.id!r} already exists in {self.location}; continue it with "
+                    f"Chat.load({info.id!r}, store=...)"
+                )
+
+    def load(self, chat_id: str) -> ChatRecord:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT id, created_at, updated_at, provider, model, system, title, state "
+                "FROM chats WHERE id = ?", (chat_id,),
+            ).fetchone()
+            if row is None:
+                raise self._unknown_chat(conn, chat_id)
+            messages = [serde.loads(r[0]) for r in conn.execute(
+                "SELECT json FROM messages WHERE chat_id = ? ORDER BY idx", (chat_id,))]
+            calls = [_stored_call(r) for r in conn.execute(
+                f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE chat_id = ? ORDER BY seq",
+                (chat_id,))]
+            unapplied = frozenset(r[0] for r in conn.execute(
+                "SELECT DISTINCT call_id FROM decisions WHERE chat_id = ? AND applied = 0",
+                (chat_id,)))
+            next_seq = conn.execute(
+                "SELECT COALESCE(MAX(seq), -1) + 1 FROM events WHERE chat_id = ?", (chat_id,)
+            ).fetchone()[0]
+            state = serde.loads(row[7]) or {}
+            state.update(self._derived_state(conn, chat_id))
+            updated = conn.execute(
+                "SELECT ts FROM events WHERE chat_id = ? ORDER BY seq DESC LIMIT 1", (chat_id,)
+            ).fetchone()
+        pending = sum(1 for c in calls if c.status == "awaiting_approval")
+        last = max(row[2], updated[0]) if updated else row[2]
+        info = ChatInfo(row[0], datetime.fromisoformat(row[1]), datetime.fromisoformat(last),
+                        row[3], row[4], row[6], len(messages), len(calls), pending)
+        return ChatRecord(info, row[5], state, messages, calls, unapplied, int(next_seq))
+
+    @staticmethod
+    def _derived_state(conn: sqlite3.Connection, chat_id: str) -> dict[str, Any]:
+        """What the event stream already records: usage, steps taken, the last step's kind."""
+        usage = conn.execute(
+            "SELECT COALESCE(SUM(json_extract(json, '$.usage.input_tokens')), 0), "
+            "COALESCE(SUM(json_extract(json, '$.usage.output_tokens')), 0), "
+            "COALESCE(SUM(json_extract(json, '$.usage.cached_tokens')), 0) "
+            "FROM events WHERE chat_id = ? AND type = 'model_request_finished'", (chat_id,),
+        ).fetchone()
+        out: dict[str, Any] = {"usage": {"input_tokens": usage[0], "output_tokens": usage[1],
+                                         "cached_tokens": usage[2]}}
+        last = conn.execute(
+            "SELECT json_extract(json, '$.step'), json_extract(json, '$.kind') FROM events "
+            "WHERE chat_id = ? AND type = 'step_finished' ORDER BY seq DESC LIMIT 1", (chat_id,),
+        ).fetchone()
+        if last is not None:
+            out["step"], out["last_step"] = last
+        return out
+
+    def _unknown_chat(self, conn: sqlite3.Connection, chat_id: str) -> StoreError:
+        like = [r[0] for r in conn.execute(
+            "SELECT id FROM chats WHERE id LIKE ? ORDER BY created_at LIMIT 5",
+            (f"{chat_id[:8]}%",))] if chat_id else []
+        hint = f" Did you mean {', '.join(map(repr, like))}?" if like else ""
+        n = conn.execute("SELECT COUNT(*) FROM chats").fetchone()[0]
+        return StoreError(
+            f"no chat {chat_id!r} in store {self.location} ({n} chat(s) stored).{hint} "
+            "List them with store.chats() (id, title, updated_at)."
+        )
+
+    def write(
+        self,
+        chat_id: str,
+        entries: Sequence[Entry],
+        state: Mapping[str, Any] | None = None,
+        tools: Mapping[str, Any] | None = None,
+    ) -> str | None:
+        with self._tx() as conn:
+            conflict = self._apply(conn, chat_id, entries)
+            self._touch(conn, chat_id, state, tools)
+        return conflict
+
+    def claim(
+        self,
+        chat_id: str,
+        call_id: str,
+        owner: str,
+        entries: Sequence[Entry] = (),
+        state: Mapping[str, Any] | None = None,
+    ) -> ClaimResult:
+        with self._tx() as conn:
+            conflict = self._apply(conn, chat_id, entries) if entries else None
+            self._touch(conn, chat_id, state, None)
+            if conflict is not None:
+                return ClaimResult(False, conflict=conflict)
+            cur = conn.execute(
+                "UPDATE tool_calls SET status = 'running', claimed_by = ?, claimed_at = ? "
+                "WHERE chat_id = ? AND call_id = ? "
+                "AND (status = 'approved' OR (status = 'requested' AND gated = 0))",
+                (owner, utcnow().isoformat(), chat_id, call_id),
+            )
+            if cur.rowcount == 1:
+                return ClaimResult(True, "running", owner)
+            row = conn.execute(
+                "SELECT status, claimed_by FROM tool_calls WHERE chat_id = ? AND call_id = ?",
+                (chat_id, call_id),
+            ).fetchone()
+        if row is None:
+            return ClaimResult(False, conflict=f"call {call_id!r} is not in the store")
+        return ClaimResult(False, row[0], row[1])
+
+    def _touch(
+        self,
+        conn: sqlite3.Connection,
+        chat_id: str,
+        state: Mapping[str, Any] | None,
+        tools: Mapping[str, Any] | None,
+    ) -> None:
+        if state is None and tools is None:
+            return  # the events carry the rest (chats() reads their last timestamp)
+        conn.execute(
+            "UPDATE chats SET updated_at = ?, state = COALESCE(?, state), "
+            "tools = COALESCE(?, tools) WHERE id = ?",
+            (utcnow().isoformat(), None if state is None else serde.dumps(state),
+             None if tools is None else serde.dumps(tools), chat_id),
+        )
+
+    def _apply(
+        self, conn: sqlite3.Connection, chat_id: str, entries: Sequence[Entry]
+    ) -> str | None:
+        """Apply entries in order; stop at the first conflict and return it.
+
+        Events keep the chat's own ``seq`` unless another process already wrote
+        that number (a race), in which case they go after the last one stored.
+        """
+        rows: list[tuple[str, int, str, str, str]] = []
+        conflict: str | None = None
+        for e in entries:
+            outcome = "ok" if e.change is None else self._change(conn, chat_id, e.change)
+            if outcome == "dup":
+                continue
+            if outcome != "ok":
+                conflict = outcome
+                break
+            rows.append((chat_id, e.seq, e.type, e.ts, e.data))
+        if rows:
+            before = conn.total_changes
+            conn.executemany(
+                "INSERT INTO events (chat_id, seq, type, ts, json) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING", rows,
+            )
+            if conn.total_changes - before != len(rows):
+                self._renumber(conn, chat_id, rows)
+        return conflict
+
+    @staticmethod
+    def _renumber(
+        conn: sqlite3.Connection, chat_id: str, rows: list[tuple[str, int, str, str, str]]
+    ) -> None:
+        """Write the events whose ``seq`` was taken, after the last stored one."""
+        for row in rows:
+            stored = conn.execute(
+                "SELECT type, ts, json FROM events WHERE chat_id = ? AND seq = ?",
+                (chat_id, row[1]),
+            ).fetchone()
+            if stored is not None and tuple(stored) == row[2:]:
+                continue  # this very event is stored
+            conn.execute(
+                "INSERT INTO events (chat_id, seq, type, ts, json) VALUES "
+                "(?, (SELECT COALESCE(MAX(seq), -1) + 1 FROM events WHERE chat_id = ?), ?, ?, ?)",
+                (chat_id, chat_id, *row[2:]),
+            )
+
+    def _change(self, conn: sqlite3.Connection, chat_id: str, ch: Change) -> str:
+        """Apply one change: ``"ok"``, ``"dup"`` (already there) or a conflict description."""
+        if isinstance(ch, NewMessage):
+            cur = conn.execute(
+                "INSERT INTO messages (chat_id, idx, turn, role, json) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING", (chat_id, ch.idx, ch.turn, ch.role, ch.data),
+            )
+            if cur.rowcount != 1:
+                return f"message {ch.idx} of the transcript was written by another process"
+            if ch.role == "user":
+                title = str(serde.loads(ch.data).get("content", ""))[:80]
+                conn.execute("UPDATE chats SET title = ? WHERE id = ? AND title IS NULL",
+                             (title, chat_id))
+            return "ok"
+        if isinstance(ch, NewCall):
+            cur = conn.execute(
+                "INSERT INTO tool_calls (chat_id, call_id, seq, name, arguments, raw_arguments, "
+                "parse_error, status, gated, approval, turn, step, requested_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (chat_id, ch.call_id, ch.seq, ch.name, ch.arguments, ch.raw_arguments,
+                 ch.parse_error, ch.status, int(ch.gated), ch.approval, ch.turn, ch.step,
+                 ch.requested_at),
+            )
+            if cur.rowcount != 1:
+                return f"call {ch.call_id!r} was already recorded by another process"
+            return "ok"
+        if isinstance(ch, DecisionChange):
+            return self._decision_change(conn, chat_id, ch)
+        if isinstance(ch, CallFinal):
+            cur = conn.execute(
+                "UPDATE tool_calls SET status = ?, result = ?, "
+                "started_at = COALESCE(?, started_at), finished_at = ? "
+                "WHERE chat_id = ? AND call_id = ? AND result IS NULL "
+                "AND (status != 'running' OR claimed_by IS ?)",
+                (ch.status, ch.result, ch.started_at, ch.finished_at, chat_id, ch.call_id,
+                 ch.owner),
+            )
+            if cur.rowcount == 1:
+                return "ok"
+            row = conn.execute(
+                "SELECT status, claimed_by FROM tool_calls WHERE chat_id = ? AND call_id = ?",
+                (chat_id, ch.call_id),
+            ).fetchone()
+            if row is None:
+                return f"call {ch.call_id!r} is not in the store"
+            if row[0] == ch.status:
+                return "dup"
+            who = f" (claimed by {row[1]})" if row[1] else ""
+            return f"call {ch.call_id!r} is {row[0]} in the store{who}"
+        if isinstance(ch, CallReset):
+            cur = conn.execute(
+                "UPDATE tool_calls SET status = ?, claimed_by = NULL, claimed_at = NULL, "
+                "started_at = NULL WHERE chat_id = ? AND call_id = ? AND status = 'running' "
+                "AND claimed_by IS ?",
+                (ch.status, chat_id, ch.call_id, ch.owner),
+            )
+            return "ok" if cur.rowcount == 1 else "dup"
+        raise TypeError(f"unknown change {type(ch).__name__}")
+
+    def _decision_change(self, conn: sqlite3.Connection, chat_id: str, ch: DecisionChange) -> str:
+        row = conn.execute(
+            "SELECT status, decision, claimed_by, started_at FROM tool_calls "
+            "WHERE chat_id = ? AND call_id = ?", (chat_id, ch.call_id),
+        ).fetchone()
+        if row is None:
+            return f"call {ch.call_id!r} is not in the store"
+        status, decision, claimed_by, started_at = row
+        now = utcnow().isoformat()
+        if decision is not None:
+            existing = serde.loads(decision)
+            same = existing["verdict"] == ch.verdict and (
+                ch.arguments is None or serde.loads(ch.arguments) == existing.get("arguments")
+            )
+            if same:  # applying a decision made through the store (or a duplicate)
+                cur = conn.execute(
+                    "UPDATE decisions SET applied = 1, applied_at = ? "
+                    "WHERE chat_id = ? AND call_id = ? AND applied = 0",
+                    (now, chat_id, ch.call_id),
+                )
+                return "ok" if cur.rowcount else "dup"
+            overridable = (
+                ch.override and _is_automatic(existing) and claimed_by is None
+                and started_at is None and status in ("approved", "denied")
+            )
+            if not overridable:
+                return (f"call {ch.call_id!r} was already {existing['verdict']} by "
+                        f"{existing['by']} in the store")
+        elif status not in ("awaiting_approval", "requested"):
+            return f"call {ch.call_id!r} is {status} in the store; it cannot be decided"
+        conn.execute(
+            "UPDATE tool_calls SET decision = ?, status = ?, "
+            "result = CASE WHEN ? = 'approved' THEN NULL ELSE result END, "
+            "finished_at = CASE WHEN ? = 'approved' THEN NULL ELSE finished_at END "
+            "WHERE chat_id = ? AND call_id = ?",
+            (ch.data, ch.verdict, ch.verdict, ch.verdict, chat_id, ch.call_id),
+        )
+        conn.execute(
+            "INSERT INTO decisions (chat_id, call_id, verdict, decided_by, at, reason, arguments, "
+            "source, applied, applied_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'chat', 1, ?)",
+            (chat_id, ch.call_id, ch.verdict, ch.by, ch.at, ch.reason, ch.arguments, now),
+        )
+        return "ok"
+
+    def decisions(self, chat_id: str, call_ids: Iterable[str]) -> dict[str, Decision]:
+        ids = list(call_ids)
+        out: dict[str, Decision] = {}
+        with self._read() as conn:
+            for i in range(0, len(ids), 500):
+                chunk = ids[i:i + 500]
+                marks = ",".join("?" * len(chunk))
+                for cid, d in conn.execute(
+                    f"SELECT call_id, decision FROM tool_calls WHERE chat_id = ? "
+                    f"AND decision IS NOT NULL AND call_id IN ({marks})", (chat_id, *chunk),
+                ):
+                    decision = serde.decision_in(serde.loads(d))
+                    if decision is not None:
+                        out[cid] = decision
+        return out
+
+    def reject_decision(self, chat_id: str, call_id: str, error: str) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                "UPDATE decisions SET applied = -1, applied_at = ?, error = ? "
+                "WHERE chat_id = ? AND call_id = ? AND applied = 0",
+                (utcnow().isoformat(), error, chat_id, call_id),
+            )
+            conn.execute(
+                "UPDATE tool_calls SET status = 'awaiting_approval', decision = NULL "
+                "WHERE chat_id = ? AND call_id = ? AND status IN ('approved', 'denied') "
+                "AND claimed_by IS NULL AND result IS NULL",
+                (chat_id, call_id),
+            )
+
+    # -- the outside -------------------------------------------------------------------
+    def approve(
+        self,
+        call_id: str | StoredCall | ToolCall,
+        arguments: dict[str, Any] | None = None,
+        reason: str | None = None,
+        by: str = "store",
+        *,
+        chat_id: str | None = None,
+    ) -> StoredCall:
+        """Approve a pending call, from any process; the chat applies it at its next step.
+
+        Args:
+            call_id: The call's id (or a ``StoredCall``/``ToolCall``).
+            arguments: Edited arguments to run with instead of the model's
+                (checked against the tool's schema when the store knows it).
+            reason: Why (kept with the decision).
+            by: Who decided (recorded as the decider).
+            chat_id: Needed only when several chats have a call with this id.
+
+        Returns:
+            The call as now stored. Approving an approved call again is a no-op.
+
+        Raises:
+            DecisionError: Unknown or ambiguous call id, a call that needs no
+                approval or is not pending, invalid edited arguments, or a call
+                already denied. Nothing is written then.
+        """
+        return self._decide(call_id, "approved", arguments, reason, by, chat_id)
+
+    def deny(
+        self,
+        call_id: str | StoredCall | ToolCall,
+        reason: str | None = None,
+        by: str = "store",
+        *,
+        chat_id: str | None = None,
+    ) -> StoredCall:
+        """Deny a pending call, from any process; it never runs and the model is told why.
+
+        Raises:
+            DecisionError: As :meth:`approve` (denying a denied call is a no-op).
+        """
+        return self._decide(call_id, "denied", None, reason, by, chat_id)
+
+    def _decide(
+        self,
+        call: str | StoredCall | ToolCall,
+        verdict: str,
+        arguments: dict[str, Any] | None,
+        reason: str | None,
+        by: str,
+        chat_id: str | None,
+    ) -> StoredCall:
+        if isinstance(call, StoredCall):
+            chat_id = chat_id or call.chat_id
+            call_id = call.id
+        elif isinstance(call, ToolCall):
+            call_id = call.id
+        elif isinstance(call, str):
+            call_id = call
+        else:
+            raise TypeError(f"expected a call id, got {type(call).__name__}")
+        if not isinstance(by, str) or not by:
+            raise TypeError("by must be a non-empty string")
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError("reason must be a string")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise DecisionError(f"edited arguments must be a dict, got {type(arguments).__name__}")
+        with self._tx() as conn:
+            sc = self._find(conn, call_id, chat_id)
+            label = f"{sc.name}({sc.id}) in chat {sc.chat_id}"
+            if sc.approval is None or not sc.approval.required:
+                raise DecisionError(f"{label} does not need approval")
+            if sc.decision is not None:
+                if sc.decision.verdict == verdict and (
+                    arguments is None or arguments == sc.decision.arguments
+                ):
+                    return sc
+                raise DecisionError(
+                    f"{label} was already {sc.decision.verdict} by {sc.decision.by} at "
+                    f"{sc.decision.at.isoformat(timespec='seconds')}; a decision cannot be changed"
+                )
+            if sc.status != "awaiting_approval":
+                raise DecisionError(f"{label} is {sc.status}; it cannot be decided now")
+            if arguments is not None:
+                if verdict != "approved":
+                    raise DecisionError("only an approval can carry edited arguments")
+                self._check_arguments(conn, sc, arguments)
+            decision = Decision(verdict, by, utcnow(), reason,  # type: ignore[arg-type]
+                                dict(arguments) if arguments is not None else None)
+            data = serde.dumps(serde.decision_out(decision))
+            conn.execute(
+                "UPDATE tool_calls SET decision = ?, status = ? WHERE chat_id = ? AND call_id = ?",
+                (data, verdict, sc.chat_id, sc.id),
+            )
+            conn.execute(
+                "INSERT INTO decisions (chat_id, call_id, verdict, decided_by, at, reason, "
+                "arguments, source, applied) VALUES (?, ?, ?, ?, ?, ?, ?, 'store', 0)",
+                (sc.chat_id, sc.id, verdict, by, decision.at.isoformat(), reason,
+                 None if arguments is None else serde.dumps(arguments)),
+            )
+            conn.execute("UPDATE chats SET updated_at = ? WHERE id = ?",
+                         (decision.at.isoformat(), sc.chat_id))
+            return self._find(conn, sc.id, sc.chat_id)
+
+    def _check_arguments(
+        self, conn: sqlite3.Connection, sc: StoredCall, arguments: dict[str, Any]
+    ) -> None:
+        row = conn.execute("SELECT tools FROM chats WHERE id = ?", (sc.chat_id,)).fetchone()
+        schemas = serde.loads(row[0]) if row and row[0] else {}
+        schema = schemas.get(sc.name) if isinstance(schemas, dict) else None
+        if isinstance(schema, dict):
+            problems = validate_json_schema(arguments, schema)
+            if problems:
+                raise DecisionError(
+                    f"edited arguments for {sc.name} are invalid: {'; '.join(problems)}"
+                )
+
+    def _find(self, conn: sqlite3.Connection, call_id: str, chat_id: str | None) -> StoredCall:
+        if chat_id is None:
+            rows = conn.execute(
+                f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE call_id = ? LIMIT 6", (call_id,)
+            ).fetchall()
+        else:
+            rows = conn.execute(
+                f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE call_id = ? AND chat_id = ?",
+                (call_id, chat_id),
+            ).fetchall()
+        if not rows:
+            where = f"chat {chat_id!r} of " if chat_id else ""
+            raise DecisionError(
+                f"no tool call {call_id!r} in {where}store {self.location}; "
+                "store.pending_approvals() lists the calls waiting for a decision"
+            )
+        if len(rows) > 1:
+            chats = ", ".join(repr(r[0]) for r in rows)
+            raise DecisionError(
+                f"call id {call_id!r} is in several chats ({chats}); pass chat_id= to choose"
+            )
+        return _stored_call(rows[0])
+
+    def call(self, call_id: str, *, chat_id: str | None = None) -> StoredCall:
+        """One stored call (its current status, decision and result)."""
+        with self._read() as conn:
+            return self._find(conn, call_id, chat_id)
+
+    def calls(self, chat_id: str | None = None, *, status: str | None = None) -> list[StoredCall]:
+        """Stored calls (of one chat, with one status), in request order."""
+        where, args = [], []
+        if chat_id is not None:
+            where.append("chat_id = ?")
+            args.append(chat_id)
+        if status is not None:
+            where.append("status = ?")
+            args.append(status)
+        sql = f"SELECT {_CALL_COLUMNS} FROM tool_calls"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        with self._read() as conn:
+            order = " ORDER BY seq" if chat_id is not None else " ORDER BY requested_at, seq"
+            return [_stored_call(r) for r in conn.execute(sql + order, args)]
+
+    def pending_approvals(self, chat_id: str | None = None) -> list[StoredCall]:
+        """Every call waiting for a decision (in one chat, or all), oldest first."""
+        return self.calls(chat_id, status="awaiting_approval")
+
+    def chats(self) -> list[ChatInfo]:
+        """Every stored chat, oldest first."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT c.id, c.created_at, MAX(c.updated_at, COALESCE((SELECT e.ts FROM events e "
+                "WHERE e.chat_id = c.id ORDER BY e.seq DESC LIMIT 1), '')), "
+                "c.provider, c.model, c.title, "
+                "(SELECT COUNT(*) FROM messages m WHERE m.chat_id = c.id), "
+                "(SELECT COUNT(*) FROM tool_calls t WHERE t.chat_id = c.id), "
+                "(SELECT COUNT(*) FROM tool_calls t WHERE t.chat_id = c.id "
+                " AND t.status = 'awaiting_approval') "
+                "FROM chats c ORDER BY c.created_at, c.rowid"
+            ).fetchall()
+        return [ChatInfo(r[0], datetime.fromisoformat(r[1]), datetime.fromisoformat(r[2]),
+                         r[3], r[4], r[5], r[6], r[7], r[8]) for r in rows]
+
+    def iter_events(
+        self, chat_id: str | None = None, *, calls: dict[str, ToolCall] | None = None
+    ) -> Iterator[Event]:
+        """Stored events, rebuilt, per chat in ``seq`` order (``nbagent.read_log(store)``).
+
+        Args:
+            chat_id: One chat (``StoreError`` if unknown), else every chat, oldest first.
+            calls: Existing ``ToolCall`` objects of ``chat_id`` for the events to refer to.
+        """
+        if chat_id is None:
+            ids = [c.id for c in self.chats()]
+        else:
+            with self._read() as conn:
+                if conn.execute("SELECT 1 FROM chats WHERE id = ?", (chat_id,)).fetchone() is None:
+                    raise self._unknown_chat(conn, chat_id)
+            ids = [chat_id]
+        for cid in ids:
+            with self._read() as conn:
+                rows = conn.execute(
+                    "SELECT seq, type, ts, json FROM events WHERE chat_id = ? ORDER BY seq",
+                    (cid,),
+                ).fetchall()
+                if calls is None or chat_id is None:
+                    cmap = {sc.id: sc.to_tool_call() for sc in (_stored_call(r) for r in
+                            conn.execute(f"SELECT {_CALL_COLUMNS} FROM tool_calls "
+                                         "WHERE chat_id = ? ORDER BY seq", (cid,)))}
+                else:
+                    cmap = calls
+                # A MessageAdded event refers to its message row instead of repeating it.
+                messages = dict(conn.execute(
+                    "SELECT idx, json FROM messages WHERE chat_id = ?", (cid,)).fetchall())
+            for seq, type_, ts, data in rows:
+                try:
+                    fields = serde.loads(data)
+                    if type_ == "message_added" and "message" not in fields:
+                        fields["message"] = serde.loads(messages[fields["index"]])
+                    yield serde.decode_event(type_, cid, seq, ts, fields, cmap)
+                except (ValueError, TypeError, KeyError):
+                    continue  # an event type this process does not know
+
+    def refresh(self, chat: Any) -> list[ToolCall]:
+        """Apply decisions recorded here to ``chat``'s pending calls; returns the calls decided."""
+        return refresh_chat(chat, self)
+
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "migrate", "schema_version"]

@@ -1,0 +1,968 @@
+"""Durable chats: the :class:`Store` seam, attaching a chat to a store, loading it back.
+
+Persistence is one more subscriber of the chat's event stream. Every event
+except the streaming fragments (``TextDelta``, ``ToolCallDelta``) becomes an
+:class:`Entry`: the event itself plus the one row change it implies (a new
+message, a new call, a decision, a call's final status). Entries are written
+in batches, each batch one transaction, at these boundaries:
+
+- every claim: the claim's transaction first writes what is pending (the model
+  response that asked for the call), so a call's row exists before it is claimed;
+- the end of a tool round (its results are on disk before the next model
+  request), of a step that parks the chat on an approval, and of ``complete``;
+- at once: a decision, an options change, a failed request, an in-doubt call,
+  a denial, and a result that arrives while other calls of its round still run.
+
+A model response whose calls run right away is written with their claim; a
+hard crash before that loses only that response (the next load asks the model
+again), never a tool's outcome. What is pending is also written when the chat
+object is garbage-collected or the interpreter exits.
+
+**The claim** (``Chat._claim``): right before a call runs, the store moves its
+row from ``requested``/``approved`` to ``running`` in one transaction and
+says whether this process got it. A call is therefore run by at most one
+process, and a crash cannot make it run again silently: on load, a call left
+``running`` by a process that is gone is *in doubt* (a ``CallInDoubt`` event,
+then a ``ToolCallFinished`` with status ``in_doubt`` whose result tells the
+model the outcome is unknown), unless its tool is declared ``idempotent``, in
+which case it is made runnable again.
+
+**Two drivers.** A chat is driven by one process at a time. If two processes
+drive the same chat at once, the first to claim a call runs it; the other one
+stops: its step hook ends the loop with ``StepResult("busy")`` and warns
+(:class:`StoreConflictWarning`). The same happens when a process finds the
+transcript moved on under it (it tried to write a message index another
+process already wrote). That copy of the chat is stale: ``Chat.load`` it
+again to continue. Decisions are not driving: anyone may decide a pending call
+at any time, and the first decision recorded in the store wins.
+
+**Decisions made elsewhere** (``store.approve(call_id)`` from a script, another
+notebook, a web form) are written to the call's row and to the ``decisions``
+table. A chat applies them through ``chat.approve``/``chat.deny`` (so they emit
+the same events as a click) at the start of every step, on ``Chat.load``, and
+on ``chat.refresh()``.
+
+**Secrets**: the provider object is never stored, only its name and model.
+
+The seam: :class:`Store` is everything the chat side needs from a database.
+:class:`~nbagent._sqlite_store.SQLiteStore` is the embedded default; a
+PostgreSQL store implements the same methods (``SELECT ... FOR UPDATE`` /
+``UPDATE ... WHERE status IN (...)`` for the claim, ``INSERT ... ON CONFLICT
+DO NOTHING`` for first-writer-wins), and everything in this module works with it
+unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+import warnings
+import weakref
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
+from . import _serde as serde
+from ._errors import DecisionError, StoreError
+from ._events import (
+    ApprovalDecided,
+    CallInDoubt,
+    Event,
+    MessageAdded,
+    ModelRequestFailed,
+    OptionsChanged,
+    StepFinished,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallFinished,
+    ToolCallRequested,
+    utcnow,
+)
+from ._types import (
+    Approval,
+    Decision,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+)
+
+if TYPE_CHECKING:
+    from ._chat import Chat
+
+ChatT = TypeVar("ChatT", bound="Chat")
+
+
+class StoreConflictWarning(UserWarning):
+    """Another process is driving this chat; this copy stopped (``Chat.load`` it again)."""
+
+
+# ---------------------------------------------------------------- values
+@dataclass(frozen=True)
+class ChatInfo:
+    """One stored chat, as ``store.chats()`` lists it.
+
+    Attributes:
+        id: The chat id (``Chat.load(id, store=...)``).
+        created_at / updated_at: When it was created and last written.
+        provider / model: What it ran on (never an API key).
+        title: The first user message, shortened.
+        n_messages / n_calls: Transcript length and tool calls so far.
+        pending: Calls awaiting a decision.
+    """
+
+    id: str
+    created_at: datetime
+    updated_at: datetime
+    provider: str
+    model: str
+    title: str | None = None
+    n_messages: int = 0
+    n_calls: int = 0
+    pending: int = 0
+
+
+@dataclass(frozen=True)
+class StoredCall:
+    """A tool call as the store has it (``store.pending_approvals()``, ``store.call(id)``).
+
+    Attributes:
+        chat_id: The chat the call belongs to.
+        id / name / arguments: The call's identity.
+        status: Its lifecycle status in the store.
+        approval / decision / result: As on :class:`~nbagent.ToolCall`.
+        turn / step: When the model asked for it.
+        requested_at / started_at / finished_at: Times.
+        claimed_by / claimed_at: The process that claimed it to run
+            (``host:pid:start:token``), and when.
+    """
+
+    chat_id: str
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    status: str
+    approval: Approval | None = None
+    decision: Decision | None = None
+    result: ToolResultMessage | None = None
+    turn: int = 0
+    step: int = 0
+    requested_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    claimed_by: str | None = None
+    claimed_at: datetime | None = None
+    raw_arguments: str | None = None
+    parse_error: str | None = None
+
+    def to_tool_call(self) -> ToolCall:
+        """A :class:`~nbagent.ToolCall` with this identity and lifecycle."""
+        c = ToolCall(self.id, self.name, dict(self.arguments), self.raw_arguments,
+                     self.parse_error)
+        c.status = self.status  # type: ignore[assignment]
+        c.approval, c.decision, c.result = self.approval, self.decision, self.result
+        c.started_at, c.finished_at = self.started_at, self.finished_at
+        return c
+
+    def __repr__(self) -> str:
+        return (f"StoredCall(chat_id={self.chat_id[:8]!r}, id={self.id!r}, name={self.name!r}, "
+                f"arguments={serde.dumps(self.arguments)[:80]}, status={self.status!r})")
+
+
+@dataclass(frozen=True)
+class ChatRecord:
+    """Everything ``Chat.load`` needs, as the store returns it.
+
+    Attributes:
+        info: The chat's summary.
+        system: System instructions.
+        state: Loop state (turn, step, usage, options...), as written by the chat.
+        messages: The transcript, as JSON objects (see :mod:`nbagent._serde`).
+        calls: Every call, in request order.
+        unapplied: Ids of calls with a decision made through the store that no
+            chat has applied yet.
+        next_seq: The next event sequence number.
+    """
+
+    info: ChatInfo
+    system: str | None
+    state: dict[str, Any]
+    messages: list[dict[str, Any]]
+    calls: list[StoredCall]
+    unapplied: frozenset[str] = frozenset()
+    next_seq: int = 0
+
+
+# ----------------------------------------------------------- write records
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """Append message ``idx``; it must not exist yet (else: another driver)."""
+
+    idx: int
+    turn: int
+    role: str
+    data: str
+
+
+@dataclass(frozen=True, slots=True)
+class NewCall:
+    """Insert a requested call; it must not exist yet."""
+
+    call_id: str
+    seq: int
+    name: str
+    arguments: str
+    raw_arguments: str | None
+    parse_error: str | None
+    status: str
+    gated: bool
+    approval: str
+    turn: int
+    step: int
+    requested_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionChange:
+    """Record a decision. First decision wins; repeating it only marks an external one applied.
+
+    ``override``: the decision may replace an automatic one on a call that has
+    not started (a human overruling a resolver or policy).
+    """
+
+    call_id: str
+    verdict: str
+    by: str
+    at: str
+    reason: str | None
+    arguments: str | None
+    data: str
+    override: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CallFinal:
+    """A call reached a final status. Allowed while it has no result and is not
+    running, or is running under ``owner`` (this process's claim, or the dead
+    owner of an in-doubt call)."""
+
+    call_id: str
+    status: str
+    result: str
+    started_at: str | None
+    finished_at: str | None
+    owner: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CallReset:
+    """An in-doubt call of an idempotent tool becomes runnable again (``status``)."""
+
+    call_id: str
+    status: str
+    owner: str | None
+
+
+Change = NewMessage | NewCall | DecisionChange | CallFinal | CallReset
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One event to persist and the row change it implies, written together.
+
+    A store applies ``change`` first: if it was already applied (a duplicate
+    from a racing process) the event is not written; if it contradicts the
+    store (another process drove the chat), the store stops the batch there
+    and reports the conflict.
+    """
+
+    seq: int
+    type: str
+    ts: str
+    data: str
+    change: Change | None = None
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """What a claim found: ``claimed`` or why not."""
+
+    claimed: bool
+    status: str | None = None
+    claimed_by: str | None = None
+    conflict: str | None = None
+
+
+# ------------------------------------------------------------------- seam
+@runtime_checkable
+class Store(Protocol):
+    """What a chat needs from a database: the seam a PostgreSQL store implements.
+
+    Every method is one transaction. The write methods follow the rules of
+    :class:`Entry` (first writer wins, duplicates are dropped, a contradiction
+    is reported, never raised). ``claim`` is the at-most-once primitive: a
+    conditional update of one call row from ``requested``/``approved`` to
+    ``running``; it returns ``claimed=True`` only to the one caller that changed it.
+    """
+
+    location: str
+    """Where the data lives (a path, or a DSN without its password)."""
+
+    claim_timeout: float | None
+    """Seconds after which a claim whose owner cannot be checked (another host)
+    is considered abandoned; ``None``: never."""
+
+    # the chat side
+    def create_chat(self, info: ChatInfo, system: str | None, state: Mapping[str, Any]) -> None:
+        """Record a new chat; :class:`~nbagent.StoreError` if the id exists."""
+        ...
+
+    def load(self, chat_id: str) -> ChatRecord:
+        """Everything to rebuild a chat; :class:`~nbagent.StoreError` for an unknown id."""
+        ...
+
+    def write(
+        self,
+        chat_id: str,
+        entries: Sequence[Entry],
+        state: Mapping[str, Any] | None = None,
+        tools: Mapping[str, Any] | None = None,
+    ) -> str | None:
+        """Apply entries (and the chat's state and tool schemas) in one transaction.
+
+        Returns:
+            ``None``, or a description of the conflict that stopped the batch.
+        """
+        ...
+
+    def claim(
+        self,
+        chat_id: str,
+        call_id: str,
+        owner: str,
+        entries: Sequence[Entry] = (),
+        state: Mapping[str, Any] | None = None,
+    ) -> ClaimResult:
+        """Write ``entries``, then claim the call for ``owner``, in one transaction."""
+        ...
+
+    def decisions(self, chat_id: str, call_ids: Iterable[str]) -> dict[str, Decision]:
+        """The recorded decisions of these calls (those that have one)."""
+        ...
+
+    def reject_decision(self, chat_id: str, call_id: str, error: str) -> None:
+        """A chat could not apply a stored decision: put the call back to awaiting approval."""
+        ...
+
+    # the outside
+    def approve(
+        self,
+        call_id: str | StoredCall | ToolCall,
+        arguments: dict[str, Any] | None = None,
+        reason: str | None = None,
+        by: str = "store",
+        *,
+        chat_id: str | None = None,
+    ) -> StoredCall:
+        """Approve a pending call from anywhere (see :class:`~nbagent.store.SQLiteStore`)."""
+        ...
+
+    def deny(
+        self,
+        call_id: str | StoredCall | ToolCall,
+        reason: str | None = None,
+        by: str = "store",
+        *,
+        chat_id: str | None = None,
+    ) -> StoredCall:
+        """Deny a pending call from anywhere."""
+        ...
+
+    def call(self, call_id: str, *, chat_id: str | None = None) -> StoredCall:
+        """One call; :class:`~nbagent.DecisionError` if unknown or ambiguous."""
+        ...
+
+    def pending_approvals(self, chat_id: str | None = None) -> list[StoredCall]:
+        """Calls awaiting a decision, in every chat (or one)."""
+        ...
+
+    def chats(self) -> list[ChatInfo]:
+        """Every stored chat, oldest first."""
+        ...
+
+    def iter_events(
+        self, chat_id: str | None = None, *, calls: dict[str, ToolCall] | None = None
+    ) -> Iterator[Event]:
+        """Stored events, rebuilt, per chat in ``seq`` order (what ``nbagent.read_log`` reads).
+
+        ``call`` fields are rebuilt once per call and shared by the events of a
+        chat; pass ``calls`` (with ``chat_id``) to reuse existing objects.
+        """
+        ...
+
+    def close(self) -> None: ...
+
+
+# --------------------------------------------------------------- opening
+def open_store(store: Store | str | os.PathLike[str]) -> Store:
+    """A store object from a path (SQLite) or a store object (returned as is).
+
+    Raises:
+        StoreError: The file cannot be opened as an nbagent store.
+    """
+    return _open(store)[0]
+
+
+def _open(store: Any) -> tuple[Store, bool]:
+    """The store and whether we opened it (and so must close it)."""
+    if isinstance(store, (str, os.PathLike)):
+        from ._sqlite_store import SQLiteStore
+
+        return SQLiteStore(Path(store)), True
+    if isinstance(store, Store):
+        return store, False
+    raise TypeError(
+        f"store must be a path or a store object (e.g. nbagent.store.SQLiteStore), "
+        f"got {type(store).__name__}"
+    )
+
+
+# ------------------------------------------------------ process identity
+_HOST = socket.gethostname()
+_LIVE_TOKENS: set[str] = set()
+
+
+def _proc_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), to tell a reused pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    rest = stat[stat.rfind(")") + 2:].split()
+    if not rest or rest[0] == "Z":  # a zombie has finished
+        return "zombie"
+    return rest[19] if len(rest) > 19 else None
+
+
+def new_owner() -> str:
+    """``host:pid:start:token``: who claims a call (one token per attached chat object)."""
+    pid = os.getpid()
+    token = uuid.uuid4().hex[:12]
+    return f"{_HOST}:{pid}:{_proc_start(pid) or ''}:{token}"
+
+
+def owner_alive(owner: str | None) -> bool | None:
+    """Whether the process behind ``owner`` is alive; ``None`` when it cannot be told."""
+    if not owner:
+        return False
+    parts = owner.rsplit(":", 3)
+    if len(parts) != 4:
+        return None
+    host, pid_s, start, token = parts
+    if host != _HOST:
+        return None
+    try:
+        pid = int(pid_s)
+    except ValueError:
+        return None
+    if pid == os.getpid():
+        return token in _LIVE_TOKENS
+    now = _proc_start(pid)
+    if now == "zombie":
+        return False
+    if start and now is not None:
+        return now == start
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return None
+    return True
+
+
+def _abandoned(call: StoredCall, claim_timeout: float | None) -> bool:
+    alive = owner_alive(call.claimed_by)
+    if alive is None:
+        if claim_timeout is None or call.claimed_at is None:
+            return False
+        return (utcnow() - call.claimed_at).total_seconds() > claim_timeout
+    return not alive
+
+
+# ------------------------------------------------------------ the entries
+_FLUSH_NOW = (StepFinished, ModelRequestFailed, ApprovalDecided, OptionsChanged, CallInDoubt)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+class _Attachment:
+    """Connects one chat object to a store: event writer, claim, step hook."""
+
+    def __init__(self, chat: Chat, store: Store, owned: bool):
+        self.store = store
+        self.owned = owned
+        self.chat_id = chat.id
+        self.owner = new_owner()
+        self._token = self.owner.rsplit(":", 1)[1]
+        _LIVE_TOKENS.add(self._token)
+        self._chat = weakref.ref(chat)
+        self._lock = threading.RLock()
+        self._pending: list[Entry] = []
+        self._running: set[str] = set()
+        self._orphans: dict[str, str | None] = {}  # in-doubt call id -> its dead owner
+        self._tools_sig: tuple[tuple[str, int], ...] | None = None
+        self._state: dict[str, Any] | None = None
+        self.detached: str | None = None
+        self._closed = False
+
+    # -- wiring ------------------------------------------------------------
+    def install(self, chat: Chat) -> None:
+        chat._store = self
+        chat._claim = self.claim
+        chat._step_hooks.append(self.on_step)
+        chat.on(None, self.on_event)
+        weakref.finalize(chat, self.close)
+
+    def close(self) -> None:
+        """Write what is pending and release the store (if the chat opened it)."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        except (StoreError, StoreConflictWarning):
+            pass  # closing must not raise (it also runs from a finalizer)
+        finally:
+            self._closed = True
+            _LIVE_TOKENS.discard(self._token)
+            if self.owned:
+                self.store.close()
+
+    # -- state ---------------------------------------------------------------
+    def _snapshot(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The chat's state and tool schemas, each only when changed since last written."""
+        chat = self._chat()
+        if chat is None:
+            return None, None
+        state: dict[str, Any] | None = chat_state(chat)
+        if state == self._state:
+            state = None
+        else:
+            self._state = state
+        sig = tuple((name, id(t)) for name, t in chat._tools.items())
+        tools = None
+        if sig != self._tools_sig:
+            self._tools_sig = sig
+            tools = {t.name: t.input_schema for t in chat._tools.values()}
+        return state, tools
+
+    # -- events --------------------------------------------------------------
+    def on_event(self, e: Event) -> None:
+        if isinstance(e, (TextDelta, ToolCallDelta)) or self._closed:
+            return
+        if self.detached is not None and not isinstance(e, ApprovalDecided):
+            return
+        entry = self._entry(e)
+        flush = isinstance(e, _FLUSH_NOW)
+        if isinstance(e, ToolCallFinished):
+            self._running.discard(e.call.id)
+            flush = bool(self._running) or e.status in ("denied", "in_doubt")
+        elif isinstance(e, StepFinished) and e.kind == "generated":
+            # Written with the next claim or step, unless the chat parks here.
+            chat = self._chat()
+            flush = chat is None or chat.awaiting_approval
+        with self._lock:
+            self._pending.append(entry)
+        if flush:
+            self.flush()
+
+    def _entry(self, e: Event) -> Entry:
+        change: Change | None = None
+        field: str | None = None
+        encoded: str | None = None
+        if isinstance(e, MessageAdded):  # the message is in its row; the event refers to it
+            m = e.message
+            change = NewMessage(e.index, e.turn, m.role, serde.dumps(serde.message_out(m)))
+            return Entry(e.seq, e.type, e.ts.isoformat(),
+                         serde.dumps({"index": e.index, "turn": e.turn}), change)
+        elif isinstance(e, ToolCallRequested):
+            c = e.call
+            change = NewCall(
+                c.id, e.seq, c.name, serde.dumps(c.arguments), c.raw_arguments, c.parse_error,
+                "awaiting_approval" if e.approval.required else "requested",
+                e.approval.required, serde.dumps(serde.approval_out(e.approval)),
+                e.turn, e.step, e.ts.isoformat(),
+            )
+        elif isinstance(e, ApprovalDecided):
+            d = e.decision
+            field, encoded = "decision", serde.dumps(serde.decision_out(d))
+            change = DecisionChange(
+                e.call.id, d.verdict, d.by, d.at.isoformat(), d.reason,
+                None if d.arguments is None else serde.dumps(d.arguments),
+                encoded, override=not d.automatic,
+            )
+        elif isinstance(e, ToolCallFinished):
+            owner = self._orphans.pop(e.call.id, self.owner) if e.status == "in_doubt" else (
+                self.owner
+            )
+            field, encoded = "result", serde.dumps(serde.message_out(e.result))
+            change = CallFinal(
+                e.call.id, e.status, encoded, _iso(e.started_at), _iso(e.call.finished_at), owner,
+            )
+        elif isinstance(e, CallInDoubt) and e.rerun:
+            self._orphans.pop(e.call.id, None)
+            gated = e.call.approval is not None and e.call.approval.required
+            change = CallReset(e.call.id, "approved" if gated else "requested", e.claimed_by)
+        return Entry(e.seq, e.type, e.ts.isoformat(), serde.event_json(e, field, encoded), change)
+
+    def _take(self) -> list[Entry]:
+        with self._lock:
+            entries, self._pending = self._pending, []
+        return entries
+
+    def flush(self) -> None:
+        with self._lock:
+            if not self._pending:
+                return
+            entries = self._take()
+            if self.detached is not None:
+                entries = [x for x in entries if isinstance(x.change, DecisionChange)]
+                state, tools = None, None
+            else:
+                state, tools = self._snapshot()
+            if not entries:
+                return
+            conflict = self.store.write(self.chat_id, entries, state, tools)
+        if conflict is not None:
+            self._detach(conflict)
+
+    # -- claim -----------------------------------------------------------------
+    def claim(self, call: ToolCall) -> bool:
+        if self.detached is not None:
+            return False
+        with self._lock:  # the step's own flush writes the state; the claim writes events
+            result = self.store.claim(self.chat_id, call.id, self.owner, self._take())
+        if result.conflict is not None:
+            self._detach(result.conflict)
+            return False
+        if not result.claimed:
+            who = f" by {result.claimed_by}" if result.claimed_by else ""
+            self._detach(f"{call.name}({call.id}) is already {result.status}{who}")
+            return False
+        self._running.add(call.id)
+        return True
+
+    def _detach(self, why: str) -> None:
+        if self.detached is not None:
+            return
+        self.detached = why
+        with self._lock:
+            self._pending = [x for x in self._pending if isinstance(x.change, DecisionChange)]
+        warnings.warn(
+            f"nbagent store: chat {self.chat_id} is being driven by another process "
+            f"({why}). This copy stops here (its steps return 'busy'); load it again with "
+            f"Chat.load({self.chat_id!r}, store=...) to continue.",
+            StoreConflictWarning,
+            stacklevel=3,
+        )
+
+    # -- the step hook ---------------------------------------------------------
+    def on_step(self, chat: Chat) -> str | None:
+        if self.detached is not None:
+            return "busy"
+        settle_orphans(chat, self, live_check=True)
+        if self.detached is not None:
+            return "busy"
+        apply_decisions(chat, self.store)
+        return "busy" if self.detached is not None else None
+
+
+def chat_state(chat: Chat) -> dict[str, Any]:
+    """The loop state a loaded chat needs besides messages, calls and events.
+
+    Usage, the step counter and the last step's kind are in the events
+    (``ModelRequestFinished``, ``StepFinished``); the store derives them on load,
+    so this changes rarely and the chat's row is rarely rewritten.
+    """
+    o = chat._options
+    return {
+        "turn": chat._turn,
+        "forced_spent": chat._forced_spent,
+        "options": {f.name: getattr(o, f.name) for f in fields(o)},
+        "max_steps": chat.max_steps,
+        "on_tool_error": chat.on_tool_error,
+        "stream": chat.stream,
+    }
+
+
+# ------------------------------------------------------------ attaching
+def attach_store(chat: Chat, store: Any) -> Store:
+    """Persist a new chat in ``store`` (a path or a store object) as it runs.
+
+    Raises:
+        StoreError: The store cannot be opened, or already has a chat with this id
+            (use ``Chat.load`` to continue it).
+    """
+    st, owned = _open(store)
+    now = utcnow()
+    info = ChatInfo(chat.id, now, now, chat.provider.name, chat.model)
+    try:
+        st.create_chat(info, chat.system, chat_state(chat))
+    except BaseException:
+        if owned:
+            st.close()
+        raise
+    att = _Attachment(chat, st, owned)
+    att._state = chat_state(chat)
+    att.install(chat)
+    return st
+
+
+def load_chat(
+    cls: type[ChatT],
+    chat_id: str,
+    *,
+    store: Any,
+    tools: Sequence[Any] = (),
+    provider: Any = None,
+    model: str | None = None,
+    **chat_kwargs: Any,
+) -> ChatT:
+    """Rebuild a stored chat (see ``Chat.load``)."""
+    st, owned = _open(store)
+    try:
+        record = st.load(chat_id)
+        chat = _build(cls, record, tools, provider, model, chat_kwargs)
+    except BaseException:
+        if owned:
+            st.close()
+        raise
+    _feed_log(chat, st)
+    att = _Attachment(chat, st, owned)
+    att._state = chat_state(chat) if record.state.get("options") else None
+    att.install(chat)
+    settle_orphans(chat, att, live_check=False, record=record)
+    apply_decisions(chat, st)
+    return chat
+
+
+def _build(
+    cls: type[ChatT],
+    record: ChatRecord,
+    tools: Sequence[Any],
+    provider: Any,
+    model: str | None,
+    chat_kwargs: dict[str, Any],
+) -> ChatT:
+    state = record.state
+    kwargs: dict[str, Any] = {"system": record.system}
+    for key in ("max_steps", "on_tool_error", "stream"):
+        if state.get(key) is not None:
+            kwargs[key] = state[key]
+    kwargs.update(chat_kwargs)
+    if "store" in kwargs or "id" in kwargs:
+        raise TypeError("Chat.load takes the store and chat id as its own arguments")
+    if provider is None:
+        provider = record.info.provider
+        if model is None:
+            model = record.info.model
+    elif model is None and isinstance(provider, str):
+        model = record.info.model
+    chat = cls(model, provider=provider, id=record.info.id, **kwargs)
+    if tools:
+        chat.with_tools(*tools)
+
+    calls: dict[str, ToolCall] = {}
+    call_turn: dict[str, int] = {}
+    call_step: dict[str, int] = {}
+    for sc in record.calls:
+        c = sc.to_tool_call()
+        if sc.id in record.unapplied:
+            # decided through the store, not applied yet: apply_decisions() does it
+            c.status, c.decision, c.result = "awaiting_approval", None, None
+        calls[sc.id] = c
+        call_turn[sc.id] = sc.turn
+        call_step[sc.id] = sc.step
+    messages: list[Message] = [serde.message_in(m, calls) for m in record.messages]
+    options = state.get("options")
+    chat._restore(
+        messages=messages,
+        calls=list(calls.values()),
+        call_turn=call_turn,
+        call_step=call_step,
+        turn=max([int(state.get("turn", 0)), *(getattr(m, "turn", 0) for m in messages)]),
+        step=int(state.get("step", 0)),
+        forced_spent=bool(state.get("forced_spent", False)),
+        usage=serde.usage_in(state.get("usage") or {}),
+        options=options if isinstance(options, dict) else None,
+        last_step=state.get("last_step"),
+        next_seq=record.next_seq,
+    )
+    return chat
+
+
+def _feed_log(chat: Chat, store: Store) -> None:
+    """Replay the stored events into the chat's log, so ``chat.log`` shows the history."""
+    feed = getattr(getattr(chat, "_log", None), "feed", None)
+    if callable(feed):
+        feed(store.iter_events(chat.id, calls=dict(chat._calls)))
+
+
+# --------------------------------------------------- orphans and decisions
+def settle_orphans(
+    chat: Chat, att: _Attachment, *, live_check: bool, record: ChatRecord | None = None
+) -> None:
+    """Calls left ``running`` by a process that is gone become in doubt (or runnable again).
+
+    A call running in a live process makes this copy of the chat stale (it
+    cannot continue the round): it detaches, and its steps return ``busy``.
+    """
+    with chat._lock:
+        foreign = [c for c in chat._calls.values()
+                   if c.status == "running" and c.id not in att._running]
+    if not foreign:
+        return
+    if record is not None:
+        stored = {sc.id: sc for sc in record.calls}
+    else:
+        stored = {}
+        for c in foreign:
+            try:
+                stored[c.id] = att.store.call(c.id, chat_id=chat.id)
+            except DecisionError:
+                continue
+    events: list[Event] = []
+    busy: list[str] = []
+    for c in foreign:
+        sc = stored.get(c.id)
+        if sc is None:
+            continue
+        if sc.status != "running":
+            busy.append(f"{c.name}({c.id}) is {sc.status} in the store")
+            continue
+        if not _abandoned(sc, att.store.claim_timeout):
+            busy.append(f"{c.name}({c.id}) is running in {sc.claimed_by}")
+            continue
+        tool = chat._tools.get(c.name)
+        rerun = bool(tool is not None and getattr(tool, "idempotent", False))
+        with chat._lock:
+            if c.status != "running":
+                continue
+            turn = chat._call_turn.get(c.id, chat._turn)
+            step = chat._call_step.get(c.id, chat._step)
+            if rerun:
+                gated = c.approval is not None and c.approval.required
+                c.status = "approved" if gated else "requested"
+                c.started_at = None
+            att._orphans[c.id] = sc.claimed_by
+            events.append(CallInDoubt(
+                chat_id=chat.id, seq=chat._bus.next_seq(), call=c, step=step, turn=turn,
+                claimed_by=sc.claimed_by, claimed_at=sc.claimed_at, rerun=rerun,
+            ))
+            if not rerun:
+                result = ToolResultMessage(c.id, in_doubt_content(c, sc), True, "in_doubt",
+                                           c.name, turn=turn)
+                c.status, c.result, c.finished_at = "in_doubt", result, utcnow()
+                events.append(ToolCallFinished(
+                    chat_id=chat.id, seq=chat._bus.next_seq(), call=c, step=step, turn=turn,
+                    status="in_doubt", result=result,
+                    error="outcome unknown: the process running it stopped",
+                    duration_ms=None, started_at=c.started_at, mode=None,
+                ))
+    if busy:
+        att._detach("; ".join(busy))
+        return
+    chat._emit_all(events)
+
+
+def in_doubt_content(call: ToolCall, stored: StoredCall) -> str:
+    """What the model is told about a call whose outcome is unknown."""
+    when = f" at {stored.claimed_at.isoformat()}" if stored.claimed_at else ""
+    return serde.dumps({
+        "status": "in_doubt",
+        "tool": call.name,
+        "message": (
+            f"The outcome of {call.name} is unknown: it was started{when}, but the process "
+            "running it stopped before recording a result. It may or may not have taken effect."
+        ),
+        "instruction": "Do not assume it succeeded or failed; check its effect before calling "
+                       "it again, or ask the user.",
+    })
+
+
+def apply_decisions(chat: Chat, store: Store) -> list[ToolCall]:
+    """Apply decisions recorded in the store to this chat's pending calls.
+
+    Each goes through ``chat.approve``/``chat.deny`` (same events as a click).
+    Returns the calls decided.
+    """
+    pending = chat.pending_approvals
+    if not pending:
+        return []
+    found = store.decisions(chat.id, [c.id for c in pending])
+    decided: list[ToolCall] = []
+    for c in pending:
+        d = found.get(c.id)
+        if d is None:
+            continue
+        try:
+            if d.verdict == "approved":
+                chat.approve(c, d.arguments, reason=d.reason, by=d.by)
+            else:
+                chat.deny(c, d.reason, by=d.by)
+        except DecisionError as exc:
+            if c.name not in chat._tools:  # another process with the tool can apply it
+                warnings.warn(
+                    f"nbagent store: {c.name}({c.id}) was approved elsewhere with edited "
+                    f"arguments, but this chat has no {c.name!r} tool to check them; it stays "
+                    "pending here.", StoreConflictWarning, stacklevel=2,
+                )
+                continue
+            store.reject_decision(chat.id, c.id, str(exc))
+            warnings.warn(
+                f"nbagent store: the decision on {c.name}({c.id}) made elsewhere cannot be "
+                f"applied ({exc}); the call is awaiting approval again.",
+                StoreConflictWarning,
+                stacklevel=2,
+            )
+            continue
+        with chat._lock:
+            c.decision = d  # keep when and by whom it was decided, as stored
+        decided.append(c)
+    return decided
+
+
+def refresh_chat(chat: Chat, store: Store | None = None) -> list[ToolCall]:
+    """Apply decisions made elsewhere to ``chat`` (see ``Chat.refresh``)."""
+    att = chat._store
+    if store is None:
+        if not isinstance(att, _Attachment):
+            return []
+        store = att.store
+    if isinstance(att, _Attachment):
+        att.flush()
+        if att.detached is not None:
+            return []
+    return apply_decisions(chat, store)
+
+
+__all__ = [
+    "ChatInfo",
+    "ChatRecord",
+    "ClaimResult",
+    "Entry",
+    "Store",
+    "StoreConflictWarning",
+    "StoredCall",
+    "attach_store",
+    "load_chat",
+    "open_store",
+]

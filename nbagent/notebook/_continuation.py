@@ -1,0 +1,325 @@
+"""After a click, hand the rest of the turn to the kernel's main event loop.
+
+Why (DESIGN.md section 6): a cell that blocks waiting for a click never gets
+it on most kernels. So a cell returns while an approval is pending; the click
+handler records the decision (``chat.approve`` and friends are thread-safe)
+and asks the chat's :class:`Continuation` to run the loop again. The
+continuation runs ``chat.complete_async()`` on the loop captured while a cell
+was running on the main thread, using ``asyncio.run_coroutine_threadsafe``:
+click handlers may run on a subshell thread (JupyterLab >= 4.4 with
+ipykernel 7), on the main thread inside that loop (ipykernel 6, subshells off),
+or anywhere in tests. With no loop captured (a terminal, a script), the loop
+runs in a worker thread with ``chat.complete()``.
+
+Continuations of one chat are serialised: requests coalesce into one driver
+task, so two quick decisions never start two drivers. Errors are recorded in
+the chat's display state (every view shows them) and kept on
+``Continuation.last_error``; they are never lost.
+
+``await chat.ask_async(...)`` can instead *wait* for the click where the
+kernel can deliver it while a cell awaits (ipykernel >= 7.4 dispatches comm
+messages concurrently with an awaiting cell): see :func:`wait_for_decisions`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+import traceback
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from .._config import get_config
+
+if TYPE_CHECKING:
+    from .._chat import Chat
+
+_main_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+RENDER_GRACE = 5.0
+"""Seconds ``ask_async`` waits for a front end to draw an approval card before it
+concludes nobody can click (nbclient, papermill) and applies the fallback."""
+
+
+def capture_main_loop() -> asyncio.AbstractEventLoop | None:
+    """Remember the running loop if called on the main thread inside it (a running cell)."""
+    global _main_loop
+    if threading.current_thread() is not threading.main_thread():
+        return main_loop()
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return main_loop()
+    with _loop_lock:
+        _main_loop = loop
+    return loop
+
+
+def set_main_loop(loop: asyncio.AbstractEventLoop | None) -> None:
+    """Use ``loop`` for continuations (tests; embedding in another event loop)."""
+    global _main_loop
+    with _loop_lock:
+        _main_loop = loop
+
+
+def main_loop() -> asyncio.AbstractEventLoop | None:
+    loop = _main_loop
+    if loop is None or loop.is_closed():
+        return None
+    return loop
+
+
+class Continuation:
+    """Runs a chat's loop again after decisions, one driver at a time (thread-safe)."""
+
+    def __init__(self, chat: Chat):
+        self._chat = weakref.ref(chat)
+        self._lock = threading.Lock()
+        self._pending = False
+        self._max_steps: int | None = None
+        self._running = False
+        self._waiters = 0
+        self._idle = threading.Event()
+        self._idle.set()
+        self.last_error: BaseException | None = None
+        self.runs = 0
+        self.rendered = False
+        self._busy_retries = 0
+
+    # ------------------------------------------------------------- requests
+    def request(self, max_steps: int | None = None) -> None:
+        """Run the loop again soon (callable from any thread; requests coalesce)."""
+        with self._lock:
+            self._pending = True
+            if max_steps is not None:
+                self._max_steps = max_steps
+            if self._waiters or self._running:
+                return  # an awaiting ask_async, or the running driver, picks it up
+            self._start_locked()
+
+    def _start_locked(self) -> None:
+        self._running = True
+        self._idle.clear()
+        loop = main_loop()
+        if loop is not None and loop.is_running():
+            asyncio.run_coroutine_threadsafe(self._drain_async(), loop)
+        else:
+            threading.Thread(target=self._drain_sync, name="nbagent-continue", daemon=True).start()
+
+    def _next(self) -> tuple[bool, int | None]:
+        with self._lock:
+            if not self._pending:
+                self._running = False
+                self._idle.set()
+                return False, None
+            self._pending = False
+            steps, self._max_steps = self._max_steps, None
+            return True, steps
+
+    async def _drain_async(self) -> None:
+        try:
+            while True:
+                go, steps = self._next()
+                if not go:
+                    return
+                chat = self._chat()
+                if chat is None:
+                    continue
+                while chat._drive_lock.locked():  # someone else is driving: let them finish
+                    await asyncio.sleep(0.02)
+                try:
+                    self.runs += 1
+                    await chat.complete_async(max_steps=steps)
+                except Exception as exc:
+                    self._report(chat, exc)
+                else:
+                    self._retry_if_busy(chat, steps)
+        except BaseException as exc:  # cancelled with the loop: don't leave "running" behind
+            with self._lock:
+                self._running = False
+                self._idle.set()
+            if not isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt, SystemExit)):
+                raise
+
+    def _drain_sync(self) -> None:
+        done = False
+        try:
+            while True:
+                go, steps = self._next()
+                if not go:
+                    done = True
+                    return
+                chat = self._chat()
+                if chat is None:
+                    continue
+                while chat._drive_lock.locked():
+                    time.sleep(0.02)
+                try:
+                    self.runs += 1
+                    chat.complete(max_steps=steps)
+                except Exception as exc:
+                    self._report(chat, exc)
+                else:
+                    self._retry_if_busy(chat, steps)
+        finally:
+            if not done:  # left by an exception the loop did not catch
+                with self._lock:
+                    self._running = False
+                    self._idle.set()
+
+    def _retry_if_busy(self, chat: Chat, steps: int | None) -> None:
+        """Work left after a normal return means another driver turned us away
+        ("busy") just as it finished: run again once it has let go."""
+        if chat.status != "ready":
+            self._busy_retries = 0
+            return
+        self._busy_retries += 1
+        if self._busy_retries > 50:
+            self._busy_retries = 0
+            return
+        with self._lock:
+            self._pending = True
+            if steps is not None and self._max_steps is None:
+                self._max_steps = steps
+
+    def _report(self, chat: Chat, exc: BaseException) -> None:
+        from ._state import state_for
+
+        self.last_error = exc
+        detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        state_for(chat).add_error(
+            f"Continuing after your decision failed: {type(exc).__name__}: {exc}", detail
+        )
+
+    def wait(self, timeout: float | None = 10.0) -> bool:
+        """Block until no continuation is running or queued (tests, scripts)."""
+        return self._idle.wait(timeout)
+
+    @property
+    def busy(self) -> bool:
+        return self._running
+
+    # -------------------------------------------------------- ask_async waits
+    def begin_wait(self) -> None:
+        with self._lock:
+            self._waiters += 1
+            self._pending = False
+
+    def end_wait(self, consumed: bool) -> None:
+        """Stop waiting; a decision that arrived but was not consumed still runs."""
+        with self._lock:
+            self._waiters -= 1
+            if consumed:
+                self._pending = False
+            elif self._pending and not self._running and not self._waiters:
+                self._start_locked()
+
+    def note_rendered(self) -> None:
+        self.rendered = True
+
+
+_continuations: weakref.WeakKeyDictionary[Any, Continuation] = weakref.WeakKeyDictionary()
+_cont_lock = threading.Lock()
+
+
+def continuation_for(chat: Chat) -> Continuation:
+    with _cont_lock:
+        cont = _continuations.get(chat)
+        if cont is None:
+            cont = _continuations[chat] = Continuation(chat)
+        return cont
+
+
+# ------------------------------------------------------------------ waiting
+async def _settle_continuation(chat: Chat, cont: Continuation) -> bool:
+    """A click decided while the loop was finishing: let that continuation run first.
+
+    Returns True when there is still work the caller should drive (``ready``).
+    """
+    if chat.status != "ready":
+        return False
+    await asyncio.sleep(0)
+    deadline = time.monotonic() + 30.0
+    while (cont.busy or chat._drive_lock.locked()) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return chat.status == "ready"
+
+
+def kernel_can_wait() -> bool:
+    """True inside an ipykernel >= 7.4, which delivers comm messages to an awaiting cell."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    if ip is None or getattr(ip, "kernel", None) is None:
+        return False
+    try:
+        import ipykernel
+    except ImportError:
+        return False
+    return _version_tuple(getattr(ipykernel, "__version__", "0")) >= (7, 4)
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    out = []
+    for part in text.split(".")[:3]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        if not digits:
+            break
+        out.append(int(digits))
+    return tuple(out)
+
+
+async def wait_for_decisions(chat: Chat, wait: bool | None = None) -> bool:
+    """Wait (in an awaiting cell) until someone decides a pending approval.
+
+    Returns True when the loop should continue (a decision arrived, or the
+    fallback denied the pending calls), False to return with the approval
+    still pending. Waits only where a click can arrive: ipykernel >= 7.4, on
+    the kernel's main loop, with a view showing the card. Gives up after
+    ``configure(approval_wait=)`` seconds, or after :data:`RENDER_GRACE` seconds
+    if no front end drew the card (unattended runs), then applies
+    ``configure(approval_fallback=)``: ``"park"`` (return; the buttons still
+    work) or ``"deny"``.
+    """
+    cont = continuation_for(chat)
+    if not chat.awaiting_approval:
+        return await _settle_continuation(chat, cont)
+    cfg = get_config()
+    timeout = float(cfg.approval_wait or 0)
+    if wait is False or (timeout <= 0 and wait is None):
+        return False
+    loop = asyncio.get_running_loop()
+    if not kernel_can_wait() or loop is not main_loop():
+        return False
+    before = {c.id for c in chat.pending_approvals}
+    if timeout <= 0:
+        timeout = RENDER_GRACE
+    cont.begin_wait()
+    consumed = False
+    try:
+        t0 = loop.time()
+        while True:
+            now = {c.id for c in chat.pending_approvals}
+            if now != before or not chat.awaiting_approval:
+                consumed = True
+                return True
+            elapsed = loop.time() - t0
+            unattended = elapsed >= RENDER_GRACE and not cont.rendered
+            if elapsed >= timeout or unattended:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        cont.end_wait(consumed)
+    if cfg.approval_fallback == "deny":
+        why = "no front end showed the approval" if not cont.rendered else (
+            f"no decision within {timeout:g} s")
+        for c in list(chat.pending_approvals):
+            with contextlib.suppress(Exception):  # decided meanwhile
+                chat.deny(c, reason=f"not approved: {why}", by="fallback")
+        return True
+    return False

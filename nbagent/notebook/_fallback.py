@@ -1,0 +1,256 @@
+"""Outside a widget front end: static MIME bundles, display updates, a terminal prompt.
+
+Every object nbagent displays carries ``text/html``, ``text/markdown`` and
+``text/plain`` beside the widget view, so nbconvert, GitHub and a front end
+without ipywidgets still show the conversation. Views are displayed with a
+``display_id`` and their bundle is refreshed whenever the chat settles
+(answered, waiting for a decision, out of budget, failed), so a notebook
+executed headless (nbclient, papermill) is saved with the final state.
+
+In a terminal, :func:`review` asks approve / deny / edit / always per pending
+call at an ``input()`` prompt and continues the loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import threading
+import uuid
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from . import _render as R
+from ._state import ChatState, Entry, state_for
+
+if TYPE_CHECKING:
+    from .._chat import Chat
+    from .._types import Message
+
+
+# Displayed views whose static fallback is behind their widgets. Flushed when the
+# chat settles and, for step-by-step driving, after every cell (IPython's
+# ``post_run_cell``), so the saved notebook always shows the final state.
+_dirty: weakref.WeakSet[Any] = weakref.WeakSet()
+_hook_lock = threading.Lock()
+_hooked = False
+
+
+def mark_dirty(view: Any) -> None:
+    _dirty.add(view)
+
+
+def flush_dirty(*_args: Any) -> None:
+    """Refresh every displayed view whose fallback is stale (the post_run_cell hook)."""
+    for view in list(_dirty):
+        _dirty.discard(view)
+        with contextlib.suppress(Exception):  # a display hook must never break a cell
+            view._update_fallback()
+
+
+def hook_post_run_cell() -> None:
+    """Register :func:`flush_dirty` with IPython once (no-op outside IPython)."""
+    global _hooked
+    with _hook_lock:
+        if _hooked:
+            return
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return
+        ip = get_ipython()
+        if ip is None:
+            return
+        ip.events.register("post_run_cell", flush_dirty)
+        _hooked = True
+
+
+def bundle_for(state: ChatState, turn: int | None = None) -> dict[str, str]:
+    """The three static representations of a chat (or one turn of it)."""
+    with state.lock:
+        entries: list[Entry] = state.entries_for(turn)
+        totals = state.totals_for(turn)
+        return {
+            "text/html": R.conversation_html(entries, totals),
+            "text/markdown": R.conversation_markdown(entries, totals),
+            "text/plain": R.conversation_text(entries, totals),
+        }
+
+
+def chat_mimebundle(chat: Chat) -> dict[str, str]:
+    """``Chat._repr_mimebundle_``: the whole conversation as HTML, markdown and text."""
+    data = bundle_for(_state(chat))
+    data["text/plain"] = f"{chat!r}\n{data['text/plain']}"
+    return data
+
+
+def _state(chat: Chat) -> ChatState:
+    """The shared display state if the chat has one, else a snapshot (no subscription)."""
+    from ._state import has_state
+
+    if has_state(chat):
+        return state_for(chat)
+    return ChatState.from_chat(chat)
+
+
+def widgets_available() -> bool:
+    """Inside an IPython kernel with ipywidgets and anywidget importable."""
+    if "ipykernel" not in sys.modules:
+        return False
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    if ip is None or getattr(ip, "kernel", None) is None:
+        return False
+    try:
+        import anywidget  # noqa: F401
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def display_chat(chat: Chat) -> Any:
+    """``display(chat)``: a live view of the whole conversation, or the static bundle."""
+    from IPython.display import display
+
+    if widgets_available():
+        from ._view import ChatView
+
+        view = ChatView(chat)
+        display(view)
+        return view
+    if not _in_kernel():  # terminal IPython: print once, never re-print on updates
+        display(chat_mimebundle(chat), raw=True)
+        return None
+    static = StaticView(chat)
+    static.display()
+    return static
+
+
+def _in_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None
+
+
+class StaticView:
+    """A display of the static bundle that refreshes itself (by display id) as the chat settles.
+
+    Used in a kernel without ipywidgets; also what a headless run saves.
+    """
+
+    def __init__(self, chat: Chat, turn: int | None = None):
+        self.chat = chat
+        self.turn = turn
+        self.state = state_for(chat)
+        self.display_id = f"nbagent-{chat.id[:8]}-{uuid.uuid4().hex[:8]}"
+        self._last: str | None = None
+        self.state.add_listener(self._on_change)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return bundle_for(self.state, self.turn)
+
+    def display(self) -> None:
+        from IPython.display import display
+
+        data = self._repr_mimebundle_()
+        self._last = data["text/html"]
+        display(data, raw=True, display_id=self.display_id)
+        hook_post_run_cell()
+
+    def _on_change(self, changed: list[Entry], settled: bool) -> None:
+        if self.turn is not None and any(e.turn > self.turn for e in changed):
+            self.state.remove_listener(self._on_change)
+            return
+        if not settled:
+            mark_dirty(self)
+            return
+        self._update_fallback()
+
+    def _update_fallback(self) -> None:
+        data = self._repr_mimebundle_()
+        if data["text/html"] == self._last:
+            return
+        self._last = data["text/html"]
+        try:
+            from IPython.display import update_display
+
+            update_display(data, raw=True, display_id=self.display_id)
+        except Exception:
+            pass
+
+
+# --------------------------------------------------------------------- terminal
+_CHOICES = "[a]pprove, [d]eny, [e]dit arguments, a[l]ways allow this tool, [s]kip"
+
+
+def review(
+    chat: Chat,
+    *,
+    input: Callable[[str], str] = input,
+    print: Callable[..., Any] = print,
+) -> Message | None:
+    """Answer pending approvals at a prompt (terminal, or any front end without widgets).
+
+    For each pending call: show it, ask ``a``/``d``/``e``/``l``/``s``, record
+    the decision, then continue the loop (``chat.complete()``) and repeat while
+    new approvals come up. Skipping every call returns with them still pending.
+
+    Returns:
+        The chat's last assistant message.
+    """
+    while chat.pending_approvals:
+        decided = False
+        for call in list(chat.pending_approvals):
+            if not call.pending_approval:
+                continue
+            reason = call.approval.reason if call.approval else ""
+            args = json.dumps(call.arguments, indent=2, ensure_ascii=False, default=str)
+            print(f"\n{call.name} ({call.id}) needs approval" + (f": {reason}" if reason else ""))
+            print(args)
+            while True:
+                answer = input(f"{_CHOICES}? ").strip().lower()
+                try:
+                    if answer in ("a", "approve", "y", "yes"):
+                        chat.approve(call)
+                    elif answer in ("d", "deny", "n", "no"):
+                        why = input("reason (optional): ").strip() or None
+                        chat.deny(call, reason=why)
+                    elif answer in ("e", "edit"):
+                        text = input("arguments as JSON: ")
+                        try:
+                            edited = json.loads(text)
+                        except ValueError as exc:
+                            print(f"not valid JSON: {exc}")
+                            continue
+                        if not isinstance(edited, dict):
+                            print("the arguments must be a JSON object")
+                            continue
+                        chat.approve(call, arguments=edited)
+                    elif answer in ("l", "always"):
+                        chat.always_allow(call.name)
+                    elif answer in ("s", "skip", ""):
+                        break
+                    else:
+                        print(f"please answer one of: {_CHOICES}")
+                        continue
+                except Exception as exc:  # DecisionError: invalid edit, already decided...
+                    print(f"{type(exc).__name__}: {exc}")
+                    continue
+                decided = True
+                break
+        if not decided:
+            break
+        chat.complete()
+    reply = chat.last_assistant_message
+    if reply is not None and getattr(reply, "content", None):
+        print(f"\nAssistant: {reply.content}")
+    return reply

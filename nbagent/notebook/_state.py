@@ -1,0 +1,566 @@
+"""What the notebook view shows, as plain values folded from the chat's events.
+
+:class:`ChatState` is the one subscriber a chat needs for display: it keeps a
+list of *entries* (a user message, a model step, the assistant's text, a tool
+call, a budget card, an error) and updates exactly the entries an event
+touches. Views listen to it and re-render only those entries, so the cost of
+an event does not grow with the conversation.
+
+Nothing here imports widgets; the renderers in ``_render`` turn entries into
+HTML, markdown and text, and ``_view`` wires entries to widgets.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    Event,
+    MessageAdded,
+    ModelRequestFailed,
+    ModelRequestFinished,
+    ModelRequestStarted,
+    StepFinished,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallFinished,
+    ToolCallRequested,
+    ToolCallStarted,
+)
+from .._types import AssistantToolCallMessage, ChatMessage, ToolCall
+
+if TYPE_CHECKING:
+    from .._chat import Chat
+
+E = TypeVar("E", bound="Entry")
+
+# Phases, as the status line says them.
+IDLE = "idle"
+GENERATING = "generating"
+RUNNING = "running tools"
+AWAITING = "awaiting approval"
+COMPLETE = "complete"
+BUDGET = "budget exhausted"
+FAILED = "error"
+
+
+@dataclass(eq=False)
+class Entry:
+    """One row of the transcript view. ``version`` bumps on every change."""
+
+    key: str
+    turn: int
+    version: int = 0
+
+    kind = "entry"
+
+
+@dataclass(eq=False)
+class UserEntry(Entry):
+    text: str = ""
+    kind = "user"
+
+
+@dataclass(eq=False)
+class TextEntry(Entry):
+    """The assistant's text of one step (streams in, then is final)."""
+
+    step: int = 0
+    text: str = ""
+    streaming: bool = False
+    kind = "text"
+
+
+@dataclass(eq=False)
+class StepEntry(Entry):
+    """One model request: model, tokens, latency, stop reason."""
+
+    step: int = 0
+    model: str = ""
+    provider: str = ""
+    status: str = "running"  # running | done | failed
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    latency_ms: float | None = None
+    stop_reason: str = ""
+    n_tool_calls: int = 0
+    cost_usd: float | None = None
+    tool_choice: str = ""
+    error_type: str = ""
+    error: str = ""
+    streaming_calls: dict[int, str] = field(default_factory=dict)
+    measured: bool = True  # False when rebuilt from a transcript: no tokens or timing known
+    kind = "step"
+
+
+@dataclass(eq=False)
+class CallEntry(Entry):
+    """One tool call and everything known about it."""
+
+    call_id: str = ""
+    name: str = ""
+    step: int = 0
+    arguments: dict[str, Any] = field(default_factory=dict)
+    raw_arguments: str | None = None
+    status: str = "requested"
+    gated: bool = False
+    approval_reason: str = ""
+    approval_source: str = ""
+    verdict: str | None = None
+    decided_by: str | None = None
+    decision_reason: str | None = None
+    edited_arguments: dict[str, Any] | None = None
+    result: str | None = None
+    result_status: str | None = None
+    error: str | None = None
+    duration_ms: float | None = None
+    mode: str | None = None
+    kind = "call"
+
+    @property
+    def pending(self) -> bool:
+        return self.status == "awaiting_approval"
+
+    @property
+    def arguments_json(self) -> str:
+        if self.raw_arguments is not None and not self.arguments:
+            return self.raw_arguments
+        return pretty_json(self.arguments)
+
+
+@dataclass(eq=False)
+class BudgetEntry(Entry):
+    """``complete(max_steps=)`` ran out: offer to continue or stop."""
+
+    number: int = 0
+    step: int = 0
+    status: str = "pending"  # pending | continued | stopped
+    kind = "budget"
+
+    @property
+    def pending(self) -> bool:
+        return self.status == "pending"
+
+
+@dataclass(eq=False)
+class ErrorEntry(Entry):
+    """Something failed outside a step (a continuation after a click, a callback)."""
+
+    number: int = 0
+    title: str = ""
+    detail: str = ""
+    kind = "error"
+
+
+@dataclass
+class Totals:
+    """Counters for the status line (one per turn, one for the whole chat)."""
+
+    steps: int = 0
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = False
+    phase: str = IDLE
+
+
+Listener = Callable[[list[Entry], bool], Any]
+"""``fn(changed_entries, settled)``: entries created or changed by one event;
+``settled`` is true when the chat stopped driving (answered, waiting for a
+decision, out of budget, or failed)."""
+
+
+def pretty_json(value: Any) -> str:
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+class ChatState:
+    """The view's model of one chat, folded from its events (thread-safe)."""
+
+    def __init__(self, chat_id: str, model: str = ""):
+        self.chat_id = chat_id
+        self.model = model
+        self.entries: list[Entry] = []
+        self.by_key: dict[str, Entry] = {}
+        self.totals: dict[int | None, Totals] = {None: Totals()}
+        self.turn = 0
+        self.lock = threading.RLock()
+        self._step = 0
+        self._turn_of_step: dict[int, int] = {}
+        self._budgets = 0
+        self._last_budget: BudgetEntry | None = None
+        self._errors = 0
+        self._listeners: list[Listener] = []
+
+    # -------------------------------------------------------------- reading
+    def entries_for(self, turn: int | None) -> list[Entry]:
+        if turn is None:
+            return list(self.entries)
+        return [e for e in self.entries if e.turn == turn]
+
+    def totals_for(self, turn: int | None) -> Totals:
+        return self.totals.get(turn) or Totals()
+
+    def pending_cards(self) -> list[Entry]:
+        return [e for e in self.entries if isinstance(e, (CallEntry, BudgetEntry)) and e.pending]
+
+    # ------------------------------------------------------------ listeners
+    def add_listener(self, fn: Listener) -> None:
+        with self.lock:
+            self._listeners = [*self._listeners, fn]
+
+    def remove_listener(self, fn: Listener) -> None:
+        with self.lock:
+            self._listeners = [f for f in self._listeners if f is not fn and f != fn]
+
+    # ------------------------------------------------------------- folding
+    def on_event(self, event: Event) -> None:
+        """The chat subscriber: fold ``event`` in, then tell the views what changed."""
+        with self.lock:
+            changed = self.apply(event)
+            settled = _settles(event)
+            if not changed and not settled:
+                return
+            for fn in self._listeners:
+                fn(changed, settled)
+
+    def add_error(self, title: str, detail: str, turn: int | None = None) -> ErrorEntry:
+        """Record an error that happened outside the chat's own events (and tell the views)."""
+        with self.lock:
+            self._errors += 1
+            entry = ErrorEntry(f"e:{self._errors}", self.turn if turn is None else turn,
+                               number=self._errors, title=title, detail=detail)
+            self._add(entry)
+            self._phase(entry.turn, FAILED)
+            for fn in self._listeners:
+                fn([entry], True)
+            return entry
+
+    def set_budget_status(self, key: str, status: str) -> Entry | None:
+        with self.lock:
+            entry = self.by_key.get(key)
+            if not isinstance(entry, BudgetEntry) or entry.status == status:
+                return None
+            entry.status = status
+            entry.version += 1
+            for fn in self._listeners:
+                fn([entry], False)
+            return entry
+
+    def apply(self, event: Event) -> list[Entry]:
+        """Fold one event in; return the entries it created or changed."""
+        if isinstance(event, TextDelta):
+            return self._text(event.step, event.text, append=True)
+        if isinstance(event, ToolCallDelta):
+            step = self.by_key.get(f"s:{event.step}")
+            if (isinstance(step, StepEntry) and event.name
+                    and event.index not in step.streaming_calls):
+                step.streaming_calls[event.index] = event.name
+                return [_touch(step)]
+            return []
+        if isinstance(event, MessageAdded):
+            return self._message(event)
+        if isinstance(event, ModelRequestStarted):
+            return self._started(event)
+        if isinstance(event, ModelRequestFinished):
+            return self._finished(event)
+        if isinstance(event, ModelRequestFailed):
+            return self._failed(event)
+        if isinstance(event, ToolCallRequested):
+            return self._requested(event)
+        if isinstance(event, ApprovalRequested):
+            return self._call_update(event.call, status="awaiting_approval",
+                                     approval_reason=event.reason, approval_source=event.source,
+                                     phase=AWAITING)
+        if isinstance(event, ApprovalDecided):
+            d = event.decision
+            return self._call_update(
+                event.call, status="approved" if d.verdict == "approved" else "denied",
+                verdict=d.verdict, decided_by=d.by, decision_reason=d.reason,
+                edited_arguments=d.arguments,
+            )
+        if isinstance(event, ToolCallStarted):
+            return self._call_update(event.call, status="running",
+                                     arguments_run=dict(event.arguments), phase=RUNNING)
+        if isinstance(event, ToolCallFinished):
+            return self._call_finished(event)
+        if isinstance(event, StepFinished):
+            return self._step_finished(event)
+        return []
+
+    # ---------------------------------------------------------------- steps
+    def _add(self, entry: E) -> E:
+        old = self.by_key.get(entry.key)
+        if old is not None:  # a retried request reuses its step number
+            self.entries[self.entries.index(old)] = entry
+            entry.version = old.version + 1
+        else:
+            self.entries.append(entry)
+        self.by_key[entry.key] = entry
+        self.totals.setdefault(entry.turn, Totals())
+        return entry
+
+    def _phase(self, turn: int, phase: str) -> None:
+        self.totals[None].phase = phase
+        self.totals.setdefault(turn, Totals()).phase = phase
+
+    def _resolve_budgets(self) -> list[Entry]:
+        """The loop moved on: an undecided budget card counts as continued."""
+        e = self._last_budget
+        if e is None or e.status != "pending":
+            return []
+        e.status = "continued"
+        return [_touch(e)]
+
+    def _message(self, event: MessageAdded) -> list[Entry]:
+        m = event.message
+        if isinstance(m, ChatMessage) and m.role == "user":
+            self.turn = max(self.turn, event.turn)
+            entry = self._add(UserEntry(f"m:{event.index}", event.turn, text=m.content))
+            self._phase(event.turn, GENERATING)
+            return [entry]
+        if isinstance(m, (ChatMessage, AssistantToolCallMessage)) and m.role == "assistant":
+            text = m.content or ""
+            key = f"t:{self._step}"
+            if not text and key not in self.by_key:
+                return []
+            return self._text(self._step, text, append=False, turn=event.turn)
+        return []
+
+    def _text(self, step: int, text: str, *, append: bool, turn: int | None = None) -> list[Entry]:
+        key = f"t:{step}"
+        entry = self.by_key.get(key)
+        if not isinstance(entry, TextEntry):
+            t = turn if turn is not None else self._turn_of_step.get(step, self.turn)
+            entry = TextEntry(key, t, step=step, text="", streaming=append)
+            self._add(entry)
+        if append:
+            entry.text += text
+            entry.streaming = True
+        else:
+            entry.text = text
+            entry.streaming = False
+        return [_touch(entry)]
+
+    def _started(self, e: ModelRequestStarted) -> list[Entry]:
+        self._step = e.step
+        self._turn_of_step[e.step] = e.turn
+        self.turn = max(self.turn, e.turn)
+        self.model = e.model
+        changed = self._resolve_budgets()
+        entry = StepEntry(f"s:{e.step}", e.turn, step=e.step, model=e.model, provider=e.provider,
+                          tool_choice=e.tool_choice)
+        stale = self.by_key.get(f"t:{e.step}")
+        if isinstance(stale, TextEntry):  # text of a failed attempt with the same number
+            stale.text, stale.streaming = "", False
+            changed.append(_touch(stale))
+        changed.append(self._add(entry))
+        self._phase(e.turn, GENERATING)
+        return changed
+
+    def _finished(self, e: ModelRequestFinished) -> list[Entry]:
+        entry = self.by_key.get(f"s:{e.step}")
+        if not isinstance(entry, StepEntry):
+            entry = self._add(StepEntry(f"s:{e.step}", e.turn, step=e.step))
+        entry.model, entry.provider = e.model, e.provider
+        entry.status = "done"
+        entry.input_tokens = e.usage.input_tokens
+        entry.output_tokens = e.usage.output_tokens
+        entry.cached_tokens = e.usage.cached_tokens
+        entry.latency_ms = e.latency_ms
+        entry.stop_reason = e.stop_reason
+        entry.n_tool_calls = e.n_tool_calls
+        entry.cost_usd = e.cost_usd
+        for key in (None, e.turn):
+            t = self.totals.setdefault(key, Totals())
+            t.steps += 1
+            t.input_tokens += e.usage.input_tokens
+            t.output_tokens += e.usage.output_tokens
+            if e.cost_usd is not None:
+                t.cost_usd += e.cost_usd
+                t.cost_known = True
+        if e.n_tool_calls == 0 and e.stop_reason != "pause_turn":
+            self._phase(e.turn, COMPLETE)  # the model answered (step() callers see it too)
+        changed: list[Entry] = [_touch(entry)]
+        text = self.by_key.get(f"t:{e.step}")
+        if isinstance(text, TextEntry) and text.streaming:
+            text.streaming = False
+            changed.append(_touch(text))
+        return changed
+
+    def _failed(self, e: ModelRequestFailed) -> list[Entry]:
+        entry = self.by_key.get(f"s:{e.step}")
+        if not isinstance(entry, StepEntry):
+            entry = self._add(StepEntry(f"s:{e.step}", e.turn, step=e.step, model=e.model))
+        entry.status = "failed"
+        entry.error_type, entry.error = e.error_type, e.error
+        entry.latency_ms = e.latency_ms
+        self._phase(e.turn, FAILED)
+        return [_touch(entry)]
+
+    def _step_finished(self, e: StepFinished) -> list[Entry]:
+        if e.kind == "budget_exhausted":
+            self._budgets += 1
+            entry = self._add(BudgetEntry(f"b:{self._budgets}", e.turn, number=self._budgets,
+                                          step=e.step))
+            self._last_budget = entry
+            self._phase(e.turn, BUDGET)
+            return [entry]
+        if e.kind == "complete":
+            self._phase(e.turn, COMPLETE)
+        elif e.kind == "awaiting_approval":
+            self._phase(e.turn, AWAITING)
+        return []
+
+    # ---------------------------------------------------------------- calls
+    def _requested(self, e: ToolCallRequested) -> list[Entry]:
+        c = e.call
+        entry = CallEntry(
+            f"c:{c.id}", e.turn, call_id=c.id, name=c.name, step=e.step,
+            arguments=dict(c.arguments), raw_arguments=c.raw_arguments,
+            gated=e.approval.required, approval_reason=e.approval.reason,
+            approval_source=e.approval.source,
+        )
+        for key in (None, e.turn):
+            self.totals.setdefault(key, Totals()).calls += 1
+        return [self._add(entry)]
+
+    def _call_update(self, call: ToolCall, *, phase: str | None = None,
+                     arguments_run: dict[str, Any] | None = None, **fields: Any) -> list[Entry]:
+        entry = self.by_key.get(f"c:{call.id}")
+        if not isinstance(entry, CallEntry):
+            entry = self._add(_call_entry(call, self._turn_of_step.get(self._step, self.turn)))
+        for name, value in fields.items():
+            setattr(entry, name, value)
+        if arguments_run is not None and arguments_run != entry.arguments:
+            entry.edited_arguments = arguments_run
+        if phase is not None:
+            self._phase(entry.turn, phase)
+        changed: list[Entry] = [_touch(entry)]
+        if phase == RUNNING:
+            changed.extend(self._resolve_budgets())
+        return changed
+
+    def _call_finished(self, e: ToolCallFinished) -> list[Entry]:
+        return self._call_update(
+            e.call, status=e.status, result=e.result.content, result_status=e.result.status,
+            error=e.error, duration_ms=e.duration_ms, mode=e.mode,
+        )
+
+    # ------------------------------------------------------- reconstruction
+    @classmethod
+    def from_chat(cls, chat: Chat) -> ChatState:
+        """Rebuild what can be rebuilt from a chat's transcript and calls (no step timings)."""
+        state = cls(chat.id, chat.model)
+        step = 0
+        for index, m in enumerate(chat.transcript):
+            turn = getattr(m, "turn", 0)
+            state.turn = max(state.turn, turn)
+            if isinstance(m, ChatMessage) and m.role == "user":
+                state._add(UserEntry(f"m:{index}", turn, text=m.content))
+            elif isinstance(m, (ChatMessage, AssistantToolCallMessage)) and m.role == "assistant":
+                step += 1
+                state._turn_of_step[step] = turn
+                calls = getattr(m, "tool_calls", ())
+                state._add(StepEntry(f"s:{step}", turn, step=step, model=chat.model,
+                                     provider=chat.provider.name, status="done",
+                                     stop_reason=m.stop_reason, n_tool_calls=len(calls),
+                                     measured=False))
+                if m.content:
+                    state._add(TextEntry(f"t:{step}", turn, step=step, text=m.content))
+                for c in calls:
+                    state._add(_call_entry(c, turn, step))
+                    for key in (None, turn):
+                        state.totals.setdefault(key, Totals()).calls += 1
+                for key in (None, turn):
+                    state.totals.setdefault(key, Totals()).steps += 1
+        state._step = step
+        usage = chat.usage
+        state.totals[None].input_tokens = usage.input_tokens
+        state.totals[None].output_tokens = usage.output_tokens
+        status = chat.status
+        if status == "budget_exhausted":
+            state._budgets = 1
+            state._last_budget = state._add(BudgetEntry("b:1", state.turn, number=1, step=step))
+        phase = {"complete": COMPLETE, "awaiting_approval": AWAITING,
+                 "budget_exhausted": BUDGET, "idle": IDLE}.get(status, IDLE)
+        state._phase(state.turn, phase)
+        return state
+
+
+def _call_entry(c: ToolCall, turn: int, step: int = 0) -> CallEntry:
+    approval = c.approval
+    d = c.decision
+    result = c.result
+    edited = d.arguments if d is not None else None
+    return CallEntry(
+        f"c:{c.id}", turn, call_id=c.id, name=c.name, step=step,
+        arguments=dict(c.arguments), raw_arguments=c.raw_arguments, status=c.status,
+        gated=bool(approval and approval.required),
+        approval_reason=approval.reason if approval else "",
+        approval_source=approval.source if approval else "",
+        verdict=d.verdict if d else None, decided_by=d.by if d else None,
+        decision_reason=d.reason if d else None, edited_arguments=edited,
+        result=result.content if result else None,
+        result_status=result.status if result else None,
+        duration_ms=_duration(c),
+    )
+
+
+def _duration(c: ToolCall) -> float | None:
+    if c.started_at is None or c.finished_at is None:
+        return None
+    return (c.finished_at - c.started_at).total_seconds() * 1000.0
+
+
+def _touch(entry: Entry) -> Entry:
+    entry.version += 1
+    return entry
+
+
+def _settles(event: Event) -> bool:
+    if isinstance(event, StepFinished):
+        return event.kind in ("complete", "awaiting_approval", "budget_exhausted")
+    return isinstance(event, ModelRequestFailed)
+
+
+# One state per chat, shared by every view of it.
+_states: weakref.WeakKeyDictionary[Any, ChatState] = weakref.WeakKeyDictionary()
+_states_lock = threading.Lock()
+
+
+def state_for(chat: Chat) -> ChatState:
+    """The chat's display state: subscribed once, rebuilt from the transcript if late."""
+    with _states_lock:
+        state = _states.get(chat)
+        if state is None:
+            state = ChatState.from_chat(chat) if chat.transcript else ChatState(chat.id, chat.model)
+            _states[chat] = state
+            chat.on(None, state.on_event)
+        return state
+
+
+def has_state(chat: Chat) -> bool:
+    return chat in _states
+
+
+def unique(entries: Iterable[Entry]) -> list[Entry]:
+    seen: set[str] = set()
+    out = []
+    for e in entries:
+        if e.key not in seen:
+            seen.add(e.key)
+            out.append(e)
+    return out

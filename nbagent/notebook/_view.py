@@ -1,0 +1,443 @@
+"""ChatView: the live widget view of a chat (or of one turn).
+
+The view listens to the chat's :class:`~nbagent.notebook._state.ChatState` and
+keeps one widget per entry: an ``ipywidgets.HTML`` for messages, steps and
+tool-call cards, plus an :class:`~nbagent.notebook._widgets.ActionCard` under
+each gated call and for each exhausted step budget. An event re-renders only
+the entries it touched, and the entries are kept in pages of fixed size of
+which only the last few are live widgets ("Show earlier" brings older pages
+back), so the cost of an event stays flat however long the chat grows.
+
+Clicks go to :meth:`ChatView._on_card_action`, which records the decision
+through the chat's public API and asks the chat's
+:class:`~nbagent.notebook._continuation.Continuation` to run the loop again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as W
+from ipywidgets.widgets.widget_string import HTMLStyle
+
+from .._errors import DecisionError
+from . import _render as R
+from ._continuation import capture_main_loop, continuation_for
+from ._fallback import hook_post_run_cell, mark_dirty
+from ._state import (
+    BudgetEntry,
+    CallEntry,
+    Entry,
+    TextEntry,
+    UserEntry,
+    state_for,
+)
+from ._widgets import ActionCard, CardError
+
+if TYPE_CHECKING:
+    from .._chat import Chat
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+TEXT_THROTTLE = 0.05  # seconds between pushes of streaming text to the browser
+
+
+class ChatView:
+    """A live view of ``chat`` (all turns) or of one ``turn``.
+
+    Args:
+        chat: The chat to show.
+        turn: Show only this turn (what ``chat.ask()`` displays); ``None`` for all.
+        page_size: Entries per page.
+        live_pages: Pages kept as live widgets; older ones fold behind "Show earlier".
+
+    Display it with ``display(view)`` (or just ``nbagent.notebook.show(chat)``).
+    ``view.widget`` is the ipywidgets container.
+    """
+
+    def __init__(self, chat: Chat, *, turn: int | None = None, page_size: int = 25,
+                 live_pages: int = 2):
+        if page_size < 1 or live_pages < 1:
+            raise ValueError("page_size and live_pages must be at least 1")
+        capture_main_loop()
+        self.chat = chat
+        self.turn = turn
+        self.page_size = page_size
+        self.live_pages = live_pages
+        self.state = state_for(chat)
+        self.continuation = continuation_for(chat)
+        self.display_id = f"nbagent-{chat.id[:8]}-{uuid.uuid4().hex[:8]}"
+        self.frozen = False
+        self._widgets: dict[str, W.Widget] = {}
+        self._html: dict[str, W.HTML] = {}
+        self._cards: dict[str, ActionCard] = {}
+        self._pos: dict[str, int] = {}
+        self._keys: list[str] = []
+        self._pages: dict[int, W.VBox] = {}
+        self._first_live = 0
+        self._expanded = False
+        self._displayed = False
+        self._last_fallback: str | None = None
+        self._text_pushed: dict[str, float] = {}
+        self._dirty_text: set[str] = set()
+
+        self._entry_layout = W.Layout()
+        self._entry_style = HTMLStyle()
+        self._style = W.HTML(R.style_tag())
+        self._more = W.Button(description="Show earlier", layout=W.Layout(display="none"),
+                              tooltip="Show the previous page of this conversation")
+        self._more.add_class("nba-more")
+        self._more.on_click(lambda _b: self.show_earlier())
+        self._body = W.VBox([])
+        self._status = W.HTML()
+        self.widget = W.VBox([self._style, self._more, self._body, self._status])
+        self.widget.add_class("nba-chat")
+        with self.state.lock:
+            entries = self.state.entries_for(turn)
+            self._build(entries)
+            self._status.value = R.status_html(self.state.totals_for(turn))
+            self.state.add_listener(self._on_change)
+
+    def __repr__(self) -> str:
+        what = "all turns" if self.turn is None else f"turn {self.turn}"
+        return f"<ChatView of chat {self.chat.id[:8]} ({what}, {len(self._keys)} entries)>"
+
+    # ------------------------------------------------------------- building
+    def _build(self, entries: list[Entry]) -> None:
+        for i, e in enumerate(entries):
+            self._keys.append(e.key)
+            self._pos[e.key] = i
+        n_pages = (len(entries) + self.page_size - 1) // self.page_size
+        first = max(0, n_pages - self.live_pages)
+        # Pending cards must stay reachable: never fold a page that holds one.
+        for e in self.state.pending_cards():
+            pos = self._pos.get(e.key)
+            if pos is not None:
+                first = min(first, pos // self.page_size)
+        self._first_live = first
+        boxes = [self._make_page(p) for p in range(first, n_pages)]
+        self._body.children = tuple(boxes)
+        self._update_more()
+
+    def _page_entries(self, page: int) -> list[Entry]:
+        keys = self._keys[page * self.page_size:(page + 1) * self.page_size]
+        by_key = self.state.by_key
+        return [by_key[k] for k in keys if k in by_key]
+
+    def _make_page(self, page: int) -> W.VBox:
+        box = W.VBox([self._make_widget(e) for e in self._page_entries(page)])
+        self._pages[page] = box
+        return box
+
+    def _make_widget(self, e: Entry) -> W.Widget:
+        # One Layout and one style model shared by every entry: a card is one model, not three.
+        html = W.HTML(R.entry_html(e, live=True), layout=self._entry_layout,
+                      style=self._entry_style)
+        self._html[e.key] = html
+        widget: W.Widget = html
+        if isinstance(e, CallEntry) and e.gated:
+            card = self._make_card(e)
+            widget = W.VBox([html, card])
+        elif isinstance(e, BudgetEntry):
+            card = self._make_card(e)
+            widget = W.VBox([card])
+            html.close()
+            del self._html[e.key]
+        self._widgets[e.key] = widget
+        return widget
+
+    def _make_card(self, e: Entry) -> ActionCard:
+        if isinstance(e, CallEntry):
+            card = ActionCard(self._on_card_action, kind="approval", tool=e.name,
+                              call_id=e.call_id, arguments=e.arguments_json,
+                              reason=e.approval_reason)
+        else:
+            card = ActionCard(self._on_card_action, kind="budget", steps=self._budget_steps())
+        card.on_rendered = self.continuation.note_rendered
+        self._cards[e.key] = card
+        self._sync_card(card, e)
+        return card
+
+    def _budget_steps(self) -> int:
+        from .._config import get_config
+
+        return int(self.chat.max_steps or get_config().max_steps)
+
+    # -------------------------------------------------------------- paging
+    def _update_more(self) -> None:
+        hidden = self._first_live * self.page_size
+        if hidden:
+            self._more.description = f"Show earlier ({hidden:,} more entries)"
+            self._more.layout.display = None
+        else:
+            self._more.layout.display = "none"
+
+    def show_earlier(self) -> None:
+        """Bring back the previous page (the "Show earlier" button)."""
+        with self.state.lock:
+            if self._first_live == 0:
+                return
+            self._expanded = True
+            self._first_live -= 1
+            box = self._make_page(self._first_live)
+            self._body.children = (box, *self._body.children)
+            self._update_more()
+
+    def _append(self, e: Entry) -> None:
+        pos = len(self._keys)
+        self._keys.append(e.key)
+        self._pos[e.key] = pos
+        page = pos // self.page_size
+        widget = self._make_widget(e)
+        box = self._pages.get(page)
+        if box is not None:
+            box.children = (*box.children, widget)
+            return
+        box = W.VBox([widget])
+        self._pages[page] = box
+        children = (*self._body.children, box)
+        live = len(children)
+        if not self._expanded and live > self.live_pages:
+            oldest = self._first_live
+            if not any(self._has_pending(k) for k in self._page_keys(oldest)):
+                children = children[1:]
+                self._drop_page(oldest)
+                self._first_live += 1
+        self._body.children = children
+        self._update_more()
+
+    def _page_keys(self, page: int) -> list[str]:
+        return self._keys[page * self.page_size:(page + 1) * self.page_size]
+
+    def _has_pending(self, key: str) -> bool:
+        e = self.state.by_key.get(key)
+        return isinstance(e, (CallEntry, BudgetEntry)) and e.pending
+
+    def _drop_page(self, page: int) -> None:
+        box = self._pages.pop(page, None)
+        for key in self._page_keys(page):
+            widget = self._widgets.pop(key, None)
+            html = self._html.pop(key, None)
+            card = self._cards.pop(key, None)
+            for w in (card, html, widget):
+                if w is not None:
+                    w.close()
+        if box is not None:
+            box.close()
+
+    # -------------------------------------------------------------- events
+    def _on_change(self, changed: list[Entry], settled: bool) -> None:
+        if self.frozen:
+            return
+        touched = False
+        for e in changed:
+            if self.turn is not None and e.turn != self.turn:
+                if isinstance(e, UserEntry) and e.turn > self.turn:
+                    self.freeze()
+                    return
+                continue
+            touched = True
+            if e.key not in self._pos:
+                self._append(e)
+                continue
+            if isinstance(e, TextEntry) and e.streaming:
+                now = time.monotonic()
+                if now - self._text_pushed.get(e.key, 0.0) < TEXT_THROTTLE:
+                    self._dirty_text.add(e.key)
+                    continue
+                self._text_pushed[e.key] = now
+            self._dirty_text.discard(e.key)
+            self._refresh(e)
+        if touched and self._dirty_text:
+            keys = {e.key for e in changed}
+            for key in list(self._dirty_text):
+                if key not in keys:
+                    entry = self.state.by_key.get(key)
+                    if entry is not None:
+                        self._refresh(entry)
+                    self._dirty_text.discard(key)
+        if settled:
+            self._flush_text()
+        if touched or settled:
+            self._status.value = R.status_html(self.state.totals_for(self.turn))
+        if settled:
+            self._update_fallback()
+        elif touched and self._displayed:
+            mark_dirty(self)
+
+    def _flush_text(self) -> None:
+        for key in list(self._dirty_text):
+            entry = self.state.by_key.get(key)
+            if entry is not None:
+                self._refresh(entry)
+        self._dirty_text.clear()
+
+    def _refresh(self, e: Entry) -> None:
+        html = self._html.get(e.key)
+        if html is not None:
+            html.value = R.entry_html(e, live=True)
+        card = self._cards.get(e.key)
+        if card is not None:
+            self._sync_card(card, e)
+
+    def _sync_card(self, card: ActionCard, e: Entry) -> None:
+        if isinstance(e, CallEntry):
+            if e.status in ("requested", "awaiting_approval") and e.verdict is None:
+                card.layout.display = None
+                if card.state not in ("pending", "working"):
+                    card.state = "pending"
+                return
+            summary = R.decision_words(e) or f"no decision ({e.status})"
+            card.summary = summary[:1].upper() + summary[1:]
+            card.state = e.verdict if e.verdict in ("approved", "denied") else "closed"
+            card.layout.display = "none"  # the call card above says what was decided
+        elif isinstance(e, BudgetEntry):
+            if e.pending:
+                if card.state not in ("pending", "working"):
+                    card.state = "pending"
+                return
+            card.summary = {"continued": "Continued.", "stopped": "Stopped."}.get(e.status, "")
+            card.state = e.status
+
+    def freeze(self) -> None:
+        """Stop following the chat (a later turn started): close undecided budget cards."""
+        if self.frozen:
+            return
+        self.frozen = True
+        self.state.remove_listener(self._on_change)
+        for card in self._cards.values():
+            card.close_card("A later turn started.")
+
+    def close(self) -> None:
+        """Stop following the chat and close every widget of this view."""
+        self.freeze()
+        for w in [*self._cards.values(), *self._html.values(), *self._widgets.values(),
+                  *self._pages.values()]:
+            w.close()
+        for w in (self._style, self._more, self._body, self._status, self.widget,
+                  self._entry_layout, self._entry_style):
+            w.close()
+
+    # -------------------------------------------------------------- clicks
+    def _on_card_action(self, card: ActionCard, action: dict[str, Any]) -> None:
+        kind = action.get("kind")
+        chat = self.chat
+        if card.kind == "budget":
+            key = next((k for k, c in self._cards.items() if c is card), None)
+            if kind == "continue":
+                if key:
+                    self.state.set_budget_status(key, "continued")
+                card.summary, card.state = "Continued.", "continued"
+                self.continuation.request(max_steps=card.steps or None)
+            elif kind == "stop":
+                if key:
+                    self.state.set_budget_status(key, "stopped")
+                card.summary, card.state = "Stopped.", "stopped"
+            else:
+                raise CardError(f"unknown action {kind!r}")
+            return
+        call_id = card.call_id
+        try:
+            if kind == "approve":
+                chat.approve(call_id)
+            elif kind == "deny":
+                reason = str(action.get("reason") or "").strip() or None
+                chat.deny(call_id, reason=reason)
+            elif kind == "edit":
+                chat.approve(call_id, arguments=_parse_arguments(action.get("arguments")))
+            elif kind == "always":
+                chat.always_allow(card.tool)
+            else:
+                raise CardError(f"unknown action {kind!r}")
+        except DecisionError as exc:
+            entry = self.state.by_key.get(f"c:{call_id}")
+            if isinstance(entry, CallEntry) and entry.status != "awaiting_approval":
+                card.error = str(exc)
+                self._sync_card(card, entry)
+                return
+            raise CardError(str(exc)) from None
+        entry = self.state.by_key.get(f"c:{call_id}")
+        if isinstance(entry, CallEntry):
+            self._sync_card(card, entry)
+        self.continuation.request()
+
+    # ----------------------------------------------------------- fallbacks
+    def entries(self) -> list[Entry]:
+        return self.state.entries_for(self.turn)
+
+    def fallback_bundle(self) -> dict[str, str]:
+        """``text/html``, ``text/markdown`` and ``text/plain`` of what the view shows."""
+        from ._fallback import bundle_for
+
+        return bundle_for(self.state, self.turn)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        data: dict[str, Any] = dict(self.fallback_bundle())
+        data[WIDGET_MIME] = {"version_major": 2, "version_minor": 0,
+                             "model_id": self.widget.model_id}
+        return data
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        data = self._repr_mimebundle_()
+        self._last_fallback = data["text/html"]
+        display(data, raw=True, display_id=self.display_id)
+        self._displayed = True
+        hook_post_run_cell()
+
+    def _update_fallback(self) -> None:
+        """Refresh the display's static fallbacks (a saved notebook shows the final state)."""
+        if not self._displayed:
+            return
+        data = self._repr_mimebundle_()
+        if data["text/html"] == self._last_fallback:
+            return
+        self._last_fallback = data["text/html"]
+        try:
+            from IPython.display import update_display
+
+            update_display(data, raw=True, display_id=self.display_id)
+        except Exception:
+            pass
+
+    # ---------------------------------------------------------- for tests
+    def card_for(self, call: Any) -> ActionCard:
+        """The approval card of a call (a ToolCall or its id)."""
+        cid = getattr(call, "id", call)
+        return self._cards[f"c:{cid}"]
+
+    def budget_cards(self) -> list[ActionCard]:
+        return [c for k, c in self._cards.items() if k.startswith("b:")]
+
+    def html_of(self, key: str) -> str:
+        html = self._html.get(key)
+        return html.value if html is not None else ""
+
+    def live_html(self) -> list[str]:
+        """Every HTML string currently in the view's widgets."""
+        out = [self._style.value, self._status.value]
+        out.extend(h.value for h in self._html.values())
+        return out
+
+    @property
+    def live_entries(self) -> int:
+        return len(self._widgets)
+
+    def wait(self, timeout: float | None = 10.0) -> bool:
+        """Wait for continuations started by clicks to finish (scripts and tests)."""
+        return self.continuation.wait(timeout)
+
+
+def _parse_arguments(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    try:
+        parsed = json.loads(value or "")
+    except (TypeError, ValueError) as exc:
+        raise CardError(f"The edited arguments are not valid JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise CardError("The edited arguments must be a JSON object.")
+    return parsed

@@ -1,0 +1,136 @@
+"""The action cards: one anywidget model per approval (or step-budget) decision.
+
+The browser side (``approval.js``) draws the buttons and, on the first click,
+disables every control at once and sets the ``action`` trait to
+``{"kind", "reason", "arguments", "nonce"}``. The kernel side observes that
+trait: it accepts one action per card while the card is ``pending`` (a second
+click, a second view of the same card, or a repeated nonce is ignored), hands
+the action to the view's handler, and reflects the outcome in ``state``,
+``summary`` and ``error``. Tests drive a card exactly as the browser does, with
+:meth:`ActionCard.click`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import traitlets as t
+
+_HERE = Path(__file__).parent
+_nonces = itertools.count(1)
+
+ActionHandler = Callable[["ActionCard", dict[str, Any]], None]
+"""``handler(card, action)``: perform the action; raise :class:`CardError` to show
+an error on the card and leave it pending."""
+
+
+class CardError(Exception):
+    """An action could not be applied; the message is shown on the card."""
+
+
+class ActionCard(anywidget.AnyWidget):
+    """A card with buttons that decides something (see the module docstring).
+
+    Traits (all synced):
+        kind: ``"approval"`` or ``"budget"``.
+        state: ``pending`` (buttons live), ``working`` (an action is being
+            applied), then ``approved`` / ``denied`` / ``continued`` /
+            ``stopped``, or ``closed`` (nothing left to decide here).
+        tool: Tool name (approval cards).
+        arguments: The call's arguments as pretty JSON (the editor's start value).
+        reason: Why the call needs approval.
+        steps: Steps "Continue" adds (budget cards).
+        summary: One line saying what was decided.
+        error: The last error (invalid edited arguments...), else empty.
+        action: Set by the browser: ``{"kind", "reason", "arguments", "nonce"}``.
+    """
+
+    _esm = _HERE / "approval.js"
+    _css = _HERE / "approval.css"
+
+    kind = t.Unicode("approval").tag(sync=True)
+    state = t.Unicode("pending").tag(sync=True)
+    tool = t.Unicode("").tag(sync=True)
+    call_id = t.Unicode("").tag(sync=True)
+    arguments = t.Unicode("{}").tag(sync=True)
+    reason = t.Unicode("").tag(sync=True)
+    steps = t.Int(0).tag(sync=True)
+    summary = t.Unicode("").tag(sync=True)
+    error = t.Unicode("").tag(sync=True)
+    action = t.Dict({}).tag(sync=True)
+
+    def __init__(self, handler: ActionHandler | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._handler = handler
+        self._lock = threading.Lock()
+        self._seen: set[str] = set()
+        self.rendered = False
+        self.on_rendered: Callable[[], Any] | None = None
+        self.observe(self._on_action, names="action")
+        self.on_msg(self._on_custom_msg)
+
+    def __repr__(self) -> str:
+        return f"ActionCard(kind={self.kind!r}, tool={self.tool!r}, state={self.state!r})"
+
+    # ------------------------------------------------------------------ browser
+    def _on_custom_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("event") == "rendered":
+            self.rendered = True
+            if self.on_rendered is not None:
+                self.on_rendered()
+
+    def _on_action(self, change: dict[str, Any]) -> None:
+        action = change.get("new") or {}
+        if not isinstance(action, dict) or not action.get("kind"):
+            return
+        nonce = str(action.get("nonce", ""))
+        with self._lock:
+            if nonce in self._seen or self.state != "pending":
+                return  # a double click, a second view, or a card already decided
+            self._seen.add(nonce)
+            self.state = "working"
+            self.error = ""
+        try:
+            if self._handler is None:
+                raise CardError("this card is not connected to a chat any more")
+            self._handler(self, action)
+        except CardError as exc:
+            self.error = str(exc)
+            if self.state == "working":
+                self.state = "pending"
+        except Exception as exc:  # never lose an error in a comm handler
+            self.error = f"{type(exc).__name__}: {exc}"
+            if self.state == "working":
+                self.state = "pending"
+
+    # -------------------------------------------------------------------- tests
+    def click(
+        self, kind: str, *, reason: str = "", arguments: str | dict[str, Any] | None = None
+    ) -> None:
+        """Do what a click in the browser does: set ``action`` with a fresh nonce.
+
+        ``kind`` is ``approve``, ``deny``, ``edit``, ``always`` (approval cards)
+        or ``continue``, ``stop`` (budget cards).
+        """
+        import json
+
+        if isinstance(arguments, dict):
+            arguments = json.dumps(arguments)
+        self.action = {
+            "kind": kind,
+            "reason": reason,
+            "arguments": arguments if arguments is not None else self.arguments,
+            "nonce": f"py-{next(_nonces)}",
+        }
+
+    def close_card(self, summary: str = "") -> None:
+        """Nothing left to decide here (the turn moved on)."""
+        if self.state in ("pending", "working"):
+            self.state = "closed"
+        if summary:
+            self.summary = summary

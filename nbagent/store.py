@@ -1,0 +1,45 @@
+"""Durable chats: persist a chat as it runs, resume it anywhere, decide from elsewhere.
+
+::
+
+    from nbagent.store import SQLiteStore
+
+    chat = Chat(model="gpt-4.1-mini", store="agent.db").with_tools(IssueRefund)
+    chat.ask("Refund order 42")               # parks: awaiting approval, on disk
+
+    # later, in any process (a script, another notebook, a web form):
+    store = SQLiteStore("agent.db")
+    store.pending_approvals()                 # every call waiting, in every chat
+    store.approve(call_id)                    # or store.deny(call_id, reason="...")
+
+    # after a kernel restart:
+    chat = Chat.load(chat_id, store="agent.db", tools=[IssueRefund])
+    chat.complete()                           # applies the decision, runs the tool once
+
+**At most once.** Right before a tool runs, its call is claimed in a
+transaction (``requested``/``approved`` -> ``running``); only the process that
+made that change runs it. A call found ``running`` after its process died is
+*in doubt*: a ``CallInDoubt`` event, then the model is told the outcome is
+unknown (status ``in_doubt``); it is never rerun silently. A tool declared
+``idempotent`` is rerun instead. If two processes drive one chat at once, the
+one that loses a claim stops (its step returns ``"busy"`` with a
+:class:`StoreConflictWarning`) and must ``Chat.load`` again.
+
+:class:`Store` is the seam (SQLite is the embedded default; a PostgreSQL store
+implements the same protocol).
+"""
+
+from __future__ import annotations
+
+from ._sqlite_store import SCHEMA_VERSION, SQLiteStore
+from ._store import ChatInfo, Store, StoreConflictWarning, StoredCall, open_store
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ChatInfo",
+    "SQLiteStore",
+    "Store",
+    "StoreConflictWarning",
+    "StoredCall",
+    "open_store",
+]

@@ -1,0 +1,623 @@
+"""Level 1: the notebook view in-process, clicks simulated, no kernel.
+
+A card is driven exactly as the browser drives it: ``card.click(kind)`` sets
+the ``action`` trait with a fresh nonce (what ``approval.js`` does on the first
+click). Continuations run either in a worker thread (no kernel loop captured,
+as in a terminal) or on a stand-in for the kernel's main loop running in
+another thread, with the click coming from a third thread (a subshell).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import nbagent
+from nbagent import ApprovalDecided, Chat, Tool, ToolCallStarted, tool
+from nbagent.notebook import ChatView, review
+from nbagent.notebook import _continuation as cont
+from nbagent.notebook._fallback import bundle_for, chat_mimebundle
+from nbagent.notebook._state import state_for
+
+SCRIPT = "<script>alert(1)</script>"
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.threads: list[str] = []
+        self.lock = threading.Lock()
+
+    def hit(self, **kwargs: Any) -> None:
+        with self.lock:
+            self.calls.append(kwargs)
+            self.threads.append(threading.current_thread().name)
+
+
+@pytest.fixture
+def counter() -> Counter:
+    return Counter()
+
+
+def make_chat(counter: Counter, **chat_kwargs: Any) -> Chat:
+    class IssueRefund(Tool):
+        """Issues a refund for an order."""
+
+        requires_approval = True
+
+        def execute(self, order_id: int) -> str:
+            counter.hit(order_id=order_id)
+            return f"refunded order {order_id}"
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Get current weather for a city.
+
+        Args:
+            city: City name.
+        """
+        return f"sunny in {city}"
+
+    return Chat(model="demo", **chat_kwargs).with_tools(IssueRefund, get_weather)
+
+
+@pytest.fixture(params=["worker-thread", "kernel-loop"])
+def continuation_mode(request: pytest.FixtureRequest) -> Iterator[str]:
+    """No loop captured (terminal: a worker thread continues), or a stand-in kernel loop."""
+    if request.param == "worker-thread":
+        cont.set_main_loop(None)
+        yield request.param
+        return
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="kernel-main", daemon=True)
+    thread.start()
+    cont.set_main_loop(loop)
+    try:
+        yield request.param
+    finally:
+        cont.set_main_loop(None)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+
+
+def all_html(view: ChatView) -> str:
+    return "\n".join([*view.live_html(), view._repr_mimebundle_()["text/html"]])
+
+
+# --------------------------------------------------------------------------- approve
+def test_approve_click_runs_the_tool_once(counter: Counter, continuation_mode: str) -> None:
+    chat = make_chat(counter)
+    view = ChatView(chat)
+    chat.ask("Refund order 42")
+    assert chat.status == "awaiting_approval"
+    call = chat.pending_approvals[0]
+    card = view.card_for(call)
+    assert (card.kind, card.state, card.tool) == ("approval", "pending", "issue_refund")
+    assert '"order_id": 42' in card.arguments
+    assert "requires approval" in card.reason
+
+    card.click("approve")
+    assert view.wait(10)
+    assert counter.calls == [{"order_id": 42}]
+    assert card.state == "approved"
+    assert card.layout.display == "none"  # the call card above now says it
+    assert chat.status == "complete"
+    assert "refunded order 42" in chat.last_assistant_message.content
+    html = view.html_of(f"c:{call.id}")
+    assert "nba-st-ok" in html and "approved by you" in html
+    if continuation_mode == "kernel-loop":
+        assert counter.threads == ["kernel-main"]  # ran on the kernel's loop, not the clicker's
+    status = view._status.value
+    assert "complete" in status and "1 tool call" in status
+
+
+def test_double_click_runs_once(counter: Counter, continuation_mode: str) -> None:
+    chat = make_chat(counter)
+    view = ChatView(chat)
+    chat.ask("Refund order 7")
+    card = view.card_for(chat.pending_approvals[0])
+    card.click("approve")
+    card.click("approve")  # the browser disables the buttons; the kernel ignores it anyway
+    card.click("deny")
+    assert view.wait(10)
+    assert counter.calls == [{"order_id": 7}]
+    assert card.state == "approved"
+
+
+def test_concurrent_clicks_from_subshell_threads(counter: Counter, continuation_mode: str) -> None:
+    chat = make_chat(counter)
+    view = ChatView(chat)
+    chat.ask("Refund order 9")
+    card = view.card_for(chat.pending_approvals[0])
+    barrier = threading.Barrier(4)
+
+    def click() -> None:
+        barrier.wait()
+        card.click("approve")
+
+    threads = [threading.Thread(target=click, name=f"subshell-{i}") for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert view.wait(10)
+    assert counter.calls == [{"order_id": 9}]
+    assert chat.status == "complete"
+
+
+# ------------------------------------------------------------------------------ deny
+def test_deny_click_sends_the_denial(counter: Counter, continuation_mode: str) -> None:
+    chat = make_chat(counter)
+    view = ChatView(chat)
+    chat.ask("Refund order 42")
+    call = chat.pending_approvals[0]
+    view.card_for(call).click("deny", reason="not this one")
+    assert view.wait(10)
+    assert counter.calls == []
+    assert call.status == "denied"
+    assert view.card_for(call).state == "denied"
+    text = chat.last_assistant_message.content
+    assert "was not run" in text and "not this one" in text
+    html = view.html_of(f"c:{call.id}")
+    assert "denied by you: not this one" in html
+
+
+# ------------------------------------------------------------------------------ edit
+def test_edit_arguments_valid(counter: Counter, continuation_mode: str) -> None:
+    chat = make_chat(counter)
+    view = ChatView(chat)
+    chat.ask("Refund order 42")
+    call = chat.pending_approvals[0]
+    view.card_for(call).click("edit", arguments='{"order_id": 43}')
+    assert view.wait(10)
+    assert counter.calls == [{"order_id": 43}]
+    assert call.decision is not None and call.decision.arguments == {"order_id": 43}
+    html = view.html_of(f"c:{call.id}")
+    assert "run with edited arguments" in html and "43" in html
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"order_id": "forty-two"}', "invalid"),
+        ('{"order_id": 1, "extra": true}', "invalid"),
+    ],
+)
+def test_edit_arguments_invalid_shows_an_error_and_does_not_approve(
+    counter: Counter, text: str, message: str
+) -> None:
+    chat = make_chat(counter)
+    view = ChatView(chat)
+    chat.ask("Refund order 42")
+    call = chat.pending_approvals[0]
+    card = view.card_for(call)
+    card.click("edit", arguments=text)
+    assert view.wait(10)
+    assert message in card.error
+    assert card.state == "pending"  # buttons come back
+    assert call.status == "awaiting_approval" and call.decision is None
+    assert counter.calls == []
+    card.click("edit", arguments='{"order_id": 5}')  # a corrected edit is accepted
+    assert view.wait(10)
+    assert card.error == ""
+    assert counter.calls == [{"order_id": 5}]
+
+
+# ----------------------------------------------------------------------- always allow
+def test_always_allow_approves_pending_and_future_calls(
+    counter: Counter, continuation_mode: str
+) -> None:
+    chat = make_chat(counter)
+    view = ChatView(chat)
+    chat.ask("Refund order 1 and refund order 2")
+    first, second = chat.pending_approvals
+    view.card_for(second).click("always")
+    assert view.wait(10)
+    assert sorted(c["order_id"] for c in counter.calls) == [1, 2]
+    for call in (first, second):
+        assert call.decision is not None and call.decision.by == "policy:always_allow:issue_refund"
+        assert view.card_for(call).state == "approved"
+    chat.ask("Refund order 3")  # a later call of the tool needs no click
+    assert chat.status == "complete"
+    assert [c["order_id"] for c in counter.calls][-1] == 3
+    assert "approved: always allowed" in view.html_of(f"c:{chat.tool_calls[-1].id}")
+
+
+def test_several_gated_calls_decided_in_any_order(counter: Counter, continuation_mode: str) -> None:
+    chat = make_chat(counter)
+    view = ChatView(chat)
+    chat.ask("Refund order 1 and refund order 2")
+    first, second = chat.pending_approvals
+    view.card_for(second).click("approve")
+    assert view.wait(10)
+    assert counter.calls == [{"order_id": 2}]  # runs at once; the other card still waits
+    assert view.card_for(first).state == "pending"
+    assert chat.status == "awaiting_approval"
+    view.card_for(first).click("deny")
+    assert view.wait(10)
+    assert counter.calls == [{"order_id": 2}]
+    assert chat.status == "complete"
+    assert "was not run" in chat.last_assistant_message.content
+
+
+# ---------------------------------------------------------------------- decisions in code
+def test_decisions_in_code_update_the_cards(counter: Counter) -> None:
+    chat = make_chat(counter)
+    view = ChatView(chat)
+    chat.ask("Refund order 1 and refund order 2")
+    first, second = chat.pending_approvals
+    chat.approve(first)
+    assert view.card_for(first).state == "approved"
+    assert "approved by you" in view.html_of(f"c:{first.id}")
+    chat.deny(second, reason="no")
+    assert view.card_for(second).state == "denied"
+    chat.complete()
+    assert counter.calls == [{"order_id": 1}]
+    assert "nba-st-ok" in view.html_of(f"c:{first.id}")
+    # A click on a card decided in code does nothing.
+    view.card_for(second).click("approve")
+    assert view.wait(10)
+    assert counter.calls == [{"order_id": 1}]
+
+
+# ------------------------------------------------------------------------------ budget
+def test_continue_after_budget_exhausted(counter: Counter, continuation_mode: str) -> None:
+    chat = make_chat(counter, max_steps=1)
+    view = ChatView(chat)
+    chat.ask("What's the weather in Paris?")
+    assert chat.status == "budget_exhausted"
+    (card,) = view.budget_cards()
+    assert (card.kind, card.state, card.steps) == ("budget", "pending", 1)
+    card.click("continue")
+    assert view.wait(10)
+    assert card.state == "continued"
+    # One more step ran (the tool round), then the budget ran out again: a new card.
+    assert chat.status == "budget_exhausted"
+    cards = view.budget_cards()
+    assert len(cards) == 2 and cards[-1].state == "pending"
+    cards[-1].click("continue")
+    assert view.wait(10)
+    assert chat.status == "complete"
+    assert "sunny in Paris" in chat.last_assistant_message.content
+
+
+def test_stop_after_budget_exhausted(counter: Counter) -> None:
+    chat = make_chat(counter, max_steps=1)
+    view = ChatView(chat)
+    chat.ask("What's the weather in Paris?")
+    (card,) = view.budget_cards()
+    card.click("stop")
+    assert view.wait(10)
+    assert card.state == "stopped"
+    assert chat.status == "budget_exhausted"
+    assert "stopped" in all_html(view)
+
+
+# ----------------------------------------------------------------------------- errors
+def test_continuation_errors_are_shown_in_the_view(continuation_mode: str) -> None:
+    class Explode(Tool):
+        """Explodes a thing."""
+
+        requires_approval = True
+
+        def execute(self, thing: str) -> str:
+            raise RuntimeError("kaboom")
+
+    chat = Chat(model="demo", on_tool_error="raise").with_tools(Explode)
+    view = ChatView(chat)
+    chat.ask("Explode the thing")
+    view.card_for(chat.pending_approvals[0]).click("approve")
+    assert view.wait(10)
+    assert isinstance(view.continuation.last_error, nbagent.ToolExecutionError)
+    html = all_html(view)
+    assert "Continuing after your decision failed" in html and "kaboom" in html
+    assert "error" in view._status.value
+
+
+# --------------------------------------------------------------------------- escaping
+def test_everything_is_escaped(counter: Counter) -> None:
+    class Evil(Tool):
+        """Returns evil markup for a name."""
+
+        requires_approval = True
+
+        def execute(self, name: str) -> str:
+            return f"{SCRIPT} <img src=x onerror=alert(2)> {name}"
+
+    chat = Chat(model="demo").with_tools(Evil)
+    view = ChatView(chat)
+    turn_view = None
+    chat.ask('Return evil markup for "<b onmouseover=alert(3)>x</b>"')
+    turn_view = ChatView(chat, turn=1)
+    chat.approve(chat.pending_approvals[0])
+    chat.complete()
+    assert SCRIPT in chat.last_assistant_message.content  # the model did echo it
+    html_strings = [
+        *view.live_html(), *turn_view.live_html(),
+        view._repr_mimebundle_()["text/html"], chat_mimebundle(chat)["text/html"],
+    ]
+    for text in html_strings:
+        assert "<script>" not in text
+        assert "<img" not in text
+        assert "<b onmouseover" not in text
+    joined = "\n".join(html_strings)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in joined
+    markdown = chat_mimebundle(chat)["text/markdown"]
+    # In markdown, model text is HTML-escaped; tool output sits in code fences.
+    outside_fences = re.sub(r"(`{3,})[^\n]*\n.*?\n\1", "", markdown, flags=re.S)
+    assert "<script>" not in outside_fences and "<img" not in outside_fences
+
+
+def test_mimebundles_have_the_three_types(counter: Counter) -> None:
+    chat = make_chat(counter)
+    chat.ask("What's the weather in Oslo?")
+    bundle = chat._repr_mimebundle_()
+    assert {"text/html", "text/markdown", "text/plain"} <= set(bundle)
+    assert "sunny in Oslo" in bundle["text/plain"] and "sunny in Oslo" in bundle["text/html"]
+    assert bundle["text/plain"].startswith("Chat(")
+    view = ChatView(chat)
+    vb = view._repr_mimebundle_()
+    assert {"text/html", "text/markdown", "text/plain",
+            "application/vnd.jupyter.widget-view+json"} <= set(vb)
+    assert vb["application/vnd.jupyter.widget-view+json"]["model_id"] == view.widget.model_id
+
+
+# ----------------------------------------------------------------- incremental updates
+def test_an_event_updates_only_the_entries_it_touches(counter: Counter) -> None:
+    chat = make_chat(counter)
+    view = ChatView(chat)
+    chat.ask("What's the weather in Paris and in Tokyo?")
+    sets: dict[str, int] = {}
+    old_keys = list(view._html)
+    for key, html in view._html.items():
+        html.observe(lambda _c, key=key: sets.__setitem__(key, sets.get(key, 0) + 1), names="value")
+    chat.ask("Refund order 5")
+    assert len(old_keys) >= 6
+    assert sets == {}  # nothing of turn 1 was re-rendered
+    new_keys = [k for k in view._html if k not in old_keys]
+    assert len(new_keys) == 3  # the user message, the step, the gated call
+
+
+def test_long_chats_keep_few_live_widgets(counter: Counter) -> None:
+    chat = make_chat(counter)
+    view = ChatView(chat, page_size=5, live_pages=2)
+    for i in range(12):
+        chat.ask(f"What's the weather in City{i}?")
+    n_entries = len(view.entries())
+    assert n_entries == 12 * 5  # user, step, call, step, text per turn
+    assert view.live_entries <= 10
+    assert "Show earlier" in view._more.description and view._more.layout.display is None
+    before = view.live_entries
+    view._more.click()
+    assert view.live_entries == before + 5
+    # a fresh view of the long chat also starts folded
+    assert ChatView(chat, page_size=5, live_pages=2).live_entries <= 10
+
+
+def test_turn_views_follow_their_turn_then_freeze(counter: Counter) -> None:
+    chat = make_chat(counter, max_steps=2)
+    chat.ask("What's the weather in Paris?")  # budget runs out before the answer
+    assert chat.status == "budget_exhausted"
+    first = ChatView(chat, turn=1)
+    (card,) = first.budget_cards()
+    chat.ask("What's the weather in Rome?")
+    assert first.frozen and card.state == "closed"
+    assert all("Rome" not in h for h in first.live_html())
+    second = ChatView(chat, turn=2)
+    assert any("Rome" in h for h in second.live_html())
+
+
+def test_streamed_text_ends_complete(counter: Counter) -> None:
+    chat = make_chat(counter)
+    chat.provider.chunk_words = 1  # type: ignore[attr-defined]
+    view = ChatView(chat)
+    chat.ask("What's the weather in Paris and in Tokyo?")
+    text_keys = [k for k in view._html if k.startswith("t:")]
+    assert text_keys
+    final = chat.last_assistant_message.content
+    assert final.split("\n")[0] in view.html_of(text_keys[-1])
+    assert "nba-streaming" not in view.html_of(text_keys[-1])
+
+
+def test_display_state_is_rebuilt_for_a_chat_with_history(counter: Counter) -> None:
+    chat = make_chat(counter)
+    chat.ask("What's the weather in Paris?")
+    chat.ask("Refund order 3")
+    view = ChatView(chat)  # no subscriber before: rebuilt from the transcript and the calls
+    kinds = [e.kind for e in view.entries()]
+    assert kinds.count("user") == 2 and kinds.count("call") == 2
+    card = view.card_for(chat.pending_approvals[0])
+    assert card.state == "pending"
+    card.click("approve")
+    assert view.wait(10)
+    assert counter.calls == [{"order_id": 3}]
+
+
+# ------------------------------------------------------------------------- terminal
+def test_review_prompts_per_call(counter: Counter) -> None:
+    chat = make_chat(counter)
+    chat.ask("Refund order 1 and refund order 2 and refund order 3")
+    answers = iter(["x", "a", "d", "because", "e", "{bad", "e", '{"order_id": 30}'])
+    printed: list[str] = []
+    reply = review(chat, input=lambda _prompt: next(answers),
+                   print=lambda *a, **_k: printed.append(" ".join(map(str, a))))
+    assert counter.calls == [{"order_id": 1}, {"order_id": 30}]
+    assert chat.status == "complete"
+    assert reply is chat.last_assistant_message
+    out = "\n".join(printed)
+    assert "please answer one of" in out and "not valid JSON" in out
+    assert "because" in chat.last_assistant_message.content
+
+
+def test_review_skip_leaves_calls_pending(counter: Counter) -> None:
+    chat = make_chat(counter)
+    chat.ask("Refund order 1")
+    review(chat, input=lambda _p: "s", print=lambda *a, **k: None)
+    assert chat.status == "awaiting_approval" and counter.calls == []
+
+
+# ------------------------------------------------------------------- ask_async waits
+@pytest.fixture
+def waiting_kernel(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Pretend to be ipykernel >= 7.4 (a click can reach an awaiting cell)."""
+    monkeypatch.setattr(cont, "kernel_can_wait", lambda: True)
+    yield
+    cont.set_main_loop(None)
+
+
+def _install_waiter(chat: Chat) -> None:
+    chat._approval_waiter = cont.wait_for_decisions
+
+
+def test_ask_async_waits_for_the_click(counter: Counter, waiting_kernel: None) -> None:
+    nbagent.configure(approval_wait=10)
+    chat = make_chat(counter)
+    _install_waiter(chat)
+    clicked: list[str] = []
+
+    async def main() -> Any:
+        cont.capture_main_loop()
+        view = ChatView(chat)
+        view.continuation.note_rendered()  # a front end drew the card
+
+        def click_later() -> None:
+            while not chat.pending_approvals:
+                threading.Event().wait(0.01)
+            clicked.append(threading.current_thread().name)
+            view.card_for(chat.pending_approvals[0]).click("approve")
+
+        threading.Thread(target=click_later, name="subshell").start()
+        return await chat.ask_async("Refund order 11")
+
+    reply = asyncio.run(main())
+    assert clicked == ["subshell"]
+    assert counter.calls == [{"order_id": 11}]
+    assert chat.status == "complete" and "refunded order 11" in reply.content
+
+
+@pytest.mark.parametrize(
+    ("fallback", "status"), [("park", "awaiting_approval"), ("deny", "complete")]
+)
+def test_ask_async_fallback_when_nobody_clicks(
+    counter: Counter, waiting_kernel: None, monkeypatch: pytest.MonkeyPatch,
+    fallback: str, status: str,
+) -> None:
+    nbagent.configure(approval_wait=300, approval_fallback=fallback)
+    monkeypatch.setattr(cont, "RENDER_GRACE", 0.2)  # no front end drew the card: unattended
+    chat = make_chat(counter)
+    _install_waiter(chat)
+
+    async def main() -> Any:
+        cont.capture_main_loop()
+        ChatView(chat)
+        return await chat.ask_async("Refund order 12")
+
+    asyncio.run(main())
+    assert chat.status == status and counter.calls == []
+    if fallback == "deny":
+        assert "not approved" in chat.last_assistant_message.content
+
+
+def test_ask_async_does_not_wait_where_the_kernel_cannot(counter: Counter) -> None:
+    chat = make_chat(counter)
+    _install_waiter(chat)  # outside a kernel: kernel_can_wait() is False
+    asyncio.run(chat.ask_async("Refund order 13"))
+    assert chat.status == "awaiting_approval"
+
+
+def test_a_click_during_a_finished_wait_still_continues(counter: Counter) -> None:
+    chat = make_chat(counter)
+    chat.ask("Refund order 14")
+    c = cont.continuation_for(chat)
+    c.begin_wait()
+    chat.approve(chat.pending_approvals[0])
+    c.request()  # the waiter is about to give up: the request is parked...
+    c.end_wait(consumed=False)  # ...and started when it does
+    assert c.wait(10)
+    assert counter.calls == [{"order_id": 14}]
+
+
+# ------------------------------------------------------------------------ auto display
+def test_import_nbagent_imports_no_widgets() -> None:
+    code = (
+        "import sys, nbagent; c = nbagent.Chat(model='demo'); "
+        "assert 'ipywidgets' not in sys.modules and 'anywidget' not in sys.modules, 'widgets'; "
+        "assert c._turn_hooks == [] and c._approval_waiter is None"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_state_is_shared_by_views(counter: Counter) -> None:
+    chat = make_chat(counter)
+    a, b = ChatView(chat), ChatView(chat)
+    assert a.state is b.state is state_for(chat)
+    chat.ask("Refund order 15")
+    call = chat.pending_approvals[0]
+    a.card_for(call).click("approve")
+    assert a.wait(10)
+    assert b.card_for(call).state == "approved"
+    b.card_for(call).click("approve")  # the other view's card is decided too
+    assert b.wait(10)
+    assert counter.calls == [{"order_id": 15}]
+    assert bundle_for(a.state)["text/html"] == bundle_for(b.state)["text/html"]
+
+
+def test_approval_decided_event_reaches_the_view_once(counter: Counter) -> None:
+    chat = make_chat(counter)
+    view = ChatView(chat)
+    seen: list[str] = []
+    chat.on(ApprovalDecided, lambda e: seen.append(e.call.id))
+    chat.on(ToolCallStarted, lambda e: seen.append("started"))
+    chat.ask("Refund order 16")
+    view.card_for(chat.pending_approvals[0]).click("approve")
+    assert view.wait(10)
+    assert seen == [chat.tool_calls[0].id, "started"]
+
+
+def test_a_click_while_ask_async_returns_is_not_lost(
+    counter: Counter, waiting_kernel: None
+) -> None:
+    """The click lands after the loop parked but before ask_async looked: the turn still ends."""
+    chat = make_chat(counter)
+    _install_waiter(chat)
+
+    async def main() -> Any:
+        cont.capture_main_loop()
+        view = ChatView(chat)
+
+        def click_on_park(event: Any) -> None:
+            if event.kind == "awaiting_approval" and chat.pending_approvals:
+                view.card_for(chat.pending_approvals[0]).click("approve")
+
+        chat.on("step_finished", click_on_park)
+        return await chat.ask_async("Refund order 17")
+
+    reply = asyncio.run(main())
+    assert counter.calls == [{"order_id": 17}]
+    assert chat.status == "complete" and "refunded order 17" in reply.content
+
+
+def test_a_continuation_turned_away_as_busy_runs_again(counter: Counter) -> None:
+    """Another driver holds the chat when the click's continuation starts: it waits, then runs."""
+    chat = make_chat(counter)
+    view = ChatView(chat)
+    chat.ask("Refund order 18")
+    chat._drive_lock.acquire()  # someone else is driving
+    try:
+        view.card_for(chat.pending_approvals[0]).click("approve")
+        threading.Event().wait(0.2)
+        assert counter.calls == []
+    finally:
+        chat._drive_lock.release()
+    assert view.wait(10)
+    assert counter.calls == [{"order_id": 18}] and chat.status == "complete"
