@@ -426,3 +426,17 @@ def test_demo_model_end_to_end() -> None:
     chat.with_tool_options(choice="none")
     none_answer = chat.ask("weather in Lima")
     assert len(calls_made) == 3 and "demo model" in none_answer.content  # type: ignore[union-attr]
+
+
+def test_a_completion_requested_while_driving_is_never_lost() -> None:
+    """A second driver (a click, another thread) gets "busy"; the running one completes for it."""
+    chat, _ = make_chat(call_tools(("get_weather", {"city": "A"})), reply("done"))
+    chat.ask_later("weather")
+    assert chat.step().kind == "generated"
+    answers: list[Any] = []
+    chat.before_tool_call(lambda call: answers.append(chat.complete()))
+    ran = chat.step()
+    assert ran.kind == "complete"  # the step ran the tools, then completed for the other caller
+    assert len(answers) == 1  # the nested request returned at once ("busy")...
+    assert chat.is_complete  # ...and the running driver completed the turn for it
+    assert chat.transcript[-1].content == "done"  # type: ignore[union-attr]

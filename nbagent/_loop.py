@@ -1,0 +1,646 @@
+"""The tool loop, written once as generators that yield effects.
+
+``_step_gen`` does one unit of work; ``_complete_gen`` repeats it within a
+budget. Each yields :class:`_ModelRequest` or :class:`_RunRound` effects and
+receives their results; ``_drive_sync`` performs them with blocking calls and
+``_drive_async`` awaits them, so the sync and async APIs share every line of
+the loop. ``_Hooks`` is the chat's side of the runner protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, Literal
+
+from . import _aio
+from ._approvals import consult_resolver, denial_content, requirement
+from ._config import get_config
+from ._errors import (
+    ChatCancelled,
+    ProviderError,
+    ToolExecutionError,
+)
+from ._events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    Event,
+    ModelRequestFailed,
+    ModelRequestFinished,
+    ModelRequestStarted,
+    StepFinished,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallRequested,
+    ToolCallStarted,
+    utcnow,
+)
+from ._options import resolve_choice
+from ._runner import Job, Mode, Outcome, needs_event_loop
+from ._serialize import to_content
+from ._steps import (
+    _ALREADY,
+    RUNNABLE,
+    ChatCore,
+    SkipToolCall,
+    StepResult,
+    ToolResult,
+    _Effect,
+    _ModelRequest,
+    _RunRound,
+)
+from ._tools import SchemaValidationError, Tool
+from ._types import (
+    Approval,
+    AssistantToolCallMessage,
+    ChatMessage,
+    Decision,
+    LLMToolResponse,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+)
+from .providers._base import StreamDelta
+
+
+class LoopMixin(ChatCore):
+    """Planning, model requests, tool rounds, and the sync/async drivers."""
+
+    def _drive_sync(self, gen: Generator[_Effect, Any, StepResult]) -> StepResult:
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                effect = gen.send(value) if error is None else gen.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            value, error = None, None
+            try:
+                value = self._perform_sync(effect)
+            except BaseException as exc:
+                error = exc
+
+    async def _drive_async(self, gen: Generator[_Effect, Any, StepResult]) -> StepResult:
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                effect = gen.send(value) if error is None else gen.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            value, error = None, None
+            try:
+                value = await self._perform_async(effect)
+            except BaseException as exc:
+                error = exc
+
+    def _perform_sync(self, effect: _Effect) -> Any:
+        if isinstance(effect, _ModelRequest):
+            return self.provider.complete_with_tools(**effect.kwargs)
+        coro = self._runner.run_round(effect.jobs, effect.mode, self._hooks(effect))
+        if needs_event_loop(effect.jobs, effect.mode):
+            return _aio.run_sync(coro)
+        return _aio.run_inline(coro)
+
+    async def _perform_async(self, effect: _Effect) -> Any:
+        if isinstance(effect, _ModelRequest):
+            return await self.provider.complete_with_tools_async(**effect.kwargs)
+        return await self._runner.run_round(effect.jobs, effect.mode, self._hooks(effect))
+
+    def _guarded(
+        self, gen: Generator[_Effect, Any, StepResult]
+    ) -> Generator[_Effect, Any, StepResult]:
+        """Run ``gen`` holding the drive lock; if another driver holds it, ask it to rerun.
+
+        Taking the lock and asking for a rerun, like releasing the lock and
+        checking for a rerun, happen under the state lock, so a request made
+        while a driver is finishing is never lost: either the driver sees it
+        and completes again, or the requester gets the lock itself.
+        """
+        with self._lock:
+            if not self._drive_lock.acquire(blocking=False):
+                self._rerun = True
+                gen.close()
+                return StepResult("busy", self.last_assistant_message)
+            self._rerun = False
+        self._cancel.clear()
+        held = True
+        try:
+            result = yield from gen
+            while True:
+                with self._lock:
+                    if not self._rerun or result.kind == "busy":
+                        self._rerun = False
+                        self._drive_lock.release()
+                        held = False
+                        return result
+                    self._rerun = False
+                result = yield from self._complete_gen(None)
+        finally:
+            if held:
+                self._drive_lock.release()
+
+    def _complete_gen(self, max_steps: int | None) -> Generator[_Effect, Any, StepResult]:
+        budget = max_steps or self.max_steps or get_config().max_steps
+        taken = 0
+        while True:
+            if taken >= budget:
+                result = StepResult("budget_exhausted", self.last_assistant_message)
+                self._finish_step(result, count=False)
+                return result
+            result = yield from self._step_gen()
+            if result.kind in ("awaiting_approval", "complete", "busy"):
+                return result  # busy: a step hook says another process drives this chat
+            taken += 1
+
+    def _step_gen(self) -> Generator[_Effect, Any, StepResult]:
+        if self._cancel.is_set():
+            raise ChatCancelled("the chat was cancelled; call complete() to resume")
+        for hook in list(self._step_hooks):
+            if hook(self) == "busy":  # e.g. the store: another process drives this chat
+                result = StepResult("busy", self.last_assistant_message)
+                self._finish_step(result, count=False)
+                return result
+        with self._lock:
+            self._refresh_pending()
+            events = self._close_round_if_done()
+            action, calls = self._plan()
+        self._emit_all(events)
+        if action == "awaiting_approval":
+            result = StepResult("awaiting_approval", self.last_assistant_message, tuple(calls))
+            self._finish_step(result, count=False)
+            return result
+        if action == "complete":
+            result = StepResult("complete", self.last_assistant_message)
+            self._finish_step(result, count=False)
+            return result
+        self._step += 1
+        if action == "generate":
+            request = self._build_request()
+            try:
+                response = yield request
+            except BaseException as exc:
+                self._request_failed(request, exc)
+                raise
+            result = self._apply_response(request, response)
+        else:
+            round_ = self._prepare_round(calls)
+            try:
+                if round_.jobs:
+                    yield round_
+            finally:
+                with self._lock:
+                    events = self._close_round_if_done()
+                self._emit_all(events)
+            result = StepResult("ran_tools", self.last_assistant_message, tuple(calls))
+            self._finish_step(result)
+            if round_.errors and self.on_tool_error == "raise":
+                raise _tool_errors(round_.errors)
+            if self._cancel.is_set():
+                raise ChatCancelled("the chat was cancelled; call complete() to resume")
+            return result
+        self._finish_step(result)
+        return result
+
+    def _finish_step(self, result: StepResult, count: bool = True) -> None:
+        self._last_step = result
+        self._emit(
+            StepFinished(
+                chat_id=self.id,
+                seq=self._bus.next_seq(),
+                step=self._step,
+                turn=self._turn,
+                kind=result.kind,
+            )
+        )
+
+    def _plan(self) -> tuple[str, list[ToolCall]]:
+        if self._open is not None:
+            calls = list(self._open.tool_calls)
+            ready = [c for c in calls if c.status in RUNNABLE]
+            if ready:
+                return "run_tools", ready
+            return "awaiting_approval", [c for c in calls if c.status == "awaiting_approval"]
+        last = self._messages[-1] if self._messages else None
+        if last is None:
+            return "complete", []
+        if isinstance(last, ToolResultMessage):
+            return "generate", []
+        if isinstance(last, ChatMessage) and (last.role == "user" or _stop(last) == "pause_turn"):
+            return "generate", []
+        return "complete", []
+
+    def _build_request(self) -> _ModelRequest:
+        with self._lock:
+            tools = [t.spec for t in self._tools.values()]
+            choice = resolve_choice(
+                self._options.choice, list(self._tools), forced_spent=self._forced_spent
+            )
+            calls = self._options.calls_wire
+            stream = self.stream if self.stream is not None else get_config().stream
+            step = self._step
+            kwargs: dict[str, Any] = {
+                "messages": tuple(self._messages),
+                "system": self.system,
+                "tools": tools,
+                "tool_choice": choice,
+                "calls": calls,
+                "stream": stream,
+                "on_delta": self._delta_sink(step) if stream else None,
+            }
+        self._emit(
+            ModelRequestStarted(
+                chat_id=self.id,
+                seq=self._bus.next_seq(),
+                step=step,
+                turn=self._turn,
+                model=self.model,
+                provider=self.provider.name,
+                n_messages=len(kwargs["messages"]),
+                tool_choice=choice,
+                calls=calls,
+            )
+        )
+        return _ModelRequest(step, kwargs, time.perf_counter())
+
+    def _delta_sink(self, step: int) -> Callable[[StreamDelta], None]:
+        def sink(delta: StreamDelta) -> None:
+            if delta.kind == "text":
+                self._emit(
+                    TextDelta(chat_id=self.id, seq=self._bus.next_seq(), step=step, text=delta.text)
+                )
+            else:
+                self._emit(
+                    ToolCallDelta(
+                        chat_id=self.id,
+                        seq=self._bus.next_seq(),
+                        step=step,
+                        index=delta.index,
+                        call_id=delta.call_id,
+                        name=delta.name,
+                        arguments_delta=delta.text,
+                    )
+                )
+
+        return sink
+
+    def _request_failed(self, request: _ModelRequest, exc: BaseException) -> None:
+        self._emit(
+            ModelRequestFailed(
+                chat_id=self.id,
+                seq=self._bus.next_seq(),
+                step=request.step,
+                turn=self._turn,
+                model=self.model,
+                provider=self.provider.name,
+                error_type=type(exc).__name__,
+                error=str(exc),
+                latency_ms=(time.perf_counter() - request.t0) * 1000.0,
+            )
+        )
+        self._step -= 1  # a failed request is not a step; retrying reuses the number
+
+    def _apply_response(self, request: _ModelRequest, response: LLMToolResponse) -> StepResult:
+        latency = (time.perf_counter() - request.t0) * 1000.0
+        if not isinstance(response, LLMToolResponse):
+            raise ProviderError(f"provider returned {type(response).__name__}, not LLMToolResponse")
+        from ._log import cost_of
+
+        events: list[Event] = [
+            ModelRequestFinished(
+                chat_id=self.id,
+                seq=self._bus.next_seq(),
+                step=request.step,
+                turn=self._turn,
+                model=response.model or self.model,
+                provider=response.provider or self.provider.name,
+                usage=response.usage,
+                latency_ms=latency,
+                stop_reason=response.stop_reason,
+                raw_stop_reason=response.raw_stop_reason,
+                n_tool_calls=len(response.tool_calls),
+                text=response.text,
+                cost_usd=cost_of(response.model or self.model, response.usage),
+            )
+        ]
+        after: list[ToolResult] = []
+        with self._lock:
+            self._usage = self._usage + response.usage
+            message: Message
+            if response.tool_calls:
+                calls = tuple(c.copy_identity() for c in response.tool_calls)
+                message = AssistantToolCallMessage(
+                    response.text or None, calls, turn=self._turn, stop_reason=response.stop_reason
+                )
+                events.extend(self._append(message))
+                self._open = message
+                events.extend(self._register_calls(calls, response, request.step, after))
+                events.extend(self._close_round_if_done())
+            else:
+                text = response.text
+                if response.stop_reason == "refusal" and response.refusal and not text:
+                    text = response.refusal
+                message = ChatMessage(
+                    "assistant", text, turn=self._turn, stop_reason=response.stop_reason
+                )
+                events.extend(self._append(message))
+        self._emit_all(events)
+        self._run_after(after)
+        return StepResult("generated", message, tuple(getattr(message, "tool_calls", ())), response)
+
+    def _register_calls(
+        self,
+        calls: Sequence[ToolCall],
+        response: LLMToolResponse,
+        step: int,
+        after: list[ToolResult],
+    ) -> list[Event]:
+        """Record the calls of a response: gate each once, answer the ones that can't run."""
+        events: list[Event] = []
+        limit = self._options.calls
+        truncated = response.stop_reason in ("max_tokens", "context_window")
+        for n, c in enumerate(calls):
+            self._calls[c.id] = c
+            self._call_turn[c.id] = self._turn
+            self._call_step[c.id] = step
+            tool = self._tools.get(c.name)
+            c.approval = requirement(tool)
+            events.append(
+                ToolCallRequested(
+                    chat_id=self.id,
+                    seq=self._bus.next_seq(),
+                    call=c,
+                    step=step,
+                    turn=self._turn,
+                    approval=c.approval,
+                )
+            )
+            problem = self._reject_reason(c, tool, n, limit, truncated)
+            if problem is not None:
+                status, text = problem
+                events.extend(self._answer(c, status, text, after))
+                continue
+            if c.approval.required:
+                c.status = "awaiting_approval"
+                events.extend(self._auto_decide(c, tool))
+                if c.status == "awaiting_approval":
+                    events.append(
+                        ApprovalRequested(
+                            chat_id=self.id,
+                            seq=self._bus.next_seq(),
+                            call=c,
+                            step=step,
+                            turn=self._turn,
+                            reason=c.approval.reason,
+                            source=c.approval.source,
+                        )
+                    )
+        return events
+
+    def _reject_reason(
+        self, c: ToolCall, tool: Tool | None, n: int, limit: int | None, truncated: bool
+    ) -> tuple[Literal["error", "skipped"], str] | None:
+        if truncated:
+            return "skipped", (
+                "Not executed: the response was cut off by the token limit, so these "
+                "arguments may be incomplete. Call the tool again if it is still needed."
+            )
+        if limit is not None and n >= limit:
+            word = "one tool call" if limit == 1 else f"{limit} tool calls"
+            return "skipped", (
+                f"Not executed: only {word} per response is allowed. "
+                "Call it again in a later response if it is still needed."
+            )
+        if tool is None:
+            names = ", ".join(sorted(self._tools)) or "none"
+            return "error", f"Error: unknown tool {c.name!r}. Available tools: {names}."
+        if c.parse_error is not None:
+            return "error", (
+                f"Error: the arguments for {c.name} were not valid JSON ({c.parse_error}); "
+                f"received: {c.raw_arguments!r}. The tool was not run."
+            )
+        try:
+            tool.validate_arguments(c.arguments)
+        except SchemaValidationError as exc:
+            return "error", f"Error: invalid arguments for {c.name}: {exc}. The tool was not run."
+        return None
+
+    def _auto_decide(self, c: ToolCall, tool: Tool | None) -> list[Event]:
+        """Let the resolver, then the policies, decide an undecided gated call."""
+        verdict: bool | None = None
+        by = ""
+        reason: str | None = None
+        if tool is not None and tool.has_resolver:
+            verdict, note = consult_resolver(tool, c)
+            by = "resolver"
+            if note and c.approval is not None:
+                c.approval = Approval(True, c.approval.source, f"{c.approval.reason} ({note})")
+        if verdict is None:
+            for policy in self._policies:
+                if policy.matches(c):
+                    verdict, by, reason = True, policy.decider, "always allowed"
+                    break
+        if verdict is None:
+            return []
+        decision = Decision("approved" if verdict else "denied", by, utcnow(), reason)
+        c.decision = decision
+        events: list[Event] = [
+            ApprovalDecided(
+                chat_id=self.id,
+                seq=self._bus.next_seq(),
+                call=c,
+                decision=decision,
+                turn=self._call_turn.get(c.id, self._turn),
+            )
+        ]
+        if verdict:
+            c.status = "approved"
+        else:
+            c.status = "denied"
+            result = ToolResultMessage(
+                c.id,
+                denial_content(c, reason, by),
+                True,
+                "denied",
+                c.name,
+                turn=self._call_turn.get(c.id, self._turn),
+            )
+            c.result = result
+            c.finished_at = utcnow()
+            events.append(self._finished_event(c, result, None, None, None))
+        return events
+
+    def _refresh_pending(self) -> None:
+        if self._open is None:
+            return
+        events: list[Event] = []
+        for c in self._open.tool_calls:
+            if c.status == "awaiting_approval":
+                events.extend(self._auto_decide(c, self._tools.get(c.name)))
+        self._deferred.extend(events)
+
+    def _answer(self, c: ToolCall, status: Any, text: str, after: list[ToolResult]) -> list[Event]:
+        result = ToolResultMessage(
+            c.id, text, status != "ok", status, c.name, turn=self._call_turn.get(c.id, self._turn)
+        )
+        c.status = status
+        c.result = result
+        c.finished_at = utcnow()
+        after.append(ToolResult(c, text, status))
+        return [self._finished_event(c, result, None, None, None)]
+
+    def _close_round_if_done(self) -> list[Event]:
+        """Once every call of the open round is answered, add the results in call order."""
+        events, self._deferred = self._deferred, []
+        if self._open is None or not all(c.is_final for c in self._open.tool_calls):
+            return events
+        for c in self._open.tool_calls:
+            assert c.result is not None
+            events.extend(self._append(c.result))
+        self._open = None
+        if self._options.choice not in ("auto", "none"):
+            self._forced_spent = True
+        return events
+
+    def _prepare_round(self, calls: Sequence[ToolCall]) -> _RunRound:
+        jobs: list[Job] = []
+        after: list[ToolResult] = []
+        events: list[Event] = []
+        with self._lock:
+            default_timeout = self._options.timeout or get_config().tool_timeout
+            for c in calls:
+                tool = self._tools.get(c.name)
+                if tool is None:
+                    events.extend(
+                        self._answer(
+                            c,
+                            "error",
+                            f"Error: tool {c.name!r} is not available in this process; not run.",
+                            after,
+                        )
+                    )
+                    continue
+                try:
+                    kwargs = tool.validate_arguments(c.effective_arguments)
+                except SchemaValidationError as exc:
+                    events.extend(
+                        self._answer(
+                            c, "error", f"Error: invalid arguments for {c.name}: {exc}", after
+                        )
+                    )
+                    continue
+                jobs.append(Job(c, tool, kwargs, tool.timeout or default_timeout))
+            mode = self._options.effective_concurrency
+            self._runner.max_concurrency = self._options.effective_max_concurrency
+        self._emit_all(events)
+        self._run_after(after)
+        return _RunRound(self._step, jobs, mode)
+
+    def _hooks(self, round_: _RunRound) -> _Hooks:
+        return _Hooks(self, round_)
+
+
+def _stop(message: ChatMessage) -> str:
+    return message.stop_reason
+
+
+def _tool_errors(errors: list[tuple[ToolCall, BaseException]]) -> BaseException:
+    excs = [ToolExecutionError(c, e) for c, e in errors]
+    if len(excs) == 1:
+        return excs[0]
+    return ExceptionGroup(f"{len(excs)} tools raised", excs)
+
+
+class _Hooks:
+    """The chat's side of the runner protocol: claim, record, emit, callbacks."""
+
+    def __init__(self, chat: LoopMixin, round_: _RunRound):
+        self.chat = chat
+        self.round = round_
+
+    def cancelled(self) -> bool:
+        return self.chat._cancel.is_set()
+
+    def start(self, job: Job, mode: Mode) -> str | None:
+        chat = self.chat
+        c = job.call
+        with chat._lock:
+            if c.status not in RUNNABLE:
+                return _ALREADY
+            if chat._claim is not None and not chat._claim(c):
+                return _ALREADY
+            c.status = "running"
+            c.started_at = utcnow()
+        for fn in list(chat._before):
+            try:
+                fn(c)
+            except SkipToolCall as exc:
+                return str(exc) or "skipped by a before_tool_call callback"
+            except Exception as exc:
+                return f"not run: a before_tool_call callback raised {type(exc).__name__}: {exc}"
+        chat._emit(
+            ToolCallStarted(
+                chat_id=chat.id,
+                seq=chat._bus.next_seq(),
+                call=c,
+                step=self.round.step,
+                turn=chat._call_turn.get(c.id, chat._turn),
+                mode=mode,
+                arguments=c.effective_arguments,
+            )
+        )
+        return None
+
+    def finish(self, outcome: Outcome) -> None:
+        chat = self.chat
+        c = outcome.call
+        if outcome.message == _ALREADY:
+            return
+        cfg = get_config()
+        with chat._lock:
+            if c.is_final:
+                return
+            if outcome.status == "ok":
+                content = to_content(
+                    outcome.value, max_rows=cfg.result_max_rows, max_chars=cfg.result_max_chars
+                )
+            elif outcome.status == "error":
+                content = f"Error: {outcome.message}"
+                if outcome.error is not None and chat.on_tool_error == "raise":
+                    self.round.errors.append((c, outcome.error))
+            else:
+                content = f"Not completed ({outcome.status.replace('_', ' ')}): {outcome.message}"
+            if c.decision is not None and c.decision.arguments is not None:
+                edited = json.dumps(c.decision.arguments, ensure_ascii=False, default=str)
+                content = (
+                    f"[The user edited the arguments before approving; the tool ran with {edited}]"
+                    f"\n{content}"
+                )
+            result = ToolResultMessage(
+                c.id,
+                content,
+                outcome.status != "ok",
+                outcome.status,
+                c.name,
+                turn=chat._call_turn.get(c.id, chat._turn),
+                value=outcome.value,
+            )
+            c.status = outcome.status
+            c.result = result
+            c.finished_at = outcome.finished_at
+            event = chat._finished_event(
+                c,
+                result,
+                outcome.message if outcome.status != "ok" else None,
+                outcome.duration_ms,
+                self.round.mode,
+            )
+        chat._emit(event)
+        chat._run_after(
+            [
+                ToolResult(
+                    c, content, outcome.status, outcome.value, outcome.error, outcome.duration_ms
+                )
+            ]
+        )
