@@ -118,6 +118,7 @@ class Chat(LoopMixin, DecisionsMixin):
         self._step_hooks: list[Callable[[Chat], Any]] = []
         self._approval_waiter: Callable[[Chat, bool | None], Awaitable[bool]] | None = None
         self._deferred: list[Event] = []
+        self._deferred_after: list[ToolResult] = []
         from ._log import CallLog
 
         self._log = CallLog(self)

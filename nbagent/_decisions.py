@@ -10,12 +10,11 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, Literal, Self
 
-from ._approvals import HUMAN, Policy, denial_content
+from ._approvals import HUMAN, Policy
 from ._errors import (
     DecisionError,
 )
 from ._events import (
-    ApprovalDecided,
     Event,
     utcnow,
 )
@@ -24,7 +23,6 @@ from ._tools import SchemaValidationError, tool_name_of
 from ._types import (
     Decision,
     ToolCall,
-    ToolResultMessage,
 )
 
 
@@ -122,33 +120,7 @@ class DecisionsMixin(ChatCore):
                 edited = dict(arguments)
             decision = Decision(verdict, by, utcnow(), reason, edited)
             c.decision = decision
-            events.append(
-                ApprovalDecided(
-                    chat_id=self.id,
-                    seq=self._bus.next_seq(),
-                    call=c,
-                    decision=decision,
-                    turn=self._call_turn.get(c.id, self._turn),
-                )
-            )
-            if verdict == "approved":
-                if existing is not None and existing.verdict == "denied":
-                    c.result = None
-                c.status = "approved"
-            else:
-                c.status = "denied"
-                result = ToolResultMessage(
-                    c.id,
-                    denial_content(c, reason, by),
-                    True,
-                    "denied",
-                    c.name,
-                    turn=self._call_turn.get(c.id, self._turn),
-                )
-                c.result = result
-                c.finished_at = utcnow()
-                events.append(self._finished_event(c, result, None, None, None))
-                after.append(ToolResult(c, result.content, "denied"))
+            events.extend(self._record_decision(c, decision, after))
         self._emit_all(events)
         self._run_after(after)
         return c

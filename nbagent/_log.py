@@ -136,13 +136,28 @@ PREVIEW_CHARS = 200
 ERROR_CHARS = 1000
 
 CALL_STATUSES = (
-    "requested", "awaiting_approval", "approved", "denied", "running", "ok", "error",
-    "cancelled", "skipped", "timed_out", "in_doubt",
+    "requested",
+    "awaiting_approval",
+    "approved",
+    "denied",
+    "running",
+    "ok",
+    "error",
+    "cancelled",
+    "skipped",
+    "timed_out",
+    "in_doubt",
 )
 DECISIONS = ("auto", "pending", "approved", "denied", "policy", "none")
 MODES = ("sequential", "threads", "async")
 STOP_REASONS = (
-    "end", "tool_use", "max_tokens", "refusal", "pause_turn", "context_window", "other",
+    "end",
+    "tool_use",
+    "max_tokens",
+    "refusal",
+    "pause_turn",
+    "context_window",
+    "other",
 )
 ROLES = ("system", "user", "assistant", "tool")
 MESSAGE_KINDS = ("text", "tool_calls", "tool_result")
@@ -514,15 +529,51 @@ def _to_json(value: Any) -> str | None:
 
 def _message_row(index: int, turn: int, m: Any, ts: datetime) -> tuple[Any, ...]:
     if isinstance(m, ToolResultMessage):
-        return (index, turn, "tool", "tool_result", m.content, 0, m.tool_call_id, m.name or None,
-                m.status, m.is_error, None, ts)
+        return (
+            index,
+            turn,
+            "tool",
+            "tool_result",
+            m.content,
+            0,
+            m.tool_call_id,
+            m.name or None,
+            m.status,
+            m.is_error,
+            None,
+            ts,
+        )
     if isinstance(m, AssistantToolCallMessage):
-        return (index, turn, "assistant", "tool_calls", m.content, len(m.tool_calls), None, None,
-                None, None, m.stop_reason, ts)
+        return (
+            index,
+            turn,
+            "assistant",
+            "tool_calls",
+            m.content,
+            len(m.tool_calls),
+            None,
+            None,
+            None,
+            None,
+            m.stop_reason,
+            ts,
+        )
     role = getattr(m, "role", None)
     stop = getattr(m, "stop_reason", None) if role == "assistant" else None
-    return (index, turn, role, "text", getattr(m, "content", None), 0, None, None, None, None,
-            stop, ts)
+    return (
+        index,
+        turn,
+        role,
+        "text",
+        getattr(m, "content", None),
+        0,
+        None,
+        None,
+        None,
+        None,
+        stop,
+        ts,
+    )
 
 
 # ------------------------------------------------------------ materialise

@@ -15,7 +15,7 @@ from collections.abc import Callable, Generator, Sequence
 from typing import Any, Literal
 
 from . import _aio
-from ._approvals import consult_resolver, denial_content, requirement
+from ._approvals import consult_resolver, requirement
 from ._config import get_config
 from ._errors import (
     ChatCancelled,
@@ -23,7 +23,6 @@ from ._errors import (
     ToolExecutionError,
 )
 from ._events import (
-    ApprovalDecided,
     ApprovalRequested,
     Event,
     ModelRequestFailed,
@@ -166,7 +165,9 @@ class LoopMixin(ChatCore):
             self._refresh_pending()
             events = self._close_round_if_done()
             action, calls = self._plan()
+            after, self._deferred_after = self._deferred_after, []
         self._emit_all(events)
+        self._run_after(after)
         if action == "awaiting_approval":
             result = StepResult("awaiting_approval", self.last_assistant_message, tuple(calls))
             self._finish_step(result, count=False)
@@ -383,7 +384,7 @@ class LoopMixin(ChatCore):
                 continue
             if c.approval.required:
                 c.status = "awaiting_approval"
-                events.extend(self._auto_decide(c, tool))
+                events.extend(self._auto_decide(c, tool, after))
                 if c.status == "awaiting_approval":
                     events.append(
                         ApprovalRequested(
@@ -426,7 +427,7 @@ class LoopMixin(ChatCore):
             return "error", f"Error: invalid arguments for {c.name}: {exc}. The tool was not run."
         return None
 
-    def _auto_decide(self, c: ToolCall, tool: Tool | None) -> list[Event]:
+    def _auto_decide(self, c: ToolCall, tool: Tool | None, after: list[ToolResult]) -> list[Event]:
         """Let the resolver, then the policies, decide an undecided gated call."""
         verdict: bool | None = None
         by = ""
@@ -444,32 +445,7 @@ class LoopMixin(ChatCore):
         if verdict is None:
             return []
         decision = Decision("approved" if verdict else "denied", by, utcnow(), reason)
-        c.decision = decision
-        events: list[Event] = [
-            ApprovalDecided(
-                chat_id=self.id,
-                seq=self._bus.next_seq(),
-                call=c,
-                decision=decision,
-                turn=self._call_turn.get(c.id, self._turn),
-            )
-        ]
-        if verdict:
-            c.status = "approved"
-        else:
-            c.status = "denied"
-            result = ToolResultMessage(
-                c.id,
-                denial_content(c, reason, by),
-                True,
-                "denied",
-                c.name,
-                turn=self._call_turn.get(c.id, self._turn),
-            )
-            c.result = result
-            c.finished_at = utcnow()
-            events.append(self._finished_event(c, result, None, None, None))
-        return events
+        return self._record_decision(c, decision, after)
 
     def _refresh_pending(self) -> None:
         if self._open is None:
@@ -477,7 +453,7 @@ class LoopMixin(ChatCore):
         events: list[Event] = []
         for c in self._open.tool_calls:
             if c.status == "awaiting_approval":
-                events.extend(self._auto_decide(c, self._tools.get(c.name)))
+                events.extend(self._auto_decide(c, self._tools.get(c.name), self._deferred_after))
         self._deferred.extend(events)
 
     def _answer(self, c: ToolCall, status: Any, text: str, after: list[ToolResult]) -> list[Event]:

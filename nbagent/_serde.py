@@ -60,13 +60,19 @@ def dt_in(value: str | None) -> datetime | None:
 
 
 def usage_out(u: Usage) -> Json:
-    return {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-            "cached_tokens": u.cached_tokens}
+    return {
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "cached_tokens": u.cached_tokens,
+    }
 
 
 def usage_in(d: Mapping[str, Any]) -> Usage:
-    return Usage(int(d.get("input_tokens", 0)), int(d.get("output_tokens", 0)),
-                 int(d.get("cached_tokens", 0)))
+    return Usage(
+        int(d.get("input_tokens", 0)),
+        int(d.get("output_tokens", 0)),
+        int(d.get("cached_tokens", 0)),
+    )
 
 
 def approval_out(a: Approval | None) -> Json | None:
@@ -84,15 +90,21 @@ def approval_in(d: Mapping[str, Any] | None) -> Approval | None:
 def decision_out(d: Decision | None) -> Json | None:
     if d is None:
         return None
-    return {"verdict": d.verdict, "by": d.by, "at": d.at.isoformat(), "reason": d.reason,
-            "arguments": d.arguments}
+    return {
+        "verdict": d.verdict,
+        "by": d.by,
+        "at": d.at.isoformat(),
+        "reason": d.reason,
+        "arguments": d.arguments,
+    }
 
 
 def decision_in(d: Mapping[str, Any] | None) -> Decision | None:
     if d is None:
         return None
-    return Decision(d["verdict"], d["by"], datetime.fromisoformat(d["at"]), d.get("reason"),
-                    d.get("arguments"))
+    return Decision(
+        d["verdict"], d["by"], datetime.fromisoformat(d["at"]), d.get("reason"), d.get("arguments")
+    )
 
 
 # ------------------------------------------------------------------- calls
@@ -106,17 +118,25 @@ def call_identity_out(c: ToolCall) -> Json:
 
 
 def call_identity_in(d: Mapping[str, Any]) -> ToolCall:
-    return ToolCall(d["id"], d["name"], dict(d.get("arguments") or {}),
-                    d.get("raw_arguments"), d.get("parse_error"))
+    return ToolCall(
+        d["id"],
+        d["name"],
+        dict(d.get("arguments") or {}),
+        d.get("raw_arguments"),
+        d.get("parse_error"),
+    )
 
 
 def call_out(c: ToolCall) -> Json:
     """Identity and lifecycle of a call (what :func:`call_in` rebuilds)."""
     out = call_identity_out(c)
     out.update(
-        status=c.status, approval=approval_out(c.approval), decision=decision_out(c.decision),
+        status=c.status,
+        approval=approval_out(c.approval),
+        decision=decision_out(c.decision),
         result=message_out(c.result) if c.result is not None else None,
-        started_at=dt_out(c.started_at), finished_at=dt_out(c.finished_at),
+        started_at=dt_out(c.started_at),
+        finished_at=dt_out(c.finished_at),
     )
     return out
 
@@ -136,32 +156,53 @@ def call_in(d: Mapping[str, Any]) -> ToolCall:
 # ---------------------------------------------------------------- messages
 def message_out(m: Message) -> Json:
     if isinstance(m, ToolResultMessage):
-        return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content,
-                "is_error": m.is_error, "status": m.status, "name": m.name, "turn": m.turn}
+        return {
+            "role": "tool",
+            "tool_call_id": m.tool_call_id,
+            "content": m.content,
+            "is_error": m.is_error,
+            "status": m.status,
+            "name": m.name,
+            "turn": m.turn,
+        }
     if isinstance(m, AssistantToolCallMessage):
-        return {"role": "assistant", "content": m.content, "turn": m.turn,
-                "stop_reason": m.stop_reason,
-                "tool_calls": [call_identity_out(c) for c in m.tool_calls]}
+        return {
+            "role": "assistant",
+            "content": m.content,
+            "turn": m.turn,
+            "stop_reason": m.stop_reason,
+            "tool_calls": [call_identity_out(c) for c in m.tool_calls],
+        }
     if isinstance(m, ChatMessage):
-        return {"role": m.role, "content": m.content, "turn": m.turn,
-                "stop_reason": m.stop_reason}
+        return {"role": m.role, "content": m.content, "turn": m.turn, "stop_reason": m.stop_reason}
     raise TypeError(f"cannot store a {type(m).__name__} as a message")
 
 
 def message_in(d: Mapping[str, Any], calls: Mapping[str, ToolCall] | None = None) -> Message:
     """Rebuild a message; an assistant message's calls come from ``calls`` when given."""
     if d["role"] == "tool":
-        return ToolResultMessage(d["tool_call_id"], d["content"], bool(d["is_error"]),
-                                 d["status"], d.get("name", ""), turn=d.get("turn", 0))
+        return ToolResultMessage(
+            d["tool_call_id"],
+            d["content"],
+            bool(d["is_error"]),
+            d["status"],
+            d.get("name", ""),
+            turn=d.get("turn", 0),
+        )
     if "tool_calls" in d:
         tcs = tuple(
             calls[c["id"]] if calls is not None and c["id"] in calls else call_identity_in(c)
             for c in d["tool_calls"]
         )
-        return AssistantToolCallMessage(d.get("content"), tcs, turn=d.get("turn", 0),
-                                        stop_reason=d.get("stop_reason", "tool_use"))
-    return ChatMessage(d["role"], d["content"], turn=d.get("turn", 0),
-                       stop_reason=d.get("stop_reason", "end"))
+        return AssistantToolCallMessage(
+            d.get("content"),
+            tcs,
+            turn=d.get("turn", 0),
+            stop_reason=d.get("stop_reason", "tool_use"),
+        )
+    return ChatMessage(
+        d["role"], d["content"], turn=d.get("turn", 0), stop_reason=d.get("stop_reason", "end")
+    )
 
 
 # ------------------------------------------------------------------ events

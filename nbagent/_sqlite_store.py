@@ -115,9 +115,7 @@ def m001_initial(conn: sqlite3.Connection) -> None:
 def m002_claims_and_decisions(conn: sqlite3.Connection) -> None:
     """Claims (who runs a call) and the decisions table (decisions made outside a chat)."""
     conn.execute("ALTER TABLE tool_calls ADD COLUMN gated INTEGER NOT NULL DEFAULT 0")
-    conn.execute(
-        "UPDATE tool_calls SET gated = 1 WHERE json_extract(approval, '$.required') = 1"
-    )
+    conn.execute("UPDATE tool_calls SET gated = 1 WHERE json_extract(approval, '$.required') = 1")
     conn.execute("ALTER TABLE tool_calls ADD COLUMN claimed_by TEXT")
     conn.execute("ALTER TABLE tool_calls ADD COLUMN claimed_at TEXT")
     conn.execute(
@@ -253,8 +251,9 @@ class _Checkpointer:
     def _run(self) -> None:
         conn: sqlite3.Connection | None = None
         try:
-            conn = sqlite3.connect(self._path, timeout=0.1, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(
+                self._path, timeout=0.1, isolation_level=None, check_same_thread=False
+            )
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
             while True:
                 self._wake.wait()
@@ -281,14 +280,23 @@ _AUTOMATIC = ("resolver",)
 def _stored_call(row: Sequence[Any]) -> StoredCall:
     result = serde.loads(row[9])
     return StoredCall(
-        chat_id=row[0], id=row[1], name=row[2], arguments=serde.loads(row[3]) or {},
-        raw_arguments=row[4], parse_error=row[5], status=row[6],
+        chat_id=row[0],
+        id=row[1],
+        name=row[2],
+        arguments=serde.loads(row[3]) or {},
+        raw_arguments=row[4],
+        parse_error=row[5],
+        status=row[6],
         approval=serde.approval_in(serde.loads(row[7])),
         decision=serde.decision_in(serde.loads(row[8])),
         result=serde.message_in(result) if result is not None else None,  # type: ignore[arg-type]
-        turn=row[10], step=row[11], requested_at=serde.dt_in(row[12]),
-        started_at=serde.dt_in(row[13]), finished_at=serde.dt_in(row[14]),
-        claimed_by=row[15], claimed_at=serde.dt_in(row[16]),
+        turn=row[10],
+        step=row[11],
+        requested_at=serde.dt_in(row[12]),
+        started_at=serde.dt_in(row[13]),
+        finished_at=serde.dt_in(row[14]),
+        claimed_by=row[15],
+        claimed_at=serde.dt_in(row[16]),
     )
 
 
@@ -348,15 +356,17 @@ class SQLiteStore:
     # -- lifecycle ---------------------------------------------------------------
     def _connect(self, timeout: float, synchronous: str) -> sqlite3.Connection:
         if not self.path.parent.exists():
-            raise StoreError(f"cannot open store {self.location}: directory "
-                             f"{self.path.parent} does not exist")
+            raise StoreError(
+                f"cannot open store {self.location}: directory {self.path.parent} does not exist"
+            )
         if self.path.is_dir():
             raise StoreError(f"cannot open store {self.location}: it is a directory")
         deadline = time.monotonic() + timeout
         while True:
             try:
-                conn = sqlite3.connect(self.location, timeout=timeout, isolation_level=None,
-                                       check_same_thread=False)
+                conn = sqlite3.connect(
+                    self.location, timeout=timeout, isolation_level=None, check_same_thread=False
+                )
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot open store {self.location}: {exc}") from exc
             try:
@@ -482,8 +492,9 @@ class SQLiteStore:
     def _error(self, exc: sqlite3.Error) -> StoreError:
         text = str(exc)
         if _locked(exc):
-            return StoreError(f"store {self.location} is locked by another process ({text}); "
-                              "try again")
+            return StoreError(
+                f"store {self.location} is locked by another process ({text}); try again"
+            )
         if isinstance(exc, sqlite3.DatabaseError) and not isinstance(
             exc, (sqlite3.IntegrityError, sqlite3.OperationalError, sqlite3.ProgrammingError)
         ):
@@ -496,8 +507,15 @@ class SQLiteStore:
             cur = conn.execute(
                 "INSERT INTO chats (id, created_at, updated_at, provider, model, system, state) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-                (info.id, info.created_at.isoformat(), info.updated_at.isoformat(),
-                 info.provider, info.model, system, serde.dumps(state)),
+                (
+                    info.id,
+                    info.created_at.isoformat(),
+                    info.updated_at.isoformat(),
+                    info.provider,
+                    info.model,
+                    system,
+                    serde.dumps(state),
+                ),
             )
             if cur.rowcount != 1:
                 raise StoreError(
@@ -509,18 +527,31 @@ class SQLiteStore:
         with self._read() as conn:
             row = conn.execute(
                 "SELECT id, created_at, updated_at, provider, model, system, title, state "
-                "FROM chats WHERE id = ?", (chat_id,),
+                "FROM chats WHERE id = ?",
+                (chat_id,),
             ).fetchone()
             if row is None:
                 raise self._unknown_chat(conn, chat_id)
-            messages = [serde.loads(r[0]) for r in conn.execute(
-                "SELECT json FROM messages WHERE chat_id = ? ORDER BY idx", (chat_id,))]
-            calls = [_stored_call(r) for r in conn.execute(
-                f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE chat_id = ? ORDER BY seq",
-                (chat_id,))]
-            unapplied = frozenset(r[0] for r in conn.execute(
-                "SELECT DISTINCT call_id FROM decisions WHERE chat_id = ? AND applied = 0",
-                (chat_id,)))
+            messages = [
+                serde.loads(r[0])
+                for r in conn.execute(
+                    "SELECT json FROM messages WHERE chat_id = ? ORDER BY idx", (chat_id,)
+                )
+            ]
+            calls = [
+                _stored_call(r)
+                for r in conn.execute(
+                    f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE chat_id = ? ORDER BY seq",
+                    (chat_id,),
+                )
+            ]
+            unapplied = frozenset(
+                r[0]
+                for r in conn.execute(
+                    "SELECT DISTINCT call_id FROM decisions WHERE chat_id = ? AND applied = 0",
+                    (chat_id,),
+                )
+            )
             next_seq = conn.execute(
                 "SELECT COALESCE(MAX(seq), -1) + 1 FROM events WHERE chat_id = ?", (chat_id,)
             ).fetchone()[0]
@@ -531,8 +562,17 @@ class SQLiteStore:
             ).fetchone()
         pending = sum(1 for c in calls if c.status == "awaiting_approval")
         last = max(row[2], updated[0]) if updated else row[2]
-        info = ChatInfo(row[0], datetime.fromisoformat(row[1]), datetime.fromisoformat(last),
-                        row[3], row[4], row[6], len(messages), len(calls), pending)
+        info = ChatInfo(
+            row[0],
+            datetime.fromisoformat(row[1]),
+            datetime.fromisoformat(last),
+            row[3],
+            row[4],
+            row[6],
+            len(messages),
+            len(calls),
+            pending,
+        )
         return ChatRecord(info, row[5], state, messages, calls, unapplied, int(next_seq))
 
     @staticmethod
@@ -542,22 +582,37 @@ class SQLiteStore:
             "SELECT COALESCE(SUM(json_extract(json, '$.usage.input_tokens')), 0), "
             "COALESCE(SUM(json_extract(json, '$.usage.output_tokens')), 0), "
             "COALESCE(SUM(json_extract(json, '$.usage.cached_tokens')), 0) "
-            "FROM events WHERE chat_id = ? AND type = 'model_request_finished'", (chat_id,),
+            "FROM events WHERE chat_id = ? AND type = 'model_request_finished'",
+            (chat_id,),
         ).fetchone()
-        out: dict[str, Any] = {"usage": {"input_tokens": usage[0], "output_tokens": usage[1],
-                                         "cached_tokens": usage[2]}}
+        out: dict[str, Any] = {
+            "usage": {
+                "input_tokens": usage[0],
+                "output_tokens": usage[1],
+                "cached_tokens": usage[2],
+            }
+        }
         last = conn.execute(
             "SELECT json_extract(json, '$.step'), json_extract(json, '$.kind') FROM events "
-            "WHERE chat_id = ? AND type = 'step_finished' ORDER BY seq DESC LIMIT 1", (chat_id,),
+            "WHERE chat_id = ? AND type = 'step_finished' ORDER BY seq DESC LIMIT 1",
+            (chat_id,),
         ).fetchone()
         if last is not None:
             out["step"], out["last_step"] = last
         return out
 
     def _unknown_chat(self, conn: sqlite3.Connection, chat_id: str) -> StoreError:
-        like = [r[0] for r in conn.execute(
-            "SELECT id FROM chats WHERE id LIKE ? ORDER BY created_at LIMIT 5",
-            (f"{chat_id[:8]}%",))] if chat_id else []
+        like = (
+            [
+                r[0]
+                for r in conn.execute(
+                    "SELECT id FROM chats WHERE id LIKE ? ORDER BY created_at LIMIT 5",
+                    (f"{chat_id[:8]}%",),
+                )
+            ]
+            if chat_id
+            else []
+        )
         hint = f" Did you mean {', '.join(map(repr, like))}?" if like else ""
         n = conn.execute("SELECT COUNT(*) FROM chats").fetchone()[0]
         return StoreError(
@@ -618,8 +673,12 @@ class SQLiteStore:
         conn.execute(
             "UPDATE chats SET updated_at = ?, state = COALESCE(?, state), "
             "tools = COALESCE(?, tools) WHERE id = ?",
-            (utcnow().isoformat(), None if state is None else serde.dumps(state),
-             None if tools is None else serde.dumps(tools), chat_id),
+            (
+                utcnow().isoformat(),
+                None if state is None else serde.dumps(state),
+                None if tools is None else serde.dumps(tools),
+                chat_id,
+            ),
         )
 
     def _apply(
@@ -644,7 +703,8 @@ class SQLiteStore:
             before = conn.total_changes
             conn.executemany(
                 "INSERT INTO events (chat_id, seq, type, ts, json) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT DO NOTHING", rows,
+                "ON CONFLICT DO NOTHING",
+                rows,
             )
             if conn.total_changes - before != len(rows):
                 self._renumber(conn, chat_id, rows)
@@ -673,23 +733,37 @@ class SQLiteStore:
         if isinstance(ch, NewMessage):
             cur = conn.execute(
                 "INSERT INTO messages (chat_id, idx, turn, role, json) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT DO NOTHING", (chat_id, ch.idx, ch.turn, ch.role, ch.data),
+                "ON CONFLICT DO NOTHING",
+                (chat_id, ch.idx, ch.turn, ch.role, ch.data),
             )
             if cur.rowcount != 1:
                 return f"message {ch.idx} of the transcript was written by another process"
             if ch.role == "user":
                 title = str(serde.loads(ch.data).get("content", ""))[:80]
-                conn.execute("UPDATE chats SET title = ? WHERE id = ? AND title IS NULL",
-                             (title, chat_id))
+                conn.execute(
+                    "UPDATE chats SET title = ? WHERE id = ? AND title IS NULL", (title, chat_id)
+                )
             return "ok"
         if isinstance(ch, NewCall):
             cur = conn.execute(
                 "INSERT INTO tool_calls (chat_id, call_id, seq, name, arguments, raw_arguments, "
                 "parse_error, status, gated, approval, turn, step, requested_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (chat_id, ch.call_id, ch.seq, ch.name, ch.arguments, ch.raw_arguments,
-                 ch.parse_error, ch.status, int(ch.gated), ch.approval, ch.turn, ch.step,
-                 ch.requested_at),
+                (
+                    chat_id,
+                    ch.call_id,
+                    ch.seq,
+                    ch.name,
+                    ch.arguments,
+                    ch.raw_arguments,
+                    ch.parse_error,
+                    ch.status,
+                    int(ch.gated),
+                    ch.approval,
+                    ch.turn,
+                    ch.step,
+                    ch.requested_at,
+                ),
             )
             if cur.rowcount != 1:
                 return f"call {ch.call_id!r} was already recorded by another process"
@@ -702,8 +776,15 @@ class SQLiteStore:
                 "started_at = COALESCE(?, started_at), finished_at = ? "
                 "WHERE chat_id = ? AND call_id = ? AND result IS NULL "
                 "AND (status != 'running' OR claimed_by IS ?)",
-                (ch.status, ch.result, ch.started_at, ch.finished_at, chat_id, ch.call_id,
-                 ch.owner),
+                (
+                    ch.status,
+                    ch.result,
+                    ch.started_at,
+                    ch.finished_at,
+                    chat_id,
+                    ch.call_id,
+                    ch.owner,
+                ),
             )
             if cur.rowcount == 1:
                 return "ok"
@@ -730,7 +811,8 @@ class SQLiteStore:
     def _decision_change(self, conn: sqlite3.Connection, chat_id: str, ch: DecisionChange) -> str:
         row = conn.execute(
             "SELECT status, decision, claimed_by, started_at FROM tool_calls "
-            "WHERE chat_id = ? AND call_id = ?", (chat_id, ch.call_id),
+            "WHERE chat_id = ? AND call_id = ?",
+            (chat_id, ch.call_id),
         ).fetchone()
         if row is None:
             return f"call {ch.call_id!r} is not in the store"
@@ -749,12 +831,17 @@ class SQLiteStore:
                 )
                 return "ok" if cur.rowcount else "dup"
             overridable = (
-                ch.override and _is_automatic(existing) and claimed_by is None
-                and started_at is None and status in ("approved", "denied")
+                ch.override
+                and _is_automatic(existing)
+                and claimed_by is None
+                and started_at is None
+                and status in ("approved", "denied")
             )
             if not overridable:
-                return (f"call {ch.call_id!r} was already {existing['verdict']} by "
-                        f"{existing['by']} in the store")
+                return (
+                    f"call {ch.call_id!r} was already {existing['verdict']} by "
+                    f"{existing['by']} in the store"
+                )
         elif status not in ("awaiting_approval", "requested"):
             return f"call {ch.call_id!r} is {status} in the store; it cannot be decided"
         conn.execute(
@@ -776,11 +863,12 @@ class SQLiteStore:
         out: dict[str, Decision] = {}
         with self._read() as conn:
             for i in range(0, len(ids), 500):
-                chunk = ids[i:i + 500]
+                chunk = ids[i : i + 500]
                 marks = ",".join("?" * len(chunk))
                 for cid, d in conn.execute(
                     f"SELECT call_id, decision FROM tool_calls WHERE chat_id = ? "
-                    f"AND decision IS NOT NULL AND call_id IN ({marks})", (chat_id, *chunk),
+                    f"AND decision IS NOT NULL AND call_id IN ({marks})",
+                    (chat_id, *chunk),
                 ):
                     decision = serde.decision_in(serde.loads(d))
                     if decision is not None:
@@ -890,8 +978,13 @@ class SQLiteStore:
                 if verdict != "approved":
                     raise DecisionError("only an approval can carry edited arguments")
                 self._check_arguments(conn, sc, arguments)
-            decision = Decision(verdict, by, utcnow(), reason,  # type: ignore[arg-type]
-                                dict(arguments) if arguments is not None else None)
+            decision = Decision(
+                verdict,  # type: ignore[arg-type]
+                by,
+                utcnow(),
+                reason,
+                dict(arguments) if arguments is not None else None,
+            )
             data = serde.dumps(serde.decision_out(decision))
             conn.execute(
                 "UPDATE tool_calls SET decision = ?, status = ? WHERE chat_id = ? AND call_id = ?",
@@ -900,11 +993,20 @@ class SQLiteStore:
             conn.execute(
                 "INSERT INTO decisions (chat_id, call_id, verdict, decided_by, at, reason, "
                 "arguments, source, applied) VALUES (?, ?, ?, ?, ?, ?, ?, 'store', 0)",
-                (sc.chat_id, sc.id, verdict, by, decision.at.isoformat(), reason,
-                 None if arguments is None else serde.dumps(arguments)),
+                (
+                    sc.chat_id,
+                    sc.id,
+                    verdict,
+                    by,
+                    decision.at.isoformat(),
+                    reason,
+                    None if arguments is None else serde.dumps(arguments),
+                ),
             )
-            conn.execute("UPDATE chats SET updated_at = ? WHERE id = ?",
-                         (decision.at.isoformat(), sc.chat_id))
+            conn.execute(
+                "UPDATE chats SET updated_at = ? WHERE id = ?",
+                (decision.at.isoformat(), sc.chat_id),
+            )
             return self._find(conn, sc.id, sc.chat_id)
 
     def _check_arguments(
@@ -981,8 +1083,20 @@ class SQLiteStore:
                 " AND t.status = 'awaiting_approval') "
                 "FROM chats c ORDER BY c.created_at, c.rowid"
             ).fetchall()
-        return [ChatInfo(r[0], datetime.fromisoformat(r[1]), datetime.fromisoformat(r[2]),
-                         r[3], r[4], r[5], r[6], r[7], r[8]) for r in rows]
+        return [
+            ChatInfo(
+                r[0],
+                datetime.fromisoformat(r[1]),
+                datetime.fromisoformat(r[2]),
+                r[3],
+                r[4],
+                r[5],
+                r[6],
+                r[7],
+                r[8],
+            )
+            for r in rows
+        ]
 
     def iter_events(
         self, chat_id: str | None = None, *, calls: dict[str, ToolCall] | None = None
@@ -1007,14 +1121,25 @@ class SQLiteStore:
                     (cid,),
                 ).fetchall()
                 if calls is None or chat_id is None:
-                    cmap = {sc.id: sc.to_tool_call() for sc in (_stored_call(r) for r in
-                            conn.execute(f"SELECT {_CALL_COLUMNS} FROM tool_calls "
-                                         "WHERE chat_id = ? ORDER BY seq", (cid,)))}
+                    cmap = {
+                        sc.id: sc.to_tool_call()
+                        for sc in (
+                            _stored_call(r)
+                            for r in conn.execute(
+                                f"SELECT {_CALL_COLUMNS} FROM tool_calls "
+                                "WHERE chat_id = ? ORDER BY seq",
+                                (cid,),
+                            )
+                        )
+                    }
                 else:
                     cmap = calls
                 # A MessageAdded event refers to its message row instead of repeating it.
-                messages = dict(conn.execute(
-                    "SELECT idx, json FROM messages WHERE chat_id = ?", (cid,)).fetchall())
+                messages = dict(
+                    conn.execute(
+                        "SELECT idx, json FROM messages WHERE chat_id = ?", (cid,)
+                    ).fetchall()
+                )
             for seq, type_, ts, data in rows:
                 try:
                     fields = serde.loads(data)

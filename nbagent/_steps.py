@@ -13,21 +13,24 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._approvals import Policy
+from ._approvals import Policy, denial_content
 from ._errors import (
     DecisionError,
 )
 from ._events import (
+    ApprovalDecided,
     Event,
     EventBus,
     MessageAdded,
     ToolCallFinished,
+    utcnow,
 )
 from ._options import ToolOptions
 from ._runner import Job, Mode, ToolRunner
 from ._tools import Tool
 from ._types import (
     AssistantToolCallMessage,
+    Decision,
     LLMToolResponse,
     Message,
     ToolCall,
@@ -149,6 +152,7 @@ class ChatCore:
     _claim: Callable[[ToolCall], bool] | None
     _step_hooks: list[Callable[[Any], Any]]
     _deferred: list[Event]
+    _deferred_after: list[ToolResult]
 
     @property
     def model(self) -> str:
@@ -230,3 +234,36 @@ class ChatCore:
         for r in results:
             for fn in list(self._after):
                 fn(r)
+
+    def _record_decision(
+        self, c: ToolCall, decision: Decision, after: list[ToolResult]
+    ) -> list[Event]:
+        """Put a decision on a call (under the lock); a denial answers the call at once."""
+        c.decision = decision
+        events: list[Event] = [
+            ApprovalDecided(
+                chat_id=self.id,
+                seq=self._bus.next_seq(),
+                call=c,
+                decision=decision,
+                turn=self._call_turn.get(c.id, self._turn),
+            )
+        ]
+        if decision.verdict == "approved":
+            c.result = None  # a human may overrule an automatic denial before the call ran
+            c.status = "approved"
+            return events
+        c.status = "denied"
+        result = ToolResultMessage(
+            c.id,
+            denial_content(c, decision.reason, decision.by),
+            True,
+            "denied",
+            c.name,
+            turn=self._call_turn.get(c.id, self._turn),
+        )
+        c.result = result
+        c.finished_at = utcnow()
+        events.append(self._finished_event(c, result, None, None, None))
+        after.append(ToolResult(c, result.content, "denied"))
+        return events

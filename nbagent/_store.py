@@ -160,16 +160,17 @@ class StoredCall:
 
     def to_tool_call(self) -> ToolCall:
         """A :class:`~nbagent.ToolCall` with this identity and lifecycle."""
-        c = ToolCall(self.id, self.name, dict(self.arguments), self.raw_arguments,
-                     self.parse_error)
+        c = ToolCall(self.id, self.name, dict(self.arguments), self.raw_arguments, self.parse_error)
         c.status = self.status  # type: ignore[assignment]
         c.approval, c.decision, c.result = self.approval, self.decision, self.result
         c.started_at, c.finished_at = self.started_at, self.finished_at
         return c
 
     def __repr__(self) -> str:
-        return (f"StoredCall(chat_id={self.chat_id[:8]!r}, id={self.id!r}, name={self.name!r}, "
-                f"arguments={serde.dumps(self.arguments)[:80]}, status={self.status!r})")
+        return (
+            f"StoredCall(chat_id={self.chat_id[:8]!r}, id={self.id!r}, name={self.name!r}, "
+            f"arguments={serde.dumps(self.arguments)[:80]}, status={self.status!r})"
+        )
 
 
 @dataclass(frozen=True)
@@ -442,7 +443,7 @@ def _proc_start(pid: int) -> str | None:
             stat = f.read().decode("ascii", "replace")
     except OSError:
         return None
-    rest = stat[stat.rfind(")") + 2:].split()
+    rest = stat[stat.rfind(")") + 2 :].split()
     if not rest or rest[0] == "Z":  # a zombie has finished
         return "zombie"
     return rest[19] if len(rest) > 19 else None
@@ -591,31 +592,54 @@ class _Attachment:
         if isinstance(e, MessageAdded):  # the message is in its row; the event refers to it
             m = e.message
             change = NewMessage(e.index, e.turn, m.role, serde.dumps(serde.message_out(m)))
-            return Entry(e.seq, e.type, e.ts.isoformat(),
-                         serde.dumps({"index": e.index, "turn": e.turn}), change)
+            return Entry(
+                e.seq,
+                e.type,
+                e.ts.isoformat(),
+                serde.dumps({"index": e.index, "turn": e.turn}),
+                change,
+            )
         elif isinstance(e, ToolCallRequested):
             c = e.call
             change = NewCall(
-                c.id, e.seq, c.name, serde.dumps(c.arguments), c.raw_arguments, c.parse_error,
+                c.id,
+                e.seq,
+                c.name,
+                serde.dumps(c.arguments),
+                c.raw_arguments,
+                c.parse_error,
                 "awaiting_approval" if e.approval.required else "requested",
-                e.approval.required, serde.dumps(serde.approval_out(e.approval)),
-                e.turn, e.step, e.ts.isoformat(),
+                e.approval.required,
+                serde.dumps(serde.approval_out(e.approval)),
+                e.turn,
+                e.step,
+                e.ts.isoformat(),
             )
         elif isinstance(e, ApprovalDecided):
             d = e.decision
             field, encoded = "decision", serde.dumps(serde.decision_out(d))
             change = DecisionChange(
-                e.call.id, d.verdict, d.by, d.at.isoformat(), d.reason,
+                e.call.id,
+                d.verdict,
+                d.by,
+                d.at.isoformat(),
+                d.reason,
                 None if d.arguments is None else serde.dumps(d.arguments),
-                encoded, override=not d.automatic,
+                encoded,
+                override=not d.automatic,
             )
         elif isinstance(e, ToolCallFinished):
-            owner = self._orphans.pop(e.call.id, self.owner) if e.status == "in_doubt" else (
-                self.owner
+            owner = (
+                self._orphans.pop(e.call.id, self.owner) if e.status == "in_doubt" else (self.owner)
             )
             field, encoded = "result", serde.dumps(serde.message_out(e.result))
             change = CallFinal(
-                e.call.id, e.status, encoded, _iso(e.started_at), _iso(e.call.finished_at), owner,
+                e.call.id,
+                e.status,
+                encoded,
+                _iso(e.started_at),
+                _iso(e.call.finished_at),
+                owner,
             )
         elif isinstance(e, CallInDoubt) and e.rerun:
             self._orphans.pop(e.call.id, None)
@@ -826,8 +850,9 @@ def settle_orphans(
     cannot continue the round): it detaches, and its steps return ``busy``.
     """
     with chat._lock:
-        foreign = [c for c in chat._calls.values()
-                   if c.status == "running" and c.id not in att._running]
+        foreign = [
+            c for c in chat._calls.values() if c.status == "running" and c.id not in att._running
+        ]
     if not foreign:
         return
     if record is not None:
@@ -863,20 +888,38 @@ def settle_orphans(
                 c.status = "approved" if gated else "requested"
                 c.started_at = None
             att._orphans[c.id] = sc.claimed_by
-            events.append(CallInDoubt(
-                chat_id=chat.id, seq=chat._bus.next_seq(), call=c, step=step, turn=turn,
-                claimed_by=sc.claimed_by, claimed_at=sc.claimed_at, rerun=rerun,
-            ))
+            events.append(
+                CallInDoubt(
+                    chat_id=chat.id,
+                    seq=chat._bus.next_seq(),
+                    call=c,
+                    step=step,
+                    turn=turn,
+                    claimed_by=sc.claimed_by,
+                    claimed_at=sc.claimed_at,
+                    rerun=rerun,
+                )
+            )
             if not rerun:
-                result = ToolResultMessage(c.id, in_doubt_content(c, sc), True, "in_doubt",
-                                           c.name, turn=turn)
+                result = ToolResultMessage(
+                    c.id, in_doubt_content(c, sc), True, "in_doubt", c.name, turn=turn
+                )
                 c.status, c.result, c.finished_at = "in_doubt", result, utcnow()
-                events.append(ToolCallFinished(
-                    chat_id=chat.id, seq=chat._bus.next_seq(), call=c, step=step, turn=turn,
-                    status="in_doubt", result=result,
-                    error="outcome unknown: the process running it stopped",
-                    duration_ms=None, started_at=c.started_at, mode=None,
-                ))
+                events.append(
+                    ToolCallFinished(
+                        chat_id=chat.id,
+                        seq=chat._bus.next_seq(),
+                        call=c,
+                        step=step,
+                        turn=turn,
+                        status="in_doubt",
+                        result=result,
+                        error="outcome unknown: the process running it stopped",
+                        duration_ms=None,
+                        started_at=c.started_at,
+                        mode=None,
+                    )
+                )
     if busy:
         att._detach("; ".join(busy))
         return
@@ -886,16 +929,18 @@ def settle_orphans(
 def in_doubt_content(call: ToolCall, stored: StoredCall) -> str:
     """What the model is told about a call whose outcome is unknown."""
     when = f" at {stored.claimed_at.isoformat()}" if stored.claimed_at else ""
-    return serde.dumps({
-        "status": "in_doubt",
-        "tool": call.name,
-        "message": (
-            f"The outcome of {call.name} is unknown: it was started{when}, but the process "
-            "running it stopped before recording a result. It may or may not have taken effect."
-        ),
-        "instruction": "Do not assume it succeeded or failed; check its effect before calling "
-                       "it again, or ask the user.",
-    })
+    return serde.dumps(
+        {
+            "status": "in_doubt",
+            "tool": call.name,
+            "message": (
+                f"The outcome of {call.name} is unknown: it was started{when}, but the process "
+                "running it stopped before recording a result. It may or may not have taken effect."
+            ),
+            "instruction": "Do not assume it succeeded or failed; check its effect before calling "
+            "it again, or ask the user.",
+        }
+    )
 
 
 def apply_decisions(chat: Chat, store: Store) -> list[ToolCall]:
@@ -923,7 +968,9 @@ def apply_decisions(chat: Chat, store: Store) -> list[ToolCall]:
                 warnings.warn(
                     f"nbagent store: {c.name}({c.id}) was approved elsewhere with edited "
                     f"arguments, but this chat has no {c.name!r} tool to check them; it stays "
-                    "pending here.", StoreConflictWarning, stacklevel=2,
+                    "pending here.",
+                    StoreConflictWarning,
+                    stacklevel=2,
                 )
                 continue
             store.reject_decision(chat.id, c.id, str(exc))

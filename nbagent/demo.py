@@ -63,7 +63,10 @@ def run(path: Path, *, timeout: float = 180, kernel: str = "python3") -> Any:
 
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
-        nb, timeout=timeout, kernel_name=kernel, allow_errors=False,
+        nb,
+        timeout=timeout,
+        kernel_name=kernel,
+        allow_errors=False,
         resources={"metadata": {"path": str(path.parent)}},
     )
     client.execute()
@@ -79,8 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernel", default="python3", help="kernelspec name")
     args = parser.parse_args(argv)
     if not args.notebook.exists():
-        print(f"nbagent.demo: no notebook at {args.notebook} (run it from a source checkout, "
-              "or pass a notebook path)", file=sys.stderr)
+        print(
+            f"nbagent.demo: no notebook at {args.notebook} (run it from a source checkout, "
+            "or pass a notebook path)",
+            file=sys.stderr,
+        )
         return 2
     try:
         import nbclient  # noqa: F401

@@ -252,8 +252,16 @@ def _enable_inline_png() -> None:
 
 
 def _placeholder(fig: Figure, ax: Axes, text: str) -> Figure:
-    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=12, color="#616161",
-            transform=ax.transAxes)
+    ax.text(
+        0.5,
+        0.5,
+        text,
+        ha="center",
+        va="center",
+        fontsize=12,
+        color="#616161",
+        transform=ax.transAxes,
+    )
     ax.set_axis_off()
     return fig
 
@@ -304,8 +312,10 @@ def plot_timeline(
     else:
         when = start.fillna(df["requested_at"]).fillna(df["finished_at"])
         x0s = [None if pd.isna(t) else t.to_pydatetime() for t in when]
-        widths = [(e - b).to_pytimedelta() if ok else None
-                  for b, e, ok in zip(start, end, ran, strict=True)]
+        widths = [
+            (e - b).to_pytimedelta() if ok else None
+            for b, e, ok in zip(start, end, ran, strict=True)
+        ]
     groups = list(zip(df["_chat"].tolist(), df["_group"].tolist(), strict=True))
     statuses = df["status"].astype("string").fillna("requested").tolist()
     for y, (x0, width, did_run, status, key) in enumerate(
@@ -331,9 +341,16 @@ def plot_timeline(
         name = f"step {group}" if len(chats) == 1 else f"chat {chats[chat][:6]} · step {group}"
         mode = modes.get((chat, group), "")
         name += f" · {mode}" if mode else " · not run"
-        ax.annotate(name, xy=(1.0, (min(ys) + max(ys)) / 2), xycoords=("axes fraction", "data"),
-                    xytext=(4, 0), textcoords="offset points", va="center", fontsize=8,
-                    color="#616161")
+        ax.annotate(
+            name,
+            xy=(1.0, (min(ys) + max(ys)) / 2),
+            xycoords=("axes fraction", "data"),
+            xytext=(4, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=8,
+            color="#616161",
+        )
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
     ax.set_ylim(len(labels) - 0.5, -0.5)
     ax.set_xlabel("ms since the round started" if relative else "time (UTC)")
@@ -341,8 +358,14 @@ def plot_timeline(
     ax.set_title(f"Tool calls per step ({shown})", fontsize=11, loc="left")
     ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
     ax.set_axisbelow(True)
-    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False,
-              ncols=min(len(seen), 5), borderaxespad=0.2)
+    ax.legend(
+        loc="lower right",
+        bbox_to_anchor=(1.0, 1.0),
+        fontsize=8,
+        frameon=False,
+        ncols=min(len(seen), 5),
+        borderaxespad=0.2,
+    )
     return fig
 
 
@@ -363,7 +386,8 @@ def plot_durations(source: Any, ax: Axes | None = None) -> Figure:
     ran = df[df["duration_ms"].notna()]
     tools = (
         ran.groupby("tool")["duration_ms"].median().sort_values().index.tolist()
-        if not ran.empty else []
+        if not ran.empty
+        else []
     )
     fig, ax = _axes(ax, (8.0, min(1.8 + 0.45 * max(len(tools), 1), 16.0)))
     if df.empty:
@@ -374,12 +398,20 @@ def plot_durations(source: Any, ax: Axes | None = None) -> Figure:
     import inspect
 
     horizontal: dict[str, Any] = (  # matplotlib >= 3.10 deprecates vert=
-        {"orientation": "horizontal"} if "orientation" in inspect.signature(ax.boxplot).parameters
+        {"orientation": "horizontal"}
+        if "orientation" in inspect.signature(ax.boxplot).parameters
         else {"vert": False}
     )
-    ax.boxplot(data, widths=0.6, showfliers=False, medianprops={"color": "#212121"},
-               boxprops={"color": "#9e9e9e"}, whiskerprops={"color": "#9e9e9e"},
-               capprops={"color": "#9e9e9e"}, **horizontal)
+    ax.boxplot(
+        data,
+        widths=0.6,
+        showfliers=False,
+        medianprops={"color": "#212121"},
+        boxprops={"color": "#9e9e9e"},
+        whiskerprops={"color": "#9e9e9e"},
+        capprops={"color": "#9e9e9e"},
+        **horizontal,
+    )
     rng = np.random.default_rng(0)
     seen: set[str] = set()
     for i, t in enumerate(tools, start=1):
@@ -388,8 +420,15 @@ def plot_durations(source: Any, ax: Axes | None = None) -> Figure:
             jitter = rng.uniform(-0.18, 0.18, len(part))
             label = str(status) if status not in seen else None
             seen.add(str(status))
-            ax.scatter(part["duration_ms"].astype("float64"), i + jitter, s=14, alpha=0.7,
-                       color=STATUS_COLORS.get(str(status), "#9e9e9e"), label=label, zorder=3)
+            ax.scatter(
+                part["duration_ms"].astype("float64"),
+                i + jitter,
+                s=14,
+                alpha=0.7,
+                color=STATUS_COLORS.get(str(status), "#9e9e9e"),
+                label=label,
+                zorder=3,
+            )
     ax.set_yticks(range(1, len(tools) + 1), tools)
     values = ran["duration_ms"].astype("float64")
     positive = values[values > 0]
@@ -399,8 +438,14 @@ def plot_durations(source: Any, ax: Axes | None = None) -> Figure:
     ax.set_title(f"Tool call durations ({len(ran)} runs)", fontsize=11, loc="left")
     ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
     ax.set_axisbelow(True)
-    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False,
-              ncols=min(len(seen), 5), borderaxespad=0.2)
+    ax.legend(
+        loc="lower right",
+        bbox_to_anchor=(1.0, 1.0),
+        fontsize=8,
+        frameon=False,
+        ncols=min(len(seen), 5),
+        borderaxespad=0.2,
+    )
     return fig
 
 
@@ -449,8 +494,10 @@ def _encode(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         df = df.copy()
         for name in json_cols:
             df[name] = pd.array(
-                [None if v is None else json.dumps(v, ensure_ascii=False, default=str)
-                 for v in df[name]],
+                [
+                    None if v is None else json.dumps(v, ensure_ascii=False, default=str)
+                    for v in df[name]
+                ],
                 dtype="string",
             )
     return df, json_cols

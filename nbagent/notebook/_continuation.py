@@ -316,8 +316,11 @@ async def wait_for_decisions(chat: Chat, wait: bool | None = None) -> bool:
     finally:
         cont.end_wait(consumed)
     if cfg.approval_fallback == "deny":
-        why = "no front end showed the approval" if not cont.rendered else (
-            f"no decision within {timeout:g} s")
+        why = (
+            "no front end showed the approval"
+            if not cont.rendered
+            else (f"no decision within {timeout:g} s")
+        )
         for c in list(chat.pending_approvals):
             with contextlib.suppress(Exception):  # decided meanwhile
                 chat.deny(c, reason=f"not approved: {why}", by="fallback")

@@ -150,8 +150,9 @@ def decision_words(e: CallEntry) -> str:
         return ""
     by = e.decided_by or "?"
     if by.startswith("policy:always_allow"):
-        words = f"{e.verdict}: always allowed" + (" (when its rule holds)" if by.endswith(":when")
-                                                   else "")
+        words = f"{e.verdict}: always allowed" + (
+            " (when its rule holds)" if by.endswith(":when") else ""
+        )
     else:
         who = {"user": "you", "resolver": "the tool's approval rule"}.get(by, by)
         words = f"{e.verdict} by {who}"
@@ -205,8 +206,7 @@ def entry_html(e: Entry, *, live: bool = False) -> str:
     """One entry as an HTML fragment (everything escaped); ``live`` in the widget view."""
     if isinstance(e, UserEntry):
         return (
-            '<div class="nba-entry nba-user"><span class="nba-who">You</span>'
-            f"{esc(e.text)}</div>"
+            f'<div class="nba-entry nba-user"><span class="nba-who">You</span>{esc(e.text)}</div>'
         )
     if isinstance(e, TextEntry):
         cls = "nba-entry nba-text" + (" nba-streaming" if e.streaming else "")
@@ -239,8 +239,11 @@ def call_html(e: CallEntry, *, with_card: bool = False) -> str:
         f'<span class="nba-badge nba-b-{esc(status)}">'
         f"{esc(_STATUS_WORDS.get(status, status))}</span>",
     ]
-    meta = [x for x in (fmt_ms(e.duration_ms), e.mode if e.mode not in (None, "sequential") else "")
-            if x]
+    meta = [
+        x
+        for x in (fmt_ms(e.duration_ms), e.mode if e.mode not in (None, "sequential") else "")
+        if x
+    ]
     if meta:
         head.append(f'<span class="nba-dim">{esc(" · ".join(meta))}</span>')
     head.append(f'<span class="nba-dim">{esc(e.call_id)}</span>')
@@ -286,7 +289,7 @@ def status_html(totals: Totals, phase: str | None = None) -> str:
         FAILED: "nba-phase-error",
         COMPLETE: "nba-phase-complete",
     }.get(phase, "nba-phase-busy")
-    rest = status_words(totals, phase)[len(phase):]
+    rest = status_words(totals, phase)[len(phase) :]
     return f'<div class="nba-status"><span class="{cls}">{esc(phase)}</span>{esc(rest)}</div>'
 
 
@@ -302,7 +305,7 @@ def conversation_html(
     if title:
         parts.append(f'<div class="nba-step">{esc(title)}</div>')
     older = entries[:-collapse_after] if len(entries) > collapse_after else []
-    recent = entries[len(older):]
+    recent = entries[len(older) :]
     if older:
         parts.append(f"<details><summary>{len(older):,} earlier entries</summary>")
         parts.extend(entry_html(e) for e in older)
@@ -341,7 +344,8 @@ def entry_markdown(e: Entry) -> str:
     if isinstance(e, StepEntry):
         return f"*{_md_inline(step_words(e))}*" + (
             f"  \n**{_md_inline(e.error_type)}:** {_md_inline(preview(e.error, 600))}"
-            if e.status == "failed" else ""
+            if e.status == "failed"
+            else ""
         )
     if isinstance(e, CallEntry):
         words = _md_inline(_STATUS_WORDS.get(e.status, e.status))

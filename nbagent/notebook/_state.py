@@ -240,8 +240,13 @@ class ChatState:
         """Record an error that happened outside the chat's own events (and tell the views)."""
         with self.lock:
             self._errors += 1
-            entry = ErrorEntry(f"e:{self._errors}", self.turn if turn is None else turn,
-                               number=self._errors, title=title, detail=detail)
+            entry = ErrorEntry(
+                f"e:{self._errors}",
+                self.turn if turn is None else turn,
+                number=self._errors,
+                title=title,
+                detail=detail,
+            )
             self._add(entry)
             self._phase(entry.turn, FAILED)
             for fn in self._listeners:
@@ -265,8 +270,11 @@ class ChatState:
             return self._text(event.step, event.text, append=True)
         if isinstance(event, ToolCallDelta):
             step = self.by_key.get(f"s:{event.step}")
-            if (isinstance(step, StepEntry) and event.name
-                    and event.index not in step.streaming_calls):
+            if (
+                isinstance(step, StepEntry)
+                and event.name
+                and event.index not in step.streaming_calls
+            ):
                 step.streaming_calls[event.index] = event.name
                 return [_touch(step)]
             return []
@@ -281,19 +289,27 @@ class ChatState:
         if isinstance(event, ToolCallRequested):
             return self._requested(event)
         if isinstance(event, ApprovalRequested):
-            return self._call_update(event.call, status="awaiting_approval",
-                                     approval_reason=event.reason, approval_source=event.source,
-                                     phase=AWAITING)
+            return self._call_update(
+                event.call,
+                status="awaiting_approval",
+                approval_reason=event.reason,
+                approval_source=event.source,
+                phase=AWAITING,
+            )
         if isinstance(event, ApprovalDecided):
             d = event.decision
             return self._call_update(
-                event.call, status="approved" if d.verdict == "approved" else "denied",
-                verdict=d.verdict, decided_by=d.by, decision_reason=d.reason,
+                event.call,
+                status="approved" if d.verdict == "approved" else "denied",
+                verdict=d.verdict,
+                decided_by=d.by,
+                decision_reason=d.reason,
                 edited_arguments=d.arguments,
             )
         if isinstance(event, ToolCallStarted):
-            return self._call_update(event.call, status="running",
-                                     arguments_run=dict(event.arguments), phase=RUNNING)
+            return self._call_update(
+                event.call, status="running", arguments_run=dict(event.arguments), phase=RUNNING
+            )
         if isinstance(event, ToolCallFinished):
             return self._call_finished(event)
         if isinstance(event, StepFinished):
@@ -360,8 +376,14 @@ class ChatState:
         self.turn = max(self.turn, e.turn)
         self.model = e.model
         changed = self._resolve_budgets()
-        entry = StepEntry(f"s:{e.step}", e.turn, step=e.step, model=e.model, provider=e.provider,
-                          tool_choice=e.tool_choice)
+        entry = StepEntry(
+            f"s:{e.step}",
+            e.turn,
+            step=e.step,
+            model=e.model,
+            provider=e.provider,
+            tool_choice=e.tool_choice,
+        )
         stale = self.by_key.get(f"t:{e.step}")
         if isinstance(stale, TextEntry):  # text of a failed attempt with the same number
             stale.text, stale.streaming = "", False
@@ -413,8 +435,9 @@ class ChatState:
     def _step_finished(self, e: StepFinished) -> list[Entry]:
         if e.kind == "budget_exhausted":
             self._budgets += 1
-            entry = self._add(BudgetEntry(f"b:{self._budgets}", e.turn, number=self._budgets,
-                                          step=e.step))
+            entry = self._add(
+                BudgetEntry(f"b:{self._budgets}", e.turn, number=self._budgets, step=e.step)
+            )
             self._last_budget = entry
             self._phase(e.turn, BUDGET)
             return [entry]
@@ -428,17 +451,29 @@ class ChatState:
     def _requested(self, e: ToolCallRequested) -> list[Entry]:
         c = e.call
         entry = CallEntry(
-            f"c:{c.id}", e.turn, call_id=c.id, name=c.name, step=e.step,
-            arguments=dict(c.arguments), raw_arguments=c.raw_arguments,
-            gated=e.approval.required, approval_reason=e.approval.reason,
+            f"c:{c.id}",
+            e.turn,
+            call_id=c.id,
+            name=c.name,
+            step=e.step,
+            arguments=dict(c.arguments),
+            raw_arguments=c.raw_arguments,
+            gated=e.approval.required,
+            approval_reason=e.approval.reason,
             approval_source=e.approval.source,
         )
         for key in (None, e.turn):
             self.totals.setdefault(key, Totals()).calls += 1
         return [self._add(entry)]
 
-    def _call_update(self, call: ToolCall, *, phase: str | None = None,
-                     arguments_run: dict[str, Any] | None = None, **fields: Any) -> list[Entry]:
+    def _call_update(
+        self,
+        call: ToolCall,
+        *,
+        phase: str | None = None,
+        arguments_run: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> list[Entry]:
         entry = self.by_key.get(f"c:{call.id}")
         if not isinstance(entry, CallEntry):
             entry = self._add(_call_entry(call, self._turn_of_step.get(self._step, self.turn)))
@@ -455,8 +490,13 @@ class ChatState:
 
     def _call_finished(self, e: ToolCallFinished) -> list[Entry]:
         return self._call_update(
-            e.call, status=e.status, result=e.result.content, result_status=e.result.status,
-            error=e.error, duration_ms=e.duration_ms, mode=e.mode,
+            e.call,
+            status=e.status,
+            result=e.result.content,
+            result_status=e.result.status,
+            error=e.error,
+            duration_ms=e.duration_ms,
+            mode=e.mode,
         )
 
     # ------------------------------------------------------- reconstruction
@@ -474,10 +514,19 @@ class ChatState:
                 step += 1
                 state._turn_of_step[step] = turn
                 calls = getattr(m, "tool_calls", ())
-                state._add(StepEntry(f"s:{step}", turn, step=step, model=chat.model,
-                                     provider=chat.provider.name, status="done",
-                                     stop_reason=m.stop_reason, n_tool_calls=len(calls),
-                                     measured=False))
+                state._add(
+                    StepEntry(
+                        f"s:{step}",
+                        turn,
+                        step=step,
+                        model=chat.model,
+                        provider=chat.provider.name,
+                        status="done",
+                        stop_reason=m.stop_reason,
+                        n_tool_calls=len(calls),
+                        measured=False,
+                    )
+                )
                 if m.content:
                     state._add(TextEntry(f"t:{step}", turn, step=step, text=m.content))
                 for c in calls:
@@ -494,8 +543,12 @@ class ChatState:
         if status == "budget_exhausted":
             state._budgets = 1
             state._last_budget = state._add(BudgetEntry("b:1", state.turn, number=1, step=step))
-        phase = {"complete": COMPLETE, "awaiting_approval": AWAITING,
-                 "budget_exhausted": BUDGET, "idle": IDLE}.get(status, IDLE)
+        phase = {
+            "complete": COMPLETE,
+            "awaiting_approval": AWAITING,
+            "budget_exhausted": BUDGET,
+            "idle": IDLE,
+        }.get(status, IDLE)
         state._phase(state.turn, phase)
         return state
 
@@ -506,13 +559,21 @@ def _call_entry(c: ToolCall, turn: int, step: int = 0) -> CallEntry:
     result = c.result
     edited = d.arguments if d is not None else None
     return CallEntry(
-        f"c:{c.id}", turn, call_id=c.id, name=c.name, step=step,
-        arguments=dict(c.arguments), raw_arguments=c.raw_arguments, status=c.status,
+        f"c:{c.id}",
+        turn,
+        call_id=c.id,
+        name=c.name,
+        step=step,
+        arguments=dict(c.arguments),
+        raw_arguments=c.raw_arguments,
+        status=c.status,
         gated=bool(approval and approval.required),
         approval_reason=approval.reason if approval else "",
         approval_source=approval.source if approval else "",
-        verdict=d.verdict if d else None, decided_by=d.by if d else None,
-        decision_reason=d.reason if d else None, edited_arguments=edited,
+        verdict=d.verdict if d else None,
+        decided_by=d.by if d else None,
+        decision_reason=d.reason if d else None,
+        edited_arguments=edited,
         result=result.content if result else None,
         result_status=result.status if result else None,
         duration_ms=_duration(c),

@@ -57,8 +57,9 @@ class ChatView:
     ``view.widget`` is the ipywidgets container.
     """
 
-    def __init__(self, chat: Chat, *, turn: int | None = None, page_size: int = 25,
-                 live_pages: int = 2):
+    def __init__(
+        self, chat: Chat, *, turn: int | None = None, page_size: int = 25, live_pages: int = 2
+    ):
         if page_size < 1 or live_pages < 1:
             raise ValueError("page_size and live_pages must be at least 1")
         capture_main_loop()
@@ -86,8 +87,11 @@ class ChatView:
         self._entry_layout = W.Layout()
         self._entry_style = HTMLStyle()
         self._style = W.HTML(R.style_tag())
-        self._more = W.Button(description="Show earlier", layout=W.Layout(display="none"),
-                              tooltip="Show the previous page of this conversation")
+        self._more = W.Button(
+            description="Show earlier",
+            layout=W.Layout(display="none"),
+            tooltip="Show the previous page of this conversation",
+        )
         self._more.add_class("nba-more")
         self._more.on_click(lambda _b: self.show_earlier())
         self._body = W.VBox([])
@@ -122,7 +126,7 @@ class ChatView:
         self._update_more()
 
     def _page_entries(self, page: int) -> list[Entry]:
-        keys = self._keys[page * self.page_size:(page + 1) * self.page_size]
+        keys = self._keys[page * self.page_size : (page + 1) * self.page_size]
         by_key = self.state.by_key
         return [by_key[k] for k in keys if k in by_key]
 
@@ -133,8 +137,9 @@ class ChatView:
 
     def _make_widget(self, e: Entry) -> W.Widget:
         # One Layout and one style model shared by every entry: a card is one model, not three.
-        html = W.HTML(R.entry_html(e, live=True), layout=self._entry_layout,
-                      style=self._entry_style)
+        html = W.HTML(
+            R.entry_html(e, live=True), layout=self._entry_layout, style=self._entry_style
+        )
         self._html[e.key] = html
         widget: W.Widget = html
         if isinstance(e, CallEntry) and e.gated:
@@ -150,9 +155,14 @@ class ChatView:
 
     def _make_card(self, e: Entry) -> ActionCard:
         if isinstance(e, CallEntry):
-            card = ActionCard(self._on_card_action, kind="approval", tool=e.name,
-                              call_id=e.call_id, arguments=e.arguments_json,
-                              reason=e.approval_reason)
+            card = ActionCard(
+                self._on_card_action,
+                kind="approval",
+                tool=e.name,
+                call_id=e.call_id,
+                arguments=e.arguments_json,
+                reason=e.approval_reason,
+            )
         else:
             card = ActionCard(self._on_card_action, kind="budget", steps=self._budget_steps())
         card.on_rendered = self.continuation.note_rendered
@@ -209,7 +219,7 @@ class ChatView:
         self._update_more()
 
     def _page_keys(self, page: int) -> list[str]:
-        return self._keys[page * self.page_size:(page + 1) * self.page_size]
+        return self._keys[page * self.page_size : (page + 1) * self.page_size]
 
     def _has_pending(self, key: str) -> bool:
         e = self.state.by_key.get(key)
@@ -313,11 +323,22 @@ class ChatView:
     def close(self) -> None:
         """Stop following the chat and close every widget of this view."""
         self.freeze()
-        for w in [*self._cards.values(), *self._html.values(), *self._widgets.values(),
-                  *self._pages.values()]:
+        for w in [
+            *self._cards.values(),
+            *self._html.values(),
+            *self._widgets.values(),
+            *self._pages.values(),
+        ]:
             w.close()
-        for w in (self._style, self._more, self._body, self._status, self.widget,
-                  self._entry_layout, self._entry_style):
+        for w in (
+            self._style,
+            self._more,
+            self._body,
+            self._status,
+            self.widget,
+            self._entry_layout,
+            self._entry_style,
+        ):
             w.close()
 
     # -------------------------------------------------------------- clicks
@@ -375,8 +396,11 @@ class ChatView:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         data: dict[str, Any] = dict(self.fallback_bundle())
-        data[WIDGET_MIME] = {"version_major": 2, "version_minor": 0,
-                             "model_id": self.widget.model_id}
+        data[WIDGET_MIME] = {
+            "version_major": 2,
+            "version_minor": 0,
+            "model_id": self.widget.model_id,
+        }
         return data
 
     def _ipython_display_(self) -> None:
