@@ -164,7 +164,40 @@ def _fake_server_ratio(repeat: int) -> Result | None:
 
             loop.run(main())
 
-        times = interleaved({"sync": sync_loops, "async": async_loops}, repeat)
+        import openai
+
+        raw_sync = openai.OpenAI(base_url=server.openai, api_key=KEY, max_retries=0)
+        raw_async = openai.AsyncOpenAI(base_url=server.openai, api_key=KEY, max_retries=0)
+        body = {
+            "model": MODELS["openai-chat"],
+            "messages": [
+                {"role": "system", "content": _system(1)},
+                {"role": "user", "content": "hi"},
+            ],
+        }
+
+        def raw_sync_requests() -> None:
+            for _ in range(chats * 11):
+                raw_sync.chat.completions.create(**body)
+
+        def raw_async_requests() -> None:
+            async def main() -> None:
+                for _ in range(chats * 11):
+                    await raw_async.chat.completions.create(**body)
+
+            loop.run(main())
+
+        times = interleaved(
+            {
+                "sync": sync_loops,
+                "async": async_loops,
+                "raw_sync": raw_sync_requests,
+                "raw_async": raw_async_requests,
+            },
+            repeat,
+        )
+        loop.run(raw_async.close())
+        raw_sync.close()
         loop.close()
     finally:
         server.close()
@@ -178,5 +211,7 @@ def _fake_server_ratio(repeat: int) -> Result | None:
         ratio <= 1.1,
         f"per chat: async {a_wall / chats * 1000:.1f} ms (cpu {a_cpu / chats * 1000:.1f}), "
         f"sync {s_wall / chats * 1000:.1f} ms (cpu {s_cpu / chats * 1000:.1f}); "
+        f"the raw SDK alone, same requests: async / sync "
+        f"{times['raw_async'][0] / times['raw_sync'][0]:.2f}x; "
         "server in a child process, one event loop",
     )

@@ -52,14 +52,39 @@ def make_events(n_events: int = N_EVENTS, chat_id: str = "bench") -> list[Event]
         content = f'{{"city": "City {i}", "temp_c": {i % 35}}}' if status == "ok" else "Error"
         result = ToolResultMessage(call.id, content, status != "ok", status, call.name, turn)
         triple: list[Event] = [
-            ToolCallRequested(chat_id=chat_id, seq=seq, ts=started, call=call, step=step,
-                              turn=turn, approval=Approval(False)),
-            ToolCallStarted(chat_id=chat_id, seq=seq + 1, ts=started, call=call, step=step + 1,
-                            turn=turn, mode="threads", arguments=call.arguments),
-            ToolCallFinished(chat_id=chat_id, seq=seq + 2, ts=finished, call=call, step=step,
-                             turn=turn, status=status, result=result,
-                             error=None if status == "ok" else f"{status}: boom",
-                             duration_ms=float(5 + i % 50), started_at=started, mode="threads"),
+            ToolCallRequested(
+                chat_id=chat_id,
+                seq=seq,
+                ts=started,
+                call=call,
+                step=step,
+                turn=turn,
+                approval=Approval(False),
+            ),
+            ToolCallStarted(
+                chat_id=chat_id,
+                seq=seq + 1,
+                ts=started,
+                call=call,
+                step=step + 1,
+                turn=turn,
+                mode="threads",
+                arguments=call.arguments,
+            ),
+            ToolCallFinished(
+                chat_id=chat_id,
+                seq=seq + 2,
+                ts=finished,
+                call=call,
+                step=step,
+                turn=turn,
+                status=status,
+                result=result,
+                error=None if status == "ok" else f"{status}: boom",
+                duration_ms=float(5 + i % 50),
+                started_at=started,
+                mode="threads",
+            ),
         ]
         events.extend(triple)
         seq += 3
@@ -118,19 +143,39 @@ def run(quick: bool) -> list[Result]:
     big_s = statistics.median(big_times)
 
     return [
-        Result(f"log {n:,} tool-call events: per event", per_event_us, "us", "< 20 us",
-               per_event_us < 20,
-               f"list.append baseline {baseline_us:.3f} us, "
-               f"{per_event_us / baseline_us:.0f}x"),
-        Result(f"materialise chat.log ({n_calls:,} calls, first time)",
-               statistics.median(cold), "s", "< 1 s", statistics.median(cold) < 1.0,
-               f"CPU {statistics.median(cold_cpu):.3f} s; cached until the next event; "
-               f"rebuilt {statistics.median(warm):.3f} s"),
-        Result(f"materialise chat.log ({len(big) // 3:,} calls, first time), CPU time",
-               statistics.median(big_cpu), "s", "< 1 s", statistics.median(big_cpu) < 1.0,
-               f"stress: {len(big):,} events; wall {big_s:.3f} s"),
-        Result("memory per logged call (records, tracemalloc)", per_call, "B", "",
-               None, f"DataFrame {frame_bytes:.0f} B/row incl. strings"),
+        Result(
+            f"log {n:,} tool-call events: per event",
+            per_event_us,
+            "us",
+            "< 20 us",
+            per_event_us < 20,
+            f"list.append baseline {baseline_us:.3f} us, {per_event_us / baseline_us:.0f}x",
+        ),
+        Result(
+            f"materialise chat.log ({n_calls:,} calls, first time)",
+            statistics.median(cold),
+            "s",
+            "< 1 s",
+            statistics.median(cold) < 1.0,
+            f"CPU {statistics.median(cold_cpu):.3f} s; cached until the next event; "
+            f"rebuilt {statistics.median(warm):.3f} s",
+        ),
+        Result(
+            f"materialise chat.log ({len(big) // 3:,} calls, first time), CPU time",
+            statistics.median(big_cpu),
+            "s",
+            "< 1 s",
+            statistics.median(big_cpu) < 1.0,
+            f"stress: {len(big):,} events; wall {big_s:.3f} s",
+        ),
+        Result(
+            "memory per logged call (records, tracemalloc)",
+            per_call,
+            "B",
+            "",
+            None,
+            f"DataFrame {frame_bytes:.0f} B/row incl. strings",
+        ),
     ]
 
 

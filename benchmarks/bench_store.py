@@ -56,10 +56,18 @@ class _LoopProvider:
         if done >= self.rounds * self.calls:
             return LLMToolResponse(text=f"done after {done} calls", model="loop", provider="loop")
         n = sum(len(getattr(m, "tool_calls", ())) for m in messages)
-        calls = tuple(ToolCall(f"call_{n + i}", "add", {"a": n + i, "b": 1})
-                      for i in range(self.calls))
-        return LLMToolResponse(text="", tool_calls=calls, stop_reason="tool_use",
-                               model="loop", provider="loop", input_tokens=10, output_tokens=5)
+        calls = tuple(
+            ToolCall(f"call_{n + i}", "add", {"a": n + i, "b": 1}) for i in range(self.calls)
+        )
+        return LLMToolResponse(
+            text="",
+            tool_calls=calls,
+            stop_reason="tool_use",
+            model="loop",
+            provider="loop",
+            input_tokens=10,
+            output_tokens=5,
+        )
 
     async def complete_with_tools_async(self, **kwargs: Any) -> LLMToolResponse:
         return self.complete_with_tools(**kwargs)
@@ -83,10 +91,13 @@ def _ratio(name: str, runs: dict[str, tuple[float, float]], base: str, stored: s
     ratio = s / b
     per_round = (s - b) / ROUNDS * 1e6
     return Result(
-        name, ratio, "x", target="<= 1.10x" if "fake server" in name else "",
+        name,
+        ratio,
+        "x",
+        target="<= 1.10x" if "fake server" in name else "",
         target_met=(ratio <= 1.10) if "fake server" in name else None,
         detail=f"{b * 1000:.2f} -> {s * 1000:.2f} ms, +{per_round:.0f} us a round; "
-               f"CPU {sc / bc:.2f}x",
+        f"CPU {sc / bc:.2f}x",
     )
 
 
@@ -105,8 +116,9 @@ def _fake_server_results(quick: bool, store: SQLiteStore) -> list[Result]:
         return Turn(tool_calls=[FakeToolCall("add", {"a": done, "b": 1})])
 
     with FakeLLMServer(handler=handler) as server:
-        provider = OpenAIProvider("gpt-4.1-mini", base_url=server.openai_base_url,
-                                  api_key="test", max_retries=0)
+        provider = OpenAIProvider(
+            "gpt-4.1-mini", base_url=server.openai_base_url, api_key="test", max_retries=0
+        )
         runs = interleaved(
             {
                 "memory": lambda: _fake_server_loop(provider, None),
@@ -114,8 +126,9 @@ def _fake_server_results(quick: bool, store: SQLiteStore) -> list[Result]:
             },
             repeat=10 if quick else 40,
         )
-    return [_ratio(f"fake server: {ROUNDS}-round tool loop, store / no store", runs,
-                   "memory", "sqlite")]
+    return [
+        _ratio(f"fake server: {ROUNDS}-round tool loop, store / no store", runs, "memory", "sqlite")
+    ]
 
 
 def _load_result(quick: bool, folder: Path) -> Result:
@@ -136,8 +149,14 @@ def _load_result(quick: bool, folder: Path) -> Result:
         assert len(loaded.tool_calls) == n_calls
         loaded._store.close()
     t = statistics.median(times)
-    return Result(f"Chat.load of a chat with {n_calls} tool calls", t, "s", target="< 0.5 s",
-                  target_met=t < 0.5, detail=f"min {min(times):.3f} s")
+    return Result(
+        f"Chat.load of a chat with {n_calls} tool calls",
+        t,
+        "s",
+        target="< 0.5 s",
+        target_met=t < 0.5,
+        detail=f"min {min(times):.3f} s",
+    )
 
 
 def run(quick: bool = False) -> list[Result]:
@@ -150,8 +169,11 @@ def run(quick: bool = False) -> list[Result]:
                 {"memory": lambda: _demo_loop(None), "sqlite": lambda: _demo_loop(store)},
                 repeat=10 if quick else 40,
             )
-            results.append(_ratio(f"demo model: {ROUNDS} tool rounds, store / no store", runs,
-                                  "memory", "sqlite"))
+            results.append(
+                _ratio(
+                    f"demo model: {ROUNDS} tool rounds, store / no store", runs, "memory", "sqlite"
+                )
+            )
             results.extend(_fake_server_results(quick, store))
         results.append(_load_result(quick, folder))
     return results

@@ -98,10 +98,26 @@ def _events_for_new_call(chat: Chat, i: int, turn: int) -> list[Event]:
     result = ToolResultMessage(call.id, '{"key": "x", "value": 1}', False, "ok", "lookup", turn)
     return [
         ToolCallRequested(chat_id=chat.id, call=call, step=1, turn=turn, approval=Approval(False)),
-        ToolCallStarted(chat_id=chat.id, call=call, step=1, turn=turn, mode="sequential",
-                        arguments=call.arguments),
-        ToolCallFinished(chat_id=chat.id, call=call, step=1, turn=turn, status="ok", result=result,
-                         error=None, duration_ms=1.5, started_at=None, mode="sequential"),
+        ToolCallStarted(
+            chat_id=chat.id,
+            call=call,
+            step=1,
+            turn=turn,
+            mode="sequential",
+            arguments=call.arguments,
+        ),
+        ToolCallFinished(
+            chat_id=chat.id,
+            call=call,
+            step=1,
+            turn=turn,
+            status="ok",
+            result=result,
+            error=None,
+            duration_ms=1.5,
+            started_at=None,
+            mode="sequential",
+        ),
     ]
 
 
@@ -113,11 +129,26 @@ def _update_events(chat: Chat, n: int) -> list[Event]:
     events: list[Event] = []
     for i in range(n):
         events += [
-            ToolCallStarted(chat_id=chat.id, call=call, step=1, turn=1, mode="sequential",
-                            arguments=call.arguments),
-            ToolCallFinished(chat_id=chat.id, call=call, step=1, turn=1, status="ok",
-                             result=call.result, error=None, duration_ms=2.0 + i,
-                             started_at=None, mode="sequential"),
+            ToolCallStarted(
+                chat_id=chat.id,
+                call=call,
+                step=1,
+                turn=1,
+                mode="sequential",
+                arguments=call.arguments,
+            ),
+            ToolCallFinished(
+                chat_id=chat.id,
+                call=call,
+                step=1,
+                turn=1,
+                status="ok",
+                result=call.result,
+                error=None,
+                duration_ms=2.0 + i,
+                started_at=None,
+                mode="sequential",
+            ),
         ]
     return events
 
@@ -132,44 +163,67 @@ def run(quick: bool) -> list[Result]:
 
     # -- construction of the view of a 1,000-call chat
     built: list[ChatView] = []  # closed after timing, so they stop following the chat
-    live = interleaved({"live": lambda: built.append(ChatView(big))}, repeat=repeat,
-                       warmup=1)["live"]
-    results.append(Result(
-        "construct ChatView, 1,000 tool calls (state recorded live)", live[0] * 1000, "ms",
-        "< 1000 ms", live[0] < 1.0,
-        f"cpu {live[1] * 1000:.0f} ms; chats built in {build_s:.1f} s",
-    ))
+    live = interleaved({"live": lambda: built.append(ChatView(big))}, repeat=repeat, warmup=1)[
+        "live"
+    ]
+    results.append(
+        Result(
+            "construct ChatView, 1,000 tool calls (state recorded live)",
+            live[0] * 1000,
+            "ms",
+            "< 1000 ms",
+            live[0] < 1.0,
+            f"cpu {live[1] * 1000:.0f} ms; chats built in {build_s:.1f} s",
+        )
+    )
 
     def rebuilt() -> None:
         rebuild_state(big)
         built.append(ChatView(big))
 
     rb = interleaved({"rebuilt": rebuilt}, repeat=repeat, warmup=1)["rebuilt"]
-    results.append(Result(
-        "construct ChatView, 1,000 tool calls (state rebuilt)", rb[0] * 1000, "ms",
-        "< 1000 ms", rb[0] < 1.0, "display(chat) on a chat that had no view",
-    ))
+    results.append(
+        Result(
+            "construct ChatView, 1,000 tool calls (state rebuilt)",
+            rb[0] * 1000,
+            "ms",
+            "< 1000 ms",
+            rb[0] < 1.0,
+            "display(chat) on a chat that had no view",
+        )
+    )
     for v in built:
         v.close()
     view = ChatView(big)
-    results.append(Result(
-        "live widgets in that view", float(view.live_entries), "",
-        detail=f"of {len(view.entries()):,} entries; older pages fold behind 'Show earlier'",
-    ))
+    results.append(
+        Result(
+            "live widgets in that view",
+            float(view.live_entries),
+            "",
+            detail=f"of {len(view.entries()):,} entries; older pages fold behind 'Show earlier'",
+        )
+    )
     view.close()
-    html = interleaved({"html": lambda: bundle_for(state_for(big))}, repeat=repeat,
-                       warmup=1)["html"]
-    results.append(Result(
-        "static fallback bundle (html+md+text), 1,000 calls", html[0] * 1000, "ms",
-        detail="rendered when the chat settles and after each cell, not per event",
-    ))
+    html = interleaved({"html": lambda: bundle_for(state_for(big))}, repeat=repeat, warmup=1)[
+        "html"
+    ]
+    results.append(
+        Result(
+            "static fallback bundle (html+md+text), 1,000 calls",
+            html[0] * 1000,
+            "ms",
+            detail="rendered when the chat settles and after each cell, not per event",
+        )
+    )
 
     # -- per-event cost at 10 / 100 / 1,000 calls, sizes interleaved round by round.
     # The cyclic GC is paused while timing (as timeit does): a full collection
     # walks every live object, so it would charge each event for the size of
     # the whole heap rather than for what the view does.
     per_event: dict[str, dict[int, list[float]]] = {
-        "update": {n: [] for n in SIZES}, "append": {n: [] for n in SIZES}}
+        "update": {n: [] for n in SIZES},
+        "append": {n: [] for n in SIZES},
+    }
     setups = {}
     batch = 200 if quick else 500
     counter = 0
@@ -208,16 +262,26 @@ def run(quick: bool) -> list[Result]:
     for _chat, _state, views, _updates in setups.values():
         for v in views:
             v.close()
-    medians = {k: {n: statistics.median(v) for n, v in by_n.items()}
-               for k, by_n in per_event.items()}
+    medians = {
+        k: {n: statistics.median(v) for n, v in by_n.items()} for k, by_n in per_event.items()
+    }
 
     for kind, by_n in medians.items():
         for n in SIZES:
-            results.append(Result(f"per-event cost ({kind}), chat of {n:,} calls, 2 views",
-                                  by_n[n] * 1e6, "us"))
+            results.append(
+                Result(
+                    f"per-event cost ({kind}), chat of {n:,} calls, 2 views", by_n[n] * 1e6, "us"
+                )
+            )
         ratio = by_n[1000] / by_n[10]
-        results.append(Result(
-            f"per-event cost ({kind}): 1,000 calls / 10 calls", ratio, "x", "<= 2.0x (flat)",
-            ratio <= 2.0, f"{by_n[10] * 1e6:.0f} us -> {by_n[1000] * 1e6:.0f} us",
-        ))
+        results.append(
+            Result(
+                f"per-event cost ({kind}): 1,000 calls / 10 calls",
+                ratio,
+                "x",
+                "<= 2.0x (flat)",
+                ratio <= 2.0,
+                f"{by_n[10] * 1e6:.0f} us -> {by_n[1000] * 1e6:.0f} us",
+            )
+        )
     return results
