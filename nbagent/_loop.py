@@ -35,6 +35,7 @@ from ._events import (
     ToolCallStarted,
     utcnow,
 )
+from ._log import cost_of
 from ._options import resolve_choice
 from ._runner import Job, Mode, Outcome, needs_event_loop
 from ._serialize import to_content
@@ -306,28 +307,28 @@ class LoopMixin(ChatCore):
         latency = (time.perf_counter() - request.t0) * 1000.0
         if not isinstance(response, LLMToolResponse):
             raise ProviderError(f"provider returned {type(response).__name__}, not LLMToolResponse")
-        from ._log import cost_of
-
+        usage = response.usage
+        model = response.model or self.model
         events: list[Event] = [
             ModelRequestFinished(
                 chat_id=self.id,
                 seq=self._bus.next_seq(),
                 step=request.step,
                 turn=self._turn,
-                model=response.model or self.model,
+                model=model,
                 provider=response.provider or self.provider.name,
-                usage=response.usage,
+                usage=usage,
                 latency_ms=latency,
                 stop_reason=response.stop_reason,
                 raw_stop_reason=response.raw_stop_reason,
                 n_tool_calls=len(response.tool_calls),
                 text=response.text,
-                cost_usd=cost_of(response.model or self.model, response.usage),
+                cost_usd=cost_of(model, usage),
             )
         ]
         after: list[ToolResult] = []
         with self._lock:
-            self._usage = self._usage + response.usage
+            self._usage = self._usage + usage
             message: Message
             if response.tool_calls:
                 calls = tuple(c.copy_identity() for c in response.tool_calls)
@@ -534,6 +535,7 @@ class _Hooks:
     def __init__(self, chat: LoopMixin, round_: _RunRound):
         self.chat = chat
         self.round = round_
+        self.modes: dict[str, Mode] = {}  # what each call actually ran under
 
     def cancelled(self) -> bool:
         return self.chat._cancel.is_set()
@@ -541,6 +543,7 @@ class _Hooks:
     def start(self, job: Job, mode: Mode) -> str | None:
         chat = self.chat
         c = job.call
+        self.modes[c.id] = mode
         with chat._lock:
             if c.status not in RUNNABLE:
                 return _ALREADY
@@ -610,7 +613,7 @@ class _Hooks:
                 result,
                 outcome.message if outcome.status != "ok" else None,
                 outcome.duration_ms,
-                self.round.mode,
+                self.modes.get(c.id),
             )
         chat._emit(event)
         chat._run_after(
