@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -78,6 +79,57 @@ def _install_auto_display(chat: Chat) -> None:
     state_for(chat)  # pure values, no widgets: step timings for a later display(chat)
     chat._turn_hooks.append(_show_turn)
     chat._approval_waiter = wait_for_decisions
+    from .._events import MessageAdded
+
+    chat.on(MessageAdded, _remember_live_message)
+
+
+# Messages a live view has just shown, with the cell (execution count) that showed
+# them: ``chat.ask(...)`` on a cell's last line then does not echo its reply as
+# ``Out[n]`` under the view that already shows it. In a later cell, ``reply``
+# displays as usual.
+_live_turns: dict[str, tuple[int, int]] = {}  # chat id -> (turn, execution count)
+_live_messages: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_live_cells: dict[int, int] = {}  # id(message) -> execution count
+
+
+def _execution_count() -> int | None:
+    ipython = sys.modules.get("IPython")
+    ip = ipython.get_ipython() if ipython is not None else None
+    count = getattr(ip, "execution_count", None)
+    return count if isinstance(count, int) else None
+
+
+def _remember_live_message(event: Any) -> None:
+    live = _live_turns.get(event.chat_id)
+    if live is None or live[0] != event.turn or getattr(event.message, "role", "") != "assistant":
+        return
+    _live_messages[id(event.message)] = event.message
+    _live_cells[id(event.message)] = live[1]
+    if len(_live_cells) > 4 * max(len(_live_messages), 64):  # drop ids of collected messages
+        for key in [k for k in _live_cells if k not in _live_messages]:
+            del _live_cells[key]
+
+
+def display_message(message: Any) -> None:
+    """How a message displays (``Out[n]``, ``display(msg)``): as markdown and text.
+
+    Nothing is shown when a live view showed this very message in this very
+    cell: the view already has it.
+    """
+    if (
+        _live_messages.get(id(message)) is message
+        and _live_cells.get(id(message)) == _execution_count()
+    ):
+        return
+    from IPython.display import display
+
+    content = getattr(message, "content", None) or ""
+    calls = getattr(message, "tool_calls", ())
+    lines = [content] if content else []
+    lines += [f"- tool call `{c.name}` ({c.status})" for c in calls]
+    bundle = {"text/plain": repr(message), "text/markdown": "\n".join(lines) or repr(message)}
+    display(bundle, raw=True)
 
 
 def _show_turn(chat: Chat) -> None:
@@ -92,6 +144,9 @@ def _show_turn(chat: Chat) -> None:
 
     capture_main_loop()
     turn = chat._turn
+    count = _execution_count()
+    if count is not None:
+        _live_turns[chat.id] = (turn, count)
     if widgets_available():
         show(chat, turn=turn)
     else:
