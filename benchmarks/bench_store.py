@@ -7,6 +7,13 @@ Measured interleaved in the same run (same machine state):
 - against the loopback fake server through the real ``openai`` SDK (a 10-round
   tool loop, the issue's target: under 10% overhead);
 - loading a stored chat of 1,000 tool calls with ``Chat.load`` (target < 0.5 s).
+
+Two more stores run in the fake-server loop, to show where the time goes (no
+targets; neither is a usable store): one that handles every event but writes
+nothing per round (the Python side: queueing and encoding events), and one
+that writes only what the at-most-once guarantees need (the call rows, each
+claim committed before its tool runs, each result committed before the next
+model request; no messages, no events), in the same two transactions a round.
 """
 
 from __future__ import annotations
@@ -14,13 +21,14 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import nbagent
 from benchmarks._common import Result, interleaved
 from nbagent import Chat, LLMToolResponse, ToolCall, ToolResultMessage, tool
+from nbagent._store import CallFinal, ClaimResult, Entry, NewCall
 from nbagent.store import SQLiteStore
 
 ROUNDS = 10
@@ -73,6 +81,60 @@ class _LoopProvider:
         return self.complete_with_tools(**kwargs)
 
 
+class _NoWrites(SQLiteStore):
+    """Handles every event (queues, encodes) but writes nothing per round."""
+
+    def write(
+        self,
+        chat_id: str,
+        entries: Sequence[Entry],
+        state: Mapping[str, Any] | None = None,
+        tools: Mapping[str, Any] | None = None,
+    ) -> str | None:
+        return None
+
+    def claim(
+        self,
+        chat_id: str,
+        call_id: str,
+        owner: str,
+        entries: Sequence[Entry] = (),
+        state: Mapping[str, Any] | None = None,
+    ) -> ClaimResult:
+        return ClaimResult(True, "running", owner)
+
+
+class _CallsOnly(SQLiteStore):
+    """Writes only the call rows, the claims and the results: the guarantees' floor."""
+
+    @staticmethod
+    def _calls(entries: Sequence[Entry]) -> list[Entry]:
+        return [
+            Entry(e.seq, e.type, e.ts, None, e.change)
+            for e in entries
+            if isinstance(e.change, (NewCall, CallFinal))
+        ]
+
+    def write(
+        self,
+        chat_id: str,
+        entries: Sequence[Entry],
+        state: Mapping[str, Any] | None = None,
+        tools: Mapping[str, Any] | None = None,
+    ) -> str | None:
+        return super().write(chat_id, self._calls(entries))
+
+    def claim(
+        self,
+        chat_id: str,
+        call_id: str,
+        owner: str,
+        entries: Sequence[Entry] = (),
+        state: Mapping[str, Any] | None = None,
+    ) -> ClaimResult:
+        return super().claim(chat_id, call_id, owner, self._calls(entries))
+
+
 def _demo_loop(store: Any) -> None:
     chat = Chat(model="demo", store=store).with_tools(add)
     for i in range(ROUNDS):
@@ -101,7 +163,7 @@ def _ratio(name: str, runs: dict[str, tuple[float, float]], base: str, stored: s
     )
 
 
-def _fake_server_results(quick: bool, store: SQLiteStore) -> list[Result]:
+def _fake_server_results(quick: bool, store: SQLiteStore, folder: Path) -> list[Result]:
     try:
         from nbagent.providers import OpenAIProvider
         from nbagent.testing import FakeLLMServer, FakeToolCall, RecordedRequest, Turn
@@ -115,19 +177,28 @@ def _fake_server_results(quick: bool, store: SQLiteStore) -> list[Result]:
             return Turn(text="done")
         return Turn(tool_calls=[FakeToolCall("add", {"a": done, "b": 1})])
 
-    with FakeLLMServer(handler=handler) as server:
+    with (
+        FakeLLMServer(handler=handler) as server,
+        _NoWrites(folder / "no_writes.db") as no_writes,
+        _CallsOnly(folder / "calls_only.db") as calls_only,
+    ):
         provider = OpenAIProvider(
             "gpt-4.1-mini", base_url=server.openai_base_url, api_key="test", max_retries=0
         )
         runs = interleaved(
             {
                 "memory": lambda: _fake_server_loop(provider, None),
+                "no writes": lambda: _fake_server_loop(provider, no_writes),
+                "calls only": lambda: _fake_server_loop(provider, calls_only),
                 "sqlite": lambda: _fake_server_loop(provider, store),
             },
             repeat=10 if quick else 40,
         )
+    loop = f"fake server: {ROUNDS}-round tool loop"
     return [
-        _ratio(f"fake server: {ROUNDS}-round tool loop, store / no store", runs, "memory", "sqlite")
+        _ratio(f"{loop}, store / no store", runs, "memory", "sqlite"),
+        _ratio("  events handled, nothing written / no store", runs, "memory", "no writes"),
+        _ratio("  only call rows, claims, results / no store", runs, "memory", "calls only"),
     ]
 
 
@@ -174,6 +245,6 @@ def run(quick: bool = False) -> list[Result]:
                     f"demo model: {ROUNDS} tool rounds, store / no store", runs, "memory", "sqlite"
                 )
             )
-            results.extend(_fake_server_results(quick, store))
+            results.extend(_fake_server_results(quick, store, folder))
         results.append(_load_result(quick, folder))
     return results

@@ -1,6 +1,6 @@
 """The embedded default store: one SQLite file, WAL mode, versioned schema.
 
-Tables (schema version 3)::
+Tables (schema version 4)::
 
     schema_migrations(version PK, name, applied_at)
     chats(id PK, created_at, updated_at, provider, model, system, title, state json, tools json)
@@ -12,6 +12,12 @@ Tables (schema version 3)::
     events(chat_id, seq, type, ts, json)                     PK (chat_id, seq)
     decisions(id PK, chat_id, call_id, verdict, decided_by, at, reason, arguments json,
               source 'chat'|'store', applied 0|1|-1, applied_at, error)
+
+An event is not stored twice: a ``MessageAdded`` row refers to its message row,
+a ``ToolCallRequested`` *is* its call's row (``tool_calls.seq`` and
+``requested_at`` are its ``seq`` and ``ts``; since version 4), and a
+``ToolCallFinished`` refers to its call's ``result`` (since version 4; a
+denial keeps its own). :meth:`SQLiteStore.iter_events` rebuilds them.
 
 Migrations are ordered functions (``m001_initial``, ``m002_...``) recorded in
 ``schema_migrations``, all pending ones applied in one transaction when a store
@@ -40,7 +46,7 @@ from typing import Any
 
 from . import _serde as serde
 from ._errors import DecisionError, StoreError
-from ._events import Event, utcnow
+from ._events import Event, ToolCallRequested, utcnow
 from ._schema import validate_json_schema
 from ._store import (
     CallFinal,
@@ -157,10 +163,23 @@ def m003_tools_and_indexes(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX decisions_call ON decisions(chat_id, call_id)")
 
 
+def m004_calls_are_their_requested_events(conn: sqlite3.Connection) -> None:
+    """From version 4 some events are stored by the rows that already hold them.
+
+    A ``ToolCallRequested`` has no ``events`` row: its ``tool_calls`` row (whose
+    ``seq`` and ``requested_at`` are the event's) is rebuilt into it; and a
+    ``ToolCallFinished`` (other than a denial) leaves out the result that its
+    call's ``result`` column holds. Rows written before stay valid as they are
+    (both forms are read). No data changes: the version changes so that an
+    older nbagent, which would miss those events, refuses the file.
+    """
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_initial,
     m002_claims_and_decisions,
     m003_tools_and_indexes,
+    m004_calls_are_their_requested_events,
 )
 """Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
 
@@ -274,6 +293,7 @@ _CALL_COLUMNS = (
     "chat_id, call_id, name, arguments, raw_arguments, parse_error, status, approval, decision, "
     "result, turn, step, requested_at, started_at, finished_at, claimed_by, claimed_at"
 )
+_RESULT = [c.strip() for c in _CALL_COLUMNS.split(",")].index("result")
 _AUTOMATIC = ("resolver",)
 
 
@@ -298,6 +318,62 @@ def _stored_call(row: Sequence[Any]) -> StoredCall:
         claimed_by=row[15],
         claimed_at=serde.dt_in(row[16]),
     )
+
+
+def _chat_events(
+    chat_id: str,
+    rows: Sequence[Sequence[Any]],
+    call_rows: Sequence[Sequence[Any]],
+    messages: Mapping[int, str],
+    calls: dict[str, ToolCall] | None,
+) -> list[Event]:
+    """One chat's events, rebuilt from its ``events`` rows and the rows they refer to.
+
+    ``rows`` are ``(seq, type, ts, json)`` in ``seq`` order and ``call_rows`` its
+    ``tool_calls`` rows (``seq`` then ``_CALL_COLUMNS``). A ``MessageAdded``
+    refers to its message row; a ``ToolCallFinished`` without a ``result``
+    refers to its call's; a call without a stored ``ToolCallRequested`` (all
+    calls since schema version 4) is that event.
+    """
+    stored = [(r[0], _stored_call(r[1:])) for r in call_rows]
+    cmap = {sc.id: sc.to_tool_call() for _, sc in stored} if calls is None else calls
+    results = {r[2]: r[1 + _RESULT] for r in call_rows}  # call id -> result JSON
+    events: list[Event] = []
+    requested: set[str] = set()
+    for seq, type_, ts, data in rows:
+        try:
+            fields = serde.loads(data)
+            if type_ == "message_added" and "message" not in fields:
+                fields["message"] = serde.loads(messages[fields["index"]])
+            elif type_ == "tool_call_finished" and "result" not in fields:
+                fields["result"] = serde.loads(results[fields["call"]["id"]])
+            event = serde.decode_event(type_, chat_id, seq, ts, fields, cmap)
+        except (ValueError, TypeError, KeyError):
+            continue  # an event type this process does not know
+        if isinstance(event, ToolCallRequested):
+            requested.add(event.call.id)
+        events.append(event)
+    rebuilt = False
+    for seq, sc in stored:
+        if sc.id in requested or sc.requested_at is None or sc.approval is None:
+            continue
+        call = cmap.get(sc.id)
+        if call is None:
+            call = cmap[sc.id] = sc.to_tool_call()
+        event = ToolCallRequested(
+            chat_id=chat_id,
+            seq=seq,
+            ts=sc.requested_at,
+            call=call,
+            step=sc.step,
+            turn=sc.turn,
+            approval=sc.approval,
+        )
+        events.append(event)
+        rebuilt = True
+    if rebuilt:
+        events.sort(key=lambda e: e.seq)  # stable: a stored event first on a (racing) tie
+    return events
 
 
 def _locked(exc: sqlite3.Error) -> bool:
@@ -552,8 +628,10 @@ class SQLiteStore:
                     (chat_id,),
                 )
             )
-            next_seq = conn.execute(
-                "SELECT COALESCE(MAX(seq), -1) + 1 FROM events WHERE chat_id = ?", (chat_id,)
+            next_seq = conn.execute(  # calls hold their ToolCallRequested events (m004)
+                "SELECT MAX((SELECT COALESCE(MAX(seq), -1) FROM events WHERE chat_id = ?1), "
+                "(SELECT COALESCE(MAX(seq), -1) FROM tool_calls WHERE chat_id = ?1)) + 1",
+                (chat_id,),
             ).fetchone()[0]
             state = serde.loads(row[7]) or {}
             state.update(self._derived_state(conn, chat_id))
@@ -698,7 +776,8 @@ class SQLiteStore:
             if outcome != "ok":
                 conflict = outcome
                 break
-            rows.append((chat_id, e.seq, e.type, e.ts, e.data))
+            if e.data is not None:  # None: the change's row is the event
+                rows.append((chat_id, e.seq, e.type, e.ts, e.data))
         if rows:
             before = conn.total_changes
             conn.executemany(
@@ -1103,6 +1182,9 @@ class SQLiteStore:
     ) -> Iterator[Event]:
         """Stored events, rebuilt, per chat in ``seq`` order (``nbagent.read_log(store)``).
 
+        Events stored by the rows they refer to (see the module docstring) come
+        back equal to the events the chat emitted.
+
         Args:
             chat_id: One chat (``StoreError`` if unknown), else every chat, oldest first.
             calls: Existing ``ToolCall`` objects of ``chat_id`` for the events to refer to.
@@ -1120,34 +1202,17 @@ class SQLiteStore:
                     "SELECT seq, type, ts, json FROM events WHERE chat_id = ? ORDER BY seq",
                     (cid,),
                 ).fetchall()
-                if calls is None or chat_id is None:
-                    cmap = {
-                        sc.id: sc.to_tool_call()
-                        for sc in (
-                            _stored_call(r)
-                            for r in conn.execute(
-                                f"SELECT {_CALL_COLUMNS} FROM tool_calls "
-                                "WHERE chat_id = ? ORDER BY seq",
-                                (cid,),
-                            )
-                        )
-                    }
-                else:
-                    cmap = calls
-                # A MessageAdded event refers to its message row instead of repeating it.
+                call_rows = conn.execute(
+                    f"SELECT seq, {_CALL_COLUMNS} FROM tool_calls WHERE chat_id = ? ORDER BY seq",
+                    (cid,),
+                ).fetchall()
                 messages = dict(
                     conn.execute(
                         "SELECT idx, json FROM messages WHERE chat_id = ?", (cid,)
                     ).fetchall()
                 )
-            for seq, type_, ts, data in rows:
-                try:
-                    fields = serde.loads(data)
-                    if type_ == "message_added" and "message" not in fields:
-                        fields["message"] = serde.loads(messages[fields["index"]])
-                    yield serde.decode_event(type_, cid, seq, ts, fields, cmap)
-                except (ValueError, TypeError, KeyError):
-                    continue  # an event type this process does not know
+            cmap = calls if calls is not None and chat_id is not None else None
+            yield from _chat_events(cid, rows, call_rows, messages, cmap)
 
     def refresh(self, chat: Any) -> list[ToolCall]:
         """Apply decisions recorded here to ``chat``'s pending calls; returns the calls decided."""

@@ -3,8 +3,9 @@
 Persistence is one more subscriber of the chat's event stream. Every event
 except the streaming fragments (``TextDelta``, ``ToolCallDelta``) becomes an
 :class:`Entry`: the event itself plus the one row change it implies (a new
-message, a new call, a decision, a call's final status). Entries are written
-in batches, each batch one transaction, at these boundaries:
+message, a new call, a decision, a call's final status), the event leaving out
+what that row already holds. Events are queued as they come and encoded when
+they are written, in batches, each batch one transaction, at these boundaries:
 
 - every claim: the claim's transaction first writes what is pending (the model
   response that asked for the call), so a call's row exists before it is claimed;
@@ -57,10 +58,9 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import uuid
 import warnings
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
@@ -70,6 +70,7 @@ from . import _serde as serde
 from ._errors import DecisionError, StoreError
 from ._events import (
     ApprovalDecided,
+    CallbackWarning,
     CallInDoubt,
     Event,
     MessageAdded,
@@ -278,12 +279,20 @@ class Entry:
     from a racing process) the event is not written; if it contradicts the
     store (another process drove the chat), the store stops the batch there
     and reports the conflict.
+
+    ``data`` is the event's fields as JSON, or ``None`` when the row written by
+    ``change`` already says everything the event does: a ``ToolCallRequested``
+    is its :class:`NewCall` row (``seq``, ``requested_at`` = ``ts``, step, turn,
+    approval), so no event row is stored for it and ``iter_events`` rebuilds
+    it from the call's row. Likewise a ``ToolCallFinished`` leaves out the
+    ``result`` its :class:`CallFinal` row holds (except for a denial, which a
+    person may still overrule, replacing the row's result).
     """
 
     seq: int
     type: str
     ts: str
-    data: str
+    data: str | None
     change: Change | None = None
 
 
@@ -419,11 +428,11 @@ def open_store(store: Store | str | os.PathLike[str]) -> Store:
 
 def _open(store: Any) -> tuple[Store, bool]:
     """The store and whether we opened it (and so must close it)."""
-    if isinstance(store, (str, os.PathLike)):
-        from ._sqlite_store import SQLiteStore
+    from ._sqlite_store import SQLiteStore
 
+    if isinstance(store, (str, os.PathLike)):
         return SQLiteStore(Path(store)), True
-    if isinstance(store, Store):
+    if isinstance(store, (SQLiteStore, Store)):  # the first check is much the cheaper
         return store, False
     raise TypeError(
         f"store must be a path or a store object (e.g. nbagent.store.SQLiteStore), "
@@ -449,11 +458,16 @@ def _proc_start(pid: int) -> str | None:
     return rest[19] if len(rest) > 19 else None
 
 
+_PROCESS: tuple[int, str] | None = None  # (pid, "host:pid:start"), per process (fork)
+
+
 def new_owner() -> str:
     """``host:pid:start:token``: who claims a call (one token per attached chat object)."""
+    global _PROCESS
     pid = os.getpid()
-    token = uuid.uuid4().hex[:12]
-    return f"{_HOST}:{pid}:{_proc_start(pid) or ''}:{token}"
+    if _PROCESS is None or _PROCESS[0] != pid:
+        _PROCESS = (pid, f"{_HOST}:{pid}:{_proc_start(pid) or ''}")
+    return f"{_PROCESS[1]}:{os.urandom(6).hex()}"
 
 
 def owner_alive(owner: str | None) -> bool | None:
@@ -517,11 +531,12 @@ class _Attachment:
         _LIVE_TOKENS.add(self._token)
         self._chat = weakref.ref(chat)
         self._lock = threading.RLock()
-        self._pending: list[Entry] = []
+        self._pending: list[tuple[_Builder, Any, Any]] = []  # (builder, event, noted)
         self._running: set[str] = set()
         self._orphans: dict[str, str | None] = {}  # in-doubt call id -> its dead owner
-        self._tools_sig: tuple[tuple[str, int], ...] | None = None
+        self._tools_sig: tuple[Any, ...] | None = None
         self._state: dict[str, Any] | None = None
+        self._state_key: tuple[Any, ...] | None = None
         self.detached: str | None = None
         self._closed = False
 
@@ -549,17 +564,28 @@ class _Attachment:
 
     # -- state ---------------------------------------------------------------
     def _snapshot(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """The chat's state and tool schemas, each only when changed since last written."""
+        """The chat's state and tool schemas, each only when changed since last written.
+
+        Both are checked at every write, so the checks are cheap: the state is
+        rebuilt only when one of its inputs is another object than last time
+        (``ToolOptions`` is frozen: changing options replaces it), and the tools
+        are compared by name and identity.
+        """
         chat = self._chat()
         if chat is None:
             return None, None
-        state: dict[str, Any] | None = chat_state(chat)
-        if state == self._state:
-            state = None
-        else:
-            self._state = state
-        sig = tuple((name, id(t)) for name, t in chat._tools.items())
+        state: dict[str, Any] | None = None
+        key: tuple[Any, ...] = (chat._turn, chat._forced_spent, chat._options)
+        key += (chat.max_steps, chat.on_tool_error, chat.stream)
+        if key != self._state_key:
+            self._state_key = key
+            state = chat_state(chat)
+            if state == self._state:
+                state = None
+            else:
+                self._state = state
         tools = None
+        sig = (*chat._tools, *map(id, chat._tools.values()))
         if sig != self._tools_sig:
             self._tools_sig = sig
             tools = {t.name: t.input_schema for t in chat._tools.values()}
@@ -567,90 +593,143 @@ class _Attachment:
 
     # -- events --------------------------------------------------------------
     def on_event(self, e: Event) -> None:
-        if isinstance(e, (TextDelta, ToolCallDelta)) or self._closed:
+        """Queue an event; write the queue at a boundary (see the module docstring).
+
+        Runs for every event, on the thread driving the chat, so it only does
+        what must happen now: decide whether this event is a boundary, and
+        note the live values its entry needs (a ``ToolCall`` changes after its
+        event). Encoding is left to :meth:`_take`, which turns the whole queue
+        into entries in one pass right before it is written.
+        """
+        build, flush = _PLANS.get(type(e)) or _plan(type(e))
+        if build is None or self._closed:
             return
-        if self.detached is not None and not isinstance(e, ApprovalDecided):
+        if self.detached is not None and build is not _Attachment._decided:
             return
-        entry = self._entry(e)
-        flush = isinstance(e, _FLUSH_NOW)
-        if isinstance(e, ToolCallFinished):
-            self._running.discard(e.call.id)
-            flush = bool(self._running) or e.status in ("denied", "in_doubt")
-        elif isinstance(e, StepFinished) and e.kind == "generated":
+        noted: Any = None
+        if build is _Attachment._call_finished:
+            noted, flush = self._finished(e)
+        elif build is _Attachment._in_doubt:
+            noted = self._reset_status(e)
+        elif build is _Attachment._step_finished and e.kind == "generated":  # type: ignore[attr-defined]
             # Written with the next claim or step, unless the chat parks here.
             chat = self._chat()
             flush = chat is None or chat.awaiting_approval
         with self._lock:
-            self._pending.append(entry)
+            self._pending.append((build, e, noted))
         if flush:
             self.flush()
 
-    def _entry(self, e: Event) -> Entry:
-        change: Change | None = None
-        field: str | None = None
-        encoded: str | None = None
-        if isinstance(e, MessageAdded):  # the message is in its row; the event refers to it
-            m = e.message
-            change = NewMessage(e.index, e.turn, m.role, serde.dumps(serde.message_out(m)))
-            return Entry(
-                e.seq,
-                e.type,
-                e.ts.isoformat(),
-                serde.dumps({"index": e.index, "turn": e.turn}),
-                change,
-            )
-        elif isinstance(e, ToolCallRequested):
-            c = e.call
-            change = NewCall(
-                c.id,
-                e.seq,
-                c.name,
-                serde.dumps(c.arguments),
-                c.raw_arguments,
-                c.parse_error,
-                "awaiting_approval" if e.approval.required else "requested",
-                e.approval.required,
-                serde.dumps(serde.approval_out(e.approval)),
-                e.turn,
-                e.step,
-                e.ts.isoformat(),
-            )
-        elif isinstance(e, ApprovalDecided):
-            d = e.decision
-            field, encoded = "decision", serde.dumps(serde.decision_out(d))
-            change = DecisionChange(
-                e.call.id,
-                d.verdict,
-                d.by,
-                d.at.isoformat(),
-                d.reason,
-                None if d.arguments is None else serde.dumps(d.arguments),
-                encoded,
-                override=not d.automatic,
-            )
-        elif isinstance(e, ToolCallFinished):
-            owner = (
-                self._orphans.pop(e.call.id, self.owner) if e.status == "in_doubt" else (self.owner)
-            )
-            field, encoded = "result", serde.dumps(serde.message_out(e.result))
-            change = CallFinal(
-                e.call.id,
-                e.status,
-                encoded,
-                _iso(e.started_at),
-                _iso(e.call.finished_at),
-                owner,
-            )
-        elif isinstance(e, CallInDoubt) and e.rerun:
-            self._orphans.pop(e.call.id, None)
-            gated = e.call.approval is not None and e.call.approval.required
-            change = CallReset(e.call.id, "approved" if gated else "requested", e.claimed_by)
-        return Entry(e.seq, e.type, e.ts.isoformat(), serde.event_json(e, field, encoded), change)
+    def _finished(self, e: Any) -> tuple[tuple[str | None, datetime | None], bool]:
+        """A call finished: who may record its result, when, and whether to write now."""
+        call = e.call
+        self._running.discard(call.id)
+        in_doubt = e.status == "in_doubt"
+        owner = self._orphans.pop(call.id, self.owner) if in_doubt else self.owner
+        # Written at the end of the round, unless other calls of the round still run.
+        flush = bool(self._running) or in_doubt or e.status == "denied"
+        return (owner, call.finished_at), flush
+
+    def _reset_status(self, e: Any) -> str | None:
+        """For an in-doubt call that will be rerun: the status it goes back to."""
+        if not e.rerun:
+            return None
+        call = e.call
+        self._orphans.pop(call.id, None)
+        gated = call.approval is not None and call.approval.required
+        return "approved" if gated else "requested"
+
+    # One builder per kind of event: (self, event, what on_event noted) -> its entry.
+    def _plain(self, e: Event, noted: Any = None) -> Entry:
+        return Entry(e.seq, e.type, e.ts.isoformat(), serde.event_json(e))
+
+    def _message_added(self, e: Any, noted: Any) -> Entry:
+        # the message is in its row; the event refers to it
+        m, index, turn = e.message, e.index, e.turn
+        change = NewMessage(index, turn, m.role, serde.dumps(serde.message_out(m)))
+        if type(index) is int and type(turn) is int:  # two per round: skip the encoder
+            data = f'{{"index":{index},"turn":{turn}}}'
+        else:
+            data = serde.dumps({"index": index, "turn": turn})
+        return Entry(e.seq, e.type, e.ts.isoformat(), data, change)
+
+    def _call_requested(self, e: Any, noted: Any) -> Entry:
+        c, approval = e.call, e.approval
+        encoded = serde.dumps(serde.approval_out(approval))
+        ts = e.ts.isoformat()
+        change = NewCall(
+            c.id,
+            e.seq,
+            c.name,
+            serde.dumps(c.arguments),
+            c.raw_arguments,
+            c.parse_error,
+            "awaiting_approval" if approval.required else "requested",
+            approval.required,
+            encoded,
+            e.turn,
+            e.step,
+            ts,
+        )
+        return Entry(e.seq, e.type, ts, None, change)  # the call's row is the event
+
+    def _decided(self, e: Any, noted: Any) -> Entry:
+        d = e.decision
+        encoded = serde.dumps(serde.decision_out(d))
+        change = DecisionChange(
+            e.call.id,
+            d.verdict,
+            d.by,
+            d.at.isoformat(),
+            d.reason,
+            None if d.arguments is None else serde.dumps(d.arguments),
+            encoded,
+            override=not d.automatic,
+        )
+        data = serde.event_json(e, "decision", encoded)
+        return Entry(e.seq, e.type, e.ts.isoformat(), data, change)
+
+    def _call_finished(self, e: Any, noted: tuple[str | None, datetime | None]) -> Entry:
+        owner, finished_at = noted
+        encoded = serde.dumps(serde.message_out(e.result))
+        change = CallFinal(
+            e.call.id, e.status, encoded, _iso(e.started_at), _iso(finished_at), owner
+        )
+        if e.status == "denied":  # may be overruled later, replacing the row's result
+            data = serde.event_json(e, "result", encoded)
+        else:  # the result is in the call's row, final
+            data = serde.dumps(serde.event_out(e, skip="result"))
+        return Entry(e.seq, e.type, e.ts.isoformat(), data, change)
+
+    def _in_doubt(self, e: Any, noted: str | None) -> Entry:
+        if noted is None:  # not rerun: the ToolCallFinished that follows settles it
+            return self._plain(e)
+        change = CallReset(e.call.id, noted, e.claimed_by)
+        return Entry(e.seq, e.type, e.ts.isoformat(), serde.event_json(e), change)
+
+    def _step_finished(self, e: Event, noted: Any) -> Entry:
+        return self._plain(e)
 
     def _take(self) -> list[Entry]:
+        """Everything queued, as entries (encoded now, in order); empties the queue.
+
+        An event that cannot be encoded is dropped with a warning, as an event
+        whose subscriber raises is: it never stops the chat.
+        """
         with self._lock:
-            entries, self._pending = self._pending, []
-        return entries
+            queued, self._pending = self._pending, []
+            entries: list[Entry] = []
+            for build, e, noted in queued:
+                try:
+                    entries.append(build(self, e, noted))
+                except Exception as exc:
+                    warnings.warn(
+                        f"nbagent store: could not store {e.type} {e.seq} of chat "
+                        f"{self.chat_id}: {type(exc).__name__}: {exc}",
+                        CallbackWarning,
+                        stacklevel=2,
+                    )
+            return entries
 
     def flush(self) -> None:
         with self._lock:
@@ -689,7 +768,7 @@ class _Attachment:
             return
         self.detached = why
         with self._lock:
-            self._pending = [x for x in self._pending if isinstance(x.change, DecisionChange)]
+            self._pending = [x for x in self._pending if x[0] is _Attachment._decided]
         warnings.warn(
             f"nbagent store: chat {self.chat_id} is being driven by another process "
             f"({why}). This copy stops here (its steps return 'busy'); load it again with "
@@ -700,13 +779,48 @@ class _Attachment:
 
     # -- the step hook ---------------------------------------------------------
     def on_step(self, chat: Chat) -> str | None:
+        """Before each step: settle calls left running elsewhere, apply decisions made elsewhere.
+
+        Both can only concern the open round (a call is running or awaiting
+        approval only until its round closes), so a step with no open round
+        costs nothing, and the store is read only when a call waits for a decision.
+        """
         if self.detached is not None:
             return "busy"
-        settle_orphans(chat, self, live_check=True)
-        if self.detached is not None:
-            return "busy"
+        opened = chat._open
+        if opened is None:
+            return None
+        running = self._running
+        if any(c.status == "running" and c.id not in running for c in opened.tool_calls):
+            settle_orphans(chat, self, live_check=True)
+            if self.detached is not None:
+                return "busy"
         apply_decisions(chat, self.store)
         return "busy" if self.detached is not None else None
+
+
+_Builder = Callable[[_Attachment, Any, Any], Entry]
+_BUILDERS: tuple[tuple[type[Event], _Builder], ...] = (
+    (MessageAdded, _Attachment._message_added),
+    (ToolCallRequested, _Attachment._call_requested),
+    (ApprovalDecided, _Attachment._decided),
+    (ToolCallFinished, _Attachment._call_finished),
+    (CallInDoubt, _Attachment._in_doubt),
+    (StepFinished, _Attachment._step_finished),
+)
+_PLANS: dict[type[Event], tuple[_Builder | None, bool]] = {}
+
+
+def _plan(cls: type[Event]) -> tuple[_Builder | None, bool]:
+    """How events of ``cls`` are written: its builder (``None``: not stored) and
+    whether it is written at once. Worked out once per class."""
+    build: _Builder | None = _Attachment._plain
+    if issubclass(cls, (TextDelta, ToolCallDelta)):  # streaming fragments
+        build = None
+    else:
+        build = next((b for base, b in _BUILDERS if issubclass(cls, base)), build)
+    plan = _PLANS[cls] = (build, issubclass(cls, _FLUSH_NOW))
+    return plan
 
 
 def chat_state(chat: Chat) -> dict[str, Any]:
@@ -738,14 +852,15 @@ def attach_store(chat: Chat, store: Any) -> Store:
     st, owned = _open(store)
     now = utcnow()
     info = ChatInfo(chat.id, now, now, chat.provider.name, chat.model)
+    state = chat_state(chat)
     try:
-        st.create_chat(info, chat.system, chat_state(chat))
+        st.create_chat(info, chat.system, state)
     except BaseException:
         if owned:
             st.close()
         raise
     att = _Attachment(chat, st, owned)
-    att._state = chat_state(chat)
+    att._state = state
     att.install(chat)
     return st
 
