@@ -91,3 +91,49 @@ class Provider(Protocol):
         on_delta: DeltaSink | None = None,
         max_tokens: int | None = None,
     ) -> LLMToolResponse: ...
+
+
+class InProcessProvider:
+    """Base for providers that answer in-process, with no I/O to await.
+
+    Subclasses implement ``complete_with_tools``; the async twin runs it
+    directly on the event loop.
+    """
+
+    def complete_with_tools(
+        self,
+        *,
+        messages: Sequence[Message],
+        system: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        tool_choice: str = "auto",
+        calls: Literal["one", "many"] = "many",
+        stream: bool = False,
+        on_delta: DeltaSink | None = None,
+        max_tokens: int | None = None,
+    ) -> LLMToolResponse:
+        raise NotImplementedError
+
+    async def complete_with_tools_async(
+        self,
+        *,
+        messages: Sequence[Message],
+        system: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        tool_choice: str = "auto",
+        calls: Literal["one", "many"] = "many",
+        stream: bool = False,
+        on_delta: DeltaSink | None = None,
+        max_tokens: int | None = None,
+    ) -> LLMToolResponse:
+        """Async twin of :meth:`complete_with_tools` (nothing to await: it just runs it)."""
+        return self.complete_with_tools(
+            messages=messages,
+            system=system,
+            tools=tools,
+            tool_choice=tool_choice,
+            calls=calls,
+            stream=stream,
+            on_delta=on_delta,
+            max_tokens=max_tokens,
+        )

@@ -32,7 +32,7 @@ from .._types import (
     ToolResultMessage,
     ToolSpec,
 )
-from ._base import DeltaSink, StreamDelta, ToolDefinition, as_spec
+from ._base import DeltaSink, InProcessProvider, StreamDelta, ToolDefinition, as_spec
 
 _STOP = frozenset(
     [
@@ -232,7 +232,7 @@ def _summarise(content: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class DemoProvider:
+class DemoProvider(InProcessProvider):
     """An offline, deterministic stand-in for a real model (see the module docstring).
 
     Args:
@@ -268,29 +268,6 @@ class DemoProvider:
         if stream and on_delta is not None:
             self._stream(response, on_delta)
         return response
-
-    async def complete_with_tools_async(
-        self,
-        *,
-        messages: Sequence[Message],
-        system: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        tool_choice: str = "auto",
-        calls: Literal["one", "many"] = "many",
-        stream: bool = False,
-        on_delta: DeltaSink | None = None,
-        max_tokens: int | None = None,
-    ) -> LLMToolResponse:
-        return self.complete_with_tools(
-            messages=messages,
-            system=system,
-            tools=tools,
-            tool_choice=tool_choice,
-            calls=calls,
-            stream=stream,
-            on_delta=on_delta,
-            max_tokens=max_tokens,
-        )
 
     # -- behaviour ------------------------------------------------------------
     def _stream(self, response: LLMToolResponse, on_delta: DeltaSink) -> None:

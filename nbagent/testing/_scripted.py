@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .._types import LLMToolResponse, Message, StopReason, ToolCall, ToolSpec
-from ..providers._base import DeltaSink, StreamDelta, ToolDefinition, as_spec
+from ..providers._base import DeltaSink, InProcessProvider, StreamDelta, ToolDefinition, as_spec
 
 _ids = itertools.count(1)
 
@@ -85,7 +85,7 @@ def call_tools(
     )
 
 
-class ScriptedProvider:
+class ScriptedProvider(InProcessProvider):
     """Answers each request with the next script entry (see the module docstring).
 
     Args:
@@ -157,26 +157,3 @@ class ScriptedProvider:
             for n, c in enumerate(response.tool_calls):
                 on_delta(StreamDelta("tool_call", json.dumps(c.arguments), n, c.id, c.name))
         return response
-
-    async def complete_with_tools_async(
-        self,
-        *,
-        messages: Sequence[Message],
-        system: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        tool_choice: str = "auto",
-        calls: Literal["one", "many"] = "many",
-        stream: bool = False,
-        on_delta: DeltaSink | None = None,
-        max_tokens: int | None = None,
-    ) -> LLMToolResponse:
-        return self.complete_with_tools(
-            messages=messages,
-            system=system,
-            tools=tools,
-            tool_choice=tool_choice,
-            calls=calls,
-            stream=stream,
-            on_delta=on_delta,
-            max_tokens=max_tokens,
-        )
