@@ -95,7 +95,8 @@ class DecisionsMixin(ChatCore):
                     and by == HUMAN
                     and c.status in ("approved", "denied")
                     and c.started_at is None
-                    and (c.id not in self._closed_ids())
+                    and self._open is not None
+                    and any(x is c for x in self._open.tool_calls)
                 )
                 if not overridable:
                     raise DecisionError(
@@ -124,9 +125,3 @@ class DecisionsMixin(ChatCore):
         self._emit_all(events)
         self._run_after(after)
         return c
-
-    def _closed_ids(self) -> set[str]:
-        if self._open is None:
-            return set(self._calls)
-        open_ids = {c.id for c in self._open.tool_calls}
-        return set(self._calls) - open_ids

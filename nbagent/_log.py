@@ -127,7 +127,7 @@ from ._events import (
     ToolCallRequested,
     ToolCallStarted,
 )
-from ._types import AssistantToolCallMessage, ToolResultMessage, Usage
+from ._types import AssistantToolCallMessage, ToolResultMessage
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -238,15 +238,6 @@ SCHEMAS: dict[str, dict[str, ColumnKind]] = {
     "steps": STEP_COLUMNS,
     "messages": MESSAGE_COLUMNS,
 }
-
-
-def cost_of(model: str, usage: Usage) -> float | None:
-    """Cost in USD of one request, when the model's prices are known."""
-    try:
-        from .providers._models import cost_of as _cost
-    except ImportError:
-        return None
-    return _cost(model, usage)
 
 
 # ---------------------------------------------------------------- tables

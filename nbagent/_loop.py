@@ -35,7 +35,6 @@ from ._events import (
     ToolCallStarted,
     utcnow,
 )
-from ._log import cost_of
 from ._options import resolve_choice
 from ._runner import Job, Mode, Outcome, needs_event_loop
 from ._serialize import to_content
@@ -62,6 +61,7 @@ from ._types import (
     ToolResultMessage,
 )
 from .providers._base import StreamDelta
+from .providers._models import cost_of
 
 
 class LoopMixin(ChatCore):
