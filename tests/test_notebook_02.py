@@ -2,35 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbclient
-import nbformat
+import _notebooks
 import pytest
 
 pytestmark = pytest.mark.notebook
-NOTEBOOK = Path(__file__).parent.parent / "notebooks" / "02_providers.ipynb"
-
-
-def _outputs(nb: nbformat.NotebookNode) -> tuple[str, str]:
-    text, markdown = [], []
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            assert out.get("output_type") != "error", out
-            text.append(out.get("text", "") or out.get("data", {}).get("text/plain", ""))
-            markdown.append(out.get("data", {}).get("text/markdown", ""))
-    return "\n".join(text), "\n".join(markdown)
 
 
 def test_providers_notebook_runs_offline() -> None:
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    nbclient.NotebookClient(
-        nb,
-        timeout=120,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
-    ).execute()
-    text, markdown = _outputs(nb)
+    nb = _notebooks.execute("02_providers.ipynb")
+    text = _notebooks.text(nb)
+    markdown = "\n".join(_notebooks.mime(nb, "text/markdown"))
     assert "offline mode" in text
     for name in ("OpenAI", "Anthropic", "Local"):
         assert f"[{name}] It is 21 °C and sunny in Paris." in text

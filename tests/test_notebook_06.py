@@ -2,33 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbclient
-import nbformat
+import _notebooks
 import pytest
 
 pytestmark = pytest.mark.notebook
-NOTEBOOK = Path(__file__).parent.parent / "notebooks" / "06_durable_approvals.ipynb"
-
-
-def _text(nb: nbformat.NotebookNode) -> str:
-    out = []
-    for cell in nb.cells:
-        for o in cell.get("outputs", []):
-            out.append(o.get("text", "") or o.get("data", {}).get("text/plain", ""))
-    return "\n".join(out)
 
 
 def test_durable_approvals_notebook_runs() -> None:
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    nbclient.NotebookClient(
-        nb,
-        timeout=180,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
-    ).execute()
-    text = _text(nb)
+    nb = _notebooks.execute("06_durable_approvals.ipynb", timeout=180)
+    text = _notebooks.text(nb)
     assert "awaiting_approval" in text
     assert "pending approvals: 1" in text
     assert "decided in another process: approved by ops-script" in text

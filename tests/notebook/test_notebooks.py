@@ -9,10 +9,9 @@ stores (``store_widget_state=True``), including the approval cards' states.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-import nbclient
+import _notebooks
 import nbformat
 import pytest
 
@@ -20,22 +19,12 @@ from nbagent.demo import transcript
 
 pytestmark = pytest.mark.notebook
 
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 STATE_MIME = "application/vnd.jupyter.widget-state+json"
 
 
 def execute(name: str) -> nbformat.NotebookNode:
-    path = NOTEBOOKS / name
-    nb = nbformat.read(path, as_version=4)
-    nbclient.NotebookClient(
-        nb, timeout=120, kernel_name="python3", store_widget_state=True,
-        resources={"metadata": {"path": str(path.parent)}},
-    ).execute()
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            assert out.get("output_type") != "error", "\n".join(out.get("traceback", []))
-    return nb
+    return _notebooks.execute(name, store_widget_state=True)
 
 
 def views(nb: nbformat.NotebookNode) -> list[tuple[int, dict[str, Any]]]:
