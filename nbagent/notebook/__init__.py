@@ -58,6 +58,11 @@ def show(chat: Chat, *, turn: int | None = None) -> ChatView:
 
 
 def _in_kernel() -> bool:
+    """Inside an IPython kernel (not terminal IPython, not plain Python).
+
+    Reads ``sys.modules`` rather than importing IPython: in a kernel it is
+    always imported already, and ``Chat()`` asks this on every construction.
+    """
     ipython = sys.modules.get("IPython")
     if ipython is None:
         return False

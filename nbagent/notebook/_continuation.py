@@ -250,12 +250,9 @@ async def _settle_continuation(chat: Chat, cont: Continuation) -> bool:
 
 def kernel_can_wait() -> bool:
     """True inside an ipykernel >= 7.4, which delivers comm messages to an awaiting cell."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    ip = get_ipython()
-    if ip is None or getattr(ip, "kernel", None) is None:
+    from . import _in_kernel
+
+    if not _in_kernel():
         return False
     try:
         import ipykernel

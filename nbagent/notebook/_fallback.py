@@ -22,6 +22,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from . import _in_kernel
 from . import _render as R
 from ._state import ChatState, Entry, state_for
 
@@ -97,14 +98,7 @@ def _state(chat: Chat) -> ChatState:
 
 def widgets_available() -> bool:
     """Inside an IPython kernel with ipywidgets and anywidget importable."""
-    if "ipykernel" not in sys.modules:
-        return False
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    ip = get_ipython()
-    if ip is None or getattr(ip, "kernel", None) is None:
+    if "ipykernel" not in sys.modules or not _in_kernel():
         return False
     try:
         import anywidget  # noqa: F401
@@ -130,15 +124,6 @@ def display_chat(chat: Chat) -> Any:
     static = StaticView(chat)
     static.display()
     return static
-
-
-def _in_kernel() -> bool:
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    ip = get_ipython()
-    return ip is not None and getattr(ip, "kernel", None) is not None
 
 
 class StaticView:
