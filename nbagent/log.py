@@ -356,6 +356,12 @@ def plot_timeline(
     ax.set_xlabel("ms since the round started" if relative else "time (UTC)")
     shown = f"latest {rows} of {n_total} calls" if rows < n_total else f"{n_total} calls"
     ax.set_title(f"Tool calls per step ({shown})", fontsize=11, loc="left")
+    _finish_axes(ax, len(seen))
+    return fig
+
+
+def _finish_axes(ax: Axes, n_legend: int) -> None:
+    """The look both plots share: light x grid behind the data, legend above the axes."""
     ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
     ax.set_axisbelow(True)
     ax.legend(
@@ -363,10 +369,9 @@ def plot_timeline(
         bbox_to_anchor=(1.0, 1.0),
         fontsize=8,
         frameon=False,
-        ncols=min(len(seen), 5),
+        ncols=min(n_legend, 5),
         borderaxespad=0.2,
     )
-    return fig
 
 
 def plot_durations(source: Any, ax: Axes | None = None) -> Figure:
@@ -436,16 +441,7 @@ def plot_durations(source: Any, ax: Axes | None = None) -> Figure:
         ax.set_xscale("log")
     ax.set_xlabel("duration (ms)")
     ax.set_title(f"Tool call durations ({len(ran)} runs)", fontsize=11, loc="left")
-    ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
-    ax.set_axisbelow(True)
-    ax.legend(
-        loc="lower right",
-        bbox_to_anchor=(1.0, 1.0),
-        fontsize=8,
-        frameon=False,
-        ncols=min(len(seen), 5),
-        borderaxespad=0.2,
-    )
+    _finish_axes(ax, len(seen))
     return fig
 
 
