@@ -228,6 +228,10 @@ def migrate(conn: sqlite3.Connection, upto: int | None = None) -> list[int]:
 # ------------------------------------------------------------- checkpoints
 _CHECKPOINT_EVERY = 64
 """Commits between two background checkpoints (a few hundred WAL pages)."""
+_RESTART_FRAMES = 2048
+"""WAL frames (about 8 MB) above which a checkpoint also makes the WAL start over."""
+_WAL_LIMIT = 8 * 1024 * 1024
+"""Bytes a WAL file is cut back to when it starts over (``journal_size_limit``)."""
 
 
 class _Checkpointer:
@@ -238,6 +242,16 @@ class _Checkpointer:
     chat's step. A ``PASSIVE`` checkpoint on another connection never blocks
     readers or writers, so it is moved here. The last connection to close
     checkpoints what is left.
+
+    A passive checkpoint alone does not bound the WAL file: the WAL starts over
+    from its beginning only when a writer finds every frame copied back, and a
+    process that commits continuously always adds frames while the checkpoint
+    runs (the file grew to hundreds of MB in benchmarks). So once the WAL holds
+    more than ``_RESTART_FRAMES``, the passive pass (which copies the bulk
+    without blocking anyone) is followed by a ``RESTART`` checkpoint: it holds
+    writers back for the few frames written meanwhile and a sync, about a
+    millisecond, and the next commit starts the WAL over, cut back to
+    ``_WAL_LIMIT`` bytes.
     """
 
     def __init__(self, path: str, synchronous: str):
@@ -280,7 +294,9 @@ class _Checkpointer:
                 if self._stop:
                     return
                 with contextlib.suppress(sqlite3.Error):
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    busy, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    if not busy and frames > _RESTART_FRAMES:
+                        conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
         except sqlite3.Error:
             return  # checkpoints resume when the store is opened again
         finally:
@@ -480,6 +496,7 @@ class SQLiteStore:
         conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute(f"PRAGMA journal_size_limit = {_WAL_LIMIT}")
         conn.execute("PRAGMA foreign_keys = ON")
         # Checkpoints (which fsync) run on a background thread, off the chat's path.
         conn.execute("PRAGMA wal_autocheckpoint = 0")

@@ -472,3 +472,26 @@ def test_a_decision_that_cannot_be_applied_is_rejected(store: Any, counter: Path
     chat.complete()
     assert chat.status == "complete" and count(counter) == 1
     closed(chat)
+
+
+def test_the_wal_file_stays_bounded_under_continuous_writes(tmp_path: Path) -> None:
+    """A process that commits without pause still lets the WAL start over.
+
+    Background passive checkpoints alone never catch up with a writer that
+    never pauses (the WAL grew to hundreds of MB); a restart checkpoint past a
+    size makes the next commit start the WAL over, cut back to its limit.
+    """
+    from nbagent import _sqlite_store as sq
+
+    db = tmp_path / "busy.db"
+    wal = Path(f"{db}-wal")
+    sizes = []
+    with SQLiteStore(db) as store:
+        for _ in range(60):  # ~15,000 frames, about 60 MB if the WAL never started over
+            chat = Chat(model="demo", store=store).with_tools(get_weather)
+            for city in ("Paris", "Oslo", "Lima", "Rome", "Kyiv"):
+                chat.ask(f"Weather in {city}")
+            sizes.append(wal.stat().st_size)
+            closed(chat)
+    limit = sq._WAL_LIMIT + 4 * sq._RESTART_FRAMES * (4096 + 24)
+    assert max(sizes) < limit, [s // 1_000_000 for s in sizes]
