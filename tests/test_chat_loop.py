@@ -362,6 +362,21 @@ def test_event_stream_for_a_tool_round() -> None:
     assert finished.status == "ok" and finished.duration_ms is not None
 
 
+def test_chat_ids_are_version_7_uuids_that_sort_by_creation_time() -> None:
+    import time
+    import uuid
+
+    first = Chat(model="demo")
+    time.sleep(0.002)
+    second = Chat(model="demo")
+    assert len(first.id) == 32 and first.id < second.id
+    parsed = uuid.UUID(first.id)
+    assert parsed.version == 7 and parsed.variant == uuid.RFC_4122
+    assert abs((parsed.int >> 80) - time.time() * 1000) < 60_000  # Unix ms in the top 48 bits
+    assert len({Chat(model="demo").id for _ in range(2000)}) == 2000
+    assert Chat(model="demo", id="mine").id == "mine"
+
+
 def test_streaming_emits_text_and_argument_deltas() -> None:
     chat, _ = make_chat(
         call_tools(("get_weather", {"city": "A"})), reply("it is warm"), stream=True
