@@ -1,10 +1,10 @@
 """The embedded default store: one SQLite file, WAL mode, versioned schema.
 
-Tables (schema version 4)::
+Tables (schema version 5)::
 
     schema_migrations(version PK, name, applied_at)
     chats(id PK, created_at, updated_at, provider, model, system, title, state json, tools json)
-    messages(chat_id, idx, turn, role, json)                 PK (chat_id, idx)
+    messages(chat_id, idx, turn, role, json, seq, ts)        PK (chat_id, idx)
     tool_calls(chat_id, call_id, name, arguments json, raw_arguments, parse_error,
                status, gated, approval json, decision json, result json, turn, step,
                requested_at, started_at, finished_at, claimed_by, claimed_at)
@@ -13,11 +13,20 @@ Tables (schema version 4)::
     decisions(id PK, chat_id, call_id, verdict, decided_by, at, reason, arguments json,
               source 'chat'|'store', applied 0|1|-1, applied_at, error)
 
-An event is not stored twice: a ``MessageAdded`` row refers to its message row,
-a ``ToolCallRequested`` *is* its call's row (``tool_calls.seq`` and
-``requested_at`` are its ``seq`` and ``ts``; since version 4), and a
+An event is not stored twice: a ``ToolCallRequested`` *is* its call's row
+(``tool_calls.seq`` and ``requested_at`` are its ``seq`` and ``ts``; since
+version 4), a ``MessageAdded`` its message's row (``messages.seq`` and ``ts``;
+since version 5; before, an ``events`` row referred to the message row), and a
 ``ToolCallFinished`` refers to its call's ``result`` (since version 4; a
-denial keeps its own). :meth:`SQLiteStore.iter_events` rebuilds them.
+denial keeps its own). A ``ModelRequestStarted`` or ``ToolCallStarted``
+written with its finishing event rides in that event's row (since version 5;
+see :class:`~nbagent._store.Entry`). :meth:`SQLiteStore.iter_events` rebuilds
+them all.
+
+A call that runs as soon as it is written is inserted already claimed (one
+statement instead of two), and the index on call ids covers gated calls only:
+those are the ones decided by id from outside, and every other call is one
+index page fewer to write per round.
 
 Migrations are ordered functions (``m001_initial``, ``m002_...``) recorded in
 ``schema_migrations``, all pending ones applied in one transaction when a store
@@ -61,6 +70,7 @@ from ._store import (
     NewMessage,
     StoredCall,
     refresh_chat,
+    unfold,
 )
 from ._types import Decision, ToolCall
 
@@ -175,11 +185,26 @@ def m004_calls_are_their_requested_events(conn: sqlite3.Connection) -> None:
     """
 
 
+def m005_messages_are_their_events(conn: sqlite3.Connection) -> None:
+    """Messages hold their ``MessageAdded`` events; the call-id index covers gated calls.
+
+    From version 5 a message row written with its event has that event's
+    ``seq`` and ``ts`` (and no ``events`` row), and started events may ride in
+    their finishing event's row (``"started"``). Older rows keep their form
+    (``seq`` NULL: the ``events`` row is there) and are read as before.
+    """
+    conn.execute("ALTER TABLE messages ADD COLUMN seq INTEGER")
+    conn.execute("ALTER TABLE messages ADD COLUMN ts TEXT")
+    conn.execute("DROP INDEX tool_calls_call_id")
+    conn.execute("CREATE INDEX tool_calls_gated_call_id ON tool_calls(call_id) WHERE gated = 1")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_initial,
     m002_claims_and_decisions,
     m003_tools_and_indexes,
     m004_calls_are_their_requested_events,
+    m005_messages_are_their_events,
 )
 """Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
 
@@ -340,20 +365,24 @@ def _chat_events(
     chat_id: str,
     rows: Sequence[Sequence[Any]],
     call_rows: Sequence[Sequence[Any]],
-    messages: Mapping[int, str],
+    message_rows: Sequence[Sequence[Any]],
     calls: dict[str, ToolCall] | None,
 ) -> list[Event]:
     """One chat's events, rebuilt from its ``events`` rows and the rows they refer to.
 
-    ``rows`` are ``(seq, type, ts, json)`` in ``seq`` order and ``call_rows`` its
-    ``tool_calls`` rows (``seq`` then ``_CALL_COLUMNS``). A ``MessageAdded``
-    refers to its message row; a ``ToolCallFinished`` without a ``result``
-    refers to its call's; a call without a stored ``ToolCallRequested`` (all
-    calls since schema version 4) is that event.
+    ``rows`` are ``(seq, type, ts, json)`` in ``seq`` order, ``call_rows`` its
+    ``tool_calls`` rows (``seq`` then ``_CALL_COLUMNS``) and ``message_rows``
+    its ``messages`` rows ``(idx, turn, json, seq, ts)``. A message row with a
+    ``seq`` is its ``MessageAdded`` (since version 5; before, a ``MessageAdded``
+    row referred to the message row); a ``ToolCallFinished`` without a
+    ``result`` refers to its call's; a call without a stored
+    ``ToolCallRequested`` (all calls since version 4) is that event; a
+    finishing event may carry its started event (``"started"``, version 5).
     """
     stored = [(r[0], _stored_call(r[1:])) for r in call_rows]
     cmap = {sc.id: sc.to_tool_call() for _, sc in stored} if calls is None else calls
     results = {r[2]: r[1 + _RESULT] for r in call_rows}  # call id -> result JSON
+    messages = {r[0]: r[2] for r in message_rows}  # index -> message JSON
     events: list[Event] = []
     requested: set[str] = set()
     for seq, type_, ts, data in rows:
@@ -363,13 +392,21 @@ def _chat_events(
                 fields["message"] = serde.loads(messages[fields["index"]])
             elif type_ == "tool_call_finished" and "result" not in fields:
                 fields["result"] = serde.loads(results[fields["call"]["id"]])
+            started = unfold(type_, fields) if "started" in fields else None
             event = serde.decode_event(type_, chat_id, seq, ts, fields, cmap)
+            if started is not None:
+                events.append(serde.decode_event(started[0], chat_id, *started[1:], cmap))
         except (ValueError, TypeError, KeyError):
             continue  # an event type this process does not know
         if isinstance(event, ToolCallRequested):
             requested.add(event.call.id)
         events.append(event)
-    rebuilt = False
+    for index, turn, data, seq, ts in message_rows:
+        if seq is None:  # written before version 5: its event has a row
+            continue
+        with contextlib.suppress(ValueError, TypeError, KeyError):
+            fields = {"message": serde.loads(data), "index": index, "turn": turn}
+            events.append(serde.decode_event("message_added", chat_id, seq, ts, fields, cmap))
     for seq, sc in stored:
         if sc.id in requested or sc.requested_at is None or sc.approval is None:
             continue
@@ -386,10 +423,17 @@ def _chat_events(
             approval=sc.approval,
         )
         events.append(event)
-        rebuilt = True
-    if rebuilt:
-        events.sort(key=lambda e: e.seq)  # stable: a stored event first on a (racing) tie
+    events.sort(key=lambda e: e.seq)  # stable: a stored event first on a (racing) tie
     return events
+
+
+class _Claim:
+    """The call a write claims for ``owner``; ``done`` once its row was written claimed."""
+
+    __slots__ = ("at", "call_id", "done", "owner")
+
+    def __init__(self, call_id: str, owner: str, at: str):
+        self.call_id, self.owner, self.at, self.done = call_id, owner, at, False
 
 
 def _locked(exc: sqlite3.Error) -> bool:
@@ -625,12 +669,10 @@ class SQLiteStore:
             ).fetchone()
             if row is None:
                 raise self._unknown_chat(conn, chat_id)
-            messages = [
-                serde.loads(r[0])
-                for r in conn.execute(
-                    "SELECT json FROM messages WHERE chat_id = ? ORDER BY idx", (chat_id,)
-                )
-            ]
+            message_rows = conn.execute(
+                "SELECT json, seq, ts FROM messages WHERE chat_id = ? ORDER BY idx", (chat_id,)
+            ).fetchall()
+            messages = [serde.loads(r[0]) for r in message_rows]
             calls = [
                 _stored_call(r)
                 for r in conn.execute(
@@ -645,18 +687,19 @@ class SQLiteStore:
                     (chat_id,),
                 )
             )
-            next_seq = conn.execute(  # calls hold their ToolCallRequested events (m004)
+            next_seq = conn.execute(  # calls and messages hold their events (m004, m005)
                 "SELECT MAX((SELECT COALESCE(MAX(seq), -1) FROM events WHERE chat_id = ?1), "
                 "(SELECT COALESCE(MAX(seq), -1) FROM tool_calls WHERE chat_id = ?1)) + 1",
                 (chat_id,),
             ).fetchone()[0]
+            next_seq = max([next_seq, *(r[1] + 1 for r in message_rows if r[1] is not None)])
             state = serde.loads(row[7]) or {}
             state.update(self._derived_state(conn, chat_id))
             updated = conn.execute(
                 "SELECT ts FROM events WHERE chat_id = ? ORDER BY seq DESC LIMIT 1", (chat_id,)
             ).fetchone()
         pending = sum(1 for c in calls if c.status == "awaiting_approval")
-        last = max(row[2], updated[0]) if updated else row[2]
+        last = max([row[2], *(updated or ()), *(r[2] for r in message_rows[-1:] if r[2])])
         info = ChatInfo(
             row[0],
             datetime.fromisoformat(row[1]),
@@ -736,15 +779,25 @@ class SQLiteStore:
         state: Mapping[str, Any] | None = None,
     ) -> ClaimResult:
         with self._tx() as conn:
-            conflict = self._apply(conn, chat_id, entries) if entries else None
+            now = utcnow().isoformat()
+            claim = _Claim(call_id, owner, now)
+            conflict = self._apply(conn, chat_id, entries, claim) if entries else None
             self._touch(conn, chat_id, state, None)
             if conflict is not None:
+                if claim.done:  # the batch stopped after the call's row: leave it unclaimed
+                    conn.execute(
+                        "UPDATE tool_calls SET status = 'requested', claimed_by = NULL, "
+                        "claimed_at = NULL WHERE chat_id = ? AND call_id = ?",
+                        (chat_id, call_id),
+                    )
                 return ClaimResult(False, conflict=conflict)
+            if claim.done:
+                return ClaimResult(True, "running", owner)
             cur = conn.execute(
                 "UPDATE tool_calls SET status = 'running', claimed_by = ?, claimed_at = ? "
                 "WHERE chat_id = ? AND call_id = ? "
                 "AND (status = 'approved' OR (status = 'requested' AND gated = 0))",
-                (owner, utcnow().isoformat(), chat_id, call_id),
+                (owner, now, chat_id, call_id),
             )
             if cur.rowcount == 1:
                 return ClaimResult(True, "running", owner)
@@ -777,17 +830,23 @@ class SQLiteStore:
         )
 
     def _apply(
-        self, conn: sqlite3.Connection, chat_id: str, entries: Sequence[Entry]
+        self,
+        conn: sqlite3.Connection,
+        chat_id: str,
+        entries: Sequence[Entry],
+        claim: _Claim | None = None,
     ) -> str | None:
         """Apply entries in order; stop at the first conflict and return it.
 
         Events keep the chat's own ``seq`` unless another process already wrote
         that number (a race), in which case they go after the last one stored.
+        The row of the call being claimed (``claim``), if it is among the
+        entries and runnable, is written claimed.
         """
         rows: list[tuple[str, int, str, str, str]] = []
         conflict: str | None = None
         for e in entries:
-            outcome = "ok" if e.change is None else self._change(conn, chat_id, e.change)
+            outcome = "ok" if e.change is None else self._change(conn, chat_id, e.change, claim)
             if outcome == "dup":
                 continue
             if outcome != "ok":
@@ -824,13 +883,15 @@ class SQLiteStore:
                 (chat_id, chat_id, *row[2:]),
             )
 
-    def _change(self, conn: sqlite3.Connection, chat_id: str, ch: Change) -> str:
+    def _change(
+        self, conn: sqlite3.Connection, chat_id: str, ch: Change, claim: _Claim | None = None
+    ) -> str:
         """Apply one change: ``"ok"``, ``"dup"`` (already there) or a conflict description."""
         if isinstance(ch, NewMessage):
             cur = conn.execute(
-                "INSERT INTO messages (chat_id, idx, turn, role, json) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT DO NOTHING",
-                (chat_id, ch.idx, ch.turn, ch.role, ch.data),
+                "INSERT INTO messages (chat_id, idx, turn, role, json, seq, ts) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (chat_id, ch.idx, ch.turn, ch.role, ch.data, ch.seq, ch.ts),
             )
             if cur.rowcount != 1:
                 return f"message {ch.idx} of the transcript was written by another process"
@@ -841,10 +902,14 @@ class SQLiteStore:
                 )
             return "ok"
         if isinstance(ch, NewCall):
+            status, owner, at = ch.status, None, None
+            if claim is not None and claim.call_id == ch.call_id and status == "requested":
+                status, owner, at = "running", claim.owner, claim.at  # claimed as written
             cur = conn.execute(
                 "INSERT INTO tool_calls (chat_id, call_id, seq, name, arguments, raw_arguments, "
-                "parse_error, status, gated, approval, turn, step, requested_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                "parse_error, status, gated, approval, turn, step, requested_at, claimed_by, "
+                "claimed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
                 (
                     chat_id,
                     ch.call_id,
@@ -853,16 +918,20 @@ class SQLiteStore:
                     ch.arguments,
                     ch.raw_arguments,
                     ch.parse_error,
-                    ch.status,
+                    status,
                     int(ch.gated),
                     ch.approval,
                     ch.turn,
                     ch.step,
                     ch.requested_at,
+                    owner,
+                    at,
                 ),
             )
             if cur.rowcount != 1:
                 return f"call {ch.call_id!r} was already recorded by another process"
+            if owner is not None:
+                claim.done = True  # type: ignore[union-attr]
             return "ok"
         if isinstance(ch, DecisionChange):
             return self._decision_change(conn, chat_id, ch)
@@ -1119,10 +1188,15 @@ class SQLiteStore:
                 )
 
     def _find(self, conn: sqlite3.Connection, call_id: str, chat_id: str | None) -> StoredCall:
-        if chat_id is None:
+        if chat_id is None:  # a gated call (indexed) first: those are what is decided by id
             rows = conn.execute(
-                f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE call_id = ? LIMIT 6", (call_id,)
+                f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE call_id = ? AND gated = 1 LIMIT 6",
+                (call_id,),
             ).fetchall()
+            if not rows:
+                rows = conn.execute(
+                    f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE call_id = ? LIMIT 6", (call_id,)
+                ).fetchall()
         else:
             rows = conn.execute(
                 f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE call_id = ? AND chat_id = ?",
@@ -1223,11 +1297,9 @@ class SQLiteStore:
                     f"SELECT seq, {_CALL_COLUMNS} FROM tool_calls WHERE chat_id = ? ORDER BY seq",
                     (cid,),
                 ).fetchall()
-                messages = dict(
-                    conn.execute(
-                        "SELECT idx, json FROM messages WHERE chat_id = ?", (cid,)
-                    ).fetchall()
-                )
+                messages = conn.execute(
+                    "SELECT idx, turn, json, seq, ts FROM messages WHERE chat_id = ?", (cid,)
+                ).fetchall()
             cmap = calls if calls is not None and chat_id is not None else None
             yield from _chat_events(cid, rows, call_rows, messages, cmap)
 

@@ -75,12 +75,15 @@ from ._events import (
     Event,
     MessageAdded,
     ModelRequestFailed,
+    ModelRequestFinished,
+    ModelRequestStarted,
     OptionsChanged,
     StepFinished,
     TextDelta,
     ToolCallDelta,
     ToolCallFinished,
     ToolCallRequested,
+    ToolCallStarted,
     utcnow,
 )
 from ._types import (
@@ -201,12 +204,17 @@ class ChatRecord:
 # ----------------------------------------------------------- write records
 @dataclass(frozen=True, slots=True)
 class NewMessage:
-    """Append message ``idx``; it must not exist yet (else: another driver)."""
+    """Append message ``idx``; it must not exist yet (else: another driver).
+
+    ``seq`` and ``ts`` are its ``MessageAdded`` event's: the row is that event.
+    """
 
     idx: int
     turn: int
     role: str
     data: str
+    seq: int | None = None
+    ts: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +278,44 @@ class CallReset:
 
 Change = NewMessage | NewCall | DecisionChange | CallFinal | CallReset
 
+FOLDED: dict[str, type[Event]] = {
+    ModelRequestFinished.type: ModelRequestStarted,
+    ModelRequestFailed.type: ModelRequestStarted,
+    ToolCallFinished.type: ToolCallStarted,
+}
+"""A finishing event's type -> the type of the event it may carry under ``"started"``."""
+
+
+def unfold(type_: str, data: dict[str, Any]) -> tuple[str, int, str, dict[str, Any]] | None:
+    """The started event that a finishing event's stored fields carry, if any.
+
+    Removes ``"started"`` from ``data`` (the finishing event's fields); returns
+    the started event's type, ``seq``, ``ts`` and fields (those it shares with
+    the finishing event filled in from ``data``), for
+    :func:`nbagent._serde.decode_event`.
+    """
+    started = data.pop("started", None)
+    cls = FOLDED.get(type_)
+    if not isinstance(started, dict) or cls is None:
+        return None
+    own = dict(started)
+    seq, ts = own.pop("seq"), own.pop("ts")
+    out = {k: data[k] for k in _own_fields(cls) if k in data and k not in own}
+    out.update(own)
+    return cls.type, seq, ts, out
+
+
+def _own_fields(cls: type[Event]) -> tuple[str, ...]:
+    names = _OWN_FIELDS.get(cls)
+    if names is None:
+        names = _OWN_FIELDS[cls] = tuple(
+            f.name for f in fields(cls) if f.name not in ("chat_id", "seq", "ts")
+        )
+    return names
+
+
+_OWN_FIELDS: dict[type[Event], tuple[str, ...]] = {}
+
 
 @dataclass(frozen=True, slots=True)
 class Entry:
@@ -283,10 +329,20 @@ class Entry:
     ``data`` is the event's fields as JSON, or ``None`` when the row written by
     ``change`` already says everything the event does: a ``ToolCallRequested``
     is its :class:`NewCall` row (``seq``, ``requested_at`` = ``ts``, step, turn,
-    approval), so no event row is stored for it and ``iter_events`` rebuilds
-    it from the call's row. Likewise a ``ToolCallFinished`` leaves out the
-    ``result`` its :class:`CallFinal` row holds (except for a denial, which a
-    person may still overrule, replacing the row's result).
+    approval) and a ``MessageAdded`` its :class:`NewMessage` row (``seq``,
+    ``ts``, index, turn, the message), so no event row is stored for them and
+    ``iter_events`` rebuilds them from those rows. Likewise a
+    ``ToolCallFinished`` leaves out the ``result`` its :class:`CallFinal` row
+    holds (except for a denial, which a person may still overrule, replacing
+    the row's result).
+
+    A finishing event may carry the event that started it, when both are
+    written in one batch: the ``data`` of a ``ModelRequestFinished`` or
+    ``ModelRequestFailed`` (its ``ModelRequestStarted``) or of a
+    ``ToolCallFinished`` (its ``ToolCallStarted``) then has a ``"started"``
+    object: that event's ``seq``, ``ts`` and the fields whose values differ
+    from the finishing event's (see :data:`FOLDED` and :func:`unfold`). A
+    store just stores it.
     """
 
     seq: int
@@ -539,6 +595,7 @@ class _Attachment:
         self._state_key: tuple[Any, ...] | None = None
         self.detached: str | None = None
         self._closed = False
+        self._memo: dict[int, str] = {}  # id(message) -> its JSON, while a batch is encoded
 
     # -- wiring ------------------------------------------------------------
     def install(self, chat: Chat) -> None:
@@ -644,14 +701,19 @@ class _Attachment:
         return Entry(e.seq, e.type, e.ts.isoformat(), serde.event_json(e))
 
     def _message_added(self, e: Any, noted: Any) -> Entry:
-        # the message is in its row; the event refers to it
-        m, index, turn = e.message, e.index, e.turn
-        change = NewMessage(index, turn, m.role, serde.dumps(serde.message_out(m)))
-        if type(index) is int and type(turn) is int:  # two per round: skip the encoder
-            data = f'{{"index":{index},"turn":{turn}}}'
-        else:
-            data = serde.dumps({"index": index, "turn": turn})
-        return Entry(e.seq, e.type, e.ts.isoformat(), data, change)
+        m = e.message
+        ts = e.ts.isoformat()
+        change = NewMessage(e.index, e.turn, m.role, self._message_json(m), e.seq, ts)
+        return Entry(e.seq, e.type, ts, None, change)  # the message's row is the event
+
+    def _message_json(self, m: Any) -> str:
+        """A message as JSON, encoded once per batch (a tool result is also its call's result)."""
+        memo = self._memo
+        key = id(m)
+        data = memo.get(key)
+        if data is None:
+            data = memo[key] = serde.dumps(serde.message_out(m))
+        return data
 
     def _call_requested(self, e: Any, noted: Any) -> Entry:
         c, approval = e.call, e.approval
@@ -691,7 +753,7 @@ class _Attachment:
 
     def _call_finished(self, e: Any, noted: tuple[str | None, datetime | None]) -> Entry:
         owner, finished_at = noted
-        encoded = serde.dumps(serde.message_out(e.result))
+        encoded = self._message_json(e.result)
         change = CallFinal(
             e.call.id, e.status, encoded, _iso(e.started_at), _iso(finished_at), owner
         )
@@ -713,23 +775,69 @@ class _Attachment:
     def _take(self) -> list[Entry]:
         """Everything queued, as entries (encoded now, in order); empties the queue.
 
-        An event that cannot be encoded is dropped with a warning, as an event
-        whose subscriber raises is: it never stops the chat.
+        A started event whose finishing event is in the same batch is folded
+        into it (see :class:`Entry`): one row, one encoding. An event that
+        cannot be encoded is dropped with a warning, as an event whose
+        subscriber raises is: it never stops the chat.
         """
         with self._lock:
             queued, self._pending = self._pending, []
-            entries: list[Entry] = []
-            for build, e, noted in queued:
-                try:
-                    entries.append(build(self, e, noted))
-                except Exception as exc:
-                    warnings.warn(
-                        f"nbagent store: could not store {e.type} {e.seq} of chat "
-                        f"{self.chat_id}: {type(exc).__name__}: {exc}",
-                        CallbackWarning,
-                        stacklevel=2,
-                    )
-            return entries
+            entries: list[Entry | None] = []
+            held: dict[tuple[str, Any], tuple[int, Event]] = {}  # key -> (slot, started event)
+            self._memo = {}
+            try:
+                for build, e, noted in queued:
+                    start = _STARTS.get(type(e))
+                    if start is not None:
+                        earlier = held.get(key := start(e))
+                        if earlier is not None:  # never finished here: written as it is
+                            entries[earlier[0]] = self._build(_Attachment._plain, earlier[1], None)
+                        held[key] = (len(entries), e)
+                        entries.append(None)  # its slot, if nothing finishes it here
+                        continue
+                    entry = self._build(build, e, noted)
+                    finish = _FINISHES.get(type(e))
+                    if finish is not None and entry is not None and entry.data is not None:
+                        started = held.pop(finish(e), None)
+                        if started is not None:
+                            entry = self._fold(entry, started[1], e)
+                    entries.append(entry)
+                for slot, e in held.values():
+                    entries[slot] = self._build(_Attachment._plain, e, None)
+            finally:
+                self._memo = {}
+            return [x for x in entries if x is not None]
+
+    def _build(self, build: _Builder, e: Event, noted: Any) -> Entry | None:
+        try:
+            return build(self, e, noted)
+        except Exception as exc:
+            warnings.warn(
+                f"nbagent store: could not store {e.type} {e.seq} of chat "
+                f"{self.chat_id}: {type(exc).__name__}: {exc}",
+                CallbackWarning,
+                stacklevel=4,
+            )
+            return None
+
+    @staticmethod
+    def _fold(entry: Entry, started: Event, finished: Event) -> Entry:
+        """``finished``'s entry carrying ``started``: its seq, ts and the fields that differ."""
+        own: dict[str, Any] = {"seq": started.seq, "ts": started.ts.isoformat()}
+        for name, value in serde.event_out(started).items():
+            mine = getattr(started, name)
+            try:
+                same = hasattr(finished, name) and (
+                    getattr(finished, name) is mine or bool(getattr(finished, name) == mine)
+                )
+            except Exception:
+                same = False
+            if not same:
+                own[name] = value
+        head = entry.data or "{}"
+        sep = "," if len(head) > 2 else ""
+        data = f'{head[:-1]}{sep}"started":{serde.dumps(own)}}}'
+        return Entry(entry.seq, entry.type, entry.ts, data, entry.change)
 
     def flush(self) -> None:
         with self._lock:
@@ -800,6 +908,16 @@ class _Attachment:
 
 
 _Builder = Callable[[_Attachment, Any, Any], Entry]
+# Started events held for their finishing event (same key), and those finishing events.
+_STARTS: dict[type[Event], Callable[[Any], tuple[str, Any]]] = {
+    ModelRequestStarted: lambda e: ("model", e.step),
+    ToolCallStarted: lambda e: ("tool", e.call.id),
+}
+_FINISHES: dict[type[Event], Callable[[Any], tuple[str, Any]]] = {
+    ModelRequestFinished: lambda e: ("model", e.step),
+    ModelRequestFailed: lambda e: ("model", e.step),
+    ToolCallFinished: lambda e: ("tool", e.call.id),
+}
 _BUILDERS: tuple[tuple[type[Event], _Builder], ...] = (
     (MessageAdded, _Attachment._message_added),
     (ToolCallRequested, _Attachment._call_requested),

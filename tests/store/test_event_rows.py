@@ -1,4 +1,4 @@
-"""How events are stored: never twice, and rebuilt equal (schema version 4 and before)."""
+"""How events are stored: never twice, and rebuilt equal (schema version 5 and before)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,18 @@ from typing import Any
 
 import pytest
 
-from nbagent import Chat, Event, TextDelta, ToolCallDelta, ToolCallFinished, tool
+from nbagent import (
+    Chat,
+    Event,
+    MessageAdded,
+    ModelRequestFinished,
+    ModelRequestStarted,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    tool,
+)
 from nbagent import _serde as serde
 from nbagent import _sqlite_store as sq
 from nbagent.store import SQLiteStore
@@ -87,30 +98,127 @@ def test_a_call_row_is_its_requested_event_and_holds_its_result(
     assert finished == {"ok": False, "denied": True}  # a denial may be overruled: kept
 
 
+def test_messages_are_their_events_and_started_events_ride_with_their_finish(
+    tmp_path: Path, counter: Path
+) -> None:
+    path = tmp_path / "a.db"
+    live: list[Event] = []
+    with SQLiteStore(path) as store:
+        chat = _chat(store, live)
+        chat._store.close()
+    types = dict(_rows(path, "SELECT type, COUNT(*) FROM events GROUP BY type"))
+    assert "message_added" not in types
+    assert "model_request_started" not in types and "tool_call_started" not in types
+    added = {e.index: (e.seq, e.ts.isoformat()) for e in live if isinstance(e, MessageAdded)}
+    assert (
+        dict((r[0], (r[1], r[2])) for r in _rows(path, "SELECT idx, seq, ts FROM messages"))
+        == added
+    )
+    started = {e.seq for e in live if isinstance(e, (ModelRequestStarted, ToolCallStarted))}
+    carried = set()
+    for type_, data in _rows(path, "SELECT type, json FROM events"):
+        inner = json.loads(data).get("started")
+        if inner is not None:
+            assert type_ in ("model_request_finished", "tool_call_finished")
+            assert "call" not in inner and "model" not in inner  # only what differs
+            carried.add(inner["seq"])
+    assert carried == started
+    conn = sqlite3.connect(path)
+    conn.execute("DELETE FROM events")  # the last stored events are message rows now
+    conn.commit()
+    conn.close()
+    with SQLiteStore(path) as store:
+        assert store.load(chat.id).next_seq == max(seq for seq, _ in added.values()) + 1
+
+
+def test_a_started_event_written_without_its_finish_has_its_own_row(tmp_path: Path) -> None:
+    """What is queued is written at once on an options change: a start, alone."""
+    from nbagent import LLMToolResponse, ToolCall
+
+    chat: Chat
+
+    class Provider:
+        name, model = "script", "script-1"
+
+        def __init__(self) -> None:
+            self.responses = [
+                LLMToolResponse("", (ToolCall("c1", "tweak", {}),), stop_reason="tool_use"),
+                LLMToolResponse("done"),
+            ]
+
+        def complete_with_tools(self, **_: Any) -> Any:
+            chat.with_tool_options(max_concurrency=3)  # during the request
+            return self.responses.pop(0)
+
+    @tool
+    def tweak() -> str:
+        """Change an option while running."""
+        chat.with_tool_options(max_concurrency=2)
+        return "ok"
+
+    path = tmp_path / "a.db"
+    live: list[Event] = []
+    with SQLiteStore(path) as store:
+        chat = Chat(provider=Provider(), store=store).with_tools(tweak)
+        chat.on(
+            None, lambda e: None if isinstance(e, (TextDelta, ToolCallDelta)) else live.append(e)
+        )
+        chat.ask("go")
+        chat._store.flush()
+        types = [t for (t,) in _rows(path, "SELECT type FROM events ORDER BY seq")]
+        assert types.count("model_request_started") == 2 and "tool_call_started" in types
+        assert [_fields(e) for e in store.iter_events(chat.id)] == [_fields(e) for e in live]
+        chat._store.close()
+
+
 def test_events_stored_in_full_by_an_older_version_read_the_same(
     tmp_path: Path, counter: Path
 ) -> None:
-    """Before version 4 every event had its own row; a chat may have both forms."""
+    """Rows in the forms of versions 1 to 4 read as the events the chat emitted.
+
+    Before version 5 a ``MessageAdded`` had an ``events`` row (referring to the
+    message row, or holding the message) and started events had their own
+    rows; before version 4 so had a ``ToolCallRequested``, and a
+    ``ToolCallFinished`` held its result. A chat may have rows of every form.
+    """
     path = tmp_path / "old.db"
     live: list[Event] = []
     with SQLiteStore(path) as store:
         chat = _chat(store, live)
         chat._store.close()
+
+    def insert(e: Event, data: str) -> None:
+        conn.execute(
+            "INSERT INTO events (chat_id, seq, type, ts, json) VALUES (?, ?, ?, ?, ?)",
+            (chat.id, e.seq, e.type, e.ts.isoformat(), data),
+        )
+
+    folded = """SELECT COUNT(*) FROM events WHERE json LIKE '%"started":{%'"""
     conn = sqlite3.connect(path)
     try:
+        assert conn.execute(folded).fetchone()[0] > 0
         requested = [e for e in live if type(e).__name__ == "ToolCallRequested"]
         for e in requested[:2]:  # the older form for some calls only
+            insert(e, serde.event_json(e))
+        added = [e for e in live if isinstance(e, MessageAdded)]
+        for i, e in enumerate(added):
             conn.execute(
-                "INSERT INTO events (chat_id, seq, type, ts, json) VALUES (?, ?, ?, ?, ?)",
-                (chat.id, e.seq, e.type, e.ts.isoformat(), serde.event_json(e)),
+                "UPDATE messages SET seq = NULL, ts = NULL WHERE chat_id = ? AND idx = ?",
+                (chat.id, e.index),
+            )
+            insert(
+                e, serde.event_json(e) if i % 2 else json.dumps({"index": e.index, "turn": e.turn})
             )
         for e in live:
-            if isinstance(e, ToolCallFinished):
+            if isinstance(e, (ModelRequestStarted, ToolCallStarted)):
+                insert(e, serde.event_json(e))
+            elif isinstance(e, (ModelRequestFinished, ToolCallFinished)):
                 conn.execute(
                     "UPDATE events SET json = ? WHERE chat_id = ? AND seq = ?",
                     (serde.event_json(e), chat.id, e.seq),
                 )
         conn.commit()
+        assert conn.execute(folded).fetchone() == (0,)
     finally:
         conn.close()
     with SQLiteStore(path) as store:
@@ -149,6 +257,37 @@ def test_the_version_4_migration_keeps_older_rows(tmp_path: Path) -> None:
         conn.close()
     with SQLiteStore(path) as store:
         assert store.schema_version == sq.SCHEMA_VERSION >= 4
+
+
+def test_the_version_5_migration_indexes_gated_call_ids_only(tmp_path: Path) -> None:
+    path = tmp_path / "v4.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        sq.migrate(conn, upto=4)
+    finally:
+        conn.close()
+    indexes = "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tool_calls'"
+    assert "tool_calls_call_id" in dict(_rows(path, indexes))
+    with SQLiteStore(path) as store:
+        assert store.schema_version == sq.SCHEMA_VERSION >= 5
+        chat = Chat(model="demo", store=store).with_tools(get_weather, Refund)
+        chat.ask("Weather in Paris")
+        chat.ask("Refund order 9")
+        gated, free = chat.pending_approvals[0], chat.tool_calls[0]
+        found = dict(_rows(path, indexes))
+        assert "tool_calls_call_id" not in found
+        assert "WHERE gated = 1" in found["tool_calls_gated_call_id"]
+        plan = _rows(
+            path,
+            "EXPLAIN QUERY PLAN SELECT * FROM tool_calls WHERE call_id = ? AND gated = 1",
+            gated.id,
+        )
+        assert "tool_calls_gated_call_id" in str(plan)
+        assert store.call(free.id).status == "ok"  # ungated calls are still found by id
+        assert store.approve(gated.id).status == "approved"
+        chat._store.close()
+    columns = [r[1] for r in _rows(path, "PRAGMA table_info(messages)")]
+    assert columns[-2:] == ["seq", "ts"]
 
 
 def test_the_fast_json_encoder_writes_what_the_standard_one_does() -> None:
