@@ -4,8 +4,9 @@ Measured interleaved in the same run (same machine state):
 
 - against the offline demo model (10 turns of one tool round each; the model
   costs microseconds, so this is the store's raw cost, reported without a target);
-- against the loopback fake server through the real ``openai`` SDK (a 10-round
-  tool loop, the issue's target: under 10% overhead);
+- against the loopback fake server (in a child process, as in
+  ``bench_providers``) through the real ``openai`` SDK, streaming: a 10-round
+  tool loop, the issue's target (under 10% overhead);
 - loading a stored chat of 1,000 tool calls with ``Chat.load`` (target < 0.5 s).
 
 Two more stores run in the fake-server loop, to show where the time goes (no
@@ -143,9 +144,13 @@ def _demo_loop(store: Any) -> None:
 
 
 def _fake_server_loop(provider: Any, store: Any) -> None:
-    chat = Chat(provider=provider, store=store).with_tools(add)
-    chat.ask("add numbers", max_steps=2 * ROUNDS + 2)
+    from benchmarks.bench_providers import _system, get_weather
+
+    chat = Chat(provider=provider, system=_system(ROUNDS + 1), store=store)
+    chat.with_tools(nbagent.tool(get_weather))
+    chat.ask("What is the weather in Paris?", max_steps=2 * ROUNDS + 4)
     assert chat.status == "complete", chat.status
+    assert len(chat.tool_calls) == ROUNDS
 
 
 def _ratio(name: str, runs: dict[str, tuple[float, float]], base: str, stored: str) -> Result:
@@ -164,36 +169,29 @@ def _ratio(name: str, runs: dict[str, tuple[float, float]], base: str, stored: s
 
 
 def _fake_server_results(quick: bool, store: SQLiteStore, folder: Path) -> list[Result]:
+    from benchmarks.bench_providers import KEY, Server
+    from nbagent.providers import OpenAIProvider
+
+    server = Server()  # a child process: the CPU measured is the client's alone
     try:
-        from nbagent.providers import OpenAIProvider
-        from nbagent.testing import FakeLLMServer, FakeToolCall, RecordedRequest, Turn
-    except ImportError as exc:  # pragma: no cover - the fake server or SDK is missing
-        return [Result("fake server: skipped", 0.0, "", detail=str(exc))]
-
-    def handler(request: RecordedRequest) -> Turn:
-        msgs = request.body.get("messages", [])
-        done = sum(1 for m in msgs if m.get("role") == "tool")
-        if done >= ROUNDS:
-            return Turn(text="done")
-        return Turn(tool_calls=[FakeToolCall("add", {"a": done, "b": 1})])
-
-    with (
-        FakeLLMServer(handler=handler) as server,
-        _NoWrites(folder / "no_writes.db") as no_writes,
-        _CallsOnly(folder / "calls_only.db") as calls_only,
-    ):
-        provider = OpenAIProvider(
-            "gpt-4.1-mini", base_url=server.openai_base_url, api_key="test", max_retries=0
-        )
-        runs = interleaved(
-            {
-                "memory": lambda: _fake_server_loop(provider, None),
-                "no writes": lambda: _fake_server_loop(provider, no_writes),
-                "calls only": lambda: _fake_server_loop(provider, calls_only),
-                "sqlite": lambda: _fake_server_loop(provider, store),
-            },
-            repeat=10 if quick else 40,
-        )
+        with (
+            _NoWrites(folder / "no_writes.db") as no_writes,
+            _CallsOnly(folder / "calls_only.db") as calls_only,
+        ):
+            provider = OpenAIProvider(
+                "gpt-4.1-mini", base_url=server.openai, api_key=KEY, max_retries=0
+            )
+            runs = interleaved(
+                {
+                    "memory": lambda: _fake_server_loop(provider, None),
+                    "no writes": lambda: _fake_server_loop(provider, no_writes),
+                    "calls only": lambda: _fake_server_loop(provider, calls_only),
+                    "sqlite": lambda: _fake_server_loop(provider, store),
+                },
+                repeat=10 if quick else 40,
+            )
+    finally:
+        server.close()
     loop = f"fake server: {ROUNDS}-round tool loop"
     return [
         _ratio(f"{loop}, store / no store", runs, "memory", "sqlite"),
