@@ -43,7 +43,6 @@ from .providers._base import Provider
 from .providers._registry import resolve_provider
 
 
-
 def new_chat_id() -> str:
     """A new chat id: a version-7 UUID as 32 hex digits, so ids sort by creation time.
 
@@ -56,6 +55,7 @@ def new_chat_id() -> str:
     rand = int.from_bytes(os.urandom(10), "big")
     value = (ms & (1 << 48) - 1) << 80 | 0x7 << 76 | (rand >> 68) << 64 | 0b10 << 62
     return uuid.UUID(int=value | rand & (1 << 62) - 1).hex
+
 
 class Chat(LoopMixin, DecisionsMixin):
     """A conversation with a model that can call tools.
