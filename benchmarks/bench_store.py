@@ -9,12 +9,14 @@ Measured interleaved in the same run (same machine state):
   tool loop, the issue's target (under 10% overhead);
 - loading a stored chat of 1,000 tool calls with ``Chat.load`` (target < 0.5 s).
 
-Two more stores run in the fake-server loop, to show where the time goes (no
-targets; neither is a usable store): one that handles every event but writes
-nothing per round (the Python side: queueing and encoding events), and one
-that writes only what the at-most-once guarantees need (the call rows, each
-claim committed before its tool runs, each result committed before the next
-model request; no messages, no events), in the same two transactions a round.
+Three more stores run in the fake-server loop, to show where the time goes (no
+targets; none is a usable store): one that handles every event but writes
+nothing per round (the Python side: queueing and encoding events); one that
+also commits an *empty* transaction wherever a write would be (the floor of
+any design keeping both guarantees: a claim committed before each tool runs,
+a result committed before the next model request); and one that writes only
+what those guarantees need (the call rows, claims and results; no messages,
+no events), in the same two transactions a round.
 """
 
 from __future__ import annotations
@@ -105,6 +107,35 @@ class _NoWrites(SQLiteStore):
         return ClaimResult(True, "running", owner)
 
 
+class _EmptyCommits(_NoWrites):
+    """Handles every event, and commits an empty transaction where each write would be.
+
+    The floor of any store that keeps the two guarantees (a claim committed
+    before the tool runs, a result committed before the next request).
+    """
+
+    def write(
+        self,
+        chat_id: str,
+        entries: Sequence[Entry],
+        state: Mapping[str, Any] | None = None,
+        tools: Mapping[str, Any] | None = None,
+    ) -> str | None:
+        with self._tx():
+            return None
+
+    def claim(
+        self,
+        chat_id: str,
+        call_id: str,
+        owner: str,
+        entries: Sequence[Entry] = (),
+        state: Mapping[str, Any] | None = None,
+    ) -> ClaimResult:
+        with self._tx():
+            return ClaimResult(True, "running", owner)
+
+
 class _CallsOnly(SQLiteStore):
     """Writes only the call rows, the claims and the results: the guarantees' floor."""
 
@@ -176,6 +207,7 @@ def _fake_server_results(quick: bool, store: SQLiteStore, folder: Path) -> list[
     try:
         with (
             _NoWrites(folder / "no_writes.db") as no_writes,
+            _EmptyCommits(folder / "empty_commits.db") as empty_commits,
             _CallsOnly(folder / "calls_only.db") as calls_only,
         ):
             provider = OpenAIProvider(
@@ -185,6 +217,7 @@ def _fake_server_results(quick: bool, store: SQLiteStore, folder: Path) -> list[
                 {
                     "memory": lambda: _fake_server_loop(provider, None),
                     "no writes": lambda: _fake_server_loop(provider, no_writes),
+                    "empty commits": lambda: _fake_server_loop(provider, empty_commits),
                     "calls only": lambda: _fake_server_loop(provider, calls_only),
                     "sqlite": lambda: _fake_server_loop(provider, store),
                 },
@@ -196,6 +229,7 @@ def _fake_server_results(quick: bool, store: SQLiteStore, folder: Path) -> list[
     return [
         _ratio(f"{loop}, store / no store", runs, "memory", "sqlite"),
         _ratio("  events handled, nothing written / no store", runs, "memory", "no writes"),
+        _ratio("  events handled, empty commits / no store", runs, "memory", "empty commits"),
         _ratio("  only call rows, claims, results / no store", runs, "memory", "calls only"),
     ]
 
