@@ -1245,7 +1245,8 @@ class SQLiteStore:
         with self._read() as conn:
             rows = conn.execute(
                 "SELECT c.id, c.created_at, MAX(c.updated_at, COALESCE((SELECT e.ts FROM events e "
-                "WHERE e.chat_id = c.id ORDER BY e.seq DESC LIMIT 1), '')), "
+                "WHERE e.chat_id = c.id ORDER BY e.seq DESC LIMIT 1), ''), COALESCE((SELECT m.ts "
+                "FROM messages m WHERE m.chat_id = c.id ORDER BY m.idx DESC LIMIT 1), '')), "
                 "c.provider, c.model, c.title, "
                 "(SELECT COUNT(*) FROM messages m WHERE m.chat_id = c.id), "
                 "(SELECT COUNT(*) FROM tool_calls t WHERE t.chat_id = c.id), "

@@ -237,6 +237,8 @@ def test_pending_approvals_across_chats_and_read_log(store: Any) -> None:
     assert sorted(p.chat_id for p in pending) == sorted(c.id for c in chats[1:])
     infos = {i.id: i for i in store.chats()}
     assert infos[chats[1].id].pending == 1 and infos[chats[1].id].title == "Refund order 42"
+    for c in chats:  # the list and a load agree on when a chat was last written
+        assert infos[c.id].updated_at == store.load(c.id).info.updated_at
     log = nbagent.read_log(store)
     assert len(log) == 3 and set(log["chat_id"]) == {c.id for c in chats}
     assert sorted(log["status"]) == ["awaiting_approval", "awaiting_approval", "denied"]
