@@ -128,7 +128,11 @@ def test_messages_are_their_events_and_started_events_ride_with_their_finish(
     conn.commit()
     conn.close()
     with SQLiteStore(path) as store:
-        assert store.load(chat.id).next_seq == max(seq for seq, _ in added.values()) + 1
+        record = store.load(chat.id)
+        assert record.next_seq == max(seq for seq, _ in added.values()) + 1
+        last = max(ts for _, ts in added.values())
+        assert record.info.updated_at.isoformat() == last
+        assert [i.updated_at.isoformat() for i in store.chats()] == [last]
 
 
 def test_a_started_event_written_without_its_finish_has_its_own_row(tmp_path: Path) -> None:
