@@ -427,6 +427,16 @@ def _chat_events(
     return events
 
 
+_UPDATED_AT = (
+    "MAX(c.updated_at, "
+    "COALESCE((SELECT e.ts FROM events e WHERE e.chat_id = c.id ORDER BY e.seq DESC LIMIT 1), ''), "
+    "COALESCE((SELECT m.ts FROM messages m WHERE m.chat_id = c.id "
+    "ORDER BY m.idx DESC LIMIT 1), ''))"
+)
+"""When chat ``c`` was last written: its row, its last event, its last message (one of them
+may be later than the others: a message row is its own event since version 5)."""
+
+
 class _Claim:
     """The call a write claims for ``owner``; ``done`` once its row was written claimed."""
 
@@ -663,16 +673,18 @@ class SQLiteStore:
     def load(self, chat_id: str) -> ChatRecord:
         with self._read() as conn:
             row = conn.execute(
-                "SELECT id, created_at, updated_at, provider, model, system, title, state "
-                "FROM chats WHERE id = ?",
+                f"SELECT c.id, c.created_at, {_UPDATED_AT}, c.provider, c.model, c.system, "
+                "c.title, c.state FROM chats c WHERE c.id = ?",
                 (chat_id,),
             ).fetchone()
             if row is None:
                 raise self._unknown_chat(conn, chat_id)
-            message_rows = conn.execute(
-                "SELECT json, seq, ts FROM messages WHERE chat_id = ? ORDER BY idx", (chat_id,)
-            ).fetchall()
-            messages = [serde.loads(r[0]) for r in message_rows]
+            messages = [
+                serde.loads(r[0])
+                for r in conn.execute(
+                    "SELECT json FROM messages WHERE chat_id = ? ORDER BY idx", (chat_id,)
+                )
+            ]
             calls = [
                 _stored_call(r)
                 for r in conn.execute(
@@ -689,21 +701,17 @@ class SQLiteStore:
             )
             next_seq = conn.execute(  # calls and messages hold their events (m004, m005)
                 "SELECT MAX((SELECT COALESCE(MAX(seq), -1) FROM events WHERE chat_id = ?1), "
-                "(SELECT COALESCE(MAX(seq), -1) FROM tool_calls WHERE chat_id = ?1)) + 1",
+                "(SELECT COALESCE(MAX(seq), -1) FROM tool_calls WHERE chat_id = ?1), "
+                "(SELECT COALESCE(MAX(seq), -1) FROM messages WHERE chat_id = ?1)) + 1",
                 (chat_id,),
             ).fetchone()[0]
-            next_seq = max([next_seq, *(r[1] + 1 for r in message_rows if r[1] is not None)])
             state = serde.loads(row[7]) or {}
             state.update(self._derived_state(conn, chat_id))
-            updated = conn.execute(
-                "SELECT ts FROM events WHERE chat_id = ? ORDER BY seq DESC LIMIT 1", (chat_id,)
-            ).fetchone()
         pending = sum(1 for c in calls if c.status == "awaiting_approval")
-        last = max([row[2], *(updated or ()), *(r[2] for r in message_rows[-1:] if r[2])])
         info = ChatInfo(
             row[0],
             datetime.fromisoformat(row[1]),
-            datetime.fromisoformat(last),
+            datetime.fromisoformat(row[2]),
             row[3],
             row[4],
             row[6],
@@ -903,7 +911,9 @@ class SQLiteStore:
             return "ok"
         if isinstance(ch, NewCall):
             status, owner, at = ch.status, None, None
-            if claim is not None and claim.call_id == ch.call_id and status == "requested":
+            if claim is not None and (claim.call_id, status) != (ch.call_id, "requested"):
+                claim = None  # the call being claimed is another, or not runnable yet
+            if claim is not None:
                 status, owner, at = "running", claim.owner, claim.at  # claimed as written
             cur = conn.execute(
                 "INSERT INTO tool_calls (chat_id, call_id, seq, name, arguments, raw_arguments, "
@@ -930,8 +940,8 @@ class SQLiteStore:
             )
             if cur.rowcount != 1:
                 return f"call {ch.call_id!r} was already recorded by another process"
-            if owner is not None:
-                claim.done = True  # type: ignore[union-attr]
+            if claim is not None:
+                claim.done = True
             return "ok"
         if isinstance(ch, DecisionChange):
             return self._decision_change(conn, chat_id, ch)
@@ -1244,10 +1254,7 @@ class SQLiteStore:
         """Every stored chat, oldest first."""
         with self._read() as conn:
             rows = conn.execute(
-                "SELECT c.id, c.created_at, MAX(c.updated_at, COALESCE((SELECT e.ts FROM events e "
-                "WHERE e.chat_id = c.id ORDER BY e.seq DESC LIMIT 1), ''), COALESCE((SELECT m.ts "
-                "FROM messages m WHERE m.chat_id = c.id ORDER BY m.idx DESC LIMIT 1), '')), "
-                "c.provider, c.model, c.title, "
+                f"SELECT c.id, c.created_at, {_UPDATED_AT}, c.provider, c.model, c.title, "
                 "(SELECT COUNT(*) FROM messages m WHERE m.chat_id = c.id), "
                 "(SELECT COUNT(*) FROM tool_calls t WHERE t.chat_id = c.id), "
                 "(SELECT COUNT(*) FROM tool_calls t WHERE t.chat_id = c.id "
