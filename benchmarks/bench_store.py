@@ -21,6 +21,7 @@ no events), in the same two transactions a round.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import tempfile
 import time
@@ -87,32 +88,10 @@ class _LoopProvider:
 class _NoWrites(SQLiteStore):
     """Handles every event (queues, encodes) but writes nothing per round."""
 
-    def write(
-        self,
-        chat_id: str,
-        entries: Sequence[Entry],
-        state: Mapping[str, Any] | None = None,
-        tools: Mapping[str, Any] | None = None,
-    ) -> str | None:
-        return None
+    commits = False  # whether an empty transaction stands where each write would be
 
-    def claim(
-        self,
-        chat_id: str,
-        call_id: str,
-        owner: str,
-        entries: Sequence[Entry] = (),
-        state: Mapping[str, Any] | None = None,
-    ) -> ClaimResult:
-        return ClaimResult(True, "running", owner)
-
-
-class _EmptyCommits(_NoWrites):
-    """Handles every event, and commits an empty transaction where each write would be.
-
-    The floor of any store that keeps the two guarantees (a claim committed
-    before the tool runs, a result committed before the next request).
-    """
+    def _nothing(self) -> contextlib.AbstractContextManager[Any]:
+        return self._tx() if self.commits else contextlib.nullcontext()
 
     def write(
         self,
@@ -121,7 +100,7 @@ class _EmptyCommits(_NoWrites):
         state: Mapping[str, Any] | None = None,
         tools: Mapping[str, Any] | None = None,
     ) -> str | None:
-        with self._tx():
+        with self._nothing():
             return None
 
     def claim(
@@ -132,8 +111,18 @@ class _EmptyCommits(_NoWrites):
         entries: Sequence[Entry] = (),
         state: Mapping[str, Any] | None = None,
     ) -> ClaimResult:
-        with self._tx():
+        with self._nothing():
             return ClaimResult(True, "running", owner)
+
+
+class _EmptyCommits(_NoWrites):
+    """Handles every event, and commits an empty transaction where each write would be.
+
+    The floor of any store that keeps the two guarantees (a claim committed
+    before the tool runs, a result committed before the next request).
+    """
+
+    commits = True
 
 
 class _CallsOnly(SQLiteStore):
