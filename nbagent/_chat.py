@@ -220,7 +220,7 @@ class Chat(LoopMixin, DecisionsMixin):
         with self._lock:
             self._options = self._options.updated(options)
             opts = self._options.as_dict()
-        self._emit(OptionsChanged(chat_id=self.id, seq=self._bus.next_seq(), options=opts))
+        self._emit(OptionsChanged(chat_id=self.id, options=opts))
         return self
 
     @property
@@ -390,8 +390,6 @@ class Chat(LoopMixin, DecisionsMixin):
         next_seq: int,
     ) -> None:
         """Put back a stored chat's state (``Chat.load``)."""
-        import itertools
-
         with self._lock:
             self._messages = list(messages)
             self._calls = {c.id: c for c in calls}
@@ -404,7 +402,7 @@ class Chat(LoopMixin, DecisionsMixin):
                 self._options = ToolOptions(**options)
             if last_step == "budget_exhausted":
                 self._last_step = StepResult("budget_exhausted", self.last_assistant_message)
-            self._bus._seq = itertools.count(next_seq)
+            self._bus.resume_at(next_seq)
 
     def cancel(self) -> None:
         """Stop the running loop after the calls already running settle.

@@ -33,7 +33,8 @@ class Event:
 
     Attributes:
         chat_id: The chat that emitted it.
-        seq: Position in the chat's stream (0, 1, 2, ...).
+        seq: Position in the chat's stream (0, 1, 2, ...), set when the event
+            is emitted: the order subscribers saw it in.
         ts: When it happened (timezone-aware UTC).
     """
 
@@ -231,12 +232,6 @@ class CallbackWarning(UserWarning):
 Subscriber = Callable[[Event], Any]
 
 
-def register_event_type(cls: type[Event]) -> type[Event]:
-    """Make an event type known by its ``type`` name (for extensions such as the store)."""
-    EVENT_TYPES[cls.type] = cls
-    return cls
-
-
 class EventBus:
     """Synchronous fan-out of a chat's events to its subscribers.
 
@@ -274,12 +269,21 @@ class EventBus:
             self._subs = [(t, f) for t, f in self._subs if f is not fn and f != fn]
             return len(self._subs) != before
 
-    def next_seq(self) -> int:
-        return next(self._seq)
+    def resume_at(self, seq: int) -> None:
+        """Number the next event ``seq`` (a chat loaded from a store continues its stream)."""
+        with self._emit_lock:
+            self._seq = itertools.count(seq)
 
     def emit(self, event: Event) -> None:
+        """Number ``event`` and hand it to every subscriber, in one critical section.
+
+        The number is taken here, under the emission lock, so ``seq`` is the
+        order in which subscribers see events, even when a click handler's
+        thread and the driving thread emit at once.
+        """
         subs = self._subs  # copy-on-write: a snapshot, safe to iterate without the lock
         with self._emit_lock:
+            object.__setattr__(event, "seq", next(self._seq))  # frozen for everyone else
             for etype, fn in subs:
                 if etype is None or isinstance(event, etype):
                     try:

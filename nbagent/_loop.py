@@ -210,7 +210,6 @@ class LoopMixin(ChatCore):
         self._emit(
             StepFinished(
                 chat_id=self.id,
-                seq=self._bus.next_seq(),
                 step=self._step,
                 turn=self._turn,
                 kind=result.kind,
@@ -254,7 +253,6 @@ class LoopMixin(ChatCore):
         self._emit(
             ModelRequestStarted(
                 chat_id=self.id,
-                seq=self._bus.next_seq(),
                 step=step,
                 turn=self._turn,
                 model=self.model,
@@ -270,13 +268,12 @@ class LoopMixin(ChatCore):
         def sink(delta: StreamDelta) -> None:
             if delta.kind == "text":
                 self._emit(
-                    TextDelta(chat_id=self.id, seq=self._bus.next_seq(), step=step, text=delta.text)
+                    TextDelta(chat_id=self.id, step=step, text=delta.text)
                 )
             else:
                 self._emit(
                     ToolCallDelta(
                         chat_id=self.id,
-                        seq=self._bus.next_seq(),
                         step=step,
                         index=delta.index,
                         call_id=delta.call_id,
@@ -291,7 +288,6 @@ class LoopMixin(ChatCore):
         self._emit(
             ModelRequestFailed(
                 chat_id=self.id,
-                seq=self._bus.next_seq(),
                 step=request.step,
                 turn=self._turn,
                 model=self.model,
@@ -312,7 +308,6 @@ class LoopMixin(ChatCore):
         events: list[Event] = [
             ModelRequestFinished(
                 chat_id=self.id,
-                seq=self._bus.next_seq(),
                 step=request.step,
                 turn=self._turn,
                 model=model,
@@ -371,7 +366,6 @@ class LoopMixin(ChatCore):
             events.append(
                 ToolCallRequested(
                     chat_id=self.id,
-                    seq=self._bus.next_seq(),
                     call=c,
                     step=step,
                     turn=self._turn,
@@ -390,7 +384,6 @@ class LoopMixin(ChatCore):
                     events.append(
                         ApprovalRequested(
                             chat_id=self.id,
-                            seq=self._bus.next_seq(),
                             call=c,
                             step=step,
                             turn=self._turn,
@@ -561,7 +554,6 @@ class _Hooks:
         chat._emit(
             ToolCallStarted(
                 chat_id=chat.id,
-                seq=chat._bus.next_seq(),
                 call=c,
                 step=self.round.step,
                 turn=chat._call_turn.get(c.id, chat._turn),

@@ -206,7 +206,6 @@ class ChatCore:
     ) -> ToolCallFinished:
         return ToolCallFinished(
             chat_id=self.id,
-            seq=self._bus.next_seq(),
             call=c,
             step=self._call_step.get(c.id, self._step),
             turn=self._call_turn.get(c.id, self._turn),
@@ -223,7 +222,6 @@ class ChatCore:
         return [
             MessageAdded(
                 chat_id=self.id,
-                seq=self._bus.next_seq(),
                 message=message,
                 index=len(self._messages) - 1,
                 turn=getattr(message, "turn", self._turn),
@@ -243,7 +241,6 @@ class ChatCore:
         events: list[Event] = [
             ApprovalDecided(
                 chat_id=self.id,
-                seq=self._bus.next_seq(),
                 call=c,
                 decision=decision,
                 turn=self._call_turn.get(c.id, self._turn),

@@ -1124,7 +1124,6 @@ def settle_orphans(
             events.append(
                 CallInDoubt(
                     chat_id=chat.id,
-                    seq=chat._bus.next_seq(),
                     call=c,
                     step=step,
                     turn=turn,
@@ -1141,7 +1140,6 @@ def settle_orphans(
                 events.append(
                     ToolCallFinished(
                         chat_id=chat.id,
-                        seq=chat._bus.next_seq(),
                         call=c,
                         step=step,
                         turn=turn,
