@@ -28,7 +28,7 @@ from nbagent import (
     ToolCallStarted,
     ToolResultMessage,
 )
-from nbagent._log import CallLog
+from nbagent.log._projection import CallLog
 
 N_EVENTS = 100_000
 STATUSES = ("ok",) * 17 + ("error", "timed_out", "cancelled")

@@ -32,7 +32,7 @@ from typing import Any
 import nbagent
 from benchmarks._common import Result, interleaved
 from nbagent import Chat, LLMToolResponse, ToolCall, ToolResultMessage, tool
-from nbagent._store import CallFinal, ClaimResult, Entry, NewCall
+from nbagent.store._protocol import CallFinal, ClaimResult, Entry, NewCall
 from nbagent.store import SQLiteStore
 
 ROUNDS = 10

@@ -14,10 +14,11 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Literal
 
 from ._approvals import Policy
+from ._chat_state import SkipToolCall, StepResult, ToolResult
 from ._decisions import DecisionsMixin
 from ._errors import (
     PendingToolCallsError,
@@ -27,10 +28,10 @@ from ._events import (
     EventBus,
     OptionsChanged,
 )
+from ._extension import HOOKS, ChatHost, Extension, overrides
 from ._loop import LoopMixin
 from ._options import ToolOptions
 from ._runner import ToolRunner
-from ._steps import SkipToolCall, StepResult, ToolResult
 from ._tools import Tool, as_tool
 from ._types import (
     AssistantToolCallMessage,
@@ -129,24 +130,50 @@ class Chat(LoopMixin, DecisionsMixin):
         self._last_step: StepResult | None = None
         self._usage = Usage()
         self._runner = ToolRunner()
-        self._claim: Callable[[ToolCall], bool] | None = None
-        self._turn_hooks: list[Callable[[Chat], Any]] = []
-        self._step_hooks: list[Callable[[Chat], Any]] = []
-        self._approval_waiter: Callable[[Chat, bool | None], Awaitable[bool]] | None = None
+        self._extensions: tuple[Extension, ...] = ()
+        self._ext_hooks: dict[str, tuple[Callable[..., Any], ...]] = {}
         self._deferred: list[Event] = []
         self._deferred_after: list[ToolResult] = []
-        from ._log import CallLog
+        # The wings, wired here and nowhere else (the core never imports them).
+        from .log._projection import CallLog
 
-        self._log = CallLog(self)
-        self._bus.subscribe(None, self._log.on_event)
-        self._store: Any = None
+        self._log = CallLog(self.id)
+        self.extend(self._log)
         if store is not None:
-            from ._store import attach_store
+            from .store._attach import attach_store
 
             attach_store(self, store)
-        from .notebook import _install_auto_display  # no-op outside a Jupyter kernel
+        from .notebook._auto import install_auto_display  # no-op outside a Jupyter kernel
 
-        _install_auto_display(self)
+        install_auto_display(self)
+
+    def extend(self, extension: Extension) -> Chat:
+        """Plug an :class:`~nbagent.Extension` into this chat; returns the chat.
+
+        The store, the log and the notebook view are extensions too. Each hook
+        the extension overrides is called from now on; ``attach`` is called
+        once, with the chat's :class:`~nbagent.ChatHost`. Extending twice with
+        the same object does nothing.
+        """
+        if not isinstance(extension, Extension):
+            raise TypeError(f"extend() takes an nbagent.Extension, got {type(extension).__name__}")
+        with self._lock:
+            if any(e is extension for e in self._extensions):
+                return self
+            self._extensions = (*self._extensions, extension)
+            self._ext_hooks = {
+                hook: tuple(getattr(e, hook) for e in self._extensions if overrides(e, hook))
+                for hook in HOOKS
+            }
+        extension.attach(ChatHost(self))
+        if overrides(extension, "on_event"):
+            self._bus.subscribe(None, extension.on_event)
+        return self
+
+    @property
+    def extensions(self) -> tuple[Extension, ...]:
+        """The extensions plugged into this chat, in the order they were added."""
+        return self._extensions
 
     def __repr__(self) -> str:
         return (
@@ -362,7 +389,7 @@ class Chat(LoopMixin, DecisionsMixin):
         Raises:
             StoreError: Unknown chat id, or the store cannot be read.
         """
-        from ._store import load_chat
+        from .store._attach import load_chat
 
         return load_chat(
             cls, chat_id, store=store, tools=tools, provider=provider, model=model, **chat_kwargs
@@ -370,39 +397,25 @@ class Chat(LoopMixin, DecisionsMixin):
 
     def refresh(self) -> list[ToolCall]:
         """Apply decisions made elsewhere (another process, through the store); returns them."""
-        from ._store import refresh_chat
+        decided: list[ToolCall] = []
+        for refresh in self._hook("refresh"):
+            decided.extend(refresh())
+        return decided
 
-        return refresh_chat(self)
+    def close(self) -> None:
+        """Write what is pending and release what the chat's extensions hold (a store file).
 
-    def _restore(
-        self,
-        *,
-        messages: Sequence[Message],
-        calls: Sequence[ToolCall],
-        call_turn: dict[str, int],
-        call_step: dict[str, int],
-        turn: int,
-        step: int,
-        forced_spent: bool,
-        usage: Usage,
-        options: dict[str, Any] | None,
-        last_step: str | None,
-        next_seq: int,
-    ) -> None:
-        """Put back a stored chat's state (``Chat.load``)."""
-        with self._lock:
-            self._messages = list(messages)
-            self._calls = {c.id: c for c in calls}
-            self._call_turn, self._call_step = dict(call_turn), dict(call_step)
-            last = self._messages[-1] if self._messages else None
-            self._open = last if isinstance(last, AssistantToolCallMessage) else None
-            self._turn, self._step, self._forced_spent = turn, step, forced_spent
-            self._usage = usage
-            if options is not None:
-                self._options = ToolOptions(**options)
-            if last_step == "budget_exhausted":
-                self._last_step = StepResult("budget_exhausted", self.last_assistant_message)
-            self._bus.resume_at(next_seq)
+        Also done when the chat is garbage-collected or the interpreter exits;
+        ``with Chat(store=...) as chat:`` closes at the end of the block.
+        """
+        for close in self._hook("close"):
+            close()
+
+    def __enter__(self) -> Chat:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def cancel(self) -> None:
         """Stop the running loop after the calls already running settle.
@@ -430,8 +443,8 @@ class Chat(LoopMixin, DecisionsMixin):
             msg = ChatMessage("user", text, turn=self._turn)
             events = self._append(msg)
         self._emit_all(events)
-        for hook in list(self._turn_hooks):
-            hook(self)
+        for turn_started in self._hook("turn_started"):
+            turn_started()
         return msg
 
     def ask(self, text: str, *, max_steps: int | None = None) -> Message | None:
@@ -456,10 +469,10 @@ class Chat(LoopMixin, DecisionsMixin):
         """
         self.ask_later(text)
         reply = await self.complete_async(max_steps=max_steps)
-        waiter = self._approval_waiter  # set by the notebook view inside a kernel
-        if waiter is None:
+        waiters = self._hook("wait_for_decision")  # the notebook view, inside a kernel
+        if not waiters:
             return reply
-        while not self.is_complete and await waiter(self, wait_for_approval):
+        while not self.is_complete and await waiters[0](wait_for_approval):
             await self.complete_async(max_steps=max_steps)
         return self.last_assistant_message
 

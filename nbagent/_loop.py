@@ -4,7 +4,7 @@
 budget. Each yields :class:`_ModelRequest` or :class:`_RunRound` effects and
 receives their results; ``_drive_sync`` performs them with blocking calls and
 ``_drive_async`` awaits them, so the sync and async APIs share every line of
-the loop. ``_Hooks`` is the chat's side of the runner protocol.
+the loop. ``_RoundHooks`` is the chat's side of the runner protocol.
 """
 
 from __future__ import annotations
@@ -16,6 +16,17 @@ from typing import Any, Literal
 
 from . import _aio
 from ._approvals import consult_resolver, requirement
+from ._chat_state import (
+    _ALREADY,
+    RUNNABLE,
+    ChatCore,
+    SkipToolCall,
+    StepResult,
+    ToolResult,
+    _Effect,
+    _ModelRequest,
+    _RunRound,
+)
 from ._config import get_config
 from ._errors import (
     ChatCancelled,
@@ -38,17 +49,6 @@ from ._events import (
 from ._options import resolve_choice
 from ._runner import Job, Mode, Outcome, needs_event_loop
 from ._serialize import to_content
-from ._steps import (
-    _ALREADY,
-    RUNNABLE,
-    ChatCore,
-    SkipToolCall,
-    StepResult,
-    ToolResult,
-    _Effect,
-    _ModelRequest,
-    _RunRound,
-)
 from ._tools import SchemaValidationError, Tool
 from ._types import (
     Approval,
@@ -98,7 +98,7 @@ class LoopMixin(ChatCore):
     def _perform_sync(self, effect: _Effect) -> Any:
         if isinstance(effect, _ModelRequest):
             return self.provider.complete_with_tools(**effect.kwargs)
-        coro = self._runner.run_round(effect.jobs, effect.mode, self._hooks(effect))
+        coro = self._runner.run_round(effect.jobs, effect.mode, self._round_hooks(effect))
         if needs_event_loop(effect.jobs, effect.mode):
             return _aio.run_sync(coro)
         return _aio.run_inline(coro)
@@ -106,7 +106,7 @@ class LoopMixin(ChatCore):
     async def _perform_async(self, effect: _Effect) -> Any:
         if isinstance(effect, _ModelRequest):
             return await self.provider.complete_with_tools_async(**effect.kwargs)
-        return await self._runner.run_round(effect.jobs, effect.mode, self._hooks(effect))
+        return await self._runner.run_round(effect.jobs, effect.mode, self._round_hooks(effect))
 
     def _guarded(
         self, gen: Generator[_Effect, Any, StepResult]
@@ -157,8 +157,8 @@ class LoopMixin(ChatCore):
     def _step_gen(self) -> Generator[_Effect, Any, StepResult]:
         if self._cancel.is_set():
             raise ChatCancelled("the chat was cancelled; call complete() to resume")
-        for hook in list(self._step_hooks):
-            if hook(self) == "busy":  # e.g. the store: another process drives this chat
+        for before_step in self._hook("before_step"):
+            if before_step() == "busy":  # e.g. the store: another process drives this chat
                 result = StepResult("busy", self.last_assistant_message)
                 self._finish_step(result, count=False)
                 return result
@@ -267,9 +267,7 @@ class LoopMixin(ChatCore):
     def _delta_sink(self, step: int) -> Callable[[StreamDelta], None]:
         def sink(delta: StreamDelta) -> None:
             if delta.kind == "text":
-                self._emit(
-                    TextDelta(chat_id=self.id, step=step, text=delta.text)
-                )
+                self._emit(TextDelta(chat_id=self.id, step=step, text=delta.text))
             else:
                 self._emit(
                     ToolCallDelta(
@@ -507,8 +505,8 @@ class LoopMixin(ChatCore):
         self._run_after(after)
         return _RunRound(self._step, jobs, mode)
 
-    def _hooks(self, round_: _RunRound) -> _Hooks:
-        return _Hooks(self, round_)
+    def _round_hooks(self, round_: _RunRound) -> _RoundHooks:
+        return _RoundHooks(self, round_)
 
 
 def _stop(message: ChatMessage) -> str:
@@ -522,7 +520,7 @@ def _tool_errors(errors: list[tuple[ToolCall, BaseException]]) -> BaseException:
     return ExceptionGroup(f"{len(excs)} tools raised", excs)
 
 
-class _Hooks:
+class _RoundHooks:
     """The chat's side of the runner protocol: claim, record, emit, callbacks."""
 
     def __init__(self, chat: LoopMixin, round_: _RunRound):
@@ -540,8 +538,9 @@ class _Hooks:
         with chat._lock:
             if c.status not in RUNNABLE:
                 return _ALREADY
-            if chat._claim is not None and not chat._claim(c):
-                return _ALREADY
+            for claim in chat._hook("claim"):  # e.g. the store's at-most-once claim
+                if not claim(c):
+                    return _ALREADY
             c.status = "running"
             c.started_at = utcnow()
         for fn in list(chat._before):

@@ -189,11 +189,6 @@ class ChatMessage:
     turn: int = 0
     stop_reason: StopReason = "end"
 
-    def _ipython_display_(self) -> None:
-        from .notebook import display_message
-
-        display_message(self)
-
 
 @dataclass(frozen=True)
 class AssistantToolCallMessage:
@@ -204,11 +199,6 @@ class AssistantToolCallMessage:
     turn: int = 0
     stop_reason: StopReason = "tool_use"
     role: Literal["assistant"] = "assistant"
-
-    def _ipython_display_(self) -> None:
-        from .notebook import display_message
-
-        display_message(self)
 
 
 ResultStatus = Literal["ok", "error", "denied", "cancelled", "skipped", "timed_out", "in_doubt"]

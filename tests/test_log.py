@@ -28,7 +28,7 @@ from nbagent import (
     log,
     tool,
 )
-from nbagent._log import CALL_COLUMNS, MESSAGE_COLUMNS, STEP_COLUMNS, CallLog, dtypes
+from nbagent.log._projection import CALL_COLUMNS, MESSAGE_COLUMNS, STEP_COLUMNS, CallLog, dtypes
 
 SCHEMAS = {"calls": CALL_COLUMNS, "steps": STEP_COLUMNS, "messages": MESSAGE_COLUMNS}
 
@@ -210,7 +210,7 @@ def test_non_empty_frames_have_the_schema(kind: str, mixed_chat: Chat) -> None:
 
 
 def test_documented_column_table_matches_the_schema() -> None:
-    import nbagent._log as module
+    import nbagent.log._projection as module
 
     doc = module.__doc__ or ""
     for name in [*CALL_COLUMNS, *STEP_COLUMNS, *MESSAGE_COLUMNS]:
@@ -429,7 +429,7 @@ def test_frames_are_cached_until_the_next_event() -> None:
     first = chat.log
     first["mine"] = 1  # the caller's copy; the cached frame is untouched
     assert "mine" not in chat.log.columns
-    assert "calls" in chat._log._cache
+    assert "calls" in _call_log(chat)._cache
     chat.ask("weather in Oslo")
     assert len(chat.log) == 2 and len(first) == 1
 
@@ -496,7 +496,7 @@ def test_read_log_over_several_chats_and_a_store() -> None:
     assert only_b["chat_id"].unique().tolist() == [b.id]
     assert store.queries[-1] == {"chat_id": b.id}
     pd.testing.assert_frame_equal(nbagent.read_log(ev_b), b.log)
-    pd.testing.assert_frame_equal(log.read_log(b._log), b.log)
+    pd.testing.assert_frame_equal(log.read_log(_call_log(b)), b.log)
 
 
 def test_read_log_rejects_what_it_cannot_read() -> None:
@@ -645,3 +645,7 @@ def test_read_log_from_the_sqlite_store_matches_the_live_chats(tmp_path: Path) -
         assert todo["tool"].tolist() == ["refund"]
     finally:
         store.close()
+
+
+def _call_log(chat: Chat) -> CallLog:
+    return next(e for e in chat.extensions if isinstance(e, CallLog))

@@ -128,7 +128,7 @@ class Continuation:
                 chat = self._chat()
                 if chat is None:
                     continue
-                while chat._drive_lock.locked():  # someone else is driving: let them finish
+                while chat.is_running:  # someone else is driving: let them finish
                     await asyncio.sleep(0.02)
                 try:
                     self.runs += 1
@@ -155,7 +155,7 @@ class Continuation:
                 chat = self._chat()
                 if chat is None:
                     continue
-                while chat._drive_lock.locked():
+                while chat.is_running:
                     time.sleep(0.02)
                 try:
                     self.runs += 1
@@ -243,16 +243,16 @@ async def _settle_continuation(chat: Chat, cont: Continuation) -> bool:
         return False
     await asyncio.sleep(0)
     deadline = time.monotonic() + 30.0
-    while (cont.busy or chat._drive_lock.locked()) and time.monotonic() < deadline:
+    while (cont.busy or chat.is_running) and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     return chat.status == "ready"
 
 
 def kernel_can_wait() -> bool:
     """True inside an ipykernel >= 7.4, which delivers comm messages to an awaiting cell."""
-    from . import _in_kernel
+    from ._kernel import in_kernel
 
-    if not _in_kernel():
+    if not in_kernel():
         return False
     try:
         import ipykernel

@@ -22,8 +22,8 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import _in_kernel
 from . import _render as R
+from ._kernel import in_kernel
 from ._state import ChatState, Entry, state_for
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ def _state(chat: Chat) -> ChatState:
 
 def widgets_available() -> bool:
     """Inside an IPython kernel with ipywidgets and anywidget importable."""
-    if "ipykernel" not in sys.modules or not _in_kernel():
+    if "ipykernel" not in sys.modules or not in_kernel():
         return False
     try:
         import anywidget  # noqa: F401
@@ -118,7 +118,7 @@ def display_chat(chat: Chat) -> Any:
         view = ChatView(chat)
         display(view)
         return view
-    if not _in_kernel():  # terminal IPython: print once, never re-print on updates
+    if not in_kernel():  # terminal IPython: print once, never re-print on updates
         display(chat_mimebundle(chat), raw=True)
         return None
     static = StaticView(chat)

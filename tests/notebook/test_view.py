@@ -23,6 +23,7 @@ import nbagent
 from nbagent import ApprovalDecided, Chat, Tool, ToolCallStarted, tool
 from nbagent.notebook import ChatView, review
 from nbagent.notebook import _continuation as cont
+from nbagent.notebook._auto import NotebookExtension
 from nbagent.notebook._fallback import bundle_for, chat_mimebundle
 from nbagent.notebook._state import state_for
 
@@ -476,7 +477,7 @@ def waiting_kernel(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def _install_waiter(chat: Chat) -> None:
-    chat._approval_waiter = cont.wait_for_decisions
+    chat.extend(NotebookExtension())
 
 
 def test_ask_async_waits_for_the_click(counter: Counter, waiting_kernel: None) -> None:
@@ -552,7 +553,7 @@ def test_import_nbagent_imports_no_widgets() -> None:
     code = (
         "import sys, nbagent; c = nbagent.Chat(model='demo'); "
         "assert 'ipywidgets' not in sys.modules and 'anywidget' not in sys.modules, 'widgets'; "
-        "assert c._turn_hooks == [] and c._approval_waiter is None"
+        "assert [type(e).__name__ for e in c.extensions] == ['CallLog']"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 

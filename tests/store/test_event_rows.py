@@ -25,11 +25,12 @@ from nbagent import (
     ToolCallStarted,
     tool,
 )
-from nbagent import _serde as serde
-from nbagent import _sqlite_store as sq
+from nbagent.store import _codec as codec
+from nbagent.store import _sqlite as sq
 from nbagent.store import SQLiteStore
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _helpers import store_ext
 from _agent import Refund
 
 
@@ -69,7 +70,7 @@ def _chat(store: SQLiteStore, live: list[Event]) -> Chat:
     chat.ask("Refund order 8")
     chat.approve(chat.pending_approvals[0])
     chat.complete()
-    chat._store.flush()
+    store_ext(chat).flush()
     return chat
 
 
@@ -89,7 +90,7 @@ def test_a_call_row_is_its_requested_event_and_holds_its_result(
     with SQLiteStore(path) as store:
         chat = _chat(store, live)
         assert [_fields(e) for e in store.iter_events(chat.id)] == [_fields(e) for e in live]
-        chat._store.close()
+        chat.close()
     assert _rows(path, "SELECT COUNT(*) FROM events WHERE type = 'tool_call_requested'") == [(0,)]
     finished = {
         json.loads(data)["status"]: "result" in json.loads(data)
@@ -105,7 +106,7 @@ def test_messages_are_their_events_and_started_events_ride_with_their_finish(
     live: list[Event] = []
     with SQLiteStore(path) as store:
         chat = _chat(store, live)
-        chat._store.close()
+        chat.close()
     types = dict(_rows(path, "SELECT type, COUNT(*) FROM events GROUP BY type"))
     assert "message_added" not in types
     assert "model_request_started" not in types and "tool_call_started" not in types
@@ -168,11 +169,11 @@ def test_a_started_event_written_without_its_finish_has_its_own_row(tmp_path: Pa
             None, lambda e: None if isinstance(e, (TextDelta, ToolCallDelta)) else live.append(e)
         )
         chat.ask("go")
-        chat._store.flush()
+        store_ext(chat).flush()
         types = [t for (t,) in _rows(path, "SELECT type FROM events ORDER BY seq")]
         assert types.count("model_request_started") == 2 and "tool_call_started" in types
         assert [_fields(e) for e in store.iter_events(chat.id)] == [_fields(e) for e in live]
-        chat._store.close()
+        chat.close()
 
 
 def test_events_stored_in_full_by_an_older_version_read_the_same(
@@ -189,7 +190,7 @@ def test_events_stored_in_full_by_an_older_version_read_the_same(
     live: list[Event] = []
     with SQLiteStore(path) as store:
         chat = _chat(store, live)
-        chat._store.close()
+        chat.close()
 
     def insert(e: Event, data: str) -> None:
         conn.execute(
@@ -203,7 +204,7 @@ def test_events_stored_in_full_by_an_older_version_read_the_same(
         assert conn.execute(folded).fetchone()[0] > 0
         requested = [e for e in live if type(e).__name__ == "ToolCallRequested"]
         for e in requested[:2]:  # the older form for some calls only
-            insert(e, serde.event_json(e))
+            insert(e, codec.event_json(e))
         added = [e for e in live if isinstance(e, MessageAdded)]
         for i, e in enumerate(added):
             conn.execute(
@@ -211,15 +212,15 @@ def test_events_stored_in_full_by_an_older_version_read_the_same(
                 (chat.id, e.index),
             )
             insert(
-                e, serde.event_json(e) if i % 2 else json.dumps({"index": e.index, "turn": e.turn})
+                e, codec.event_json(e) if i % 2 else json.dumps({"index": e.index, "turn": e.turn})
             )
         for e in live:
             if isinstance(e, (ModelRequestStarted, ToolCallStarted)):
-                insert(e, serde.event_json(e))
+                insert(e, codec.event_json(e))
             elif isinstance(e, (ModelRequestFinished, ToolCallFinished)):
                 conn.execute(
                     "UPDATE events SET json = ? WHERE chat_id = ? AND seq = ?",
-                    (serde.event_json(e), chat.id, e.seq),
+                    (codec.event_json(e), chat.id, e.seq),
                 )
         conn.commit()
         assert conn.execute(folded).fetchone() == (0,)
@@ -235,7 +236,7 @@ def test_a_loaded_chat_numbers_its_events_after_its_calls(tmp_path: Path, counte
     with SQLiteStore(path) as store:
         chat = Chat(model="demo", store=store).with_tools(Refund)
         chat.ask("Refund order 42")  # parks: the call's row is the last but one event
-        chat._store.close()
+        chat.close()
     [(call_seq,)] = _rows(path, "SELECT seq FROM tool_calls")
     conn = sqlite3.connect(path)
     conn.execute("DELETE FROM events WHERE seq > ?", (call_seq,))  # as if cut off there
@@ -248,7 +249,7 @@ def test_a_loaded_chat_numbers_its_events_after_its_calls(tmp_path: Path, counte
         loaded.complete()
         seqs = [e.seq for e in store.iter_events(chat.id)]
         assert seqs == sorted(set(seqs))  # no number used twice
-        loaded._store.close()
+        loaded.close()
 
 
 def test_the_version_4_migration_keeps_older_rows(tmp_path: Path) -> None:
@@ -289,7 +290,7 @@ def test_the_version_5_migration_indexes_gated_call_ids_only(tmp_path: Path) -> 
         assert "tool_calls_gated_call_id" in str(plan)
         assert store.call(free.id).status == "ok"  # ungated calls are still found by id
         assert store.approve(gated.id).status == "approved"
-        chat._store.close()
+        chat.close()
     columns = [r[1] for r in _rows(path, "PRAGMA table_info(messages)")]
     assert columns[-2:] == ["seq", "ts"]
 
@@ -306,8 +307,8 @@ def test_the_fast_json_encoder_writes_what_the_standard_one_does() -> None:
         (1, (2, [3, {"x": ""}])),
     ]
     for value in values:
-        assert serde.dumps(value) == standard.encode(value)
+        assert codec.dumps(value) == standard.encode(value)
     cycle: list[Any] = []
     cycle.append(cycle)
     with pytest.raises((ValueError, RecursionError)):
-        serde.dumps(cycle)
+        codec.dumps(cycle)

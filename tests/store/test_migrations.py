@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from nbagent import Chat, StoreError
-from nbagent import _sqlite_store as sq
+from nbagent.store import _sqlite as sq
 from nbagent.store import SCHEMA_VERSION, SQLiteStore
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -57,8 +57,8 @@ def _chats(tmp_path: Path) -> tuple[Path, str, str]:
         b.ask("Refund order 7")
         b.approve(b.pending_approvals[0])  # decided, not run yet
         ids = a.id, b.id
-        a._store.close()
-        b._store.close()
+        a.close()
+        b.close()
     return current, *ids
 
 
@@ -90,7 +90,7 @@ def test_a_version_1_store_opens_and_its_chats_continue(tmp_path: Path, counter:
             chat.complete()
             assert chat.status == "complete"
             assert chat.tool_calls[0].status == "ok"
-            chat._store.close()
+            chat.close()
     assert count(counter) == 2
 
 

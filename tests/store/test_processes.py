@@ -23,6 +23,7 @@ from nbagent.store import SQLiteStore, StoreConflictWarning
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
+from _helpers import store_ext
 from _agent import IdempotentRefund, Refund, count  # noqa: E402
 
 
@@ -62,7 +63,7 @@ def park(db: Path) -> tuple[str, str]:
         chat.ask("Refund order 42")
         assert chat.status == "awaiting_approval"
         ids = chat.id, chat.pending_approvals[0].id
-        chat._store.close()
+        chat.close()
     return ids
 
 
@@ -85,7 +86,7 @@ def test_park_restart_load_approve_complete(
         stored = store.call(made["call_id"])
         assert stored.status == "ok" and stored.decision is not None
         assert stored.decision.by == "user"
-    chat._store.close()
+    chat.close()
 
 
 def test_decision_from_another_process_is_picked_up(db: Path, counter: Path) -> None:
@@ -114,7 +115,7 @@ def test_denial_from_another_process_reaches_the_model(db: Path, counter: Path) 
     result = next(m for m in chat.transcript if isinstance(m, ToolResultMessage))
     assert result.status == "denied" and "over the limit" in result.content
     assert count(counter) == 0
-    chat._store.close()
+    chat.close()
 
 
 def test_approved_elsewhere_completes_in_a_third_process(db: Path, counter: Path) -> None:
@@ -162,9 +163,9 @@ def test_two_processes_racing_run_the_tool_once(db: Path, counter: Path, tmp_pat
     assert chat.status == "complete"
     results = [m for m in chat.transcript if isinstance(m, ToolResultMessage)]
     assert [r.tool_call_id for r in results] == [call_id]
-    started = [e for e in chat._store.store.iter_events(chat_id) if e.type == "tool_call_started"]
+    started = [e for e in store_ext(chat).store.iter_events(chat_id) if e.type == "tool_call_started"]
     assert len(started) == 1
-    chat._store.close()
+    chat.close()
 
 
 def test_crash_between_claim_and_result_is_in_doubt(db: Path, counter: Path) -> None:
@@ -197,7 +198,7 @@ def test_crash_between_claim_and_result_is_in_doubt(db: Path, counter: Path) -> 
         log = nbagent.read_log(store)
         assert log.set_index("call_id").loc[call_id, "status"] == "in_doubt"
     assert chat.log.set_index("call_id").loc[call_id, "status"] == "in_doubt"
-    chat._store.close()
+    chat.close()
 
 
 def test_crash_with_an_idempotent_tool_reruns_it(db: Path, counter: Path) -> None:
@@ -235,7 +236,7 @@ def test_a_call_running_in_a_live_process_is_left_alone(db: Path, counter: Path)
             chat = Chat.load(chat_id, store=db, tools=[IdempotentRefund])
             assert chat.step().kind == "busy"  # not in doubt: its process is alive
         assert chat.get_call(call_id).status == "running"
-        chat._store.close()
+        chat.close()
     finally:
         _, stderr = slow.communicate(timeout=120)
     assert slow.returncode == 0, stderr

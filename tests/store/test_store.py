@@ -22,8 +22,8 @@ from nbagent import (
     ToolResultMessage,
     tool,
 )
-from nbagent import _serde as serde
-from nbagent._store import new_owner, owner_alive
+from nbagent.store import _codec as codec
+from nbagent.store._process import new_owner, owner_alive
 from nbagent.store import SQLiteStore, Store, StoreConflictWarning, open_store
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -60,7 +60,7 @@ def get_weather(city: str, unit: str = "c") -> dict[str, Any]:
 
 
 def closed(chat: Chat) -> None:
-    chat._store.close()
+    chat.close()
 
 
 def parked(store: Any) -> tuple[Chat, str]:
@@ -157,17 +157,17 @@ def test_serde_round_trips_are_exact() -> None:
                              "ok", {"a": 1})
     call.result = ToolResultMessage("c1", "out", False, "ok", "t", turn=3)
     call.started_at = datetime(2024, 1, 2, 3, 4, 5, 7, tzinfo=timezone(timedelta(hours=2)))
-    back = serde.call_in(serde.loads(serde.dumps(serde.call_out(call))))
+    back = codec.call_in(codec.loads(codec.dumps(codec.call_out(call))))
     for attr in ("id", "name", "arguments", "status", "approval", "decision", "result",
                  "started_at", "finished_at", "raw_arguments", "parse_error"):
         assert getattr(back, attr) == getattr(call, attr), attr
     bad = ToolCall("c2", "t", {}, raw_arguments="{oops", parse_error="Expecting value")
-    assert serde.call_identity_in(serde.call_identity_out(bad)).raw_arguments == "{oops"
+    assert codec.call_identity_in(codec.call_identity_out(bad)).raw_arguments == "{oops"
     for m in (ChatMessage("user", "hé", turn=2),
               ChatMessage("assistant", "", turn=1, stop_reason="max_tokens"),
               AssistantToolCallMessage(None, (call, bad), turn=4),
               ToolResultMessage("c1", "x", True, "in_doubt", "t", turn=1)):
-        assert serde.message_in(serde.loads(serde.dumps(serde.message_out(m)))) == m
+        assert codec.message_in(codec.loads(codec.dumps(codec.message_out(m)))) == m
 
 
 # ---------------------------------------------------------- decisions
@@ -483,7 +483,7 @@ def test_the_wal_file_stays_bounded_under_continuous_writes(tmp_path: Path) -> N
     never pauses (the WAL grew to hundreds of MB); a restart checkpoint past a
     size makes the next commit start the WAL over, cut back to its limit.
     """
-    from nbagent import _sqlite_store as sq
+    from nbagent.store import _sqlite as sq
 
     db = tmp_path / "busy.db"
     wal = Path(f"{db}-wal")

@@ -115,7 +115,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ._events import (
+from .._events import (
     ApprovalDecided,
     ApprovalRequested,
     Event,
@@ -127,7 +127,8 @@ from ._events import (
     ToolCallRequested,
     ToolCallStarted,
 )
-from ._types import AssistantToolCallMessage, ToolResultMessage
+from .._extension import Extension
+from .._types import AssistantToolCallMessage, ToolResultMessage
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -272,8 +273,8 @@ def _decision_kind(by: str, verdict: str) -> str:
     return "policy" if by.startswith("policy") else verdict
 
 
-class CallLog:
-    """Subscriber that keeps one chat's calls, steps and messages as compact columns.
+class CallLog(Extension):
+    """The chat extension that keeps one chat's calls, steps and messages as compact columns.
 
     Args:
         chat: The chat (anything with an ``id``) or a chat id. Each log holds
@@ -325,6 +326,10 @@ class CallLog:
             self._version += 1
             if self._cache:
                 self._cache.clear()
+
+    def on_history(self, events: Iterable[Event]) -> None:
+        """A chat loaded from a store: record its stored events first."""
+        self.feed(events)
 
     def feed(self, events: Iterable[Event]) -> CallLog:
         """Record many events (a replay, e.g. from a store); returns the log."""

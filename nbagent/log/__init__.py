@@ -1,7 +1,7 @@
 """Analyse what agents did: the tool-call log across chats, summaries, plots, export.
 
 Every chat keeps its own log (``chat.log``, ``chat.steps``, ``chat.messages``;
-the columns are documented in :mod:`nbagent._log` and listed by
+the columns are documented in :mod:`nbagent.log._projection` and listed by
 :func:`dtypes`). This module works on one chat, many chats, a store, or a
 frame you already have::
 
@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._events import Event
-from ._log import (
+from .._events import Event
+from ._projection import (
     CALL_COLUMNS,
     MESSAGE_COLUMNS,
     SCHEMAS,
@@ -101,8 +101,8 @@ def read_log(source: Any, kind: Kind = "calls", **query: Any) -> pd.DataFrame:
 def _logs_of(source: Any, query: dict[str, Any]) -> list[CallLog]:
     if isinstance(source, CallLog):
         logs = [source]
-    elif isinstance(getattr(source, "_log", None), CallLog):  # a Chat
-        logs = [source._log]
+    elif chat_logs := [e for e in getattr(source, "extensions", ()) if isinstance(e, CallLog)]:
+        logs = chat_logs  # a Chat: its log is one of its extensions
     elif callable(getattr(source, "iter_events", None)):  # a store
         return _replay(source.iter_events(**query))
     elif isinstance(source, Iterable) and not isinstance(source, (str, bytes)):

@@ -53,11 +53,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from . import _serde as serde
-from ._errors import DecisionError, StoreError
-from ._events import Event, ToolCallRequested, utcnow
-from ._schema import validate_json_schema
-from ._store import (
+from .._errors import DecisionError, StoreError
+from .._events import Event, ToolCallRequested, utcnow
+from .._schema import validate_json_schema
+from .._types import Decision, ToolCall
+from . import _codec as codec
+from ._codec import unfold
+from ._protocol import (
     CallFinal,
     CallReset,
     Change,
@@ -69,10 +71,7 @@ from ._store import (
     NewCall,
     NewMessage,
     StoredCall,
-    refresh_chat,
-    unfold,
 )
-from ._types import Decision, ToolCall
 
 # ------------------------------------------------------------- migrations
 
@@ -339,25 +338,25 @@ _AUTOMATIC = ("resolver",)
 
 
 def _stored_call(row: Sequence[Any]) -> StoredCall:
-    result = serde.loads(row[9])
+    result = codec.loads(row[9])
     return StoredCall(
         chat_id=row[0],
         id=row[1],
         name=row[2],
-        arguments=serde.loads(row[3]) or {},
+        arguments=codec.loads(row[3]) or {},
         raw_arguments=row[4],
         parse_error=row[5],
         status=row[6],
-        approval=serde.approval_in(serde.loads(row[7])),
-        decision=serde.decision_in(serde.loads(row[8])),
-        result=serde.message_in(result) if result is not None else None,  # type: ignore[arg-type]
+        approval=codec.approval_in(codec.loads(row[7])),
+        decision=codec.decision_in(codec.loads(row[8])),
+        result=codec.message_in(result) if result is not None else None,  # type: ignore[arg-type]
         turn=row[10],
         step=row[11],
-        requested_at=serde.dt_in(row[12]),
-        started_at=serde.dt_in(row[13]),
-        finished_at=serde.dt_in(row[14]),
+        requested_at=codec.dt_in(row[12]),
+        started_at=codec.dt_in(row[13]),
+        finished_at=codec.dt_in(row[14]),
         claimed_by=row[15],
-        claimed_at=serde.dt_in(row[16]),
+        claimed_at=codec.dt_in(row[16]),
     )
 
 
@@ -387,15 +386,15 @@ def _chat_events(
     requested: set[str] = set()
     for seq, type_, ts, data in rows:
         try:
-            fields = serde.loads(data)
+            fields = codec.loads(data)
             if type_ == "message_added" and "message" not in fields:
-                fields["message"] = serde.loads(messages[fields["index"]])
+                fields["message"] = codec.loads(messages[fields["index"]])
             elif type_ == "tool_call_finished" and "result" not in fields:
-                fields["result"] = serde.loads(results[fields["call"]["id"]])
+                fields["result"] = codec.loads(results[fields["call"]["id"]])
             started = unfold(type_, fields) if "started" in fields else None
-            event = serde.decode_event(type_, chat_id, seq, ts, fields, cmap)
+            event = codec.decode_event(type_, chat_id, seq, ts, fields, cmap)
             if started is not None:
-                events.append(serde.decode_event(started[0], chat_id, *started[1:], cmap))
+                events.append(codec.decode_event(started[0], chat_id, *started[1:], cmap))
         except (ValueError, TypeError, KeyError):
             continue  # an event type this process does not know
         if isinstance(event, ToolCallRequested):
@@ -405,8 +404,8 @@ def _chat_events(
         if seq is None:  # written before version 5: its event has a row
             continue
         with contextlib.suppress(ValueError, TypeError, KeyError):
-            fields = {"message": serde.loads(data), "index": index, "turn": turn}
-            events.append(serde.decode_event("message_added", chat_id, seq, ts, fields, cmap))
+            fields = {"message": codec.loads(data), "index": index, "turn": turn}
+            events.append(codec.decode_event("message_added", chat_id, seq, ts, fields, cmap))
     for seq, sc in stored:
         if sc.id in requested or sc.requested_at is None or sc.approval is None:
             continue
@@ -661,7 +660,7 @@ class SQLiteStore:
                     info.provider,
                     info.model,
                     system,
-                    serde.dumps(state),
+                    codec.dumps(state),
                 ),
             )
             if cur.rowcount != 1:
@@ -680,7 +679,7 @@ class SQLiteStore:
             if row is None:
                 raise self._unknown_chat(conn, chat_id)
             messages = [
-                serde.loads(r[0])
+                codec.loads(r[0])
                 for r in conn.execute(
                     "SELECT json FROM messages WHERE chat_id = ? ORDER BY idx", (chat_id,)
                 )
@@ -705,7 +704,7 @@ class SQLiteStore:
                 "(SELECT COALESCE(MAX(seq), -1) FROM messages WHERE chat_id = ?1)) + 1",
                 (chat_id,),
             ).fetchone()[0]
-            state = serde.loads(row[7]) or {}
+            state = codec.loads(row[7]) or {}
             state.update(self._derived_state(conn, chat_id))
         pending = sum(1 for c in calls if c.status == "awaiting_approval")
         info = ChatInfo(
@@ -831,8 +830,8 @@ class SQLiteStore:
             "tools = COALESCE(?, tools) WHERE id = ?",
             (
                 utcnow().isoformat(),
-                None if state is None else serde.dumps(state),
-                None if tools is None else serde.dumps(tools),
+                None if state is None else codec.dumps(state),
+                None if tools is None else codec.dumps(tools),
                 chat_id,
             ),
         )
@@ -904,7 +903,7 @@ class SQLiteStore:
             if cur.rowcount != 1:
                 return f"message {ch.idx} of the transcript was written by another process"
             if ch.role == "user":
-                title = str(serde.loads(ch.data).get("content", ""))[:80]
+                title = str(codec.loads(ch.data).get("content", ""))[:80]
                 conn.execute(
                     "UPDATE chats SET title = ? WHERE id = ? AND title IS NULL", (title, chat_id)
                 )
@@ -994,9 +993,9 @@ class SQLiteStore:
         status, decision, claimed_by, started_at = row
         now = utcnow().isoformat()
         if decision is not None:
-            existing = serde.loads(decision)
+            existing = codec.loads(decision)
             same = existing["verdict"] == ch.verdict and (
-                ch.arguments is None or serde.loads(ch.arguments) == existing.get("arguments")
+                ch.arguments is None or codec.loads(ch.arguments) == existing.get("arguments")
             )
             if same:  # applying a decision made through the store (or a duplicate)
                 cur = conn.execute(
@@ -1045,7 +1044,7 @@ class SQLiteStore:
                     f"AND decision IS NOT NULL AND call_id IN ({marks})",
                     (chat_id, *chunk),
                 ):
-                    decision = serde.decision_in(serde.loads(d))
+                    decision = codec.decision_in(codec.loads(d))
                     if decision is not None:
                         out[cid] = decision
         return out
@@ -1160,7 +1159,7 @@ class SQLiteStore:
                 reason,
                 dict(arguments) if arguments is not None else None,
             )
-            data = serde.dumps(serde.decision_out(decision))
+            data = codec.dumps(codec.decision_out(decision))
             conn.execute(
                 "UPDATE tool_calls SET decision = ?, status = ? WHERE chat_id = ? AND call_id = ?",
                 (data, verdict, sc.chat_id, sc.id),
@@ -1175,7 +1174,7 @@ class SQLiteStore:
                     by,
                     decision.at.isoformat(),
                     reason,
-                    None if arguments is None else serde.dumps(arguments),
+                    None if arguments is None else codec.dumps(arguments),
                 ),
             )
             conn.execute(
@@ -1188,7 +1187,7 @@ class SQLiteStore:
         self, conn: sqlite3.Connection, sc: StoredCall, arguments: dict[str, Any]
     ) -> None:
         row = conn.execute("SELECT tools FROM chats WHERE id = ?", (sc.chat_id,)).fetchone()
-        schemas = serde.loads(row[0]) if row and row[0] else {}
+        schemas = codec.loads(row[0]) if row and row[0] else {}
         schema = schemas.get(sc.name) if isinstance(schemas, dict) else None
         if isinstance(schema, dict):
             problems = validate_json_schema(arguments, schema)
@@ -1310,10 +1309,6 @@ class SQLiteStore:
                 ).fetchall()
             cmap = calls if calls is not None and chat_id is not None else None
             yield from _chat_events(cid, rows, call_rows, messages, cmap)
-
-    def refresh(self, chat: Any) -> list[ToolCall]:
-        """Apply decisions recorded here to ``chat``'s pending calls; returns the calls decided."""
-        return refresh_chat(chat, self)
 
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "migrate", "schema_version"]

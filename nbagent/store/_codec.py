@@ -24,8 +24,16 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from ._events import EVENT_TYPES, Event
-from ._types import (
+from .._events import (
+    EVENT_TYPES,
+    Event,
+    ModelRequestFailed,
+    ModelRequestFinished,
+    ModelRequestStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from .._types import (
     Approval,
     AssistantToolCallMessage,
     ChatMessage,
@@ -377,3 +385,43 @@ __all__ = [
     "usage_in",
     "usage_out",
 ]
+
+
+# ------------------------------------------------------- folded events
+FOLDED: dict[str, type[Event]] = {
+    ModelRequestFinished.type: ModelRequestStarted,
+    ModelRequestFailed.type: ModelRequestStarted,
+    ToolCallFinished.type: ToolCallStarted,
+}
+"""A finishing event's type -> the type of the event it may carry under ``"started"``."""
+
+
+def unfold(type_: str, data: dict[str, Any]) -> tuple[str, int, str, dict[str, Any]] | None:
+    """The started event that a finishing event's stored fields carry, if any.
+
+    Removes ``"started"`` from ``data`` (the finishing event's fields); returns
+    the started event's type, ``seq``, ``ts`` and fields (those it shares with
+    the finishing event filled in from ``data``), for
+    :func:`nbagent._serde.decode_event`.
+    """
+    started = data.pop("started", None)
+    cls = FOLDED.get(type_)
+    if not isinstance(started, dict) or cls is None:
+        return None
+    own = dict(started)
+    seq, ts = own.pop("seq"), own.pop("ts")
+    out = {k: data[k] for k in _own_fields(cls) if k in data and k not in own}
+    out.update(own)
+    return cls.type, seq, ts, out
+
+
+def _own_fields(cls: type[Event]) -> tuple[str, ...]:
+    names = _OWN_FIELDS.get(cls)
+    if names is None:
+        names = _OWN_FIELDS[cls] = tuple(
+            f.name for f in fields(cls) if f.name not in ("chat_id", "seq", "ts")
+        )
+    return names
+
+
+_OWN_FIELDS: dict[type[Event], tuple[str, ...]] = {}

@@ -31,8 +31,9 @@ implements the same protocol).
 
 from __future__ import annotations
 
-from ._sqlite_store import SCHEMA_VERSION, SQLiteStore
-from ._store import ChatInfo, Store, StoreConflictWarning, StoredCall, open_store
+from ._attach import open_store
+from ._protocol import ChatInfo, Store, StoreConflictWarning, StoredCall
+from ._sqlite import SCHEMA_VERSION, SQLiteStore
 
 __all__ = [
     "SCHEMA_VERSION",

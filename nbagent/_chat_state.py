@@ -1,0 +1,430 @@
+"""The chat's state and its lifecycle: step results, tool results, effects, :class:`ChatCore`.
+
+:class:`ChatCore` declares the chat's state (one place to read it), the small
+helpers every part uses (emitting events, finding calls, appending messages)
+and **every change to a call's lifecycle**: answering a call, recording a
+decision, settling a call in doubt, restoring a stored chat. Nothing outside
+the core assigns a call's status, result or decision; extensions ask for these
+changes through :class:`~nbagent._extension.ChatHost`. The loop (``_loop.py``),
+the decisions API (``_decisions.py``) and the public :class:`~nbagent.Chat`
+(``_chat.py``) build on it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any, Literal
+
+from ._approvals import HUMAN, Policy, denial_content
+from ._errors import DecisionError
+from ._events import (
+    ApprovalDecided,
+    CallInDoubt,
+    Event,
+    EventBus,
+    MessageAdded,
+    ToolCallFinished,
+    utcnow,
+)
+from ._extension import Extension, Snapshot
+from ._options import ToolOptions
+from ._runner import Job, Mode, ToolRunner
+from ._tools import SchemaValidationError, Tool
+from ._types import (
+    AssistantToolCallMessage,
+    Decision,
+    LLMToolResponse,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+)
+from .providers._base import Provider
+
+StepKind = Literal[
+    "generated", "ran_tools", "awaiting_approval", "complete", "budget_exhausted", "busy"
+]
+RUNNABLE = ("requested", "approved")
+_ALREADY = "\x00already-decided"
+
+
+class SkipToolCall(Exception):
+    """Raise in a ``before_tool_call`` callback to skip that call.
+
+    The model receives the message as the call's (error) result.
+    """
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one ``step()`` did.
+
+    Attributes:
+        kind: ``generated`` (one model request), ``ran_tools`` (one round of
+            runnable calls), ``awaiting_approval`` (nothing runnable until
+            someone decides), ``complete`` (the model answered),
+            ``budget_exhausted`` (``complete(max_steps=)`` ran out), or ``busy``
+            (another thread is driving this chat; it will pick up decisions; or,
+            with a store, another process is: ``Chat.load`` the chat again).
+        message: The assistant message generated, or the chat's last one.
+        calls: The calls run (``ran_tools``) or waiting (``awaiting_approval``).
+        response: The provider's response (``generated``).
+    """
+
+    kind: StepKind
+    message: Message | None = None
+    calls: tuple[ToolCall, ...] = ()
+    response: LLMToolResponse | None = None
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What ``after_tool_result`` callbacks receive.
+
+    Attributes:
+        call: The call answered.
+        content: The text sent to the model.
+        status: ``ok``, ``error``, ``denied``, ``cancelled``, ``skipped``, ``timed_out``.
+        value: The tool's return value (``None`` unless it ran and returned).
+        error: The exception, when the tool raised.
+        duration_ms: Run time, when it ran.
+    """
+
+    call: ToolCall
+    content: str
+    status: str
+    value: Any = None
+    error: BaseException | None = None
+    duration_ms: float | None = None
+
+    @property
+    def is_error(self) -> bool:
+        return self.status != "ok"
+
+
+@dataclass
+class _ModelRequest:
+    step: int
+    kwargs: dict[str, Any]
+    t0: float = 0.0
+
+
+@dataclass
+class _RunRound:
+    step: int
+    jobs: list[Job]
+    mode: Mode
+    errors: list[tuple[ToolCall, BaseException]] = field(default_factory=list)
+
+
+_Effect = _ModelRequest | _RunRound
+
+
+class ChatCore:
+    """The chat's state and shared helpers (see the module docstring)."""
+
+    id: str
+    provider: Provider
+    system: str | None
+    max_steps: int | None
+    on_tool_error: Literal["result", "raise"]
+    stream: bool | None
+    display: bool | None
+    _messages: list[Message]
+    _tools: dict[str, Tool]
+    _options: ToolOptions
+    _bus: EventBus
+    _lock: threading.RLock
+    _before: list[Callable[[ToolCall], Any]]
+    _after: list[Callable[[ToolResult], Any]]
+    _policies: list[Policy]
+    _calls: dict[str, ToolCall]
+    _call_turn: dict[str, int]
+    _call_step: dict[str, int]
+    _open: AssistantToolCallMessage | None
+    _turn: int
+    _step: int
+    _forced_spent: bool
+    _cancel: threading.Event
+    _drive_lock: threading.Lock
+    _rerun: bool
+    _last_step: StepResult | None
+    _usage: Usage
+    _runner: ToolRunner
+    _extensions: tuple[Extension, ...]
+    _ext_hooks: dict[str, tuple[Callable[..., Any], ...]]  # hook name -> the extensions' methods
+    _deferred: list[Event]
+    _deferred_after: list[ToolResult]
+
+    @property
+    def model(self) -> str:
+        return self.provider.model
+
+    @property
+    def is_running(self) -> bool:
+        """True while a thread or task is driving the chat (``complete``, ``step``...)."""
+        return self._drive_lock.locked()
+
+    def _hook(self, name: str) -> tuple[Callable[..., Any], ...]:
+        """The extensions' implementations of one hook (see ``_extension.py``)."""
+        return self._ext_hooks.get(name, ())
+
+    def _emit(self, event: Event) -> None:
+        self._bus.emit(event)
+
+    def _emit_all(self, events: Iterable[Event]) -> None:
+        for e in events:
+            self._bus.emit(e)
+
+    @property
+    def open_calls(self) -> tuple[ToolCall, ...]:
+        """Calls of the last response that are not answered yet."""
+        with self._lock:
+            if self._open is None:
+                return ()
+            return tuple(c for c in self._open.tool_calls if not c.is_final)
+
+    @property
+    def pending_approvals(self) -> list[ToolCall]:
+        """Gated calls waiting for a decision."""
+        return [c for c in self.open_calls if c.status == "awaiting_approval"]
+
+    def get_call(self, call_or_id: ToolCall | str) -> ToolCall:
+        """The chat's call for a :class:`ToolCall` or its id."""
+        cid = call_or_id.id if isinstance(call_or_id, ToolCall) else call_or_id
+        try:
+            return self._calls[cid]
+        except KeyError:
+            raise DecisionError(
+                f"no tool call {cid!r} in this chat"
+                + (f"; pending: {[c.id for c in self.pending_approvals]}" if self._calls else "")
+            ) from None
+
+    @property
+    def last_assistant_message(self) -> Message | None:
+        for m in reversed(self._messages):
+            if getattr(m, "role", None) == "assistant":
+                return m
+        return None
+
+    def _finished_event(
+        self,
+        c: ToolCall,
+        result: ToolResultMessage,
+        error: str | None,
+        duration_ms: float | None,
+        mode: str | None,
+    ) -> ToolCallFinished:
+        return ToolCallFinished(
+            chat_id=self.id,
+            call=c,
+            step=self._call_step.get(c.id, self._step),
+            turn=self._call_turn.get(c.id, self._turn),
+            status=c.status,
+            result=result,
+            error=error,
+            duration_ms=duration_ms,
+            started_at=c.started_at,
+            mode=mode,
+        )
+
+    def _append(self, message: Message) -> list[Event]:
+        self._messages.append(message)
+        return [
+            MessageAdded(
+                chat_id=self.id,
+                message=message,
+                index=len(self._messages) - 1,
+                turn=getattr(message, "turn", self._turn),
+            )
+        ]
+
+    def _run_after(self, results: Iterable[ToolResult]) -> None:
+        for r in results:
+            for fn in list(self._after):
+                fn(r)
+
+    def _record_decision(
+        self, c: ToolCall, decision: Decision, after: list[ToolResult]
+    ) -> list[Event]:
+        """Put a decision on a call (under the lock); a denial answers the call at once."""
+        c.decision = decision
+        events: list[Event] = [
+            ApprovalDecided(
+                chat_id=self.id,
+                call=c,
+                decision=decision,
+                turn=self._call_turn.get(c.id, self._turn),
+            )
+        ]
+        if decision.verdict == "approved":
+            c.result = None  # a human may overrule an automatic denial before the call ran
+            c.status = "approved"
+            return events
+        c.status = "denied"
+        result = ToolResultMessage(
+            c.id,
+            denial_content(c, decision.reason, decision.by),
+            True,
+            "denied",
+            c.name,
+            turn=self._call_turn.get(c.id, self._turn),
+        )
+        c.result = result
+        c.finished_at = utcnow()
+        events.append(self._finished_event(c, result, None, None, None))
+        after.append(ToolResult(c, result.content, "denied"))
+        return events
+
+    def _decide(
+        self,
+        call: ToolCall | str,
+        verdict: Literal["approved", "denied"],
+        *,
+        by: str,
+        reason: str | None,
+        arguments: dict[str, Any] | None = None,
+        at: datetime | None = None,
+    ) -> ToolCall:
+        """Decide a gated call by the rules of ``_approvals.py``; the one way decisions are made.
+
+        ``at`` keeps the time of a decision made elsewhere (a store).
+        """
+        events: list[Event] = []
+        after: list[ToolResult] = []
+        with self._lock:
+            c = self.get_call(call)
+            if c.approval is None or not c.approval.required:
+                raise DecisionError(f"{c.name}({c.id}) does not need approval")
+            existing = c.decision
+            if existing is not None:
+                same = existing.verdict == verdict and (
+                    arguments is None or arguments == existing.arguments
+                )
+                if same:
+                    return c
+                overridable = (
+                    existing.automatic
+                    and by == HUMAN
+                    and c.status in ("approved", "denied")
+                    and c.started_at is None
+                    and self._open is not None
+                    and any(x is c for x in self._open.tool_calls)
+                )
+                if not overridable:
+                    raise DecisionError(
+                        f"{c.name}({c.id}) was already {existing.verdict} by {existing.by}; "
+                        f"a decision cannot be changed"
+                    )
+            elif c.status != "awaiting_approval":
+                raise DecisionError(f"{c.name}({c.id}) is {c.status}; it cannot be decided now")
+            edited: dict[str, Any] | None = None
+            if arguments is not None:
+                if verdict != "approved":
+                    raise DecisionError("only an approval can carry edited arguments")
+                tool = self._tools.get(c.name)
+                if tool is None:
+                    raise DecisionError(f"tool {c.name!r} is not available in this chat")
+                try:
+                    tool.validate_arguments(arguments)
+                except SchemaValidationError as exc:
+                    raise DecisionError(
+                        f"edited arguments for {c.name} are invalid: {exc}"
+                    ) from None
+                edited = dict(arguments)
+            decision = Decision(verdict, by, at or utcnow(), reason, edited)
+            events.extend(self._record_decision(c, decision, after))
+        self._emit_all(events)
+        self._run_after(after)
+        return c
+
+    def _settle_in_doubt(
+        self,
+        c: ToolCall,
+        *,
+        claimed_by: str | None,
+        claimed_at: datetime | None,
+        rerun: bool,
+        content: str,
+    ) -> bool:
+        """A call left running by a process that is gone: runnable again, or final ``in_doubt``."""
+        with self._lock:
+            if c.status != "running" or self._calls.get(c.id) is not c:
+                return False
+            turn = self._call_turn.get(c.id, self._turn)
+            step = self._call_step.get(c.id, self._step)
+            events: list[Event] = []
+            if rerun:
+                gated = c.approval is not None and c.approval.required
+                c.status = "approved" if gated else "requested"
+                c.started_at = None
+            events.append(
+                CallInDoubt(
+                    chat_id=self.id,
+                    call=c,
+                    step=step,
+                    turn=turn,
+                    claimed_by=claimed_by,
+                    claimed_at=claimed_at,
+                    rerun=rerun,
+                )
+            )
+            if not rerun:
+                result = ToolResultMessage(c.id, content, True, "in_doubt", c.name, turn=turn)
+                c.status, c.result, c.finished_at = "in_doubt", result, utcnow()
+                events.append(
+                    ToolCallFinished(
+                        chat_id=self.id,
+                        call=c,
+                        step=step,
+                        turn=turn,
+                        status="in_doubt",
+                        result=result,
+                        error="outcome unknown: the process running it stopped",
+                        duration_ms=None,
+                        started_at=c.started_at,
+                        mode=None,
+                    )
+                )
+        self._emit_all(events)
+        return True
+
+    def _loop_state(self) -> dict[str, Any]:
+        """The loop state a reloaded chat needs besides its messages, calls and events.
+
+        Usage, the step counter and the last step's kind are in the events
+        (``ModelRequestFinished``, ``StepFinished``), so this changes rarely.
+        """
+        o = self._options
+        return {
+            "turn": self._turn,
+            "forced_spent": self._forced_spent,
+            "options": {f.name: getattr(o, f.name) for f in fields(o)},
+            "max_steps": self.max_steps,
+            "on_tool_error": self.on_tool_error,
+            "stream": self.stream,
+        }
+
+    def _loop_state_key(self) -> tuple[Any, ...]:
+        # ToolOptions is frozen: changing options replaces the object.
+        o = self._options
+        return (self._turn, self._forced_spent, o, self.max_steps, self.on_tool_error, self.stream)
+
+    def _restore(self, snap: Snapshot) -> None:
+        """Put back a stored chat's state (``Chat.load``)."""
+        with self._lock:
+            self._messages = list(snap.messages)
+            self._calls = {c.id: c for c in snap.calls}
+            self._call_turn, self._call_step = dict(snap.call_turn), dict(snap.call_step)
+            last = self._messages[-1] if self._messages else None
+            self._open = last if isinstance(last, AssistantToolCallMessage) else None
+            self._turn, self._step, self._forced_spent = snap.turn, snap.step, snap.forced_spent
+            self._usage = snap.usage
+            if snap.options is not None:
+                self._options = ToolOptions(**snap.options)
+            if snap.last_step == "budget_exhausted":
+                self._last_step = StepResult("budget_exhausted", self.last_assistant_message)
+            self._bus.resume_at(snap.next_seq)

@@ -1,0 +1,242 @@
+"""The extension seam: how a wing (the store, the log, the notebook view, yours) plugs into a chat.
+
+A chat knows its extensions only through this module. An extension is an
+:class:`Extension` whose hooks the chat calls at fixed points; every hook's
+default does nothing, so an extension overrides only what it needs, and a hook
+nobody overrides costs nothing (the chat keeps one list per hook)::
+
+    class Audit(Extension):
+        def on_event(self, event):          # every event, in emission order
+            print(event.seq, event.type)
+
+    chat.extend(Audit())
+
+The hooks, in the order a turn meets them:
+
+- :meth:`Extension.attach` once, from ``chat.extend(ext)``, with the
+  :class:`ChatHost`: the chat's public API plus the few lifecycle operations an
+  extension may ask the core to perform (below);
+- :meth:`~Extension.turn_started` after ``ask_later`` added a user message;
+- :meth:`~Extension.before_step` at the start of every step, before planning,
+  on the driving thread; returning ``"busy"`` ends the step with
+  ``StepResult("busy")`` (another process owns the chat);
+- :meth:`~Extension.claim` right before a call starts, under the chat's lock:
+  ``False`` means someone else has it and it is not run here (the store's
+  at-most-once claim);
+- :meth:`~Extension.on_event` for every event (the store's writer, the log,
+  the view); :meth:`~Extension.on_history` once with the stored events of a
+  chat loaded from a store;
+- :meth:`~Extension.wait_for_decision` when ``await chat.ask_async()`` finds
+  the chat parked on an approval (the notebook view waits for a click);
+- :meth:`~Extension.refresh` from ``chat.refresh()`` (the store applies
+  decisions made in other processes), and :meth:`~Extension.close` from
+  ``chat.close()`` (the store writes what is pending and lets its file go).
+
+**The core owns every lifecycle change.** An extension never assigns a call's
+status, result or decision: it asks the host, which applies the change with the
+chat's own rules and emits its event (:meth:`ChatHost.apply_decision`,
+:meth:`ChatHost.settle_in_doubt`, :meth:`ChatHost.restore`).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from ._events import Event
+from ._types import Decision, Message, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from ._chat_state import ChatCore
+    from ._tools import Tool
+
+
+class Extension:
+    """Base of chat extensions: override the hooks you need (see the module docstring)."""
+
+    def attach(self, host: ChatHost) -> None:
+        """Called once by ``chat.extend(self)``; keep ``host`` to act on the chat later."""
+
+    def on_event(self, event: Event) -> None:
+        """Every event of the chat, on the emitting thread, in ``seq`` order."""
+
+    def on_history(self, events: Iterable[Event]) -> None:
+        """The stored events of a chat just loaded from a store, oldest first."""
+
+    def turn_started(self) -> None:
+        """``ask_later`` added a user message (the turn is ``host.chat.turn``)."""
+
+    def before_step(self) -> Literal["busy"] | None:
+        """At the start of every step; ``"busy"`` ends it (another process drives the chat)."""
+        return None
+
+    def claim(self, call: ToolCall) -> bool:
+        """Right before ``call`` starts, under the chat's lock; ``False``: do not run it here."""
+        return True
+
+    async def wait_for_decision(self, wait: bool | None) -> bool:
+        """``ask_async`` parked on an approval: wait for a decision; True to continue the loop."""
+        return False
+
+    def refresh(self) -> list[ToolCall]:
+        """``chat.refresh()``: apply decisions made elsewhere now; return the calls decided."""
+        return []
+
+    def close(self) -> None:
+        """``chat.close()``: write what is pending and release resources (may be called twice)."""
+
+
+HOOKS = (
+    "on_event",
+    "on_history",
+    "turn_started",
+    "before_step",
+    "claim",
+    "wait_for_decision",
+    "refresh",
+    "close",
+)
+
+
+def overrides(ext: Extension, hook: str) -> bool:
+    """Whether ``ext`` implements ``hook`` (the chat calls only those)."""
+    return getattr(type(ext), hook) is not getattr(Extension, hook)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A chat's state as a store rebuilt it, for :meth:`ChatHost.restore`.
+
+    Attributes:
+        messages: The transcript.
+        calls: Every tool call, in request order, with its stored lifecycle.
+        call_turn / call_step: The turn and step that asked for each call, by id.
+        turn / step: The chat's turn and step counters.
+        forced_spent: Whether this turn's forced tool choice was used up.
+        usage: Tokens used so far.
+        options: The tool options (``ToolOptions`` fields), or ``None`` for the defaults.
+        last_step: The kind of the last step (only ``budget_exhausted`` matters).
+        next_seq: The number of the next event.
+    """
+
+    messages: tuple[Message, ...]
+    calls: tuple[ToolCall, ...]
+    call_turn: dict[str, int] = field(default_factory=dict)
+    call_step: dict[str, int] = field(default_factory=dict)
+    turn: int = 0
+    step: int = 0
+    forced_spent: bool = False
+    usage: Usage = field(default_factory=Usage)
+    options: dict[str, Any] | None = None
+    last_step: str | None = None
+    next_seq: int = 0
+
+
+class ChatHost:
+    """What an extension may read and ask of the chat it is attached to.
+
+    Reads go through the public ``chat`` (``transcript``, ``tool_calls``,
+    ``open_calls``, ``pending_approvals``...); the rest are the core operations
+    below, each applied under the chat's lock and announced with its event.
+    """
+
+    __slots__ = ("_ref",)
+
+    def __init__(self, core: ChatCore):
+        self._ref = weakref.ref(core)  # an extension keeping its host never keeps the chat alive
+
+    @property
+    def _core(self) -> ChatCore:
+        core = self._ref()
+        if core is None:
+            raise ReferenceError("the chat this extension was attached to is gone")
+        return core
+
+    @property
+    def alive(self) -> bool:
+        """False once the chat was garbage-collected."""
+        return self._ref() is not None
+
+    @property
+    def chat(self) -> Any:
+        """The chat (its public API)."""
+        return self._core
+
+    @property
+    def chat_id(self) -> str:
+        return self._core.id
+
+    @property
+    def driving(self) -> bool:
+        """True while a thread or task is driving the chat."""
+        return self._core.is_running
+
+    def tool(self, name: str) -> Tool | None:
+        """The chat's tool called ``name``, if it has one."""
+        return self._core._tools.get(name)
+
+    def tool_schemas(self) -> dict[str, dict[str, Any]]:
+        """Each tool's input schema, by name."""
+        return {t.name: t.input_schema for t in self._core._tools.values()}
+
+    def loop_state(self) -> dict[str, Any]:
+        """The loop state a reloaded chat needs besides its messages, calls and events."""
+        return self._core._loop_state()
+
+    def state_key(self) -> tuple[Any, ...]:
+        """A cheap key that changes whenever :meth:`loop_state` may have changed."""
+        return self._core._loop_state_key()
+
+    def restore(self, snapshot: Snapshot) -> None:
+        """Put back a stored chat's state (a chat being loaded; emits nothing)."""
+        self._core._restore(snapshot)
+
+    def replay(self, events: Iterable[Event]) -> None:
+        """Hand a loaded chat's stored events to every extension's ``on_history``."""
+        readers = self._core._hook("on_history")
+        if len(readers) > 1:
+            events = list(events)
+        for read in readers:
+            read(events)
+
+    def apply_decision(self, call: ToolCall | str, decision: Decision) -> ToolCall:
+        """Apply a decision made elsewhere (a store) with the chat's own rules and events.
+
+        The decision keeps its ``by``, ``at``, ``reason`` and edited arguments.
+
+        Raises:
+            DecisionError: As ``chat.approve``/``chat.deny`` would.
+        """
+        return self._core._decide(
+            call,
+            decision.verdict,
+            by=decision.by,
+            reason=decision.reason,
+            arguments=decision.arguments,
+            at=decision.at,
+        )
+
+    def settle_in_doubt(
+        self,
+        call: ToolCall,
+        *,
+        claimed_by: str | None,
+        claimed_at: datetime | None,
+        rerun: bool,
+        content: str,
+    ) -> bool:
+        """A call left ``running`` by a process that is gone: in doubt, or runnable again.
+
+        Emits ``CallInDoubt``, then (unless ``rerun``) a ``ToolCallFinished``
+        with status ``in_doubt`` whose result is ``content``. Returns False
+        (and does nothing) when the call is no longer running here.
+        """
+        return self._core._settle_in_doubt(
+            call, claimed_by=claimed_by, claimed_at=claimed_at, rerun=rerun, content=content
+        )
+
+
+__all__ = ["HOOKS", "ChatHost", "Extension", "Snapshot", "overrides"]

@@ -1,0 +1,144 @@
+"""The notebook view as a chat extension: each turn shows itself live in its cell.
+
+``Chat.__init__`` calls :func:`install_auto_display`; outside an IPython kernel
+it returns at once and imports nothing. Inside one, the chat gets a
+:class:`NotebookExtension`, which
+
+- shows each new turn's live view in the running cell (``turn_started``);
+- lets ``await chat.ask_async()`` wait for a click on an approval card
+  (``wait_for_decision``);
+- remembers which replies a live view has just shown, so ``chat.ask(...)`` on a
+  cell's last line does not echo its reply as ``Out[n]`` under the view that
+  already shows it (in a later cell, ``reply`` displays as usual). Messages
+  display through a formatter registered with IPython for their types, so the
+  message values know nothing of notebooks.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from .._events import Event, MessageAdded
+from .._extension import ChatHost, Extension
+from .._types import AssistantToolCallMessage, ChatMessage
+from ._kernel import execution_count, in_kernel
+
+if TYPE_CHECKING:
+    from .._chat import Chat
+
+
+def install_auto_display(chat: Chat) -> None:
+    """In a kernel, follow ``chat`` and show each turn live (``Chat.__init__`` calls this)."""
+    if "ipykernel" not in sys.modules or not in_kernel():
+        return
+    from ._continuation import capture_main_loop
+    from ._state import state_for
+
+    capture_main_loop()
+    _register_message_formatter()
+    state_for(chat)  # pure values, no widgets: step timings for a later display(chat)
+    chat.extend(NotebookExtension())
+
+
+class NotebookExtension(Extension):
+    """Shows each turn live, waits for clicks in ``ask_async``, suppresses echoed replies."""
+
+    def __init__(self) -> None:
+        self._host: ChatHost | None = None
+
+    def attach(self, host: ChatHost) -> None:
+        self._host = host
+
+    def turn_started(self) -> None:
+        if self._host is not None:
+            _show_turn(self._host.chat)
+
+    async def wait_for_decision(self, wait: bool | None) -> bool:
+        from ._continuation import wait_for_decisions
+
+        if self._host is None:
+            return False
+        return await wait_for_decisions(self._host.chat, wait)
+
+    def on_event(self, event: Event) -> None:
+        if isinstance(event, MessageAdded):
+            _remember_live_message(event)
+
+
+# Messages a live view has just shown, with the cell (execution count) that showed them.
+_live_turns: dict[str, tuple[int, int]] = {}  # chat id -> (turn, execution count)
+_live_messages: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_live_cells: dict[int, int] = {}  # id(message) -> execution count
+_registered = False
+
+
+def _remember_live_message(event: MessageAdded) -> None:
+    live = _live_turns.get(event.chat_id)
+    if live is None or live[0] != event.turn or getattr(event.message, "role", "") != "assistant":
+        return
+    _live_messages[id(event.message)] = event.message
+    _live_cells[id(event.message)] = live[1]
+    if len(_live_cells) > 4 * max(len(_live_messages), 64):  # drop ids of collected messages
+        for key in [k for k in _live_cells if k not in _live_messages]:
+            del _live_cells[key]
+
+
+def _register_message_formatter() -> None:
+    """Display messages through :func:`display_message` (``Out[n]``, ``display(msg)``)."""
+    global _registered
+    if _registered:
+        return
+    ipython = sys.modules.get("IPython")
+    ip = ipython.get_ipython() if ipython is not None else None
+    formatter = getattr(getattr(ip, "display_formatter", None), "ipython_display_formatter", None)
+    if formatter is None:
+        return
+    for cls in (ChatMessage, AssistantToolCallMessage):
+        formatter.for_type(cls, display_message)
+    _registered = True
+
+
+def display_message(message: Any) -> None:
+    """How a message displays in a kernel: as markdown and text.
+
+    Nothing is shown when a live view showed this very message in this very
+    cell: the view already has it.
+    """
+    if (
+        _live_messages.get(id(message)) is message
+        and _live_cells.get(id(message)) == execution_count()
+    ):
+        return
+    from IPython.display import display
+
+    content = getattr(message, "content", None) or ""
+    calls = getattr(message, "tool_calls", ())
+    lines = [content] if content else []
+    lines += [f"- tool call `{c.name}` ({c.status})" for c in calls]
+    bundle = {"text/plain": repr(message), "text/markdown": "\n".join(lines) or repr(message)}
+    display(bundle, raw=True)
+
+
+def _show_turn(chat: Chat) -> None:
+    """Display the new turn's live view in the running cell."""
+    from .._config import get_config
+
+    enabled = chat.display if chat.display is not None else get_config().display
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        return
+    from . import show
+    from ._continuation import capture_main_loop
+    from ._fallback import StaticView, widgets_available
+
+    capture_main_loop()
+    turn = chat.turn
+    count = execution_count()
+    if count is not None:
+        _live_turns[chat.id] = (turn, count)
+    if widgets_available():
+        show(chat, turn=turn)
+    else:
+        StaticView(chat, turn).display()

@@ -1,0 +1,735 @@
+"""Durable chats: the :class:`Store` seam, attaching a chat to a store, loading it back.
+
+Persistence is one more subscriber of the chat's event stream. Every event
+except the streaming fragments (``TextDelta``, ``ToolCallDelta``) becomes an
+:class:`Entry`: the event itself plus the one row change it implies (a new
+message, a new call, a decision, a call's final status), the event leaving out
+what that row already holds. Events are queued as they come and encoded when
+they are written, in batches, each batch one transaction, at these boundaries:
+
+- every claim: the claim's transaction first writes what is pending (the model
+  response that asked for the call), so a call's row exists before it is claimed;
+- the end of a tool round (its results are on disk before the next model
+  request), of a step that parks the chat on an approval, and of ``complete``;
+- at once: a decision, an options change, a failed request, an in-doubt call,
+  a denial, and a result that arrives while other calls of its round still run.
+
+A model response whose calls run right away is written with their claim; a
+hard crash before that loses only that response (the next load asks the model
+again), never a tool's outcome. What is pending is also written when the chat
+object is garbage-collected or the interpreter exits.
+
+**The claim** (``Chat._claim``): right before a call runs, the store moves its
+row from ``requested``/``approved`` to ``running`` in one transaction and
+says whether this process got it. A call is therefore run by at most one
+process, and a crash cannot make it run again silently: on load, a call left
+``running`` by a process that is gone is *in doubt* (a ``CallInDoubt`` event,
+then a ``ToolCallFinished`` with status ``in_doubt`` whose result tells the
+model the outcome is unknown), unless its tool is declared ``idempotent``, in
+which case it is made runnable again.
+
+**Two drivers.** A chat is driven by one process at a time. If two processes
+drive the same chat at once, the first to claim a call runs it; the other one
+stops: its step hook ends the loop with ``StepResult("busy")`` and warns
+(:class:`StoreConflictWarning`). The same happens when a process finds the
+transcript moved on under it (it tried to write a message index another
+process already wrote). That copy of the chat is stale: ``Chat.load`` it
+again to continue. Decisions are not driving: anyone may decide a pending call
+at any time, and the first decision recorded in the store wins.
+
+**Decisions made elsewhere** (``store.approve(call_id)`` from a script, another
+notebook, a web form) are written to the call's row and to the ``decisions``
+table. A chat applies them through ``chat.approve``/``chat.deny`` (so they emit
+the same events as a click) at the start of every step, on ``Chat.load``, and
+on ``chat.refresh()``.
+
+**Secrets**: the provider object is never stored, only its name and model.
+
+The seam: :class:`Store` is everything the chat side needs from a database.
+:class:`~nbagent._sqlite_store.SQLiteStore` is the embedded default; a
+PostgreSQL store implements the same methods (``SELECT ... FOR UPDATE`` /
+``UPDATE ... WHERE status IN (...)`` for the claim, ``INSERT ... ON CONFLICT
+DO NOTHING`` for first-writer-wins), and everything in this module works with it
+unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+import weakref
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from .._errors import DecisionError, StoreError
+from .._events import (
+    ApprovalDecided,
+    CallbackWarning,
+    CallInDoubt,
+    Event,
+    MessageAdded,
+    ModelRequestFailed,
+    ModelRequestFinished,
+    ModelRequestStarted,
+    OptionsChanged,
+    StepFinished,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallFinished,
+    ToolCallRequested,
+    ToolCallStarted,
+    utcnow,
+)
+from .._extension import ChatHost, Extension, Snapshot
+from .._types import Message, ToolCall
+from . import _codec as codec
+from ._process import LIVE_TOKENS, abandoned, new_owner
+from ._protocol import (
+    CallFinal,
+    CallReset,
+    ChatInfo,
+    ChatRecord,
+    DecisionChange,
+    Entry,
+    NewCall,
+    NewMessage,
+    Store,
+    StoreConflictWarning,
+    StoredCall,
+)
+
+if TYPE_CHECKING:
+    from .._chat import Chat
+
+ChatT = TypeVar("ChatT", bound="Chat")
+
+
+# --------------------------------------------------------------- opening
+def open_store(store: Store | str | os.PathLike[str]) -> Store:
+    """A store object from a path (SQLite) or a store object (returned as is).
+
+    Raises:
+        StoreError: The file cannot be opened as an nbagent store.
+    """
+    return _open(store)[0]
+
+
+def _open(store: Any) -> tuple[Store, bool]:
+    """The store and whether we opened it (and so must close it)."""
+    from ._sqlite import SQLiteStore
+
+    if isinstance(store, (str, os.PathLike)):
+        return SQLiteStore(Path(store)), True
+    if isinstance(store, (SQLiteStore, Store)):  # the first check is much the cheaper
+        return store, False
+    raise TypeError(
+        f"store must be a path or a store object (e.g. nbagent.store.SQLiteStore), "
+        f"got {type(store).__name__}"
+    )
+
+
+# ------------------------------------------------------------ the entries
+_FLUSH_NOW = (StepFinished, ModelRequestFailed, ApprovalDecided, OptionsChanged, CallInDoubt)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+class StoreExtension(Extension):
+    """Connects one chat object to a store: event writer, claim, step hook, refresh."""
+
+    def __init__(self, chat_id: str, store: Store, owned: bool):
+        self.store = store
+        self.owned = owned
+        self.chat_id = chat_id
+        self.owner = new_owner()
+        self._token = self.owner.rsplit(":", 1)[1]
+        LIVE_TOKENS.add(self._token)
+        self._host: ChatHost | None = None
+        self._lock = threading.RLock()
+        self._pending: list[tuple[_Builder, Any, Any]] = []  # (builder, event, noted)
+        self._running: set[str] = set()
+        self._orphans: dict[str, str | None] = {}  # in-doubt call id -> its dead owner
+        self._tools_sig: tuple[Any, ...] | None = None
+        self._state: dict[str, Any] | None = None
+        self._state_key: tuple[Any, ...] | None = None
+        self.detached: str | None = None
+        self._closed = False
+        self._memo: dict[int, str] = {}  # id(message) -> its JSON, while a batch is encoded
+
+    # -- wiring ------------------------------------------------------------
+    def attach(self, host: ChatHost) -> None:
+        self._host = host
+        weakref.finalize(host.chat, self.close)
+
+    def close(self) -> None:
+        """Write what is pending and release the store (if the chat opened it)."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        except (StoreError, StoreConflictWarning):
+            pass  # closing must not raise (it also runs from a finalizer)
+        finally:
+            self._closed = True
+            LIVE_TOKENS.discard(self._token)
+            if self.owned:
+                self.store.close()
+
+    # -- state ---------------------------------------------------------------
+    def _snapshot(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The chat's state and tool schemas, each only when changed since last written.
+
+        Both are checked at every write, so the checks are cheap: the state is
+        rebuilt only when its key changed (see ``ChatHost.state_key``), and the
+        tools are compared by name and identity.
+        """
+        host = self._host
+        if host is None or not host.alive:
+            return None, None
+        state: dict[str, Any] | None = None
+        key = host.state_key()
+        if key != self._state_key:
+            self._state_key = key
+            state = host.loop_state()
+            if state == self._state:
+                state = None
+            else:
+                self._state = state
+        tools = None
+        current = host.chat.tools
+        sig = (*(t.name for t in current), *map(id, current))
+        if sig != self._tools_sig:
+            self._tools_sig = sig
+            tools = {t.name: t.input_schema for t in current}
+        return state, tools
+
+    # -- events --------------------------------------------------------------
+    def on_event(self, e: Event) -> None:
+        """Queue an event; write the queue at a boundary (see the module docstring).
+
+        Runs for every event, on the thread driving the chat, so it only does
+        what must happen now: decide whether this event is a boundary, and
+        note the live values its entry needs (a ``ToolCall`` changes after its
+        event). Encoding is left to :meth:`_take`, which turns the whole queue
+        into entries in one pass right before it is written.
+        """
+        build, flush = _PLANS.get(type(e)) or _plan(type(e))
+        if build is None or self._closed:
+            return
+        if self.detached is not None and build is not StoreExtension._decided:
+            return
+        noted: Any = None
+        if build is StoreExtension._call_finished:
+            noted, flush = self._finished(e)
+        elif build is StoreExtension._in_doubt:
+            noted = self._reset_status(e)
+        elif build is StoreExtension._step_finished and e.kind == "generated":  # type: ignore[attr-defined]
+            # Written with the next claim or step, unless the chat parks here.
+            host = self._host
+            flush = host is None or not host.alive or host.chat.awaiting_approval
+        with self._lock:
+            self._pending.append((build, e, noted))
+        if flush:
+            self.flush()
+
+    def _finished(self, e: Any) -> tuple[tuple[str | None, datetime | None], bool]:
+        """A call finished: who may record its result, when, and whether to write now."""
+        call = e.call
+        self._running.discard(call.id)
+        in_doubt = e.status == "in_doubt"
+        owner = self._orphans.pop(call.id, self.owner) if in_doubt else self.owner
+        # Written at the end of the round, unless other calls of the round still run.
+        flush = bool(self._running) or in_doubt or e.status == "denied"
+        return (owner, call.finished_at), flush
+
+    def _reset_status(self, e: Any) -> str | None:
+        """For an in-doubt call that will be rerun: the status it goes back to."""
+        if not e.rerun:
+            return None
+        call = e.call
+        self._orphans.pop(call.id, None)
+        gated = call.approval is not None and call.approval.required
+        return "approved" if gated else "requested"
+
+    # One builder per kind of event: (self, event, what on_event noted) -> its entry.
+    def _plain(self, e: Event, noted: Any = None) -> Entry:
+        return Entry(e.seq, e.type, e.ts.isoformat(), codec.event_json(e))
+
+    def _message_added(self, e: Any, noted: Any) -> Entry:
+        m = e.message
+        ts = e.ts.isoformat()
+        change = NewMessage(e.index, e.turn, m.role, self._message_json(m), e.seq, ts)
+        return Entry(e.seq, e.type, ts, None, change)  # the message's row is the event
+
+    def _message_json(self, m: Any) -> str:
+        """A message as JSON, encoded once per batch (a tool result is also its call's result)."""
+        memo = self._memo
+        key = id(m)
+        data = memo.get(key)
+        if data is None:
+            data = memo[key] = codec.dumps(codec.message_out(m))
+        return data
+
+    def _call_requested(self, e: Any, noted: Any) -> Entry:
+        c, approval = e.call, e.approval
+        encoded = codec.dumps(codec.approval_out(approval))
+        ts = e.ts.isoformat()
+        change = NewCall(
+            c.id,
+            e.seq,
+            c.name,
+            codec.dumps(c.arguments),
+            c.raw_arguments,
+            c.parse_error,
+            "awaiting_approval" if approval.required else "requested",
+            approval.required,
+            encoded,
+            e.turn,
+            e.step,
+            ts,
+        )
+        return Entry(e.seq, e.type, ts, None, change)  # the call's row is the event
+
+    def _decided(self, e: Any, noted: Any) -> Entry:
+        d = e.decision
+        encoded = codec.dumps(codec.decision_out(d))
+        change = DecisionChange(
+            e.call.id,
+            d.verdict,
+            d.by,
+            d.at.isoformat(),
+            d.reason,
+            None if d.arguments is None else codec.dumps(d.arguments),
+            encoded,
+            override=not d.automatic,
+        )
+        data = codec.event_json(e, "decision", encoded)
+        return Entry(e.seq, e.type, e.ts.isoformat(), data, change)
+
+    def _call_finished(self, e: Any, noted: tuple[str | None, datetime | None]) -> Entry:
+        owner, finished_at = noted
+        encoded = self._message_json(e.result)
+        change = CallFinal(
+            e.call.id, e.status, encoded, _iso(e.started_at), _iso(finished_at), owner
+        )
+        if e.status == "denied":  # may be overruled later, replacing the row's result
+            data = codec.event_json(e, "result", encoded)
+        else:  # the result is in the call's row, final
+            data = codec.dumps(codec.event_out(e, skip="result"))
+        return Entry(e.seq, e.type, e.ts.isoformat(), data, change)
+
+    def _in_doubt(self, e: Any, noted: str | None) -> Entry:
+        if noted is None:  # not rerun: the ToolCallFinished that follows settles it
+            return self._plain(e)
+        change = CallReset(e.call.id, noted, e.claimed_by)
+        return Entry(e.seq, e.type, e.ts.isoformat(), codec.event_json(e), change)
+
+    def _step_finished(self, e: Event, noted: Any) -> Entry:
+        return self._plain(e)
+
+    def _take(self) -> list[Entry]:
+        """Everything queued, as entries (encoded now, in order); empties the queue.
+
+        A started event whose finishing event is in the same batch is folded
+        into it (see :class:`Entry`): one row, one encoding. An event that
+        cannot be encoded is dropped with a warning, as an event whose
+        subscriber raises is: it never stops the chat.
+        """
+        with self._lock:
+            queued, self._pending = self._pending, []
+            entries: list[Entry | None] = []
+            held: dict[tuple[str, Any], tuple[int, Event]] = {}  # key -> (slot, started event)
+            self._memo = {}
+            try:
+                for build, e, noted in queued:
+                    start = _STARTS.get(type(e))
+                    if start is not None:
+                        earlier = held.get(key := start(e))
+                        if earlier is not None:  # never finished here: written as it is
+                            entries[earlier[0]] = self._build(
+                                StoreExtension._plain, earlier[1], None
+                            )
+                        held[key] = (len(entries), e)
+                        entries.append(None)  # its slot, if nothing finishes it here
+                        continue
+                    entry = self._build(build, e, noted)
+                    finish = _FINISHES.get(type(e))
+                    if finish is not None and entry is not None and entry.data is not None:
+                        started = held.pop(finish(e), None)
+                        if started is not None:
+                            entry = self._fold(entry, started[1], e)
+                    entries.append(entry)
+                for slot, e in held.values():
+                    entries[slot] = self._build(StoreExtension._plain, e, None)
+            finally:
+                self._memo = {}
+            return [x for x in entries if x is not None]
+
+    def _build(self, build: _Builder, e: Event, noted: Any) -> Entry | None:
+        try:
+            return build(self, e, noted)
+        except Exception as exc:
+            warnings.warn(
+                f"nbagent store: could not store {e.type} {e.seq} of chat "
+                f"{self.chat_id}: {type(exc).__name__}: {exc}",
+                CallbackWarning,
+                stacklevel=4,
+            )
+            return None
+
+    @staticmethod
+    def _fold(entry: Entry, started: Event, finished: Event) -> Entry:
+        """``finished``'s entry carrying ``started``: its seq, ts and the fields that differ."""
+        own: dict[str, Any] = {"seq": started.seq, "ts": started.ts.isoformat()}
+        for name, value in codec.event_out(started).items():
+            mine = getattr(started, name)
+            try:
+                same = hasattr(finished, name) and (
+                    getattr(finished, name) is mine or bool(getattr(finished, name) == mine)
+                )
+            except Exception:
+                same = False
+            if not same:
+                own[name] = value
+        head = entry.data or "{}"
+        sep = "," if len(head) > 2 else ""
+        data = f'{head[:-1]}{sep}"started":{codec.dumps(own)}}}'
+        return Entry(entry.seq, entry.type, entry.ts, data, entry.change)
+
+    def flush(self) -> None:
+        with self._lock:
+            if not self._pending:
+                return
+            entries = self._take()
+            if self.detached is not None:
+                entries = [x for x in entries if isinstance(x.change, DecisionChange)]
+                state, tools = None, None
+            else:
+                state, tools = self._snapshot()
+            if not entries:
+                return
+            conflict = self.store.write(self.chat_id, entries, state, tools)
+        if conflict is not None:
+            self._detach(conflict)
+
+    # -- claim -----------------------------------------------------------------
+    def claim(self, call: ToolCall) -> bool:
+        if self.detached is not None:
+            return False
+        with self._lock:  # the step's own flush writes the state; the claim writes events
+            result = self.store.claim(self.chat_id, call.id, self.owner, self._take())
+        if result.conflict is not None:
+            self._detach(result.conflict)
+            return False
+        if not result.claimed:
+            who = f" by {result.claimed_by}" if result.claimed_by else ""
+            self._detach(f"{call.name}({call.id}) is already {result.status}{who}")
+            return False
+        self._running.add(call.id)
+        return True
+
+    def _detach(self, why: str) -> None:
+        if self.detached is not None:
+            return
+        self.detached = why
+        with self._lock:
+            self._pending = [x for x in self._pending if x[0] is StoreExtension._decided]
+        warnings.warn(
+            f"nbagent store: chat {self.chat_id} is being driven by another process "
+            f"({why}). This copy stops here (its steps return 'busy'); load it again with "
+            f"Chat.load({self.chat_id!r}, store=...) to continue.",
+            StoreConflictWarning,
+            stacklevel=3,
+        )
+
+    # -- the step hook ---------------------------------------------------------
+    def before_step(self) -> Literal["busy"] | None:
+        """Before each step: settle calls left running elsewhere, apply decisions made elsewhere.
+
+        Both can only concern the open round (a call is running or awaiting
+        approval only until its round closes), so a step with no open round
+        costs nothing, and the store is read only when a call waits for a decision.
+        """
+        if self.detached is not None:
+            return "busy"
+        host = self._host
+        if host is None:
+            return None
+        opened = host.chat.open_calls
+        if not opened:
+            return None
+        running = self._running
+        if any(c.status == "running" and c.id not in running for c in opened):
+            self.settle_orphans()
+            if self.detached is not None:
+                return "busy"
+        self.apply_decisions()
+        return "busy" if self.detached is not None else None
+
+    def refresh(self) -> list[ToolCall]:
+        """``chat.refresh()``: write what is pending, then apply decisions made elsewhere."""
+        self.flush()
+        if self.detached is not None:
+            return []
+        return self.apply_decisions()
+
+    # -- orphans and decisions -------------------------------------------------
+    def settle_orphans(self, record: ChatRecord | None = None) -> None:
+        """Calls left ``running`` by a process that is gone become in doubt (or runnable again).
+
+        A call running in a live process makes this copy of the chat stale (it
+        cannot continue the round): it detaches, and its steps return ``busy``.
+        """
+        host = self._host
+        if host is None:
+            return
+        foreign = [
+            c for c in host.chat.tool_calls if c.status == "running" and c.id not in self._running
+        ]
+        if not foreign:
+            return
+        if record is not None:
+            stored = {sc.id: sc for sc in record.calls}
+        else:
+            stored = {}
+            for c in foreign:
+                try:
+                    stored[c.id] = self.store.call(c.id, chat_id=self.chat_id)
+                except DecisionError:
+                    continue
+        orphans: list[tuple[ToolCall, StoredCall]] = []
+        busy: list[str] = []
+        for c in foreign:
+            sc = stored.get(c.id)
+            if sc is None:
+                continue
+            if sc.status != "running":
+                busy.append(f"{c.name}({c.id}) is {sc.status} in the store")
+            elif not abandoned(sc, self.store.claim_timeout):
+                busy.append(f"{c.name}({c.id}) is running in {sc.claimed_by}")
+            else:
+                orphans.append((c, sc))
+        if busy:
+            self._detach("; ".join(busy))
+            return
+        for c, sc in orphans:
+            tool = host.tool(c.name)
+            self._orphans[c.id] = sc.claimed_by  # read by on_event for the events below
+            if not host.settle_in_doubt(
+                c,
+                claimed_by=sc.claimed_by,
+                claimed_at=sc.claimed_at,
+                rerun=bool(tool is not None and getattr(tool, "idempotent", False)),
+                content=in_doubt_content(c, sc),
+            ):
+                self._orphans.pop(c.id, None)
+
+    def apply_decisions(self) -> list[ToolCall]:
+        """Apply decisions recorded in the store to this chat's pending calls.
+
+        Each goes through the chat's own decision rules (``ChatHost.apply_decision``:
+        the same events as a click, keeping who decided and when). Returns the
+        calls decided.
+        """
+        host = self._host
+        if host is None:
+            return []
+        pending = host.chat.pending_approvals
+        if not pending:
+            return []
+        found = self.store.decisions(self.chat_id, [c.id for c in pending])
+        decided: list[ToolCall] = []
+        for c in pending:
+            d = found.get(c.id)
+            if d is None:
+                continue
+            try:
+                host.apply_decision(c, d)
+            except DecisionError as exc:
+                if host.tool(c.name) is None:  # another process with the tool can apply it
+                    warnings.warn(
+                        f"nbagent store: {c.name}({c.id}) was approved elsewhere with edited "
+                        f"arguments, but this chat has no {c.name!r} tool to check them; it "
+                        "stays pending here.",
+                        StoreConflictWarning,
+                        stacklevel=2,
+                    )
+                    continue
+                self.store.reject_decision(self.chat_id, c.id, str(exc))
+                warnings.warn(
+                    f"nbagent store: the decision on {c.name}({c.id}) made elsewhere cannot be "
+                    f"applied ({exc}); the call is awaiting approval again.",
+                    StoreConflictWarning,
+                    stacklevel=2,
+                )
+                continue
+            decided.append(c)
+        return decided
+
+
+_Builder = Callable[[StoreExtension, Any, Any], Entry]
+# Started events held for their finishing event (same key), and those finishing events.
+_STARTS: dict[type[Event], Callable[[Any], tuple[str, Any]]] = {
+    ModelRequestStarted: lambda e: ("model", e.step),
+    ToolCallStarted: lambda e: ("tool", e.call.id),
+}
+_FINISHES: dict[type[Event], Callable[[Any], tuple[str, Any]]] = {
+    ModelRequestFinished: lambda e: ("model", e.step),
+    ModelRequestFailed: lambda e: ("model", e.step),
+    ToolCallFinished: lambda e: ("tool", e.call.id),
+}
+_BUILDERS: tuple[tuple[type[Event], _Builder], ...] = (
+    (MessageAdded, StoreExtension._message_added),
+    (ToolCallRequested, StoreExtension._call_requested),
+    (ApprovalDecided, StoreExtension._decided),
+    (ToolCallFinished, StoreExtension._call_finished),
+    (CallInDoubt, StoreExtension._in_doubt),
+    (StepFinished, StoreExtension._step_finished),
+)
+_PLANS: dict[type[Event], tuple[_Builder | None, bool]] = {}
+
+
+def _plan(cls: type[Event]) -> tuple[_Builder | None, bool]:
+    """How events of ``cls`` are written: its builder (``None``: not stored) and
+    whether it is written at once. Worked out once per class."""
+    build: _Builder | None = StoreExtension._plain
+    if issubclass(cls, (TextDelta, ToolCallDelta)):  # streaming fragments
+        build = None
+    else:
+        build = next((b for base, b in _BUILDERS if issubclass(cls, base)), build)
+    plan = _PLANS[cls] = (build, issubclass(cls, _FLUSH_NOW))
+    return plan
+
+
+# ------------------------------------------------------------ attaching
+def attach_store(chat: Chat, store: Any) -> Store:
+    """Persist a new chat in ``store`` (a path or a store object) as it runs.
+
+    Raises:
+        StoreError: The store cannot be opened, or already has a chat with this id
+            (use ``Chat.load`` to continue it).
+    """
+    st, owned = _open(store)
+    ext = StoreExtension(chat.id, st, owned)
+    chat.extend(ext)
+    now = utcnow()
+    info = ChatInfo(chat.id, now, now, chat.provider.name, chat.model)
+    assert ext._host is not None
+    state = ext._host.loop_state()
+    try:
+        st.create_chat(info, chat.system, state)
+    except BaseException:
+        ext.detached = "the chat could not be created in the store"
+        ext.close()
+        raise
+    ext._state = state
+    return st
+
+
+def load_chat(
+    cls: type[ChatT],
+    chat_id: str,
+    *,
+    store: Any,
+    tools: Sequence[Any] = (),
+    provider: Any = None,
+    model: str | None = None,
+    **chat_kwargs: Any,
+) -> ChatT:
+    """Rebuild a stored chat (see ``Chat.load``)."""
+    st, owned = _open(store)
+    try:
+        record = st.load(chat_id)
+        chat = _new_chat(cls, record, tools, provider, model, chat_kwargs)
+        snapshot = _snapshot_of(record)
+    except BaseException:
+        if owned:
+            st.close()
+        raise
+    ext = StoreExtension(chat_id, st, owned)
+    chat.extend(ext)
+    host = ext._host
+    assert host is not None
+    host.restore(snapshot)
+    host.replay(st.iter_events(chat_id, calls={c.id: c for c in chat.tool_calls}))
+    ext._state = host.loop_state() if record.state.get("options") else None
+    ext.settle_orphans(record)
+    ext.apply_decisions()
+    return chat
+
+
+def _new_chat(
+    cls: type[ChatT],
+    record: ChatRecord,
+    tools: Sequence[Any],
+    provider: Any,
+    model: str | None,
+    chat_kwargs: dict[str, Any],
+) -> ChatT:
+    state = record.state
+    kwargs: dict[str, Any] = {"system": record.system}
+    for key in ("max_steps", "on_tool_error", "stream"):
+        if state.get(key) is not None:
+            kwargs[key] = state[key]
+    kwargs.update(chat_kwargs)
+    if "store" in kwargs or "id" in kwargs:
+        raise TypeError("Chat.load takes the store and chat id as its own arguments")
+    if provider is None:
+        provider = record.info.provider
+        if model is None:
+            model = record.info.model
+    elif model is None and isinstance(provider, str):
+        model = record.info.model
+    chat = cls(model, provider=provider, id=record.info.id, **kwargs)
+    if tools:
+        chat.with_tools(*tools)
+    return chat
+
+
+def _snapshot_of(record: ChatRecord) -> Snapshot:
+    """The chat state a stored record describes."""
+    state = record.state
+    calls: dict[str, ToolCall] = {}
+    for sc in record.calls:
+        # decided through the store, not applied yet: apply_decisions() does it
+        calls[sc.id] = sc.to_tool_call(undecided=sc.id in record.unapplied)
+    messages: list[Message] = [codec.message_in(m, calls) for m in record.messages]
+    options = state.get("options")
+    return Snapshot(
+        messages=tuple(messages),
+        calls=tuple(calls.values()),
+        call_turn={sc.id: sc.turn for sc in record.calls},
+        call_step={sc.id: sc.step for sc in record.calls},
+        turn=max([int(state.get("turn", 0)), *(getattr(m, "turn", 0) for m in messages)]),
+        step=int(state.get("step", 0)),
+        forced_spent=bool(state.get("forced_spent", False)),
+        usage=codec.usage_in(state.get("usage") or {}),
+        options=options if isinstance(options, dict) else None,
+        last_step=state.get("last_step"),
+        next_seq=record.next_seq,
+    )
+
+
+def in_doubt_content(call: ToolCall, stored: StoredCall) -> str:
+    """What the model is told about a call whose outcome is unknown."""
+    when = f" at {stored.claimed_at.isoformat()}" if stored.claimed_at else ""
+    return codec.dumps(
+        {
+            "status": "in_doubt",
+            "tool": call.name,
+            "message": (
+                f"The outcome of {call.name} is unknown: it was started{when}, but the process "
+                "running it stopped before recording a result. It may or may not have taken effect."
+            ),
+            "instruction": "Do not assume it succeeded or failed; check its effect before calling "
+            "it again, or ask the user.",
+        }
+    )
+
+
+__all__ = ["StoreExtension", "attach_store", "in_doubt_content", "load_chat", "open_store"]

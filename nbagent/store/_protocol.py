@@ -1,0 +1,371 @@
+"""The store seam: what the chat side needs from a database, and the values that cross it.
+
+:class:`Store` is the protocol; :class:`~nbagent.store.SQLiteStore` is the
+embedded default, and a PostgreSQL store implements the same methods
+(``SELECT ... FOR UPDATE`` / ``UPDATE ... WHERE status IN (...)`` for the
+claim, ``INSERT ... ON CONFLICT DO NOTHING`` for first-writer-wins). Reads
+return :class:`ChatInfo`, :class:`StoredCall` and :class:`ChatRecord`; writes
+take :class:`Entry` values (an event and the row change it implies), built by
+the codec (``_codec.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from .._events import Event
+from .._types import Approval, Decision, ToolCall, ToolResultMessage
+from . import _codec as codec
+
+
+class StoreConflictWarning(UserWarning):
+    """Another process is driving this chat; this copy stopped (``Chat.load`` it again)."""
+
+
+# ---------------------------------------------------------------- values
+@dataclass(frozen=True)
+class ChatInfo:
+    """One stored chat, as ``store.chats()`` lists it.
+
+    Attributes:
+        id: The chat id (``Chat.load(id, store=...)``).
+        created_at / updated_at: When it was created and last written.
+        provider / model: What it ran on (never an API key).
+        title: The first user message, shortened.
+        n_messages / n_calls: Transcript length and tool calls so far.
+        pending: Calls awaiting a decision.
+    """
+
+    id: str
+    created_at: datetime
+    updated_at: datetime
+    provider: str
+    model: str
+    title: str | None = None
+    n_messages: int = 0
+    n_calls: int = 0
+    pending: int = 0
+
+
+@dataclass(frozen=True)
+class StoredCall:
+    """A tool call as the store has it (``store.pending_approvals()``, ``store.call(id)``).
+
+    Attributes:
+        chat_id: The chat the call belongs to.
+        id / name / arguments: The call's identity.
+        status: Its lifecycle status in the store.
+        approval / decision / result: As on :class:`~nbagent.ToolCall`.
+        turn / step: When the model asked for it.
+        requested_at / started_at / finished_at: Times.
+        claimed_by / claimed_at: The process that claimed it to run
+            (``host:pid:start:token``), and when.
+    """
+
+    chat_id: str
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    status: str
+    approval: Approval | None = None
+    decision: Decision | None = None
+    result: ToolResultMessage | None = None
+    turn: int = 0
+    step: int = 0
+    requested_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    claimed_by: str | None = None
+    claimed_at: datetime | None = None
+    raw_arguments: str | None = None
+    parse_error: str | None = None
+
+    def to_tool_call(self, *, undecided: bool = False) -> ToolCall:
+        """A new :class:`~nbagent.ToolCall` with this identity and lifecycle.
+
+        ``undecided``: as it was before a decision recorded in the store but not
+        yet applied by a chat (awaiting approval, no decision, no result).
+        """
+        if undecided:
+            status, decision, result = "awaiting_approval", None, None
+        else:
+            status, decision, result = self.status, self.decision, self.result
+        return ToolCall(
+            self.id,
+            self.name,
+            dict(self.arguments),
+            self.raw_arguments,
+            self.parse_error,
+            status=status,  # type: ignore[arg-type]
+            approval=self.approval,
+            decision=decision,
+            result=result,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"StoredCall(chat_id={self.chat_id[:8]!r}, id={self.id!r}, name={self.name!r}, "
+            f"arguments={codec.dumps(self.arguments)[:80]}, status={self.status!r})"
+        )
+
+
+@dataclass(frozen=True)
+class ChatRecord:
+    """Everything ``Chat.load`` needs, as the store returns it.
+
+    Attributes:
+        info: The chat's summary.
+        system: System instructions.
+        state: Loop state (turn, step, usage, options...), as written by the chat.
+        messages: The transcript, as JSON objects (see :mod:`nbagent._serde`).
+        calls: Every call, in request order.
+        unapplied: Ids of calls with a decision made through the store that no
+            chat has applied yet.
+        next_seq: The next event sequence number.
+    """
+
+    info: ChatInfo
+    system: str | None
+    state: dict[str, Any]
+    messages: list[dict[str, Any]]
+    calls: list[StoredCall]
+    unapplied: frozenset[str] = frozenset()
+    next_seq: int = 0
+
+
+# ----------------------------------------------------------- write records
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """Append message ``idx``; it must not exist yet (else: another driver).
+
+    ``seq`` and ``ts`` are its ``MessageAdded`` event's: the row is that event.
+    """
+
+    idx: int
+    turn: int
+    role: str
+    data: str
+    seq: int | None = None
+    ts: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewCall:
+    """Insert a requested call; it must not exist yet."""
+
+    call_id: str
+    seq: int
+    name: str
+    arguments: str
+    raw_arguments: str | None
+    parse_error: str | None
+    status: str
+    gated: bool
+    approval: str
+    turn: int
+    step: int
+    requested_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionChange:
+    """Record a decision. First decision wins; repeating it only marks an external one applied.
+
+    ``override``: the decision may replace an automatic one on a call that has
+    not started (a human overruling a resolver or policy).
+    """
+
+    call_id: str
+    verdict: str
+    by: str
+    at: str
+    reason: str | None
+    arguments: str | None
+    data: str
+    override: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CallFinal:
+    """A call reached a final status. Allowed while it has no result and is not
+    running, or is running under ``owner`` (this process's claim, or the dead
+    owner of an in-doubt call)."""
+
+    call_id: str
+    status: str
+    result: str
+    started_at: str | None
+    finished_at: str | None
+    owner: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CallReset:
+    """An in-doubt call of an idempotent tool becomes runnable again (``status``)."""
+
+    call_id: str
+    status: str
+    owner: str | None
+
+
+Change = NewMessage | NewCall | DecisionChange | CallFinal | CallReset
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One event to persist and the row change it implies, written together.
+
+    A store applies ``change`` first: if it was already applied (a duplicate
+    from a racing process) the event is not written; if it contradicts the
+    store (another process drove the chat), the store stops the batch there
+    and reports the conflict.
+
+    ``data`` is the event's fields as JSON, or ``None`` when the row written by
+    ``change`` already says everything the event does: a ``ToolCallRequested``
+    is its :class:`NewCall` row (``seq``, ``requested_at`` = ``ts``, step, turn,
+    approval) and a ``MessageAdded`` its :class:`NewMessage` row (``seq``,
+    ``ts``, index, turn, the message), so no event row is stored for them and
+    ``iter_events`` rebuilds them from those rows. Likewise a
+    ``ToolCallFinished`` leaves out the ``result`` its :class:`CallFinal` row
+    holds (except for a denial, which a person may still overrule, replacing
+    the row's result).
+
+    A finishing event may carry the event that started it, when both are
+    written in one batch: the ``data`` of a ``ModelRequestFinished`` or
+    ``ModelRequestFailed`` (its ``ModelRequestStarted``) or of a
+    ``ToolCallFinished`` (its ``ToolCallStarted``) then has a ``"started"``
+    object: that event's ``seq``, ``ts`` and the fields whose values differ
+    from the finishing event's (see :data:`FOLDED` and :func:`unfold`). A
+    store just stores it.
+    """
+
+    seq: int
+    type: str
+    ts: str
+    data: str | None
+    change: Change | None = None
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """What a claim found: ``claimed`` or why not."""
+
+    claimed: bool
+    status: str | None = None
+    claimed_by: str | None = None
+    conflict: str | None = None
+
+
+# ------------------------------------------------------------------- seam
+@runtime_checkable
+class Store(Protocol):
+    """What a chat needs from a database: the seam a PostgreSQL store implements.
+
+    Every method is one transaction. The write methods follow the rules of
+    :class:`Entry` (first writer wins, duplicates are dropped, a contradiction
+    is reported, never raised). ``claim`` is the at-most-once primitive: a
+    conditional update of one call row from ``requested``/``approved`` to
+    ``running``; it returns ``claimed=True`` only to the one caller that changed it.
+    """
+
+    location: str
+    """Where the data lives (a path, or a DSN without its password)."""
+
+    claim_timeout: float | None
+    """Seconds after which a claim whose owner cannot be checked (another host)
+    is considered abandoned; ``None``: never."""
+
+    # the chat side
+    def create_chat(self, info: ChatInfo, system: str | None, state: Mapping[str, Any]) -> None:
+        """Record a new chat; :class:`~nbagent.StoreError` if the id exists."""
+        ...
+
+    def load(self, chat_id: str) -> ChatRecord:
+        """Everything to rebuild a chat; :class:`~nbagent.StoreError` for an unknown id."""
+        ...
+
+    def write(
+        self,
+        chat_id: str,
+        entries: Sequence[Entry],
+        state: Mapping[str, Any] | None = None,
+        tools: Mapping[str, Any] | None = None,
+    ) -> str | None:
+        """Apply entries (and the chat's state and tool schemas) in one transaction.
+
+        Returns:
+            ``None``, or a description of the conflict that stopped the batch.
+        """
+        ...
+
+    def claim(
+        self,
+        chat_id: str,
+        call_id: str,
+        owner: str,
+        entries: Sequence[Entry] = (),
+        state: Mapping[str, Any] | None = None,
+    ) -> ClaimResult:
+        """Write ``entries``, then claim the call for ``owner``, in one transaction."""
+        ...
+
+    def decisions(self, chat_id: str, call_ids: Iterable[str]) -> dict[str, Decision]:
+        """The recorded decisions of these calls (those that have one)."""
+        ...
+
+    def reject_decision(self, chat_id: str, call_id: str, error: str) -> None:
+        """A chat could not apply a stored decision: put the call back to awaiting approval."""
+        ...
+
+    # the outside
+    def approve(
+        self,
+        call_id: str | StoredCall | ToolCall,
+        arguments: dict[str, Any] | None = None,
+        reason: str | None = None,
+        by: str = "store",
+        *,
+        chat_id: str | None = None,
+    ) -> StoredCall:
+        """Approve a pending call from anywhere (see :class:`~nbagent.store.SQLiteStore`)."""
+        ...
+
+    def deny(
+        self,
+        call_id: str | StoredCall | ToolCall,
+        reason: str | None = None,
+        by: str = "store",
+        *,
+        chat_id: str | None = None,
+    ) -> StoredCall:
+        """Deny a pending call from anywhere."""
+        ...
+
+    def call(self, call_id: str, *, chat_id: str | None = None) -> StoredCall:
+        """One call; :class:`~nbagent.DecisionError` if unknown or ambiguous."""
+        ...
+
+    def pending_approvals(self, chat_id: str | None = None) -> list[StoredCall]:
+        """Calls awaiting a decision, in every chat (or one)."""
+        ...
+
+    def chats(self) -> list[ChatInfo]:
+        """Every stored chat, oldest first."""
+        ...
+
+    def iter_events(
+        self, chat_id: str | None = None, *, calls: dict[str, ToolCall] | None = None
+    ) -> Iterator[Event]:
+        """Stored events, rebuilt, per chat in ``seq`` order (what ``nbagent.read_log`` reads).
+
+        ``call`` fields are rebuilt once per call and shared by the events of a
+        chat; pass ``calls`` (with ``chat_id``) to reuse existing objects.
+        """
+        ...
+
+    def close(self) -> None: ...
