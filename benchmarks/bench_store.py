@@ -32,8 +32,8 @@ from typing import Any
 import nbagent
 from benchmarks._common import Result, interleaved
 from nbagent import Chat, LLMToolResponse, ToolCall, ToolResultMessage, tool
-from nbagent.store._protocol import CallFinal, ClaimResult, Entry, NewCall
 from nbagent.store import SQLiteStore
+from nbagent.store._protocol import CallFinal, ClaimResult, Entry, NewCall
 
 ROUNDS = 10
 

@@ -64,14 +64,25 @@ def calls(*specs: tuple[Any, ...], stop: Any = "tool_use") -> LLMToolResponse:
             ToolCall(spec[2] if len(spec) > 2 else f"{spec[0]}_{next(_ids)}", spec[0], spec[1])
             for spec in specs
         ),
-        input_tokens=100, output_tokens=10 * len(specs), model="scripted-1", provider="script",
-        stop_reason=stop, raw_stop_reason=stop,
+        input_tokens=100,
+        output_tokens=10 * len(specs),
+        model="scripted-1",
+        provider="script",
+        stop_reason=stop,
+        raw_stop_reason=stop,
     )
 
 
 def answer(text: str) -> LLMToolResponse:
-    return LLMToolResponse(text=text, input_tokens=50, output_tokens=5, model="scripted-1",
-                           provider="script", stop_reason="end", raw_stop_reason="end_turn")
+    return LLMToolResponse(
+        text=text,
+        input_tokens=50,
+        output_tokens=5,
+        model="scripted-1",
+        provider="script",
+        stop_reason="end",
+        raw_stop_reason="end_turn",
+    )
 
 
 @tool
@@ -162,13 +173,21 @@ def assert_schema(df: pd.DataFrame, kind: str) -> None:
 @pytest.fixture
 def mixed_chat() -> Chat:
     """A chat with a row for every final status and most decisions."""
-    chat = Chat(provider=Script(
-        calls(("get_weather", {"city": "Paris"}), ("boom", {"x": 1}), ("slow", {"x": 2}),
-              ("skip_me", {"x": 3}), ("nope", {}), ("get_weather", {"town": "X"}, "invalid")),
-        answer("ok"),
-        calls(("refund", {"order_id": 1}, "r1"), ("delete", {"path": "/tmp/x"}, "d1")),
-        answer("ok"),
-    )).with_tools(get_weather, boom, slow, skip_me, Refund, delete)
+    chat = Chat(
+        provider=Script(
+            calls(
+                ("get_weather", {"city": "Paris"}),
+                ("boom", {"x": 1}),
+                ("slow", {"x": 2}),
+                ("skip_me", {"x": 3}),
+                ("nope", {}),
+                ("get_weather", {"town": "X"}, "invalid"),
+            ),
+            answer("ok"),
+            calls(("refund", {"order_id": 1}, "r1"), ("delete", {"path": "/tmp/x"}, "d1")),
+            answer("ok"),
+        )
+    ).with_tools(get_weather, boom, slow, skip_me, Refund, delete)
 
     def skipper(call: ToolCall) -> None:
         if call.name == "skip_me":
@@ -272,10 +291,12 @@ def test_cancelled_calls_and_the_skipped_over_the_call_limit() -> None:
         holder[0].cancel()
         return "stopping"
 
-    chat = Chat(provider=Script(
-        calls(("stopper", {}), ("get_weather", {"city": "Oslo"}, "oslo")),
-        calls(("get_weather", {"city": "A"}), ("get_weather", {"city": "B"})),
-    )).with_tools(stopper, get_weather)
+    chat = Chat(
+        provider=Script(
+            calls(("stopper", {}), ("get_weather", {"city": "Oslo"}, "oslo")),
+            calls(("get_weather", {"city": "A"}), ("get_weather", {"city": "B"})),
+        )
+    ).with_tools(stopper, get_weather)
     holder.append(chat)
     with pytest.raises(ChatCancelled):
         chat.ask("go")
@@ -291,24 +312,37 @@ def test_cancelled_calls_and_the_skipped_over_the_call_limit() -> None:
 
 
 def test_every_decision_kind() -> None:
-    chat = Chat(provider=Script(
-        calls(("get_weather", {"city": "Rome"}), ("pay", {"amount": 5}, "c1_pay"),
-              ("pay", {"amount": 5000}, "c2_pay"), ("pay", {"amount": 50}, "c3_pay"),
-              ("refund", {"order_id": 7}, "c4_refund"), ("delete", {"path": "/a"}, "c5_delete"),
-              ("refund", {"order_id": "not a number"}, "c6_refund")),
-        answer("ok"),
-    )).with_tools(get_weather, pay, Refund, delete)
+    chat = Chat(
+        provider=Script(
+            calls(
+                ("get_weather", {"city": "Rome"}),
+                ("pay", {"amount": 5}, "c1_pay"),
+                ("pay", {"amount": 5000}, "c2_pay"),
+                ("pay", {"amount": 50}, "c3_pay"),
+                ("refund", {"order_id": 7}, "c4_refund"),
+                ("delete", {"path": "/a"}, "c5_delete"),
+                ("refund", {"order_id": "not a number"}, "c6_refund"),
+            ),
+            answer("ok"),
+        )
+    ).with_tools(get_weather, pay, Refund, delete)
     chat.ask("go")
     assert chat.status == "awaiting_approval"
     df = chat.log
     assert one(df, tool="get_weather")["decision"] == "auto"
     small = one(df, call_id="c1_pay")
     assert (small["decision"], small["decided_by"], small["status"]) == (
-        "approved", "resolver", "ok")  # runnable calls run while others wait
+        "approved",
+        "resolver",
+        "ok",
+    )  # runnable calls run while others wait
     assert small["approval_source"] == "resolver" and small["requires_approval"]
     huge = one(df, call_id="c2_pay")
-    assert (huge["decision"], huge["decided_by"], huge["status"]) == ("denied", "resolver",
-                                                                      "denied")
+    assert (huge["decision"], huge["decided_by"], huge["status"]) == (
+        "denied",
+        "resolver",
+        "denied",
+    )
     invalid = one(df, call_id="c6_refund")
     assert (invalid["decision"], invalid["status"]) == ("none", "error")
     assert invalid["requires_approval"] and pd.isna(invalid["decided_by"])
@@ -324,15 +358,24 @@ def test_every_decision_kind() -> None:
     df = chat.log
     policy = one(df, call_id="c4_refund")
     assert (policy["decision"], policy["decided_by"], policy["status"]) == (
-        "policy", "policy:always_allow:refund", "ok")
+        "policy",
+        "policy:always_allow:refund",
+        "ok",
+    )
     edited = one(df, call_id="c3_pay")
     assert (edited["decision"], edited["decided_by"], edited["status"]) == (
-        "approved", "user", "ok")
+        "approved",
+        "user",
+        "ok",
+    )
     assert edited["edited_arguments"] == {"amount": 40} and edited["arguments"] == {"amount": 50}
     assert edited["reason"] == "trimmed" and "paid 40" in edited["result_preview"]
     denied = one(df, call_id="c5_delete")
     assert (denied["decision"], denied["decided_by"], denied["reason"]) == (
-        "denied", "user", "keep it")
+        "denied",
+        "user",
+        "keep it",
+    )
     assert denied["status"] == "denied" and "keep it" in denied["result_preview"]
     assert df["decided_at"].notna().sum() == 5
     assert set(df["decision"].astype(str)) == {"auto", "approved", "denied", "policy", "none"}
@@ -370,9 +413,16 @@ def test_a_human_overruling_a_resolver_denial_shows_the_human() -> None:
 
 # ------------------------------------------------------------------ concurrency
 def test_a_concurrent_round_has_overlapping_intervals() -> None:
-    chat = Chat(provider=Script(
-        calls(("nap", {"ms": 50}), ("nap", {"ms": 50}), ("nap", {"ms": 50})), answer("ok"),
-    )).with_tools(nap).with_tool_options(concurrency="threads")
+    chat = (
+        Chat(
+            provider=Script(
+                calls(("nap", {"ms": 50}), ("nap", {"ms": 50}), ("nap", {"ms": 50})),
+                answer("ok"),
+            )
+        )
+        .with_tools(nap)
+        .with_tool_options(concurrency="threads")
+    )
     chat.ask("go")
     df = chat.log
     assert (df["concurrency"] == "threads").all() and df["run_step"].nunique() == 1
@@ -387,9 +437,13 @@ def test_a_concurrent_round_has_overlapping_intervals() -> None:
 
 # ------------------------------------------------------------- steps, messages
 def test_steps_have_usage_and_failed_requests() -> None:
-    chat = Chat(provider=Script(
-        calls(("get_weather", {"city": "Paris"})), RuntimeError("upstream 503"), answer("ok"),
-    )).with_tools(get_weather)
+    chat = Chat(
+        provider=Script(
+            calls(("get_weather", {"city": "Paris"})),
+            RuntimeError("upstream 503"),
+            answer("ok"),
+        )
+    ).with_tools(get_weather)
     with pytest.raises(RuntimeError):
         chat.ask("weather in Paris")
     chat.complete()
@@ -414,7 +468,12 @@ def test_messages_have_one_row_per_transcript_message() -> None:
     assert m["index"].tolist() == list(range(len(m)))
     assert m["role"].astype(str).tolist() == ["user", "assistant", "tool", "tool", "assistant"]
     assert m["kind"].astype(str).tolist() == [
-        "text", "tool_calls", "tool_result", "tool_result", "text"]
+        "text",
+        "tool_calls",
+        "tool_result",
+        "tool_result",
+        "text",
+    ]
     assert m["n_tool_calls"].tolist() == [0, 2, 0, 0, 0]
     assert m["tool_call_id"].iloc[2] == chat.log["call_id"].iloc[0]
     assert m["tool"].iloc[2] == "get_weather" and m["status"].iloc[2] == "ok"
@@ -486,7 +545,7 @@ def test_read_log_over_several_chats_and_a_store() -> None:
     assert both["call_id"].tolist() == ["demo_call_1", "demo_call_2", "demo_call_1"]
     # interleave the two streams: per-chat order is all a store promises
     mixed = [e for pair in zip(ev_a, ev_b, strict=False) for e in pair]
-    mixed += ev_a[len(ev_b):]
+    mixed += ev_a[len(ev_b) :]
     store = FakeStore(mixed)
     for kind in ("calls", "steps", "messages"):
         from_store = nbagent.read_log(store, kind)
@@ -552,8 +611,10 @@ def test_summary_counts_pending() -> None:
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 @pytest.mark.parametrize("kind", ["calls", "steps", "messages"])
 def test_export_round_trips_types(fmt: str, kind: str, mixed_chat: Chat, tmp_path: Path) -> None:
-    write, read = {"parquet": (log.to_parquet, log.read_parquet),
-                   "csv": (log.to_csv, log.read_csv)}[fmt]
+    write, read = {
+        "parquet": (log.to_parquet, log.read_parquet),
+        "csv": (log.to_csv, log.read_csv),
+    }[fmt]
     for chat in (mixed_chat, Chat(model="demo")):
         df = nbagent.read_log(chat, kind)
         path = write(df, tmp_path / f"{kind}.{fmt}")
@@ -573,8 +634,10 @@ def test_export_keeps_empty_strings_apart_from_missing(fmt: str, tmp_path: Path)
     chat.ask("go")
     df = chat.log
     assert df["result_preview"].iloc[0] == "" and df["error"].isna().iloc[0]
-    write, read = {"parquet": (log.to_parquet, log.read_parquet),
-                   "csv": (log.to_csv, log.read_csv)}[fmt]
+    write, read = {
+        "parquet": (log.to_parquet, log.read_parquet),
+        "csv": (log.to_csv, log.read_csv),
+    }[fmt]
     back = read(write(df, tmp_path / f"x.{fmt}"))
     pd.testing.assert_frame_equal(back, df)
     assert back["result_preview"].iloc[0] == ""

@@ -109,14 +109,22 @@ def kernel(
         python = _extra_pythons()[int(name.split("-")[1])]
         kernel_dir = Path(jupyterlab_server.env["JUPYTER_PATH"]) / "kernels" / name
         kernel_dir.mkdir(parents=True, exist_ok=True)
-        (kernel_dir / "kernel.json").write_text(json.dumps({
-            "argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            "display_name": f"Python 3 ({name})",
-            "language": "python",
-            "env": {"PYTHONPATH": str(REPO)},
-        }))
-    out = subprocess.run([python, "-c", "import ipykernel; print(ipykernel.__version__)"],
-                         capture_output=True, text=True, check=True).stdout.strip()
+        (kernel_dir / "kernel.json").write_text(
+            json.dumps(
+                {
+                    "argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                    "display_name": f"Python 3 ({name})",
+                    "language": "python",
+                    "env": {"PYTHONPATH": str(REPO)},
+                }
+            )
+        )
+    out = subprocess.run(
+        [python, "-c", "import ipykernel; print(ipykernel.__version__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     version = tuple(int(x) for x in out.split(".")[:2])
     return name, version
 
@@ -134,7 +142,10 @@ def _notebook(server: JupyterLabServer, name: str, ask: str, kernel: str) -> tup
         nb_path = server.root_dir / path
         nb = json.loads(nb_path.read_text())
         nb["metadata"]["kernelspec"] = {
-            "name": kernel, "display_name": kernel, "language": "python"}
+            "name": kernel,
+            "display_name": kernel,
+            "language": "python",
+        }
         nb_path.write_text(json.dumps(nb))
     return path, side_effect, decider
 
@@ -169,12 +180,15 @@ def _check_decider(decider: Path, mode: str, version: tuple[int, ...]) -> str:
 
 
 def test_approve_runs_the_tool_once(
-    page: Page, jupyterlab_server: JupyterLabServer, comms_mode: str,
+    page: Page,
+    jupyterlab_server: JupyterLabServer,
+    comms_mode: str,
     kernel: tuple[str, tuple[int, ...]],
 ) -> None:
     name, version = kernel
     path, side_effect, decider = _notebook(
-        jupyterlab_server, f"approve-{comms_mode}-{name}", ASK, name)
+        jupyterlab_server, f"approve-{comms_mode}-{name}", ASK, name
+    )
     open_notebook(page, jupyterlab_server, path)
     run_cell(page, 0)
     run_cell(page, 1)
@@ -196,12 +210,15 @@ def test_approve_runs_the_tool_once(
 
 
 def test_deny_sends_the_denial(
-    page: Page, jupyterlab_server: JupyterLabServer, comms_mode: str,
+    page: Page,
+    jupyterlab_server: JupyterLabServer,
+    comms_mode: str,
     kernel: tuple[str, tuple[int, ...]],
 ) -> None:
     name, version = kernel
     path, side_effect, decider = _notebook(
-        jupyterlab_server, f"deny-{comms_mode}-{name}", ASK, name)
+        jupyterlab_server, f"deny-{comms_mode}-{name}", ASK, name
+    )
     open_notebook(page, jupyterlab_server, path)
     run_cell(page, 0)
     run_cell(page, 1)
@@ -218,7 +235,9 @@ def test_deny_sends_the_denial(
 
 
 def test_ask_async_and_the_click(
-    page: Page, jupyterlab_server: JupyterLabServer, comms_mode: str,
+    page: Page,
+    jupyterlab_server: JupyterLabServer,
+    comms_mode: str,
     kernel: tuple[str, tuple[int, ...]],
 ) -> None:
     """ipykernel >= 7.4: the awaiting cell gets the click and finishes the turn itself.
@@ -229,7 +248,8 @@ def test_ask_async_and_the_click(
     """
     name, version = kernel
     path, side_effect, _ = _notebook(
-        jupyterlab_server, f"await-{comms_mode}-{name}", ASK_ASYNC, name)
+        jupyterlab_server, f"await-{comms_mode}-{name}", ASK_ASYNC, name
+    )
     open_notebook(page, jupyterlab_server, path)
     run_cell(page, 0)
     waits = version >= (7, 4)

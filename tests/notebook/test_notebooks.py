@@ -50,7 +50,7 @@ def widget_states(nb: nbformat.NotebookNode) -> list[dict[str, Any]]:
 def test_quickstart_shows_each_turn_live() -> None:
     nb = execute("01_quickstart.ipynb")
     shown = views(nb)
-    first = cell_index(nb, "reply = chat.ask(\"What's the weather in Paris and in Tokyo?\")")
+    first = cell_index(nb, 'reply = chat.ask("What\'s the weather in Paris and in Tokyo?")')
     data = next(d for i, d in shown if i == first)
     # Every view carries the three static forms, updated to the turn's final state.
     assert {"text/html", "text/markdown", "text/plain"} <= set(data)
@@ -90,8 +90,11 @@ def test_approvals_notebook_decides_in_code_and_cards_follow() -> None:
     text = "".join(o.get("text", "") for o in last.outputs)
     assert "complete complete" in text and "100" in text and "101" in text
     # The approval cards were saved with their final state.
-    cards = [m for m in widget_states(nb) if m.get("_model_name") == "AnyModel"
-             and m.get("kind") == "approval"]
+    cards = [
+        m
+        for m in widget_states(nb)
+        if m.get("_model_name") == "AnyModel" and m.get("kind") == "approval"
+    ]
     by_tool: dict[str, set[str]] = {}
     for card in cards:
         by_tool.setdefault(card["tool"], set()).add(card["state"])

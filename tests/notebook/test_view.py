@@ -344,8 +344,10 @@ def test_everything_is_escaped(counter: Counter) -> None:
     chat.complete()
     assert SCRIPT in chat.last_assistant_message.content  # the model did echo it
     html_strings = [
-        *view.live_html(), *turn_view.live_html(),
-        view._repr_mimebundle_()["text/html"], chat_mimebundle(chat)["text/html"],
+        *view.live_html(),
+        *turn_view.live_html(),
+        view._repr_mimebundle_()["text/html"],
+        chat_mimebundle(chat)["text/html"],
     ]
     for text in html_strings:
         assert "<script>" not in text
@@ -368,8 +370,12 @@ def test_mimebundles_have_the_three_types(counter: Counter) -> None:
     assert bundle["text/plain"].startswith("Chat(")
     view = ChatView(chat)
     vb = view._repr_mimebundle_()
-    assert {"text/html", "text/markdown", "text/plain",
-            "application/vnd.jupyter.widget-view+json"} <= set(vb)
+    assert {
+        "text/html",
+        "text/markdown",
+        "text/plain",
+        "application/vnd.jupyter.widget-view+json",
+    } <= set(vb)
     assert vb["application/vnd.jupyter.widget-view+json"]["model_id"] == view.widget.model_id
 
 
@@ -450,8 +456,11 @@ def test_review_prompts_per_call(counter: Counter) -> None:
     chat.ask("Refund order 1 and refund order 2 and refund order 3")
     answers = iter(["x", "a", "d", "because", "e", "{bad", "e", '{"order_id": 30}'])
     printed: list[str] = []
-    reply = review(chat, input=lambda _prompt: next(answers),
-                   print=lambda *a, **_k: printed.append(" ".join(map(str, a))))
+    reply = review(
+        chat,
+        input=lambda _prompt: next(answers),
+        print=lambda *a, **_k: printed.append(" ".join(map(str, a))),
+    )
     assert counter.calls == [{"order_id": 1}, {"order_id": 30}]
     assert chat.status == "complete"
     assert reply is chat.last_assistant_message
@@ -510,8 +519,11 @@ def test_ask_async_waits_for_the_click(counter: Counter, waiting_kernel: None) -
     ("fallback", "status"), [("park", "awaiting_approval"), ("deny", "complete")]
 )
 def test_ask_async_fallback_when_nobody_clicks(
-    counter: Counter, waiting_kernel: None, monkeypatch: pytest.MonkeyPatch,
-    fallback: str, status: str,
+    counter: Counter,
+    waiting_kernel: None,
+    monkeypatch: pytest.MonkeyPatch,
+    fallback: str,
+    status: str,
 ) -> None:
     nbagent.configure(approval_wait=300, approval_fallback=fallback)
     monkeypatch.setattr(cont, "RENDER_GRACE", 0.2)  # no front end drew the card: unattended

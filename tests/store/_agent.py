@@ -77,8 +77,7 @@ def _main(argv: list[str]) -> dict[str, Any]:
     if cmd == "new":
         chat = Chat(model="demo", store=db).with_tools(Refund)
         chat.ask("Refund order 42")
-        return {"chat_id": chat.id, "call_id": chat.pending_approvals[0].id,
-                "status": chat.status}
+        return {"chat_id": chat.id, "call_id": chat.pending_approvals[0].id, "status": chat.status}
     if cmd == "approve":
         with SQLiteStore(db) as store:
             if "--deny" in argv:

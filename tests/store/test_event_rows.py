@@ -25,13 +25,13 @@ from nbagent import (
     ToolCallStarted,
     tool,
 )
+from nbagent.store import SQLiteStore
 from nbagent.store import _codec as codec
 from nbagent.store import _sqlite as sq
-from nbagent.store import SQLiteStore
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _helpers import store_ext
 from _agent import Refund
+from _helpers import store_ext
 
 
 @tool

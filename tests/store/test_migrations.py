@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from nbagent import Chat, StoreError
-from nbagent.store import _sqlite as sq
 from nbagent.store import SCHEMA_VERSION, SQLiteStore
+from nbagent.store import _sqlite as sq
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _agent import Refund, count
@@ -22,7 +22,7 @@ V1 = {
     "chats": "id, created_at, updated_at, provider, model, system, title, state",
     "messages": "chat_id, idx, turn, role, json",
     "tool_calls": "chat_id, call_id, seq, name, arguments, raw_arguments, parse_error, status, "
-                  "approval, decision, result, turn, step, requested_at, started_at, finished_at",
+    "approval, decision, result, turn, step, requested_at, started_at, finished_at",
     "events": "chat_id, seq, type, ts, json",
 }
 
@@ -104,7 +104,8 @@ def test_migration_backfills_gates_and_decisions(tmp_path: Path) -> None:
         gated = conn.execute("SELECT DISTINCT gated FROM tool_calls").fetchall()
         assert gated == [(1,)]  # a v1 gated call can never be claimed ungated
         decided = conn.execute(
-            "SELECT chat_id, verdict, decided_by, applied FROM decisions").fetchall()
+            "SELECT chat_id, verdict, decided_by, applied FROM decisions"
+        ).fetchall()
         assert decided == [(approved_id, "approved", "user", 1)]
     finally:
         conn.close()

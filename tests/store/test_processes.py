@@ -23,8 +23,8 @@ from nbagent.store import SQLiteStore, StoreConflictWarning
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from _helpers import store_ext
 from _agent import IdempotentRefund, Refund, count  # noqa: E402
+from _helpers import store_ext  # noqa: E402
 
 
 def _env(counter: Path, **extra: str) -> dict[str, str]:
@@ -38,7 +38,10 @@ def _env(counter: Path, **extra: str) -> dict[str, str]:
 def run_agent(*args: str, env: dict[str, str], check: bool = True) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, str(HERE / "_agent.py"), *args],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"agent {args} failed ({proc.returncode}):\n{proc.stderr}")
@@ -136,9 +139,21 @@ def test_two_processes_racing_run_the_tool_once(db: Path, counter: Path, tmp_pat
     env = _env(counter, NBAGENT_TEST_SLEEP="0.3")
     procs = [
         subprocess.Popen(
-            [sys.executable, str(HERE / "_agent.py"), "complete", str(db), chat_id,
-             "--barrier", str(tmp_path), "--name", str(n)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                str(HERE / "_agent.py"),
+                "complete",
+                str(db),
+                chat_id,
+                "--barrier",
+                str(tmp_path),
+                "--name",
+                str(n),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for n in range(2)
     ]
@@ -163,7 +178,8 @@ def test_two_processes_racing_run_the_tool_once(db: Path, counter: Path, tmp_pat
     assert chat.status == "complete"
     results = [m for m in chat.transcript if isinstance(m, ToolResultMessage)]
     assert [r.tool_call_id for r in results] == [call_id]
-    started = [e for e in store_ext(chat).store.iter_events(chat_id) if e.type == "tool_call_started"]
+    stored = store_ext(chat).store.iter_events(chat_id)
+    started = [e for e in stored if e.type == "tool_call_started"]
     assert len(started) == 1
     chat.close()
 
@@ -172,8 +188,9 @@ def test_crash_between_claim_and_result_is_in_doubt(db: Path, counter: Path) -> 
     chat_id, call_id = park(db)
     with SQLiteStore(db) as store:
         store.approve(call_id)
-    crashed = run_agent("complete", str(db), chat_id, env=_env(counter, NBAGENT_TEST_CRASH="1"),
-                        check=False)
+    crashed = run_agent(
+        "complete", str(db), chat_id, env=_env(counter, NBAGENT_TEST_CRASH="1"), check=False
+    )
     assert crashed["returncode"] == 3
     assert count(counter) == 1  # the effect happened; its result was never recorded
     with SQLiteStore(db) as store:
@@ -205,8 +222,14 @@ def test_crash_with_an_idempotent_tool_reruns_it(db: Path, counter: Path) -> Non
     chat_id, call_id = park(db)
     with SQLiteStore(db) as store:
         store.approve(call_id)
-    crashed = run_agent("complete", str(db), chat_id, "--idempotent",
-                        env=_env(counter, NBAGENT_TEST_CRASH="1"), check=False)
+    crashed = run_agent(
+        "complete",
+        str(db),
+        chat_id,
+        "--idempotent",
+        env=_env(counter, NBAGENT_TEST_CRASH="1"),
+        check=False,
+    )
     assert crashed["returncode"] == 3
     done = run_agent("complete", str(db), chat_id, "--idempotent", env=_env(counter))
     assert done["status"] == "complete"
@@ -223,8 +246,10 @@ def test_a_call_running_in_a_live_process_is_left_alone(db: Path, counter: Path)
         store.approve(call_id)
     slow = subprocess.Popen(
         [sys.executable, str(HERE / "_agent.py"), "complete", str(db), chat_id],
-        env=_env(counter, NBAGENT_TEST_SLEEP="2"), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        env=_env(counter, NBAGENT_TEST_SLEEP="2"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         with SQLiteStore(db) as store:

@@ -22,9 +22,9 @@ from nbagent import (
     ToolResultMessage,
     tool,
 )
+from nbagent.store import SQLiteStore, Store, StoreConflictWarning, open_store
 from nbagent.store import _codec as codec
 from nbagent.store._process import new_owner, owner_alive
-from nbagent.store import SQLiteStore, Store, StoreConflictWarning, open_store
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _agent import Refund, count
@@ -89,8 +89,19 @@ def _busy_chat(store: Any, events: list[Event]) -> Chat:
 
 def _lifecycle(chat: Chat) -> list[tuple[Any, ...]]:
     return [
-        (c.id, c.name, c.arguments, c.status, c.approval, c.decision, c.result, c.started_at,
-         c.finished_at, chat._call_turn[c.id], chat._call_step[c.id])
+        (
+            c.id,
+            c.name,
+            c.arguments,
+            c.status,
+            c.approval,
+            c.decision,
+            c.result,
+            c.started_at,
+            c.finished_at,
+            chat._call_turn[c.id],
+            chat._call_step[c.id],
+        )
         for c in chat.tool_calls
     ]
 
@@ -106,7 +117,10 @@ def test_a_loaded_chat_equals_the_original(store: Any, counter: Path) -> None:
         assert loaded.tool_options == chat.tool_options
         assert loaded.system == "Be brief."
         assert (loaded.turn, loaded._step, loaded._forced_spent) == (
-            chat.turn, chat._step, chat._forced_spent)
+            chat.turn,
+            chat._step,
+            chat._forced_spent,
+        )
         assert loaded.status == chat.status == "complete"
         # the assistant message's calls are the chat's call objects, as in a live chat
         assistant = next(m for m in loaded.transcript if getattr(m, "tool_calls", None))
@@ -153,20 +167,34 @@ def test_serde_round_trips_are_exact() -> None:
     call = ToolCall("c1", "t", {"a": [1, 2.5, None], "ü": {"x": "☀"}}, None, None)
     call.status = "ok"
     call.approval = Approval(True, "tool", "why")
-    call.decision = Decision("approved", "user", datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=UTC),
-                             "ok", {"a": 1})
+    call.decision = Decision(
+        "approved", "user", datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=UTC), "ok", {"a": 1}
+    )
     call.result = ToolResultMessage("c1", "out", False, "ok", "t", turn=3)
     call.started_at = datetime(2024, 1, 2, 3, 4, 5, 7, tzinfo=timezone(timedelta(hours=2)))
     back = codec.call_in(codec.loads(codec.dumps(codec.call_out(call))))
-    for attr in ("id", "name", "arguments", "status", "approval", "decision", "result",
-                 "started_at", "finished_at", "raw_arguments", "parse_error"):
+    for attr in (
+        "id",
+        "name",
+        "arguments",
+        "status",
+        "approval",
+        "decision",
+        "result",
+        "started_at",
+        "finished_at",
+        "raw_arguments",
+        "parse_error",
+    ):
         assert getattr(back, attr) == getattr(call, attr), attr
     bad = ToolCall("c2", "t", {}, raw_arguments="{oops", parse_error="Expecting value")
     assert codec.call_identity_in(codec.call_identity_out(bad)).raw_arguments == "{oops"
-    for m in (ChatMessage("user", "hé", turn=2),
-              ChatMessage("assistant", "", turn=1, stop_reason="max_tokens"),
-              AssistantToolCallMessage(None, (call, bad), turn=4),
-              ToolResultMessage("c1", "x", True, "in_doubt", "t", turn=1)):
+    for m in (
+        ChatMessage("user", "hé", turn=2),
+        ChatMessage("assistant", "", turn=1, stop_reason="max_tokens"),
+        AssistantToolCallMessage(None, (call, bad), turn=4),
+        ToolResultMessage("c1", "x", True, "in_doubt", "t", turn=1),
+    ):
         assert codec.message_in(codec.loads(codec.dumps(codec.message_out(m)))) == m
 
 
@@ -381,8 +409,12 @@ def test_a_contradicting_decision_loses_to_the_stored_one(store: Any, counter: P
 def test_owner_liveness() -> None:
     me = new_owner()
     assert owner_alive(me) is False  # a token no live chat object holds
-    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     host = me.split(":")[0]
     assert owner_alive(f"{host}:{proc.stdout.strip()}::abc") is False
     assert owner_alive("elsewhere:1:2:abc") is None
@@ -435,10 +467,12 @@ def test_rejected_calls_round_trip(store: Any) -> None:
         ToolCall("x3", "get_weather", {"city": 3}),
         ToolCall("x4", "get_weather", {"city": "Oslo"}),
     )
-    provider = _Script([
-        LLMToolResponse("", calls, stop_reason="tool_use", input_tokens=7, output_tokens=3),
-        LLMToolResponse("done", input_tokens=11, output_tokens=2),
-    ])
+    provider = _Script(
+        [
+            LLMToolResponse("", calls, stop_reason="tool_use", input_tokens=7, output_tokens=3),
+            LLMToolResponse("done", input_tokens=11, output_tokens=2),
+        ]
+    )
     chat = Chat(provider=provider, store=store).with_tools(get_weather)
     chat.with_tool_options(calls=3)
     chat.ask("go")
