@@ -34,8 +34,10 @@ from ._options import ToolOptions
 from ._runner import Job, Mode, ToolRunner
 from ._tools import SchemaValidationError, Tool
 from ._types import (
+    RUNNABLE_STATUSES,
     AssistantToolCallMessage,
     Decision,
+    DecisionVerdict,
     LLMToolResponse,
     Message,
     ToolCall,
@@ -47,7 +49,7 @@ from .providers._base import Provider
 StepKind = Literal[
     "generated", "ran_tools", "awaiting_approval", "complete", "budget_exhausted", "busy"
 ]
-RUNNABLE = ("requested", "approved")
+RUNNABLE = RUNNABLE_STATUSES
 _ALREADY = "\x00already-decided"
 
 
@@ -282,7 +284,7 @@ class ChatCore:
     def _decide(
         self,
         call: ToolCall | str,
-        verdict: Literal["approved", "denied"],
+        verdict: DecisionVerdict,
         *,
         by: str,
         reason: str | None,

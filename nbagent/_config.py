@@ -10,6 +10,9 @@ import threading
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from ._errors import ToolOptionError
+from ._types import ConcurrencyMode
+
 
 @dataclass(frozen=True)
 class Config:
@@ -66,8 +69,6 @@ def configure(**options: Any) -> Config:
     if unknown:
         raise TypeError(f"unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
     if "tool_concurrency" in options:
-        from ._options import normalize_concurrency
-
         options["tool_concurrency"] = normalize_concurrency(options["tool_concurrency"])
     with _lock:
         defaults = Config()
@@ -77,3 +78,14 @@ def configure(**options: Any) -> Config:
         }
         _config = replace(_config, **resolved)
         return _config
+
+
+def normalize_concurrency(value: Any) -> ConcurrencyMode:
+    """``False``/``"sequential"``/``"none"`` -> sequential; ``True``/``"threads"``; ``"async"``."""
+    if value is False or value in ("sequential", "none", "off"):
+        return "sequential"
+    if value is True or value == "threads":
+        return "threads"
+    if value == "async":
+        return "async"
+    raise ToolOptionError(f"concurrency must be True, 'threads', 'async' or False, got {value!r}")

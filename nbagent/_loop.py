@@ -47,8 +47,8 @@ from ._events import (
     utcnow,
 )
 from ._options import resolve_choice
+from ._result_text import to_content
 from ._runner import Job, Mode, Outcome, needs_event_loop
-from ._serialize import to_content
 from ._tools import SchemaValidationError, Tool
 from ._types import (
     Approval,
@@ -147,7 +147,7 @@ class LoopMixin(ChatCore):
         while True:
             if taken >= budget:
                 result = StepResult("budget_exhausted", self.last_assistant_message)
-                self._finish_step(result, count=False)
+                self._finish_step(result)
                 return result
             result = yield from self._step_gen()
             if result.kind in ("awaiting_approval", "complete", "busy"):
@@ -160,7 +160,7 @@ class LoopMixin(ChatCore):
         for before_step in self._hook("before_step"):
             if before_step() == "busy":  # e.g. the store: another process drives this chat
                 result = StepResult("busy", self.last_assistant_message)
-                self._finish_step(result, count=False)
+                self._finish_step(result)
                 return result
         with self._lock:
             self._refresh_pending()
@@ -171,11 +171,11 @@ class LoopMixin(ChatCore):
         self._run_after(after)
         if action == "awaiting_approval":
             result = StepResult("awaiting_approval", self.last_assistant_message, tuple(calls))
-            self._finish_step(result, count=False)
+            self._finish_step(result)
             return result
         if action == "complete":
             result = StepResult("complete", self.last_assistant_message)
-            self._finish_step(result, count=False)
+            self._finish_step(result)
             return result
         self._step += 1
         if action == "generate":
@@ -205,7 +205,7 @@ class LoopMixin(ChatCore):
         self._finish_step(result)
         return result
 
-    def _finish_step(self, result: StepResult, count: bool = True) -> None:
+    def _finish_step(self, result: StepResult) -> None:
         self._last_step = result
         self._emit(
             StepFinished(

@@ -12,25 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
-from ._config import get_config
+from ._config import get_config, normalize_concurrency
 from ._errors import ToolOptionError
 from ._tools import Tool, tool_name_of
+from ._types import ConcurrencyMode
 
 CallsLimit = int | None  # None: as many as the model likes
 
 _CHOICE_WORDS = ("auto", "required", "none")
 _UNSET: Any = object()
-
-
-def normalize_concurrency(value: Any) -> Literal["sequential", "threads", "async"]:
-    """``False``/``"sequential"``/``"none"`` -> sequential; ``True``/``"threads"``; ``"async"``."""
-    if value is False or value in ("sequential", "none", "off"):
-        return "sequential"
-    if value is True or value == "threads":
-        return "threads"
-    if value == "async":
-        return "async"
-    raise ToolOptionError(f"concurrency must be True, 'threads', 'async' or False, got {value!r}")
 
 
 def normalize_calls(value: Any) -> int | None:
@@ -105,7 +95,7 @@ class ToolOptions:
         return replace(self, **new)
 
     @property
-    def effective_concurrency(self) -> Literal["sequential", "threads", "async"]:
+    def effective_concurrency(self) -> ConcurrencyMode:
         if self.concurrency is not None:
             return normalize_concurrency(self.concurrency)
         return normalize_concurrency(get_config().tool_concurrency)

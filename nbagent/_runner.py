@@ -31,13 +31,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from ._events import utcnow
 from ._tools import Tool, _bind_call
-from ._types import ToolCall
+from ._types import ConcurrencyMode, RunStatus, ToolCall
 
-Mode = Literal["sequential", "threads", "async"]
+Mode = ConcurrencyMode
 
 
 @dataclass
@@ -55,7 +55,7 @@ class Outcome:
     """How a call ended."""
 
     call: ToolCall
-    status: Literal["ok", "error", "timed_out", "cancelled", "skipped"]
+    status: RunStatus
     value: Any = None
     error: BaseException | None = None
     message: str | None = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -36,15 +36,28 @@ the per-response call limit, or the response was cut off), ``timed_out``, and
 ``in_doubt`` (found running after a crash; see the store).
 """
 
-FINAL_STATUSES: frozenset[str] = frozenset(
-    {"ok", "error", "denied", "cancelled", "skipped", "timed_out", "in_doubt"}
-)
+ResultStatus = Literal["ok", "error", "denied", "cancelled", "skipped", "timed_out", "in_doubt"]
+"""The final statuses: a call with one of them has its result."""
+
+RunStatus = Literal["ok", "error", "timed_out", "cancelled", "skipped"]
+"""How a run that the runner started (or declined to start) ended."""
+
+CALL_STATUSES: tuple[CallStatus, ...] = get_args(CallStatus)
+FINAL_STATUSES: frozenset[str] = frozenset(get_args(ResultStatus))
+RUNNABLE_STATUSES: tuple[CallStatus, ...] = ("requested", "approved")
+"""A call in one of these may start (ungated, or approved)."""
+
+ConcurrencyMode = Literal["sequential", "threads", "async"]
+"""How the calls of one round run: one after another, on threads, or as tasks."""
+CONCURRENCY_MODES: tuple[ConcurrencyMode, ...] = get_args(ConcurrencyMode)
 
 StopReason = Literal[
     "end", "tool_use", "max_tokens", "refusal", "pause_turn", "context_window", "other"
 ]
 """Normalised stop reasons. ``max_tokens`` with tool calls means the arguments may
 be partial: such calls are never executed."""
+STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
+ROLES: tuple[Role, ...] = get_args(Role)
 
 DecisionVerdict = Literal["approved", "denied"]
 
@@ -199,9 +212,6 @@ class AssistantToolCallMessage:
     turn: int = 0
     stop_reason: StopReason = "tool_use"
     role: Literal["assistant"] = "assistant"
-
-
-ResultStatus = Literal["ok", "error", "denied", "cancelled", "skipped", "timed_out", "in_doubt"]
 
 
 @dataclass(frozen=True)

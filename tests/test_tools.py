@@ -10,8 +10,8 @@ import pydantic
 import pytest
 
 from nbagent import Tool, ToolCall, ToolDefinitionError, tool
+from nbagent._result_text import to_content
 from nbagent._schema import SchemaValidationError, parse_docstring, validate_json_schema
-from nbagent._serialize import to_content
 
 
 class Color(enum.Enum):

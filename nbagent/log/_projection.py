@@ -128,7 +128,15 @@ from .._events import (
     ToolCallStarted,
 )
 from .._extension import Extension
-from .._types import AssistantToolCallMessage, ToolResultMessage
+from .._types import (
+    CALL_STATUSES,
+    CONCURRENCY_MODES,
+    FINAL_STATUSES,
+    ROLES,
+    STOP_REASONS,
+    AssistantToolCallMessage,
+    ToolResultMessage,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -136,31 +144,8 @@ if TYPE_CHECKING:
 PREVIEW_CHARS = 200
 ERROR_CHARS = 1000
 
-CALL_STATUSES = (
-    "requested",
-    "awaiting_approval",
-    "approved",
-    "denied",
-    "running",
-    "ok",
-    "error",
-    "cancelled",
-    "skipped",
-    "timed_out",
-    "in_doubt",
-)
 DECISIONS = ("auto", "pending", "approved", "denied", "policy", "none")
-MODES = ("sequential", "threads", "async")
-STOP_REASONS = (
-    "end",
-    "tool_use",
-    "max_tokens",
-    "refusal",
-    "pause_turn",
-    "context_window",
-    "other",
-)
-ROLES = ("system", "user", "assistant", "tool")
+MODES = CONCURRENCY_MODES
 MESSAGE_KINDS = ("text", "tool_calls", "tool_result")
 
 # A column kind is "string", "Int64", "Float64", "boolean", "datetime", "json"
@@ -266,7 +251,7 @@ class _Table:
         return [list(self.cols[name]) for name in self.names]
 
 
-_FINAL_NOT_OK = frozenset({"error", "cancelled", "skipped", "timed_out", "in_doubt"})
+_FINAL_NOT_OK = FINAL_STATUSES - {"ok", "denied"}
 
 
 def _decision_kind(by: str, verdict: str) -> str:
