@@ -17,14 +17,15 @@ LAB_ARGS    ?=
 ALLOW_ROOT  := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv install kernel lab demo test lint bench clean distclean
+.PHONY: help venv install kernel lab demo test lint imports bench clean distclean
 
 help:
 	@echo "make install  create $(VENV) and pip install -e '.[dev]' (skipped if up to date)"
 	@echo "make lab      JupyterLab on notebooks/01_quickstart.ipynb (LAB_ARGS=...)"
 	@echo "make demo     run the quickstart notebook headless and print the transcript"
 	@echo "make test     whole pytest suite, browser tests included (PYTEST_ARGS=...)"
-	@echo "make lint     ruff check + mypy"
+	@echo "make lint     ruff check + mypy + import contracts (lint-imports)"
+	@echo "make imports  the import contracts alone: layers, no cycles (pyproject.toml)"
 	@echo "make bench    python -m benchmarks"
 	@echo "make clean    remove caches and build output (distclean: also $(VENV))"
 
@@ -56,12 +57,17 @@ test: kernel
 	bash .ci/ensure-chromium
 	NBAGENT_REQUIRE_BROWSER=$(NBAGENT_REQUIRE_BROWSER) $(PY) -m pytest $(PYTEST_ARGS)
 
-# Runs both tools even if the first fails; fails if either does.
+# Runs every tool even if one fails; fails if any does.
 lint: $(STAMP)
 	@status=0; \
 	echo "+ ruff check ."; $(PY) -m ruff check . || status=1; \
+	echo "+ ruff format --check"; $(PY) -m ruff format --check nbagent tests benchmarks || status=1; \
 	echo "+ mypy"; $(PY) -m mypy || status=1; \
+	echo "+ lint-imports"; $(VENV)/bin/lint-imports || status=1; \
 	exit $$status
+
+imports: $(STAMP)
+	$(VENV)/bin/lint-imports
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

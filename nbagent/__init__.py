@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._chat import Chat, SkipToolCall, StepResult, ToolResult
+from ._chat import Chat
+from ._chat_state import SkipToolCall, StepResult, ToolResult
 from ._config import Config, configure, get_config
 from ._errors import (
     AuthenticationError,

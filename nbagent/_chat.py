@@ -1,64 +1,22 @@
-"""The Chat: transcript, options, the tool loop, approvals and callbacks.
+"""Chat: a :class:`~nbagent._base_chat.BaseChat` with the standard wings plugged in.
 
-The loop is written once, as generators that *yield effects* (a model request,
-a round of tool calls) and receive their results. The sync API performs the
-effects with blocking calls, the async API awaits them: one implementation,
-two thin drivers. The chat never renders and never runs a tool itself: it
-hands rounds to the :class:`~nbagent._runner.ToolRunner` and reports every
-change as an event.
+This is the one place that wires wings into a chat: the call log
+(``chat.log``), the store (``Chat(store=...)``, ``Chat.load``) and, inside a
+Jupyter kernel, the live notebook view. Each is an
+:class:`~nbagent.Extension`; the core below knows them only through that seam.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-import time
-import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from ._approvals import Policy
-from ._chat_state import SkipToolCall, StepResult, ToolResult
-from ._decisions import DecisionsMixin
-from ._errors import (
-    PendingToolCallsError,
-)
-from ._events import (
-    Event,
-    EventBus,
-    OptionsChanged,
-)
-from ._extension import HOOKS, ChatHost, Extension, overrides
-from ._loop import LoopMixin
-from ._options import ToolOptions
-from ._runner import ToolRunner
-from ._tools import Tool, as_tool
-from ._types import (
-    AssistantToolCallMessage,
-    ChatMessage,
-    Message,
-    ToolCall,
-    Usage,
-)
+from ._base_chat import BaseChat
+from ._types import Message
 from .providers._base import Provider
-from .providers._registry import resolve_provider
 
 
-def new_chat_id() -> str:
-    """A new chat id: a version-7 UUID as 32 hex digits, so ids sort by creation time.
-
-    The first 48 bits are the Unix time in milliseconds, the rest random (74
-    bits). Sorting matters to a store: a new chat's rows are keyed by its id,
-    and increasing ids put them at the end of the tables' B-trees, where an
-    insert touches fewer pages than one in the middle (random ids).
-    """
-    ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (ms & (1 << 48) - 1) << 80 | 0x7 << 76 | (rand >> 68) << 64 | 0b10 << 62
-    return uuid.UUID(int=value | rand & (1 << 62) - 1).hex
-
-
-class Chat(LoopMixin, DecisionsMixin):
+class Chat(BaseChat):
     """A conversation with a model that can call tools.
 
     Args:
@@ -77,7 +35,8 @@ class Chat(LoopMixin, DecisionsMixin):
             the transcript stays valid and ``complete()`` resumes).
         stream: Stream responses (default from ``nbagent.configure``).
         store: A path or store object to persist the chat (see ``nbagent.store``).
-        id: The chat id (default: a new time-ordered UUID, see :func:`new_chat_id`).
+        id: The chat id (default: a new time-ordered UUID, see
+            :func:`~nbagent._base_chat.new_chat_id`).
         display: Render live in a notebook (default from ``nbagent.configure``).
     """
 
@@ -96,45 +55,18 @@ class Chat(LoopMixin, DecisionsMixin):
         id: str | None = None,
         display: bool | None = None,
     ):
-        if on_tool_error not in ("result", "raise"):
-            raise ValueError(f"on_tool_error must be 'result' or 'raise', got {on_tool_error!r}")
-        if max_steps is not None and max_steps < 1:
-            raise ValueError("max_steps must be at least 1")
-        self.id = id or new_chat_id()
-        self.provider: Provider = resolve_provider(
-            model, provider, base_url=base_url, api_key=api_key
+        super().__init__(
+            model,
+            provider=provider,
+            system=system,
+            base_url=base_url,
+            api_key=api_key,
+            max_steps=max_steps,
+            on_tool_error=on_tool_error,
+            stream=stream,
+            id=id,
+            display=display,
         )
-        self.system = system
-        self.max_steps = max_steps
-        self.on_tool_error = on_tool_error
-        self.stream = stream
-        self.display = display
-        self._messages: list[Message] = []
-        self._tools: dict[str, Tool] = {}
-        self._options = ToolOptions()
-        self._bus = EventBus(self.id)
-        self._lock = threading.RLock()
-        self._before: list[Callable[[ToolCall], Any]] = []
-        self._after: list[Callable[[ToolResult], Any]] = []
-        self._policies: list[Policy] = []
-        self._calls: dict[str, ToolCall] = {}
-        self._call_turn: dict[str, int] = {}
-        self._call_step: dict[str, int] = {}
-        self._open: AssistantToolCallMessage | None = None
-        self._turn = 0
-        self._step = 0
-        self._forced_spent = False
-        self._cancel = threading.Event()
-        self._drive_lock = threading.Lock()
-        self._rerun = False
-        self._last_step: StepResult | None = None
-        self._usage = Usage()
-        self._runner = ToolRunner()
-        self._extensions: tuple[Extension, ...] = ()
-        self._ext_hooks: dict[str, tuple[Callable[..., Any], ...]] = {}
-        self._deferred: list[Event] = []
-        self._deferred_after: list[ToolResult] = []
-        # The wings, wired here and nowhere else (the core never imports them).
         from .log._projection import CallLog
 
         self._log = CallLog(self.id)
@@ -147,204 +79,7 @@ class Chat(LoopMixin, DecisionsMixin):
 
         install_auto_display(self)
 
-    def extend(self, extension: Extension) -> Chat:
-        """Plug an :class:`~nbagent.Extension` into this chat; returns the chat.
-
-        The store, the log and the notebook view are extensions too. Each hook
-        the extension overrides is called from now on; ``attach`` is called
-        once, with the chat's :class:`~nbagent.ChatHost`. Extending twice with
-        the same object does nothing.
-        """
-        if not isinstance(extension, Extension):
-            raise TypeError(f"extend() takes an nbagent.Extension, got {type(extension).__name__}")
-        with self._lock:
-            if any(e is extension for e in self._extensions):
-                return self
-            self._extensions = (*self._extensions, extension)
-            self._ext_hooks = {
-                hook: tuple(getattr(e, hook) for e in self._extensions if overrides(e, hook))
-                for hook in HOOKS
-            }
-        extension.attach(ChatHost(self))
-        if overrides(extension, "on_event"):
-            self._bus.subscribe(None, extension.on_event)
-        return self
-
-    @property
-    def extensions(self) -> tuple[Extension, ...]:
-        """The extensions plugged into this chat, in the order they were added."""
-        return self._extensions
-
-    def __repr__(self) -> str:
-        return (
-            f"Chat(id={self.id[:8]!r}, model={self.model!r}, provider={self.provider.name!r}, "
-            f"messages={len(self._messages)}, tools={list(self._tools)}, status={self.status!r})"
-        )
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from .notebook._fallback import chat_mimebundle
-
-        return chat_mimebundle(self)
-
-    def _ipython_display_(self) -> None:
-        from .notebook._fallback import display_chat
-
-        display_chat(self)
-
-    def review(self) -> Message | None:
-        """Decide pending approvals at an ``input()`` prompt (a terminal), then continue."""
-        from .notebook import review
-
-        return review(self)
-
-    def with_tools(self, *tools: Any, replace: bool = False) -> Chat:
-        """Add tools (``@tool`` functions, ``Tool`` classes or instances); returns the chat.
-
-        ``with_tools(None)`` removes every tool and keeps the tool options.
-        ``replace=True`` replaces the current tools with the ones given. A tool
-        with the name of an existing one replaces it.
-        """
-        with self._lock:
-            if len(tools) == 1 and tools[0] is None:
-                self._tools = {}
-                return self
-            if replace:
-                self._tools = {}
-            for t in tools:
-                if t is None:
-                    raise TypeError("with_tools(None) clears tools; don't mix None with tools")
-                if isinstance(t, (list, tuple)):
-                    self.with_tools(*t)
-                    continue
-                inst = as_tool(t)
-                self._tools[inst.name] = inst
-        return self
-
-    with_tool = with_tools
-
-    @property
-    def tools(self) -> tuple[Tool, ...]:
-        return tuple(self._tools.values())
-
-    def with_tool_options(self, **options: Any) -> Chat:
-        """Set tool options; only the keys given change, ``None`` resets a key.
-
-        Keys:
-            choice: ``"auto"``, ``"required"``, ``"none"``, a tool name, a Tool
-                class, or a tool function. A required or specific choice lasts
-                until the turn has run one tool round, then the model answers.
-            calls: ``"one"`` (or ``1``), ``"many"``, or a positive int: most calls
-                run per response. Sent to providers with a switch; always
-                enforced here (extra calls are answered as skipped).
-            concurrency: ``False`` (sequential), ``True``/``"threads"``, ``"async"``.
-            max_concurrency: Most calls of a round running at once.
-            timeout: Default per-call timeout in seconds.
-
-        Raises:
-            TypeError: An unknown key.
-            ToolOptionError: An invalid value.
-        """
-        with self._lock:
-            self._options = self._options.updated(options)
-            opts = self._options.as_dict()
-        self._emit(OptionsChanged(chat_id=self.id, options=opts))
-        return self
-
-    @property
-    def tool_options(self) -> ToolOptions:
-        return self._options
-
-    def with_instructions(self, system: str | None) -> Chat:
-        """Set (or clear) the system instructions; returns the chat."""
-        self.system = system
-        return self
-
-    def before_tool_call(self, fn: Callable[[ToolCall], Any]) -> Chat:
-        """Call ``fn(call)`` right before each call runs; raise :class:`SkipToolCall` to skip it.
-
-        Runs on the thread driving the chat, never concurrently with another callback.
-        """
-        self._before.append(fn)
-        return self
-
-    def after_tool_result(self, fn: Callable[[ToolResult], Any]) -> Chat:
-        """Call ``fn(result)`` for every result sent back (ran, failed, denied, skipped)."""
-        self._after.append(fn)
-        return self
-
-    def on(self, event_type: type[Event] | str | None, fn: Callable[[Event], Any]) -> Chat:
-        """Subscribe ``fn`` to one event type (class or name), or to all with ``None``."""
-        self._bus.subscribe(event_type, fn)
-        return self
-
-    def off(self, fn: Callable[..., Any]) -> Chat:
-        """Remove ``fn`` from every callback list and subscription it is in."""
-        self._before = [f for f in self._before if f is not fn and f != fn]
-        self._after = [f for f in self._after if f is not fn and f != fn]
-        self._bus.unsubscribe(fn)
-        return self
-
-    @property
-    def transcript(self) -> tuple[Message, ...]:
-        """Every message so far, in order (tool results appear once a round is complete)."""
-        return tuple(self._messages)
-
-    @property
-    def tool_calls(self) -> tuple[ToolCall, ...]:
-        """Every tool call of the chat, in request order."""
-        return tuple(self._calls.values())
-
-    @property
-    def awaiting_approval(self) -> bool:
-        """True when nothing can run until someone decides a pending approval."""
-        with self._lock:
-            opened = self.open_calls
-            return bool(opened) and all(c.status == "awaiting_approval" for c in opened)
-
-    @property
-    def is_complete(self) -> bool:
-        """True when the model has answered and nothing is left to do."""
-        with self._lock:
-            if self._open is not None:
-                return False
-            last = self._messages[-1] if self._messages else None
-            return (
-                isinstance(last, ChatMessage)
-                and last.role == "assistant"
-                and (last.stop_reason != "pause_turn")
-            )
-
-    @property
-    def status(self) -> str:
-        """``idle``, ``complete``, ``awaiting_approval``, ``budget_exhausted`` or ``ready``."""
-        if not self._messages:
-            return "idle"
-        if self.is_complete:
-            return "complete"
-        if self.awaiting_approval:
-            return "awaiting_approval"
-        if self._last_step is not None and self._last_step.kind == "budget_exhausted":
-            return "budget_exhausted"
-        return "ready"
-
-    @property
-    def last_step(self) -> StepResult | None:
-        return self._last_step
-
-    @property
-    def usage(self) -> Usage:
-        """Tokens used by every request of this chat."""
-        return self._usage
-
-    @property
-    def turn(self) -> int:
-        return self._turn
-
-    def turn_messages(self, turn: int | None = None) -> tuple[Message, ...]:
-        """Every message of one turn (default: the latest)."""
-        t = self._turn if turn is None else turn
-        return tuple(m for m in self._messages if getattr(m, "turn", None) == t)
-
+    # ------------------------------------------------------------------ the log
     @property
     def log(self) -> Any:
         """One row per tool call (a pandas DataFrame); see ``nbagent.log``."""
@@ -360,6 +95,7 @@ class Chat(LoopMixin, DecisionsMixin):
         """One row per message (a pandas DataFrame); the values are in ``transcript``."""
         return self._log.messages()
 
+    # ---------------------------------------------------------------- the store
     @classmethod
     def load(
         cls,
@@ -395,137 +131,22 @@ class Chat(LoopMixin, DecisionsMixin):
             cls, chat_id, store=store, tools=tools, provider=provider, model=model, **chat_kwargs
         )
 
-    def refresh(self) -> list[ToolCall]:
-        """Apply decisions made elsewhere (another process, through the store); returns them."""
-        decided: list[ToolCall] = []
-        for refresh in self._hook("refresh"):
-            decided.extend(refresh())
-        return decided
+    # ------------------------------------------------------- the notebook view
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from .notebook._fallback import chat_mimebundle
 
-    def close(self) -> None:
-        """Write what is pending and release what the chat's extensions hold (a store file).
+        return chat_mimebundle(self)
 
-        Also done when the chat is garbage-collected or the interpreter exits;
-        ``with Chat(store=...) as chat:`` closes at the end of the block.
-        """
-        for close in self._hook("close"):
-            close()
+    def _ipython_display_(self) -> None:
+        from .notebook._fallback import display_chat
 
-    def __enter__(self) -> Chat:
-        return self
+        display_chat(self)
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def review(self) -> Message | None:
+        """Decide pending approvals at an ``input()`` prompt (a terminal), then continue."""
+        from .notebook import review
 
-    def cancel(self) -> None:
-        """Stop the running loop after the calls already running settle.
-
-        Calls not started yet are answered as cancelled, so the transcript
-        stays valid; ``complete()`` resumes (the model sees what was cancelled).
-        """
-        self._cancel.set()
-
-    def ask_later(self, text: str) -> ChatMessage:
-        """Add a user message without running anything.
-
-        Raises:
-            PendingToolCallsError: Calls of the last response are unanswered.
-        """
-        if not isinstance(text, str):
-            raise TypeError(f"ask() takes text, got {type(text).__name__}")
-        with self._lock:
-            unanswered = self.open_calls
-            if unanswered:
-                raise PendingToolCallsError(unanswered)
-            self._turn += 1
-            self._forced_spent = False
-            self._last_step = None
-            msg = ChatMessage("user", text, turn=self._turn)
-            events = self._append(msg)
-        self._emit_all(events)
-        for turn_started in self._hook("turn_started"):
-            turn_started()
-        return msg
-
-    def ask(self, text: str, *, max_steps: int | None = None) -> Message | None:
-        """Ask and run the loop: ``ask_later(text)`` then ``complete()``.
-
-        Returns:
-            The turn's last assistant message. Check ``chat.status``: it may be
-            ``awaiting_approval`` or ``budget_exhausted`` instead of ``complete``.
-        """
-        self.ask_later(text)
-        return self.complete(max_steps=max_steps)
-
-    async def ask_async(
-        self, text: str, *, max_steps: int | None = None, wait_for_approval: bool | None = None
-    ) -> Message | None:
-        """Async twin of :meth:`ask`.
-
-        In a notebook on ipykernel >= 7.4 it waits for a click on a pending
-        approval card (up to ``configure(approval_wait=)`` seconds, then
-        ``approval_fallback``) and carries on; ``wait_for_approval=False``
-        returns at once with the approval pending, as ``ask()`` does.
-        """
-        self.ask_later(text)
-        reply = await self.complete_async(max_steps=max_steps)
-        waiters = self._hook("wait_for_decision")  # the notebook view, inside a kernel
-        if not waiters:
-            return reply
-        while not self.is_complete and await waiters[0](wait_for_approval):
-            await self.complete_async(max_steps=max_steps)
-        return self.last_assistant_message
-
-    def step(self) -> StepResult:
-        """Do exactly one unit of work and say which (see :class:`StepResult`)."""
-        return self._drive_sync(self._guarded(self._step_gen()))
-
-    async def step_async(self) -> StepResult:
-        """Async twin of :meth:`step`."""
-        return await self._drive_async(self._guarded(self._step_gen()))
-
-    def complete(self, *, max_steps: int | None = None) -> Message | None:
-        """Run until the model answers, approval is needed, or the budget is spent.
-
-        Approved calls run, denials are sent, and the model continues. Calling
-        again after ``budget_exhausted`` resumes where it stopped.
-
-        Returns:
-            The last assistant message.
-        """
-        self._drive_sync(self._guarded(self._complete_gen(max_steps)))
-        return self.last_assistant_message
-
-    async def complete_async(self, *, max_steps: int | None = None) -> Message | None:
-        """Async twin of :meth:`complete`."""
-        await self._drive_async(self._guarded(self._complete_gen(max_steps)))
-        return self.last_assistant_message
-
-    async def astream_events(self, text: str) -> AsyncIterator[Event]:
-        """Ask and iterate over the events of the turn as they happen."""
-        import asyncio
-
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        loop = asyncio.get_running_loop()
-
-        def push(e: Event) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, e)
-
-        self.on(None, push)
-
-        async def run() -> None:
-            try:
-                await self.ask_async(text)
-            finally:
-                loop.call_soon_threadsafe(queue.put_nowait, None)
-
-        task = asyncio.ensure_future(run())
-        try:
-            while (item := await queue.get()) is not None:
-                yield item
-            await task
-        finally:
-            self.off(push)
+        return review(self)
 
 
-__all__ = ["Chat", "SkipToolCall", "StepResult", "ToolResult"]
+__all__ = ["Chat"]

@@ -13,6 +13,7 @@ the decisions API (``_decisions.py``) and the public :class:`~nbagent.Chat`
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -430,3 +431,73 @@ class ChatCore:
             if snap.last_step == "budget_exhausted":
                 self._last_step = StepResult("budget_exhausted", self.last_assistant_message)
             self._bus.resume_at(snap.next_seq)
+
+
+class Host:
+    """The core's implementation of :class:`~nbagent._extension.ChatHost`."""
+
+    __slots__ = ("_ref",)
+
+    def __init__(self, core: ChatCore):
+        self._ref = weakref.ref(core)  # an extension keeping its host never keeps the chat alive
+
+    @property
+    def _core(self) -> ChatCore:
+        core = self._ref()
+        if core is None:
+            raise ReferenceError("the chat this extension was attached to is gone")
+        return core
+
+    @property
+    def chat(self) -> Any:
+        return self._core
+
+    @property
+    def chat_id(self) -> str:
+        return self._core.id
+
+    @property
+    def alive(self) -> bool:
+        return self._ref() is not None
+
+    def tool(self, name: str) -> Tool | None:
+        return self._core._tools.get(name)
+
+    def loop_state(self) -> dict[str, Any]:
+        return self._core._loop_state()
+
+    def state_key(self) -> tuple[Any, ...]:
+        return self._core._loop_state_key()
+
+    def restore(self, snapshot: Snapshot) -> None:
+        self._core._restore(snapshot)
+
+    def replay(self, events: Iterable[Event]) -> None:
+        readers = self._core._hook("on_history")
+        if len(readers) > 1:
+            events = list(events)
+        for read in readers:
+            read(events)
+
+    def apply_decision(self, call: ToolCall | str, decision: Decision) -> ToolCall:
+        return self._core._decide(
+            call,
+            decision.verdict,
+            by=decision.by,
+            reason=decision.reason,
+            arguments=decision.arguments,
+            at=decision.at,
+        )
+
+    def settle_in_doubt(
+        self,
+        call: ToolCall,
+        *,
+        claimed_by: str | None,
+        claimed_at: datetime | None,
+        rerun: bool,
+        content: str,
+    ) -> bool:
+        return self._core._settle_in_doubt(
+            call, claimed_by=claimed_by, claimed_at=claimed_at, rerun=rerun, content=content
+        )

@@ -40,17 +40,15 @@ chat's own rules and emits its event (:meth:`ChatHost.apply_decision`,
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._events import Event
 from ._types import Decision, Message, ToolCall, Usage
 
 if TYPE_CHECKING:
-    from ._chat_state import ChatCore
     from ._tools import Tool
 
 
@@ -135,72 +133,48 @@ class Snapshot:
     next_seq: int = 0
 
 
-class ChatHost:
+class ChatHost(Protocol):
     """What an extension may read and ask of the chat it is attached to.
 
     Reads go through the public ``chat`` (``transcript``, ``tool_calls``,
     ``open_calls``, ``pending_approvals``...); the rest are the core operations
     below, each applied under the chat's lock and announced with its event.
+    The host holds the chat weakly: an extension keeping it never keeps the
+    chat alive.
     """
 
-    __slots__ = ("_ref",)
-
-    def __init__(self, core: ChatCore):
-        self._ref = weakref.ref(core)  # an extension keeping its host never keeps the chat alive
+    @property
+    def chat(self) -> Any:
+        """The chat (a :class:`~nbagent._base_chat.BaseChat`; its public API)."""
+        ...
 
     @property
-    def _core(self) -> ChatCore:
-        core = self._ref()
-        if core is None:
-            raise ReferenceError("the chat this extension was attached to is gone")
-        return core
+    def chat_id(self) -> str: ...
 
     @property
     def alive(self) -> bool:
         """False once the chat was garbage-collected."""
-        return self._ref() is not None
-
-    @property
-    def chat(self) -> Any:
-        """The chat (its public API)."""
-        return self._core
-
-    @property
-    def chat_id(self) -> str:
-        return self._core.id
-
-    @property
-    def driving(self) -> bool:
-        """True while a thread or task is driving the chat."""
-        return self._core.is_running
+        ...
 
     def tool(self, name: str) -> Tool | None:
         """The chat's tool called ``name``, if it has one."""
-        return self._core._tools.get(name)
-
-    def tool_schemas(self) -> dict[str, dict[str, Any]]:
-        """Each tool's input schema, by name."""
-        return {t.name: t.input_schema for t in self._core._tools.values()}
+        ...
 
     def loop_state(self) -> dict[str, Any]:
         """The loop state a reloaded chat needs besides its messages, calls and events."""
-        return self._core._loop_state()
+        ...
 
     def state_key(self) -> tuple[Any, ...]:
         """A cheap key that changes whenever :meth:`loop_state` may have changed."""
-        return self._core._loop_state_key()
+        ...
 
     def restore(self, snapshot: Snapshot) -> None:
         """Put back a stored chat's state (a chat being loaded; emits nothing)."""
-        self._core._restore(snapshot)
+        ...
 
     def replay(self, events: Iterable[Event]) -> None:
         """Hand a loaded chat's stored events to every extension's ``on_history``."""
-        readers = self._core._hook("on_history")
-        if len(readers) > 1:
-            events = list(events)
-        for read in readers:
-            read(events)
+        ...
 
     def apply_decision(self, call: ToolCall | str, decision: Decision) -> ToolCall:
         """Apply a decision made elsewhere (a store) with the chat's own rules and events.
@@ -210,14 +184,7 @@ class ChatHost:
         Raises:
             DecisionError: As ``chat.approve``/``chat.deny`` would.
         """
-        return self._core._decide(
-            call,
-            decision.verdict,
-            by=decision.by,
-            reason=decision.reason,
-            arguments=decision.arguments,
-            at=decision.at,
-        )
+        ...
 
     def settle_in_doubt(
         self,
@@ -234,9 +201,7 @@ class ChatHost:
         with status ``in_doubt`` whose result is ``content``. Returns False
         (and does nothing) when the call is no longer running here.
         """
-        return self._core._settle_in_doubt(
-            call, claimed_by=claimed_by, claimed_at=claimed_at, rerun=rerun, content=content
-        )
+        ...
 
 
 __all__ = ["HOOKS", "ChatHost", "Extension", "Snapshot", "overrides"]

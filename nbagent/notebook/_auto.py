@@ -27,7 +27,7 @@ from .._types import AssistantToolCallMessage, ChatMessage
 from ._kernel import execution_count, in_kernel
 
 if TYPE_CHECKING:
-    from .._chat import Chat
+    from .._base_chat import BaseChat as Chat
 
 
 def install_auto_display(chat: Chat) -> None:

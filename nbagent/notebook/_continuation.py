@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from .._config import get_config
 
 if TYPE_CHECKING:
-    from .._chat import Chat
+    from .._base_chat import BaseChat as Chat
 
 _main_loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()

@@ -27,7 +27,7 @@ from ._kernel import in_kernel
 from ._state import ChatState, Entry, state_for
 
 if TYPE_CHECKING:
-    from .._chat import Chat
+    from .._base_chat import BaseChat as Chat
     from .._types import Message
 
 

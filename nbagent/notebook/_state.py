@@ -37,7 +37,7 @@ from .._events import (
 from .._types import AssistantToolCallMessage, ChatMessage, ToolCall
 
 if TYPE_CHECKING:
-    from .._chat import Chat
+    from .._base_chat import BaseChat as Chat
 
 E = TypeVar("E", bound="Entry")
 

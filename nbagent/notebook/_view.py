@@ -38,7 +38,7 @@ from ._state import (
 from ._widgets import ActionCard, CardError
 
 if TYPE_CHECKING:
-    from .._chat import Chat
+    from .._base_chat import BaseChat as Chat
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 TEXT_THROTTLE = 0.05  # seconds between pushes of streaming text to the browser

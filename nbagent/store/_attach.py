@@ -102,7 +102,7 @@ from ._protocol import (
 )
 
 if TYPE_CHECKING:
-    from .._chat import Chat
+    from .._base_chat import BaseChat as Chat
 
 ChatT = TypeVar("ChatT", bound="Chat")
 
