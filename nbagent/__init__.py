@@ -49,6 +49,8 @@ from ._events import (
     ToolCallRequested,
     ToolCallStarted,
 )
+from ._exports import publish as _publish
+from ._exports import publish_one as _publish_one
 from ._options import ToolOptions
 from ._schema import SchemaValidationError
 from ._tools import FunctionTool, Tool, current_tool_call, tool
@@ -88,7 +90,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'nbagent' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module), name)
+    value = _publish_one(__name__, getattr(importlib.import_module(module), name))
     globals()[name] = value
     return value
 
@@ -159,3 +161,5 @@ __all__ = [
     "read_log",
     "tool",
 ]
+
+_publish(__name__, globals(), __all__)

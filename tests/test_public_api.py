@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import subprocess
 import sys
 import types
+
+import pytest
 
 import nbagent
 
@@ -34,3 +38,22 @@ def test_import_stays_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+PUBLIC_PACKAGES = ["nbagent", "nbagent.store", "nbagent.log", "nbagent.testing"]
+
+
+@pytest.mark.parametrize("package", PUBLIC_PACKAGES)
+def test_public_objects_report_their_public_module(package: str) -> None:
+    """``nbagent.SQLiteStore.__module__ == "nbagent"``: reprs, docs and pickles name the
+    path users import from; an object exported by ``nbagent`` itself reports ``nbagent``."""
+    module = importlib.import_module(package)
+    checked = 0
+    for name in module.__all__:
+        obj = getattr(module, name)  # lazy names load here, and must report too
+        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+            continue
+        expected = "nbagent" if name in nbagent.__all__ else package
+        assert obj.__module__ == expected, f"{package}.{name} reports {obj.__module__}"
+        checked += 1
+    assert checked, f"{package} exports no class or function"

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._events import Event
+from .._exports import publish as _publish
 from ._projection import (
     CALL_COLUMNS,
     MESSAGE_COLUMNS,
@@ -619,3 +620,5 @@ __all__ = [
     "to_csv",
     "to_parquet",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -31,6 +31,7 @@ implements the same protocol).
 
 from __future__ import annotations
 
+from .._exports import publish as _publish
 from ._attach import open_store
 from ._protocol import ChatInfo, Store, StoreConflictWarning, StoredCall
 from ._sqlite import SCHEMA_VERSION, SQLiteStore
@@ -44,3 +45,5 @@ __all__ = [
     "StoredCall",
     "open_store",
 ]
+
+_publish(__name__, globals(), __all__)

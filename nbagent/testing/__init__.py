@@ -19,6 +19,8 @@ loaded on first use.
 
 from typing import Any
 
+from .._exports import publish as _publish
+from .._exports import publish_one as _publish_one
 from ._fake_server import FakeLLMServer, render
 from ._script import FakeToolCall, RecordedRequest, Turn
 
@@ -29,7 +31,7 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         from . import _scripted
 
-        return getattr(_scripted, name)
+        return _publish_one(__name__, getattr(_scripted, name))
     raise AttributeError(f"module 'nbagent.testing' has no attribute {name!r}")
 
 
@@ -44,3 +46,5 @@ __all__ = [
     "render",
     "reply",
 ]
+
+_publish(__name__, globals(), __all__)
