@@ -17,6 +17,7 @@ which the store keeps in one row per call. :func:`decode_event` takes a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import operator
 from collections.abc import Callable, Mapping
@@ -182,15 +183,21 @@ def call_out(c: ToolCall) -> Json:
 
 
 def call_in(d: Mapping[str, Any]) -> ToolCall:
-    c = call_identity_in(d)
-    c.status = d.get("status", "requested")
-    c.approval = approval_in(d.get("approval"))
-    c.decision = decision_in(d.get("decision"))
-    result = d.get("result")
-    c.result = message_in(result) if result is not None else None  # type: ignore[assignment]
-    c.started_at = dt_in(d.get("started_at"))
-    c.finished_at = dt_in(d.get("finished_at"))
-    return c
+    """A new call with the identity and lifecycle :func:`call_out` wrote."""
+    identity = call_identity_in(d)
+    stored = d.get("result")
+    result = message_in(stored) if stored is not None else None
+    if result is not None and not isinstance(result, ToolResultMessage):
+        raise ValueError(f"the stored result of call {identity.id!r} is not a tool result")
+    return dataclasses.replace(
+        identity,
+        status=d.get("status", "requested"),
+        approval=approval_in(d.get("approval")),
+        decision=decision_in(d.get("decision")),
+        result=result,
+        started_at=dt_in(d.get("started_at")),
+        finished_at=dt_in(d.get("finished_at")),
+    )
 
 
 # ---------------------------------------------------------------- messages

@@ -1,0 +1,171 @@
+"""The floor plan, checked: who may change a call's lifecycle, who may touch a chat's
+internals, and that docs/ARCHITECTURE.md draws the package as it is.
+
+The import layers and the absence of cycles are import-linter's job
+(``make imports``, run by ``.ci/run``; contracts in pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "nbagent"
+
+# The core: the chat's own modules at the package root. Everything in a
+# subpackage (store, log, notebook, providers, testing) and the demo is outside it.
+CORE = {p for p in PACKAGE.glob("_*.py")}
+LIFECYCLE = {"status", "result", "decision", "approval", "started_at", "finished_at"}
+# Objects that have a field of one of those names but are not calls: the
+# notebook view's own entries (a card's display state).
+NOT_CALLS = {"nbagent/notebook/_state.py": {"entry", "e"}}
+
+
+def _outside_core() -> Iterator[tuple[str, ast.Module]]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path in CORE or path == PACKAGE / "__init__.py":
+            continue
+        rel = path.relative_to(ROOT).as_posix()
+        yield rel, ast.parse(path.read_text(), rel)
+
+
+def _targets(node: ast.AST) -> Iterator[ast.expr]:
+    if isinstance(node, ast.Assign):
+        for t in node.targets:
+            yield from _flatten(t)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        yield from _flatten(node.target)
+
+
+def _flatten(target: ast.expr) -> Iterator[ast.expr]:
+    if isinstance(target, (ast.Tuple, ast.List)):
+        for t in target.elts:
+            yield from _flatten(t)
+    else:
+        yield target
+
+
+def _setattr_name(node: ast.AST) -> str | None:
+    """The attribute name of ``setattr(x, "name", v)`` / ``object.__setattr__(x, "name", v)``."""
+    if not isinstance(node, ast.Call) or len(node.args) < 2:
+        return None
+    f = node.func
+    named = (isinstance(f, ast.Name) and f.id == "setattr") or (
+        isinstance(f, ast.Attribute) and f.attr == "__setattr__"
+    )
+    arg = node.args[1]
+    if named and isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    return None
+
+
+def test_only_the_core_changes_a_calls_lifecycle() -> None:
+    """No module outside the core assigns a call's status, result, decision, approval or
+    times: the store, the view and the log ask the core (``ChatHost``), which applies the
+    change with its own rules and emits its event."""
+    offences = []
+    for rel, tree in _outside_core():
+        allowed = NOT_CALLS.get(rel, set())
+        for node in ast.walk(tree):
+            for t in _targets(node):
+                if isinstance(t, ast.Attribute) and t.attr in LIFECYCLE:
+                    base = ast.unparse(t.value)
+                    if base not in allowed:
+                        offences.append(f"{rel}:{t.lineno}: {ast.unparse(t)} = ...")
+            name = _setattr_name(node)
+            if name in LIFECYCLE:
+                offences.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+    assert offences == []
+
+
+def test_the_check_above_finds_an_offence() -> None:
+    """The lifecycle check is not vacuous: it flags the forms it looks for."""
+    code = "c.status = 'ok'\na.b, call.result = 1, 2\nsetattr(c, 'decision', d)\n"
+    tree = ast.parse(code)
+    found = [ast.unparse(t) for n in ast.walk(tree) for t in _targets(n) if _is_lifecycle(t)]
+    found += [n for n in map(_setattr_name, ast.walk(tree)) if n in LIFECYCLE]
+    assert found == ["c.status", "call.result", "decision"]
+
+
+def _is_lifecycle(t: ast.expr) -> bool:
+    return isinstance(t, ast.Attribute) and t.attr in LIFECYCLE
+
+
+_PRIVATE = re.compile(r"^_[a-z0-9]\w*$")
+
+
+def test_wings_touch_no_private_chat_attribute() -> None:
+    """Outside the core, nothing reads or writes ``<chat>._anything`` (nor through
+    ``getattr``): a wing sees a chat through its public API and ``ChatHost``."""
+    offences = []
+    for rel, tree in _outside_core():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _PRIVATE.match(node.attr):
+                base = ast.unparse(node.value)
+                if "chat" in base.lower() or base.endswith("host"):
+                    offences.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "setattr", "hasattr")
+                and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
+                and _PRIVATE.match(node.args[1].value)
+                and "chat" in ast.unparse(node.args[0]).lower()
+            ):
+                offences.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+    assert offences == []
+
+
+# ---------------------------------------------------------------- the map
+def _tree_in_doc() -> set[str]:
+    """The files named in the package tree of docs/ARCHITECTURE.md (its first code block)."""
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    block = doc.split("```", 2)[1]
+    names: set[str] = set()
+    folder = ""
+    for line in block.splitlines():
+        m = re.match(r"^  (\S+)", line)  # a top-level entry: "  _types.py ..." or "  store/"
+        if m:
+            entry = m.group(1)
+            if entry.endswith("/"):
+                folder = entry
+                continue
+            folder = ""
+            names.add(entry)
+            continue
+        m = re.match(r"^    (\S+\.(?:py|js|css))\b", line)  # a file in the folder above
+        if m and folder:
+            names.add(folder + m.group(1))
+    return names
+
+
+def test_architecture_doc_draws_the_package_as_it_is() -> None:
+    on_disk = {
+        p.relative_to(PACKAGE).as_posix()
+        for p in PACKAGE.rglob("*")
+        if p.suffix in (".py", ".js", ".css") and "__pycache__" not in p.parts
+    }
+    drawn = _tree_in_doc()
+    assert sorted(on_disk - drawn) == [], "in the package, missing from docs/ARCHITECTURE.md"
+    assert sorted(drawn - on_disk) == [], "in docs/ARCHITECTURE.md, not in the package"
+
+
+@pytest.mark.parametrize("module", ["store", "log", "notebook"])
+def test_a_wing_face_is_only_a_face(module: str) -> None:
+    """A wing's ``__init__`` holds no code its own modules import (they import siblings)."""
+    pkg = PACKAGE / module
+    for path in pkg.glob("_*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module is None:
+                names = [a.name for a in node.names]
+                assert all(n.startswith("_") for n in names), (
+                    f"{path.name} imports {names} from its package's face"
+                )
