@@ -51,6 +51,7 @@ from ._events import (
 )
 from ._exports import publish as _publish
 from ._exports import publish_one as _publish_one
+from ._extension import ChatHost, Extension, Snapshot
 from ._options import ToolOptions
 from ._schema import SchemaValidationError
 from ._tools import FunctionTool, Tool, current_tool_call, tool
@@ -107,12 +108,14 @@ __all__ = [
     "CallbackWarning",
     "Chat",
     "ChatCancelled",
+    "ChatHost",
     "ChatMessage",
     "Config",
     "Decision",
     "DecisionError",
     "DemoProvider",
     "Event",
+    "Extension",
     "FunctionTool",
     "LLMToolResponse",
     "Message",
@@ -133,6 +136,7 @@ __all__ = [
     "SchemaValidationError",
     "ServerError",
     "SkipToolCall",
+    "Snapshot",
     "StepFinished",
     "StepResult",
     "Store",
