@@ -111,7 +111,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -279,17 +279,6 @@ class CallLog(Extension):
         self._provider: str | None = None
         self._cache: dict[str, pd.DataFrame] = {}
         self._version = 0
-        self._handlers: dict[type[Event], Callable[[Any], None]] = {
-            ToolCallRequested: self._on_requested,
-            ApprovalRequested: self._on_approval_requested,
-            ApprovalDecided: self._on_decided,
-            ToolCallStarted: self._on_started,
-            ToolCallFinished: self._on_finished,
-            ModelRequestStarted: self._on_request_started,
-            ModelRequestFinished: self._on_request_finished,
-            ModelRequestFailed: self._on_request_failed,
-            MessageAdded: self._on_message,
-        }
 
     def __repr__(self) -> str:
         return (
@@ -303,11 +292,28 @@ class CallLog(Extension):
     # ------------------------------------------------------------ events
     def on_event(self, event: Event) -> None:
         """Record one event (O(1)); other event types are ignored."""
-        handler = self._handlers.get(type(event))
-        if handler is None:
-            return
         with self._lock:
-            handler(event)
+            match event:
+                case ToolCallRequested():
+                    self._on_requested(event)
+                case ApprovalRequested():
+                    self._on_approval_requested(event)
+                case ApprovalDecided():
+                    self._on_decided(event)
+                case ToolCallStarted():
+                    self._on_started(event)
+                case ToolCallFinished():
+                    self._on_finished(event)
+                case ModelRequestStarted():
+                    self._on_request_started(event)
+                case ModelRequestFinished():
+                    self._on_request_finished(event)
+                case ModelRequestFailed():
+                    self._on_request_failed(event)
+                case MessageAdded():
+                    self._on_message(event)
+                case _:
+                    return
             self._version += 1
             if self._cache:
                 self._cache.clear()
