@@ -14,6 +14,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
+import weakref
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -64,6 +65,8 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         if runner is None:
             runner = asyncio.Runner()
             _local.runner = runner
+            # Closed with its thread (or at exit), so no event loop is left unclosed.
+            weakref.finalize(threading.current_thread(), runner.close)
         return runner.run(coro)
     future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(
         coro, _background_loop()

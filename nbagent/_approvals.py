@@ -21,16 +21,19 @@ The rules, in one place:
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ._events import CallbackWarning
 from ._tools import Tool
 from ._types import Approval, ToolCall
 
 Predicate = Callable[[ToolCall], bool]
 
 HUMAN = "user"
+_warned: set[tuple[str, str]] = set()  # (policy, call id) pairs already warned about
 
 
 @dataclass(frozen=True)
@@ -48,14 +51,37 @@ class Policy:
     when: Predicate | None = None
 
     def matches(self, call: ToolCall) -> bool:
+        """Whether the policy approves ``call``: only a predicate returning ``True`` does.
+
+        A predicate that returns anything else (``"false"``, ``1``, ``None``) or
+        raises never approves; a raise or a non-bool is reported once per call
+        as a :class:`~nbagent.CallbackWarning`, since it is almost surely a bug.
+        """
         if call.name != self.tool:
             return False
         if self.when is None:
             return True
         try:
-            return bool(self.when(call))
-        except Exception:
-            return False  # a failing predicate never approves
+            verdict = self.when(call)
+        except Exception as exc:
+            self._warn(call, f"raised {type(exc).__name__}: {exc}")
+            return False
+        if isinstance(verdict, bool):
+            return verdict
+        self._warn(call, f"returned {verdict!r}, not True or False")
+        return False
+
+    def _warn(self, call: ToolCall, what: str) -> None:
+        key = (self.name, call.id)
+        if key in _warned:
+            return
+        _warned.add(key)
+        warnings.warn(
+            f"nbagent: the always_allow predicate of {self.tool!r} {what}; "
+            f"{call.name}({call.id}) was not approved by it",
+            CallbackWarning,
+            stacklevel=4,
+        )
 
     @property
     def decider(self) -> str:

@@ -13,6 +13,7 @@ the decisions API (``_decisions.py``) and the public :class:`~nbagent.Chat`
 from __future__ import annotations
 
 import threading
+import warnings
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
@@ -23,6 +24,7 @@ from ._approvals import HUMAN, Policy, denial_content
 from ._errors import DecisionError
 from ._events import (
     ApprovalDecided,
+    CallbackWarning,
     CallInDoubt,
     Event,
     EventBus,
@@ -246,9 +248,22 @@ class ChatCore:
         ]
 
     def _run_after(self, results: Iterable[ToolResult]) -> None:
+        """Call the ``after_tool_result`` callbacks; one that raises never changes an outcome.
+
+        Its error is reported as a :class:`~nbagent.CallbackWarning` (like a
+        subscriber's), and every other call of the round still runs and is recorded.
+        """
         for r in results:
             for fn in list(self._after):
-                fn(r)
+                try:
+                    fn(r)
+                except Exception as exc:
+                    warnings.warn(
+                        f"nbagent after_tool_result callback {getattr(fn, '__qualname__', fn)!r} "
+                        f"raised {type(exc).__name__}: {exc} (on {r.call.name}({r.call.id}))",
+                        CallbackWarning,
+                        stacklevel=2,
+                    )
 
     def _record_decision(
         self, c: ToolCall, decision: Decision, after: list[ToolResult]

@@ -9,9 +9,10 @@ the loop. ``_RoundHooks`` is the chat's side of the runner protocol.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, Literal
 
 from . import _aio
@@ -324,7 +325,7 @@ class LoopMixin(ChatCore):
             self._usage = self._usage + usage
             message: Message
             if response.tool_calls:
-                calls = tuple(c.copy_identity() for c in response.tool_calls)
+                calls = self._unique_ids(c.copy_identity() for c in response.tool_calls)
                 message = AssistantToolCallMessage(
                     response.text or None, calls, turn=self._turn, stop_reason=response.stop_reason
                 )
@@ -343,6 +344,27 @@ class LoopMixin(ChatCore):
         self._emit_all(events)
         self._run_after(after)
         return StepResult("generated", message, tuple(getattr(message, "tool_calls", ())), response)
+
+    def _unique_ids(self, calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
+        """Give every call its own id, whatever the wire sent (under the lock).
+
+        Some servers repeat an id within a response or reuse one in a later
+        turn. A repeated id becomes ``<id>_2`` (the first free suffix), decided
+        when the response arrives, so it is deterministic; that id is what the
+        chat sends back, and a stateless API only needs the ids of one request
+        to be consistent.
+        """
+        out: list[ToolCall] = []
+        taken = set(self._calls)
+        for c in calls:
+            if c.id in taken:
+                n = 2
+                while f"{c.id}_{n}" in taken:
+                    n += 1
+                c = dataclasses.replace(c, id=f"{c.id}_{n}")
+            taken.add(c.id)
+            out.append(c)
+        return tuple(out)
 
     def _register_calls(
         self,
@@ -428,7 +450,10 @@ class LoopMixin(ChatCore):
             verdict, note = consult_resolver(tool, c)
             by = "resolver"
             if note and c.approval is not None:
-                c.approval = Approval(True, c.approval.source, f"{c.approval.reason} ({note})")
+                # asked again at every step: the reason says why it could not decide, once
+                c.approval = Approval(
+                    True, c.approval.source, f"{requirement(tool).reason} ({note})"
+                )
         if verdict is None:
             for policy in self._policies:
                 if policy.matches(c):
@@ -568,13 +593,24 @@ class _RoundHooks:
         if outcome.message == _ALREADY:
             return
         cfg = get_config()
+        if outcome.status == "ok":
+            try:
+                text = to_content(
+                    outcome.value, max_rows=cfg.result_max_rows, max_chars=cfg.result_max_chars
+                )
+            except Exception as exc:  # str() raised, nesting too deep...: the call still ends
+                kind = type(outcome.value).__name__
+                outcome.status, outcome.error = "error", exc
+                outcome.message = (
+                    f"the tool returned a {kind} value that could not be turned into text "
+                    f"({type(exc).__name__}: {str(exc)[:200]})"
+                )
+                outcome.value = None
         with chat._lock:
             if c.is_final:
                 return
             if outcome.status == "ok":
-                content = to_content(
-                    outcome.value, max_rows=cfg.result_max_rows, max_chars=cfg.result_max_chars
-                )
+                content = text
             elif outcome.status == "error":
                 content = f"Error: {outcome.message}"
                 if outcome.error is not None and chat.on_tool_error == "raise":

@@ -16,7 +16,16 @@ Modes:
 
 Timeouts: an async tool that times out is cancelled; a sync tool's thread
 cannot be killed, so it is abandoned (its eventual return value is discarded)
-and the call is recorded as ``timed_out`` at once.
+and the call is recorded as ``timed_out`` at once. A sync call still queued for
+a worker thread when its timeout expires never starts: the call reported
+``timed_out`` is never run afterwards. Abandoned threads are counted
+(:func:`abandoned_threads`, and in the call's error text) and bounded by the
+pool's size (:data:`POOL_SIZE`): once every worker is stuck, new sync calls
+time out before they start instead of piling up threads.
+
+A tool that raises ``SystemExit`` (or any ``BaseException`` but
+``KeyboardInterrupt`` and cancellation) fails like one that raises an
+``Exception``: an ``error`` outcome, never a call left running.
 
 Cancellation (``chat.cancel()``, KeyboardInterrupt): calls that have not started
 are cancelled; calls already running settle first and keep their real outcome.
@@ -77,17 +86,49 @@ class RoundHooks(Protocol):
         """Whether the chat was asked to stop."""
 
 
+class ToolExited(Exception):
+    """A tool raised a ``BaseException`` that is not an interruption (``SystemExit``...).
+
+    Carried as an ``Exception`` so that it fails the call instead of escaping a
+    worker thread or an asyncio task (where asyncio re-raises ``SystemExit``
+    into the event loop).
+    """
+
+    def __init__(self, original: BaseException):
+        super().__init__(f"{type(original).__name__}: {original}")
+        self.original = original
+
+
+def _contained(exc: BaseException) -> BaseException:
+    """``exc``, or a :class:`ToolExited` for a non-interrupting ``BaseException``."""
+    if isinstance(exc, (Exception, KeyboardInterrupt, asyncio.CancelledError)):
+        return exc
+    return ToolExited(exc)
+
+
 def _call_sync(job: Job) -> Any:
     with _bind_call(job.call):
-        result = job.tool.execute(**job.tool.bind(job.call, job.kwargs))
-        if asyncio.iscoroutine(result):  # a sync execute() that returned a coroutine
-            return asyncio.run(result)
-        return result
+        try:
+            result = job.tool.execute(**job.tool.bind(job.call, job.kwargs))
+            if asyncio.iscoroutine(result):  # a sync execute() that returned a coroutine
+                return asyncio.run(result)
+            return result
+        except BaseException as exc:
+            contained = _contained(exc)
+            if contained is exc:
+                raise
+            raise contained from exc
 
 
 async def _call_async(job: Job) -> Any:
     with _bind_call(job.call):
-        return await job.tool.execute(**job.tool.bind(job.call, job.kwargs))
+        try:
+            return await job.tool.execute(**job.tool.bind(job.call, job.kwargs))
+        except BaseException as exc:
+            contained = _contained(exc)
+            if contained is exc:
+                raise
+            raise contained from exc
 
 
 def _call_async_in_thread(job: Job) -> Any:
@@ -97,6 +138,20 @@ def _call_async_in_thread(job: Job) -> Any:
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 POOL_SIZE = 256  # threads are created on demand and reused; the semaphore bounds each round
+_abandoned = 0  # worker threads still running a call that timed out
+_abandoned_lock = threading.Lock()
+
+
+def abandoned_threads() -> int:
+    """Worker threads still running a sync call that already timed out."""
+    return _abandoned
+
+
+def _abandon_count(delta: int) -> int:
+    global _abandoned
+    with _abandoned_lock:
+        _abandoned += delta
+        return _abandoned
 
 
 def _shared_pool() -> concurrent.futures.ThreadPoolExecutor:
@@ -201,8 +256,9 @@ class ToolRunner:
         try:
             value = await self._execute(job, mode, pool)
             out = Outcome(job.call, "ok", value=value)
-        except TimeoutError:
-            out = Outcome(job.call, "timed_out", message=f"timed out after {job.timeout:g} s")
+        except TimeoutError as exc:
+            message = str(exc) or f"timed out after {job.timeout:g} s"
+            out = Outcome(job.call, "timed_out", message=message)
         except asyncio.CancelledError:
             out = Outcome(job.call, "cancelled", message="cancelled while running")
             self._settle(out, started, t0, hooks)
@@ -211,6 +267,10 @@ class ToolRunner:
             out = Outcome(job.call, "cancelled", message="interrupted while running")
             self._settle(out, started, t0, hooks)
             raise
+        except ToolExited as exc:
+            out = Outcome(job.call, "error", error=exc.original, message=str(exc))
+        except _NeverStarted as exc:
+            out = Outcome(job.call, "timed_out", message=str(exc))
         except Exception as exc:
             out = Outcome(job.call, "error", error=exc, message=f"{type(exc).__name__}: {exc}")
         self._settle(out, started, t0, hooks)
@@ -252,18 +312,75 @@ class ToolRunner:
         job: Job, pool: concurrent.futures.ThreadPoolExecutor | None, fn: Any
     ) -> Any:
         loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(pool, fn, job)
+        if not job.timeout:
+            fut = loop.run_in_executor(pool, fn, job)
+            return await ToolRunner._settled(fut)
+        ticket = _Ticket()
+        fut = loop.run_in_executor(pool, ticket.run, fn, job)
         try:
-            if job.timeout:
-                return await asyncio.wait_for(asyncio.shield(fut), job.timeout)
+            return await asyncio.wait_for(asyncio.shield(fut), job.timeout)
+        except TimeoutError:
+            if not ticket.abandon():  # still queued: it will never start
+                raise _NeverStarted(
+                    f"timed out after {job.timeout:g} s before it started (every worker "
+                    "thread was busy); it was not run"
+                ) from None
+            n = _abandon_count(1)
+            fut.add_done_callback(lambda _: _abandon_count(-1))
+            raise TimeoutError(
+                f"timed out after {job.timeout:g} s; its thread could not be stopped and "
+                f"finishes in the background, its result discarded ({n} such thread"
+                f"{'s' if n != 1 else ''} now)"
+            ) from None
+        except asyncio.CancelledError:
+            if not ticket.abandon():
+                raise  # it never started: cancelled before it ran
+            return await ToolRunner._after_cancel(fut)
+
+    @staticmethod
+    async def _settled(fut: asyncio.Future[Any]) -> Any:
+        try:
             return await asyncio.shield(fut)
         except asyncio.CancelledError:
-            # A thread cannot be stopped: wait for it so its real outcome is kept.
-            if not fut.done():
-                await asyncio.wait([fut])
-            if fut.cancelled():
-                raise
-            exc = fut.exception()
-            if exc is not None:
-                raise exc from None
-            return fut.result()
+            return await ToolRunner._after_cancel(fut)
+
+    @staticmethod
+    async def _after_cancel(fut: asyncio.Future[Any]) -> Any:
+        """Cancelled while a thread runs a call: wait for it so its real outcome is kept."""
+        if not fut.done():
+            await asyncio.wait([fut])
+        if fut.cancelled():
+            raise asyncio.CancelledError
+        exc = fut.exception()
+        if exc is not None:
+            raise exc from None
+        return fut.result()
+
+
+class _NeverStarted(Exception):
+    """A queued sync call timed out before a worker thread picked it up."""
+
+
+class _Ticket:
+    """Decides, once, whether a queued call starts or is abandoned before it can."""
+
+    __slots__ = ("_lock", "_state")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = "queued"
+
+    def run(self, fn: Any, job: Job) -> Any:
+        """In the worker thread: run ``fn(job)`` unless the caller gave up first."""
+        with self._lock:
+            if self._state == "abandoned":
+                return None  # reported timed_out before it started: never run it
+            self._state = "started"
+        return fn(job)
+
+    def abandon(self) -> bool:
+        """The caller gives up; True if the call had started (its thread runs on)."""
+        with self._lock:
+            started = self._state == "started"
+            self._state = "abandoned" if not started else "started"
+            return started

@@ -1,0 +1,260 @@
+"""The promise at the edges (issue 13): every call reaches a final status, a call reported
+final never runs afterwards, callbacks never change other calls' outcomes, ids stay unique.
+
+Each test here failed before its fix.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import warnings
+from typing import Any
+
+import pytest
+
+from nbagent import CallbackWarning, Chat, Tool, ToolResultMessage, tool
+from nbagent.testing import ScriptedProvider, call_tools, reply
+
+MODES = [False, "threads", "async"]
+ran: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    ran.clear()
+
+
+def _chat(*turns: Any, concurrency: Any = False) -> Chat:
+    chat = Chat(provider=ScriptedProvider(list(turns)), display=False)
+    return chat.with_tool_options(concurrency=concurrency)
+
+
+def _results(chat: Chat) -> list[ToolResultMessage]:
+    return [m for m in chat.transcript if isinstance(m, ToolResultMessage)]
+
+
+# ------------------------------------------------- results that used to wedge the chat
+class Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+    __repr__ = __str__
+
+
+@tool
+def unprintable() -> Any:
+    """Returns a value that cannot be turned into text."""
+    ran.append("unprintable")
+    return Unprintable()
+
+
+@tool
+def nested_unprintable() -> dict[str, Any]:
+    """Returns a dict holding such a value."""
+    ran.append("nested")
+    return {"ok": [1, 2, Unprintable()]}
+
+
+@tool
+def deep() -> list[Any]:
+    """Returns a 100,000-deep nested list."""
+    ran.append("deep")
+    value: list[Any] = []
+    for _ in range(100_000):
+        value = [value]
+    return value
+
+
+@tool
+def exits() -> str:
+    """Calls sys.exit()."""
+    ran.append("exits")
+    sys.exit(3)
+
+
+@tool
+async def exits_async() -> str:
+    """An async tool that raises SystemExit."""
+    ran.append("exits_async")
+    raise SystemExit("bye")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "name", ["unprintable", "nested_unprintable", "deep", "exits", "exits_async"]
+)
+def test_every_call_reaches_a_final_status(name: str, mode: Any) -> None:
+    tools = {t.name: t for t in (unprintable, nested_unprintable, deep, exits, exits_async)}
+    chat = _chat(call_tools((name, {}), ("unprintable", {})), reply("done"), concurrency=mode)
+    chat.with_tools(*tools.values())
+    chat.ask("go")
+    assert chat.status == "complete"
+    assert all(c.status == "error" for c in chat.tool_calls), chat.tool_calls
+    first = _results(chat)[0].content
+    assert first.startswith("Error:")
+    if name.startswith("exits"):
+        assert "SystemExit" in first
+    else:
+        assert "could not be turned into text" in first
+    chat.ask_later("again")  # no PendingToolCallsError: the round closed
+
+
+# ------------------------------------------- a call reported timed_out never runs after
+def test_a_queued_call_that_timed_out_never_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    import nbagent._runner as runner
+
+    release = threading.Event()
+    monkeypatch.setattr(runner, "_pool", None)
+    monkeypatch.setattr(runner, "POOL_SIZE", 1)  # one worker thread, soon stuck
+
+    @tool(timeout=0.2)
+    def stuck() -> str:
+        """Blocks its thread until released."""
+        release.wait(10)
+        ran.append("stuck")
+        return "late"
+
+    @tool(timeout=0.2)
+    def queued() -> str:
+        """Would run once a worker thread is free."""
+        ran.append("queued")
+        return "ran"
+
+    chat = _chat(call_tools(("stuck", {}), ("queued", {})), reply("done"), concurrency="threads")
+    chat.with_tools(stuck, queued)  # one round, two calls, one worker thread
+    try:
+        chat.ask("go")
+        statuses = [c.status for c in chat.tool_calls]
+        assert statuses == ["timed_out", "timed_out"]
+        assert runner.abandoned_threads() >= 1
+        assert "background" in (chat.tool_calls[0].result.content or "")  # type: ignore[union-attr]
+        assert "before it started" in (chat.tool_calls[1].result.content or "")  # type: ignore[union-attr]
+    finally:
+        release.set()
+    time.sleep(0.5)  # the worker is free again: the queued call must still not run
+    assert ran == ["stuck"]
+    runner._shared_pool().shutdown(wait=True)
+
+
+# ------------------------------------------------ callbacks never change other outcomes
+def test_a_raising_after_tool_result_callback_cancels_nothing() -> None:
+    @tool
+    def one() -> str:
+        """First."""
+        ran.append("one")
+        return "1"
+
+    @tool
+    def two() -> str:
+        """Second."""
+        ran.append("two")
+        return "2"
+
+    def boom(result: Any) -> None:
+        raise ValueError("callback bug")
+
+    chat = _chat(call_tools(("one", {}), ("two", {})), reply("done"))
+    chat.with_tools(one, two).after_tool_result(boom)
+    with pytest.warns(CallbackWarning, match="callback bug"):
+        chat.ask("go")
+    assert ran == ["one", "two"]
+    assert [c.status for c in chat.tool_calls] == ["ok", "ok"]
+    assert chat.status == "complete"
+
+
+# --------------------------------------------------------------- approvals at the edges
+class Refund(Tool):
+    """Refund an order."""
+
+    requires_approval = True
+
+    def execute(self, order_id: int) -> str:
+        ran.append(f"refund {order_id}")
+        return "refunded"
+
+
+@pytest.mark.parametrize("verdict", ["false", 1, [], None])
+def test_always_allow_approves_only_on_true(verdict: Any) -> None:
+    chat = _chat(call_tools(("refund", {"order_id": 1})), reply("ok"))
+    chat.with_tools(Refund)
+    with pytest.warns(CallbackWarning, match="not True or False"):
+        chat.always_allow(Refund, when=lambda call: verdict)
+        chat.ask("refund 1")
+    assert chat.status == "awaiting_approval"
+    assert ran == []
+
+
+def test_a_raising_always_allow_predicate_warns_and_does_not_approve() -> None:
+    def broken(call: Any) -> bool:
+        raise KeyError("amount")
+
+    chat = _chat(call_tools(("refund", {"order_id": 1})), reply("ok"))
+    chat.with_tools(Refund).always_allow(Refund, when=broken)
+    with pytest.warns(CallbackWarning, match="raised KeyError"):
+        chat.ask("refund 1")
+    assert chat.status == "awaiting_approval"
+
+
+def test_a_failing_resolvers_note_is_said_once() -> None:
+    @tool(approval=lambda call: 1 / 0)
+    def risky(x: int) -> str:
+        """A tool whose approval rule raises."""
+        return "ran"
+
+    chat = _chat(call_tools(("risky", {"x": 1})), reply("ok"))
+    chat.with_tools(risky)
+    chat.ask("go")
+    for _ in range(3):
+        chat.complete()  # every step asks the rule again
+    reason = chat.pending_approvals[0].approval.reason  # type: ignore[union-attr]
+    assert reason.count("ZeroDivisionError") == 1
+
+
+# ------------------------------------------------------------------ repeated wire ids
+def test_repeated_ids_get_their_own_identity() -> None:
+    chat = _chat(
+        call_tools(("refund", {"order_id": 1}, "dup"), ("refund", {"order_id": 2}, "dup")),
+        call_tools(("refund", {"order_id": 3}, "dup")),
+        reply("done"),
+    )
+    chat.with_tools(Refund)
+    chat.ask("refund 1 and 2")
+    first, second = chat.pending_approvals
+    assert (first.id, second.id) == ("dup", "dup_2")
+    chat.approve(first)
+    chat.deny(second, reason="no")
+    chat.complete()
+    assert ran == ["refund 1"]
+    third = chat.pending_approvals[0]
+    assert third.id == "dup_3" and third.arguments == {"order_id": 3}
+    chat.approve(third)
+    chat.complete()
+    assert ran == ["refund 1", "refund 3"]
+    assert len(chat.log) == 3
+    assert [r.tool_call_id for r in _results(chat)] == ["dup", "dup_2", "dup_3"]
+
+
+# ---------------------------------------------------------------- per-thread event loops
+def test_threads_that_drove_a_chat_leave_no_unclosed_loop() -> None:
+    @tool(timeout=5)
+    def quick() -> str:
+        """Runs on a worker thread (it has a timeout)."""
+        return "ok"
+
+    def drive() -> None:
+        chat = _chat(call_tools(("quick", {})), reply("done"))
+        chat.with_tools(quick).ask("go")
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            t = threading.Thread(target=drive)
+            t.start()
+            t.join()
+        import gc
+
+        gc.collect()
+    unclosed = [w for w in caught if issubclass(w.category, ResourceWarning)]
+    assert unclosed == []
