@@ -113,11 +113,9 @@ def display_chat(chat: Chat) -> Any:
     from IPython.display import display
 
     if widgets_available():
-        from ._view import ChatView
+        from ._view import show
 
-        view = ChatView(chat)
-        display(view)
-        return view
+        return show(chat)
     if not in_kernel():  # terminal IPython: print once, never re-print on updates
         display(chat_mimebundle(chat), raw=True)
         return None

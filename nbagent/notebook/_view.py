@@ -53,7 +53,7 @@ class ChatView:
         page_size: Entries per page.
         live_pages: Pages kept as live widgets; older ones fold behind "Show earlier".
 
-    Display it with ``display(view)`` (or just ``nbagent.notebook.show(chat)``).
+    Display it with ``display(view)`` (or just :func:`show` it).
     ``view.widget`` is the ipywidgets container.
     """
 
@@ -453,6 +453,15 @@ class ChatView:
     def wait(self, timeout: float | None = 10.0) -> bool:
         """Wait for continuations started by clicks to finish (scripts and tests)."""
         return self.continuation.wait(timeout)
+
+
+def show(chat: Chat, *, turn: int | None = None) -> ChatView:
+    """Display a live view of ``chat`` (or of one ``turn``) in the current cell and return it."""
+    from IPython.display import display
+
+    view = ChatView(chat, turn=turn)
+    display(view)
+    return view
 
 
 def _parse_arguments(value: Any) -> dict[str, Any]:

@@ -564,8 +564,11 @@ def test_a_click_during_a_finished_wait_still_continues(counter: Counter) -> Non
 def test_import_nbagent_imports_no_widgets() -> None:
     code = (
         "import sys, nbagent; c = nbagent.Chat(model='demo'); "
+        "from nbagent.notebook import review; "
         "assert 'ipywidgets' not in sys.modules and 'anywidget' not in sys.modules, 'widgets'; "
-        "assert [type(e).__name__ for e in c.extensions] == ['CallLog']"
+        "assert [type(e).__name__ for e in c.extensions] == ['CallLog']; "
+        "from nbagent.notebook import ChatView, show; import nbagent.notebook._view as v; "
+        "assert (ChatView, show) == (v.ChatView, v.show) and 'ipywidgets' in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
