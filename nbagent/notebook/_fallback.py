@@ -22,8 +22,8 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import _render as R
 from ._kernel import in_kernel
+from ._render import conversation_html, conversation_markdown, conversation_text
 from ._state import ChatState, Entry, state_for
 
 if TYPE_CHECKING:
@@ -74,9 +74,9 @@ def bundle_for(state: ChatState, turn: int | None = None) -> dict[str, str]:
         entries: list[Entry] = state.entries_for(turn)
         totals = state.totals_for(turn)
         return {
-            "text/html": R.conversation_html(entries, totals),
-            "text/markdown": R.conversation_markdown(entries, totals),
-            "text/plain": R.conversation_text(entries, totals),
+            "text/html": conversation_html(entries, totals),
+            "text/markdown": conversation_markdown(entries, totals),
+            "text/plain": conversation_text(entries, totals),
         }
 
 

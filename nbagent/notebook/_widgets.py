@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import anywidget
-import traitlets as t
+import traitlets
 
 _HERE = Path(__file__).parent
 _nonces = itertools.count(1)
@@ -53,16 +53,16 @@ class ActionCard(anywidget.AnyWidget):
     _esm = _HERE / "approval.js"
     _css = _HERE / "approval.css"
 
-    kind = t.Unicode("approval").tag(sync=True)
-    state = t.Unicode("pending").tag(sync=True)
-    tool = t.Unicode("").tag(sync=True)
-    call_id = t.Unicode("").tag(sync=True)
-    arguments = t.Unicode("{}").tag(sync=True)
-    reason = t.Unicode("").tag(sync=True)
-    steps = t.Int(0).tag(sync=True)
-    summary = t.Unicode("").tag(sync=True)
-    error = t.Unicode("").tag(sync=True)
-    action = t.Dict({}).tag(sync=True)
+    kind = traitlets.Unicode("approval").tag(sync=True)
+    state = traitlets.Unicode("pending").tag(sync=True)
+    tool = traitlets.Unicode("").tag(sync=True)
+    call_id = traitlets.Unicode("").tag(sync=True)
+    arguments = traitlets.Unicode("{}").tag(sync=True)
+    reason = traitlets.Unicode("").tag(sync=True)
+    steps = traitlets.Int(0).tag(sync=True)
+    summary = traitlets.Unicode("").tag(sync=True)
+    error = traitlets.Unicode("").tag(sync=True)
+    action = traitlets.Dict({}).tag(sync=True)
 
     def __init__(self, handler: ActionHandler | None = None, **kwargs: Any):
         super().__init__(**kwargs)
