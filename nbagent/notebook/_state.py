@@ -265,56 +265,57 @@ class ChatState:
             return entry
 
     def apply(self, event: Event) -> list[Entry]:
-        """Fold one event in; return the entries it created or changed."""
-        if isinstance(event, TextDelta):
-            return self._text(event.step, event.text, append=True)
-        if isinstance(event, ToolCallDelta):
-            step = self.by_key.get(f"s:{event.step}")
-            if (
-                isinstance(step, StepEntry)
-                and event.name
-                and event.index not in step.streaming_calls
-            ):
-                step.streaming_calls[event.index] = event.name
-                return [_touch(step)]
-            return []
-        if isinstance(event, MessageAdded):
-            return self._message(event)
-        if isinstance(event, ModelRequestStarted):
-            return self._started(event)
-        if isinstance(event, ModelRequestFinished):
-            return self._finished(event)
-        if isinstance(event, ModelRequestFailed):
-            return self._failed(event)
-        if isinstance(event, ToolCallRequested):
-            return self._requested(event)
-        if isinstance(event, ApprovalRequested):
-            return self._call_update(
-                event.call,
-                status="awaiting_approval",
-                approval_reason=event.reason,
-                approval_source=event.source,
-                phase=AWAITING,
-            )
-        if isinstance(event, ApprovalDecided):
-            d = event.decision
-            return self._call_update(
-                event.call,
-                status="approved" if d.verdict == "approved" else "denied",
-                verdict=d.verdict,
-                decided_by=d.by,
-                decision_reason=d.reason,
-                edited_arguments=d.arguments,
-            )
-        if isinstance(event, ToolCallStarted):
-            return self._call_update(
-                event.call, status="running", arguments_run=dict(event.arguments), phase=RUNNING
-            )
-        if isinstance(event, ToolCallFinished):
-            return self._call_finished(event)
-        if isinstance(event, StepFinished):
-            return self._step_finished(event)
-        return []
+        """Fold one event in; return the entries it created or changed.
+
+        One ``case`` per event type (the types are disjoint), the most frequent
+        first: streamed text, then the calls' lifecycle.
+        """
+        match event:
+            case TextDelta():
+                return self._text(event.step, event.text, append=True)
+            case ToolCallDelta():
+                return self._call_streaming(event)
+            case ToolCallStarted():
+                return self._call_update(
+                    event.call,
+                    status="running",
+                    arguments_run=dict(event.arguments),
+                    phase=RUNNING,
+                )
+            case ToolCallFinished():
+                return self._call_finished(event)
+            case ToolCallRequested():
+                return self._requested(event)
+            case ApprovalRequested():
+                return self._call_update(
+                    event.call,
+                    status="awaiting_approval",
+                    approval_reason=event.reason,
+                    approval_source=event.source,
+                    phase=AWAITING,
+                )
+            case ApprovalDecided():
+                decision = event.decision
+                return self._call_update(
+                    event.call,
+                    status=decision.verdict,
+                    verdict=decision.verdict,
+                    decided_by=decision.by,
+                    decision_reason=decision.reason,
+                    edited_arguments=decision.arguments,
+                )
+            case MessageAdded():
+                return self._message(event)
+            case ModelRequestStarted():
+                return self._started(event)
+            case ModelRequestFinished():
+                return self._finished(event)
+            case ModelRequestFailed():
+                return self._failed(event)
+            case StepFinished():
+                return self._step_finished(event)
+            case _:
+                return []
 
     # ---------------------------------------------------------------- steps
     def _add(self, entry: E) -> E:
@@ -448,6 +449,14 @@ class ChatState:
         return []
 
     # ---------------------------------------------------------------- calls
+    def _call_streaming(self, e: ToolCallDelta) -> list[Entry]:
+        """A call's name streamed in: the step line says which tool is being called."""
+        step = self.by_key.get(f"s:{e.step}")
+        if isinstance(step, StepEntry) and e.name and e.index not in step.streaming_calls:
+            step.streaming_calls[e.index] = e.name
+            return [_touch(step)]
+        return []
+
     def _requested(self, e: ToolCallRequested) -> list[Entry]:
         c = e.call
         entry = CallEntry(
@@ -592,9 +601,14 @@ def _touch(entry: Entry) -> Entry:
 
 
 def _settles(event: Event) -> bool:
-    if isinstance(event, StepFinished):
-        return event.kind in ("complete", "awaiting_approval", "budget_exhausted")
-    return isinstance(event, ModelRequestFailed)
+    """Whether the chat stops driving with ``event`` (answered, parked, out of budget, failed)."""
+    match event:
+        case StepFinished():
+            return event.kind in ("complete", "awaiting_approval", "budget_exhausted")
+        case ModelRequestFailed():
+            return True
+        case _:
+            return False
 
 
 # One state per chat, shared by every view of it.
