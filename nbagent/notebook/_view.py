@@ -385,9 +385,6 @@ class ChatView:
         self.continuation.request()
 
     # ----------------------------------------------------------- fallbacks
-    def entries(self) -> list[Entry]:
-        return self.state.entries_for(self.turn)
-
     def fallback_bundle(self) -> dict[str, str]:
         """``text/html``, ``text/markdown`` and ``text/plain`` of what the view shows."""
         from ._fallback import bundle_for
@@ -426,33 +423,6 @@ class ChatView:
             update_display(data, raw=True, display_id=self.display_id)
         except Exception:
             pass
-
-    # ---------------------------------------------------------- for tests
-    def card_for(self, call: Any) -> ActionCard:
-        """The approval card of a call (a ToolCall or its id)."""
-        cid = getattr(call, "id", call)
-        return self._cards[f"c:{cid}"]
-
-    def budget_cards(self) -> list[ActionCard]:
-        return [c for k, c in self._cards.items() if k.startswith("b:")]
-
-    def html_of(self, key: str) -> str:
-        html = self._html.get(key)
-        return html.value if html is not None else ""
-
-    def live_html(self) -> list[str]:
-        """Every HTML string currently in the view's widgets."""
-        out = [self._style.value, self._status.value]
-        out.extend(h.value for h in self._html.values())
-        return out
-
-    @property
-    def live_entries(self) -> int:
-        return len(self._widgets)
-
-    def wait(self, timeout: float | None = 10.0) -> bool:
-        """Wait for continuations started by clicks to finish (scripts and tests)."""
-        return self.continuation.wait(timeout)
 
 
 def show(chat: Chat, *, turn: int | None = None) -> ChatView:
