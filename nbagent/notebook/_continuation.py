@@ -89,7 +89,6 @@ class Continuation:
         self._idle = threading.Event()
         self._idle.set()
         self.last_error: BaseException | None = None
-        self.runs = 0
         self.rendered = False
         self._busy_retries = 0
 
@@ -135,7 +134,6 @@ class Continuation:
                 while chat.is_running:  # someone else is driving: let them finish
                     await asyncio.sleep(0.02)
                 try:
-                    self.runs += 1
                     await chat.complete_async(max_steps=steps)
                 except Exception as exc:
                     self._report(chat, exc)
@@ -162,7 +160,6 @@ class Continuation:
                 while chat.is_running:
                     time.sleep(0.02)
                 try:
-                    self.runs += 1
                     chat.complete(max_steps=steps)
                 except Exception as exc:
                     self._report(chat, exc)

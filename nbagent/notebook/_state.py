@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -189,9 +189,8 @@ def pretty_json(value: Any) -> str:
 class ChatState:
     """The view's model of one chat, folded from its events (thread-safe)."""
 
-    def __init__(self, chat_id: str, model: str = ""):
+    def __init__(self, chat_id: str):
         self.chat_id = chat_id
-        self.model = model
         self.entries: list[Entry] = []
         self.by_key: dict[str, Entry] = {}
         self.totals: dict[int | None, Totals] = {None: Totals()}
@@ -375,7 +374,6 @@ class ChatState:
         self._step = e.step
         self._turn_of_step[e.step] = e.turn
         self.turn = max(self.turn, e.turn)
-        self.model = e.model
         changed = self._resolve_budgets()
         entry = StepEntry(
             f"s:{e.step}",
@@ -512,7 +510,7 @@ class ChatState:
     @classmethod
     def from_chat(cls, chat: Chat) -> ChatState:
         """Rebuild what can be rebuilt from a chat's transcript and calls (no step timings)."""
-        state = cls(chat.id, chat.model)
+        state = cls(chat.id)
         step = 0
         for index, m in enumerate(chat.transcript):
             turn = getattr(m, "turn", 0)
@@ -621,7 +619,7 @@ def state_for(chat: Chat) -> ChatState:
     with _states_lock:
         state = _states.get(chat)
         if state is None:
-            state = ChatState.from_chat(chat) if chat.transcript else ChatState(chat.id, chat.model)
+            state = ChatState.from_chat(chat) if chat.transcript else ChatState(chat.id)
             _states[chat] = state
             chat.on(None, state.on_event)
         return state
@@ -629,13 +627,3 @@ def state_for(chat: Chat) -> ChatState:
 
 def has_state(chat: Chat) -> bool:
     return chat in _states
-
-
-def unique(entries: Iterable[Entry]) -> list[Entry]:
-    seen: set[str] = set()
-    out = []
-    for e in entries:
-        if e.key not in seen:
-            seen.add(e.key)
-            out.append(e)
-    return out

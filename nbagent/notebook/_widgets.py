@@ -69,7 +69,6 @@ class ActionCard(anywidget.AnyWidget):
         self._handler = handler
         self._lock = threading.Lock()
         self._seen: set[str] = set()
-        self.rendered = False
         self.on_rendered: Callable[[], Any] | None = None
         self.observe(self._on_action, names="action")
         self.on_msg(self._on_custom_msg)
@@ -79,10 +78,9 @@ class ActionCard(anywidget.AnyWidget):
 
     # ------------------------------------------------------------------ browser
     def _on_custom_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if isinstance(content, dict) and content.get("event") == "rendered":
-            self.rendered = True
-            if self.on_rendered is not None:
-                self.on_rendered()
+        rendered = isinstance(content, dict) and content.get("event") == "rendered"
+        if rendered and self.on_rendered is not None:
+            self.on_rendered()
 
     def _on_action(self, change: dict[str, Any]) -> None:
         action = change.get("new") or {}
