@@ -34,7 +34,14 @@ from .._events import (
     ToolCallRequested,
     ToolCallStarted,
 )
-from .._types import AssistantToolCallMessage, ChatMessage, ToolCall
+from .._types import (
+    AssistantToolCallMessage,
+    CallStatus,
+    ChatMessage,
+    DecisionVerdict,
+    ResultStatus,
+    ToolCall,
+)
 
 if TYPE_CHECKING:
     from .._chat import Chat
@@ -110,16 +117,16 @@ class CallEntry(Entry):
     step: int = 0
     arguments: dict[str, Any] = field(default_factory=dict)
     raw_arguments: str | None = None
-    status: str = "requested"
+    status: CallStatus = "requested"
     gated: bool = False
     approval_reason: str = ""
     approval_source: str = ""
-    verdict: str | None = None
+    verdict: DecisionVerdict | None = None
     decided_by: str | None = None
     decision_reason: str | None = None
     edited_arguments: dict[str, Any] | None = None
     result: str | None = None
-    result_status: str | None = None
+    result_status: ResultStatus | None = None
     error: str | None = None
     duration_ms: float | None = None
     mode: str | None = None
@@ -602,6 +609,7 @@ def _settles(event: Event) -> bool:
     """Whether the chat stops driving with ``event`` (answered, parked, out of budget, failed)."""
     match event:
         case StepFinished():
+            # A deliberate subset of the step kinds (StepKind): those after which nobody drives.
             return event.kind in ("complete", "awaiting_approval", "budget_exhausted")
         case ModelRequestFailed():
             return True

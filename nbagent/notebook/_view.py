@@ -294,6 +294,7 @@ class ChatView:
 
     def _sync_card(self, card: ActionCard, e: Entry) -> None:
         if isinstance(e, CallEntry):
+            # A deliberate subset of CallStatus: the ones before any decision.
             if e.status in ("requested", "awaiting_approval") and e.verdict is None:
                 card.layout.display = None
                 if card.state not in ("pending", "working"):
@@ -301,7 +302,7 @@ class ChatView:
                 return
             summary = decision_words(e) or f"no decision ({e.status})"
             card.summary = summary[:1].upper() + summary[1:]
-            card.state = e.verdict if e.verdict in ("approved", "denied") else "closed"
+            card.state = e.verdict or "closed"
             card.layout.display = "none"  # the call card above says what was decided
         elif isinstance(e, BudgetEntry):
             if e.pending:
