@@ -273,14 +273,19 @@ class ChatState:
     def apply(self, event: Event) -> list[Entry]:
         """Fold one event in; return the entries it created or changed.
 
-        One ``case`` per event type (the types are disjoint), the most frequent
-        first: streamed text, then the calls' lifecycle.
+        One ``case`` per event type (the types are disjoint), roughly the most
+        frequent first: streamed text and arguments, then messages and steps
+        (two of each per round), then the calls' lifecycle and the requests.
         """
         match event:
             case TextDelta():
                 return self._text(event.step, event.text, append=True)
             case ToolCallDelta():
                 return self._call_streaming(event)
+            case MessageAdded():
+                return self._message(event)
+            case StepFinished():
+                return self._step_finished(event)
             case ToolCallStarted():
                 return self._call_update(
                     event.call,
@@ -292,6 +297,10 @@ class ChatState:
                 return self._call_finished(event)
             case ToolCallRequested():
                 return self._requested(event)
+            case ModelRequestStarted():
+                return self._started(event)
+            case ModelRequestFinished():
+                return self._finished(event)
             case ApprovalRequested():
                 return self._call_update(
                     event.call,
@@ -310,16 +319,8 @@ class ChatState:
                     decision_reason=decision.reason,
                     edited_arguments=decision.arguments,
                 )
-            case MessageAdded():
-                return self._message(event)
-            case ModelRequestStarted():
-                return self._started(event)
-            case ModelRequestFinished():
-                return self._finished(event)
             case ModelRequestFailed():
                 return self._failed(event)
-            case StepFinished():
-                return self._step_finished(event)
             case _:
                 return []
 
