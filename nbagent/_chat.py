@@ -138,7 +138,7 @@ class Chat(BaseChat):
         return chat_mimebundle(self)
 
     def _ipython_display_(self) -> None:
-        from .notebook._fallback import display_chat
+        from .notebook._auto import display_chat
 
         display_chat(self)
 

@@ -19,7 +19,7 @@ def test_providers_notebook_runs_offline() -> None:
     # the tool round on each wire
     assert '"role": "tool"' in text and '"type": "tool_result"' in text
     assert '"type": "function_call_output"' in text  # Responses
-    # DESIGN.md's choice/calls table, produced by the adapters
+    # the wire form of each tool choice and calls value, produced by the adapters
     assert '`{"tool_choice": {"type": "any", "disable_parallel_tool_use": true}}`' in markdown
     assert '`{"tool_choice": "required", "parallel_tool_calls": false}`' in markdown
     assert '{"type": "function", "function": {"name": "get_weather"}}' in markdown

@@ -40,7 +40,7 @@ def test_import_stays_light() -> None:
     assert out.stdout.strip() == "[]"
 
 
-PUBLIC_PACKAGES = ["nbagent", "nbagent.store", "nbagent.log", "nbagent.testing"]
+PUBLIC_PACKAGES = ["nbagent", "nbagent.store", "nbagent.log", "nbagent.notebook", "nbagent.testing"]
 
 
 @pytest.mark.parametrize("package", PUBLIC_PACKAGES)

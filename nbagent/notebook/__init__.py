@@ -9,46 +9,35 @@ the same output. Outside a widget front end, every display also carries
 ``text/html``, ``text/markdown`` and ``text/plain``; in a terminal,
 :func:`review` asks at an ``input()`` prompt.
 
-Importing this package is cheap: ipywidgets and anywidget are imported only
-when a view is built (``ChatView``, ``show``), never by ``import nbagent``.
+Importing this package is cheap: its names are looked up on first use, and
+ipywidgets and anywidget are imported only when a view is built (``ChatView``,
+``show``), never by ``import nbagent``.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
+from .._exports import publish_one as _publish_one
+
 if TYPE_CHECKING:
-    from .._base_chat import BaseChat as Chat
-    from .._types import Message
-    from ._view import ChatView
+    from ._fallback import review
+    from ._view import ChatView, show
 
 __all__ = ["ChatView", "review", "show"]
 
+_HOMES = {"ChatView": "._view", "review": "._fallback", "show": "._view"}
+
 
 def __getattr__(name: str) -> Any:
-    if name == "ChatView":
-        from ._view import ChatView
-
-        return ChatView
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def review(chat: Chat, **kwargs: Any) -> Message | None:
-    """Decide pending approvals at an ``input()`` prompt, then continue.
-
-    Keyword arguments ``input`` and ``print`` replace the builtins (tests, other UIs).
-    """
-    from ._fallback import review as _review
-
-    return _review(chat, **kwargs)
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = _publish_one(__name__, getattr(importlib.import_module(home, __name__), name))
+    globals()[name] = value  # looked up once
+    return value
 
 
-def show(chat: Chat, *, turn: int | None = None) -> ChatView:
-    """Display a live view of ``chat`` (or of one ``turn``) in the current cell and return it."""
-    from IPython.display import display
-
-    from ._view import ChatView
-
-    view = ChatView(chat, turn=turn)
-    display(view)
-    return view
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -129,7 +129,6 @@ def _show_turn(chat: Chat) -> None:
     enabled = chat.display if chat.display is not None else get_config().display
     if not enabled or threading.current_thread() is not threading.main_thread():
         return
-    from . import show
     from ._continuation import capture_main_loop
     from ._fallback import StaticView, widgets_available
 
@@ -139,6 +138,26 @@ def _show_turn(chat: Chat) -> None:
     if count is not None:
         _live_turns[chat.id] = (turn, count)
     if widgets_available():
+        from ._view import show
+
         show(chat, turn=turn)
     else:
         StaticView(chat, turn).display()
+
+
+def display_chat(chat: Chat) -> Any:
+    """``display(chat)``: a live view of the whole conversation, or the static bundle."""
+    from IPython.display import display
+
+    from ._fallback import StaticView, chat_mimebundle, widgets_available
+
+    if widgets_available():
+        from ._view import show
+
+        return show(chat)
+    if not in_kernel():  # terminal IPython: print once, never re-print on updates
+        display(chat_mimebundle(chat), raw=True)
+        return None
+    static = StaticView(chat)
+    static.display()
+    return static

@@ -1,15 +1,19 @@
 """After a click, hand the rest of the turn to the kernel's main event loop.
 
-Why (DESIGN.md section 6): a cell that blocks waiting for a click never gets
-it on most kernels. So a cell returns while an approval is pending; the click
-handler records the decision (``chat.approve`` and friends are thread-safe)
-and asks the chat's :class:`Continuation` to run the loop again. The
-continuation runs ``chat.complete_async()`` on the loop captured while a cell
-was running on the main thread, using ``asyncio.run_coroutine_threadsafe``:
-click handlers may run on a subshell thread (JupyterLab >= 4.4 with
-ipykernel 7), on the main thread inside that loop (ipykernel 6, subshells off),
-or anywhere in tests. With no loop captured (a terminal, a script), the loop
-runs in a worker thread with ``chat.complete()``.
+Why: a click reaches the kernel as a comm message on its shell channel, which
+handles one message at a time: the click waits until the running cell has
+finished, unless JupyterLab sends comm messages to a subshell (JupyterLab >= 4.4
+with ipykernel 7) or, for a cell that *awaits*, ipykernel >= 7.4. So a cell
+that blocks waiting for a click never gets it on most kernels. Instead, a cell
+returns while an approval is pending; the click handler records the decision
+(``chat.approve`` and friends are thread-safe) and asks the chat's
+:class:`Continuation` to run the loop again. The continuation runs
+``chat.complete_async()`` on the loop captured while a cell was running on the
+main thread, using ``asyncio.run_coroutine_threadsafe``: click handlers may run
+on a subshell thread (JupyterLab >= 4.4 with ipykernel 7), on the main thread
+inside that loop (ipykernel 6, subshells off), or anywhere in tests. With no
+loop captured (a terminal, a script), the loop runs in a worker thread with
+``chat.complete()``.
 
 Continuations of one chat are serialised: requests coalesce into one driver
 task, so two quick decisions never start two drivers. Errors are recorded in
@@ -85,7 +89,6 @@ class Continuation:
         self._idle = threading.Event()
         self._idle.set()
         self.last_error: BaseException | None = None
-        self.runs = 0
         self.rendered = False
         self._busy_retries = 0
 
@@ -131,7 +134,6 @@ class Continuation:
                 while chat.is_running:  # someone else is driving: let them finish
                     await asyncio.sleep(0.02)
                 try:
-                    self.runs += 1
                     await chat.complete_async(max_steps=steps)
                 except Exception as exc:
                     self._report(chat, exc)
@@ -158,7 +160,6 @@ class Continuation:
                 while chat.is_running:
                     time.sleep(0.02)
                 try:
-                    self.runs += 1
                     chat.complete(max_steps=steps)
                 except Exception as exc:
                     self._report(chat, exc)

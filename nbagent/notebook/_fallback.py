@@ -22,8 +22,8 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import _render as R
 from ._kernel import in_kernel
+from ._render import conversation_html, conversation_markdown, conversation_text
 from ._state import ChatState, Entry, state_for
 
 if TYPE_CHECKING:
@@ -74,9 +74,9 @@ def bundle_for(state: ChatState, turn: int | None = None) -> dict[str, str]:
         entries: list[Entry] = state.entries_for(turn)
         totals = state.totals_for(turn)
         return {
-            "text/html": R.conversation_html(entries, totals),
-            "text/markdown": R.conversation_markdown(entries, totals),
-            "text/plain": R.conversation_text(entries, totals),
+            "text/html": conversation_html(entries, totals),
+            "text/markdown": conversation_markdown(entries, totals),
+            "text/plain": conversation_text(entries, totals),
         }
 
 
@@ -106,24 +106,6 @@ def widgets_available() -> bool:
     except ImportError:
         return False
     return True
-
-
-def display_chat(chat: Chat) -> Any:
-    """``display(chat)``: a live view of the whole conversation, or the static bundle."""
-    from IPython.display import display
-
-    if widgets_available():
-        from ._view import ChatView
-
-        view = ChatView(chat)
-        display(view)
-        return view
-    if not in_kernel():  # terminal IPython: print once, never re-print on updates
-        display(chat_mimebundle(chat), raw=True)
-        return None
-    static = StaticView(chat)
-    static.display()
-    return static
 
 
 class StaticView:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Sequence
+from typing import get_args
 
+from .._types import CallStatus
 from ._state import (
     AWAITING,
     BUDGET,
@@ -88,18 +90,10 @@ CSS = """
 .nba-more button, .nba-more { font-size: var(--jp-ui-font-size0, 11px); }
 """
 
-_STATUS_WORDS = {
-    "requested": "requested",
+# Every call status in words: its name, spaced, except the one that asks for something.
+_STATUS_WORDS: dict[str, str] = {
+    **{status: status.replace("_", " ") for status in get_args(CallStatus)},
     "awaiting_approval": "needs approval",
-    "approved": "approved",
-    "denied": "denied",
-    "running": "running",
-    "ok": "ok",
-    "error": "error",
-    "cancelled": "cancelled",
-    "skipped": "skipped",
-    "timed_out": "timed out",
-    "in_doubt": "in doubt",
 }
 
 
@@ -183,6 +177,7 @@ def step_words(e: StepEntry) -> str:
             parts.append(fmt_cost(e.cost_usd))
         if e.n_tool_calls:
             parts.append(f"{e.n_tool_calls} tool call{'s' if e.n_tool_calls != 1 else ''}")
+        # A deliberate subset of StopReason: the ordinary endings go unsaid.
         if e.stop_reason not in ("", "end", "tool_use"):
             parts.append(f"stopped: {e.stop_reason}")
     return " · ".join(parts)
@@ -239,6 +234,7 @@ def call_html(e: CallEntry, *, with_card: bool = False) -> str:
         f'<span class="nba-badge nba-b-{esc(status)}">'
         f"{esc(_STATUS_WORDS.get(status, status))}</span>",
     ]
+    # Of the runner's modes, the default (sequential) goes unsaid.
     meta = [
         x
         for x in (fmt_ms(e.duration_ms), e.mode if e.mode not in (None, "sequential") else "")

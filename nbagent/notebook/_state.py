@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,7 +34,14 @@ from .._events import (
     ToolCallRequested,
     ToolCallStarted,
 )
-from .._types import AssistantToolCallMessage, ChatMessage, ToolCall
+from .._types import (
+    AssistantToolCallMessage,
+    CallStatus,
+    ChatMessage,
+    DecisionVerdict,
+    ResultStatus,
+    ToolCall,
+)
 
 if TYPE_CHECKING:
     from .._base_chat import BaseChat as Chat
@@ -110,16 +117,16 @@ class CallEntry(Entry):
     step: int = 0
     arguments: dict[str, Any] = field(default_factory=dict)
     raw_arguments: str | None = None
-    status: str = "requested"
+    status: CallStatus = "requested"
     gated: bool = False
     approval_reason: str = ""
     approval_source: str = ""
-    verdict: str | None = None
+    verdict: DecisionVerdict | None = None
     decided_by: str | None = None
     decision_reason: str | None = None
     edited_arguments: dict[str, Any] | None = None
     result: str | None = None
-    result_status: str | None = None
+    result_status: ResultStatus | None = None
     error: str | None = None
     duration_ms: float | None = None
     mode: str | None = None
@@ -189,9 +196,8 @@ def pretty_json(value: Any) -> str:
 class ChatState:
     """The view's model of one chat, folded from its events (thread-safe)."""
 
-    def __init__(self, chat_id: str, model: str = ""):
+    def __init__(self, chat_id: str):
         self.chat_id = chat_id
-        self.model = model
         self.entries: list[Entry] = []
         self.by_key: dict[str, Entry] = {}
         self.totals: dict[int | None, Totals] = {None: Totals()}
@@ -265,56 +271,58 @@ class ChatState:
             return entry
 
     def apply(self, event: Event) -> list[Entry]:
-        """Fold one event in; return the entries it created or changed."""
-        if isinstance(event, TextDelta):
-            return self._text(event.step, event.text, append=True)
-        if isinstance(event, ToolCallDelta):
-            step = self.by_key.get(f"s:{event.step}")
-            if (
-                isinstance(step, StepEntry)
-                and event.name
-                and event.index not in step.streaming_calls
-            ):
-                step.streaming_calls[event.index] = event.name
-                return [_touch(step)]
-            return []
-        if isinstance(event, MessageAdded):
-            return self._message(event)
-        if isinstance(event, ModelRequestStarted):
-            return self._started(event)
-        if isinstance(event, ModelRequestFinished):
-            return self._finished(event)
-        if isinstance(event, ModelRequestFailed):
-            return self._failed(event)
-        if isinstance(event, ToolCallRequested):
-            return self._requested(event)
-        if isinstance(event, ApprovalRequested):
-            return self._call_update(
-                event.call,
-                status="awaiting_approval",
-                approval_reason=event.reason,
-                approval_source=event.source,
-                phase=AWAITING,
-            )
-        if isinstance(event, ApprovalDecided):
-            d = event.decision
-            return self._call_update(
-                event.call,
-                status="approved" if d.verdict == "approved" else "denied",
-                verdict=d.verdict,
-                decided_by=d.by,
-                decision_reason=d.reason,
-                edited_arguments=d.arguments,
-            )
-        if isinstance(event, ToolCallStarted):
-            return self._call_update(
-                event.call, status="running", arguments_run=dict(event.arguments), phase=RUNNING
-            )
-        if isinstance(event, ToolCallFinished):
-            return self._call_finished(event)
-        if isinstance(event, StepFinished):
-            return self._step_finished(event)
-        return []
+        """Fold one event in; return the entries it created or changed.
+
+        One ``case`` per event type (the types are disjoint), roughly the most
+        frequent first: streamed text and arguments, then messages and steps
+        (two of each per round), then the calls' lifecycle and the requests.
+        """
+        match event:
+            case TextDelta():
+                return self._text(event.step, event.text, append=True)
+            case ToolCallDelta():
+                return self._call_streaming(event)
+            case MessageAdded():
+                return self._message(event)
+            case StepFinished():
+                return self._step_finished(event)
+            case ToolCallStarted():
+                return self._call_update(
+                    event.call,
+                    status="running",
+                    arguments_run=dict(event.arguments),
+                    phase=RUNNING,
+                )
+            case ToolCallFinished():
+                return self._call_finished(event)
+            case ToolCallRequested():
+                return self._requested(event)
+            case ModelRequestStarted():
+                return self._started(event)
+            case ModelRequestFinished():
+                return self._finished(event)
+            case ApprovalRequested():
+                return self._call_update(
+                    event.call,
+                    status="awaiting_approval",
+                    approval_reason=event.reason,
+                    approval_source=event.source,
+                    phase=AWAITING,
+                )
+            case ApprovalDecided():
+                decision = event.decision
+                return self._call_update(
+                    event.call,
+                    status=decision.verdict,
+                    verdict=decision.verdict,
+                    decided_by=decision.by,
+                    decision_reason=decision.reason,
+                    edited_arguments=decision.arguments,
+                )
+            case ModelRequestFailed():
+                return self._failed(event)
+            case _:
+                return []
 
     # ---------------------------------------------------------------- steps
     def _add(self, entry: E) -> E:
@@ -374,7 +382,6 @@ class ChatState:
         self._step = e.step
         self._turn_of_step[e.step] = e.turn
         self.turn = max(self.turn, e.turn)
-        self.model = e.model
         changed = self._resolve_budgets()
         entry = StepEntry(
             f"s:{e.step}",
@@ -448,6 +455,14 @@ class ChatState:
         return []
 
     # ---------------------------------------------------------------- calls
+    def _call_streaming(self, e: ToolCallDelta) -> list[Entry]:
+        """A call's name streamed in: the step line says which tool is being called."""
+        step = self.by_key.get(f"s:{e.step}")
+        if isinstance(step, StepEntry) and e.name and e.index not in step.streaming_calls:
+            step.streaming_calls[e.index] = e.name
+            return [_touch(step)]
+        return []
+
     def _requested(self, e: ToolCallRequested) -> list[Entry]:
         c = e.call
         entry = CallEntry(
@@ -503,7 +518,7 @@ class ChatState:
     @classmethod
     def from_chat(cls, chat: Chat) -> ChatState:
         """Rebuild what can be rebuilt from a chat's transcript and calls (no step timings)."""
-        state = cls(chat.id, chat.model)
+        state = cls(chat.id)
         step = 0
         for index, m in enumerate(chat.transcript):
             turn = getattr(m, "turn", 0)
@@ -592,9 +607,15 @@ def _touch(entry: Entry) -> Entry:
 
 
 def _settles(event: Event) -> bool:
-    if isinstance(event, StepFinished):
-        return event.kind in ("complete", "awaiting_approval", "budget_exhausted")
-    return isinstance(event, ModelRequestFailed)
+    """Whether the chat stops driving with ``event`` (answered, parked, out of budget, failed)."""
+    match event:
+        case StepFinished():
+            # A deliberate subset of the step kinds (StepKind): those after which nobody drives.
+            return event.kind in ("complete", "awaiting_approval", "budget_exhausted")
+        case ModelRequestFailed():
+            return True
+        case _:
+            return False
 
 
 # One state per chat, shared by every view of it.
@@ -607,7 +628,7 @@ def state_for(chat: Chat) -> ChatState:
     with _states_lock:
         state = _states.get(chat)
         if state is None:
-            state = ChatState.from_chat(chat) if chat.transcript else ChatState(chat.id, chat.model)
+            state = ChatState.from_chat(chat) if chat.transcript else ChatState(chat.id)
             _states[chat] = state
             chat.on(None, state.on_event)
         return state
@@ -615,13 +636,3 @@ def state_for(chat: Chat) -> ChatState:
 
 def has_state(chat: Chat) -> bool:
     return chat in _states
-
-
-def unique(entries: Iterable[Entry]) -> list[Entry]:
-    seen: set[str] = set()
-    out = []
-    for e in entries:
-        if e.key not in seen:
-            seen.add(e.key)
-            out.append(e)
-    return out

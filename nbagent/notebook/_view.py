@@ -20,13 +20,13 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-import ipywidgets as W
+import ipywidgets
 from ipywidgets.widgets.widget_string import HTMLStyle
 
 from .._errors import DecisionError
-from . import _render as R
 from ._continuation import capture_main_loop, continuation_for
 from ._fallback import hook_post_run_cell, mark_dirty
+from ._render import decision_words, entry_html, status_html, style_tag
 from ._state import (
     BudgetEntry,
     CallEntry,
@@ -53,7 +53,7 @@ class ChatView:
         page_size: Entries per page.
         live_pages: Pages kept as live widgets; older ones fold behind "Show earlier".
 
-    Display it with ``display(view)`` (or just ``nbagent.notebook.show(chat)``).
+    Display it with ``display(view)`` (or just :func:`show` it).
     ``view.widget`` is the ipywidgets container.
     """
 
@@ -71,12 +71,12 @@ class ChatView:
         self.continuation = continuation_for(chat)
         self.display_id = f"nbagent-{chat.id[:8]}-{uuid.uuid4().hex[:8]}"
         self.frozen = False
-        self._widgets: dict[str, W.Widget] = {}
-        self._html: dict[str, W.HTML] = {}
+        self._widgets: dict[str, ipywidgets.Widget] = {}
+        self._html: dict[str, ipywidgets.HTML] = {}
         self._cards: dict[str, ActionCard] = {}
         self._pos: dict[str, int] = {}
         self._keys: list[str] = []
-        self._pages: dict[int, W.VBox] = {}
+        self._pages: dict[int, ipywidgets.VBox] = {}
         self._first_live = 0
         self._expanded = False
         self._displayed = False
@@ -84,24 +84,24 @@ class ChatView:
         self._text_pushed: dict[str, float] = {}
         self._dirty_text: set[str] = set()
 
-        self._entry_layout = W.Layout()
+        self._entry_layout = ipywidgets.Layout()
         self._entry_style = HTMLStyle()
-        self._style = W.HTML(R.style_tag())
-        self._more = W.Button(
+        self._style = ipywidgets.HTML(style_tag())
+        self._more = ipywidgets.Button(
             description="Show earlier",
-            layout=W.Layout(display="none"),
+            layout=ipywidgets.Layout(display="none"),
             tooltip="Show the previous page of this conversation",
         )
         self._more.add_class("nba-more")
         self._more.on_click(lambda _b: self.show_earlier())
-        self._body = W.VBox([])
-        self._status = W.HTML()
-        self.widget = W.VBox([self._style, self._more, self._body, self._status])
+        self._body = ipywidgets.VBox([])
+        self._status = ipywidgets.HTML()
+        self.widget = ipywidgets.VBox([self._style, self._more, self._body, self._status])
         self.widget.add_class("nba-chat")
         with self.state.lock:
             entries = self.state.entries_for(turn)
             self._build(entries)
-            self._status.value = R.status_html(self.state.totals_for(turn))
+            self._status.value = status_html(self.state.totals_for(turn))
             self.state.add_listener(self._on_change)
 
     def __repr__(self) -> str:
@@ -130,24 +130,24 @@ class ChatView:
         by_key = self.state.by_key
         return [by_key[k] for k in keys if k in by_key]
 
-    def _make_page(self, page: int) -> W.VBox:
-        box = W.VBox([self._make_widget(e) for e in self._page_entries(page)])
+    def _make_page(self, page: int) -> ipywidgets.VBox:
+        box = ipywidgets.VBox([self._make_widget(e) for e in self._page_entries(page)])
         self._pages[page] = box
         return box
 
-    def _make_widget(self, e: Entry) -> W.Widget:
+    def _make_widget(self, e: Entry) -> ipywidgets.Widget:
         # One Layout and one style model shared by every entry: a card is one model, not three.
-        html = W.HTML(
-            R.entry_html(e, live=True), layout=self._entry_layout, style=self._entry_style
+        html = ipywidgets.HTML(
+            entry_html(e, live=True), layout=self._entry_layout, style=self._entry_style
         )
         self._html[e.key] = html
-        widget: W.Widget = html
+        widget: ipywidgets.Widget = html
         if isinstance(e, CallEntry) and e.gated:
             card = self._make_card(e)
-            widget = W.VBox([html, card])
+            widget = ipywidgets.VBox([html, card])
         elif isinstance(e, BudgetEntry):
             card = self._make_card(e)
-            widget = W.VBox([card])
+            widget = ipywidgets.VBox([card])
             html.close()
             del self._html[e.key]
         self._widgets[e.key] = widget
@@ -205,7 +205,7 @@ class ChatView:
         if box is not None:
             box.children = (*box.children, widget)
             return
-        box = W.VBox([widget])
+        box = ipywidgets.VBox([widget])
         self._pages[page] = box
         children = (*self._body.children, box)
         live = len(children)
@@ -271,7 +271,7 @@ class ChatView:
         if settled:
             self._flush_text()
         if touched or settled:
-            self._status.value = R.status_html(self.state.totals_for(self.turn))
+            self._status.value = status_html(self.state.totals_for(self.turn))
         if settled:
             self._update_fallback()
         elif touched and self._displayed:
@@ -287,21 +287,22 @@ class ChatView:
     def _refresh(self, e: Entry) -> None:
         html = self._html.get(e.key)
         if html is not None:
-            html.value = R.entry_html(e, live=True)
+            html.value = entry_html(e, live=True)
         card = self._cards.get(e.key)
         if card is not None:
             self._sync_card(card, e)
 
     def _sync_card(self, card: ActionCard, e: Entry) -> None:
         if isinstance(e, CallEntry):
+            # A deliberate subset of CallStatus: the ones before any decision.
             if e.status in ("requested", "awaiting_approval") and e.verdict is None:
                 card.layout.display = None
                 if card.state not in ("pending", "working"):
                     card.state = "pending"
                 return
-            summary = R.decision_words(e) or f"no decision ({e.status})"
+            summary = decision_words(e) or f"no decision ({e.status})"
             card.summary = summary[:1].upper() + summary[1:]
-            card.state = e.verdict if e.verdict in ("approved", "denied") else "closed"
+            card.state = e.verdict or "closed"
             card.layout.display = "none"  # the call card above says what was decided
         elif isinstance(e, BudgetEntry):
             if e.pending:
@@ -385,9 +386,6 @@ class ChatView:
         self.continuation.request()
 
     # ----------------------------------------------------------- fallbacks
-    def entries(self) -> list[Entry]:
-        return self.state.entries_for(self.turn)
-
     def fallback_bundle(self) -> dict[str, str]:
         """``text/html``, ``text/markdown`` and ``text/plain`` of what the view shows."""
         from ._fallback import bundle_for
@@ -427,32 +425,14 @@ class ChatView:
         except Exception:
             pass
 
-    # ---------------------------------------------------------- for tests
-    def card_for(self, call: Any) -> ActionCard:
-        """The approval card of a call (a ToolCall or its id)."""
-        cid = getattr(call, "id", call)
-        return self._cards[f"c:{cid}"]
 
-    def budget_cards(self) -> list[ActionCard]:
-        return [c for k, c in self._cards.items() if k.startswith("b:")]
+def show(chat: Chat, *, turn: int | None = None) -> ChatView:
+    """Display a live view of ``chat`` (or of one ``turn``) in the current cell and return it."""
+    from IPython.display import display
 
-    def html_of(self, key: str) -> str:
-        html = self._html.get(key)
-        return html.value if html is not None else ""
-
-    def live_html(self) -> list[str]:
-        """Every HTML string currently in the view's widgets."""
-        out = [self._style.value, self._status.value]
-        out.extend(h.value for h in self._html.values())
-        return out
-
-    @property
-    def live_entries(self) -> int:
-        return len(self._widgets)
-
-    def wait(self, timeout: float | None = 10.0) -> bool:
-        """Wait for continuations started by clicks to finish (scripts and tests)."""
-        return self.continuation.wait(timeout)
+    view = ChatView(chat, turn=turn)
+    display(view)
+    return view
 
 
 def _parse_arguments(value: Any) -> dict[str, Any]:

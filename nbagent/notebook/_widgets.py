@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import anywidget
-import traitlets as t
+import traitlets
 
 _HERE = Path(__file__).parent
 _nonces = itertools.count(1)
@@ -53,23 +53,22 @@ class ActionCard(anywidget.AnyWidget):
     _esm = _HERE / "approval.js"
     _css = _HERE / "approval.css"
 
-    kind = t.Unicode("approval").tag(sync=True)
-    state = t.Unicode("pending").tag(sync=True)
-    tool = t.Unicode("").tag(sync=True)
-    call_id = t.Unicode("").tag(sync=True)
-    arguments = t.Unicode("{}").tag(sync=True)
-    reason = t.Unicode("").tag(sync=True)
-    steps = t.Int(0).tag(sync=True)
-    summary = t.Unicode("").tag(sync=True)
-    error = t.Unicode("").tag(sync=True)
-    action = t.Dict({}).tag(sync=True)
+    kind = traitlets.Unicode("approval").tag(sync=True)
+    state = traitlets.Unicode("pending").tag(sync=True)
+    tool = traitlets.Unicode("").tag(sync=True)
+    call_id = traitlets.Unicode("").tag(sync=True)
+    arguments = traitlets.Unicode("{}").tag(sync=True)
+    reason = traitlets.Unicode("").tag(sync=True)
+    steps = traitlets.Int(0).tag(sync=True)
+    summary = traitlets.Unicode("").tag(sync=True)
+    error = traitlets.Unicode("").tag(sync=True)
+    action = traitlets.Dict({}).tag(sync=True)
 
     def __init__(self, handler: ActionHandler | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         self._handler = handler
         self._lock = threading.Lock()
         self._seen: set[str] = set()
-        self.rendered = False
         self.on_rendered: Callable[[], Any] | None = None
         self.observe(self._on_action, names="action")
         self.on_msg(self._on_custom_msg)
@@ -79,10 +78,9 @@ class ActionCard(anywidget.AnyWidget):
 
     # ------------------------------------------------------------------ browser
     def _on_custom_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if isinstance(content, dict) and content.get("event") == "rendered":
-            self.rendered = True
-            if self.on_rendered is not None:
-                self.on_rendered()
+        rendered = isinstance(content, dict) and content.get("event") == "rendered"
+        if rendered and self.on_rendered is not None:
+            self.on_rendered()
 
     def _on_action(self, change: dict[str, Any]) -> None:
         action = change.get("new") or {}

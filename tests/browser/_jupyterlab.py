@@ -4,7 +4,7 @@ The fixtures in ``conftest.py`` start one JupyterLab server and one browser per
 test session; the helpers here open notebooks, run cells through JupyterLab's
 own command registry and wait on a cell's output area.
 
-Facts this relies on (DESIGN.md section 6):
+Facts this relies on:
 
 * the server runs with ``--LabApp.expose_app_in_browser=True`` so the page has
   ``window.jupyterapp``; cells are run with

@@ -1,10 +1,12 @@
 """Level 1: the notebook view in-process, clicks simulated, no kernel.
 
-A card is driven exactly as the browser drives it: ``card.click(kind)`` sets
-the ``action`` trait with a fresh nonce (what ``approval.js`` does on the first
-click). Continuations run either in a worker thread (no kernel loop captured,
-as in a terminal) or on a stand-in for the kernel's main loop running in
-another thread, with the click coming from a third thread (a subshell).
+The tests look at what a front end draws: the view's widget tree (``view.widget``),
+the HTML of its entries and the traits of its cards. A card is driven exactly as
+the browser drives it: ``card.click(kind)`` sets the ``action`` trait with a fresh
+nonce (what ``approval.js`` does on the first click). Continuations run either in
+a worker thread (no kernel loop captured, as in a terminal) or on a stand-in for
+the kernel's main loop running in another thread, with the click coming from a
+third thread (a subshell).
 """
 
 from __future__ import annotations
@@ -17,15 +19,17 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import ipywidgets
 import pytest
 
 import nbagent
-from nbagent import ApprovalDecided, Chat, Tool, ToolCallStarted, tool
+from nbagent import ApprovalDecided, Chat, Tool, ToolCall, ToolCallStarted, tool
 from nbagent.notebook import ChatView, review
 from nbagent.notebook import _continuation as cont
 from nbagent.notebook._auto import NotebookExtension
 from nbagent.notebook._fallback import bundle_for, chat_mimebundle
 from nbagent.notebook._state import state_for
+from nbagent.notebook._widgets import ActionCard
 
 SCRIPT = "<script>alert(1)</script>"
 
@@ -89,8 +93,59 @@ def continuation_mode(request: pytest.FixtureRequest) -> Iterator[str]:
         loop.close()
 
 
+# What the front end draws: the tests look at the view's widget tree, as the browser does.
+def widgets_in(view: ChatView) -> list[Any]:
+    """Every widget of the view, depth first, in display order."""
+    out: list[Any] = []
+    stack = [view.widget]
+    while stack:
+        widget = stack.pop()
+        out.append(widget)
+        stack.extend(reversed(getattr(widget, "children", ())))
+    return out
+
+
+def html_values(view: ChatView) -> list[str]:
+    """The HTML of every ``ipywidgets.HTML`` the view shows (style, entries, status line)."""
+    return [w.value for w in widgets_in(view) if isinstance(w, ipywidgets.HTML)]
+
+
+def entry_widgets(view: ChatView) -> list[ipywidgets.HTML]:
+    """The live HTML widgets of the view's entries (older pages fold behind "Show earlier")."""
+    return [
+        w
+        for w in widgets_in(view)
+        if isinstance(w, ipywidgets.HTML) and w.value.startswith('<div class="nba-entry')
+    ]
+
+
+def call_html(view: ChatView, call: ToolCall) -> str:
+    """The HTML of ``call``'s card."""
+    (html,) = [h for h in html_values(view) if f'data-call-id="{call.id}"' in h]
+    return html
+
+
+def status_line(view: ChatView) -> str:
+    (html,) = [h for h in html_values(view) if 'class="nba-status"' in h]
+    return html
+
+
+def card_for(view: ChatView, call: ToolCall) -> ActionCard:
+    """The approval card the view shows under ``call``."""
+    (card,) = [
+        w
+        for w in widgets_in(view)
+        if isinstance(w, ActionCard) and w.kind == "approval" and w.call_id == call.id
+    ]
+    return card
+
+
+def budget_cards(view: ChatView) -> list[ActionCard]:
+    return [w for w in widgets_in(view) if isinstance(w, ActionCard) and w.kind == "budget"]
+
+
 def all_html(view: ChatView) -> str:
-    return "\n".join([*view.live_html(), view._repr_mimebundle_()["text/html"]])
+    return "\n".join([*html_values(view), view._repr_mimebundle_()["text/html"]])
 
 
 # --------------------------------------------------------------------------- approve
@@ -100,23 +155,23 @@ def test_approve_click_runs_the_tool_once(counter: Counter, continuation_mode: s
     chat.ask("Refund order 42")
     assert chat.status == "awaiting_approval"
     call = chat.pending_approvals[0]
-    card = view.card_for(call)
+    card = card_for(view, call)
     assert (card.kind, card.state, card.tool) == ("approval", "pending", "issue_refund")
     assert '"order_id": 42' in card.arguments
     assert "requires approval" in card.reason
 
     card.click("approve")
-    assert view.wait(10)
+    assert view.continuation.wait(10)
     assert counter.calls == [{"order_id": 42}]
     assert card.state == "approved"
     assert card.layout.display == "none"  # the call card above now says it
     assert chat.status == "complete"
     assert "refunded order 42" in chat.last_assistant_message.content
-    html = view.html_of(f"c:{call.id}")
+    html = call_html(view, call)
     assert "nba-st-ok" in html and "approved by you" in html
     if continuation_mode == "kernel-loop":
         assert counter.threads == ["kernel-main"]  # ran on the kernel's loop, not the clicker's
-    status = view._status.value
+    status = status_line(view)
     assert "complete" in status and "1 tool call" in status
 
 
@@ -124,11 +179,11 @@ def test_double_click_runs_once(counter: Counter, continuation_mode: str) -> Non
     chat = make_chat(counter)
     view = ChatView(chat)
     chat.ask("Refund order 7")
-    card = view.card_for(chat.pending_approvals[0])
+    card = card_for(view, chat.pending_approvals[0])
     card.click("approve")
     card.click("approve")  # the browser disables the buttons; the kernel ignores it anyway
     card.click("deny")
-    assert view.wait(10)
+    assert view.continuation.wait(10)
     assert counter.calls == [{"order_id": 7}]
     assert card.state == "approved"
 
@@ -137,7 +192,7 @@ def test_concurrent_clicks_from_subshell_threads(counter: Counter, continuation_
     chat = make_chat(counter)
     view = ChatView(chat)
     chat.ask("Refund order 9")
-    card = view.card_for(chat.pending_approvals[0])
+    card = card_for(view, chat.pending_approvals[0])
     barrier = threading.Barrier(4)
 
     def click() -> None:
@@ -149,7 +204,7 @@ def test_concurrent_clicks_from_subshell_threads(counter: Counter, continuation_
         t.start()
     for t in threads:
         t.join()
-    assert view.wait(10)
+    assert view.continuation.wait(10)
     assert counter.calls == [{"order_id": 9}]
     assert chat.status == "complete"
 
@@ -160,14 +215,14 @@ def test_deny_click_sends_the_denial(counter: Counter, continuation_mode: str) -
     view = ChatView(chat)
     chat.ask("Refund order 42")
     call = chat.pending_approvals[0]
-    view.card_for(call).click("deny", reason="not this one")
-    assert view.wait(10)
+    card_for(view, call).click("deny", reason="not this one")
+    assert view.continuation.wait(10)
     assert counter.calls == []
     assert call.status == "denied"
-    assert view.card_for(call).state == "denied"
+    assert card_for(view, call).state == "denied"
     text = chat.last_assistant_message.content
     assert "was not run" in text and "not this one" in text
-    html = view.html_of(f"c:{call.id}")
+    html = call_html(view, call)
     assert "denied by you: not this one" in html
 
 
@@ -177,11 +232,11 @@ def test_edit_arguments_valid(counter: Counter, continuation_mode: str) -> None:
     view = ChatView(chat)
     chat.ask("Refund order 42")
     call = chat.pending_approvals[0]
-    view.card_for(call).click("edit", arguments='{"order_id": 43}')
-    assert view.wait(10)
+    card_for(view, call).click("edit", arguments='{"order_id": 43}')
+    assert view.continuation.wait(10)
     assert counter.calls == [{"order_id": 43}]
     assert call.decision is not None and call.decision.arguments == {"order_id": 43}
-    html = view.html_of(f"c:{call.id}")
+    html = call_html(view, call)
     assert "run with edited arguments" in html and "43" in html
 
 
@@ -201,15 +256,15 @@ def test_edit_arguments_invalid_shows_an_error_and_does_not_approve(
     view = ChatView(chat)
     chat.ask("Refund order 42")
     call = chat.pending_approvals[0]
-    card = view.card_for(call)
+    card = card_for(view, call)
     card.click("edit", arguments=text)
-    assert view.wait(10)
+    assert view.continuation.wait(10)
     assert message in card.error
     assert card.state == "pending"  # buttons come back
     assert call.status == "awaiting_approval" and call.decision is None
     assert counter.calls == []
     card.click("edit", arguments='{"order_id": 5}')  # a corrected edit is accepted
-    assert view.wait(10)
+    assert view.continuation.wait(10)
     assert card.error == ""
     assert counter.calls == [{"order_id": 5}]
 
@@ -222,16 +277,16 @@ def test_always_allow_approves_pending_and_future_calls(
     view = ChatView(chat)
     chat.ask("Refund order 1 and refund order 2")
     first, second = chat.pending_approvals
-    view.card_for(second).click("always")
-    assert view.wait(10)
+    card_for(view, second).click("always")
+    assert view.continuation.wait(10)
     assert sorted(c["order_id"] for c in counter.calls) == [1, 2]
     for call in (first, second):
         assert call.decision is not None and call.decision.by == "policy:always_allow:issue_refund"
-        assert view.card_for(call).state == "approved"
+        assert card_for(view, call).state == "approved"
     chat.ask("Refund order 3")  # a later call of the tool needs no click
     assert chat.status == "complete"
     assert [c["order_id"] for c in counter.calls][-1] == 3
-    assert "approved: always allowed" in view.html_of(f"c:{chat.tool_calls[-1].id}")
+    assert "approved: always allowed" in call_html(view, chat.tool_calls[-1])
 
 
 def test_several_gated_calls_decided_in_any_order(counter: Counter, continuation_mode: str) -> None:
@@ -239,13 +294,13 @@ def test_several_gated_calls_decided_in_any_order(counter: Counter, continuation
     view = ChatView(chat)
     chat.ask("Refund order 1 and refund order 2")
     first, second = chat.pending_approvals
-    view.card_for(second).click("approve")
-    assert view.wait(10)
+    card_for(view, second).click("approve")
+    assert view.continuation.wait(10)
     assert counter.calls == [{"order_id": 2}]  # runs at once; the other card still waits
-    assert view.card_for(first).state == "pending"
+    assert card_for(view, first).state == "pending"
     assert chat.status == "awaiting_approval"
-    view.card_for(first).click("deny")
-    assert view.wait(10)
+    card_for(view, first).click("deny")
+    assert view.continuation.wait(10)
     assert counter.calls == [{"order_id": 2}]
     assert chat.status == "complete"
     assert "was not run" in chat.last_assistant_message.content
@@ -258,16 +313,16 @@ def test_decisions_in_code_update_the_cards(counter: Counter) -> None:
     chat.ask("Refund order 1 and refund order 2")
     first, second = chat.pending_approvals
     chat.approve(first)
-    assert view.card_for(first).state == "approved"
-    assert "approved by you" in view.html_of(f"c:{first.id}")
+    assert card_for(view, first).state == "approved"
+    assert "approved by you" in call_html(view, first)
     chat.deny(second, reason="no")
-    assert view.card_for(second).state == "denied"
+    assert card_for(view, second).state == "denied"
     chat.complete()
     assert counter.calls == [{"order_id": 1}]
-    assert "nba-st-ok" in view.html_of(f"c:{first.id}")
+    assert "nba-st-ok" in call_html(view, first)
     # A click on a card decided in code does nothing.
-    view.card_for(second).click("approve")
-    assert view.wait(10)
+    card_for(view, second).click("approve")
+    assert view.continuation.wait(10)
     assert counter.calls == [{"order_id": 1}]
 
 
@@ -277,17 +332,17 @@ def test_continue_after_budget_exhausted(counter: Counter, continuation_mode: st
     view = ChatView(chat)
     chat.ask("What's the weather in Paris?")
     assert chat.status == "budget_exhausted"
-    (card,) = view.budget_cards()
+    (card,) = budget_cards(view)
     assert (card.kind, card.state, card.steps) == ("budget", "pending", 1)
     card.click("continue")
-    assert view.wait(10)
+    assert view.continuation.wait(10)
     assert card.state == "continued"
     # One more step ran (the tool round), then the budget ran out again: a new card.
     assert chat.status == "budget_exhausted"
-    cards = view.budget_cards()
+    cards = budget_cards(view)
     assert len(cards) == 2 and cards[-1].state == "pending"
     cards[-1].click("continue")
-    assert view.wait(10)
+    assert view.continuation.wait(10)
     assert chat.status == "complete"
     assert "sunny in Paris" in chat.last_assistant_message.content
 
@@ -296,9 +351,9 @@ def test_stop_after_budget_exhausted(counter: Counter) -> None:
     chat = make_chat(counter, max_steps=1)
     view = ChatView(chat)
     chat.ask("What's the weather in Paris?")
-    (card,) = view.budget_cards()
+    (card,) = budget_cards(view)
     card.click("stop")
-    assert view.wait(10)
+    assert view.continuation.wait(10)
     assert card.state == "stopped"
     assert chat.status == "budget_exhausted"
     assert "stopped" in all_html(view)
@@ -317,12 +372,12 @@ def test_continuation_errors_are_shown_in_the_view(continuation_mode: str) -> No
     chat = Chat(model="demo", on_tool_error="raise").with_tools(Explode)
     view = ChatView(chat)
     chat.ask("Explode the thing")
-    view.card_for(chat.pending_approvals[0]).click("approve")
-    assert view.wait(10)
+    card_for(view, chat.pending_approvals[0]).click("approve")
+    assert view.continuation.wait(10)
     assert isinstance(view.continuation.last_error, nbagent.ToolExecutionError)
     html = all_html(view)
     assert "Continuing after your decision failed" in html and "kaboom" in html
-    assert "error" in view._status.value
+    assert "error" in status_line(view)
 
 
 # --------------------------------------------------------------------------- escaping
@@ -344,8 +399,8 @@ def test_everything_is_escaped(counter: Counter) -> None:
     chat.complete()
     assert SCRIPT in chat.last_assistant_message.content  # the model did echo it
     html_strings = [
-        *view.live_html(),
-        *turn_view.live_html(),
+        *html_values(view),
+        *html_values(turn_view),
         view._repr_mimebundle_()["text/html"],
         chat_mimebundle(chat)["text/html"],
     ]
@@ -384,15 +439,15 @@ def test_an_event_updates_only_the_entries_it_touches(counter: Counter) -> None:
     chat = make_chat(counter)
     view = ChatView(chat)
     chat.ask("What's the weather in Paris and in Tokyo?")
-    sets: dict[str, int] = {}
-    old_keys = list(view._html)
-    for key, html in view._html.items():
-        html.observe(lambda _c, key=key: sets.__setitem__(key, sets.get(key, 0) + 1), names="value")
+    rerendered: list[str] = []
+    old = entry_widgets(view)
+    for html in old:
+        html.observe(lambda change: rerendered.append(change["new"]), names="value")
     chat.ask("Refund order 5")
-    assert len(old_keys) >= 6
-    assert sets == {}  # nothing of turn 1 was re-rendered
-    new_keys = [k for k in view._html if k not in old_keys]
-    assert len(new_keys) == 3  # the user message, the step, the gated call
+    assert len(old) >= 6
+    assert rerendered == []  # nothing of turn 1 was re-rendered
+    new = [w for w in entry_widgets(view) if w not in old]
+    assert len(new) == 3  # the user message, the step, the gated call
 
 
 def test_long_chats_keep_few_live_widgets(counter: Counter) -> None:
@@ -400,15 +455,15 @@ def test_long_chats_keep_few_live_widgets(counter: Counter) -> None:
     view = ChatView(chat, page_size=5, live_pages=2)
     for i in range(12):
         chat.ask(f"What's the weather in City{i}?")
-    n_entries = len(view.entries())
-    assert n_entries == 12 * 5  # user, step, call, step, text per turn
-    assert view.live_entries <= 10
-    assert "Show earlier" in view._more.description and view._more.layout.display is None
-    before = view.live_entries
-    view._more.click()
-    assert view.live_entries == before + 5
+    assert len(view.state.entries) == 12 * 5  # user, step, call, step, text per turn
+    live = len(entry_widgets(view))
+    assert live <= 10
+    (more,) = [w for w in widgets_in(view) if isinstance(w, ipywidgets.Button)]
+    assert "Show earlier" in more.description and more.layout.display is None
+    more.click()
+    assert len(entry_widgets(view)) == live + 5
     # a fresh view of the long chat also starts folded
-    assert ChatView(chat, page_size=5, live_pages=2).live_entries <= 10
+    assert len(entry_widgets(ChatView(chat, page_size=5, live_pages=2))) <= 10
 
 
 def test_turn_views_follow_their_turn_then_freeze(counter: Counter) -> None:
@@ -416,12 +471,12 @@ def test_turn_views_follow_their_turn_then_freeze(counter: Counter) -> None:
     chat.ask("What's the weather in Paris?")  # budget runs out before the answer
     assert chat.status == "budget_exhausted"
     first = ChatView(chat, turn=1)
-    (card,) = first.budget_cards()
+    (card,) = budget_cards(first)
     chat.ask("What's the weather in Rome?")
     assert first.frozen and card.state == "closed"
-    assert all("Rome" not in h for h in first.live_html())
+    assert all("Rome" not in h for h in html_values(first))
     second = ChatView(chat, turn=2)
-    assert any("Rome" in h for h in second.live_html())
+    assert any("Rome" in h for h in html_values(second))
 
 
 def test_streamed_text_ends_complete(counter: Counter) -> None:
@@ -429,11 +484,11 @@ def test_streamed_text_ends_complete(counter: Counter) -> None:
     chat.provider.chunk_words = 1  # type: ignore[attr-defined]
     view = ChatView(chat)
     chat.ask("What's the weather in Paris and in Tokyo?")
-    text_keys = [k for k in view._html if k.startswith("t:")]
-    assert text_keys
+    texts = [h for h in html_values(view) if h.startswith('<div class="nba-entry nba-text')]
+    assert texts
     final = chat.last_assistant_message.content
-    assert final.split("\n")[0] in view.html_of(text_keys[-1])
-    assert "nba-streaming" not in view.html_of(text_keys[-1])
+    assert final.split("\n")[0] in texts[-1]
+    assert "nba-streaming" not in texts[-1]
 
 
 def test_display_state_is_rebuilt_for_a_chat_with_history(counter: Counter) -> None:
@@ -441,12 +496,12 @@ def test_display_state_is_rebuilt_for_a_chat_with_history(counter: Counter) -> N
     chat.ask("What's the weather in Paris?")
     chat.ask("Refund order 3")
     view = ChatView(chat)  # no subscriber before: rebuilt from the transcript and the calls
-    kinds = [e.kind for e in view.entries()]
+    kinds = [e.kind for e in view.state.entries]
     assert kinds.count("user") == 2 and kinds.count("call") == 2
-    card = view.card_for(chat.pending_approvals[0])
+    card = card_for(view, chat.pending_approvals[0])
     assert card.state == "pending"
     card.click("approve")
-    assert view.wait(10)
+    assert view.continuation.wait(10)
     assert counter.calls == [{"order_id": 3}]
 
 
@@ -504,7 +559,7 @@ def test_ask_async_waits_for_the_click(counter: Counter, waiting_kernel: None) -
             while not chat.pending_approvals:
                 threading.Event().wait(0.01)
             clicked.append(threading.current_thread().name)
-            view.card_for(chat.pending_approvals[0]).click("approve")
+            card_for(view, chat.pending_approvals[0]).click("approve")
 
         threading.Thread(target=click_later, name="subshell").start()
         return await chat.ask_async("Refund order 11")
@@ -564,8 +619,11 @@ def test_a_click_during_a_finished_wait_still_continues(counter: Counter) -> Non
 def test_import_nbagent_imports_no_widgets() -> None:
     code = (
         "import sys, nbagent; c = nbagent.Chat(model='demo'); "
+        "from nbagent.notebook import review; "
         "assert 'ipywidgets' not in sys.modules and 'anywidget' not in sys.modules, 'widgets'; "
-        "assert [type(e).__name__ for e in c.extensions] == ['CallLog']"
+        "assert [type(e).__name__ for e in c.extensions] == ['CallLog']; "
+        "from nbagent.notebook import ChatView, show; import nbagent.notebook._view as v; "
+        "assert (ChatView, show) == (v.ChatView, v.show) and 'ipywidgets' in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -576,11 +634,11 @@ def test_state_is_shared_by_views(counter: Counter) -> None:
     assert a.state is b.state is state_for(chat)
     chat.ask("Refund order 15")
     call = chat.pending_approvals[0]
-    a.card_for(call).click("approve")
-    assert a.wait(10)
-    assert b.card_for(call).state == "approved"
-    b.card_for(call).click("approve")  # the other view's card is decided too
-    assert b.wait(10)
+    card_for(a, call).click("approve")
+    assert a.continuation.wait(10)
+    assert card_for(b, call).state == "approved"
+    card_for(b, call).click("approve")  # the other view's card is decided too
+    assert b.continuation.wait(10)
     assert counter.calls == [{"order_id": 15}]
     assert bundle_for(a.state)["text/html"] == bundle_for(b.state)["text/html"]
 
@@ -592,8 +650,8 @@ def test_approval_decided_event_reaches_the_view_once(counter: Counter) -> None:
     chat.on(ApprovalDecided, lambda e: seen.append(e.call.id))
     chat.on(ToolCallStarted, lambda e: seen.append("started"))
     chat.ask("Refund order 16")
-    view.card_for(chat.pending_approvals[0]).click("approve")
-    assert view.wait(10)
+    card_for(view, chat.pending_approvals[0]).click("approve")
+    assert view.continuation.wait(10)
     assert seen == [chat.tool_calls[0].id, "started"]
 
 
@@ -610,7 +668,7 @@ def test_a_click_while_ask_async_returns_is_not_lost(
 
         def click_on_park(event: Any) -> None:
             if event.kind == "awaiting_approval" and chat.pending_approvals:
-                view.card_for(chat.pending_approvals[0]).click("approve")
+                card_for(view, chat.pending_approvals[0]).click("approve")
 
         chat.on("step_finished", click_on_park)
         return await chat.ask_async("Refund order 17")
@@ -627,10 +685,10 @@ def test_a_continuation_turned_away_as_busy_runs_again(counter: Counter) -> None
     chat.ask("Refund order 18")
     chat._drive_lock.acquire()  # someone else is driving
     try:
-        view.card_for(chat.pending_approvals[0]).click("approve")
+        card_for(view, chat.pending_approvals[0]).click("approve")
         threading.Event().wait(0.2)
         assert counter.calls == []
     finally:
         chat._drive_lock.release()
-    assert view.wait(10)
+    assert view.continuation.wait(10)
     assert counter.calls == [{"order_id": 18}] and chat.status == "complete"

@@ -47,7 +47,8 @@ def expected_tools(h: Harness) -> list[dict[str, Any]]:
 
 
 def expected_choice(api: str, choice: str, calls: str) -> dict[str, Any]:
-    """The wire fields DESIGN.md's table prescribes for a choice and a calls value."""
+    """The wire fields each API takes for a tool choice and a calls value (``one``: no
+    parallel calls)."""
     if api == "anthropic":
         wire: dict[str, Any] = {
             "auto": {"type": "auto"},

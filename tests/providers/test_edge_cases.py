@@ -1,4 +1,11 @@
-"""Every edge case of DESIGN.md section 5, against every provider where it applies."""
+"""The providers' edge cases, against every provider where they apply.
+
+Malformed, empty, non-object and truncated tool arguments; stream quirks (ids
+sent once or repeated, usage in a last chunk with no choices, a stream that
+ends early); Responses call ids versus item ids; refusals and content filters;
+Anthropic's pause_turn, context-window stop and message ordering; unknown
+message types.
+"""
 
 from __future__ import annotations
 
