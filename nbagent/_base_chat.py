@@ -42,6 +42,7 @@ from ._types import (
     ToolCall,
     Usage,
 )
+from ._unicode import clean
 from .providers._base import Provider
 from .providers._registry import resolve_provider
 
@@ -104,7 +105,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self.provider: Provider = resolve_provider(
             model, provider, base_url=base_url, api_key=api_key
         )
-        self.system = system
+        self.system = clean(system) if system is not None else None
         self.max_steps = max_steps
         self.on_tool_error = on_tool_error
         self.stream = stream
@@ -229,7 +230,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
 
     def with_instructions(self, system: str | None) -> Self:
         """Set (or clear) the system instructions; returns the chat."""
-        self.system = system
+        self.system = clean(system) if system is not None else None
         return self
 
     def before_tool_call(self, fn: Callable[[ToolCall], Any]) -> Self:
@@ -363,7 +364,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
             self._turn += 1
             self._forced_spent = False
             self._last_step = None
-            msg = ChatMessage("user", text, turn=self._turn)
+            msg = ChatMessage("user", clean(text), turn=self._turn)
             events = self._append(msg)
         self._emit_all(events)
         for turn_started in self._hook("turn_started"):

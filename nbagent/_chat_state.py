@@ -47,6 +47,7 @@ from ._types import (
     ToolResultMessage,
     Usage,
 )
+from ._unicode import TooDeep, clean, clean_json
 from .providers._base import Provider
 
 StepKind = Literal[
@@ -340,7 +341,12 @@ class ChatCore:
             elif c.status != "awaiting_approval":
                 raise DecisionError(f"{c.name}({c.id}) is {c.status}; it cannot be decided now")
             edited: dict[str, Any] | None = None
+            reason = clean(reason) if reason is not None else None
             if arguments is not None:
+                try:
+                    arguments = clean_json(arguments)
+                except TooDeep as exc:
+                    raise DecisionError(f"edited arguments for {c.name} are {exc}") from None
                 if verdict != "approved":
                     raise DecisionError("only an approval can carry edited arguments")
                 tool = self._tools.get(c.name)

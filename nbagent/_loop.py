@@ -61,6 +61,7 @@ from ._types import (
     ToolCall,
     ToolResultMessage,
 )
+from ._unicode import TooDeep, clean, clean_json
 from .providers._base import StreamDelta
 from .providers._models import cost_of
 
@@ -292,7 +293,7 @@ class LoopMixin(ChatCore):
                 model=self.model,
                 provider=self.provider.name,
                 error_type=type(exc).__name__,
-                error=str(exc),
+                error=clean(str(exc)),
                 latency_ms=(time.perf_counter() - request.t0) * 1000.0,
             )
         )
@@ -302,6 +303,7 @@ class LoopMixin(ChatCore):
         latency = (time.perf_counter() - request.t0) * 1000.0
         if not isinstance(response, LLMToolResponse):
             raise ProviderError(f"provider returned {type(response).__name__}, not LLMToolResponse")
+        response = _clean_response(response)
         usage = response.usage
         model = response.model or self.model
         events: list[Event] = [
@@ -325,9 +327,12 @@ class LoopMixin(ChatCore):
             self._usage = self._usage + usage
             message: Message
             if response.tool_calls:
-                calls = self._unique_ids(c.copy_identity() for c in response.tool_calls)
+                calls = self._admit_calls(c.copy_identity() for c in response.tool_calls)
                 message = AssistantToolCallMessage(
-                    response.text or None, calls, turn=self._turn, stop_reason=response.stop_reason
+                    response.text or None,
+                    calls,
+                    turn=self._turn,
+                    stop_reason=response.stop_reason,
                 )
                 events.extend(self._append(message))
                 self._open = message
@@ -345,18 +350,24 @@ class LoopMixin(ChatCore):
         self._run_after(after)
         return StepResult("generated", message, tuple(getattr(message, "tool_calls", ())), response)
 
-    def _unique_ids(self, calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
-        """Give every call its own id, whatever the wire sent (under the lock).
+    def _admit_calls(self, calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
+        """Admit a response's calls (under the lock): valid text, sane nesting, unique ids.
 
-        Some servers repeat an id within a response or reuse one in a later
-        turn. A repeated id becomes ``<id>_2`` (the first free suffix), decided
-        when the response arrives, so it is deterministic; that id is what the
+        Strings are cleaned of lone surrogates (``_unicode.py``); arguments nested
+        deeper than ``_unicode.MAX_DEPTH`` count as unparseable (the call is
+        answered with an error, never run).
+
+        Every call gets its own id, whatever the wire sent: some servers
+        repeat an id within a response or reuse one in a later turn. A
+        repeated id becomes ``<id>_2`` (the first free suffix), decided when
+        the response arrives, so it is deterministic; that id is what the
         chat sends back, and a stateless API only needs the ids of one request
         to be consistent.
         """
         out: list[ToolCall] = []
         taken = set(self._calls)
         for c in calls:
+            c = _admitted(c)
             if c.id in taken:
                 n = 2
                 while f"{c.id}_{n}" in taken:
@@ -538,6 +549,31 @@ def _stop(message: ChatMessage) -> str:
     return message.stop_reason
 
 
+def _clean_response(response: LLMToolResponse) -> LLMToolResponse:
+    """The response with its text valid UTF-8 (calls are admitted one by one later)."""
+    text, refusal = clean(response.text), response.refusal
+    refusal = clean(refusal) if refusal is not None else None
+    if text is response.text and refusal is response.refusal:
+        return response
+    return dataclasses.replace(response, text=text, refusal=refusal)
+
+
+def _admitted(c: ToolCall) -> ToolCall:
+    """``c`` with valid text, or answered-at-once as unparseable when nested too deeply."""
+    try:
+        arguments = clean_json(c.arguments)
+    except TooDeep as exc:
+        return dataclasses.replace(
+            c, arguments={}, raw_arguments="(not shown)", parse_error=f"the arguments are {exc}"
+        )
+    changes: dict[str, Any] = {} if arguments is c.arguments else {"arguments": arguments}
+    for name in ("id", "name", "raw_arguments", "parse_error"):
+        text = getattr(c, name)
+        if text is not None and clean(text) is not text:
+            changes[name] = clean(text)
+    return dataclasses.replace(c, **changes) if changes else c
+
+
 def _tool_errors(errors: list[tuple[ToolCall, BaseException]]) -> BaseException:
     excs = [ToolExecutionError(c, e) for c, e in errors]
     if len(excs) == 1:
@@ -606,11 +642,13 @@ class _RoundHooks:
                     f"({type(exc).__name__}: {str(exc)[:200]})"
                 )
                 outcome.value = None
+        if outcome.message is not None:
+            outcome.message = clean(outcome.message)
         with chat._lock:
             if c.is_final:
                 return
             if outcome.status == "ok":
-                content = text
+                content = clean(text)
             elif outcome.status == "error":
                 content = f"Error: {outcome.message}"
                 if outcome.error is not None and chat.on_tool_error == "raise":

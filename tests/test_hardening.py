@@ -258,3 +258,75 @@ def test_threads_that_drove_a_chat_leave_no_unclosed_loop() -> None:
         gc.collect()
     unclosed = [w for w in caught if issubclass(w.category, ResourceWarning)]
     assert unclosed == []
+
+
+# ------------------------------------------------------------------ lone surrogates
+LONE = "bad \ud800 text"
+
+
+def _encodable(value: Any) -> bool:
+    import json
+
+    try:
+        json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def test_lone_surrogates_are_cleaned_where_text_enters(tmp_path: Any) -> None:
+    @tool
+    def echo(text: str) -> str:
+        """Echo text back, with a surrogate of its own."""
+        ran.append("echo")
+        return text + "\udfff"
+
+    provider = ScriptedProvider(
+        [call_tools(("echo", {"text": LONE, "\udc80key": 1}), text=LONE), reply(LONE)]
+    )
+    chat = Chat(provider=provider, store=tmp_path / "s.db", display=False).with_tools(echo)
+    chat.ask(LONE)
+    assert chat.status == "complete" and ran == []  # the odd key made the call invalid...
+    chat.ask_later("again " + LONE)
+    for m in chat.transcript:
+        assert _encodable(getattr(m, "content", "")), m
+    assert all(_encodable(c.arguments) for c in chat.tool_calls)
+    assert all(_encodable([repr(m) for m in r.messages]) for r in provider.requests)
+    assert len(chat.log) == 1 and _encodable(chat.log.to_dict())
+    chat.close()
+    again = Chat.load(chat.id, store=tmp_path / "s.db", tools=[echo], provider=provider)
+    assert [getattr(m, "content", None) for m in again.transcript] == [
+        getattr(m, "content", None) for m in chat.transcript
+    ]
+    again.close()
+
+
+def test_a_tool_result_with_a_surrogate_reaches_the_model_as_valid_text() -> None:
+    @tool
+    def odd() -> str:
+        """Returns a lone surrogate."""
+        return "x\ud800y"
+
+    chat = _chat(call_tools(("odd", {})), reply("done")).with_tools(odd)
+    chat.ask("go")
+    result = _results(chat)[0].content
+    assert result == "x\ufffdy"
+
+
+# --------------------------------------------------------------- absurdly deep arguments
+def test_very_deep_arguments_are_an_error_result_not_a_crash() -> None:
+    deep_args: Any = {"x": 1}
+    for _ in range(300):  # parseable JSON, past what validators and encoders should recurse
+        deep_args = {"x": deep_args}
+
+    @tool
+    def take(x: Any) -> str:
+        """Takes anything."""
+        ran.append("take")
+        return "ok"
+
+    chat = _chat(call_tools(("take", deep_args)), reply("done")).with_tools(take)
+    chat.ask("go")
+    assert chat.status == "complete" and ran == []
+    call = chat.tool_calls[0]
+    assert call.status == "error" and "nested more than" in (call.result.content or "")  # type: ignore[union-attr]
