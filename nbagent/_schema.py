@@ -334,7 +334,11 @@ def validate_json_schema(
         if not any(_type_ok(value, t) for t in tlist):
             return [f"{where}: expected {' or '.join(tlist)}, got {type(value).__name__}"]
     if "enum" in schema and value not in schema["enum"]:
-        problems.append(f"{where}: must be one of {schema['enum']!r}")
+        options = [repr(v) for v in schema["enum"]]
+        allowed = " or ".join(options) if len(options) < 3 else ", ".join(options[:-1])
+        if len(options) >= 3:
+            allowed += f" or {options[-1]}"
+        problems.append(f"{where}: Input should be {allowed}")
     if "const" in schema and value != schema["const"]:
         problems.append(f"{where}: must be {schema['const']!r}")
     for key in ("anyOf", "oneOf"):

@@ -149,15 +149,22 @@ class Tool:
     def validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Check and convert a model's arguments.
 
+        The check is strict JSON Schema validation against :attr:`input_schema`,
+        the schema the model was shown (``"12"`` is not an integer, ``"yes"``
+        not a boolean), the same check a store applies to arguments edited
+        from another process. Then, for a tool built from a signature, the
+        valid JSON is converted into the parameters' Python types (nested
+        models, enums, dates).
+
         Raises:
             SchemaValidationError: Naming each problem.
         """
         if not isinstance(arguments, dict):
             raise SchemaValidationError("arguments must be a JSON object")
+        problems = validate_json_schema(arguments, self.input_schema)
+        if problems:
+            raise SchemaValidationError("; ".join(problems))
         if self.parameters is not None:
-            problems = validate_json_schema(arguments, self.parameters)
-            if problems:
-                raise SchemaValidationError("; ".join(problems))
             return dict(arguments)
         if self._params is None:
             if arguments:

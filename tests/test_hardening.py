@@ -330,3 +330,48 @@ def test_very_deep_arguments_are_an_error_result_not_a_crash() -> None:
     assert chat.status == "complete" and ran == []
     call = chat.tool_calls[0]
     assert call.status == "error" and "nested more than" in (call.result.content or "")  # type: ignore[union-attr]
+
+
+# ----------------------------------------------------- one strict validation for both
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ({"order_id": "12"}, "order_id: expected integer, got str"),
+        ({"order_id": 12, "notify": "yes"}, "notify: expected boolean, got str"),
+        ({"order_id": 12, "notify": 1}, "notify: expected boolean, got int"),
+        ({"order_id": True}, "order_id: expected integer, got bool"),
+    ],
+)
+def test_arguments_are_validated_strictly_and_the_store_agrees(
+    arguments: dict[str, Any], problem: str, tmp_path: Any
+) -> None:
+    @tool(requires_approval=True)
+    def refund(order_id: int, notify: bool = False) -> str:
+        """Refund an order."""
+        ran.append("refund")
+        return "ok"
+
+    chat = _chat(call_tools(("refund", arguments)), reply("done")).with_tools(refund)
+    chat.ask("go")
+    call = chat.tool_calls[0]
+    assert call.status == "error" and problem in (call.result.content or "")  # type: ignore[union-attr]
+    assert ran == []
+
+    # the same arguments, edited in from another process, are refused the same way
+    from nbagent.store import SQLiteStore
+
+    db = tmp_path / "s.db"
+    parked = Chat(
+        provider=ScriptedProvider([call_tools(("refund", {"order_id": 1})), reply("ok")]),
+        store=db,
+        display=False,
+    ).with_tools(refund)
+    parked.ask("go")
+    pending = parked.pending_approvals[0]
+    from nbagent import DecisionError
+
+    with SQLiteStore(db) as store, pytest.raises(DecisionError, match=problem.split(":")[1]):
+        store.approve(pending.id, arguments=arguments)
+    with pytest.raises(DecisionError, match=problem.split(":")[1]):
+        parked.approve(pending, arguments)
+    parked.close()
