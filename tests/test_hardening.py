@@ -213,12 +213,17 @@ def test_a_failing_resolvers_note_is_said_once() -> None:
 
 
 # ------------------------------------------------------------------ repeated wire ids
-def test_repeated_ids_get_their_own_identity() -> None:
-    chat = _chat(
-        call_tools(("refund", {"order_id": 1}, "dup"), ("refund", {"order_id": 2}, "dup")),
-        call_tools(("refund", {"order_id": 3}, "dup")),
-        reply("done"),
+@pytest.mark.parametrize("stored", [False, True])
+def test_repeated_ids_get_their_own_identity(stored: bool, tmp_path: Any) -> None:
+    provider = ScriptedProvider(
+        [
+            call_tools(("refund", {"order_id": 1}, "dup"), ("refund", {"order_id": 2}, "dup")),
+            call_tools(("refund", {"order_id": 3}, "dup")),
+            reply("done"),
+        ]
     )
+    db = tmp_path / "s.db"
+    chat = Chat(provider=provider, store=db if stored else None, display=False)
     chat.with_tools(Refund)
     chat.ask("refund 1 and 2")
     first, second = chat.pending_approvals
@@ -234,6 +239,17 @@ def test_repeated_ids_get_their_own_identity() -> None:
     assert ran == ["refund 1", "refund 3"]
     assert len(chat.log) == 3
     assert [r.tool_call_id for r in _results(chat)] == ["dup", "dup_2", "dup_3"]
+    assert chat.status == "complete"
+    if stored:
+        chat.close()
+        again = Chat.load(chat.id, store=db, tools=[Refund], provider=provider)
+        assert [(c.id, c.arguments, c.status) for c in again.tool_calls] == [
+            ("dup", {"order_id": 1}, "ok"),
+            ("dup_2", {"order_id": 2}, "denied"),
+            ("dup_3", {"order_id": 3}, "ok"),
+        ]
+        assert [r.content for r in _results(again)] == [r.content for r in _results(chat)]
+        again.close()
 
 
 # ---------------------------------------------------------------- per-thread event loops
