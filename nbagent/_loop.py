@@ -61,7 +61,7 @@ from ._types import (
     ToolResultMessage,
 )
 from .providers._base import StreamDelta
-from .providers._models import cost_of
+from .providers._catalog import cost_of
 
 
 class LoopMixin(ChatCore):

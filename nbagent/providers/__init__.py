@@ -15,19 +15,19 @@ from ._base import Provider, StreamDelta
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicProvider
+    from ._catalog import ModelInfo, UnknownModelWarning, cost_of, lookup_model, register_model
     from ._demo import DemoProvider
-    from ._models import ModelInfo, UnknownModelWarning, cost_of, lookup_model, register_model
     from ._openai import OpenAIProvider
 
 _LAZY = {
     "AnthropicProvider": "._anthropic",
     "DemoProvider": "._demo",
-    "ModelInfo": "._models",
+    "ModelInfo": "._catalog",
     "OpenAIProvider": "._openai",
-    "UnknownModelWarning": "._models",
-    "cost_of": "._models",
-    "lookup_model": "._models",
-    "register_model": "._models",
+    "UnknownModelWarning": "._catalog",
+    "cost_of": "._catalog",
+    "lookup_model": "._catalog",
+    "register_model": "._catalog",
 }
 
 __all__ = [

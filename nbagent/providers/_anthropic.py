@@ -24,8 +24,8 @@ from ._anthropic_wire import (
     tools_json,
 )
 from ._base import DeltaSink, ToolDefinition
+from ._catalog import warn_if_unknown
 from ._errors import scrub, sdk_errors
-from ._models import warn_if_unknown
 from ._sdk import (
     MessageCache,
     Prepared,

@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 
 from .._types import LLMToolResponse, Message
 from ._base import DeltaSink, ToolDefinition
+from ._catalog import warn_if_unknown
 from ._errors import scrub, sdk_errors
-from ._models import warn_if_unknown
 from ._openai_wire import (
     ChatStream,
     ResponsesStream,

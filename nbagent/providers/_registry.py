@@ -29,7 +29,7 @@ def provider_for_model(model: str) -> str | None:
     if m.startswith(("gpt-", "gpt4", "o1", "o3", "o4", "chatgpt", "text-", "codex")):
         return "openai"
     try:
-        from ._models import lookup_model
+        from ._catalog import lookup_model
     except ImportError:  # pragma: no cover - registry module optional during bootstrap
         return None
     info = lookup_model(model)

@@ -34,8 +34,8 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from .._errors import ModelNotSupportedError, ProviderConnectionError, ProviderError
 from .._types import LLMToolResponse, Message, ToolCall
 from ._base import DeltaSink, ToolDefinition
+from ._catalog import lookup_model
 from ._errors import for_error_type, sdk_errors
-from ._models import lookup_model
 
 T = TypeVar("T")
 

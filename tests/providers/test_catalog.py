@@ -1,4 +1,4 @@
-"""The model registry: lookup, aliases, costs, tool support, unknown models."""
+"""The model catalog: lookup, aliases, costs, tool support, unknown models."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from nbagent.providers import (
     lookup_model,
     register_model,
 )
-from nbagent.providers._models import known_models
+from nbagent.providers._catalog import known_models
 from nbagent.providers._registry import provider_for_model
 from nbagent.testing import FakeLLMServer
 
