@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 from ._base import Provider
+from ._catalog import lookup_model
 
 DEFAULT_MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-sonnet-4-5", "demo": "demo"}
 _announced: set[str] = set()
@@ -20,18 +21,14 @@ _announce_lock = threading.Lock()
 
 
 def provider_for_model(model: str) -> str | None:
-    """The provider a model name belongs to, by its well-known prefixes."""
+    """The provider a model name belongs to: by its well-known prefixes, else the catalog."""
     m = model.lower()
-    if m == "demo" or m.startswith("demo"):
+    if m.startswith("demo"):
         return "demo"
     if m.startswith("claude"):
         return "anthropic"
     if m.startswith(("gpt-", "gpt4", "o1", "o3", "o4", "chatgpt", "text-", "codex")):
         return "openai"
-    try:
-        from ._catalog import lookup_model
-    except ImportError:  # pragma: no cover - registry module optional during bootstrap
-        return None
     info = lookup_model(model)
     return info.provider if info is not None else None
 
