@@ -3,10 +3,13 @@
 ``Chat()`` with nothing set uses the best provider whose API key is in the
 environment (OpenAI, then Anthropic) and otherwise the offline demo model, and
 says which once. SDK modules are imported only when their provider is chosen.
+A provider object passed with another model is copied (:func:`with_model`),
+never changed.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 import threading
@@ -70,6 +73,21 @@ def make_provider(name: str, model: str | None, **kwargs: Any) -> Provider:
     )
 
 
+def with_model(provider: Provider, model: str) -> Provider:
+    """``provider`` answering as ``model``, without changing the object passed in.
+
+    The same object when it already serves ``model``; otherwise a shallow copy
+    with its ``model`` set. The copy shares the original's SDK clients and wire
+    caches (and a scripted provider's script), so two chats can share one
+    provider object, each with its own model, without changing each other's.
+    """
+    if provider.model == model:
+        return provider
+    other = copy.copy(provider)
+    other.model = model
+    return other
+
+
 def resolve_provider(
     model: str | None = None,
     provider: Provider | str | None = None,
@@ -84,9 +102,7 @@ def resolve_provider(
     if api_key is not None:
         extra["api_key"] = api_key
     if provider is not None and not isinstance(provider, str):
-        if model is not None and getattr(provider, "model", model) != model:
-            provider.model = model
-        return provider
+        return provider if model is None else with_model(provider, model)
     if isinstance(provider, str):
         return make_provider(provider, model, **extra)
     if model is not None:

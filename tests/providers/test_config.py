@@ -183,6 +183,22 @@ def test_chat_arguments_build_the_provider(server: FakeLLMServer) -> None:
     chat.provider.close()  # type: ignore[attr-defined]
 
 
+def test_chats_sharing_a_provider_keep_their_own_models(server: FakeLLMServer) -> None:
+    server.script(["mini", "full", "mini again"])
+    with OpenAIProvider("gpt-4.1-mini", base_url=server.openai_base_url, api_key=KEY) as shared:
+        first = nbagent.Chat(provider=shared)
+        second = nbagent.Chat(provider=shared, model="gpt-4.1")
+        assert shared.model == "gpt-4.1-mini"  # the caller's object is never changed
+        assert (first.model, second.model) == ("gpt-4.1-mini", "gpt-4.1")
+        first.ask("hi")
+        assert server.last_request.body["model"] == "gpt-4.1-mini"
+        second.ask("hi")
+        assert server.last_request.body["model"] == "gpt-4.1"
+        first.ask("and you?")
+        assert server.last_request.body["model"] == "gpt-4.1-mini"
+        assert nbagent.Chat(provider=shared, model="gpt-4.1-mini").provider is shared
+
+
 def test_chat_picks_up_a_proxy_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, server: FakeLLMServer
 ) -> None:
