@@ -37,7 +37,7 @@ from ._types import (
     ToolResultMessage,
     Usage,
 )
-from .providers._base import Provider
+from .providers._base import ModelRequest, Provider
 
 StepKind = Literal[
     "generated", "ran_tools", "awaiting_approval", "complete", "budget_exhausted", "busy"
@@ -103,7 +103,7 @@ class ToolResult:
 @dataclass
 class _ModelRequest:
     step: int
-    kwargs: dict[str, Any]
+    request: ModelRequest
     t0: float = 0.0
 
 

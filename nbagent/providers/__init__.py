@@ -1,4 +1,4 @@
-"""Model providers: the ``Provider`` protocol and its adapters.
+"""Model providers: the ``Provider`` protocol, the ``ModelRequest`` it takes, and its adapters.
 
 ``OpenAIProvider`` (Chat Completions or Responses, and OpenAI-compatible
 servers), ``AnthropicProvider`` and the offline ``DemoProvider``. The SDK-backed
@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._base import Provider, StreamDelta
+from ._base import ModelRequest, Provider, StreamDelta
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicProvider
@@ -34,6 +34,7 @@ __all__ = [
     "AnthropicProvider",
     "DemoProvider",
     "ModelInfo",
+    "ModelRequest",
     "OpenAIProvider",
     "Provider",
     "StreamDelta",
