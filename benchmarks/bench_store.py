@@ -31,7 +31,7 @@ from typing import Any
 
 import nbagent
 from benchmarks._common import Result, interleaved
-from nbagent import Chat, LLMToolResponse, ToolCall, ToolResultMessage, tool
+from nbagent import Chat, LLMToolResponse, ModelRequest, ToolCall, ToolResultMessage, tool
 from nbagent.store import SQLiteStore
 from nbagent.store._protocol import CallFinal, ClaimResult, Entry, NewCall
 
@@ -59,7 +59,8 @@ class _LoopProvider:
         self.rounds = rounds
         self.calls = calls
 
-    def complete_with_tools(self, *, messages: Sequence[Any], **_: Any) -> LLMToolResponse:
+    def complete(self, request: ModelRequest) -> LLMToolResponse:
+        messages = request.messages
         done = 0
         for m in reversed(messages):
             if getattr(m, "role", "") == "user":
@@ -81,8 +82,8 @@ class _LoopProvider:
             output_tokens=5,
         )
 
-    async def complete_with_tools_async(self, **kwargs: Any) -> LLMToolResponse:
-        return self.complete_with_tools(**kwargs)
+    async def complete_async(self, request: ModelRequest) -> LLMToolResponse:
+        return self.complete(request)
 
 
 class _NoWrites(SQLiteStore):

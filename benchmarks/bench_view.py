@@ -21,7 +21,6 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import ipywidgets
@@ -31,6 +30,7 @@ from nbagent import (
     Approval,
     Chat,
     LLMToolResponse,
+    ModelRequest,
     ToolCall,
     ToolCallFinished,
     ToolCallRequested,
@@ -56,15 +56,15 @@ class ScriptedProvider:
         self.n = n
         self.made = 0
 
-    def complete_with_tools(self, *, messages: Sequence[Any], **_: Any) -> LLMToolResponse:
+    def complete(self, request: ModelRequest) -> LLMToolResponse:
         if self.made < self.n:
             self.made += 1
             call = ToolCall(f"call_{self.made:05d}", "lookup", {"key": f"item-{self.made}"})
             return LLMToolResponse("", (call,), 120, 12, self.model, self.name, "tool_use")
         return LLMToolResponse(f"Looked up {self.n} items.", (), 150, 20, self.model, self.name)
 
-    async def complete_with_tools_async(self, **kwargs: Any) -> LLMToolResponse:
-        return self.complete_with_tools(**kwargs)
+    async def complete_async(self, request: ModelRequest) -> LLMToolResponse:
+        return self.complete(request)
 
 
 @tool

@@ -68,7 +68,7 @@ from ._types import (
     Usage,
 )
 from .log import read_log
-from .providers._base import Provider, StreamDelta
+from .providers._base import ModelRequest, Provider, StreamDelta
 from .providers._demo import DemoProvider
 from .store import SQLiteStore, Store, open_store
 
@@ -121,6 +121,7 @@ __all__ = [
     "Message",
     "MessageAdded",
     "ModelNotSupportedError",
+    "ModelRequest",
     "ModelRequestFailed",
     "ModelRequestFinished",
     "ModelRequestStarted",

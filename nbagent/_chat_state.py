@@ -48,7 +48,7 @@ from ._types import (
     Usage,
 )
 from ._unicode import TooDeep, clean, clean_json
-from .providers._base import Provider
+from .providers._base import ModelRequest, Provider
 
 StepKind = Literal[
     "generated", "ran_tools", "awaiting_approval", "complete", "budget_exhausted", "busy"
@@ -114,7 +114,7 @@ class ToolResult:
 @dataclass
 class _ModelRequest:
     step: int
-    kwargs: dict[str, Any]
+    request: ModelRequest
     t0: float = 0.0
 
 

@@ -24,8 +24,12 @@ def publish(module: str, namespace: dict[str, Any], names: list[str]) -> None:
 
 
 def publish_one(module: str, obj: Any) -> Any:
-    """Set ``obj.__module__`` to ``module`` if it is a class or a function; returns ``obj``."""
-    if inspect.isclass(obj) or inspect.isfunction(obj):
+    """Set ``obj.__module__`` to ``module`` if it is a class or a function; returns ``obj``.
+
+    An object ``nbagent`` itself exports keeps ``"nbagent"`` (its shortest public
+    path), even when a subpackage re-exports it under another name.
+    """
+    if (inspect.isclass(obj) or inspect.isfunction(obj)) and obj.__module__ != "nbagent":
         obj.__module__ = module
     return obj
 

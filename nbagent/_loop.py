@@ -62,8 +62,8 @@ from ._types import (
     ToolResultMessage,
 )
 from ._unicode import TooDeep, clean, clean_json
-from .providers._base import StreamDelta
-from .providers._models import cost_of
+from .providers._base import ModelRequest, StreamDelta
+from .providers._catalog import cost_of
 
 
 class LoopMixin(ChatCore):
@@ -99,7 +99,7 @@ class LoopMixin(ChatCore):
 
     def _perform_sync(self, effect: _Effect) -> Any:
         if isinstance(effect, _ModelRequest):
-            return self.provider.complete_with_tools(**effect.kwargs)
+            return self.provider.complete(effect.request)
         coro = self._runner.run_round(effect.jobs, effect.mode, self._round_hooks(effect))
         if needs_event_loop(effect.jobs, effect.mode):
             return _aio.run_sync(coro)
@@ -107,7 +107,7 @@ class LoopMixin(ChatCore):
 
     async def _perform_async(self, effect: _Effect) -> Any:
         if isinstance(effect, _ModelRequest):
-            return await self.provider.complete_with_tools_async(**effect.kwargs)
+            return await self.provider.complete_async(effect.request)
         return await self._runner.run_round(effect.jobs, effect.mode, self._round_hooks(effect))
 
     def _guarded(
@@ -236,22 +236,22 @@ class LoopMixin(ChatCore):
 
     def _build_request(self) -> _ModelRequest:
         with self._lock:
-            tools = [t.spec for t in self._tools.values()]
+            tools = tuple(t.spec for t in self._tools.values())
             choice = resolve_choice(
                 self._options.choice, list(self._tools), forced_spent=self._forced_spent
             )
             calls = self._options.calls_wire
             stream = self.stream if self.stream is not None else get_config().stream
             step = self._step
-            kwargs: dict[str, Any] = {
-                "messages": tuple(self._messages),
-                "system": self.system,
-                "tools": tools,
-                "tool_choice": choice,
-                "calls": calls,
-                "stream": stream,
-                "on_delta": self._delta_sink(step) if stream else None,
-            }
+            request = ModelRequest(
+                messages=tuple(self._messages),
+                system=self.system,
+                tools=tools,
+                tool_choice=choice,
+                calls=calls,
+                stream=stream,
+                on_delta=self._delta_sink(step) if stream else None,
+            )
         self._emit(
             ModelRequestStarted(
                 chat_id=self.id,
@@ -259,12 +259,12 @@ class LoopMixin(ChatCore):
                 turn=self._turn,
                 model=self.model,
                 provider=self.provider.name,
-                n_messages=len(kwargs["messages"]),
+                n_messages=len(request.messages),
                 tool_choice=choice,
                 calls=calls,
             )
         )
-        return _ModelRequest(step, kwargs, time.perf_counter())
+        return _ModelRequest(step, request, time.perf_counter())
 
     def _delta_sink(self, step: int) -> Callable[[StreamDelta], None]:
         def sink(delta: StreamDelta) -> None:

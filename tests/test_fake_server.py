@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 import anthropic
 import httpx2
@@ -29,7 +29,10 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response, ResponseStreamEvent
 
 import nbagent.testing
+from nbagent._types import StopReason
 from nbagent.testing import FakeLLMServer, FakeToolCall, RecordedRequest, Turn, render
+from nbagent.testing._script import STOPS as FAKE_STOPS
+from nbagent.testing._script import Stop
 
 KEY = "test-key"
 PARIS = FakeToolCall("get_weather", {"city": "Paris"})
@@ -980,6 +983,23 @@ RENDER_TURNS = {
     "500": Turn(status=500),
     "529": Turn(status=529),
 }
+
+
+def test_the_fake_stops_are_nbagents_stop_reasons() -> None:
+    # every StopReason but "other" (an unknown wire stop), plus OpenAI's content filter
+    expected = set(get_args(StopReason)) - {"other"} | {"content_filter"}
+    assert set(get_args(Stop)) == set(FAKE_STOPS) == expected
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("stop", sorted(FAKE_STOPS))
+def test_every_stop_renders_on_every_api(api: str, stream: bool, stop: str) -> None:
+    turn = Turn(text="x", stop=stop)  # type: ignore[arg-type]
+    extra = {"stream_options": {"include_usage": True}} if api == "chat" else {}
+    for payload in render(api, turn, request_for(api, **extra), stream=stream):  # type: ignore[arg-type]
+        if payload.get("type") != "ping":
+            validate_payload(api, "event" if stream else "response", payload)
 
 
 @pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])

@@ -22,6 +22,7 @@ from nbagent import (
     ChatCancelled,
     Event,
     LLMToolResponse,
+    ModelRequest,
     SkipToolCall,
     Tool,
     ToolCall,
@@ -43,14 +44,14 @@ class Script:
         self.model = model
         self.entries = list(entries)
 
-    def complete_with_tools(self, **kwargs: Any) -> LLMToolResponse:
+    def complete(self, request: ModelRequest) -> LLMToolResponse:
         entry = self.entries.pop(0) if self.entries else answer("done")
         if isinstance(entry, BaseException):
             raise entry
         return entry
 
-    async def complete_with_tools_async(self, **kwargs: Any) -> LLMToolResponse:
-        return self.complete_with_tools(**kwargs)
+    async def complete_async(self, request: ModelRequest) -> LLMToolResponse:
+        return self.complete(request)
 
 
 _ids = itertools.count()

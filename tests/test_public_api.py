@@ -40,7 +40,14 @@ def test_import_stays_light() -> None:
     assert out.stdout.strip() == "[]"
 
 
-PUBLIC_PACKAGES = ["nbagent", "nbagent.store", "nbagent.log", "nbagent.notebook", "nbagent.testing"]
+PUBLIC_PACKAGES = [
+    "nbagent",
+    "nbagent.store",
+    "nbagent.log",
+    "nbagent.notebook",
+    "nbagent.providers",
+    "nbagent.testing",
+]
 
 
 @pytest.mark.parametrize("package", PUBLIC_PACKAGES)
@@ -53,7 +60,8 @@ def test_public_objects_report_their_public_module(package: str) -> None:
         obj = getattr(module, name)  # lazy names load here, and must report too
         if not (inspect.isclass(obj) or inspect.isfunction(obj)):
             continue
-        expected = "nbagent" if name in nbagent.__all__ else package
+        exported_by_nbagent = any(getattr(nbagent, n) is obj for n in nbagent.__all__)
+        expected = "nbagent" if exported_by_nbagent else package
         assert obj.__module__ == expected, f"{package}.{name} reports {obj.__module__}"
         checked += 1
     assert checked, f"{package} exports no class or function"

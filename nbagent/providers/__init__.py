@@ -1,4 +1,4 @@
-"""Model providers: the ``Provider`` protocol and its adapters.
+"""Model providers: the ``Provider`` protocol, the ``ModelRequest`` it takes, and its adapters.
 
 ``OpenAIProvider`` (Chat Completions or Responses, and OpenAI-compatible
 servers), ``AnthropicProvider`` and the offline ``DemoProvider``. The SDK-backed
@@ -11,29 +11,32 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._base import Provider, StreamDelta
+from .._exports import publish as _publish
+from .._exports import publish_one as _publish_one
+from ._base import ModelRequest, Provider, StreamDelta
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicProvider
+    from ._catalog import ModelInfo, UnknownModelWarning, cost_of, lookup_model, register_model
     from ._demo import DemoProvider
-    from ._models import ModelInfo, UnknownModelWarning, cost_of, lookup_model, register_model
     from ._openai import OpenAIProvider
 
 _LAZY = {
     "AnthropicProvider": "._anthropic",
     "DemoProvider": "._demo",
-    "ModelInfo": "._models",
+    "ModelInfo": "._catalog",
     "OpenAIProvider": "._openai",
-    "UnknownModelWarning": "._models",
-    "cost_of": "._models",
-    "lookup_model": "._models",
-    "register_model": "._models",
+    "UnknownModelWarning": "._catalog",
+    "cost_of": "._catalog",
+    "lookup_model": "._catalog",
+    "register_model": "._catalog",
 }
 
 __all__ = [
     "AnthropicProvider",
     "DemoProvider",
     "ModelInfo",
+    "ModelRequest",
     "OpenAIProvider",
     "Provider",
     "StreamDelta",
@@ -48,10 +51,13 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
+    value = _publish_one(__name__, getattr(importlib.import_module(module, __name__), name))
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+_publish(__name__, globals(), __all__)

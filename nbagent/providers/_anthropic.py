@@ -9,11 +9,10 @@ context-window stop as ``context_window``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from .._errors import AuthenticationError
-from .._types import LLMToolResponse, Message
+from .._types import LLMToolResponse
 from ._anthropic_wire import (
     MessageStream,
     Piece,
@@ -23,9 +22,9 @@ from ._anthropic_wire import (
     tool_choice,
     tools_json,
 )
-from ._base import DeltaSink, ToolDefinition
+from ._base import DeltaSink, ModelRequest
+from ._catalog import warn_if_unknown
 from ._errors import scrub, sdk_errors
-from ._models import warn_if_unknown
 from ._sdk import (
     MessageCache,
     Prepared,
@@ -122,35 +121,27 @@ class AnthropicProvider(SDKProvider):
             kwargs["auth_token"] = client.auth_token
         return anthropic.AsyncAnthropic(base_url=client.base_url, **kwargs)
 
-    def _prepare(
-        self,
-        messages: Sequence[Message],
-        system: str | None,
-        tools: Sequence[ToolDefinition],
-        choice: str,
-        calls: Literal["one", "many"],
-        stream: bool,
-        max_tokens: int | None,
-    ) -> Prepared:
-        body, systems = messages_json(self._pieces.many(messages))
-        if system:
-            systems.insert(0, system)
+    def _prepare(self, request: ModelRequest) -> Prepared:
+        body, systems = messages_json(self._pieces.many(request.messages))
+        if request.system:
+            systems.insert(0, request.system)
+        limit = request.max_tokens if request.max_tokens is not None else self.max_tokens
         fields: list[tuple[str, bytes]] = [
             ("model", dumps(self.model)),
-            ("max_tokens", dumps(max_tokens if max_tokens is not None else self.max_tokens)),
+            ("max_tokens", dumps(limit)),
             ("messages", body),
         ]
         if systems:
             fields.append(("system", dumps("\n\n".join(systems))))
-        if tools:
-            fields.append(("tools", self._tools.get(tools)))
-            fields.append(("tool_choice", dumps(tool_choice(choice, calls))))
-        if stream:
+        if request.tools:
+            fields.append(("tools", self._tools.get(request.tools)))
+            fields.append(("tool_choice", dumps(tool_choice(request.tool_choice, request.calls))))
+        if request.stream:
             fields.append(("stream", b"true"))
         if self.extra_body:
             fields = [(k, v) for k, v in fields if k not in self.extra_body]
             fields += [(k, dumps(v)) for k, v in self.extra_body.items()]
-        return Prepared("/v1/messages", assemble(fields), stream)
+        return Prepared("/v1/messages", assemble(fields), request.stream)
 
     def _parse(self, data: Any) -> LLMToolResponse:
         return parse_message(data, model=self.model, provider=self.name)

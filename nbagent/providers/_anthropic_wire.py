@@ -36,8 +36,9 @@ from .._types import (
     StopReason,
     ToolCall,
     ToolResultMessage,
+    ToolSpec,
 )
-from ._base import DeltaSink, StreamDelta, ToolDefinition, as_spec
+from ._base import DeltaSink, StreamDelta
 from ._errors import for_error_type
 from ._sdk import dumps, incomplete_stream, make_call, new_call_id
 
@@ -167,9 +168,9 @@ def _results_first(run: list[Piece]) -> bool:
     return True
 
 
-def tools_json(tools: Sequence[ToolDefinition]) -> bytes:
+def tools_json(tools: Sequence[ToolSpec]) -> bytes:
     """Neutral tool definitions -> Anthropic ``tools``."""
-    return dumps([as_spec(t).as_dict() for t in tools])
+    return dumps([t.as_dict() for t in tools])
 
 
 def tool_choice(choice: str, calls: str) -> dict[str, Any]:

@@ -1,20 +1,17 @@
-"""The provider seam: one method (and its async twin) every adapter implements.
+"""The provider seam: one request value, one method (and its async twin).
 
-``complete_with_tools`` takes the neutral transcript and tool definitions and
-returns a neutral :class:`~nbagent.LLMToolResponse`; SDK objects never leave an
-adapter. Tools may be :class:`~nbagent.ToolSpec` values or plain dicts with
-``name``, ``description`` and ``input_schema`` (JSON Schema).
-
-``tool_choice`` is already resolved by the chat: ``"auto"``, ``"required"``,
-``"none"`` or a tool name. ``calls`` is ``"one"`` or ``"many"``; an adapter sends
-it where its wire format has a switch and the chat enforces it everywhere.
-While a response streams, ``on_delta`` receives :class:`StreamDelta` values.
+A :class:`ModelRequest` holds everything one model request needs; every
+provider implements ``complete(request)`` and ``complete_async(request)``,
+returning a neutral :class:`~nbagent.LLMToolResponse`. SDK objects never leave
+an adapter. Adding a request parameter means adding a field to
+:class:`ModelRequest` and mapping it to the wire in the adapters that support
+it; no signature repeats the list.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._types import LLMToolResponse, Message, ToolSpec
@@ -48,10 +45,14 @@ def as_spec(tool: ToolDefinition) -> ToolSpec:
     if isinstance(tool, ToolSpec):
         return tool
     try:
+        schema = tool.get("input_schema")
         return ToolSpec(
             name=str(tool["name"]),
             description=str(tool.get("description", "")),
-            input_schema=dict(tool.get("input_schema") or {"type": "object", "properties": {}}),
+            # a dict is kept, not copied: its identity keys the adapters' wire cache
+            input_schema=schema
+            if isinstance(schema, dict) and schema
+            else dict(schema or {"type": "object", "properties": {}}),
         )
     except (KeyError, TypeError) as exc:
         raise TypeError(
@@ -59,81 +60,69 @@ def as_spec(tool: ToolDefinition) -> ToolSpec:
         ) from exc
 
 
+@dataclass(frozen=True)
+class ModelRequest:
+    """One request to a model, provider-neutral (a plain value; the chat builds one per step).
+
+    Lists are accepted for ``messages`` and ``tools`` and stored as tuples;
+    tools may be :class:`~nbagent.ToolSpec` values or plain dicts with
+    ``name``, ``description`` and ``input_schema`` (JSON Schema), stored as
+    ``ToolSpec`` values.
+
+    Attributes:
+        messages: The transcript, oldest first.
+        system: System instructions.
+        tools: Tool definitions.
+        tool_choice: Already resolved by the chat: ``"auto"``, ``"required"``,
+            ``"none"`` or a tool name.
+        calls: ``"one"`` or ``"many"`` calls per response; an adapter sends it
+            where its wire format has a switch, and the chat enforces it everywhere.
+        stream: Stream the response.
+        on_delta: Receives :class:`StreamDelta` values while a response streams
+            (not part of the value: left out of equality and repr).
+        max_tokens: Output token limit (default: the provider's own).
+    """
+
+    messages: tuple[Message, ...]
+    system: str | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: str = "auto"
+    calls: Literal["one", "many"] = "many"
+    stream: bool = False
+    on_delta: DeltaSink | None = field(default=None, compare=False, repr=False)
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "messages", tuple(self.messages))
+        object.__setattr__(self, "tools", tuple(map(as_spec, self.tools)))
+
+
 @runtime_checkable
 class Provider(Protocol):
-    """What the chat needs from a model provider."""
+    """What the chat needs from a model provider: a name, a model, one method."""
 
     name: str
     model: str
 
-    def complete_with_tools(
-        self,
-        *,
-        messages: Sequence[Message],
-        system: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        tool_choice: str = "auto",
-        calls: Literal["one", "many"] = "many",
-        stream: bool = False,
-        on_delta: DeltaSink | None = None,
-        max_tokens: int | None = None,
-    ) -> LLMToolResponse: ...
+    def complete(self, request: ModelRequest) -> LLMToolResponse:
+        """Send ``request``; return the neutral response."""
+        ...
 
-    async def complete_with_tools_async(
-        self,
-        *,
-        messages: Sequence[Message],
-        system: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        tool_choice: str = "auto",
-        calls: Literal["one", "many"] = "many",
-        stream: bool = False,
-        on_delta: DeltaSink | None = None,
-        max_tokens: int | None = None,
-    ) -> LLMToolResponse: ...
+    async def complete_async(self, request: ModelRequest) -> LLMToolResponse:
+        """Async twin of :meth:`complete`."""
+        ...
 
 
 class InProcessProvider:
     """Base for providers that answer in-process, with no I/O to await.
 
-    Subclasses implement ``complete_with_tools``; the async twin runs it
-    directly on the event loop.
+    Subclasses implement :meth:`complete`; the async twin runs it directly on
+    the event loop.
     """
 
-    def complete_with_tools(
-        self,
-        *,
-        messages: Sequence[Message],
-        system: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        tool_choice: str = "auto",
-        calls: Literal["one", "many"] = "many",
-        stream: bool = False,
-        on_delta: DeltaSink | None = None,
-        max_tokens: int | None = None,
-    ) -> LLMToolResponse:
+    def complete(self, request: ModelRequest) -> LLMToolResponse:
         raise NotImplementedError
 
-    async def complete_with_tools_async(
-        self,
-        *,
-        messages: Sequence[Message],
-        system: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        tool_choice: str = "auto",
-        calls: Literal["one", "many"] = "many",
-        stream: bool = False,
-        on_delta: DeltaSink | None = None,
-        max_tokens: int | None = None,
-    ) -> LLMToolResponse:
-        """Async twin of :meth:`complete_with_tools` (nothing to await: it just runs it)."""
-        return self.complete_with_tools(
-            messages=messages,
-            system=system,
-            tools=tools,
-            tool_choice=tool_choice,
-            calls=calls,
-            stream=stream,
-            on_delta=on_delta,
-            max_tokens=max_tokens,
-        )
+    async def complete_async(self, request: ModelRequest) -> LLMToolResponse:
+        """Async twin of :meth:`complete` (nothing to await: it just runs it)."""
+        return self.complete(request)

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from .._types import (
     AssistantToolCallMessage,
@@ -32,7 +31,7 @@ from .._types import (
     ToolResultMessage,
     ToolSpec,
 )
-from ._base import DeltaSink, InProcessProvider, StreamDelta, ToolDefinition, as_spec
+from ._base import DeltaSink, InProcessProvider, ModelRequest, StreamDelta
 
 _STOP = frozenset(
     [
@@ -251,22 +250,12 @@ class DemoProvider(InProcessProvider):
         return f"DemoProvider(model={self.model!r})"
 
     # -- the neutral API ----------------------------------------------------
-    def complete_with_tools(
-        self,
-        *,
-        messages: Sequence[Message],
-        system: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        tool_choice: str = "auto",
-        calls: Literal["one", "many"] = "many",
-        stream: bool = False,
-        on_delta: DeltaSink | None = None,
-        max_tokens: int | None = None,
-    ) -> LLMToolResponse:
-        specs = [as_spec(t) for t in tools]
-        response = self._respond(list(messages), specs, tool_choice, calls)
-        if stream and on_delta is not None:
-            self._stream(response, on_delta)
+    def complete(self, request: ModelRequest) -> LLMToolResponse:
+        response = self._respond(
+            list(request.messages), list(request.tools), request.tool_choice, request.calls
+        )
+        if request.stream and request.on_delta is not None:
+            self._stream(response, request.on_delta)
         return response
 
     # -- behaviour ------------------------------------------------------------

@@ -20,14 +20,13 @@ need none).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from .._types import LLMToolResponse, Message
-from ._base import DeltaSink, ToolDefinition
+from .._types import LLMToolResponse
+from ._base import DeltaSink, ModelRequest
+from ._catalog import warn_if_unknown
 from ._errors import scrub, sdk_errors
-from ._models import warn_if_unknown
 from ._openai_wire import (
     ChatStream,
     ResponsesStream,
@@ -174,57 +173,48 @@ class OpenAIProvider(SDKProvider):
         return openai.AsyncOpenAI(api_key=client.api_key, base_url=client.base_url, **kwargs)
 
     # -- requests -------------------------------------------------------------
-    def _prepare(
-        self,
-        messages: Sequence[Message],
-        system: str | None,
-        tools: Sequence[ToolDefinition],
-        tool_choice: str,
-        calls: Literal["one", "many"],
-        stream: bool,
-        max_tokens: int | None,
-    ) -> Prepared:
-        limit = max_tokens if max_tokens is not None else self.max_tokens
+    def _prepare(self, request: ModelRequest) -> Prepared:
+        limit = request.max_tokens if request.max_tokens is not None else self.max_tokens
         if self.api == "chat":
-            items = self._messages.many(messages)
-            if system:
-                items.insert(0, chat_system(system))
+            items = self._messages.many(request.messages)
+            if request.system:
+                items.insert(0, chat_system(request.system))
             fields: list[tuple[str, bytes]] = [
                 ("model", dumps(self.model)),
                 ("messages", array(items)),
             ]
-            if tools:
-                fields.append(("tools", self._tools.get(tools)))
-                fields.append(("tool_choice", dumps(tool_choice_chat(tool_choice))))
-                if calls == "one":
+            if request.tools:
+                fields.append(("tools", self._tools.get(request.tools)))
+                fields.append(("tool_choice", dumps(tool_choice_chat(request.tool_choice))))
+                if request.calls == "one":
                     fields.append(("parallel_tool_calls", b"false"))
             if limit is not None:
                 key = "max_tokens" if self.compatible else "max_completion_tokens"
                 fields.append((key, dumps(limit)))
-            if stream:
+            if request.stream:
                 fields.append(("stream", b"true"))
                 fields.append(("stream_options", b'{"include_usage":true}'))
             path = "/chat/completions"
         else:
-            items = [b for b in self._messages.many(messages) if b]
+            items = [b for b in self._messages.many(request.messages) if b]
             fields = [("model", dumps(self.model)), ("input", array(items))]
-            if system:
-                fields.append(("instructions", dumps(system)))
-            if tools:
-                fields.append(("tools", self._tools.get(tools)))
-                fields.append(("tool_choice", dumps(tool_choice_responses(tool_choice))))
-                if calls == "one":
+            if request.system:
+                fields.append(("instructions", dumps(request.system)))
+            if request.tools:
+                fields.append(("tools", self._tools.get(request.tools)))
+                fields.append(("tool_choice", dumps(tool_choice_responses(request.tool_choice))))
+                if request.calls == "one":
                     fields.append(("parallel_tool_calls", b"false"))
             if limit is not None:
                 fields.append(("max_output_tokens", dumps(limit)))
             fields.append(("store", b"false"))
-            if stream:
+            if request.stream:
                 fields.append(("stream", b"true"))
             path = "/responses"
         if self.extra_body:
             fields = [(k, v) for k, v in fields if k not in self.extra_body]
             fields += [(k, dumps(v)) for k, v in self.extra_body.items()]
-        return Prepared(path, assemble(fields), stream, self._options)
+        return Prepared(path, assemble(fields), request.stream, self._options)
 
     def _parse(self, data: Any) -> LLMToolResponse:
         if self.api == "chat":

@@ -34,8 +34,9 @@ from .._types import (
     StopReason,
     ToolCall,
     ToolResultMessage,
+    ToolSpec,
 )
-from ._base import DeltaSink, StreamDelta, ToolDefinition, as_spec
+from ._base import DeltaSink, StreamDelta
 from ._sdk import arguments_text, dumps, incomplete_stream, make_call, new_call_id
 
 CONTENT_FILTERED = "The response was blocked by the provider's content filter."
@@ -100,11 +101,10 @@ def chat_system(system: str) -> bytes:
     return dumps({"role": "system", "content": system})
 
 
-def chat_tools(tools: Sequence[ToolDefinition], *, compatible: bool = False) -> bytes:
+def chat_tools(tools: Sequence[ToolSpec], *, compatible: bool = False) -> bytes:
     """Neutral tool definitions -> Chat Completions ``tools`` (JSON bytes)."""
     out = []
-    for tool in tools:
-        spec = as_spec(tool)
+    for spec in tools:
         function: dict[str, Any] = {
             "name": spec.name,
             "description": spec.description,
@@ -313,11 +313,10 @@ def responses_items(message: Message) -> bytes:
     raise TypeError(f"cannot convert {type(message).__name__} to Responses input items")
 
 
-def responses_tools(tools: Sequence[ToolDefinition]) -> bytes:
+def responses_tools(tools: Sequence[ToolSpec]) -> bytes:
     """Neutral tool definitions -> Responses ``tools`` (``strict`` sent: it defaults to true)."""
     out = []
-    for tool in tools:
-        spec = as_spec(tool)
+    for spec in tools:
         out.append(
             {
                 "type": "function",

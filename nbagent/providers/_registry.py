@@ -3,16 +3,20 @@
 ``Chat()`` with nothing set uses the best provider whose API key is in the
 environment (OpenAI, then Anthropic) and otherwise the offline demo model, and
 says which once. SDK modules are imported only when their provider is chosen.
+A provider object passed with another model is copied (:func:`with_model`),
+never changed.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 import threading
 from typing import Any
 
 from ._base import Provider
+from ._catalog import lookup_model
 
 DEFAULT_MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-sonnet-4-5", "demo": "demo"}
 _announced: set[str] = set()
@@ -20,18 +24,14 @@ _announce_lock = threading.Lock()
 
 
 def provider_for_model(model: str) -> str | None:
-    """The provider a model name belongs to, by its well-known prefixes."""
+    """The provider a model name belongs to: by its well-known prefixes, else the catalog."""
     m = model.lower()
-    if m == "demo" or m.startswith("demo"):
+    if m.startswith("demo"):
         return "demo"
     if m.startswith("claude"):
         return "anthropic"
     if m.startswith(("gpt-", "gpt4", "o1", "o3", "o4", "chatgpt", "text-", "codex")):
         return "openai"
-    try:
-        from ._models import lookup_model
-    except ImportError:  # pragma: no cover - registry module optional during bootstrap
-        return None
     info = lookup_model(model)
     return info.provider if info is not None else None
 
@@ -73,6 +73,21 @@ def make_provider(name: str, model: str | None, **kwargs: Any) -> Provider:
     )
 
 
+def with_model(provider: Provider, model: str) -> Provider:
+    """``provider`` answering as ``model``, without changing the object passed in.
+
+    The same object when it already serves ``model``; otherwise a shallow copy
+    with its ``model`` set. The copy shares the original's SDK clients and wire
+    caches (and a scripted provider's script), so two chats can share one
+    provider object, each with its own model, without changing each other's.
+    """
+    if provider.model == model:
+        return provider
+    other = copy.copy(provider)
+    other.model = model
+    return other
+
+
 def resolve_provider(
     model: str | None = None,
     provider: Provider | str | None = None,
@@ -87,9 +102,7 @@ def resolve_provider(
     if api_key is not None:
         extra["api_key"] = api_key
     if provider is not None and not isinstance(provider, str):
-        if model is not None and getattr(provider, "model", model) != model:
-            provider.model = model
-        return provider
+        return provider if model is None else with_model(provider, model)
     if isinstance(provider, str):
         return make_provider(provider, model, **extra)
     if model is not None:

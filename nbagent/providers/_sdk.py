@@ -3,8 +3,8 @@
 An adapter (:class:`~nbagent.providers.OpenAIProvider`,
 :class:`~nbagent.providers.AnthropicProvider`) supplies three things:
 
-- ``_prepare(...)``: the wire request for a neutral transcript, as a JSON body
-  *already serialised*: each message's JSON is built once and cached
+- ``_prepare(request)``: the wire request for a :class:`~._base.ModelRequest`,
+  as a JSON body *already serialised*: each message's JSON is built once and cached
   (:class:`MessageCache`), so a request costs one join over the history, not a
   rebuild of it;
 - ``_parse(data)``: a non-streaming response (a plain JSON dict) to an
@@ -27,15 +27,15 @@ import contextlib
 import json
 import uuid
 import weakref
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, Protocol, TypeVar
 
 from .._errors import ModelNotSupportedError, ProviderConnectionError, ProviderError
-from .._types import LLMToolResponse, Message, ToolCall
-from ._base import DeltaSink, ToolDefinition
+from .._types import LLMToolResponse, Message, ToolCall, ToolSpec
+from ._base import DeltaSink, ModelRequest
+from ._catalog import lookup_model
 from ._errors import for_error_type, sdk_errors
-from ._models import lookup_model
 
 T = TypeVar("T")
 
@@ -132,25 +132,19 @@ class MessageCache(Generic[T]):
 class ToolsCache:
     """The wire form of the tool list, rebuilt only when the tools change."""
 
-    def __init__(self, build: Callable[[Sequence[ToolDefinition]], bytes]):
+    def __init__(self, build: Callable[[Sequence[ToolSpec]], bytes]):
         self._build = build
         self._key: tuple[Any, ...] | None = None
-        self._keep: tuple[Any, ...] = ()
+        self._keep: tuple[ToolSpec, ...] = ()
         self._value = b"[]"
 
-    def get(self, tools: Sequence[ToolDefinition]) -> bytes:
-        key = tuple(_tool_key(t) for t in tools)
+    def get(self, tools: tuple[ToolSpec, ...]) -> bytes:
+        key = tuple((t.name, t.description, id(t.input_schema)) for t in tools)
         if key != self._key:
             self._value = self._build(tools)
             self._key = key
-            self._keep = tuple(tools)  # keep schemas alive so their ids stay theirs
+            self._keep = tools  # keep schemas alive so their ids stay theirs
         return self._value
-
-
-def _tool_key(tool: ToolDefinition) -> tuple[Any, ...]:
-    if isinstance(tool, Mapping):
-        return (tool.get("name"), tool.get("description"), id(tool.get("input_schema")), id(tool))
-    return (tool.name, tool.description, id(tool.input_schema))
 
 
 @dataclass
@@ -260,16 +254,7 @@ class SDKProvider:
         self._last_body: bytes | None = None
 
     # -- for subclasses -------------------------------------------------------
-    def _prepare(
-        self,
-        messages: Sequence[Message],
-        system: str | None,
-        tools: Sequence[ToolDefinition],
-        tool_choice: str,
-        calls: Literal["one", "many"],
-        stream: bool,
-        max_tokens: int | None,
-    ) -> Prepared:
+    def _prepare(self, request: ModelRequest) -> Prepared:
         raise NotImplementedError
 
     def _parse(self, data: Any) -> LLMToolResponse:
@@ -285,27 +270,16 @@ class SDKProvider:
         raise NotImplementedError
 
     # -- the neutral API ------------------------------------------------------
-    def complete_with_tools(
-        self,
-        *,
-        messages: Sequence[Message],
-        system: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        tool_choice: str = "auto",
-        calls: Literal["one", "many"] = "many",
-        stream: bool = False,
-        on_delta: DeltaSink | None = None,
-        max_tokens: int | None = None,
-    ) -> LLMToolResponse:
-        """Send the transcript, return the neutral response (see ``Provider``)."""
-        req = self._request(messages, system, tools, tool_choice, calls, stream, max_tokens)
+    def complete(self, request: ModelRequest) -> LLMToolResponse:
+        """Send ``request``, return the neutral response (see ``Provider``)."""
+        req = self._request(request)
         with sdk_errors(self.name, self._secrets(), self._env_key):
             if not req.stream:
                 response = self._client.post(
                     req.path, cast_to=_response_cls(), content=req.body, options=req.options
                 )
                 return self._checked_parse(self._json(response.content))
-            acc = self._accumulator(on_delta)
+            acc = self._accumulator(request.on_delta)
             parser = SSEParser(self.name)
             response = self._client.post(
                 req.path,
@@ -324,20 +298,9 @@ class SDKProvider:
                 acc.feed(event)
             return acc.finish()
 
-    async def complete_with_tools_async(
-        self,
-        *,
-        messages: Sequence[Message],
-        system: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        tool_choice: str = "auto",
-        calls: Literal["one", "many"] = "many",
-        stream: bool = False,
-        on_delta: DeltaSink | None = None,
-        max_tokens: int | None = None,
-    ) -> LLMToolResponse:
-        """Async twin of :meth:`complete_with_tools`."""
-        req = self._request(messages, system, tools, tool_choice, calls, stream, max_tokens)
+    async def complete_async(self, request: ModelRequest) -> LLMToolResponse:
+        """Async twin of :meth:`complete`."""
+        req = self._request(request)
         client = self._async()
         with sdk_errors(self.name, self._secrets(), self._env_key):
             if not req.stream:
@@ -345,7 +308,7 @@ class SDKProvider:
                     req.path, cast_to=_response_cls(), content=req.body, options=req.options
                 )
                 return self._checked_parse(self._json(response.content))
-            acc = self._accumulator(on_delta)
+            acc = self._accumulator(request.on_delta)
             parser = SSEParser(self.name)
             response = await client.post(
                 req.path,
@@ -365,17 +328,8 @@ class SDKProvider:
             return acc.finish()
 
     # -- plumbing -------------------------------------------------------------
-    def _request(
-        self,
-        messages: Sequence[Message],
-        system: str | None,
-        tools: Sequence[ToolDefinition],
-        tool_choice: str,
-        calls: Literal["one", "many"],
-        stream: bool,
-        max_tokens: int | None,
-    ) -> Prepared:
-        if tools:
+    def _request(self, request: ModelRequest) -> Prepared:
+        if request.tools:
             info = lookup_model(self.model)
             if info is not None and not info.supports_tools:
                 raise ModelNotSupportedError(
@@ -383,7 +337,7 @@ class SDKProvider:
                     "that does (e.g. gpt-4.1-mini, claude-sonnet-4-5) or remove the tools",
                     provider=self.name,
                 )
-        req = self._prepare(messages, system, tools, tool_choice, calls, stream, max_tokens)
+        req = self._prepare(request)
         self._last_body = req.body
         return req
 
@@ -437,19 +391,19 @@ class SDKProvider:
         return entry[0]
 
     def preview_request(
-        self,
-        *,
-        messages: Sequence[Message],
-        system: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        tool_choice: str = "auto",
-        calls: Literal["one", "many"] = "many",
-        stream: bool = False,
-        max_tokens: int | None = None,
+        self, request: ModelRequest | None = None, /, **fields: Any
     ) -> dict[str, Any]:
-        """The JSON body :meth:`complete_with_tools` would send, without sending anything."""
-        req = self._prepare(messages, system, tools, tool_choice, calls, stream, max_tokens)
-        return dict(json.loads(req.body))
+        """The JSON body :meth:`complete` would send for ``request``, without sending anything.
+
+        The request may be given as keywords instead
+        (``preview_request(messages=..., tools=..., tool_choice=..., calls=...)``);
+        keywords given with a request replace its fields.
+        """
+        if request is None:
+            request = ModelRequest(**fields)
+        elif fields:
+            request = replace(request, **fields)
+        return dict(json.loads(self._prepare(request).body))
 
     @property
     def last_request(self) -> dict[str, Any] | None:

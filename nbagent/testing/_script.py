@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Api = Literal["chat", "responses", "anthropic"]
 """Which wire format a request used: OpenAI Chat Completions, OpenAI Responses
@@ -19,11 +19,14 @@ or Anthropic Messages."""
 Stop = Literal[
     "end", "tool_use", "max_tokens", "refusal", "pause_turn", "context_window", "content_filter"
 ]
-"""Neutral stop reasons. Each API maps them to its own vocabulary."""
+"""Stop reasons the fake model can give; each API maps them to its own vocabulary.
 
-STOPS: frozenset[str] = frozenset(
-    {"end", "tool_use", "max_tokens", "refusal", "pause_turn", "context_window", "content_filter"}
-)
+nbagent's :data:`~nbagent._types.StopReason` values except ``"other"`` (the
+adapters' name for a stop they do not know, which no script needs to send),
+plus ``"content_filter"`` (OpenAI's filter stop; the adapters read it as a
+refusal). A test keeps the two in step."""
+
+STOPS: frozenset[str] = frozenset(get_args(Stop))
 USAGE_KEYS: frozenset[str] = frozenset(
     {"input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens", "reasoning_tokens"}
 )

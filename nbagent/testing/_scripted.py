@@ -13,8 +13,8 @@
     provider.requests[0].tool_choice   # what the chat asked for
 
 Each script entry is an :class:`~nbagent.LLMToolResponse` or a function
-``(request) -> LLMToolResponse``. An exception instance in the script is raised
-instead (to test provider failures).
+``(request) -> LLMToolResponse`` of the :class:`~nbagent.ModelRequest`. An
+exception instance in the script is raised instead (to test provider failures).
 """
 
 from __future__ import annotations
@@ -22,29 +22,20 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from .._types import LLMToolResponse, Message, StopReason, ToolCall, ToolSpec
-from ..providers._base import DeltaSink, InProcessProvider, StreamDelta, ToolDefinition, as_spec
+from .._types import LLMToolResponse, StopReason, ToolCall
+from ..providers._base import InProcessProvider, ModelRequest, StreamDelta
 
 _ids = itertools.count(1)
 
 
-@dataclass(frozen=True)
-class ScriptedRequest:
-    """What the chat sent for one request."""
+ScriptedRequest = ModelRequest
+"""What the chat sent for one request: the request value itself (the name is kept for
+code written before the seam took a :class:`~nbagent.ModelRequest`)."""
 
-    messages: tuple[Message, ...]
-    system: str | None
-    tools: tuple[ToolSpec, ...]
-    tool_choice: str
-    calls: str
-    stream: bool
-
-
-ScriptEntry = LLMToolResponse | BaseException | Callable[[ScriptedRequest], LLMToolResponse]
+ScriptEntry = LLMToolResponse | BaseException | Callable[[ModelRequest], LLMToolResponse]
 
 
 def reply(text: str, *, stop_reason: StopReason = "end", **usage: int) -> LLMToolResponse:
@@ -108,7 +99,7 @@ class ScriptedProvider(InProcessProvider):
         self._script = list(script)
         self._lock = threading.Lock()
         self.repeat_last = repeat_last
-        self.requests: list[ScriptedRequest] = []
+        self.requests: list[ModelRequest] = []
 
     def add(self, *entries: ScriptEntry) -> ScriptedProvider:
         with self._lock:
@@ -119,21 +110,7 @@ class ScriptedProvider(InProcessProvider):
     def remaining(self) -> int:
         return len(self._script)
 
-    def complete_with_tools(
-        self,
-        *,
-        messages: Sequence[Message],
-        system: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        tool_choice: str = "auto",
-        calls: Literal["one", "many"] = "many",
-        stream: bool = False,
-        on_delta: DeltaSink | None = None,
-        max_tokens: int | None = None,
-    ) -> LLMToolResponse:
-        request = ScriptedRequest(
-            tuple(messages), system, tuple(as_spec(t) for t in tools), tool_choice, calls, stream
-        )
+    def complete(self, request: ModelRequest) -> LLMToolResponse:
         with self._lock:
             self.requests.append(request)
             if self._script:
@@ -145,12 +122,13 @@ class ScriptedProvider(InProcessProvider):
             else:
                 raise AssertionError(
                     f"ScriptedProvider: script exhausted at request {len(self.requests)} "
-                    f"(last message: {messages[-1] if messages else None!r})"
+                    f"(last message: {request.messages[-1] if request.messages else None!r})"
                 )
         if isinstance(entry, BaseException):
             raise entry
         response = entry(request) if callable(entry) else entry
-        if stream and on_delta is not None:
+        on_delta = request.on_delta
+        if request.stream and on_delta is not None:
             if response.text:
                 for word in response.text.split(" "):
                     on_delta(StreamDelta("text", word + " "))

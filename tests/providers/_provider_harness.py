@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nbagent import ToolSpec
-from nbagent.providers import AnthropicProvider, OpenAIProvider, StreamDelta
+from nbagent.providers import AnthropicProvider, ModelRequest, OpenAIProvider, StreamDelta
 from nbagent.providers._sdk import SDKProvider
 from nbagent.testing import FakeLLMServer, Turn
 
@@ -81,14 +81,14 @@ class Harness:
     def ask(self, messages: Sequence[Any], **kwargs: Any) -> Any:
         kwargs.setdefault("stream", self.stream)
         kwargs.setdefault("on_delta", self.deltas.append)
-        return self.provider.complete_with_tools(messages=tuple(messages), **kwargs)
+        return self.provider.complete(ModelRequest(tuple(messages), **kwargs))
 
     def ask_async(self, messages: Sequence[Any], **kwargs: Any) -> Any:
         kwargs.setdefault("stream", self.stream)
         kwargs.setdefault("on_delta", self.deltas.append)
 
         async def go() -> Any:
-            return await self.provider.complete_with_tools_async(messages=tuple(messages), **kwargs)
+            return await self.provider.complete_async(ModelRequest(tuple(messages), **kwargs))
 
         return asyncio.run(go())
 

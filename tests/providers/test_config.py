@@ -13,7 +13,7 @@ import pytest
 from _provider_harness import KEY, WEATHER, make_provider
 
 import nbagent
-from nbagent import AuthenticationError, ChatMessage
+from nbagent import AuthenticationError, ChatMessage, ModelRequest
 from nbagent.providers import AnthropicProvider, OpenAIProvider
 from nbagent.testing import FakeLLMServer, FakeToolCall, Turn
 
@@ -50,7 +50,7 @@ def test_openai_env_vars_are_honoured(
     with OpenAIProvider("gpt-4.1-mini", max_retries=0) as p:
         assert p.client.api_key == KEY
         assert p.base_url.rstrip("/") == server.openai_base_url
-        assert p.complete_with_tools(messages=(USER,)).text == "from the env-configured server"
+        assert p.complete(ModelRequest((USER,))).text == "from the env-configured server"
     assert server.last_request.headers["authorization"] == "REDACTED"  # a key was sent
 
 
@@ -64,7 +64,7 @@ def test_openai_arguments_override_env(
         "gpt-4.1-mini", base_url=other.openai_base_url, api_key=KEY, max_retries=0
     ) as p:
         assert p.client.api_key == KEY
-        assert p.complete_with_tools(messages=(USER,)).text == "from the argument server"
+        assert p.complete(ModelRequest((USER,))).text == "from the argument server"
     assert server.requests == []
 
 
@@ -76,7 +76,7 @@ def test_anthropic_env_vars_are_honoured(
     server.script(["from the env-configured server"])
     with AnthropicProvider("claude-sonnet-4-5", max_retries=0) as p:
         assert p.client.api_key == KEY
-        assert p.complete_with_tools(messages=(USER,)).text == "from the env-configured server"
+        assert p.complete(ModelRequest((USER,))).text == "from the env-configured server"
 
 
 def test_anthropic_arguments_override_env(
@@ -89,7 +89,7 @@ def test_anthropic_arguments_override_env(
         "claude-sonnet-4-5", base_url=other.anthropic_base_url, api_key=KEY, max_retries=0
     ) as p:
         assert p.client.api_key == KEY
-        assert p.complete_with_tools(messages=(USER,)).text == "from the argument server"
+        assert p.complete(ModelRequest((USER,))).text == "from the argument server"
     assert server.requests == []
 
 
@@ -105,7 +105,7 @@ def test_compatible_servers_need_no_key(server: FakeLLMServer) -> None:
     with OpenAIProvider("llama3.1", base_url=server.openai_base_url, max_retries=0) as p:
         assert p.compatible is True
         assert p.name == "openai-compatible"
-        assert p.complete_with_tools(messages=(USER,)).text == "local model says hi"
+        assert p.complete(ModelRequest((USER,))).text == "local model says hi"
 
 
 def test_compatible_mode_is_inferred_from_the_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -143,7 +143,7 @@ def test_a_client_passed_in_is_used_and_not_closed(server: FakeLLMServer) -> Non
     server.script(["via your client"])
     with OpenAIProvider("gpt-4.1-mini", client=client) as p:
         assert p.client is client
-        assert p.complete_with_tools(messages=(USER,)).text == "via your client"
+        assert p.complete(ModelRequest((USER,))).text == "via your client"
     assert not client.is_closed()
     client.close()
 
@@ -156,7 +156,7 @@ def test_extra_body_is_sent(server: FakeLLMServer) -> None:
         api_key=KEY,
         extra_body={"temperature": 0, "seed": 7},
     ) as p:
-        p.complete_with_tools(messages=(USER,))
+        p.complete(ModelRequest((USER,)))
         assert p.last_request is not None and p.last_request["temperature"] == 0
     assert server.last_request.body["seed"] == 7
 
@@ -167,7 +167,7 @@ def test_last_request_is_the_body(server: FakeLLMServer) -> None:
         "claude-sonnet-4-5", base_url=server.anthropic_base_url, api_key=KEY
     ) as p:
         assert p.last_request is None
-        p.complete_with_tools(messages=(USER,), tools=[WEATHER], tool_choice="required")
+        p.complete(ModelRequest((USER,), tools=(WEATHER,), tool_choice="required"))
         assert p.last_request == server.last_request.body
 
 
@@ -181,6 +181,22 @@ def test_chat_arguments_build_the_provider(server: FakeLLMServer) -> None:
     assert isinstance(chat.provider, AnthropicProvider)
     assert chat.ask("hi").content == "anthropic here"  # type: ignore[union-attr]
     chat.provider.close()  # type: ignore[attr-defined]
+
+
+def test_chats_sharing_a_provider_keep_their_own_models(server: FakeLLMServer) -> None:
+    server.script(["mini", "full", "mini again"])
+    with OpenAIProvider("gpt-4.1-mini", base_url=server.openai_base_url, api_key=KEY) as shared:
+        first = nbagent.Chat(provider=shared)
+        second = nbagent.Chat(provider=shared, model="gpt-4.1")
+        assert shared.model == "gpt-4.1-mini"  # the caller's object is never changed
+        assert (first.model, second.model) == ("gpt-4.1-mini", "gpt-4.1")
+        first.ask("hi")
+        assert server.last_request.body["model"] == "gpt-4.1-mini"
+        second.ask("hi")
+        assert server.last_request.body["model"] == "gpt-4.1"
+        first.ask("and you?")
+        assert server.last_request.body["model"] == "gpt-4.1-mini"
+        assert nbagent.Chat(provider=shared, model="gpt-4.1-mini").provider is shared
 
 
 def test_chat_picks_up_a_proxy_from_the_environment(
@@ -254,9 +270,9 @@ def test_async_clients_follow_the_event_loop(server: FakeLLMServer, kind: str) -
     server.script(["a", "b", "c", "d"])
 
     async def two_requests() -> object:
-        await provider.complete_with_tools_async(messages=(USER,))
+        await provider.complete_async(ModelRequest((USER,)))
         client = provider._async()
-        await provider.complete_with_tools_async(messages=(USER,))
+        await provider.complete_async(ModelRequest((USER,)))
         assert provider._async() is client  # one client (and connection pool) per loop
         return client
 
@@ -267,7 +283,7 @@ def test_async_clients_follow_the_event_loop(server: FakeLLMServer, kind: str) -
 
     async def with_block() -> object:
         async with provider:
-            await provider.complete_with_tools_async(messages=(USER,))
+            await provider.complete_async(ModelRequest((USER,)))
             return provider._async()
 
     server.script(["e"])

@@ -15,6 +15,7 @@ from nbagent import (
     BadRequestError,
     ChatMessage,
     ModelNotSupportedError,
+    ModelRequest,
     ModelRequestFailed,
     ProviderConnectionError,
     ProviderError,
@@ -101,7 +102,7 @@ def test_unreachable_server_is_a_connection_error(kind: str, stream: bool) -> No
     provider = make_provider(kind, Dead())  # type: ignore[arg-type]
     try:
         with pytest.raises(ProviderConnectionError, match="Connection error"):
-            provider.complete_with_tools(messages=(USER,), stream=stream)
+            provider.complete(ModelRequest((USER,), stream=stream))
     finally:
         provider.close()
 
@@ -117,7 +118,7 @@ def test_timeout_is_a_connection_error(server: FakeLLMServer, kind: str) -> None
     server.script([Turn(text="late", delay=1.0)])
     try:
         with pytest.raises(ProviderConnectionError, match="timed out"):
-            provider.complete_with_tools(messages=(USER,))
+            provider.complete(ModelRequest((USER,)))
     finally:
         provider.close()
 
@@ -126,7 +127,7 @@ def test_the_sdk_retries_are_kept(server: FakeLLMServer, kind: str) -> None:
     provider = make_provider(kind, server, max_retries=2)
     server.script([Turn(status=500), Turn(status=429), "third time lucky"])
     try:
-        assert provider.complete_with_tools(messages=(USER,)).text == "third time lucky"
+        assert provider.complete(ModelRequest((USER,))).text == "third time lucky"
     finally:
         provider.close()
     assert len(server.requests) == 3
@@ -166,10 +167,10 @@ def test_model_known_not_to_support_tools_fails_before_any_request(
 ) -> None:
     provider = provider_factory("openai-chat", model="o1-mini-2024-09-12")
     with pytest.raises(ModelNotSupportedError, match="does not support tools"):
-        provider.complete_with_tools(messages=(USER,), tools=[WEATHER])
+        provider.complete(ModelRequest((USER,), tools=(WEATHER,)))
     assert server.requests == []
     server.script(["fine without tools"])
-    assert provider.complete_with_tools(messages=(USER,)).text == "fine without tools"
+    assert provider.complete(ModelRequest((USER,))).text == "fine without tools"
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -151,7 +151,7 @@ def test_a_started_event_written_without_its_finish_has_its_own_row(tmp_path: Pa
                 LLMToolResponse("done"),
             ]
 
-        def complete_with_tools(self, **_: Any) -> Any:
+        def complete(self, request: Any) -> Any:
             chat.with_tool_options(max_concurrency=3)  # during the request
             return self.responses.pop(0)
 

@@ -450,12 +450,12 @@ class _Script:
     def __init__(self, responses: list[Any]):
         self.responses = list(responses)
 
-    def complete_with_tools(self, *, messages: Any, **_: Any) -> Any:
+    def complete(self, request: Any) -> Any:
         r = self.responses.pop(0)
-        return r(messages) if callable(r) else r
+        return r(request.messages) if callable(r) else r
 
-    async def complete_with_tools_async(self, **kwargs: Any) -> Any:
-        return self.complete_with_tools(**kwargs)
+    async def complete_async(self, request: Any) -> Any:
+        return self.complete(request)
 
 
 def test_rejected_calls_round_trip(store: Any) -> None:

@@ -1,4 +1,4 @@
-"""A small registry of known models: provider, tool support, context window, prices.
+"""The model catalog: known models, their provider, tool support, context window, prices.
 
 Prices are US dollars per million tokens (standard tier, as published by the
 providers in 2025; check their pricing pages for today's numbers). They are

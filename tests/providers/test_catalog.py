@@ -1,4 +1,4 @@
-"""The model registry: lookup, aliases, costs, tool support, unknown models."""
+"""The model catalog: lookup, aliases, costs, tool support, unknown models."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import warnings
 import pytest
 from _provider_harness import KEY
 
-from nbagent import Usage
+from nbagent import ModelRequest, Usage
 from nbagent.providers import (
     AnthropicProvider,
     ModelInfo,
@@ -18,7 +18,7 @@ from nbagent.providers import (
     lookup_model,
     register_model,
 )
-from nbagent.providers._models import known_models
+from nbagent.providers._catalog import known_models
 from nbagent.providers._registry import provider_for_model
 from nbagent.testing import FakeLLMServer
 
@@ -102,7 +102,7 @@ def test_an_unknown_native_model_warns_once_and_still_works(server: FakeLLMServe
             name, base_url=server.openai_base_url, api_key=KEY, compatible=False, max_retries=0
         )
     server.script(["works"])
-    assert p.complete_with_tools(messages=()).text == "works"
+    assert p.complete(ModelRequest(())).text == "works"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         OpenAIProvider(name, base_url=server.openai_base_url, api_key=KEY, compatible=False).close()
