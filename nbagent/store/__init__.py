@@ -32,8 +32,9 @@ implements the same protocol).
 from __future__ import annotations
 
 from ._attach import open_store
+from ._migrations import SCHEMA_VERSION
 from ._protocol import ChatInfo, Store, StoreConflictWarning, StoredCall
-from ._sqlite import SCHEMA_VERSION, SQLiteStore
+from ._sqlite import SQLiteStore
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -28,11 +28,11 @@ statement instead of two), and the index on call ids covers gated calls only:
 those are the ones decided by id from outside, and every other call is one
 index page fewer to write per round.
 
-Migrations are ordered functions (``m001_initial``, ``m002_...``) recorded in
-``schema_migrations``, all pending ones applied in one transaction when a store
-is opened; a file written by an older version opens in a newer one, and a file
-from a newer version is refused (never modified). Every write is one
-``BEGIN IMMEDIATE`` transaction; readers never block writers (WAL).
+The schema's versions are the migrations of :mod:`~nbagent.store._migrations`,
+all pending ones applied in one transaction when a store is opened; a file
+written by an older version opens in a newer one, and a file from a newer
+version is refused (never modified). Every write is one ``BEGIN IMMEDIATE``
+transaction; readers never block writers (WAL).
 
 Durability: ``synchronous=NORMAL`` (the default) keeps every committed
 transaction through a crash of the process or kernel restart; pass
@@ -47,7 +47,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -58,6 +58,7 @@ from .._events import Event, ToolCallRequested, utcnow
 from .._schema import validate_json_schema
 from .._types import Decision, ToolCall
 from . import _codec as codec
+from . import _migrations as migrations
 from ._codec import unfold
 from ._protocol import (
     CallFinal,
@@ -72,182 +73,6 @@ from ._protocol import (
     NewMessage,
     StoredCall,
 )
-
-# ------------------------------------------------------------- migrations
-
-
-def m001_initial(conn: sqlite3.Connection) -> None:
-    for sql in (
-        """CREATE TABLE chats (
-            id TEXT PRIMARY KEY,
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL,
-            provider TEXT NOT NULL,
-            model TEXT NOT NULL,
-            system TEXT,
-            title TEXT,
-            state TEXT NOT NULL DEFAULT '{}'
-        )""",
-        """CREATE TABLE messages (
-            chat_id TEXT NOT NULL REFERENCES chats(id),
-            idx INTEGER NOT NULL,
-            turn INTEGER NOT NULL,
-            role TEXT NOT NULL,
-            json TEXT NOT NULL,
-            PRIMARY KEY (chat_id, idx)
-        ) WITHOUT ROWID""",
-        """CREATE TABLE tool_calls (
-            chat_id TEXT NOT NULL REFERENCES chats(id),
-            call_id TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            name TEXT NOT NULL,
-            arguments TEXT NOT NULL,
-            raw_arguments TEXT,
-            parse_error TEXT,
-            status TEXT NOT NULL,
-            approval TEXT,
-            decision TEXT,
-            result TEXT,
-            turn INTEGER NOT NULL,
-            step INTEGER NOT NULL,
-            requested_at TEXT,
-            started_at TEXT,
-            finished_at TEXT,
-            PRIMARY KEY (chat_id, call_id)
-        ) WITHOUT ROWID""",
-        """CREATE TABLE events (
-            chat_id TEXT NOT NULL REFERENCES chats(id),
-            seq INTEGER NOT NULL,
-            type TEXT NOT NULL,
-            ts TEXT NOT NULL,
-            json TEXT NOT NULL,
-            PRIMARY KEY (chat_id, seq)
-        ) WITHOUT ROWID""",
-    ):
-        conn.execute(sql)
-
-
-def m002_claims_and_decisions(conn: sqlite3.Connection) -> None:
-    """Claims (who runs a call) and the decisions table (decisions made outside a chat)."""
-    conn.execute("ALTER TABLE tool_calls ADD COLUMN gated INTEGER NOT NULL DEFAULT 0")
-    conn.execute("UPDATE tool_calls SET gated = 1 WHERE json_extract(approval, '$.required') = 1")
-    conn.execute("ALTER TABLE tool_calls ADD COLUMN claimed_by TEXT")
-    conn.execute("ALTER TABLE tool_calls ADD COLUMN claimed_at TEXT")
-    conn.execute(
-        """CREATE TABLE decisions (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            chat_id TEXT NOT NULL,
-            call_id TEXT NOT NULL,
-            verdict TEXT NOT NULL CHECK (verdict IN ('approved', 'denied')),
-            decided_by TEXT NOT NULL,
-            at TEXT NOT NULL,
-            reason TEXT,
-            arguments TEXT,
-            source TEXT NOT NULL,
-            applied INTEGER NOT NULL DEFAULT 0,
-            applied_at TEXT,
-            error TEXT,
-            FOREIGN KEY (chat_id, call_id) REFERENCES tool_calls(chat_id, call_id)
-        )"""
-    )
-    # Decisions an older version recorded on calls become applied decisions.
-    conn.execute(
-        """INSERT INTO decisions (chat_id, call_id, verdict, decided_by, at, reason, arguments,
-                                  source, applied, applied_at)
-           SELECT chat_id, call_id, json_extract(decision, '$.verdict'),
-                  json_extract(decision, '$.by'), json_extract(decision, '$.at'),
-                  json_extract(decision, '$.reason'), json(json_extract(decision, '$.arguments')),
-                  'chat', 1, json_extract(decision, '$.at')
-           FROM tool_calls WHERE decision IS NOT NULL"""
-    )
-
-
-def m003_tools_and_indexes(conn: sqlite3.Connection) -> None:
-    """Tool schemas per chat (to check edited arguments), and indexes for cross-chat queries."""
-    conn.execute("ALTER TABLE chats ADD COLUMN tools TEXT")
-    conn.execute(
-        "CREATE INDEX tool_calls_pending ON tool_calls(chat_id) WHERE status = 'awaiting_approval'"
-    )
-    conn.execute("CREATE INDEX tool_calls_call_id ON tool_calls(call_id)")
-    conn.execute("CREATE INDEX decisions_call ON decisions(chat_id, call_id)")
-
-
-def m004_calls_are_their_requested_events(conn: sqlite3.Connection) -> None:
-    """From version 4 some events are stored by the rows that already hold them.
-
-    A ``ToolCallRequested`` has no ``events`` row: its ``tool_calls`` row (whose
-    ``seq`` and ``requested_at`` are the event's) is rebuilt into it; and a
-    ``ToolCallFinished`` (other than a denial) leaves out the result that its
-    call's ``result`` column holds. Rows written before stay valid as they are
-    (both forms are read). No data changes: the version changes so that an
-    older nbagent, which would miss those events, refuses the file.
-    """
-
-
-def m005_messages_are_their_events(conn: sqlite3.Connection) -> None:
-    """Messages hold their ``MessageAdded`` events; the call-id index covers gated calls.
-
-    From version 5 a message row written with its event has that event's
-    ``seq`` and ``ts`` (and no ``events`` row), and started events may ride in
-    their finishing event's row (``"started"``). Older rows keep their form
-    (``seq`` NULL: the ``events`` row is there) and are read as before.
-    """
-    conn.execute("ALTER TABLE messages ADD COLUMN seq INTEGER")
-    conn.execute("ALTER TABLE messages ADD COLUMN ts TEXT")
-    conn.execute("DROP INDEX tool_calls_call_id")
-    conn.execute("CREATE INDEX tool_calls_gated_call_id ON tool_calls(call_id) WHERE gated = 1")
-
-
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
-    m001_initial,
-    m002_claims_and_decisions,
-    m003_tools_and_indexes,
-    m004_calls_are_their_requested_events,
-    m005_messages_are_their_events,
-)
-"""Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
-
-SCHEMA_VERSION = len(MIGRATIONS)
-
-
-def schema_version(conn: sqlite3.Connection) -> int:
-    """The schema version of an open database (0 for an empty one)."""
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if "schema_migrations" not in tables:
-        return 0 if not tables else -1
-    row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
-    return int(row[0])
-
-
-def migrate(conn: sqlite3.Connection, upto: int | None = None) -> list[int]:
-    """Apply the pending migrations (up to version ``upto``) in one transaction.
-
-    ``conn`` must be in autocommit mode (``isolation_level=None``). Returns the
-    versions applied.
-    """
-    target = SCHEMA_VERSION if upto is None else upto
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-            "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
-        )
-        current = schema_version(conn)
-        applied = []
-        for version in range(current + 1, target + 1):
-            fn = MIGRATIONS[version - 1]
-            fn(conn)
-            conn.execute(
-                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                (version, fn.__name__, utcnow().isoformat()),
-            )
-            applied.append(version)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return applied
-
 
 # ------------------------------------------------------------- checkpoints
 _CHECKPOINT_EVERY = 64
@@ -534,17 +359,17 @@ class SQLiteStore:
 
     def _prepare(self, conn: sqlite3.Connection, timeout: float, synchronous: str) -> None:
         """Check the file is an nbagent store this version can read, then set it up."""
-        version = schema_version(conn)  # reads only: a damaged file is not touched
+        version = migrations.schema_version(conn)  # reads only: a damaged file is not touched
         if version < 0:
             raise StoreError(
                 f"{self.location} is an SQLite database but not an nbagent store (it has "
                 "tables and no schema_migrations); it was not changed. Use another path."
             )
-        if version > SCHEMA_VERSION:
+        if version > migrations.SCHEMA_VERSION:
             raise StoreError(
                 f"{self.location} was written by a newer nbagent (schema version {version}; "
-                f"this version knows up to {SCHEMA_VERSION}). Upgrade nbagent to open it; "
-                "the file was not changed."
+                f"this version knows up to {migrations.SCHEMA_VERSION}). Upgrade nbagent to "
+                "open it; the file was not changed."
             )
         conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         conn.execute("PRAGMA journal_mode = WAL")
@@ -553,8 +378,8 @@ class SQLiteStore:
         conn.execute("PRAGMA foreign_keys = ON")
         # Checkpoints (which fsync) run on a background thread, off the chat's path.
         conn.execute("PRAGMA wal_autocheckpoint = 0")
-        if version < SCHEMA_VERSION:
-            migrate(conn)
+        if version < migrations.SCHEMA_VERSION:
+            migrations.migrate(conn)
 
     def _damaged(self, exc: BaseException) -> str:
         return (
@@ -582,13 +407,13 @@ class SQLiteStore:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._conn is None else f"schema v{SCHEMA_VERSION}"
+        state = "closed" if self._conn is None else f"schema v{migrations.SCHEMA_VERSION}"
         return f"SQLiteStore({self.location!r}, {state})"
 
     @property
     def schema_version(self) -> int:
         with self._read() as conn:
-            return schema_version(conn)
+            return migrations.schema_version(conn)
 
     # -- transactions --------------------------------------------------------------
     def _c(self) -> sqlite3.Connection:
@@ -1311,4 +1136,4 @@ class SQLiteStore:
             yield from _chat_events(cid, rows, call_rows, messages, cmap)
 
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "migrate", "schema_version"]
+__all__ = ["SQLiteStore"]
