@@ -32,7 +32,8 @@ The schema's versions are the migrations of :mod:`~nbagent.store._migrations`,
 all pending ones applied in one transaction when a store is opened; a file
 written by an older version opens in a newer one, and a file from a newer
 version is refused (never modified). Every write is one ``BEGIN IMMEDIATE``
-transaction; readers never block writers (WAL).
+transaction; readers never block writers (WAL), and the WAL is copied back
+off the chat's path (:mod:`~nbagent.store._checkpointer`).
 
 Durability: ``synchronous=NORMAL`` (the default) keeps every committed
 transaction through a crash of the process or kernel restart; pass
@@ -59,6 +60,7 @@ from .._schema import validate_json_schema
 from .._types import Decision, ToolCall
 from . import _codec as codec
 from . import _migrations as migrations
+from ._checkpointer import Checkpointer, take_over
 from ._codec import unfold
 from ._protocol import (
     CallFinal,
@@ -73,85 +75,6 @@ from ._protocol import (
     NewMessage,
     StoredCall,
 )
-
-# ------------------------------------------------------------- checkpoints
-_CHECKPOINT_EVERY = 64
-"""Commits between two background checkpoints (a few hundred WAL pages)."""
-_RESTART_FRAMES = 2048
-"""WAL frames (about 8 MB) above which a checkpoint also makes the WAL start over."""
-_WAL_LIMIT = 8 * 1024 * 1024
-"""Bytes a WAL file is cut back to when it starts over (``journal_size_limit``)."""
-
-
-class _Checkpointer:
-    """Copies the WAL back into the database on its own thread and connection.
-
-    SQLite's automatic checkpoint runs inside the ``COMMIT`` that crosses the
-    threshold and fsyncs there: a stall of milliseconds in the middle of a
-    chat's step. A ``PASSIVE`` checkpoint on another connection never blocks
-    readers or writers, so it is moved here. The last connection to close
-    checkpoints what is left.
-
-    A passive checkpoint alone does not bound the WAL file: the WAL starts over
-    from its beginning only when a writer finds every frame copied back, and a
-    process that commits continuously always adds frames while the checkpoint
-    runs (the file grew to hundreds of MB in benchmarks). So once the WAL holds
-    more than ``_RESTART_FRAMES``, the passive pass (which copies the bulk
-    without blocking anyone) is followed by a ``RESTART`` checkpoint: it holds
-    writers back for the few frames written meanwhile and a sync, about a
-    millisecond, and the next commit starts the WAL over, cut back to
-    ``_WAL_LIMIT`` bytes.
-    """
-
-    def __init__(self, path: str, synchronous: str):
-        self._path = path
-        self._synchronous = synchronous
-        self._wake = threading.Event()
-        self._stop = False
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def poke(self) -> None:
-        with self._lock:
-            if self._stop:
-                return
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="nbagent-store-checkpoint", daemon=True
-                )
-                self._thread.start()
-        self._wake.set()
-
-    def close(self) -> None:
-        with self._lock:
-            self._stop = True
-            thread = self._thread
-        self._wake.set()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
-
-    def _run(self) -> None:
-        conn: sqlite3.Connection | None = None
-        try:
-            conn = sqlite3.connect(
-                self._path, timeout=0.1, isolation_level=None, check_same_thread=False
-            )
-            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-            while True:
-                self._wake.wait()
-                self._wake.clear()
-                if self._stop:
-                    return
-                with contextlib.suppress(sqlite3.Error):
-                    busy, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                    if not busy and frames > _RESTART_FRAMES:
-                        conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
-        except sqlite3.Error:
-            return  # checkpoints resume when the store is opened again
-        finally:
-            if conn is not None:
-                conn.close()
-
 
 # ------------------------------------------------------------------ store
 _CALL_COLUMNS = (
@@ -319,8 +242,7 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._conn = self._connect(timeout, synchronous.upper())
-        self._commits = 0
-        self._checkpointer = _Checkpointer(self.location, synchronous.upper())
+        self._checkpointer = Checkpointer(self.location, synchronous.upper())
         self._finalizer = weakref.finalize(self, self._checkpointer.close)
 
     # -- lifecycle ---------------------------------------------------------------
@@ -374,10 +296,8 @@ class SQLiteStore:
         conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
-        conn.execute(f"PRAGMA journal_size_limit = {_WAL_LIMIT}")
         conn.execute("PRAGMA foreign_keys = ON")
-        # Checkpoints (which fsync) run on a background thread, off the chat's path.
-        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        take_over(conn)  # checkpoints (which fsync) run on a background thread, off the chat's path
         if version < migrations.SCHEMA_VERSION:
             migrations.migrate(conn)
 
@@ -442,9 +362,7 @@ class SQLiteStore:
             except sqlite3.Error as exc:
                 conn.execute("ROLLBACK")
                 raise self._error(exc) from exc
-            self._commits += 1
-            if self._commits % _CHECKPOINT_EVERY == 0:
-                self._checkpointer.poke()
+            self._checkpointer.committed()
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
