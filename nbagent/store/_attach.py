@@ -1,11 +1,10 @@
 """Durable chats: the :class:`Store` seam, attaching a chat to a store, loading it back.
 
 Persistence is one more subscriber of the chat's event stream. Every event
-except the streaming fragments (``TextDelta``, ``ToolCallDelta``) becomes an
-:class:`Entry`: the event itself plus the one row change it implies (a new
-message, a new call, a decision, a call's final status), the event leaving out
-what that row already holds. Events are queued as they come and encoded when
-they are written, in batches, each batch one transaction, at these boundaries:
+except the streaming fragments is queued as it comes, with the few live values
+its row will need noted, and the queue is encoded (by
+:func:`nbagent.store._codec.encode_batch`) and written in batches, each batch
+one transaction, at these boundaries:
 
 - every claim: the claim's transaction first writes what is pending (the model
   response that asked for the call), so a call's row exists before it is claimed;
@@ -59,7 +58,7 @@ import os
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -67,20 +66,14 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from .._errors import DecisionError, StoreError
 from .._events import (
     ApprovalDecided,
-    CallbackWarning,
     CallInDoubt,
     Event,
-    MessageAdded,
     ModelRequestFailed,
-    ModelRequestFinished,
-    ModelRequestStarted,
     OptionsChanged,
     StepFinished,
     TextDelta,
     ToolCallDelta,
     ToolCallFinished,
-    ToolCallRequested,
-    ToolCallStarted,
     utcnow,
 )
 from .._extension import ChatHost, Extension, Snapshot
@@ -88,14 +81,10 @@ from .._types import Message, ToolCall
 from . import _codec as codec
 from ._process import LIVE_TOKENS, abandoned, new_owner
 from ._protocol import (
-    CallFinal,
-    CallReset,
     ChatInfo,
     ChatRecord,
     DecisionChange,
     Entry,
-    NewCall,
-    NewMessage,
     Store,
     StoreConflictWarning,
     StoredCall,
@@ -131,14 +120,7 @@ def _open(store: Any) -> tuple[Store, bool]:
     )
 
 
-# ------------------------------------------------------------ the entries
-_FLUSH_NOW = (StepFinished, ModelRequestFailed, ApprovalDecided, OptionsChanged, CallInDoubt)
-
-
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
-
-
+# ------------------------------------------------------------ the writer
 class StoreExtension(Extension):
     """Connects one chat object to a store: event writer, claim, step hook, refresh."""
 
@@ -151,7 +133,7 @@ class StoreExtension(Extension):
         LIVE_TOKENS.add(self._token)
         self._host: ChatHost | None = None
         self._lock = threading.RLock()
-        self._pending: list[tuple[_Builder, Any, Any]] = []  # (builder, event, noted)
+        self._pending: list[tuple[Event, Any]] = []  # (event, what was noted when it came)
         self._running: set[str] = set()
         self._orphans: dict[str, str | None] = {}  # in-doubt call id -> its dead owner
         self._tools_sig: tuple[Any, ...] | None = None
@@ -159,7 +141,6 @@ class StoreExtension(Extension):
         self._state_key: tuple[Any, ...] | None = None
         self.detached: str | None = None
         self._closed = False
-        self._memo: dict[int, str] = {}  # id(message) -> its JSON, while a batch is encoded
 
     # -- wiring ------------------------------------------------------------
     def attach(self, host: ChatHost) -> None:
@@ -218,26 +199,37 @@ class StoreExtension(Extension):
         event). Encoding is left to :meth:`_take`, which turns the whole queue
         into entries in one pass right before it is written.
         """
-        build, flush = _PLANS.get(type(e)) or _plan(type(e))
-        if build is None or self._closed:
-            return
-        if self.detached is not None and build is not StoreExtension._decided:
+        if self._closed:
             return
         noted: Any = None
-        if build is StoreExtension._call_finished:
-            noted, flush = self._finished(e)
-        elif build is StoreExtension._in_doubt:
-            noted = self._reset_status(e)
-        elif build is StoreExtension._step_finished and e.kind == "generated":  # type: ignore[attr-defined]
-            # Written with the next claim or step, unless the chat parks here.
-            host = self._host
-            flush = host is None or not host.alive or host.chat.awaiting_approval
+        match e:
+            case TextDelta() | ToolCallDelta():  # streaming fragments: not stored
+                return
+            case ApprovalDecided():  # written even by a detached copy: deciding is not driving
+                flush = True
+            case _ if self.detached is not None:
+                return
+            case ToolCallFinished():
+                noted, flush = self._finished(e)
+            case StepFinished():  # a generated step is written with the next claim or step,
+                flush = e.kind != "generated" or self._parked()  # unless the chat parks here
+            case CallInDoubt():
+                noted, flush = self._reset_status(e), True
+            case ModelRequestFailed() | OptionsChanged():
+                flush = True
+            case _:
+                flush = False
         with self._lock:
-            self._pending.append((build, e, noted))
+            self._pending.append((e, noted))
         if flush:
             self.flush()
 
-    def _finished(self, e: Any) -> tuple[tuple[str | None, datetime | None], bool]:
+    def _parked(self) -> bool:
+        """Whether the chat now waits for an approval (or is gone): nothing follows soon."""
+        host = self._host
+        return host is None or not host.alive or host.chat.awaiting_approval
+
+    def _finished(self, e: ToolCallFinished) -> tuple[tuple[str | None, datetime | None], bool]:
         """A call finished: who may record its result, when, and whether to write now."""
         call = e.call
         self._running.discard(call.id)
@@ -247,7 +239,7 @@ class StoreExtension(Extension):
         flush = bool(self._running) or in_doubt or e.status == "denied"
         return (owner, call.finished_at), flush
 
-    def _reset_status(self, e: Any) -> str | None:
+    def _reset_status(self, e: CallInDoubt) -> str | None:
         """For an in-doubt call that will be rerun: the status it goes back to."""
         if not e.rerun:
             return None
@@ -256,150 +248,11 @@ class StoreExtension(Extension):
         gated = call.approval is not None and call.approval.required
         return "approved" if gated else "requested"
 
-    # One builder per kind of event: (self, event, what on_event noted) -> its entry.
-    def _plain(self, e: Event, noted: Any = None) -> Entry:
-        return Entry(e.seq, e.type, e.ts.isoformat(), codec.event_json(e))
-
-    def _message_added(self, e: Any, noted: Any) -> Entry:
-        m = e.message
-        ts = e.ts.isoformat()
-        change = NewMessage(e.index, e.turn, m.role, self._message_json(m), e.seq, ts)
-        return Entry(e.seq, e.type, ts, None, change)  # the message's row is the event
-
-    def _message_json(self, m: Any) -> str:
-        """A message as JSON, encoded once per batch (a tool result is also its call's result)."""
-        memo = self._memo
-        key = id(m)
-        data = memo.get(key)
-        if data is None:
-            data = memo[key] = codec.dumps(codec.message_out(m))
-        return data
-
-    def _call_requested(self, e: Any, noted: Any) -> Entry:
-        c, approval = e.call, e.approval
-        encoded = codec.dumps(codec.approval_out(approval))
-        ts = e.ts.isoformat()
-        change = NewCall(
-            c.id,
-            e.seq,
-            c.name,
-            codec.dumps(c.arguments),
-            c.raw_arguments,
-            c.parse_error,
-            "awaiting_approval" if approval.required else "requested",
-            approval.required,
-            encoded,
-            e.turn,
-            e.step,
-            ts,
-        )
-        return Entry(e.seq, e.type, ts, None, change)  # the call's row is the event
-
-    def _decided(self, e: Any, noted: Any) -> Entry:
-        d = e.decision
-        encoded = codec.dumps(codec.decision_out(d))
-        change = DecisionChange(
-            e.call.id,
-            d.verdict,
-            d.by,
-            d.at.isoformat(),
-            d.reason,
-            None if d.arguments is None else codec.dumps(d.arguments),
-            encoded,
-            override=not d.automatic,
-        )
-        data = codec.event_json(e, "decision", encoded)
-        return Entry(e.seq, e.type, e.ts.isoformat(), data, change)
-
-    def _call_finished(self, e: Any, noted: tuple[str | None, datetime | None]) -> Entry:
-        owner, finished_at = noted
-        encoded = self._message_json(e.result)
-        change = CallFinal(
-            e.call.id, e.status, encoded, _iso(e.started_at), _iso(finished_at), owner
-        )
-        if e.status == "denied":  # may be overruled later, replacing the row's result
-            data = codec.event_json(e, "result", encoded)
-        else:  # the result is in the call's row, final
-            data = codec.dumps(codec.event_out(e, skip="result"))
-        return Entry(e.seq, e.type, e.ts.isoformat(), data, change)
-
-    def _in_doubt(self, e: Any, noted: str | None) -> Entry:
-        if noted is None:  # not rerun: the ToolCallFinished that follows settles it
-            return self._plain(e)
-        change = CallReset(e.call.id, noted, e.claimed_by)
-        return Entry(e.seq, e.type, e.ts.isoformat(), codec.event_json(e), change)
-
-    def _step_finished(self, e: Event, noted: Any) -> Entry:
-        return self._plain(e)
-
     def _take(self) -> list[Entry]:
-        """Everything queued, as entries (encoded now, in order); empties the queue.
-
-        A started event whose finishing event is in the same batch is folded
-        into it (see :class:`Entry`): one row, one encoding. An event that
-        cannot be encoded is dropped with a warning, as an event whose
-        subscriber raises is: it never stops the chat.
-        """
+        """Everything queued, as entries (encoded now, in order); empties the queue."""
         with self._lock:
             queued, self._pending = self._pending, []
-            entries: list[Entry | None] = []
-            held: dict[tuple[str, Any], tuple[int, Event]] = {}  # key -> (slot, started event)
-            self._memo = {}
-            try:
-                for build, e, noted in queued:
-                    start = _STARTS.get(type(e))
-                    if start is not None:
-                        earlier = held.get(key := start(e))
-                        if earlier is not None:  # never finished here: written as it is
-                            entries[earlier[0]] = self._build(
-                                StoreExtension._plain, earlier[1], None
-                            )
-                        held[key] = (len(entries), e)
-                        entries.append(None)  # its slot, if nothing finishes it here
-                        continue
-                    entry = self._build(build, e, noted)
-                    finish = _FINISHES.get(type(e))
-                    if finish is not None and entry is not None and entry.data is not None:
-                        started = held.pop(finish(e), None)
-                        if started is not None:
-                            entry = self._fold(entry, started[1], e)
-                    entries.append(entry)
-                for slot, e in held.values():
-                    entries[slot] = self._build(StoreExtension._plain, e, None)
-            finally:
-                self._memo = {}
-            return [x for x in entries if x is not None]
-
-    def _build(self, build: _Builder, e: Event, noted: Any) -> Entry | None:
-        try:
-            return build(self, e, noted)
-        except Exception as exc:
-            warnings.warn(
-                f"nbagent store: could not store {e.type} {e.seq} of chat "
-                f"{self.chat_id}: {type(exc).__name__}: {exc}",
-                CallbackWarning,
-                stacklevel=4,
-            )
-            return None
-
-    @staticmethod
-    def _fold(entry: Entry, started: Event, finished: Event) -> Entry:
-        """``finished``'s entry carrying ``started``: its seq, ts and the fields that differ."""
-        own: dict[str, Any] = {"seq": started.seq, "ts": started.ts.isoformat()}
-        for name, value in codec.event_out(started).items():
-            mine = getattr(started, name)
-            try:
-                same = hasattr(finished, name) and (
-                    getattr(finished, name) is mine or bool(getattr(finished, name) == mine)
-                )
-            except Exception:
-                same = False
-            if not same:
-                own[name] = value
-        head = entry.data or "{}"
-        sep = "," if len(head) > 2 else ""
-        data = f'{head[:-1]}{sep}"started":{codec.dumps(own)}}}'
-        return Entry(entry.seq, entry.type, entry.ts, data, entry.change)
+            return codec.encode_batch(queued)
 
     def flush(self) -> None:
         with self._lock:
@@ -438,7 +291,7 @@ class StoreExtension(Extension):
             return
         self.detached = why
         with self._lock:
-            self._pending = [x for x in self._pending if x[0] is StoreExtension._decided]
+            self._pending = [x for x in self._pending if isinstance(x[0], ApprovalDecided)]
         warnings.warn(
             f"nbagent store: chat {self.chat_id} is being driven by another process "
             f"({why}). This copy stops here (its steps return 'busy'); load it again with "
@@ -570,40 +423,6 @@ class StoreExtension(Extension):
                 continue
             decided.append(c)
         return decided
-
-
-_Builder = Callable[[StoreExtension, Any, Any], Entry]
-# Started events held for their finishing event (same key), and those finishing events.
-_STARTS: dict[type[Event], Callable[[Any], tuple[str, Any]]] = {
-    ModelRequestStarted: lambda e: ("model", e.step),
-    ToolCallStarted: lambda e: ("tool", e.call.id),
-}
-_FINISHES: dict[type[Event], Callable[[Any], tuple[str, Any]]] = {
-    ModelRequestFinished: lambda e: ("model", e.step),
-    ModelRequestFailed: lambda e: ("model", e.step),
-    ToolCallFinished: lambda e: ("tool", e.call.id),
-}
-_BUILDERS: tuple[tuple[type[Event], _Builder], ...] = (
-    (MessageAdded, StoreExtension._message_added),
-    (ToolCallRequested, StoreExtension._call_requested),
-    (ApprovalDecided, StoreExtension._decided),
-    (ToolCallFinished, StoreExtension._call_finished),
-    (CallInDoubt, StoreExtension._in_doubt),
-    (StepFinished, StoreExtension._step_finished),
-)
-_PLANS: dict[type[Event], tuple[_Builder | None, bool]] = {}
-
-
-def _plan(cls: type[Event]) -> tuple[_Builder | None, bool]:
-    """How events of ``cls`` are written: its builder (``None``: not stored) and
-    whether it is written at once. Worked out once per class."""
-    build: _Builder | None = StoreExtension._plain
-    if issubclass(cls, (TextDelta, ToolCallDelta)):  # streaming fragments
-        build = None
-    else:
-        build = next((b for base, b in _BUILDERS if issubclass(cls, base)), build)
-    plan = _PLANS[cls] = (build, issubclass(cls, _FLUSH_NOW))
-    return plan
 
 
 # ------------------------------------------------------------ attaching

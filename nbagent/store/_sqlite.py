@@ -19,9 +19,9 @@ version 4), a ``MessageAdded`` its message's row (``messages.seq`` and ``ts``;
 since version 5; before, an ``events`` row referred to the message row), and a
 ``ToolCallFinished`` refers to its call's ``result`` (since version 4; a
 denial keeps its own). A ``ModelRequestStarted`` or ``ToolCallStarted``
-written with its finishing event rides in that event's row (since version 5;
-see :class:`~nbagent._store.Entry`). :meth:`SQLiteStore.iter_events` rebuilds
-them all.
+written with its finishing event rides in that event's row (since version 5).
+:meth:`SQLiteStore.iter_events` rebuilds them all (what the rows hold is
+described, written and read by :mod:`~nbagent.store._codec`).
 
 A call that runs as soon as it is written is inserted already claimed (one
 statement instead of two), and the index on call ids covers gated calls only:
@@ -42,7 +42,6 @@ transaction through a crash of the process or kernel restart; pass
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
 import threading
@@ -55,13 +54,12 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import DecisionError, StoreError
-from .._events import Event, ToolCallRequested, utcnow
+from .._events import Event, utcnow
 from .._schema import validate_json_schema
 from .._types import Decision, ToolCall
 from . import _codec as codec
 from . import _migrations as migrations
 from ._checkpointer import Checkpointer, take_over
-from ._codec import unfold
 from ._protocol import (
     CallFinal,
     CallReset,
@@ -106,72 +104,6 @@ def _stored_call(row: Sequence[Any]) -> StoredCall:
         claimed_by=row[15],
         claimed_at=codec.dt_in(row[16]),
     )
-
-
-def _chat_events(
-    chat_id: str,
-    rows: Sequence[Sequence[Any]],
-    call_rows: Sequence[Sequence[Any]],
-    message_rows: Sequence[Sequence[Any]],
-    calls: dict[str, ToolCall] | None,
-) -> list[Event]:
-    """One chat's events, rebuilt from its ``events`` rows and the rows they refer to.
-
-    ``rows`` are ``(seq, type, ts, json)`` in ``seq`` order, ``call_rows`` its
-    ``tool_calls`` rows (``seq`` then ``_CALL_COLUMNS``) and ``message_rows``
-    its ``messages`` rows ``(idx, turn, json, seq, ts)``. A message row with a
-    ``seq`` is its ``MessageAdded`` (since version 5; before, a ``MessageAdded``
-    row referred to the message row); a ``ToolCallFinished`` without a
-    ``result`` refers to its call's; a call without a stored
-    ``ToolCallRequested`` (all calls since version 4) is that event; a
-    finishing event may carry its started event (``"started"``, version 5).
-    """
-    stored = [(r[0], _stored_call(r[1:])) for r in call_rows]
-    cmap = {sc.id: sc.to_tool_call() for _, sc in stored} if calls is None else calls
-    results = {r[2]: r[1 + _RESULT] for r in call_rows}  # call id -> result JSON
-    messages = {r[0]: r[2] for r in message_rows}  # index -> message JSON
-    events: list[Event] = []
-    requested: set[str] = set()
-    for seq, type_, ts, data in rows:
-        try:
-            fields = codec.loads(data)
-            if type_ == "message_added" and "message" not in fields:
-                fields["message"] = codec.loads(messages[fields["index"]])
-            elif type_ == "tool_call_finished" and "result" not in fields:
-                fields["result"] = codec.loads(results[fields["call"]["id"]])
-            started = unfold(type_, fields) if "started" in fields else None
-            event = codec.decode_event(type_, chat_id, seq, ts, fields, cmap)
-            if started is not None:
-                events.append(codec.decode_event(started[0], chat_id, *started[1:], cmap))
-        except (ValueError, TypeError, KeyError):
-            continue  # an event type this process does not know
-        if isinstance(event, ToolCallRequested):
-            requested.add(event.call.id)
-        events.append(event)
-    for index, turn, data, seq, ts in message_rows:
-        if seq is None:  # written before version 5: its event has a row
-            continue
-        with contextlib.suppress(ValueError, TypeError, KeyError):
-            fields = {"message": codec.loads(data), "index": index, "turn": turn}
-            events.append(codec.decode_event("message_added", chat_id, seq, ts, fields, cmap))
-    for seq, sc in stored:
-        if sc.id in requested or sc.requested_at is None or sc.approval is None:
-            continue
-        call = cmap.get(sc.id)
-        if call is None:
-            call = cmap[sc.id] = sc.to_tool_call()
-        event = ToolCallRequested(
-            chat_id=chat_id,
-            seq=seq,
-            ts=sc.requested_at,
-            call=call,
-            step=sc.step,
-            turn=sc.turn,
-            approval=sc.approval,
-        )
-        events.append(event)
-    events.sort(key=lambda e: e.seq)  # stable: a stored event first on a (racing) tie
-    return events
 
 
 _UPDATED_AT = (
@@ -1050,8 +982,9 @@ class SQLiteStore:
                 messages = conn.execute(
                     "SELECT idx, turn, json, seq, ts FROM messages WHERE chat_id = ?", (cid,)
                 ).fetchall()
-            cmap = calls if calls is not None and chat_id is not None else None
-            yield from _chat_events(cid, rows, call_rows, messages, cmap)
+            stored = [(r[0], _stored_call(r[1:]), r[1 + _RESULT]) for r in call_rows]
+            known = calls if calls is not None and chat_id is not None else None
+            yield from codec.decode_events(cid, rows, messages, stored, known)
 
 
 __all__ = ["SQLiteStore"]
