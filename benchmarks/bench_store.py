@@ -240,7 +240,7 @@ def _load_result(quick: bool, folder: Path) -> Result:
         loaded = Chat.load(chat_id, store=path, tools=[add], provider=_LoopProvider(n_calls))
         times.append(time.perf_counter() - t0)
         assert len(loaded.tool_calls) == n_calls
-        loaded._store.close()
+        loaded.close()
     t = statistics.median(times)
     return Result(
         f"Chat.load of a chat with {n_calls} tool calls",

@@ -33,8 +33,9 @@ from __future__ import annotations
 
 from .._exports import publish as _publish
 from ._attach import open_store
+from ._migrations import SCHEMA_VERSION
 from ._protocol import ChatInfo, Store, StoreConflictWarning, StoredCall
-from ._sqlite import SCHEMA_VERSION, SQLiteStore
+from ._sqlite import SQLiteStore
 
 __all__ = [
     "SCHEMA_VERSION",

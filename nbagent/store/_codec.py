@@ -1,18 +1,42 @@
-"""JSON encoding of nbagent's values, for the store: round-trip exact.
+"""The storage format: how a chat's values and events become rows, and come back.
 
-Messages, calls, approvals, decisions, usage and events become plain JSON
-objects and come back as equal values (datetimes keep their timezone and
-microseconds, tuples come back as tuples). The stored shape of each value is
-described here once.
+This module is the one description of what a store holds, used both to write
+it (:func:`encode_batch`, :func:`encode`) and to read it back
+(:func:`decode_events`, :func:`decode_event`); a store only moves the text.
 
+**Values.** Messages, calls, approvals, decisions, usage and events become
+plain JSON objects (``*_out``) and come back as equal values (``*_in``):
+datetimes keep their timezone and microseconds, tuples come back as tuples.
+``ToolResultMessage.value`` (the tool's Python return value) is not persisted.
 A :class:`~nbagent.ToolCall` has two parts: its identity (``id``, ``name``,
 ``arguments``, ``raw_arguments``, ``parse_error``), which is what messages and
 events store, and its lifecycle (status, approval, decision, result, times),
-which the store keeps in one row per call. :func:`decode_event` takes a
-``calls`` mapping so every event of a chat refers to the same rebuilt
-``ToolCall`` object, as live events do.
+which the store keeps in one row per call. Decoding takes a ``calls`` mapping
+so every event of a chat refers to the same rebuilt ``ToolCall`` object, as
+live events do.
 
-``ToolResultMessage.value`` (the tool's Python return value) is not persisted.
+**Events.** Every event except the streaming fragments (``TextDelta``,
+``ToolCallDelta``) is written as an :class:`~nbagent.store._protocol.Entry`:
+its ``seq``, ``type``, ``ts``, its own fields as JSON (``data``), and the one
+row change it implies. An event is not stored twice:
+
+- a ``MessageAdded`` *is* its message's row (:class:`NewMessage`, with the
+  event's ``seq`` and ``ts``; ``data`` is ``None``);
+- a ``ToolCallRequested`` *is* its call's row (:class:`NewCall`: ``seq``,
+  ``requested_at`` = ``ts``, step, turn, approval; ``data`` is ``None``);
+- a ``ToolCallFinished`` leaves out the ``result`` its :class:`CallFinal`
+  row holds, except for a denial, which a person may still overrule
+  (replacing the row's result);
+- an ``ApprovalDecided`` comes with its :class:`DecisionChange`, and a
+  ``CallInDoubt`` whose call is rerun with its :class:`CallReset`;
+- a ``ModelRequestStarted`` or ``ToolCallStarted`` written in the same batch
+  as its finishing event (``ModelRequestFinished``/``ModelRequestFailed``,
+  ``ToolCallFinished``) rides in that event's ``data``, under ``"started"``:
+  its ``seq``, ``ts`` and the fields whose values differ (:func:`fold`,
+  :func:`unfold`).
+
+Rows written by older versions (an ``events`` row for every event) are read
+as they are.
 """
 
 from __future__ import annotations
@@ -20,18 +44,24 @@ from __future__ import annotations
 import dataclasses
 import json
 import operator
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._events import (
     EVENT_TYPES,
+    ApprovalDecided,
+    CallbackWarning,
+    CallInDoubt,
     Event,
+    MessageAdded,
     ModelRequestFailed,
     ModelRequestFinished,
     ModelRequestStarted,
     ToolCallFinished,
+    ToolCallRequested,
     ToolCallStarted,
 )
 from .._types import (
@@ -44,6 +74,10 @@ from .._types import (
     ToolResultMessage,
     Usage,
 )
+from ._protocol import CallFinal, CallReset, DecisionChange, Entry, NewCall, NewMessage
+
+if TYPE_CHECKING:
+    from ._protocol import StoredCall
 
 Json = dict[str, Any]
 
@@ -252,7 +286,7 @@ def message_in(d: Mapping[str, Any], calls: Mapping[str, ToolCall] | None = None
     )
 
 
-# ------------------------------------------------------------------ events
+# ------------------------------------------------------------ event fields
 # Event fields holding a value that is not plain JSON, by field name.
 _OUT: dict[str, Callable[[Any], Any]] = {
     "call": lambda c: {"id": c.id, "name": c.name},
@@ -332,6 +366,159 @@ def event_json(e: Event, field: str | None = None, encoded: str | None = None) -
     return f'{head[:-1]}{sep}"{field}":{encoded}}}'
 
 
+# ---------------------------------------------------------- events -> rows
+def encode_batch(queued: Iterable[tuple[Event, Any]]) -> list[Entry]:
+    """The entries of a batch of queued events (each with what was noted when it came), in order.
+
+    A started event whose finishing event is in the batch is folded into it
+    (:func:`fold`): one row, one encoding; a started event left waiting is
+    written on its own. A message is encoded once per batch (a tool result is
+    also its call's result). An event that cannot be encoded is left out with
+    a :class:`~nbagent.CallbackWarning`, as an event whose subscriber raises
+    is: writing never stops the chat.
+    """
+    entries: list[Entry | None] = []
+    held: dict[tuple[str, Any], tuple[int, Event]] = {}  # pair -> (slot, started event)
+    memo: dict[int, str] = {}
+    for e, noted in queued:
+        opens: tuple[str, Any] | None = None  # a started event and its finishing one
+        closes: tuple[str, Any] | None = None  # are paired by their step or their call
+        match e:
+            case ModelRequestStarted():
+                opens = ("model", e.step)
+            case ToolCallStarted():
+                opens = ("tool", e.call.id)
+            case ModelRequestFinished() | ModelRequestFailed():
+                closes = ("model", e.step)
+            case ToolCallFinished():
+                closes = ("tool", e.call.id)
+        if opens is not None:
+            earlier = held.get(opens)
+            if earlier is not None:  # never finished here: written as it is
+                entries[earlier[0]] = _encode_or_warn(earlier[1], None, memo)
+            held[opens] = (len(entries), e)
+            entries.append(None)  # its slot, if nothing finishes it here
+            continue
+        entry = _encode_or_warn(e, noted, memo)
+        if closes is not None and entry is not None and entry.data is not None:
+            started = held.pop(closes, None)
+            if started is not None:
+                entry = fold(entry, started[1], e)
+        entries.append(entry)
+    for slot, e in held.values():
+        entries[slot] = _encode_or_warn(e, None, memo)
+    return [x for x in entries if x is not None]
+
+
+def _encode_or_warn(e: Event, noted: Any, memo: dict[int, str]) -> Entry | None:
+    try:
+        return encode(e, noted, memo)
+    except Exception as exc:
+        warnings.warn(
+            f"nbagent store: could not store {e.type} {e.seq} of chat "
+            f"{e.chat_id}: {type(exc).__name__}: {exc}",
+            CallbackWarning,
+            stacklevel=5,
+        )
+        return None
+
+
+def encode(e: Event, noted: Any, memo: dict[int, str]) -> Entry:
+    """One event's entry: the event and the row change it implies (see the module docstring).
+
+    ``noted`` is what the writer noted when the event came, since a
+    ``ToolCall`` keeps changing after its events: for a ``ToolCallFinished``,
+    ``(owner, finished_at)``, the claim owner allowed to record the result
+    (this process, or the dead owner of an in-doubt call) and when the call
+    finished; for a ``CallInDoubt``, the status its call goes back to when it
+    is rerun (``None``: not rerun). ``memo`` holds messages already encoded
+    in this batch, by ``id``.
+    """
+    match e:
+        case MessageAdded():
+            m = e.message
+            ts = e.ts.isoformat()
+            new_message = NewMessage(e.index, e.turn, m.role, _message_json(m, memo), e.seq, ts)
+            return Entry(e.seq, e.type, ts, None, new_message)  # the message's row is the event
+        case ToolCallRequested():
+            c, approval = e.call, e.approval
+            ts = e.ts.isoformat()
+            new_call = NewCall(
+                c.id,
+                e.seq,
+                c.name,
+                _encode(c.arguments),
+                c.raw_arguments,
+                c.parse_error,
+                "awaiting_approval" if approval.required else "requested",
+                approval.required,
+                _encode(approval_out(approval)),
+                e.turn,
+                e.step,
+                ts,
+            )
+            return Entry(e.seq, e.type, ts, None, new_call)  # the call's row is the event
+        case ToolCallFinished():
+            owner, finished_at = noted
+            result = _message_json(e.result, memo)
+            final = CallFinal(
+                e.call.id, e.status, result, dt_out(e.started_at), dt_out(finished_at), owner
+            )
+            if e.status == "denied":  # may be overruled later, replacing the row's result
+                data = event_json(e, "result", result)
+            else:  # the result is in the call's row, final
+                data = _encode(event_out(e, skip="result"))
+            return Entry(e.seq, e.type, e.ts.isoformat(), data, final)
+        case ApprovalDecided():
+            d = e.decision
+            decision = _encode(decision_out(d))
+            decided = DecisionChange(
+                e.call.id,
+                d.verdict,
+                d.by,
+                d.at.isoformat(),
+                d.reason,
+                None if d.arguments is None else _encode(d.arguments),
+                decision,
+                override=not d.automatic,
+            )
+            data = event_json(e, "decision", decision)
+            return Entry(e.seq, e.type, e.ts.isoformat(), data, decided)
+        case CallInDoubt() if noted is not None:  # rerun: the call is runnable again
+            reset = CallReset(e.call.id, noted, e.claimed_by)
+            return Entry(e.seq, e.type, e.ts.isoformat(), event_json(e), reset)
+        case _:  # the event alone (a CallInDoubt not rerun: the ToolCallFinished after settles it)
+            return Entry(e.seq, e.type, e.ts.isoformat(), event_json(e))
+
+
+def _message_json(m: Message, memo: dict[int, str]) -> str:
+    key = id(m)
+    data = memo.get(key)
+    if data is None:
+        data = memo[key] = _encode(message_out(m))
+    return data
+
+
+def fold(entry: Entry, started: Event, finished: Event) -> Entry:
+    """``finished``'s entry carrying ``started``: its seq, ts and the fields that differ."""
+    own: dict[str, Any] = {"seq": started.seq, "ts": started.ts.isoformat()}
+    for name, value in event_out(started).items():
+        mine = getattr(started, name)
+        try:
+            same = hasattr(finished, name) and (
+                getattr(finished, name) is mine or bool(getattr(finished, name) == mine)
+            )
+        except Exception:
+            same = False
+        if not same:
+            own[name] = value
+    head = entry.data or "{}"
+    sep = "," if len(head) > 2 else ""
+    data = f'{head[:-1]}{sep}"started":{_encode(own)}}}'
+    return Entry(entry.seq, entry.type, entry.ts, data, entry.change)
+
+
+# ---------------------------------------------------------- rows -> events
 def decode_event(
     type_: str,
     chat_id: str,
@@ -371,30 +558,80 @@ def decode_event(
     return cls(**kwargs)
 
 
-__all__ = [
-    "approval_in",
-    "approval_out",
-    "call_identity_in",
-    "call_identity_out",
-    "call_in",
-    "call_out",
-    "decision_in",
-    "decision_out",
-    "decode_event",
-    "dt_in",
-    "dt_out",
-    "dumps",
-    "event_json",
-    "event_out",
-    "loads",
-    "message_in",
-    "message_out",
-    "usage_in",
-    "usage_out",
-]
+def decode_events(
+    chat_id: str,
+    events: Iterable[tuple[int, str, str, str]],
+    messages: Iterable[tuple[int, int, str, int | None, str | None]],
+    calls: Sequence[tuple[int, StoredCall, str | None]],
+    known: dict[str, ToolCall] | None = None,
+) -> list[Event]:
+    """One chat's events, in ``seq`` order, rebuilt from what the store holds.
+
+    Args:
+        events: Its ``(seq, type, ts, data)`` event rows, in ``seq`` order.
+        messages: Its messages as ``(index, turn, message JSON, seq, ts)``;
+            ``seq`` is ``None`` for a message written before version 5, whose
+            ``MessageAdded`` has an event row that refers to it.
+        calls: Its calls as ``(seq, call, result JSON)``, in ``seq`` order; a
+            call without a ``ToolCallRequested`` row (all calls since version
+            4) is that event.
+        known: The ``ToolCall`` objects for the events to refer to, by id
+            (extended with those rebuilt); default: rebuilt from ``calls``.
+
+    An event row this version cannot read (an unknown type) is skipped.
+    """
+    cmap = {sc.id: sc.to_tool_call() for _, sc, _ in calls} if known is None else known
+    results = {sc.id: result for _, sc, result in calls}
+    texts = {index: data for index, _, data, _, _ in messages}
+    out: list[Event] = []
+    requested: set[str] = set()
+    for seq, type_, ts, data in events:
+        try:
+            fields = loads(data)
+            if type_ == "message_added" and "message" not in fields:
+                fields["message"] = loads(texts[fields["index"]])
+            elif type_ == "tool_call_finished" and "result" not in fields:
+                fields["result"] = loads(results[fields["call"]["id"]])
+            started = unfold(type_, fields) if "started" in fields else None
+            event = decode_event(type_, chat_id, seq, ts, fields, cmap)
+            if started is not None:
+                out.append(decode_event(started[0], chat_id, *started[1:], cmap))
+        except (ValueError, TypeError, KeyError):
+            continue  # an event type this process does not know
+        if isinstance(event, ToolCallRequested):
+            requested.add(event.call.id)
+        out.append(event)
+    for index, turn, text, message_seq, message_ts in messages:
+        if message_seq is None or message_ts is None:  # before version 5: it has an event row
+            continue
+        try:
+            fields = {"message": loads(text), "index": index, "turn": turn}
+            out.append(
+                decode_event("message_added", chat_id, message_seq, message_ts, fields, cmap)
+            )
+        except (ValueError, TypeError, KeyError):
+            continue
+    for seq, sc, _ in calls:
+        if sc.id in requested or sc.requested_at is None or sc.approval is None:
+            continue
+        call = cmap.get(sc.id)
+        if call is None:
+            call = cmap[sc.id] = sc.to_tool_call()
+        out.append(
+            ToolCallRequested(
+                chat_id=chat_id,
+                seq=seq,
+                ts=sc.requested_at,
+                call=call,
+                step=sc.step,
+                turn=sc.turn,
+                approval=sc.approval,
+            )
+        )
+    out.sort(key=lambda e: e.seq)  # stable: a stored event first on a (racing) tie
+    return out
 
 
-# ------------------------------------------------------- folded events
 FOLDED: dict[str, type[Event]] = {
     ModelRequestFinished.type: ModelRequestStarted,
     ModelRequestFailed.type: ModelRequestStarted,
@@ -408,8 +645,7 @@ def unfold(type_: str, data: dict[str, Any]) -> tuple[str, int, str, dict[str, A
 
     Removes ``"started"`` from ``data`` (the finishing event's fields); returns
     the started event's type, ``seq``, ``ts`` and fields (those it shares with
-    the finishing event filled in from ``data``), for
-    :func:`nbagent._serde.decode_event`.
+    the finishing event filled in from ``data``), for :func:`decode_event`.
     """
     started = data.pop("started", None)
     cls = FOLDED.get(type_)
@@ -417,18 +653,35 @@ def unfold(type_: str, data: dict[str, Any]) -> tuple[str, int, str, dict[str, A
         return None
     own = dict(started)
     seq, ts = own.pop("seq"), own.pop("ts")
-    out = {k: data[k] for k in _own_fields(cls) if k in data and k not in own}
+    out = {k: data[k] for k in _event_fields(cls) if k in data and k not in own}
     out.update(own)
     return cls.type, seq, ts, out
 
 
-def _own_fields(cls: type[Event]) -> tuple[str, ...]:
-    names = _OWN_FIELDS.get(cls)
-    if names is None:
-        names = _OWN_FIELDS[cls] = tuple(
-            f.name for f in fields(cls) if f.name not in ("chat_id", "seq", "ts")
-        )
-    return names
-
-
-_OWN_FIELDS: dict[type[Event], tuple[str, ...]] = {}
+__all__ = [
+    "FOLDED",
+    "approval_in",
+    "approval_out",
+    "call_identity_in",
+    "call_identity_out",
+    "call_in",
+    "call_out",
+    "decision_in",
+    "decision_out",
+    "decode_event",
+    "decode_events",
+    "dt_in",
+    "dt_out",
+    "dumps",
+    "encode",
+    "encode_batch",
+    "event_json",
+    "event_out",
+    "fold",
+    "loads",
+    "message_in",
+    "message_out",
+    "unfold",
+    "usage_in",
+    "usage_out",
+]

@@ -6,11 +6,12 @@ embedded default, and a PostgreSQL store implements the same methods
 claim, ``INSERT ... ON CONFLICT DO NOTHING`` for first-writer-wins). Reads
 return :class:`ChatInfo`, :class:`StoredCall` and :class:`ChatRecord`; writes
 take :class:`Entry` values (an event and the row change it implies), built by
-the codec (``_codec.py``).
+the codec (:mod:`nbagent.store._codec`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,7 +19,6 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._events import Event
 from .._types import Approval, Decision, ToolCall, ToolResultMessage
-from . import _codec as codec
 
 
 class StoreConflictWarning(UserWarning):
@@ -108,9 +108,12 @@ class StoredCall:
         )
 
     def __repr__(self) -> str:
+        arguments = json.dumps(
+            self.arguments, ensure_ascii=False, separators=(",", ":"), default=str
+        )
         return (
             f"StoredCall(chat_id={self.chat_id[:8]!r}, id={self.id!r}, name={self.name!r}, "
-            f"arguments={codec.dumps(self.arguments)[:80]}, status={self.status!r})"
+            f"arguments={arguments[:80]}, status={self.status!r})"
         )
 
 
@@ -226,22 +229,12 @@ class Entry:
     and reports the conflict.
 
     ``data`` is the event's fields as JSON, or ``None`` when the row written by
-    ``change`` already says everything the event does: a ``ToolCallRequested``
-    is its :class:`NewCall` row (``seq``, ``requested_at`` = ``ts``, step, turn,
-    approval) and a ``MessageAdded`` its :class:`NewMessage` row (``seq``,
-    ``ts``, index, turn, the message), so no event row is stored for them and
-    ``iter_events`` rebuilds them from those rows. Likewise a
-    ``ToolCallFinished`` leaves out the ``result`` its :class:`CallFinal` row
-    holds (except for a denial, which a person may still overrule, replacing
-    the row's result).
-
-    A finishing event may carry the event that started it, when both are
-    written in one batch: the ``data`` of a ``ModelRequestFinished`` or
-    ``ModelRequestFailed`` (its ``ModelRequestStarted``) or of a
-    ``ToolCallFinished`` (its ``ToolCallStarted``) then has a ``"started"``
-    object: that event's ``seq``, ``ts`` and the fields whose values differ
-    from the finishing event's (see :data:`FOLDED` and :func:`unfold`). A
-    store just stores it.
+    ``change`` already says everything the event does (a ``MessageAdded`` is
+    its :class:`NewMessage` row, a ``ToolCallRequested`` its :class:`NewCall`
+    row): no event row is stored then, and ``iter_events`` rebuilds the event
+    from that row. What ``data`` holds, including a started event folded into
+    its finishing one, is the codec's business (:mod:`nbagent.store._codec`,
+    which builds entries and reads them back); a store just stores it.
     """
 
     seq: int

@@ -19,20 +19,21 @@ version 4), a ``MessageAdded`` its message's row (``messages.seq`` and ``ts``;
 since version 5; before, an ``events`` row referred to the message row), and a
 ``ToolCallFinished`` refers to its call's ``result`` (since version 4; a
 denial keeps its own). A ``ModelRequestStarted`` or ``ToolCallStarted``
-written with its finishing event rides in that event's row (since version 5;
-see :class:`~nbagent._store.Entry`). :meth:`SQLiteStore.iter_events` rebuilds
-them all.
+written with its finishing event rides in that event's row (since version 5).
+:meth:`SQLiteStore.iter_events` rebuilds them all (what the rows hold is
+described, written and read by :mod:`~nbagent.store._codec`).
 
 A call that runs as soon as it is written is inserted already claimed (one
 statement instead of two), and the index on call ids covers gated calls only:
 those are the ones decided by id from outside, and every other call is one
 index page fewer to write per round.
 
-Migrations are ordered functions (``m001_initial``, ``m002_...``) recorded in
-``schema_migrations``, all pending ones applied in one transaction when a store
-is opened; a file written by an older version opens in a newer one, and a file
-from a newer version is refused (never modified). Every write is one
-``BEGIN IMMEDIATE`` transaction; readers never block writers (WAL).
+The schema's versions are the migrations of :mod:`~nbagent.store._migrations`,
+all pending ones applied in one transaction when a store is opened; a file
+written by an older version opens in a newer one, and a file from a newer
+version is refused (never modified). Every write is one ``BEGIN IMMEDIATE``
+transaction; readers never block writers (WAL), and the WAL is copied back
+off the chat's path (:mod:`~nbagent.store._checkpointer`).
 
 Durability: ``synchronous=NORMAL`` (the default) keeps every committed
 transaction through a crash of the process or kernel restart; pass
@@ -41,24 +42,24 @@ transaction through a crash of the process or kernel restart; pass
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from .._errors import DecisionError, StoreError
-from .._events import Event, ToolCallRequested, utcnow
+from .._events import Event, utcnow
 from .._schema import validate_json_schema
 from .._types import Decision, ToolCall
 from . import _codec as codec
-from ._codec import unfold
+from . import _migrations as migrations
+from ._checkpointer import Checkpointer, take_over
 from ._protocol import (
     CallFinal,
     CallReset,
@@ -72,261 +73,6 @@ from ._protocol import (
     NewMessage,
     StoredCall,
 )
-
-# ------------------------------------------------------------- migrations
-
-
-def m001_initial(conn: sqlite3.Connection) -> None:
-    for sql in (
-        """CREATE TABLE chats (
-            id TEXT PRIMARY KEY,
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL,
-            provider TEXT NOT NULL,
-            model TEXT NOT NULL,
-            system TEXT,
-            title TEXT,
-            state TEXT NOT NULL DEFAULT '{}'
-        )""",
-        """CREATE TABLE messages (
-            chat_id TEXT NOT NULL REFERENCES chats(id),
-            idx INTEGER NOT NULL,
-            turn INTEGER NOT NULL,
-            role TEXT NOT NULL,
-            json TEXT NOT NULL,
-            PRIMARY KEY (chat_id, idx)
-        ) WITHOUT ROWID""",
-        """CREATE TABLE tool_calls (
-            chat_id TEXT NOT NULL REFERENCES chats(id),
-            call_id TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            name TEXT NOT NULL,
-            arguments TEXT NOT NULL,
-            raw_arguments TEXT,
-            parse_error TEXT,
-            status TEXT NOT NULL,
-            approval TEXT,
-            decision TEXT,
-            result TEXT,
-            turn INTEGER NOT NULL,
-            step INTEGER NOT NULL,
-            requested_at TEXT,
-            started_at TEXT,
-            finished_at TEXT,
-            PRIMARY KEY (chat_id, call_id)
-        ) WITHOUT ROWID""",
-        """CREATE TABLE events (
-            chat_id TEXT NOT NULL REFERENCES chats(id),
-            seq INTEGER NOT NULL,
-            type TEXT NOT NULL,
-            ts TEXT NOT NULL,
-            json TEXT NOT NULL,
-            PRIMARY KEY (chat_id, seq)
-        ) WITHOUT ROWID""",
-    ):
-        conn.execute(sql)
-
-
-def m002_claims_and_decisions(conn: sqlite3.Connection) -> None:
-    """Claims (who runs a call) and the decisions table (decisions made outside a chat)."""
-    conn.execute("ALTER TABLE tool_calls ADD COLUMN gated INTEGER NOT NULL DEFAULT 0")
-    conn.execute("UPDATE tool_calls SET gated = 1 WHERE json_extract(approval, '$.required') = 1")
-    conn.execute("ALTER TABLE tool_calls ADD COLUMN claimed_by TEXT")
-    conn.execute("ALTER TABLE tool_calls ADD COLUMN claimed_at TEXT")
-    conn.execute(
-        """CREATE TABLE decisions (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            chat_id TEXT NOT NULL,
-            call_id TEXT NOT NULL,
-            verdict TEXT NOT NULL CHECK (verdict IN ('approved', 'denied')),
-            decided_by TEXT NOT NULL,
-            at TEXT NOT NULL,
-            reason TEXT,
-            arguments TEXT,
-            source TEXT NOT NULL,
-            applied INTEGER NOT NULL DEFAULT 0,
-            applied_at TEXT,
-            error TEXT,
-            FOREIGN KEY (chat_id, call_id) REFERENCES tool_calls(chat_id, call_id)
-        )"""
-    )
-    # Decisions an older version recorded on calls become applied decisions.
-    conn.execute(
-        """INSERT INTO decisions (chat_id, call_id, verdict, decided_by, at, reason, arguments,
-                                  source, applied, applied_at)
-           SELECT chat_id, call_id, json_extract(decision, '$.verdict'),
-                  json_extract(decision, '$.by'), json_extract(decision, '$.at'),
-                  json_extract(decision, '$.reason'), json(json_extract(decision, '$.arguments')),
-                  'chat', 1, json_extract(decision, '$.at')
-           FROM tool_calls WHERE decision IS NOT NULL"""
-    )
-
-
-def m003_tools_and_indexes(conn: sqlite3.Connection) -> None:
-    """Tool schemas per chat (to check edited arguments), and indexes for cross-chat queries."""
-    conn.execute("ALTER TABLE chats ADD COLUMN tools TEXT")
-    conn.execute(
-        "CREATE INDEX tool_calls_pending ON tool_calls(chat_id) WHERE status = 'awaiting_approval'"
-    )
-    conn.execute("CREATE INDEX tool_calls_call_id ON tool_calls(call_id)")
-    conn.execute("CREATE INDEX decisions_call ON decisions(chat_id, call_id)")
-
-
-def m004_calls_are_their_requested_events(conn: sqlite3.Connection) -> None:
-    """From version 4 some events are stored by the rows that already hold them.
-
-    A ``ToolCallRequested`` has no ``events`` row: its ``tool_calls`` row (whose
-    ``seq`` and ``requested_at`` are the event's) is rebuilt into it; and a
-    ``ToolCallFinished`` (other than a denial) leaves out the result that its
-    call's ``result`` column holds. Rows written before stay valid as they are
-    (both forms are read). No data changes: the version changes so that an
-    older nbagent, which would miss those events, refuses the file.
-    """
-
-
-def m005_messages_are_their_events(conn: sqlite3.Connection) -> None:
-    """Messages hold their ``MessageAdded`` events; the call-id index covers gated calls.
-
-    From version 5 a message row written with its event has that event's
-    ``seq`` and ``ts`` (and no ``events`` row), and started events may ride in
-    their finishing event's row (``"started"``). Older rows keep their form
-    (``seq`` NULL: the ``events`` row is there) and are read as before.
-    """
-    conn.execute("ALTER TABLE messages ADD COLUMN seq INTEGER")
-    conn.execute("ALTER TABLE messages ADD COLUMN ts TEXT")
-    conn.execute("DROP INDEX tool_calls_call_id")
-    conn.execute("CREATE INDEX tool_calls_gated_call_id ON tool_calls(call_id) WHERE gated = 1")
-
-
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
-    m001_initial,
-    m002_claims_and_decisions,
-    m003_tools_and_indexes,
-    m004_calls_are_their_requested_events,
-    m005_messages_are_their_events,
-)
-"""Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
-
-SCHEMA_VERSION = len(MIGRATIONS)
-
-
-def schema_version(conn: sqlite3.Connection) -> int:
-    """The schema version of an open database (0 for an empty one)."""
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if "schema_migrations" not in tables:
-        return 0 if not tables else -1
-    row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
-    return int(row[0])
-
-
-def migrate(conn: sqlite3.Connection, upto: int | None = None) -> list[int]:
-    """Apply the pending migrations (up to version ``upto``) in one transaction.
-
-    ``conn`` must be in autocommit mode (``isolation_level=None``). Returns the
-    versions applied.
-    """
-    target = SCHEMA_VERSION if upto is None else upto
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-            "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
-        )
-        current = schema_version(conn)
-        applied = []
-        for version in range(current + 1, target + 1):
-            fn = MIGRATIONS[version - 1]
-            fn(conn)
-            conn.execute(
-                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                (version, fn.__name__, utcnow().isoformat()),
-            )
-            applied.append(version)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return applied
-
-
-# ------------------------------------------------------------- checkpoints
-_CHECKPOINT_EVERY = 64
-"""Commits between two background checkpoints (a few hundred WAL pages)."""
-_RESTART_FRAMES = 2048
-"""WAL frames (about 8 MB) above which a checkpoint also makes the WAL start over."""
-_WAL_LIMIT = 8 * 1024 * 1024
-"""Bytes a WAL file is cut back to when it starts over (``journal_size_limit``)."""
-
-
-class _Checkpointer:
-    """Copies the WAL back into the database on its own thread and connection.
-
-    SQLite's automatic checkpoint runs inside the ``COMMIT`` that crosses the
-    threshold and fsyncs there: a stall of milliseconds in the middle of a
-    chat's step. A ``PASSIVE`` checkpoint on another connection never blocks
-    readers or writers, so it is moved here. The last connection to close
-    checkpoints what is left.
-
-    A passive checkpoint alone does not bound the WAL file: the WAL starts over
-    from its beginning only when a writer finds every frame copied back, and a
-    process that commits continuously always adds frames while the checkpoint
-    runs (the file grew to hundreds of MB in benchmarks). So once the WAL holds
-    more than ``_RESTART_FRAMES``, the passive pass (which copies the bulk
-    without blocking anyone) is followed by a ``RESTART`` checkpoint: it holds
-    writers back for the few frames written meanwhile and a sync, about a
-    millisecond, and the next commit starts the WAL over, cut back to
-    ``_WAL_LIMIT`` bytes.
-    """
-
-    def __init__(self, path: str, synchronous: str):
-        self._path = path
-        self._synchronous = synchronous
-        self._wake = threading.Event()
-        self._stop = False
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def poke(self) -> None:
-        with self._lock:
-            if self._stop:
-                return
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="nbagent-store-checkpoint", daemon=True
-                )
-                self._thread.start()
-        self._wake.set()
-
-    def close(self) -> None:
-        with self._lock:
-            self._stop = True
-            thread = self._thread
-        self._wake.set()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
-
-    def _run(self) -> None:
-        conn: sqlite3.Connection | None = None
-        try:
-            conn = sqlite3.connect(
-                self._path, timeout=0.1, isolation_level=None, check_same_thread=False
-            )
-            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-            while True:
-                self._wake.wait()
-                self._wake.clear()
-                if self._stop:
-                    return
-                with contextlib.suppress(sqlite3.Error):
-                    busy, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                    if not busy and frames > _RESTART_FRAMES:
-                        conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
-        except sqlite3.Error:
-            return  # checkpoints resume when the store is opened again
-        finally:
-            if conn is not None:
-                conn.close()
-
 
 # ------------------------------------------------------------------ store
 _CALL_COLUMNS = (
@@ -358,72 +104,6 @@ def _stored_call(row: Sequence[Any]) -> StoredCall:
         claimed_by=row[15],
         claimed_at=codec.dt_in(row[16]),
     )
-
-
-def _chat_events(
-    chat_id: str,
-    rows: Sequence[Sequence[Any]],
-    call_rows: Sequence[Sequence[Any]],
-    message_rows: Sequence[Sequence[Any]],
-    calls: dict[str, ToolCall] | None,
-) -> list[Event]:
-    """One chat's events, rebuilt from its ``events`` rows and the rows they refer to.
-
-    ``rows`` are ``(seq, type, ts, json)`` in ``seq`` order, ``call_rows`` its
-    ``tool_calls`` rows (``seq`` then ``_CALL_COLUMNS``) and ``message_rows``
-    its ``messages`` rows ``(idx, turn, json, seq, ts)``. A message row with a
-    ``seq`` is its ``MessageAdded`` (since version 5; before, a ``MessageAdded``
-    row referred to the message row); a ``ToolCallFinished`` without a
-    ``result`` refers to its call's; a call without a stored
-    ``ToolCallRequested`` (all calls since version 4) is that event; a
-    finishing event may carry its started event (``"started"``, version 5).
-    """
-    stored = [(r[0], _stored_call(r[1:])) for r in call_rows]
-    cmap = {sc.id: sc.to_tool_call() for _, sc in stored} if calls is None else calls
-    results = {r[2]: r[1 + _RESULT] for r in call_rows}  # call id -> result JSON
-    messages = {r[0]: r[2] for r in message_rows}  # index -> message JSON
-    events: list[Event] = []
-    requested: set[str] = set()
-    for seq, type_, ts, data in rows:
-        try:
-            fields = codec.loads(data)
-            if type_ == "message_added" and "message" not in fields:
-                fields["message"] = codec.loads(messages[fields["index"]])
-            elif type_ == "tool_call_finished" and "result" not in fields:
-                fields["result"] = codec.loads(results[fields["call"]["id"]])
-            started = unfold(type_, fields) if "started" in fields else None
-            event = codec.decode_event(type_, chat_id, seq, ts, fields, cmap)
-            if started is not None:
-                events.append(codec.decode_event(started[0], chat_id, *started[1:], cmap))
-        except (ValueError, TypeError, KeyError):
-            continue  # an event type this process does not know
-        if isinstance(event, ToolCallRequested):
-            requested.add(event.call.id)
-        events.append(event)
-    for index, turn, data, seq, ts in message_rows:
-        if seq is None:  # written before version 5: its event has a row
-            continue
-        with contextlib.suppress(ValueError, TypeError, KeyError):
-            fields = {"message": codec.loads(data), "index": index, "turn": turn}
-            events.append(codec.decode_event("message_added", chat_id, seq, ts, fields, cmap))
-    for seq, sc in stored:
-        if sc.id in requested or sc.requested_at is None or sc.approval is None:
-            continue
-        call = cmap.get(sc.id)
-        if call is None:
-            call = cmap[sc.id] = sc.to_tool_call()
-        event = ToolCallRequested(
-            chat_id=chat_id,
-            seq=seq,
-            ts=sc.requested_at,
-            call=call,
-            step=sc.step,
-            turn=sc.turn,
-            approval=sc.approval,
-        )
-        events.append(event)
-    events.sort(key=lambda e: e.seq)  # stable: a stored event first on a (racing) tie
-    return events
 
 
 _UPDATED_AT = (
@@ -494,8 +174,7 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._conn = self._connect(timeout, synchronous.upper())
-        self._commits = 0
-        self._checkpointer = _Checkpointer(self.location, synchronous.upper())
+        self._checkpointer = Checkpointer(self.location, synchronous.upper())
         self._finalizer = weakref.finalize(self, self._checkpointer.close)
 
     # -- lifecycle ---------------------------------------------------------------
@@ -534,27 +213,25 @@ class SQLiteStore:
 
     def _prepare(self, conn: sqlite3.Connection, timeout: float, synchronous: str) -> None:
         """Check the file is an nbagent store this version can read, then set it up."""
-        version = schema_version(conn)  # reads only: a damaged file is not touched
+        version = migrations.schema_version(conn)  # reads only: a damaged file is not touched
         if version < 0:
             raise StoreError(
                 f"{self.location} is an SQLite database but not an nbagent store (it has "
                 "tables and no schema_migrations); it was not changed. Use another path."
             )
-        if version > SCHEMA_VERSION:
+        if version > migrations.SCHEMA_VERSION:
             raise StoreError(
                 f"{self.location} was written by a newer nbagent (schema version {version}; "
-                f"this version knows up to {SCHEMA_VERSION}). Upgrade nbagent to open it; "
-                "the file was not changed."
+                f"this version knows up to {migrations.SCHEMA_VERSION}). Upgrade nbagent to "
+                "open it; the file was not changed."
             )
         conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
-        conn.execute(f"PRAGMA journal_size_limit = {_WAL_LIMIT}")
         conn.execute("PRAGMA foreign_keys = ON")
-        # Checkpoints (which fsync) run on a background thread, off the chat's path.
-        conn.execute("PRAGMA wal_autocheckpoint = 0")
-        if version < SCHEMA_VERSION:
-            migrate(conn)
+        take_over(conn)  # checkpoints (which fsync) run on a background thread, off the chat's path
+        if version < migrations.SCHEMA_VERSION:
+            migrations.migrate(conn)
 
     def _damaged(self, exc: BaseException) -> str:
         return (
@@ -582,13 +259,13 @@ class SQLiteStore:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._conn is None else f"schema v{SCHEMA_VERSION}"
+        state = "closed" if self._conn is None else f"schema v{migrations.SCHEMA_VERSION}"
         return f"SQLiteStore({self.location!r}, {state})"
 
     @property
     def schema_version(self) -> int:
         with self._read() as conn:
-            return schema_version(conn)
+            return migrations.schema_version(conn)
 
     # -- transactions --------------------------------------------------------------
     def _c(self) -> sqlite3.Connection:
@@ -617,9 +294,7 @@ class SQLiteStore:
             except sqlite3.Error as exc:
                 conn.execute("ROLLBACK")
                 raise self._error(exc) from exc
-            self._commits += 1
-            if self._commits % _CHECKPOINT_EVERY == 0:
-                self._checkpointer.poke()
+            self._checkpointer.committed()
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -1307,8 +982,9 @@ class SQLiteStore:
                 messages = conn.execute(
                     "SELECT idx, turn, json, seq, ts FROM messages WHERE chat_id = ?", (cid,)
                 ).fetchall()
-            cmap = calls if calls is not None and chat_id is not None else None
-            yield from _chat_events(cid, rows, call_rows, messages, cmap)
+            stored = [(r[0], _stored_call(r[1:]), r[1 + _RESULT]) for r in call_rows]
+            known = calls if calls is not None and chat_id is not None else None
+            yield from codec.decode_events(cid, rows, messages, stored, known)
 
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "migrate", "schema_version"]
+__all__ = ["SQLiteStore"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nbagent import Chat
-from nbagent.store._attach import StoreExtension
+from nbagent.store._extension import StoreExtension
 
 
 def store_ext(chat: Chat) -> StoreExtension:

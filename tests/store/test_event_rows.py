@@ -27,7 +27,7 @@ from nbagent import (
 )
 from nbagent.store import SQLiteStore
 from nbagent.store import _codec as codec
-from nbagent.store import _sqlite as sq
+from nbagent.store import _migrations as migrations
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _agent import Refund
@@ -256,25 +256,25 @@ def test_the_version_4_migration_keeps_older_rows(tmp_path: Path) -> None:
     path = tmp_path / "v3.db"
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        sq.migrate(conn, upto=3)
-        assert sq.schema_version(conn) == 3
+        migrations.migrate(conn, upto=3)
+        assert migrations.schema_version(conn) == 3
     finally:
         conn.close()
     with SQLiteStore(path) as store:
-        assert store.schema_version == sq.SCHEMA_VERSION >= 4
+        assert store.schema_version == migrations.SCHEMA_VERSION >= 4
 
 
 def test_the_version_5_migration_indexes_gated_call_ids_only(tmp_path: Path) -> None:
     path = tmp_path / "v4.db"
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        sq.migrate(conn, upto=4)
+        migrations.migrate(conn, upto=4)
     finally:
         conn.close()
     indexes = "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tool_calls'"
     assert "tool_calls_call_id" in dict(_rows(path, indexes))
     with SQLiteStore(path) as store:
-        assert store.schema_version == sq.SCHEMA_VERSION >= 5
+        assert store.schema_version == migrations.SCHEMA_VERSION >= 5
         chat = Chat(model="demo", store=store).with_tools(get_weather, Refund)
         chat.ask("Weather in Paris")
         chat.ask("Refund order 9")

@@ -12,7 +12,7 @@ import pytest
 
 from nbagent import Chat, StoreError
 from nbagent.store import SCHEMA_VERSION, SQLiteStore
-from nbagent.store import _sqlite as sq
+from nbagent.store import _migrations as migrations
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _agent import Refund, count
@@ -31,7 +31,7 @@ def _v1_copy(current: Path, old: Path) -> None:
     """What version 1 of nbagent would have written: the same chat in the v1 schema."""
     conn = sqlite3.connect(old, isolation_level=None)
     try:
-        sq.migrate(conn, upto=1)
+        migrations.migrate(conn, upto=1)
         conn.execute("ATTACH DATABASE ? AS cur", (str(current),))
         for table, cols in V1.items():
             conn.execute(f"INSERT INTO main.{table} ({cols}) SELECT {cols} FROM cur.{table}")
@@ -63,8 +63,8 @@ def _chats(tmp_path: Path) -> tuple[Path, str, str]:
 
 
 def test_migrations_are_ordered_functions() -> None:
-    assert SCHEMA_VERSION == len(sq.MIGRATIONS) >= 3
-    for n, fn in enumerate(sq.MIGRATIONS, start=1):
+    assert SCHEMA_VERSION == len(migrations.MIGRATIONS) >= 3
+    for n, fn in enumerate(migrations.MIGRATIONS, start=1):
         assert fn.__name__.startswith(f"m{n:03d}_")
 
 
@@ -78,7 +78,7 @@ def test_a_version_1_store_opens_and_its_chats_continue(tmp_path: Path, counter:
         conn = sqlite3.connect(old)
         try:
             rows = conn.execute("SELECT version, name FROM schema_migrations ORDER BY version")
-            assert [r[1] for r in rows] == [fn.__name__ for fn in sq.MIGRATIONS]
+            assert [r[1] for r in rows] == [fn.__name__ for fn in migrations.MIGRATIONS]
         finally:
             conn.close()
         [pending] = store.pending_approvals()
@@ -134,8 +134,8 @@ def test_a_failing_migration_changes_nothing(
         conn.execute("ALTER TABLE chats ADD COLUMN extra TEXT")
         conn.execute("THIS IS NOT SQL")
 
-    monkeypatch.setattr(sq, "MIGRATIONS", (*sq.MIGRATIONS, m004_broken))
-    monkeypatch.setattr(sq, "SCHEMA_VERSION", len(sq.MIGRATIONS))
+    monkeypatch.setattr(migrations, "MIGRATIONS", (*migrations.MIGRATIONS, m004_broken))
+    monkeypatch.setattr(migrations, "SCHEMA_VERSION", len(migrations.MIGRATIONS))
     with pytest.raises(StoreError):
         SQLiteStore(path)
     monkeypatch.undo()

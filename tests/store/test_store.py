@@ -517,7 +517,7 @@ def test_the_wal_file_stays_bounded_under_continuous_writes(tmp_path: Path) -> N
     never pauses (the WAL grew to hundreds of MB); a restart checkpoint past a
     size makes the next commit start the WAL over, cut back to its limit.
     """
-    from nbagent.store import _sqlite as sq
+    from nbagent.store import _checkpointer as checkpointer
 
     db = tmp_path / "busy.db"
     wal = Path(f"{db}-wal")
@@ -529,5 +529,5 @@ def test_the_wal_file_stays_bounded_under_continuous_writes(tmp_path: Path) -> N
                 chat.ask(f"Weather in {city}")
             sizes.append(wal.stat().st_size)
             closed(chat)
-    limit = sq._WAL_LIMIT + 4 * sq._RESTART_FRAMES * (4096 + 24)
+    limit = checkpointer.WAL_LIMIT + 4 * checkpointer.RESTART_FRAMES * (4096 + 24)
     assert max(sizes) < limit, [s // 1_000_000 for s in sizes]

@@ -1,0 +1,199 @@
+"""The SQLite store's schema, as ordered migrations: how each version of the file came to be.
+
+Each migration is a function (``m001_initial``, ``m002_...``) that brings the
+schema from the version before it to its own; :data:`MIGRATIONS` lists them in
+order and only ever grows. :func:`migrate` applies the pending ones in one
+transaction and records each in ``schema_migrations``; the store calls it
+when it opens a file written by an older version, and refuses a file whose
+version is above :data:`SCHEMA_VERSION` (a newer nbagent wrote it).
+
+The schema each version reaches is described in :mod:`nbagent.store._sqlite`;
+what the rows hold (the storage format) in :mod:`nbagent.store._codec`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from .._events import utcnow
+
+
+def m001_initial(conn: sqlite3.Connection) -> None:
+    """Chats, their transcripts, their tool calls and their events."""
+    for sql in (
+        """CREATE TABLE chats (
+            id TEXT PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            model TEXT NOT NULL,
+            system TEXT,
+            title TEXT,
+            state TEXT NOT NULL DEFAULT '{}'
+        )""",
+        """CREATE TABLE messages (
+            chat_id TEXT NOT NULL REFERENCES chats(id),
+            idx INTEGER NOT NULL,
+            turn INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            json TEXT NOT NULL,
+            PRIMARY KEY (chat_id, idx)
+        ) WITHOUT ROWID""",
+        """CREATE TABLE tool_calls (
+            chat_id TEXT NOT NULL REFERENCES chats(id),
+            call_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            raw_arguments TEXT,
+            parse_error TEXT,
+            status TEXT NOT NULL,
+            approval TEXT,
+            decision TEXT,
+            result TEXT,
+            turn INTEGER NOT NULL,
+            step INTEGER NOT NULL,
+            requested_at TEXT,
+            started_at TEXT,
+            finished_at TEXT,
+            PRIMARY KEY (chat_id, call_id)
+        ) WITHOUT ROWID""",
+        """CREATE TABLE events (
+            chat_id TEXT NOT NULL REFERENCES chats(id),
+            seq INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            ts TEXT NOT NULL,
+            json TEXT NOT NULL,
+            PRIMARY KEY (chat_id, seq)
+        ) WITHOUT ROWID""",
+    ):
+        conn.execute(sql)
+
+
+def m002_claims_and_decisions(conn: sqlite3.Connection) -> None:
+    """Claims (who runs a call) and the decisions table (decisions made outside a chat)."""
+    conn.execute("ALTER TABLE tool_calls ADD COLUMN gated INTEGER NOT NULL DEFAULT 0")
+    conn.execute("UPDATE tool_calls SET gated = 1 WHERE json_extract(approval, '$.required') = 1")
+    conn.execute("ALTER TABLE tool_calls ADD COLUMN claimed_by TEXT")
+    conn.execute("ALTER TABLE tool_calls ADD COLUMN claimed_at TEXT")
+    conn.execute(
+        """CREATE TABLE decisions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            chat_id TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            verdict TEXT NOT NULL CHECK (verdict IN ('approved', 'denied')),
+            decided_by TEXT NOT NULL,
+            at TEXT NOT NULL,
+            reason TEXT,
+            arguments TEXT,
+            source TEXT NOT NULL,
+            applied INTEGER NOT NULL DEFAULT 0,
+            applied_at TEXT,
+            error TEXT,
+            FOREIGN KEY (chat_id, call_id) REFERENCES tool_calls(chat_id, call_id)
+        )"""
+    )
+    # Decisions an older version recorded on calls become applied decisions.
+    conn.execute(
+        """INSERT INTO decisions (chat_id, call_id, verdict, decided_by, at, reason, arguments,
+                                  source, applied, applied_at)
+           SELECT chat_id, call_id, json_extract(decision, '$.verdict'),
+                  json_extract(decision, '$.by'), json_extract(decision, '$.at'),
+                  json_extract(decision, '$.reason'), json(json_extract(decision, '$.arguments')),
+                  'chat', 1, json_extract(decision, '$.at')
+           FROM tool_calls WHERE decision IS NOT NULL"""
+    )
+
+
+def m003_tools_and_indexes(conn: sqlite3.Connection) -> None:
+    """Tool schemas per chat (to check edited arguments), and indexes for cross-chat queries."""
+    conn.execute("ALTER TABLE chats ADD COLUMN tools TEXT")
+    conn.execute(
+        "CREATE INDEX tool_calls_pending ON tool_calls(chat_id) WHERE status = 'awaiting_approval'"
+    )
+    conn.execute("CREATE INDEX tool_calls_call_id ON tool_calls(call_id)")
+    conn.execute("CREATE INDEX decisions_call ON decisions(chat_id, call_id)")
+
+
+def m004_calls_are_their_requested_events(conn: sqlite3.Connection) -> None:
+    """From version 4 some events are stored by the rows that already hold them.
+
+    A ``ToolCallRequested`` has no ``events`` row: its ``tool_calls`` row (whose
+    ``seq`` and ``requested_at`` are the event's) is rebuilt into it; and a
+    ``ToolCallFinished`` (other than a denial) leaves out the result that its
+    call's ``result`` column holds. Rows written before stay valid as they are
+    (both forms are read). No data changes: the version changes so that an
+    older nbagent, which would miss those events, refuses the file.
+    """
+
+
+def m005_messages_are_their_events(conn: sqlite3.Connection) -> None:
+    """Messages hold their ``MessageAdded`` events; the call-id index covers gated calls.
+
+    From version 5 a message row written with its event has that event's
+    ``seq`` and ``ts`` (and no ``events`` row), and started events may ride in
+    their finishing event's row (``"started"``). Older rows keep their form
+    (``seq`` NULL: the ``events`` row is there) and are read as before.
+    """
+    conn.execute("ALTER TABLE messages ADD COLUMN seq INTEGER")
+    conn.execute("ALTER TABLE messages ADD COLUMN ts TEXT")
+    conn.execute("DROP INDEX tool_calls_call_id")
+    conn.execute("CREATE INDEX tool_calls_gated_call_id ON tool_calls(call_id) WHERE gated = 1")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    m001_initial,
+    m002_claims_and_decisions,
+    m003_tools_and_indexes,
+    m004_calls_are_their_requested_events,
+    m005_messages_are_their_events,
+)
+"""Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The schema version of an open database (0 for an empty one, -1 for one that is not a store).
+
+    Only reads: a damaged or foreign file is not touched.
+    """
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "schema_migrations" not in tables:
+        return 0 if not tables else -1
+    row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
+    return int(row[0])
+
+
+def migrate(conn: sqlite3.Connection, upto: int | None = None) -> list[int]:
+    """Apply the pending migrations (up to version ``upto``) in one transaction.
+
+    ``conn`` must be in autocommit mode (``isolation_level=None``). Returns the
+    versions applied.
+    """
+    target = SCHEMA_VERSION if upto is None else upto
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
+        current = schema_version(conn)
+        applied = []
+        for version in range(current + 1, target + 1):
+            fn = MIGRATIONS[version - 1]
+            fn(conn)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (version, fn.__name__, utcnow().isoformat()),
+            )
+            applied.append(version)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return applied
+
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version"]
