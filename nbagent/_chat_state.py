@@ -399,20 +399,8 @@ class ChatCore:
             if not rerun:
                 result = ToolResultMessage(c.id, content, True, "in_doubt", c.name, turn=turn)
                 c.status, c.result, c.finished_at = "in_doubt", result, utcnow()
-                events.append(
-                    ToolCallFinished(
-                        chat_id=self.id,
-                        call=c,
-                        step=step,
-                        turn=turn,
-                        status="in_doubt",
-                        result=result,
-                        error="outcome unknown: the process running it stopped",
-                        duration_ms=None,
-                        started_at=c.started_at,
-                        mode=None,
-                    )
-                )
+                error = "outcome unknown: the process running it stopped"
+                events.append(self._finished_event(c, result, error, None, None))
         self._emit_all(events)
         return True
 
