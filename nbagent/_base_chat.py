@@ -62,25 +62,11 @@ def new_chat_id() -> str:
 
 
 class BaseChat(LoopMixin, DecisionsMixin):
-    """A conversation with a model that can call tools (the core of :class:`~nbagent.Chat`).
+    """A conversation with a model that can call tools: :class:`~nbagent.Chat` without wings.
 
-    Args:
-        model: Model name (``"gpt-4.1-mini"``, ``"claude-sonnet-4-5"``, ``"demo"``).
-            The provider is inferred from it. ``Chat()`` alone picks the best
-            provider with an API key in the environment, else the offline demo.
-        provider: A provider object, or a name (``"openai"``, ``"openai-responses"``,
-            ``"openai-compatible"``, ``"anthropic"``, ``"demo"``).
-        system: System instructions.
-        base_url: Endpoint of an OpenAI-compatible server (Ollama, vLLM...) or a proxy.
-        api_key: API key (else the provider's environment variable). Never logged.
-        max_steps: Steps ``complete()`` takes before stopping with
-            ``budget_exhausted`` (default: ``nbagent.configure(max_steps=)``, 25).
-        on_tool_error: ``"result"`` (a raising tool's error is sent to the model
-            and the loop goes on) or ``"raise"`` (raise :class:`ToolExecutionError`;
-            the transcript stays valid and ``complete()`` resumes).
-        stream: Stream responses (default from ``nbagent.configure``).
-        id: The chat id (default: a new time-ordered UUID, see :func:`new_chat_id`).
-        display: Render live in a notebook (default from ``nbagent.configure``).
+    Takes the arguments of :class:`~nbagent.Chat` (documented there) except
+    ``store``: persistence, like the log and the notebook view, is a wing that
+    ``Chat`` plugs in through :meth:`extend`.
     """
 
     def __init__(
