@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._kernel import in_kernel
 from ._render import conversation_html, conversation_markdown, conversation_text
-from ._state import ChatState, Entry, state_for
+from ._state import ChatState, Entry, json_preview, state_for
 
 if TYPE_CHECKING:
     from .._base_chat import BaseChat as Chat
@@ -170,6 +170,8 @@ def review(
     For each pending call: show it, ask ``a``/``d``/``e``/``l``/``s``, record
     the decision, then continue the loop (``chat.complete()``) and repeat while
     new approvals come up. Skipping every call returns with them still pending.
+    Huge arguments are printed as a bounded preview (``chat.tool_calls`` keeps
+    them whole).
 
     Returns:
         The chat's last assistant message.
@@ -180,7 +182,7 @@ def review(
             if not call.pending_approval:
                 continue
             reason = call.approval.reason if call.approval else ""
-            args = json.dumps(call.arguments, indent=2, ensure_ascii=False, default=str)
+            args = json_preview(call.arguments)[0]
             print(f"\n{call.name} ({call.id}) needs approval" + (f": {reason}" if reason else ""))
             print(args)
             while True:

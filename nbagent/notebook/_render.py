@@ -3,8 +3,10 @@
 Every function here is a pure function of its arguments. Everything a model,
 a tool or a user produced goes through :func:`html.escape` before it becomes
 HTML (and through :func:`_md_text` / a safe code fence before it becomes
-markdown). Colours come from JupyterLab's theme variables (with fallbacks for
-nbconvert and other front ends), so light and dark themes both work.
+markdown). Huge arguments are shown as a bounded preview (see
+:func:`~nbagent.notebook._state.json_preview`). Colours come from JupyterLab's
+theme variables (with fallbacks for nbconvert and other front ends), so light
+and dark themes both work.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from ._state import (
     TextEntry,
     Totals,
     UserEntry,
-    pretty_json,
 )
 
 PREVIEW_CHARS = 160
@@ -128,8 +129,12 @@ def fmt_cost(usd: float) -> str:
 
 
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    """One line of at most ``limit`` characters (looks at the start of ``text`` only)."""
+    head = text[: 4 * limit]
+    flat = " ".join(head.split())
+    if len(flat) <= limit and len(head) == len(text):
+        return flat
+    return flat[: limit - 1] + "…"
 
 
 def clip(text: str, limit: int = RESULT_CHARS) -> str:
@@ -244,11 +249,11 @@ def call_html(e: CallEntry, *, with_card: bool = False) -> str:
         head.append(f'<span class="nba-dim">{esc(" · ".join(meta))}</span>')
     head.append(f'<span class="nba-dim">{esc(e.call_id)}</span>')
     parts = [f'<div class="nba-head">{"".join(head)}</div>']
-    parts.append(f'<pre class="nba-json">{esc(e.arguments_json)}</pre>')
+    parts.append(f'<pre class="nba-json">{esc(e.arguments_text)}</pre>')
     if e.edited_arguments is not None:
         parts.append(
             '<div class="nba-note">run with edited arguments:</div>'
-            f'<pre class="nba-json">{esc(pretty_json(e.edited_arguments))}</pre>'
+            f'<pre class="nba-json">{esc(e.edited_text)}</pre>'
         )
     if e.gated and e.status == "awaiting_approval" and e.approval_reason and not with_card:
         parts.append(f'<div class="nba-note">&#9888; {esc(e.approval_reason)}</div>')
@@ -348,7 +353,7 @@ def entry_markdown(e: Entry) -> str:
         head = f"**tool `{_code_inline(e.name)}`** · {words}"
         if e.duration_ms is not None:
             head += f" · {_md_inline(fmt_ms(e.duration_ms))}"
-        lines = [head, _fence(e.arguments_json, "json")]
+        lines = [head, _fence(e.arguments_text, "json")]
         if e.gated and e.status == "awaiting_approval":
             lines.append(f"> needs approval: {_md_inline(e.approval_reason)}")
         words = decision_words(e)
@@ -388,7 +393,7 @@ def entry_text(e: Entry) -> str:
             line += f"\n  {e.error_type}: {preview(e.error, 600)}"
         return line
     if isinstance(e, CallEntry):
-        args = preview(e.arguments_json.replace("\n", " "), 200)
+        args = preview(e.arguments_text, 200)
         line = f"  tool {e.name}({args}) -> {_STATUS_WORDS.get(e.status, e.status)}"
         if e.duration_ms is not None:
             line += f" [{fmt_ms(e.duration_ms)}]"
