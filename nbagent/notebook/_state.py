@@ -13,6 +13,7 @@ HTML, markdown and text, and ``_view`` wires entries to widgets.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import weakref
 from collections.abc import Callable
@@ -249,8 +250,19 @@ def json_preview(
             text = ""
         else:
             if len(text) <= limit:
-                return text, True
-    return _Preview(limit, value_chars).render(value), False
+                return _json_controls(text), True
+    return _json_controls(_Preview(limit, value_chars).render(value)), False
+
+
+_C1 = re.compile(r"[\x7f-\x9f]")
+
+
+def _json_controls(text: str) -> str:
+    """DEL and C1 characters (which JSON leaves as they are) as ``\\u`` escapes: the text
+    stays the same JSON, and a terminal escape sequence in it is seen, not acted on."""
+    if _C1.search(text) is None:
+        return text
+    return _C1.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
 
 
 def clip_text(text: str, limit: int = ARGUMENTS_CHARS) -> str:
