@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._kernel import in_kernel
-from ._render import conversation_html, conversation_markdown, conversation_text
-from ._state import ChatState, Entry, state_for
+from ._render import conversation_html, conversation_markdown, conversation_text, printable
+from ._state import ChatState, Entry, json_preview, state_for
 
 if TYPE_CHECKING:
     from .._base_chat import BaseChat as Chat
@@ -83,7 +83,7 @@ def bundle_for(state: ChatState, turn: int | None = None) -> dict[str, str]:
 def chat_mimebundle(chat: Chat) -> dict[str, str]:
     """``Chat._repr_mimebundle_``: the whole conversation as HTML, markdown and text."""
     data = bundle_for(_state(chat))
-    data["text/plain"] = f"{chat!r}\n{data['text/plain']}"
+    data["text/plain"] = f"{printable(repr(chat))}\n{data['text/plain']}"
     return data
 
 
@@ -171,18 +171,26 @@ def review(
     the decision, then continue the loop (``chat.complete()``) and repeat while
     new approvals come up. Skipping every call returns with them still pending.
 
+    What is printed shows control characters as escapes (an escape sequence in a
+    model's arguments or answer is seen, not run by the terminal), and huge
+    arguments as a bounded preview (``chat.tool_calls`` keeps them whole).
+
     Returns:
         The chat's last assistant message.
     """
+
+    def say(*values: Any) -> None:  # every line printed here goes through this
+        print(*(printable(str(v)) for v in values))
+
     while chat.pending_approvals:
         decided = False
         for call in list(chat.pending_approvals):
             if not call.pending_approval:
                 continue
             reason = call.approval.reason if call.approval else ""
-            args = json.dumps(call.arguments, indent=2, ensure_ascii=False, default=str)
-            print(f"\n{call.name} ({call.id}) needs approval" + (f": {reason}" if reason else ""))
-            print(args)
+            args = json_preview(call.arguments)[0]
+            say(f"\n{call.name} ({call.id}) needs approval" + (f": {reason}" if reason else ""))
+            say(args)
             while True:
                 answer = input(f"{_CHOICES}? ").strip().lower()
                 try:
@@ -196,10 +204,10 @@ def review(
                         try:
                             edited = json.loads(text)
                         except ValueError as exc:
-                            print(f"not valid JSON: {exc}")
+                            say(f"not valid JSON: {exc}")
                             continue
                         if not isinstance(edited, dict):
-                            print("the arguments must be a JSON object")
+                            say("the arguments must be a JSON object")
                             continue
                         chat.approve(call, arguments=edited)
                     elif answer in ("l", "always"):
@@ -207,10 +215,10 @@ def review(
                     elif answer in ("s", "skip", ""):
                         break
                     else:
-                        print(f"please answer one of: {_CHOICES}")
+                        say(f"please answer one of: {_CHOICES}")
                         continue
                 except Exception as exc:  # DecisionError: invalid edit, already decided...
-                    print(f"{type(exc).__name__}: {exc}")
+                    say(f"{type(exc).__name__}: {exc}")
                     continue
                 decided = True
                 break
@@ -219,5 +227,5 @@ def review(
         chat.complete()
     reply = chat.last_assistant_message
     if reply is not None and getattr(reply, "content", None):
-        print(f"\nAssistant: {reply.content}")
+        say(f"\nAssistant: {reply.content}")
     return reply

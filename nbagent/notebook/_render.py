@@ -1,10 +1,20 @@
 """Pure rendering: view entries -> HTML, markdown and plain text.
 
 Every function here is a pure function of its arguments. Everything a model,
-a tool or a user produced goes through :func:`html.escape` before it becomes
-HTML (and through :func:`_md_text` / a safe code fence before it becomes
-markdown). Colours come from JupyterLab's theme variables (with fallbacks for
-nbconvert and other front ends), so light and dark themes both work.
+a tool or a user produced is shown as text, whatever it contains:
+
+- control characters (C0 but newline and tab, DEL, C1: what starts a
+  terminal's escape sequences) are shown as ``\\x1b``-style escapes
+  (:func:`printable`), in every output;
+- HTML goes through :func:`html.escape`;
+- markdown escapes every character that could start markup, a link or raw HTML
+  (:func:`md_text`, :func:`md_inline`), or puts the text in a code span or
+  fence longer than any run of backticks inside it, which nothing can close;
+- huge values are clipped (the arguments' preview comes from
+  :func:`~nbagent.notebook._state.json_preview`).
+
+Colours come from JupyterLab's theme variables (with fallbacks for nbconvert
+and other front ends), so light and dark themes both work.
 """
 
 from __future__ import annotations
@@ -28,7 +38,6 @@ from ._state import (
     TextEntry,
     Totals,
     UserEntry,
-    pretty_json,
 )
 
 PREVIEW_CHARS = 160
@@ -97,9 +106,28 @@ _STATUS_WORDS: dict[str, str] = {
 }
 
 
+# Control characters a terminal acts on (C0 but \n and \t, DEL, C1), and line ends.
+_CONTROL = re.compile(r"\r\n?|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def _show_control(m: re.Match[str]) -> str:
+    c = m[0]
+    if c == "\r\n":
+        return "\n"
+    return "\\r" if c == "\r" else f"\\x{ord(c):02x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters shown as escapes (``\\x1b``, ``\\r``), so an
+    escape sequence is seen, not acted on; newlines and tabs stay, CRLF becomes LF."""
+    if text.isprintable() or _CONTROL.search(text) is None:  # the first: a fast common case
+        return text
+    return _CONTROL.sub(_show_control, text)
+
+
 def esc(text: object) -> str:
     """HTML-escape anything (quotes included, so it is safe in attributes too)."""
-    return html.escape(str(text), quote=True)
+    return html.escape(printable(str(text)), quote=True)
 
 
 def style_tag() -> str:
@@ -128,8 +156,12 @@ def fmt_cost(usd: float) -> str:
 
 
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    """One line of at most ``limit`` characters (looks at the start of ``text`` only)."""
+    head = text[: 4 * limit]
+    flat = " ".join(head.split())
+    if len(flat) <= limit and len(head) == len(text):
+        return flat
+    return flat[: limit - 1] + "…"
 
 
 def clip(text: str, limit: int = RESULT_CHARS) -> str:
@@ -244,11 +276,11 @@ def call_html(e: CallEntry, *, with_card: bool = False) -> str:
         head.append(f'<span class="nba-dim">{esc(" · ".join(meta))}</span>')
     head.append(f'<span class="nba-dim">{esc(e.call_id)}</span>')
     parts = [f'<div class="nba-head">{"".join(head)}</div>']
-    parts.append(f'<pre class="nba-json">{esc(e.arguments_json)}</pre>')
+    parts.append(f'<pre class="nba-json">{esc(e.arguments_text)}</pre>')
     if e.edited_arguments is not None:
         parts.append(
             '<div class="nba-note">run with edited arguments:</div>'
-            f'<pre class="nba-json">{esc(pretty_json(e.edited_arguments))}</pre>'
+            f'<pre class="nba-json">{esc(e.edited_text)}</pre>'
         )
     if e.gated and e.status == "awaiting_approval" and e.approval_reason and not with_card:
         parts.append(f'<div class="nba-note">&#9888; {esc(e.approval_reason)}</div>')
@@ -286,7 +318,10 @@ def status_html(totals: Totals, phase: str | None = None) -> str:
         COMPLETE: "nba-phase-complete",
     }.get(phase, "nba-phase-busy")
     rest = status_words(totals, phase)[len(phase) :]
-    return f'<div class="nba-status"><span class="{cls}">{esc(phase)}</span>{esc(rest)}</div>'
+    # Only the view's own words and numbers (rendered on every event): escaped as HTML,
+    # with no control characters to look for.
+    own = html.escape
+    return f'<div class="nba-status"><span class="{cls}">{own(phase)}</span>{own(rest)}</div>'
 
 
 def conversation_html(
@@ -313,20 +348,66 @@ def conversation_html(
 
 
 # --------------------------------------------------------------------------- markdown
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#|])")
+# Characters that start markup anywhere on a line: HTML and entities (as entities, so
+# no renderer's pre-pass sees a tag), emphasis, code, links and images, headings,
+# tables, strikethrough, math, e-mail autolinks. A backslash before a bracket is an
+# entity too: JupyterLab's math pre-pass reads a doubled backslash there as \( or \[.
+_MD_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_MD_CHARS = re.compile(
+    r"[&<>\\`*_{}\[\]#|~$@]"
+    r"|(?<=[0-9A-Za-z]):(?=\S)"  # a scheme's colon: no autolink (http://..., mailto:x)
+    r"|(?<=:)/|(?<=:/)/"  # and no protocol-relative //host after it
+    r"|(?<=[Ww]{3})\."  # www.host
+)
+# What starts a block at the start of a line: indentation (an indented code block),
+# list items, setext underlines, definition lists.
+_MD_LINE = re.compile(r"^(?:([ \t]+)(?=\S)|([-+=:])|(\d+)([.)]))", re.MULTILINE)
 
 
-def _md_text(text: str) -> str:
-    """Model/user text for markdown: HTML-escaped, line breaks kept, markup left as is."""
-    return esc(text).replace("\n", "  \n")
+def _md_char(m: re.Match[str]) -> str:
+    c = m[0]
+    if c == "\\" and m.string[m.end() : m.end() + 1] in ("(", ")", "[", "]"):
+        return "&#92;"
+    return _MD_ESCAPES.get(c) or "\\" + c
 
 
-def _md_inline(text: str) -> str:
-    """Short text for markdown with every markup character neutralised."""
-    return _MD_SPECIAL.sub(r"\\\1", esc(text))
+def _md_line(m: re.Match[str]) -> str:
+    if m[1]:
+        return m[1].replace("\t", "    ").replace(" ", "&nbsp;")
+    if m[2]:
+        return "\\" + m[2]
+    return f"{m[3]}\\{m[4]}"
+
+
+def md_inline(text: str) -> str:
+    """Text for a markdown line: every markup character escaped, line breaks as spaces.
+
+    Nothing in it can start a link, an autolink, an image, raw HTML, emphasis,
+    code or math; the rendered text reads as written.
+    """
+    text = printable(text).replace("\n", " ")
+    return _MD_CHARS.sub(_md_char, text)
+
+
+def md_text(text: str) -> str:
+    """Text of several lines for markdown: :func:`md_inline` escapes, line breaks kept
+    (as hard breaks), and no line can start a block (a list, a quote, a code block...)."""
+    text = _MD_CHARS.sub(_md_char, printable(text))
+    return _MD_LINE.sub(_md_line, text).replace("\n", "  \n")
+
+
+def code_span(text: str) -> str:
+    """``text`` as one inline code span (on one line) that nothing inside can close."""
+    text = printable(text).replace("\n", " ")
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text[:1] in ("`", " ") or text[-1:] in ("`", " ") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
 def _fence(text: str, lang: str = "") -> str:
+    """A fenced code block longer than any run of backticks in ``text``: nothing closes it."""
+    text = printable(text)
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{lang}\n{text}\n{fence}"
@@ -334,50 +415,51 @@ def _fence(text: str, lang: str = "") -> str:
 
 def entry_markdown(e: Entry) -> str:
     if isinstance(e, UserEntry):
-        return f"**You:** {_md_text(e.text)}"
+        return f"**You:** {md_text(e.text)}"
     if isinstance(e, TextEntry):
-        return f"**Assistant:** {_md_text(e.text)}"
+        return f"**Assistant:** {md_text(e.text)}"
     if isinstance(e, StepEntry):
-        return f"*{_md_inline(step_words(e))}*" + (
-            f"  \n**{_md_inline(e.error_type)}:** {_md_inline(preview(e.error, 600))}"
+        return f"*{md_inline(step_words(e))}*" + (
+            f"  \n**{md_inline(e.error_type)}:** {md_inline(preview(e.error, 600))}"
             if e.status == "failed"
             else ""
         )
     if isinstance(e, CallEntry):
-        words = _md_inline(_STATUS_WORDS.get(e.status, e.status))
-        head = f"**tool `{_code_inline(e.name)}`** · {words}"
+        words = md_inline(_STATUS_WORDS.get(e.status, e.status))
+        head = f"**tool {code_span(e.name)}** · {words}"
         if e.duration_ms is not None:
-            head += f" · {_md_inline(fmt_ms(e.duration_ms))}"
-        lines = [head, _fence(e.arguments_json, "json")]
+            head += f" · {md_inline(fmt_ms(e.duration_ms))}"
+        lines = [head, _fence(e.arguments_text, "json")]
         if e.gated and e.status == "awaiting_approval":
-            lines.append(f"> needs approval: {_md_inline(e.approval_reason)}")
+            lines.append(f"> needs approval: {md_inline(e.approval_reason)}")
         words = decision_words(e)
         if words:
-            lines.append(f"> {_md_inline(words)}")
+            lines.append(f"> {md_inline(words)}")
         if e.error:
-            lines.append(f"> error: {_md_inline(preview(e.error, 600))}")
+            lines.append(f"> error: {md_inline(preview(e.error, 600))}")
         if e.result is not None and e.status != "denied":
             lines.append("result:\n" + _fence(clip(e.result, 2000)))
         return "\n\n".join(lines)
     if isinstance(e, BudgetEntry):
-        return f"> step budget exhausted ({_md_inline(e.status)})"
+        return f"> step budget exhausted ({md_inline(e.status)})"
     if isinstance(e, ErrorEntry):
-        return f"> **error:** {_md_inline(e.title)}"
-    return _md_inline(str(e))
-
-
-def _code_inline(text: str) -> str:
-    return text.replace("`", "'")
+        return f"> **error:** {md_inline(e.title)}"
+    return md_inline(str(e))
 
 
 def conversation_markdown(entries: Sequence[Entry], totals: Totals) -> str:
     blocks = [entry_markdown(e) for e in entries]
-    blocks.append(f"---\n*{_md_inline(status_words(totals))}*")
+    blocks.append(f"---\n*{md_inline(status_words(totals))}*")
     return "\n\n".join(blocks)
 
 
 # --------------------------------------------------------------------------- plain text
 def entry_text(e: Entry) -> str:
+    """One entry as plain text (control characters shown as escapes)."""
+    return printable(_entry_text(e))
+
+
+def _entry_text(e: Entry) -> str:
     if isinstance(e, UserEntry):
         return f"You: {e.text}"
     if isinstance(e, TextEntry):
@@ -388,7 +470,7 @@ def entry_text(e: Entry) -> str:
             line += f"\n  {e.error_type}: {preview(e.error, 600)}"
         return line
     if isinstance(e, CallEntry):
-        args = preview(e.arguments_json.replace("\n", " "), 200)
+        args = preview(e.arguments_text, 200)
         line = f"  tool {e.name}({args}) -> {_STATUS_WORDS.get(e.status, e.status)}"
         if e.duration_ms is not None:
             line += f" [{fmt_ms(e.duration_ms)}]"
@@ -412,5 +494,5 @@ def entry_text(e: Entry) -> str:
 
 def conversation_text(entries: Sequence[Entry], totals: Totals) -> str:
     lines = [entry_text(e) for e in entries]
-    lines.append(f"-- {status_words(totals)}")
+    lines.append(f"-- {printable(status_words(totals))}")
     return "\n".join(lines)

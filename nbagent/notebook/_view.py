@@ -160,7 +160,8 @@ class ChatView:
                 kind="approval",
                 tool=e.name,
                 call_id=e.call_id,
-                arguments=e.arguments_json,
+                arguments=e.arguments_text,
+                editable=e.arguments_editable,
                 reason=e.approval_reason,
             )
         else:

@@ -42,7 +42,10 @@ class ActionCard(anywidget.AnyWidget):
             applied), then ``approved`` / ``denied`` / ``continued`` /
             ``stopped``, or ``closed`` (nothing left to decide here).
         tool: Tool name (approval cards).
-        arguments: The call's arguments as pretty JSON (the editor's start value).
+        arguments: The call's arguments as pretty JSON (the editor's start value), or
+            a bounded preview of them when they are huge.
+        editable: Whether ``arguments`` is the whole arguments; when it is a preview,
+            the card offers no editor (``chat.approve(call, arguments=...)`` still works).
         reason: Why the call needs approval.
         steps: Steps "Continue" adds (budget cards).
         summary: One line saying what was decided.
@@ -58,6 +61,7 @@ class ActionCard(anywidget.AnyWidget):
     tool = traitlets.Unicode("").tag(sync=True)
     call_id = traitlets.Unicode("").tag(sync=True)
     arguments = traitlets.Unicode("{}").tag(sync=True)
+    editable = traitlets.Bool(True).tag(sync=True)
     reason = traitlets.Unicode("").tag(sync=True)
     steps = traitlets.Int(0).tag(sync=True)
     summary = traitlets.Unicode("").tag(sync=True)

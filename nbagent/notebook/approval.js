@@ -60,7 +60,7 @@ function render({ model, el }) {
       if (summary) el.append(h("div", "nba-action-summary", summary));
       return;
     }
-    if (ui.editing) {
+    if (ui.editing && model.get("editable")) {
       const box = h("div", "nba-action-edit");
       const area = h("textarea", "nba-action-json");
       area.value = ui.editText !== null ? ui.editText : model.get("arguments");
@@ -101,13 +101,21 @@ function render({ model, el }) {
       reason.addEventListener("input", () => { ui.reason = reason.value; });
       const deny = button("Deny", "nba-btn-deny", () => send("deny", { reason: reason.value }),
         "Do not run this call; the model is told why");
+      const editable = model.get("editable");
       const edit = button("Edit arguments", "", () => { ui.editing = true; draw(); },
-        "Change the arguments, then approve");
+        editable ? "Change the arguments, then approve"
+          : "These arguments are too large to edit here; use chat.approve(call, arguments=...)");
+      edit.disabled = !editable;
       const always = button("Always allow this tool", "", () => send("always"),
         `Approve every call of ${model.get("tool")} for the rest of the session`);
       row.append(approve, deny, reason, edit, always);
       if (state === "working") for (const n of row.querySelectorAll("button, input")) n.disabled = true;
       el.append(row);
+      if (!editable) {
+        el.append(h("div", "nba-action-note",
+          "The arguments are too large to edit here (the call above shows their start); " +
+          "use chat.approve(call, arguments=...) to run it with other arguments."));
+      }
     }
     if (state === "working") el.append(h("div", "nba-action-note", "working\u2026"));
   }
@@ -145,13 +153,13 @@ function render({ model, el }) {
   }
 
   const redraw = () => draw();
-  for (const name of ["state", "error", "summary", "arguments", "reason", "tool", "steps", "kind"]) {
+  for (const name of ["state", "error", "summary", "arguments", "editable", "reason", "tool", "steps", "kind"]) {
     model.on(`change:${name}`, redraw);
   }
   draw();
   try { model.send({ event: "rendered" }); } catch (e) { /* a static page has no kernel */ }
   return () => {
-    for (const name of ["state", "error", "summary", "arguments", "reason", "tool", "steps", "kind"]) {
+    for (const name of ["state", "error", "summary", "arguments", "editable", "reason", "tool", "steps", "kind"]) {
       model.off(`change:${name}`, redraw);
     }
   };
