@@ -125,7 +125,7 @@ class ChatRecord:
         info: The chat's summary.
         system: System instructions.
         state: Loop state (turn, step, usage, options...), as written by the chat.
-        messages: The transcript, as JSON objects (see :mod:`nbagent._serde`).
+        messages: The transcript, as JSON objects (see :mod:`nbagent.store._codec`).
         calls: Every call, in request order.
         unapplied: Ids of calls with a decision made through the store that no
             chat has applied yet.

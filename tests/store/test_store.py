@@ -159,7 +159,7 @@ def test_events_come_back_with_the_same_fields(store: Any, counter: Path) -> Non
     closed(chat)
 
 
-def test_serde_round_trips_are_exact() -> None:
+def test_codec_round_trips_are_exact() -> None:
     from datetime import UTC, datetime, timedelta, timezone
 
     from nbagent import Approval, AssistantToolCallMessage, ChatMessage, Decision, ToolCall
