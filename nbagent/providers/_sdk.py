@@ -301,8 +301,8 @@ class SDKProvider:
     async def complete_async(self, request: ModelRequest) -> LLMToolResponse:
         """Async twin of :meth:`complete`."""
         req = self._request(request)
-        client = self._async()
         with sdk_errors(self.name, self._secrets(), self._env_key):
+            client = self._async()
             if not req.stream:
                 response = await client.post(
                     req.path, cast_to=_response_cls(), content=req.body, options=req.options

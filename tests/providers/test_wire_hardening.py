@@ -1,22 +1,31 @@
 """Hardening (issue 13) at the wire: every API, JSON and streaming, through the real SDK
 clients and the strict fake server (which refuses what the real APIs refuse).
 
-Repeated call ids (item 1), lone surrogates (item 5).
+Repeated call ids (item 1), keys in error texts (item 6), lone surrogates (item 5).
 """
 
 from __future__ import annotations
 
 import json
+import traceback
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
-from _provider_harness import Harness
+from _provider_harness import Harness, make_provider
 
 import nbagent
-from nbagent import AssistantToolCallMessage, Chat, ToolResultMessage
+from nbagent import (
+    AssistantToolCallMessage,
+    Chat,
+    ChatMessage,
+    ModelRequestFailed,
+    ProviderError,
+    ToolResultMessage,
+)
 from nbagent.providers._openai_wire import ChatStream
-from nbagent.testing import FakeToolCall, Turn
+from nbagent.testing import FakeLLMServer, FakeToolCall, Turn
 
 ran: list[Any] = []
 
@@ -176,6 +185,111 @@ def test_chat_stream_keeps_two_calls_with_one_id_apart_by_index() -> None:
         ("dup", "refund", {"order_id": 1}),
         ("dup", "refund", {"order_id": 2}),
     ]
+
+
+# ------------------------------------------------------------- item 6: keys never leak
+OPENAI_KEY = "sk-proj-Kq7TtY2vN9xLm4Rb8Zc1Wd6Ps3Hf0Ja5"
+ANTHROPIC_KEY = "sk-ant-api03-Zx8Cv7Bn6Mm5Ll4Kk3Jj2Hh1Gg0Ff9Dd8Ss7Aa6"
+OTHER_KEY = "sk-ant-api03-Qw1Er2Ty3Ui4Op5As6Df7Gh8Jk9Lz0Xc1Vb2"
+"""A key-like string that is not the configured key (an echo of another credential)."""
+
+
+def _keyed(harness: Harness) -> str:
+    """Give the harness a provider holding a realistic key; returns the key."""
+    key = ANTHROPIC_KEY if harness.api == "anthropic" else OPENAI_KEY
+    harness.provider.close()
+    harness.provider = make_provider(harness.kind, harness.server, api_key=key)
+    return key
+
+
+LEAKS = {
+    "http status": Turn(status=401, error={"message": "Incorrect API key provided: {key}."}),
+    "200 error body or stream error event": Turn(
+        text="Partial answer",
+        inline_error={"message": "upstream rejected {key} and {other}", "type": "api_error"},
+    ),
+    "unparseable answer": Turn(raw_body="<html>502 bad gateway for key={key} {other}</html>"),
+}
+
+
+def _assert_nowhere(secrets: tuple[str, ...], *texts: str) -> None:
+    for text in texts:
+        for secret in secrets:
+            assert secret not in text
+
+
+@pytest.mark.parametrize("path", LEAKS)
+def test_keys_never_leave_a_failed_request(harness: Harness, path: str, tmp_path: Path) -> None:
+    key = _keyed(harness)
+    turn = LEAKS[path]
+    template = turn.error or turn.inline_error
+    if template is not None:
+        message = template["message"].format(key=key, other=OTHER_KEY)
+        if turn.error is not None:
+            turn = Turn(status=turn.status, error={**template, "message": message})
+        else:
+            turn = Turn(text=turn.text, inline_error={**template, "message": message})
+    else:
+        turn = Turn(raw_body=(turn.raw_body or "").format(key=key, other=OTHER_KEY))
+    db = tmp_path / "s.db"
+    chat = _chat(harness, echo, store=db)
+    failures: list[ModelRequestFailed] = []
+    chat.on(ModelRequestFailed, failures.append)  # type: ignore[arg-type]
+    harness.script(turn)
+    with pytest.raises(ProviderError) as info:
+        chat.ask("hello")
+    err = info.value
+    shown = str(err) + repr(err) + "".join(traceback.format_exception(err))
+    assert "***" in str(err)  # the message is kept, the key is not
+    assert len(failures) == 1
+    steps = chat.steps.to_string() + repr(chat.steps.to_dict())
+    chat.close()
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("s.db*"))
+    secrets = (key, OTHER_KEY)
+    _assert_nowhere(secrets, shown, failures[0].error, repr(failures[0]), steps)
+    assert not any(s.encode() in stored for s in secrets)
+    assert failures[0].error in stored.decode("utf-8", "replace")  # the scrubbed text is stored
+
+
+@pytest.mark.parametrize("kind", ["openai-chat", "openai-responses", "anthropic"])
+def test_keys_never_leave_a_connection_error(kind: str, server: FakeLLMServer) -> None:
+    key = ANTHROPIC_KEY if kind == "anthropic" else OPENAI_KEY
+
+    def refuse(request: httpx2.Request) -> httpx2.Response:
+        raise httpx2.ConnectError(f"proxy http://me:{key}@proxy.local refused {key}")
+
+    provider = make_provider(
+        kind, server, api_key=key, http_client=httpx2.Client(transport=httpx2.MockTransport(refuse))
+    )
+    chat = Chat(provider=provider, display=False)
+    failures: list[ModelRequestFailed] = []
+    chat.on(ModelRequestFailed, failures.append)  # type: ignore[arg-type]
+    with pytest.raises(nbagent.ProviderConnectionError) as info:
+        chat.ask("hello")
+    err = info.value
+    assert "refused ***" in str(err)
+    shown = str(err) + repr(err) + "".join(traceback.format_exception(err))
+    _assert_nowhere((key,), shown, failures[0].error, chat.steps.to_string())
+    provider.close()
+
+
+def test_the_scrubber() -> None:
+    from nbagent.providers._errors import scrub
+
+    assert scrub(f"key {OPENAI_KEY}!", (OPENAI_KEY,)) == "key ***!"
+    assert scrub(f"also {OTHER_KEY}.", ()) == "also sk-ant-***."  # shaped like a key
+    assert scrub("Authorization: Bearer abc123def456ghi789", ()) == "Authorization: Bearer ***"
+    assert scrub("http://me:pw@host/v1", ()) == "http://***@host/v1"
+    for prose in ("Bearer authentication failed", "a desk-1234567890123456 lamp", "sk-short1"):
+        assert scrub(prose, ()) == prose
+
+
+def test_keys_never_leave_async_requests(harness: Harness) -> None:
+    key = _keyed(harness)
+    harness.script(Turn(inline_error={"message": f"bad key {key}", "type": "api_error"}))
+    with pytest.raises(ProviderError) as info:
+        harness.ask_async([ChatMessage("user", "hi")])
+    assert key not in str(info.value) + "".join(traceback.format_exception(info.value))
 
 
 # --------------------------------------------------------- item 5: lone surrogates
