@@ -1,7 +1,8 @@
 """Hardening (issue 13) at the wire: every API, JSON and streaming, through the real SDK
 clients and the strict fake server (which refuses what the real APIs refuse).
 
-Repeated call ids (item 1), keys in error texts (item 6), lone surrogates (item 5).
+Repeated call ids (item 1), keys in error texts (item 6), absurdly deep arguments
+(item 9), lone surrogates (item 5).
 """
 
 from __future__ import annotations
@@ -290,6 +291,62 @@ def test_keys_never_leave_async_requests(harness: Harness) -> None:
     with pytest.raises(ProviderError) as info:
         harness.ask_async([ChatMessage("user", "hi")])
     assert key not in str(info.value) + "".join(traceback.format_exception(info.value))
+
+
+# ----------------------------------------------------- item 9: unusable arguments
+DEEP = '{"x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+UNUSABLE = {
+    "100,000 deep": (DEEP, "nested more than 200 levels deep"),
+}
+
+
+@pytest.mark.parametrize("case", UNUSABLE)
+def test_unusable_arguments_are_a_parse_error_at_the_adapter(harness: Harness, case: str) -> None:
+    text, problem = UNUSABLE[case]
+    harness.script(Turn(tool_calls=[FakeToolCall("take", raw_arguments=text)]))
+    (call,) = harness.ask([ChatMessage("user", "go")]).tool_calls
+    assert call.arguments == {}
+    assert call.parse_error is not None and problem in call.parse_error
+
+
+@pytest.mark.parametrize("case", UNUSABLE)
+def test_unusable_arguments_are_answered_not_run_and_never_resent(
+    harness: Harness, case: str, tmp_path: Path
+) -> None:
+    text, problem = UNUSABLE[case]
+    chat = _chat(harness, take, store=tmp_path / "s.db")
+    harness.script(
+        Turn(
+            tool_calls=[
+                FakeToolCall("take", raw_arguments=text),
+                FakeToolCall("take", {"x": 1}),
+            ]
+        ),
+        Turn(text="done"),
+    )
+    assert chat.ask("go").content == "done"  # type: ignore[union-attr]
+    assert ran == [1]  # only the usable call ran
+    bad, good = chat.tool_calls
+    assert bad.status == "error" and good.status == "ok"
+    assert problem in (bad.result.content or "")  # type: ignore[union-attr]
+    # the next request was strict JSON (the server refuses NaN and Infinity) and small
+    sent = harness.server.requests[-1]
+    assert len(json.dumps(sent.body)) < 10_000
+    chat.close()
+
+
+def test_server_json_too_deep_for_python_still_parses_around_it() -> None:
+    from nbagent.providers._sdk import loads, make_call
+
+    deep = "[" * 100_000 + "]" * 100_000
+    body = loads(('{"a": "[{\\"", "input": {"x": ' + deep + '}, "c": [2]}').encode())
+    assert body["a"] == '[{"' and body["c"] == [2]  # brackets inside strings are text
+    call = make_call("id", "take", body["input"])
+    assert call.parse_error == "the arguments are nested more than 200 levels deep"
+    assert (call.arguments, call.raw_arguments) == ({}, "(not shown)")
+    shallow = {"x": [[[1.5]]], "y": {"z": [True, None, "NaN"]}}
+    assert make_call("id", "take", shallow).arguments == shallow
 
 
 # --------------------------------------------------------- item 5: lone surrogates
