@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import re
 import uuid
 import weakref
@@ -80,6 +81,8 @@ def loads(data: bytes | str) -> Any:
     what it can take (a model's ``[[[[...]]]]`` arguments inside an Anthropic
     body) is replaced by a string marker, so the rest of the answer still
     parses and the call holding it is refused as too deep (:func:`make_call`).
+    ``NaN`` and ``Infinity`` parse here; tool arguments holding them are
+    refused by :func:`make_call`.
 
     Raises:
         ValueError: not JSON.
@@ -117,24 +120,34 @@ def _flatten(text: str, limit: int) -> str:
 
 
 def _problem(value: Any) -> str | None:
-    """Why parsed arguments cannot be used, or None: too deep (what the chat refuses too)."""
+    """Why parsed arguments cannot be used (and sent back as JSON), or None.
+
+    Too deep (what the chat refuses too), or a number JSON has no spelling for:
+    Python's ``json`` reads ``NaN``, ``Infinity`` and ``1e999``, but the APIs
+    refuse a request that carries them.
+    """
     stack = [(value, 0)]
     while stack:
         item, depth = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                token = "NaN" if item != item else ("Infinity" if item > 0 else "-Infinity")
+                return f"invalid JSON: {token} is not a JSON number"
+            continue
         if depth >= MAX_DEPTH:
             return TOO_DEEP
         children = item.values() if isinstance(item, dict) else item
-        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list, float)))
     return None
 
 
 def make_call(call_id: str, name: str, arguments: Any) -> ToolCall:
     """A :class:`ToolCall` from wire arguments (a JSON string, an object, or nothing).
 
-    ``""`` and ``None`` mean ``{}``. Text that is not a JSON object, or nests
-    more than ``MAX_DEPTH`` levels, is kept in ``raw_arguments`` (``"(not shown)"``
-    when too deep) with ``parse_error`` set; the chat answers such a call with
-    an error result instead of running it.
+    ``""`` and ``None`` mean ``{}``. Text that is not a JSON object, holds
+    ``NaN`` or ``Infinity``, or nests more than ``MAX_DEPTH`` levels is kept in
+    ``raw_arguments`` (``"(not shown)"`` when too deep) with ``parse_error``
+    set; the chat answers such a call with an error result instead of running it.
     """
     if isinstance(arguments, dict):
         problem = _problem(arguments)

@@ -2,7 +2,7 @@
 clients and the strict fake server (which refuses what the real APIs refuse).
 
 Repeated call ids (item 1), keys in error texts (item 6), absurdly deep arguments
-(item 9), lone surrogates (item 5).
+(item 9), NaN and Infinity (item 11), lone surrogates (item 5).
 """
 
 from __future__ import annotations
@@ -293,11 +293,15 @@ def test_keys_never_leave_async_requests(harness: Harness) -> None:
     assert key not in str(info.value) + "".join(traceback.format_exception(info.value))
 
 
-# ----------------------------------------------------- item 9: unusable arguments
+# ----------------------------------------------------- items 9 and 11: unusable arguments
 DEEP = '{"x": ' + "[" * 100_000 + "]" * 100_000 + "}"
 
 UNUSABLE = {
     "100,000 deep": (DEEP, "nested more than 200 levels deep"),
+    "NaN": ('{"x": NaN}', "NaN is not a JSON number"),
+    "Infinity": ('{"x": [1, Infinity]}', "Infinity is not a JSON number"),
+    "-Infinity": ('{"x": {"y": -Infinity}}', "-Infinity is not a JSON number"),
+    "1e999": ('{"x": 1e999}', "Infinity is not a JSON number"),
 }
 
 
@@ -347,6 +351,11 @@ def test_server_json_too_deep_for_python_still_parses_around_it() -> None:
     assert (call.arguments, call.raw_arguments) == ({}, "(not shown)")
     shallow = {"x": [[[1.5]]], "y": {"z": [True, None, "NaN"]}}
     assert make_call("id", "take", shallow).arguments == shallow
+    nan = make_call("id", "take", {"x": float("nan")})
+    assert (nan.raw_arguments, nan.parse_error) == (
+        '{"x": NaN}',
+        "invalid JSON: NaN is not a JSON number",
+    )
 
 
 # --------------------------------------------------------- item 5: lone surrogates
