@@ -119,26 +119,29 @@ def _flatten(text: str, limit: int) -> str:
     return "".join(out)
 
 
-def _problem(value: Any) -> str | None:
+def _problem(value: dict[str, Any] | list[Any]) -> str | None:
     """Why parsed arguments cannot be used (and sent back as JSON), or None.
 
     Too deep (what the chat refuses too), or a number JSON has no spelling for:
     Python's ``json`` reads ``NaN``, ``Infinity`` and ``1e999``, but the APIs
     refuse a request that carries them.
     """
-    stack = [(value, 0)]
+    stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                token = "NaN" if item != item else ("Infinity" if item > 0 else "-Infinity")
-                return f"invalid JSON: {token} is not a JSON number"
-            continue
         if depth >= MAX_DEPTH:
             return TOO_DEEP
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list, float)))
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, float):
+                if not math.isfinite(child):
+                    return f"invalid JSON: {_spelling(child)} is not a JSON number"
+            elif isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
     return None
+
+
+def _spelling(number: float) -> str:
+    return "NaN" if number != number else ("Infinity" if number > 0 else "-Infinity")
 
 
 def make_call(call_id: str, name: str, arguments: Any) -> ToolCall:
