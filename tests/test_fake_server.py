@@ -567,6 +567,22 @@ CHAT_STRICT: dict[str, tuple[dict[str, Any], str, str]] = {
         "'parallel_tool_calls' is only allowed when 'tools' are specified",
         "parallel_tool_calls",
     ),
+    "one id twice in a message": (
+        {
+            "messages": [
+                USER,
+                {"role": "assistant", "content": None, "tool_calls": [TOOL_CALL_1, TOOL_CALL_1]},
+                _tool("call_1"),
+            ]
+        },
+        "Duplicate value for 'id' of 'call_1' in 'tool_calls' of messages[1]",
+        "messages.[1].tool_calls",
+    ),
+    "one call answered twice": (
+        {"messages": _chat_messages(_tool("call_1"), _tool("call_2"), _tool("call_1"))},
+        "Duplicate value for 'tool_call_id' of 'call_1'",
+        "messages.[4].tool_call_id",
+    ),
 }
 
 
@@ -604,6 +620,8 @@ def _fco(call_id: str) -> dict[str, Any]:
 RESPONSES_STRICT = {
     "missing output": ([USER, _fc("call_1"), _fc("call_2"), _fco("call_1")], "call_2"),
     "unknown output": ([USER, _fc("call_1"), _fco("call_1"), _fco("call_9")], "call_9"),
+    "one call_id twice": ([USER, _fc("call_1"), _fc("call_1"), _fco("call_1")], "call_1"),
+    "one call answered twice": ([USER, _fc("call_1"), _fco("call_1"), _fco("call_1")], "call_1"),
 }
 
 
@@ -615,6 +633,9 @@ def test_strict_responses(fake: Callable[..., FakeLLMServer], case: str) -> None
     expected = {
         "missing output": f"No tool output found for function call {bad_id}.",
         "unknown output": f"No tool call found for function call output with call_id {bad_id}.",
+        "one call_id twice": f"Duplicate value for 'call_id' of '{bad_id}' in 'function_call'",
+        "one call answered twice": f"Duplicate value for 'call_id' of '{bad_id}' in "
+        "'function_call_output'",
     }[case]
     assert expected in caught.value.message
     assert caught.value.param == "input"
@@ -682,6 +703,48 @@ ANTHROPIC_STRICT = {
         "messages.1: `tool_use` ids were found without `tool_result` blocks immediately "
         "after: toolu_1, toolu_2",
     ),
+    "one id twice in a message": (
+        [
+            USER,
+            {"role": "assistant", "content": [_use("toolu_1"), _use("toolu_1")]},
+            {"role": "user", "content": [_result("toolu_1")]},
+        ],
+        "messages.1.content.1: `tool_use` ids must be unique",
+    ),
+    "one id again in a later turn": (
+        [
+            USER,
+            {"role": "assistant", "content": [_use("toolu_1")]},
+            {"role": "user", "content": [_result("toolu_1")]},
+            {"role": "assistant", "content": [_use("toolu_1")]},
+            {"role": "user", "content": [_result("toolu_1")]},
+        ],
+        "messages.3.content.0: `tool_use` ids must be unique",
+    ),
+    "one call answered twice": (
+        [
+            USER,
+            ASSISTANT_2,
+            {
+                "role": "user",
+                "content": [_result("toolu_1"), _result("toolu_2"), _result("toolu_1")],
+            },
+        ],
+        "messages.2.content.2: each tool_use must have a single result. Found multiple "
+        "`tool_result` blocks with id: toolu_1",
+    ),
+    "an id outside the pattern": (
+        [
+            USER,
+            {"role": "assistant", "content": [_use("call.1")]},
+            {"role": "user", "content": [_result("call.1")]},
+        ],
+        "messages.1.content.0.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'",
+    ),
+    "a result id outside the pattern": (
+        [USER, ASSISTANT_2, {"role": "user", "content": [_result("toolu 1")]}],
+        "messages.2.content.0.tool_result.tool_use_id: String should match pattern",
+    ),
 }
 
 
@@ -718,6 +781,38 @@ def test_strict_anthropic_accepts_a_valid_round(fake: Callable[..., FakeLLMServe
     choice = {"type": "auto", "disable_parallel_tool_use": True}
     seen = _anthropic_json(fake(["done"]), messages=[USER, ASSISTANT_2, answer], tool_choice=choice)
     assert seen.text == "done"
+
+
+BAD_BODIES = {
+    "NaN": (b'{"model": "m", "x": NaN}', "NaN is not valid JSON"),
+    "Infinity": (b'{"model": "m", "x": [1, -Infinity]}', "-Infinity is not valid JSON"),
+    "not UTF-8": (b'{"model": "m", "x": "\xff"}', "the body is not valid UTF-8"),
+    "encoded surrogate": (b'{"model": "m", "x": "\xed\xa0\x80"}', "not valid UTF-8"),
+    "lone surrogate escape": (b'{"model": "m", "x": "a\\ud800"}', "a lone surrogate escape"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_BODIES)
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses", "/v1/messages"])
+def test_strict_refuses_bodies_the_apis_cannot_parse(
+    fake: Callable[..., FakeLLMServer], case: str, path: str
+) -> None:
+    body, problem = BAD_BODIES[case]
+    server = fake(["never sent", "lenient"])
+    reply = httpx2.post(server.base_url + path, content=body)
+    assert reply.status_code == 400
+    assert problem in reply.json()["error"]["message"]
+    assert server.remaining == 2
+    if case != "not UTF-8":  # Python's json reads the rest; so does a lenient server
+        lenient = fake(["anything goes"], strict=False)
+        assert httpx2.post(lenient.base_url + path, content=body).status_code == 200
+
+
+def test_strict_accepts_a_surrogate_pair_escape(fake: Callable[..., FakeLLMServer]) -> None:
+    server = fake(["ok"])
+    body = json.dumps(request_for("chat", user="\U0001f600 \\ud800"), ensure_ascii=True)
+    assert "\\ud83d\\ude00" in body  # a pair, and an escaped backslash: both fine
+    assert httpx2.post(server.openai_base_url + "/chat/completions", content=body).is_success
 
 
 def test_strict_false_lets_anything_through(fake: Callable[..., FakeLLMServer]) -> None:
@@ -954,6 +1049,10 @@ def test_turn_validation() -> None:
         Turn(usage={"prompt_tokens": 1})
     with pytest.raises(ValueError, match="status"):
         Turn(error={"message": "x"})
+    with pytest.raises(ValueError, match="status 200"):
+        Turn(status=500, inline_error={"message": "x"})
+    with pytest.raises(ValueError, match="status 200"):
+        Turn(status=502, raw_body="<html>")
     with pytest.raises(TypeError):
         Turn(tool_calls=["get_weather"])  # type: ignore[list-item]
     with pytest.raises(TypeError):
@@ -978,6 +1077,11 @@ RENDER_TURNS = {
     "context_window": Turn(text="x", stop="context_window"),
     "usage": Turn(text="x", usage={"input_tokens": 9, "cached_tokens": 4, "cache_write_tokens": 2}),
     "repeat ids": Turn(tool_calls=[PARIS], repeat_ids_in_stream=True),
+    "repeated call ids": Turn(
+        tool_calls=[FakeToolCall("f", {"a": 1}, id="dup"), FakeToolCall("f", {"a": 2}, id="dup")]
+    ),
+    "lone surrogates": Turn(text="a\ud800b", tool_calls=[FakeToolCall("f", {"t": "\udc80"})]),
+    "error in a 200": Turn(text="Partial", inline_error={"message": "boom", "type": "api_error"}),
     "401": Turn(status=401),
     "429": Turn(status=429),
     "500": Turn(status=500),
@@ -1013,10 +1117,12 @@ def test_render_matches_sdk_types(api: str, stream: bool, name: str) -> None:
         else (request_for(api))
     )
     payloads = render(api, turn, request, stream=stream)  # type: ignore[arg-type]
-    kind = "error" if turn.is_error else ("event" if stream else "response")
     for payload in payloads:
+        # an error inside a 200: Chat's error body, Anthropic's error event or body
+        error = ("error" in payload and api == "chat") or payload.get("type") == "error"
+        kind = "error" if turn.is_error or (error and api != "responses") else None
         if payload.get("type") != "ping":
-            validate_payload(api, kind, payload)
+            validate_payload(api, kind or ("event" if stream else "response"), payload)
     assert len(payloads) > 1 if stream and not turn.is_error else len(payloads) == 1
 
 

@@ -11,9 +11,16 @@ Every request an adapter sends runs inside :func:`sdk_errors`; whatever the
     └── ServerError              5xx, 529 overloaded, an error event mid-stream
 
 The provider's message is kept (``Error code: 429 - Rate limit reached...``),
-the HTTP status is on ``status_code``, and any API key is scrubbed from the
-text. The SDK exception stays reachable as ``__cause__``. The mapping goes by
-class name and status code, so neither SDK is imported here.
+the HTTP status is on ``status_code``. The SDK exception stays reachable as
+``__cause__``. The mapping goes by class name and status code, so neither SDK
+is imported here.
+
+Keys never leave: every error text that leaves the block, whatever raised it
+(an HTTP status error, an error inside a 200 body or an SSE ``error`` event, a
+broken connection, an answer that does not parse), goes through one scrubber,
+:func:`scrub`: the configured key, anything shaped like an API key
+(``sk-...``, ``sk-ant-...``, a bearer token) and URL credentials become
+``***``, and a cause whose own text shows a key is not chained.
 """
 
 from __future__ import annotations
@@ -49,14 +56,47 @@ _HINTS: dict[type[ProviderError], str] = {
     AuthenticationError: "check the API key (argument api_key= or the {env} environment variable)",
 }
 _USERINFO = re.compile(r"(\w+://)[^/@\s]+@")
+_KEY_LIKE = re.compile(r"\b(sk-(?:ant-)?|[Bb]earer\s+)(?=[\w.~+/=-]*\d)[\w.~+/=-]{11,}[\w~+/=-]")
+"""An API key's shape: ``sk-`` or ``sk-ant-``, or a bearer token, then 12+ token characters
+(a digit among them, so prose like "Bearer authentication" is left alone; not a final dot)."""
 
 
 def scrub(text: str, secrets: Iterable[str | None]) -> str:
-    """``text`` with every secret (and URL userinfo) replaced by ``***``."""
+    """``text`` with every secret, key-like token and URL userinfo replaced by ``***``."""
     for secret in secrets:
         if secret and len(secret) >= 4:
             text = text.replace(secret, "***")
-    return _USERINFO.sub(r"\1***@", text)
+    if "sk-" in text or "earer" in text:
+        text = _KEY_LIKE.sub(r"\1***", text)
+    if "@" in text:
+        text = _USERINFO.sub(r"\1***@", text)
+    return text
+
+
+def _reveals(exc: BaseException, secrets: tuple[str | None, ...]) -> bool:
+    """Whether ``exc`` or an exception it chains shows a secret in its text."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        text = str(e)
+        if scrub(text, secrets) != text:
+            return True
+        todo += [e.__cause__, e.__context__]
+    return False
+
+
+def scrubbed(exc: ProviderError, secrets: tuple[str | None, ...]) -> ProviderError:
+    """``exc`` itself, its text scrubbed, no longer chaining a cause that shows a secret."""
+    exc.args = tuple(scrub(a, secrets) if isinstance(a, str) else a for a in exc.args)
+    causes = [c for c in (exc.__cause__, exc.__context__) if c is not None]
+    if any(_reveals(c, secrets) for c in causes):
+        exc.__cause__ = None
+        exc.__suppress_context__ = True
+    return exc
 
 
 def classify(exc: BaseException) -> type[ProviderError] | None:
@@ -155,16 +195,17 @@ def sdk_errors(provider: str, secrets: Iterable[str | None] = (), env: str = "")
     """Re-raise SDK exceptions raised inside the block as nbagent exceptions."""
     try:
         yield
-    except ProviderError:
+    except ProviderError as exc:  # raised by the adapter: 200 error bodies, stream events...
+        scrubbed(exc, tuple(secrets))
         raise
     except Exception as exc:
         secrets = tuple(secrets)
         mapped = map_error(exc, provider=provider, secrets=secrets, env=env)
         if mapped is None:
             raise
-        if scrub(str(exc), secrets) != str(exc):
+        if _reveals(exc, secrets):
             raise mapped from None  # the SDK's own text shows a secret: don't chain it
         raise mapped from exc
 
 
-__all__ = ["classify", "for_error_type", "map_error", "scrub", "sdk_errors"]
+__all__ = ["classify", "for_error_type", "map_error", "scrub", "scrubbed", "sdk_errors"]

@@ -25,6 +25,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
+import re
 import uuid
 import weakref
 from collections.abc import Callable, Sequence
@@ -33,6 +35,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from .._errors import ModelNotSupportedError, ProviderConnectionError, ProviderError
 from .._types import LLMToolResponse, Message, ToolCall, ToolSpec
+from .._unicode import MAX_DEPTH
 from ._base import DeltaSink, ModelRequest
 from ._catalog import lookup_model
 from ._errors import for_error_type, sdk_errors
@@ -62,20 +65,106 @@ def new_call_id(prefix: str = "call_") -> str:
     return prefix + uuid.uuid4().hex[:24]
 
 
+TOO_DEEP = f"the arguments are nested more than {MAX_DEPTH} levels deep"
+NOT_SHOWN = "(not shown)"
+"""The argument text kept for a call whose arguments are too deep to show or send back."""
+_BODY_DEPTH = MAX_DEPTH + 16
+"""Containers nested deeper than this in a server's JSON are replaced by a marker (see
+:func:`loads`); any tool arguments holding one are still deeper than ``MAX_DEPTH``."""
+_TOKENS = re.compile(r'"(?:[^"\\]+|\\.)*"|[\[\]{}]')
+
+
+def loads(data: bytes | str) -> Any:
+    """JSON from a server, never a ``RecursionError``.
+
+    Python's parser recurses once per nesting level; a value nested past
+    what it can take (a model's ``[[[[...]]]]`` arguments inside an Anthropic
+    body) is replaced by a string marker, so the rest of the answer still
+    parses and the call holding it is refused as too deep (:func:`make_call`).
+    ``NaN`` and ``Infinity`` parse here; tool arguments holding them are
+    refused by :func:`make_call`.
+
+    Raises:
+        ValueError: not JSON.
+    """
+    try:
+        return json.loads(data)
+    except RecursionError:
+        text = data.decode("utf-8", "surrogatepass") if isinstance(data, bytes) else data
+    try:
+        return json.loads(_flatten(text, _BODY_DEPTH))
+    except RecursionError:  # only if this thread's stack is nearly full already
+        raise ValueError("nested too deeply to parse") from None
+
+
+def _flatten(text: str, limit: int) -> str:
+    """``text`` with every container nested deeper than ``limit`` replaced by ``"(too deep)"``."""
+    out: list[str] = []
+    depth = start = kept = 0
+    for m in _TOKENS.finditer(text):
+        token = m.group()
+        if token[0] == '"':
+            continue
+        if token in "[{":
+            depth += 1
+            if depth == limit + 1:
+                start = m.start()
+        else:
+            if depth == limit + 1:
+                out.append(text[kept:start])
+                out.append('"(too deep)"')
+                kept = m.end()
+            depth -= 1
+    out.append(text[kept:])
+    return "".join(out)
+
+
+def _problem(value: dict[str, Any] | list[Any]) -> str | None:
+    """Why parsed arguments cannot be used (and sent back as JSON), or None.
+
+    Too deep (what the chat refuses too), or a number JSON has no spelling for:
+    Python's ``json`` reads ``NaN``, ``Infinity`` and ``1e999``, but the APIs
+    refuse a request that carries them.
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth >= MAX_DEPTH:
+            return TOO_DEEP
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, float):
+                if not math.isfinite(child):
+                    return f"invalid JSON: {_spelling(child)} is not a JSON number"
+            elif isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+    return None
+
+
+def _spelling(number: float) -> str:
+    return "NaN" if number != number else ("Infinity" if number > 0 else "-Infinity")
+
+
 def make_call(call_id: str, name: str, arguments: Any) -> ToolCall:
     """A :class:`ToolCall` from wire arguments (a JSON string, an object, or nothing).
 
-    ``""`` and ``None`` mean ``{}``. Text that is not a JSON object is kept in
-    ``raw_arguments`` with ``parse_error`` set; the chat answers such a call
-    with an error result instead of running it.
+    ``""`` and ``None`` mean ``{}``. Text that is not a JSON object, holds
+    ``NaN`` or ``Infinity``, or nests more than ``MAX_DEPTH`` levels is kept in
+    ``raw_arguments`` (``"(not shown)"`` when too deep) with ``parse_error``
+    set; the chat answers such a call with an error result instead of running it.
     """
     if isinstance(arguments, dict):
-        return ToolCall(call_id, name, arguments)
+        problem = _problem(arguments)
+        if problem is None:
+            return ToolCall(call_id, name, arguments)
+        raw = NOT_SHOWN if problem == TOO_DEEP else json.dumps(arguments, ensure_ascii=False)
+        return ToolCall(call_id, name, {}, raw_arguments=raw, parse_error=problem)
     if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
         return ToolCall(call_id, name, {})
-    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
     try:
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
         parsed = json.loads(text)
+    except RecursionError:
+        return ToolCall(call_id, name, {}, raw_arguments=NOT_SHOWN, parse_error=TOO_DEEP)
     except ValueError as exc:
         return ToolCall(call_id, name, {}, raw_arguments=text, parse_error=f"invalid JSON: {exc}")
     if not isinstance(parsed, dict):
@@ -83,6 +172,10 @@ def make_call(call_id: str, name: str, arguments: Any) -> ToolCall:
         return ToolCall(
             call_id, name, {}, raw_arguments=text, parse_error=f"expected a JSON object, got {kind}"
         )
+    problem = _problem(parsed)
+    if problem is not None:
+        raw = NOT_SHOWN if problem == TOO_DEEP else text
+        return ToolCall(call_id, name, {}, raw_arguments=raw, parse_error=problem)
     return ToolCall(call_id, name, parsed)
 
 
@@ -202,7 +295,7 @@ class SSEParser:
             self.done = True
             return None
         try:
-            event = json.loads(raw)
+            event = loads(raw)
         except ValueError as exc:
             raise ProviderError(
                 f"{self.provider}: invalid JSON in a stream event ({exc}): {raw[:200]!r}",
@@ -301,8 +394,8 @@ class SDKProvider:
     async def complete_async(self, request: ModelRequest) -> LLMToolResponse:
         """Async twin of :meth:`complete`."""
         req = self._request(request)
-        client = self._async()
         with sdk_errors(self.name, self._secrets(), self._env_key):
+            client = self._async()
             if not req.stream:
                 response = await client.post(
                     req.path, cast_to=_response_cls(), content=req.body, options=req.options
@@ -343,7 +436,7 @@ class SDKProvider:
 
     def _json(self, body: bytes) -> Any:
         try:
-            return json.loads(body)
+            return loads(body)
         except ValueError as exc:
             raise ProviderError(
                 f"{self.name}: the server's answer is not JSON ({exc}): {body[:200]!r}",
@@ -458,6 +551,7 @@ __all__ = [
     "assemble",
     "dumps",
     "incomplete_stream",
+    "loads",
     "make_call",
     "new_call_id",
 ]

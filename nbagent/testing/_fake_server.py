@@ -30,17 +30,21 @@ Example::
     # Anthropic: anthropic.Anthropic(api_key="test-key",
     #                                base_url=server.anthropic_base_url)
 
-By default (``strict=True``) malformed tool transcripts get the same kind of
-400 the real APIs give, e.g. an Anthropic ``tool_use`` whose ``tool_result``
-is not in the next user message, so adapter bugs fail in tests, not in
-production. For many rounds (benchmarks) pass ``cycle=True`` or
-``handler=lambda request: Turn(...)`` instead of a long list.
+By default (``strict=True``) malformed requests get the same kind of 400 the
+real APIs give: a body that is not strict JSON in UTF-8 (``NaN``, ``Infinity``,
+a lone surrogate escape), a tool result answering no call of the previous
+assistant message, a call id repeated in a message, an Anthropic id outside
+``^[a-zA-Z0-9_-]+$``, a ``tool_use`` whose ``tool_result`` is not in the next
+user message... so adapter bugs fail in tests, not in production. For many
+rounds (benchmarks) pass ``cycle=True`` or ``handler=lambda request: Turn(...)``
+instead of a long list.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import socketserver
 import sys
@@ -58,6 +62,7 @@ from ._script import (
     REDACTED,
     SECRET_HEADERS,
     Api,
+    RawJSON,
     RecordedRequest,
     Turn,
     WireError,
@@ -120,7 +125,20 @@ def render(
         stream = bool(request.get("stream"))
     if turn.is_error:
         return [_error_payload(api, _turn_error(api, turn), seq)]
-    return _RENDERERS[api](turn, request, stream=stream, seq=seq, first_call=first_call)
+    payloads = _RENDERERS[api](turn, request, stream=stream, seq=seq, first_call=first_call)
+    if turn.inline_error is None:
+        return payloads
+    given = turn.inline_error
+    message = str(given.get("message", "The server had an error while processing your request."))
+    err = WireError(200, message, given.get("type"), given.get("code"))
+    kept = payloads[:_MID_STREAM_EVENTS] if stream else []
+    if api == "anthropic":
+        error = _wire_anthropic.inline_error(err)
+    else:
+        error = _wire_openai.inline_error(
+            api, err, stream=stream, final=payloads[-1], seq=len(kept)
+        )
+    return [*kept, error]
 
 
 def _turn_error(api: Api, turn: Turn) -> WireError:
@@ -137,7 +155,58 @@ def _error_payload(api: Api, err: WireError, seq: int) -> Payload:
 
 
 def _dumps(payload: Payload) -> bytes:
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact JSON; :class:`RawJSON` values spliced in as written, lone surrogates escaped."""
+    raws: list[str] = []
+
+    def raw(value: Any) -> str:
+        if not isinstance(value, RawJSON):
+            raise TypeError(f"{type(value).__name__} is not JSON serializable")
+        raws.append(value.text)
+        return f"\0raw{len(raws) - 1}\0"
+
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, default=raw)
+    for n, value in enumerate(raws):
+        text = text.replace(f'"\\u0000raw{n}\\u0000"', value, 1)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate: valid as a JSON escape, not as UTF-8
+        escaped = json.dumps(payload, separators=(",", ":"), default=raw)
+        for n, value in enumerate(raws):
+            escaped = escaped.replace(f'"\\u0000raw{n}\\u0000"', value, 1)
+        return escaped.encode()
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _not_strict_json(value: str) -> Any:
+    raise ValueError(f"{value} is not valid JSON")
+
+
+def parse_body(raw: bytes, *, strict: bool) -> dict[str, Any]:
+    """A request's JSON body; raises ValueError when the API would refuse to parse it.
+
+    Strict mode refuses what the real APIs refuse: bytes that are not UTF-8,
+    ``NaN``/``Infinity`` (which Python's ``json`` accepts) and lone surrogate
+    escapes (``"\\ud800"``, which no UTF-8 text can hold).
+    """
+    try:
+        if not strict:
+            body = json.loads(raw or b"null")
+        else:
+            body = json.loads(raw.decode("utf-8") or "null", parse_constant=_not_strict_json)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"the body is not valid UTF-8 ({exc.reason})") from None
+    except RecursionError:
+        raise ValueError("the body is nested too deeply") from None
+    if strict and _SURROGATE_ESCAPE.search(raw):
+        try:
+            json.dumps(body, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("the body holds a lone surrogate escape") from None
+    if not isinstance(body, dict):
+        raise ValueError("the body is not a JSON object")
+    return body
 
 
 def _sse(api: Api, payloads: list[Payload]) -> list[bytes]:
@@ -155,6 +224,25 @@ def _route(path: str) -> Api | None:
     if path.endswith("/messages"):
         return "anthropic"
     return None
+
+
+def _payload_kind(api: Api, payload: Payload, stream: bool) -> str:
+    """What a validator should check a payload against: an error body, an event, a response."""
+    if ("error" in payload and api == "chat") or (
+        api == "anthropic" and payload.get("type") == "error"
+    ):
+        return "error"
+    return "event" if stream else "response"
+
+
+def _raw_reply(turn: Turn, stream: bool, seq: int, api: Api) -> _Reply:
+    text = (turn.raw_body or "").encode("utf-8", "surrogatepass")
+    headers = [("request-id" if api == "anthropic" else "x-request-id", f"req_fake{seq}")]
+    if stream:
+        headers.append(("Content-Type", "text/event-stream; charset=utf-8"))
+        return _Reply(200, headers, events=[b"data: " + text + b"\n\n"], delay=turn.delay)
+    headers.append(("Content-Type", "application/json"))
+    return _Reply(200, headers, text, delay=turn.delay)
 
 
 @dataclass
@@ -348,7 +436,10 @@ class FakeLLMServer:
         if self.validator is not None:
             for payload in payloads:
                 if payload.get("type") != "ping":
-                    self.validator(api, kind, payload)
+                    which = (
+                        kind if kind == "error" else _payload_kind(api, payload, kind == "event")
+                    )
+                    self.validator(api, which, payload)
 
     def _handle(self, method: str, target: str, headers: Mapping[str, str], raw: bytes) -> _Reply:
         path = target.split("?", 1)[0]
@@ -364,11 +455,9 @@ class FakeLLMServer:
             )
             return self._error(shape, WireError(404, message, retry=False), seq)
         try:
-            body = json.loads(raw or b"null")
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            message = "We could not parse the JSON body of your request."
+            body = parse_body(raw, strict=self.strict)
+        except ValueError as exc:
+            message = f"We could not parse the JSON body of your request: {exc}."
             return self._error(api, WireError(400, message, retry=False), seq)
         redacted = {k: (REDACTED if k in SECRET_HEADERS else v) for k, v in headers.items()}
         request = RecordedRequest(path=path, headers=redacted, body=body, api=api)
@@ -380,6 +469,8 @@ class FakeLLMServer:
             turn = self._next_turn(request)
             if turn.is_error:
                 return self._error(api, _turn_error(api, turn), seq, turn.delay)
+            if turn.raw_body is not None:
+                return _raw_reply(turn, request.stream, seq, api)
             with self._lock:
                 first_call = self._calls + 1
                 self._calls += len(turn.tool_calls)

@@ -51,7 +51,8 @@ class FakeToolCall:
         raw_arguments: Exact argument text to send instead of ``arguments``,
             e.g. ``""``, invalid JSON, or a prefix cut short by ``stop="max_tokens"``.
             Anthropic's non-streaming ``input`` must be an object, so there it
-            becomes the parsed object when the text is a JSON object, else ``{}``.
+            becomes the parsed object when the text is a JSON object, else ``{}``;
+            an object too deeply nested for Python's ``json`` is sent as written.
     """
 
     name: str
@@ -74,15 +75,24 @@ class FakeToolCall:
         return json.dumps(self.arguments, separators=(",", ":"), ensure_ascii=False)
 
     @property
-    def input_object(self) -> dict[str, Any]:
+    def input_object(self) -> dict[str, Any] | RawJSON:
         """The arguments as an object (Anthropic's ``input``)."""
         if self.raw_arguments is None:
             return dict(self.arguments)
         try:
             parsed = json.loads(self.raw_arguments)
+        except RecursionError:  # an object nested too deeply to parse: sent as written
+            return RawJSON(self.raw_arguments) if self.raw_arguments.startswith("{") else {}
         except ValueError:
             return {}
         return parsed if isinstance(parsed, dict) else {}
+
+
+@dataclass(frozen=True)
+class RawJSON:
+    """JSON text put into a payload as it is (a value Python's ``json`` cannot build or hold)."""
+
+    text: str
 
 
 @dataclass
@@ -107,6 +117,14 @@ class Turn:
             error shape instead of a completion.
         error: Overrides for the error object (``message``, ``type``,
             ``code``, ``param``); only with ``status >= 400``.
+        inline_error: An error reported with a 200 status instead of a
+            completion (``message``, ``type``, ``code``): a JSON reply is the
+            API's error body, a stream sends its first events and then the
+            API's error event (Anthropic's ``error``, Responses' ``error``, a
+            Chat chunk carrying ``error`` as OpenAI-compatible servers do).
+        raw_body: Text sent as it is instead of a rendered reply: the whole
+            JSON body, or the ``data`` of a stream's only event (a gateway's
+            HTML page, a broken event).
         repeat_ids_in_stream: Repeat the tool call id and name in every
             streamed fragment, like some OpenAI-compatible servers do.
         fail_mid_stream: Drop the connection part-way through the body.
@@ -121,6 +139,8 @@ class Turn:
     refusal: str | None = None
     status: int = 200
     error: dict[str, Any] | None = None
+    inline_error: dict[str, Any] | None = None
+    raw_body: str | None = None
     repeat_ids_in_stream: bool = False
     fail_mid_stream: bool = False
     delay: float = 0.0
@@ -143,6 +163,8 @@ class Turn:
             raise ValueError(f"Turn.status must be an HTTP status, got {self.status}")
         if self.error is not None and self.status < 400:
             raise ValueError("Turn.error needs an error status, e.g. Turn(status=429, error=...)")
+        if (self.inline_error is not None or self.raw_body is not None) and self.status != 200:
+            raise ValueError("Turn.inline_error and Turn.raw_body are answered with status 200")
         if self.delay < 0 or self.chunk_delay < 0:
             raise ValueError("Turn.delay and Turn.chunk_delay must be >= 0")
 

@@ -15,17 +15,23 @@
 Each script entry is an :class:`~nbagent.LLMToolResponse` or a function
 ``(request) -> LLMToolResponse`` of the :class:`~nbagent.ModelRequest`. An
 exception instance in the script is raised instead (to test provider failures).
+
+``provider.requests`` keeps every request; the requests of one conversation
+share one copy of its transcript, so a long conversation costs memory in
+proportion to its length, not to its square.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import operator
 import threading
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
+from typing import Any, overload
 
-from .._types import LLMToolResponse, StopReason, ToolCall
+from .._types import LLMToolResponse, Message, StopReason, ToolCall
 from ..providers._base import InProcessProvider, ModelRequest, StreamDelta
 
 _ids = itertools.count(1)
@@ -76,6 +82,71 @@ def call_tools(
     )
 
 
+class RecordedRequests(Sequence[ModelRequest]):
+    """The requests a :class:`ScriptedProvider` received, oldest first (a read-only list).
+
+    Each request of a conversation repeats the whole transcript so far; keeping
+    every one of them would cost memory in the square of the conversation's
+    length. Here the requests of a conversation share one list of its messages:
+    an entry is the request without its messages plus how many of the shared
+    list it held, and reading an entry rebuilds the :class:`~nbagent.ModelRequest`.
+    A request whose messages are not an extension of a recent one (another
+    chat, an edited transcript) starts a list of its own.
+    """
+
+    _RECENT = 4
+    """How many recent shared lists a new request is compared with (interleaved chats)."""
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[ModelRequest, list[Message], int]] = []
+        self._shared: list[list[Message]] = []
+
+    def append(self, request: ModelRequest) -> None:
+        messages = request.messages
+        self._entries.append((replace(request, messages=()), self._share(messages), len(messages)))
+
+    def _share(self, messages: tuple[Message, ...]) -> list[Message]:
+        for shared in reversed(self._shared[-self._RECENT :]):
+            if all(map(operator.is_, shared, messages)):
+                if len(messages) > len(shared):
+                    shared.extend(messages[len(shared) :])
+                return shared
+        shared = list(messages)
+        self._shared.append(shared)
+        return shared
+
+    def _item(self, entry: tuple[ModelRequest, list[Message], int]) -> ModelRequest:
+        stub, shared, n = entry
+        return replace(stub, messages=tuple(shared[:n]))
+
+    @overload
+    def __getitem__(self, index: int) -> ModelRequest: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[ModelRequest]: ...
+
+    def __getitem__(self, index: int | slice) -> ModelRequest | list[ModelRequest]:
+        if isinstance(index, slice):
+            return [self._item(e) for e in self._entries[index]]
+        return self._item(self._entries[index])
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[ModelRequest]:
+        return (self._item(e) for e in self._entries)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (RecordedRequests, list, tuple)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
 class ScriptedProvider(InProcessProvider):
     """Answers each request with the next script entry (see the module docstring).
 
@@ -99,7 +170,7 @@ class ScriptedProvider(InProcessProvider):
         self._script = list(script)
         self._lock = threading.Lock()
         self.repeat_last = repeat_last
-        self.requests: list[ModelRequest] = []
+        self.requests = RecordedRequests()
 
     def add(self, *entries: ScriptEntry) -> ScriptedProvider:
         with self._lock:

@@ -7,6 +7,7 @@ request transcripts the way the real API does in strict mode.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -67,8 +68,17 @@ def error_body(err: WireError, request_id: str) -> Payload:
     }
 
 
+_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+
 def _invalid(message: str) -> WireError:
     return WireError(status=400, message=message, type="invalid_request_error")
+
+
+def inline_error(err: WireError) -> Payload:
+    """An error inside a 200 answer: the ``error`` event of a stream, or an error body."""
+    kind = err.type or "api_error"
+    return {"type": "error", "error": {"type": kind, "message": err.message}}
 
 
 def _blocks(message: Any) -> list[Mapping[str, Any]]:
@@ -94,17 +104,27 @@ def check_messages(body: Mapping[str, Any]) -> WireError | None:
     messages = body.get("messages")
     if not isinstance(messages, list):
         return _invalid("messages: Field required")
+    error = _check_ids(messages)
+    if error is not None:
+        return error
     previous_uses: list[str] = []
     for i, message in enumerate(messages):
         role = message.get("role") if isinstance(message, Mapping) else None
         blocks = _blocks(message)
         if role == "user":
             seen_other = False
+            results: set[Any] = set()
             for j, block in enumerate(blocks):
                 if block.get("type") != "tool_result":
                     seen_other = True
                     continue
                 use_id = block.get("tool_use_id")
+                if use_id in results:
+                    return _invalid(
+                        f"messages.{i}.content.{j}: each tool_use must have a single result. "
+                        f"Found multiple `tool_result` blocks with id: {use_id}"
+                    )
+                results.add(use_id)
                 if use_id not in previous_uses:
                     return _invalid(
                         f"messages.{i}.content.{j}: unexpected `tool_use_id` found in "
@@ -134,6 +154,28 @@ def check_messages(body: Mapping[str, Any]) -> WireError | None:
                     "in the next message."
                 )
         previous_uses = uses if role == "assistant" else []
+    return None
+
+
+def _check_ids(messages: list[Any]) -> WireError | None:
+    """Ids match the API's pattern, and no two ``tool_use`` blocks of a request share one."""
+    uses: set[str] = set()
+    for i, message in enumerate(messages):
+        for j, block in enumerate(_blocks(message)):
+            kind = block.get("type")
+            field = {"tool_use": "id", "tool_result": "tool_use_id"}.get(str(kind))
+            if field is None:
+                continue
+            value = block.get(field)
+            if not isinstance(value, str) or not _ID.match(value):
+                return _invalid(
+                    f"messages.{i}.content.{j}.{kind}.{field}: String should match pattern "
+                    "'^[a-zA-Z0-9_-]+$'"
+                )
+            if kind == "tool_use":
+                if value in uses:
+                    return _invalid(f"messages.{i}.content.{j}: `tool_use` ids must be unique")
+                uses.add(value)
     return None
 
 

@@ -79,6 +79,29 @@ def _invalid(message: str, param: str | None) -> WireError:
     return WireError(status=400, message=message, type="invalid_request_error", param=param)
 
 
+def inline_error(api: str, err: WireError, *, stream: bool, final: Payload, seq: int) -> Payload:
+    """An error inside a 200 answer.
+
+    Chat: the error body (OpenAI-compatible servers send it as a JSON reply or
+    as a stream chunk). Responses: a ``failed`` response, or an ``error`` event.
+    """
+    code = err.code or err.type or "server_error"
+    if api == "chat":
+        return error_body(WireError(500, err.message, err.type, err.code))
+    if stream:
+        return {
+            "type": "error",
+            "code": code,
+            "message": err.message,
+            "param": None,
+            "sequence_number": seq,
+        }
+    failed = {**final, "status": "failed", "output": [], "usage": None}
+    failed.pop("completed_at", None)
+    failed["error"] = {"code": err.code or "server_error", "message": err.message}
+    return failed
+
+
 # -- strict checks -----------------------------------------------------------
 
 
@@ -114,6 +137,12 @@ def check_chat(body: Mapping[str, Any]) -> WireError | None:
                     "'tool_calls' of previous message.",
                     f"messages.[{i}].tool_call_id",
                 )
+            if call_id in answered:
+                return _invalid(
+                    f"Invalid parameter: Duplicate value for 'tool_call_id' of '{call_id}' "
+                    f"in messages[{i}].",
+                    f"messages.[{i}].tool_call_id",
+                )
             answered.add(call_id)
             continue
         error = _unanswered_chat(open_ids, answered, opened_at)
@@ -121,6 +150,13 @@ def check_chat(body: Mapping[str, Any]) -> WireError | None:
             return error
         calls = message.get("tool_calls") if role == "assistant" else None
         open_ids = [str(c.get("id")) for c in calls or [] if isinstance(c, Mapping)]
+        repeated = _first_repeat(open_ids)
+        if repeated is not None:
+            return _invalid(
+                f"Invalid parameter: Duplicate value for 'id' of '{repeated}' in 'tool_calls' "
+                f"of messages[{i}].",
+                f"messages.[{i}].tool_calls",
+            )
         answered = set()
         opened_at = i if open_ids else -1
     return _unanswered_chat(open_ids, answered, opened_at)
@@ -138,6 +174,15 @@ def _unanswered_chat(open_ids: list[str], answered: set[str], opened_at: int) ->
     )
 
 
+def _first_repeat(ids: list[str]) -> str | None:
+    seen: set[str] = set()
+    for call_id in ids:
+        if call_id in seen:
+            return call_id
+        seen.add(call_id)
+    return None
+
+
 def check_responses(body: Mapping[str, Any]) -> WireError | None:
     """The 400s the Responses API answers for unpaired function calls."""
     items = body.get("input")
@@ -152,6 +197,12 @@ def check_responses(body: Mapping[str, Any]) -> WireError | None:
             calls.append(str(item.get("call_id")))
         elif item.get("type") == "function_call_output":
             outputs.append(str(item.get("call_id")))
+    for kind, ids in (("function_call", calls), ("function_call_output", outputs)):
+        repeated = _first_repeat(ids)
+        if repeated is not None:
+            return _invalid(
+                f"Duplicate value for 'call_id' of '{repeated}' in '{kind}' items.", "input"
+            )
     if body.get("previous_response_id") is None:
         for call_id in outputs:
             if call_id not in calls:
