@@ -35,8 +35,13 @@ row change it implies. An event is not stored twice:
   its ``seq``, ``ts`` and the fields whose values differ (:func:`fold`,
   :func:`unfold`).
 
-Rows written by older versions (an ``events`` row for every event) are read
-as they are.
+A call's arguments are stored once, with the call (since version 6): an
+assistant message's row names its calls by id and name (:func:`message_row`),
+and a ``ToolCallStarted`` leaves out the arguments its call runs with (the
+model's, or a person's edit in the call's decision); reading puts them back.
+
+Rows written by older versions (an ``events`` row for every event, arguments
+in messages and started events) are read as they are.
 """
 
 from __future__ import annotations
@@ -259,8 +264,30 @@ def message_out(m: Message) -> Json:
     raise TypeError(f"cannot store a {type(m).__name__} as a message")
 
 
+def message_row(m: Message) -> Json:
+    """A message as its row holds it: an assistant message names its calls (id and name).
+
+    The calls' arguments are in their own rows (and come back through
+    :func:`message_in`'s ``calls``): a large argument is stored once, not again
+    with the message that asked for it (since version 6).
+    """
+    if isinstance(m, AssistantToolCallMessage):
+        return {
+            "role": "assistant",
+            "content": m.content,
+            "turn": m.turn,
+            "stop_reason": m.stop_reason,
+            "tool_calls": [{"id": c.id, "name": c.name} for c in m.tool_calls],
+        }
+    return message_out(m)
+
+
 def message_in(d: Mapping[str, Any], calls: Mapping[str, ToolCall] | None = None) -> Message:
-    """Rebuild a message; an assistant message's calls come from ``calls`` when given."""
+    """Rebuild a message; an assistant message's calls come from ``calls`` when given.
+
+    A message row names its calls without their arguments (:func:`message_row`);
+    rows written before version 6 hold them in full, and read the same.
+    """
     if d["role"] == "tool":
         return ToolResultMessage(
             d["tool_call_id"],
@@ -484,6 +511,8 @@ def encode(e: Event, noted: Any, memo: dict[int, str]) -> Entry:
             )
             data = event_json(e, "decision", decision)
             return Entry(e.seq, e.type, e.ts.isoformat(), data, decided)
+        case ToolCallStarted():
+            return Entry(e.seq, e.type, e.ts.isoformat(), _encode(_started_out(e)))
         case CallInDoubt() if noted is not None:  # rerun: the call is runnable again
             reset = CallReset(e.call.id, noted, e.claimed_by)
             return Entry(e.seq, e.type, e.ts.isoformat(), event_json(e), reset)
@@ -491,18 +520,31 @@ def encode(e: Event, noted: Any, memo: dict[int, str]) -> Entry:
             return Entry(e.seq, e.type, e.ts.isoformat(), event_json(e))
 
 
+def _started_out(e: Event) -> Json:
+    """A started event's fields; a ``ToolCallStarted`` leaves out the arguments its call holds.
+
+    The call runs with its effective arguments (the model's, in its row, or a
+    person's edit, in its decision): :func:`decode_event` takes them from there.
+    """
+    if isinstance(e, ToolCallStarted):
+        arguments = e.call.effective_arguments
+        if e.arguments is arguments or e.arguments == arguments:
+            return event_out(e, skip="arguments")
+    return event_out(e)
+
+
 def _message_json(m: Message, memo: dict[int, str]) -> str:
     key = id(m)
     data = memo.get(key)
     if data is None:
-        data = memo[key] = _encode(message_out(m))
+        data = memo[key] = _encode(message_row(m))
     return data
 
 
 def fold(entry: Entry, started: Event, finished: Event) -> Entry:
     """``finished``'s entry carrying ``started``: its seq, ts and the fields that differ."""
     own: dict[str, Any] = {"seq": started.seq, "ts": started.ts.isoformat()}
-    for name, value in event_out(started).items():
+    for name, value in _started_out(started).items():
         mine = getattr(started, name)
         try:
             same = hasattr(finished, name) and (
@@ -555,6 +597,8 @@ def decode_event(
     known = _event_fields(cls)
     for key in [k for k in kwargs if k not in known and k not in ("chat_id", "seq", "ts")]:
         del kwargs[key]  # a field this version does not have
+    if cls is ToolCallStarted and "arguments" not in kwargs and "call" in kwargs:
+        kwargs["arguments"] = kwargs["call"].effective_arguments  # stored once, in the call
     return cls(**kwargs)
 
 
@@ -681,6 +725,7 @@ __all__ = [
     "loads",
     "message_in",
     "message_out",
+    "message_row",
     "unfold",
     "usage_in",
     "usage_out",

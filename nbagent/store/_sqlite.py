@@ -1,6 +1,6 @@
 """The embedded default store: one SQLite file, WAL mode, versioned schema.
 
-Tables (schema version 5)::
+Tables (schema version 6)::
 
     schema_migrations(version PK, name, applied_at)
     chats(id PK, created_at, updated_at, provider, model, system, title, state json, tools json)
@@ -9,9 +9,15 @@ Tables (schema version 5)::
                status, gated, approval json, decision json, result json, turn, step,
                requested_at, started_at, finished_at, claimed_by, claimed_at)
                                                              PK (chat_id, call_id)
+    call_arguments(chat_id, call_id, arguments json)         PK (chat_id, call_id)
     events(chat_id, seq, type, ts, json)                     PK (chat_id, seq)
     decisions(id PK, chat_id, call_id, verdict, decided_by, at, reason, arguments json,
               source 'chat'|'store', applied 0|1|-1, applied_at, error)
+
+A call's arguments are stored once (since version 6): in its row, or, when
+longer than :data:`_INLINE_ARGUMENTS`, in ``call_arguments`` with the row's
+``arguments`` left empty, so updating the call (decision, claim, result) never
+rewrites them. Message rows and started events refer to them.
 
 An event is not stored twice: a ``ToolCallRequested`` *is* its call's row
 (``tool_calls.seq`` and ``requested_at`` are its ``seq`` and ``ts``; since
@@ -75,11 +81,34 @@ from ._protocol import (
 )
 
 # ------------------------------------------------------------------ store
-_CALL_COLUMNS = (
-    "chat_id, call_id, name, arguments, raw_arguments, parse_error, status, approval, decision, "
-    "result, turn, step, requested_at, started_at, finished_at, claimed_by, claimed_at"
+_INLINE_ARGUMENTS = 2048
+"""Encoded arguments longer than this go to ``call_arguments`` (a row written once)."""
+_ARGUMENTS = (
+    "CASE WHEN arguments <> '' THEN arguments ELSE (SELECT a.arguments FROM call_arguments a "
+    "WHERE a.chat_id = tool_calls.chat_id AND a.call_id = tool_calls.call_id) END"
 )
-_RESULT = [c.strip() for c in _CALL_COLUMNS.split(",")].index("result")
+_COLUMNS = (
+    "chat_id",
+    "call_id",
+    "name",
+    _ARGUMENTS,
+    "raw_arguments",
+    "parse_error",
+    "status",
+    "approval",
+    "decision",
+    "result",
+    "turn",
+    "step",
+    "requested_at",
+    "started_at",
+    "finished_at",
+    "claimed_by",
+    "claimed_at",
+)
+_CALL_COLUMNS = ", ".join(_COLUMNS)
+"""A call's columns, for ``SELECT ... FROM tool_calls`` (the table not aliased)."""
+_RESULT = _COLUMNS.index("result")
 _AUTOMATIC = ("resolver",)
 
 
@@ -589,6 +618,7 @@ class SQLiteStore:
                 claim = None  # the call being claimed is another, or not runnable yet
             if claim is not None:
                 status, owner, at = "running", claim.owner, claim.at  # claimed as written
+            apart = len(ch.arguments) > _INLINE_ARGUMENTS  # a row never rewritten (m006)
             cur = conn.execute(
                 "INSERT INTO tool_calls (chat_id, call_id, seq, name, arguments, raw_arguments, "
                 "parse_error, status, gated, approval, turn, step, requested_at, claimed_by, "
@@ -599,7 +629,7 @@ class SQLiteStore:
                     ch.call_id,
                     ch.seq,
                     ch.name,
-                    ch.arguments,
+                    "" if apart else ch.arguments,
                     ch.raw_arguments,
                     ch.parse_error,
                     status,
@@ -614,6 +644,12 @@ class SQLiteStore:
             )
             if cur.rowcount != 1:
                 return f"call {ch.call_id!r} was already recorded by another process"
+            if apart:
+                conn.execute(
+                    "INSERT INTO call_arguments (chat_id, call_id, arguments) VALUES (?, ?, ?) "
+                    "ON CONFLICT DO UPDATE SET arguments = excluded.arguments",
+                    (chat_id, ch.call_id, ch.arguments),
+                )
             if claim is not None:
                 claim.done = True
             return "ok"
