@@ -39,7 +39,7 @@ all pending ones applied in one transaction when a store is opened; a file
 written by an older version opens in a newer one, and a file from a newer
 version is refused (never modified). Every write is one ``BEGIN IMMEDIATE``
 transaction; readers never block writers (WAL), and the WAL is copied back
-off the chat's path (:mod:`~nbagent.store._checkpointer`).
+off the chat's path and kept bounded (:mod:`~nbagent.store._checkpointer`).
 
 Durability: ``synchronous=NORMAL`` (the default) keeps every committed
 transaction through a crash of the process or kernel restart; pass
@@ -65,7 +65,7 @@ from .._schema import validate_json_schema
 from .._types import Decision, ToolCall
 from . import _codec as codec
 from . import _migrations as migrations
-from ._checkpointer import Checkpointer, take_over
+from ._checkpointer import checkpointer_for, take_over
 from ._protocol import (
     CallFinal,
     CallReset,
@@ -203,8 +203,8 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._conn = self._connect(timeout, synchronous.upper())
-        self._checkpointer = Checkpointer(self.location, synchronous.upper())
-        self._finalizer = weakref.finalize(self, self._checkpointer.close)
+        self._checkpointer = checkpointer_for(self.location, synchronous.upper())
+        self._finalizer = weakref.finalize(self, self._checkpointer.release)
 
     # -- lifecycle ---------------------------------------------------------------
     def _connect(self, timeout: float, synchronous: str) -> sqlite3.Connection:
@@ -323,7 +323,7 @@ class SQLiteStore:
             except sqlite3.Error as exc:
                 conn.execute("ROLLBACK")
                 raise self._error(exc) from exc
-            self._checkpointer.committed()
+            self._checkpointer.committed(conn)
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
