@@ -79,6 +79,7 @@ from .._types import (
     ToolResultMessage,
     Usage,
 )
+from .._unicode import clean
 from ._protocol import CallFinal, CallReset, DecisionChange, Entry, NewCall, NewMessage
 
 if TYPE_CHECKING:
@@ -560,6 +561,32 @@ def fold(entry: Entry, started: Event, finished: Event) -> Entry:
     return Entry(entry.seq, entry.type, entry.ts, data, entry.change)
 
 
+def valid_text(entries: Sequence[Entry]) -> list[Entry]:
+    """``entries`` with every string valid UTF-8 (lone surrogates replaced, as the chat does).
+
+    The chat cleans text where it enters, but a lone surrogate can still reach
+    an event (a model name a server reported, an exception's message about a
+    file name read with ``surrogateescape``); SQLite cannot store it, and one
+    such string would fail the whole batch. A store retries with these.
+    """
+    return [_valid(e) for e in entries]
+
+
+def _valid(value: Any) -> Any:
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(value):
+        item = getattr(value, f.name)
+        if isinstance(item, str):
+            cleaned = clean(item)
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            cleaned = _valid(item)
+        else:
+            continue
+        if cleaned is not item:
+            changes[f.name] = cleaned
+    return dataclasses.replace(value, **changes) if changes else value
+
+
 # ---------------------------------------------------------- rows -> events
 def decode_event(
     type_: str,
@@ -729,4 +756,5 @@ __all__ = [
     "unfold",
     "usage_in",
     "usage_out",
+    "valid_text",
 ]

@@ -48,6 +48,7 @@ transaction through a crash of the process or kernel restart; pass
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 import threading
@@ -63,6 +64,7 @@ from .._errors import DecisionError, StoreError
 from .._events import Event, utcnow
 from .._schema import validate_json_schema
 from .._types import Decision, ToolCall
+from .._unicode import clean, clean_json
 from . import _codec as codec
 from . import _migrations as migrations
 from ._checkpointer import checkpointer_for, take_over
@@ -343,7 +345,9 @@ class SQLiteStore:
         text = str(exc)
         if _locked(exc):
             return StoreError(
-                f"store {self.location} is locked by another process ({text}); try again"
+                f"store {self.location} is locked: another connection holds a write "
+                f"transaction on it past the busy timeout (a DB browser, a backup, another "
+                f"process or store object?) ({text}); try again once it lets go"
             )
         if isinstance(exc, sqlite3.DatabaseError) and not isinstance(
             exc, (sqlite3.IntegrityError, sqlite3.OperationalError, sqlite3.ProgrammingError)
@@ -353,6 +357,13 @@ class SQLiteStore:
 
     # -- the chat side ----------------------------------------------------------------
     def create_chat(self, info: ChatInfo, system: str | None, state: Mapping[str, Any]) -> None:
+        try:
+            self._create_chat(info, system, state)
+        except UnicodeEncodeError:  # a lone surrogate SQLite cannot store: replaced
+            info = dataclasses.replace(info, provider=clean(info.provider), model=clean(info.model))
+            self._create_chat(info, clean(system) if system else system, clean_json(state))
+
+    def _create_chat(self, info: ChatInfo, system: str | None, state: Mapping[str, Any]) -> None:
         with self._tx() as conn:
             cur = conn.execute(
                 "INSERT INTO chats (id, created_at, updated_at, provider, model, system, state) "
@@ -476,6 +487,20 @@ class SQLiteStore:
         state: Mapping[str, Any] | None = None,
         tools: Mapping[str, Any] | None = None,
     ) -> str | None:
+        try:
+            return self._write(chat_id, entries, state, tools)
+        except UnicodeEncodeError:  # a lone surrogate SQLite cannot store: replaced
+            return self._write(
+                chat_id, codec.valid_text(entries), clean_json(state), clean_json(tools)
+            )
+
+    def _write(
+        self,
+        chat_id: str,
+        entries: Sequence[Entry],
+        state: Mapping[str, Any] | None,
+        tools: Mapping[str, Any] | None,
+    ) -> str | None:
         with self._tx() as conn:
             conflict = self._apply(conn, chat_id, entries)
             self._touch(conn, chat_id, state, tools)
@@ -488,6 +513,20 @@ class SQLiteStore:
         owner: str,
         entries: Sequence[Entry] = (),
         state: Mapping[str, Any] | None = None,
+    ) -> ClaimResult:
+        try:
+            return self._claim(chat_id, call_id, owner, entries, state)
+        except UnicodeEncodeError:  # a lone surrogate SQLite cannot store: replaced
+            valid = codec.valid_text(entries)
+            return self._claim(chat_id, call_id, owner, valid, clean_json(state))
+
+    def _claim(
+        self,
+        chat_id: str,
+        call_id: str,
+        owner: str,
+        entries: Sequence[Entry],
+        state: Mapping[str, Any] | None,
     ) -> ClaimResult:
         with self._tx() as conn:
             now = utcnow().isoformat()
@@ -761,6 +800,7 @@ class SQLiteStore:
         return out
 
     def reject_decision(self, chat_id: str, call_id: str, error: str) -> None:
+        error = clean(error)
         with self._tx() as conn:
             conn.execute(
                 "UPDATE decisions SET applied = -1, applied_at = ?, error = ? "
@@ -841,6 +881,7 @@ class SQLiteStore:
             raise TypeError("by must be a non-empty string")
         if reason is not None and not isinstance(reason, str):
             raise TypeError("reason must be a string")
+        by, reason = clean(by), clean(reason) if reason is not None else None
         if arguments is not None and not isinstance(arguments, dict):
             raise DecisionError(f"edited arguments must be a dict, got {type(arguments).__name__}")
         with self._tx() as conn:
