@@ -133,8 +133,10 @@ def _snapshot_of(record: ChatRecord, location: str) -> Snapshot:
     state = record.state
     calls: dict[str, ToolCall] = {}
     for sc in record.calls:
-        # decided through the store, not applied yet: apply_decisions() does it
-        calls[sc.id] = sc.to_tool_call(undecided=sc.id in record.unapplied)
+        # decided through the store, not applied yet, or denied before the chat that
+        # decided it wrote the denial's result: apply_decisions() applies it
+        undecided = sc.id in record.unapplied or (sc.status == "denied" and sc.result is None)
+        calls[sc.id] = sc.to_tool_call(undecided=undecided)
     messages: list[Message] = [codec.message_in(m, calls) for m in record.messages]
     options = _options_of(record, location)
     return Snapshot(

@@ -459,8 +459,9 @@ def encode(e: Event, noted: Any, memo: dict[int, str]) -> Entry:
     ``(owner, finished_at)``, the claim owner allowed to record the result
     (this process, or the dead owner of an in-doubt call) and when the call
     finished; for a ``CallInDoubt``, the status its call goes back to when it
-    is rerun (``None``: not rerun). ``memo`` holds messages already encoded
-    in this batch, by ``id``.
+    is rerun (``None``: not rerun); for an ``ApprovalDecided``, whether its
+    decision is in the store already (written before the chat recorded it).
+    ``memo`` holds messages already encoded in this batch, by ``id``.
     """
     match e:
         case MessageAdded():
@@ -498,19 +499,10 @@ def encode(e: Event, noted: Any, memo: dict[int, str]) -> Entry:
                 data = _encode(event_out(e, skip="result"))
             return Entry(e.seq, e.type, e.ts.isoformat(), data, final)
         case ApprovalDecided():
-            d = e.decision
-            decision = _encode(decision_out(d))
-            decided = DecisionChange(
-                e.call.id,
-                d.verdict,
-                d.by,
-                d.at.isoformat(),
-                d.reason,
-                None if d.arguments is None else _encode(d.arguments),
-                decision,
-                override=not d.automatic,
-            )
-            data = event_json(e, "decision", decision)
+            decided = decision_change(e.call.id, e.decision)
+            data = event_json(e, "decision", decided.data)
+            if noted:  # the chat's decide hook wrote the decision already: the event alone
+                return Entry(e.seq, e.type, e.ts.isoformat(), data)
             return Entry(e.seq, e.type, e.ts.isoformat(), data, decided)
         case ToolCallStarted():
             return Entry(e.seq, e.type, e.ts.isoformat(), _encode(_started_out(e)))
@@ -519,6 +511,20 @@ def encode(e: Event, noted: Any, memo: dict[int, str]) -> Entry:
             return Entry(e.seq, e.type, e.ts.isoformat(), event_json(e), reset)
         case _:  # the event alone (a CallInDoubt not rerun: the ToolCallFinished after settles it)
             return Entry(e.seq, e.type, e.ts.isoformat(), event_json(e))
+
+
+def decision_change(call_id: str, d: Decision) -> DecisionChange:
+    """The row change recording decision ``d`` on call ``call_id``."""
+    return DecisionChange(
+        call_id,
+        d.verdict,
+        d.by,
+        d.at.isoformat(),
+        d.reason,
+        None if d.arguments is None else _encode(d.arguments),
+        _encode(decision_out(d)),
+        override=not d.automatic,
+    )
 
 
 def _started_out(e: Event) -> Json:
@@ -737,6 +743,7 @@ __all__ = [
     "call_identity_out",
     "call_in",
     "call_out",
+    "decision_change",
     "decision_in",
     "decision_out",
     "decode_event",

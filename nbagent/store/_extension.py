@@ -69,6 +69,7 @@ works unchanged with any store that implements it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 import warnings
@@ -89,7 +90,7 @@ from .._events import (
     ToolCallFinished,
 )
 from .._extension import ChatHost, Extension, Snapshot
-from .._types import ToolCall
+from .._types import Decision, ToolCall
 from . import _codec as codec
 from ._process import LIVE_TOKENS, abandoned, new_owner
 from ._protocol import (
@@ -120,6 +121,7 @@ class StoreExtension(Extension):
         self._failure: Exception | None = None  # why the last write failed; None: it worked
         self._warned = False  # the user was told the store cannot be written
         self._retry: threading.Thread | None = None
+        self._decided: dict[str, Decision] = {}  # written by decide(), their events to come
         self._running: set[str] = set()
         self._orphans: dict[str, str | None] = {}  # in-doubt call id -> its dead owner
         self._tools_sig: tuple[Any, ...] | None = None
@@ -259,6 +261,7 @@ class StoreExtension(Extension):
             case TextDelta() | ToolCallDelta():  # streaming fragments: not stored
                 return
             case ApprovalDecided():  # written even by a detached copy: deciding is not driving
+                noted = self._decided.pop(e.call.id, None) is e.decision  # by decide()
                 flush = True
             case _ if self.detached is not None:
                 return
@@ -446,6 +449,45 @@ class StoreExtension(Extension):
             return False
         self._running.add(call.id)
         return True
+
+    # -- decisions made here ------------------------------------------------------
+    def decide(self, call: ToolCall, decision: Decision) -> Decision | None:
+        """Check a decision against the store and write it there before the chat records it.
+
+        The first decision recorded in the store wins: a call approved through
+        ``store.approve`` in another process (or by another copy of the chat)
+        cannot be denied here, and the other way round. The check and the write
+        are one transaction (the store's conditional update of the call's row).
+        Returns the decision the store already has when it differs (the chat
+        records that one and raises ``DecisionError`` if it contradicts this
+        one), or ``None`` (this decision is written; its event follows).
+
+        A decision overruling an automatic one (a resolver's, a policy's) is
+        checked and written with its event, as before.
+
+        Raises:
+            StoreError: The store cannot be written: nothing is decided.
+            DecisionError: The store has no decision but the call cannot be
+                decided there (it is running, or unknown to it).
+        """
+        if self._closed or call.decision is not None:
+            return None
+        with self._write_lock:
+            self.flush()  # the call's row first, if it is still queued
+            stored = self.store.decisions(self.chat_id, [call.id]).get(call.id)
+            if stored is None:
+                entry = Entry(-1, ApprovalDecided.type, decision.at.isoformat(), None)
+                entry = dataclasses.replace(entry, change=codec.decision_change(call.id, decision))
+                conflict = self.store.write(self.chat_id, [entry])
+                if conflict is None:
+                    self._decided[call.id] = decision
+                    return None
+                stored = self.store.decisions(self.chat_id, [call.id]).get(call.id)
+                if stored is None:
+                    raise DecisionError(f"{call.name}({call.id}) cannot be decided: {conflict}")
+        if stored == decision:  # the stored decision itself, being applied (apply_decision)
+            return None
+        return stored
 
     def _detach(self, why: str) -> None:
         if self.detached is not None:

@@ -428,10 +428,12 @@ def test_two_copies_in_one_process_run_a_call_once(store: Any, counter: Path) ->
 def test_a_contradicting_decision_loses_to_the_stored_one(store: Any, counter: Path) -> None:
     chat, call_id = parked(store)
     store.deny(call_id, reason="no", by="manager")
-    with pytest.warns(StoreConflictWarning, match="already denied by manager"):
+    with pytest.raises(DecisionError, match="already denied by manager"):
         chat.approve(call_id)  # this copy did not refresh: the store's decision wins
-    assert chat.complete() is not None and chat.last_step.kind == "busy"
-    assert count(counter) == 0
+    call = chat.get_call(call_id)
+    assert call.status == "denied" and call.decision.by == "manager"  # and this copy shows it
+    chat.complete()
+    assert chat.status == "complete" and count(counter) == 0
     again = Chat.load(chat.id, store=store, tools=[Refund])
     assert again.get_call(call_id).status == "denied"
     again.complete()
