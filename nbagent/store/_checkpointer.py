@@ -16,7 +16,7 @@ What bounds the WAL file, from the cheapest to the last resort:
    ``PASSIVE`` checkpoint on its own connection (it never blocks readers or
    writers), followed by a ``RESTART`` once the WAL holds more than
    :data:`RESTART_FRAMES` (see :class:`Checkpointer`);
-2. after every commit the WAL file's size is looked at (one ``stat``): past
+2. every :data:`CHECK_EVERY` commits the WAL file's size is looked at (a ``stat``): past
    :data:`WAL_LIMIT` (writes from other processes count too), the thread
    checkpoints and restarts at once;
 3. past :data:`HARD_LIMIT` (several processes writing at full speed, whose
@@ -38,6 +38,8 @@ import time
 
 CHECKPOINT_EVERY = 64
 """Commits between two background checkpoints (a few hundred WAL pages)."""
+CHECK_EVERY = 4
+"""Commits between two looks at the WAL file's size (a ``stat``, about 2 us)."""
 RESTART_FRAMES = 1024
 """WAL frames (about 4 MB) above which a checkpoint also makes the WAL start over."""
 WAL_LIMIT = 8 * 1024 * 1024
@@ -108,15 +110,18 @@ class Checkpointer:
     def committed(self, conn: sqlite3.Connection) -> None:
         """``conn`` (a store's connection, out of any transaction) just committed."""
         self._commits += 1  # unlocked: a lost increment only delays a checkpoint
-        try:
-            size = os.stat(self.wal).st_size
-        except OSError:
-            size = 0
-        if size > HARD_LIMIT and time.monotonic() >= self._hard_after:
-            self._truncate(conn)
-        elif size > WAL_LIMIT:
-            self.poke(restart=True)
-        elif self._commits % CHECKPOINT_EVERY == 0:
+        if self._commits % CHECK_EVERY == 0:
+            try:
+                size = os.stat(self.wal).st_size
+            except OSError:
+                size = 0
+            if size > HARD_LIMIT and time.monotonic() >= self._hard_after:
+                self._truncate(conn)
+                return
+            if size > WAL_LIMIT:
+                self.poke(restart=True)
+                return
+        if self._commits % CHECKPOINT_EVERY == 0:
             self.poke()
 
     def _truncate(self, conn: sqlite3.Connection) -> None:
@@ -201,6 +206,7 @@ class Checkpointer:
 
 __all__ = [
     "CHECKPOINT_EVERY",
+    "CHECK_EVERY",
     "HARD_LIMIT",
     "HARD_WAIT",
     "RESTART_FRAMES",
