@@ -310,7 +310,10 @@ class ChatCore:
     ) -> ToolCall:
         """Decide a gated call by the rules of ``_approvals.py``; the one way decisions are made.
 
-        ``at`` keeps the time of a decision made elsewhere (a store).
+        ``at`` keeps the time of a decision made elsewhere (a store). Before the
+        decision is recorded, the ``decide`` hooks may veto it (``DecisionError``)
+        or return the decision already made elsewhere, which is recorded instead
+        (with its events); if it contradicts this one, ``DecisionError`` follows.
         """
         events: list[Event] = []
         after: list[ToolResult] = []
@@ -360,9 +363,22 @@ class ChatCore:
                     ) from None
                 edited = dict(arguments)
             decision = Decision(verdict, by, at or utcnow(), reason, edited)
-            events.extend(self._record_decision(c, decision, after))
+            stored = None
+            for decide in self._hook("decide"):  # e.g. the store: the first decision wins
+                stored = decide(c, decision)
+                if stored is not None:
+                    break
+            events.extend(self._record_decision(c, stored or decision, after))
         self._emit_all(events)
         self._run_after(after)
+        if stored is not None and (
+            stored.verdict != verdict or (edited is not None and edited != stored.arguments)
+        ):
+            raise DecisionError(
+                f"{c.name}({c.id}) was already {stored.verdict} by {stored.by} at "
+                f"{stored.at.isoformat(timespec='seconds')} (decided elsewhere first); "
+                "a decision cannot be changed"
+            )
         return c
 
     def _settle_in_doubt(

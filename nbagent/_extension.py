@@ -23,6 +23,10 @@ The hooks, in the order a turn meets them:
 - :meth:`~Extension.claim` right before a call starts, under the chat's lock:
   ``False`` means someone else has it and it is not run here (the store's
   at-most-once claim);
+- :meth:`~Extension.decide` right before a decision on a gated call is
+  recorded, under the chat's lock: it may refuse it, or return the decision
+  already made elsewhere, which the chat records instead (the store checks a
+  decision against, and writes it to, the stored state in one transaction);
 - :meth:`~Extension.on_event` for every event (the store's writer, the log,
   the view); :meth:`~Extension.on_history` once with the stored events of a
   chat loaded from a store;
@@ -75,6 +79,16 @@ class Extension:
         """Right before ``call`` starts, under the chat's lock; ``False``: do not run it here."""
         return True
 
+    def decide(self, call: ToolCall, decision: Decision) -> Decision | None:
+        """Before the chat records ``decision`` on ``call`` (a gated call), under the chat's lock.
+
+        Return ``None`` to let it be recorded, or the decision already made
+        elsewhere (the store's first decision wins): the chat records that one
+        instead, with its events, and raises ``DecisionError`` if it contradicts
+        ``decision``. Raise ``DecisionError`` to refuse it (nothing is recorded).
+        """
+        return None
+
     async def wait_for_decision(self, wait: bool | None) -> bool:
         """``ask_async`` parked on an approval: wait for a decision; True to continue the loop."""
         return False
@@ -93,6 +107,7 @@ HOOKS = (
     "turn_started",
     "before_step",
     "claim",
+    "decide",
     "wait_for_decision",
     "refresh",
     "close",

@@ -13,13 +13,16 @@ applies decisions made meanwhile.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._errors import StoreError
 from .._events import utcnow
 from .._extension import Snapshot
+from .._options import ToolOptions
 from .._types import Message, ToolCall
 from . import _codec as codec
 from ._extension import StoreExtension
@@ -86,7 +89,7 @@ def load_chat(
     try:
         record = st.load(chat_id)
         chat = _new_chat(cls, record, tools, provider, model, chat_kwargs)
-        snapshot = _snapshot_of(record)
+        snapshot = _snapshot_of(record, st.location)
     except BaseException:
         if owned:
             st.close()
@@ -125,15 +128,17 @@ def _new_chat(
     return chat
 
 
-def _snapshot_of(record: ChatRecord) -> Snapshot:
+def _snapshot_of(record: ChatRecord, location: str) -> Snapshot:
     """The chat state a stored record describes."""
     state = record.state
     calls: dict[str, ToolCall] = {}
     for sc in record.calls:
-        # decided through the store, not applied yet: apply_decisions() does it
-        calls[sc.id] = sc.to_tool_call(undecided=sc.id in record.unapplied)
+        # decided through the store, not applied yet, or denied before the chat that
+        # decided it wrote the denial's result: apply_decisions() applies it
+        undecided = sc.id in record.unapplied or (sc.status == "denied" and sc.result is None)
+        calls[sc.id] = sc.to_tool_call(undecided=undecided)
     messages: list[Message] = [codec.message_in(m, calls) for m in record.messages]
-    options = state.get("options")
+    options = _options_of(record, location)
     return Snapshot(
         messages=tuple(messages),
         calls=tuple(calls.values()),
@@ -143,10 +148,40 @@ def _snapshot_of(record: ChatRecord) -> Snapshot:
         step=int(state.get("step", 0)),
         forced_spent=bool(state.get("forced_spent", False)),
         usage=codec.usage_in(state.get("usage") or {}),
-        options=options if isinstance(options, dict) else None,
+        options=options,
         last_step=state.get("last_step"),
         next_seq=record.next_seq,
     )
+
+
+def _options_of(record: ChatRecord, location: str) -> dict[str, Any] | None:
+    """The stored tool options, checked as ``with_tool_options`` checks them.
+
+    Raises:
+        StoreError: An option this version does not know (written by a newer
+            nbagent, or edited), or a value it cannot take; naming both.
+    """
+    options = record.state.get("options")
+    if not isinstance(options, dict):
+        return None
+    where = f"chat {record.info.id} of store {location}"
+    fix = "upgrade nbagent, or correct the option in the chat's stored state"
+    known = [f.name for f in dataclasses.fields(ToolOptions)]
+    unknown = [key for key in options if key not in known]
+    if unknown:
+        raise StoreError(
+            f"{where} has tool option(s) {', '.join(map(repr, unknown))} that this version "
+            f"of nbagent does not know (known: {', '.join(known)}); it was written by a newer "
+            f"nbagent or edited: {fix}."
+        )
+    for key, value in options.items():
+        try:
+            ToolOptions().updated({key: value})
+        except ValueError as exc:
+            raise StoreError(
+                f"{where} has an invalid value for tool option {key!r} ({exc}): {fix}."
+            ) from None
+    return options
 
 
 __all__ = ["attach_store", "load_chat", "open_store"]

@@ -3,24 +3,52 @@
 SQLite's automatic checkpoint runs inside the ``COMMIT`` that crosses its
 threshold and fsyncs there: a stall of milliseconds in the middle of a chat's
 step. The store turns it off on its connection (:func:`take_over`) and tells
-a :class:`Checkpointer` of every commit; every :data:`CHECKPOINT_EVERY`
-commits, the checkpointer's thread runs a ``PASSIVE`` checkpoint on its own
-connection, which never blocks readers or writers. The last connection to
-close checkpoints what is left.
+the :class:`Checkpointer` of its file of every commit. There is one
+checkpointer per database file per process (:func:`checkpointer_for`), shared
+by every store open on that file: a notebook's short-lived ``Chat(store=path)``
+objects, each with its own connection, count their commits together. SQLite
+checkpoints at close only when the closing connection is the file's last one,
+which a store kept open (a decision panel) or another process prevents.
+
+What bounds the WAL file, from the cheapest to the last resort:
+
+1. every :data:`CHECKPOINT_EVERY` commits, the checkpointer's thread runs a
+   ``PASSIVE`` checkpoint on its own connection (it never blocks readers or
+   writers), followed by a ``RESTART`` once the WAL holds more than
+   :data:`RESTART_FRAMES` (see :class:`Checkpointer`);
+2. every :data:`CHECK_EVERY` commits the WAL file's size is looked at (a ``stat``): past
+   :data:`WAL_LIMIT` (writes from other processes count too), the thread
+   checkpoints and restarts at once;
+3. past :data:`HARD_LIMIT` (several processes writing at full speed, whose
+   writers starve the thread's restart), the committing connection itself
+   runs a ``TRUNCATE`` checkpoint before its commit returns: it waits (at most
+   :data:`HARD_WAIT` seconds) for the other writers, and the file starts over
+   from zero. A reader that keeps a transaction open (a DB browser holding a
+   snapshot) is the one thing that stops any checkpoint; the store then tries
+   again a second later.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
+import time
 
 CHECKPOINT_EVERY = 64
 """Commits between two background checkpoints (a few hundred WAL pages)."""
-RESTART_FRAMES = 2048
-"""WAL frames (about 8 MB) above which a checkpoint also makes the WAL start over."""
+CHECK_EVERY = 4
+"""Commits between two looks at the WAL file's size (a ``stat``, about 2 us)."""
+RESTART_FRAMES = 1024
+"""WAL frames (about 4 MB) above which a checkpoint also makes the WAL start over."""
 WAL_LIMIT = 8 * 1024 * 1024
-"""Bytes a WAL file is cut back to when it starts over (``journal_size_limit``)."""
+"""Bytes a WAL file is cut back to when it starts over (``journal_size_limit``); past
+this size the checkpointer restarts the WAL at once."""
+HARD_LIMIT = 12 * 1024 * 1024
+"""WAL file size past which a committing writer checkpoints it back itself (synchronously)."""
+HARD_WAIT = 2.0
+"""Seconds a writer waits for others at that synchronous checkpoint."""
 
 
 def take_over(conn: sqlite3.Connection) -> None:
@@ -29,8 +57,28 @@ def take_over(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA wal_autocheckpoint = 0")
 
 
+_SHARED: dict[str, Checkpointer] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def checkpointer_for(path: str, synchronous: str) -> Checkpointer:
+    """The checkpointer of the database file at ``path`` in this process (one more user).
+
+    Every store open on a file shares it; :meth:`Checkpointer.release` once per call.
+    """
+    key = os.path.realpath(path)
+    with _SHARED_LOCK:
+        cp = _SHARED.get(key)
+        if cp is None:
+            cp = _SHARED[key] = Checkpointer(key, synchronous)
+        elif synchronous in ("FULL", "EXTRA"):
+            cp.synchronous = synchronous  # the strictest store's durability wins
+        cp.users += 1
+        return cp
+
+
 class Checkpointer:
-    """Copies the WAL back into the database on its own thread and connection.
+    """Copies one file's WAL back into the database, on its own thread and connection.
 
     A passive checkpoint alone does not bound the WAL file: the WAL starts over
     from its beginning only when a writer finds every frame copied back, and a
@@ -42,29 +90,66 @@ class Checkpointer:
     millisecond, and the next commit starts the WAL over, cut back to
     :data:`WAL_LIMIT` bytes.
 
-    The thread starts with the first checkpoint, and stops at :meth:`close`.
+    The thread starts with the first checkpoint, and stops when the file's last
+    store in this process closes (:meth:`release`); the next one starts it again.
     """
 
     def __init__(self, path: str, synchronous: str):
-        self._path = path
-        self._synchronous = synchronous
+        self.path = path
+        self.wal = f"{path}-wal"
+        self.synchronous = synchronous
+        self.users = 0
         self._commits = 0
+        self._restart = False  # the next background checkpoint also restarts the WAL
+        self._hard_after = 0.0  # no synchronous checkpoint before this time (one just failed)
         self._wake = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def committed(self) -> None:
-        """A write transaction committed (called under the store's write lock)."""
-        self._commits += 1
+    def committed(self, conn: sqlite3.Connection) -> None:
+        """``conn`` (a store's connection, out of any transaction) just committed."""
+        self._commits += 1  # unlocked: a lost increment only delays a checkpoint
+        if self._commits % CHECK_EVERY == 0:
+            try:
+                size = os.stat(self.wal).st_size
+            except OSError:
+                size = 0
+            if size > HARD_LIMIT and time.monotonic() >= self._hard_after:
+                self._truncate(conn)
+                return
+            if size > WAL_LIMIT:
+                self.poke(restart=True)
+                return
         if self._commits % CHECKPOINT_EVERY == 0:
             self.poke()
 
-    def poke(self) -> None:
-        """Checkpoint now, on the background thread."""
+    def _truncate(self, conn: sqlite3.Connection) -> None:
+        """Checkpoint the whole WAL back from ``conn`` and empty the file, waiting for writers.
+
+        Busy at once: another connection is checkpointing (the next commit tries
+        again). Busy after waiting: a reader holds an old snapshot; commits go
+        on without waiting for a second.
+        """
+        (timeout,) = conn.execute("PRAGMA busy_timeout").fetchone()
+        t0 = time.monotonic()
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(HARD_WAIT * 1000)}")
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.Error:
+            busy = 1
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+        now = time.monotonic()
+        if busy and now - t0 > HARD_WAIT / 2:
+            self._hard_after = now + 1.0
+
+    def poke(self, *, restart: bool = False) -> None:
+        """Checkpoint now, on the background thread (``restart``: and start the WAL over)."""
         with self._lock:
-            if self._stop:
+            if self._stop or self.users <= 0:
                 return
+            self._restart = self._restart or restart
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="nbagent-store-checkpoint", daemon=True
@@ -72,7 +157,14 @@ class Checkpointer:
                 self._thread.start()
         self._wake.set()
 
-    def close(self) -> None:
+    def release(self) -> None:
+        """A store on this file closed; the last one stops the thread (after its checkpoint)."""
+        with _SHARED_LOCK:
+            self.users -= 1
+            if self.users > 0:
+                return
+            if _SHARED.get(self.path) is self:
+                del _SHARED[self.path]
         with self._lock:
             self._stop = True
             thread = self._thread
@@ -80,27 +172,46 @@ class Checkpointer:
         if thread is not None and thread is not threading.current_thread():
             thread.join()
 
+    close = release
+
     def _run(self) -> None:
         conn: sqlite3.Connection | None = None
         try:
             conn = sqlite3.connect(
-                self._path, timeout=0.1, isolation_level=None, check_same_thread=False
+                self.path, timeout=0.1, isolation_level=None, check_same_thread=False
             )
-            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             while True:
                 self._wake.wait()
                 self._wake.clear()
-                if self._stop:
+                with self._lock:
+                    restart, self._restart = self._restart, False
+                    stop = self._stop
+                if stop and not restart:
                     return
                 with contextlib.suppress(sqlite3.Error):
                     busy, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                    if not busy and frames > RESTART_FRAMES:
+                    if not busy and (restart or frames > RESTART_FRAMES):
                         conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+                if stop:
+                    return
         except sqlite3.Error:
-            return  # checkpoints resume when the store is opened again
+            return  # the next poke starts a new thread
         finally:
             if conn is not None:
                 conn.close()
+            with self._lock:
+                self._thread = None
 
 
-__all__ = ["CHECKPOINT_EVERY", "RESTART_FRAMES", "WAL_LIMIT", "Checkpointer", "take_over"]
+__all__ = [
+    "CHECKPOINT_EVERY",
+    "CHECK_EVERY",
+    "HARD_LIMIT",
+    "HARD_WAIT",
+    "RESTART_FRAMES",
+    "WAL_LIMIT",
+    "Checkpointer",
+    "checkpointer_for",
+    "take_over",
+]

@@ -35,8 +35,13 @@ row change it implies. An event is not stored twice:
   its ``seq``, ``ts`` and the fields whose values differ (:func:`fold`,
   :func:`unfold`).
 
-Rows written by older versions (an ``events`` row for every event) are read
-as they are.
+A call's arguments are stored once, with the call (since version 6): an
+assistant message's row names its calls by id and name (:func:`message_row`),
+and a ``ToolCallStarted`` leaves out the arguments its call runs with (the
+model's, or a person's edit in the call's decision); reading puts them back.
+
+Rows written by older versions (an ``events`` row for every event, arguments
+in messages and started events) are read as they are.
 """
 
 from __future__ import annotations
@@ -74,6 +79,7 @@ from .._types import (
     ToolResultMessage,
     Usage,
 )
+from .._unicode import clean
 from ._protocol import CallFinal, CallReset, DecisionChange, Entry, NewCall, NewMessage
 
 if TYPE_CHECKING:
@@ -259,8 +265,30 @@ def message_out(m: Message) -> Json:
     raise TypeError(f"cannot store a {type(m).__name__} as a message")
 
 
+def message_row(m: Message) -> Json:
+    """A message as its row holds it: an assistant message names its calls (id and name).
+
+    The calls' arguments are in their own rows (and come back through
+    :func:`message_in`'s ``calls``): a large argument is stored once, not again
+    with the message that asked for it (since version 6).
+    """
+    if isinstance(m, AssistantToolCallMessage):
+        return {
+            "role": "assistant",
+            "content": m.content,
+            "turn": m.turn,
+            "stop_reason": m.stop_reason,
+            "tool_calls": [{"id": c.id, "name": c.name} for c in m.tool_calls],
+        }
+    return message_out(m)
+
+
 def message_in(d: Mapping[str, Any], calls: Mapping[str, ToolCall] | None = None) -> Message:
-    """Rebuild a message; an assistant message's calls come from ``calls`` when given."""
+    """Rebuild a message; an assistant message's calls come from ``calls`` when given.
+
+    A message row names its calls without their arguments (:func:`message_row`);
+    rows written before version 6 hold them in full, and read the same.
+    """
     if d["role"] == "tool":
         return ToolResultMessage(
             d["tool_call_id"],
@@ -431,8 +459,9 @@ def encode(e: Event, noted: Any, memo: dict[int, str]) -> Entry:
     ``(owner, finished_at)``, the claim owner allowed to record the result
     (this process, or the dead owner of an in-doubt call) and when the call
     finished; for a ``CallInDoubt``, the status its call goes back to when it
-    is rerun (``None``: not rerun). ``memo`` holds messages already encoded
-    in this batch, by ``id``.
+    is rerun (``None``: not rerun); for an ``ApprovalDecided``, whether its
+    decision is in the store already (written before the chat recorded it).
+    ``memo`` holds messages already encoded in this batch, by ``id``.
     """
     match e:
         case MessageAdded():
@@ -470,20 +499,13 @@ def encode(e: Event, noted: Any, memo: dict[int, str]) -> Entry:
                 data = _encode(event_out(e, skip="result"))
             return Entry(e.seq, e.type, e.ts.isoformat(), data, final)
         case ApprovalDecided():
-            d = e.decision
-            decision = _encode(decision_out(d))
-            decided = DecisionChange(
-                e.call.id,
-                d.verdict,
-                d.by,
-                d.at.isoformat(),
-                d.reason,
-                None if d.arguments is None else _encode(d.arguments),
-                decision,
-                override=not d.automatic,
-            )
-            data = event_json(e, "decision", decision)
+            decided = decision_change(e.call.id, e.decision)
+            data = event_json(e, "decision", decided.data)
+            if noted:  # the chat's decide hook wrote the decision already: the event alone
+                return Entry(e.seq, e.type, e.ts.isoformat(), data)
             return Entry(e.seq, e.type, e.ts.isoformat(), data, decided)
+        case ToolCallStarted():
+            return Entry(e.seq, e.type, e.ts.isoformat(), _encode(_started_out(e)))
         case CallInDoubt() if noted is not None:  # rerun: the call is runnable again
             reset = CallReset(e.call.id, noted, e.claimed_by)
             return Entry(e.seq, e.type, e.ts.isoformat(), event_json(e), reset)
@@ -491,18 +513,45 @@ def encode(e: Event, noted: Any, memo: dict[int, str]) -> Entry:
             return Entry(e.seq, e.type, e.ts.isoformat(), event_json(e))
 
 
+def decision_change(call_id: str, d: Decision) -> DecisionChange:
+    """The row change recording decision ``d`` on call ``call_id``."""
+    return DecisionChange(
+        call_id,
+        d.verdict,
+        d.by,
+        d.at.isoformat(),
+        d.reason,
+        None if d.arguments is None else _encode(d.arguments),
+        _encode(decision_out(d)),
+        override=not d.automatic,
+    )
+
+
+def _started_out(e: Event) -> Json:
+    """A started event's fields; a ``ToolCallStarted`` leaves out the arguments its call holds.
+
+    The call runs with its effective arguments (the model's, in its row, or a
+    person's edit, in its decision): :func:`decode_event` takes them from there.
+    """
+    if isinstance(e, ToolCallStarted):
+        arguments = e.call.effective_arguments
+        if e.arguments is arguments or e.arguments == arguments:
+            return event_out(e, skip="arguments")
+    return event_out(e)
+
+
 def _message_json(m: Message, memo: dict[int, str]) -> str:
     key = id(m)
     data = memo.get(key)
     if data is None:
-        data = memo[key] = _encode(message_out(m))
+        data = memo[key] = _encode(message_row(m))
     return data
 
 
 def fold(entry: Entry, started: Event, finished: Event) -> Entry:
     """``finished``'s entry carrying ``started``: its seq, ts and the fields that differ."""
     own: dict[str, Any] = {"seq": started.seq, "ts": started.ts.isoformat()}
-    for name, value in event_out(started).items():
+    for name, value in _started_out(started).items():
         mine = getattr(started, name)
         try:
             same = hasattr(finished, name) and (
@@ -516,6 +565,32 @@ def fold(entry: Entry, started: Event, finished: Event) -> Entry:
     sep = "," if len(head) > 2 else ""
     data = f'{head[:-1]}{sep}"started":{_encode(own)}}}'
     return Entry(entry.seq, entry.type, entry.ts, data, entry.change)
+
+
+def valid_text(entries: Sequence[Entry]) -> list[Entry]:
+    """``entries`` with every string valid UTF-8 (lone surrogates replaced, as the chat does).
+
+    The chat cleans text where it enters, but a lone surrogate can still reach
+    an event (a model name a server reported, an exception's message about a
+    file name read with ``surrogateescape``); SQLite cannot store it, and one
+    such string would fail the whole batch. A store retries with these.
+    """
+    return [_valid(e) for e in entries]
+
+
+def _valid(value: Any) -> Any:
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(value):
+        item = getattr(value, f.name)
+        if isinstance(item, str):
+            cleaned = clean(item)
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            cleaned = _valid(item)
+        else:
+            continue
+        if cleaned is not item:
+            changes[f.name] = cleaned
+    return dataclasses.replace(value, **changes) if changes else value
 
 
 # ---------------------------------------------------------- rows -> events
@@ -555,6 +630,8 @@ def decode_event(
     known = _event_fields(cls)
     for key in [k for k in kwargs if k not in known and k not in ("chat_id", "seq", "ts")]:
         del kwargs[key]  # a field this version does not have
+    if cls is ToolCallStarted and "arguments" not in kwargs and "call" in kwargs:
+        kwargs["arguments"] = kwargs["call"].effective_arguments  # stored once, in the call
     return cls(**kwargs)
 
 
@@ -666,6 +743,7 @@ __all__ = [
     "call_identity_out",
     "call_in",
     "call_out",
+    "decision_change",
     "decision_in",
     "decision_out",
     "decode_event",
@@ -681,7 +759,9 @@ __all__ = [
     "loads",
     "message_in",
     "message_out",
+    "message_row",
     "unfold",
     "usage_in",
     "usage_out",
+    "valid_text",
 ]

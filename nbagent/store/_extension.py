@@ -18,6 +18,26 @@ hard crash before that loses only that response (the next load asks the model
 again), never a tool's outcome. What is pending is also written when the chat
 object is garbage-collected or the interpreter exits.
 
+**A write that fails** (the file locked past the busy timeout by another
+connection holding a write transaction, a disk error) drops nothing: entries
+leave the queue only when a commit succeeds. What happens then depends on the
+boundary:
+
+- a claim raises :class:`~nbagent.StoreError`: its tool does not run (it
+  stays runnable, and runs at the next step that can claim it);
+- a step end, a result, an options change: a ``RuntimeWarning`` (once), and
+  the write is retried in the background until it works (a chat parked on an
+  approval reaches the store, for a panel elsewhere to see, as soon as the
+  file can be written) and again before the next step, which raises
+  ``StoreError`` if it still fails and the step would run a tool or ask the
+  model (a chat parked or complete goes on: it needs nothing on disk);
+- ``chat.refresh()`` and ``chat.close()`` raise ``StoreError`` (closing again
+  later loses nothing; a chat garbage-collected or closed at exit can only warn).
+
+A lock is never taken for another process driving the chat: that is only
+reported when the store's rows say so. Text SQLite cannot encode (a lone
+surrogate) is stored with the surrogate replaced (``SQLiteStore``).
+
 **The claim** (``Extension.claim``): right before a call runs, the store moves
 its row from ``requested``/``approved`` to ``running`` in one transaction and
 says whether this process got it. A call is therefore run by at most one
@@ -48,7 +68,10 @@ works unchanged with any store that implements it.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import threading
+import time
 import warnings
 import weakref
 from datetime import datetime
@@ -67,13 +90,12 @@ from .._events import (
     ToolCallFinished,
 )
 from .._extension import ChatHost, Extension, Snapshot
-from .._types import ToolCall
+from .._types import Decision, ToolCall
 from . import _codec as codec
 from ._process import LIVE_TOKENS, abandoned, new_owner
 from ._protocol import (
     ChatInfo,
     ChatRecord,
-    DecisionChange,
     Entry,
     Store,
     StoreConflictWarning,
@@ -92,8 +114,14 @@ class StoreExtension(Extension):
         self._token = self.owner.rsplit(":", 1)[1]
         LIVE_TOKENS.add(self._token)
         self._host: ChatHost | None = None
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the queue (held briefly: events keep coming)
+        self._write_lock = threading.RLock()  # one write at a time (held while it waits)
         self._pending: list[tuple[Event, Any]] = []  # (event, what was noted when it came)
+        self._unwritten: list[Entry] = []  # encoded, not committed yet (a write failed)
+        self._failure: Exception | None = None  # why the last write failed; None: it worked
+        self._warned = False  # the user was told the store cannot be written
+        self._retry: threading.Thread | None = None
+        self._decided: dict[str, Decision] = {}  # written by decide(), their events to come
         self._running: set[str] = set()
         self._orphans: dict[str, str | None] = {}  # in-doubt call id -> its dead owner
         self._tools_sig: tuple[Any, ...] | None = None
@@ -105,7 +133,7 @@ class StoreExtension(Extension):
     # -- wiring ------------------------------------------------------------
     def attach(self, host: ChatHost) -> None:
         self._host = host
-        weakref.finalize(host.chat, self.close)
+        weakref.finalize(host.chat, self._finalize)
 
     def _attached(self) -> ChatHost:
         host = self._host
@@ -145,46 +173,76 @@ class StoreExtension(Extension):
         self.apply_decisions()
 
     def close(self) -> None:
-        """Write what is pending and release the store (if the chat opened it)."""
+        """Write what is pending and release the store (if the chat opened it).
+
+        Raises:
+            StoreError: What is pending cannot be written (the file is locked, the
+                disk fails): nothing is released then, so closing again once the
+                store can be written loses nothing.
+        """
         if self._closed:
             return
         try:
             self.flush()
-        except (StoreError, StoreConflictWarning):
-            pass  # closing must not raise (it also runs from a finalizer)
+        except StoreConflictWarning:
+            pass  # another process drives the chat: what it wrote stands
+        except Exception as exc:
+            self._schedule_retry()
+            raise self._unwritten_error(exc, "close the chat again once it can be") from exc
+        self._release()
+
+    def _finalize(self) -> None:
+        """The chat was garbage-collected, or the interpreter exits: a last write, no raising."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        except Exception as exc:
+            lost = len(self._unwritten) + len(self._pending)
+            with contextlib.suppress(Exception):
+                warnings.warn(
+                    f"nbagent store: chat {self.chat_id} was closed without writing its last "
+                    f"{lost} event(s) to {self.store.location}: {exc}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         finally:
-            self._closed = True
-            LIVE_TOKENS.discard(self._token)
-            if self.owned:
-                self.store.close()
+            self._release()
+
+    def _release(self) -> None:
+        self._closed = True
+        LIVE_TOKENS.discard(self._token)
+        if self.owned:
+            self.store.close()
 
     # -- state ---------------------------------------------------------------
-    def _snapshot(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    def _snapshot(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None, Any]:
         """The chat's state and tool schemas, each only when changed since last written.
 
         Both are checked at every write, so the checks are cheap: the state is
         rebuilt only when its key changed (see ``ChatHost.state_key``), and the
-        tools are compared by name and identity.
+        tools are compared by name and identity. The third value goes to
+        :meth:`_wrote` once the write committed (a failed write is not "written").
         """
         host = self._host
         if host is None or not host.alive:
-            return None, None
+            return None, None, None
         state: dict[str, Any] | None = None
         key = host.state_key()
+        marks = (key, self._state, self._tools_sig)
         if key != self._state_key:
-            self._state_key = key
             state = host.loop_state()
             if state == self._state:
                 state = None
             else:
-                self._state = state
+                marks = (key, state, self._tools_sig)
         tools = None
         current = host.chat.tools
         sig = (*(t.name for t in current), *map(id, current))
         if sig != self._tools_sig:
-            self._tools_sig = sig
             tools = {t.name: t.input_schema for t in current}
-        return state, tools
+            marks = (marks[0], marks[1], sig)
+        return state, tools, marks
 
     # -- events --------------------------------------------------------------
     def on_event(self, e: Event) -> None:
@@ -203,6 +261,7 @@ class StoreExtension(Extension):
             case TextDelta() | ToolCallDelta():  # streaming fragments: not stored
                 return
             case ApprovalDecided():  # written even by a detached copy: deciding is not driving
+                noted = self._decided.pop(e.call.id, None) is e.decision  # by decide()
                 flush = True
             case _ if self.detached is not None:
                 return
@@ -219,7 +278,7 @@ class StoreExtension(Extension):
         with self._lock:
             self._pending.append((e, noted))
         if flush:
-            self.flush()
+            self._flush_or_retry()
 
     def _parked(self) -> bool:
         """Whether the chat now waits for an approval (or is gone): nothing follows soon."""
@@ -245,34 +304,142 @@ class StoreExtension(Extension):
         gated = call.approval is not None and call.approval.required
         return "approved" if gated else "requested"
 
-    def _take(self) -> list[Entry]:
-        """Everything queued, as entries (encoded now, in order); empties the queue."""
+    def _batch(self) -> list[Entry]:
+        """Everything not written yet, as entries in order (call with the write lock).
+
+        The queue is encoded (in one pass) and moved to the entries not yet
+        committed; they leave that list only when a write commits them.
+        """
         with self._lock:
             queued, self._pending = self._pending, []
-            return codec.encode_batch(queued)
+        if queued:
+            self._unwritten.extend(codec.encode_batch(queued))
+        return self._unwritten
+
+    def _wrote(self, n: int, marks: Any = None) -> None:
+        """The first ``n`` unwritten entries (and the state in ``marks``) are committed."""
+        del self._unwritten[:n]
+        if marks is not None:
+            self._state_key, self._state, self._tools_sig = marks
+        self._failure = None
+        self._warned = False
 
     def flush(self) -> None:
-        with self._lock:
-            if not self._pending:
-                return
-            entries = self._take()
-            if self.detached is not None:
-                entries = [x for x in entries if isinstance(x.change, DecisionChange)]
-                state, tools = None, None
-            else:
-                state, tools = self._snapshot()
+        """Write everything not written yet, in one transaction.
+
+        Raises:
+            StoreError: The write failed; everything stays queued, for the next
+                write (or :meth:`_schedule_retry`).
+        """
+        with self._write_lock:
+            entries = self._batch()
             if not entries:
                 return
-            conflict = self.store.write(self.chat_id, entries, state, tools)
+            if self.detached is not None:  # deciding is not driving: only decisions
+                batch = [x for x in entries if x.type == ApprovalDecided.type]
+                state, tools, marks = None, None, None
+            else:
+                batch = entries
+                state, tools, marks = self._snapshot()
+            n = len(entries)
+            if not batch:
+                self._wrote(n)
+                return
+            try:
+                conflict = self.store.write(self.chat_id, batch, state, tools)
+            except Exception as exc:
+                self._failure = exc
+                raise
+            self._wrote(n, marks)
         if conflict is not None:
             self._detach(conflict)
 
+    def _flush_or_retry(self) -> None:
+        """A boundary that may wait (a step end, a result): write now, or keep it for later.
+
+        A failed write keeps everything queued, is retried in the background
+        (so a chat parked on an approval reaches the store as soon as the file
+        can be written, for a panel elsewhere to see), and is retried again
+        before the next step, which raises if it still fails
+        (:meth:`before_step`). The user is told once.
+        """
+        try:
+            self.flush()
+        except StoreConflictWarning:
+            raise
+        except Exception as exc:
+            self._schedule_retry()
+            if not self._warned:
+                self._warned = True
+                warnings.warn(
+                    f"nbagent store: {self._unwritten_text(exc)} Nothing is lost: it is kept "
+                    "and written as soon as the store can be written (retried in the "
+                    "background). The chat's next step, a decision or closing the chat "
+                    "raises StoreError if it still cannot be written.",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+
+    def _unwritten_text(self, exc: BaseException) -> str:
+        n = len(self._unwritten) + len(self._pending)
+        return f"chat {self.chat_id}: {n} event(s) could not be written ({exc})."
+
+    def _unwritten_error(self, exc: BaseException, then: str) -> StoreError:
+        return StoreError(
+            f"{self._unwritten_text(exc)} Nothing is lost: it is kept in this chat object "
+            f"and written at its next write; {then}."
+        )
+
+    def _schedule_retry(self) -> None:
+        """Retry writing in the background until it works (or the chat is closed)."""
+        with self._lock:
+            if self._retry is not None or self._closed:
+                return
+            thread = threading.Thread(
+                target=self._retry_loop, name="nbagent-store-retry", daemon=True
+            )
+            self._retry = thread
+        thread.start()
+
+    def _retry_loop(self) -> None:
+        delay = 0.05
+        try:
+            while not self._closed and self._failure is not None:
+                time.sleep(delay)
+                if self._closed:
+                    return
+                try:
+                    self.flush()
+                except Exception:
+                    delay = min(delay * 2, 1.0)
+        finally:
+            with self._lock:
+                self._retry = None
+            if self._failure is not None and not self._closed:
+                self._schedule_retry()  # failed again after the loop looked
+
     # -- claim -----------------------------------------------------------------
     def claim(self, call: ToolCall) -> bool:
+        """Claim ``call`` for this process in the transaction that writes what is pending.
+
+        Raises:
+            StoreError: The claim cannot be committed (the file is locked, the disk
+                fails): the call is not run, and stays runnable; what was
+                pending stays queued.
+        """
         if self.detached is not None:
             return False
-        with self._lock:  # the step's own flush writes the state; the claim writes events
-            result = self.store.claim(self.chat_id, call.id, self.owner, self._take())
+        with self._write_lock:  # the step's own flush writes the state; the claim writes events
+            entries = self._batch()
+            try:
+                result = self.store.claim(self.chat_id, call.id, self.owner, entries)
+            except Exception as exc:
+                self._failure = exc
+                self._schedule_retry()
+                raise self._unwritten_error(
+                    exc, f"{call.name}({call.id}) was not run, and runs at the next step"
+                ) from exc
+            self._wrote(len(entries))
         if result.conflict is not None:
             self._detach(result.conflict)
             return False
@@ -283,12 +450,53 @@ class StoreExtension(Extension):
         self._running.add(call.id)
         return True
 
+    # -- decisions made here ------------------------------------------------------
+    def decide(self, call: ToolCall, decision: Decision) -> Decision | None:
+        """Check a decision against the store and write it there before the chat records it.
+
+        The first decision recorded in the store wins: a call approved through
+        ``store.approve`` in another process (or by another copy of the chat)
+        cannot be denied here, and the other way round. The check and the write
+        are one transaction (the store's conditional update of the call's row).
+        Returns the decision the store already has when it differs (the chat
+        records that one and raises ``DecisionError`` if it contradicts this
+        one), or ``None`` (this decision is written; its event follows).
+
+        A decision overruling an automatic one (a resolver's, a policy's) is
+        checked and written with its event, as before.
+
+        Raises:
+            StoreError: The store cannot be written: nothing is decided.
+            DecisionError: The store has no decision but the call cannot be
+                decided there (it is running, or unknown to it).
+        """
+        if self._closed or call.decision is not None:
+            return None
+        with self._write_lock:
+            self.flush()  # the call's row first, if it is still queued
+            stored = self.store.decisions(self.chat_id, [call.id]).get(call.id)
+            if stored is None:
+                entry = Entry(-1, ApprovalDecided.type, decision.at.isoformat(), None)
+                entry = dataclasses.replace(entry, change=codec.decision_change(call.id, decision))
+                conflict = self.store.write(self.chat_id, [entry])
+                if conflict is None:
+                    self._decided[call.id] = decision
+                    return None
+                stored = self.store.decisions(self.chat_id, [call.id]).get(call.id)
+                if stored is None:
+                    raise DecisionError(f"{call.name}({call.id}) cannot be decided: {conflict}")
+        if stored == decision:  # the stored decision itself, being applied (apply_decision)
+            return None
+        return stored
+
     def _detach(self, why: str) -> None:
         if self.detached is not None:
             return
         self.detached = why
         with self._lock:
             self._pending = [x for x in self._pending if isinstance(x[0], ApprovalDecided)]
+        with self._write_lock:
+            self._unwritten = [x for x in self._unwritten if x.type == ApprovalDecided.type]
         warnings.warn(
             f"nbagent store: chat {self.chat_id} is being driven by another process "
             f"({why}). This copy stops here (its steps return 'busy'); load it again with "
@@ -310,6 +518,23 @@ class StoreExtension(Extension):
         host = self._host
         if host is None:
             return None
+        if self._failure is not None:  # a write failed: what the step builds on goes first
+            try:
+                self.flush()
+            except StoreConflictWarning:
+                raise
+            except Exception as exc:
+                self._schedule_retry()
+                chat = host.chat
+                if not (chat.awaiting_approval or chat.is_complete):  # it would run or ask
+                    raise self._unwritten_error(
+                        exc,
+                        "the chat stops here, so that no tool runs and the model is not asked "
+                        "again before it is on disk: continue (complete()) once the store can "
+                        "be written",
+                    ) from exc
+            if self.detached is not None:
+                return "busy"
         opened = host.chat.open_calls
         if not opened:
             return None
@@ -322,7 +547,11 @@ class StoreExtension(Extension):
         return "busy" if self.detached is not None else None
 
     def refresh(self) -> list[ToolCall]:
-        """``chat.refresh()``: write what is pending, then apply decisions made elsewhere."""
+        """``chat.refresh()``: write what is pending, then apply decisions made elsewhere.
+
+        Raises:
+            StoreError: What is pending cannot be written (it stays queued).
+        """
         self.flush()
         if self.detached is not None:
             return []

@@ -142,12 +142,38 @@ def m005_messages_are_their_events(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX tool_calls_gated_call_id ON tool_calls(call_id) WHERE gated = 1")
 
 
+def m006_arguments_stored_once(conn: sqlite3.Connection) -> None:
+    """A call's arguments are stored once, and a large one is never rewritten.
+
+    From version 6 a message row names its calls (id and name) without their
+    arguments, and a ``ToolCallStarted`` leaves out the arguments its call
+    runs with (its row or its decision holds them); both come back from the
+    call when read. Arguments longer than a page's worth go to
+    ``call_arguments``, a row written once, with ``tool_calls.arguments`` left
+    empty: a call's row is updated three or four times (decision, claim,
+    result), and SQLite rewrites all of a row's pages on each update. Older
+    rows keep their form (arguments inline, and again in the message) and are
+    read as before; an older nbagent would miss the arguments, so it refuses
+    the file.
+    """
+    conn.execute(
+        """CREATE TABLE call_arguments (
+            chat_id TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            PRIMARY KEY (chat_id, call_id),
+            FOREIGN KEY (chat_id, call_id) REFERENCES tool_calls(chat_id, call_id)
+        )"""
+    )
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_initial,
     m002_claims_and_decisions,
     m003_tools_and_indexes,
     m004_calls_are_their_requested_events,
     m005_messages_are_their_events,
+    m006_arguments_stored_once,
 )
 """Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
 

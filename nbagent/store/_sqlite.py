@@ -1,6 +1,6 @@
 """The embedded default store: one SQLite file, WAL mode, versioned schema.
 
-Tables (schema version 5)::
+Tables (schema version 6)::
 
     schema_migrations(version PK, name, applied_at)
     chats(id PK, created_at, updated_at, provider, model, system, title, state json, tools json)
@@ -9,9 +9,15 @@ Tables (schema version 5)::
                status, gated, approval json, decision json, result json, turn, step,
                requested_at, started_at, finished_at, claimed_by, claimed_at)
                                                              PK (chat_id, call_id)
+    call_arguments(chat_id, call_id, arguments json)         PK (chat_id, call_id)
     events(chat_id, seq, type, ts, json)                     PK (chat_id, seq)
     decisions(id PK, chat_id, call_id, verdict, decided_by, at, reason, arguments json,
               source 'chat'|'store', applied 0|1|-1, applied_at, error)
+
+A call's arguments are stored once (since version 6): in its row, or, when
+longer than :data:`_INLINE_ARGUMENTS`, in ``call_arguments`` with the row's
+``arguments`` left empty, so updating the call (decision, claim, result) never
+rewrites them. Message rows and started events refer to them.
 
 An event is not stored twice: a ``ToolCallRequested`` *is* its call's row
 (``tool_calls.seq`` and ``requested_at`` are its ``seq`` and ``ts``; since
@@ -33,7 +39,7 @@ all pending ones applied in one transaction when a store is opened; a file
 written by an older version opens in a newer one, and a file from a newer
 version is refused (never modified). Every write is one ``BEGIN IMMEDIATE``
 transaction; readers never block writers (WAL), and the WAL is copied back
-off the chat's path (:mod:`~nbagent.store._checkpointer`).
+off the chat's path and kept bounded (:mod:`~nbagent.store._checkpointer`).
 
 Durability: ``synchronous=NORMAL`` (the default) keeps every committed
 transaction through a crash of the process or kernel restart; pass
@@ -42,6 +48,7 @@ transaction through a crash of the process or kernel restart; pass
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 import threading
@@ -57,9 +64,10 @@ from .._errors import DecisionError, StoreError
 from .._events import Event, utcnow
 from .._schema import validate_json_schema
 from .._types import Decision, ToolCall
+from .._unicode import clean, clean_json
 from . import _codec as codec
 from . import _migrations as migrations
-from ._checkpointer import Checkpointer, take_over
+from ._checkpointer import checkpointer_for, take_over
 from ._protocol import (
     CallFinal,
     CallReset,
@@ -75,11 +83,34 @@ from ._protocol import (
 )
 
 # ------------------------------------------------------------------ store
-_CALL_COLUMNS = (
-    "chat_id, call_id, name, arguments, raw_arguments, parse_error, status, approval, decision, "
-    "result, turn, step, requested_at, started_at, finished_at, claimed_by, claimed_at"
+_INLINE_ARGUMENTS = 2048
+"""Encoded arguments longer than this go to ``call_arguments`` (a row written once)."""
+_ARGUMENTS = (
+    "CASE WHEN arguments <> '' THEN arguments ELSE (SELECT a.arguments FROM call_arguments a "
+    "WHERE a.chat_id = tool_calls.chat_id AND a.call_id = tool_calls.call_id) END"
 )
-_RESULT = [c.strip() for c in _CALL_COLUMNS.split(",")].index("result")
+_COLUMNS = (
+    "chat_id",
+    "call_id",
+    "name",
+    _ARGUMENTS,
+    "raw_arguments",
+    "parse_error",
+    "status",
+    "approval",
+    "decision",
+    "result",
+    "turn",
+    "step",
+    "requested_at",
+    "started_at",
+    "finished_at",
+    "claimed_by",
+    "claimed_at",
+)
+_CALL_COLUMNS = ", ".join(_COLUMNS)
+"""A call's columns, for ``SELECT ... FROM tool_calls`` (the table not aliased)."""
+_RESULT = _COLUMNS.index("result")
 _AUTOMATIC = ("resolver",)
 
 
@@ -174,8 +205,8 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._conn = self._connect(timeout, synchronous.upper())
-        self._checkpointer = Checkpointer(self.location, synchronous.upper())
-        self._finalizer = weakref.finalize(self, self._checkpointer.close)
+        self._checkpointer = checkpointer_for(self.location, synchronous.upper())
+        self._finalizer = weakref.finalize(self, self._checkpointer.release)
 
     # -- lifecycle ---------------------------------------------------------------
     def _connect(self, timeout: float, synchronous: str) -> sqlite3.Connection:
@@ -294,7 +325,7 @@ class SQLiteStore:
             except sqlite3.Error as exc:
                 conn.execute("ROLLBACK")
                 raise self._error(exc) from exc
-            self._checkpointer.committed()
+            self._checkpointer.committed(conn)
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -314,7 +345,9 @@ class SQLiteStore:
         text = str(exc)
         if _locked(exc):
             return StoreError(
-                f"store {self.location} is locked by another process ({text}); try again"
+                f"store {self.location} is locked: another connection holds a write "
+                f"transaction on it past the busy timeout (a DB browser, a backup, another "
+                f"process or store object?) ({text}); try again once it lets go"
             )
         if isinstance(exc, sqlite3.DatabaseError) and not isinstance(
             exc, (sqlite3.IntegrityError, sqlite3.OperationalError, sqlite3.ProgrammingError)
@@ -324,6 +357,13 @@ class SQLiteStore:
 
     # -- the chat side ----------------------------------------------------------------
     def create_chat(self, info: ChatInfo, system: str | None, state: Mapping[str, Any]) -> None:
+        try:
+            self._create_chat(info, system, state)
+        except UnicodeEncodeError:  # a lone surrogate SQLite cannot store: replaced
+            info = dataclasses.replace(info, provider=clean(info.provider), model=clean(info.model))
+            self._create_chat(info, clean(system) if system else system, clean_json(state))
+
+    def _create_chat(self, info: ChatInfo, system: str | None, state: Mapping[str, Any]) -> None:
         with self._tx() as conn:
             cur = conn.execute(
                 "INSERT INTO chats (id, created_at, updated_at, provider, model, system, state) "
@@ -447,6 +487,20 @@ class SQLiteStore:
         state: Mapping[str, Any] | None = None,
         tools: Mapping[str, Any] | None = None,
     ) -> str | None:
+        try:
+            return self._write(chat_id, entries, state, tools)
+        except UnicodeEncodeError:  # a lone surrogate SQLite cannot store: replaced
+            return self._write(
+                chat_id, codec.valid_text(entries), clean_json(state), clean_json(tools)
+            )
+
+    def _write(
+        self,
+        chat_id: str,
+        entries: Sequence[Entry],
+        state: Mapping[str, Any] | None,
+        tools: Mapping[str, Any] | None,
+    ) -> str | None:
         with self._tx() as conn:
             conflict = self._apply(conn, chat_id, entries)
             self._touch(conn, chat_id, state, tools)
@@ -459,6 +513,20 @@ class SQLiteStore:
         owner: str,
         entries: Sequence[Entry] = (),
         state: Mapping[str, Any] | None = None,
+    ) -> ClaimResult:
+        try:
+            return self._claim(chat_id, call_id, owner, entries, state)
+        except UnicodeEncodeError:  # a lone surrogate SQLite cannot store: replaced
+            valid = codec.valid_text(entries)
+            return self._claim(chat_id, call_id, owner, valid, clean_json(state))
+
+    def _claim(
+        self,
+        chat_id: str,
+        call_id: str,
+        owner: str,
+        entries: Sequence[Entry],
+        state: Mapping[str, Any] | None,
     ) -> ClaimResult:
         with self._tx() as conn:
             now = utcnow().isoformat()
@@ -589,6 +657,7 @@ class SQLiteStore:
                 claim = None  # the call being claimed is another, or not runnable yet
             if claim is not None:
                 status, owner, at = "running", claim.owner, claim.at  # claimed as written
+            apart = len(ch.arguments) > _INLINE_ARGUMENTS  # a row never rewritten (m006)
             cur = conn.execute(
                 "INSERT INTO tool_calls (chat_id, call_id, seq, name, arguments, raw_arguments, "
                 "parse_error, status, gated, approval, turn, step, requested_at, claimed_by, "
@@ -599,7 +668,7 @@ class SQLiteStore:
                     ch.call_id,
                     ch.seq,
                     ch.name,
-                    ch.arguments,
+                    "" if apart else ch.arguments,
                     ch.raw_arguments,
                     ch.parse_error,
                     status,
@@ -614,6 +683,12 @@ class SQLiteStore:
             )
             if cur.rowcount != 1:
                 return f"call {ch.call_id!r} was already recorded by another process"
+            if apart:
+                conn.execute(
+                    "INSERT INTO call_arguments (chat_id, call_id, arguments) VALUES (?, ?, ?) "
+                    "ON CONFLICT DO UPDATE SET arguments = excluded.arguments",
+                    (chat_id, ch.call_id, ch.arguments),
+                )
             if claim is not None:
                 claim.done = True
             return "ok"
@@ -725,6 +800,7 @@ class SQLiteStore:
         return out
 
     def reject_decision(self, chat_id: str, call_id: str, error: str) -> None:
+        error = clean(error)
         with self._tx() as conn:
             conn.execute(
                 "UPDATE decisions SET applied = -1, applied_at = ?, error = ? "
@@ -805,6 +881,7 @@ class SQLiteStore:
             raise TypeError("by must be a non-empty string")
         if reason is not None and not isinstance(reason, str):
             raise TypeError("reason must be a string")
+        by, reason = clean(by), clean(reason) if reason is not None else None
         if arguments is not None and not isinstance(arguments, dict):
             raise DecisionError(f"edited arguments must be a dict, got {type(arguments).__name__}")
         with self._tx() as conn:

@@ -1,4 +1,4 @@
-"""How events are stored: never twice, and rebuilt equal (schema version 5 and before)."""
+"""How events are stored: never twice, and rebuilt equal (schema version 6 and before)."""
 
 from __future__ import annotations
 
@@ -181,7 +181,8 @@ def test_events_stored_in_full_by_an_older_version_read_the_same(
 ) -> None:
     """Rows in the forms of versions 1 to 4 read as the events the chat emitted.
 
-    Before version 5 a ``MessageAdded`` had an ``events`` row (referring to the
+    Before version 6 a message row held its calls' arguments, and a started
+    event its arguments. Before version 5 a ``MessageAdded`` had an ``events`` row (referring to the
     message row, or holding the message) and started events had their own
     rows; before version 4 so had a ``ToolCallRequested``, and a
     ``ToolCallFinished`` held its result. A chat may have rows of every form.
@@ -207,16 +208,16 @@ def test_events_stored_in_full_by_an_older_version_read_the_same(
             insert(e, codec.event_json(e))
         added = [e for e in live if isinstance(e, MessageAdded)]
         for i, e in enumerate(added):
-            conn.execute(
-                "UPDATE messages SET seq = NULL, ts = NULL WHERE chat_id = ? AND idx = ?",
-                (chat.id, e.index),
+            conn.execute(  # before version 6 a message held its calls' arguments too
+                "UPDATE messages SET seq = NULL, ts = NULL, json = ? WHERE chat_id = ? AND idx = ?",
+                (codec.dumps(codec.message_out(e.message)), chat.id, e.index),
             )
             insert(
                 e, codec.event_json(e) if i % 2 else json.dumps({"index": e.index, "turn": e.turn})
             )
         for e in live:
             if isinstance(e, (ModelRequestStarted, ToolCallStarted)):
-                insert(e, codec.event_json(e))
+                insert(e, codec.event_json(e))  # with its arguments, as before version 6
             elif isinstance(e, (ModelRequestFinished, ToolCallFinished)):
                 conn.execute(
                     "UPDATE events SET json = ? WHERE chat_id = ? AND seq = ?",
@@ -312,3 +313,112 @@ def test_the_fast_json_encoder_writes_what_the_standard_one_does() -> None:
     cycle.append(cycle)
     with pytest.raises((ValueError, RecursionError)):
         codec.dumps(cycle)
+
+
+# ------------------------------------------------------------- arguments stored once
+@tool
+def save(text: str) -> str:
+    """Save a text.
+
+    Args:
+        text: The text.
+    """
+    return f"saved {len(text)} characters"
+
+
+def _stored_size(path: Path, text: str, edited: str | None = None) -> tuple[int, Chat]:
+    """The file's size after a chat saved ``text`` (through an approval when ``edited``)."""
+    from nbagent import Tool
+    from nbagent.testing import ScriptedProvider, call_tools, reply
+
+    class GatedSave(Tool):
+        """Save a text, once a person agrees."""
+
+        name = "gated_save"
+        requires_approval = True
+
+        def execute(self, text: str) -> str:
+            """Save.
+
+            Args:
+                text: The text.
+            """
+            return f"saved {len(text)} characters"
+
+    script = [call_tools(("save", {"text": text}), ("gated_save", {"text": text})), reply("ok")]
+    live: list[Event] = []
+    with SQLiteStore(path) as store:
+        chat = Chat(provider=ScriptedProvider(script), store=store).with_tools(save, GatedSave)
+        chat.on(
+            None, lambda e: None if isinstance(e, (TextDelta, ToolCallDelta)) else live.append(e)
+        )
+        chat.ask("Save it twice")
+        chat.approve(chat.pending_approvals[0], {"text": edited} if edited is not None else None)
+        chat.complete()
+        assert chat.status == "complete"
+        assert [_fields(e) for e in store.iter_events(chat.id)] == [_fields(e) for e in live]
+        loaded = Chat.load(
+            chat.id, store=store, tools=[save, GatedSave], provider=ScriptedProvider([])
+        )
+        assert loaded.transcript == chat.transcript
+        assert [c.effective_arguments for c in loaded.tool_calls] == [
+            c.effective_arguments for c in chat.tool_calls
+        ]
+        loaded.close()
+        chat.close()
+    return path.stat().st_size, chat  # closing checkpointed the WAL into the file
+
+
+def test_a_calls_arguments_are_stored_once(tmp_path: Path) -> None:
+    """A call's arguments are in its row only: not again in the assistant message's row, nor
+    in its ``ToolCallStarted`` event (the 1 MB argument below used to take 3 MB per call)."""
+    big = "x" * 1_000_000
+    small_size, _ = _stored_size(tmp_path / "small.db", "x")
+    big_size, chat = _stored_size(tmp_path / "big.db", big)
+    grown = big_size - small_size
+    assert 1.9 * len(big) < grown < 2.2 * len(big), grown  # two calls, each stored once
+    apart = _rows(tmp_path / "big.db", "SELECT call_id, length(arguments) FROM call_arguments")
+    assert sorted(apart) == sorted((c.id, len(big) + 11) for c in chat.tool_calls)
+    inline = _rows(tmp_path / "big.db", "SELECT DISTINCT arguments FROM tool_calls")
+    assert inline == [("",)]  # the rows updated by decisions, claims, results stay small
+    messages = _rows(tmp_path / "big.db", "SELECT json FROM messages")
+    assert all(big not in text for (text,) in messages)
+    events = _rows(tmp_path / "big.db", "SELECT json FROM events")
+    assert all(big not in text for (text,) in events)
+
+
+def test_edited_arguments_are_not_stored_again_with_the_start(tmp_path: Path) -> None:
+    """A call run with edited arguments: its start refers to the decision that holds them."""
+    edited = "y" * 200_000
+    _, chat = _stored_size(tmp_path / "edited.db", "x", edited=edited)
+    gated = chat.tool_calls[1]
+    assert gated.effective_arguments == {"text": edited}
+    started = _rows(
+        tmp_path / "edited.db", "SELECT json FROM events WHERE type = 'tool_call_finished'"
+    )
+    assert all(edited not in text for (text,) in started)
+
+
+def test_the_version_6_migration_adds_call_arguments_and_keeps_inline_ones(tmp_path: Path) -> None:
+    path = tmp_path / "v5.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        migrations.migrate(conn, upto=5)
+    finally:
+        conn.close()
+    tables = "SELECT name FROM sqlite_master WHERE type = 'table'"
+    assert ("call_arguments",) not in _rows(path, tables)
+    with SQLiteStore(path) as store:
+        assert store.schema_version == migrations.SCHEMA_VERSION >= 6
+        assert ("call_arguments",) in _rows(path, tables)
+        _, chat = _stored_size(path, "z" * 5000)
+    with SQLiteStore(path) as store:
+        conn = sqlite3.connect(path)  # a call written inline, as before version 6
+        conn.execute(
+            "UPDATE tool_calls SET arguments = (SELECT arguments FROM call_arguments a "
+            "WHERE a.call_id = tool_calls.call_id)"
+        )
+        conn.execute("DELETE FROM call_arguments")
+        conn.commit()
+        conn.close()
+        assert [c.arguments for c in store.calls(chat.id)] == [{"text": "z" * 5000}] * 2

@@ -338,6 +338,40 @@ def test_other_sqlite_databases_are_not_touched(tmp_path: Path) -> None:
     assert path.read_bytes() == before
 
 
+def _stored_options(store: Any, chat_id: str, change: Any) -> None:
+    """Change a stored chat's tool options in place (as a newer nbagent or a hand edit would)."""
+    import json
+    import sqlite3
+
+    conn = sqlite3.connect(store.path)
+    (state,) = conn.execute("SELECT state FROM chats WHERE id = ?", (chat_id,)).fetchone()
+    state = json.loads(state)
+    change(state["options"])
+    conn.execute("UPDATE chats SET state = ? WHERE id = ?", (json.dumps(state), chat_id))
+    conn.commit()
+    conn.close()
+
+
+def test_unknown_or_invalid_stored_options_name_the_key_and_the_chat(store: Any) -> None:
+    """A stored tool option this version does not know (a newer nbagent, a hand edit) is a
+    StoreError naming it and the chat, not a raw TypeError from inside the chat."""
+    chat = Chat(model="demo", store=store).with_tools(Refund).with_tool_options(calls="one")
+    closed(chat)
+    _stored_options(store, chat.id, lambda o: o.update(parallel_budget=3))
+    with pytest.raises(StoreError, match=rf"chat {chat.id} of .*'parallel_budget'"):
+        Chat.load(chat.id, store=store, tools=[Refund])
+    _stored_options(store, chat.id, lambda o: o.update(timeout="soon", parallel_budget=None))
+    with pytest.raises(StoreError, match=rf"chat {chat.id} of .*'parallel_budget'"):
+        Chat.load(chat.id, store=store, tools=[Refund])
+    _stored_options(store, chat.id, lambda o: o.pop("parallel_budget"))
+    with pytest.raises(StoreError, match=rf"chat {chat.id} of .*'timeout'"):
+        Chat.load(chat.id, store=store, tools=[Refund])
+    _stored_options(store, chat.id, lambda o: o.update(timeout=None))
+    loaded = Chat.load(chat.id, store=store, tools=[Refund])  # valid again: it loads
+    assert loaded.tool_options == chat.tool_options
+    closed(loaded)
+
+
 def test_bad_paths_and_closed_stores(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="does not exist"):
         SQLiteStore(tmp_path / "missing" / "agent.db")
@@ -394,10 +428,12 @@ def test_two_copies_in_one_process_run_a_call_once(store: Any, counter: Path) ->
 def test_a_contradicting_decision_loses_to_the_stored_one(store: Any, counter: Path) -> None:
     chat, call_id = parked(store)
     store.deny(call_id, reason="no", by="manager")
-    with pytest.warns(StoreConflictWarning, match="already denied by manager"):
+    with pytest.raises(DecisionError, match="already denied by manager"):
         chat.approve(call_id)  # this copy did not refresh: the store's decision wins
-    assert chat.complete() is not None and chat.last_step.kind == "busy"
-    assert count(counter) == 0
+    call = chat.get_call(call_id)
+    assert call.status == "denied" and call.decision.by == "manager"  # and this copy shows it
+    chat.complete()
+    assert chat.status == "complete" and count(counter) == 0
     again = Chat.load(chat.id, store=store, tools=[Refund])
     assert again.get_call(call_id).status == "denied"
     again.complete()
