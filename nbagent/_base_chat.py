@@ -317,6 +317,10 @@ class BaseChat(LoopMixin, DecisionsMixin):
 
         Also done when the chat is garbage-collected or the interpreter exits;
         ``with Chat(store=...) as chat:`` closes at the end of the block.
+
+        Raises:
+            StoreError: What is pending could not be written (the store's file is
+                locked, say); nothing is lost, and closing again retries.
         """
         for close in self._hook("close"):
             close()

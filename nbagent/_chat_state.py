@@ -12,6 +12,7 @@ the decisions API (``_decisions.py``) and the public :class:`~nbagent.Chat`
 
 from __future__ import annotations
 
+import json
 import threading
 import warnings
 import weakref
@@ -348,8 +349,13 @@ class ChatCore:
             if arguments is not None:
                 try:
                     arguments = clean_json(arguments)
+                    json.dumps(arguments, allow_nan=False)  # what the wire will need
                 except TooDeep as exc:
                     raise DecisionError(f"edited arguments for {c.name} are {exc}") from None
+                except (TypeError, ValueError) as exc:
+                    raise DecisionError(
+                        f"edited arguments for {c.name} are not JSON ({exc})"
+                    ) from None
                 if verdict != "approved":
                     raise DecisionError("only an approval can carry edited arguments")
                 tool = self._tools.get(c.name)

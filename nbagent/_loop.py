@@ -459,6 +459,7 @@ class LoopMixin(ChatCore):
         reason: str | None = None
         if tool is not None and tool.has_resolver:
             verdict, note = consult_resolver(tool, c)
+            note = clean(note) if note else note
             by = "resolver"
             if note and c.approval is not None:
                 # asked again at every step: the reason says why it could not decide, once
@@ -551,11 +552,12 @@ def _stop(message: ChatMessage) -> str:
 
 def _clean_response(response: LLMToolResponse) -> LLMToolResponse:
     """The response with its text valid UTF-8 (calls are admitted one by one later)."""
-    text, refusal = clean(response.text), response.refusal
+    text, refusal, model = clean(response.text), response.refusal, response.model
     refusal = clean(refusal) if refusal is not None else None
-    if text is response.text and refusal is response.refusal:
+    model = clean(model) if model else model
+    if text is response.text and refusal is response.refusal and model is response.model:
         return response
-    return dataclasses.replace(response, text=text, refusal=refusal)
+    return dataclasses.replace(response, text=text, refusal=refusal, model=model)
 
 
 def _admitted(c: ToolCall) -> ToolCall:

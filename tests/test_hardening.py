@@ -391,3 +391,20 @@ def test_arguments_are_validated_strictly_and_the_store_agrees(
     with pytest.raises(DecisionError, match=problem.split(":")[1]):
         parked.approve(pending, arguments)
     parked.close()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_edited_arguments_must_be_json(bad: float) -> None:
+    from nbagent import DecisionError
+
+    @tool(requires_approval=True)
+    def scale(x: float) -> str:
+        """Scale by x."""
+        ran.append("scale")
+        return "ok"
+
+    chat = _chat(call_tools(("scale", {"x": 2.0})), reply("done")).with_tools(scale)
+    chat.ask("go")
+    with pytest.raises(DecisionError, match="not JSON"):
+        chat.approve(chat.pending_approvals[0], {"x": bad})
+    assert chat.pending_approvals and ran == []
