@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import re
 import subprocess
 import sys
 import threading
@@ -229,12 +230,52 @@ def test_non_empty_frames_have_the_schema(kind: str, mixed_chat: Chat) -> None:
     assert_schema(df, kind)
 
 
-def test_documented_column_table_matches_the_schema() -> None:
+def _documented_tables() -> dict[str, list[str]]:
+    """The column names of each table in the docstring of ``nbagent.log._projection``."""
     import nbagent.log._projection as module
 
-    doc = module.__doc__ or ""
-    for name in [*CALL_COLUMNS, *STEP_COLUMNS, *MESSAGE_COLUMNS]:
-        assert f"\n{name} " in doc, name
+    row = re.compile(r"^([a-z_]+) +(string|Int64|Float64|boolean|category|object|datetime64)\b")
+    tables: dict[str, list[str]] = {}
+    for line in (module.__doc__ or "").splitlines():
+        if m := re.match(r"^``chat\.(log|steps|messages)``: ", line):
+            rows = tables.setdefault(m.group(1), [])
+        elif m := row.match(line):
+            rows.append(m.group(1))
+    return tables
+
+
+def test_documented_column_tables_match_the_schemas_in_order() -> None:
+    tables = _documented_tables()
+    assert tables["log"] == list(CALL_COLUMNS)
+    assert tables["steps"] == list(STEP_COLUMNS)
+    assert tables["messages"] == list(MESSAGE_COLUMNS)
+
+
+def test_the_readme_names_every_column_of_the_log() -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme[readme.index("## Analysing the tool-call log") :]
+    section = section[: section.index("\n## ")]
+    assert [name for name in CALL_COLUMNS if f"`{name}`" not in section] == []
+    assert "nbagent/log/_projection.py" in section
+
+
+def test_the_log_leads_with_what_happened_and_ends_with_the_ids() -> None:
+    """A visible choice: ``chat.log.head()`` shows tool, status, decision and duration
+    first; the 32-character chat id and the call id come last."""
+    chat = Chat(model="demo").with_tools(get_weather)
+    chat.ask("weather in Paris")
+    columns = list(chat.log.columns)
+    assert columns[:4] == ["tool", "status", "decision", "duration_ms"]
+    assert columns[-2:] == ["chat_id", "call_id"]
+    assert list(nbagent.read_log([chat, Chat(model="demo")]).columns) == columns
+    # as a notebook shows it: HTML cut to 20 columns, text wrapped at 80 characters
+    with pd.option_context("display.width", 80, "display.max_columns", 20):
+        html = chat.log.head()._repr_html_()
+        text = repr(chat.log.head()).splitlines()[0]
+    headers = re.findall(r"<th>([^<]*)</th>", html)[1:]  # after the index's corner
+    assert headers[:4] == ["tool", "status", "decision", "duration_ms"]
+    assert headers.index("...") > headers.index("duration_ms")
+    assert text.split()[:4] == ["tool", "status", "decision", "duration_ms"]
 
 
 def test_a_simple_run_gives_complete_rows() -> None:
