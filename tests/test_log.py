@@ -629,12 +629,47 @@ def test_summary_per_tool(mixed_chat: Chat) -> None:
     assert s.loc["refund", "denial_rate"] == 0.0
     assert pd.isna(s.loc["get_weather", "denial_rate"])
     assert s.loc["get_weather", "p50_ms"] >= 0
-    # tokens of the request are split among its calls: 6 calls share 100 input tokens
-    assert s.loc["boom", "input_tokens"] == round(100 / 6)
-    assert s.loc["refund", "output_tokens"] == 10  # 20 output tokens, two calls
+    # tokens of the request are split among its calls: 6 calls share 100 + 60 tokens
+    assert s.loc["boom", "tokens"] == round(160 / 6)
+    assert s.loc["refund", "tokens"] == 60  # 100 input + 20 output tokens, two calls
     by_chat = log.summary(mixed_chat.log, by=["chat_id", "status"])
     assert by_chat["calls"].sum() == len(mixed_chat.log)
-    assert by_chat["input_tokens"].isna().all()  # a bare frame has no steps
+    assert by_chat["tokens"].isna().all()  # a bare frame has no steps
+
+
+def test_summary_is_rounded(mixed_chat: Chat) -> None:
+    calls = mixed_chat.log
+    calls["duration_ms"] = pd.array([1.23456, 0.0049, 987.654321, None, None, None, 0.5, None])
+    steps = mixed_chat.steps
+    steps["cost_usd"] = 0.0123456789
+    s = log.summary(calls, steps=steps)
+    assert s.loc["get_weather", "error_rate"] == 0.5
+    assert s.loc["slow", "p50_ms"] == 987.7 and s.loc["boom", "p50_ms"] == 0.0
+    assert s.loc["refund", "cost_usd"] == 0.006173  # half of 0.01234..., 4 significant digits
+    weather = mixed_chat.log.iloc[[0, 0, 5]]  # 1 error of 3 ran: 0.333
+    assert log.summary(weather)["error_rate"].tolist() == [0.333]
+    for col in ("error_rate", "denial_rate"):
+        assert (s[col].dropna() == s[col].dropna().round(3)).all()
+    for col in ("p50_ms", "p95_ms"):
+        assert (s[col].dropna() == s[col].dropna().round(1)).all()
+
+
+def test_summary_fits_a_notebook_cell(mixed_chat: Chat) -> None:
+    """Rounded values and 11 columns fit a classic notebook's output area (about 115
+    characters of monospace text) with 16-character tool names, 1,000 calls a tool and
+    runs of tens of seconds; the old summary's 13 unrounded columns took about 150."""
+    calls = pd.concat([mixed_chat.log] * 500, ignore_index=True)  # 4,000 calls
+    names = ["convert_currency", "get_weather", "search_documents", "issue_refund"]
+    calls["tool"] = pd.array([names[i % 4] for i in range(len(calls))], dtype="string")
+    calls["duration_ms"] = pd.array([12.3456789 * i for i in range(len(calls))], dtype="Float64")
+    steps = mixed_chat.steps
+    steps["cost_usd"] = 0.0123456789
+    s = log.summary(calls, steps=steps)
+    assert len(s.columns) <= 12 and len(s) == 4
+    assert s["tokens"].notna().all() and s["cost_usd"].notna().all()
+    assert max(map(len, s.to_string().splitlines())) <= 115
+    with pd.option_context("display.max_columns", 20):
+        assert "..." not in s._repr_html_()  # every column shown
 
 
 def test_summary_of_an_empty_log() -> None:

@@ -53,9 +53,7 @@ SUMMARY_COLUMNS: dict[str, ColumnKind] = {
     "pending": "Int64",
     "p50_ms": "Float64",
     "p95_ms": "Float64",
-    "mean_ms": "Float64",
-    "input_tokens": "Int64",
-    "output_tokens": "Int64",
+    "tokens": "Int64",
     "cost_usd": "Float64",
 }
 """Columns of :func:`summary` (indexed by the grouping column, ``tool`` by default)."""
@@ -75,6 +73,7 @@ STATUS_COLORS: dict[str, str] = {
 }
 """Colour of each call status in the plots."""
 
+_DECIDED = ("approved", "denied", "policy")  # decided gated calls: denial_rate's denominator
 _NA_TOKEN = "<NA>"  # what CSV files write for a missing value (pandas reads it as NA too)
 
 
@@ -154,14 +153,21 @@ def summary(
         by: Column(s) to group by.
 
     Returns:
-        One row per group, columns :data:`SUMMARY_COLUMNS`:
-        ``errors`` counts ``error`` and ``timed_out``; ``error_rate`` is errors
-        over calls that ran to an end (``ok``/``error``/``timed_out``);
-        ``denial_rate`` is denials over calls that were decided (by anyone);
-        ``p50_ms``/``p95_ms``/``mean_ms`` are over calls that ran. Tokens and
-        cost are those of the model request that asked for the call, split
-        evenly among the calls it asked for, summed and rounded (NA without a
-        steps frame).
+        One row per group, columns :data:`SUMMARY_COLUMNS`, rounded to be read
+        in a notebook cell:
+
+        - ``errors`` counts ``error`` and ``timed_out``; ``error_rate`` is
+          errors over calls that ran to an end (``ok``/``error``/``timed_out``);
+        - ``denial_rate`` is denials over the gated calls that were decided (by
+          anyone: ``decision`` ``approved``, ``denied`` or ``policy``); calls
+          still ``pending`` or rejected before a decision (``none``) are not in
+          it. Rates are fractions (0.25 = 25 %) to 3 decimals, NA when nothing
+          counts;
+        - ``p50_ms``/``p95_ms`` are over calls that ran, to 0.1 ms;
+        - ``tokens`` (input + output) and ``cost_usd`` are those of the model
+          request that asked for the call, split evenly among the calls it asked
+          for and summed; cost to 4 significant digits (both NA without a steps
+          frame, cost also when the model's prices are unknown).
     """
     import pandas as pd
 
@@ -177,12 +183,12 @@ def summary(
     flags["errors"] = status.isin(["error", "timed_out"]).astype("int64")
     flags["_ran"] = status.isin(["ok", "error", "timed_out"]).astype("int64")
     flags["denied"] = (status == "denied").fillna(False).astype("int64")
-    flags["_decided"] = decision.isin(["approved", "denied", "policy"]).astype("int64")
+    flags["_decided"] = decision.isin(_DECIDED).astype("int64")
     flags["pending"] = (decision == "pending").fillna(False).astype("int64")
     flags["_ms"] = calls["duration_ms"].astype("float64")
-    tokens = _token_shares(calls, steps)
-    for col in ("input_tokens", "output_tokens", "cost_usd"):
-        flags[col] = tokens[col]
+    shares = _token_shares(calls, steps)
+    flags["tokens"] = shares["input_tokens"] + shares["output_tokens"]
+    flags["cost_usd"] = shares["cost_usd"]
     groups = flags.groupby(keys, sort=True, dropna=False, observed=True)
     counts = groups[["calls", "ok", "errors", "_ran", "denied", "_decided", "pending"]].sum()
     ms = groups["_ms"]
@@ -190,17 +196,22 @@ def summary(
     out["calls"] = counts["calls"]
     out["ok"] = counts["ok"]
     out["errors"] = counts["errors"]
-    out["error_rate"] = counts["errors"] / counts["_ran"].where(counts["_ran"] > 0)
+    out["error_rate"] = (counts["errors"] / counts["_ran"].where(counts["_ran"] > 0)).round(3)
     out["denied"] = counts["denied"]
-    out["denial_rate"] = counts["denied"] / counts["_decided"].where(counts["_decided"] > 0)
+    out["denial_rate"] = (
+        counts["denied"] / counts["_decided"].where(counts["_decided"] > 0)
+    ).round(3)
     out["pending"] = counts["pending"]
-    out["p50_ms"] = ms.quantile(0.5)
-    out["p95_ms"] = ms.quantile(0.95)
-    out["mean_ms"] = ms.mean()
-    for col in ("input_tokens", "output_tokens", "cost_usd"):
-        out[col] = groups[col].sum(min_count=1)
-    out[["input_tokens", "output_tokens"]] = out[["input_tokens", "output_tokens"]].round()
+    out["p50_ms"] = ms.quantile(0.5).round(1)
+    out["p95_ms"] = ms.quantile(0.95).round(1)
+    out["tokens"] = groups["tokens"].sum(min_count=1).round()
+    out["cost_usd"] = _significant(groups["cost_usd"].sum(min_count=1), 4)
     return out.astype({c: _pandas_dtype(SUMMARY_COLUMNS[c]) for c in out.columns})
+
+
+def _significant(values: pd.Series, digits: int) -> pd.Series:
+    """``values`` rounded to ``digits`` significant digits (NA stays NA)."""
+    return values.astype("float64").map(lambda v: float(f"{v:.{digits}g}"), na_action="ignore")
 
 
 def _token_shares(calls: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
