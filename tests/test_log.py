@@ -613,6 +613,7 @@ def test_call_log_keeps_compact_records_not_events() -> None:
     _chat, events = _recorded_chat("weather in Paris")
     calllog = CallLog("replayed").feed(events)
     assert len(calllog) == 1 and not hasattr(calllog, "events")
+    assert calllog.title == "weather in Paris" and CallLog("new").title is None
     assert "calls=1" in repr(calllog)
 
 
@@ -756,6 +757,64 @@ def test_timeline_draws_a_bar_per_run_and_a_marker_per_call_not_run(mixed_chat: 
     assert "step 2 · sequential" in notes and "not run" in notes
     assert _png(log.plot_timeline(mixed_chat, relative=False)).startswith(b"\x89PNG")
     assert "latest 3 of" in log.plot_timeline(mixed_chat, max_rows=3).axes[0].get_title(loc="left")
+
+
+def _ids_in_one_millisecond(n: int) -> list[str]:
+    """``n`` version-7 chat ids made together: one time prefix, different random tails."""
+    from nbagent._base_chat import new_chat_id
+
+    ids = [new_chat_id() for _ in range(n)]
+    ids = [ids[0][:12] + i[12:] for i in ids]  # the same millisecond, however slow the machine
+    ids[1] = ids[1][:-6] + ids[0][-6:]  # and two that share their last 6 characters
+    assert len(set(ids)) == n and len({i[:12] for i in ids}) == 1
+    return ids
+
+
+def test_chat_labels_are_unique_suffixes_of_version_7_ids() -> None:
+    ids = _ids_in_one_millisecond(12)
+    labels = log._chat_labels(ids, {})
+    assert len(set(labels.values())) == 12
+    sizes = {len(label.removeprefix("chat ")) for label in labels.values()}
+    assert sizes == {7}  # the shortest that tells ids[0] and ids[1] apart
+    assert all(label == f"chat {i[-7:]}" for i, label in labels.items())
+    others = ids[2:]
+    assert log._chat_labels(others, {}) == {i: f"chat {i[-6:]}" for i in others}
+    assert log._chat_labels(["a", "ba"], {}) == {"a": "chat a", "ba": "chat ba"}
+
+
+def test_chat_labels_prefer_titles_and_stay_unique() -> None:
+    a, b, c, d, e = _ids_in_one_millisecond(5)
+    titles = {
+        a: "What is the weather in Paris and in Tokyo?",
+        b: "What is the weather in Paris and in Lima?",  # shortens like a's
+        c: "  Refund\norder 42  ",
+        d: None,
+    }
+    labels = log._chat_labels([a, b, c, d, e], titles)
+    assert labels[a] == f"“What is the weather in Pari…” ({a[-7:]})"
+    assert labels[b] == f"“What is the weather in Pari…” ({b[-7:]})"
+    assert labels[c] == "“Refund order 42”"
+    assert labels[d] == f"chat {d[-7:]}" and labels[e] == f"chat {e[-7:]}"
+    # titles made to look like other labels stay apart
+    tricky = {a: f"chat {b[-7:]}", c: f"x” ({d[-7:]}", d: "x", e: "x"}
+    assert len(set(log._chat_labels([a, b, c, d, e], tricky).values())) == 5
+
+
+def test_timeline_labels_chats_by_their_first_message_or_a_unique_suffix() -> None:
+    chats = [Chat(model="demo").with_tools(get_weather) for _ in range(4)]
+    for chat, city in zip(chats, ["Paris", "Lima", "Paris", "Oslo"], strict=True):
+        chat.ask(f"weather in {city}")
+
+    def notes(fig: Figure) -> list[str]:
+        return [t.get_text().split(" · step")[0] for t in fig.axes[0].texts]
+
+    by_title = notes(log.plot_timeline(chats))
+    assert by_title[1] == "“weather in Lima”" and by_title[3] == "“weather in Oslo”"
+    assert by_title[0] != by_title[2] and by_title[0].startswith("“weather in Paris” (")
+    frame = nbagent.read_log(chats)  # a bare frame has no titles: the id suffixes
+    ids = _ids_in_one_millisecond(4)
+    frame["chat_id"] = frame["chat_id"].map(dict(zip([c.id for c in chats], ids, strict=True)))
+    assert notes(log.plot_timeline(frame)) == [f"chat {i[-7:]}" for i in ids]
 
 
 def test_plots_draw_into_given_axes_and_say_when_nothing_ran() -> None:

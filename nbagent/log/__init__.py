@@ -18,7 +18,8 @@ pandas and matplotlib are imported only when a function here needs them.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -285,7 +286,10 @@ def plot_timeline(
 
     Calls of one concurrent round overlap on the x axis; colour says the
     status. Calls that never ran (denied, skipped, pending...) are drawn as
-    markers at their round's start.
+    markers at their round's start. With several chats, each step's note
+    names its chat: its first user message, shortened, when ``source`` has it
+    (chats, a store, events; not a bare frame), else ``chat`` and the shortest
+    suffix of the ids (6 characters or more) that tells the chats apart.
 
     Args:
         source: A calls frame or anything :func:`read_log` takes.
@@ -298,15 +302,23 @@ def plot_timeline(
     """
     import pandas as pd
 
-    df = _frame(source, "calls")
+    if isinstance(source, pd.DataFrame):
+        df, titles = source, {}
+    else:
+        logs = _logs_of(source, {})
+        df, titles = build_frame(logs, "calls"), {log.chat_id: log.title for log in logs}
     n_total = len(df)
     rows = min(n_total, max_rows)
-    fig, ax = _axes(ax, (9.0, min(2.0 + 0.3 * max(rows, 1), 22.0)))
+    df = df.tail(max_rows).copy()
+    chats = list(dict.fromkeys(df["chat_id"].tolist()))
+    chat_label = _chat_labels(chats, titles) if len(chats) > 1 else {}
+    # the step notes right of the axes grow with the chat labels: so does a new figure
+    # (about 0.065 in a character at 8 pt), to keep the axes as wide as with "chat 9d0c1e"
+    extra = 0.065 * max(0, max(map(len, chat_label.values()), default=0) - 11)
+    fig, ax = _axes(ax, (9.0 + extra, min(2.0 + 0.3 * max(rows, 1), 22.0)))
     if df.empty:
         return _placeholder(fig, ax, "no tool calls yet")
-    df = df.tail(max_rows).copy()
     df["_group"] = df["run_step"].fillna(df["step"])
-    chats = list(dict.fromkeys(df["chat_id"].tolist()))
     df["_chat"] = df["chat_id"].map({c: i for i, c in enumerate(chats)}).astype("int64")
     df["_order"] = range(len(df))
     df = df.sort_values(["_chat", "_group", "started_at", "_order"], na_position="last")
@@ -350,7 +362,7 @@ def plot_timeline(
     for i, ((chat, group), ys) in enumerate(y_of_group.items()):
         if i % 2 == 0:
             ax.axhspan(min(ys) - 0.5, max(ys) + 0.5, color="#f5f5f5", zorder=0)
-        name = f"step {group}" if len(chats) == 1 else f"chat {chats[chat][:6]} · step {group}"
+        name = f"step {group}" if len(chats) == 1 else f"{chat_label[chats[chat]]} · step {group}"
         mode = modes.get((chat, group), "")
         name += f" · {mode}" if mode else " · not run"
         ax.annotate(
@@ -370,6 +382,37 @@ def plot_timeline(
     ax.set_title(f"Tool calls per step ({shown})", fontsize=11, loc="left")
     _finish_axes(ax, len(seen))
     return fig
+
+
+def _chat_labels(
+    chat_ids: Sequence[str], titles: Mapping[str, str | None], width: int = 28
+) -> dict[str, str]:
+    """A short label per chat, never the same for two chats.
+
+    The chat's title (its first user message) in quotes, shortened to ``width``
+    characters, when the log has it; else ``chat`` and the shortest suffix of
+    the ids, at least 6 characters, that tells them all apart (version-7 ids of
+    chats made together share their time prefix, not their random tail). Chats
+    whose titles shorten alike get the suffix too: ``“Weather in Paris” (9d0c1e)``.
+    No two labels are equal: suffix labels start with ``chat``, title labels with
+    a quote; a quoted title ends with a quote, a disambiguated one with ``)``.
+    """
+    ids = list(dict.fromkeys(chat_ids))
+    size = 6
+    while len({i[-size:] for i in ids}) < len(ids):
+        size += 1  # ends: at the longest id's length every suffix is a whole, distinct id
+    labels: dict[str, str] = {}
+    for i in ids:
+        text = " ".join((titles.get(i) or "").split())
+        if text:
+            labels[i] = f"“{text}”" if len(text) <= width else f"“{text[: width - 1].rstrip()}…”"
+    counts = Counter(labels.values())
+    for i in ids:
+        if i not in labels:
+            labels[i] = f"chat {i[-size:]}"
+        elif counts[labels[i]] > 1:
+            labels[i] += f" ({i[-size:]})"
+    return labels
 
 
 def _finish_axes(ax: Axes, n_legend: int) -> None:

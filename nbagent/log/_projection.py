@@ -300,6 +300,15 @@ class CallLog(Extension):
     def __len__(self) -> int:
         return self._calls.n
 
+    @property
+    def title(self) -> str | None:
+        """The chat's first user message (what a store calls its title), or None."""
+        with self._lock:
+            for row in self._messages:
+                if row[2] == "user" and isinstance(row[4], str) and row[4].strip():
+                    return row[4]
+        return None
+
     # ------------------------------------------------------------ events
     def on_event(self, event: Event) -> None:
         """Record one event (O(1)); other event types are ignored."""
