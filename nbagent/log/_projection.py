@@ -12,8 +12,9 @@ so an empty chat gives an empty frame with the same dtypes. Times are
 ``datetime64[ns, UTC]``.
 
 ``chat.log``: one row per tool call, in request order. The columns a glance
-needs come first (``tool``, ``status``, ``decision``, ``duration_ms``), the
-ids last.
+needs come first (``tool``, ``status``, ``decision``, ``duration_ms``, then
+arguments, result, error, who decided and why: the first ten, which a
+notebook shows of a wide frame), the ids last.
 
 =================  ==============  =====================================================
 column             dtype           meaning
@@ -28,14 +29,14 @@ arguments          object          the model's arguments (a dict)
 result_preview     string          first 200 characters of the result sent to the model
 error              string          why it did not succeed (error, timed_out, cancelled,
                                    skipped, rejected arguments); NA for ok and denied
+decided_by         string          ``user``, ``resolver``, ``policy:always_allow:<tool>``,
+                                   ``store``...; NA when nobody decided
+reason             string          the decision's reason (a denial's is sent to the model)
+edited_arguments   object          arguments a human approved instead (dict) or None
+decided_at         datetime64 UTC  when it was decided
 requires_approval  boolean         gated (decided once, when the call was requested)
 approval_source    string          why gated: ``none``, ``tool``, ``resolver``
 approval_reason    string          the gate's sentence (what the approval card shows)
-decided_by         string          ``user``, ``resolver``, ``policy:always_allow:<tool>``,
-                                   ``store``...; NA when nobody decided
-decided_at         datetime64 UTC  when
-reason             string          the decision's reason (a denial's is sent to the model)
-edited_arguments   object          arguments a human approved instead (dict) or None
 turn               Int64           user turn (1 for the first ``ask``)
 step               Int64           the model request that asked for the call
 run_step           Int64           the step (tool round) that ran it; NA if it never ran
@@ -163,14 +164,14 @@ CALL_COLUMNS: dict[str, ColumnKind] = {
     "arguments": "json",
     "result_preview": "string",
     "error": "string",
-    # the approval gate and its decision
+    # the decision (who, why, what they changed, when), then the gate that asked for it
+    "decided_by": "string",
+    "reason": "string",
+    "edited_arguments": "json",
+    "decided_at": "datetime",
     "requires_approval": "boolean",
     "approval_source": "string",
     "approval_reason": "string",
-    "decided_by": "string",
-    "decided_at": "datetime",
-    "reason": "string",
-    "edited_arguments": "json",
     # where and when it ran
     "turn": "Int64",
     "step": "Int64",
