@@ -766,7 +766,8 @@ def _ids_in_one_millisecond(n: int) -> list[str]:
 
     ids = [new_chat_id() for _ in range(n)]
     ids = [ids[0][:12] + i[12:] for i in ids]  # the same millisecond, however slow the machine
-    ids[1] = ids[1][:-6] + ids[0][-6:]  # and two that share their last 6 characters
+    other = "1" if ids[0][-7] == "0" else "0"
+    ids[1] = ids[1][:-7] + other + ids[0][-6:]  # and two that share their last 6 characters
     assert len(set(ids)) == n and len({i[:12] for i in ids}) == 1
     return ids
 
@@ -812,6 +813,9 @@ def test_timeline_labels_chats_by_their_first_message_or_a_unique_suffix() -> No
     by_title = notes(log.plot_timeline(chats))
     assert by_title[1] == "“weather in Lima”" and by_title[3] == "“weather in Oslo”"
     assert by_title[0] != by_title[2] and by_title[0].startswith("“weather in Paris” (")
+    events = [e for city in ("Rome", "Nice") for e in _recorded_chat(f"weather in {city}")[1]]
+    from_store = notes(log.plot_timeline(FakeStore(events)))
+    assert from_store == ["“weather in Rome”", "“weather in Nice”"]
     frame = nbagent.read_log(chats)  # a bare frame has no titles: the id suffixes
     ids = _ids_in_one_millisecond(4)
     frame["chat_id"] = frame["chat_id"].map(dict(zip([c.id for c in chats], ids, strict=True)))
