@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import re
 import subprocess
 import sys
 import threading
@@ -229,12 +230,53 @@ def test_non_empty_frames_have_the_schema(kind: str, mixed_chat: Chat) -> None:
     assert_schema(df, kind)
 
 
-def test_documented_column_table_matches_the_schema() -> None:
+def _documented_tables() -> dict[str, list[str]]:
+    """The column names of each table in the docstring of ``nbagent.log._projection``."""
     import nbagent.log._projection as module
 
-    doc = module.__doc__ or ""
-    for name in [*CALL_COLUMNS, *STEP_COLUMNS, *MESSAGE_COLUMNS]:
-        assert f"\n{name} " in doc, name
+    row = re.compile(r"^([a-z_]+) +(string|Int64|Float64|boolean|category|object|datetime64)\b")
+    tables: dict[str, list[str]] = {}
+    for line in (module.__doc__ or "").splitlines():
+        if m := re.match(r"^``chat\.(log|steps|messages)``: ", line):
+            rows = tables.setdefault(m.group(1), [])
+        elif m := row.match(line):
+            rows.append(m.group(1))
+    return tables
+
+
+def test_documented_column_tables_match_the_schemas_in_order() -> None:
+    tables = _documented_tables()
+    assert tables["log"] == list(CALL_COLUMNS)
+    assert tables["steps"] == list(STEP_COLUMNS)
+    assert tables["messages"] == list(MESSAGE_COLUMNS)
+
+
+def test_the_readme_names_every_column_of_the_log() -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme[readme.index("## Analysing the tool-call log") :]
+    section = section[: section.index("\n## ")]
+    assert [name for name in CALL_COLUMNS if f"`{name}`" not in section] == []
+    assert "nbagent/log/_projection.py" in section
+
+
+def test_the_log_leads_with_what_happened_and_ends_with_the_ids() -> None:
+    """A visible choice: ``chat.log.head()`` shows tool, status, decision and duration
+    first; the 32-character chat id and the call id come last."""
+    chat = Chat(model="demo").with_tools(get_weather)
+    chat.ask("weather in Paris")
+    columns = list(chat.log.columns)
+    assert columns[:4] == ["tool", "status", "decision", "duration_ms"]
+    assert columns[-2:] == ["chat_id", "call_id"]
+    assert list(nbagent.read_log([chat, Chat(model="demo")]).columns) == columns
+    # as a notebook shows it: HTML cut to 20 columns, text wrapped at 80 characters
+    with pd.option_context("display.width", 80, "display.max_columns", 20):
+        html = chat.log.head()._repr_html_()
+        text = repr(chat.log.head()).splitlines()[0]
+    headers = re.findall(r"<th>([^<]*)</th>", html)[1:]  # after the index's corner
+    assert headers[:4] == ["tool", "status", "decision", "duration_ms"]
+    shown = headers[: headers.index("...")]
+    assert {"duration_ms", "result_preview", "error", "decided_by", "reason"} <= set(shown)
+    assert text.split()[:4] == ["tool", "status", "decision", "duration_ms"]
 
 
 def test_a_simple_run_gives_complete_rows() -> None:
@@ -572,6 +614,7 @@ def test_call_log_keeps_compact_records_not_events() -> None:
     _chat, events = _recorded_chat("weather in Paris")
     calllog = CallLog("replayed").feed(events)
     assert len(calllog) == 1 and not hasattr(calllog, "events")
+    assert calllog.title == "weather in Paris" and CallLog("new").title is None
     assert "calls=1" in repr(calllog)
 
 
@@ -588,12 +631,47 @@ def test_summary_per_tool(mixed_chat: Chat) -> None:
     assert s.loc["refund", "denial_rate"] == 0.0
     assert pd.isna(s.loc["get_weather", "denial_rate"])
     assert s.loc["get_weather", "p50_ms"] >= 0
-    # tokens of the request are split among its calls: 6 calls share 100 input tokens
-    assert s.loc["boom", "input_tokens"] == round(100 / 6)
-    assert s.loc["refund", "output_tokens"] == 10  # 20 output tokens, two calls
+    # tokens of the request are split among its calls: 6 calls share 100 + 60 tokens
+    assert s.loc["boom", "tokens"] == round(160 / 6)
+    assert s.loc["refund", "tokens"] == 60  # 100 input + 20 output tokens, two calls
     by_chat = log.summary(mixed_chat.log, by=["chat_id", "status"])
     assert by_chat["calls"].sum() == len(mixed_chat.log)
-    assert by_chat["input_tokens"].isna().all()  # a bare frame has no steps
+    assert by_chat["tokens"].isna().all()  # a bare frame has no steps
+
+
+def test_summary_is_rounded(mixed_chat: Chat) -> None:
+    calls = mixed_chat.log
+    calls["duration_ms"] = pd.array([1.23456, 0.0049, 987.654321, None, None, None, 0.5, None])
+    steps = mixed_chat.steps
+    steps["cost_usd"] = 0.0123456789
+    s = log.summary(calls, steps=steps)
+    assert s.loc["get_weather", "error_rate"] == 0.5
+    assert s.loc["slow", "p50_ms"] == 987.7 and s.loc["boom", "p50_ms"] == 0.0
+    assert s.loc["refund", "cost_usd"] == 0.006173  # half of 0.01234..., 4 significant digits
+    weather = mixed_chat.log.iloc[[0, 0, 5]]  # 1 error of 3 ran: 0.333
+    assert log.summary(weather)["error_rate"].tolist() == [0.333]
+    for col in ("error_rate", "denial_rate"):
+        assert (s[col].dropna() == s[col].dropna().round(3)).all()
+    for col in ("p50_ms", "p95_ms"):
+        assert (s[col].dropna() == s[col].dropna().round(1)).all()
+
+
+def test_summary_fits_a_notebook_cell(mixed_chat: Chat) -> None:
+    """Rounded values and 11 columns fit a classic notebook's output area (about 115
+    characters of monospace text) with 16-character tool names, 1,000 calls a tool and
+    runs of tens of seconds; the old summary's 13 unrounded columns took about 150."""
+    calls = pd.concat([mixed_chat.log] * 500, ignore_index=True)  # 4,000 calls
+    names = ["convert_currency", "get_weather", "search_documents", "issue_refund"]
+    calls["tool"] = pd.array([names[i % 4] for i in range(len(calls))], dtype="string")
+    calls["duration_ms"] = pd.array([12.3456789 * i for i in range(len(calls))], dtype="Float64")
+    steps = mixed_chat.steps
+    steps["cost_usd"] = 0.0123456789
+    s = log.summary(calls, steps=steps)
+    assert len(s.columns) <= 12 and len(s) == 4
+    assert s["tokens"].notna().all() and s["cost_usd"].notna().all()
+    assert max(map(len, s.to_string().splitlines())) <= 115
+    with pd.option_context("display.max_columns", 20):
+        assert "..." not in s._repr_html_()  # every column shown
 
 
 def test_summary_of_an_empty_log() -> None:
@@ -680,6 +758,68 @@ def test_timeline_draws_a_bar_per_run_and_a_marker_per_call_not_run(mixed_chat: 
     assert "step 2 · sequential" in notes and "not run" in notes
     assert _png(log.plot_timeline(mixed_chat, relative=False)).startswith(b"\x89PNG")
     assert "latest 3 of" in log.plot_timeline(mixed_chat, max_rows=3).axes[0].get_title(loc="left")
+
+
+def _ids_in_one_millisecond(n: int) -> list[str]:
+    """``n`` version-7 chat ids made together: one time prefix, different random tails."""
+    from nbagent._base_chat import new_chat_id
+
+    ids = [new_chat_id() for _ in range(n)]
+    ids = [ids[0][:12] + i[12:] for i in ids]  # the same millisecond, however slow the machine
+    other = "1" if ids[0][-7] == "0" else "0"
+    ids[1] = ids[1][:-7] + other + ids[0][-6:]  # and two that share their last 6 characters
+    assert len(set(ids)) == n and len({i[:12] for i in ids}) == 1
+    return ids
+
+
+def test_chat_labels_are_unique_suffixes_of_version_7_ids() -> None:
+    ids = _ids_in_one_millisecond(12)
+    labels = log._chat_labels(ids, {})
+    assert len(set(labels.values())) == 12
+    sizes = {len(label.removeprefix("chat ")) for label in labels.values()}
+    assert sizes == {7}  # the shortest that tells ids[0] and ids[1] apart
+    assert all(label == f"chat {i[-7:]}" for i, label in labels.items())
+    others = ids[2:]
+    assert log._chat_labels(others, {}) == {i: f"chat {i[-6:]}" for i in others}
+    assert log._chat_labels(["a", "ba"], {}) == {"a": "chat a", "ba": "chat ba"}
+
+
+def test_chat_labels_prefer_titles_and_stay_unique() -> None:
+    a, b, c, d, e = _ids_in_one_millisecond(5)
+    titles = {
+        a: "What is the weather in Paris and in Tokyo?",
+        b: "What is the weather in Paris and in Lima?",  # shortens like a's
+        c: "  Refund\norder 42  ",
+        d: None,
+    }
+    labels = log._chat_labels([a, b, c, d, e], titles)
+    assert labels[a] == f"“What is the weather in Pari…” ({a[-7:]})"
+    assert labels[b] == f"“What is the weather in Pari…” ({b[-7:]})"
+    assert labels[c] == "“Refund order 42”"
+    assert labels[d] == f"chat {d[-7:]}" and labels[e] == f"chat {e[-7:]}"
+    # titles made to look like other labels stay apart
+    tricky = {a: f"chat {b[-7:]}", c: f"x” ({d[-7:]}", d: "x", e: "x"}
+    assert len(set(log._chat_labels([a, b, c, d, e], tricky).values())) == 5
+
+
+def test_timeline_labels_chats_by_their_first_message_or_a_unique_suffix() -> None:
+    chats = [Chat(model="demo").with_tools(get_weather) for _ in range(4)]
+    for chat, city in zip(chats, ["Paris", "Lima", "Paris", "Oslo"], strict=True):
+        chat.ask(f"weather in {city}")
+
+    def notes(fig: Figure) -> list[str]:
+        return [t.get_text().split(" · step")[0] for t in fig.axes[0].texts]
+
+    by_title = notes(log.plot_timeline(chats))
+    assert by_title[1] == "“weather in Lima”" and by_title[3] == "“weather in Oslo”"
+    assert by_title[0] != by_title[2] and by_title[0].startswith("“weather in Paris” (")
+    events = [e for city in ("Rome", "Nice") for e in _recorded_chat(f"weather in {city}")[1]]
+    from_store = notes(log.plot_timeline(FakeStore(events)))
+    assert from_store == ["“weather in Rome”", "“weather in Nice”"]
+    frame = nbagent.read_log(chats)  # a bare frame has no titles: the id suffixes
+    ids = _ids_in_one_millisecond(4)
+    frame["chat_id"] = frame["chat_id"].map(dict(zip([c.id for c in chats], ids, strict=True)))
+    assert notes(log.plot_timeline(frame)) == [f"chat {i[-7:]}" for i in ids]
 
 
 def test_plots_draw_into_given_axes_and_say_when_nothing_ran() -> None:

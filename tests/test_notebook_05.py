@@ -34,7 +34,24 @@ def test_log_analysis_notebook_runs_and_shows_the_analysis() -> None:
         "mean_latency_ms",
     ):
         assert expected in text, expected
-    assert re.search(r"denial rate: \d+% of \d+ gated calls", text)
+    # the denial rate: numerator and denominator over the same decided gated calls, and
+    # the same number as the summary's denial_rate
+    gated, decided, pending = map(
+        int, _one(r"(\d+) gated calls: (\d+) decided, (\d+) pending", text)
+    )
+    pct, denied, decided_again = map(
+        int, _one(r"denial rate: (\d+)% \((\d+) denied of (\d+) decided calls\)", text)
+    )
+    (summary_pct,) = map(int, _one(r"summary's denial_rate \(issue_refund\): (\d+)%", text))
+    assert decided_again == decided and gated == decided + pending and pending == 1
+    assert 0 < denied < decided and pct == round(100 * denied / decided) == summary_pct
     # timeline and durations render as PNGs (also in a saved notebook)
     assert len(images) == 2
     assert "parquet round-trip: True" in text and "csv round-trip: True" in text
+
+
+def _one(pattern: str, text: str) -> tuple[str, ...]:
+    """The groups of the only match of ``pattern`` in ``text``."""
+    found = re.findall(pattern, text)
+    assert len(found) == 1, (pattern, found)
+    return found[0] if isinstance(found[0], tuple) else (found[0],)

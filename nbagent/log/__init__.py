@@ -18,7 +18,8 @@ pandas and matplotlib are imported only when a function here needs them.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -53,9 +54,7 @@ SUMMARY_COLUMNS: dict[str, ColumnKind] = {
     "pending": "Int64",
     "p50_ms": "Float64",
     "p95_ms": "Float64",
-    "mean_ms": "Float64",
-    "input_tokens": "Int64",
-    "output_tokens": "Int64",
+    "tokens": "Int64",
     "cost_usd": "Float64",
 }
 """Columns of :func:`summary` (indexed by the grouping column, ``tool`` by default)."""
@@ -75,6 +74,7 @@ STATUS_COLORS: dict[str, str] = {
 }
 """Colour of each call status in the plots."""
 
+_DECIDED = ("approved", "denied", "policy")  # decided gated calls: denial_rate's denominator
 _NA_TOKEN = "<NA>"  # what CSV files write for a missing value (pandas reads it as NA too)
 
 
@@ -154,14 +154,21 @@ def summary(
         by: Column(s) to group by.
 
     Returns:
-        One row per group, columns :data:`SUMMARY_COLUMNS`:
-        ``errors`` counts ``error`` and ``timed_out``; ``error_rate`` is errors
-        over calls that ran to an end (``ok``/``error``/``timed_out``);
-        ``denial_rate`` is denials over calls that were decided (by anyone);
-        ``p50_ms``/``p95_ms``/``mean_ms`` are over calls that ran. Tokens and
-        cost are those of the model request that asked for the call, split
-        evenly among the calls it asked for, summed and rounded (NA without a
-        steps frame).
+        One row per group, columns :data:`SUMMARY_COLUMNS`, rounded to be read
+        in a notebook cell:
+
+        - ``errors`` counts ``error`` and ``timed_out``; ``error_rate`` is
+          errors over calls that ran to an end (``ok``/``error``/``timed_out``);
+        - ``denial_rate`` is denials over the gated calls that were decided (by
+          anyone: ``decision`` ``approved``, ``denied`` or ``policy``); calls
+          still ``pending`` or rejected before a decision (``none``) are not in
+          it. Rates are fractions (0.25 = 25 %) to 3 decimals, NA when nothing
+          counts;
+        - ``p50_ms``/``p95_ms`` are over calls that ran, to 0.1 ms;
+        - ``tokens`` (input + output) and ``cost_usd`` are those of the model
+          request that asked for the call, split evenly among the calls it asked
+          for and summed; cost to 4 significant digits (both NA without a steps
+          frame, cost also when the model's prices are unknown).
     """
     import pandas as pd
 
@@ -177,12 +184,12 @@ def summary(
     flags["errors"] = status.isin(["error", "timed_out"]).astype("int64")
     flags["_ran"] = status.isin(["ok", "error", "timed_out"]).astype("int64")
     flags["denied"] = (status == "denied").fillna(False).astype("int64")
-    flags["_decided"] = decision.isin(["approved", "denied", "policy"]).astype("int64")
+    flags["_decided"] = decision.isin(_DECIDED).astype("int64")
     flags["pending"] = (decision == "pending").fillna(False).astype("int64")
     flags["_ms"] = calls["duration_ms"].astype("float64")
-    tokens = _token_shares(calls, steps)
-    for col in ("input_tokens", "output_tokens", "cost_usd"):
-        flags[col] = tokens[col]
+    shares = _token_shares(calls, steps)
+    flags["tokens"] = shares["input_tokens"] + shares["output_tokens"]
+    flags["cost_usd"] = shares["cost_usd"]
     groups = flags.groupby(keys, sort=True, dropna=False, observed=True)
     counts = groups[["calls", "ok", "errors", "_ran", "denied", "_decided", "pending"]].sum()
     ms = groups["_ms"]
@@ -190,17 +197,22 @@ def summary(
     out["calls"] = counts["calls"]
     out["ok"] = counts["ok"]
     out["errors"] = counts["errors"]
-    out["error_rate"] = counts["errors"] / counts["_ran"].where(counts["_ran"] > 0)
+    out["error_rate"] = (counts["errors"] / counts["_ran"].where(counts["_ran"] > 0)).round(3)
     out["denied"] = counts["denied"]
-    out["denial_rate"] = counts["denied"] / counts["_decided"].where(counts["_decided"] > 0)
+    out["denial_rate"] = (
+        counts["denied"] / counts["_decided"].where(counts["_decided"] > 0)
+    ).round(3)
     out["pending"] = counts["pending"]
-    out["p50_ms"] = ms.quantile(0.5)
-    out["p95_ms"] = ms.quantile(0.95)
-    out["mean_ms"] = ms.mean()
-    for col in ("input_tokens", "output_tokens", "cost_usd"):
-        out[col] = groups[col].sum(min_count=1)
-    out[["input_tokens", "output_tokens"]] = out[["input_tokens", "output_tokens"]].round()
+    out["p50_ms"] = ms.quantile(0.5).round(1)
+    out["p95_ms"] = ms.quantile(0.95).round(1)
+    out["tokens"] = groups["tokens"].sum(min_count=1).round()
+    out["cost_usd"] = _significant(groups["cost_usd"].sum(min_count=1), 4)
     return out.astype({c: _pandas_dtype(SUMMARY_COLUMNS[c]) for c in out.columns})
+
+
+def _significant(values: pd.Series, digits: int) -> pd.Series:
+    """``values`` rounded to ``digits`` significant digits (NA stays NA)."""
+    return values.astype("float64").map(lambda v: float(f"{v:.{digits}g}"), na_action="ignore")
 
 
 def _token_shares(calls: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
@@ -274,7 +286,10 @@ def plot_timeline(
 
     Calls of one concurrent round overlap on the x axis; colour says the
     status. Calls that never ran (denied, skipped, pending...) are drawn as
-    markers at their round's start.
+    markers at their round's start. With several chats, each step's note
+    names its chat: its first user message, shortened, when ``source`` has it
+    (chats, a store, events; not a bare frame), else ``chat`` and the shortest
+    suffix of the ids (6 characters or more) that tells the chats apart.
 
     Args:
         source: A calls frame or anything :func:`read_log` takes.
@@ -287,15 +302,23 @@ def plot_timeline(
     """
     import pandas as pd
 
-    df = _frame(source, "calls")
+    if isinstance(source, pd.DataFrame):
+        df, titles = source, {}
+    else:
+        logs = _logs_of(source, {})
+        df, titles = build_frame(logs, "calls"), {log.chat_id: log.title for log in logs}
     n_total = len(df)
     rows = min(n_total, max_rows)
-    fig, ax = _axes(ax, (9.0, min(2.0 + 0.3 * max(rows, 1), 22.0)))
+    df = df.tail(max_rows).copy()
+    chats = list(dict.fromkeys(df["chat_id"].tolist()))
+    chat_label = _chat_labels(chats, titles) if len(chats) > 1 else {}
+    # the step notes right of the axes grow with the chat labels: so does a new figure
+    # (about 0.065 in a character at 8 pt), to keep the axes as wide as with "chat 9d0c1e"
+    extra = 0.065 * max(0, max(map(len, chat_label.values()), default=0) - 11)
+    fig, ax = _axes(ax, (9.0 + extra, min(2.0 + 0.3 * max(rows, 1), 22.0)))
     if df.empty:
         return _placeholder(fig, ax, "no tool calls yet")
-    df = df.tail(max_rows).copy()
     df["_group"] = df["run_step"].fillna(df["step"])
-    chats = list(dict.fromkeys(df["chat_id"].tolist()))
     df["_chat"] = df["chat_id"].map({c: i for i, c in enumerate(chats)}).astype("int64")
     df["_order"] = range(len(df))
     df = df.sort_values(["_chat", "_group", "started_at", "_order"], na_position="last")
@@ -339,7 +362,7 @@ def plot_timeline(
     for i, ((chat, group), ys) in enumerate(y_of_group.items()):
         if i % 2 == 0:
             ax.axhspan(min(ys) - 0.5, max(ys) + 0.5, color="#f5f5f5", zorder=0)
-        name = f"step {group}" if len(chats) == 1 else f"chat {chats[chat][:6]} · step {group}"
+        name = f"step {group}" if len(chats) == 1 else f"{chat_label[chats[chat]]} · step {group}"
         mode = modes.get((chat, group), "")
         name += f" · {mode}" if mode else " · not run"
         ax.annotate(
@@ -359,6 +382,37 @@ def plot_timeline(
     ax.set_title(f"Tool calls per step ({shown})", fontsize=11, loc="left")
     _finish_axes(ax, len(seen))
     return fig
+
+
+def _chat_labels(
+    chat_ids: Sequence[str], titles: Mapping[str, str | None], width: int = 28
+) -> dict[str, str]:
+    """A short label per chat, never the same for two chats.
+
+    The chat's title (its first user message) in quotes, shortened to ``width``
+    characters, when the log has it; else ``chat`` and the shortest suffix of
+    the ids, at least 6 characters, that tells them all apart (version-7 ids of
+    chats made together share their time prefix, not their random tail). Chats
+    whose titles shorten alike get the suffix too: ``“Weather in Paris” (9d0c1e)``.
+    No two labels are equal: suffix labels start with ``chat``, title labels with
+    a quote; a quoted title ends with a quote, a disambiguated one with ``)``.
+    """
+    ids = list(dict.fromkeys(chat_ids))
+    size = 6
+    while len({i[-size:] for i in ids}) < len(ids):
+        size += 1  # ends: at the longest id's length every suffix is a whole, distinct id
+    labels: dict[str, str] = {}
+    for i in ids:
+        text = " ".join((titles.get(i) or "").split())
+        if text:
+            labels[i] = f"“{text}”" if len(text) <= width else f"“{text[: width - 1].rstrip()}…”"
+    counts = Counter(labels.values())
+    for i in ids:
+        if i not in labels:
+            labels[i] = f"chat {i[-size:]}"
+        elif counts[labels[i]] > 1:
+            labels[i] += f" ({i[-size:]})"
+    return labels
 
 
 def _finish_axes(ax: Axes, n_legend: int) -> None:

@@ -11,41 +11,44 @@ Every frame has fixed columns in a fixed order, with pandas nullable dtypes,
 so an empty chat gives an empty frame with the same dtypes. Times are
 ``datetime64[ns, UTC]``.
 
-``chat.log``: one row per tool call, in request order.
+``chat.log``: one row per tool call, in request order. The columns a glance
+needs come first (``tool``, ``status``, ``decision``, ``duration_ms``, then
+arguments, result, error, who decided and why: the first ten, which a
+notebook shows of a wide frame), the ids last.
 
 =================  ==============  =====================================================
 column             dtype           meaning
 =================  ==============  =====================================================
-chat_id            string          the chat
-turn               Int64           user turn (1 for the first ``ask``)
-step               Int64           the model request that asked for the call
-run_step           Int64           the step (tool round) that ran it; NA if it never ran
-call_id            string          provider call id
 tool               string          tool name
-arguments          object          the model's arguments (a dict)
-arguments_json     string          the same as JSON text
-requires_approval  boolean         gated (decided once, when the call was requested)
-approval_source    string          why gated: ``none``, ``tool``, ``resolver``
-approval_reason    string          the gate's sentence (what the approval card shows)
-decision           category        see below
-decided_by         string          ``user``, ``resolver``, ``policy:always_allow:<tool>``,
-                                   ``store``...; NA when nobody decided
-decided_at         datetime64 UTC  when
-reason             string          the decision's reason (a denial's is sent to the model)
-edited_arguments   object          arguments a human approved instead (dict) or None
 status             category        ``requested``, ``awaiting_approval``, ``approved``,
                                    ``denied``, ``running``, ``ok``, ``error``,
                                    ``cancelled``, ``skipped``, ``timed_out``, ``in_doubt``
+decision           category        see below
+duration_ms        Float64         run time of the tool itself
+arguments          object          the model's arguments (a dict)
 result_preview     string          first 200 characters of the result sent to the model
 error              string          why it did not succeed (error, timed_out, cancelled,
                                    skipped, rejected arguments); NA for ok and denied
+decided_by         string          ``user``, ``resolver``, ``policy:always_allow:<tool>``,
+                                   ``store``...; NA when nobody decided
+reason             string          the decision's reason (a denial's is sent to the model)
+edited_arguments   object          arguments a human approved instead (dict) or None
+decided_at         datetime64 UTC  when it was decided
+requires_approval  boolean         gated (decided once, when the call was requested)
+approval_source    string          why gated: ``none``, ``tool``, ``resolver``
+approval_reason    string          the gate's sentence (what the approval card shows)
+turn               Int64           user turn (1 for the first ``ask``)
+step               Int64           the model request that asked for the call
+run_step           Int64           the step (tool round) that ran it; NA if it never ran
+concurrency        category        ``sequential``, ``threads``, ``async``; NA if not run
 requested_at       datetime64 UTC  the model's response arrived
 started_at         datetime64 UTC  the call was about to run
 finished_at        datetime64 UTC  it reached a final status
-duration_ms        Float64         run time of the tool itself
-concurrency        category        ``sequential``, ``threads``, ``async``; NA if not run
 model              string          model that asked for the call
 provider           string          its provider
+arguments_json     string          ``arguments`` as JSON text (export, string search)
+chat_id            string          the chat
+call_id            string          provider call id (unique within a chat)
 =================  ==============  =====================================================
 
 ``decision`` is one of:
@@ -153,32 +156,36 @@ MESSAGE_KINDS = ("text", "tool_calls", "tool_result")
 ColumnKind = str | tuple[str, ...]
 
 CALL_COLUMNS: dict[str, ColumnKind] = {
-    "chat_id": "string",
-    "turn": "Int64",
-    "step": "Int64",
-    "run_step": "Int64",
-    "call_id": "string",
+    # what happened: the columns a glance at ``chat.log.head()`` needs
     "tool": "string",
+    "status": CALL_STATUSES,
+    "decision": DECISIONS,
+    "duration_ms": "Float64",
     "arguments": "json",
-    "arguments_json": "string",
+    "result_preview": "string",
+    "error": "string",
+    # the decision (who, why, what they changed, when), then the gate that asked for it
+    "decided_by": "string",
+    "reason": "string",
+    "edited_arguments": "json",
+    "decided_at": "datetime",
     "requires_approval": "boolean",
     "approval_source": "string",
     "approval_reason": "string",
-    "decision": DECISIONS,
-    "decided_by": "string",
-    "decided_at": "datetime",
-    "reason": "string",
-    "edited_arguments": "json",
-    "status": CALL_STATUSES,
-    "result_preview": "string",
-    "error": "string",
+    # where and when it ran
+    "turn": "Int64",
+    "step": "Int64",
+    "run_step": "Int64",
+    "concurrency": MODES,
     "requested_at": "datetime",
     "started_at": "datetime",
     "finished_at": "datetime",
-    "duration_ms": "Float64",
-    "concurrency": MODES,
     "model": "string",
     "provider": "string",
+    # for machines: JSON text and the ids
+    "arguments_json": "string",
+    "chat_id": "string",
+    "call_id": "string",
 }
 
 STEP_COLUMNS: dict[str, ColumnKind] = {
@@ -226,6 +233,11 @@ SCHEMAS: dict[str, dict[str, ColumnKind]] = {
 }
 
 
+def _recorded(schema: dict[str, ColumnKind]) -> list[str]:
+    """The columns a log records per row: all but ``chat_id`` (one per log, added when built)."""
+    return [name for name in schema if name != "chat_id"]
+
+
 # ---------------------------------------------------------------- tables
 class _Table:
     """Column-major records: one Python list per column, a row number per key.
@@ -269,10 +281,10 @@ class CallLog(Extension):
     def __init__(self, chat: Any):
         self.chat_id: str = chat if isinstance(chat, str) else chat.id
         self._lock = threading.Lock()
-        self._calls = _Table(list(CALL_COLUMNS)[1:])
+        self._calls = _Table(_recorded(CALL_COLUMNS))
         self._call_row: dict[str, int] = {}
         self._json_done = 0  # rows whose arguments_json is filled in
-        self._steps = _Table(list(STEP_COLUMNS)[1:])
+        self._steps = _Table(_recorded(STEP_COLUMNS))
         self._open_steps: dict[int, int] = {}
         self._messages: list[tuple[Any, ...]] = []
         self._model: str | None = None
@@ -288,6 +300,15 @@ class CallLog(Extension):
 
     def __len__(self) -> int:
         return self._calls.n
+
+    @property
+    def title(self) -> str | None:
+        """The chat's first user message (what a store calls its title), or None."""
+        with self._lock:
+            for row in self._messages:
+                if row[2] == "user" and isinstance(row[4], str) and row[4].strip():
+                    return row[4]
+        return None
 
     # ------------------------------------------------------------ events
     def on_event(self, event: Event) -> None:
@@ -485,7 +506,7 @@ class CallLog(Extension):
         return self.frame("messages")
 
     def _columns(self, kind: str) -> list[list[Any]]:
-        """Snapshot of the records, one list per column in schema order (without chat_id)."""
+        """Snapshot of the records, one list per column in schema order, without ``chat_id``."""
         with self._lock:
             if kind == "calls":
                 c = self._calls.cols
@@ -498,7 +519,7 @@ class CallLog(Extension):
                 return self._steps.snapshot()
             if kind == "messages":
                 rows = self._messages
-                return [[row[i] for row in rows] for i in range(len(MESSAGE_COLUMNS) - 1)]
+                return [[row[i] for row in rows] for i in range(len(_recorded(MESSAGE_COLUMNS)))]
         raise ValueError(f"kind must be 'calls', 'steps' or 'messages', got {kind!r}")
 
 
@@ -574,17 +595,19 @@ def build_frame(logs: Sequence[CallLog], kind: str) -> pd.DataFrame:
         raise ValueError(f"kind must be 'calls', 'steps' or 'messages', got {kind!r}") from None
     names = list(schema)
     parts = [(log.chat_id, log._columns(kind)) for log in logs]
+    ids: list[Any] = []
+    for chat_id, part in parts:
+        ids += [chat_id] * len(part[0])
     if len(parts) == 1:
-        chat_id, part = parts[0]
-        columns: list[list[Any]] = [[chat_id] * len(part[0]), *part]
+        columns: list[list[Any]] = list(parts[0][1])
     else:
-        columns = [[] for _ in names]
-        for chat_id, part in parts:
-            columns[0].extend([chat_id] * len(part[0]))
-            for dest, values in zip(columns[1:], part, strict=True):
+        columns = [[] for _ in range(len(names) - 1)]
+        for _, part in parts:
+            for dest, values in zip(columns, part, strict=True):
                 dest.extend(values)
+    columns.insert(names.index("chat_id"), ids)  # the logs record every column but this one
     data = {name: column(values, schema[name]) for name, values in zip(names, columns, strict=True)}
-    return pd.DataFrame(data, index=pd.RangeIndex(len(columns[0])))
+    return pd.DataFrame(data, index=pd.RangeIndex(len(ids)))
 
 
 def column(values: Sequence[Any], kind: ColumnKind) -> Any:
