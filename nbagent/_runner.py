@@ -325,8 +325,7 @@ class ToolRunner:
                     f"timed out after {job.timeout:g} s before it started (every worker "
                     "thread was busy); it was not run"
                 ) from None
-            n = _abandon_count(1)
-            fut.add_done_callback(lambda _: _abandon_count(-1))
+            n = abandoned_threads()
             raise TimeoutError(
                 f"timed out after {job.timeout:g} s; its thread could not be stopped and "
                 f"finishes in the background, its result discarded ({n} such thread"
@@ -362,7 +361,13 @@ class _NeverStarted(Exception):
 
 
 class _Ticket:
-    """Decides, once, whether a queued call starts or is abandoned before it can."""
+    """Decides, once, whether a queued call starts or is abandoned before it can.
+
+    States: ``queued`` -> ``started`` -> ``finished``; ``abandon()`` turns
+    ``queued`` into ``abandoned`` (the call will never start) and ``started``
+    into ``running-abandoned`` (counted in :func:`abandoned_threads` until the
+    thread returns: counted by the worker itself, so no event loop is needed).
+    """
 
     __slots__ = ("_lock", "_state")
 
@@ -376,11 +381,21 @@ class _Ticket:
             if self._state == "abandoned":
                 return None  # reported timed_out before it started: never run it
             self._state = "started"
-        return fn(job)
+        try:
+            return fn(job)
+        finally:
+            with self._lock:
+                if self._state == "running-abandoned":
+                    _abandon_count(-1)
+                self._state = "finished"
 
     def abandon(self) -> bool:
-        """The caller gives up; True if the call had started (its thread runs on)."""
+        """The caller gives up; True if the call had started (its thread may run on)."""
         with self._lock:
-            started = self._state == "started"
-            self._state = "abandoned" if not started else "started"
-            return started
+            if self._state == "queued":
+                self._state = "abandoned"
+                return False
+            if self._state == "started":
+                self._state = "running-abandoned"
+                _abandon_count(1)
+            return True

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import nbagent
 from nbagent import Chat, ChatCancelled, ToolCall, ToolExecutionError, ToolResultMessage, tool
+from nbagent._runner import abandoned_threads
 from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
 
 MODES = ["sequential", "threads", "async"]
@@ -86,10 +88,16 @@ def whoami(tool_call: ToolCall) -> str:
 
 
 @pytest.fixture(autouse=True)
-def _reset() -> None:
+def _reset() -> Iterator[None]:
     global active, peak
     active = peak = 0
     log.clear()
+    yield
+    # A timed-out sync tool's thread runs on (abandoned) and may still write to `log`:
+    # let it finish before the next test starts, so it cannot pollute that test.
+    deadline = time.monotonic() + 5
+    while abandoned_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def make_chat(mode: str, *script: Any, **kwargs: Any) -> tuple[Chat, ScriptedProvider]:
