@@ -10,7 +10,6 @@ where a script's or a terminal's diagnostics belong.
 
 from __future__ import annotations
 
-import html
 import sys
 
 
@@ -32,6 +31,8 @@ def notice(message: str) -> None:
     line = f"nbagent: {message}"
     if in_kernel():
         try:
+            import html  # here, not at import nbagent: html.entities is a big table
+
             from IPython.display import display
 
             html_line = f'<small class="nba-notice">{html.escape(line)}</small>'
