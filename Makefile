@@ -1,12 +1,17 @@
 # nbagent developer entry points. Every target uses the venv's binaries
-# explicitly (no `source`), and `install` is a no-op unless pyproject.toml
-# changed since the last successful install.
+# explicitly (no `source`), and an install is a no-op unless pyproject.toml
+# changed since the last successful one.
+#
+# Two installs share one venv: `make lab` and `make demo` need only the package
+# and its `lab` extra (JupyterLab, a kernel, what the example notebooks use);
+# test, lint and bench need `dev`, which includes `lab`.
 
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-# Lives inside the venv so deleting .venv also forces a reinstall.
-STAMP  := $(VENV)/.nbagent-installed
+# The stamps live inside the venv so deleting .venv also forces a reinstall.
+STAMP     := $(VENV)/.nbagent-installed
+LAB_STAMP := $(VENV)/.nbagent-lab-installed
 
 # `make test` / .ci/run: a missing browser fails the browser tests instead of
 # skipping them. `make test NBAGENT_REQUIRE_BROWSER=` allows skipping.
@@ -15,13 +20,18 @@ PYTEST_ARGS ?=
 LAB_ARGS    ?=
 # JupyterLab refuses to start as root without --allow-root.
 ALLOW_ROOT  := $(if $(filter 0,$(shell id -u)),--allow-root,)
+# `make lab` adds the repository's .jupyter to Jupyter's config path: its
+# labconfig/default_setting_overrides.json turns off JupyterLab's news popup
+# (a user's own settings still win).
+LAB_CONFIG_PATH := $(CURDIR)/.jupyter$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH),)
 
 .DEFAULT_GOAL := help
 .PHONY: help venv install kernel lab demo test lint imports bench clean distclean
 
 help:
+	@echo "make lab      create $(VENV), pip install -e '.[lab]', JupyterLab at the repository"
+	@echo "              on notebooks/01_quickstart.ipynb (LAB_ARGS=...)"
 	@echo "make install  create $(VENV) and pip install -e '.[dev]' (skipped if up to date)"
-	@echo "make lab      JupyterLab on notebooks/01_quickstart.ipynb (LAB_ARGS=...)"
 	@echo "make demo     run the quickstart notebook headless and print the transcript"
 	@echo "make test     whole pytest suite, browser tests included (PYTEST_ARGS=...)"
 	@echo "make lint     ruff check + mypy + import contracts (lint-imports)"
@@ -32,10 +42,21 @@ help:
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(PY)
-	@$(PY) -m pip --version >/dev/null 2>&1 || { echo "$(VENV) is broken; recreating"; $(PYTHON) -m venv --clear $(VENV); }
-	$(PY) -m pip install --disable-pip-version-check -e '.[dev]'
+# A venv whose pip does not run (half-created, Python upgraded) is recreated.
+define ENSURE_PIP
+@$(PY) -m pip --version >/dev/null 2>&1 || { echo "$(VENV) is broken; recreating"; $(PYTHON) -m venv --clear $(VENV); }
+endef
+
+$(LAB_STAMP): pyproject.toml | $(PY)
+	$(ENSURE_PIP)
+	$(PY) -m pip install --disable-pip-version-check -e '.[lab]'
 	@touch $@
+
+# dev includes lab, so a dev install brings lab up to date too.
+$(STAMP): pyproject.toml | $(PY)
+	$(ENSURE_PIP)
+	$(PY) -m pip install --disable-pip-version-check -e '.[dev]'
+	@touch $@ $(LAB_STAMP)
 
 venv install: $(STAMP)
 
@@ -43,14 +64,23 @@ venv install: $(STAMP)
 # wheel ships one in $(VENV)/share/jupyter/kernels (argv[0] "python", which
 # jupyter_client maps to the server's own interpreter); reinstall it if it is
 # missing or some other spec shadows it.
-kernel: $(STAMP)
-	@$(PY) -c 'import sys; from jupyter_client.kernelspec import KernelSpecManager as K; a = K().get_kernel_spec("python3").argv[0]; sys.exit(a not in ("python", "python3", sys.executable))' 2>/dev/null \
+define ENSURE_KERNEL
+@$(PY) -c 'import sys; from jupyter_client.kernelspec import KernelSpecManager as K; a = K().get_kernel_spec("python3").argv[0]; sys.exit(a not in ("python", "python3", sys.executable))' 2>/dev/null \
 	  || $(PY) -m ipykernel install --sys-prefix --name python3
+endef
 
-lab: kernel
-	$(PY) -m jupyterlab $(ALLOW_ROOT) notebooks/01_quickstart.ipynb $(LAB_ARGS)
+kernel: $(STAMP)
+	$(ENSURE_KERNEL)
 
-demo: $(STAMP)
+# Rooted at the repository (README, package and notebooks all visible), opening
+# the quickstart; without --ServerApp.root_dir, a notebook argument would root
+# the server at notebooks/.
+lab: $(LAB_STAMP)
+	$(ENSURE_KERNEL)
+	JUPYTER_CONFIG_PATH="$(LAB_CONFIG_PATH)" $(PY) -m jupyterlab $(ALLOW_ROOT) \
+	  --ServerApp.root_dir="$(CURDIR)" notebooks/01_quickstart.ipynb $(LAB_ARGS)
+
+demo: $(LAB_STAMP)
 	$(PY) -m nbagent.demo
 
 test: kernel

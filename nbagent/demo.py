@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ._optional import require
+
 DEFAULT = Path(__file__).resolve().parents[1] / "notebooks" / "01_quickstart.ipynb"
 
 
@@ -89,9 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     try:
-        import nbclient  # noqa: F401
-    except ImportError:
-        print("nbagent.demo needs nbclient: pip install 'nbagent[dev]'", file=sys.stderr)
+        require("nbclient", "python -m nbagent.demo")
+    except ModuleNotFoundError as exc:
+        print(f"nbagent.demo: {exc}", file=sys.stderr)
         return 2
     print(f"Running {args.notebook} headless (nbclient, kernel {args.kernel!r})...\n", flush=True)
     t0 = time.perf_counter()

@@ -1,7 +1,10 @@
-"""The README's first example runs as written, offline, and does what its comments say."""
+"""The README's first example runs as written, offline, and does what its comments say; every
+keyword its examples pass exists."""
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
 from pathlib import Path
 from typing import Any
@@ -23,3 +26,94 @@ def test_fifteen_line_example_runs() -> None:
     assert list(log["status"]) == ["ok", "ok", "ok"]
     assert list(log["decision"]) == ["auto", "auto", "approved"]
     assert "refunded order 42" in chat.transcript[-1].content
+
+
+# ---------------------------------------------------------------- keywords
+def _namespace() -> dict[str, Any]:
+    import nbagent
+    import nbagent.log
+    import nbagent.providers
+    import nbagent.store
+    import nbagent.testing
+
+    names: dict[str, Any] = {}
+    for module in (nbagent.testing, nbagent.store, nbagent.providers, nbagent):
+        names.update({n: getattr(module, n) for n in module.__all__})
+    names.update(
+        nbagent=nbagent,
+        log=nbagent.log,
+        chat=nbagent.Chat,
+        chat1=nbagent.Chat,
+        provider=nbagent.OpenAIProvider,
+        store=nbagent.SQLiteStore,
+    )
+    return names
+
+
+def _resolve(node: ast.expr, names: dict[str, Any]) -> Any:
+    """The function or class a call names, or None when it cannot be known statically."""
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if isinstance(node, ast.Attribute):
+        base = _resolve(node.value, names)
+        if not (inspect.isclass(base) or inspect.ismodule(base)):
+            return None  # a property's value, a call's result...
+        attr = inspect.getattr_static(base, node.attr, None)
+        assert attr is not None, f"the README uses {ast.unparse(node)}, which does not exist"
+        return getattr(base, node.attr) if callable(attr) or inspect.ismodule(attr) else None
+    return None
+
+
+def _python_in_readme(text: str) -> list[ast.AST]:
+    """Every python code block, and every inline code span that parses as an expression
+    (``Chat(timeout=, max_retries=)`` included: a bare ``kw=`` is read as ``kw=...``)."""
+    trees: list[ast.AST] = []
+    for block in re.findall(r"```python\n(.*?)```", text, re.S):
+        flags = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        trees.append(compile(block, "README.md", "exec", flags=flags))
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    for span in re.findall(r"`([^`]+)`", prose):
+        try:
+            trees.append(ast.parse(re.sub(r"=\s*(?=[,)])", "=...", span), mode="eval"))
+        except SyntaxError:
+            continue
+    return trees
+
+
+def _unknown_keywords(text: str) -> tuple[list[str], int]:
+    """Keywords passed in ``text``'s examples that their callable does not take; how many fit."""
+    names = _namespace()
+    bad: list[str] = []
+    checked = 0
+    for tree in _python_in_readme(text):
+        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+            target = _resolve(call.func, names)
+            keywords = [k.arg for k in call.keywords if k.arg is not None]
+            if target is None or not keywords:
+                continue
+            params = inspect.signature(target).parameters
+            if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+                continue  # e.g. OpenAIProvider(**client_kwargs): the SDK client takes the rest
+            for name in keywords:
+                if name in params and params[name].kind is not inspect.Parameter.POSITIONAL_ONLY:
+                    checked += 1
+                else:
+                    bad.append(f"{ast.unparse(call)}: {ast.unparse(call.func)} takes no {name}=")
+    return bad, checked
+
+
+def test_every_keyword_in_the_readme_exists() -> None:
+    """``Chat(timeout=...)`` in the README while ``Chat`` takes no ``timeout`` is a bug."""
+    bad, checked = _unknown_keywords(README.read_text())
+    assert bad == []
+    assert checked >= 20, checked
+
+
+def test_the_keyword_check_finds_an_offence() -> None:
+    text = "Retries: `Chat(timeout=, max_retries=)`.\n```python\nchat.ask_later(x, wait=1)\n```\n"
+    bad, _ = _unknown_keywords(text)
+    assert bad == [
+        "chat.ask_later(x, wait=1): chat.ask_later takes no wait=",
+        "Chat(timeout=..., max_retries=...): Chat takes no timeout=",
+        "Chat(timeout=..., max_retries=...): Chat takes no max_retries=",
+    ]

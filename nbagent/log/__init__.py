@@ -12,7 +12,9 @@ frame you already have::
     log.plot_durations(df)                           # duration distribution by tool
     log.to_parquet(df, "calls.parquet"); log.read_parquet("calls.parquet")
 
-pandas and matplotlib are imported only when a function here needs them.
+pandas and matplotlib are imported only when a function here needs them. The
+plots need the ``plots`` extra (matplotlib), Parquet the ``parquet`` extra
+(pyarrow); without it they fail with a line saying so.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .._events import Event
 from .._exports import publish as _publish
+from .._optional import require
 from ._projection import (
     CALL_COLUMNS,
     MESSAGE_COLUMNS,
@@ -300,6 +303,7 @@ def plot_timeline(
     Returns:
         The matplotlib ``Figure`` (it displays as a PNG in a notebook).
     """
+    require("matplotlib", "log.plot_timeline()")
     import pandas as pd
 
     if isinstance(source, pd.DataFrame):
@@ -440,6 +444,7 @@ def plot_durations(source: Any, ax: Axes | None = None) -> Figure:
         The matplotlib ``Figure``; the x axis is logarithmic when durations span
         more than two orders of magnitude.
     """
+    require("matplotlib", "log.plot_durations()")
     import numpy as np
 
     df = _frame(source, "calls")
@@ -590,6 +595,7 @@ def to_parquet(df: pd.DataFrame, path: str | Path) -> Path:
     categories, nullable dtypes and UTC datetimes are kept. A non-default index
     is written as columns.
     """
+    require("pyarrow", "log.to_parquet()")
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -604,6 +610,7 @@ def to_parquet(df: pd.DataFrame, path: str | Path) -> Path:
 
 def read_parquet(path: str | Path) -> pd.DataFrame:
     """Read a frame written by :func:`to_parquet` with its dtypes and dict columns."""
+    require("pyarrow", "log.read_parquet()")
     import pyarrow.parquet as pq
 
     table = pq.read_table(Path(path))

@@ -131,6 +131,7 @@ from .._events import (
     ToolCallStarted,
 )
 from .._extension import Extension
+from .._optional import require
 from .._types import (
     CALL_STATUSES,
     CONCURRENCY_MODES,
@@ -587,6 +588,7 @@ def _message_row(index: int, turn: int, m: Any, ts: datetime) -> tuple[Any, ...]
 # ------------------------------------------------------------ materialise
 def build_frame(logs: Sequence[CallLog], kind: str) -> pd.DataFrame:
     """One DataFrame of ``kind`` over several logs, with the schema's dtypes."""
+    require("pandas", "chat.log (and every nbagent.log frame)")
     import pandas as pd
 
     try:

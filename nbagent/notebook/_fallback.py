@@ -22,6 +22,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .._notice import notice
 from ._kernel import in_kernel
 from ._render import conversation_html, conversation_markdown, conversation_text, printable
 from ._state import ChatState, Entry, json_preview, state_for
@@ -96,14 +97,29 @@ def _state(chat: Chat) -> ChatState:
     return ChatState.from_chat(chat)
 
 
+_hinted = False
+
+
 def widgets_available() -> bool:
-    """Inside an IPython kernel with ipywidgets and anywidget importable."""
+    """Inside an IPython kernel with ipywidgets and anywidget importable.
+
+    In a kernel where they are not (an environment that installed nbagent
+    without its dependencies), the views show their static form, and the user
+    is told once why there are no buttons and what to do.
+    """
+    global _hinted
     if "ipykernel" not in sys.modules or not in_kernel():
         return False
     try:
         import anywidget  # noqa: F401
         import ipywidgets  # noqa: F401
-    except ImportError:
+    except ImportError as exc:
+        if not _hinted:
+            _hinted = True
+            notice(
+                f"the live view has no buttons here ({exc}): pip install ipywidgets anywidget "
+                "and restart the kernel; meanwhile decide with chat.approve(call) / chat.deny(call)"
+            )
         return False
     return True
 

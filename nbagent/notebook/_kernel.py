@@ -4,18 +4,9 @@ from __future__ import annotations
 
 import sys
 
+from .._notice import in_kernel
 
-def in_kernel() -> bool:
-    """Inside an IPython kernel (not terminal IPython, not plain Python).
-
-    Reads ``sys.modules`` rather than importing IPython: in a kernel it is
-    always imported already, and ``Chat()`` asks this on every construction.
-    """
-    ipython = sys.modules.get("IPython")
-    if ipython is None:
-        return False
-    ip = ipython.get_ipython()
-    return ip is not None and getattr(ip, "kernel", None) is not None
+__all__ = ["execution_count", "in_kernel"]
 
 
 def execution_count() -> int | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._errors import AuthenticationError
+from .._optional import require
 from .._types import LLMToolResponse
 from ._anthropic_wire import (
     MessageStream,
@@ -73,6 +74,7 @@ class AnthropicProvider(SDKProvider):
         extra_body: dict[str, Any] | None = None,
         **client_kwargs: Any,
     ):
+        require("anthropic", "AnthropicProvider (Claude models)")
         import anthropic
 
         self.max_tokens = max_tokens

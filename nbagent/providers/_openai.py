@@ -23,6 +23,7 @@ import os
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from .._optional import require
 from .._types import LLMToolResponse
 from ._base import DeltaSink, ModelRequest
 from ._catalog import warn_if_unknown
@@ -112,6 +113,7 @@ class OpenAIProvider(SDKProvider):
         api = api or "chat"
         if api not in ("chat", "responses"):
             raise ValueError(f"api must be 'chat' or 'responses', got {api!r}")
+        require("openai", "OpenAIProvider (OpenAI and compatible models)")
         import openai
 
         url: str | None = (

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import copy
 import os
-import sys
 import threading
 from typing import Any
 
+from .._notice import notice
 from ._base import Provider
 from ._catalog import lookup_model
 
@@ -37,14 +37,18 @@ def provider_for_model(model: str) -> str | None:
 
 
 def announce(message: str) -> None:
-    """Say something once per process (e.g. which provider ``Chat()`` picked)."""
+    """Say something once per process (e.g. which provider ``Chat()`` picked).
+
+    An information line (:func:`nbagent._notice.notice`): small and neutral in a
+    notebook, one line on stderr elsewhere.
+    """
     from .._config import get_config
 
     with _announce_lock:
         if message in _announced or get_config().quiet:
             return
         _announced.add(message)
-    print(f"nbagent: {message}", file=sys.stderr)
+    notice(message)
 
 
 def make_provider(name: str, model: str | None, **kwargs: Any) -> Provider:

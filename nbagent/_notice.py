@@ -1,0 +1,43 @@
+"""Telling the user something in passing: where we run, and one informational line.
+
+``Chat()`` says once which provider it picked (or that there is no API key and
+it uses the offline demo model); the notebook view says once when it has to
+show cards without buttons. That is information, not an error: in a Jupyter
+kernel it is a small neutral line in the cell's output, not a stderr stream,
+which front ends draw as an error box; elsewhere it is one line on stderr,
+where a script's or a terminal's diagnostics belong.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def in_kernel() -> bool:
+    """Inside an IPython kernel (not terminal IPython, not plain Python).
+
+    Reads ``sys.modules`` rather than importing IPython: in a kernel it is
+    always imported already, and ``Chat()`` asks this on every construction.
+    """
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return False
+    ip = ipython.get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None
+
+
+def notice(message: str) -> None:
+    """Show ``nbagent: <message>`` as information (see the module docstring)."""
+    line = f"nbagent: {message}"
+    if in_kernel():
+        try:
+            import html  # here, not at import nbagent: html.entities is a big table
+
+            from IPython.display import display
+
+            html_line = f'<small class="nba-notice">{html.escape(line)}</small>'
+            display({"text/plain": line, "text/html": html_line}, raw=True)
+            return
+        except Exception:  # a notice must never break the cell; fall back to the line
+            pass
+    print(line, file=sys.stderr)

@@ -1,0 +1,162 @@
+"""Packaging: the extras in pyproject.toml, and what happens when one is not installed.
+
+``pip install nbagent`` brings the core (pandas, the SDKs, the widget packages);
+the extras bring the heavy or optional rest. A feature whose extra is missing
+fails with one line naming the extra. A missing module is simulated in a fresh
+interpreter with ``sys.modules[name] = None``, which makes importing it fail as
+if it were not installed.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from nbagent._optional import EXTRAS, missing_message, require
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+SETUP = """
+import sys
+for name in {missing!r}:
+    sys.modules[name] = None
+import nbagent
+from nbagent import Chat, Tool, log
+
+class IssueRefund(Tool):
+    '''Issue a refund for an order.'''
+    requires_approval = True
+    def execute(self, order_id: int) -> str:
+        return f"refunded order {{order_id}}"
+
+chat = Chat(model="demo").with_tools(IssueRefund)
+chat.ask("Refund order 42")
+chat.approve(chat.pending_approvals[0])
+chat.complete()
+"""
+
+
+def run(missing: list[str], code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    source = SETUP.format(missing=missing) + textwrap.dedent(code)
+    return subprocess.run(
+        [sys.executable, "-c", source], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
+
+
+def last_line(proc: subprocess.CompletedProcess[str]) -> str:
+    return proc.stderr.strip().splitlines()[-1]
+
+
+def _requirement_names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[<>=\[; ]", r, maxsplit=1)[0].lower() for r in requirements}
+
+
+def test_the_core_is_what_the_notebook_features_use() -> None:
+    core = _requirement_names(PYPROJECT["dependencies"])
+    assert core == {"pydantic", "pandas", "ipywidgets", "anywidget", "openai", "anthropic"}
+    extras = PYPROJECT["optional-dependencies"]
+    assert set(extras) == {"plots", "parquet", "lab", "dev"}
+    assert "jupyterlab" in _requirement_names(extras["lab"])
+    assert "jupyterlab" not in core  # VS Code and Colab bring their own front end
+
+
+def test_each_extra_named_in_errors_brings_its_module() -> None:
+    extras = PYPROJECT["optional-dependencies"]
+    for module, extra in EXTRAS.items():
+        assert module in _requirement_names(extras[extra]), (module, extra)
+    # lab runs every example notebook, and dev (make test, make lint) has everything.
+    assert "nbagent[plots,parquet]" in extras["lab"]
+    assert "nbagent[lab]" in extras["dev"]
+
+
+@pytest.mark.parametrize(
+    ("missing", "code", "extra", "feature"),
+    [
+        (["matplotlib"], "log.plot_timeline(chat)", "plots", "log.plot_timeline()"),
+        (["matplotlib"], "log.plot_durations(chat)", "plots", "log.plot_durations()"),
+        (["pyarrow"], "log.to_parquet(chat.log, 'calls.parquet')", "parquet", "log.to_parquet()"),
+        (["pyarrow"], "log.read_parquet('calls.parquet')", "parquet", "log.read_parquet()"),
+    ],
+)
+def test_a_feature_without_its_extra_says_which_extra_in_one_line(
+    missing: list[str], code: str, extra: str, feature: str, tmp_path: Path
+) -> None:
+    proc = run(missing, code, tmp_path)
+    assert proc.returncode == 1
+    assert last_line(proc) == (
+        f"ModuleNotFoundError: {feature} needs {missing[0]}, which is not installed: "
+        f"pip install 'nbagent[{extra}]'"
+    )
+    assert "During handling" not in proc.stderr  # the bare import error is not chained
+
+
+def test_the_log_itself_needs_no_extra(tmp_path: Path) -> None:
+    proc = run(
+        ["matplotlib", "pyarrow"],
+        """
+        df = chat.log
+        assert list(df["status"]) == ["ok"], df
+        log.to_csv(df, "calls.csv")
+        print(log.summary(log.read_csv("calls.csv")).loc["issue_refund", "calls"])
+        """,
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "1"
+
+
+def test_the_demo_without_the_lab_extra_says_so(tmp_path: Path) -> None:
+    code = "import sys\nsys.modules['nbclient'] = None\n"
+    code += "from nbagent.demo import main\nsys.exit(main())"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        "nbagent.demo: python -m nbagent.demo needs nbclient, which is not installed: "
+        "pip install 'nbagent[lab]'\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("missing", "code", "feature"),
+    [
+        (["pandas"], "chat.log", "chat.log (and every nbagent.log frame)"),
+        (["openai"], "Chat(model='gpt-4.1-mini')", "OpenAIProvider (OpenAI and compatible models)"),
+        (["anthropic"], "Chat(model='claude-sonnet-4-5')", "AnthropicProvider (Claude models)"),
+    ],
+)
+def test_a_missing_core_dependency_says_so_in_one_line(
+    missing: list[str], code: str, feature: str, tmp_path: Path
+) -> None:
+    """Only a broken install gets here (they are dependencies), but it still gets a fix."""
+    proc = run(missing, code, tmp_path)
+    assert proc.returncode == 1
+    assert last_line(proc) == (
+        f"ModuleNotFoundError: {feature} needs {missing[0]}, a dependency of nbagent that is "
+        f"not installed: pip install {missing[0]} (or reinstall nbagent)"
+    )
+
+
+def test_an_installed_module_that_fails_inside_keeps_its_own_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``require`` names an extra only when the module itself is missing."""
+    (tmp_path / "nbagent_broken_pkg.py").write_text("import nbagent_no_such_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModuleNotFoundError) as info:
+        require("nbagent_broken_pkg", "x")
+    assert info.value.name == "nbagent_no_such_dependency"
+    assert "nbagent_no_such_dependency" in str(info.value)
+
+
+def test_require_returns_the_module() -> None:
+    assert require("json", "x").__name__ == "json"
+    assert "\n" not in missing_message("matplotlib.figure", "log.plot_timeline()")

@@ -1,0 +1,72 @@
+"""The Makefile's front door: `make lab` installs only the lab extra, roots JupyterLab at the
+repository, opens the quickstart, and turns off JupyterLab's news popup; `make test` installs dev.
+
+Checked with `make -n` against a venv path that does not exist, so every install step shows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+
+
+def dry_run(target: str, tmp_path: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "JUPYTER"))}
+    proc = subprocess.run(
+        ["make", "-n", target, f"VENV={tmp_path / 'venv'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    return proc.stdout
+
+
+def test_make_lab_installs_the_lab_extra_only(tmp_path: Path) -> None:
+    out = dry_run("lab", tmp_path)
+    assert "pip install --disable-pip-version-check -e '.[lab]'" in out
+    assert ".[dev]" not in out
+
+
+def test_make_lab_roots_jupyterlab_at_the_repository_on_the_quickstart(tmp_path: Path) -> None:
+    out = dry_run("lab", tmp_path)
+    command = out[out.index("-m jupyterlab") :]
+    assert f'--ServerApp.root_dir="{ROOT}"' in command
+    assert "notebooks/01_quickstart.ipynb" in command
+    assert f'JUPYTER_CONFIG_PATH="{ROOT}/.jupyter"' in out
+
+
+def test_make_test_and_lint_install_dev(tmp_path: Path) -> None:
+    for target in ("test", "lint"):
+        assert "pip install --disable-pip-version-check -e '.[dev]'" in dry_run(target, tmp_path)
+
+
+def test_the_repositorys_jupyter_config_turns_off_the_news_popup(tmp_path: Path) -> None:
+    """JupyterLab reads labconfig/default_setting_overrides.json on its config path (as
+    `make lab` sets it) into its settings' defaults; "false" means never ask about news."""
+    code = (
+        "import json\n"
+        "from jupyter_server.services.config.manager import ConfigManager\n"
+        "cm = ConfigManager(config_dir_name='labconfig')\n"
+        "print(json.dumps(cm.get('default_setting_overrides')))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+    env["JUPYTER_CONFIG_PATH"] = str(ROOT / ".jupyter")
+    env["JUPYTER_CONFIG_DIR"] = str(tmp_path)  # no user config in the way
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    overrides = json.loads(proc.stdout)
+    notification = overrides["@jupyterlab/apputils-extension:notification"]
+    assert notification == {"fetchNews": "false", "checkForUpdates": False}
