@@ -8,8 +8,10 @@ notebooks run on in CI. Given the user's latest message it:
    parameter (``subject "Hi"``, ``amount=5``, ``order 42``) fill it; the rest is
    matched by type; one request becomes several calls of a tool only when it
    lists values ("weather in Paris, Tokyo and Oslo");
-2. honours ``tool_choice`` and ``calls="one"``;
-3. after the tool results come back, answers from them (and says plainly when a
+2. says, in the text that comes with its tool calls, which arguments it guessed
+   from the words and which it made up;
+3. honours ``tool_choice`` and ``calls="one"``;
+4. after the tool results come back, answers from them (and says plainly when a
    call was denied or failed).
 
 It never raises on unusual schemas.
@@ -30,7 +32,7 @@ from .._types import (
     ToolSpec,
 )
 from ._base import DeltaSink, InProcessProvider, ModelRequest, StreamDelta
-from ._demo_reading import plan
+from ._demo_reading import Planned, plan
 
 
 def _summarise(content: str, limit: int = 300) -> str:
@@ -50,6 +52,18 @@ def _summarise(content: str, limit: int = 300) -> str:
 
 def _label(name: str, arguments: dict[str, Any]) -> str:
     return f"{name}({', '.join(f'{k}={v}' for k, v in arguments.items())})"
+
+
+def _guess_note(planned: list[Planned]) -> str:
+    """What the demo model guessed, said with its tool calls ("" when it guessed nothing)."""
+    guessed = list(dict.fromkeys(p for c in planned for p in c.guessed))
+    made_up = list(dict.fromkeys(p for c in planned for p in c.made_up))
+    parts = []
+    if guessed:
+        parts.append("arguments guessed from your words: " + ", ".join(guessed))
+    if made_up:
+        parts.append("not in your words, made up: " + ", ".join(made_up))
+    return f"(demo model: {'; '.join(parts)})" if parts else ""
 
 
 class DemoProvider(InProcessProvider):
@@ -118,9 +132,10 @@ class DemoProvider(InProcessProvider):
             planned = planned[:1]
         if planned:
             tool_calls = tuple(ToolCall(self._new_id(), c.name, c.arguments) for c in planned)
-            i, o = self._usage(messages, json.dumps([c.arguments for c in tool_calls]))
+            note = _guess_note(planned)
+            i, o = self._usage(messages, note + json.dumps([c.arguments for c in tool_calls]))
             return LLMToolResponse(
-                text="",
+                text=note,
                 tool_calls=tool_calls,
                 input_tokens=i,
                 output_tokens=o,

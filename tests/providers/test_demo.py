@@ -1,5 +1,5 @@
 """The offline demo model reads requests honestly: whole values, one call per request unless
-the text lists values."""
+the text lists values, guesses are marked."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any, Literal
 import pytest
 
 from nbagent import (
+    AssistantToolCallMessage,
     Chat,
     ChatMessage,
     DemoProvider,
@@ -398,6 +399,51 @@ def test_the_issue_examples_through_a_chat() -> None:
     }
 
 
+def test_guessed_arguments_are_marked_in_the_text_with_the_calls() -> None:
+    chat = Chat(model="demo").with_tools(*TOOLS)
+    chat.ask("Send an email to bob@example.com saying the report is ready")
+    message = chat.transcript[1]
+    assert isinstance(message, AssistantToolCallMessage)
+    assert message.content == (
+        "(demo model: arguments guessed from your words: to, body; "
+        "not in your words, made up: subject)"
+    )
+    # the note is in the notebook view (here its plain text), with no change to the view
+    shown = chat._repr_mimebundle_()
+    assert (
+        "Assistant: (demo model: arguments guessed from your words: to, body;"
+        in (shown["text/plain"])
+    )
+    assert "arguments guessed from your words: to, body;" in shown["text/html"]
+
+
+def test_no_note_when_nothing_was_guessed() -> None:
+    response = ask_demo("List the open tickets")
+    assert [c.name for c in response.tool_calls] == ["list_tickets"]
+    assert response.text == ""
+
+
+def test_a_made_up_argument_is_named_as_made_up() -> None:
+    response = ask_demo("refund")
+    assert response.tool_calls[0].arguments == {"order_id": 1, "amount": 1}
+    assert response.text == "(demo model: not in your words, made up: order_id, amount)"
+
+
+def test_the_note_streams_before_the_calls() -> None:
+    seen: list[Any] = []
+    response = DemoProvider().complete(
+        ModelRequest(
+            (ChatMessage("user", "Weather in Oslo"),),
+            tools=SPECS,
+            stream=True,
+            on_delta=seen.append,
+        )
+    )
+    text = "".join(d.text for d in seen if d.kind == "text")
+    assert text == response.text == "(demo model: arguments guessed from your words: city)"
+    assert [d.kind for d in seen][-1] == "tool_call"
+
+
 def test_choice_of_a_tool_and_required() -> None:
     forced = ask_demo("Tell me about Paris", tool_choice="get_weather")
     assert [(c.name, c.arguments) for c in forced.tool_calls] == [
@@ -405,6 +451,7 @@ def test_choice_of_a_tool_and_required() -> None:
     ]
     required = ask_demo("What is the meaning of life?", tool_choice="required")
     assert len(required.tool_calls) == 1 and required.tool_calls[0].name == SPECS[0].name
+    assert "made up" in required.text
     assert ask_demo("Weather in Oslo", tool_choice="none").tool_calls == ()
 
 
