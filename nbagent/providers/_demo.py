@@ -10,7 +10,8 @@ notebooks run on in CI. Given the user's latest message it:
    lists values ("weather in Paris, Tokyo and Oslo");
 2. says, in the text that comes with its tool calls, which arguments it guessed
    from the words and which it made up;
-3. honours ``tool_choice`` and ``calls="one"``;
+3. honours ``tool_choice`` and ``calls="one"`` (its answer then names the calls
+   it did not make);
 4. after the tool results come back, answers from them (and says plainly when a
    call was denied or failed).
 
@@ -52,6 +53,10 @@ def _summarise(content: str, limit: int = 300) -> str:
 
 def _label(name: str, arguments: dict[str, Any]) -> str:
     return f"{name}({', '.join(f'{k}={v}' for k, v in arguments.items())})"
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _guess_note(planned: list[Planned]) -> str:
@@ -123,6 +128,8 @@ class DemoProvider(InProcessProvider):
                 break
         if isinstance(last, ToolResultMessage) and choice in ("auto", "none"):
             text = self._answer_from_results(messages)
+            if calls == "one":
+                text += self._skipped(messages, user_text, specs)
             return self._text(messages, text)
         # Number calls after the ones already in the transcript: ids stay unique in a
         # chat even when a new provider object continues it (Chat.load).
@@ -160,6 +167,30 @@ class DemoProvider(InProcessProvider):
                 "OPENAI_API_KEY or ANTHROPIC_API_KEY to talk to a real model."
             )
         return self._text(messages, text)
+
+    def _skipped(self, messages: list[Message], user_text: str, specs: list[ToolSpec]) -> str:
+        """With ``calls="one"``: the calls the request asked for that were not made."""
+        made: list[ToolCall] = []
+        for m in reversed(messages):
+            if isinstance(m, ChatMessage) and m.role == "user":
+                break
+            if isinstance(m, AssistantToolCallMessage):
+                made[:0] = m.tool_calls
+        wanted = plan(user_text, specs, "auto")
+        if len(made) != 1 or len(wanted) < 2 or wanted[0].name != made[0].name:
+            return ""
+        done, rest = made[0], wanted[1:]
+        item = wanted[0].item_param
+        if item and item in done.arguments and all(c.item_param == item for c in rest):
+            did = f"{done.name} for {done.arguments[item]}"
+            todo = _and([str(c.arguments.get(item)) for c in rest])
+        else:
+            did = _label(done.name, done.arguments)
+            todo = _and([_label(c.name, c.arguments) for c in rest])
+        return (
+            f"\nI only called {did}: one tool call per response is allowed "
+            f'(calls="one"); ask again for {todo}.'
+        )
 
     def _text(self, messages: list[Message], text: str) -> LLMToolResponse:
         i, o = self._usage(messages, text)

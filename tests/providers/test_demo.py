@@ -1,5 +1,5 @@
 """The offline demo model reads requests honestly: whole values, one call per request unless
-the text lists values, guesses are marked."""
+the text lists values, ``calls="one"`` says what it skipped, guesses are marked."""
 
 from __future__ import annotations
 
@@ -399,6 +399,31 @@ def test_the_issue_examples_through_a_chat() -> None:
     }
 
 
+def test_calls_one_says_which_items_it_skipped() -> None:
+    chat = Chat(model="demo").with_tools(get_weather).with_tool_options(calls="one")
+    answer = chat.ask("What's the weather in Paris, Tokyo and Oslo?")
+    assert [c.arguments for c in chat.tool_calls] == [{"city": "Paris"}]
+    assert answer is not None
+    assert answer.content.endswith(  # type: ignore[union-attr]
+        "I only called get_weather for Paris: one tool call per response is allowed "
+        '(calls="one"); ask again for Tokyo and Oslo.'
+    )
+
+
+def test_calls_one_names_skipped_calls_of_other_tools() -> None:
+    chat = Chat(model="demo").with_tools(*TOOLS).with_tool_options(calls="one")
+    answer = chat.ask("Weather in Paris and refund order 42 for 5 euros")
+    assert [c.name for c in chat.tool_calls] == ["get_weather"]
+    assert "ask again for issue_refund(order_id=42, amount=5.0)." in answer.content  # type: ignore[union-attr]
+
+
+def test_calls_one_says_nothing_when_nothing_was_skipped() -> None:
+    chat = Chat(model="demo").with_tools(get_weather).with_tool_options(calls="one")
+    answer = chat.ask("Weather in Paris?")
+    assert "calls=" not in answer.content  # type: ignore[union-attr]
+    assert len(chat.tool_calls) == 1
+
+
 def test_guessed_arguments_are_marked_in_the_text_with_the_calls() -> None:
     chat = Chat(model="demo").with_tools(*TOOLS)
     chat.ask("Send an email to bob@example.com saying the report is ready")
@@ -410,11 +435,8 @@ def test_guessed_arguments_are_marked_in_the_text_with_the_calls() -> None:
     )
     # the note is in the notebook view (here its plain text), with no change to the view
     shown = chat._repr_mimebundle_()
-    assert (
-        "Assistant: (demo model: arguments guessed from your words: to, body;"
-        in (shown["text/plain"])
-    )
-    assert "arguments guessed from your words: to, body;" in shown["text/html"]
+    note = "(demo model: arguments guessed from your words: to, body;"
+    assert f"Assistant: {note}" in shown["text/plain"] and note in shown["text/html"]
 
 
 def test_no_note_when_nothing_was_guessed() -> None:
