@@ -3,23 +3,24 @@
 It is what ``Chat()`` uses when no API key is set, and what the example
 notebooks run on in CI. Given the user's latest message it:
 
-1. splits the request into clauses ("weather in Paris and in Tokyo");
-2. picks, for each clause, the tool whose name, description and parameters
-   share the most words with it (honouring ``tool_choice``; a clause with no
-   tool of its own reuses the previous clause's tool when it names a new value);
-3. fills the tool's JSON Schema with values taken from the text: enum values
-   mentioned, numbers in order, quoted strings, capitalised names, words after
-   "for"/"in"/"about"..., else defaults, else a typed placeholder;
+1. reads the request against the tools' schemas (:mod:`._demo_reading`): quoted
+   text, SQL, paths, URLs, emails and dates stay whole; phrases that name a
+   parameter (``subject "Hi"``, ``amount=5``, ``order 42``) fill it; the rest is
+   matched by type; one request becomes several calls of a tool only when it
+   lists values ("weather in Paris, Tokyo and Oslo");
+2. says, in the text that comes with its tool calls, which arguments it guessed
+   from the words and which it made up;
+3. honours ``tool_choice`` and ``calls="one"`` (its answer then names the calls
+   it did not make);
 4. after the tool results come back, answers from them (and says plainly when a
    call was denied or failed).
 
-It honours ``calls="one"``. It never raises on unusual schemas.
+It never raises on unusual schemas.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from .._types import (
@@ -32,188 +33,7 @@ from .._types import (
     ToolSpec,
 )
 from ._base import DeltaSink, InProcessProvider, ModelRequest, StreamDelta
-
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "of",
-        "to",
-        "in",
-        "on",
-        "at",
-        "for",
-        "and",
-        "or",
-        "is",
-        "are",
-        "be",
-        "me",
-        "my",
-        "i",
-        "you",
-        "your",
-        "please",
-        "what",
-        "whats",
-        "what's",
-        "how",
-        "can",
-        "could",
-        "would",
-        "should",
-        "do",
-        "does",
-        "with",
-        "from",
-        "by",
-        "it",
-        "this",
-        "that",
-        "get",
-        "give",
-        "tell",
-        "show",
-        "find",
-        "current",
-        "now",
-        "today",
-        "some",
-        "any",
-        "all",
-    ]
-)
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'-]*")
-_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
-_QUOTED = re.compile(r"\"([^\"]+)\"|'([^']{2,})'|“([^”]+)”")
-_CAPITALISED = re.compile(r"\b([A-Z][a-zà-ÿ]+(?:[ -][A-Z][a-zà-ÿ]+)*)\b")
-_AFTER_PREP = re.compile(
-    r"\b(?:for|in|about|named|called|to|from|of|on)\s+([A-Za-z0-9][\w.@-]*(?:\s+[A-Z][\w-]*)*)"
-)
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
-_PATHLIKE = re.compile(
-    r"(?<![\w@/])(?:[a-zA-Z][\w+.-]*://)?(?=[\w~./-]*[A-Za-z])[\w~-]*(?:[./][\w~-]+)+/?"
-)
-
-
-def _words(text: str) -> list[str]:
-    out = []
-    for w in _WORD.findall(text.lower().replace("_", " ")):
-        w = w.strip("'")
-        if w and w not in _STOP:
-            out.append(w[:-1] if len(w) > 4 and w.endswith("s") else w)
-    return out
-
-
-def _tool_vocab(spec: ToolSpec) -> set[str]:
-    vocab = set(_words(spec.name.replace("-", " ")))
-    vocab |= set(_words(spec.description.split("\n")[0]))
-    for pname in spec.input_schema.get("properties", {}):
-        vocab |= set(_words(pname.replace("_", " ")))
-    return vocab
-
-
-def _score(clause: str, spec: ToolSpec) -> float:
-    words = set(_words(clause))
-    name_words = set(_words(spec.name.replace("-", " ")))
-    return 2.0 * len(words & name_words) + len(words & _tool_vocab(spec))
-
-
-def _split_clauses(text: str) -> list[str]:
-    parts = re.split(r"\s*(?:,|;|\band then\b|\bthen\b|\band also\b|\balso\b|\band\b)\s*", text)
-    return [p for p in (p.strip(" .?!") for p in parts) if p]
-
-
-class _Extractor:
-    """Pulls typed values out of a clause, each value used at most once."""
-
-    def __init__(self, clause: str, full_text: str):
-        self.clause = clause
-        self.full = full_text
-        self.numbers = [m.group(0) for m in _NUMBER.finditer(clause)]
-        self.quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(clause)]
-        self.emails = _EMAIL.findall(clause)
-        self.paths = [p for p in _PATHLIKE.findall(clause) if p not in self.emails]
-        first_word = clause.split(" ", 1)[0]
-        self.names = [
-            n for n in _CAPITALISED.findall(clause) if n != first_word and n.lower() not in _STOP
-        ]
-        self.after = [m.group(1) for m in _AFTER_PREP.finditer(clause)]
-        self.used: set[str] = set()
-
-    def take(self, pool: list[str]) -> str | None:
-        for v in pool:
-            if v not in self.used:
-                self.used.add(v)
-                return v
-        return None
-
-    def value_for(self, pname: str, schema: dict[str, Any], required: bool) -> Any:
-        schema = _first_concrete(schema)
-        typ = schema.get("type")
-        enum = schema.get("enum")
-        low = self.clause.lower()
-        if enum:
-            for text in (low, self.full.lower()):
-                for v in enum:
-                    if isinstance(v, str) and re.search(rf"\b{re.escape(v.lower())}\b", text):
-                        return v
-            return schema.get("default", enum[0]) if required or "default" in schema else None
-        if typ in ("integer", "number"):
-            n = self.take(self.numbers)
-            if n is None:
-                return schema.get("default", 1) if required else None
-            return int(float(n)) if typ == "integer" else float(n)
-        if typ == "boolean":
-            if pname.replace("_", " ") in low:
-                return True
-            return schema.get("default", False) if required else None
-        if typ == "array":
-            item = self.value_for(pname, schema.get("items", {"type": "string"}), True)
-            return [item] if item is not None else []
-        if typ == "object":
-            return _fill(schema, self) if required else None
-        # strings
-        if "email" in pname.lower():
-            v = self.take(self.emails)
-            if v:
-                return v
-        for pool in (self.quoted, self.paths, self.names, self.after):
-            v = self.take(pool)
-            if v:
-                return v
-        if required:
-            if "default" in schema:
-                return schema["default"]
-            leftover = [w for w in _words(self.clause)]
-            return leftover[-1] if leftover else self.clause or pname
-        return None
-
-
-def _first_concrete(schema: dict[str, Any]) -> dict[str, Any]:
-    for key in ("anyOf", "oneOf"):
-        if key in schema:
-            options = [s for s in schema[key] if s.get("type") != "null"]
-            if options:
-                merged = dict(options[0])
-                if "default" in schema:
-                    merged["default"] = schema["default"]
-                return merged
-    return schema
-
-
-def _fill(schema: dict[str, Any], ex: _Extractor) -> dict[str, Any]:
-    props: dict[str, Any] = schema.get("properties", {})
-    required = set(schema.get("required", []))
-    args: dict[str, Any] = {}
-    for pname, pschema in props.items():
-        if "$ref" in pschema:
-            continue
-        value = ex.value_for(pname, pschema, pname in required)
-        if value is not None:
-            args[pname] = value
-    return args
+from ._demo_reading import Planned, plan
 
 
 def _summarise(content: str, limit: int = 300) -> str:
@@ -229,6 +49,26 @@ def _summarise(content: str, limit: int = 300) -> str:
     ):
         text = ", ".join(f"{k} {v}" for k, v in data.items())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _label(name: str, arguments: dict[str, Any]) -> str:
+    return f"{name}({', '.join(f'{k}={v}' for k, v in arguments.items())})"
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _guess_note(planned: list[Planned]) -> str:
+    """What the demo model guessed, said with its tool calls ("" when it guessed nothing)."""
+    guessed = list(dict.fromkeys(p for c in planned for p in c.guessed))
+    made_up = list(dict.fromkeys(p for c in planned for p in c.made_up))
+    parts = []
+    if guessed:
+        parts.append("arguments guessed from your words: " + ", ".join(guessed))
+    if made_up:
+        parts.append("not in your words, made up: " + ", ".join(made_up))
+    return f"(demo model: {'; '.join(parts)})" if parts else ""
 
 
 class DemoProvider(InProcessProvider):
@@ -288,19 +128,22 @@ class DemoProvider(InProcessProvider):
                 break
         if isinstance(last, ToolResultMessage) and choice in ("auto", "none"):
             text = self._answer_from_results(messages)
+            if calls == "one":
+                text += self._skipped(messages, user_text, specs)
             return self._text(messages, text)
         # Number calls after the ones already in the transcript: ids stay unique in a
         # chat even when a new provider object continues it (Chat.load).
         self._counter = max(self._counter, sum(len(getattr(m, "tool_calls", ())) for m in messages))
-        tool_calls = [] if choice == "none" else self._plan_calls(user_text, specs, choice)
+        planned = plan(user_text, specs, choice)
         if calls == "one":
-            tool_calls = tool_calls[:1]
-        if tool_calls:
-            out = json.dumps([c.arguments for c in tool_calls])
-            i, o = self._usage(messages, out)
+            planned = planned[:1]
+        if planned:
+            tool_calls = tuple(ToolCall(self._new_id(), c.name, c.arguments) for c in planned)
+            note = _guess_note(planned)
+            i, o = self._usage(messages, note + json.dumps([c.arguments for c in tool_calls]))
             return LLMToolResponse(
-                text="",
-                tool_calls=tuple(tool_calls),
+                text=note,
+                tool_calls=tool_calls,
                 input_tokens=i,
                 output_tokens=o,
                 model=self.model,
@@ -325,6 +168,30 @@ class DemoProvider(InProcessProvider):
             )
         return self._text(messages, text)
 
+    def _skipped(self, messages: list[Message], user_text: str, specs: list[ToolSpec]) -> str:
+        """With ``calls="one"``: the calls the request asked for that were not made."""
+        made: list[ToolCall] = []
+        for m in reversed(messages):
+            if isinstance(m, ChatMessage) and m.role == "user":
+                break
+            if isinstance(m, AssistantToolCallMessage):
+                made[:0] = m.tool_calls
+        wanted = plan(user_text, specs, "auto")
+        if len(made) != 1 or len(wanted) < 2 or wanted[0].name != made[0].name:
+            return ""
+        done, rest = made[0], wanted[1:]
+        item = wanted[0].item_param
+        if item and item in done.arguments and all(c.item_param == item for c in rest):
+            did = f"{done.name} for {done.arguments[item]}"
+            todo = _and([str(c.arguments.get(item)) for c in rest])
+        else:
+            did = _label(done.name, done.arguments)
+            todo = _and([_label(c.name, c.arguments) for c in rest])
+        return (
+            f"\nI only called {did}: one tool call per response is allowed "
+            f'(calls="one"); ask again for {todo}.'
+        )
+
     def _text(self, messages: list[Message], text: str) -> LLMToolResponse:
         i, o = self._usage(messages, text)
         return LLMToolResponse(
@@ -340,45 +207,6 @@ class DemoProvider(InProcessProvider):
     def _new_id(self) -> str:
         self._counter += 1
         return f"demo_call_{self._counter}"
-
-    def _plan_calls(self, text: str, specs: list[ToolSpec], choice: str) -> list[ToolCall]:
-        if not specs or not text:
-            return []
-        by_name = {s.name: s for s in specs}
-        out: list[ToolCall] = []
-        if choice not in ("auto", "required", "none"):
-            spec = by_name.get(choice)
-            if spec is None:
-                return []
-            ex = _Extractor(text, text)
-            return [ToolCall(self._new_id(), spec.name, _fill(spec.input_schema, ex))]
-        previous: ToolSpec | None = None
-        for clause in _split_clauses(text):
-            scored = sorted(
-                ((_score(clause, s), n, s) for n, s in enumerate(specs)),
-                key=lambda t: (-t[0], t[1]),
-            )
-            best_score, _, best = scored[0]
-            if best_score <= 0:
-                ex = _Extractor(clause, text)
-                if previous is not None and (ex.names or ex.numbers or ex.quoted or ex.paths):
-                    best = previous
-                else:
-                    continue
-            args = _fill(best.input_schema, _Extractor(clause, text))
-            call = ToolCall(self._new_id(), best.name, args)
-            if any(c.name == call.name and c.arguments == call.arguments for c in out):
-                continue
-            out.append(call)
-            previous = best
-        if not out and choice == "required":
-            spec = specs[0]
-            out.append(
-                ToolCall(
-                    self._new_id(), spec.name, _fill(spec.input_schema, _Extractor(text, text))
-                )
-            )
-        return out
 
     def _answer_from_results(self, messages: list[Message]) -> str:
         results: list[ToolResultMessage] = []
@@ -397,8 +225,7 @@ class DemoProvider(InProcessProvider):
         for r in results:
             call = calls.get(r.tool_call_id)
             name = call.name if call else r.name or "the tool"
-            args = ", ".join(f"{k}={v}" for k, v in (call.arguments if call else {}).items())
-            label = f"{name}({args})"
+            label = _label(name, call.arguments if call else {})
             if r.status == "ok":
                 lines.append(f"- {label}: {_summarise(r.content)}")
             elif r.status == "denied":

@@ -447,7 +447,7 @@ def test_an_event_updates_only_the_entries_it_touches(counter: Counter) -> None:
     assert len(old) >= 6
     assert rerendered == []  # nothing of turn 1 was re-rendered
     new = [w for w in entry_widgets(view) if w not in old]
-    assert len(new) == 3  # the user message, the step, the gated call
+    assert len(new) == 4  # the user message, the step, the demo's note, the gated call
 
 
 def test_long_chats_keep_few_live_widgets(counter: Counter) -> None:
@@ -455,7 +455,8 @@ def test_long_chats_keep_few_live_widgets(counter: Counter) -> None:
     view = ChatView(chat, page_size=5, live_pages=2)
     for i in range(12):
         chat.ask(f"What's the weather in City{i}?")
-    assert len(view.state.entries) == 12 * 5  # user, step, call, step, text per turn
+    # user, step, the demo's note on its guesses, call, step, text per turn
+    assert len(view.state.entries) == 12 * 6
     live = len(entry_widgets(view))
     assert live <= 10
     (more,) = [w for w in widgets_in(view) if isinstance(w, ipywidgets.Button)]
