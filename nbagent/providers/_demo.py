@@ -3,7 +3,7 @@
 It is what ``Chat()`` uses when no API key is set, and what the example
 notebooks run on in CI. Given the user's latest message it:
 
-1. reads the request against the tools' schemas (:mod:`._demo_reading`): quoted
+1. reads the request against the tools' schemas (:mod:`._demo_plan`): quoted
    text, SQL, paths, URLs, emails and dates stay whole; phrases that name a
    parameter (``subject "Hi"``, ``amount=5``, ``order 42``) fill it; the rest is
    matched by type; one request becomes several calls of a tool only when it
@@ -33,7 +33,7 @@ from .._types import (
     ToolSpec,
 )
 from ._base import DeltaSink, InProcessProvider, ModelRequest, StreamDelta
-from ._demo_reading import Planned, plan
+from ._demo_plan import Planned, plan
 
 
 def _summarise(content: str, limit: int = 300) -> str:

@@ -19,7 +19,7 @@ from nbagent import (
     ToolSpec,
     tool,
 )
-from nbagent.providers._demo_reading import plan
+from nbagent.providers._demo_plan import plan
 
 
 @tool
