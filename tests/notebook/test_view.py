@@ -21,6 +21,7 @@ from typing import Any
 
 import ipywidgets
 import pytest
+from _views import widgets_in
 
 import nbagent
 from nbagent import ApprovalDecided, Chat, Tool, ToolCall, ToolCallStarted, tool
@@ -91,18 +92,6 @@ def continuation_mode(request: pytest.FixtureRequest) -> Iterator[str]:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
         loop.close()
-
-
-# What the front end draws: the tests look at the view's widget tree, as the browser does.
-def widgets_in(view: ChatView) -> list[Any]:
-    """Every widget of the view, depth first, in display order."""
-    out: list[Any] = []
-    stack = [view.widget]
-    while stack:
-        widget = stack.pop()
-        out.append(widget)
-        stack.extend(reversed(getattr(widget, "children", ())))
-    return out
 
 
 def html_values(view: ChatView) -> list[str]:

@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 import ipywidgets
+from _views import widgets_in
 
 from nbagent import Chat, Tool
 from nbagent.notebook import ChatView, review
@@ -58,8 +59,8 @@ VIEW_BOUND = 60_000
 def test_huge_arguments_show_a_bounded_preview() -> None:
     chat, put = big_chat()
     view = ChatView(chat)
-    (card,) = [w for w in _widgets(view) if isinstance(w, ActionCard)]
-    for w in _widgets(view):
+    (card,) = [w for w in widgets_in(view) if isinstance(w, ActionCard)]
+    for w in widgets_in(view):
         if isinstance(w, ipywidgets.HTML):
             assert len(w.value) < VIEW_BOUND
     assert len(card.arguments) < VIEW_BOUND
@@ -83,7 +84,7 @@ def test_huge_arguments_show_a_bounded_preview() -> None:
     assert view.continuation.wait(30)
     assert chat.status == "complete"
     assert len(put.seen[0]["text"]) == BIG and len(put.seen[0]["data"]) == KEYS
-    for w in _widgets(view):
+    for w in widgets_in(view):
         if isinstance(w, ipywidgets.HTML):
             assert len(w.value) < VIEW_BOUND
     view.close()
@@ -96,7 +97,7 @@ def test_small_arguments_are_shown_whole_and_stay_editable() -> None:
     chat = Chat(provider=provider, display=False).with_tools(put)
     view = ChatView(chat)
     chat.ask("Store it")
-    (card,) = [w for w in _widgets(view) if isinstance(w, ActionCard)]
+    (card,) = [w for w in widgets_in(view) if isinstance(w, ActionCard)]
     assert card.editable is True
     assert json.loads(card.arguments) == args
     card.click("edit", arguments={**args, "path": "/tmp/z"})
@@ -123,13 +124,3 @@ def test_json_preview_is_pretty_json_when_small_and_bounded_when_not() -> None:
     text, complete = json_preview({"k" * 30_000: 1})  # keys are clipped too
     assert not complete and "… 28,000 more characters" in text
     assert json_preview({"k" * 10_000: 1}) == (pretty_json({"k" * 10_000: 1}), True)
-
-
-def _widgets(view: ChatView) -> list[Any]:
-    out: list[Any] = []
-    stack = [view.widget]
-    while stack:
-        widget = stack.pop()
-        out.append(widget)
-        stack.extend(getattr(widget, "children", ()))
-    return out

@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 import re
 from html.parser import HTMLParser
-from typing import Any
 
 import ipywidgets
 import pytest
+from _views import widgets_in
 
 from nbagent import Chat, Tool
 from nbagent.notebook import ChatView, review
@@ -146,7 +146,7 @@ def rendered_text(html: str) -> str:
 
 
 def html_of(view: ChatView) -> str:
-    return "".join(w.value for w in _widgets(view) if isinstance(w, ipywidgets.HTML))
+    return "".join(w.value for w in widgets_in(view) if isinstance(w, ipywidgets.HTML))
 
 
 # -------------------------------------------------------------------------- item 13
@@ -234,13 +234,3 @@ def test_json_previews_show_del_and_c1_as_json_escapes() -> None:
     text, whole = json_preview(value)
     assert whole and json.loads(text) == value  # still the same JSON (the card's editor)
     assert not CONTROL.search(text)
-
-
-def _widgets(view: ChatView) -> list[Any]:
-    out: list[Any] = []
-    stack = [view.widget]
-    while stack:
-        widget = stack.pop()
-        out.append(widget)
-        stack.extend(getattr(widget, "children", ()))
-    return out
