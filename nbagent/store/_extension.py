@@ -363,22 +363,31 @@ class StoreExtension(Extension):
         before the next step, which raises if it still fails
         (:meth:`before_step`). The user is told once.
         """
+        exc = self._try_flush()
+        if exc is not None and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"nbagent store: {self._unwritten_text(exc)} Nothing is lost: it is kept "
+                "and written as soon as the store can be written (retried in the "
+                "background). The chat's next step, a decision or closing the chat "
+                "raises StoreError if it still cannot be written.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def _try_flush(self) -> Exception | None:
+        """Write now; on failure keep everything queued, retry in the background, return why.
+
+        A conflict with another process is not a failure to write: it propagates.
+        """
         try:
             self.flush()
         except StoreConflictWarning:
             raise
         except Exception as exc:
             self._schedule_retry()
-            if not self._warned:
-                self._warned = True
-                warnings.warn(
-                    f"nbagent store: {self._unwritten_text(exc)} Nothing is lost: it is kept "
-                    "and written as soon as the store can be written (retried in the "
-                    "background). The chat's next step, a decision or closing the chat "
-                    "raises StoreError if it still cannot be written.",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
+            return exc
+        return None
 
     def _unwritten_text(self, exc: BaseException) -> str:
         n = len(self._unwritten) + len(self._pending)
@@ -519,12 +528,8 @@ class StoreExtension(Extension):
         if host is None:
             return None
         if self._failure is not None:  # a write failed: what the step builds on goes first
-            try:
-                self.flush()
-            except StoreConflictWarning:
-                raise
-            except Exception as exc:
-                self._schedule_retry()
+            exc = self._try_flush()
+            if exc is not None:
                 chat = host.chat
                 if not (chat.awaiting_approval or chat.is_complete):  # it would run or ask
                     raise self._unwritten_error(
