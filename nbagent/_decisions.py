@@ -59,3 +59,27 @@ class DecisionsMixin(ChatCore):
                 with contextlib.suppress(DecisionError):  # decided meanwhile: that decision stands
                     self._decide(call, "approved", by=policy.decider, reason="always allowed")
         return self
+
+    def revoke(self, tool: Any) -> Self:
+        """Stop always allowing ``tool``: remove every :meth:`always_allow` policy for it.
+
+        Calls the policies already approved stay approved (a decision is never
+        taken back); the tool's next calls ask again.
+
+        Raises:
+            ValueError: No always-allow policy names ``tool``.
+        """
+        name = tool_name_of(tool)
+        with self._lock:
+            kept = [p for p in self._policies if p.tool != name]
+            if len(kept) == len(self._policies):
+                allowed = ", ".join(sorted({p.tool for p in self._policies})) or "none"
+                raise ValueError(f"{name!r} is not always allowed (always allowed: {allowed})")
+            self._policies[:] = kept
+        return self
+
+    @property
+    def always_allowed(self) -> tuple[str, ...]:
+        """The tools :meth:`always_allow` currently approves (revoke one with :meth:`revoke`)."""
+        with self._lock:
+            return tuple(dict.fromkeys(p.tool for p in self._policies))

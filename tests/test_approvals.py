@@ -271,6 +271,27 @@ def test_always_allow_approves_pending_and_future_calls() -> None:
     assert chat.get_call("r2").decision.by == "policy:always_allow:issue_refund"  # type: ignore[union-attr]
 
 
+def test_revoke_stops_always_allowing_and_keeps_what_it_approved() -> None:
+    chat, _ = make_chat(
+        call_tools(("issue_refund", {"order_id": 1}, "r1")),
+        reply("one"),
+        call_tools(("issue_refund", {"order_id": 2}, "r2")),
+        reply("two"),
+    )
+    chat.always_allow(IssueRefund)
+    assert chat.always_allowed == ("issue_refund",)
+    chat.ask("first")
+    assert runs == Counter({"issue_refund": 1})
+    chat.revoke("issue_refund")
+    assert chat.always_allowed == ()
+    assert chat.get_call("r1").decision.by == "policy:always_allow:issue_refund"  # type: ignore[union-attr]
+    chat.ask("second")
+    assert [c.id for c in chat.pending_approvals] == ["r2"]
+    assert runs == Counter({"issue_refund": 1})
+    with pytest.raises(ValueError, match="not always allowed"):
+        chat.revoke("issue_refund")
+
+
 def test_policy_with_predicate() -> None:
     chat, _ = make_chat(
         call_tools(
