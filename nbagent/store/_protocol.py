@@ -82,6 +82,8 @@ class StoredCall:
     claimed_at: datetime | None = None
     raw_arguments: str | None = None
     parse_error: str | None = None
+    server: str | None = None
+    hosted: bool = False
 
     def to_tool_call(self, *, undecided: bool = False) -> ToolCall:
         """A new :class:`~nbagent.ToolCall` with this identity and lifecycle.
@@ -105,6 +107,8 @@ class StoredCall:
             result=result,
             started_at=self.started_at,
             finished_at=self.finished_at,
+            server=self.server,
+            hosted=self.hosted,
         )
 
     def __repr__(self) -> str:
@@ -173,6 +177,8 @@ class NewCall:
     turn: int
     step: int
     requested_at: str
+    server: str | None = None
+    hosted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
