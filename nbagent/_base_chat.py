@@ -31,10 +31,10 @@ from ._events import (
     OptionsChanged,
 )
 from ._extension import HOOKS, Extension, overrides
+from ._hosted import HostedMCP, HostedTool
 from ._loop import LoopMixin
 from ._options import ToolOptions
 from ._runner import ToolRunner
-from ._hosted import HostedMCP, HostedTool
 from ._tools import Tool, as_tool
 from ._types import (
     AssistantToolCallMessage,

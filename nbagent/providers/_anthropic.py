@@ -125,7 +125,7 @@ class AnthropicProvider(SDKProvider):
         return anthropic.AsyncAnthropic(base_url=client.base_url, **kwargs)
 
     def check_hosted(self, tool: HostedTool) -> None:
-        """Raise :class:`~nbagent.ToolOptionError` if Anthropic's MCP connector cannot host ``tool``.
+        """Raise :class:`~nbagent.ToolOptionError` if the MCP connector cannot host ``tool``.
 
         The connector has no approval step, so ``require_approval`` must be
         ``"never"`` (said explicitly): a call that asks first is never silently

@@ -351,11 +351,16 @@ def _responses_call(c: ToolCall) -> dict[str, Any]:
             "arguments": arguments_text(c),
             "server_label": c.server or "",
         }
-    return {"type": "function_call", "call_id": c.id, "name": c.name, "arguments": arguments_text(c)}
+    return {
+        "type": "function_call",
+        "call_id": c.id,
+        "name": c.name,
+        "arguments": arguments_text(c),
+    }
 
 
 def approval_response(message: ToolResultMessage) -> dict[str, Any]:
-    """The ``mcp_approval_response`` a hosted call's answer is: the verdict, and a denial's reason."""
+    """A hosted call's answer on the wire: ``mcp_approval_response``, a denial's reason."""
     approve = message.status != "denied"
     out: dict[str, Any] = {
         "type": "mcp_approval_response",
@@ -587,14 +592,14 @@ __all__ = [
     "CLIENT_SIDE",
     "PROVIDER_RUN",
     "ChatStream",
-    "approval_response",
-    "provider_item",
     "ResponsesStream",
+    "approval_response",
     "chat_message",
     "chat_system",
     "chat_tools",
     "parse_chat",
     "parse_responses",
+    "provider_item",
     "responses_items",
     "responses_tools",
     "tool_choice_chat",

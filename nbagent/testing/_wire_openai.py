@@ -417,11 +417,21 @@ def _hosted_item(item: FakeHostedItem, n: str) -> Payload:
     head = {"server_label": item.server}
     if item.kind == "list_tools":
         tools = [{"annotations": None, "description": None, **t} for t in item.tools]
-        return {"id": item.id or f"mcpl_{n}", "type": "mcp_list_tools", **head, "tools": tools,
-                "error": None}
+        return {
+            "id": item.id or f"mcpl_{n}",
+            "type": "mcp_list_tools",
+            **head,
+            "tools": tools,
+            "error": None,
+        }
     if item.kind == "approval_request":
-        return {"id": item.id or f"mcpr_{n}", "type": "mcp_approval_request", **head,
-                "name": item.name, "arguments": item.argument_text}
+        return {
+            "id": item.id or f"mcpr_{n}",
+            "type": "mcp_approval_request",
+            **head,
+            "name": item.name,
+            "arguments": item.argument_text,
+        }
     error = (
         None
         if item.error is None

@@ -173,7 +173,10 @@ def test_approving_sends_one_approval_response_with_the_request_item(
                 text="It indexes wikis.",
                 hosted=[
                     mcp_call(
-                        "deepwiki", "ask_question", {"q": "x"}, output="42",
+                        "deepwiki",
+                        "ask_question",
+                        {"q": "x"},
+                        output="42",
                         approval_request_id="mcpr_a",
                     )
                 ],
@@ -286,9 +289,7 @@ def test_hosted_calls_beside_a_local_tool_in_one_response(server: FakeLLMServer)
 # -- across processes: the store's first decision wins ---------------------------
 
 
-def test_a_decision_from_another_process_is_sent_once(
-    server: FakeLLMServer, tmp_path: Any
-) -> None:
+def test_a_decision_from_another_process_is_sent_once(server: FakeLLMServer, tmp_path: Any) -> None:
     path = os.fspath(tmp_path / "chats.db")
     server.script([asks(), "done"])
     chat = hosted_chat(server, store=SQLiteStore(path))
@@ -436,7 +437,10 @@ def test_anthropic_mcp_connector_blocks_are_kept_and_sent_back(
     ]
     use, result = chat.transcript[-1].items
     assert (use.type, use.server, use.name, use.raw["input"]) == (
-        "mcp_tool_use", "deepwiki", "ask_question", {"q": "x"},
+        "mcp_tool_use",
+        "deepwiki",
+        "ask_question",
+        {"q": "x"},
     )
     assert (result.type, result.server, result.status) == ("mcp_tool_result", "deepwiki", "ok")
     assert not chat.pending_approvals  # that API has no approval step
@@ -474,7 +478,11 @@ def test_the_fake_renders_every_hosted_item_as_the_sdk_types_say(stream: bool) -
         validate("responses", "event" if stream else "response", payload)
     final = payloads[-1]["response"] if stream else payloads[0]
     assert [i["type"] for i in final["output"]] == [
-        "mcp_list_tools", "mcp_call", "mcp_call", "mcp_approval_request", "message",
+        "mcp_list_tools",
+        "mcp_call",
+        "mcp_call",
+        "mcp_approval_request",
+        "message",
     ]
     anthropic_turn = Turn(hosted=[mcp_call("s", "a", output="out")])
     for payload in render("anthropic", anthropic_turn, {"model": "m"}, stream=stream):
@@ -504,17 +512,41 @@ REQUEST = {
 @pytest.mark.parametrize(
     ("items", "body", "message"),
     [
-        ([{"type": "mcp_approval_response", "approval_request_id": "mcpr_9", "approve": True}],
-         {}, "No approval request found with id 'mcpr_9'"),
-        ([{"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": True}],
-         {}, "No approval request found"),  # stateless: the request item is missing
-        ([REQUEST,
-          {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": True},
-          {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": False}],
-         {}, "Duplicate mcp_approval_response"),
-        ([REQUEST,
-          {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": "yes"}],
-         {}, "expected a boolean"),
+        (
+            [{"type": "mcp_approval_response", "approval_request_id": "mcpr_9", "approve": True}],
+            {},
+            "No approval request found with id 'mcpr_9'",
+        ),
+        (
+            [{"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": True}],
+            {},
+            "No approval request found",
+        ),  # stateless: the request item is missing
+        (
+            [
+                REQUEST,
+                {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": True},
+                {
+                    "type": "mcp_approval_response",
+                    "approval_request_id": "mcpr_1",
+                    "approve": False,
+                },
+            ],
+            {},
+            "Duplicate mcp_approval_response",
+        ),
+        (
+            [
+                REQUEST,
+                {
+                    "type": "mcp_approval_response",
+                    "approval_request_id": "mcpr_1",
+                    "approve": "yes",
+                },
+            ],
+            {},
+            "expected a boolean",
+        ),
     ],
 )
 def test_the_strict_fake_refuses_what_the_api_refuses(
@@ -543,9 +575,7 @@ Decide = st.sampled_from(["approve", "deny", "store-approve", "store-deny", "pol
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
-    rounds=st.lists(
-        st.lists(Decide, min_size=1, max_size=3), min_size=1, max_size=3
-    ),
+    rounds=st.lists(st.lists(Decide, min_size=1, max_size=3), min_size=1, max_size=3),
     order=st.randoms(use_true_random=False),
     stream=st.booleans(),
 )
@@ -608,7 +638,10 @@ def test_every_approval_request_gets_exactly_one_response_with_its_verdict(
         requests = [i["id"] for i in approval_items(final, "mcp_approval_request")]
         assert sorted(requests) == sorted(expected)
         for request in server.requests:  # never answered twice, never before it was asked
-            ids = [a["approval_request_id"] for a in approval_items(request.body, "mcp_approval_response")]
+            ids = [
+                a["approval_request_id"]
+                for a in approval_items(request.body, "mcp_approval_response")
+            ]
             assert len(ids) == len(set(ids))
         for call_id, approve in expected.items():
             call = chat.get_call(call_id)
