@@ -635,7 +635,7 @@ def _admitted(c: ToolCall) -> ToolCall:
             c, arguments={}, raw_arguments="(not shown)", parse_error=f"the arguments are {exc}"
         )
     changes: dict[str, Any] = {} if arguments is c.arguments else {"arguments": arguments}
-    for name in ("id", "name", "raw_arguments", "parse_error"):
+    for name in ("id", "name", "raw_arguments", "parse_error", "server"):
         text = getattr(c, name)
         if text is not None and clean(text) is not text:
             changes[name] = clean(text)

@@ -63,6 +63,8 @@ class StoredCall:
         requested_at / started_at / finished_at: Times.
         claimed_by / claimed_at: The process that claimed it to run
             (``host:pid:start:token``), and when.
+        server / hosted: As on :class:`~nbagent.ToolCall` (a hosted call is
+            decided here like any other, and never claimed or run).
     """
 
     chat_id: str
@@ -115,9 +117,11 @@ class StoredCall:
         arguments = json.dumps(
             self.arguments, ensure_ascii=False, separators=(",", ":"), default=str
         )
+        where = f", server={self.server!r}" if self.server is not None else ""
+        where += ", hosted=True" if self.hosted else ""
         return (
             f"StoredCall(chat_id={self.chat_id[:8]!r}, id={self.id!r}, name={self.name!r}, "
-            f"arguments={arguments[:80]}, status={self.status!r})"
+            f"arguments={arguments[:80]}, status={self.status!r}{where})"
         )
 
 

@@ -910,6 +910,11 @@ class SQLiteStore:
             if arguments is not None:
                 if verdict != "approved":
                     raise DecisionError("only an approval can carry edited arguments")
+                if sc.hosted:
+                    raise DecisionError(
+                        f"{label} runs on the provider's side with the model's arguments; "
+                        "they cannot be edited (approve or deny it)"
+                    )
                 self._check_arguments(conn, sc, arguments)
             decision = Decision(
                 verdict,  # type: ignore[arg-type]

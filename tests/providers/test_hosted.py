@@ -17,6 +17,7 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
+import pandas as pd
 import pydantic
 import pytest
 from anthropic.types.beta import BetaMessage, BetaRawMessageStreamEvent
@@ -315,18 +316,22 @@ def test_a_decision_from_another_process_is_sent_once(server: FakeLLMServer, tmp
 # -- unknown items: kept, shown, sent back; never dropped ------------------------
 
 
+@STREAM
 def test_an_unknown_output_item_is_kept_shown_and_sent_back(
-    server: FakeLLMServer, capsys: pytest.CaptureFixture[str]
+    server: FakeLLMServer, stream: bool, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    odd = {"id": "zz_1", "type": "future_gadget_call", "status": "completed", "payload": [1]}
+    kind = f"future_gadget_{'sse' if stream else 'json'}"  # said once per process and type
+    odd = {"id": "zz_1", "type": kind, "status": "completed", "payload": [1]}
     server.validator = None  # no SDK type knows it: that is the point
     server.script([Turn(text="Here.", hosted=[raw_item(odd)]), "ok"])
-    chat = Chat(provider=responses(server), display=False)
+    chat = Chat(provider=responses(server), display=False, stream=stream)
     chat.ask("q")
+    assert chat.status == "complete" and chat.transcript[-1].content == "Here."
     [item] = chat.transcript[-1].items
-    assert (item.type, item.known, item.raw) == ("future_gadget_call", False, odd)
-    assert "future_gadget_call" in capsys.readouterr().err
-    assert chat.log.set_index("item_type").loc["future_gadget_call", "hosted"]
+    assert (item.type, item.known, item.raw) == (kind, False, odd)
+    assert kind in capsys.readouterr().err
+    row = chat.log.set_index("item_type").loc[kind]
+    assert bool(row["hosted"]) and pd.isna(row["status"])
     chat.ask("again")
     assert odd in server.last_request.body["input"]
 
@@ -647,3 +652,49 @@ def test_every_approval_request_gets_exactly_one_response_with_its_verdict(
             call = chat.get_call(call_id)
             assert call.status == ("ok" if approve else "denied")
             assert call.started_at is None  # never run here
+
+
+def test_the_offline_demo_model_refuses_a_hosted_tool() -> None:
+    chat = Chat(model="demo", display=False)
+    with pytest.raises(ToolOptionError, match="demo"):
+        chat.with_tools(deepwiki())
+
+
+@STREAM
+def test_an_unknown_anthropic_block_is_kept_and_sent_back(
+    server: FakeLLMServer, stream: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    odd = {"type": "hologram", "id": "h_1", "frames": [1, 2]}
+    server.validator = None  # no SDK type knows it
+    server.script([Turn(text="Here.", hosted=[raw_item(odd)]), "ok"])
+    chat = Chat(provider=anthropic(server), display=False, stream=stream)
+    chat.ask("q")
+    [item] = chat.transcript[-1].items
+    assert (item.api, item.type, item.known, item.raw) == ("anthropic", "hologram", False, odd)
+    chat.ask("again")
+    assert server.last_request.body["messages"][1]["content"] == [
+        odd,
+        {"type": "text", "text": "Here."},
+    ]
+
+
+def test_a_hosted_decision_with_edited_arguments_from_the_store_is_refused(
+    server: FakeLLMServer, tmp_path: Any
+) -> None:
+    """Edited arguments cannot reach a hosted call, from code or from another process."""
+    path = os.fspath(tmp_path / "chats.db")
+    server.script([asks(), "done"])
+    chat = hosted_chat(server, store=SQLiteStore(path))
+    chat.ask("q")
+    other = SQLiteStore(path)
+    with pytest.raises(DecisionError, match="cannot be edited"):
+        other.approve("mcpr_a", arguments={"q": "edited"})
+    assert other.call("mcpr_a").decision is None  # nothing written
+    other.approve("mcpr_a")
+    chat.complete()
+    for request in server.requests:
+        for item in approval_items(request.body, "mcp_approval_request"):
+            assert json.loads(item["arguments"]) == {"q": "x"}
+    assert chat.get_call("mcpr_a").effective_arguments == {"q": "x"}
+    [answer] = approval_items(server.last_request.body, "mcp_approval_response")
+    assert answer["approve"] is True
