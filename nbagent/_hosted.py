@@ -15,13 +15,16 @@ and the store (:meth:`HostedMCP.secrets` feeds the adapters' scrubber).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from ._errors import ToolOptionError
 
 RequireApproval = Literal["always", "never"] | Mapping[str, Any]
 REDACTED = "***"
+_USERINFO = re.compile(r"(\w+://)[^/@\s]+@")
 
 
 class HostedMCP:
@@ -127,6 +130,9 @@ class HostedMCP:
                 values.append(token)
         if self._authorization:
             values.append(self._authorization)
+        if self.server_url is not None:  # https://user:token@host/...
+            parts = urlsplit(self.server_url)
+            values.extend(v for v in (parts.username, parts.password) if v)
         return tuple(values)
 
     def openai_tool(self) -> dict[str, Any]:
@@ -181,7 +187,7 @@ class HostedMCP:
 
     def __repr__(self) -> str:
         where = (
-            f"server_url={self.server_url!r}"
+            f"server_url={_shown_url(self.server_url)!r}"
             if self.server_url is not None
             else f"connector_id={self.connector_id!r}"
         )
@@ -204,6 +210,11 @@ class HostedMCP:
 
     def __hash__(self) -> int:
         return hash((self.server_label, self.server_url, self.connector_id))
+
+
+def _shown_url(url: str) -> str:
+    """``url`` with its credentials (``user:token@``) masked."""
+    return _USERINFO.sub(r"\1***@", url)
 
 
 HostedTool = HostedMCP

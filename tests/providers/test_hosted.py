@@ -698,3 +698,58 @@ def test_a_hosted_decision_with_edited_arguments_from_the_store_is_refused(
     assert chat.get_call("mcpr_a").effective_arguments == {"q": "x"}
     [answer] = approval_items(server.last_request.body, "mcp_approval_response")
     assert answer["approve"] is True
+
+
+def test_credentials_in_the_server_url_are_secrets_too() -> None:
+    hosted = HostedMCP("x", server_url="https://me:url-SECRET-77@mcp.example/mcp")
+    assert "url-SECRET-77" not in repr(hosted) and "mcp.example" in repr(hosted)
+    assert "url-SECRET-77" in hosted.secrets()
+
+
+@STREAM
+def test_a_provider_run_web_search_is_kept_and_sent_back(
+    server: FakeLLMServer, stream: bool
+) -> None:
+    search = {
+        "id": "ws_1",
+        "type": "web_search_call",
+        "status": "completed",
+        "action": {"type": "search", "query": "nbagent"},
+    }
+    server.script([Turn(text="Found it.", hosted=[raw_item(search)]), "ok"])
+    chat = Chat(provider=responses(server), display=False, stream=stream)
+    chat.ask("q")
+    [item] = chat.transcript[-1].items
+    assert (item.type, item.known, item.status) == ("web_search_call", True, "ok")
+    chat.ask("again")
+    assert search in server.last_request.body["input"]
+    assert chat.log.set_index("item_type").loc["web_search_call", "status"] == "ok"
+
+
+def test_the_issue_as_reported_complete_with_an_empty_reply_no_more(
+    server: FakeLLMServer,
+) -> None:
+    """The body the issue saw (a lone approval request) made the chat report ``complete``
+    with an empty reply; it is a pending approval now, whatever tools the chat has."""
+    body = {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1,
+        "status": "completed",
+        "model": "gpt-4.1-mini",
+        "output": [
+            {
+                "id": "mcpr_a",
+                "type": "mcp_approval_request",
+                "server_label": "deepwiki",
+                "name": "ask",
+                "arguments": "{}",
+            }
+        ],
+        "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2},
+    }
+    server.script([Turn(raw_body=json.dumps(body))])
+    chat = Chat(provider=responses(server), display=False, stream=False)
+    chat.ask("q")
+    assert chat.status == "awaiting_approval"
+    assert [c.id for c in chat.pending_approvals] == ["mcpr_a"]
