@@ -15,7 +15,8 @@ import pytest
 from _views import widgets_in
 
 from nbagent import Chat, HostedMCP
-from nbagent.notebook import ChatView
+from nbagent.notebook import ChatView, review
+from nbagent.notebook._fallback import chat_mimebundle
 from nbagent.notebook import _continuation as cont
 from nbagent.notebook._widgets import ActionCard
 from nbagent.providers import OpenAIProvider
@@ -73,3 +74,24 @@ def test_a_hosted_approval_card_click_sends_one_approval(server: FakeLLMServer) 
     ]
     html = view._repr_mimebundle_()["text/html"]
     assert SCRIPT not in html
+    static = chat_mimebundle(chat)  # the static fallback, too
+    assert SCRIPT not in static["text/html"]
+
+
+def test_review_at_a_prompt_decides_a_hosted_call(server: FakeLLMServer) -> None:
+    server.script([Turn(hosted=[mcp_approval_request("wiki", "ask", id="mcpr_1")]), "done"])
+    provider = OpenAIProvider(
+        "gpt-4.1-mini", api="responses", base_url=server.openai_base_url, api_key="sk-test-1"
+    )
+    chat = Chat(provider=provider, display=False).with_tools(
+        HostedMCP("wiki", server_url="https://wiki.example/mcp")
+    )
+    chat.ask("q")
+    printed: list[str] = []
+    review(chat, input=lambda _: "d", print=lambda *a: printed.append(" ".join(map(str, a))))
+    assert chat.status == "complete"
+    assert "ask" in "\n".join(printed)
+    answers = [
+        i for i in server.last_request.body["input"] if i.get("type") == "mcp_approval_response"
+    ]
+    assert [a["approve"] for a in answers] == [False]

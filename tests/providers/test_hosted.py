@@ -753,3 +753,22 @@ def test_the_issue_as_reported_complete_with_an_empty_reply_no_more(
     chat.ask("q")
     assert chat.status == "awaiting_approval"
     assert [c.id for c in chat.pending_approvals] == ["mcpr_a"]
+
+
+@STREAM
+def test_the_async_api_decides_and_sends_the_same_way(server: FakeLLMServer, stream: bool) -> None:
+    import asyncio
+
+    server.script([asks(), "done"])
+    chat = hosted_chat(server, stream)
+
+    async def go() -> None:
+        await chat.ask_async("q")
+        assert [c.id for c in chat.pending_approvals] == ["mcpr_a"]
+        chat.deny("mcpr_a", reason="async no")
+        await chat.complete_async()
+
+    asyncio.run(go())
+    assert chat.status == "complete"
+    [answer] = approval_items(server.last_request.body, "mcp_approval_response")
+    assert (answer["approve"], answer["reason"]) == (False, "async no")
