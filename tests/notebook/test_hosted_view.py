@@ -16,8 +16,8 @@ from _views import widgets_in
 
 from nbagent import Chat, HostedMCP
 from nbagent.notebook import ChatView, review
-from nbagent.notebook._fallback import chat_mimebundle
 from nbagent.notebook import _continuation as cont
+from nbagent.notebook._fallback import chat_mimebundle
 from nbagent.notebook._widgets import ActionCard
 from nbagent.providers import OpenAIProvider
 from nbagent.testing import FakeLLMServer, Turn, mcp_approval_request, mcp_call, raw_item
