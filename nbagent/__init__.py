@@ -52,6 +52,7 @@ from ._events import (
 from ._exports import publish as _publish
 from ._exports import publish_one as _publish_one
 from ._extension import ChatHost, Extension, Snapshot
+from ._hosted import HostedMCP
 from ._options import ToolOptions
 from ._schema import SchemaValidationError
 from ._tools import FunctionTool, Tool, current_tool_call, tool
@@ -62,6 +63,7 @@ from ._types import (
     Decision,
     LLMToolResponse,
     Message,
+    ProviderItem,
     ToolCall,
     ToolResultMessage,
     ToolSpec,
@@ -117,6 +119,7 @@ __all__ = [
     "Event",
     "Extension",
     "FunctionTool",
+    "HostedMCP",
     "LLMToolResponse",
     "Message",
     "MessageAdded",
@@ -132,6 +135,7 @@ __all__ = [
     "Provider",
     "ProviderConnectionError",
     "ProviderError",
+    "ProviderItem",
     "RateLimitError",
     "SQLiteStore",
     "SchemaValidationError",

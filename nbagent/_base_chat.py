@@ -31,6 +31,7 @@ from ._events import (
     OptionsChanged,
 )
 from ._extension import HOOKS, Extension, overrides
+from ._hosted import HostedMCP, HostedTool
 from ._loop import LoopMixin
 from ._options import ToolOptions
 from ._runner import ToolRunner
@@ -98,6 +99,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self.display = display
         self._messages: list[Message] = []
         self._tools: dict[str, Tool] = {}
+        self._hosted: dict[str, HostedTool] = {}
         self._options = ToolOptions()
         self._bus = EventBus(self.id)
         self._lock = threading.RLock()
@@ -160,21 +162,32 @@ class BaseChat(LoopMixin, DecisionsMixin):
     def with_tools(self, *tools: Any, replace: bool = False) -> Self:
         """Add tools (``@tool`` functions, ``Tool`` classes or instances); returns the chat.
 
-        ``with_tools(None)`` removes every tool and keeps the tool options.
-        ``replace=True`` replaces the current tools with the ones given. A tool
-        with the name of an existing one replaces it.
+        Provider-hosted tools (:class:`~nbagent.HostedMCP`) go beside them; a
+        provider whose API cannot host them raises
+        :class:`~nbagent.ToolOptionError` here. ``with_tools(None)`` removes
+        every tool and keeps the tool options. ``replace=True`` replaces the
+        current tools with the ones given. A tool with the name of an existing
+        one replaces it.
         """
         with self._lock:
             if len(tools) == 1 and tools[0] is None:
                 self._tools = {}
+                self._hosted = {}
                 return self
             if replace:
                 self._tools = {}
+                self._hosted = {}
             for t in tools:
                 if t is None:
                     raise TypeError("with_tools(None) clears tools; don't mix None with tools")
                 if isinstance(t, (list, tuple)):
                     self.with_tools(*t)
+                    continue
+                if isinstance(t, HostedMCP):
+                    check = getattr(self.provider, "check_hosted", None)
+                    if check is not None:
+                        check(t)
+                    self._hosted[t.server_label] = t
                     continue
                 inst = as_tool(t)
                 self._tools[inst.name] = inst
@@ -185,6 +198,11 @@ class BaseChat(LoopMixin, DecisionsMixin):
     @property
     def tools(self) -> tuple[Tool, ...]:
         return tuple(self._tools.values())
+
+    @property
+    def hosted_tools(self) -> tuple[HostedTool, ...]:
+        """The provider-hosted tools (:class:`~nbagent.HostedMCP`) given to ``with_tools``."""
+        return tuple(self._hosted.values())
 
     def with_tool_options(self, **options: Any) -> Self:
         """Set tool options; only the keys given change, ``None`` resets a key.

@@ -34,6 +34,7 @@ from ._events import (
     utcnow,
 )
 from ._extension import Extension, Snapshot
+from ._hosted import HostedTool
 from ._options import ToolOptions
 from ._runner import Job, Mode, ToolRunner
 from ._tools import SchemaValidationError, Tool
@@ -55,6 +56,8 @@ StepKind = Literal[
     "generated", "ran_tools", "awaiting_approval", "complete", "budget_exhausted", "busy"
 ]
 RUNNABLE = RUNNABLE_STATUSES
+HOSTED = "hosted"
+"""The ``mode`` of a hosted call's events: the provider runs it, never this process."""
 _ALREADY = "\x00already-decided"
 
 
@@ -142,6 +145,7 @@ class ChatCore:
     display: bool | None
     _messages: list[Message]
     _tools: dict[str, Tool]
+    _hosted: dict[str, HostedTool]
     _options: ToolOptions
     _bus: EventBus
     _lock: threading.RLock
@@ -270,7 +274,11 @@ class ChatCore:
     def _record_decision(
         self, c: ToolCall, decision: Decision, after: list[ToolResult]
     ) -> list[Event]:
-        """Put a decision on a call (under the lock); a denial answers the call at once."""
+        """Put a decision on a call (under the lock); a denial answers the call at once.
+
+        So does an approval of a hosted call: the provider runs it, so its answer
+        is the verdict itself (see :meth:`_answer_hosted`).
+        """
         c.decision = decision
         events: list[Event] = [
             ApprovalDecided(
@@ -283,6 +291,8 @@ class ChatCore:
         if decision.verdict == "approved":
             c.result = None  # a human may overrule an automatic denial before the call ran
             c.status = "approved"
+            if c.hosted:
+                events.extend(self._answer_hosted(c, after))
             return events
         c.status = "denied"
         result = ToolResultMessage(
@@ -292,12 +302,40 @@ class ChatCore:
             "denied",
             c.name,
             turn=self._call_turn.get(c.id, self._turn),
+            hosted=c.hosted,
         )
         c.result = result
         c.finished_at = utcnow()
-        events.append(self._finished_event(c, result, None, None, None))
+        events.append(self._finished_event(c, result, None, None, HOSTED if c.hosted else None))
         after.append(ToolResult(c, result.content, "denied"))
         return events
+
+    def _answer_hosted(self, c: ToolCall, after: list[ToolResult]) -> list[Event]:
+        """Answer an approved hosted call (under the lock): never run here, the provider runs it.
+
+        Its result is the approval sent to the provider (OpenAI
+        ``mcp_approval_response``, ``approve: true``) in the next request; its
+        status is ``ok`` (the answer is given) and its events say ``mode="hosted"``.
+        What the provider's run gave comes back as a :class:`~nbagent.ProviderItem`
+        (``mcp_call``) in the next response.
+        """
+        if c.status != "approved" or c.result is not None:
+            return []
+        where = f" on {c.server}" if c.server else ""
+        result = ToolResultMessage(
+            c.id,
+            f"Approved: sent to the provider, which runs {c.name}{where}.",
+            False,
+            "ok",
+            c.name,
+            turn=self._call_turn.get(c.id, self._turn),
+            hosted=True,
+        )
+        c.status = "ok"
+        c.result = result
+        c.finished_at = utcnow()
+        after.append(ToolResult(c, result.content, "ok"))
+        return [self._finished_event(c, result, None, None, HOSTED)]
 
     def _decide(
         self,
@@ -358,6 +396,11 @@ class ChatCore:
                     ) from None
                 if verdict != "approved":
                     raise DecisionError("only an approval can carry edited arguments")
+                if c.hosted:
+                    raise DecisionError(
+                        f"{c.name}({c.id}) runs on the provider's side with the model's "
+                        "arguments; they cannot be edited (approve or deny it)"
+                    )
                 tool = self._tools.get(c.name)
                 if tool is None:
                     raise DecisionError(f"tool {c.name!r} is not available in this chat")

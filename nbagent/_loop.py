@@ -47,6 +47,7 @@ from ._events import (
     ToolCallStarted,
     utcnow,
 )
+from ._notice import notice
 from ._options import resolve_choice
 from ._result_text import to_content
 from ._runner import Job, Mode, Outcome, needs_event_loop
@@ -221,7 +222,7 @@ class LoopMixin(ChatCore):
     def _plan(self) -> tuple[str, list[ToolCall]]:
         if self._open is not None:
             calls = list(self._open.tool_calls)
-            ready = [c for c in calls if c.status in RUNNABLE]
+            ready = [c for c in calls if c.status in RUNNABLE and not c.hosted]
             if ready:
                 return "run_tools", ready
             return "awaiting_approval", [c for c in calls if c.status == "awaiting_approval"]
@@ -251,6 +252,7 @@ class LoopMixin(ChatCore):
                 calls=calls,
                 stream=stream,
                 on_delta=self._delta_sink(step) if stream else None,
+                hosted=tuple(self._hosted.values()),
             )
         self._emit(
             ModelRequestStarted(
@@ -333,6 +335,7 @@ class LoopMixin(ChatCore):
                     calls,
                     turn=self._turn,
                     stop_reason=response.stop_reason,
+                    items=response.items,
                 )
                 events.extend(self._append(message))
                 self._open = message
@@ -343,11 +346,16 @@ class LoopMixin(ChatCore):
                 if response.stop_reason == "refusal" and response.refusal and not text:
                     text = response.refusal
                 message = ChatMessage(
-                    "assistant", text, turn=self._turn, stop_reason=response.stop_reason
+                    "assistant",
+                    text,
+                    turn=self._turn,
+                    stop_reason=response.stop_reason,
+                    items=response.items,
                 )
                 events.extend(self._append(message))
         self._emit_all(events)
         self._run_after(after)
+        _show_unknown(response)
         return StepResult("generated", message, tuple(getattr(message, "tool_calls", ())), response)
 
     def _admit_calls(self, calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
@@ -392,6 +400,9 @@ class LoopMixin(ChatCore):
             self._calls[c.id] = c
             self._call_turn[c.id] = self._turn
             self._call_step[c.id] = step
+            if c.hosted:
+                events.extend(self._register_hosted(c, step, after))
+                continue
             tool = self._tools.get(c.name)
             c.approval = requirement(tool)
             events.append(
@@ -422,6 +433,37 @@ class LoopMixin(ChatCore):
                             source=c.approval.source,
                         )
                     )
+        return events
+
+    def _register_hosted(self, c: ToolCall, step: int, after: list[ToolResult]) -> list[Event]:
+        """A call the provider runs once someone decides: always gated, never run here.
+
+        Only the chat's policies (``always_allow``) may decide it at once; there
+        is no local tool to check arguments against or to run, and the calls
+        limit is the provider's business.
+        """
+        server = c.server or "the provider"
+        c.approval = Approval(
+            True, "provider", f"{server} (run by the provider) asks before running {c.name}"
+        )
+        events: list[Event] = [
+            ToolCallRequested(
+                chat_id=self.id, call=c, step=step, turn=self._turn, approval=c.approval
+            )
+        ]
+        c.status = "awaiting_approval"
+        events.extend(self._auto_decide(c, None, after))
+        if c.status == "awaiting_approval":
+            events.append(
+                ApprovalRequested(
+                    chat_id=self.id,
+                    call=c,
+                    step=step,
+                    turn=self._turn,
+                    reason=c.approval.reason,
+                    source=c.approval.source,
+                )
+            )
         return events
 
     def _reject_reason(
@@ -483,6 +525,8 @@ class LoopMixin(ChatCore):
         for c in self._open.tool_calls:
             if c.status == "awaiting_approval":
                 events.extend(self._auto_decide(c, self._tools.get(c.name), self._deferred_after))
+            elif c.hosted and c.status == "approved":  # approved, answer not recorded (a store)
+                events.extend(self._answer_hosted(c, self._deferred_after))
         self._deferred.extend(events)
 
     def _answer(self, c: ToolCall, status: Any, text: str, after: list[ToolResult]) -> list[Event]:
@@ -515,6 +559,9 @@ class LoopMixin(ChatCore):
         with self._lock:
             default_timeout = self._options.timeout or get_config().tool_timeout
             for c in calls:
+                if c.hosted:  # never run here (``_plan`` does not offer them): belt and braces
+                    events.extend(self._answer_hosted(c, after))
+                    continue
                 tool = self._tools.get(c.name)
                 if tool is None:
                     events.extend(
@@ -546,6 +593,25 @@ class LoopMixin(ChatCore):
         return _RoundHooks(self, round_)
 
 
+_shown_unknown: set[tuple[str, str]] = set()
+
+
+def _show_unknown(response: LLMToolResponse) -> None:
+    """Say once per process and item type that a response held something nbagent does not know.
+
+    The item is kept in the transcript (``message.items``) and sent back as it
+    came; the log has a row for it. Never dropped silently.
+    """
+    for item in response.items:
+        key = (item.api, item.type)
+        if not item.known and key not in _shown_unknown:
+            _shown_unknown.add(key)
+            notice(
+                f"{response.provider or item.api} sent a {item.type!r} item that nbagent does "
+                "not know; it is kept in the transcript (message.items) and sent back as it came"
+            )
+
+
 def _stop(message: ChatMessage) -> str:
     return message.stop_reason
 
@@ -569,7 +635,7 @@ def _admitted(c: ToolCall) -> ToolCall:
             c, arguments={}, raw_arguments="(not shown)", parse_error=f"the arguments are {exc}"
         )
     changes: dict[str, Any] = {} if arguments is c.arguments else {"arguments": arguments}
-    for name in ("id", "name", "raw_arguments", "parse_error"):
+    for name in ("id", "name", "raw_arguments", "parse_error", "server"):
         text = getattr(c, name)
         if text is not None and clean(text) is not text:
             changes[name] = clean(text)

@@ -140,6 +140,10 @@ class ToolCall:
         approval: Whether the call is gated and why (set when requested).
         decision: The decision, once made.
         result: The :class:`ToolResultMessage` once the call is answered.
+        server: The label of the MCP server the tool belongs to, if any.
+        hosted: The provider runs the tool (a hosted MCP server asking for
+            approval, e.g. OpenAI's ``mcp_approval_request``): the chat never
+            runs it; a decision is sent back to the provider instead.
     """
 
     id: str
@@ -153,6 +157,8 @@ class ToolCall:
     result: ToolResultMessage | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    server: str | None = None
+    hosted: bool = False
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ToolCall):
@@ -166,9 +172,11 @@ class ToolCall:
         args = json.dumps(self.arguments, ensure_ascii=False, default=str)
         if len(args) > 80:
             args = args[:77] + "..."
+        where = f", server={self.server!r}" if self.server is not None else ""
+        where += ", hosted=True" if self.hosted else ""
         return (
             f"ToolCall(id={self.id!r}, name={self.name!r}, arguments={args}, "
-            f"status={self.status!r})"
+            f"status={self.status!r}{where})"
         )
 
     @property
@@ -189,18 +197,75 @@ class ToolCall:
     def copy_identity(self) -> ToolCall:
         """A fresh call with the same identity and no lifecycle."""
         return ToolCall(
-            self.id, self.name, dict(self.arguments), self.raw_arguments, self.parse_error
+            self.id,
+            self.name,
+            dict(self.arguments),
+            self.raw_arguments,
+            self.parse_error,
+            server=self.server,
+            hosted=self.hosted,
         )
 
 
 @dataclass(frozen=True)
+class ProviderItem:
+    """Something the provider did on its side, kept in the transcript as it came.
+
+    Provider-run tools (OpenAI Responses ``mcp_list_tools``, ``mcp_call``,
+    ``web_search_call``, ``code_interpreter_call``...; Anthropic
+    ``mcp_tool_use``, ``mcp_tool_result``, ``server_tool_use``...) and any
+    output item or content block of a type the adapter does not know. Never
+    run here; sent back to the same API as it came (``raw``), so a stateless
+    request keeps every item the API needs.
+
+    Attributes:
+        api: The wire format it came from (``"responses"``, ``"anthropic"``):
+            only that API gets it back.
+        type: The item's wire type (``"mcp_call"``, ...).
+        raw: The item as the API sent it (JSON), sent back unchanged.
+        server: The MCP server label, when there is one.
+        name: The tool the item is about, when there is one.
+        status: ``"ok"``, ``"error"`` or ``None`` (a listing, an unknown item).
+        known: False for an item type the adapter does not know.
+    """
+
+    api: str
+    type: str
+    raw: dict[str, Any] = field(compare=True, hash=False, repr=False)
+    server: str | None = None
+    name: str | None = None
+    status: str | None = None
+    known: bool = True
+
+    @property
+    def call_id(self) -> str | None:
+        """The wire id (``mcp_...``, ``ws_...``, ``mcptoolu_...``) when it has one."""
+        ident = self.raw.get("id")
+        return ident if isinstance(ident, str) else None
+
+    @property
+    def summary(self) -> str:
+        """One line for a log or a screen: what the provider did."""
+        where = f"{self.server}: " if self.server else ""
+        what = self.name or self.type
+        state = f" ({self.status})" if self.status else ""
+        unknown = "" if self.known else " [item type unknown to nbagent, kept as sent]"
+        return f"{where}{what}{state}{unknown}"
+
+
+@dataclass(frozen=True)
 class ChatMessage:
-    """A plain text message: ``system``, ``user`` or ``assistant``."""
+    """A plain text message: ``system``, ``user`` or ``assistant``.
+
+    ``items``: what the provider did on its side before answering (see
+    :class:`ProviderItem`); only assistant messages have them.
+    """
 
     role: Role
     content: str
     turn: int = 0
     stop_reason: StopReason = "end"
+    items: tuple[ProviderItem, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -212,6 +277,7 @@ class AssistantToolCallMessage:
     turn: int = 0
     stop_reason: StopReason = "tool_use"
     role: Literal["assistant"] = "assistant"
+    items: tuple[ProviderItem, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -227,6 +293,9 @@ class ToolResultMessage:
             ``timed_out`` or ``in_doubt``.
         name: Tool name (some wire formats want it).
         value: The tool's return value before serialisation (not persisted).
+        hosted: It answers a hosted call: not a result but the decision sent
+            to the provider (OpenAI ``mcp_approval_response``, ``approve``
+            false for a denial).
     """
 
     tool_call_id: str
@@ -237,6 +306,7 @@ class ToolResultMessage:
     turn: int = 0
     value: Any = field(default=None, compare=False, repr=False)
     role: Literal["tool"] = "tool"
+    hosted: bool = False
 
     @property
     def is_denial(self) -> bool:
@@ -259,6 +329,7 @@ class LLMToolResponse:
         stop_reason: Normalised :data:`StopReason`.
         raw_stop_reason: The provider's own stop reason string.
         refusal: The refusal text when the model refused.
+        items: What the provider did on its side (:class:`ProviderItem`).
     """
 
     text: str
@@ -271,6 +342,7 @@ class LLMToolResponse:
     cached_tokens: int = 0
     raw_stop_reason: str | None = None
     refusal: str | None = None
+    items: tuple[ProviderItem, ...] = ()
 
     @property
     def usage(self) -> Usage:

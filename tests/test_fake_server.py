@@ -1189,6 +1189,7 @@ def test_sdk_fact_anthropic_stream_helper_parses_arguments(
 def test_public_surface() -> None:
     assert nbagent.testing.__all__ == sorted(nbagent.testing.__all__)
     assert set(nbagent.testing.__all__) == {
+        "FakeHostedItem",
         "FakeLLMServer",
         "FakeToolCall",
         "RecordedRequest",
@@ -1196,6 +1197,10 @@ def test_public_surface() -> None:
         "ScriptedRequest",
         "Turn",
         "call_tools",
+        "mcp_approval_request",
+        "mcp_call",
+        "mcp_list_tools",
+        "raw_item",
         "render",
         "reply",
     }

@@ -37,6 +37,12 @@ decided_at         datetime64 UTC  when it was decided
 requires_approval  boolean         gated (decided once, when the call was requested)
 approval_source    string          why gated: ``none``, ``tool``, ``resolver``
 approval_reason    string          the gate's sentence (what the approval card shows)
+server             string          the MCP server label, when the tool is on one
+hosted             boolean         the provider runs it (a hosted MCP approval, or a
+                                   provider item); never run by nbagent
+item_type          string          a provider item's wire type (``mcp_call``,
+                                   ``mcp_list_tools``, ``web_search_call``...) or
+                                   ``mcp_approval_request``; NA for a local call
 turn               Int64           user turn (1 for the first ``ask``)
 step               Int64           the model request that asked for the call
 run_step           Int64           the step (tool round) that ran it; NA if it never ran
@@ -63,6 +69,13 @@ call_id            string          provider call id (unique within a chat)
   unknown tool, invalid arguments, over the call limit, cut-off response).
 
 The latest decision wins: a human overruling a resolver shows the human's.
+
+Hosted tools have rows too (``hosted`` true): an approval the provider asked
+for is a gated call (``item_type`` ``mcp_approval_request``; ``ok`` once the
+approval was sent, ``denied`` when denied); what the provider ran or listed
+(:class:`~nbagent.ProviderItem`) is a row per item, with its status (``ok`` or
+``error``; NA for an item type nbagent does not know) and, for an ``mcp_call``
+that followed an approval, that approval's decision (else ``auto``).
 
 ``chat.steps``: one row per model request (a failed request is a row with its
 error; its retry reuses the step number, so ``step`` is not unique).
@@ -139,6 +152,7 @@ from .._types import (
     ROLES,
     STOP_REASONS,
     AssistantToolCallMessage,
+    ProviderItem,
     ToolResultMessage,
 )
 
@@ -173,6 +187,9 @@ CALL_COLUMNS: dict[str, ColumnKind] = {
     "requires_approval": "boolean",
     "approval_source": "string",
     "approval_reason": "string",
+    "server": "string",
+    "hosted": "boolean",
+    "item_type": "string",
     # where and when it ran
     "turn": "Int64",
     "step": "Int64",
@@ -364,6 +381,9 @@ class CallLog(Extension):
             c["status"][i] = "requested"
             c["model"][i] = self._model
             c["provider"][i] = self._provider
+            c["server"][i] = call.server
+            c["hosted"][i] = call.hosted
+            c["item_type"][i] = "mcp_approval_request" if call.hosted else None
         return i
 
     def _on_requested(self, e: ToolCallRequested) -> None:
@@ -481,6 +501,41 @@ class CallLog(Extension):
 
     def _on_message(self, e: MessageAdded) -> None:
         self._messages.append(_message_row(e.index, e.turn, e.message, e.ts))
+        for n, item in enumerate(getattr(e.message, "items", ())):
+            self._on_item(item, f"{e.index}.{n}", e)
+
+    def _on_item(self, item: ProviderItem, key: str, e: MessageAdded) -> None:
+        """A row for what the provider did on its side (never run here)."""
+        ident = item.call_id or key
+        if ident in self._call_row:
+            return  # a replay
+        i = self._call_row[ident] = self._calls.append()
+        c = self._calls.cols
+        raw = item.raw
+        c["call_id"][i] = ident
+        c["tool"][i] = item.name or item.type
+        c["server"][i] = item.server
+        c["hosted"][i] = True
+        c["item_type"][i] = item.type
+        c["status"][i] = item.status
+        c["turn"][i] = e.turn
+        c["requested_at"][i] = c["finished_at"][i] = e.ts
+        c["model"][i] = self._model
+        c["provider"][i] = self._provider
+        c["requires_approval"][i] = False
+        c["arguments"][i] = _arguments_of(raw)
+        c["decision"][i] = "auto"
+        approval = raw.get("approval_request_id")
+        j = self._call_row.get(approval) if isinstance(approval, str) else None
+        if j is not None:  # it ran after an approval: that approval's decision
+            for name in ("decision", "decided_by", "decided_at", "reason"):
+                c[name][i] = c[name][j]
+            c["requires_approval"][i] = True
+        output = _item_output(raw)
+        if output is not None:
+            c["result_preview"][i] = output[:PREVIEW_CHARS]
+        if item.status == "error":
+            c["error"][i] = (output or "failed")[:ERROR_CHARS]
 
     # ------------------------------------------------------------ frames
     def frame(self, kind: str = "calls") -> pd.DataFrame:
@@ -534,6 +589,35 @@ def _to_json(value: Any) -> str | None:
         return _ENCODER.encode(value)
     except (TypeError, ValueError):  # e.g. circular structures
         return json.dumps(repr(value))
+
+
+def _arguments_of(raw: dict[str, Any]) -> Any:
+    arguments = raw.get("arguments", raw.get("input"))
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return {"_raw": arguments}
+    return arguments if isinstance(arguments, dict) else None
+
+
+def _item_output(raw: dict[str, Any]) -> str | None:
+    """A provider item's output or error, as text (``mcp_call``, ``mcp_tool_result``...)."""
+    for key in ("error", "output", "content"):
+        value = raw.get(key)
+        if value is None or value == "":
+            continue
+        if isinstance(value, str):
+            return value
+        if isinstance(value, dict) and isinstance(value.get("message"), str):
+            return value["message"]
+        if isinstance(value, list):
+            texts = [p.get("text") for p in value if isinstance(p, dict)]
+            joined = "".join(t for t in texts if isinstance(t, str))
+            if joined:
+                return joined
+        return _to_json(value)
+    return None
 
 
 def _message_row(index: int, turn: int, m: Any, ts: datetime) -> tuple[Any, ...]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._errors import AuthenticationError
+from .._hosted import HostedTool
 from .._optional import require
 from .._types import LLMToolResponse
 from ._anthropic_wire import (
@@ -123,6 +124,15 @@ class AnthropicProvider(SDKProvider):
             kwargs["auth_token"] = client.auth_token
         return anthropic.AsyncAnthropic(base_url=client.base_url, **kwargs)
 
+    def check_hosted(self, tool: HostedTool) -> None:
+        """Raise :class:`~nbagent.ToolOptionError` if the MCP connector cannot host ``tool``.
+
+        The connector has no approval step, so ``require_approval`` must be
+        ``"never"`` (said explicitly): a call that asks first is never silently
+        run without asking.
+        """
+        tool.anthropic_server()
+
     def _prepare(self, request: ModelRequest) -> Prepared:
         body, systems = messages_json(self._pieces.many(request.messages))
         if request.system:
@@ -138,12 +148,15 @@ class AnthropicProvider(SDKProvider):
         if request.tools:
             fields.append(("tools", self._tools.get(request.tools)))
             fields.append(("tool_choice", dumps(tool_choice(request.tool_choice, request.calls))))
+        if request.hosted:  # the MCP connector (beta)
+            fields.append(("mcp_servers", dumps([h.anthropic_server() for h in request.hosted])))
         if request.stream:
             fields.append(("stream", b"true"))
         if self.extra_body:
             fields = [(k, v) for k, v in fields if k not in self.extra_body]
             fields += [(k, dumps(v)) for k, v in self.extra_body.items()]
-        return Prepared("/v1/messages", assemble(fields), request.stream)
+        options = {"headers": {"anthropic-beta": MCP_BETA}} if request.hosted else {}
+        return Prepared("/v1/messages", assemble(fields), request.stream, options)
 
     def _parse(self, data: Any) -> LLMToolResponse:
         return parse_message(data, model=self.model, provider=self.name)
@@ -152,4 +165,7 @@ class AnthropicProvider(SDKProvider):
         return MessageStream(on_delta, model=self.model, provider=self.name)
 
 
-__all__ = ["AnthropicProvider"]
+MCP_BETA = "mcp-client-2025-04-04"
+"""The ``anthropic-beta`` header that turns the MCP connector (``mcp_servers``) on."""
+
+__all__ = ["MCP_BETA", "AnthropicProvider"]

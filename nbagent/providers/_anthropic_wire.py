@@ -14,6 +14,14 @@ same role into one message, which is how Anthropic's rules hold:
 - empty text blocks are dropped, and a final assistant message (the prefix a
   ``pause_turn`` continues from) loses its trailing whitespace.
 
+Blocks the provider ran itself (the MCP connector's ``mcp_tool_use`` and
+``mcp_tool_result``, ``server_tool_use`` and its ``*_tool_result``), thinking
+blocks, and any block of a type this module does not know become
+:class:`~nbagent.ProviderItem` values, sent back unchanged before the
+message's text and calls: never dropped. The MCP connector has no approval
+step: its calls run on Anthropic's side as the model makes them. Hosted calls
+and answers from another API (OpenAI's approvals) are not sent here.
+
 Tool choice: ``auto``/``none`` -> ``{"type":"auto"|"none"}``, ``required`` ->
 ``{"type":"any"}``, a name -> ``{"type":"tool","name":X}``; ``calls="one"`` adds
 ``disable_parallel_tool_use: true`` (never on ``none``). Usage: Anthropic's
@@ -23,6 +31,7 @@ Tool choice: ``auto``/``none`` -> ``{"type":"auto"|"none"}``, ``required`` ->
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +42,7 @@ from .._types import (
     ChatMessage,
     LLMToolResponse,
     Message,
+    ProviderItem,
     StopReason,
     ToolCall,
     ToolResultMessage,
@@ -93,18 +103,84 @@ def piece(message: Message) -> Piece:
         if message.role == "system":
             return Piece("system", (), message.content)
         role = "assistant" if message.role == "assistant" else "user"
-        return _piece(role, [_text(message.content)] if message.content else [])
+        blocks = _own_blocks(message.items)
+        if message.content:
+            blocks.append(_text(message.content))
+        return _piece(role, blocks)
     if isinstance(message, AssistantToolCallMessage):
-        blocks = [_text(message.content)] if message.content else []
-        blocks.extend(_tool_use(c) for c in message.tool_calls)
+        blocks = _own_blocks(message.items)
+        if message.content:
+            blocks.append(_text(message.content))
+        blocks.extend(_tool_use(c) for c in message.tool_calls if not c.hosted)
         return _piece("assistant", blocks)
     if isinstance(message, ToolResultMessage):
+        if message.hosted:  # another API's approval: nothing to send here
+            return _piece("user", [])
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id}
         if message.content:
             block["content"] = message.content
         block["is_error"] = message.is_error
         return _piece("user", [Block(dumps(block), None, True)], results=True)
     raise TypeError(f"cannot convert {type(message).__name__} to an Anthropic message")
+
+
+def _own_blocks(items: Sequence[ProviderItem]) -> list[Block]:
+    return [Block(dumps(item.raw)) for item in items if item.api == "anthropic"]
+
+
+PROVIDER_RUN = frozenset(
+    {
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "tool_search_tool_result",
+        "container_upload",
+        "thinking",
+        "redacted_thinking",
+    }
+)
+"""Content blocks the provider made or ran itself: kept and sent back as they came."""
+
+
+def provider_items(blocks: Sequence[dict[str, Any]]) -> tuple[ProviderItem, ...]:
+    """The blocks other than text and ``tool_use``, in order, as provider items.
+
+    A ``*_tool_result`` names the server and tool of the ``*_tool_use`` it answers.
+    """
+    uses: dict[str, dict[str, Any]] = {}
+    out: list[ProviderItem] = []
+    for block in blocks:
+        kind = str(block.get("type"))
+        server = block.get("server_name")
+        name = block.get("name")
+        status: str | None = None
+        if kind in ("mcp_tool_use", "server_tool_use"):
+            uses[str(block.get("id"))] = block
+        elif kind.endswith("_tool_result"):
+            use = uses.get(str(block.get("tool_use_id")), {})
+            server, name = use.get("server_name"), use.get("name")
+            content = block.get("content")
+            failed = block.get("is_error") is True or (
+                isinstance(content, dict) and str(content.get("type", "")).endswith("_error")
+            )
+            status = "error" if failed else "ok"
+        out.append(
+            ProviderItem(
+                "anthropic",
+                kind,
+                block,
+                server=server if isinstance(server, str) else None,
+                name=name if isinstance(name, str) else None,
+                status=status,
+                known=kind in PROVIDER_RUN,
+            )
+        )
+    return tuple(out)
 
 
 def _tool_use(call: ToolCall) -> Block:
@@ -209,6 +285,7 @@ def _response(
     usage: Any,
     model: str,
     provider: str,
+    items: tuple[ProviderItem, ...] = (),
 ) -> LLMToolResponse:
     reason = _STOP.get(stop, "other")
     refusal = None
@@ -227,6 +304,7 @@ def _response(
         stop_reason=reason,
         raw_stop_reason=stop,
         refusal=refusal,
+        items=items,
     )
 
 
@@ -234,6 +312,7 @@ def parse_message(data: dict[str, Any], *, model: str, provider: str) -> LLMTool
     """A ``message`` body -> neutral response."""
     text: list[str] = []
     calls: list[ToolCall] = []
+    others: list[dict[str, Any]] = []
     for block in data.get("content") or ():
         kind = block.get("type")
         if kind == "text":
@@ -246,6 +325,8 @@ def parse_message(data: dict[str, Any], *, model: str, provider: str) -> LLMTool
                     block.get("input"),
                 )
             )
+        else:
+            others.append(block)
     return _response(
         "".join(text),
         tuple(calls),
@@ -254,6 +335,7 @@ def parse_message(data: dict[str, Any], *, model: str, provider: str) -> LLMTool
         data.get("usage"),
         str(data.get("model") or model),
         provider,
+        provider_items(others),
     )
 
 
@@ -265,6 +347,17 @@ class _Block:
     name: str | None = None
     input: Any = None
     parts: list[str] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def whole(self) -> dict[str, Any]:
+        """A block other than text or ``tool_use``, with what its deltas added."""
+        out = dict(self.raw)
+        if self.parts and "input" in out:
+            try:
+                out["input"] = json.loads("".join(self.parts))
+            except ValueError:
+                out["input"] = {}
+        return out
 
 
 class MessageStream:
@@ -324,8 +417,11 @@ class MessageStream:
             self.ncalls += 1
             if self.on_delta is not None:
                 self.on_delta(StreamDelta("tool_call", "", b.call, b.id, b.name))
-        elif kind == "text" and block.get("text"):
-            self._delta(index, {"type": "text_delta", "text": block["text"]})
+        elif kind == "text":
+            if block.get("text"):
+                self._delta(index, {"type": "text_delta", "text": block["text"]})
+        else:
+            b.raw = dict(block)
 
     def _delta(self, index: int, delta: dict[str, Any]) -> None:
         kind = delta.get("type")
@@ -340,14 +436,22 @@ class MessageStream:
         elif kind == "input_json_delta" and b is not None:
             fragment = delta.get("partial_json") or ""
             b.parts.append(fragment)
-            if fragment and self.on_delta is not None:
+            if fragment and self.on_delta is not None and b.kind == "tool_use":
                 self.on_delta(StreamDelta("tool_call", fragment, b.call, b.id, b.name))
+        elif b is not None and b.kind not in ("text", "tool_use"):
+            if kind == "thinking_delta":
+                b.raw["thinking"] = str(b.raw.get("thinking") or "") + str(delta.get("thinking"))
+            elif kind == "signature_delta":
+                b.raw["signature"] = delta.get("signature")
+            elif kind == "citations_delta":
+                b.raw.setdefault("citations", []).append(delta.get("citation"))
 
     def finish(self) -> LLMToolResponse:
         if not self.done and self.stop is None:
             raise incomplete_stream(self.provider)
         text: list[str] = []
         calls: list[ToolCall] = []
+        others: list[dict[str, Any]] = []
         for _, b in sorted(self.blocks.items()):
             if b.kind == "text":
                 text.append("".join(b.parts))
@@ -355,6 +459,8 @@ class MessageStream:
                 raw = "".join(b.parts)
                 arguments: Any = raw if raw.strip() else (b.input or {})
                 calls.append(make_call(b.id or new_call_id("toolu_"), b.name or "", arguments))
+            else:
+                others.append(b.whole())
         return _response(
             "".join(text),
             tuple(calls),
@@ -363,6 +469,7 @@ class MessageStream:
             self.usage,
             self.model,
             self.provider,
+            provider_items(others),
         )
 
 
@@ -373,11 +480,13 @@ def _stream_error(error: Any, provider: str) -> ProviderError:
 
 
 __all__ = [
+    "PROVIDER_RUN",
     "MessageStream",
     "Piece",
     "messages_json",
     "parse_message",
     "piece",
+    "provider_items",
     "tool_choice",
     "tools_json",
     "usage_of",

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from .._hosted import HostedTool
 from .._types import LLMToolResponse, Message, ToolSpec
 
 
@@ -81,6 +82,8 @@ class ModelRequest:
         on_delta: Receives :class:`StreamDelta` values while a response streams
             (not part of the value: left out of equality and repr).
         max_tokens: Output token limit (default: the provider's own).
+        hosted: Provider-hosted tools (:class:`~nbagent.HostedMCP`); an adapter
+            whose API cannot host them raises :class:`~nbagent.ToolOptionError`.
     """
 
     messages: tuple[Message, ...]
@@ -91,10 +94,12 @@ class ModelRequest:
     stream: bool = False
     on_delta: DeltaSink | None = field(default=None, compare=False, repr=False)
     max_tokens: int | None = None
+    hosted: tuple[HostedTool, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", tuple(self.messages))
         object.__setattr__(self, "tools", tuple(map(as_spec, self.tools)))
+        object.__setattr__(self, "hosted", tuple(self.hosted))
 
 
 @runtime_checkable

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .._errors import ToolOptionError
 from .._types import (
     AssistantToolCallMessage,
     ChatMessage,
@@ -90,7 +91,16 @@ class DemoProvider(InProcessProvider):
         return f"DemoProvider(model={self.model!r})"
 
     # -- the neutral API ----------------------------------------------------
+    def check_hosted(self, tool: Any) -> None:
+        """The demo model runs offline: it cannot use a provider-hosted tool."""
+        raise ToolOptionError(
+            f"{tool!r} is a provider-hosted tool, and the offline demo model has no provider "
+            "to host it: use OpenAIProvider(model, api='responses')"
+        )
+
     def complete(self, request: ModelRequest) -> LLMToolResponse:
+        for hosted in request.hosted:
+            self.check_hosted(hosted)
         response = self._respond(
             list(request.messages), list(request.tools), request.tool_choice, request.calls
         )

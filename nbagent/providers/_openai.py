@@ -23,6 +23,8 @@ import os
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from .._errors import ToolOptionError
+from .._hosted import HostedTool
 from .._optional import require
 from .._types import LLMToolResponse
 from ._base import DeltaSink, ModelRequest
@@ -174,11 +176,23 @@ class OpenAIProvider(SDKProvider):
         client = self._client
         return openai.AsyncOpenAI(api_key=client.api_key, base_url=client.base_url, **kwargs)
 
+    def check_hosted(self, tool: HostedTool) -> None:
+        """Raise :class:`~nbagent.ToolOptionError` if this API cannot host ``tool``."""
+        if self.api != "responses":
+            raise ToolOptionError(
+                f"{tool!r} is a provider-hosted tool: OpenAI hosts MCP servers on the Responses "
+                "API only, and this provider uses Chat Completions. Use "
+                "OpenAIProvider(model, api='responses'), or nbagent.MCPServer to run the "
+                "server's tools locally."
+            )
+
     # -- requests -------------------------------------------------------------
     def _prepare(self, request: ModelRequest) -> Prepared:
         limit = request.max_tokens if request.max_tokens is not None else self.max_tokens
+        for hosted in request.hosted:
+            self.check_hosted(hosted)
         if self.api == "chat":
-            items = self._messages.many(request.messages)
+            items = [b for b in self._messages.many(request.messages) if b]
             if request.system:
                 items.insert(0, chat_system(request.system))
             fields: list[tuple[str, bytes]] = [
@@ -202,8 +216,11 @@ class OpenAIProvider(SDKProvider):
             fields = [("model", dumps(self.model)), ("input", array(items))]
             if request.system:
                 fields.append(("instructions", dumps(request.system)))
-            if request.tools:
+            if request.hosted:  # not cached: a hosted tool is not keyed like a ToolSpec
+                fields.append(("tools", responses_tools(request.tools, request.hosted)))
+            elif request.tools:
                 fields.append(("tools", self._tools.get(request.tools)))
+            if request.tools:
                 fields.append(("tool_choice", dumps(tool_choice_responses(request.tool_choice))))
                 if request.calls == "one":
                     fields.append(("parallel_tool_calls", b"false"))

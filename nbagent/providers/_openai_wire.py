@@ -17,20 +17,36 @@ that ends in an error.
 - results in: ``{"role":"tool","tool_call_id",content}`` (Chat);
   ``{"type":"function_call_output","call_id",output}`` (Responses).
 - usage: ``prompt_tokens`` / ``input_tokens``, both including cached tokens.
+- hosted tools (Responses only): a :class:`~nbagent.HostedMCP` is an ``mcp``
+  tool; an ``mcp_approval_request`` item is a hosted :class:`ToolCall` (sent
+  back as that item, its answer as an ``mcp_approval_response`` with
+  ``approve`` false for a denial); ``mcp_list_tools``, ``mcp_call``,
+  ``web_search_call`` and every other provider-run item, and any item type
+  this module does not know, is a :class:`ProviderItem` sent back unchanged
+  (never dropped). ``reasoning`` items are left out: without
+  ``include=["reasoning.encrypted_content"]`` a stateless request cannot send
+  them back. Items asking the client to act (``computer_call``,
+  ``local_shell_call``, ``custom_tool_call``...) fail the request clearly:
+  nbagent offers no such tool and runs none. Chat Completions has no hosted
+  tools: hosted calls and provider items are not sent there.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ProviderError, RateLimitError, ServerError
+from .._hosted import HostedTool
 from .._types import (
     AssistantToolCallMessage,
     ChatMessage,
     LLMToolResponse,
     Message,
+    ProviderItem,
     StopReason,
     ToolCall,
     ToolResultMessage,
@@ -71,18 +87,27 @@ def _usage(usage: Any, input_key: str, output_key: str, details_key: str) -> tup
 
 
 def chat_message(message: Message, *, compatible: bool = False) -> bytes:
-    """One neutral message -> one Chat Completions message (JSON bytes)."""
+    """One neutral message -> one Chat Completions message (JSON bytes; ``b""``: nothing).
+
+    Hosted calls and their answers (another API's) are left out: Chat
+    Completions has no hosted tools.
+    """
     if isinstance(message, ChatMessage):
         return dumps({"role": message.role, "content": message.content})
     if isinstance(message, AssistantToolCallMessage):
+        calls = [_chat_call(c) for c in message.tool_calls if not c.hosted]
+        if not calls:
+            return dumps({"role": "assistant", "content": message.content or ""})
         return dumps(
             {
                 "role": "assistant",
                 "content": message.content or ("" if compatible else None),
-                "tool_calls": [_chat_call(c) for c in message.tool_calls],
+                "tool_calls": calls,
             }
         )
     if isinstance(message, ToolResultMessage):
+        if message.hosted:
+            return b""
         return dumps(
             {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
         )
@@ -283,26 +308,25 @@ class ChatStream:
 
 
 def responses_items(message: Message) -> bytes:
-    """One neutral message -> its Responses input items (JSON bytes, comma-joined; may be empty)."""
+    """One neutral message -> its Responses input items (JSON bytes, comma-joined; may be empty).
+
+    An assistant message's provider items come first, as they came, then its
+    text, then its calls (a hosted call as the ``mcp_approval_request`` it was).
+    """
     if isinstance(message, ChatMessage):
-        if not message.content and message.role == "assistant":
-            return b""
-        return dumps({"role": message.role, "content": message.content})
+        items: list[Any] = _own_items(message.items)
+        if message.content or message.role != "assistant":
+            items.append({"role": message.role, "content": message.content})
+        return b",".join(dumps(item) for item in items)
     if isinstance(message, AssistantToolCallMessage):
-        items: list[dict[str, Any]] = []
+        items = _own_items(message.items)
         if message.content:
             items.append({"role": "assistant", "content": message.content})
-        items.extend(
-            {
-                "type": "function_call",
-                "call_id": c.id,
-                "name": c.name,
-                "arguments": arguments_text(c),
-            }
-            for c in message.tool_calls
-        )
+        items.extend(_responses_call(c) for c in message.tool_calls)
         return b",".join(dumps(item) for item in items)
     if isinstance(message, ToolResultMessage):
+        if message.hosted:
+            return dumps(approval_response(message))
         return dumps(
             {
                 "type": "function_call_output",
@@ -313,9 +337,52 @@ def responses_items(message: Message) -> bytes:
     raise TypeError(f"cannot convert {type(message).__name__} to Responses input items")
 
 
-def responses_tools(tools: Sequence[ToolSpec]) -> bytes:
-    """Neutral tool definitions -> Responses ``tools`` (``strict`` sent: it defaults to true)."""
-    out = []
+def _own_items(items: Sequence[ProviderItem]) -> list[Any]:
+    """The items that came from the Responses API (another API's mean nothing here)."""
+    return [item.raw for item in items if item.api == "responses"]
+
+
+def _responses_call(c: ToolCall) -> dict[str, Any]:
+    if c.hosted:
+        return {
+            "type": "mcp_approval_request",
+            "id": c.id,
+            "name": c.name,
+            "arguments": arguments_text(c),
+            "server_label": c.server or "",
+        }
+    return {
+        "type": "function_call",
+        "call_id": c.id,
+        "name": c.name,
+        "arguments": arguments_text(c),
+    }
+
+
+def approval_response(message: ToolResultMessage) -> dict[str, Any]:
+    """A hosted call's answer on the wire: ``mcp_approval_response``, a denial's reason."""
+    approve = message.status != "denied"
+    out: dict[str, Any] = {
+        "type": "mcp_approval_response",
+        "approval_request_id": message.tool_call_id,
+        "approve": approve,
+    }
+    if not approve:
+        try:
+            reason = json.loads(message.content).get("reason")
+        except (ValueError, AttributeError):
+            reason = None
+        if isinstance(reason, str) and reason:
+            out["reason"] = reason
+    return out
+
+
+def responses_tools(tools: Sequence[ToolSpec], hosted: Sequence[HostedTool] = ()) -> bytes:
+    """Neutral tool definitions -> Responses ``tools`` (``strict`` sent: it defaults to true).
+
+    Hosted tools follow the function tools, as their own definitions (``mcp``).
+    """
+    out: list[dict[str, Any]] = []
     for spec in tools:
         out.append(
             {
@@ -326,6 +393,7 @@ def responses_tools(tools: Sequence[ToolSpec]) -> bytes:
                 "strict": False,
             }
         )
+    out.extend(h.openai_tool() for h in hosted)
     return dumps(out)
 
 
@@ -340,7 +408,10 @@ def parse_responses(data: dict[str, Any], *, model: str, provider: str) -> LLMTo
     text: list[str] = []
     refusal: list[str] = []
     calls: list[ToolCall] = []
+    items: list[ProviderItem] = []
     for item in data.get("output") or ():
+        if not isinstance(item, dict):
+            raise ServerError(f"{provider}: an output item is not an object: {item!r:.80}")
         kind = item.get("type")
         if kind == "message":
             for part in item.get("content") or ():
@@ -351,6 +422,18 @@ def parse_responses(data: dict[str, Any], *, model: str, provider: str) -> LLMTo
         elif kind == "function_call":
             call_id = item.get("call_id") or item.get("id") or new_call_id()
             calls.append(make_call(call_id, str(item.get("name") or ""), item.get("arguments")))
+        elif kind == "mcp_approval_request":
+            calls.append(_hosted_call(item))
+        elif kind == "reasoning":
+            continue  # not sent back: a stateless request cannot (see the module docstring)
+        elif kind in CLIENT_SIDE:
+            raise ProviderError(
+                f"{provider}: the model asked this program to run a {kind!r} item, which "
+                "nbagent does not run (it offers no such tool); the response is not used",
+                provider=provider,
+            )
+        else:
+            items.append(provider_item(item))
     reason = (data.get("incomplete_details") or {}).get("reason")
     refusal_text = "".join(refusal) or None
     stop: StopReason
@@ -377,6 +460,69 @@ def parse_responses(data: dict[str, Any], *, model: str, provider: str) -> LLMTo
         stop_reason=stop,
         raw_stop_reason=reason or status,
         refusal=refusal_text,
+        items=tuple(items),
+    )
+
+
+PROVIDER_RUN = frozenset(
+    {
+        "mcp_list_tools",
+        "mcp_call",
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "tool_search_call",
+        "tool_search_output",
+        "compaction",
+    }
+)
+"""Output items the provider ran (or made) itself: kept and sent back as they came."""
+CLIENT_SIDE = frozenset(
+    {
+        "computer_call",
+        "local_shell_call",
+        "shell_call",
+        "apply_patch_call",
+        "custom_tool_call",
+    }
+)
+"""Output items that ask the client to run something nbagent never offers."""
+_FAILED = frozenset({"failed", "incomplete"})
+
+
+def _hosted_call(item: dict[str, Any]) -> ToolCall:
+    call = make_call(
+        str(item.get("id") or new_call_id("mcpr_")),
+        str(item.get("name") or ""),
+        item.get("arguments"),
+    )
+    return dataclasses.replace(call, server=str(item.get("server_label") or ""), hosted=True)
+
+
+def provider_item(item: dict[str, Any]) -> ProviderItem:
+    """An output item the provider ran, or one of a type unknown here: kept as it came."""
+    kind = str(item.get("type"))
+    server = item.get("server_label")
+    name = item.get("name")
+    status: str | None = None
+    if kind == "mcp_call":
+        failed = item.get("error") is not None or item.get("status") in _FAILED
+        status = "error" if failed else "ok"
+    elif kind == "mcp_list_tools":
+        status = "error" if item.get("error") else "ok"
+        tools = item.get("tools")
+        name = f"list_tools ({len(tools)} tools)" if isinstance(tools, list) else "list_tools"
+    elif isinstance(item.get("status"), str) and kind in PROVIDER_RUN:
+        status = "error" if item["status"] in _FAILED else "ok"
+    return ProviderItem(
+        "responses",
+        kind,
+        item,
+        server=server if isinstance(server, str) else None,
+        name=name if isinstance(name, str) else None,
+        status=status,
+        known=kind in PROVIDER_RUN,
     )
 
 
@@ -443,13 +589,17 @@ class ResponsesStream:
 
 
 __all__ = [
+    "CLIENT_SIDE",
+    "PROVIDER_RUN",
     "ChatStream",
     "ResponsesStream",
+    "approval_response",
     "chat_message",
     "chat_system",
     "chat_tools",
     "parse_chat",
     "parse_responses",
+    "provider_item",
     "responses_items",
     "responses_tools",
     "tool_choice_chat",

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
 
 from .._errors import ModelNotSupportedError, ProviderConnectionError, ProviderError
+from .._hosted import hosted_secrets, redact_body
 from .._types import LLMToolResponse, Message, ToolCall, ToolSpec
 from .._unicode import MAX_DEPTH
 from ._base import DeltaSink, ModelRequest
@@ -366,7 +367,8 @@ class SDKProvider:
     def complete(self, request: ModelRequest) -> LLMToolResponse:
         """Send ``request``, return the neutral response (see ``Provider``)."""
         req = self._request(request)
-        with sdk_errors(self.name, self._secrets(), self._env_key):
+        secrets = self._secrets() + hosted_secrets(request.hosted)
+        with sdk_errors(self.name, secrets, self._env_key):
             if not req.stream:
                 response = self._client.post(
                     req.path, cast_to=_response_cls(), content=req.body, options=req.options
@@ -394,7 +396,8 @@ class SDKProvider:
     async def complete_async(self, request: ModelRequest) -> LLMToolResponse:
         """Async twin of :meth:`complete`."""
         req = self._request(request)
-        with sdk_errors(self.name, self._secrets(), self._env_key):
+        secrets = self._secrets() + hosted_secrets(request.hosted)
+        with sdk_errors(self.name, secrets, self._env_key):
             client = self._async()
             if not req.stream:
                 response = await client.post(
@@ -490,18 +493,19 @@ class SDKProvider:
 
         The request may be given as keywords instead
         (``preview_request(messages=..., tools=..., tool_choice=..., calls=...)``);
-        keywords given with a request replace its fields.
+        keywords given with a request replace its fields. Hosted tools' headers
+        and tokens are shown as ``***``.
         """
         if request is None:
             request = ModelRequest(**fields)
         elif fields:
             request = replace(request, **fields)
-        return dict(json.loads(self._prepare(request).body))
+        return redact_body(dict(json.loads(self._prepare(request).body)))
 
     @property
     def last_request(self) -> dict[str, Any] | None:
-        """The JSON body of the last request sent (no headers, so no key), for debugging."""
-        return None if self._last_body is None else json.loads(self._last_body)
+        """The JSON body of the last request sent (no key; hosted tools' secrets ``***``)."""
+        return None if self._last_body is None else redact_body(json.loads(self._last_body))
 
     @property
     def client(self) -> Any:

@@ -75,6 +75,7 @@ from .._types import (
     ChatMessage,
     Decision,
     Message,
+    ProviderItem,
     ToolCall,
     ToolResultMessage,
     Usage,
@@ -195,6 +196,10 @@ def call_identity_out(c: ToolCall) -> Json:
         out["raw_arguments"] = c.raw_arguments
     if c.parse_error is not None:
         out["parse_error"] = c.parse_error
+    if c.server is not None:
+        out["server"] = c.server
+    if c.hosted:
+        out["hosted"] = True
     return out
 
 
@@ -205,6 +210,8 @@ def call_identity_in(d: Mapping[str, Any]) -> ToolCall:
         dict(d.get("arguments") or {}),
         d.get("raw_arguments"),
         d.get("parse_error"),
+        server=d.get("server"),
+        hosted=bool(d.get("hosted", False)),
     )
 
 
@@ -240,10 +247,43 @@ def call_in(d: Mapping[str, Any]) -> ToolCall:
     )
 
 
+# ------------------------------------------------------------ provider items
+def item_out(i: ProviderItem) -> Json:
+    out: Json = {"api": i.api, "type": i.type, "raw": i.raw}
+    for name in ("server", "name", "status"):
+        if getattr(i, name) is not None:
+            out[name] = getattr(i, name)
+    if not i.known:
+        out["known"] = False
+    return out
+
+
+def item_in(d: Mapping[str, Any]) -> ProviderItem:
+    return ProviderItem(
+        d["api"],
+        d["type"],
+        dict(d["raw"]),
+        server=d.get("server"),
+        name=d.get("name"),
+        status=d.get("status"),
+        known=bool(d.get("known", True)),
+    )
+
+
+def _with_items(out: Json, m: ChatMessage | AssistantToolCallMessage) -> Json:
+    if m.items:
+        out["items"] = [item_out(i) for i in m.items]
+    return out
+
+
+def _items_in(d: Mapping[str, Any]) -> tuple[ProviderItem, ...]:
+    return tuple(item_in(i) for i in d.get("items") or ())
+
+
 # ---------------------------------------------------------------- messages
 def message_out(m: Message) -> Json:
     if isinstance(m, ToolResultMessage):
-        return {
+        out: Json = {
             "role": "tool",
             "tool_call_id": m.tool_call_id,
             "content": m.content,
@@ -252,16 +292,21 @@ def message_out(m: Message) -> Json:
             "name": m.name,
             "turn": m.turn,
         }
+        if m.hosted:
+            out["hosted"] = True
+        return out
     if isinstance(m, AssistantToolCallMessage):
-        return {
+        out = {
             "role": "assistant",
             "content": m.content,
             "turn": m.turn,
             "stop_reason": m.stop_reason,
             "tool_calls": [call_identity_out(c) for c in m.tool_calls],
         }
+        return _with_items(out, m)
     if isinstance(m, ChatMessage):
-        return {"role": m.role, "content": m.content, "turn": m.turn, "stop_reason": m.stop_reason}
+        out = {"role": m.role, "content": m.content, "turn": m.turn, "stop_reason": m.stop_reason}
+        return _with_items(out, m)
     raise TypeError(f"cannot store a {type(m).__name__} as a message")
 
 
@@ -273,13 +318,14 @@ def message_row(m: Message) -> Json:
     with the message that asked for it (since version 6).
     """
     if isinstance(m, AssistantToolCallMessage):
-        return {
+        out = {
             "role": "assistant",
             "content": m.content,
             "turn": m.turn,
             "stop_reason": m.stop_reason,
             "tool_calls": [{"id": c.id, "name": c.name} for c in m.tool_calls],
         }
+        return _with_items(out, m)
     return message_out(m)
 
 
@@ -297,6 +343,7 @@ def message_in(d: Mapping[str, Any], calls: Mapping[str, ToolCall] | None = None
             d["status"],
             d.get("name", ""),
             turn=d.get("turn", 0),
+            hosted=bool(d.get("hosted", False)),
         )
     if "tool_calls" in d:
         tcs = tuple(
@@ -308,9 +355,14 @@ def message_in(d: Mapping[str, Any], calls: Mapping[str, ToolCall] | None = None
             tcs,
             turn=d.get("turn", 0),
             stop_reason=d.get("stop_reason", "tool_use"),
+            items=_items_in(d),
         )
     return ChatMessage(
-        d["role"], d["content"], turn=d.get("turn", 0), stop_reason=d.get("stop_reason", "end")
+        d["role"],
+        d["content"],
+        turn=d.get("turn", 0),
+        stop_reason=d.get("stop_reason", "end"),
+        items=_items_in(d),
     )
 
 
@@ -485,6 +537,8 @@ def encode(e: Event, noted: Any, memo: dict[int, str]) -> Entry:
                 e.turn,
                 e.step,
                 ts,
+                c.server,
+                c.hosted,
             )
             return Entry(e.seq, e.type, ts, None, new_call)  # the call's row is the event
         case ToolCallFinished():
@@ -756,6 +810,8 @@ __all__ = [
     "event_json",
     "event_out",
     "fold",
+    "item_in",
+    "item_out",
     "loads",
     "message_in",
     "message_out",

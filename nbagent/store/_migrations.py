@@ -167,6 +167,18 @@ def m006_arguments_stored_once(conn: sqlite3.Connection) -> None:
     )
 
 
+def m007_call_server(conn: sqlite3.Connection) -> None:
+    """A call's MCP server label and whether the provider runs it (a hosted call).
+
+    ``server`` is ``NULL`` and ``hosted`` 0 for every call written before: local
+    tools. A hosted call (an OpenAI ``mcp_approval_request``) is decided like
+    any gated call but never claimed or run by a process; an older nbagent
+    would try to run it, so it refuses the file.
+    """
+    conn.execute("ALTER TABLE tool_calls ADD COLUMN server TEXT")
+    conn.execute("ALTER TABLE tool_calls ADD COLUMN hosted INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_initial,
     m002_claims_and_decisions,
@@ -174,6 +186,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m004_calls_are_their_requested_events,
     m005_messages_are_their_events,
     m006_arguments_stored_once,
+    m007_call_server,
 )
 """Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
 

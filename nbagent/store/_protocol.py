@@ -63,6 +63,8 @@ class StoredCall:
         requested_at / started_at / finished_at: Times.
         claimed_by / claimed_at: The process that claimed it to run
             (``host:pid:start:token``), and when.
+        server / hosted: As on :class:`~nbagent.ToolCall` (a hosted call is
+            decided here like any other, and never claimed or run).
     """
 
     chat_id: str
@@ -82,6 +84,8 @@ class StoredCall:
     claimed_at: datetime | None = None
     raw_arguments: str | None = None
     parse_error: str | None = None
+    server: str | None = None
+    hosted: bool = False
 
     def to_tool_call(self, *, undecided: bool = False) -> ToolCall:
         """A new :class:`~nbagent.ToolCall` with this identity and lifecycle.
@@ -105,15 +109,19 @@ class StoredCall:
             result=result,
             started_at=self.started_at,
             finished_at=self.finished_at,
+            server=self.server,
+            hosted=self.hosted,
         )
 
     def __repr__(self) -> str:
         arguments = json.dumps(
             self.arguments, ensure_ascii=False, separators=(",", ":"), default=str
         )
+        where = f", server={self.server!r}" if self.server is not None else ""
+        where += ", hosted=True" if self.hosted else ""
         return (
             f"StoredCall(chat_id={self.chat_id[:8]!r}, id={self.id!r}, name={self.name!r}, "
-            f"arguments={arguments[:80]}, status={self.status!r})"
+            f"arguments={arguments[:80]}, status={self.status!r}{where})"
         )
 
 
@@ -173,6 +181,8 @@ class NewCall:
     turn: int
     step: int
     requested_at: str
+    server: str | None = None
+    hosted: bool = False
 
 
 @dataclass(frozen=True, slots=True)

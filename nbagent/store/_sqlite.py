@@ -1,13 +1,14 @@
 """The embedded default store: one SQLite file, WAL mode, versioned schema.
 
-Tables (schema version 6)::
+Tables (schema version 7)::
 
     schema_migrations(version PK, name, applied_at)
     chats(id PK, created_at, updated_at, provider, model, system, title, state json, tools json)
     messages(chat_id, idx, turn, role, json, seq, ts)        PK (chat_id, idx)
     tool_calls(chat_id, call_id, name, arguments json, raw_arguments, parse_error,
                status, gated, approval json, decision json, result json, turn, step,
-               requested_at, started_at, finished_at, claimed_by, claimed_at)
+               requested_at, started_at, finished_at, claimed_by, claimed_at,
+               server, hosted 0|1)
                                                              PK (chat_id, call_id)
     call_arguments(chat_id, call_id, arguments json)         PK (chat_id, call_id)
     events(chat_id, seq, type, ts, json)                     PK (chat_id, seq)
@@ -107,6 +108,8 @@ _COLUMNS = (
     "finished_at",
     "claimed_by",
     "claimed_at",
+    "server",
+    "hosted",
 )
 _CALL_COLUMNS = ", ".join(_COLUMNS)
 """A call's columns, for ``SELECT ... FROM tool_calls`` (the table not aliased)."""
@@ -134,6 +137,8 @@ def _stored_call(row: Sequence[Any]) -> StoredCall:
         finished_at=codec.dt_in(row[14]),
         claimed_by=row[15],
         claimed_at=codec.dt_in(row[16]),
+        server=row[17],
+        hosted=bool(row[18]),
     )
 
 
@@ -661,8 +666,8 @@ class SQLiteStore:
             cur = conn.execute(
                 "INSERT INTO tool_calls (chat_id, call_id, seq, name, arguments, raw_arguments, "
                 "parse_error, status, gated, approval, turn, step, requested_at, claimed_by, "
-                "claimed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT DO NOTHING",
+                "claimed_at, server, hosted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                "?, ?) ON CONFLICT DO NOTHING",
                 (
                     chat_id,
                     ch.call_id,
@@ -679,6 +684,8 @@ class SQLiteStore:
                     ch.requested_at,
                     owner,
                     at,
+                    ch.server,
+                    int(ch.hosted),
                 ),
             )
             if cur.rowcount != 1:
@@ -903,6 +910,11 @@ class SQLiteStore:
             if arguments is not None:
                 if verdict != "approved":
                     raise DecisionError("only an approval can carry edited arguments")
+                if sc.hosted:
+                    raise DecisionError(
+                        f"{label} runs on the provider's side with the model's arguments; "
+                        "they cannot be edited (approve or deny it)"
+                    )
                 self._check_arguments(conn, sc, arguments)
             decision = Decision(
                 verdict,  # type: ignore[arg-type]

@@ -22,7 +22,16 @@ from typing import Any
 from .._exports import publish as _publish
 from .._exports import publish_one as _publish_one
 from ._fake_server import FakeLLMServer, render
-from ._script import FakeToolCall, RecordedRequest, Turn
+from ._script import (
+    FakeHostedItem,
+    FakeToolCall,
+    RecordedRequest,
+    Turn,
+    mcp_approval_request,
+    mcp_call,
+    mcp_list_tools,
+    raw_item,
+)
 
 _LAZY = {"ScriptedProvider", "ScriptedRequest", "call_tools", "reply"}
 
@@ -36,6 +45,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "FakeHostedItem",
     "FakeLLMServer",
     "FakeToolCall",
     "RecordedRequest",
@@ -43,6 +53,10 @@ __all__ = [
     "ScriptedRequest",
     "Turn",
     "call_tools",
+    "mcp_approval_request",
+    "mcp_call",
+    "mcp_list_tools",
+    "raw_item",
     "render",
     "reply",
 ]

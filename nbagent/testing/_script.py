@@ -88,6 +88,103 @@ class FakeToolCall:
         return parsed if isinstance(parsed, dict) else {}
 
 
+HostedKind = Literal["list_tools", "approval_request", "call", "raw"]
+
+
+@dataclass
+class FakeHostedItem:
+    """Something the fake provider does on its side (a hosted MCP server), before its answer.
+
+    Responses: ``list_tools`` is an ``mcp_list_tools`` item, ``approval_request``
+    an ``mcp_approval_request`` (the chat must answer it with an
+    ``mcp_approval_response``), ``call`` an ``mcp_call`` (with ``output``, or
+    ``error``). Anthropic (the MCP connector): ``call`` is an ``mcp_tool_use``
+    block and its ``mcp_tool_result``; it has no listing or approval items.
+    ``raw`` is sent as it is (``raw``): an item or block of a type no adapter
+    knows. Build them with :func:`mcp_list_tools`, :func:`mcp_approval_request`,
+    :func:`mcp_call` and :func:`raw_item`.
+
+    Args:
+        kind: ``"list_tools"``, ``"approval_request"``, ``"call"`` or ``"raw"``.
+        server: The MCP server's label.
+        name: The tool (approval requests and calls).
+        arguments: The tool's arguments.
+        id: The item id (default ``mcpl_N``, ``mcpr_N``, ``mcp_N``, ``mcptoolu_N``).
+        output: A call's output text.
+        error: A call's error message (the call failed).
+        approval_request_id: The approval request a call runs after.
+        tools: A listing's tools (``{"name", "input_schema", "description"}``).
+        raw: The item sent as it is (``kind="raw"``).
+    """
+
+    kind: HostedKind
+    server: str = "mcp"
+    name: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
+    output: str | None = None
+    error: str | None = None
+    approval_request_id: str | None = None
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    raw: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in get_args(HostedKind):
+            raise ValueError(f"FakeHostedItem.kind must be one of {get_args(HostedKind)}")
+        if self.kind == "raw" and not isinstance(self.raw, dict):
+            raise ValueError("FakeHostedItem(kind='raw') needs raw= (a dict with a 'type')")
+        if self.kind in ("approval_request", "call") and not self.name:
+            raise ValueError(f"FakeHostedItem(kind={self.kind!r}) needs name=")
+
+    @property
+    def argument_text(self) -> str:
+        return json.dumps(self.arguments, separators=(",", ":"), ensure_ascii=False)
+
+
+def mcp_list_tools(server: str, *tools: str, id: str | None = None) -> FakeHostedItem:
+    """The provider listed a hosted MCP server's tools (named; empty schemas)."""
+    listed = [
+        {"name": t, "input_schema": {"type": "object", "properties": {}}, "description": t}
+        for t in tools
+    ]
+    return FakeHostedItem("list_tools", server, tools=listed, id=id)
+
+
+def mcp_approval_request(
+    server: str, name: str, arguments: dict[str, Any] | None = None, *, id: str | None = None
+) -> FakeHostedItem:
+    """The provider asks for approval before it calls ``name`` on ``server``."""
+    return FakeHostedItem("approval_request", server, name, dict(arguments or {}), id=id)
+
+
+def mcp_call(
+    server: str,
+    name: str,
+    arguments: dict[str, Any] | None = None,
+    *,
+    output: str | None = None,
+    error: str | None = None,
+    approval_request_id: str | None = None,
+    id: str | None = None,
+) -> FakeHostedItem:
+    """The provider called ``name`` on ``server`` (after an approval, when given)."""
+    return FakeHostedItem(
+        "call",
+        server,
+        name,
+        dict(arguments or {}),
+        id=id,
+        output=output,
+        error=error,
+        approval_request_id=approval_request_id,
+    )
+
+
+def raw_item(raw: dict[str, Any]) -> FakeHostedItem:
+    """An output item (or content block) sent as it is: e.g. a type no adapter knows."""
+    return FakeHostedItem("raw", raw=dict(raw))
+
+
 @dataclass(frozen=True)
 class RawJSON:
     """JSON text put into a payload as it is (a value Python's ``json`` cannot build or hold)."""
@@ -130,6 +227,8 @@ class Turn:
         fail_mid_stream: Drop the connection part-way through the body.
         delay: Seconds to wait before answering.
         chunk_delay: Seconds to wait between streamed events.
+        hosted: What the provider did on its side before answering
+            (:class:`FakeHostedItem`), in order, before the text and calls.
     """
 
     text: str = ""
@@ -145,8 +244,13 @@ class Turn:
     fail_mid_stream: bool = False
     delay: float = 0.0
     chunk_delay: float = 0.0
+    hosted: list[FakeHostedItem] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.hosted = list(self.hosted)
+        for item in self.hosted:
+            if not isinstance(item, FakeHostedItem):
+                raise TypeError(f"Turn.hosted items must be FakeHostedItem, got {item!r}")
         self.tool_calls = list(self.tool_calls)
         for call in self.tool_calls:
             if not isinstance(call, FakeToolCall):
@@ -175,7 +279,8 @@ class Turn:
             return self.stop
         if self.refusal is not None:
             return "refusal"
-        return "tool_use" if self.tool_calls else "end"
+        asks = any(h.kind == "approval_request" for h in self.hosted)
+        return "tool_use" if self.tool_calls or asks else "end"
 
     @property
     def refusal_text(self) -> str | None:

@@ -7,6 +7,7 @@ request transcripts the way the real API does in strict mode.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from ._script import (
     ARGUMENT_FRAGMENTS,
     TEXT_FRAGMENTS,
+    FakeHostedItem,
     Turn,
     Usage,
     WireError,
@@ -179,6 +181,34 @@ def _check_ids(messages: list[Any]) -> WireError | None:
     return None
 
 
+def _hosted_blocks(item: FakeHostedItem, n: str) -> list[Payload]:
+    if item.kind == "raw":
+        assert item.raw is not None
+        return [dict(item.raw)]
+    if item.kind != "call":
+        raise ValueError(
+            f"Anthropic's MCP connector has no {item.kind!r} item (only calls: "
+            "mcp_tool_use and mcp_tool_result)"
+        )
+    use_id = item.id or f"mcptoolu_{n}"
+    text = item.error if item.error is not None else (item.output or "")
+    return [
+        {
+            "type": "mcp_tool_use",
+            "id": use_id,
+            "name": item.name,
+            "server_name": item.server,
+            "input": dict(item.arguments),
+        },
+        {
+            "type": "mcp_tool_result",
+            "tool_use_id": use_id,
+            "is_error": item.error is not None,
+            "content": [{"type": "text", "text": text, "citations": None}],
+        },
+    ]
+
+
 def _usage(usage: Usage) -> Payload:
     return {
         "input_tokens": max(0, usage.input_tokens - usage.cached_tokens - usage.cache_write_tokens),
@@ -196,8 +226,15 @@ def _usage(usage: Usage) -> Payload:
 def render_messages(
     turn: Turn, request: Mapping[str, Any], *, stream: bool, seq: int, first_call: int
 ) -> list[Payload]:
-    """Render a turn as a ``message`` body or its list of stream events."""
+    """Render a turn as a ``message`` body or its list of stream events.
+
+    Hosted items come first: a ``call`` is the MCP connector's ``mcp_tool_use``
+    and ``mcp_tool_result`` blocks (a beta: validate with ``BetaMessage``).
+    """
     content: list[Payload] = []
+    for i, item in enumerate(turn.hosted):
+        content.extend(_hosted_blocks(item, f"{seq}_{i}"))
+    first_own = len(content)
     if turn.text:
         content.append({"type": "text", "text": turn.text})
     for i, call in enumerate(turn.tool_calls):
@@ -248,11 +285,21 @@ def render_messages(
             )
             pieces = fragments(block["text"], TEXT_FRAGMENTS)
             deltas = [{"type": "text_delta", "text": p} for p in pieces]
+        elif block["type"] == "mcp_tool_use":
+            events.append(
+                {"type": "content_block_start", **at, "content_block": {**block, "input": {}}}
+            )
+            text = json.dumps(block["input"], separators=(",", ":"), ensure_ascii=False)
+            pieces = fragments(text, ARGUMENT_FRAGMENTS)
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in pieces]
+        elif block["type"] != "tool_use":  # a result, or a raw block: whole at the start
+            events.append({"type": "content_block_start", **at, "content_block": block})
+            deltas = []
         else:
             events.append(
                 {"type": "content_block_start", **at, "content_block": {**block, "input": {}}}
             )
-            call = turn.tool_calls[index - (1 if turn.text else 0)]
+            call = turn.tool_calls[index - first_own - (1 if turn.text else 0)]
             pieces = fragments(call.argument_text, ARGUMENT_FRAGMENTS)
             deltas = [{"type": "input_json_delta", "partial_json": p} for p in ["", *pieces]]
         if index == 0:

@@ -14,6 +14,7 @@ from ._script import (
     ARGUMENT_FRAGMENTS,
     CREATED_EPOCH,
     TEXT_FRAGMENTS,
+    FakeHostedItem,
     Turn,
     Usage,
     WireError,
@@ -184,19 +185,27 @@ def _first_repeat(ids: list[str]) -> str | None:
 
 
 def check_responses(body: Mapping[str, Any]) -> WireError | None:
-    """The 400s the Responses API answers for unpaired function calls."""
+    """The 400s the Responses API answers for unpaired function calls and approvals."""
     items = body.get("input")
     if not isinstance(items, list):
         return None
     calls: list[str] = []
     outputs: list[str] = []
-    for item in items:
+    requests: list[str] = []
+    answered: set[str] = set()
+    for i, item in enumerate(items):
         if not isinstance(item, Mapping):
             continue
         if item.get("type") == "function_call":
             calls.append(str(item.get("call_id")))
         elif item.get("type") == "function_call_output":
             outputs.append(str(item.get("call_id")))
+        elif item.get("type") == "mcp_approval_request":
+            requests.append(str(item.get("id")))
+        elif item.get("type") == "mcp_approval_response":
+            error = _check_approval(item, i, requests, answered, body)
+            if error is not None:
+                return error
     for kind, ids in (("function_call", calls), ("function_call_output", outputs)):
         repeated = _first_repeat(ids)
         if repeated is not None:
@@ -213,6 +222,43 @@ def check_responses(body: Mapping[str, Any]) -> WireError | None:
     for call_id in calls:
         if call_id not in outputs:
             return _invalid(f"No tool output found for function call {call_id}.", "input")
+    return None
+
+
+def _check_approval(
+    item: Mapping[str, Any],
+    i: int,
+    requests: list[str],
+    answered: set[str],
+    body: Mapping[str, Any],
+) -> WireError | None:
+    """An ``mcp_approval_response`` answers, once, an approval request sent before it.
+
+    Stateless (no ``previous_response_id``) the request item itself must be in
+    the input, before its response; answering one twice is refused.
+    """
+    request_id = item.get("approval_request_id")
+    if not isinstance(item.get("approve"), bool):
+        return _invalid(
+            f"Invalid type for 'input[{i}].approve': expected a boolean.", f"input[{i}].approve"
+        )
+    if not isinstance(request_id, str) or not request_id:
+        return _invalid(
+            f"Missing required parameter: 'input[{i}].approval_request_id'.",
+            f"input[{i}].approval_request_id",
+        )
+    if request_id in answered:
+        return _invalid(
+            f"Duplicate mcp_approval_response for approval request '{request_id}'.", "input"
+        )
+    if body.get("previous_response_id") is None and request_id not in requests:
+        return _invalid(
+            f"No approval request found with id '{request_id}' for the mcp_approval_response "
+            f"in input[{i}]; without previous_response_id the mcp_approval_request item must "
+            "be sent in the input before it.",
+            "input",
+        )
+    answered.add(request_id)
     return None
 
 
@@ -238,6 +284,8 @@ def render_chat(
     turn: Turn, request: Mapping[str, Any], *, stream: bool, seq: int, first_call: int
 ) -> list[Payload]:
     """Render a turn as a ``chat.completion`` body or its ``chat.completion.chunk`` list."""
+    if turn.hosted:
+        raise ValueError("Chat Completions has no hosted tools: Turn.hosted needs Responses")
     ids = [c.id or f"call_{first_call + i}" for i, c in enumerate(turn.tool_calls)]
     refusal = turn.refusal_text
     finish = _CHAT_FINISH[turn.resolved_stop]
@@ -361,6 +409,47 @@ def _response_object(
     }
 
 
+def _hosted_item(item: FakeHostedItem, n: str) -> Payload:
+    """One hosted item as the Responses API sends it (``mcp_*``, or a raw item as given)."""
+    if item.kind == "raw":
+        assert item.raw is not None
+        return dict(item.raw)
+    head = {"server_label": item.server}
+    if item.kind == "list_tools":
+        tools = [{"annotations": None, "description": None, **t} for t in item.tools]
+        return {
+            "id": item.id or f"mcpl_{n}",
+            "type": "mcp_list_tools",
+            **head,
+            "tools": tools,
+            "error": None,
+        }
+    if item.kind == "approval_request":
+        return {
+            "id": item.id or f"mcpr_{n}",
+            "type": "mcp_approval_request",
+            **head,
+            "name": item.name,
+            "arguments": item.argument_text,
+        }
+    error = (
+        None
+        if item.error is None
+        else {"type": "mcp_protocol_error", "code": -32000, "message": item.error}
+    )
+    return {
+        "id": item.id or f"mcp_{n}",
+        "type": "mcp_call",
+        **head,
+        "name": item.name,
+        "arguments": item.argument_text,
+        "approval_request_id": item.approval_request_id,
+        "output": item.output if item.error is None else None,
+        "error": error,
+        "status": "failed" if item.error is not None else "completed",
+    }
+
+
 def render_responses(
     turn: Turn, request: Mapping[str, Any], *, stream: bool, seq: int, first_call: int
 ) -> list[Payload]:
@@ -369,11 +458,12 @@ def render_responses(
     reason = _INCOMPLETE_REASON.get(stop)
     refusal = turn.refusal_text
     parts: list[Payload] = []
-    if turn.text or not (turn.tool_calls or refusal):
+    asks = any(h.kind == "approval_request" for h in turn.hosted)
+    if turn.text or not (turn.tool_calls or refusal or asks):
         parts.append({"type": "output_text", "text": turn.text, "annotations": [], "logprobs": []})
     if refusal:
         parts.append({"type": "refusal", "refusal": refusal})
-    items: list[Payload] = []
+    items: list[Payload] = [_hosted_item(h, f"{seq}_{i}") for i, h in enumerate(turn.hosted)]
     if parts:
         items.append(
             {
@@ -439,7 +529,7 @@ def _responses_events(
                         emit("response.refusal.delta", **at, delta=piece)
                     emit("response.refusal.done", **at, refusal=part["refusal"])
                 emit("response.content_part.done", **at, part=part)
-        else:
+        elif item["type"] == "function_call":
             emit(
                 "response.output_item.added",
                 output_index=index,
@@ -448,6 +538,21 @@ def _responses_events(
             for piece in fragments(item["arguments"], ARGUMENT_FRAGMENTS):
                 emit("response.function_call_arguments.delta", **where, delta=piece)
             emit("response.function_call_arguments.done", **where, arguments=item["arguments"])
+        elif item["type"] == "mcp_list_tools":
+            emit("response.output_item.added", output_index=index, item={**item, "tools": []})
+            emit("response.mcp_list_tools.in_progress", **where)
+            emit("response.mcp_list_tools.completed", **where)
+        elif item["type"] == "mcp_call":
+            started = {**item, "status": "in_progress", "arguments": "", "output": None}
+            emit("response.output_item.added", output_index=index, item={**started, "error": None})
+            emit("response.mcp_call.in_progress", **where)
+            for piece in fragments(item["arguments"], ARGUMENT_FRAGMENTS):
+                emit("response.mcp_call_arguments.delta", **where, delta=piece)
+            emit("response.mcp_call_arguments.done", **where, arguments=item["arguments"])
+            failed = item["status"] == "failed"
+            emit("response.mcp_call.failed" if failed else "response.mcp_call.completed", **where)
+        else:  # an approval request, or a raw item: whole when added
+            emit("response.output_item.added", output_index=index, item=item)
         emit("response.output_item.done", output_index=index, item=item)
     final_kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
     emit(final_kind, response=final)
