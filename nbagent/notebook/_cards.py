@@ -46,7 +46,7 @@ def call_card_html(e: CallEntry, *, decision: str, live: bool = False) -> str:
 
 # ------------------------------------------------------------------------------- cards
 def _open(e: CallEntry, decision: str, live: bool) -> str:
-    inline = _inline_arguments(e)
+    inline = inline_arguments(e)
     head = [*_name(e)]
     if inline is not None:
         head.append(f'<code class="nba-args1">{esc(inline)}</code>')
@@ -75,7 +75,7 @@ def _open(e: CallEntry, decision: str, live: bool) -> str:
 
 
 def _finished(e: CallEntry, decision: str) -> str:
-    inline = _inline_arguments(e)
+    inline = inline_arguments(e)
     short = inline if inline is not None else preview(_short_json(e.arguments), 60)
     head = [*_name(e), f'<code class="nba-args1">{esc(short)}</code>', _badge(e.status)]
     meta = _meta(e)
@@ -163,7 +163,7 @@ def reason_words(e: CallEntry) -> str:
 
 
 # --------------------------------------------------------------------------- arguments
-def _inline_arguments(e: CallEntry) -> str | None:
+def inline_arguments(e: CallEntry) -> str | None:
     """The arguments as one line of JSON, when that is short and hides no text block."""
     if e.raw_arguments is not None and not e.arguments:
         return None

@@ -26,7 +26,7 @@ import html
 import re
 from collections.abc import Sequence
 
-from ._cards import call_card_html
+from ._cards import call_card_html, inline_arguments, reason_words
 from ._html import STATUS_WORDS as _STATUS_WORDS
 from ._html import clip, esc, fmt_ms, preview, printable
 from ._markdown import markdown_html
@@ -122,6 +122,8 @@ CSS = """
 .nba-args { display: grid; grid-template-columns: max-content 1fr; column-gap: 10px;
   row-gap: 1px; margin: 2px 0; }
 .nba-arg { display: contents; }
+.nba-args > .nba-arg > * { min-width: 0; overflow-wrap: anywhere; }
+.nba-fold > summary { overflow-wrap: anywhere; }
 .nba-key { font-family: var(--jp-code-font-family, monospace);
   color: var(--jp-ui-font-color2, #616161); }
 .nba-val { font-family: var(--jp-code-font-family, monospace);
@@ -406,12 +408,15 @@ def entry_markdown(e: Entry) -> str:
         )
     if isinstance(e, CallEntry):
         words = md_inline(_STATUS_WORDS.get(e.status, e.status))
-        head = f"**tool {code_span(e.name)}** · {words}"
+        inline = inline_arguments(e)  # short arguments on the head line
+        head = f"**tool {code_span(e.name)}**" + (f" {code_span(inline)}" if inline else "")
+        head += f" · {words}"
         if e.duration_ms is not None:
             head += f" · {md_inline(fmt_ms(e.duration_ms))}"
-        lines = [head, _fence(e.arguments_text, "json")]
+        lines = [head] if inline else [head, _fence(e.arguments_text, "json")]
         if e.gated and e.status == "awaiting_approval":
-            lines.append(f"> needs approval: {md_inline(e.approval_reason)}")
+            why = reason_words(e)
+            lines.append("> needs approval" + (f": {md_inline(why)}" if why else ""))
         words = decision_words(e)
         if words:
             lines.append(f"> {md_inline(words)}")
@@ -456,7 +461,8 @@ def _entry_text(e: Entry) -> str:
             line += f" [{fmt_ms(e.duration_ms)}]"
         extra = []
         if e.gated and e.status == "awaiting_approval":
-            extra.append(f"    needs approval: {e.approval_reason}")
+            why = reason_words(e)
+            extra.append("    needs approval" + (f": {why}" if why else ""))
         words = decision_words(e)
         if words:
             extra.append(f"    {words}")
