@@ -203,3 +203,35 @@ def test_a_finished_call_expands_on_click(page: Page, jupyterlab_server: Jupyter
     expect(trace.locator("pre")).to_contain_text("in explode")
     _no_script_ran(page)
     _shot(page, 1, "cards-finished-expanded")
+
+
+LONG = """\
+from IPython.display import display
+from nbagent.notebook import ChatView
+
+provider = ScriptedProvider([reply(f"answer {i}") for i in range(12)])
+chat = Chat(provider=provider, display=False)
+for i in range(12):
+    chat.ask(f"question {i}")
+view = ChatView(chat, page_size=5, live_pages=1)
+display(view)
+"""
+
+
+def test_show_earlier_is_not_cut_off(page: Page, jupyterlab_server: JupyterLabServer) -> None:
+    path, _ = _notebook(jupyterlab_server, "cards-long", LONG)
+    open_notebook(page, jupyterlab_server, path)
+    run_cell(page, 0)
+    run_cell(page, 1)
+    more = output_area(page, 1).locator(".nba-more")
+    expect(more).to_contain_text("Show earlier (35 more entries)", timeout=30_000)
+    # The whole label fits in the button: nothing clipped, on either axis.
+    fits = more.evaluate(
+        "b => b.scrollWidth <= b.clientWidth + 1 && b.scrollHeight <= b.clientHeight + 1"
+    )
+    assert fits, more.evaluate(
+        "b => [b.scrollWidth, b.clientWidth, b.scrollHeight, b.clientHeight]"
+    )
+    more.click()
+    expect(more).to_contain_text("Show earlier (30 more entries)")
+    _shot(page, 1, "cards-show-earlier")
