@@ -80,6 +80,9 @@ class ChatView:
         self._cards: dict[str, ActionCard] = {}
         self._step_calls: dict[int, list[str]] = {}  # step -> its gated calls' keys, in order
         self._batches: dict[int, ActionCard] = {}  # step -> its Approve all / Deny all card
+        self._always_from: dict[
+            str, ActionCard
+        ] = {}  # tool -> the card "Always allow" was clicked on
         self._pos: dict[str, int] = {}
         self._keys: list[str] = []
         self._pages: dict[int, ipywidgets.VBox] = {}
@@ -230,6 +233,10 @@ class ChatView:
         """Approve all / Deny all: each waiting call decided through the chat's API."""
         decided, elsewhere = 0, 0
         for call_id in list(card.call_ids):
+            entry = self.state.by_key.get(f"c:{call_id}")
+            if not (isinstance(entry, CallEntry) and entry.pending and entry.verdict is None):
+                elsewhere += 1  # decided since the card was drawn: that decision stands
+                continue
             try:
                 if kind == "approve_all":
                     self.chat.approve(call_id)
@@ -394,10 +401,10 @@ class ChatView:
             summary = decision_words(e) or f"no decision ({e.status})"
             card.summary = summary[:1].upper() + summary[1:]
             card.state = e.verdict or "closed"
-            # "Always allow" decided it and still holds: the card offers to take it back.
-            card.revocable = (e.decided_by or "").startswith(
-                "policy:always_allow"
-            ) and e.name in self.chat.always_allowed
+            # The card "Always allow" was clicked on offers to take it back while it holds.
+            card.revocable = (
+                self._always_from.get(e.name) is card and e.name in self.chat.always_allowed
+            )
         elif isinstance(e, BudgetEntry):
             if e.pending:
                 if card.state not in ("pending", "working"):
@@ -473,6 +480,7 @@ class ChatView:
             elif kind == "edit":
                 chat.approve(call_id, arguments=_parse_arguments(action.get("arguments")))
             elif kind == "always":
+                self._always_from[card.tool] = card
                 chat.always_allow(card.tool)
             else:
                 raise CardError(f"unknown action {kind!r}")

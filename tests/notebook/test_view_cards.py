@@ -293,13 +293,17 @@ def test_always_allow_can_be_taken_back_from_the_card() -> None:
     done(chat)
     assert sorted(c[1]["order_id"] for c in ledger.calls) == [1, 2]
     first, second = card_for(view, "r1"), card_for(view, "r2")
-    assert first.revocable and second.revocable  # both approved by the policy, which holds
+    # The card it was clicked on offers to take it back (the others stay quiet).
+    assert first.revocable and not second.revocable
+    assert chat.tool_calls[1].decision.by == "policy:always_allow:issue_refund"  # type: ignore[union-attr]
     assert chat.always_allowed == ("issue_refund",)
-    second.click("revoke")
-    second.click("revoke")  # a double click takes it back once, without an error
+    second.click("revoke")  # not offered there: nothing happens
+    assert chat.always_allowed == ("issue_refund",)
+    first.click("revoke")
+    first.click("revoke")  # a double click takes it back once, without an error
     assert chat.always_allowed == ()
-    assert not first.revocable and not second.revocable and second.error == ""
-    assert "asks for approval again" in second.note
+    assert not first.revocable and first.error == ""
+    assert "asks for approval again" in first.note
     assert first.state == second.state == "approved"  # decisions made stand
     chat.ask("Refund 3")
     assert chat.status == "awaiting_approval"  # it asks again
