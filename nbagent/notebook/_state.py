@@ -886,7 +886,7 @@ _PACKAGE = str(Path(__file__).resolve().parents[1])
 
 
 def _is_ours(filename: str) -> bool:
-    return filename.startswith(_PACKAGE) and "/testing/" not in filename
+    return filename.startswith(_PACKAGE)
 
 
 def _duration(c: ToolCall) -> float | None:

@@ -235,3 +235,31 @@ def test_show_earlier_is_not_cut_off(page: Page, jupyterlab_server: JupyterLabSe
     more.click()
     expect(more).to_contain_text("Show earlier (30 more entries)")
     _shot(page, 1, "cards-show-earlier")
+
+
+def _rgb(css: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in css[css.index("(") + 1 : css.index(")")].split(",")[:3])
+
+
+def test_cards_follow_the_dark_theme(page: Page, jupyterlab_server: JupyterLabServer) -> None:
+    path, _ = _notebook(jupyterlab_server, "cards-dark", FINISHED)
+    open_notebook(page, jupyterlab_server, path)
+    run_cell(page, 0)
+    run_cell(page, 1)
+    area = wait_for_output(page, 1, "Here is the summary", timeout=30)
+    change = "t => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})"
+    page.evaluate(change, "JupyterLab Dark")
+    try:
+        page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
+        time.sleep(0.5)
+        card = area.locator('details.nba-done[data-call-id="s1"]')
+        card.locator("> summary").click()
+        text = _rgb(area.locator(".nba-md").last.evaluate("n => getComputedStyle(n).color"))
+        background = _rgb(card.evaluate("n => getComputedStyle(n).backgroundColor"))
+        cell = _rgb(card.locator(".nba-rich td").first.evaluate("n => getComputedStyle(n).color"))
+        assert min(text) > 150 and min(cell) > 150, (text, cell)  # light text...
+        assert max(background) < 100, background  # ...on a dark card
+        _shot(page, 1, "cards-dark-theme")
+    finally:
+        page.evaluate(change, "JupyterLab Light")
+        page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'")
