@@ -10,7 +10,6 @@ the loop. ``_RoundHooks`` is the chat's side of the runner protocol.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, Literal
@@ -49,7 +48,7 @@ from ._events import (
 )
 from ._notice import notice
 from ._options import resolve_choice
-from ._result_text import to_content
+from ._result_text import edit_note, to_content
 from ._runner import Job, Mode, Outcome, needs_event_loop
 from ._tools import SchemaValidationError, Tool
 from ._types import (
@@ -724,11 +723,7 @@ class _RoundHooks:
             else:
                 content = f"Not completed ({outcome.status.replace('_', ' ')}): {outcome.message}"
             if c.decision is not None and c.decision.arguments is not None:
-                edited = json.dumps(c.decision.arguments, ensure_ascii=False, default=str)
-                content = (
-                    f"[The user edited the arguments before approving; the tool ran with {edited}]"
-                    f"\n{content}"
-                )
+                content = f"{edit_note(c.decision.arguments)}\n{content}"
             result = ToolResultMessage(
                 c.id,
                 content,

@@ -72,3 +72,23 @@ def to_content(value: Any, *, max_rows: int = MAX_ROWS, max_chars: int = MAX_CHA
     if len(text) > max_chars:
         text = text[:max_chars] + f"\n[truncated: {len(text) - max_chars} more characters]"
     return text
+
+
+# After a human edited a call's arguments, the model reads this note before the
+# result (so it knows the call did not run as it asked). It is for the model only:
+# the views and the log's result_preview show the result without it.
+_EDIT_NOTE = "[The user edited the arguments before approving; the tool ran with "
+
+
+def edit_note(arguments: dict[str, Any]) -> str:
+    """The line put before the result of a call run with edited ``arguments``."""
+    return f"{_EDIT_NOTE}{json.dumps(arguments, ensure_ascii=False, default=str)}]"
+
+
+def without_edit_note(content: str, edited: bool) -> str:
+    """``content`` as a human should read it: the :func:`edit_note` line taken off, when
+    the call was ``edited`` (JSON has no raw newline, so the note is the first line)."""
+    if not edited or not content.startswith(_EDIT_NOTE):
+        return content
+    first, _, rest = content.partition("\n")
+    return rest if first.endswith("]") else content

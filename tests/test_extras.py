@@ -60,7 +60,9 @@ def _requirement_names(requirements: list[str]) -> set[str]:
 
 def test_the_core_is_what_the_notebook_features_use() -> None:
     core = _requirement_names(PYPROJECT["dependencies"])
-    assert core == {"pydantic", "pandas", "ipywidgets", "anywidget", "openai", "anthropic"}
+    assert core == {
+        "pydantic", "pandas", "ipywidgets", "anywidget", "markdown-it-py", "openai", "anthropic",
+    }  # fmt: skip
     extras = PYPROJECT["optional-dependencies"]
     assert set(extras) == {"plots", "parquet", "lab", "dev"}
     assert "jupyterlab" in _requirement_names(extras["lab"])

@@ -145,6 +145,7 @@ from .._events import (
 )
 from .._extension import Extension
 from .._optional import require
+from .._result_text import without_edit_note
 from .._types import (
     CALL_STATUSES,
     CONCURRENCY_MODES,
@@ -443,7 +444,8 @@ class CallLog(Extension):
             c["started_at"][i] = e.started_at
         c["finished_at"][i] = getattr(e.call, "finished_at", None) or e.ts
         c["duration_ms"][i] = e.duration_ms
-        content = e.result.content
+        # The model reads a note before an edited call's result; the preview shows the result.
+        content = without_edit_note(e.result.content, c["edited_arguments"][i] is not None)
         c["result_preview"][i] = content[:PREVIEW_CHARS]
         if status in _FINAL_NOT_OK:
             c["error"][i] = (e.error or content)[:ERROR_CHARS]

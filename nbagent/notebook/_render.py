@@ -11,7 +11,10 @@ a tool or a user produced is shown as text, whatever it contains:
   (:func:`md_text`, :func:`md_inline`), or puts the text in a code span or
   fence longer than any run of backticks inside it, which nothing can close;
 - huge values are clipped (the arguments' preview comes from
-  :func:`~nbagent.notebook._state.json_preview`).
+  :func:`~nbagent.notebook._state.json_preview`);
+- the assistant's text is the exception that is rendered: as Markdown, with raw
+  HTML and unsafe links off (``_markdown``); a tool call's card is built in
+  ``_cards``, a rich result's table in ``_rich``.
 
 Colours come from JupyterLab's theme variables (with fallbacks for nbconvert
 and other front ends), so light and dark themes both work.
@@ -22,9 +25,11 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Sequence
-from typing import get_args
 
-from .._types import CallStatus
+from ._cards import call_card_html, inline_arguments, reason_words
+from ._html import STATUS_WORDS as _STATUS_WORDS
+from ._html import clip, esc, fmt_ms, preview, printable
+from ._markdown import markdown_html
 from ._state import (
     AWAITING,
     BUDGET,
@@ -40,8 +45,6 @@ from ._state import (
     UserEntry,
 )
 
-PREVIEW_CHARS = 160
-RESULT_CHARS = 20_000
 COLLAPSE_AFTER = 40  # entries shown in full by the static fallbacks; older ones fold
 
 CSS = """
@@ -55,9 +58,36 @@ CSS = """
 .nba-user { border-left: 3px solid var(--jp-brand-color1, #1976d2); padding: 3px 8px;
   background: var(--jp-layout-color2, #eeeeee); white-space: pre-wrap; word-break: break-word; }
 .nba-who { font-weight: 600; margin-right: 6px; color: var(--jp-ui-font-color2, #616161); }
-.nba-text { padding: 3px 8px; white-space: pre-wrap; word-break: break-word;
+.nba-text { padding: 3px 8px; word-break: break-word;
   border-left: 3px solid var(--jp-border-color2, #e0e0e0); }
+.nba-plain { white-space: pre-wrap; }
 .nba-streaming::after { content: "\\258D"; color: var(--jp-brand-color1, #1976d2); }
+.nba-md > :first-child { margin-top: 0; }
+.nba-md > :last-child { margin-bottom: 0; }
+.nba-md p, .nba-md ul, .nba-md ol, .nba-md pre, .nba-md table, .nba-md blockquote {
+  margin: 0 0 6px 0; }
+.nba-md ul, .nba-md ol { padding-left: 22px; }
+.nba-md h1, .nba-md h2, .nba-md h3, .nba-md h4, .nba-md h5, .nba-md h6 {
+  font-size: var(--jp-ui-font-size2, 15px); margin: 6px 0 4px 0; line-height: 1.3; }
+.nba-md h1, .nba-md h2 { font-size: var(--jp-ui-font-size3, 17px); }
+.nba-md code { font-family: var(--jp-code-font-family, monospace);
+  font-size: var(--jp-code-font-size, 12px); background: var(--jp-layout-color2, #eeeeee);
+  padding: 0 3px; border-radius: 3px; }
+.nba-md pre { background: var(--jp-layout-color2, #eeeeee); padding: 4px 8px; overflow: auto;
+  border-radius: 3px; }
+.nba-md pre code { background: none; padding: 0; white-space: pre; }
+.nba-md blockquote { border-left: 3px solid var(--jp-border-color1, #bdbdbd); padding-left: 8px;
+  color: var(--jp-ui-font-color2, #616161); }
+.nba-md a { color: var(--jp-content-link-color, #1976d2); }
+.nba-md table, .nba-rich table { border-collapse: collapse;
+  font-size: var(--jp-ui-font-size1, 13px); }
+.nba-md th, .nba-md td, .nba-rich th, .nba-rich td {
+  border: 1px solid var(--jp-border-color2, #e0e0e0); padding: 2px 8px; text-align: left; }
+.nba-rich td { text-align: right; }
+.nba-md th, .nba-rich th { background: var(--jp-layout-color2, #eeeeee); font-weight: 600; }
+.nba-rich { overflow: auto; max-height: 28em; margin: 2px 0; white-space: normal; }
+.nba-rich p { margin: 2px 0; color: var(--jp-ui-font-color2, #616161);
+  font-size: var(--jp-ui-font-size0, 11px); }
 .nba-step { color: var(--jp-ui-font-color2, #616161); font-size: var(--jp-ui-font-size0, 11px);
   padding: 1px 8px; }
 .nba-step.nba-failed { color: var(--jp-error-color1, #d32f2f); }
@@ -69,9 +99,44 @@ CSS = """
   border-color: var(--jp-error-color1, #d32f2f); border-left-width: 3px; }
 .nba-card.nba-st-denied { border-left: 3px solid var(--jp-error-color2, #e57373); }
 .nba-card.nba-st-ok { border-left: 3px solid var(--jp-success-color1, #388e3c); }
-.nba-card.nba-st-running { border-left: 3px solid var(--jp-brand-color1, #1976d2); }
+.nba-card.nba-st-running, .nba-card.nba-st-approved {
+  border-left: 3px solid var(--jp-brand-color1, #1976d2); }
+.nba-card.nba-done { padding: 1px 8px; }
 .nba-head { display: flex; flex-wrap: wrap; gap: 6px; align-items: baseline; }
+.nba-chat details.nba-done > summary.nba-head { display: flex; flex-wrap: nowrap;
+  overflow: hidden; white-space: nowrap; color: inherit; font-size: inherit; list-style: none; }
+.nba-chat details.nba-done > summary.nba-head::-webkit-details-marker { display: none; }
+.nba-chat details.nba-done > summary.nba-head::before { content: "\\25B8";
+  color: var(--jp-ui-font-color2, #616161); }
+.nba-chat details.nba-done[open] > summary.nba-head::before { content: "\\25BE"; }
+.nba-done > summary > * { flex: none; }
+.nba-done > summary > .nba-sum, .nba-done > summary > .nba-args1 { flex: 0 1 auto;
+  min-width: 0; overflow: hidden; text-overflow: ellipsis; }
+.nba-body { padding: 2px 0 2px 14px; }
 .nba-tool { font-family: var(--jp-code-font-family, monospace); font-weight: 600; }
+.nba-args1 { font-family: var(--jp-code-font-family, monospace);
+  font-size: var(--jp-code-font-size, 12px); color: var(--jp-content-font-color1, inherit);
+  background: none; padding: 0; }
+.nba-sum { color: var(--jp-ui-font-color2, #616161); }
+.nba-err-line { color: var(--jp-error-color1, #d32f2f); }
+.nba-args { display: grid; grid-template-columns: max-content 1fr; column-gap: 10px;
+  row-gap: 1px; margin: 2px 0; }
+.nba-arg { display: contents; }
+.nba-args > .nba-arg > * { min-width: 0; overflow-wrap: anywhere; }
+.nba-fold > summary { overflow-wrap: anywhere; }
+.nba-key { font-family: var(--jp-code-font-family, monospace);
+  color: var(--jp-ui-font-color2, #616161); }
+.nba-val { font-family: var(--jp-code-font-family, monospace);
+  font-size: var(--jp-code-font-size, 12px); word-break: break-word; }
+.nba-defaults { color: var(--jp-ui-font-color2, #616161); font-size: var(--jp-ui-font-size0, 11px);
+  margin: 1px 0; }
+.nba-tag { font-style: italic; border: 1px dashed var(--jp-border-color1, #bdbdbd);
+  border-radius: 6px; padding: 0 4px; }
+.nba-diff { margin: 2px 0; font-family: var(--jp-code-font-family, monospace);
+  font-size: var(--jp-code-font-size, 12px); }
+.nba-diff .nba-note { font-family: var(--jp-ui-font-family, system-ui, sans-serif); }
+.nba-add, .nba-diff ins { color: var(--jp-success-color1, #388e3c); text-decoration: none; }
+.nba-del, .nba-diff del { color: var(--jp-error-color1, #d32f2f); }
 .nba-dim { color: var(--jp-ui-font-color2, #616161); font-size: var(--jp-ui-font-size0, 11px); }
 .nba-badge { font-size: var(--jp-ui-font-size0, 11px); padding: 0 6px; border-radius: 8px;
   background: var(--jp-layout-color3, #bdbdbd); color: var(--jp-ui-inverse-font-color1, #fff); }
@@ -80,15 +145,17 @@ CSS = """
 .nba-b-denied { background: var(--jp-error-color2, #e57373); }
 .nba-b-awaiting_approval { background: var(--jp-warn-color0, #f57c00); }
 .nba-b-running, .nba-b-approved { background: var(--jp-brand-color1, #1976d2); }
-.nba-chat pre.nba-json, .nba-chat pre.nba-result {
+.nba-chat pre.nba-json, .nba-chat pre.nba-result, .nba-chat pre.nba-block {
   font-family: var(--jp-code-font-family, monospace);
   font-size: var(--jp-code-font-size, 12px); background: var(--jp-layout-color2, #eeeeee);
   color: var(--jp-content-font-color1, inherit); margin: 2px 0; padding: 3px 6px; max-height: 14em;
   overflow: auto; white-space: pre-wrap; word-break: break-word; border: 0; }
+.nba-args pre.nba-block { margin: 0; }
 .nba-chat details > summary { cursor: pointer; color: var(--jp-ui-font-color2, #616161);
   font-size: var(--jp-ui-font-size0, 11px); }
-.nba-err { color: var(--jp-error-color1, #d32f2f); white-space: pre-wrap; }
+.nba-err { color: var(--jp-error-color1, #d32f2f); white-space: pre-wrap; word-break: break-word; }
 .nba-note { color: var(--jp-ui-font-color2, #616161); font-size: var(--jp-ui-font-size0, 11px); }
+.nba-controls:empty { display: none; }
 .nba-status { border-top: 1px solid var(--jp-border-color2, #e0e0e0); margin-top: 4px;
   padding: 2px 8px; color: var(--jp-ui-font-color2, #616161);
   font-size: var(--jp-ui-font-size0, 11px); }
@@ -96,38 +163,12 @@ CSS = """
 .nba-phase-error { color: var(--jp-error-color1, #d32f2f); font-weight: 600; }
 .nba-phase-complete { color: var(--jp-success-color1, #388e3c); font-weight: 600; }
 .nba-phase-busy { color: var(--jp-brand-color1, #1976d2); font-weight: 600; }
-.nba-more button, .nba-more { font-size: var(--jp-ui-font-size0, 11px); }
+.nba-chat .nba-more { width: auto; max-width: 100%; height: auto; min-height: 24px;
+  padding: 1px 10px; overflow: visible; align-self: flex-start;
+  font-size: var(--jp-ui-font-size0, 11px); }
+.nba-chat .nba-more .widget-label-basic, .nba-chat .nba-more span { overflow: visible;
+  text-overflow: clip; white-space: nowrap; }
 """
-
-# Every call status in words: its name, spaced, except the one that asks for something.
-_STATUS_WORDS: dict[str, str] = {
-    **{status: status.replace("_", " ") for status in get_args(CallStatus)},
-    "awaiting_approval": "needs approval",
-}
-
-
-# Control characters a terminal acts on (C0 but \n and \t, DEL, C1), and line ends.
-_CONTROL = re.compile(r"\r\n?|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-
-
-def _show_control(m: re.Match[str]) -> str:
-    c = m[0]
-    if c == "\r\n":
-        return "\n"
-    return "\\r" if c == "\r" else f"\\x{ord(c):02x}"
-
-
-def printable(text: str) -> str:
-    """``text`` with its control characters shown as escapes (``\\x1b``, ``\\r``), so an
-    escape sequence is seen, not acted on; newlines and tabs stay, CRLF becomes LF."""
-    if text.isprintable() or _CONTROL.search(text) is None:  # the first: a fast common case
-        return text
-    return _CONTROL.sub(_show_control, text)
-
-
-def esc(text: object) -> str:
-    """HTML-escape anything (quotes included, so it is safe in attributes too)."""
-    return html.escape(printable(str(text)), quote=True)
 
 
 def style_tag() -> str:
@@ -135,16 +176,6 @@ def style_tag() -> str:
 
 
 # --------------------------------------------------------------------------- pieces
-def fmt_ms(ms: float | None) -> str:
-    if ms is None:
-        return ""
-    if ms < 1:
-        return "<1 ms"
-    if ms < 1000:
-        return f"{ms:.0f} ms"
-    return f"{ms / 1000:.2f} s"
-
-
 def fmt_tokens(n: int) -> str:
     return f"{n:,}"
 
@@ -153,21 +184,6 @@ def fmt_cost(usd: float) -> str:
     if usd == 0:
         return "$0"
     return f"${usd:.4f}" if usd < 1 else f"${usd:.2f}"
-
-
-def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
-    """One line of at most ``limit`` characters (looks at the start of ``text`` only)."""
-    head = text[: 4 * limit]
-    flat = " ".join(head.split())
-    if len(flat) <= limit and len(head) == len(text):
-        return flat
-    return flat[: limit - 1] + "…"
-
-
-def clip(text: str, limit: int = RESULT_CHARS) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n… ({len(text) - limit:,} more characters)"
 
 
 def decision_words(e: CallEntry) -> str:
@@ -236,8 +252,9 @@ def entry_html(e: Entry, *, live: bool = False) -> str:
             f'<div class="nba-entry nba-user"><span class="nba-who">You</span>{esc(e.text)}</div>'
         )
     if isinstance(e, TextEntry):
-        cls = "nba-entry nba-text" + (" nba-streaming" if e.streaming else "")
-        return f'<div class="{cls}">{esc(e.text)}</div>'
+        if e.streaming:  # plain while it streams; Markdown once the step settles
+            return f'<div class="nba-entry nba-text nba-plain nba-streaming">{esc(e.text)}</div>'
+        return f'<div class="nba-entry nba-text nba-md">{text_markdown_html(e)}</div>'
     if isinstance(e, StepEntry):
         cls = "nba-entry nba-step" + (" nba-failed" if e.status == "failed" else "")
         body = esc(step_words(e))
@@ -245,7 +262,7 @@ def entry_html(e: Entry, *, live: bool = False) -> str:
             body += f'<div class="nba-err">{esc(e.error_type)}: {esc(preview(e.error, 600))}</div>'
         return f'<div class="{cls}">{body}</div>'
     if isinstance(e, CallEntry):
-        return call_html(e, with_card=live and e.gated)
+        return call_card_html(e, decision=decision_words(e), live=live)
     if isinstance(e, BudgetEntry):
         return budget_html(e)
     if isinstance(e, ErrorEntry):
@@ -257,47 +274,12 @@ def entry_html(e: Entry, *, live: bool = False) -> str:
     return f'<div class="nba-entry">{esc(e)}</div>'
 
 
-def call_html(e: CallEntry, *, with_card: bool = False) -> str:
-    """A tool-call card; ``with_card`` when a live approval card sits under it."""
-    status = e.status
-    head = [
-        '<span class="nba-icon">&#9881;</span>',
-        f'<span class="nba-tool">{esc(e.name)}</span>',
-        f'<span class="nba-badge nba-b-{esc(status)}">'
-        f"{esc(_STATUS_WORDS.get(status, status))}</span>",
-    ]
-    # Of the runner's modes, the default (sequential) goes unsaid.
-    meta = [
-        x
-        for x in (fmt_ms(e.duration_ms), e.mode if e.mode not in (None, "sequential") else "")
-        if x
-    ]
-    if meta:
-        head.append(f'<span class="nba-dim">{esc(" · ".join(meta))}</span>')
-    head.append(f'<span class="nba-dim">{esc(e.call_id)}</span>')
-    parts = [f'<div class="nba-head">{"".join(head)}</div>']
-    parts.append(f'<pre class="nba-json">{esc(e.arguments_text)}</pre>')
-    if e.edited_arguments is not None:
-        parts.append(
-            '<div class="nba-note">run with edited arguments:</div>'
-            f'<pre class="nba-json">{esc(e.edited_text)}</pre>'
-        )
-    if e.gated and e.status == "awaiting_approval" and e.approval_reason and not with_card:
-        parts.append(f'<div class="nba-note">&#9888; {esc(e.approval_reason)}</div>')
-    words = decision_words(e)
-    if words:
-        parts.append(f'<div class="nba-note">{esc(words)}</div>')
-    if e.error:
-        parts.append(f'<div class="nba-err">{esc(preview(e.error, 600))}</div>')
-    if e.result is not None and not (e.status == "denied" and e.result_status == "denied"):
-        parts.append(
-            f'<details class="nba-result-box"><summary>result: {esc(preview(e.result))}</summary>'
-            f'<pre class="nba-result">{esc(clip(e.result))}</pre></details>'
-        )
-    return (
-        f'<div class="nba-entry nba-card nba-call nba-st-{esc(status)}" '
-        f'data-call-id="{esc(e.call_id)}">{"".join(parts)}</div>'
-    )
+def text_markdown_html(e: TextEntry) -> str:
+    """The assistant's text as rendered Markdown (kept on the entry for its text)."""
+    cached = e._html
+    if cached is None or cached[0] is not e.text:
+        cached = e._html = (e.text, markdown_html(e.text))
+    return cached[1]
 
 
 def budget_html(e: BudgetEntry) -> str:
@@ -426,12 +408,15 @@ def entry_markdown(e: Entry) -> str:
         )
     if isinstance(e, CallEntry):
         words = md_inline(_STATUS_WORDS.get(e.status, e.status))
-        head = f"**tool {code_span(e.name)}** · {words}"
+        inline = inline_arguments(e)  # short arguments on the head line
+        head = f"**tool {code_span(e.name)}**" + (f" {code_span(inline)}" if inline else "")
+        head += f" · {words}"
         if e.duration_ms is not None:
             head += f" · {md_inline(fmt_ms(e.duration_ms))}"
-        lines = [head, _fence(e.arguments_text, "json")]
+        lines = [head] if inline else [head, _fence(e.arguments_text, "json")]
         if e.gated and e.status == "awaiting_approval":
-            lines.append(f"> needs approval: {md_inline(e.approval_reason)}")
+            why = reason_words(e)
+            lines.append("> needs approval" + (f": {md_inline(why)}" if why else ""))
         words = decision_words(e)
         if words:
             lines.append(f"> {md_inline(words)}")
@@ -476,7 +461,8 @@ def _entry_text(e: Entry) -> str:
             line += f" [{fmt_ms(e.duration_ms)}]"
         extra = []
         if e.gated and e.status == "awaiting_approval":
-            extra.append(f"    needs approval: {e.approval_reason}")
+            why = reason_words(e)
+            extra.append("    needs approval" + (f": {why}" if why else ""))
         words = decision_words(e)
         if words:
             extra.append(f"    {words}")

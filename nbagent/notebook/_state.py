@@ -18,6 +18,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._events import (
@@ -35,6 +36,7 @@ from .._events import (
     ToolCallRequested,
     ToolCallStarted,
 )
+from .._result_text import without_edit_note
 from .._types import (
     AssistantToolCallMessage,
     CallStatus,
@@ -43,9 +45,11 @@ from .._types import (
     ResultStatus,
     ToolCall,
 )
+from ._rich import rich_html, rich_label
 
 if TYPE_CHECKING:
     from .._base_chat import BaseChat as Chat
+    from .._chat_state import ToolResult
 
 E = TypeVar("E", bound="Entry")
 
@@ -84,6 +88,10 @@ class TextEntry(Entry):
     text: str = ""
     streaming: bool = False
     kind = "text"
+
+    # The rendered Markdown, kept per text (set by the renderer: a settled chat is
+    # rendered again for its static fallback at each settle).
+    _html: tuple[str, str] | None = field(default=None, init=False, repr=False)
 
 
 @dataclass(eq=False)
@@ -131,6 +139,10 @@ class CallEntry(Entry):
     error: str | None = None
     duration_ms: float | None = None
     mode: str | None = None
+    defaults: dict[str, Any] = field(default_factory=dict)  # what the tool uses for omitted params
+    result_html: str | None = None  # a rich result (a DataFrame) as inert table HTML
+    result_label: str = ""  # its type (and shape), for the summary line
+    traceback: str | None = None  # where a tool that raised failed
     kind = "call"
 
     # What the view shows of the arguments, computed once per value (the view renders an
@@ -243,7 +255,7 @@ def json_preview(
     50,000 keys cost what ``limit`` characters cost), so a view can call it on
     anything a model sent.
     """
-    if _fits(value, limit):
+    if fits(value, limit):
         try:
             text = pretty_json(value)
         except RecursionError:
@@ -272,7 +284,7 @@ def clip_text(text: str, limit: int = ARGUMENTS_CHARS) -> str:
     return f"{text[:limit]}\n… {len(text) - limit:,} more characters"
 
 
-def _fits(value: Any, limit: int) -> bool:
+def fits(value: Any, limit: int) -> bool:
     """Whether ``value``'s pretty JSON may fit in ``limit`` characters: a lower bound of its
     length (strings unescaped, each item on its own indented line) is at most ``limit``.
     Stops as soon as the bound passes ``limit``, so it visits O(limit) items."""
@@ -403,6 +415,8 @@ class ChatState:
         self._last_budget: BudgetEntry | None = None
         self._errors = 0
         self._listeners: list[Listener] = []
+        # name -> the tool's JSON schema (the defaults it will use), set by state_for.
+        self.tool_schema: Callable[[str], dict[str, Any] | None] = lambda _name: None
 
     # -------------------------------------------------------------- reading
     def entries_for(self, turn: int | None) -> list[Entry]:
@@ -670,6 +684,7 @@ class ChatState:
             gated=e.approval.required,
             approval_reason=e.approval.reason,
             approval_source=e.approval.source,
+            defaults=tool_defaults(self.tool_schema(c.name), c.arguments),
         )
         for key in (None, e.turn):
             self.totals.setdefault(key, Totals()).calls += 1
@@ -698,15 +713,33 @@ class ChatState:
         return changed
 
     def _call_finished(self, e: ToolCallFinished) -> list[Entry]:
+        entry = self.by_key.get(f"c:{e.call.id}")
+        edited = isinstance(entry, CallEntry) and entry.edited_arguments is not None
+        edited = edited or (e.call.decision is not None and e.call.decision.arguments is not None)
+        html, label = _rich(e.result.value)
         return self._call_update(
             e.call,
             status=e.status,
-            result=e.result.content,
+            result=without_edit_note(e.result.content, edited),
             result_status=e.result.status,
+            result_html=html,
+            result_label=label,
             error=e.error,
             duration_ms=e.duration_ms,
             mode=e.mode,
         )
+
+    def add_traceback(self, call_id: str, text: str) -> None:
+        """Keep where a tool failed (its exception reaches ``after_tool_result`` callbacks
+        only) on the call's entry, and tell the views."""
+        with self.lock:
+            entry = self.by_key.get(f"c:{call_id}")
+            if not isinstance(entry, CallEntry):
+                return
+            entry.traceback = text
+            _touch(entry)
+            for fn in self._listeners:
+                fn([entry], False)
 
     # ------------------------------------------------------- reconstruction
     @classmethod
@@ -739,7 +772,7 @@ class ChatState:
                 if m.content:
                     state._add(TextEntry(f"t:{step}", turn, step=step, text=m.content))
                 for c in calls:
-                    state._add(_call_entry(c, turn, step))
+                    state._add(_call_entry(c, turn, step, _schema_lookup(chat)))
                     for key in (None, turn):
                         state.totals.setdefault(key, Totals()).calls += 1
                 for key in (None, turn):
@@ -762,11 +795,17 @@ class ChatState:
         return state
 
 
-def _call_entry(c: ToolCall, turn: int, step: int = 0) -> CallEntry:
+def _call_entry(
+    c: ToolCall,
+    turn: int,
+    step: int = 0,
+    schema: Callable[[str], dict[str, Any] | None] | None = None,
+) -> CallEntry:
     approval = c.approval
     d = c.decision
     result = c.result
     edited = d.arguments if d is not None else None
+    html, label = _rich(result.value if result is not None else None)
     return CallEntry(
         f"c:{c.id}",
         turn,
@@ -783,10 +822,71 @@ def _call_entry(c: ToolCall, turn: int, step: int = 0) -> CallEntry:
         decided_by=d.by if d else None,
         decision_reason=d.reason if d else None,
         edited_arguments=edited,
-        result=result.content if result else None,
+        result=without_edit_note(result.content, edited is not None) if result else None,
         result_status=result.status if result else None,
+        result_html=html,
+        result_label=label,
         duration_ms=_duration(c),
+        defaults=tool_defaults(schema(c.name) if schema else None, c.arguments),
     )
+
+
+def tool_defaults(schema: dict[str, Any] | None, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The defaults ``schema`` declares for the parameters ``arguments`` leaves out."""
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(props, dict):
+        return {}
+    return {
+        name: p["default"]
+        for name, p in props.items()
+        if isinstance(p, dict) and "default" in p and name not in arguments
+    }
+
+
+def _rich(value: Any) -> tuple[str | None, str]:
+    """A result value's inert table HTML and label (a DataFrame), or ``(None, "")``."""
+    if value is None:
+        return None, ""
+    html = rich_html(value)
+    return (html, rich_label(value)) if html is not None else (None, "")
+
+
+def _schema_lookup(chat: Chat) -> Callable[[str], dict[str, Any] | None]:
+    """``name -> input schema`` of ``chat``'s tools (held weakly: the state outlives nothing)."""
+    ref = weakref.ref(chat)
+
+    def schema(name: str) -> dict[str, Any] | None:
+        live = ref()
+        if live is None:
+            return None
+        try:
+            for t in live.tools:
+                if t.name == name:
+                    return t.input_schema
+        except Exception:  # a tool's schema property raised: no defaults shown
+            return None
+        return None
+
+    return schema
+
+
+def _traceback_of(exc: BaseException) -> str:
+    """``exc``'s traceback from the tool's own code on (nbagent's runner frames left out),
+    clipped."""
+    import traceback
+
+    tb = exc.__traceback__
+    while tb is not None and _is_ours(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    text = "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
+    return text if len(text) <= 20_000 else text[:20_000] + "\n…"
+
+
+_PACKAGE = str(Path(__file__).resolve().parents[1])
+
+
+def _is_ours(filename: str) -> bool:
+    return filename.startswith(_PACKAGE)
 
 
 def _duration(c: ToolCall) -> float | None:
@@ -823,9 +923,26 @@ def state_for(chat: Chat) -> ChatState:
         state = _states.get(chat)
         if state is None:
             state = ChatState.from_chat(chat) if chat.transcript else ChatState(chat.id)
+            state.tool_schema = _schema_lookup(chat)
             _states[chat] = state
             chat.on(None, state.on_event)
+            chat.after_tool_result(_keep_traceback(state))
         return state
+
+
+def _keep_traceback(state: ChatState) -> Callable[[ToolResult], None]:
+    """An ``after_tool_result`` callback: a failed call's traceback onto its entry."""
+
+    def keep(result: ToolResult) -> None:
+        exc = result.error
+        if exc is not None:
+            try:
+                text = _traceback_of(exc)
+            except Exception:  # formatting a strange exception must not cost the chat anything
+                return
+            state.add_traceback(result.call.id, text)
+
+    return keep
 
 
 def has_state(chat: Chat) -> bool:

@@ -2,8 +2,11 @@
 
 The view listens to the chat's :class:`~nbagent.notebook._state.ChatState` and
 keeps one widget per entry: an ``ipywidgets.HTML`` for messages, steps and
-tool-call cards, plus an :class:`~nbagent.notebook._widgets.ActionCard` under
-each gated call and for each exhausted step budget. An event re-renders only
+ungated tool calls, an :class:`~nbagent.notebook._widgets.ActionCard` for each
+gated call (the call's card with its buttons inside: one card per call) and for
+each exhausted step budget, and an ``ActionCard`` of kind ``batch`` (Approve
+all / Deny all) above the first gated call of a response that has several
+waiting. An event re-renders only
 the entries it touched, and the entries are kept in pages of fixed size of
 which only the last few are live widgets ("Show earlier" brings older pages
 back), so the cost of an event stays flat however long the chat grows.
@@ -24,6 +27,7 @@ import ipywidgets
 from ipywidgets.widgets.widget_string import HTMLStyle
 
 from .._errors import DecisionError
+from ._cards import reason_words
 from ._continuation import capture_main_loop, continuation_for
 from ._fallback import hook_post_run_cell, mark_dirty
 from ._render import decision_words, entry_html, status_html, style_tag
@@ -74,6 +78,11 @@ class ChatView:
         self._widgets: dict[str, ipywidgets.Widget] = {}
         self._html: dict[str, ipywidgets.HTML] = {}
         self._cards: dict[str, ActionCard] = {}
+        self._step_calls: dict[int, list[str]] = {}  # step -> its gated calls' keys, in order
+        self._batches: dict[int, ActionCard] = {}  # step -> its Approve all / Deny all card
+        self._always_from: dict[
+            str, ActionCard
+        ] = {}  # tool -> the card "Always allow" was clicked on
         self._pos: dict[str, int] = {}
         self._keys: list[str] = []
         self._pages: dict[int, ipywidgets.VBox] = {}
@@ -89,7 +98,7 @@ class ChatView:
         self._style = ipywidgets.HTML(style_tag())
         self._more = ipywidgets.Button(
             description="Show earlier",
-            layout=ipywidgets.Layout(display="none"),
+            layout=ipywidgets.Layout(display="none", width="auto", height="auto"),
             tooltip="Show the previous page of this conversation",
         )
         self._more.add_class("nba-more")
@@ -113,6 +122,7 @@ class ChatView:
         for i, e in enumerate(entries):
             self._keys.append(e.key)
             self._pos[e.key] = i
+            self._note_gated(e)
         n_pages = (len(entries) + self.page_size - 1) // self.page_size
         first = max(0, n_pages - self.live_pages)
         # Pending cards must stay reachable: never fold a page that holds one.
@@ -131,25 +141,23 @@ class ChatView:
         return [by_key[k] for k in keys if k in by_key]
 
     def _make_page(self, page: int) -> ipywidgets.VBox:
-        box = ipywidgets.VBox([self._make_widget(e) for e in self._page_entries(page)])
+        entries = self._page_entries(page)
+        box = ipywidgets.VBox([self._make_widget(e) for e in entries])
         self._pages[page] = box
+        for step in {e.step for e in entries if isinstance(e, CallEntry) and e.gated}:
+            self._sync_batch(step)
         return box
 
     def _make_widget(self, e: Entry) -> ipywidgets.Widget:
-        # One Layout and one style model shared by every entry: a card is one model, not three.
-        html = ipywidgets.HTML(
-            entry_html(e, live=True), layout=self._entry_layout, style=self._entry_style
-        )
-        self._html[e.key] = html
-        widget: ipywidgets.Widget = html
-        if isinstance(e, CallEntry) and e.gated:
-            card = self._make_card(e)
-            widget = ipywidgets.VBox([html, card])
-        elif isinstance(e, BudgetEntry):
-            card = self._make_card(e)
-            widget = ipywidgets.VBox([card])
-            html.close()
-            del self._html[e.key]
+        widget: ipywidgets.Widget
+        if (isinstance(e, CallEntry) and e.gated) or isinstance(e, BudgetEntry):
+            widget = self._make_card(e)  # a gated call's card is its decision card
+        else:
+            # One Layout and one style model shared by every entry: an entry is one model.
+            widget = ipywidgets.HTML(
+                entry_html(e, live=True), layout=self._entry_layout, style=self._entry_style
+            )
+            self._html[e.key] = widget
         self._widgets[e.key] = widget
         return widget
 
@@ -158,11 +166,12 @@ class ChatView:
             card = ActionCard(
                 self._on_card_action,
                 kind="approval",
+                value=entry_html(e, live=True),
                 tool=e.name,
                 call_id=e.call_id,
                 arguments=e.arguments_text,
                 editable=e.arguments_editable,
-                reason=e.approval_reason,
+                reason=reason_words(e),
             )
         else:
             card = ActionCard(self._on_card_action, kind="budget", steps=self._budget_steps())
@@ -170,6 +179,86 @@ class ChatView:
         self._cards[e.key] = card
         self._sync_card(card, e)
         return card
+
+    # ------------------------------------------------- Approve all / Deny all
+    def _note_gated(self, e: Entry) -> None:
+        if isinstance(e, CallEntry) and e.gated:
+            self._step_calls.setdefault(e.step, []).append(e.key)
+
+    def _waiting(self, step: int) -> list[CallEntry]:
+        """The calls of ``step``'s response still waiting for a decision."""
+        by_key = self.state.by_key
+        out = []
+        for key in self._step_calls.get(step, ()):
+            e = by_key.get(key)
+            if isinstance(e, CallEntry) and e.status == "awaiting_approval" and e.verdict is None:
+                out.append(e)
+        return out
+
+    def _sync_batch(self, step: int) -> None:
+        """Show Approve all / Deny all above the response's calls while two or more wait."""
+        waiting = self._waiting(step)
+        batch = self._batches.get(step)
+        if batch is None:
+            if len(waiting) < 2 or not self._place_batch(step):
+                return
+            batch = self._batches[step]
+        if batch.state == "working":
+            return
+        if len(waiting) >= 2:
+            batch.call_ids = [e.call_id for e in waiting]
+            batch.count = len(waiting)
+            batch.summary = ""
+            batch.state = "pending"
+        elif batch.state == "pending":
+            batch.state = "closed"  # one or none left: each card decides its own
+
+    def _place_batch(self, step: int) -> bool:
+        """Put a new batch card above the first gated call of ``step`` (on a live page)."""
+        keys = self._step_calls.get(step) or []
+        anchor = keys[0] if keys else None
+        widget = self._widgets.get(anchor) if anchor else None
+        box = self._pages.get(self._pos[anchor] // self.page_size) if anchor else None
+        if anchor is None or widget is None or box is None or widget not in box.children:
+            return False
+        batch = ActionCard(self._on_card_action, kind="batch", state="closed")
+        batch.on_rendered = self.continuation.note_rendered
+        self._batches[step] = batch
+        pair = ipywidgets.VBox([batch, widget])
+        box.children = tuple(pair if w is widget else w for w in box.children)
+        self._widgets[anchor] = pair
+        return True
+
+    def _decide_all(self, card: ActionCard, kind: str, reason: str | None) -> None:
+        """Approve all / Deny all: each waiting call decided through the chat's API."""
+        decided, elsewhere = 0, 0
+        for call_id in list(card.call_ids):
+            entry = self.state.by_key.get(f"c:{call_id}")
+            if not (isinstance(entry, CallEntry) and entry.pending and entry.verdict is None):
+                elsewhere += 1  # decided since the card was drawn: that decision stands
+                continue
+            try:
+                if kind == "approve_all":
+                    self.chat.approve(call_id)
+                else:
+                    self.chat.deny(call_id, reason=reason)
+                decided += 1
+            except DecisionError:  # decided meanwhile (another card, code, a store)
+                elsewhere += 1
+        verb = "Approved" if kind == "approve_all" else "Denied"
+        summary = f"{verb} {decided} call{'s' if decided != 1 else ''}"
+        if reason and kind == "deny_all":
+            summary += f": {reason}"
+        if elsewhere:
+            summary += f" ({elsewhere} decided elsewhere first)"
+        card.summary = summary + "."
+        card.state = "approved" if kind == "approve_all" else "denied"
+        for call_id in card.call_ids:
+            key = f"c:{call_id}"
+            entry, own = self.state.by_key.get(key), self._cards.get(key)
+            if isinstance(entry, CallEntry) and own is not None:
+                self._sync_card(own, entry)
+        self.continuation.request()
 
     def _budget_steps(self) -> int:
         from .._config import get_config
@@ -200,6 +289,7 @@ class ChatView:
         pos = len(self._keys)
         self._keys.append(e.key)
         self._pos[e.key] = pos
+        self._note_gated(e)
         page = pos // self.page_size
         widget = self._make_widget(e)
         box = self._pages.get(page)
@@ -235,6 +325,10 @@ class ChatView:
             for w in (card, html, widget):
                 if w is not None:
                     w.close()
+        for step, batch in list(self._batches.items()):
+            if self._step_calls[step][0] in self._page_keys(page):
+                del self._batches[step]
+                batch.close()
         if box is not None:
             box.close()
 
@@ -291,20 +385,26 @@ class ChatView:
             html.value = entry_html(e, live=True)
         card = self._cards.get(e.key)
         if card is not None:
+            if isinstance(e, CallEntry):
+                card.value = entry_html(e, live=True)
             self._sync_card(card, e)
+        if isinstance(e, CallEntry) and e.gated:
+            self._sync_batch(e.step)
 
     def _sync_card(self, card: ActionCard, e: Entry) -> None:
         if isinstance(e, CallEntry):
             # A deliberate subset of CallStatus: the ones before any decision.
             if e.status in ("requested", "awaiting_approval") and e.verdict is None:
-                card.layout.display = None
                 if card.state not in ("pending", "working"):
                     card.state = "pending"
                 return
             summary = decision_words(e) or f"no decision ({e.status})"
             card.summary = summary[:1].upper() + summary[1:]
             card.state = e.verdict or "closed"
-            card.layout.display = "none"  # the call card above says what was decided
+            # The card "Always allow" was clicked on offers to take it back while it holds.
+            card.revocable = (
+                self._always_from.get(e.name) is card and e.name in self.chat.always_allowed
+            )
         elif isinstance(e, BudgetEntry):
             if e.pending:
                 if card.state not in ("pending", "working"):
@@ -319,7 +419,7 @@ class ChatView:
             return
         self.frozen = True
         self.state.remove_listener(self._on_change)
-        for card in self._cards.values():
+        for card in [*self._cards.values(), *self._batches.values()]:
             card.close_card("A later turn started.")
 
     def close(self) -> None:
@@ -327,6 +427,7 @@ class ChatView:
         self.freeze()
         for w in [
             *self._cards.values(),
+            *self._batches.values(),
             *self._html.values(),
             *self._widgets.values(),
             *self._pages.values(),
@@ -361,6 +462,14 @@ class ChatView:
             else:
                 raise CardError(f"unknown action {kind!r}")
             return
+        if card.kind == "batch":
+            if kind not in ("approve_all", "deny_all"):
+                raise CardError(f"unknown action {kind!r}")
+            self._decide_all(card, kind, str(action.get("reason") or "").strip() or None)
+            return
+        if kind == "revoke":
+            self._revoke(card)
+            return
         call_id = card.call_id
         try:
             if kind == "approve":
@@ -371,6 +480,7 @@ class ChatView:
             elif kind == "edit":
                 chat.approve(call_id, arguments=_parse_arguments(action.get("arguments")))
             elif kind == "always":
+                self._always_from[card.tool] = card
                 chat.always_allow(card.tool)
             else:
                 raise CardError(f"unknown action {kind!r}")
@@ -385,6 +495,19 @@ class ChatView:
         if isinstance(entry, CallEntry):
             self._sync_card(card, entry)
         self.continuation.request()
+
+    def _revoke(self, card: ActionCard) -> None:
+        """Take back "Always allow" for the card's tool (decisions it made stand)."""
+        tool = card.tool
+        try:
+            self.chat.revoke(tool)
+        except ValueError:
+            card.note = f"{tool} is not always allowed any more."
+        else:
+            card.note = f"{tool} asks for approval again from now on."
+        for other in self._cards.values():
+            if other.tool == tool:
+                other.revocable = False
 
     # ----------------------------------------------------------- fallbacks
     def fallback_bundle(self) -> dict[str, str]:

@@ -1,4 +1,9 @@
-"""The action cards: one anywidget model per approval (or step-budget) decision.
+"""The action cards: one anywidget model per decision.
+
+Three kinds: ``approval`` (a gated call: the card *is* the call's card, its
+HTML in ``value``, with the buttons drawn inside it), ``batch`` (Approve all /
+Deny all for the pending calls of one response) and ``budget`` (the step budget
+ran out: Continue / Stop).
 
 The browser side (``approval.js``) draws the buttons and, on the first click,
 disables every control at once and sets the ``action`` trait to
@@ -6,8 +11,9 @@ disables every control at once and sets the ``action`` trait to
 trait: it accepts one action per card while the card is ``pending`` (a second
 click, a second view of the same card, or a repeated nonce is ignored), hands
 the action to the view's handler, and reflects the outcome in ``state``,
-``summary`` and ``error``. Tests drive a card exactly as the browser does, with
-:meth:`ActionCard.click`.
+``summary`` and ``error``. The one action a decided card takes is ``revoke``
+(take back "Always allow"), once, while ``revocable``. Tests drive a card
+exactly as the browser does, with :meth:`ActionCard.click`.
 """
 
 from __future__ import annotations
@@ -37,7 +43,10 @@ class ActionCard(anywidget.AnyWidget):
     """A card with buttons that decides something (see the module docstring).
 
     Traits (all synced):
-        kind: ``"approval"`` or ``"budget"``.
+        kind: ``"approval"``, ``"batch"`` or ``"budget"``.
+        value: The call's card as HTML (approval cards), rendered and escaped by
+            ``_cards`` like every entry of the view; the buttons go into its
+            ``.nba-controls`` slot.
         state: ``pending`` (buttons live), ``working`` (an action is being
             applied), then ``approved`` / ``denied`` / ``continued`` /
             ``stopped``, or ``closed`` (nothing left to decide here).
@@ -48,7 +57,12 @@ class ActionCard(anywidget.AnyWidget):
             the card offers no editor (``chat.approve(call, arguments=...)`` still works).
         reason: Why the call needs approval.
         steps: Steps "Continue" adds (budget cards).
+        count: How many calls "Approve all" / "Deny all" decide (batch cards).
+        call_ids: Those calls (batch cards).
+        revocable: The call was approved by "Always allow", which still holds:
+            the card offers to take it back (``revoke``).
         summary: One line saying what was decided.
+        note: A note under the card (what taking back "Always allow" did).
         error: The last error (invalid edited arguments...), else empty.
         action: Set by the browser: ``{"kind", "reason", "arguments", "nonce"}``.
     """
@@ -60,10 +74,15 @@ class ActionCard(anywidget.AnyWidget):
     state = traitlets.Unicode("pending").tag(sync=True)
     tool = traitlets.Unicode("").tag(sync=True)
     call_id = traitlets.Unicode("").tag(sync=True)
+    value = traitlets.Unicode("").tag(sync=True)
     arguments = traitlets.Unicode("{}").tag(sync=True)
     editable = traitlets.Bool(True).tag(sync=True)
     reason = traitlets.Unicode("").tag(sync=True)
     steps = traitlets.Int(0).tag(sync=True)
+    count = traitlets.Int(0).tag(sync=True)
+    call_ids = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    revocable = traitlets.Bool(False).tag(sync=True)
+    note = traitlets.Unicode("").tag(sync=True)
     summary = traitlets.Unicode("").tag(sync=True)
     error = traitlets.Unicode("").tag(sync=True)
     action = traitlets.Dict({}).tag(sync=True)
@@ -91,12 +110,22 @@ class ActionCard(anywidget.AnyWidget):
         if not isinstance(action, dict) or not action.get("kind"):
             return
         nonce = str(action.get("nonce", ""))
+        revoke = action.get("kind") == "revoke"
         with self._lock:
-            if nonce in self._seen or self.state != "pending":
-                return  # a double click, a second view, or a card already decided
-            self._seen.add(nonce)
-            self.state = "working"
-            self.error = ""
+            if nonce in self._seen:
+                return  # the same click seen twice
+            if revoke:
+                if not self.revocable:
+                    return  # taken back already (a double click)
+                self._seen.add(nonce)
+                self.revocable = False
+                self.error = ""
+            else:
+                if self.state != "pending":
+                    return  # a double click, a second view, or a card already decided
+                self._seen.add(nonce)
+                self.state = "working"
+                self.error = ""
         try:
             if self._handler is None:
                 raise CardError("this card is not connected to a chat any more")
@@ -116,8 +145,9 @@ class ActionCard(anywidget.AnyWidget):
     ) -> None:
         """Do what a click in the browser does: set ``action`` with a fresh nonce.
 
-        ``kind`` is ``approve``, ``deny``, ``edit``, ``always`` (approval cards)
-        or ``continue``, ``stop`` (budget cards).
+        ``kind`` is ``approve``, ``deny``, ``edit``, ``always``, ``revoke``
+        (approval cards), ``approve_all``, ``deny_all`` (batch cards) or
+        ``continue``, ``stop`` (budget cards).
         """
         import json
 

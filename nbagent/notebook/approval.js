@@ -1,8 +1,12 @@
-// nbagent action cards (approval and step budget), rendered by anywidget.
+// nbagent action cards (a gated call's decision card, Approve all / Deny all, step
+// budget), rendered by anywidget.
 //
-// Everything shown comes from model traits and goes into the DOM through
-// textContent / value, never innerHTML, so nothing a model or tool produced
-// can become markup. The first click disables every control of the card at
+// An approval card shows the call's card as the kernel rendered it (the `value`
+// trait: HTML built by nbagent/notebook/_cards.py, where everything a model or
+// a tool produced is escaped, the same HTML every other entry of the view
+// shows) and draws its buttons into that card's `.nba-controls` slot.
+// Everything this file adds itself goes into the DOM through textContent /
+// value, never innerHTML. The first click disables every control of the card at
 // once, then sets the `action` trait (with a fresh nonce) for the kernel; the
 // kernel answers by changing `state` (and `error` when it refused).
 
@@ -25,6 +29,27 @@ function button(label, cls, onClick, title) {
   return b;
 }
 
+// A reason box: Enter submits (`onEnter`), as a form would.
+function reasonBox(ui, placeholder, label, onEnter) {
+  const box = h("input", "nba-action-reason");
+  box.type = "text";
+  box.placeholder = placeholder;
+  box.value = ui.reason;
+  box.setAttribute("aria-label", label);
+  box.addEventListener("input", () => { ui.reason = box.value; });
+  box.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && !ev.isComposing && !ev.shiftKey) {
+      ev.preventDefault();
+      ev.stopPropagation();  // not JupyterLab's Shift+Enter / Enter shortcuts
+      onEnter(box.value);
+    }
+  });
+  return box;
+}
+
+const TRAITS = ["state", "error", "summary", "note", "value", "arguments", "editable", "reason",
+  "tool", "steps", "kind", "count", "revocable"];
+
 let counter = 0;
 
 function render({ model, el }) {
@@ -44,22 +69,8 @@ function render({ model, el }) {
     model.save_changes();
   }
 
-  function drawApproval(state) {
-    const pending = state === "pending";
-    const head = h("div", "nba-action-head");
-    head.append(h("span", "nba-action-icon", pending || state === "working" ? "\u26A0" : "\u2714"));
-    head.append(h("span", "nba-action-title", pending || state === "working"
-      ? "Approval needed: " : "Decided: "));
-    head.append(h("code", "nba-action-tool", model.get("tool")));
-    const why = model.get("reason");
-    if (why && (pending || state === "working")) head.append(h("span", "nba-action-why", "\u2014 " + why));
-    el.append(head);
-
-    if (!pending && state !== "working") {
-      const summary = model.get("summary");
-      if (summary) el.append(h("div", "nba-action-summary", summary));
-      return;
-    }
+  function approvalControls(state, slot) {
+    const tool = model.get("tool");
     if (ui.editing && model.get("editable")) {
       const box = h("div", "nba-action-edit");
       const area = h("textarea", "nba-action-json");
@@ -89,35 +100,84 @@ function render({ model, el }) {
       cancel.disabled = state === "working";
       row.append(ok, cancel);
       box.append(area, note, row);
-      el.append(box);
-    } else {
-      const row = h("div", "nba-action-row");
-      const approve = button("Approve", "nba-btn-approve", () => send("approve"), "Run this call");
-      const reason = h("input", "nba-action-reason");
-      reason.type = "text";
-      reason.placeholder = "reason (optional)";
-      reason.value = ui.reason;
-      reason.setAttribute("aria-label", "Reason for denying");
-      reason.addEventListener("input", () => { ui.reason = reason.value; });
-      const deny = button("Deny", "nba-btn-deny", () => send("deny", { reason: reason.value }),
-        "Do not run this call; the model is told why");
-      const editable = model.get("editable");
-      const edit = button("Edit arguments", "", () => { ui.editing = true; draw(); },
-        editable ? "Change the arguments, then approve"
-          : "These arguments are too large to edit here; use chat.approve(call, arguments=...)");
-      edit.disabled = !editable;
-      const always = button("Always allow this tool", "", () => send("always"),
-        `Approve every call of ${model.get("tool")} for the rest of the session`);
-      row.append(approve, deny, reason, edit, always);
-      if (state === "working") for (const n of row.querySelectorAll("button, input")) n.disabled = true;
-      el.append(row);
-      if (!editable) {
-        el.append(h("div", "nba-action-note",
-          "The arguments are too large to edit here (the call above shows their start); " +
-          "use chat.approve(call, arguments=...) to run it with other arguments."));
-      }
+      slot.append(box);
+      return;
     }
-    if (state === "working") el.append(h("div", "nba-action-note", "working\u2026"));
+    const row = h("div", "nba-action-row");
+    const approve = button("Approve", "nba-btn-approve", () => send("approve"), "Run this call");
+    const reason = reasonBox(ui, "reason (optional)", "Reason for denying (Enter denies)",
+      (text) => send("deny", { reason: text }));
+    const deny = button("Deny", "nba-btn-deny", () => send("deny", { reason: reason.value }),
+      "Do not run this call; the model is told why (Enter in the reason box does the same)");
+    const editable = model.get("editable");
+    const edit = button("Edit arguments", "", () => { ui.editing = true; draw(); },
+      editable ? "Change the arguments, then approve"
+        : "These arguments are too large to edit here; use chat.approve(call, arguments=...)");
+    edit.disabled = !editable;
+    const always = button("Always allow", "", () => send("always"),
+      `Approve this and every later call of ${tool} (you can take it back)`);
+    row.append(approve, deny, reason, edit, always);
+    if (state === "working") for (const n of row.querySelectorAll("button, input")) n.disabled = true;
+    slot.append(row);
+    if (!editable) {
+      slot.append(h("div", "nba-action-note",
+        "The arguments are too large to edit here (the card shows their start); " +
+        "use chat.approve(call, arguments=...) to run it with other arguments."));
+    }
+  }
+
+  function drawApproval(state) {
+    const html = model.get("value");
+    const active = state === "pending" || state === "working";
+    let slot = el;
+    if (html) {
+      const body = h("div", "nba-card-html");
+      body.innerHTML = html;  // the kernel's escaped card (see the top of this file)
+      el.append(body);
+      slot = body.querySelector(".nba-controls") || el;
+    } else {
+      const head = h("div", "nba-action-head");
+      head.append(h("span", "nba-action-title", active ? "Approval needed: " : "Decided: "));
+      head.append(h("code", "nba-action-tool", model.get("tool")));
+      el.append(head);
+    }
+    if (active) {
+      approvalControls(state, slot);
+      if (state === "working") slot.append(h("div", "nba-action-note", "working\u2026"));
+    } else if (model.get("revocable")) {
+      const tool = model.get("tool");
+      const row = h("div", "nba-action-row");
+      row.append(button(`Stop always allowing ${tool}`, "", () => send("revoke"),
+        `Calls of ${tool} ask for approval again from now on (decisions already made stand)`));
+      slot.append(row);
+    } else if (!html && model.get("summary")) {
+      el.append(h("div", "nba-action-summary", model.get("summary")));
+    }
+    const note = model.get("note");
+    if (note) el.append(h("div", "nba-action-note", note));
+  }
+
+  function drawBatch(state) {
+    if (state !== "pending" && state !== "working") {
+      const summary = model.get("summary");
+      if (summary) el.append(h("div", "nba-action-summary", summary));
+      return;
+    }
+    const n = model.get("count");
+    const head = h("div", "nba-action-head");
+    head.append(h("span", "nba-action-icon", "\u26A0"));
+    head.append(h("span", "nba-action-title", `${n} calls in this response need approval`));
+    el.append(head);
+    const row = h("div", "nba-action-row");
+    const all = button(`Approve all (${n})`, "nba-btn-approve", () => send("approve_all"),
+      "Approve every call below that still waits (each decision is recorded)");
+    const reason = reasonBox(ui, "reason (optional)", "Reason for denying all (Enter denies all)",
+      (text) => send("deny_all", { reason: text }));
+    const none = button("Deny all", "nba-btn-deny", () => send("deny_all", { reason: reason.value }),
+      "Deny every call below that still waits; the reason goes with each");
+    row.append(all, none, reason);
+    if (state === "working") for (const n2 of row.querySelectorAll("button, input")) n2.disabled = true;
+    el.append(row);
   }
 
   function drawBudget(state) {
@@ -141,28 +201,35 @@ function render({ model, el }) {
 
   function draw() {
     const state = model.get("state");
-    if (state === "pending") { ui.clicked = false; el.classList.remove("nba-busy"); }
+    const kind = model.get("kind");
+    if (state !== "working") { ui.clicked = false; el.classList.remove("nba-busy"); }
+    // Keep what the reader opened and where they were typing across the redraw.
+    const opened = Array.from(el.querySelectorAll("details"), (d) => d.open);
+    const focused = el.contains(document.activeElement) ? document.activeElement.className : "";
     el.replaceChildren();
     el.dataset.state = state;
-    el.dataset.kind = model.get("kind");
-    if (state === "closed" && !model.get("summary")) { el.classList.add("nba-hidden"); return; }
+    el.dataset.kind = kind;
+    const empty = !model.get("summary") && !(kind === "approval" && model.get("value"));
+    if (state === "closed" && empty) { el.classList.add("nba-hidden"); return; }
     el.classList.remove("nba-hidden");
-    if (model.get("kind") === "budget") drawBudget(state); else drawApproval(state);
+    if (kind === "budget") drawBudget(state);
+    else if (kind === "batch") drawBatch(state);
+    else drawApproval(state);
     const error = model.get("error");
     if (error) el.append(h("div", "nba-action-error", error));
+    const details = el.querySelectorAll("details");
+    if (details.length === opened.length) details.forEach((d, i) => { d.open = opened[i]; });
+    if (focused) {
+      const again = el.querySelector(`.${focused.split(" ").filter(Boolean).join(".")}`);
+      if (again && !again.disabled && again.focus) again.focus();
+    }
   }
 
   const redraw = () => draw();
-  for (const name of ["state", "error", "summary", "arguments", "editable", "reason", "tool", "steps", "kind"]) {
-    model.on(`change:${name}`, redraw);
-  }
+  for (const name of TRAITS) model.on(`change:${name}`, redraw);
   draw();
   try { model.send({ event: "rendered" }); } catch (e) { /* a static page has no kernel */ }
-  return () => {
-    for (const name of ["state", "error", "summary", "arguments", "editable", "reason", "tool", "steps", "kind"]) {
-      model.off(`change:${name}`, redraw);
-    }
-  };
+  return () => { for (const name of TRAITS) model.off(`change:${name}`, redraw); };
 }
 
 export default { render };

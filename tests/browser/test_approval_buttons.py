@@ -193,8 +193,8 @@ def test_approve_runs_the_tool_once(
     run_cell(page, 0)
     run_cell(page, 1)
     card = _card(page, 1)
-    expect(card).to_contain_text("Approval needed")
-    expect(card).to_contain_text("issue_refund")
+    expect(card).to_contain_text("needs approval")
+    expect(card.locator(".nba-tool")).to_have_text("issue_refund")  # one card, the name once
     assert not side_effect.exists()
     screenshot(page, f"approval-pending-{comms_mode}-{name}")
 

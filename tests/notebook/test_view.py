@@ -95,16 +95,22 @@ def continuation_mode(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def html_values(view: ChatView) -> list[str]:
-    """The HTML of every ``ipywidgets.HTML`` the view shows (style, entries, status line)."""
-    return [w.value for w in widgets_in(view) if isinstance(w, ipywidgets.HTML)]
+    """The HTML the view shows: every ``ipywidgets.HTML`` (style, entries, status line)
+    and every gated call's card (an ``ActionCard`` whose ``value`` is the call's HTML)."""
+    return [
+        w.value
+        for w in widgets_in(view)
+        if isinstance(w, ipywidgets.HTML) or (isinstance(w, ActionCard) and w.value)
+    ]
 
 
-def entry_widgets(view: ChatView) -> list[ipywidgets.HTML]:
-    """The live HTML widgets of the view's entries (older pages fold behind "Show earlier")."""
+def entry_widgets(view: ChatView) -> list[Any]:
+    """The live widgets of the view's entries (older pages fold behind "Show earlier")."""
     return [
         w
         for w in widgets_in(view)
-        if isinstance(w, ipywidgets.HTML) and w.value.startswith('<div class="nba-entry')
+        if isinstance(w, (ipywidgets.HTML, ActionCard))
+        and w.value.startswith(('<div class="nba-entry', '<details class="nba-entry'))
     ]
 
 
@@ -147,13 +153,16 @@ def test_approve_click_runs_the_tool_once(counter: Counter, continuation_mode: s
     card = card_for(view, call)
     assert (card.kind, card.state, card.tool) == ("approval", "pending", "issue_refund")
     assert '"order_id": 42' in card.arguments
-    assert "requires approval" in card.reason
+    # One card per call: the tool's name once, and no reason that repeats the badge.
+    assert card.value.count("issue_refund") == 1 and "needs approval" in card.value
+    assert card.reason == "" and "requires approval" not in card.value
+    assert 'class="nba-controls"' in card.value  # where the buttons go
 
     card.click("approve")
     assert view.continuation.wait(10)
     assert counter.calls == [{"order_id": 42}]
     assert card.state == "approved"
-    assert card.layout.display == "none"  # the call card above now says it
+    assert "nba-st-ok" in card.value and "nba-controls" not in card.value  # the call's card
     assert chat.status == "complete"
     assert "refunded order 42" in chat.last_assistant_message.content
     html = call_html(view, call)

@@ -61,18 +61,25 @@ def test_huge_arguments_show_a_bounded_preview() -> None:
     view = ChatView(chat)
     (card,) = [w for w in widgets_in(view) if isinstance(w, ActionCard)]
     for w in widgets_in(view):
-        if isinstance(w, ipywidgets.HTML):
+        if isinstance(w, (ipywidgets.HTML, ActionCard)):
             assert len(w.value) < VIEW_BOUND
     assert len(card.arguments) < VIEW_BOUND
     assert card.editable is False  # a clipped preview cannot be edited into the arguments
+    # The card: each argument on its row, the long ones folded (their start, then the rest
+    # on a click, bounded), and the short one after them still there.
+    assert "(2,000,000 characters)" in card.value and "50,000 keys" in card.value
+    assert re.search(r"… 1,9\d\d,\d{3} more characters", card.value)
+    assert 'nba-key">path</span><span class="nba-val">&quot;/etc/x&quot;' in card.value
     bundle = bundle_for(state_for(chat))
     assert len(bundle["text/html"]) < VIEW_BOUND + 10_000  # + the style sheet
     assert len(bundle["text/markdown"]) < VIEW_BOUND
     assert len(bundle["text/plain"]) < 5_000
+    assert "… 1,998,000 more characters" in bundle["text/markdown"]
+    assert '"path": "/etc/x"' in bundle["text/markdown"]
+    assert re.search(r"… 1,9\d\d,\d{3} more characters", bundle["text/html"])
+    assert 'path</span><span class="nba-val">&quot;/etc/x&quot;' in bundle["text/html"]
     for mime in ("text/html", "text/markdown"):
-        assert "… 1,998,000 more characters" in bundle[mime], mime
         assert "more keys" in bundle[mime], mime
-        assert '"path": "/etc/x"' in bundle[mime].replace("&quot;", '"'), mime
     printed: list[str] = []
     review(chat, input=lambda _p: "s", print=lambda *a, **_k: printed.append(" ".join(a)))
     out = "\n".join(printed)
@@ -85,7 +92,7 @@ def test_huge_arguments_show_a_bounded_preview() -> None:
     assert chat.status == "complete"
     assert len(put.seen[0]["text"]) == BIG and len(put.seen[0]["data"]) == KEYS
     for w in widgets_in(view):
-        if isinstance(w, ipywidgets.HTML):
+        if isinstance(w, (ipywidgets.HTML, ActionCard)):
             assert len(w.value) < VIEW_BOUND
     view.close()
 

@@ -24,6 +24,7 @@ from nbagent import Chat, Tool
 from nbagent.notebook import ChatView, review
 from nbagent.notebook._fallback import chat_mimebundle
 from nbagent.notebook._state import json_preview, state_for
+from nbagent.notebook._widgets import ActionCard
 from nbagent.testing import ScriptedProvider, call_tools, reply
 
 # ----------------------------------------------------------------------------- vectors
@@ -107,20 +108,47 @@ class Tags(HTMLParser):
         self.text.append(data)
 
 
-# What the view's own HTML (and the markdown renderers, from our markdown) may produce.
+# What the view's own HTML (and the markdown renderers, from our markdown) may produce:
+# the cards' markup, and what the model's text rendered as Markdown may hold.
 SAFE_TAGS = {
     "style", "div", "span", "pre", "details", "summary", "p", "strong", "em", "code", "br",
-    "blockquote", "hr",
+    "blockquote", "hr", "ul", "ol", "li", "h1", "h2", "h3", "h4", "h5", "h6", "s", "del", "ins",
+    "table", "thead", "tbody", "tr", "th", "td", "a",
 }  # fmt: skip
-SAFE_ATTRIBUTES = {"class", "data-call-id"}
+SAFE_ATTRIBUTES = {"class", "data-call-id", "title", "style"}
+# A link is allowed only to the web or mail, opening a new tab without an opener.
+LINK_ATTRIBUTES = {"href", "target", "rel"}
+SAFE_HREF = re.compile(r"(https?|mailto):", re.IGNORECASE)
+
+
+def _bad_tag(tag: str, attrs: dict[str, str | None]) -> bool:
+    if tag == "a":
+        href = attrs.get("href") or ""
+        return (
+            set(attrs) - LINK_ATTRIBUTES != set()
+            or not SAFE_HREF.match(href)
+            or attrs.get("target") != "_blank"
+            or "noopener" not in (attrs.get("rel") or "")
+        )
+    if tag in ("th", "td"):
+        return bool(set(attrs) - {"style"}) or attrs.get("style") not in (
+            None, "text-align:left", "text-align:right", "text-align:center",
+        )  # fmt: skip
+    return (
+        tag not in SAFE_TAGS or bool(set(attrs) - SAFE_ATTRIBUTES - {"style"}) or ("style" in attrs)
+    )
 
 
 def assert_inert_html(text: str, where: str) -> None:
-    """Only the view's own tags and attributes: no link, image, script or handler."""
+    """Only the view's own tags and attributes: no image, script, handler, or link
+    other than an http(s)/mailto one opening in a new tab."""
     tags = Tags(text).tags
-    bad = [(t, a) for t, a in tags if t not in SAFE_TAGS or set(a) - SAFE_ATTRIBUTES]
+    bad = [(t, a) for t, a in tags if _bad_tag(t, a)]
     assert bad == [], f"{where}: {bad[:5]}"
     assert not CONTROL.search(text), f"{where}: control characters {CONTROL.findall(text)[:5]}"
+    for tag, attrs in tags:
+        if tag == "a":
+            assert not re.match(r"\s*(javascript|data|vbscript):", attrs["href"] or "", re.I)
 
 
 def render_markdown(text: str) -> dict[str, str]:
@@ -146,7 +174,10 @@ def rendered_text(html: str) -> str:
 
 
 def html_of(view: ChatView) -> str:
-    return "".join(w.value for w in widgets_in(view) if isinstance(w, ipywidgets.HTML))
+    """Every HTML the view shows: its HTML widgets and its gated calls' cards."""
+    return "".join(
+        w.value for w in widgets_in(view) if isinstance(w, (ipywidgets.HTML, ActionCard))
+    )
 
 
 # -------------------------------------------------------------------------- item 13

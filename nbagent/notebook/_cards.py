@@ -1,0 +1,329 @@
+"""A tool call as HTML: one card per call, readable, compact once it is over.
+
+- A call that is not over (requested, awaiting approval, approved, running) is a
+  full card: the tool's name once (the call id only on hover, in ``title``),
+  its arguments (on the head line when they are short, else one row per
+  argument: text with newlines as a text block, long values folded behind a
+  ``<details>``), the defaults the tool will use for what the model left out
+  (marked as such), the reason it needs a decision when there is a real one,
+  and, in the live view, a slot (``.nba-controls``) where the card's buttons go.
+- A finished call is one line, a ``<details>`` whose ``<summary>`` says tool,
+  short arguments, status, duration and the start of the result (or the error,
+  or the decision); a click (no script needed: static HTML too) shows the rest:
+  all arguments, the edit as a diff, the error with its newlines and the
+  traceback, the result (a DataFrame as its table, see ``_rich``).
+
+Everything a model or a tool produced goes through :func:`~._html.esc`; the only
+HTML not built here is a rich result's, which ``_rich`` rebuilt from an allowlist.
+Every size is bounded, whatever the arguments or the result hold.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from itertools import islice
+from typing import Any
+
+from .._types import FINAL_STATUSES
+from ._html import STATUS_WORDS, clip, esc, fmt_ms, preview
+from ._state import ARGUMENTS_CHARS, VALUE_CHARS, CallEntry, clip_text, fits, json_preview
+
+ONE_LINE = 80  # arguments whose compact JSON is at most this long show on the head line
+VALUE_LINE = 120  # a value longer than this folds: its start, then the rest on a click
+BLOCK_LINES = 8  # a text block with more lines folds
+MAX_KEYS = 40  # argument rows shown; a note counts the rest
+DIFF_LINES = 200  # lines of a text diff shown
+ERROR_CHARS = 4_000
+
+
+def call_card_html(e: CallEntry, *, decision: str, live: bool = False) -> str:
+    """``e`` as a card (see the module docstring); ``decision`` is who decided, in words."""
+    if e.status in FINAL_STATUSES:
+        return _finished(e, decision)
+    return _open(e, decision, live)
+
+
+# ------------------------------------------------------------------------------- cards
+def _open(e: CallEntry, decision: str, live: bool) -> str:
+    inline = inline_arguments(e)
+    head = [*_name(e)]
+    if inline is not None:
+        head.append(f'<code class="nba-args1">{esc(inline)}</code>')
+    head.append(_badge(e.status))
+    meta = _meta(e)
+    if meta:
+        head.append(f'<span class="nba-dim">{esc(meta)}</span>')
+    parts = [f'<div class="nba-head">{"".join(head)}</div>']
+    if inline is None:
+        parts.append(_arguments(e))
+    parts.append(_defaults(e))
+    if e.edited_arguments is not None:
+        parts.append(_diff(e.arguments, e.edited_arguments))
+    if e.status == "awaiting_approval":
+        why = reason_words(e)
+        if why:
+            parts.append(f'<div class="nba-note nba-reason">{esc(why)}</div>')
+    if decision:
+        parts.append(f'<div class="nba-note">{esc(decision)}</div>')
+    if live and e.gated:
+        parts.append('<div class="nba-controls"></div>')
+    return (
+        f'<div class="nba-entry nba-card nba-call nba-st-{esc(e.status)}" '
+        f'data-call-id="{esc(e.call_id)}">{"".join(parts)}</div>'
+    )
+
+
+def _finished(e: CallEntry, decision: str) -> str:
+    inline = inline_arguments(e)
+    short = inline if inline is not None else preview(_short_json(e.arguments), 60)
+    head = [*_name(e), f'<code class="nba-args1">{esc(short)}</code>', _badge(e.status)]
+    meta = _meta(e)
+    if meta:
+        head.append(f'<span class="nba-dim">{esc(meta)}</span>')
+    head.append(_outcome(e, decision))
+    body = []
+    if inline is None:
+        body.append(_arguments(e))
+    body.append(_defaults(e))
+    if e.edited_arguments is not None:
+        body.append(_diff(e.arguments, e.edited_arguments))
+    if decision:
+        body.append(f'<div class="nba-note">{esc(decision)}</div>')
+    if e.error:
+        body.append(f'<div class="nba-err">{esc(clip(e.error, ERROR_CHARS))}</div>')
+    if e.traceback:
+        body.append(
+            '<details class="nba-tb"><summary>traceback</summary>'
+            f'<pre class="nba-result">{esc(e.traceback)}</pre></details>'
+        )
+    if e.result is not None and e.result_status != "denied" and not e.error:
+        if e.result_html is not None:
+            body.append(f'<div class="nba-rich">{e.result_html}</div>')
+        else:
+            body.append(f'<pre class="nba-result">{esc(clip(e.result))}</pre>')
+    return (
+        f'<details class="nba-entry nba-card nba-call nba-done nba-st-{esc(e.status)}" '
+        f'data-call-id="{esc(e.call_id)}"><summary class="nba-head">{"".join(head)}</summary>'
+        f'<div class="nba-body">{"".join(body)}</div></details>'
+    )
+
+
+def _name(e: CallEntry) -> list[str]:
+    return [
+        '<span class="nba-icon">&#9881;</span>',
+        f'<span class="nba-tool" title="call {esc(e.call_id)}">{esc(e.name)}</span>',
+    ]
+
+
+def _badge(status: str) -> str:
+    return (
+        f'<span class="nba-badge nba-b-{esc(status)}">'
+        f"{esc(STATUS_WORDS.get(status, status))}</span>"
+    )
+
+
+def _meta(e: CallEntry) -> str:
+    # Of the runner's modes, the default (sequential) goes unsaid.
+    mode = e.mode if e.mode not in (None, "sequential") else ""
+    return " · ".join(x for x in (fmt_ms(e.duration_ms), mode) if x)
+
+
+def _outcome(e: CallEntry, decision: str) -> str:
+    """The end of a finished call's line: the result's start, the error, or the decision."""
+    if e.status == "ok" and e.result is not None:
+        what = e.result_label or preview(e.result, 100)
+        return f'<span class="nba-sum">&#8594; {esc(what)}</span>'
+    if e.error:
+        first = e.error.strip().splitlines()[0] if e.error.strip() else e.error
+        return f'<span class="nba-sum nba-err-line">{esc(preview(first, 120))}</span>'
+    if decision:
+        return f'<span class="nba-sum">{esc(preview(decision, 120))}</span>'
+    if e.result is not None:
+        return f'<span class="nba-sum">{esc(preview(e.result, 100))}</span>'
+    return ""
+
+
+def reason_words(e: CallEntry) -> str:
+    """Why the call waits for a decision, when that says more than the card's badge.
+
+    A tool's static ``requires_approval`` says nothing the badge does not; a
+    resolver that left the call to a human says so (with its note when it
+    failed); any other reason (a store's, a policy's) is shown as it is.
+    """
+    reason = (e.approval_reason or "").strip()
+    static = f"{e.name} requires approval before it runs"
+    rule = f"{e.name} decides per call with an approval rule"
+    if reason.startswith(static):
+        return reason[len(static) :].strip().removeprefix("(").removesuffix(")")
+    if reason.startswith(rule):
+        note = reason[len(rule) :].strip()
+        return "its approval rule left this call to you" + (f" {note}" if note else "")
+    return reason
+
+
+# --------------------------------------------------------------------------- arguments
+def inline_arguments(e: CallEntry) -> str | None:
+    """The arguments as one line of JSON, when that is short and hides no text block."""
+    if e.raw_arguments is not None and not e.arguments:
+        return None
+    text = _compact(e.arguments, ONE_LINE)
+    if text is None or "\\n" in text:
+        return None
+    return text
+
+
+def _compact(value: Any, limit: int) -> str | None:
+    """``value`` as compact JSON when that is at most ``limit`` characters, else ``None``
+    (the cost is bounded by ``limit``, not by ``value``)."""
+    if not fits(value, 3 * limit):
+        return None
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return text if len(text) <= limit else None
+
+
+def _short_json(value: Any) -> str:
+    """The start of ``value`` as JSON (a bounded preview, on one line)."""
+    return _compact(value, 200) or json_preview(value, limit=400, value_chars=100)[0]
+
+
+def _arguments(e: CallEntry) -> str:
+    if e.raw_arguments is not None and not e.arguments:
+        return (
+            '<div class="nba-note">arguments (not valid JSON):</div>'
+            f'<pre class="nba-block">{esc(clip_text(e.raw_arguments))}</pre>'
+        )
+    n = len(e.arguments)
+    if n == 0:
+        return '<div class="nba-args nba-dim">no arguments</div>'
+    budget = max(VALUE_CHARS, ARGUMENTS_CHARS // min(n, MAX_KEYS))
+    rows = [
+        f'<div class="nba-arg"><span class="nba-key">{esc(_key(k))}</span>{_value(v, budget)}</div>'
+        for k, v in islice(e.arguments.items(), MAX_KEYS)
+    ]
+    if n > MAX_KEYS:
+        rows.append(f'<div class="nba-dim">… {n - MAX_KEYS:,} more arguments</div>')
+    return f'<div class="nba-args">{"".join(rows)}</div>'
+
+
+def _key(key: Any) -> str:
+    text = str(key)
+    return text if len(text) <= VALUE_LINE else text[:VALUE_LINE] + "…"
+
+
+def _value(v: Any, budget: int) -> str:
+    """One argument's value: short JSON inline, text as a block, long values folded."""
+    if isinstance(v, str):
+        if "\n" in v:
+            return _block(v, budget)
+        if len(v) <= VALUE_LINE:
+            return f'<span class="nba-val">{esc(json.dumps(v, ensure_ascii=False))}</span>'
+        start = json.dumps(v[:VALUE_LINE], ensure_ascii=False)[:-1] + "…"
+        return _fold(
+            f"{start} ({len(v):,} characters)",
+            f'<pre class="nba-block">{esc(_clip_chars(v, budget))}</pre>',
+        )
+    compact = _compact(v, VALUE_LINE)
+    if compact is not None:
+        return f'<span class="nba-val">{esc(compact)}</span>'
+    text = json_preview(v, limit=budget, value_chars=min(VALUE_CHARS, budget))[0]
+    return _fold(_size(v), f'<pre class="nba-block">{esc(text)}</pre>')
+
+
+def _block(text: str, budget: int) -> str:
+    """Text with newlines, shown as text; past :data:`BLOCK_LINES` lines, folded."""
+    lines = text[: 200 * BLOCK_LINES].split("\n")
+    if len(lines) <= BLOCK_LINES and len(text) <= 200 * BLOCK_LINES:
+        return f'<pre class="nba-block">{esc(text)}</pre>'
+    head = "\n".join(lines[:BLOCK_LINES])
+    total = text.count("\n") + 1
+    return f'<pre class="nba-block">{esc(head)}</pre>' + _fold(
+        f"show all ({total:,} lines, {len(text):,} characters)",
+        f'<pre class="nba-block">{esc(_clip_chars(text, budget))}</pre>',
+    )
+
+
+def _clip_chars(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… {len(text) - limit:,} more characters"
+
+
+def _fold(summary: str, body: str) -> str:
+    return f'<details class="nba-fold"><summary>{esc(summary)}</summary>{body}</details>'
+
+
+def _size(v: Any) -> str:
+    if isinstance(v, dict):
+        return f"{{…}} {len(v):,} key{'s' if len(v) != 1 else ''}"
+    if isinstance(v, (list, tuple)):
+        return f"[…] {len(v):,} item{'s' if len(v) != 1 else ''}"
+    return f"{type(v).__name__} (long)"
+
+
+def _defaults(e: CallEntry) -> str:
+    """The defaults the tool will use for the parameters the model left out, marked."""
+    if not e.defaults:
+        return ""
+    items = [
+        f'<span class="nba-default"><span class="nba-key">{esc(_key(k))}</span> = '
+        f"{esc(_compact(v, VALUE_LINE) or preview(_short_json(v), VALUE_LINE))}</span>"
+        for k, v in islice(e.defaults.items(), MAX_KEYS)
+    ]
+    return (
+        '<div class="nba-defaults" title="The model left these out; the tool uses its defaults">'
+        f'<span class="nba-tag">defaults</span> {" · ".join(items)}</div>'
+    )
+
+
+# -------------------------------------------------------------------------------- edits
+def _diff(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """What an edit changed: one line per changed, added or removed argument."""
+    rows: list[str] = []
+    keys = list(dict.fromkeys([*islice(old, MAX_KEYS * 4), *islice(new, MAX_KEYS * 4)]))
+    unchanged = 0
+    for k in keys:
+        if len(rows) >= MAX_KEYS:
+            rows.append('<div class="nba-dim">… more changes</div>')
+            break
+        name = f'<span class="nba-key">{esc(_key(k))}</span>'
+        if k not in new:
+            rows.append(f'<div class="nba-del">&#8722; {name} {esc(_one(old[k]))}</div>')
+        elif k not in old:
+            rows.append(f'<div class="nba-add">+ {name} {esc(_one(new[k]))}</div>')
+        elif old[k] == new[k]:
+            unchanged += 1
+        elif _is_text(old[k]) or _is_text(new[k]):
+            rows.append(f'<div class="nba-chg">{name}</div>{_text_diff(str(old[k]), str(new[k]))}')
+        else:
+            rows.append(
+                f'<div class="nba-chg">{name} <del>{esc(_one(old[k]))}</del> &#8594; '
+                f"<ins>{esc(_one(new[k]))}</ins></div>"
+            )
+    if unchanged:
+        rows.append(f'<div class="nba-dim">{unchanged:,} unchanged</div>')
+    return (
+        '<div class="nba-diff"><div class="nba-note">run with edited arguments:</div>'
+        f"{''.join(rows)}</div>"
+    )
+
+
+def _one(v: Any) -> str:
+    return _compact(v, VALUE_LINE) or preview(_short_json(v), VALUE_LINE)
+
+
+def _is_text(v: Any) -> bool:
+    return isinstance(v, str) and ("\n" in v or len(v) > VALUE_LINE)
+
+
+def _text_diff(old: str, new: str) -> str:
+    a = old[:ARGUMENTS_CHARS].split("\n")
+    b = new[:ARGUMENTS_CHARS].split("\n")
+    lines = []
+    for line in islice(difflib.unified_diff(a, b, lineterm="", n=1), 2, 2 + DIFF_LINES):
+        cls = {"+": "nba-add", "-": "nba-del", "@": "nba-dim"}.get(line[:1], "")
+        lines.append(f'<span class="{cls}">{esc(line)}</span>' if cls else esc(line))
+    return f'<pre class="nba-block nba-textdiff">{chr(10).join(lines)}</pre>'
