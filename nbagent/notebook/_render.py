@@ -190,7 +190,8 @@ def decision_words(e: CallEntry) -> str:
 
 
 def step_words(e: StepEntry) -> str:
-    parts = [f"step {e.step}", e.model or e.provider or "model"]
+    """'step 2 · gpt-4.1 · 812 in / 40 out tokens · 1.20 s' (the step's number in its turn)."""
+    parts = [f"step {e.number or e.step}", e.model or e.provider or "model"]
     if e.status == "running":
         parts.append("generating…")
         if e.streaming_calls:

@@ -88,9 +88,16 @@ class TextEntry(Entry):
 
 @dataclass(eq=False)
 class StepEntry(Entry):
-    """One model request: model, tokens, latency, stop reason."""
+    """One model request: model, tokens, latency, stop reason.
+
+    ``step`` is the chat's own step number (events and the log count every
+    step of the chat: model requests and tool rounds); ``number`` is what the
+    view says, "step 1", "step 2"...: the model requests of the turn, from 1,
+    the same steps the status line counts (a retried request keeps its number).
+    """
 
     step: int = 0
+    number: int = 0
     model: str = ""
     provider: str = ""
     status: str = "running"  # running | done | failed
@@ -201,7 +208,11 @@ class ErrorEntry(Entry):
 
 @dataclass
 class Totals:
-    """Counters for the status line (one per turn, one for the whole chat)."""
+    """Counters for the status line (one per turn, one for the whole chat).
+
+    ``steps`` counts the model requests shown as step entries (started, finished
+    or failed; a retry is the same step), so "3 steps" matches "step 1 ... step 3".
+    """
 
     steps: int = 0
     calls: int = 0
@@ -530,6 +541,13 @@ class ChatState:
         self.totals.setdefault(entry.turn, Totals())
         return entry
 
+    def _count_step(self, turn: int) -> int:
+        """Count a new step of ``turn`` (in its totals and the chat's); its number in the turn."""
+        self.totals[None].steps += 1
+        totals = self.totals.setdefault(turn, Totals())
+        totals.steps += 1
+        return totals.steps
+
     def _phase(self, turn: int, phase: str) -> None:
         self.totals[None].phase = phase
         self.totals.setdefault(turn, Totals()).phase = phase
@@ -577,10 +595,16 @@ class ChatState:
         self._turn_of_step[e.step] = e.turn
         self.turn = max(self.turn, e.turn)
         changed = self._resolve_budgets()
+        retried = self.by_key.get(f"s:{e.step}")
+        if isinstance(retried, StepEntry):  # a failed request asked again: the same step
+            number = retried.number
+        else:
+            number = self._count_step(e.turn)
         entry = StepEntry(
             f"s:{e.step}",
             e.turn,
             step=e.step,
+            number=number,
             model=e.model,
             provider=e.provider,
             tool_choice=e.tool_choice,
@@ -596,7 +620,8 @@ class ChatState:
     def _finished(self, e: ModelRequestFinished) -> list[Entry]:
         entry = self.by_key.get(f"s:{e.step}")
         if not isinstance(entry, StepEntry):
-            entry = self._add(StepEntry(f"s:{e.step}", e.turn, step=e.step))
+            number = self._count_step(e.turn)
+            entry = self._add(StepEntry(f"s:{e.step}", e.turn, step=e.step, number=number))
         entry.model, entry.provider = e.model, e.provider
         entry.status = "done"
         entry.input_tokens = e.usage.input_tokens
@@ -608,7 +633,6 @@ class ChatState:
         entry.cost_usd = e.cost_usd
         for key in (None, e.turn):
             t = self.totals.setdefault(key, Totals())
-            t.steps += 1
             t.input_tokens += e.usage.input_tokens
             t.output_tokens += e.usage.output_tokens
             if e.cost_usd is not None:
@@ -626,7 +650,10 @@ class ChatState:
     def _failed(self, e: ModelRequestFailed) -> list[Entry]:
         entry = self.by_key.get(f"s:{e.step}")
         if not isinstance(entry, StepEntry):
-            entry = self._add(StepEntry(f"s:{e.step}", e.turn, step=e.step, model=e.model))
+            number = self._count_step(e.turn)
+            entry = self._add(
+                StepEntry(f"s:{e.step}", e.turn, step=e.step, number=number, model=e.model)
+            )
         entry.status = "failed"
         entry.error_type, entry.error = e.error_type, e.error
         entry.latency_ms = e.latency_ms
@@ -728,6 +755,7 @@ class ChatState:
                         f"s:{step}",
                         turn,
                         step=step,
+                        number=state._count_step(turn),
                         model=chat.model,
                         provider=chat.provider.name,
                         status="done",
@@ -742,8 +770,6 @@ class ChatState:
                     state._add(_call_entry(c, turn, step))
                     for key in (None, turn):
                         state.totals.setdefault(key, Totals()).calls += 1
-                for key in (None, turn):
-                    state.totals.setdefault(key, Totals()).steps += 1
         state._step = step
         usage = chat.usage
         state.totals[None].input_tokens = usage.input_tokens
