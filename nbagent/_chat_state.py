@@ -159,6 +159,7 @@ class ChatCore:
     _drive_lock: threading.Lock
     _rerun: bool
     _last_step: StepResult | None
+    _last_error: BaseException | None
     _usage: Usage
     _runner: ToolRunner
     _extensions: tuple[Extension, ...]

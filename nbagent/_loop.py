@@ -295,6 +295,9 @@ class LoopMixin(ChatCore):
         return sink
 
     def _request_failed(self, request: _ModelRequest, exc: BaseException) -> None:
+        self._last_error = exc
+        if isinstance(exc, ProviderError):
+            exc.via_chat = True  # its one-line form in a cell points to chat.last_error
         self._emit(
             ModelRequestFailed(
                 chat_id=self.id,

@@ -64,9 +64,9 @@ def test_budget_stop_iff_work_was_cut_off(rounds: int, max_steps: int, use_async
     assert chat.last_step.kind == ("budget_exhausted" if cut_off else "complete")
     assert kinds.count("budget_exhausted") == (1 if cut_off else 0)
     assert len(_budget_cards(state)) == (1 if cut_off else 0)
-    assert ("step budget exhausted" in conversation_text(state.entries, state.totals_for(None))) is (
-        cut_off
-    )
+    assert (
+        "step budget exhausted" in conversation_text(state.entries, state.totals_for(None))
+    ) is (cut_off)
     # exactly the budget's worth of work was done, no more
     working = [k for k in kinds if k in ("generated", "ran_tools")]
     assert len(working) == min(max_steps, needed)

@@ -595,11 +595,8 @@ class ChatState:
         self._turn_of_step[e.step] = e.turn
         self.turn = max(self.turn, e.turn)
         changed = self._resolve_budgets()
-        retried = self.by_key.get(f"s:{e.step}")
-        if isinstance(retried, StepEntry):  # a failed request asked again: the same step
-            number = retried.number
-        else:
-            number = self._count_step(e.turn)
+        retried = self.by_key.get(f"s:{e.step}")  # a failed request asked again: the same step
+        number = retried.number if isinstance(retried, StepEntry) else self._count_step(e.turn)
         entry = StepEntry(
             f"s:{e.step}",
             e.turn,

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 import ipywidgets
+import pytest
 from _views import widgets_in
 
 from nbagent import Chat, ProviderError, tool
@@ -78,10 +79,8 @@ def test_a_retried_request_keeps_its_number_and_is_counted_once() -> None:
         provider=Flaky([call_tools(("lookup", {"key": "a"})), reply("done")]), display=False
     ).with_tools(lookup)
     state = state_for(chat)
-    try:
+    with pytest.raises(ProviderError):
         chat.ask("go")
-    except ProviderError:
-        pass
     text = bundle_for(state, 1)["text/plain"]
     assert _steps_said(text) == [1, 2] and "failed" in text and _count_said(text) == [2]
     chat.complete()  # the retry is step 2 again, now answered
