@@ -22,6 +22,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Sequence
+from datetime import UTC
 from typing import get_args
 
 from .._types import CallStatus
@@ -29,6 +30,7 @@ from ._state import (
     AWAITING,
     BUDGET,
     COMPLETE,
+    ELSEWHERE,
     FAILED,
     BudgetEntry,
     CallEntry,
@@ -171,11 +173,20 @@ def clip(text: str, limit: int = RESULT_CHARS) -> str:
 
 
 def decision_words(e: CallEntry) -> str:
-    """'approved by you', 'denied by you: reason', 'approved: always allowed' (plain text)."""
+    """'approved by you', 'denied by you: reason', 'approved: always allowed' (plain text);
+    a decision made elsewhere says who made it and when: 'approved elsewhere by ops at
+    2026-12-01 06:03:04 UTC'."""
     if e.verdict is None:
         return ""
     by = e.decided_by or "?"
-    if by.startswith("policy:always_allow"):
+    if e.decided_elsewhere:
+        who = {"user": "a user", "resolver": "the tool's approval rule"}.get(by, by)
+        words = f"{e.verdict} elsewhere by {who}"
+        if e.decided_at is not None:
+            words += f" at {e.decided_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+        if e.decision_reason:
+            words += f": {e.decision_reason}"
+    elif by.startswith("policy:always_allow"):
         words = f"{e.verdict}: always allowed" + (
             " (when its rule holds)" if by.endswith(":when") else ""
         )
@@ -315,6 +326,7 @@ def status_html(totals: Totals, phase: str | None = None) -> str:
     cls = {
         AWAITING: "nba-phase-awaiting",
         BUDGET: "nba-phase-awaiting",
+        ELSEWHERE: "nba-phase-awaiting",
         FAILED: "nba-phase-error",
         COMPLETE: "nba-phase-complete",
     }.get(phase, "nba-phase-busy")

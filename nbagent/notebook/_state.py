@@ -18,6 +18,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._events import (
@@ -54,9 +55,11 @@ IDLE = "idle"
 GENERATING = "generating"
 RUNNING = "running tools"
 AWAITING = "awaiting approval"
+READY = "ready"  # every pending call was decided; the loop has not picked it up yet
 COMPLETE = "complete"
 BUDGET = "budget exhausted"
 FAILED = "error"
+ELSEWHERE = "driven elsewhere"  # another process drives this chat (a store's "busy")
 
 
 @dataclass(eq=False)
@@ -132,6 +135,8 @@ class CallEntry(Entry):
     verdict: DecisionVerdict | None = None
     decided_by: str | None = None
     decision_reason: str | None = None
+    decided_at: datetime | None = None
+    decided_elsewhere: bool = False  # by another process or chat object, through a store
     edited_arguments: dict[str, Any] | None = None
     result: str | None = None
     result_status: ResultStatus | None = None
@@ -515,15 +520,7 @@ class ChatState:
                     phase=AWAITING,
                 )
             case ApprovalDecided():
-                decision = event.decision
-                return self._call_update(
-                    event.call,
-                    status=decision.verdict,
-                    verdict=decision.verdict,
-                    decided_by=decision.by,
-                    decision_reason=decision.reason,
-                    edited_arguments=decision.arguments,
-                )
+                return self._decided(event)
             case ModelRequestFailed():
                 return self._failed(event)
             case _:
@@ -670,6 +667,8 @@ class ChatState:
             self._phase(e.turn, COMPLETE)
         elif e.kind == "awaiting_approval":
             self._phase(e.turn, AWAITING)
+        elif e.kind == "busy":  # a step hook (the store): another process drives this chat
+            self._phase(e.turn, ELSEWHERE)
         return []
 
     # ---------------------------------------------------------------- calls
@@ -719,6 +718,26 @@ class ChatState:
         changed: list[Entry] = [_touch(entry)]
         if phase == RUNNING:
             changed.extend(self._resolve_budgets())
+        return changed
+
+    def _decided(self, e: ApprovalDecided) -> list[Entry]:
+        decision = e.decision
+        changed = self._call_update(
+            e.call,
+            status=decision.verdict,
+            verdict=decision.verdict,
+            decided_by=decision.by,
+            decision_reason=decision.reason,
+            decided_at=decision.at,
+            decided_elsewhere=e.elsewhere,
+            edited_arguments=decision.arguments,
+        )
+        turn = changed[0].turn
+        waiting = any(
+            isinstance(x, CallEntry) and x.turn == turn and x.pending for x in self.entries
+        )
+        if not waiting and self.totals_for(turn).phase == AWAITING:
+            self._phase(turn, READY)  # no longer awaiting approval, whoever decided
         return changed
 
     def _call_finished(self, e: ToolCallFinished) -> list[Entry]:
@@ -805,6 +824,7 @@ def _call_entry(c: ToolCall, turn: int, step: int = 0) -> CallEntry:
         verdict=d.verdict if d else None,
         decided_by=d.by if d else None,
         decision_reason=d.reason if d else None,
+        decided_at=d.at if d else None,
         edited_arguments=edited,
         result=result.content if result else None,
         result_status=result.status if result else None,
@@ -828,7 +848,7 @@ def _settles(event: Event) -> bool:
     match event:
         case StepFinished():
             # A deliberate subset of the step kinds (StepKind): those after which nobody drives.
-            return event.kind in ("complete", "awaiting_approval", "budget_exhausted")
+            return event.kind in ("complete", "awaiting_approval", "budget_exhausted", "busy")
         case ModelRequestFailed():
             return True
         case _:
