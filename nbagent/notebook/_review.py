@@ -12,9 +12,11 @@ loop (``chat.complete()``) and repeat while new approvals come up. The answers:
 - ``q`` quit: no more questions.
 
 Closed input (stdin at its end, ``input()`` raising ``EOFError``) is a quit,
-not an error. Either way the decisions already made are carried out (the loop
-continues up to the next approval), and the review ends by saying which calls
-still wait and how to decide them. It returns normally.
+not an error; so is a front end that cannot answer ``input()`` at all (a
+notebook run by nbclient or papermill: IPython's ``StdinNotImplementedError``).
+Either way the decisions already made are carried out (the loop continues up
+to the next approval), and the review ends by saying which calls still wait
+and how to decide them. It returns normally.
 """
 
 from __future__ import annotations
@@ -35,10 +37,10 @@ _REVOKE = ", [r]evoke always-allow"
 
 
 class _Stop(Exception):
-    """No more questions: the user quit, or the input is closed."""
+    """No more questions: the user quit, or there is no more input (``why`` says which)."""
 
-    def __init__(self, closed: bool):
-        self.closed = closed
+    def __init__(self, why: str = ""):
+        self.why = why
 
 
 def review(
@@ -70,7 +72,11 @@ def review(
         try:
             return input(prompt)
         except EOFError:
-            raise _Stop(closed=True) from None
+            raise _Stop("No more input (stdin is closed)") from None
+        except NotImplementedError as exc:  # IPython's StdinNotImplementedError (nbclient)
+            if type(exc).__name__ != "StdinNotImplementedError":
+                raise
+            raise _Stop("No input here (this front end cannot answer input())") from None
 
     skipped: set[str] = set()
     stop: _Stop | None = None
@@ -97,11 +103,7 @@ def review(
             break
         chat.complete()  # what was decided is carried out, even when the review stops here
     if stop is not None:
-        say(
-            "\nNo more input (stdin is closed): stopped asking."
-            if stop.closed
-            else "\nStopped asking."
-        )
+        say(f"\n{stop.why}: stopped asking." if stop.why else "\nStopped asking.")
     reply = chat.last_assistant_message
     if reply is not None and getattr(reply, "content", None):
         say(f"\nAssistant: {reply.content}")
@@ -153,7 +155,7 @@ def _ask_about(
             elif answer in ("s", "skip", ""):
                 return "skipped"
             elif answer in ("q", "quit"):
-                raise _Stop(closed=False)
+                raise _Stop()
             else:
                 say(f"please answer one of: {_choices(chat)}")
                 continue

@@ -73,6 +73,22 @@ def test_closed_input_stops_asking_and_says_what_is_pending() -> None:
     assert chat.status == "awaiting_approval" and ran == []
 
 
+def test_a_front_end_without_input_is_closed_input() -> None:
+    """A notebook run by nbclient or papermill: IPython's input() cannot ask at all."""
+    from IPython.core.error import StdinNotImplementedError
+
+    def no_input(_prompt: str) -> str:
+        raise StdinNotImplementedError("raw_input was called, but this frontend does not support")
+
+    chat = _chat(call_tools(("refund", {"order": 1}, "c1")))
+    chat.ask("refund 1")
+    printed: list[str] = []
+    review(chat, input=no_input, print=lambda *a, **_k: printed.append(" ".join(map(str, a))))
+    out = "\n".join(printed)
+    assert "No input here (this front end cannot answer input()): stopped asking." in out
+    assert "1 call still waiting for approval:" in out and chat.status == "awaiting_approval"
+
+
 def test_decisions_made_before_the_input_closed_are_carried_out() -> None:
     chat = _chat(
         call_tools(("refund", {"order": 1}, "c1"), ("refund", {"order": 2}, "c2")),
