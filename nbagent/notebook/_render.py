@@ -181,6 +181,8 @@ def decision_words(e: CallEntry) -> str:
     by = e.decided_by or "?"
     if e.decided_elsewhere:
         who = {"user": "a user", "resolver": "the tool's approval rule"}.get(by, by)
+        if by.startswith("policy:always_allow"):
+            who = "an always-allow rule"
         words = f"{e.verdict} elsewhere by {who}"
         if e.decided_at is not None:
             words += f" at {e.decided_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"

@@ -166,3 +166,24 @@ def test_a_click_on_a_card_decided_and_run_elsewhere_records_nothing(db: Path) -
     assert '<span class="nba-phase-awaiting">driven elsewhere</span>' in html
     b.close()
     a.close()
+
+
+def test_decision_words_say_who_decided_elsewhere_and_when() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from nbagent.notebook._render import decision_words
+    from nbagent.notebook._state import CallEntry
+
+    at = datetime(2026, 12, 1, 7, 3, 4, tzinfo=timezone(timedelta(hours=1)))
+    e = CallEntry("c:1", 1, verdict="approved", decided_by="ops", decided_at=at)
+    assert decision_words(e) == "approved by ops"  # decided here
+    e.decided_elsewhere = True
+    assert decision_words(e) == "approved elsewhere by ops at 2026-12-01 06:03:04 UTC"
+    e.decided_by, e.verdict, e.decision_reason = "user", "denied", "too much"
+    assert decision_words(e) == "denied elsewhere by a user at 2026-12-01 06:03:04 UTC: too much"
+    e.decided_by, e.verdict, e.decision_reason = "policy:always_allow:refund", "approved", None
+    e.edited_arguments = {"order_id": 1}
+    assert decision_words(e) == (
+        "approved elsewhere by an always-allow rule at 2026-12-01 06:03:04 UTC"
+        " with edited arguments"
+    )
