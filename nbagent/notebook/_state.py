@@ -733,12 +733,19 @@ class ChatState:
             edited_arguments=decision.arguments,
         )
         turn = changed[0].turn
-        waiting = any(
-            isinstance(x, CallEntry) and x.turn == turn and x.pending for x in self.entries
-        )
-        if not waiting and self.totals_for(turn).phase == AWAITING:
+        if self.totals_for(turn).phase == AWAITING and not self._waiting(turn):
             self._phase(turn, READY)  # no longer awaiting approval, whoever decided
         return changed
+
+    def _waiting(self, turn: int) -> bool:
+        """Whether a call of ``turn`` still waits for a decision (looks at that turn only:
+        its entries are the last ones, unless an older turn is decided late)."""
+        for x in reversed(self.entries):
+            if x.turn < turn:
+                break
+            if isinstance(x, CallEntry) and x.turn == turn and x.pending:
+                return True
+        return False
 
     def _call_finished(self, e: ToolCallFinished) -> list[Entry]:
         return self._call_update(

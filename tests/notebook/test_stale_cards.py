@@ -187,3 +187,20 @@ def test_decision_words_say_who_decided_elsewhere_and_when() -> None:
         "approved elsewhere by an always-allow rule at 2026-12-01 06:03:04 UTC"
         " with edited arguments"
     )
+
+
+def test_the_status_line_leaves_awaiting_approval_once_every_call_is_decided() -> None:
+    from nbagent.notebook._state import state_for
+    from nbagent.testing._scripted import ScriptedProvider, call_tools
+
+    provider = ScriptedProvider(
+        [call_tools(("refund", {"order_id": 1}, "c1"), ("refund", {"order_id": 2}, "c2"))]
+    )
+    chat = Chat(provider=provider, display=False).with_tools(Refund)
+    state = state_for(chat)
+    chat.ask("refund both")
+    assert state.totals_for(1).phase == "awaiting approval"
+    chat.approve("c1")
+    assert state.totals_for(1).phase == "awaiting approval"  # c2 still waits
+    chat.deny("c2")
+    assert state.totals_for(1).phase == "ready"  # decided, not run yet
