@@ -132,7 +132,9 @@ class LoopMixin(ChatCore):
             result = yield from gen
             while True:
                 with self._lock:
-                    if not self._rerun or result.kind == "busy":
+                    # A budget stop stands: a rerun asked meanwhile (a decision) is picked up
+                    # by whoever continues (the budget card's Continue, complete()).
+                    if not self._rerun or result.kind in ("busy", "budget_exhausted"):
                         self._rerun = False
                         self._drive_lock.release()
                         held = False

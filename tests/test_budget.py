@@ -101,3 +101,32 @@ def test_answer_on_the_last_allowed_step_is_complete() -> None:
     assert chat.status == "complete" and kinds[-1] == "complete"
     assert not _budget_cards(state)
     assert state.totals_for(None).phase == "complete"
+
+
+def test_a_drive_requested_during_the_run_does_not_outrun_the_budget() -> None:
+    """Someone asks to drive while the loop runs (a click's continuation, here a tool calling
+    ``chat.step()``): the running driver re-plans, but not past a budget stop."""
+    ran.clear()
+    asked: list[str] = []
+
+    @tool
+    def poke(key: str) -> str:
+        """Ask the chat to drive while it is driving."""
+        asked.append(chat.step().kind)  # another driver: turned away, rerun requested
+        return "poked"
+
+    script = [call_tools(("poke", {"key": "a"})), call_tools(("lookup", {"key": "b"}))]
+    script.append(reply("done"))
+    chat = Chat(provider=ScriptedProvider(script), display=False).with_tools(poke, lookup)
+    kinds: list[str] = []
+    chat.on(StepFinished, lambda e: kinds.append(e.kind))
+    chat.ask("go", max_steps=2)  # ask, run poke; the next request is over budget
+    assert asked == ["busy"]
+    assert chat.status == "budget_exhausted" and kinds == [
+        "generated",
+        "ran_tools",
+        "budget_exhausted",
+    ]
+    assert ran == []  # lookup was never asked for
+    chat.complete()
+    assert chat.status == "complete" and ran == ["b"]
