@@ -130,3 +130,30 @@ def test_a_drive_requested_during_the_run_does_not_outrun_the_budget() -> None:
     assert ran == []  # lookup was never asked for
     chat.complete()
     assert chat.status == "complete" and ran == ["b"]
+
+
+def test_a_click_during_the_run_does_not_outrun_the_budget_either() -> None:
+    """The notebook's continuation: a decision made while it drives asks for another run;
+    after a budget stop that run waits for the budget card's Continue."""
+    from nbagent.notebook import _continuation as cont
+
+    ran.clear()
+    cont.set_main_loop(None)
+
+    @tool
+    def poke(key: str) -> str:
+        """Ask the continuation to run again while it runs (what a click does)."""
+        cont.continuation_for(chat).request()
+        return "poked"
+
+    script = [call_tools(("poke", {"key": "a"})), call_tools(("lookup", {"key": "b"}))]
+    script.append(reply("done"))
+    chat = Chat(provider=ScriptedProvider(script), display=False).with_tools(poke, lookup)
+    chat.ask_later("go")
+    continuation = cont.continuation_for(chat)
+    continuation.request(max_steps=2)  # ask, run poke; then over budget
+    assert continuation.wait(10)
+    assert chat.status == "budget_exhausted" and ran == []
+    continuation.request(max_steps=5)  # the card's Continue
+    assert continuation.wait(10)
+    assert chat.status == "complete" and ran == ["b"]
