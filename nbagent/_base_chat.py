@@ -117,6 +117,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self._drive_lock = threading.Lock()
         self._rerun = False
         self._last_step: StepResult | None = None
+        self._last_error: BaseException | None = None
         self._usage = Usage()
         self._runner = ToolRunner()
         self._extensions: tuple[Extension, ...] = ()
@@ -308,6 +309,16 @@ class BaseChat(LoopMixin, DecisionsMixin):
     @property
     def last_step(self) -> StepResult | None:
         return self._last_step
+
+    @property
+    def last_error(self) -> BaseException | None:
+        """The exception of this chat's latest failed model request (``None``: none failed).
+
+        In a notebook a failed request shows as one line; for a
+        :class:`~nbagent.ProviderError` ``print(chat.last_error.details())``
+        shows the whole traceback (the SDK's chained errors included, keys redacted).
+        """
+        return self._last_error
 
     @property
     def usage(self) -> Usage:

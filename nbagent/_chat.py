@@ -8,7 +8,7 @@ Jupyter kernel, the live notebook view. Each is an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from ._base_chat import BaseChat
@@ -142,11 +142,27 @@ class Chat(BaseChat):
 
         display_chat(self)
 
-    def review(self) -> Message | None:
-        """Decide pending approvals at an ``input()`` prompt (a terminal), then continue."""
+    def review(
+        self,
+        *,
+        input: Callable[[str], str] | None = None,
+        print: Callable[..., Any] | None = None,
+    ) -> Message | None:
+        """Decide pending approvals at an ``input()`` prompt (a terminal), then continue.
+
+        Answers: approve, deny, edit, always allow, revoke an always-allow,
+        skip (not asked again in this review), quit. Closed input stops the
+        questions; the review then says which calls still wait and how to
+        decide them, and returns normally (see :func:`nbagent.notebook.review`).
+        """
         from .notebook import review
 
-        return review(self)
+        prompt: dict[str, Any] = {}
+        if input is not None:
+            prompt["input"] = input
+        if print is not None:
+            prompt["print"] = print
+        return review(self, **prompt)
 
 
 __all__ = ["Chat"]

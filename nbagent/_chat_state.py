@@ -163,6 +163,7 @@ class ChatCore:
     _drive_lock: threading.Lock
     _rerun: bool
     _last_step: StepResult | None
+    _last_error: BaseException | None
     _usage: Usage
     _runner: ToolRunner
     _extensions: tuple[Extension, ...]
@@ -272,12 +273,13 @@ class ChatCore:
                     )
 
     def _record_decision(
-        self, c: ToolCall, decision: Decision, after: list[ToolResult]
+        self, c: ToolCall, decision: Decision, after: list[ToolResult], *, elsewhere: bool = False
     ) -> list[Event]:
         """Put a decision on a call (under the lock); a denial answers the call at once.
 
         So does an approval of a hosted call: the provider runs it, so its answer
-        is the verdict itself (see :meth:`_answer_hosted`).
+        is the verdict itself (see :meth:`_answer_hosted`). ``elsewhere``: the
+        decision was made outside this chat object (a store).
         """
         c.decision = decision
         events: list[Event] = [
@@ -286,6 +288,7 @@ class ChatCore:
                 call=c,
                 decision=decision,
                 turn=self._call_turn.get(c.id, self._turn),
+                elsewhere=elsewhere,
             )
         ]
         if decision.verdict == "approved":
@@ -346,10 +349,12 @@ class ChatCore:
         reason: str | None,
         arguments: dict[str, Any] | None = None,
         at: datetime | None = None,
+        elsewhere: bool = False,
     ) -> ToolCall:
         """Decide a gated call by the rules of ``_approvals.py``; the one way decisions are made.
 
-        ``at`` keeps the time of a decision made elsewhere (a store). Before the
+        ``at`` keeps the time of a decision made elsewhere (a store), and
+        ``elsewhere`` says it was (its ``ApprovalDecided`` says so too). Before the
         decision is recorded, the ``decide`` hooks may veto it (``DecisionError``)
         or return the decision already made elsewhere, which is recorded instead
         (with its events); if it contradicts this one, ``DecisionError`` follows.
@@ -417,7 +422,11 @@ class ChatCore:
                 stored = decide(c, decision)
                 if stored is not None:
                     break
-            events.extend(self._record_decision(c, stored or decision, after))
+            events.extend(
+                self._record_decision(
+                    c, stored or decision, after, elsewhere=elsewhere or stored is not None
+                )
+            )
         self._emit_all(events)
         self._run_after(after)
         if stored is not None and (
@@ -561,6 +570,7 @@ class Host:
             reason=decision.reason,
             arguments=decision.arguments,
             at=decision.at,
+            elsewhere=True,
         )
 
     def settle_in_doubt(

@@ -17,10 +17,18 @@
         ├── ProviderConnectionError
         ├── ServerError
         └── ModelNotSupportedError  the model is known not to support tools
+
+A provider failure reads as one line in a notebook cell: IPython shows what
+``ProviderError._render_traceback_`` returns (the error and how to see more)
+instead of the chained traceback through the SDK, httpx and httpcore. The whole
+traceback is one call away: ``chat.last_error.details()`` (or ``details()`` on
+the caught exception), with anything shaped like an API key redacted.
 """
 
 from __future__ import annotations
 
+import re
+import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -88,8 +96,27 @@ class StoreError(NBAgentError):
     """The store cannot be opened, read or written."""
 
 
+_USERINFO = re.compile(r"(\w+://)[^/@\s]+@")
+_KEY_LIKE = re.compile(r"\b(sk-(?:ant-)?|[Bb]earer\s+)(?=[\w.~+/=-]*\d)[\w.~+/=-]{11,}[\w~+/=-]")
+"""An API key's shape: ``sk-`` or ``sk-ant-``, or a bearer token, then 12+ token characters
+(a digit among them, so prose like "Bearer authentication" is left alone; not a final dot)."""
+
+
+def redact_keys(text: str) -> str:
+    """``text`` with anything shaped like an API key, and URL credentials, replaced by ``***``."""
+    if "sk-" in text or "earer" in text:
+        text = _KEY_LIKE.sub(r"\1***", text)
+    if "@" in text:
+        text = _USERINFO.sub(r"\1***@", text)
+    return text
+
+
 class ProviderError(NBAgentError):
     """A model request failed.
+
+    In a notebook cell it shows as one line (``ServerError: openai: Error code:
+    500 - ...``) and a hint, not the chained traceback through the SDK;
+    :meth:`details` gives the whole traceback.
 
     Attributes:
         provider: Provider name.
@@ -99,7 +126,26 @@ class ProviderError(NBAgentError):
     def __init__(self, message: str, *, provider: str = "", status_code: int | None = None):
         self.provider = provider
         self.status_code = status_code
+        self.via_chat = False  # set by the chat's loop: the hint names chat.last_error
         super().__init__(message)
+
+    def details(self) -> str:
+        """The full traceback as text: this error, where it was raised, and the SDK errors
+        it chains (httpx, httpcore...), with anything shaped like an API key redacted.
+
+        A chained error whose text showed the configured key was dropped when the
+        error was raised, so the key is not in here either.
+        """
+        return redact_keys("".join(traceback.format_exception(self)))
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows for this error in a cell: the error in one line, and a hint."""
+        where = "chat.last_error" if self.via_chat else "sys.last_value"
+        red, dim, reset = "\x1b[0;31m", "\x1b[2m", "\x1b[0m"
+        return [
+            f"{red}{type(self).__name__}{reset}: {self}",
+            f"{dim}(the full traceback: print({where}.details())){reset}",
+        ]
 
 
 class AuthenticationError(ProviderError):

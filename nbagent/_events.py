@@ -140,10 +140,20 @@ class ApprovalRequested(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class ApprovalDecided(Event):
+    """A gated call was decided.
+
+    ``elsewhere`` is true when the decision was made outside this chat object
+    and applied here: through a store, by another process or another chat
+    object of the same stored chat (``store.approve``, ``Chat.load(...).approve``),
+    picked up at a step, on ``chat.refresh()``, or when a decision made here
+    found it already recorded (the first decision wins; nothing new is written).
+    """
+
     type: ClassVar[str] = "approval_decided"
     call: ToolCall
     decision: Decision
     turn: int
+    elsewhere: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

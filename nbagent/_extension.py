@@ -194,7 +194,8 @@ class ChatHost(Protocol):
     def apply_decision(self, call: ToolCall | str, decision: Decision) -> ToolCall:
         """Apply a decision made elsewhere (a store) with the chat's own rules and events.
 
-        The decision keeps its ``by``, ``at``, ``reason`` and edited arguments.
+        The decision keeps its ``by``, ``at``, ``reason`` and edited arguments;
+        its ``ApprovalDecided`` event says ``elsewhere=True``.
 
         Raises:
             DecisionError: As ``chat.approve``/``chat.deny`` would.

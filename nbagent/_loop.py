@@ -132,7 +132,9 @@ class LoopMixin(ChatCore):
             result = yield from gen
             while True:
                 with self._lock:
-                    if not self._rerun or result.kind == "busy":
+                    # A budget stop stands: a rerun asked meanwhile (a decision) is picked up
+                    # by whoever continues (the budget card's Continue, complete()).
+                    if not self._rerun or result.kind in ("busy", "budget_exhausted"):
                         self._rerun = False
                         self._drive_lock.release()
                         held = False
@@ -144,19 +146,25 @@ class LoopMixin(ChatCore):
                 self._drive_lock.release()
 
     def _complete_gen(self, max_steps: int | None) -> Generator[_Effect, Any, StepResult]:
+        """Steps until the turn is answered, parks, or ``max_steps`` steps did work.
+
+        The budget is checked where the step plans, not before it: once the
+        budget is spent, a step that would finish (``complete``) or park
+        (``awaiting_approval``) still says so, and only a step that would do
+        more work (ask the model, run tools) stops with ``budget_exhausted``.
+        So an answer landing on the last allowed step is ``complete``, and
+        ``budget_exhausted`` always means work was left undone.
+        """
         budget = max_steps or self.max_steps or get_config().max_steps
         taken = 0
         while True:
-            if taken >= budget:
-                result = StepResult("budget_exhausted", self.last_assistant_message)
-                self._finish_step(result)
-                return result
-            result = yield from self._step_gen()
-            if result.kind in ("awaiting_approval", "complete", "busy"):
+            result = yield from self._step_gen(may_work=taken < budget)
+            if result.kind in ("awaiting_approval", "complete", "busy", "budget_exhausted"):
                 return result  # busy: a step hook says another process drives this chat
             taken += 1
 
-    def _step_gen(self) -> Generator[_Effect, Any, StepResult]:
+    def _step_gen(self, may_work: bool = True) -> Generator[_Effect, Any, StepResult]:
+        """One unit of work; with ``may_work`` false, only finish or park (the budget is spent)."""
         if self._cancel.is_set():
             raise ChatCancelled("the chat was cancelled; call complete() to resume")
         for before_step in self._hook("before_step"):
@@ -177,6 +185,10 @@ class LoopMixin(ChatCore):
             return result
         if action == "complete":
             result = StepResult("complete", self.last_assistant_message)
+            self._finish_step(result)
+            return result
+        if not may_work:  # work is left and the budget is spent: the one budget stop
+            result = StepResult("budget_exhausted", self.last_assistant_message)
             self._finish_step(result)
             return result
         self._step += 1
@@ -286,6 +298,9 @@ class LoopMixin(ChatCore):
         return sink
 
     def _request_failed(self, request: _ModelRequest, exc: BaseException) -> None:
+        self._last_error = exc
+        if isinstance(exc, ProviderError):
+            exc.via_chat = True  # its one-line form in a cell points to chat.last_error
         self._emit(
             ModelRequestFailed(
                 chat_id=self.id,

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 from .._exports import publish_one as _publish_one
 
 if TYPE_CHECKING:
-    from ._fallback import review
+    from ._review import review
     from ._view import ChatView, show
 
 __all__ = ["ChatView", "review", "show"]
 
-_HOMES = {"ChatView": "._view", "review": "._fallback", "show": "._view"}
+_HOMES = {"ChatView": "._view", "review": "._review", "show": "._view"}
 
 
 def __getattr__(name: str) -> Any:

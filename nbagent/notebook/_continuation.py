@@ -138,6 +138,7 @@ class Continuation:
                 except Exception as exc:
                     self._report(chat, exc)
                 else:
+                    self._keep_budget_stop(chat)
                     self._retry_if_busy(chat, steps)
         except BaseException as exc:  # cancelled with the loop: don't leave "running" behind
             with self._lock:
@@ -164,12 +165,21 @@ class Continuation:
                 except Exception as exc:
                     self._report(chat, exc)
                 else:
+                    self._keep_budget_stop(chat)
                     self._retry_if_busy(chat, steps)
         finally:
             if not done:  # left by an exception the loop did not catch
                 with self._lock:
                     self._running = False
                     self._idle.set()
+
+    def _keep_budget_stop(self, chat: Chat) -> None:
+        """The run stopped on its step budget: a request made meanwhile (a decision) does not
+        start a fresh budget; the budget card's Continue (which passes ``max_steps``) does."""
+        if chat.status == "budget_exhausted":
+            with self._lock:
+                if self._max_steps is None:
+                    self._pending = False
 
     def _retry_if_busy(self, chat: Chat, steps: int | None) -> None:
         """Work left after a normal return means another driver turned us away

@@ -1,4 +1,4 @@
-"""Outside a widget front end: static MIME bundles, display updates, a terminal prompt.
+"""Outside a widget front end: static MIME bundles and display updates.
 
 Every object nbagent displays carries ``text/html``, ``text/markdown`` and
 ``text/plain`` beside the widget view, so nbconvert, GitHub and a front end
@@ -6,30 +6,24 @@ without ipywidgets still show the conversation. Views are displayed with a
 ``display_id`` and their bundle is refreshed whenever the chat settles
 (answered, waiting for a decision, out of budget, failed), so a notebook
 executed headless (nbclient, papermill) is saved with the final state.
-
-In a terminal, :func:`review` asks approve / deny / edit / always per pending
-call at an ``input()`` prompt and continues the loop.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 import threading
 import uuid
 import weakref
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._notice import notice
 from ._kernel import in_kernel
 from ._render import conversation_html, conversation_markdown, conversation_text, printable
-from ._state import ChatState, Entry, json_preview, state_for
+from ._state import ChatState, Entry, state_for
 
 if TYPE_CHECKING:
     from .._base_chat import BaseChat as Chat
-    from .._types import Message
 
 
 # Displayed views whose static fallback is behind their widgets. Flushed when the
@@ -169,79 +163,3 @@ class StaticView:
             update_display(data, raw=True, display_id=self.display_id)
         except Exception:
             pass
-
-
-# --------------------------------------------------------------------- terminal
-_CHOICES = "[a]pprove, [d]eny, [e]dit arguments, a[l]ways allow this tool, [s]kip"
-
-
-def review(
-    chat: Chat,
-    *,
-    input: Callable[[str], str] = input,
-    print: Callable[..., Any] = print,
-) -> Message | None:
-    """Answer pending approvals at a prompt (terminal, or any front end without widgets).
-
-    For each pending call: show it, ask ``a``/``d``/``e``/``l``/``s``, record
-    the decision, then continue the loop (``chat.complete()``) and repeat while
-    new approvals come up. Skipping every call returns with them still pending.
-
-    What is printed shows control characters as escapes (an escape sequence in a
-    model's arguments or answer is seen, not run by the terminal), and huge
-    arguments as a bounded preview (``chat.tool_calls`` keeps them whole).
-
-    Returns:
-        The chat's last assistant message.
-    """
-
-    def say(*values: Any) -> None:  # every line printed here goes through this
-        print(*(printable(str(v)) for v in values))
-
-    while chat.pending_approvals:
-        decided = False
-        for call in list(chat.pending_approvals):
-            if not call.pending_approval:
-                continue
-            reason = call.approval.reason if call.approval else ""
-            args = json_preview(call.arguments)[0]
-            say(f"\n{call.name} ({call.id}) needs approval" + (f": {reason}" if reason else ""))
-            say(args)
-            while True:
-                answer = input(f"{_CHOICES}? ").strip().lower()
-                try:
-                    if answer in ("a", "approve", "y", "yes"):
-                        chat.approve(call)
-                    elif answer in ("d", "deny", "n", "no"):
-                        why = input("reason (optional): ").strip() or None
-                        chat.deny(call, reason=why)
-                    elif answer in ("e", "edit"):
-                        text = input("arguments as JSON: ")
-                        try:
-                            edited = json.loads(text)
-                        except ValueError as exc:
-                            say(f"not valid JSON: {exc}")
-                            continue
-                        if not isinstance(edited, dict):
-                            say("the arguments must be a JSON object")
-                            continue
-                        chat.approve(call, arguments=edited)
-                    elif answer in ("l", "always"):
-                        chat.always_allow(call.name)
-                    elif answer in ("s", "skip", ""):
-                        break
-                    else:
-                        say(f"please answer one of: {_CHOICES}")
-                        continue
-                except Exception as exc:  # DecisionError: invalid edit, already decided...
-                    say(f"{type(exc).__name__}: {exc}")
-                    continue
-                decided = True
-                break
-        if not decided:
-            break
-        chat.complete()
-    reply = chat.last_assistant_message
-    if reply is not None and getattr(reply, "content", None):
-        say(f"\nAssistant: {reply.content}")
-    return reply

@@ -25,6 +25,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Sequence
+from datetime import UTC
 
 from ._cards import call_card_html, inline_arguments, reason_words
 from ._html import STATUS_WORDS as _STATUS_WORDS
@@ -34,6 +35,7 @@ from ._state import (
     AWAITING,
     BUDGET,
     COMPLETE,
+    ELSEWHERE,
     FAILED,
     BudgetEntry,
     CallEntry,
@@ -187,11 +189,22 @@ def fmt_cost(usd: float) -> str:
 
 
 def decision_words(e: CallEntry) -> str:
-    """'approved by you', 'denied by you: reason', 'approved: always allowed' (plain text)."""
+    """'approved by you', 'denied by you: reason', 'approved: always allowed' (plain text);
+    a decision made elsewhere says who made it and when: 'approved elsewhere by ops at
+    2026-12-01 06:03:04 UTC'."""
     if e.verdict is None:
         return ""
     by = e.decided_by or "?"
-    if by.startswith("policy:always_allow"):
+    if e.decided_elsewhere:
+        who = {"user": "a user", "resolver": "the tool's approval rule"}.get(by, by)
+        if by.startswith("policy:always_allow"):
+            who = "an always-allow rule"
+        words = f"{e.verdict} elsewhere by {who}"
+        if e.decided_at is not None:
+            words += f" at {e.decided_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+        if e.decision_reason:
+            words += f": {e.decision_reason}"
+    elif by.startswith("policy:always_allow"):
         words = f"{e.verdict}: always allowed" + (
             " (when its rule holds)" if by.endswith(":when") else ""
         )
@@ -206,7 +219,8 @@ def decision_words(e: CallEntry) -> str:
 
 
 def step_words(e: StepEntry) -> str:
-    parts = [f"step {e.step}", e.model or e.provider or "model"]
+    """'step 2 · gpt-4.1 · 812 in / 40 out tokens · 1.20 s' (the step's number in its turn)."""
+    parts = [f"step {e.number or e.step}", e.model or e.provider or "model"]
     if e.status == "running":
         parts.append("generating…")
         if e.streaming_calls:
@@ -296,6 +310,7 @@ def status_html(totals: Totals, phase: str | None = None) -> str:
     cls = {
         AWAITING: "nba-phase-awaiting",
         BUDGET: "nba-phase-awaiting",
+        ELSEWHERE: "nba-phase-awaiting",
         FAILED: "nba-phase-error",
         COMPLETE: "nba-phase-complete",
     }.get(phase, "nba-phase-busy")

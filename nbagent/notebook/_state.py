@@ -18,6 +18,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -58,9 +59,11 @@ IDLE = "idle"
 GENERATING = "generating"
 RUNNING = "running tools"
 AWAITING = "awaiting approval"
+READY = "ready"  # every pending call was decided; the loop has not picked it up yet
 COMPLETE = "complete"
 BUDGET = "budget exhausted"
 FAILED = "error"
+ELSEWHERE = "driven elsewhere"  # another process drives this chat (a store's "busy")
 
 
 @dataclass(eq=False)
@@ -96,9 +99,16 @@ class TextEntry(Entry):
 
 @dataclass(eq=False)
 class StepEntry(Entry):
-    """One model request: model, tokens, latency, stop reason."""
+    """One model request: model, tokens, latency, stop reason.
+
+    ``step`` is the chat's own step number (events and the log count every
+    step of the chat: model requests and tool rounds); ``number`` is what the
+    view says, "step 1", "step 2"...: the model requests of the turn, from 1,
+    the same steps the status line counts (a retried request keeps its number).
+    """
 
     step: int = 0
+    number: int = 0
     model: str = ""
     provider: str = ""
     status: str = "running"  # running | done | failed
@@ -133,6 +143,8 @@ class CallEntry(Entry):
     verdict: DecisionVerdict | None = None
     decided_by: str | None = None
     decision_reason: str | None = None
+    decided_at: datetime | None = None
+    decided_elsewhere: bool = False  # by another process or chat object, through a store
     edited_arguments: dict[str, Any] | None = None
     result: str | None = None
     result_status: ResultStatus | None = None
@@ -213,7 +225,11 @@ class ErrorEntry(Entry):
 
 @dataclass
 class Totals:
-    """Counters for the status line (one per turn, one for the whole chat)."""
+    """Counters for the status line (one per turn, one for the whole chat).
+
+    ``steps`` counts the model requests shown as step entries (started, finished
+    or failed; a retry is the same step), so "3 steps" matches "step 1 ... step 3".
+    """
 
     steps: int = 0
     calls: int = 0
@@ -518,15 +534,7 @@ class ChatState:
                     phase=AWAITING,
                 )
             case ApprovalDecided():
-                decision = event.decision
-                return self._call_update(
-                    event.call,
-                    status=decision.verdict,
-                    verdict=decision.verdict,
-                    decided_by=decision.by,
-                    decision_reason=decision.reason,
-                    edited_arguments=decision.arguments,
-                )
+                return self._decided(event)
             case ModelRequestFailed():
                 return self._failed(event)
             case _:
@@ -543,6 +551,13 @@ class ChatState:
         self.by_key[entry.key] = entry
         self.totals.setdefault(entry.turn, Totals())
         return entry
+
+    def _count_step(self, turn: int) -> int:
+        """Count a new step of ``turn`` (in its totals and the chat's); its number in the turn."""
+        self.totals[None].steps += 1
+        totals = self.totals.setdefault(turn, Totals())
+        totals.steps += 1
+        return totals.steps
 
     def _phase(self, turn: int, phase: str) -> None:
         self.totals[None].phase = phase
@@ -591,10 +606,13 @@ class ChatState:
         self._turn_of_step[e.step] = e.turn
         self.turn = max(self.turn, e.turn)
         changed = self._resolve_budgets()
+        retried = self.by_key.get(f"s:{e.step}")  # a failed request asked again: the same step
+        number = retried.number if isinstance(retried, StepEntry) else self._count_step(e.turn)
         entry = StepEntry(
             f"s:{e.step}",
             e.turn,
             step=e.step,
+            number=number,
             model=e.model,
             provider=e.provider,
             tool_choice=e.tool_choice,
@@ -610,7 +628,8 @@ class ChatState:
     def _finished(self, e: ModelRequestFinished) -> list[Entry]:
         entry = self.by_key.get(f"s:{e.step}")
         if not isinstance(entry, StepEntry):
-            entry = self._add(StepEntry(f"s:{e.step}", e.turn, step=e.step))
+            number = self._count_step(e.turn)
+            entry = self._add(StepEntry(f"s:{e.step}", e.turn, step=e.step, number=number))
         entry.model, entry.provider = e.model, e.provider
         entry.status = "done"
         entry.input_tokens = e.usage.input_tokens
@@ -622,7 +641,6 @@ class ChatState:
         entry.cost_usd = e.cost_usd
         for key in (None, e.turn):
             t = self.totals.setdefault(key, Totals())
-            t.steps += 1
             t.input_tokens += e.usage.input_tokens
             t.output_tokens += e.usage.output_tokens
             if e.cost_usd is not None:
@@ -640,7 +658,10 @@ class ChatState:
     def _failed(self, e: ModelRequestFailed) -> list[Entry]:
         entry = self.by_key.get(f"s:{e.step}")
         if not isinstance(entry, StepEntry):
-            entry = self._add(StepEntry(f"s:{e.step}", e.turn, step=e.step, model=e.model))
+            number = self._count_step(e.turn)
+            entry = self._add(
+                StepEntry(f"s:{e.step}", e.turn, step=e.step, number=number, model=e.model)
+            )
         entry.status = "failed"
         entry.error_type, entry.error = e.error_type, e.error
         entry.latency_ms = e.latency_ms
@@ -660,6 +681,8 @@ class ChatState:
             self._phase(e.turn, COMPLETE)
         elif e.kind == "awaiting_approval":
             self._phase(e.turn, AWAITING)
+        elif e.kind == "busy":  # a step hook (the store): another process drives this chat
+            self._phase(e.turn, ELSEWHERE)
         return []
 
     # ---------------------------------------------------------------- calls
@@ -712,6 +735,33 @@ class ChatState:
             changed.extend(self._resolve_budgets())
         return changed
 
+    def _decided(self, e: ApprovalDecided) -> list[Entry]:
+        decision = e.decision
+        changed = self._call_update(
+            e.call,
+            status=decision.verdict,
+            verdict=decision.verdict,
+            decided_by=decision.by,
+            decision_reason=decision.reason,
+            decided_at=decision.at,
+            decided_elsewhere=e.elsewhere,
+            edited_arguments=decision.arguments,
+        )
+        turn = changed[0].turn
+        if self.totals_for(turn).phase == AWAITING and not self._waiting(turn):
+            self._phase(turn, READY)  # no longer awaiting approval, whoever decided
+        return changed
+
+    def _waiting(self, turn: int) -> bool:
+        """Whether a call of ``turn`` still waits for a decision (looks at that turn only:
+        its entries are the last ones, unless an older turn is decided late)."""
+        for x in reversed(self.entries):
+            if x.turn < turn:
+                break
+            if isinstance(x, CallEntry) and x.turn == turn and x.pending:
+                return True
+        return False
+
     def _call_finished(self, e: ToolCallFinished) -> list[Entry]:
         entry = self.by_key.get(f"c:{e.call.id}")
         edited = isinstance(entry, CallEntry) and entry.edited_arguments is not None
@@ -761,6 +811,7 @@ class ChatState:
                         f"s:{step}",
                         turn,
                         step=step,
+                        number=state._count_step(turn),
                         model=chat.model,
                         provider=chat.provider.name,
                         status="done",
@@ -775,8 +826,6 @@ class ChatState:
                     state._add(_call_entry(c, turn, step, _schema_lookup(chat)))
                     for key in (None, turn):
                         state.totals.setdefault(key, Totals()).calls += 1
-                for key in (None, turn):
-                    state.totals.setdefault(key, Totals()).steps += 1
         state._step = step
         usage = chat.usage
         state.totals[None].input_tokens = usage.input_tokens
@@ -821,6 +870,7 @@ def _call_entry(
         verdict=d.verdict if d else None,
         decided_by=d.by if d else None,
         decision_reason=d.reason if d else None,
+        decided_at=d.at if d else None,
         edited_arguments=edited,
         result=without_edit_note(result.content, edited is not None) if result else None,
         result_status=result.status if result else None,
@@ -905,7 +955,7 @@ def _settles(event: Event) -> bool:
     match event:
         case StepFinished():
             # A deliberate subset of the step kinds (StepKind): those after which nobody drives.
-            return event.kind in ("complete", "awaiting_approval", "budget_exhausted")
+            return event.kind in ("complete", "awaiting_approval", "budget_exhausted", "busy")
         case ModelRequestFailed():
             return True
         case _:

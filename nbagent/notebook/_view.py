@@ -30,6 +30,7 @@ from .._errors import DecisionError
 from ._cards import reason_words
 from ._continuation import capture_main_loop, continuation_for
 from ._fallback import hook_post_run_cell, mark_dirty
+from ._poll import watch
 from ._render import decision_words, entry_html, status_html, style_tag
 from ._state import (
     BudgetEntry,
@@ -369,6 +370,7 @@ class ChatView:
             self._status.value = status_html(self.state.totals_for(self.turn))
         if settled:
             self._update_fallback()
+            watch(self)  # a pending card of a stored chat follows decisions made elsewhere
         elif touched and self._displayed:
             mark_dirty(self)
 
@@ -533,6 +535,7 @@ class ChatView:
         display(data, raw=True, display_id=self.display_id)
         self._displayed = True
         hook_post_run_cell()
+        watch(self)
 
     def _update_fallback(self) -> None:
         """Refresh the display's static fallbacks (a saved notebook shows the final state)."""

@@ -182,7 +182,8 @@ function render({ model, el }) {
 
   function drawBudget(state) {
     const head = h("div", "nba-action-head");
-    head.append(h("span", "nba-action-icon", state === "pending" || state === "working" ? "\u23F8" : "\u2714"));
+    // U+2016 (a pause sign drawn as two bars): in DejaVu and every common UI font; U+23F8 is not.
+    head.append(h("span", "nba-action-icon", state === "pending" || state === "working" ? "\u2016" : "\u2714"));
     head.append(h("span", "nba-action-title", "Step budget exhausted."));
     el.append(head);
     if (state !== "pending" && state !== "working") {

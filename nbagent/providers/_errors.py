@@ -26,7 +26,6 @@ broken connection, an answer that does not parse), goes through one scrubber,
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -37,6 +36,7 @@ from .._errors import (
     ProviderError,
     RateLimitError,
     ServerError,
+    redact_keys,
 )
 
 _BY_TYPE = {
@@ -55,10 +55,6 @@ _BY_TYPE = {
 _HINTS: dict[type[ProviderError], str] = {
     AuthenticationError: "check the API key (argument api_key= or the {env} environment variable)",
 }
-_USERINFO = re.compile(r"(\w+://)[^/@\s]+@")
-_KEY_LIKE = re.compile(r"\b(sk-(?:ant-)?|[Bb]earer\s+)(?=[\w.~+/=-]*\d)[\w.~+/=-]{11,}[\w~+/=-]")
-"""An API key's shape: ``sk-`` or ``sk-ant-``, or a bearer token, then 12+ token characters
-(a digit among them, so prose like "Bearer authentication" is left alone; not a final dot)."""
 
 
 def scrub(text: str, secrets: Iterable[str | None]) -> str:
@@ -66,11 +62,7 @@ def scrub(text: str, secrets: Iterable[str | None]) -> str:
     for secret in secrets:
         if secret and len(secret) >= 4:
             text = text.replace(secret, "***")
-    if "sk-" in text or "earer" in text:
-        text = _KEY_LIKE.sub(r"\1***", text)
-    if "@" in text:
-        text = _USERINFO.sub(r"\1***@", text)
-    return text
+    return redact_keys(text)
 
 
 def _reveals(exc: BaseException, secrets: tuple[str | None, ...]) -> bool:
