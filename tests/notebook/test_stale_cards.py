@@ -83,7 +83,10 @@ def card_of(view: ChatView, call_id: str) -> ActionCard:
 
 
 def shown(view: ChatView) -> str:
-    return "".join(w.value for w in widgets_in(view) if isinstance(w, ipywidgets.HTML))
+    """The HTML the view draws: entries, and the call card a decision card holds."""
+    return "".join(
+        w.value for w in widgets_in(view) if isinstance(w, (ipywidgets.HTML, ActionCard))
+    )
 
 
 def decision_rows(db: Path, call_id: str) -> list[tuple[Any, ...]]:
