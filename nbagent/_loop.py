@@ -160,6 +160,7 @@ class LoopMixin(ChatCore):
     def _step_gen(self) -> Generator[_Effect, Any, StepResult]:
         if self._cancel.is_set():
             raise ChatCancelled("the chat was cancelled; call complete() to resume")
+        self._sync_tools()  # tool sources (MCP servers): connect lazily, follow list changes
         for before_step in self._hook("before_step"):
             if before_step() == "busy":  # e.g. the store: another process drives this chat
                 result = StepResult("busy", self.last_assistant_message)
