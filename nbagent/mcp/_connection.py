@@ -39,7 +39,7 @@ import sys
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 from .._errors import MCPServerError
 
@@ -50,6 +50,7 @@ _thread: threading.Thread | None = None
 _loop_lock = threading.Lock()
 _open: weakref.WeakSet[Connection] = weakref.WeakSet()
 _pending: set[asyncio.Task[None]] = set()  # closes started on the MCP loop itself
+_devnull: TextIO | None = None
 
 CLOSE_TIMEOUT = 10.0  # seconds to wait for a server to stop (the SDK escalates to a kill)
 
@@ -96,6 +97,25 @@ def guarded(command: str, args: list[str]) -> tuple[str, list[str]]:
     if not sys.platform.startswith("linux"):
         return command, list(args)
     return sys.executable, ["-I", "-S", "-c", _GUARD, str(os.getpid()), command, *args]
+
+
+def server_stderr() -> TextIO:
+    """Where a stdio server's stderr goes: a stream with a file descriptor.
+
+    In a Jupyter kernel ``sys.stderr`` is the kernel's own stream (no file
+    descriptor, which a child process needs): the process's real stderr
+    (``sys.__stderr__``, the terminal running Jupyter) is used, else the null device.
+    """
+    global _devnull
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None and stream.fileno() >= 0:
+                return stream
+        except (OSError, ValueError, AttributeError):
+            continue
+    if _devnull is None:
+        _devnull = open(os.devnull, "w")  # noqa: SIM115 (kept open for every later server)
+    return _devnull
 
 
 def _is_list_changed(message: Any) -> bool:

@@ -219,6 +219,9 @@ class MCPServer(ToolSource):
                 Never shown in reprs, logs or errors.
             cwd: Its working directory.
             prefix, label, approval, timeout: See :class:`MCPServer`.
+
+        The server's stderr (its logs) goes to this process's real stderr:
+        in a notebook, the terminal running Jupyter, not the notebook.
         """
         require("mcp", _FEATURE)
         argv = [str(a) for a in args]
@@ -229,10 +232,12 @@ class MCPServer(ToolSource):
 
         def open_client(handler: Any) -> Any:
             from mcp import Client, StdioServerParameters
+            from mcp.client.stdio import stdio_client
 
             exe, full = conn.guarded(command, argv)
             params = StdioServerParameters(command=exe, args=full, env=environment, cwd=workdir)
-            return Client(params, message_handler=handler, cache=None)
+            transport = stdio_client(params, errlog=conn.server_stderr())
+            return Client(transport, message_handler=handler, cache=None)
 
         server = cls(
             "stdio",
