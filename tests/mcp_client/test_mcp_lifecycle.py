@@ -12,6 +12,7 @@ import textwrap
 import time
 from typing import Any
 
+import pytest
 from _mcp_servers import SERVER, alive, notes_server, wait_gone
 
 import nbagent
@@ -58,7 +59,21 @@ def test_a_server_that_died_while_idle_is_restarted_before_the_next_call(
     assert call.result.content == "still here"
 
 
-def test_a_changed_tool_list_reaches_the_model_at_the_next_step(notes: MCPServer) -> None:
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+def test_a_changed_tool_list_reaches_the_model_at_the_next_step(
+    notes: MCPServer, protocol: str
+) -> None:
+    """2026-07-28 servers announce it on a ``subscriptions/listen`` stream, older ones with
+    ``notifications/tools/list_changed``; the SDK's client picks the protocol (``auto``)."""
+    if protocol == "legacy":
+        opener = notes._connection._open_client
+
+        def legacy(handler: Any) -> Any:
+            client = opener(handler)
+            client.mode = "legacy"
+            return client
+
+        notes._connection._open_client = legacy
     provider = ScriptedProvider(
         [
             call_tools(("notes_grow", {"name": "weather"})),
@@ -74,6 +89,8 @@ def test_a_changed_tool_list_reaches_the_model_at_the_next_step(notes: MCPServer
     assert "notes_weather" in {s.name for s in provider.requests[1].tools}
     assert weather.status == "ok" and weather.result is not None
     assert weather.result.content == "I am weather"
+    protocol_version = notes._connection.client.protocol_version
+    assert (protocol_version == "2026-07-28") == (protocol == "auto"), protocol_version
 
 
 def test_closing_the_chat_stops_the_server_and_a_later_use_reconnects() -> None:
