@@ -35,6 +35,7 @@ import atexit
 import concurrent.futures
 import contextlib
 import os
+import shutil
 import sys
 import threading
 import weakref
@@ -92,11 +93,19 @@ def wait(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         raise
 
 
-def guarded(command: str, args: list[str]) -> tuple[str, list[str]]:
-    """The command line that starts ``command`` so that it dies with this process."""
+def guarded(command: str, args: list[str], path: str | None) -> tuple[str, list[str]]:
+    """The command line that starts ``command`` so that it dies with this process.
+
+    Raises:
+        FileNotFoundError: ``command`` is not an executable file or on ``path``.
+    """
+    found = shutil.which(command, path=path)
+    if found is None:
+        where = "" if os.sep in command else " on the server's PATH"
+        raise FileNotFoundError(f"command {command!r} not found{where}")
     if not sys.platform.startswith("linux"):
         return command, list(args)
-    return sys.executable, ["-I", "-S", "-c", _GUARD, str(os.getpid()), command, *args]
+    return sys.executable, ["-I", "-S", "-c", _GUARD, str(os.getpid()), found, *args]
 
 
 def server_stderr() -> TextIO:

@@ -18,6 +18,7 @@ other tool.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -234,7 +235,8 @@ class MCPServer(ToolSource):
             from mcp import Client, StdioServerParameters
             from mcp.client.stdio import stdio_client
 
-            exe, full = conn.guarded(command, argv)
+            path = environment.get("PATH", os.environ.get("PATH"))
+            exe, full = conn.guarded(command, argv, path)
             params = StdioServerParameters(command=exe, args=full, env=environment, cwd=workdir)
             transport = stdio_client(params, errlog=conn.server_stderr())
             return Client(transport, message_handler=handler, cache=None)

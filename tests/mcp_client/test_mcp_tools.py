@@ -306,5 +306,7 @@ def test_making_a_server_checks_its_arguments() -> None:
         MCPServer.stdio("x", approval="sometimes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="http"):
         MCPServer.http("ftp://example.org/mcp")
-    with pytest.raises(nbagent.MCPServerError, match="could not be started"):
+    with pytest.raises(nbagent.MCPServerError, match=r"could not be started.*not found"):
         MCPServer.stdio("/nonexistent/nbagent-mcp-server").connect()
+    with pytest.raises(nbagent.MCPServerError, match="'no-such-command' not found on the serv"):
+        MCPServer.stdio("no-such-command").connect()
