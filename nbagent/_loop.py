@@ -406,6 +406,8 @@ class LoopMixin(ChatCore):
                 continue
             tool = self._tools.get(c.name)
             c.approval = requirement(tool)
+            if tool is not None and tool.server is not None and c.server is None:
+                c.server = tool.server  # an MCP server's tool: its label, for cards, log, store
             events.append(
                 ToolCallRequested(
                     chat_id=self.id,

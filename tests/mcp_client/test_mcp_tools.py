@@ -90,6 +90,8 @@ def test_approval_by_annotation_read_only_runs_destructive_and_unannotated_wait(
         "notes_add_note": "awaiting_approval",
     }
     assert result_of(chat, "notes_read_note").content == "buy milk"
+    assert {c.server for c in chat.tool_calls} == {"notes"}  # cards and pending show the label
+    assert set(chat.log["server"]) == {"notes"}
     delete, add = chat.pending_approvals
     chat.deny(delete, reason="keep it")
     chat.approve(add)
@@ -288,6 +290,7 @@ def test_a_stored_chat_loads_back_with_its_server_and_runs_the_approved_call(
         )
         (pending,) = loaded.pending_approvals
         assert pending.name == "notes_add_note"
+        assert pending.server == "notes"  # the stored call kept the server's label
         tool_ = {t.name: t for t in loaded.tools}[pending.name]
         assert tool_.server == "notes"
         loaded.approve(pending)
