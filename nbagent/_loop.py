@@ -9,6 +9,7 @@ the loop. ``_RoundHooks`` is the chat's side of the runner protocol.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import time
@@ -85,6 +86,8 @@ class LoopMixin(ChatCore):
                 error = exc
 
     async def _drive_async(self, gen: Generator[_Effect, Any, StepResult]) -> StepResult:
+        if self._sources:  # a tool source may connect (seconds): not on the caller's loop
+            await asyncio.get_running_loop().run_in_executor(None, self._sync_tools)
         value: Any = None
         error: BaseException | None = None
         while True:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -103,3 +104,34 @@ def test_direct_calls_from_a_running_loop(shared_notes: MCPServer) -> None:
         assert shared_notes.call("echo", {"text": "blocking"}) == "blocking"
 
     asyncio.run(cell())
+
+
+def test_await_ask_async_keeps_the_loop_responsive_while_the_server_starts() -> None:
+    """Starting a stdio server takes seconds; ``ask_async`` connects off the caller's loop."""
+    from _mcp_servers import notes_server
+
+    server = notes_server(prefix="notes")
+    try:
+
+        async def cell() -> int:
+            ticks = 0
+
+            async def ticker() -> None:
+                nonlocal ticks
+                while True:
+                    await asyncio.sleep(0.01)
+                    ticks += 1
+
+            t = asyncio.ensure_future(ticker())
+            chat = Chat(provider=ScriptedProvider([reply("hi")])).with_tools(server)
+            t0 = time.perf_counter()
+            await chat.ask_async("hello")
+            elapsed = time.perf_counter() - t0
+            t.cancel()
+            assert server.connected
+            return ticks if elapsed > 0.5 else 10**6  # too fast to tell: nothing to check
+
+        ticks = asyncio.run(asyncio.wait_for(cell(), 60))
+        assert ticks >= 10, f"the loop ticked {ticks} times while the server started"
+    finally:
+        server.close()
