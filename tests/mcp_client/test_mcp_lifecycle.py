@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -13,7 +14,7 @@ import time
 from typing import Any
 
 import pytest
-from _mcp_servers import SERVER, alive, notes_server, wait_gone
+from _mcp_servers import SERVER, alive, free_port, notes_server, wait_gone
 
 import nbagent
 from nbagent import Chat, MCPServer
@@ -169,3 +170,44 @@ def test_a_lingering_server_is_stopped_at_interpreter_exit() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert wait_gone(int(proc.stdout.strip()))
+
+
+def test_an_http_server_that_went_away_fails_clearly_and_is_reached_again() -> None:
+    port = free_port()
+
+    def start() -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [sys.executable, SERVER, "--http", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                return proc
+            except OSError:
+                time.sleep(0.1)
+        proc.kill()
+        raise RuntimeError("the HTTP notes server did not start")
+
+    proc = start()
+    server = MCPServer.http(f"http://127.0.0.1:{port}/mcp")
+    try:
+        first = int(server.call("pid"))
+        proc.kill()
+        proc.wait(10)
+        for _ in range(2):  # while it is down: a clear error, at once, every time
+            t0 = time.perf_counter()
+            with pytest.raises(nbagent.MCPServerError, match=r"127\.0\.0\.1"):
+                server.call("pid")
+            assert time.perf_counter() - t0 < 10
+        proc = start()
+        call = run_one(server, "echo", {"text": "back"})
+        assert call.status == "ok" and call.result is not None
+        assert call.result.content == "back"
+        assert int(server.call("pid")) != first
+    finally:
+        server.close()
+        proc.kill()
+        proc.wait(10)
