@@ -50,5 +50,5 @@ def http_notes_url() -> Iterator[str]:
                 time.sleep(0.1)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        proc.terminate()
+        proc.kill()  # terminate() waits for open client streams (uvicorn's graceful stop)
         proc.wait(10)
