@@ -19,6 +19,8 @@ from ._errors import (
     BadRequestError,
     ChatCancelled,
     DecisionError,
+    MCPServerError,
+    MCPToolError,
     ModelNotSupportedError,
     NBAgentError,
     PendingToolCallsError,
@@ -29,6 +31,7 @@ from ._errors import (
     StoreError,
     ToolDefinitionError,
     ToolExecutionError,
+    ToolLoopError,
     ToolOptionError,
 )
 from ._events import (
@@ -55,7 +58,7 @@ from ._extension import ChatHost, Extension, Snapshot
 from ._hosted import HostedMCP
 from ._options import ToolOptions
 from ._schema import SchemaValidationError
-from ._tools import FunctionTool, Tool, current_tool_call, tool
+from ._tools import FunctionTool, Tool, ToolSource, current_tool_call, tool
 from ._types import (
     Approval,
     AssistantToolCallMessage,
@@ -70,6 +73,7 @@ from ._types import (
     Usage,
 )
 from .log import read_log
+from .mcp import MCPServer, MCPTool
 from .providers._base import ModelRequest, Provider, StreamDelta
 from .providers._demo import DemoProvider
 from .store import SQLiteStore, Store, open_store
@@ -121,6 +125,10 @@ __all__ = [
     "FunctionTool",
     "HostedMCP",
     "LLMToolResponse",
+    "MCPServer",
+    "MCPServerError",
+    "MCPTool",
+    "MCPToolError",
     "Message",
     "MessageAdded",
     "ModelNotSupportedError",
@@ -156,10 +164,12 @@ __all__ = [
     "ToolCallStarted",
     "ToolDefinitionError",
     "ToolExecutionError",
+    "ToolLoopError",
     "ToolOptionError",
     "ToolOptions",
     "ToolResult",
     "ToolResultMessage",
+    "ToolSource",
     "ToolSpec",
     "Usage",
     "__version__",

@@ -6,6 +6,12 @@ thread, so ``asyncio.run`` fails there with "event loop is already running".
 background loop thread, blocking the caller until it finishes. A
 ``KeyboardInterrupt`` (the notebook's stop button) cancels the coroutine and
 waits for it to settle before re-raising, so nothing is left half-recorded.
+
+While :func:`run_sync` blocks a running loop (the kernel's, during
+``chat.ask()`` in a cell), that loop is recorded as *blocked*:
+:func:`run_on_loop` (how an async tool bound to a loop with ``loop=``, or an
+MCP session on its own loop thread, is reached) fails at once with
+:class:`~nbagent.ToolLoopError` for a blocked loop instead of waiting forever.
 """
 
 from __future__ import annotations
@@ -18,11 +24,15 @@ import weakref
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from ._errors import ToolLoopError
+
 T = TypeVar("T")
 
 _local = threading.local()
 _bg_lock = threading.Lock()
 _bg_loop: asyncio.AbstractEventLoop | None = None
+_blocked: dict[asyncio.AbstractEventLoop, int] = {}  # loops run_sync is blocking, and how often
+_blocked_lock = threading.Lock()
 
 
 def _background_loop() -> asyncio.AbstractEventLoop:
@@ -68,13 +78,57 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
             # Closed with its thread (or at exit), so no event loop is left unclosed.
             weakref.finalize(threading.current_thread(), runner.close)
         return runner.run(coro)
-    future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(
-        coro, _background_loop()
-    )
+    blocked = asyncio.get_running_loop()
+    with _blocked_lock:  # before the coroutine can start: it may ask at once
+        _blocked[blocked] = _blocked.get(blocked, 0) + 1
     try:
+        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(
+            coro, _background_loop()
+        )
         return future.result()
     except KeyboardInterrupt:
         future.cancel()
         with contextlib.suppress(BaseException):
             future.result(timeout=30)
         raise
+    finally:
+        with _blocked_lock:
+            n = _blocked.pop(blocked) - 1
+            if n:
+                _blocked[blocked] = n
+
+
+def is_blocked(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether :func:`run_sync` is blocking ``loop`` (its thread waits for a round)."""
+    return loop in _blocked
+
+
+async def run_on_loop(
+    coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop, what: str
+) -> T:
+    """Await ``coro`` on ``loop`` from whichever loop is running here.
+
+    On ``loop`` itself it is awaited directly; otherwise it is handed to
+    ``loop`` (``run_coroutine_threadsafe``) and its result awaited here, and
+    cancelling the caller cancels it there.
+
+    Raises:
+        ToolLoopError: ``loop`` is closed, not running, or blocked by
+            :func:`run_sync` (it could never run ``coro``). ``what`` names the
+            caller in the message (``"tool 'fetch'"``).
+    """
+    if asyncio.get_running_loop() is loop:
+        return await coro
+    problem = None
+    if loop.is_closed() or not loop.is_running():
+        problem = "is closed" if loop.is_closed() else "is not running"
+    elif is_blocked(loop):
+        problem = (
+            "is blocked: chat.ask() (or another sync call) is waiting on that loop's own "
+            "thread, so it cannot run anything until the call returns; use "
+            "`await chat.ask_async(...)` there instead"
+        )
+    if problem is not None:
+        coro.close()
+        raise ToolLoopError(f"{what} runs on an event loop that {problem}")
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))

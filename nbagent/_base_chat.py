@@ -35,7 +35,7 @@ from ._hosted import HostedMCP, HostedTool
 from ._loop import LoopMixin
 from ._options import ToolOptions
 from ._runner import ToolRunner
-from ._tools import Tool, as_tool
+from ._tools import Tool, ToolSource, as_tool
 from ._types import (
     AssistantToolCallMessage,
     ChatMessage,
@@ -98,8 +98,11 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self.stream = stream
         self.display = display
         self._messages: list[Message] = []
-        self._tools: dict[str, Tool] = {}
+        self._tools: dict[str, Tool] = {}  # what the model sees: local tools, then sources'
         self._hosted: dict[str, HostedTool] = {}
+        self._local_tools: dict[str, Tool] = {}
+        self._sources: list[ToolSource] = []
+        self._source_tools: tuple[tuple[Tool, ...], ...] = ()  # as last merged
         self._options = ToolOptions()
         self._bus = EventBus(self.id)
         self._lock = threading.RLock()
@@ -165,18 +168,25 @@ class BaseChat(LoopMixin, DecisionsMixin):
 
         Provider-hosted tools (:class:`~nbagent.HostedMCP`) go beside them; a
         provider whose API cannot host them raises
-        :class:`~nbagent.ToolOptionError` here. ``with_tools(None)`` removes
-        every tool and keeps the tool options. ``replace=True`` replaces the
-        current tools with the ones given. A tool with the name of an existing
-        one replaces it.
+        :class:`~nbagent.ToolOptionError` here. A tool source (an MCP server,
+        ``nbagent.MCPServer``, or a selection of its tools,
+        ``server.tools(include=...)``) adds all its tools; the chat asks it for
+        its current list at every step, so a server's changes show up, and
+        closes it with the chat (``chat.close()``).
+
+        ``with_tools(None)`` removes every tool and keeps the tool options.
+        ``replace=True`` replaces the current tools with the ones given. A tool
+        with the name of an existing one replaces it; a tool defined here wins
+        over a source's tool of the same name (give a server a ``prefix=``).
         """
         with self._lock:
             if len(tools) == 1 and tools[0] is None:
-                self._tools = {}
+                self._local_tools, self._sources = {}, []
                 self._hosted = {}
+                self._merge_tools(())
                 return self
             if replace:
-                self._tools = {}
+                self._local_tools, self._sources = {}, []
                 self._hosted = {}
             for t in tools:
                 if t is None:
@@ -190,14 +200,21 @@ class BaseChat(LoopMixin, DecisionsMixin):
                         check(t)
                     self._hosted[t.server_label] = t
                     continue
+                if isinstance(t, ToolSource):
+                    if all(s is not t for s in self._sources):
+                        self._sources.append(t)
+                    continue
                 inst = as_tool(t)
-                self._tools[inst.name] = inst
+                self._local_tools[inst.name] = inst
+            self._merge_tools(self._source_tools if not replace else ())
         return self
 
     with_tool = with_tools
 
     @property
     def tools(self) -> tuple[Tool, ...]:
+        """The tools the model sees now (a tool source not connected yet connects)."""
+        self._sync_tools()
         return tuple(self._tools.values())
 
     @property
@@ -342,7 +359,9 @@ class BaseChat(LoopMixin, DecisionsMixin):
         return decided
 
     def close(self) -> None:
-        """Write what is pending and release what the chat's extensions hold (a store file).
+        """Write what is pending and release what the chat's extensions hold (a store file),
+        and close its tool sources (an MCP server's connection and process; a server
+        used again reconnects).
 
         Also done when the chat is garbage-collected or the interpreter exits;
         ``with Chat(store=...) as chat:`` closes at the end of the block.
@@ -351,8 +370,12 @@ class BaseChat(LoopMixin, DecisionsMixin):
             StoreError: What is pending could not be written (the store's file is
                 locked, say); nothing is lost, and closing again retries.
         """
-        for close in self._hook("close"):
-            close()
+        try:
+            for close in self._hook("close"):
+                close()
+        finally:
+            for source in list(self._sources):
+                source.close()
 
     def __enter__(self) -> Self:
         return self

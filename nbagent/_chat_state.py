@@ -37,7 +37,7 @@ from ._extension import Extension, Snapshot
 from ._hosted import HostedTool
 from ._options import ToolOptions
 from ._runner import Job, Mode, ToolRunner
-from ._tools import SchemaValidationError, Tool
+from ._tools import SchemaValidationError, Tool, ToolSource
 from ._types import (
     RUNNABLE_STATUSES,
     AssistantToolCallMessage,
@@ -146,6 +146,9 @@ class ChatCore:
     _messages: list[Message]
     _tools: dict[str, Tool]
     _hosted: dict[str, HostedTool]
+    _local_tools: dict[str, Tool]
+    _sources: list[ToolSource]
+    _source_tools: tuple[tuple[Tool, ...], ...]
     _options: ToolOptions
     _bus: EventBus
     _lock: threading.RLock
@@ -179,6 +182,30 @@ class ChatCore:
     def is_running(self) -> bool:
         """True while a thread or task is driving the chat (``complete``, ``step``...)."""
         return self._drive_lock.locked()
+
+    def _sync_tools(self) -> None:
+        """Take the sources' current tools (a source may connect here, outside the lock)."""
+        sources = list(self._sources)
+        if not sources:
+            return
+        current = tuple(s.source_tools() for s in sources)
+        with self._lock:
+            if sources != self._sources:
+                return  # changed meanwhile; the next step syncs again
+            if len(current) != len(self._source_tools) or any(
+                a is not b for a, b in zip(current, self._source_tools, strict=True)
+            ):
+                self._merge_tools(current)
+
+    def _merge_tools(self, source_tools: tuple[tuple[Tool, ...], ...]) -> None:
+        """Rebuild what the model sees (under the lock): sources in order, local tools on top."""
+        merged: dict[str, Tool] = {}
+        for group in source_tools:
+            for t in group:
+                merged[t.name] = t
+        merged.update(self._local_tools)
+        self._source_tools = source_tools
+        self._tools = merged
 
     def _hook(self, name: str) -> tuple[Callable[..., Any], ...]:
         """The extensions' implementations of one hook (see ``_extension.py``)."""
@@ -544,6 +571,7 @@ class Host:
         return self._ref() is not None
 
     def tool(self, name: str) -> Tool | None:
+        self._core._sync_tools()
         return self._core._tools.get(name)
 
     def loop_state(self) -> dict[str, Any]:

@@ -8,6 +8,9 @@
     ├── PendingToolCallsError    ask() while calls of the last response are unanswered
     ├── DecisionError            approve/deny on an unknown call, or contradicting a decision
     ├── ToolExecutionError       a tool raised and Chat(on_tool_error="raise")
+    ├── ToolLoopError            an async tool's event loop (loop=) cannot run it now
+    ├── MCPServerError           an MCP server cannot be started or reached, or died mid-call
+    │   └── MCPToolError         an MCP tool answered with isError (its text is the message)
     ├── ChatCancelled            chat.cancel() or KeyboardInterrupt stopped the loop
     ├── StoreError               the store cannot be opened or read (see nbagent.store)
     └── ProviderError            a model request failed (message kept, key never shown)
@@ -46,6 +49,23 @@ class ToolDefinitionError(NBAgentError, ValueError):
 
 class ToolOptionError(NBAgentError, ValueError):
     """An invalid value for a tool option."""
+
+
+class ToolLoopError(NBAgentError, RuntimeError):
+    """An async tool bound to an event loop (``@tool(loop=...)``) cannot run on it now.
+
+    Its loop is blocked by the caller (``chat.ask()`` inside that loop, as in a
+    notebook cell), closed, or not running. Raised inside the call, so the
+    call ends with an error result instead of hanging.
+    """
+
+
+class MCPServerError(NBAgentError):
+    """An MCP server cannot be started or reached, or its connection broke during a call."""
+
+
+class MCPToolError(MCPServerError):
+    """An MCP tool answered with ``isError``; the message is the text it returned."""
 
 
 class PendingToolCallsError(NBAgentError):

@@ -9,6 +9,7 @@ the loop. ``_RoundHooks`` is the chat's side of the runner protocol.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -84,6 +85,8 @@ class LoopMixin(ChatCore):
                 error = exc
 
     async def _drive_async(self, gen: Generator[_Effect, Any, StepResult]) -> StepResult:
+        if self._sources:  # a tool source may connect (seconds): not on the caller's loop
+            await asyncio.get_running_loop().run_in_executor(None, self._sync_tools)
         value: Any = None
         error: BaseException | None = None
         while True:
@@ -167,6 +170,7 @@ class LoopMixin(ChatCore):
         """One unit of work; with ``may_work`` false, only finish or park (the budget is spent)."""
         if self._cancel.is_set():
             raise ChatCancelled("the chat was cancelled; call complete() to resume")
+        self._sync_tools()  # tool sources (MCP servers): connect lazily, follow list changes
         for before_step in self._hook("before_step"):
             if before_step() == "busy":  # e.g. the store: another process drives this chat
                 result = StepResult("busy", self.last_assistant_message)
@@ -419,6 +423,8 @@ class LoopMixin(ChatCore):
                 continue
             tool = self._tools.get(c.name)
             c.approval = requirement(tool)
+            if tool is not None and tool.server is not None and c.server is None:
+                c.server = tool.server  # an MCP server's tool: its label, for cards, log, store
             events.append(
                 ToolCallRequested(
                     chat_id=self.id,

@@ -4,7 +4,8 @@
 (pandas, the OpenAI and Anthropic SDKs, ipywidgets, anywidget); the extras
 bring the heavy or optional rest: ``plots`` (matplotlib), ``parquet``
 (pyarrow), ``lab`` (JupyterLab, a kernel, nbclient for ``python -m
-nbagent.demo``, and the plots and Parquet extras the example notebooks use).
+nbagent.demo``, and the plots and Parquet extras the example notebooks use),
+``mcp`` (the official MCP SDK, for ``nbagent.MCPServer``).
 A feature whose module is missing fails with one line that says which extra
 (or which dependency) to install, never with a bare ``No module named ...``.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-EXTRAS = {"matplotlib": "plots", "pyarrow": "parquet", "nbclient": "lab"}
+EXTRAS = {"matplotlib": "plots", "pyarrow": "parquet", "nbclient": "lab", "mcp": "mcp"}
 """The module each extra brings, by top-level module name."""
 
 

@@ -27,6 +27,10 @@ A tool that raises ``SystemExit`` (or any ``BaseException`` but
 ``KeyboardInterrupt`` and cancellation) fails like one that raises an
 ``Exception``: an ``error`` outcome, never a call left running.
 
+An async tool bound to an event loop (``Tool.loop``, ``@tool(loop=...)``) is
+awaited on that loop in every mode (:func:`~nbagent._aio.run_on_loop`); one
+whose loop is blocked by the sync driver fails with ``ToolLoopError`` at once.
+
 Cancellation (``chat.cancel()``, KeyboardInterrupt): calls that have not started
 are cancelled; calls already running settle first and keep their real outcome.
 """
@@ -42,6 +46,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from ._aio import run_on_loop
 from ._events import utcnow
 from ._tools import Tool, _bind_call
 from ._types import ConcurrencyMode, RunStatus, ToolCall
@@ -123,7 +128,10 @@ def _call_sync(job: Job) -> Any:
 async def _call_async(job: Job) -> Any:
     with _bind_call(job.call):
         try:
-            return await job.tool.execute(**job.tool.bind(job.call, job.kwargs))
+            coro = job.tool.execute(**job.tool.bind(job.call, job.kwargs))
+            if job.tool.loop is not None:  # its resources live on that loop: run it there
+                return await run_on_loop(coro, job.tool.loop, f"tool {job.tool.name!r}")
+            return await coro
         except BaseException as exc:
             contained = _contained(exc)
             if contained is exc:

@@ -6,17 +6,27 @@ subclass :class:`Tool` and implement ``execute(**kwargs)``. Either may take a
 parameter named ``tool_call``: it receives the executing :class:`ToolCall` and
 never appears in the schema. From deeper inside a tool,
 :func:`current_tool_call` returns the same object.
+
+A :class:`ToolSource` gives a chat tools it does not define itself and whose
+list may change while the chat runs (an MCP server, ``nbagent.MCPServer``):
+``chat.with_tools(source)`` asks it for its current tools at every step.
+
+An async tool that uses a resource bound to one event loop (an ``aiohttp``
+session, a client made on the notebook's loop) names that loop with
+``loop=``: its coroutine then always runs there, whichever loop drives the
+chat (see :func:`nbagent._aio.run_on_loop`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import inspect
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar, overload
+from typing import Any, ClassVar, Literal, overload
 
 from ._errors import ToolDefinitionError
 from ._schema import (
@@ -32,6 +42,7 @@ from ._schema import (
 from ._types import ToolCall, ToolSpec
 
 ApprovalResolver = Callable[[ToolCall], "bool | None"]
+LoopOption = asyncio.AbstractEventLoop | Literal["current"] | None
 
 _current_call: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
     "nbagent_current_tool_call", default=None
@@ -81,6 +92,10 @@ class Tool:
         timeout: Seconds before a running call is abandoned as ``timed_out``.
         idempotent: Safe to rerun after a crash left the call in doubt.
         parameters: A raw JSON Schema, instead of one derived from ``execute``.
+        loop: The event loop an async ``execute`` must run on (its resources
+            are bound to it); ``None``: whichever loop drives the chat.
+        server: The label of the server the tool comes from (an MCP server's
+            ``label``); ``None`` for a tool defined in this process.
 
     Define ``approval(self, call) -> bool | None`` to decide per call instead of
     ``requires_approval``: ``True`` runs it, ``False`` denies it, ``None`` leaves
@@ -95,6 +110,8 @@ class Tool:
     idempotent: ClassVar[bool] = False
     parameters: ClassVar[dict[str, Any] | None] = None
     approval: ClassVar[Any] = None
+    loop: ClassVar[asyncio.AbstractEventLoop | None] = None
+    server: ClassVar[str | None] = None
     _params: ClassVar[ParameterModel | None] = None
 
     def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
@@ -203,6 +220,7 @@ class FunctionTool(Tool, abstract=True):
         approval: ApprovalResolver | None = None,
         timeout: float | None = None,
         idempotent: bool = False,
+        loop: LoopOption = None,
     ):
         if not callable(fn):
             raise ToolDefinitionError(f"@tool needs a function, got {fn!r}")
@@ -216,6 +234,7 @@ class FunctionTool(Tool, abstract=True):
             raise ToolDefinitionError(f"tool {self.name!r}: timeout must be positive")
         self.timeout = timeout  # type: ignore[misc]
         self.idempotent = idempotent  # type: ignore[misc]
+        self.loop = _bound_loop(self.name, fn, loop)  # type: ignore[misc]
         self._params = function_parameters(fn)  # type: ignore[misc]
         functools.update_wrapper(self, fn)
 
@@ -246,6 +265,7 @@ def tool(
     approval: ApprovalResolver | None = None,
     timeout: float | None = None,
     idempotent: bool = False,
+    loop: LoopOption = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -259,6 +279,7 @@ def tool(
     approval: ApprovalResolver | None = None,
     timeout: float | None = None,
     idempotent: bool = False,
+    loop: LoopOption = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Turn a function into a tool; usable bare (``@tool``) or with options.
 
@@ -273,10 +294,18 @@ def tool(
             while the call is pending).
         timeout: Seconds before a running call becomes ``timed_out``.
         idempotent: Safe to rerun after a crash left the call in doubt.
+        loop: For an async function whose resources are bound to one event
+            loop: that loop, or ``"current"`` for the loop running where the
+            tool is defined (a notebook's). Its calls then run on that loop,
+            whichever loop drives the chat; a call made while that loop is
+            blocked (``chat.ask()`` in a cell blocks the notebook's) fails at
+            once with a :class:`~nbagent.ToolLoopError` result instead of
+            hanging: use ``await chat.ask_async()`` there.
 
     Raises:
-        ToolDefinitionError: A name providers reject, ``*args``, or a
-            parameter type that has no JSON Schema.
+        ToolDefinitionError: A name providers reject, ``*args``, a
+            parameter type that has no JSON Schema, or ``loop=`` on a
+            function that is not async (or ``"current"`` with no loop running).
     """
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
@@ -288,11 +317,52 @@ def tool(
             approval=approval,
             timeout=timeout,
             idempotent=idempotent,
+            loop=loop,
         )
 
     if fn is not None:
         return wrap(fn)
     return wrap
+
+
+def _bound_loop(name: str, fn: Callable[..., Any], loop: LoopOption) -> Any:
+    if loop is None:
+        return None
+    if not inspect.iscoroutinefunction(fn):
+        raise ToolDefinitionError(
+            f"tool {name!r}: loop= is for async functions (a sync tool runs on a thread, "
+            "not on an event loop)"
+        )
+    if loop == "current":
+        try:
+            return asyncio.get_running_loop()
+        except RuntimeError:
+            raise ToolDefinitionError(
+                f"tool {name!r}: loop='current' needs a running event loop where the tool "
+                "is defined (a notebook cell, an async function); pass the loop itself"
+            ) from None
+    if not isinstance(loop, asyncio.AbstractEventLoop):
+        raise ToolDefinitionError(
+            f"tool {name!r}: loop= takes an event loop or 'current', got {loop!r}"
+        )
+    return loop
+
+
+class ToolSource:
+    """Tools a chat gets from elsewhere, whose list may change (an MCP server).
+
+    ``chat.with_tools(source)`` keeps the source, not a copy of its tools: at
+    every step the chat asks :meth:`source_tools` for the current list (the
+    source answers from a cache unless its list changed), and
+    ``chat.close()`` calls :meth:`close`.
+    """
+
+    def source_tools(self) -> tuple[Tool, ...]:
+        """The source's tools now (it may connect first)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the source holds (a connection, a process); it may reopen later."""
 
 
 def as_tool(obj: Any) -> Tool:
@@ -329,6 +399,7 @@ __all__ = [
     "FunctionTool",
     "SchemaValidationError",
     "Tool",
+    "ToolSource",
     "as_tool",
     "current_tool_call",
     "tool",

@@ -64,7 +64,7 @@ def test_the_core_is_what_the_notebook_features_use() -> None:
         "pydantic", "pandas", "ipywidgets", "anywidget", "markdown-it-py", "openai", "anthropic",
     }  # fmt: skip
     extras = PYPROJECT["optional-dependencies"]
-    assert set(extras) == {"plots", "parquet", "lab", "dev"}
+    assert set(extras) == {"plots", "parquet", "lab", "mcp", "dev"}
     assert "jupyterlab" in _requirement_names(extras["lab"])
     assert "jupyterlab" not in core  # VS Code and Colab bring their own front end
 
@@ -75,7 +75,7 @@ def test_each_extra_named_in_errors_brings_its_module() -> None:
         assert module in _requirement_names(extras[extra]), (module, extra)
     # lab runs every example notebook, and dev (make test, make lint) has everything.
     assert "nbagent[plots,parquet]" in extras["lab"]
-    assert "nbagent[lab]" in extras["dev"]
+    assert "nbagent[lab,mcp]" in extras["dev"]
 
 
 @pytest.mark.parametrize(
@@ -85,6 +85,18 @@ def test_each_extra_named_in_errors_brings_its_module() -> None:
         (["matplotlib"], "log.plot_durations(chat)", "plots", "log.plot_durations()"),
         (["pyarrow"], "log.to_parquet(chat.log, 'calls.parquet')", "parquet", "log.to_parquet()"),
         (["pyarrow"], "log.read_parquet('calls.parquet')", "parquet", "log.read_parquet()"),
+        (
+            ["mcp"],
+            "nbagent.MCPServer.stdio('notes-server')",
+            "mcp",
+            "nbagent.MCPServer (MCP servers as tool sources)",
+        ),
+        (
+            ["mcp"],
+            "nbagent.MCPServer.http('http://127.0.0.1:9/mcp')",
+            "mcp",
+            "nbagent.MCPServer (MCP servers as tool sources)",
+        ),
     ],
 )
 def test_a_feature_without_its_extra_says_which_extra_in_one_line(

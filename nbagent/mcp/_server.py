@@ -1,0 +1,462 @@
+"""MCPServer: an MCP server's tools as nbagent tools, with approval gates.
+
+::
+
+    notes = nbagent.MCPServer.stdio("python", ["notes_server.py"], prefix="notes")
+    chat = Chat("gpt-4.1-mini").with_tools(notes, my_local_tool)
+    chat.ask("What does my todo note say?")
+
+Each of the server's tools becomes an :class:`MCPTool`: its schema is the
+tool's ``inputSchema`` (nbagent validates a model's arguments against it
+before anything is sent), its calls go to the server, and whether a call
+needs a human decision follows the server's ``approval`` rule (by default its
+annotations: ``readOnlyHint`` tools run freely, the others ask first).
+Approvals, resolvers, ``chat.always_allow`` and the store treat them as any
+other tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from os import PathLike
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self
+from urllib.parse import urlsplit
+
+from .._aio import run_on_loop
+from .._errors import ToolDefinitionError
+from .._optional import require
+from .._tools import Tool, ToolSource
+from .._types import ToolCall
+from . import _connection as conn
+from ._results import result_value
+
+ApprovalRule = (
+    Literal["always", "never", "annotations"] | bool | Callable[[ToolCall], "bool | None"]
+)
+Approval = ApprovalRule | Mapping[str, ApprovalRule]
+
+_INVALID = re.compile(r"[^a-zA-Z0-9_-]")
+_FEATURE = "nbagent.MCPServer (MCP servers as tool sources)"
+
+
+def _tool_name(prefix: str | None, remote: str) -> str:
+    """The name the model sees: ``<prefix>_<name>``, made valid for every provider."""
+    name = f"{prefix}_{remote}" if prefix else remote
+    return _INVALID.sub("_", name)[:64] or "_"
+
+
+def _annotations(tool: Any) -> dict[str, Any]:
+    ann = getattr(tool, "annotations", None)
+    if ann is None:
+        return {}
+    dump = ann.model_dump(by_alias=True, exclude_none=True)
+    return dict(dump) if isinstance(dump, dict) else {}
+
+
+def _check_rule(rule: Any, where: str) -> None:
+    if rule in ("always", "never", "annotations") or isinstance(rule, bool) or callable(rule):
+        return
+    raise ToolDefinitionError(
+        f"{where} must be 'always', 'never', 'annotations', True/False or a function "
+        f"(call) -> True | False | None, got {rule!r}"
+    )
+
+
+class MCPTool(Tool, abstract=True):
+    """One tool of an MCP server, as nbagent runs it.
+
+    Attributes (besides :class:`~nbagent.Tool`'s):
+        server: The server's label when the tool was listed (for
+            ``ToolCall.server``, the cards, the log and the store).
+        remote_name: The tool's name on the server (``name`` may carry a prefix).
+        annotations: The server's hints (``readOnlyHint``, ``destructiveHint``...).
+        output_schema: The tool's ``outputSchema``, if it declares one.
+    """
+
+    def __init__(self, server: MCPServer, definition: Any, rule: ApprovalRule):
+        self._server = server
+        self.remote_name: str = definition.name
+        self.name = _tool_name(server.prefix, definition.name)  # type: ignore[misc]
+        self.description = (definition.description or definition.name).strip()  # type: ignore[misc]
+        schema = definition.input_schema
+        self.parameters = dict(schema) if isinstance(schema, Mapping) else {"type": "object"}  # type: ignore[misc]
+        self.annotations: dict[str, Any] = _annotations(definition)
+        self.output_schema: dict[str, Any] | None = getattr(definition, "output_schema", None)
+        self.timeout = server.timeout  # type: ignore[misc]
+        self.idempotent = bool(self.annotations.get("idempotentHint"))  # type: ignore[misc]
+        self.requires_approval, self._resolver = self._gate(rule)  # type: ignore[misc]
+        self.server = server.label  # type: ignore[misc]
+
+    @property
+    def approval(self) -> Any:
+        """The server's approval function for this tool (``None``: a fixed rule)."""
+        return self._resolver
+
+    def _gate(self, rule: ApprovalRule) -> tuple[bool, Any]:
+        """``(requires_approval, resolver)`` from the server's rule for this tool."""
+        if callable(rule) and not isinstance(rule, bool):
+            return True, rule
+        if rule == "annotations":
+            return self.annotations.get("readOnlyHint") is not True, None
+        return rule is True or rule == "always", None
+
+    async def execute(self, **arguments: Any) -> Any:
+        """Send the call to the server (on the MCP loop) and map its answer."""
+        result = await run_on_loop(
+            self._server._connection.call(self.remote_name, arguments),
+            conn.mcp_loop(),
+            f"MCP tool {self.name!r}",
+        )
+        return result_value(result)
+
+    def _same(self, definition: Any, rule: ApprovalRule) -> bool:
+        return (
+            definition.name == self.remote_name
+            and (definition.description or definition.name).strip() == self.description
+            and definition.input_schema == self.parameters
+            and _annotations(definition) == self.annotations
+            and self._gate(rule) == (self.requires_approval, self.approval)
+        )
+
+    def __repr__(self) -> str:
+        gate = ", requires_approval" if self.requires_approval or self.approval else ""
+        return f"<MCPTool {self.name} from {self.server!r}{gate}>"
+
+
+class MCPServer(ToolSource):
+    """An MCP server whose tools a chat can use: ``chat.with_tools(server)``.
+
+    Make one with :meth:`stdio` (a command nbagent starts) or :meth:`http` (a
+    streamable HTTP endpoint). Nothing connects until a chat (or
+    :meth:`connect`, :meth:`list_tools`, :meth:`call`) needs the server.
+
+    Args of both constructors:
+        prefix: Put ``<prefix>_`` before every tool name (two servers with a
+            ``search`` tool, or a server tool named like a local one).
+        label: The server's name in cards, the log and the store (default:
+            ``prefix``, else the name the server gives itself once connected,
+            else the command's or host's name).
+        approval: Which calls need a human decision: ``"annotations"``
+            (default: tools marked ``readOnlyHint`` run freely; destructive,
+            other writing or unannotated tools ask first), ``"always"``,
+            ``"never"``, a resolver ``(call) -> True | False | None`` applied
+            to every tool (as ``@tool(approval=...)``), or a dict from tool
+            name (as the server names it) to one of those (``True``/``False``
+            mean always/never); tools it does not name follow its ``"*"``
+            entry, else the annotations.
+        timeout: Seconds before a call is abandoned (``timed_out``; the
+            server is told to cancel it).
+
+    Lifecycle: the connection opens on first use; a server that exits while
+    idle is restarted by the next call; one that exits during a call fails
+    that call (an error result: whether it did anything is unknown, so it is
+    never re-sent) and is restarted by the next. A change of the server's
+    tool list (``notifications/tools/list_changed``) shows up at the chat's
+    next step. ``chat.close()``, :meth:`close`, ``with`` and interpreter exit
+    stop it; a stdio server dies with the process that started it.
+    """
+
+    def __init__(
+        self,
+        kind: Literal["stdio", "http"],
+        target: str,
+        *,
+        open_client: Callable[[Any], Any],
+        prefix: str | None = None,
+        label: str | None = None,
+        approval: Approval = "annotations",
+        timeout: float | None = None,
+    ):
+        require("mcp", _FEATURE)
+        if prefix is not None and (not prefix or _INVALID.search(prefix)):
+            raise ToolDefinitionError(
+                f"prefix must be letters, digits, '_' or '-' (it starts tool names), got {prefix!r}"
+            )
+        if isinstance(approval, Mapping):
+            for key, rule in approval.items():
+                _check_rule(rule, f"approval[{key!r}]")
+        else:
+            _check_rule(approval, "approval")
+        if timeout is not None and timeout <= 0:
+            raise ToolDefinitionError("timeout must be positive")
+        self.kind = kind
+        self.prefix = prefix
+        self._approval = approval
+        self.timeout = timeout
+        self._label = label
+        self._fallback_label = target
+        self._connection = conn.Connection(open_client, label or prefix or target)
+        self._tools: tuple[MCPTool, ...] = ()
+        self._generation = -1
+        weakref.finalize(self, self._connection.close)
+
+    # ----------------------------------------------------------- constructors
+    @classmethod
+    def stdio(
+        cls,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | PathLike[str] | None = None,
+        prefix: str | None = None,
+        label: str | None = None,
+        approval: Approval = "annotations",
+        timeout: float | None = None,
+    ) -> MCPServer:
+        """A server nbagent starts as a process and talks to over its stdin/stdout.
+
+        Args:
+            command: The executable (``"python"``, ``"npx"``, ``"uvx"``...).
+            args: Its arguments.
+            env: Environment variables for it, added to a minimal safe set
+                (``PATH``, ``HOME``...; the SDK does not pass the rest of yours).
+                Never shown in reprs, logs or errors.
+            cwd: Its working directory.
+            prefix, label, approval, timeout: See :class:`MCPServer`.
+
+        The server's stderr (its logs) goes to this process's real stderr:
+        in a notebook, the terminal running Jupyter, not the notebook.
+        """
+        require("mcp", _FEATURE)
+        argv = [str(a) for a in args]
+        environment = {str(k): str(v) for k, v in (env or {}).items()}
+        workdir = str(cwd) if cwd is not None else None
+        script = next((a for a in reversed(argv) if Path(a).suffix), None)
+        fallback = Path(script or command).stem or "mcp"
+
+        def open_client(handler: Any) -> Any:
+            from mcp import Client, StdioServerParameters
+            from mcp.client.stdio import stdio_client
+
+            path = environment.get("PATH", os.environ.get("PATH"))
+            exe, full = conn.guarded(command, argv, path)
+            params = StdioServerParameters(command=exe, args=full, env=environment, cwd=workdir)
+            transport = stdio_client(params, errlog=conn.server_stderr())
+            return Client(transport, message_handler=handler, cache=None)
+
+        server = cls(
+            "stdio",
+            fallback,
+            open_client=open_client,
+            prefix=prefix,
+            label=label,
+            approval=approval,
+            timeout=timeout,
+        )
+        server._describe = f"{command} {' '.join(argv)}".strip()
+        return server
+
+    @classmethod
+    def http(
+        cls,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        prefix: str | None = None,
+        label: str | None = None,
+        approval: Approval = "annotations",
+        timeout: float | None = None,
+    ) -> MCPServer:
+        """A server reached over streamable HTTP at ``url`` (``http://127.0.0.1:8000/mcp``).
+
+        Args:
+            url: The MCP endpoint.
+            headers: Sent with every request (``{"Authorization": "Bearer ..."}``);
+                never shown in reprs, logs or errors.
+            prefix, label, approval, timeout: See :class:`MCPServer`.
+        """
+        require("mcp", _FEATURE)
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"MCPServer.http needs an http(s) URL, got {url!r}")
+        sent = {str(k): str(v) for k, v in (headers or {}).items()}
+
+        def open_client(handler: Any) -> Any:
+            from mcp import Client
+
+            return Client(conn.http_transport(url, sent), message_handler=handler, cache=None)
+
+        server = cls(
+            "http",
+            parts.hostname,
+            open_client=open_client,
+            prefix=prefix,
+            label=label,
+            approval=approval,
+            timeout=timeout,
+        )
+        server._describe = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+        return server
+
+    _describe = ""
+
+    # ----------------------------------------------------------- the face
+    @property
+    def approval(self) -> Approval:
+        """The approval rule given when the server was made."""
+        return self._approval
+
+    @property
+    def label(self) -> str:
+        """The server's name in cards, the log and the store (see :class:`MCPServer`)."""
+        return self._label or self.prefix or self._connection.server_name or self._fallback_label
+
+    @property
+    def connected(self) -> bool:
+        return self._connection.usable()
+
+    def connect(self) -> Self:
+        """Connect now (else the first use does); returns the server.
+
+        Raises:
+            MCPServerError: The server cannot be started or reached.
+        """
+        self.source_tools()
+        return self
+
+    def list_tools(self) -> tuple[MCPTool, ...]:
+        """The server's tools as nbagent tools (connects if needed)."""
+        return self.source_tools()
+
+    def tools(
+        self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None
+    ) -> MCPToolSelection:
+        """Some of the server's tools, for ``chat.with_tools(...)``.
+
+        Args:
+            include: Only these tools (names as the server gives them, or with
+                the prefix); ``None``: all.
+            exclude: Not these.
+        """
+        return MCPToolSelection(self, include, exclude)
+
+    def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> Any:
+        """Call one of the server's tools directly, outside any chat (no approval asked).
+
+        Returns:
+            An :class:`~nbagent.mcp.MCPResult` (a ``str`` with the structured content).
+
+        Raises:
+            MCPToolError: The tool answered with ``isError``.
+            MCPServerError: The server cannot be reached or broke during the call.
+        """
+        remote = self._remote(name)
+        return result_value(conn.wait(self._connection.call(remote, dict(arguments or {}))))
+
+    async def call_async(self, name: str, arguments: Mapping[str, Any] | None = None) -> Any:
+        """Async twin of :meth:`call` (from any event loop)."""
+        remote = self._remote(name)
+        coro = self._connection.call(remote, dict(arguments or {}))
+        return result_value(await run_on_loop(coro, conn.mcp_loop(), f"MCP server {self.label!r}"))
+
+    def close(self) -> None:
+        """Close the connection (a stdio server's process stops); using it again reconnects."""
+        self._connection.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.close)
+
+    def __repr__(self) -> str:
+        state = "connected" if self.connected else "not connected"
+        return f"<MCPServer {self.label!r} {self.kind} {self._describe!r} ({state})>"
+
+    # ----------------------------------------------------------- ToolSource
+    def source_tools(self) -> tuple[MCPTool, ...]:
+        """The current tools, listing them again after a change or a reconnection."""
+        c = self._connection
+        if c.usable() and not c.stale and self._generation == c.generation:
+            return self._tools
+        definitions = conn.wait(c.list_tools())
+        self._generation = c.generation
+        self._tools = self._rebuild(definitions)
+        return self._tools
+
+    def _rebuild(self, definitions: list[Any]) -> tuple[MCPTool, ...]:
+        """New tool objects only for what changed, so a chat re-merges only on a real change."""
+        old = {t.remote_name: t for t in self._tools}
+        out: list[MCPTool] = []
+        for d in definitions:
+            rule = self._rule(d.name)
+            kept = old.get(d.name)
+            out.append(kept if kept is not None and kept._same(d, rule) else MCPTool(self, d, rule))
+        if len(out) == len(self._tools) and all(
+            a is b for a, b in zip(out, self._tools, strict=True)
+        ):
+            return self._tools
+        return tuple(out)
+
+    def _rule(self, remote: str) -> ApprovalRule:
+        rules = self._approval
+        if not isinstance(rules, Mapping):
+            return rules
+        name = _tool_name(self.prefix, remote)
+        for key in (remote, name, "*"):
+            if key in rules:
+                return rules[key]
+        return "annotations"
+
+    def _remote(self, name: str) -> str:
+        for t in self.source_tools():
+            if name in (t.name, t.remote_name):
+                return t.remote_name
+        return name
+
+
+class MCPToolSelection(ToolSource):
+    """Some tools of one :class:`MCPServer` (``server.tools(include=..., exclude=...)``)."""
+
+    def __init__(
+        self, server: MCPServer, include: Iterable[str] | None, exclude: Iterable[str] | None
+    ):
+        if isinstance(include, str) or isinstance(exclude, str):
+            raise TypeError("include= and exclude= take lists of tool names, not one string")
+        self.server = server
+        self.include = frozenset(include) if include is not None else None
+        self.exclude = frozenset(exclude or ())
+        self._from: tuple[MCPTool, ...] | None = None
+        self._tools: tuple[MCPTool, ...] = ()
+
+    def _wanted(self, t: MCPTool) -> bool:
+        names = {t.name, t.remote_name}
+        if self.include is not None and not names & self.include:
+            return False
+        return not names & self.exclude
+
+    def source_tools(self) -> tuple[MCPTool, ...]:
+        tools = self.server.source_tools()
+        if tools is not self._from:
+            self._from = tools
+            self._tools = tuple(t for t in tools if self._wanted(t))
+        return self._tools
+
+    def close(self) -> None:
+        self.server.close()
+
+    def __repr__(self) -> str:
+        parts = []
+        if self.include is not None:
+            parts.append(f"include={sorted(self.include)}")
+        if self.exclude:
+            parts.append(f"exclude={sorted(self.exclude)}")
+        return f"<MCPToolSelection of {self.server.label!r} {' '.join(parts)}>".replace(" >", ">")

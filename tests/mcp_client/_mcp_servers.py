@@ -1,0 +1,46 @@
+"""Helpers for the MCP client tests: the notes server (notes_server.py beside this file),
+a real MCP server built with the official SDK, and process checks."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import nbagent
+
+SERVER = str(Path(__file__).with_name("notes_server.py"))
+
+
+def notes_server(*flags: str, **kwargs: object) -> nbagent.MCPServer:
+    """A new stdio connection to a fresh notes server (its own process)."""
+    return nbagent.MCPServer.stdio(sys.executable, [SERVER, *flags], **kwargs)  # type: ignore[arg-type]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not reaped yet) counts as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def wait_gone(pid: int, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -1,0 +1,213 @@
+"""An MCP server's life: lazy connection, a crash during a call and while idle, a tool
+list that changes, closing with the chat, timeouts, and a stdio server process that
+never outlives the process that started it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from typing import Any
+
+import pytest
+from _mcp_servers import SERVER, alive, free_port, notes_server, wait_gone
+
+import nbagent
+from nbagent import Chat, MCPServer
+from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
+
+
+def run_one(server: MCPServer, name: str, args: dict[str, Any]) -> nbagent.ToolCall:
+    chat = Chat(provider=ScriptedProvider([call_tools((name, args)), reply("")])).with_tools(server)
+    chat.always_allow(name)
+    chat.ask("go")
+    return chat.tool_calls[0]
+
+
+def test_a_crash_during_a_call_fails_that_call_and_the_next_call_restarts_the_server(
+    notes: MCPServer,
+) -> None:
+    first_pid = int(notes.call("pid"))
+    provider = ScriptedProvider(
+        [call_tools(("notes_crash", {})), call_tools(("notes_pid", {})), reply("done")]
+    )
+    chat = Chat(provider=provider).with_tools(notes)
+    chat.ask("crash it, then ask again")
+    crashed, after = chat.tool_calls
+    assert crashed.status == "error"
+    assert crashed.result is not None
+    assert "stopped or became unreachable while calling 'crash'" in crashed.result.content
+    assert "was not retried" in crashed.result.content
+    assert after.status == "ok"
+    assert after.result is not None and int(after.result.content) != first_pid
+    assert wait_gone(first_pid)
+    assert chat.status == "complete"
+
+
+def test_a_server_that_died_while_idle_is_restarted_before_the_next_call(
+    notes: MCPServer,
+) -> None:
+    pid = int(notes.call("pid"))
+    os.kill(pid, signal.SIGKILL)
+    assert wait_gone(pid)
+    time.sleep(0.2)  # let the transport see the end of the pipe
+    call = run_one(notes, "notes_echo", {"text": "still here"})
+    assert call.status == "ok" and call.result is not None
+    assert call.result.content == "still here"
+
+
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+def test_a_changed_tool_list_reaches_the_model_at_the_next_step(
+    notes: MCPServer, protocol: str
+) -> None:
+    """2026-07-28 servers announce it on a ``subscriptions/listen`` stream, older ones with
+    ``notifications/tools/list_changed``; the SDK's client picks the protocol (``auto``)."""
+    if protocol == "legacy":
+        opener = notes._connection._open_client
+
+        def legacy(handler: Any) -> Any:
+            client = opener(handler)
+            client.mode = "legacy"
+            return client
+
+        notes._connection._open_client = legacy
+    provider = ScriptedProvider(
+        [
+            call_tools(("notes_grow", {"name": "weather"})),
+            call_tools(("notes_weather", {})),
+            reply(""),
+        ]
+    )
+    chat = Chat(provider=provider).with_tools(notes)
+    chat.ask("add a tool and use it")
+    grow, weather = chat.tool_calls
+    assert grow.status == "ok"
+    assert "notes_weather" not in {s.name for s in provider.requests[0].tools}
+    assert "notes_weather" in {s.name for s in provider.requests[1].tools}
+    assert weather.status == "ok" and weather.result is not None
+    assert weather.result.content == "I am weather"
+    protocol_version = notes._connection.client.protocol_version
+    assert (protocol_version == "2026-07-28") == (protocol == "auto"), protocol_version
+
+
+def test_closing_the_chat_stops_the_server_and_a_later_use_reconnects() -> None:
+    server = notes_server()
+    with Chat(provider=ScriptedProvider([call_tools(("pid", {})), reply("")])) as chat:
+        chat.with_tools(server).ask("pid?")
+        pid = int(chat.tool_calls[0].result.content)  # type: ignore[union-attr]
+        assert alive(pid)
+    assert wait_gone(pid)
+    assert not server.connected
+    assert int(server.call("pid")) != pid  # used again: a new process
+    server.close()
+
+
+def test_a_timeout_abandons_the_call_and_the_connection_stays_usable() -> None:
+    server = notes_server(timeout=0.3)
+    try:
+        call = run_one(server, "slow", {"seconds": 5})
+        assert call.status == "timed_out"
+        t0 = time.perf_counter()
+        assert server.call("echo", {"text": "quick"}) == "quick"
+        assert time.perf_counter() - t0 < 2
+    finally:
+        server.close()
+
+
+def test_a_stdio_server_dies_with_the_process_that_started_it(tmp_path: Any) -> None:
+    """Even a server that ignores the end of its input (--linger) goes when its parent is killed."""
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                f"""
+                import sys, time
+                import nbagent
+                server = nbagent.MCPServer.stdio(sys.executable, [{SERVER!r}, "--linger"])
+                print(server.call("pid"), flush=True)
+                time.sleep(120)
+                """
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert alive(child)
+        parent.kill()
+        parent.wait(10)
+        assert wait_gone(child), "the MCP server outlived its parent"
+    finally:
+        parent.kill()
+        parent.wait(10)
+        if parent.stdout is not None:
+            parent.stdout.close()
+
+
+def test_a_lingering_server_is_stopped_at_interpreter_exit() -> None:
+    code = textwrap.dedent(
+        f"""
+        import sys
+        import nbagent
+        server = nbagent.MCPServer.stdio(sys.executable, [{SERVER!r}, "--linger"])
+        print(server.call("pid"), flush=True)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert wait_gone(int(proc.stdout.strip()))
+
+
+def test_an_http_server_that_went_away_fails_clearly_and_is_reached_again() -> None:
+    port = free_port()
+
+    def start() -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [sys.executable, SERVER, "--http", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                return proc
+            except OSError:
+                time.sleep(0.1)
+        proc.kill()
+        raise RuntimeError("the HTTP notes server did not start")
+
+    proc = start()
+    server = MCPServer.http(f"http://127.0.0.1:{port}/mcp")
+    try:
+        first = int(server.call("pid"))
+        proc.kill()
+        proc.wait(10)
+        for _ in range(2):  # while it is down: a clear error, at once, every time
+            t0 = time.perf_counter()
+            with pytest.raises(nbagent.MCPServerError, match=r"127\.0\.0\.1"):
+                server.call("pid")
+            assert time.perf_counter() - t0 < 10
+        proc = start()
+        call = run_one(server, "echo", {"text": "back"})
+        assert call.status == "ok" and call.result is not None
+        assert call.result.content == "back"
+        assert int(server.call("pid")) != first
+    finally:
+        server.close()
+        proc.kill()
+        proc.wait(10)
