@@ -60,7 +60,7 @@ def test_a_stale_card_updates_when_the_store_decides(
     run_cell(page, 0)
     run_cell(page, 1)
     card = output_area(page, 1).locator(".nba-action").first
-    expect(card).to_contain_text("Approval needed", timeout=30_000)
+    expect(card).to_contain_text("needs approval", timeout=30_000)
     expect(output_area(page, 1)).to_contain_text("awaiting approval")
     with SQLiteStore(db) as store:  # decided elsewhere: no click in this notebook
         (pending,) = store.pending_approvals()
