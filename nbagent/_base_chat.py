@@ -34,6 +34,7 @@ from ._extension import HOOKS, Extension, overrides
 from ._hosted import HostedMCP, HostedTool
 from ._loop import LoopMixin
 from ._options import ToolOptions
+from ._output import Output, as_output
 from ._runner import ToolRunner
 from ._tools import Tool, ToolSource, as_tool
 from ._types import (
@@ -127,6 +128,8 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self._ext_hooks: dict[str, tuple[Callable[..., Any], ...]] = {}
         self._deferred: list[Event] = []
         self._deferred_after: list[ToolResult] = []
+        self._output: Output | None = None
+        self._output_retried = False
 
     def extend(self, extension: Extension) -> Self:
         """Plug an :class:`~nbagent.Extension` into this chat; returns the chat.
@@ -391,14 +394,24 @@ class BaseChat(LoopMixin, DecisionsMixin):
         """
         self._cancel.set()
 
-    def ask_later(self, text: str) -> ChatMessage:
+    def ask_later(self, text: str, *, output: Any = None) -> ChatMessage:
         """Add a user message without running anything.
+
+        Args:
+            text: The message.
+            output: Ask for a structured answer (see :meth:`ask`).
 
         Raises:
             PendingToolCallsError: Calls of the last response are unanswered.
+            OutputSchemaError: ``output`` is not a type a structured answer can
+                have, or the provider cannot express its schema (nothing is added).
         """
         if not isinstance(text, str):
             raise TypeError(f"ask() takes text, got {type(text).__name__}")
+        spec = as_output(output) if output is not None else None
+        check = getattr(self.provider, "check_output", None)
+        if spec is not None and check is not None:
+            check(spec)  # a schema the provider cannot express fails here, before any request
         with self._lock:
             unanswered = self.open_calls
             if unanswered:
@@ -406,6 +419,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
             self._turn += 1
             self._forced_spent = False
             self._last_step = None
+            self._output, self._output_retried = spec, False
             msg = ChatMessage("user", clean(text), turn=self._turn)
             events = self._append(msg)
         self._emit_all(events)
@@ -413,18 +427,42 @@ class BaseChat(LoopMixin, DecisionsMixin):
             turn_started()
         return msg
 
-    def ask(self, text: str, *, max_steps: int | None = None) -> Message | None:
+    def ask(
+        self, text: str, *, output: Any = None, max_steps: int | None = None
+    ) -> Message | None:
         """Ask and run the loop: ``ask_later(text)`` then ``complete()``.
+
+        Args:
+            text: The message.
+            output: Ask for a structured answer: a pydantic model, a dataclass,
+                a TypedDict or a JSON Schema dict. The model may call tools
+                first; its final answer is JSON in the provider's native
+                structured output, validated into ``reply.parsed`` (an instance
+                of the model or dataclass; a dict for a TypedDict or a schema).
+                An invalid answer is sent back once with what was wrong, then
+                :class:`~nbagent.OutputValidationError` is raised.
+            max_steps: Most steps for this call (default: the chat's).
 
         Returns:
             The turn's last assistant message. Check ``chat.status``: it may be
             ``awaiting_approval`` or ``budget_exhausted`` instead of ``complete``.
+
+        Raises:
+            OutputSchemaError: ``output`` cannot be asked of this provider
+                (before anything is sent).
+            OutputValidationError: The answer was invalid twice (both answers
+                stay in the transcript).
         """
-        self.ask_later(text)
+        self.ask_later(text, output=output)
         return self.complete(max_steps=max_steps)
 
     async def ask_async(
-        self, text: str, *, max_steps: int | None = None, wait_for_approval: bool | None = None
+        self,
+        text: str,
+        *,
+        output: Any = None,
+        max_steps: int | None = None,
+        wait_for_approval: bool | None = None,
     ) -> Message | None:
         """Async twin of :meth:`ask`.
 
@@ -433,7 +471,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         ``approval_fallback``) and carries on; ``wait_for_approval=False``
         returns at once with the approval pending, as ``ask()`` does.
         """
-        self.ask_later(text)
+        self.ask_later(text, output=output)
         reply = await self.complete_async(max_steps=max_steps)
         waiters = self._hook("wait_for_decision")  # the notebook view, inside a kernel
         if not waiters:
@@ -467,8 +505,8 @@ class BaseChat(LoopMixin, DecisionsMixin):
         await self._drive_async(self._guarded(self._complete_gen(max_steps)))
         return self.last_assistant_message
 
-    async def astream_events(self, text: str) -> AsyncIterator[Event]:
-        """Ask and iterate over the events of the turn as they happen."""
+    async def astream_events(self, text: str, *, output: Any = None) -> AsyncIterator[Event]:
+        """Ask and iterate over the events of the turn as they happen (``output``: see ask)."""
         import asyncio
 
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
@@ -481,7 +519,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
 
         async def run() -> None:
             try:
-                await self.ask_async(text)
+                await self.ask_async(text, output=output)
             finally:
                 loop.call_soon_threadsafe(queue.put_nowait, None)
 

@@ -36,6 +36,7 @@ from ._events import (
 from ._extension import Extension, Snapshot
 from ._hosted import HostedTool
 from ._options import ToolOptions
+from ._output import Output
 from ._runner import Job, Mode, ToolRunner
 from ._tools import SchemaValidationError, Tool, ToolSource
 from ._types import (
@@ -173,6 +174,8 @@ class ChatCore:
     _ext_hooks: dict[str, tuple[Callable[..., Any], ...]]  # hook name -> the extensions' methods
     _deferred: list[Event]
     _deferred_after: list[ToolResult]
+    _output: Output | None  # the structured answer the current turn asks for
+    _output_retried: bool  # the turn's one retry of an invalid answer is spent
 
     @property
     def model(self) -> str:

@@ -12,6 +12,8 @@
     ├── MCPServerError           an MCP server cannot be started or reached, or died mid-call
     │   └── MCPToolError         an MCP tool answered with isError (its text is the message)
     ├── ChatCancelled            chat.cancel() or KeyboardInterrupt stopped the loop
+    ├── OutputSchemaError        ask(output=...) with a type or schema the provider cannot express
+    ├── OutputValidationError    a structured answer was not valid, even after one retry
     ├── StoreError               the store cannot be opened or read (see nbagent.store)
     └── ProviderError            a model request failed (message kept, key never shown)
         ├── AuthenticationError
@@ -110,6 +112,39 @@ class ToolExecutionError(NBAgentError):
 
 class ChatCancelled(NBAgentError):
     """The loop was cancelled; the transcript is valid and ``complete()`` resumes it."""
+
+
+class OutputSchemaError(NBAgentError, ValueError):
+    """``ask(output=...)`` was given something that cannot become a structured answer.
+
+    Not a pydantic model, dataclass, TypedDict or JSON Schema dict, or a schema
+    the provider's structured output cannot express (a free-form mapping, a
+    ``not``...). Raised before anything is added to the chat or sent.
+    """
+
+
+class OutputValidationError(NBAgentError, ValueError):
+    """The model's structured answer was not valid JSON or did not match the output type.
+
+    Raised after one retry (the model is told what was wrong once). Nothing is
+    lost: both answers stay in the transcript as the model wrote them.
+
+    Attributes:
+        raw: The text of the last answer, as the model wrote it.
+        errors: What was wrong with it, one line per problem.
+        output: The name of the output type.
+    """
+
+    def __init__(self, output: str, raw: str, errors: Sequence[str]):
+        self.output = output
+        self.raw = raw
+        self.errors = list(errors)
+        shown = raw if len(raw) <= 300 else raw[:297] + "..."
+        super().__init__(
+            f"the model's answer does not match {output} (after one retry): "
+            + "; ".join(self.errors)
+            + f"\nraw answer: {shown!r}\n(both answers are kept in chat.transcript)"
+        )
 
 
 class StoreError(NBAgentError):

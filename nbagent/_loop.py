@@ -31,6 +31,7 @@ from ._chat_state import (
 from ._config import get_config
 from ._errors import (
     ChatCancelled,
+    OutputValidationError,
     ProviderError,
     ToolExecutionError,
 )
@@ -203,7 +204,12 @@ class LoopMixin(ChatCore):
             except BaseException as exc:
                 self._request_failed(request, exc)
                 raise
-            result = self._apply_response(request, response)
+            try:
+                result = self._apply_response(request, response)
+            except OutputValidationError as exc:  # invalid twice: the answers stay, the turn ends
+                self._last_error = exc
+                self._finish_step(StepResult("generated", self.last_assistant_message))
+                raise
         else:
             round_ = self._prepare_round(calls)
             try:
@@ -268,6 +274,7 @@ class LoopMixin(ChatCore):
                 stream=stream,
                 on_delta=self._delta_sink(step) if stream else None,
                 hosted=tuple(self._hosted.values()),
+                output=self._output,
             )
         self._emit(
             ModelRequestStarted(
@@ -343,6 +350,7 @@ class LoopMixin(ChatCore):
             )
         ]
         after: list[ToolResult] = []
+        invalid: OutputValidationError | None = None
         with self._lock:
             self._usage = self._usage + usage
             message: Message
@@ -363,18 +371,41 @@ class LoopMixin(ChatCore):
                 text = response.text
                 if response.stop_reason == "refusal" and response.refusal and not text:
                     text = response.refusal
+                parsed, invalid = self._parse_output(text, response.stop_reason)
                 message = ChatMessage(
                     "assistant",
                     text,
                     turn=self._turn,
                     stop_reason=response.stop_reason,
                     items=response.items,
+                    parsed=parsed,
                 )
                 events.extend(self._append(message))
+                if invalid is not None and not self._output_retried:
+                    self._output_retried = True  # once per turn: tell the model what was wrong
+                    retry = ChatMessage("user", retry_text(invalid), turn=self._turn)
+                    events.extend(self._append(retry))
+                    invalid = None
         self._emit_all(events)
         self._run_after(after)
         _show_unknown(response)
+        if invalid is not None:
+            raise invalid
         return StepResult("generated", message, tuple(getattr(message, "tool_calls", ())), response)
+
+    def _parse_output(
+        self, text: str, stop: str
+    ) -> tuple[Any, OutputValidationError | None]:
+        """The turn's structured answer read from ``text``: (value, None) or (None, the error).
+
+        Nothing to read when the turn asks for none, or the model refused.
+        """
+        if self._output is None or stop == "refusal":
+            return None, None
+        try:
+            return self._output.parse(text), None
+        except OutputValidationError as exc:
+            return None, exc
 
     def _admit_calls(self, calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
         """Admit a response's calls (under the lock): valid text, sane nesting, unique ids.
@@ -630,6 +661,14 @@ def _show_unknown(response: LLMToolResponse) -> None:
                 f"{response.provider or item.api} sent a {item.type!r} item that nbagent does "
                 "not know; it is kept in the transcript (message.items) and sent back as it came"
             )
+
+
+def retry_text(error: OutputValidationError) -> str:
+    """What the model is told once when its structured answer was invalid."""
+    return (
+        f"Your answer is not a valid {error.output}: " + "; ".join(error.errors) + ". "
+        "Answer again with only the corrected JSON object, matching the schema."
+    )
 
 
 def _stop(message: ChatMessage) -> str:

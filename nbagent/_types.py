@@ -259,6 +259,12 @@ class ChatMessage:
 
     ``items``: what the provider did on its side before answering (see
     :class:`ProviderItem`); only assistant messages have them.
+
+    ``parsed``: a structured answer's value (``chat.ask(text, output=Model)``):
+    a ``Model`` instance for a pydantic model or a dataclass, a dict for a
+    TypedDict or a JSON Schema; ``content`` keeps the JSON the model wrote. A
+    chat loaded from a store gives a plain dict (the type is not stored).
+    ``None`` for any other message.
     """
 
     role: Role
@@ -266,6 +272,7 @@ class ChatMessage:
     turn: int = 0
     stop_reason: StopReason = "end"
     items: tuple[ProviderItem, ...] = ()
+    parsed: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

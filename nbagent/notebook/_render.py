@@ -158,6 +158,11 @@ CSS = """
 .nba-err { color: var(--jp-error-color1, #d32f2f); white-space: pre-wrap; word-break: break-word; }
 .nba-note { color: var(--jp-ui-font-color2, #616161); font-size: var(--jp-ui-font-size0, 11px); }
 .nba-controls:empty { display: none; }
+.nba-chat table.nba-parsed { border-collapse: collapse; margin: 2px 0; }
+.nba-chat table.nba-parsed caption { text-align: left; color: var(--jp-ui-font-color2, #616161);
+  font-size: var(--jp-ui-font-size0, 11px); }
+.nba-chat table.nba-parsed th, .nba-chat table.nba-parsed td { text-align: left;
+  vertical-align: top; padding: 1px 10px 1px 0; border: 0; font-weight: normal; }
 .nba-status { border-top: 1px solid var(--jp-border-color2, #e0e0e0); margin-top: 4px;
   padding: 2px 8px; color: var(--jp-ui-font-color2, #616161);
   font-size: var(--jp-ui-font-size0, 11px); }
@@ -268,6 +273,8 @@ def entry_html(e: Entry, *, live: bool = False) -> str:
     if isinstance(e, TextEntry):
         if e.streaming:  # plain while it streams; Markdown once the step settles
             return f'<div class="nba-entry nba-text nba-plain nba-streaming">{esc(e.text)}</div>'
+        if e.parsed is not None:
+            return f'<div class="nba-entry nba-text">{parsed_html(e.parsed, e.text)}</div>'
         return f'<div class="nba-entry nba-text nba-md">{text_markdown_html(e)}</div>'
     if isinstance(e, StepEntry):
         cls = "nba-entry nba-step" + (" nba-failed" if e.status == "failed" else "")
@@ -294,6 +301,30 @@ def text_markdown_html(e: TextEntry) -> str:
     if cached is None or cached[0] is not e.text:
         cached = e._html = (e.text, markdown_html(e.text))
     return cached[1]
+
+
+def parsed_html(parsed: tuple[str, tuple[tuple[str, str], ...]], raw: str) -> str:
+    """A structured answer: a key / value table, and the JSON the model wrote, folded."""
+    name, rows = parsed
+    body = "".join(
+        f'<tr><th class="nba-key">{esc(k)}</th><td class="nba-val">{esc(preview(v, 300))}</td></tr>'
+        for k, v in rows
+    )
+    caption = f"<caption>{esc(name)}</caption>" if name else ""
+    return (
+        f'<table class="nba-parsed">{caption}<tbody>{body}</tbody></table>'
+        f'<details><summary>JSON</summary><pre class="nba-json">{esc(clip(raw))}</pre></details>'
+    )
+
+
+def _parsed_markdown(parsed: tuple[str, tuple[tuple[str, str], ...]]) -> str:
+    name, rows = parsed
+    lines = ["| field | value |", "|---|---|"]
+    lines += [
+        f"| {code_span(k)} | {md_inline(preview(v, 300))} |"
+        for k, v in rows
+    ]
+    return (f"*{md_inline(name)}*\n\n" if name else "") + "\n".join(lines)
 
 
 def budget_html(e: BudgetEntry) -> str:
@@ -414,6 +445,8 @@ def entry_markdown(e: Entry) -> str:
     if isinstance(e, UserEntry):
         return f"**You:** {md_text(e.text)}"
     if isinstance(e, TextEntry):
+        if e.parsed is not None:
+            return "**Assistant:**\n\n" + _parsed_markdown(e.parsed)
         return f"**Assistant:** {md_text(e.text)}"
     if isinstance(e, StepEntry):
         return f"*{md_inline(step_words(e))}*" + (
@@ -463,6 +496,11 @@ def _entry_text(e: Entry) -> str:
     if isinstance(e, UserEntry):
         return f"You: {e.text}"
     if isinstance(e, TextEntry):
+        if e.parsed is not None:
+            name, rows = e.parsed
+            width = max((len(k) for k, _ in rows), default=0)
+            lines = [f"  {k.ljust(width)}  {preview(v, 300)}" for k, v in rows]
+            return f"Assistant: {name or 'answer'}\n" + "\n".join(lines)
         return f"Assistant: {e.text}"
     if isinstance(e, StepEntry):
         line = f"[{step_words(e)}]"

@@ -90,11 +90,31 @@ class TextEntry(Entry):
     step: int = 0
     text: str = ""
     streaming: bool = False
+    parsed: tuple[str, tuple[tuple[str, str], ...]] | None = None
+    """A structured answer (``ask(output=...)``): its type's name and (key, value) rows."""
     kind = "text"
 
     # The rendered Markdown, kept per text (set by the renderer: a settled chat is
     # rendered again for its static fallback at each settle).
     _html: tuple[str, str] | None = field(default=None, init=False, repr=False)
+
+
+def parsed_rows(value: Any) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """A structured answer's value as its type's name and (key, value-as-text) rows.
+
+    A field holding a list or an object shows as compact JSON; the renderer
+    escapes and clips.
+    """
+    from pydantic_core import to_jsonable_python
+
+    name = "" if isinstance(value, dict) else type(value).__name__
+    data = to_jsonable_python(value, fallback=repr)
+    items = data.items() if isinstance(data, dict) else [("value", data)]
+    rows = tuple(
+        (str(k), v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
+        for k, v in items
+    )
+    return name, rows
 
 
 @dataclass(eq=False)
@@ -583,7 +603,12 @@ class ChatState:
             key = f"t:{self._step}"
             if not text and key not in self.by_key:
                 return []
-            return self._text(self._step, text, append=False, turn=event.turn)
+            changed = self._text(self._step, text, append=False, turn=event.turn)
+            if isinstance(m, ChatMessage) and m.parsed is not None:
+                entry = changed[0]
+                assert isinstance(entry, TextEntry)
+                entry.parsed = parsed_rows(m.parsed)
+            return changed
         return []
 
     def _text(self, step: int, text: str, *, append: bool, turn: int | None = None) -> list[Entry]:
@@ -821,7 +846,9 @@ class ChatState:
                     )
                 )
                 if m.content:
-                    state._add(TextEntry(f"t:{step}", turn, step=step, text=m.content))
+                    parsed = getattr(m, "parsed", None)
+                    rows = parsed_rows(parsed) if parsed is not None else None
+                    state._add(TextEntry(f"t:{step}", turn, step=step, text=m.content, parsed=rows))
                 for c in calls:
                     state._add(_call_entry(c, turn, step, _schema_lookup(chat)))
                     for key in (None, turn):

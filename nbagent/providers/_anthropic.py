@@ -14,11 +14,13 @@ from typing import Any
 from .._errors import AuthenticationError
 from .._hosted import HostedTool
 from .._optional import require
+from .._output import Output
 from .._types import LLMToolResponse
 from ._anthropic_wire import (
     MessageStream,
     Piece,
     messages_json,
+    output_config,
     parse_message,
     piece,
     tool_choice,
@@ -133,6 +135,10 @@ class AnthropicProvider(SDKProvider):
         """
         tool.anthropic_server()
 
+    def check_output(self, output: Output) -> None:
+        """Raise :class:`~nbagent.OutputSchemaError` if structured outputs cannot express it."""
+        output.strict_schema("anthropic")
+
     def _prepare(self, request: ModelRequest) -> Prepared:
         body, systems = messages_json(self._pieces.many(request.messages))
         if request.system:
@@ -148,6 +154,8 @@ class AnthropicProvider(SDKProvider):
         if request.tools:
             fields.append(("tools", self._tools.get(request.tools)))
             fields.append(("tool_choice", dumps(tool_choice(request.tool_choice, request.calls))))
+        if request.output is not None:  # structured outputs: the answer's text is the JSON
+            fields.append(("output_config", dumps(output_config(request.output))))
         if request.hosted:  # the MCP connector (beta)
             fields.append(("mcp_servers", dumps([h.anthropic_server() for h in request.hosted])))
         if request.stream:

@@ -26,7 +26,9 @@ Tool choice: ``auto``/``none`` -> ``{"type":"auto"|"none"}``, ``required`` ->
 ``{"type":"any"}``, a name -> ``{"type":"tool","name":X}``; ``calls="one"`` adds
 ``disable_parallel_tool_use: true`` (never on ``none``). Usage: Anthropic's
 ``input_tokens`` excludes cache reads and writes; they are added back so
-``input_tokens`` means all input, as everywhere in nbagent.
+``input_tokens`` means all input, as everywhere in nbagent. A structured
+answer is ``output_config: {format: {type: json_schema, schema}}`` (structured
+outputs, GA): the answer is the text block, and tools work beside it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ProviderError
+from .._output import Output
 from .._types import (
     AssistantToolCallMessage,
     ChatMessage,
@@ -264,6 +267,11 @@ def tool_choice(choice: str, calls: str) -> dict[str, Any]:
     return out
 
 
+def output_config(output: Output) -> dict[str, Any]:
+    """A structured answer -> ``output_config`` (its ``format``: a JSON Schema)."""
+    return {"format": {"type": "json_schema", "schema": output.strict_schema("anthropic")}}
+
+
 def usage_of(usage: Any) -> tuple[int, int, int]:
     """(input including cache reads and writes, output, cache reads)."""
     if not isinstance(usage, dict):
@@ -484,6 +492,7 @@ __all__ = [
     "MessageStream",
     "Piece",
     "messages_json",
+    "output_config",
     "parse_message",
     "piece",
     "provider_items",

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._hosted import HostedTool
+from .._output import Output, as_output
 from .._types import LLMToolResponse, Message, ToolSpec
 
 
@@ -84,6 +85,9 @@ class ModelRequest:
         max_tokens: Output token limit (default: the provider's own).
         hosted: Provider-hosted tools (:class:`~nbagent.HostedMCP`); an adapter
             whose API cannot host them raises :class:`~nbagent.ToolOptionError`.
+        output: The structured answer asked for (``chat.ask(output=...)``); an
+            adapter sends its strict schema in the API's native field, and
+            raises :class:`~nbagent.OutputSchemaError` if it cannot express it.
     """
 
     messages: tuple[Message, ...]
@@ -95,11 +99,14 @@ class ModelRequest:
     on_delta: DeltaSink | None = field(default=None, compare=False, repr=False)
     max_tokens: int | None = None
     hosted: tuple[HostedTool, ...] = ()
+    output: Output | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", tuple(self.messages))
         object.__setattr__(self, "tools", tuple(map(as_spec, self.tools)))
         object.__setattr__(self, "hosted", tuple(self.hosted))
+        if self.output is not None and not isinstance(self.output, Output):
+            object.__setattr__(self, "output", as_output(self.output))
 
 
 @runtime_checkable

@@ -13,13 +13,16 @@ notebooks run on in CI. Given the user's latest message it:
 3. honours ``tool_choice`` and ``calls="one"`` (its answer then names the calls
    it did not make);
 4. after the tool results come back, answers from them (and says plainly when a
-   call was denied or failed).
+   call was denied or failed);
+5. asked for a structured answer (``output=``), answers with the schema filled
+   with plausible values (:mod:`._demo_output`).
 
 It never raises on unusual schemas.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -34,6 +37,7 @@ from .._types import (
     ToolSpec,
 )
 from ._base import DeltaSink, InProcessProvider, ModelRequest, StreamDelta
+from ._demo_output import fill
 from ._demo_plan import Planned, plan
 
 
@@ -104,6 +108,10 @@ class DemoProvider(InProcessProvider):
         response = self._respond(
             list(request.messages), list(request.tools), request.tool_choice, request.calls
         )
+        if request.output is not None and not response.tool_calls:
+            # a structured answer: the schema filled, its free-text fields with what it would say
+            text = json.dumps(fill(request.output.schema, response.text), ensure_ascii=False)
+            response = dataclasses.replace(response, text=text)
         if request.stream and request.on_delta is not None:
             self._stream(response, request.on_delta)
         return response

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from .._errors import ToolOptionError
 from .._hosted import HostedTool
 from .._optional import require
+from .._output import Output
 from .._types import LLMToolResponse
 from ._base import DeltaSink, ModelRequest
 from ._catalog import warn_if_unknown
@@ -38,8 +39,10 @@ from ._openai_wire import (
     chat_tools,
     parse_chat,
     parse_responses,
+    response_format_chat,
     responses_items,
     responses_tools,
+    text_format_responses,
     tool_choice_chat,
     tool_choice_responses,
 )
@@ -186,11 +189,16 @@ class OpenAIProvider(SDKProvider):
                 "server's tools locally."
             )
 
+    def check_output(self, output: Output) -> None:
+        """Raise :class:`~nbagent.OutputSchemaError` if strict mode cannot express ``output``."""
+        output.strict_schema("openai")
+
     # -- requests -------------------------------------------------------------
     def _prepare(self, request: ModelRequest) -> Prepared:
         limit = request.max_tokens if request.max_tokens is not None else self.max_tokens
         for hosted in request.hosted:
             self.check_hosted(hosted)
+        out = request.output
         if self.api == "chat":
             items = [b for b in self._messages.many(request.messages) if b]
             if request.system:
@@ -204,6 +212,8 @@ class OpenAIProvider(SDKProvider):
                 fields.append(("tool_choice", dumps(tool_choice_chat(request.tool_choice))))
                 if request.calls == "one":
                     fields.append(("parallel_tool_calls", b"false"))
+            if out is not None:
+                fields.append(("response_format", dumps(response_format_chat(out))))
             if limit is not None:
                 key = "max_tokens" if self.compatible else "max_completion_tokens"
                 fields.append((key, dumps(limit)))
@@ -224,6 +234,8 @@ class OpenAIProvider(SDKProvider):
                 fields.append(("tool_choice", dumps(tool_choice_responses(request.tool_choice))))
                 if request.calls == "one":
                     fields.append(("parallel_tool_calls", b"false"))
+            if out is not None:
+                fields.append(("text", dumps(text_format_responses(out))))
             if limit is not None:
                 fields.append(("max_output_tokens", dumps(limit)))
             fields.append(("store", b"false"))

@@ -12,6 +12,9 @@ that ends in an error.
   ``{"type":"function","function":{"name":X}}`` (Chat) or
   ``{"type":"function","name":X}`` (Responses).
 - one call: ``parallel_tool_calls: false`` (both).
+- structured answer: ``response_format: {type: json_schema, json_schema: {name,
+  schema, strict: true}}`` (Chat); ``text: {format: {type: json_schema, name,
+  schema, strict: true}}`` (Responses); the answer is the message's text.
 - calls out: ``message.tool_calls[]`` (Chat); ``function_call`` items whose
   ``call_id`` (not the item ``id``) is the call's id (Responses).
 - results in: ``{"role":"tool","tool_call_id",content}`` (Chat);
@@ -41,6 +44,7 @@ from typing import Any
 
 from .._errors import ProviderError, RateLimitError, ServerError
 from .._hosted import HostedTool
+from .._output import Output
 from .._types import (
     AssistantToolCallMessage,
     ChatMessage,
@@ -73,6 +77,23 @@ def tool_choice_responses(choice: str) -> Any:
     if choice in ("auto", "required", "none"):
         return choice
     return {"type": "function", "name": choice}
+
+
+def response_format_chat(output: Output) -> dict[str, Any]:
+    """A structured answer -> Chat Completions ``response_format`` (strict JSON Schema)."""
+    schema = output.strict_schema("openai")
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": output.name, "schema": schema, "strict": True},
+    }
+
+
+def text_format_responses(output: Output) -> dict[str, Any]:
+    """A structured answer -> Responses ``text`` (its ``format``, strict JSON Schema)."""
+    schema = output.strict_schema("openai")
+    return {
+        "format": {"type": "json_schema", "name": output.name, "schema": schema, "strict": True}
+    }
 
 
 def _usage(usage: Any, input_key: str, output_key: str, details_key: str) -> tuple[int, int, int]:
@@ -602,6 +623,8 @@ __all__ = [
     "provider_item",
     "responses_items",
     "responses_tools",
+    "response_format_chat",
+    "text_format_responses",
     "tool_choice_chat",
     "tool_choice_responses",
 ]

@@ -306,6 +306,8 @@ def message_out(m: Message) -> Json:
         return _with_items(out, m)
     if isinstance(m, ChatMessage):
         out = {"role": m.role, "content": m.content, "turn": m.turn, "stop_reason": m.stop_reason}
+        if m.parsed is not None:  # a structured answer: its value as JSON (read back as a dict)
+            out["parsed"] = _plain(m.parsed)
         return _with_items(out, m)
     raise TypeError(f"cannot store a {type(m).__name__} as a message")
 
@@ -363,7 +365,18 @@ def message_in(d: Mapping[str, Any], calls: Mapping[str, ToolCall] | None = None
         turn=d.get("turn", 0),
         stop_reason=d.get("stop_reason", "end"),
         items=_items_in(d),
+        parsed=d.get("parsed"),
     )
+
+
+def _plain(value: Any) -> Any:
+    """A structured answer's value (a pydantic model, a dataclass, a dict) as plain JSON data.
+
+    The type is not stored: a loaded chat's ``reply.parsed`` is this dict.
+    """
+    from pydantic_core import to_jsonable_python
+
+    return to_jsonable_python(value)
 
 
 # ------------------------------------------------------------ event fields

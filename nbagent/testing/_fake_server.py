@@ -35,7 +35,8 @@ real APIs give: a body that is not strict JSON in UTF-8 (``NaN``, ``Infinity``,
 a lone surrogate escape), a tool result answering no call of the previous
 assistant message, a call id repeated in a message, an Anthropic id outside
 ``^[a-zA-Z0-9_-]+$``, a ``tool_use`` whose ``tool_result`` is not in the next
-user message... so adapter bugs fail in tests, not in production. For many
+user message, a structured-output schema strict mode does not accept
+(``_wire_schema``)... so adapter bugs fail in tests, not in production. For many
 rounds (benchmarks) pass ``cycle=True`` or ``handler=lambda request: Turn(...)``
 instead of a long list.
 """
@@ -57,7 +58,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from types import TracebackType
 from typing import Any
 
-from . import _wire_anthropic, _wire_openai
+from . import _wire_anthropic, _wire_openai, _wire_schema
 from ._script import (
     REDACTED,
     SECRET_HEADERS,
@@ -464,7 +465,9 @@ class FakeLLMServer:
         with self._lock:
             self._requests.append(request)
         try:
-            if self.strict and (error := _CHECKS[api](body)) is not None:
+            if self.strict and (
+                error := _CHECKS[api](body) or _wire_schema.check_output(api, body)
+            ):
                 return self._error(api, error, seq)
             turn = self._next_turn(request)
             if turn.is_error:

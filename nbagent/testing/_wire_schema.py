@@ -1,0 +1,164 @@
+"""Structured output on the fake server's three wire formats, and the strict checks the APIs apply.
+
+Where each API takes the schema of a structured answer:
+
+- Chat Completions: ``response_format: {type: json_schema, json_schema: {name, schema, strict}}``;
+- Responses: ``text: {format: {type: json_schema, name, schema, strict}}``;
+- Anthropic Messages: ``output_config: {format: {type: json_schema, schema}}``.
+
+In strict mode the fake answers what the real APIs reject with their 400:
+OpenAI with ``strict: true`` wants an object at the top, ``additionalProperties:
+false`` and every property in ``required`` on every object, and only the
+keywords it supports; Anthropic wants ``additionalProperties: false`` on every
+object and rejects the constraints it does not support. :func:`answer_format`
+says which schema a request asked for (tests read it to answer in kind).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ._script import Api, WireError
+
+_COMMON = {
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "anyOf",
+    "enum",
+    "const",
+    "$ref",
+    "$defs",
+    "definitions",
+    "description",
+    "title",
+}
+_PERMITTED = {
+    "openai": _COMMON
+    | {
+        "pattern",
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minItems",
+        "maxItems",
+    },
+    "anthropic": _COMMON | {"format", "minItems", "allOf"},
+}
+_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def answer_format(api: Api, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The JSON Schema a request asks the answer to follow (``None``: a free-text answer)."""
+    fmt = _format(api, body)
+    schema = fmt.get("schema") if isinstance(fmt, Mapping) else None
+    return dict(schema) if isinstance(schema, Mapping) else None
+
+
+def _format(api: Api, body: Mapping[str, Any]) -> Any:
+    if api == "chat":
+        rf = body.get("response_format")
+        if not isinstance(rf, Mapping):
+            return rf
+        return {**rf.get("json_schema", {}), "type": rf.get("type")}
+    holder = body.get("text" if api == "responses" else "output_config")
+    return holder.get("format") if isinstance(holder, Mapping) else None
+
+
+def check_output(api: Api, body: Mapping[str, Any]) -> WireError | None:
+    """The 400 the API answers for the request's structured-output schema, or ``None``."""
+    fmt = _format(api, body)
+    if fmt is None:
+        return None
+    param = {
+        "chat": "response_format",
+        "responses": "text.format",
+        "anthropic": "output_config.format",
+    }[api]
+    if not isinstance(fmt, Mapping) or fmt.get("type") != "json_schema":
+        return _invalid(api, f"{param}.type: only 'json_schema' is supported here", param)
+    schema = fmt.get("schema")
+    if not isinstance(schema, Mapping):
+        return _invalid(api, f"Missing required parameter: '{param}.schema'.", param)
+    if api == "anthropic":
+        problem = _walk(schema, "anthropic", ())
+        return None if problem is None else _invalid(api, f"{param}.schema: {problem}", param)
+    name = fmt.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        return _invalid(
+            api,
+            f"Invalid '{param}.name': string does not match pattern. Expected a string "
+            "that matches the pattern '^[a-zA-Z0-9_-]+$'.",
+            f"{param}.name",
+        )
+    if fmt.get("strict") is not True:
+        return None
+    if schema.get("type") != "object":
+        return _invalid(
+            api,
+            f"Invalid schema for response_format '{name}': schema must be a JSON Schema of "
+            f"'type: \"object\"', got 'type: \"{schema.get('type')}\"'.",
+            param,
+        )
+    problem = _walk(schema, "openai", ())
+    if problem is None:
+        return None
+    return _invalid(api, f"Invalid schema for response_format '{name}': {problem}", param)
+
+
+def _walk(node: Any, dialect: str, context: tuple[str, ...]) -> str | None:
+    if not isinstance(node, Mapping):
+        return f"In context={context}, schema must be an object."
+    for key in node:
+        if key not in _PERMITTED[dialect]:
+            return f"In context={context}, '{key}' is not permitted."
+    if node.get("type") == "object":
+        if node.get("additionalProperties") is not False:
+            return (
+                f"In context={context}, 'additionalProperties' is required to be supplied "
+                "and to be false."
+            )
+        props = node.get("properties") or {}
+        if dialect == "openai":
+            required = node.get("required")
+            missing = [k for k in props if not isinstance(required, list) or k not in required]
+            if missing:
+                return (
+                    f"In context={context}, 'required' is required to be supplied and to be "
+                    f"an array including every key in properties. Missing '{missing[0]}'."
+                )
+        for key, sub in props.items():
+            problem = _walk(sub, dialect, (*context, "properties", key))
+            if problem:
+                return problem
+    if "items" in node:
+        problem = _walk(node["items"], dialect, (*context, "items"))
+        if problem:
+            return problem
+    for key in ("anyOf", "allOf"):
+        for n, sub in enumerate(node.get(key, ())):
+            problem = _walk(sub, dialect, (*context, key, str(n)))
+            if problem:
+                return problem
+    for key in ("$defs", "definitions"):
+        for name, sub in (node.get(key) or {}).items():
+            problem = _walk(sub, dialect, (*context, key, name))
+            if problem:
+                return problem
+    return None
+
+
+def _invalid(api: Api, message: str, param: str) -> WireError:
+    if api == "anthropic":
+        return WireError(status=400, message=message, type="invalid_request_error")
+    return WireError(status=400, message=message, type="invalid_request_error", param=param)
+
+
+__all__ = ["answer_format", "check_output"]
