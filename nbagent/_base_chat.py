@@ -427,9 +427,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
             turn_started()
         return msg
 
-    def ask(
-        self, text: str, *, output: Any = None, max_steps: int | None = None
-    ) -> Message | None:
+    def ask(self, text: str, *, output: Any = None, max_steps: int | None = None) -> Message | None:
         """Ask and run the loop: ``ask_later(text)`` then ``complete()``.
 
         Args:

@@ -393,9 +393,7 @@ class LoopMixin(ChatCore):
             raise invalid
         return StepResult("generated", message, tuple(getattr(message, "tool_calls", ())), response)
 
-    def _parse_output(
-        self, text: str, stop: str
-    ) -> tuple[Any, OutputValidationError | None]:
+    def _parse_output(self, text: str, stop: str) -> tuple[Any, OutputValidationError | None]:
         """The turn's structured answer read from ``text``: (value, None) or (None, the error).
 
         Nothing to read when the turn asks for none, or the model refused.

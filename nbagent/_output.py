@@ -236,7 +236,8 @@ def _allows_null(node: Any, root: dict[str, Any]) -> bool:
         return True
     if None in (node.get("enum") or ()) or ("const" in node and node["const"] is None):
         return True
-    return any(_allows_null(s, root) for s in node.get("anyOf", node.get("oneOf", ())))
+    variants = node.get("anyOf") or node.get("oneOf") or []
+    return any(_allows_null(s, root) for s in variants)
 
 
 def _drop_filled_nulls(data: Any, node: Any, root: dict[str, Any]) -> Any:
@@ -257,8 +258,8 @@ def _drop_filled_nulls(data: Any, node: Any, root: dict[str, Any]) -> Any:
         return out
     if isinstance(data, list) and isinstance(node.get("items"), dict):
         return [_drop_filled_nulls(v, node["items"], root) for v in data]
-    variants = node.get("anyOf") or node.get("oneOf")
-    if isinstance(data, dict) and variants:
+    variants = node.get("anyOf") or node.get("oneOf") or ()
+    if isinstance(data, dict):
         for variant in variants:  # the variant the value matches, if any
             resolved = _resolve(variant, root)
             if isinstance(resolved, dict) and resolved.get("type") == "object":
@@ -354,17 +355,23 @@ class _Strict:
         schema.pop("title", None)
         description = schema.pop("description", None)
         for key, value in list(schema.items()):
-            if key in self.kept and not (key == "format" and value not in _FORMATS):
-                if not (self.dialect == "anthropic" and key == "minItems" and value not in (0, 1)):
-                    out[key] = value
-                    continue
-            notes[key] = value
+            if self.keeps(key, value):
+                out[key] = value
+            else:
+                notes[key] = value
         if notes:
             extra = "{" + ", ".join(f"{k}: {json.dumps(v)}" for k, v in notes.items()) + "}"
             description = f"{description}\n\n{extra}" if description else extra
         if description:
             out["description"] = description
         return out
+
+    def keeps(self, key: str, value: Any) -> bool:
+        """Whether the API enforces this constraint itself (else: a note in the description)."""
+        if key not in self.kept or (key == "format" and value not in _FORMATS):
+            return False
+        # Anthropic takes minItems of 0 or 1 only
+        return not (self.dialect == "anthropic" and key == "minItems" and value not in (0, 1))
 
     def ref(self, ref: Any, siblings: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(ref, str) or not ref.startswith("#/"):

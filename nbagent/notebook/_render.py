@@ -320,10 +320,7 @@ def parsed_html(parsed: tuple[str, tuple[tuple[str, str], ...]], raw: str) -> st
 def _parsed_markdown(parsed: tuple[str, tuple[tuple[str, str], ...]]) -> str:
     name, rows = parsed
     lines = ["| field | value |", "|---|---|"]
-    lines += [
-        f"| {code_span(k)} | {md_inline(preview(v, 300))} |"
-        for k, v in rows
-    ]
+    lines += [f"| {code_span(k)} | {md_inline(preview(v, 300))} |" for k, v in rows]
     return (f"*{md_inline(name)}*\n\n" if name else "") + "\n".join(lines)
 
 

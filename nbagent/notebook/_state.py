@@ -111,8 +111,7 @@ def parsed_rows(value: Any) -> tuple[str, tuple[tuple[str, str], ...]]:
     data = to_jsonable_python(value, fallback=repr)
     items = data.items() if isinstance(data, dict) else [("value", data)]
     rows = tuple(
-        (str(k), v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
-        for k, v in items
+        (str(k), v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)) for k, v in items
     )
     return name, rows
 
@@ -604,10 +603,10 @@ class ChatState:
             if not text and key not in self.by_key:
                 return []
             changed = self._text(self._step, text, append=False, turn=event.turn)
+            text_entry = changed[0]
             if isinstance(m, ChatMessage) and m.parsed is not None:
-                entry = changed[0]
-                assert isinstance(entry, TextEntry)
-                entry.parsed = parsed_rows(m.parsed)
+                assert isinstance(text_entry, TextEntry)
+                text_entry.parsed = parsed_rows(m.parsed)
             return changed
         return []
 

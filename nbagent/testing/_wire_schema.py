@@ -10,8 +10,7 @@ In strict mode the fake answers what the real APIs reject with their 400:
 OpenAI with ``strict: true`` wants an object at the top, ``additionalProperties:
 false`` and every property in ``required`` on every object, and only the
 keywords it supports; Anthropic wants ``additionalProperties: false`` on every
-object and rejects the constraints it does not support. :func:`answer_format`
-says which schema a request asked for (tests read it to answer in kind).
+object and rejects the constraints it does not support.
 """
 
 from __future__ import annotations
@@ -53,13 +52,6 @@ _PERMITTED = {
     "anthropic": _COMMON | {"format", "minItems", "allOf"},
 }
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-
-
-def answer_format(api: Api, body: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The JSON Schema a request asks the answer to follow (``None``: a free-text answer)."""
-    fmt = _format(api, body)
-    schema = fmt.get("schema") if isinstance(fmt, Mapping) else None
-    return dict(schema) if isinstance(schema, Mapping) else None
 
 
 def _format(api: Api, body: Mapping[str, Any]) -> Any:
@@ -161,4 +153,4 @@ def _invalid(api: Api, message: str, param: str) -> WireError:
     return WireError(status=400, message=message, type="invalid_request_error", param=param)
 
 
-__all__ = ["answer_format", "check_output"]
+__all__ = ["check_output"]
