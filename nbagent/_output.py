@@ -357,7 +357,7 @@ class _Strict:
         for key, value in list(schema.items()):
             if self.keeps(key, value):
                 out[key] = value
-            else:
+            elif not (key == "default" and value is None):  # nullable says that already
                 notes[key] = value
         if notes:
             extra = "{" + ", ".join(f"{k}: {json.dumps(v)}" for k, v in notes.items()) + "}"

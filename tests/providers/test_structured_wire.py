@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
+import enum
 import json
 from typing import Any
 
@@ -232,3 +234,31 @@ def test_anthropic_rejects_objects_without_additional_properties_false(
         ask({**NO_EXTRA, "properties": {"a": {"type": "integer", "minimum": 1}}})
     reply = ask(NO_EXTRA)  # optional properties are fine on Anthropic
     assert reply.content[0].text == "{}"
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Node(BaseModel):
+    name: str
+    color: Color
+    seen: datetime.datetime | None = None
+    children: list[Node] = []
+
+
+def test_recursive_models_enums_and_dates_pass_the_strict_fake(harness: Harness) -> None:
+    chat = nbagent.Chat(provider=harness.provider, stream=harness.stream, display=False)
+    answer = {
+        "name": "root",
+        "color": "red",
+        "seen": None,
+        "children": [{"name": "leaf", "color": "blue", "seen": "2026-01-15T09:30:00Z"}],
+    }
+    harness.script(json.dumps(answer))
+    tree = chat.ask("a tree", output=Node).parsed  # type: ignore[union-attr]
+    assert harness.server.errors == [] and len(harness.server.requests) == 1
+    assert isinstance(tree, Node) and tree.color is Color.RED
+    assert tree.children[0].seen == datetime.datetime(2026, 1, 15, 9, 30, tzinfo=datetime.UTC)
+    assert tree.children[0].children == []  # the leaf's missing optional key: its default
