@@ -366,3 +366,26 @@ def _widgets(root: Any) -> list[Any]:
         out.append(w)
         stack.extend(getattr(w, "children", ()))
     return out
+
+
+def test_a_turn_parked_on_an_approval_still_ends_with_the_structured_answer() -> None:
+    @tool(requires_approval=True)
+    def refund(order: int) -> str:
+        """Refund an order."""
+        return f"refunded {order}"
+
+    chat, provider = chat_with(
+        call_tools(("refund", {"order": 42})), reply('{"x": 42, "y": 1, "label": "refunded"}')
+    )
+    chat.with_tools(refund)
+    chat.ask("refund 42, then report as a point", output=Point)
+    assert chat.status == "awaiting_approval"
+    chat.approve(chat.pending_approvals[0])
+    message = chat.complete()
+    assert isinstance(message, ChatMessage) and message.parsed == Point(42, 1, "refunded")
+    assert provider.requests[1].output is provider.requests[0].output
+
+
+def test_a_fenced_answer_from_a_compatible_server_is_read() -> None:
+    chat, _ = chat_with(reply('```json\n{"x": 1, "y": 2}\n```'))
+    assert chat.ask("a point", output=Point).parsed == Point(1, 2)  # type: ignore[union-attr]
