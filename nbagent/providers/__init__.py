@@ -1,7 +1,10 @@
 """Model providers: the ``Provider`` protocol, the ``ModelRequest`` it takes, and its adapters.
 
 ``OpenAIProvider`` (Chat Completions or Responses, and OpenAI-compatible
-servers), ``AnthropicProvider`` and the offline ``DemoProvider``. The SDK-backed
+servers), ``AnthropicProvider`` and the offline ``DemoProvider``. ``Output`` is
+what ``ModelRequest.output`` holds when a chat asks for a structured answer
+(its ``name``, ``schema``, ``strict_schema(dialect)``): a provider of your own
+reads it there. The SDK-backed
 adapters are imported on first use, so ``import nbagent`` never imports
 ``openai`` or ``anthropic``; each SDK is imported when its provider is made.
 """
@@ -13,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._exports import publish as _publish
 from .._exports import publish_one as _publish_one
+from .._output import Output
 from ._base import ModelRequest, Provider, StreamDelta
 
 if TYPE_CHECKING:
@@ -38,6 +42,7 @@ __all__ = [
     "ModelInfo",
     "ModelRequest",
     "OpenAIProvider",
+    "Output",
     "Provider",
     "StreamDelta",
     "UnknownModelWarning",
