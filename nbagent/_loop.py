@@ -41,6 +41,7 @@ from ._events import (
     ModelRequestFinished,
     ModelRequestStarted,
     StepFinished,
+    ReasoningDelta,
     TextDelta,
     ToolCallDelta,
     ToolCallRequested,
@@ -268,6 +269,7 @@ class LoopMixin(ChatCore):
                 stream=stream,
                 on_delta=self._delta_sink(step) if stream else None,
                 hosted=tuple(self._hosted.values()),
+                reasoning=self.reasoning,
             )
         self._emit(
             ModelRequestStarted(
@@ -287,6 +289,8 @@ class LoopMixin(ChatCore):
         def sink(delta: StreamDelta) -> None:
             if delta.kind == "text":
                 self._emit(TextDelta(chat_id=self.id, step=step, text=delta.text))
+            elif delta.kind == "reasoning":
+                self._emit(ReasoningDelta(chat_id=self.id, step=step, text=delta.text))
             else:
                 self._emit(
                     ToolCallDelta(

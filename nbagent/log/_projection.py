@@ -91,6 +91,7 @@ n_messages         Int64           transcript length sent
 input_tokens       Int64           includes cached tokens
 output_tokens      Int64
 cached_tokens      Int64
+reasoning_tokens   Int64           output tokens spent thinking (part of output_tokens)
 cost_usd           Float64         NA when the model's prices are unknown
 latency_ms         Float64
 stop_reason        category        ``end``, ``tool_use``, ``max_tokens``, ``refusal``,
@@ -218,6 +219,7 @@ STEP_COLUMNS: dict[str, ColumnKind] = {
     "input_tokens": "Int64",
     "output_tokens": "Int64",
     "cached_tokens": "Int64",
+    "reasoning_tokens": "Int64",
     "cost_usd": "Float64",
     "latency_ms": "Float64",
     "stop_reason": STOP_REASONS,
@@ -485,6 +487,7 @@ class CallLog(Extension):
         c["input_tokens"][i] = u.input_tokens
         c["output_tokens"][i] = u.output_tokens
         c["cached_tokens"][i] = u.cached_tokens
+        c["reasoning_tokens"][i] = u.reasoning_tokens
         c["cost_usd"][i] = e.cost_usd
         c["latency_ms"][i] = e.latency_ms
         c["stop_reason"][i] = e.stop_reason

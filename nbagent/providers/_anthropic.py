@@ -21,6 +21,7 @@ from ._anthropic_wire import (
     messages_json,
     parse_message,
     piece,
+    thinking_json,
     tool_choice,
     tools_json,
 )
@@ -53,6 +54,10 @@ class AnthropicProvider(SDKProvider):
         timeout: Request timeout in seconds (default: the SDK's, 600).
         extra_body: Extra JSON fields for every request (``{"temperature": 0}``).
         **client_kwargs: Passed to ``anthropic.Anthropic(...)`` (``default_headers``...).
+
+    Thinking is set per chat (``Chat(reasoning=...)``, sent as ``thinking``);
+    its ``thinking``/``redacted_thinking`` blocks are kept and sent back as
+    they came (see :mod:`._anthropic_wire`).
 
     Raises:
         AuthenticationError: No API key or other credentials are configured.
@@ -138,6 +143,11 @@ class AnthropicProvider(SDKProvider):
         if request.system:
             systems.insert(0, request.system)
         limit = request.max_tokens if request.max_tokens is not None else self.max_tokens
+        thinking = None
+        if request.reasoning is not None:
+            thinking, limit = thinking_json(
+                request.reasoning, limit, request.tool_choice, self.extra_body
+            )
         fields: list[tuple[str, bytes]] = [
             ("model", dumps(self.model)),
             ("max_tokens", dumps(limit)),
@@ -148,6 +158,8 @@ class AnthropicProvider(SDKProvider):
         if request.tools:
             fields.append(("tools", self._tools.get(request.tools)))
             fields.append(("tool_choice", dumps(tool_choice(request.tool_choice, request.calls))))
+        if thinking is not None:
+            fields.append(("thinking", dumps(thinking)))
         if request.hosted:  # the MCP connector (beta)
             fields.append(("mcp_servers", dumps([h.anthropic_server() for h in request.hosted])))
         if request.stream:

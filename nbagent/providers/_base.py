@@ -23,14 +23,15 @@ class StreamDelta:
     """A fragment of a streaming response.
 
     Attributes:
-        kind: ``"text"`` or ``"tool_call"``.
+        kind: ``"text"``, ``"tool_call"`` or ``"reasoning"`` (thinking text or a
+            reasoning summary).
         text: Text fragment, or a fragment of a call's JSON arguments.
         index: Which tool call of the response (for ``tool_call``).
         call_id: The call id, once known.
         name: The tool name, once known.
     """
 
-    kind: Literal["text", "tool_call"]
+    kind: Literal["text", "tool_call", "reasoning"]
     text: str = ""
     index: int = 0
     call_id: str | None = None
@@ -84,6 +85,9 @@ class ModelRequest:
         max_tokens: Output token limit (default: the provider's own).
         hosted: Provider-hosted tools (:class:`~nbagent.HostedMCP`); an adapter
             whose API cannot host them raises :class:`~nbagent.ToolOptionError`.
+        reasoning: ``None`` (the provider's default), an effort (``"low"``,
+            ``"medium"``, ``"high"``) or a thinking budget in tokens; see
+            :mod:`nbagent._reasoning` for each API's mapping.
     """
 
     messages: tuple[Message, ...]
@@ -95,6 +99,7 @@ class ModelRequest:
     on_delta: DeltaSink | None = field(default=None, compare=False, repr=False)
     max_tokens: int | None = None
     hosted: tuple[HostedTool, ...] = ()
+    reasoning: str | int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", tuple(self.messages))
