@@ -75,7 +75,9 @@ for is a gated call (``item_type`` ``mcp_approval_request``; ``ok`` once the
 approval was sent, ``denied`` when denied); what the provider ran or listed
 (:class:`~nbagent.ProviderItem`) is a row per item, with its status (``ok`` or
 ``error``; NA for an item type nbagent does not know) and, for an ``mcp_call``
-that followed an approval, that approval's decision (else ``auto``).
+that followed an approval, that approval's decision (else ``auto``). Thinking
+(:class:`~nbagent.Reasoning` items) is no call and has no row; its tokens are
+in ``chat.steps`` (``reasoning_tokens``).
 
 ``chat.steps``: one row per model request (a failed request is a row with its
 error; its retry reuses the step number, so ``step`` is not unique).
@@ -155,6 +157,7 @@ from .._types import (
     STOP_REASONS,
     AssistantToolCallMessage,
     ProviderItem,
+    Reasoning,
     ToolResultMessage,
 )
 
@@ -507,7 +510,8 @@ class CallLog(Extension):
     def _on_message(self, e: MessageAdded) -> None:
         self._messages.append(_message_row(e.index, e.turn, e.message, e.ts))
         for n, item in enumerate(getattr(e.message, "items", ())):
-            self._on_item(item, f"{e.index}.{n}", e)
+            if not isinstance(item, Reasoning):  # thinking is no call: see chat.steps
+                self._on_item(item, f"{e.index}.{n}", e)
 
     def _on_item(self, item: ProviderItem, key: str, e: MessageAdded) -> None:
         """A row for what the provider did on its side (never run here)."""
