@@ -34,9 +34,9 @@ from ._extension import HOOKS, Extension, overrides
 from ._hosted import HostedMCP, HostedTool
 from ._loop import LoopMixin
 from ._options import ToolOptions
+from ._reasoning import normalize_reasoning
 from ._runner import ToolRunner
 from ._tools import Tool, ToolSource, as_tool
-from ._reasoning import normalize_reasoning
 from ._types import (
     AssistantToolCallMessage,
     ChatMessage,

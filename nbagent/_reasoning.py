@@ -51,12 +51,20 @@ def normalize_reasoning(value: Any) -> ReasoningSetting | None:
     )
 
 
-def budget_of(value: ReasoningSetting) -> int:
+def budget_of(value: str | int) -> int:
     """The token budget a setting means (an effort word through :data:`EFFORT_BUDGETS`)."""
+    value = _checked(value)
     return value if isinstance(value, int) else EFFORT_BUDGETS[value]
 
 
-def effort_of(value: ReasoningSetting, provider: str) -> Effort:
+def _checked(value: str | int) -> ReasoningSetting:
+    checked = normalize_reasoning(value)
+    if checked is None:
+        raise ValueError("reasoning is None: there is nothing to send")
+    return checked
+
+
+def effort_of(value: str | int, provider: str) -> Effort:
     """The effort word for an API that takes only efforts.
 
     Raises:
@@ -67,7 +75,7 @@ def effort_of(value: ReasoningSetting, provider: str) -> Effort:
             f"{provider}: reasoning={value} is a token budget, but OpenAI models take an "
             "effort: pass reasoning='low', 'medium' or 'high'"
         )
-    return value
+    return _checked(value)  # type: ignore[return-value]
 
 
 __all__ = [

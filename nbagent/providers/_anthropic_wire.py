@@ -231,7 +231,7 @@ def thinking_json(setting: str | int, limit: int, choice: str, extra: dict[str, 
     top_p = extra.get("top_p")
     if isinstance(top_p, (int, float)) and top_p < 0.95:
         raise ValueError("anthropic: with thinking on, top_p must be between 0.95 and 1")
-    budget = budget_of(setting)  # type: ignore[arg-type]
+    budget = budget_of(setting)
     if limit <= budget:
         limit += budget
     return {"type": "enabled", "budget_tokens": budget}, limit

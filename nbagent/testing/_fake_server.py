@@ -35,7 +35,10 @@ real APIs give: a body that is not strict JSON in UTF-8 (``NaN``, ``Infinity``,
 a lone surrogate escape), a tool result answering no call of the previous
 assistant message, a call id repeated in a message, an Anthropic id outside
 ``^[a-zA-Z0-9_-]+$``, a ``tool_use`` whose ``tool_result`` is not in the next
-user message... so adapter bugs fail in tests, not in production. For many
+user message, a ``thinking`` block altered or missing from the front of the
+assistant turn a ``tool_result`` answers (thinking on), a stateless Responses
+``function_call`` sent without the ``reasoning`` item the server sent before
+it... so adapter bugs fail in tests, not in production. For many
 rounds (benchmarks) pass ``cycle=True`` or ``handler=lambda request: Turn(...)``
 instead of a long list.
 """

@@ -180,7 +180,9 @@ def _check_thinking(body: Mapping[str, Any], messages: list[Any]) -> WireError |
         for j, block in enumerate(_blocks(message)):
             kind = block.get("type")
             if kind == "thinking" and unseal(block.get("signature")) != block.get("thinking"):
-                return _invalid(f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block")
+                return _invalid(
+                    f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+                )
             if kind == "redacted_thinking" and unseal(block.get("data")) is None:
                 return _invalid(
                     f"messages.{i}.content.{j}: Invalid `data` in `redacted_thinking` block"
@@ -189,7 +191,9 @@ def _check_thinking(body: Mapping[str, Any], messages: list[Any]) -> WireError |
         return None
     budget = body["thinking"].get("budget_tokens")
     if not isinstance(budget, int) or budget < 1024:
-        return _invalid("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
+        return _invalid(
+            "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+        )
     limit = body.get("max_tokens")
     if isinstance(limit, int) and budget >= limit:
         return _invalid("`max_tokens` must be greater than `thinking.budget_tokens`.")
@@ -290,7 +294,9 @@ def render_messages(
     content: list[Payload] = []
     if turn.reasoning is not None:
         if turn.reasoning_redacted:
-            content.append({"type": "redacted_thinking", "data": seal(f"redacted:{turn.reasoning}")})
+            content.append(
+                {"type": "redacted_thinking", "data": seal(f"redacted:{turn.reasoning}")}
+            )
         else:
             thought = turn.reasoning
             content.append({"type": "thinking", "thinking": thought, "signature": seal(thought)})

@@ -302,12 +302,16 @@ def check_reasoning(body: Mapping[str, Any], issued: Mapping[str, str]) -> WireE
 
 
 def issued_reasoning(payload: Mapping[str, Any]) -> dict[str, str]:
-    """``{call_id: reasoning item id}`` for the calls a final response sent after reasoning."""
+    """``{call_id: reasoning item id}`` for the calls a final response sent after reasoning.
+
+    Only reasoning sent with ``encrypted_content`` counts: without it a stateless
+    client has nothing it could send back.
+    """
     out: dict[str, str] = {}
     reasoning: str | None = None
     for item in payload.get("output") or ():
         if item.get("type") == "reasoning":
-            reasoning = str(item.get("id"))
+            reasoning = str(item.get("id")) if item.get("encrypted_content") else None
         elif item.get("type") == "function_call" and reasoning is not None:
             out[str(item.get("call_id"))] = reasoning
     return out

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_fake_server import validate_payload  # noqa: E402  (the SDK-type validator)
+from test_fake_server import validate_payload
 
-from nbagent.providers import AnthropicProvider, OpenAIProvider  # noqa: E402
-from nbagent.providers._sdk import SDKProvider  # noqa: E402
-from nbagent.testing import FakeLLMServer  # noqa: E402
+from nbagent.providers import AnthropicProvider, OpenAIProvider
+from nbagent.providers._sdk import SDKProvider
+from nbagent.testing import FakeLLMServer
 
 KEY = "sk-test-SECRET-reasoning-0123456789"
 
@@ -42,7 +42,7 @@ def server() -> FakeLLMServer:
 
 
 def provider(kind: str, fake: FakeLLMServer, **kwargs: Any) -> SDKProvider:
-    """``anthropic``, ``responses``, ``chat`` (OpenAI) or ``compatible`` (a DeepSeek-like server)."""
+    """``anthropic``, ``responses``, ``chat`` (OpenAI) or ``compatible`` (DeepSeek-like)."""
     kwargs.setdefault("max_retries", 0)
     if kind == "anthropic":
         return AnthropicProvider(

@@ -70,7 +70,9 @@ def test_a_thinking_model_runs_ten_tool_rounds(kind: str, stream: bool) -> None:
     assert len(asked) == ROUNDS
     for n, message in enumerate(asked):
         (thought,) = message.reasoning
-        assert isinstance(thought, Reasoning) and thought.api == ("anthropic" if kind == "anthropic" else "responses")
+        assert isinstance(thought, Reasoning) and thought.api == (
+            "anthropic" if kind == "anthropic" else "responses"
+        )
         if n == 3:
             assert thought.redacted and thought.text == ""
         else:
@@ -82,7 +84,9 @@ def test_a_thinking_model_runs_ten_tool_rounds(kind: str, stream: bool) -> None:
         assert last["thinking"] == {"type": "enabled", "budget_tokens": 16384}
         assert last["max_tokens"] > 16384
         sent = [m["content"][0] for m in last["messages"] if m["role"] == "assistant"]
-        assert [b["type"] for b in sent] == ["thinking"] * 3 + ["redacted_thinking"] + ["thinking"] * 6
+        assert [b["type"] for b in sent] == ["thinking"] * 3 + ["redacted_thinking"] + [
+            "thinking"
+        ] * 6
         assert sent[0]["thinking"] == "Round 0: I still need step 0."
         # exactly as received: the signature (and the redacted data) went back untouched
         assert [b for b in sent] == [m.reasoning[0].raw for m in asked]
