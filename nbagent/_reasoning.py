@@ -17,7 +17,7 @@ request, and so is an effort word nobody knows.
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 Effort = Literal["low", "medium", "high"]
 EFFORTS: tuple[Effort, ...] = get_args(Effort)
@@ -75,7 +75,7 @@ def effort_of(value: str | int, provider: str) -> Effort:
             f"{provider}: reasoning={value} is a token budget, but OpenAI models take an "
             "effort: pass reasoning='low', 'medium' or 'high'"
         )
-    return _checked(value)  # type: ignore[return-value]
+    return cast(Effort, _checked(value))  # an int was refused above
 
 
 __all__ = [
