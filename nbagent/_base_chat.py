@@ -35,6 +35,7 @@ from ._hosted import HostedMCP, HostedTool
 from ._loop import LoopMixin
 from ._options import ToolOptions
 from ._output import Output, as_output
+from ._reasoning import normalize_reasoning
 from ._runner import ToolRunner
 from ._tools import Tool, ToolSource, as_tool
 from ._types import (
@@ -84,6 +85,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         stream: bool | None = None,
         id: str | None = None,
         display: bool | None = None,
+        reasoning: str | int | None = None,
     ):
         if on_tool_error not in ("result", "raise"):
             raise ValueError(f"on_tool_error must be 'result' or 'raise', got {on_tool_error!r}")
@@ -94,6 +96,10 @@ class BaseChat(LoopMixin, DecisionsMixin):
             model, provider, base_url=base_url, api_key=api_key
         )
         self.system = clean(system) if system is not None else None
+        self.reasoning = normalize_reasoning(reasoning)
+        check = getattr(self.provider, "check_reasoning", None)
+        if callable(check):
+            check(self.reasoning)
         self.max_steps = max_steps
         self.on_tool_error = on_tool_error
         self.stream = stream

@@ -38,6 +38,11 @@ class Chat(BaseChat):
         id: The chat id (default: a new time-ordered UUID, see
             :func:`~nbagent._base_chat.new_chat_id`).
         display: Render live in a notebook (default from ``nbagent.configure``).
+        reasoning: How much the model thinks: ``"low"``, ``"medium"``, ``"high"``
+            (an effort) or a thinking budget in tokens (an int, at least 1024;
+            Anthropic only); ``None`` (the default) sends nothing and leaves the
+            provider's default. Its thinking is kept in the transcript
+            (``message.reasoning``) and sent back across tool rounds.
     """
 
     def __init__(
@@ -54,6 +59,7 @@ class Chat(BaseChat):
         store: Any = None,
         id: str | None = None,
         display: bool | None = None,
+        reasoning: str | int | None = None,
     ):
         super().__init__(
             model,
@@ -66,6 +72,7 @@ class Chat(BaseChat):
             stream=stream,
             id=id,
             display=display,
+            reasoning=reasoning,
         )
         from .log._projection import CallLog
 

@@ -143,6 +143,7 @@ class ChatCore:
     max_steps: int | None
     on_tool_error: Literal["result", "raise"]
     stream: bool | None
+    reasoning: str | int | None
     display: bool | None
     _messages: list[Message]
     _tools: dict[str, Tool]
@@ -522,12 +523,21 @@ class ChatCore:
             "max_steps": self.max_steps,
             "on_tool_error": self.on_tool_error,
             "stream": self.stream,
+            "reasoning": self.reasoning,
         }
 
     def _loop_state_key(self) -> tuple[Any, ...]:
         # ToolOptions is frozen: changing options replaces the object.
         o = self._options
-        return (self._turn, self._forced_spent, o, self.max_steps, self.on_tool_error, self.stream)
+        return (
+            self._turn,
+            self._forced_spent,
+            o,
+            self.max_steps,
+            self.on_tool_error,
+            self.stream,
+            self.reasoning,
+        )
 
     def _restore(self, snap: Snapshot) -> None:
         """Put back a stored chat's state (``Chat.load``)."""

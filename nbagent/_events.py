@@ -76,6 +76,15 @@ class TextDelta(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReasoningDelta(Event):
+    """A fragment of the model's thinking (or reasoning summary) while a response streams."""
+
+    type: ClassVar[str] = "reasoning_delta"
+    step: int
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class ToolCallDelta(Event):
     """A fragment of a tool call's arguments while a response streams."""
 
@@ -220,6 +229,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         MessageAdded,
         ModelRequestStarted,
         TextDelta,
+        ReasoningDelta,
         ToolCallDelta,
         ModelRequestFinished,
         ModelRequestFailed,

@@ -41,6 +41,7 @@ from ._events import (
     ModelRequestFailed,
     ModelRequestFinished,
     ModelRequestStarted,
+    ReasoningDelta,
     StepFinished,
     TextDelta,
     ToolCallDelta,
@@ -275,6 +276,7 @@ class LoopMixin(ChatCore):
                 on_delta=self._delta_sink(step) if stream else None,
                 hosted=tuple(self._hosted.values()),
                 output=self._output,
+                reasoning=self.reasoning,
             )
         self._emit(
             ModelRequestStarted(
@@ -294,6 +296,8 @@ class LoopMixin(ChatCore):
         def sink(delta: StreamDelta) -> None:
             if delta.kind == "text":
                 self._emit(TextDelta(chat_id=self.id, step=step, text=delta.text))
+            elif delta.kind == "reasoning":
+                self._emit(ReasoningDelta(chat_id=self.id, step=step, text=delta.text))
             else:
                 self._emit(
                     ToolCallDelta(

@@ -73,12 +73,15 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    """Output tokens spent thinking (already counted in ``output_tokens``)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.cached_tokens + other.cached_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
         )
 
 
@@ -254,6 +257,39 @@ class ProviderItem:
 
 
 @dataclass(frozen=True)
+class Reasoning(ProviderItem):
+    """What a model thought before answering: a provider item with readable text.
+
+    Anthropic ``thinking`` / ``redacted_thinking`` blocks, OpenAI Responses
+    ``reasoning`` items and the ``reasoning_content`` of OpenAI-compatible
+    servers (DeepSeek, vLLM). Like every :class:`ProviderItem` it stays in
+    the transcript in the order it came and ``raw`` (with its ``signature``,
+    ``encrypted_content`` or redacted ``data``) goes back to the API it came
+    from unchanged; ``text`` is what a person can read of it.
+
+    Attributes:
+        text: The thinking text (Anthropic), the reasoning summary (Responses)
+            or the ``reasoning_content`` (compatible servers); ``""`` when the
+            provider sent it only encrypted or redacted.
+        redacted: The provider sent none of it readable (``redacted_thinking``,
+            or a Responses item with only ``encrypted_content``).
+        resend: Whether ``raw`` goes back on the wire (false for
+            ``reasoning_content``, which compatible servers do not take back,
+            and for a Responses item with nothing to send back statelessly).
+    """
+
+    text: str = ""
+    redacted: bool = False
+    resend: bool = True
+
+    @property
+    def summary(self) -> str:
+        if self.redacted and not self.text:
+            return "thinking (redacted)"
+        return f"thinking ({len(self.text)} characters)"
+
+
+@dataclass(frozen=True)
 class ChatMessage:
     """A plain text message: ``system``, ``user`` or ``assistant``.
 
@@ -274,6 +310,11 @@ class ChatMessage:
     items: tuple[ProviderItem, ...] = ()
     parsed: Any = field(default=None, compare=False, repr=False)
 
+    @property
+    def reasoning(self) -> tuple[Reasoning, ...]:
+        """What the model thought before this message (its :class:`Reasoning` items)."""
+        return tuple(i for i in self.items if isinstance(i, Reasoning))
+
 
 @dataclass(frozen=True)
 class AssistantToolCallMessage:
@@ -285,6 +326,11 @@ class AssistantToolCallMessage:
     stop_reason: StopReason = "tool_use"
     role: Literal["assistant"] = "assistant"
     items: tuple[ProviderItem, ...] = ()
+
+    @property
+    def reasoning(self) -> tuple[Reasoning, ...]:
+        """What the model thought before asking for these calls (:class:`Reasoning` items)."""
+        return tuple(i for i in self.items if isinstance(i, Reasoning))
 
 
 @dataclass(frozen=True)
@@ -330,7 +376,8 @@ class LLMToolResponse:
     Attributes:
         text: Assistant text (may be empty when only tools were called).
         tool_calls: The calls asked for, in order.
-        input_tokens / output_tokens / cached_tokens: Normalised usage.
+        input_tokens / output_tokens / cached_tokens / reasoning_tokens: Normalised
+            usage (reasoning tokens are part of the output tokens).
         model: The model that answered.
         provider: Provider name (``openai``, ``anthropic``, ``demo``...).
         stop_reason: Normalised :data:`StopReason`.
@@ -350,10 +397,18 @@ class LLMToolResponse:
     raw_stop_reason: str | None = None
     refusal: str | None = None
     items: tuple[ProviderItem, ...] = ()
+    reasoning_tokens: int = 0
 
     @property
     def usage(self) -> Usage:
-        return Usage(self.input_tokens, self.output_tokens, self.cached_tokens)
+        return Usage(
+            self.input_tokens, self.output_tokens, self.cached_tokens, self.reasoning_tokens
+        )
+
+    @property
+    def reasoning(self) -> tuple[Reasoning, ...]:
+        """The model's :class:`Reasoning` items, in order."""
+        return tuple(i for i in self.items if isinstance(i, Reasoning))
 
 
 ToolChoice = Literal["auto", "required", "none"] | str

@@ -75,7 +75,9 @@ for is a gated call (``item_type`` ``mcp_approval_request``; ``ok`` once the
 approval was sent, ``denied`` when denied); what the provider ran or listed
 (:class:`~nbagent.ProviderItem`) is a row per item, with its status (``ok`` or
 ``error``; NA for an item type nbagent does not know) and, for an ``mcp_call``
-that followed an approval, that approval's decision (else ``auto``).
+that followed an approval, that approval's decision (else ``auto``). Thinking
+(:class:`~nbagent.Reasoning` items) is no call and has no row; its tokens are
+in ``chat.steps`` (``reasoning_tokens``).
 
 ``chat.steps``: one row per model request (a failed request is a row with its
 error; its retry reuses the step number, so ``step`` is not unique).
@@ -91,6 +93,7 @@ n_messages         Int64           transcript length sent
 input_tokens       Int64           includes cached tokens
 output_tokens      Int64
 cached_tokens      Int64
+reasoning_tokens   Int64           output tokens spent thinking (part of output_tokens)
 cost_usd           Float64         NA when the model's prices are unknown
 latency_ms         Float64
 stop_reason        category        ``end``, ``tool_use``, ``max_tokens``, ``refusal``,
@@ -154,6 +157,7 @@ from .._types import (
     STOP_REASONS,
     AssistantToolCallMessage,
     ProviderItem,
+    Reasoning,
     ToolResultMessage,
 )
 
@@ -218,6 +222,7 @@ STEP_COLUMNS: dict[str, ColumnKind] = {
     "input_tokens": "Int64",
     "output_tokens": "Int64",
     "cached_tokens": "Int64",
+    "reasoning_tokens": "Int64",
     "cost_usd": "Float64",
     "latency_ms": "Float64",
     "stop_reason": STOP_REASONS,
@@ -485,6 +490,7 @@ class CallLog(Extension):
         c["input_tokens"][i] = u.input_tokens
         c["output_tokens"][i] = u.output_tokens
         c["cached_tokens"][i] = u.cached_tokens
+        c["reasoning_tokens"][i] = u.reasoning_tokens
         c["cost_usd"][i] = e.cost_usd
         c["latency_ms"][i] = e.latency_ms
         c["stop_reason"][i] = e.stop_reason
@@ -504,7 +510,8 @@ class CallLog(Extension):
     def _on_message(self, e: MessageAdded) -> None:
         self._messages.append(_message_row(e.index, e.turn, e.message, e.ts))
         for n, item in enumerate(getattr(e.message, "items", ())):
-            self._on_item(item, f"{e.index}.{n}", e)
+            if not isinstance(item, Reasoning):  # thinking is no call: see chat.steps
+                self._on_item(item, f"{e.index}.{n}", e)
 
     def _on_item(self, item: ProviderItem, key: str, e: MessageAdded) -> None:
         """A row for what the provider did on its side (never run here)."""

@@ -63,6 +63,9 @@ CSS = """
 .nba-text { padding: 3px 8px; word-break: break-word;
   border-left: 3px solid var(--jp-border-color2, #e0e0e0); }
 .nba-plain { white-space: pre-wrap; }
+.nba-thinking { padding: 1px 8px; color: var(--jp-ui-font-color2, #616161);
+  border-left: 3px dotted var(--jp-border-color2, #e0e0e0); word-break: break-word; }
+.nba-thinking > summary { cursor: pointer; font-style: italic; }
 .nba-streaming::after { content: "\\258D"; color: var(--jp-brand-color1, #1976d2); }
 .nba-md > :first-child { margin-top: 0; }
 .nba-md > :last-child { margin-bottom: 0; }
@@ -271,11 +274,17 @@ def entry_html(e: Entry, *, live: bool = False) -> str:
             f'<div class="nba-entry nba-user"><span class="nba-who">You</span>{esc(e.text)}</div>'
         )
     if isinstance(e, TextEntry):
+        head = thinking_html(e)
         if e.streaming:  # plain while it streams; Markdown once the step settles
-            return f'<div class="nba-entry nba-text nba-plain nba-streaming">{esc(e.text)}</div>'
+            body = esc(e.text)
+            if not body:
+                return head
+            return head + f'<div class="nba-entry nba-text nba-plain nba-streaming">{body}</div>'
         if e.parsed is not None:
-            return f'<div class="nba-entry nba-text">{parsed_html(e.parsed, e.text)}</div>'
-        return f'<div class="nba-entry nba-text nba-md">{text_markdown_html(e)}</div>'
+            return head + f'<div class="nba-entry nba-text">{parsed_html(e.parsed, e.text)}</div>'
+        if not e.text:
+            return head
+        return head + f'<div class="nba-entry nba-text nba-md">{text_markdown_html(e)}</div>'
     if isinstance(e, StepEntry):
         cls = "nba-entry nba-step" + (" nba-failed" if e.status == "failed" else "")
         body = esc(step_words(e))
@@ -293,6 +302,17 @@ def entry_html(e: Entry, *, live: bool = False) -> str:
             f'<pre class="nba-result">{esc(clip(e.detail))}</pre></details></div>'
         )
     return f'<div class="nba-entry">{esc(e)}</div>'
+
+
+def thinking_html(e: TextEntry) -> str:
+    """The step's *Thinking* section: open while it streams, folded once it is done."""
+    if not e.thinking:
+        return ""
+    state = " open" if e.streaming else ""
+    return (
+        f'<details class="nba-entry nba-thinking"{state}><summary>Thinking</summary>'
+        f'<div class="nba-plain">{esc(e.thinking)}</div></details>'
+    )
 
 
 def text_markdown_html(e: TextEntry) -> str:
@@ -443,8 +463,13 @@ def entry_markdown(e: Entry) -> str:
         return f"**You:** {md_text(e.text)}"
     if isinstance(e, TextEntry):
         if e.parsed is not None:
-            return "**Assistant:**\n\n" + _parsed_markdown(e.parsed)
-        return f"**Assistant:** {md_text(e.text)}"
+            said = "**Assistant:**\n\n" + _parsed_markdown(e.parsed)
+        else:
+            said = f"**Assistant:** {md_text(e.text)}" if e.text else ""
+        if not e.thinking:
+            return said
+        thought = f"> *Thinking:* {md_inline(preview(e.thinking, 600))}"
+        return thought + (f"\n\n{said}" if said else "")
     if isinstance(e, StepEntry):
         return f"*{md_inline(step_words(e))}*" + (
             f"  \n**{md_inline(e.error_type)}:** {md_inline(preview(e.error, 600))}"
@@ -497,8 +522,12 @@ def _entry_text(e: Entry) -> str:
             name, rows = e.parsed
             width = max((len(k) for k, _ in rows), default=0)
             lines = [f"  {k.ljust(width)}  {preview(v, 300)}" for k, v in rows]
-            return f"Assistant: {name or 'answer'}\n" + "\n".join(lines)
-        return f"Assistant: {e.text}"
+            said = f"Assistant: {name or 'answer'}\n" + "\n".join(lines)
+        else:
+            said = f"Assistant: {e.text}" if e.text else ""
+        if not e.thinking:
+            return said
+        return f"(thinking: {preview(e.thinking, 300)})" + (f"\n{said}" if said else "")
     if isinstance(e, StepEntry):
         line = f"[{step_words(e)}]"
         if e.status == "failed":

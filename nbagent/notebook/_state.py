@@ -30,6 +30,7 @@ from .._events import (
     ModelRequestFailed,
     ModelRequestFinished,
     ModelRequestStarted,
+    ReasoningDelta,
     StepFinished,
     TextDelta,
     ToolCallDelta,
@@ -83,15 +84,28 @@ class UserEntry(Entry):
     kind = "user"
 
 
+HIDDEN_THINKING = "[the provider sent this thinking encrypted or redacted]"
+
+
+def thinking_text(m: ChatMessage | AssistantToolCallMessage) -> str:
+    """A message's thinking as one text (a redacted or encrypted part says so)."""
+    return "\n\n".join(r.text or HIDDEN_THINKING for r in m.reasoning)
+
+
 @dataclass(eq=False)
 class TextEntry(Entry):
-    """The assistant's text of one step (streams in, then is final)."""
+    """The assistant's text of one step (streams in, then is final).
+
+    ``thinking``: what the model thought first (its :class:`~nbagent.Reasoning`
+    text, streamed like the text), shown as a folded *Thinking* section.
+    """
 
     step: int = 0
     text: str = ""
     streaming: bool = False
     parsed: tuple[str, tuple[tuple[str, str], ...]] | None = None
     """A structured answer (``ask(output=...)``): its type's name and (key, value) rows."""
+    thinking: str = ""
     kind = "text"
 
     # The rendered Markdown, kept per text (set by the renderer: a settled chat is
@@ -523,6 +537,8 @@ class ChatState:
         match event:
             case TextDelta():
                 return self._text(event.step, event.text, append=True)
+            case ReasoningDelta():
+                return self._text(event.step, "", append=True, thinking=event.text)
             case ToolCallDelta():
                 return self._call_streaming(event)
             case MessageAdded():
@@ -599,10 +615,11 @@ class ChatState:
             return [entry]
         if isinstance(m, (ChatMessage, AssistantToolCallMessage)) and m.role == "assistant":
             text = m.content or ""
+            thinking = thinking_text(m)
             key = f"t:{self._step}"
-            if not text and key not in self.by_key:
+            if not text and not thinking and key not in self.by_key:
                 return []
-            changed = self._text(self._step, text, append=False, turn=event.turn)
+            changed = self._text(self._step, text, append=False, turn=event.turn, thinking=thinking)
             text_entry = changed[0]
             if isinstance(m, ChatMessage) and m.parsed is not None:
                 assert isinstance(text_entry, TextEntry)
@@ -610,7 +627,9 @@ class ChatState:
             return changed
         return []
 
-    def _text(self, step: int, text: str, *, append: bool, turn: int | None = None) -> list[Entry]:
+    def _text(
+        self, step: int, text: str, *, append: bool, turn: int | None = None, thinking: str = ""
+    ) -> list[Entry]:
         key = f"t:{step}"
         entry = self.by_key.get(key)
         if not isinstance(entry, TextEntry):
@@ -619,9 +638,11 @@ class ChatState:
             self._add(entry)
         if append:
             entry.text += text
+            entry.thinking += thinking
             entry.streaming = True
         else:
             entry.text = text
+            entry.thinking = thinking
             entry.streaming = False
         return [_touch(entry)]
 
@@ -643,7 +664,7 @@ class ChatState:
         )
         stale = self.by_key.get(f"t:{e.step}")
         if isinstance(stale, TextEntry):  # text of a failed attempt with the same number
-            stale.text, stale.streaming = "", False
+            stale.text, stale.thinking, stale.streaming = "", "", False
             changed.append(_touch(stale))
         changed.append(self._add(entry))
         self._phase(e.turn, GENERATING)
@@ -844,10 +865,20 @@ class ChatState:
                         measured=False,
                     )
                 )
-                if m.content:
+                thinking = thinking_text(m)
+                if m.content or thinking:
                     parsed = getattr(m, "parsed", None)
                     rows = parsed_rows(parsed) if parsed is not None else None
-                    state._add(TextEntry(f"t:{step}", turn, step=step, text=m.content, parsed=rows))
+                    state._add(
+                        TextEntry(
+                            f"t:{step}",
+                            turn,
+                            step=step,
+                            text=m.content or "",
+                            thinking=thinking,
+                            parsed=rows,
+                        )
+                    )
                 for c in calls:
                     state._add(_call_entry(c, turn, step, _schema_lookup(chat)))
                     for key in (None, turn):

@@ -23,6 +23,7 @@ from ._anthropic_wire import (
     output_config,
     parse_message,
     piece,
+    thinking_json,
     tool_choice,
     tools_json,
 )
@@ -55,6 +56,10 @@ class AnthropicProvider(SDKProvider):
         timeout: Request timeout in seconds (default: the SDK's, 600).
         extra_body: Extra JSON fields for every request (``{"temperature": 0}``).
         **client_kwargs: Passed to ``anthropic.Anthropic(...)`` (``default_headers``...).
+
+    Thinking is set per chat (``Chat(reasoning=...)``, sent as ``thinking``);
+    its ``thinking``/``redacted_thinking`` blocks are kept and sent back as
+    they came (see :mod:`._anthropic_wire`).
 
     Raises:
         AuthenticationError: No API key or other credentials are configured.
@@ -144,6 +149,11 @@ class AnthropicProvider(SDKProvider):
         if request.system:
             systems.insert(0, request.system)
         limit = request.max_tokens if request.max_tokens is not None else self.max_tokens
+        thinking = None
+        if request.reasoning is not None:
+            thinking, limit = thinking_json(
+                request.reasoning, limit, request.tool_choice, self.extra_body
+            )
         fields: list[tuple[str, bytes]] = [
             ("model", dumps(self.model)),
             ("max_tokens", dumps(limit)),
@@ -156,6 +166,8 @@ class AnthropicProvider(SDKProvider):
             fields.append(("tool_choice", dumps(tool_choice(request.tool_choice, request.calls))))
         if request.output is not None:  # structured outputs: the answer's text is the JSON
             fields.append(("output_config", dumps(output_config(request.output))))
+        if thinking is not None:
+            fields.append(("thinking", dumps(thinking)))
         if request.hosted:  # the MCP connector (beta)
             fields.append(("mcp_servers", dumps([h.anthropic_server() for h in request.hosted])))
         if request.stream:

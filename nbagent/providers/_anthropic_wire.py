@@ -15,10 +15,22 @@ same role into one message, which is how Anthropic's rules hold:
   ``pause_turn`` continues from) loses its trailing whitespace.
 
 Blocks the provider ran itself (the MCP connector's ``mcp_tool_use`` and
-``mcp_tool_result``, ``server_tool_use`` and its ``*_tool_result``), thinking
-blocks, and any block of a type this module does not know become
+``mcp_tool_result``, ``server_tool_use`` and its ``*_tool_result``) and any
+block of a type this module does not know become
 :class:`~nbagent.ProviderItem` values, sent back unchanged before the
-message's text and calls: never dropped. The MCP connector has no approval
+message's text and calls: never dropped. ``thinking`` and
+``redacted_thinking`` blocks become :class:`~nbagent.Reasoning` items (a
+provider item with readable text) and go back the same way, first in the
+assistant message, signature and redacted ``data`` untouched: with thinking
+on, the API checks that the assistant turn before a ``tool_result`` starts
+with its thinking block, as it came.
+
+Thinking (``reasoning=``): ``thinking: {"type":"enabled","budget_tokens":N}``,
+an effort word meaning a budget (:data:`~nbagent._reasoning.EFFORT_BUDGETS`);
+``max_tokens`` must exceed the budget, so when it does not the budget is added
+to it (room for the answer). The API refuses thinking with a forced tool choice
+(``required`` or a named tool) and with ``temperature``/``top_k`` set or
+``top_p`` below 0.95: those fail here, before any request. The MCP connector has no approval
 step: its calls run on Anthropic's side as the model makes them. Hosted calls
 and answers from another API (OpenAI's approvals) are not sent here.
 
@@ -38,14 +50,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import ProviderError
+from .._errors import ProviderError, ToolOptionError
 from .._output import Output
+from .._reasoning import budget_of
 from .._types import (
     AssistantToolCallMessage,
     ChatMessage,
     LLMToolResponse,
     Message,
     ProviderItem,
+    Reasoning,
     StopReason,
     ToolCall,
     ToolResultMessage,
@@ -172,6 +186,9 @@ def provider_items(blocks: Sequence[dict[str, Any]]) -> tuple[ProviderItem, ...]
                 isinstance(content, dict) and str(content.get("type", "")).endswith("_error")
             )
             status = "error" if failed else "ok"
+        if kind in THINKING:
+            out.append(thinking_item(block))
+            continue
         out.append(
             ProviderItem(
                 "anthropic",
@@ -184,6 +201,43 @@ def provider_items(blocks: Sequence[dict[str, Any]]) -> tuple[ProviderItem, ...]
             )
         )
     return tuple(out)
+
+
+THINKING = frozenset({"thinking", "redacted_thinking"})
+
+
+def thinking_item(block: dict[str, Any]) -> Reasoning:
+    """A ``thinking`` or ``redacted_thinking`` block, kept whole for the wire."""
+    kind = str(block.get("type"))
+    text = str(block.get("thinking") or "") if kind == "thinking" else ""
+    return Reasoning("anthropic", kind, block, text=text, redacted=kind == "redacted_thinking")
+
+
+def thinking_json(setting: str | int, limit: int, choice: str, extra: dict[str, Any]) -> Any:
+    """``(thinking, max_tokens)`` for a ``reasoning=`` setting; refuses what the API refuses.
+
+    Raises:
+        ToolOptionError: A forced tool choice (the API allows only ``auto``/``none``).
+        ValueError: ``temperature`` or ``top_k`` in ``extra_body``, or ``top_p`` below 0.95.
+    """
+    if choice not in ("auto", "none"):
+        raise ToolOptionError(
+            f"anthropic: tool choice {choice!r} forces a tool call, which Anthropic refuses "
+            "with thinking on; use choice='auto' or Chat(reasoning=None)"
+        )
+    for key in ("temperature", "top_k"):
+        if key in extra:
+            raise ValueError(
+                f"anthropic: {key} cannot be set with thinking on (Anthropic refuses it); "
+                f"drop it from extra_body or use Chat(reasoning=None)"
+            )
+    top_p = extra.get("top_p")
+    if isinstance(top_p, (int, float)) and top_p < 0.95:
+        raise ValueError("anthropic: with thinking on, top_p must be between 0.95 and 1")
+    budget = budget_of(setting)
+    if limit <= budget:
+        limit += budget
+    return {"type": "enabled", "budget_tokens": budget}, limit
 
 
 def _tool_use(call: ToolCall) -> Block:
@@ -272,6 +326,12 @@ def output_config(output: Output) -> dict[str, Any]:
     return {"format": {"type": "json_schema", "schema": output.strict_schema("anthropic")}}
 
 
+def thinking_tokens(usage: Any) -> int:
+    """``output_tokens_details.thinking_tokens`` (part of ``output_tokens``), 0 if absent."""
+    details = usage.get("output_tokens_details") if isinstance(usage, dict) else None
+    return int(details.get("thinking_tokens") or 0) if isinstance(details, dict) else 0
+
+
 def usage_of(usage: Any) -> tuple[int, int, int]:
     """(input including cache reads and writes, output, cache reads)."""
     if not isinstance(usage, dict):
@@ -313,6 +373,7 @@ def _response(
         raw_stop_reason=stop,
         refusal=refusal,
         items=items,
+        reasoning_tokens=thinking_tokens(usage),
     )
 
 
@@ -430,6 +491,8 @@ class MessageStream:
                 self._delta(index, {"type": "text_delta", "text": block["text"]})
         else:
             b.raw = dict(block)
+            if kind == "thinking" and block.get("thinking") and self.on_delta is not None:
+                self.on_delta(StreamDelta("reasoning", str(block["thinking"])))
 
     def _delta(self, index: int, delta: dict[str, Any]) -> None:
         kind = delta.get("type")
@@ -448,7 +511,10 @@ class MessageStream:
                 self.on_delta(StreamDelta("tool_call", fragment, b.call, b.id, b.name))
         elif b is not None and b.kind not in ("text", "tool_use"):
             if kind == "thinking_delta":
-                b.raw["thinking"] = str(b.raw.get("thinking") or "") + str(delta.get("thinking"))
+                text = str(delta.get("thinking") or "")
+                b.raw["thinking"] = str(b.raw.get("thinking") or "") + text
+                if text and self.on_delta is not None:
+                    self.on_delta(StreamDelta("reasoning", text))
             elif kind == "signature_delta":
                 b.raw["signature"] = delta.get("signature")
             elif kind == "citations_delta":
@@ -496,6 +562,9 @@ __all__ = [
     "parse_message",
     "piece",
     "provider_items",
+    "thinking_item",
+    "thinking_json",
+    "thinking_tokens",
     "tool_choice",
     "tools_json",
     "usage_of",

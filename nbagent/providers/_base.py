@@ -24,14 +24,15 @@ class StreamDelta:
     """A fragment of a streaming response.
 
     Attributes:
-        kind: ``"text"`` or ``"tool_call"``.
+        kind: ``"text"``, ``"tool_call"`` or ``"reasoning"`` (thinking text or a
+            reasoning summary).
         text: Text fragment, or a fragment of a call's JSON arguments.
         index: Which tool call of the response (for ``tool_call``).
         call_id: The call id, once known.
         name: The tool name, once known.
     """
 
-    kind: Literal["text", "tool_call"]
+    kind: Literal["text", "tool_call", "reasoning"]
     text: str = ""
     index: int = 0
     call_id: str | None = None
@@ -88,6 +89,9 @@ class ModelRequest:
         output: The structured answer asked for (``chat.ask(output=...)``); an
             adapter sends its strict schema in the API's native field, and
             raises :class:`~nbagent.OutputSchemaError` if it cannot express it.
+        reasoning: ``None`` (the provider's default), an effort (``"low"``,
+            ``"medium"``, ``"high"``) or a thinking budget in tokens; see
+            :mod:`nbagent._reasoning` for each API's mapping.
     """
 
     messages: tuple[Message, ...]
@@ -100,6 +104,7 @@ class ModelRequest:
     max_tokens: int | None = None
     hosted: tuple[HostedTool, ...] = ()
     output: Output | None = None
+    reasoning: str | int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", tuple(self.messages))

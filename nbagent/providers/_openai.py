@@ -27,6 +27,7 @@ from .._errors import ToolOptionError
 from .._hosted import HostedTool
 from .._optional import require
 from .._output import Output
+from .._reasoning import effort_of
 from .._types import LLMToolResponse
 from ._base import DeltaSink, ModelRequest
 from ._catalog import warn_if_unknown
@@ -193,6 +194,11 @@ class OpenAIProvider(SDKProvider):
         """Raise :class:`~nbagent.OutputSchemaError` if strict mode cannot express ``output``."""
         output.strict_schema("openai")
 
+    def check_reasoning(self, setting: str | int | None) -> None:
+        """Raise ``ValueError`` for a ``reasoning=`` OpenAI cannot take (a token budget)."""
+        if setting is not None:
+            effort_of(setting, self.name)
+
     # -- requests -------------------------------------------------------------
     def _prepare(self, request: ModelRequest) -> Prepared:
         limit = request.max_tokens if request.max_tokens is not None else self.max_tokens
@@ -217,6 +223,9 @@ class OpenAIProvider(SDKProvider):
             if limit is not None:
                 key = "max_tokens" if self.compatible else "max_completion_tokens"
                 fields.append((key, dumps(limit)))
+            if request.reasoning is not None:
+                effort = effort_of(request.reasoning, self.name)
+                fields.append(("reasoning_effort", dumps(effort)))
             if request.stream:
                 fields.append(("stream", b"true"))
                 fields.append(("stream_options", b'{"include_usage":true}'))
@@ -238,6 +247,12 @@ class OpenAIProvider(SDKProvider):
                 fields.append(("text", dumps(text_format_responses(out))))
             if limit is not None:
                 fields.append(("max_output_tokens", dumps(limit)))
+            if request.reasoning is not None:
+                effort = effort_of(request.reasoning, self.name)
+                fields.append(("reasoning", dumps({"effort": effort})))
+            if request.reasoning is not None or "reasoning" in self.extra_body:
+                # stateless: the reasoning comes back encrypted, to be sent with the next round
+                fields.append(("include", b'["reasoning.encrypted_content"]'))
             fields.append(("store", b"false"))
             if request.stream:
                 fields.append(("stream", b"true"))

@@ -26,12 +26,21 @@ that ends in an error.
   ``approve`` false for a denial); ``mcp_list_tools``, ``mcp_call``,
   ``web_search_call`` and every other provider-run item, and any item type
   this module does not know, is a :class:`ProviderItem` sent back unchanged
-  (never dropped). ``reasoning`` items are left out: without
-  ``include=["reasoning.encrypted_content"]`` a stateless request cannot send
-  them back. Items asking the client to act (``computer_call``,
+  (never dropped). Items asking the client to act (``computer_call``,
   ``local_shell_call``, ``custom_tool_call``...) fail the request clearly:
   nbagent offers no such tool and runs none. Chat Completions has no hosted
   tools: hosted calls and provider items are not sent there.
+- reasoning (``reasoning=``): Chat sends ``reasoning_effort``, Responses
+  ``reasoning: {"effort"}`` with ``include: ["reasoning.encrypted_content"]``.
+  A Responses ``reasoning`` item is a :class:`~nbagent.Reasoning` (its summary
+  or reasoning text readable) sent back as it came, before the calls it led
+  to, when it has ``encrypted_content`` (stateless, an item without it cannot
+  be found again: it is kept but not sent). A compatible server's
+  ``reasoning_content`` (DeepSeek, vLLM; ``reasoning`` on some) is a
+  ``Reasoning`` too; it is sent back as ``reasoning_content`` on the assistant
+  messages that asked for tool calls (DeepSeek's thinking mode requires it
+  there and ignores it elsewhere), never to OpenAI itself. Reasoning tokens:
+  ``completion_tokens_details`` / ``output_tokens_details.reasoning_tokens``.
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ from .._types import (
     LLMToolResponse,
     Message,
     ProviderItem,
+    Reasoning,
     StopReason,
     ToolCall,
     ToolResultMessage,
@@ -96,6 +106,17 @@ def text_format_responses(output: Output) -> dict[str, Any]:
     }
 
 
+def reasoning_tokens(usage: Any) -> int:
+    """``reasoning_tokens`` of Chat's or Responses' output details (0 if absent)."""
+    if not isinstance(usage, dict):
+        return 0
+    for key in ("completion_tokens_details", "output_tokens_details"):
+        details = usage.get(key)
+        if isinstance(details, dict) and details.get("reasoning_tokens"):
+            return int(details["reasoning_tokens"])
+    return 0
+
+
 def _usage(usage: Any, input_key: str, output_key: str, details_key: str) -> tuple[int, int, int]:
     if not isinstance(usage, dict):
         return 0, 0, 0
@@ -119,13 +140,15 @@ def chat_message(message: Message, *, compatible: bool = False) -> bytes:
         calls = [_chat_call(c) for c in message.tool_calls if not c.hosted]
         if not calls:
             return dumps({"role": "assistant", "content": message.content or ""})
-        return dumps(
-            {
-                "role": "assistant",
-                "content": message.content or ("" if compatible else None),
-                "tool_calls": calls,
-            }
-        )
+        out: dict[str, Any] = {
+            "role": "assistant",
+            "content": message.content or ("" if compatible else None),
+            "tool_calls": calls,
+        }
+        thought = "".join(r.text for r in message.reasoning if r.api == "chat")
+        if compatible and thought:
+            out["reasoning_content"] = thought
+        return dumps(out)
     if isinstance(message, ToolResultMessage):
         if message.hosted:
             return b""
@@ -213,7 +236,10 @@ def parse_chat(data: dict[str, Any], *, model: str, provider: str) -> LLMToolRes
     i, o, c = _usage(
         data.get("usage"), "prompt_tokens", "completion_tokens", "prompt_tokens_details"
     )
+    thought = message.get("reasoning_content") or message.get("reasoning")
     return LLMToolResponse(
+        items=chat_reasoning(thought if isinstance(thought, str) else ""),
+        reasoning_tokens=reasoning_tokens(data.get("usage")),
         text=_content_text(message.get("content")),
         tool_calls=tuple(calls),
         input_tokens=i,
@@ -225,6 +251,14 @@ def parse_chat(data: dict[str, Any], *, model: str, provider: str) -> LLMToolRes
         raw_stop_reason=finish,
         refusal=refusal,
     )
+
+
+def chat_reasoning(text: str) -> tuple[ProviderItem, ...]:
+    """A compatible server's ``reasoning_content`` as a :class:`Reasoning` (none if empty)."""
+    if not text:
+        return ()
+    raw = {"type": "reasoning_content", "reasoning_content": text}
+    return (Reasoning("chat", "reasoning_content", raw, text=text),)
 
 
 @dataclass
@@ -248,6 +282,7 @@ class ChatStream:
         self.model = model
         self.provider = provider
         self.text: list[str] = []
+        self.thought: list[str] = []
         self.refusal: list[str] = []
         self.calls: dict[int, _PartialCall] = {}
         self.finish_reason: str | None = None
@@ -264,6 +299,11 @@ class ChatStream:
             if choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
+            thought = delta.get("reasoning_content") or delta.get("reasoning")
+            if thought and isinstance(thought, str):
+                self.thought.append(thought)
+                if self.on_delta is not None:
+                    self.on_delta(StreamDelta("reasoning", thought))
             text = delta.get("content")
             if text:
                 self.text.append(text)
@@ -312,6 +352,8 @@ class ChatStream:
         refusal = _refusal(finish, "".join(self.refusal) or None)
         i, o, c = _usage(self.usage, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
         return LLMToolResponse(
+            items=chat_reasoning("".join(self.thought)),
+            reasoning_tokens=reasoning_tokens(self.usage),
             text="".join(self.text),
             tool_calls=calls,
             input_tokens=i,
@@ -359,8 +401,16 @@ def responses_items(message: Message) -> bytes:
 
 
 def _own_items(items: Sequence[ProviderItem]) -> list[Any]:
-    """The items that came from the Responses API (another API's mean nothing here)."""
-    return [item.raw for item in items if item.api == "responses"]
+    """The items that came from the Responses API (another API's mean nothing here).
+
+    A reasoning item without ``encrypted_content`` is left out: stateless, the
+    API could not find it again and would refuse the request.
+    """
+    return [
+        item.raw
+        for item in items
+        if item.api == "responses" and not (isinstance(item, Reasoning) and not item.resend)
+    ]
 
 
 def _responses_call(c: ToolCall) -> dict[str, Any]:
@@ -446,7 +496,7 @@ def parse_responses(data: dict[str, Any], *, model: str, provider: str) -> LLMTo
         elif kind == "mcp_approval_request":
             calls.append(_hosted_call(item))
         elif kind == "reasoning":
-            continue  # not sent back: a stateless request cannot (see the module docstring)
+            items.append(reasoning_item(item))
         elif kind in CLIENT_SIDE:
             raise ProviderError(
                 f"{provider}: the model asked this program to run a {kind!r} item, which "
@@ -482,6 +532,22 @@ def parse_responses(data: dict[str, Any], *, model: str, provider: str) -> LLMTo
         raw_stop_reason=reason or status,
         refusal=refusal_text,
         items=tuple(items),
+        reasoning_tokens=reasoning_tokens(data.get("usage")),
+    )
+
+
+def reasoning_item(item: dict[str, Any]) -> Reasoning:
+    """A Responses ``reasoning`` item: its summary (or reasoning text) readable, kept whole."""
+    parts = [p for p in item.get("summary") or () if isinstance(p, dict)]
+    parts = parts or [p for p in item.get("content") or () if isinstance(p, dict)]
+    text = "\n\n".join(str(p.get("text") or "") for p in parts if p.get("text"))
+    return Reasoning(
+        "responses",
+        "reasoning",
+        item,
+        text=text,
+        redacted=not text,
+        resend=bool(item.get("encrypted_content")),
     )
 
 
@@ -558,6 +624,11 @@ def _failed(error: Any, provider: str) -> ProviderError:
     return cls(f"{provider}: {message}{detail}", provider=provider)
 
 
+_REASONING_DELTAS = frozenset(
+    {"response.reasoning_summary_text.delta", "response.reasoning_text.delta"}
+)
+
+
 class ResponsesStream:
     """Folds ``response.*`` events into a response.
 
@@ -579,6 +650,9 @@ class ResponsesStream:
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
             if sink is not None and event.get("delta"):
                 sink(StreamDelta("text", event["delta"]))
+        elif kind in _REASONING_DELTAS:
+            if sink is not None and event.get("delta"):
+                sink(StreamDelta("reasoning", event["delta"]))
         elif kind == "response.function_call_arguments.delta":
             n, call_id, name = self._call(event.get("output_index", 0))
             if sink is not None and event.get("delta"):
@@ -616,11 +690,14 @@ __all__ = [
     "ResponsesStream",
     "approval_response",
     "chat_message",
+    "chat_reasoning",
     "chat_system",
     "chat_tools",
     "parse_chat",
     "parse_responses",
     "provider_item",
+    "reasoning_item",
+    "reasoning_tokens",
     "response_format_chat",
     "responses_items",
     "responses_tools",

@@ -110,7 +110,7 @@ def _new_chat(
 ) -> ChatT:
     state = record.state
     kwargs: dict[str, Any] = {"system": record.system}
-    for key in ("max_steps", "on_tool_error", "stream"):
+    for key in ("max_steps", "on_tool_error", "stream", "reasoning"):
         if state.get(key) is not None:
             kwargs[key] = state[key]
     kwargs.update(chat_kwargs)

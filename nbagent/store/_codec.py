@@ -16,7 +16,7 @@ so every event of a chat refers to the same rebuilt ``ToolCall`` object, as
 live events do.
 
 **Events.** Every event except the streaming fragments (``TextDelta``,
-``ToolCallDelta``) is written as an :class:`~nbagent.store._protocol.Entry`:
+``ToolCallDelta``, ``ReasoningDelta``) is written as an :class:`~nbagent.store._protocol.Entry`:
 its ``seq``, ``type``, ``ts``, its own fields as JSON (``data``), and the one
 row change it implies. An event is not stored twice:
 
@@ -76,6 +76,7 @@ from .._types import (
     Decision,
     Message,
     ProviderItem,
+    Reasoning,
     ToolCall,
     ToolResultMessage,
     Usage,
@@ -146,6 +147,7 @@ def usage_out(u: Usage) -> Json:
         "input_tokens": u.input_tokens,
         "output_tokens": u.output_tokens,
         "cached_tokens": u.cached_tokens,
+        "reasoning_tokens": u.reasoning_tokens,
     }
 
 
@@ -154,6 +156,7 @@ def usage_in(d: Mapping[str, Any]) -> Usage:
         int(d.get("input_tokens", 0)),
         int(d.get("output_tokens", 0)),
         int(d.get("cached_tokens", 0)),
+        int(d.get("reasoning_tokens", 0)),
     )
 
 
@@ -255,10 +258,26 @@ def item_out(i: ProviderItem) -> Json:
             out[name] = getattr(i, name)
     if not i.known:
         out["known"] = False
+    if isinstance(i, Reasoning):  # its raw (signature, encrypted content) is kept exactly
+        out["reasoning"] = {"text": i.text, "redacted": i.redacted, "resend": i.resend}
     return out
 
 
 def item_in(d: Mapping[str, Any]) -> ProviderItem:
+    thought = d.get("reasoning")
+    if isinstance(thought, Mapping):
+        return Reasoning(
+            d["api"],
+            d["type"],
+            dict(d["raw"]),
+            server=d.get("server"),
+            name=d.get("name"),
+            status=d.get("status"),
+            known=bool(d.get("known", True)),
+            text=str(thought.get("text") or ""),
+            redacted=bool(thought.get("redacted", False)),
+            resend=bool(thought.get("resend", True)),
+        )
     return ProviderItem(
         d["api"],
         d["type"],

@@ -84,6 +84,7 @@ from .._events import (
     Event,
     ModelRequestFailed,
     OptionsChanged,
+    ReasoningDelta,
     StepFinished,
     TextDelta,
     ToolCallDelta,
@@ -258,7 +259,7 @@ class StoreExtension(Extension):
             return
         noted: Any = None
         match e:
-            case TextDelta() | ToolCallDelta():  # streaming fragments: not stored
+            case TextDelta() | ToolCallDelta() | ReasoningDelta():  # fragments: not stored
                 return
             case ApprovalDecided():  # written even by a detached copy: deciding is not driving
                 noted = self._decided.pop(e.call.id, None) is e.decision  # by decide()

@@ -446,7 +446,8 @@ class SQLiteStore:
         usage = conn.execute(
             "SELECT COALESCE(SUM(json_extract(json, '$.usage.input_tokens')), 0), "
             "COALESCE(SUM(json_extract(json, '$.usage.output_tokens')), 0), "
-            "COALESCE(SUM(json_extract(json, '$.usage.cached_tokens')), 0) "
+            "COALESCE(SUM(json_extract(json, '$.usage.cached_tokens')), 0), "
+            "COALESCE(SUM(json_extract(json, '$.usage.reasoning_tokens')), 0) "
             "FROM events WHERE chat_id = ? AND type = 'model_request_finished'",
             (chat_id,),
         ).fetchone()
@@ -455,6 +456,7 @@ class SQLiteStore:
                 "input_tokens": usage[0],
                 "output_tokens": usage[1],
                 "cached_tokens": usage[2],
+                "reasoning_tokens": usage[3],
             }
         }
         last = conn.execute(

@@ -35,8 +35,11 @@ real APIs give: a body that is not strict JSON in UTF-8 (``NaN``, ``Infinity``,
 a lone surrogate escape), a tool result answering no call of the previous
 assistant message, a call id repeated in a message, an Anthropic id outside
 ``^[a-zA-Z0-9_-]+$``, a ``tool_use`` whose ``tool_result`` is not in the next
-user message, a structured-output schema strict mode does not accept
-(``_wire_schema``)... so adapter bugs fail in tests, not in production. For many
+user message, a ``thinking`` block altered or missing from the front of the
+assistant turn a ``tool_result`` answers (thinking on), a stateless Responses
+``function_call`` sent without the ``reasoning`` item the server sent before
+it, a structured-output schema strict mode does not accept (``_wire_schema``)...
+so adapter bugs fail in tests, not in production. For many
 rounds (benchmarks) pass ``cycle=True`` or ``handler=lambda request: Turn(...)``
 instead of a long list.
 """
@@ -301,6 +304,7 @@ class FakeLLMServer:
         self._errors: list[BaseException] = []
         self._seq = 0
         self._calls = 0
+        self._reasoned: dict[str, str] = {}  # Responses: call id -> its reasoning item id
         self._turns: list[Turn] = []
         self._position = 0
         self._cycle = False
@@ -465,9 +469,7 @@ class FakeLLMServer:
         with self._lock:
             self._requests.append(request)
         try:
-            if self.strict and (
-                error := _CHECKS[api](body) or _wire_schema.check_output(api, body)
-            ):
+            if self.strict and (error := self._check(api, body)) is not None:
                 return self._error(api, error, seq)
             turn = self._next_turn(request)
             if turn.is_error:
@@ -478,6 +480,10 @@ class FakeLLMServer:
                 first_call = self._calls + 1
                 self._calls += len(turn.tool_calls)
             payloads = render(api, turn, body, seq=seq, first_call=first_call)
+            if api == "responses" and not turn.inline_error:
+                with self._lock:
+                    final = payloads[-1].get("response", payloads[-1])
+                    self._reasoned.update(_wire_openai.issued_reasoning(final))
             self._validate(api, "event" if request.stream else "response", payloads)
         except _ScriptExhausted as exhausted:
             message = (
@@ -508,6 +514,14 @@ class FakeLLMServer:
         return _Reply(
             200, reply_headers, _dumps(payloads[0]), delay=turn.delay, fail=turn.fail_mid_stream
         )
+
+    def _check(self, api: Api, body: dict[str, Any]) -> WireError | None:
+        error = _CHECKS[api](body)
+        if error is None and api == "responses":
+            with self._lock:
+                issued = dict(self._reasoned)
+            error = _wire_openai.check_reasoning(body, issued)
+        return error or _wire_schema.check_output(api, body)
 
     def _error(self, api: Api, error: WireError, seq: int, delay: float = 0.0) -> _Reply:
         payload = _error_payload(api, error, seq)

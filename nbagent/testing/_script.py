@@ -7,6 +7,8 @@ JSON or SSE payloads. Nothing here knows about HTTP or about any SDK.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -229,6 +231,13 @@ class Turn:
         chunk_delay: Seconds to wait between streamed events.
         hosted: What the provider did on its side before answering
             (:class:`FakeHostedItem`), in order, before the text and calls.
+        reasoning: What the model thought, first in its answer: an Anthropic
+            ``thinking`` block (with a signature the strict server checks), a
+            Responses ``reasoning`` item (its summary; ``encrypted_content``
+            when the request includes ``reasoning.encrypted_content``), a Chat
+            ``reasoning_content`` (DeepSeek, vLLM). Streamed as thinking deltas.
+        reasoning_redacted: Send the thinking unreadable: an Anthropic
+            ``redacted_thinking`` block, a Responses item with an empty summary.
     """
 
     text: str = ""
@@ -245,6 +254,8 @@ class Turn:
     delay: float = 0.0
     chunk_delay: float = 0.0
     hosted: list[FakeHostedItem] = field(default_factory=list)
+    reasoning: str | None = None
+    reasoning_redacted: bool = False
 
     def __post_init__(self) -> None:
         self.hosted = list(self.hosted)
@@ -386,13 +397,44 @@ def resolve_usage(turn: Turn, request: Mapping[str, Any]) -> Usage:
         chars = len(turn.text) + len(turn.refusal_text or "")
         chars += sum(len(c.name) + len(c.argument_text) for c in turn.tool_calls)
         output_tokens = chars // 4 + 1
+    thought = len(turn.reasoning or "") // 4 + (1 if turn.reasoning is not None else 0)
+    if "output_tokens" not in given:
+        output_tokens += given.get("reasoning_tokens", thought)
     return Usage(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         cached_tokens=given.get("cached_tokens", 0),
         cache_write_tokens=given.get("cache_write_tokens", 0),
-        reasoning_tokens=given.get("reasoning_tokens", 0),
+        reasoning_tokens=given.get("reasoning_tokens", thought),
     )
+
+
+_SEAL_KEY = b"nbagent-fake-llm-server"
+
+
+def seal(text: str) -> str:
+    """Opaque, tamper-evident text for a thinking signature or encrypted reasoning.
+
+    ``base64(text).base64(mac)``: :func:`unseal` gives the text back, or None
+    when a byte was changed (the strict server then answers 400, as the APIs do).
+    """
+    body = base64.b64encode(text.encode()).decode()
+    mac = hashlib.sha256(_SEAL_KEY + body.encode()).digest()[:12]
+    return f"{body}.{base64.b64encode(mac).decode()}"
+
+
+def unseal(value: Any) -> str | None:
+    """The text :func:`seal` sealed, or None when ``value`` is not an intact seal."""
+    if not isinstance(value, str) or value.count(".") != 1:
+        return None
+    body, mac = value.split(".")
+    expected = base64.b64encode(hashlib.sha256(_SEAL_KEY + body.encode()).digest()[:12])
+    if mac.encode() != expected:
+        return None
+    try:
+        return base64.b64decode(body, validate=True).decode()
+    except ValueError:
+        return None
 
 
 def fragments(text: str, parts: int) -> list[str]:

@@ -22,6 +22,8 @@ from ._script import (
     fragments,
     request_model,
     resolve_usage,
+    seal,
+    unseal,
 )
 
 Payload = dict[str, Any]
@@ -106,7 +108,7 @@ def check_messages(body: Mapping[str, Any]) -> WireError | None:
     messages = body.get("messages")
     if not isinstance(messages, list):
         return _invalid("messages: Field required")
-    error = _check_ids(messages)
+    error = _check_ids(messages) or _check_thinking(body, messages)
     if error is not None:
         return error
     previous_uses: list[str] = []
@@ -156,6 +158,64 @@ def check_messages(body: Mapping[str, Any]) -> WireError | None:
                     "in the next message."
                 )
         previous_uses = uses if role == "assistant" else []
+    return None
+
+
+def _thinking_on(body: Mapping[str, Any]) -> bool:
+    thinking = body.get("thinking")
+    return isinstance(thinking, Mapping) and thinking.get("type") == "enabled"
+
+
+def _check_thinking(body: Mapping[str, Any], messages: list[Any]) -> WireError | None:
+    """Extended thinking's rules: the settings, intact blocks, thinking before a tool round.
+
+    Every ``thinking`` block's signature and ``redacted_thinking`` block's data
+    must be as the server sent them. With thinking on, the budget is at least
+    1024 and below ``max_tokens``, no tool use is forced, ``temperature`` and
+    ``top_k`` are unset, and when the request answers tool calls (its last
+    message holds ``tool_result`` blocks) the assistant message asking for them
+    starts with its thinking block.
+    """
+    for i, message in enumerate(messages):
+        for j, block in enumerate(_blocks(message)):
+            kind = block.get("type")
+            if kind == "thinking" and unseal(block.get("signature")) != block.get("thinking"):
+                return _invalid(
+                    f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+                )
+            if kind == "redacted_thinking" and unseal(block.get("data")) is None:
+                return _invalid(
+                    f"messages.{i}.content.{j}: Invalid `data` in `redacted_thinking` block"
+                )
+    if not _thinking_on(body):
+        return None
+    budget = body["thinking"].get("budget_tokens")
+    if not isinstance(budget, int) or budget < 1024:
+        return _invalid(
+            "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+        )
+    limit = body.get("max_tokens")
+    if isinstance(limit, int) and budget >= limit:
+        return _invalid("`max_tokens` must be greater than `thinking.budget_tokens`.")
+    choice = body.get("tool_choice")
+    if isinstance(choice, Mapping) and choice.get("type") in ("any", "tool"):
+        return _invalid("Thinking may not be enabled when tool_choice forces tool use.")
+    for key in ("temperature", "top_k"):
+        if key in body and not (key == "temperature" and body[key] == 1):
+            return _invalid(f"`{key}` may only be set to 1 when thinking is enabled.")
+    last = messages[-1] if messages else None
+    if not any(b.get("type") == "tool_result" for b in _blocks(last)):
+        return None
+    i = len(messages) - 2
+    blocks = _blocks(messages[i]) if i >= 0 else []
+    first = blocks[0].get("type") if blocks else None
+    if first not in ("thinking", "redacted_thinking"):
+        return _invalid(
+            f"messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but "
+            f"found `{first}`. When `thinking` is enabled, a final `assistant` message must "
+            "start with a thinking block (preceeding the lastmost set of `tool_use` and "
+            "`tool_result` blocks)."
+        )
     return None
 
 
@@ -232,6 +292,14 @@ def render_messages(
     and ``mcp_tool_result`` blocks (a beta: validate with ``BetaMessage``).
     """
     content: list[Payload] = []
+    if turn.reasoning is not None:
+        if turn.reasoning_redacted:
+            content.append(
+                {"type": "redacted_thinking", "data": seal(f"redacted:{turn.reasoning}")}
+            )
+        else:
+            thought = turn.reasoning
+            content.append({"type": "thinking", "thinking": thought, "signature": seal(thought)})
     for i, item in enumerate(turn.hosted):
         content.extend(_hosted_blocks(item, f"{seq}_{i}"))
     first_own = len(content)
@@ -246,7 +314,10 @@ def render_messages(
                 "input": call.input_object,
             }
         )
-    usage = _usage(resolve_usage(turn, request))
+    resolved = resolve_usage(turn, request)
+    usage = _usage(resolved)
+    if resolved.reasoning_tokens:
+        usage["output_tokens_details"] = {"thinking_tokens": resolved.reasoning_tokens}
     stop: Payload = {"stop_reason": _STOP_REASON[turn.resolved_stop], "stop_sequence": None}
     refusal = turn.refusal_text
     if refusal is not None:
@@ -264,6 +335,7 @@ def render_messages(
         return [message]
 
     start_usage = {**usage, "output_tokens": 1}
+    start_usage.pop("output_tokens_details", None)
     events: list[Payload] = [
         {
             "type": "message_start",
@@ -285,6 +357,12 @@ def render_messages(
             )
             pieces = fragments(block["text"], TEXT_FRAGMENTS)
             deltas = [{"type": "text_delta", "text": p} for p in pieces]
+        elif block["type"] == "thinking":
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            events.append({"type": "content_block_start", **at, "content_block": start})
+            pieces = fragments(block["thinking"], TEXT_FRAGMENTS)
+            deltas = [{"type": "thinking_delta", "thinking": p} for p in pieces]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
         elif block["type"] == "mcp_tool_use":
             events.append(
                 {"type": "content_block_start", **at, "content_block": {**block, "input": {}}}

@@ -21,6 +21,8 @@ from ._script import (
     fragments,
     request_model,
     resolve_usage,
+    seal,
+    unseal,
 )
 
 Payload = dict[str, Any]
@@ -262,6 +264,59 @@ def _check_approval(
     return None
 
 
+def check_reasoning(body: Mapping[str, Any], issued: Mapping[str, str]) -> WireError | None:
+    """Stateless (``store`` false) reasoning must come back whole, before its calls.
+
+    ``issued`` maps each function call id the server sent after a reasoning
+    item to that item's id. A reasoning item in the input needs its intact
+    ``encrypted_content`` (nothing is stored to find it by id), and a function
+    call the server sent after reasoning needs that reasoning item before it.
+    """
+    if body.get("store") is not False or body.get("previous_response_id") is not None:
+        return None
+    items = body.get("input")
+    if not isinstance(items, list):
+        return None
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            continue
+        if item.get("type") == "reasoning":
+            if unseal(item.get("encrypted_content")) is None:
+                return _invalid(
+                    f"Item with id '{item.get('id')}' not found. Items are not persisted when "
+                    "`store` is set to false. Try again with `store` set to true, or remove "
+                    "this item from your input (or send it with its encrypted_content).",
+                    f"input[{i}]",
+                )
+            seen.add(str(item.get("id")))
+        elif item.get("type") == "function_call":
+            needed = issued.get(str(item.get("call_id")))
+            if needed is not None and needed not in seen:
+                return _invalid(
+                    f"Item 'function_call' with call_id '{item.get('call_id')}' was provided "
+                    f"without its required 'reasoning' item: '{needed}'.",
+                    f"input[{i}]",
+                )
+    return None
+
+
+def issued_reasoning(payload: Mapping[str, Any]) -> dict[str, str]:
+    """``{call_id: reasoning item id}`` for the calls a final response sent after reasoning.
+
+    Only reasoning sent with ``encrypted_content`` counts: without it a stateless
+    client has nothing it could send back.
+    """
+    out: dict[str, str] = {}
+    reasoning: str | None = None
+    for item in payload.get("output") or ():
+        if item.get("type") == "reasoning":
+            reasoning = str(item.get("id")) if item.get("encrypted_content") else None
+        elif item.get("type") == "function_call" and reasoning is not None:
+            out[str(item.get("call_id"))] = reasoning
+    return out
+
+
 # -- Chat Completions --------------------------------------------------------
 
 
@@ -306,6 +361,8 @@ def render_chat(
             "refusal": refusal,
             "annotations": [],
         }
+        if turn.reasoning is not None:
+            message["reasoning_content"] = turn.reasoning
         if turn.tool_calls:
             message["tool_calls"] = [
                 {
@@ -327,6 +384,8 @@ def render_chat(
 
     content_start = "" if turn.text or not (turn.tool_calls or refusal) else None
     chunks = [chunk({"role": "assistant", "content": content_start, "refusal": None})]
+    thought = fragments(turn.reasoning or "", TEXT_FRAGMENTS)
+    chunks += [chunk({"reasoning_content": piece}) for piece in thought]
     chunks += [chunk({"content": piece}) for piece in fragments(turn.text, TEXT_FRAGMENTS)]
     chunks += [chunk({"refusal": piece}) for piece in fragments(refusal or "", TEXT_FRAGMENTS)]
     for index, (call_id, call) in enumerate(zip(ids, turn.tool_calls, strict=True)):
@@ -450,6 +509,16 @@ def _hosted_item(item: FakeHostedItem, n: str) -> Payload:
     }
 
 
+def _reasoning_item(turn: Turn, request: Mapping[str, Any], seq: int) -> Payload:
+    """A ``reasoning`` item: the summary, and ``encrypted_content`` when the request asks."""
+    thought = turn.reasoning or ""
+    summary = [] if turn.reasoning_redacted else [{"type": "summary_text", "text": thought}]
+    item: Payload = {"id": f"rs_fake{seq}", "type": "reasoning", "summary": summary}
+    if "reasoning.encrypted_content" in (request.get("include") or ()):
+        item["encrypted_content"] = seal(thought)
+    return item
+
+
 def render_responses(
     turn: Turn, request: Mapping[str, Any], *, stream: bool, seq: int, first_call: int
 ) -> list[Payload]:
@@ -463,7 +532,10 @@ def render_responses(
         parts.append({"type": "output_text", "text": turn.text, "annotations": [], "logprobs": []})
     if refusal:
         parts.append({"type": "refusal", "refusal": refusal})
-    items: list[Payload] = [_hosted_item(h, f"{seq}_{i}") for i, h in enumerate(turn.hosted)]
+    items: list[Payload] = []
+    if turn.reasoning is not None:
+        items.append(_reasoning_item(turn, request, seq))
+    items += [_hosted_item(h, f"{seq}_{i}") for i, h in enumerate(turn.hosted)]
     if parts:
         items.append(
             {
@@ -538,6 +610,15 @@ def _responses_events(
             for piece in fragments(item["arguments"], ARGUMENT_FRAGMENTS):
                 emit("response.function_call_arguments.delta", **where, delta=piece)
             emit("response.function_call_arguments.done", **where, arguments=item["arguments"])
+        elif item["type"] == "reasoning":
+            emit("response.output_item.added", output_index=index, item={**item, "summary": []})
+            for n, part in enumerate(item["summary"]):
+                at = {**where, "summary_index": n}
+                emit("response.reasoning_summary_part.added", **at, part={**part, "text": ""})
+                for piece in fragments(part["text"], TEXT_FRAGMENTS):
+                    emit("response.reasoning_summary_text.delta", **at, delta=piece)
+                emit("response.reasoning_summary_text.done", **at, text=part["text"])
+                emit("response.reasoning_summary_part.done", **at, part=part)
         elif item["type"] == "mcp_list_tools":
             emit("response.output_item.added", output_index=index, item={**item, "tools": []})
             emit("response.mcp_list_tools.in_progress", **where)
