@@ -43,6 +43,7 @@ from .._types import (
     CallStatus,
     ChatMessage,
     DecisionVerdict,
+    ProviderItem,
     ResultStatus,
     ToolCall,
 )
@@ -124,6 +125,7 @@ class StepEntry(Entry):
     error: str = ""
     streaming_calls: dict[int, str] = field(default_factory=dict)
     measured: bool = True  # False when rebuilt from a transcript: no tokens or timing known
+    items: tuple[ProviderItem, ...] = ()  # what the provider ran itself in this step
     kind = "step"
 
 
@@ -133,6 +135,8 @@ class CallEntry(Entry):
 
     call_id: str = ""
     name: str = ""
+    server: str | None = None  # the MCP server's label (a local MCP tool or a hosted one)
+    hosted: bool = False  # the provider runs it: a decision is sent, nothing runs here
     step: int = 0
     arguments: dict[str, Any] = field(default_factory=dict)
     raw_arguments: str | None = None
@@ -579,12 +583,21 @@ class ChatState:
             self._phase(event.turn, GENERATING)
             return [entry]
         if isinstance(m, (ChatMessage, AssistantToolCallMessage)) and m.role == "assistant":
+            changed = self._items(m.items)
             text = m.content or ""
             key = f"t:{self._step}"
             if not text and key not in self.by_key:
-                return []
-            return self._text(self._step, text, append=False, turn=event.turn)
+                return changed
+            return changed + self._text(self._step, text, append=False, turn=event.turn)
         return []
+
+    def _items(self, items: tuple[ProviderItem, ...]) -> list[Entry]:
+        """What the provider ran itself joins its step's line (shown before the step's text)."""
+        step = self.by_key.get(f"s:{self._step}")
+        if not items or not isinstance(step, StepEntry) or step.items == items:
+            return []
+        step.items = items
+        return [_touch(step)]
 
     def _text(self, step: int, text: str, *, append: bool, turn: int | None = None) -> list[Entry]:
         key = f"t:{step}"
@@ -701,6 +714,8 @@ class ChatState:
             e.turn,
             call_id=c.id,
             name=c.name,
+            server=c.server,
+            hosted=c.hosted,
             step=e.step,
             arguments=dict(c.arguments),
             raw_arguments=c.raw_arguments,
@@ -818,6 +833,7 @@ class ChatState:
                         stop_reason=m.stop_reason,
                         n_tool_calls=len(calls),
                         measured=False,
+                        items=m.items,
                     )
                 )
                 if m.content:
@@ -860,6 +876,8 @@ def _call_entry(
         turn,
         call_id=c.id,
         name=c.name,
+        server=c.server,
+        hosted=c.hosted,
         step=step,
         arguments=dict(c.arguments),
         raw_arguments=c.raw_arguments,
