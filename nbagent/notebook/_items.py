@@ -51,22 +51,28 @@ def item_view(item: ProviderItem) -> ItemView:
     server = item.server or ""
     failed = item.status == "error"
     if t == "mcp_list_tools":
-        tools = raw.get("tools") if isinstance(raw.get("tools"), list) else []
+        listed = raw.get("tools")
+        tools: list[Any] = listed if isinstance(listed, list) else []
         names = [str(x.get("name")) for x in tools if isinstance(x, dict) and x.get("name")]
-        shown = ", ".join(names[:LISTED]) + (f", … {len(names) - LISTED} more" if len(names) > LISTED else "")
+        shown = ", ".join(names[:LISTED])
+        if len(names) > LISTED:
+            shown += f", … {len(names) - LISTED} more"
         lines = [
             f"{x.get('name')}: {preview(str(x.get('description') or ''), 160)}"
             for x in tools
             if isinstance(x, dict)
         ]
         error = _error_text(raw.get("error"))
+        sections = [("tools", "\n".join(lines))] if lines else []
+        if error:
+            sections.append(("error", error))
         return ItemView(
             "mcp listing",
             _who(server, "listed tools"),
             status=item.status or "",
             outcome=error or (f"{len(names)} tools: {shown}" if names else "no tools"),
             failed=failed,
-            sections=[("tools", "\n".join(lines))] if lines else [("error", error)] if error else [],
+            sections=sections,
         )
     if t == "mcp_call":
         args = _arguments(raw.get("arguments"))
@@ -107,7 +113,8 @@ def item_view(item: ProviderItem) -> ItemView:
             sections=[("error" if failed else "output", output)] if output else [],
         )
     if t == "web_search_call":
-        action = raw.get("action") if isinstance(raw.get("action"), dict) else {}
+        act = raw.get("action")
+        action: dict[str, Any] = act if isinstance(act, dict) else {}
         query = action.get("query") or action.get("url") or action.get("pattern") or ""
         return ItemView(
             "web search",
