@@ -447,9 +447,7 @@ def entry_markdown(e: Entry) -> str:
             lines.append(f"> {md_inline(words)}")
         if e.error:
             lines.append(f"> error: {md_inline(preview(e.error, 600))}")
-        if e.hosted and e.result is not None and e.status != "denied":
-            lines.append(f"> {md_inline(preview(e.result, 600))}")
-        elif e.result is not None and e.status != "denied":
+        if e.result is not None and e.status != "denied" and not e.hosted:
             lines.append("result:\n" + _fence(clip(e.result, 2000)))
         return "\n\n".join(lines)
     if isinstance(e, BudgetEntry):
@@ -497,7 +495,7 @@ def _entry_text(e: Entry) -> str:
             extra.append(f"    {words}")
         if e.error:
             extra.append(f"    error: {preview(e.error, 300)}")
-        elif e.result is not None and e.status != "denied":
+        elif e.result is not None and e.status != "denied" and not e.hosted:
             extra.append(f"    result: {preview(e.result, 300)}")
         return "\n".join([line, *extra])
     if isinstance(e, BudgetEntry):
