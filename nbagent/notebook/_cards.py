@@ -37,6 +37,10 @@ DIFF_LINES = 200  # lines of a text diff shown
 ERROR_CHARS = 4_000
 
 
+SENT = " (sent to the provider)"
+"""What a hosted call's decision words end with: the decision went to the provider."""
+
+
 def call_card_html(e: CallEntry, *, decision: str, live: bool = False) -> str:
     """``e`` as a card (see the module docstring); ``decision`` is who decided, in words."""
     if e.status in FINAL_STATUSES:
@@ -156,8 +160,8 @@ def _meta(e: CallEntry) -> str:
 
 def _outcome(e: CallEntry, decision: str) -> str:
     """The end of a finished call's line: the result's start, the error, or the decision."""
-    if e.hosted and decision:  # what was sent to the provider (its run shows as an item)
-        return f'<span class="nba-sum">{esc(preview(decision, 120))}</span>'
+    if e.hosted and decision:  # the badge says it was sent; its run shows as an item
+        return f'<span class="nba-sum">{esc(preview(decision.removesuffix(SENT), 120))}</span>'
     if e.status == "ok" and e.result is not None:
         what = e.result_label or preview(e.result, 100)
         return f'<span class="nba-sum">&#8594; {esc(what)}</span>'

@@ -27,7 +27,14 @@ import re
 from collections.abc import Sequence
 from datetime import UTC
 
-from ._cards import call_card_html, call_label, inline_arguments, reason_words, status_word
+from ._cards import (
+    SENT,
+    call_card_html,
+    call_label,
+    inline_arguments,
+    reason_words,
+    status_word,
+)
 from ._html import clip, esc, fmt_ms, preview, printable
 from ._items import item_html, item_words
 from ._markdown import markdown_html
@@ -220,7 +227,7 @@ def decision_words(e: CallEntry) -> str:
     if e.edited_arguments is not None and e.verdict == "approved":
         words += " with edited arguments"
     if e.hosted:
-        words += " (sent to the provider)"
+        words += SENT
     return words
 
 
