@@ -268,3 +268,28 @@ def test_a_reloaded_chat_shows_its_provider_items(server: FakeLLMServer) -> None
     state = ChatState.from_chat(chat)
     [step] = [e for e in state.entries if e.kind == "step"]
     assert [i.type for i in step.items] == ["mcp_call"]
+
+
+def test_anthropics_mcp_connector_blocks_show_as_a_call_and_its_result(
+    server: FakeLLMServer,
+) -> None:
+    from nbagent.providers import AnthropicProvider
+
+    server.script(
+        [Turn(text="It says 42.", hosted=[mcp_call("deepwiki", "ask", {"q": SCRIPT}, output="42")])]
+    )
+    provider = AnthropicProvider(
+        "claude-sonnet-4-5", base_url=server.anthropic_base_url, api_key="sk-ant-1", max_retries=0
+    )
+    chat = Chat(provider=provider, display=False).with_tools(
+        HostedMCP("deepwiki", server_url="https://deepwiki.example/mcp", require_approval="never")
+    )
+    view = ChatView(chat)
+    chat.ask("q")
+    html = view._repr_mimebundle_()["text/html"]
+    assert SCRIPT not in html
+    assert 'data-item-type="mcp_tool_use"' in html and 'data-item-type="mcp_tool_result"' in html
+    assert "deepwiki · ask" in html and "&#8594; 42" in html
+    text = chat_mimebundle(chat)["text/plain"]
+    assert "provider ran mcp call: deepwiki · ask" in text
+    assert "provider ran result: deepwiki · ask -> ok: 42" in text
