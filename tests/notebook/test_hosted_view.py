@@ -99,7 +99,7 @@ def test_review_at_a_prompt_decides_a_hosted_call(server: FakeLLMServer) -> None
     printed: list[str] = []
     review(chat, input=lambda _: "d", print=lambda *a: printed.append(" ".join(map(str, a))))
     assert chat.status == "complete"
-    assert "ask" in "\n".join(printed)
+    assert "wiki · ask (mcpr_1) needs approval" in "\n".join(printed)  # the server's label
     answers = [
         i for i in server.last_request.body["input"] if i.get("type") == "mcp_approval_response"
     ]
