@@ -511,7 +511,7 @@ class ChatState:
             case ToolCallDelta():
                 return self._call_streaming(event)
             case MessageAdded():
-                return self._message(event)
+                return self._items(event) + self._message(event)
             case StepFinished():
                 return self._step_finished(event)
             case ToolCallStarted():
@@ -583,16 +583,17 @@ class ChatState:
             self._phase(event.turn, GENERATING)
             return [entry]
         if isinstance(m, (ChatMessage, AssistantToolCallMessage)) and m.role == "assistant":
-            changed = self._items(m.items)
             text = m.content or ""
             key = f"t:{self._step}"
             if not text and key not in self.by_key:
-                return changed
-            return changed + self._text(self._step, text, append=False, turn=event.turn)
+                return []
+            return self._text(self._step, text, append=False, turn=event.turn)
         return []
 
-    def _items(self, items: tuple[ProviderItem, ...]) -> list[Entry]:
-        """What the provider ran itself joins its step's line (shown before the step's text)."""
+    def _items(self, event: MessageAdded) -> list[Entry]:
+        """What the provider ran itself (an assistant message's ``items``) joins its step's
+        line, shown before the step's text."""
+        items: tuple[ProviderItem, ...] = getattr(event.message, "items", ())
         step = self.by_key.get(f"s:{self._step}")
         if not items or not isinstance(step, StepEntry) or step.items == items:
             return []
