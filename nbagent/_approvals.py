@@ -95,7 +95,8 @@ def requirement(tool: Tool | None) -> Approval:
     if tool.has_resolver:
         return Approval(True, "resolver", f"{tool.name} decides per call with an approval rule")
     if tool.requires_approval:
-        return Approval(True, "tool", f"{tool.name} requires approval before it runs")
+        note = f" ({tool.approval_note})" if tool.approval_note else ""
+        return Approval(True, "tool", f"{tool.name} requires approval before it runs{note}")
     return Approval(False, "none", "")
 
 

@@ -96,6 +96,9 @@ class Tool:
             are bound to it); ``None``: whichever loop drives the chat.
         server: The label of the server the tool comes from (an MCP server's
             ``label``); ``None`` for a tool defined in this process.
+        approval_note: Why its calls need a decision, when there is more to say
+            than that it requires one (an MCP tool: "marked destructive by the
+            server"); shown on approval cards and kept in the log.
 
     Define ``approval(self, call) -> bool | None`` to decide per call instead of
     ``requires_approval``: ``True`` runs it, ``False`` denies it, ``None`` leaves
@@ -112,6 +115,7 @@ class Tool:
     approval: ClassVar[Any] = None
     loop: ClassVar[asyncio.AbstractEventLoop | None] = None
     server: ClassVar[str | None] = None
+    approval_note: ClassVar[str | None] = None
     _params: ClassVar[ParameterModel | None] = None
 
     def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:

@@ -74,7 +74,7 @@ def test_each_extra_named_in_errors_brings_its_module() -> None:
     for module, extra in EXTRAS.items():
         assert module in _requirement_names(extras[extra]), (module, extra)
     # lab runs every example notebook, and dev (make test, make lint) has everything.
-    assert "nbagent[plots,parquet]" in extras["lab"]
+    assert "nbagent[plots,parquet,mcp]" in extras["lab"]
     assert "nbagent[lab,mcp]" in extras["dev"]
 
 

@@ -90,8 +90,9 @@ class MCPTool(Tool, abstract=True):
         self.output_schema: dict[str, Any] | None = getattr(definition, "output_schema", None)
         self.timeout = server.timeout  # type: ignore[misc]
         self.idempotent = bool(self.annotations.get("idempotentHint"))  # type: ignore[misc]
-        self.requires_approval, self._resolver = self._gate(rule)  # type: ignore[misc]
         self.server = server.label  # type: ignore[misc]
+        self.requires_approval, self._resolver = self._gate(rule)  # type: ignore[misc]
+        self.approval_note = self._why(rule) if self.requires_approval else None  # type: ignore[misc]
 
     @property
     def approval(self) -> Any:
@@ -105,6 +106,17 @@ class MCPTool(Tool, abstract=True):
         if rule == "annotations":
             return self.annotations.get("readOnlyHint") is not True, None
         return rule is True or rule == "always", None
+
+    def _why(self, rule: ApprovalRule) -> str | None:
+        """Why a gated call of this tool waits for a decision (the card's reason line)."""
+        where = f"the {self.server} server" if self.server else "the server"
+        if callable(rule) and not isinstance(rule, bool):
+            return None  # a resolver says per call
+        if rule != "annotations":
+            return f"approval={rule!r} for {where}"
+        if self.annotations.get("destructiveHint") is True:
+            return f"{where} marks it destructive"
+        return f"{where} does not mark it read-only"
 
     async def execute(self, **arguments: Any) -> Any:
         """Send the call to the server (on the MCP loop) and map its answer."""

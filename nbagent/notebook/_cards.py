@@ -37,6 +37,10 @@ DIFF_LINES = 200  # lines of a text diff shown
 ERROR_CHARS = 4_000
 
 
+SENT = " (sent to the provider)"
+"""What a hosted call's decision words end with: the decision went to the provider."""
+
+
 def call_card_html(e: CallEntry, *, decision: str, live: bool = False) -> str:
     """``e`` as a card (see the module docstring); ``decision`` is who decided, in words."""
     if e.status in FINAL_STATUSES:
@@ -50,7 +54,7 @@ def _open(e: CallEntry, decision: str, live: bool) -> str:
     head = [*_name(e)]
     if inline is not None:
         head.append(f'<code class="nba-args1">{esc(inline)}</code>')
-    head.append(_badge(e.status))
+    head.append(_badge(e.status, status_word(e)))
     meta = _meta(e)
     if meta:
         head.append(f'<span class="nba-dim">{esc(meta)}</span>')
@@ -77,7 +81,8 @@ def _open(e: CallEntry, decision: str, live: bool) -> str:
 def _finished(e: CallEntry, decision: str) -> str:
     inline = inline_arguments(e)
     short = inline if inline is not None else preview(_short_json(e.arguments), 60)
-    head = [*_name(e), f'<code class="nba-args1">{esc(short)}</code>', _badge(e.status)]
+    head = [*_name(e), f'<code class="nba-args1">{esc(short)}</code>']
+    head.append(_badge(e.status, status_word(e)))
     meta = _meta(e)
     if meta:
         head.append(f'<span class="nba-dim">{esc(meta)}</span>')
@@ -97,7 +102,10 @@ def _finished(e: CallEntry, decision: str) -> str:
             '<details class="nba-tb"><summary>traceback</summary>'
             f'<pre class="nba-result">{esc(e.traceback)}</pre></details>'
         )
-    if e.result is not None and e.result_status != "denied" and not e.error:
+    if e.hosted:  # the answer is the decision sent to the provider, not a result
+        if e.result is not None and e.result_status != "denied":
+            body.append(f'<div class="nba-note">{esc(clip(e.result))}</div>')
+    elif e.result is not None and e.result_status != "denied" and not e.error:
         if e.result_html is not None:
             body.append(f'<div class="nba-rich">{e.result_html}</div>')
         else:
@@ -110,16 +118,37 @@ def _finished(e: CallEntry, decision: str) -> str:
 
 
 def _name(e: CallEntry) -> list[str]:
-    return [
-        '<span class="nba-icon">&#9881;</span>',
-        f'<span class="nba-tool" title="call {esc(e.call_id)}">{esc(e.name)}</span>',
+    out = [
+        '<span class="nba-icon" title="run by the provider, not here">&#9729;</span>'
+        if e.hosted
+        else '<span class="nba-icon">&#9881;</span>'
     ]
+    if e.server:
+        where = "MCP server run by the provider" if e.hosted else "MCP server"
+        out.append(
+            f'<span class="nba-server" title="{where} {esc(e.server)}">{esc(e.server)}</span>'
+            '<span class="nba-dim"> · </span>'
+        )
+    out.append(f'<span class="nba-tool" title="call {esc(e.call_id)}">{esc(e.name)}</span>')
+    return out
 
 
-def _badge(status: str) -> str:
+def call_label(e: CallEntry) -> str:
+    """``server · tool`` for a tool of an MCP server (hosted or not), else the tool's name."""
+    return f"{e.server} · {e.name}" if e.server else e.name
+
+
+def status_word(e: CallEntry) -> str:
+    """The status in words; an approved hosted call's answer is "sent to the provider"."""
+    if e.hosted and e.status == "ok":
+        return "sent to the provider"
+    return STATUS_WORDS.get(e.status, e.status)
+
+
+def _badge(status: str, words: str | None = None) -> str:
     return (
         f'<span class="nba-badge nba-b-{esc(status)}">'
-        f"{esc(STATUS_WORDS.get(status, status))}</span>"
+        f"{esc(words or STATUS_WORDS.get(status, status))}</span>"
     )
 
 
@@ -131,6 +160,8 @@ def _meta(e: CallEntry) -> str:
 
 def _outcome(e: CallEntry, decision: str) -> str:
     """The end of a finished call's line: the result's start, the error, or the decision."""
+    if e.hosted and decision:  # the badge says it was sent; its run shows as an item
+        return f'<span class="nba-sum">{esc(preview(decision.removesuffix(SENT), 120))}</span>'
     if e.status == "ok" and e.result is not None:
         what = e.result_label or preview(e.result, 100)
         return f'<span class="nba-sum">&#8594; {esc(what)}</span>'
@@ -147,11 +178,19 @@ def _outcome(e: CallEntry, decision: str) -> str:
 def reason_words(e: CallEntry) -> str:
     """Why the call waits for a decision, when that says more than the card's badge.
 
-    A tool's static ``requires_approval`` says nothing the badge does not; a
+    A tool's static ``requires_approval`` says nothing the badge does not (its
+    note does: an MCP tool's "the notes server marks it destructive"); a
     resolver that left the call to a human says so (with its note when it
-    failed); any other reason (a store's, a policy's) is shown as it is.
+    failed); a hosted call says the provider runs it once approved; any other
+    reason (a store's, a policy's) is shown as it is.
     """
     reason = (e.approval_reason or "").strip()
+    if e.hosted and e.approval_source == "provider":
+        where = f" on {e.server}" if e.server else ""
+        return (
+            f"The provider runs {e.name}{where} once you approve: your decision is sent "
+            "to it, nothing runs here."
+        )
     static = f"{e.name} requires approval before it runs"
     rule = f"{e.name} decides per call with an approval rule"
     if reason.startswith(static):

@@ -27,9 +27,16 @@ import re
 from collections.abc import Sequence
 from datetime import UTC
 
-from ._cards import call_card_html, inline_arguments, reason_words
-from ._html import STATUS_WORDS as _STATUS_WORDS
+from ._cards import (
+    SENT,
+    call_card_html,
+    call_label,
+    inline_arguments,
+    reason_words,
+    status_word,
+)
 from ._html import clip, esc, fmt_ms, preview, printable
+from ._items import item_html, item_words
 from ._markdown import markdown_html
 from ._state import (
     AWAITING,
@@ -119,6 +126,10 @@ CSS = """
   min-width: 0; overflow: hidden; text-overflow: ellipsis; }
 .nba-body { padding: 2px 0 2px 14px; }
 .nba-tool { font-family: var(--jp-code-font-family, monospace); font-weight: 600; }
+.nba-server { font-family: var(--jp-code-font-family, monospace);
+  border: 1px solid var(--jp-border-color1, #bdbdbd); border-radius: 6px; padding: 0 4px;
+  color: var(--jp-ui-font-color2, #616161); }
+.nba-item .nba-tag { font-size: var(--jp-ui-font-size0, 11px); }
 .nba-args1 { font-family: var(--jp-code-font-family, monospace);
   font-size: var(--jp-code-font-size, 12px); color: var(--jp-content-font-color1, inherit);
   background: none; padding: 0; }
@@ -223,6 +234,8 @@ def decision_words(e: CallEntry) -> str:
             words += f": {e.decision_reason}"
     if e.edited_arguments is not None and e.verdict == "approved":
         words += " with edited arguments"
+    if e.hosted:
+        words += SENT
     return words
 
 
@@ -290,7 +303,7 @@ def entry_html(e: Entry, *, live: bool = False) -> str:
         body = esc(step_words(e))
         if e.status == "failed":
             body += f'<div class="nba-err">{esc(e.error_type)}: {esc(preview(e.error, 600))}</div>'
-        return f'<div class="{cls}">{body}</div>'
+        return f'<div class="{cls}">{body}</div>' + "".join(item_html(i) for i in e.items)
     if isinstance(e, CallEntry):
         return call_card_html(e, decision=decision_words(e), live=live)
     if isinstance(e, BudgetEntry):
@@ -471,15 +484,19 @@ def entry_markdown(e: Entry) -> str:
         thought = f"> *Thinking:* {md_inline(preview(e.thinking, 600))}"
         return thought + (f"\n\n{said}" if said else "")
     if isinstance(e, StepEntry):
-        return f"*{md_inline(step_words(e))}*" + (
-            f"  \n**{md_inline(e.error_type)}:** {md_inline(preview(e.error, 600))}"
-            if e.status == "failed"
-            else ""
+        return (
+            f"*{md_inline(step_words(e))}*"
+            + (
+                f"  \n**{md_inline(e.error_type)}:** {md_inline(preview(e.error, 600))}"
+                if e.status == "failed"
+                else ""
+            )
+            + "".join(f"\n\n> *provider ran* {md_inline(item_words(i))}" for i in e.items)
         )
     if isinstance(e, CallEntry):
-        words = md_inline(_STATUS_WORDS.get(e.status, e.status))
+        words = md_inline(status_word(e))
         inline = inline_arguments(e)  # short arguments on the head line
-        head = f"**tool {code_span(e.name)}**" + (f" {code_span(inline)}" if inline else "")
+        head = f"**tool {code_span(call_label(e))}**" + (f" {code_span(inline)}" if inline else "")
         head += f" · {words}"
         if e.duration_ms is not None:
             head += f" · {md_inline(fmt_ms(e.duration_ms))}"
@@ -492,7 +509,7 @@ def entry_markdown(e: Entry) -> str:
             lines.append(f"> {md_inline(words)}")
         if e.error:
             lines.append(f"> error: {md_inline(preview(e.error, 600))}")
-        if e.result is not None and e.status != "denied":
+        if e.result is not None and e.status != "denied" and not e.hosted:
             lines.append("result:\n" + _fence(clip(e.result, 2000)))
         return "\n\n".join(lines)
     if isinstance(e, BudgetEntry):
@@ -532,10 +549,12 @@ def _entry_text(e: Entry) -> str:
         line = f"[{step_words(e)}]"
         if e.status == "failed":
             line += f"\n  {e.error_type}: {preview(e.error, 600)}"
+        for item in e.items:
+            line += f"\n  provider ran {item_words(item)}"
         return line
     if isinstance(e, CallEntry):
         args = preview(e.arguments_text, 200)
-        line = f"  tool {e.name}({args}) -> {_STATUS_WORDS.get(e.status, e.status)}"
+        line = f"  tool {call_label(e)}({args}) -> {status_word(e)}"
         if e.duration_ms is not None:
             line += f" [{fmt_ms(e.duration_ms)}]"
         extra = []
@@ -547,7 +566,7 @@ def _entry_text(e: Entry) -> str:
             extra.append(f"    {words}")
         if e.error:
             extra.append(f"    error: {preview(e.error, 300)}")
-        elif e.result is not None and e.status != "denied":
+        elif e.result is not None and e.status != "denied" and not e.hosted:
             extra.append(f"    result: {preview(e.result, 300)}")
         return "\n".join([line, *extra])
     if isinstance(e, BudgetEntry):

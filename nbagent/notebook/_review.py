@@ -120,7 +120,8 @@ def _ask_about(
 ) -> Literal["decided", "skipped"]:
     """Ask about one call until it is decided or skipped (``_Stop``: quit or no input)."""
     reason = call.approval.reason if call.approval else ""
-    say(f"\n{call.name} ({call.id}) needs approval" + (f": {reason}" if reason else ""))
+    label = f"{call.server} · {call.name}" if call.server else call.name
+    say(f"\n{label} ({call.id}) needs approval" + (f": {reason}" if reason else ""))
     say(json_preview(call.arguments)[0])
     while True:
         if not call.pending_approval:  # decided meanwhile (elsewhere, or an always-allow)
@@ -193,7 +194,7 @@ def _still_pending(chat: Chat, say: Callable[..., None]) -> None:
     n = len(pending)
     say(f"{n} call{'s' if n != 1 else ''} still waiting for approval:")
     for c in pending:
-        say(f"  {c.name} ({c.id})")
+        say(f"  {f'{c.server} · ' if c.server else ''}{c.name} ({c.id})")
     first = pending[0].id
     say(
         f"Decide with chat.approve({first!r}) or chat.deny({first!r}, reason=...), then "

@@ -44,6 +44,8 @@ from .._types import (
     CallStatus,
     ChatMessage,
     DecisionVerdict,
+    ProviderItem,
+    Reasoning,
     ResultStatus,
     ToolCall,
 )
@@ -85,6 +87,12 @@ class UserEntry(Entry):
 
 
 HIDDEN_THINKING = "[the provider sent this thinking encrypted or redacted]"
+
+
+def shown_items(items: tuple[ProviderItem, ...]) -> tuple[ProviderItem, ...]:
+    """The provider items a step shows as folded lines: not its reasoning (the text entry's
+    *Thinking* section shows that)."""
+    return tuple(i for i in items if not isinstance(i, Reasoning))
 
 
 def thinking_text(m: ChatMessage | AssistantToolCallMessage) -> str:
@@ -157,6 +165,7 @@ class StepEntry(Entry):
     error: str = ""
     streaming_calls: dict[int, str] = field(default_factory=dict)
     measured: bool = True  # False when rebuilt from a transcript: no tokens or timing known
+    items: tuple[ProviderItem, ...] = ()  # what the provider ran itself in this step
     kind = "step"
 
 
@@ -166,6 +175,8 @@ class CallEntry(Entry):
 
     call_id: str = ""
     name: str = ""
+    server: str | None = None  # the MCP server's label (a local MCP tool or a hosted one)
+    hosted: bool = False  # the provider runs it: a decision is sent, nothing runs here
     step: int = 0
     arguments: dict[str, Any] = field(default_factory=dict)
     raw_arguments: str | None = None
@@ -542,7 +553,7 @@ class ChatState:
             case ToolCallDelta():
                 return self._call_streaming(event)
             case MessageAdded():
-                return self._message(event)
+                return self._items(event) + self._message(event)
             case StepFinished():
                 return self._step_finished(event)
             case ToolCallStarted():
@@ -626,6 +637,16 @@ class ChatState:
                 text_entry.parsed = parsed_rows(m.parsed)
             return changed
         return []
+
+    def _items(self, event: MessageAdded) -> list[Entry]:
+        """What the provider ran itself (an assistant message's ``items``) joins its step's
+        line, shown before the step's text."""
+        items = shown_items(getattr(event.message, "items", ()))
+        step = self.by_key.get(f"s:{self._step}")
+        if not items or not isinstance(step, StepEntry) or step.items == items:
+            return []
+        step.items = items
+        return [_touch(step)]
 
     def _text(
         self, step: int, text: str, *, append: bool, turn: int | None = None, thinking: str = ""
@@ -746,6 +767,8 @@ class ChatState:
             e.turn,
             call_id=c.id,
             name=c.name,
+            server=c.server,
+            hosted=c.hosted,
             step=e.step,
             arguments=dict(c.arguments),
             raw_arguments=c.raw_arguments,
@@ -863,6 +886,7 @@ class ChatState:
                         stop_reason=m.stop_reason,
                         n_tool_calls=len(calls),
                         measured=False,
+                        items=shown_items(m.items),
                     )
                 )
                 thinking = thinking_text(m)
@@ -917,6 +941,8 @@ def _call_entry(
         turn,
         call_id=c.id,
         name=c.name,
+        server=c.server,
+        hosted=c.hosted,
         step=step,
         arguments=dict(c.arguments),
         raw_arguments=c.raw_arguments,

@@ -171,8 +171,9 @@ class ChatView:
                 tool=e.name,
                 call_id=e.call_id,
                 arguments=e.arguments_text,
-                editable=e.arguments_editable,
+                editable=e.arguments_editable and not e.hosted,
                 reason=reason_words(e),
+                hosted=e.hosted,
             )
         else:
             card = ActionCard(self._on_card_action, kind="budget", steps=self._budget_steps())

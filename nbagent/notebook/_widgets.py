@@ -56,6 +56,8 @@ class ActionCard(anywidget.AnyWidget):
         editable: Whether ``arguments`` is the whole arguments; when it is a preview,
             the card offers no editor (``chat.approve(call, arguments=...)`` still works).
         reason: Why the call needs approval.
+        hosted: The provider runs the call (a hosted MCP server): the decision is sent
+            to it; no argument editor (the core refuses to edit a hosted call).
         steps: Steps "Continue" adds (budget cards).
         count: How many calls "Approve all" / "Deny all" decide (batch cards).
         call_ids: Those calls (batch cards).
@@ -78,6 +80,7 @@ class ActionCard(anywidget.AnyWidget):
     arguments = traitlets.Unicode("{}").tag(sync=True)
     editable = traitlets.Bool(True).tag(sync=True)
     reason = traitlets.Unicode("").tag(sync=True)
+    hosted = traitlets.Bool(False).tag(sync=True)
     steps = traitlets.Int(0).tag(sync=True)
     count = traitlets.Int(0).tag(sync=True)
     call_ids = traitlets.List(traitlets.Unicode()).tag(sync=True)

@@ -48,7 +48,7 @@ function reasonBox(ui, placeholder, label, onEnter) {
 }
 
 const TRAITS = ["state", "error", "summary", "note", "value", "arguments", "editable", "reason",
-  "tool", "steps", "kind", "count", "revocable"];
+  "tool", "steps", "kind", "count", "revocable", "hosted"];
 
 let counter = 0;
 
@@ -104,7 +104,9 @@ function render({ model, el }) {
       return;
     }
     const row = h("div", "nba-action-row");
-    const approve = button("Approve", "nba-btn-approve", () => send("approve"), "Run this call");
+    const hosted = model.get("hosted");
+    const approve = button("Approve", "nba-btn-approve", () => send("approve"),
+      hosted ? "Send the approval to the provider, which runs this call" : "Run this call");
     const reason = reasonBox(ui, "reason (optional)", "Reason for denying (Enter denies)",
       (text) => send("deny", { reason: text }));
     const deny = button("Deny", "nba-btn-deny", () => send("deny", { reason: reason.value }),
@@ -116,10 +118,11 @@ function render({ model, el }) {
     edit.disabled = !editable;
     const always = button("Always allow", "", () => send("always"),
       `Approve this and every later call of ${tool} (you can take it back)`);
-    row.append(approve, deny, reason, edit, always);
+    if (hosted) row.append(approve, deny, reason, always);  // the provider's call: no editing
+    else row.append(approve, deny, reason, edit, always);
     if (state === "working") for (const n of row.querySelectorAll("button, input")) n.disabled = true;
     slot.append(row);
-    if (!editable) {
+    if (!editable && !hosted) {
       slot.append(h("div", "nba-action-note",
         "The arguments are too large to edit here (the card shows their start); " +
         "use chat.approve(call, arguments=...) to run it with other arguments."));

@@ -313,3 +313,45 @@ def test_making_a_server_checks_its_arguments() -> None:
         MCPServer.stdio("/nonexistent/nbagent-mcp-server").connect()
     with pytest.raises(nbagent.MCPServerError, match="'no-such-command' not found on the serv"):
         MCPServer.stdio("no-such-command").connect()
+
+
+def test_an_mcp_calls_card_names_its_server_and_says_why_it_waits(
+    shared_notes: MCPServer,
+) -> None:
+    from nbagent.notebook import ChatView
+    from nbagent.notebook._fallback import chat_mimebundle
+
+    chat, _ = chat_with(
+        shared_notes,
+        script=[
+            call_tools(
+                ("notes_delete_note", {"title": "todo"}),
+                ("notes_add_note", {"title": "x", "text": "y"}),
+            ),
+            reply("done"),
+        ],
+        display=False,
+    )
+    view = ChatView(chat)
+    chat.ask("go")
+    delete, add = chat.pending_approvals
+    assert (delete.server, add.server) == ("notes", "notes")
+    assert delete.approval is not None and delete.approval.reason == (
+        "notes_delete_note requires approval before it runs (the notes server marks it destructive)"
+    )
+    cards = {c.tool: c for c in view._cards.values()}
+    assert cards["notes_delete_note"].reason == "the notes server marks it destructive"
+    assert cards["notes_add_note"].reason == "the notes server does not mark it read-only"
+    assert '<span class="nba-server" title="MCP server notes">notes</span>' in (
+        cards["notes_delete_note"].value
+    )
+    assert cards["notes_add_note"].editable and not cards["notes_add_note"].hosted
+    assert "tool notes · notes_add_note(" in chat_mimebundle(chat)["text/plain"]
+    always = MCPServer.stdio("unused", approval="always", prefix="notes")
+    always._connection = shared_notes._connection
+    notes = {t.remote_name: t for t in always.list_tools()}
+    assert notes["read_note"].approval_note == "approval='always' for the notes server"
+    chat.deny(delete)
+    chat.deny(add)
+    chat.complete()
+    assert chat.status == "complete"

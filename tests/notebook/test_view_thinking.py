@@ -73,10 +73,13 @@ def test_thinking_streams_open_then_folds(kind: str) -> None:
     assert "Plan: &lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;" in final
     assert "encrypted or redacted" in final  # the redacted block says so
     assert final.index("Plan:") < final.index("look") < final.index("<strong>sunny</strong>")
+    assert "run by the provider" not in final  # thinking is not also a provider-item line
+    assert final.count("Plan: &lt;script&gt;") == 1
 
     static = chat_mimebundle(chat)["text/html"]
     assert static.count('<details class="nba-entry nba-thinking">') == 2
     assert "<script>alert" not in static
+    assert "run by the provider" not in static and static.count("Plan: &lt;script&gt;") == 1
     text = chat_mimebundle(chat)["text/plain"]
     assert "(thinking: Plan: <script>" in text
 
