@@ -26,7 +26,7 @@ ALLOW_ROOT  := $(if $(filter 0,$(shell id -u)),--allow-root,)
 LAB_CONFIG_PATH := $(CURDIR)/.jupyter$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH),)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv install kernel lab demo test lint imports bench clean distclean
+.PHONY: help venv install kernel lab demo test screenshot lint imports bench clean distclean
 
 help:
 	@echo "make lab      create $(VENV), pip install -e '.[lab]', JupyterLab at the repository"
@@ -34,6 +34,7 @@ help:
 	@echo "make install  create $(VENV) and pip install -e '.[dev]' (skipped if up to date)"
 	@echo "make demo     run the quickstart notebook headless and print the transcript"
 	@echo "make test     whole pytest suite, browser tests included (PYTEST_ARGS=...)"
+	@echo "make screenshot  regenerate docs/images/live-view.png (the README's picture) in JupyterLab"
 	@echo "make lint     ruff check + mypy + import contracts (lint-imports)"
 	@echo "make imports  the import contracts alone: layers, no cycles (pyproject.toml)"
 	@echo "make bench    python -m benchmarks"
@@ -86,6 +87,12 @@ demo: $(LAB_STAMP)
 test: kernel
 	bash .ci/ensure-chromium
 	NBAGENT_REQUIRE_BROWSER=$(NBAGENT_REQUIRE_BROWSER) $(PY) -m pytest $(PYTEST_ARGS)
+
+# The README's picture of the live view, taken in JupyterLab by a browser test.
+screenshot: kernel
+	bash .ci/ensure-chromium
+	NBAGENT_REQUIRE_BROWSER=1 NBAGENT_README_IMAGE="$(CURDIR)/docs/images/live-view.png" \
+	  $(PY) -m pytest -q -p no:cacheprovider tests/browser/test_readme_screenshot.py
 
 # Runs every tool even if one fails; fails if any does.
 lint: $(STAMP)

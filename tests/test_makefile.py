@@ -70,3 +70,12 @@ def test_the_repositorys_jupyter_config_turns_off_the_news_popup(tmp_path: Path)
     overrides = json.loads(proc.stdout)
     notification = overrides["@jupyterlab/apputils-extension:notification"]
     assert notification == {"fetchNews": "false", "checkForUpdates": False}
+
+
+def test_make_screenshot_retakes_the_readme_picture_in_a_browser(tmp_path: Path) -> None:
+    out = dry_run("screenshot", tmp_path)
+    assert f'NBAGENT_README_IMAGE="{ROOT}/docs/images/live-view.png"' in out
+    assert "tests/browser/test_readme_screenshot.py" in out and "NBAGENT_REQUIRE_BROWSER=1" in out
+    readme = (ROOT / "README.md").read_text()
+    assert "](docs/images/live-view.png)" in readme[:2000]  # near the top
+    assert (ROOT / "docs/images/live-view.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -5,6 +5,11 @@ it returns at once and imports nothing. Inside one, the chat gets a
 :class:`NotebookExtension`, which
 
 - shows each new turn's live view in the running cell (``turn_started``);
+- when a later cell continues that turn (``chat.complete()``, ``chat.step()``
+  after a decision made in code), hands the turn over: the earlier view goes
+  static and says "continued in cell [n]", and the running cell shows the
+  continuation live (``before_step``), so each cell shows what it did and no
+  earlier status line contradicts ``chat.status``;
 - lets ``await chat.ask_async()`` wait for a click on an approval card
   (``wait_for_decision``);
 - remembers which replies a live view has just shown, so ``chat.ask(...)`` on a
@@ -24,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from .._events import Event, MessageAdded
 from .._extension import ChatHost, Extension
 from .._types import AssistantToolCallMessage, ChatMessage
-from ._kernel import execution_count, in_kernel
+from ._kernel import execution_count, in_kernel, prompt_number
 
 if TYPE_CHECKING:
     from .._base_chat import BaseChat as Chat
@@ -56,6 +61,11 @@ class NotebookExtension(Extension):
         if self._host is not None:
             _show_turn(self._host.chat)
 
+    def before_step(self) -> None:
+        if self._host is not None:
+            _continue_here(self._host.chat)
+        return None
+
     async def wait_for_decision(self, wait: bool | None) -> bool:
         from ._continuation import wait_for_decisions
 
@@ -70,6 +80,8 @@ class NotebookExtension(Extension):
 
 # Messages a live view has just shown, with the cell (execution count) that showed them.
 _live_turns: dict[str, tuple[int, int]] = {}  # chat id -> (turn, execution count)
+# The view showing each chat's current turn, and its cell: chat id -> (view, execution count).
+_turn_views: dict[str, tuple[weakref.ref[Any], int | None]] = {}
 _live_messages: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 _live_cells: dict[int, int] = {}  # id(message) -> execution count
 _registered = False
@@ -140,9 +152,47 @@ def _show_turn(chat: Chat) -> None:
     if widgets_available():
         from ._view import show
 
-        show(chat, turn=turn)
+        view = show(chat, turn=turn)
+        _turn_views[chat.id] = (weakref.ref(view), count)
     else:
+        _turn_views.pop(chat.id, None)
         StaticView(chat, turn).display()
+
+
+def _continue_here(chat: Chat) -> None:
+    """A step starts: if a later cell drives the turn an earlier cell shows, hand it over.
+
+    Only a driver called in a cell counts (``chat.complete()``, ``chat.step()``
+    on the kernel's main thread), not the continuation after a click, which
+    stays in the view that was clicked, and not a step with nothing to do.
+    """
+    found = _turn_views.get(chat.id)
+    if found is None or threading.current_thread() is not threading.main_thread():
+        return
+    from ._continuation import continuing
+
+    view, cell = found[0](), found[1]
+    count = execution_count()
+    if (
+        view is None
+        or continuing()
+        or count is None
+        or count == cell
+        or view.frozen
+        or not view.displayed
+        or view.turn != chat.turn
+        or chat.status in ("awaiting_approval", "complete", "idle")  # nothing will happen
+    ):
+        return
+    from ._view import ChatView
+
+    skip = view.hand_over(prompt_number(count))
+    here = ChatView(chat, turn=view.turn, skip=skip, origin=prompt_number(cell))
+    from IPython.display import display
+
+    display(here)
+    _turn_views[chat.id] = (weakref.ref(here), count)
+    _live_turns[chat.id] = (view.turn, count)
 
 
 def display_chat(chat: Chat) -> Any:

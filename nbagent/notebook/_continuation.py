@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import threading
 import time
 import traceback
@@ -38,6 +39,8 @@ from typing import TYPE_CHECKING, Any
 from .._config import get_config
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .._base_chat import BaseChat as Chat
 
 _main_loop: asyncio.AbstractEventLoop | None = None
@@ -46,6 +49,16 @@ _loop_lock = threading.Lock()
 RENDER_GRACE = 5.0
 """Seconds ``ask_async`` waits for a front end to draw an approval card before it
 concludes nobody can click (nbclient, papermill) and applies the fallback."""
+
+
+_continuing: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "nbagent_continuing", default=False
+)
+
+
+def continuing() -> bool:
+    """True while a :class:`Continuation` drives the chat (after a click, not from a cell)."""
+    return _continuing.get()
 
 
 def capture_main_loop() -> asyncio.AbstractEventLoop | None:
@@ -91,6 +104,8 @@ class Continuation:
         self.last_error: BaseException | None = None
         self.rendered = False
         self._busy_retries = 0
+        self.countdown: str | None = None
+        self._countdown_listeners: list[Callable[[str | None], Any]] = []
 
     # ------------------------------------------------------------- requests
     def request(self, max_steps: int | None = None) -> None:
@@ -123,6 +138,7 @@ class Continuation:
             return True, steps
 
     async def _drain_async(self) -> None:
+        _continuing.set(True)  # this task only: the loop runs here, not in a cell
         try:
             while True:
                 go, steps = self._next()
@@ -148,6 +164,7 @@ class Continuation:
                 raise
 
     def _drain_sync(self) -> None:
+        _continuing.set(True)
         done = False
         try:
             while True:
@@ -231,6 +248,24 @@ class Continuation:
     def note_rendered(self) -> None:
         self.rendered = True
 
+    # ------------------------------------------------------------- countdown
+    def add_countdown_listener(self, fn: Callable[[str | None], Any]) -> None:
+        with self._lock:
+            self._countdown_listeners = [*self._countdown_listeners, fn]
+
+    def remove_countdown_listener(self, fn: Callable[[str | None], Any]) -> None:
+        with self._lock:
+            self._countdown_listeners = [f for f in self._countdown_listeners if f != fn]
+
+    def set_countdown(self, text: str | None) -> None:
+        """Tell the views what the awaiting cell waits for (``None``: it stopped waiting)."""
+        if text == self.countdown:
+            return
+        self.countdown = text
+        for fn in self._countdown_listeners:
+            with contextlib.suppress(Exception):  # a view must never break the wait
+                fn(text)
+
 
 _continuations: weakref.WeakKeyDictionary[Any, Continuation] = weakref.WeakKeyDictionary()
 _cont_lock = threading.Lock()
@@ -282,6 +317,12 @@ def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+def countdown_words(left: float, then: str) -> str:
+    """``waiting for your decision, 1:58 left (then it stays pending)``."""
+    seconds = max(0, int(left + 0.999))
+    return f"waiting for your decision, {seconds // 60}:{seconds % 60:02d} left (then {then})"
+
+
 async def wait_for_decisions(chat: Chat, wait: bool | None = None) -> bool:
     """Wait (in an awaiting cell) until someone decides a pending approval.
 
@@ -292,7 +333,9 @@ async def wait_for_decisions(chat: Chat, wait: bool | None = None) -> bool:
     ``configure(approval_wait=)`` seconds, or after :data:`RENDER_GRACE` seconds
     if no front end drew the card (unattended runs), then applies
     ``configure(approval_fallback=)``: ``"park"`` (return; the buttons still
-    work) or ``"deny"``.
+    work) or ``"deny"``. While it waits, the chat's views show the time left
+    and what happens then on their status line (:meth:`Continuation.set_countdown`,
+    one change a second).
     """
     cont = continuation_for(chat)
     if not chat.awaiting_approval:
@@ -309,6 +352,7 @@ async def wait_for_decisions(chat: Chat, wait: bool | None = None) -> bool:
         timeout = RENDER_GRACE
     cont.begin_wait()
     consumed = False
+    then = "it is denied" if cfg.approval_fallback == "deny" else "it stays pending"
     try:
         t0 = loop.time()
         while True:
@@ -320,8 +364,10 @@ async def wait_for_decisions(chat: Chat, wait: bool | None = None) -> bool:
             unattended = elapsed >= RENDER_GRACE and not cont.rendered
             if elapsed >= timeout or unattended:
                 break
+            cont.set_countdown(countdown_words(timeout - elapsed, then))  # changes once a second
             await asyncio.sleep(0.05)
     finally:
+        cont.set_countdown(None)
         cont.end_wait(consumed)
     if cfg.approval_fallback == "deny":
         why = (

@@ -6,7 +6,7 @@ import sys
 
 from .._notice import in_kernel
 
-__all__ = ["execution_count", "in_kernel"]
+__all__ = ["execution_count", "in_kernel", "prompt_number"]
 
 
 def execution_count() -> int | None:
@@ -15,3 +15,12 @@ def execution_count() -> int | None:
     ip = ipython.get_ipython() if ipython is not None else None
     count = getattr(ip, "execution_count", None)
     return count if isinstance(count, int) else None
+
+
+def prompt_number(count: int | None) -> int | None:
+    """The ``In [n]`` of the cell that was running when :func:`execution_count` said ``count``.
+
+    IPython counts the cell as run when it starts, so during a cell the shell's
+    count is already the next prompt's number.
+    """
+    return None if count is None else max(count - 1, 1)

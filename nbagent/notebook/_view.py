@@ -14,6 +14,16 @@ back), so the cost of an event stays flat however long the chat grows.
 Clicks go to :meth:`ChatView._on_card_action`, which records the decision
 through the chat's public API and asks the chat's
 :class:`~nbagent.notebook._continuation.Continuation` to run the loop again.
+
+A displayed view is live only while it has something to do. When its chat
+settles with nothing left to decide in it (and after every cell, when the chat
+is not running), its output is updated to the static bundle and its widgets
+are closed: a saved notebook holds HTML, not widget references. Anything that
+touches it later brings it back live. A view still waiting for a decision keeps
+its widgets and fills its *twin* output with the static transcript and how to
+decide after a kernel restart (see ``_fallback.twin_bundle``). When a later cell
+continues its turn (``chat.complete()``), the view hands over: it goes static
+with "continued in cell [n]" and the new cell shows the continuation live.
 """
 
 from __future__ import annotations
@@ -29,13 +39,22 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 from .._errors import DecisionError
 from ._cards import reason_words
 from ._continuation import capture_main_loop, continuation_for
-from ._fallback import hook_post_run_cell, mark_dirty
+from ._fallback import (
+    IDLE_TWIN,
+    WIDGET_MIME,
+    DisplaySlot,
+    hook_post_run_cell,
+    mark_dirty,
+    twin_bundle,
+)
 from ._poll import watch
-from ._render import decision_words, entry_html, status_html, style_tag
+from ._render import decision_words, entry_html, esc, status_html, style_tag
 from ._state import (
     BudgetEntry,
     CallEntry,
     Entry,
+    ErrorEntry,
+    StepEntry,
     TextEntry,
     UserEntry,
     state_for,
@@ -45,7 +64,6 @@ from ._widgets import ActionCard, CardError
 if TYPE_CHECKING:
     from .._base_chat import BaseChat as Chat
 
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 TEXT_THROTTLE = 0.05  # seconds between pushes of streaming text to the browser
 
 
@@ -57,13 +75,23 @@ class ChatView:
         turn: Show only this turn (what ``chat.ask()`` displays); ``None`` for all.
         page_size: Entries per page.
         live_pages: Pages kept as live widgets; older ones fold behind "Show earlier".
+        skip: Keys of entries not to show (a continuation view starts where the
+            earlier view handed over).
+        origin: The cell a continuation view continues (said on its first line).
 
     Display it with ``display(view)`` (or just :func:`show` it).
-    ``view.widget`` is the ipywidgets container.
+    ``view.widget`` is the ipywidgets container (while ``view.live``).
     """
 
     def __init__(
-        self, chat: Chat, *, turn: int | None = None, page_size: int = 25, live_pages: int = 2
+        self,
+        chat: Chat,
+        *,
+        turn: int | None = None,
+        page_size: int = 25,
+        live_pages: int = 2,
+        skip: frozenset[str] = frozenset(),
+        origin: int | None = None,
     ):
         if page_size < 1 or live_pages < 1:
             raise ValueError("page_size and live_pages must be at least 1")
@@ -74,8 +102,30 @@ class ChatView:
         self.live_pages = live_pages
         self.state = state_for(chat)
         self.continuation = continuation_for(chat)
-        self.display_id = f"nbagent-{chat.id[:8]}-{uuid.uuid4().hex[:8]}"
+        self.uid = uuid.uuid4().hex[:8]
+        self.display_id = f"nbagent-{chat.id[:8]}-{self.uid}"
         self.frozen = False
+        self.live = True
+        self.skip = frozenset(skip)
+        self.title = (
+            f"continues turn {turn} from cell [{origin}]"
+            if origin is not None and turn is not None
+            else ""
+        )
+        self._slot = DisplaySlot(self.display_id)
+        self._twin = DisplaySlot(f"{self.display_id}-twin")
+        self._countdown: str | None = None
+        self._displayed = False
+        self._last_fallback: str | None = None
+        self._last_twin: str | None = None
+        self._make_widgets()
+        with self.state.lock:
+            self._build(self._entries())
+            self._render_status()
+            self.state.add_listener(self._on_change)
+        self.continuation.add_countdown_listener(self._on_countdown)
+
+    def _make_widgets(self) -> None:
         self._widgets: dict[str, ipywidgets.Widget] = {}
         self._html: dict[str, ipywidgets.HTML] = {}
         self._cards: dict[str, ActionCard] = {}
@@ -89,8 +139,6 @@ class ChatView:
         self._pages: dict[int, ipywidgets.VBox] = {}
         self._first_live = 0
         self._expanded = False
-        self._displayed = False
-        self._last_fallback: str | None = None
         self._text_pushed: dict[str, float] = {}
         self._dirty_text: set[str] = set()
 
@@ -106,17 +154,34 @@ class ChatView:
         self._more.on_click(lambda _b: self.show_earlier())
         self._body = ipywidgets.VBox([])
         self._status = ipywidgets.HTML()
-        self.widget = ipywidgets.VBox([self._style, self._more, self._body, self._status])
+        head: list[ipywidgets.Widget] = [self._style]
+        self._title = None
+        if self.title:
+            self._title = ipywidgets.HTML(f'<div class="nba-step">{esc(self.title)}</div>')
+            head.append(self._title)
+        self.widget = ipywidgets.VBox([*head, self._more, self._body, self._status])
         self.widget.add_class("nba-chat")
-        with self.state.lock:
-            entries = self.state.entries_for(turn)
-            self._build(entries)
-            self._status.value = status_html(self.state.totals_for(turn))
-            self.state.add_listener(self._on_change)
+        self.widget.add_class(f"nba-live-{self.uid}")  # the twin's CSS finds the view by it
 
     def __repr__(self) -> str:
         what = "all turns" if self.turn is None else f"turn {self.turn}"
-        return f"<ChatView of chat {self.chat.id[:8]} ({what}, {len(self._keys)} entries)>"
+        how = "live" if self.live else "static"
+        return (
+            f"<ChatView of chat {self.chat.id[:8]} ({what}, {len(self._entries())} entries, {how})>"
+        )
+
+    def _mine(self, e: Entry) -> bool:
+        return (self.turn is None or e.turn == self.turn) and e.key not in self.skip
+
+    def _entries(self) -> list[Entry]:
+        return [e for e in self.state.entries_for(self.turn) if e.key not in self.skip]
+
+    def pending(self) -> bool:
+        """Whether something in this view waits for a decision (an approval, a budget card)."""
+        with self.state.lock:
+            return any(
+                isinstance(e, (CallEntry, BudgetEntry)) and e.pending for e in self._entries()
+            )
 
     # ------------------------------------------------------------- building
     def _build(self, entries: list[Entry]) -> None:
@@ -339,13 +404,27 @@ class ChatView:
         if self.frozen:
             return
         touched = False
+        mine: list[Entry] = []
         for e in changed:
             if self.turn is not None and e.turn != self.turn:
                 if isinstance(e, UserEntry) and e.turn > self.turn:
                     self.freeze()
+                    if self._displayed and self.live:
+                        self._go_static()
                     return
                 continue
+            if e.key in self.skip:
+                continue
             touched = True
+            mine.append(e)
+        if not self.live:
+            if touched:
+                if settled and not self.pending():
+                    self._show_static()  # still nothing to do here: new static content
+                else:
+                    self._go_live()  # something happens here again
+            return
+        for e in mine:
             if e.key not in self._pos:
                 self._append(e)
                 continue
@@ -368,9 +447,9 @@ class ChatView:
         if settled:
             self._flush_text()
         if touched or settled:
-            self._status.value = status_html(self.state.totals_for(self.turn))
+            self._render_status()
         if settled:
-            self._update_fallback()
+            self._settle()
             watch(self)  # a pending card of a stored chat follows decisions made elsewhere
         elif touched and self._displayed:
             mark_dirty(self)
@@ -422,30 +501,119 @@ class ChatView:
             return
         self.frozen = True
         self.state.remove_listener(self._on_change)
+        self.continuation.remove_countdown_listener(self._on_countdown)
         for card in [*self._cards.values(), *self._batches.values()]:
             card.close_card("A later turn started.")
 
     def close(self) -> None:
         """Stop following the chat and close every widget of this view."""
         self.freeze()
-        for w in [
+        self._close_widgets()
+
+    def _close_widgets(self) -> None:
+        """Close every model of this view: widgets, and their layouts and styles."""
+        widgets: list[Any] = [
             *self._cards.values(),
             *self._batches.values(),
             *self._html.values(),
             *self._widgets.values(),
             *self._pages.values(),
-        ]:
-            w.close()
-        for w in (
             self._style,
+            self._title,
             self._more,
             self._body,
             self._status,
             self.widget,
-            self._entry_layout,
-            self._entry_style,
-        ):
-            w.close()
+        ]
+        models: dict[int, Any] = {}
+        for w in widgets:
+            if w is None:
+                continue
+            models[id(w)] = w
+            for part in (getattr(w, "layout", None), getattr(w, "style", None)):
+                if isinstance(part, ipywidgets.Widget):
+                    models[id(part)] = part
+        for m in models.values():
+            m.close()
+        self._cards.clear()
+        self._batches.clear()
+        self._html.clear()
+        self._widgets.clear()
+        self._pages.clear()
+
+    # ------------------------------------------------------------ lifecycle
+    def _settle(self) -> None:
+        """The chat stopped driving: static if nothing here waits for a decision."""
+        if not self._displayed:
+            return  # not in any notebook (tests, a view kept in a variable): stays live
+        if self.pending():
+            self._update_fallback()
+        else:
+            self._go_static()
+
+    def _go_static(self, phase: str | None = None) -> None:
+        """Show the static bundle in this view's output, then free its widgets."""
+        if not self.live:
+            return
+        self.live = False
+        data = self.fallback_bundle(phase=phase)
+        self._last_fallback = data["text/html"]
+        self._slot.update(data)  # first: the widget renderer is replaced, not left dangling
+        if self._last_twin is not None:
+            self._last_twin = None
+            self._twin.update(IDLE_TWIN)
+        self._close_widgets()
+
+    def _show_static(self) -> None:
+        data = self.fallback_bundle()
+        if data["text/html"] != self._last_fallback:
+            self._last_fallback = data["text/html"]
+            self._slot.update(data)
+
+    def _go_live(self) -> None:
+        """Something happens in this static view again: rebuild its widgets and show them."""
+        if self.live or self.frozen:
+            return
+        self.live = True
+        self._make_widgets()
+        with self.state.lock:
+            self._build(self._entries())
+            self._render_status()
+        self._send()
+
+    def hand_over(self, cell: int | None) -> frozenset[str]:
+        """A later cell continues this view's turn: say so, go static, stop following.
+
+        Returns the keys of the entries that are final here (the continuation
+        view in the later cell shows the rest).
+        """
+        with self.state.lock:
+            self.freeze()
+            for e in self._entries():
+                if isinstance(e, BudgetEntry) and e.pending:  # complete() is the "Continue"
+                    self.state.set_budget_status(e.key, "continued")
+            final = frozenset(e.key for e in self._entries() if _final(e)) | self.skip
+            where = f"cell [{cell}]" if cell is not None else "a later cell"
+            if self._displayed:
+                self.live = True  # render the hand-over note even if already static
+                self._go_static(phase=f"continued in {where}")
+            return final
+
+    def _on_countdown(self, text: str | None) -> None:
+        if self._countdown == text:
+            return
+        self._countdown = text if text is None or self.pending() else None
+        if self.live:
+            self._render_status()
+
+    def _render_status(self) -> None:
+        value = status_html(self.state.totals_for(self.turn))
+        if self._countdown:
+            # Only the view's own words and numbers.
+            value = value.replace(
+                "</div>", f' · <span class="nba-countdown">{esc(self._countdown)}</span></div>', 1
+            )
+        self._status.value = value
 
     # -------------------------------------------------------------- clicks
     def _on_card_action(self, card: ActionCard, action: dict[str, Any]) -> None:
@@ -513,14 +681,16 @@ class ChatView:
                 other.revocable = False
 
     # ----------------------------------------------------------- fallbacks
-    def fallback_bundle(self) -> dict[str, str]:
+    def fallback_bundle(self, phase: str | None = None) -> dict[str, str]:
         """``text/html``, ``text/markdown`` and ``text/plain`` of what the view shows."""
         from ._fallback import bundle_for
 
-        return bundle_for(self.state, self.turn)
+        return bundle_for(self.state, self.turn, skip=self.skip, phase=phase, title=self.title)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         data: dict[str, Any] = dict(self.fallback_bundle())
+        if not self.live:
+            return data
         data[WIDGET_MIME] = {
             "version_major": 2,
             "version_minor": 0,
@@ -528,30 +698,74 @@ class ChatView:
         }
         return data
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
+    def _twin_bundle(self) -> dict[str, str]:
+        if not self.live or not self.pending():
+            return IDLE_TWIN
+        return twin_bundle(
+            self.chat, self.state, self.turn, self.uid, skip=self.skip, title=self.title
+        )
 
-        data = self._repr_mimebundle_()
-        self._last_fallback = data["text/html"]
-        display(data, raw=True, display_id=self.display_id)
+    def _ipython_display_(self) -> None:
+        if self._displayed:  # displayed again: a second output of the same view
+            self._slot.show(self._repr_mimebundle_())
+            return
         self._displayed = True
+        data = self._repr_mimebundle_()
+        self._last_fallback = data["text/html"] + str(data.get(WIDGET_MIME, ""))
+        self._slot.show(data)
+        twin = self._twin_bundle()
+        self._last_twin = twin["text/html"] if twin is not IDLE_TWIN else None
+        self._twin.show(twin)
         hook_post_run_cell()
         watch(self)
+        mark_dirty(self)  # after the cell: static if there is nothing to do here
+
+    @property
+    def displayed(self) -> bool:
+        return self._displayed
 
     def _update_fallback(self) -> None:
-        """Refresh the display's static fallbacks (a saved notebook shows the final state)."""
-        if not self._displayed:
-            return
-        data = self._repr_mimebundle_()
-        if data["text/html"] == self._last_fallback:
-            return
-        self._last_fallback = data["text/html"]
-        try:
-            from IPython.display import update_display
+        """Refresh the display's static forms (a saved notebook shows the current state).
 
-            update_display(data, raw=True, display_id=self.display_id)
-        except Exception:
-            pass
+        After a cell (``post_run_cell``) a view with nothing to decide whose chat
+        is not running goes static.
+        """
+        with self.state.lock:  # the chat's events (another thread) change the view under it too
+            if not self._displayed or self.frozen:
+                return
+            if self.live and not self.pending() and not self._busy():
+                self._go_static()
+                return
+            self._send()
+
+    def _send(self) -> None:
+        """Update this view's output and its twin where they changed."""
+        data = self._repr_mimebundle_()
+        key = data["text/html"] + str(data.get(WIDGET_MIME, ""))
+        if key != self._last_fallback:
+            self._last_fallback = key
+            self._slot.update(data)
+        twin = self._twin_bundle()
+        text = twin["text/html"] if twin is not IDLE_TWIN else None
+        if text != self._last_twin:
+            self._last_twin = text
+            self._twin.update(twin)
+
+    def _busy(self) -> bool:
+        return self.chat.is_running or self.continuation.busy
+
+
+def _final(e: Entry) -> bool:
+    """Nothing more will happen to this entry (a continuation need not show it again)."""
+    if isinstance(e, CallEntry):
+        return e.status in ("ok", "error", "timed_out", "cancelled", "skipped", "in_doubt")
+    if isinstance(e, BudgetEntry):
+        return not e.pending
+    if isinstance(e, StepEntry):
+        return e.status != "running"
+    if isinstance(e, TextEntry):
+        return not e.streaming
+    return isinstance(e, (UserEntry, ErrorEntry))
 
 
 def show(chat: Chat, *, turn: int | None = None) -> ChatView:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -260,12 +261,18 @@ def test_ask_async_and_the_click(
         # kernel it was drawn, so the cell is still waiting for the click.
         time.sleep(RENDER_GRACE + 1)
         expect(output_area(page, 1)).not_to_contain_text("cell finished")
+        # The status line counts down (approval_wait is 300 s by default).
+        countdown = re.compile(r"waiting for your decision, 4:5\d left \(then it stays pending\)")
+        expect(
+            card.locator("xpath=ancestor::div[contains(@class, 'nba-chat')][1]")
+        ).to_contain_text(countdown)
     else:
         wait_for_output(page, 1, "cell finished: awaiting_approval")
     assert not side_effect.exists()
     card.get_by_role("button", name="Approve", exact=True).click()
     if waits:
         wait_for_output(page, 1, "cell finished: complete", timeout=30)
+        assert "waiting for your decision" not in output_area(page, 1).inner_text()
     wait_for_output(page, 1, "refunded order 42", timeout=30)
     wait_for_output(page, 1, "Here is what I found", timeout=30)
     time.sleep(0.3)

@@ -1,8 +1,10 @@
 """Level 2: the example notebooks execute with a real kernel (nbclient).
 
 Nobody clicks here, so the notebooks decide in code; the assertions look at
-what a saved notebook keeps: each live view's static fallbacks (updated
-through its display id to the final state) and the widget state nbclient
+what a saved notebook keeps: each settled view as static HTML with no widget
+reference (updated through its display id), the widget and its static twin
+for a view still waiting for a decision, the hand-over between the cell that
+parked a turn and the cell that continued it, and the widget state nbclient
 stores (``store_widget_state=True``), including the approval cards' states.
 """
 
@@ -28,12 +30,24 @@ def execute(name: str) -> nbformat.NotebookNode:
 
 
 def views(nb: nbformat.NotebookNode) -> list[tuple[int, dict[str, Any]]]:
-    """(cell index, data) of every displayed chat view."""
-    found = []
+    """(cell index, data) of every displayed chat view, as saved: static, or live and waiting.
+
+    A waiting view is two outputs, its widget and its twin (the static
+    transcript); they are merged here, so ``data`` has the widget mime and the
+    twin's static forms.
+    """
+    found: list[tuple[int, dict[str, Any]]] = []
     for i, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):
-            data = out.get("data", {})
-            if WIDGET_MIME in data and "nba-chat" in data.get("text/html", ""):
+            data = dict(out.get("data", {}))
+            html = data.get("text/html", "")
+            if WIDGET_MIME in data:
+                found.append((i, data))
+            elif "nba-twin-idle" in html:
+                continue  # the twin of a view that needs none
+            elif "nba-twin-" in html and found and found[-1][0] == i:
+                found[-1][1].update({k: v for k, v in data.items() if k != WIDGET_MIME})
+            elif "nba-chat" in data.get("text/html", ""):
                 found.append((i, data))
     return found
 
@@ -66,7 +80,9 @@ def test_quickstart_shows_each_turn_live() -> None:
     # display(chat): the whole conversation, every turn.
     whole = next(d for i, d in shown if i == cell_index(nb, "display(chat)"))
     assert whole["text/plain"].count("You: ") >= 5
-    # The widgets themselves were saved with the notebook.
+    # Every turn settled: the saved notebook holds HTML, no widget a new kernel cannot find.
+    assert shown and all(WIDGET_MIME not in d for _, d in shown)
+    # The widgets themselves were saved with the notebook (nbclient keeps closed ones too).
     models = widget_states(nb)
     assert any("Here is what I found" in m.get("value", "") for m in models)
     assert "Here is what I found" in transcript(nb)
@@ -75,19 +91,49 @@ def test_quickstart_shows_each_turn_live() -> None:
 def test_approvals_notebook_decides_in_code_and_cards_follow() -> None:
     nb = execute("03_approvals.ipynb")
     shown = dict(views(nb))
+    # A turn parked in one cell and continued in another: each cell shows its part.
+    parked = cell_index(nb, 'chat.ask("Refund order 42")')
+    continued = cell_index(nb, "chat.approve(call)")
+    count = nb.cells[continued].execution_count
+    plain = shown[parked]["text/plain"]
+    assert "You: Refund order 42" in plain and "approved by you" in plain
+    assert f"-- continued in cell [{count}]" in plain and "refunded" not in plain
+    assert WIDGET_MIME not in shown[parked]
+    plain = shown[continued]["text/plain"]
+    parked_count = nb.cells[parked].execution_count
+    assert plain.startswith(f"continues turn 1 from cell [{parked_count}]")
+    assert "You: Refund order 42" not in plain  # not shown twice
+    assert "refunded 20.00 EUR on order 42" in plain and "-- complete" in plain
+    # Still waiting at the end: the widget stays, with a twin saying how to decide later.
+    rules = shown[cell_index(nb, 'rules.ask("quick refund order 6 amount 300")')]
+    assert WIDGET_MIME in rules
+    assert "quick_refund" in rules["text/plain"] and "-- awaiting approval" in rules["text/plain"]
+    assert "kernel session that has ended" in rules["text/plain"]
+    assert "had no store" in rules["text/plain"]  # this chat has none: no false promise
+    # Every other view settled: static, no widget.
+    assert [i for i, d in views(nb) if WIDGET_MIME in d] == [cell_index(nb, "rules = Chat(")]
     desk = shown[cell_index(nb, "desk = Chat(")]
     plain = desk["text/plain"]
     assert "tool issue_refund" in plain and "approved by you" in plain
     assert "tool delete_file" in plain and "denied by you: keep the logs" in plain
-    assert "was not run" in plain and "-- complete" in plain
+    last_index = cell_index(nb, "for call in desk.pending_approvals:")
+    last_count = nb.cells[last_index].execution_count
+    assert f"-- continued in cell [{last_count}]" in plain and "was not run" not in plain
     waiter_cell = cell_index(nb, "await waiter.ask_async(")
     printed = "".join(o.get("text", "") for o in nb.cells[waiter_cell].outputs)
     # Unattended (no front end draws the card): the wait gives up and parks...
     assert "after the wait: awaiting_approval" in printed
-    # ...and the decision made in a later cell reaches the earlier cell's view.
-    assert "approved by you with edited arguments" in shown[waiter_cell]["text/plain"]
-    last = nb.cells[cell_index(nb, "for call in desk.pending_approvals:")]
-    text = "".join(o.get("text", "") for o in last.outputs)
+    # ...and the decision made in a later cell reaches the earlier cell's view...
+    plain = shown[waiter_cell]["text/plain"]
+    assert "approved by you with edited arguments" in plain
+    assert f"-- continued in cell [{last_count}]" in plain
+    # ...and the cell that continued both turns shows both continuations.
+    continuations = [d["text/plain"] for i, d in views(nb) if i == last_index]
+    assert len(continuations) == 2
+    assert "was not run" in continuations[0] and "-- complete" in continuations[0]
+    assert "refunded 10.00 EUR on order 101" in continuations[1]
+    assert "-- complete" in continuations[1]
+    text = "".join(o.get("text", "") for o in nb.cells[last_index].outputs)
     assert "complete complete" in text and "100" in text and "101" in text
     # The approval cards were saved with their final state.
     cards = [

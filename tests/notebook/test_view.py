@@ -555,7 +555,11 @@ def test_ask_async_waits_for_the_click(counter: Counter, waiting_kernel: None) -
         view.continuation.note_rendered()  # a front end drew the card
 
         def click_later() -> None:
-            while not chat.pending_approvals:
+            # A person clicks a card that is drawn: the call is pending before its
+            # event reaches the view.
+            while not chat.pending_approvals or not [
+                w for w in widgets_in(view) if isinstance(w, ActionCard)
+            ]:
                 threading.Event().wait(0.01)
             clicked.append(threading.current_thread().name)
             card_for(view, chat.pending_approvals[0]).click("approve")
