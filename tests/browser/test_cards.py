@@ -132,8 +132,10 @@ def test_approve_all_decides_every_call_once(
     wait_for_output(page, 1, "Done.", timeout=30)
     time.sleep(0.5)
     assert sorted(effects.read_text().split()) == ["1", "2", "3"]  # each ran exactly once
-    expect(batch).to_contain_text("Approved 3 calls.")
+    # The turn settled: its output is now static HTML (no widget left), each call approved.
+    expect(batch).to_have_count(0)
     expect(area.locator(".nba-st-ok")).to_have_count(3)
+    expect(area.get_by_text("approved by you")).to_have_count(3)
     expect(area.locator(".nba-action .nba-btn-approve")).to_have_count(0)
     _shot(page, 1, "cards-approve-all-done")
 
@@ -209,10 +211,15 @@ LONG = """\
 from IPython.display import display
 from nbagent.notebook import ChatView
 
-provider = ScriptedProvider([reply(f"answer {i}") for i in range(12)])
-chat = Chat(provider=provider, display=False)
+# The last turn waits for a decision, so the view stays live (a settled view's output is
+# static HTML, its older entries folded in a <details>).
+provider = ScriptedProvider(
+    [reply(f"answer {i}") for i in range(12)] + [call_tools(("issue_refund", {"order_id": 9}))]
+)
+chat = Chat(provider=provider, display=False).with_tools(IssueRefund)
 for i in range(12):
     chat.ask(f"question {i}")
+chat.ask("Refund order 9")
 view = ChatView(chat, page_size=5, live_pages=1)
 display(view)
 """
