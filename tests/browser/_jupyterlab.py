@@ -11,6 +11,9 @@ Facts this relies on:
   ``jupyterapp.commands.execute('notebook:run-cell')`` because keystrokes into
   the editor get lost now and then;
 * assertions look at ``.jp-Cell-outputArea`` of one cell, not the whole cell;
+  while a view waits for a decision, that area also holds the view's static
+  *twin* (hidden: it shows only once the widget is dead), so a locator over the
+  whole area that must match one element takes ``:visible``;
 * notebook windowing is switched off in the server's user settings, so every
   cell of a notebook is in the DOM and the n-th ``.jp-Cell`` is cell n.
 

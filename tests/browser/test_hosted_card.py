@@ -100,14 +100,15 @@ def test_approve_on_a_hosted_mcp_card_sends_one_approval_and_shows_the_providers
     expect(card).to_contain_text("provider runs ask_question on wiki once you approve")
     expect(card.get_by_role("button", name="Edit arguments")).to_have_count(0)
     # the provider's listing shows, folded, under its step
-    expect(area.locator('[data-item-type="mcp_list_tools"]')).to_contain_text("wiki")
+    # :visible: not the copy in the waiting view's hidden static twin
+    expect(area.locator('[data-item-type="mcp_list_tools"]:visible')).to_contain_text("wiki")
     assert len(fake.requests) == 1 and _approval_responses(fake) == []
     screenshot(page, "hosted-card-pending")
 
     card.get_by_role("button", name="Approve", exact=True).click()
     wait_for_output(page, 1, "It was built in 1889.", timeout=30)
-    expect(area.locator(".nba-status")).to_contain_text("complete", timeout=30_000)
-    item = area.locator('[data-item-type="mcp_call"]')
+    expect(area.locator(".nba-status:visible")).to_contain_text("complete", timeout=30_000)
+    item = area.locator('[data-item-type="mcp_call"]:visible')
     expect(item).to_contain_text("wiki · ask_question")
     expect(item).to_contain_text("Built 1887-1889")
     expect(area).to_contain_text("sent to the provider")
