@@ -470,6 +470,19 @@ def _current_panel_selector(page: Page) -> str:
     return f'[id="{panel_id}"]'
 
 
+_JS_RESTART_KERNEL = """() => { const w = window.jupyterapp.shell.currentWidget;
+    const s = w && w.sessionContext && w.sessionContext.session;
+    return s && s.kernel ? s.kernel.restart().then(() => true, () => false) : false; }"""
+
+
+def _port_races(server: JupyterLabServer) -> int:
+    """How many kernels of this server died binding a port another process took."""
+    try:
+        return server.log_path.read_text(errors="replace").count("Address already in use")
+    except OSError:
+        return 0
+
+
 def open_notebook(
     page: Page, server: JupyterLabServer, path: str, timeout: float = KERNEL_START_TIMEOUT
 ) -> None:
@@ -477,6 +490,7 @@ def open_notebook(
     page.goto(server.lab_url(path), wait_until="domcontentloaded", timeout=timeout * 1000)
     deadline = time.monotonic() + timeout
     page.wait_for_function("() => !!window.jupyterapp", timeout=timeout * 1000)
+    port_races = _port_races(server)
     while True:
         if page.evaluate(_JS_NOTEBOOK_READY, path):
             break
@@ -484,6 +498,13 @@ def open_notebook(
         dialog = page.locator(".jp-Dialog .jp-mod-accept")
         if dialog.count():
             dialog.first.click()
+        if _port_races(server) > port_races:
+            # A TCP kernel picks free ports, releases them and binds them again as it
+            # starts; on a busy machine another process can take one in between, and the
+            # kernel dies ("Address already in use") before the page connects. Start a
+            # new one, as a user would with Kernel > Restart.
+            port_races = _port_races(server)
+            page.evaluate(_JS_RESTART_KERNEL)
         if time.monotonic() > deadline:
             state = page.evaluate(
                 """() => { const w = window.jupyterapp.shell.currentWidget;
