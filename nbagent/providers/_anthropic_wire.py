@@ -332,16 +332,17 @@ def thinking_tokens(usage: Any) -> int:
     return int(details.get("thinking_tokens") or 0) if isinstance(details, dict) else 0
 
 
-def usage_of(usage: Any) -> tuple[int, int, int]:
-    """(input including cache reads and writes, output, cache reads)."""
+def usage_of(usage: Any) -> tuple[int, int, int, int]:
+    """(input including cache reads and writes, output, cache reads, cache writes)."""
     if not isinstance(usage, dict):
-        return 0, 0, 0
+        return 0, 0, 0, 0
     read = int(usage.get("cache_read_input_tokens") or 0)
     write = int(usage.get("cache_creation_input_tokens") or 0)
     return (
         int(usage.get("input_tokens") or 0) + read + write,
         int(usage.get("output_tokens") or 0),
         read,
+        write,
     )
 
 
@@ -360,7 +361,7 @@ def _response(
     if reason == "refusal":
         explanation = details.get("explanation") if isinstance(details, dict) else None
         refusal = explanation or text or REFUSED
-    i, o, c = usage_of(usage)
+    i, o, c, w = usage_of(usage)
     return LLMToolResponse(
         text=text,
         tool_calls=calls,
@@ -374,6 +375,7 @@ def _response(
         refusal=refusal,
         items=items,
         reasoning_tokens=thinking_tokens(usage),
+        cache_write_tokens=w,
     )
 
 
