@@ -387,6 +387,15 @@ class BaseChat(LoopMixin, DecisionsMixin):
             return None
         return self._spent_budget() or "steps"
 
+    def budget_increment(self, which: str) -> float | int | None:
+        """What :meth:`raise_budget` adds to ``"cost"`` or ``"tokens"`` (``None``: no budget)."""
+        if which == "cost":
+            return self._cost_step or self._cap("cost")
+        if which == "tokens":
+            step = self._tokens_step or self._cap("tokens")
+            return None if step is None else int(step)
+        raise ValueError(f"which must be 'cost' or 'tokens', got {which!r}")
+
     def raise_budget(self, which: str | None = None) -> float | int:
         """Allow the chat to spend one more increment of a budget; returns the increment.
 
@@ -403,14 +412,14 @@ class BaseChat(LoopMixin, DecisionsMixin):
         """
         which = which or self._spent_budget()
         if which == "cost":
-            step = self._cost_step or self._cap("cost")
+            step = self.budget_increment("cost")
             if not step:
                 raise ValueError("this chat has no cost budget to raise")
             with self._lock:
                 self.max_cost_usd = max(self._cap("cost") or 0.0, self._cost) + step
             return step
         if which == "tokens":
-            step_t = int(self._tokens_step or self._cap("tokens") or 0)
+            step_t = int(self.budget_increment("tokens") or 0)
             if not step_t:
                 raise ValueError("this chat has no token budget to raise")
             with self._lock:

@@ -194,11 +194,12 @@ class LoopMixin(ChatCore):
             result = StepResult("complete", self.last_assistant_message)
             self._finish_step(result)
             return result
-        if not may_work or (action == "generate" and self._spent_budget()):
+        spent = self._spent_budget() if action == "generate" else None
+        if not may_work or spent:
             # work is left and a budget is spent (steps; or cost or tokens, checked
             # before a request): the one budget stop
             result = StepResult("budget_exhausted", self.last_assistant_message)
-            self._finish_step(result)
+            self._finish_step(result, budget=spent or "steps")
             return result
         self._step += 1
         if action == "generate":
@@ -252,7 +253,7 @@ class LoopMixin(ChatCore):
                 None if cap_tokens is None else int(cap_tokens),
             )
 
-    def _finish_step(self, result: StepResult) -> None:
+    def _finish_step(self, result: StepResult, budget: str | None = None) -> None:
         self._last_step = result
         self._emit(
             StepFinished(
@@ -260,6 +261,7 @@ class LoopMixin(ChatCore):
                 step=self._step,
                 turn=self._turn,
                 kind=result.kind,
+                budget=budget,
             )
         )
 
