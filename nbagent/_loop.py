@@ -301,6 +301,7 @@ class LoopMixin(ChatCore):
                 hosted=tuple(self._hosted.values()),
                 output=self._output,
                 reasoning=self.reasoning,
+                cache=self.cache,
             )
         self._emit(
             ModelRequestStarted(

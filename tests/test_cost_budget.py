@@ -8,20 +8,29 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _pricing import registered
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nbagent
 from nbagent import Chat, ModelRequestStarted, StepFinished, tool
 from nbagent.notebook._state import BudgetEntry, ChatState
-from nbagent.providers import ModelInfo, register_model
+from nbagent.providers import ModelInfo
 from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
 
 MODEL = "budget-test-model"
-register_model(ModelInfo(MODEL, "scripted", True, 1_000_000, 1e6, 1e6, 5e5, 2e6))
+
+
+@pytest.fixture(autouse=True)
+def _priced_model() -> Iterator[None]:
+    """A model priced at $1 per token, registered for these tests only."""
+    with registered(ModelInfo(MODEL, "scripted", True, 1_000_000, 1e6, 1e6, 5e5, 2e6)):
+        yield
+
 
 ran: list[str] = []
 

@@ -7,9 +7,11 @@ scripted provider priced at $1 per token by a registered test model.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _pricing import registered
 from _views import widgets_in
 
 from nbagent import Chat, tool
@@ -17,11 +19,18 @@ from nbagent.notebook import ChatView
 from nbagent.notebook import _continuation as cont
 from nbagent.notebook._render import conversation_text, entry_html
 from nbagent.notebook._widgets import ActionCard
-from nbagent.providers import ModelInfo, register_model
+from nbagent.providers import ModelInfo
 from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
 
 MODEL = "card-budget-test-model"
-register_model(ModelInfo(MODEL, "scripted", True, 1_000_000, 1e6, 1e6, None))
+
+
+@pytest.fixture(autouse=True)
+def _priced_model() -> Iterator[None]:
+    """A model priced at $1 per token, registered for these tests only."""
+    with registered(ModelInfo(MODEL, "scripted", True, 1_000_000, 1e6, 1e6, None)):
+        yield
+
 
 ran: list[str] = []
 

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+from _pricing import registered
+
 from nbagent import Chat, tool
-from nbagent.providers import ModelInfo, register_model
+from nbagent.providers import ModelInfo
 from nbagent.store import SQLiteStore
 from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
 
 MODEL = "store-budget-test-model"
-register_model(ModelInfo(MODEL, "scripted", True, 1_000_000, 1e6, 1e6, 5e5, 2e6))
+
+
+@pytest.fixture(autouse=True)
+def _priced_model() -> Iterator[None]:
+    """A model priced at $1 per token, registered for these tests only."""
+    with registered(ModelInfo(MODEL, "scripted", True, 1_000_000, 1e6, 1e6, 5e5, 2e6)):
+        yield
 
 
 @tool
@@ -33,7 +43,8 @@ def test_totals_and_a_cost_stop_survive_a_reload(tmp_path: Path) -> None:
                 _priced(reply("never sent"), 1, 1),
             ]
         )
-        chat = Chat(provider=first, store=store, max_cost_usd=20.0).with_tools(lookup)
+        chat = Chat(provider=first, store=store, max_cost_usd=20.0, cache=True)
+        chat.with_tools(lookup)
         chat.ask("go")
         assert chat.status == "budget_exhausted" and chat.exhausted_budget == "cost"
         # 20 uncached at $1 + 10 cached at $0.50 + 5 out at $1
@@ -43,7 +54,7 @@ def test_totals_and_a_cost_stop_survive_a_reload(tmp_path: Path) -> None:
         second = ScriptedProvider([_priced(reply("done"), 4, 2, cache_write_tokens=4)])
         loaded = Chat.load(chat.id, store=store, tools=[lookup], provider=second)
         assert loaded.status == "budget_exhausted" and loaded.exhausted_budget == "cost"
-        assert loaded.max_cost_usd == 20.0
+        assert loaded.max_cost_usd == 20.0 and loaded.cache is True
         assert loaded.usage == chat.usage and loaded.cost_usd == 30.0
         loaded.complete()  # no more budget: nothing is sent
         assert loaded.status == "budget_exhausted" and len(second.requests) == 0
