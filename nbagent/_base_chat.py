@@ -112,6 +112,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         """Input plus output tokens the whole chat may use (``None``: the configured)."""
         self.cache = bool(cache)
         self._cost_step, self._tokens_step = max_cost_usd, max_total_tokens
+        self._exhausted = None
         self.on_tool_error = on_tool_error
         self.stream = stream
         self.display = display
@@ -379,13 +380,12 @@ class BaseChat(LoopMixin, DecisionsMixin):
     def exhausted_budget(self) -> str | None:
         """Which budget stopped the chat: ``"cost"``, ``"tokens"``, ``"steps"``, or ``None``.
 
-        ``None`` unless ``status`` is ``budget_exhausted``. A spent cost or
-        token budget is named before the step budget (continuing with more
-        steps would not get past it).
+        ``None`` unless ``status`` is ``budget_exhausted``. It stays what
+        stopped the chat after :meth:`raise_budget`, until the chat runs again.
         """
         if self.status != "budget_exhausted":
             return None
-        return self._spent_budget() or "steps"
+        return self._exhausted or self._spent_budget() or "steps"
 
     def budget_increment(self, which: str) -> float | int | None:
         """What :meth:`raise_budget` adds to ``"cost"`` or ``"tokens"`` (``None``: no budget)."""

@@ -175,6 +175,7 @@ class ChatCore:
     _usage: Usage
     _cost: float
     _unpriced: int
+    _exhausted: str | None  # the budget the last step stopped on
     _cost_step: float | None  # what the budget card's Continue adds (the budget as created)
     _tokens_step: int | None
     _runner: ToolRunner
@@ -567,6 +568,7 @@ class ChatCore:
                 self._options = ToolOptions(**snap.options)
             if snap.last_step == "budget_exhausted":
                 self._last_step = StepResult("budget_exhausted", self.last_assistant_message)
+                self._exhausted = snap.last_budget
             self._bus.resume_at(snap.next_seq)
 
 

@@ -134,6 +134,7 @@ class Snapshot:
             requests had no known price.
         options: The tool options (``ToolOptions`` fields), or ``None`` for the defaults.
         last_step: The kind of the last step (only ``budget_exhausted`` matters).
+        last_budget: The budget that step stopped on (``steps``, ``cost``, ``tokens``).
         next_seq: The number of the next event.
     """
 
@@ -149,6 +150,7 @@ class Snapshot:
     unpriced: int = 0
     options: dict[str, Any] | None = None
     last_step: str | None = None
+    last_budget: str | None = None
     next_seq: int = 0
 
 

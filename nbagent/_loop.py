@@ -255,6 +255,7 @@ class LoopMixin(ChatCore):
 
     def _finish_step(self, result: StepResult, budget: str | None = None) -> None:
         self._last_step = result
+        self._exhausted = budget
         self._emit(
             StepFinished(
                 chat_id=self.id,

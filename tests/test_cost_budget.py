@@ -153,6 +153,7 @@ def test_budget_parks_iff_a_request_was_left(
     rounds = 0
     while chat.status == "budget_exhausted":  # Continue: +the budget, until the turn ends
         assert chat.raise_budget() == budget
+        assert chat.exhausted_budget == which  # what stopped it, until it runs again
         chat.complete()
         rounds += 1
         assert rounds <= needed  # each Continue allows at least one more request

@@ -160,6 +160,7 @@ def _snapshot_of(record: ChatRecord, location: str) -> Snapshot:
         unpriced=int(state.get("unpriced") or 0),
         options=options,
         last_step=state.get("last_step"),
+        last_budget=state.get("last_budget"),
         next_seq=record.next_seq,
     )
 

@@ -470,12 +470,13 @@ class SQLiteStore:
             "unpriced": int(usage[6]),
         }
         last = conn.execute(
-            "SELECT json_extract(json, '$.step'), json_extract(json, '$.kind') FROM events "
+            "SELECT json_extract(json, '$.step'), json_extract(json, '$.kind'), "
+            "json_extract(json, '$.budget') FROM events "
             "WHERE chat_id = ? AND type = 'step_finished' ORDER BY seq DESC LIMIT 1",
             (chat_id,),
         ).fetchone()
         if last is not None:
-            out["step"], out["last_step"] = last
+            out["step"], out["last_step"], out["last_budget"] = last
         return out
 
     def _unknown_chat(self, conn: sqlite3.Connection, chat_id: str) -> StoreError:

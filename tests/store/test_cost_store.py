@@ -81,3 +81,18 @@ def test_an_unpriced_request_stays_unpriced_after_a_reload(tmp_path: Path) -> No
         assert loaded.cost_usd is None and loaded.max_total_tokens == 99
         assert loaded.usage.total_tokens == 15
         loaded.close()
+
+
+def test_the_budget_that_stopped_the_chat_is_stored(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "agent.db") as store:
+        script = [_priced(call_tools(("lookup", {"key": "a"})), 30, 5), _priced(reply("x"), 1, 1)]
+        chat = Chat(provider=ScriptedProvider(script), store=store, max_total_tokens=10)
+        chat.with_tools(lookup).ask("go")
+        assert chat.exhausted_budget == "tokens"
+        chat.close()
+        # loaded with a cost budget that is spent too: the stored stop still says tokens
+        loaded = Chat.load(
+            chat.id, store=store, tools=[lookup], provider=ScriptedProvider([]), max_cost_usd=1.0
+        )
+        assert loaded.status == "budget_exhausted" and loaded.exhausted_budget == "tokens"
+        loaded.close()
