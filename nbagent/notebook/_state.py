@@ -918,6 +918,8 @@ class ChatState:
         usage = chat.usage
         state.totals[None].input_tokens = usage.input_tokens
         state.totals[None].output_tokens = usage.output_tokens
+        if chat.cost_usd is not None:
+            state.totals[None].cost_usd, state.totals[None].cost_known = chat.cost_usd, True
         status = chat.status
         if status == "budget_exhausted":
             state._budgets = 1

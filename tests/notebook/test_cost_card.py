@@ -119,3 +119,4 @@ def test_a_view_opened_on_a_stopped_chat_names_the_budget() -> None:
     view = ChatView(chat)  # built from the chat, not from its events
     (card,) = _cards(view)
     assert (card.budget, card.increment, card.state) == ("tokens", "+10 tokens", "pending")
+    assert "$10.00" in view._status.value  # the chat's cost so far, on the status line
