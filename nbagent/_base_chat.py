@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal, Self
 
 from ._approvals import Policy
+from ._budget import check_budgets
 from ._chat_state import Host, SkipToolCall, StepResult, ToolResult
 from ._decisions import DecisionsMixin
 from ._errors import (
@@ -86,11 +87,15 @@ class BaseChat(LoopMixin, DecisionsMixin):
         id: str | None = None,
         display: bool | None = None,
         reasoning: str | int | None = None,
+        max_cost_usd: float | None = None,
+        max_total_tokens: int | None = None,
+        cache: bool = False,
     ):
         if on_tool_error not in ("result", "raise"):
             raise ValueError(f"on_tool_error must be 'result' or 'raise', got {on_tool_error!r}")
         if max_steps is not None and max_steps < 1:
             raise ValueError("max_steps must be at least 1")
+        check_budgets(max_cost_usd, max_total_tokens)
         self.id = id or new_chat_id()
         self.provider: Provider = resolve_provider(
             model, provider, base_url=base_url, api_key=api_key
@@ -101,6 +106,13 @@ class BaseChat(LoopMixin, DecisionsMixin):
         if callable(check):
             check(self.reasoning)
         self.max_steps = max_steps
+        self.max_cost_usd = max_cost_usd
+        """Dollars the whole chat may spend (``None``: ``configure(max_cost_usd=)``)."""
+        self.max_total_tokens = max_total_tokens
+        """Input plus output tokens the whole chat may use (``None``: the configured)."""
+        self.cache = bool(cache)
+        self._cost_step, self._tokens_step = max_cost_usd, max_total_tokens
+        self._exhausted = None
         self.on_tool_error = on_tool_error
         self.stream = stream
         self.display = display
@@ -129,6 +141,8 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self._last_step: StepResult | None = None
         self._last_error: BaseException | None = None
         self._usage = Usage()
+        self._cost = 0.0  # dollars of the priced requests
+        self._unpriced = 0  # requests whose model has no known price
         self._runner = ToolRunner()
         self._extensions: tuple[Extension, ...] = ()
         self._ext_hooks: dict[str, tuple[Callable[..., Any], ...]] = {}
@@ -348,8 +362,73 @@ class BaseChat(LoopMixin, DecisionsMixin):
 
     @property
     def usage(self) -> Usage:
-        """Tokens used by every request of this chat."""
+        """Tokens used by every request of this chat (all turns; per request: ``chat.steps``)."""
         return self._usage
+
+    @property
+    def cost_usd(self) -> float | None:
+        """Estimated dollars spent by every request of this chat (all turns).
+
+        ``None`` when a request's model has no known price (see
+        :func:`~nbagent.providers.register_model`): a total leaving some
+        requests out would understate the bill. Per request and per turn:
+        ``chat.steps`` (``cost_usd`` is NA for an unpriced request).
+        """
+        return None if self._unpriced else self._cost
+
+    @property
+    def exhausted_budget(self) -> str | None:
+        """Which budget stopped the chat: ``"cost"``, ``"tokens"``, ``"steps"``, or ``None``.
+
+        ``None`` unless ``status`` is ``budget_exhausted``. It stays what
+        stopped the chat after :meth:`raise_budget`, until the chat runs again.
+        """
+        if self.status != "budget_exhausted":
+            return None
+        return self._exhausted or self._spent_budget() or "steps"
+
+    def budget_increment(self, which: str) -> float | int | None:
+        """What :meth:`raise_budget` adds to ``"cost"`` or ``"tokens"`` (``None``: no budget)."""
+        if which == "cost":
+            return self._cost_step or self._cap("cost")
+        if which == "tokens":
+            step = self._tokens_step or self._cap("tokens")
+            return None if step is None else int(step)
+        raise ValueError(f"which must be 'cost' or 'tokens', got {which!r}")
+
+    def raise_budget(self, which: str | None = None) -> float | int:
+        """Allow the chat to spend one more increment of a budget; returns the increment.
+
+        The new cap is what the chat has spent (or the old cap, if higher)
+        plus the increment, so the chat can always make progress; the
+        increment is the budget as this chat was created (or loaded) with,
+        else the configured one: ``Chat(max_cost_usd=0.5)`` gains $0.50 each
+        time. ``which`` is ``"cost"`` or ``"tokens"`` (default: the one that is
+        spent). Call :meth:`complete` afterwards to resume (the budget card's
+        Continue does both).
+
+        Raises:
+            ValueError: No cost or token budget is spent (or set), and none was named.
+        """
+        which = which or self._spent_budget()
+        if which == "cost":
+            step = self.budget_increment("cost")
+            if not step:
+                raise ValueError("this chat has no cost budget to raise")
+            with self._lock:
+                self.max_cost_usd = max(self._cap("cost") or 0.0, self._cost) + step
+            return step
+        if which == "tokens":
+            step_t = int(self.budget_increment("tokens") or 0)
+            if not step_t:
+                raise ValueError("this chat has no token budget to raise")
+            with self._lock:
+                used = self._usage.total_tokens
+                self.max_total_tokens = max(int(self._cap("tokens") or 0), used) + step_t
+            return step_t
+        raise ValueError(
+            f"which must be 'cost' or 'tokens' (no such budget is spent), got {which!r}"
+        )
 
     @property
     def turn(self) -> int:
@@ -492,22 +571,49 @@ class BaseChat(LoopMixin, DecisionsMixin):
         """Async twin of :meth:`step`."""
         return await self._drive_async(self._guarded(self._step_gen()))
 
-    def complete(self, *, max_steps: int | None = None) -> Message | None:
-        """Run until the model answers, approval is needed, or the budget is spent.
+    def complete(
+        self,
+        *,
+        max_steps: int | None = None,
+        max_cost_usd: float | None = None,
+        max_total_tokens: int | None = None,
+    ) -> Message | None:
+        """Run until the model answers, approval is needed, or a budget is spent.
 
         Approved calls run, denials are sent, and the model continues. Calling
         again after ``budget_exhausted`` resumes where it stopped.
 
+        Args:
+            max_steps: Most steps for this call (default: the chat's).
+            max_cost_usd / max_total_tokens: New whole-chat budgets (they
+                replace ``chat.max_cost_usd`` / ``chat.max_total_tokens``;
+                they count what the chat spent before this call too).
+
         Returns:
             The last assistant message.
         """
+        self._set_budgets(max_cost_usd, max_total_tokens)
         self._drive_sync(self._guarded(self._complete_gen(max_steps)))
         return self.last_assistant_message
 
-    async def complete_async(self, *, max_steps: int | None = None) -> Message | None:
+    async def complete_async(
+        self,
+        *,
+        max_steps: int | None = None,
+        max_cost_usd: float | None = None,
+        max_total_tokens: int | None = None,
+    ) -> Message | None:
         """Async twin of :meth:`complete`."""
+        self._set_budgets(max_cost_usd, max_total_tokens)
         await self._drive_async(self._guarded(self._complete_gen(max_steps)))
         return self.last_assistant_message
+
+    def _set_budgets(self, cost: float | None, tokens: int | None) -> None:
+        check_budgets(cost, tokens)
+        if cost is not None:
+            self.max_cost_usd = cost
+        if tokens is not None:
+            self.max_total_tokens = tokens
 
     async def astream_events(self, text: str, *, output: Any = None) -> AsyncIterator[Event]:
         """Ask and iterate over the events of the turn as they happen (``output``: see ask)."""

@@ -43,6 +43,17 @@ class Chat(BaseChat):
             Anthropic only); ``None`` (the default) sends nothing and leaves the
             provider's default. Its thinking is kept in the transcript
             (``message.reasoning``) and sent back across tool rounds.
+        max_cost_usd: Dollars the whole chat (every turn) may spend: checked
+            before each model request, once reached the chat parks with
+            ``budget_exhausted`` (default: ``nbagent.configure(max_cost_usd=)``,
+            none). ``chat.cost_usd`` is the running total.
+        max_total_tokens: Input plus output tokens the whole chat may use,
+            checked the same way (``chat.usage.total_tokens``).
+        cache: Prompt caching: on Anthropic, mark the system prompt, the tools
+            and the latest messages with ``cache_control`` breakpoints (at most
+            4) so later requests read them from the cache. OpenAI caches long
+            prompts by itself; cached tokens are priced at the cached rate on
+            both.
     """
 
     def __init__(
@@ -60,6 +71,9 @@ class Chat(BaseChat):
         id: str | None = None,
         display: bool | None = None,
         reasoning: str | int | None = None,
+        max_cost_usd: float | None = None,
+        max_total_tokens: int | None = None,
+        cache: bool = False,
     ):
         super().__init__(
             model,
@@ -73,6 +87,9 @@ class Chat(BaseChat):
             id=id,
             display=display,
             reasoning=reasoning,
+            max_cost_usd=max_cost_usd,
+            max_total_tokens=max_total_tokens,
+            cache=cache,
         )
         from .log._projection import CallLog
 

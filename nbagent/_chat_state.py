@@ -141,6 +141,9 @@ class ChatCore:
     provider: Provider
     system: str | None
     max_steps: int | None
+    max_cost_usd: float | None
+    max_total_tokens: int | None
+    cache: bool
     on_tool_error: Literal["result", "raise"]
     stream: bool | None
     reasoning: str | int | None
@@ -170,6 +173,11 @@ class ChatCore:
     _last_step: StepResult | None
     _last_error: BaseException | None
     _usage: Usage
+    _cost: float
+    _unpriced: int
+    _exhausted: str | None  # the budget the last step stopped on
+    _cost_step: float | None  # what the budget card's Continue adds (the budget as created)
+    _tokens_step: int | None
     _runner: ToolRunner
     _extensions: tuple[Extension, ...]
     _ext_hooks: dict[str, tuple[Callable[..., Any], ...]]  # hook name -> the extensions' methods
@@ -512,7 +520,7 @@ class ChatCore:
     def _loop_state(self) -> dict[str, Any]:
         """The loop state a reloaded chat needs besides its messages, calls and events.
 
-        Usage, the step counter and the last step's kind are in the events
+        Usage, cost, the step counter and the last step's kind are in the events
         (``ModelRequestFinished``, ``StepFinished``), so this changes rarely.
         """
         o = self._options
@@ -521,6 +529,9 @@ class ChatCore:
             "forced_spent": self._forced_spent,
             "options": {f.name: getattr(o, f.name) for f in fields(o)},
             "max_steps": self.max_steps,
+            "max_cost_usd": self.max_cost_usd,
+            "max_total_tokens": self.max_total_tokens,
+            "cache": self.cache,
             "on_tool_error": self.on_tool_error,
             "stream": self.stream,
             "reasoning": self.reasoning,
@@ -534,6 +545,9 @@ class ChatCore:
             self._forced_spent,
             o,
             self.max_steps,
+            self.max_cost_usd,
+            self.max_total_tokens,
+            self.cache,
             self.on_tool_error,
             self.stream,
             self.reasoning,
@@ -549,10 +563,12 @@ class ChatCore:
             self._open = last if isinstance(last, AssistantToolCallMessage) else None
             self._turn, self._step, self._forced_spent = snap.turn, snap.step, snap.forced_spent
             self._usage = snap.usage
+            self._cost, self._unpriced = snap.cost_usd, snap.unpriced
             if snap.options is not None:
                 self._options = ToolOptions(**snap.options)
             if snap.last_step == "budget_exhausted":
                 self._last_step = StepResult("budget_exhausted", self.last_assistant_message)
+                self._exhausted = snap.last_budget
             self._bus.resume_at(snap.next_seq)
 
 

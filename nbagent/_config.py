@@ -23,6 +23,10 @@ class Config:
         max_concurrency: Most calls of one round running at once.
         tool_timeout: Default seconds before a call is abandoned (``None``: no limit).
         max_steps: Steps ``complete()`` takes before it stops with ``budget_exhausted``.
+        max_cost_usd: Dollars a chat may spend (whole chat) before it parks with
+            ``budget_exhausted`` (``None``: no budget).
+        max_total_tokens: Input plus output tokens a chat may use (whole chat;
+            ``None``: no budget).
         stream: Stream responses (text and arguments arrive as events).
         result_max_rows: Rows of a DataFrame result shown to the model.
         result_max_chars: Characters of any result shown to the model.
@@ -37,6 +41,8 @@ class Config:
     max_concurrency: int = 8
     tool_timeout: float | None = None
     max_steps: int = 25
+    max_cost_usd: float | None = None
+    max_total_tokens: int | None = None
     stream: bool = True
     result_max_rows: int = 20
     result_max_chars: int = 20_000
@@ -48,6 +54,7 @@ class Config:
 
 _lock = threading.Lock()
 _config = Config()
+_NULLABLE = frozenset({"tool_timeout", "max_cost_usd", "max_total_tokens"})
 
 
 def get_config() -> Config:
@@ -68,12 +75,15 @@ def configure(**options: Any) -> Config:
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
+    from ._budget import check_budgets
+
+    check_budgets(options.get("max_cost_usd"), options.get("max_total_tokens"))
     if "tool_concurrency" in options:
         options["tool_concurrency"] = normalize_concurrency(options["tool_concurrency"])
     with _lock:
         defaults = Config()
         resolved = {
-            k: (getattr(defaults, k) if v is None and k != "tool_timeout" else v)
+            k: (getattr(defaults, k) if v is None and k not in _NULLABLE else v)
             for k, v in options.items()
         }
         _config = replace(_config, **resolved)

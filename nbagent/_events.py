@@ -215,6 +215,8 @@ class StepFinished(Event):
     step: int
     turn: int
     kind: str
+    budget: str | None = None
+    """With ``kind="budget_exhausted"``: the budget spent (``steps``, ``cost``, ``tokens``)."""
 
 
 @dataclass(frozen=True, kw_only=True)

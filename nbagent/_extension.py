@@ -130,8 +130,11 @@ class Snapshot:
         turn / step: The chat's turn and step counters.
         forced_spent: Whether this turn's forced tool choice was used up.
         usage: Tokens used so far.
+        cost_usd / unpriced: Dollars of the priced requests so far, and how many
+            requests had no known price.
         options: The tool options (``ToolOptions`` fields), or ``None`` for the defaults.
         last_step: The kind of the last step (only ``budget_exhausted`` matters).
+        last_budget: The budget that step stopped on (``steps``, ``cost``, ``tokens``).
         next_seq: The number of the next event.
     """
 
@@ -143,8 +146,11 @@ class Snapshot:
     step: int = 0
     forced_spent: bool = False
     usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    unpriced: int = 0
     options: dict[str, Any] | None = None
     last_step: str | None = None
+    last_budget: str | None = None
     next_seq: int = 0
 
 

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from . import _aio
 from ._approvals import consult_resolver, requirement
+from ._budget import spent_budget
 from ._chat_state import (
     _ALREADY,
     RUNNABLE,
@@ -193,9 +194,12 @@ class LoopMixin(ChatCore):
             result = StepResult("complete", self.last_assistant_message)
             self._finish_step(result)
             return result
-        if not may_work:  # work is left and the budget is spent: the one budget stop
+        spent = self._spent_budget() if action == "generate" else None
+        if not may_work or spent:
+            # work is left and a budget is spent (steps; or cost or tokens, checked
+            # before a request): the one budget stop
             result = StepResult("budget_exhausted", self.last_assistant_message)
-            self._finish_step(result)
+            self._finish_step(result, budget=spent or "steps")
             return result
         self._step += 1
         if action == "generate":
@@ -230,14 +234,35 @@ class LoopMixin(ChatCore):
         self._finish_step(result)
         return result
 
-    def _finish_step(self, result: StepResult) -> None:
+    def _cap(self, which: str) -> float | None:
+        """The chat's cost or token budget, else the configured one (``None``: no budget)."""
+        if which == "cost":
+            own = self.max_cost_usd
+            return own if own is not None else get_config().max_cost_usd
+        tokens = self.max_total_tokens
+        return tokens if tokens is not None else get_config().max_total_tokens
+
+    def _spent_budget(self) -> str | None:
+        """``"cost"`` or ``"tokens"`` when that whole-chat budget is reached."""
+        cap_tokens = self._cap("tokens")
+        with self._lock:
+            return spent_budget(
+                self._usage,
+                self._cost,
+                self._cap("cost"),
+                None if cap_tokens is None else int(cap_tokens),
+            )
+
+    def _finish_step(self, result: StepResult, budget: str | None = None) -> None:
         self._last_step = result
+        self._exhausted = budget
         self._emit(
             StepFinished(
                 chat_id=self.id,
                 step=self._step,
                 turn=self._turn,
                 kind=result.kind,
+                budget=budget,
             )
         )
 
@@ -277,6 +302,7 @@ class LoopMixin(ChatCore):
                 hosted=tuple(self._hosted.values()),
                 output=self._output,
                 reasoning=self.reasoning,
+                cache=self.cache,
             )
         self._emit(
             ModelRequestStarted(
@@ -337,6 +363,7 @@ class LoopMixin(ChatCore):
         response = _clean_response(response)
         usage = response.usage
         model = response.model or self.model
+        cost = cost_of(model, usage)
         events: list[Event] = [
             ModelRequestFinished(
                 chat_id=self.id,
@@ -350,13 +377,17 @@ class LoopMixin(ChatCore):
                 raw_stop_reason=response.raw_stop_reason,
                 n_tool_calls=len(response.tool_calls),
                 text=response.text,
-                cost_usd=cost_of(model, usage),
+                cost_usd=cost,
             )
         ]
         after: list[ToolResult] = []
         invalid: OutputValidationError | None = None
         with self._lock:
             self._usage = self._usage + usage
+            if cost is None:
+                self._unpriced += 1
+            else:
+                self._cost += cost
             message: Message
             if response.tool_calls:
                 calls = self._admit_calls(c.copy_identity() for c in response.tool_calls)

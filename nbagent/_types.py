@@ -68,6 +68,9 @@ class Usage:
 
     ``input_tokens`` always *includes* cached tokens (OpenAI's convention);
     Anthropic's cache reads and writes are added in by its adapter.
+    ``cached_tokens`` are cache reads (OpenAI's ``cached_tokens``, Anthropic's
+    ``cache_read_input_tokens``); ``cache_write_tokens`` are Anthropic's
+    ``cache_creation_input_tokens`` (billed above the input price).
     """
 
     input_tokens: int = 0
@@ -75,6 +78,13 @@ class Usage:
     cached_tokens: int = 0
     reasoning_tokens: int = 0
     """Output tokens spent thinking (already counted in ``output_tokens``)."""
+    cache_write_tokens: int = 0
+    """Input tokens written to the prompt cache (already counted in ``input_tokens``)."""
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens (what ``max_total_tokens`` counts)."""
+        return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -82,6 +92,7 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cached_tokens + other.cached_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
 
@@ -376,8 +387,8 @@ class LLMToolResponse:
     Attributes:
         text: Assistant text (may be empty when only tools were called).
         tool_calls: The calls asked for, in order.
-        input_tokens / output_tokens / cached_tokens / reasoning_tokens: Normalised
-            usage (reasoning tokens are part of the output tokens).
+        input_tokens / output_tokens / cached_tokens / reasoning_tokens /
+            cache_write_tokens: Normalised usage (see :class:`Usage`).
         model: The model that answered.
         provider: Provider name (``openai``, ``anthropic``, ``demo``...).
         stop_reason: Normalised :data:`StopReason`.
@@ -398,11 +409,16 @@ class LLMToolResponse:
     refusal: str | None = None
     items: tuple[ProviderItem, ...] = ()
     reasoning_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @property
     def usage(self) -> Usage:
         return Usage(
-            self.input_tokens, self.output_tokens, self.cached_tokens, self.reasoning_tokens
+            self.input_tokens,
+            self.output_tokens,
+            self.cached_tokens,
+            self.reasoning_tokens,
+            self.cache_write_tokens,
         )
 
     @property

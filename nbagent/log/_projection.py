@@ -94,6 +94,7 @@ input_tokens       Int64           includes cached tokens
 output_tokens      Int64
 cached_tokens      Int64
 reasoning_tokens   Int64           output tokens spent thinking (part of output_tokens)
+cache_write_tokens Int64           input tokens written to the prompt cache (Anthropic)
 cost_usd           Float64         NA when the model's prices are unknown
 latency_ms         Float64
 stop_reason        category        ``end``, ``tool_use``, ``max_tokens``, ``refusal``,
@@ -223,6 +224,7 @@ STEP_COLUMNS: dict[str, ColumnKind] = {
     "output_tokens": "Int64",
     "cached_tokens": "Int64",
     "reasoning_tokens": "Int64",
+    "cache_write_tokens": "Int64",
     "cost_usd": "Float64",
     "latency_ms": "Float64",
     "stop_reason": STOP_REASONS,
@@ -491,6 +493,7 @@ class CallLog(Extension):
         c["output_tokens"][i] = u.output_tokens
         c["cached_tokens"][i] = u.cached_tokens
         c["reasoning_tokens"][i] = u.reasoning_tokens
+        c["cache_write_tokens"][i] = u.cache_write_tokens
         c["cost_usd"][i] = e.cost_usd
         c["latency_ms"][i] = e.latency_ms
         c["stop_reason"][i] = e.stop_reason

@@ -357,11 +357,16 @@ def _parsed_markdown(parsed: tuple[str, tuple[tuple[str, str], ...]]) -> str:
     return (f"*{md_inline(name)}*\n\n" if name else "") + "\n".join(lines)
 
 
+BUDGET_WORDS = {"steps": "step", "cost": "cost", "tokens": "token"}
+"""A budget's name in "The ... budget ran out"."""
+
+
 def budget_html(e: BudgetEntry) -> str:
+    name = BUDGET_WORDS.get(e.budget, "step")
     what = {
-        "pending": "The step budget ran out. Continue, or stop here.",
-        "continued": "The step budget ran out; continued.",
-        "stopped": "The step budget ran out; stopped.",
+        "pending": f"The {name} budget ran out. Continue, or stop here.",
+        "continued": f"The {name} budget ran out; continued.",
+        "stopped": f"The {name} budget ran out; stopped.",
     }.get(e.status, e.status)
     return f'<div class="nba-entry nba-card nba-budget nba-st-{esc(e.status)}">{esc(what)}</div>'
 
@@ -513,7 +518,8 @@ def entry_markdown(e: Entry) -> str:
             lines.append("result:\n" + _fence(clip(e.result, 2000)))
         return "\n\n".join(lines)
     if isinstance(e, BudgetEntry):
-        return f"> step budget exhausted ({md_inline(e.status)})"
+        name = BUDGET_WORDS.get(e.budget, "step")
+        return f"> {name} budget exhausted ({md_inline(e.status)})"
     if isinstance(e, ErrorEntry):
         return f"> **error:** {md_inline(e.title)}"
     return md_inline(str(e))
@@ -570,7 +576,7 @@ def _entry_text(e: Entry) -> str:
             extra.append(f"    result: {preview(e.result, 300)}")
         return "\n".join([line, *extra])
     if isinstance(e, BudgetEntry):
-        return f"  (step budget exhausted: {e.status})"
+        return f"  ({BUDGET_WORDS.get(e.budget, 'step')} budget exhausted: {e.status})"
     if isinstance(e, ErrorEntry):
         return f"  ERROR: {e.title}"
     return str(e)

@@ -245,11 +245,12 @@ class CallEntry(Entry):
 
 @dataclass(eq=False)
 class BudgetEntry(Entry):
-    """``complete(max_steps=)`` ran out: offer to continue or stop."""
+    """A step, cost or token budget ran out: offer to continue or stop."""
 
     number: int = 0
     step: int = 0
     status: str = "pending"  # pending | continued | stopped
+    budget: str = "steps"  # steps | cost | tokens
     kind = "budget"
 
     @property
@@ -738,7 +739,13 @@ class ChatState:
         if e.kind == "budget_exhausted":
             self._budgets += 1
             entry = self._add(
-                BudgetEntry(f"b:{self._budgets}", e.turn, number=self._budgets, step=e.step)
+                BudgetEntry(
+                    f"b:{self._budgets}",
+                    e.turn,
+                    number=self._budgets,
+                    step=e.step,
+                    budget=e.budget or "steps",
+                )
             )
             self._last_budget = entry
             self._phase(e.turn, BUDGET)
@@ -911,10 +918,15 @@ class ChatState:
         usage = chat.usage
         state.totals[None].input_tokens = usage.input_tokens
         state.totals[None].output_tokens = usage.output_tokens
+        if chat.cost_usd is not None:
+            state.totals[None].cost_usd, state.totals[None].cost_known = chat.cost_usd, True
         status = chat.status
         if status == "budget_exhausted":
             state._budgets = 1
-            state._last_budget = state._add(BudgetEntry("b:1", state.turn, number=1, step=step))
+            which = chat.exhausted_budget or "steps"
+            state._last_budget = state._add(
+                BudgetEntry("b:1", state.turn, number=1, step=step, budget=which)
+            )
         phase = {
             "complete": COMPLETE,
             "awaiting_approval": AWAITING,

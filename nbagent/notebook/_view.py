@@ -241,7 +241,15 @@ class ChatView:
                 hosted=e.hosted,
             )
         else:
-            card = ActionCard(self._on_card_action, kind="budget", steps=self._budget_steps())
+            assert isinstance(e, BudgetEntry)
+            steps = self._budget_steps()
+            card = ActionCard(
+                self._on_card_action,
+                kind="budget",
+                steps=steps,
+                budget=e.budget,
+                increment=self._increment_label(e.budget, steps),
+            )
         card.on_rendered = self.continuation.note_rendered
         self._cards[e.key] = card
         self._sync_card(card, e)
@@ -331,6 +339,18 @@ class ChatView:
         from .._config import get_config
 
         return int(self.chat.max_steps or get_config().max_steps)
+
+    def _increment_label(self, budget: str, steps: int) -> str:
+        """What the budget card's Continue adds, as its button says it."""
+        if budget == "cost":
+            dollars = self.chat.budget_increment("cost")
+            if dollars:
+                return f"+${dollars:,.2f}" if dollars >= 0.01 else f"+${dollars:.2g}"
+        elif budget == "tokens":
+            tokens = self.chat.budget_increment("tokens")
+            if tokens:
+                return f"+{tokens:,} tokens"
+        return f"+{steps} steps"
 
     # -------------------------------------------------------------- paging
     def _update_more(self) -> None:
@@ -622,6 +642,8 @@ class ChatView:
         if card.kind == "budget":
             key = next((k for k, c in self._cards.items() if c is card), None)
             if kind == "continue":
+                if card.budget in ("cost", "tokens"):  # the whole-chat budget grows by one step
+                    chat.raise_budget(card.budget)
                 if key:
                     self.state.set_budget_status(key, "continued")
                 card.summary, card.state = "Continued.", "continued"

@@ -59,6 +59,9 @@ class ActionCard(anywidget.AnyWidget):
         hosted: The provider runs the call (a hosted MCP server): the decision is sent
             to it; no argument editor (the core refuses to edit a hosted call).
         steps: Steps "Continue" adds (budget cards).
+        budget: The budget that ran out: ``steps``, ``cost`` or ``tokens`` (budget cards).
+        increment: What "Continue" adds, as its label says it (``+25 steps``,
+            ``+$0.50``, ``+10,000 tokens``; budget cards).
         count: How many calls "Approve all" / "Deny all" decide (batch cards).
         call_ids: Those calls (batch cards).
         revocable: The call was approved by "Always allow", which still holds:
@@ -82,6 +85,8 @@ class ActionCard(anywidget.AnyWidget):
     reason = traitlets.Unicode("").tag(sync=True)
     hosted = traitlets.Bool(False).tag(sync=True)
     steps = traitlets.Int(0).tag(sync=True)
+    budget = traitlets.Unicode("steps").tag(sync=True)
+    increment = traitlets.Unicode("").tag(sync=True)
     count = traitlets.Int(0).tag(sync=True)
     call_ids = traitlets.List(traitlets.Unicode()).tag(sync=True)
     revocable = traitlets.Bool(False).tag(sync=True)

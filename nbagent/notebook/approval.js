@@ -48,7 +48,7 @@ function reasonBox(ui, placeholder, label, onEnter) {
 }
 
 const TRAITS = ["state", "error", "summary", "note", "value", "arguments", "editable", "reason",
-  "tool", "steps", "kind", "count", "revocable", "hosted"];
+  "tool", "steps", "budget", "increment", "kind", "count", "revocable", "hosted"];
 
 let counter = 0;
 
@@ -187,7 +187,8 @@ function render({ model, el }) {
     const head = h("div", "nba-action-head");
     // U+2016 (a pause sign drawn as two bars): in DejaVu and every common UI font; U+23F8 is not.
     head.append(h("span", "nba-action-icon", state === "pending" || state === "working" ? "\u2016" : "\u2714"));
-    head.append(h("span", "nba-action-title", "Step budget exhausted."));
+    const names = { steps: "Step", cost: "Cost", tokens: "Token" };
+    head.append(h("span", "nba-action-title", `${names[model.get("budget")] || "Step"} budget exhausted.`));
     el.append(head);
     if (state !== "pending" && state !== "working") {
       const summary = model.get("summary");
@@ -195,8 +196,8 @@ function render({ model, el }) {
       return;
     }
     const row = h("div", "nba-action-row");
-    const steps = model.get("steps");
-    const more = button(`Continue (+${steps} steps)`, "nba-btn-approve", () => send("continue"));
+    const increment = model.get("increment") || `+${model.get("steps")} steps`;
+    const more = button(`Continue (${increment})`, "nba-btn-approve", () => send("continue"));
     const stop = button("Stop", "", () => send("stop"));
     row.append(more, stop);
     if (state === "working") for (const n of row.querySelectorAll("button")) n.disabled = true;

@@ -19,6 +19,9 @@ from .._types import LLMToolResponse
 from ._anthropic_wire import (
     MessageStream,
     Piece,
+    cached_messages,
+    cached_system,
+    cached_tools,
     messages_json,
     output_config,
     parse_message,
@@ -154,15 +157,18 @@ class AnthropicProvider(SDKProvider):
             thinking, limit = thinking_json(
                 request.reasoning, limit, request.tool_choice, self.extra_body
             )
+        cache = request.cache  # breakpoints: tools, system, the last two user messages (<= 4)
         fields: list[tuple[str, bytes]] = [
             ("model", dumps(self.model)),
             ("max_tokens", dumps(limit)),
-            ("messages", body),
+            ("messages", cached_messages(body) if cache else body),
         ]
         if systems:
-            fields.append(("system", dumps("\n\n".join(systems))))
+            system = "\n\n".join(systems)
+            fields.append(("system", cached_system(system) if cache and system else dumps(system)))
         if request.tools:
-            fields.append(("tools", self._tools.get(request.tools)))
+            tools = cached_tools(request.tools) if cache else self._tools.get(request.tools)
+            fields.append(("tools", tools))
             fields.append(("tool_choice", dumps(tool_choice(request.tool_choice, request.calls))))
         if request.output is not None:  # structured outputs: the answer's text is the JSON
             fields.append(("output_config", dumps(output_config(request.output))))

@@ -301,6 +301,48 @@ def _results_first(run: list[Piece]) -> bool:
     return True
 
 
+EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
+"""A ``cache_control`` breakpoint (the 5-minute cache)."""
+
+_CACHEABLE = frozenset({"text", "image", "document", "tool_use", "tool_result"})
+"""Message blocks that may carry ``cache_control`` (thinking blocks may not)."""
+
+
+def cached_tools(tools: Sequence[ToolSpec]) -> bytes:
+    """``tools`` with a breakpoint on the last one (it caches every tool definition)."""
+    specs = [t.as_dict() for t in tools]
+    specs[-1] = {**specs[-1], "cache_control": EPHEMERAL}
+    return dumps(specs)
+
+
+def cached_system(text: str) -> bytes:
+    """``system`` as one text block with a breakpoint."""
+    return dumps([{"type": "text", "text": text, "cache_control": EPHEMERAL}])
+
+
+def cached_messages(body: bytes, breakpoints: int = 2) -> bytes:
+    """The ``messages`` array with a breakpoint on the last ``breakpoints`` user messages.
+
+    The last one caches the whole transcript for the next request; the one
+    before it is where the previous request wrote, so this request reads it.
+    Each goes on the message's last block that may carry one (never a
+    thinking block, never an empty text); a message with none is skipped.
+    """
+    messages = json.loads(body)
+    left = breakpoints
+    for message in reversed(messages):
+        if left == 0:
+            break
+        if message.get("role") != "user" or not isinstance(message.get("content"), list):
+            continue
+        for block in reversed(message["content"]):
+            if block.get("type") in _CACHEABLE and (block.get("type") != "text" or block["text"]):
+                block["cache_control"] = EPHEMERAL
+                left -= 1
+                break
+    return dumps(messages)
+
+
 def tools_json(tools: Sequence[ToolSpec]) -> bytes:
     """Neutral tool definitions -> Anthropic ``tools``."""
     return dumps([t.as_dict() for t in tools])
@@ -332,16 +374,17 @@ def thinking_tokens(usage: Any) -> int:
     return int(details.get("thinking_tokens") or 0) if isinstance(details, dict) else 0
 
 
-def usage_of(usage: Any) -> tuple[int, int, int]:
-    """(input including cache reads and writes, output, cache reads)."""
+def usage_of(usage: Any) -> tuple[int, int, int, int]:
+    """(input including cache reads and writes, output, cache reads, cache writes)."""
     if not isinstance(usage, dict):
-        return 0, 0, 0
+        return 0, 0, 0, 0
     read = int(usage.get("cache_read_input_tokens") or 0)
     write = int(usage.get("cache_creation_input_tokens") or 0)
     return (
         int(usage.get("input_tokens") or 0) + read + write,
         int(usage.get("output_tokens") or 0),
         read,
+        write,
     )
 
 
@@ -360,7 +403,7 @@ def _response(
     if reason == "refusal":
         explanation = details.get("explanation") if isinstance(details, dict) else None
         refusal = explanation or text or REFUSED
-    i, o, c = usage_of(usage)
+    i, o, c, w = usage_of(usage)
     return LLMToolResponse(
         text=text,
         tool_calls=calls,
@@ -374,6 +417,7 @@ def _response(
         refusal=refusal,
         items=items,
         reasoning_tokens=thinking_tokens(usage),
+        cache_write_tokens=w,
     )
 
 
@@ -554,9 +598,13 @@ def _stream_error(error: Any, provider: str) -> ProviderError:
 
 
 __all__ = [
+    "EPHEMERAL",
     "PROVIDER_RUN",
     "MessageStream",
     "Piece",
+    "cached_messages",
+    "cached_system",
+    "cached_tools",
     "messages_json",
     "output_config",
     "parse_message",

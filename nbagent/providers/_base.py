@@ -92,6 +92,9 @@ class ModelRequest:
         reasoning: ``None`` (the provider's default), an effort (``"low"``,
             ``"medium"``, ``"high"``) or a thinking budget in tokens; see
             :mod:`nbagent._reasoning` for each API's mapping.
+        cache: Prompt caching (``Chat(cache=True)``): the Anthropic adapter
+            marks the tools, the system prompt and the latest messages with
+            ``cache_control`` breakpoints; OpenAI caches by itself and ignores it.
     """
 
     messages: tuple[Message, ...]
@@ -105,6 +108,7 @@ class ModelRequest:
     hosted: tuple[HostedTool, ...] = ()
     output: Output | None = None
     reasoning: str | int | None = None
+    cache: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", tuple(self.messages))

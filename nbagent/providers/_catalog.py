@@ -38,7 +38,11 @@ class ModelInfo:
         context_window: Input context size in tokens.
         input_price: Dollars per million input tokens (uncached).
         output_price: Dollars per million output tokens.
-        cached_input_price: Dollars per million cached input tokens (cache reads).
+        cached_input_price: Dollars per million cached input tokens (cache reads;
+            ``None``: the input price).
+        cache_write_price: Dollars per million input tokens written to the
+            prompt cache (Anthropic's 5-minute cache writes: 1.25x the input
+            price; ``None``: the input price).
     """
 
     name: str
@@ -48,16 +52,24 @@ class ModelInfo:
     input_price: float
     output_price: float
     cached_input_price: float | None = None
+    cache_write_price: float | None = None
 
     def cost(self, usage: Usage) -> float:
-        """Dollars for one request's usage (cached tokens at the cached price)."""
+        """Dollars for one request's usage.
+
+        Cache reads at the cached price, cache writes at the write price, the
+        rest of the input at the input price (``input_tokens`` includes both).
+        """
         cached = min(usage.cached_tokens, usage.input_tokens)
+        written = min(usage.cache_write_tokens, usage.input_tokens - cached)
         cached_price = (
             self.input_price if self.cached_input_price is None else self.cached_input_price
         )
+        write_price = self.input_price if self.cache_write_price is None else self.cache_write_price
         dollars = (
-            (usage.input_tokens - cached) * self.input_price
+            (usage.input_tokens - cached - written) * self.input_price
             + cached * cached_price
+            + written * write_price
             + usage.output_tokens * self.output_price
         )
         return dollars / 1_000_000
@@ -72,7 +84,10 @@ def _m(
     price_cached: float | None,
     tools: bool = True,
 ) -> ModelInfo:
-    return ModelInfo(name, provider, tools, context, price_in, price_out, price_cached)
+    # Anthropic bills 5-minute cache writes at 1.25x the input price; OpenAI's
+    # automatic caching has no write surcharge.
+    write = round(price_in * 1.25, 6) if provider == "anthropic" else None
+    return ModelInfo(name, provider, tools, context, price_in, price_out, price_cached, write)
 
 
 _BUILTIN: tuple[ModelInfo, ...] = (
@@ -96,7 +111,7 @@ _BUILTIN: tuple[ModelInfo, ...] = (
     _m("o1", "openai", 200_000, 15.00, 60.00, 7.50),
     _m("o1-mini", "openai", 128_000, 1.10, 4.40, 0.55, tools=False),
     _m("o1-preview", "openai", 128_000, 15.00, 60.00, 7.50, tools=False),
-    # Anthropic (cache writes are billed as input here; they cost 1.25x on the API)
+    # Anthropic (cache reads 0.1x, cache writes 1.25x the input price)
     _m("claude-opus-4-5", "anthropic", 200_000, 5.00, 25.00, 0.50),
     _m("claude-opus-4-1", "anthropic", 200_000, 15.00, 75.00, 1.50),
     _m("claude-opus-4", "anthropic", 200_000, 15.00, 75.00, 1.50),

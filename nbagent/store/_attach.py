@@ -110,7 +110,15 @@ def _new_chat(
 ) -> ChatT:
     state = record.state
     kwargs: dict[str, Any] = {"system": record.system}
-    for key in ("max_steps", "on_tool_error", "stream", "reasoning"):
+    for key in (
+        "max_steps",
+        "on_tool_error",
+        "stream",
+        "reasoning",
+        "max_cost_usd",
+        "max_total_tokens",
+        "cache",
+    ):
         if state.get(key) is not None:
             kwargs[key] = state[key]
     kwargs.update(chat_kwargs)
@@ -148,8 +156,11 @@ def _snapshot_of(record: ChatRecord, location: str) -> Snapshot:
         step=int(state.get("step", 0)),
         forced_spent=bool(state.get("forced_spent", False)),
         usage=codec.usage_in(state.get("usage") or {}),
+        cost_usd=float(state.get("cost_usd") or 0.0),
+        unpriced=int(state.get("unpriced") or 0),
         options=options,
         last_step=state.get("last_step"),
+        last_budget=state.get("last_budget"),
         next_seq=record.next_seq,
     )
 

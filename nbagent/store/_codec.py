@@ -148,6 +148,7 @@ def usage_out(u: Usage) -> Json:
         "output_tokens": u.output_tokens,
         "cached_tokens": u.cached_tokens,
         "reasoning_tokens": u.reasoning_tokens,
+        "cache_write_tokens": u.cache_write_tokens,
     }
 
 
@@ -157,6 +158,7 @@ def usage_in(d: Mapping[str, Any]) -> Usage:
         int(d.get("output_tokens", 0)),
         int(d.get("cached_tokens", 0)),
         int(d.get("reasoning_tokens", 0)),
+        int(d.get("cache_write_tokens", 0)),
     )
 
 

@@ -442,12 +442,19 @@ class SQLiteStore:
 
     @staticmethod
     def _derived_state(conn: sqlite3.Connection, chat_id: str) -> dict[str, Any]:
-        """What the event stream already records: usage, steps taken, the last step's kind."""
+        """What the event stream already records: usage, cost, steps taken, the last step's kind.
+
+        ``cost_usd`` sums the priced requests; ``unpriced`` counts the others.
+        """
         usage = conn.execute(
             "SELECT COALESCE(SUM(json_extract(json, '$.usage.input_tokens')), 0), "
             "COALESCE(SUM(json_extract(json, '$.usage.output_tokens')), 0), "
             "COALESCE(SUM(json_extract(json, '$.usage.cached_tokens')), 0), "
-            "COALESCE(SUM(json_extract(json, '$.usage.reasoning_tokens')), 0) "
+            "COALESCE(SUM(json_extract(json, '$.usage.reasoning_tokens')), 0), "
+            "COALESCE(SUM(json_extract(json, '$.usage.cache_write_tokens')), 0), "
+            "COALESCE(SUM(json_extract(json, '$.cost_usd')), 0.0), "
+            "COALESCE(SUM(json_type(json, '$.cost_usd') IS NOT 'real' "
+            "AND json_type(json, '$.cost_usd') IS NOT 'integer'), 0) "
             "FROM events WHERE chat_id = ? AND type = 'model_request_finished'",
             (chat_id,),
         ).fetchone()
@@ -457,15 +464,19 @@ class SQLiteStore:
                 "output_tokens": usage[1],
                 "cached_tokens": usage[2],
                 "reasoning_tokens": usage[3],
-            }
+                "cache_write_tokens": usage[4],
+            },
+            "cost_usd": float(usage[5]),
+            "unpriced": int(usage[6]),
         }
         last = conn.execute(
-            "SELECT json_extract(json, '$.step'), json_extract(json, '$.kind') FROM events "
+            "SELECT json_extract(json, '$.step'), json_extract(json, '$.kind'), "
+            "json_extract(json, '$.budget') FROM events "
             "WHERE chat_id = ? AND type = 'step_finished' ORDER BY seq DESC LIMIT 1",
             (chat_id,),
         ).fetchone()
         if last is not None:
-            out["step"], out["last_step"] = last
+            out["step"], out["last_step"], out["last_budget"] = last
         return out
 
     def _unknown_chat(self, conn: sqlite3.Connection, chat_id: str) -> StoreError:

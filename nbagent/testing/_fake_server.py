@@ -38,7 +38,9 @@ assistant message, a call id repeated in a message, an Anthropic id outside
 user message, a ``thinking`` block altered or missing from the front of the
 assistant turn a ``tool_result`` answers (thinking on), a stateless Responses
 ``function_call`` sent without the ``reasoning`` item the server sent before
-it, a structured-output schema strict mode does not accept (``_wire_schema``)...
+it, a structured-output schema strict mode does not accept (``_wire_schema``),
+more than 4 Anthropic ``cache_control`` breakpoints or one on a block that
+cannot carry it (a thinking block, an empty text)...
 so adapter bugs fail in tests, not in production. For many
 rounds (benchmarks) pass ``cycle=True`` or ``handler=lambda request: Turn(...)``
 instead of a long list.
@@ -47,6 +49,7 @@ instead of a long list.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 import socket
@@ -305,6 +308,7 @@ class FakeLLMServer:
         self._seq = 0
         self._calls = 0
         self._reasoned: dict[str, str] = {}  # Responses: call id -> its reasoning item id
+        self._prompt_cache: set[str] = set()  # Anthropic: the cached prefixes' keys
         self._turns: list[Turn] = []
         self._position = 0
         self._cycle = False
@@ -474,6 +478,8 @@ class FakeLLMServer:
             turn = self._next_turn(request)
             if turn.is_error:
                 return self._error(api, _turn_error(api, turn), seq, turn.delay)
+            if api == "anthropic":
+                turn = self._cache_usage(turn, body)
             if turn.raw_body is not None:
                 return _raw_reply(turn, request.stream, seq, api)
             with self._lock:
@@ -514,6 +520,23 @@ class FakeLLMServer:
         return _Reply(
             200, reply_headers, _dumps(payloads[0]), delay=turn.delay, fail=turn.fail_mid_stream
         )
+
+    def _cache_usage(self, turn: Turn, body: dict[str, Any]) -> Turn:
+        """Anthropic prompt caching, simulated: a request with ``cache_control`` breakpoints
+        reads the longest prefix an earlier request cached and writes the rest up to its last
+        breakpoint; the turn's own ``cached_tokens`` / ``cache_write_tokens`` win."""
+        prefixes = _wire_anthropic.cache_prefixes(body)
+        given = turn.usage or {}
+        if not prefixes or "cached_tokens" in given or "cache_write_tokens" in given:
+            return turn
+        with self._lock:
+            read = max((n for key, n in prefixes if key in self._prompt_cache), default=0)
+            self._prompt_cache.update(key for key, _ in prefixes)
+        written = max(0, prefixes[-1][1] - read)
+        usage = {**given, "cached_tokens": read, "cache_write_tokens": written}
+        if "input_tokens" in given:  # keep the counts consistent: input includes both
+            usage["input_tokens"] = max(given["input_tokens"], read + written)
+        return dataclasses.replace(turn, usage=usage)
 
     def _check(self, api: Api, body: dict[str, Any]) -> WireError | None:
         error = _CHECKS[api](body)

@@ -400,6 +400,9 @@ def resolve_usage(turn: Turn, request: Mapping[str, Any]) -> Usage:
     thought = len(turn.reasoning or "") // 4 + (1 if turn.reasoning is not None else 0)
     if "output_tokens" not in given:
         output_tokens += given.get("reasoning_tokens", thought)
+    cached, written = given.get("cached_tokens", 0), given.get("cache_write_tokens", 0)
+    if "input_tokens" not in given:
+        input_tokens = max(input_tokens, cached + written)
     return Usage(
         input_tokens=input_tokens,
         output_tokens=output_tokens,

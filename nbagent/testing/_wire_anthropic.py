@@ -7,6 +7,7 @@ request transcripts the way the real API does in strict mode.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -108,7 +109,7 @@ def check_messages(body: Mapping[str, Any]) -> WireError | None:
     messages = body.get("messages")
     if not isinstance(messages, list):
         return _invalid("messages: Field required")
-    error = _check_ids(messages) or _check_thinking(body, messages)
+    error = check_cache(body) or _check_ids(messages) or _check_thinking(body, messages)
     if error is not None:
         return error
     previous_uses: list[str] = []
@@ -159,6 +160,99 @@ def check_messages(body: Mapping[str, Any]) -> WireError | None:
                 )
         previous_uses = uses if role == "assistant" else []
     return None
+
+
+MAX_CACHE_BREAKPOINTS = 4
+"""The Messages API takes at most 4 ``cache_control`` breakpoints per request."""
+
+_NO_CACHE_CONTROL = ("thinking", "redacted_thinking")
+"""Blocks that cannot carry ``cache_control`` (their params have no such field)."""
+
+
+def check_cache(body: Mapping[str, Any]) -> WireError | None:
+    """Prompt-caching 400s: more than 4 breakpoints, or one where the API takes none.
+
+    Breakpoints are counted on tools, system blocks and message content
+    blocks; a thinking block, an empty text block, or a message's string
+    content cannot carry one.
+    """
+    found = 0
+    tools = body.get("tools")
+    for tool in tools if isinstance(tools, list) else []:
+        found += isinstance(tool, Mapping) and "cache_control" in tool
+    system = body.get("system")
+    for j, block in enumerate(system if isinstance(system, list) else []):
+        if isinstance(block, Mapping) and "cache_control" in block:
+            found += 1
+            if block.get("type") == "text" and not block.get("text"):
+                return _invalid(
+                    f"system.{j}.cache_control: cache_control cannot be set for empty text blocks"
+                )
+    messages = body.get("messages")
+    for i, message in enumerate(messages if isinstance(messages, list) else []):
+        if isinstance(message, Mapping) and "cache_control" in message:
+            return _invalid(f"messages.{i}.cache_control: Extra inputs are not permitted")
+        for j, block in enumerate(_blocks(message)):
+            if "cache_control" not in block:
+                continue
+            found += 1
+            kind = block.get("type")
+            if kind in _NO_CACHE_CONTROL:
+                return _invalid(
+                    f"messages.{i}.content.{j}.{kind}.cache_control: Extra inputs are not permitted"
+                )
+            if kind == "text" and not block.get("text"):
+                return _invalid(
+                    f"messages.{i}.content.{j}.text: cache_control cannot be set for empty "
+                    "text blocks"
+                )
+            control = block.get("cache_control")
+            if not isinstance(control, Mapping) or control.get("type") != "ephemeral":
+                return _invalid(
+                    f"messages.{i}.content.{j}.cache_control.type: Input should be 'ephemeral'"
+                )
+    if found > MAX_CACHE_BREAKPOINTS:
+        return _invalid(
+            f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. "
+            f"Found {found}."
+        )
+    return None
+
+
+def cache_prefixes(body: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """For each ``cache_control`` breakpoint, in order: (key of the prefix up to it, its tokens).
+
+    The prefix runs tools, then system, then messages (the API's cache order);
+    a block's ``cache_control`` is left out of the key, and tokens are one per
+    four characters of the prefix's compact JSON, as :func:`resolve_usage` counts.
+    """
+    parts: list[Any] = []
+    marks: list[int] = []
+
+    def add(part: Any) -> None:
+        parts.append({k: v for k, v in part.items() if k != "cache_control"})
+        if "cache_control" in part:
+            marks.append(len(parts))
+
+    tools, system, messages = body.get("tools"), body.get("system"), body.get("messages")
+    for tool in tools if isinstance(tools, list) else []:
+        if isinstance(tool, Mapping):
+            add(tool)
+    if isinstance(system, str):
+        parts.append({"type": "text", "text": system})
+    for block in system if isinstance(system, list) else []:
+        if isinstance(block, Mapping):
+            add(block)
+    for message in messages if isinstance(messages, list) else []:
+        if isinstance(message, Mapping):
+            parts.append({"role": message.get("role")})
+            for block in _blocks(message):
+                add(block)
+    out = []
+    for mark in marks:
+        text = json.dumps(parts[:mark], separators=(",", ":"), ensure_ascii=False, default=str)
+        out.append((hashlib.sha256(text.encode()).hexdigest(), len(text) // 4))
+    return out
 
 
 def _thinking_on(body: Mapping[str, Any]) -> bool:

@@ -62,6 +62,9 @@ def test_every_model_has_a_provider_and_sane_numbers() -> None:
         assert m.input_price >= 0 and m.output_price >= 0
         if m.cached_input_price is not None:
             assert m.cached_input_price <= m.input_price
+        if m.cache_write_price is not None:  # Anthropic: cache writes cost 1.25x input
+            assert m.provider == "anthropic"
+            assert m.cache_write_price == pytest.approx(m.input_price * 1.25)
         if m.provider != "demo":
             assert provider_for_model(m.name) == m.provider
     assert {m.name for m in known_models("anthropic")} >= {"claude-sonnet-4-5", "claude-haiku-4-5"}
