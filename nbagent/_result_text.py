@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import re
 from datetime import date, datetime
 from typing import Any
 
@@ -110,6 +111,26 @@ def to_result(
             text = text[:max_chars] + f"\n[truncated: {len(text) - max_chars} more characters]"
         return text, tuple(parts)
     return to_content(value, max_rows=max_rows, max_chars=max_chars), ()
+
+
+_LABEL = re.compile(r"^\[(image|file) \d+: [^\]]*\]$")
+
+
+def result_type(content: str, parts: tuple[Part, ...] = ()) -> str:
+    """What a result holds, for the log: ``text``, ``json``, ``image``, ``file``,
+    ``text+image``, ``text+file``, ``image+file``..."""
+    kinds = sorted({p.kind for p in parts}, key=("image", "file").index)
+    lines = content.splitlines() if parts else [content]
+    text = "\n".join(line for line in lines if not _LABEL.match(line)).strip()
+    if text:
+        is_json = text[:1] in "{[" and text[-1:] in "}]"
+        if is_json:
+            try:
+                json.loads(text)
+            except ValueError:
+                is_json = False
+        kinds.insert(0, "json" if is_json else "text")
+    return "+".join(kinds) or "text"
 
 
 # After a human edited a call's arguments, the model reads this note before the

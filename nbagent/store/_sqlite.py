@@ -70,6 +70,7 @@ from . import _codec as codec
 from . import _migrations as migrations
 from ._checkpointer import checkpointer_for, take_over
 from ._protocol import (
+    Blob,
     CallFinal,
     CallReset,
     Change,
@@ -117,8 +118,33 @@ _RESULT = _COLUMNS.index("result")
 _AUTOMATIC = ("resolver",)
 
 
-def _stored_call(row: Sequence[Any]) -> StoredCall:
+def _put_blobs(conn: sqlite3.Connection, blobs: Sequence[Blob]) -> None:
+    """Store each blob's bytes, once per hash (a hash already stored is left as it is)."""
+    now = utcnow().isoformat()
+    conn.executemany(
+        "INSERT INTO blobs (sha256, media_type, size, data, created_at) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT DO NOTHING",
+        [(b.sha256, b.media_type, len(b.data), b.data, now) for b in blobs],
+    )
+
+
+def _with_bytes(conn: sqlite3.Connection, message: Any) -> Any:
+    """A message dict with each part's bytes put back under ``"data"`` (from ``blobs``)."""
+    parts = message.get("parts") if isinstance(message, dict) else None
+    for part in parts or ():
+        row = conn.execute("SELECT data FROM blobs WHERE sha256 = ?", (part["sha256"],)).fetchone()
+        if row is None:
+            raise StoreError(
+                f"the bytes of a {part.get('kind', 'part')} ({part['sha256']}) are missing"
+            )
+        part["data"] = bytes(row[0])
+    return message
+
+
+def _stored_call(row: Sequence[Any], conn: sqlite3.Connection | None = None) -> StoredCall:
     result = codec.loads(row[9])
+    if conn is not None and result is not None:
+        result = _with_bytes(conn, result)
     return StoredCall(
         chat_id=row[0],
         id=row[1],
@@ -399,13 +425,13 @@ class SQLiteStore:
             if row is None:
                 raise self._unknown_chat(conn, chat_id)
             messages = [
-                codec.loads(r[0])
+                _with_bytes(conn, codec.loads(r[0]))
                 for r in conn.execute(
                     "SELECT json FROM messages WHERE chat_id = ? ORDER BY idx", (chat_id,)
-                )
+                ).fetchall()
             ]
             calls = [
-                _stored_call(r)
+                _stored_call(r, conn)
                 for r in conn.execute(
                     f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE chat_id = ? ORDER BY seq",
                     (chat_id,),
@@ -644,6 +670,8 @@ class SQLiteStore:
         self, conn: sqlite3.Connection, chat_id: str, ch: Change, claim: _Claim | None = None
     ) -> str:
         """Apply one change: ``"ok"``, ``"dup"`` (already there) or a conflict description."""
+        if isinstance(ch, NewMessage | CallFinal) and ch.blobs:
+            _put_blobs(conn, ch.blobs)
         if isinstance(ch, NewMessage):
             cur = conn.execute(
                 "INSERT INTO messages (chat_id, idx, turn, role, json, seq, ts) "

@@ -189,6 +189,7 @@ def test_a_tool_returning_a_figure_reaches_the_model(harness: Harness) -> None:
     assert result.content.startswith("Sales for north\n[image 1: image/png")
     [part] = result.parts
     assert part.data == made[0]
+    assert chat.log["result_type"].tolist() == ["text+image"]
     body = harness.server.requests[-1].body
     validate_with_sdk(harness.api, body)
     if harness.api == "anthropic":
@@ -414,3 +415,13 @@ def test_nbagent_image_makes_parts() -> None:
     assert repr(part).startswith("ImagePart(image/png, ")
     with pytest.raises(FileNotFoundError):
         nbagent.image("/no/such/file.png")
+
+
+def test_the_log_says_what_a_result_held() -> None:
+    from nbagent._result_text import result_type, to_result
+
+    assert result_type(*to_result({"a": 1})) == "json"
+    assert result_type(*to_result("hello")) == "text"
+    assert result_type(*to_result(png())) == "image"
+    assert result_type(*to_result(["see", png(), PDF])) == "text+image+file"
+    assert result_type(*to_result([png(), png()])) == "image"
