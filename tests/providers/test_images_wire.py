@@ -425,3 +425,26 @@ def test_the_log_says_what_a_result_held() -> None:
     assert result_type(*to_result(png())) == "image"
     assert result_type(*to_result(["see", png(), PDF])) == "text+image+file"
     assert result_type(*to_result([png(), png()])) == "image"
+
+
+def test_the_demo_model_describes_images_it_is_sent_and_tool_images() -> None:
+    image_mod = pytest.importorskip("PIL.Image")
+    out = io.BytesIO()
+    image_mod.new("RGB", (30, 20), (31, 119, 180)).save(out, format="PNG")
+    chat = nbagent.Chat(model="demo", display=False)
+    reply = chat.ask("What is this?", images=[out.getvalue(), PDF])
+    assert reply is not None
+    assert "(1) a 30x20 PNG image, all blue; (2) a PDF document" in reply.content
+
+    @nbagent.tool
+    def render_chart(name: str) -> Any:
+        """Render a chart.
+
+        Args:
+            name: The chart.
+        """
+        return ["Chart " + name, png(8, 4, (250, 250, 250))]
+
+    chat = nbagent.Chat(model="demo", display=False).with_tools(render_chart)
+    reply = chat.ask("render chart sales")
+    assert reply is not None and "I see a 8x4 PNG image, all white." in reply.content
