@@ -45,8 +45,8 @@ JSON holds each part's kind, media type, SHA-256 (and ``detail`` or
 ``filename``), and the bytes go to the ``blobs`` table once per hash
 (:class:`~nbagent.store._protocol.Blob`, carried by the :class:`NewMessage`
 and :class:`CallFinal` changes; since version 8). A store puts the bytes back
-under ``"data"`` when it reads a message (:func:`part_in`); events rebuilt for
-the log carry the parts without their bytes (``data`` empty).
+under ``"data"`` when it reads a message or rebuilds events (:func:`part_in`,
+``decode_events(with_bytes=)``).
 
 Rows written by older versions (an ``events`` row for every event, arguments
 in messages and started events) are read as they are.
@@ -789,6 +789,7 @@ def decode_events(
     messages: Iterable[tuple[int, int, str, int | None, str | None]],
     calls: Sequence[tuple[int, StoredCall, str | None]],
     known: dict[str, ToolCall] | None = None,
+    with_bytes: Callable[[Any], Any] | None = None,
 ) -> list[Event]:
     """One chat's events, in ``seq`` order, rebuilt from what the store holds.
 
@@ -802,21 +803,28 @@ def decode_events(
             4) is that event.
         known: The ``ToolCall`` objects for the events to refer to, by id
             (extended with those rebuilt); default: rebuilt from ``calls``.
+        with_bytes: Puts a message's part bytes back (the store's blobs);
+            without it parts come back with empty ``data``.
 
     An event row this version cannot read (an unknown type) is skipped.
     """
     cmap = {sc.id: sc.to_tool_call() for _, sc, _ in calls} if known is None else known
     results = {sc.id: result for _, sc, result in calls}
     texts = {index: data for index, _, data, _, _ in messages}
+    hydrate = with_bytes or (lambda d: d)
+
+    def message(text: str | None) -> Any:
+        return hydrate(loads(text)) if text and '"parts"' in text else loads(text)
+
     out: list[Event] = []
     requested: set[str] = set()
     for seq, type_, ts, data in events:
         try:
             fields = loads(data)
             if type_ == "message_added" and "message" not in fields:
-                fields["message"] = loads(texts[fields["index"]])
+                fields["message"] = message(texts[fields["index"]])
             elif type_ == "tool_call_finished" and "result" not in fields:
-                fields["result"] = loads(results[fields["call"]["id"]])
+                fields["result"] = message(results[fields["call"]["id"]])
             started = unfold(type_, fields) if "started" in fields else None
             event = decode_event(type_, chat_id, seq, ts, fields, cmap)
             if started is not None:
@@ -830,7 +838,7 @@ def decode_events(
         if message_seq is None or message_ts is None:  # before version 5: it has an event row
             continue
         try:
-            fields = {"message": loads(text), "index": index, "turn": turn}
+            fields = {"message": message(text), "index": index, "turn": turn}
             out.append(
                 decode_event("message_added", chat_id, message_seq, message_ts, fields, cmap)
             )

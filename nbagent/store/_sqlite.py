@@ -1101,9 +1101,12 @@ class SQLiteStore:
                 messages = conn.execute(
                     "SELECT idx, turn, json, seq, ts FROM messages WHERE chat_id = ?", (cid,)
                 ).fetchall()
-            stored = [(r[0], _stored_call(r[1:]), r[1 + _RESULT]) for r in call_rows]
-            known = calls if calls is not None and chat_id is not None else None
-            yield from codec.decode_events(cid, rows, messages, stored, known)
+                stored = [(r[0], _stored_call(r[1:], conn), r[1 + _RESULT]) for r in call_rows]
+                known = calls if calls is not None and chat_id is not None else None
+                events = codec.decode_events(
+                    cid, rows, messages, stored, known, lambda d: _with_bytes(conn, d)
+                )
+            yield from events
 
 
 __all__ = ["SQLiteStore"]

@@ -448,3 +448,19 @@ def test_the_demo_model_describes_images_it_is_sent_and_tool_images() -> None:
     chat = nbagent.Chat(model="demo", display=False).with_tools(render_chart)
     reply = chat.ask("render chart sales")
     assert reply is not None and "I see a 8x4 PNG image, all white." in reply.content
+
+
+def test_ask_async_and_ask_later_take_images(harness: Harness) -> None:
+    import asyncio
+
+    harness.script("Async red.", "Later blue.")
+    chat = nbagent.Chat(provider=harness.provider, stream=harness.stream, display=False)
+    red, blue = png(rgb=(220, 20, 20)), png(rgb=(20, 20, 220))
+    reply = asyncio.run(chat.ask_async("Colour?", images=[red]))
+    assert reply is not None and reply.content == "Async red."
+    assert user_media(harness.api, harness.server.requests[-1].body) == [("image/png", red)]
+    chat.ask_later("And this?", images=blue)
+    assert len(harness.server.requests) == 1  # ask_later sends nothing
+    chat.complete()
+    sent = user_media(harness.api, harness.server.requests[-1].body)
+    assert sent == [("image/png", red), ("image/png", blue)]

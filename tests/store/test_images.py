@@ -62,6 +62,15 @@ def test_parts_round_trip_and_identical_bytes_are_one_blob(tmp_path: Path) -> No
         assert isinstance(result, ToolResultMessage) and result.parts[0].data == RED
         call = loaded.transcript[3].tool_calls[0]  # type: ignore[union-attr]
         assert call.result is not None and call.result.parts[0].data == RED
+        # events rebuilt from the store (the log, a loaded chat's view) carry the bytes too
+        added = [e for e in store.iter_events(chat.id) if isinstance(e, nbagent.MessageAdded)]
+        assert added[0].message == chat.transcript[0]
+        finished = [
+            e for e in store.iter_events(chat.id) if isinstance(e, nbagent.ToolCallFinished)
+        ]
+        assert finished[0].result.parts[0].data == RED
+        log = nbagent.read_log(store)
+        assert log["result_type"].tolist() == ["text+image"]
     with sqlite3.connect(tmp_path / "chats.db") as conn:
         rows = conn.execute("SELECT sha256, media_type, size FROM blobs ORDER BY size").fetchall()
         messages = [r[0] for r in conn.execute("SELECT json FROM messages")]
