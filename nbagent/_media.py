@@ -7,7 +7,8 @@ Accepted, each becoming an :class:`~nbagent.ImagePart` (or a
   number (an extension is never trusted);
 - a path (``str`` or :class:`os.PathLike`) to such a file;
 - a ``PIL.Image.Image`` (saved as PNG; PIL is never a hard dependency);
-- a matplotlib ``Figure`` (saved as PNG at :data:`FIGURE_DPI` dpi);
+- a matplotlib ``Figure`` or ``Axes`` (its figure), or a seaborn grid (saved as
+  PNG at :data:`FIGURE_DPI` dpi);
 - an IPython ``Image`` or any display object with PNG/JPEG data
   (``_repr_png_`` / ``_repr_jpeg_``);
 - an :class:`~nbagent.ImagePart` / :class:`~nbagent.FilePart` as it is.
@@ -93,8 +94,19 @@ def _pil_png(img: Any) -> bytes:
 
 
 def _is_figure(value: Any) -> bool:
+    """A matplotlib ``Figure`` (or a seaborn grid, which saves like one)."""
     module = type(value).__module__
-    return module.startswith("matplotlib") and callable(getattr(value, "savefig", None))
+    return module.startswith(("matplotlib", "seaborn")) and callable(
+        getattr(value, "savefig", None)
+    )
+
+
+def _figure_of(value: Any) -> Any:
+    """The figure of a matplotlib ``Axes`` (what plotting functions often return), else None."""
+    if type(value).__module__.startswith("matplotlib.axes"):
+        fig = getattr(value, "figure", None)
+        return fig if _is_figure(fig) else None
+    return None
 
 
 def _is_pil(value: Any) -> bool:
@@ -132,7 +144,12 @@ def is_image_like(value: Any) -> bool:
         return sniff(bytes(value[:16])) is not None
     if isinstance(value, str | os.PathLike):
         return False
-    return _is_figure(value) or _is_pil(value) or _display_data(value) is not None
+    return (
+        _is_figure(value)
+        or _figure_of(value) is not None
+        or _is_pil(value)
+        or _display_data(value) is not None
+    )
 
 
 def image(value: Any, *, detail: str | None = None) -> Part:
@@ -162,11 +179,18 @@ def to_part(value: Any, *, detail: str | None = None) -> Part:
         return _from_bytes(path.read_bytes(), filename=path.name, detail=detail)
     if _is_figure(value):
         return ImagePart(_figure_png(value), "image/png", detail)
+    if (fig := _figure_of(value)) is not None:
+        return ImagePart(_figure_png(fig), "image/png", detail)
     if _is_pil(value):
         return ImagePart(_pil_png(value), "image/png", detail)
     data = _display_data(value)
     if data is not None:
         return _from_bytes(data, detail=detail)
+    if getattr(value, "url", None) and type(value).__module__.startswith("IPython"):
+        raise TypeError(
+            f"this IPython {type(value).__name__} only points at {value.url!r} and holds no "
+            "data: download the file and pass its bytes or path"
+        )
     raise TypeError(f"cannot send a {type(value).__name__} as an image: pass {ACCEPTED}")
 
 

@@ -464,3 +464,15 @@ def test_ask_async_and_ask_later_take_images(harness: Harness) -> None:
     chat.complete()
     sent = user_media(harness.api, harness.server.requests[-1].body)
     assert sent == [("image/png", red), ("image/png", blue)]
+
+
+def test_an_axes_and_an_ipython_image_of_a_url() -> None:
+    plt = pytest.importorskip("matplotlib.pyplot")
+    display = pytest.importorskip("IPython.display")
+    fig, ax = plt.subplots(figsize=(1, 1))
+    part = nbagent.image(ax)  # what df.plot() returns: its figure is sent
+    plt.close(fig)
+    assert isinstance(part, ImagePart) and part.data.startswith(b"\x89PNG")
+    remote = display.Image(url="https://example.com/x.png")
+    with pytest.raises(TypeError, match="holds no data: download the file"):
+        nbagent.image(remote)
