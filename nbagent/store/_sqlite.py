@@ -1016,7 +1016,7 @@ class SQLiteStore:
             raise DecisionError(
                 f"call id {call_id!r} is in several chats ({chats}); pass chat_id= to choose"
             )
-        return _stored_call(rows[0])
+        return _stored_call(rows[0], conn)
 
     def call(self, call_id: str, *, chat_id: str | None = None) -> StoredCall:
         """One stored call (its current status, decision and result)."""
@@ -1037,7 +1037,7 @@ class SQLiteStore:
             sql += " WHERE " + " AND ".join(where)
         with self._read() as conn:
             order = " ORDER BY seq" if chat_id is not None else " ORDER BY requested_at, seq"
-            return [_stored_call(r) for r in conn.execute(sql + order, args)]
+            return [_stored_call(r, conn) for r in conn.execute(sql + order, args).fetchall()]
 
     def pending_approvals(self, chat_id: str | None = None) -> list[StoredCall]:
         """Every call waiting for a decision (in one chat, or all), oldest first."""

@@ -69,6 +69,8 @@ def test_parts_round_trip_and_identical_bytes_are_one_blob(tmp_path: Path) -> No
             e for e in store.iter_events(chat.id) if isinstance(e, nbagent.ToolCallFinished)
         ]
         assert finished[0].result.parts[0].data == RED
+        [stored] = store.calls(chat.id)
+        assert stored.result is not None and stored.result.parts[0].data == RED
         log = nbagent.read_log(store)
         assert log["result_type"].tolist() == ["text+image"]
     with sqlite3.connect(tmp_path / "chats.db") as conn:
