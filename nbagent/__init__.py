@@ -21,6 +21,7 @@ from ._errors import (
     DecisionError,
     MCPServerError,
     MCPToolError,
+    MediaError,
     ModelNotSupportedError,
     NBAgentError,
     OutputSchemaError,
@@ -59,6 +60,7 @@ from ._exports import publish as _publish
 from ._exports import publish_one as _publish_one
 from ._extension import ChatHost, Extension, Snapshot
 from ._hosted import HostedMCP
+from ._media import image
 from ._options import ToolOptions
 from ._schema import SchemaValidationError
 from ._tools import FunctionTool, Tool, ToolSource, current_tool_call, tool
@@ -67,6 +69,8 @@ from ._types import (
     AssistantToolCallMessage,
     ChatMessage,
     Decision,
+    FilePart,
+    ImagePart,
     LLMToolResponse,
     Message,
     ProviderItem,
@@ -126,13 +130,16 @@ __all__ = [
     "DemoProvider",
     "Event",
     "Extension",
+    "FilePart",
     "FunctionTool",
     "HostedMCP",
+    "ImagePart",
     "LLMToolResponse",
     "MCPServer",
     "MCPServerError",
     "MCPTool",
     "MCPToolError",
+    "MediaError",
     "Message",
     "MessageAdded",
     "ModelNotSupportedError",
@@ -184,6 +191,7 @@ __all__ = [
     "configure",
     "current_tool_call",
     "get_config",
+    "image",
     "open_store",
     "read_log",
     "tool",

@@ -34,6 +34,7 @@ from ._events import (
 from ._extension import HOOKS, Extension, overrides
 from ._hosted import HostedMCP, HostedTool
 from ._loop import LoopMixin
+from ._media import as_parts
 from ._options import ToolOptions
 from ._output import Output, as_output
 from ._reasoning import normalize_reasoning
@@ -479,20 +480,27 @@ class BaseChat(LoopMixin, DecisionsMixin):
         """
         self._cancel.set()
 
-    def ask_later(self, text: str, *, output: Any = None) -> ChatMessage:
+    def ask_later(self, text: str, *, images: Any = None, output: Any = None) -> ChatMessage:
         """Add a user message without running anything.
 
         Args:
             text: The message.
+            images: Images or PDFs sent after the text (see :meth:`ask`).
             output: Ask for a structured answer (see :meth:`ask`).
 
         Raises:
             PendingToolCallsError: Calls of the last response are unanswered.
             OutputSchemaError: ``output`` is not a type a structured answer can
                 have, or the provider cannot express its schema (nothing is added).
+            MediaError: An image or file the provider would refuse (format,
+                size); nothing is added.
         """
         if not isinstance(text, str):
             raise TypeError(f"ask() takes text, got {type(text).__name__}")
+        parts = as_parts(images)
+        check_parts = getattr(self.provider, "check_parts", None)
+        if parts and check_parts is not None:
+            check_parts(parts)  # too large / unsupported fails here, before any request
         spec = as_output(output) if output is not None else None
         check = getattr(self.provider, "check_output", None)
         if spec is not None and check is not None:
@@ -505,18 +513,31 @@ class BaseChat(LoopMixin, DecisionsMixin):
             self._forced_spent = False
             self._last_step = None
             self._output, self._output_retried = spec, False
-            msg = ChatMessage("user", clean(text), turn=self._turn)
+            msg = ChatMessage("user", clean(text), turn=self._turn, parts=parts)
             events = self._append(msg)
         self._emit_all(events)
         for turn_started in self._hook("turn_started"):
             turn_started()
         return msg
 
-    def ask(self, text: str, *, output: Any = None, max_steps: int | None = None) -> Message | None:
+    def ask(
+        self,
+        text: str,
+        *,
+        images: Any = None,
+        output: Any = None,
+        max_steps: int | None = None,
+    ) -> Message | None:
         """Ask and run the loop: ``ask_later(text)`` then ``complete()``.
 
         Args:
             text: The message.
+            images: One image or a list, sent after the text: PNG/JPEG/GIF/WebP
+                bytes, a path, a PIL image, a matplotlib figure, an IPython
+                ``Image``, an :class:`~nbagent.ImagePart`; a PDF (bytes, path or
+                :class:`~nbagent.FilePart`) goes as a document. Checked against
+                the provider's limits before anything is sent
+                (:class:`~nbagent.MediaError`).
             output: Ask for a structured answer: a pydantic model, a dataclass,
                 a TypedDict or a JSON Schema dict. The model may call tools
                 first; its final answer is JSON in the provider's native
@@ -536,13 +557,14 @@ class BaseChat(LoopMixin, DecisionsMixin):
             OutputValidationError: The answer was invalid twice (both answers
                 stay in the transcript).
         """
-        self.ask_later(text, output=output)
+        self.ask_later(text, images=images, output=output)
         return self.complete(max_steps=max_steps)
 
     async def ask_async(
         self,
         text: str,
         *,
+        images: Any = None,
         output: Any = None,
         max_steps: int | None = None,
         wait_for_approval: bool | None = None,
@@ -554,7 +576,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         ``approval_fallback``) and carries on; ``wait_for_approval=False``
         returns at once with the approval pending, as ``ask()`` does.
         """
-        self.ask_later(text, output=output)
+        self.ask_later(text, images=images, output=output)
         reply = await self.complete_async(max_steps=max_steps)
         waiters = self._hook("wait_for_decision")  # the notebook view, inside a kernel
         if not waiters:

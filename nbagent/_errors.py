@@ -123,6 +123,13 @@ class OutputSchemaError(NBAgentError, ValueError):
     """
 
 
+class MediaError(NBAgentError, ValueError):
+    """An image or file the API would refuse: unknown format, or over its size limit.
+
+    Raised before any request is sent.
+    """
+
+
 class OutputValidationError(NBAgentError, ValueError):
     """The model's structured answer was not valid JSON or did not match the output type.
 

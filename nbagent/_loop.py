@@ -32,6 +32,7 @@ from ._chat_state import (
 from ._config import get_config
 from ._errors import (
     ChatCancelled,
+    MediaError,
     OutputValidationError,
     ProviderError,
     ToolExecutionError,
@@ -52,7 +53,7 @@ from ._events import (
 )
 from ._notice import notice
 from ._options import resolve_choice
-from ._result_text import edit_note, to_content
+from ._result_text import edit_note, to_result
 from ._runner import Job, Mode, Outcome, needs_event_loop
 from ._tools import SchemaValidationError, Tool
 from ._types import (
@@ -62,6 +63,7 @@ from ._types import (
     Decision,
     LLMToolResponse,
     Message,
+    Part,
     ToolCall,
     ToolResultMessage,
 )
@@ -789,11 +791,13 @@ class _RoundHooks:
         if outcome.message == _ALREADY:
             return
         cfg = get_config()
+        parts: tuple[Part, ...] = ()
         if outcome.status == "ok":
             try:
-                text = to_content(
+                text, parts = to_result(
                     outcome.value, max_rows=cfg.result_max_rows, max_chars=cfg.result_max_chars
                 )
+                text, parts = _checked(chat.provider, text, parts)
             except Exception as exc:  # str() raised, nesting too deep...: the call still ends
                 kind = type(outcome.value).__name__
                 outcome.status, outcome.error = "error", exc
@@ -825,6 +829,7 @@ class _RoundHooks:
                 c.name,
                 turn=chat._call_turn.get(c.id, chat._turn),
                 value=outcome.value,
+                parts=parts if outcome.status == "ok" else (),
             )
             c.status = outcome.status
             c.result = result
@@ -844,3 +849,15 @@ class _RoundHooks:
                 )
             ]
         )
+
+
+def _checked(provider: Any, text: str, parts: tuple[Part, ...]) -> tuple[str, tuple[Part, ...]]:
+    """A tool's images the provider would refuse (too large...) become a note instead."""
+    check = getattr(provider, "check_parts", None)
+    if not parts or check is None:
+        return text, parts
+    try:
+        check(parts)
+    except MediaError as exc:
+        return f"{text}\n[images not sent: {exc}]", ()
+    return text, parts

@@ -8,6 +8,12 @@
   head and tail are kept and a note says how many rows were left out.
 - anything else: ``str(value)``.
 
+A result may also carry images (:func:`to_result`): a matplotlib figure, a PIL
+image, PNG/JPEG/GIF/WebP bytes, an IPython ``Image`` or an
+:class:`~nbagent.ImagePart`, alone or in a list/tuple with text. The images
+become content parts sent after the text; the text gets one ``[image N: ...]``
+line per image so a log, a store or a text-only reader still sees them.
+
 Every result is capped at ``max_chars`` characters with a note saying so, so
 one chatty tool cannot flood the context window.
 """
@@ -17,8 +23,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import re
 from datetime import date, datetime
 from typing import Any
+
+from ._media import is_image_like, to_part
+from ._types import ImagePart, Part
 
 MAX_ROWS = 20
 MAX_CHARS = 20_000
@@ -72,6 +82,55 @@ def to_content(value: Any, *, max_rows: int = MAX_ROWS, max_chars: int = MAX_CHA
     if len(text) > max_chars:
         text = text[:max_chars] + f"\n[truncated: {len(text) - max_chars} more characters]"
     return text
+
+
+def _label(n: int, part: Part) -> str:
+    size = f"{len(part.data) / 1024:.0f} KB"
+    what = "image" if isinstance(part, ImagePart) else "file"
+    return f"[{what} {n}: {part.media_type}, {size}]"
+
+
+def to_result(
+    value: Any, *, max_rows: int = MAX_ROWS, max_chars: int = MAX_CHARS
+) -> tuple[str, tuple[Part, ...]]:
+    """A tool's return value as text and image parts (see the module docstring)."""
+    if is_image_like(value):
+        part = to_part(value)
+        return _label(1, part), (part,)
+    if isinstance(value, list | tuple) and any(is_image_like(v) for v in value):
+        texts: list[str] = []
+        parts: list[Part] = []
+        for item in value:
+            if is_image_like(item):
+                parts.append(to_part(item))
+                texts.append(_label(len(parts), parts[-1]))
+            else:
+                texts.append(to_content(item, max_rows=max_rows, max_chars=max_chars))
+        text = "\n".join(texts)
+        if len(text) > max_chars:
+            text = text[:max_chars] + f"\n[truncated: {len(text) - max_chars} more characters]"
+        return text, tuple(parts)
+    return to_content(value, max_rows=max_rows, max_chars=max_chars), ()
+
+
+_LABEL = re.compile(r"^\[(image|file) \d+: [^\]]*\]$")
+
+
+def result_type(content: str, parts: tuple[Part, ...] = ()) -> str:
+    """What a result holds, for the log: ``text``, ``json``, ``image``, ``file``,
+    ``text+image``, ``text+file``, ``image+file``..."""
+    kinds = sorted({p.kind for p in parts}, key=("image", "file").index)
+    lines = content.splitlines() if parts else [content]
+    text = "\n".join(line for line in lines if not _LABEL.match(line)).strip()
+    if text:
+        is_json = text[:1] in "{[" and text[-1:] in "}]"
+        if is_json:
+            try:
+                json.loads(text)
+            except ValueError:
+                is_json = False
+        kinds.insert(0, "json" if is_json else "text")
+    return "+".join(kinds) or "text"
 
 
 # After a human edited a call's arguments, the model reads this note before the

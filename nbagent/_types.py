@@ -9,10 +9,12 @@ lifecycle, always under its lock, and always together with an event.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -301,6 +303,80 @@ class Reasoning(ProviderItem):
 
 
 @dataclass(frozen=True)
+class ImagePart:
+    """An image sent to (or returned by a tool for) the model.
+
+    Built by :func:`nbagent.image` or from ``chat.ask(text, images=[...])``;
+    ``data`` are the encoded bytes (PNG, JPEG, GIF or WebP, sniffed by their
+    magic number), ``media_type`` their MIME type.
+
+    Attributes:
+        data: The image file's bytes.
+        media_type: ``image/png``, ``image/jpeg``, ``image/gif`` or ``image/webp``.
+        detail: OpenAI's ``detail`` (``"low"``, ``"high"``, ``"auto"``); ``None``
+            leaves the API default (Anthropic has no such switch).
+    """
+
+    data: bytes = field(repr=False)
+    media_type: str
+    detail: str | None = None
+
+    kind: ClassVar[str] = "image"
+
+    @property
+    def sha256(self) -> str:
+        """The bytes' SHA-256 (hex): the store keeps each image once per hash."""
+        return hashlib.sha256(self.data).hexdigest()
+
+    @property
+    def base64(self) -> str:
+        return base64.b64encode(self.data).decode("ascii")
+
+    @property
+    def data_url(self) -> str:
+        return f"data:{self.media_type};base64,{self.base64}"
+
+    def __repr__(self) -> str:
+        return f"ImagePart({self.media_type}, {len(self.data)} bytes)"
+
+
+@dataclass(frozen=True)
+class FilePart:
+    """A document (PDF) sent to the model: Anthropic ``document``, OpenAI ``file``.
+
+    Attributes:
+        data: The file's bytes.
+        media_type: ``application/pdf`` (the one type all three APIs take).
+        filename: The name the model sees (OpenAI asks for one).
+    """
+
+    data: bytes = field(repr=False)
+    media_type: str = "application/pdf"
+    filename: str = "document.pdf"
+
+    kind: ClassVar[str] = "file"
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+    @property
+    def base64(self) -> str:
+        return base64.b64encode(self.data).decode("ascii")
+
+    @property
+    def data_url(self) -> str:
+        return f"data:{self.media_type};base64,{self.base64}"
+
+    def __repr__(self) -> str:
+        return f"FilePart({self.media_type}, {self.filename!r}, {len(self.data)} bytes)"
+
+
+Part = ImagePart | FilePart
+"""A non-text content part; a message's text stays in its ``content``."""
+
+
+@dataclass(frozen=True)
 class ChatMessage:
     """A plain text message: ``system``, ``user`` or ``assistant``.
 
@@ -312,6 +388,9 @@ class ChatMessage:
     TypedDict or a JSON Schema; ``content`` keeps the JSON the model wrote. A
     chat loaded from a store gives a plain dict (the type is not stored).
     ``None`` for any other message.
+
+    ``parts``: images and files sent with a user message
+    (``chat.ask(text, images=[...])``), after its text.
     """
 
     role: Role
@@ -320,6 +399,7 @@ class ChatMessage:
     stop_reason: StopReason = "end"
     items: tuple[ProviderItem, ...] = ()
     parsed: Any = field(default=None, compare=False, repr=False)
+    parts: tuple[Part, ...] = ()
 
     @property
     def reasoning(self) -> tuple[Reasoning, ...]:
@@ -360,6 +440,8 @@ class ToolResultMessage:
         hosted: It answers a hosted call: not a result but the decision sent
             to the provider (OpenAI ``mcp_approval_response``, ``approve``
             false for a denial).
+        parts: Images the tool returned (a figure, a PIL image, PNG bytes...),
+            sent after ``content`` (see :mod:`nbagent._result_text`).
     """
 
     tool_call_id: str
@@ -371,6 +453,7 @@ class ToolResultMessage:
     value: Any = field(default=None, compare=False, repr=False)
     role: Literal["tool"] = "tool"
     hosted: bool = False
+    parts: tuple[Part, ...] = ()
 
     @property
     def is_denial(self) -> bool:

@@ -27,6 +27,8 @@ decision           category        see below
 duration_ms        Float64         run time of the tool itself
 arguments          object          the model's arguments (a dict)
 result_preview     string          first 200 characters of the result sent to the model
+result_type        string          what an ``ok`` result holds: ``text``, ``json``, ``image``,
+                                   ``text+image``, ``file``... (NA otherwise)
 error              string          why it did not succeed (error, timed_out, cancelled,
                                    skipped, rejected arguments); NA for ok and denied
 decided_by         string          ``user``, ``resolver``, ``policy:always_allow:<tool>``,
@@ -149,7 +151,7 @@ from .._events import (
 )
 from .._extension import Extension
 from .._optional import require
-from .._result_text import without_edit_note
+from .._result_text import result_type, without_edit_note
 from .._types import (
     CALL_STATUSES,
     CONCURRENCY_MODES,
@@ -184,6 +186,7 @@ CALL_COLUMNS: dict[str, ColumnKind] = {
     "duration_ms": "Float64",
     "arguments": "json",
     "result_preview": "string",
+    "result_type": "string",
     "error": "string",
     # the decision (who, why, what they changed, when), then the gate that asked for it
     "decided_by": "string",
@@ -430,6 +433,7 @@ class CallLog(Extension):
         if d.verdict == "approved":
             if c["status"][i] == "denied":  # a human overruled an automatic denial
                 c["finished_at"][i] = c["result_preview"][i] = c["error"][i] = None
+                c["result_type"][i] = None
             c["status"][i] = "approved"
         else:
             c["status"][i] = "denied"
@@ -454,6 +458,7 @@ class CallLog(Extension):
         # The model reads a note before an edited call's result; the preview shows the result.
         content = without_edit_note(e.result.content, c["edited_arguments"][i] is not None)
         c["result_preview"][i] = content[:PREVIEW_CHARS]
+        c["result_type"][i] = result_type(content, e.result.parts) if status == "ok" else None
         if status in _FINAL_NOT_OK:
             c["error"][i] = (e.error or content)[:ERROR_CHARS]
         if c["decision"][i] == "pending":
@@ -546,6 +551,8 @@ class CallLog(Extension):
         output = _item_output(raw)
         if output is not None:
             c["result_preview"][i] = output[:PREVIEW_CHARS]
+            if item.status != "error":
+                c["result_type"][i] = result_type(output)
         if item.status == "error":
             c["error"][i] = (output or "failed")[:ERROR_CHARS]
 

@@ -27,7 +27,15 @@ from typing import Any
 
 from .._types import FINAL_STATUSES
 from ._html import STATUS_WORDS, clip, esc, fmt_ms, preview
-from ._state import ARGUMENTS_CHARS, VALUE_CHARS, CallEntry, clip_text, fits, json_preview
+from ._state import (
+    ARGUMENTS_CHARS,
+    VALUE_CHARS,
+    CallEntry,
+    Thumb,
+    clip_text,
+    fits,
+    json_preview,
+)
 
 ONE_LINE = 80  # arguments whose compact JSON is at most this long show on the head line
 VALUE_LINE = 120  # a value longer than this folds: its start, then the rest on a click
@@ -110,6 +118,7 @@ def _finished(e: CallEntry, decision: str) -> str:
             body.append(f'<div class="nba-rich">{e.result_html}</div>')
         else:
             body.append(f'<pre class="nba-result">{esc(clip(e.result))}</pre>')
+        body.append(thumbs_html(e.result_images))
     return (
         f'<details class="nba-entry nba-card nba-call nba-done nba-st-{esc(e.status)}" '
         f'data-call-id="{esc(e.call_id)}"><summary class="nba-head">{"".join(head)}</summary>'
@@ -366,3 +375,17 @@ def _text_diff(old: str, new: str) -> str:
         cls = {"+": "nba-add", "-": "nba-del", "@": "nba-dim"}.get(line[:1], "")
         lines.append(f'<span class="{cls}">{esc(line)}</span>' if cls else esc(line))
     return f'<pre class="nba-block nba-textdiff">{chr(10).join(lines)}</pre>'
+
+
+def thumbs_html(images: tuple[Thumb, ...]) -> str:
+    """Images as thumbnails (``src``: a ``data:`` URL nbagent encoded), files as labels."""
+    if not images:
+        return ""
+    out = []
+    for t in images:
+        label = esc(t.label)
+        if t.src is not None:
+            out.append(f'<img class="nba-thumb" src="{esc(t.src)}" alt="{label}" title="{label}">')
+        else:
+            out.append(f'<span class="nba-thumb-label">[{label}]</span>')
+    return f'<div class="nba-thumbs">{"".join(out)}</div>'

@@ -34,6 +34,7 @@ from ._cards import (
     inline_arguments,
     reason_words,
     status_word,
+    thumbs_html,
 )
 from ._html import clip, esc, fmt_ms, preview, printable
 from ._items import item_html, item_words
@@ -50,6 +51,7 @@ from ._state import (
     ErrorEntry,
     StepEntry,
     TextEntry,
+    Thumb,
     Totals,
     UserEntry,
 )
@@ -66,6 +68,10 @@ CSS = """
 .nba-entry { margin: 3px 0; box-sizing: border-box; width: 100%; }
 .nba-user { border-left: 3px solid var(--jp-brand-color1, #1976d2); padding: 3px 8px;
   background: var(--jp-layout-color2, #eeeeee); white-space: pre-wrap; word-break: break-word; }
+.nba-thumbs { display: flex; flex-wrap: wrap; gap: 4px; margin: 3px 0; white-space: normal; }
+.nba-thumb { max-height: 160px; max-width: 100%; height: auto; object-fit: contain;
+  border: 1px solid var(--jp-border-color2, #e0e0e0); background: #fff; }
+.nba-thumb-label { color: var(--jp-ui-font-color2, #616161); font-style: italic; }
 .nba-who { font-weight: 600; margin-right: 6px; color: var(--jp-ui-font-color2, #616161); }
 .nba-text { padding: 3px 8px; word-break: break-word;
   border-left: 3px solid var(--jp-border-color2, #e0e0e0); }
@@ -280,11 +286,16 @@ def status_words(totals: Totals, phase: str | None = None) -> str:
 
 
 # --------------------------------------------------------------------------- HTML
+def _labels(images: tuple[Thumb, ...]) -> str:
+    return "".join(f"\n[{t.label}]" for t in images)
+
+
 def entry_html(e: Entry, *, live: bool = False) -> str:
     """One entry as an HTML fragment (everything escaped); ``live`` in the widget view."""
     if isinstance(e, UserEntry):
         return (
-            f'<div class="nba-entry nba-user"><span class="nba-who">You</span>{esc(e.text)}</div>'
+            f'<div class="nba-entry nba-user"><span class="nba-who">You</span>{esc(e.text)}'
+            f"{thumbs_html(e.images)}</div>"
         )
     if isinstance(e, TextEntry):
         head = thinking_html(e)
@@ -478,7 +489,7 @@ def _fence(text: str, lang: str = "") -> str:
 
 def entry_markdown(e: Entry) -> str:
     if isinstance(e, UserEntry):
-        return f"**You:** {md_text(e.text)}"
+        return f"**You:** {md_text(e.text + _labels(e.images))}"
     if isinstance(e, TextEntry):
         if e.parsed is not None:
             said = "**Assistant:**\n\n" + _parsed_markdown(e.parsed)
@@ -539,7 +550,7 @@ def entry_text(e: Entry) -> str:
 
 def _entry_text(e: Entry) -> str:
     if isinstance(e, UserEntry):
-        return f"You: {e.text}"
+        return f"You: {e.text}{_labels(e.images)}"
     if isinstance(e, TextEntry):
         if e.parsed is not None:
             name, rows = e.parsed

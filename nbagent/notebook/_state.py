@@ -38,12 +38,15 @@ from .._events import (
     ToolCallRequested,
     ToolCallStarted,
 )
+from .._media import IMAGE_TYPES, sniff
 from .._result_text import without_edit_note
 from .._types import (
     AssistantToolCallMessage,
     CallStatus,
     ChatMessage,
     DecisionVerdict,
+    FilePart,
+    Part,
     ProviderItem,
     Reasoning,
     ResultStatus,
@@ -80,9 +83,75 @@ class Entry:
     kind = "entry"
 
 
+@dataclass(frozen=True)
+class Thumb:
+    """An image as the view shows it: a ``data:`` URL nbagent encoded itself, or just a label.
+
+    ``src`` is only ever built here from bytes whose format was checked (never a URL
+    a model or a tool gave); ``None`` when the image is too large to inline and PIL
+    is not there to shrink it (the label still says what it was).
+    """
+
+    label: str
+    src: str | None = None
+
+
+THUMB_PIXELS = 320
+"""Longest side of a thumbnail, when PIL is there to shrink an image."""
+THUMB_INLINE_BYTES = 256 * 1024
+"""Without PIL, an image up to this size is shown as it is; a larger one by its label."""
+
+
+def _shrunk(data: bytes) -> bytes | None:
+    """A PNG at most :data:`THUMB_PIXELS` on its longest side (``None`` without PIL)."""
+    try:
+        import io
+
+        from PIL import Image
+    except ImportError:
+        return None
+    try:
+        with Image.open(io.BytesIO(data)) as opened:
+            opened.thumbnail((THUMB_PIXELS, THUMB_PIXELS))
+            img: Any = opened
+            if img.mode not in ("RGB", "RGBA", "L", "LA", "P"):
+                img = img.convert("RGBA")
+            out = io.BytesIO()
+            img.save(out, format="PNG", optimize=True)
+            return out.getvalue()
+    except Exception:  # a file PIL cannot read: the label only
+        return None
+
+
+def thumbs(parts: tuple[Part, ...]) -> tuple[Thumb, ...]:
+    """What the view shows of a message's or a result's images and files."""
+    import base64
+
+    out: list[Thumb] = []
+    for n, part in enumerate(parts, 1):
+        size = f"{len(part.data) / 1024:.0f} KB"
+        if isinstance(part, FilePart):
+            out.append(Thumb(f"{part.filename} ({part.media_type}, {size})"))
+            continue
+        label = f"image {n} ({part.media_type}, {size})"
+        kind = sniff(part.data[:16])
+        if kind not in IMAGE_TYPES:  # only bytes of a checked image format go into a src
+            out.append(Thumb(label))
+            continue
+        data: bytes | None = _shrunk(part.data)
+        if data is not None:
+            kind = "image/png"
+        elif len(part.data) <= THUMB_INLINE_BYTES:
+            data = part.data
+        src = None if data is None else f"data:{kind};base64,{base64.b64encode(data).decode()}"
+        out.append(Thumb(label, src))
+    return tuple(out)
+
+
 @dataclass(eq=False)
 class UserEntry(Entry):
     text: str = ""
+    images: tuple[Thumb, ...] = ()
     kind = "user"
 
 
@@ -198,6 +267,7 @@ class CallEntry(Entry):
     defaults: dict[str, Any] = field(default_factory=dict)  # what the tool uses for omitted params
     result_html: str | None = None  # a rich result (a DataFrame) as inert table HTML
     result_label: str = ""  # its type (and shape), for the summary line
+    result_images: tuple[Thumb, ...] = ()  # the images the tool returned, as thumbnails
     traceback: str | None = None  # where a tool that raised failed
     kind = "call"
 
@@ -622,7 +692,9 @@ class ChatState:
         m = event.message
         if isinstance(m, ChatMessage) and m.role == "user":
             self.turn = max(self.turn, event.turn)
-            entry = self._add(UserEntry(f"m:{event.index}", event.turn, text=m.content))
+            entry = self._add(
+                UserEntry(f"m:{event.index}", event.turn, text=m.content, images=thumbs(m.parts))
+            )
             self._phase(event.turn, GENERATING)
             return [entry]
         if isinstance(m, (ChatMessage, AssistantToolCallMessage)) and m.role == "assistant":
@@ -849,6 +921,7 @@ class ChatState:
             result_status=e.result.status,
             result_html=html,
             result_label=label,
+            result_images=thumbs(e.result.parts),
             error=e.error,
             duration_ms=e.duration_ms,
             mode=e.mode,
@@ -971,6 +1044,7 @@ def _call_entry(
         result_status=result.status if result else None,
         result_html=html,
         result_label=label,
+        result_images=thumbs(result.parts) if result is not None else (),
         duration_ms=_duration(c),
         defaults=tool_defaults(schema(c.name) if schema else None, c.arguments),
     )

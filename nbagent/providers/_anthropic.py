@@ -9,13 +9,15 @@ context-window stop as ``context_window``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from .._errors import AuthenticationError
 from .._hosted import HostedTool
+from .._media import check_parts
 from .._optional import require
 from .._output import Output
-from .._types import LLMToolResponse
+from .._types import LLMToolResponse, Part
 from ._anthropic_wire import (
     MessageStream,
     Piece,
@@ -142,6 +144,10 @@ class AnthropicProvider(SDKProvider):
         run without asking.
         """
         tool.anthropic_server()
+
+    def check_parts(self, parts: Sequence[Part]) -> None:
+        """Raise :class:`~nbagent.MediaError` for an image or file Anthropic would refuse."""
+        check_parts(parts, "anthropic")
 
     def check_output(self, output: Output) -> None:
         """Raise :class:`~nbagent.OutputSchemaError` if structured outputs cannot express it."""

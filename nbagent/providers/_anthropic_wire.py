@@ -56,8 +56,10 @@ from .._reasoning import budget_of
 from .._types import (
     AssistantToolCallMessage,
     ChatMessage,
+    FilePart,
     LLMToolResponse,
     Message,
+    Part,
     ProviderItem,
     Reasoning,
     StopReason,
@@ -123,6 +125,8 @@ def piece(message: Message) -> Piece:
         blocks = _own_blocks(message.items)
         if message.content:
             blocks.append(_text(message.content))
+        if role == "user":
+            blocks.extend(Block(dumps(part_block(p))) for p in message.parts)
         return _piece(role, blocks)
     if isinstance(message, AssistantToolCallMessage):
         blocks = _own_blocks(message.items)
@@ -134,11 +138,21 @@ def piece(message: Message) -> Piece:
         if message.hosted:  # another API's approval: nothing to send here
             return _piece("user", [])
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id}
-        if message.content:
+        if message.parts:
+            content = [{"type": "text", "text": message.content}] if message.content else []
+            block["content"] = content + [part_block(p) for p in message.parts]
+        elif message.content:
             block["content"] = message.content
         block["is_error"] = message.is_error
         return _piece("user", [Block(dumps(block), None, True)], results=True)
     raise TypeError(f"cannot convert {type(message).__name__} to an Anthropic message")
+
+
+def part_block(part: Part) -> dict[str, Any]:
+    """An image or PDF as an Anthropic ``image`` / ``document`` block (base64 source)."""
+    kind = "document" if isinstance(part, FilePart) else "image"
+    source = {"type": "base64", "media_type": part.media_type, "data": part.base64}
+    return {"type": kind, "source": source}
 
 
 def _own_blocks(items: Sequence[ProviderItem]) -> list[Block]:

@@ -15,7 +15,9 @@ notebooks run on in CI. Given the user's latest message it:
 4. after the tool results come back, answers from them (and says plainly when a
    call was denied or failed);
 5. asked for a structured answer (``output=``), answers with the schema filled
-   with plausible values (:mod:`._demo_output`).
+   with plausible values (:mod:`._demo_output`);
+6. describes the images it is sent, with a question or in a tool's result: their
+   size and dominant colours (:mod:`._demo_images`).
 
 It never raises on unusual schemas.
 """
@@ -32,11 +34,13 @@ from .._types import (
     ChatMessage,
     LLMToolResponse,
     Message,
+    Part,
     ToolCall,
     ToolResultMessage,
     ToolSpec,
 )
 from ._base import DeltaSink, InProcessProvider, ModelRequest, StreamDelta
+from ._demo_images import describe
 from ._demo_output import fill
 from ._demo_plan import Planned, plan
 
@@ -54,6 +58,26 @@ def _summarise(content: str, limit: int = 300) -> str:
     ):
         text = ", ".join(f"{k} {v}" for k, v in data.items())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _user_parts(messages: list[Message]) -> tuple[Part, ...]:
+    """The images and files of the latest user message (the one being answered)."""
+    for m in reversed(messages):
+        if isinstance(m, ChatMessage) and m.role == "user":
+            return m.parts
+    return ()
+
+
+def _seen(parts: tuple[Part, ...], user_text: str) -> str:
+    if len(parts) == 1:
+        said = f"I see {describe(parts[0])}."
+    else:
+        said = "I see " + "; ".join(f"({n}) {describe(p)}" for n, p in enumerate(parts, 1)) + "."
+    asked = f' You asked: "{user_text}".' if user_text else ""
+    return (
+        f"(demo model) {said}{asked} I can only tell sizes and colours; set "
+        "OPENAI_API_KEY or ANTHROPIC_API_KEY for a model that sees."
+    )
 
 
 def _label(name: str, arguments: dict[str, Any]) -> str:
@@ -169,6 +193,9 @@ class DemoProvider(InProcessProvider):
                 stop_reason="tool_use",
                 raw_stop_reason="tool_use",
             )
+        images = _user_parts(messages)
+        if images:
+            return self._text(messages, _seen(images, user_text))
         if not user_text:
             return self._text(
                 messages, "Hello! I'm nbagent's offline demo model. Ask me something."
@@ -244,7 +271,10 @@ class DemoProvider(InProcessProvider):
             call = calls.get(r.tool_call_id)
             name = call.name if call else r.name or "the tool"
             label = _label(name, call.arguments if call else {})
-            if r.status == "ok":
+            if r.status == "ok" and r.parts:
+                seen = "; ".join(describe(p) for p in r.parts)
+                lines.append(f"- {label}: {_summarise(r.content)} I see {seen}.")
+            elif r.status == "ok":
                 lines.append(f"- {label}: {_summarise(r.content)}")
             elif r.status == "denied":
                 try:

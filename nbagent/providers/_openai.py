@@ -20,15 +20,17 @@ need none).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from .._errors import ToolOptionError
 from .._hosted import HostedTool
+from .._media import check_parts
 from .._optional import require
 from .._output import Output
 from .._reasoning import effort_of
-from .._types import LLMToolResponse
+from .._types import LLMToolResponse, Part
 from ._base import DeltaSink, ModelRequest
 from ._catalog import warn_if_unknown
 from ._errors import scrub, sdk_errors
@@ -36,6 +38,7 @@ from ._openai_wire import (
     ChatStream,
     ResponsesStream,
     chat_message,
+    chat_messages,
     chat_system,
     chat_tools,
     parse_chat,
@@ -194,6 +197,10 @@ class OpenAIProvider(SDKProvider):
         """Raise :class:`~nbagent.OutputSchemaError` if strict mode cannot express ``output``."""
         output.strict_schema("openai")
 
+    def check_parts(self, parts: Sequence[Part]) -> None:
+        """Raise :class:`~nbagent.MediaError` for an image or file OpenAI would refuse."""
+        check_parts(parts, self.api)
+
     def check_reasoning(self, setting: str | int | None) -> None:
         """Raise ``ValueError`` for a ``reasoning=`` OpenAI cannot take (a token budget)."""
         if setting is not None:
@@ -206,7 +213,7 @@ class OpenAIProvider(SDKProvider):
             self.check_hosted(hosted)
         out = request.output
         if self.api == "chat":
-            items = [b for b in self._messages.many(request.messages) if b]
+            items = chat_messages(request.messages, self._messages.many(request.messages))
             if request.system:
                 items.insert(0, chat_system(request.system))
             fields: list[tuple[str, bytes]] = [

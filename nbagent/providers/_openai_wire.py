@@ -57,8 +57,10 @@ from .._output import Output
 from .._types import (
     AssistantToolCallMessage,
     ChatMessage,
+    FilePart,
     LLMToolResponse,
     Message,
+    Part,
     ProviderItem,
     Reasoning,
     StopReason,
@@ -135,6 +137,10 @@ def chat_message(message: Message, *, compatible: bool = False) -> bytes:
     Completions has no hosted tools.
     """
     if isinstance(message, ChatMessage):
+        if message.parts and message.role == "user":
+            content = [{"type": "text", "text": message.content}] if message.content else []
+            content.extend(_chat_part(p) for p in message.parts)
+            return dumps({"role": "user", "content": content})
         return dumps({"role": message.role, "content": message.content})
     if isinstance(message, AssistantToolCallMessage):
         calls = [_chat_call(c) for c in message.tool_calls if not c.hosted]
@@ -156,6 +162,46 @@ def chat_message(message: Message, *, compatible: bool = False) -> bytes:
             {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
         )
     raise TypeError(f"cannot convert {type(message).__name__} to a Chat Completions message")
+
+
+def _chat_part(part: Part) -> dict[str, Any]:
+    if isinstance(part, FilePart):
+        return {"type": "file", "file": {"file_data": part.data_url, "filename": part.filename}}
+    url: dict[str, Any] = {"url": part.data_url}
+    if part.detail is not None:
+        url["detail"] = part.detail
+    return {"type": "image_url", "image_url": url}
+
+
+TOOL_IMAGES_NOTE = "Images and files returned by the tool calls above:"
+"""Chat Completions tool messages are text only: a tool's images follow, after
+the round's tool messages, in one user message that starts with this line."""
+
+
+def chat_tool_parts(results: Sequence[ToolResultMessage]) -> bytes:
+    """The follow-up user message carrying the images of a round's tool results."""
+    content: list[dict[str, Any]] = [{"type": "text", "text": TOOL_IMAGES_NOTE}]
+    for result in results:
+        content.append({"type": "text", "text": f"{result.name} ({result.tool_call_id}):"})
+        content.extend(_chat_part(p) for p in result.parts)
+    return dumps({"role": "user", "content": content})
+
+
+def chat_messages(messages: Sequence[Message], wire: Sequence[bytes]) -> list[bytes]:
+    """The wire messages in order, each round's tool images in a user message after it."""
+    out: list[bytes] = []
+    waiting: list[ToolResultMessage] = []
+    for message, body in zip(messages, wire, strict=True):
+        if waiting and not isinstance(message, ToolResultMessage):
+            out.append(chat_tool_parts(waiting))
+            waiting = []
+        if body:
+            out.append(body)
+        if isinstance(message, ToolResultMessage) and message.parts and not message.hosted:
+            waiting.append(message)
+    if waiting:
+        out.append(chat_tool_parts(waiting))
+    return out
 
 
 def _chat_call(call: ToolCall) -> dict[str, Any]:
@@ -378,7 +424,11 @@ def responses_items(message: Message) -> bytes:
     """
     if isinstance(message, ChatMessage):
         items: list[Any] = _own_items(message.items)
-        if message.content or message.role != "assistant":
+        if message.parts and message.role == "user":
+            content = [{"type": "input_text", "text": message.content}] if message.content else []
+            content.extend(_responses_part(p) for p in message.parts)
+            items.append({"role": "user", "content": content})
+        elif message.content or message.role != "assistant":
             items.append({"role": message.role, "content": message.content})
         return b",".join(dumps(item) for item in items)
     if isinstance(message, AssistantToolCallMessage):
@@ -390,14 +440,20 @@ def responses_items(message: Message) -> bytes:
     if isinstance(message, ToolResultMessage):
         if message.hosted:
             return dumps(approval_response(message))
+        output: Any = message.content
+        if message.parts:
+            output = [{"type": "input_text", "text": message.content}] if message.content else []
+            output.extend(_responses_part(p) for p in message.parts)
         return dumps(
-            {
-                "type": "function_call_output",
-                "call_id": message.tool_call_id,
-                "output": message.content,
-            }
+            {"type": "function_call_output", "call_id": message.tool_call_id, "output": output}
         )
     raise TypeError(f"cannot convert {type(message).__name__} to Responses input items")
+
+
+def _responses_part(part: Part) -> dict[str, Any]:
+    if isinstance(part, FilePart):
+        return {"type": "input_file", "file_data": part.data_url, "filename": part.filename}
+    return {"type": "input_image", "image_url": part.data_url, "detail": part.detail or "auto"}
 
 
 def _own_items(items: Sequence[ProviderItem]) -> list[Any]:

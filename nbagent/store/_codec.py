@@ -40,6 +40,14 @@ assistant message's row names its calls by id and name (:func:`message_row`),
 and a ``ToolCallStarted`` leaves out the arguments its call runs with (the
 model's, or a person's edit in the call's decision); reading puts them back.
 
+Images and files (a message's ``parts``) are stored by reference: the message
+JSON holds each part's kind, media type, SHA-256 (and ``detail`` or
+``filename``), and the bytes go to the ``blobs`` table once per hash
+(:class:`~nbagent.store._protocol.Blob`, carried by the :class:`NewMessage`
+and :class:`CallFinal` changes; since version 8). A store puts the bytes back
+under ``"data"`` when it reads a message or rebuilds events (:func:`part_in`,
+``decode_events(with_bytes=)``).
+
 Rows written by older versions (an ``events`` row for every event, arguments
 in messages and started events) are read as they are.
 """
@@ -74,7 +82,10 @@ from .._types import (
     AssistantToolCallMessage,
     ChatMessage,
     Decision,
+    FilePart,
+    ImagePart,
     Message,
+    Part,
     ProviderItem,
     Reasoning,
     ToolCall,
@@ -82,7 +93,7 @@ from .._types import (
     Usage,
 )
 from .._unicode import clean
-from ._protocol import CallFinal, CallReset, DecisionChange, Entry, NewCall, NewMessage
+from ._protocol import Blob, CallFinal, CallReset, DecisionChange, Entry, NewCall, NewMessage
 
 if TYPE_CHECKING:
     from ._protocol import StoredCall
@@ -301,6 +312,44 @@ def _items_in(d: Mapping[str, Any]) -> tuple[ProviderItem, ...]:
     return tuple(item_in(i) for i in d.get("items") or ())
 
 
+# ---------------------------------------------------------------- parts
+def part_out(p: Part) -> Json:
+    """A part's reference: its bytes are a :class:`Blob` (see :func:`blobs_of`)."""
+    if isinstance(p, FilePart):
+        return {
+            "kind": "file",
+            "media_type": p.media_type,
+            "sha256": p.sha256,
+            "filename": p.filename,
+        }
+    out: Json = {"kind": "image", "media_type": p.media_type, "sha256": p.sha256}
+    if p.detail is not None:
+        out["detail"] = p.detail
+    return out
+
+
+def part_in(d: Mapping[str, Any]) -> Part:
+    """A part back; ``d["data"]`` holds its bytes when the store put them back."""
+    data = d.get("data")
+    raw = bytes(data) if isinstance(data, bytes | bytearray | memoryview) else b""
+    if d.get("kind") == "file":
+        return FilePart(raw, d["media_type"], d.get("filename") or "document.pdf")
+    return ImagePart(raw, d["media_type"], d.get("detail"))
+
+
+def blobs_of(m: Message) -> tuple[Blob, ...]:
+    """The bytes of a message's parts, one :class:`Blob` per distinct hash."""
+    parts = m.parts if isinstance(m, ChatMessage | ToolResultMessage) else ()
+    seen: dict[str, Blob] = {}
+    for p in parts:
+        seen.setdefault(p.sha256, Blob(p.sha256, p.media_type, p.data))
+    return tuple(seen.values())
+
+
+def _parts_in(d: Mapping[str, Any]) -> tuple[Part, ...]:
+    return tuple(part_in(p) for p in d.get("parts") or ())
+
+
 # ---------------------------------------------------------------- messages
 def message_out(m: Message) -> Json:
     if isinstance(m, ToolResultMessage):
@@ -315,6 +364,8 @@ def message_out(m: Message) -> Json:
         }
         if m.hosted:
             out["hosted"] = True
+        if m.parts:
+            out["parts"] = [part_out(p) for p in m.parts]
         return out
     if isinstance(m, AssistantToolCallMessage):
         out = {
@@ -329,6 +380,8 @@ def message_out(m: Message) -> Json:
         out = {"role": m.role, "content": m.content, "turn": m.turn, "stop_reason": m.stop_reason}
         if m.parsed is not None:  # a structured answer: its value as JSON (read back as a dict)
             out["parsed"] = _plain(m.parsed)
+        if m.parts:
+            out["parts"] = [part_out(p) for p in m.parts]
         return _with_items(out, m)
     raise TypeError(f"cannot store a {type(m).__name__} as a message")
 
@@ -367,6 +420,7 @@ def message_in(d: Mapping[str, Any], calls: Mapping[str, ToolCall] | None = None
             d.get("name", ""),
             turn=d.get("turn", 0),
             hosted=bool(d.get("hosted", False)),
+            parts=_parts_in(d),
         )
     if "tool_calls" in d:
         tcs = tuple(
@@ -387,6 +441,7 @@ def message_in(d: Mapping[str, Any], calls: Mapping[str, ToolCall] | None = None
         stop_reason=d.get("stop_reason", "end"),
         items=_items_in(d),
         parsed=d.get("parsed"),
+        parts=_parts_in(d),
     )
 
 
@@ -553,7 +608,8 @@ def encode(e: Event, noted: Any, memo: dict[int, str]) -> Entry:
         case MessageAdded():
             m = e.message
             ts = e.ts.isoformat()
-            new_message = NewMessage(e.index, e.turn, m.role, _message_json(m, memo), e.seq, ts)
+            data = _message_json(m, memo)
+            new_message = NewMessage(e.index, e.turn, m.role, data, e.seq, ts, blobs_of(m))
             return Entry(e.seq, e.type, ts, None, new_message)  # the message's row is the event
         case ToolCallRequested():
             c, approval = e.call, e.approval
@@ -579,7 +635,13 @@ def encode(e: Event, noted: Any, memo: dict[int, str]) -> Entry:
             owner, finished_at = noted
             result = _message_json(e.result, memo)
             final = CallFinal(
-                e.call.id, e.status, result, dt_out(e.started_at), dt_out(finished_at), owner
+                e.call.id,
+                e.status,
+                result,
+                dt_out(e.started_at),
+                dt_out(finished_at),
+                owner,
+                blobs_of(e.result),
             )
             if e.status == "denied":  # may be overruled later, replacing the row's result
                 data = event_json(e, "result", result)
@@ -729,6 +791,7 @@ def decode_events(
     messages: Iterable[tuple[int, int, str, int | None, str | None]],
     calls: Sequence[tuple[int, StoredCall, str | None]],
     known: dict[str, ToolCall] | None = None,
+    with_bytes: Callable[[Any], Any] | None = None,
 ) -> list[Event]:
     """One chat's events, in ``seq`` order, rebuilt from what the store holds.
 
@@ -742,21 +805,28 @@ def decode_events(
             4) is that event.
         known: The ``ToolCall`` objects for the events to refer to, by id
             (extended with those rebuilt); default: rebuilt from ``calls``.
+        with_bytes: Puts a message's part bytes back (the store's blobs);
+            without it parts come back with empty ``data``.
 
     An event row this version cannot read (an unknown type) is skipped.
     """
     cmap = {sc.id: sc.to_tool_call() for _, sc, _ in calls} if known is None else known
     results = {sc.id: result for _, sc, result in calls}
     texts = {index: data for index, _, data, _, _ in messages}
+    hydrate = with_bytes or (lambda d: d)
+
+    def message(text: str | None) -> Any:
+        return hydrate(loads(text)) if text and '"parts"' in text else loads(text)
+
     out: list[Event] = []
     requested: set[str] = set()
     for seq, type_, ts, data in events:
         try:
             fields = loads(data)
             if type_ == "message_added" and "message" not in fields:
-                fields["message"] = loads(texts[fields["index"]])
+                fields["message"] = message(texts[fields["index"]])
             elif type_ == "tool_call_finished" and "result" not in fields:
-                fields["result"] = loads(results[fields["call"]["id"]])
+                fields["result"] = message(results[fields["call"]["id"]])
             started = unfold(type_, fields) if "started" in fields else None
             event = decode_event(type_, chat_id, seq, ts, fields, cmap)
             if started is not None:
@@ -770,7 +840,7 @@ def decode_events(
         if message_seq is None or message_ts is None:  # before version 5: it has an event row
             continue
         try:
-            fields = {"message": loads(text), "index": index, "turn": turn}
+            fields = {"message": message(text), "index": index, "turn": turn}
             out.append(
                 decode_event("message_added", chat_id, message_seq, message_ts, fields, cmap)
             )
@@ -827,6 +897,7 @@ __all__ = [
     "FOLDED",
     "approval_in",
     "approval_out",
+    "blobs_of",
     "call_identity_in",
     "call_identity_out",
     "call_in",
@@ -850,6 +921,8 @@ __all__ = [
     "message_in",
     "message_out",
     "message_row",
+    "part_in",
+    "part_out",
     "unfold",
     "usage_in",
     "usage_out",

@@ -179,6 +179,24 @@ def m007_call_server(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE tool_calls ADD COLUMN hosted INTEGER NOT NULL DEFAULT 0")
 
 
+def m008_blobs(conn: sqlite3.Connection) -> None:
+    """Images and files: their bytes once per SHA-256, messages and results refer to them.
+
+    A message or result with ``parts`` names each part by hash; an older
+    nbagent would drop the images, so it refuses the file. A rowid table: a
+    blob is large, and SQLite keeps large rows out of a ``WITHOUT ROWID`` b-tree badly.
+    """
+    conn.execute(
+        """CREATE TABLE blobs (
+            sha256 TEXT PRIMARY KEY,
+            media_type TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            data BLOB NOT NULL,
+            created_at TEXT NOT NULL
+        )"""
+    )
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_initial,
     m002_claims_and_decisions,
@@ -187,6 +205,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m005_messages_are_their_events,
     m006_arguments_stored_once,
     m007_call_server,
+    m008_blobs,
 )
 """Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
 

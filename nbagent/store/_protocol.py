@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -151,6 +151,15 @@ class ChatRecord:
 
 # ----------------------------------------------------------- write records
 @dataclass(frozen=True, slots=True)
+class Blob:
+    """An image's or a file's bytes, keyed by their SHA-256 (hex): stored once per hash."""
+
+    sha256: str
+    media_type: str
+    data: bytes = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class NewMessage:
     """Append message ``idx``; it must not exist yet (else: another driver).
 
@@ -163,6 +172,8 @@ class NewMessage:
     data: str
     seq: int | None = None
     ts: str | None = None
+    blobs: tuple[Blob, ...] = ()
+    """The bytes of the message's images and files, stored once per hash."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +226,8 @@ class CallFinal:
     started_at: str | None
     finished_at: str | None
     owner: str | None
+    blobs: tuple[Blob, ...] = ()
+    """The bytes of the result's images, stored once per hash."""
 
 
 @dataclass(frozen=True, slots=True)

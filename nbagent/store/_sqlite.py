@@ -70,6 +70,7 @@ from . import _codec as codec
 from . import _migrations as migrations
 from ._checkpointer import checkpointer_for, take_over
 from ._protocol import (
+    Blob,
     CallFinal,
     CallReset,
     Change,
@@ -117,8 +118,33 @@ _RESULT = _COLUMNS.index("result")
 _AUTOMATIC = ("resolver",)
 
 
-def _stored_call(row: Sequence[Any]) -> StoredCall:
+def _put_blobs(conn: sqlite3.Connection, blobs: Sequence[Blob]) -> None:
+    """Store each blob's bytes, once per hash (a hash already stored is left as it is)."""
+    now = utcnow().isoformat()
+    conn.executemany(
+        "INSERT INTO blobs (sha256, media_type, size, data, created_at) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT DO NOTHING",
+        [(b.sha256, b.media_type, len(b.data), b.data, now) for b in blobs],
+    )
+
+
+def _with_bytes(conn: sqlite3.Connection, message: Any) -> Any:
+    """A message dict with each part's bytes put back under ``"data"`` (from ``blobs``)."""
+    parts = message.get("parts") if isinstance(message, dict) else None
+    for part in parts or ():
+        row = conn.execute("SELECT data FROM blobs WHERE sha256 = ?", (part["sha256"],)).fetchone()
+        if row is None:
+            raise StoreError(
+                f"the bytes of a {part.get('kind', 'part')} ({part['sha256']}) are missing"
+            )
+        part["data"] = bytes(row[0])
+    return message
+
+
+def _stored_call(row: Sequence[Any], conn: sqlite3.Connection | None = None) -> StoredCall:
     result = codec.loads(row[9])
+    if conn is not None and result is not None:
+        result = _with_bytes(conn, result)
     return StoredCall(
         chat_id=row[0],
         id=row[1],
@@ -399,13 +425,13 @@ class SQLiteStore:
             if row is None:
                 raise self._unknown_chat(conn, chat_id)
             messages = [
-                codec.loads(r[0])
+                _with_bytes(conn, codec.loads(r[0]))
                 for r in conn.execute(
                     "SELECT json FROM messages WHERE chat_id = ? ORDER BY idx", (chat_id,)
-                )
+                ).fetchall()
             ]
             calls = [
-                _stored_call(r)
+                _stored_call(r, conn)
                 for r in conn.execute(
                     f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE chat_id = ? ORDER BY seq",
                     (chat_id,),
@@ -655,6 +681,8 @@ class SQLiteStore:
         self, conn: sqlite3.Connection, chat_id: str, ch: Change, claim: _Claim | None = None
     ) -> str:
         """Apply one change: ``"ok"``, ``"dup"`` (already there) or a conflict description."""
+        if isinstance(ch, NewMessage | CallFinal) and ch.blobs:
+            _put_blobs(conn, ch.blobs)
         if isinstance(ch, NewMessage):
             cur = conn.execute(
                 "INSERT INTO messages (chat_id, idx, turn, role, json, seq, ts) "
@@ -999,7 +1027,7 @@ class SQLiteStore:
             raise DecisionError(
                 f"call id {call_id!r} is in several chats ({chats}); pass chat_id= to choose"
             )
-        return _stored_call(rows[0])
+        return _stored_call(rows[0], conn)
 
     def call(self, call_id: str, *, chat_id: str | None = None) -> StoredCall:
         """One stored call (its current status, decision and result)."""
@@ -1020,7 +1048,7 @@ class SQLiteStore:
             sql += " WHERE " + " AND ".join(where)
         with self._read() as conn:
             order = " ORDER BY seq" if chat_id is not None else " ORDER BY requested_at, seq"
-            return [_stored_call(r) for r in conn.execute(sql + order, args)]
+            return [_stored_call(r, conn) for r in conn.execute(sql + order, args).fetchall()]
 
     def pending_approvals(self, chat_id: str | None = None) -> list[StoredCall]:
         """Every call waiting for a decision (in one chat, or all), oldest first."""
@@ -1084,9 +1112,12 @@ class SQLiteStore:
                 messages = conn.execute(
                     "SELECT idx, turn, json, seq, ts FROM messages WHERE chat_id = ?", (cid,)
                 ).fetchall()
-            stored = [(r[0], _stored_call(r[1:]), r[1 + _RESULT]) for r in call_rows]
-            known = calls if calls is not None and chat_id is not None else None
-            yield from codec.decode_events(cid, rows, messages, stored, known)
+                stored = [(r[0], _stored_call(r[1:], conn), r[1 + _RESULT]) for r in call_rows]
+                known = calls if calls is not None and chat_id is not None else None
+                events = codec.decode_events(
+                    cid, rows, messages, stored, known, lambda d: _with_bytes(conn, d)
+                )
+            yield from events
 
 
 __all__ = ["SQLiteStore"]

@@ -40,7 +40,8 @@ assistant turn a ``tool_result`` answers (thinking on), a stateless Responses
 ``function_call`` sent without the ``reasoning`` item the server sent before
 it, a structured-output schema strict mode does not accept (``_wire_schema``),
 more than 4 Anthropic ``cache_control`` breakpoints or one on a block that
-cannot carry it (a thinking block, an empty text)...
+cannot carry it (a thinking block, an empty text), an image or file part the API
+refuses (``_wire_media``)...
 so adapter bugs fail in tests, not in production. For many
 rounds (benchmarks) pass ``cycle=True`` or ``handler=lambda request: Turn(...)``
 instead of a long list.
@@ -64,7 +65,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from types import TracebackType
 from typing import Any
 
-from . import _wire_anthropic, _wire_openai, _wire_schema
+from . import _wire_anthropic, _wire_media, _wire_openai, _wire_schema
 from ._script import (
     REDACTED,
     SECRET_HEADERS,
@@ -544,7 +545,7 @@ class FakeLLMServer:
             with self._lock:
                 issued = dict(self._reasoned)
             error = _wire_openai.check_reasoning(body, issued)
-        return error or _wire_schema.check_output(api, body)
+        return error or _wire_media.check_media(api, body) or _wire_schema.check_output(api, body)
 
     def _error(self, api: Api, error: WireError, seq: int, delay: float = 0.0) -> _Reply:
         payload = _error_payload(api, error, seq)

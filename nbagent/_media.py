@@ -1,0 +1,244 @@
+"""Turn what a user hands ``chat.ask(images=...)`` (or a tool returns) into content parts.
+
+Accepted, each becoming an :class:`~nbagent.ImagePart` (or a
+:class:`~nbagent.FilePart` for a PDF):
+
+- ``bytes`` of a PNG, JPEG, GIF, WebP or PDF file, recognised by their magic
+  number (an extension is never trusted);
+- a path (``str`` or :class:`os.PathLike`) to such a file;
+- a ``PIL.Image.Image`` (saved as PNG; PIL is never a hard dependency);
+- a matplotlib ``Figure`` or ``Axes`` (its figure), or a seaborn grid (saved as
+  PNG at :data:`FIGURE_DPI` dpi);
+- an IPython ``Image`` or any display object with PNG/JPEG data
+  (``_repr_png_`` / ``_repr_jpeg_``);
+- an :class:`~nbagent.ImagePart` / :class:`~nbagent.FilePart` as it is.
+
+Anything else is a :class:`TypeError` naming what is accepted.
+
+:func:`check_parts` applies the APIs' limits before any request: Anthropic
+takes PNG/JPEG/GIF/WebP up to 5 MB *of base64* per image; OpenAI takes the
+same formats up to 20 MB per image; PDFs go up to 32 MB on both.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ._errors import MediaError
+from ._types import FilePart, ImagePart, Part
+
+FIGURE_DPI = 100
+"""Resolution a matplotlib figure is saved at (a 6.4 x 4.8 in figure: 640 x 480 px)."""
+
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+"""The image formats all three APIs accept."""
+
+MAX_IMAGE_BASE64_ANTHROPIC = 5 * 1024 * 1024
+"""Anthropic: the base64 text of one image may be at most 5 MB (5,242,880 characters)."""
+MAX_IMAGE_BYTES_OPENAI = 20 * 1024 * 1024
+"""OpenAI (Chat Completions and Responses): at most 20 MB per image."""
+MAX_FILE_BYTES = 32 * 1024 * 1024
+"""A PDF on either provider: at most 32 MB."""
+
+ACCEPTED = (
+    "PNG/JPEG/GIF/WebP/PDF bytes, a path to such a file, a PIL image, a matplotlib "
+    "figure, an IPython Image (or display object with PNG/JPEG data), or an "
+    "nbagent.ImagePart/FilePart"
+)
+
+
+def sniff(data: bytes) -> str | None:
+    """The media type of ``data`` by its magic number, or ``None``."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if len(data) >= 12 and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    if data.startswith(b"%PDF-"):
+        return "application/pdf"
+    return None
+
+
+def _from_bytes(data: bytes, filename: str = "document.pdf", detail: str | None = None) -> Part:
+    kind = sniff(data)
+    if kind is None:
+        head = data[:8]
+        raise MediaError(
+            f"not a PNG, JPEG, GIF, WebP or PDF file (it starts with {head!r}); "
+            "convert it to PNG first"
+        )
+    if kind == "application/pdf":
+        return FilePart(data, kind, filename)
+    return ImagePart(data, kind, detail)
+
+
+def _figure_png(fig: Any) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=FIGURE_DPI, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def _pil_png(img: Any) -> bytes:
+    if img.mode not in ("RGB", "RGBA", "L", "LA", "P", "1"):
+        img = img.convert("RGBA")
+    buffer = io.BytesIO()
+    img.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _is_figure(value: Any) -> bool:
+    """A matplotlib ``Figure`` (or a seaborn grid, which saves like one)."""
+    module = type(value).__module__
+    return module.startswith(("matplotlib", "seaborn")) and callable(
+        getattr(value, "savefig", None)
+    )
+
+
+def _figure_of(value: Any) -> Any:
+    """The figure of a matplotlib ``Axes`` (what plotting functions often return), else None."""
+    if type(value).__module__.startswith("matplotlib.axes"):
+        fig = getattr(value, "figure", None)
+        return fig if _is_figure(fig) else None
+    return None
+
+
+def _is_pil(value: Any) -> bool:
+    module = type(value).__module__
+    return module.startswith("PIL") and callable(getattr(value, "save", None))
+
+
+def _display_data(value: Any) -> bytes | None:
+    """PNG/JPEG bytes of an IPython ``Image`` or a display object, if it has any."""
+    for method in ("_repr_png_", "_repr_jpeg_"):
+        fn = getattr(value, method, None)
+        if not callable(fn) or isinstance(value, type):
+            continue
+        data = fn()
+        if isinstance(data, tuple):  # (data, metadata)
+            data = data[0]
+        if isinstance(data, str):  # IPython gives base64 text for some objects
+            import base64
+
+            data = base64.b64decode(data)
+        if isinstance(data, bytes) and data:
+            return data
+    return None
+
+
+def is_image_like(value: Any) -> bool:
+    """Whether ``value`` is something :func:`to_part` makes an image of without a path.
+
+    Used on tool results: a ``str`` is text, never a path; ``bytes`` count only
+    when they are an image or PDF file.
+    """
+    if isinstance(value, ImagePart | FilePart):
+        return True
+    if isinstance(value, bytes | bytearray | memoryview):
+        return sniff(bytes(value[:16])) is not None
+    if isinstance(value, str | os.PathLike):
+        return False
+    return (
+        _is_figure(value)
+        or _figure_of(value) is not None
+        or _is_pil(value)
+        or _display_data(value) is not None
+    )
+
+
+def image(value: Any, *, detail: str | None = None) -> Part:
+    """One image or file as a content part, e.g. ``nbagent.image(fig, detail="low")``.
+
+    Accepts PNG/JPEG/GIF/WebP/PDF bytes (sniffed by magic number), a path, a PIL
+    image, a matplotlib figure, an IPython ``Image`` or display object with
+    PNG/JPEG data, or a part (returned as is).
+
+    Raises:
+        TypeError: Not one of those.
+        MediaError: Bytes that are none of the accepted formats.
+    """
+    return to_part(value, detail=detail)
+
+
+def to_part(value: Any, *, detail: str | None = None) -> Part:
+    """One image or file as a part (see the module docstring)."""
+    if isinstance(value, ImagePart | FilePart):
+        return value
+    if isinstance(value, bytes | bytearray | memoryview):
+        return _from_bytes(bytes(value), detail=detail)
+    if isinstance(value, str | os.PathLike):
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"no image file at {str(path)!r}")
+        return _from_bytes(path.read_bytes(), filename=path.name, detail=detail)
+    if _is_figure(value):
+        return ImagePart(_figure_png(value), "image/png", detail)
+    if (fig := _figure_of(value)) is not None:
+        return ImagePart(_figure_png(fig), "image/png", detail)
+    if _is_pil(value):
+        return ImagePart(_pil_png(value), "image/png", detail)
+    data = _display_data(value)
+    if data is not None:
+        return _from_bytes(data, detail=detail)
+    if getattr(value, "url", None) and type(value).__module__.startswith("IPython"):
+        raise TypeError(
+            f"this IPython {type(value).__name__} only points at {value.url!r} and holds no "
+            "data: download the file and pass its bytes or path"
+        )
+    raise TypeError(f"cannot send a {type(value).__name__} as an image: pass {ACCEPTED}")
+
+
+def as_parts(images: Any, *, detail: str | None = None) -> tuple[Part, ...]:
+    """``images=`` as parts: one accepted value or a list/tuple of them."""
+    if images is None:
+        return ()
+    if isinstance(images, list | tuple):
+        return tuple(to_part(item, detail=detail) for item in images)
+    return (to_part(images, detail=detail),)
+
+
+def _mb(n: int) -> str:
+    return f"{n / (1024 * 1024):.1f} MB"
+
+
+def check_parts(parts: Sequence[Part], api: str) -> None:
+    """Raise :class:`~nbagent.MediaError` for a part ``api`` would refuse.
+
+    ``api``: ``"anthropic"``, ``"chat"`` or ``"responses"`` (the wire format).
+    """
+    for n, part in enumerate(parts, 1):
+        where = f"image {n}" if isinstance(part, ImagePart) else f"file {n}"
+        if isinstance(part, FilePart):
+            if part.media_type != "application/pdf":
+                raise MediaError(f"{where}: only PDF files can be sent, got {part.media_type}")
+            if len(part.data) > MAX_FILE_BYTES:
+                raise MediaError(
+                    f"{where} ({part.filename}) is {_mb(len(part.data))}; the most a PDF "
+                    f"may be is {_mb(MAX_FILE_BYTES)}"
+                )
+            continue
+        if part.media_type not in IMAGE_TYPES:
+            raise MediaError(
+                f"{where}: {part.media_type} is not a format the API takes (PNG, JPEG, GIF or WebP)"
+            )
+        if sniff(part.data[:16]) != part.media_type:
+            raise MediaError(f"{where}: its bytes are not a {part.media_type} file")
+        if api == "anthropic":
+            size = (len(part.data) + 2) // 3 * 4
+            if size > MAX_IMAGE_BASE64_ANTHROPIC:
+                raise MediaError(
+                    f"{where} is {_mb(len(part.data))} ({_mb(size)} as base64); Anthropic "
+                    "takes at most 5 MB of base64 per image (about 3.75 MB of file): "
+                    "make it smaller (fewer pixels, or JPEG)"
+                )
+        elif len(part.data) > MAX_IMAGE_BYTES_OPENAI:
+            raise MediaError(
+                f"{where} is {_mb(len(part.data))}; OpenAI takes at most 20 MB per image: "
+                "make it smaller (fewer pixels, or JPEG)"
+            )
