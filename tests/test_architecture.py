@@ -169,3 +169,12 @@ def test_a_wing_face_is_only_a_face(module: str) -> None:
                 assert all(n.startswith("_") for n in names), (
                     f"{path.name} imports {names} from its package's face"
                 )
+
+
+def test_test_modules_have_unique_names() -> None:
+    """pytest imports test files by basename (rootdir import mode): two test files of one
+    name in different folders stop the whole run at collection."""
+    tests = Path(__file__).resolve().parent
+    names = [p.name for p in tests.rglob("test_*.py")]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    assert not twice, f"test modules with the same name in two folders: {twice}"
