@@ -17,7 +17,10 @@ notebooks run on in CI. Given the user's latest message it:
 5. asked for a structured answer (``output=``), answers with the schema filled
    with plausible values (:mod:`._demo_output`);
 6. describes the images it is sent, with a question or in a tool's result: their
-   size and dominant colours (:mod:`._demo_images`).
+   size and dominant colours (:mod:`._demo_images`);
+7. asked to reason (``Chat(reasoning=...)``), first says what it decided: the
+   request it read, the calls it will make or why it makes none
+   (:mod:`._demo_thinking`), streamed as reasoning like a real model's.
 
 It never raises on unusual schemas.
 """
@@ -43,6 +46,7 @@ from ._base import DeltaSink, InProcessProvider, ModelRequest, StreamDelta
 from ._demo_images import describe
 from ._demo_output import fill
 from ._demo_plan import Planned, plan
+from ._demo_thinking import thought
 
 
 def _summarise(content: str, limit: int = 300) -> str:
@@ -136,18 +140,45 @@ class DemoProvider(InProcessProvider):
             # a structured answer: the schema filled, its free-text fields with what it would say
             text = json.dumps(fill(request.output.schema, response.text), ensure_ascii=False)
             response = dataclasses.replace(response, text=text)
+        if request.reasoning is not None:
+            response = self._think(request, response)
         if request.stream and request.on_delta is not None:
             self._stream(response, request.on_delta)
         return response
 
     # -- behaviour ------------------------------------------------------------
+    def _think(self, request: ModelRequest, response: LLMToolResponse) -> LLMToolResponse:
+        """``response`` with what the demo decided, as a :class:`Reasoning` item before it."""
+        output = (request.output.name, request.output.schema) if request.output else None
+        item = thought(
+            list(request.messages),
+            response,
+            tools=[s.name for s in request.tools] if request.tool_choice != "none" else [],
+            output=output,
+            effort=request.reasoning if request.reasoning is not None else "",
+        )
+        spent = max(1, len(item.text) // 4)
+        return dataclasses.replace(
+            response,
+            items=(item, *response.items),
+            output_tokens=response.output_tokens + spent,
+            reasoning_tokens=spent,
+        )
+
+    def _chunks(self, text: str) -> list[str]:
+        words = text.split(" ") if text else []
+        n = self.chunk_words
+        return [
+            " ".join(words[i : i + n]) + (" " if i + n < len(words) else "")
+            for i in range(0, len(words), n)
+        ]
+
     def _stream(self, response: LLMToolResponse, on_delta: DeltaSink) -> None:
-        words = response.text.split(" ") if response.text else []
-        for i in range(0, len(words), self.chunk_words):
-            piece = " ".join(words[i : i + self.chunk_words])
-            on_delta(
-                StreamDelta("text", piece + (" " if i + self.chunk_words < len(words) else ""))
-            )
+        for r in response.reasoning:
+            for piece in self._chunks(r.text):
+                on_delta(StreamDelta("reasoning", piece))
+        for piece in self._chunks(response.text):
+            on_delta(StreamDelta("text", piece))
         for n, call in enumerate(response.tool_calls):
             on_delta(StreamDelta("tool_call", json.dumps(call.arguments), n, call.id, call.name))
 

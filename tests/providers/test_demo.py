@@ -9,6 +9,7 @@ import random
 from typing import Any, Literal
 
 import pytest
+from pydantic import BaseModel
 
 from nbagent import (
     AssistantToolCallMessage,
@@ -506,3 +507,75 @@ def test_reading_is_deterministic_and_never_raises_on_odd_input() -> None:
             first = plan(text, specs, choice)
             assert first == plan(text, specs, choice)
             json.dumps([c.arguments for c in first])
+
+
+def test_no_thinking_unless_asked() -> None:
+    response = ask_demo("Weather in Oslo")
+    assert response.items == () and response.reasoning_tokens == 0
+
+
+def test_thinking_says_which_calls_it_will_make() -> None:
+    plain = ask_demo("Weather in Oslo")
+    response = ask_demo("Weather in Oslo", reasoning="low")
+    (thought,) = response.reasoning
+    assert thought.text == (
+        'Reading the request: "Weather in Oslo". It matches my tools; I will call '
+        "get_weather(city='Oslo'). I say with the calls which arguments I guessed. "
+        "(demo model, reasoning='low': it thinks the same at any effort.)"
+    )
+    assert not thought.redacted and not thought.resend
+    # the answer itself is what it would be without thinking; the thinking is paid for
+    assert response.tool_calls == plain.tool_calls and response.text == plain.text
+    assert response.reasoning_tokens > 0
+    assert response.output_tokens == plain.output_tokens + response.reasoning_tokens
+
+
+def test_thinking_says_why_it_calls_nothing() -> None:
+    response = ask_demo("What is the meaning of life?", reasoning=1024)
+    assert response.tool_calls == ()
+    assert "None of my tools (send_email, run_sql, get_weather" in response.reasoning[0].text
+    assert "reasoning=1024" in response.reasoning[0].text
+
+
+def test_thinking_through_a_chat_after_results_and_with_a_structured_answer() -> None:
+    chat = Chat(model="demo", reasoning="high").with_tools(get_weather)
+    chat.ask("Weather in Paris?")
+    call, _, answer = chat.transcript[1:]
+    assert isinstance(call, AssistantToolCallMessage) and isinstance(answer, ChatMessage)
+    assert "I will call get_weather(city='Paris')" in call.reasoning[0].text
+    assert answer.reasoning[0].text.startswith(
+        "1 tool result(s) came back (get_weather ok). I will answer from these results."
+    )
+    # reasoning tokens are in the chat's steps, per step
+    assert list(chat.steps["reasoning_tokens"] > 0) == [True, True]
+    # the view shows a folded Thinking section with the demo's decision
+    html = chat._repr_mimebundle_()["text/html"]
+    assert "<summary>Thinking</summary>" in html and "I will call get_weather" in html
+
+    class City(BaseModel):
+        name: str
+        population: int
+
+    reply = Chat(model="demo", reasoning="low").ask("Describe Paris", output=City)
+    assert isinstance(reply.parsed, City)
+    assert "The answer must be City (name, population): I will fill it with plausible values." in (
+        reply.reasoning[0].text
+    )
+
+
+def test_thinking_streams_as_reasoning_before_the_text() -> None:
+    seen: list[Any] = []
+    response = DemoProvider(chunk_words=2).complete(
+        ModelRequest(
+            (ChatMessage("user", "Hello there"),),
+            reasoning="low",
+            stream=True,
+            on_delta=seen.append,
+        )
+    )
+    kinds = [d.kind for d in seen]
+    first_text = kinds.index("text")
+    assert set(kinds[:first_text]) == {"reasoning"} and set(kinds[first_text:]) == {"text"}
+    assert kinds.count("reasoning") > 1  # streamed in pieces, like a real model's thinking
+    assert "".join(d.text for d in seen if d.kind == "reasoning") == response.reasoning[0].text
+    assert "".join(d.text for d in seen if d.kind == "text") == response.text
