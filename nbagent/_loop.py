@@ -506,19 +506,7 @@ class LoopMixin(ChatCore):
                 events.extend(self._answer(c, status, text, after))
                 continue
             if c.approval.required:
-                c.status = "awaiting_approval"
-                events.extend(self._auto_decide(c, tool, after))
-                if c.status == "awaiting_approval":
-                    events.append(
-                        ApprovalRequested(
-                            chat_id=self.id,
-                            call=c,
-                            step=step,
-                            turn=self._turn,
-                            reason=c.approval.reason,
-                            source=c.approval.source,
-                        )
-                    )
+                events.extend(self._gate(c, tool, step, after))
         return events
 
     def _register_hosted(self, c: ToolCall, step: int, after: list[ToolResult]) -> list[Event]:
@@ -537,8 +525,17 @@ class LoopMixin(ChatCore):
                 chat_id=self.id, call=c, step=step, turn=self._turn, approval=c.approval
             )
         ]
+        events.extend(self._gate(c, None, step, after))
+        return events
+
+    def _gate(
+        self, c: ToolCall, tool: Tool | None, step: int, after: list[ToolResult]
+    ) -> list[Event]:
+        """A gated call waits for a decision: a resolver or policy may decide it at once,
+        else the approval is requested."""
+        assert c.approval is not None
         c.status = "awaiting_approval"
-        events.extend(self._auto_decide(c, None, after))
+        events = self._auto_decide(c, tool, after)
         if c.status == "awaiting_approval":
             events.append(
                 ApprovalRequested(
