@@ -302,8 +302,28 @@ class Reasoning(ProviderItem):
         return f"thinking ({len(self.text)} characters)"
 
 
+class _Encoded:
+    """What an image or a file part derives from its bytes (the wire's and the store's forms)."""
+
+    data: bytes
+    media_type: str
+
+    @property
+    def sha256(self) -> str:
+        """The bytes' SHA-256 (hex): the store keeps each part's bytes once per hash."""
+        return hashlib.sha256(self.data).hexdigest()
+
+    @property
+    def base64(self) -> str:
+        return base64.b64encode(self.data).decode("ascii")
+
+    @property
+    def data_url(self) -> str:
+        return f"data:{self.media_type};base64,{self.base64}"
+
+
 @dataclass(frozen=True)
-class ImagePart:
+class ImagePart(_Encoded):
     """An image sent to (or returned by a tool for) the model.
 
     Built by :func:`nbagent.image` or from ``chat.ask(text, images=[...])``;
@@ -323,25 +343,12 @@ class ImagePart:
 
     kind: ClassVar[str] = "image"
 
-    @property
-    def sha256(self) -> str:
-        """The bytes' SHA-256 (hex): the store keeps each image once per hash."""
-        return hashlib.sha256(self.data).hexdigest()
-
-    @property
-    def base64(self) -> str:
-        return base64.b64encode(self.data).decode("ascii")
-
-    @property
-    def data_url(self) -> str:
-        return f"data:{self.media_type};base64,{self.base64}"
-
     def __repr__(self) -> str:
         return f"ImagePart({self.media_type}, {len(self.data)} bytes)"
 
 
 @dataclass(frozen=True)
-class FilePart:
+class FilePart(_Encoded):
     """A document (PDF) sent to the model: Anthropic ``document``, OpenAI ``file``.
 
     Attributes:
@@ -355,18 +362,6 @@ class FilePart:
     filename: str = "document.pdf"
 
     kind: ClassVar[str] = "file"
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
-
-    @property
-    def base64(self) -> str:
-        return base64.b64encode(self.data).decode("ascii")
-
-    @property
-    def data_url(self) -> str:
-        return f"data:{self.media_type};base64,{self.base64}"
 
     def __repr__(self) -> str:
         return f"FilePart({self.media_type}, {self.filename!r}, {len(self.data)} bytes)"
