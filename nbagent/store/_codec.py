@@ -277,29 +277,24 @@ def item_out(i: ProviderItem) -> Json:
 
 
 def item_in(d: Mapping[str, Any]) -> ProviderItem:
+    common: dict[str, Any] = {
+        "server": d.get("server"),
+        "name": d.get("name"),
+        "status": d.get("status"),
+        "known": bool(d.get("known", True)),
+    }
     thought = d.get("reasoning")
     if isinstance(thought, Mapping):
         return Reasoning(
             d["api"],
             d["type"],
             dict(d["raw"]),
-            server=d.get("server"),
-            name=d.get("name"),
-            status=d.get("status"),
-            known=bool(d.get("known", True)),
+            **common,
             text=str(thought.get("text") or ""),
             redacted=bool(thought.get("redacted", False)),
             resend=bool(thought.get("resend", True)),
         )
-    return ProviderItem(
-        d["api"],
-        d["type"],
-        dict(d["raw"]),
-        server=d.get("server"),
-        name=d.get("name"),
-        status=d.get("status"),
-        known=bool(d.get("known", True)),
-    )
+    return ProviderItem(d["api"], d["type"], dict(d["raw"]), **common)
 
 
 def _with_items(out: Json, m: ChatMessage | AssistantToolCallMessage) -> Json:
