@@ -37,6 +37,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from .._config import get_config
+from ._per_chat import PerChat
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -267,16 +268,11 @@ class Continuation:
                 fn(text)
 
 
-_continuations: weakref.WeakKeyDictionary[Any, Continuation] = weakref.WeakKeyDictionary()
-_cont_lock = threading.Lock()
+_continuations: PerChat[Continuation] = PerChat(Continuation)
 
 
 def continuation_for(chat: Chat) -> Continuation:
-    with _cont_lock:
-        cont = _continuations.get(chat)
-        if cont is None:
-            cont = _continuations[chat] = Continuation(chat)
-        return cont
+    return _continuations.get(chat)
 
 
 # ------------------------------------------------------------------ waiting

@@ -34,6 +34,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from .._extension import overrides
+from ._per_chat import PerChat
 from ._state import CallEntry
 
 if TYPE_CHECKING:
@@ -142,16 +143,11 @@ class Poller:
         return True
 
 
-_pollers: weakref.WeakKeyDictionary[Any, Poller] = weakref.WeakKeyDictionary()
-_pollers_lock = threading.Lock()
+_pollers: PerChat[Poller] = PerChat(Poller)
 
 
 def poller_for(chat: Chat) -> Poller:
-    with _pollers_lock:
-        poller = _pollers.get(chat)
-        if poller is None:
-            poller = _pollers[chat] = Poller(chat)
-        return poller
+    return _pollers.get(chat)
 
 
 def watch(view: Any) -> None:

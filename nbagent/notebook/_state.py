@@ -52,6 +52,7 @@ from .._types import (
     ResultStatus,
     ToolCall,
 )
+from ._per_chat import PerChat
 from ._rich import rich_html, rich_label
 
 if TYPE_CHECKING:
@@ -1131,22 +1132,21 @@ def _settles(event: Event) -> bool:
             return False
 
 
+def _new_state(chat: Chat) -> ChatState:
+    state = ChatState.from_chat(chat) if chat.transcript else ChatState(chat.id)
+    state.tool_schema = _schema_lookup(chat)
+    chat.on(None, state.on_event)
+    chat.after_tool_result(_keep_traceback(state))
+    return state
+
+
 # One state per chat, shared by every view of it.
-_states: weakref.WeakKeyDictionary[Any, ChatState] = weakref.WeakKeyDictionary()
-_states_lock = threading.Lock()
+_states: PerChat[ChatState] = PerChat(_new_state)
 
 
 def state_for(chat: Chat) -> ChatState:
     """The chat's display state: subscribed once, rebuilt from the transcript if late."""
-    with _states_lock:
-        state = _states.get(chat)
-        if state is None:
-            state = ChatState.from_chat(chat) if chat.transcript else ChatState(chat.id)
-            state.tool_schema = _schema_lookup(chat)
-            _states[chat] = state
-            chat.on(None, state.on_event)
-            chat.after_tool_result(_keep_traceback(state))
-        return state
+    return _states.get(chat)
 
 
 def _keep_traceback(state: ChatState) -> Callable[[ToolResult], None]:
