@@ -80,6 +80,7 @@ from ._types import (
     ToolSpec,
     Usage,
 )
+from .inbox import Inbox, inbox
 from .log import read_log
 from .mcp import MCPServer, MCPTool
 from .providers._base import ModelRequest, Provider, StreamDelta
@@ -134,6 +135,7 @@ __all__ = [
     "FunctionTool",
     "HostedMCP",
     "ImagePart",
+    "Inbox",
     "LLMToolResponse",
     "MCPServer",
     "MCPServerError",
@@ -192,6 +194,7 @@ __all__ = [
     "current_tool_call",
     "get_config",
     "image",
+    "inbox",
     "open_store",
     "read_log",
     "tool",

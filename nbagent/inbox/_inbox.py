@@ -1,0 +1,669 @@
+"""The approvals inbox: every pending approval across chats, decided from one place.
+
+:class:`Inbox` keeps the pending rows of its sources (``_sources``), a filter
+(``_filter``), and what it decided or saw decided elsewhere. Its Python API
+(``pending``, ``filter``, ``preview``, ``approve``, ``deny``, ``refresh``)
+and its widget (``_widget``: the same methods behind buttons) share one
+implementation: :meth:`Inbox._decide`.
+
+**Never decided twice.** A decision goes through the chat (``chat.approve``,
+whose store hook keeps the first decision across processes) or the store
+(``store.approve``, first decision wins). Before deciding, the inbox reads
+its sources again; a row decided meanwhile (another inbox, a card, another
+process) records nothing and is reported as ``decided elsewhere`` with the
+decision that stands. "Approve all matching" in the widget first shows a
+preview of exactly the calls it covers and decides only those, after a
+confirm.
+
+**Who continues.** A live chat given to the inbox directly continues after
+a decision as after a card click (the notebook's ``Continuation``: on the
+kernel's loop in a notebook, a worker thread elsewhere); a chat from a batch
+result is continued by its batch; a stored chat by whichever process drives
+it (its view's refresh poll, a batch's watch, or the next ``Chat.load``).
+
+**Following.** While the widget is shown, a daemon thread refreshes the rows:
+at once when a live chat emits an approval event, and every
+:data:`POLL_SECONDS` from the stores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from .._approvals import HUMAN
+from .._notice import in_kernel
+from .._events import ApprovalDecided, ApprovalRequested, Event, StepFinished
+from .._types import ToolCall
+from ._filter import Filter, as_filter
+from ._present import decided_words, html_table, one_line, row_view, text_table
+from ._sources import LiveSource, Outcome, Row, Source, Sources, Verdict, sources_of
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ._widget import InboxWidget
+
+POLL_SECONDS = 1.5
+"""How often a shown inbox reads its stores (live chats refresh it by their events)."""
+
+KEEP_DECIDED = 200
+"""Decided rows the widget keeps showing (most recent first)."""
+
+BY = "inbox"
+"""Who decisions made in the inbox are recorded as (``decided_by``), unless ``by=`` says."""
+
+PENDING_COLUMNS = [
+    "chat_id",
+    "call_id",
+    "tool",
+    "server",
+    "arguments",
+    "reason",
+    "requested_at",
+    "age_s",
+    "hosted",
+    "source",
+    "title",
+]
+OUTCOME_COLUMNS = ["chat_id", "call_id", "tool", "outcome", "verdict", "by", "at", "detail"]
+
+
+class Inbox:
+    """Pending approvals across chats (see the module docstring; make one with :func:`inbox`)."""
+
+    def __init__(self, sources: Sources, *, by: str = BY, continue_chats: bool = True):
+        if not isinstance(by, str) or not by or by == HUMAN:
+            raise ValueError(
+                f"by= names the inbox as the decider (default {BY!r}); got {by!r}"
+                + (" ('user' is a card click's)" if by == HUMAN else "")
+            )
+        self._sources = sources
+        self.by = by
+        self.continue_chats = continue_chats
+        self._lock = threading.RLock()
+        self._filter = Filter()
+        self._rows: dict[str, Row] = {}
+        self._where: dict[str, Source] = {}
+        self._decided: dict[str, tuple[Row, Outcome]] = {}
+        self._listeners: list[Callable[[], Any]] = []
+        self._continued: list[Any] = []  # Continuations started by decisions here
+        self._widget: InboxWidget | None = None
+        self._follower: _Follower | None = None
+        self._closed = False
+        self._subscribe()
+        self.refresh()
+
+    # ----------------------------------------------------------------- reads
+    def __repr__(self) -> str:
+        with self._lock:
+            n = len(self._rows)
+        return f"Inbox({n} pending; {self._sources.describe()})"
+
+    @property
+    def sources(self) -> str:
+        """What the inbox reads, in words."""
+        return self._sources.describe()
+
+    def refresh(self) -> Inbox:
+        """Read every source again: new pending calls appear, decided ones move to "decided".
+
+        A live chat with a store applies decisions made elsewhere first
+        (``chat.refresh()``) and, if it is the inbox's to continue, continues.
+        """
+        for source in self._sources.live:
+            chat = source.chat
+            if chat.is_running:
+                continue
+            try:
+                applied = chat.refresh()
+            except Exception:  # a store that cannot be read now: the rows stay as they were
+                applied = []
+            if applied and source.continues and self.continue_chats:
+                self._continue(chat)
+        rows: dict[str, Row] = {}
+        where: dict[str, Source] = {}
+        live_ids: set[str] = set()
+        for live in self._sources.live:
+            live_ids.add(live.chat.id)
+            for row in live.pending():
+                rows.setdefault(row.key, row)
+                where.setdefault(row.key, live)
+        for stored in self._sources.stores:
+            for row in stored.pending():
+                if row.chat_id in live_ids:  # the live chat is the one to decide through
+                    continue
+                if row.key not in rows:
+                    rows[row.key], where[row.key] = row, stored
+        with self._lock:
+            gone = [(k, r, self._where[k]) for k, r in self._rows.items() if k not in rows]
+        for key, row, was in gone:  # decided (or ended) without this inbox
+            with self._lock:
+                if key in self._decided:
+                    continue
+            decision = was.decision(row)
+            if decision is None:
+                outcome = Outcome(
+                    row.chat_id, row.call_id, row.tool, "decided elsewhere", "no longer pending"
+                )
+            else:
+                outcome = Outcome(
+                    row.chat_id,
+                    row.call_id,
+                    row.tool,
+                    "decided elsewhere",
+                    decision.verdict,
+                    decision.by,
+                    decision.at,
+                    decision.reason or "",
+                )
+            self._remember(row, outcome)
+        with self._lock:
+            self._rows = dict(sorted(rows.items(), key=lambda kv: _order(kv[1])))
+            self._where = where
+            for key in rows:
+                self._decided.pop(key, None)  # pending again (cannot happen; be safe)
+        self._changed()
+        return self
+
+    def _rows_now(self, refresh: bool) -> list[Row]:
+        if refresh:
+            self.refresh()
+        with self._lock:
+            return list(self._rows.values())
+
+    def _matching(self, spec: Filter | None = None, refresh: bool = True) -> list[Row]:
+        f = self._filter if spec is None else spec
+        return [r for r in self._rows_now(refresh) if f.matches(r.tool, r.server, r.arguments)]
+
+    @property
+    def pending(self) -> pd.DataFrame:
+        """The pending calls the current filter covers, one row each (read fresh).
+
+        Columns: ``chat_id``, ``call_id``, ``tool``, ``server``, ``arguments`` (a
+        dict), ``reason`` (why it is gated), ``requested_at`` (UTC), ``age_s``,
+        ``hosted``, ``source`` (``chat``: a live chat here; ``store``), ``title``
+        (the chat's first message). Pass it (or some of its rows) to
+        :meth:`approve` / :meth:`deny`.
+        """
+        return _frame(self._matching())
+
+    def __len__(self) -> int:
+        return len(self._matching())
+
+    @property
+    def decided(self) -> pd.DataFrame:
+        """What left the inbox: decided here (``approved``/``denied``) or ``decided elsewhere``."""
+        with self._lock:
+            outcomes = [o for _, o in self._decided.values()]
+        return _outcomes(outcomes)
+
+    # --------------------------------------------------------------- filter
+    def filter(
+        self,
+        tool: Any = None,
+        server: Any = None,
+        where: Mapping[str, Any] | Callable[[dict[str, Any]], bool] | None = None,
+        text: str = "",
+    ) -> Inbox:
+        """Show only the calls that match (every part given must hold); no arguments: all.
+
+        Args:
+            tool: A glob (``"write_*"``), a list of globs, or a predicate on the tool name.
+            server: The same on the MCP server's label.
+            where: Argument values, ``{"path": "/tmp/*", "force": True}`` (globs match
+                the value as text; a callable is a predicate; dotted keys reach nested
+                objects), or a predicate on the whole arguments dict.
+            text: What the widget's filter box takes: ``path=/tmp/* overwrite``.
+
+        Returns:
+            The inbox (its widget shows the same filter).
+        """
+        spec = Filter(tool=tool, server=server, where=where, text=text)
+        with self._lock:
+            self._filter = spec
+        self._changed()
+        return self
+
+    @property
+    def current_filter(self) -> Filter:
+        with self._lock:
+            return self._filter
+
+    def preview(self, what: Any = None) -> pd.DataFrame:
+        """The pending calls :meth:`approve` / :meth:`deny` of ``what`` would decide.
+
+        ``what`` as for :meth:`approve`; ``None``: every call the current filter covers
+        (what the widget's "approve all matching" covers).
+        """
+        return _frame(self._resolve(what))
+
+    # ------------------------------------------------------------- decisions
+    def approve(self, what: Any, *, reason: str | None = None) -> pd.DataFrame:
+        """Approve calls; each runs at most once, in the process that drives its chat.
+
+        Args:
+            what: Rows of :attr:`pending` (a DataFrame or one row), call ids or
+                ``"chat_id/call_id"`` keys (one or a list), ``ToolCall`` /
+                ``StoredCall`` objects, or a filter (``{"tool": ..., "where": {...}}``
+                or a :class:`Filter`): every pending call it matches, now.
+            reason: Kept with each decision.
+
+        Returns:
+            One row per call: ``outcome`` ``approved``, ``decided elsewhere`` (someone
+            decided first; nothing recorded; ``verdict``/``by``/``at`` say what
+            stands) or ``error`` (``detail``).
+
+        Raises:
+            ValueError: ``what`` names a call this inbox never listed, or a call id
+                found in several chats; nothing is decided then.
+        """
+        return _outcomes(self._decide(self._resolve(what), "approved", reason))
+
+    def deny(self, what: Any, *, reason: str | None = None) -> pd.DataFrame:
+        """Deny calls: they never run; the model is told why (``reason``, as ``chat.deny``)."""
+        return _outcomes(self._decide(self._resolve(what), "denied", reason))
+
+    # the widget's side of the same operations
+    def set_controls(self, tool: str, server: str, text: str) -> None:
+        """The widget's filter controls changed (a Python ``where`` stays)."""
+        with self._lock:
+            self._filter = self._filter.with_ui(tool, server, text)
+        self._changed()
+
+    def matching_rows(self) -> list[Row]:
+        return self._matching()
+
+    def rows_for_keys(self, keys: list[str]) -> list[Row]:
+        """The rows of ``chat_id/call_id`` keys the widget sent (read fresh); unknown ones skipped."""
+        self.refresh()
+        with self._lock:
+            known = {**{k: r for k, (r, _) in self._decided.items()}, **self._rows}
+        return [known[k] for k in dict.fromkeys(keys) if k in known]
+
+    def decide_rows(self, rows: list[Row], verdict: Verdict, reason: str | None) -> list[Outcome]:
+        return self._decide(rows, verdict, reason)
+
+    def _resolve(self, what: Any) -> list[Row]:
+        """The rows ``what`` names; every key checked before anything is decided."""
+        if what is None:
+            return self._matching()
+        if isinstance(what, (Filter, Mapping)):
+            return self._matching(as_filter(what))
+        rows = self._rows_now(refresh=True)
+        with self._lock:
+            known = {**{k: r for k, (r, _) in self._decided.items()}, **self._rows}
+        by_call: dict[str, list[Row]] = {}
+        for r in known.values():
+            by_call.setdefault(r.call_id, []).append(r)
+        out: list[Row] = []
+        for ref in _references(what):
+            if isinstance(ref, tuple):
+                key = f"{ref[0]}/{ref[1]}"
+                if key not in known:
+                    raise ValueError(f"no call {ref[1]!r} of chat {ref[0]!r} in this inbox")
+                out.append(known[key])
+                continue
+            if ref in known:
+                out.append(known[ref])
+                continue
+            hits = by_call.get(ref, [])
+            if not hits:
+                raise ValueError(
+                    f"no call {ref!r} in this inbox ({len(rows)} pending; inbox.pending lists them)"
+                )
+            if len(hits) > 1:
+                chats = ", ".join(h.chat_id for h in hits)
+                raise ValueError(
+                    f"call id {ref!r} is in several chats ({chats}); pass chat_id/call_id"
+                )
+            out.append(hits[0])
+        return list({r.key: r for r in out}.values())
+
+    def _decide(self, rows: Iterable[Row], verdict: Verdict, reason: str | None) -> list[Outcome]:
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError("reason must be a string")
+        reason = reason.strip() or None if reason is not None else None
+        outcomes: list[Outcome] = []
+        touched: dict[int, LiveSource] = {}
+        for row in rows:
+            with self._lock:
+                source: Source | None = self._where.get(row.key)
+                earlier = self._decided.get(row.key)
+            if source is None:  # left the inbox: decided here or elsewhere already
+                outcome = (
+                    earlier[1]
+                    if earlier is not None and earlier[1].outcome == "decided elsewhere"
+                    else _already(row, earlier[1] if earlier else None)
+                )
+                outcomes.append(outcome)
+                continue
+            outcome = source.decide(row, verdict, reason, self.by)
+            outcomes.append(outcome)
+            if outcome.outcome != "error":
+                self._remember(row, outcome)
+                with self._lock:
+                    self._rows.pop(row.key, None)
+                    self._where.pop(row.key, None)
+            if isinstance(source, LiveSource) and outcome.outcome in ("approved", "denied"):
+                touched[id(source)] = source
+        for source in touched.values():
+            if source.continues and self.continue_chats:
+                self._continue(source.chat)
+        self._changed()
+        return outcomes
+
+    def _continue(self, chat: Any) -> None:
+        """Run the chat's loop again, as a card click does (one driver at a time)."""
+        from ..notebook._continuation import continuation_for
+
+        cont = continuation_for(chat)
+        with self._lock:
+            if all(c is not cont for c in self._continued):
+                self._continued.append(cont)
+        cont.request()
+
+    def wait(self, timeout: float | None = 30.0) -> bool:
+        """Block until the chats this inbox continued have stopped (scripts, tests)."""
+        with self._lock:
+            conts = list(self._continued)
+        return all(c.wait(timeout) for c in conts)
+
+    def _remember(self, row: Row, outcome: Outcome) -> None:
+        with self._lock:
+            self._decided.pop(row.key, None)
+            self._decided[row.key] = (row, outcome)
+            while len(self._decided) > KEEP_DECIDED:
+                self._decided.pop(next(iter(self._decided)))
+
+    # ----------------------------------------------------------- following
+    def _subscribe(self) -> None:
+        ref = weakref.ref(self)
+
+        def on_event(event: Event) -> None:
+            inbox = ref()
+            if inbox is None:
+                return
+            if isinstance(event, ApprovalRequested):
+                for live in inbox._sources.live:
+                    if live.chat.id == event.chat_id:
+                        live.note_requested(event.call.id, event.ts)
+            follower = inbox._follower
+            if follower is not None:
+                follower.poke()
+
+        self._on_event = on_event
+        for live in self._sources.live:
+            for kind in (ApprovalRequested, ApprovalDecided, StepFinished):
+                live.chat.on(kind, on_event)
+
+    def follow(self) -> None:
+        """Keep the rows fresh in the background (the widget does this while shown)."""
+        with self._lock:
+            if self._follower is None and not self._closed:
+                self._follower = _Follower(self, POLL_SECONDS if self._sources.stores else None)
+
+    def close(self) -> None:
+        """Stop following, unsubscribe from the chats, close stores opened from a path."""
+        with self._lock:
+            self._closed = True
+            follower, self._follower = self._follower, None
+        if follower is not None:
+            follower.stop()
+        for live in self._sources.live:
+            live.chat.off(self._on_event)
+        for stored in self._sources.stores:
+            stored.close()
+
+    def __enter__(self) -> Inbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def on_change(self, fn: Callable[[], Any]) -> None:
+        """Call ``fn()`` after every change of the rows, the filter or the decisions."""
+        with self._lock:
+            self._listeners = [*self._listeners, fn]
+
+    def _changed(self) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for fn in listeners:
+            with contextlib.suppress(Exception):  # a widget must never break a decision
+                fn()
+
+    # ------------------------------------------------------------- showing
+    def snapshot(self) -> dict[str, Any]:
+        """What the widget draws (plain values; everything a model produced made safe)."""
+        now = datetime.now(UTC)
+        with self._lock:
+            rows = list(self._rows.values())
+            decided = list(self._decided.values())
+            f = self._filter
+        views = [row_view(r, f.matches(r.tool, r.server, r.arguments), now) for r in rows]
+        return {
+            "rows": views,
+            "decided": [
+                {
+                    "key": r.key,
+                    "line": one_line(r),
+                    "chat": row_view(r, False, now)["chat"],
+                    "words": decided_words(o, self.by),
+                    "outcome": o.outcome,
+                    "verdict": o.verdict or "",
+                }
+                for r, o in reversed(decided)
+            ],
+            "tools": sorted({v["tool"] for v in views}),
+            "servers": sorted({v["server"] for v in views if v["server"]}),
+            "filter": f,
+        }
+
+    @property
+    def widget(self) -> InboxWidget:
+        """The inbox's widget (made on first use; following starts with it)."""
+        with self._lock:
+            if self._widget is None:
+                from ._widget import InboxWidget
+
+                self._widget = InboxWidget(self)
+                self.on_change(self._widget.update_from_inbox)
+        self.follow()
+        return self._widget
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        rows = self._matching()
+        now = datetime.now(UTC)
+        describe = self._sources.describe()
+        data: dict[str, Any] = {
+            "text/plain": text_table(rows, describe, now),
+            "text/html": html_table(rows, describe, now),
+        }
+        if in_kernel():
+            data["application/vnd.jupyter.widget-view+json"] = {
+                "version_major": 2,
+                "version_minor": 0,
+                "model_id": self.widget.model_id,
+            }
+        return data
+
+
+def _order(row: Row) -> tuple[float, str]:
+    at = row.requested_at
+    return (at.timestamp() if at is not None else float("inf"), row.key)
+
+
+def _already(row: Row, earlier: Outcome | None) -> Outcome:
+    if earlier is None:
+        return Outcome(row.chat_id, row.call_id, row.tool, "decided elsewhere")
+    return Outcome(
+        row.chat_id,
+        row.call_id,
+        row.tool,
+        "decided elsewhere",
+        earlier.verdict,
+        earlier.by,
+        earlier.at,
+        "already decided in this inbox",
+    )
+
+
+def _references(what: Any) -> list[str | tuple[str, str]]:
+    """Call references from rows, ids, keys, calls, or lists of them."""
+    from ..store import StoredCall
+
+    if isinstance(what, str):
+        return [what]
+    if isinstance(what, StoredCall):
+        return [(what.chat_id, what.id)]
+    if isinstance(what, ToolCall):
+        return [what.id]
+    if isinstance(what, Row):
+        return [(what.chat_id, what.call_id)]
+    if isinstance(what, tuple) and len(what) == 2 and all(isinstance(x, str) for x in what):
+        return [(what[0], what[1])]
+    columns = getattr(what, "columns", None)
+    if columns is not None:  # a DataFrame of pending rows
+        if "call_id" not in columns:
+            raise TypeError("a DataFrame of calls needs a call_id column (inbox.pending has one)")
+        if "chat_id" in columns:
+            return [(str(a), str(b)) for a, b in zip(what["chat_id"], what["call_id"], strict=True)]
+        return [str(x) for x in what["call_id"]]
+    index = getattr(what, "index", None)
+    if index is not None and "call_id" in index:  # one row (a Series)
+        if "chat_id" in index:
+            return [(str(what["chat_id"]), str(what["call_id"]))]
+        return [str(what["call_id"])]
+    if isinstance(what, Iterable):
+        out: list[str | tuple[str, str]] = []
+        for item in what:
+            out.extend(_references(item))
+        return out
+    raise TypeError(
+        "approve/deny take rows of inbox.pending, call ids, calls, or a filter "
+        f"({{'tool': ..., 'where': {{...}}}}); got {type(what).__name__}"
+    )
+
+
+def _frame(rows: list[Row]) -> pd.DataFrame:
+    import pandas as pd
+
+    now = datetime.now(UTC)
+    data = {
+        "chat_id": [r.chat_id for r in rows],
+        "call_id": [r.call_id for r in rows],
+        "tool": [r.tool for r in rows],
+        "server": [r.server for r in rows],
+        "arguments": [r.arguments for r in rows],
+        "reason": [r.reason for r in rows],
+        "requested_at": pd.to_datetime(
+            pd.Series([r.requested_at for r in rows], dtype=object), utc=True
+        ),
+        "age_s": [(now - r.requested_at).total_seconds() if r.requested_at else None for r in rows],
+        "hosted": [r.hosted for r in rows],
+        "source": [r.source for r in rows],
+        "title": [r.title for r in rows],
+    }
+    frame = pd.DataFrame(data, columns=PENDING_COLUMNS)
+    return frame.astype(
+        {
+            "chat_id": "string",
+            "call_id": "string",
+            "tool": "string",
+            "server": "string",
+            "reason": "string",
+            "age_s": "Float64",
+            "hosted": "boolean",
+            "source": "string",
+            "title": "string",
+        }
+    )
+
+
+def _outcomes(outcomes: list[Outcome]) -> pd.DataFrame:
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {
+            "chat_id": [o.chat_id for o in outcomes],
+            "call_id": [o.call_id for o in outcomes],
+            "tool": [o.tool for o in outcomes],
+            "outcome": [o.outcome for o in outcomes],
+            "verdict": [o.verdict for o in outcomes],
+            "by": [o.by for o in outcomes],
+            "at": pd.to_datetime(pd.Series([o.at for o in outcomes], dtype=object), utc=True),
+            "detail": [o.detail for o in outcomes],
+        },
+        columns=OUTCOME_COLUMNS,
+    )
+    return frame.astype(
+        {c: "string" for c in ("chat_id", "call_id", "tool", "outcome", "verdict", "by", "detail")}
+    )
+
+
+class _Follower:
+    """A daemon thread that refreshes an inbox when poked (chat events) or every ``poll`` s."""
+
+    def __init__(self, inbox: Inbox, poll: float | None):
+        self._inbox = weakref.ref(inbox)
+        self._poll = poll
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self.ticks = 0
+        self.last_error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="nbagent-inbox", daemon=True)
+        self._thread.start()
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self._poll if self._poll is not None else 5.0)
+            if self._stop.is_set():
+                return
+            poked = self._wake.is_set()
+            self._wake.clear()
+            inbox = self._inbox()
+            if inbox is None:
+                return
+            if poked or self._poll is not None:
+                self.ticks += 1
+                try:
+                    inbox.refresh()
+                except Exception as exc:  # a store that cannot be read now: next tick
+                    self.last_error = exc
+            del inbox
+            if poked:
+                self._stop.wait(0.05)  # a burst of events: one refresh per 50 ms at most
+
+
+def inbox(store_or_chats: Any, *, by: str = BY, continue_chats: bool = True) -> Inbox:
+    """One place to decide every pending approval across chats.
+
+    Args:
+        store_or_chats: A store (``SQLiteStore``, a path, any ``nbagent.store.Store``),
+            live chats, a batch result (the DataFrame ``nbagent.batch`` returns), or a
+            list or dict mixing them.
+        by: Who the decisions are recorded as (``decided_by``; default ``"inbox"``).
+        continue_chats: Continue a live chat after deciding its calls, as a card
+            click does (default). Chats of a batch are continued by the batch.
+
+    Returns:
+        An :class:`Inbox`: a widget in a notebook (a table elsewhere), and a Python
+        API: ``pending``, ``filter(...)``, ``preview(...)``, ``approve(...)``,
+        ``deny(..., reason=...)``, ``refresh()``.
+
+    Raises:
+        TypeError: Something that is not a store, a chat or a batch result.
+    """
+    return Inbox(sources_of(store_or_chats), by=by, continue_chats=continue_chats)

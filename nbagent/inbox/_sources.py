@@ -1,0 +1,397 @@
+"""Where pending approvals come from, and where a decision goes: live chats and stores.
+
+``nbagent.inbox(store_or_chats)`` turns what it is given into sources (:func:`sources_of`):
+
+- a **live chat** (a :class:`~nbagent.Chat` in this kernel): its pending calls
+  are ``chat.pending_approvals``; a decision is ``chat.approve/deny`` (so the
+  chat's event stream, log, view and store see it as they see a card click,
+  and a store's first-decision-wins rule applies through the chat's ``decide``
+  hook); it follows the chat's events;
+- a **store** (a :class:`~nbagent.store.Store` or a path): its pending calls are
+  ``store.pending_approvals()`` across chats; a decision is
+  ``store.approve/deny(..., chat_id=...)``, which the process running the chat
+  applies at its next step (first decision wins, across processes);
+- a **batch result** (the DataFrame ``nbagent.batch`` returns, ``chat_id``
+  column): the batch's live chats and store, restricted to its chat ids.
+  The batch continues its chats itself, so the inbox never continues them.
+
+A chat that is both live here and in a store is decided through the live chat.
+Only the :class:`~nbagent.store.Store` protocol and the chat's public API are used.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from .._errors import DecisionError
+from .._types import ChatMessage, Decision, ToolCall
+
+if TYPE_CHECKING:
+    from .._base_chat import BaseChat
+    from ..store import Store, StoredCall
+
+Verdict = Literal["approved", "denied"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One pending approval as the inbox lists it."""
+
+    chat_id: str
+    call_id: str
+    tool: str
+    server: str | None
+    arguments: dict[str, Any]
+    reason: str
+    requested_at: datetime | None
+    hosted: bool
+    title: str | None
+    source: Literal["chat", "store"]
+    raw_arguments: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.chat_id}/{self.call_id}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one decision the inbox tried to make.
+
+    ``outcome``: ``approved`` / ``denied`` (recorded by this inbox), ``decided
+    elsewhere`` (someone decided first: nothing was recorded; ``verdict`` and
+    ``by`` say what stands), or ``error`` (``detail`` says why; nothing recorded).
+    """
+
+    chat_id: str
+    call_id: str
+    tool: str
+    outcome: str
+    verdict: str | None = None
+    by: str | None = None
+    at: datetime | None = None
+    detail: str = ""
+
+
+def title_of(chat: BaseChat) -> str | None:
+    for m in chat.transcript:
+        if isinstance(m, ChatMessage) and m.role == "user" and m.content.strip():
+            return m.content
+    return None
+
+
+def _outcome(
+    row: Row, decision: Decision | None, verdict: Verdict, by: str, t0: datetime
+) -> Outcome:
+    """Ours if the recorded decision is the one just made (same decider, made since ``t0``)."""
+    if decision is None:  # cannot happen after a successful decide; be honest anyway
+        return Outcome(row.chat_id, row.call_id, row.tool, "error", detail="no decision recorded")
+    ours = decision.by == by and decision.verdict == verdict and decision.at >= t0
+    return Outcome(
+        row.chat_id,
+        row.call_id,
+        row.tool,
+        verdict if ours else "decided elsewhere",
+        decision.verdict,
+        decision.by,
+        decision.at,
+        decision.reason or "",
+    )
+
+
+class LiveSource:
+    """A chat object in this process (see the module docstring)."""
+
+    kind = "chat"
+
+    def __init__(self, chat: BaseChat, *, continues: bool):
+        self.chat = chat
+        self.continues = continues  # False: something else drives it (a batch)
+        self._requested: dict[str, datetime] = {}
+
+    @property
+    def chat_ids(self) -> frozenset[str]:
+        return frozenset({self.chat.id})
+
+    def note_requested(self, call_id: str, at: datetime) -> None:
+        self._requested[call_id] = at
+
+    def _requested_at(self, call: ToolCall) -> datetime:
+        at = self._requested.get(call.id)
+        if at is None:  # pending before the inbox looked: the call log knows when
+            at = _from_log(self.chat, call.id) or datetime.now(UTC)
+            self._requested[call.id] = at
+        return at
+
+    def pending(self) -> list[Row]:
+        chat = self.chat
+        title = None
+        rows = []
+        for call in chat.pending_approvals:
+            if title is None:
+                title = title_of(chat) or ""
+            rows.append(
+                Row(
+                    chat.id,
+                    call.id,
+                    call.name,
+                    call.server,
+                    dict(call.arguments),
+                    call.approval.reason if call.approval else "",
+                    self._requested_at(call),
+                    call.hosted,
+                    title or None,
+                    "chat",
+                    call.raw_arguments,
+                )
+            )
+        return rows
+
+    def decision(self, row: Row) -> Decision | None:
+        try:
+            return self.chat.get_call(row.call_id).decision
+        except (KeyError, ValueError, DecisionError):
+            return None
+
+    def decide(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Outcome:
+        t0 = datetime.now(UTC)
+        try:
+            if verdict == "approved":
+                call = self.chat.approve(row.call_id, reason=reason, by=by)
+            else:
+                call = self.chat.deny(row.call_id, reason=reason, by=by)
+        except DecisionError as exc:
+            return self._refused(row, exc)
+        return _outcome(row, call.decision, verdict, by, t0)
+
+    def _refused(self, row: Row, exc: Exception) -> Outcome:
+        decision = self.decision(row)
+        if decision is not None:
+            return Outcome(
+                row.chat_id,
+                row.call_id,
+                row.tool,
+                "decided elsewhere",
+                decision.verdict,
+                decision.by,
+                decision.at,
+                decision.reason or "",
+            )
+        return Outcome(row.chat_id, row.call_id, row.tool, "error", detail=str(exc))
+
+
+def _from_log(chat: Any, call_id: str) -> datetime | None:
+    log = getattr(chat, "log", None)  # Chat's call log (a DataFrame); BaseChat has none
+    if log is None or "call_id" not in getattr(log, "columns", ()):
+        return None
+    hits = log.loc[log["call_id"] == call_id, "requested_at"]
+    if hits.empty or hits.isna().all():
+        return None
+    value = hits.iloc[0].to_pydatetime()
+    return value if isinstance(value, datetime) else None
+
+
+class StoreSource:
+    """A store: every chat in it, or only ``chat_ids`` (a batch's)."""
+
+    kind = "store"
+
+    def __init__(self, store: Store, *, chat_ids: Iterable[str] | None = None, owned: bool = False):
+        self.store = store
+        self.only = frozenset(chat_ids) if chat_ids is not None else None
+        self.owned = owned  # opened from a path: the inbox closes it
+        self._titles: dict[str, str | None] = {}
+
+    def _title(self, chat_id: str) -> str | None:
+        if chat_id not in self._titles:
+            self._titles.update({info.id: info.title for info in self.store.chats()})
+        return self._titles.get(chat_id)
+
+    def pending(self) -> list[Row]:
+        rows = []
+        for sc in self.store.pending_approvals():
+            if self.only is not None and sc.chat_id not in self.only:
+                continue
+            rows.append(
+                Row(
+                    sc.chat_id,
+                    sc.id,
+                    sc.name,
+                    sc.server,
+                    dict(sc.arguments),
+                    sc.approval.reason if sc.approval else "",
+                    sc.requested_at,
+                    sc.hosted,
+                    self._title(sc.chat_id),
+                    "store",
+                    sc.raw_arguments,
+                )
+            )
+        return rows
+
+    def stored(self, row: Row) -> StoredCall | None:
+        try:
+            return self.store.call(row.call_id, chat_id=row.chat_id)
+        except DecisionError:
+            return None
+
+    def decision(self, row: Row) -> Decision | None:
+        sc = self.stored(row)
+        return sc.decision if sc is not None else None
+
+    def decide(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Outcome:
+        t0 = datetime.now(UTC)
+        try:
+            if verdict == "approved":
+                sc = self.store.approve(row.call_id, reason=reason, by=by, chat_id=row.chat_id)
+            else:
+                sc = self.store.deny(row.call_id, reason=reason, by=by, chat_id=row.chat_id)
+        except DecisionError as exc:
+            decision = self.decision(row)
+            if decision is not None:
+                return Outcome(
+                    row.chat_id,
+                    row.call_id,
+                    row.tool,
+                    "decided elsewhere",
+                    decision.verdict,
+                    decision.by,
+                    decision.at,
+                    decision.reason or "",
+                )
+            return Outcome(row.chat_id, row.call_id, row.tool, "error", detail=str(exc))
+        return _outcome(row, sc.decision, verdict, by, t0)
+
+    def close(self) -> None:
+        if self.owned:
+            self.store.close()
+
+
+Source = LiveSource | StoreSource
+
+
+@dataclass
+class Sources:
+    """The inbox's sources, live chats first (they win over a store for the same chat)."""
+
+    live: list[LiveSource] = field(default_factory=list)
+    stores: list[StoreSource] = field(default_factory=list)
+
+    def all(self) -> list[Source]:
+        return [*self.live, *self.stores]
+
+    def describe(self) -> str:
+        parts = []
+        if self.live:
+            parts.append(f"{len(self.live)} live chat{'s' if len(self.live) != 1 else ''}")
+        for s in self.stores:
+            where = s.store.location
+            parts.append(f"store {where}" + (f" ({len(s.only)} chats)" if s.only else ""))
+        return ", ".join(parts) or "nothing"
+
+
+def _is_chat(obj: Any) -> bool:
+    from .._base_chat import BaseChat
+
+    return isinstance(obj, BaseChat)
+
+
+def _is_store(obj: Any) -> bool:
+    from ..store import Store
+
+    return isinstance(obj, (str, os.PathLike)) or isinstance(obj, Store)
+
+
+def _batch_parts(df: Any) -> tuple[list[Any], Any, list[str]]:
+    """A batch result's live chats, store and chat ids (see /work/wt/SEAMS.md, "inbox")."""
+    ids = [str(x) for x in df["chat_id"].dropna().unique()]
+    attrs = getattr(df, "attrs", {}) or {}
+    holder = attrs.get("nbagent_batch")
+    chats: Any = getattr(holder, "chats", None) if holder is not None else None
+    store: Any = getattr(holder, "store", None) if holder is not None else None
+    if chats is None:
+        chats = attrs.get("chats")
+    if store is None:
+        store = attrs.get("store")
+    if isinstance(chats, Mapping):
+        chats = list(chats.values())
+    chats = [c for c in (chats or ()) if _is_chat(c) and c.id in set(ids)]
+    if not chats and store is None:
+        raise TypeError(
+            "this DataFrame has a chat_id column but says nothing about its chats or its "
+            "store; pass the store the batch used (nbagent.inbox(store)) or its chats"
+        )
+    return chats, store, ids
+
+
+def _is_batch_result(obj: Any) -> bool:
+    columns = getattr(obj, "columns", None)
+    return columns is not None and "chat_id" in columns and hasattr(obj, "attrs")
+
+
+def sources_of(what: Any) -> Sources:
+    """Sources from a store, a path, a chat, a batch result, or a list/dict mixing them.
+
+    Raises:
+        TypeError: Something that is none of these (nothing is opened then).
+        StoreError: A path that is not an nbagent store.
+    """
+    from ..store import open_store
+
+    items: list[tuple[Any, bool]] = []  # (item, from a batch)
+
+    def collect(obj: Any, batch: bool = False) -> None:
+        if _is_chat(obj) or _is_store(obj):
+            items.append((obj, batch))
+        elif _is_batch_result(obj):
+            chats, store, ids = _batch_parts(obj)
+            items.extend((c, True) for c in chats)
+            if store is not None:
+                items.append((("batch-store", store, tuple(ids)), True))
+        elif isinstance(obj, Mapping):
+            for value in obj.values():
+                collect(value, batch)
+        elif isinstance(obj, Iterable) and not isinstance(obj, (bytes, str)):
+            for value in obj:
+                collect(value, batch)
+        else:
+            raise TypeError(
+                "nbagent.inbox takes a store (a Store or a path), chats, a batch result, "
+                f"or a list or dict of them; got {type(obj).__name__}"
+            )
+
+    collect(what)
+    if not items:
+        raise TypeError("nbagent.inbox needs at least one store or chat")
+    sources = Sources()
+    seen_chats: set[int] = set()
+    seen_stores: dict[int, StoreSource] = {}
+    try:
+        for obj, batch in items:
+            if _is_chat(obj):
+                if id(obj) not in seen_chats:
+                    seen_chats.add(id(obj))
+                    sources.live.append(LiveSource(obj, continues=not batch))
+                continue
+            only = None
+            if isinstance(obj, tuple):
+                _, obj, only = obj
+            owned = isinstance(obj, (str, os.PathLike))
+            store = open_store(obj)
+            known = seen_stores.get(id(store))
+            if known is not None:
+                if known.only is not None:
+                    known.only = None if only is None else known.only | frozenset(only)
+                continue
+            source = StoreSource(store, chat_ids=only, owned=owned)
+            seen_stores[id(store)] = source
+            sources.stores.append(source)
+    except BaseException:
+        for s in sources.stores:
+            s.close()
+        raise
+    return sources

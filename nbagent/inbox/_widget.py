@@ -1,0 +1,222 @@
+"""The inbox's widget: one anywidget model over an :class:`~nbagent.inbox.Inbox`.
+
+The kernel sends plain values (``rows``, ``decided``, the filter's controls,
+a ``preview``); the front end (``inbox.js``) draws them with ``textContent``
+only, keeps the selection, and answers with two traits:
+
+- ``query`` ``{"tool", "server", "text"}``: the filter controls changed;
+- ``action`` ``{"kind", "keys", "reason", "verb", "token", "nonce"}``: a button.
+  ``approve`` / ``deny`` decide the selected ``keys``; ``preview`` asks what
+  "approve (or deny) all matching" covers, and the kernel answers with
+  ``preview`` ``{"token", "verb", "count", "calls", "filter"}``; ``confirm``
+  (with that ``token``) decides exactly the previewed calls; ``cancel`` drops the
+  preview; ``refresh`` reads the sources again.
+
+One action at a time; a repeated nonce is ignored; the front end disables
+its buttons on the first click and the kernel answers with ``state`` (``idle``
+after ``working``), ``summary`` and ``error``. Tests drive it as the browser
+does with :meth:`InboxWidget.click` and by setting ``query``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anywidget
+import traitlets
+
+from ._present import one_line
+
+if TYPE_CHECKING:
+    from ._filter import Filter
+    from ._sources import Outcome, Row, Verdict
+
+
+class InboxSide(Protocol):
+    """What the widget asks of its :class:`~nbagent.Inbox` (the inbox makes the widget)."""
+
+    @property
+    def sources(self) -> str: ...
+    @property
+    def current_filter(self) -> Filter: ...
+
+    def snapshot(self) -> dict[str, Any]: ...
+    def set_controls(self, tool: str, server: str, text: str) -> None: ...
+    def matching_rows(self) -> list[Row]: ...
+    def rows_for_keys(self, keys: list[str]) -> list[Row]: ...
+    def decide_rows(
+        self, rows: list[Row], verdict: Verdict, reason: str | None
+    ) -> list[Outcome]: ...
+    def refresh(self) -> Any: ...
+
+
+_HERE = Path(__file__).parent
+_nonces = itertools.count(1)
+
+
+class InboxWidget(anywidget.AnyWidget):
+    """The inbox in a notebook (see the module docstring)."""
+
+    _esm = _HERE / "inbox.js"
+    _css = _HERE / "inbox.css"
+
+    rows = traitlets.List(traitlets.Dict()).tag(sync=True)
+    decided = traitlets.List(traitlets.Dict()).tag(sync=True)
+    tools = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    servers = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    query = traitlets.Dict({"tool": "", "server": "", "text": ""}).tag(sync=True)
+    filter_words = traitlets.Unicode("everything").tag(sync=True)
+    python_filter = traitlets.Unicode("").tag(sync=True)
+    sources = traitlets.Unicode("").tag(sync=True)
+    preview = traitlets.Dict({}).tag(sync=True)
+    state = traitlets.Unicode("idle").tag(sync=True)
+    summary = traitlets.Unicode("").tag(sync=True)
+    error = traitlets.Unicode("").tag(sync=True)
+    action = traitlets.Dict({}).tag(sync=True)
+
+    def __init__(self, inbox: InboxSide, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._inbox = inbox
+        self._lock = threading.Lock()
+        self._seen: set[str] = set()
+        self._preview_rows: list[Row] = []
+        self.observe(self._on_action, names="action")
+        self.observe(self._on_query, names="query")
+        self.update_from_inbox()
+
+    def __repr__(self) -> str:
+        return f"InboxWidget({len(self.rows)} pending, state={self.state!r})"
+
+    # --------------------------------------------------------------- kernel
+    def update_from_inbox(self) -> None:
+        snap = self._inbox.snapshot()
+        f = snap["filter"]
+        plain = {
+            "tool": f.tool if isinstance(f.tool, str) else "",
+            "server": f.server if isinstance(f.server, str) else "",
+            "text": f.text,
+        }
+        beyond = []  # what the Python filter asks that the controls cannot show
+        if f.tool is not None and not isinstance(f.tool, str):
+            beyond.append("tool")
+        if f.server is not None and not isinstance(f.server, str):
+            beyond.append("server")
+        if f.where:
+            beyond.append("where")
+        with self.hold_sync():
+            self.rows = snap["rows"]
+            self.decided = snap["decided"]
+            self.tools = snap["tools"]
+            self.servers = snap["servers"]
+            if self.query != plain:
+                self.query = plain
+            self.filter_words = f.describe()
+            self.python_filter = (
+                f"{f.describe()} (set from Python: inbox.filter() clears it)" if beyond else ""
+            )
+            self.sources = self._inbox.sources
+
+    def _on_query(self, change: dict[str, Any]) -> None:
+        new = change.get("new") or {}
+        if not isinstance(new, dict):
+            return
+        tool, server, text = (str(new.get(k) or "") for k in ("tool", "server", "text"))
+        self._inbox.set_controls(tool, server, text)
+
+    def _on_action(self, change: dict[str, Any]) -> None:
+        action = change.get("new") or {}
+        if not isinstance(action, dict) or not action.get("kind"):
+            return
+        nonce = str(action.get("nonce", ""))
+        with self._lock:
+            if nonce in self._seen or self.state == "working":
+                return  # the same click twice, or a click while one is applied
+            self._seen.add(nonce)
+            self.state = "working"
+            self.error = ""
+        try:
+            self._apply(action)
+        except Exception as exc:  # never lose an error in a comm handler
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.state = "idle"
+
+    def _apply(self, action: dict[str, Any]) -> None:
+        kind = action.get("kind")
+        reason = str(action.get("reason") or "").strip() or None
+        inbox = self._inbox
+        if kind in ("approve", "deny"):
+            keys = [str(k) for k in action.get("keys") or [] if isinstance(k, str)]
+            if not keys:
+                self.error = "Select calls first."
+                return
+            verdict: Verdict = "approved" if kind == "approve" else "denied"
+            rows = inbox.rows_for_keys(keys)
+            self._report(inbox.decide_rows(rows, verdict, reason), verdict, reason)
+        elif kind == "preview":
+            verb = "deny" if action.get("verb") == "deny" else "approve"
+            rows = inbox.matching_rows()
+            self._preview_rows = rows
+            self.preview = {
+                "token": secrets.token_hex(8),
+                "verb": verb,
+                "reason": reason or "",
+                "count": len(rows),
+                "filter": inbox.current_filter.describe(),
+                "calls": [{"key": r.key, "chat": r.chat_id[:8], "line": one_line(r)} for r in rows],
+            }
+        elif kind == "confirm":
+            preview = self.preview
+            if not preview or action.get("token") != preview.get("token"):
+                self.error = "That preview is gone; preview again."
+                return
+            rows, self._preview_rows = self._preview_rows, []
+            self.preview = {}
+            verdict = "denied" if preview.get("verb") == "deny" else "approved"
+            reason = str(preview.get("reason") or "").strip() or reason
+            self._report(inbox.decide_rows(rows, verdict, reason), verdict, reason)
+        elif kind == "cancel":
+            self._preview_rows = []
+            self.preview = {}
+        elif kind == "refresh":
+            inbox.refresh()
+        else:
+            self.error = f"unknown action {kind!r}"
+
+    def _report(self, outcomes: list[Outcome], verdict: str, reason: str | None) -> None:
+        done = sum(1 for o in outcomes if o.outcome == verdict)
+        elsewhere = sum(1 for o in outcomes if o.outcome == "decided elsewhere")
+        failed = [o for o in outcomes if o.outcome == "error"]
+        verb = "Approved" if verdict == "approved" else "Denied"
+        words = f"{verb} {done} call{'s' if done != 1 else ''}"
+        if reason and verdict == "denied":
+            words += f" ({reason})"
+        if elsewhere:
+            words += f"; {elsewhere} had been decided elsewhere (nothing recorded for them)"
+        self.summary = words + "."
+        if failed:
+            self.error = "; ".join(f"{o.tool} ({o.call_id}): {o.detail}" for o in failed)
+
+    # ---------------------------------------------------------------- tests
+    def click(
+        self,
+        kind: str,
+        *,
+        keys: list[str] | None = None,
+        reason: str = "",
+        verb: str = "approve",
+        token: str | None = None,
+    ) -> None:
+        """Do what a click in the browser does: set ``action`` with a fresh nonce."""
+        self.action = {
+            "kind": kind,
+            "keys": list(keys or []),
+            "reason": reason,
+            "verb": verb,
+            "token": token if token is not None else self.preview.get("token", ""),
+            "nonce": f"py-{next(_nonces)}",
+        }
