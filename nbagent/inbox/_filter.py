@@ -180,7 +180,7 @@ def parse_text(text: str) -> tuple[tuple[str | None, str], ...]:
 
 
 def as_filter(spec: Filter | Mapping[str, Any]) -> Filter:
-    """A :class:`Filter` from itself or from a dict of its fields (``{"tool": ..., "where": ...}``)."""
+    """A :class:`Filter` from itself or from a dict of its fields (``tool``, ``where``...)."""
     if isinstance(spec, Filter):
         return spec
     unknown = set(spec) - {"tool", "server", "where", "text"}

@@ -36,8 +36,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .._approvals import HUMAN
-from .._notice import in_kernel
 from .._events import ApprovalDecided, ApprovalRequested, Event, StepFinished
+from .._notice import in_kernel
 from .._types import ToolCall
 from ._filter import Filter, as_filter
 from ._present import decided_words, html_table, one_line, row_view, text_table
@@ -279,7 +279,7 @@ class Inbox:
         return self._matching()
 
     def rows_for_keys(self, keys: list[str]) -> list[Row]:
-        """The rows of ``chat_id/call_id`` keys the widget sent (read fresh); unknown ones skipped."""
+        """Rows of the widget's ``chat_id/call_id`` keys (read fresh; unknown keys skipped)."""
         self.refresh()
         with self._lock:
             known = {**{k: r for k, (r, _) in self._decided.items()}, **self._rows}

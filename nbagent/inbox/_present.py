@@ -137,7 +137,8 @@ def html_table(rows: Sequence[Row], describe: str, now: datetime) -> str:
     out = [
         '<div class="nba-inbox-static">',
         f"<p><b>Approvals inbox</b>: {len(rows)} pending ({esc(describe)}). "
-        "Decide with <code>inbox.approve(...)</code> / <code>inbox.deny(..., reason=...)</code>.</p>",
+        "Decide with <code>inbox.approve(...)</code> / "
+        "<code>inbox.deny(..., reason=...)</code>.</p>",
     ]
     if not rows:
         out.append("<p>Nothing waits for a decision.</p></div>")

@@ -303,7 +303,7 @@ def _is_chat(obj: Any) -> bool:
 def _is_store(obj: Any) -> bool:
     from ..store import Store
 
-    return isinstance(obj, (str, os.PathLike)) or isinstance(obj, Store)
+    return isinstance(obj, (str, os.PathLike, Store))
 
 
 def _batch_parts(df: Any) -> tuple[list[Any], Any, list[str]]:
