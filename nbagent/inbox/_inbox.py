@@ -535,7 +535,7 @@ def _references(what: Any) -> list[str | tuple[str, str]]:
             return [(str(a), str(b)) for a, b in zip(what["chat_id"], what["call_id"], strict=True)]
         return [str(x) for x in what["call_id"]]
     index = getattr(what, "index", None)
-    if index is not None and "call_id" in index:  # one row (a Series)
+    if hasattr(what, "to_dict") and index is not None and "call_id" in index:  # a Series
         if "chat_id" in index:
             return [(str(what["chat_id"]), str(what["call_id"]))]
         return [str(what["call_id"])]

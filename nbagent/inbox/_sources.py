@@ -308,8 +308,11 @@ def _is_store(obj: Any) -> bool:
 
 def _batch_parts(df: Any) -> tuple[list[Any], Any, list[str]]:
     """A batch result's live chats, store and chat ids (see /work/wt/SEAMS.md, "inbox")."""
-    ids = [str(x) for x in df["chat_id"].dropna().unique()]
+    import pandas as pd
+
     attrs = getattr(df, "attrs", {}) or {}
+    # pd.DataFrame(df) drops attrs: pandas deep-copies attrs on every column access
+    ids = [str(x) for x in pd.DataFrame(df)["chat_id"].dropna().unique()]
     holder = attrs.get("nbagent_batch")
     chats: Any = getattr(holder, "chats", None) if holder is not None else None
     store: Any = getattr(holder, "store", None) if holder is not None else None
