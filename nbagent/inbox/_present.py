@@ -64,9 +64,14 @@ def age_words(at: datetime | None, now: datetime | None = None) -> str:
     return f"{seconds // 86400}d"
 
 
+def short_id(chat_id: str) -> str:
+    """The end of a chat id: ids are time-ordered, so chats made together share their start."""
+    return f"…{chat_id[-6:]}" if len(chat_id) > 8 else chat_id
+
+
 def chat_label(row: Row) -> str:
     title = preview(shown(row.title or ""), TITLE) if row.title else ""
-    return f"{row.chat_id[:8]} · {title}" if title else row.chat_id[:8]
+    return f"{short_id(row.chat_id)} · {title}" if title else short_id(row.chat_id)
 
 
 def row_view(row: Row, matching: bool, now: datetime) -> dict[str, Any]:
@@ -126,7 +131,7 @@ def text_table(rows: Sequence[Row], describe: str, now: datetime) -> str:
     lines = [head]
     for r in rows:
         age = age_words(r.requested_at, now)
-        lines.append(f"  [{r.chat_id[:8]}] {one_line(r)}  {age}  ({shown(r.reason)})")
+        lines.append(f"  [{short_id(r.chat_id)}] {one_line(r)}  {age}  ({shown(r.reason)})")
     if not rows:
         lines.append("  nothing waits for a decision")
     return "\n".join(lines)

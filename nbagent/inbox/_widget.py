@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anywidget
 import traitlets
 
-from ._present import one_line
+from ._present import one_line, short_id
 
 if TYPE_CHECKING:
     from ._filter import Filter
@@ -167,7 +167,9 @@ class InboxWidget(anywidget.AnyWidget):
                 "reason": reason or "",
                 "count": len(rows),
                 "filter": inbox.current_filter.describe(),
-                "calls": [{"key": r.key, "chat": r.chat_id[:8], "line": one_line(r)} for r in rows],
+                "calls": [
+                    {"key": r.key, "chat": short_id(r.chat_id), "line": one_line(r)} for r in rows
+                ],
             }
         elif kind == "confirm":
             preview = self.preview

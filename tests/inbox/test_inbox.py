@@ -182,7 +182,8 @@ def test_bad_input_is_refused_before_anything_is_decided(three: list[Chat]) -> N
 def test_a_store_is_decided_through_the_store(tmp_path: Path, effects: Effects) -> None:
     path = tmp_path / "chats.db"
     chats = [
-        parked_chat(effects, ("write_file", {"path": f"/tmp/{i}.txt"}), store=path) for i in range(3)
+        parked_chat(effects, ("write_file", {"path": f"/tmp/{i}.txt"}), store=path)
+        for i in range(3)
     ]
     ids = [c.id for c in chats]
     for c in chats:
@@ -228,8 +229,9 @@ def test_a_batch_result_is_read_but_its_chats_are_left_to_the_batch(
     three: list[Chat], effects: Effects
 ) -> None:
     class Batch:  # what a batch puts in its result's attrs (see /work/wt/SEAMS.md)
-        chats = {c.id: c for c in three}
-        store = None
+        def __init__(self) -> None:
+            self.chats = {c.id: c for c in three}
+            self.store = None
 
         def __deepcopy__(self, memo: Any) -> Batch:  # pandas deep-copies attrs
             return self

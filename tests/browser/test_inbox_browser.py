@@ -1,0 +1,90 @@
+"""The approvals inbox in a real JupyterLab: filter, preview "approve all matching", confirm,
+and the chats continue (their tool's side effects on disk, their statuses in a later cell)."""
+
+from __future__ import annotations
+
+import pytest
+from _jupyterlab import JupyterLabServer, open_notebook, run_cell, screenshot, wait_for_output
+from playwright.sync_api import Page, expect
+
+pytestmark = pytest.mark.browser
+
+SETUP = """\
+from pathlib import Path
+import nbagent
+from nbagent import Chat, Tool
+
+EFFECTS = Path({effects!r})
+
+class WriteFile(Tool):
+    \"\"\"Write a file.\"\"\"
+    requires_approval = True
+    server = "fs"
+
+    def execute(self, path: str, text: str = "") -> str:
+        with EFFECTS.open("a") as f:
+            f.write(path + "\\n")
+        return f"wrote {{path}}"
+
+chats = []
+for p in ["/tmp/a1.txt", "/tmp/a2.txt", "/srv/<b>.txt"]:
+    chat = Chat(model="demo", display=False).with_tools(WriteFile)
+    chat.ask(f"Write a file at {{p}} with text hi")
+    chats.append(chat)
+print("parked:", [c.status for c in chats])
+"""
+
+
+def test_filter_preview_confirm_and_the_chats_continue(
+    page: Page, jupyterlab_server: JupyterLabServer
+) -> None:
+    effects = jupyterlab_server.root_dir / "inbox.effects"
+    effects.unlink(missing_ok=True)
+    path = jupyterlab_server.write_notebook(
+        "inbox.ipynb",
+        [
+            SETUP.format(effects=str(effects)),
+            "box = nbagent.inbox(chats)\nbox",
+            "box.wait(30)\nprint('statuses:', [c.status for c in chats])",
+        ],
+    )
+    open_notebook(page, jupyterlab_server, path)
+    run_cell(page, 0)
+    wait_for_output(
+        page, 0, "parked: ['awaiting_approval', 'awaiting_approval', 'awaiting_approval']"
+    )
+    run_cell(page, 1)
+    inbox = page.locator(".jp-Cell").nth(1).locator(".nba-inbox:visible")
+    expect(inbox.locator(".nba-inbox-counts")).to_have_text("3 pending calls", timeout=30_000)
+    rows = inbox.locator(".nba-inbox-row:not(.nba-inbox-header)")
+    expect(rows).to_have_count(3)
+    expect(inbox).to_contain_text("/srv/<b>.txt")  # the model's text, shown as text
+
+    inbox.locator(".nba-inbox-text").fill("path=/tmp/*")
+    inbox.locator(".nba-inbox-text").press("Enter")
+    expect(rows).to_have_count(2, timeout=10_000)
+    expect(inbox.locator(".nba-inbox-counts")).to_have_text("3 pending calls, 2 matching")
+
+    inbox.get_by_role("button", name="Approve all matching (2)…").click()
+    preview = inbox.locator(".nba-inbox-preview:visible")
+    expect(preview.locator(".nba-inbox-preview-title")).to_have_text(
+        "Approve all matching: 2 calls (filter: path=/tmp/*)", timeout=10_000
+    )
+    expect(preview.locator(".nba-inbox-preview-call")).to_have_count(2)
+    expect(preview).to_contain_text('write_file(path="/tmp/a1.txt"')
+    expect(preview).to_contain_text('write_file(path="/tmp/a2.txt"')
+    assert not effects.exists()  # a preview decides nothing
+    screenshot(page, "inbox-preview")
+
+    preview.get_by_role("button", name="Confirm: approve 2 calls").click()
+    expect(inbox.locator(".nba-inbox-summary")).to_have_text("Approved 2 calls.", timeout=10_000)
+    expect(inbox.locator(".nba-inbox-preview:visible")).to_have_count(0)
+    expect(inbox.locator(".nba-inbox-counts")).to_have_text("1 pending call, 0 matching")
+
+    run_cell(page, 2)
+    wait_for_output(page, 2, "statuses: ['complete', 'complete', 'awaiting_approval']", timeout=30)
+    assert sorted(effects.read_text().split()) == ["/tmp/a1.txt", "/tmp/a2.txt"]
+    inbox.locator(".nba-inbox-decided > summary").click()
+    expect(inbox.locator(".nba-inbox-decided-row:visible")).to_have_count(2)
+    expect(inbox.locator(".nba-inbox-decided")).to_contain_text("approved in this inbox")
+    screenshot(page, "inbox-confirmed")
