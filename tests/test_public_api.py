@@ -43,6 +43,7 @@ def test_import_stays_light() -> None:
 PUBLIC_PACKAGES = [
     "nbagent",
     "nbagent.store",
+    "nbagent.inbox",
     "nbagent.log",
     "nbagent.notebook",
     "nbagent.providers",

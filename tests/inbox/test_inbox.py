@@ -420,3 +420,20 @@ def test_the_text_fallback_and_repr(three: list[Chat]) -> None:
     assert "application/vnd.jupyter.widget-view+json" not in box._repr_mimebundle_()
     assert repr(box) == "Inbox(3 pending; 3 live chats)"
     assert isinstance(box, Inbox) and Filter(tool="x").describe() == "tool x"
+
+
+def test_the_readme_example_runs_and_does_what_it_says() -> None:
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = text[text.index("## The approvals inbox") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    namespace: dict[str, Any] = {}
+    exec(compile(code.group(1), "README.md", "exec"), namespace)
+    chats, box = namespace["chats"], namespace["inbox"]
+    assert [c.status for c in chats] == ["complete", "complete", "complete"]
+    decided = box.decided.set_index("chat_id")
+    assert decided.loc[chats[0].id, "outcome"] == decided.loc[chats[1].id, "outcome"] == "approved"
+    assert decided.loc[chats[2].id, "outcome"] == "denied"
+    assert "wrote 5 characters to /tmp/a.txt" in chats[0].log["result_preview"].iloc[0]
