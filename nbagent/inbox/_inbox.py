@@ -85,7 +85,8 @@ class Inbox:
         self._sources = sources
         self.by = by
         self.continue_chats = continue_chats
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the inbox's state
+        self._op = threading.RLock()  # one refresh or decision round at a time
         self._filter = Filter()
         self._rows: dict[str, Row] = {}
         self._where: dict[str, Source] = {}
@@ -115,6 +116,12 @@ class Inbox:
         A live chat with a store applies decisions made elsewhere first
         (``chat.refresh()``) and, if it is the inbox's to continue, continues.
         """
+        with self._op:
+            self._refresh()
+        self._changed()
+        return self
+
+    def _refresh(self) -> None:
         for source in self._sources.live:
             chat = source.chat
             if chat.is_running:
@@ -167,8 +174,6 @@ class Inbox:
             self._where = where
             for key in rows:
                 self._decided.pop(key, None)  # pending again (cannot happen; be safe)
-        self._changed()
-        return self
 
     def _rows_now(self, refresh: bool) -> list[Row]:
         if refresh:
@@ -328,6 +333,17 @@ class Inbox:
         if reason is not None and not isinstance(reason, str):
             raise TypeError("reason must be a string")
         reason = reason.strip() or None if reason is not None else None
+        with self._op:
+            outcomes, touched = self._decide_locked(rows, verdict, reason)
+        for source in touched:
+            if source.continues and self.continue_chats:
+                self._continue(source.chat)
+        self._changed()
+        return outcomes
+
+    def _decide_locked(
+        self, rows: Iterable[Row], verdict: Verdict, reason: str | None
+    ) -> tuple[list[Outcome], list[LiveSource]]:
         outcomes: list[Outcome] = []
         touched: dict[int, LiveSource] = {}
         for row in rows:
@@ -351,11 +367,7 @@ class Inbox:
                     self._where.pop(row.key, None)
             if isinstance(source, LiveSource) and outcome.outcome in ("approved", "denied"):
                 touched[id(source)] = source
-        for source in touched.values():
-            if source.continues and self.continue_chats:
-                self._continue(source.chat)
-        self._changed()
-        return outcomes
+        return outcomes, list(touched.values())
 
     def _continue(self, chat: Any) -> None:
         """Run the chat's loop again, as a card click does (one driver at a time)."""
@@ -405,7 +417,8 @@ class Inbox:
         """Keep the rows fresh in the background (the widget does this while shown)."""
         with self._lock:
             if self._follower is None and not self._closed:
-                self._follower = _Follower(self, POLL_SECONDS if self._sources.stores else None)
+                stores = [(s.store, s.only) for s in self._sources.stores]
+                self._follower = _Follower(self, POLL_SECONDS if stores else None, stores)
 
     def close(self) -> None:
         """Stop following, unsubscribe from the chats, close stores opened from a path."""
@@ -414,6 +427,9 @@ class Inbox:
             follower, self._follower = self._follower, None
         if follower is not None:
             follower.stop()
+        widget = self._widget
+        if widget is not None:
+            widget.close()
         for live in self._sources.live:
             live.chat.off(self._on_event)
         for stored in self._sources.stores:
@@ -607,17 +623,52 @@ def _outcomes(outcomes: list[Outcome]) -> pd.DataFrame:
 
 
 class _Follower:
-    """A daemon thread that refreshes an inbox when poked (chat events) or every ``poll`` s."""
+    """A daemon thread that refreshes an inbox when poked (chat events, a store's decision
+    watch) or every ``poll`` seconds (new pending calls in a store)."""
 
-    def __init__(self, inbox: Inbox, poll: float | None):
+    def __init__(self, inbox: Inbox, poll: float | None, stores: Iterable[tuple[Any, Any]] = ()):
         self._inbox = weakref.ref(inbox)
         self._poll = poll
         self._wake = threading.Event()
         self._stop = threading.Event()
         self.ticks = 0
+        self.watching = 0
         self.last_error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="nbagent-inbox", daemon=True)
         self._thread.start()
+        for store, only in stores:
+            if callable(getattr(store, "watch", None)):  # decisions pushed (LISTEN/NOTIFY)
+                threading.Thread(
+                    target=self._watch, args=(store, only), name="nbagent-inbox-watch", daemon=True
+                ).start()
+
+    def _watch(self, store: Any, only: Any) -> None:
+        """Poke on every decision the store reports; polling goes on for new pending calls.
+
+        ``store.watch(chat_ids)`` is the stores' decision watch (``DecisionWatch``:
+        ``wait(timeout) -> set of chat ids``, ``close()``): pushed by PostgreSQL's
+        LISTEN/NOTIFY. A store without one is polled only.
+        """
+        try:
+            watch = store.watch(sorted(only) if only is not None else None)
+        except Exception as exc:  # no watch after all: the poll covers it
+            self.last_error = exc
+            return
+        self.watching += 1
+        try:
+            while not self._stop.is_set():
+                try:
+                    decided = watch.wait(1.0)
+                except Exception as exc:  # the store went away: the poll reports nothing new
+                    self.last_error = exc
+                    self._stop.wait(POLL_SECONDS)
+                    continue
+                if decided:
+                    self.poke()
+        finally:
+            self.watching -= 1
+            with contextlib.suppress(Exception):
+                watch.close()
 
     def poke(self) -> None:
         self._wake.set()

@@ -84,13 +84,30 @@ def title_of(chat: BaseChat) -> str | None:
     return None
 
 
-def _outcome(
-    row: Row, decision: Decision | None, verdict: Verdict, by: str, t0: datetime
-) -> Outcome:
-    """Ours if the recorded decision is the one just made (same decider, made since ``t0``)."""
+def _elsewhere(row: Row, decision: Decision) -> Outcome:
+    return Outcome(
+        row.chat_id,
+        row.call_id,
+        row.tool,
+        "decided elsewhere",
+        decision.verdict,
+        decision.by,
+        decision.at,
+        decision.reason or "",
+    )
+
+
+def _outcome(row: Row, decision: Decision | None, verdict: Verdict, by: str) -> Outcome:
+    """Ours if the recorded decision is the one just asked for (this decider, this verdict).
+
+    Called only for a call that had no decision just before: a chat or a store
+    returns the existing decision unchanged when it already has the same verdict,
+    so a decision by someone else shows here by its decider. Clocks are not
+    compared (a database server's clock may differ from this machine's).
+    """
     if decision is None:  # cannot happen after a successful decide; be honest anyway
         return Outcome(row.chat_id, row.call_id, row.tool, "error", detail="no decision recorded")
-    ours = decision.by == by and decision.verdict == verdict and decision.at >= t0
+    ours = decision.by == by and decision.verdict == verdict
     return Outcome(
         row.chat_id,
         row.call_id,
@@ -158,7 +175,9 @@ class LiveSource:
             return None
 
     def decide(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Outcome:
-        t0 = datetime.now(UTC)
+        before = self.decision(row)
+        if before is not None:  # decided since the row was read: record nothing
+            return _elsewhere(row, before)
         try:
             if verdict == "approved":
                 call = self.chat.approve(row.call_id, reason=reason, by=by)
@@ -166,21 +185,12 @@ class LiveSource:
                 call = self.chat.deny(row.call_id, reason=reason, by=by)
         except DecisionError as exc:
             return self._refused(row, exc)
-        return _outcome(row, call.decision, verdict, by, t0)
+        return _outcome(row, call.decision, verdict, by)
 
     def _refused(self, row: Row, exc: Exception) -> Outcome:
         decision = self.decision(row)
         if decision is not None:
-            return Outcome(
-                row.chat_id,
-                row.call_id,
-                row.tool,
-                "decided elsewhere",
-                decision.verdict,
-                decision.by,
-                decision.at,
-                decision.reason or "",
-            )
+            return _elsewhere(row, decision)
         return Outcome(row.chat_id, row.call_id, row.tool, "error", detail=str(exc))
 
 
@@ -244,7 +254,9 @@ class StoreSource:
         return sc.decision if sc is not None else None
 
     def decide(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Outcome:
-        t0 = datetime.now(UTC)
+        before = self.decision(row)
+        if before is not None:  # decided since the row was read: record nothing
+            return _elsewhere(row, before)
         try:
             if verdict == "approved":
                 sc = self.store.approve(row.call_id, reason=reason, by=by, chat_id=row.chat_id)
@@ -253,18 +265,9 @@ class StoreSource:
         except DecisionError as exc:
             decision = self.decision(row)
             if decision is not None:
-                return Outcome(
-                    row.chat_id,
-                    row.call_id,
-                    row.tool,
-                    "decided elsewhere",
-                    decision.verdict,
-                    decision.by,
-                    decision.at,
-                    decision.reason or "",
-                )
+                return _elsewhere(row, decision)
             return Outcome(row.chat_id, row.call_id, row.tool, "error", detail=str(exc))
-        return _outcome(row, sc.decision, verdict, by, t0)
+        return _outcome(row, sc.decision, verdict, by)
 
     def close(self) -> None:
         if self.owned:

@@ -6,9 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 import nbagent
 from nbagent import Chat, Tool
@@ -81,13 +84,21 @@ def test_a_decision_from_another_process_reaches_the_shown_inbox(tmp_path: Path)
 def test_the_store_refuses_a_decision_on_a_row_read_before_another_process_decided(
     tmp_path: Path,
 ) -> None:
-    """The backstop under the inbox's fresh read: deciding a stale row through the store
-    records nothing and reports the decision that stands."""
+    """The backstop under the inbox's fresh reads: a decision recorded by another process
+    between the inbox's last read and its write; the store keeps the first decision (same
+    verdict: returned unchanged; the other verdict: refused), and the inbox says so."""
     path = tmp_path / "chats.db"
     ids = _stored_chats(path, 1)
     store = SQLiteStore(path)
     source = StoreSource(store)
     (row,) = source.pending()
+    real = source.decision
+    stale = [True, True]  # each decide's first read: from before the other process decided
+
+    def decision(r: Any) -> Any:
+        return None if stale and stale.pop() else real(r)
+
+    source.decision = decision  # type: ignore[method-assign]
     _in_another_process(
         "from nbagent.store import SQLiteStore\n"
         f"s = SQLiteStore({str(path)!r})\n"
@@ -96,6 +107,7 @@ def test_the_store_refuses_a_decision_on_a_row_read_before_another_process_decid
     )
     for verdict in ("approved", "denied"):  # the same verdict, and a contradicting one
         outcome = source.decide(row, verdict, None, "inbox")  # type: ignore[arg-type]
+        assert not stale or len(stale) == 1  # the stale read was the one used
         assert (outcome.outcome, outcome.verdict, outcome.by) == (
             "decided elsewhere",
             "approved",
@@ -104,3 +116,58 @@ def test_the_store_refuses_a_decision_on_a_row_read_before_another_process_decid
     decision = store.call(row.call_id, chat_id=ids[0]).decision
     assert decision is not None and decision.by == "ops"
     store.close()
+
+
+class _Notified:
+    """A store whose decisions are pushed (what PostgreSQL's LISTEN/NOTIFY gives through
+    ``store.watch``): SQLite underneath, the notification sent by the test."""
+
+    def __init__(self, store: SQLiteStore):
+        self._store = store
+        self.notify = threading.Event()
+        self.watched: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def watch(self, chat_ids: Any = None) -> Any:
+        outer = self
+        outer.watched.append(chat_ids)
+
+        class Watch:
+            def wait(self, timeout: float | None = None) -> set[str]:
+                if outer.notify.wait(timeout):
+                    outer.notify.clear()
+                    return {"some chat"}
+                return set()
+
+            def close(self) -> None:
+                pass
+
+        return Watch()
+
+
+def test_a_store_that_pushes_decisions_reaches_the_inbox_without_polling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nbagent.inbox import _inbox
+
+    monkeypatch.setattr(_inbox, "POLL_SECONDS", 120.0)  # only the watch can bring news
+    path = tmp_path / "chats.db"
+    ids = _stored_chats(path, 2)
+    store = _Notified(SQLiteStore(path))
+    box = nbagent.inbox(store)
+    w = box.widget
+    try:
+        _until(lambda: store.watched == [None])
+        other = SQLiteStore(path)  # another writer (in real life: another process)
+        other.approve(box.pending["call_id"].iloc[0], chat_id=ids[0], by="ops")
+        other.close()
+        time.sleep(0.3)
+        assert len(w.rows) == 2  # not polled
+        store.notify.set()  # the NOTIFY
+        _until(lambda: len(w.rows) == 1, timeout=5)
+        assert w.decided[0]["words"].startswith("approved elsewhere by ops")
+    finally:
+        box.close()
+        store.close()
