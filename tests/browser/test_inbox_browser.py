@@ -88,3 +88,31 @@ def test_filter_preview_confirm_and_the_chats_continue(
     expect(inbox.locator(".nba-inbox-decided-row:visible")).to_have_count(2)
     expect(inbox.locator(".nba-inbox-decided")).to_contain_text("approved in this inbox")
     screenshot(page, "inbox-confirmed")
+
+    # select the last row by hand and deny it with a reason
+    inbox.get_by_role("button", name="Clear filter").click()
+    expect(rows).to_have_count(1, timeout=10_000)
+    rows.first.locator(".nba-inbox-check").check()
+    inbox.locator(".nba-inbox-reason").fill("not outside /tmp")
+    inbox.get_by_role("button", name="Deny selected (1)").click()
+    expect(inbox.locator(".nba-inbox-summary")).to_have_text(
+        "Denied 1 call (not outside /tmp).", timeout=10_000
+    )
+    expect(inbox.locator(".nba-inbox-empty")).to_have_text("Nothing waits for a decision.")
+    run_cell(page, 2)
+    wait_for_output(page, 2, "statuses: ['complete', 'complete', 'complete']", timeout=30)
+    assert sorted(effects.read_text().split()) == ["/tmp/a1.txt", "/tmp/a2.txt"]  # never ran
+
+    # JupyterLab's dark theme: the inbox follows it
+    page.evaluate(
+        "window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})"
+    )
+    page.wait_for_function("document.body.dataset.jpThemeLight === 'false'", timeout=15_000)
+    page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=15_000)
+    background = inbox.evaluate("el => getComputedStyle(el).backgroundColor")
+    channels = [int(x) for x in background[background.index("(") + 1 : -1].split(",")[:3]]
+    assert sum(channels) / 3 < 80, background  # a dark background, not the light default
+    screenshot(page, "inbox-dark")
+    page.evaluate(
+        "window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})"
+    )
