@@ -41,7 +41,7 @@ from .._events import ApprovalDecided, ApprovalRequested, Event, StepFinished
 from .._notice import in_kernel, notice
 from .._types import ToolCall
 from ._filter import Filter, as_filter
-from ._present import decided_words, html_table, one_line, row_view, text_table
+from ._present import chat_label, decided_words, html_table, one_line, row_view, text_table
 from ._sources import LiveSource, Outcome, Row, Source, Sources, Verdict, sources_of
 
 if TYPE_CHECKING:
@@ -480,14 +480,14 @@ class Inbox:
             rows = list(self._rows.values())
             decided = list(self._decided.values())
             f = self._filter
-        views = [row_view(r, f.matches(r.tool, r.server, r.arguments), now) for r in rows]
+        views = [row_view(r, f.matches(r.tool, r.server, r.arguments)) for r in rows]
         return {
             "rows": views,
             "decided": [
                 {
                     "key": r.key,
                     "line": one_line(r),
-                    "chat": row_view(r, False, now)["chat"],
+                    "chat": chat_label(r),
                     "words": decided_words(o, self.by),
                     "outcome": o.outcome,
                     "verdict": o.verdict or "",
@@ -497,6 +497,7 @@ class Inbox:
             "tools": sorted({v["tool"] for v in views}),
             "servers": sorted({v["server"] for v in views if v["server"]}),
             "filter": f,
+            "clock": now.isoformat(),
         }
 
     @property

@@ -74,8 +74,12 @@ def chat_label(row: Row) -> str:
     return f"{short_id(row.chat_id)} · {title}" if title else short_id(row.chat_id)
 
 
-def row_view(row: Row, matching: bool, now: datetime) -> dict[str, Any]:
-    """What the widget draws for one pending row (plain values; the front end escapes)."""
+def row_view(row: Row, matching: bool) -> dict[str, Any]:
+    """What the widget draws for one pending row (plain values; the front end escapes).
+
+    No age: the front end counts it from ``requested_at`` and the kernel's clock
+    (the widget's ``clock``), so a row is sent again only when it changes.
+    """
     return {
         "key": row.key,
         "chat_id": row.chat_id,
@@ -85,7 +89,6 @@ def row_view(row: Row, matching: bool, now: datetime) -> dict[str, Any]:
         "server": shown(row.server or ""),
         "args": arguments_view(row),
         "reason": shown(row.reason),
-        "age": age_words(row.requested_at, now),
         "requested_at": row.requested_at.isoformat() if row.requested_at else "",
         "hosted": row.hosted,
         "source": row.source,

@@ -72,6 +72,7 @@ class InboxWidget(anywidget.AnyWidget):
     filter_words = traitlets.Unicode("everything").tag(sync=True)
     python_filter = traitlets.Unicode("").tag(sync=True)
     sources = traitlets.Unicode("").tag(sync=True)
+    clock = traitlets.Unicode("").tag(sync=True)
     preview = traitlets.Dict({}).tag(sync=True)
     state = traitlets.Unicode("idle").tag(sync=True)
     summary = traitlets.Unicode("").tag(sync=True)
@@ -119,12 +120,17 @@ class InboxWidget(anywidget.AnyWidget):
                 f"{f.describe()} (set from Python: inbox.filter() clears it)" if beyond else ""
             )
             self.sources = self._inbox.sources
+            self.clock = snap["clock"]
 
     def _on_query(self, change: dict[str, Any]) -> None:
         new = change.get("new") or {}
         if not isinstance(new, dict):
             return
         tool, server, text = (str(new.get(k) or "") for k in ("tool", "server", "text"))
+        if self.preview:  # it covered what the old filter matched: preview again
+            self._preview_rows = []
+            self.preview = {}
+            self.summary = "The filter changed: the preview was dropped."
         self._inbox.set_controls(tool, server, text)
 
     def _on_action(self, change: dict[str, Any]) -> None:

@@ -26,6 +26,14 @@ function button(label, cls, onClick, title) {
   return b;
 }
 
+function ageWords(ms) {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+  return `${Math.floor(s / 86400)}d`;
+}
+
 function plural(n, word) {
   return `${n} ${word}${n === 1 ? "" : "s"}`;
 }
@@ -34,7 +42,20 @@ let counter = 0;
 
 function render({ model, el }) {
   el.classList.add("nba-inbox");
-  const ui = { selected: new Set(), sent: false, opened: new Set(), decidedOpen: false };
+  const ui = { selected: new Set(), sent: false, opened: new Set(), decidedOpen: false, offset: 0 };
+
+  // Ages count on in the browser, on the kernel's clock (offset), without the kernel resending rows.
+  function syncClock() {
+    const k = Date.parse(model.get("clock") || "");
+    ui.offset = Number.isNaN(k) ? 0 : k - Date.now();
+  }
+  function ages() {
+    const now = Date.now() + ui.offset;
+    for (const node of el.querySelectorAll(".nba-inbox-age[data-at]")) {
+      const at = Date.parse(node.dataset.at);
+      node.textContent = Number.isNaN(at) ? "" : ageWords(now - at);
+    }
+  }
 
   // ---------------------------------------------------------------- skeleton
   const head = h("div", "nba-inbox-head");
@@ -208,8 +229,9 @@ function render({ model, el }) {
       const tool = h("code", "nba-inbox-toolname", r.tool);
       const args = argsCell(r.args);
       const why = h("span", "nba-inbox-why", r.reason + (r.hosted ? " (the provider runs it)" : ""));
-      const age = h("span", "nba-inbox-age", r.age);
+      const age = h("span", "nba-inbox-age");
       age.title = r.requested_at;
+      if (r.requested_at) age.dataset.at = r.requested_at;
       row.append(check, chat, server, tool, args, why, age);
       if (ui.opened.has(r.key)) for (const d of row.querySelectorAll("details")) d.open = true;
       table.append(row);
@@ -286,14 +308,23 @@ function render({ model, el }) {
     summary.textContent = model.get("summary") || "";
     error.textContent = model.get("error") || "";
     drawDecided(model.get("decided") || []);
+    ages();
   }
 
   const names = ["rows", "decided", "tools", "servers", "query", "python_filter", "sources",
     "preview", "state", "summary", "error"];
   const redraw = () => draw();
   for (const name of names) model.on(`change:${name}`, redraw);
+  const onClock = () => { syncClock(); ages(); };
+  model.on("change:clock", onClock);
+  syncClock();
   draw();
-  return () => { for (const name of names) model.off(`change:${name}`, redraw); };
+  const timer = setInterval(ages, 5000);
+  return () => {
+    clearInterval(timer);
+    model.off("change:clock", onClock);
+    for (const name of names) model.off(`change:${name}`, redraw);
+  };
 }
 
 export default { render };

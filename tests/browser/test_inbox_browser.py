@@ -3,6 +3,8 @@ and the chats continue (their tool's side effects on disk, their statuses in a l
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from _jupyterlab import JupyterLabServer, open_notebook, run_cell, screenshot, wait_for_output
 from playwright.sync_api import Page, expect
@@ -58,6 +60,7 @@ def test_filter_preview_confirm_and_the_chats_continue(
     expect(inbox.locator(".nba-inbox-counts")).to_have_text("3 pending calls", timeout=30_000)
     rows = inbox.locator(".nba-inbox-row:not(.nba-inbox-header)")
     expect(rows).to_have_count(3)
+    expect(rows.first.locator(".nba-inbox-age")).to_have_text(re.compile(r"^\d+s$"))
     expect(inbox).to_contain_text("/srv/<b>.txt")  # the model's text, shown as text
 
     inbox.locator(".nba-inbox-text").fill("path=/tmp/*")

@@ -437,3 +437,23 @@ def test_the_readme_example_runs_and_does_what_it_says() -> None:
     assert decided.loc[chats[0].id, "outcome"] == decided.loc[chats[1].id, "outcome"] == "approved"
     assert decided.loc[chats[2].id, "outcome"] == "denied"
     assert "wrote 5 characters to /tmp/a.txt" in chats[0].log["result_preview"].iloc[0]
+
+
+def test_a_refresh_with_no_news_sends_no_rows_and_a_new_filter_drops_the_preview(
+    three: list[Chat],
+) -> None:
+    box = nbagent.inbox(three)
+    w = box.widget
+    sent: list[str] = []
+    w.observe(lambda change: sent.append(change["name"]), names=["rows", "clock"])
+    try:
+        box.refresh()
+        assert sent == ["clock"]  # ages count on in the browser, from the kernel's clock
+        w.click("preview", verb="approve")
+        assert w.preview["count"] == 3
+        w.query = {"tool": "send_email", "server": "", "text": ""}
+        assert w.preview == {} and w.summary == "The filter changed: the preview was dropped."
+        w.click("confirm", token="")
+        assert [c.status for c in three] == ["awaiting_approval"] * 3  # nothing decided
+    finally:
+        box.close()
