@@ -123,6 +123,8 @@ class Inbox:
         return self
 
     def _refresh(self) -> None:
+        for joined in self._sources.adopt():  # chats a running batch started since
+            self._subscribe_to(joined)
         for source in self._sources.live:
             chat = source.chat
             if chat.is_running:
@@ -429,8 +431,11 @@ class Inbox:
 
         self._on_event = on_event
         for live in self._sources.live:
-            for kind in (ApprovalRequested, ApprovalDecided, StepFinished):
-                live.chat.on(kind, on_event)
+            self._subscribe_to(live)
+
+    def _subscribe_to(self, live: LiveSource) -> None:
+        for kind in (ApprovalRequested, ApprovalDecided, StepFinished):
+            live.chat.on(kind, self._on_event)
 
     def follow(self) -> None:
         """Keep the rows fresh in the background (the widget does this while shown)."""

@@ -283,9 +283,25 @@ class Sources:
 
     live: list[LiveSource] = field(default_factory=list)
     stores: list[StoreSource] = field(default_factory=list)
+    batches: list[tuple[Any, frozenset[str]]] = field(default_factory=list)
+    """Running batches (their run object, their chat ids): chats they start later join."""
 
     def all(self) -> list[Source]:
         return [*self.live, *self.stores]
+
+    def adopt(self) -> list[LiveSource]:
+        """The live chats batches started since the last look, added (never continued here)."""
+        if not self.batches:
+            return []
+        have = {id(s.chat) for s in self.live}
+        new = []
+        for holder, ids in self.batches:
+            for chat in _chats_of(holder):
+                if id(chat) not in have and chat.id in ids:
+                    have.add(id(chat))
+                    new.append(LiveSource(chat, continues=False))
+        self.live.extend(new)
+        return new
 
     def describe(self) -> str:
         parts = []
@@ -309,29 +325,32 @@ def _is_store(obj: Any) -> bool:
     return isinstance(obj, (str, os.PathLike, Store))
 
 
-def _batch_parts(df: Any) -> tuple[list[Any], Any, list[str]]:
-    """A batch result's live chats, store and chat ids (see /work/wt/SEAMS.md, "inbox")."""
+def _chats_of(holder: Any) -> list[Any]:
+    chats = getattr(holder, "chats", None)
+    if isinstance(chats, Mapping):
+        chats = list(chats.values())
+    return [c for c in (chats or ()) if _is_chat(c)]
+
+
+def _batch_parts(df: Any) -> tuple[Any, list[Any], Any, frozenset[str]]:
+    """A batch result's run object, live chats, store and chat ids.
+
+    ``nbagent.batch`` puts its run in ``df.attrs["nbagent_batch"]`` (``.chats``: chat id ->
+    live chat, ``.store``); it deep-copies to itself, as pandas deep-copies attrs.
+    """
     import pandas as pd
 
     attrs = getattr(df, "attrs", {}) or {}
     # pd.DataFrame(df) drops attrs: pandas deep-copies attrs on every column access
-    ids = [str(x) for x in pd.DataFrame(df)["chat_id"].dropna().unique()]
+    ids = frozenset(str(x) for x in pd.DataFrame(df)["chat_id"].dropna().unique())
     holder = attrs.get("nbagent_batch")
-    chats: Any = getattr(holder, "chats", None) if holder is not None else None
-    store: Any = getattr(holder, "store", None) if holder is not None else None
-    if chats is None:
-        chats = attrs.get("chats")
-    if store is None:
-        store = attrs.get("store")
-    if isinstance(chats, Mapping):
-        chats = list(chats.values())
-    chats = [c for c in (chats or ()) if _is_chat(c) and c.id in set(ids)]
-    if not chats and store is None:
+    if holder is None or isinstance(holder, str):
         raise TypeError(
-            "this DataFrame has a chat_id column but says nothing about its chats or its "
-            "store; pass the store the batch used (nbagent.inbox(store)) or its chats"
+            "this DataFrame has a chat_id column but no batch run in its attrs (a result "
+            "read back from a file?); pass the store the batch used: nbagent.inbox(store)"
         )
-    return chats, store, ids
+    chats = [c for c in _chats_of(holder) if c.id in ids]
+    return holder, chats, getattr(holder, "store", None), ids
 
 
 def _is_batch_result(obj: Any) -> bool:
@@ -349,12 +368,14 @@ def sources_of(what: Any) -> Sources:
     from ..store import open_store
 
     items: list[tuple[Any, bool]] = []  # (item, from a batch)
+    batches: list[tuple[Any, frozenset[str]]] = []
 
     def collect(obj: Any, batch: bool = False) -> None:
         if _is_chat(obj) or _is_store(obj):
             items.append((obj, batch))
         elif _is_batch_result(obj):
-            chats, store, ids = _batch_parts(obj)
+            holder, chats, store, ids = _batch_parts(obj)
+            batches.append((holder, ids))
             items.extend((c, True) for c in chats)
             if store is not None:
                 items.append((("batch-store", store, tuple(ids)), True))
@@ -371,17 +392,20 @@ def sources_of(what: Any) -> Sources:
             )
 
     collect(what)
-    if not items:
+    if not items and not batches:
         raise TypeError("nbagent.inbox needs at least one store or chat")
-    sources = Sources()
-    seen_chats: set[int] = set()
+    sources = Sources(batches=batches)
+    seen_chats: dict[int, LiveSource] = {}
     seen_stores: dict[int, StoreSource] = {}
     try:
         for obj, batch in items:
             if _is_chat(obj):
-                if id(obj) not in seen_chats:
-                    seen_chats.add(id(obj))
-                    sources.live.append(LiveSource(obj, continues=not batch))
+                seen = seen_chats.get(id(obj))
+                if seen is None:
+                    seen_chats[id(obj)] = live = LiveSource(obj, continues=not batch)
+                    sources.live.append(live)
+                elif batch:  # a batch drives it: the batch continues it
+                    seen.continues = False
                 continue
             only = None
             if isinstance(obj, tuple):

@@ -228,17 +228,21 @@ def test_a_live_chat_in_the_store_is_decided_through_the_chat(
 def test_a_batch_result_is_read_but_its_chats_are_left_to_the_batch(
     three: list[Chat], effects: Effects
 ) -> None:
-    class Batch:  # what a batch puts in its result's attrs (see /work/wt/SEAMS.md)
+    class Batch:  # what nbagent.batch puts in its result's attrs (BatchRun: .chats, .store)
         def __init__(self) -> None:
-            self.chats = {c.id: c for c in three}
+            self.chats = {c.id: c for c in three[:1]}  # the batch has started one chat
             self.store = None
 
         def __deepcopy__(self, memo: Any) -> Batch:  # pandas deep-copies attrs
             return self
 
+    run = Batch()
     result = pd.DataFrame({"chat_id": [c.id for c in three[:2]], "reply": [None, None]})
-    result.attrs["nbagent_batch"] = Batch()
-    box = nbagent.inbox(result)
+    result.attrs["nbagent_batch"] = run
+    box = nbagent.inbox([result, three[0]])  # chat 0 given directly too: still the batch's
+    assert box.pending["chat_id"].tolist() == [three[0].id]
+    run.chats[three[1].id] = three[1]  # the batch starts its second chat
+    run.chats[three[2].id] = three[2]  # not one of this result's rows
     assert set(box.pending["chat_id"]) == {three[0].id, three[1].id}
     box.approve(box.pending)
     assert box.wait(1)
@@ -246,7 +250,7 @@ def test_a_batch_result_is_read_but_its_chats_are_left_to_the_batch(
     assert [c.status for c in three[:2]] == ["ready", "ready"]
     three[0].complete()
     assert effects.done == [("write_file", {"path": "/tmp/a.txt"})]
-    with pytest.raises(TypeError, match="says nothing about its chats"):
+    with pytest.raises(TypeError, match="no batch run in its attrs"):
         nbagent.inbox(pd.DataFrame({"chat_id": ["x"]}))
 
 
