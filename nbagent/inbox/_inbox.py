@@ -18,8 +18,10 @@ confirm.
 **Who continues.** A live chat given to the inbox directly continues after
 a decision as after a card click (the notebook's ``Continuation``: on the
 kernel's loop in a notebook, a worker thread elsewhere); a chat from a batch
-result is continued by its batch; a stored chat by whichever process drives
-it (its view's refresh poll, a batch's watch, or the next ``Chat.load``).
+result is continued by its batch while the batch run still watches its
+parked rows (``run.running``), and like a direct one once it stopped
+watching; a stored chat by whichever process drives it (its view's refresh
+poll, a batch's watch, or the next ``Chat.load``).
 
 **Following.** While the widget is shown, a daemon thread refreshes the rows:
 at once when a live chat emits an approval event, and every

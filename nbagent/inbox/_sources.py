@@ -12,8 +12,9 @@
   ``store.approve/deny(..., chat_id=...)``, which the process running the chat
   applies at its next step (first decision wins, across processes);
 - a **batch result** (the DataFrame ``nbagent.batch`` returns, ``chat_id``
-  column): the batch's live chats and store, restricted to its chat ids.
-  The batch continues its chats itself, so the inbox never continues them.
+  column): the batch's live chats and store, restricted to its chat ids
+  (chats the batch starts later join). While the batch run watches its parked
+  rows (``run.running``) it continues them itself, so the inbox does not.
 
 A chat that is both live here and in a store is decided through the live chat.
 Only the :class:`~nbagent.store.Store` protocol and the chat's public API are used.
@@ -125,10 +126,16 @@ class LiveSource:
 
     kind = "chat"
 
-    def __init__(self, chat: BaseChat, *, continues: bool):
+    def __init__(self, chat: BaseChat, *, batch: Any = None):
         self.chat = chat
-        self.continues = continues  # False: something else drives it (a batch)
+        self.batch = batch  # the batch run driving it, if any
         self._requested: dict[str, datetime] = {}
+
+    @property
+    def continues(self) -> bool:
+        """Whether the inbox continues the chat after deciding: not while a batch run
+        still watches it (``run.running``); the batch continues it then."""
+        return self.batch is None or not getattr(self.batch, "running", True)
 
     @property
     def chat_ids(self) -> frozenset[str]:
@@ -299,7 +306,7 @@ class Sources:
             for chat in _chats_of(holder):
                 if id(chat) not in have and chat.id in ids:
                     have.add(id(chat))
-                    new.append(LiveSource(chat, continues=False))
+                    new.append(LiveSource(chat, batch=holder))
         self.live.extend(new)
         return new
 
@@ -367,24 +374,24 @@ def sources_of(what: Any) -> Sources:
     """
     from ..store import open_store
 
-    items: list[tuple[Any, bool]] = []  # (item, from a batch)
+    items: list[tuple[Any, Any]] = []  # (item, the batch run it came from, or None)
     batches: list[tuple[Any, frozenset[str]]] = []
 
-    def collect(obj: Any, batch: bool = False) -> None:
+    def collect(obj: Any) -> None:
         if _is_chat(obj) or _is_store(obj):
-            items.append((obj, batch))
+            items.append((obj, None))
         elif _is_batch_result(obj):
             holder, chats, store, ids = _batch_parts(obj)
             batches.append((holder, ids))
-            items.extend((c, True) for c in chats)
+            items.extend((c, holder) for c in chats)
             if store is not None:
-                items.append((("batch-store", store, tuple(ids)), True))
+                items.append((("batch-store", store, tuple(ids)), holder))
         elif isinstance(obj, Mapping):
             for value in obj.values():
-                collect(value, batch)
+                collect(value)
         elif isinstance(obj, Iterable) and not isinstance(obj, (bytes, str)):
             for value in obj:
-                collect(value, batch)
+                collect(value)
         else:
             raise TypeError(
                 "nbagent.inbox takes a store (a Store or a path), chats, a batch result, "
@@ -402,10 +409,10 @@ def sources_of(what: Any) -> Sources:
             if _is_chat(obj):
                 seen = seen_chats.get(id(obj))
                 if seen is None:
-                    seen_chats[id(obj)] = live = LiveSource(obj, continues=not batch)
+                    seen_chats[id(obj)] = live = LiveSource(obj, batch=batch)
                     sources.live.append(live)
-                elif batch:  # a batch drives it: the batch continues it
-                    seen.continues = False
+                elif batch is not None:  # a batch drives it: the batch continues it
+                    seen.batch = batch
                 continue
             only = None
             if isinstance(obj, tuple):

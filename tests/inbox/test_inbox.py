@@ -232,6 +232,7 @@ def test_a_batch_result_is_read_but_its_chats_are_left_to_the_batch(
         def __init__(self) -> None:
             self.chats = {c.id: c for c in three[:1]}  # the batch has started one chat
             self.store = None
+            self.running = True  # it watches its parked rows
 
         def __deepcopy__(self, memo: Any) -> Batch:  # pandas deep-copies attrs
             return self
@@ -250,6 +251,16 @@ def test_a_batch_result_is_read_but_its_chats_are_left_to_the_batch(
     assert [c.status for c in three[:2]] == ["ready", "ready"]
     three[0].complete()
     assert effects.done == [("write_file", {"path": "/tmp/a.txt"})]
+    # a batch that stopped watching (a script, no store): the inbox continues its chats
+    late = parked_chat(effects, ("send_email", {"to": "late@x"}, "call_1"))
+    stopped = Batch()
+    stopped.chats, stopped.running = {late.id: late}, False
+    result = pd.DataFrame({"chat_id": [late.id]})
+    result.attrs["nbagent_batch"] = stopped
+    box = nbagent.inbox(result)
+    box.approve(box.pending)
+    assert box.wait(10)
+    assert late.status == "complete" and effects.done[-1] == ("send_email", {"to": "late@x"})
     with pytest.raises(TypeError, match="no batch run in its attrs"):
         nbagent.inbox(pd.DataFrame({"chat_id": ["x"]}))
 
