@@ -201,15 +201,14 @@ class LiveSource:
         return Outcome(row.chat_id, row.call_id, row.tool, "error", detail=str(exc))
 
 
-def _from_log(chat: Any, call_id: str) -> datetime | None:
-    log = getattr(chat, "log", None)  # Chat's call log (a DataFrame); BaseChat has none
-    if log is None or "call_id" not in getattr(log, "columns", ()):
-        return None
-    hits = log.loc[log["call_id"] == call_id, "requested_at"]
-    if hits.empty or hits.isna().all():
-        return None
-    value = hits.iloc[0].to_pydatetime()
-    return value if isinstance(value, datetime) else None
+def _from_log(chat: BaseChat, call_id: str) -> datetime | None:
+    """When the call was requested, from the chat's call log (an extension of a ``Chat``)."""
+    from ..log._projection import CallLog
+
+    for ext in chat.extensions:
+        if isinstance(ext, CallLog):
+            return ext.requested_at(call_id)
+    return None
 
 
 class StoreSource:

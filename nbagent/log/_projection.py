@@ -330,6 +330,13 @@ class CallLog(Extension):
     def __len__(self) -> int:
         return self._calls.n
 
+    def requested_at(self, call_id: str) -> datetime | None:
+        """When the model asked for the call (its ``requested_at``), without building a frame."""
+        with self._lock:
+            i = self._call_row.get(call_id)
+            value = None if i is None else self._calls.cols["requested_at"][i]
+        return value if isinstance(value, datetime) else None
+
     @property
     def title(self) -> str | None:
         """The chat's first user message (what a store calls its title), or None."""

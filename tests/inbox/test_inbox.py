@@ -92,6 +92,9 @@ def test_pending_lists_every_gated_call_across_chats(three: list[Chat]) -> None:
     assert df["reason"].str.contains("requires approval").all()
     assert (df["source"] == "chat").all()
     assert df["requested_at"].notna().all() and (df["age_s"] >= 0).all()
+    # pending before the inbox existed: its age is the call's, from the chat's log
+    mine = df.set_index("chat_id").loc[three[0].id, "requested_at"]
+    assert mine == three[0].log["requested_at"].iloc[0]
     assert df["arguments"].iloc[0] == {"path": "/tmp/a.txt", "text": "x"}
 
 
