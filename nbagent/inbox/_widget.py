@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import secrets
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -87,6 +88,7 @@ class InboxWidget(anywidget.AnyWidget):
         self._preview_rows: list[Row] = []
         self.observe(self._on_action, names="action")
         self.observe(self._on_query, names="query")
+        self.on_msg(self._on_custom_msg)
         self.update_from_inbox()
 
     def __repr__(self) -> str:
@@ -121,6 +123,10 @@ class InboxWidget(anywidget.AnyWidget):
             )
             self.sources = self._inbox.sources
             self.clock = snap["clock"]
+
+    def _on_custom_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("event") == "rendered":
+            self.clock = datetime.now(UTC).isoformat()  # the front end counts ages from it
 
     def _on_query(self, change: dict[str, Any]) -> None:
         new = change.get("new") or {}

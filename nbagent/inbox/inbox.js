@@ -320,6 +320,8 @@ function render({ model, el }) {
   syncClock();
   draw();
   const timer = setInterval(ages, 5000);
+  // Ask the kernel for its clock now (the one in the model may be old: a reloaded page).
+  try { model.send({ event: "rendered" }); } catch (e) { /* a static page has no kernel */ }
   return () => {
     clearInterval(timer);
     model.off("change:clock", onClock);

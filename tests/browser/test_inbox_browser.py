@@ -6,7 +6,14 @@ from __future__ import annotations
 import re
 
 import pytest
-from _jupyterlab import JupyterLabServer, open_notebook, run_cell, screenshot, wait_for_output
+from _jupyterlab import (
+    JupyterLabServer,
+    open_notebook,
+    output_area,
+    run_cell,
+    screenshot,
+    wait_for_output,
+)
 from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.browser
@@ -56,7 +63,7 @@ def test_filter_preview_confirm_and_the_chats_continue(
         page, 0, "parked: ['awaiting_approval', 'awaiting_approval', 'awaiting_approval']"
     )
     run_cell(page, 1)
-    inbox = page.locator(".jp-Cell").nth(1).locator(".nba-inbox:visible")
+    inbox = output_area(page, 1).locator(".nba-inbox:visible")
     expect(inbox.locator(".nba-inbox-counts")).to_have_text("3 pending calls", timeout=30_000)
     rows = inbox.locator(".nba-inbox-row:not(.nba-inbox-header)")
     expect(rows).to_have_count(3)
@@ -119,3 +126,48 @@ def test_filter_preview_confirm_and_the_chats_continue(
     page.evaluate(
         "window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})"
     )
+
+
+STORED = """\
+import nbagent
+from nbagent import Chat, Tool
+
+class Deploy(Tool):
+    \"\"\"Deploy a service.\"\"\"
+    requires_approval = True
+
+    def execute(self, service: str) -> str:
+        return f"deployed {{service}}"
+
+for svc in ["api", "web"]:
+    with Chat(model="demo", store={path!r}, display=False) as chat:
+        chat.with_tools(Deploy).ask(f"Deploy the service {{svc}}")
+box = nbagent.inbox({path!r})
+box
+"""
+
+
+def test_a_decision_from_another_process_shows_as_decided_elsewhere(
+    page: Page, jupyterlab_server: JupyterLabServer
+) -> None:
+    from nbagent.store import SQLiteStore
+
+    db = jupyterlab_server.root_dir / "inbox-stored.db"
+    db.unlink(missing_ok=True)
+    path = jupyterlab_server.write_notebook("inbox-stored.ipynb", [STORED.format(path=str(db))])
+    open_notebook(page, jupyterlab_server, path)
+    run_cell(page, 0)
+    inbox = output_area(page, 0).locator(".nba-inbox:visible")
+    expect(inbox.locator(".nba-inbox-counts")).to_have_text("2 pending calls", timeout=30_000)
+    store = SQLiteStore(db)  # this test's process: not the kernel
+    (first, _) = sorted(store.pending_approvals(), key=lambda c: c.arguments["service"])
+    store.deny(first.id, chat_id=first.chat_id, reason="change freeze", by="ops")
+    store.close()
+    # no click, no cell: the shown inbox reads the store by itself
+    expect(inbox.locator(".nba-inbox-counts")).to_have_text("1 pending call", timeout=10_000)
+    inbox.locator(".nba-inbox-decided > summary").click()
+    expect(inbox.locator(".nba-inbox-decided-row:visible")).to_contain_text(
+        "denied elsewhere by ops"
+    )
+    expect(inbox.locator(".nba-inbox-decided-row:visible")).to_contain_text("change freeze")
+    screenshot(page, "inbox-decided-elsewhere")

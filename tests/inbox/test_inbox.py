@@ -467,6 +467,8 @@ def test_a_refresh_with_no_news_sends_no_rows_and_a_new_filter_drops_the_preview
     try:
         box.refresh()
         assert sent == ["clock"]  # ages count on in the browser, from the kernel's clock
+        w._on_custom_msg(w, {"event": "rendered"}, [])  # a page (re)drew it: a fresh clock
+        assert sent == ["clock", "clock"]
         w.click("preview", verb="approve")
         assert w.preview["count"] == 3
         w.query = {"tool": "send_email", "server": "", "text": ""}
