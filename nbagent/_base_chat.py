@@ -21,8 +21,8 @@ from typing import Any, Literal, Self
 
 from ._approvals import Policy
 from ._budget import check_budgets
-from ._config import check_replay, check_replay_tools
 from ._chat_state import Host, SkipToolCall, StepResult, ToolResult
+from ._config import check_replay, check_replay_tools
 from ._decisions import DecisionsMixin
 from ._errors import (
     PendingToolCallsError,

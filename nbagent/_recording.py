@@ -39,7 +39,6 @@ from urllib.parse import urlsplit, urlunsplit
 from ._events import utcnow
 from ._types import (
     AssistantToolCallMessage,
-    ChatMessage,
     FilePart,
     ImagePart,
     LLMToolResponse,
@@ -260,7 +259,9 @@ def _preview(m: Message) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def differences(fp: Mapping[str, Any], other: Mapping[str, Any], request: ModelRequest) -> list[str]:
+def differences(
+    fp: Mapping[str, Any], other: Mapping[str, Any], request: ModelRequest
+) -> list[str]:
     """What differs between a request (``fp``, ``request``) and a recorded one (``other``)."""
     out: list[str] = []
     if fp.get("model") != other.get("model"):
@@ -291,11 +292,15 @@ def differences(fp: Mapping[str, Any], other: Mapping[str, Any], request: ModelR
             what.append("added " + ", ".join(added))
         if removed := sorted(set(tools_then) - set(tools_now)):
             what.append("removed " + ", ".join(removed))
-        if changed := sorted(n for n in tools_now if n in tools_then and tools_now[n] != tools_then[n]):
+        if changed := sorted(
+            n for n in tools_now if n in tools_then and tools_now[n] != tools_then[n]
+        ):
             what.append("changed (description or schema) " + ", ".join(changed))
         out.append("the tools: " + ("; ".join(what) or "their order"))
     opts_now, opts_then = fp.get("options", {}), other.get("options", {})
-    if changed_opts := sorted(k for k in set(opts_now) | set(opts_then) if opts_now.get(k) != opts_then.get(k)):
+    if changed_opts := sorted(
+        k for k in set(opts_now) | set(opts_then) if opts_now.get(k) != opts_then.get(k)
+    ):
         out.append("the options: " + ", ".join(changed_opts))
     return out
 
@@ -313,7 +318,9 @@ def _part_out(p: Part) -> Json:
 def _part_in(d: Mapping[str, Any]) -> Part:
     data = base64.b64decode(d["data"])
     if d.get("kind") == "file":
-        return FilePart(data, d.get("media_type", "application/pdf"), d.get("filename", "document.pdf"))
+        return FilePart(
+            data, d.get("media_type", "application/pdf"), d.get("filename", "document.pdf")
+        )
     return ImagePart(data, d["media_type"], d.get("detail"))
 
 
@@ -333,11 +340,15 @@ def _item_out(i: ProviderItem) -> Json:
 
 
 def _item_in(d: Mapping[str, Any]) -> ProviderItem:
-    common = {k: d.get(k) for k in ("api", "type", "raw", "server", "name", "status")}
+    common: dict[str, Any] = {
+        k: d.get(k) for k in ("api", "type", "raw", "server", "name", "status")
+    }
     common["known"] = d.get("known", True)
     if d.get("reasoning"):
         return Reasoning(
-            **common, text=d.get("text", ""), redacted=d.get("redacted", False),
+            **common,
+            text=d.get("text", ""),
+            redacted=d.get("redacted", False),
             resend=d.get("resend", True),
         )
     return ProviderItem(**common)
@@ -358,8 +369,13 @@ def response_out(r: LLMToolResponse) -> Json:
             }
             for c in r.tool_calls
         ],
-        "usage": [r.input_tokens, r.output_tokens, r.cached_tokens, r.reasoning_tokens,
-                  r.cache_write_tokens],
+        "usage": [
+            r.input_tokens,
+            r.output_tokens,
+            r.cached_tokens,
+            r.reasoning_tokens,
+            r.cache_write_tokens,
+        ],
         "model": r.model,
         "provider": r.provider,
         "stop_reason": r.stop_reason,
@@ -375,8 +391,13 @@ def response_in(d: Mapping[str, Any]) -> LLMToolResponse:
         text=d.get("text", ""),
         tool_calls=tuple(
             ToolCall(
-                c["id"], c["name"], dict(c.get("arguments") or {}), c.get("raw_arguments"),
-                c.get("parse_error"), server=c.get("server"), hosted=bool(c.get("hosted")),
+                c["id"],
+                c["name"],
+                dict(c.get("arguments") or {}),
+                c.get("raw_arguments"),
+                c.get("parse_error"),
+                server=c.get("server"),
+                hosted=bool(c.get("hosted")),
             )
             for c in d.get("tool_calls", ())
         ),
@@ -436,15 +457,91 @@ def result_out(r: RecordedResult) -> Json:
 
 
 def result_in(d: Mapping[str, Any]) -> RecordedResult:
-    return RecordedResult(
-        d["status"], d["content"], tuple(_part_in(p) for p in d.get("parts", ()))
-    )
+    return RecordedResult(d["status"], d["content"], tuple(_part_in(p) for p in d.get("parts", ())))
+
+
+# ---------------------------------------------- slim forms (what the response already says)
+def _argument_forms(arguments: Any) -> list[str]:
+    return [
+        json.dumps(arguments, ensure_ascii=a, separators=s)
+        for a in (True, False)
+        for s in ((", ", ": "), (",", ":"))
+    ]
+
+
+def slim_deltas(
+    deltas: Sequence[StreamDelta] | None, response: LLMToolResponse
+) -> list[Any] | None:
+    """Stream fragments as lengths, when they only cut the response's own text into pieces.
+
+    A store keeps a response once (its message row); its fragments then need
+    only where each one ends: ``[kind, length, index, call_id, name]``, and per
+    call, which JSON spelling of the arguments they cut (``forms``). Fragments
+    that do not add up to the response's text are kept whole (``None`` back:
+    keep :func:`deltas_out`).
+    """
+    if deltas is None:
+        return None
+    joined: dict[tuple[str, int], str] = {}
+    for d in deltas:
+        joined[(d.kind, d.index)] = joined.get((d.kind, d.index), "") + d.text
+    thinking = "".join(i.text for i in response.items if isinstance(i, Reasoning))
+    forms: dict[int, int] = {}
+    for (kind, index), text in joined.items():
+        if kind == "text" and text != response.text:
+            return None
+        if kind == "reasoning" and text != thinking:
+            return None
+        if kind == "tool_call":
+            if index >= len(response.tool_calls):
+                return None
+            call = response.tool_calls[index]
+            spelled = (
+                [call.raw_arguments]
+                if call.raw_arguments is not None
+                else _argument_forms(call.arguments)
+            )
+            if text not in spelled:
+                return None
+            forms[index] = spelled.index(text)
+    rows = [[d.kind, len(d.text), d.index, d.call_id, d.name] for d in deltas]
+    return [{"forms": {str(k): v for k, v in forms.items()}}, *rows]
+
+
+def full_deltas(slim: Sequence[Any], response: LLMToolResponse) -> tuple[StreamDelta, ...]:
+    """The fragments :func:`slim_deltas` described, cut again from ``response``."""
+    head, rows = slim[0], slim[1:]
+    forms = {int(k): v for k, v in head.get("forms", {}).items()}
+    thinking = "".join(i.text for i in response.items if isinstance(i, Reasoning))
+    sources: dict[tuple[str, int], str] = {}
+    at: dict[tuple[str, int], int] = {}
+    out: list[StreamDelta] = []
+    for kind, length, index, call_id, name in rows:
+        k = (kind, index)
+        if k not in sources:
+            if kind == "text":
+                sources[k] = response.text
+            elif kind == "reasoning":
+                sources[k] = thinking
+            else:
+                call = response.tool_calls[index]
+                sources[k] = (
+                    call.raw_arguments
+                    if call.raw_arguments is not None
+                    else _argument_forms(call.arguments)[forms.get(index, 0)]
+                )
+        start = at.get(k, 0)
+        out.append(StreamDelta(kind, sources[k][start : start + length], index, call_id, name))
+        at[k] = start + length
+    return tuple(out)
 
 
 def synthetic_deltas(response: LLMToolResponse) -> tuple[StreamDelta, ...]:
     """The fragments a response that did not stream would have come in (one per piece)."""
     out: list[StreamDelta] = [
-        StreamDelta("reasoning", i.text) for i in response.items if isinstance(i, Reasoning) and i.text
+        StreamDelta("reasoning", i.text)
+        for i in response.items
+        if isinstance(i, Reasoning) and i.text
     ]
     if response.text:
         out.append(StreamDelta("text", response.text))
@@ -459,6 +556,7 @@ __all__ = [
     "Recording",
     "differences",
     "fingerprint",
+    "full_deltas",
     "message_form",
     "nearest",
     "recording_in",
@@ -466,5 +564,6 @@ __all__ = [
     "request_key",
     "result_in",
     "result_out",
+    "slim_deltas",
     "synthetic_deltas",
 ]

@@ -333,7 +333,9 @@ class ReplayingProvider:
                 _safely(other.add, other, rec, self.replayer.chat_id, self.step, True)
             self.replayer.replayed_steps.add(self.step)
             if request.on_delta is not None:
-                for delta in rec.deltas if rec.deltas is not None else synthetic_deltas(rec.response):
+                for delta in (
+                    rec.deltas if rec.deltas is not None else synthetic_deltas(rec.response)
+                ):
                     request.on_delta(delta)
             return key, fp, replace(rec.response, replayed=True)
         if mode == "only":
@@ -377,13 +379,21 @@ class ReplayingProvider:
         return replace(request, on_delta=tee), caught
 
     def _record(
-        self, key: str, fp: dict[str, Any], response: LLMToolResponse, deltas: list[StreamDelta] | None
+        self,
+        key: str,
+        fp: dict[str, Any],
+        response: LLMToolResponse,
+        deltas: list[StreamDelta] | None,
     ) -> None:
         if not isinstance(response, LLMToolResponse):
             return  # the loop reports a provider returning something else
         rec = Recording(
-            key, fp, response, tuple(deltas) if deltas is not None else None,
-            self.replayer.chat_id, self.step,
+            key,
+            fp,
+            response,
+            tuple(deltas) if deltas is not None else None,
+            self.replayer.chat_id,
+            self.step,
         )
         for source in self.sources:
             _safely(source.add, source, rec, self.replayer.chat_id, self.step, False)

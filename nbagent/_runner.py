@@ -47,8 +47,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from ._aio import run_on_loop
-from ._recording import RecordedResult
 from ._events import utcnow
+from ._recording import RecordedResult
 from ._tools import Tool, _bind_call
 from ._types import ConcurrencyMode, RunStatus, ToolCall
 
