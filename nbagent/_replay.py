@@ -325,12 +325,12 @@ class ReplayingProvider:
         mode = self.replayer.effective_mode
         if mode == "off":
             return key, fp, None
-        for n, source in enumerate(self.sources):
+        for source in self.sources:
             rec = source.find(key)
             if rec is None:
                 continue
-            for other in self.sources[:n] + self.sources[n + 1 :]:
-                _safely(other.add, other, rec, self.replayer.chat_id, self.step, True)
+            for source in self.sources:  # a gap filled; a store notes this step's key
+                _safely(source.add, source, rec, self.replayer.chat_id, self.step, True)
             self.replayer.replayed_steps.add(self.step)
             if request.on_delta is not None:
                 for delta in (
