@@ -39,6 +39,7 @@ from ._media import as_parts
 from ._options import ToolOptions
 from ._output import Output, as_output
 from ._reasoning import normalize_reasoning
+from ._recording import Recording
 from ._replay import DirectoryRecordings, Replayer
 from ._runner import ToolRunner
 from ._tools import Tool, ToolSource, as_tool
@@ -401,6 +402,23 @@ class BaseChat(LoopMixin, DecisionsMixin):
     @replay.setter
     def replay(self, value: str) -> None:
         self._replayer.mode = check_replay(value)
+
+    def recordings(self) -> dict[int, Recording]:
+        """The recorded response of each model request of this chat object, by step.
+
+        Found where recordings live (the process, the recordings directory,
+        the store); a step whose recording is nowhere now is left out. What
+        :func:`nbagent.testing.to_pytest` exports.
+        """
+        sources = self._replayer.sources(self._recordings())
+        out: dict[int, Recording] = {}
+        for step, key in sorted(self._replayer.keys.items()):
+            for source in sources:
+                found = source.find(key)
+                if found is not None:
+                    out[step] = found
+                    break
+        return out
 
     @property
     def replayed_steps(self) -> frozenset[int]:

@@ -13,8 +13,11 @@
         client = openai.OpenAI(api_key="test", base_url=server.openai_base_url)
         ...
 
-The fake server imports only the standard library; the scripted provider is
-loaded on first use.
+- :func:`to_pytest`: a chat that ran becomes a pytest file replaying it
+  offline (with :class:`OfflineProvider`, :func:`stand_in`, :func:`replay_turns`).
+
+The fake server imports only the standard library; the scripted provider and
+the replay helpers are loaded on first use.
 """
 
 from typing import Any
@@ -34,6 +37,12 @@ from ._script import (
 )
 
 _LAZY = {"ScriptedProvider", "ScriptedRequest", "call_tools", "reply"}
+_LAZY_REPLAY = {
+    "OfflineProvider": "_offline",
+    "replay_turns": "_offline",
+    "stand_in": "_offline",
+    "to_pytest": "_export",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -41,6 +50,11 @@ def __getattr__(name: str) -> Any:
         from . import _scripted
 
         return _publish_one(__name__, getattr(_scripted, name))
+    if name in _LAZY_REPLAY:
+        import importlib
+
+        module = importlib.import_module(f"{__name__}.{_LAZY_REPLAY[name]}")
+        return _publish_one(__name__, getattr(module, name))
     raise AttributeError(f"module 'nbagent.testing' has no attribute {name!r}")
 
 
@@ -48,6 +62,7 @@ __all__ = [
     "FakeHostedItem",
     "FakeLLMServer",
     "FakeToolCall",
+    "OfflineProvider",
     "RecordedRequest",
     "ScriptedProvider",
     "ScriptedRequest",
@@ -58,7 +73,10 @@ __all__ = [
     "mcp_list_tools",
     "raw_item",
     "render",
+    "replay_turns",
     "reply",
+    "stand_in",
+    "to_pytest",
 ]
 
 _publish(__name__, globals(), __all__)
