@@ -30,7 +30,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -190,10 +190,102 @@ def _hosted_form(tool: Any) -> Json:
     return form
 
 
-def fingerprint(provider: str, model: str, request: ModelRequest) -> Json:
-    """The request's digests: model, messages, tools, options (see the module docstring)."""
+class Digests:
+    """One ``(role, digest)`` per message, sharing the digests of the request before it.
+
+    A chat's requests repeat the transcript, so each one's digests extend the
+    previous one's: a node holds only the new messages and points to its
+    parent, and the memory recordings take grows with the conversation, not
+    with its square. ``chain`` hashes every digest in order (one step per
+    message, so it does not depend on how the nodes split them).
+    """
+
+    __slots__ = ("chain", "items", "n", "parent")
+    chain: str
+    items: tuple[tuple[str, str], ...]
+    n: int
+    parent: Digests | None
+
+    def __init__(self, items: Iterable[Sequence[str]], parent: Digests | None = None):
+        self.parent = parent
+        self.items = tuple((str(r), str(d)) for r, d in items)
+        h = parent.chain if parent is not None else ""
+        for role, d in self.items:
+            h = hashlib.sha256(f"{h}|{role}|{d}".encode()).hexdigest()[:32]
+        self.chain = h
+        self.n = (parent.n if parent is not None else 0) + len(self.items)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        nodes: list[Digests] = []
+        node: Digests | None = self
+        while node is not None:
+            nodes.append(node)
+            node = node.parent
+        for n in reversed(nodes):
+            yield from n.items
+
+    def __getitem__(self, i: int) -> tuple[str, str]:
+        return list(self)[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Digests):
+            return (self.n, self.chain) == (other.n, other.chain)
+        if isinstance(other, list | tuple):
+            return list(self) == [tuple(x) for x in other]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.n, self.chain))
+
+    def __repr__(self) -> str:
+        return f"Digests({self.n} messages, {self.chain[:8]})"
+
+
+def as_digests(value: Any) -> Digests:
+    return value if isinstance(value, Digests) else Digests(value or ())
+
+
+@dataclass
+class Prefix:
+    """A chat's last request, so the next one digests only the messages it adds."""
+
+    messages: tuple[Message, ...] = ()
+    digests: Digests | None = None
+    ids: dict[str, str] = field(default_factory=dict)
+
+
+def _message_digests(request: ModelRequest, prefix: Prefix | None) -> Digests:
+    messages = request.messages
+    base = prefix if prefix is not None and prefix.digests is not None else None
+    if base is not None and (
+        len(base.messages) > len(messages)
+        or any(a is not b for a, b in zip(base.messages, messages, strict=False))
+    ):
+        base = None
     ids = _Ids()
-    messages = [[m.role, _digest(message_form(m, ids))] for m in request.messages]
+    start = 0
+    if base is not None:
+        ids.seen = dict(base.ids)
+        start = len(base.messages)
+    new = [(m.role, _digest(message_form(m, ids))) for m in messages[start:]]
+    digests = Digests(new, base.digests if base is not None else None)
+    if prefix is not None:
+        prefix.messages, prefix.digests, prefix.ids = messages, digests, ids.seen
+    return digests
+
+
+def fingerprint(
+    provider: str, model: str, request: ModelRequest, prefix: Prefix | None = None
+) -> Json:
+    """The request's digests: model, messages, tools, options (see the module docstring).
+
+    ``prefix``: the chat's previous request (updated to this one), so only the
+    messages added since are digested.
+    """
+    messages = _message_digests(request, prefix)
     tools = [[t.name, _digest([t.description, t.input_schema])] for t in request.tools]
     tools += [
         [f"hosted:{getattr(h, 'name', type(h).__name__)}", _digest(_hosted_form(h))]
@@ -219,17 +311,25 @@ def fingerprint(provider: str, model: str, request: ModelRequest) -> Json:
 
 
 def request_key(fp: Mapping[str, Any]) -> str:
-    """The request's key: the SHA-256 of its fingerprint (hex)."""
-    text = json.dumps(fp, sort_keys=True, separators=(",", ":"))
+    """The request's key: the SHA-256 of its fingerprint (hex), messages by their chain."""
+    messages = as_digests(fp.get("messages"))
+    core = {k: v for k, v in fp.items() if k != "messages"}
+    core["messages"] = [len(messages), messages.chain]
+    text = json.dumps(core, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def fingerprint_json(fp: Mapping[str, Any]) -> Json:
+    """The fingerprint as JSON (its message digests as a list)."""
+    return {**fp, "messages": [list(x) for x in as_digests(fp.get("messages"))]}
 
 
 # ---------------------------------------------------------------- explaining a miss
 def _closeness(fp: Mapping[str, Any], other: Mapping[str, Any]) -> tuple[int, int, int]:
-    mine, theirs = fp.get("messages", []), other.get("messages", [])
+    mine, theirs = list(as_digests(fp.get("messages"))), list(as_digests(other.get("messages")))
     common = 0
     for a, b in zip(mine, theirs, strict=False):
-        if list(a) != list(b):
+        if a != b:
             break
         common += 1
     same = sum(fp.get(k) == other.get(k) for k in ("model", "tools", "options"))
@@ -266,9 +366,9 @@ def differences(
     out: list[str] = []
     if fp.get("model") != other.get("model"):
         out.append(f"the model: recorded {other.get('model')!r}, now {fp.get('model')!r}")
-    mine, theirs = fp.get("messages", []), other.get("messages", [])
+    mine, theirs = list(as_digests(fp.get("messages"))), list(as_digests(other.get("messages")))
     for i, (a, b) in enumerate(zip(mine, theirs, strict=False)):
-        if list(a) != list(b):
+        if a != b:
             out.append(
                 f"message {i + 1} ({a[0]}): now {_preview(request.messages[i])!r}, "
                 f"the recording's {b[0]} message differs"
@@ -431,7 +531,7 @@ def recording_out(rec: Recording) -> Json:
     """A recording as JSON (what a recordings directory and the store keep)."""
     return {
         "key": rec.key,
-        "fingerprint": rec.fingerprint,
+        "fingerprint": fingerprint_json(rec.fingerprint),
         "response": response_out(rec.response),
         "deltas": deltas_out(rec.deltas),
         "chat_id": rec.chat_id,
@@ -443,7 +543,7 @@ def recording_out(rec: Recording) -> Json:
 def recording_in(d: Mapping[str, Any]) -> Recording:
     return Recording(
         key=d["key"],
-        fingerprint=dict(d["fingerprint"]),
+        fingerprint={**d["fingerprint"], "messages": as_digests(d["fingerprint"].get("messages"))},
         response=response_in(d["response"]),
         deltas=deltas_in(d.get("deltas")),
         chat_id=d.get("chat_id", ""),
@@ -552,10 +652,13 @@ def synthetic_deltas(response: LLMToolResponse) -> tuple[StreamDelta, ...]:
 
 
 __all__ = [
+    "Digests",
+    "Prefix",
     "RecordedResult",
     "Recording",
     "differences",
     "fingerprint",
+    "fingerprint_json",
     "full_deltas",
     "message_form",
     "nearest",

@@ -45,6 +45,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from ._config import check_replay, check_replay_tools, get_config
 from ._errors import ProviderError
 from ._recording import (
+    Prefix,
     RecordedResult,
     Recording,
     differences,
@@ -251,6 +252,7 @@ class Replayer:
     directory: DirectoryRecordings | None = None
     keys: dict[int, str] = field(default_factory=dict)
     replayed_steps: set[int] = field(default_factory=set)
+    prefix: Prefix = field(default_factory=Prefix)
 
     @property
     def effective_mode(self) -> str:
@@ -319,7 +321,7 @@ class ReplayingProvider:
         self.sources = sources
 
     def _lookup(self, request: ModelRequest) -> tuple[str, dict[str, Any], LLMToolResponse | None]:
-        fp = fingerprint(self.inner.name, self.inner.model, request)
+        fp = fingerprint(self.inner.name, self.inner.model, request, self.replayer.prefix)
         key = request_key(fp)
         self.replayer.keys[self.step] = key
         mode = self.replayer.effective_mode
