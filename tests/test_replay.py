@@ -453,3 +453,22 @@ def test_a_replayed_run_stops_at_the_budget_the_recorded_one_stopped_at() -> Non
     rerun.ask("Weather?")
     assert rerun.status == "budget_exhausted"
     assert rerun.transcript == first.transcript
+
+
+def test_the_readme_example_runs_and_replays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import re
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme[readme.index("## Record and replay") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {"__name__": "readme"}
+    exec(compile(code.group(1), "README.md", "exec"), namespace)
+    assert capsys.readouterr().out.strip() == "[True, True]"
+    assert namespace["rerun"].transcript == namespace["chat"].transcript
+    assert len(list((tmp_path / "recordings").glob("*.json"))) == 2
+    assert (tmp_path / "tests" / "test_weather.py").exists()
+    assert len(list((tmp_path / "tests" / "test_weather_recordings").glob("*.json"))) == 2

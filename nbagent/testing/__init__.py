@@ -16,15 +16,17 @@
 - :func:`to_pytest`: a chat that ran becomes a pytest file replaying it
   offline (with :class:`OfflineProvider`, :func:`stand_in`, :func:`replay_turns`).
 
-The fake server imports only the standard library; the scripted provider and
-the replay helpers are loaded on first use.
+The fake server imports only the standard library; the scripted provider is
+loaded on first use.
 """
 
 from typing import Any
 
 from .._exports import publish as _publish
 from .._exports import publish_one as _publish_one
+from ._export import to_pytest
 from ._fake_server import FakeLLMServer, render
+from ._offline import OfflineProvider, replay_turns, stand_in
 from ._script import (
     FakeHostedItem,
     FakeToolCall,
@@ -37,12 +39,6 @@ from ._script import (
 )
 
 _LAZY = {"ScriptedProvider", "ScriptedRequest", "call_tools", "reply"}
-_LAZY_REPLAY = {
-    "OfflineProvider": "_offline",
-    "replay_turns": "_offline",
-    "stand_in": "_offline",
-    "to_pytest": "_export",
-}
 
 
 def __getattr__(name: str) -> Any:
@@ -50,11 +46,6 @@ def __getattr__(name: str) -> Any:
         from . import _scripted
 
         return _publish_one(__name__, getattr(_scripted, name))
-    if name in _LAZY_REPLAY:
-        import importlib
-
-        module = importlib.import_module(f"{__name__}.{_LAZY_REPLAY[name]}")
-        return _publish_one(__name__, getattr(module, name))
     raise AttributeError(f"module 'nbagent.testing' has no attribute {name!r}")
 
 
