@@ -187,6 +187,7 @@ def _hosted_form(tool: Any) -> Json:
         form["server_url"] = urlunsplit(parts._replace(netloc=host))
     form["header_names"] = sorted(getattr(tool, "header_names", ()))
     form["kind"] = type(tool).__name__
+    form["name"] = getattr(tool, "name", type(tool).__name__)
     return form
 
 
@@ -255,6 +256,10 @@ class Prefix:
     messages: tuple[Message, ...] = ()
     digests: Digests | None = None
     ids: dict[str, str] = field(default_factory=dict)
+    tools: tuple[Any, ...] | None = None  # the last tools (and hosted tools) and their digests
+    tool_digests: list[list[str]] = field(default_factory=list)
+    options: dict[str, Any] | None = None  # the last options and their digests
+    option_digests: dict[str, str] = field(default_factory=dict)
 
 
 def _message_digests(request: ModelRequest, prefix: Prefix | None) -> Digests:
@@ -286,11 +291,14 @@ def fingerprint(
     messages added since are digested.
     """
     messages = _message_digests(request, prefix)
-    tools = [[t.name, _digest([t.description, t.input_schema])] for t in request.tools]
-    tools += [
-        [f"hosted:{getattr(h, 'name', type(h).__name__)}", _digest(_hosted_form(h))]
-        for h in request.hosted
-    ]
+    known = (request.tools, tuple(map(_hosted_form, request.hosted)))
+    if prefix is not None and prefix.tools == known:
+        tools = prefix.tool_digests  # the same tools as the last request (compared by value)
+    else:
+        tools = [[t.name, _digest([t.description, t.input_schema])] for t in request.tools]
+        tools += [[f"hosted:{form['name']}", _digest(form)] for form in known[1]]
+        if prefix is not None:
+            prefix.tools, prefix.tool_digests = known, tools
     output = request.output
     options = {
         "system": request.system,
@@ -301,12 +309,18 @@ def fingerprint(
         "reasoning": request.reasoning,
         "cache": request.cache,
     }
+    if prefix is not None and prefix.options == options:
+        digests = prefix.option_digests
+    else:
+        digests = {k: _digest(v) for k, v in options.items()}
+        if prefix is not None:
+            prefix.options, prefix.option_digests = options, digests
     return {
         "v": VERSION,
         "model": f"{provider}/{model}",
         "messages": messages,
         "tools": tools,
-        "options": {k: _digest(v) for k, v in options.items()},
+        "options": digests,
     }
 
 
