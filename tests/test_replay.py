@@ -472,3 +472,39 @@ def test_the_readme_example_runs_and_replays(
     assert len(list((tmp_path / "recordings").glob("*.json"))) == 2
     assert (tmp_path / "tests" / "test_weather.py").exists()
     assert len(list((tmp_path / "tests" / "test_weather_recordings").glob("*.json"))) == 2
+
+
+def test_no_secret_of_a_hosted_tool_reaches_a_recording() -> None:
+    from nbagent import HostedMCP
+    from nbagent._recording import fingerprint_json
+
+    def hosted(token: str, user: str) -> ModelRequest:
+        mcp = HostedMCP(
+            "docs",
+            server_url=f"https://{user}:{token}@mcp.example.com/sse",
+            headers={"Authorization": f"Bearer {token}"},
+            authorization=token,
+        )
+        return dataclasses.replace(_request(), hosted=(mcp,))
+
+    fp = fingerprint("openai-responses", "gpt-4.1", hosted("sk-secret-1", "alice"))
+    text = repr(fingerprint_json(fp))
+    assert "sk-secret-1" not in text and "alice" not in text
+    # the secret does not change the request's key either: the same server, another token
+    other = fingerprint("openai-responses", "gpt-4.1", hosted("sk-secret-2", "bob"))
+    assert request_key(other) == request_key(fp)
+    assert request_key(fp) != _key(_request(), "gpt-4.1")  # but the server itself counts
+
+
+def test_the_saved_view_says_which_steps_and_results_were_replayed() -> None:
+    _run(_chat(ScriptedProvider(_script())))
+    from nbagent.notebook._state import state_for
+
+    chat = _chat(ScriptedProvider([]), replay="only", replay_tools=["lookup"])
+    state_for(chat)  # the display state a kernel makes: it follows the events
+    _run(chat)
+    bundle = chat._repr_mimebundle_()
+    for kind in ("text/html", "text/markdown", "text/plain"):
+        assert bundle[kind].count("· replayed ·") == 2, kind  # the two steps
+    assert bundle["text/html"].count("recorded result") == 1  # lookup's, not send_email's
+    assert "nba-replayed" in bundle["text/html"]
