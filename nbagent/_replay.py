@@ -64,6 +64,20 @@ from .providers._base import ModelRequest, Provider, StreamDelta
 ReplayMode = Literal["auto", "only", "off"]
 PROCESS_LIMIT = 4096
 """Recordings (and as many tool results) the process keeps, most recently used first."""
+PROCESS_BYTES = 64 * 1024 * 1024
+"""About how much text the process's recordings may hold (responses, fragments, results)."""
+
+
+def _size(value: Recording | RecordedResult) -> int:
+    """About how much memory a recording or a result holds (its text)."""
+    if isinstance(value, RecordedResult):
+        return len(value.content) + sum(len(p.data) for p in value.parts) + 64
+    r = value.response
+    size = len(r.text) + 64 * len(value.fingerprint.get("tools", ())) + 256
+    size += sum(len(str(c.arguments)) + len(c.raw_arguments or "") for c in r.tool_calls)
+    size += sum(len(str(i.raw)) for i in r.items)
+    size += sum(len(d.text) + 48 for d in value.deltas or ())
+    return size
 
 
 class ReplayMissError(ProviderError):
@@ -107,11 +121,25 @@ class Recordings(Protocol):
 class MemoryRecordings:
     """The process's recordings: the most recent ones, so a rerun cell replays."""
 
-    def __init__(self, limit: int = PROCESS_LIMIT):
+    def __init__(self, limit: int = PROCESS_LIMIT, max_bytes: int = PROCESS_BYTES):
         self.limit = limit
+        self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._recordings: OrderedDict[str, Recording] = OrderedDict()
         self._results: OrderedDict[tuple[str, str], RecordedResult] = OrderedDict()
+        self._sizes: dict[Any, int] = {}
+        self._bytes = 0
+
+    def _keep(self, table: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+        """Put ``value`` in ``table`` (most recent), then drop the oldest past the limits."""
+        self._bytes -= self._sizes.pop(key, 0)
+        table[key] = value
+        table.move_to_end(key)
+        self._sizes[key] = size = _size(value)
+        self._bytes += size
+        while len(table) > self.limit or (self._bytes > self.max_bytes and len(table) > 1):
+            old, _ = table.popitem(last=False)
+            self._bytes -= self._sizes.pop(old, 0)
 
     def __repr__(self) -> str:
         return f"MemoryRecordings({len(self._recordings)} recordings)"
@@ -123,6 +151,8 @@ class MemoryRecordings:
         with self._lock:
             self._recordings.clear()
             self._results.clear()
+            self._sizes.clear()
+            self._bytes = 0
 
     def find(self, key: str) -> Recording | None:
         with self._lock:
@@ -134,11 +164,9 @@ class MemoryRecordings:
     def add(self, recording: Recording, chat_id: str, step: int, replayed: bool) -> None:
         with self._lock:
             if replayed and recording.key in self._recordings:
+                self._recordings.move_to_end(recording.key)
                 return
-            self._recordings[recording.key] = recording
-            self._recordings.move_to_end(recording.key)
-            while len(self._recordings) > self.limit:
-                self._recordings.popitem(last=False)
+            self._keep(self._recordings, recording.key, recording)
 
     def candidates(self, fp: dict[str, Any]) -> Iterable[Recording]:
         with self._lock:
@@ -150,10 +178,7 @@ class MemoryRecordings:
 
     def add_result(self, key: str, call_id: str, result: RecordedResult) -> None:
         with self._lock:
-            self._results[(key, call_id)] = result
-            self._results.move_to_end((key, call_id))
-            while len(self._results) > self.limit:
-                self._results.popitem(last=False)
+            self._keep(self._results, (key, call_id), result)
 
 
 PROCESS = MemoryRecordings()

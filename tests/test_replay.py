@@ -508,3 +508,26 @@ def test_the_saved_view_says_which_steps_and_results_were_replayed() -> None:
         assert bundle[kind].count("· replayed ·") == 2, kind  # the two steps
     assert bundle["text/html"].count("recorded result") == 1  # lookup's, not send_email's
     assert "nba-replayed" in bundle["text/html"]
+
+
+def test_the_process_keeps_the_most_recent_recordings_within_its_limits() -> None:
+    from nbagent._recording import RecordedResult, Recording
+    from nbagent._replay import MemoryRecordings
+
+    def rec(n: int, text: str) -> Recording:
+        return Recording(f"k{n}", {"messages": [], "tools": []}, reply(text))
+
+    memory = MemoryRecordings(limit=3, max_bytes=10_000)
+    for n in range(5):
+        memory.add(rec(n, "x"), "c", n, False)
+    assert [memory.find(f"k{n}") is not None for n in range(5)] == [False, False, True, True, True]
+    memory.find("k2")  # used: now the most recent
+    memory.add(rec(9, "y" * 9_300), "c", 9, False)  # big: the least recently used make room
+    assert [memory.find(k) is not None for k in ("k3", "k4", "k2", "k9")] == [
+        False,
+        False,
+        True,
+        True,
+    ]
+    memory.add_result("k9", "call_1", RecordedResult("ok", "z" * 20_000))  # alone past the limit
+    assert memory.result("k9", "call_1") is not None  # the newest is always kept

@@ -1134,16 +1134,19 @@ class SQLiteStore:
         """
         data = recording_out(recording)
         response, deltas = data["response"], data["deltas"]
-        if not replayed and recording.chat_id == chat_id and _as_message(recording.response):
-            # the response is the assistant message this chat is about to write: kept once,
-            # there (and in its calls' rows); its fragments as lengths cut from it
+        origin, at = recording.chat_id, recording.step
+        if _as_message(recording.response):
+            # the response is the assistant message ``chat_id`` is about to write (live or
+            # replayed): kept once, there (and in its calls' rows), and its fragments as
+            # lengths cut from it; the row then names that chat and step
             response = {k: v for k, v in response.items() if k not in _IN_MESSAGE}
             response["message"] = len(recording.fingerprint.get("messages", ()))
             deltas = slim_deltas(recording.deltas, recording.response) or deltas
+            origin, at = chat_id, step
         row = (
             recording.key,
-            recording.chat_id,
-            recording.step,
+            origin,
+            at,
             recording.model,
             codec.dumps(data["fingerprint"]),
             codec.dumps(response),
