@@ -92,11 +92,14 @@ class RecordedResult:
         status: ``ok``, ``error`` or ``timed_out`` (a call that ran).
         content: The text the model read (without a human's edit note).
         parts: The images it returned.
+        arguments: The arguments it ran with (a human's edit, else the model's):
+            a call about to run with others is not answered from it.
     """
 
     status: str
     content: str
     parts: tuple[Part, ...] = ()
+    arguments: dict[str, Any] | None = None
 
 
 # ------------------------------------------------------------- the fingerprint
@@ -567,11 +570,21 @@ def recording_in(d: Mapping[str, Any]) -> Recording:
 
 
 def result_out(r: RecordedResult) -> Json:
-    return {"status": r.status, "content": r.content, "parts": [_part_out(p) for p in r.parts]}
+    return {
+        "status": r.status,
+        "content": r.content,
+        "parts": [_part_out(p) for p in r.parts],
+        "arguments": r.arguments,
+    }
 
 
 def result_in(d: Mapping[str, Any]) -> RecordedResult:
-    return RecordedResult(d["status"], d["content"], tuple(_part_in(p) for p in d.get("parts", ())))
+    return RecordedResult(
+        d["status"],
+        d["content"],
+        tuple(_part_in(p) for p in d.get("parts", ())),
+        d.get("arguments"),
+    )
 
 
 # ---------------------------------------------- slim forms (what the response already says)

@@ -531,3 +531,26 @@ def test_the_process_keeps_the_most_recent_recordings_within_its_limits() -> Non
     ]
     memory.add_result("k9", "call_1", RecordedResult("ok", "z" * 20_000))  # alone past the limit
     assert memory.result("k9", "call_1") is not None  # the newest is always kept
+
+
+@pytest.mark.parametrize("where", ["process", "store"])
+def test_replay_tools_runs_a_call_approved_with_other_arguments(where: str, tmp_path: Path) -> None:
+    SIDE_EFFECTS.clear()
+    store = SQLiteStore(tmp_path / "a.db") if where == "store" else None
+    _run(_chat(ScriptedProvider(_script()), store=store))
+    if store is not None:
+        PROCESS.clear()
+    chat = _chat(
+        ScriptedProvider([reply("Done: Paris is 21 C and the email is sent.")]),
+        replay="auto",
+        replay_tools=True,
+        store=store,
+    )
+    chat.ask("Weather in Paris, then email a@b.c")
+    chat.approve(chat.pending_approvals[0], {"to": "c@d.e", "body": "hi"})
+    chat.complete()
+    assert [e["to"] for e in SIDE_EFFECTS] == ["a@b.c", "c@d.e"]  # the edit ran, for real
+    assert list(chat.log["replayed"]) == [True, False]
+    chat.close()
+    if store is not None:
+        store.close()
