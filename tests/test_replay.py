@@ -193,6 +193,45 @@ def test_the_key_changes_with_any_message_text(text: str, other: str) -> None:
     assert (_key(req(text)) == _key(req(other))) == (text == other)
 
 
+settings_of_a_request = st.fixed_dictionaries(
+    {
+        "model": st.sampled_from(["gpt-4.1", "gpt-4.1-mini"]),
+        "system": st.none() | st.text(max_size=6),
+        "choice": st.sampled_from(["auto", "required", "none", "lookup"]),
+        "max_tokens": st.none() | st.integers(1, 4),
+        "description": st.text(max_size=6),
+        "parameter": st.sampled_from(["city", "town"]),
+        "reasoning": st.sampled_from([None, "low", "high", 2048]),
+        "cache": st.booleans(),
+        "calls": st.sampled_from(["one", "many"]),
+    }
+)
+
+
+def _keyed(o: dict[str, Any]) -> str:
+    schema = {"type": "object", "properties": {o["parameter"]: {"type": "string"}}}
+    request = dataclasses.replace(
+        _request(tools=(ToolSpec("lookup", o["description"], schema),), system=o["system"]),
+        tool_choice=o["choice"],
+        max_tokens=o["max_tokens"],
+        reasoning=o["reasoning"],
+        cache=o["cache"],
+        calls=o["calls"],
+    )
+    return _key(request, o["model"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=settings_of_a_request, data=st.data())
+def test_two_requests_share_a_key_exactly_when_model_tools_and_options_match(
+    a: dict[str, Any], data: st.DataObject
+) -> None:
+    """``b`` is ``a`` with one setting drawn again (often to another value, sometimes the same)."""
+    field = data.draw(st.sampled_from(sorted(a)))
+    b = {**a, field: data.draw(settings_of_a_request)[field]}
+    assert (_keyed(a) == _keyed(b)) == (a == b)
+
+
 # --------------------------------------------------------------- replaying
 def test_a_rerun_in_a_new_chat_asks_the_model_nothing_and_gives_the_same_answer() -> None:
     first = ScriptedProvider(_script())
