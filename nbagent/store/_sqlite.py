@@ -1248,11 +1248,12 @@ class SQLiteStore:
         that key; only a call that ran (``ok``, ``error``, ``timed_out``) counts.
         """
         with self._read() as conn:
-            rows = conn.execute(
-                f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE call_id = ? "
-                "AND status IN ('ok', 'error', 'timed_out') AND EXISTS (SELECT 1 FROM "
-                "model_requests r WHERE r.chat_id = tool_calls.chat_id "
-                "AND r.step = tool_calls.step AND r.key = ?) ORDER BY finished_at DESC LIMIT 1",
+            rows = conn.execute(  # by the key's index, then each chat's call by its primary key
+                f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE call_id = ?1 AND chat_id IN "
+                "(SELECT r.chat_id FROM model_requests r WHERE r.key = ?2) "
+                "AND EXISTS (SELECT 1 FROM model_requests r WHERE r.key = ?2 "
+                "AND r.chat_id = tool_calls.chat_id AND r.step = tool_calls.step) "
+                "AND status IN ('ok', 'error', 'timed_out') ORDER BY finished_at DESC LIMIT 1",
                 (call_id, key),
             ).fetchall()
             return _stored_call(rows[0], conn) if rows else None
