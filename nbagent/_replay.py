@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from ._config import check_replay, check_replay_tools, get_config
+from ._config import get_config
 from ._errors import ProviderError
 from ._recording import (
     Prefix,
@@ -226,7 +226,10 @@ class DirectoryRecordings:
 
     def add(self, recording: Recording, chat_id: str, step: int, replayed: bool) -> None:
         with self._lock:
-            old = self._read(recording.key)
+            try:
+                old = self._read(recording.key)
+            except ValueError:
+                old = None  # damaged: written again
             if replayed and old is not None:
                 return
             data = recording_out(recording)
@@ -301,13 +304,15 @@ class Replayer:
         """``inner`` wrapped for one request of ``step`` (see :class:`ReplayingProvider`)."""
         return ReplayingProvider(inner, self, step, self.sources(extra))
 
-    def find_result(self, step: int, call_id: str, extra: Iterable[Recordings] = ()) -> Any:
+    def find_result(
+        self, step: int, call_id: str, extra: Iterable[Recordings] = ()
+    ) -> RecordedResult | None:
         """The recorded outcome of a call asked for at ``step``, if its response had one."""
         key = self.keys.get(step)
         if key is None:
             return None
         for source in self.sources(extra):
-            found = source.result(key, call_id)
+            found: RecordedResult | None = _read_safely(source.result, source, key, call_id)
             if found is not None:
                 return found
         return None
@@ -334,6 +339,19 @@ def _safely(fn: Any, source: Recordings, *args: Any) -> None:
         )
 
 
+def _read_safely(fn: Any, source: Recordings, *args: Any) -> Any:
+    """Read from one source; one that cannot be read (a damaged file) warns and counts as a miss."""
+    try:
+        return fn(*args)
+    except Exception as exc:
+        warnings.warn(
+            f"nbagent: could not read recordings from {source!r}: {type(exc).__name__}: {exc}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+
+
 class ReplayingProvider:
     """A provider answering from recordings, else asking ``inner`` and recording (see module)."""
 
@@ -349,15 +367,16 @@ class ReplayingProvider:
         fp = fingerprint(self.inner.name, self.inner.model, request, self.replayer.prefix)
         key = request_key(fp)
         self.replayer.keys[self.step] = key
+        self.replayer.replayed_steps.discard(self.step)  # a retried step number
         mode = self.replayer.effective_mode
         if mode == "off":
             return key, fp, None
         for source in self.sources:
-            rec = source.find(key)
+            rec = _read_safely(source.find, source, key)
             if rec is None:
                 continue
-            for source in self.sources:  # a gap filled; a store notes this step's key
-                _safely(source.add, source, rec, self.replayer.chat_id, self.step, True)
+            for other in self.sources:  # a gap filled; a store notes this step's key
+                _safely(other.add, other, rec, self.replayer.chat_id, self.step, True)
             self.replayer.replayed_steps.add(self.step)
             if request.on_delta is not None:
                 for delta in (
@@ -445,12 +464,6 @@ class ReplayingProvider:
         return response
 
 
-def replay_sources(extra: Iterable[Recordings] = (), directory: Any = None) -> list[Recordings]:
-    """Where recordings are looked up for a chat with no settings of its own (tests, tools)."""
-    d = DirectoryRecordings(directory) if directory is not None else None
-    return Replayer("", directory=d).sources(extra)
-
-
 __all__ = [
     "PROCESS",
     "DirectoryRecordings",
@@ -459,7 +472,4 @@ __all__ = [
     "ReplayMissError",
     "Replayer",
     "ReplayingProvider",
-    "check_replay",
-    "check_replay_tools",
-    "replay_sources",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -593,3 +594,17 @@ def test_replay_tools_runs_a_call_approved_with_other_arguments(where: str, tmp_
     chat.close()
     if store is not None:
         store.close()
+
+
+def test_a_damaged_recording_file_warns_and_counts_as_a_miss(tmp_path: Path) -> None:
+    rec = tmp_path / "recordings"
+    _run(_chat(ScriptedProvider(_script()), recordings=rec))
+    for f in rec.glob("*.json"):
+        f.write_text("{not json")
+    PROCESS.clear()
+    provider = ScriptedProvider(_script())
+    chat = _chat(provider, replay="auto", recordings=rec)
+    with pytest.warns(RuntimeWarning, match="could not read recordings"):
+        assert _run(chat).content == "Done: Paris is 21 C and the email is sent."
+    assert len(provider.requests) == 2  # asked the model, and recorded again
+    assert all(json.loads(f.read_text())["key"] == f.stem for f in rec.glob("*.json"))
