@@ -19,10 +19,12 @@ Left out: call ids and provider item ids (renumbered by order of appearance:
 from the response) and anything secret (API keys and headers never reach a
 request; a hosted tool's headers and the credentials of its URL are left out).
 
-The request's key is the SHA-256 of its fingerprint: same key, same request.
-On a miss, :func:`explain_miss` compares the fingerprint with the nearest
-recording's and says what differs. The JSON forms (``*_out`` / ``*_in``) are
-what the recordings directory and the store keep.
+The request's key is the SHA-256 of its fingerprint (the message digests
+through their chain, :class:`Digests`): same key, same request. On a miss,
+:func:`nearest` finds the recording with the longest common history and
+:func:`differences` says what differs. The JSON forms (``*_out`` / ``*_in``)
+are what the recordings directory and the store keep; :func:`slim_deltas`
+keeps stream fragments as lengths cut from the response (the store's form).
 """
 
 from __future__ import annotations
