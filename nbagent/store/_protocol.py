@@ -37,6 +37,7 @@ class ChatInfo:
         title: The first user message, shortened.
         n_messages / n_calls: Transcript length and tool calls so far.
         pending: Calls awaiting a decision.
+        parent_id: The chat it was forked from (``chat.fork``), else ``None``.
     """
 
     id: str
@@ -48,6 +49,7 @@ class ChatInfo:
     n_messages: int = 0
     n_calls: int = 0
     pending: int = 0
+    parent_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,7 @@ class ChatRecord:
         unapplied: Ids of calls with a decision made through the store that no
             chat has applied yet.
         next_seq: The next event sequence number.
+        parent: A fork's parent link (:meth:`~nbagent.ForkParent.as_dict`), else ``None``.
     """
 
     info: ChatInfo
@@ -147,6 +150,7 @@ class ChatRecord:
     calls: list[StoredCall]
     unapplied: frozenset[str] = frozenset()
     next_seq: int = 0
+    parent: dict[str, Any] | None = None
 
 
 # ----------------------------------------------------------- write records
@@ -297,8 +301,19 @@ class Store(Protocol):
     is considered abandoned; ``None``: never."""
 
     # the chat side
-    def create_chat(self, info: ChatInfo, system: str | None, state: Mapping[str, Any]) -> None:
-        """Record a new chat; :class:`~nbagent.StoreError` if the id exists."""
+    def create_chat(
+        self,
+        info: ChatInfo,
+        system: str | None,
+        state: Mapping[str, Any],
+        parent: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record a new chat; :class:`~nbagent.StoreError` if the id exists.
+
+        ``parent``: a fork's parent link (``ForkParent.as_dict()``: ``chat_id``,
+        ``step``, ``call_id``, ``change``, ``value``), returned by :meth:`load` as
+        ``ChatRecord.parent``; ``ChatInfo.parent_id`` is its ``chat_id``.
+        """
         ...
 
     def load(self, chat_id: str) -> ChatRecord:
