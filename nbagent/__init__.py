@@ -70,6 +70,7 @@ from ._types import (
     ChatMessage,
     Decision,
     FilePart,
+    ForkParent,
     ImagePart,
     LLMToolResponse,
     Message,
@@ -80,6 +81,7 @@ from ._types import (
     ToolSpec,
     Usage,
 )
+from .comparison import compare
 from .log import read_log
 from .mcp import MCPServer, MCPTool
 from .providers._base import ModelRequest, Provider, StreamDelta
@@ -131,6 +133,7 @@ __all__ = [
     "Event",
     "Extension",
     "FilePart",
+    "ForkParent",
     "FunctionTool",
     "HostedMCP",
     "ImagePart",
@@ -188,6 +191,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "__version__",
+    "compare",
     "configure",
     "current_tool_call",
     "get_config",
