@@ -252,11 +252,9 @@ def differences(runs: Sequence[Run]) -> pd.DataFrame:
                     **{n: v.get(name) for n, v in zip(names, values, strict=True)},
                 }
             )
-    frame = pd.DataFrame(rows, columns=["step", "field", *names])
+    frame = pd.DataFrame(rows, columns=["step", "field", *names], dtype=object)
     frame["step"] = frame["step"].astype("Int64")
     frame["field"] = frame["field"].astype("string")
-    for n in names:
-        frame[n] = frame[n].astype(object)
     return frame
 
 
