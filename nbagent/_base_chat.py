@@ -597,6 +597,8 @@ class BaseChat(LoopMixin, DecisionsMixin):
             fork._policies = policies
             fork._options = options
             fork._cost_step, fork._tokens_step = self._cost_step, self._tokens_step
+            if p.snapshot.turn == self._turn:  # forked in the current turn: its structured answer
+                fork._output = self._output
             fork._parent = p.parent
         return fork
 

@@ -46,7 +46,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._chat_state import ChatCore, ToolResult
+from ._chat_state import HOSTED, ChatCore, ToolResult
 from ._errors import DecisionError
 from ._events import (
     ApprovalDecided,
@@ -149,6 +149,7 @@ def at_call(history: Sequence[Event], call_id: str, change: str) -> list[Event]:
                 break
     out: list[Event] = []
     registering = False  # between the call's request and the end of the step that asked for it
+    decided = False  # a decision on the call was seen (its answer, if any, goes with it)
     for e in history:
         if (
             round_ids
@@ -163,10 +164,14 @@ def at_call(history: Sequence[Event], call_id: str, change: str) -> list[Event]:
         elif call is not None and call.id == call_id:
             if isinstance(e, ToolCallRequested):
                 registering = True
-            elif isinstance(e, ApprovalDecided) or (
-                isinstance(e, ToolCallFinished) and e.status == "denied"
+            elif isinstance(e, ApprovalDecided):
+                decided = True
+                if change != "result":  # the decision is what changes
+                    continue
+            elif isinstance(e, ToolCallFinished) and (
+                e.status == "denied" or (decided and e.mode == HOSTED)
             ):
-                if change != "result":  # the decision (and a denial's answer) is what changes
+                if change != "result":  # a decision's own answer (a denial, a hosted approval)
                     continue
             elif not registering or isinstance(e, (ToolCallStarted, CallInDoubt)):
                 continue  # it ran (or started): the change replaces that
@@ -392,7 +397,7 @@ def _plan_call_change(chat: ChatCore, p: Plan, original: ToolCall, change: str, 
         if answered_at_once and not (c.status == "error" and c.parse_error is None):
             raise ValueError(f"{where} was answered at once ({c.status}); it never ran")
         if value == original.effective_arguments:
-            raise ValueError(f"{where} already ran with these arguments; nothing would change")
+            raise ValueError(f"{where} already has these arguments; nothing would change")
         tool = chat._tools.get(c.name)
         if tool is None:
             raise DecisionError(f"tool {c.name!r} is not available in this chat")

@@ -12,6 +12,7 @@ the shared history is never run again by the fork).
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from nbagent import (
     ForkParent,
     ModelRequest,
     StepFinished,
+    ToolCallFinished,
     current_tool_call,
     tool,
 )
@@ -119,7 +121,7 @@ rounds_st = st.lists(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     rounds=rounds_st,
@@ -233,6 +235,9 @@ def test_a_fork_changes_only_what_it_was_asked_to(
     drive(fork, by_id)
     assert fork.status == "complete"
     check_promise(fork, runs, settled)
+    for chat in (original, fork):  # every call answered exactly once in each event stream
+        finished = Counter(e.call.id for e in chat.events if isinstance(e, ToolCallFinished))
+        assert set(finished.values()) <= {1} and set(finished) == {c.id for c in chat.tool_calls}
     if change == "arguments" and target is not None:
         forked_call = next(c for c in fork.tool_calls if c.id == target.id)
         assert [a for ident, a in runs.ran if ident == id(forked_call)] == [{"x": 99}]
@@ -333,6 +338,21 @@ def test_result_change_answers_the_call_without_running_it() -> None:
     fork.complete()
     assert runs.count(call) == 0 and fork.status == "complete"
     assert fork.parent == ForkParent(chat.id, 1, "c0_0", "result", '{"temperature":31}')
+
+
+def test_result_change_on_an_approved_call_that_ran_replaces_its_answer_once() -> None:
+    runs = Runs()
+    chat = Chat(provider=scripted([["risky"]])).with_tools(*runs.tools())
+    chat.ask("go")
+    chat.approve(chat.pending_approvals[0])
+    chat.complete()
+    fork = chat.fork(chat.tool_calls[0], result="what if")
+    call = fork.tool_calls[0]
+    finished = [e for e in fork.events if isinstance(e, ToolCallFinished)]
+    assert [(e.status, e.result.content) for e in finished] == [("ok", "what if")]
+    assert call.decision is not None and call.decision.verdict == "approved"  # kept
+    fork.complete()
+    assert runs.count(call) == 0 and fork.status == "complete"
 
 
 def test_bad_forks_raise_clearly_and_create_nothing() -> None:
