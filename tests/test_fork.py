@@ -6,13 +6,16 @@ generated change, drives the fork to the end, and checks: the fork's history
 equals the original's up to the point, with exactly the asked change; the
 original is untouched (transcript, calls, events); a denied call never runs,
 an approved one runs exactly once, in the original and in the fork (a call of
-the shared history is never run again by the fork).
+the shared history is never run again by the fork); every call is answered once
+in each event stream; and, with a store, both come back from it as they are.
 """
 
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -128,12 +131,20 @@ rounds_st = st.lists(
     verdicts=st.lists(st.booleans(), min_size=9, max_size=9),
     point=st.integers(0, 50),
     change=st.sampled_from(["none", "system", "tool_options", "decision", "result", "arguments"]),
+    stored=st.booleans(),
 )
 def test_a_fork_changes_only_what_it_was_asked_to(
-    rounds: list[list[str]], verdicts: list[bool], point: int, change: str
+    rounds: list[list[str]], verdicts: list[bool], point: int, change: str, stored: bool
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        _fork_and_check(rounds, verdicts, point, change, Path(tmp) / "s.db" if stored else None)
+
+
+def _fork_and_check(
+    rounds: list[list[str]], verdicts: list[bool], point: int, change: str, db: Path | None
 ) -> None:
     runs = Runs()
-    original = Chat(provider=scripted(rounds), system="sys").with_tools(*runs.tools())
+    original = Chat(provider=scripted(rounds), system="sys", store=db).with_tools(*runs.tools())
     by_id = {f"c{k}_{i}": verdicts[3 * k + i] for k in range(3) for i in range(3)}
     original.ask("go")
     drive(original, by_id)
@@ -245,6 +256,14 @@ def test_a_fork_changes_only_what_it_was_asked_to(
     assert original.events == events
     for c in original.tool_calls:  # nothing the fork ran counts as the original's
         assert runs.count(c) == (1 if c.status == "ok" else 0)
+    if db is not None:  # both come back from the store as they are here, the fork's parent too
+        for chat in (original, fork):
+            chat.close()
+            loaded = Chat.load(chat.id, store=db, tools=runs.tools(), provider=ScriptedProvider())
+            assert loaded.parent == chat.parent and loaded.status == chat.status
+            assert loaded.transcript == chat.transcript
+            assert lifecycle(loaded) == lifecycle(chat)
+            loaded.close()
 
 
 # ------------------------------------------------------------------ the points
