@@ -22,13 +22,17 @@ TEXT_CHARS = 4_000  # a step's text shown in a cell (the DataFrame keeps all of 
 RESULT_CHARS = 4_000
 
 CSS = """
-.nba-cmp table.nba-cmp-table { border-collapse: collapse; width: 100%; table-layout: fixed; }
-.nba-cmp-table th, .nba-cmp-table td { border: 1px solid var(--jp-border-color2, #e0e0e0);
-  padding: 3px 6px; vertical-align: top; text-align: left; }
-.nba-cmp-table thead th { background: var(--jp-layout-color2, #eeeeee); font-weight: 600; }
-.nba-cmp-table thead th:first-child { width: 6em; }
-.nba-cmp-table tbody th { color: var(--jp-ui-font-color2, #616161);
+.nba-chat.nba-cmp table.nba-cmp-table { border-collapse: collapse; width: 100%;
+  table-layout: fixed; margin: 0; border: 0; }
+.nba-chat.nba-cmp .nba-cmp-table th, .nba-chat.nba-cmp .nba-cmp-table td {
+  border: 1px solid var(--jp-border-color2, #e0e0e0); padding: 3px 6px; vertical-align: top;
+  text-align: left; background: transparent; }
+.nba-chat.nba-cmp .nba-cmp-table tr > th:first-child { width: 6em; }
+.nba-chat.nba-cmp .nba-cmp-table thead th { background: var(--jp-layout-color2, #eeeeee);
+  font-weight: 600; }
+.nba-chat.nba-cmp .nba-cmp-table tbody th { color: var(--jp-ui-font-color2, #616161);
   font-weight: 600; font-size: var(--jp-ui-font-size0, 11px); }
+.nba-chat.nba-cmp .nba-cmp-table tbody tr { background: transparent; }
 .nba-cmp-f { margin: 1px 0; padding: 0 4px; white-space: pre-wrap; word-break: break-word; }
 .nba-cmp-diff { background: rgba(255, 171, 0, 0.2);
   box-shadow: inset 3px 0 0 var(--jp-warn-color0, #f57c00); }
@@ -132,7 +136,7 @@ def _cell(s: StepRecord, diff: set[str]) -> str:
         _f("input_tokens", diff, f"in {s.input_tokens:,}", "span"),
         _f("output_tokens", diff, f"out {s.output_tokens:,}", "span"),
         _f("cost_usd", diff, esc(fmt_cost(s.cost_usd) if s.cost_usd is not None else "$?"), "span"),
-        _f("latency_ms", diff, esc(fmt_ms(s.latency_ms)), "span"),
+        _f("latency_ms", diff, esc(fmt_ms(round(s.latency_ms))), "span"),
     ]
     out.append(f'<div class="nba-cmp-cost">{" · ".join(cost)}</div>')
     return "".join(out)

@@ -109,7 +109,7 @@ class StepRecord:
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             cost_usd=None if self.cost_usd is None else round(self.cost_usd, 8),
-            latency_ms=round(self.latency_ms, 1),
+            latency_ms=round(self.latency_ms),  # whole ms: below that is noise
         )
         return out
 
@@ -132,7 +132,7 @@ class Run:
             "input_tokens": sum(s.input_tokens for s in self.steps),
             "output_tokens": sum(s.output_tokens for s in self.steps),
             "cost_usd": None if any(c is None for c in costs) else round(sum(costs), 8),  # type: ignore[arg-type]
-            "latency_ms": round(sum(s.latency_ms for s in self.steps), 1),
+            "latency_ms": round(sum(s.latency_ms for s in self.steps)),
         }
 
 
