@@ -62,6 +62,7 @@ from ._extension import ChatHost, Extension, Snapshot
 from ._hosted import HostedMCP
 from ._media import image
 from ._options import ToolOptions
+from ._replay import ReplayMissError
 from ._schema import SchemaValidationError
 from ._tools import FunctionTool, Tool, ToolSource, current_tool_call, tool
 from ._types import (
@@ -163,6 +164,7 @@ __all__ = [
     "RateLimitError",
     "Reasoning",
     "ReasoningDelta",
+    "ReplayMissError",
     "SQLiteStore",
     "SchemaValidationError",
     "ServerError",

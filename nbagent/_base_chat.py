@@ -12,16 +12,18 @@ change as an event.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any, Literal, Self
 
 from ._approvals import Policy
 from ._budget import check_budgets
 from ._chat_state import Host, SkipToolCall, StepResult, ToolResult, keeper
+from ._config import check_replay, check_replay_tools
 from ._decisions import DecisionsMixin
 from ._errors import (
     PendingToolCallsError,
@@ -41,6 +43,8 @@ from ._media import as_parts
 from ._options import ToolOptions
 from ._output import Output, as_output
 from ._reasoning import normalize_reasoning
+from ._recording import Prefix, Recording
+from ._replay import DirectoryRecordings, Replayer
 from ._runner import ToolRunner
 from ._tools import Tool, ToolSource, as_tool
 from ._types import (
@@ -95,6 +99,9 @@ class BaseChat(LoopMixin, DecisionsMixin):
         max_cost_usd: float | None = None,
         max_total_tokens: int | None = None,
         cache: bool = False,
+        replay: str | None = None,
+        replay_tools: bool | Collection[str] | None = None,
+        recordings: str | os.PathLike[str] | None = None,
     ):
         if on_tool_error not in ("result", "raise"):
             raise ValueError(f"on_tool_error must be 'result' or 'raise', got {on_tool_error!r}")
@@ -102,6 +109,12 @@ class BaseChat(LoopMixin, DecisionsMixin):
             raise ValueError("max_steps must be at least 1")
         check_budgets(max_cost_usd, max_total_tokens)
         self.id = id or new_chat_id()
+        self._replayer = Replayer(
+            self.id,
+            check_replay(replay) if replay is not None else None,
+            check_replay_tools(replay_tools) if replay_tools is not None else None,
+            DirectoryRecordings(recordings) if recordings is not None else None,
+        )
         self.provider: Provider = resolve_provider(
             model, provider, base_url=base_url, api_key=api_key
         )
@@ -150,6 +163,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self._last_error: BaseException | None = None
         self._usage = Usage()
         self._cost = 0.0  # dollars of the priced requests
+        self._replayed_cost = 0.0  # what the replayed ones cost when they were recorded
         self._unpriced = 0  # requests whose model has no known price
         self._runner = ToolRunner()
         self._extensions: tuple[Extension, ...] = ()
@@ -385,6 +399,41 @@ class BaseChat(LoopMixin, DecisionsMixin):
         return None if self._unpriced else self._cost
 
     @property
+    def replay(self) -> str:
+        """How this chat answers model requests: ``"auto"``, ``"only"`` or ``"off"``.
+
+        Set with ``Chat(replay=...)`` (default: ``nbagent.configure(replay=)``,
+        ``"off"``); assignable. See the README's "Record and replay".
+        """
+        return self._replayer.effective_mode
+
+    @replay.setter
+    def replay(self, value: str) -> None:
+        self._replayer.mode = check_replay(value)
+
+    def recordings(self) -> dict[int, Recording]:
+        """The recorded response of each model request of this chat object, by step.
+
+        Found where recordings live (the process, the recordings directory,
+        the store); a step whose recording is nowhere now is left out. What
+        :func:`nbagent.testing.to_pytest` exports.
+        """
+        sources = self._replayer.sources(self._recordings())
+        out: dict[int, Recording] = {}
+        for step, key in sorted(self._replayer.keys.items()):
+            for source in sources:
+                found = source.find(key)
+                if found is not None:
+                    out[step] = found
+                    break
+        return out
+
+    @property
+    def replayed_steps(self) -> frozenset[int]:
+        """The steps this chat answered from a recording (not from the model)."""
+        return frozenset(self._replayer.replayed_steps)
+
+    @property
     def exhausted_budget(self) -> str | None:
         """Which budget stopped the chat: ``"cost"``, ``"tokens"``, ``"steps"``, or ``None``.
 
@@ -591,7 +640,17 @@ class BaseChat(LoopMixin, DecisionsMixin):
             )
             source_tools, policies = self._source_tools, list(self._policies)
             options = self._options
+        shared = p.snapshot.step  # the replay keys of the shared steps: to find their recordings
+        r = self._replayer
+        replayer = dataclasses.replace(
+            r,
+            chat_id=fork.id,
+            keys={s: k for s, k in r.keys.items() if s <= shared},
+            replayed_steps={s for s in r.replayed_steps if s <= shared},
+            prefix=Prefix(),
+        )
         with fork._lock:
+            fork._replayer = replayer
             fork._local_tools, fork._sources, fork._hosted = local, sources, hosted
             fork._merge_tools(source_tools)
             fork._policies = policies

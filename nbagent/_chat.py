@@ -8,7 +8,8 @@ Jupyter kernel, the live notebook view. Each is an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Literal
 
 from ._base_chat import BaseChat
@@ -55,6 +56,19 @@ class Chat(BaseChat):
             4) so later requests read them from the cache. OpenAI caches long
             prompts by itself; cached tokens are priced at the cached rate on
             both.
+        replay: ``"auto"``: answer a request from the recording of an
+            identical one (same model, messages, tools and options), else ask
+            the model and record; ``"only"``: never ask the model (a miss
+            raises :class:`~nbagent.ReplayMissError` saying what differs);
+            ``"off"``: always ask. Default: ``nbagent.configure(replay=)``,
+            ``"off"``. Every response is recorded (the process, the store, a
+            ``recordings`` directory) whatever this says.
+        replay_tools: ``True`` (or tool names): a call whose recorded outcome
+            is found (the response was replayed and the call ran before) gets
+            that result and the tool does not run again. Default: the configured.
+        recordings: A directory where recordings are kept too (one JSON file
+            per request): a notebook rerun in a fresh kernel replays from it.
+            Default: ``nbagent.configure(recordings=)``.
     """
 
     def __init__(
@@ -75,6 +89,9 @@ class Chat(BaseChat):
         max_cost_usd: float | None = None,
         max_total_tokens: int | None = None,
         cache: bool = False,
+        replay: str | None = None,
+        replay_tools: bool | Collection[str] | None = None,
+        recordings: str | os.PathLike[str] | None = None,
     ):
         super().__init__(
             model,
@@ -91,6 +108,9 @@ class Chat(BaseChat):
             max_cost_usd=max_cost_usd,
             max_total_tokens=max_total_tokens,
             cache=cache,
+            replay=replay,
+            replay_tools=replay_tools,
+            recordings=recordings,
         )
         from .log._projection import CallLog
 

@@ -40,6 +40,7 @@ from ._extension import Extension, Snapshot
 from ._hosted import HostedTool
 from ._options import ToolOptions
 from ._output import Output
+from ._replay import Recordings, Replayer
 from ._runner import Job, Mode, ToolRunner
 from ._tools import SchemaValidationError, Tool, ToolSource
 from ._types import (
@@ -193,6 +194,8 @@ class ChatCore:
     _last_error: BaseException | None
     _usage: Usage
     _cost: float
+    _replayed_cost: float  # what replayed responses cost when recorded (budgets count it)
+    _replayer: Replayer
     _unpriced: int
     _exhausted: str | None  # the budget the last step stopped on
     _cost_step: float | None  # what the budget card's Continue adds (the budget as created)
@@ -244,6 +247,10 @@ class ChatCore:
         """The extensions' implementations of one hook (see ``_extension.py``)."""
         return self._ext_hooks.get(name, ())
 
+    def _recordings(self) -> list[Recordings]:
+        """Where the chat's extensions keep recordings (a store), after the process's."""
+        return [r for r in (hook() for hook in self._hook("recordings")) if r is not None]
+
     def _emit(self, event: Event) -> None:
         self._bus.emit(event)
 
@@ -289,6 +296,7 @@ class ChatCore:
         error: str | None,
         duration_ms: float | None,
         mode: str | None,
+        replayed: bool = False,
     ) -> ToolCallFinished:
         return ToolCallFinished(
             chat_id=self.id,
@@ -301,6 +309,7 @@ class ChatCore:
             duration_ms=duration_ms,
             started_at=c.started_at,
             mode=mode,
+            replayed=replayed,
         )
 
     def _append(self, message: Message) -> list[Event]:

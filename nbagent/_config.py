@@ -6,6 +6,7 @@ option falls back to the value here.
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -35,6 +36,15 @@ class Config:
         approval_wait: Seconds ``await chat.ask_async`` waits for a click before
             ``approval_fallback`` applies (only where the kernel can wait).
         approval_fallback: ``"park"`` (return with approval pending) or ``"deny"``.
+        replay: ``"off"`` (always ask the model), ``"auto"`` (answer a request
+            from a recording of an identical one, else ask and record) or
+            ``"only"`` (never ask the model; a miss raises ``ReplayMissError``).
+            Every response is recorded whatever this says.
+        replay_tools: Replay recorded tool results instead of running the tools
+            (``True``, or tool names); a call with no recorded outcome runs.
+        recordings: A directory where recordings are also kept (one JSON file
+            per request), so a notebook rerun in a fresh kernel replays
+            (``None``: the process and the chat's store only).
     """
 
     tool_concurrency: bool | str = False
@@ -50,11 +60,14 @@ class Config:
     display: bool = True
     approval_wait: float = 300.0
     approval_fallback: str = "park"
+    replay: str = "off"
+    replay_tools: bool | frozenset[str] = False
+    recordings: str | None = None
 
 
 _lock = threading.Lock()
 _config = Config()
-_NULLABLE = frozenset({"tool_timeout", "max_cost_usd", "max_total_tokens"})
+_NULLABLE = frozenset({"tool_timeout", "max_cost_usd", "max_total_tokens", "recordings"})
 
 
 def get_config() -> Config:
@@ -78,6 +91,12 @@ def configure(**options: Any) -> Config:
     from ._budget import check_budgets
 
     check_budgets(options.get("max_cost_usd"), options.get("max_total_tokens"))
+    if options.get("replay") is not None:
+        options["replay"] = check_replay(options["replay"])
+    if options.get("replay_tools") is not None:
+        options["replay_tools"] = check_replay_tools(options["replay_tools"])
+    if options.get("recordings") is not None:
+        options["recordings"] = os.fspath(options["recordings"])
     if "tool_concurrency" in options:
         options["tool_concurrency"] = normalize_concurrency(options["tool_concurrency"])
     with _lock:
@@ -99,3 +118,29 @@ def normalize_concurrency(value: Any) -> ConcurrencyMode:
     if value == "async":
         return "async"
     raise ToolOptionError(f"concurrency must be True, 'threads', 'async' or False, got {value!r}")
+
+
+def check_replay(value: Any) -> str:
+    """``"auto"``, ``"only"`` or ``"off"`` (``True``: auto, ``False``: off); else ``ValueError``."""
+    if value is True:
+        return "auto"
+    if value is False:
+        return "off"
+    if value not in ("auto", "only", "off"):
+        raise ValueError(f"replay must be 'auto', 'only' or 'off', got {value!r}")
+    return str(value)
+
+
+def check_replay_tools(value: Any) -> bool | frozenset[str]:
+    """A bool, or tool names (only those tools' results are replayed); else ``ValueError``."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return frozenset({value})
+    try:
+        names = frozenset(value)
+    except TypeError:
+        names = frozenset({0})
+    if not all(isinstance(n, str) for n in names):
+        raise ValueError(f"replay_tools must be True, False or tool names, got {value!r}")
+    return names

@@ -21,7 +21,8 @@
         ├── BadRequestError
         ├── ProviderConnectionError
         ├── ServerError
-        └── ModelNotSupportedError  the model is known not to support tools
+        ├── ModelNotSupportedError  the model is known not to support tools
+        └── ReplayMissError      replay="only" and no recording answers the request (_replay.py)
 
 A provider failure reads as one line in a notebook cell: IPython shows what
 ``ProviderError._render_traceback_`` returns (the error and how to see more)

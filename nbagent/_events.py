@@ -110,6 +110,9 @@ class ModelRequestFinished(Event):
     n_tool_calls: int
     text: str
     cost_usd: float | None = None
+    replayed: bool = False
+    """Answered from a recording (``Chat(replay=...)``): ``usage`` is the recorded
+    tokens, ``cost_usd`` is 0 (nothing was spent now)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,6 +192,8 @@ class ToolCallFinished(Event):
     duration_ms: float | None
     started_at: datetime | None
     mode: str | None
+    replayed: bool = False
+    """Its result is a recorded one (``replay_tools``): the tool did not run again."""
 
 
 @dataclass(frozen=True, kw_only=True)

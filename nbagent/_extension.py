@@ -34,7 +34,10 @@ The hooks, in the order a turn meets them:
   the chat parked on an approval (the notebook view waits for a click);
 - :meth:`~Extension.refresh` from ``chat.refresh()`` (the store applies
   decisions made in other processes), and :meth:`~Extension.close` from
-  ``chat.close()`` (the store writes what is pending and lets its file go).
+  ``chat.close()`` (the store writes what is pending and lets its file go);
+- :meth:`~Extension.recordings` at every model request and tool round: where
+  the extension keeps recorded responses and results (the store), searched
+  after the process's and written with them (see :mod:`nbagent._replay`).
 
 **The core owns every lifecycle change.** An extension never assigns a call's
 status, result or decision: it asks the host, which applies the change with the
@@ -50,6 +53,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._events import Event
+from ._replay import Recordings
 from ._types import Decision, ForkParent, Message, ToolCall, Usage
 
 if TYPE_CHECKING:
@@ -100,6 +104,14 @@ class Extension:
     def close(self) -> None:
         """``chat.close()``: write what is pending and release resources (may be called twice)."""
 
+    def recordings(self) -> Recordings | None:
+        """Where this extension keeps recorded model responses and tool results, if anywhere.
+
+        Called at every model request (to find and write recordings) and tool
+        round (``replay_tools``); the store returns its recordings table.
+        """
+        return None
+
 
 HOOKS = (
     "on_event",
@@ -111,6 +123,7 @@ HOOKS = (
     "wait_for_decision",
     "refresh",
     "close",
+    "recordings",
 )
 
 

@@ -53,7 +53,8 @@ from ._events import (
 )
 from ._notice import notice
 from ._options import resolve_choice
-from ._result_text import edit_note, to_result
+from ._recording import RecordedResult
+from ._result_text import edit_note, to_result, without_edit_note
 from ._runner import Job, Mode, Outcome, needs_event_loop
 from ._tools import SchemaValidationError, Tool
 from ._types import (
@@ -68,7 +69,7 @@ from ._types import (
     ToolResultMessage,
 )
 from ._unicode import TooDeep, clean, clean_json
-from .providers._base import ModelRequest, StreamDelta
+from .providers._base import ModelRequest, Provider, StreamDelta
 from .providers._catalog import cost_of
 
 
@@ -107,7 +108,7 @@ class LoopMixin(ChatCore):
 
     def _perform_sync(self, effect: _Effect) -> Any:
         if isinstance(effect, _ModelRequest):
-            return self.provider.complete(effect.request)
+            return self._model(effect).complete(effect.request)
         coro = self._runner.run_round(effect.jobs, effect.mode, self._round_hooks(effect))
         if needs_event_loop(effect.jobs, effect.mode):
             return _aio.run_sync(coro)
@@ -115,8 +116,12 @@ class LoopMixin(ChatCore):
 
     async def _perform_async(self, effect: _Effect) -> Any:
         if isinstance(effect, _ModelRequest):
-            return await self.provider.complete_async(effect.request)
+            return await self._model(effect).complete_async(effect.request)
         return await self._runner.run_round(effect.jobs, effect.mode, self._round_hooks(effect))
+
+    def _model(self, effect: _ModelRequest) -> Provider:
+        """The chat's provider behind its recordings (``_replay.py``): replays or records."""
+        return self._replayer.provider(self.provider, effect.step, self._recordings())
 
     def _guarded(
         self, gen: Generator[_Effect, Any, StepResult]
@@ -250,7 +255,7 @@ class LoopMixin(ChatCore):
         with self._lock:
             return spent_budget(
                 self._usage,
-                self._cost,
+                self._cost + self._replayed_cost,  # a replayed run stops where the recorded one did
                 self._cap("cost"),
                 None if cap_tokens is None else int(cap_tokens),
             )
@@ -366,6 +371,7 @@ class LoopMixin(ChatCore):
         usage = response.usage
         model = response.model or self.model
         cost = cost_of(model, usage)
+        replayed = response.replayed  # nothing spent now: its cost counts for budgets only
         events: list[Event] = [
             ModelRequestFinished(
                 chat_id=self.id,
@@ -379,14 +385,17 @@ class LoopMixin(ChatCore):
                 raw_stop_reason=response.raw_stop_reason,
                 n_tool_calls=len(response.tool_calls),
                 text=response.text,
-                cost_usd=cost,
+                cost_usd=0.0 if replayed else cost,
+                replayed=replayed,
             )
         ]
         after: list[ToolResult] = []
         invalid: OutputValidationError | None = None
         with self._lock:
             self._usage = self._usage + usage
-            if cost is None:
+            if replayed:
+                self._replayed_cost += cost or 0.0
+            elif cost is None:
                 self._unpriced += 1
             else:
                 self._cost += cost
@@ -665,7 +674,11 @@ class LoopMixin(ChatCore):
                         )
                     )
                     continue
-                jobs.append(Job(c, tool, kwargs, tool.timeout or default_timeout))
+                replayed = None
+                if self._replayer.replays_tool(c.name):
+                    step = self._call_step.get(c.id, self._step)
+                    replayed = self._replayer.find_result(step, c.id, self._recordings())
+                jobs.append(Job(c, tool, kwargs, tool.timeout or default_timeout, replayed))
             mode = self._options.effective_concurrency
             self._runner.max_concurrency = self._options.effective_max_concurrency
         self._emit_all(events)
@@ -789,7 +802,9 @@ class _RoundHooks:
             return
         cfg = get_config()
         parts: tuple[Part, ...] = ()
-        if outcome.status == "ok":
+        if outcome.replayed is not None:
+            text, parts = outcome.replayed.content, outcome.replayed.parts
+        elif outcome.status == "ok":
             try:
                 text, parts = to_result(
                     outcome.value, max_rows=cfg.result_max_rows, max_chars=cfg.result_max_chars
@@ -808,7 +823,9 @@ class _RoundHooks:
         with chat._lock:
             if c.is_final:
                 return
-            if outcome.status == "ok":
+            if outcome.replayed is not None:
+                content = clean(text)  # as recorded: the same text for the model
+            elif outcome.status == "ok":
                 content = clean(text)
             elif outcome.status == "error":
                 content = f"Error: {outcome.message}"
@@ -837,6 +854,13 @@ class _RoundHooks:
                 outcome.message if outcome.status != "ok" else None,
                 outcome.duration_ms,
                 self.modes.get(c.id),
+                replayed=outcome.replayed is not None,
+            )
+        if outcome.replayed is None and outcome.status in ("ok", "error", "timed_out"):
+            edited = c.decision is not None and c.decision.arguments is not None
+            recorded = RecordedResult(outcome.status, without_edit_note(content, edited), parts)
+            chat._replayer.add_result(
+                chat._call_step.get(c.id, self.round.step), c.id, recorded, chat._recordings()
             )
         chat._emit(event)
         chat._run_after(

@@ -48,6 +48,7 @@ from typing import Any, Protocol
 
 from ._aio import run_on_loop
 from ._events import utcnow
+from ._recording import RecordedResult
 from ._tools import Tool, _bind_call
 from ._types import ConcurrencyMode, RunStatus, ToolCall
 
@@ -56,12 +57,17 @@ Mode = ConcurrencyMode
 
 @dataclass
 class Job:
-    """One runnable call: the tool and the validated keyword arguments."""
+    """One runnable call: the tool and the validated keyword arguments.
+
+    ``replayed``: the call's recorded outcome (a :class:`~nbagent._recording.RecordedResult`,
+    ``replay_tools``): the call starts and finishes as usual, but the tool is not run.
+    """
 
     call: ToolCall
     tool: Tool
     kwargs: dict[str, Any]
     timeout: float | None = None
+    replayed: RecordedResult | None = None
 
 
 @dataclass
@@ -76,6 +82,7 @@ class Outcome:
     started_at: datetime | None = None
     finished_at: datetime = field(default_factory=utcnow)
     duration_ms: float | None = None
+    replayed: RecordedResult | None = None
 
 
 class RoundHooks(Protocol):
@@ -261,6 +268,10 @@ class ToolRunner:
             return out
         started = utcnow()
         t0 = time.perf_counter()
+        if job.replayed is not None:  # its recorded outcome: the tool is not run again
+            out = _replayed(job.call, job.replayed)
+            self._settle(out, started, t0, hooks)
+            return out
         try:
             value = await self._execute(job, mode, pool)
             out = Outcome(job.call, "ok", value=value)
@@ -362,6 +373,15 @@ class ToolRunner:
         if exc is not None:
             raise exc from None
         return fut.result()
+
+
+def _replayed(call: ToolCall, recorded: RecordedResult) -> Outcome:
+    status: RunStatus = "ok"
+    message: str | None = None
+    if recorded.status in ("error", "timed_out"):
+        status = recorded.status  # type: ignore[assignment]
+        message = recorded.content.removeprefix("Error: ")
+    return Outcome(call, status, value=None, message=message, replayed=recorded)
 
 
 class _NeverStarted(Exception):

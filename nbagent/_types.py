@@ -473,6 +473,8 @@ class LLMToolResponse:
         raw_stop_reason: The provider's own stop reason string.
         refusal: The refusal text when the model refused.
         items: What the provider did on its side (:class:`ProviderItem`).
+        replayed: It came from a recording of an identical request (``Chat(replay=...)``),
+            not from the model.
     """
 
     text: str
@@ -488,6 +490,7 @@ class LLMToolResponse:
     items: tuple[ProviderItem, ...] = ()
     reasoning_tokens: int = 0
     cache_write_tokens: int = 0
+    replayed: bool = False
 
     @property
     def usage(self) -> Usage:

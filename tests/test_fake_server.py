@@ -1192,6 +1192,7 @@ def test_public_surface() -> None:
         "FakeHostedItem",
         "FakeLLMServer",
         "FakeToolCall",
+        "OfflineProvider",
         "RecordedRequest",
         "ScriptedProvider",
         "ScriptedRequest",
@@ -1202,7 +1203,10 @@ def test_public_surface() -> None:
         "mcp_list_tools",
         "raw_item",
         "render",
+        "replay_turns",
         "reply",
+        "stand_in",
+        "to_pytest",
     }
     for name in nbagent.testing.__all__:
         assert getattr(nbagent.testing, name) is not None

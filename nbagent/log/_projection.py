@@ -42,6 +42,8 @@ approval_reason    string          the gate's sentence (what the approval card s
 server             string          the MCP server label, when the tool is on one
 hosted             boolean         the provider runs it (a hosted MCP approval, or a
                                    provider item); never run by nbagent
+replayed           boolean         its result is a recorded one (``replay_tools``): the
+                                   tool did not run again; NA until it finishes
 item_type          string          a provider item's wire type (``mcp_call``,
                                    ``mcp_list_tools``, ``web_search_call``...) or
                                    ``mcp_approval_request``; NA for a local call
@@ -97,7 +99,9 @@ output_tokens      Int64
 cached_tokens      Int64
 reasoning_tokens   Int64           output tokens spent thinking (part of output_tokens)
 cache_write_tokens Int64           input tokens written to the prompt cache (Anthropic)
-cost_usd           Float64         NA when the model's prices are unknown
+cost_usd           Float64         NA when the model's prices are unknown; 0 when replayed
+replayed           boolean         answered from a recording (``Chat(replay=...)``): the
+                                   tokens are the recorded ones, nothing was spent now
 latency_ms         Float64
 stop_reason        category        ``end``, ``tool_use``, ``max_tokens``, ``refusal``,
                                    ``pause_turn``, ``context_window``, ``other``
@@ -198,6 +202,7 @@ CALL_COLUMNS: dict[str, ColumnKind] = {
     "approval_reason": "string",
     "server": "string",
     "hosted": "boolean",
+    "replayed": "boolean",
     "item_type": "string",
     # where and when it ran
     "turn": "Int64",
@@ -229,6 +234,7 @@ STEP_COLUMNS: dict[str, ColumnKind] = {
     "reasoning_tokens": "Int64",
     "cache_write_tokens": "Int64",
     "cost_usd": "Float64",
+    "replayed": "boolean",
     "latency_ms": "Float64",
     "stop_reason": STOP_REASONS,
     "raw_stop_reason": "string",
@@ -455,6 +461,7 @@ class CallLog(Extension):
             c["started_at"][i] = e.started_at
         c["finished_at"][i] = getattr(e.call, "finished_at", None) or e.ts
         c["duration_ms"][i] = e.duration_ms
+        c["replayed"][i] = e.replayed
         # The model reads a note before an edited call's result; the preview shows the result.
         content = without_edit_note(e.result.content, c["edited_arguments"][i] is not None)
         c["result_preview"][i] = content[:PREVIEW_CHARS]
@@ -500,6 +507,7 @@ class CallLog(Extension):
         c["reasoning_tokens"][i] = u.reasoning_tokens
         c["cache_write_tokens"][i] = u.cache_write_tokens
         c["cost_usd"][i] = e.cost_usd
+        c["replayed"][i] = e.replayed
         c["latency_ms"][i] = e.latency_ms
         c["stop_reason"][i] = e.stop_reason
         c["raw_stop_reason"][i] = e.raw_stop_reason

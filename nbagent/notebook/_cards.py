@@ -164,7 +164,8 @@ def _badge(status: str, words: str | None = None) -> str:
 def _meta(e: CallEntry) -> str:
     # Of the runner's modes, the default (sequential) goes unsaid.
     mode = e.mode if e.mode not in (None, "sequential") else ""
-    return " · ".join(x for x in (fmt_ms(e.duration_ms), mode) if x)
+    replayed = "recorded result" if e.replayed else ""
+    return " · ".join(x for x in (fmt_ms(e.duration_ms), mode, replayed) if x)
 
 
 def _outcome(e: CallEntry, decision: str) -> str:

@@ -255,6 +255,8 @@ def step_words(e: StepEntry) -> str:
     elif e.status == "failed":
         parts.append(f"failed after {fmt_ms(e.latency_ms)}")
     else:
+        if e.replayed:  # the recorded tokens follow; nothing was spent now
+            parts.append("replayed")
         if e.measured:
             tokens = f"{fmt_tokens(e.input_tokens)} in / {fmt_tokens(e.output_tokens)} out tokens"
             if e.cached_tokens:
@@ -311,6 +313,7 @@ def entry_html(e: Entry, *, live: bool = False) -> str:
         return head + f'<div class="nba-entry nba-text nba-md">{text_markdown_html(e)}</div>'
     if isinstance(e, StepEntry):
         cls = "nba-entry nba-step" + (" nba-failed" if e.status == "failed" else "")
+        cls += " nba-replayed" if e.replayed else ""
         body = esc(step_words(e))
         if e.status == "failed":
             body += f'<div class="nba-err">{esc(e.error_type)}: {esc(preview(e.error, 600))}</div>'

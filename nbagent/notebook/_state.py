@@ -236,6 +236,7 @@ class StepEntry(Entry):
     streaming_calls: dict[int, str] = field(default_factory=dict)
     measured: bool = True  # False when rebuilt from a transcript: no tokens or timing known
     items: tuple[ProviderItem, ...] = ()  # what the provider ran itself in this step
+    replayed: bool = False  # answered from a recording (Chat(replay=...)), not by the model
     kind = "step"
 
 
@@ -265,6 +266,7 @@ class CallEntry(Entry):
     error: str | None = None
     duration_ms: float | None = None
     mode: str | None = None
+    replayed: bool = False  # its result is a recorded one (replay_tools): the tool did not run
     defaults: dict[str, Any] = field(default_factory=dict)  # what the tool uses for omitted params
     result_html: str | None = None  # a rich result (a DataFrame) as inert table HTML
     result_label: str = ""  # its type (and shape), for the summary line
@@ -779,6 +781,7 @@ class ChatState:
         entry.stop_reason = e.stop_reason
         entry.n_tool_calls = e.n_tool_calls
         entry.cost_usd = e.cost_usd
+        entry.replayed = e.replayed
         for key in (None, e.turn):
             t = self.totals.setdefault(key, Totals())
             t.input_tokens += e.usage.input_tokens
@@ -926,6 +929,7 @@ class ChatState:
             error=e.error,
             duration_ms=e.duration_ms,
             mode=e.mode,
+            replayed=e.replayed,
         )
 
     def add_traceback(self, call_id: str, text: str) -> None:

@@ -91,6 +91,7 @@ from .._events import (
     ToolCallFinished,
 )
 from .._extension import ChatHost, Extension, Snapshot
+from .._replay import Recordings
 from .._types import Decision, ForkParent, ToolCall
 from . import _codec as codec
 from ._process import LIVE_TOKENS, abandoned, new_owner
@@ -102,6 +103,7 @@ from ._protocol import (
     StoreConflictWarning,
     StoredCall,
 )
+from ._recordings import store_recordings
 
 
 class StoreExtension(Extension):
@@ -130,6 +132,12 @@ class StoreExtension(Extension):
         self._state_key: tuple[Any, ...] | None = None
         self.detached: str | None = None
         self._closed = False
+        self._recordings = store_recordings(store, self._queue_recording)
+        self._recorded: list[tuple[Any, str, int, bool]] = []  # recordings to write, in order
+
+    def recordings(self) -> Recordings | None:
+        """The store's recordings (record and replay), while the chat writes to it."""
+        return None if self._closed or self.detached else self._recordings
 
     # -- wiring ------------------------------------------------------------
     def attach(self, host: ChatHost) -> None:
@@ -331,13 +339,41 @@ class StoreExtension(Extension):
         self._failure = None
         self._warned = False
 
+    def _queue_recording(self, recording: Any, chat_id: str, step: int, replayed: bool) -> None:
+        """A model response to record: written with the next batch, after its message row."""
+        with self._lock:
+            self._recorded.append((recording, chat_id, step, replayed))
+
+    def _write_recordings(self) -> None:
+        """Write the queued recordings (each one transaction); a failure keeps the rest queued."""
+        with self._lock:
+            todo = list(self._recorded)
+        if self.detached is not None:
+            todo = []
+        done = 0
+        try:
+            for args in todo:
+                self.store.record_response(*args)
+                done += 1
+        except Exception as exc:
+            self._failure = exc
+            raise
+        finally:
+            with self._lock:
+                del self._recorded[: done if self.detached is None else len(self._recorded)]
+
     def flush(self) -> None:
-        """Write everything not written yet, in one transaction.
+        """Write everything not written yet: the events in one transaction, then the recordings.
 
         Raises:
             StoreError: The write failed; everything stays queued, for the next
                 write (or :meth:`_schedule_retry`).
         """
+        with self._write_lock:
+            self._flush_events()
+            self._write_recordings()
+
+    def _flush_events(self) -> None:
         with self._write_lock:
             entries = self._batch()
             if not entries:

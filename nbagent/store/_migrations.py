@@ -197,8 +197,37 @@ def m008_blobs(conn: sqlite3.Connection) -> None:
     )
 
 
-def m009_reserved(conn: sqlite3.Connection) -> None:
-    """Reserved for replay's recordings (issue 18): its migration replaces this one on merge."""
+def m009_recordings(conn: sqlite3.Connection) -> None:
+    """Record and replay: every model response with its request's key, and each chat's requests.
+
+    ``recordings`` holds one response per request key (``nbagent._recording``:
+    the SHA-256 of the request's fingerprint), found by any chat (a rerun cell
+    is a new chat). ``model_requests`` says which key each step of each chat
+    had, so a call's recorded result is found from the store's call records
+    (``tool_calls`` of any chat whose step had that key, same call id).
+    """
+    for sql in (
+        """CREATE TABLE recordings (
+            key TEXT PRIMARY KEY,
+            chat_id TEXT NOT NULL,
+            step INTEGER NOT NULL,
+            model TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            response TEXT NOT NULL,
+            deltas TEXT,
+            created_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX recordings_created ON recordings (created_at)",
+        """CREATE TABLE model_requests (
+            chat_id TEXT NOT NULL,
+            step INTEGER NOT NULL,
+            key TEXT NOT NULL,
+            replayed INTEGER NOT NULL,
+            PRIMARY KEY (chat_id, step)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX model_requests_key ON model_requests (key)",
+    ):
+        conn.execute(sql)
 
 
 def m010_fork_parents(conn: sqlite3.Connection) -> None:
@@ -224,7 +253,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m006_arguments_stored_once,
     m007_call_server,
     m008_blobs,
-    m009_reserved,
+    m009_recordings,
     m010_fork_parents,
 )
 """Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""

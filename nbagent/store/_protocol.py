@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from .._events import Event
+from .._recording import Recording
 from .._types import Approval, Decision, ToolCall, ToolResultMessage
 
 
@@ -397,6 +398,27 @@ class Store(Protocol):
         ``call`` fields are rebuilt once per call and shared by the events of a
         chat; pass ``calls`` (with ``chat_id``) to reuse existing objects.
         """
+        ...
+
+    # record and replay (schema version 9; a store without them keeps no recordings)
+    def record_response(
+        self, recording: Recording, chat_id: str, step: int, replayed: bool
+    ) -> None:
+        """Keep ``recording`` by its key (a live one replaces, a replayed one only fills a gap)
+        and note that ``chat_id``'s ``step`` had that key (``model_requests``)."""
+        ...
+
+    def recording(self, key: str) -> Recording | None:
+        """The recording of the request with this key, if any (any chat's)."""
+        ...
+
+    def recordings(self, *, model: str | None = None, limit: int = 500) -> list[Recording]:
+        """The most recent recordings (of one ``provider/model``), newest first."""
+        ...
+
+    def recorded_result(self, key: str, call_id: str) -> StoredCall | None:
+        """The latest call ``call_id`` that ran (ok, error, timed_out) in a chat whose step
+        had request ``key`` (read from the call records)."""
         ...
 
     def close(self) -> None: ...

@@ -15,6 +15,13 @@ Tables (schema version 10)::
     events(chat_id, seq, type, ts, json)                     PK (chat_id, seq)
     decisions(id PK, chat_id, call_id, verdict, decided_by, at, reason, arguments json,
               source 'chat'|'store', applied 0|1|-1, applied_at, error)
+    recordings(key PK, chat_id, step, model, fingerprint json, response json, deltas json,
+               created_at)                                   (since version 9)
+    model_requests(chat_id, step, key, replayed 0|1)         PK (chat_id, step)
+
+``recordings`` holds every model response by its request's key (record and
+replay, :mod:`nbagent._replay`); ``model_requests`` the key of each step of
+each chat, so a call's recorded result is read from ``tool_calls``.
 
 A call's arguments are stored once (since version 6): in its row, or, when
 longer than :data:`_INLINE_ARGUMENTS`, in ``call_arguments`` with the row's
@@ -64,8 +71,9 @@ from typing import Any
 
 from .._errors import DecisionError, StoreError
 from .._events import Event, utcnow
+from .._recording import Recording, full_deltas, recording_in, recording_out, slim_deltas
 from .._schema import validate_json_schema
-from .._types import Decision, ToolCall
+from .._types import Decision, LLMToolResponse, Message, ToolCall, ToolResultMessage
 from .._unicode import clean, clean_json
 from . import _codec as codec
 from . import _migrations as migrations
@@ -177,6 +185,41 @@ _UPDATED_AT = (
 )
 """When chat ``c`` was last written: its row, its last event, its last message (one of them
 may be later than the others: a message row is its own event since version 5)."""
+
+
+_IN_MESSAGE = ("text", "tool_calls", "items")
+"""What of a recorded response its assistant message row holds (kept once, there)."""
+
+
+def _as_message(response: LLMToolResponse) -> bool:
+    """Whether the chat writes ``response`` as its message unchanged (text, calls, items)."""
+    if response.refusal is not None and not response.text:
+        return False  # the message says the refusal instead
+    return clean(response.text) is response.text
+
+
+def _message_at(conn: sqlite3.Connection, chat_id: str, idx: int) -> Message | None:
+    """The assistant message at ``idx`` of a chat, with its calls' arguments (or ``None``)."""
+    row = conn.execute(
+        "SELECT json FROM messages WHERE chat_id = ? AND idx = ?", (chat_id, idx)
+    ).fetchone()
+    if row is None:
+        return None
+    data = _with_bytes(conn, codec.loads(row[0]))
+    if data.get("role") != "assistant":
+        return None
+    calls = None
+    if "tool_calls" in data:
+        ids = [c["id"] for c in data["tool_calls"]]
+        marks = ", ".join("?" * len(ids))
+        rows = conn.execute(
+            f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE chat_id = ? AND call_id IN ({marks})",
+            (chat_id, *ids),
+        ).fetchall()
+        calls = {sc.id: sc.to_tool_call() for sc in (_stored_call(r, conn) for r in rows)}
+        if len(calls) != len(ids):
+            return None
+    return codec.message_in(data, calls)
 
 
 class _Claim:
@@ -1100,6 +1143,137 @@ class SQLiteStore:
             )
             for r in rows
         ]
+
+    # -- record and replay (version 9) ---------------------------------------------
+    def record_response(
+        self, recording: Recording, chat_id: str, step: int, replayed: bool
+    ) -> None:
+        """Keep a model response by its request's key, and which key ``chat_id``'s ``step`` had.
+
+        A live response (``replayed`` false) replaces an older recording of the
+        same key; a replayed one is kept only if the key has none.
+        """
+        data = recording_out(recording)
+        response, deltas = data["response"], data["deltas"]
+        if not replayed and recording.chat_id == chat_id and _as_message(recording.response):
+            # the response is the assistant message this chat is about to write: kept once,
+            # there (and in its calls' rows); its fragments as lengths cut from it
+            response = {k: v for k, v in response.items() if k not in _IN_MESSAGE}
+            response["message"] = len(recording.fingerprint.get("messages", ()))
+            deltas = slim_deltas(recording.deltas, recording.response) or deltas
+        row = (
+            recording.key,
+            recording.chat_id,
+            recording.step,
+            recording.model,
+            codec.dumps(data["fingerprint"]),
+            codec.dumps(response),
+            None if deltas is None else codec.dumps(deltas),
+            data["created_at"],
+        )
+        try:
+            self._record(row, chat_id, step, replayed)
+        except UnicodeEncodeError:  # a lone surrogate SQLite cannot store: replaced
+            self._record(tuple(clean_json(list(row))), clean(chat_id), step, replayed)
+
+    def _record(self, row: tuple[Any, ...], chat_id: str, step: int, replayed: bool) -> None:
+        conflict = (
+            "DO NOTHING"
+            if replayed
+            else (
+                "DO UPDATE SET chat_id = excluded.chat_id, step = excluded.step, "
+                "model = excluded.model, fingerprint = excluded.fingerprint, "
+                "response = excluded.response, deltas = excluded.deltas, "
+                "created_at = excluded.created_at"
+            )
+        )
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO recordings (key, chat_id, step, model, fingerprint, response, "
+                f"deltas, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) {conflict}",
+                row,
+            )
+            conn.execute(
+                "INSERT INTO model_requests (chat_id, step, key, replayed) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (chat_id, step) DO UPDATE SET key = excluded.key, "
+                "replayed = excluded.replayed",
+                (chat_id, step, row[0], int(replayed)),
+            )
+
+    _RECORDING = "key, chat_id, step, fingerprint, response, deltas, created_at"
+
+    @staticmethod
+    def _recording(conn: sqlite3.Connection, row: Sequence[Any]) -> Recording | None:
+        """A recording row rebuilt (``None``: its message row is not written, or gone)."""
+        response = codec.loads(row[4])
+        deltas: Any = codec.loads(row[5]) if row[5] is not None else None
+        slim = bool(deltas) and isinstance(deltas[0], dict)
+        rec = recording_in(
+            {
+                "key": row[0],
+                "chat_id": row[1],
+                "step": row[2],
+                "fingerprint": codec.loads(row[3]),
+                "response": response,
+                "deltas": None if slim else deltas,
+                "created_at": row[6],
+            }
+        )
+        if "message" in response:
+            message = _message_at(conn, row[1], int(response["message"]))
+            if message is None or isinstance(message, ToolResultMessage):
+                return None
+            calls = getattr(message, "tool_calls", ())
+            rec = dataclasses.replace(
+                rec,
+                response=dataclasses.replace(
+                    rec.response,
+                    text=message.content or "",
+                    tool_calls=tuple(c.copy_identity() for c in calls),
+                    items=message.items,
+                ),
+            )
+        if slim:
+            rec = dataclasses.replace(rec, deltas=full_deltas(deltas, rec.response))
+        return rec
+
+    def recording(self, key: str) -> Recording | None:
+        """The recorded response of the request with this key, if any."""
+        with self._read() as conn:
+            row = conn.execute(
+                f"SELECT {self._RECORDING} FROM recordings WHERE key = ?", (key,)
+            ).fetchone()
+            return None if row is None else self._recording(conn, row)
+
+    def recordings(self, *, model: str | None = None, limit: int = 500) -> list[Recording]:
+        """The most recent recordings (of one ``provider/model``), newest first."""
+        sql = f"SELECT {self._RECORDING} FROM recordings"
+        args: list[Any] = []
+        if model is not None:
+            sql += " WHERE model = ?"
+            args.append(model)
+        with self._read() as conn:
+            rows = conn.execute(
+                sql + " ORDER BY created_at DESC LIMIT ?", [*args, limit]
+            ).fetchall()
+            found = [self._recording(conn, r) for r in rows]
+        return [r for r in found if r is not None]
+
+    def recorded_result(self, key: str, call_id: str) -> StoredCall | None:
+        """The latest run of call ``call_id`` asked for by a response to the request ``key``.
+
+        Read from the call records (``tool_calls``) of every chat whose step had
+        that key; only a call that ran (``ok``, ``error``, ``timed_out``) counts.
+        """
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE call_id = ? "
+                "AND status IN ('ok', 'error', 'timed_out') AND EXISTS (SELECT 1 FROM "
+                "model_requests r WHERE r.chat_id = tool_calls.chat_id "
+                "AND r.step = tool_calls.step AND r.key = ?) ORDER BY finished_at DESC LIMIT 1",
+                (call_id, key),
+            ).fetchall()
+            return _stored_call(rows[0], conn) if rows else None
 
     def iter_events(
         self, chat_id: str | None = None, *, calls: dict[str, ToolCall] | None = None

@@ -13,6 +13,9 @@
         client = openai.OpenAI(api_key="test", base_url=server.openai_base_url)
         ...
 
+- :func:`to_pytest`: a chat that ran becomes a pytest file replaying it
+  offline (with :class:`OfflineProvider`, :func:`stand_in`, :func:`replay_turns`).
+
 The fake server imports only the standard library; the scripted provider is
 loaded on first use.
 """
@@ -21,7 +24,9 @@ from typing import Any
 
 from .._exports import publish as _publish
 from .._exports import publish_one as _publish_one
+from ._export import to_pytest
 from ._fake_server import FakeLLMServer, render
+from ._offline import OfflineProvider, replay_turns, stand_in
 from ._script import (
     FakeHostedItem,
     FakeToolCall,
@@ -48,6 +53,7 @@ __all__ = [
     "FakeHostedItem",
     "FakeLLMServer",
     "FakeToolCall",
+    "OfflineProvider",
     "RecordedRequest",
     "ScriptedProvider",
     "ScriptedRequest",
@@ -58,7 +64,10 @@ __all__ = [
     "mcp_list_tools",
     "raw_item",
     "render",
+    "replay_turns",
     "reply",
+    "stand_in",
+    "to_pytest",
 ]
 
 _publish(__name__, globals(), __all__)

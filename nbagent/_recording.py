@@ -1,0 +1,686 @@
+"""A recorded model response, the request it answered, and the request's stable key.
+
+A :class:`Recording` is one model response (with the stream fragments it came
+in, if it streamed) and the *fingerprint* of the request that produced it. The
+fingerprint is what a request looks like once everything that changes between
+two runs of the same notebook is taken out, hashed part by part:
+
+- ``model``: the provider's name and the model;
+- ``messages``: one digest per message (role, text, parts by their SHA-256,
+  calls with their names and arguments, results, provider items);
+- ``tools``: one digest per tool (name, description, input schema), in order,
+  and per provider-hosted tool (its definition without headers or tokens);
+- ``options``: one digest per option (system prompt, tool choice, calls per
+  response, token limit, structured output schema, reasoning, caching).
+
+Left out: call ids and provider item ids (renumbered by order of appearance:
+``#1``, ``#2``...), timestamps (a request holds none), the turn numbers,
+``stream`` (a recording made without streaming replays its fragments, made up
+from the response) and anything secret (API keys and headers never reach a
+request; a hosted tool's headers and the credentials of its URL are left out).
+
+The request's key is the SHA-256 of its fingerprint: same key, same request.
+On a miss, :func:`explain_miss` compares the fingerprint with the nearest
+recording's and says what differs. The JSON forms (``*_out`` / ``*_in``) are
+what the recordings directory and the store keep.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from ._events import utcnow
+from ._types import (
+    AssistantToolCallMessage,
+    FilePart,
+    ImagePart,
+    LLMToolResponse,
+    Message,
+    Part,
+    ProviderItem,
+    Reasoning,
+    ToolCall,
+    ToolResultMessage,
+)
+from .providers._base import ModelRequest, StreamDelta
+
+VERSION = 1
+"""The fingerprint's format: a change to what a request's key covers bumps it."""
+
+Json = dict[str, Any]
+
+
+# ------------------------------------------------------------------ the values
+@dataclass(frozen=True)
+class Recording:
+    """One model response and the fingerprint of the request that produced it.
+
+    Attributes:
+        key: The request's key (:func:`request_key`).
+        fingerprint: The request's digests (see the module docstring).
+        response: What the model answered.
+        deltas: The stream fragments it came in (``None``: it did not stream).
+        chat_id / step: The chat and step that recorded it.
+        created_at: When.
+    """
+
+    key: str
+    fingerprint: Json
+    response: LLMToolResponse
+    deltas: tuple[StreamDelta, ...] | None = None
+    chat_id: str = ""
+    step: int = 0
+    created_at: datetime = field(default_factory=utcnow)
+
+    @property
+    def model(self) -> str:
+        return str(self.fingerprint.get("model", ""))
+
+
+@dataclass(frozen=True)
+class RecordedResult:
+    """A tool call's recorded outcome, replayed by ``replay_tools`` instead of running the tool.
+
+    Attributes:
+        status: ``ok``, ``error`` or ``timed_out`` (a call that ran).
+        content: The text the model read (without a human's edit note).
+        parts: The images it returned.
+    """
+
+    status: str
+    content: str
+    parts: tuple[Part, ...] = ()
+
+
+# ------------------------------------------------------------- the fingerprint
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
+class _Ids:
+    """Call and item ids renumbered by order of appearance (``#1``, ``#2``...)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, str] = {}
+
+    def __call__(self, ident: str | None) -> str | None:
+        if ident is None:
+            return None
+        n = self.seen.get(ident)
+        if n is None:
+            n = self.seen[ident] = f"#{len(self.seen) + 1}"
+        return n
+
+
+def _raw(value: Any, ids: _Ids) -> Any:
+    """A provider item's JSON with every ``id`` (and ``*_id``) string renumbered."""
+    if isinstance(value, Mapping):
+        return {
+            k: ids(v) if (k == "id" or k.endswith("_id")) and isinstance(v, str) else _raw(v, ids)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_raw(v, ids) for v in value]
+    return value
+
+
+def _parts(parts: Sequence[Part]) -> list[list[Any]]:
+    return [
+        [p.kind, p.media_type, p.sha256, getattr(p, "detail", None), getattr(p, "filename", None)]
+        for p in parts
+    ]
+
+
+def _items(items: Sequence[ProviderItem], ids: _Ids) -> list[Json]:
+    return [{"api": i.api, "type": i.type, "raw": _raw(i.raw, ids)} for i in items]
+
+
+def _call(c: ToolCall, ids: _Ids) -> list[Any]:
+    return [ids(c.id), c.name, c.arguments, c.raw_arguments, c.parse_error, c.server, c.hosted]
+
+
+def message_form(m: Message, ids: _Ids) -> Json:
+    """What of a message the model sees, ids renumbered (its digest is the message's)."""
+    if isinstance(m, ToolResultMessage):
+        return {
+            "role": "tool",
+            "call": ids(m.tool_call_id),
+            "name": m.name,
+            "content": m.content,
+            "status": m.status,
+            "is_error": m.is_error,
+            "hosted": m.hosted,
+            "parts": _parts(m.parts),
+        }
+    if isinstance(m, AssistantToolCallMessage):
+        return {
+            "role": "assistant",
+            "content": m.content,
+            "items": _items(m.items, ids),
+            "calls": [_call(c, ids) for c in m.tool_calls],
+        }
+    return {
+        "role": m.role,
+        "content": m.content,
+        "items": _items(m.items, ids),
+        "parts": _parts(m.parts),
+    }
+
+
+def _hosted_form(tool: Any) -> Json:
+    """A hosted tool's definition without its secrets (headers, URL credentials)."""
+    form = {k: v for k, v in vars(tool).items() if not k.startswith("_")}
+    url = form.get("server_url")
+    if isinstance(url, str):
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        form["server_url"] = urlunsplit(parts._replace(netloc=host))
+    form["header_names"] = sorted(getattr(tool, "header_names", ()))
+    form["kind"] = type(tool).__name__
+    form["name"] = getattr(tool, "name", type(tool).__name__)
+    return form
+
+
+class Digests:
+    """One ``(role, digest)`` per message, sharing the digests of the request before it.
+
+    A chat's requests repeat the transcript, so each one's digests extend the
+    previous one's: a node holds only the new messages and points to its
+    parent, and the memory recordings take grows with the conversation, not
+    with its square. ``chain`` hashes every digest in order (one step per
+    message, so it does not depend on how the nodes split them).
+    """
+
+    __slots__ = ("chain", "items", "n", "parent")
+    chain: str
+    items: tuple[tuple[str, str], ...]
+    n: int
+    parent: Digests | None
+
+    def __init__(self, items: Iterable[Sequence[str]], parent: Digests | None = None):
+        self.parent = parent
+        self.items = tuple((str(r), str(d)) for r, d in items)
+        h = parent.chain if parent is not None else ""
+        for role, d in self.items:
+            h = hashlib.sha256(f"{h}|{role}|{d}".encode()).hexdigest()[:32]
+        self.chain = h
+        self.n = (parent.n if parent is not None else 0) + len(self.items)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        nodes: list[Digests] = []
+        node: Digests | None = self
+        while node is not None:
+            nodes.append(node)
+            node = node.parent
+        for n in reversed(nodes):
+            yield from n.items
+
+    def __getitem__(self, i: int) -> tuple[str, str]:
+        return list(self)[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Digests):
+            return (self.n, self.chain) == (other.n, other.chain)
+        if isinstance(other, list | tuple):
+            return list(self) == [tuple(x) for x in other]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.n, self.chain))
+
+    def __repr__(self) -> str:
+        return f"Digests({self.n} messages, {self.chain[:8]})"
+
+
+def as_digests(value: Any) -> Digests:
+    return value if isinstance(value, Digests) else Digests(value or ())
+
+
+@dataclass
+class Prefix:
+    """A chat's last request, so the next one digests only the messages it adds."""
+
+    messages: tuple[Message, ...] = ()
+    digests: Digests | None = None
+    ids: dict[str, str] = field(default_factory=dict)
+    tools: tuple[Any, ...] | None = None  # the last tools (and hosted tools) and their digests
+    tool_digests: list[list[str]] = field(default_factory=list)
+    options: dict[str, Any] | None = None  # the last options and their digests
+    option_digests: dict[str, str] = field(default_factory=dict)
+
+
+def _message_digests(request: ModelRequest, prefix: Prefix | None) -> Digests:
+    messages = request.messages
+    base = prefix if prefix is not None and prefix.digests is not None else None
+    if base is not None and (
+        len(base.messages) > len(messages)
+        or any(a is not b for a, b in zip(base.messages, messages, strict=False))
+    ):
+        base = None
+    ids = _Ids()
+    start = 0
+    if base is not None:
+        ids.seen = dict(base.ids)
+        start = len(base.messages)
+    new = [(m.role, _digest(message_form(m, ids))) for m in messages[start:]]
+    digests = Digests(new, base.digests if base is not None else None)
+    if prefix is not None:
+        prefix.messages, prefix.digests, prefix.ids = messages, digests, ids.seen
+    return digests
+
+
+def fingerprint(
+    provider: str, model: str, request: ModelRequest, prefix: Prefix | None = None
+) -> Json:
+    """The request's digests: model, messages, tools, options (see the module docstring).
+
+    ``prefix``: the chat's previous request (updated to this one), so only the
+    messages added since are digested.
+    """
+    messages = _message_digests(request, prefix)
+    known = (request.tools, tuple(map(_hosted_form, request.hosted)))
+    if prefix is not None and prefix.tools == known:
+        tools = prefix.tool_digests  # the same tools as the last request (compared by value)
+    else:
+        tools = [[t.name, _digest([t.description, t.input_schema])] for t in request.tools]
+        tools += [[f"hosted:{form['name']}", _digest(form)] for form in known[1]]
+        if prefix is not None:
+            prefix.tools, prefix.tool_digests = known, tools
+    output = request.output
+    options = {
+        "system": request.system,
+        "tool_choice": request.tool_choice,
+        "calls": request.calls,
+        "max_tokens": request.max_tokens,
+        "output": None if output is None else [output.name, output.schema],
+        "reasoning": request.reasoning,
+        "cache": request.cache,
+    }
+    if prefix is not None and prefix.options == options:
+        digests = prefix.option_digests
+    else:
+        digests = {k: _digest(v) for k, v in options.items()}
+        if prefix is not None:
+            prefix.options, prefix.option_digests = options, digests
+    return {
+        "v": VERSION,
+        "model": f"{provider}/{model}",
+        "messages": messages,
+        "tools": tools,
+        "options": digests,
+    }
+
+
+def request_key(fp: Mapping[str, Any]) -> str:
+    """The request's key: the SHA-256 of its fingerprint (hex), messages by their chain."""
+    messages = as_digests(fp.get("messages"))
+    core = {k: v for k, v in fp.items() if k != "messages"}
+    core["messages"] = [len(messages), messages.chain]
+    text = json.dumps(core, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def fingerprint_json(fp: Mapping[str, Any]) -> Json:
+    """The fingerprint as JSON (its message digests as a list)."""
+    return {**fp, "messages": [list(x) for x in as_digests(fp.get("messages"))]}
+
+
+# ---------------------------------------------------------------- explaining a miss
+def _closeness(fp: Mapping[str, Any], other: Mapping[str, Any]) -> tuple[int, int, int]:
+    mine, theirs = list(as_digests(fp.get("messages"))), list(as_digests(other.get("messages")))
+    common = 0
+    for a, b in zip(mine, theirs, strict=False):
+        if a != b:
+            break
+        common += 1
+    same = sum(fp.get(k) == other.get(k) for k in ("model", "tools", "options"))
+    return common, same, -abs(len(mine) - len(theirs))
+
+
+def nearest(fp: Mapping[str, Any], candidates: Iterable[Recording]) -> Recording | None:
+    """The recording whose request is closest to ``fp`` (longest common history first)."""
+    best: Recording | None = None
+    score: tuple[int, int, int] | None = None
+    for rec in candidates:
+        s = _closeness(fp, rec.fingerprint)
+        if score is None or s > score:
+            best, score = rec, s
+    return best
+
+
+def _preview(m: Message) -> str:
+    if isinstance(m, ToolResultMessage):
+        text = f"result of {m.name or 'a call'}: {m.content}"
+    elif isinstance(m, AssistantToolCallMessage):
+        calls = ", ".join(f"{c.name}({json.dumps(c.arguments, default=str)})" for c in m.tool_calls)
+        text = f"{m.content or ''} calls {calls}".strip()
+    else:
+        text = m.content
+    text = " ".join(text.split())
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def differences(
+    fp: Mapping[str, Any], other: Mapping[str, Any], request: ModelRequest
+) -> list[str]:
+    """What differs between a request (``fp``, ``request``) and a recorded one (``other``)."""
+    out: list[str] = []
+    if fp.get("model") != other.get("model"):
+        out.append(f"the model: recorded {other.get('model')!r}, now {fp.get('model')!r}")
+    mine, theirs = list(as_digests(fp.get("messages"))), list(as_digests(other.get("messages")))
+    for i, (a, b) in enumerate(zip(mine, theirs, strict=False)):
+        if a != b:
+            out.append(
+                f"message {i + 1} ({a[0]}): now {_preview(request.messages[i])!r}, "
+                f"the recording's {b[0]} message differs"
+            )
+            break
+    else:
+        if len(mine) != len(theirs):
+            out.append(
+                f"the number of messages: recorded {len(theirs)}, now {len(mine)}"
+                + (
+                    f" (message {len(theirs) + 1}: {_preview(request.messages[len(theirs)])!r})"
+                    if len(mine) > len(theirs)
+                    else ""
+                )
+            )
+    tools_now = {n: d for n, d in fp.get("tools", [])}
+    tools_then = {n: d for n, d in other.get("tools", [])}
+    if fp.get("tools") != other.get("tools"):
+        what = []
+        if added := sorted(set(tools_now) - set(tools_then)):
+            what.append("added " + ", ".join(added))
+        if removed := sorted(set(tools_then) - set(tools_now)):
+            what.append("removed " + ", ".join(removed))
+        if changed := sorted(
+            n for n in tools_now if n in tools_then and tools_now[n] != tools_then[n]
+        ):
+            what.append("changed (description or schema) " + ", ".join(changed))
+        out.append("the tools: " + ("; ".join(what) or "their order"))
+    opts_now, opts_then = fp.get("options", {}), other.get("options", {})
+    if changed_opts := sorted(
+        k for k in set(opts_now) | set(opts_then) if opts_now.get(k) != opts_then.get(k)
+    ):
+        out.append("the options: " + ", ".join(changed_opts))
+    return out
+
+
+# ------------------------------------------------------------------- JSON forms
+def _part_out(p: Part) -> Json:
+    out: Json = {"kind": p.kind, "media_type": p.media_type, "data": p.base64}
+    if isinstance(p, ImagePart) and p.detail is not None:
+        out["detail"] = p.detail
+    if isinstance(p, FilePart):
+        out["filename"] = p.filename
+    return out
+
+
+def _part_in(d: Mapping[str, Any]) -> Part:
+    data = base64.b64decode(d["data"])
+    if d.get("kind") == "file":
+        return FilePart(
+            data, d.get("media_type", "application/pdf"), d.get("filename", "document.pdf")
+        )
+    return ImagePart(data, d["media_type"], d.get("detail"))
+
+
+def _item_out(i: ProviderItem) -> Json:
+    out: Json = {
+        "api": i.api,
+        "type": i.type,
+        "raw": i.raw,
+        "server": i.server,
+        "name": i.name,
+        "status": i.status,
+        "known": i.known,
+    }
+    if isinstance(i, Reasoning):
+        out.update(reasoning=True, text=i.text, redacted=i.redacted, resend=i.resend)
+    return out
+
+
+def _item_in(d: Mapping[str, Any]) -> ProviderItem:
+    common: dict[str, Any] = {
+        k: d.get(k) for k in ("api", "type", "raw", "server", "name", "status")
+    }
+    common["known"] = d.get("known", True)
+    if d.get("reasoning"):
+        return Reasoning(
+            **common,
+            text=d.get("text", ""),
+            redacted=d.get("redacted", False),
+            resend=d.get("resend", True),
+        )
+    return ProviderItem(**common)
+
+
+def response_out(r: LLMToolResponse) -> Json:
+    return {
+        "text": r.text,
+        "tool_calls": [
+            {
+                "id": c.id,
+                "name": c.name,
+                "arguments": c.arguments,
+                "raw_arguments": c.raw_arguments,
+                "parse_error": c.parse_error,
+                "server": c.server,
+                "hosted": c.hosted,
+            }
+            for c in r.tool_calls
+        ],
+        "usage": [
+            r.input_tokens,
+            r.output_tokens,
+            r.cached_tokens,
+            r.reasoning_tokens,
+            r.cache_write_tokens,
+        ],
+        "model": r.model,
+        "provider": r.provider,
+        "stop_reason": r.stop_reason,
+        "raw_stop_reason": r.raw_stop_reason,
+        "refusal": r.refusal,
+        "items": [_item_out(i) for i in r.items],
+    }
+
+
+def response_in(d: Mapping[str, Any]) -> LLMToolResponse:
+    usage = list(d.get("usage") or []) + [0] * 5
+    return LLMToolResponse(
+        text=d.get("text", ""),
+        tool_calls=tuple(
+            ToolCall(
+                c["id"],
+                c["name"],
+                dict(c.get("arguments") or {}),
+                c.get("raw_arguments"),
+                c.get("parse_error"),
+                server=c.get("server"),
+                hosted=bool(c.get("hosted")),
+            )
+            for c in d.get("tool_calls", ())
+        ),
+        input_tokens=usage[0],
+        output_tokens=usage[1],
+        cached_tokens=usage[2],
+        reasoning_tokens=usage[3],
+        cache_write_tokens=usage[4],
+        model=d.get("model", ""),
+        provider=d.get("provider", ""),
+        stop_reason=d.get("stop_reason", "end"),
+        raw_stop_reason=d.get("raw_stop_reason"),
+        refusal=d.get("refusal"),
+        items=tuple(_item_in(i) for i in d.get("items", ())),
+    )
+
+
+def deltas_out(deltas: Sequence[StreamDelta] | None) -> list[list[Any]] | None:
+    if deltas is None:
+        return None
+    return [[d.kind, d.text, d.index, d.call_id, d.name] for d in deltas]
+
+
+def deltas_in(rows: Sequence[Sequence[Any]] | None) -> tuple[StreamDelta, ...] | None:
+    if rows is None:
+        return None
+    return tuple(StreamDelta(r[0], r[1], r[2], r[3], r[4]) for r in rows)
+
+
+def recording_out(rec: Recording) -> Json:
+    """A recording as JSON (what a recordings directory and the store keep)."""
+    return {
+        "key": rec.key,
+        "fingerprint": fingerprint_json(rec.fingerprint),
+        "response": response_out(rec.response),
+        "deltas": deltas_out(rec.deltas),
+        "chat_id": rec.chat_id,
+        "step": rec.step,
+        "created_at": rec.created_at.isoformat(),
+    }
+
+
+def recording_in(d: Mapping[str, Any]) -> Recording:
+    return Recording(
+        key=d["key"],
+        fingerprint={**d["fingerprint"], "messages": as_digests(d["fingerprint"].get("messages"))},
+        response=response_in(d["response"]),
+        deltas=deltas_in(d.get("deltas")),
+        chat_id=d.get("chat_id", ""),
+        step=int(d.get("step", 0)),
+        created_at=datetime.fromisoformat(d["created_at"]) if d.get("created_at") else utcnow(),
+    )
+
+
+def result_out(r: RecordedResult) -> Json:
+    return {"status": r.status, "content": r.content, "parts": [_part_out(p) for p in r.parts]}
+
+
+def result_in(d: Mapping[str, Any]) -> RecordedResult:
+    return RecordedResult(d["status"], d["content"], tuple(_part_in(p) for p in d.get("parts", ())))
+
+
+# ---------------------------------------------- slim forms (what the response already says)
+def _argument_forms(arguments: Any) -> list[str]:
+    return [
+        json.dumps(arguments, ensure_ascii=a, separators=s)
+        for a in (True, False)
+        for s in ((", ", ": "), (",", ":"))
+    ]
+
+
+def slim_deltas(
+    deltas: Sequence[StreamDelta] | None, response: LLMToolResponse
+) -> list[Any] | None:
+    """Stream fragments as lengths, when they only cut the response's own text into pieces.
+
+    A store keeps a response once (its message row); its fragments then need
+    only where each one ends: ``[kind, length, index, call_id, name]``, and per
+    call, which JSON spelling of the arguments they cut (``forms``). Fragments
+    that do not add up to the response's text are kept whole (``None`` back:
+    keep :func:`deltas_out`).
+    """
+    if deltas is None:
+        return None
+    joined: dict[tuple[str, int], str] = {}
+    for d in deltas:
+        joined[(d.kind, d.index)] = joined.get((d.kind, d.index), "") + d.text
+    thinking = "".join(i.text for i in response.items if isinstance(i, Reasoning))
+    forms: dict[int, int] = {}
+    for (kind, index), text in joined.items():
+        if kind == "text" and text != response.text:
+            return None
+        if kind == "reasoning" and text != thinking:
+            return None
+        if kind == "tool_call":
+            if index >= len(response.tool_calls):
+                return None
+            call = response.tool_calls[index]
+            spelled = (
+                [call.raw_arguments]
+                if call.raw_arguments is not None
+                else _argument_forms(call.arguments)
+            )
+            if text not in spelled:
+                return None
+            forms[index] = spelled.index(text)
+    rows = [[d.kind, len(d.text), d.index, d.call_id, d.name] for d in deltas]
+    return [{"forms": {str(k): v for k, v in forms.items()}}, *rows]
+
+
+def full_deltas(slim: Sequence[Any], response: LLMToolResponse) -> tuple[StreamDelta, ...]:
+    """The fragments :func:`slim_deltas` described, cut again from ``response``."""
+    head, rows = slim[0], slim[1:]
+    forms = {int(k): v for k, v in head.get("forms", {}).items()}
+    thinking = "".join(i.text for i in response.items if isinstance(i, Reasoning))
+    sources: dict[tuple[str, int], str] = {}
+    at: dict[tuple[str, int], int] = {}
+    out: list[StreamDelta] = []
+    for kind, length, index, call_id, name in rows:
+        k = (kind, index)
+        if k not in sources:
+            if kind == "text":
+                sources[k] = response.text
+            elif kind == "reasoning":
+                sources[k] = thinking
+            else:
+                call = response.tool_calls[index]
+                sources[k] = (
+                    call.raw_arguments
+                    if call.raw_arguments is not None
+                    else _argument_forms(call.arguments)[forms.get(index, 0)]
+                )
+        start = at.get(k, 0)
+        out.append(StreamDelta(kind, sources[k][start : start + length], index, call_id, name))
+        at[k] = start + length
+    return tuple(out)
+
+
+def synthetic_deltas(response: LLMToolResponse) -> tuple[StreamDelta, ...]:
+    """The fragments a response that did not stream would have come in (one per piece)."""
+    out: list[StreamDelta] = [
+        StreamDelta("reasoning", i.text)
+        for i in response.items
+        if isinstance(i, Reasoning) and i.text
+    ]
+    if response.text:
+        out.append(StreamDelta("text", response.text))
+    for n, c in enumerate(response.tool_calls):
+        args = c.raw_arguments if c.raw_arguments is not None else json.dumps(c.arguments)
+        out.append(StreamDelta("tool_call", args, n, c.id, c.name))
+    return tuple(out)
+
+
+__all__ = [
+    "Digests",
+    "Prefix",
+    "RecordedResult",
+    "Recording",
+    "differences",
+    "fingerprint",
+    "fingerprint_json",
+    "full_deltas",
+    "message_form",
+    "nearest",
+    "recording_in",
+    "recording_out",
+    "request_key",
+    "result_in",
+    "result_out",
+    "slim_deltas",
+    "synthetic_deltas",
+]

@@ -1,0 +1,440 @@
+"""Record and replay: every model response is recorded; an identical request is answered from it.
+
+Where recordings live (:class:`Recordings`), searched in this order and all
+written to:
+
+1. the process (:data:`PROCESS`, the most recent :data:`PROCESS_LIMIT`):
+   a new ``Chat`` in the same kernel (a rerun cell) finds them;
+2. a recordings directory, ``Chat(recordings=path)`` or
+   ``nbagent.configure(recordings=path)``: one JSON file per request, so a
+   whole notebook rerun in a fresh kernel (nbclient, papermill) replays, and
+   the directory can be committed beside the notebook;
+3. the chat's store (``Chat(store=...)``), through the ``recordings`` hook of
+   its extension (:class:`~nbagent.Extension`): the ``recordings`` table
+   (migration ``m009``), and results read from the store's call records.
+
+:class:`ReplayingProvider` wraps the chat's provider for one request (at the
+provider seam, so the loop, the view, the log and the store see a replayed
+response exactly as a live one): ``replay="auto"`` answers from a recording
+when one has the request's key, else asks the model and records;
+``"only"`` never asks the model and raises :class:`ReplayMissError` (what
+differs from the nearest recording) on a miss; ``"off"`` always asks (and
+records). A replayed response plays its recorded stream fragments (or made-up
+ones, if it did not stream) into the request's ``on_delta``, and comes back
+with ``replayed=True``.
+
+Tool results (``replay_tools``): a call that ran (``ok``, ``error``,
+``timed_out``) is recorded under the key of the response that asked for it
+and its call id; a replayed response asks for the same calls with the same
+ids, so the chat finds their results and hands them to the runner instead of
+running the tool.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from ._config import check_replay, check_replay_tools, get_config
+from ._errors import ProviderError
+from ._recording import (
+    Prefix,
+    RecordedResult,
+    Recording,
+    differences,
+    fingerprint,
+    nearest,
+    recording_in,
+    recording_out,
+    request_key,
+    result_in,
+    result_out,
+    synthetic_deltas,
+)
+from ._types import LLMToolResponse
+from .providers._base import ModelRequest, Provider, StreamDelta
+
+ReplayMode = Literal["auto", "only", "off"]
+PROCESS_LIMIT = 4096
+"""Recordings (and as many tool results) the process keeps, most recently used first."""
+
+
+class ReplayMissError(ProviderError):
+    """``replay="only"`` and no recording answers the request (the model was not asked).
+
+    The message says what differs from the nearest recording: the model, a
+    message, the tools or the options.
+    """
+
+
+# ------------------------------------------------------------------- where they live
+@runtime_checkable
+class Recordings(Protocol):
+    """A place recordings live (the process, a directory, a store)."""
+
+    def find(self, key: str) -> Recording | None:
+        """The recording of the request with this key, if any."""
+        ...
+
+    def add(self, recording: Recording, chat_id: str, step: int, replayed: bool) -> None:
+        """Keep ``recording``, answered to ``chat_id`` at ``step``.
+
+        ``replayed``: the chat got it from a recording (kept if missing, never
+        replacing one); else the model just answered (it replaces an older one).
+        """
+        ...
+
+    def candidates(self, fp: dict[str, Any]) -> Iterable[Recording]:
+        """Recordings to compare a missed request with (to say what differs)."""
+        ...
+
+    def result(self, key: str, call_id: str) -> RecordedResult | None:
+        """The recorded outcome of call ``call_id`` asked for by the response of ``key``."""
+        ...
+
+    def add_result(self, key: str, call_id: str, result: RecordedResult) -> None:
+        """Keep a call's outcome (a store has it already in its call records)."""
+        ...
+
+
+class MemoryRecordings:
+    """The process's recordings: the most recent ones, so a rerun cell replays."""
+
+    def __init__(self, limit: int = PROCESS_LIMIT):
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._recordings: OrderedDict[str, Recording] = OrderedDict()
+        self._results: OrderedDict[tuple[str, str], RecordedResult] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"MemoryRecordings({len(self._recordings)} recordings)"
+
+    def __len__(self) -> int:
+        return len(self._recordings)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._recordings.clear()
+            self._results.clear()
+
+    def find(self, key: str) -> Recording | None:
+        with self._lock:
+            rec = self._recordings.get(key)
+            if rec is not None:
+                self._recordings.move_to_end(key)
+            return rec
+
+    def add(self, recording: Recording, chat_id: str, step: int, replayed: bool) -> None:
+        with self._lock:
+            if replayed and recording.key in self._recordings:
+                return
+            self._recordings[recording.key] = recording
+            self._recordings.move_to_end(recording.key)
+            while len(self._recordings) > self.limit:
+                self._recordings.popitem(last=False)
+
+    def candidates(self, fp: dict[str, Any]) -> Iterable[Recording]:
+        with self._lock:
+            return list(self._recordings.values())
+
+    def result(self, key: str, call_id: str) -> RecordedResult | None:
+        with self._lock:
+            return self._results.get((key, call_id))
+
+    def add_result(self, key: str, call_id: str, result: RecordedResult) -> None:
+        with self._lock:
+            self._results[(key, call_id)] = result
+            self._results.move_to_end((key, call_id))
+            while len(self._results) > self.limit:
+                self._results.popitem(last=False)
+
+
+PROCESS = MemoryRecordings()
+"""The recordings of this process (``nbagent.replay.PROCESS.clear()`` forgets them)."""
+
+
+class DirectoryRecordings:
+    """Recordings as files: ``<dir>/<key>.json`` each (response, stream fragments, results).
+
+    Written atomically (a temporary file renamed), so two kernels writing the
+    same directory never leave half a file. Plain JSON: commit it beside the
+    notebook and a fresh checkout replays.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        if self.path.exists() and not self.path.is_dir():
+            raise ValueError(f"recordings must be a directory; {self.path} is a file")
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"DirectoryRecordings({str(self.path)!r})"
+
+    def _file(self, key: str) -> Path:
+        return self.path / f"{key}.json"
+
+    def _read(self, key: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self._file(key).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"recording {self._file(key)} cannot be read: {exc}") from exc
+        return data if isinstance(data, dict) else None
+
+    def _write(self, key: str, data: dict[str, Any]) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = self.path / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
+        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
+        os.replace(tmp, self._file(key))
+
+    def find(self, key: str) -> Recording | None:
+        data = self._read(key)
+        return None if data is None else recording_in(data)
+
+    def add(self, recording: Recording, chat_id: str, step: int, replayed: bool) -> None:
+        with self._lock:
+            old = self._read(recording.key)
+            if replayed and old is not None:
+                return
+            data = recording_out(recording)
+            if old is not None and old.get("response") == data["response"]:
+                data["results"] = old.get("results", {})  # the same answer: its results hold
+            self._write(recording.key, data)
+
+    def candidates(self, fp: dict[str, Any]) -> Iterable[Recording]:
+        if not self.path.is_dir():
+            return []
+        out = []
+        for f in sorted(self.path.glob("*.json")):
+            try:
+                out.append(recording_in(json.loads(f.read_text(encoding="utf-8"))))
+            except (OSError, ValueError, KeyError):
+                continue  # not a recording: not a candidate
+        return out
+
+    def result(self, key: str, call_id: str) -> RecordedResult | None:
+        data = self._read(key)
+        found = (data or {}).get("results", {}).get(call_id)
+        return None if found is None else result_in(found)
+
+    def add_result(self, key: str, call_id: str, result: RecordedResult) -> None:
+        with self._lock:
+            data = self._read(key)
+            if data is None:
+                return
+            data.setdefault("results", {})[call_id] = result_out(result)
+            self._write(key, data)
+
+
+# ------------------------------------------------------------------ one chat's replay
+@dataclass
+class Replayer:
+    """One chat's replay settings and what it answered from which recording.
+
+    Attributes:
+        mode / tools / directory: The chat's own ``replay``, ``replay_tools``
+            and ``recordings`` (``None``: ``nbagent.configure``).
+        keys: The key of each step's request (to find its calls' results).
+        replayed_steps: The steps answered from a recording.
+    """
+
+    chat_id: str
+    mode: str | None = None
+    tools: bool | frozenset[str] | None = None
+    directory: DirectoryRecordings | None = None
+    keys: dict[int, str] = field(default_factory=dict)
+    replayed_steps: set[int] = field(default_factory=set)
+    prefix: Prefix = field(default_factory=Prefix)
+
+    @property
+    def effective_mode(self) -> str:
+        return self.mode or get_config().replay
+
+    def replays_tool(self, name: str) -> bool:
+        tools = self.tools if self.tools is not None else get_config().replay_tools
+        return name in tools if isinstance(tools, frozenset) else bool(tools)
+
+    def sources(self, extra: Iterable[Recordings] = ()) -> list[Recordings]:
+        out: list[Recordings] = [PROCESS]
+        directory = self.directory
+        if directory is None and get_config().recordings is not None:
+            directory = DirectoryRecordings(get_config().recordings)  # type: ignore[arg-type]
+        if directory is not None:
+            out.append(directory)
+        out.extend(extra)
+        return out
+
+    def provider(self, inner: Provider, step: int, extra: Iterable[Recordings] = ()) -> Provider:
+        """``inner`` wrapped for one request of ``step`` (see :class:`ReplayingProvider`)."""
+        return ReplayingProvider(inner, self, step, self.sources(extra))
+
+    def find_result(self, step: int, call_id: str, extra: Iterable[Recordings] = ()) -> Any:
+        """The recorded outcome of a call asked for at ``step``, if its response had one."""
+        key = self.keys.get(step)
+        if key is None:
+            return None
+        for source in self.sources(extra):
+            found = source.result(key, call_id)
+            if found is not None:
+                return found
+        return None
+
+    def add_result(
+        self, step: int, call_id: str, result: RecordedResult, extra: Iterable[Recordings] = ()
+    ) -> None:
+        key = self.keys.get(step)
+        if key is None:
+            return
+        for source in self.sources(extra):
+            _safely(source.add_result, source, key, call_id, result)
+
+
+def _safely(fn: Any, source: Recordings, *args: Any) -> None:
+    """Write to one source; a failure warns and never costs the response or the call."""
+    try:
+        fn(*args)
+    except Exception as exc:
+        warnings.warn(
+            f"nbagent: could not record in {source!r}: {type(exc).__name__}: {exc}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+class ReplayingProvider:
+    """A provider answering from recordings, else asking ``inner`` and recording (see module)."""
+
+    def __init__(self, inner: Provider, replayer: Replayer, step: int, sources: list[Recordings]):
+        self.inner = inner
+        self.name = inner.name
+        self.model = inner.model
+        self.replayer = replayer
+        self.step = step
+        self.sources = sources
+
+    def _lookup(self, request: ModelRequest) -> tuple[str, dict[str, Any], LLMToolResponse | None]:
+        fp = fingerprint(self.inner.name, self.inner.model, request, self.replayer.prefix)
+        key = request_key(fp)
+        self.replayer.keys[self.step] = key
+        mode = self.replayer.effective_mode
+        if mode == "off":
+            return key, fp, None
+        for source in self.sources:
+            rec = source.find(key)
+            if rec is None:
+                continue
+            for source in self.sources:  # a gap filled; a store notes this step's key
+                _safely(source.add, source, rec, self.replayer.chat_id, self.step, True)
+            self.replayer.replayed_steps.add(self.step)
+            if request.on_delta is not None:
+                for delta in (
+                    rec.deltas if rec.deltas is not None else synthetic_deltas(rec.response)
+                ):
+                    request.on_delta(delta)
+            return key, fp, replace(rec.response, replayed=True)
+        if mode == "only":
+            raise ReplayMissError(self._miss(fp, request))
+        return key, fp, None
+
+    def _miss(self, fp: dict[str, Any], request: ModelRequest) -> str:
+        seen: dict[str, Recording] = {}
+        for source in self.sources:
+            try:
+                for rec in source.candidates(fp):
+                    seen.setdefault(rec.key, rec)
+            except Exception:  # a source that cannot list: explain with the others
+                continue
+        head = (
+            f"replay='only': no recording answers this request (step {self.step}, "
+            f"{fp['model']}, {len(fp['messages'])} messages); the model was not asked"
+        )
+        where = ", ".join(repr(s) for s in self.sources)
+        best = nearest(fp, seen.values())
+        if best is None:
+            return f"{head}. No recordings at all in {where}."
+        diffs = differences(fp, best.fingerprint, request) or ["nothing visible (a new format?)"]
+        return (
+            f"{head}. The nearest recording (step {best.step} of chat {best.chat_id[:8] or '?'}, "
+            f"{best.created_at:%Y-%m-%d %H:%M}) differs in "
+            + "; ".join(diffs)
+            + f". Searched: {where}. Run with replay='auto' to ask the model and record."
+        )
+
+    def _tee(self, request: ModelRequest) -> tuple[ModelRequest, list[StreamDelta] | None]:
+        sink = request.on_delta
+        if sink is None:
+            return request, None
+        caught: list[StreamDelta] = []
+
+        def tee(delta: StreamDelta) -> None:
+            caught.append(delta)
+            sink(delta)
+
+        return replace(request, on_delta=tee), caught
+
+    def _record(
+        self,
+        key: str,
+        fp: dict[str, Any],
+        response: LLMToolResponse,
+        deltas: list[StreamDelta] | None,
+    ) -> None:
+        if not isinstance(response, LLMToolResponse):
+            return  # the loop reports a provider returning something else
+        rec = Recording(
+            key,
+            fp,
+            response,
+            tuple(deltas) if deltas is not None else None,
+            self.replayer.chat_id,
+            self.step,
+        )
+        for source in self.sources:
+            _safely(source.add, source, rec, self.replayer.chat_id, self.step, False)
+
+    def complete(self, request: ModelRequest) -> LLMToolResponse:
+        key, fp, found = self._lookup(request)
+        if found is not None:
+            return found
+        sent, deltas = self._tee(request)
+        response = self.inner.complete(sent)
+        self._record(key, fp, response, deltas)
+        return response
+
+    async def complete_async(self, request: ModelRequest) -> LLMToolResponse:
+        """Async twin of :meth:`complete` (the lookup and the recording are shared)."""
+        key, fp, found = self._lookup(request)
+        if found is not None:
+            return found
+        sent, deltas = self._tee(request)
+        response = await self.inner.complete_async(sent)
+        self._record(key, fp, response, deltas)
+        return response
+
+
+def replay_sources(extra: Iterable[Recordings] = (), directory: Any = None) -> list[Recordings]:
+    """Where recordings are looked up for a chat with no settings of its own (tests, tools)."""
+    d = DirectoryRecordings(directory) if directory is not None else None
+    return Replayer("", directory=d).sources(extra)
+
+
+__all__ = [
+    "PROCESS",
+    "DirectoryRecordings",
+    "MemoryRecordings",
+    "Recordings",
+    "ReplayMissError",
+    "Replayer",
+    "ReplayingProvider",
+    "check_replay",
+    "check_replay_tools",
+    "replay_sources",
+]
