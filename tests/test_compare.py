@@ -177,3 +177,16 @@ def test_display_shows_the_comparison(capsys: pytest.CaptureFixture[str]) -> Non
     assert capsys.readouterr().out == ""
     nbagent.compare(chat, fork, display=True)
     assert "≠ call 2 decision:" in capsys.readouterr().out
+
+
+def test_a_replayed_rerun_differs_only_in_how_it_was_answered() -> None:
+    first = Chat("demo", replay="auto").with_tools(get_weather)
+    first.ask("What is the weather in Lisbon?")
+    rerun = Chat("demo", replay="auto").with_tools(get_weather)
+    rerun.ask("What is the weather in Lisbon?")
+    df = nbagent.compare(first, rerun)
+    cells = _cells(df)
+    assert cells[(1, "replayed")] == (False, True) and cells[(2, "replayed")] == (False, True)
+    assert set(df["field"]) <= {"replayed", "latency_ms"}
+    html = Comparison([run_of(first, "a"), run_of(rerun, "b")])._repr_mimebundle_()["text/html"]
+    assert "asked the model" in html and ">replayed<" in html

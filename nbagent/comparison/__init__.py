@@ -79,8 +79,9 @@ def compare(
         and one column per run holding its value (``None`` where the run has no
         such step or call). Fields: ``prompt``, ``model``, ``text``,
         ``stop_reason``, ``call i``, ``call i decision``, ``call i result``,
-        ``input_tokens``, ``output_tokens``, ``cost_usd``, ``latency_ms`` (whole
-        milliseconds: finer differences are noise).
+        ``replayed`` (answered from a recording), ``input_tokens``,
+        ``output_tokens``, ``cost_usd``, ``latency_ms`` (whole milliseconds:
+        finer differences are noise).
 
     Raises:
         TypeError: Fewer than two chats, or something that is not a chat.

@@ -132,7 +132,10 @@ def _cell(s: StepRecord, diff: set[str]) -> str:
         out.append(
             _f("stop_reason", diff, f'<span class="nba-dim">stop: {esc(s.stop_reason)}</span>')
         )
-    cost = [
+    cost = [_f("replayed", diff, "replayed", "span")] if s.replayed or "replayed" in diff else []
+    if not s.replayed and cost:
+        cost = [_f("replayed", diff, "asked the model", "span")]
+    cost += [
         _f("input_tokens", diff, f"in {s.input_tokens:,}", "span"),
         _f("output_tokens", diff, f"out {s.output_tokens:,}", "span"),
         _f("cost_usd", diff, esc(fmt_cost(s.cost_usd) if s.cost_usd is not None else "$?"), "span"),

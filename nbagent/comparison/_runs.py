@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 FIELDS = ("prompt", "model", "text", "stop_reason")
 """The fields before a step's calls."""
-COST_FIELDS = ("input_tokens", "output_tokens", "cost_usd", "latency_ms")
+COST_FIELDS = ("replayed", "input_tokens", "output_tokens", "cost_usd", "latency_ms")
 """The fields after them: what the step cost."""
 
 
@@ -92,6 +92,7 @@ class StepRecord:
     latency_ms: float
     prompt: str | None = None
     calls: list[CallRecord] = field(default_factory=list)
+    replayed: bool = False  # answered from a recording (record and replay), not by the model
 
     def values(self) -> dict[str, Any]:
         """The step's fields by name (the names of the differences' ``field`` column)."""
@@ -106,6 +107,7 @@ class StepRecord:
             out[f"call {i} decision"] = c.decision_words
             out[f"call {i} result"] = c.result_words
         out.update(
+            replayed=self.replayed,
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             cost_usd=None if self.cost_usd is None else round(self.cost_usd, 8),
@@ -168,6 +170,7 @@ def records(events: Sequence[Event]) -> list[StepRecord]:
                     e.cost_usd,
                     e.latency_ms,
                     prompt,
+                    replayed=bool(getattr(e, "replayed", False)),
                 )
                 prompt = None
                 steps.append(record)
