@@ -33,6 +33,7 @@ from nbagent import (
     current_tool_call,
     tool,
 )
+from nbagent._base_chat import BaseChat
 from nbagent.testing import ScriptedProvider, call_tools, reply
 
 
@@ -428,3 +429,14 @@ def test_a_fork_of_a_fork_records_its_own_parent() -> None:
     again = fork.fork(step=1, system="third")
     assert again.parent is not None and again.parent.chat_id == fork.id
     assert again.transcript == fork.transcript[:2]
+
+
+def test_a_chat_without_wings_forks_too() -> None:
+    runs = Runs()
+    chat = BaseChat(provider=scripted([["risky"]])).with_tools(*runs.tools())
+    chat.ask("go")
+    fork = chat.fork(chat.pending_approvals[0], decision="approved")
+    assert type(fork) is BaseChat and fork.extensions == ()
+    fork.complete()
+    assert fork.status == "complete" and runs.count(fork.tool_calls[0]) == 1
+    assert chat.status == "awaiting_approval"

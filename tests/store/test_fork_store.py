@@ -75,6 +75,14 @@ class Refund(Tool):
         return f"refunded {order_id}"
 
 
+def _rows(store: SQLiteStore, chat_id: str) -> tuple[object, ...]:
+    """A stored chat as rows: its record (less the time it was last written) and its events."""
+    record = store.load(chat_id)
+    events = [(e.seq, e.type, e.ts) for e in store.iter_events(chat_id)]
+    info = record.info
+    return (info.id, info.created_at, info.parent_id, record.messages, record.calls, events)
+
+
 def _runs(counter: Path) -> list[str]:
     return counter.read_text().split() if counter.exists() else []
 
@@ -94,6 +102,9 @@ def _denied_chat(db: Path, counter: Path) -> Chat:
 def test_a_stored_fork_loads_in_another_process_with_its_parent(tmp_path: Path) -> None:
     db, counter = tmp_path / "chats.db", tmp_path / "runs.txt"
     chat = _denied_chat(db, counter)
+    chat.refresh()  # everything the original has is on disk
+    with SQLiteStore(db) as reader:
+        rows_before = _rows(reader, chat.id)
     fork = chat.fork("call_r", decision="approved", reason="checked")
     fork_id, chat_id = fork.id, chat.id
     expected_parent = ForkParent(chat_id, 1, "call_r", "decision", "approved")
@@ -123,6 +134,7 @@ def test_a_stored_fork_loads_in_another_process_with_its_parent(tmp_path: Path) 
     assert _runs(counter) == ["42"]  # approved in the fork: ran exactly once, there
 
     with SQLiteStore(db) as store:
+        assert _rows(store, chat_id) == rows_before  # the original's rows are untouched
         listed = {info.id: info.parent_id for info in store.chats()}
         assert listed == {chat_id: None, fork_id: chat_id}
         original = Chat.load(
