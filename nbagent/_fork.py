@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._chat_state import HOSTED, ChatCore, ToolResult
+from ._config import get_config
 from ._errors import DecisionError
 from ._events import (
     ApprovalDecided,
@@ -83,7 +84,6 @@ UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
 """A keyword not given (``None`` is a value: a tool may return it, a system prompt be cleared)."""
 
 _CALL_CHANGES = ("result", "arguments", "decision")
-_CHAT_CHANGES = ("system", "model", "tool_options")
 _WORKING = ("generated", "ran_tools")  # the kinds of step that did work (and took a number)
 
 
@@ -408,13 +408,16 @@ def _plan_call_change(chat: ChatCore, p: Plan, original: ToolCall, change: str, 
     # result
     if c.hosted:
         raise ValueError(f"{where} is run by the provider; its result cannot be replaced")
-    if c.status in ("denied", "awaiting_approval") or (gated and c.decision is None):
+    if c.status in ("denied", "awaiting_approval") or (
+        gated and c.decision is None and not answered_at_once
+    ):
         state = "denied" if c.status == "denied" else "waiting for a decision"
         raise ValueError(
             f"{where} is {state} in the original, so it has no result to replace; "
             "fork it with decision='approved' first (then fork that fork with result=...)"
         )
-    text, parts = to_result(value)
+    cfg = get_config()
+    text, parts = to_result(value, max_rows=cfg.result_max_rows, max_chars=cfg.result_max_chars)
     if original.result is not None and original.result.content == text:
         raise ValueError(f"{where} already returned this; nothing would change")
     p.value, p.result_value, p.result_parts = text, value, parts

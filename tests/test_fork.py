@@ -440,3 +440,27 @@ def test_a_chat_without_wings_forks_too() -> None:
     fork.complete()
     assert fork.status == "complete" and runs.count(fork.tool_calls[0]) == 1
     assert chat.status == "awaiting_approval"
+
+
+def test_a_call_answered_at_once_can_be_given_a_result_or_valid_arguments() -> None:
+    runs = Runs()
+    provider = ScriptedProvider(
+        [call_tools(("risky", {"x": "not a number"}, "bad")), reply("It failed.")]
+    )
+    chat = Chat(provider=provider).with_tools(*runs.tools())
+    chat.ask("go")
+    (bad,) = chat.tool_calls
+    assert bad.status == "error" and bad.decision is None  # rejected before any approval
+    with pytest.raises(ValueError, match="never needed a decision"):
+        chat.fork(bad, decision="approved")
+    answered = chat.fork(bad, result="risky 5")
+    assert answered.tool_calls[0].status == "ok"
+    provider.add(reply("Fine."), reply("Fine again."))
+    answered.complete()
+    assert runs.count(answered.tool_calls[0]) == 0 and answered.status == "complete"
+    edited = chat.fork(bad, arguments={"x": 5})
+    call = edited.tool_calls[0]
+    assert call.status == "approved" and call.decision is not None
+    assert call.decision.arguments == {"x": 5}
+    edited.complete()
+    assert runs.count(call) == 1 and runs.ran[-1][1] == {"x": 5}
