@@ -253,7 +253,11 @@ def fold(events: Iterable[Event]) -> _Folded:
 
 
 def restamped(events: Iterable[Event], folded: _Folded, chat_id: str) -> list[Event]:
-    """The events again, as the fork's: its id, its call objects and messages."""
+    """The events again, as the fork's: its id, its call objects and messages.
+
+    A model request's and a call's outcome are marked ``shared``: made in the
+    parent (its tokens, cost and side effects are the parent's).
+    """
     out: list[Event] = []
     for e in events:
         changes: dict[str, Any] = {"chat_id": chat_id}
@@ -262,6 +266,8 @@ def restamped(events: Iterable[Event], folded: _Folded, chat_id: str) -> list[Ev
             changes["call"] = folded.calls[call.id]
         if isinstance(e, MessageAdded):
             changes["message"] = folded.by_message[id(e.message)]
+        if isinstance(e, (ModelRequestFinished, ToolCallFinished)):
+            changes["shared"] = True  # the parent's request or outcome, not the fork's
         out.append(dataclasses.replace(e, **changes))
     return out
 

@@ -291,6 +291,10 @@ def test_approve_in_a_fork_a_call_denied_in_the_original_runs_it_exactly_once() 
     assert chat.tool_calls[1].status == "denied" and runs.count(chat.tool_calls[1]) == 0
     assert list(fork.log["decision"]) == ["auto", "approved"]
     assert list(chat.log["decision"]) == ["auto", "denied"]
+    # the shared history is marked: its request and the safe call's outcome are the parent's
+    assert fork.steps["shared"].tolist() == [True, False]
+    assert fork.log["shared"].tolist() == [True, False]
+    assert not chat.steps["shared"].any() and not chat.log["shared"].any()
 
 
 def test_approve_in_a_fork_runs_once_when_driven_async() -> None:

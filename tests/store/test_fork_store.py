@@ -150,6 +150,7 @@ def test_a_stored_fork_loads_in_another_process_with_its_parent(tmp_path: Path) 
         )
         assert again.parent == expected_parent and again.status == "complete"
         assert again.steps["step"].tolist() == [1, 3]  # the shared step, then the fork's own
+        assert again.steps["shared"].tolist() == [True, False]
         original.close()
         again.close()
     assert _runs(counter) == ["42"]
