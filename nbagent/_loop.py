@@ -678,6 +678,9 @@ class LoopMixin(ChatCore):
                 if self._replayer.replays_tool(c.name):
                     step = self._call_step.get(c.id, self._step)
                     replayed = self._replayer.find_result(step, c.id, self._recordings())
+                    ran_with = getattr(replayed, "arguments", None)
+                    if ran_with is not None and ran_with != c.effective_arguments:
+                        replayed = None  # it ran with other arguments then: run it now
                 jobs.append(Job(c, tool, kwargs, tool.timeout or default_timeout, replayed))
             mode = self._options.effective_concurrency
             self._runner.max_concurrency = self._options.effective_max_concurrency
@@ -858,7 +861,12 @@ class _RoundHooks:
             )
         if outcome.replayed is None and outcome.status in ("ok", "error", "timed_out"):
             edited = c.decision is not None and c.decision.arguments is not None
-            recorded = RecordedResult(outcome.status, without_edit_note(content, edited), parts)
+            recorded = RecordedResult(
+                outcome.status,
+                without_edit_note(content, edited),
+                parts,
+                c.effective_arguments,
+            )
             chat._replayer.add_result(
                 chat._call_step.get(c.id, self.round.step), c.id, recorded, chat._recordings()
             )

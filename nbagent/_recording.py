@@ -19,10 +19,12 @@ Left out: call ids and provider item ids (renumbered by order of appearance:
 from the response) and anything secret (API keys and headers never reach a
 request; a hosted tool's headers and the credentials of its URL are left out).
 
-The request's key is the SHA-256 of its fingerprint: same key, same request.
-On a miss, :func:`explain_miss` compares the fingerprint with the nearest
-recording's and says what differs. The JSON forms (``*_out`` / ``*_in``) are
-what the recordings directory and the store keep.
+The request's key is the SHA-256 of its fingerprint (the message digests
+through their chain, :class:`Digests`): same key, same request. On a miss,
+:func:`nearest` finds the recording with the longest common history and
+:func:`differences` says what differs. The JSON forms (``*_out`` / ``*_in``)
+are what the recordings directory and the store keep; :func:`slim_deltas`
+keeps stream fragments as lengths cut from the response (the store's form).
 """
 
 from __future__ import annotations
@@ -92,11 +94,14 @@ class RecordedResult:
         status: ``ok``, ``error`` or ``timed_out`` (a call that ran).
         content: The text the model read (without a human's edit note).
         parts: The images it returned.
+        arguments: The arguments it ran with (a human's edit, else the model's):
+            a call about to run with others is not answered from it.
     """
 
     status: str
     content: str
     parts: tuple[Part, ...] = ()
+    arguments: dict[str, Any] | None = None
 
 
 # ------------------------------------------------------------- the fingerprint
@@ -567,11 +572,21 @@ def recording_in(d: Mapping[str, Any]) -> Recording:
 
 
 def result_out(r: RecordedResult) -> Json:
-    return {"status": r.status, "content": r.content, "parts": [_part_out(p) for p in r.parts]}
+    return {
+        "status": r.status,
+        "content": r.content,
+        "parts": [_part_out(p) for p in r.parts],
+        "arguments": r.arguments,
+    }
 
 
 def result_in(d: Mapping[str, Any]) -> RecordedResult:
-    return RecordedResult(d["status"], d["content"], tuple(_part_in(p) for p in d.get("parts", ())))
+    return RecordedResult(
+        d["status"],
+        d["content"],
+        tuple(_part_in(p) for p in d.get("parts", ())),
+        d.get("arguments"),
+    )
 
 
 # ---------------------------------------------- slim forms (what the response already says)

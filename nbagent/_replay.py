@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from ._config import check_replay, check_replay_tools, get_config
+from ._config import get_config
 from ._errors import ProviderError
 from ._recording import (
     Prefix,
@@ -64,6 +64,20 @@ from .providers._base import ModelRequest, Provider, StreamDelta
 ReplayMode = Literal["auto", "only", "off"]
 PROCESS_LIMIT = 4096
 """Recordings (and as many tool results) the process keeps, most recently used first."""
+PROCESS_BYTES = 64 * 1024 * 1024
+"""About how much text the process's recordings may hold (responses, fragments, results)."""
+
+
+def _size(value: Recording | RecordedResult) -> int:
+    """About how much memory a recording or a result holds (its text)."""
+    if isinstance(value, RecordedResult):
+        return len(value.content) + sum(len(p.data) for p in value.parts) + 64
+    r = value.response
+    size = len(r.text) + 64 * len(value.fingerprint.get("tools", ())) + 256
+    size += sum(len(str(c.arguments)) + len(c.raw_arguments or "") for c in r.tool_calls)
+    size += sum(len(str(i.raw)) for i in r.items)
+    size += sum(len(d.text) + 48 for d in value.deltas or ())
+    return size
 
 
 class ReplayMissError(ProviderError):
@@ -107,11 +121,25 @@ class Recordings(Protocol):
 class MemoryRecordings:
     """The process's recordings: the most recent ones, so a rerun cell replays."""
 
-    def __init__(self, limit: int = PROCESS_LIMIT):
+    def __init__(self, limit: int = PROCESS_LIMIT, max_bytes: int = PROCESS_BYTES):
         self.limit = limit
+        self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._recordings: OrderedDict[str, Recording] = OrderedDict()
         self._results: OrderedDict[tuple[str, str], RecordedResult] = OrderedDict()
+        self._sizes: dict[Any, int] = {}
+        self._bytes = 0
+
+    def _keep(self, table: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+        """Put ``value`` in ``table`` (most recent), then drop the oldest past the limits."""
+        self._bytes -= self._sizes.pop(key, 0)
+        table[key] = value
+        table.move_to_end(key)
+        self._sizes[key] = size = _size(value)
+        self._bytes += size
+        while len(table) > self.limit or (self._bytes > self.max_bytes and len(table) > 1):
+            old, _ = table.popitem(last=False)
+            self._bytes -= self._sizes.pop(old, 0)
 
     def __repr__(self) -> str:
         return f"MemoryRecordings({len(self._recordings)} recordings)"
@@ -123,6 +151,8 @@ class MemoryRecordings:
         with self._lock:
             self._recordings.clear()
             self._results.clear()
+            self._sizes.clear()
+            self._bytes = 0
 
     def find(self, key: str) -> Recording | None:
         with self._lock:
@@ -134,11 +164,9 @@ class MemoryRecordings:
     def add(self, recording: Recording, chat_id: str, step: int, replayed: bool) -> None:
         with self._lock:
             if replayed and recording.key in self._recordings:
+                self._recordings.move_to_end(recording.key)
                 return
-            self._recordings[recording.key] = recording
-            self._recordings.move_to_end(recording.key)
-            while len(self._recordings) > self.limit:
-                self._recordings.popitem(last=False)
+            self._keep(self._recordings, recording.key, recording)
 
     def candidates(self, fp: dict[str, Any]) -> Iterable[Recording]:
         with self._lock:
@@ -150,10 +178,7 @@ class MemoryRecordings:
 
     def add_result(self, key: str, call_id: str, result: RecordedResult) -> None:
         with self._lock:
-            self._results[(key, call_id)] = result
-            self._results.move_to_end((key, call_id))
-            while len(self._results) > self.limit:
-                self._results.popitem(last=False)
+            self._keep(self._results, (key, call_id), result)
 
 
 PROCESS = MemoryRecordings()
@@ -201,7 +226,10 @@ class DirectoryRecordings:
 
     def add(self, recording: Recording, chat_id: str, step: int, replayed: bool) -> None:
         with self._lock:
-            old = self._read(recording.key)
+            try:
+                old = self._read(recording.key)
+            except ValueError:
+                old = None  # damaged: written again
             if replayed and old is not None:
                 return
             data = recording_out(recording)
@@ -276,13 +304,15 @@ class Replayer:
         """``inner`` wrapped for one request of ``step`` (see :class:`ReplayingProvider`)."""
         return ReplayingProvider(inner, self, step, self.sources(extra))
 
-    def find_result(self, step: int, call_id: str, extra: Iterable[Recordings] = ()) -> Any:
+    def find_result(
+        self, step: int, call_id: str, extra: Iterable[Recordings] = ()
+    ) -> RecordedResult | None:
         """The recorded outcome of a call asked for at ``step``, if its response had one."""
         key = self.keys.get(step)
         if key is None:
             return None
         for source in self.sources(extra):
-            found = source.result(key, call_id)
+            found: RecordedResult | None = _read_safely(source.result, source, key, call_id)
             if found is not None:
                 return found
         return None
@@ -309,6 +339,19 @@ def _safely(fn: Any, source: Recordings, *args: Any) -> None:
         )
 
 
+def _read_safely(fn: Any, source: Recordings, *args: Any) -> Any:
+    """Read from one source; one that cannot be read (a damaged file) warns and counts as a miss."""
+    try:
+        return fn(*args)
+    except Exception as exc:
+        warnings.warn(
+            f"nbagent: could not read recordings from {source!r}: {type(exc).__name__}: {exc}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+
+
 class ReplayingProvider:
     """A provider answering from recordings, else asking ``inner`` and recording (see module)."""
 
@@ -324,15 +367,16 @@ class ReplayingProvider:
         fp = fingerprint(self.inner.name, self.inner.model, request, self.replayer.prefix)
         key = request_key(fp)
         self.replayer.keys[self.step] = key
+        self.replayer.replayed_steps.discard(self.step)  # a retried step number
         mode = self.replayer.effective_mode
         if mode == "off":
             return key, fp, None
         for source in self.sources:
-            rec = source.find(key)
+            rec = _read_safely(source.find, source, key)
             if rec is None:
                 continue
-            for source in self.sources:  # a gap filled; a store notes this step's key
-                _safely(source.add, source, rec, self.replayer.chat_id, self.step, True)
+            for other in self.sources:  # a gap filled; a store notes this step's key
+                _safely(other.add, other, rec, self.replayer.chat_id, self.step, True)
             self.replayer.replayed_steps.add(self.step)
             if request.on_delta is not None:
                 for delta in (
@@ -420,12 +464,6 @@ class ReplayingProvider:
         return response
 
 
-def replay_sources(extra: Iterable[Recordings] = (), directory: Any = None) -> list[Recordings]:
-    """Where recordings are looked up for a chat with no settings of its own (tests, tools)."""
-    d = DirectoryRecordings(directory) if directory is not None else None
-    return Replayer("", directory=d).sources(extra)
-
-
 __all__ = [
     "PROCESS",
     "DirectoryRecordings",
@@ -434,7 +472,4 @@ __all__ = [
     "ReplayMissError",
     "Replayer",
     "ReplayingProvider",
-    "check_replay",
-    "check_replay_tools",
-    "replay_sources",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -191,6 +192,45 @@ def test_the_key_changes_with_any_message_text(text: str, other: str) -> None:
         return ModelRequest(messages=(ChatMessage("user", t),))
 
     assert (_key(req(text)) == _key(req(other))) == (text == other)
+
+
+settings_of_a_request = st.fixed_dictionaries(
+    {
+        "model": st.sampled_from(["gpt-4.1", "gpt-4.1-mini"]),
+        "system": st.none() | st.text(max_size=6),
+        "choice": st.sampled_from(["auto", "required", "none", "lookup"]),
+        "max_tokens": st.none() | st.integers(1, 4),
+        "description": st.text(max_size=6),
+        "parameter": st.sampled_from(["city", "town"]),
+        "reasoning": st.sampled_from([None, "low", "high", 2048]),
+        "cache": st.booleans(),
+        "calls": st.sampled_from(["one", "many"]),
+    }
+)
+
+
+def _keyed(o: dict[str, Any]) -> str:
+    schema = {"type": "object", "properties": {o["parameter"]: {"type": "string"}}}
+    request = dataclasses.replace(
+        _request(tools=(ToolSpec("lookup", o["description"], schema),), system=o["system"]),
+        tool_choice=o["choice"],
+        max_tokens=o["max_tokens"],
+        reasoning=o["reasoning"],
+        cache=o["cache"],
+        calls=o["calls"],
+    )
+    return _key(request, o["model"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=settings_of_a_request, data=st.data())
+def test_two_requests_share_a_key_exactly_when_model_tools_and_options_match(
+    a: dict[str, Any], data: st.DataObject
+) -> None:
+    """``b`` is ``a`` with one setting drawn again (often to another value, sometimes the same)."""
+    field = data.draw(st.sampled_from(sorted(a)))
+    b = {**a, field: data.draw(settings_of_a_request)[field]}
+    assert (_keyed(a) == _keyed(b)) == (a == b)
 
 
 # --------------------------------------------------------------- replaying
@@ -508,3 +548,63 @@ def test_the_saved_view_says_which_steps_and_results_were_replayed() -> None:
         assert bundle[kind].count("· replayed ·") == 2, kind  # the two steps
     assert bundle["text/html"].count("recorded result") == 1  # lookup's, not send_email's
     assert "nba-replayed" in bundle["text/html"]
+
+
+def test_the_process_keeps_the_most_recent_recordings_within_its_limits() -> None:
+    from nbagent._recording import RecordedResult, Recording
+    from nbagent._replay import MemoryRecordings
+
+    def rec(n: int, text: str) -> Recording:
+        return Recording(f"k{n}", {"messages": [], "tools": []}, reply(text))
+
+    memory = MemoryRecordings(limit=3, max_bytes=10_000)
+    for n in range(5):
+        memory.add(rec(n, "x"), "c", n, False)
+    assert [memory.find(f"k{n}") is not None for n in range(5)] == [False, False, True, True, True]
+    memory.find("k2")  # used: now the most recent
+    memory.add(rec(9, "y" * 9_300), "c", 9, False)  # big: the least recently used make room
+    assert [memory.find(k) is not None for k in ("k3", "k4", "k2", "k9")] == [
+        False,
+        False,
+        True,
+        True,
+    ]
+    memory.add_result("k9", "call_1", RecordedResult("ok", "z" * 20_000))  # alone past the limit
+    assert memory.result("k9", "call_1") is not None  # the newest is always kept
+
+
+@pytest.mark.parametrize("where", ["process", "store"])
+def test_replay_tools_runs_a_call_approved_with_other_arguments(where: str, tmp_path: Path) -> None:
+    SIDE_EFFECTS.clear()
+    store = SQLiteStore(tmp_path / "a.db") if where == "store" else None
+    _run(_chat(ScriptedProvider(_script()), store=store))
+    if store is not None:
+        PROCESS.clear()
+    chat = _chat(
+        ScriptedProvider([reply("Done: Paris is 21 C and the email is sent.")]),
+        replay="auto",
+        replay_tools=True,
+        store=store,
+    )
+    chat.ask("Weather in Paris, then email a@b.c")
+    chat.approve(chat.pending_approvals[0], {"to": "c@d.e", "body": "hi"})
+    chat.complete()
+    assert [e["to"] for e in SIDE_EFFECTS] == ["a@b.c", "c@d.e"]  # the edit ran, for real
+    assert list(chat.log["replayed"]) == [True, False]
+    chat.close()
+    if store is not None:
+        store.close()
+
+
+def test_a_damaged_recording_file_warns_and_counts_as_a_miss(tmp_path: Path) -> None:
+    rec = tmp_path / "recordings"
+    _run(_chat(ScriptedProvider(_script()), recordings=rec))
+    for f in rec.glob("*.json"):
+        f.write_text("{not json")
+    PROCESS.clear()
+    provider = ScriptedProvider(_script())
+    chat = _chat(provider, replay="auto", recordings=rec)
+    with pytest.warns(RuntimeWarning, match="could not read recordings"):
+        assert _run(chat).content == "Done: Paris is 21 C and the email is sent."
+    assert len(provider.requests) == 2  # asked the model, and recorded again
+    assert all(json.loads(f.read_text())["key"] == f.stem for f in rec.glob("*.json"))

@@ -66,9 +66,10 @@ class StoreRecordings:
         call = self.store.recorded_result(key, call_id)
         if call is None or call.result is None:
             return None
-        edited = call.decision is not None and call.decision.arguments is not None
-        content = without_edit_note(call.result.content, edited)
-        return RecordedResult(call.status, content, tuple(call.result.parts))
+        edit = call.decision.arguments if call.decision is not None else None
+        content = without_edit_note(call.result.content, edit is not None)
+        ran_with = edit if edit is not None else call.arguments
+        return RecordedResult(call.status, content, tuple(call.result.parts), ran_with)
 
     def add_result(self, key: str, call_id: str, result: RecordedResult) -> None:
         """Nothing to do: the store's call records hold every result already."""

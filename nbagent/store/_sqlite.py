@@ -1155,16 +1155,19 @@ class SQLiteStore:
         """
         data = recording_out(recording)
         response, deltas = data["response"], data["deltas"]
-        if not replayed and recording.chat_id == chat_id and _as_message(recording.response):
-            # the response is the assistant message this chat is about to write: kept once,
-            # there (and in its calls' rows); its fragments as lengths cut from it
+        origin, at = recording.chat_id, recording.step
+        if _as_message(recording.response):
+            # the response is the assistant message ``chat_id`` is about to write (live or
+            # replayed): kept once, there (and in its calls' rows), and its fragments as
+            # lengths cut from it; the row then names that chat and step
             response = {k: v for k, v in response.items() if k not in _IN_MESSAGE}
             response["message"] = len(recording.fingerprint.get("messages", ()))
             deltas = slim_deltas(recording.deltas, recording.response) or deltas
+            origin, at = chat_id, step
         row = (
             recording.key,
-            recording.chat_id,
-            recording.step,
+            origin,
+            at,
             recording.model,
             codec.dumps(data["fingerprint"]),
             codec.dumps(response),
@@ -1266,11 +1269,12 @@ class SQLiteStore:
         that key; only a call that ran (``ok``, ``error``, ``timed_out``) counts.
         """
         with self._read() as conn:
-            rows = conn.execute(
-                f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE call_id = ? "
-                "AND status IN ('ok', 'error', 'timed_out') AND EXISTS (SELECT 1 FROM "
-                "model_requests r WHERE r.chat_id = tool_calls.chat_id "
-                "AND r.step = tool_calls.step AND r.key = ?) ORDER BY finished_at DESC LIMIT 1",
+            rows = conn.execute(  # by the key's index, then each chat's call by its primary key
+                f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE call_id = ?1 AND chat_id IN "
+                "(SELECT r.chat_id FROM model_requests r WHERE r.key = ?2) "
+                "AND EXISTS (SELECT 1 FROM model_requests r WHERE r.key = ?2 "
+                "AND r.chat_id = tool_calls.chat_id AND r.step = tool_calls.step) "
+                "AND status IN ('ok', 'error', 'timed_out') ORDER BY finished_at DESC LIMIT 1",
                 (call_id, key),
             ).fetchall()
             return _stored_call(rows[0], conn) if rows else None

@@ -148,7 +148,8 @@ def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = Non
                 continue
             edited = c.decision is not None and c.decision.arguments is not None
             content = without_edit_note(c.result.content, edited)
-            sidecar.add_result(rec.key, c.id, RecordedResult(c.status, content, c.result.parts))
+            ran = RecordedResult(c.status, content, c.result.parts, c.effective_arguments)
+            sidecar.add_result(rec.key, c.id, ran)
 
     provider = chat.provider
     options = {
