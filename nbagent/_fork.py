@@ -10,9 +10,9 @@ history** (``chat.events``), never from its private state:
    call, with the lifecycle its events gave it; the core restores it into the
    new chat with its own rules (``ChatHost.restore``);
 3. the cut history is emitted again as the fork's own events (same fields and
-   times, the fork's id and its own call objects), so every wing of the fork
-   (its log, its store, its view) has the shared history as if it had
-   happened there;
+   times, the fork's id and its own call objects; a model request's and a
+   call's outcome marked ``shared``: the parent's), so every wing of the fork
+   (its log, its store, its view) has the shared history with no special case;
 4. the one change is applied through the core's usual operations, with their
    events: a decision (``_decide``, the rules of ``chat.approve``/``deny``), an
    edited approval, a result (a call answered as if its tool had returned it),
