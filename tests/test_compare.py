@@ -190,3 +190,24 @@ def test_a_replayed_rerun_differs_only_in_how_it_was_answered() -> None:
     assert set(df["field"]) <= {"replayed", "latency_ms"}
     html = Comparison([run_of(first, "a"), run_of(rerun, "b")])._repr_mimebundle_()["text/html"]
     assert "asked the model" in html and ">replayed<" in html
+
+
+def test_a_fork_on_another_provider_reruns_the_prompt_there() -> None:
+    demo = Chat(model="demo").with_tools(get_weather)
+    demo.ask("What is the weather in Paris?")
+    turns = [
+        Turn(tool_calls=[FakeToolCall("get_weather", {"city": "Paris"})]),
+        Turn(text="Sunny, 24 C."),
+    ]
+    with FakeLLMServer(turns) as server:
+        provider = OpenAIProvider("gpt-4.1-mini", api_key="test", base_url=server.openai_base_url)
+        other = demo.fork(step=0, model=provider)
+        other.complete()
+        assert len(server.requests) == 2
+    assert other.parent is not None and other.parent.value == "openai-compatible:gpt-4.1-mini"
+    df = nbagent.compare(demo, other)
+    cells = _cells(df)
+    assert cells[(1, "model")] == ("demo:demo", "openai-compatible:gpt-4.1-mini")
+    assert cells[(2, "text")][1] == "Sunny, 24 C."
+    assert (1, "prompt") not in cells  # the same prompt, shared
+    assert demo.provider.name == "demo" and demo.status == "complete"
