@@ -71,6 +71,7 @@ from ._types import (
     ChatMessage,
     Decision,
     FilePart,
+    ForkParent,
     ImagePart,
     LLMToolResponse,
     Message,
@@ -81,6 +82,7 @@ from ._types import (
     ToolSpec,
     Usage,
 )
+from .comparison import compare
 from .inbox import Inbox, inbox
 from .log import read_log
 from .mcp import MCPServer, MCPTool
@@ -133,6 +135,7 @@ __all__ = [
     "Event",
     "Extension",
     "FilePart",
+    "ForkParent",
     "FunctionTool",
     "HostedMCP",
     "ImagePart",
@@ -192,6 +195,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "__version__",
+    "compare",
     "configure",
     "current_tool_call",
     "get_config",

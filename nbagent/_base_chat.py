@@ -12,6 +12,7 @@ change as an event.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -21,7 +22,7 @@ from typing import Any, Literal, Self
 
 from ._approvals import Policy
 from ._budget import check_budgets
-from ._chat_state import Host, SkipToolCall, StepResult, ToolResult
+from ._chat_state import Host, SkipToolCall, StepResult, ToolResult, keeper
 from ._config import check_replay, check_replay_tools
 from ._decisions import DecisionsMixin
 from ._errors import (
@@ -33,19 +34,23 @@ from ._events import (
     OptionsChanged,
 )
 from ._extension import HOOKS, Extension, overrides
+from ._fork import UNSET, Plan
+from ._fork import apply as fork_apply
+from ._fork import plan as fork_plan
 from ._hosted import HostedMCP, HostedTool
 from ._loop import LoopMixin
 from ._media import as_parts
 from ._options import ToolOptions
 from ._output import Output, as_output
 from ._reasoning import normalize_reasoning
-from ._recording import Recording
+from ._recording import Prefix, Recording
 from ._replay import DirectoryRecordings, Replayer
 from ._runner import ToolRunner
 from ._tools import Tool, ToolSource, as_tool
 from ._types import (
     AssistantToolCallMessage,
     ChatMessage,
+    ForkParent,
     Message,
     ToolCall,
     Usage,
@@ -137,6 +142,9 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self._source_tools: tuple[tuple[Tool, ...], ...] = ()  # as last merged
         self._options = ToolOptions()
         self._bus = EventBus(self.id)
+        self._history: list[Event] = []
+        self._bus.subscribe(None, keeper(self._history))
+        self._parent: ForkParent | None = None
         self._lock = threading.RLock()
         self._before: list[Callable[[ToolCall], Any]] = []
         self._after: list[Callable[[ToolResult], Any]] = []
@@ -513,6 +521,145 @@ class BaseChat(LoopMixin, DecisionsMixin):
         finally:
             for source in list(self._sources):
                 source.close()
+
+    # ---------------------------------------------------------------- history and forks
+    @property
+    def events(self) -> tuple[Event, ...]:
+        """Every event of this chat so far, oldest first, but the streaming fragments.
+
+        A chat loaded from a store starts with its stored events. A fork starts
+        with the events of the history it shares with its parent (their fields
+        and times, its own id). This is what :meth:`fork` and
+        :func:`nbagent.compare` read.
+        """
+        with self._lock:
+            return tuple(self._history)
+
+    @property
+    def parent(self) -> ForkParent | None:
+        """Where this chat was forked from (chat id, step, call, what changed), else ``None``."""
+        return self._parent
+
+    def fork(
+        self,
+        call: ToolCall | str | None = None,
+        /,
+        *,
+        step: int | None = None,
+        result: Any = UNSET,
+        arguments: Any = UNSET,
+        decision: Any = UNSET,
+        reason: str | None = None,
+        system: Any = UNSET,
+        model: Any = UNSET,
+        tool_options: Any = UNSET,
+    ) -> Self:
+        """A new chat sharing this one's history up to a point, with at most one thing changed.
+
+        The point:
+
+        - ``step=N``: the chat as it stood when its step ``N`` ended (the step
+          numbers of ``chat.steps`` and of the log's ``run_step``). For a model
+          step, its response (text and calls) is in; the decisions made after
+          it and its calls' results are not: driving the fork asks for those
+          approvals again and runs the calls then. ``step=0``: the first prompt
+          only. No step: the whole history as it is now.
+        - ``call`` (a call of this chat, or its id): the end of that call's
+          round, the other calls of the same response exactly as they are here
+          (never run again), the model not asked yet; then exactly one of:
+
+          - ``result=value``: the call answered as if its tool had returned
+            ``value`` (an approved or ungated call; it does not run in the fork);
+          - ``arguments={...}``: approved with these arguments instead (recorded
+            as an approval's edit, checked against the tool's schema); it runs
+            once the fork is driven;
+          - ``decision="approved" | "denied"``: decided the other way (or
+            decided, if it waits here). Approved, it runs exactly once when the
+            fork is driven; denied, it never runs in the fork. ``reason=`` goes
+            with the decision (a denial's is sent to the model).
+
+        At a step (or no point), change at most one of ``system=`` (a prompt, or
+        ``None``), ``model=`` (a model name, or a provider object) or
+        ``tool_options={...}`` (as :meth:`with_tool_options`). Without a change
+        the fork is the same history, to run again (another sample).
+
+        The fork has this chat's tools, tool options, budgets and approval
+        policies (``always_allow``); callbacks and ``chat.on`` subscriptions are
+        not copied. It has its own id; ``fork.parent`` says where it came from.
+        This chat is not touched. A :class:`~nbagent.Chat` with a store stores
+        its forks there too (``Chat.fork(store=)``).
+
+        Raises:
+            TypeError: Two changes, or a change that does not go with the point.
+            ValueError: No such step; a change that changes nothing or cannot
+                be (a result for a denied call, a decision for an ungated one).
+            DecisionError: An unknown call, or arguments the tool refuses.
+        """
+        return self._fork(
+            call,
+            step=step,
+            result=result,
+            arguments=arguments,
+            decision=decision,
+            reason=reason,
+            system=system,
+            model=model,
+            tool_options=tool_options,
+        )
+
+    def _fork(
+        self, call: ToolCall | str | None, wings: dict[str, Any] | None = None, **point: Any
+    ) -> Self:
+        """Plan (check everything), make the fork with its wings, give it history and change."""
+        p = fork_plan(self, call, **point)
+        fork = self._spawn(p, **(wings or {}))
+        fork_apply(fork, p)
+        fork.refresh()  # its wings write what is pending (a store: the shared history)
+        return fork
+
+    def _spawn(self, p: Plan, **wings: Any) -> Self:
+        """The fork as a new chat of this class: this chat's configuration, tools and policies."""
+        fork = type(self)(
+            provider=p.provider or self.provider,
+            system=self.system if p.system is UNSET else p.system,
+            max_steps=self.max_steps,
+            on_tool_error=self.on_tool_error,
+            stream=self.stream,
+            display=self.display,
+            reasoning=self.reasoning,
+            max_cost_usd=self.max_cost_usd,
+            max_total_tokens=self.max_total_tokens,
+            cache=self.cache,
+            **wings,
+        )
+        with self._lock:
+            local, sources, hosted = (
+                dict(self._local_tools),
+                list(self._sources),
+                dict(self._hosted),
+            )
+            source_tools, policies = self._source_tools, list(self._policies)
+            options = self._options
+        shared = p.snapshot.step  # the replay keys of the shared steps: to find their recordings
+        r = self._replayer
+        replayer = dataclasses.replace(
+            r,
+            chat_id=fork.id,
+            keys={s: k for s, k in r.keys.items() if s <= shared},
+            replayed_steps={s for s in r.replayed_steps if s <= shared},
+            prefix=Prefix(),
+        )
+        with fork._lock:
+            fork._replayer = replayer
+            fork._local_tools, fork._sources, fork._hosted = local, sources, hosted
+            fork._merge_tools(source_tools)
+            fork._policies = policies
+            fork._options = options
+            fork._cost_step, fork._tokens_step = self._cost_step, self._tokens_step
+            if p.snapshot.turn == self._turn:  # forked in the current turn: its structured answer
+                fork._output = self._output
+            fork._parent = p.parent
+        return fork
 
     def __enter__(self) -> Self:
         return self

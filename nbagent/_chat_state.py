@@ -30,6 +30,9 @@ from ._events import (
     Event,
     EventBus,
     MessageAdded,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
     ToolCallFinished,
     utcnow,
 )
@@ -45,6 +48,7 @@ from ._types import (
     AssistantToolCallMessage,
     Decision,
     DecisionVerdict,
+    ForkParent,
     LLMToolResponse,
     Message,
     ToolCall,
@@ -61,6 +65,21 @@ RUNNABLE = RUNNABLE_STATUSES
 HOSTED = "hosted"
 """The ``mode`` of a hosted call's events: the provider runs it, never this process."""
 _ALREADY = "\x00already-decided"
+FRAGMENTS = (TextDelta, ReasoningDelta, ToolCallDelta)
+"""The streaming fragments: neither stored nor kept in ``chat.events`` (the whole is)."""
+
+
+def keeper(history: list[Event]) -> Callable[[Event], None]:
+    """The bus's first subscriber: keeps the chat's history (``chat.events``) in ``history``.
+
+    It holds the list, not the chat, so the bus never keeps its chat alive.
+    """
+
+    def keep(event: Event) -> None:
+        if not isinstance(event, FRAGMENTS):
+            history.append(event)
+
+    return keep
 
 
 class SkipToolCall(Exception):
@@ -188,6 +207,8 @@ class ChatCore:
     _deferred_after: list[ToolResult]
     _output: Output | None  # the structured answer the current turn asks for
     _output_retried: bool  # the turn's one retry of an invalid answer is spent
+    _history: list[Event]  # every event but the streaming fragments (``chat.events``)
+    _parent: ForkParent | None  # where this chat was forked from
 
     @property
     def model(self) -> str:
@@ -578,6 +599,7 @@ class ChatCore:
             if snap.last_step == "budget_exhausted":
                 self._last_step = StepResult("budget_exhausted", self.last_assistant_message)
                 self._exhausted = snap.last_budget
+            self._parent = snap.parent
             self._bus.resume_at(snap.next_seq)
 
 
@@ -622,9 +644,11 @@ class Host:
         self._core._restore(snapshot)
 
     def replay(self, events: Iterable[Event]) -> None:
-        readers = self._core._hook("on_history")
-        if len(readers) > 1:
-            events = list(events)
+        core = self._core
+        events = [e for e in events if not isinstance(e, FRAGMENTS)]
+        with core._lock:
+            core._history[:0] = events  # the stored events come before any made since
+        readers = core._hook("on_history")
         for read in readers:
             read(events)
 

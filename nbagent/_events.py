@@ -113,6 +113,9 @@ class ModelRequestFinished(Event):
     replayed: bool = False
     """Answered from a recording (``Chat(replay=...)``): ``usage`` is the recorded
     tokens, ``cost_usd`` is 0 (nothing was spent now)."""
+    shared: bool = False
+    """A fork's copy of its parent's request (``chat.fork``): the parent made it and
+    spent its tokens and cost; leave it out when adding up what chats spent."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,6 +197,9 @@ class ToolCallFinished(Event):
     mode: str | None
     replayed: bool = False
     """Its result is a recorded one (``replay_tools``): the tool did not run again."""
+    shared: bool = False
+    """A fork's copy of its parent's outcome (``chat.fork``): the call ran, or was
+    answered, in the parent, never in the fork."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._events import Event
 from ._replay import Recordings
-from ._types import Decision, Message, ToolCall, Usage
+from ._types import Decision, ForkParent, Message, ToolCall, Usage
 
 if TYPE_CHECKING:
     from ._tools import Tool
@@ -149,6 +149,7 @@ class Snapshot:
         last_step: The kind of the last step (only ``budget_exhausted`` matters).
         last_budget: The budget that step stopped on (``steps``, ``cost``, ``tokens``).
         next_seq: The number of the next event.
+        parent: Where the chat was forked from (``chat.parent``), if it is a fork.
     """
 
     messages: tuple[Message, ...]
@@ -165,6 +166,7 @@ class Snapshot:
     last_step: str | None = None
     last_budget: str | None = None
     next_seq: int = 0
+    parent: ForkParent | None = None
 
 
 class ChatHost(Protocol):
@@ -207,7 +209,10 @@ class ChatHost(Protocol):
         ...
 
     def replay(self, events: Iterable[Event]) -> None:
-        """Hand a loaded chat's stored events to every extension's ``on_history``."""
+        """Hand a loaded chat's stored events to every extension's ``on_history``.
+
+        The chat keeps them too, as the start of ``chat.events`` (what ``fork`` builds on).
+        """
         ...
 
     def apply_decision(self, call: ToolCall | str, decision: Decision) -> ToolCall:

@@ -526,3 +526,48 @@ class ToolSpec:
             "description": self.description,
             "input_schema": self.input_schema,
         }
+
+
+ForkChange = Literal["none", "result", "arguments", "decision", "system", "model", "tool_options"]
+"""What a fork changed (:attr:`ForkParent.change`)."""
+
+
+@dataclass(frozen=True)
+class ForkParent:
+    """Where a fork came from (``fork.parent``), in memory and in a store.
+
+    Attributes:
+        chat_id: The chat it was forked from.
+        step: The step it shares the history up to: ``fork(step=N)``'s ``N``;
+            for a fork at a call, the step whose response asked for the call.
+        call_id: The call it was forked at (``fork(call, ...)``), else ``None``.
+        change: What is different: ``none``, ``result``, ``arguments``,
+            ``decision``, ``system``, ``model`` or ``tool_options``.
+        value: The new value, as JSON: the result's text, the edited arguments,
+            the verdict, the system prompt, the model name or the options set.
+    """
+
+    chat_id: str
+    step: int
+    call_id: str | None = None
+    change: ForkChange = "none"
+    value: Any = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "chat_id": self.chat_id,
+            "step": self.step,
+            "call_id": self.call_id,
+            "change": self.change,
+            "value": self.value,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ForkParent:
+        return cls(
+            str(data["chat_id"]),
+            int(data.get("step") or 0),
+            data.get("call_id"),
+            data.get("change") or "none",
+            data.get("value"),
+        )

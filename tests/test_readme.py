@@ -28,6 +28,22 @@ def test_fifteen_line_example_runs() -> None:
     assert "refunded order 42" in chat.transcript[-1].content
 
 
+def test_fork_and_compare_example_runs() -> None:
+    text = README.read_text()
+    section = text[text.index("## Fork and compare") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    namespace: dict[str, Any] = {}
+    exec(compile(code.group(1), "README.md", "exec"), namespace)
+    chat, what_if, diff = namespace["chat"], namespace["what_if"], namespace["diff"]
+    assert list(chat.log["status"]) == ["denied"]
+    assert list(what_if.log["status"]) == ["ok"] and what_if.status == "complete"
+    assert what_if.parent.chat_id == chat.id and what_if.parent.change == "decision"
+    fields = set(zip(diff["step"], diff["field"], strict=True))
+    assert {(1, "call 1 decision"), (1, "call 1 result"), (2, "text")} <= fields
+    assert "refunded order 42" in what_if.transcript[-1].content
+
+
 # ---------------------------------------------------------------- keywords
 def _namespace() -> dict[str, Any]:
     import nbagent

@@ -44,6 +44,8 @@ hosted             boolean         the provider runs it (a hosted MCP approval, 
                                    provider item); never run by nbagent
 replayed           boolean         its result is a recorded one (``replay_tools``): the
                                    tool did not run again; NA until it finishes
+shared             boolean         a fork's copy of its parent's outcome (``chat.fork``):
+                                   it ran, or was answered, in the parent; NA until final
 item_type          string          a provider item's wire type (``mcp_call``,
                                    ``mcp_list_tools``, ``web_search_call``...) or
                                    ``mcp_approval_request``; NA for a local call
@@ -102,6 +104,8 @@ cache_write_tokens Int64           input tokens written to the prompt cache (Ant
 cost_usd           Float64         NA when the model's prices are unknown; 0 when replayed
 replayed           boolean         answered from a recording (``Chat(replay=...)``): the
                                    tokens are the recorded ones, nothing was spent now
+shared             boolean         a fork's copy of its parent's request (``chat.fork``):
+                                   its tokens and cost were spent by the parent
 latency_ms         Float64
 stop_reason        category        ``end``, ``tool_use``, ``max_tokens``, ``refusal``,
                                    ``pause_turn``, ``context_window``, ``other``
@@ -203,6 +207,7 @@ CALL_COLUMNS: dict[str, ColumnKind] = {
     "server": "string",
     "hosted": "boolean",
     "replayed": "boolean",
+    "shared": "boolean",
     "item_type": "string",
     # where and when it ran
     "turn": "Int64",
@@ -235,6 +240,7 @@ STEP_COLUMNS: dict[str, ColumnKind] = {
     "cache_write_tokens": "Int64",
     "cost_usd": "Float64",
     "replayed": "boolean",
+    "shared": "boolean",
     "latency_ms": "Float64",
     "stop_reason": STOP_REASONS,
     "raw_stop_reason": "string",
@@ -469,6 +475,7 @@ class CallLog(Extension):
         c["finished_at"][i] = getattr(e.call, "finished_at", None) or e.ts
         c["duration_ms"][i] = e.duration_ms
         c["replayed"][i] = e.replayed
+        c["shared"][i] = e.shared
         # The model reads a note before an edited call's result; the preview shows the result.
         content = without_edit_note(e.result.content, c["edited_arguments"][i] is not None)
         c["result_preview"][i] = content[:PREVIEW_CHARS]
@@ -515,6 +522,7 @@ class CallLog(Extension):
         c["cache_write_tokens"][i] = u.cache_write_tokens
         c["cost_usd"][i] = e.cost_usd
         c["replayed"][i] = e.replayed
+        c["shared"][i] = e.shared
         c["latency_ms"][i] = e.latency_ms
         c["stop_reason"][i] = e.stop_reason
         c["raw_stop_reason"][i] = e.raw_stop_reason

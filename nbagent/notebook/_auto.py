@@ -164,12 +164,20 @@ def _continue_here(chat: Chat) -> None:
 
     Only a driver called in a cell counts (``chat.complete()``, ``chat.step()``
     on the kernel's main thread), not the continuation after a click, which
-    stays in the view that was clicked, and not a step with nothing to do.
+    stays in the view that was clicked, and not a step with nothing to do. A
+    fork (``chat.fork``) driven for the first time shows its turn in the cell
+    that drives it: no ``ask`` showed it.
     """
     found = _turn_views.get(chat.id)
-    if found is None or threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread():
         return
     from ._continuation import continuing
+
+    if found is None:
+        # A fork never asked: its first drive in a cell shows its turn there (shared history too).
+        if chat.parent is not None and not continuing() and chat.status == "ready":
+            _show_turn(chat)
+        return
 
     view, cell = found[0](), found[1]
     count = execution_count()

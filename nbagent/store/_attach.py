@@ -23,7 +23,7 @@ from .._errors import StoreError
 from .._events import utcnow
 from .._extension import Snapshot
 from .._options import ToolOptions
-from .._types import Message, ToolCall
+from .._types import ForkParent, Message, ToolCall
 from . import _codec as codec
 from ._extension import StoreExtension
 from ._protocol import ChatInfo, ChatRecord, Store
@@ -59,8 +59,10 @@ def _open(store: Any) -> tuple[Store, bool]:
 
 
 # ------------------------------------------------------------ attaching
-def attach_store(chat: Chat, store: Any) -> Store:
+def attach_store(chat: Chat, store: Any, parent: ForkParent | None = None) -> Store:
     """Persist a new chat in ``store`` (a path or a store object) as it runs.
+
+    ``parent``: the chat is a fork (``chat.fork``); its parent link is stored with it.
 
     Raises:
         StoreError: The store cannot be opened, or already has a chat with this id
@@ -70,8 +72,17 @@ def attach_store(chat: Chat, store: Any) -> Store:
     ext = StoreExtension(chat.id, st, owned)
     chat.extend(ext)
     now = utcnow()
-    ext.create(ChatInfo(chat.id, now, now, chat.provider.name, chat.model), chat.system)
+    info = ChatInfo(chat.id, now, now, chat.provider.name, chat.model)
+    ext.create(info, chat.system, parent)
     return st
+
+
+def store_of(chat: Chat) -> Store | None:
+    """The store a chat is attached to (its forks go there too), else ``None``."""
+    for ext in chat.extensions:
+        if isinstance(ext, StoreExtension):
+            return ext.store
+    return None
 
 
 def load_chat(
@@ -162,6 +173,7 @@ def _snapshot_of(record: ChatRecord, location: str) -> Snapshot:
         last_step=state.get("last_step"),
         last_budget=state.get("last_budget"),
         next_seq=record.next_seq,
+        parent=ForkParent.from_dict(record.parent) if record.parent else None,
     )
 
 
@@ -195,4 +207,4 @@ def _options_of(record: ChatRecord, location: str) -> dict[str, Any] | None:
     return options
 
 
-__all__ = ["attach_store", "load_chat", "open_store"]
+__all__ = ["attach_store", "load_chat", "open_store", "store_of"]

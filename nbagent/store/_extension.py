@@ -92,7 +92,7 @@ from .._events import (
 )
 from .._extension import ChatHost, Extension, Snapshot
 from .._replay import Recordings
-from .._types import Decision, ToolCall
+from .._types import Decision, ForkParent, ToolCall
 from . import _codec as codec
 from ._process import LIVE_TOKENS, abandoned, new_owner
 from ._protocol import (
@@ -150,8 +150,10 @@ class StoreExtension(Extension):
             raise RuntimeError("the store extension is not attached to a chat yet")
         return host
 
-    def create(self, info: ChatInfo, system: str | None) -> None:
+    def create(self, info: ChatInfo, system: str | None, parent: ForkParent | None = None) -> None:
         """Record the chat this extension was just attached to as a new chat of the store.
+
+        ``parent``: the chat is a fork; its link to its parent is recorded with it.
 
         Raises:
             StoreError: The store has a chat with this id, or cannot be written;
@@ -159,7 +161,11 @@ class StoreExtension(Extension):
         """
         state = self._attached().loop_state()
         try:
-            self.store.create_chat(info, system, state)
+            link = None if parent is None else parent.as_dict()
+            if link is None:
+                self.store.create_chat(info, system, state)
+            else:  # a store that predates forks still takes a chat that is none
+                self.store.create_chat(info, system, state, link)
         except BaseException:
             self.detached = "the chat could not be created in the store"
             self.close()

@@ -230,6 +230,20 @@ def m009_recordings(conn: sqlite3.Connection) -> None:
         conn.execute(sql)
 
 
+def m010_fork_parents(conn: sqlite3.Connection) -> None:
+    """A fork's parent link: the chat it was forked from, and where and what it changed.
+
+    ``parent_id`` is the parent chat's id (``NULL`` for a chat that is no fork;
+    no foreign key: a parent may live in another store, or be deleted), and
+    ``fork`` the :class:`~nbagent.ForkParent` as JSON (step, call, change,
+    value). An older nbagent would load a fork without its parent, so it refuses
+    the file.
+    """
+    conn.execute("ALTER TABLE chats ADD COLUMN parent_id TEXT")
+    conn.execute("ALTER TABLE chats ADD COLUMN fork TEXT")
+    conn.execute("CREATE INDEX chats_parent ON chats(parent_id) WHERE parent_id IS NOT NULL")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_initial,
     m002_claims_and_decisions,
@@ -240,6 +254,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m007_call_server,
     m008_blobs,
     m009_recordings,
+    m010_fork_parents,
 )
 """Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
 

@@ -38,6 +38,7 @@ class ChatInfo:
         title: The first user message, shortened.
         n_messages / n_calls: Transcript length and tool calls so far.
         pending: Calls awaiting a decision.
+        parent_id: The chat it was forked from (``chat.fork``), else ``None``.
     """
 
     id: str
@@ -49,6 +50,7 @@ class ChatInfo:
     n_messages: int = 0
     n_calls: int = 0
     pending: int = 0
+    parent_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,7 @@ class ChatRecord:
         unapplied: Ids of calls with a decision made through the store that no
             chat has applied yet.
         next_seq: The next event sequence number.
+        parent: A fork's parent link (:meth:`~nbagent.ForkParent.as_dict`), else ``None``.
     """
 
     info: ChatInfo
@@ -148,6 +151,7 @@ class ChatRecord:
     calls: list[StoredCall]
     unapplied: frozenset[str] = frozenset()
     next_seq: int = 0
+    parent: dict[str, Any] | None = None
 
 
 # ----------------------------------------------------------- write records
@@ -298,8 +302,19 @@ class Store(Protocol):
     is considered abandoned; ``None``: never."""
 
     # the chat side
-    def create_chat(self, info: ChatInfo, system: str | None, state: Mapping[str, Any]) -> None:
-        """Record a new chat; :class:`~nbagent.StoreError` if the id exists."""
+    def create_chat(
+        self,
+        info: ChatInfo,
+        system: str | None,
+        state: Mapping[str, Any],
+        parent: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record a new chat; :class:`~nbagent.StoreError` if the id exists.
+
+        ``parent``: a fork's parent link (``ForkParent.as_dict()``: ``chat_id``,
+        ``step``, ``call_id``, ``change``, ``value``), returned by :meth:`load` as
+        ``ChatRecord.parent``; ``ChatInfo.parent_id`` is its ``chat_id``.
+        """
         ...
 
     def load(self, chat_id: str) -> ChatRecord:

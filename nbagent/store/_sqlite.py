@@ -1,9 +1,10 @@
 """The embedded default store: one SQLite file, WAL mode, versioned schema.
 
-Tables (schema version 7)::
+Tables (schema version 10)::
 
     schema_migrations(version PK, name, applied_at)
-    chats(id PK, created_at, updated_at, provider, model, system, title, state json, tools json)
+    chats(id PK, created_at, updated_at, provider, model, system, title, state json, tools json,
+          parent_id, fork json)
     messages(chat_id, idx, turn, role, json, seq, ts)        PK (chat_id, idx)
     tool_calls(chat_id, call_id, name, arguments json, raw_arguments, parse_error,
                status, gated, approval json, decision json, result json, turn, step,
@@ -430,18 +431,33 @@ class SQLiteStore:
         return StoreError(f"store {self.location}: {text}")
 
     # -- the chat side ----------------------------------------------------------------
-    def create_chat(self, info: ChatInfo, system: str | None, state: Mapping[str, Any]) -> None:
+    def create_chat(
+        self,
+        info: ChatInfo,
+        system: str | None,
+        state: Mapping[str, Any],
+        parent: Mapping[str, Any] | None = None,
+    ) -> None:
         try:
-            self._create_chat(info, system, state)
+            self._create_chat(info, system, state, parent)
         except UnicodeEncodeError:  # a lone surrogate SQLite cannot store: replaced
             info = dataclasses.replace(info, provider=clean(info.provider), model=clean(info.model))
-            self._create_chat(info, clean(system) if system else system, clean_json(state))
+            system = clean(system) if system else system
+            self._create_chat(
+                info, system, clean_json(state), clean_json(parent) if parent else parent
+            )
 
-    def _create_chat(self, info: ChatInfo, system: str | None, state: Mapping[str, Any]) -> None:
+    def _create_chat(
+        self,
+        info: ChatInfo,
+        system: str | None,
+        state: Mapping[str, Any],
+        parent: Mapping[str, Any] | None,
+    ) -> None:
         with self._tx() as conn:
             cur = conn.execute(
-                "INSERT INTO chats (id, created_at, updated_at, provider, model, system, state) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                "INSERT INTO chats (id, created_at, updated_at, provider, model, system, state, "
+                "parent_id, fork) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
                 (
                     info.id,
                     info.created_at.isoformat(),
@@ -450,6 +466,8 @@ class SQLiteStore:
                     info.model,
                     system,
                     codec.dumps(state),
+                    parent["chat_id"] if parent else None,
+                    codec.dumps(dict(parent)) if parent else None,
                 ),
             )
             if cur.rowcount != 1:
@@ -462,7 +480,7 @@ class SQLiteStore:
         with self._read() as conn:
             row = conn.execute(
                 f"SELECT c.id, c.created_at, {_UPDATED_AT}, c.provider, c.model, c.system, "
-                "c.title, c.state FROM chats c WHERE c.id = ?",
+                "c.title, c.state, c.parent_id, c.fork FROM chats c WHERE c.id = ?",
                 (chat_id,),
             ).fetchone()
             if row is None:
@@ -506,8 +524,10 @@ class SQLiteStore:
             len(messages),
             len(calls),
             pending,
+            row[8],
         )
-        return ChatRecord(info, row[5], state, messages, calls, unapplied, int(next_seq))
+        parent = codec.loads(row[9]) if row[9] else None
+        return ChatRecord(info, row[5], state, messages, calls, unapplied, int(next_seq), parent)
 
     @staticmethod
     def _derived_state(conn: sqlite3.Connection, chat_id: str) -> dict[str, Any]:
@@ -1105,7 +1125,7 @@ class SQLiteStore:
                 "(SELECT COUNT(*) FROM messages m WHERE m.chat_id = c.id), "
                 "(SELECT COUNT(*) FROM tool_calls t WHERE t.chat_id = c.id), "
                 "(SELECT COUNT(*) FROM tool_calls t WHERE t.chat_id = c.id "
-                " AND t.status = 'awaiting_approval') "
+                " AND t.status = 'awaiting_approval'), c.parent_id "
                 "FROM chats c ORDER BY c.created_at, c.rowid"
             ).fetchall()
         return [
@@ -1119,6 +1139,7 @@ class SQLiteStore:
                 r[6],
                 r[7],
                 r[8],
+                r[9],
             )
             for r in rows
         ]

@@ -1,0 +1,561 @@
+"""Forking a chat: a new chat that shares this one's history up to a point, with one change.
+
+``chat.fork(step=N)`` and ``chat.fork(call, result=/arguments=/decision=)``
+(:meth:`~nbagent.Chat.fork`). A fork is built from the chat's **event
+history** (``chat.events``), never from its private state:
+
+1. the history is cut at the fork point (:func:`at_step`, :func:`at_call`);
+2. the cut history is folded into a :class:`~nbagent._extension.Snapshot`
+   (:func:`fold`): the messages, and a fresh :class:`~nbagent.ToolCall` for every
+   call, with the lifecycle its events gave it; the core restores it into the
+   new chat with its own rules (``ChatHost.restore``);
+3. the cut history is emitted again as the fork's own events (same fields and
+   times, the fork's id and its own call objects; a model request's and a
+   call's outcome marked ``shared``: the parent's), so every wing of the fork
+   (its log, its store, its view) has the shared history with no special case;
+4. the one change is applied through the core's usual operations, with their
+   events: a decision (``_decide``, the rules of ``chat.approve``/``deny``), an
+   edited approval, a result (a call answered as if its tool had returned it),
+   or a system prompt, model or tool options set before anything runs.
+
+**The fork points**, precisely:
+
+- ``step=N`` (``N >= 1``): the chat as it stood **when step N ended** (the
+  chat's step numbers: ``chat.steps["step"]`` for the model's steps, the log's
+  ``run_step`` for tool rounds). For a model step: its response is in (text
+  and the calls it asked for, gated and checked as they were then, decided at
+  once by a resolver or a policy if they were); decisions made after it, and
+  the tool results of its calls, are not: driving the fork asks for those
+  approvals again and runs the calls then. For a tool round: its results are in.
+  Nothing after the step ended is (not the next turn's message either).
+- ``step=0``: before the first step: the first prompt only.
+- no step and no call: the whole history as it is now.
+- ``call``: the end of the call's round as the chat has it (every other call
+  of the same response decided, run and answered as in the original, never
+  run again), the model not asked yet; the call itself changed.
+
+The original chat is never touched: the fork reads its history and makes new
+objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._chat_state import HOSTED, ChatCore, ToolResult
+from ._config import get_config
+from ._errors import DecisionError
+from ._events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    CallInDoubt,
+    Event,
+    MessageAdded,
+    ModelRequestFailed,
+    ModelRequestFinished,
+    ModelRequestStarted,
+    OptionsChanged,
+    StepFinished,
+    ToolCallFinished,
+    ToolCallRequested,
+    ToolCallStarted,
+    utcnow,
+)
+from ._extension import Snapshot
+from ._options import ToolOptions
+from ._result_text import to_result
+from ._types import (
+    AssistantToolCallMessage,
+    ForkChange,
+    ForkParent,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+)
+from .providers._base import Provider
+from .providers._registry import provider_for_model, resolve_provider, with_model
+
+UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
+"""A keyword not given (``None`` is a value: a tool may return it, a system prompt be cleared)."""
+
+_CALL_CHANGES = ("result", "arguments", "decision")
+_WORKING = ("generated", "ran_tools")  # the kinds of step that did work (and took a number)
+
+
+@dataclass
+class Plan:
+    """A fork, checked and ready to make: nothing is created before it exists."""
+
+    parent: ForkParent
+    events: list[Event]
+    snapshot: Snapshot
+    calls: dict[str, ToolCall]
+    messages: dict[int, Message]  # id() of the original's message -> the fork's
+    change: ForkChange = "none"
+    value: Any = None
+    call: ToolCall | None = None  # the fork's copy of the call it changes
+    provider: Provider | None = None
+    system: Any = UNSET
+    options: ToolOptions | None = None
+    reason: str | None = None
+    result_value: Any = None
+    result_parts: tuple[Any, ...] = ()
+
+
+# ------------------------------------------------------------------ the points
+def at_step(history: Sequence[Event], step: int | None) -> list[Event]:
+    """The history up to the end of step ``step`` (``None``: all of it).
+
+    Raises:
+        ValueError: No step of the chat has that number (the message lists them).
+    """
+    if step is None:
+        return list(history)
+    if isinstance(step, bool) or not isinstance(step, int):
+        raise TypeError(f"step must be an int, got {type(step).__name__}")
+    if step == 0:
+        for i, e in enumerate(history):
+            if isinstance(e, (ModelRequestStarted, ModelRequestFailed, StepFinished)):
+                return list(history[:i])
+        return list(history)
+    for i, e in enumerate(history):
+        if isinstance(e, StepFinished) and e.step == step and e.kind in _WORKING:
+            return list(history[: i + 1])
+    numbers = [e.step for e in history if isinstance(e, StepFinished) and e.kind in _WORKING]
+    shown = ", ".join(map(str, numbers)) if numbers else "none yet"
+    raise ValueError(f"this chat has no step {step} to fork at (0, or one of its steps: {shown})")
+
+
+def at_call(history: Sequence[Event], call_id: str, change: str) -> list[Event]:
+    """The history up to the end of the call's round, less what happened to the call itself.
+
+    The round ends when its results join the transcript (cut there: the fork
+    closes it again with the changed call). The call keeps its request, and
+    an answer given at once when it was requested (an unknown tool, invalid
+    arguments, over the calls limit); its decision (kept for a ``result``
+    change), its run and its result are left out, for the change to replace them.
+    """
+    round_ids: set[str] = set()
+    for e in history:
+        if isinstance(e, MessageAdded) and isinstance(e.message, AssistantToolCallMessage):
+            ids = {c.id for c in e.message.tool_calls}
+            if call_id in ids:
+                round_ids = ids
+                break
+    out: list[Event] = []
+    registering = False  # between the call's request and the end of the step that asked for it
+    decided = False  # a decision on the call was seen (its answer, if any, goes with it)
+    for e in history:
+        if (
+            round_ids
+            and isinstance(e, MessageAdded)
+            and isinstance(e.message, ToolResultMessage)
+            and e.message.tool_call_id in round_ids
+        ):
+            break
+        call = getattr(e, "call", None)
+        if isinstance(e, StepFinished):
+            registering = False
+        elif call is not None and call.id == call_id:
+            if isinstance(e, ToolCallRequested):
+                registering = True
+            elif isinstance(e, ApprovalDecided):
+                decided = True
+                if change != "result":  # the decision is what changes
+                    continue
+            elif isinstance(e, ToolCallFinished) and (
+                e.status == "denied" or (decided and e.mode == HOSTED)
+            ):
+                if change != "result":  # a decision's own answer (a denial, a hosted approval)
+                    continue
+            elif not registering or isinstance(e, (ToolCallStarted, CallInDoubt)):
+                continue  # it ran (or started): the change replaces that
+        out.append(e)
+    return out
+
+
+# --------------------------------------------------------------------- the fold
+@dataclass
+class _Folded:
+    messages: list[Message] = field(default_factory=list)
+    calls: dict[str, ToolCall] = field(default_factory=dict)
+    by_message: dict[int, Message] = field(default_factory=dict)
+    call_turn: dict[str, int] = field(default_factory=dict)
+    call_step: dict[str, int] = field(default_factory=dict)
+    turn: int = 0
+    step: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost: float = 0.0
+    unpriced: int = 0
+    last_step: str | None = None
+    last_budget: str | None = None
+
+
+def fold(events: Iterable[Event]) -> _Folded:
+    """The chat state a history describes: messages, and new call objects with their lifecycle.
+
+    Each call's lifecycle is read off its events' own fields (the status,
+    decision and result they carried when emitted), never off the original's
+    live call, which may have moved on since.
+    """
+    s = _Folded()
+    for e in events:
+        match e:
+            case MessageAdded():
+                m = e.message
+                if isinstance(m, AssistantToolCallMessage):
+                    for c in m.tool_calls:
+                        s.calls.setdefault(c.id, c.copy_identity())
+                    m = dataclasses.replace(
+                        m, tool_calls=tuple(s.calls[c.id] for c in m.tool_calls)
+                    )
+                s.by_message[id(e.message)] = m
+                s.messages.append(m)
+                s.turn = max(s.turn, e.turn)
+            case ToolCallRequested():
+                c = s.calls.setdefault(e.call.id, e.call.copy_identity())
+                c.approval = e.approval
+                c.status = "awaiting_approval" if e.approval.required else "requested"
+                s.call_turn[c.id], s.call_step[c.id] = e.turn, e.step
+            case ApprovalRequested():
+                s.calls[e.call.id].status = "awaiting_approval"
+            case ApprovalDecided():
+                c = s.calls[e.call.id]
+                c.decision = e.decision
+                c.status = "approved" if e.decision.verdict == "approved" else "denied"
+                c.result = None
+            case ToolCallStarted():
+                c = s.calls[e.call.id]
+                c.status, c.started_at = "running", e.ts
+            case ToolCallFinished():
+                c = s.calls[e.call.id]
+                c.status = e.status  # type: ignore[assignment]
+                c.result, c.started_at, c.finished_at = e.result, e.started_at, e.ts
+            case CallInDoubt() if e.rerun:
+                c = s.calls[e.call.id]
+                gated = c.approval is not None and c.approval.required
+                c.status, c.started_at = ("approved" if gated else "requested"), None
+            case ModelRequestFinished():
+                s.usage = s.usage + e.usage
+                if e.cost_usd is None:
+                    s.unpriced += 1
+                else:
+                    s.cost += e.cost_usd
+            case StepFinished():
+                s.step = max(s.step, e.step)
+                s.last_step, s.last_budget = e.kind, e.budget
+    return s
+
+
+def restamped(events: Iterable[Event], folded: _Folded, chat_id: str) -> list[Event]:
+    """The events again, as the fork's: its id, its call objects and messages.
+
+    A model request's and a call's outcome are marked ``shared``: made in the
+    parent (its tokens, cost and side effects are the parent's).
+    """
+    out: list[Event] = []
+    for e in events:
+        changes: dict[str, Any] = {"chat_id": chat_id}
+        call = getattr(e, "call", None)
+        if isinstance(call, ToolCall):
+            changes["call"] = folded.calls[call.id]
+        if isinstance(e, MessageAdded):
+            changes["message"] = folded.by_message[id(e.message)]
+        if isinstance(e, (ModelRequestFinished, ToolCallFinished)):
+            changes["shared"] = True  # the parent's request or outcome, not the fork's
+        out.append(dataclasses.replace(e, **changes))
+    return out
+
+
+# --------------------------------------------------------------------- planning
+def plan(
+    chat: ChatCore,
+    call: ToolCall | str | None,
+    *,
+    step: int | None,
+    result: Any,
+    arguments: Any,
+    decision: Any,
+    reason: str | None,
+    system: Any,
+    model: Any,
+    tool_options: Any,
+) -> Plan:
+    """Check a fork and work out everything it needs, creating nothing.
+
+    Raises:
+        TypeError: More than one change, or a change that does not go with the point.
+        ValueError: A step or change that cannot be (nothing to change, a
+            result for a denied call...).
+        DecisionError: An unknown call, or arguments the tool refuses.
+    """
+    asked = {
+        name: value
+        for name, value in (
+            ("result", result),
+            ("arguments", arguments),
+            ("decision", decision),
+            ("system", system),
+            ("model", model),
+            ("tool_options", tool_options),
+        )
+        if value is not UNSET
+    }
+    if len(asked) > 1:
+        raise TypeError(
+            f"a fork changes one thing, got {', '.join(f'{k}=' for k in asked)}; "
+            "fork the fork for another change"
+        )
+    change, value = next(iter(asked.items()), ("none", None))
+    with chat._lock:
+        history = list(chat._history)
+        if call is None:
+            if change in _CALL_CHANGES:
+                raise TypeError(f"fork({change}=...) needs the call to change: fork(call, ...)")
+            events = at_step(history, step)
+            c_orig = None
+        else:
+            if step is not None:
+                raise TypeError("fork at a call or at a step, not both")
+            if change not in _CALL_CHANGES:
+                raise TypeError(
+                    "a fork at a call changes it: fork(call, result=...), "
+                    "fork(call, arguments={...}) or fork(call, decision='approved'|'denied')"
+                )
+            c_orig = chat.get_call(call)
+            events = at_call(history, c_orig.id, change)
+    folded = fold(events)
+    running = [c for c in folded.calls.values() if c.status == "running"]
+    if running:
+        names = ", ".join(f"{c.name}({c.id})" for c in running)
+        raise ValueError(f"{names} is running at that point; fork once it has finished")
+    at = folded.call_step.get(c_orig.id, folded.step) if c_orig is not None else folded.step
+    p = Plan(
+        ForkParent(chat.id, at, c_orig.id if c_orig is not None else None, change),  # type: ignore[arg-type]
+        events,
+        Snapshot(
+            messages=tuple(folded.messages),
+            calls=tuple(folded.calls.values()),
+            call_turn=folded.call_turn,
+            call_step=folded.call_step,
+            turn=folded.turn,
+            step=folded.step,
+            forced_spent=_forced_spent(folded),
+            usage=folded.usage,
+            cost_usd=folded.cost,
+            unpriced=folded.unpriced,
+            options=None,
+            last_step=folded.last_step,
+            last_budget=folded.last_budget,
+            next_seq=0,
+        ),
+        folded.calls,
+        folded.by_message,
+        change=change,  # type: ignore[arg-type]
+        reason=reason,
+    )
+    if c_orig is not None:
+        p.call = folded.calls[c_orig.id]
+        _plan_call_change(chat, p, c_orig, change, value)
+    else:
+        _plan_chat_change(chat, p, change, value)
+    p.parent = dataclasses.replace(p.parent, value=p.value)
+    p.snapshot = dataclasses.replace(p.snapshot, parent=p.parent)
+    return p
+
+
+def _forced_spent(folded: _Folded) -> bool:
+    """Whether the last turn already ran a tool round (a forced tool choice is used up)."""
+    return any(isinstance(m, ToolResultMessage) and m.turn == folded.turn for m in folded.messages)
+
+
+def _plan_call_change(chat: ChatCore, p: Plan, original: ToolCall, change: str, value: Any) -> None:
+    c = p.call
+    assert c is not None
+    where = f"{c.name}({c.id})"
+    gated = c.approval is not None and c.approval.required
+    answered_at_once = c.is_final and c.decision is None and c.status != "denied"
+    if change == "decision":
+        if value not in ("approved", "denied"):
+            raise ValueError(f"decision must be 'approved' or 'denied', got {value!r}")
+        if not gated or answered_at_once:
+            raise ValueError(
+                f"{where} never needed a decision"
+                + (f" (it was answered at once: {c.status})" if answered_at_once else "")
+            )
+        if original.decision is not None and original.decision.verdict == value:
+            raise ValueError(f"{where} was already {value} in the original; nothing would change")
+        p.value = value
+        return
+    if change == "arguments":
+        if not isinstance(value, dict):
+            raise TypeError(f"arguments must be a dict, got {type(value).__name__}")
+        if c.hosted:
+            raise DecisionError(
+                f"{where} runs on the provider's side with the model's arguments; "
+                "they cannot be edited (fork with decision= instead)"
+            )
+        if answered_at_once and not (c.status == "error" and c.parse_error is None):
+            raise ValueError(f"{where} was answered at once ({c.status}); it never ran")
+        if value == original.effective_arguments:
+            raise ValueError(f"{where} already has these arguments; nothing would change")
+        tool = chat._tools.get(c.name)
+        if tool is None:
+            raise DecisionError(f"tool {c.name!r} is not available in this chat")
+        p.value = _checked_arguments(chat, c, value)
+        if c.is_final:  # rejected at once (invalid arguments): the edit answers that
+            _reopen(c)
+        return
+    # result
+    if c.hosted:
+        raise ValueError(f"{where} is run by the provider; its result cannot be replaced")
+    if c.status in ("denied", "awaiting_approval") or (
+        gated and c.decision is None and not answered_at_once
+    ):
+        state = "denied" if c.status == "denied" else "waiting for a decision"
+        raise ValueError(
+            f"{where} is {state} in the original, so it has no result to replace; "
+            "fork it with decision='approved' first (then fork that fork with result=...)"
+        )
+    cfg = get_config()
+    text, parts = to_result(value, max_rows=cfg.result_max_rows, max_chars=cfg.result_max_chars)
+    if original.result is not None and original.result.content == text:
+        raise ValueError(f"{where} already returned this; nothing would change")
+    p.value, p.result_value, p.result_parts = text, value, parts
+    if c.is_final:  # answered at once (an unknown tool, a call over the limit): answer it anew
+        _reopen(c)
+
+
+def _reopen(c: ToolCall) -> None:
+    """A call answered at once, open again for the change to answer it (only in the fork)."""
+    gated = c.approval is not None and c.approval.required
+    c.status = "awaiting_approval" if gated else "requested"
+    c.result = c.finished_at = None
+
+
+def _checked_arguments(chat: ChatCore, c: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Edited arguments, checked as an approval's edit is (``_decide``)."""
+    from ._tools import SchemaValidationError
+    from ._unicode import TooDeep, clean_json
+
+    try:
+        arguments = clean_json(arguments)
+        json.dumps(arguments, allow_nan=False)
+    except TooDeep as exc:
+        raise DecisionError(f"edited arguments for {c.name} are {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise DecisionError(f"edited arguments for {c.name} are not JSON ({exc})") from None
+    try:
+        chat._tools[c.name].validate_arguments(arguments)
+    except SchemaValidationError as exc:
+        raise DecisionError(f"edited arguments for {c.name} are invalid: {exc}") from None
+    return dict(arguments)
+
+
+def _plan_chat_change(chat: ChatCore, p: Plan, change: str, value: Any) -> None:
+    if change == "system":
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"system must be a str or None, got {type(value).__name__}")
+        if value == chat.system:
+            raise ValueError("the fork's system prompt is the chat's; nothing would change")
+        p.system = p.value = value
+    elif change == "model":
+        p.provider = _provider(chat.provider, value)
+        p.value = f"{p.provider.name}:{p.provider.model}"
+    elif change == "tool_options":
+        if not isinstance(value, dict) or not value:
+            raise TypeError("tool_options must be a dict of tool options (see with_tool_options)")
+        p.options = chat._options.updated(value)
+        p.value = {k: _jsonable(v) for k, v in value.items()}
+
+
+def _provider(current: Provider, model: Any) -> Provider:
+    """The fork's provider for ``model=``: a provider object, or a model name.
+
+    A model name the current provider also serves (the same family, or a name
+    no family claims: a local server's model) keeps the provider (its key,
+    its endpoint); another family's name makes that provider.
+    """
+    if isinstance(model, str):
+        family = provider_for_model(model)
+        name = current.name
+        same = family is None or name == family or name.startswith(f"{family}-")
+        if same and (family is not None or name.startswith("openai")):
+            return with_model(current, model)
+        return resolve_provider(model)
+    if model is None or not hasattr(model, "complete"):
+        raise TypeError(f"model must be a model name or a provider, got {model!r}")
+    return model
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return getattr(value, "__name__", None) or getattr(value, "name", None) or str(value)
+
+
+# --------------------------------------------------------------------- applying
+def apply(fork: ChatCore, p: Plan) -> None:
+    """Give ``fork`` its history (state, then events) and the one change, with its events."""
+    fork._restore(p.snapshot)
+    fork._emit_all(restamped(p.events, _Folded(calls=p.calls, by_message=p.messages), fork.id))
+    if p.options is not None:
+        with fork._lock:
+            fork._options = p.options
+        fork._emit(OptionsChanged(chat_id=fork.id, options=p.options.as_dict()))
+    c = p.call
+    if c is None:
+        return
+    if p.change == "decision":
+        fork._decide(c, p.value, by="user", reason=p.reason)
+    elif p.change == "arguments":
+        if c.approval is not None and c.approval.required:
+            fork._decide(c, "approved", by="user", reason=p.reason, arguments=p.value)
+        else:
+            _approve_edit(fork, c, p.value, p.reason)
+    else:
+        _answer(fork, c, p)
+
+
+def _approve_edit(
+    fork: ChatCore, c: ToolCall, arguments: dict[str, Any], reason: str | None
+) -> None:
+    """An ungated call's arguments edited in a fork: recorded as an approval's edit."""
+    from ._types import Decision
+
+    after: list[ToolResult] = []
+    with fork._lock:
+        events = fork._record_decision(
+            c, Decision("approved", "user", utcnow(), reason, dict(arguments)), after
+        )
+    fork._emit_all(events)
+    fork._run_after(after)
+
+
+def _answer(fork: ChatCore, c: ToolCall, p: Plan) -> None:
+    """The call answered as if its tool had returned ``p.result_value`` (it never runs)."""
+    parts = p.result_parts
+    now = utcnow()
+    with fork._lock:
+        result = ToolResultMessage(
+            c.id,
+            p.value,
+            False,
+            "ok",
+            c.name,
+            turn=fork._call_turn.get(c.id, fork._turn),
+            value=p.result_value,
+            parts=parts,
+        )
+        c.status, c.result, c.finished_at = "ok", result, now
+        event = fork._finished_event(c, result, None, None, None)
+    fork._emit(event)
+    fork._run_after([ToolResult(c, result.content, "ok", p.result_value)])
+
+
+__all__ = ["UNSET", "Plan", "apply", "at_call", "at_step", "fold", "plan", "restamped"]

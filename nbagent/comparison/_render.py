@@ -1,0 +1,273 @@
+"""Runs side by side: HTML (the view's styles, light and dark), Markdown and plain text.
+
+Pure functions of :class:`~nbagent.comparison._runs.Run` values. One column per
+run, one row per model step (aligned by step); the leading steps every run
+shares (a fork's history) fold into one row that shows them once; a field that
+differs between runs is highlighted in every run's cell (HTML: a tinted
+background and a bar, readable on JupyterLab's light and dark themes;
+Markdown and text: a ``≠`` mark). Everything a model or a tool produced is
+escaped (:func:`~nbagent.notebook._html.esc`, ``md_inline``, ``printable``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..notebook._html import clip, esc, fmt_ms, preview, printable
+from ..notebook._render import fmt_cost, md_inline, style_tag
+from ._runs import CallRecord, Run, StepRecord, aligned, differing, field_names, shared_prefix
+
+TEXT_CHARS = 4_000  # a step's text shown in a cell (the DataFrame keeps all of it)
+RESULT_CHARS = 4_000
+
+CSS = """
+.nba-chat.nba-cmp table.nba-cmp-table { border-collapse: collapse; width: 100%;
+  table-layout: fixed; margin: 0; border: 0; }
+.nba-chat.nba-cmp .nba-cmp-table th, .nba-chat.nba-cmp .nba-cmp-table td {
+  border: 1px solid var(--jp-border-color2, #e0e0e0); padding: 3px 6px; vertical-align: top;
+  text-align: left; background: transparent; }
+.nba-chat.nba-cmp .nba-cmp-table tr > th:first-child { width: 6em; }
+.nba-chat.nba-cmp .nba-cmp-table thead th { background: var(--jp-layout-color2, #eeeeee);
+  font-weight: 600; }
+.nba-chat.nba-cmp .nba-cmp-table tbody th { color: var(--jp-ui-font-color2, #616161);
+  font-weight: 600; font-size: var(--jp-ui-font-size0, 11px); }
+.nba-chat.nba-cmp .nba-cmp-table tbody tr { background: transparent; }
+.nba-cmp-f { margin: 1px 0; padding: 0 4px; white-space: pre-wrap; word-break: break-word; }
+.nba-cmp-diff { background: rgba(255, 171, 0, 0.2);
+  box-shadow: inset 3px 0 0 var(--jp-warn-color0, #f57c00); }
+.nba-cmp-none { color: var(--jp-ui-font-color3, #9e9e9e); font-style: italic; }
+.nba-cmp-call { border-left: 2px solid var(--jp-border-color2, #e0e0e0); margin: 3px 0;
+  padding-left: 4px; }
+.nba-cmp-cost { color: var(--jp-ui-font-color2, #616161);
+  font-size: var(--jp-ui-font-size0, 11px); }
+.nba-cmp-cost .nba-cmp-f { display: inline; padding: 0 2px; }
+.nba-cmp-shared summary { cursor: pointer; color: var(--jp-ui-font-color2, #616161); }
+"""
+
+
+# ------------------------------------------------------------------------ HTML
+def comparison_html(runs: Sequence[Run]) -> str:
+    rows = aligned(runs)
+    shared = shared_prefix(rows)
+    head = "".join(f"<th>{_run_head(r)}</th>" for r in runs)
+    body: list[str] = []
+    if shared:
+        inner = "".join(
+            f"<tr><th>step {k}</th><td>{_cell(row[0], set())}</td></tr>"
+            for k, row in enumerate(rows[:shared], 1)
+            if row[0] is not None
+        )
+        body.append(
+            f'<tr class="nba-cmp-shared"><th>{_span(1, shared)}</th>'
+            f'<td colspan="{len(runs)}"><details><summary>{_shared_words(shared, len(runs))}'
+            f'</summary><table class="nba-cmp-table">{inner}</table></details></td></tr>'
+        )
+    for k, row in enumerate(rows[shared:], shared + 1):
+        diff = set(differing(row))
+        numbers = " · ".join(f"#{s.step}" if s is not None else "–" for s in row)
+        cells = "".join(f"<td>{_cell(s, diff)}</td>" if s is not None else _missing(k) for s in row)
+        body.append(f'<tr><th>step {k}<div class="nba-dim">{esc(numbers)}</div></th>{cells}</tr>')
+    body.append(_totals_row(runs))
+    return (
+        f'{style_tag()}<style>{CSS}</style><div class="nba-chat nba-cmp">'
+        f'<table class="nba-cmp-table"><thead><tr><th></th>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def _run_head(r: Run) -> str:
+    parts = [f"{esc(r.name)}", f'<div class="nba-dim">{esc(r.model)} · {esc(r.chat_id[:8])}</div>']
+    if r.parent is not None:
+        parts.append(f'<div class="nba-dim">{esc(fork_words(r.parent))}</div>')
+    return "".join(parts)
+
+
+def fork_words(parent: Any) -> str:
+    """``fork of 0a1b2c3d at step 2: decision → approved`` (one line)."""
+    where = f"at step {parent.step}"
+    if parent.call_id:
+        where = f"at call {parent.call_id} (step {parent.step})"
+    change = parent.change
+    if change == "none":
+        return f"fork of {parent.chat_id[:8]} {where}"
+    value = parent.value
+    shown = preview(value if isinstance(value, str) else str(value), 60)
+    return f"fork of {parent.chat_id[:8]} {where}: {change} → {shown}"
+
+
+def _shared_words(n: int, runs: int) -> str:
+    which = "step 1 is" if n == 1 else f"steps 1–{n} are"
+    every = "both runs" if runs == 2 else "every run"
+    return f"{which} the same in {every} (shared history): show"
+
+
+def _span(first: int, last: int) -> str:
+    return f"step {first}" if first == last else f"steps {first}–{last}"
+
+
+def _missing(k: int) -> str:
+    return f'<td class="nba-cmp-none">no step {k}</td>'
+
+
+def _f(name: str, diff: set[str], inner: str, tag: str = "div") -> str:
+    """One field's element; highlighted when the field differs between the runs."""
+    cls = "nba-cmp-f nba-cmp-diff" if name in diff else "nba-cmp-f"
+    return f'<{tag} class="{cls}" data-field="{esc(name)}">{inner}</{tag}>'
+
+
+def _cell(s: StepRecord, diff: set[str]) -> str:
+    out: list[str] = []
+    if s.prompt is not None:
+        out.append(_f("prompt", diff, f'<span class="nba-who">user</span>{esc(s.prompt)}'))
+    if "model" in diff:
+        out.append(
+            _f("model", diff, f'<span class="nba-dim">{esc(s.provider)}:{esc(s.model)}</span>')
+        )
+    if s.text or "text" in diff:
+        out.append(_f("text", diff, esc(clip(s.text, TEXT_CHARS))))
+    for i, c in enumerate(s.calls, 1):
+        out.append(_call_html(i, c, diff))
+    if "stop_reason" in diff:
+        out.append(
+            _f("stop_reason", diff, f'<span class="nba-dim">stop: {esc(s.stop_reason)}</span>')
+        )
+    cost = [_f("replayed", diff, "replayed", "span")] if s.replayed or "replayed" in diff else []
+    if not s.replayed and cost:
+        cost = [_f("replayed", diff, "asked the model", "span")]
+    cost += [
+        _f("input_tokens", diff, f"in {s.input_tokens:,}", "span"),
+        _f("output_tokens", diff, f"out {s.output_tokens:,}", "span"),
+        _f("cost_usd", diff, esc(fmt_cost(s.cost_usd) if s.cost_usd is not None else "$?"), "span"),
+        _f("latency_ms", diff, esc(fmt_ms(round(s.latency_ms))), "span"),
+    ]
+    out.append(f'<div class="nba-cmp-cost">{" · ".join(cost)}</div>')
+    return "".join(out)
+
+
+def _call_html(i: int, c: CallRecord, diff: set[str]) -> str:
+    key = f"call {i}"
+    label = f'<span class="nba-tool">{esc(c.call.name)}</span> <code class="nba-args1">'
+    label += esc(preview(c.label[len(c.call.name) :], 200)) + "</code>"
+    status = f'<span class="nba-badge nba-b-{esc(c.state)}">{esc(c.state)}</span>'
+    parts = [_f(key, diff, f"{label} {status}")]
+    if c.gated or c.decided is not None:
+        parts.append(
+            _f(f"{key} decision", diff, f'<span class="nba-dim">{esc(c.decision_words)}</span>')
+        )
+    if c.answer is not None:
+        text = c.answer.content
+        parts.append(
+            _f(
+                f"{key} result",
+                diff,
+                f"<details><summary>{esc(preview(text, 120))}</summary>"
+                f'<pre class="nba-result">{esc(clip(text, RESULT_CHARS))}</pre></details>',
+            )
+        )
+    return f'<div class="nba-cmp-call">{"".join(parts)}</div>'
+
+
+def _totals_row(runs: Sequence[Run]) -> str:
+    totals = [r.totals for r in runs]
+    keys = ("steps", "input_tokens", "output_tokens", "cost_usd", "latency_ms")
+    diff = {k for k in keys if any(t[k] != totals[0][k] for t in totals[1:])}
+    cells = []
+    for t in totals:
+        cost = fmt_cost(t["cost_usd"]) if t["cost_usd"] is not None else "$?"
+        cells.append(
+            '<td><div class="nba-cmp-cost">'
+            + " · ".join(
+                [
+                    _f("steps", diff, f"{t['steps']} steps", "span"),
+                    _f("input_tokens", diff, f"in {t['input_tokens']:,}", "span"),
+                    _f("output_tokens", diff, f"out {t['output_tokens']:,}", "span"),
+                    _f("cost_usd", diff, esc(cost), "span"),
+                    _f("latency_ms", diff, esc(fmt_ms(t["latency_ms"])), "span"),
+                ]
+            )
+            + "</div></td>"
+        )
+    return f"<tr><th>total</th>{''.join(cells)}</tr>"
+
+
+# -------------------------------------------------------------- markdown, text
+def _value_words(value: Any, limit: int) -> str:
+    if value is None:
+        return "–"
+    return preview(str(value), limit)
+
+
+def comparison_markdown(runs: Sequence[Run]) -> str:
+    rows = aligned(runs)
+    shared = shared_prefix(rows)
+    lines = ["**Comparing** " + " · ".join(_run_line(r, md=True) for r in runs), ""]
+    if shared:
+        lines += [f"*{md_inline(_shared_words(shared, len(runs)).removesuffix(': show'))}.*", ""]
+    head = "| field | " + " | ".join(md_inline(r.name) for r in runs) + " |"
+    rule = "|---" * (len(runs) + 1) + "|"
+    for k, row in enumerate(rows[shared:], shared + 1):
+        diff = set(differing(row))
+        values = [s.values() if s is not None else {} for s in row]
+        lines += [f"**Step {k}**", "", head, rule]
+        for name in field_names(row):
+            if all(v.get(name) is None for v in values):
+                continue
+            mark = f"**≠ {md_inline(name)}**" if name in diff else md_inline(name)
+            cells = " | ".join(md_inline(_value_words(v.get(name), 160)) for v in values)
+            lines.append(f"| {mark} | {cells} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _run_line(r: Run, *, md: bool = False) -> str:
+    words = f"{r.name} = {r.model} ({r.chat_id[:8]})"
+    if r.parent is not None:
+        words += f", {fork_words(r.parent)}"
+    return md_inline(words) if md else printable(words)
+
+
+def comparison_text(runs: Sequence[Run]) -> str:
+    rows = aligned(runs)
+    shared = shared_prefix(rows)
+    lines = ["compare: " + "; ".join(_run_line(r) for r in runs)]
+    if shared:
+        lines.append(_shared_words(shared, len(runs)).removesuffix(": show"))
+    width = max((len(r.name) for r in runs), default=1)
+    for k, row in enumerate(rows[shared:], shared + 1):
+        diff = set(differing(row))
+        values = [s.values() if s is not None else {} for s in row]
+        lines.append(f"step {k}")
+        for name in field_names(row):
+            if all(v.get(name) is None for v in values):
+                continue
+            mark = "≠" if name in diff else " "
+            if name not in diff:
+                lines.append(
+                    f"  {mark} {name}: {printable(_value_words(values[0].get(name), 100))}"
+                )
+                continue
+            lines.append(f"  {mark} {name}:")
+            for r, v in zip(runs, values, strict=True):
+                shown = printable(_value_words(v.get(name), 100))
+                lines.append(f"      {printable(r.name).ljust(width)}  {shown}")
+    return "\n".join(lines)
+
+
+def comparison_bundle(runs: Sequence[Run]) -> dict[str, str]:
+    """The three representations (what a notebook, nbconvert, GitHub or a terminal shows)."""
+    return {
+        "text/html": comparison_html(runs),
+        "text/markdown": comparison_markdown(runs),
+        "text/plain": comparison_text(runs),
+    }
+
+
+__all__ = [
+    "CSS",
+    "comparison_bundle",
+    "comparison_html",
+    "comparison_markdown",
+    "comparison_text",
+    "fork_words",
+]
