@@ -189,6 +189,12 @@ async def batch_async(
     )
     if hasattr(runner, "on_chat"):
         runner.on_chat = run.add_chat
+
+    def concurrency_now() -> int | None:
+        limit = getattr(runner, "limit", None)
+        return getattr(limit, "limit", None)
+
+    run.progress.concurrency = concurrency_now
     display = _display or make_display(
         run.progress, progress, title=f"nbagent.batch {name or ''}".strip()
     )

@@ -86,11 +86,13 @@ class LocalBackend:
     def __init__(self) -> None:
         self.on_chat: Callable[[Any], None] | None = None
         """Set by the batch: called with each chat made or loaded (they live here)."""
+        self.limit: AdaptiveLimit | None = None
+        """The adaptive limit of the latest run (how many chats may run at once now)."""
 
     async def run(
         self, jobs: Sequence[Job], spec: RunSpec, progress: ProgressSink
     ) -> AsyncIterator[RowResult]:
-        limit = AdaptiveLimit(spec.concurrency)
+        limit = self.limit = AdaptiveLimit(spec.concurrency)
         watcher = DecisionWatcher(spec.store, spec.poll_interval)
         out: asyncio.Queue[RowResult | BaseException] = asyncio.Queue()
         tasks: set[asyncio.Task[None]] = set()
@@ -197,7 +199,7 @@ class _Row:
                     await self.chat.complete_async()
                 except RateLimitError as exc:
                     self.active += time.monotonic() - started
-                    self.limit.rate_limited()
+                    self.limit.rate_limited(exc.retry_after)
                     rate_limited += 1
                     if rate_limited > self.spec.max_rate_limit_retries:
                         self._fail(out, exc, f" (still rate limited after {rate_limited} waits)")

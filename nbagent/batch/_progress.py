@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ._backend import RowStatus, RowUpdate
@@ -63,7 +64,8 @@ class Progress:
         self._started = time.monotonic()
         self._finished_here = 0  # rows that reached done/failed in this run (for the rate)
         self._first_finish: float | None = None
-        self.concurrency: int | None = None
+        self.concurrency: Callable[[], int | None] | None = None
+        """How many rows may run at once now (the backend's adaptive limit), if it says."""
         self.finished = False
         self.version = 0
         for update in (settled or {}).values():
@@ -112,7 +114,7 @@ class Progress:
                 cost_usd=None if self._unpriced else self._cost,
                 elapsed=elapsed,
                 eta=eta,
-                concurrency=self.concurrency,
+                concurrency=self.concurrency() if self.concurrency is not None else None,
                 finished=self.finished,
             )
 
