@@ -40,7 +40,7 @@ from ._backends import get_backend
 from ._display import ProgressDisplay, make_display
 from ._inputs import batch_id_of, jobs_from
 from ._local import one_line
-from ._run import BatchRun, active_run, run_of
+from ._run import BatchRun, active_run, get_run, run_of
 
 
 def _takes_row(make_chat: Callable[..., Any]) -> bool:
@@ -175,6 +175,9 @@ async def batch_async(
     if st is not None:
         todo, finished = await asyncio.to_thread(_resume, st, batch_id, jobs)
     index = getattr(inputs, "index", None) if hasattr(inputs, "columns") else None
+    earlier = get_run(batch_id)
+    if st is not None and earlier is not None and hasattr(runner, "live"):
+        runner.live = dict(earlier.chats)  # continue these objects rather than load copies
     run = BatchRun(batch_id, jobs, st, index=index, rows=finished)
     spec = RunSpec(
         batch_id=batch_id,

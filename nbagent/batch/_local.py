@@ -88,6 +88,10 @@ class LocalBackend:
         """Set by the batch: called with each chat made or loaded (they live here)."""
         self.limit: AdaptiveLimit | None = None
         """The adaptive limit of the latest run (how many chats may run at once now)."""
+        self.live: dict[str, Any] = {}
+        """Set by the batch: chats of an earlier run of this batch in this process, by id.
+        A job continuing one of them continues the live object (its writes the store
+        could not take yet are still queued in it) instead of loading it."""
 
     async def run(
         self, jobs: Sequence[Job], spec: RunSpec, progress: ProgressSink
@@ -104,6 +108,7 @@ class LocalBackend:
                     continue
                 await limit.acquire()
                 row = _Row(job, spec, limit, progress, watcher, self.on_chat)
+                row.live = self.live.get(job.chat_id) if job.chat_id else None
                 task = asyncio.get_running_loop().create_task(row.run(out))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
@@ -142,6 +147,7 @@ class _Row:
         self.on_chat = on_chat
         self.progress, self.watcher = progress, watcher
         self.chat: Any = None
+        self.live: Any = None  # the chat to continue, alive in this process
         self.active = 0.0  # seconds run (waits for decisions excluded)
 
     def _update(self, status: RowStatus) -> None:
@@ -271,6 +277,8 @@ class _Row:
     async def _make(self) -> Any:
         """The row's chat: a new one from the factory, or its stored one (resumed)."""
         spec, job = self.spec, self.job
+        if self.live is not None and not self.live.is_running:
+            return self.live
         made = spec.make_chat(job.row) if spec.takes_row else spec.make_chat()
         if inspect.isawaitable(made):
             made = await made

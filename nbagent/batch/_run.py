@@ -318,6 +318,12 @@ def run_of(frame: Any) -> BatchRun:
     return run
 
 
+def get_run(batch_id: str) -> BatchRun | None:
+    """The latest run of ``batch_id`` in this process, if it is still kept."""
+    with _registry_lock:
+        return _registry.get(batch_id)
+
+
 def active_run(batch_id: str) -> BatchRun | None:
     """The run of ``batch_id`` still consuming results in this process, if any."""
     with _registry_lock:
@@ -325,4 +331,4 @@ def active_run(batch_id: str) -> BatchRun | None:
     return run if run is not None and run.running else None
 
 
-__all__ = ["COLUMNS", "BatchRun", "active_run", "run_of"]
+__all__ = ["COLUMNS", "BatchRun", "active_run", "get_run", "run_of"]

@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from _setup import Rounds, first_user_text, lookup
+from _batch_setup import Rounds, first_user_text, lookup
 
 import nbagent
 from nbagent import Chat

@@ -7,7 +7,7 @@ import asyncio
 
 import pandas as pd
 import pytest
-from _setup import ROUNDS, Rounds, lookup
+from _batch_setup import ROUNDS, Rounds, lookup
 
 import nbagent
 from nbagent._aio import run_sync
