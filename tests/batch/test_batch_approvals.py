@@ -80,7 +80,7 @@ def test_parked_rows_wait_while_the_rest_finish_and_continue_when_decided_on_the
         assert snap.counts["done"] == 2 and snap.counts["awaiting_approval"] == 3
         assert RAN == []  # nothing gated ran
         by_order = {run.rows[k].chat_id: k for k in run.rows}
-        for chat_id, chat in run.chats.items():
+        for chat in run.chats.values():
             for call in chat.pending_approvals:  # what the inbox does for live chats
                 if call.arguments["order"] == "o4":
                     chat.deny(call, reason="not eligible", by="inbox")

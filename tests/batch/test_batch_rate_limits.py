@@ -82,7 +82,9 @@ def test_a_429_storm_shrinks_concurrency_waits_retry_after_and_every_row_finishe
             later = [s for s in storm.seen[prompt] if s > t]
             assert later and later[0] - t >= RETRY_AFTER * 0.95, (prompt, later[0] - t)
     # a continuation resends only the refused request: one answered request per round
-    answered = sum(len(v) for v in storm.seen.values()) - sum(len(v) for v in storm.refused.values())
+    answered = sum(len(v) for v in storm.seen.values()) - sum(
+        len(v) for v in storm.refused.values()
+    )
     assert answered == 16 * 2
     assert len(nbagent.read_log(result)) == 16  # one tool call each, none run twice
 
@@ -127,8 +129,11 @@ def test_the_sdk_retries_first_and_a_storm_it_absorbs_never_reaches_the_batch() 
         )
         try:
             result = nbagent.batch(
-                ["a", "b", "c"], lambda: Chat(provider=provider), concurrency=1,
-                backend=backend, progress=False,
+                ["a", "b", "c"],
+                lambda: Chat(provider=provider),
+                concurrency=1,
+                backend=backend,
+                progress=False,
             )
         finally:
             run_sync(provider.aclose())

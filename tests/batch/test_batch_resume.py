@@ -24,7 +24,11 @@ WORKER = Path(__file__).with_name("_batch_worker.py")
 def _run_worker(tmp: Path, first: bool) -> pd.DataFrame:
     env = {**os.environ, "FIRST": "1" if first else "0", "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run(
-        [sys.executable, str(WORKER), str(tmp)], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, str(WORKER), str(tmp)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     return pd.read_json(tmp / f"result-{'1' if first else '0'}.json", dtype={"key": str})
@@ -39,7 +43,13 @@ def test_a_second_process_skips_finished_rows_and_continues_failed_and_parked_on
     tmp_path: Path,
 ) -> None:
     first = _run_worker(tmp_path, first=True)
-    assert list(first["status"]) == ["done", "done", "failed", "awaiting_approval", "awaiting_approval"]
+    assert list(first["status"]) == [
+        "done",
+        "done",
+        "failed",
+        "awaiting_approval",
+        "awaiting_approval",
+    ]
     assert "model endpoint unreachable" in first.loc[2, "error"]
     ran = _ran(tmp_path)
     assert sorted(w for w, _ in ran) == ["r0", "r1"]

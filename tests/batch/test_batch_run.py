@@ -10,8 +10,8 @@ import pytest
 from _batch_setup import ROUNDS, Rounds, lookup
 
 import nbagent
-from nbagent._aio import run_sync
 from nbagent import Chat
+from nbagent._aio import run_sync
 from nbagent.batch import COLUMNS, InputError
 from nbagent.providers import AnthropicProvider, OpenAIProvider
 from nbagent.testing import FakeLLMServer, ScriptedProvider, call_tools, reply
@@ -112,7 +112,9 @@ def test_a_failing_request_is_recorded_and_the_rest_go_on() -> None:
     def make(row: str) -> Chat:
         if row == "fails":
             return Chat(provider=ScriptedProvider([ValueError("the provider broke")]))
-        return Chat(provider=ScriptedProvider([call_tools(("lookup", {"item": row})), reply("ok")])).with_tools(lookup)
+        return Chat(
+            provider=ScriptedProvider([call_tools(("lookup", {"item": row})), reply("ok")])
+        ).with_tools(lookup)
 
     result = nbagent.batch(["a", "fails", "b"], make, progress=False)
     assert list(result["status"]) == ["done", "failed", "done"]
