@@ -52,9 +52,10 @@ def result_of(
     reply = None
     calls, tin, tout, cost, pending, chat_id = 0, 0, 0, 0.0, 0, None
     if chat is not None:
-        last = chat.last_assistant_message
-        content = getattr(last, "content", None)
-        reply = content if isinstance(content, str) and content else None
+        if status == "done":  # a parked or failed chat's last text is not its answer
+            last = chat.last_assistant_message
+            content = getattr(last, "content", None)
+            reply = content if isinstance(content, str) and content else None
         usage = chat.usage
         calls, tin, tout = len(chat.tool_calls), usage.input_tokens, usage.output_tokens
         cost, pending, chat_id = chat.cost_usd, len(chat.pending_approvals), chat.id
