@@ -216,9 +216,15 @@ async def batch_async(
         await run.stop()
         raise
     keep = not run.final and wait_for_decisions is not False and in_kernel()
-    if not run.final and not keep:
+    parked = sum(1 for r in run.rows.values() if r.status == "awaiting_approval")
+    if keep:
+        notice(
+            f"{parked} row(s) await approval; they continue by themselves once decided "
+            "(nbagent.inbox(result), chat.approve, store.approve); "
+            "nbagent.batch_results(result) gives the fresh frame"
+        )
+    elif not run.final:
         await run.stop()
-        parked = sum(1 for r in run.rows.values() if r.status == "awaiting_approval")
         how = (
             "rerun the batch with the same store to continue them once decided"
             if st is not None
@@ -320,7 +326,7 @@ def batch(
 
         display = make_display(Progress([]), progress)
         display.show()
-    return run_sync(
+    frame = run_sync(
         batch_async(
             inputs,
             make_chat,
@@ -339,11 +345,21 @@ def batch(
             _display=display,
         )
     )
+    if display is not None:
+        display.republish()  # the counts now, in the output the saved notebook keeps
+    return frame
 
 
 def batch_results(result: Any) -> Any:
-    """A fresh result frame of the batch ``result`` came from (rows continued since included)."""
-    return run_of(result).frame()
+    """A fresh result frame of the batch ``result`` came from (rows continued since included).
+
+    In a notebook it also brings the batch's progress output up to date in the
+    running cell's messages (what a notebook saved by nbclient keeps).
+    """
+    run = run_of(result)
+    if run.display is not None and in_kernel():
+        run.display.republish()
+    return run.frame()
 
 
 __all__ = ["batch", "batch_async", "batch_results"]

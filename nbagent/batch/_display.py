@@ -48,6 +48,10 @@ class ProgressDisplay:
     def draw(self, snap: Snapshot, final: bool) -> None:
         """Show ``snap`` (``final``: nothing will change any more)."""
 
+    def republish(self) -> None:
+        """Send the display's current form again, from the thread of a running cell (what
+        a saved notebook keeps: nbclient reads only the running cell's messages)."""
+
     def tick(self, final: bool = False) -> None:
         if self.ended or (not final and self.progress.version == self._seen):
             return
@@ -100,6 +104,10 @@ class WidgetDisplay(ProgressDisplay):
 
     def show(self) -> None:
         self.slot.show(self.bundle(self.progress.snapshot(), live=True))
+
+    def republish(self) -> None:
+        with contextlib.suppress(Exception):
+            self.slot.update(self.bundle(self.progress.snapshot(), live=not self.closed))
 
     def draw(self, snap: Snapshot, final: bool) -> None:
         if self.closed:
