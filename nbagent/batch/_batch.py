@@ -234,6 +234,8 @@ async def batch_async(
         notice(f"{parked} row(s) await approval; {how} (or pass wait_for_decisions=seconds)")
     elif run.final:
         display.stop(final=True)
+    if not keep:
+        await display.stopped()
     return run.frame()
 
 

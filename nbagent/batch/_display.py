@@ -74,8 +74,14 @@ class ProgressDisplay:
         """Stop redrawing; draw once more (``final``: the last state)."""
         if self._ticker is not None:
             self._ticker.cancel()
-            self._ticker = None
         self.tick(final=True) if final else self.tick()
+
+    async def stopped(self) -> None:
+        """Wait until the ticker task has ended (after :meth:`stop`, on its loop)."""
+        ticker, self._ticker = self._ticker, None
+        if ticker is not None and ticker.get_loop() is asyncio.get_running_loop():
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
 
 
 class WidgetDisplay(ProgressDisplay):

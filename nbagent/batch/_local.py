@@ -23,6 +23,7 @@ from typing import Any
 from .._errors import RateLimitError, StoreError
 from .._events import Event, ModelRequestFinished
 from ._backend import FINAL, Job, ProgressSink, RowResult, RowStatus, RowUpdate, RunSpec
+from ._inputs import InputError
 from ._limits import AdaptiveLimit, backoff
 from ._watch import DecisionWatcher
 
@@ -105,6 +106,9 @@ class LocalBackend:
         async def dispatch() -> None:
             for job in jobs:
                 if job.error is not None:  # no chat, no slot
+                    if spec.on_error == "raise":
+                        out.put_nowait(InputError(f"input {job.key!r}: {job.error}"))
+                        return
                     out.put_nowait(result_of(job, None, "failed", None, job.error, "InputError"))
                     continue
                 await limit.acquire()

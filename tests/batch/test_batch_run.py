@@ -176,3 +176,14 @@ def test_a_factory_returning_something_else_fails_its_row() -> None:
     result = nbagent.batch(["a"], lambda: "not a chat", progress=False)
     assert result.loc[0, "status"] == "failed"
     assert "must return an nbagent Chat, got str" in result.loc[0, "error"]
+
+
+def test_on_error_raise_also_raises_for_a_row_that_cannot_be_formatted() -> None:
+    with pytest.raises(InputError, match="needs 'author'"):
+        nbagent.batch(
+            [{"title": "a"}],
+            lambda: Chat(provider=ScriptedProvider([reply("ok")])),
+            prompt="{title} by {author}",
+            on_error="raise",
+            progress=False,
+        )
