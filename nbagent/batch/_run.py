@@ -213,10 +213,48 @@ class BatchRun:
                 loop.call_soon_threadsafe(task.cancel)
 
     # ------------------------------------------------------------------ results
+    def _catch_up(self) -> None:
+        """Rows parked when the run stopped watching, whose live chat went on since
+        (continued by the inbox or by hand): read them off their chat again."""
+        if self.running:
+            return
+        from ._local import result_of
+
+        for key, row in list(self.rows.items()):
+            chat = self.chats.get(row.chat_id) if row.chat_id else None
+            if row.status != "awaiting_approval" or chat is None or chat.is_running:
+                continue
+            status = chat.status
+            job = next(j for j in self.jobs if j.key == key)
+            if status == "complete":
+                self.rows[key] = result_of(job, chat, "done", row.latency_s)
+            elif status == "awaiting_approval":
+                self.rows[key] = result_of(job, chat, "awaiting_approval", row.latency_s)
+            elif status == "budget_exhausted":
+                which = chat.exhausted_budget or "steps"
+                why = f"budget_exhausted: the chat's {which} budget is spent"
+                self.rows[key] = result_of(
+                    job, chat, "failed", row.latency_s, why, "budget_exhausted"
+                )
+            else:
+                continue
+            new = self.rows[key]
+            self.progress.apply(
+                RowUpdate(
+                    key, new.status, new.chat_id, new.input_tokens, new.output_tokens, new.cost_usd
+                )
+            )
+
     def frame(self) -> Any:
-        """The result DataFrame: one row per input, in order (see :data:`COLUMNS`)."""
+        """The result DataFrame: one row per input, in order (see :data:`COLUMNS`).
+
+        Rows parked when the run stopped watching are read again off their live
+        chat (the inbox, or ``chat.approve`` + ``chat.complete()``, may have
+        continued it since).
+        """
         import pandas as pd
 
+        self._catch_up()
         records = []
         for job in self.jobs:
             r = self.rows.get(job.key) or RowResult(job.key, job.index, "queued")

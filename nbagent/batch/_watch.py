@@ -6,11 +6,14 @@ until it can run again. Decisions reach it three ways:
 - made on the live chat in this process (``chat.approve``/``deny``: the inbox,
   a card, code): its ``ApprovalDecided`` event wakes it at once;
 - made through the store from anywhere (``store.approve``, another process's
-  inbox): one look at ``store.pending_approvals()`` every ``poll_interval``
-  seconds, for all parked chats at once, finds calls no longer pending; those
-  chats ``refresh()`` (which applies the decision: ``ApprovalDecided``
-  again). A store with a ``watch_decisions(callback)`` seam (PostgreSQL's
-  LISTEN/NOTIFY) calls back instead, and the poll only backs it up;
+  inbox): a store with the watch seam (``store.watch()``: a ``DecisionWatch``
+  whose ``wait_async(timeout)`` returns the ids of chats that got a decision;
+  pushed by PostgreSQL's LISTEN/NOTIFY) names the chats to ``refresh()``
+  (which applies the decision: ``ApprovalDecided`` again); a store without it
+  is asked ``pending_approvals()`` once every ``poll_interval`` seconds for all
+  parked chats at once, and the chats whose calls are no longer pending
+  refresh. A chat that parks looks once for itself (a decision may have come
+  between its last write and now);
 - a chat without a batch store (its own store, or none): ``chat.refresh()``
   every ``poll_interval`` (a no-op without a store).
 """
@@ -54,14 +57,15 @@ class DecisionWatcher:
         self.poll_interval = poll_interval
         self._parked: dict[str, Parked] = {}
         self._task: asyncio.Task[None] | None = None
-        self._kick = asyncio.Event()
-        self._unwatch: Any = None
+        self.watching = False  # the store's watch seam is in use (else: polling)
 
     async def wait(self, chat: Any) -> None:
         """Return once ``chat`` no longer only waits for decisions (or someone decided)."""
         parked = Parked(chat, asyncio.get_running_loop())
         self._parked[chat.id] = parked
         self._ensure_running()
+        if self.store is not None:  # decided between its last write and now: look once
+            asyncio.get_running_loop().create_task(asyncio.to_thread(self._refresh, [parked]))
         try:
             while chat.awaiting_approval:
                 parked.woken.clear()
@@ -75,39 +79,58 @@ class DecisionWatcher:
     def _ensure_running(self) -> None:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(
-                self._poll(), name="nbagent-batch-decisions"
+                self._run(), name="nbagent-batch-decisions"
             )
-            watch = getattr(self.store, "watch_decisions", None)
-            if callable(watch) and self._unwatch is None:
-                loop = asyncio.get_running_loop()
-                with contextlib.suppress(Exception):
-                    self._unwatch = watch(lambda *_: loop.call_soon_threadsafe(self._kick.set))
 
-    async def _poll(self) -> None:
-        while self._parked:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), self.poll_interval)
-            self._kick.clear()
-            parked = list(self._parked.values())
-            if not parked:
-                break
+    async def _run(self) -> None:
+        watch = None
+        make = getattr(self.store, "watch", None) if self.store is not None else None
+        if callable(make):  # the store tells us (PostgreSQL: LISTEN/NOTIFY)
             try:
+                watch = await asyncio.to_thread(make, None)
+            except Exception:
+                watch = None
+        self.watching = watch is not None
+        try:
+            while self._parked:
+                if watch is not None:
+                    await self._watched(watch)
+                else:
+                    await asyncio.sleep(self.poll_interval)
+                    await self._polled()
+        finally:
+            self.watching = False
+            if watch is not None:
+                with contextlib.suppress(Exception):
+                    watch.close()
+
+    async def _watched(self, watch: Any) -> None:
+        try:
+            ids = await watch.wait_async(self.poll_interval)
+        except Exception:  # the watch broke: one look the slow way
+            await asyncio.sleep(self.poll_interval)
+            await self._polled()
+            return
+        todo = [p for cid, p in list(self._parked.items()) if cid in ids]
+        if todo:
+            await asyncio.to_thread(self._refresh, todo)
+
+    async def _polled(self) -> None:
+        parked = list(self._parked.values())
+        if parked:
+            with contextlib.suppress(Exception):  # a store that cannot be read now: next time
                 await asyncio.to_thread(self._look, parked)
-            except Exception:  # a store that cannot be read now: look again next time
-                continue
-        if callable(self._unwatch):
-            with contextlib.suppress(Exception):
-                self._unwatch()
-        self._unwatch = None
 
     def _look(self, parked: list[Parked]) -> None:
-        """On a worker thread: refresh the chats a decision may have reached."""
+        """On a worker thread: find the chats a decision may have reached, refresh them."""
         if self.store is not None:
             pending = {c.id for c in self.store.pending_approvals()}
-            todo = [p for p in parked if p.waiting_calls() - pending]
-        else:
-            todo = parked
-        for p in todo:
+            parked = [p for p in parked if p.waiting_calls() - pending]
+        self._refresh(parked)
+
+    @staticmethod
+    def _refresh(parked: list[Parked]) -> None:
+        for p in parked:
             with contextlib.suppress(Exception):  # the chat's store is down: next time
                 if p.chat.refresh() or not p.chat.awaiting_approval:
                     p.loop.call_soon_threadsafe(p.woken.set)

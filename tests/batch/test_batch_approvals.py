@@ -191,3 +191,100 @@ def test_decisions_from_another_process_through_the_store_continue_the_running_b
         calls = {c.arguments["order"]: c for cid in result["chat_id"] for c in store.calls(cid)}
     assert calls["o5"].status == "denied" and calls["o5"].decision.by == "other-process"
     assert calls["o2"].status == "ok"
+
+
+class WatchingStore:
+    """A SQLite store with the decision-watch seam (``store.watch()``, as PostgreSQL's
+    LISTEN/NOTIFY gives it): ``approve``/``deny`` through it notify its watches."""
+
+    def __init__(self, path: Path) -> None:
+        self.inner = SQLiteStore(path)
+        self.watches: list[Watch] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def watch(self, chat_ids: Any = None) -> Watch:
+        w = Watch()
+        self.watches.append(w)
+        return w
+
+    def approve(self, call: Any, *args: Any, **kwargs: Any) -> Any:
+        stored = self.inner.approve(call, *args, **kwargs)
+        for w in self.watches:
+            w.decided(stored.chat_id)
+        return stored
+
+
+class Watch:
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+        self.ready = threading.Event()
+        self.ids: set[str] = set()
+        self.closed = False
+        self.waits = 0
+
+    def decided(self, chat_id: str) -> None:
+        with self.lock:
+            self.ids.add(chat_id)
+        self.ready.set()
+
+    async def wait_async(self, timeout: float | None) -> set[str]:
+        self.waits += 1
+        await asyncio.to_thread(self.ready.wait, timeout)
+        with self.lock:
+            ids, self.ids = self.ids, set()
+            self.ready.clear()
+        return ids
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_store_with_a_decision_watch_wakes_parked_rows_without_polling(tmp_path: Path) -> None:
+    RAN.clear()
+    store = WatchingStore(tmp_path / "w.db")
+
+    async def main() -> pd.DataFrame:
+        task = asyncio.ensure_future(
+            nbagent.batch_async(
+                FRAME,
+                make,
+                prompt="Handle {order}",
+                store=store,
+                name="watched",
+                wait_for_decisions=30,
+                poll_interval=60,  # a poll would come far too late: only the watch can wake them
+                progress=False,
+            )
+        )
+        await _parked("watched", 3)
+        await asyncio.sleep(0.1)  # the parked chats' own first look has found nothing
+        for call in store.inner.pending_approvals():
+            await asyncio.to_thread(store.approve, call, by="elsewhere")
+        return await asyncio.wait_for(task, 20)
+
+    result = asyncio.run(main())
+    assert list(result["status"]) == ["done"] * 5
+    assert sorted(RAN) == ["o2", "o4", "o5"]
+    assert len(store.watches) == 1 and store.watches[0].closed and store.watches[0].waits >= 1
+    store.inner.close()
+
+
+def test_rows_a_stopped_run_left_parked_are_read_again_off_their_chats() -> None:
+    """A script's batch stopped watching; the inbox (or code) continued the chats:
+    batch_results reads the rows again off the live chats."""
+    RAN.clear()
+    result = nbagent.batch(FRAME, make, prompt="Handle {order}", name="later", progress=False)
+    run = result.attrs["nbagent_batch"]
+    assert not run.running and (result["status"] == "awaiting_approval").sum() == 3
+    for chat in run.chats.values():
+        for call in chat.pending_approvals:
+            chat.approve(call)
+            chat.complete()  # what the inbox's continuation does once the batch stopped
+    fresh = nbagent.batch_results(result)
+    assert list(fresh["status"]) == ["done"] * 5
+    assert fresh.loc[1, "reply"] == "done o2" and fresh.loc[1, "pending"] == 0
+    assert sorted(RAN) == ["o2", "o4", "o5"]
