@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from .._aio import run_sync
 from .._notice import in_kernel, notice
+from .._optional import require
 from ._backend import Backend, Job, RowResult, RunSpec
 from ._backends import get_backend
 from ._display import ProgressDisplay, make_display
@@ -154,6 +155,7 @@ async def batch_async(
 
     In a notebook: ``result = await nbagent.batch_async(...)``.
     """
+    require("pandas", "nbagent.batch (its result is a DataFrame)")
     if on_error not in ("record", "raise"):
         raise ValueError(f"on_error must be 'record' or 'raise', got {on_error!r}")
     if not isinstance(concurrency, int) or concurrency < 1:

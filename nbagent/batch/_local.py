@@ -372,9 +372,8 @@ class _Row:
             raise RowFailed(
                 f"cannot load stored chat {self.job.chat_id}: {one_line(exc)}", "StoreError"
             ) from exc
-        finally:
-            with contextlib.suppress(Exception):
-                template.close()
+        # the template is not closed: closing would close tool sources (an MCP
+        # server's connection) the loaded chat shares with it
         chat.display = False
         return chat
 
