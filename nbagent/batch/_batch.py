@@ -160,6 +160,16 @@ async def batch_async(
         raise ValueError(f"on_error must be 'record' or 'raise', got {on_error!r}")
     if not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")
+    if not poll_interval > 0:
+        raise ValueError(
+            f"poll_interval must be a positive number of seconds, got {poll_interval!r}"
+        )
+    if not isinstance(max_rate_limit_retries, int) or max_rate_limit_retries < 0:
+        raise ValueError(
+            f"max_rate_limit_retries must be an int >= 0, got {max_rate_limit_retries!r}"
+        )
+    if progress not in (None, True, False, "widget", "text"):
+        raise ValueError(f"progress must be True, False, 'widget' or 'text', got {progress!r}")
     takes_row = _takes_row(make_chat)
     jobs = jobs_from(inputs, prompt, key)
     batch_id = name or batch_id_of(jobs)
