@@ -68,6 +68,11 @@ def _takes_row(make_chat: Callable[..., Any]) -> bool:
     return bool(positional)
 
 
+def _title(name: str | None) -> str:
+    """The progress display's title: ``nbagent.batch`` and the batch's name, if given."""
+    return f"nbagent.batch {name}" if name else "nbagent.batch"
+
+
 def _stored_row(job: Job, record: Any) -> RowResult | None:
     """A row finished in an earlier run, read from its stored chat (``None``: not finished)."""
     state = record.state
@@ -210,9 +215,7 @@ async def batch_async(
         return getattr(limit, "limit", None)
 
     run.progress.concurrency = concurrency_now
-    display = _display or make_display(
-        run.progress, progress, title=f"nbagent.batch {name or ''}".strip()
-    )
+    display = _display or make_display(run.progress, progress, title=_title(name))
     display.progress = run.progress
     if _display is None:
         display.show()
@@ -338,7 +341,7 @@ def batch(
     if in_kernel():  # displayed from the cell's own thread; redrawn from the batch's loop
         from ._progress import Progress
 
-        display = make_display(Progress([]), progress)
+        display = make_display(Progress([]), progress, title=_title(name))
         display.show()
     frame = run_sync(
         batch_async(
