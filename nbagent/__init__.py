@@ -82,6 +82,7 @@ from ._types import (
     ToolSpec,
     Usage,
 )
+from .batch import batch, batch_async, batch_results
 from .comparison import compare
 from .inbox import Inbox, inbox
 from .log import read_log
@@ -195,6 +196,9 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "__version__",
+    "batch",
+    "batch_async",
+    "batch_results",
     "compare",
     "configure",
     "current_tool_call",

@@ -244,6 +244,24 @@ def m010_fork_parents(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX chats_parent ON chats(parent_id) WHERE parent_id IS NOT NULL")
 
 
+def m011_batch_chats(conn: sqlite3.Connection) -> None:
+    """Batches: which chat runs which input (``nbagent.batch(store=...)`` resumes from it).
+
+    One row per input, written before its chat runs (first writer wins). No
+    foreign key to ``chats``: the row names a chat, and a batch that finds the
+    chat gone starts the input again.
+    """
+    conn.execute(
+        """CREATE TABLE batch_chats (
+            batch_id TEXT NOT NULL,
+            key TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (batch_id, key)
+        ) WITHOUT ROWID"""
+    )
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_initial,
     m002_claims_and_decisions,
@@ -255,6 +273,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m008_blobs,
     m009_recordings,
     m010_fork_parents,
+    m011_batch_chats,
 )
 """Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
 

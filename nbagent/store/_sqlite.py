@@ -1,6 +1,6 @@
 """The embedded default store: one SQLite file, WAL mode, versioned schema.
 
-Tables (schema version 10)::
+Tables (schema version 11)::
 
     schema_migrations(version PK, name, applied_at)
     chats(id PK, created_at, updated_at, provider, model, system, title, state json, tools json,
@@ -18,6 +18,7 @@ Tables (schema version 10)::
     recordings(key PK, chat_id, step, model, fingerprint json, response json, deltas json,
                created_at)                                   (since version 9)
     model_requests(chat_id, step, key, replayed 0|1)         PK (chat_id, step)
+    batch_chats(batch_id, key, chat_id, created_at)          PK (batch_id, key) (since 11)
 
 ``recordings`` holds every model response by its request's key (record and
 replay, :mod:`nbagent._replay`); ``model_requests`` the key of each step of
@@ -1278,6 +1279,30 @@ class SQLiteStore:
                 (call_id, key),
             ).fetchall()
             return _stored_call(rows[0], conn) if rows else None
+
+    # -- batches (BatchStore) ----------------------------------------------------------
+    def add_batch_chat(self, batch_id: str, key: str, chat_id: str) -> str:
+        """Record that input ``key`` of batch ``batch_id`` is chat ``chat_id`` (first
+        writer wins); returns the chat id recorded for the key."""
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO batch_chats (batch_id, key, chat_id, created_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (batch_id, key) DO NOTHING",
+                (batch_id, key, chat_id, utcnow().isoformat()),
+            )
+            row = conn.execute(
+                "SELECT chat_id FROM batch_chats WHERE batch_id = ? AND key = ?",
+                (batch_id, key),
+            ).fetchone()
+        return str(row[0])
+
+    def batch_chats(self, batch_id: str) -> dict[str, str]:
+        """Every input of batch ``batch_id`` recorded so far: key -> chat id."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT key, chat_id FROM batch_chats WHERE batch_id = ?", (batch_id,)
+            ).fetchall()
+        return {str(k): str(c) for k, c in rows}
 
     def iter_events(
         self, chat_id: str | None = None, *, calls: dict[str, ToolCall] | None = None

@@ -1,0 +1,385 @@
+"""The ``"local"`` backend: every chat a task on the caller's event loop.
+
+One dispatcher takes a slot of the :class:`~nbagent.batch._limits.AdaptiveLimit`
+for each job in order and starts the job's task, which holds the slot while
+its chat runs (``await chat.complete_async()``), gives it back while it waits
+for a decision or for a rate limit to pass, and takes one again to continue.
+So at most ``limit`` chats run at once, parked chats cost no slot, and there
+are never more tasks than running, waiting and parked rows.
+
+Everything that can go wrong with one row ends as a ``failed`` result with a
+one-line error (``on_error="record"``); see :mod:`nbagent.batch._backend`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from .._errors import RateLimitError, StoreError
+from .._events import Event, ModelRequestFinished
+from ._backend import FINAL, Job, ProgressSink, RowResult, RowStatus, RowUpdate, RunSpec
+from ._inputs import InputError
+from ._limits import AdaptiveLimit, backoff
+from ._watch import DecisionWatcher
+
+
+class RowFailed(Exception):
+    """A row failed before its chat could run (the factory, the store): the row's error."""
+
+    def __init__(self, message: str, error_type: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+
+def one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def result_of(
+    job: Job,
+    chat: Any,
+    status: RowStatus,
+    latency: float | None,
+    error: BaseException | str | None = None,
+    error_type: str | None = None,
+) -> RowResult:
+    """A row's result, read from its chat's public state."""
+    reply = None
+    calls, tin, tout, cost, pending, chat_id = 0, 0, 0, 0.0, 0, None
+    if chat is not None:
+        if status == "done":  # a parked or failed chat's last text is not its answer
+            last = chat.last_assistant_message
+            content = getattr(last, "content", None)
+            reply = content if isinstance(content, str) and content else None
+        usage = chat.usage
+        calls, tin, tout = len(chat.tool_calls), usage.input_tokens, usage.output_tokens
+        cost, pending, chat_id = chat.cost_usd, len(chat.pending_approvals), chat.id
+    if isinstance(error, BaseException):
+        error_type = error_type or type(error).__name__
+        error = one_line(error)
+    return RowResult(
+        key=job.key,
+        index=job.index,
+        status=status,
+        reply=reply,
+        chat_id=chat_id,
+        calls=calls,
+        input_tokens=tin,
+        output_tokens=tout,
+        cost_usd=cost,
+        latency_s=latency,
+        error=error,
+        error_type=error_type,
+        pending=pending,
+    )
+
+
+async def settle_job(
+    job: Job,
+    spec: RunSpec,
+    progress: ProgressSink,
+    limit: AdaptiveLimit,
+    *,
+    on_chat: Callable[[Any], None] | None = None,
+) -> RowResult:
+    """Run one job until it first settles: ``done``, ``failed`` or ``awaiting_approval``.
+
+    Makes the chat (or loads ``job.chat_id`` from ``spec.store``), attaches and
+    records it in the store, drives it with the rate-limit rules of the module
+    and reports progress. The caller holds one slot of ``limit`` on entry and
+    holds one on return (it is given back while a rate limit is waited out). A
+    parked row returns ``awaiting_approval`` at once: a remote backend continues
+    it later with ``Job(chat_id=...)``. With ``spec.on_error == "raise"`` a
+    failure raises instead of returning ``failed``.
+    """
+    row = _Row(job, spec, limit, progress, on_chat)
+    try:
+        return await row.settle()
+    finally:
+        if not row.held:  # cancelled while waiting out a rate limit: take the slot back
+            with contextlib.suppress(BaseException):
+                await limit.acquire()
+
+
+class LocalBackend:
+    """Runs a batch's chats as tasks on the running event loop (``backend="local"``)."""
+
+    name = "local"
+
+    def __init__(self) -> None:
+        self.on_chat: Callable[[Any], None] | None = None
+        """Set by the batch: called with each chat made or loaded (they live here)."""
+        self.limit: AdaptiveLimit | None = None
+        """The adaptive limit of the latest run (how many chats may run at once now)."""
+        self.live: dict[str, Any] = {}
+        """Set by the batch: chats of an earlier run of this batch in this process, by id.
+        A job continuing one of them continues the live object (its writes the store
+        could not take yet are still queued in it) instead of loading it."""
+
+    async def run(
+        self, jobs: Sequence[Job], spec: RunSpec, progress: ProgressSink
+    ) -> AsyncIterator[RowResult]:
+        limit = self.limit = AdaptiveLimit(spec.concurrency)
+        watcher = DecisionWatcher(spec.store, spec.poll_interval)
+        out: asyncio.Queue[RowResult | BaseException] = asyncio.Queue()
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def one(row: _Row) -> None:
+            """Holds a slot on entry; gives it back on every way out."""
+            try:
+                result = await row.settle()
+                while result.status == "awaiting_approval":
+                    out.put_nowait(result)
+                    limit.release()  # a parked chat costs no slot
+                    row.held = False
+                    await watcher.wait(row.chat)
+                    await limit.acquire()
+                    row.held = True
+                    row.update("running")
+                    result = await row.settle()
+                out.put_nowait(result)
+            except Exception as exc:  # on_error="raise"
+                out.put_nowait(exc)
+            finally:
+                if row.held:
+                    limit.release()
+
+        async def dispatch() -> None:
+            for job in jobs:
+                if job.error is not None:  # no chat, no slot
+                    if spec.on_error == "raise":
+                        out.put_nowait(InputError(f"input {job.key!r}: {job.error}"))
+                        return
+                    out.put_nowait(result_of(job, None, "failed", None, job.error, "InputError"))
+                    continue
+                await limit.acquire()
+                row = _Row(job, spec, limit, progress, self.on_chat)
+                row.live = self.live.get(job.chat_id) if job.chat_id else None
+                task = asyncio.get_running_loop().create_task(one(row))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+
+        dispatcher = asyncio.get_running_loop().create_task(dispatch())
+        remaining = len(jobs)
+        try:
+            while remaining:
+                item = await out.get()
+                if isinstance(item, BaseException):
+                    raise item
+                if item.status in FINAL:
+                    remaining -= 1
+                yield item
+        finally:
+            dispatcher.cancel()
+            for task in list(tasks):
+                task.cancel()
+            await asyncio.gather(dispatcher, *tasks, return_exceptions=True)
+            await watcher.close()
+
+
+class _Row:
+    """One job's chat: made once, then driven until it settles, as often as asked."""
+
+    def __init__(
+        self,
+        job: Job,
+        spec: RunSpec,
+        limit: AdaptiveLimit,
+        progress: ProgressSink,
+        on_chat: Callable[[Any], None] | None = None,
+    ) -> None:
+        self.job, self.spec, self.limit = job, spec, limit
+        self.progress, self.on_chat = progress, on_chat
+        self.chat: Any = None
+        self.live: Any = None  # the chat to continue, alive in this process
+        self.active = 0.0  # seconds run (waits for decisions excluded)
+        self.held = True  # whether this row holds a slot of the limit
+        self.asked = job.chat_id is not None  # a stored chat has its prompt already
+
+    def update(self, status: RowStatus) -> None:
+        chat = self.chat
+        if chat is None:
+            self.progress(RowUpdate(self.job.key, status))
+            return
+        usage = chat.usage
+        self.progress(
+            RowUpdate(
+                self.job.key,
+                status,
+                chat.id,
+                usage.input_tokens,
+                usage.output_tokens,
+                chat.cost_usd,
+            )
+        )
+
+    def _on_response(self, event: Event) -> None:
+        # emitted by the driver, on this loop's thread: a request went through
+        self.limit.succeeded()
+        self.update("running")
+
+    def _failed(self, error: BaseException | str, error_type: str | None = None) -> RowResult:
+        if self.spec.on_error == "raise":
+            raise (
+                error
+                if isinstance(error, BaseException)
+                else RuntimeError(f"input {self.job.key!r}: {error}")
+            )
+        self.update("failed")
+        return result_of(self.job, self.chat, "failed", self.active or None, error, error_type)
+
+    async def settle(self) -> RowResult:
+        """Drive the chat until it is done, failed or parked (see :func:`settle_job`)."""
+        self.update("running")
+        if self.chat is None:
+            try:
+                self.chat = await self._make()
+            except RowFailed as exc:
+                return self._failed(str(exc), exc.error_type)
+            except Exception as exc:
+                if self.spec.on_error == "raise":
+                    raise
+                return self._failed(f"make_chat raised {one_line(exc)}", type(exc).__name__)
+            if self.on_chat is not None:
+                self.on_chat(self.chat)
+        chat = self.chat
+        rate_limited = 0
+        chat.on(ModelRequestFinished, self._on_response)
+        try:
+            while True:
+                started = time.monotonic()
+                try:
+                    if not self.asked:
+                        chat.ask_later(self.job.prompt)
+                        self.asked = True
+                    await chat.complete_async()
+                except RateLimitError as exc:
+                    self.active += time.monotonic() - started
+                    self.limit.rate_limited(exc.retry_after)
+                    rate_limited += 1
+                    if rate_limited > self.spec.max_rate_limit_retries:
+                        more = f" (still rate limited after {rate_limited} waits)"
+                        return self._failed(one_line(exc) + more, type(exc).__name__)
+                    self.limit.release()
+                    self.held = False
+                    self.update("queued")
+                    await asyncio.sleep(backoff(rate_limited, exc.retry_after))
+                    await self.limit.acquire()
+                    self.held = True
+                    self.update("running")
+                    continue
+                except Exception as exc:
+                    self.active += time.monotonic() - started
+                    if self.spec.on_error == "raise":
+                        raise
+                    return self._failed(exc)
+                self.active += time.monotonic() - started
+                break
+        finally:
+            chat.off(self._on_response)
+        status = chat.status
+        if status == "awaiting_approval":
+            self.update("awaiting_approval")
+            return result_of(self.job, chat, "awaiting_approval", self.active)
+        if status == "complete":
+            self.update("done")
+            return result_of(self.job, chat, "done", self.active)
+        return self._failed(self._why_stopped(status), _stop_type(status))
+
+    def _why_stopped(self, status: str) -> str:
+        if status == "budget_exhausted":
+            which = self.chat.exhausted_budget or "steps"
+            return (
+                f"budget_exhausted: the chat's {which} budget is spent; "
+                "rerunning the batch with its store continues it"
+            )
+        return f"the chat stopped with status {status!r} (cancelled?)"
+
+    async def _make(self) -> Any:
+        """The row's chat: a new one from the factory, or its stored one (resumed)."""
+        spec, job = self.spec, self.job
+        if self.live is not None and not self.live.is_running:
+            return self.live
+        made = spec.make_chat(job.row) if spec.takes_row else spec.make_chat()
+        if inspect.isawaitable(made):
+            made = await made
+        if not (
+            callable(getattr(made, "complete_async", None))
+            and isinstance(getattr(made, "id", None), str)
+        ):
+            raise RowFailed(
+                f"make_chat must return an nbagent Chat, got {type(made).__name__}", "TypeError"
+            )
+        if made.display is None:  # a batch's chats do not each show a view in the notebook
+            made.display = False
+        if spec.store is None:
+            return made
+        if job.chat_id is not None:
+            return await self._load(made)
+        from ..store._extension import StoreExtension
+
+        if any(isinstance(e, StoreExtension) for e in made.extensions):
+            raise RowFailed(
+                "make_chat returned a chat with its own store: leave store= out of the chat; "
+                "nbagent.batch(store=...) attaches the batch's store to each chat",
+                "TypeError",
+            )
+        try:
+            await asyncio.to_thread(self._attach, made)
+        except StoreError as exc:
+            raise RowFailed(
+                f"the store could not record this input's chat: {one_line(exc)}", "StoreError"
+            ) from exc
+        return made
+
+    def _attach(self, made: Any) -> None:
+        from ..store._attach import attach_store
+
+        attach_store(made, self.spec.store)
+        recorded = self.spec.store.add_batch_chat(self.spec.batch_id, self.job.key, made.id)
+        if recorded != made.id:
+            raise RowFailed(
+                f"another process started this input first (chat {recorded}); "
+                "rerun the batch to pick up its result",
+                "BatchConflict",
+            )
+
+    async def _load(self, template: Any) -> Any:
+        """Continue the stored chat: the template's tools and provider, the store's state."""
+        load = getattr(type(template), "load", None)
+        if load is None:
+            raise RowFailed(
+                f"cannot continue stored chat {self.job.chat_id}: {type(template).__name__} "
+                "has no load()",
+                "TypeError",
+            )
+        tools = [*template.tools, *template.hosted_tools]
+
+        def go() -> Any:
+            return load(
+                self.job.chat_id, store=self.spec.store, tools=tools, provider=template.provider
+            )
+
+        try:
+            chat = await asyncio.to_thread(go)
+        except StoreError as exc:
+            raise RowFailed(
+                f"cannot load stored chat {self.job.chat_id}: {one_line(exc)}", "StoreError"
+            ) from exc
+        # the template is not closed: closing would close tool sources (an MCP
+        # server's connection) the loaded chat shares with it
+        chat.display = False
+        return chat
+
+
+def _stop_type(status: str) -> str:
+    return "budget_exhausted" if status == "budget_exhausted" else "Stopped"
+
+
+__all__ = ["LocalBackend", "RowFailed", "one_line", "result_of", "settle_job"]
