@@ -367,13 +367,25 @@ def batch(
     return frame
 
 
-def batch_results(result: Any) -> Any:
+def batch_results(result: Any, *, wait: bool | float = False) -> Any:
     """A fresh result frame of the batch ``result`` came from (rows continued since included).
 
     In a notebook it also brings the batch's progress output up to date in the
     running cell's messages (what a notebook saved by nbclient keeps).
+
+    Args:
+        result: A frame ``nbagent.batch`` returned (or a selection of its rows).
+        wait: ``False`` (default): the rows as they are now. ``True`` or a
+            number of seconds: first wait (at most that long) until every row
+            is done or failed, while the batch still watches its parked rows
+            (decisions already made, or made by another process or thread,
+            continue them meanwhile). In a notebook, decide first (the inbox,
+            ``chat.approve``), then wait: a cell that waits receives no clicks.
     """
     run = run_of(result)
+    if wait is not False and run.running and not run.final:
+        timeout = None if wait is True else float(wait)
+        run_sync(run.wait_final(timeout))
     if run.display is not None and in_kernel():
         run.display.republish()
     return run.frame()

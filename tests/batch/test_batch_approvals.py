@@ -133,17 +133,19 @@ def test_in_a_kernel_batch_returns_and_keeps_continuing_parked_rows_in_the_backg
     assert (result["status"] == "awaiting_approval").sum() == 3
     run = get_run("kept")
     assert run is not None and run.running  # still watching the parked rows
+    undecided = nbagent.batch_results(result, wait=0.2)  # nothing decided: the wait times out
+    assert (undecided["status"] == "awaiting_approval").sum() == 3 and run.running
     for chat in run.chats.values():
         for call in chat.pending_approvals:
             chat.approve(call, by="inbox")
-    deadline = time.monotonic() + 10
-    fresh = nbagent.batch_results(result)
-    while (fresh["status"] != "done").any() and time.monotonic() < deadline:
-        time.sleep(0.02)
-        fresh = nbagent.batch_results(result)
+    fresh = nbagent.batch_results(result, wait=10)  # blocks only until the rows are final
     assert list(fresh["status"]) == ["done"] * 5
     assert sorted(RAN) == ["o2", "o4", "o5"]
+    deadline = time.monotonic() + 10
+    while run.running and time.monotonic() < deadline:  # the run ends after its last row
+        time.sleep(0.01)
     assert not run.running
+    assert list(nbagent.batch_results(result, wait=True)["status"]) == ["done"] * 5  # no wait
 
 
 APPROVER = """
