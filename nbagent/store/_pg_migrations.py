@@ -19,7 +19,7 @@ apply each migration once, the second waits and finds nothing to do.
 
 **Adding a migration** (say ``m009_recordings``): append the SQLite function
 to ``_migrations.MIGRATIONS`` and a ``("m009_recordings", (statements...))``
-pair here; ``tests/store/test_migrations.py`` checks both lists name the same
+pair here; ``tests/store/test_postgres_schema.py`` checks both lists name the same
 migrations in the same order, so one without the other fails the suite.
 """
 

@@ -51,6 +51,7 @@ from urllib.parse import quote
 
 from .._errors import StoreError
 from .._optional import require
+from . import _codec as codec
 from . import _pg_migrations as migrations
 from ._sql import SQLStore, next_seq_sql, updated_at_sql
 from ._watch import DecisionWatch
@@ -58,10 +59,27 @@ from ._watch import DecisionWatch
 DSN_SCHEMES = ("postgresql://", "postgres://")
 """A store given as a string starting with one of these is a PostgreSQL DSN."""
 
+_KEYWORD_DSN = re.compile(
+    r"^\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode|options|"
+    r"application_name|connect_timeout|target_session_attrs)\s*=",
+    re.IGNORECASE,
+)
+
+_USAGE_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "cache_write_tokens",
+)
+
 
 def is_dsn(value: object) -> bool:
-    """Whether ``value`` is a PostgreSQL URL (``postgresql://...``)."""
-    return isinstance(value, str) and value.lower().startswith(DSN_SCHEMES)
+    """Whether ``value`` is a PostgreSQL DSN: a URL (``postgresql://...``) or libpq
+    ``key=value`` pairs starting with a connection keyword (``host=... dbname=...``)."""
+    if not isinstance(value, str):
+        return False
+    return value.lower().startswith(DSN_SCHEMES) or _KEYWORD_DSN.match(value) is not None
 
 
 # ------------------------------------------------------------------ secrets
@@ -188,13 +206,16 @@ class PostgresStore(SQLStore):
             raise TypeError(f"dsn must be a string, got {type(dsn).__name__}")
         self._pg = require("psycopg", "PostgresStore")
         self._secrets = [_Secret(p) for p in _passwords_in(dsn)]
+        error: StoreError | None = None
         try:
             params = self._pg.conninfo.conninfo_to_dict(dsn)
         except self._pg.Error as exc:
-            raise StoreError(
-                f"cannot open a PostgreSQL store: {self._scrub(str(exc))} "
+            error = StoreError(
+                f"cannot open a PostgreSQL store: {self._scrub(str(exc)).strip()} "
                 "(expected postgresql://user:password@host:port/dbname)"
-            ) from None
+            )
+        if error is not None:  # raised here, so that it holds no trace of libpq's message
+            raise error
         if params.get("password"):
             self._secrets.append(_Secret(str(params["password"])))
         self.location = _location({k: str(v) for k, v in params.items() if v is not None})
@@ -222,13 +243,15 @@ class PostgresStore(SQLStore):
 
     def _raw_connect(self) -> Any:
         """A new autocommit psycopg connection; ``StoreError`` (scrubbed) if it fails."""
+        error: StoreError | None = None
         try:
             return self._pg.connect(self._dsn.reveal(), autocommit=True, **self._options)
         except self._pg.Error as exc:
-            raise StoreError(
+            error = StoreError(
                 f"cannot connect to PostgreSQL store {self.location}: "
                 f"{self._scrub(str(exc)).strip()}"
-            ) from None
+            )
+        raise error  # outside the handler: no trace of libpq's message (it may echo the DSN)
 
     def _open(self) -> _Conn:
         """Connect, and bring the schema to this version (once, under the migration lock)."""
@@ -315,12 +338,7 @@ class PostgresStore(SQLStore):
         if chat_id is not None:
             begin += "; " + migrations.chat_lock(_chat_key(chat_id))
         with self._lock:
-            conn = self._c()
-            try:
-                conn.raw.execute(begin)
-            except self._pg.Error as exc:
-                self._rollback(conn)
-                raise self._error(exc) from None
+            conn = self._begin(begin)
             try:
                 yield conn
             except BaseException as exc:
@@ -338,9 +356,8 @@ class PostgresStore(SQLStore):
     def _read(self) -> Iterator[_Conn]:
         """A consistent snapshot for several reads."""
         with self._lock:
-            conn = self._c()
+            conn = self._begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             try:
-                conn.raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 try:
                     yield conn
                 finally:
@@ -349,6 +366,26 @@ class PostgresStore(SQLStore):
             except self._pg.Error as exc:
                 self._rollback(conn)
                 raise self._error(exc) from None
+
+    def _begin(self, sql: str) -> _Conn:
+        """Begin a transaction. A connection found dead here (the server restarted, the
+        backend was terminated, while it sat idle) is replaced once: nothing of this
+        transaction was sent, so connecting again is safe."""
+        conn = self._c()
+        try:
+            conn.raw.execute(sql)
+            return conn
+        except self._pg.Error as exc:
+            if not (conn.raw.broken or conn.raw.closed):
+                self._rollback(conn)
+                raise self._error(exc) from None
+        conn = self._c()  # connects again
+        try:
+            conn.raw.execute(sql)
+        except self._pg.Error as exc:
+            self._rollback(conn)
+            raise self._error(exc) from None
+        return conn
 
     def _rollback(self, conn: _Conn) -> None:
         if conn.raw.closed or conn.raw.broken:
@@ -379,39 +416,56 @@ class PostgresStore(SQLStore):
         """What the event stream already records: usage, cost, steps taken, the last step's kind.
 
         ``cost_usd`` sums the priced requests; ``unpriced`` counts the others.
+        Summed by the server, except the rare event whose text holds an escaped
+        NUL (``\\u0000``), which PostgreSQL's JSON functions refuse: those are
+        read here.
         """
-        usage = conn.execute(
+        row = conn.execute(
             "SELECT COALESCE(SUM((j -> 'usage' ->> 'input_tokens')::bigint), 0), "
             "COALESCE(SUM((j -> 'usage' ->> 'output_tokens')::bigint), 0), "
             "COALESCE(SUM((j -> 'usage' ->> 'cached_tokens')::bigint), 0), "
             "COALESCE(SUM((j -> 'usage' ->> 'reasoning_tokens')::bigint), 0), "
             "COALESCE(SUM((j -> 'usage' ->> 'cache_write_tokens')::bigint), 0), "
-            "COALESCE(SUM(CASE WHEN jsonb_typeof(j -> 'cost_usd') = 'number' "
+            "COALESCE(SUM(CASE WHEN json_typeof(j -> 'cost_usd') = 'number' "
             "THEN (j ->> 'cost_usd')::float8 END), 0.0), "
-            "COUNT(*) FILTER (WHERE jsonb_typeof(j -> 'cost_usd') IS DISTINCT FROM 'number') "
-            "FROM (SELECT json::jsonb AS j FROM events "
-            "WHERE chat_id = ? AND type = 'model_request_finished') AS e",
+            "COUNT(*) FILTER (WHERE json_typeof(j -> 'cost_usd') IS DISTINCT FROM 'number') "
+            "FROM (SELECT json::json AS j FROM events WHERE chat_id = ? "
+            "AND type = 'model_request_finished' AND strpos(json, '\\u0000') = 0) AS e",
             (chat_id,),
         ).fetchone()
+        totals = [int(v) for v in row[:5]]
+        cost, unpriced = float(row[5]), int(row[6])
+        for (text,) in conn.execute(
+            "SELECT json FROM events WHERE chat_id = ? AND type = 'model_request_finished' "
+            "AND strpos(json, '\\u0000') > 0",
+            (chat_id,),
+        ).fetchall():
+            data = codec.loads(text) or {}
+            usage = data.get("usage") or {}
+            for i, key in enumerate(_USAGE_KEYS):
+                totals[i] += int(usage.get(key) or 0)
+            value = data.get("cost_usd")
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                cost += float(value)
+            else:
+                unpriced += 1
         out: dict[str, Any] = {
-            "usage": {
-                "input_tokens": int(usage[0]),
-                "output_tokens": int(usage[1]),
-                "cached_tokens": int(usage[2]),
-                "reasoning_tokens": int(usage[3]),
-                "cache_write_tokens": int(usage[4]),
-            },
-            "cost_usd": float(usage[5]),
-            "unpriced": int(usage[6]),
+            "usage": dict(zip(_USAGE_KEYS, totals, strict=True)),
+            "cost_usd": cost,
+            "unpriced": unpriced,
         }
         last = conn.execute(
-            "SELECT (json::jsonb ->> 'step')::integer, json::jsonb ->> 'kind', "
-            "json::jsonb ->> 'budget' FROM events "
-            "WHERE chat_id = ? AND type = 'step_finished' ORDER BY seq DESC LIMIT 1",
+            "SELECT json FROM events WHERE chat_id = ? AND type = 'step_finished' "
+            "ORDER BY seq DESC LIMIT 1",
             (chat_id,),
         ).fetchone()
         if last is not None:
-            out["step"], out["last_step"], out["last_budget"] = last
+            data = codec.loads(last[0]) or {}
+            out["step"], out["last_step"], out["last_budget"] = (
+                data.get("step"),
+                data.get("kind"),
+                data.get("budget"),
+            )
         return out
 
     def _insert_events(self, conn: Any, rows: list[tuple[str, int, str, str, str]]) -> int:

@@ -109,6 +109,7 @@ class SQLiteStore(SQLStore):
         self.location = str(self.path)
         self.claim_timeout = claim_timeout
         self._lock = threading.RLock()
+        self._watches: weakref.WeakSet[DecisionWatch] = weakref.WeakSet()
         self._conn: sqlite3.Connection | None = None
         self._conn = self._connect(timeout, synchronous.upper())
         self._checkpointer = checkpointer_for(self.location, synchronous.upper())
@@ -178,8 +179,10 @@ class SQLiteStore(SQLStore):
         )
 
     def close(self) -> None:
-        """Close the database connection (idempotent)."""
+        """Close the database connection (idempotent); its decision watches are closed too."""
         self._finalizer()
+        for watch in list(self._watches):
+            watch.close()
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
@@ -334,7 +337,9 @@ class SQLiteStore(SQLStore):
                 cursor[0] = int(rows[-1][0])
             return [r[1] for r in rows]
 
-        return DecisionWatch(chat_ids, poll=poll)
+        watch = DecisionWatch(chat_ids, poll=poll)
+        self._watches.add(watch)
+        return watch
 
 
 __all__ = ["SQLiteStore"]
