@@ -44,7 +44,8 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 from urllib.parse import quote
@@ -230,7 +231,9 @@ class PostgresStore(SQLStore):
         self._closed = False
         self._conn: _Conn | None = None
         self._listener: _Listener | None = None
-        self._conn = self._open()
+        self._held = _Held()  # what a store dropped without close() lets go of
+        self._conn = self._held.conn = self._open()
+        weakref.finalize(self, self._held.release)
 
     # -- lifecycle -------------------------------------------------------------------
     def _scrub(self, text: str) -> str:
@@ -292,13 +295,8 @@ class PostgresStore(SQLStore):
         """Close the connections (idempotent); every watch of this store is closed too."""
         with self._lock:
             self._closed = True
-            listener, self._listener = self._listener, None
-            conn, self._conn = self._conn, None
-        if listener is not None:
-            listener.stop()
-        if conn is not None:
-            with suppress(self._pg.Error):
-                conn.raw.close()
+            self._conn = self._listener = None
+        self._held.release()
 
     @property
     def closed(self) -> bool:
@@ -328,7 +326,7 @@ class PostgresStore(SQLStore):
                     conn.raw.close()
             self._conn = None
             raw = self._raw_connect()
-            self._conn = conn = _Conn(raw)
+            self._conn = self._held.conn = conn = _Conn(raw)
         return conn
 
     @contextmanager
@@ -494,7 +492,9 @@ class PostgresStore(SQLStore):
             if self._closed:
                 raise StoreError(f"store {self.location} is closed")
             if self._listener is None:
-                self._listener = _Listener(self)
+                self._listener = self._held.listener = _Listener(
+                    self._raw_connect, self.location, self._connect_timeout + 5.0
+                )
             listener = self._listener
         watch = DecisionWatch(chat_ids, on_close=listener.remove)
         listener.add(watch)
@@ -502,13 +502,34 @@ class PostgresStore(SQLStore):
 
 
 # ------------------------------------------------------------------ the listener
+class _Held:
+    """A store's connection and listener, for a store dropped without ``close()``."""
+
+    def __init__(self) -> None:
+        self.conn: _Conn | None = None
+        self.listener: _Listener | None = None
+
+    def release(self) -> None:
+        listener, self.listener = self.listener, None
+        conn, self.conn = self.conn, None
+        if listener is not None:
+            listener.stop()
+        if conn is not None:
+            with suppress(Exception):
+                conn.raw.close()
+
+
 class _Listener:
-    """One ``LISTEN`` connection of a store, on a daemon thread, waking its watches."""
+    """One ``LISTEN`` connection of a store, on a daemon thread, waking its watches.
+
+    Holds the store only weakly (its ``connect`` method): a store dropped without
+    ``close()`` stops its listener.
+    """
 
     RECONNECT_MAX = 2.0
 
-    def __init__(self, store: PostgresStore):
-        self._store = store
+    def __init__(self, connect: Callable[[], Any], location: str, timeout: float):
+        self._connect = weakref.WeakMethod(connect)
         self._watches: set[DecisionWatch] = set()
         self._lock = threading.Lock()
         self._ready = threading.Event()
@@ -518,11 +539,10 @@ class _Listener:
         self._raw: Any = None
         self._thread = threading.Thread(target=self._run, name="nbagent-pg-listen", daemon=True)
         self._thread.start()
-        timeout = store._connect_timeout + 5.0
         if not self._ready.wait(timeout) or (self._raw is None and self._error is not None):
             self.stop()
             raise self._error or StoreError(
-                f"could not listen for decisions on {store.location} within {timeout:g} s"
+                f"could not listen for decisions on {location} within {timeout:g} s"
             )
 
     def add(self, watch: DecisionWatch) -> None:
@@ -547,7 +567,12 @@ class _Listener:
             w.push(chat_ids)
 
     def _listen(self) -> Any:
-        raw = self._store._raw_connect()
+        connect = self._connect()
+        if connect is None:  # the store is gone
+            self._stopped.set()
+            raise StoreError("the store was closed")
+        raw = connect()
+        del connect
         raw.execute(f"LISTEN {migrations.CHANNEL}")
         return raw
 
@@ -564,6 +589,7 @@ class _Listener:
         delay = 0.05
         first = True
         while not self._stopped.is_set():
+            raw = None
             try:
                 raw = self._listen()
                 if first:
@@ -574,6 +600,7 @@ class _Listener:
                     self._catch_up(raw)
             except StoreError as exc:
                 self._error = exc
+                self._close(raw)
                 if first:
                     self._ready.set()
                     return  # the first connection failed: watch() raises it
@@ -581,6 +608,7 @@ class _Listener:
                 delay = min(delay * 2, self.RECONNECT_MAX)
                 continue
             except Exception:
+                self._close(raw)
                 self._stopped.wait(delay)
                 delay = min(delay * 2, self.RECONNECT_MAX)
                 continue
@@ -594,8 +622,13 @@ class _Listener:
                 pass  # the connection was lost: reconnect (and catch up)
             finally:
                 self._raw = None
-                with suppress(Exception):
-                    raw.close()
+                self._close(raw)
+
+    @staticmethod
+    def _close(raw: Any) -> None:
+        if raw is not None:
+            with suppress(Exception):
+                raw.close()
 
     def _note(self, payload: str) -> None:
         try:

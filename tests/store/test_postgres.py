@@ -310,3 +310,35 @@ def test_text_postgres_cannot_hold_is_stored_replaced(postgres_dsn: str) -> None
         loaded = Chat.load(chat.id, store=store)
         assert loaded.transcript == chat.transcript  # the JSON keeps the NUL escaped
         loaded.close()
+
+
+def test_a_store_dropped_without_closing_lets_its_connections_go(
+    postgres_dsn: str, postgres_server: Any
+) -> None:
+    import gc
+    import time
+
+    dbname = postgres_dsn.rsplit("/", 1)[1]
+
+    def backends() -> int:
+        with postgres_server.admin() as conn:
+            return int(
+                conn.execute(
+                    "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = %s", (dbname,)
+                ).fetchone()[0]
+            )
+
+    store = PostgresStore(postgres_dsn)
+    watch = store.watch()
+    assert backends() == 2  # the store's connection and its listener
+    del store
+    gc.collect()
+
+    def listeners() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "nbagent-pg-listen"]
+
+    deadline = time.monotonic() + 10
+    while (backends() or listeners()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert backends() == 0 and listeners() == []
+    assert watch.closed
