@@ -342,3 +342,43 @@ def test_a_store_dropped_without_closing_lets_its_connections_go(
         time.sleep(0.05)
     assert backends() == 0 and listeners() == []
     assert watch.closed
+
+
+def test_writers_of_one_chat_take_turns_and_lose_no_event(postgres_dsn: str) -> None:
+    """Two drivers of one chat (a stale copy, another process) write events whose numbers
+    collide: each write holds the chat's lock, so every event is stored, those whose number
+    was taken after the last one, as SQLite does under its whole-file lock."""
+    from datetime import UTC, datetime
+
+    from nbagent.store import ChatInfo
+    from nbagent.store._protocol import Entry
+
+    now = datetime.now(UTC)
+    stores = [PostgresStore(postgres_dsn) for _ in range(6)]
+    stores[0].create_chat(ChatInfo("c1", now, now, "demo", "demo"), None, {})
+    barrier = threading.Barrier(len(stores))
+    errors: list[BaseException] = []
+
+    def write(i: int, s: PostgresStore) -> None:
+        entries = [
+            Entry(seq, "step_finished", now.isoformat(), f'{{"w": {i}, "n": {seq}}}')
+            for seq in range(20)
+        ]
+        barrier.wait()
+        try:
+            for k in range(0, 20, 5):
+                assert s.write("c1", entries[k : k + 5]) is None
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(i, s)) for i, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with stores[0]._read() as conn:
+        seqs = [r[0] for r in conn.execute("SELECT seq FROM events ORDER BY seq").fetchall()]
+    for s in stores:
+        s.close()
+    assert errors == []
+    assert seqs == list(range(6 * 20))

@@ -188,3 +188,38 @@ def test_a_newer_store_is_refused_untouched(postgres_dsn: str) -> None:
     with pytest.raises(StoreError, match=r"newer nbagent \(schema version 99"):
         PostgresStore(postgres_dsn)
     assert _rows(postgres_dsn, "SELECT MAX(version) FROM schema_migrations") == [(99,)]
+
+
+def test_connections_opening_fresh_databases_at_the_same_instant_migrate_each_once(
+    postgres_server: Any,
+) -> None:
+    """Threads meet at a barrier, then open the same fresh database (more exactly at once
+    than processes can): every open succeeds and each migration is applied once."""
+    import threading
+
+    def open_it(
+        dsn: str, barrier: threading.Barrier, stores: list[Any], errors: list[BaseException]
+    ) -> None:
+        barrier.wait()
+        try:
+            stores.append(PostgresStore(dsn))
+        except BaseException as exc:
+            errors.append(exc)
+
+    for _ in range(3):
+        dsn = postgres_server.new_database()
+        barrier = threading.Barrier(8)
+        errors: list[BaseException] = []
+        stores: list[PostgresStore] = []
+        threads = [
+            threading.Thread(target=open_it, args=(dsn, barrier, stores, errors)) for _ in range(8)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for s in stores:
+            s.close()
+        assert errors == []
+        versions = _rows(dsn, "SELECT version FROM schema_migrations ORDER BY version")
+        assert versions == [(v,) for v in range(1, pg_migrations.SCHEMA_VERSION + 1)]
