@@ -171,11 +171,12 @@ class PostgresServer:
         return self.dsn(name)
 
     def terminate(self, dsn: str) -> int:
-        """End every backend connected to ``dsn``'s database; how many there were."""
+        """End every backend connected to ``dsn``'s database (returning once they are gone);
+        how many there were."""
         dbname = dsn.rsplit("/", 1)[1].split("?")[0]
         with self.admin() as conn:
-            rows = conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            rows = conn.execute(  # waits (up to 10 s) until each backend has exited
+                "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
                 "WHERE datname = %s AND pid <> pg_backend_pid()",
                 (dbname,),
             ).fetchall()

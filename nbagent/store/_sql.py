@@ -442,13 +442,15 @@ class SQLStore:
 
     @staticmethod
     def _same_row(
-        conn: Any, table: str, key: str, chat_id: str, value: Any, column: str, expected: Any
+        conn: Any, table: str, key: str, chat_id: str, value: Any, expected: dict[str, Any]
     ) -> bool:
-        """Whether the row that made an insert a no-op holds ``expected`` in ``column``."""
+        """Whether the row that made an insert a no-op is this very row (``expected``: some of
+        its columns, the event's ``seq`` and time among them: another process's row differs)."""
         row = conn.execute(
-            f"SELECT {column} FROM {table} WHERE chat_id = ? AND {key} = ?", (chat_id, value)
+            f"SELECT {', '.join(expected)} FROM {table} WHERE chat_id = ? AND {key} = ?",
+            (chat_id, value),
         ).fetchone()
-        return row is not None and row[0] == expected
+        return row is not None and tuple(row) == tuple(expected.values())
 
     @staticmethod
     def _renumber(conn: Any, chat_id: str, rows: list[tuple[str, int, str, str, str]]) -> None:
@@ -477,7 +479,10 @@ class SQLStore:
                 (chat_id, ch.idx, ch.turn, ch.role, ch.data, ch.seq, ch.ts),
             )
             if cur.rowcount != 1:
-                if self._same_row(conn, "messages", "idx", chat_id, ch.idx, "json", ch.data):
+                mine = {"json": ch.data, "seq": ch.seq, "ts": ch.ts}
+                if ch.ts is not None and self._same_row(
+                    conn, "messages", "idx", chat_id, ch.idx, mine
+                ):
                     return "dup"  # this very message (a write retried after a lost commit)
                 return f"message {ch.idx} of the transcript was written by another process"
             if ch.role == "user":
@@ -519,8 +524,8 @@ class SQLStore:
                 ),
             )
             if cur.rowcount != 1:
-                same = ("tool_calls", "call_id", chat_id, ch.call_id, "seq", ch.seq)
-                if self._same_row(conn, *same):
+                mine = {"seq": ch.seq, "requested_at": ch.requested_at, "name": ch.name}
+                if self._same_row(conn, "tool_calls", "call_id", chat_id, ch.call_id, mine):
                     return "dup"  # this very call (a write retried after a lost commit)
                 return f"call {ch.call_id!r} was already recorded by another process"
             if apart:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from nbagent.store import PostgresStore, Store, open_store
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from _agent import Refund, count  # noqa: E402
+from _helpers import store_ext  # noqa: E402
 
 
 @pytest.fixture
@@ -230,6 +232,10 @@ def test_a_write_cut_off_mid_transaction_is_a_clear_error_and_loses_nothing(
     chat.complete()  # connects again
     assert chat.status == "complete" and _cut["lookups"] == 1
     # a result whose write is cut off: kept, retried, written (a warning says so)
+    ext = store_ext(chat)
+    deadline = time.monotonic() + 10
+    while ext._retry is not None and time.monotonic() < deadline:  # the first cut's retry ends
+        time.sleep(0.01)
     store.armed, store.only = 1, "tool_call_finished"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
