@@ -302,6 +302,24 @@ class PostgresStore(SQLStore):
     def closed(self) -> bool:
         return self._closed
 
+    def reveal_dsn(self) -> str:
+        """The DSN this store was opened with, password included: to open the same store
+        elsewhere (a worker process). Never print or log it."""
+        return self._dsn.reveal()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (for a worker process: Ray, multiprocessing) as the way to open it again:
+        the unpickled store has its own connections. The pickle holds the password."""
+        return (
+            _reopen,
+            (
+                self._dsn.reveal(),
+                self._connect_timeout,
+                self.claim_timeout,
+                self._options["application_name"],
+            ),
+        )
+
     def __enter__(self) -> PostgresStore:
         return self
 
@@ -499,6 +517,17 @@ class PostgresStore(SQLStore):
         watch = DecisionWatch(chat_ids, on_close=listener.remove)
         listener.add(watch)
         return watch
+
+
+def _reopen(
+    dsn: str, connect_timeout: float, claim_timeout: float | None, application_name: str
+) -> PostgresStore:
+    return PostgresStore(
+        dsn,
+        connect_timeout=connect_timeout,
+        claim_timeout=claim_timeout,
+        application_name=application_name,
+    )
 
 
 # ------------------------------------------------------------------ the listener

@@ -388,3 +388,22 @@ def test_writers_of_one_chat_take_turns_and_lose_no_event(postgres_dsn: str) -> 
         s.close()
     assert errors == []
     assert seqs == list(range(6 * 20))
+
+
+def test_a_store_travels_to_a_worker_as_the_way_to_open_it(postgres_dsn: str) -> None:
+    """Pickled (Ray, multiprocessing), a store is opened again with its own connections;
+    ``reveal_dsn()`` says the DSN explicitly (nothing else shows the password)."""
+    import pickle
+
+    with PostgresStore(postgres_dsn, claim_timeout=30.0) as store:
+        chat = Chat(model="demo", store=store)
+        chat.ask("hello")
+        chat.close()
+        copy = pickle.loads(pickle.dumps(store))
+        try:
+            assert copy is not store and copy._conn is not store._conn
+            assert copy.location == store.location and copy.claim_timeout == 30.0
+            assert [c.id for c in copy.chats()] == [chat.id]
+            assert copy.reveal_dsn() == postgres_dsn
+        finally:
+            copy.close()
