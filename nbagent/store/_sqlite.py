@@ -1,6 +1,6 @@
 """The embedded default store: one SQLite file, WAL mode, versioned schema.
 
-Tables (schema version 7)::
+Tables (schema version 8; PostgreSQL has the same, :mod:`~nbagent.store._pg_migrations`)::
 
     schema_migrations(version PK, name, applied_at)
     chats(id PK, created_at, updated_at, provider, model, system, title, state json, tools json)
@@ -45,6 +45,11 @@ off the chat's path and kept bounded (:mod:`~nbagent.store._checkpointer`).
 Durability: ``synchronous=NORMAL`` (the default) keeps every committed
 transaction through a crash of the process or kernel restart; pass
 ``synchronous="FULL"`` to also survive a power loss, at about 1 ms a commit.
+
+The statements themselves (rows, claims, decisions, reads) are shared with the
+PostgreSQL store: :class:`~nbagent.store._sql.SQLStore`. This module is
+SQLite's connection, transactions, error messages, the usage sums of
+``_derived_state`` (``json_extract``) and the polled decision watch.
 """
 
 from __future__ import annotations
