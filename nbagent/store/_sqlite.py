@@ -14,6 +14,7 @@ Tables (schema version 8; PostgreSQL has the same, :mod:`~nbagent.store._pg_migr
     events(chat_id, seq, type, ts, json)                     PK (chat_id, seq)
     decisions(id PK, chat_id, call_id, verdict, decided_by, at, reason, arguments json,
               source 'chat'|'store', applied 0|1|-1, applied_at, error)
+    blobs(sha256 PK, media_type, size, data, created_at)
 
 A call's arguments are stored once (since version 6): in its row, or, when
 longer than :data:`_INLINE_ARGUMENTS`, in ``call_arguments`` with the row's
