@@ -276,6 +276,14 @@ class PostgresStore(SQLStore):
                     raise StoreError(
                         f"{self.location} cannot be migrated: {exc}; it was not changed"
                     ) from None
+        except self._pg.errors.InsufficientPrivilege as exc:
+            raw.close()
+            raise StoreError(
+                f"{self.location}: this role cannot create nbagent's tables "
+                f"({self._scrub(str(exc)).strip().splitlines()[0]}). Grant it CREATE on the "
+                "schema, or use a "
+                "schema it owns (?options=-csearch_path%3Dmyschema); nothing was changed."
+            ) from None
         except self._pg.Error as exc:
             raw.close()
             raise self._error(exc) from None

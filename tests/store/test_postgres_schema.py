@@ -223,3 +223,19 @@ def test_connections_opening_fresh_databases_at_the_same_instant_migrate_each_on
         assert errors == []
         versions = _rows(dsn, "SELECT version FROM schema_migrations ORDER BY version")
         assert versions == [(v,) for v in range(1, pg_migrations.SCHEMA_VERSION + 1)]
+
+
+def test_a_role_that_cannot_create_tables_is_told_what_to_grant(
+    postgres_dsn: str, postgres_server: Any
+) -> None:
+    with postgres_server.admin() as conn:
+        conn.execute("CREATE ROLE reader LOGIN PASSWORD 'reader-pw'")
+    dsn = postgres_dsn.replace("nbagent:", "reader:").replace(
+        postgres_dsn.split(":")[2].split("@")[0], "reader-pw"
+    )
+    try:
+        with pytest.raises(StoreError, match=r"cannot create nbagent's tables.*Grant it CREATE"):
+            PostgresStore(dsn)
+    finally:
+        with postgres_server.admin() as conn:
+            conn.execute("DROP ROLE reader")
