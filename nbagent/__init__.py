@@ -89,7 +89,7 @@ from .log import read_log
 from .mcp import MCPServer, MCPTool
 from .providers._base import ModelRequest, Provider, StreamDelta
 from .providers._demo import DemoProvider
-from .store import SQLiteStore, Store, open_store
+from .store import PostgresStore, SQLiteStore, Store, open_store
 
 if TYPE_CHECKING:
     from .providers._anthropic import AnthropicProvider
@@ -160,6 +160,7 @@ __all__ = [
     "OutputSchemaError",
     "OutputValidationError",
     "PendingToolCallsError",
+    "PostgresStore",
     "Provider",
     "ProviderConnectionError",
     "ProviderError",

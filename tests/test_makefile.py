@@ -79,3 +79,35 @@ def test_make_screenshot_retakes_the_readme_picture_in_a_browser(tmp_path: Path)
     readme = (ROOT / "README.md").read_text()
     assert "](docs/images/live-view.png)" in readme[:2000]  # near the top
     assert (ROOT / "docs/images/live-view.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_make_test_installs_postgresql_and_never_skips_its_tests(tmp_path: Path) -> None:
+    out = dry_run("test", tmp_path)
+    assert "bash .ci/ensure-postgres" in out
+    assert "NBAGENT_REQUIRE_POSTGRES=1" in out
+
+
+def test_a_missing_postgresql_skips_or_fails_as_required(tmp_path: Path) -> None:
+    """No initdb on the machine: the PostgreSQL tests skip, unless NBAGENT_REQUIRE_POSTGRES
+    is set (as make test sets it), when they fail saying why."""
+    test = tmp_path / "test_needs_pg.py"
+    test.write_text("def test_it(postgres_dsn):\n    pass\n")
+    (tmp_path / "conftest.py").write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+        "import _postgres\n"
+        "_postgres._bindir = lambda: None\n"
+        "from _postgres import postgres_dsn, postgres_server\n"
+    )
+    for required, outcome in (("", "1 skipped"), ("1", "1 error")):
+        env = dict(os.environ, NBAGENT_REQUIRE_POSTGRES=required)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert outcome in proc.stdout, proc.stdout
+        if required:
+            assert "PostgreSQL is required" in proc.stdout

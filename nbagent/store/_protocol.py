@@ -1,7 +1,7 @@
 """The store seam: what the chat side needs from a database, and the values that cross it.
 
 :class:`Store` is the protocol; :class:`~nbagent.store.SQLiteStore` is the
-embedded default, and a PostgreSQL store implements the same methods
+embedded default, and :class:`~nbagent.store.PostgresStore` implements the same methods
 (``SELECT ... FOR UPDATE`` / ``UPDATE ... WHERE status IN (...)`` for the
 claim, ``INSERT ... ON CONFLICT DO NOTHING`` for first-writer-wins). Reads
 return :class:`ChatInfo`, :class:`StoredCall` and :class:`ChatRecord`; writes
@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 from .._events import Event
 from .._recording import Recording
 from .._types import Approval, Decision, ToolCall, ToolResultMessage
+from ._watch import DecisionWatch
 
 
 class StoreConflictWarning(UserWarning):
@@ -419,6 +420,11 @@ class Store(Protocol):
     def recorded_result(self, key: str, call_id: str) -> StoredCall | None:
         """The latest call ``call_id`` that ran (ok, error, timed_out) in a chat whose step
         had request ``key`` (read from the call records)."""
+        ...
+
+    def watch(self, chat_ids: Iterable[str] | None = None) -> DecisionWatch:
+        """Follow decisions recorded from now on in these chats (``None``: all); see
+        :class:`~nbagent.store.DecisionWatch`."""
         ...
 
     def close(self) -> None: ...

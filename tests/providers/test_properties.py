@@ -9,7 +9,9 @@ streaming x the concurrency mode x a store or not x decisions in any order, some
 through a second store connection as another process would. Every request goes through the
 real SDK client to the loopback fake server in strict mode.
 
-``make test`` runs 200 examples; ``NBAGENT_PROPERTY_EXAMPLES=2000`` runs more.
+``make test`` runs 200 examples; ``NBAGENT_PROPERTY_EXAMPLES=2000`` runs more. The same
+property runs with the PostgreSQL store (an eighth as many examples, every one stored, the
+second connection a second ``PostgresStore``).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from nbagent import (
     current_tool_call,
     tool,
 )
-from nbagent.store import SQLiteStore
+from nbagent.store import open_store
 from nbagent.testing import FakeLLMServer, FakeToolCall, Turn
 
 EXAMPLES = int(os.environ.get("NBAGENT_PROPERTY_EXAMPLES", "200"))
@@ -187,6 +189,23 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_promise_holds_whatever_the_model_does(
     scenario: Scenario, server: FakeLLMServer, workdir: Path
 ) -> None:
+    db = workdir / f"chat-{time.monotonic_ns()}.db"
+    _the_promise(scenario, server, db if scenario.stored else None)
+
+
+@settings(
+    max_examples=max(10, EXAMPLES // 8),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(scenario=scenarios)
+def test_the_promise_holds_on_postgres(
+    scenario: Scenario, server: FakeLLMServer, postgres_server: Any
+) -> None:
+    _the_promise(dataclasses.replace(scenario, stored=True), server, postgres_server.new_database())
+
+
+def _the_promise(scenario: Scenario, server: FakeLLMServer, db: Path | str | None) -> None:
     runs.clear()
     turns = list(scenario.turns) + [Turn(text="all done")] * 6  # the model always ends
     if scenario.kind == "openai-compatible":
@@ -194,11 +213,10 @@ def test_the_promise_holds_whatever_the_model_does(
     if not scenario.stream:
         turns = [dataclasses.replace(t, fail_mid_stream=False) for t in turns]
     server.script(turns)
-    db = workdir / f"chat-{time.monotonic_ns()}.db"
     provider = make_provider(scenario.kind, server)
     chat = Chat(
         provider=provider,
-        store=db if scenario.stored else None,
+        store=db,
         stream=scenario.stream,
         display=False,
     ).with_tools(*TOOLS)
@@ -207,7 +225,7 @@ def test_the_promise_holds_whatever_the_model_does(
     chat.on(None, events.append)
     errors_before = len(server.errors)
     try:
-        _drive(chat, list(scenario.decisions), db if scenario.stored else None)
+        _drive(chat, list(scenario.decisions), db)
         _check(chat, events, scenario, db)
         assert server.errors[errors_before:] == []  # every request was one the server could serve
     finally:
@@ -215,7 +233,7 @@ def test_the_promise_holds_whatever_the_model_does(
         provider.close()
 
 
-def _drive(chat: Chat, decisions: list[tuple[str, str]], db: Path | None) -> None:
+def _drive(chat: Chat, decisions: list[tuple[str, str]], db: Path | str | None) -> None:
     """Ask, then decide whatever parks and complete, until the chat is complete.
 
     A stream the server breaks is a provider error: the driver completes again,
@@ -239,7 +257,7 @@ def _drive(chat: Chat, decisions: list[tuple[str, str]], db: Path | None) -> Non
             verdict, via = decisions.pop(0) if decisions else ("deny", "chat")
             with contextlib.suppress(DecisionError):  # decided meanwhile: that decision stands
                 if via == "store" and db is not None:
-                    with SQLiteStore(db) as other:  # another process's connection
+                    with open_store(db) as other:  # another process's connection
                         if verdict == "approve":
                             other.approve(call.id, chat_id=chat.id)
                         else:
@@ -252,7 +270,7 @@ def _drive(chat: Chat, decisions: list[tuple[str, str]], db: Path | None) -> Non
     raise AssertionError(f"the chat did not complete: {chat.status}, {chat.tool_calls}")
 
 
-def _check(chat: Chat, events: list[Event], scenario: Scenario, db: Path) -> None:
+def _check(chat: Chat, events: list[Event], scenario: Scenario, db: Path | str | None) -> None:
     calls = chat.tool_calls
     for c in calls:  # what the examples covered (pytest --hypothesis-show-statistics)
         event(f"call {c.status}" + (f" by {c.decision.by}" if c.decision else ""))
@@ -290,11 +308,31 @@ def _check(chat: Chat, events: list[Event], scenario: Scenario, db: Path) -> Non
             assert [(c.id, c.status) for c in again.tool_calls] == [(c.id, c.status) for c in calls]
         finally:
             again.close()
-        assert KEY.encode() not in db.read_bytes()
+        assert KEY not in _everything_stored(db)
     # no secret in any repr, event or frame
     seen = " ".join(repr(e) for e in events) + repr(chat)
     seen += chat.log.to_string() + chat.steps.to_string()
     assert KEY not in seen
+
+
+def _everything_stored(db: Path | str | None) -> str:
+    """Every byte of the store, as text: the file, or every row of every table."""
+    if isinstance(db, Path):
+        return db.read_bytes().decode("latin-1")
+    import psycopg
+
+    with psycopg.connect(str(db), autocommit=True) as conn:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_schema = current_schema()"
+            )
+        ]
+        return " ".join(
+            str(conn.execute(f"SELECT string_agg(t::text, ' ') FROM {t} t").fetchone()[0])
+            for t in tables
+        )
 
 
 def _shape(messages: Any) -> list[tuple[Any, ...]]:

@@ -282,10 +282,11 @@ def test_closing_a_chat_whose_writes_fail_raises_and_can_be_retried(failure: Any
 
 
 # ------------------------------------------------------------ unencodable text
-def test_text_sqlite_cannot_encode_is_stored_cleaned(tmp_path: Path) -> None:
+def test_text_sqlite_cannot_encode_is_stored_cleaned(backend: Any) -> None:
     """A lone surrogate that reached an event (here the model name a server reported, and a
     resolver's error, e.g. about a file name read with ``surrogateescape``) made every write
-    of the batch fail; it is stored with the surrogate replaced, and nothing else changes."""
+    of the batch fail; it is stored with the surrogate replaced, and nothing else changes.
+    On SQLite and PostgreSQL (neither can encode it)."""
 
     def rule(call: ToolCall) -> bool | None:
         raise ValueError("cannot read /data/r\udcffsum\u00e9.txt")
@@ -301,8 +302,7 @@ def test_text_sqlite_cannot_encode_is_stored_cleaned(tmp_path: Path) -> None:
 
     response = call_tools(("read", {"path": "/data/x"}))
     odd = dataclasses.replace(response, model="m\ud800")
-    db = tmp_path / "agent.db"
-    with SQLiteStore(db) as store:
+    with backend.open() as store:
         chat = Chat(provider=ScriptedProvider([odd]), store=store).with_tools(read)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
