@@ -16,6 +16,8 @@ LAB_STAMP := $(VENV)/.nbagent-lab-installed
 # `make test` / .ci/run: a missing browser fails the browser tests instead of
 # skipping them. `make test NBAGENT_REQUIRE_BROWSER=` allows skipping.
 NBAGENT_REQUIRE_BROWSER ?= 1
+# Likewise a missing Ray fails tests/ray (`make test NBAGENT_REQUIRE_RAY=` allows skipping).
+NBAGENT_REQUIRE_RAY ?= 1
 PYTEST_ARGS ?=
 LAB_ARGS    ?=
 # JupyterLab refuses to start as root without --allow-root.
@@ -86,7 +88,8 @@ demo: $(LAB_STAMP)
 
 test: kernel
 	bash .ci/ensure-chromium
-	NBAGENT_REQUIRE_BROWSER=$(NBAGENT_REQUIRE_BROWSER) $(PY) -m pytest $(PYTEST_ARGS)
+	NBAGENT_REQUIRE_BROWSER=$(NBAGENT_REQUIRE_BROWSER) NBAGENT_REQUIRE_RAY=$(NBAGENT_REQUIRE_RAY) \
+	  $(PY) -m pytest $(PYTEST_ARGS)
 
 # The README's picture of the live view, taken in JupyterLab by a browser test.
 screenshot: kernel

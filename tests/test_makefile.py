@@ -79,3 +79,9 @@ def test_make_screenshot_retakes_the_readme_picture_in_a_browser(tmp_path: Path)
     readme = (ROOT / "README.md").read_text()
     assert "](docs/images/live-view.png)" in readme[:2000]  # near the top
     assert (ROOT / "docs/images/live-view.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_make_test_requires_ray(tmp_path: Path) -> None:
+    """CI never calls a skipped Ray test a pass (tests/ray/conftest.py)."""
+    out = dry_run("test", tmp_path)
+    assert "NBAGENT_REQUIRE_RAY=1" in out[out.index("NBAGENT_REQUIRE_BROWSER=") :]
