@@ -183,11 +183,21 @@ class ProviderError(NBAgentError):
     Attributes:
         provider: Provider name.
         status_code: HTTP status when there was one.
+        retry_after: Seconds the provider asked to wait before trying again
+            (its ``retry-after-ms`` / ``retry-after`` header), when it said.
     """
 
-    def __init__(self, message: str, *, provider: str = "", status_code: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        status_code: int | None = None,
+        retry_after: float | None = None,
+    ):
         self.provider = provider
         self.status_code = status_code
+        self.retry_after = retry_after
         self.via_chat = False  # set by the chat's loop: the hint names chat.last_error
         super().__init__(message)
 

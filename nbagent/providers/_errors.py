@@ -162,6 +162,33 @@ def _message(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+def retry_after(exc: BaseException) -> float | None:
+    """Seconds an HTTP error's ``retry-after-ms`` or ``retry-after`` header asks to wait.
+
+    ``retry-after`` may be seconds or an HTTP date; anything unreadable is ``None``.
+    """
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            import email.utils
+            import time
+
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
 def map_error(
     exc: BaseException, *, provider: str, secrets: Iterable[str | None] = (), env: str = ""
 ) -> ProviderError | None:
@@ -179,7 +206,12 @@ def map_error(
         message = f"{message}; {hint.format(env=env)}"
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) and status >= 400 else None
-    return cls(f"{provider}: {scrub(message, secrets)}", provider=provider, status_code=status)
+    return cls(
+        f"{provider}: {scrub(message, secrets)}",
+        provider=provider,
+        status_code=status,
+        retry_after=retry_after(exc) if status in (429, 503, 529) else None,
+    )
 
 
 @contextlib.contextmanager
@@ -200,4 +232,12 @@ def sdk_errors(provider: str, secrets: Iterable[str | None] = (), env: str = "")
         raise mapped from exc
 
 
-__all__ = ["classify", "for_error_type", "map_error", "scrub", "scrubbed", "sdk_errors"]
+__all__ = [
+    "classify",
+    "for_error_type",
+    "map_error",
+    "retry_after",
+    "scrub",
+    "scrubbed",
+    "sdk_errors",
+]

@@ -34,11 +34,12 @@ from __future__ import annotations
 from .._exports import publish as _publish
 from ._attach import open_store
 from ._migrations import SCHEMA_VERSION
-from ._protocol import ChatInfo, Store, StoreConflictWarning, StoredCall
+from ._protocol import BatchStore, ChatInfo, Store, StoreConflictWarning, StoredCall
 from ._sqlite import SQLiteStore
 
 __all__ = [
     "SCHEMA_VERSION",
+    "BatchStore",
     "ChatInfo",
     "SQLiteStore",
     "Store",

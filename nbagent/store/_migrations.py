@@ -197,6 +197,32 @@ def m008_blobs(conn: sqlite3.Connection) -> None:
     )
 
 
+def m009_reserved(conn: sqlite3.Connection) -> None:
+    """Reserved for replay's recordings (issue 18): its migration replaces this one on merge."""
+
+
+def m010_reserved(conn: sqlite3.Connection) -> None:
+    """Reserved for fork's parent link (issue 18): its migration replaces this one on merge."""
+
+
+def m011_batch_chats(conn: sqlite3.Connection) -> None:
+    """Batches: which chat runs which input (``nbagent.batch(store=...)`` resumes from it).
+
+    One row per input, written before its chat runs (first writer wins). No
+    foreign key to ``chats``: the row names a chat, and a batch that finds the
+    chat gone starts the input again.
+    """
+    conn.execute(
+        """CREATE TABLE batch_chats (
+            batch_id TEXT NOT NULL,
+            key TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (batch_id, key)
+        ) WITHOUT ROWID"""
+    )
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_initial,
     m002_claims_and_decisions,
@@ -206,6 +232,9 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m006_arguments_stored_once,
     m007_call_server,
     m008_blobs,
+    m009_reserved,
+    m010_reserved,
+    m011_batch_chats,
 )
 """Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
 

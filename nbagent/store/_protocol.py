@@ -385,3 +385,27 @@ class Store(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class BatchStore(Protocol):
+    """A store that also records batches (``nbagent.batch(store=...)``): which chat runs
+    which input. Kept apart from :class:`Store` so a store without it still stores
+    chats; a batch with such a store cannot be resumed and says so.
+
+    The record is one row per input: ``(batch_id, key) -> chat_id``, written right
+    after the chat is created and before it runs, first writer wins.
+    """
+
+    def add_batch_chat(self, batch_id: str, key: str, chat_id: str) -> str:
+        """Record that input ``key`` of batch ``batch_id`` is chat ``chat_id``.
+
+        Returns:
+            The chat id recorded for the key: ``chat_id``, or the one another
+            process recorded first.
+        """
+        ...
+
+    def batch_chats(self, batch_id: str) -> dict[str, str]:
+        """Every input of batch ``batch_id`` recorded so far: key -> chat id."""
+        ...

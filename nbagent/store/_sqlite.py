@@ -14,6 +14,7 @@ Tables (schema version 7)::
     events(chat_id, seq, type, ts, json)                     PK (chat_id, seq)
     decisions(id PK, chat_id, call_id, verdict, decided_by, at, reason, arguments json,
               source 'chat'|'store', applied 0|1|-1, applied_at, error)
+    batch_chats(batch_id, key, chat_id, created_at)          PK (batch_id, key)
 
 A call's arguments are stored once (since version 6): in its row, or, when
 longer than :data:`_INLINE_ARGUMENTS`, in ``call_arguments`` with the row's
@@ -1079,6 +1080,30 @@ class SQLiteStore:
             )
             for r in rows
         ]
+
+    # -- batches (BatchStore) ----------------------------------------------------------
+    def add_batch_chat(self, batch_id: str, key: str, chat_id: str) -> str:
+        """Record that input ``key`` of batch ``batch_id`` is chat ``chat_id`` (first
+        writer wins); returns the chat id recorded for the key."""
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO batch_chats (batch_id, key, chat_id, created_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (batch_id, key) DO NOTHING",
+                (batch_id, key, chat_id, utcnow().isoformat()),
+            )
+            row = conn.execute(
+                "SELECT chat_id FROM batch_chats WHERE batch_id = ? AND key = ?",
+                (batch_id, key),
+            ).fetchone()
+        return str(row[0])
+
+    def batch_chats(self, batch_id: str) -> dict[str, str]:
+        """Every input of batch ``batch_id`` recorded so far: key -> chat id."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT key, chat_id FROM batch_chats WHERE batch_id = ?", (batch_id,)
+            ).fetchall()
+        return {str(k): str(c) for k, c in rows}
 
     def iter_events(
         self, chat_id: str | None = None, *, calls: dict[str, ToolCall] | None = None
