@@ -7,8 +7,8 @@ share /tmp). It starts in about 5 to 8 s on a 2-core machine (measured: the
 ``ray_start_seconds`` attribute), once per session.
 
 The workers import test helpers by module name, so the fixture gives them this
-directory and the repository root on ``PYTHONPATH`` (``runtime_env``): the
-code a worker runs is the code under test, not an installed copy.
+directory and the repository root on ``PYTHONPATH`` (inherited by the raylet):
+the code a worker runs is the code under test, not an installed copy.
 
 Without Ray installed the tests are skipped, unless ``NBAGENT_REQUIRE_RAY`` is
 set (``make test`` sets it): then they fail, so CI never calls a skip a pass.
@@ -73,19 +73,26 @@ def ray_cluster() -> Iterator[RayCluster]:
     if ray.is_initialized():  # someone else's instance: never reuse it silently
         ray.shutdown()
     temp_dir = tempfile.mkdtemp(prefix="nbagent-ray-")
-    path = os.pathsep.join(
-        p for p in (str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")) if p
-    )
+    # The raylet and its workers inherit this environment: a job-level
+    # runtime_env would start every worker afresh instead of from Ray's
+    # pre-started pool (seconds per worker on a busy machine).
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), str(ROOT), saved) if p)
     started = time.perf_counter()
-    context: Any = ray.init(
-        num_cpus=NUM_CPUS,
-        include_dashboard=False,
-        _temp_dir=temp_dir,
-        namespace="nbagent-tests",
-        logging_level=logging.ERROR,
-        log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": path, "RAY_USAGE_STATS_ENABLED": "0"}},
-    )
+    try:
+        context: Any = ray.init(
+            num_cpus=NUM_CPUS,
+            include_dashboard=False,
+            _temp_dir=temp_dir,
+            namespace="nbagent-tests",
+            logging_level=logging.ERROR,
+            log_to_driver=False,
+        )
+    finally:
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
     cluster = RayCluster(
         address=context.address_info["gcs_address"],
         temp_dir=temp_dir,

@@ -1,0 +1,708 @@
+"""The ``"ray"`` backend: a batch's chats run on Ray workers, the store coordinates.
+
+``nbagent.batch(..., backend="ray")`` (or ``backend=RayBackend(address=...)``)
+connects to Ray (``ray.init()`` on this machine unless Ray is already
+initialised, ``address=`` for a cluster) and starts a pool of **workers**:
+Ray actors (one CPU each, so Ray spreads them over the cluster's nodes), each
+running up to ``ceil(concurrency / workers)`` chats at once on its own event
+loop, with the same code as the local backend (``_local.settle_job``), so a
+row's result does not depend on where it ran.
+
+**What crosses to a worker.** Once per worker: the batch's :class:`RunSpec`
+without its store (``make_chat`` pickled with cloudpickle) and a
+:class:`StoreLocator`, from which the worker opens its own store. Per chat:
+the :class:`Job` only. The factory builds the provider *on the worker*, so
+API keys come from the worker's environment and are never pickled; a
+PostgreSQL DSN travels without its password, which reaches the worker as
+``PGPASSWORD`` in the actor's environment (never in task arguments, never
+in a ``repr``).
+
+**Progress.** Each chat is a streaming actor call: the worker yields the
+latest :class:`RowUpdate` whenever its chat changed (coalesced) and finally
+the :class:`RowResult`; the driver feeds the updates to the batch's progress
+sink as they arrive.
+
+**Approvals.** A chat that parks on a gated call does not hold its worker
+slot: the worker returns ``awaiting_approval`` (its state is in the store).
+The driver watches the store (the store's ``watch`` seam when it has one,
+else a poll every ``poll_interval`` seconds) and, when a decision made
+anywhere (the inbox, another process, ``store.approve``) lowers the chat's
+count of undecided calls, sends a continuation (``Job(chat_id=...)``) to a
+worker, which loads the chat and completes it: the approved call runs there,
+once (the store's claim). Without a store a parked chat cannot be continued
+on another process: its row fails and says so.
+
+**Where the store lives.** The store is the coordination point, so every
+worker must reach it: a :class:`~nbagent.store.PostgresStore` works from any
+node; a SQLite file only when every node of the cluster is this machine (a
+cluster with another node is refused with a clear error).
+
+**A worker that dies** (a segfault, the OOM killer, ``os._exit`` in a tool,
+``ray.kill``) takes the chats it was running with it: each of their rows
+fails with an error saying so, nothing else is affected, and Ray restarts
+the worker for the next rows. Nothing is retried behind the user's back
+(Ray's own retries are off: a rerun chat could run a tool twice). With a
+store, rerunning the batch continues those chats: finished calls are kept,
+and a call that was running when its worker died is *in doubt* (the model is
+told), never rerun silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import socket
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from .._optional import require
+from ._backend import FINAL, Job, ProgressSink, RowResult, RowUpdate, RunSpec
+
+FEATURE = 'nbagent.batch(..., backend="ray")'
+RAY_OPTIONS = frozenset({"address", "workers", "init", "worker_options", "keep_workers"})
+"""The options ``nbagent.batch(backend_options=...)`` may give the Ray backend."""
+
+
+def _ray() -> Any:
+    return require("ray", FEATURE)
+
+
+# ------------------------------------------------------------------ the store
+@dataclass(frozen=True)
+class StoreLocator:
+    """How a worker opens the batch's store: its kind and where it is (no secret).
+
+    Attributes:
+        kind: ``"sqlite"``, ``"postgres"`` or ``"pickled"`` (a store object
+            that pickles itself; a third-party store).
+        target: The SQLite file (absolute), the DSN without its password, or
+            the pickled store.
+        password: A DSN's password, kept out of ``repr`` and task arguments:
+            it reaches workers as ``PGPASSWORD`` in their environment.
+    """
+
+    kind: str
+    target: Any
+    password: str | None = field(default=None, repr=False, compare=False)
+
+    def env(self) -> dict[str, str]:
+        """Environment variables a worker needs to open the store."""
+        return {"PGPASSWORD": self.password} if self.password else {}
+
+    def without_secret(self) -> StoreLocator:
+        return replace(self, password=None)
+
+    def open(self) -> Any:
+        """The store, opened in this process."""
+        if self.kind == "sqlite":
+            from ..store import SQLiteStore
+
+            return SQLiteStore(self.target)
+        if self.kind == "postgres":
+            from .. import store as store_module
+
+            return store_module.PostgresStore(self.target)  # type: ignore[attr-defined]
+        return self.target
+
+
+def locate_store(store: Any) -> StoreLocator | None:
+    """The :class:`StoreLocator` of ``store`` (``None``: no store)."""
+    if store is None:
+        return None
+    from ..store import SQLiteStore
+
+    if isinstance(store, SQLiteStore):
+        return StoreLocator("sqlite", str(os.path.abspath(store.path)))
+    if type(store).__name__ == "PostgresStore":
+        dsn, password = split_password(str(store.dsn))
+        return StoreLocator("postgres", dsn, password)
+    import pickle
+
+    try:
+        pickle.dumps(store)
+    except Exception as exc:
+        raise TypeError(
+            f"{FEATURE} opens the store on every worker, and it cannot open a "
+            f"{type(store).__name__}: use a PostgresStore (or a SQLiteStore on one machine), "
+            f"or a store that pickles itself ({type(exc).__name__}: {exc})"
+        ) from None
+    return StoreLocator("pickled", store)
+
+
+def split_password(dsn: str) -> tuple[str, str | None]:
+    """A libpq DSN (URL or ``key=value`` form) without its password, and the password."""
+    if "://" in dsn:
+        parts = urlsplit(dsn)
+        if parts.password is None:
+            return dsn, None
+        from urllib.parse import unquote
+
+        netloc = parts.netloc.rsplit("@", 1)
+        user = netloc[0].split(":", 1)[0]
+        return urlunsplit(parts._replace(netloc=f"{user}@{netloc[1]}")), unquote(parts.password)
+    kept, password = [], None
+    for item in dsn.split():
+        key, _, value = item.partition("=")
+        if key.strip() == "password":
+            password = value.strip().strip("'")
+        else:
+            kept.append(item)
+    return " ".join(kept), password
+
+
+def check_store_reach(locator: StoreLocator | None, nodes: Sequence[Mapping[str, Any]]) -> None:
+    """Refuse a SQLite store when a worker could run on another machine."""
+    if locator is None or locator.kind != "sqlite":
+        return
+    here = {_node_ip(), "127.0.0.1", socket.gethostname()}
+    elsewhere = sorted(
+        {str(n.get("NodeManagerAddress")) for n in nodes if n.get("Alive", True)} - here
+    )
+    if elsewhere:
+        raise ValueError(
+            f"{FEATURE}: the store is a SQLite file on this machine ({locator.target}) and "
+            f"this Ray cluster has nodes elsewhere ({', '.join(elsewhere)}) whose workers "
+            "cannot reach it: use PostgresStore(dsn), which every node can reach"
+        )
+
+
+def _node_ip() -> str:
+    with contextlib.suppress(Exception):
+        return str(_ray().util.get_node_ip_address())
+    return "127.0.0.1"
+
+
+# ------------------------------------------------------------------ the worker
+@dataclass(frozen=True)
+class BatchSpec:
+    """What a worker needs for one batch run, put once in Ray's object store.
+
+    Attributes:
+        token: Unique per run: the key of the worker's cache.
+        spec: The batch's spec, without its store.
+        locator: How to open the store (no secret), or ``None``.
+        per_worker: Most chats of this run one worker runs at once.
+    """
+
+    token: str
+    spec: RunSpec
+    locator: StoreLocator | None
+    per_worker: int
+
+
+class ChatWorker:
+    """A Ray actor that runs chats of any batch (``ray.remote`` applied on first use).
+
+    The driver puts a run's :class:`BatchSpec` in Ray's object store once and
+    passes its reference (boxed in a list, so Ray does not resolve it for every
+    call) with each job; the worker reads it once per run (the factory is
+    unpickled once), opens the store once per locator, and keeps a limit per
+    run. :meth:`run` runs one job until it settles, yielding the latest
+    :class:`RowUpdate` whenever its chat changed and the :class:`RowResult` last.
+    """
+
+    CACHED_RUNS = 8
+
+    def __init__(self) -> None:
+        self._runs: dict[str, tuple[RunSpec, Any]] = {}
+        self._stores: dict[tuple[str, str], Any] = {}
+
+    def pid(self) -> int:
+        """This worker's process id."""
+        return os.getpid()
+
+    async def _run_of(self, boxed: list[Any]) -> tuple[RunSpec, Any]:
+        ref = boxed[0]
+        key = ref.hex()
+        found = self._runs.get(key)
+        if found is not None:
+            return found
+        batch: BatchSpec = await ref
+        found = self._runs.get(key)  # another call read it meanwhile
+        if found is not None:
+            return found
+        from ._limits import AdaptiveLimit
+
+        store = None
+        if batch.locator is not None:
+            where = (batch.locator.kind, str(batch.locator.target))
+            store = self._stores.get(where)
+            if store is None:
+                store = self._stores[where] = await asyncio.to_thread(batch.locator.open)
+        found = (replace(batch.spec, store=store), AdaptiveLimit(batch.per_worker))
+        self._runs[key] = found
+        while len(self._runs) > self.CACHED_RUNS:
+            del self._runs[next(iter(self._runs))]
+        return found
+
+    async def run(self, boxed: list[Any], job: Job) -> AsyncIterator[RowUpdate | RowResult]:
+        spec, limit = await self._run_of(boxed)
+        loop = asyncio.get_running_loop()
+        latest: dict[str, RowUpdate] = {}
+        changed = asyncio.Event()
+
+        def progress(update: RowUpdate) -> None:  # any thread (the contract's sink)
+            def put() -> None:
+                latest["u"] = update
+                changed.set()
+
+            loop.call_soon_threadsafe(put)
+
+        task = asyncio.ensure_future(settle_job(job, spec, progress, limit))
+        while not task.done():
+            waiter = asyncio.ensure_future(changed.wait())
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            changed.clear()
+            if "u" in latest:
+                yield latest.pop("u")
+        await asyncio.sleep(0)  # updates posted from other threads just before the end
+        if "u" in latest:
+            yield latest.pop("u")
+        yield task.result()
+
+
+class _Parked(Exception):
+    """The chat parked on a worker: its row settles ``awaiting_approval`` and the task ends."""
+
+
+class _ReturnWhenParked:
+    """The local backend's decision watcher, for a worker: a parked chat does not wait."""
+
+    async def wait(self, chat: Any) -> None:
+        with contextlib.suppress(Exception):
+            chat.close()  # its state is in the store; a continuation loads it
+        raise _Parked
+
+    async def close(self) -> None:
+        return None
+
+
+async def settle_job(job: Job, spec: RunSpec, progress: ProgressSink, limit: Any) -> RowResult:
+    """Run ``job`` with the local backend's row code until it first settles.
+
+    The same code as ``backend="local"`` (so a row's result does not depend on
+    where it ran), except that a parked chat returns ``awaiting_approval``
+    instead of waiting: the driver continues it when a decision arrives.
+    Raises what the row would raise with ``on_error="raise"``.
+    """
+    from ._local import _Row
+
+    out: asyncio.Queue[RowResult | BaseException] = asyncio.Queue()
+    await limit.acquire()
+    with contextlib.suppress(_Parked):
+        await _Row(job, spec, limit, progress, _ReturnWhenParked()).run(out)  # type: ignore[arg-type]
+    item = out.get_nowait()
+    if isinstance(item, BaseException):
+        raise item
+    return item
+
+
+# ------------------------------------------------------------------ the driver
+@dataclass
+class _Row:
+    job: Job
+    chat_id: str | None = None
+    pending: int = 0
+    worker: int | None = None
+    handle: Any = None
+    stream: Any = None
+
+
+class RayBackend:
+    """Run a batch's chats on Ray: ``nbagent.batch(..., backend=RayBackend(...))``.
+
+    ``backend="ray"`` is ``RayBackend(**backend_options)``.
+
+    Args:
+        address: The Ray cluster (``"auto"``, ``"ray://head:10001"``...);
+            ``None`` uses the Ray this process is connected to, else starts
+            one on this machine (``ray.init()``).
+        workers: Worker actors; default: the cluster's CPUs (at least 1).
+            Each runs up to ``ceil(concurrency / workers)`` chats at once.
+        init: Other ``ray.init`` arguments (``runtime_env``, ``namespace``...),
+            used only when this backend connects.
+        worker_options: Other actor options for the workers (``num_cpus``,
+            ``resources``, ``runtime_env``...). By default a worker reserves
+            no CPU (chats wait on the network; Ray places the workers with
+            ``scheduling_strategy="SPREAD"``): ``{"num_cpus": 1}`` if the tools
+            compute.
+        keep_workers: Keep the workers for the next batch of this process
+            (they start in seconds; idle, they hold only memory). ``False``
+            ends them with the batch. :meth:`shutdown` ends kept ones.
+    """
+
+    name = "ray"
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        workers: int | None = None,
+        init: Mapping[str, Any] | None = None,
+        worker_options: Mapping[str, Any] | None = None,
+        keep_workers: bool = True,
+    ) -> None:
+        if workers is not None and (
+            isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+        ):
+            raise ValueError(f"workers must be a positive int, got {workers!r}")
+        self.address = address
+        self.workers = workers
+        self.init = dict(init or {})
+        self.worker_options = dict(worker_options or {})
+        self.keep_workers = keep_workers
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None) -> RayBackend:
+        """``backend="ray"`` with ``backend_options=`` (unknown keys: a clear error)."""
+        options = dict(options or {})
+        unknown = sorted(set(options) - RAY_OPTIONS)
+        if unknown:
+            raise TypeError(
+                f"unknown Ray backend option(s) {', '.join(map(repr, unknown))}; "
+                f"known: {', '.join(sorted(RAY_OPTIONS))}"
+            )
+        return cls(**options)
+
+    def __repr__(self) -> str:
+        return f"RayBackend(address={self.address!r}, workers={self.workers!r})"
+
+    def connect(self) -> Any:
+        """Ray, initialised: the running instance, else ``ray.init(address, **init)``."""
+        ray = _ray()
+        if not ray.is_initialized():
+            ray.init(address=self.address, **self.init)
+        return ray
+
+    @staticmethod
+    def shutdown() -> None:
+        """End the workers kept for later batches (``ray.shutdown()`` ends them too)."""
+        ray = _ray()
+        for workers in _POOLS.values():
+            for worker in workers:
+                with contextlib.suppress(Exception):
+                    ray.kill(worker)
+        _POOLS.clear()
+
+    def run(
+        self, jobs: Sequence[Job], spec: RunSpec, progress: ProgressSink
+    ) -> AsyncIterator[RowResult]:
+        """Run ``jobs`` on Ray workers (see the module docstring)."""
+        return self._run(jobs, spec, progress)
+
+    async def _run(
+        self, jobs: Sequence[Job], spec: RunSpec, progress: ProgressSink
+    ) -> AsyncIterator[RowResult]:
+        locator = locate_store(spec.store)
+        ray = self.connect()
+        check_store_reach(locator, ray.nodes())
+        todo = [j for j in jobs if j.error is None]
+        for job in jobs:
+            if job.error is not None:
+                progress(RowUpdate(job.key, "failed"))
+                yield RowResult(
+                    job.key, job.index, "failed", error=job.error, error_type="InputError"
+                )
+        if not todo:
+            return
+        size = self.workers or max(1, int(ray.cluster_resources().get("CPU", 1) or 1))
+        workers, key = self._workers(ray, size, locator)
+        run = _Run(ray, spec, locator, workers)
+        try:
+            async for result in run.run(todo, progress):
+                yield result
+        finally:
+            await run.close()
+            if not self.keep_workers:
+                for worker in _POOLS.pop(key, workers):
+                    with contextlib.suppress(Exception):
+                        ray.kill(worker)
+
+    def _workers(
+        self, ray: Any, size: int, locator: StoreLocator | None
+    ) -> tuple[_Workers, tuple[Any, ...]]:
+        options: dict[str, Any] = {
+            "num_cpus": 0,
+            "scheduling_strategy": "SPREAD",
+            "max_concurrency": MAX_CHATS_PER_WORKER,
+            # A dead worker is replaced by a new one (_Run.replace); Ray never
+            # restarts it, nor reruns the chats it was running.
+            "max_restarts": 0,
+            "max_task_retries": 0,
+        }
+        options.update(self.worker_options)
+        env = locator.env() if locator is not None else {}
+        if env:
+            runtime_env = dict(options.get("runtime_env") or {})
+            runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), **env}
+            options["runtime_env"] = runtime_env
+        context = ray.get_runtime_context()
+        key = (context.get_job_id(), size, _options_key(options))
+        workers = _POOLS.get(key)
+        if workers is None:
+            actor = ray.remote(ChatWorker).options(**options)
+            workers = _POOLS[key] = _Workers(actor.remote for _ in range(size))
+        return workers, key
+
+
+MAX_CHATS_PER_WORKER = 1000
+"""A worker's ``max_concurrency``: the batch's limit (per run) is what bounds it."""
+
+
+class _Workers(list[Any]):
+    """A pool of worker actors, and how to make a new one (to replace a dead one)."""
+
+    def __init__(self, spawns: Any) -> None:
+        spawns = list(spawns)
+        super().__init__(spawn() for spawn in spawns)
+        self.spawn = spawns[0]
+
+
+_POOLS: dict[tuple[Any, ...], _Workers] = {}
+"""Workers kept for later batches: (Ray job, size, options) -> actors."""
+
+
+def _options_key(options: Mapping[str, Any]) -> str:
+    import hashlib
+    import json
+
+    text = json.dumps(options, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()  # the env's secrets stay out of the key
+
+
+class _Run:
+    """One batch run on a pool of workers: the rows in flight and the parked ones."""
+
+    def __init__(
+        self, ray: Any, spec: RunSpec, locator: StoreLocator | None, workers: _Workers
+    ) -> None:
+        self.ray = ray
+        self.spec = spec
+        self.store = spec.store
+        self.workers = workers
+        per_worker = max(1, math.ceil(spec.concurrency / len(workers)))
+        batch = BatchSpec(
+            token=os.urandom(8).hex(),
+            spec=replace(spec, store=None),
+            locator=locator.without_secret() if locator is not None else None,
+            per_worker=per_worker,
+        )
+        self.boxed = [ray.put(batch)]
+        self.load = [0] * len(workers)
+        self.results: asyncio.Queue[RowResult | BaseException] = asyncio.Queue()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.running: dict[int, _Row] = {}
+        self.parked: dict[str, _Row] = {}
+        self.slots = asyncio.Semaphore(min(spec.concurrency, per_worker * len(workers)))
+
+    async def run(self, jobs: Sequence[Job], progress: ProgressSink) -> AsyncIterator[RowResult]:
+        waiting = list(reversed(jobs))
+        unsettled = len(jobs)
+
+        async def feed() -> None:
+            while waiting:
+                await self.slots.acquire()
+                self.start(_Row(waiting.pop()), progress)
+
+        feeder = asyncio.ensure_future(feed())
+        watcher: asyncio.Task[None] | None = None
+        try:
+            while unsettled:
+                result = await self.results.get()
+                if isinstance(result, BaseException):  # on_error="raise"
+                    raise result
+                if result.status in FINAL:
+                    unsettled -= 1
+                yield result
+                if result.status == "awaiting_approval" and watcher is None:
+                    watcher = asyncio.ensure_future(self.watch(progress))
+        finally:
+            feeder.cancel()
+            if watcher is not None:
+                watcher.cancel()
+
+    def start(self, row: _Row, progress: ProgressSink) -> None:
+        """Send a row to the least busy worker (holding a slot)."""
+        index = min(range(len(self.workers)), key=self.load.__getitem__)
+        row.worker, row.handle = index, self.workers[index]
+        self.load[index] += 1
+        progress(RowUpdate(row.job.key, "running", chat_id=row.chat_id))
+        stream = row.handle.run.options(num_returns="streaming").remote(self.boxed, row.job)
+        row.stream = stream
+        self.running[id(row)] = row
+        task = asyncio.ensure_future(self.follow(row, stream, progress))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def follow(self, row: _Row, stream: Any, progress: ProgressSink) -> None:
+        """Forward a row's updates to the progress sink; queue its result."""
+        started = time.monotonic()
+        result: RowResult | BaseException | None = None
+        try:
+            async for ref in stream:
+                item = await ref
+                if isinstance(item, RowUpdate):
+                    row.chat_id = item.chat_id or row.chat_id
+                    progress(item)
+                else:
+                    result = item
+        except Exception as exc:
+            if _worker_died(self.ray, exc):
+                self.replace(row)  # before anything else is sent to it
+            if row.chat_id is None and self.store is not None:
+                # it died before its first update: the store knows the chat
+                row.chat_id = await asyncio.to_thread(self.recorded_chat, row.job.key)
+            result = self.failure(row, exc, time.monotonic() - started)
+        finally:
+            assert row.worker is not None
+            self.running.pop(id(row), None)
+            self.load[row.worker] -= 1
+            self.slots.release()
+        if result is None:
+            result = self.failure(row, RuntimeError("the worker returned no result"), 0.0)
+        if isinstance(result, RowResult):
+            result = self.settle(row, result, progress)
+        await self.results.put(result)
+
+    def failure(self, row: _Row, exc: BaseException, elapsed: float) -> RowResult | BaseException:
+        """The row's failed result (or, with ``on_error="raise"``, the error to raise)."""
+        ray = self.ray
+        if isinstance(exc, ray.exceptions.RayTaskError):  # the row's own error, raised
+            cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+            if self.spec.on_error == "raise":
+                return cause
+            error, kind = _one_line(cause), type(cause).__name__
+        elif _worker_died(ray, exc):
+            if self.spec.on_error == "raise":
+                return exc
+            error = f"the Ray worker running this chat died ({type(exc).__name__})" + (
+                "; rerun the batch with its store to continue the chat (finished calls "
+                "are kept, a call that was running is in doubt)"
+                if self.store is not None
+                else "; its chat is lost (no store)"
+            )
+            kind = "WorkerDied"
+        else:
+            if self.spec.on_error == "raise":
+                return exc
+            error, kind = _one_line(exc), type(exc).__name__
+        return RowResult(
+            row.job.key,
+            row.job.index,
+            "failed",
+            chat_id=row.chat_id,
+            latency_s=elapsed,
+            error=error,
+            error_type=kind,
+        )
+
+    def replace(self, row: _Row) -> None:
+        """The worker that ran ``row`` died: a new one takes its place (once)."""
+        assert row.worker is not None
+        if self.workers[row.worker] is row.handle:
+            with contextlib.suppress(Exception):
+                self.ray.kill(row.handle)
+            self.workers[row.worker] = self.workers.spawn()
+
+    def recorded_chat(self, key: str) -> str | None:
+        """The chat the store recorded for ``key`` in this batch (``None``: not known)."""
+        with contextlib.suppress(Exception):
+            return self.store.batch_chats(self.spec.batch_id).get(key)
+        return None
+
+    def settle(self, row: _Row, result: RowResult, progress: ProgressSink) -> RowResult:
+        """A settled row: final, or parked (watched), or parked with no store (failed)."""
+        row.chat_id = result.chat_id or row.chat_id
+        if result.status != "awaiting_approval":
+            if result.status == "failed":
+                progress(_update(result))
+            return result
+        if self.store is None or result.chat_id is None:
+            failed = replace(
+                result,
+                status="failed",
+                error_type="NeedsStore",
+                error=(
+                    "the chat is awaiting approval on a Ray worker, and without a store no "
+                    "other process can continue it: pass store=PostgresStore(dsn)"
+                ),
+            )
+            progress(_update(failed))
+            return failed
+        row.pending = result.pending
+        self.parked[result.chat_id] = row
+        return result
+
+    async def watch(self, progress: ProgressSink) -> None:
+        """Continue parked chats when a decision reaches the store (from anywhere)."""
+        wake = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        unwatch: Any = None
+        watch = getattr(self.store, "watch_decisions", None)
+        if callable(watch):
+            with contextlib.suppress(Exception):
+                unwatch = watch(lambda *_: loop.call_soon_threadsafe(wake.set))
+        try:
+            while True:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(wake.wait(), self.spec.poll_interval)
+                wake.clear()
+                if not self.parked:
+                    continue
+                try:
+                    pending = await asyncio.to_thread(_pending_counts, self.store)
+                except Exception:  # the store cannot be read now: look again next time
+                    continue
+                for chat_id, row in list(self.parked.items()):
+                    if pending.get(chat_id, 0) < row.pending:
+                        del self.parked[chat_id]
+                        row.job = replace(row.job, chat_id=chat_id)
+                        await self.slots.acquire()
+                        self.start(row, progress)
+        finally:
+            if callable(unwatch):
+                with contextlib.suppress(Exception):
+                    unwatch()
+
+    async def close(self) -> None:
+        """Stop following rows (the caller stopped early, or all settled)."""
+        for row in list(self.running.values()):  # stop their chats on the workers
+            with contextlib.suppress(Exception):
+                self.ray.cancel(row.stream)
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+def _worker_died(ray: Any, exc: BaseException) -> bool:
+    return isinstance(exc, ray.exceptions.RayActorError | ray.exceptions.WorkerCrashedError)
+
+
+def _pending_counts(store: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for call in store.pending_approvals():
+        counts[call.chat_id] = counts.get(call.chat_id, 0) + 1
+    return counts
+
+
+def _update(result: RowResult) -> RowUpdate:
+    return RowUpdate(
+        result.key,
+        result.status,
+        chat_id=result.chat_id,
+        input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        cost_usd=result.cost_usd,
+    )
+
+
+def _one_line(exc: BaseException, *, limit: int = 300) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return f"{type(exc).__name__}: {text}"
