@@ -552,7 +552,8 @@ class _Run:
                     progress(item)
                 else:
                     result = item
-        except Exception as exc:
+        except Exception as raised:
+            exc = _leaf(raised)  # Ray's async iteration may wrap it in an ExceptionGroup
             if _worker_died(self.ray, exc):
                 self.replace(row)  # before anything else is sent to it
             if row.chat_id is None and self.store is not None:
@@ -678,6 +679,12 @@ class _Run:
         for task in list(self.tasks):
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _worker_died(ray: Any, exc: BaseException) -> bool:

@@ -138,10 +138,10 @@ def test_a_dead_worker_fails_its_row_and_the_store_continues_it(
     # one chat per worker at a time: only the dying chat's row is on its worker
     first = run(RayBackend(workers=2), jobs(prompts), spec(server, store=store, concurrency=2))
     died = first["final"]["0"]
-    assert died.status == "failed" and died.error_type == "WorkerDied"
+    assert died.status == "failed" and died.error_type == "WorkerDied", died
     assert died.error is not None and died.error.startswith("the Ray worker running this chat died")
     assert "rerun the batch" in died.error and died.chat_id is not None
-    assert [first["final"][k].status for k in "123"] == ["done"] * 3
+    assert [first["final"][k].status for k in "123"] == ["done"] * 3, first["final"]
     assert store.batch_chats("b1")["0"] == died.chat_id
 
     # the rerun continues the stored chat: the crashing call is in doubt, never rerun
