@@ -80,6 +80,7 @@ from ._types import (
     ToolSpec,
     Usage,
 )
+from .batch import batch, batch_async, batch_results
 from .log import read_log
 from .mcp import MCPServer, MCPTool
 from .providers._base import ModelRequest, Provider, StreamDelta
@@ -188,6 +189,9 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "__version__",
+    "batch",
+    "batch_async",
+    "batch_results",
     "configure",
     "current_tool_call",
     "get_config",

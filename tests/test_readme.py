@@ -117,3 +117,29 @@ def test_the_keyword_check_finds_an_offence() -> None:
         "Chat(timeout=..., max_retries=...): Chat takes no timeout=",
         "Chat(timeout=..., max_retries=...): Chat takes no max_retries=",
     ]
+
+
+def test_batch_example_runs(tmp_path: Path, monkeypatch: Any) -> None:
+    import pandas as pd
+
+    monkeypatch.chdir(tmp_path)
+    text = README.read_text()
+    section = text[text.index("## Many chats at once") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    first, _, rest = code.group(1).partition("store = SQLiteStore")
+    namespace: dict[str, Any] = {}
+    exec(compile(first, "README.md", "exec"), namespace)
+    parked = namespace["result"]
+    assert list(parked["status"]) == ["done", "awaiting_approval", "done"]
+    assert list(parked["pending"]) == [0, 1, 0]
+    exec(compile("store = SQLiteStore" + rest, "README.md", "exec"), namespace)
+    result = namespace["result"]
+    assert list(result["status"]) == ["done"] * 3
+    assert list(result["chat_id"]) == list(parked["chat_id"])
+    assert "refunded order 42" in result.loc[1, "reply"]
+    log = namespace["nbagent"].read_log(result)
+    assert list(log["tool"]) == ["order_status", "issue_refund", "order_status"]
+    assert list(log["decision"]) == ["auto", "approved", "auto"]
+    assert isinstance(result, pd.DataFrame)
+    namespace["store"].close()

@@ -1,10 +1,46 @@
-"""Many chats at once: ``nbagent.batch(inputs, make_chat)`` runs one chat per input.
+"""Many chats at once: one chat per input of a DataFrame or a list, run concurrently.
 
-The backend seam (where chats run) is :mod:`nbagent.batch._backend`.
+::
+
+    import nbagent
+    from nbagent import Chat
+
+    result = nbagent.batch(df, lambda: Chat("demo"), prompt="Summarise {title}")
+    result[["status", "reply", "tokens", "cost_usd"]]
+    nbagent.read_log(result)            # every tool call of every chat
+
+:func:`batch` (and :func:`batch_async`) runs a chat per input with adaptive
+concurrency, shows live progress, and returns a DataFrame with one row per
+input. With ``store=`` the batch is resumable; rows that wait for an approval
+park while the rest go on. Where chats run is a backend
+(:class:`Backend`: ``"local"``, ``"ray"``); the seam is described in
+:mod:`nbagent.batch._backend`.
 """
 
 from __future__ import annotations
 
-from ._backend import Backend, Job, RowResult, RowUpdate, RunSpec
+from .._exports import publish as _publish
+from ._backend import Backend, Job, ProgressSink, RowResult, RowStatus, RowUpdate, RunSpec
+from ._backends import register_backend
+from ._batch import batch, batch_async, batch_results
+from ._inputs import InputError
+from ._run import COLUMNS, BatchRun
 
-__all__ = ["Backend", "Job", "RowResult", "RowUpdate", "RunSpec"]
+__all__ = [
+    "COLUMNS",
+    "Backend",
+    "BatchRun",
+    "InputError",
+    "Job",
+    "ProgressSink",
+    "RowResult",
+    "RowStatus",
+    "RowUpdate",
+    "RunSpec",
+    "batch",
+    "batch_async",
+    "batch_results",
+    "register_backend",
+]
+
+_publish(__name__, globals(), __all__)

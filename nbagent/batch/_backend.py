@@ -141,7 +141,8 @@ class RowResult:
     Attributes:
         key / index: The job's.
         status: ``done``, ``failed`` or ``awaiting_approval``.
-        reply: The chat's last assistant text (``None`` if none).
+        reply: The chat's answer: its last assistant text once ``done``
+            (``None`` before, and when it has none).
         chat_id: The chat's id (``None`` when no chat was made).
         calls: Tool calls the chat made (all turns).
         input_tokens / output_tokens: What the chat used (all requests).

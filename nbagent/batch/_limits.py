@@ -7,7 +7,9 @@ were not enough: the provider wants fewer requests at once. So the batch
 halves how many chats may run at once (multiplicative decrease, at most once
 per ``cooldown`` so a burst of failures of requests sent together counts once),
 and every ``limit`` successes add one slot back (additive increase), up to the
-``concurrency`` the user asked for. Rows waiting for a slot wait in order.
+``concurrency`` the user asked for. A 429 that says ``retry-after`` also
+pauses every row's next start until then: the provider spoke to the whole
+client, not to one request. Rows waiting for a slot wait in order.
 """
 
 from __future__ import annotations
@@ -36,9 +38,12 @@ class AdaptiveLimit:
         self.decreases = 0
         self._credit = 0
         self._last_decrease = -float("inf")
+        self._paused_until = 0.0
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
 
     async def acquire(self) -> None:
+        while (wait := self._paused_until - time.monotonic()) > 0:
+            await asyncio.sleep(wait)
         if self.active < self.limit and not self._waiters:
             self.active += 1
             return
@@ -82,9 +87,12 @@ class AdaptiveLimit:
             self.limit += 1
             self._wake()
 
-    def rate_limited(self) -> None:
-        """A request was refused with a 429: halve the limit (once per cooldown)."""
+    def rate_limited(self, retry_after: float | None = None) -> None:
+        """A request was refused with a 429: halve the limit (once per cooldown), and
+        hold every new start for ``retry_after`` seconds when the provider said."""
         now = time.monotonic()
+        if retry_after is not None and retry_after > 0:
+            self._paused_until = max(self._paused_until, now + min(retry_after, 60.0))
         if now - self._last_decrease < self.cooldown:
             return
         self._last_decrease = now

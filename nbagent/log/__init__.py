@@ -88,7 +88,8 @@ def read_log(source: Any, kind: Kind = "calls", **query: Any) -> pd.DataFrame:
     Args:
         source: A ``Chat``; a list of chats; a store (any object with
             ``iter_events(**query)`` yielding events in per-chat ``seq`` order);
-            or an iterable of events.
+            an iterable of events; or the result of ``nbagent.batch`` (or a
+            selection of its rows): the chats of its rows.
         kind: ``"calls"`` (one row per tool call), ``"steps"`` (one row per
             model request) or ``"messages"`` (one row per message).
         **query: Passed to the store's ``iter_events`` (e.g. which chats).
@@ -103,6 +104,12 @@ def read_log(source: Any, kind: Kind = "calls", **query: Any) -> pd.DataFrame:
 
 
 def _logs_of(source: Any, query: dict[str, Any]) -> list[CallLog]:
+    run = _batch_run(source)
+    if run is not None:  # a batch result: its rows' chats, live or stored
+        if query:
+            raise TypeError(f"filters {sorted(query)} only apply to a store with iter_events()")
+        ids = [c for c in source["chat_id"].tolist() if isinstance(c, str)]
+        return _logs_of(run.log_sources(ids), {})
     if isinstance(source, CallLog):
         logs = [source]
     elif chat_logs := [e for e in getattr(source, "extensions", ()) if isinstance(e, CallLog)]:
@@ -123,6 +130,16 @@ def _logs_of(source: Any, query: dict[str, Any]) -> list[CallLog]:
     if query:
         raise TypeError(f"filters {sorted(query)} only apply to a store with iter_events()")
     return logs
+
+
+def _batch_run(source: Any) -> Any:
+    """The run behind a batch result frame (``attrs["nbagent_batch"]``), duck-typed: the
+    log sits below the batch and never imports it."""
+    attrs = getattr(source, "attrs", None)
+    run = attrs.get("nbagent_batch") if isinstance(attrs, dict) else None
+    if run is None or not callable(getattr(run, "log_sources", None)):
+        return None
+    return run if "chat_id" in getattr(source, "columns", ()) else None
 
 
 def _replay(events: Iterable[Event]) -> list[CallLog]:

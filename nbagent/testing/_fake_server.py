@@ -557,7 +557,9 @@ class FakeLLMServer:
         headers = [(id_header, f"req_fake{seq}"), ("Content-Type", "application/json")]
         if error.retry is not None:
             headers.append(("x-should-retry", "true" if error.retry else "false"))
-        elif error.status == 429 or error.status >= 500:
+        if error.retry_after is not None:
+            headers.append(("retry-after", f"{error.retry_after:g}"))
+        elif error.retry is None and (error.status == 429 or error.status >= 500):
             headers.append(("retry-after-ms", _RETRY_AFTER_MS))
         return _Reply(error.status, headers, _dumps(payload), delay=delay)
 

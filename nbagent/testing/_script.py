@@ -216,6 +216,9 @@ class Turn:
             error shape instead of a completion.
         error: Overrides for the error object (``message``, ``type``,
             ``code``, ``param``); only with ``status >= 400``.
+        retry_after: Seconds sent as the error's ``retry-after`` header (a
+            rate limit that says how long to wait); only with ``status >= 400``.
+            Without it a 429/5xx says ``retry-after-ms: 10``.
         inline_error: An error reported with a 200 status instead of a
             completion (``message``, ``type``, ``code``): a JSON reply is the
             API's error body, a stream sends its first events and then the
@@ -247,6 +250,7 @@ class Turn:
     refusal: str | None = None
     status: int = 200
     error: dict[str, Any] | None = None
+    retry_after: float | None = None
     inline_error: dict[str, Any] | None = None
     raw_body: str | None = None
     repeat_ids_in_stream: bool = False
@@ -278,6 +282,8 @@ class Turn:
             raise ValueError(f"Turn.status must be an HTTP status, got {self.status}")
         if self.error is not None and self.status < 400:
             raise ValueError("Turn.error needs an error status, e.g. Turn(status=429, error=...)")
+        if self.retry_after is not None and (self.status < 400 or self.retry_after < 0):
+            raise ValueError("Turn.retry_after needs an error status and seconds >= 0")
         if (self.inline_error is not None or self.raw_body is not None) and self.status != 200:
             raise ValueError("Turn.inline_error and Turn.raw_body are answered with status 200")
         if self.delay < 0 or self.chunk_delay < 0:
@@ -354,6 +360,8 @@ class WireError:
     param: str | None = None
     retry: bool | None = None
     """Sent as ``x-should-retry`` when not None (both SDKs honour it)."""
+    retry_after: float | None = None
+    """Sent as ``retry-after`` (seconds) when not None."""
 
     @classmethod
     def from_turn(cls, turn: Turn, default_message: str) -> WireError:
@@ -365,6 +373,7 @@ class WireError:
             type=err.get("type"),
             code=err.get("code"),
             param=err.get("param"),
+            retry_after=turn.retry_after,
         )
 
 

@@ -1,0 +1,367 @@
+"""``nbagent.batch`` / ``batch_async``: one chat per input, run concurrently; a DataFrame back.
+
+``batch()`` is ``run_sync(batch_async(...))`` (one implementation). What it
+does, in order:
+
+1. the inputs become jobs (:mod:`~nbagent.batch._inputs`; bad inputs raise
+   :class:`~nbagent.batch._inputs.InputError` before anything runs, a bad
+   *row* fails on its own);
+2. with a store, what the batch already did is read back
+   (``store.batch_chats(batch_id)``): finished rows come from the store (not
+   rerun), other recorded rows continue their stored chat;
+3. the backend runs the rest (:mod:`~nbagent.batch._backend`), the progress
+   display follows (:mod:`~nbagent.batch._display`);
+4. it returns once every row is ``done``, ``failed`` or ``awaiting_approval``.
+
+**Rows awaiting approval** (see ``wait_for_decisions``). A cell that blocks
+never receives a click, so in a notebook ``batch()`` returns while rows wait
+for decisions, and keeps their continuation alive on its event loop (the
+kernel's for ``await batch_async``, nbagent's background loop for
+``batch()``): when a decision arrives (the inbox, ``chat.approve``,
+``store.approve`` from anywhere) the row's chat continues by itself, the
+progress widget stays live, and :func:`batch_results` gives the fresh frame.
+Outside a notebook nothing keeps running after the call returns, so the
+parked rows stay parked (in the store: rerunning the batch continues them);
+``wait_for_decisions=`` blocks until they are decided elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+from collections.abc import Callable
+from typing import Any, Literal
+
+from .._aio import run_sync
+from .._notice import in_kernel, notice
+from ._backend import Backend, Job, RowResult, RunSpec
+from ._backends import get_backend
+from ._display import ProgressDisplay, make_display
+from ._inputs import batch_id_of, jobs_from
+from ._local import one_line
+from ._run import BatchRun, active_run, get_run, run_of
+
+
+def _takes_row(make_chat: Callable[..., Any]) -> bool:
+    """Whether ``make_chat`` takes the row: one positional parameter (or ``*args``)."""
+    if not callable(make_chat):
+        raise TypeError(
+            f"make_chat must be callable (a function returning a Chat), got {make_chat!r}"
+        )
+    try:
+        params = list(inspect.signature(make_chat).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [
+        p
+        for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+    ]
+    required = [p for p in positional if p.default is p.empty and p.kind != p.VAR_POSITIONAL]
+    if len(required) > 1:
+        raise TypeError(
+            f"make_chat takes {len(required)} required arguments; it is called as make_chat() "
+            "or make_chat(row)"
+        )
+    return bool(positional)
+
+
+def _stored_row(job: Job, record: Any) -> RowResult | None:
+    """A row finished in an earlier run, read from its stored chat (``None``: not finished)."""
+    state = record.state
+    if state.get("last_step") != "complete" or record.info.pending:
+        return None
+    reply = None
+    for m in reversed(record.messages):
+        if m.get("role") == "assistant":
+            content = m.get("content")
+            reply = content if isinstance(content, str) and content else None
+            break
+    usage = state.get("usage") or {}
+    return RowResult(
+        key=job.key,
+        index=job.index,
+        status="done",
+        reply=reply,
+        chat_id=record.info.id,
+        calls=record.info.n_calls,
+        input_tokens=int(usage.get("input_tokens", 0)),
+        output_tokens=int(usage.get("output_tokens", 0)),
+        cost_usd=None if state.get("unpriced") else float(state.get("cost_usd") or 0.0),
+        latency_s=None,
+    )
+
+
+def _resume(store: Any, batch_id: str, jobs: list[Job]) -> tuple[list[Job], dict[str, RowResult]]:
+    """(jobs to run, rows already finished): on a worker thread, it reads the store."""
+    from ..store._protocol import BatchStore
+
+    if not isinstance(store, BatchStore):
+        raise TypeError(
+            f"{type(store).__name__} cannot record batches (it has no add_batch_chat / "
+            "batch_chats: nbagent.store.BatchStore), so the batch could not be resumed; "
+            "use an nbagent SQLiteStore, or run without store="
+        )
+    recorded = store.batch_chats(batch_id)
+    todo: list[Job] = []
+    done: dict[str, RowResult] = {}
+    for job in jobs:
+        chat_id = recorded.get(job.key)
+        if chat_id is None or job.error is not None:
+            todo.append(job)
+            continue
+        try:
+            record = store.load(chat_id)  # type: ignore[attr-defined]
+        except Exception as exc:
+            done[job.key] = RowResult(
+                job.key,
+                job.index,
+                "failed",
+                chat_id=chat_id,
+                error=f"the store records chat {chat_id} for this input but cannot load it: "
+                f"{one_line(exc)}",
+                error_type=type(exc).__name__,
+            )
+            continue
+        row = _stored_row(job, record)
+        if row is not None:
+            done[job.key] = row
+        else:
+            todo.append(dataclasses.replace(job, chat_id=chat_id))
+    return todo, done
+
+
+async def batch_async(
+    inputs: Any,
+    make_chat: Callable[..., Any],
+    *,
+    prompt: str | None = None,
+    key: str | None = None,
+    concurrency: int = 16,
+    store: Any = None,
+    backend: str | Backend = "local",
+    name: str | None = None,
+    on_error: Literal["record", "raise"] = "record",
+    wait_for_decisions: bool | float | None = None,
+    progress: bool | str | None = None,
+    max_rate_limit_retries: int = 8,
+    poll_interval: float = 2.0,
+    backend_options: dict[str, Any] | None = None,
+    _display: ProgressDisplay | None = None,
+) -> Any:
+    """Async twin of :func:`batch` (same arguments).
+
+    In a notebook: ``result = await nbagent.batch_async(...)``.
+    """
+    if on_error not in ("record", "raise"):
+        raise ValueError(f"on_error must be 'record' or 'raise', got {on_error!r}")
+    if not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")
+    takes_row = _takes_row(make_chat)
+    jobs = jobs_from(inputs, prompt, key)
+    batch_id = name or batch_id_of(jobs)
+    runner = get_backend(backend)
+    st = None
+    if store is not None:
+        from ..store._attach import open_store
+
+        st = open_store(store)
+    previous = active_run(batch_id)
+    if previous is not None:  # still continuing parked rows: one driver per chat
+        await previous.stop_anywhere()
+    todo: list[Job] = jobs
+    finished: dict[str, RowResult] = {}
+    if st is not None:
+        todo, finished = await asyncio.to_thread(_resume, st, batch_id, jobs)
+    index = getattr(inputs, "index", None) if hasattr(inputs, "columns") else None
+    earlier = get_run(batch_id)
+    if st is not None and earlier is not None and hasattr(runner, "live"):
+        runner.live = dict(earlier.chats)  # continue these objects rather than load copies
+    run = BatchRun(batch_id, jobs, st, index=index, rows=finished)
+    spec = RunSpec(
+        batch_id=batch_id,
+        make_chat=make_chat,
+        takes_row=takes_row,
+        store=st,
+        concurrency=concurrency,
+        on_error=on_error,
+        max_rate_limit_retries=max_rate_limit_retries,
+        poll_interval=poll_interval,
+        options=dict(backend_options or {}),
+    )
+    if hasattr(runner, "on_chat"):
+        runner.on_chat = run.add_chat
+
+    def concurrency_now() -> int | None:
+        limit = getattr(runner, "limit", None)
+        return getattr(limit, "limit", None)
+
+    run.progress.concurrency = concurrency_now
+    display = _display or make_display(
+        run.progress, progress, title=f"nbagent.batch {name or ''}".strip()
+    )
+    display.progress = run.progress
+    if _display is None:
+        display.show()
+    run.display = display
+    display.start()
+    run.start(runner.run(todo, spec, run.update))
+    try:
+        await run.wait_settled()
+        if wait_for_decisions is not None and wait_for_decisions is not False and not run.final:
+            timeout = None if wait_for_decisions is True else float(wait_for_decisions)
+            await run.wait_final(timeout)
+    except BaseException:
+        await run.stop()
+        raise
+    keep = not run.final and wait_for_decisions is not False and in_kernel()
+    parked = sum(1 for r in run.rows.values() if r.status == "awaiting_approval")
+    if keep:
+        notice(
+            f"{parked} row(s) await approval; they continue by themselves once decided "
+            "(nbagent.inbox(result), chat.approve, store.approve); "
+            "nbagent.batch_results(result) gives the fresh frame"
+        )
+    elif not run.final:
+        await run.stop()
+        how = (
+            "rerun the batch with the same store to continue them once decided"
+            if st is not None
+            else "decide them (chat.approve / chat.deny) and continue each chat, "
+            "or run the batch with a store"
+        )
+        notice(f"{parked} row(s) await approval; {how} (or pass wait_for_decisions=seconds)")
+    elif run.final:
+        display.stop(final=True)
+    if not keep:
+        await display.stopped()
+    return run.frame()
+
+
+def batch(
+    inputs: Any,
+    make_chat: Callable[..., Any],
+    *,
+    prompt: str | None = None,
+    key: str | None = None,
+    concurrency: int = 16,
+    store: Any = None,
+    backend: str | Backend = "local",
+    name: str | None = None,
+    on_error: Literal["record", "raise"] = "record",
+    wait_for_decisions: bool | float | None = None,
+    progress: bool | str | None = None,
+    max_rate_limit_retries: int = 8,
+    poll_interval: float = 2.0,
+    backend_options: dict[str, Any] | None = None,
+) -> Any:
+    """Run one chat per input, concurrently; return one result row per input.
+
+    Example::
+
+        df = pd.DataFrame({"title": ["Dune", "Emma"]})
+        result = nbagent.batch(df, lambda: Chat("demo"), prompt="Summarise {title}")
+        result[["status", "reply", "tokens", "cost_usd"]]
+        nbagent.read_log(result)          # every tool call of every chat
+
+    Args:
+        inputs: A DataFrame (each row fills ``prompt``, a template like
+            ``"Summarise {title}"``, or ``prompt`` names a column of prompts;
+            default: the ``prompt`` column), a list of prompts, or a list of
+            rows (dicts) with a ``prompt`` template.
+        make_chat: Makes each input's chat: ``make_chat()`` or
+            ``make_chat(row)`` (the row as a dict; for a list of prompts, the
+            prompt). Give it no ``store=``: the batch attaches its own. Share one
+            provider object between chats (``provider=``) so they share a
+            connection pool. May raise: that row fails with the error.
+        prompt: The template or column (see ``inputs``).
+        key: A column (or row field) of unique values naming each input;
+            default: the DataFrame's index, or the position in a list. A store
+            finds each input again by its key.
+        concurrency: Most chats running at once. The batch lowers it while
+            the provider rate limits (halves it on a 429 that outlasted the
+            SDK's own retries) and raises it back as requests go through.
+        store: A store (or a SQLite path): makes the batch resumable. Each
+            chat is stored as it runs; rerunning the same inputs skips rows
+            already done (their rows come back from the store), continues the
+            others where they stopped (a failed request, a parked approval),
+            and never reruns a finished tool call.
+        backend: ``"local"`` (tasks on this process's event loop) or ``"ray"``.
+        name: The batch's id in the store (default: derived from the keys and
+            prompts, so the same inputs find the same batch).
+        on_error: ``"record"`` (a failing row is recorded with its error and
+            the rest go on) or ``"raise"`` (the first error stops the batch and
+            is raised; finished rows are in the store).
+        wait_for_decisions: What to do about rows awaiting approval. ``None``
+            (default): return once every row is done, failed or awaiting
+            approval; in a notebook parked rows continue by themselves when
+            decided (see :func:`batch_results`). ``True``: block until every
+            row is done or failed (decisions must come from elsewhere: another
+            process through the store, another thread). A number: block at most
+            that many seconds. ``False``: return and stop watching.
+        progress: ``None``/``True``: a live widget in a notebook, a text bar on
+            stderr elsewhere; ``"text"``, ``"widget"``, or ``False`` (none).
+        max_rate_limit_retries: Times one row is continued after a rate limit
+            error before it fails with it.
+        poll_interval: Seconds between looks at the store for decisions made
+            elsewhere, while rows are parked.
+        backend_options: Options of the backend (Ray: ``address``...).
+
+    Returns:
+        A DataFrame, one row per input in order (indexed like a DataFrame
+        input, so ``df.join(result)`` works): ``key``, ``status`` (``done``,
+        ``failed``, ``awaiting_approval``), ``reply``, ``error``, ``calls``,
+        ``tokens`` (``input_tokens`` + ``output_tokens``), ``cost_usd``,
+        ``latency_s`` (seconds the chat ran; approval waits excluded),
+        ``pending`` (calls awaiting a decision), ``chat_id``, ``error_type``.
+        ``nbagent.read_log(result)`` reads every call of every chat;
+        ``nbagent.batch_results(result)`` gives a fresh frame.
+
+    Raises:
+        InputError: Duplicate keys, an unknown column, inputs of another shape.
+        TypeError: ``make_chat`` is not a factory; a store that cannot record batches.
+    """
+    display = None
+    if in_kernel():  # displayed from the cell's own thread; redrawn from the batch's loop
+        from ._progress import Progress
+
+        display = make_display(Progress([]), progress)
+        display.show()
+    frame = run_sync(
+        batch_async(
+            inputs,
+            make_chat,
+            prompt=prompt,
+            key=key,
+            concurrency=concurrency,
+            store=store,
+            backend=backend,
+            name=name,
+            on_error=on_error,
+            wait_for_decisions=wait_for_decisions,
+            progress=progress,
+            max_rate_limit_retries=max_rate_limit_retries,
+            poll_interval=poll_interval,
+            backend_options=backend_options,
+            _display=display,
+        )
+    )
+    if display is not None:
+        display.republish()  # the counts now, in the output the saved notebook keeps
+    return frame
+
+
+def batch_results(result: Any) -> Any:
+    """A fresh result frame of the batch ``result`` came from (rows continued since included).
+
+    In a notebook it also brings the batch's progress output up to date in the
+    running cell's messages (what a notebook saved by nbclient keeps).
+    """
+    run = run_of(result)
+    if run.display is not None and in_kernel():
+        run.display.republish()
+    return run.frame()
+
+
+__all__ = ["batch", "batch_async", "batch_results"]

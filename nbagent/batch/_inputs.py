@@ -1,0 +1,224 @@
+"""A batch's inputs as jobs: a key, a prompt (or why there is none) and the row, per input.
+
+Accepted (``nbagent.batch(inputs, ..., prompt=, key=)``):
+
+- a DataFrame: each row is formatted into ``prompt`` (a template such as
+  ``"Summarise {title}"``, filled with the row's columns), or ``prompt`` names
+  a column holding the prompts; the key is the index, or the ``key=`` column;
+- a list (any iterable) of prompts (str): the key is the position;
+- a list of dicts (rows) with a ``prompt`` template: the key is the position,
+  or each row's ``key=`` field.
+
+A row that cannot be formatted (a missing column, a bad format spec) is not
+an error of the batch: its job carries the error and the row fails with it.
+Keys must be unique: a store finds an input again by its key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import string
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ._backend import Job
+
+_FORMATTER = string.Formatter()
+
+
+class InputError(ValueError):
+    """The inputs themselves are wrong (not one row): raised before anything runs."""
+
+
+def template_fields(template: str) -> list[str]:
+    """The column names a template uses (``"{title} by {author!r}"`` -> title, author)."""
+    names = []
+    for _, field, _, _ in _FORMATTER.parse(template):
+        if field:
+            root = field.split(".", 1)[0].split("[", 1)[0]
+            if root and not root.isdigit() and root not in names:
+                names.append(root)
+    return names
+
+
+def _clean(value: Any) -> Any:
+    """A cell as a plain value: numpy scalars to Python, NaN/NA/NaT to None."""
+    item = getattr(value, "item", None)
+    if callable(item) and type(value).__module__ == "numpy":
+        with contextlib.suppress(TypeError, ValueError):
+            value = item()
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    try:
+        import pandas as pd
+
+        if value is pd.NA or value is pd.NaT:
+            return None
+    except ImportError:  # pragma: no cover - pandas is a dependency
+        pass
+    return value
+
+
+def _format(template: str, row: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """``(prompt, None)`` or ``(None, why not)``."""
+    try:
+        return template.format_map(row), None
+    except KeyError as exc:
+        name = exc.args[0] if exc.args else "?"
+        have = ", ".join(map(repr, list(row)[:12]))
+        return None, (
+            f"the prompt template needs {name!r}, which this row does not have "
+            f"(it has {have}{', ...' if len(row) > 12 else ''})"
+        )
+    except (IndexError, ValueError, AttributeError, TypeError) as exc:
+        return (
+            None,
+            f"the prompt template cannot be filled from this row: {type(exc).__name__}: {exc}",
+        )
+
+
+def _key_text(value: Any) -> str:
+    value = _clean(value)
+    if isinstance(value, tuple):  # a MultiIndex
+        return json.dumps([_clean(v) for v in value], default=str, ensure_ascii=False)
+    return str(value)
+
+
+def jobs_from(inputs: Any, prompt: str | None = None, key: str | None = None) -> list[Job]:
+    """The jobs of a batch's inputs (see the module docstring).
+
+    Raises:
+        InputError: Keys are not unique, ``prompt``/``key`` name something the
+            inputs do not have, or ``inputs`` is not one of the accepted shapes.
+    """
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover
+        pd = None  # type: ignore[assignment]
+    if pd is not None and isinstance(inputs, pd.Series):
+        inputs = inputs.to_frame(name=inputs.name if inputs.name is not None else "prompt")
+        if prompt is None:
+            prompt = str(inputs.columns[0])
+    if pd is not None and isinstance(inputs, pd.DataFrame):
+        jobs = _frame_jobs(inputs, prompt, key)
+    elif isinstance(inputs, (str, bytes, Mapping)):
+        raise InputError(
+            f"inputs must be a DataFrame, a list of prompts or a list of rows (dicts), "
+            f"got one {type(inputs).__name__}; wrap a single prompt in a list"
+        )
+    elif isinstance(inputs, Iterable):
+        jobs = _list_jobs(list(inputs), prompt, key)
+    else:
+        raise InputError(
+            f"inputs must be a DataFrame, a list of prompts or a list of rows (dicts), "
+            f"got {type(inputs).__name__}"
+        )
+    seen: dict[str, int] = {}
+    for job in jobs:
+        if job.key in seen:
+            raise InputError(
+                f"inputs {seen[job.key]} and {job.index} have the same key {job.key!r}: "
+                "keys must be unique (a store finds each input by its key); "
+                "pass key= a column of unique values, or reset the index"
+            )
+        seen[job.key] = job.index
+    return jobs
+
+
+def _frame_jobs(df: Any, prompt: str | None, key: str | None) -> list[Job]:
+    columns = [str(c) for c in df.columns]
+    if key is not None and key not in columns:
+        raise InputError(f"key={key!r} is not a column (columns: {columns})")
+    if prompt is None:
+        if "prompt" not in columns:
+            raise InputError(
+                "pass prompt=: a template filled from each row (prompt='Summarise {title}') "
+                f"or the name of a column holding the prompts (columns: {columns})"
+            )
+        prompt = "prompt"
+    is_column = prompt in columns
+    if not is_column and not template_fields(prompt):
+        raise InputError(
+            f"prompt={prompt!r} is neither a column nor a template with {{column}} fields "
+            f"(columns: {columns})"
+        )
+    names = [str(c) for c in df.columns]
+    jobs = []
+    for i, (index, values) in enumerate(
+        zip(df.index, df.itertuples(index=False, name=None), strict=True)
+    ):
+        row = {n: _clean(v) for n, v in zip(names, values, strict=True)}
+        k = _key_text(row[key]) if key is not None else _key_text(index)
+        if is_column:
+            text = row[prompt]
+            if isinstance(text, str):
+                jobs.append(Job(k, i, text, row))
+            else:
+                why = "is empty" if text is None else f"is a {type(text).__name__}, not text"
+                jobs.append(Job(k, i, None, row, f"column {prompt!r} {why}"))
+        else:
+            filled, error = _format(prompt, row)
+            jobs.append(Job(k, i, filled, row, error))
+    return jobs
+
+
+def _list_jobs(items: list[Any], prompt: str | None, key: str | None) -> list[Job]:
+    jobs = []
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            if key is not None:
+                raise InputError("key= names a field of each row; a list of prompts has none")
+            text = item if prompt is None else None
+            error = None
+            if prompt is not None:
+                text, error = _format(prompt, {"prompt": item})
+            jobs.append(Job(str(i), i, text, item, error))
+        elif isinstance(item, Mapping):
+            row = {str(k): _clean(v) for k, v in item.items()}
+            k = str(i)
+            if key is not None:
+                if key not in row:
+                    jobs.append(Job(str(i), i, None, row, f"row {i} has no key field {key!r}"))
+                    continue
+                k = _key_text(row[key])
+            if prompt is None:
+                if isinstance(row.get("prompt"), str):
+                    jobs.append(Job(k, i, row["prompt"], row))
+                else:
+                    jobs.append(
+                        Job(k, i, None, row, "pass prompt= a template, or give each row a 'prompt'")
+                    )
+                continue
+            filled, error = _format(prompt, row)
+            jobs.append(Job(k, i, filled, row, error))
+        else:
+            jobs.append(
+                Job(
+                    str(i),
+                    i,
+                    None,
+                    item,
+                    f"an input must be a prompt (str) or a row (dict), got {type(item).__name__}",
+                )
+            )
+    return jobs
+
+
+def batch_id_of(jobs: Sequence[Job]) -> str:
+    """A batch id derived from the inputs: the same keys and prompts give the same id.
+
+    So rerunning the same cell with a store finds the batch again; changing a
+    prompt (the template, a row) makes a new batch. ``nbagent.batch(name=)``
+    names one instead.
+    """
+    h = hashlib.sha256()
+    for job in jobs:
+        h.update(json.dumps([job.key, job.prompt, job.error], ensure_ascii=False).encode())
+        h.update(b"\n")
+    return "batch-" + h.hexdigest()[:20]
+
+
+__all__ = ["InputError", "batch_id_of", "jobs_from", "template_fields"]

@@ -1,0 +1,208 @@
+"""A batch's progress: counts per status, tokens, cost and ETA, and how they read.
+
+:class:`Progress` folds the backend's :class:`~nbagent.batch.RowUpdate` values
+(thread-safe: a remote backend reports from another thread) into totals;
+:meth:`Progress.snapshot` freezes them into a :class:`Snapshot`, which the
+pure functions :func:`progress_html` and :func:`progress_text` render (the
+widget, the saved notebook's fallback, the terminal bar).
+
+The ETA is the rows left (queued and running; parked rows wait for people,
+not for the batch) over the rate at which rows finished so far, and is only
+given once a few rows did.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ._backend import RowStatus, RowUpdate
+
+STATUSES: tuple[RowStatus, ...] = ("queued", "running", "awaiting_approval", "done", "failed")
+_LABELS = {
+    "queued": "queued",
+    "running": "running",
+    "awaiting_approval": "awaiting approval",
+    "done": "done",
+    "failed": "failed",
+}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The progress of a batch at one moment."""
+
+    total: int
+    counts: dict[str, int]
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    elapsed: float
+    eta: float | None
+    concurrency: int | None = None
+    finished: bool = False
+
+    @property
+    def settled(self) -> int:
+        return self.counts["done"] + self.counts["failed"] + self.counts["awaiting_approval"]
+
+
+class Progress:
+    """Totals of a batch, folded from row updates (see the module docstring)."""
+
+    def __init__(self, keys: list[str], settled: dict[str, RowUpdate] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._rows: dict[str, RowUpdate] = {k: RowUpdate(k, "queued") for k in keys}
+        self._counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
+        self._counts["queued"] = len(self._rows)
+        self._tokens_in = self._tokens_out = 0
+        self._cost = 0.0
+        self._unpriced: set[str] = set()
+        self._started = time.monotonic()
+        self._finished_here = 0  # rows that reached done/failed in this run (for the rate)
+        self._first_finish: float | None = None
+        self.concurrency: Callable[[], int | None] | None = None
+        """How many rows may run at once now (the backend's adaptive limit), if it says."""
+        self.finished = False
+        self.version = 0
+        for update in (settled or {}).values():
+            self.apply(update, count_rate=False)
+
+    def apply(self, update: RowUpdate, *, count_rate: bool = True) -> None:
+        with self._lock:
+            old = self._rows.get(update.key)
+            if old is None:
+                return
+            self._rows[update.key] = update
+            self._counts[old.status] -= 1
+            self._counts[update.status] += 1
+            self._tokens_in += update.input_tokens - old.input_tokens
+            self._tokens_out += update.output_tokens - old.output_tokens
+            if update.cost_usd is None:
+                self._unpriced.add(update.key)
+            else:
+                self._unpriced.discard(update.key)
+                self._cost += update.cost_usd - (old.cost_usd or 0.0)
+            if (
+                count_rate
+                and update.status in ("done", "failed")
+                and old.status not in ("done", "failed")
+            ):
+                self._finished_here += 1
+                if self._first_finish is None:
+                    self._first_finish = time.monotonic()
+            self.version += 1
+
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            counts: dict[str, int] = dict(self._counts)
+            elapsed = time.monotonic() - self._started
+            left = counts["queued"] + counts["running"]
+            eta = None
+            if left == 0:
+                eta = 0.0
+            elif self._finished_here >= 3 and elapsed > 0:
+                eta = left * elapsed / self._finished_here
+            return Snapshot(
+                total=len(self._rows),
+                counts=counts,
+                input_tokens=self._tokens_in,
+                output_tokens=self._tokens_out,
+                cost_usd=None if self._unpriced else self._cost,
+                elapsed=elapsed,
+                eta=eta,
+                concurrency=self.concurrency() if self.concurrency is not None else None,
+                finished=self.finished,
+            )
+
+
+# ------------------------------------------------------------------ rendering
+def _duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, s = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{s:02d}s"
+    hours, m = divmod(minutes, 60)
+    return f"{hours}h{m:02d}m"
+
+
+def _cost(cost: float | None) -> str:
+    if cost is None:
+        return "cost n/a"
+    return f"${cost:,.4f}" if cost < 1 else f"${cost:,.2f}"
+
+
+def summary_line(s: Snapshot) -> str:
+    """``done 40/50 · failed 2 · awaiting approval 3 · 12,345 tokens · $0.0123 · ETA 12s``."""
+    c = s.counts
+    parts = [f"done {c['done']}/{s.total}"]
+    parts += [
+        f"{_LABELS[k]} {c[k]}" for k in ("failed", "awaiting_approval", "running", "queued") if c[k]
+    ]
+    parts.append(f"{s.input_tokens + s.output_tokens:,} tokens")
+    parts.append(_cost(s.cost_usd))
+    if s.eta is not None and (c["queued"] or c["running"]):
+        parts.append(f"ETA {_duration(s.eta)}")
+    else:
+        parts.append(f"took {_duration(s.elapsed)}" if s.finished or not c["running"] else "")
+    return " · ".join(p for p in parts if p)
+
+
+def progress_text(s: Snapshot, width: int = 24) -> str:
+    """One terminal line: a bar of the settled share, then :func:`summary_line`."""
+    share = s.settled / s.total if s.total else 1.0
+    filled = round(share * width)
+    return f"batch [{'#' * filled}{'.' * (width - filled)}] {summary_line(s)}"
+
+
+_COLORS = {
+    "done": "#2e7d32",
+    "failed": "#c62828",
+    "awaiting_approval": "#ef6c00",
+    "running": "#1565c0",
+    "queued": "#9e9e9e",
+}
+
+
+def progress_html(s: Snapshot, title: str = "batch") -> str:
+    """The widget's HTML: a stacked bar (one segment per status) and the summary line.
+
+    Only numbers and fixed words go in; ``title`` is escaped.
+    """
+    total = max(s.total, 1)
+    segments = "".join(
+        f'<span class="nba-batch-{k}" title="{_LABELS[k]}: {s.counts[k]}" '
+        f'style="display:inline-block;height:100%;width:{100 * s.counts[k] / total:.3f}%;'
+        f'background:{_COLORS[k]}"></span>'
+        for k in ("done", "failed", "awaiting_approval", "running", "queued")
+        if s.counts[k]
+    )
+    counts = " ".join(
+        f'<span class="nba-batch-count" data-status="{k}" style="color:{_COLORS[k]}">'
+        f"{_LABELS[k]}&nbsp;<b>{s.counts[k]}</b></span>"
+        for k in STATUSES
+    )
+    eta = ""
+    if s.eta is not None and (s.counts["queued"] or s.counts["running"]):
+        eta = f" · ETA {_duration(s.eta)}"
+    limit = ""
+    if s.concurrency is not None and (s.counts["queued"] or s.counts["running"]):
+        limit = f" · {s.concurrency} at once"
+    return (
+        f'<div class="nba-batch" style="font-family:var(--jp-ui-font-family,sans-serif);'
+        f'font-size:12px;max-width:720px">'
+        f"<div><b>{html.escape(title)}</b> · {s.settled}/{s.total} settled · "
+        f"{s.input_tokens + s.output_tokens:,} tokens · {_cost(s.cost_usd)}"
+        f" · {_duration(s.elapsed)}{eta}{limit}</div>"
+        f'<div style="height:8px;background:#eee;border-radius:4px;overflow:hidden;'
+        f'margin:4px 0;display:flex">{segments}</div>'
+        f"<div>{counts}</div></div>"
+    )
+
+
+__all__ = ["STATUSES", "Progress", "Snapshot", "progress_html", "progress_text", "summary_line"]

@@ -1,0 +1,372 @@
+"""BatchRun: one run of a batch, its rows as they settle, its chats, and its result frame.
+
+A run consumes its backend's results on the event loop that started it (a
+task: :meth:`BatchRun.start`), keeps the latest :class:`~nbagent.batch.RowResult`
+per key, and builds the result DataFrame (:meth:`BatchRun.frame`) from them at
+any time. ``nbagent.batch`` returns once every row settled; in a notebook the
+task goes on continuing parked rows, so :func:`nbagent.batch_results` (or
+``run.frame()``) gives a fresher frame later.
+
+The frame carries the run as ``df.attrs["nbagent_batch"]`` (it deep-copies to
+itself, so pandas operations keep it): that is how ``nbagent.read_log(df)``
+and ``nbagent.inbox(df)`` find the chats (``run.chats``) and the store
+(``run.store``). Runs are kept in a registry by id, the last few finished ones
+and every one still continuing parked rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from ._backend import FINAL, SETTLED, Job, RowResult, RowUpdate
+from ._display import ProgressDisplay
+from ._progress import Progress
+
+COLUMNS = [
+    "key",
+    "status",
+    "reply",
+    "error",
+    "calls",
+    "tokens",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "latency_s",
+    "pending",
+    "chat_id",
+    "error_type",
+]
+"""The result's columns, in order (one row per input, in the inputs' order)."""
+
+_KEEP_FINISHED = 8
+_registry: dict[str, BatchRun] = {}
+_finished: collections.deque[str] = collections.deque()
+_registry_lock = threading.Lock()
+
+
+class BatchRun:
+    """One run of a batch (see the module docstring).
+
+    Attributes:
+        id: The batch id (the store's key for it).
+        jobs: Every input's job, in order.
+        rows: The latest result per key (rows finished before, read from the
+            store, included).
+        chats: Live chats of this run by chat id (local backend).
+        store: The batch's store, or ``None``.
+        progress: The totals the progress display shows.
+    """
+
+    def __init__(
+        self,
+        batch_id: str,
+        jobs: Sequence[Job],
+        store: Any,
+        index: Any = None,
+        rows: dict[str, RowResult] | None = None,
+    ) -> None:
+        self.id = batch_id
+        self.jobs = list(jobs)
+        self.store = store
+        self.index = index
+        self.rows: dict[str, RowResult] = dict(rows or {})
+        self.chats: dict[str, Any] = {}
+        self.progress = Progress(
+            [j.key for j in self.jobs],
+            {
+                k: RowUpdate(k, r.status, r.chat_id, r.input_tokens, r.output_tokens, r.cost_usd)
+                for k, r in self.rows.items()
+            },
+        )
+        self.display: ProgressDisplay | None = None
+        self.error: BaseException | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._settled = asyncio.Event()
+        self._final = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+        with _registry_lock:
+            _registry[batch_id] = self
+
+    # ------------------------------------------------------------ pandas & pickle
+    def __deepcopy__(self, memo: Any) -> BatchRun:
+        return self  # a DataFrame's attrs are deep-copied by pandas operations
+
+    def __copy__(self) -> BatchRun:
+        return self
+
+    def __reduce__(self) -> Any:
+        return (_lookup, (self.id,))
+
+    def __repr__(self) -> str:
+        counts = self.progress.snapshot().counts
+        shown = ", ".join(f"{k}={v}" for k, v in counts.items() if v)
+        return f"BatchRun(id={self.id!r}, rows={len(self.jobs)}, {shown})"
+
+    # ------------------------------------------------------------------ running
+    def add_chat(self, chat: Any) -> None:
+        """A backend made or loaded a chat (in this process)."""
+        with self._lock:
+            self.chats[chat.id] = chat
+
+    def update(self, update: RowUpdate) -> None:
+        """The progress sink (thread-safe)."""
+        self.progress.apply(update)
+
+    def start(self, results: AsyncIterator[RowResult]) -> None:
+        """Consume ``results`` in a task on the running loop."""
+        self._loop = asyncio.get_running_loop()
+        self._check_settled()
+        self._task = self._loop.create_task(self._consume(results), name=f"nbagent-{self.id}")
+        with _registry_lock, contextlib.suppress(ValueError):
+            _finished.remove(self.id)
+
+    async def _consume(self, results: AsyncIterator[RowResult]) -> None:
+        try:
+            async for result in results:
+                self.rows[result.key] = result
+                self._check_settled()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            aclose = getattr(results, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(BaseException):
+                    await aclose()
+            self._settled.set()
+            self._final.set()
+            self._finish()
+
+    def _check_settled(self) -> None:
+        statuses = [self.rows[j.key].status if j.key in self.rows else None for j in self.jobs]
+        if all(s in SETTLED for s in statuses):
+            self._settled.set()
+        if all(s in FINAL for s in statuses):
+            self._final.set()
+
+    def _finish(self) -> None:
+        self.progress.finished = self.final
+        if self.display is not None:
+            self.display.stop(final=True)
+        with _registry_lock:
+            if self.id in _registry and self.id not in _finished:
+                _finished.append(self.id)
+            while len(_finished) > _KEEP_FINISHED:
+                old = _finished.popleft()
+                if _registry.get(old) is not None and _registry[old] is not self:
+                    _registry.pop(old, None)
+
+    @property
+    def final(self) -> bool:
+        """Every row is ``done`` or ``failed``."""
+        return all(j.key in self.rows and self.rows[j.key].status in FINAL for j in self.jobs)
+
+    @property
+    def running(self) -> bool:
+        """The run is still consuming results (running rows or watching parked ones)."""
+        return self._task is not None and not self._task.done()
+
+    async def wait_settled(self) -> None:
+        """Until every row settled (or the run failed: ``on_error="raise"``)."""
+        await self._settled.wait()
+        if self.error is not None:
+            raise self.error
+
+    async def wait_final(self, timeout: float | None) -> bool:
+        """Until every row is final, at most ``timeout`` seconds; whether they are."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._final.wait(), timeout)
+        if self.error is not None:
+            raise self.error
+        return self.final
+
+    async def stop(self) -> None:
+        """Stop the run (parked rows stay parked: in the store, or as live chats)."""
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        self._finish()
+
+    async def stop_anywhere(self) -> None:
+        """:meth:`stop`, from any event loop (the run's own may be another thread's)."""
+        loop = self._loop
+        if loop is None or loop is asyncio.get_running_loop() or loop.is_closed():
+            await self.stop()
+        elif loop.is_running():
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.stop(), loop))
+
+    def stop_soon(self) -> None:
+        """:meth:`stop` from any thread, without waiting."""
+        task, loop = self._task, self._loop
+        if task is not None and loop is not None and not task.done() and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(task.cancel)
+
+    # ------------------------------------------------------------------ results
+    def _catch_up(self) -> None:
+        """Rows parked when the run stopped watching, whose live chat went on since
+        (continued by the inbox or by hand): read them off their chat again."""
+        if self.running:
+            return
+        from ._local import result_of
+
+        for key, row in list(self.rows.items()):
+            chat = self.chats.get(row.chat_id) if row.chat_id else None
+            if row.status != "awaiting_approval" or chat is None or chat.is_running:
+                continue
+            status = chat.status
+            job = next(j for j in self.jobs if j.key == key)
+            if status == "complete":
+                self.rows[key] = result_of(job, chat, "done", row.latency_s)
+            elif status == "awaiting_approval":
+                self.rows[key] = result_of(job, chat, "awaiting_approval", row.latency_s)
+            elif status == "budget_exhausted":
+                which = chat.exhausted_budget or "steps"
+                why = f"budget_exhausted: the chat's {which} budget is spent"
+                self.rows[key] = result_of(
+                    job, chat, "failed", row.latency_s, why, "budget_exhausted"
+                )
+            else:
+                continue
+            new = self.rows[key]
+            self.progress.apply(
+                RowUpdate(
+                    key, new.status, new.chat_id, new.input_tokens, new.output_tokens, new.cost_usd
+                )
+            )
+
+    def frame(self) -> Any:
+        """The result DataFrame: one row per input, in order (see :data:`COLUMNS`).
+
+        Rows parked when the run stopped watching are read again off their live
+        chat (the inbox, or ``chat.approve`` + ``chat.complete()``, may have
+        continued it since).
+        """
+        import pandas as pd
+
+        self._catch_up()
+        records = []
+        for job in self.jobs:
+            r = self.rows.get(job.key) or RowResult(job.key, job.index, "queued")
+            records.append(
+                {
+                    "key": r.key,
+                    "status": r.status,
+                    "reply": r.reply,
+                    "error": r.error,
+                    "calls": r.calls,
+                    "tokens": r.input_tokens + r.output_tokens,
+                    "input_tokens": r.input_tokens,
+                    "output_tokens": r.output_tokens,
+                    "cost_usd": r.cost_usd,
+                    "latency_s": r.latency_s,
+                    "pending": r.pending,
+                    "chat_id": r.chat_id,
+                    "error_type": r.error_type,
+                }
+            )
+        df = pd.DataFrame.from_records(records, columns=COLUMNS)
+        df = df.astype(
+            {
+                "key": "string",
+                "status": "string",
+                "reply": "string",
+                "error": "string",
+                "calls": "int64",
+                "tokens": "int64",
+                "input_tokens": "int64",
+                "output_tokens": "int64",
+                "cost_usd": "float64",
+                "latency_s": "float64",
+                "pending": "int64",
+                "chat_id": "string",
+                "error_type": "string",
+            }
+        )
+        if self.index is not None and len(self.index) == len(df):
+            df.index = self.index
+        df.attrs["nbagent_batch"] = self
+        return df
+
+    def log_sources(self, chat_ids: Sequence[str] | None = None) -> list[Any]:
+        """What ``nbagent.read_log`` reads for these chats (default: all of the run's):
+        the live chat, else the chat's stored events."""
+        ids = chat_ids
+        if ids is None:
+            ids = [r.chat_id for r in self.rows.values() if r.chat_id]
+        sources: list[Any] = []
+        for cid in dict.fromkeys(ids):
+            if not isinstance(cid, str):
+                continue
+            chat = self.chats.get(cid)
+            if chat is not None:
+                sources.append(chat)
+            elif self.store is not None:
+                sources.append(list(self.store.iter_events(cid)))
+        return sources
+
+
+def _lookup(batch_id: str) -> Any:
+    """Unpickling a frame's run: the live run of this process, else only its id."""
+    with _registry_lock:
+        run = _registry.get(batch_id)
+    return run if run is not None else _Detached(batch_id)
+
+
+class _Detached:
+    """A run from a pickled frame in a process that has no such run: its id only."""
+
+    def __init__(self, batch_id: str) -> None:
+        self.id = batch_id
+        self.chats: dict[str, Any] = {}
+        self.store = None
+
+    def __reduce__(self) -> Any:
+        return (_lookup, (self.id,))
+
+    def log_sources(self, chat_ids: Sequence[str] | None = None) -> list[Any]:
+        raise LookupError(
+            f"batch {self.id!r} did not run in this process: read its log from its store, "
+            "nbagent.read_log(store) (or Chat.load a chat by its chat_id)"
+        )
+
+
+def run_of(frame: Any) -> BatchRun:
+    """The run behind a result frame (``df.attrs["nbagent_batch"]``)."""
+    attrs = getattr(frame, "attrs", None)
+    run = attrs.get("nbagent_batch") if isinstance(attrs, dict) else None
+    if isinstance(run, str):
+        with _registry_lock:
+            run = _registry.get(run)
+    if not isinstance(run, BatchRun):
+        raise TypeError(
+            "not a batch result: pass the DataFrame nbagent.batch(...) returned "
+            "(or a selection of its rows)"
+        )
+    return run
+
+
+def get_run(batch_id: str) -> BatchRun | None:
+    """The latest run of ``batch_id`` in this process, if it is still kept."""
+    with _registry_lock:
+        return _registry.get(batch_id)
+
+
+def active_run(batch_id: str) -> BatchRun | None:
+    """The run of ``batch_id`` still consuming results in this process, if any."""
+    with _registry_lock:
+        run = _registry.get(batch_id)
+    return run if run is not None and run.running else None
+
+
+__all__ = ["COLUMNS", "BatchRun", "active_run", "get_run", "run_of"]

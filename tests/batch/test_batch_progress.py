@@ -1,0 +1,144 @@
+"""The progress display: the widget's states in-process (no kernel), the terminal bar,
+and the totals (counts, tokens, cost, ETA) it shows."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+import nbagent
+from nbagent import Chat
+from nbagent.batch import RowUpdate
+from nbagent.batch._display import TerminalDisplay, WidgetDisplay
+from nbagent.batch._progress import Progress, progress_html, progress_text
+from nbagent.notebook._fallback import WIDGET_MIME
+from nbagent.testing import ScriptedProvider, reply
+
+
+def _progress() -> Progress:
+    p = Progress([f"k{i}" for i in range(6)])
+    p.apply(RowUpdate("k0", "running", "c0", 10, 5, 0.001))
+    p.apply(RowUpdate("k0", "done", "c0", 20, 10, 0.002))
+    p.apply(RowUpdate("k1", "running", "c1", 7, 0, 0.0005))
+    p.apply(RowUpdate("k2", "awaiting_approval", "c2", 30, 3, 0.003))
+    p.apply(RowUpdate("k3", "failed", None))
+    return p
+
+
+def test_the_totals_follow_each_rows_latest_update() -> None:
+    snap = _progress().snapshot()
+    assert snap.counts == {
+        "queued": 2,
+        "running": 1,
+        "awaiting_approval": 1,
+        "done": 1,
+        "failed": 1,
+    }
+    assert (snap.input_tokens, snap.output_tokens) == (57, 13)  # k0 counted once, at 20+10
+    assert snap.cost_usd == pytest.approx(0.0055)
+    assert snap.settled == 3
+    assert snap.eta is None  # too few rows finished to say
+
+
+def test_an_unpriced_row_makes_the_cost_unknown_not_understated() -> None:
+    p = _progress()
+    p.apply(RowUpdate("k4", "done", "c4", 1, 1, None))
+    assert p.snapshot().cost_usd is None
+    assert "cost n/a" in progress_text(p.snapshot())
+
+
+def test_the_eta_comes_from_the_rate_rows_finished_at() -> None:
+    p = Progress([f"k{i}" for i in range(10)])
+    for i in range(5):
+        p.apply(RowUpdate(f"k{i}", "done"))
+    snap = p.snapshot()
+    assert snap.eta is not None and snap.eta == pytest.approx(snap.elapsed, rel=0.01)  # 5 left
+    for i in range(5, 10):
+        p.apply(RowUpdate(f"k{i}", "awaiting_approval"))
+    assert p.snapshot().eta == 0.0  # what is left waits for people, not for the batch
+
+
+def test_the_widget_shows_each_state_and_ends_static() -> None:
+    p = _progress()
+    display = WidgetDisplay(p, title="refunds <b>&")
+    display.tick()
+    html = display.widget.value
+    for status, n in [
+        ("queued", 2),
+        ("running", 1),
+        ("awaiting_approval", 1),
+        ("done", 1),
+        ("failed", 1),
+    ]:
+        assert f'data-status="{status}"' in html
+        assert f"<b>{n}</b>" in html
+    assert "refunds &lt;b&gt;&amp;" in html and "<b>&" not in html  # the title is escaped
+    assert "50 tokens" not in html and "70 tokens" in html
+    live = display.bundle(p.snapshot(), live=True)
+    assert WIDGET_MIME in live and "text/html" in live and "text/plain" in live
+    p.apply(RowUpdate("k2", "done", "c2", 30, 3, 0.003))
+    display.tick()
+    assert display.widget.value.count("<b>2</b>") == 2  # done 2, queued 2
+    display.stop(final=True)
+    assert display.closed
+    final = display.bundle(p.snapshot(), live=False)
+    assert WIDGET_MIME not in final
+    assert "done 2/6" in final["text/plain"]
+    before = display.widget.value
+    p.apply(RowUpdate("k1", "done"))
+    display.tick()  # closed: nothing changes any more
+    assert display.widget.value == before
+
+
+def test_the_terminal_bar_is_not_spammy_off_a_tty() -> None:
+    keys = [f"k{i}" for i in range(200)]
+    p = Progress(keys)
+    stream = io.StringIO()
+    display = TerminalDisplay(p, stream=stream)
+    for k in keys:
+        p.apply(RowUpdate(k, "running"))
+        display.tick()
+        p.apply(RowUpdate(k, "done", None, 1, 1, 0.0))
+        display.tick()
+    display.stop(final=True)
+    lines = stream.getvalue().splitlines()
+    assert 5 <= len(lines) <= 12  # one per 10 % and the last
+    assert lines[-1].startswith("nbagent: batch done 200/200")
+    assert "400 tokens" in lines[-1]
+
+
+def test_on_a_tty_the_bar_redraws_one_line_in_place() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    p = Progress(["a", "b"])
+    stream = Tty()
+    display = TerminalDisplay(p, stream=stream)
+    p.apply(RowUpdate("a", "done"))
+    display.tick()
+    p.apply(RowUpdate("b", "failed"))
+    display.stop(final=True)
+    text = stream.getvalue()
+    assert text.count("\n") == 1 and text.endswith("\n")
+    assert text.count("\r") == 2
+    assert "[########################]" in text
+
+
+def test_a_batch_in_a_terminal_reports_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    result = nbagent.batch(
+        [f"q{i}" for i in range(30)],
+        lambda: Chat(provider=ScriptedProvider([reply("ok")])),
+        progress="text",
+    )
+    assert (result["status"] == "done").all()
+    err = capsys.readouterr().err.splitlines()
+    assert 1 <= len(err) <= 12
+    assert err[-1].startswith("nbagent: batch done 30/30")
+
+
+def test_progress_html_has_only_numbers_and_fixed_words() -> None:
+    html = progress_html(_progress().snapshot(), title="t")
+    assert "<script" not in html
+    assert "ETA" not in html  # not enough finished rows yet

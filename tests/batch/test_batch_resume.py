@@ -1,0 +1,171 @@
+"""Resumability with a SQLite store, across two processes, and a store that goes away
+mid-batch: nothing finished is lost or rerun."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+import nbagent
+from nbagent import Chat, StoreError, tool
+from nbagent.store import SQLiteStore
+from nbagent.testing import ScriptedProvider, call_tools, reply
+
+WORKER = Path(__file__).with_name("_batch_worker.py")
+
+
+def _run_worker(tmp: Path, first: bool) -> pd.DataFrame:
+    env = {**os.environ, "FIRST": "1" if first else "0", "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, str(WORKER), str(tmp)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return pd.read_json(tmp / f"result-{'1' if first else '0'}.json", dtype={"key": str})
+
+
+def _ran(tmp: Path) -> list[tuple[str, str]]:
+    lines = (tmp / "ran.txt").read_text().splitlines()
+    return [tuple(line.rsplit(" ", 1)) for line in lines]  # type: ignore[misc]
+
+
+def test_a_second_process_skips_finished_rows_and_continues_failed_and_parked_ones(
+    tmp_path: Path,
+) -> None:
+    first = _run_worker(tmp_path, first=True)
+    assert list(first["status"]) == [
+        "done",
+        "done",
+        "failed",
+        "awaiting_approval",
+        "awaiting_approval",
+    ]
+    assert "model endpoint unreachable" in first.loc[2, "error"]
+    ran = _ran(tmp_path)
+    assert sorted(w for w, _ in ran) == ["r0", "r1"]
+    # decided elsewhere while no batch runs (say, the inbox of another notebook)
+    with SQLiteStore(tmp_path / "b.db") as store:
+        pending = {c.arguments["item"]: c for c in store.pending_approvals()}
+        assert sorted(pending) == ["r3", "r4"]
+        store.approve(pending["r3"], by="reviewer")
+        store.deny(pending["r4"], reason="out of stock", by="reviewer")
+
+    second = _run_worker(tmp_path, first=False)
+    assert list(second["status"]) == ["done"] * 5
+    # finished rows came back from the store: same chats, not rerun
+    assert list(second["chat_id"][:2]) == list(first["chat_id"][:2])
+    assert list(second["chat_id"][3:]) == list(first["chat_id"][3:])  # parked ones continued
+    ran = _ran(tmp_path)
+    assert sorted(w for w, _ in ran) == ["r0", "r1", "r2", "ship r3"]  # once each, r4 denied
+    pids = {w: p for w, p in ran}
+    assert pids["r0"] == pids["r1"] != pids["r2"] == pids["ship r3"]
+    assert list(second["calls"]) == [1, 1, 1, 1, 1]
+    assert list(second["tokens"][:2]) == list(first["tokens"][:2])  # read back from the store
+    with SQLiteStore(tmp_path / "b.db") as store:
+        assert len(store.batch_chats(_batch_id(store))) == 5
+        log = nbagent.read_log(store)
+    assert sorted(log["status"]) == ["denied", "ok", "ok", "ok", "ok"]
+
+
+def _batch_id(store: SQLiteStore) -> str:
+    with store._read() as conn:  # the test's only look under the protocol
+        (batch_id,) = conn.execute("SELECT DISTINCT batch_id FROM batch_chats").fetchone()
+    return str(batch_id)
+
+
+# ------------------------------------------------------------ the store goes away
+class FlakyStore:
+    """A SQLite store whose database "goes away" (every call raises StoreError) while
+    ``down`` is set: the connection to a database server dropping mid-batch."""
+
+    def __init__(self, path: Path) -> None:
+        self.inner = SQLiteStore(path)
+        self.down = False
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.inner, name)
+        if not callable(value) or name in ("close",):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.down:
+                raise StoreError(f"store {self.inner.location}: the database went away")
+            return value(*args, **kwargs)
+
+        return call
+
+
+RUNS: list[str] = []
+STORE: list[FlakyStore] = []
+
+
+@tool
+def work(item: str) -> str:
+    """Work on an item; working on "c" takes the database down.
+
+    Args:
+        item: The item.
+    """
+    RUNS.append(item)
+    if item == "c":
+        STORE[0].down = True
+    return f"worked on {item}"
+
+
+def _make(row: str) -> Chat:
+    script = [call_tools(("work", {"item": row})), reply(f"done {row}")]
+    return Chat(provider=ScriptedProvider(script)).with_tools(work)
+
+
+def test_a_store_that_goes_away_mid_batch_fails_only_the_rows_it_touched(tmp_path: Path) -> None:
+    RUNS.clear()
+    STORE[:] = [FlakyStore(tmp_path / "flaky.db")]
+    inputs = ["a", "b", "c", "d"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # "could not write; retrying"
+        first = nbagent.batch(
+            inputs, _make, store=STORE[0], concurrency=1, name="flaky", progress=False
+        )
+    assert list(first["status"]) == ["done", "done", "failed", "failed"]
+    assert set(first["error_type"][2:]) == {"StoreError"}
+    assert "the database went away" in first.loc[2, "error"]
+    assert "the store could not record this input's chat" in first.loc[3, "error"]
+    assert RUNS == ["a", "b", "c"]
+
+    STORE[0].down = False  # the database is back: rerun the batch
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        second = nbagent.batch(
+            inputs, _make, store=STORE[0], concurrency=1, name="flaky", progress=False
+        )
+    assert list(second["status"]) == ["done"] * 4
+    assert RUNS == ["a", "b", "c", "d"]  # c's finished call was not rerun
+    assert second.loc[2, "reply"] == "done c"
+    assert list(second["chat_id"][:3]) == list(first["chat_id"][:3])
+    STORE[0].inner.close()
+
+
+def test_a_store_without_batch_records_is_refused_with_a_clear_error(tmp_path: Path) -> None:
+    class Bare:
+        def __init__(self, inner: SQLiteStore) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            if name in ("add_batch_chat", "batch_chats"):
+                raise AttributeError(name)
+            return getattr(self.inner, name)
+
+    bare = Bare(SQLiteStore(tmp_path / "x.db"))
+    with pytest.raises(TypeError, match="cannot record batches"):
+        nbagent.batch(["a"], lambda: Chat("demo"), store=bare, progress=False)
+    bare.inner.close()

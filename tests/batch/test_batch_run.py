@@ -1,0 +1,189 @@
+"""nbagent.batch end to end: real chats against the fake server through the real SDK
+clients, the demo model, and the scripted provider; the result frame and the log."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pandas as pd
+import pytest
+from _batch_setup import ROUNDS, Rounds, lookup
+
+import nbagent
+from nbagent import Chat
+from nbagent._aio import run_sync
+from nbagent.batch import COLUMNS, InputError
+from nbagent.providers import AnthropicProvider, OpenAIProvider
+from nbagent.testing import FakeLLMServer, ScriptedProvider, call_tools, reply
+
+KEY = "sk-test-batch-0000000000000000"
+
+
+@pytest.mark.parametrize("kind", ["chat", "anthropic"])
+def test_a_frame_of_chats_runs_three_tool_rounds_each_through_the_real_sdk(kind: str) -> None:
+    handler = Rounds()
+    with FakeLLMServer(handler=handler) as server:
+        if kind == "anthropic":
+            provider = AnthropicProvider(
+                "claude-sonnet-4-5", base_url=server.anthropic_base_url, api_key=KEY
+            )
+        else:
+            provider = OpenAIProvider("gpt-4.1-mini", base_url=server.openai_base_url, api_key=KEY)
+        df = pd.DataFrame({"title": [f"book {i}" for i in range(12)]}, index=range(100, 112))
+        try:
+            result = nbagent.batch(
+                df,
+                lambda: Chat(provider=provider).with_tools(lookup),
+                prompt="Summarise {title}",
+                concurrency=4,
+                progress=False,
+            )
+        finally:  # the async client of this thread's loop (batch() ran there)
+            run_sync(provider.aclose())
+    assert list(result.columns) == COLUMNS
+    assert list(result.index) == list(range(100, 112))  # indexed like the input: df.join works
+    assert (result["status"] == "done").all(), result[["status", "error"]]
+    assert list(result["reply"]) == [f"answer to Summarise book {i}" for i in range(12)]
+    assert (result["calls"] == ROUNDS).all()
+    assert (result["tokens"] == result["input_tokens"] + result["output_tokens"]).all()
+    assert (result["tokens"] > 0).all()
+    assert result["cost_usd"].notna().all() and (result["cost_usd"] > 0).all()
+    assert result["latency_s"].notna().all()
+    assert result["chat_id"].is_unique
+    assert result["error"].isna().all()
+    assert handler.requests == 12 * (ROUNDS + 1)
+    log = nbagent.read_log(result)
+    assert len(log) == 12 * ROUNDS
+    assert set(log["chat_id"]) == set(result["chat_id"])
+    assert set(log["status"]) == {"ok"}
+    # a selection of rows reads only those rows' chats
+    assert len(nbagent.read_log(result[result.index < 103])) == 3 * ROUNDS
+    joined = df.join(result[["reply"]])
+    assert joined.loc[105, "reply"] == "answer to Summarise book 5"
+
+
+def test_the_demo_model_over_a_list_of_prompts() -> None:
+    prompts = ["What is 2 + 2?", "Name a colour", "Say hello"]
+    result = nbagent.batch(prompts, lambda: Chat("demo"), progress=False)
+    assert list(result["key"]) == ["0", "1", "2"]
+    assert (result["status"] == "done").all()
+    assert all(isinstance(r, str) and r for r in result["reply"])
+
+
+def test_the_factory_gets_the_row_and_rows_are_formatted_from_a_list_of_dicts() -> None:
+    seen: list[dict[str, object]] = []
+
+    def make(row: dict[str, object]) -> Chat:
+        seen.append(row)
+        return Chat(provider=ScriptedProvider([reply(f"hi {row['name']}")]))
+
+    rows = [{"id": "a1", "name": "Ada"}, {"id": "b2", "name": "Bob"}]
+    result = nbagent.batch(rows, make, prompt="Greet {name}", key="id", progress=False)
+    assert list(result["key"]) == ["a1", "b2"]
+    assert list(result["reply"]) == ["hi Ada", "hi Bob"]
+    assert sorted(r["name"] for r in seen) == ["Ada", "Bob"]
+
+
+def test_a_bad_row_and_a_raising_factory_are_recorded_on_their_rows_only() -> None:
+    df = pd.DataFrame({"title": ["ok", "boom", None, "fine"], "x": [1, 2, 3, 4]})
+    df.loc[2, "title"] = None
+
+    def make(row: dict[str, object]) -> Chat:
+        if row["title"] == "boom":
+            raise RuntimeError("no model for boom")
+        return Chat(provider=ScriptedProvider([reply("fine")]))
+
+    result = nbagent.batch(df, make, prompt="About {title} ({author})", progress=False)
+    # every row needs {author}, which no row has: each fails with the same clear error
+    assert (result["status"] == "failed").all()
+    assert "needs 'author'" in result.loc[0, "error"]
+    assert result.loc[0, "error_type"] == "InputError"
+    assert result["chat_id"].isna().all()
+
+    result = nbagent.batch(df, make, prompt="About {title}", progress=False)
+    assert list(result["status"]) == ["done", "failed", "done", "done"]
+    assert result.loc[1, "error"] == "make_chat raised RuntimeError: no model for boom"
+    assert result.loc[1, "error_type"] == "RuntimeError"
+    assert pd.isna(result.loc[1, "chat_id"])
+    assert result.loc[2, "reply"] == "fine"  # None formats as "None": the row still runs
+
+
+def test_a_failing_request_is_recorded_and_the_rest_go_on() -> None:
+    def make(row: str) -> Chat:
+        if row == "fails":
+            return Chat(provider=ScriptedProvider([ValueError("the provider broke")]))
+        return Chat(
+            provider=ScriptedProvider([call_tools(("lookup", {"item": row})), reply("ok")])
+        ).with_tools(lookup)
+
+    result = nbagent.batch(["a", "fails", "b"], make, progress=False)
+    assert list(result["status"]) == ["done", "failed", "done"]
+    assert "the provider broke" in result.loc[1, "error"]
+    assert list(result["calls"]) == [1, 0, 1]
+    assert len(nbagent.read_log(result)) == 2
+
+
+def test_on_error_raise_stops_the_batch_with_the_first_error() -> None:
+    def make(row: str) -> Chat:
+        if row == "bad":
+            raise KeyError("no such model")
+        return Chat(provider=ScriptedProvider([reply("ok")]))
+
+    with pytest.raises(KeyError, match="no such model"):
+        nbagent.batch(["a", "bad", "c"], make, on_error="raise", concurrency=1, progress=False)
+
+
+def test_a_budget_stop_is_a_failed_row_saying_so() -> None:
+    def make() -> Chat:
+        script = [call_tools(("lookup", {"item": "x"}))] * 5
+        return Chat(provider=ScriptedProvider(script), max_steps=2).with_tools(lookup)
+
+    result = nbagent.batch(["a"], make, progress=False)
+    assert result.loc[0, "status"] == "failed"
+    assert result.loc[0, "error_type"] == "budget_exhausted"
+    assert "steps budget is spent" in result.loc[0, "error"]
+
+
+def test_inputs_that_cannot_be_a_batch_raise_before_anything_runs() -> None:
+    make_calls: list[int] = []
+
+    def make() -> Chat:
+        make_calls.append(1)
+        return Chat("demo")
+
+    with pytest.raises(InputError, match="same key"):
+        nbagent.batch(pd.DataFrame({"p": ["a", "b"]}, index=[1, 1]), make, prompt="p")
+    with pytest.raises(InputError, match="not a column"):
+        nbagent.batch(pd.DataFrame({"p": ["a"]}), make, prompt="p", key="id")
+    with pytest.raises(InputError, match="single prompt"):
+        nbagent.batch("just one", make)
+    with pytest.raises(TypeError, match="make_chat"):
+        nbagent.batch(["a"], lambda a, b: Chat("demo"))
+    assert make_calls == []
+
+
+def test_batch_async_is_the_same_batch_awaited() -> None:
+    async def main() -> pd.DataFrame:
+        return await nbagent.batch_async(
+            ["x", "y"], lambda: Chat(provider=ScriptedProvider([reply("ok")])), progress=False
+        )
+
+    result = asyncio.run(main())
+    assert list(result["status"]) == ["done", "done"]
+
+
+def test_a_factory_returning_something_else_fails_its_row() -> None:
+    result = nbagent.batch(["a"], lambda: "not a chat", progress=False)
+    assert result.loc[0, "status"] == "failed"
+    assert "must return an nbagent Chat, got str" in result.loc[0, "error"]
+
+
+def test_on_error_raise_also_raises_for_a_row_that_cannot_be_formatted() -> None:
+    with pytest.raises(InputError, match="needs 'author'"):
+        nbagent.batch(
+            [{"title": "a"}],
+            lambda: Chat(provider=ScriptedProvider([reply("ok")])),
+            prompt="{title} by {author}",
+            on_error="raise",
+            progress=False,
+        )
