@@ -16,6 +16,9 @@ LAB_STAMP := $(VENV)/.nbagent-lab-installed
 # `make test` / .ci/run: a missing browser fails the browser tests instead of
 # skipping them. `make test NBAGENT_REQUIRE_BROWSER=` allows skipping.
 NBAGENT_REQUIRE_BROWSER ?= 1
+# Likewise a missing PostgreSQL server fails the PostgreSQL store tests
+# (.ci/ensure-postgres installs Debian's package; the tests start their own cluster).
+NBAGENT_REQUIRE_POSTGRES ?= 1
 # Likewise a missing Ray fails tests/ray (`make test NBAGENT_REQUIRE_RAY=` allows skipping).
 NBAGENT_REQUIRE_RAY ?= 1
 PYTEST_ARGS ?=
@@ -88,7 +91,9 @@ demo: $(LAB_STAMP)
 
 test: kernel
 	bash .ci/ensure-chromium
-	NBAGENT_REQUIRE_BROWSER=$(NBAGENT_REQUIRE_BROWSER) NBAGENT_REQUIRE_RAY=$(NBAGENT_REQUIRE_RAY) \
+	bash .ci/ensure-postgres
+	NBAGENT_REQUIRE_BROWSER=$(NBAGENT_REQUIRE_BROWSER) NBAGENT_REQUIRE_POSTGRES=$(NBAGENT_REQUIRE_POSTGRES) \
+	  NBAGENT_REQUIRE_RAY=$(NBAGENT_REQUIRE_RAY) \
 	  $(PY) -m pytest $(PYTEST_ARGS)
 
 # The README's picture of the live view, taken in JupyterLab by a browser test.

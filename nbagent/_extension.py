@@ -33,8 +33,11 @@ The hooks, in the order a turn meets them:
 - :meth:`~Extension.wait_for_decision` when ``await chat.ask_async()`` finds
   the chat parked on an approval (the notebook view waits for a click);
 - :meth:`~Extension.refresh` from ``chat.refresh()`` (the store applies
-  decisions made in other processes), and :meth:`~Extension.close` from
-  ``chat.close()`` (the store writes what is pending and lets its file go).
+  decisions made in other processes), :meth:`~Extension.wait_for_refresh`
+  from whoever wants to call ``refresh()`` only when it has news (the
+  notebook's poll of a displayed pending card; the store waits on its decision
+  watch), and :meth:`~Extension.close` from ``chat.close()`` (the store writes
+  what is pending and lets its file go).
 
 **The core owns every lifecycle change.** An extension never assigns a call's
 status, result or decision: it asks the host, which applies the change with the
@@ -97,6 +100,12 @@ class Extension:
         """``chat.refresh()``: apply decisions made elsewhere now; return the calls decided."""
         return []
 
+    def wait_for_refresh(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds until :meth:`refresh` may have something to apply
+        (a decision recorded elsewhere); True if so. Called from any thread, never under
+        the chat's lock. Not overridden: the caller refreshes on a timer instead."""
+        return False
+
     def close(self) -> None:
         """``chat.close()``: write what is pending and release resources (may be called twice)."""
 
@@ -110,6 +119,7 @@ HOOKS = (
     "decide",
     "wait_for_decision",
     "refresh",
+    "wait_for_refresh",
     "close",
 )
 

@@ -5,7 +5,8 @@
 bring the heavy or optional rest: ``plots`` (matplotlib), ``parquet``
 (pyarrow), ``lab`` (JupyterLab, a kernel, nbclient for ``python -m
 nbagent.demo``, and the plots and Parquet extras the example notebooks use),
-``mcp`` (the official MCP SDK, for ``nbagent.MCPServer``).
+``mcp`` (the official MCP SDK, for ``nbagent.MCPServer``), ``postgres``
+(psycopg 3, for ``nbagent.store.PostgresStore``).
 A feature whose module is missing fails with one line that says which extra
 (or which dependency) to install, never with a bare ``No module named ...``.
 """
@@ -15,7 +16,13 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-EXTRAS = {"matplotlib": "plots", "pyarrow": "parquet", "nbclient": "lab", "mcp": "mcp"}
+EXTRAS = {
+    "matplotlib": "plots",
+    "pyarrow": "parquet",
+    "nbclient": "lab",
+    "mcp": "mcp",
+    "psycopg": "postgres",
+}
 """The module each extra brings, by top-level module name."""
 
 

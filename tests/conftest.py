@@ -23,3 +23,7 @@ def _isolate(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     nbagent.configure(quiet=True, display=False)
     yield
     _config._config = saved
+
+
+# A real PostgreSQL server (session) and a fresh database per test: tests/_postgres.py.
+from _postgres import postgres_dsn, postgres_server  # noqa: E402, F401

@@ -64,7 +64,7 @@ def test_the_core_is_what_the_notebook_features_use() -> None:
         "pydantic", "pandas", "ipywidgets", "anywidget", "markdown-it-py", "openai", "anthropic",
     }  # fmt: skip
     extras = PYPROJECT["optional-dependencies"]
-    assert set(extras) == {"plots", "parquet", "lab", "mcp", "dev"}
+    assert set(extras) == {"plots", "parquet", "lab", "mcp", "postgres", "ray", "dev"}
     assert "jupyterlab" in _requirement_names(extras["lab"])
     assert "jupyterlab" not in core  # VS Code and Colab bring their own front end
 
@@ -75,7 +75,7 @@ def test_each_extra_named_in_errors_brings_its_module() -> None:
         assert module in _requirement_names(extras[extra]), (module, extra)
     # lab runs every example notebook, and dev (make test, make lint) has everything.
     assert "nbagent[plots,parquet,mcp]" in extras["lab"]
-    assert "nbagent[lab,mcp]" in extras["dev"]
+    assert "nbagent[lab,mcp,postgres,ray]" in extras["dev"]
 
 
 @pytest.mark.parametrize(
@@ -96,6 +96,18 @@ def test_each_extra_named_in_errors_brings_its_module() -> None:
             "nbagent.MCPServer.http('http://127.0.0.1:9/mcp')",
             "mcp",
             "nbagent.MCPServer (MCP servers as tool sources)",
+        ),
+        (
+            ["psycopg"],
+            "nbagent.store.PostgresStore('postgresql://u:pw@127.0.0.1:9/db')",
+            "postgres",
+            "PostgresStore",
+        ),
+        (
+            ["psycopg"],
+            "Chat(model='demo', store='postgresql://u:pw@127.0.0.1:9/db')",
+            "postgres",
+            "PostgresStore",
         ),
     ],
 )

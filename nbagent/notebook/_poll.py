@@ -9,10 +9,15 @@ approval" after the call was decided, or even ran, elsewhere.
 
 So while a **displayed** view shows a **pending approval card** of a chat that
 has something to refresh from (an extension implementing ``refresh``: the
-store), one daemon thread per chat calls ``chat.refresh()`` every
-:data:`POLL_SECONDS`. A decision it applies goes through the chat's own rules
-and events, so the card closes and says who decided and when ("approved
-elsewhere by ops at ..."), and the status line moves on. The thread stops as
+store), one daemon thread per chat calls ``chat.refresh()`` when there is news:
+it waits on the extension's ``wait_for_refresh`` (the store's decision watch:
+PostgreSQL pushes a decision the moment it commits, SQLite is polled with one
+indexed query), in slices of :data:`POLL_SECONDS`, and refreshes when a
+decision was recorded (and every :data:`SAFETY_TICKS` quiet slices anyway).
+Without such an extension it refreshes every :data:`POLL_SECONDS`. A decision
+it applies goes through the chat's own rules and events, so the card closes
+and says who decided and when ("approved elsewhere by ops at ..."), and the
+status line moves on. The thread stops as
 soon as no displayed view has a pending card (or the chat is gone), and starts
 again when one appears; it skips a tick while the chat is being driven (the
 driver's own step applies decisions) and never raises (a store that cannot be
@@ -41,7 +46,16 @@ if TYPE_CHECKING:
     from .._base_chat import BaseChat as Chat
 
 POLL_SECONDS = 1.5
+SAFETY_TICKS = 20  # quiet waits in a row after which a refresh happens anyway
 GIVE_UP_AFTER = 20  # failed refreshes in a row (the store closed, say); a settle restarts it
+
+
+def _waiter(chat: Chat) -> Any:
+    """The first extension's ``wait_for_refresh`` (None: refresh on a timer)."""
+    for ext in chat.extensions:
+        if overrides(ext, "wait_for_refresh"):
+            return ext.wait_for_refresh
+    return None
 
 
 def can_refresh(chat: Chat) -> bool:
@@ -72,7 +86,9 @@ class Poller:
         self._stop = threading.Event()
         self.last_error: BaseException | None = None
         self.ticks = 0
+        self.waits = 0  # waits on the extension's wait_for_refresh
         self._failures = 0
+        self._quiet = 0
 
     @property
     def running(self) -> bool:
@@ -110,11 +126,19 @@ class Poller:
     def _run(self) -> None:
         try:
             self._failures = 0
-            while not self._stop.wait(POLL_SECONDS) and self._needed():
+            while not self._stop.is_set() and self._needed():
                 chat = self._chat()
                 if chat is None or self._failures >= GIVE_UP_AFTER:
                     return
+                waiter = _waiter(chat)
+                del chat  # not held while waiting: the chat may go
+                if not self._news(waiter):
+                    continue
+                chat = self._chat()
+                if chat is None or self._stop.is_set():
+                    return
                 self.tick(chat)
+                del chat
         finally:
             with self._lock:
                 self._thread = None
@@ -122,6 +146,22 @@ class Poller:
             return
         if not self._stop.is_set() and self._needed():  # a card appeared as this one stopped
             self._ensure()
+
+    def _news(self, waiter: Any) -> bool:
+        """Wait one slice; whether to refresh now."""
+        if waiter is None:
+            return not self._stop.wait(POLL_SECONDS)
+        self.waits += 1
+        try:
+            news = bool(waiter(POLL_SECONDS))
+        except Exception as exc:  # the store cannot be read now: wait, then refresh
+            self.last_error = exc
+            return not self._stop.wait(POLL_SECONDS)
+        self._quiet = 0 if news else self._quiet + 1
+        if self._quiet >= SAFETY_TICKS:
+            self._quiet = 0
+            return True
+        return news
 
     def tick(self, chat: Chat) -> bool:
         """One refresh; continue the loop if it applied a decision. True if it did."""

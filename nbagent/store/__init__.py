@@ -25,8 +25,15 @@ unknown (status ``in_doubt``); it is never rerun silently. A tool declared
 one that loses a claim stops (its step returns ``"busy"`` with a
 :class:`StoreConflictWarning`) and must ``Chat.load`` again.
 
-:class:`Store` is the seam (SQLite is the embedded default; a PostgreSQL store
-implements the same protocol).
+**Many processes, many machines.** :class:`PostgresStore` (``store=
+"postgresql://user:password@host/db"``, ``pip install 'nbagent[postgres]'``)
+implements the same protocol with the same guarantees on a shared server.
+
+**Decisions as they happen.** ``store.watch(chat_ids)`` returns a
+:class:`DecisionWatch` whose ``wait(timeout)`` returns the chats that got a
+decision (PostgreSQL pushes it with ``LISTEN``/``NOTIFY``; SQLite is polled).
+
+:class:`Store` is the seam both implement.
 """
 
 from __future__ import annotations
@@ -34,13 +41,17 @@ from __future__ import annotations
 from .._exports import publish as _publish
 from ._attach import open_store
 from ._migrations import SCHEMA_VERSION
+from ._postgres import PostgresStore
 from ._protocol import BatchStore, ChatInfo, Store, StoreConflictWarning, StoredCall
 from ._sqlite import SQLiteStore
+from ._watch import DecisionWatch
 
 __all__ = [
     "SCHEMA_VERSION",
     "BatchStore",
     "ChatInfo",
+    "DecisionWatch",
+    "PostgresStore",
     "SQLiteStore",
     "Store",
     "StoreConflictWarning",

@@ -36,24 +36,29 @@ ChatT = TypeVar("ChatT", bound="Chat")
 
 # --------------------------------------------------------------- opening
 def open_store(store: Store | str | os.PathLike[str]) -> Store:
-    """A store object from a path (SQLite) or a store object (returned as is).
+    """A store object from a path (SQLite), a ``postgresql://`` URL (PostgreSQL),
+    or a store object (returned as is).
 
     Raises:
-        StoreError: The file cannot be opened as an nbagent store.
+        StoreError: The file or database cannot be opened as an nbagent store.
     """
     return _open(store)[0]
 
 
 def _open(store: Any) -> tuple[Store, bool]:
     """The store and whether we opened it (and so must close it)."""
+    from ._postgres import PostgresStore, is_dsn
     from ._sqlite import SQLiteStore
 
+    if is_dsn(store):
+        return PostgresStore(store), True
     if isinstance(store, (str, os.PathLike)):
         return SQLiteStore(Path(store)), True
     if isinstance(store, (SQLiteStore, Store)):  # the first check is much the cheaper
         return store, False
     raise TypeError(
-        f"store must be a path or a store object (e.g. nbagent.store.SQLiteStore), "
+        f"store must be a path, a postgresql:// URL or a store object "
+        f"(e.g. nbagent.store.SQLiteStore), "
         f"got {type(store).__name__}"
     )
 

@@ -60,7 +60,10 @@ at any time, and the first decision recorded in the store wins.
 notebook, a web form) are written to the call's row and to the ``decisions``
 table. A chat applies them with its own decision rules
 (``ChatHost.apply_decision``, so they emit the same events as a click) at the
-start of every step, on ``Chat.load``, and on ``chat.refresh()``.
+start of every step, on ``Chat.load``, and on ``chat.refresh()``; a waiting
+chat learns of them through :meth:`StoreExtension.wait_for_refresh` (the
+store's decision watch: ``LISTEN``/``NOTIFY`` on PostgreSQL), which the
+notebook's poll of a pending card waits on instead of refreshing on a timer.
 
 Everything here goes through the :class:`~nbagent.store.Store` protocol, so it
 works unchanged with any store that implements it.
@@ -102,6 +105,7 @@ from ._protocol import (
     StoreConflictWarning,
     StoredCall,
 )
+from ._watch import DecisionWatch
 
 
 class StoreExtension(Extension):
@@ -130,6 +134,7 @@ class StoreExtension(Extension):
         self._state_key: tuple[Any, ...] | None = None
         self.detached: str | None = None
         self._closed = False
+        self._watch: DecisionWatch | None = None  # made by the first wait_for_refresh
 
     # -- wiring ------------------------------------------------------------
     def attach(self, host: ChatHost) -> None:
@@ -213,6 +218,9 @@ class StoreExtension(Extension):
     def _release(self) -> None:
         self._closed = True
         LIVE_TOKENS.discard(self._token)
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.close()
         if self.owned:
             self.store.close()
 
@@ -562,6 +570,25 @@ class StoreExtension(Extension):
         if self.detached is not None:
             return []
         return self.apply_decisions()
+
+    def wait_for_refresh(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for a decision on this chat recorded anywhere (True if one was).
+
+        Through the store's decision watch (``store.watch([chat_id])``: pushed by
+        PostgreSQL, polled cheaply on SQLite), made by the first call, which
+        returns True at once: a refresh then finds what was decided before the
+        watch existed.
+
+        Raises:
+            StoreError: The store cannot be read (closed, unreachable).
+        """
+        if self._closed:
+            return False
+        watch = self._watch
+        if watch is None:
+            self._watch = self.store.watch([self.chat_id])
+            return True
+        return bool(watch.wait(timeout))
 
     # -- orphans and decisions -------------------------------------------------
     def settle_orphans(self, record: ChatRecord | None = None) -> None:

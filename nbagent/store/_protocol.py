@@ -1,7 +1,7 @@
 """The store seam: what the chat side needs from a database, and the values that cross it.
 
 :class:`Store` is the protocol; :class:`~nbagent.store.SQLiteStore` is the
-embedded default, and a PostgreSQL store implements the same methods
+embedded default, and :class:`~nbagent.store.PostgresStore` implements the same methods
 (``SELECT ... FOR UPDATE`` / ``UPDATE ... WHERE status IN (...)`` for the
 claim, ``INSERT ... ON CONFLICT DO NOTHING`` for first-writer-wins). Reads
 return :class:`ChatInfo`, :class:`StoredCall` and :class:`ChatRecord`; writes
@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._events import Event
 from .._types import Approval, Decision, ToolCall, ToolResultMessage
+from ._watch import DecisionWatch
 
 
 class StoreConflictWarning(UserWarning):
@@ -382,6 +383,11 @@ class Store(Protocol):
         ``call`` fields are rebuilt once per call and shared by the events of a
         chat; pass ``calls`` (with ``chat_id``) to reuse existing objects.
         """
+        ...
+
+    def watch(self, chat_ids: Iterable[str] | None = None) -> DecisionWatch:
+        """Follow decisions recorded from now on in these chats (``None``: all); see
+        :class:`~nbagent.store.DecisionWatch`."""
         ...
 
     def close(self) -> None: ...

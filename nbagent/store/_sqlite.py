@@ -50,155 +50,30 @@ transaction through a crash of the process or kernel restart; pass
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .._errors import DecisionError, StoreError
-from .._events import Event, utcnow
-from .._schema import validate_json_schema
-from .._types import Decision, ToolCall
-from .._unicode import clean, clean_json
-from . import _codec as codec
+from .._errors import StoreError
 from . import _migrations as migrations
 from ._checkpointer import checkpointer_for, take_over
-from ._protocol import (
-    Blob,
-    CallFinal,
-    CallReset,
-    Change,
-    ChatInfo,
-    ChatRecord,
-    ClaimResult,
-    DecisionChange,
-    Entry,
-    NewCall,
-    NewMessage,
-    StoredCall,
-)
+from ._sql import SQLStore
+from ._watch import DecisionWatch
+
 
 # ------------------------------------------------------------------ store
-_INLINE_ARGUMENTS = 2048
-"""Encoded arguments longer than this go to ``call_arguments`` (a row written once)."""
-_ARGUMENTS = (
-    "CASE WHEN arguments <> '' THEN arguments ELSE (SELECT a.arguments FROM call_arguments a "
-    "WHERE a.chat_id = tool_calls.chat_id AND a.call_id = tool_calls.call_id) END"
-)
-_COLUMNS = (
-    "chat_id",
-    "call_id",
-    "name",
-    _ARGUMENTS,
-    "raw_arguments",
-    "parse_error",
-    "status",
-    "approval",
-    "decision",
-    "result",
-    "turn",
-    "step",
-    "requested_at",
-    "started_at",
-    "finished_at",
-    "claimed_by",
-    "claimed_at",
-    "server",
-    "hosted",
-)
-_CALL_COLUMNS = ", ".join(_COLUMNS)
-"""A call's columns, for ``SELECT ... FROM tool_calls`` (the table not aliased)."""
-_RESULT = _COLUMNS.index("result")
-_AUTOMATIC = ("resolver",)
-
-
-def _put_blobs(conn: sqlite3.Connection, blobs: Sequence[Blob]) -> None:
-    """Store each blob's bytes, once per hash (a hash already stored is left as it is)."""
-    now = utcnow().isoformat()
-    conn.executemany(
-        "INSERT INTO blobs (sha256, media_type, size, data, created_at) VALUES (?, ?, ?, ?, ?) "
-        "ON CONFLICT DO NOTHING",
-        [(b.sha256, b.media_type, len(b.data), b.data, now) for b in blobs],
-    )
-
-
-def _with_bytes(conn: sqlite3.Connection, message: Any) -> Any:
-    """A message dict with each part's bytes put back under ``"data"`` (from ``blobs``)."""
-    parts = message.get("parts") if isinstance(message, dict) else None
-    for part in parts or ():
-        row = conn.execute("SELECT data FROM blobs WHERE sha256 = ?", (part["sha256"],)).fetchone()
-        if row is None:
-            raise StoreError(
-                f"the bytes of a {part.get('kind', 'part')} ({part['sha256']}) are missing"
-            )
-        part["data"] = bytes(row[0])
-    return message
-
-
-def _stored_call(row: Sequence[Any], conn: sqlite3.Connection | None = None) -> StoredCall:
-    result = codec.loads(row[9])
-    if conn is not None and result is not None:
-        result = _with_bytes(conn, result)
-    return StoredCall(
-        chat_id=row[0],
-        id=row[1],
-        name=row[2],
-        arguments=codec.loads(row[3]) or {},
-        raw_arguments=row[4],
-        parse_error=row[5],
-        status=row[6],
-        approval=codec.approval_in(codec.loads(row[7])),
-        decision=codec.decision_in(codec.loads(row[8])),
-        result=codec.message_in(result) if result is not None else None,  # type: ignore[arg-type]
-        turn=row[10],
-        step=row[11],
-        requested_at=codec.dt_in(row[12]),
-        started_at=codec.dt_in(row[13]),
-        finished_at=codec.dt_in(row[14]),
-        claimed_by=row[15],
-        claimed_at=codec.dt_in(row[16]),
-        server=row[17],
-        hosted=bool(row[18]),
-    )
-
-
-_UPDATED_AT = (
-    "MAX(c.updated_at, "
-    "COALESCE((SELECT e.ts FROM events e WHERE e.chat_id = c.id ORDER BY e.seq DESC LIMIT 1), ''), "
-    "COALESCE((SELECT m.ts FROM messages m WHERE m.chat_id = c.id "
-    "ORDER BY m.idx DESC LIMIT 1), ''))"
-)
-"""When chat ``c`` was last written: its row, its last event, its last message (one of them
-may be later than the others: a message row is its own event since version 5)."""
-
-
-class _Claim:
-    """The call a write claims for ``owner``; ``done`` once its row was written claimed."""
-
-    __slots__ = ("at", "call_id", "done", "owner")
-
-    def __init__(self, call_id: str, owner: str, at: str):
-        self.call_id, self.owner, self.at, self.done = call_id, owner, at, False
-
-
 def _locked(exc: sqlite3.Error) -> bool:
     text = str(exc)
     return "locked" in text or "busy" in text
 
 
-def _is_automatic(decision: Mapping[str, Any]) -> bool:
-    by = str(decision.get("by", ""))
-    return by in _AUTOMATIC or by.startswith("policy")
-
-
-class SQLiteStore:
+class SQLiteStore(SQLStore):
     """Chats in one SQLite file: ``Chat(store=SQLiteStore("agent.db"))`` or ``store="agent.db"``.
 
     Also the place to answer questions across chats and to decide from elsewhere::
@@ -235,6 +110,7 @@ class SQLiteStore:
         self.location = str(self.path)
         self.claim_timeout = claim_timeout
         self._lock = threading.RLock()
+        self._watches: weakref.WeakSet[DecisionWatch] = weakref.WeakSet()
         self._conn: sqlite3.Connection | None = None
         self._conn = self._connect(timeout, synchronous.upper())
         self._checkpointer = checkpointer_for(self.location, synchronous.upper())
@@ -304,8 +180,10 @@ class SQLiteStore:
         )
 
     def close(self) -> None:
-        """Close the database connection (idempotent)."""
+        """Close the database connection (idempotent); its decision watches are closed too."""
         self._finalizer()
+        for watch in list(self._watches):
+            watch.close()
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
@@ -317,9 +195,6 @@ class SQLiteStore:
 
     def __enter__(self) -> SQLiteStore:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._conn is None else f"schema v{migrations.SCHEMA_VERSION}"
@@ -337,8 +212,9 @@ class SQLiteStore:
         return self._conn
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (``BEGIN IMMEDIATE``); any error rolls it back."""
+    def _tx(self, chat_id: str | None = None) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``: every writer waits its turn);
+        any error rolls it back."""
         with self._lock:
             conn = self._c()
             try:
@@ -387,86 +263,6 @@ class SQLiteStore:
             return StoreError(self._damaged(exc))
         return StoreError(f"store {self.location}: {text}")
 
-    # -- the chat side ----------------------------------------------------------------
-    def create_chat(self, info: ChatInfo, system: str | None, state: Mapping[str, Any]) -> None:
-        try:
-            self._create_chat(info, system, state)
-        except UnicodeEncodeError:  # a lone surrogate SQLite cannot store: replaced
-            info = dataclasses.replace(info, provider=clean(info.provider), model=clean(info.model))
-            self._create_chat(info, clean(system) if system else system, clean_json(state))
-
-    def _create_chat(self, info: ChatInfo, system: str | None, state: Mapping[str, Any]) -> None:
-        with self._tx() as conn:
-            cur = conn.execute(
-                "INSERT INTO chats (id, created_at, updated_at, provider, model, system, state) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-                (
-                    info.id,
-                    info.created_at.isoformat(),
-                    info.updated_at.isoformat(),
-                    info.provider,
-                    info.model,
-                    system,
-                    codec.dumps(state),
-                ),
-            )
-            if cur.rowcount != 1:
-                raise StoreError(
-                    f"chat {info.id!r} already exists in {self.location}; continue it with "
-                    f"Chat.load({info.id!r}, store=...)"
-                )
-
-    def load(self, chat_id: str) -> ChatRecord:
-        with self._read() as conn:
-            row = conn.execute(
-                f"SELECT c.id, c.created_at, {_UPDATED_AT}, c.provider, c.model, c.system, "
-                "c.title, c.state FROM chats c WHERE c.id = ?",
-                (chat_id,),
-            ).fetchone()
-            if row is None:
-                raise self._unknown_chat(conn, chat_id)
-            messages = [
-                _with_bytes(conn, codec.loads(r[0]))
-                for r in conn.execute(
-                    "SELECT json FROM messages WHERE chat_id = ? ORDER BY idx", (chat_id,)
-                ).fetchall()
-            ]
-            calls = [
-                _stored_call(r, conn)
-                for r in conn.execute(
-                    f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE chat_id = ? ORDER BY seq",
-                    (chat_id,),
-                )
-            ]
-            unapplied = frozenset(
-                r[0]
-                for r in conn.execute(
-                    "SELECT DISTINCT call_id FROM decisions WHERE chat_id = ? AND applied = 0",
-                    (chat_id,),
-                )
-            )
-            next_seq = conn.execute(  # calls and messages hold their events (m004, m005)
-                "SELECT MAX((SELECT COALESCE(MAX(seq), -1) FROM events WHERE chat_id = ?1), "
-                "(SELECT COALESCE(MAX(seq), -1) FROM tool_calls WHERE chat_id = ?1), "
-                "(SELECT COALESCE(MAX(seq), -1) FROM messages WHERE chat_id = ?1)) + 1",
-                (chat_id,),
-            ).fetchone()[0]
-            state = codec.loads(row[7]) or {}
-            state.update(self._derived_state(conn, chat_id))
-        pending = sum(1 for c in calls if c.status == "awaiting_approval")
-        info = ChatInfo(
-            row[0],
-            datetime.fromisoformat(row[1]),
-            datetime.fromisoformat(row[2]),
-            row[3],
-            row[4],
-            row[6],
-            len(messages),
-            len(calls),
-            pending,
-        )
-        return ChatRecord(info, row[5], state, messages, calls, unapplied, int(next_seq))
-
     @staticmethod
     def _derived_state(conn: sqlite3.Connection, chat_id: str) -> dict[str, Any]:
         """What the event stream already records: usage, cost, steps taken, the last step's kind.
@@ -506,643 +302,45 @@ class SQLiteStore:
             out["step"], out["last_step"], out["last_budget"] = last
         return out
 
-    def _unknown_chat(self, conn: sqlite3.Connection, chat_id: str) -> StoreError:
-        like = (
-            [
-                r[0]
-                for r in conn.execute(
-                    "SELECT id FROM chats WHERE id LIKE ? ORDER BY created_at LIMIT 5",
-                    (f"{chat_id[:8]}%",),
-                )
-            ]
-            if chat_id
-            else []
+    def _insert_events(
+        self, conn: sqlite3.Connection, rows: list[tuple[str, int, str, str, str]]
+    ) -> int:
+        before = conn.total_changes
+        conn.executemany(
+            "INSERT INTO events (chat_id, seq, type, ts, json) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            rows,
         )
-        hint = f" Did you mean {', '.join(map(repr, like))}?" if like else ""
-        n = conn.execute("SELECT COUNT(*) FROM chats").fetchone()[0]
-        return StoreError(
-            f"no chat {chat_id!r} in store {self.location} ({n} chat(s) stored).{hint} "
-            "List them with store.chats() (id, title, updated_at)."
-        )
+        return conn.total_changes - before
 
-    def write(
-        self,
-        chat_id: str,
-        entries: Sequence[Entry],
-        state: Mapping[str, Any] | None = None,
-        tools: Mapping[str, Any] | None = None,
-    ) -> str | None:
-        try:
-            return self._write(chat_id, entries, state, tools)
-        except UnicodeEncodeError:  # a lone surrogate SQLite cannot store: replaced
-            return self._write(
-                chat_id, codec.valid_text(entries), clean_json(state), clean_json(tools)
-            )
+    # -- following decisions ----------------------------------------------------------
+    def watch(self, chat_ids: Iterable[str] | None = None) -> DecisionWatch:
+        """Follow the decisions recorded from now on, in these chats (``None``: every chat).
 
-    def _write(
-        self,
-        chat_id: str,
-        entries: Sequence[Entry],
-        state: Mapping[str, Any] | None,
-        tools: Mapping[str, Any] | None,
-    ) -> str | None:
-        with self._tx() as conn:
-            conflict = self._apply(conn, chat_id, entries)
-            self._touch(conn, chat_id, state, tools)
-        return conflict
-
-    def claim(
-        self,
-        chat_id: str,
-        call_id: str,
-        owner: str,
-        entries: Sequence[Entry] = (),
-        state: Mapping[str, Any] | None = None,
-    ) -> ClaimResult:
-        try:
-            return self._claim(chat_id, call_id, owner, entries, state)
-        except UnicodeEncodeError:  # a lone surrogate SQLite cannot store: replaced
-            valid = codec.valid_text(entries)
-            return self._claim(chat_id, call_id, owner, valid, clean_json(state))
-
-    def _claim(
-        self,
-        chat_id: str,
-        call_id: str,
-        owner: str,
-        entries: Sequence[Entry],
-        state: Mapping[str, Any] | None,
-    ) -> ClaimResult:
-        with self._tx() as conn:
-            now = utcnow().isoformat()
-            claim = _Claim(call_id, owner, now)
-            conflict = self._apply(conn, chat_id, entries, claim) if entries else None
-            self._touch(conn, chat_id, state, None)
-            if conflict is not None:
-                if claim.done:  # the batch stopped after the call's row: leave it unclaimed
-                    conn.execute(
-                        "UPDATE tool_calls SET status = 'requested', claimed_by = NULL, "
-                        "claimed_at = NULL WHERE chat_id = ? AND call_id = ?",
-                        (chat_id, call_id),
-                    )
-                return ClaimResult(False, conflict=conflict)
-            if claim.done:
-                return ClaimResult(True, "running", owner)
-            cur = conn.execute(
-                "UPDATE tool_calls SET status = 'running', claimed_by = ?, claimed_at = ? "
-                "WHERE chat_id = ? AND call_id = ? "
-                "AND (status = 'approved' OR (status = 'requested' AND gated = 0))",
-                (owner, now, chat_id, call_id),
-            )
-            if cur.rowcount == 1:
-                return ClaimResult(True, "running", owner)
-            row = conn.execute(
-                "SELECT status, claimed_by FROM tool_calls WHERE chat_id = ? AND call_id = ?",
-                (chat_id, call_id),
-            ).fetchone()
-        if row is None:
-            return ClaimResult(False, conflict=f"call {call_id!r} is not in the store")
-        return ClaimResult(False, row[0], row[1])
-
-    def _touch(
-        self,
-        conn: sqlite3.Connection,
-        chat_id: str,
-        state: Mapping[str, Any] | None,
-        tools: Mapping[str, Any] | None,
-    ) -> None:
-        if state is None and tools is None:
-            return  # the events carry the rest (chats() reads their last timestamp)
-        conn.execute(
-            "UPDATE chats SET updated_at = ?, state = COALESCE(?, state), "
-            "tools = COALESCE(?, tools) WHERE id = ?",
-            (
-                utcnow().isoformat(),
-                None if state is None else codec.dumps(state),
-                None if tools is None else codec.dumps(tools),
-                chat_id,
-            ),
-        )
-
-    def _apply(
-        self,
-        conn: sqlite3.Connection,
-        chat_id: str,
-        entries: Sequence[Entry],
-        claim: _Claim | None = None,
-    ) -> str | None:
-        """Apply entries in order; stop at the first conflict and return it.
-
-        Events keep the chat's own ``seq`` unless another process already wrote
-        that number (a race), in which case they go after the last one stored.
-        The row of the call being claimed (``claim``), if it is among the
-        entries and runnable, is written claimed.
-        """
-        rows: list[tuple[str, int, str, str, str]] = []
-        conflict: str | None = None
-        for e in entries:
-            outcome = "ok" if e.change is None else self._change(conn, chat_id, e.change, claim)
-            if outcome == "dup":
-                continue
-            if outcome != "ok":
-                conflict = outcome
-                break
-            if e.data is not None:  # None: the change's row is the event
-                rows.append((chat_id, e.seq, e.type, e.ts, e.data))
-        if rows:
-            before = conn.total_changes
-            conn.executemany(
-                "INSERT INTO events (chat_id, seq, type, ts, json) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT DO NOTHING",
-                rows,
-            )
-            if conn.total_changes - before != len(rows):
-                self._renumber(conn, chat_id, rows)
-        return conflict
-
-    @staticmethod
-    def _renumber(
-        conn: sqlite3.Connection, chat_id: str, rows: list[tuple[str, int, str, str, str]]
-    ) -> None:
-        """Write the events whose ``seq`` was taken, after the last stored one."""
-        for row in rows:
-            stored = conn.execute(
-                "SELECT type, ts, json FROM events WHERE chat_id = ? AND seq = ?",
-                (chat_id, row[1]),
-            ).fetchone()
-            if stored is not None and tuple(stored) == row[2:]:
-                continue  # this very event is stored
-            conn.execute(
-                "INSERT INTO events (chat_id, seq, type, ts, json) VALUES "
-                "(?, (SELECT COALESCE(MAX(seq), -1) + 1 FROM events WHERE chat_id = ?), ?, ?, ?)",
-                (chat_id, chat_id, *row[2:]),
-            )
-
-    def _change(
-        self, conn: sqlite3.Connection, chat_id: str, ch: Change, claim: _Claim | None = None
-    ) -> str:
-        """Apply one change: ``"ok"``, ``"dup"`` (already there) or a conflict description."""
-        if isinstance(ch, NewMessage | CallFinal) and ch.blobs:
-            _put_blobs(conn, ch.blobs)
-        if isinstance(ch, NewMessage):
-            cur = conn.execute(
-                "INSERT INTO messages (chat_id, idx, turn, role, json, seq, ts) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (chat_id, ch.idx, ch.turn, ch.role, ch.data, ch.seq, ch.ts),
-            )
-            if cur.rowcount != 1:
-                return f"message {ch.idx} of the transcript was written by another process"
-            if ch.role == "user":
-                title = str(codec.loads(ch.data).get("content", ""))[:80]
-                conn.execute(
-                    "UPDATE chats SET title = ? WHERE id = ? AND title IS NULL", (title, chat_id)
-                )
-            return "ok"
-        if isinstance(ch, NewCall):
-            status, owner, at = ch.status, None, None
-            if claim is not None and (claim.call_id, status) != (ch.call_id, "requested"):
-                claim = None  # the call being claimed is another, or not runnable yet
-            if claim is not None:
-                status, owner, at = "running", claim.owner, claim.at  # claimed as written
-            apart = len(ch.arguments) > _INLINE_ARGUMENTS  # a row never rewritten (m006)
-            cur = conn.execute(
-                "INSERT INTO tool_calls (chat_id, call_id, seq, name, arguments, raw_arguments, "
-                "parse_error, status, gated, approval, turn, step, requested_at, claimed_by, "
-                "claimed_at, server, hosted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                "?, ?) ON CONFLICT DO NOTHING",
-                (
-                    chat_id,
-                    ch.call_id,
-                    ch.seq,
-                    ch.name,
-                    "" if apart else ch.arguments,
-                    ch.raw_arguments,
-                    ch.parse_error,
-                    status,
-                    int(ch.gated),
-                    ch.approval,
-                    ch.turn,
-                    ch.step,
-                    ch.requested_at,
-                    owner,
-                    at,
-                    ch.server,
-                    int(ch.hosted),
-                ),
-            )
-            if cur.rowcount != 1:
-                return f"call {ch.call_id!r} was already recorded by another process"
-            if apart:
-                conn.execute(
-                    "INSERT INTO call_arguments (chat_id, call_id, arguments) VALUES (?, ?, ?) "
-                    "ON CONFLICT DO UPDATE SET arguments = excluded.arguments",
-                    (chat_id, ch.call_id, ch.arguments),
-                )
-            if claim is not None:
-                claim.done = True
-            return "ok"
-        if isinstance(ch, DecisionChange):
-            return self._decision_change(conn, chat_id, ch)
-        if isinstance(ch, CallFinal):
-            cur = conn.execute(
-                "UPDATE tool_calls SET status = ?, result = ?, "
-                "started_at = COALESCE(?, started_at), finished_at = ? "
-                "WHERE chat_id = ? AND call_id = ? AND result IS NULL "
-                "AND (status != 'running' OR claimed_by IS ?)",
-                (
-                    ch.status,
-                    ch.result,
-                    ch.started_at,
-                    ch.finished_at,
-                    chat_id,
-                    ch.call_id,
-                    ch.owner,
-                ),
-            )
-            if cur.rowcount == 1:
-                return "ok"
-            row = conn.execute(
-                "SELECT status, claimed_by FROM tool_calls WHERE chat_id = ? AND call_id = ?",
-                (chat_id, ch.call_id),
-            ).fetchone()
-            if row is None:
-                return f"call {ch.call_id!r} is not in the store"
-            if row[0] == ch.status:
-                return "dup"
-            who = f" (claimed by {row[1]})" if row[1] else ""
-            return f"call {ch.call_id!r} is {row[0]} in the store{who}"
-        if isinstance(ch, CallReset):
-            cur = conn.execute(
-                "UPDATE tool_calls SET status = ?, claimed_by = NULL, claimed_at = NULL, "
-                "started_at = NULL WHERE chat_id = ? AND call_id = ? AND status = 'running' "
-                "AND claimed_by IS ?",
-                (ch.status, chat_id, ch.call_id, ch.owner),
-            )
-            return "ok" if cur.rowcount == 1 else "dup"
-        raise TypeError(f"unknown change {type(ch).__name__}")
-
-    def _decision_change(self, conn: sqlite3.Connection, chat_id: str, ch: DecisionChange) -> str:
-        row = conn.execute(
-            "SELECT status, decision, claimed_by, started_at FROM tool_calls "
-            "WHERE chat_id = ? AND call_id = ?",
-            (chat_id, ch.call_id),
-        ).fetchone()
-        if row is None:
-            return f"call {ch.call_id!r} is not in the store"
-        status, decision, claimed_by, started_at = row
-        now = utcnow().isoformat()
-        if decision is not None:
-            existing = codec.loads(decision)
-            same = existing["verdict"] == ch.verdict and (
-                ch.arguments is None or codec.loads(ch.arguments) == existing.get("arguments")
-            )
-            if same:  # applying a decision made through the store (or a duplicate)
-                cur = conn.execute(
-                    "UPDATE decisions SET applied = 1, applied_at = ? "
-                    "WHERE chat_id = ? AND call_id = ? AND applied = 0",
-                    (now, chat_id, ch.call_id),
-                )
-                return "ok" if cur.rowcount else "dup"
-            overridable = (
-                ch.override
-                and _is_automatic(existing)
-                and claimed_by is None
-                and started_at is None
-                and status in ("approved", "denied")
-            )
-            if not overridable:
-                return (
-                    f"call {ch.call_id!r} was already {existing['verdict']} by "
-                    f"{existing['by']} in the store"
-                )
-        elif status not in ("awaiting_approval", "requested"):
-            return f"call {ch.call_id!r} is {status} in the store; it cannot be decided"
-        conn.execute(
-            "UPDATE tool_calls SET decision = ?, status = ?, "
-            "result = CASE WHEN ? = 'approved' THEN NULL ELSE result END, "
-            "finished_at = CASE WHEN ? = 'approved' THEN NULL ELSE finished_at END "
-            "WHERE chat_id = ? AND call_id = ?",
-            (ch.data, ch.verdict, ch.verdict, ch.verdict, chat_id, ch.call_id),
-        )
-        conn.execute(
-            "INSERT INTO decisions (chat_id, call_id, verdict, decided_by, at, reason, arguments, "
-            "source, applied, applied_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'chat', 1, ?)",
-            (chat_id, ch.call_id, ch.verdict, ch.by, ch.at, ch.reason, ch.arguments, now),
-        )
-        return "ok"
-
-    def decisions(self, chat_id: str, call_ids: Iterable[str]) -> dict[str, Decision]:
-        ids = list(call_ids)
-        out: dict[str, Decision] = {}
-        with self._read() as conn:
-            for i in range(0, len(ids), 500):
-                chunk = ids[i : i + 500]
-                marks = ",".join("?" * len(chunk))
-                for cid, d in conn.execute(
-                    f"SELECT call_id, decision FROM tool_calls WHERE chat_id = ? "
-                    f"AND decision IS NOT NULL AND call_id IN ({marks})",
-                    (chat_id, *chunk),
-                ):
-                    decision = codec.decision_in(codec.loads(d))
-                    if decision is not None:
-                        out[cid] = decision
-        return out
-
-    def reject_decision(self, chat_id: str, call_id: str, error: str) -> None:
-        error = clean(error)
-        with self._tx() as conn:
-            conn.execute(
-                "UPDATE decisions SET applied = -1, applied_at = ?, error = ? "
-                "WHERE chat_id = ? AND call_id = ? AND applied = 0",
-                (utcnow().isoformat(), error, chat_id, call_id),
-            )
-            conn.execute(
-                "UPDATE tool_calls SET status = 'awaiting_approval', decision = NULL "
-                "WHERE chat_id = ? AND call_id = ? AND status IN ('approved', 'denied') "
-                "AND claimed_by IS NULL AND result IS NULL",
-                (chat_id, call_id),
-            )
-
-    # -- the outside -------------------------------------------------------------------
-    def approve(
-        self,
-        call_id: str | StoredCall | ToolCall,
-        arguments: dict[str, Any] | None = None,
-        reason: str | None = None,
-        by: str = "store",
-        *,
-        chat_id: str | None = None,
-    ) -> StoredCall:
-        """Approve a pending call, from any process; the chat applies it at its next step.
-
-        Args:
-            call_id: The call's id (or a ``StoredCall``/``ToolCall``).
-            arguments: Edited arguments to run with instead of the model's
-                (checked against the tool's schema when the store knows it).
-            reason: Why (kept with the decision).
-            by: Who decided (recorded as the decider).
-            chat_id: Needed only when several chats have a call with this id.
-
-        Returns:
-            The call as now stored. Approving an approved call again is a no-op.
+        SQLite cannot push news: while someone waits, the watch looks at the
+        ``decisions`` table (ids only increase) every
+        :data:`~nbagent.store._watch.POLL_INTERVAL` seconds, one indexed query.
+        See :class:`~nbagent.store.DecisionWatch`.
 
         Raises:
-            DecisionError: Unknown or ambiguous call id, a call that needs no
-                approval or is not pending, invalid edited arguments, or a call
-                already denied. Nothing is written then.
+            StoreError: The store is closed or cannot be read.
         """
-        return self._decide(call_id, "approved", arguments, reason, by, chat_id)
-
-    def deny(
-        self,
-        call_id: str | StoredCall | ToolCall,
-        reason: str | None = None,
-        by: str = "store",
-        *,
-        chat_id: str | None = None,
-    ) -> StoredCall:
-        """Deny a pending call, from any process; it never runs and the model is told why.
-
-        Raises:
-            DecisionError: As :meth:`approve` (denying a denied call is a no-op).
-        """
-        return self._decide(call_id, "denied", None, reason, by, chat_id)
-
-    def _decide(
-        self,
-        call: str | StoredCall | ToolCall,
-        verdict: str,
-        arguments: dict[str, Any] | None,
-        reason: str | None,
-        by: str,
-        chat_id: str | None,
-    ) -> StoredCall:
-        if isinstance(call, StoredCall):
-            chat_id = chat_id or call.chat_id
-            call_id = call.id
-        elif isinstance(call, ToolCall):
-            call_id = call.id
-        elif isinstance(call, str):
-            call_id = call
-        else:
-            raise TypeError(f"expected a call id, got {type(call).__name__}")
-        if not isinstance(by, str) or not by:
-            raise TypeError("by must be a non-empty string")
-        if reason is not None and not isinstance(reason, str):
-            raise TypeError("reason must be a string")
-        by, reason = clean(by), clean(reason) if reason is not None else None
-        if arguments is not None and not isinstance(arguments, dict):
-            raise DecisionError(f"edited arguments must be a dict, got {type(arguments).__name__}")
-        with self._tx() as conn:
-            sc = self._find(conn, call_id, chat_id)
-            label = f"{sc.name}({sc.id}) in chat {sc.chat_id}"
-            if sc.approval is None or not sc.approval.required:
-                raise DecisionError(f"{label} does not need approval")
-            if sc.decision is not None:
-                if sc.decision.verdict == verdict and (
-                    arguments is None or arguments == sc.decision.arguments
-                ):
-                    return sc
-                raise DecisionError(
-                    f"{label} was already {sc.decision.verdict} by {sc.decision.by} at "
-                    f"{sc.decision.at.isoformat(timespec='seconds')}; a decision cannot be changed"
-                )
-            if sc.status != "awaiting_approval":
-                raise DecisionError(f"{label} is {sc.status}; it cannot be decided now")
-            if arguments is not None:
-                if verdict != "approved":
-                    raise DecisionError("only an approval can carry edited arguments")
-                if sc.hosted:
-                    raise DecisionError(
-                        f"{label} runs on the provider's side with the model's arguments; "
-                        "they cannot be edited (approve or deny it)"
-                    )
-                self._check_arguments(conn, sc, arguments)
-            decision = Decision(
-                verdict,  # type: ignore[arg-type]
-                by,
-                utcnow(),
-                reason,
-                dict(arguments) if arguments is not None else None,
-            )
-            data = codec.dumps(codec.decision_out(decision))
-            conn.execute(
-                "UPDATE tool_calls SET decision = ?, status = ? WHERE chat_id = ? AND call_id = ?",
-                (data, verdict, sc.chat_id, sc.id),
-            )
-            conn.execute(
-                "INSERT INTO decisions (chat_id, call_id, verdict, decided_by, at, reason, "
-                "arguments, source, applied) VALUES (?, ?, ?, ?, ?, ?, ?, 'store', 0)",
-                (
-                    sc.chat_id,
-                    sc.id,
-                    verdict,
-                    by,
-                    decision.at.isoformat(),
-                    reason,
-                    None if arguments is None else codec.dumps(arguments),
-                ),
-            )
-            conn.execute(
-                "UPDATE chats SET updated_at = ? WHERE id = ?",
-                (decision.at.isoformat(), sc.chat_id),
-            )
-            return self._find(conn, sc.id, sc.chat_id)
-
-    def _check_arguments(
-        self, conn: sqlite3.Connection, sc: StoredCall, arguments: dict[str, Any]
-    ) -> None:
-        row = conn.execute("SELECT tools FROM chats WHERE id = ?", (sc.chat_id,)).fetchone()
-        schemas = codec.loads(row[0]) if row and row[0] else {}
-        schema = schemas.get(sc.name) if isinstance(schemas, dict) else None
-        if isinstance(schema, dict):
-            problems = validate_json_schema(arguments, schema)
-            if problems:
-                raise DecisionError(
-                    f"edited arguments for {sc.name} are invalid: {'; '.join(problems)}"
-                )
-
-    def _find(self, conn: sqlite3.Connection, call_id: str, chat_id: str | None) -> StoredCall:
-        if chat_id is None:  # a gated call (indexed) first: those are what is decided by id
-            rows = conn.execute(
-                f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE call_id = ? AND gated = 1 LIMIT 6",
-                (call_id,),
-            ).fetchall()
-            if not rows:
-                rows = conn.execute(
-                    f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE call_id = ? LIMIT 6", (call_id,)
-                ).fetchall()
-        else:
-            rows = conn.execute(
-                f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE call_id = ? AND chat_id = ?",
-                (call_id, chat_id),
-            ).fetchall()
-        if not rows:
-            where = f"chat {chat_id!r} of " if chat_id else ""
-            raise DecisionError(
-                f"no tool call {call_id!r} in {where}store {self.location}; "
-                "store.pending_approvals() lists the calls waiting for a decision"
-            )
-        if len(rows) > 1:
-            chats = ", ".join(repr(r[0]) for r in rows)
-            raise DecisionError(
-                f"call id {call_id!r} is in several chats ({chats}); pass chat_id= to choose"
-            )
-        return _stored_call(rows[0], conn)
-
-    def call(self, call_id: str, *, chat_id: str | None = None) -> StoredCall:
-        """One stored call (its current status, decision and result)."""
         with self._read() as conn:
-            return self._find(conn, call_id, chat_id)
+            last = conn.execute("SELECT COALESCE(MAX(id), 0) FROM decisions").fetchone()[0]
+        cursor = [int(last)]
 
-    def calls(self, chat_id: str | None = None, *, status: str | None = None) -> list[StoredCall]:
-        """Stored calls (of one chat, with one status), in request order."""
-        where, args = [], []
-        if chat_id is not None:
-            where.append("chat_id = ?")
-            args.append(chat_id)
-        if status is not None:
-            where.append("status = ?")
-            args.append(status)
-        sql = f"SELECT {_CALL_COLUMNS} FROM tool_calls"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        with self._read() as conn:
-            order = " ORDER BY seq" if chat_id is not None else " ORDER BY requested_at, seq"
-            return [_stored_call(r, conn) for r in conn.execute(sql + order, args).fetchall()]
-
-    def pending_approvals(self, chat_id: str | None = None) -> list[StoredCall]:
-        """Every call waiting for a decision (in one chat, or all), oldest first."""
-        return self.calls(chat_id, status="awaiting_approval")
-
-    def chats(self) -> list[ChatInfo]:
-        """Every stored chat, oldest first."""
-        with self._read() as conn:
-            rows = conn.execute(
-                f"SELECT c.id, c.created_at, {_UPDATED_AT}, c.provider, c.model, c.title, "
-                "(SELECT COUNT(*) FROM messages m WHERE m.chat_id = c.id), "
-                "(SELECT COUNT(*) FROM tool_calls t WHERE t.chat_id = c.id), "
-                "(SELECT COUNT(*) FROM tool_calls t WHERE t.chat_id = c.id "
-                " AND t.status = 'awaiting_approval') "
-                "FROM chats c ORDER BY c.created_at, c.rowid"
-            ).fetchall()
-        return [
-            ChatInfo(
-                r[0],
-                datetime.fromisoformat(r[1]),
-                datetime.fromisoformat(r[2]),
-                r[3],
-                r[4],
-                r[5],
-                r[6],
-                r[7],
-                r[8],
-            )
-            for r in rows
-        ]
-
-    # -- batches (BatchStore) ----------------------------------------------------------
-    def add_batch_chat(self, batch_id: str, key: str, chat_id: str) -> str:
-        """Record that input ``key`` of batch ``batch_id`` is chat ``chat_id`` (first
-        writer wins); returns the chat id recorded for the key."""
-        with self._tx() as conn:
-            conn.execute(
-                "INSERT INTO batch_chats (batch_id, key, chat_id, created_at) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (batch_id, key) DO NOTHING",
-                (batch_id, key, chat_id, utcnow().isoformat()),
-            )
-            row = conn.execute(
-                "SELECT chat_id FROM batch_chats WHERE batch_id = ? AND key = ?",
-                (batch_id, key),
-            ).fetchone()
-        return str(row[0])
-
-    def batch_chats(self, batch_id: str) -> dict[str, str]:
-        """Every input of batch ``batch_id`` recorded so far: key -> chat id."""
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT key, chat_id FROM batch_chats WHERE batch_id = ?", (batch_id,)
-            ).fetchall()
-        return {str(k): str(c) for k, c in rows}
-
-    def iter_events(
-        self, chat_id: str | None = None, *, calls: dict[str, ToolCall] | None = None
-    ) -> Iterator[Event]:
-        """Stored events, rebuilt, per chat in ``seq`` order (``nbagent.read_log(store)``).
-
-        Events stored by the rows they refer to (see the module docstring) come
-        back equal to the events the chat emitted.
-
-        Args:
-            chat_id: One chat (``StoreError`` if unknown), else every chat, oldest first.
-            calls: Existing ``ToolCall`` objects of ``chat_id`` for the events to refer to.
-        """
-        if chat_id is None:
-            ids = [c.id for c in self.chats()]
-        else:
-            with self._read() as conn:
-                if conn.execute("SELECT 1 FROM chats WHERE id = ?", (chat_id,)).fetchone() is None:
-                    raise self._unknown_chat(conn, chat_id)
-            ids = [chat_id]
-        for cid in ids:
+        def poll() -> list[str]:
             with self._read() as conn:
                 rows = conn.execute(
-                    "SELECT seq, type, ts, json FROM events WHERE chat_id = ? ORDER BY seq",
-                    (cid,),
+                    "SELECT id, chat_id FROM decisions WHERE id > ? ORDER BY id", (cursor[0],)
                 ).fetchall()
-                call_rows = conn.execute(
-                    f"SELECT seq, {_CALL_COLUMNS} FROM tool_calls WHERE chat_id = ? ORDER BY seq",
-                    (cid,),
-                ).fetchall()
-                messages = conn.execute(
-                    "SELECT idx, turn, json, seq, ts FROM messages WHERE chat_id = ?", (cid,)
-                ).fetchall()
-                stored = [(r[0], _stored_call(r[1:], conn), r[1 + _RESULT]) for r in call_rows]
-                known = calls if calls is not None and chat_id is not None else None
-                events = codec.decode_events(
-                    cid, rows, messages, stored, known, lambda d: _with_bytes(conn, d)
-                )
-            yield from events
+            if rows:
+                cursor[0] = int(rows[-1][0])
+            return [r[1] for r in rows]
+
+        watch = DecisionWatch(chat_ids, poll=poll)
+        self._watches.add(watch)
+        return watch
 
 
 __all__ = ["SQLiteStore"]

@@ -3,6 +3,7 @@
 Imported by the tests and run as a script in separate processes::
 
     python _agent.py new DB                    -> parks a chat on an approval
+                                                  (DB: a file, or a postgresql:// DSN)
     python _agent.py approve DB CALL_ID [--deny REASON]
     python _agent.py complete DB CHAT_ID [--barrier DIR --name N] [--idempotent]
 
@@ -23,7 +24,7 @@ from typing import Any
 
 import nbagent
 from nbagent import Chat, Tool
-from nbagent.store import SQLiteStore, StoreConflictWarning
+from nbagent.store import StoreConflictWarning, open_store
 
 
 def _effect(order_id: int) -> str:
@@ -79,7 +80,7 @@ def _main(argv: list[str]) -> dict[str, Any]:
         chat.ask("Refund order 42")
         return {"chat_id": chat.id, "call_id": chat.pending_approvals[0].id, "status": chat.status}
     if cmd == "approve":
-        with SQLiteStore(db) as store:
+        with open_store(db) as store:
             if "--deny" in argv:
                 call = store.deny(argv[2], reason=argv[argv.index("--deny") + 1], by="script")
             else:

@@ -1,10 +1,10 @@
-"""The store keeps a chat's cost totals and its cost/token budgets across ``Chat.load``."""
+"""The store keeps a chat's cost totals and its cost/token budgets across ``Chat.load``
+(on SQLite and PostgreSQL: the totals are summed from the stored events by each dialect)."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +12,6 @@ from _pricing import registered
 
 from nbagent import Chat, tool
 from nbagent.providers import ModelInfo
-from nbagent.store import SQLiteStore
 from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
 
 MODEL = "store-budget-test-model"
@@ -35,8 +34,8 @@ def _priced(r: Any, i: int, o: int, **more: int) -> Any:
     return dataclasses.replace(r, model=MODEL, input_tokens=i, output_tokens=o, **more)
 
 
-def test_totals_and_a_cost_stop_survive_a_reload(tmp_path: Path) -> None:
-    with SQLiteStore(tmp_path / "agent.db") as store:
+def test_totals_and_a_cost_stop_survive_a_reload(backend: Any) -> None:
+    with backend.open() as store:
         first = ScriptedProvider(
             [
                 _priced(call_tools(("lookup", {"key": "a"})), 30, 5, cached_tokens=10),
@@ -71,8 +70,8 @@ def test_totals_and_a_cost_stop_survive_a_reload(tmp_path: Path) -> None:
         again.close()
 
 
-def test_an_unpriced_request_stays_unpriced_after_a_reload(tmp_path: Path) -> None:
-    with SQLiteStore(tmp_path / "agent.db") as store:
+def test_an_unpriced_request_stays_unpriced_after_a_reload(backend: Any) -> None:
+    with backend.open() as store:
         chat = Chat(provider=ScriptedProvider([reply("hi")]), store=store, max_total_tokens=99)
         chat.ask("hi")
         assert chat.cost_usd is None
@@ -83,8 +82,8 @@ def test_an_unpriced_request_stays_unpriced_after_a_reload(tmp_path: Path) -> No
         loaded.close()
 
 
-def test_the_budget_that_stopped_the_chat_is_stored(tmp_path: Path) -> None:
-    with SQLiteStore(tmp_path / "agent.db") as store:
+def test_the_budget_that_stopped_the_chat_is_stored(backend: Any) -> None:
+    with backend.open() as store:
         script = [_priced(call_tools(("lookup", {"key": "a"})), 30, 5), _priced(reply("x"), 1, 1)]
         chat = Chat(provider=ScriptedProvider(script), store=store, max_total_tokens=10)
         chat.with_tools(lookup).ask("go")

@@ -8,7 +8,9 @@ process completed the chat next) did the other: a denied call ran. Now a chat's 
 is checked against the store and written there in one transaction before the chat records
 it: on a conflict A gets ``DecisionError`` naming who decided and how, and A's chat shows
 that decision (with its events, in its log and view). Both orders, both verdicts, with a
-second store connection in this process and with real processes.
+second store connection in this process and with real processes, on SQLite and on
+PostgreSQL (``db`` is the file's path or the database's DSN; a lock held on the SQLite
+file is SQLite's own).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 import pytest
 
 from nbagent import ApprovalDecided, Chat, DecisionError, Event, StoreError
-from nbagent.store import SQLiteStore
+from nbagent.store import SQLiteStore, open_store
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -29,8 +31,8 @@ from test_processes import _env, run_agent  # noqa: E402
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "agent.db"
+def db(backend: Any) -> str:
+    return str(backend.url)
 
 
 @pytest.fixture
@@ -40,7 +42,7 @@ def counter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def parked(db: Path, seen: list[Event]) -> Chat:
+def parked(db: str, seen: list[Event]) -> Chat:
     """Process A's chat, parked on a refund, watched by ``seen`` (what its log and view get)."""
     chat = Chat(model="demo", store=db).with_tools(Refund)
     chat.on(ApprovalDecided, seen.append)
@@ -49,7 +51,7 @@ def parked(db: Path, seen: list[Event]) -> Chat:
     return chat
 
 
-def complete_elsewhere(db: Path, chat_id: str, counter: Path) -> None:
+def complete_elsewhere(db: str, chat_id: str, counter: Path) -> None:
     """Whoever completes the chat next (here: a fresh process) does what the store says."""
     done = run_agent("complete", str(db), chat_id, env=_env(counter))
     assert done["status"] == "complete", done
@@ -57,12 +59,12 @@ def complete_elsewhere(db: Path, chat_id: str, counter: Path) -> None:
 
 # ---------------------------------------------------- another connection, this process
 def test_a_deny_after_an_approval_elsewhere_is_refused_and_shows_the_approval(
-    db: Path, counter: Path
+    db: str, counter: Path
 ) -> None:
     seen: list[Event] = []
     a = parked(db, seen)
     call = a.pending_approvals[0]
-    with SQLiteStore(db) as b:
+    with open_store(db) as b:
         b.approve(call.id, by="manager")
         with pytest.raises(DecisionError, match=r"already approved by manager"):
             a.deny(call, reason="too much")
@@ -71,18 +73,18 @@ def test_a_deny_after_an_approval_elsewhere_is_refused_and_shows_the_approval(
     assert a.log.set_index("call_id").loc[call.id, "decided_by"] == "manager"
     a.complete()  # B's approval stands: the tool runs, once
     assert a.status == "complete" and count(counter) == 1
-    with SQLiteStore(db) as b:
+    with open_store(db) as b:
         stored = b.call(call.id)
         assert stored.status == "ok" and stored.decision.by == "manager"
     a.close()
 
 
-def test_a_denial_here_first_refuses_the_approval_elsewhere(db: Path, counter: Path) -> None:
+def test_a_denial_here_first_refuses_the_approval_elsewhere(db: str, counter: Path) -> None:
     seen: list[Event] = []
     a = parked(db, seen)
     call = a.pending_approvals[0]
     a.deny(call, reason="too much")
-    with SQLiteStore(db) as b:
+    with open_store(db) as b:
         with pytest.raises(DecisionError, match=r"already denied by user"):
             b.approve(call.id, by="manager")
         assert b.call(call.id).status == "denied"
@@ -93,12 +95,12 @@ def test_a_denial_here_first_refuses_the_approval_elsewhere(db: Path, counter: P
 
 
 def test_an_approval_after_a_denial_elsewhere_is_refused_and_shows_the_denial(
-    db: Path, counter: Path
+    db: str, counter: Path
 ) -> None:
     seen: list[Event] = []
     a = parked(db, seen)
     call = a.pending_approvals[0]
-    with SQLiteStore(db) as b:
+    with open_store(db) as b:
         b.deny(call.id, reason="over the limit", by="manager")
     with pytest.raises(DecisionError, match=r"already denied by manager"):
         a.approve(call)
@@ -110,13 +112,13 @@ def test_an_approval_after_a_denial_elsewhere_is_refused_and_shows_the_denial(
     assert count(counter) == 0
 
 
-def test_the_same_verdict_twice_is_no_conflict(db: Path, counter: Path) -> None:
+def test_the_same_verdict_twice_is_no_conflict(db: str, counter: Path) -> None:
     """Approving a call already approved elsewhere is a no-op, as approving twice is: the
     chat shows the first approval (who made it, when)."""
     seen: list[Event] = []
     a = parked(db, seen)
     call = a.pending_approvals[0]
-    with SQLiteStore(db) as b:
+    with open_store(db) as b:
         first = b.approve(call.id, by="manager").decision
     a.approve(call)
     assert call.decision == first
@@ -125,12 +127,13 @@ def test_the_same_verdict_twice_is_no_conflict(db: Path, counter: Path) -> None:
     a.close()
 
 
-def test_a_decision_that_cannot_be_written_is_not_made(db: Path, counter: Path) -> None:
+def test_a_decision_that_cannot_be_written_is_not_made(tmp_path: Path, counter: Path) -> None:
     """The store cannot be written (locked past the busy timeout): the decision raises
     StoreError and is not recorded anywhere; made again once the file is free, it holds."""
     import sqlite3
     import warnings
 
+    db = tmp_path / "agent.db"
     with SQLiteStore(db, timeout=0.2) as store:
         seen: list[Event] = []
         a = Chat(model="demo", store=store).with_tools(Refund)
@@ -153,7 +156,7 @@ def test_a_decision_that_cannot_be_written_is_not_made(db: Path, counter: Path) 
         a.close()
 
 
-def test_a_click_on_deny_after_an_approval_elsewhere_shows_it(db: Path, counter: Path) -> None:
+def test_a_click_on_deny_after_an_approval_elsewhere_shows_it(db: str, counter: Path) -> None:
     """The notebook view: the Deny click is refused, the card says why and shows the
     approval made elsewhere."""
     pytest.importorskip("ipywidgets")
@@ -166,7 +169,7 @@ def test_a_click_on_deny_after_an_approval_elsewhere_shows_it(db: Path, counter:
     view = ChatView(a)
     a.ask("Refund order 42")
     call = a.pending_approvals[0]
-    with SQLiteStore(db) as b:
+    with open_store(db) as b:
         b.approve(call.id, by="manager")
 
     widgets: list[Any] = []
@@ -186,7 +189,7 @@ def test_a_click_on_deny_after_an_approval_elsewhere_shows_it(db: Path, counter:
 
 
 # --------------------------------------------------------------------- real processes
-def test_a_deny_after_an_approval_in_another_process(db: Path, counter: Path) -> None:
+def test_a_deny_after_an_approval_in_another_process(db: str, counter: Path) -> None:
     seen: list[Event] = []
     a = parked(db, seen)
     call = a.pending_approvals[0]
@@ -199,7 +202,7 @@ def test_a_deny_after_an_approval_in_another_process(db: Path, counter: Path) ->
     assert count(counter) == 1  # the approval that won runs, once
 
 
-def test_a_denial_here_refuses_the_approval_of_another_process(db: Path, counter: Path) -> None:
+def test_a_denial_here_refuses_the_approval_of_another_process(db: str, counter: Path) -> None:
     seen: list[Event] = []
     a = parked(db, seen)
     call = a.pending_approvals[0]
@@ -211,7 +214,7 @@ def test_a_denial_here_refuses_the_approval_of_another_process(db: Path, counter
     assert count(counter) == 0
 
 
-def test_an_approval_after_a_denial_in_another_process(db: Path, counter: Path) -> None:
+def test_an_approval_after_a_denial_in_another_process(db: str, counter: Path) -> None:
     seen: list[Event] = []
     a = parked(db, seen)
     call = a.pending_approvals[0]
@@ -227,7 +230,7 @@ def test_an_approval_after_a_denial_in_another_process(db: Path, counter: Path) 
 
 
 def test_a_denial_whose_result_was_not_written_is_applied_again_on_load(
-    db: Path, counter: Path, monkeypatch: pytest.MonkeyPatch
+    db: str, counter: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The denial is in the store before the chat records it; its result follows with its
     event. If the process dies in between (here: that write fails, and another process
@@ -235,7 +238,7 @@ def test_a_denial_whose_result_was_not_written_is_applied_again_on_load(
     the tool does not run."""
     import warnings
 
-    store = SQLiteStore(db)
+    store = open_store(db)
     a = Chat(model="demo", store=store).with_tools(Refund)
     a.ask("Refund order 42")
     call = a.pending_approvals[0]
@@ -250,7 +253,7 @@ def test_a_denial_whose_result_was_not_written_is_applied_again_on_load(
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
         a.deny(call, reason="over the limit")
-    with SQLiteStore(db) as other:
+    with open_store(db) as other:
         stored = other.call(call.id)
         assert stored.status == "denied" and stored.result is None  # as if A died here
         b = Chat.load(a.id, store=other, tools=[Refund])

@@ -6,6 +6,7 @@ import sqlite3
 import struct
 import zlib
 from pathlib import Path
+from typing import Any
 
 import nbagent
 from nbagent import Chat, ImagePart, ToolResultMessage
@@ -39,9 +40,9 @@ def snapshot() -> list[object]:
     return ["the screen", RED]
 
 
-def test_parts_round_trip_and_identical_bytes_are_one_blob(tmp_path: Path) -> None:
+def test_parts_round_trip_and_identical_bytes_are_one_blob(backend: Any) -> None:
     script = [reply("Two reds."), call_tools(("snapshot", {})), reply("Red again.")]
-    with SQLiteStore(tmp_path / "chats.db") as store:
+    with backend.open() as store:
         chat = Chat(provider=ScriptedProvider(script), store=store, display=False)
         chat = chat.with_tools(snapshot)
         chat.ask("Compare", images=[RED, nbagent.image(RED, detail="low"), PDF])
@@ -73,9 +74,8 @@ def test_parts_round_trip_and_identical_bytes_are_one_blob(tmp_path: Path) -> No
         assert stored.result is not None and stored.result.parts[0].data == RED
         log = nbagent.read_log(store)
         assert log["result_type"].tolist() == ["text+image"]
-    with sqlite3.connect(tmp_path / "chats.db") as conn:
-        rows = conn.execute("SELECT sha256, media_type, size FROM blobs ORDER BY size").fetchall()
-        messages = [r[0] for r in conn.execute("SELECT json FROM messages")]
+    rows = backend.sql("SELECT sha256, media_type, size FROM blobs ORDER BY size")
+    messages = [r[0] for r in backend.sql("SELECT json FROM messages")]
     assert sorted(r[1] for r in rows) == ["application/pdf", "image/png"]  # RED once, PDF once
     assert {r[0] for r in rows} == {ImagePart(RED, "image/png").sha256, nbagent.image(PDF).sha256}
     assert not any("base64" in m or "iVBOR" in m for m in messages)  # bytes only in blobs

@@ -2,7 +2,8 @@
 
 Every "other process" here is a real ``python`` subprocess running
 ``tests/store/_agent.py``; the tools count their executions in a file, so
-"ran exactly once" is observed, not assumed.
+"ran exactly once" is observed, not assumed. Every test runs on SQLite and on
+PostgreSQL (``db`` is the file's path or the database's DSN).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 
 import nbagent
 from nbagent import CallInDoubt, Chat, ToolResultMessage
-from nbagent.store import SQLiteStore, StoreConflictWarning
+from nbagent.store import StoreConflictWarning, open_store
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -50,8 +51,8 @@ def run_agent(*args: str, env: dict[str, str], check: bool = True) -> dict[str, 
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "agent.db"
+def db(backend: Any) -> str:
+    return str(backend.url)
 
 
 @pytest.fixture
@@ -59,9 +60,9 @@ def counter(tmp_path: Path) -> Path:
     return tmp_path / "runs.txt"
 
 
-def park(db: Path) -> tuple[str, str]:
+def park(db: str) -> tuple[str, str]:
     """A chat parked on an approval, created and left by this process."""
-    with SQLiteStore(db) as store:
+    with open_store(db) as store:
         chat = Chat(model="demo", store=store).with_tools(Refund)
         chat.ask("Refund order 42")
         assert chat.status == "awaiting_approval"
@@ -71,7 +72,7 @@ def park(db: Path) -> tuple[str, str]:
 
 
 def test_park_restart_load_approve_complete(
-    db: Path, counter: Path, monkeypatch: pytest.MonkeyPatch
+    db: str, counter: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("NBAGENT_TEST_COUNTER", str(counter))
     made = run_agent("new", str(db), env=_env(counter))  # process 1 parks and exits
@@ -85,15 +86,15 @@ def test_park_restart_load_approve_complete(
     chat.complete()
     assert chat.status == "complete"
     assert count(counter) == 1
-    with SQLiteStore(db) as store:
+    with open_store(db) as store:
         stored = store.call(made["call_id"])
         assert stored.status == "ok" and stored.decision is not None
         assert stored.decision.by == "user"
     chat.close()
 
 
-def test_decision_from_another_process_is_picked_up(db: Path, counter: Path) -> None:
-    with SQLiteStore(db) as store:
+def test_decision_from_another_process_is_picked_up(db: str, counter: Path) -> None:
+    with open_store(db) as store:
         chat = Chat(model="demo", store=store).with_tools(Refund)
         chat.ask("Refund order 42")
         call_id = chat.pending_approvals[0].id
@@ -109,7 +110,7 @@ def test_decision_from_another_process_is_picked_up(db: Path, counter: Path) -> 
         assert len(decided) == 1 and decided[0].decision.by == "script"
 
 
-def test_denial_from_another_process_reaches_the_model(db: Path, counter: Path) -> None:
+def test_denial_from_another_process_reaches_the_model(db: str, counter: Path) -> None:
     chat_id, call_id = park(db)
     run_agent("approve", str(db), call_id, "--deny", "over the limit", env=_env(counter))
     chat = Chat.load(chat_id, store=db, tools=[Refund])
@@ -121,20 +122,20 @@ def test_denial_from_another_process_reaches_the_model(db: Path, counter: Path) 
     chat.close()
 
 
-def test_approved_elsewhere_completes_in_a_third_process(db: Path, counter: Path) -> None:
+def test_approved_elsewhere_completes_in_a_third_process(db: str, counter: Path) -> None:
     chat_id, call_id = park(db)
     run_agent("approve", str(db), call_id, env=_env(counter))  # chat loaded nowhere
     done = run_agent("complete", str(db), chat_id, env=_env(counter))
     assert done["status"] == "complete"
     assert count(counter) == 1
-    with SQLiteStore(db) as store:
+    with open_store(db) as store:
         assert store.call(call_id).status == "ok"
         assert store.pending_approvals() == []
 
 
-def test_two_processes_racing_run_the_tool_once(db: Path, counter: Path, tmp_path: Path) -> None:
+def test_two_processes_racing_run_the_tool_once(db: str, counter: Path, tmp_path: Path) -> None:
     chat_id, call_id = park(db)
-    with SQLiteStore(db) as store:
+    with open_store(db) as store:
         store.approve(call_id)
     env = _env(counter, NBAGENT_TEST_SLEEP="0.3")
     procs = [
@@ -184,16 +185,16 @@ def test_two_processes_racing_run_the_tool_once(db: Path, counter: Path, tmp_pat
     chat.close()
 
 
-def test_crash_between_claim_and_result_is_in_doubt(db: Path, counter: Path) -> None:
+def test_crash_between_claim_and_result_is_in_doubt(db: str, counter: Path) -> None:
     chat_id, call_id = park(db)
-    with SQLiteStore(db) as store:
+    with open_store(db) as store:
         store.approve(call_id)
     crashed = run_agent(
         "complete", str(db), chat_id, env=_env(counter, NBAGENT_TEST_CRASH="1"), check=False
     )
     assert crashed["returncode"] == 3
     assert count(counter) == 1  # the effect happened; its result was never recorded
-    with SQLiteStore(db) as store:
+    with open_store(db) as store:
         assert store.call(call_id).status == "running"
 
     seen: list[nbagent.Event] = []
@@ -207,7 +208,7 @@ def test_crash_between_claim_and_result_is_in_doubt(db: Path, counter: Path) -> 
     assert count(counter) == 1  # not rerun
     assert "in_doubt" in chat.transcript[-1].content  # the demo model reports the outcome
 
-    with SQLiteStore(db) as store:
+    with open_store(db) as store:
         assert store.call(call_id).status == "in_doubt"
         doubts = [e for e in store.iter_events(chat_id) if isinstance(e, CallInDoubt)]
         assert len(doubts) == 1 and not doubts[0].rerun
@@ -218,9 +219,9 @@ def test_crash_between_claim_and_result_is_in_doubt(db: Path, counter: Path) -> 
     chat.close()
 
 
-def test_crash_with_an_idempotent_tool_reruns_it(db: Path, counter: Path) -> None:
+def test_crash_with_an_idempotent_tool_reruns_it(db: str, counter: Path) -> None:
     chat_id, call_id = park(db)
-    with SQLiteStore(db) as store:
+    with open_store(db) as store:
         store.approve(call_id)
     crashed = run_agent(
         "complete",
@@ -234,15 +235,15 @@ def test_crash_with_an_idempotent_tool_reruns_it(db: Path, counter: Path) -> Non
     done = run_agent("complete", str(db), chat_id, "--idempotent", env=_env(counter))
     assert done["status"] == "complete"
     assert count(counter) == 2  # rerun, by design, because the tool said it is safe
-    with SQLiteStore(db) as store:
+    with open_store(db) as store:
         assert store.call(call_id).status == "ok"
         doubts = [e for e in store.iter_events(chat_id) if isinstance(e, CallInDoubt)]
         assert len(doubts) == 1 and doubts[0].rerun
 
 
-def test_a_call_running_in_a_live_process_is_left_alone(db: Path, counter: Path) -> None:
+def test_a_call_running_in_a_live_process_is_left_alone(db: str, counter: Path) -> None:
     chat_id, call_id = park(db)
-    with SQLiteStore(db) as store:
+    with open_store(db) as store:
         store.approve(call_id)
     slow = subprocess.Popen(
         [sys.executable, str(HERE / "_agent.py"), "complete", str(db), chat_id],
@@ -252,7 +253,7 @@ def test_a_call_running_in_a_live_process_is_left_alone(db: Path, counter: Path)
         text=True,
     )
     try:
-        with SQLiteStore(db) as store:
+        with open_store(db) as store:
             deadline = time.monotonic() + 60
             while store.call(call_id).status != "running":
                 assert time.monotonic() < deadline and slow.poll() is None

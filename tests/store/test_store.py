@@ -1,4 +1,7 @@
-"""The store in one process: exact round trips, decisions, bad input, conflicts."""
+"""The store in one process: exact round trips, decisions, bad input, conflicts.
+
+Tests taking ``store`` or ``backend`` run on SQLite and on PostgreSQL (``conftest.py``).
+"""
 
 from __future__ import annotations
 
@@ -33,12 +36,6 @@ from _agent import Refund, count
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     return tmp_path / "agent.db"
-
-
-@pytest.fixture
-def store(db: Path) -> Any:
-    with SQLiteStore(db) as s:
-        yield s
 
 
 @pytest.fixture
@@ -106,10 +103,10 @@ def _lifecycle(chat: Chat) -> list[tuple[Any, ...]]:
     ]
 
 
-def test_a_loaded_chat_equals_the_original(store: Any, counter: Path) -> None:
+def test_a_loaded_chat_equals_the_original(store: Any, backend: Any, counter: Path) -> None:
     events: list[Event] = []
     chat = _busy_chat(store, events)
-    loaded = Chat.load(chat.id, store=store.location, tools=[get_weather, Refund])
+    loaded = Chat.load(chat.id, store=backend.url, tools=[get_weather, Refund])
     try:
         assert loaded.transcript == chat.transcript
         assert _lifecycle(loaded) == _lifecycle(chat)
@@ -313,11 +310,12 @@ def test_a_corrupt_file_is_refused_and_left_alone(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.db"]
 
 
-def test_a_truncated_store_is_refused(tmp_path: Path, store: Any) -> None:
+def test_a_truncated_store_is_refused(tmp_path: Path, db: Path) -> None:
+    store = SQLiteStore(db)
     chat, _ = parked(store)
     closed(chat)
     store.close()
-    data = store.path.read_bytes()
+    data = db.read_bytes()
     broken = tmp_path / "broken.db"
     broken.write_bytes(data[: len(data) // 2] + b"\0" * 100)
     with pytest.raises(StoreError, match=r"broken\.db"), SQLiteStore(broken) as s:
@@ -338,35 +336,33 @@ def test_other_sqlite_databases_are_not_touched(tmp_path: Path) -> None:
     assert path.read_bytes() == before
 
 
-def _stored_options(store: Any, chat_id: str, change: Any) -> None:
+def _stored_options(backend: Any, chat_id: str, change: Any) -> None:
     """Change a stored chat's tool options in place (as a newer nbagent or a hand edit would)."""
     import json
-    import sqlite3
 
-    conn = sqlite3.connect(store.path)
-    (state,) = conn.execute("SELECT state FROM chats WHERE id = ?", (chat_id,)).fetchone()
+    ((state,),) = backend.sql("SELECT state FROM chats WHERE id = ?", (chat_id,))
     state = json.loads(state)
     change(state["options"])
-    conn.execute("UPDATE chats SET state = ? WHERE id = ?", (json.dumps(state), chat_id))
-    conn.commit()
-    conn.close()
+    backend.sql("UPDATE chats SET state = ? WHERE id = ?", (json.dumps(state), chat_id))
 
 
-def test_unknown_or_invalid_stored_options_name_the_key_and_the_chat(store: Any) -> None:
+def test_unknown_or_invalid_stored_options_name_the_key_and_the_chat(
+    store: Any, backend: Any
+) -> None:
     """A stored tool option this version does not know (a newer nbagent, a hand edit) is a
     StoreError naming it and the chat, not a raw TypeError from inside the chat."""
     chat = Chat(model="demo", store=store).with_tools(Refund).with_tool_options(calls="one")
     closed(chat)
-    _stored_options(store, chat.id, lambda o: o.update(parallel_budget=3))
+    _stored_options(backend, chat.id, lambda o: o.update(parallel_budget=3))
     with pytest.raises(StoreError, match=rf"chat {chat.id} of .*'parallel_budget'"):
         Chat.load(chat.id, store=store, tools=[Refund])
-    _stored_options(store, chat.id, lambda o: o.update(timeout="soon", parallel_budget=None))
+    _stored_options(backend, chat.id, lambda o: o.update(timeout="soon", parallel_budget=None))
     with pytest.raises(StoreError, match=rf"chat {chat.id} of .*'parallel_budget'"):
         Chat.load(chat.id, store=store, tools=[Refund])
-    _stored_options(store, chat.id, lambda o: o.pop("parallel_budget"))
+    _stored_options(backend, chat.id, lambda o: o.pop("parallel_budget"))
     with pytest.raises(StoreError, match=rf"chat {chat.id} of .*'timeout'"):
         Chat.load(chat.id, store=store, tools=[Refund])
-    _stored_options(store, chat.id, lambda o: o.update(timeout=None))
+    _stored_options(backend, chat.id, lambda o: o.update(timeout=None))
     loaded = Chat.load(chat.id, store=store, tools=[Refund])  # valid again: it loads
     assert loaded.tool_options == chat.tool_options
     closed(loaded)
@@ -526,14 +522,11 @@ def test_rejected_calls_round_trip(store: Any) -> None:
     closed(loaded)
 
 
-def test_a_decision_that_cannot_be_applied_is_rejected(store: Any, counter: Path) -> None:
-    import sqlite3
-
+def test_a_decision_that_cannot_be_applied_is_rejected(
+    store: Any, backend: Any, counter: Path
+) -> None:
     chat, call_id = parked(store)
-    conn = sqlite3.connect(store.path)
-    conn.execute("UPDATE chats SET tools = NULL")  # as if the schema were unknown
-    conn.commit()
-    conn.close()
+    backend.sql("UPDATE chats SET tools = NULL")  # as if the schema were unknown
     store.approve(call_id, arguments={"order_id": "not a number"}, by="script")
     with pytest.warns(StoreConflictWarning, match="cannot be applied"):
         assert chat.refresh() == []

@@ -1,0 +1,610 @@
+"""The PostgreSQL store: the same rows, claims and decisions as SQLite's, on a shared server.
+
+::
+
+    store = PostgresStore("postgresql://agent:secret@db.internal/agents")
+    chat = Chat(model="gpt-4.1-mini", store=store)          # or store="postgresql://..."
+    chat = Chat.load(chat_id, store="postgresql://...")     # in any process, on any machine
+
+Everything a chat and the outside do goes through :class:`~nbagent.store._sql.SQLStore`
+(the statements SQLite runs too, ``?`` placeholders translated here); what is
+PostgreSQL's own:
+
+- **transactions**: one connection per store object (a lock serialises its
+  users, like SQLite's), autocommit, each write an explicit ``BEGIN`` that
+  first takes the chat's advisory lock (``pg_advisory_xact_lock``), in the
+  same round trip: writes to one chat are serialised as SQLite's ``BEGIN
+  IMMEDIATE`` serialises every write, and writes to different chats run in
+  parallel. Reads are ``REPEATABLE READ, READ ONLY`` snapshots.
+- **at most once**: a claim is ``UPDATE tool_calls SET status = 'running' ...
+  WHERE status IN (...)``: of two processes claiming one call, the second
+  waits for the first's row lock, re-checks the condition and changes nothing.
+  A decision reads the call's row ``FOR UPDATE``: of two processes deciding
+  at once, the second sees the first's decision (first decision wins).
+- **decisions reach running chats without polling**: a trigger NOTIFYs every
+  recorded decision; one listening connection per store object (opened with the
+  first :meth:`PostgresStore.watch`) wakes the watches that follow that chat.
+- **the schema**: :mod:`nbagent.store._pg_migrations` (the same versions as
+  SQLite's), applied once under an advisory lock.
+- **a database that goes away** (a restart, a terminated backend, a network
+  cut): the operation under way raises :class:`~nbagent.StoreError` (its
+  transaction is rolled back by the server: nothing of it is written; a commit
+  whose answer was lost may have been, and a chat's retried write recognises
+  its own rows), and the next operation connects again. The listener
+  reconnects by itself and catches up on the decisions it missed.
+- **secrets**: the DSN's password is kept out of ``location``, ``repr``, every
+  error message and log (``location`` is the DSN without it). Text PostgreSQL
+  cannot hold (a NUL character) is stored as U+FFFD; JSON keeps it escaped.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any
+from urllib.parse import quote
+
+from .._errors import StoreError
+from .._optional import require
+from . import _codec as codec
+from . import _pg_migrations as migrations
+from ._sql import SQLStore, next_seq_sql, updated_at_sql
+from ._watch import DecisionWatch
+
+DSN_SCHEMES = ("postgresql://", "postgres://")
+"""A store given as a string starting with one of these is a PostgreSQL DSN."""
+
+_KEYWORD_DSN = re.compile(
+    r"^\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode|options|"
+    r"application_name|connect_timeout|target_session_attrs)\s*=",
+    re.IGNORECASE,
+)
+
+_USAGE_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "cache_write_tokens",
+)
+
+
+def is_dsn(value: object) -> bool:
+    """Whether ``value`` is a PostgreSQL DSN: a URL (``postgresql://...``) or libpq
+    ``key=value`` pairs starting with a connection keyword (``host=... dbname=...``)."""
+    if not isinstance(value, str):
+        return False
+    return value.lower().startswith(DSN_SCHEMES) or _KEYWORD_DSN.match(value) is not None
+
+
+# ------------------------------------------------------------------ secrets
+class _Secret:
+    """A string that never shows itself (``repr``, ``str``, ``vars()`` of its owner)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str):
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+    __str__ = __repr__
+
+
+_URL_PASSWORD = re.compile(r"^[a-z]+://[^:/@?#]*:([^@/?#]*)@", re.IGNORECASE)
+_KW_PASSWORD = re.compile(r"(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def _passwords_in(dsn: str) -> list[str]:
+    """The password(s) written in a DSN's text, read without parsing it (for scrubbing)."""
+    found = [m.group(1) for m in _URL_PASSWORD.finditer(dsn)]
+    found += [m.group(1).strip("'") for m in _KW_PASSWORD.finditer(dsn)]
+    return [p for p in found if p]
+
+
+def _location(params: dict[str, str]) -> str:
+    """The DSN a user recognises, without its password: ``postgresql://user@host:port/db``."""
+    user = params.get("user")
+    host = params.get("host") or params.get("hostaddr") or "localhost"
+    port = params.get("port")
+    where = f"{quote(user, safe='')}@" if user else ""
+    where += host if "/" not in host else quote(host, safe="")
+    where += f":{port}" if port else ""
+    db = params.get("dbname")
+    return f"postgresql://{where}/{quote(db, safe='') if db else ''}"
+
+
+# ------------------------------------------------------------------ the connection
+@functools.lru_cache(maxsize=512)
+def _pg_sql(sql: str) -> str:
+    """A shared statement (``?`` placeholders, SQLite's ``IS ?``) in psycopg's form."""
+    sql = sql.replace("%", "%%")
+    sql = re.sub(r"\bIS \?", "IS NOT DISTINCT FROM %s", sql)
+    return sql.replace("?", "%s")
+
+
+def _param(value: Any) -> Any:
+    if type(value) is str and "\x00" in value:
+        return value.replace("\x00", "\ufffd")  # PostgreSQL text cannot hold NUL
+    return value
+
+
+class _Conn:
+    """A psycopg connection answering the shared statements (``execute`` like ``sqlite3``'s)."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: Any):
+        self.raw = raw
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.raw.execute(_pg_sql(sql), [_param(p) for p in params])
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
+        cur = self.raw.cursor()
+        cur.executemany(_pg_sql(sql), [[_param(p) for p in row] for row in rows])
+        return cur
+
+
+def _chat_key(chat_id: str) -> int:
+    """A chat's advisory lock key: 32 bits of its id's hash (a collision only serialises more)."""
+    return int.from_bytes(
+        hashlib.blake2b(chat_id.encode(), digest_size=4).digest(), "big", signed=True
+    )
+
+
+# ------------------------------------------------------------------ the store
+class PostgresStore(SQLStore):
+    """Chats in a PostgreSQL database: ``Chat(store=PostgresStore(dsn))`` or ``store=dsn``.
+
+    The same protocol and guarantees as :class:`~nbagent.store.SQLiteStore`
+    (at-most-once claims, in-doubt calls, decisions from anywhere, the first
+    decision wins), shared by every process and machine that reaches the
+    server; decisions reach waiting chats at once (``LISTEN``/``NOTIFY``:
+    :meth:`watch`). Needs ``pip install 'nbagent[postgres]'`` (psycopg 3).
+
+    Args:
+        dsn: ``postgresql://user:password@host:port/dbname`` (a libpq URL or
+            ``key=value`` string; ``PGPASSWORD``, ``~/.pgpass`` and the other
+            libpq settings apply). The tables go to the connection's current
+            schema (``?options=-csearch_path%3Dmyschema`` for another one). The
+            password is never shown (``location`` is the DSN without it).
+        connect_timeout: Seconds to wait for the server when connecting.
+        claim_timeout: Seconds after which a claim by a process that cannot be
+            checked (another host) counts as abandoned; ``None``: never.
+        application_name: What the server's ``pg_stat_activity`` shows.
+
+    Raises:
+        StoreError: The server cannot be reached or refuses the login, the
+            schema has tables and is not an nbagent store, or was written by a
+            newer nbagent (nothing is changed then).
+        ModuleNotFoundError: psycopg is not installed (the message names the extra).
+    """
+
+    _UPDATED_AT = updated_at_sql("GREATEST")
+    _NEXT_SEQ = next_seq_sql("GREATEST")
+    _FOR_UPDATE = " FOR UPDATE"
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        connect_timeout: float = 10.0,
+        claim_timeout: float | None = None,
+        application_name: str = "nbagent",
+    ):
+        if not isinstance(dsn, str):
+            raise TypeError(f"dsn must be a string, got {type(dsn).__name__}")
+        self._pg = require("psycopg", "PostgresStore")
+        self._secrets = [_Secret(p) for p in _passwords_in(dsn)]
+        error: StoreError | None = None
+        try:
+            params = self._pg.conninfo.conninfo_to_dict(dsn)
+        except self._pg.Error as exc:
+            error = StoreError(
+                f"cannot open a PostgreSQL store: {self._scrub(str(exc)).strip()} "
+                "(expected postgresql://user:password@host:port/dbname)"
+            )
+        if error is not None:  # raised here, so that it holds no trace of libpq's message
+            raise error
+        if params.get("password"):
+            self._secrets.append(_Secret(str(params["password"])))
+        self.location = _location({k: str(v) for k, v in params.items() if v is not None})
+        self.claim_timeout = claim_timeout
+        self._dsn = _Secret(dsn)
+        self._connect_timeout = max(1, round(connect_timeout))
+        self._options: dict[str, Any] = {
+            "connect_timeout": self._connect_timeout,
+            "application_name": application_name,
+        }
+        self._lock = threading.RLock()
+        self._closed = False
+        self._conn: _Conn | None = None
+        self._listener: _Listener | None = None
+        self._conn = self._open()
+
+    # -- lifecycle -------------------------------------------------------------------
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            value = secret.reveal()
+            if value:
+                text = text.replace(value, "***")
+                text = text.replace(quote(value, safe=""), "***")
+        return text
+
+    def _raw_connect(self) -> Any:
+        """A new autocommit psycopg connection; ``StoreError`` (scrubbed) if it fails."""
+        error: StoreError | None = None
+        try:
+            return self._pg.connect(self._dsn.reveal(), autocommit=True, **self._options)
+        except self._pg.Error as exc:
+            error = StoreError(
+                f"cannot connect to PostgreSQL store {self.location}: "
+                f"{self._scrub(str(exc)).strip()}"
+            )
+        raise error  # outside the handler: no trace of libpq's message (it may echo the DSN)
+
+    def _open(self) -> _Conn:
+        """Connect, and bring the schema to this version (once, under the migration lock)."""
+        raw = self._raw_connect()
+        try:
+            version = migrations.schema_version(raw)
+            if version < 0:
+                raise StoreError(
+                    f"{self.location} has tables and no schema_migrations in its schema: it is "
+                    "not an nbagent store, and was not changed. Use another database or schema "
+                    "(?options=-csearch_path%3Dnbagent)."
+                )
+            if version > migrations.SCHEMA_VERSION:
+                raise StoreError(self._newer(version))
+            if version < migrations.SCHEMA_VERSION:
+                try:
+                    migrations.migrate(raw)
+                except ValueError as exc:  # found under the lock (another process raced)
+                    raise StoreError(
+                        f"{self.location} cannot be migrated: {exc}; it was not changed"
+                    ) from None
+        except self._pg.Error as exc:
+            raw.close()
+            raise self._error(exc) from None
+        except BaseException:
+            raw.close()
+            raise
+        return _Conn(raw)
+
+    def _newer(self, version: int) -> str:
+        return (
+            f"{self.location} was written by a newer nbagent (schema version {version}; this "
+            f"version knows up to {migrations.SCHEMA_VERSION}). Upgrade nbagent to open it; the "
+            "database was not changed."
+        )
+
+    def close(self) -> None:
+        """Close the connections (idempotent); every watch of this store is closed too."""
+        with self._lock:
+            self._closed = True
+            listener, self._listener = self._listener, None
+            conn, self._conn = self._conn, None
+        if listener is not None:
+            listener.stop()
+        if conn is not None:
+            with suppress(self._pg.Error):
+                conn.raw.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"schema v{migrations.SCHEMA_VERSION}"
+        return f"PostgresStore({self.location!r}, {state})"
+
+    @property
+    def schema_version(self) -> int:
+        with self._read() as conn:
+            return migrations.schema_version(conn.raw)
+
+    # -- transactions ------------------------------------------------------------------
+    def _c(self) -> _Conn:
+        """The connection; a new one if the last was lost (nothing is in flight here)."""
+        if self._closed:
+            raise StoreError(f"store {self.location} is closed")
+        conn = self._conn
+        if conn is None or conn.raw.closed or conn.raw.broken:
+            if conn is not None:
+                with suppress(self._pg.Error):
+                    conn.raw.close()
+            self._conn = None
+            raw = self._raw_connect()
+            self._conn = conn = _Conn(raw)
+        return conn
+
+    @contextmanager
+    def _tx(self, chat_id: str | None = None) -> Iterator[_Conn]:
+        """One write transaction (holding the chat's advisory lock); any error rolls it back."""
+        begin = "BEGIN"
+        if chat_id is not None:
+            begin += "; " + migrations.chat_lock(_chat_key(chat_id))
+        with self._lock:
+            conn = self._begin(begin)
+            try:
+                yield conn
+            except BaseException as exc:
+                self._rollback(conn)
+                if isinstance(exc, self._pg.Error):
+                    raise self._error(exc) from None
+                raise
+            try:
+                conn.raw.execute("COMMIT")
+            except self._pg.Error as exc:
+                self._rollback(conn)
+                raise self._error(exc, committing=True) from None
+
+    @contextmanager
+    def _read(self) -> Iterator[_Conn]:
+        """A consistent snapshot for several reads."""
+        with self._lock:
+            conn = self._begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            try:
+                try:
+                    yield conn
+                finally:
+                    if not conn.raw.broken:
+                        conn.raw.execute("COMMIT")
+            except self._pg.Error as exc:
+                self._rollback(conn)
+                raise self._error(exc) from None
+
+    def _begin(self, sql: str) -> _Conn:
+        """Begin a transaction. A connection found dead here (the server restarted, the
+        backend was terminated, while it sat idle) is replaced once: nothing of this
+        transaction was sent, so connecting again is safe."""
+        conn = self._c()
+        try:
+            conn.raw.execute(sql)
+            return conn
+        except self._pg.Error as exc:
+            if not (conn.raw.broken or conn.raw.closed):
+                self._rollback(conn)
+                raise self._error(exc) from None
+        conn = self._c()  # connects again
+        try:
+            conn.raw.execute(sql)
+        except self._pg.Error as exc:
+            self._rollback(conn)
+            raise self._error(exc) from None
+        return conn
+
+    def _rollback(self, conn: _Conn) -> None:
+        if conn.raw.closed or conn.raw.broken:
+            return
+        with suppress(self._pg.Error):
+            conn.raw.execute("ROLLBACK")
+
+    def _error(self, exc: BaseException, committing: bool = False) -> StoreError:
+        text = self._scrub(str(exc)).strip() or type(exc).__name__
+        conn = self._conn
+        if isinstance(exc, self._pg.OperationalError) and (
+            conn is None or conn.raw.closed or conn.raw.broken
+        ):
+            outcome = (
+                "its commit was sent but not confirmed: it may or may not have been written"
+                if committing
+                else "what it was writing was rolled back by the server: nothing of it is written"
+            )
+            return StoreError(
+                f"lost the connection to PostgreSQL store {self.location} ({text}); {outcome}. "
+                "The next operation connects again."
+            )
+        return StoreError(f"store {self.location}: {text}")
+
+    # -- the dialect -------------------------------------------------------------------
+    @staticmethod
+    def _derived_state(conn: Any, chat_id: str) -> dict[str, Any]:
+        """What the event stream already records: usage, cost, steps taken, the last step's kind.
+
+        ``cost_usd`` sums the priced requests; ``unpriced`` counts the others.
+        Summed by the server, except the rare event whose text holds an escaped
+        NUL (``\\u0000``), which PostgreSQL's JSON functions refuse: those are
+        read here.
+        """
+        row = conn.execute(
+            "SELECT COALESCE(SUM((j -> 'usage' ->> 'input_tokens')::bigint), 0), "
+            "COALESCE(SUM((j -> 'usage' ->> 'output_tokens')::bigint), 0), "
+            "COALESCE(SUM((j -> 'usage' ->> 'cached_tokens')::bigint), 0), "
+            "COALESCE(SUM((j -> 'usage' ->> 'reasoning_tokens')::bigint), 0), "
+            "COALESCE(SUM((j -> 'usage' ->> 'cache_write_tokens')::bigint), 0), "
+            "COALESCE(SUM(CASE WHEN json_typeof(j -> 'cost_usd') = 'number' "
+            "THEN (j ->> 'cost_usd')::float8 END), 0.0), "
+            "COUNT(*) FILTER (WHERE json_typeof(j -> 'cost_usd') IS DISTINCT FROM 'number') "
+            "FROM (SELECT json::json AS j FROM events WHERE chat_id = ? "
+            "AND type = 'model_request_finished' AND strpos(json, '\\u0000') = 0) AS e",
+            (chat_id,),
+        ).fetchone()
+        totals = [int(v) for v in row[:5]]
+        cost, unpriced = float(row[5]), int(row[6])
+        for (text,) in conn.execute(
+            "SELECT json FROM events WHERE chat_id = ? AND type = 'model_request_finished' "
+            "AND strpos(json, '\\u0000') > 0",
+            (chat_id,),
+        ).fetchall():
+            data = codec.loads(text) or {}
+            usage = data.get("usage") or {}
+            for i, key in enumerate(_USAGE_KEYS):
+                totals[i] += int(usage.get(key) or 0)
+            value = data.get("cost_usd")
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                cost += float(value)
+            else:
+                unpriced += 1
+        out: dict[str, Any] = {
+            "usage": dict(zip(_USAGE_KEYS, totals, strict=True)),
+            "cost_usd": cost,
+            "unpriced": unpriced,
+        }
+        last = conn.execute(
+            "SELECT json FROM events WHERE chat_id = ? AND type = 'step_finished' "
+            "ORDER BY seq DESC LIMIT 1",
+            (chat_id,),
+        ).fetchone()
+        if last is not None:
+            data = codec.loads(last[0]) or {}
+            out["step"], out["last_step"], out["last_budget"] = (
+                data.get("step"),
+                data.get("kind"),
+                data.get("budget"),
+            )
+        return out
+
+    def _insert_events(self, conn: Any, rows: list[tuple[str, int, str, str, str]]) -> int:
+        cur = conn.executemany(
+            "INSERT INTO events (chat_id, seq, type, ts, json) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            rows,
+        )
+        return int(cur.rowcount)
+
+    # -- following decisions ------------------------------------------------------------
+    def watch(self, chat_ids: Iterable[str] | None = None) -> DecisionWatch:
+        """Follow the decisions recorded from now on, in these chats (``None``: every chat).
+
+        Pushed by the server (``LISTEN nbagent_decisions``; a trigger NOTIFYs
+        each decision at its commit): a waiting ``watch.wait()`` returns as soon
+        as a decision anywhere commits. One listening connection per store
+        object serves every watch; it reconnects by itself if the server goes
+        away, and then reports the decisions recorded meanwhile. See
+        :class:`~nbagent.store.DecisionWatch`.
+
+        Raises:
+            StoreError: The store is closed, or the server cannot be reached.
+        """
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"store {self.location} is closed")
+            if self._listener is None:
+                self._listener = _Listener(self)
+            listener = self._listener
+        watch = DecisionWatch(chat_ids, on_close=listener.remove)
+        listener.add(watch)
+        return watch
+
+
+# ------------------------------------------------------------------ the listener
+class _Listener:
+    """One ``LISTEN`` connection of a store, on a daemon thread, waking its watches."""
+
+    RECONNECT_MAX = 2.0
+
+    def __init__(self, store: PostgresStore):
+        self._store = store
+        self._watches: set[DecisionWatch] = set()
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._stopped = threading.Event()
+        self._error: StoreError | None = None
+        self._last_id = 0
+        self._raw: Any = None
+        self._thread = threading.Thread(target=self._run, name="nbagent-pg-listen", daemon=True)
+        self._thread.start()
+        timeout = store._connect_timeout + 5.0
+        if not self._ready.wait(timeout) or (self._raw is None and self._error is not None):
+            self.stop()
+            raise self._error or StoreError(
+                f"could not listen for decisions on {store.location} within {timeout:g} s"
+            )
+
+    def add(self, watch: DecisionWatch) -> None:
+        with self._lock:
+            self._watches.add(watch)
+
+    def remove(self, watch: DecisionWatch) -> None:
+        with self._lock:
+            self._watches.discard(watch)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        with self._lock:
+            watches, self._watches = list(self._watches), set()
+        for w in watches:
+            w.close()
+
+    def _dispatch(self, chat_ids: list[str]) -> None:
+        with self._lock:
+            watches = list(self._watches)
+        for w in watches:
+            w.push(chat_ids)
+
+    def _listen(self) -> Any:
+        raw = self._store._raw_connect()
+        raw.execute(f"LISTEN {migrations.CHANNEL}")
+        return raw
+
+    def _catch_up(self, raw: Any) -> None:
+        """After a reconnection: the decisions recorded while no one listened."""
+        rows = raw.execute(
+            "SELECT id, chat_id FROM decisions WHERE id > %s ORDER BY id", (self._last_id,)
+        ).fetchall()
+        if rows:
+            self._last_id = int(rows[-1][0])
+            self._dispatch([r[1] for r in rows])
+
+    def _run(self) -> None:
+        delay = 0.05
+        first = True
+        while not self._stopped.is_set():
+            try:
+                raw = self._listen()
+                if first:
+                    row = raw.execute("SELECT COALESCE(MAX(id), 0) FROM decisions").fetchone()
+                    self._last_id = int(row[0])
+                    first = False
+                else:
+                    self._catch_up(raw)
+            except StoreError as exc:
+                self._error = exc
+                if first:
+                    self._ready.set()
+                    return  # the first connection failed: watch() raises it
+                self._stopped.wait(delay)
+                delay = min(delay * 2, self.RECONNECT_MAX)
+                continue
+            except Exception:
+                self._stopped.wait(delay)
+                delay = min(delay * 2, self.RECONNECT_MAX)
+                continue
+            self._raw, delay = raw, 0.05
+            self._ready.set()
+            try:
+                while not self._stopped.is_set():
+                    for note in raw.notifies(timeout=0.5):
+                        self._note(note.payload)
+            except Exception:
+                pass  # the connection was lost: reconnect (and catch up)
+            finally:
+                self._raw = None
+                with suppress(Exception):
+                    raw.close()
+
+    def _note(self, payload: str) -> None:
+        try:
+            data = json.loads(payload)
+            decision_id, chat_id = int(data["id"]), str(data["chat"])
+        except (ValueError, KeyError, TypeError):
+            return
+        self._last_id = max(self._last_id, decision_id)
+        self._dispatch([chat_id])
+
+
+__all__ = ["DSN_SCHEMES", "PostgresStore", "is_dsn"]

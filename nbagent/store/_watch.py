@@ -1,0 +1,135 @@
+"""Following decisions as they are recorded: ``store.watch(chat_ids)``, one :class:`DecisionWatch`.
+
+A decision made anywhere (``store.approve`` in another process, a click in
+another kernel, a copy of the chat) reaches a chat only when the chat looks
+(its next step, ``chat.refresh()``). A watch says *when to look*::
+
+    with store.watch([chat.id]) as watch:      # follows decisions from now on
+        while chat.awaiting_approval:
+            if watch.wait(timeout=60):         # the ids of chats that got a decision
+                chat.refresh()                 # applies it (the chat's own rules)
+        chat.complete()
+
+How news arrives is the store's business: PostgreSQL pushes it (a trigger on
+the ``decisions`` table sends a ``NOTIFY``; one listening connection per store
+object serves all its watches), SQLite is polled (the ``decisions`` table's
+increasing ids, a few times a second, only while someone waits). A decision
+recorded after :meth:`~nbagent.store.SQLiteStore.watch` returned is never
+missed; one recorded before is not reported (look once after making the watch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+POLL_INTERVAL = 0.25
+"""Seconds between two looks at a store that cannot push news (SQLite), while someone waits."""
+
+_ASYNC_SLICE = 0.25
+"""``wait_async`` waits on a worker thread in slices this long (so cancelling it is prompt)."""
+
+
+class DecisionWatch:
+    """The decisions recorded in a store since this watch was made: which chats got one.
+
+    Made by ``store.watch(chat_ids=None)`` (``None``: every chat). Thread-safe;
+    close it (or use ``with``) when done: a PostgreSQL store stops listening
+    once its last watch is closed.
+    """
+
+    def __init__(
+        self,
+        chat_ids: Iterable[str] | None = None,
+        *,
+        poll: Callable[[], Iterable[str]] | None = None,
+        on_close: Callable[[DecisionWatch], None] | None = None,
+        interval: float = POLL_INTERVAL,
+    ):
+        if isinstance(chat_ids, str):
+            raise TypeError("chat_ids must be a collection of chat ids (or None), not one string")
+        self.chat_ids: frozenset[str] | None = None if chat_ids is None else frozenset(chat_ids)
+        self._poll = poll
+        self._on_close = on_close
+        self._interval = interval
+        self._cond = threading.Condition()
+        self._news: set[str] = set()
+        self._closed = False
+
+    # -- the store's side ---------------------------------------------------------
+    def push(self, chat_ids: Iterable[str]) -> None:
+        """Decisions were recorded in these chats (those this watch follows are kept)."""
+        mine = [c for c in chat_ids if self.chat_ids is None or c in self.chat_ids]
+        if not mine:
+            return
+        with self._cond:
+            self._news.update(mine)
+            self._cond.notify_all()
+
+    # -- the waiter's side --------------------------------------------------------
+    def wait(self, timeout: float | None = None) -> set[str]:
+        """Block until a decision is recorded in a followed chat, or ``timeout`` seconds pass.
+
+        Returns:
+            The ids of the chats that got a decision since the last ``wait``
+            (empty after a timeout, or once the watch is closed).
+
+        Raises:
+            StoreError: The store cannot be read (SQLite: closed, damaged).
+        """
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        while True:
+            if self._poll is not None and not self._closed:
+                self.push(self._poll())
+            with self._cond:
+                if self._news or self._closed:
+                    news, self._news = self._news, set()
+                    return news
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return set()
+                step = self._interval if self._poll is not None else left
+                if step is not None and left is not None:
+                    step = min(step, left)
+                self._cond.wait(step)
+
+    async def wait_async(self, timeout: float | None = None) -> set[str]:
+        """Async twin of :meth:`wait` (it waits on a worker thread, in short slices)."""
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            step = _ASYNC_SLICE if left is None else max(0.0, min(_ASYNC_SLICE, left))
+            news = await asyncio.to_thread(self.wait, step)
+            if news or self._closed or (left is not None and left <= step):
+                return news
+
+    def close(self) -> None:
+        """Stop following (a waiter returns at once). Idempotent."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._cond.notify_all()
+        if self._on_close is not None:
+            self._on_close(self)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> DecisionWatch:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        which = "every chat" if self.chat_ids is None else f"{len(self.chat_ids)} chat(s)"
+        state = ", closed" if self._closed else ""
+        return f"DecisionWatch({which}{state})"
+
+
+__all__ = ["POLL_INTERVAL", "DecisionWatch"]

@@ -1,0 +1,312 @@
+"""What only PostgreSQL has: a DSN with a password, a server that can go away, and races
+between connections that SQLite would serialise by locking the whole file.
+
+The protocol-level behaviour (round trips, decisions, processes racing, crashes)
+is the conformance suite's, run on both stores; here a real server
+(``tests/_postgres.py``) is cut off mid-write (``pg_terminate_backend``) or
+restarted, and the password is looked for everywhere it must not be.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _postgres import PASSWORD
+
+from nbagent import Chat, StoreError, tool
+from nbagent.store import PostgresStore, Store, open_store
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from _agent import Refund, count  # noqa: E402
+
+
+@pytest.fixture
+def counter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "runs.txt"
+    monkeypatch.setenv("NBAGENT_TEST_COUNTER", str(path))
+    return path
+
+
+# ------------------------------------------------------------------ the password
+def test_the_password_never_shows(
+    postgres_dsn: str, postgres_server: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    texts: list[str] = []
+    with PostgresStore(postgres_dsn) as store:
+        assert isinstance(store, Store)
+        texts += [repr(store), str(store), store.location, repr(vars(store))]
+        assert store.location.startswith("postgresql://nbagent@127.0.0.1:")
+        chat = Chat(model="demo", store=store).with_tools(Refund)
+        chat.ask("Refund order 42")
+        texts += [repr(chat), repr(store.pending_approvals()), repr(store.watch())]
+        chat.close()
+    wrong = postgres_dsn.replace(PASSWORD, PASSWORD + "x")
+    for dsn, match in [
+        (wrong, "password authentication failed"),
+        (postgres_dsn.replace(f":{postgres_server.port}/", ":1/"), "cannot connect"),
+        (postgres_dsn.replace(f":{postgres_server.port}/", ":notaport/"), "port"),
+        (f"host=127.0.0.1 password={PASSWORD} port=notaport", "port"),
+        (f"host=127.0.0.1 password='{PASSWORD}' nonsense", "cannot open"),
+        (f"postgresql://nbagent:{PASSWORD}@[::1", r"cannot open.*postgresql://nbagent:\*\*\*@"),
+    ]:
+        with pytest.raises(StoreError, match=match) as info:
+            PostgresStore(dsn, connect_timeout=2)
+        texts.append(str(info.value))
+        assert info.value.__cause__ is None and info.value.__context__ is None
+        with pytest.raises(StoreError) as again:
+            Chat(model="demo", store=dsn)
+        texts.append(str(again.value))
+    texts.append(caplog.text)
+    for text in texts:
+        assert PASSWORD not in text, text
+
+
+def test_a_dsn_opens_the_store_everywhere_a_path_does(postgres_dsn: str, counter: Path) -> None:
+    chat = Chat(model="demo", store=postgres_dsn).with_tools(Refund)
+    chat.ask("Refund order 42")
+    call_id = chat.pending_approvals[0].id
+    chat.close()
+    with open_store(postgres_dsn) as store:
+        assert isinstance(store, PostgresStore)
+        store.approve(call_id)
+    alias = "postgres://" + postgres_dsn.split("://", 1)[1]  # the other scheme libpq knows
+    loaded = Chat.load(chat.id, store=alias, tools=[Refund])
+    loaded.complete()
+    assert loaded.status == "complete" and count(counter) == 1
+    loaded.close()
+
+
+# ------------------------------------------------------------- at most once, in SQL
+def test_connections_racing_for_one_claim_give_it_to_exactly_one(postgres_dsn: str) -> None:
+    """Many connections claim the same approved calls at the same instant: for every call,
+    exactly one claim succeeds (row locks; no whole-database lock as in SQLite)."""
+    setup = PostgresStore(postgres_dsn)
+    chats = []
+    for _ in range(5):
+        chat = Chat(model="demo", store=setup).with_tools(Refund)
+        chat.ask("Refund order 42")
+        setup.approve(chat.pending_approvals[0].id, chat_id=chat.id)
+        chats.append((chat.id, chat.pending_approvals[0].id))
+        chat.close()
+    stores = [PostgresStore(postgres_dsn) for _ in range(6)]
+    try:
+        for chat_id, call_id in chats:
+            barrier = threading.Barrier(len(stores))
+            won: list[str] = []
+
+            def claim(
+                s: PostgresStore,
+                owner: str,
+                chat_id: str = chat_id,
+                call_id: str = call_id,
+                barrier: threading.Barrier = barrier,
+                won: list[str] = won,
+            ) -> None:
+                barrier.wait()
+                if s.claim(chat_id, call_id, owner).claimed:
+                    won.append(owner)
+
+            threads = [
+                threading.Thread(target=claim, args=(s, f"h:{i}:0:t{i}"))
+                for i, s in enumerate(stores)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert len(won) == 1, won
+            assert setup.call(call_id, chat_id=chat_id).claimed_by == won[0]
+    finally:
+        for s in [setup, *stores]:
+            s.close()
+
+
+def test_connections_racing_to_decide_one_call_record_one_decision(postgres_dsn: str) -> None:
+    with PostgresStore(postgres_dsn) as setup:
+        chat = Chat(model="demo", store=setup).with_tools(Refund)
+        chat.ask("Refund order 42")
+        call_id = chat.pending_approvals[0].id
+        chat.close()
+    stores = [PostgresStore(postgres_dsn) for _ in range(6)]
+    barrier = threading.Barrier(len(stores))
+    outcomes: list[str] = []
+
+    def decide(i: int, s: PostgresStore) -> None:
+        barrier.wait()
+        try:
+            if i % 2:
+                s.approve(call_id, by=f"approver{i}")
+            else:
+                s.deny(call_id, by=f"denier{i}")
+            outcomes.append("ok")
+        except Exception as exc:  # DecisionError: already decided the other way
+            outcomes.append(type(exc).__name__)
+
+    threads = [threading.Thread(target=decide, args=(i, s)) for i, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stored = stores[0].call(call_id)
+    with PostgresStore(postgres_dsn) as s, s._read() as conn:
+        decisions = conn.execute("SELECT verdict, decided_by FROM decisions").fetchall()
+    for s in stores:
+        s.close()
+    assert len(decisions) == 1  # first decision wins; the others were refused or no-ops
+    verdict, by = decisions[0]
+    assert stored.status == verdict and stored.decision is not None and stored.decision.by == by
+    same = [i for i in range(6) if (i % 2 == 1) == (verdict == "approved")]
+    assert outcomes.count("ok") == len(same) and outcomes.count("DecisionError") == 6 - len(same)
+
+
+# ------------------------------------------------------------- the database goes away
+def test_a_connection_the_server_ended_while_idle_is_replaced_at_the_next_operation(
+    postgres_dsn: str, postgres_server: Any, counter: Path
+) -> None:
+    chat = Chat(model="demo", store=postgres_dsn).with_tools(Refund)
+    chat.ask("Refund order 42")
+    call = chat.pending_approvals[0]
+    assert postgres_server.terminate(postgres_dsn) >= 1  # the database "goes away"
+    chat.approve(call)  # nothing of it had been sent: it connects again and goes on
+    chat.complete()
+    assert chat.status == "complete" and count(counter) == 1
+    chat.close()
+    with open_store(postgres_dsn) as store:
+        assert store.call(call.id).status == "ok"
+
+
+class _CutOff(PostgresStore):
+    """A store whose connection the server ends in the middle of its next ``arm``ed writes."""
+
+    server: Any = None
+    armed = 0
+    cuts = 0
+    only: str | None = None  # cut only a write holding an event of this type
+
+    def _apply(self, conn: Any, chat_id: str, entries: Any, claim: Any = None) -> Any:
+        if self.armed and (self.only is None or any(e.type == self.only for e in entries)):
+            self.armed -= 1
+            self.cuts += 1
+            self.server.terminate(self.url)
+        return super()._apply(conn, chat_id, entries, claim)
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up.
+
+    Args:
+        key: The key.
+    """
+    _cut["lookups"] = _cut.get("lookups", 0) + 1
+    return f"value of {key}"
+
+
+def test_a_write_cut_off_mid_transaction_is_a_clear_error_and_loses_nothing(
+    postgres_dsn: str, postgres_server: Any
+) -> None:
+    """The server ends the connection inside the claim's transaction: the claim raises a
+    StoreError saying what happened, nothing of it is written, the tool does not run; the
+    next step connects again, claims, runs it once, and the stored chat equals the live one."""
+    _cut.clear()
+    store = _CutOff(postgres_dsn)
+    store.server, store.url = postgres_server, postgres_dsn
+    chat = Chat(model="demo", store=store).with_tools(lookup)
+    store.armed = 1
+    with pytest.raises(StoreError, match=r"lost the connection.*rolled back.*connects again") as e:
+        chat.ask("lookup the key alpha")
+    assert PASSWORD not in str(e.value)
+    assert store.cuts == 1 and _cut.get("lookups", 0) == 0  # not run: its claim was not written
+    with PostgresStore(postgres_dsn) as other:
+        assert other.calls(chat.id) == []  # nothing of the cut transaction is stored
+    chat.complete()  # connects again
+    assert chat.status == "complete" and _cut["lookups"] == 1
+    # a result whose write is cut off: kept, retried, written (a warning says so)
+    store.armed, store.only = 1, "tool_call_finished"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        chat.ask("lookup the key beta")
+    assert chat.status == "complete" and _cut["lookups"] == 2 and store.cuts == 2
+    assert caught and all("could not be written" in str(w.message) for w in caught)
+    chat.close()
+    with PostgresStore(postgres_dsn) as other:
+        loaded = Chat.load(chat.id, store=other, tools=[lookup])
+        assert loaded.transcript == chat.transcript
+        assert [(c.id, c.status) for c in loaded.tool_calls] == [
+            (c.id, c.status) for c in chat.tool_calls
+        ]
+        loaded.close()
+    store.close()
+
+
+_cut: dict[str, Any] = {}
+
+
+@tool
+def cut_off(order_id: int) -> str:
+    """Refund, while the database goes away (the server ends every connection).
+
+    Args:
+        order_id: The order.
+    """
+    _cut["server"].terminate(_cut["dsn"])
+    _cut["runs"] = _cut.get("runs", 0) + 1
+    return f"refunded {order_id}"
+
+
+def test_results_written_while_the_database_is_away_are_written_once_it_is_back(
+    postgres_dsn: str, postgres_server: Any
+) -> None:
+    """The server ends the store's connection while a tool runs: its result cannot be
+    written, nothing is lost (a warning; kept and retried), the next step reconnects, and the
+    stored chat equals the live one; the tool ran once."""
+    _cut.clear()
+    _cut.update(server=postgres_server, dsn=postgres_dsn)
+    chat = Chat(model="demo", store=postgres_dsn).with_tools(cut_off)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        chat.ask("cut off order 1")
+        chat.ask("cut off order 2")
+    assert chat.status == "complete" and _cut["runs"] == 2
+    assert not [w for w in caught if "could not be written" not in str(w.message)]
+    chat.close()
+    loaded = Chat.load(chat.id, store=postgres_dsn, tools=[cut_off])
+    assert loaded.transcript == chat.transcript
+    assert [(c.id, c.status) for c in loaded.tool_calls] == [
+        (c.id, c.status) for c in chat.tool_calls
+    ]
+    loaded.close()
+
+
+def test_a_watch_survives_a_server_restart(postgres_dsn: str, postgres_server: Any) -> None:
+    with PostgresStore(postgres_dsn) as store:
+        chat = Chat(model="demo", store=store).with_tools(Refund)
+        chat.ask("Refund order 42")
+        call_id = chat.pending_approvals[0].id
+        watch = store.watch([chat.id])
+        postgres_server.restart()  # every connection is cut
+        with PostgresStore(postgres_dsn) as other:
+            other.approve(call_id)
+        assert watch.wait(30) == {chat.id}  # caught up after reconnecting
+        assert [c.id for c in chat.refresh()] == [call_id]  # the store reconnects too
+        chat.close()
+
+
+def test_text_postgres_cannot_hold_is_stored_replaced(postgres_dsn: str) -> None:
+    with PostgresStore(postgres_dsn) as store:
+        chat = Chat(model="demo", store=store)
+        chat.ask("hello\x00world \udcff")  # a NUL (and a lone surrogate the chat cleans)
+        chat.close()
+        [info] = store.chats()
+        assert info.title is not None and "\x00" not in info.title
+        loaded = Chat.load(chat.id, store=store)
+        assert loaded.transcript == chat.transcript  # the JSON keeps the NUL escaped
+        loaded.close()
