@@ -58,10 +58,10 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from .._optional import require
 from ._backend import FINAL, Job, ProgressSink, RowResult, RowUpdate, RunSpec
+from ._backends import register_backend
 
 FEATURE = 'nbagent.batch(..., backend="ray")'
 RAY_OPTIONS = frozenset({"address", "workers", "init", "worker_options", "keep_workers"})
@@ -89,6 +89,7 @@ class StoreLocator:
     kind: str
     target: Any
     password: str | None = field(default=None, repr=False, compare=False)
+    claim_timeout: float | None = None
 
     def env(self) -> dict[str, str]:
         """Environment variables a worker needs to open the store."""
@@ -104,9 +105,9 @@ class StoreLocator:
 
             return SQLiteStore(self.target)
         if self.kind == "postgres":
-            from .. import store as store_module
+            from ..store import PostgresStore
 
-            return store_module.PostgresStore(self.target)  # type: ignore[attr-defined]
+            return PostgresStore(self.target, claim_timeout=self.claim_timeout)
         return self.target
 
 
@@ -118,9 +119,11 @@ def locate_store(store: Any) -> StoreLocator | None:
 
     if isinstance(store, SQLiteStore):
         return StoreLocator("sqlite", str(os.path.abspath(store.path)))
-    if type(store).__name__ == "PostgresStore":
-        dsn, password = split_password(str(store.dsn))
-        return StoreLocator("postgres", dsn, password)
+    from ..store import PostgresStore
+
+    if isinstance(store, PostgresStore):
+        dsn, password = split_password(_dsn_of(store))
+        return StoreLocator("postgres", dsn, password, claim_timeout=store.claim_timeout)
     import pickle
 
     try:
@@ -134,25 +137,22 @@ def locate_store(store: Any) -> StoreLocator | None:
     return StoreLocator("pickled", store)
 
 
-def split_password(dsn: str) -> tuple[str, str | None]:
-    """A libpq DSN (URL or ``key=value`` form) without its password, and the password."""
-    if "://" in dsn:
-        parts = urlsplit(dsn)
-        if parts.password is None:
-            return dsn, None
-        from urllib.parse import unquote
+def _dsn_of(store: Any) -> str:
+    """The DSN a :class:`~nbagent.store.PostgresStore` was opened with (password included)."""
+    return str(store._dsn.reveal())
 
-        netloc = parts.netloc.rsplit("@", 1)
-        user = netloc[0].split(":", 1)[0]
-        return urlunsplit(parts._replace(netloc=f"{user}@{netloc[1]}")), unquote(parts.password)
-    kept, password = [], None
-    for item in dsn.split():
-        key, _, value = item.partition("=")
-        if key.strip() == "password":
-            password = value.strip().strip("'")
-        else:
-            kept.append(item)
-    return " ".join(kept), password
+
+def split_password(dsn: str) -> tuple[str, str | None]:
+    """A libpq DSN (URL or ``key=value`` form) without its password, and the password.
+
+    Parsed by libpq's rules (psycopg), so every way of writing it is understood.
+    """
+    conninfo = require("psycopg", "PostgresStore").conninfo
+    params = conninfo.conninfo_to_dict(dsn)
+    password = params.pop("password", None)
+    if password is None:
+        return dsn, None
+    return conninfo.make_conninfo(**params), str(password)
 
 
 def check_store_reach(locator: StoreLocator | None, nodes: Sequence[Mapping[str, Any]]) -> None:
@@ -348,6 +348,7 @@ class RayBackend:
         worker_options: Mapping[str, Any] | None = None,
         keep_workers: bool = True,
     ) -> None:
+        _ray()  # without Ray: one line naming the extra, before anything runs
         if workers is not None and (
             isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
         ):
@@ -369,6 +370,15 @@ class RayBackend:
                 f"known: {', '.join(sorted(RAY_OPTIONS))}"
             )
         return cls(**options)
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "address": self.address,
+            "workers": self.workers,
+            "init": self.init,
+            "worker_options": self.worker_options,
+            "keep_workers": self.keep_workers,
+        }
 
     def __repr__(self) -> str:
         return f"RayBackend(address={self.address!r}, workers={self.workers!r})"
@@ -399,8 +409,11 @@ class RayBackend:
     async def _run(
         self, jobs: Sequence[Job], spec: RunSpec, progress: ProgressSink
     ) -> AsyncIterator[RowResult]:
+        backend = self  # nbagent.batch(backend="ray", backend_options={...}):
+        if spec.options:
+            backend = self.from_options({**self._options(), **spec.options})
         locator = locate_store(spec.store)
-        ray = self.connect()
+        ray = backend.connect()
         check_store_reach(locator, ray.nodes())
         todo = [j for j in jobs if j.error is None]
         for job in jobs:
@@ -411,15 +424,15 @@ class RayBackend:
                 )
         if not todo:
             return
-        size = self.workers or max(1, int(ray.cluster_resources().get("CPU", 1) or 1))
-        workers, key = self._workers(ray, size, locator)
+        size = backend.workers or max(1, int(ray.cluster_resources().get("CPU", 1) or 1))
+        workers, key = backend._workers(ray, size, locator)
         run = _Run(ray, spec, locator, workers)
         try:
             async for result in run.run(todo, progress):
                 yield result
         finally:
             await run.close()
-            if not self.keep_workers:
+            if not backend.keep_workers:
                 for worker in _POOLS.pop(key, workers):
                     with contextlib.suppress(Exception):
                         ray.kill(worker)
@@ -713,3 +726,8 @@ def _one_line(exc: BaseException, *, limit: int = 300) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     text = text if len(text) <= limit else text[: limit - 1] + "…"
     return f"{type(exc).__name__}: {text}"
+
+
+register_backend("ray", RayBackend)
+
+__all__ = ["BatchSpec", "ChatWorker", "RayBackend", "StoreLocator", "locate_store", "settle_job"]

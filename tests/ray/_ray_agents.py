@@ -71,3 +71,18 @@ class FakeServerChat:
     def __call__(self) -> Chat:
         chat = Chat("gpt-4.1-mini", base_url=self.base_url, api_key=KEY, stream=False)
         return chat.with_tools(double, refund, crash)
+
+
+@tool
+def order_status(order_id: int) -> str:
+    """Look up an order's status.
+
+    Args:
+        order_id: The order number.
+    """
+    return "delivered" if order_id % 2 else "lost in transit"
+
+
+def demo_chat() -> Chat:
+    """A chat on the offline demo model (what notebook 09 runs)."""
+    return Chat("demo").with_tools(order_status)

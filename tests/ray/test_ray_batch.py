@@ -1,0 +1,154 @@
+"""``nbagent.batch(..., backend="ray")`` end to end, on the shared local Ray (2 CPUs).
+
+Against the fake server (through the real OpenAI SDK) and the demo model: the
+result frame equals the local backend's; a gated call parks, a decision made
+through the store by another process continues it on a worker (SQLite and
+PostgreSQL); a worker that dies is recorded on its row, and rerunning the
+batch with its store continues that chat without rerunning anything finished.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from _ray_agents import FakeServerChat, demo_chat, handler
+
+import nbagent
+from nbagent.store import PostgresStore, SQLiteStore
+from nbagent.testing import FakeLLMServer
+
+SAME = ["key", "status", "reply", "error", "calls", "tokens", "pending", "error_type"]
+
+
+@pytest.fixture
+def server() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer(handler=handler) as fake:
+        yield fake
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def stored(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Any, str]]:
+    """A store, and where another process opens it."""
+    if request.param == "sqlite":
+        location = str(tmp_path / "batch.db")
+        opened: Any = SQLiteStore(location)
+    else:
+        location = request.getfixturevalue("postgres_dsn")
+        opened = PostgresStore(location)
+    yield opened, location
+    opened.close()
+
+
+def test_the_frame_equals_the_local_backends_on_the_fake_server(
+    ray_cluster: Any, server: FakeLLMServer
+) -> None:
+    prompts = ["a", "bb", "ccc", "dddd", "eeeee", "ffffff", "g" * 7, "h" * 8]
+    make = FakeServerChat(server.openai_base_url)
+    local = nbagent.batch(prompts, make, progress=False, concurrency=4)
+    on_ray = nbagent.batch(prompts, make, progress=False, concurrency=4, backend="ray")
+    pd.testing.assert_frame_equal(on_ray[SAME], local[SAME])
+    assert (on_ray["status"] == "done").all() and on_ray["chat_id"].is_unique
+    assert on_ray.loc[2, "reply"] == "ccc: 6"
+    assert len(server.requests) == 2 * 2 * len(prompts)
+
+
+def test_the_frame_equals_the_local_backends_on_the_demo_model(ray_cluster: Any) -> None:
+    df = pd.DataFrame({"order_id": [41, 42, 43]}, index=["x", "y", "z"])
+    template = "Check the status of order {order_id}"
+    local = nbagent.batch(df, demo_chat, prompt=template, progress=False)
+    on_ray = nbagent.batch(df, demo_chat, prompt=template, progress=False, backend="ray")
+    pd.testing.assert_frame_equal(on_ray[SAME], local[SAME])
+    assert list(on_ray.index) == ["x", "y", "z"] and (on_ray["calls"] == 1).all()
+
+
+def _approve_from_another_process(store: Any, location: str, stop: threading.Event) -> None:
+    """What an inbox in another notebook does: approve what is pending, by the store."""
+    code = (
+        "import sys; from nbagent.store import open_store; s = open_store(sys.argv[1]); "
+        "[s.approve(c, by='inbox') for c in s.pending_approvals()]; s.close()"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    while not stop.is_set():
+        if store.pending_approvals():
+            subprocess.run([sys.executable, "-c", code, location], check=True, env=env)
+            return
+        time.sleep(0.1)
+
+
+def test_a_gated_call_parks_and_a_decision_from_another_process_continues_it_on_a_worker(
+    ray_cluster: Any, server: FakeLLMServer, stored: tuple[Any, str]
+) -> None:
+    store, location = stored
+    stop = threading.Event()
+    decider = threading.Thread(target=_approve_from_another_process, args=(store, location, stop))
+    decider.start()
+    try:
+        result = nbagent.batch(
+            ["gate order 7", "plain", "also plain"],
+            FakeServerChat(server.openai_base_url),
+            store=store,
+            backend="ray",
+            progress=False,
+            poll_interval=0.2,
+            wait_for_decisions=60,
+        )
+    finally:
+        stop.set()
+        decider.join()
+    assert list(result["status"]) == ["done"] * 3, result[["status", "error"]]
+    assert result.loc[0, "reply"] == "gate order 7: refunded gate order 7"
+    (call,) = [c for c in store.calls(result.loc[0, "chat_id"]) if c.name == "refund"]
+    assert call.status == "ok" and call.decision is not None and call.decision.by == "inbox"
+    # it ran once, on a worker (another process than this one and the decider)
+    assert call.claimed_by is not None and f":{os.getpid()}:" not in call.claimed_by
+    log = nbagent.read_log(result)  # from the store: the chats ran elsewhere
+    assert sorted(log["tool"]) == ["double", "double", "refund"]
+
+
+def test_a_dying_worker_is_recorded_on_its_row_and_a_rerun_continues_its_chat(
+    ray_cluster: Any, server: FakeLLMServer, postgres_dsn: str
+) -> None:
+    prompts = ["die now", "bb", "ccc", "dddd"]
+    make = FakeServerChat(server.openai_base_url)
+    options = {"workers": 2}  # one chat per worker at a time: the dying one is alone on its own
+    with PostgresStore(postgres_dsn) as store:
+        first = nbagent.batch(
+            prompts,
+            make,
+            store=store,
+            backend="ray",
+            concurrency=2,
+            progress=False,
+            backend_options=options,
+        )
+        assert list(first["status"]) == ["failed", "done", "done", "done"], first
+        assert first.loc[0, "error_type"] == "WorkerDied"
+        assert first.loc[0, "error"].startswith("the Ray worker running this chat died")
+        assert "rerun the batch" in first.loc[0, "error"]
+        requests = len(server.requests)
+
+        again = nbagent.batch(
+            prompts,
+            make,
+            store=store,
+            backend="ray",
+            concurrency=2,
+            progress=False,
+            backend_options=options,
+        )
+        assert list(again["status"]) == ["done"] * 4, again[["status", "error"]]
+        assert again.loc[0, "chat_id"] == first.loc[0, "chat_id"]  # continued, not restarted
+        # finished rows came back from the store: only the continued chat asked the model
+        assert len(server.requests) == requests + 1
+        (crash,) = [c for c in store.calls(first.loc[0, "chat_id"]) if c.name == "crash"]
+        assert crash.status == "in_doubt"  # never rerun: it may have had effects
+        assert list(nbagent.read_log(again)["tool"]).count("double") == 3
