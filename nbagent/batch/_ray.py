@@ -11,11 +11,14 @@ row's result does not depend on where it ran.
 **What crosses to a worker.** Once per worker: the batch's :class:`RunSpec`
 without its store (``make_chat`` pickled with cloudpickle) and a
 :class:`StoreLocator`, from which the worker opens its own store. Per chat:
-the :class:`Job` only. The factory builds the provider *on the worker*, so
-API keys come from the worker's environment and are never pickled; a
-PostgreSQL DSN travels without its password, which reaches the worker as
-``PGPASSWORD`` in the actor's environment (never in task arguments, never
-in a ``repr``).
+the :class:`Job` only. The factory builds the provider *on the worker*
+(``Chat("gpt-4.1-mini")`` reads ``OPENAI_API_KEY`` there), so API keys come
+from the workers' environment and are never pickled (a provider object
+cannot be: a factory that captures one is refused with a clear error). A
+PostgreSQL DSN's password rides in the run's spec in Ray's object store,
+never in a task's arguments, a ``repr`` or a log (Ray logs a ``runtime_env``'s
+variables in clear, so it is not used for it); better, give the workers
+``PGPASSWORD`` or ``~/.pgpass`` and leave it out of the DSN.
 
 **Progress.** Each chat is a streaming actor call: the worker yields the
 latest :class:`RowUpdate` whenever its chat changed (coalesced) and finally
@@ -82,21 +85,17 @@ class StoreLocator:
             that pickles itself; a third-party store).
         target: The SQLite file (absolute), the DSN without its password, or
             the pickled store.
-        password: A DSN's password, kept out of ``repr`` and task arguments:
-            it reaches workers as ``PGPASSWORD`` in their environment.
+        password: A DSN's password: never in a ``repr``, a log or a task's
+            arguments; it rides in the run's :class:`BatchSpec` (Ray's object
+            store, read once per worker). ``None`` when the DSN has none: the
+            worker's libpq then finds it (``PGPASSWORD``, ``~/.pgpass``).
+        claim_timeout: The store's (``PostgresStore(claim_timeout=)``).
     """
 
     kind: str
     target: Any
     password: str | None = field(default=None, repr=False, compare=False)
     claim_timeout: float | None = None
-
-    def env(self) -> dict[str, str]:
-        """Environment variables a worker needs to open the store."""
-        return {"PGPASSWORD": self.password} if self.password else {}
-
-    def without_secret(self) -> StoreLocator:
-        return replace(self, password=None)
 
     def open(self) -> Any:
         """The store, opened in this process."""
@@ -107,7 +106,11 @@ class StoreLocator:
         if self.kind == "postgres":
             from ..store import PostgresStore
 
-            return PostgresStore(self.target, claim_timeout=self.claim_timeout)
+            dsn = self.target
+            if self.password is not None:
+                conninfo = require("psycopg", "PostgresStore").conninfo
+                dsn = conninfo.make_conninfo(dsn, password=self.password)
+            return PostgresStore(dsn, claim_timeout=self.claim_timeout)
         return self.target
 
 
@@ -450,11 +453,6 @@ class RayBackend:
             "max_task_retries": 0,
         }
         options.update(self.worker_options)
-        env = locator.env() if locator is not None else {}
-        if env:
-            runtime_env = dict(options.get("runtime_env") or {})
-            runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), **env}
-            options["runtime_env"] = runtime_env
         context = ray.get_runtime_context()
         key = (context.get_job_id(), size, _options_key(options))
         workers = _POOLS.get(key)
@@ -503,10 +501,18 @@ class _Run:
         batch = BatchSpec(
             token=os.urandom(8).hex(),
             spec=replace(spec, store=None),
-            locator=locator.without_secret() if locator is not None else None,
+            locator=locator,
             per_worker=per_worker,
         )
-        self.boxed = [ray.put(batch)]
+        try:
+            self.boxed = [ray.put(batch)]
+        except Exception as exc:
+            raise TypeError(
+                f"{FEATURE} sends make_chat to the workers, and it cannot be pickled "
+                f"({_one_line(exc)}): make the provider inside the factory "
+                "(Chat('gpt-4.1-mini') reads its API key from the worker's environment) "
+                "instead of capturing a provider, client or open file"
+            ) from None
         self.load = [0] * len(workers)
         self.results: asyncio.Queue[RowResult | BaseException] = asyncio.Queue()
         self.tasks: set[asyncio.Task[None]] = set()

@@ -112,6 +112,13 @@ def test_a_gated_call_parks_and_a_decision_from_another_process_continues_it_on_
     assert call.claimed_by is not None and f":{os.getpid()}:" not in call.claimed_by
     log = nbagent.read_log(result)  # from the store: the chats ran elsewhere
     assert sorted(log["tool"]) == ["double", "double", "refund"]
+    if isinstance(store, PostgresStore):  # the DSN's password reached the workers...
+        from _postgres import PASSWORD
+
+        assert PASSWORD in location
+        for path in Path(ray_cluster.temp_dir).rglob("*"):  # ...and no log of Ray's
+            if path.is_file() and not path.is_socket():
+                assert PASSWORD.encode() not in path.read_bytes(), path
 
 
 def test_a_dying_worker_is_recorded_on_its_row_and_a_rerun_continues_its_chat(
