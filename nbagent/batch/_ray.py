@@ -507,9 +507,12 @@ class _Run:
         try:
             self.boxed = [ray.put(batch)]
         except Exception as exc:
+            cause: BaseException = exc
+            while cause.__cause__ is not None or cause.__context__ is not None:
+                cause = cause.__cause__ or cause.__context__  # type: ignore[assignment]
             raise TypeError(
                 f"{FEATURE} sends make_chat to the workers, and it cannot be pickled "
-                f"({_one_line(exc)}): make the provider inside the factory "
+                f"({_one_line(cause, limit=120)}): make the provider inside the factory "
                 "(Chat('gpt-4.1-mini') reads its API key from the worker's environment) "
                 "instead of capturing a provider, client or open file"
             ) from None
