@@ -257,17 +257,32 @@ class ChatWorker:
             loop.call_soon_threadsafe(put)
 
         task = asyncio.ensure_future(settle_job(job, spec, progress, limit))
+        sent_status, sent_at = "", 0.0
         while not task.done():
             waiter = asyncio.ensure_future(changed.wait())
             await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
+            update = latest.get("u")
+            if update is None or task.done():
+                continue
+            wait = sent_at + PROGRESS_INTERVAL - time.monotonic()
+            if update.status == sent_status and wait > 0:  # only tokens changed: not yet
+                await asyncio.wait({task}, timeout=wait)
+                if task.done():
+                    break
             changed.clear()
-            if "u" in latest:
-                yield latest.pop("u")
+            update = latest.pop("u")
+            sent_status, sent_at = update.status, time.monotonic()
+            yield update
         await asyncio.sleep(0)  # updates posted from other threads just before the end
         if "u" in latest:
             yield latest.pop("u")
         yield task.result()
+
+
+PROGRESS_INTERVAL = 0.5
+"""Seconds between a row's progress updates when only its tokens changed (a status
+change is sent at once): each update is an object and a message to the driver."""
 
 
 class _Parked(Exception):
@@ -521,6 +536,7 @@ class _Run:
         self.tasks: set[asyncio.Task[None]] = set()
         self.running: dict[int, _Row] = {}
         self.parked: dict[str, _Row] = {}
+        self.fresh: set[str] = set()  # parked since the watcher last looked
         self.slots = asyncio.Semaphore(min(spec.concurrency, per_worker * len(workers)))
 
     async def run(self, jobs: Sequence[Job], progress: ProgressSink) -> AsyncIterator[RowResult]:
@@ -660,38 +676,57 @@ class _Run:
             return failed
         row.pending = result.pending
         self.parked[result.chat_id] = row
+        self.fresh.add(result.chat_id)
         return result
 
     async def watch(self, progress: ProgressSink) -> None:
-        """Continue parked chats when a decision reaches the store (from anywhere)."""
-        wake = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        unwatch: Any = None
-        watch = getattr(self.store, "watch_decisions", None)
-        if callable(watch):
+        """Continue parked chats when a decision reaches the store (from anywhere).
+
+        The store's decision watch (``store.watch()``: LISTEN/NOTIFY on
+        PostgreSQL) says which chats got one; without it, one look at
+        ``store.pending_approvals()`` every ``poll_interval``. A chat just
+        parked is looked at once anyway (a decision may have come first).
+        """
+        store, interval = self.store, self.spec.poll_interval
+        watch: Any = None
+        make = getattr(store, "watch", None)
+        if callable(make):
             with contextlib.suppress(Exception):
-                unwatch = watch(lambda *_: loop.call_soon_threadsafe(wake.set))
+                watch = await asyncio.to_thread(make, None)
         try:
             while True:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(wake.wait(), self.spec.poll_interval)
-                wake.clear()
-                if not self.parked:
+                candidates = set(self.fresh)
+                self.fresh.clear()
+                if watch is not None:
+                    try:
+                        wait = 0.0 if candidates else interval
+                        candidates |= set(await watch.wait_async(wait))
+                    except Exception:  # the watch broke: poll from now on
+                        with contextlib.suppress(Exception):
+                            watch.close()
+                        watch = None
+                if watch is None:
+                    await asyncio.sleep(interval if not candidates else 0)
+                    candidates = set(self.parked)
+                candidates &= set(self.parked)
+                if not candidates:
                     continue
                 try:
-                    pending = await asyncio.to_thread(_pending_counts, self.store)
+                    pending = await asyncio.to_thread(_pending_counts, store, candidates)
                 except Exception:  # the store cannot be read now: look again next time
+                    self.fresh |= candidates
                     continue
-                for chat_id, row in list(self.parked.items()):
+                for chat_id in sorted(candidates):
+                    row = self.parked[chat_id]
                     if pending.get(chat_id, 0) < row.pending:
                         del self.parked[chat_id]
                         row.job = replace(row.job, chat_id=chat_id)
                         await self.slots.acquire()
                         self.start(row, progress)
         finally:
-            if callable(unwatch):
+            if watch is not None:
                 with contextlib.suppress(Exception):
-                    unwatch()
+                    watch.close()
 
     async def close(self) -> None:
         """Stop following rows (the caller stopped early, or all settled)."""
@@ -713,9 +748,14 @@ def _worker_died(ray: Any, exc: BaseException) -> bool:
     return isinstance(exc, ray.exceptions.RayActorError | ray.exceptions.WorkerCrashedError)
 
 
-def _pending_counts(store: Any) -> dict[str, int]:
+def _pending_counts(store: Any, chat_ids: set[str]) -> dict[str, int]:
+    """Calls awaiting a decision, per chat (one query for all when there are many)."""
+    if len(chat_ids) > 8:
+        calls = store.pending_approvals()
+    else:
+        calls = [c for chat_id in chat_ids for c in store.pending_approvals(chat_id)]
     counts: dict[str, int] = {}
-    for call in store.pending_approvals():
+    for call in calls:
         counts[call.chat_id] = counts.get(call.chat_id, 0) + 1
     return counts
 

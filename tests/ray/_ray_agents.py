@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nbagent import Chat, tool
+from nbagent.providers import OpenAIProvider
 from nbagent.testing import FakeToolCall, RecordedRequest, Turn
 
 KEY = "sk-ray-test-not-a-secret"
@@ -62,15 +63,34 @@ def crash() -> str:
     os._exit(13)
 
 
+PROVIDERS: dict[str, OpenAIProvider] = {}
+"""One provider (one connection pool) per server and process: the driver's, each worker's."""
+
+
+def close_providers() -> None:
+    """Close this process's providers (their async clients belong to this thread's loop)."""
+    from nbagent._aio import run_sync
+
+    while PROVIDERS:
+        run_sync(PROVIDERS.popitem()[1].aclose())
+
+
 @dataclass(frozen=True)
 class FakeServerChat:
-    """A chat factory the driver pickles: a chat on the fake server, built on the worker."""
+    """A chat factory the driver pickles: a chat on the fake server, built on the worker.
+
+    The provider is made where the chat is (its key read there), never pickled.
+    """
 
     base_url: str
 
     def __call__(self) -> Chat:
-        chat = Chat("gpt-4.1-mini", base_url=self.base_url, api_key=KEY, stream=False)
-        return chat.with_tools(double, refund, crash)
+        provider = PROVIDERS.get(self.base_url)
+        if provider is None:
+            provider = PROVIDERS[self.base_url] = OpenAIProvider(
+                "gpt-4.1-mini", base_url=self.base_url, api_key=KEY
+            )
+        return Chat(provider=provider, stream=False).with_tools(double, refund, crash)
 
 
 @tool

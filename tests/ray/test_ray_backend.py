@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _ray_agents import FakeServerChat, handler
+from _ray_agents import FakeServerChat, close_providers, handler
 
 from nbagent.batch._backend import Job, RowResult, RowUpdate, RunSpec
 from nbagent.batch._local import LocalBackend
@@ -32,7 +32,10 @@ COMPARED = ("key", "index", "status", "reply", "calls", "input_tokens", "output_
 @pytest.fixture
 def server() -> Iterator[FakeLLMServer]:
     with FakeLLMServer(handler=handler) as fake:
-        yield fake
+        try:
+            yield fake
+        finally:
+            close_providers()
 
 
 def jobs(prompts: Sequence[str], chat_ids: dict[str, str] | None = None) -> list[Job]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from _ray_agents import FakeServerChat, demo_chat, handler
+from _ray_agents import FakeServerChat, close_providers, demo_chat, handler
 
 import nbagent
 from nbagent.store import PostgresStore, SQLiteStore
@@ -32,7 +32,10 @@ SAME = ["key", "status", "reply", "error", "calls", "tokens", "pending", "error_
 @pytest.fixture
 def server() -> Iterator[FakeLLMServer]:
     with FakeLLMServer(handler=handler) as fake:
-        yield fake
+        try:
+            yield fake
+        finally:
+            close_providers()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -55,6 +58,7 @@ def test_the_frame_equals_the_local_backends_on_the_fake_server(
     make = FakeServerChat(server.openai_base_url)
     local = nbagent.batch(prompts, make, progress=False, concurrency=4)
     on_ray = nbagent.batch(prompts, make, progress=False, concurrency=4, backend="ray")
+    assert on_ray["error"].isna().all(), on_ray[["status", "error"]].to_dict("records")
     pd.testing.assert_frame_equal(on_ray[SAME], local[SAME])
     assert (on_ray["status"] == "done").all() and on_ray["chat_id"].is_unique
     assert on_ray.loc[2, "reply"] == "ccc: 6"

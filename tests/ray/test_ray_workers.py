@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _ray_agents import FakeServerChat, handler
+from _ray_agents import FakeServerChat, close_providers, handler
 
 import nbagent
 from nbagent.testing import FakeLLMServer
@@ -19,7 +19,10 @@ from nbagent.testing import FakeLLMServer
 @pytest.fixture
 def server() -> Iterator[FakeLLMServer]:
     with FakeLLMServer(handler=handler) as fake:
-        yield fake
+        try:
+            yield fake
+        finally:
+            close_providers()
 
 
 def test_the_workers_run_the_code_under_test(ray_cluster: Any) -> None:
