@@ -852,7 +852,6 @@ class SQLStore:
         """Every call waiting for a decision (in one chat, or all), oldest first."""
         return self.calls(chat_id, status="awaiting_approval")
 
-
     # -- batches (BatchStore) ----------------------------------------------------------
     def add_batch_chat(self, batch_id: str, key: str, chat_id: str) -> str:
         """Record that input ``key`` of batch ``batch_id`` is chat ``chat_id`` (first
@@ -876,6 +875,7 @@ class SQLStore:
                 "SELECT key, chat_id FROM batch_chats WHERE batch_id = ?", (batch_id,)
             ).fetchall()
         return {str(k): str(c) for k, c in rows}
+
     def chats(self) -> list[ChatInfo]:
         """Every stored chat, oldest first."""
         with self._read() as conn:
