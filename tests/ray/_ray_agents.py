@@ -106,3 +106,8 @@ def order_status(order_id: int) -> str:
 def demo_chat() -> Chat:
     """A chat on the offline demo model (what notebook 09 runs)."""
     return Chat("demo").with_tools(order_status)
+
+
+def broken_chat() -> Chat:
+    """A factory that raises (on the worker)."""
+    raise ValueError("no chat for this row")

@@ -163,3 +163,16 @@ def test_a_dying_worker_is_recorded_on_its_row_and_a_rerun_continues_its_chat(
         (crash,) = [c for c in store.calls(first.loc[0, "chat_id"]) if c.name == "crash"]
         assert crash.status == "in_doubt"  # never rerun: it may have had effects
         assert list(nbagent.read_log(again)["tool"]).count("double") == 3
+
+
+def test_a_factory_that_raises_on_a_worker_is_recorded_or_raised_as_locally(
+    ray_cluster: Any,
+) -> None:
+    from _ray_agents import broken_chat
+
+    local = nbagent.batch(["a", "b"], broken_chat, progress=False)
+    on_ray = nbagent.batch(["a", "b"], broken_chat, progress=False, backend="ray")
+    pd.testing.assert_frame_equal(on_ray[SAME], local[SAME])
+    assert on_ray.loc[0, "error"] == "make_chat raised ValueError: no chat for this row"
+    with pytest.raises(ValueError, match="no chat for this row"):
+        nbagent.batch(["a"], broken_chat, progress=False, backend="ray", on_error="raise")
