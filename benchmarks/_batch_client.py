@@ -1,6 +1,7 @@
 """One measured batch, in its own process: ``python -m benchmarks._batch_client MODE PORT N C``.
 
 MODE ``nbagent`` runs ``nbagent.batch`` over N prompts (C at once); MODE ``raw``
+(or ``raw-dicts``, the history kept as dicts)
 does the same work with a raw ``AsyncOpenAI`` client and ``asyncio.gather``
 under a semaphore of C: per chat, requests until the model stops calling the
 tool, each tool call answered by the same function. Prints one JSON line:
@@ -50,7 +51,10 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-async def raw(base_url: str, n: int, concurrency: int) -> int:
+async def raw(base_url: str, n: int, concurrency: int, dicts: bool = False) -> int:
+    """The raw loop; ``dicts``: append the assistant message as a dict, not the SDK's
+    object (the documented idiom appends the object, which the SDK re-serialises on
+    every later request)."""
     import openai
 
     client = openai.AsyncOpenAI(api_key=KEY, base_url=base_url)
@@ -69,7 +73,16 @@ async def raw(base_url: str, n: int, concurrency: int) -> int:
                 msg = resp.choices[0].message
                 if not msg.tool_calls:
                     return msg.content or ""
-                messages.append(msg)
+                if dicts:
+                    messages.append(
+                        {
+                            "role": "assistant",
+                            "content": msg.content,
+                            "tool_calls": [c.model_dump() for c in msg.tool_calls],
+                        }
+                    )
+                else:
+                    messages.append(msg)
                 for call in msg.tool_calls:
                     args = json.loads(call.function.arguments)
                     messages.append(
@@ -111,8 +124,8 @@ def main() -> None:
         import nbagent  # noqa: F401
     before = peak_rss_mib()
     w0, c0 = time.perf_counter(), time.process_time()
-    if mode == "raw":
-        requests = asyncio.run(raw(base_url, n, concurrency))
+    if mode in ("raw", "raw-dicts"):
+        requests = asyncio.run(raw(base_url, n, concurrency, dicts=mode == "raw-dicts"))
     else:
         requests = with_nbagent(base_url, n, concurrency)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0

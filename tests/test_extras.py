@@ -161,6 +161,11 @@ def test_the_demo_without_the_lab_extra_says_so(tmp_path: Path) -> None:
     ("missing", "code", "feature"),
     [
         (["pandas"], "chat.log", "chat.log (and every nbagent.log frame)"),
+        (
+            ["pandas"],
+            "nbagent.batch(['hi'], lambda: Chat('demo'))",
+            "nbagent.batch (its result is a DataFrame)",
+        ),
         (["openai"], "Chat(model='gpt-4.1-mini')", "OpenAIProvider (OpenAI and compatible models)"),
         (["anthropic"], "Chat(model='claude-sonnet-4-5')", "AnthropicProvider (Claude models)"),
     ],

@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from .._aio import run_sync
 from .._notice import in_kernel, notice
+from .._optional import require
 from ._backend import Backend, Job, RowResult, RunSpec
 from ._backends import get_backend
 from ._display import ProgressDisplay, make_display
@@ -65,6 +66,11 @@ def _takes_row(make_chat: Callable[..., Any]) -> bool:
             "or make_chat(row)"
         )
     return bool(positional)
+
+
+def _title(name: str | None) -> str:
+    """The progress display's title: ``nbagent.batch`` and the batch's name, if given."""
+    return f"nbagent.batch {name}" if name else "nbagent.batch"
 
 
 def _stored_row(job: Job, record: Any) -> RowResult | None:
@@ -154,10 +160,21 @@ async def batch_async(
 
     In a notebook: ``result = await nbagent.batch_async(...)``.
     """
+    require("pandas", "nbagent.batch (its result is a DataFrame)")
     if on_error not in ("record", "raise"):
         raise ValueError(f"on_error must be 'record' or 'raise', got {on_error!r}")
     if not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")
+    if not poll_interval > 0:
+        raise ValueError(
+            f"poll_interval must be a positive number of seconds, got {poll_interval!r}"
+        )
+    if not isinstance(max_rate_limit_retries, int) or max_rate_limit_retries < 0:
+        raise ValueError(
+            f"max_rate_limit_retries must be an int >= 0, got {max_rate_limit_retries!r}"
+        )
+    if progress not in (None, True, False, "widget", "text"):
+        raise ValueError(f"progress must be True, False, 'widget' or 'text', got {progress!r}")
     takes_row = _takes_row(make_chat)
     jobs = jobs_from(inputs, prompt, key)
     batch_id = name or batch_id_of(jobs)
@@ -198,9 +215,7 @@ async def batch_async(
         return getattr(limit, "limit", None)
 
     run.progress.concurrency = concurrency_now
-    display = _display or make_display(
-        run.progress, progress, title=f"nbagent.batch {name or ''}".strip()
-    )
+    display = _display or make_display(run.progress, progress, title=_title(name))
     display.progress = run.progress
     if _display is None:
         display.show()
@@ -326,7 +341,7 @@ def batch(
     if in_kernel():  # displayed from the cell's own thread; redrawn from the batch's loop
         from ._progress import Progress
 
-        display = make_display(Progress([]), progress)
+        display = make_display(Progress([]), progress, title=_title(name))
         display.show()
     frame = run_sync(
         batch_async(

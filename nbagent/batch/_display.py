@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import threading
 import time
 import uuid
 from typing import Any, TextIO
@@ -41,6 +42,7 @@ class ProgressDisplay:
         self._seen = -1
         self._ticker: asyncio.Task[None] | None = None
         self.ended = False
+        self._lock = threading.RLock()  # ticks come from the batch's loop, republish from a cell
 
     def show(self) -> None:
         """Put the display in place (on the thread of the cell that runs the batch)."""
@@ -53,12 +55,13 @@ class ProgressDisplay:
         a saved notebook keeps: nbclient reads only the running cell's messages)."""
 
     def tick(self, final: bool = False) -> None:
-        if self.ended or (not final and self.progress.version == self._seen):
-            return
-        self.ended = final
-        self._seen = self.progress.version
-        with contextlib.suppress(Exception):  # a display must never break the batch
-            self.draw(self.progress.snapshot(), final)
+        with self._lock:
+            if self.ended or (not final and self.progress.version == self._seen):
+                return
+            self.ended = final
+            self._seen = self.progress.version
+            with contextlib.suppress(Exception):  # a display must never break the batch
+                self.draw(self.progress.snapshot(), final)
 
     def start(self) -> None:
         """Start redrawing from the running loop (idempotent)."""
@@ -112,8 +115,12 @@ class WidgetDisplay(ProgressDisplay):
         self.slot.show(self.bundle(self.progress.snapshot(), live=True))
 
     def republish(self) -> None:
-        with contextlib.suppress(Exception):
-            self.slot.update(self.bundle(self.progress.snapshot(), live=not self.closed))
+        with self._lock:
+            snap = self.progress.snapshot()
+            if snap.counts["done"] + snap.counts["failed"] == snap.total and not self.ended:
+                self.tick(final=True)  # every row is final: the static bar, whoever ends the run
+            with contextlib.suppress(Exception):
+                self.slot.update(self.bundle(snap, live=not self.closed))
 
     def draw(self, snap: Snapshot, final: bool) -> None:
         if self.closed:

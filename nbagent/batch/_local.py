@@ -80,6 +80,33 @@ def result_of(
     )
 
 
+async def settle_job(
+    job: Job,
+    spec: RunSpec,
+    progress: ProgressSink,
+    limit: AdaptiveLimit,
+    *,
+    on_chat: Callable[[Any], None] | None = None,
+) -> RowResult:
+    """Run one job until it first settles: ``done``, ``failed`` or ``awaiting_approval``.
+
+    Makes the chat (or loads ``job.chat_id`` from ``spec.store``), attaches and
+    records it in the store, drives it with the rate-limit rules of the module
+    and reports progress. The caller holds one slot of ``limit`` on entry and
+    holds one on return (it is given back while a rate limit is waited out). A
+    parked row returns ``awaiting_approval`` at once: a remote backend continues
+    it later with ``Job(chat_id=...)``. With ``spec.on_error == "raise"`` a
+    failure raises instead of returning ``failed``.
+    """
+    row = _Row(job, spec, limit, progress, on_chat)
+    try:
+        return await row.settle()
+    finally:
+        if not row.held:  # cancelled while waiting out a rate limit: take the slot back
+            with contextlib.suppress(BaseException):
+                await limit.acquire()
+
+
 class LocalBackend:
     """Runs a batch's chats as tasks on the running event loop (``backend="local"``)."""
 
@@ -103,6 +130,26 @@ class LocalBackend:
         out: asyncio.Queue[RowResult | BaseException] = asyncio.Queue()
         tasks: set[asyncio.Task[None]] = set()
 
+        async def one(row: _Row) -> None:
+            """Holds a slot on entry; gives it back on every way out."""
+            try:
+                result = await row.settle()
+                while result.status == "awaiting_approval":
+                    out.put_nowait(result)
+                    limit.release()  # a parked chat costs no slot
+                    row.held = False
+                    await watcher.wait(row.chat)
+                    await limit.acquire()
+                    row.held = True
+                    row.update("running")
+                    result = await row.settle()
+                out.put_nowait(result)
+            except Exception as exc:  # on_error="raise"
+                out.put_nowait(exc)
+            finally:
+                if row.held:
+                    limit.release()
+
         async def dispatch() -> None:
             for job in jobs:
                 if job.error is not None:  # no chat, no slot
@@ -112,9 +159,9 @@ class LocalBackend:
                     out.put_nowait(result_of(job, None, "failed", None, job.error, "InputError"))
                     continue
                 await limit.acquire()
-                row = _Row(job, spec, limit, progress, watcher, self.on_chat)
+                row = _Row(job, spec, limit, progress, self.on_chat)
                 row.live = self.live.get(job.chat_id) if job.chat_id else None
-                task = asyncio.get_running_loop().create_task(row.run(out))
+                task = asyncio.get_running_loop().create_task(one(row))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
 
@@ -137,7 +184,7 @@ class LocalBackend:
 
 
 class _Row:
-    """One job's chat, from making it to its final result."""
+    """One job's chat: made once, then driven until it settles, as often as asked."""
 
     def __init__(
         self,
@@ -145,17 +192,17 @@ class _Row:
         spec: RunSpec,
         limit: AdaptiveLimit,
         progress: ProgressSink,
-        watcher: DecisionWatcher,
         on_chat: Callable[[Any], None] | None = None,
     ) -> None:
         self.job, self.spec, self.limit = job, spec, limit
-        self.on_chat = on_chat
-        self.progress, self.watcher = progress, watcher
+        self.progress, self.on_chat = progress, on_chat
         self.chat: Any = None
         self.live: Any = None  # the chat to continue, alive in this process
         self.active = 0.0  # seconds run (waits for decisions excluded)
+        self.held = True  # whether this row holds a slot of the limit
+        self.asked = job.chat_id is not None  # a stored chat has its prompt already
 
-    def _update(self, status: RowStatus) -> None:
+    def update(self, status: RowStatus) -> None:
         chat = self.chat
         if chat is None:
             self.progress(RowUpdate(self.job.key, status))
@@ -175,100 +222,75 @@ class _Row:
     def _on_response(self, event: Event) -> None:
         # emitted by the driver, on this loop's thread: a request went through
         self.limit.succeeded()
-        self._update("running")
+        self.update("running")
 
-    async def run(self, out: asyncio.Queue[RowResult | BaseException]) -> None:
-        """Holds a slot on entry; releases it on every exit path."""
-        held = True
-        try:
-            self._update("running")
+    def _failed(self, error: BaseException | str, error_type: str | None = None) -> RowResult:
+        if self.spec.on_error == "raise":
+            raise (
+                error
+                if isinstance(error, BaseException)
+                else RuntimeError(f"input {self.job.key!r}: {error}")
+            )
+        self.update("failed")
+        return result_of(self.job, self.chat, "failed", self.active or None, error, error_type)
+
+    async def settle(self) -> RowResult:
+        """Drive the chat until it is done, failed or parked (see :func:`settle_job`)."""
+        self.update("running")
+        if self.chat is None:
             try:
                 self.chat = await self._make()
             except RowFailed as exc:
-                out.put_nowait(result_of(self.job, None, "failed", None, str(exc), exc.error_type))
-                self._update("failed")
-                return
+                return self._failed(str(exc), exc.error_type)
             except Exception as exc:
                 if self.spec.on_error == "raise":
-                    out.put_nowait(exc)
-                    return
-                error = f"make_chat raised {one_line(exc)}"
-                out.put_nowait(result_of(self.job, None, "failed", None, error, type(exc).__name__))
-                self._update("failed")
-                return
+                    raise
+                return self._failed(f"make_chat raised {one_line(exc)}", type(exc).__name__)
             if self.on_chat is not None:
                 self.on_chat(self.chat)
-            self.chat.on(ModelRequestFinished, self._on_response)
-            new = self.job.chat_id is None
-            rate_limited = 0
+        chat = self.chat
+        rate_limited = 0
+        chat.on(ModelRequestFinished, self._on_response)
+        try:
             while True:
                 started = time.monotonic()
                 try:
-                    if new:
-                        self.chat.ask_later(self.job.prompt)
-                        new = False
-                    await self.chat.complete_async()
+                    if not self.asked:
+                        chat.ask_later(self.job.prompt)
+                        self.asked = True
+                    await chat.complete_async()
                 except RateLimitError as exc:
                     self.active += time.monotonic() - started
                     self.limit.rate_limited(exc.retry_after)
                     rate_limited += 1
                     if rate_limited > self.spec.max_rate_limit_retries:
-                        self._fail(out, exc, f" (still rate limited after {rate_limited} waits)")
-                        return
+                        more = f" (still rate limited after {rate_limited} waits)"
+                        return self._failed(one_line(exc) + more, type(exc).__name__)
                     self.limit.release()
-                    held = False
-                    self._update("queued")
+                    self.held = False
+                    self.update("queued")
                     await asyncio.sleep(backoff(rate_limited, exc.retry_after))
                     await self.limit.acquire()
-                    held = True
-                    self._update("running")
+                    self.held = True
+                    self.update("running")
                     continue
                 except Exception as exc:
                     self.active += time.monotonic() - started
                     if self.spec.on_error == "raise":
-                        out.put_nowait(exc)
-                        return
-                    self._fail(out, exc)
-                    return
+                        raise
+                    return self._failed(exc)
                 self.active += time.monotonic() - started
-                status = self.chat.status
-                if status == "awaiting_approval":
-                    out.put_nowait(result_of(self.job, self.chat, "awaiting_approval", self.active))
-                    self._update("awaiting_approval")
-                    self.limit.release()
-                    held = False
-                    await self.watcher.wait(self.chat)
-                    await self.limit.acquire()
-                    held = True
-                    self._update("running")
-                    continue
                 break
-            if status == "complete":
-                out.put_nowait(result_of(self.job, self.chat, "done", self.active))
-                self._update("done")
-            else:
-                why = self._why_stopped(status)
-                if self.spec.on_error == "raise":
-                    out.put_nowait(RuntimeError(f"input {self.job.key!r}: {why}"))
-                    return
-                out.put_nowait(
-                    result_of(self.job, self.chat, "failed", self.active, why, _stop_type(status))
-                )
-                self._update("failed")
         finally:
-            if held:
-                self.limit.release()
-            if self.chat is not None:
-                self.chat.off(self._on_response)
-
-    def _fail(
-        self, out: asyncio.Queue[RowResult | BaseException], exc: BaseException, more: str = ""
-    ) -> None:
-        error = one_line(exc) + more
-        out.put_nowait(
-            result_of(self.job, self.chat, "failed", self.active, error, type(exc).__name__)
-        )
-        self._update("failed")
+            chat.off(self._on_response)
+        status = chat.status
+        if status == "awaiting_approval":
+            self.update("awaiting_approval")
+            return result_of(self.job, chat, "awaiting_approval", self.active)
+        if status == "complete":
+            self.update("done")
+            return result_of(self.job, chat, "done", self.active)
+        return self._failed(self._why_stopped(status), _stop_type(status))
 
     def _why_stopped(self, status: str) -> str:
         if status == "budget_exhausted":
@@ -350,9 +372,8 @@ class _Row:
             raise RowFailed(
                 f"cannot load stored chat {self.job.chat_id}: {one_line(exc)}", "StoreError"
             ) from exc
-        finally:
-            with contextlib.suppress(Exception):
-                template.close()
+        # the template is not closed: closing would close tool sources (an MCP
+        # server's connection) the loaded chat shares with it
         chat.display = False
         return chat
 
@@ -361,4 +382,4 @@ def _stop_type(status: str) -> str:
     return "budget_exhausted" if status == "budget_exhausted" else "Stopped"
 
 
-__all__ = ["LocalBackend", "RowFailed", "one_line", "result_of"]
+__all__ = ["LocalBackend", "RowFailed", "one_line", "result_of", "settle_job"]

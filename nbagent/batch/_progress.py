@@ -196,7 +196,7 @@ def progress_html(s: Snapshot, title: str = "batch") -> str:
     return (
         f'<div class="nba-batch" style="font-family:var(--jp-ui-font-family,sans-serif);'
         f'font-size:12px;max-width:720px">'
-        f"<div><b>{html.escape(title)}</b> · {s.settled}/{s.total} settled · "
+        f"<div><b>{html.escape(title)}</b> · done {s.counts['done']}/{s.total} · "
         f"{s.input_tokens + s.output_tokens:,} tokens · {_cost(s.cost_usd)}"
         f" · {_duration(s.elapsed)}{eta}{limit}</div>"
         f'<div style="height:8px;background:#eee;border-radius:4px;overflow:hidden;'

@@ -58,6 +58,7 @@ class DecisionWatcher:
         self._parked: dict[str, Parked] = {}
         self._task: asyncio.Task[None] | None = None
         self.watching = False  # the store's watch seam is in use (else: polling)
+        self._looks: set[asyncio.Task[None]] = set()  # held: the loop keeps tasks weakly
 
     async def wait(self, chat: Any) -> None:
         """Return once ``chat`` no longer only waits for decisions (or someone decided)."""
@@ -65,7 +66,11 @@ class DecisionWatcher:
         self._parked[chat.id] = parked
         self._ensure_running()
         if self.store is not None:  # decided between its last write and now: look once
-            asyncio.get_running_loop().create_task(asyncio.to_thread(self._refresh, [parked]))
+            look = asyncio.get_running_loop().create_task(
+                asyncio.to_thread(self._refresh, [parked])
+            )
+            self._looks.add(look)
+            look.add_done_callback(self._looks.discard)
         try:
             while chat.awaiting_approval:
                 parked.woken.clear()

@@ -56,7 +56,7 @@ for chat in run.chats.values():
 import asyncio
 for _ in range(100):
     fresh = nbagent.batch_results(result)
-    if (fresh["status"] == "done").all():
+    if (fresh["status"] == "done").all() and not run.running:  # its last rows and its end
         break
     await asyncio.sleep(0.05)
 print(list(fresh["status"]), run.running)

@@ -169,3 +169,69 @@ def test_a_store_without_batch_records_is_refused_with_a_clear_error(tmp_path: P
     with pytest.raises(TypeError, match="cannot record batches"):
         nbagent.batch(["a"], lambda: Chat("demo"), store=bare, progress=False)
     bare.inner.close()
+
+
+STOPPED_RUNS: list[str] = []
+
+
+@tool
+def slow_step(item: str) -> str:
+    """One step of work.
+
+    Args:
+        item: The item.
+    """
+    STOPPED_RUNS.append(item)
+    return f"stepped {item}"
+
+
+def test_a_batch_interrupted_mid_flight_resumes_without_rerunning_a_call(tmp_path: Path) -> None:
+    """The stop button (KeyboardInterrupt cancels the batch's task): rerunning with the
+    store finishes every row and no tool call runs twice."""
+    import asyncio
+
+    from nbagent.testing import FakeLLMServer, FakeToolCall, RecordedRequest, Turn
+
+    def handler(request: RecordedRequest) -> Turn:
+        done = sum(1 for m in request.body["messages"] if m.get("role") == "tool")
+        prompt = request.body["messages"][0]["content"]
+        if done < 2:
+            return Turn(
+                tool_calls=[FakeToolCall("slow_step", {"item": f"{prompt}/{done}"})], delay=0.05
+            )
+        return Turn(text=f"finished {prompt}", delay=0.05)
+
+    STOPPED_RUNS.clear()
+    prompts = [f"p{i}" for i in range(12)]
+    with FakeLLMServer(handler=handler) as server:
+        from nbagent.providers import OpenAIProvider
+
+        def make() -> Chat:
+            provider = OpenAIProvider(
+                "gpt-4.1-mini", base_url=server.openai_base_url, api_key="sk-test-0000000000"
+            )
+            return Chat(provider=provider).with_tools(slow_step)
+
+        async def interrupted() -> None:
+            task = asyncio.ensure_future(
+                nbagent.batch_async(
+                    prompts, make, store=tmp_path / "s.db", concurrency=4, progress=False
+                )
+            )
+            while len(STOPPED_RUNS) < 5:  # some calls ran, most did not
+                await asyncio.sleep(0.005)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(interrupted())
+        partial = len(STOPPED_RUNS)
+        assert 0 < partial < 24
+        result = asyncio.run(
+            nbagent.batch_async(
+                prompts, make, store=tmp_path / "s.db", concurrency=4, progress=False
+            )
+        )
+    assert list(result["status"]) == ["done"] * 12, result[["status", "error"]]
+    assert list(result["reply"]) == [f"finished {p}" for p in prompts]
+    assert sorted(STOPPED_RUNS) == sorted(f"{p}/{i}" for p in prompts for i in range(2))

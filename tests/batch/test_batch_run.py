@@ -159,6 +159,12 @@ def test_inputs_that_cannot_be_a_batch_raise_before_anything_runs() -> None:
         nbagent.batch("just one", make)
     with pytest.raises(TypeError, match="make_chat"):
         nbagent.batch(["a"], lambda a, b: Chat("demo"))
+    with pytest.raises(ValueError, match="concurrency"):
+        nbagent.batch(["a"], make, concurrency=0)
+    with pytest.raises(ValueError, match="on_error"):
+        nbagent.batch(["a"], make, on_error="ignore")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="progress"):
+        nbagent.batch(["a"], make, progress="fancy")
     assert make_calls == []
 
 
