@@ -285,40 +285,28 @@ PROGRESS_INTERVAL = 0.5
 change is sent at once): each update is an object and a message to the driver."""
 
 
-class _Parked(Exception):
-    """The chat parked on a worker: its row settles ``awaiting_approval`` and the task ends."""
-
-
-class _ReturnWhenParked:
-    """The local backend's decision watcher, for a worker: a parked chat does not wait."""
-
-    async def wait(self, chat: Any) -> None:
-        with contextlib.suppress(Exception):
-            chat.close()  # its state is in the store; a continuation loads it
-        raise _Parked
-
-    async def close(self) -> None:
-        return None
-
-
 async def settle_job(job: Job, spec: RunSpec, progress: ProgressSink, limit: Any) -> RowResult:
-    """Run ``job`` with the local backend's row code until it first settles.
+    """On a worker: run ``job`` with the local backend's code until it first settles.
 
-    The same code as ``backend="local"`` (so a row's result does not depend on
-    where it ran), except that a parked chat returns ``awaiting_approval``
-    instead of waiting: the driver continues it when a decision arrives.
-    Raises what the row would raise with ``on_error="raise"``.
+    The local backend's :func:`~nbagent.batch._local.settle_job` (so a row's
+    result does not depend on where it ran), in a slot of this worker's
+    ``limit``. A parked row returns ``awaiting_approval`` instead of waiting:
+    the driver continues it when a decision arrives. The chat is closed
+    whatever the outcome (everything written to the store, nothing kept in a
+    worker that lives on). Raises what the row would raise with
+    ``on_error="raise"``.
     """
-    from ._local import _Row
+    from ._local import settle_job as settle_locally
 
-    out: asyncio.Queue[RowResult | BaseException] = asyncio.Queue()
+    made: list[Any] = []
     await limit.acquire()
-    with contextlib.suppress(_Parked):
-        await _Row(job, spec, limit, progress, _ReturnWhenParked()).run(out)  # type: ignore[arg-type]
-    item = out.get_nowait()
-    if isinstance(item, BaseException):
-        raise item
-    return item
+    try:
+        return await settle_locally(job, spec, progress, limit, on_chat=made.append)
+    finally:
+        limit.release()
+        for chat in made:
+            with contextlib.suppress(Exception):  # a failed write is the row's own error
+                await asyncio.to_thread(chat.close)
 
 
 # ------------------------------------------------------------------ the driver
