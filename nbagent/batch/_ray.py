@@ -456,8 +456,8 @@ class RayBackend:
             "max_task_retries": 0,
         }
         options.update(self.worker_options)
-        context = ray.get_runtime_context()
-        key = (context.get_job_id(), size, _options_key(options))
+        context = ray.get_runtime_context()  # a new Ray (after ray.shutdown) has a new node
+        key = (context.get_node_id(), context.get_job_id(), size, _options_key(options))
         workers = _POOLS.get(key)
         if workers is None:
             actor = ray.remote(ChatWorker).options(**options)
@@ -479,7 +479,7 @@ class _Workers(list[Any]):
 
 
 _POOLS: dict[tuple[Any, ...], _Workers] = {}
-"""Workers kept for later batches: (Ray job, size, options) -> actors."""
+"""Workers kept for later batches: (Ray node and job, size, options) -> actors."""
 
 
 def _options_key(options: Mapping[str, Any]) -> str:
