@@ -1,53 +1,54 @@
 """The ``"ray"`` backend: a batch's chats run on Ray workers, the store coordinates.
 
 ``nbagent.batch(..., backend="ray")`` (or ``backend=RayBackend(address=...)``)
-connects to Ray (``ray.init()`` on this machine unless Ray is already
-initialised, ``address=`` for a cluster) and starts a pool of **workers**:
-Ray actors (one CPU each, so Ray spreads them over the cluster's nodes), each
-running up to ``ceil(concurrency / workers)`` chats at once on its own event
-loop, with the same code as the local backend (``_local.settle_job``), so a
-row's result does not depend on where it ran.
+connects to Ray (the Ray this process is connected to, else ``ray.init()`` on
+this machine, or ``address=`` for a cluster) and uses a pool of **workers**:
+Ray actors (``workers=``, default the cluster's CPUs) that reserve no CPU
+(chats wait on the network) and are spread over the nodes, each running up to
+``ceil(concurrency / workers)`` chats at once on its own event loop with the
+local backend's own code (``_local.settle_job``), so a row's result does not
+depend on where it ran. The pool is kept for the process's next batch.
 
-**What crosses to a worker.** Once per worker: the batch's :class:`RunSpec`
-without its store (``make_chat`` pickled with cloudpickle) and a
-:class:`StoreLocator`, from which the worker opens its own store. Per chat:
-the :class:`Job` only. The factory builds the provider *on the worker*
-(``Chat("gpt-4.1-mini")`` reads ``OPENAI_API_KEY`` there), so API keys come
-from the workers' environment and are never pickled (a provider object
-cannot be: a factory that captures one is refused with a clear error). A
-PostgreSQL DSN's password rides in the run's spec in Ray's object store,
-never in a task's arguments, a ``repr`` or a log (Ray logs a ``runtime_env``'s
-variables in clear, so it is not used for it); better, give the workers
-``PGPASSWORD`` or ``~/.pgpass`` and leave it out of the DSN.
+**What crosses to a worker.** Once per run: a :class:`BatchSpec` in Ray's
+object store (the :class:`RunSpec` without its store, ``make_chat`` pickled
+with cloudpickle, and a :class:`StoreLocator` from which the worker opens its
+own store), read once by each worker. Per chat: the :class:`Job`. The
+factory builds the provider *on the worker* (``Chat("gpt-4.1-mini")`` reads
+``OPENAI_API_KEY`` there), so API keys come from the workers' environment and
+are never pickled (a provider object cannot be: a factory that captures one
+is refused with a clear error). A PostgreSQL DSN's password rides in the
+``BatchSpec``: never in a task's arguments, a ``repr`` or a log (Ray logs a
+``runtime_env``'s variables in clear, so it is not used for it); better, give
+the workers ``PGPASSWORD`` or ``~/.pgpass`` and leave it out of the DSN.
 
 **Progress.** Each chat is a streaming actor call: the worker yields the
-latest :class:`RowUpdate` whenever its chat changed (coalesced) and finally
-the :class:`RowResult`; the driver feeds the updates to the batch's progress
-sink as they arrive.
+latest :class:`RowUpdate` (a status change at once, token counts at most
+every :data:`PROGRESS_INTERVAL`) and finally the :class:`RowResult`; the
+driver feeds the updates to the batch's progress sink as they arrive.
 
 **Approvals.** A chat that parks on a gated call does not hold its worker
 slot: the worker returns ``awaiting_approval`` (its state is in the store).
-The driver watches the store (the store's ``watch`` seam when it has one,
-else a poll every ``poll_interval`` seconds) and, when a decision made
-anywhere (the inbox, another process, ``store.approve``) lowers the chat's
-count of undecided calls, sends a continuation (``Job(chat_id=...)``) to a
-worker, which loads the chat and completes it: the approved call runs there,
-once (the store's claim). Without a store a parked chat cannot be continued
-on another process: its row fails and says so.
+The driver watches the store (``store.watch()``: LISTEN/NOTIFY on
+PostgreSQL; else a poll every ``poll_interval`` seconds) and, when a decision
+made anywhere (the inbox, another process, ``store.approve``) lowers the
+chat's count of undecided calls, sends a continuation (``Job(chat_id=...)``)
+to a worker, which loads the chat and completes it: the approved call runs
+there, once (the store's claim). Without a store a parked chat cannot be
+continued by another process: its row fails and says so.
 
 **Where the store lives.** The store is the coordination point, so every
 worker must reach it: a :class:`~nbagent.store.PostgresStore` works from any
 node; a SQLite file only when every node of the cluster is this machine (a
-cluster with another node is refused with a clear error).
+cluster with a node elsewhere is refused with a clear error).
 
 **A worker that dies** (a segfault, the OOM killer, ``os._exit`` in a tool,
 ``ray.kill``) takes the chats it was running with it: each of their rows
-fails with an error saying so, nothing else is affected, and Ray restarts
-the worker for the next rows. Nothing is retried behind the user's back
-(Ray's own retries are off: a rerun chat could run a tool twice). With a
-store, rerunning the batch continues those chats: finished calls are kept,
-and a call that was running when its worker died is *in doubt* (the model is
-told), never rerun silently.
+fails with an error saying so (``WorkerDied``), nothing else is affected, and
+a new worker takes its place for the next rows. Nothing is retried behind
+the user's back (Ray's own retries are off: a rerun chat could run a tool
+twice). With a store, rerunning the batch continues those chats: finished
+calls are kept, and a call that was running when its worker died is *in
+doubt* (the model is told), never rerun silently.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def _ray() -> Any:
 # ------------------------------------------------------------------ the store
 @dataclass(frozen=True)
 class StoreLocator:
-    """How a worker opens the batch's store: its kind and where it is (no secret).
+    """How a worker opens the batch's store: its kind, where it is, and the DSN's password.
 
     Attributes:
         kind: ``"sqlite"``, ``"postgres"`` or ``"pickled"`` (a store object
@@ -422,12 +423,16 @@ class RayBackend:
         ray = backend.connect()
         check_store_reach(locator, ray.nodes())
         todo = [j for j in jobs if j.error is None]
-        for job in jobs:
+        for job in jobs:  # no chat, no worker: as the local backend does
             if job.error is not None:
+                if spec.on_error == "raise":
+                    from ._inputs import InputError
+
+                    raise InputError(f"input {job.key!r}: {job.error}")
+                from ._local import result_of
+
                 progress(RowUpdate(job.key, "failed"))
-                yield RowResult(
-                    job.key, job.index, "failed", error=job.error, error_type="InputError"
-                )
+                yield result_of(job, None, "failed", None, job.error, "InputError")
         if not todo:
             return
         size = backend.workers or max(1, int(ray.cluster_resources().get("CPU", 1) or 1))

@@ -23,6 +23,7 @@ import pytest
 from _ray_agents import FakeServerChat, close_providers, demo_chat, handler
 
 import nbagent
+from nbagent.batch._run import run_of
 from nbagent.store import PostgresStore, SQLiteStore
 from nbagent.testing import FakeLLMServer
 
@@ -63,6 +64,11 @@ def test_the_frame_equals_the_local_backends_on_the_fake_server(
     assert (on_ray["status"] == "done").all() and on_ray["chat_id"].is_unique
     assert on_ray.loc[2, "reply"] == "ccc: 6"
     assert len(server.requests) == 2 * 2 * len(prompts)
+    # the progress display's totals are folded from the updates the workers streamed back
+    snap = run_of(on_ray).progress.snapshot()
+    assert snap.counts["done"] == len(prompts) and snap.counts["running"] == 0
+    assert snap.input_tokens == on_ray["input_tokens"].sum() > 0
+    assert snap.output_tokens == on_ray["output_tokens"].sum()
 
 
 def test_the_frame_equals_the_local_backends_on_the_demo_model(ray_cluster: Any) -> None:
@@ -176,3 +182,19 @@ def test_a_factory_that_raises_on_a_worker_is_recorded_or_raised_as_locally(
     assert on_ray.loc[0, "error"] == "make_chat raised ValueError: no chat for this row"
     with pytest.raises(ValueError, match="no chat for this row"):
         nbagent.batch(["a"], broken_chat, progress=False, backend="ray", on_error="raise")
+
+
+def test_a_row_that_cannot_be_formatted_fails_alone_as_locally(
+    ray_cluster: Any, server: FakeLLMServer
+) -> None:
+    from nbagent.batch import InputError
+
+    rows = [{"word": "abc"}, {"other": 1}, {"word": "de"}]
+    make = FakeServerChat(server.openai_base_url)
+    local = nbagent.batch(rows, make, prompt="{word}", progress=False)
+    on_ray = nbagent.batch(rows, make, prompt="{word}", progress=False, backend="ray")
+    pd.testing.assert_frame_equal(on_ray[SAME], local[SAME])
+    assert list(on_ray["status"]) == ["done", "failed", "done"]
+    assert on_ray.loc[1, "error_type"] == "InputError" and "word" in on_ray.loc[1, "error"]
+    with pytest.raises(InputError, match="input '1'"):
+        nbagent.batch(rows, make, prompt="{word}", progress=False, backend="ray", on_error="raise")
