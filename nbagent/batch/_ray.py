@@ -60,9 +60,10 @@ import os
 import socket
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from .._config import configure, get_config
 from .._optional import require
 from ._backend import FINAL, Job, ProgressSink, RowResult, RowUpdate, RunSpec
 from ._backends import register_backend
@@ -191,12 +192,16 @@ class BatchSpec:
         spec: The batch's spec, without its store.
         locator: How to open the store (no secret), or ``None``.
         per_worker: Most chats of this run one worker runs at once.
+        config: The driver's ``nbagent.configure(...)`` defaults (``max_steps``,
+            budgets, ``stream``, ``tool_timeout``...): the workers apply them,
+            so a chat runs as it would in the driver.
     """
 
     token: str
     spec: RunSpec
     locator: StoreLocator | None
     per_worker: int
+    config: Any = None
 
 
 class ChatWorker:
@@ -214,6 +219,7 @@ class ChatWorker:
 
     def __init__(self) -> None:
         self._runs: dict[str, tuple[RunSpec, Any]] = {}
+        self._configs: dict[str, Any] = {}
         self._stores: dict[tuple[str, str], Any] = {}
 
     def pid(self) -> int:
@@ -224,8 +230,14 @@ class ChatWorker:
         ref = boxed[0]
         key = ref.hex()
         found = self._runs.get(key)
-        if found is not None:
-            return found
+        if found is None:
+            found = await self._read(ref, key)
+        config = self._configs.get(key)
+        if config is not None and config != get_config():  # the driver's defaults
+            configure(**{f.name: getattr(config, f.name) for f in fields(config)})
+        return found
+
+    async def _read(self, ref: Any, key: str) -> tuple[RunSpec, Any]:
         batch: BatchSpec = await ref
         found = self._runs.get(key)  # another call read it meanwhile
         if found is not None:
@@ -240,8 +252,11 @@ class ChatWorker:
                 store = self._stores[where] = await asyncio.to_thread(batch.locator.open)
         found = (replace(batch.spec, store=store), AdaptiveLimit(batch.per_worker))
         self._runs[key] = found
+        self._configs[key] = batch.config
         while len(self._runs) > self.CACHED_RUNS:
-            del self._runs[next(iter(self._runs))]
+            oldest = next(iter(self._runs))
+            del self._runs[oldest]
+            self._configs.pop(oldest, None)
         return found
 
     async def run(self, boxed: list[Any], job: Job) -> AsyncIterator[RowUpdate | RowResult]:
@@ -511,6 +526,7 @@ class _Run:
             spec=replace(spec, store=None),
             locator=locator,
             per_worker=per_worker,
+            config=get_config(),
         )
         try:
             self.boxed = [ray.put(batch)]

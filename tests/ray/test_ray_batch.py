@@ -198,3 +198,14 @@ def test_a_row_that_cannot_be_formatted_fails_alone_as_locally(
     assert on_ray.loc[1, "error_type"] == "InputError" and "word" in on_ray.loc[1, "error"]
     with pytest.raises(InputError, match="input '1'"):
         nbagent.batch(rows, make, prompt="{word}", progress=False, backend="ray", on_error="raise")
+
+
+def test_the_drivers_configuration_applies_on_the_workers(
+    ray_cluster: Any, server: FakeLLMServer
+) -> None:
+    nbagent.configure(max_steps=1)  # a chat needs 2 steps: each row stops on its budget
+    make = FakeServerChat(server.openai_base_url)
+    local = nbagent.batch(["a", "bb"], make, progress=False)
+    on_ray = nbagent.batch(["a", "bb"], make, progress=False, backend="ray")
+    pd.testing.assert_frame_equal(on_ray[SAME], local[SAME])
+    assert list(on_ray["error_type"]) == ["budget_exhausted"] * 2
