@@ -36,6 +36,8 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 NUM_CPUS = 2
+OBJECT_STORE_BYTES = 128 * 1024 * 1024
+"""The object store holds a run's spec and the rows' small updates and results."""
 
 
 def ray_required() -> bool:
@@ -82,6 +84,8 @@ def ray_cluster() -> Iterator[RayCluster]:
     try:
         context: Any = ray.init(
             num_cpus=NUM_CPUS,
+            # small: a CI container's /dev/shm may be 64 MB (Ray then uses the temp dir)
+            object_store_memory=OBJECT_STORE_BYTES,
             include_dashboard=False,
             _temp_dir=temp_dir,
             namespace="nbagent-tests",
