@@ -209,3 +209,22 @@ def test_the_drivers_configuration_applies_on_the_workers(
     on_ray = nbagent.batch(["a", "bb"], make, progress=False, backend="ray")
     pd.testing.assert_frame_equal(on_ray[SAME], local[SAME])
     assert list(on_ray["error_type"]) == ["budget_exhausted"] * 2
+
+
+def test_a_parked_chat_holds_no_worker_slot(
+    ray_cluster: Any, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """One worker, one chat at a time: the rows after a parked one still run."""
+    with SQLiteStore(tmp_path / "b.db") as store:
+        result = nbagent.batch(
+            ["gate order 1", "gate order 2", "plain", "also plain"],
+            FakeServerChat(server.openai_base_url),
+            store=store,
+            backend="ray",
+            backend_options={"workers": 1},
+            concurrency=1,
+            progress=False,
+        )
+        assert list(result["status"]) == ["awaiting_approval"] * 2 + ["done"] * 2
+        assert list(result["pending"]) == [1, 1, 0, 0]
+        assert len(store.pending_approvals()) == 2  # parked in the store, not on a worker
