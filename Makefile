@@ -19,6 +19,8 @@ NBAGENT_REQUIRE_BROWSER ?= 1
 # Likewise a missing PostgreSQL server fails the PostgreSQL store tests
 # (.ci/ensure-postgres installs Debian's package; the tests start their own cluster).
 NBAGENT_REQUIRE_POSTGRES ?= 1
+# Likewise a missing Ray fails tests/ray (`make test NBAGENT_REQUIRE_RAY=` allows skipping).
+NBAGENT_REQUIRE_RAY ?= 1
 PYTEST_ARGS ?=
 LAB_ARGS    ?=
 # JupyterLab refuses to start as root without --allow-root.
@@ -91,6 +93,7 @@ test: kernel
 	bash .ci/ensure-chromium
 	bash .ci/ensure-postgres
 	NBAGENT_REQUIRE_BROWSER=$(NBAGENT_REQUIRE_BROWSER) NBAGENT_REQUIRE_POSTGRES=$(NBAGENT_REQUIRE_POSTGRES) \
+	  NBAGENT_REQUIRE_RAY=$(NBAGENT_REQUIRE_RAY) \
 	  $(PY) -m pytest $(PYTEST_ARGS)
 
 # The README's picture of the live view, taken in JupyterLab by a browser test.

@@ -22,6 +22,7 @@ EXTRAS = {
     "nbclient": "lab",
     "mcp": "mcp",
     "psycopg": "postgres",
+    "ray": "ray",
 }
 """The module each extra brings, by top-level module name."""
 

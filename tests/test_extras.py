@@ -109,6 +109,12 @@ def test_each_extra_named_in_errors_brings_its_module() -> None:
             "postgres",
             "PostgresStore",
         ),
+        (
+            ["ray"],
+            "nbagent.batch(['hello'], lambda: Chat('demo'), backend='ray', progress=False)",
+            "ray",
+            'nbagent.batch(..., backend="ray")',
+        ),
     ],
 )
 def test_a_feature_without_its_extra_says_which_extra_in_one_line(

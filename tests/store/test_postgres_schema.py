@@ -127,7 +127,9 @@ def test_processes_opening_a_fresh_database_at_once_migrate_it_once(postgres_dsn
         chat.ask("hello")
         assert [c.id for c in store.chats()] == [chat.id]
         chat.close()
-    assert len(_rows(postgres_dsn, "SELECT * FROM schema_migrations")) == 8
+    assert (
+        len(_rows(postgres_dsn, "SELECT * FROM schema_migrations")) == pg_migrations.SCHEMA_VERSION
+    )
 
 
 def test_an_empty_database_migrates_step_by_step(postgres_dsn: str) -> None:

@@ -1,0 +1,791 @@
+"""The ``"ray"`` backend: a batch's chats run on Ray workers, the store coordinates.
+
+``nbagent.batch(..., backend="ray")`` (or ``backend=RayBackend(address=...)``)
+connects to Ray (the Ray this process is connected to, else ``ray.init()`` on
+this machine, or ``address=`` for a cluster) and uses a pool of **workers**:
+Ray actors (``workers=``, default the cluster's CPUs) that reserve no CPU
+(chats wait on the network) and are spread over the nodes, each running up to
+``ceil(concurrency / workers)`` chats at once on its own event loop with the
+local backend's own code (``_local.settle_job``), so a row's result does not
+depend on where it ran. The pool is kept for the process's next batch.
+
+**What crosses to a worker.** Once per run: a :class:`BatchSpec` in Ray's
+object store (the :class:`RunSpec` without its store, ``make_chat`` pickled
+with cloudpickle, and a :class:`StoreLocator` from which the worker opens its
+own store), read once by each worker. Per chat: the :class:`Job`. The
+factory builds the provider *on the worker* (``Chat("gpt-4.1-mini")`` reads
+``OPENAI_API_KEY`` there), so API keys come from the workers' environment and
+are never pickled (a provider object cannot be: a factory that captures one
+is refused with a clear error). A PostgreSQL DSN's password rides in the
+``BatchSpec``: never in a task's arguments, a ``repr`` or a log (Ray logs a
+``runtime_env``'s variables in clear, so it is not used for it); better, give
+the workers ``PGPASSWORD`` or ``~/.pgpass`` and leave it out of the DSN.
+
+**Progress.** Each chat is a streaming actor call: the worker yields the
+latest :class:`RowUpdate` (a status change at once, token counts at most
+every :data:`PROGRESS_INTERVAL`) and finally the :class:`RowResult`; the
+driver feeds the updates to the batch's progress sink as they arrive.
+
+**Approvals.** A chat that parks on a gated call does not hold its worker
+slot: the worker returns ``awaiting_approval`` (its state is in the store).
+The driver watches the store (``store.watch()``: LISTEN/NOTIFY on
+PostgreSQL; else a poll every ``poll_interval`` seconds) and, when a decision
+made anywhere (the inbox, another process, ``store.approve``) lowers the
+chat's count of undecided calls, sends a continuation (``Job(chat_id=...)``)
+to a worker, which loads the chat and completes it: the approved call runs
+there, once (the store's claim). Without a store a parked chat cannot be
+continued by another process: its row fails and says so.
+
+**Where the store lives.** The store is the coordination point, so every
+worker must reach it: a :class:`~nbagent.store.PostgresStore` works from any
+node; a SQLite file only when every node of the cluster is this machine (a
+cluster with a node elsewhere is refused with a clear error).
+
+**A worker that dies** (a segfault, the OOM killer, ``os._exit`` in a tool,
+``ray.kill``) takes the chats it was running with it: each of their rows
+fails with an error saying so (``WorkerDied``), nothing else is affected, and
+a new worker takes its place for the next rows. Nothing is retried behind
+the user's back (Ray's own retries are off: a rerun chat could run a tool
+twice). With a store, rerunning the batch continues those chats: finished
+calls are kept, and a call that was running when its worker died is *in
+doubt* (the model is told), never rerun silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import socket
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from .._config import configure, get_config
+from .._optional import require
+from ._backend import FINAL, Job, ProgressSink, RowResult, RowUpdate, RunSpec
+from ._backends import register_backend
+
+FEATURE = 'nbagent.batch(..., backend="ray")'
+RAY_OPTIONS = frozenset({"address", "workers", "init", "worker_options", "keep_workers"})
+"""The options ``nbagent.batch(backend_options=...)`` may give the Ray backend."""
+
+
+def _ray() -> Any:
+    return require("ray", FEATURE)
+
+
+# ------------------------------------------------------------------ the store
+@dataclass(frozen=True)
+class StoreLocator:
+    """How a worker opens the batch's store: its kind, where it is, and the DSN's password.
+
+    Attributes:
+        kind: ``"sqlite"``, ``"postgres"`` or ``"pickled"`` (a store object
+            that pickles itself; a third-party store).
+        target: The SQLite file (absolute), the DSN without its password, or
+            the pickled store.
+        password: A DSN's password: never in a ``repr``, a log or a task's
+            arguments; it rides in the run's :class:`BatchSpec` (Ray's object
+            store, read once per worker). ``None`` when the DSN has none: the
+            worker's libpq then finds it (``PGPASSWORD``, ``~/.pgpass``).
+        claim_timeout: The store's (``PostgresStore(claim_timeout=)``).
+    """
+
+    kind: str
+    target: Any
+    password: str | None = field(default=None, repr=False, compare=False)
+    claim_timeout: float | None = None
+
+    def open(self) -> Any:
+        """The store, opened in this process."""
+        if self.kind == "sqlite":
+            from ..store import SQLiteStore
+
+            return SQLiteStore(self.target)
+        if self.kind == "postgres":
+            from ..store import PostgresStore
+
+            dsn = self.target
+            if self.password is not None:
+                conninfo = require("psycopg", "PostgresStore").conninfo
+                dsn = conninfo.make_conninfo(dsn, password=self.password)
+            return PostgresStore(dsn, claim_timeout=self.claim_timeout)
+        return self.target
+
+
+def locate_store(store: Any) -> StoreLocator | None:
+    """The :class:`StoreLocator` of ``store`` (``None``: no store)."""
+    if store is None:
+        return None
+    from ..store import SQLiteStore
+
+    if isinstance(store, SQLiteStore):
+        return StoreLocator("sqlite", str(os.path.abspath(store.path)))
+    from ..store import PostgresStore
+
+    if isinstance(store, PostgresStore):
+        dsn, password = split_password(_dsn_of(store))
+        return StoreLocator("postgres", dsn, password, claim_timeout=store.claim_timeout)
+    import pickle
+
+    try:
+        pickle.dumps(store)
+    except Exception as exc:
+        raise TypeError(
+            f"{FEATURE} opens the store on every worker, and it cannot open a "
+            f"{type(store).__name__}: use a PostgresStore (or a SQLiteStore on one machine), "
+            f"or a store that pickles itself ({type(exc).__name__}: {exc})"
+        ) from None
+    return StoreLocator("pickled", store)
+
+
+def _dsn_of(store: Any) -> str:
+    """The DSN a :class:`~nbagent.store.PostgresStore` was opened with (password included)."""
+    return str(store._dsn.reveal())
+
+
+def split_password(dsn: str) -> tuple[str, str | None]:
+    """A libpq DSN (URL or ``key=value`` form) without its password, and the password.
+
+    Parsed by libpq's rules (psycopg), so every way of writing it is understood.
+    """
+    conninfo = require("psycopg", "PostgresStore").conninfo
+    params = conninfo.conninfo_to_dict(dsn)
+    password = params.pop("password", None)
+    if password is None:
+        return dsn, None
+    return conninfo.make_conninfo(**params), str(password)
+
+
+def check_store_reach(locator: StoreLocator | None, nodes: Sequence[Mapping[str, Any]]) -> None:
+    """Refuse a SQLite store when a worker could run on another machine."""
+    if locator is None or locator.kind != "sqlite":
+        return
+    here = {_node_ip(), "127.0.0.1", socket.gethostname()}
+    elsewhere = sorted(
+        {str(n.get("NodeManagerAddress")) for n in nodes if n.get("Alive", True)} - here
+    )
+    if elsewhere:
+        raise ValueError(
+            f"{FEATURE}: the store is a SQLite file on this machine ({locator.target}) and "
+            f"this Ray cluster has nodes elsewhere ({', '.join(elsewhere)}) whose workers "
+            "cannot reach it: use PostgresStore(dsn), which every node can reach"
+        )
+
+
+def _node_ip() -> str:
+    with contextlib.suppress(Exception):
+        return str(_ray().util.get_node_ip_address())
+    return "127.0.0.1"
+
+
+# ------------------------------------------------------------------ the worker
+@dataclass(frozen=True)
+class BatchSpec:
+    """What a worker needs for one batch run, put once in Ray's object store.
+
+    Attributes:
+        token: Unique per run: the key of the worker's cache.
+        spec: The batch's spec, without its store.
+        locator: How to open the store (no secret), or ``None``.
+        per_worker: Most chats of this run one worker runs at once.
+        config: The driver's ``nbagent.configure(...)`` defaults (``max_steps``,
+            budgets, ``stream``, ``tool_timeout``...): the workers apply them,
+            so a chat runs as it would in the driver.
+    """
+
+    token: str
+    spec: RunSpec
+    locator: StoreLocator | None
+    per_worker: int
+    config: Any = None
+
+
+class ChatWorker:
+    """A Ray actor that runs chats of any batch (``ray.remote`` applied on first use).
+
+    The driver puts a run's :class:`BatchSpec` in Ray's object store once and
+    passes its reference (boxed in a list, so Ray does not resolve it for every
+    call) with each job; the worker reads it once per run (the factory is
+    unpickled once), opens the store once per locator, and keeps a limit per
+    run. :meth:`run` runs one job until it settles, yielding the latest
+    :class:`RowUpdate` whenever its chat changed and the :class:`RowResult` last.
+    """
+
+    CACHED_RUNS = 8
+
+    def __init__(self) -> None:
+        self._runs: dict[str, tuple[RunSpec, Any]] = {}
+        self._configs: dict[str, Any] = {}
+        self._stores: dict[tuple[str, str], Any] = {}
+
+    def pid(self) -> int:
+        """This worker's process id."""
+        return os.getpid()
+
+    async def _run_of(self, boxed: list[Any]) -> tuple[RunSpec, Any]:
+        ref = boxed[0]
+        key = ref.hex()
+        found = self._runs.get(key)
+        if found is None:
+            found = await self._read(ref, key)
+        config = self._configs.get(key)
+        if config is not None and config != get_config():  # the driver's defaults
+            configure(**{f.name: getattr(config, f.name) for f in fields(config)})
+        return found
+
+    async def _read(self, ref: Any, key: str) -> tuple[RunSpec, Any]:
+        batch: BatchSpec = await ref
+        found = self._runs.get(key)  # another call read it meanwhile
+        if found is not None:
+            return found
+        from ._limits import AdaptiveLimit
+
+        store = None
+        if batch.locator is not None:
+            where = (batch.locator.kind, str(batch.locator.target))
+            store = self._stores.get(where)
+            if store is None:
+                store = self._stores[where] = await asyncio.to_thread(batch.locator.open)
+        found = (replace(batch.spec, store=store), AdaptiveLimit(batch.per_worker))
+        self._runs[key] = found
+        self._configs[key] = batch.config
+        while len(self._runs) > self.CACHED_RUNS:
+            oldest = next(iter(self._runs))
+            del self._runs[oldest]
+            self._configs.pop(oldest, None)
+        return found
+
+    async def run(self, boxed: list[Any], job: Job) -> AsyncIterator[RowUpdate | RowResult]:
+        spec, limit = await self._run_of(boxed)
+        loop = asyncio.get_running_loop()
+        latest: dict[str, RowUpdate] = {}
+        changed = asyncio.Event()
+
+        def progress(update: RowUpdate) -> None:  # any thread (the contract's sink)
+            def put() -> None:
+                latest["u"] = update
+                changed.set()
+
+            loop.call_soon_threadsafe(put)
+
+        task = asyncio.ensure_future(settle_job(job, spec, progress, limit))
+        sent_status, sent_at = "", 0.0
+        while not task.done():
+            waiter = asyncio.ensure_future(changed.wait())
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            update = latest.get("u")
+            if update is None or task.done():
+                continue
+            wait = sent_at + PROGRESS_INTERVAL - time.monotonic()
+            if update.status == sent_status and wait > 0:  # only tokens changed: not yet
+                await asyncio.wait({task}, timeout=wait)
+                if task.done():
+                    break
+            changed.clear()
+            update = latest.pop("u")
+            sent_status, sent_at = update.status, time.monotonic()
+            yield update
+        await asyncio.sleep(0)  # updates posted from other threads just before the end
+        if "u" in latest:
+            yield latest.pop("u")
+        yield task.result()
+
+
+PROGRESS_INTERVAL = 0.5
+"""Seconds between a row's progress updates when only its tokens changed (a status
+change is sent at once): each update is an object and a message to the driver."""
+
+
+async def settle_job(job: Job, spec: RunSpec, progress: ProgressSink, limit: Any) -> RowResult:
+    """On a worker: run ``job`` with the local backend's code until it first settles.
+
+    The local backend's :func:`~nbagent.batch._local.settle_job` (so a row's
+    result does not depend on where it ran), in a slot of this worker's
+    ``limit``. A parked row returns ``awaiting_approval`` instead of waiting:
+    the driver continues it when a decision arrives. The chat is closed
+    whatever the outcome (everything written to the store, nothing kept in a
+    worker that lives on). Raises what the row would raise with
+    ``on_error="raise"``.
+    """
+    from ._local import settle_job as settle_locally
+
+    made: list[Any] = []
+    await limit.acquire()
+    try:
+        return await settle_locally(job, spec, progress, limit, on_chat=made.append)
+    finally:
+        limit.release()
+        for chat in made:
+            with contextlib.suppress(Exception):  # a failed write is the row's own error
+                await asyncio.to_thread(chat.close)
+
+
+# ------------------------------------------------------------------ the driver
+@dataclass
+class _Row:
+    job: Job
+    chat_id: str | None = None
+    pending: int = 0
+    worker: int | None = None
+    handle: Any = None
+    stream: Any = None
+
+
+class RayBackend:
+    """Run a batch's chats on Ray: ``nbagent.batch(..., backend=RayBackend(...))``.
+
+    ``backend="ray"`` is ``RayBackend(**backend_options)``.
+
+    Args:
+        address: The Ray cluster (``"auto"``, ``"ray://head:10001"``...);
+            ``None`` uses the Ray this process is connected to, else starts
+            one on this machine (``ray.init()``).
+        workers: Worker actors; default: the cluster's CPUs (at least 1).
+            Each runs up to ``ceil(concurrency / workers)`` chats at once.
+        init: Other ``ray.init`` arguments (``runtime_env``, ``namespace``...),
+            used only when this backend connects.
+        worker_options: Other actor options for the workers (``num_cpus``,
+            ``resources``, ``runtime_env``...). By default a worker reserves
+            no CPU (chats wait on the network; Ray places the workers with
+            ``scheduling_strategy="SPREAD"``): ``{"num_cpus": 1}`` if the tools
+            compute.
+        keep_workers: Keep the workers for the next batch of this process
+            (they start in seconds; idle, they hold only memory). ``False``
+            ends them with the batch. :meth:`shutdown` ends kept ones.
+    """
+
+    name = "ray"
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        workers: int | None = None,
+        init: Mapping[str, Any] | None = None,
+        worker_options: Mapping[str, Any] | None = None,
+        keep_workers: bool = True,
+    ) -> None:
+        _ray()  # without Ray: one line naming the extra, before anything runs
+        if workers is not None and (
+            isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+        ):
+            raise ValueError(f"workers must be a positive int, got {workers!r}")
+        self.address = address
+        self.workers = workers
+        self.init = dict(init or {})
+        self.worker_options = dict(worker_options or {})
+        self.keep_workers = keep_workers
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None) -> RayBackend:
+        """``backend="ray"`` with ``backend_options=`` (unknown keys: a clear error)."""
+        options = dict(options or {})
+        unknown = sorted(set(options) - RAY_OPTIONS)
+        if unknown:
+            raise TypeError(
+                f"unknown Ray backend option(s) {', '.join(map(repr, unknown))}; "
+                f"known: {', '.join(sorted(RAY_OPTIONS))}"
+            )
+        return cls(**options)
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "address": self.address,
+            "workers": self.workers,
+            "init": self.init,
+            "worker_options": self.worker_options,
+            "keep_workers": self.keep_workers,
+        }
+
+    def __repr__(self) -> str:
+        return f"RayBackend(address={self.address!r}, workers={self.workers!r})"
+
+    def connect(self) -> Any:
+        """Ray, initialised: the running instance, else ``ray.init(address, **init)``."""
+        ray = _ray()
+        if not ray.is_initialized():
+            ray.init(address=self.address, **self.init)
+        return ray
+
+    @staticmethod
+    def shutdown() -> None:
+        """End the workers kept for later batches (``ray.shutdown()`` ends them too)."""
+        ray = _ray()
+        for workers in _POOLS.values():
+            for worker in workers:
+                with contextlib.suppress(Exception):
+                    ray.kill(worker)
+        _POOLS.clear()
+
+    def run(
+        self, jobs: Sequence[Job], spec: RunSpec, progress: ProgressSink
+    ) -> AsyncIterator[RowResult]:
+        """Run ``jobs`` on Ray workers (see the module docstring)."""
+        return self._run(jobs, spec, progress)
+
+    async def _run(
+        self, jobs: Sequence[Job], spec: RunSpec, progress: ProgressSink
+    ) -> AsyncIterator[RowResult]:
+        backend = self  # nbagent.batch(backend="ray", backend_options={...}):
+        if spec.options:
+            backend = self.from_options({**self._options(), **spec.options})
+        locator = locate_store(spec.store)
+        ray = backend.connect()
+        check_store_reach(locator, ray.nodes())
+        todo = [j for j in jobs if j.error is None]
+        for job in jobs:  # no chat, no worker: as the local backend does
+            if job.error is not None:
+                if spec.on_error == "raise":
+                    from ._inputs import InputError
+
+                    raise InputError(f"input {job.key!r}: {job.error}")
+                from ._local import result_of
+
+                progress(RowUpdate(job.key, "failed"))
+                yield result_of(job, None, "failed", None, job.error, "InputError")
+        if not todo:
+            return
+        size = backend.workers or max(1, int(ray.cluster_resources().get("CPU", 1) or 1))
+        workers, key = backend._workers(ray, size, locator)
+        run = _Run(ray, spec, locator, workers)
+        try:
+            async for result in run.run(todo, progress):
+                yield result
+        finally:
+            await run.close()
+            if not backend.keep_workers:
+                for worker in _POOLS.pop(key, workers):
+                    with contextlib.suppress(Exception):
+                        ray.kill(worker)
+
+    def _workers(
+        self, ray: Any, size: int, locator: StoreLocator | None
+    ) -> tuple[_Workers, tuple[Any, ...]]:
+        options: dict[str, Any] = {
+            "num_cpus": 0,
+            "scheduling_strategy": "SPREAD",
+            "max_concurrency": MAX_CHATS_PER_WORKER,
+            # A dead worker is replaced by a new one (_Run.replace); Ray never
+            # restarts it, nor reruns the chats it was running.
+            "max_restarts": 0,
+            "max_task_retries": 0,
+        }
+        options.update(self.worker_options)
+        context = ray.get_runtime_context()  # a new Ray (after ray.shutdown) has a new node
+        key = (context.get_node_id(), context.get_job_id(), size, _options_key(options))
+        workers = _POOLS.get(key)
+        if workers is None:
+            actor = ray.remote(ChatWorker).options(**options)
+            workers = _POOLS[key] = _Workers(actor.remote for _ in range(size))
+        return workers, key
+
+
+MAX_CHATS_PER_WORKER = 1000
+"""A worker's ``max_concurrency``: the batch's limit (per run) is what bounds it."""
+
+
+class _Workers(list[Any]):
+    """A pool of worker actors, and how to make a new one (to replace a dead one)."""
+
+    def __init__(self, spawns: Any) -> None:
+        spawns = list(spawns)
+        super().__init__(spawn() for spawn in spawns)
+        self.spawn = spawns[0]
+
+
+_POOLS: dict[tuple[Any, ...], _Workers] = {}
+"""Workers kept for later batches: (Ray node and job, size, options) -> actors."""
+
+
+def _options_key(options: Mapping[str, Any]) -> str:
+    import hashlib
+    import json
+
+    text = json.dumps(options, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()  # the env's secrets stay out of the key
+
+
+class _Run:
+    """One batch run on a pool of workers: the rows in flight and the parked ones."""
+
+    def __init__(
+        self, ray: Any, spec: RunSpec, locator: StoreLocator | None, workers: _Workers
+    ) -> None:
+        self.ray = ray
+        self.spec = spec
+        self.store = spec.store
+        self.workers = workers
+        per_worker = max(1, math.ceil(spec.concurrency / len(workers)))
+        batch = BatchSpec(
+            token=os.urandom(8).hex(),
+            spec=replace(spec, store=None),
+            locator=locator,
+            per_worker=per_worker,
+            config=get_config(),
+        )
+        try:
+            self.boxed = [ray.put(batch)]
+        except Exception as exc:
+            cause: BaseException = exc
+            while cause.__cause__ is not None or cause.__context__ is not None:
+                cause = cause.__cause__ or cause.__context__  # type: ignore[assignment]
+            raise TypeError(
+                f"{FEATURE} sends make_chat to the workers, and it cannot be pickled "
+                f"({_one_line(cause, limit=120)}): make the provider inside the factory "
+                "(Chat('gpt-4.1-mini') reads its API key from the worker's environment) "
+                "instead of capturing a provider, client or open file"
+            ) from None
+        self.load = [0] * len(workers)
+        self.results: asyncio.Queue[RowResult | BaseException] = asyncio.Queue()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.running: dict[int, _Row] = {}
+        self.parked: dict[str, _Row] = {}
+        self.fresh: set[str] = set()  # parked since the watcher last looked
+        self.slots = asyncio.Semaphore(min(spec.concurrency, per_worker * len(workers)))
+
+    async def run(self, jobs: Sequence[Job], progress: ProgressSink) -> AsyncIterator[RowResult]:
+        waiting = list(reversed(jobs))
+        unsettled = len(jobs)
+
+        async def feed() -> None:
+            while waiting:
+                await self.slots.acquire()
+                self.start(_Row(waiting.pop()), progress)
+
+        feeder = asyncio.ensure_future(feed())
+        watcher: asyncio.Task[None] | None = None
+        try:
+            while unsettled:
+                result = await self.results.get()
+                if isinstance(result, BaseException):  # on_error="raise"
+                    raise result
+                if result.status in FINAL:
+                    unsettled -= 1
+                yield result
+                if result.status == "awaiting_approval" and watcher is None:
+                    watcher = asyncio.ensure_future(self.watch(progress))
+        finally:
+            feeder.cancel()
+            if watcher is not None:
+                watcher.cancel()
+
+    def start(self, row: _Row, progress: ProgressSink) -> None:
+        """Send a row to the least busy worker (holding a slot)."""
+        index = min(range(len(self.workers)), key=self.load.__getitem__)
+        row.worker, row.handle = index, self.workers[index]
+        self.load[index] += 1
+        progress(RowUpdate(row.job.key, "running", chat_id=row.chat_id))
+        stream = row.handle.run.options(num_returns="streaming").remote(self.boxed, row.job)
+        row.stream = stream
+        self.running[id(row)] = row
+        task = asyncio.ensure_future(self.follow(row, stream, progress))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def follow(self, row: _Row, stream: Any, progress: ProgressSink) -> None:
+        """Forward a row's updates to the progress sink; queue its result."""
+        started = time.monotonic()
+        result: RowResult | BaseException | None = None
+        try:
+            async for ref in stream:
+                item = await ref
+                if isinstance(item, RowUpdate):
+                    row.chat_id = item.chat_id or row.chat_id
+                    progress(item)
+                else:
+                    result = item
+        except Exception as raised:
+            exc = _leaf(raised)  # Ray's async iteration may wrap it in an ExceptionGroup
+            if _worker_died(self.ray, exc):
+                self.replace(row)  # before anything else is sent to it
+            if row.chat_id is None and self.store is not None:
+                # it died before its first update: the store knows the chat
+                row.chat_id = await asyncio.to_thread(self.recorded_chat, row.job.key)
+            result = self.failure(row, exc, time.monotonic() - started)
+        finally:
+            assert row.worker is not None
+            self.running.pop(id(row), None)
+            self.load[row.worker] -= 1
+            self.slots.release()
+        if result is None:
+            result = self.failure(row, RuntimeError("the worker returned no result"), 0.0)
+        if isinstance(result, RowResult):
+            result = self.settle(row, result, progress)
+        await self.results.put(result)
+
+    def failure(self, row: _Row, exc: BaseException, elapsed: float) -> RowResult | BaseException:
+        """The row's failed result (or, with ``on_error="raise"``, the error to raise)."""
+        ray = self.ray
+        if isinstance(exc, ray.exceptions.RayTaskError):  # the row's own error, raised
+            cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+            if self.spec.on_error == "raise":
+                return cause
+            error, kind = _one_line(cause), type(cause).__name__
+        elif _worker_died(ray, exc):
+            if self.spec.on_error == "raise":
+                return exc
+            error = f"the Ray worker running this chat died ({type(exc).__name__})" + (
+                "; rerun the batch with its store to continue the chat (finished calls "
+                "are kept, a call that was running is in doubt)"
+                if self.store is not None
+                else "; its chat is lost (no store)"
+            )
+            kind = "WorkerDied"
+        else:
+            if self.spec.on_error == "raise":
+                return exc
+            error, kind = _one_line(exc), type(exc).__name__
+        return RowResult(
+            row.job.key,
+            row.job.index,
+            "failed",
+            chat_id=row.chat_id,
+            latency_s=elapsed,
+            error=error,
+            error_type=kind,
+        )
+
+    def replace(self, row: _Row) -> None:
+        """The worker that ran ``row`` died: a new one takes its place (once)."""
+        assert row.worker is not None
+        if self.workers[row.worker] is row.handle:
+            with contextlib.suppress(Exception):
+                self.ray.kill(row.handle)
+            self.workers[row.worker] = self.workers.spawn()
+
+    def recorded_chat(self, key: str) -> str | None:
+        """The chat the store recorded for ``key`` in this batch (``None``: not known)."""
+        with contextlib.suppress(Exception):
+            return self.store.batch_chats(self.spec.batch_id).get(key)
+        return None
+
+    def settle(self, row: _Row, result: RowResult, progress: ProgressSink) -> RowResult:
+        """A settled row: final, or parked (watched), or parked with no store (failed)."""
+        row.chat_id = result.chat_id or row.chat_id
+        if result.status != "awaiting_approval":
+            if result.status == "failed":
+                progress(_update(result))
+            return result
+        if self.store is None or result.chat_id is None:
+            failed = replace(
+                result,
+                status="failed",
+                error_type="NeedsStore",
+                error=(
+                    "the chat is awaiting approval on a Ray worker, and without a store no "
+                    "other process can continue it: pass store=PostgresStore(dsn)"
+                ),
+            )
+            progress(_update(failed))
+            return failed
+        row.pending = result.pending
+        self.parked[result.chat_id] = row
+        self.fresh.add(result.chat_id)
+        return result
+
+    async def watch(self, progress: ProgressSink) -> None:
+        """Continue parked chats when a decision reaches the store (from anywhere).
+
+        The store's decision watch (``store.watch()``: LISTEN/NOTIFY on
+        PostgreSQL) says which chats got one; without it, one look at
+        ``store.pending_approvals()`` every ``poll_interval``. A chat just
+        parked is looked at once anyway (a decision may have come first).
+        """
+        store, interval = self.store, self.spec.poll_interval
+        watch: Any = None
+        make = getattr(store, "watch", None)
+        if callable(make):
+            with contextlib.suppress(Exception):
+                watch = await asyncio.to_thread(make, None)
+        try:
+            while True:
+                candidates = set(self.fresh)
+                self.fresh.clear()
+                if watch is not None:
+                    try:
+                        wait = 0.0 if candidates else interval
+                        candidates |= set(await watch.wait_async(wait))
+                    except Exception:  # the watch broke: poll from now on
+                        with contextlib.suppress(Exception):
+                            watch.close()
+                        watch = None
+                if watch is None:
+                    await asyncio.sleep(interval if not candidates else 0)
+                    candidates = set(self.parked)
+                candidates &= set(self.parked)
+                if not candidates:
+                    continue
+                try:
+                    pending = await asyncio.to_thread(_pending_counts, store, candidates)
+                except Exception:  # the store cannot be read now: look again next time
+                    self.fresh |= candidates
+                    continue
+                for chat_id in sorted(candidates):
+                    row = self.parked[chat_id]
+                    if pending.get(chat_id, 0) < row.pending:
+                        del self.parked[chat_id]
+                        row.job = replace(row.job, chat_id=chat_id)
+                        await self.slots.acquire()
+                        self.start(row, progress)
+        finally:
+            if watch is not None:
+                with contextlib.suppress(Exception):
+                    watch.close()
+
+    async def close(self) -> None:
+        """Stop following rows (the caller stopped early, or all settled)."""
+        for row in list(self.running.values()):  # stop their chats on the workers
+            with contextlib.suppress(Exception):
+                self.ray.cancel(row.stream)
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _worker_died(ray: Any, exc: BaseException) -> bool:
+    return isinstance(exc, ray.exceptions.RayActorError | ray.exceptions.WorkerCrashedError)
+
+
+def _pending_counts(store: Any, chat_ids: set[str]) -> dict[str, int]:
+    """Calls awaiting a decision, per chat (one query for all when there are many)."""
+    if len(chat_ids) > 8:
+        calls = store.pending_approvals()
+    else:
+        calls = [c for chat_id in chat_ids for c in store.pending_approvals(chat_id)]
+    counts: dict[str, int] = {}
+    for call in calls:
+        counts[call.chat_id] = counts.get(call.chat_id, 0) + 1
+    return counts
+
+
+def _update(result: RowResult) -> RowUpdate:
+    return RowUpdate(
+        result.key,
+        result.status,
+        chat_id=result.chat_id,
+        input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        cost_usd=result.cost_usd,
+    )
+
+
+def _one_line(exc: BaseException, *, limit: int = 300) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return f"{type(exc).__name__}: {text}"
+
+
+register_backend("ray", RayBackend)
+
+__all__ = ["BatchSpec", "ChatWorker", "RayBackend", "StoreLocator", "locate_store", "settle_job"]

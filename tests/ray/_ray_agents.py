@@ -1,0 +1,113 @@
+"""Agents the Ray tests run on workers: importable by name there (see conftest).
+
+The fake model (:func:`handler`) asks for ``double(n)`` with ``n`` the length
+of the user's prompt, then answers ``"<prompt>: <result>"``; a prompt
+starting with ``"gate"`` asks for the gated ``refund`` instead, and one
+starting with ``"die"`` for ``crash``, which ends its worker process.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from nbagent import Chat, tool
+from nbagent.providers import OpenAIProvider
+from nbagent.testing import FakeToolCall, RecordedRequest, Turn
+
+KEY = "sk-ray-test-not-a-secret"
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
+
+
+def handler(request: RecordedRequest) -> Turn:
+    messages = request.body["messages"]
+    prompt = next(_text(m) for m in messages if m["role"] == "user")
+    last = messages[-1]
+    if last["role"] == "user":
+        if prompt.startswith("gate"):
+            return Turn(tool_calls=[FakeToolCall("refund", {"order": prompt})])
+        if prompt.startswith("die"):
+            return Turn(tool_calls=[FakeToolCall("crash", {})])
+        return Turn(tool_calls=[FakeToolCall("double", {"n": len(prompt)})])
+    return Turn(text=f"{prompt}: {_text(last)}", usage={"input_tokens": 20, "output_tokens": 5})
+
+
+@tool
+def double(n: int) -> int:
+    """Doubles a number.
+
+    Args:
+        n: The number.
+    """
+    return 2 * n
+
+
+@tool(requires_approval=True)
+def refund(order: str) -> str:
+    """Refunds an order (gated).
+
+    Args:
+        order: The order.
+    """
+    return f"refunded {order}"
+
+
+@tool
+def crash() -> str:
+    """Ends the worker process at once (a segfault, the OOM killer)."""
+    os._exit(13)
+
+
+PROVIDERS: dict[str, OpenAIProvider] = {}
+"""One provider (one connection pool) per server and process: the driver's, each worker's."""
+
+
+def close_providers() -> None:
+    """Close this process's providers (their async clients belong to this thread's loop)."""
+    from nbagent._aio import run_sync
+
+    while PROVIDERS:
+        run_sync(PROVIDERS.popitem()[1].aclose())
+
+
+@dataclass(frozen=True)
+class FakeServerChat:
+    """A chat factory the driver pickles: a chat on the fake server, built on the worker.
+
+    The provider is made where the chat is (its key read there), never pickled.
+    """
+
+    base_url: str
+
+    def __call__(self) -> Chat:
+        provider = PROVIDERS.get(self.base_url)
+        if provider is None:
+            provider = PROVIDERS[self.base_url] = OpenAIProvider(
+                "gpt-4.1-mini", base_url=self.base_url, api_key=KEY
+            )
+        return Chat(provider=provider, stream=False).with_tools(double, refund, crash)
+
+
+@tool
+def order_status(order_id: int) -> str:
+    """Look up an order's status.
+
+    Args:
+        order_id: The order number.
+    """
+    return "delivered" if order_id % 2 else "lost in transit"
+
+
+def demo_chat() -> Chat:
+    """A chat on the offline demo model (what notebook 09 runs)."""
+    return Chat("demo").with_tools(order_status)
+
+
+def broken_chat() -> Chat:
+    """A factory that raises (on the worker)."""
+    raise ValueError("no chat for this row")

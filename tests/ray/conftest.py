@@ -1,0 +1,109 @@
+"""One local Ray instance (2 CPUs) shared by every test in tests/ray.
+
+``ray_cluster`` (session) starts it on first use and shuts it down at the end
+of the session: no dashboard, no usage statistics (no network), quiet logs, and
+its own temporary directory (``mktemp -d``: sessions of other users and helpers
+share /tmp). It starts in about 5 to 8 s on a 2-core machine (measured: the
+``ray_start_seconds`` attribute), once per session.
+
+The workers import test helpers by module name, so the fixture gives them this
+directory and the repository root on ``PYTHONPATH`` (inherited by the raylet):
+the code a worker runs is the code under test, not an installed copy.
+
+Without Ray installed the tests are skipped, unless ``NBAGENT_REQUIRE_RAY`` is
+set (``make test`` sets it): then they fail, so CI never calls a skip a pass.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+NUM_CPUS = 2
+OBJECT_STORE_BYTES = 128 * 1024 * 1024
+"""The object store holds a run's spec and the rows' small updates and results."""
+
+
+def ray_required() -> bool:
+    """Whether a missing Ray fails the tests instead of skipping them."""
+    return os.environ.get("NBAGENT_REQUIRE_RAY", "").strip().lower() not in ("", "0", "no", "false")
+
+
+@dataclass
+class RayCluster:
+    """The running local Ray instance.
+
+    Attributes:
+        address: The GCS address (``ray.init(address=...)`` from another process).
+        temp_dir: Ray's session files (logs, sockets).
+        start_seconds: How long ``ray.init`` took.
+    """
+
+    address: str
+    temp_dir: str
+    start_seconds: float
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+    if importlib.util.find_spec("ray") is None:
+        message = "Ray is not installed: pip install 'nbagent[ray]'"
+        if ray_required():
+            pytest.fail(f"NBAGENT_REQUIRE_RAY is set but {message}", pytrace=False)
+        pytest.skip(message)
+    # Workers and the raylet inherit the driver's environment at start; this
+    # one keeps Ray from ever reporting usage statistics over the network.
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    import ray
+
+    if ray.is_initialized():  # someone else's instance: never reuse it silently
+        ray.shutdown()
+    temp_dir = tempfile.mkdtemp(prefix="nbagent-ray-")
+    # The raylet and its workers inherit this environment: a job-level
+    # runtime_env would start every worker afresh instead of from Ray's
+    # pre-started pool (seconds per worker on a busy machine).
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), str(ROOT), saved) if p)
+    started = time.perf_counter()
+    try:
+        context: Any = ray.init(
+            num_cpus=NUM_CPUS,
+            # small: a CI container's /dev/shm may be 64 MB (Ray then uses the temp dir)
+            object_store_memory=OBJECT_STORE_BYTES,
+            include_dashboard=False,
+            _temp_dir=temp_dir,
+            namespace="nbagent-tests",
+            logging_level=logging.ERROR,
+            log_to_driver=False,
+        )
+    finally:
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
+    cluster = RayCluster(
+        address=context.address_info["gcs_address"],
+        temp_dir=temp_dir,
+        start_seconds=time.perf_counter() - started,
+    )
+    try:
+        yield cluster
+    finally:
+        ray.shutdown()
+        shutil.rmtree(temp_dir, ignore_errors=True)
