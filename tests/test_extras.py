@@ -74,7 +74,7 @@ def test_each_extra_named_in_errors_brings_its_module() -> None:
     for module, extra in EXTRAS.items():
         assert module in _requirement_names(extras[extra]), (module, extra)
     # lab runs every example notebook, and dev (make test, make lint) has everything.
-    assert "nbagent[plots,parquet,mcp]" in extras["lab"]
+    assert "nbagent[plots,parquet,mcp,ray]" in extras["lab"]  # 09_batch runs on Ray too
     assert "nbagent[lab,mcp,postgres,ray]" in extras["dev"]
 
 
