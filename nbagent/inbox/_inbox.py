@@ -44,7 +44,16 @@ from .._notice import in_kernel, notice
 from .._types import ToolCall
 from ._filter import Filter, as_filter
 from ._present import chat_label, decided_words, html_table, one_line, row_view, text_table
-from ._sources import LiveSource, Outcome, Row, Source, Sources, Verdict, sources_of
+from ._sources import (
+    LiveSource,
+    Outcome,
+    Row,
+    Source,
+    Sources,
+    Verdict,
+    decided_elsewhere,
+    sources_of,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -163,16 +172,7 @@ class Inbox:
                     row.chat_id, row.call_id, row.tool, "decided elsewhere", "no longer pending"
                 )
             else:
-                outcome = Outcome(
-                    row.chat_id,
-                    row.call_id,
-                    row.tool,
-                    "decided elsewhere",
-                    decision.verdict,
-                    decision.by,
-                    decision.at,
-                    decision.reason or "",
-                )
+                outcome = decided_elsewhere(row, decision)
             self._remember(row, outcome)
         with self._lock:
             self._rows = dict(sorted(rows.items(), key=lambda kv: _order(kv[1])))

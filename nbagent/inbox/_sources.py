@@ -85,7 +85,8 @@ def title_of(chat: BaseChat) -> str | None:
     return None
 
 
-def _elsewhere(row: Row, decision: Decision) -> Outcome:
+def decided_elsewhere(row: Row, decision: Decision) -> Outcome:
+    """The outcome of a row someone else decided first (nothing recorded here)."""
     return Outcome(
         row.chat_id,
         row.call_id,
@@ -184,7 +185,7 @@ class LiveSource:
     def decide(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Outcome:
         before = self.decision(row)
         if before is not None:  # decided since the row was read: record nothing
-            return _elsewhere(row, before)
+            return decided_elsewhere(row, before)
         try:
             if verdict == "approved":
                 call = self.chat.approve(row.call_id, reason=reason, by=by)
@@ -197,7 +198,7 @@ class LiveSource:
     def _refused(self, row: Row, exc: Exception) -> Outcome:
         decision = self.decision(row)
         if decision is not None:
-            return _elsewhere(row, decision)
+            return decided_elsewhere(row, decision)
         return Outcome(row.chat_id, row.call_id, row.tool, "error", detail=str(exc))
 
 
@@ -262,7 +263,7 @@ class StoreSource:
     def decide(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Outcome:
         before = self.decision(row)
         if before is not None:  # decided since the row was read: record nothing
-            return _elsewhere(row, before)
+            return decided_elsewhere(row, before)
         try:
             if verdict == "approved":
                 sc = self.store.approve(row.call_id, reason=reason, by=by, chat_id=row.chat_id)
@@ -271,7 +272,7 @@ class StoreSource:
         except DecisionError as exc:
             decision = self.decision(row)
             if decision is not None:
-                return _elsewhere(row, decision)
+                return decided_elsewhere(row, decision)
             return Outcome(row.chat_id, row.call_id, row.tool, "error", detail=str(exc))
         return _outcome(row, sc.decision, verdict, by)
 
