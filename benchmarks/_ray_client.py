@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -84,6 +85,7 @@ def main() -> None:
         for mode in modes:
             walls[mode].append(once(mode))
     ray.shutdown()
+    shutil.rmtree(temp_dir, ignore_errors=True)
     print(json.dumps({"walls": walls, "init_s": init_s, "cold_s": cold}))
 
 

@@ -13,7 +13,8 @@
 concurrency, shows live progress, and returns a DataFrame with one row per
 input. With ``store=`` the batch is resumable; rows that wait for an approval
 park while the rest go on. Where chats run is a backend
-(:class:`Backend`: ``"local"``, ``"ray"``); the seam is described in
+(:class:`Backend`: ``"local"``, ``"ray"`` or :class:`RayBackend` for its
+options); the seam is described in
 :mod:`nbagent.batch._backend`.
 """
 
@@ -24,6 +25,7 @@ from ._backend import Backend, Job, ProgressSink, RowResult, RowStatus, RowUpdat
 from ._backends import register_backend
 from ._batch import batch, batch_async, batch_results
 from ._inputs import InputError
+from ._ray import RayBackend
 from ._run import COLUMNS, BatchRun
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "InputError",
     "Job",
     "ProgressSink",
+    "RayBackend",
     "RowResult",
     "RowStatus",
     "RowUpdate",
