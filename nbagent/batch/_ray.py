@@ -144,7 +144,7 @@ def locate_store(store: Any) -> StoreLocator | None:
 
 def _dsn_of(store: Any) -> str:
     """The DSN a :class:`~nbagent.store.PostgresStore` was opened with (password included)."""
-    return str(store._dsn.reveal())
+    return str(store.reveal_dsn())
 
 
 def split_password(dsn: str) -> tuple[str, str | None]:
