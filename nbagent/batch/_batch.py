@@ -236,7 +236,7 @@ async def batch_async(
         notice(
             f"{parked} row(s) await approval; they continue by themselves once decided "
             "(nbagent.inbox(result), chat.approve, store.approve); "
-            "nbagent.batch_results(result) gives the fresh frame"
+            "nbagent.batch_results(result, wait=60) gives the frame once they have finished"
         )
     elif not run.final:
         await run.stop()
