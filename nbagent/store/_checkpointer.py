@@ -103,6 +103,8 @@ class Checkpointer:
         self._restart = False  # the next background checkpoint also restarts the WAL
         self._hard_after = 0.0  # no synchronous checkpoint before this time (one just failed)
         self._wake = threading.Event()
+        self._idle = threading.Event()  # clear while the thread runs a checkpoint
+        self._idle.set()
         self._stop = False
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -127,22 +129,34 @@ class Checkpointer:
     def _truncate(self, conn: sqlite3.Connection) -> None:
         """Checkpoint the whole WAL back from ``conn`` and empty the file, waiting for writers.
 
-        Busy at once: another connection is checkpointing (the next commit tries
-        again). Busy after waiting: a reader holds an old snapshot; commits go
-        on without waiting for a second.
+        Busy at once because this process's checkpointer thread is copying the
+        WAL back: wait for that pass (at most :data:`HARD_WAIT` seconds; a
+        starved thread must not let the writer run away), then try once more.
+        Busy at once otherwise: another process is checkpointing (the next
+        commit tries again). Busy after waiting: a reader holds an old snapshot;
+        commits go on without waiting for a second.
         """
         (timeout,) = conn.execute("PRAGMA busy_timeout").fetchone()
         t0 = time.monotonic()
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(HARD_WAIT * 1000)}")
-            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        except sqlite3.Error:
-            busy = 1
+            busy = self._truncate_once(conn)
+            if busy and not self._idle.is_set():
+                self._idle.wait(HARD_WAIT)
+                busy = self._truncate_once(conn)
         finally:
             conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
         now = time.monotonic()
         if busy and now - t0 > HARD_WAIT / 2:
             self._hard_after = now + 1.0
+
+    @staticmethod
+    def _truncate_once(conn: sqlite3.Connection) -> int:
+        try:
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.Error:
+            return 1
+        return int(busy)
 
     def poke(self, *, restart: bool = False) -> None:
         """Checkpoint now, on the background thread (``restart``: and start the WAL over)."""
@@ -189,10 +203,14 @@ class Checkpointer:
                     stop = self._stop
                 if stop and not restart:
                     return
-                with contextlib.suppress(sqlite3.Error):
-                    busy, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                    if not busy and (restart or frames > RESTART_FRAMES):
-                        conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+                self._idle.clear()
+                try:
+                    with contextlib.suppress(sqlite3.Error):
+                        busy, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                        if not busy and (restart or frames > RESTART_FRAMES):
+                            conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+                finally:
+                    self._idle.set()
                 if stop:
                     return
         except sqlite3.Error:

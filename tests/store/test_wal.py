@@ -117,3 +117,44 @@ def test_several_writer_processes_keep_the_wal_bounded(tmp_path: Path) -> None:
         assert len(panel.chats()) == chats
     worst = max([*sizes, *(w for _, w in outs)])
     assert worst < BOUND, (chats, worst // 1_000_000)
+
+
+def test_a_writer_past_the_hard_limit_waits_for_the_background_pass_then_truncates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A starved checkpointer thread must not let a writer run away: when the writer's
+    synchronous TRUNCATE finds this process's background pass holding the checkpoint, it
+    waits for that pass (not more than HARD_WAIT) and truncates then, instead of going on
+    and growing the WAL past HARD_LIMIT (once seen at 30 MB on a loaded CI machine)."""
+    import sqlite3
+    import threading
+
+    db = tmp_path / "starved.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE t (x)")
+    for _ in range(50):
+        conn.execute("INSERT INTO t VALUES (randomblob(4000))")
+    assert _wal(db) > 0
+    cp = checkpointer.Checkpointer(str(db), "NORMAL")
+    steps: list[str] = []
+    cp._idle.clear()  # the background pass is copying the WAL back
+
+    def background_pass_ends() -> None:
+        time.sleep(0.2)
+        steps.append("background pass done")
+        cp._idle.set()
+
+    real = checkpointer.Checkpointer._truncate_once
+
+    def truncate_once(c: sqlite3.Connection) -> int:
+        steps.append("truncate")
+        return 1 if len(steps) == 1 else real(c)  # the first finds the checkpoint lock held
+
+    monkeypatch.setattr(cp, "_truncate_once", truncate_once)
+    threading.Thread(target=background_pass_ends).start()
+    cp._truncate(conn)
+    assert steps == ["truncate", "background pass done", "truncate"]
+    assert _wal(db) == 0  # the second truncate emptied the file
+    assert cp._hard_after == 0.0  # no back-off: it succeeded
+    conn.close()
