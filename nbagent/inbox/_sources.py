@@ -192,14 +192,15 @@ class LiveSource:
             else:
                 call = self.chat.deny(row.call_id, reason=reason, by=by)
         except DecisionError as exc:
-            return self._refused(row, exc)
+            return _refused(row, self.decision(row), exc)
         return _outcome(row, call.decision, verdict, by)
 
-    def _refused(self, row: Row, exc: Exception) -> Outcome:
-        decision = self.decision(row)
-        if decision is not None:
-            return decided_elsewhere(row, decision)
-        return Outcome(row.chat_id, row.call_id, row.tool, "error", detail=str(exc))
+
+def _refused(row: Row, decision: Decision | None, exc: Exception) -> Outcome:
+    """A decision the chat or store refused: someone decided first (``decision``), else an error."""
+    if decision is not None:
+        return decided_elsewhere(row, decision)
+    return Outcome(row.chat_id, row.call_id, row.tool, "error", detail=str(exc))
 
 
 def _from_log(chat: BaseChat, call_id: str) -> datetime | None:
@@ -270,10 +271,7 @@ class StoreSource:
             else:
                 sc = self.store.deny(row.call_id, reason=reason, by=by, chat_id=row.chat_id)
         except DecisionError as exc:
-            decision = self.decision(row)
-            if decision is not None:
-                return decided_elsewhere(row, decision)
-            return Outcome(row.chat_id, row.call_id, row.tool, "error", detail=str(exc))
+            return _refused(row, self.decision(row), exc)
         return _outcome(row, sc.decision, verdict, by)
 
     def close(self) -> None:
