@@ -3,8 +3,9 @@
 The rules, in one place:
 
 1. **Gated or not is decided when the call is requested**, and recorded on the
-   call as an :class:`~nbagent.Approval` (``source`` is ``"tool"`` for a static
-   ``requires_approval``, ``"resolver"`` for a tool's ``approval`` function).
+   call as an :class:`~nbagent.Approval` (``source`` is ``"tool"`` for
+   ``requires_approval=True``, ``"resolver"`` for a tool's resolver: a
+   callable ``requires_approval``, or ``approval``).
    A process that resumes the call later cannot run it ungated.
 2. While a gated call is undecided, the tool's resolver and the chat's
    policies are consulted at request time and again at every step; the first
@@ -101,9 +102,16 @@ def requirement(tool: Tool | None) -> Approval:
 
 
 def consult_resolver(tool: Tool, call: ToolCall) -> tuple[bool | None, str | None]:
-    """Ask a tool's resolver: ``(verdict, note)``; one that raises leaves the call pending."""
+    """Ask a tool's resolver: ``(verdict, note)``; one that raises leaves the call pending.
+
+    So does one that returns anything but ``True``, ``False`` or ``None``; the
+    note says why (it joins the call's approval reason).
+    """
+    resolver = tool.resolver
+    if resolver is None:
+        return None, None
     try:
-        verdict = tool.approval(call)
+        verdict = resolver(call)
     except Exception as exc:
         return None, f"approval rule raised {type(exc).__name__}: {exc}"
     if verdict is None or isinstance(verdict, bool):

@@ -17,7 +17,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from typing import Any, Literal, Self
 
 from ._approvals import Policy
@@ -230,29 +230,39 @@ class BaseChat(LoopMixin, DecisionsMixin):
                 self._hosted = {}
                 self._merge_tools(())
                 return self
+            given = self._checked_tools(tools)  # all or nothing: a bad one adds none
             if replace:
                 self._local_tools, self._sources = {}, []
                 self._hosted = {}
-            for t in tools:
-                if t is None:
-                    raise TypeError("with_tools(None) clears tools; don't mix None with tools")
-                if isinstance(t, (list, tuple)):
-                    self.with_tools(*t)
-                    continue
+            for t in given:
                 if isinstance(t, HostedMCP):
-                    check = getattr(self.provider, "check_hosted", None)
-                    if check is not None:
-                        check(t)
                     self._hosted[t.server_label] = t
-                    continue
-                if isinstance(t, ToolSource):
+                elif isinstance(t, ToolSource):
                     if all(s is not t for s in self._sources):
                         self._sources.append(t)
-                    continue
-                inst = as_tool(t)
-                self._local_tools[inst.name] = inst
+                else:
+                    self._local_tools[t.name] = t
             self._merge_tools(self._source_tools if not replace else ())
         return self
+
+    def _checked_tools(self, tools: Sequence[Any]) -> list[Any]:
+        """What ``with_tools`` was given, flattened and checked: tools, sources, hosted tools."""
+        out: list[Any] = []
+        for t in tools:
+            if t is None:
+                raise TypeError("with_tools(None) clears tools; don't mix None with tools")
+            if isinstance(t, (list, tuple)):
+                out.extend(self._checked_tools(t))
+            elif isinstance(t, HostedMCP):
+                check = getattr(self.provider, "check_hosted", None)
+                if check is not None:
+                    check(t)
+                out.append(t)
+            elif isinstance(t, ToolSource):
+                out.append(t)
+            else:
+                out.append(as_tool(t))
+        return out
 
     with_tool = with_tools
 
