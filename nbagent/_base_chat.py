@@ -22,7 +22,7 @@ from typing import Any, Literal, Self
 
 from ._approvals import Policy
 from ._budget import check_budgets
-from ._chat_state import Host, SkipToolCall, StepResult, ToolResult, keeper
+from ._chat_state import RUNNABLE, Host, SkipToolCall, StepResult, ToolResult, keeper
 from ._config import check_replay, check_replay_tools
 from ._decisions import DecisionsMixin
 from ._errors import (
@@ -290,6 +290,13 @@ class BaseChat(LoopMixin, DecisionsMixin):
             concurrency: ``False`` (sequential), ``True``/``"threads"``, ``"async"``.
             max_concurrency: Most calls of a round running at once.
             timeout: Default per-call timeout in seconds.
+            order: ``"ready"`` (default): calls that need no approval run
+                while gated calls of the same response wait. ``"listed"``:
+                calls keep the response's order around gated ones: a call
+                waits until every earlier gated call of its response is
+                decided and, if approved, has run (a denied one counts as
+                done once its denial is recorded), and a gated call runs only
+                after every earlier call finished.
 
         Raises:
             TypeError: An unknown key.
@@ -350,7 +357,17 @@ class BaseChat(LoopMixin, DecisionsMixin):
         """True when nothing can run until someone decides a pending approval."""
         with self._lock:
             opened = self.open_calls
-            return bool(opened) and all(c.status == "awaiting_approval" for c in opened)
+            if not opened or self._open is None:
+                return False
+            if self._options.order != "listed":
+                return all(c.status == "awaiting_approval" for c in opened)
+            # listed: calls held behind an undecided gated call wait for that decision too
+            waiting = ("awaiting_approval", *RUNNABLE)
+            return (
+                any(c.status == "awaiting_approval" for c in opened)
+                and all(c.status in waiting for c in opened)
+                and not self._ready(list(self._open.tool_calls))
+            )
 
     @property
     def is_complete(self) -> bool:

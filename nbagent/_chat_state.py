@@ -69,6 +69,33 @@ FRAGMENTS = (TextDelta, ReasoningDelta, ToolCallDelta)
 """The streaming fragments: neither stored nor kept in ``chat.events`` (the whole is)."""
 
 
+def _gated(c: ToolCall) -> bool:
+    return c.approval is not None and c.approval.required
+
+
+def listed_ready(calls: Sequence[ToolCall]) -> list[ToolCall]:
+    """The calls that may run now under ``order="listed"``, in the response's order.
+
+    Gated calls are barriers: the calls before an unfinished gated call may
+    run (ungated ones together, as one round), the gated call runs alone once
+    everything before it is final, and nothing after it runs until it is final
+    (denied, or approved and run). Final calls (answered, denied, rejected)
+    never hold anything up.
+    """
+    ready: list[ToolCall] = []
+    for i, c in enumerate(calls):
+        if c.is_final:
+            continue
+        if _gated(c):
+            runnable = c.status in RUNNABLE and not c.hosted
+            if runnable and all(x.is_final for x in calls[:i]):
+                return [c]  # alone: everything before it has finished
+            break  # undecided, or waiting for earlier calls: nothing after it runs
+        if c.status in RUNNABLE and not c.hosted:
+            ready.append(c)
+    return ready
+
+
 def keeper(history: list[Event]) -> Callable[[Event], None]:
     """The bus's first subscriber: keeps the chat's history (``chat.events``) in ``history``.
 
@@ -266,6 +293,12 @@ class ChatCore:
                 return ()
             return tuple(c for c in self._open.tool_calls if not c.is_final)
 
+    def _ready(self, calls: list[ToolCall]) -> list[ToolCall]:
+        """The calls of the open round that may run now (under the lock), by ``order``."""
+        if self._options.order == "listed":
+            return listed_ready(calls)
+        return [c for c in calls if c.status in RUNNABLE and not c.hosted]
+
     @property
     def pending_approvals(self) -> list[ToolCall]:
         """Gated calls waiting for a decision."""
@@ -297,6 +330,7 @@ class ChatCore:
         duration_ms: float | None,
         mode: str | None,
         replayed: bool = False,
+        ran_before: tuple[str, ...] = (),
     ) -> ToolCallFinished:
         return ToolCallFinished(
             chat_id=self.id,
@@ -310,6 +344,7 @@ class ChatCore:
             started_at=c.started_at,
             mode=mode,
             replayed=replayed,
+            ran_before=ran_before,
         )
 
     def _append(self, message: Message) -> list[Event]:

@@ -200,6 +200,10 @@ class ToolCallFinished(Event):
     shared: bool = False
     """A fork's copy of its parent's outcome (``chat.fork``): the call ran, or was
     answered, in the parent, never in the fork."""
+    ran_before: tuple[str, ...] = ()
+    """The ids of the earlier gated calls of the same response that were still waiting
+    for a decision when this call started (the default ``order="ready"`` lets it run
+    first): its result cannot reflect them. Empty under ``order="listed"``."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -276,7 +276,7 @@ class LoopMixin(ChatCore):
     def _plan(self) -> tuple[str, list[ToolCall]]:
         if self._open is not None:
             calls = list(self._open.tool_calls)
-            ready = [c for c in calls if c.status in RUNNABLE and not c.hosted]
+            ready = self._ready(calls)
             if ready:
                 return "run_tools", ready
             return "awaiting_approval", [c for c in calls if c.status == "awaiting_approval"]
@@ -711,6 +711,17 @@ def _show_unknown(response: LLMToolResponse) -> None:
             )
 
 
+def _waiting_before(calls: Sequence[ToolCall], c: ToolCall) -> tuple[str, ...]:
+    """The ids of the calls before ``c`` in its response that still wait for a decision."""
+    out: list[str] = []
+    for x in calls:
+        if x is c:
+            return tuple(out)
+        if x.status == "awaiting_approval":
+            out.append(x.id)
+    return ()  # not in this response (cannot happen): claim nothing
+
+
 def retry_text(error: OutputValidationError) -> str:
     """What the model is told once when its structured answer was invalid."""
     return (
@@ -763,6 +774,7 @@ class _RoundHooks:
         self.chat = chat
         self.round = round_
         self.modes: dict[str, Mode] = {}  # what each call actually ran under
+        self.ran_before: dict[str, tuple[str, ...]] = {}  # see ToolCallFinished.ran_before
 
     def cancelled(self) -> bool:
         return self.chat._cancel.is_set()
@@ -779,6 +791,9 @@ class _RoundHooks:
                     return _ALREADY
             c.status = "running"
             c.started_at = utcnow()
+            waiting = _waiting_before(chat._open.tool_calls if chat._open else (), c)
+            if waiting:
+                self.ran_before[c.id] = waiting
         for fn in list(chat._before):
             try:
                 fn(c)
@@ -858,6 +873,7 @@ class _RoundHooks:
                 outcome.duration_ms,
                 self.modes.get(c.id),
                 replayed=outcome.replayed is not None,
+                ran_before=self.ran_before.get(c.id, ()),
             )
         if outcome.replayed is None and outcome.status in ("ok", "error", "timed_out"):
             edited = c.decision is not None and c.decision.arguments is not None

@@ -46,6 +46,10 @@ replayed           boolean         its result is a recorded one (``replay_tools`
                                    tool did not run again; NA until it finishes
 shared             boolean         a fork's copy of its parent's outcome (``chat.fork``):
                                    it ran, or was answered, in the parent; NA until final
+ran_before         string          the earlier gated calls of its response still awaiting
+                                   a decision when it ran (``insert (c1)``; the default
+                                   ``order="ready"``): its result cannot reflect them;
+                                   NA otherwise
 item_type          string          a provider item's wire type (``mcp_call``,
                                    ``mcp_list_tools``, ``web_search_call``...) or
                                    ``mcp_approval_request``; NA for a local call
@@ -208,6 +212,7 @@ CALL_COLUMNS: dict[str, ColumnKind] = {
     "hosted": "boolean",
     "replayed": "boolean",
     "shared": "boolean",
+    "ran_before": "string",
     "item_type": "string",
     # where and when it ran
     "turn": "Int64",
@@ -476,6 +481,8 @@ class CallLog(Extension):
         c["duration_ms"][i] = e.duration_ms
         c["replayed"][i] = e.replayed
         c["shared"][i] = e.shared
+        if e.ran_before:
+            c["ran_before"][i] = self._named(e.ran_before)
         # The model reads a note before an edited call's result; the preview shows the result.
         content = without_edit_note(e.result.content, c["edited_arguments"][i] is not None)
         c["result_preview"][i] = content[:PREVIEW_CHARS]
@@ -484,6 +491,15 @@ class CallLog(Extension):
             c["error"][i] = (e.error or content)[:ERROR_CHARS]
         if c["decision"][i] == "pending":
             c["decision"][i] = "none"
+
+    def _named(self, call_ids: tuple[str, ...]) -> str:
+        """``insert (c1), delete (c2)``: the calls' tools, with their ids."""
+        tools = self._calls.cols["tool"]
+        out = []
+        for cid in call_ids:
+            row = self._call_row.get(cid)
+            out.append(f"{tools[row]} ({cid})" if row is not None else cid)
+        return ", ".join(out)
 
     def _new_step(self, step: int, turn: int, model: str, provider: str) -> int:
         i = self._steps.append()
