@@ -173,7 +173,7 @@ class Tool:
         """The function deciding each call (``requires_approval`` or ``approval``), if any."""
         gate = self.requires_approval
         if callable(gate):
-            return gate  # type: ignore[no-any-return]
+            return gate
         resolver: ApprovalResolver | None = self.approval
         return resolver
 
@@ -375,16 +375,14 @@ def _class_gate(owner: str, value: Any) -> Any:
     """
     if value is None:
         return False
-    if isinstance(value, bool) or isinstance(value, (staticmethod, classmethod)):
+    if isinstance(value, (bool, staticmethod, classmethod)):
         return value
     if inspect.isfunction(value):
         try:
             params = list(inspect.signature(value).parameters.values())
         except (TypeError, ValueError):
             return value
-        positional = [
-            p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         required = [p for p in positional if p.default is p.empty]
         method = (positional and positional[0].name in ("self", "cls")) or len(required) >= 2
         if not method:

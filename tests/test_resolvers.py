@@ -123,13 +123,19 @@ def spelling(request: pytest.FixtureRequest) -> Any:
     return SPELLINGS[request.param]
 
 
+def one_call() -> ScriptedProvider:
+    return ScriptedProvider([call_tools(("delete_record", {"record_id": 7}, "d1")), reply("ok")])
+
+
 def results(chat: Chat) -> dict[str, ToolResultMessage]:
     return {m.tool_call_id: m for m in chat.transcript if isinstance(m, ToolResultMessage)}
 
 
 def test_the_resolver_is_called_with_the_tool_call_and_true_runs_it_once(spelling: Any) -> None:
     status["d1"] = True
-    provider = ScriptedProvider([call_tools(("delete_record", {"record_id": 7}, "d1")), reply("ok")])
+    provider = ScriptedProvider(
+        [call_tools(("delete_record", {"record_id": 7}, "d1")), reply("ok")]
+    )
     chat = Chat(provider=provider).with_tools(spelling)
     chat.ask("delete 7")
     assert chat.is_complete and runs["delete_record"] == 1
@@ -146,7 +152,9 @@ def test_the_resolver_is_called_with_the_tool_call_and_true_runs_it_once(spellin
 
 def test_false_denies_with_the_structured_denial_and_never_runs(spelling: Any) -> None:
     status["d1"] = False
-    provider = ScriptedProvider([call_tools(("delete_record", {"record_id": 7}, "d1")), reply("ok")])
+    provider = ScriptedProvider(
+        [call_tools(("delete_record", {"record_id": 7}, "d1")), reply("ok")]
+    )
     chat = Chat(provider=provider).with_tools(spelling)
     chat.ask("delete 7")
     assert chat.is_complete and runs["delete_record"] == 0
@@ -157,7 +165,9 @@ def test_false_denies_with_the_structured_denial_and_never_runs(spelling: Any) -
 
 
 def test_none_waits_and_is_asked_again_at_every_complete_and_step(spelling: Any) -> None:
-    provider = ScriptedProvider([call_tools(("delete_record", {"record_id": 7}, "d1")), reply("ok")])
+    provider = ScriptedProvider(
+        [call_tools(("delete_record", {"record_id": 7}, "d1")), reply("ok")]
+    )
     chat = Chat(provider=provider).with_tools(spelling)
     chat.ask("delete 7")
     assert chat.awaiting_approval and [c.id for c in chat.pending_approvals] == ["d1"]
@@ -175,7 +185,9 @@ def test_none_waits_and_is_asked_again_at_every_complete_and_step(spelling: Any)
 
 
 def test_none_then_false_denies_on_the_next_step(spelling: Any) -> None:
-    provider = ScriptedProvider([call_tools(("delete_record", {"record_id": 7}, "d1")), reply("ok")])
+    provider = ScriptedProvider(
+        [call_tools(("delete_record", {"record_id": 7}, "d1")), reply("ok")]
+    )
     chat = Chat(provider=provider).with_tools(spelling)
     chat.ask("delete 7")
     assert chat.awaiting_approval
@@ -188,7 +200,9 @@ def test_none_then_false_denies_on_the_next_step(spelling: Any) -> None:
 
 
 def test_a_human_still_decides_a_call_the_resolver_left_waiting() -> None:
-    provider = ScriptedProvider([call_tools(("delete_record", {"record_id": 7}, "d1")), reply("ok")])
+    provider = ScriptedProvider(
+        [call_tools(("delete_record", {"record_id": 7}, "d1")), reply("ok")]
+    )
     chat = Chat(provider=provider).with_tools(delete_record)
     chat.ask("delete 7")
     chat.approve("d1")

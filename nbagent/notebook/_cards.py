@@ -172,9 +172,9 @@ def _meta(e: CallEntry) -> str:
 
 
 def ran_before_words(names: list[str]) -> str:
-    """"ran before `insert` was decided", from the earlier calls' names as already formatted
-    (code spans): those gated calls of its response still waited when this one ran
-    (``order="ready"``), so its result cannot reflect them."""
+    """The note "ran before `insert` was decided", from the earlier calls' names, already
+    formatted (code spans): those gated calls of its response still waited when this one
+    ran (``order="ready"``), so its result cannot reflect them."""
     listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
     return f"ran before {listed} {'was' if len(names) == 1 else 'were'} decided"
 
