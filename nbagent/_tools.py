@@ -369,14 +369,14 @@ def _class_gate(owner: str, value: Any) -> Any:
     """A ``requires_approval`` set in a class body, as the class keeps it.
 
     A bool stays; ``None`` is ``False``; a method ``(self, tool_call)``, a
-    ``staticmethod``/``classmethod`` or a callable object stays as written; a
+    ``staticmethod``/``classmethod``, a property or a callable object stays as written; a
     plain function taking only the call (``requires_approval = rule``, a
     lambda) becomes a ``staticmethod``, so it receives the call, not the tool.
     """
     if value is None:
         return False
-    if isinstance(value, (bool, staticmethod, classmethod)):
-        return value
+    if isinstance(value, (bool, staticmethod, classmethod, property)):
+        return value  # a property's value is checked per instance, in with_tools
     if inspect.isfunction(value):
         try:
             params = list(inspect.signature(value).parameters.values())

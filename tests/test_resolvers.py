@@ -280,6 +280,34 @@ def test_a_gate_that_is_not_a_bool_or_a_resolver_is_a_definition_error(bad: Any)
         type("Bad", (Tool,), {"requires_approval": bad, "execute": lambda self: None})
 
 
+def test_an_approval_that_is_not_a_resolver_is_a_definition_error() -> None:
+    def fn(x: int) -> int:
+        return x
+
+    with pytest.raises(ToolDefinitionError, match=r"approval must be a resolver"):
+        tool(approval="yes")(fn)  # type: ignore[arg-type]
+
+
+def test_a_gate_computed_by_a_property_is_checked_when_the_tool_is_added() -> None:
+    class Configured(Tool):
+        """Gated when configured so."""
+
+        def __init__(self, gate: Any) -> None:
+            self.gate = gate
+
+        @property
+        def requires_approval(self) -> Any:  # type: ignore[override]
+            return self.gate
+
+        def execute(self) -> None: ...
+
+    chat = Chat(provider=ScriptedProvider([reply("x")]))
+    chat.with_tools(Configured(True))
+    assert chat.tools[0].requires_approval is True
+    with pytest.raises(ToolDefinitionError, match="requires_approval must be True"):
+        chat.with_tools(Configured("on"))
+
+
 def test_two_resolvers_are_a_definition_error() -> None:
     def fn(x: int) -> int:
         return x
