@@ -65,6 +65,9 @@ RUNNABLE = RUNNABLE_STATUSES
 HOSTED = "hosted"
 """The ``mode`` of a hosted call's events: the provider runs it, never this process."""
 _ALREADY = "\x00already-decided"
+_LATER_OPTIONS = {"order": "ready"}
+"""Options added after stores existed, with their defaults: stored only when set otherwise,
+so a chat that does not use them stays readable by the nbagent before them."""
 FRAGMENTS = (TextDelta, ReasoningDelta, ToolCallDelta)
 """The streaming fragments: neither stored nor kept in ``chat.events`` (the whole is)."""
 
@@ -592,7 +595,11 @@ class ChatCore:
         return {
             "turn": self._turn,
             "forced_spent": self._forced_spent,
-            "options": {f.name: getattr(o, f.name) for f in fields(o)},
+            "options": {
+                f.name: getattr(o, f.name)
+                for f in fields(o)
+                if f.name not in _LATER_OPTIONS or getattr(o, f.name) != _LATER_OPTIONS[f.name]
+            },
             "max_steps": self.max_steps,
             "max_cost_usd": self.max_cost_usd,
             "max_total_tokens": self.max_total_tokens,

@@ -109,3 +109,14 @@ def test_the_ran_before_mark_is_stored_and_restored(backend: Any) -> None:
         log = nbagent.read_log(store, chat_id=chat_id).set_index("call_id")
     assert log.loc["c2", "ran_before"] == "insert (c1)"
     assert log["ran_before"].isna()["c1"]
+
+
+def test_a_chat_that_keeps_the_default_order_stores_no_order(backend: Any) -> None:
+    """So the nbagent before ``order`` existed (which refuses unknown options) still loads it."""
+    chat_id = parked(backend.url, None)
+    with backend.open() as store:
+        options = store.load(chat_id).state["options"]
+    assert "order" not in options and options["choice"] == "auto"
+    chat_id = parked(backend.url, "listed")
+    with backend.open() as store:
+        assert store.load(chat_id).state["options"]["order"] == "listed"
