@@ -237,8 +237,8 @@ def tool_request(
         tools: Tool definitions: ``{"name", "description", "input_schema"}`` dicts,
             :class:`~nbagent.ToolSpec` values or nbagent tools.
         **options: Any other :class:`ModelRequest` field (``tool_choice``,
-            ``calls``, ``stream``, ``on_delta``, ``max_tokens``, ``output``,
-            ``reasoning``...).
+            ``calls``: ``"one"``, ``1`` or ``"many"``, ``stream``, ``on_delta``,
+            ``max_tokens``, ``output``, ``reasoning``...).
 
     Raises:
         TypeError: A message or tool of the wrong shape, or an unknown option.
@@ -252,6 +252,17 @@ def tool_request(
         )
     if system is not None and not isinstance(system, str):
         raise TypeError(f"system must be a str or None; got {type(system).__name__}")
+    calls = options.get("calls", "many")
+    if calls == 1 and not isinstance(calls, bool):
+        options["calls"] = "one"  # as with_tool_options(calls=1)
+    elif calls not in ("one", "many"):
+        raise TypeError(f"calls must be 'one' (or 1) or 'many'; got {calls!r:.80}")
+    choice = options.get("tool_choice", "auto")
+    if not isinstance(choice, str) or not choice:
+        raise TypeError(
+            "tool_choice must be 'auto', 'required', 'none' or a tool's name; "
+            f"got {type(choice).__name__} {choice!r:.80}"
+        )
     checked = tuple(_checked_message(m, i) for i, m in enumerate(_sequence(messages, "messages")))
     specs = tuple(as_spec(t) for t in _sequence(tools, "tools"))
     return ModelRequest(checked, system=system, tools=specs, **options)

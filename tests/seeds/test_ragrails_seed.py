@@ -527,6 +527,8 @@ def test_bad_input_is_a_clear_type_error_before_any_request(
             r"messages\[1\]: AssistantToolCallMessage.tool_calls holds ToolCall",
         ),
         ({"temperature": 0}, "unknown option temperature"),
+        ({"calls": 2}, "calls must be 'one'"),
+        ({"tool_choice": SEED_TOOL}, "tool_choice must be"),
     ]
     for kwargs, match in cases:
         kwargs = {"messages": user, "tools": [SEED_TOOL], **kwargs}
@@ -564,6 +566,9 @@ def test_tool_results_and_tool_calls_in_other_shapes_are_accepted() -> None:
     assert sent.messages[1].tool_calls == (call,)
     assert sent.messages[2].content == '{"temp_c":31,"sky":"clear"}'
     assert [t.name for t in sent.tools] == ["get_weather", "get_time"]
+    llm.add(reply("ok"))
+    llm.complete_with_tools(messages=[ChatMessage("user", "hi")], tools=[SEED_TOOL], calls=1)
+    assert llm.requests[1].calls == "one"  # as with_tool_options(calls=1)
     assert sent.tools[1].input_schema["required"] == ["city"]
 
 
