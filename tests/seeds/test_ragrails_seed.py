@@ -42,7 +42,7 @@ from nbagent import (
     ToolResultMessage,
     ToolSpec,
 )
-from nbagent.providers import AnthropicProvider, OpenAIProvider
+from nbagent.providers import AnthropicProvider, OpenAIProvider, lookup_model
 from nbagent.testing import FakeLLMServer, FakeToolCall, ScriptedProvider, Turn, call_tools, reply
 
 KEY = "sk-test-SECRET-ragrails-0123456789"
@@ -615,6 +615,8 @@ def test_a_model_that_cannot_call_tools_raises_not_implemented(
     """The guide: a provider without tool calling raises NotImplementedError. nbagent raises
     ModelNotSupportedError (a NotImplementedError too) for a model known not to call tools,
     before anything is sent; the same provider still answers without tools."""
+    info = lookup_model(model_name)  # the guide's "check supports_tools before selecting"
+    assert info is not None and info.supports_tools is False
     with sdk_provider("openai-chat", server, model=model_name) as llm:
         with pytest.raises(NotImplementedError, match="does not support tools") as info:
             llm.complete_with_tools(messages=[ChatMessage("user", "Lagos?")], tools=[SEED_TOOL])
