@@ -152,6 +152,27 @@ class ModelRequest:
 
 
 _MESSAGE_TYPES = "ChatMessage, AssistantToolCallMessage or ToolResultMessage"
+_ITEMS = "_nbagent_response_items"
+"""The attribute linking a call returned by ``complete_with_tools`` to its response's items."""
+
+
+def _link_items(response: LLMToolResponse) -> LLMToolResponse:
+    """Let each call carry its response's provider items back into the next request.
+
+    A thinking model's reasoning (and a hosted tool's items) must go back with the
+    calls it led to: Anthropic wants the thinking block first in the assistant turn
+    a ``tool_result`` answers, stateless Responses the ``reasoning`` item before its
+    ``function_call``. Ragrails' ``AssistantToolCallMessage(content=response.text,
+    tool_calls=response.tool_calls)`` has no place for them, so the calls carry them
+    (a plain attribute, outside the call's value) and :func:`tool_request` puts them
+    on a message that has none.
+    """
+    if response.items:
+        for call in response.tool_calls:
+            setattr(call, _ITEMS, response.items)
+    return response
+
+
 _REQUEST_FIELDS = tuple(f.name for f in dataclasses.fields(ModelRequest))
 
 
@@ -197,9 +218,12 @@ def _checked_message(message: Any, index: int) -> Message:
                     f"messages[{index}]: AssistantToolCallMessage.tool_calls holds ToolCall "
                     f"values (response.tool_calls); got {type(call).__name__} {call!r:.80}"
                 )
-        if isinstance(message.tool_calls, tuple):
+        items = message.items or next(
+            (linked for c in calls if (linked := getattr(c, _ITEMS, ()))), ()
+        )
+        if isinstance(message.tool_calls, tuple) and items is message.items:
             return message
-        return dataclasses.replace(message, tool_calls=tuple(calls))
+        return dataclasses.replace(message, tool_calls=tuple(calls), items=items)
     if isinstance(message, ToolResultMessage):
         if not isinstance(message.tool_call_id, str) or not message.tool_call_id:
             raise TypeError(
@@ -227,7 +251,9 @@ def tool_request(
     Messages are checked here, so a mistake fails before any request with a
     ``TypeError`` naming the message: each must be a :class:`~nbagent.ChatMessage`,
     an :class:`~nbagent.AssistantToolCallMessage` (its ``tool_calls`` the
-    :class:`~nbagent.ToolCall` values of a response, a list is accepted) or a
+    :class:`~nbagent.ToolCall` values of a response, a list is accepted; without
+    ``items`` it gets those of the response its calls came from, so a thinking
+    model's reasoning goes back with them) or a
     :class:`~nbagent.ToolResultMessage` (a dict, list or number as ``content``
     is sent as compact JSON). Tools are checked by :func:`as_spec`.
 
@@ -320,7 +346,7 @@ class CompleteWithToolsMixin:
                 (also a ``NotImplementedError``), before any request is sent.
             ProviderError: The request failed.
         """
-        return self.complete(tool_request(messages, system, tools, **options))
+        return _link_items(self.complete(tool_request(messages, system, tools, **options)))
 
     async def complete_with_tools_async(
         self: _Completes,
@@ -331,7 +357,9 @@ class CompleteWithToolsMixin:
         **options: Any,
     ) -> LLMToolResponse:
         """Async twin of :meth:`complete_with_tools`."""
-        return await self.complete_async(tool_request(messages, system, tools, **options))
+        return _link_items(
+            await self.complete_async(tool_request(messages, system, tools, **options))
+        )
 
 
 @runtime_checkable

@@ -394,6 +394,48 @@ def test_the_async_twin_runs_the_same_loop(model: Model) -> None:
     assert text == "Lagos is sunny." or model.kind == "demo"
 
 
+@pytest.mark.parametrize("kind", ["openai-responses", "anthropic"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_thinking_models_reasoning_goes_back_with_its_calls(
+    kind: str, stream: bool, server: FakeLLMServer
+) -> None:
+    """The guide's AssistantToolCallMessage has no place for the reasoning a thinking model
+    gave before its calls, yet Anthropic (thinking first in the turn a tool_result answers)
+    and stateless Responses (the reasoning item before its function_call) refuse a request
+    without it. The calls carry it back: the guide's loop runs unchanged."""
+    server.script(
+        [
+            Turn(
+                tool_calls=[FakeToolCall("get_weather", {"city": "Lagos"})],
+                reasoning="Use the tool.",
+            ),
+            Turn(text="31°C in Lagos.", reasoning="Answer now."),
+        ]
+    )
+    model = "o4-mini" if kind == "openai-responses" else "claude-sonnet-4-5"
+    with sdk_provider(kind, server, model=model) as llm:
+        messages: list[Any] = [ChatMessage(role="user", content="Weather in Lagos?")]
+        while True:
+            response = llm.complete_with_tools(
+                messages=messages, tools=[SEED_TOOL], reasoning="low", stream=stream
+            )
+            if not response.tool_calls:
+                break
+            messages.append(
+                AssistantToolCallMessage(content=response.text, tool_calls=response.tool_calls)
+            )
+            for call in response.tool_calls:
+                messages.append(ToolResultMessage(tool_call_id=call.id, content="31°C"))
+    assert response.text == "31°C in Lagos."
+    assert messages[1].items == ()  # the user's own message is not changed
+    sent = server.requests[1].body
+    wire = sent["input"] if kind == "openai-responses" else sent["messages"][1]["content"]
+    kinds = [i.get("type") for i in wire]
+    first = "reasoning" if kind == "openai-responses" else "thinking"
+    call_type = "function_call" if kind == "openai-responses" else "tool_use"
+    assert first in kinds and kinds.index(first) < kinds.index(call_type)
+
+
 # ---------------------------------------------------------------- types and schema shape
 
 
