@@ -742,16 +742,18 @@ def three_calls() -> list[Any]:
     ]
 
 
-def chained_tools(done: dict[str, threading.Event]) -> list[type[Tool]]:
-    """Three tools that can only finish concurrently: each waits for the next one's end,
-    so they finish in the reverse of call order (and a sequential run would time out)."""
+def chained_tools(chat: Chat) -> Chat:
+    """Three tools that can only finish concurrently: each waits until the chat has the
+    result of the next one (its ``ToolCallFinished``), so results come in the reverse of call
+    order while the others still run (and a sequential run would time out)."""
+    done = {n: threading.Event() for n in ("weather", "stock_price", "currency")}
+    chat.on(ToolCallFinished, lambda e: done[e.call.name].set())
 
     class W(Weather):
         name = "weather"
 
         def execute(self, latitude: str, longitude: str) -> dict[str, Any]:
             assert done["stock_price"].wait(WAIT), "ran sequentially"
-            done["weather"].set()
             return {"temperature": 15}
 
     class StockPrice(Tool):
@@ -764,7 +766,6 @@ def chained_tools(done: dict[str, threading.Event]) -> list[type[Tool]]:
                 symbol: The ticker.
             """
             assert done["currency"].wait(WAIT), "ran sequentially"
-            done["stock_price"].set()
             return 12.5
 
     class Currency(Tool):
@@ -776,23 +777,17 @@ def chained_tools(done: dict[str, threading.Event]) -> list[type[Tool]]:
             Args:
                 code: The currency.
             """
-            done["currency"].set()
             return 1.08
 
-    return [W, StockPrice, Currency]
+    return chat.with_tools(W, StockPrice, Currency)
 
 
 @pytest.mark.parametrize("concurrency", [True, "threads"])
 def test_3_concurrent_tool_execution_with_threads(concurrency: Any) -> None:
     """``concurrency: true`` (threads) and ``concurrency: :threads``. Results arrive as each
     tool finishes; the model is asked again only once all are in."""
-    done = {n: threading.Event() for n in ("weather", "stock_price", "currency")}
     llm = ScriptedProvider(three_calls())
-    chat = (
-        Chat(provider=llm)
-        .with_tools(*chained_tools(done))
-        .with_tool_options(concurrency=concurrency)
-    )
+    chat = chained_tools(Chat(provider=llm)).with_tool_options(concurrency=concurrency)
     finished: list[str] = []
     modes: list[str] = []
     chat.on(ToolCallFinished, lambda e: finished.append(e.call.name))
@@ -859,8 +854,7 @@ def test_3_global_concurrency_and_the_per_chat_override() -> None:
     """``config.tool_concurrency = true`` globally; ``with_tool_options(concurrency: false)``
     per chat wins."""
     nbagent.configure(tool_concurrency=True)
-    done = {n: threading.Event() for n in ("weather", "stock_price", "currency")}
-    chat = Chat(provider=ScriptedProvider(three_calls())).with_tools(*chained_tools(done))
+    chat = chained_tools(Chat(provider=ScriptedProvider(three_calls())))
     modes: list[str] = []
     chat.on(ToolCallStarted, lambda e: modes.append(e.mode))
     chat.ask("All three?")
