@@ -143,7 +143,7 @@ class StepResult:
 
 @dataclass(frozen=True)
 class ToolResult:
-    """What ``after_tool_result`` callbacks receive.
+    """What ``after_tool_result`` callbacks receive (``str(result)`` is its ``content``).
 
     Attributes:
         call: The call answered.
@@ -164,6 +164,10 @@ class ToolResult:
     @property
     def is_error(self) -> bool:
         return self.status != "ok"
+
+    def __str__(self) -> str:
+        """The text the model reads: ``print(f"Tool returned: {result}")`` shows the result."""
+        return self.content
 
 
 @dataclass

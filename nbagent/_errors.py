@@ -21,7 +21,8 @@
         ├── BadRequestError
         ├── ProviderConnectionError
         ├── ServerError
-        ├── ModelNotSupportedError  the model is known not to support tools
+        ├── ModelNotSupportedError  the model is known not to support tools (also a
+        │                           NotImplementedError, as Ragrails raises)
         └── ReplayMissError      replay="only" and no recording answers the request (_replay.py)
 
 A provider failure reads as one line in a notebook cell: IPython shows what
@@ -241,5 +242,10 @@ class ServerError(ProviderError):
     """The provider failed (5xx, overloaded)."""
 
 
-class ModelNotSupportedError(ProviderError):
-    """The model is known not to support what was asked (e.g. tools)."""
+class ModelNotSupportedError(ProviderError, NotImplementedError):
+    """The model is known not to support what was asked (e.g. tools).
+
+    Raised before any request is sent. It is also a ``NotImplementedError``:
+    Ragrails' ``complete_with_tools()`` raises that for a provider that cannot
+    call tools, so code written for it catches this too.
+    """
