@@ -702,8 +702,12 @@ class BaseChat(LoopMixin, DecisionsMixin):
         """
         self._cancel.set()
 
-    def ask_later(self, text: str, *, images: Any = None, output: Any = None) -> ChatMessage:
-        """Add a user message without running anything.
+    def ask_later(self, text: str, *, images: Any = None, output: Any = None) -> Self:
+        """Add a user message without running anything; returns the chat, so it chains.
+
+        ``chat = Chat().with_tools(Weather).ask_later("...")`` then
+        ``chat.step()``, as RubyLLM writes it. The queued message is
+        ``chat.transcript[-1]``.
 
         Args:
             text: The message.
@@ -740,7 +744,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self._emit_all(events)
         for turn_started in self._hook("turn_started"):
             turn_started()
-        return msg
+        return self
 
     def ask(
         self,

@@ -469,7 +469,6 @@ def test_2_resolver_as_approval_keyword_of_tool_works_today(
     _resolver_flow(delete_record, approvals, tmp_path)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 A2/A3, fixed on another branch")
 def test_2_resolver_block_as_requires_approval_staticmethod(
     approvals: Approvals, tmp_path: Path
 ) -> None:
@@ -492,7 +491,6 @@ def test_2_resolver_block_as_requires_approval_staticmethod(
     _resolver_flow(DeleteRecord, approvals, tmp_path)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 A2/A3, fixed on another branch")
 def test_2_resolver_block_as_requires_approval_method(approvals: Approvals, tmp_path: Path) -> None:
     class DeleteRecord(Tool):
         """Deletes a record."""
@@ -512,7 +510,6 @@ def test_2_resolver_block_as_requires_approval_method(approvals: Approvals, tmp_
     _resolver_flow(DeleteRecord, approvals, tmp_path)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 A2/A3, fixed on another branch")
 def test_2_resolver_block_as_requires_approval_keyword_of_tool(
     approvals: Approvals, tmp_path: Path
 ) -> None:
@@ -978,8 +975,7 @@ def test_6_1_a_step_budget_caps_a_runaway_loop_and_step_resumes() -> None:
         return call_tools(("weather", PARIS)) if runaway else reply("Done: 15°C everywhere.")
 
     llm = ScriptedProvider([model], repeat_last=True)
-    chat = Chat(provider=llm).with_tools(Weather)
-    chat.ask_later("Check weather for every major city...")
+    chat = Chat(provider=llm).with_tools(Weather).ask_later("Check weather for every major city...")
 
     for _ in range(10):
         chat.step()
