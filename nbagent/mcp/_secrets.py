@@ -4,11 +4,12 @@ A server is given secrets in its ``env`` (stdio), its ``headers`` and its URL
 (HTTP), and sometimes its command line (``--token=...``). A server that
 fails may say them back: an ``isError`` result ("auth failed with token
 ..."), a JSON-RPC error, a crash message. Everything the MCP client raises
-leaves ``_server.py`` through :func:`scrubbed_call` / :func:`scrubbed_await`, so such text reaches neither
-the model (a call's error result), ``chat.log``, the store, the screen nor
-an exception: the server's secret values and anything shaped like an API key
-(the providers' scrubber, :func:`nbagent._errors.scrub`) become ``***``, and
-an SDK error chained underneath that shows one is cut off the chain.
+leaves ``_server.py`` through :func:`scrubbed_call` / :func:`scrubbed_await`,
+so such text reaches neither the model (a call's error result), ``chat.log``,
+the store, the screen nor an exception: the server's secret values and
+anything shaped like an API key (the providers' scrubber,
+:func:`nbagent._errors.scrub`) become ``***``, and an SDK error chained
+underneath that shows one is cut off the chain.
 
 Only values of :data:`MIN_SECRET_CHARS` characters or more are secrets to
 replace in free text: ``env={"DEBUG": "1"}`` must not turn every ``1`` of a

@@ -274,3 +274,21 @@ def test_local_names_are_unique_valid_and_independent_of_listing_order(
     for remote, name in more.items():
         owner = [r for r, n in names.items() if n == name]
         assert owner in ([], [remote])
+
+
+def test_a_tool_hidden_by_another_of_the_same_name_is_said_once(
+    server: MCPServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    @nbagent.tool
+    def t_whoami() -> str:
+        """A local tool named like the server's."""
+        return "local"
+
+    chat = Chat(provider=ScriptedProvider([reply("a"), reply("b")]), display=False)
+    chat.with_tools(server, t_whoami)
+    assert {t.name: t for t in chat.tools}["t_whoami"].server is None  # the local one wins
+    chat.ask("one")
+    chat.ask("two")
+    said = capsys.readouterr().err
+    line = "two tools are named 't_whoami': the local tool hides the t server's tool 'whoami'"
+    assert said.count(line) == 1, said
