@@ -175,6 +175,7 @@ class ChatCore:
     _local_tools: dict[str, Tool]
     _sources: list[ToolSource]
     _source_tools: tuple[tuple[Tool, ...], ...]
+    _hidden_noted: set[str]
     _options: ToolOptions
     _bus: EventBus
     _lock: threading.RLock
@@ -250,14 +251,13 @@ class ChatCore:
                 merged[t.name] = t
         self._source_tools = source_tools
         self._tools = merged
-        noted: set[str] = self.__dict__.setdefault("_hidden_noted", set())
         for prior, winner in hidden:
             line = (
                 f"two tools are named {winner.name!r}: {_whose(winner)} hides {_whose(prior)} "
                 "(give an MCP server a prefix= to keep both)"
             )
-            if line not in noted:
-                noted.add(line)
+            if line not in self._hidden_noted:
+                self._hidden_noted.add(line)
                 notice(line)
 
     def _hook(self, name: str) -> tuple[Callable[..., Any], ...]:

@@ -103,14 +103,20 @@ def test_the_servers_secrets_never_leave_through_its_errors(
     assert not shows(nbagent.read_log(chat).to_json(default_handler=str, date_format="iso"))
     # the view (live and static), tracebacks included
     state_text = repr([vars(e) for e in view.state.entries])
-    assert not shows(state_text)
-    assert not shows(repr(view._repr_mimebundle_()))
+    assert "Traceback" in state_text  # the view keeps the tool's traceback...
+    assert not shows(state_text)  # ...with no secret in it
+    live = view._repr_mimebundle_()
+    assert "auth failed with token ***" in live["text/html"]
+    assert not shows(repr(live))
     assert not shows(repr(chat_mimebundle(chat)))
     chat.close()
     # the store: every file of the database, byte by byte
+    stored = b""
     for path in tmp_path.iterdir():
         data = path.read_bytes()
+        stored += data
         assert not [s for s in (SECRET, ARG_TOKEN, KEY) if s.encode() in data], path
+    assert b"auth failed with token ***" in stored  # the error itself was stored
 
 
 @pytest.mark.parametrize(
