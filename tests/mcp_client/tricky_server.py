@@ -1,11 +1,14 @@
 """An MCP server that misbehaves the ways a real one can, built with the official ``mcp`` SDK.
 
-Run over stdio (``python tricky_server.py [--duplicate]``). Its tools:
+Run over stdio (``python tricky_server.py [--duplicate]``) or streamable HTTP on
+the loopback interface (``python tricky_server.py --http PORT``). Its tools:
 
 - ``leak_error`` answers ``isError`` with the secret it was given
   (``MY_SECRET`` in its environment) and an API key in its text;
 - ``leak_rpc`` fails the request with a JSON-RPC error whose message and data
   carry the secret;
+- ``leak_header`` answers ``isError`` with the ``X-Api-Token`` header it was
+  sent (over HTTP);
 - ``whoami`` answers with the argument after ``--token`` (so a test can see the
   server got it);
 - ``wipe`` is annotated both read-only and destructive;
@@ -20,7 +23,7 @@ import os
 import sys
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, ToolAnnotations
@@ -59,6 +62,13 @@ def leak_rpc() -> str:
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def leak_header(ctx: Context) -> str:
+    """Fail, saying back the token header this request came with."""
+    headers = ctx.headers or {}
+    raise ToolError(f"token {headers.get('x-api-token')} was refused")
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def whoami() -> str:
     """The token this server was started with."""
     argv = sys.argv
@@ -90,4 +100,8 @@ _named(LONG + "second", "second long")
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    if "--http" in sys.argv:
+        port = int(sys.argv[sys.argv.index("--http") + 1])
+        server.run("streamable-http", host="127.0.0.1", port=port)
+    else:
+        server.run("stdio")
