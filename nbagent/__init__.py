@@ -59,7 +59,7 @@ from ._events import (
 from ._exports import publish as _publish
 from ._exports import publish_one as _publish_one
 from ._extension import ChatHost, Extension, Snapshot
-from ._hosted import HostedMCP
+from ._hosted import HostedCallWarning, HostedMCP
 from ._media import image
 from ._options import ToolOptions
 from ._replay import ReplayMissError
@@ -138,6 +138,7 @@ __all__ = [
     "FilePart",
     "ForkParent",
     "FunctionTool",
+    "HostedCallWarning",
     "HostedMCP",
     "ImagePart",
     "Inbox",

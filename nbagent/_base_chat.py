@@ -140,6 +140,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self._local_tools: dict[str, Tool] = {}
         self._sources: list[ToolSource] = []
         self._source_tools: tuple[tuple[Tool, ...], ...] = ()  # as last merged
+        self._hidden_noted: set[str] = set()  # notices of one tool hiding another, said once
         self._options = ToolOptions()
         self._bus = EventBus(self.id)
         self._history: list[Event] = []

@@ -38,6 +38,7 @@ from ._events import (
 )
 from ._extension import Extension, Snapshot
 from ._hosted import HostedTool
+from ._notice import notice
 from ._options import ToolOptions
 from ._output import Output
 from ._replay import Recordings, Replayer
@@ -208,6 +209,7 @@ class ChatCore:
     _local_tools: dict[str, Tool]
     _sources: list[ToolSource]
     _source_tools: tuple[tuple[Tool, ...], ...]
+    _hidden_noted: set[str]
     _options: ToolOptions
     _bus: EventBus
     _lock: threading.RLock
@@ -268,14 +270,29 @@ class ChatCore:
                 self._merge_tools(current)
 
     def _merge_tools(self, source_tools: tuple[tuple[Tool, ...], ...]) -> None:
-        """Rebuild what the model sees (under the lock): sources in order, local tools on top."""
+        """Rebuild what the model sees (under the lock): sources in order, local tools on top.
+
+        A tool hidden by another of the same name (a later source's, or a local
+        one) is said once per chat with a notice naming both.
+        """
         merged: dict[str, Tool] = {}
-        for group in source_tools:
+        hidden: list[tuple[Tool, Tool]] = []
+        for group in (*source_tools, tuple(self._local_tools.values())):
             for t in group:
+                prior = merged.get(t.name)
+                if prior is not None and prior is not t:
+                    hidden.append((prior, t))
                 merged[t.name] = t
-        merged.update(self._local_tools)
         self._source_tools = source_tools
         self._tools = merged
+        for prior, winner in hidden:
+            line = (
+                f"two tools are named {winner.name!r}: {_whose(winner)} hides {_whose(prior)} "
+                "(give an MCP server a prefix= to keep both)"
+            )
+            if line not in self._hidden_noted:
+                self._hidden_noted.add(line)
+                notice(line)
 
     def _hook(self, name: str) -> tuple[Callable[..., Any], ...]:
         """The extensions' implementations of one hook (see ``_extension.py``)."""
@@ -721,3 +738,11 @@ class Host:
         return self._core._settle_in_doubt(
             call, claimed_by=claimed_by, claimed_at=claimed_at, rerun=rerun, content=content
         )
+
+
+def _whose(t: Tool) -> str:
+    """A tool in words for a notice: an MCP server's (by its label and own name) or local."""
+    server = getattr(t, "server", None)
+    if server:
+        return f"the {server} server's tool {getattr(t, 'remote_name', t.name)!r}"
+    return "the local tool"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+import warnings
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, Literal
 
@@ -51,6 +52,7 @@ from ._events import (
     ToolCallStarted,
     utcnow,
 )
+from ._hosted import HostedCallWarning, Verdict, audit_items
 from ._notice import notice
 from ._options import resolve_choice
 from ._recording import RecordedResult
@@ -399,6 +401,9 @@ class LoopMixin(ChatCore):
                 self._unpriced += 1
             else:
                 self._cost += cost
+            items, breaches = audit_items(
+                response.items, self._hosted, self._hosted_verdict(response.tool_calls)
+            )
             message: Message
             if response.tool_calls:
                 calls = self._admit_calls(c.copy_identity() for c in response.tool_calls)
@@ -407,7 +412,7 @@ class LoopMixin(ChatCore):
                     calls,
                     turn=self._turn,
                     stop_reason=response.stop_reason,
-                    items=response.items,
+                    items=items,
                 )
                 events.extend(self._append(message))
                 self._open = message
@@ -423,7 +428,7 @@ class LoopMixin(ChatCore):
                     text,
                     turn=self._turn,
                     stop_reason=response.stop_reason,
-                    items=response.items,
+                    items=items,
                     parsed=parsed,
                 )
                 events.extend(self._append(message))
@@ -433,11 +438,30 @@ class LoopMixin(ChatCore):
                     events.extend(self._append(retry))
                     invalid = None
         self._emit_all(events)
+        for line in breaches:  # after recording: made an error, it loses nothing
+            warnings.warn(f"nbagent: {line}", HostedCallWarning, stacklevel=4)
         self._run_after(after)
         _show_unknown(response)
         if invalid is not None:
             raise invalid
         return StepResult("generated", message, tuple(getattr(message, "tool_calls", ())), response)
+
+    def _hosted_verdict(self, new: Iterable[ToolCall]) -> Callable[[str], Verdict | None]:
+        """The chat's decision on a hosted approval request, by id (under the lock).
+
+        ``new``: the calls of the response being applied (not admitted yet: undecided).
+        """
+        arriving = {c.id for c in new if c.hosted}
+
+        def verdict(request_id: str) -> Verdict | None:
+            c = self._calls.get(request_id)
+            if c is None or not c.hosted:
+                return "undecided" if request_id in arriving else None
+            if c.status == "denied":
+                return "denied"
+            return "approved" if c.status in ("ok", "approved") else "undecided"
+
+        return verdict
 
     def _parse_output(self, text: str, stop: str) -> tuple[Any, OutputValidationError | None]:
         """The turn's structured answer read from ``text``: (value, None) or (None, the error).

@@ -10,14 +10,28 @@ Each of the server's tools becomes an :class:`MCPTool`: its schema is the
 tool's ``inputSchema`` (nbagent validates a model's arguments against it
 before anything is sent), its calls go to the server, and whether a call
 needs a human decision follows the server's ``approval`` rule (by default its
-annotations: ``readOnlyHint`` tools run freely, the others ask first).
-Approvals, resolvers, ``chat.always_allow`` and the store treat them as any
-other tool.
+annotations: ``readOnlyHint`` tools run freely unless also ``destructiveHint``,
+the others ask first). Approvals, resolvers, ``chat.always_allow`` and the
+store treat them as any other tool.
+
+Tool names: ``<prefix>_<name>``, made valid for every provider (letters,
+digits, ``_``, ``-``; at most 64 characters). Tools whose names become the
+same that way (``a.b`` and ``a_b``, two long names alike in their first 64
+characters) are all offered, each as ``<name>_<8 hex digits>`` derived from
+its name on the server (:func:`local_names`): deterministic, so the same remote
+tool keeps its name across reconnections, list changes and ``Chat.load``, and
+a name never moves to another remote tool. A notice names them. A tool listed
+twice is offered once (a notice says so).
+
+Secrets (``env``, ``headers``, the URL's credentials, secret-looking
+arguments) never show in a ``repr`` and are scrubbed from every error the
+server causes (``_secrets.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import re
 import weakref
@@ -30,11 +44,13 @@ from urllib.parse import urlsplit
 
 from .._aio import run_on_loop
 from .._errors import ToolDefinitionError
+from .._notice import notice
 from .._optional import require
 from .._tools import Tool, ToolSource
 from .._types import ToolCall
 from . import _connection as conn
-from ._results import result_value
+from ._results import MCPResult, result_value
+from ._secrets import masked_argv, scrubbed_await, scrubbed_call, server_secrets
 
 ApprovalRule = (
     Literal["always", "never", "annotations"] | bool | Callable[[ToolCall], "bool | None"]
@@ -45,10 +61,54 @@ _INVALID = re.compile(r"[^a-zA-Z0-9_-]")
 _FEATURE = "nbagent.MCPServer (MCP servers as tool sources)"
 
 
+MAX_NAME = 64  # the longest tool name every provider takes
+_DIGEST = 8  # hex digits that tell apart tools whose names collide
+
+
 def _tool_name(prefix: str | None, remote: str) -> str:
     """The name the model sees: ``<prefix>_<name>``, made valid for every provider."""
     name = f"{prefix}_{remote}" if prefix else remote
-    return _INVALID.sub("_", name)[:64] or "_"
+    return _INVALID.sub("_", name)[:MAX_NAME] or "_"
+
+
+def _distinct(base: str, remote: str) -> str:
+    """``base`` made unique to ``remote``: ``<base>_<first 8 hex digits of its SHA-256>``."""
+    digest = hashlib.sha256(remote.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST]
+    return f"{base[: MAX_NAME - _DIGEST - 1]}_{digest}"
+
+
+def local_names(prefix: str | None, remotes: Iterable[str]) -> tuple[dict[str, str], list[str]]:
+    """``({remote name: tool name}, notes)`` for a server's listed tools.
+
+    A name that only one remote tool becomes keeps the plain
+    ``<prefix>_<name>``; when several become the same name (sanitising,
+    truncation), each gets a suffix derived from its own remote name
+    (:func:`_distinct`), so none hides another and a name depends only on
+    the tool it names and whether it collides: it never passes from one remote
+    tool to another. A suffixed name that is still taken (a remote tool named
+    exactly like it) is left out. ``notes`` says what was renamed or left out.
+    """
+    groups: dict[str, list[str]] = {}
+    for remote in dict.fromkeys(remotes):
+        groups.setdefault(_tool_name(prefix, remote), []).append(remote)
+    names = {members[0]: base for base, members in groups.items() if len(members) == 1}
+    notes: list[str] = []
+    for base, members in groups.items():
+        if len(members) == 1:
+            continue
+        renamed = []
+        for remote in members:
+            name = _distinct(base, remote)
+            if name in groups or name in names.values():
+                notes.append(f"tool {remote!r} is left out: its name {name!r} is taken")
+                continue
+            names[remote] = name
+            renamed.append(f"{remote!r} -> {name!r}")
+        notes.append(
+            f"tools {', '.join(repr(r) for r in members)} would all be named {base!r}; "
+            f"each gets its own name: {', '.join(renamed) or 'none'}"
+        )
+    return names, notes
 
 
 def _annotations(tool: Any) -> dict[str, Any]:
@@ -79,10 +139,10 @@ class MCPTool(Tool, abstract=True):
         output_schema: The tool's ``outputSchema``, if it declares one.
     """
 
-    def __init__(self, server: MCPServer, definition: Any, rule: ApprovalRule):
+    def __init__(self, server: MCPServer, definition: Any, rule: ApprovalRule, name: str):
         self._server = server
         self.remote_name: str = definition.name
-        self.name = _tool_name(server.prefix, definition.name)  # type: ignore[misc]
+        self.name = name  # type: ignore[misc]
         self.description = (definition.description or definition.name).strip()  # type: ignore[misc]
         schema = definition.input_schema
         self.parameters = dict(schema) if isinstance(schema, Mapping) else {"type": "object"}  # type: ignore[misc]
@@ -104,7 +164,10 @@ class MCPTool(Tool, abstract=True):
         if callable(rule) and not isinstance(rule, bool):
             return True, rule
         if rule == "annotations":
-            return self.annotations.get("readOnlyHint") is not True, None
+            ann = self.annotations
+            # destructive wins over read-only: a tool claiming both asks first
+            gated = ann.get("readOnlyHint") is not True or ann.get("destructiveHint") is True
+            return gated, None
         return rule is True or rule == "always", None
 
     def _why(self, rule: ApprovalRule) -> str | None:
@@ -120,16 +183,14 @@ class MCPTool(Tool, abstract=True):
 
     async def execute(self, **arguments: Any) -> Any:
         """Send the call to the server (on the MCP loop) and map its answer."""
-        result = await run_on_loop(
-            self._server._connection.call(self.remote_name, arguments),
-            conn.mcp_loop(),
-            f"MCP tool {self.name!r}",
+        return await self._server._call_async(
+            self.remote_name, arguments, f"MCP tool {self.name!r}"
         )
-        return result_value(result)
 
-    def _same(self, definition: Any, rule: ApprovalRule) -> bool:
+    def _same(self, definition: Any, rule: ApprovalRule, name: str) -> bool:
         return (
             definition.name == self.remote_name
+            and name == self.name
             and (definition.description or definition.name).strip() == self.description
             and definition.input_schema == self.parameters
             and _annotations(definition) == self.annotations
@@ -184,6 +245,7 @@ class MCPServer(ToolSource):
         label: str | None = None,
         approval: Approval = "annotations",
         timeout: float | None = None,
+        secrets: Sequence[str] = (),
     ):
         require("mcp", _FEATURE)
         if prefix is not None and (not prefix or _INVALID.search(prefix)):
@@ -206,6 +268,8 @@ class MCPServer(ToolSource):
         self._connection = conn.Connection(open_client, label or prefix or target)
         self._tools: tuple[MCPTool, ...] = ()
         self._generation = -1
+        self._secrets = tuple(secrets)
+        self._noted: set[str] = set()  # naming notices already shown
         weakref.finalize(self, self._connection.close)
 
     # ----------------------------------------------------------- constructors
@@ -226,10 +290,13 @@ class MCPServer(ToolSource):
 
         Args:
             command: The executable (``"python"``, ``"npx"``, ``"uvx"``...).
-            args: Its arguments.
+            args: Its arguments. The ``repr`` shows ``***`` for secret-looking
+                ones (``--token=...``, the value after ``--api-key``, a
+                key-shaped argument), and errors never show them.
             env: Environment variables for it, added to a minimal safe set
                 (``PATH``, ``HOME``...; the SDK does not pass the rest of yours).
-                Never shown in reprs, logs or errors.
+                Never shown in reprs; their values (6 characters or more) are
+                replaced by ``***`` in every error the server causes.
             cwd: Its working directory.
             prefix, label, approval, timeout: See :class:`MCPServer`.
 
@@ -261,8 +328,9 @@ class MCPServer(ToolSource):
             label=label,
             approval=approval,
             timeout=timeout,
+            secrets=server_secrets(env=environment, argv=argv),
         )
-        server._describe = f"{command} {' '.join(argv)}".strip()
+        server._describe = f"{command} {' '.join(masked_argv(argv)[0])}".strip()
         return server
 
     @classmethod
@@ -281,7 +349,8 @@ class MCPServer(ToolSource):
         Args:
             url: The MCP endpoint.
             headers: Sent with every request (``{"Authorization": "Bearer ..."}``);
-                never shown in reprs, logs or errors.
+                never shown in reprs; their values (and the URL's credentials
+                and query values) are replaced by ``***`` in every error.
             prefix, label, approval, timeout: See :class:`MCPServer`.
         """
         require("mcp", _FEATURE)
@@ -303,6 +372,7 @@ class MCPServer(ToolSource):
             label=label,
             approval=approval,
             timeout=timeout,
+            secrets=server_secrets(headers=sent, url=url),
         )
         server._describe = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
         return server
@@ -360,13 +430,24 @@ class MCPServer(ToolSource):
             MCPServerError: The server cannot be reached or broke during the call.
         """
         remote = self._remote(name)
-        return result_value(conn.wait(self._connection.call(remote, dict(arguments or {}))))
+        args = dict(arguments or {})
+        return scrubbed_call(
+            lambda: result_value(conn.wait(self._connection.call(remote, args))), self._secrets
+        )
 
     async def call_async(self, name: str, arguments: Mapping[str, Any] | None = None) -> Any:
         """Async twin of :meth:`call` (from any event loop)."""
         remote = self._remote(name)
-        coro = self._connection.call(remote, dict(arguments or {}))
-        return result_value(await run_on_loop(coro, conn.mcp_loop(), f"MCP server {self.label!r}"))
+        return await self._call_async(remote, dict(arguments or {}), f"MCP server {self.label!r}")
+
+    async def _call_async(self, remote: str, arguments: dict[str, Any], what: str) -> MCPResult:
+        """One call on the MCP loop, from any loop: its answer, or its error scrubbed."""
+
+        async def call() -> MCPResult:
+            coro = self._connection.call(remote, arguments)
+            return result_value(await run_on_loop(coro, conn.mcp_loop(), what))
+
+        return await scrubbed_await(call(), self._secrets)
 
     def close(self) -> None:
         """Close the connection (a stdio server's process stops); using it again reconnects."""
@@ -399,7 +480,7 @@ class MCPServer(ToolSource):
         c = self._connection
         if c.usable() and not c.stale and self._generation == c.generation:
             return self._tools
-        definitions = conn.wait(c.list_tools())
+        definitions = scrubbed_call(lambda: conn.wait(c.list_tools()), self._secrets)
         self._generation = c.generation
         self._tools = self._rebuild(definitions)
         return self._tools
@@ -407,22 +488,35 @@ class MCPServer(ToolSource):
     def _rebuild(self, definitions: list[Any]) -> tuple[MCPTool, ...]:
         """New tool objects only for what changed, so a chat re-merges only on a real change."""
         old = {t.remote_name: t for t in self._tools}
+        names, notes = local_names(self.prefix, (d.name for d in definitions))
         out: list[MCPTool] = []
+        seen: set[str] = set()
         for d in definitions:
-            rule = self._rule(d.name)
+            if d.name in seen:
+                notes.append(f"it lists tool {d.name!r} twice; only the first is offered")
+                continue
+            seen.add(d.name)
+            name = names.get(d.name)
+            if name is None:
+                continue  # left out (said in notes)
+            rule = self._rule(d.name, name)
             kept = old.get(d.name)
-            out.append(kept if kept is not None and kept._same(d, rule) else MCPTool(self, d, rule))
+            same = kept is not None and kept._same(d, rule, name)
+            out.append(kept if same and kept is not None else MCPTool(self, d, rule, name))
+        for note in notes:
+            if note not in self._noted:
+                self._noted.add(note)
+                notice(f"MCP server {self.label!r}: {note}")
         if len(out) == len(self._tools) and all(
             a is b for a, b in zip(out, self._tools, strict=True)
         ):
             return self._tools
         return tuple(out)
 
-    def _rule(self, remote: str) -> ApprovalRule:
+    def _rule(self, remote: str, name: str) -> ApprovalRule:
         rules = self._approval
         if not isinstance(rules, Mapping):
             return rules
-        name = _tool_name(self.prefix, remote)
         for key in (remote, name, "*"):
             if key in rules:
                 return rules[key]
