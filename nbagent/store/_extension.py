@@ -478,6 +478,22 @@ class StoreExtension(Extension):
             f"and written at its next write; {then}."
         )
 
+    def _claim_error(self, call: ToolCall, queued: int, exc: BaseException) -> StoreError:
+        """What a failed claim says: whose claim, why, what happens to the call and to the
+        events that were to be written with it (none, often: then it does not count them)."""
+        label = f"{call.name}({call.id})"
+        kept = (
+            f" The {queued} event(s) to be written with it are kept in this chat object and "
+            "written at its next write (retried in the background)."
+            if queued
+            else ""
+        )
+        return StoreError(
+            f"chat {self.chat_id}: the claim of {label} could not be written to "
+            f"{self.store.location} ({type(exc).__name__}: {exc}). {label} was not run, and "
+            f"runs at the next step (complete()) once the store can be written.{kept}"
+        )
+
     def _schedule_retry(self) -> None:
         """Retry writing in the background until it works (or the chat is closed)."""
         with self._lock:
@@ -529,9 +545,7 @@ class StoreExtension(Extension):
             except Exception as exc:
                 self._failure = exc
                 self._schedule_retry()
-                raise self._unwritten_error(
-                    exc, f"{call.name}({call.id}) was not run, and runs at the next step"
-                ) from exc
+                raise self._claim_error(call, len(entries), exc) from exc
             self._wrote(len(entries))
         if result.conflict is not None:
             self._detach(result.conflict)
