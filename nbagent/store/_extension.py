@@ -10,8 +10,9 @@ batches, each batch one transaction, at these boundaries:
   response that asked for the call), so a call's row exists before it is claimed;
 - the end of a tool round (its results are on disk before the next model
   request), of a step that parks the chat on an approval, and of ``complete``;
-- at once: a decision, an options change, a failed request, an in-doubt call,
-  a denial, and a result that arrives while other calls of its round still run.
+- at once: a decision, an options change, an always-allow rule added or revoked
+  (the chat's state holds the rules), a failed request, an in-doubt call, a
+  denial, and a result that arrives while other calls of its round still run.
 
 A model response whose calls run right away is written with their claim; a
 hard crash before that loses only that response (the next load asks the model
@@ -89,6 +90,7 @@ from typing import Any, Literal
 
 from .._errors import DecisionError, StoreError
 from .._events import (
+    AlwaysAllowChanged,
     ApprovalDecided,
     CallInDoubt,
     Event,
@@ -301,8 +303,8 @@ class StoreExtension(Extension):
                 flush = e.kind != "generated" or self._parked()  # unless the chat parks here
             case CallInDoubt():
                 noted, flush = self._reset_status(e), True
-            case ModelRequestFailed() | OptionsChanged():
-                flush = True
+            case ModelRequestFailed() | OptionsChanged() | AlwaysAllowChanged():
+                flush = True  # the chat's state (its options, its rules) is written with it
             case _:
                 flush = False
         with self._lock:
