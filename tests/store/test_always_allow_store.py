@@ -207,3 +207,14 @@ def test_the_event_reaches_subscribers() -> None:
         ("refund", False, False),
     ]
     assert nbagent.AlwaysAllowChanged is AlwaysAllowChanged
+
+
+def test_a_stored_fork_keeps_the_rules_it_was_made_with(backend: Any) -> None:
+    chat = Chat(model="demo", store=backend.url).with_tools(Refund, lookup)
+    chat.always_allow(lookup)
+    chat.ask("Refund order 7")
+    fork = chat.fork(step=1)
+    loaded = _load(backend, fork.id)
+    assert loaded.always_allowed == fork.always_allowed == ("lookup",)
+    for c in (loaded, fork, chat):
+        c.close()
