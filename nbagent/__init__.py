@@ -38,6 +38,7 @@ from ._errors import (
     ToolOptionError,
 )
 from ._events import (
+    AlwaysAllowChanged,
     ApprovalDecided,
     ApprovalRequested,
     CallbackWarning,
@@ -116,6 +117,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AlwaysAllowChanged",
     "AnthropicProvider",
     "Approval",
     "ApprovalDecided",

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +87,37 @@ class Policy:
     @property
     def decider(self) -> str:
         return f"policy:{self.name}"
+
+
+def not_given(call: ToolCall) -> bool:
+    """The predicate of a stored conditional rule whose predicate was not given back (on
+    ``Chat.load``): it never approves. The rule is kept (and stored again), so a later load
+    that gives the predicate restores it; it is never widened into an unconditional one."""
+    return False
+
+
+def always_allow_policy(tool: str, when: Predicate | None = None) -> Policy:
+    """The policy ``chat.always_allow(tool, when)`` adds (decider ``policy:always_allow:<tool>``,
+    ``...:when`` with a predicate)."""
+    return Policy(f"always_allow:{tool}" + (":when" if when is not None else ""), tool, when)
+
+
+def restored_policies(
+    rules: Sequence[tuple[str, bool]], predicates: Mapping[str, Predicate]
+) -> list[Policy]:
+    """Stored always-allow rules, ``(tool, conditional)``, as policies again: a conditional
+    one takes its predicate from ``predicates`` (by tool name), else :func:`not_given`."""
+    return [
+        always_allow_policy(tool, predicates.get(tool, not_given) if conditional else None)
+        for tool, conditional in rules
+    ]
+
+
+def policy_rules(policies: Sequence[Policy]) -> list[dict[str, Any]]:
+    """The always-allow rules as a store keeps them: the tool, and whether it had a predicate."""
+    return [
+        {"tool": p.tool, "when": True} if p.when is not None else {"tool": p.tool} for p in policies
+    ]
 
 
 def requirement(tool: Tool | None) -> Approval:

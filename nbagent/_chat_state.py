@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal
 
-from ._approvals import HUMAN, Policy, denial_content
+from ._approvals import HUMAN, Policy, denial_content, policy_rules, restored_policies
 from ._errors import DecisionError
 from ._events import (
     ApprovalDecided,
@@ -628,6 +628,7 @@ class ChatCore:
             "on_tool_error": self.on_tool_error,
             "stream": self.stream,
             "reasoning": self.reasoning,
+            "always_allow": policy_rules(list(self._policies)),  # a copy: no lock here
         }
 
     def _loop_state_key(self) -> tuple[Any, ...]:
@@ -644,6 +645,7 @@ class ChatCore:
             self.on_tool_error,
             self.stream,
             self.reasoning,
+            tuple((p.tool, p.when is not None) for p in list(self._policies)),
         )
 
     def _restore(self, snap: Snapshot) -> None:
@@ -659,6 +661,8 @@ class ChatCore:
             self._cost, self._unpriced = snap.cost_usd, snap.unpriced
             if snap.options is not None:
                 self._options = ToolOptions(**snap.options)
+            if snap.always_allow is not None:
+                self._policies = restored_policies(snap.always_allow, snap.predicates)
             if snap.last_step == "budget_exhausted":
                 self._last_step = StepResult("budget_exhausted", self.last_assistant_message)
                 self._exhausted = snap.last_budget

@@ -240,6 +240,23 @@ class OptionsChanged(Event):
     options: dict[str, Any]
 
 
+@dataclass(frozen=True, kw_only=True)
+class AlwaysAllowChanged(Event):
+    """``chat.always_allow(tool)`` added a rule, or ``chat.revoke(tool)`` removed the tool's.
+
+    Attributes:
+        tool: The tool's name.
+        allowed: ``True``: a rule was added; ``False``: the tool's rules were revoked.
+        conditional: The added rule has a ``when`` predicate (code: a store keeps
+            only that it had one).
+    """
+
+    type: ClassVar[str] = "always_allow_changed"
+    tool: str
+    allowed: bool
+    conditional: bool = False
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls
     for cls in (
@@ -258,6 +275,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         CallInDoubt,
         StepFinished,
         OptionsChanged,
+        AlwaysAllowChanged,
     )
 }
 
