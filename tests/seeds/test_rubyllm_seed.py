@@ -704,7 +704,6 @@ def test_2_2_a_job_dying_after_the_side_effect(tmp_path: Path, idempotent: str) 
         assert rails.refunded == ["42"] and retried["calls"] == ["in_doubt"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 A2/A3, fixed on another branch")
 def test_2_2_loading_the_chat_restores_its_approval_rules(tmp_path: Path) -> None:
     """Approval rules set on the chat (``always_allow``) come back with ``Chat.load``."""
     store = str(tmp_path / "chats.db")
