@@ -128,6 +128,7 @@ class LocalBackend:
         self, jobs: Sequence[Job], spec: RunSpec, progress: ProgressSink
     ) -> AsyncIterator[RowResult]:
         limit = self.limit = AdaptiveLimit(spec.concurrency)
+        live, self.live = self.live, {}  # this run's: the backend keeps no chat past it
         watcher = DecisionWatcher(spec.store, spec.poll_interval)
         out: asyncio.Queue[RowResult | BaseException] = asyncio.Queue()
         tasks: set[asyncio.Task[None]] = set()
@@ -162,7 +163,7 @@ class LocalBackend:
                     continue
                 await limit.acquire()
                 row = _Row(job, spec, limit, progress, self.on_chat)
-                row.live = self.live.get(job.chat_id) if job.chat_id else None
+                row.live = live.get(job.chat_id) if job.chat_id else None
                 task = asyncio.get_running_loop().create_task(one(row))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)

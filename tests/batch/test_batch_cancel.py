@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import nbagent
 from nbagent import Chat, Event, tool
+from nbagent._aio import run_sync
 from nbagent.providers import OpenAIProvider
 from nbagent.store import SQLiteStore
 from nbagent.testing import FakeLLMServer, FakeToolCall, RecordedRequest, Turn
@@ -183,13 +184,16 @@ def test_a_stored_chat_completed_without_its_prompt_is_asked_again_not_read_as_d
             empty.complete()  # what the earlier rerun did: an idle chat, "complete"
             assert store.load(empty.id).state["last_step"] == "complete"
             empty.close()
-        result = nbagent.batch(
-            ["p0"],
-            lambda: Chat(provider=provider).with_tools(look),
-            store=path,
-            name="old",
-            progress=False,
-        )
+        try:
+            result = nbagent.batch(
+                ["p0"],
+                lambda: Chat(provider=provider).with_tools(look),
+                store=path,
+                name="old",
+                progress=False,
+            )
+        finally:  # the async client of this thread's loop (batch() ran there)
+            run_sync(provider.aclose())
     assert result.loc[0, "status"] == "done"
     assert result.loc[0, "reply"] == "finished p0"
     assert result.loc[0, "chat_id"] == empty.id  # the recorded chat, continued
