@@ -252,7 +252,7 @@ class BatchRun:
             new = self.rows[key]
             if new.status == "done" and self.store is not None:
                 with self._lock:
-                    self.chats.pop(row.chat_id, None)  # type: ignore[arg-type]
+                    self.chats.pop(chat.id, None)
             self.progress.apply(
                 RowUpdate(
                     key, new.status, new.chat_id, new.input_tokens, new.output_tokens, new.cost_usd
