@@ -251,10 +251,11 @@ class _Row:
                 return self._failed(f"make_chat raised {one_line(exc)}", type(exc).__name__)
             if self.on_chat is not None:
                 self.on_chat(self.chat)
-            # A stored chat has its prompt already, unless its process died (or its run was
-            # cancelled) after the batch recorded the chat and before the prompt was written:
-            # an empty chat is asked its prompt again, never completed as it is.
-            self.asked = self.chat.status != "idle"
+            # A new chat is asked its prompt. A continued one has it already, unless its
+            # process died (or its run was cancelled) after the batch recorded the chat and
+            # before the prompt was written: an empty chat is asked again, never completed
+            # as it is.
+            self.asked = self.job.chat_id is not None and self.chat.status != "idle"
         chat = self.chat
         rate_limited = 0
         chat.on(ModelRequestFinished, self._on_response)
