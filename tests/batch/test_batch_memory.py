@@ -175,7 +175,7 @@ def test_a_parked_row_keeps_its_chat_until_decided_then_lets_it_go(
     box.close()
     del box
     fresh = nbagent.batch_results(df)
-    for _ in range(200):  # the continuation runs on nbagent's loop
+    for _ in range(1000):  # the continuation runs on nbagent's loop
         if fresh.loc[3, "status"] == "done":
             break
         time.sleep(0.02)
