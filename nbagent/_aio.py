@@ -21,7 +21,7 @@ import concurrent.futures
 import contextlib
 import threading
 import weakref
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
 from ._errors import ToolLoopError
@@ -78,19 +78,31 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
             # Closed with its thread (or at exit), so no event loop is left unclosed.
             weakref.finalize(threading.current_thread(), runner.close)
         return runner.run(coro)
-    blocked = asyncio.get_running_loop()
-    with _blocked_lock:  # before the coroutine can start: it may ask at once
-        _blocked[blocked] = _blocked.get(blocked, 0) + 1
-    try:
+    with blocking():  # before the coroutine can start: it may ask at once
         future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(
             coro, _background_loop()
         )
-        return future.result()
-    except KeyboardInterrupt:
-        future.cancel()
-        with contextlib.suppress(BaseException):
-            future.result(timeout=30)
-        raise
+        try:
+            return future.result()
+        except KeyboardInterrupt:
+            future.cancel()
+            with contextlib.suppress(BaseException):
+                future.result(timeout=30)
+            raise
+
+
+@contextlib.contextmanager
+def blocking() -> Iterator[None]:
+    """Mark the loop running here (if any) as blocked while the block waits on its thread."""
+    try:
+        blocked = asyncio.get_running_loop()
+    except RuntimeError:
+        yield
+        return
+    with _blocked_lock:
+        _blocked[blocked] = _blocked.get(blocked, 0) + 1
+    try:
+        yield
     finally:
         with _blocked_lock:
             n = _blocked.pop(blocked) - 1

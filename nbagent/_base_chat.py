@@ -17,14 +17,15 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Generator, Sequence
 from typing import Any, Literal, Self
 
 from ._approvals import Policy
 from ._budget import check_budgets
-from ._chat_state import RUNNABLE, Host, SkipToolCall, StepResult, ToolResult, keeper
+from ._chat_state import RUNNABLE, Host, SkipToolCall, StepResult, ToolResult, _Effect, keeper
 from ._config import check_replay, check_replay_tools
 from ._decisions import DecisionsMixin
+from ._drive import Drive, WaitCancelled
 from ._errors import (
     PendingToolCallsError,
 )
@@ -158,8 +159,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self._step = 0
         self._forced_spent = False
         self._cancel = threading.Event()
-        self._drive_lock = threading.Lock()
-        self._rerun = False
+        self._drive = Drive()
         self._last_step: StepResult | None = None
         self._last_error: BaseException | None = None
         self._usage = Usage()
@@ -700,15 +700,20 @@ class BaseChat(LoopMixin, DecisionsMixin):
 
         Calls not started yet are answered as cancelled, so the transcript
         stays valid; ``complete()`` resumes (the model sees what was cancelled).
+        Calls waiting for their turn to drive (see :meth:`complete`) return at
+        once: ``complete()`` with what is settled, ``ask()`` and ``step()`` by
+        raising :class:`~nbagent.ChatCancelled` (nothing of them ran).
         """
         self._cancel.set()
+        self._drive.cancel()
 
     def ask_later(self, text: str, *, images: Any = None, output: Any = None) -> Self:
         """Add a user message without running anything; returns the chat, so it chains.
 
         ``chat = Chat().with_tools(Weather).ask_later("...")`` then
         ``chat.step()``, as RubyLLM writes it. The queued message is
-        ``chat.transcript[-1]``.
+        ``chat.transcript[-1]``. While another driver is at work, it waits for
+        it to stop first: a message never lands in the middle of a running turn.
 
         Args:
             text: The message.
@@ -722,6 +727,11 @@ class BaseChat(LoopMixin, DecisionsMixin):
             MediaError: An image or file the provider would refuse (format,
                 size); nothing is added.
         """
+        self._drive_sync(self._asking(self._checked_ask(text, images, output), None, run=False))
+        return self
+
+    def _checked_ask(self, text: Any, images: Any, output: Any) -> tuple[str, Any, Any]:
+        """What ``ask`` was given, checked before it waits for its turn (nothing is added)."""
         if not isinstance(text, str):
             raise TypeError(f"ask() takes text, got {type(text).__name__}")
         parts = as_parts(images)
@@ -732,6 +742,13 @@ class BaseChat(LoopMixin, DecisionsMixin):
         check = getattr(self.provider, "check_output", None)
         if spec is not None and check is not None:
             check(spec)  # a schema the provider cannot express fails here, before any request
+        return text, parts, spec
+
+    def _asking(
+        self, asked: tuple[str, Any, Any], max_steps: int | None, *, run: bool
+    ) -> Generator[_Effect, Any, StepResult]:
+        """Add the user message (its turn to drive has come), then complete if ``run``."""
+        text, parts, spec = asked
         with self._lock:
             unanswered = self.open_calls
             if unanswered:
@@ -745,7 +762,9 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self._emit_all(events)
         for turn_started in self._hook("turn_started"):
             turn_started()
-        return self
+        if not run:
+            return StepResult("generated", msg)  # ask_later: nothing driven
+        return (yield from self._complete_gen(max_steps))
 
     def ask(
         self,
@@ -777,6 +796,8 @@ class BaseChat(LoopMixin, DecisionsMixin):
         Returns:
             The turn's last assistant message. Check ``chat.status``: it may be
             ``awaiting_approval`` or ``budget_exhausted`` instead of ``complete``.
+            While another driver is at work, the message is added only once it
+            has stopped (see :meth:`complete`).
 
         Raises:
             OutputSchemaError: ``output`` cannot be asked of this provider
@@ -784,8 +805,8 @@ class BaseChat(LoopMixin, DecisionsMixin):
             OutputValidationError: The answer was invalid twice (both answers
                 stay in the transcript).
         """
-        self.ask_later(text, images=images, output=output)
-        return self.complete(max_steps=max_steps)
+        asked = self._checked_ask(text, images, output)
+        return self._drive_sync(self._asking(asked, max_steps, run=True)).message
 
     async def ask_async(
         self,
@@ -803,8 +824,8 @@ class BaseChat(LoopMixin, DecisionsMixin):
         ``approval_fallback``) and carries on; ``wait_for_approval=False``
         returns at once with the approval pending, as ``ask()`` does.
         """
-        self.ask_later(text, images=images, output=output)
-        reply = await self.complete_async(max_steps=max_steps)
+        asked = self._checked_ask(text, images, output)
+        reply = (await self._drive_async(self._asking(asked, max_steps, run=True))).message
         waiters = self._hook("wait_for_decision")  # the notebook view, inside a kernel
         if not waiters:
             return reply
@@ -813,12 +834,17 @@ class BaseChat(LoopMixin, DecisionsMixin):
         return self.last_assistant_message
 
     def step(self) -> StepResult:
-        """Do exactly one unit of work and say which (see :class:`StepResult`)."""
-        return self._drive_sync(self._guarded(self._step_gen()))
+        """Do exactly one unit of work and say which (see :class:`StepResult`).
+
+        While another driver is at work, it waits for it to stop, then does one
+        unit of work from where the chat stands then (``complete`` if the other
+        driver finished the turn).
+        """
+        return self._drive_sync(self._step_gen())
 
     async def step_async(self) -> StepResult:
         """Async twin of :meth:`step`."""
-        return await self._drive_async(self._guarded(self._step_gen()))
+        return await self._drive_async(self._step_gen())
 
     def complete(
         self,
@@ -838,12 +864,22 @@ class BaseChat(LoopMixin, DecisionsMixin):
                 replace ``chat.max_cost_usd`` / ``chat.max_total_tokens``;
                 they count what the chat spent before this call too).
 
+        One driver at a time: called while another is at work (a thread, a
+        click's continuation, a batch), it waits for that driver to stop, then
+        runs whatever is left (nothing, if the turn is answered), so the reply
+        is never one from before the other driver finished. The async twins
+        await instead, and their event loop runs on. Calling it from inside the
+        chat's own run (a tool or callback of this chat), or blocking the event
+        loop the running driver is on, raises :class:`~nbagent.DriverError`.
+
         Returns:
             The last assistant message.
         """
         self._set_budgets(max_cost_usd, max_total_tokens)
-        self._drive_sync(self._guarded(self._complete_gen(max_steps)))
-        return self.last_assistant_message
+        try:
+            return self._drive_sync(self._complete_gen(max_steps)).message
+        except WaitCancelled:  # cancel() while it waited: what is settled
+            return self.last_assistant_message
 
     async def complete_async(
         self,
@@ -854,8 +890,10 @@ class BaseChat(LoopMixin, DecisionsMixin):
     ) -> Message | None:
         """Async twin of :meth:`complete`."""
         self._set_budgets(max_cost_usd, max_total_tokens)
-        await self._drive_async(self._guarded(self._complete_gen(max_steps)))
-        return self.last_assistant_message
+        try:
+            return (await self._drive_async(self._complete_gen(max_steps))).message
+        except WaitCancelled:
+            return self.last_assistant_message
 
     def _set_budgets(self, cost: float | None, tokens: int | None) -> None:
         check_budgets(cost, tokens)

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from ._approvals import HUMAN, Policy, denial_content, policy_rules, restored_policies
+from ._drive import Drive
 from ._errors import DecisionError
 from ._events import (
     ApprovalDecided,
@@ -129,8 +130,9 @@ class StepResult:
             runnable calls), ``awaiting_approval`` (nothing runnable until
             someone decides), ``complete`` (the model answered),
             ``budget_exhausted`` (``complete(max_steps=)`` ran out), or ``busy``
-            (another thread is driving this chat; it will pick up decisions; or,
-            with a store, another process is: ``Chat.load`` the chat again).
+            (with a store: another process drives this chat, and this copy is
+            stale; ``Chat.load`` it again). Another driver in this process is
+            never ``busy``: the step waits for it (see :meth:`Chat.step`).
         message: The assistant message generated, or the chat's last one.
         calls: The calls run (``ran_tools``) or waiting (``awaiting_approval``).
         response: The provider's response (``generated``).
@@ -224,8 +226,7 @@ class ChatCore:
     _step: int
     _forced_spent: bool
     _cancel: threading.Event
-    _drive_lock: threading.Lock
-    _rerun: bool
+    _drive: Drive  # one driver at a time (``_drive.py``)
     _last_step: StepResult | None
     _last_error: BaseException | None
     _usage: Usage
@@ -253,7 +254,7 @@ class ChatCore:
     @property
     def is_running(self) -> bool:
         """True while a thread or task is driving the chat (``complete``, ``step``...)."""
-        return self._drive_lock.locked()
+        return self._drive.held
 
     def _sync_tools(self) -> None:
         """Take the sources' current tools (a source may connect here, outside the lock)."""

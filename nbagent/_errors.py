@@ -12,6 +12,7 @@
     ├── MCPServerError           an MCP server cannot be started or reached, or died mid-call
     │   └── MCPToolError         an MCP tool answered with isError (its text is the message)
     ├── ChatCancelled            chat.cancel() or KeyboardInterrupt stopped the loop
+    ├── DriverError              a drive call would wait for itself (see _drive.py)
     ├── OutputSchemaError        ask(output=...) with a type or schema the provider cannot express
     ├── OutputValidationError    a structured answer was not valid, even after one retry
     ├── StoreError               the store cannot be opened or read (see nbagent.store)
@@ -114,6 +115,16 @@ class ToolExecutionError(NBAgentError):
 
 class ChatCancelled(NBAgentError):
     """The loop was cancelled; the transcript is valid and ``complete()`` resumes it."""
+
+
+class DriverError(NBAgentError, RuntimeError):
+    """A call that drives a chat cannot wait for the chat's current driver.
+
+    The caller is that driver (a tool or callback of the running loop calling
+    ``complete()`` on its own chat), or it would block the event loop the
+    driver runs on (``chat.complete()`` where ``await chat.complete_async()``
+    belongs). Raised at once, instead of waiting forever.
+    """
 
 
 class OutputSchemaError(NBAgentError, ValueError):

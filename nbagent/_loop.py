@@ -14,7 +14,7 @@ import dataclasses
 import time
 import warnings
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from . import _aio
 from ._approvals import consult_resolver, requirement
@@ -31,6 +31,7 @@ from ._chat_state import (
     _RunRound,
 )
 from ._config import get_config
+from ._drive import WaitCancelled
 from ._errors import (
     ChatCancelled,
     MediaError,
@@ -58,7 +59,7 @@ from ._options import resolve_choice
 from ._recording import RecordedResult
 from ._result_text import edit_note, to_result, without_edit_note
 from ._runner import Job, Mode, Outcome, needs_event_loop
-from ._tools import SchemaValidationError, Tool
+from ._tools import SchemaValidationError, Tool, current_tool_call
 from ._types import (
     Approval,
     AssistantToolCallMessage,
@@ -74,39 +75,64 @@ from ._unicode import TooDeep, clean, clean_json
 from .providers._base import ModelRequest, Provider, StreamDelta
 from .providers._catalog import cost_of
 
+R = TypeVar("R")
+
 
 class LoopMixin(ChatCore):
     """Planning, model requests, tool rounds, and the sync/async drivers."""
 
-    def _drive_sync(self, gen: Generator[_Effect, Any, StepResult]) -> StepResult:
+    def _drive_sync(self, gen: Generator[_Effect, Any, R]) -> R:
+        """Run ``gen`` once it is this caller's turn to drive (``_drive.py``), blocking."""
+        if not self._drive.enter(own_call=self._in_own_call()):
+            gen.close()
+            raise WaitCancelled
+        self._cancel.clear()
         value: Any = None
         error: BaseException | None = None
-        while True:
-            try:
-                effect = gen.send(value) if error is None else gen.throw(error)
-            except StopIteration as stop:
-                return stop.value
-            value, error = None, None
-            try:
-                value = self._perform_sync(effect)
-            except BaseException as exc:
-                error = exc
+        try:
+            with self._drive.inside():
+                while True:
+                    try:
+                        effect = gen.send(value) if error is None else gen.throw(error)
+                    except StopIteration as stop:
+                        return stop.value
+                    value, error = None, None
+                    try:
+                        value = self._perform_sync(effect)
+                    except BaseException as exc:
+                        error = exc
+        finally:
+            self._drive.leave()
 
-    async def _drive_async(self, gen: Generator[_Effect, Any, StepResult]) -> StepResult:
+    async def _drive_async(self, gen: Generator[_Effect, Any, R]) -> R:
+        """Run ``gen`` once it is this caller's turn to drive, awaiting it (the loop runs on)."""
         if self._sources:  # a tool source may connect (seconds): not on the caller's loop
             await asyncio.get_running_loop().run_in_executor(None, self._sync_tools)
+        if not await self._drive.enter_async(own_call=self._in_own_call()):
+            gen.close()
+            raise WaitCancelled
+        self._cancel.clear()
         value: Any = None
         error: BaseException | None = None
-        while True:
-            try:
-                effect = gen.send(value) if error is None else gen.throw(error)
-            except StopIteration as stop:
-                return stop.value
-            value, error = None, None
-            try:
-                value = await self._perform_async(effect)
-            except BaseException as exc:
-                error = exc
+        try:
+            with self._drive.inside():
+                while True:
+                    try:
+                        effect = gen.send(value) if error is None else gen.throw(error)
+                    except StopIteration as stop:
+                        return stop.value
+                    value, error = None, None
+                    try:
+                        value = await self._perform_async(effect)
+                    except BaseException as exc:
+                        error = exc
+        finally:
+            self._drive.leave()
+
+    def _in_own_call(self) -> bool:
+        """Whether the caller runs inside a running tool call of this chat (any thread)."""
+        c = current_tool_call()
+        return c is not None and c.status == "running" and self._calls.get(c.id) is c
 
     def _perform_sync(self, effect: _Effect) -> Any:
         if isinstance(effect, _ModelRequest):
@@ -124,41 +150,6 @@ class LoopMixin(ChatCore):
     def _model(self, effect: _ModelRequest) -> Provider:
         """The chat's provider behind its recordings (``_replay.py``): replays or records."""
         return self._replayer.provider(self.provider, effect.step, self._recordings())
-
-    def _guarded(
-        self, gen: Generator[_Effect, Any, StepResult]
-    ) -> Generator[_Effect, Any, StepResult]:
-        """Run ``gen`` holding the drive lock; if another driver holds it, ask it to rerun.
-
-        Taking the lock and asking for a rerun, like releasing the lock and
-        checking for a rerun, happen under the state lock, so a request made
-        while a driver is finishing is never lost: either the driver sees it
-        and completes again, or the requester gets the lock itself.
-        """
-        with self._lock:
-            if not self._drive_lock.acquire(blocking=False):
-                self._rerun = True
-                gen.close()
-                return StepResult("busy", self.last_assistant_message)
-            self._rerun = False
-        self._cancel.clear()
-        held = True
-        try:
-            result = yield from gen
-            while True:
-                with self._lock:
-                    # A budget stop stands: a rerun asked meanwhile (a decision) is picked up
-                    # by whoever continues (the budget card's Continue, complete()).
-                    if not self._rerun or result.kind in ("busy", "budget_exhausted"):
-                        self._rerun = False
-                        self._drive_lock.release()
-                        held = False
-                        return result
-                    self._rerun = False
-                result = yield from self._complete_gen(None)
-        finally:
-            if held:
-                self._drive_lock.release()
 
     def _complete_gen(self, max_steps: int | None) -> Generator[_Effect, Any, StepResult]:
         """Steps until the turn is answered, parks, or ``max_steps`` steps did work.

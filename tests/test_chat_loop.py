@@ -443,15 +443,29 @@ def test_demo_model_end_to_end() -> None:
     assert len(calls_made) == 3 and "demo model" in none_answer.content  # type: ignore[union-attr]
 
 
-def test_a_completion_requested_while_driving_is_never_lost() -> None:
-    """A second driver (a click, another thread) gets "busy"; the running one completes for it."""
+def test_a_callback_driving_its_own_running_chat_is_told_at_once() -> None:
+    """A drive from inside the run (a callback on the driving thread) would wait for itself:
+    it raises DriverError at once, and the running driver goes on undisturbed."""
     chat, _ = make_chat(call_tools(("get_weather", {"city": "A"})), reply("done"))
     chat.ask_later("weather")
     assert chat.step().kind == "generated"
-    answers: list[Any] = []
-    chat.before_tool_call(lambda call: answers.append(chat.complete()))
-    ran = chat.step()
-    assert ran.kind == "complete"  # the step ran the tools, then completed for the other caller
-    assert len(answers) == 1  # the nested request returned at once ("busy")...
-    assert chat.is_complete  # ...and the running driver completed the turn for it
-    assert chat.transcript[-1].content == "done"  # type: ignore[union-attr]
+    errors: list[BaseException] = []
+
+    def nested(call: ToolCall) -> None:
+        for drive in (chat.complete, chat.step, lambda: chat.ask("more")):
+            try:
+                drive()
+            except nbagent.DriverError as exc:
+                errors.append(exc)
+
+    chat.before_tool_call(nested)
+    assert chat.step().kind == "ran_tools"
+    assert [type(e) for e in errors] == [nbagent.DriverError] * 3
+    assert "wait for itself" in str(errors[0])
+    assert calls_made == [("get_weather", {"city": "A", "unit": "c"})]
+    chat.off(nested)
+    assert chat.complete().content == "done"  # type: ignore[union-attr]
+    assert [m.content for m in chat.transcript if isinstance(m, ChatMessage)] == [
+        "weather",
+        "done",
+    ]
