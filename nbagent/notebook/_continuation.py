@@ -1,4 +1,4 @@
-"""After a click, hand the rest of the turn to the kernel's main event loop.
+"""After a click, carry the rest of the turn on in a worker thread.
 
 Why: a click reaches the kernel as a comm message on its shell channel, which
 handles one message at a time: the click waits until the running cell has
@@ -7,22 +7,22 @@ with ipykernel 7) or, for a cell that *awaits*, ipykernel >= 7.4. So a cell
 that blocks waiting for a click never gets it on most kernels. Instead, a cell
 returns while an approval is pending; the click handler records the decision
 (``chat.approve`` and friends are thread-safe) and asks the chat's
-:class:`Continuation` to run the loop again. The continuation runs
-``chat.complete_async()`` on the loop captured while a cell was running on the
-main thread, using ``asyncio.run_coroutine_threadsafe``: click handlers may run
-on a subshell thread (JupyterLab >= 4.4 with ipykernel 7), on the main thread
-inside that loop (ipykernel 6, subshells off), or anywhere in tests. With no
-loop captured (a terminal, a script), the loop runs in a worker thread with
-``chat.complete()``.
+:class:`Continuation` to run the loop again: ``chat.complete()`` in a worker
+thread, never on the kernel's loop, so a later cell that drives the chat
+(``chat.complete()``) waits for it and returns the settled reply (one driver
+at a time, ``nbagent/_drive.py``) instead of blocking the loop the continuation
+would need.
 
-Continuations of one chat are serialised: requests coalesce into one driver
-task, so two quick decisions never start two drivers. Errors are recorded in
-the chat's display state (every view shows them) and kept on
+Continuations of one chat are serialised: requests coalesce into one worker,
+so two quick decisions never start two drivers. Errors are recorded in the
+chat's display state (every view shows them) and kept on
 ``Continuation.last_error``; they are never lost.
 
 ``await chat.ask_async(...)`` can instead *wait* for the click where the
 kernel can deliver it while a cell awaits (ipykernel >= 7.4 dispatches comm
 messages concurrently with an awaiting cell): see :func:`wait_for_decisions`.
+The kernel's loop, captured while a cell runs (:func:`capture_main_loop`), is
+where that wait happens.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import asyncio
 import contextlib
 import contextvars
 import threading
-import time
 import traceback
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -104,7 +103,6 @@ class Continuation:
         self._idle.set()
         self.last_error: BaseException | None = None
         self.rendered = False
-        self._busy_retries = 0
         self.countdown: str | None = None
         self._countdown_listeners: list[Callable[[str | None], Any]] = []
 
@@ -122,11 +120,7 @@ class Continuation:
     def _start_locked(self) -> None:
         self._running = True
         self._idle.clear()
-        loop = main_loop()
-        if loop is not None and loop.is_running():
-            asyncio.run_coroutine_threadsafe(self._drain_async(), loop)
-        else:
-            threading.Thread(target=self._drain_sync, name="nbagent-continue", daemon=True).start()
+        threading.Thread(target=self._drain, name="nbagent-continue", daemon=True).start()
 
     def _next(self) -> tuple[bool, int | None]:
         with self._lock:
@@ -138,33 +132,7 @@ class Continuation:
             steps, self._max_steps = self._max_steps, None
             return True, steps
 
-    async def _drain_async(self) -> None:
-        _continuing.set(True)  # this task only: the loop runs here, not in a cell
-        try:
-            while True:
-                go, steps = self._next()
-                if not go:
-                    return
-                chat = self._chat()
-                if chat is None:
-                    continue
-                while chat.is_running:  # someone else is driving: let them finish
-                    await asyncio.sleep(0.02)
-                try:
-                    await chat.complete_async(max_steps=steps)
-                except Exception as exc:
-                    self._report(chat, exc)
-                else:
-                    self._keep_budget_stop(chat)
-                    self._retry_if_busy(chat, steps)
-        except BaseException as exc:  # cancelled with the loop: don't leave "running" behind
-            with self._lock:
-                self._running = False
-                self._idle.set()
-            if not isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt, SystemExit)):
-                raise
-
-    def _drain_sync(self) -> None:
+    def _drain(self) -> None:
         _continuing.set(True)
         done = False
         try:
@@ -176,15 +144,12 @@ class Continuation:
                 chat = self._chat()
                 if chat is None:
                     continue
-                while chat.is_running:
-                    time.sleep(0.02)
                 try:
-                    chat.complete(max_steps=steps)
+                    chat.complete(max_steps=steps)  # waits while another driver is at work
                 except Exception as exc:
                     self._report(chat, exc)
                 else:
                     self._keep_budget_stop(chat)
-                    self._retry_if_busy(chat, steps)
         finally:
             if not done:  # left by an exception the loop did not catch
                 with self._lock:
@@ -198,21 +163,6 @@ class Continuation:
             with self._lock:
                 if self._max_steps is None:
                     self._pending = False
-
-    def _retry_if_busy(self, chat: Chat, steps: int | None) -> None:
-        """Work left after a normal return means another driver turned us away
-        ("busy") just as it finished: run again once it has let go."""
-        if chat.status != "ready":
-            self._busy_retries = 0
-            return
-        self._busy_retries += 1
-        if self._busy_retries > 50:
-            self._busy_retries = 0
-            return
-        with self._lock:
-            self._pending = True
-            if steps is not None and self._max_steps is None:
-                self._max_steps = steps
 
     def _report(self, chat: Chat, exc: BaseException) -> None:
         from ._state import state_for
@@ -276,20 +226,6 @@ def continuation_for(chat: Chat) -> Continuation:
 
 
 # ------------------------------------------------------------------ waiting
-async def _settle_continuation(chat: Chat, cont: Continuation) -> bool:
-    """A click decided while the loop was finishing: let that continuation run first.
-
-    Returns True when there is still work the caller should drive (``ready``).
-    """
-    if chat.status != "ready":
-        return False
-    await asyncio.sleep(0)
-    deadline = time.monotonic() + 30.0
-    while (cont.busy or chat.is_running) and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    return chat.status == "ready"
-
-
 def kernel_can_wait() -> bool:
     """True inside an ipykernel >= 7.4, which delivers comm messages to an awaiting cell."""
     from ._kernel import in_kernel
@@ -334,8 +270,8 @@ async def wait_for_decisions(chat: Chat, wait: bool | None = None) -> bool:
     one change a second).
     """
     cont = continuation_for(chat)
-    if not chat.awaiting_approval:
-        return await _settle_continuation(chat, cont)
+    if not chat.awaiting_approval:  # decided while the loop finished: complete_async() waits
+        return chat.status == "ready"  # for a continuation already at work, then runs the rest
     cfg = get_config()
     timeout = float(cfg.approval_wait or 0)
     if wait is False or (timeout <= 0 and wait is None):

@@ -167,8 +167,9 @@ def test_approve_click_runs_the_tool_once(counter: Counter, continuation_mode: s
     assert "refunded order 42" in chat.last_assistant_message.content
     html = call_html(view, call)
     assert "nba-st-ok" in html and "approved by you" in html
-    if continuation_mode == "kernel-loop":
-        assert counter.threads == ["kernel-main"]  # ran on the kernel's loop, not the clicker's
+    # Ran on the continuation's worker, not the clicker's thread nor the kernel's loop (a later
+    # cell driving the chat waits for it there: tests/notebook/test_continuation.py).
+    assert counter.threads == ["nbagent-continue"]
     status = status_line(view)
     assert "complete" in status and "1 tool call" in status
 
@@ -681,17 +682,30 @@ def test_a_click_while_ask_async_returns_is_not_lost(
     assert chat.status == "complete" and "refunded order 17" in reply.content
 
 
-def test_a_continuation_turned_away_as_busy_runs_again(counter: Counter) -> None:
-    """Another driver holds the chat when the click's continuation starts: it waits, then runs."""
+def test_a_continuation_waits_for_another_driver_then_runs(counter: Counter) -> None:
+    """Another driver is at work when the click's continuation starts: it waits, then runs."""
     chat = make_chat(counter)
     view = ChatView(chat)
     chat.ask("Refund order 18")
-    chat._drive_lock.acquire()  # someone else is driving
+    inside, leave = threading.Event(), threading.Event()
+
+    class Hold(nbagent.Extension):  # someone else drives: a step held open at its start
+        def before_step(self) -> None:
+            if threading.current_thread().name == "other":
+                inside.set()
+                assert leave.wait(10)
+
+    chat.extend(Hold())
+    other = threading.Thread(target=chat.step, name="other")
+    other.start()
+    assert inside.wait(10)
     try:
         card_for(view, chat.pending_approvals[0]).click("approve")
-        threading.Event().wait(0.2)
+        while not chat._drive.waiting:  # the continuation waits for its turn
+            inside.wait(0.001)
         assert counter.calls == []
     finally:
-        chat._drive_lock.release()
+        leave.set()
+        other.join(10)
     assert view.continuation.wait(10)
     assert counter.calls == [{"order_id": 18}] and chat.status == "complete"
