@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -97,7 +98,7 @@ class Drive:
                     return True
                 self._refuse(own_call, None)
                 woken = loop.create_future()
-                self._wakers.append(lambda: _wake(loop, woken))
+                self._wakers.append(functools.partial(_wake, loop, woken))
                 self.waiting += 1
             try:
                 await woken

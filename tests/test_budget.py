@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nbagent import Chat, StepFinished, tool
+from nbagent import Chat, DriverError, StepFinished, tool
 from nbagent.notebook._render import conversation_text
 from nbagent.notebook._state import BudgetEntry, ChatState
 from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
@@ -104,15 +104,18 @@ def test_answer_on_the_last_allowed_step_is_complete() -> None:
 
 
 def test_a_drive_requested_during_the_run_does_not_outrun_the_budget() -> None:
-    """Someone asks to drive while the loop runs (a click's continuation, here a tool calling
-    ``chat.step()``): the running driver re-plans, but not past a budget stop."""
+    """A tool of the running chat tries to drive it (``chat.step()``): refused at once
+    (it would wait for itself), and the running driver stops at its budget as planned."""
     ran.clear()
     asked: list[str] = []
 
     @tool
     def poke(key: str) -> str:
-        """Ask the chat to drive while it is driving."""
-        asked.append(chat.step().kind)  # another driver: turned away, rerun requested
+        """Try to drive the chat while it is driving."""
+        try:
+            chat.step()
+        except DriverError:
+            asked.append("refused")
         return "poked"
 
     script = [call_tools(("poke", {"key": "a"})), call_tools(("lookup", {"key": "b"}))]
@@ -121,7 +124,7 @@ def test_a_drive_requested_during_the_run_does_not_outrun_the_budget() -> None:
     kinds: list[str] = []
     chat.on(StepFinished, lambda e: kinds.append(e.kind))
     chat.ask("go", max_steps=2)  # ask, run poke; the next request is over budget
-    assert asked == ["busy"]
+    assert asked == ["refused"]
     assert chat.status == "budget_exhausted" and kinds == [
         "generated",
         "ran_tools",

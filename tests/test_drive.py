@@ -263,7 +263,7 @@ def test_a_blocking_call_on_the_loop_an_async_driver_runs_on_is_refused() -> Non
     async def main() -> None:
         task = asyncio.ensure_future(chat.ask_async("go"))
         await started.wait()
-        with pytest.raises(DriverError, match="await chat.complete_async"):
+        with pytest.raises(DriverError, match=r"await chat\.complete_async"):
             chat.complete()
         gate.set()
         assert (await task).content == "done"

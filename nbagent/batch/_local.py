@@ -312,7 +312,7 @@ class _Row:
     async def _make(self) -> Any:
         """The row's chat: a new one from the factory, or its stored one (resumed)."""
         spec, job = self.spec, self.job
-        if self.live is not None and not self.live.is_running:
+        if self.live is not None:  # its other driver (the inbox, a cell), if any, goes first
             return self.live
         made = spec.make_chat(job.row) if spec.takes_row else spec.make_chat()
         if inspect.isawaitable(made):

@@ -30,7 +30,6 @@ at once when a live chat emits an approval event, and every
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import threading
 import weakref
@@ -40,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._approvals import HUMAN
 from .._events import ApprovalDecided, ApprovalRequested, Event, StepFinished
-from .._notice import in_kernel, notice
+from .._notice import in_kernel
 from .._types import ToolCall
 from ._filter import Filter, as_filter
 from ._present import chat_label, decided_words, html_table, one_line, row_view, text_table
@@ -385,25 +384,11 @@ class Inbox:
         cont.request()
 
     def wait(self, timeout: float | None = 30.0) -> bool:
-        """Block until the chats this inbox continued have stopped (scripts, tests).
+        """Block until the chats this inbox continued have stopped (cells, scripts, tests).
 
-        In a notebook the chats continue on the kernel's loop once the running
-        cell ends (as after a click), so a cell cannot wait for them: there this
-        returns ``False`` at once with a notice (look in the next cell).
+        They continue in worker threads, as after a click; a cell that drives
+        one of them meanwhile waits for it (one driver at a time).
         """
-        from ..notebook._continuation import main_loop
-
-        loop = main_loop()
-        with contextlib.suppress(RuntimeError):
-            if loop is not None and asyncio.get_running_loop() is loop:
-                with self._lock:
-                    busy = any(c.busy for c in self._continued)
-                if busy:
-                    notice(
-                        "the chats continue when this cell ends (on the kernel's loop, as "
-                        "after a click): look at them in the next cell"
-                    )
-                return not busy
         with self._lock:
             conts = list(self._continued)
         return all(c.wait(timeout) for c in conts)
