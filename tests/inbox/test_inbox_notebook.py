@@ -3,8 +3,6 @@ chats' own cards after the inbox decided, and the chats continuing while a cell 
 
 from __future__ import annotations
 
-import json
-
 import nbclient
 import nbformat
 
