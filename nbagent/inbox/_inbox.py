@@ -16,8 +16,8 @@ preview of exactly the calls it covers and decides only those, after a
 confirm.
 
 **Who continues.** A live chat given to the inbox directly continues after
-a decision as after a card click (the notebook's ``Continuation``: on the
-kernel's loop in a notebook, a worker thread elsewhere); a chat from a batch
+a decision as after a card click (the notebook's ``Continuation``: in a worker
+thread, which a cell driving the chat waits for); a chat from a batch
 result is continued by its batch while the batch run still watches its
 parked rows (``run.running``), and like a direct one once it stopped
 watching; a stored chat by whichever process drives it (its view's refresh
