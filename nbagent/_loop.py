@@ -10,10 +10,11 @@ the loop. ``_RoundHooks`` is the chat's side of the runner protocol.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 import warnings
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any, Literal, TypeVar
 
 from . import _aio
@@ -83,51 +84,47 @@ class LoopMixin(ChatCore):
 
     def _drive_sync(self, gen: Generator[_Effect, Any, R]) -> R:
         """Run ``gen`` once it is this caller's turn to drive (``_drive.py``), blocking."""
-        if not self._drive.enter(own_call=self._in_own_call()):
-            gen.close()
-            raise WaitCancelled
-        self._cancel.clear()
-        value: Any = None
-        error: BaseException | None = None
-        try:
-            with self._drive.inside():
-                while True:
-                    try:
-                        effect = gen.send(value) if error is None else gen.throw(error)
-                    except StopIteration as stop:
-                        return stop.value
-                    value, error = None, None
-                    try:
-                        value = self._perform_sync(effect)
-                    except BaseException as exc:
-                        error = exc
-        finally:
-            self._drive.leave()
+        with self._driving(self._drive.enter(own_call=self._in_own_call()), gen):
+            value: Any = None
+            error: BaseException | None = None
+            while True:
+                try:
+                    effect = gen.send(value) if error is None else gen.throw(error)
+                except StopIteration as stop:
+                    return stop.value
+                value, error = None, None
+                try:
+                    value = self._perform_sync(effect)
+                except BaseException as exc:
+                    error = exc
 
     async def _drive_async(self, gen: Generator[_Effect, Any, R]) -> R:
         """Run ``gen`` once it is this caller's turn to drive, awaiting it (the loop runs on)."""
         if self._sources:  # a tool source may connect (seconds): not on the caller's loop
             await asyncio.get_running_loop().run_in_executor(None, self._sync_tools)
-        if not await self._drive.enter_async(own_call=self._in_own_call()):
+        with self._driving(await self._drive.enter_async(own_call=self._in_own_call()), gen):
+            value: Any = None
+            error: BaseException | None = None
+            while True:
+                try:
+                    effect = gen.send(value) if error is None else gen.throw(error)
+                except StopIteration as stop:
+                    return stop.value
+                value, error = None, None
+                try:
+                    value = await self._perform_async(effect)
+                except BaseException as exc:
+                    error = exc
+
+    @contextlib.contextmanager
+    def _driving(self, entered: bool, gen: Generator[Any, Any, Any]) -> Iterator[None]:
+        """The caller's turn to drive came (``entered``), or ``cancel()`` sent it back."""
+        if not entered:
             gen.close()
             raise WaitCancelled
         self._cancel.clear()
-        value: Any = None
-        error: BaseException | None = None
-        try:
-            with self._drive.inside():
-                while True:
-                    try:
-                        effect = gen.send(value) if error is None else gen.throw(error)
-                    except StopIteration as stop:
-                        return stop.value
-                    value, error = None, None
-                    try:
-                        value = await self._perform_async(effect)
-                    except BaseException as exc:
-                        error = exc
-        finally:
-            self._drive.leave()
+        with self._drive.held_here():
+            yield
 
     def _in_own_call(self) -> bool:
         """Whether the caller runs inside a running tool call of this chat (any thread)."""
