@@ -18,6 +18,7 @@ other tool.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import weakref
@@ -29,11 +30,12 @@ from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
 from .._aio import run_on_loop
-from .._errors import ToolDefinitionError
+from .._errors import MCPServerError, ToolDefinitionError
 from .._optional import require
-from .._tools import Tool, ToolSource
+from .._tools import Tool, ToolSource, on_chat_cancel
 from .._types import ToolCall
 from . import _connection as conn
+from . import _stdio
 from ._results import result_value
 
 ApprovalRule = (
@@ -119,12 +121,41 @@ class MCPTool(Tool, abstract=True):
         return f"{where} does not mark it read-only"
 
     async def execute(self, **arguments: Any) -> Any:
-        """Send the call to the server (on the MCP loop) and map its answer."""
-        result = await run_on_loop(
-            self._server._connection.call(self.remote_name, arguments),
-            conn.mcp_loop(),
-            f"MCP tool {self.name!r}",
-        )
+        """Send the call to the server (on the MCP loop) and map its answer.
+
+        ``chat.cancel()`` abandons it (the server is told to cancel): an error
+        result, since whether the tool did anything is unknown.
+        """
+        task, loop = asyncio.current_task(), asyncio.get_running_loop()
+        state = {"done": False, "abandoned": False}
+
+        def abandon() -> None:  # on this loop's thread: cancels only a call still waiting
+            if not state["done"] and task is not None:
+                state["abandoned"] = True
+                task.cancel()
+
+        def on_cancel() -> None:  # from the thread calling chat.cancel()
+            with contextlib.suppress(RuntimeError):  # this loop already ended
+                loop.call_soon_threadsafe(abandon)
+
+        withdraw = on_chat_cancel(on_cancel)
+        try:
+            result = await run_on_loop(
+                self._server._connection.call(self.remote_name, arguments),
+                conn.mcp_loop(),
+                f"MCP tool {self.name!r}",
+            )
+        except asyncio.CancelledError:
+            if not state["abandoned"] or task is None or task.uncancel() > 0:
+                raise
+            raise MCPServerError(
+                f"MCP tool {self.name!r} was abandoned by chat.cancel() while it ran (the "
+                "server was told to cancel it); whether it did anything is unknown, so it "
+                "was not retried"
+            ) from None
+        finally:
+            state["done"] = True
+            withdraw()
         return result_value(result)
 
     def _same(self, definition: Any, rule: ApprovalRule) -> bool:
@@ -164,13 +195,20 @@ class MCPServer(ToolSource):
             entry, else the annotations.
         timeout: Seconds before a call is abandoned (``timed_out``; the
             server is told to cancel it).
+        connect_timeout: Seconds for starting or reaching the server and
+            for listing its tools (default 30; ``None``: no limit). Past it,
+            ``MCPServerError``; a server that connected but does not list
+            is restarted at the next use.
 
     Lifecycle: the connection opens on first use; a server that exits while
     idle is restarted by the next call; one that exits during a call fails
     that call (an error result: whether it did anything is unknown, so it is
     never re-sent) and is restarted by the next. A change of the server's
     tool list (``notifications/tools/list_changed``) shows up at the chat's
-    next step. ``chat.close()``, :meth:`close`, ``with`` and interpreter exit
+    next request (listing again at most 3 times at once, then once a second).
+    A JSON-RPC error from the server refuses that request only.
+    ``chat.cancel()`` abandons a connection, listing or call in flight.
+    ``chat.close()``, :meth:`close`, ``with`` and interpreter exit
     stop it; a stdio server dies with the process that started it.
     """
 
@@ -184,6 +222,7 @@ class MCPServer(ToolSource):
         label: str | None = None,
         approval: Approval = "annotations",
         timeout: float | None = None,
+        connect_timeout: float | None = conn.CONNECT_TIMEOUT,
     ):
         require("mcp", _FEATURE)
         if prefix is not None and (not prefix or _INVALID.search(prefix)):
@@ -195,15 +234,21 @@ class MCPServer(ToolSource):
                 _check_rule(rule, f"approval[{key!r}]")
         else:
             _check_rule(approval, "approval")
-        if timeout is not None and timeout <= 0:
-            raise ToolDefinitionError("timeout must be positive")
+        for name, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float) or not value > 0
+            ):
+                raise ToolDefinitionError(f"{name} must be a positive number of seconds or None")
         self.kind = kind
         self.prefix = prefix
         self._approval = approval
         self.timeout = timeout
         self._label = label
         self._fallback_label = target
-        self._connection = conn.Connection(open_client, label or prefix or target)
+        self.connect_timeout = connect_timeout
+        self._connection = conn.Connection(
+            open_client, label or prefix or target, connect_timeout=connect_timeout
+        )
         self._tools: tuple[MCPTool, ...] = ()
         self._generation = -1
         weakref.finalize(self, self._connection.close)
@@ -221,6 +266,8 @@ class MCPServer(ToolSource):
         label: str | None = None,
         approval: Approval = "annotations",
         timeout: float | None = None,
+        connect_timeout: float | None = conn.CONNECT_TIMEOUT,
+        max_result_bytes: int = _stdio.MAX_MESSAGE_BYTES,
     ) -> MCPServer:
         """A server nbagent starts as a process and talks to over its stdin/stdout.
 
@@ -231,27 +278,47 @@ class MCPServer(ToolSource):
                 (``PATH``, ``HOME``...; the SDK does not pass the rest of yours).
                 Never shown in reprs, logs or errors.
             cwd: Its working directory.
-            prefix, label, approval, timeout: See :class:`MCPServer`.
+            max_result_bytes: The largest message read from the server
+                (default 16 MiB; the model sees at most ``result_max_chars``
+                of a result anyway). A longer answer is not kept: its call
+                fails with ``MCPServerError`` saying so, and the server stays up.
+            prefix, label, approval, timeout, connect_timeout: See :class:`MCPServer`.
 
         The server's stderr (its logs) goes to this process's real stderr:
-        in a notebook, the terminal running Jupyter, not the notebook.
+        in a notebook, the terminal running Jupyter, not the notebook. It
+        runs in its own process group, which is ended with it; on Linux the
+        whole group dies with this process, even behind a wrapper (``npx``,
+        ``uvx``, ``sh -c``) and even if it ignores the end of its input.
         """
         require("mcp", _FEATURE)
+        if (
+            isinstance(max_result_bytes, bool)
+            or not isinstance(max_result_bytes, int)
+            or max_result_bytes < 1024
+        ):
+            raise ToolDefinitionError(
+                f"max_result_bytes must be a whole number of bytes, at least 1024, "
+                f"got {max_result_bytes!r}"
+            )
         argv = [str(a) for a in args]
         environment = {str(k): str(v) for k, v in (env or {}).items()}
         workdir = str(cwd) if cwd is not None else None
         script = next((a for a in reversed(argv) if Path(a).suffix), None)
         fallback = Path(script or command).stem or "mcp"
 
-        def open_client(handler: Any) -> Any:
-            from mcp import Client, StdioServerParameters
-            from mcp.client.stdio import stdio_client
+        def open_client(link: conn.Connection) -> Any:
+            from mcp import Client
 
             path = environment.get("PATH", os.environ.get("PATH"))
-            exe, full = conn.guarded(command, argv, path)
-            params = StdioServerParameters(command=exe, args=full, env=environment, cwd=workdir)
-            transport = stdio_client(params, errlog=conn.server_stderr())
-            return Client(transport, message_handler=handler, cache=None)
+            transport = _stdio.stdio_transport(
+                _stdio.guarded(command, argv, path),
+                environment,
+                workdir,
+                max_message_bytes=max_result_bytes,
+                on_list_changed=link.list_changed,
+                on_lost=link.lost,
+            )
+            return Client(transport, message_handler=link.on_message, cache=None)
 
         server = cls(
             "stdio",
@@ -261,7 +328,9 @@ class MCPServer(ToolSource):
             label=label,
             approval=approval,
             timeout=timeout,
+            connect_timeout=connect_timeout,
         )
+        server.max_result_bytes = max_result_bytes
         server._describe = f"{command} {' '.join(argv)}".strip()
         return server
 
@@ -275,6 +344,7 @@ class MCPServer(ToolSource):
         label: str | None = None,
         approval: Approval = "annotations",
         timeout: float | None = None,
+        connect_timeout: float | None = conn.CONNECT_TIMEOUT,
     ) -> MCPServer:
         """A server reached over streamable HTTP at ``url`` (``http://127.0.0.1:8000/mcp``).
 
@@ -282,7 +352,7 @@ class MCPServer(ToolSource):
             url: The MCP endpoint.
             headers: Sent with every request (``{"Authorization": "Bearer ..."}``);
                 never shown in reprs, logs or errors.
-            prefix, label, approval, timeout: See :class:`MCPServer`.
+            prefix, label, approval, timeout, connect_timeout: See :class:`MCPServer`.
         """
         require("mcp", _FEATURE)
         parts = urlsplit(url)
@@ -290,10 +360,11 @@ class MCPServer(ToolSource):
             raise ValueError(f"MCPServer.http needs an http(s) URL, got {url!r}")
         sent = {str(k): str(v) for k, v in (headers or {}).items()}
 
-        def open_client(handler: Any) -> Any:
+        def open_client(link: conn.Connection) -> Any:
             from mcp import Client
 
-            return Client(conn.http_transport(url, sent), message_handler=handler, cache=None)
+            transport = conn.http_transport(url, sent)
+            return Client(transport, message_handler=link.on_message, cache=None)
 
         server = cls(
             "http",
@@ -303,11 +374,13 @@ class MCPServer(ToolSource):
             label=label,
             approval=approval,
             timeout=timeout,
+            connect_timeout=connect_timeout,
         )
         server._describe = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
         return server
 
     _describe = ""
+    max_result_bytes: int | None = None  # stdio: the largest message read (see stdio())
 
     # ----------------------------------------------------------- the face
     @property
@@ -360,7 +433,8 @@ class MCPServer(ToolSource):
             MCPServerError: The server cannot be reached or broke during the call.
         """
         remote = self._remote(name)
-        return result_value(conn.wait(self._connection.call(remote, dict(arguments or {}))))
+        coro = self._connection.call(remote, dict(arguments or {}))
+        return result_value(conn.wait(coro, what=f"MCP tool {remote!r}"))
 
     async def call_async(self, name: str, arguments: Mapping[str, Any] | None = None) -> Any:
         """Async twin of :meth:`call` (from any event loop)."""
@@ -397,9 +471,9 @@ class MCPServer(ToolSource):
     def source_tools(self) -> tuple[MCPTool, ...]:
         """The current tools, listing them again after a change or a reconnection."""
         c = self._connection
-        if c.usable() and not c.stale and self._generation == c.generation:
-            return self._tools
-        definitions = conn.wait(c.list_tools())
+        if c.usable() and self._generation == c.generation and (not c.stale or not c.may_relist()):
+            return self._tools  # unchanged, or changed again too soon: listed at a later step
+        definitions = conn.wait(c.list_tools(), what=f"MCP server {self.label!r} listing its tools")
         self._generation = c.generation
         self._tools = self._rebuild(definitions)
         return self._tools
