@@ -9,9 +9,10 @@ SDK's ``Client`` takes:
 - **Lines in linear time, bounded.** Bytes are split at newlines as they
   come; a message longer than ``max_message_bytes`` is not kept (only its
   first and last few KiB, to find which request it answers): that request
-  gets an error response saying so, and the session goes on. One whose
-  request cannot be told ends the connection (``on_lost`` says why), so
-  nothing waits for an answer that was thrown away.
+  gets an error response saying so, and the session goes on. A long
+  notification is dropped. A long answer whose request cannot be told ends
+  the connection (``on_lost`` says why), so nothing waits for an answer that
+  was thrown away.
 - **Lenient decoding.** Invalid UTF-8 becomes U+FFFD; a line that is not
   JSON-RPC is passed on as an error item (the session ignores it), unless it
   names a request waiting for its answer, which then fails at once.
@@ -173,8 +174,9 @@ _TAIL_ID = re.compile(
 )
 
 
-def _head_id(head: bytes) -> Any:
-    """The top-level ``id`` of a (possibly cut) JSON object, if its start shows it."""
+def _head_fields(head: bytes) -> dict[bytes, bytes]:
+    """The top-level scalar members a (possibly cut) JSON object shows at its start."""
+    fields: dict[bytes, bytes] = {}
     depth = 0
     key: bytes | None = None
     expect_key = False
@@ -192,10 +194,11 @@ def _head_id(head: bytes) -> Any:
         elif depth == 1 and expect_key:
             key, expect_key = tok, False
             continue
-        elif depth == 1 and key == b'"id"':
-            return _id_value(tok)
-        key = None if depth == 1 else key
-    return None
+        elif depth == 1 and key is not None:
+            fields[key] = tok
+        if depth == 1:
+            key = None
+    return fields
 
 
 def _id_value(raw: bytes) -> Any:
@@ -207,7 +210,11 @@ def _id_value(raw: bytes) -> Any:
 def _answered_id(line: bytes | _Oversized, waiting: dict[str, Any]) -> Any:
     """Which waiting request an unreadable answer is for (``None``: cannot tell)."""
     head, tail = (line.head, line.tail) if isinstance(line, _Oversized) else (line, line)
-    candidates = [_head_id(head)]
+    fields = _head_fields(head)
+    if b'"method"' in fields:
+        return None  # a request or notification from the server, not an answer
+    start = fields.get(b'"id"')
+    candidates = [_id_value(start) if start is not None else None]
     m = _TAIL_ID.search(tail[-4096:])
     if m:
         candidates.append(_id_value(m.group(1)))
@@ -229,6 +236,7 @@ async def stdio_transport(
 ) -> AsyncIterator[tuple[Any, Any]]:
     """Start ``argv`` and yield ``(read_stream, write_stream)`` for the SDK's ``Client``."""
     import anyio
+    import anyio.lowlevel
     import mcp_types as types
     from mcp.client.stdio import get_default_environment
     from mcp.shared.message import SessionMessage
@@ -253,6 +261,10 @@ async def stdio_transport(
         """Hand one line to the session; False: the connection must end."""
         if isinstance(line, _Oversized):
             rid = _answered_id(line, waiting)
+            if b'"method"' in _head_fields(line.head):
+                # a notification (or a request) the server sent on its own: dropped
+                await read_in.send(ValueError(f"dropped a {line.size}-byte message"))
+                return True
             if rid is None:
                 on_lost(
                     f"the server sent a message of {line.size:,} bytes, more than "
@@ -304,6 +316,7 @@ async def stdio_transport(
                     for line in lines.feed(chunk):
                         if not await deliver(line):
                             return
+                    await anyio.lowlevel.checkpoint()  # a flooding server takes turns with the rest
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass  # the session is gone
         except Exception as exc:  # a dead reader must not leave requests waiting

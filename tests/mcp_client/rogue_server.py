@@ -4,11 +4,17 @@ It speaks just enough of the legacy protocol (``initialize``, ``tools/list``,
 ``tools/call``) to be used, and misbehaves on purpose:
 
 - ``--hang initialize`` / ``--hang list``: never answers that request;
+  ``--hang relist``: answers the first ``tools/list``, announces a change, and
+  never answers another;
+- tool ``lists``: how many ``tools/list`` requests it received;
 - tool ``fail``: answers a JSON-RPC error -32000 (an application error);
 - tool ``count``: its state (a counter), to see whether the process was restarted;
 - tool ``garble``: writes a line that is not UTF-8, then answers with a
   non-UTF-8 byte inside its text;
-- tool ``big``: answers ``size`` bytes of text (one long line);
+- tool ``big``: answers ``size`` bytes of text (one long line); ``unreadable``
+  the same with its id in the middle of the line (which request it answers
+  cannot be told from either end); ``bignote`` first sends a notification of
+  ``size`` bytes, then answers;
 - tool ``flood``: sends ``n`` ``notifications/tools/list_changed`` before it answers;
   ``--flood`` sends them without end once initialized;
 - ``--linger``: ignores the end of its input (stays until killed).
@@ -26,6 +32,7 @@ import time
 OUT = sys.stdout.buffer
 LOCK = threading.Lock()
 COUNT = 0
+LISTS = 0
 TOOLS = [
     {
         "name": name,
@@ -41,6 +48,9 @@ TOOLS = [
         ("big", {"size": {"type": "integer"}}),
         ("flood", {"n": {"type": "integer"}}),
         ("pid", {}),
+        ("lists", {}),
+        ("unreadable", {"size": {"type": "integer"}}),
+        ("bignote", {"size": {"type": "integer"}}),
     ]
 ]
 CHANGED = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n'
@@ -72,6 +82,17 @@ def call(rid: object, name: str, args: dict[str, object]) -> None:
     elif name == "count":
         COUNT += 1
         text(rid, str(COUNT))
+    elif name == "lists":
+        text(rid, str(LISTS))
+    elif name == "unreadable":
+        size = int(args.get("size", 0))  # type: ignore[call-overload]
+        half = b"y" * (size // 2)
+        send(b'{"a":"' + half + b'","id":' + json.dumps(rid).encode() + b',"b":"' + half + b'"}\n')
+    elif name == "bignote":
+        size = int(args.get("size", 0))  # type: ignore[call-overload]
+        note = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info",'
+        send(note + b'"data":"' + b"z" * size + b'"}}\n')
+        text(rid, "noted")
     elif name == "pid":
         text(rid, str(os.getpid()))
     elif name == "fail":
@@ -100,8 +121,9 @@ def call(rid: object, name: str, args: dict[str, object]) -> None:
 
 
 def main() -> None:
+    global LISTS
     parser = argparse.ArgumentParser()
-    parser.add_argument("--hang", choices=["initialize", "list"], default=None)
+    parser.add_argument("--hang", choices=["initialize", "list", "relist"], default=None)
     parser.add_argument("--flood", action="store_true")
     parser.add_argument("--linger", action="store_true")
     opts = parser.parse_args()
@@ -124,8 +146,12 @@ def main() -> None:
                 },
             )
         elif method == "tools/list":
-            if opts.hang != "list":
-                answer(rid, {"tools": TOOLS})
+            LISTS += 1
+            if opts.hang == "list" or (opts.hang == "relist" and LISTS > 1):
+                continue
+            answer(rid, {"tools": TOOLS})
+            if opts.hang == "relist":
+                send(CHANGED)
         elif method == "tools/call":
             params = msg.get("params") or {}
             call(rid, params.get("name", ""), params.get("arguments") or {})
