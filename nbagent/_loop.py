@@ -3,9 +3,10 @@
 ``_step_gen`` does one unit of work; ``_complete_gen`` repeats it within a
 budget. Each yields :class:`_ModelRequest`, :class:`_RunRound` or
 :class:`_SyncTools` (tool sources, only before a request: a step that asks no
-model never waits on an MCP server) effects and receives their results; ``_drive_sync`` performs them with blocking calls and
-``_drive_async`` awaits them, so the sync and async APIs share every line of
-the loop. ``_RoundHooks`` is the chat's side of the runner protocol.
+model never waits on an MCP server) effects and receives their results;
+``_drive_sync`` performs them with blocking calls and ``_drive_async`` awaits
+them, so the sync and async APIs share every line of the loop. ``_RoundHooks``
+is the chat's side of the runner protocol.
 """
 
 from __future__ import annotations

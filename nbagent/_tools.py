@@ -72,7 +72,7 @@ class CancelEvent(threading.Event):
     def __init__(self) -> None:
         super().__init__()
         self._waiters_lock = threading.Lock()
-        self._waiters: dict[int, Callable[[], None]] = {}
+        self._waiters: dict[int, Callable[[], object]] = {}
         self._next = 0
 
     def set(self) -> None:
@@ -86,7 +86,7 @@ class CancelEvent(threading.Event):
             except Exception:  # a waiter's problem must not stop the others or cancel()
                 continue
 
-    def register(self, fn: Callable[[], None]) -> Callable[[], None]:
+    def register(self, fn: Callable[[], object]) -> Callable[[], None]:
         """Call ``fn`` when the flag is set; returns a function that withdraws it."""
         with self._waiters_lock:
             if not self.is_set():
@@ -111,7 +111,7 @@ _chat_cancel: contextvars.ContextVar[CancelEvent | None] = contextvars.ContextVa
 )
 
 
-def on_chat_cancel(fn: Callable[[], None]) -> Callable[[], None]:
+def on_chat_cancel(fn: Callable[[], object]) -> Callable[[], None]:
     """Have ``fn`` called if the chat this code runs for is cancelled (``chat.cancel()``).
 
     For a tool or a tool source waiting on something it can abandon: ``fn``

@@ -273,11 +273,11 @@ async def stdio_transport(
                 )
                 return False
             waiting.pop(str(rid), None)
-            message = (
+            too_long = (
                 f"the server's answer was {line.size:,} bytes, more than "
                 f"max_result_bytes={max_message_bytes:,}; it was discarded"
             )
-            await read_in.send(made_up_error(rid, message))
+            await read_in.send(made_up_error(rid, too_long))
             return True
         line = line.rstrip(b"\r")
         if not line.strip():
