@@ -5,6 +5,7 @@ and ``chat.cancel()`` freeing a chat that waits on a server."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shlex
 import subprocess
@@ -88,11 +89,15 @@ def test_connect_timeout_and_max_result_bytes_are_checked(value: Any) -> None:
         rogue(max_result_bytes=value)
 
 
-def test_chat_cancel_frees_a_chat_waiting_for_a_server_to_connect() -> None:
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_chat_cancel_frees_a_chat_waiting_for_a_server_to_connect(driver: str) -> None:
     server = rogue("--hang", "initialize", connect_timeout=None)
     chat = Chat(provider=ScriptedProvider([reply("hi")])).with_tools(server)
     try:
-        t, out = in_thread(lambda: chat.ask("hello"))
+        if driver == "sync":
+            t, out = in_thread(lambda: chat.ask("hello"))
+        else:
+            t, out = in_thread(lambda: asyncio.run(chat.ask_async("hello")))
         time.sleep(0.5)  # let it start waiting (not an assertion of speed)
         chat.cancel()
         t.join(20)
@@ -103,12 +108,19 @@ def test_chat_cancel_frees_a_chat_waiting_for_a_server_to_connect() -> None:
         server.close()
 
 
+@pytest.mark.parametrize(
+    ("mode", "driver"),
+    [("sequential", "sync"), ("threads", "sync"), ("async", "sync"), ("async", "async")],
+)
 def test_chat_cancel_abandons_a_hung_tool_call_and_the_server_stays_usable(
-    notes: MCPServer,
+    notes: MCPServer, mode: str, driver: str
 ) -> None:
     provider = ScriptedProvider([call_tools(("notes_slow", {"seconds": 600})), reply("done")])
-    chat = Chat(provider=provider).with_tools(notes)
-    t, out = in_thread(lambda: chat.ask("sleep"))
+    chat = Chat(provider=provider).with_tools(notes).with_tool_options(concurrency=mode)
+    if driver == "sync":
+        t, out = in_thread(lambda: chat.ask("sleep"))
+    else:
+        t, out = in_thread(lambda: asyncio.run(chat.ask_async("sleep")))
     assert until(lambda: bool(chat.tool_calls) and chat.tool_calls[0].status == "running")
     chat.cancel()
     t.join(20)
