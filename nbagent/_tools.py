@@ -9,7 +9,7 @@ never appears in the schema. From deeper inside a tool,
 
 A :class:`ToolSource` gives a chat tools it does not define itself and whose
 list may change while the chat runs (an MCP server, ``nbagent.MCPServer``):
-``chat.with_tools(source)`` asks it for its current tools at every step.
+``chat.with_tools(source)`` asks it for its current tools before every model request.
 
 An async tool that uses a resource bound to one event loop (an ``aiohttp``
 session, a client made on the notebook's loop) names that loop with
@@ -433,9 +433,9 @@ def _bound_loop(name: str, fn: Callable[..., Any], loop: LoopOption) -> Any:
 class ToolSource:
     """Tools a chat gets from elsewhere, whose list may change (an MCP server).
 
-    ``chat.with_tools(source)`` keeps the source, not a copy of its tools: at
-    every step the chat asks :meth:`source_tools` for the current list (the
-    source answers from a cache unless its list changed), and
+    ``chat.with_tools(source)`` keeps the source, not a copy of its tools:
+    before every model request the chat asks :meth:`source_tools` for the
+    current list (the source answers from a cache unless its list changed), and
     ``chat.close()`` calls :meth:`close`.
     """
 

@@ -241,13 +241,21 @@ async def stdio_transport(
     from mcp.client.stdio import get_default_environment
     from mcp.shared.message import SessionMessage
 
-    process = await anyio.open_process(
-        argv,
-        env=get_default_environment() | env,
-        stderr=server_stderr(),
-        cwd=cwd,
-        start_new_session=True,
-    )
+    if sys.platform == "win32":  # pragma: no cover (the SDK's spawn: a Job Object ends the tree)
+        from mcp.os.win32.utilities import create_windows_process
+
+        environment = get_default_environment() | env
+        process: Any = await create_windows_process(
+            argv[0], argv[1:], environment, server_stderr(), cwd
+        )
+    else:
+        process = await anyio.open_process(
+            argv,
+            env=get_default_environment() | env,
+            stderr=server_stderr(),
+            cwd=cwd,
+            start_new_session=True,
+        )
     read_in, read_out = anyio.create_memory_object_stream[Any](0)
     write_in, write_out = anyio.create_memory_object_stream[Any](0)
     waiting: dict[str, Any] = {}  # requests sent and not answered yet, by str(id)
@@ -362,15 +370,19 @@ async def _stop(process: Any) -> None:
         await process.stdin.aclose()
     with anyio.move_on_after(STOP_GRACE):
         await process.wait()
-    if process.returncode is None or sys.platform != "win32":
-        # the group too: what a wrapper (sh -c, npx) started may still run
-        if sys.platform == "win32":  # pragma: no cover
-            process.kill()
-        else:
-            from mcp.os.posix.utilities import terminate_posix_process_tree
+    # the whole tree, even if the server exited: what a wrapper (sh -c, npx) started may still run
+    if sys.platform == "win32":  # pragma: no cover
+        from mcp.os.win32.utilities import close_process_job, terminate_windows_process_tree
 
-            with contextlib.suppress(Exception):
-                await terminate_posix_process_tree(process, STOP_GRACE)
+        with contextlib.suppress(Exception):
+            if process.returncode is None:
+                await terminate_windows_process_tree(process)
+            close_process_job(process)
+    else:
+        from mcp.os.posix.utilities import terminate_posix_process_tree
+
+        with contextlib.suppress(Exception):
+            await terminate_posix_process_tree(process, STOP_GRACE)
     with anyio.move_on_after(STOP_GRACE):
         await process.wait()
     with contextlib.suppress(Exception):
