@@ -16,7 +16,6 @@ It speaks just enough of the legacy protocol (``initialize``, ``tools/list``,
   cannot be told from either end); ``bignote`` first sends a notification of
   ``size`` bytes, then answers;
 - tool ``flood``: sends ``n`` ``notifications/tools/list_changed`` before it answers;
-  ``--flood`` sends them without end once initialized;
 - ``--linger``: ignores the end of its input (stays until killed).
 """
 
@@ -26,11 +25,9 @@ import argparse
 import json
 import os
 import sys
-import threading
 import time
 
 OUT = sys.stdout.buffer
-LOCK = threading.Lock()
 COUNT = 0
 LISTS = 0
 TOOLS = [
@@ -57,9 +54,8 @@ CHANGED = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n'
 
 
 def send(raw: bytes) -> None:
-    with LOCK:
-        OUT.write(raw)
-        OUT.flush()
+    OUT.write(raw)
+    OUT.flush()
 
 
 def answer(rid: object, result: object) -> None:
@@ -68,11 +64,6 @@ def answer(rid: object, result: object) -> None:
 
 def text(rid: object, value: str) -> None:
     answer(rid, {"content": [{"type": "text", "text": value}], "isError": False})
-
-
-def flood_forever() -> None:
-    while True:
-        send(CHANGED * 50)
 
 
 def call(rid: object, name: str, args: dict[str, object]) -> None:
@@ -124,15 +115,12 @@ def main() -> None:
     global LISTS
     parser = argparse.ArgumentParser()
     parser.add_argument("--hang", choices=["initialize", "list", "relist"], default=None)
-    parser.add_argument("--flood", action="store_true")
     parser.add_argument("--linger", action="store_true")
     opts = parser.parse_args()
     for line in sys.stdin.buffer:
         msg = json.loads(line)
         method, rid = msg.get("method"), msg.get("id")
         if rid is None:  # a notification
-            if method == "notifications/initialized" and opts.flood:
-                threading.Thread(target=flood_forever, daemon=True).start()
             continue
         if method == "initialize":
             if opts.hang == "initialize":
