@@ -21,6 +21,9 @@ NBAGENT_REQUIRE_BROWSER ?= 1
 NBAGENT_REQUIRE_POSTGRES ?= 1
 # Likewise a missing Ray fails tests/ray (`make test NBAGENT_REQUIRE_RAY=` allows skipping).
 NBAGENT_REQUIRE_RAY ?= 1
+# Likewise missing reference MCP servers (Node; .ci/ensure-mcp-servers installs them) fail
+# tests/mcp_client/test_reference_servers.py.
+NBAGENT_REQUIRE_MCP_SERVERS ?= 1
 PYTEST_ARGS ?=
 LAB_ARGS    ?=
 # JupyterLab refuses to start as root without --allow-root.
@@ -92,8 +95,9 @@ demo: $(LAB_STAMP)
 test: kernel
 	bash .ci/ensure-chromium
 	bash .ci/ensure-postgres
+	bash .ci/ensure-mcp-servers
 	NBAGENT_REQUIRE_BROWSER=$(NBAGENT_REQUIRE_BROWSER) NBAGENT_REQUIRE_POSTGRES=$(NBAGENT_REQUIRE_POSTGRES) \
-	  NBAGENT_REQUIRE_RAY=$(NBAGENT_REQUIRE_RAY) \
+	  NBAGENT_REQUIRE_RAY=$(NBAGENT_REQUIRE_RAY) NBAGENT_REQUIRE_MCP_SERVERS=$(NBAGENT_REQUIRE_MCP_SERVERS) \
 	  $(PY) -m pytest $(PYTEST_ARGS)
 
 # The README's picture of the live view, taken in JupyterLab by a browser test.

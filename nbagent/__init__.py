@@ -38,6 +38,7 @@ from ._errors import (
     ToolOptionError,
 )
 from ._events import (
+    AlwaysAllowChanged,
     ApprovalDecided,
     ApprovalRequested,
     CallbackWarning,
@@ -59,7 +60,7 @@ from ._events import (
 from ._exports import publish as _publish
 from ._exports import publish_one as _publish_one
 from ._extension import ChatHost, Extension, Snapshot
-from ._hosted import HostedMCP
+from ._hosted import HostedCallWarning, HostedMCP
 from ._media import image
 from ._options import ToolOptions
 from ._replay import ReplayMissError
@@ -116,6 +117,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AlwaysAllowChanged",
     "AnthropicProvider",
     "Approval",
     "ApprovalDecided",
@@ -138,6 +140,7 @@ __all__ = [
     "FilePart",
     "ForkParent",
     "FunctionTool",
+    "HostedCallWarning",
     "HostedMCP",
     "ImagePart",
     "Inbox",

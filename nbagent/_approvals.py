@@ -3,8 +3,9 @@
 The rules, in one place:
 
 1. **Gated or not is decided when the call is requested**, and recorded on the
-   call as an :class:`~nbagent.Approval` (``source`` is ``"tool"`` for a static
-   ``requires_approval``, ``"resolver"`` for a tool's ``approval`` function).
+   call as an :class:`~nbagent.Approval` (``source`` is ``"tool"`` for
+   ``requires_approval=True``, ``"resolver"`` for a tool's resolver: a
+   callable ``requires_approval``, or ``approval``).
    A process that resumes the call later cannot run it ungated.
 2. While a gated call is undecided, the tool's resolver and the chat's
    policies are consulted at request time and again at every step; the first
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +89,37 @@ class Policy:
         return f"policy:{self.name}"
 
 
+def not_given(call: ToolCall) -> bool:
+    """The predicate of a stored conditional rule whose predicate was not given back (on
+    ``Chat.load``): it never approves. The rule is kept (and stored again), so a later load
+    that gives the predicate restores it; it is never widened into an unconditional one."""
+    return False
+
+
+def always_allow_policy(tool: str, when: Predicate | None = None) -> Policy:
+    """The policy ``chat.always_allow(tool, when)`` adds (decider ``policy:always_allow:<tool>``,
+    ``...:when`` with a predicate)."""
+    return Policy(f"always_allow:{tool}" + (":when" if when is not None else ""), tool, when)
+
+
+def restored_policies(
+    rules: Sequence[tuple[str, bool]], predicates: Mapping[str, Predicate]
+) -> list[Policy]:
+    """Stored always-allow rules, ``(tool, conditional)``, as policies again: a conditional
+    one takes its predicate from ``predicates`` (by tool name), else :func:`not_given`."""
+    return [
+        always_allow_policy(tool, predicates.get(tool, not_given) if conditional else None)
+        for tool, conditional in rules
+    ]
+
+
+def policy_rules(policies: Sequence[Policy]) -> list[dict[str, Any]]:
+    """The always-allow rules as a store keeps them: the tool, and whether it had a predicate."""
+    return [
+        {"tool": p.tool, "when": True} if p.when is not None else {"tool": p.tool} for p in policies
+    ]
+
+
 def requirement(tool: Tool | None) -> Approval:
     """Whether calls of ``tool`` need a decision, and why."""
     if tool is None:
@@ -101,9 +133,16 @@ def requirement(tool: Tool | None) -> Approval:
 
 
 def consult_resolver(tool: Tool, call: ToolCall) -> tuple[bool | None, str | None]:
-    """Ask a tool's resolver: ``(verdict, note)``; one that raises leaves the call pending."""
+    """Ask a tool's resolver: ``(verdict, note)``; one that raises leaves the call pending.
+
+    So does one that returns anything but ``True``, ``False`` or ``None``; the
+    note says why (it joins the call's approval reason).
+    """
+    resolver = tool.resolver
+    if resolver is None:
+        return None, None
     try:
-        verdict = tool.approval(call)
+        verdict = resolver(call)
     except Exception as exc:
         return None, f"approval rule raised {type(exc).__name__}: {exc}"
     if verdict is None or isinstance(verdict, bool):

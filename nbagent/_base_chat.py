@@ -17,12 +17,12 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from typing import Any, Literal, Self
 
 from ._approvals import Policy
 from ._budget import check_budgets
-from ._chat_state import Host, SkipToolCall, StepResult, ToolResult, keeper
+from ._chat_state import RUNNABLE, Host, SkipToolCall, StepResult, ToolResult, keeper
 from ._config import check_replay, check_replay_tools
 from ._decisions import DecisionsMixin
 from ._errors import (
@@ -140,6 +140,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self._local_tools: dict[str, Tool] = {}
         self._sources: list[ToolSource] = []
         self._source_tools: tuple[tuple[Tool, ...], ...] = ()  # as last merged
+        self._hidden_noted: set[str] = set()  # notices of one tool hiding another, said once
         self._options = ToolOptions()
         self._bus = EventBus(self.id)
         self._history: list[Event] = []
@@ -230,29 +231,39 @@ class BaseChat(LoopMixin, DecisionsMixin):
                 self._hosted = {}
                 self._merge_tools(())
                 return self
+            given = self._checked_tools(tools)  # all or nothing: a bad one adds none
             if replace:
                 self._local_tools, self._sources = {}, []
                 self._hosted = {}
-            for t in tools:
-                if t is None:
-                    raise TypeError("with_tools(None) clears tools; don't mix None with tools")
-                if isinstance(t, (list, tuple)):
-                    self.with_tools(*t)
-                    continue
+            for t in given:
                 if isinstance(t, HostedMCP):
-                    check = getattr(self.provider, "check_hosted", None)
-                    if check is not None:
-                        check(t)
                     self._hosted[t.server_label] = t
-                    continue
-                if isinstance(t, ToolSource):
+                elif isinstance(t, ToolSource):
                     if all(s is not t for s in self._sources):
                         self._sources.append(t)
-                    continue
-                inst = as_tool(t)
-                self._local_tools[inst.name] = inst
+                else:
+                    self._local_tools[t.name] = t
             self._merge_tools(self._source_tools if not replace else ())
         return self
+
+    def _checked_tools(self, tools: Sequence[Any]) -> list[Any]:
+        """What ``with_tools`` was given, flattened and checked: tools, sources, hosted tools."""
+        out: list[Any] = []
+        for t in tools:
+            if t is None:
+                raise TypeError("with_tools(None) clears tools; don't mix None with tools")
+            if isinstance(t, (list, tuple)):
+                out.extend(self._checked_tools(t))
+            elif isinstance(t, HostedMCP):
+                check = getattr(self.provider, "check_hosted", None)
+                if check is not None:
+                    check(t)
+                out.append(t)
+            elif isinstance(t, ToolSource):
+                out.append(t)
+            else:
+                out.append(as_tool(t))
+        return out
 
     with_tool = with_tools
 
@@ -280,6 +291,13 @@ class BaseChat(LoopMixin, DecisionsMixin):
             concurrency: ``False`` (sequential), ``True``/``"threads"``, ``"async"``.
             max_concurrency: Most calls of a round running at once.
             timeout: Default per-call timeout in seconds.
+            order: ``"ready"`` (default): calls that need no approval run
+                while gated calls of the same response wait. ``"listed"``:
+                calls keep the response's order around gated ones: a call
+                waits until every earlier gated call of its response is
+                decided and, if approved, has run (a denied one counts as
+                done once its denial is recorded), and a gated call runs only
+                after every earlier call finished.
 
         Raises:
             TypeError: An unknown key.
@@ -340,7 +358,17 @@ class BaseChat(LoopMixin, DecisionsMixin):
         """True when nothing can run until someone decides a pending approval."""
         with self._lock:
             opened = self.open_calls
-            return bool(opened) and all(c.status == "awaiting_approval" for c in opened)
+            if not opened or self._open is None:
+                return False
+            if self._options.order != "listed":
+                return all(c.status == "awaiting_approval" for c in opened)
+            # listed: calls held behind an undecided gated call wait for that decision too
+            waiting = ("awaiting_approval", *RUNNABLE)
+            return (
+                any(c.status == "awaiting_approval" for c in opened)
+                and all(c.status in waiting for c in opened)
+                and not self._ready(list(self._open.tool_calls))
+            )
 
     @property
     def is_complete(self) -> bool:
@@ -679,8 +707,12 @@ class BaseChat(LoopMixin, DecisionsMixin):
         """
         self._cancel.set()
 
-    def ask_later(self, text: str, *, images: Any = None, output: Any = None) -> ChatMessage:
-        """Add a user message without running anything.
+    def ask_later(self, text: str, *, images: Any = None, output: Any = None) -> Self:
+        """Add a user message without running anything; returns the chat, so it chains.
+
+        ``chat = Chat().with_tools(Weather).ask_later("...")`` then
+        ``chat.step()``, as RubyLLM writes it. The queued message is
+        ``chat.transcript[-1]``.
 
         Args:
             text: The message.
@@ -717,7 +749,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self._emit_all(events)
         for turn_started in self._hook("turn_started"):
             turn_started()
-        return msg
+        return self
 
     def ask(
         self,

@@ -9,7 +9,7 @@ Jupyter kernel, the live notebook view. Each is an
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Literal
 
 from ._base_chat import BaseChat
@@ -150,6 +150,7 @@ class Chat(BaseChat):
         tools: Sequence[Any] = (),
         provider: Provider | str | None = None,
         model: str | None = None,
+        always_allow: Mapping[Any, Callable[[ToolCall], bool]] | None = None,
         **chat_kwargs: Any,
     ) -> Chat:
         """Rebuild a stored chat, in this or any other process, and keep persisting it.
@@ -157,23 +158,37 @@ class Chat(BaseChat):
         Tools and callbacks are code, so pass the tools again. A gated call whose
         tool is missing here is refused, never run ungated. Decisions made
         through the store are applied; a call left running by a process that is
-        gone is in doubt (see ``nbagent.store``).
+        gone is in doubt (see ``nbagent.store``). The chat's ``always_allow``
+        rules come back (revoked ones stay revoked); a rule with a ``when``
+        predicate comes back only with its predicate (``always_allow=``): without
+        it, it approves nothing, with a warning, and is never widened into an
+        unconditional rule.
 
         Args:
             chat_id: The chat's id (``chat.id``; ``store.chats()`` lists them).
             store: A path or store object.
             tools: The chat's tools.
             provider / model: Default: the stored provider name and model.
+            always_allow: The ``when`` predicates of the chat's stored conditional
+                ``always_allow`` rules, by tool (or tool name).
             **chat_kwargs: Other ``Chat`` arguments (``api_key``, ``base_url``,
                 ``system``, ``max_steps``...); stored values are the defaults.
 
         Raises:
             StoreError: Unknown chat id, or the store cannot be read.
+            ValueError: ``always_allow`` names a tool with no stored conditional rule.
         """
         from .store._attach import load_chat
 
         return load_chat(
-            cls, chat_id, store=store, tools=tools, provider=provider, model=model, **chat_kwargs
+            cls,
+            chat_id,
+            store=store,
+            tools=tools,
+            provider=provider,
+            model=model,
+            always_allow=always_allow,
+            **chat_kwargs,
         )
 
     # ---------------------------------------------------------------- forks

@@ -16,12 +16,12 @@ import json
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal
 
-from ._approvals import HUMAN, Policy, denial_content
+from ._approvals import HUMAN, Policy, denial_content, policy_rules, restored_policies
 from ._errors import DecisionError
 from ._events import (
     ApprovalDecided,
@@ -38,6 +38,7 @@ from ._events import (
 )
 from ._extension import Extension, Snapshot
 from ._hosted import HostedTool
+from ._notice import notice
 from ._options import ToolOptions
 from ._output import Output
 from ._replay import Recordings, Replayer
@@ -65,8 +66,38 @@ RUNNABLE = RUNNABLE_STATUSES
 HOSTED = "hosted"
 """The ``mode`` of a hosted call's events: the provider runs it, never this process."""
 _ALREADY = "\x00already-decided"
+_LATER_OPTIONS = {"order": "ready"}
+"""Options added after stores existed, with their defaults: stored only when set otherwise,
+so a chat that does not use them stays readable by the nbagent before them."""
 FRAGMENTS = (TextDelta, ReasoningDelta, ToolCallDelta)
 """The streaming fragments: neither stored nor kept in ``chat.events`` (the whole is)."""
+
+
+def _gated(c: ToolCall) -> bool:
+    return c.approval is not None and c.approval.required
+
+
+def listed_ready(calls: Sequence[ToolCall]) -> list[ToolCall]:
+    """The calls that may run now under ``order="listed"``, in the response's order.
+
+    Gated calls are barriers: the calls before an unfinished gated call may
+    run (ungated ones together, as one round), the gated call runs alone once
+    everything before it is final, and nothing after it runs until it is final
+    (denied, or approved and run). Final calls (answered, denied, rejected)
+    never hold anything up.
+    """
+    ready: list[ToolCall] = []
+    for i, c in enumerate(calls):
+        if c.is_final:
+            continue
+        if _gated(c):
+            runnable = c.status in RUNNABLE and not c.hosted
+            if runnable and all(x.is_final for x in calls[:i]):
+                return [c]  # alone: everything before it has finished
+            break  # undecided, or waiting for earlier calls: nothing after it runs
+        if c.status in RUNNABLE and not c.hosted:
+            ready.append(c)
+    return ready
 
 
 def keeper(history: list[Event]) -> Callable[[Event], None]:
@@ -113,7 +144,7 @@ class StepResult:
 
 @dataclass(frozen=True)
 class ToolResult:
-    """What ``after_tool_result`` callbacks receive.
+    """What ``after_tool_result`` callbacks receive (``str(result)`` is its ``content``).
 
     Attributes:
         call: The call answered.
@@ -134,6 +165,10 @@ class ToolResult:
     @property
     def is_error(self) -> bool:
         return self.status != "ok"
+
+    def __str__(self) -> str:
+        """The text the model reads: ``print(f"Tool returned: {result}")`` shows the result."""
+        return self.content
 
 
 @dataclass
@@ -179,6 +214,7 @@ class ChatCore:
     _local_tools: dict[str, Tool]
     _sources: list[ToolSource]
     _source_tools: tuple[tuple[Tool, ...], ...]
+    _hidden_noted: set[str]
     _options: ToolOptions
     _bus: EventBus
     _lock: threading.RLock
@@ -240,14 +276,29 @@ class ChatCore:
                 self._merge_tools(current)
 
     def _merge_tools(self, source_tools: tuple[tuple[Tool, ...], ...]) -> None:
-        """Rebuild what the model sees (under the lock): sources in order, local tools on top."""
+        """Rebuild what the model sees (under the lock): sources in order, local tools on top.
+
+        A tool hidden by another of the same name (a later source's, or a local
+        one) is said once per chat with a notice naming both.
+        """
         merged: dict[str, Tool] = {}
-        for group in source_tools:
+        hidden: list[tuple[Tool, Tool]] = []
+        for group in (*source_tools, tuple(self._local_tools.values())):
             for t in group:
+                prior = merged.get(t.name)
+                if prior is not None and prior is not t:
+                    hidden.append((prior, t))
                 merged[t.name] = t
-        merged.update(self._local_tools)
         self._source_tools = source_tools
         self._tools = merged
+        for prior, winner in hidden:
+            line = (
+                f"two tools are named {winner.name!r}: {_whose(winner)} hides {_whose(prior)} "
+                "(give an MCP server a prefix= to keep both)"
+            )
+            if line not in self._hidden_noted:
+                self._hidden_noted.add(line)
+                notice(line)
 
     def _hook(self, name: str) -> tuple[Callable[..., Any], ...]:
         """The extensions' implementations of one hook (see ``_extension.py``)."""
@@ -271,6 +322,12 @@ class ChatCore:
             if self._open is None:
                 return ()
             return tuple(c for c in self._open.tool_calls if not c.is_final)
+
+    def _ready(self, calls: list[ToolCall]) -> list[ToolCall]:
+        """The calls of the open round that may run now (under the lock), by ``order``."""
+        if self._options.order == "listed":
+            return listed_ready(calls)
+        return [c for c in calls if c.status in RUNNABLE and not c.hosted]
 
     @property
     def pending_approvals(self) -> list[ToolCall]:
@@ -303,6 +360,7 @@ class ChatCore:
         duration_ms: float | None,
         mode: str | None,
         replayed: bool = False,
+        ran_before: tuple[str, ...] = (),
     ) -> ToolCallFinished:
         return ToolCallFinished(
             chat_id=self.id,
@@ -316,6 +374,7 @@ class ChatCore:
             started_at=c.started_at,
             mode=mode,
             replayed=replayed,
+            ran_before=ran_before,
         )
 
     def _append(self, message: Message) -> list[Event]:
@@ -563,7 +622,11 @@ class ChatCore:
         return {
             "turn": self._turn,
             "forced_spent": self._forced_spent,
-            "options": {f.name: getattr(o, f.name) for f in fields(o)},
+            "options": {
+                f.name: getattr(o, f.name)
+                for f in fields(o)
+                if f.name not in _LATER_OPTIONS or getattr(o, f.name) != _LATER_OPTIONS[f.name]
+            },
             "max_steps": self.max_steps,
             "max_cost_usd": self.max_cost_usd,
             "max_total_tokens": self.max_total_tokens,
@@ -571,6 +634,7 @@ class ChatCore:
             "on_tool_error": self.on_tool_error,
             "stream": self.stream,
             "reasoning": self.reasoning,
+            "always_allow": policy_rules(list(self._policies)),  # a copy: no lock here
         }
 
     def _loop_state_key(self) -> tuple[Any, ...]:
@@ -587,6 +651,7 @@ class ChatCore:
             self.on_tool_error,
             self.stream,
             self.reasoning,
+            tuple((p.tool, p.when is not None) for p in list(self._policies)),
         )
 
     def _restore(self, snap: Snapshot) -> None:
@@ -602,6 +667,8 @@ class ChatCore:
             self._cost, self._unpriced = snap.cost_usd, snap.unpriced
             if snap.options is not None:
                 self._options = ToolOptions(**snap.options)
+            if snap.always_allow is not None:
+                self._policies = restored_policies(snap.always_allow, snap.predicates)
             if snap.last_step == "budget_exhausted":
                 self._last_step = StepResult("budget_exhausted", self.last_assistant_message)
                 self._exhausted = snap.last_budget
@@ -681,3 +748,11 @@ class Host:
         return self._core._settle_in_doubt(
             call, claimed_by=claimed_by, claimed_at=claimed_at, rerun=rerun, content=content
         )
+
+
+def _whose(t: Tool) -> str:
+    """A tool in words for a notice: an MCP server's (by its label and own name) or local."""
+    server = getattr(t, "server", None)
+    if server:
+        return f"the {server} server's tool {getattr(t, 'remote_name', t.name)!r}"
+    return "the local tool"

@@ -11,9 +11,10 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, Self
 
-from ._approvals import HUMAN, Policy
+from ._approvals import HUMAN, always_allow_policy, not_given
 from ._chat_state import ChatCore
 from ._errors import DecisionError
+from ._events import AlwaysAllowChanged
 from ._tools import tool_name_of
 from ._types import ToolCall
 
@@ -45,15 +46,26 @@ class DecisionsMixin(ChatCore):
         return self._decide(call, "denied", by=by, reason=reason, arguments=None)
 
     def always_allow(self, tool: Any, when: Callable[[ToolCall], bool] | None = None) -> Self:
-        """Approve every call of ``tool`` for the session (optionally only when ``when(call)``).
+        """Approve every call of ``tool`` from now on (optionally only when ``when(call)``).
 
         Pending calls it matches are approved at once. Policy decisions are
-        recorded as ``policy:always_allow:<tool>`` (or ``...:when``).
+        recorded as ``policy:always_allow:<tool>`` (or ``...:when``). A stored
+        chat keeps the rule (``Chat.load`` restores it, in any process); a
+        ``when`` predicate is code, so only that the rule had one is stored, and
+        ``Chat.load(..., always_allow={tool: when})`` gives it back.
         """
         name = tool_name_of(tool)
-        policy = Policy(f"always_allow:{name}" + (":when" if when else ""), name, when)
-        with self._lock:
-            self._policies.append(policy)
+        if when is not None and not callable(when):
+            raise TypeError(f"when must be a callable taking the call, got {type(when).__name__}")
+        policy = always_allow_policy(name, when)
+        with self._lock:  # a rule restored without its predicate gives way to the new one
+            kept = [p for p in self._policies if not (p.tool == name and p.when is not_given)]
+            self._policies[:] = [*kept, policy]
+        self._emit(
+            AlwaysAllowChanged(
+                chat_id=self.id, tool=name, allowed=True, conditional=when is not None
+            )
+        )
         for call in self.pending_approvals:
             if policy.matches(call):
                 with contextlib.suppress(DecisionError):  # decided meanwhile: that decision stands
@@ -76,10 +88,15 @@ class DecisionsMixin(ChatCore):
                 allowed = ", ".join(sorted({p.tool for p in self._policies})) or "none"
                 raise ValueError(f"{name!r} is not always allowed (always allowed: {allowed})")
             self._policies[:] = kept
+        self._emit(AlwaysAllowChanged(chat_id=self.id, tool=name, allowed=False))
         return self
 
     @property
     def always_allowed(self) -> tuple[str, ...]:
-        """The tools :meth:`always_allow` currently approves (revoke one with :meth:`revoke`)."""
+        """The tools :meth:`always_allow` currently approves (revoke one with :meth:`revoke`).
+
+        A conditional rule restored by ``Chat.load`` without its predicate approves
+        nothing and is not listed (``revoke`` still removes it).
+        """
         with self._lock:
-            return tuple(dict.fromkeys(p.tool for p in self._policies))
+            return tuple(dict.fromkeys(p.tool for p in self._policies if p.when is not not_given))

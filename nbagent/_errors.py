@@ -21,7 +21,8 @@
         ├── BadRequestError
         ├── ProviderConnectionError
         ├── ServerError
-        ├── ModelNotSupportedError  the model is known not to support tools
+        ├── ModelNotSupportedError  the model is known not to support tools (also a
+        │                           NotImplementedError, as Ragrails raises)
         └── ReplayMissError      replay="only" and no recording answers the request (_replay.py)
 
 A provider failure reads as one line in a notebook cell: IPython shows what
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import re
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -174,6 +175,42 @@ def redact_keys(text: str) -> str:
     return text
 
 
+def scrub(text: str, secrets: Iterable[str | None]) -> str:
+    """``text`` with every secret (4+ characters), key-like token and URL userinfo as ``***``.
+
+    The one scrubber of error text: the providers' (the configured key) and the
+    MCP client's (a server's ``env`` and ``headers`` values) both use it.
+    """
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    return redact_keys(text)
+
+
+def reveals(exc: BaseException, secrets: Iterable[str | None]) -> bool:
+    """Whether ``exc``, or anything it chains or groups, shows a secret in its text or args.
+
+    Looks at ``str()`` and the ``repr()`` of the args of ``exc``, of its
+    ``__cause__`` and ``__context__`` (at any depth) and of the members of an
+    exception group (what a printed traceback would show, and more).
+    """
+    secrets = tuple(secrets)
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        for text in (str(e), repr(e.args)):
+            if scrub(text, secrets) != text:
+                return True
+        todo += [e.__cause__, e.__context__]
+        if isinstance(e, BaseExceptionGroup):
+            todo += list(e.exceptions)
+    return False
+
+
 class ProviderError(NBAgentError):
     """A model request failed.
 
@@ -241,5 +278,10 @@ class ServerError(ProviderError):
     """The provider failed (5xx, overloaded)."""
 
 
-class ModelNotSupportedError(ProviderError):
-    """The model is known not to support what was asked (e.g. tools)."""
+class ModelNotSupportedError(ProviderError, NotImplementedError):
+    """The model is known not to support what was asked (e.g. tools).
+
+    Raised before any request is sent. It is also a ``NotImplementedError``:
+    Ragrails' ``complete_with_tools()`` raises that for a provider that cannot
+    call tools, so code written for it catches this too.
+    """

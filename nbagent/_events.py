@@ -200,6 +200,10 @@ class ToolCallFinished(Event):
     shared: bool = False
     """A fork's copy of its parent's outcome (``chat.fork``): the call ran, or was
     answered, in the parent, never in the fork."""
+    ran_before: tuple[str, ...] = ()
+    """The ids of the earlier gated calls of the same response that were still waiting
+    for a decision when this call started (the default ``order="ready"`` lets it run
+    first): its result cannot reflect them. Empty under ``order="listed"``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -236,6 +240,23 @@ class OptionsChanged(Event):
     options: dict[str, Any]
 
 
+@dataclass(frozen=True, kw_only=True)
+class AlwaysAllowChanged(Event):
+    """``chat.always_allow(tool)`` added a rule, or ``chat.revoke(tool)`` removed the tool's.
+
+    Attributes:
+        tool: The tool's name.
+        allowed: ``True``: a rule was added; ``False``: the tool's rules were revoked.
+        conditional: The added rule has a ``when`` predicate (code: a store keeps
+            only that it had one).
+    """
+
+    type: ClassVar[str] = "always_allow_changed"
+    tool: str
+    allowed: bool
+    conditional: bool = False
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls
     for cls in (
@@ -254,6 +275,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         CallInDoubt,
         StepFinished,
         OptionsChanged,
+        AlwaysAllowChanged,
     )
 }
 

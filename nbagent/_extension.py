@@ -50,7 +50,7 @@ chat's own rules and emits its event (:meth:`ChatHost.apply_decision`,
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -160,6 +160,11 @@ class Snapshot:
         last_budget: The budget that step stopped on (``steps``, ``cost``, ``tokens``).
         next_seq: The number of the next event.
         parent: Where the chat was forked from (``chat.parent``), if it is a fork.
+        always_allow: The chat's ``always_allow`` rules as ``(tool, conditional)``
+            (``conditional``: it had a ``when`` predicate), or ``None`` to keep the
+            chat's own.
+        predicates: The ``when`` predicates given back for conditional rules, by tool
+            name; a conditional rule without one is kept but approves nothing.
     """
 
     messages: tuple[Message, ...]
@@ -177,6 +182,8 @@ class Snapshot:
     last_budget: str | None = None
     next_seq: int = 0
     parent: ForkParent | None = None
+    always_allow: tuple[tuple[str, bool], ...] | None = None
+    predicates: Mapping[str, Callable[[ToolCall], bool]] = field(default_factory=dict)
 
 
 class ChatHost(Protocol):

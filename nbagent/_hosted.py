@@ -11,20 +11,51 @@ chat's decision is sent back instead of running anything.
 Headers (and a connector's authorization token) may hold secrets: they are
 kept out of ``repr``, ``preview_request``/``last_request``, errors, the log
 and the store (:meth:`HostedMCP.secrets` feeds the adapters' scrubber).
+
+The provider may still run what it was told not to: an ``mcp_call`` answering
+an approval request the chat denied, or one that should have been asked for
+(``require_approval``) and was not. :func:`audit_items` reads each response's
+``mcp_call`` items against the chat's decisions when the response arrives: such
+an item keeps its place but gets its own status (:data:`RAN_DESPITE_DENIAL`,
+:data:`RAN_UNAPPROVED`), which the log, the store and the view show, and the
+chat warns (:class:`HostedCallWarning`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from ._errors import ToolOptionError
+from ._types import ProviderItem
 
 RequireApproval = Literal["always", "never"] | Mapping[str, Any]
 REDACTED = "***"
 _USERINFO = re.compile(r"(\w+://)[^/@\s]+@")
+
+RAN_DESPITE_DENIAL = "ran_despite_denial"
+"""An ``mcp_call`` item's status: the provider ran a call whose approval the chat denied."""
+RAN_UNAPPROVED = "ran_unapproved"
+"""An ``mcp_call`` item's status: the provider ran, without the chat's approval, a call
+that ``require_approval`` says must be approved first (or one whose approval request is
+still undecided, or unknown to the chat)."""
+BREACHES = (RAN_DESPITE_DENIAL, RAN_UNAPPROVED)
+
+Verdict = Literal["approved", "denied", "undecided"]
+
+
+class HostedCallWarning(UserWarning):
+    """The provider ran a hosted MCP call that was denied, or not approved as required.
+
+    Nothing here can undo it (the provider ran it); the call is recorded with
+    status ``ran_despite_denial`` or ``ran_unapproved`` in ``message.items``,
+    ``chat.log``, the store and the view. Turn it into an error to stop the
+    chat at once: ``warnings.simplefilter("error", nbagent.HostedCallWarning)``
+    (the response is recorded first; nothing is lost).
+    """
 
 
 class HostedMCP:
@@ -120,6 +151,37 @@ class HostedMCP:
     def header_names(self) -> tuple[str, ...]:
         """The names of the headers set (their values are never shown)."""
         return tuple(self._headers)
+
+    def asks_before(self, tool: str) -> bool | None:
+        """Whether ``require_approval`` makes the provider ask before it calls ``tool``.
+
+        ``"always"``: yes; ``"never"``: no. A filter object: no if its
+        ``never`` entry names the tool, yes if its ``always`` entry does; a tool
+        neither names is asked for when there is no ``always`` entry (only
+        exceptions were listed), else not. ``None`` when it cannot be told
+        here (a ``read_only`` filter depends on the server's annotations).
+        """
+        rule = self.require_approval
+        if isinstance(rule, str):
+            return rule == "always"
+
+        def names(key: str) -> tuple[set[str], bool]:
+            entry = rule.get(key)
+            if not isinstance(entry, Mapping):
+                return set(), False
+            listed = entry.get("tool_names")
+            tools = {str(t) for t in listed} if isinstance(listed, list) else set()
+            return tools, entry.get("read_only") is not None
+
+        never, never_ro = names("never")
+        always, always_ro = names("always")
+        if tool in never:
+            return False
+        if tool in always:
+            return True
+        if never_ro or always_ro:
+            return None
+        return "always" not in rule
 
     def secrets(self) -> tuple[str, ...]:
         """Every secret value this definition holds (for the error scrubber)."""
@@ -221,6 +283,68 @@ HostedTool = HostedMCP
 """Every kind of provider-hosted tool nbagent knows (one, for now)."""
 
 
+def audit_items(
+    items: Sequence[ProviderItem],
+    hosted: Mapping[str, HostedTool],
+    verdict: Callable[[str], Verdict | None],
+) -> tuple[tuple[ProviderItem, ...], list[str]]:
+    """``(items, warnings)``: a response's items, each ``mcp_call`` checked against the chat.
+
+    An ``mcp_call`` that answers an approval request (``approval_request_id``)
+    the chat denied becomes :data:`RAN_DESPITE_DENIAL`; one answering a request
+    still undecided or unknown to the chat, or one without a request for a tool
+    the chat's :class:`HostedMCP` must be asked about (:meth:`HostedMCP.asks_before`),
+    becomes :data:`RAN_UNAPPROVED` (whatever its ``ok``/``error`` outcome: it
+    ran). Other items come back as they are; ``warnings`` has one line per
+    flagged item.
+
+    Args:
+        items: The response's provider items.
+        hosted: The chat's hosted tools by server label.
+        verdict: The chat's decision on an approval request id (``None``: unknown).
+    """
+    out: list[ProviderItem] = []
+    warnings: list[str] = []
+    for item in items:
+        status = _breach(item, hosted, verdict)
+        if status is None:
+            out.append(item)
+            continue
+        out.append(dataclasses.replace(item, status=status))
+        who = f"{item.server}: {item.name}" if item.server else str(item.name)
+        rid = item.raw.get("approval_request_id")
+        why = (
+            f"although its approval request {rid!r} was denied"
+            if status == RAN_DESPITE_DENIAL
+            else f"without an approval{f' (request {rid!r} was not approved)' if rid else ''}"
+            + ", which require_approval asks for"
+        )
+        warnings.append(
+            f"the provider ran the hosted MCP call {who} ({item.call_id}) {why}; "
+            f"it is recorded with status {status!r}"
+        )
+    return tuple(out), warnings
+
+
+def _breach(
+    item: ProviderItem,
+    hosted: Mapping[str, HostedTool],
+    verdict: Callable[[str], Verdict | None],
+) -> str | None:
+    if item.type != "mcp_call" or item.api != "responses":
+        return None
+    rid = item.raw.get("approval_request_id")
+    if isinstance(rid, str) and rid:
+        said = verdict(rid)
+        if said == "denied":
+            return RAN_DESPITE_DENIAL
+        return None if said == "approved" else RAN_UNAPPROVED
+    tool = hosted.get(item.server or "")
+    if tool is not None and item.name and tool.asks_before(item.name):
+        return RAN_UNAPPROVED
+    return None
+
+
 def hosted_secrets(tools: Iterable[HostedTool]) -> tuple[str, ...]:
     """The secrets of several hosted tools, for the scrubber."""
     return tuple(s for t in tools for s in t.secrets())
@@ -240,4 +364,15 @@ def redact_body(body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-__all__ = ["REDACTED", "HostedMCP", "HostedTool", "hosted_secrets", "redact_body"]
+__all__ = [
+    "BREACHES",
+    "RAN_DESPITE_DENIAL",
+    "RAN_UNAPPROVED",
+    "REDACTED",
+    "HostedCallWarning",
+    "HostedMCP",
+    "HostedTool",
+    "audit_items",
+    "hosted_secrets",
+    "redact_body",
+]

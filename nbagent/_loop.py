@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+import warnings
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, Literal
 
@@ -54,6 +55,7 @@ from ._events import (
     ToolCallStarted,
     utcnow,
 )
+from ._hosted import HostedCallWarning, Verdict, audit_items
 from ._notice import notice
 from ._options import resolve_choice
 from ._recording import RecordedResult
@@ -287,7 +289,7 @@ class LoopMixin(ChatCore):
     def _plan(self) -> tuple[str, list[ToolCall]]:
         if self._open is not None:
             calls = list(self._open.tool_calls)
-            ready = [c for c in calls if c.status in RUNNABLE and not c.hosted]
+            ready = self._ready(calls)
             if ready:
                 return "run_tools", ready
             return "awaiting_approval", [c for c in calls if c.status == "awaiting_approval"]
@@ -410,6 +412,9 @@ class LoopMixin(ChatCore):
                 self._unpriced += 1
             else:
                 self._cost += cost
+            items, breaches = audit_items(
+                response.items, self._hosted, self._hosted_verdict(response.tool_calls)
+            )
             message: Message
             if response.tool_calls:
                 calls = self._admit_calls(c.copy_identity() for c in response.tool_calls)
@@ -418,7 +423,7 @@ class LoopMixin(ChatCore):
                     calls,
                     turn=self._turn,
                     stop_reason=response.stop_reason,
-                    items=response.items,
+                    items=items,
                 )
                 events.extend(self._append(message))
                 self._open = message
@@ -434,7 +439,7 @@ class LoopMixin(ChatCore):
                     text,
                     turn=self._turn,
                     stop_reason=response.stop_reason,
-                    items=response.items,
+                    items=items,
                     parsed=parsed,
                 )
                 events.extend(self._append(message))
@@ -444,11 +449,30 @@ class LoopMixin(ChatCore):
                     events.extend(self._append(retry))
                     invalid = None
         self._emit_all(events)
+        for line in breaches:  # after recording: made an error, it loses nothing
+            warnings.warn(f"nbagent: {line}", HostedCallWarning, stacklevel=4)
         self._run_after(after)
         _show_unknown(response)
         if invalid is not None:
             raise invalid
         return StepResult("generated", message, tuple(getattr(message, "tool_calls", ())), response)
+
+    def _hosted_verdict(self, new: Iterable[ToolCall]) -> Callable[[str], Verdict | None]:
+        """The chat's decision on a hosted approval request, by id (under the lock).
+
+        ``new``: the calls of the response being applied (not admitted yet: undecided).
+        """
+        arriving = {c.id for c in new if c.hosted}
+
+        def verdict(request_id: str) -> Verdict | None:
+            c = self._calls.get(request_id)
+            if c is None or not c.hosted:
+                return "undecided" if request_id in arriving else None
+            if c.status == "denied":
+                return "denied"
+            return "approved" if c.status in ("ok", "approved") else "undecided"
+
+        return verdict
 
     def _parse_output(self, text: str, stop: str) -> tuple[Any, OutputValidationError | None]:
         """The turn's structured answer read from ``text``: (value, None) or (None, the error).
@@ -724,6 +748,17 @@ def _show_unknown(response: LLMToolResponse) -> None:
             )
 
 
+def _waiting_before(calls: Sequence[ToolCall], c: ToolCall) -> tuple[str, ...]:
+    """The ids of the calls before ``c`` in its response that still wait for a decision."""
+    out: list[str] = []
+    for x in calls:
+        if x is c:
+            return tuple(out)
+        if x.status == "awaiting_approval":
+            out.append(x.id)
+    return ()  # not in this response (cannot happen): claim nothing
+
+
 def retry_text(error: OutputValidationError) -> str:
     """What the model is told once when its structured answer was invalid."""
     return (
@@ -776,6 +811,7 @@ class _RoundHooks:
         self.chat = chat
         self.round = round_
         self.modes: dict[str, Mode] = {}  # what each call actually ran under
+        self.ran_before: dict[str, tuple[str, ...]] = {}  # see ToolCallFinished.ran_before
 
     def cancelled(self) -> bool:
         return self.chat._cancel.is_set()
@@ -792,6 +828,9 @@ class _RoundHooks:
                     return _ALREADY
             c.status = "running"
             c.started_at = utcnow()
+            waiting = _waiting_before(chat._open.tool_calls if chat._open else (), c)
+            if waiting:
+                self.ran_before[c.id] = waiting
         for fn in list(chat._before):
             try:
                 fn(c)
@@ -871,6 +910,7 @@ class _RoundHooks:
                 outcome.duration_ms,
                 self.modes.get(c.id),
                 replayed=outcome.replayed is not None,
+                ran_before=self.ran_before.get(c.id, ()),
             )
         if outcome.replayed is None and outcome.status in ("ok", "error", "timed_out"):
             edited = c.decision is not None and c.decision.arguments is not None

@@ -18,6 +18,8 @@ from ._tools import Tool, tool_name_of
 from ._types import ConcurrencyMode
 
 CallsLimit = int | None  # None: as many as the model likes
+Order = Literal["ready", "listed"]
+ORDERS: tuple[Order, ...] = ("ready", "listed")
 
 _CHOICE_WORDS = ("auto", "required", "none")
 _UNSET: Any = object()
@@ -60,6 +62,13 @@ class ToolOptions:
         concurrency: ``None`` (use ``nbagent.configure``), or a mode.
         max_concurrency: ``None`` (use ``nbagent.configure``), or a bound.
         timeout: Default per-call timeout in seconds (a tool's own wins).
+        order: When a call of a response may run. ``"ready"`` (default, the
+            seed's rule): as soon as it is runnable, so ungated calls run while
+            gated ones wait. ``"listed"``: a gated call is a barrier in the
+            response's order: a call waits until every earlier gated call of
+            its response is decided and, if approved, has run; a gated call
+            runs after every earlier call has finished. A denied call's
+            denial counts as its outcome (the later calls run after it).
     """
 
     choice: str = "auto"
@@ -67,6 +76,7 @@ class ToolOptions:
     concurrency: str | None = None
     max_concurrency: int | None = None
     timeout: float | None = None
+    order: Order = "ready"
 
     def updated(self, changes: Mapping[str, Any]) -> ToolOptions:
         known = {f.name for f in fields(self)}
@@ -92,6 +102,10 @@ class ToolOptions:
                 if not isinstance(value, (int, float)) or value <= 0:
                     raise ToolOptionError(f"timeout must be a positive number, got {value!r}")
                 new[key] = float(value)
+            elif key == "order":
+                if value not in ORDERS:
+                    raise ToolOptionError(f"order must be 'ready' or 'listed', got {value!r}")
+                new[key] = value
         return replace(self, **new)
 
     @property
@@ -116,6 +130,7 @@ class ToolOptions:
             "concurrency": self.effective_concurrency,
             "max_concurrency": self.effective_max_concurrency,
             "timeout": self.timeout,
+            "order": self.order,
         }
 
 

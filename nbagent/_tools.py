@@ -166,7 +166,8 @@ class Tool:
     Class attributes (all inherited by subclasses):
         name: Tool name; defaults to the class name in snake_case.
         description: Defaults to the class docstring.
-        requires_approval: Gate every call behind a human decision.
+        requires_approval: ``True`` gates every call behind a decision; a
+            resolver decides per call instead (see below).
         timeout: Seconds before a running call is abandoned as ``timed_out``.
         idempotent: Safe to rerun after a crash left the call in doubt.
         parameters: A raw JSON Schema, instead of one derived from ``execute``.
@@ -178,15 +179,25 @@ class Tool:
             than that it requires one (an MCP tool: "marked destructive by the
             server"); shown on approval cards and kept in the log.
 
-    Define ``approval(self, call) -> bool | None`` to decide per call instead of
-    ``requires_approval``: ``True`` runs it, ``False`` denies it, ``None`` leaves
-    it pending for a human. It is asked again each step while the call is
-    pending, so it must be an idempotent read with no side effects.
+    A resolver decides per call: ``requires_approval`` defined as a method
+    ``def requires_approval(self, tool_call) -> bool | None``, or set to a
+    function of the call (``staticmethod(fn)``, a lambda, a plain function
+    taking only the call), or, equivalently, ``approval(self, call)``.
+    ``True`` runs the call, ``False`` denies it (the model gets the structured
+    denial), ``None`` leaves it pending. It is asked again at every step
+    (``complete()``, ``step()``, after ``Chat.load``) while the call waits,
+    so it must be an idempotent read with no side effects. One that raises
+    or returns anything else leaves the call pending, its reason saying why.
+
+    Raises:
+        ToolDefinitionError: At class creation, when ``requires_approval`` is
+            neither a bool nor a callable taking the call (a string, a
+            number), or when it is a resolver and ``approval`` is one too.
     """
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
-    requires_approval: ClassVar[bool] = False
+    requires_approval: ClassVar[Any] = False
     timeout: ClassVar[float | None] = None
     idempotent: ClassVar[bool] = False
     parameters: ClassVar[dict[str, Any] | None] = None
@@ -212,6 +223,11 @@ class Tool:
                 cls.description = parse_docstring(execute.__doc__)[0]
         if cls.timeout is not None and cls.timeout <= 0:
             raise ToolDefinitionError(f"{cls.__name__}.timeout must be positive")
+        own = cls.__dict__.get("requires_approval", _UNSET)
+        if own is not _UNSET:
+            cls.requires_approval = _class_gate(cls.__name__, own)
+        if callable(cls.requires_approval) and cls.approval is not None:
+            raise _both(cls.__name__)
 
     # -- what providers see -------------------------------------------------
     @property
@@ -231,8 +247,17 @@ class Tool:
         return inspect.iscoroutinefunction(self._target())
 
     @property
+    def resolver(self) -> ApprovalResolver | None:
+        """The function deciding each call (``requires_approval`` or ``approval``), if any."""
+        gate = self.requires_approval
+        if callable(gate):
+            return gate
+        resolver: ApprovalResolver | None = self.approval
+        return resolver
+
+    @property
     def has_resolver(self) -> bool:
-        return self.approval is not None
+        return self.resolver is not None
 
     def _target(self) -> Callable[..., Any]:
         return self.execute
@@ -285,8 +310,7 @@ class Tool:
         raise NotImplementedError(f"{type(self).__name__}.execute is not implemented")
 
     def __repr__(self) -> str:
-        gate = ", requires_approval" if self.requires_approval else ""
-        return f"<Tool {self.name}{gate}>"
+        return f"<Tool {self.name}{_gate_words(self)}>"
 
 
 class FunctionTool(Tool, abstract=True):
@@ -298,7 +322,7 @@ class FunctionTool(Tool, abstract=True):
         *,
         name: str | None = None,
         description: str | None = None,
-        requires_approval: bool = False,
+        requires_approval: bool | ApprovalResolver | None = False,
         approval: ApprovalResolver | None = None,
         timeout: float | None = None,
         idempotent: bool = False,
@@ -308,6 +332,9 @@ class FunctionTool(Tool, abstract=True):
             raise ToolDefinitionError(f"@tool needs a function, got {fn!r}")
         self.fn = fn
         self.name = check_name(name or fn.__name__)  # type: ignore[misc]
+        if requires_approval is None:
+            requires_approval = False
+        check_gate(f"tool {self.name!r}", requires_approval, approval)
         doc_desc, _ = parse_docstring(fn.__doc__)
         self.description = description or doc_desc  # type: ignore[misc]
         self.requires_approval = requires_approval  # type: ignore[misc]
@@ -330,8 +357,7 @@ class FunctionTool(Tool, abstract=True):
         return self.fn(*args, **kwargs)
 
     def __repr__(self) -> str:
-        gate = ", requires_approval" if self.requires_approval else ""
-        return f"<tool {self.name}{gate}>"
+        return f"<tool {self.name}{_gate_words(self)}>"
 
 
 @overload
@@ -343,7 +369,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    requires_approval: bool = False,
+    requires_approval: bool | ApprovalResolver | None = False,
     approval: ApprovalResolver | None = None,
     timeout: float | None = None,
     idempotent: bool = False,
@@ -357,7 +383,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    requires_approval: bool = False,
+    requires_approval: bool | ApprovalResolver | None = False,
     approval: ApprovalResolver | None = None,
     timeout: float | None = None,
     idempotent: bool = False,
@@ -370,10 +396,14 @@ def tool(
             become the schema; a ``tool_call`` parameter receives the call.
         name: Tool name (default: the function's name).
         description: Tool description (default: the docstring's summary).
-        requires_approval: Gate every call behind a human decision.
-        approval: A resolver ``(call) -> True | False | None`` instead of a
-            static gate; it must be an idempotent read (it is asked again
-            while the call is pending).
+        requires_approval: ``True`` gates every call behind a decision. A
+            resolver ``(call) -> True | False | None`` decides per call
+            instead: ``True`` runs it, ``False`` denies it, ``None`` leaves
+            it pending; it is asked again at every step while the call
+            waits (after ``Chat.load`` too), so it must be an idempotent
+            read. ``None`` means ``False``.
+        approval: The same resolver, under its older name (give one or the
+            other, not both).
         timeout: Seconds before a running call becomes ``timed_out``.
         idempotent: Safe to rerun after a crash left the call in doubt.
         loop: For an async function whose resources are bound to one event
@@ -386,8 +416,11 @@ def tool(
 
     Raises:
         ToolDefinitionError: A name providers reject, ``*args``, a
-            parameter type that has no JSON Schema, or ``loop=`` on a
-            function that is not async (or ``"current"`` with no loop running).
+            parameter type that has no JSON Schema, ``loop=`` on a
+            function that is not async (or ``"current"`` with no loop
+            running), a ``requires_approval`` that is neither a bool nor a
+            function of the call, or two resolvers (``requires_approval``
+            and ``approval``).
     """
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
@@ -405,6 +438,97 @@ def tool(
     if fn is not None:
         return wrap(fn)
     return wrap
+
+
+_UNSET: Any = object()
+
+
+def _class_gate(owner: str, value: Any) -> Any:
+    """A ``requires_approval`` set in a class body, as the class keeps it.
+
+    A bool stays; ``None`` is ``False``; a method ``(self, tool_call)``, a
+    ``staticmethod``/``classmethod``, a property or a callable object stays as written; a
+    plain function taking only the call (``requires_approval = rule``, a
+    lambda) becomes a ``staticmethod``, so it receives the call, not the tool.
+    """
+    if value is None:
+        return False
+    if isinstance(value, (bool, staticmethod, classmethod, property)):
+        return value  # a property's value is checked per instance, in with_tools
+    if inspect.isfunction(value):
+        try:
+            params = list(inspect.signature(value).parameters.values())
+        except (TypeError, ValueError):
+            return value
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        required = [p for p in positional if p.default is p.empty]
+        method = (positional and positional[0].name in ("self", "cls")) or len(required) >= 2
+        if not method:
+            _check_arity(owner, value, 1)
+            return staticmethod(value)
+        _check_arity(owner, value, 2)
+        return value
+    if callable(value):
+        return value
+    raise _bad_gate(owner, value)
+
+
+def _check_arity(owner: str, fn: Callable[..., Any], n: int) -> None:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # no signature to check (a builtin): it is asked at call time
+    try:
+        sig.bind(*range(n))
+    except TypeError:
+        what = "(self, tool_call)" if n == 2 else "(tool_call)"
+        raise ToolDefinitionError(
+            f"{owner}: a requires_approval resolver is called as {what}; "
+            f"{getattr(fn, '__qualname__', fn)!r} cannot take that"
+        ) from None
+
+
+def _bad_gate(owner: str, value: Any) -> ToolDefinitionError:
+    return ToolDefinitionError(
+        f"{owner}: requires_approval must be True, False or a resolver "
+        f"(tool_call) -> True | False | None, got {value!r}"
+    )
+
+
+def _both(owner: str) -> ToolDefinitionError:
+    return ToolDefinitionError(
+        f"{owner}: a resolver is given twice (requires_approval and approval); "
+        "give it as one of them"
+    )
+
+
+def check_gate(owner: str, requires_approval: Any, approval: Any) -> None:
+    """Refuse a gate that cannot mean anything, when the tool is defined.
+
+    ``requires_approval`` is a bool (``None`` counts as ``False``) or a
+    resolver; ``approval`` is ``None`` or a resolver; not both resolvers.
+
+    Raises:
+        ToolDefinitionError: Naming the owner and the value.
+    """
+    if requires_approval is not None and not isinstance(requires_approval, bool):
+        if not callable(requires_approval):
+            raise _bad_gate(owner, requires_approval)
+        if approval is not None:
+            raise _both(owner)
+        if inspect.isfunction(requires_approval) or inspect.ismethod(requires_approval):
+            _check_arity(owner, requires_approval, 1)
+    if approval is not None and not callable(approval):
+        raise ToolDefinitionError(
+            f"{owner}: approval must be a resolver (tool_call) -> True | False | None, "
+            f"got {approval!r}"
+        )
+
+
+def _gate_words(t: Tool) -> str:
+    if t.has_resolver:
+        return ", approval rule"
+    return ", requires_approval" if t.requires_approval else ""
 
 
 def _bound_loop(name: str, fn: Callable[..., Any], loop: LoopOption) -> Any:
@@ -450,14 +574,17 @@ class ToolSource:
 def as_tool(obj: Any) -> Tool:
     """Normalise what ``with_tools`` accepts: a Tool instance or class, or a function."""
     if isinstance(obj, Tool):
+        check_gate(f"tool {obj.name!r}", obj.requires_approval, obj.approval)
         return obj
     if isinstance(obj, type) and issubclass(obj, Tool):
         try:
-            return obj()
+            inst = obj()
         except TypeError as exc:
             raise ToolDefinitionError(
                 f"{obj.__name__} needs constructor arguments; pass an instance instead"
             ) from exc
+        check_gate(f"tool {inst.name!r}", inst.requires_approval, inst.approval)
+        return inst
     if callable(obj):
         return FunctionTool(obj)
     raise ToolDefinitionError(f"not a tool: {obj!r} (use @tool, a Tool subclass, or a function)")
@@ -483,6 +610,7 @@ __all__ = [
     "Tool",
     "ToolSource",
     "as_tool",
+    "check_gate",
     "current_tool_call",
     "tool",
     "tool_name_of",

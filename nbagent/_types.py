@@ -241,7 +241,10 @@ class ProviderItem:
         raw: The item as the API sent it (JSON), sent back unchanged.
         server: The MCP server label, when there is one.
         name: The tool the item is about, when there is one.
-        status: ``"ok"``, ``"error"`` or ``None`` (a listing, an unknown item).
+        status: ``"ok"``, ``"error"`` or ``None`` (a listing, an unknown item);
+            for an ``mcp_call`` the provider ran against the chat's decision,
+            ``"ran_despite_denial"`` or ``"ran_unapproved"`` (set by the chat
+            when the response arrives: ``nbagent._hosted.audit_items``).
         known: False for an item type the adapter does not know.
     """
 

@@ -117,3 +117,42 @@ def test_make_test_requires_ray(tmp_path: Path) -> None:
     """CI never calls a skipped Ray test a pass (tests/ray/conftest.py)."""
     out = dry_run("test", tmp_path)
     assert "NBAGENT_REQUIRE_RAY=1" in out[out.index("NBAGENT_REQUIRE_BROWSER=") :]
+
+
+def test_make_test_installs_the_reference_mcp_servers_and_requires_them(tmp_path: Path) -> None:
+    """The reference MCP servers (Node) are installed by the project's own script, pinned by
+    its lock file, and their tests never skip under make test."""
+    out = dry_run("test", tmp_path)
+    assert "bash .ci/ensure-mcp-servers" in out
+    assert "NBAGENT_REQUIRE_MCP_SERVERS=1" in out[out.index("NBAGENT_REQUIRE_BROWSER=") :]
+    lock = json.loads((ROOT / ".ci/mcp-servers/package-lock.json").read_text())
+    wanted = lock["packages"][""]["dependencies"]
+    assert {"@modelcontextprotocol/server-memory", "@modelcontextprotocol/server-filesystem"} <= set(
+        wanted
+    )
+    assert all(v[0].isdigit() for v in wanted.values())  # exact versions, no ranges
+
+
+def test_missing_reference_servers_skip_or_fail_as_required(tmp_path: Path) -> None:
+    test = tmp_path / "test_needs_memory.py"
+    test.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT / 'tests' / 'mcp_client')!r})\n"
+        "import test_reference_servers as t\n"
+        "from pathlib import Path\n"
+        "t.MODULES = Path('/nonexistent')\n"
+        "def test_it():\n"
+        "    t.reference_server('server-memory')\n"
+    )
+    for required, outcome in (("", "1 skipped"), ("1", "1 failed")):
+        env = dict(os.environ, NBAGENT_REQUIRE_MCP_SERVERS=required)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert outcome in proc.stdout, proc.stdout
+        if required:
+            assert "NBAGENT_REQUIRE_MCP_SERVERS is set" in proc.stdout

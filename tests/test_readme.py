@@ -44,6 +44,24 @@ def test_fork_and_compare_example_runs() -> None:
     assert "refunded order 42" in what_if.transcript[-1].content
 
 
+def test_own_loop_example_runs() -> None:
+    """The complete_with_tools() loop runs as written and ends on the model's answer."""
+    text = README.read_text()
+    section = text[text.index("### Your own loop") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    namespace: dict[str, Any] = {"print": lambda *a: None}
+    exec(compile(code.group(1), "README.md", "exec"), namespace)
+    messages, response = namespace["messages"], namespace["response"]
+    assert [type(m).__name__ for m in messages] == [
+        "ChatMessage",
+        "AssistantToolCallMessage",
+        "ToolResultMessage",
+    ]
+    assert messages[2].content == "31°C in Lagos"
+    assert not response.tool_calls and "Lagos" in response.text
+
+
 # ---------------------------------------------------------------- keywords
 def _namespace() -> dict[str, Any]:
     import nbagent

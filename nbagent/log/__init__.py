@@ -74,6 +74,8 @@ STATUS_COLORS: dict[str, str] = {
     "approved": "#64b5f6",
     "awaiting_approval": "#fbc02d",
     "requested": "#90a4ae",
+    "ran_despite_denial": "#b71c1c",
+    "ran_unapproved": "#d84315",
 }
 """Colour of each call status in the plots."""
 

@@ -22,7 +22,9 @@ column             dtype           meaning
 tool               string          tool name
 status             category        ``requested``, ``awaiting_approval``, ``approved``,
                                    ``denied``, ``running``, ``ok``, ``error``,
-                                   ``cancelled``, ``skipped``, ``timed_out``, ``in_doubt``
+                                   ``cancelled``, ``skipped``, ``timed_out``, ``in_doubt``;
+                                   for a hosted ``mcp_call`` also ``ran_despite_denial``,
+                                   ``ran_unapproved`` (see below)
 decision           category        see below
 duration_ms        Float64         run time of the tool itself
 arguments          object          the model's arguments (a dict)
@@ -46,6 +48,10 @@ replayed           boolean         its result is a recorded one (``replay_tools`
                                    tool did not run again; NA until it finishes
 shared             boolean         a fork's copy of its parent's outcome (``chat.fork``):
                                    it ran, or was answered, in the parent; NA until final
+ran_before         string          the earlier gated calls of its response still awaiting
+                                   a decision when it ran (``insert (c1)``; the default
+                                   ``order="ready"``): its result cannot reflect them;
+                                   NA otherwise
 item_type          string          a provider item's wire type (``mcp_call``,
                                    ``mcp_list_tools``, ``web_search_call``...) or
                                    ``mcp_approval_request``; NA for a local call
@@ -81,7 +87,13 @@ for is a gated call (``item_type`` ``mcp_approval_request``; ``ok`` once the
 approval was sent, ``denied`` when denied); what the provider ran or listed
 (:class:`~nbagent.ProviderItem`) is a row per item, with its status (``ok`` or
 ``error``; NA for an item type nbagent does not know) and, for an ``mcp_call``
-that followed an approval, that approval's decision (else ``auto``). Thinking
+that followed an approval, that approval's decision (else ``auto``). An
+``mcp_call`` the provider ran against the chat's decision has its own status:
+``ran_despite_denial`` (its approval was denied: ``decision`` says ``denied``)
+or ``ran_unapproved`` (``require_approval`` asked for an approval the chat
+had not given when it ran; ``decision`` ``none``, or that of an earlier
+request it names); its ``error`` column holds the call's own error, if it failed.
+``chat.log.query("status.str.startswith('ran_')")`` lists them. Thinking
 (:class:`~nbagent.Reasoning` items) is no call and has no row; its tokens are
 in ``chat.steps`` (``reasoning_tokens``).
 
@@ -158,6 +170,7 @@ from .._events import (
     ToolCallStarted,
 )
 from .._extension import Extension
+from .._hosted import BREACHES, RAN_UNAPPROVED
 from .._optional import require
 from .._result_text import result_type, without_edit_note
 from .._types import (
@@ -179,6 +192,8 @@ PREVIEW_CHARS = 200
 ERROR_CHARS = 1000
 
 DECISIONS = ("auto", "pending", "approved", "denied", "policy", "none")
+LOG_STATUSES = (*CALL_STATUSES, *BREACHES)
+"""A row's status: a call's, or a hosted call the provider ran against the chat's decision."""
 MODES = CONCURRENCY_MODES
 MESSAGE_KINDS = ("text", "tool_calls", "tool_result")
 
@@ -189,7 +204,7 @@ ColumnKind = str | tuple[str, ...]
 CALL_COLUMNS: dict[str, ColumnKind] = {
     # what happened: the columns a glance at ``chat.log.head()`` needs
     "tool": "string",
-    "status": CALL_STATUSES,
+    "status": LOG_STATUSES,
     "decision": DECISIONS,
     "duration_ms": "Float64",
     "arguments": "json",
@@ -208,6 +223,7 @@ CALL_COLUMNS: dict[str, ColumnKind] = {
     "hosted": "boolean",
     "replayed": "boolean",
     "shared": "boolean",
+    "ran_before": "string",
     "item_type": "string",
     # where and when it ran
     "turn": "Int64",
@@ -261,7 +277,7 @@ MESSAGE_COLUMNS: dict[str, ColumnKind] = {
     "n_tool_calls": "Int64",
     "tool_call_id": "string",
     "tool": "string",
-    "status": CALL_STATUSES,
+    "status": LOG_STATUSES,  # one vocabulary for every status column (exports read by name)
     "is_error": "boolean",
     "stop_reason": STOP_REASONS,
     "added_at": "datetime",
@@ -476,6 +492,8 @@ class CallLog(Extension):
         c["duration_ms"][i] = e.duration_ms
         c["replayed"][i] = e.replayed
         c["shared"][i] = e.shared
+        if e.ran_before:
+            c["ran_before"][i] = self._named(e.ran_before)
         # The model reads a note before an edited call's result; the preview shows the result.
         content = without_edit_note(e.result.content, c["edited_arguments"][i] is not None)
         c["result_preview"][i] = content[:PREVIEW_CHARS]
@@ -484,6 +502,15 @@ class CallLog(Extension):
             c["error"][i] = (e.error or content)[:ERROR_CHARS]
         if c["decision"][i] == "pending":
             c["decision"][i] = "none"
+
+    def _named(self, call_ids: tuple[str, ...]) -> str:
+        """``insert (c1), delete (c2)``: the calls' tools, with their ids."""
+        tools = self._calls.cols["tool"]
+        out = []
+        for cid in call_ids:
+            row = self._call_row.get(cid)
+            out.append(f"{tools[row]} ({cid})" if row is not None else cid)
+        return ", ".join(out)
 
     def _new_step(self, step: int, turn: int, model: str, provider: str) -> int:
         i = self._steps.append()
@@ -571,12 +598,16 @@ class CallLog(Extension):
             for name in ("decision", "decided_by", "decided_at", "reason"):
                 c[name][i] = c[name][j]
             c["requires_approval"][i] = True
+        elif item.status == RAN_UNAPPROVED:  # an approval was due and nobody gave one
+            c["requires_approval"][i] = True
+            c["decision"][i] = "none"
         output = _item_output(raw)
+        failed = item.status == "error" or (item.status in BREACHES and bool(raw.get("error")))
         if output is not None:
             c["result_preview"][i] = output[:PREVIEW_CHARS]
-            if item.status != "error":
+            if not failed:
                 c["result_type"][i] = result_type(output)
-        if item.status == "error":
+        if failed:
             c["error"][i] = (output or "failed")[:ERROR_CHARS]
 
     # ------------------------------------------------------------ frames

@@ -10,15 +10,29 @@ Each of the server's tools becomes an :class:`MCPTool`: its schema is the
 tool's ``inputSchema`` (nbagent validates a model's arguments against it
 before anything is sent), its calls go to the server, and whether a call
 needs a human decision follows the server's ``approval`` rule (by default its
-annotations: ``readOnlyHint`` tools run freely, the others ask first).
-Approvals, resolvers, ``chat.always_allow`` and the store treat them as any
-other tool.
+annotations: ``readOnlyHint`` tools run freely unless also ``destructiveHint``,
+the others ask first). Approvals, resolvers, ``chat.always_allow`` and the
+store treat them as any other tool.
+
+Tool names: ``<prefix>_<name>``, made valid for every provider (letters,
+digits, ``_``, ``-``; at most 64 characters). Tools whose names become the
+same that way (``a.b`` and ``a_b``, two long names alike in their first 64
+characters) are all offered, each as ``<name>_<8 hex digits>`` derived from
+its name on the server (:func:`local_names`): deterministic, so the same remote
+tool keeps its name across reconnections, list changes and ``Chat.load``, and
+a name never moves to another remote tool. A notice names them. A tool listed
+twice is offered once (a notice says so).
+
+Secrets (``env``, ``headers``, the URL's credentials, secret-looking
+arguments) never show in a ``repr`` and are scrubbed from every error the
+server causes (``_secrets.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import re
 import weakref
@@ -31,12 +45,14 @@ from urllib.parse import urlsplit
 
 from .._aio import run_on_loop
 from .._errors import MCPServerError, ToolDefinitionError
+from .._notice import notice
 from .._optional import require
 from .._tools import Tool, ToolSource, on_chat_cancel
 from .._types import ToolCall
 from . import _connection as conn
 from . import _stdio
-from ._results import result_value
+from ._results import MCPResult, result_value
+from ._secrets import masked_argv, scrubbed_await, scrubbed_call, server_secrets
 
 ApprovalRule = (
     Literal["always", "never", "annotations"] | bool | Callable[[ToolCall], "bool | None"]
@@ -47,10 +63,54 @@ _INVALID = re.compile(r"[^a-zA-Z0-9_-]")
 _FEATURE = "nbagent.MCPServer (MCP servers as tool sources)"
 
 
+MAX_NAME = 64  # the longest tool name every provider takes
+_DIGEST = 8  # hex digits that tell apart tools whose names collide
+
+
 def _tool_name(prefix: str | None, remote: str) -> str:
     """The name the model sees: ``<prefix>_<name>``, made valid for every provider."""
     name = f"{prefix}_{remote}" if prefix else remote
-    return _INVALID.sub("_", name)[:64] or "_"
+    return _INVALID.sub("_", name)[:MAX_NAME] or "_"
+
+
+def _distinct(base: str, remote: str) -> str:
+    """``base`` made unique to ``remote``: ``<base>_<first 8 hex digits of its SHA-256>``."""
+    digest = hashlib.sha256(remote.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST]
+    return f"{base[: MAX_NAME - _DIGEST - 1]}_{digest}"
+
+
+def local_names(prefix: str | None, remotes: Iterable[str]) -> tuple[dict[str, str], list[str]]:
+    """``({remote name: tool name}, notes)`` for a server's listed tools.
+
+    A name that only one remote tool becomes keeps the plain
+    ``<prefix>_<name>``; when several become the same name (sanitising,
+    truncation), each gets a suffix derived from its own remote name
+    (:func:`_distinct`), so none hides another and a name depends only on
+    the tool it names and whether it collides: it never passes from one remote
+    tool to another. A suffixed name that is still taken (a remote tool named
+    exactly like it) is left out. ``notes`` says what was renamed or left out.
+    """
+    groups: dict[str, list[str]] = {}
+    for remote in dict.fromkeys(remotes):
+        groups.setdefault(_tool_name(prefix, remote), []).append(remote)
+    names = {members[0]: base for base, members in groups.items() if len(members) == 1}
+    notes: list[str] = []
+    for base, members in groups.items():
+        if len(members) == 1:
+            continue
+        renamed = []
+        for remote in members:
+            name = _distinct(base, remote)
+            if name in groups or name in names.values():
+                notes.append(f"tool {remote!r} is left out: its name {name!r} is taken")
+                continue
+            names[remote] = name
+            renamed.append(f"{remote!r} -> {name!r}")
+        notes.append(
+            f"tools {', '.join(repr(r) for r in members)} would all be named {base!r}; "
+            f"each gets its own name: {', '.join(renamed) or 'none'}"
+        )
+    return names, notes
 
 
 def _annotations(tool: Any) -> dict[str, Any]:
@@ -81,10 +141,10 @@ class MCPTool(Tool, abstract=True):
         output_schema: The tool's ``outputSchema``, if it declares one.
     """
 
-    def __init__(self, server: MCPServer, definition: Any, rule: ApprovalRule):
+    def __init__(self, server: MCPServer, definition: Any, rule: ApprovalRule, name: str):
         self._server = server
         self.remote_name: str = definition.name
-        self.name = _tool_name(server.prefix, definition.name)  # type: ignore[misc]
+        self.name = name  # type: ignore[misc]
         self.description = (definition.description or definition.name).strip()  # type: ignore[misc]
         schema = definition.input_schema
         self.parameters = dict(schema) if isinstance(schema, Mapping) else {"type": "object"}  # type: ignore[misc]
@@ -106,7 +166,10 @@ class MCPTool(Tool, abstract=True):
         if callable(rule) and not isinstance(rule, bool):
             return True, rule
         if rule == "annotations":
-            return self.annotations.get("readOnlyHint") is not True, None
+            ann = self.annotations
+            # destructive wins over read-only: a tool claiming both asks first
+            gated = ann.get("readOnlyHint") is not True or ann.get("destructiveHint") is True
+            return gated, None
         return rule is True or rule == "always", None
 
     def _why(self, rule: ApprovalRule) -> str | None:
@@ -126,41 +189,14 @@ class MCPTool(Tool, abstract=True):
         ``chat.cancel()`` abandons it (the server is told to cancel): an error
         result, since whether the tool did anything is unknown.
         """
-        task, loop = asyncio.current_task(), asyncio.get_running_loop()
-        state = {"done": False, "abandoned": False}
+        return await self._server._call_async(
+            self.remote_name, arguments, f"MCP tool {self.name!r}"
+        )
 
-        def abandon() -> None:  # on this loop's thread: cancels only a call still waiting
-            if not state["done"] and task is not None:
-                state["abandoned"] = True
-                task.cancel()
-
-        def on_cancel() -> None:  # from the thread calling chat.cancel()
-            with contextlib.suppress(RuntimeError):  # this loop already ended
-                loop.call_soon_threadsafe(abandon)
-
-        withdraw = on_chat_cancel(on_cancel)
-        try:
-            result = await run_on_loop(
-                self._server._connection.call(self.remote_name, arguments),
-                conn.mcp_loop(),
-                f"MCP tool {self.name!r}",
-            )
-        except asyncio.CancelledError:
-            if not state["abandoned"] or task is None or task.uncancel() > 0:
-                raise
-            raise MCPServerError(
-                f"MCP tool {self.name!r} was abandoned by chat.cancel() while it ran (the "
-                "server was told to cancel it); whether it did anything is unknown, so it "
-                "was not retried"
-            ) from None
-        finally:
-            state["done"] = True
-            withdraw()
-        return result_value(result)
-
-    def _same(self, definition: Any, rule: ApprovalRule) -> bool:
+    def _same(self, definition: Any, rule: ApprovalRule, name: str) -> bool:
         return (
             definition.name == self.remote_name
+            and name == self.name
             and (definition.description or definition.name).strip() == self.description
             and definition.input_schema == self.parameters
             and _annotations(definition) == self.annotations
@@ -223,6 +259,7 @@ class MCPServer(ToolSource):
         approval: Approval = "annotations",
         timeout: float | None = None,
         connect_timeout: float | None = conn.CONNECT_TIMEOUT,
+        secrets: Sequence[str] = (),
     ):
         require("mcp", _FEATURE)
         if prefix is not None and (not prefix or _INVALID.search(prefix)):
@@ -251,6 +288,8 @@ class MCPServer(ToolSource):
         )
         self._tools: tuple[MCPTool, ...] = ()
         self._generation = -1
+        self._secrets = tuple(secrets)
+        self._noted: set[str] = set()  # naming notices already shown
         weakref.finalize(self, self._connection.close)
 
     # ----------------------------------------------------------- constructors
@@ -273,10 +312,13 @@ class MCPServer(ToolSource):
 
         Args:
             command: The executable (``"python"``, ``"npx"``, ``"uvx"``...).
-            args: Its arguments.
+            args: Its arguments. The ``repr`` shows ``***`` for secret-looking
+                ones (``--token=...``, the value after ``--api-key``, a
+                key-shaped argument), and errors never show them.
             env: Environment variables for it, added to a minimal safe set
                 (``PATH``, ``HOME``...; the SDK does not pass the rest of yours).
-                Never shown in reprs, logs or errors.
+                Never shown in reprs; their values (6 characters or more) are
+                replaced by ``***`` in every error the server causes.
             cwd: Its working directory.
             max_result_bytes: The largest message read from the server
                 (default 16 MiB; the model sees at most ``result_max_chars``
@@ -329,9 +371,10 @@ class MCPServer(ToolSource):
             approval=approval,
             timeout=timeout,
             connect_timeout=connect_timeout,
+            secrets=server_secrets(env=environment, argv=argv),
         )
         server.max_result_bytes = max_result_bytes
-        server._describe = f"{command} {' '.join(argv)}".strip()
+        server._describe = f"{command} {' '.join(masked_argv(argv)[0])}".strip()
         return server
 
     @classmethod
@@ -351,7 +394,8 @@ class MCPServer(ToolSource):
         Args:
             url: The MCP endpoint.
             headers: Sent with every request (``{"Authorization": "Bearer ..."}``);
-                never shown in reprs, logs or errors.
+                never shown in reprs; their values (and the URL's credentials
+                and query values) are replaced by ``***`` in every error.
             prefix, label, approval, timeout, connect_timeout: See :class:`MCPServer`.
         """
         require("mcp", _FEATURE)
@@ -375,6 +419,7 @@ class MCPServer(ToolSource):
             approval=approval,
             timeout=timeout,
             connect_timeout=connect_timeout,
+            secrets=server_secrets(headers=sent, url=url),
         )
         server._describe = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
         return server
@@ -433,14 +478,26 @@ class MCPServer(ToolSource):
             MCPServerError: The server cannot be reached or broke during the call.
         """
         remote = self._remote(name)
-        coro = self._connection.call(remote, dict(arguments or {}))
-        return result_value(conn.wait(coro, what=f"MCP tool {remote!r}"))
+        args = dict(arguments or {})
+        what = f"MCP tool {remote!r}"
+        return scrubbed_call(
+            lambda: result_value(conn.wait(self._connection.call(remote, args), what=what)),
+            self._secrets,
+        )
 
     async def call_async(self, name: str, arguments: Mapping[str, Any] | None = None) -> Any:
         """Async twin of :meth:`call` (from any event loop)."""
         remote = self._remote(name)
-        coro = self._connection.call(remote, dict(arguments or {}))
-        return result_value(await run_on_loop(coro, conn.mcp_loop(), f"MCP server {self.label!r}"))
+        return await self._call_async(remote, dict(arguments or {}), f"MCP server {self.label!r}")
+
+    async def _call_async(self, remote: str, arguments: dict[str, Any], what: str) -> MCPResult:
+        """One call on the MCP loop, from any loop: its answer, or its error scrubbed."""
+
+        async def call() -> MCPResult:
+            coro = self._connection.call(remote, arguments)
+            return result_value(await _abandonable(run_on_loop(coro, conn.mcp_loop(), what), what))
+
+        return await scrubbed_await(call(), self._secrets)
 
     def close(self) -> None:
         """Close the connection (a stdio server's process stops); using it again reconnects."""
@@ -473,7 +530,8 @@ class MCPServer(ToolSource):
         c = self._connection
         if c.usable() and self._generation == c.generation and (not c.stale or not c.may_relist()):
             return self._tools  # unchanged, or changed again too soon: listed at a later step
-        definitions = conn.wait(c.list_tools(), what=f"MCP server {self.label!r} listing its tools")
+        what = f"MCP server {self.label!r} listing its tools"
+        definitions = scrubbed_call(lambda: conn.wait(c.list_tools(), what=what), self._secrets)
         self._generation = c.generation
         self._tools = self._rebuild(definitions)
         return self._tools
@@ -481,22 +539,35 @@ class MCPServer(ToolSource):
     def _rebuild(self, definitions: list[Any]) -> tuple[MCPTool, ...]:
         """New tool objects only for what changed, so a chat re-merges only on a real change."""
         old = {t.remote_name: t for t in self._tools}
+        names, notes = local_names(self.prefix, (d.name for d in definitions))
         out: list[MCPTool] = []
+        seen: set[str] = set()
         for d in definitions:
-            rule = self._rule(d.name)
+            if d.name in seen:
+                notes.append(f"it lists tool {d.name!r} twice; only the first is offered")
+                continue
+            seen.add(d.name)
+            name = names.get(d.name)
+            if name is None:
+                continue  # left out (said in notes)
+            rule = self._rule(d.name, name)
             kept = old.get(d.name)
-            out.append(kept if kept is not None and kept._same(d, rule) else MCPTool(self, d, rule))
+            same = kept is not None and kept._same(d, rule, name)
+            out.append(kept if same and kept is not None else MCPTool(self, d, rule, name))
+        for note in notes:
+            if note not in self._noted:
+                self._noted.add(note)
+                notice(f"MCP server {self.label!r}: {note}")
         if len(out) == len(self._tools) and all(
             a is b for a, b in zip(out, self._tools, strict=True)
         ):
             return self._tools
         return tuple(out)
 
-    def _rule(self, remote: str) -> ApprovalRule:
+    def _rule(self, remote: str, name: str) -> ApprovalRule:
         rules = self._approval
         if not isinstance(rules, Mapping):
             return rules
-        name = _tool_name(self.prefix, remote)
         for key in (remote, name, "*"):
             if key in rules:
                 return rules[key]
@@ -507,6 +578,39 @@ class MCPServer(ToolSource):
             if name in (t.name, t.remote_name):
                 return t.remote_name
         return name
+
+
+async def _abandonable(awaitable: Any, what: str) -> Any:
+    """``await awaitable``, given up if the chat it runs for is cancelled (``chat.cancel()``).
+
+    The request on the MCP loop is cancelled (the SDK tells the server); the
+    call fails with ``MCPServerError``, since whether the tool did anything is unknown.
+    """
+    task, loop = asyncio.current_task(), asyncio.get_running_loop()
+    state = {"done": False, "abandoned": False}
+
+    def abandon() -> None:  # on this loop's thread: cancels only a call still waiting
+        if not state["done"] and task is not None:
+            state["abandoned"] = True
+            task.cancel()
+
+    def on_cancel() -> None:  # from the thread calling chat.cancel()
+        with contextlib.suppress(RuntimeError):  # this loop already ended
+            loop.call_soon_threadsafe(abandon)
+
+    withdraw = on_chat_cancel(on_cancel)
+    try:
+        return await awaitable
+    except asyncio.CancelledError:
+        if not state["abandoned"] or task is None or task.uncancel() > 0:
+            raise
+        raise MCPServerError(
+            f"{what} was abandoned by chat.cancel() while it ran (the server was told to "
+            "cancel it); whether it did anything is unknown, so it was not retried"
+        ) from None
+    finally:
+        state["done"] = True
+        withdraw()
 
 
 class MCPToolSelection(ToolSource):

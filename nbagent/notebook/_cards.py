@@ -94,6 +94,9 @@ def _finished(e: CallEntry, decision: str) -> str:
     meta = _meta(e)
     if meta:
         head.append(f'<span class="nba-dim">{esc(meta)}</span>')
+    if e.ran_before:
+        names = [f"<code>{esc(n)}</code>" for n in e.ran_before]
+        head.append(f'<span class="nba-ran-before">{ran_before_words(names)}</span>')
     head.append(_outcome(e, decision))
     body = []
     if inline is None:
@@ -166,6 +169,14 @@ def _meta(e: CallEntry) -> str:
     mode = e.mode if e.mode not in (None, "sequential") else ""
     replayed = "recorded result" if e.replayed else ""
     return " · ".join(x for x in (fmt_ms(e.duration_ms), mode, replayed) if x)
+
+
+def ran_before_words(names: list[str]) -> str:
+    """The note "ran before `insert` was decided", from the earlier calls' names, already
+    formatted (code spans): those gated calls of its response still waited when this one
+    ran (``order="ready"``), so its result cannot reflect them."""
+    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    return f"ran before {listed} {'was' if len(names) == 1 else 'were'} decided"
 
 
 def _outcome(e: CallEntry, decision: str) -> str:

@@ -6,7 +6,10 @@ and any item of a type nbagent does not know: never run here, shown where they
 happened (under their step's line, before the step's text) in the same
 ``<details>`` style as a finished call: a one-line ``<summary>`` (server, tool,
 short arguments, status, the start of the output or the error) and, on a
-click, the rest (arguments, output, error, the item as it came).
+click, the rest (arguments, output, error, the item as it came). A hosted call
+the provider ran against the chat's decision (status ``ran_despite_denial`` or
+``ran_unapproved``, see ``nbagent._hosted.audit_items``) is drawn as a failure
+whose line says so first.
 
 :func:`item_view` reads an item once into plain words; :func:`item_html`,
 :func:`item_markdown` and :func:`item_text` draw them. Everything the provider
@@ -20,6 +23,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._hosted import RAN_DESPITE_DENIAL, RAN_UNAPPROVED
 from .._types import ProviderItem
 from ._html import clip, esc, preview
 from ._state import json_preview
@@ -27,6 +31,11 @@ from ._state import json_preview
 ARGS_LINE = 80  # arguments whose compact JSON is at most this long show on the summary line
 RAW_CHARS = 4_000  # the item as it came, shown (bounded) for items without a readable body
 LISTED = 12  # tool names on a listing's summary line
+BREACH_WORDS = {
+    RAN_DESPITE_DENIAL: "ran although its approval was denied",
+    RAN_UNAPPROVED: "ran without the approval it needed",
+}
+"""What the view says of a hosted call the provider ran against the chat's decision."""
 
 
 @dataclass(frozen=True)
@@ -83,13 +92,18 @@ def item_view(item: ProviderItem) -> ItemView:
             sections.append(("output", output))
         if error:
             sections.append(("error", error))
+        breach = BREACH_WORDS.get(item.status or "")
+        if breach:
+            request = raw.get("approval_request_id")
+            asked = f" (approval request {request})" if request else ""
+            sections.insert(0, ("warning", f"the provider {breach}{asked}"))
         return ItemView(
             "mcp call",
             _who(server, item.name or "?"),
             args=_short(args),
             status=item.status or "",
-            outcome=error or output,
-            failed=failed,
+            outcome=f"{breach}: {error or output}" if breach else error or output,
+            failed=failed or breach is not None,
             sections=sections,
         )
     if t in ("mcp_tool_use", "server_tool_use"):

@@ -32,6 +32,7 @@ from ._cards import (
     call_card_html,
     call_label,
     inline_arguments,
+    ran_before_words,
     reason_words,
     status_word,
     thumbs_html,
@@ -160,6 +161,7 @@ CSS = """
 .nba-add, .nba-diff ins { color: var(--jp-success-color1, #388e3c); text-decoration: none; }
 .nba-del, .nba-diff del { color: var(--jp-error-color1, #d32f2f); }
 .nba-dim { color: var(--jp-ui-font-color2, #616161); font-size: var(--jp-ui-font-size0, 11px); }
+.nba-ran-before { color: var(--jp-warn-color0, #f57c00); font-size: var(--jp-ui-font-size0, 11px); }
 .nba-badge { font-size: var(--jp-ui-font-size0, 11px); padding: 0 6px; border-radius: 8px;
   background: var(--jp-layout-color3, #bdbdbd); color: var(--jp-ui-inverse-font-color1, #fff); }
 .nba-b-ok { background: var(--jp-success-color1, #388e3c); }
@@ -526,6 +528,8 @@ def entry_markdown(e: Entry) -> str:
         words = decision_words(e)
         if words:
             lines.append(f"> {md_inline(words)}")
+        if e.ran_before:
+            lines.append(f"> {ran_before_words([code_span(n) for n in e.ran_before])}")
         if e.error:
             lines.append(f"> error: {md_inline(preview(e.error, 600))}")
         if e.result is not None and e.status != "denied" and not e.hosted:
@@ -584,6 +588,8 @@ def _entry_text(e: Entry) -> str:
         words = decision_words(e)
         if words:
             extra.append(f"    {words}")
+        if e.ran_before:
+            extra.append(f"    {ran_before_words([f'`{n}`' for n in e.ran_before])}")
         if e.error:
             extra.append(f"    error: {preview(e.error, 300)}")
         elif e.result is not None and e.status != "denied" and not e.hosted:

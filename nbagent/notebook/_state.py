@@ -267,6 +267,7 @@ class CallEntry(Entry):
     duration_ms: float | None = None
     mode: str | None = None
     replayed: bool = False  # its result is a recorded one (replay_tools): the tool did not run
+    ran_before: tuple[str, ...] = ()  # earlier gated calls (tool names) still undecided when it ran
     defaults: dict[str, Any] = field(default_factory=dict)  # what the tool uses for omitted params
     result_html: str | None = None  # a rich result (a DataFrame) as inert table HTML
     result_label: str = ""  # its type (and shape), for the summary line
@@ -930,7 +931,12 @@ class ChatState:
             duration_ms=e.duration_ms,
             mode=e.mode,
             replayed=e.replayed,
+            ran_before=tuple(self._call_name(cid) for cid in e.ran_before),
         )
+
+    def _call_name(self, call_id: str) -> str:
+        entry = self.by_key.get(f"c:{call_id}")
+        return entry.name if isinstance(entry, CallEntry) and entry.name else call_id
 
     def add_traceback(self, call_id: str, text: str) -> None:
         """Keep where a tool failed (its exception reaches ``after_tool_result`` callbacks
@@ -993,6 +999,11 @@ class ChatState:
                     for key in (None, turn):
                         state.totals.setdefault(key, Totals()).calls += 1
         state._step = step
+        for e in chat.events:  # the one fact the transcript lacks: which results ran early
+            if isinstance(e, ToolCallFinished) and e.ran_before:
+                entry = state.by_key.get(f"c:{e.call.id}")
+                if isinstance(entry, CallEntry):
+                    entry.ran_before = tuple(state._call_name(cid) for cid in e.ran_before)
         usage = chat.usage
         state.totals[None].input_tokens = usage.input_tokens
         state.totals[None].output_tokens = usage.output_tokens

@@ -4,7 +4,8 @@
 servers), ``AnthropicProvider`` and the offline ``DemoProvider``. ``Output`` is
 what ``ModelRequest.output`` holds when a chat asks for a structured answer
 (its ``name``, ``schema``, ``strict_schema(dialect)``): a provider of your own
-reads it there. The SDK-backed
+reads it there, and inherits ``CompleteWithToolsMixin`` to have Ragrails'
+``complete_with_tools(messages=, system=, tools=)`` like the providers here. The SDK-backed
 adapters are imported on first use, so ``import nbagent`` never imports
 ``openai`` or ``anthropic``; each SDK is imported when its provider is made.
 """
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .._exports import publish as _publish
 from .._exports import publish_one as _publish_one
 from .._output import Output
-from ._base import ModelRequest, Provider, StreamDelta
+from ._base import CompleteWithToolsMixin, ModelRequest, Provider, StreamDelta
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicProvider
@@ -38,6 +39,7 @@ _LAZY = {
 
 __all__ = [
     "AnthropicProvider",
+    "CompleteWithToolsMixin",
     "DemoProvider",
     "ModelInfo",
     "ModelRequest",

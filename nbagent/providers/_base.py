@@ -6,17 +6,35 @@ returning a neutral :class:`~nbagent.LLMToolResponse`. SDK objects never leave
 an adapter. Adding a request parameter means adding a field to
 :class:`ModelRequest` and mapping it to the wire in the adapters that support
 it; no signature repeats the list.
+
+Ragrails' spelling of one request, ``complete_with_tools(messages=, system=,
+tools=)`` and its async twin, is written once over that seam
+(:class:`CompleteWithToolsMixin`): it builds the ``ModelRequest``
+(:func:`tool_request`) and calls ``complete`` / ``complete_async``. Every
+provider nbagent ships inherits it; it is not a member of the :class:`Provider`
+protocol, so a provider of your own that implements ``complete`` alone still
+works everywhere a provider is taken.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._hosted import HostedTool
 from .._output import Output, as_output
-from .._types import LLMToolResponse, Message, ToolSpec
+from .._types import (
+    AssistantToolCallMessage,
+    ChatMessage,
+    LLMToolResponse,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    ToolSpec,
+)
 
 
 @dataclass(frozen=True)
@@ -44,9 +62,24 @@ ToolDefinition = ToolSpec | Mapping[str, Any]
 
 
 def as_spec(tool: ToolDefinition) -> ToolSpec:
-    """Accept a :class:`ToolSpec` or a ``{"name", "description", "input_schema"}`` dict."""
+    """Accept a :class:`ToolSpec` or a ``{"name", "description", "input_schema"}`` dict.
+
+    An nbagent tool (``@tool`` function, ``Tool`` instance) is accepted too: its
+    ``spec`` is what the model sees.
+
+    Raises:
+        TypeError: Anything else, or a dict without a ``name``.
+    """
     if isinstance(tool, ToolSpec):
         return tool
+    spec = getattr(tool, "spec", None)
+    if isinstance(spec, ToolSpec):
+        return spec
+    if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str) or not tool["name"]:
+        raise TypeError(
+            "a tool definition needs 'name' (a non-empty string), 'description' and "
+            f"'input_schema' (a dict, a ToolSpec or an nbagent tool); got {tool!r}"
+        )
     try:
         schema = tool.get("input_schema")
         return ToolSpec(
@@ -57,7 +90,7 @@ def as_spec(tool: ToolDefinition) -> ToolSpec:
             if isinstance(schema, dict) and schema
             else dict(schema or {"type": "object", "properties": {}}),
         )
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         raise TypeError(
             f"a tool definition needs 'name', 'description' and 'input_schema'; got {tool!r}"
         ) from exc
@@ -118,9 +151,228 @@ class ModelRequest:
             object.__setattr__(self, "output", as_output(self.output))
 
 
+_MESSAGE_TYPES = "ChatMessage, AssistantToolCallMessage or ToolResultMessage"
+_ITEMS = "_nbagent_response_items"
+"""The attribute linking a call returned by ``complete_with_tools`` to its response's items."""
+
+
+def _link_items(response: LLMToolResponse) -> LLMToolResponse:
+    """Let each call carry its response's provider items back into the next request.
+
+    A thinking model's reasoning (and a hosted tool's items) must go back with the
+    calls it led to: Anthropic wants the thinking block first in the assistant turn
+    a ``tool_result`` answers, stateless Responses the ``reasoning`` item before its
+    ``function_call``. Ragrails' ``AssistantToolCallMessage(content=response.text,
+    tool_calls=response.tool_calls)`` has no place for them, so the calls carry them
+    (a plain attribute, outside the call's value) and :func:`tool_request` puts them
+    on a message that has none.
+    """
+    if response.items:
+        for call in response.tool_calls:
+            setattr(call, _ITEMS, response.items)
+    return response
+
+
+_REQUEST_FIELDS = tuple(f.name for f in dataclasses.fields(ModelRequest))
+
+
+def _sequence(value: Any, what: str) -> list[Any]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise TypeError(f"{what} must be a list; got {type(value).__name__} {value!r:.80}")
+    return list(value)
+
+
+def _result_content(message: ToolResultMessage, index: int) -> ToolResultMessage:
+    """``message`` with JSON-able content (a dict, a list, a number) written as compact JSON."""
+    content: Any = message.content
+    if isinstance(content, str):
+        return message
+    if isinstance(content, (dict, list, tuple, int, float, bool)) or content is None:
+        try:
+            text = json.dumps(content, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"messages[{index}]: ToolResultMessage.content is not JSON ({exc}); pass a str"
+            ) from None
+        return dataclasses.replace(message, content=text, value=content)
+    raise TypeError(
+        f"messages[{index}]: ToolResultMessage.content must be a str (or a JSON value); "
+        f"got {type(content).__name__}"
+    )
+
+
+def _checked_message(message: Any, index: int) -> Message:
+    """One message of a ``complete_with_tools`` transcript, checked (see :func:`tool_request`)."""
+    if isinstance(message, ChatMessage):
+        if not isinstance(message.content, str):
+            raise TypeError(
+                f"messages[{index}]: ChatMessage.content must be a str; "
+                f"got {type(message.content).__name__}"
+            )
+        return message
+    if isinstance(message, AssistantToolCallMessage):
+        calls = _sequence(message.tool_calls, f"messages[{index}].tool_calls")
+        for call in calls:
+            if not isinstance(call, ToolCall):
+                raise TypeError(
+                    f"messages[{index}]: AssistantToolCallMessage.tool_calls holds ToolCall "
+                    f"values (response.tool_calls); got {type(call).__name__} {call!r:.80}"
+                )
+        items = message.items or next(
+            (linked for c in calls if (linked := getattr(c, _ITEMS, ()))), ()
+        )
+        if isinstance(message.tool_calls, tuple) and items is message.items:
+            return message
+        return dataclasses.replace(message, tool_calls=tuple(calls), items=items)
+    if isinstance(message, ToolResultMessage):
+        if not isinstance(message.tool_call_id, str) or not message.tool_call_id:
+            raise TypeError(
+                f"messages[{index}]: ToolResultMessage.tool_call_id must be the id of the "
+                f"call it answers (call.id); got {message.tool_call_id!r}"
+            )
+        return _result_content(message, index)
+    hint = ""
+    if isinstance(message, Mapping) and "role" in message:
+        hint = " (a dict: write ChatMessage(role=..., content=...))"
+    raise TypeError(
+        f"messages[{index}] is a {type(message).__name__}{hint}; a message is a "
+        f"{_MESSAGE_TYPES} (from nbagent import ...)"
+    )
+
+
+def tool_request(
+    messages: Iterable[Message],
+    system: str | None = None,
+    tools: Iterable[ToolDefinition] = (),
+    **options: Any,
+) -> ModelRequest:
+    """The :class:`ModelRequest` that ``complete_with_tools(...)`` sends.
+
+    Messages are checked here, so a mistake fails before any request with a
+    ``TypeError`` naming the message: each must be a :class:`~nbagent.ChatMessage`,
+    an :class:`~nbagent.AssistantToolCallMessage` (its ``tool_calls`` the
+    :class:`~nbagent.ToolCall` values of a response, a list is accepted; without
+    ``items`` it gets those of the response its calls came from, so a thinking
+    model's reasoning goes back with them) or a
+    :class:`~nbagent.ToolResultMessage` (a dict, list or number as ``content``
+    is sent as compact JSON). Tools are checked by :func:`as_spec`.
+
+    Args:
+        messages: The transcript, oldest first.
+        system: System instructions.
+        tools: Tool definitions: ``{"name", "description", "input_schema"}`` dicts,
+            :class:`~nbagent.ToolSpec` values or nbagent tools.
+        **options: Any other :class:`ModelRequest` field (``tool_choice``,
+            ``calls``: ``"one"``, ``1`` or ``"many"``, ``stream``, ``on_delta``,
+            ``max_tokens``, ``output``, ``reasoning``...).
+
+    Raises:
+        TypeError: A message or tool of the wrong shape, or an unknown option.
+    """
+    unknown = sorted(set(options) - set(_REQUEST_FIELDS))
+    if unknown:
+        others = ", ".join(f"{n}=" for n in _REQUEST_FIELDS[3:])
+        raise TypeError(
+            f"complete_with_tools() got an unknown option {', '.join(unknown)}; it takes "
+            f"messages=, system=, tools= and {others}"
+        )
+    if system is not None and not isinstance(system, str):
+        raise TypeError(f"system must be a str or None; got {type(system).__name__}")
+    calls = options.get("calls", "many")
+    if calls == 1 and not isinstance(calls, bool):
+        options["calls"] = "one"  # as with_tool_options(calls=1)
+    elif calls not in ("one", "many"):
+        raise TypeError(f"calls must be 'one' (or 1) or 'many'; got {calls!r:.80}")
+    choice = options.get("tool_choice", "auto")
+    if not isinstance(choice, str) or not choice:
+        raise TypeError(
+            "tool_choice must be 'auto', 'required', 'none' or a tool's name; "
+            f"got {type(choice).__name__} {choice!r:.80}"
+        )
+    checked = tuple(_checked_message(m, i) for i, m in enumerate(_sequence(messages, "messages")))
+    specs = tuple(as_spec(t) for t in _sequence(tools, "tools"))
+    return ModelRequest(checked, system=system, tools=specs, **options)
+
+
+class _Completes(Protocol):
+    def complete(self, request: ModelRequest) -> LLMToolResponse: ...
+
+    async def complete_async(self, request: ModelRequest) -> LLMToolResponse: ...
+
+
+class CompleteWithToolsMixin:
+    """Ragrails' ``complete_with_tools()`` (and its async twin) over ``complete(request)``.
+
+    Every provider nbagent ships has it. A provider of your own gets it by
+    inheriting this class next to implementing ``complete`` and
+    ``complete_async``; it is not part of the :class:`Provider` protocol.
+    """
+
+    def complete_with_tools(
+        self: _Completes,
+        *,
+        messages: Iterable[Message],
+        system: str | None = None,
+        tools: Iterable[ToolDefinition] = (),
+        **options: Any,
+    ) -> LLMToolResponse:
+        """One model request, provider-neutral: your own tool loop's building block.
+
+        Nothing runs here: the response's ``tool_calls`` (``id``, ``name`` and
+        ``arguments`` as a dict) are for your code to check, run and answer with
+        an :class:`~nbagent.AssistantToolCallMessage` and one
+        :class:`~nbagent.ToolResultMessage` per call; call again until
+        ``response.tool_calls`` is empty.
+
+        Args:
+            messages: ``ChatMessage``, ``AssistantToolCallMessage`` and
+                ``ToolResultMessage`` values, oldest first.
+            system: System instructions.
+            tools: ``{"name", "description", "input_schema"}`` dicts (or
+                ``ToolSpec`` values, or nbagent tools).
+            **options: Any other :class:`ModelRequest` field: ``tool_choice``
+                (``"auto"``, ``"required"``, ``"none"`` or a tool name),
+                ``calls`` (``"one"`` / ``"many"``), ``stream`` and ``on_delta``,
+                ``max_tokens``, ``output``, ``reasoning``...
+
+        Returns:
+            The :class:`~nbagent.LLMToolResponse` (``text``, ``tool_calls``,
+            ``input_tokens``, ``output_tokens``, ``model``, ``provider``...).
+
+        Raises:
+            TypeError: A message, a tool or an option of the wrong shape (before
+                any request is sent).
+            ModelNotSupportedError: The model is known not to support tools
+                (also a ``NotImplementedError``), before any request is sent.
+            ProviderError: The request failed.
+        """
+        return _link_items(self.complete(tool_request(messages, system, tools, **options)))
+
+    async def complete_with_tools_async(
+        self: _Completes,
+        *,
+        messages: Iterable[Message],
+        system: str | None = None,
+        tools: Iterable[ToolDefinition] = (),
+        **options: Any,
+    ) -> LLMToolResponse:
+        """Async twin of :meth:`complete_with_tools`."""
+        return _link_items(
+            await self.complete_async(tool_request(messages, system, tools, **options))
+        )
+
+
 @runtime_checkable
 class Provider(Protocol):
-    """What the chat needs from a model provider: a name, a model, one method."""
+    """What the chat needs from a model provider: a name, a model, one method.
+
+    ``complete_with_tools(messages=, system=, tools=, ...)`` and its async twin
+    (Ragrails' spelling, for your own tool loop) come with every provider
+    nbagent ships, from :class:`CompleteWithToolsMixin`. They are not members of
+    this protocol, so a provider that implements ``complete`` and
+    ``complete_async`` alone is still a ``Provider``; inherit the mixin to give
+    it ``complete_with_tools`` too.
+    """
 
     name: str
     model: str
@@ -134,7 +386,7 @@ class Provider(Protocol):
         ...
 
 
-class InProcessProvider:
+class InProcessProvider(CompleteWithToolsMixin):
     """Base for providers that answer in-process, with no I/O to await.
 
     Subclasses implement :meth:`complete`; the async twin runs it directly on

@@ -36,7 +36,8 @@ from .._errors import (
     ProviderError,
     RateLimitError,
     ServerError,
-    redact_keys,
+    reveals,
+    scrub,
 )
 
 _BY_TYPE = {
@@ -57,35 +58,11 @@ _HINTS: dict[type[ProviderError], str] = {
 }
 
 
-def scrub(text: str, secrets: Iterable[str | None]) -> str:
-    """``text`` with every secret, key-like token and URL userinfo replaced by ``***``."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-    return redact_keys(text)
-
-
-def _reveals(exc: BaseException, secrets: tuple[str | None, ...]) -> bool:
-    """Whether ``exc`` or an exception it chains shows a secret in its text."""
-    seen: set[int] = set()
-    todo: list[BaseException | None] = [exc]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        text = str(e)
-        if scrub(text, secrets) != text:
-            return True
-        todo += [e.__cause__, e.__context__]
-    return False
-
-
 def scrubbed(exc: ProviderError, secrets: tuple[str | None, ...]) -> ProviderError:
     """``exc`` itself, its text scrubbed, no longer chaining a cause that shows a secret."""
     exc.args = tuple(scrub(a, secrets) if isinstance(a, str) else a for a in exc.args)
     causes = [c for c in (exc.__cause__, exc.__context__) if c is not None]
-    if any(_reveals(c, secrets) for c in causes):
+    if any(reveals(c, secrets) for c in causes):
         exc.__cause__ = None
         exc.__suppress_context__ = True
     return exc
@@ -227,7 +204,7 @@ def sdk_errors(provider: str, secrets: Iterable[str | None] = (), env: str = "")
         mapped = map_error(exc, provider=provider, secrets=secrets, env=env)
         if mapped is None:
             raise
-        if _reveals(exc, secrets):
+        if reveals(exc, secrets):
             raise mapped from None  # the SDK's own text shows a secret: don't chain it
         raise mapped from exc
 

@@ -19,6 +19,11 @@ from ._base import Provider
 from ._catalog import lookup_model
 
 DEFAULT_MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-sonnet-4-5", "demo": "demo"}
+GEMINI_HINT = (
+    "nbagent has no Gemini adapter; reach Gemini models through Google's OpenAI-compatible "
+    "endpoint: Chat(model='gemini-2.5-flash', "
+    "base_url='https://generativelanguage.googleapis.com/v1beta/openai/', api_key=...)"
+)
 _announced: set[str] = set()
 _announce_lock = threading.Lock()
 
@@ -71,6 +76,8 @@ def make_provider(name: str, model: str | None, **kwargs: Any) -> Provider:
         from ._anthropic import AnthropicProvider
 
         return AnthropicProvider(model or DEFAULT_MODELS["anthropic"], **kwargs)
+    if name in ("gemini", "google"):
+        raise ValueError(f"unknown provider {name!r}: {GEMINI_HINT}")
     raise ValueError(
         f"unknown provider {name!r}; use 'openai', 'openai-responses', 'openai-chat', "
         "'openai-compatible', 'anthropic', 'demo', or pass a provider object"
@@ -114,6 +121,10 @@ def resolve_provider(
         if name is None:
             if base_url is not None or os.environ.get("OPENAI_BASE_URL"):
                 name = "openai-compatible"
+            elif model.lower().startswith("gemini"):
+                raise ValueError(
+                    f"cannot tell which provider serves model {model!r}: {GEMINI_HINT}"
+                )
             else:
                 raise ValueError(
                     f"cannot tell which provider serves model {model!r}; pass "

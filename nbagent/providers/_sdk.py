@@ -37,7 +37,7 @@ from .._errors import ModelNotSupportedError, ProviderConnectionError, ProviderE
 from .._hosted import hosted_secrets, redact_body
 from .._types import LLMToolResponse, Message, ToolCall, ToolSpec
 from .._unicode import MAX_DEPTH
-from ._base import DeltaSink, ModelRequest
+from ._base import CompleteWithToolsMixin, DeltaSink, ModelRequest
 from ._catalog import lookup_model
 from ._errors import for_error_type, sdk_errors
 
@@ -328,7 +328,7 @@ async def _close_on_shutdown(client: Any) -> None:
             await client.close()
 
 
-class SDKProvider:
+class SDKProvider(CompleteWithToolsMixin):
     """Base class of the SDK-backed adapters (see the module docstring)."""
 
     name: str = ""

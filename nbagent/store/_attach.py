@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -23,6 +24,7 @@ from .._errors import StoreError
 from .._events import utcnow
 from .._extension import Snapshot
 from .._options import ToolOptions
+from .._tools import tool_name_of
 from .._types import ForkParent, Message, ToolCall
 from . import _codec as codec
 from ._extension import StoreExtension
@@ -98,14 +100,17 @@ def load_chat(
     tools: Sequence[Any] = (),
     provider: Any = None,
     model: str | None = None,
+    always_allow: Mapping[Any, Callable[[ToolCall], bool]] | None = None,
     **chat_kwargs: Any,
 ) -> ChatT:
     """Rebuild a stored chat (see ``Chat.load``)."""
     st, owned = _open(store)
     try:
         record = st.load(chat_id)
+        rules = _rules_of(record, st.location)
+        predicates = _predicates(always_allow, rules, record.info.id)
         chat = _new_chat(cls, record, tools, provider, model, chat_kwargs)
-        snapshot = _snapshot_of(record, st.location)
+        snapshot = _snapshot_of(record, st.location, rules, predicates)
     except BaseException:
         if owned:
             st.close()
@@ -113,7 +118,95 @@ def load_chat(
     ext = StoreExtension(chat_id, st, owned)
     chat.extend(ext)
     ext.resume(record, snapshot)
+    _warn_unrestored(rules, predicates, record.info.id)
     return chat
+
+
+# ----------------------------------------------------- always-allow rules
+def _rules_of(record: ChatRecord, location: str) -> tuple[tuple[str, bool], ...] | None:
+    """The chat's stored always-allow rules as ``(tool, conditional)``; ``None``: none stored
+    (a chat written before rules were kept).
+
+    Raises:
+        StoreError: The stored rules are not in the form this version writes (edited).
+    """
+    stored = record.state.get("always_allow")
+    if stored is None:
+        return None
+    rules: list[tuple[str, bool]] = []
+    for rule in stored if isinstance(stored, list) else [stored]:
+        if not (
+            isinstance(rule, dict)
+            and isinstance(rule.get("tool"), str)
+            and isinstance(rule.get("when", False), bool)
+        ):
+            raise StoreError(
+                f"chat {record.info.id} of store {location} has an always-allow rule this "
+                f"version cannot read ({rule!r}; expected {{'tool': name, 'when': true|false}}): "
+                "upgrade nbagent, or correct the rule in the chat's stored state."
+            )
+        rules.append((rule["tool"], bool(rule.get("when", False))))
+    return tuple(rules)
+
+
+def _predicates(
+    given: Mapping[Any, Callable[[ToolCall], bool]] | None,
+    rules: tuple[tuple[str, bool], ...] | None,
+    chat_id: str,
+) -> dict[str, Callable[[ToolCall], bool]]:
+    """``Chat.load(always_allow=)`` checked: a predicate for each stored conditional rule.
+
+    Raises:
+        TypeError: Not a mapping of tools (or names) to callables.
+        ValueError: A predicate for a tool with no stored conditional rule (it would
+            restore nothing: adding a rule is ``chat.always_allow``).
+    """
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping):
+        raise TypeError(
+            "always_allow must map tools (or their names) to the `when` predicates of the "
+            f"chat's stored conditional rules, got {type(given).__name__}"
+        )
+    conditional = sorted({tool for tool, cond in rules or () if cond})
+    out: dict[str, Callable[[ToolCall], bool]] = {}
+    for key, when in given.items():
+        name = tool_name_of(key)
+        if not callable(when):
+            raise TypeError(
+                f"always_allow[{name!r}] must be a callable taking the call, "
+                f"got {type(when).__name__}"
+            )
+        if name not in conditional:
+            have = ", ".join(map(repr, conditional)) or "none"
+            raise ValueError(
+                f"chat {chat_id} has no stored conditional always_allow rule for {name!r} "
+                f"(stored conditional rules: {have}), so always_allow={{{name!r}: ...}} would "
+                f"restore nothing; to add a rule, call chat.always_allow({name!r}, when=...)"
+            )
+        out[name] = when
+    return out
+
+
+def _warn_unrestored(
+    rules: tuple[tuple[str, bool], ...] | None,
+    predicates: Mapping[str, Callable[[ToolCall], bool]],
+    chat_id: str,
+) -> None:
+    """Say which conditional rules were not restored (their predicate was not given back)."""
+    missing = sorted({tool for tool, cond in rules or () if cond and tool not in predicates})
+    if not missing:
+        return
+    names = ", ".join(map(repr, missing))
+    example = f"{{{missing[0]!r}: predicate}}"
+    warnings.warn(
+        f"nbagent: chat {chat_id} always allows {names} only when a `when` predicate holds; "
+        "a predicate is code and is not stored, so these rules approve nothing now (their "
+        f"calls ask for approval). Give the predicates back with Chat.load({chat_id!r}, ..., "
+        f"always_allow={example}), or call chat.always_allow(tool, when=...) again.",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 def _new_chat(
@@ -152,8 +245,14 @@ def _new_chat(
     return chat
 
 
-def _snapshot_of(record: ChatRecord, location: str) -> Snapshot:
-    """The chat state a stored record describes."""
+def _snapshot_of(
+    record: ChatRecord,
+    location: str,
+    rules: tuple[tuple[str, bool], ...] | None = None,
+    predicates: Mapping[str, Callable[[ToolCall], bool]] | None = None,
+) -> Snapshot:
+    """The chat state a stored record describes (with its always-allow rules, and the
+    predicates given back for the conditional ones)."""
     state = record.state
     calls: dict[str, ToolCall] = {}
     for sc in record.calls:
@@ -179,6 +278,8 @@ def _snapshot_of(record: ChatRecord, location: str) -> Snapshot:
         last_budget=state.get("last_budget"),
         next_seq=record.next_seq,
         parent=ForkParent.from_dict(record.parent) if record.parent else None,
+        always_allow=rules,
+        predicates=dict(predicates or {}),
     )
 
 

@@ -770,6 +770,8 @@ def decode_event(
             kwargs[key] = decision_in(value)
         elif key in ("started_at", "claimed_at"):
             kwargs[key] = dt_in(value)
+        elif key == "ran_before":
+            kwargs[key] = tuple(value)
         else:
             kwargs[key] = value
     known = _event_fields(cls)

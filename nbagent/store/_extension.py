@@ -10,8 +10,9 @@ batches, each batch one transaction, at these boundaries:
   response that asked for the call), so a call's row exists before it is claimed;
 - the end of a tool round (its results are on disk before the next model
   request), of a step that parks the chat on an approval, and of ``complete``;
-- at once: a decision, an options change, a failed request, an in-doubt call,
-  a denial, and a result that arrives while other calls of its round still run.
+- at once: a decision, an options change, an always-allow rule added or revoked
+  (the chat's state holds the rules), a failed request, an in-doubt call, a
+  denial, and a result that arrives while other calls of its round still run.
 
 A model response whose calls run right away is written with their claim; a
 hard crash before that loses only that response (the next load asks the model
@@ -33,6 +34,13 @@ boundary:
   model (a chat parked or complete goes on: it needs nothing on disk);
 - ``chat.refresh()`` and ``chat.close()`` raise ``StoreError`` (closing again
   later loses nothing; a chat garbage-collected or closed at exit can only warn).
+
+Whatever fails, and in whatever order (a write, or a read the step needed while
+events wait for a later boundary: the decisions of a pending call, read before
+the response that asked for it is written with its calls' claim), events still
+queued are retried in the background until written, so a call this chat holds
+as awaiting approval reaches the store without another step. The retry runs
+while a failure is marked or anything is queued.
 
 A lock is never taken for another process driving the chat: that is only
 reported when the store's rows say so. Text SQLite cannot encode (a lone
@@ -82,6 +90,7 @@ from typing import Any, Literal
 
 from .._errors import DecisionError, StoreError
 from .._events import (
+    AlwaysAllowChanged,
     ApprovalDecided,
     CallInDoubt,
     Event,
@@ -294,8 +303,8 @@ class StoreExtension(Extension):
                 flush = e.kind != "generated" or self._parked()  # unless the chat parks here
             case CallInDoubt():
                 noted, flush = self._reset_status(e), True
-            case ModelRequestFailed() | OptionsChanged():
-                flush = True
+            case ModelRequestFailed() | OptionsChanged() | AlwaysAllowChanged():
+                flush = True  # the chat's state (its options, its rules) is written with it
             case _:
                 flush = False
         with self._lock:
@@ -380,6 +389,27 @@ class StoreExtension(Extension):
         with self._write_lock:
             self._flush_events()
             self._write_recordings()
+            self._failure = None  # what was queued when it began is written (or was nothing)
+
+    def _queued(self) -> bool:
+        """Whether anything waits to be written (events, entries, recordings)."""
+        with self._lock:
+            return bool(self._pending or self._unwritten or self._recorded)
+
+    def _keep_for_retry(self, exc: Exception) -> None:
+        """A store operation failed (a read, a write) while events may wait to be written:
+        make sure they are written in the background, whatever failed and in what order.
+
+        Without this, events queued for a later boundary (a model response, written with
+        its calls' claim) stayed in memory when the step that should have written them
+        failed on a read: a call waiting for approval that no other process could see, and
+        that a process dying then lost.
+        """
+        if not self._queued():
+            return
+        if self._failure is None:
+            self._failure = exc
+        self._schedule_retry()
 
     def _flush_events(self) -> None:
         with self._write_lock:
@@ -450,6 +480,22 @@ class StoreExtension(Extension):
             f"and written at its next write; {then}."
         )
 
+    def _claim_error(self, call: ToolCall, queued: int, exc: BaseException) -> StoreError:
+        """What a failed claim says: whose claim, why, what happens to the call and to the
+        events that were to be written with it (none, often: then it does not count them)."""
+        label = f"{call.name}({call.id})"
+        kept = (
+            f" The {queued} event(s) to be written with it are kept in this chat object and "
+            "written at its next write (retried in the background)."
+            if queued
+            else ""
+        )
+        return StoreError(
+            f"chat {self.chat_id}: the claim of {label} could not be written to "
+            f"{self.store.location} ({type(exc).__name__}: {exc}). {label} was not run, and "
+            f"runs at the next step (complete()) once the store can be written.{kept}"
+        )
+
     def _schedule_retry(self) -> None:
         """Retry writing in the background until it works (or the chat is closed)."""
         with self._lock:
@@ -462,9 +508,14 @@ class StoreExtension(Extension):
         thread.start()
 
     def _retry_loop(self) -> None:
+        """Write until nothing is left: a failure is marked or anything is still queued.
+
+        Looping on the mark alone stopped early when another thread's successful write
+        cleared it while events queued after that write's start still waited.
+        """
         delay = 0.05
         try:
-            while not self._closed and self._failure is not None:
+            while not self._closed and (self._failure is not None or self._queued()):
                 time.sleep(delay)
                 if self._closed:
                     return
@@ -496,9 +547,7 @@ class StoreExtension(Extension):
             except Exception as exc:
                 self._failure = exc
                 self._schedule_retry()
-                raise self._unwritten_error(
-                    exc, f"{call.name}({call.id}) was not run, and runs at the next step"
-                ) from exc
+                raise self._claim_error(call, len(entries), exc) from exc
             self._wrote(len(entries))
         if result.conflict is not None:
             self._detach(result.conflict)
@@ -533,7 +582,11 @@ class StoreExtension(Extension):
         if self._closed or call.decision is not None:
             return None
         with self._write_lock:
-            self.flush()  # the call's row first, if it is still queued
+            try:
+                self.flush()  # the call's row first, if it is still queued
+            except Exception as exc:
+                self._keep_for_retry(exc)
+                raise
             stored = self.store.decisions(self.chat_id, [call.id]).get(call.id)
             if stored is None:
                 entry = Entry(-1, ApprovalDecided.type, decision.at.isoformat(), None)
@@ -594,24 +647,33 @@ class StoreExtension(Extension):
         opened = host.chat.open_calls
         if not opened:
             return None
-        running = self._running
-        if any(c.status == "running" and c.id not in running for c in opened):
-            self.settle_orphans()
-            if self.detached is not None:
-                return "busy"
-        self.apply_decisions()
+        try:
+            running = self._running
+            if any(c.status == "running" and c.id not in running for c in opened):
+                self.settle_orphans()
+                if self.detached is not None:
+                    return "busy"
+            self.apply_decisions()
+        except Exception as exc:  # a read failed: the last response may still be queued
+            self._keep_for_retry(exc)
+            raise
         return "busy" if self.detached is not None else None
 
     def refresh(self) -> list[ToolCall]:
         """``chat.refresh()``: write what is pending, then apply decisions made elsewhere.
 
         Raises:
-            StoreError: What is pending cannot be written (it stays queued).
+            StoreError: What is pending cannot be written (it stays queued, and is
+                retried in the background), or the decisions cannot be read.
         """
-        self.flush()
-        if self.detached is not None:
-            return []
-        return self.apply_decisions()
+        try:
+            self.flush()
+            if self.detached is not None:
+                return []
+            return self.apply_decisions()
+        except Exception as exc:
+            self._keep_for_retry(exc)
+            raise
 
     def wait_for_refresh(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for a decision on this chat recorded anywhere (True if one was).

@@ -262,6 +262,18 @@ def m011_batch_chats(conn: sqlite3.Connection) -> None:
     )
 
 
+def m012_always_allow_rules(conn: sqlite3.Connection) -> None:
+    """A chat's ``always_allow`` rules are kept with it (``Chat.load`` restores them).
+
+    From version 12 a chat's ``state`` lists its rules (``"always_allow"``: the tool, and
+    ``"when": true`` for a rule that had a predicate, which is code and is not stored), and
+    its events may include ``always_allow_changed`` (a rule added or revoked). No data
+    changes (a chat written before has no rules stored: it had none that survived a
+    reload); an older nbagent cannot read those events and would drop the rules, so it
+    refuses the file.
+    """
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_initial,
     m002_claims_and_decisions,
@@ -274,6 +286,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m009_recordings,
     m010_fork_parents,
     m011_batch_chats,
+    m012_always_allow_rules,
 )
 """Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
 

@@ -230,6 +230,7 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    ("m012_always_allow_rules", ()),  # a change of format only (see SQLite's)
 )
 """Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
 

@@ -1,6 +1,6 @@
 """The embedded default store: one SQLite file, WAL mode, versioned schema.
 
-Tables (schema version 11; PostgreSQL has the same, :mod:`~nbagent.store._pg_migrations`)::
+Tables (schema version 12; PostgreSQL has the same, :mod:`~nbagent.store._pg_migrations`)::
 
     schema_migrations(version PK, name, applied_at)
     chats(id PK, created_at, updated_at, provider, model, system, title, state json, tools json,
@@ -25,7 +25,9 @@ Tables (schema version 11; PostgreSQL has the same, :mod:`~nbagent.store._pg_mig
 replay, :mod:`nbagent._replay`); ``model_requests`` the key of each step of
 each chat, so a call's recorded result is read from ``tool_calls``. A fork
 names its parent in ``chats.parent_id`` and what it changed in ``chats.fork``
-(since version 10).
+(since version 10). ``chats.state`` holds the chat's ``always_allow`` rules (since
+version 12: the tool, and whether the rule had a ``when`` predicate, which is code
+and not stored).
 
 A call's arguments are stored once (since version 6): in its row, or, when
 longer than :data:`_INLINE_ARGUMENTS`, in ``call_arguments`` with the row's

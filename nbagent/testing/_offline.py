@@ -17,10 +17,10 @@ from typing import Any
 
 from .._tools import Tool
 from .._types import LLMToolResponse
-from ..providers._base import ModelRequest
+from ..providers._base import CompleteWithToolsMixin, ModelRequest
 
 
-class OfflineProvider:
+class OfflineProvider(CompleteWithToolsMixin):
     """A provider that never answers: every request must come from a recording.
 
     Args:

@@ -106,12 +106,12 @@ def test_review_at_a_prompt_decides_a_hosted_call(server: FakeLLMServer) -> None
     assert [a["approve"] for a in answers] == [False]
 
 
-def hosted_chat(server: FakeLLMServer) -> Chat:
+def hosted_chat(server: FakeLLMServer, approval: str = "always") -> Chat:
     provider = OpenAIProvider(
         "gpt-4.1-mini", api="responses", base_url=server.openai_base_url, api_key="sk-test-1"
     )
     return Chat(provider=provider, display=False).with_tools(
-        HostedMCP("wiki", server_url="https://wiki.example/mcp")
+        HostedMCP("wiki", server_url="https://wiki.example/mcp", require_approval=approval)
     )
 
 
@@ -233,7 +233,7 @@ def test_provider_items_of_every_kind_show_escaped_in_every_format(
         ]
     )
     server.validator = None  # the unknown item fits no SDK type
-    chat = hosted_chat(server)
+    chat = hosted_chat(server, approval="never")  # its calls run without asking
     view = ChatView(chat)
     chat.ask("q")
     [message] = [m for m in chat.transcript if m.role == "assistant"]
@@ -260,7 +260,7 @@ def test_provider_items_of_every_kind_show_escaped_in_every_format(
 
 def test_a_reloaded_chat_shows_its_provider_items(server: FakeLLMServer) -> None:
     server.script([Turn(text="done", hosted=[mcp_call("wiki", "ask", {"q": "x"}, output="y")])])
-    chat = hosted_chat(server)
+    chat = hosted_chat(server, approval="never")
     chat.ask("q")
     # a view made after the fact rebuilds from the transcript
     from nbagent.notebook._state import ChatState

@@ -3,6 +3,7 @@
 Imported by the tests and run as a script in separate processes::
 
     python _agent.py new DB                    -> parks a chat on an approval
+    python _agent.py allow DB                  -> parks one, always allows refund, dies
                                                   (DB: a file, or a postgresql:// DSN)
     python _agent.py approve DB CALL_ID [--deny REASON]
     python _agent.py complete DB CHAT_ID [--barrier DIR --name N] [--idempotent]
@@ -79,6 +80,13 @@ def _main(argv: list[str]) -> dict[str, Any]:
         chat = Chat(model="demo", store=db).with_tools(Refund)
         chat.ask("Refund order 42")
         return {"chat_id": chat.id, "call_id": chat.pending_approvals[0].id, "status": chat.status}
+    if cmd == "allow":  # parks, always allows the tool, and dies at once (a killed kernel)
+        chat = Chat(model="demo", store=db).with_tools(Refund)
+        chat.ask("Refund order 42")
+        call_id = chat.pending_approvals[0].id
+        chat.always_allow(Refund)
+        print(json.dumps({"chat_id": chat.id, "call_id": call_id}), flush=True)
+        os._exit(0)  # no close, no finalizers: only what was written already survives
     if cmd == "approve":
         with open_store(db) as store:
             if "--deny" in argv:

@@ -11,6 +11,7 @@ fails), and a claim that cannot be committed raises: its tool never runs.
 from __future__ import annotations
 
 import dataclasses
+import re
 import sqlite3
 import sys
 import time
@@ -202,6 +203,31 @@ def test_a_claim_that_cannot_be_committed_never_runs_the_tool(failure: Any, coun
     assert count(counter) == 1 and call.status == "ok"
     assert chat.status == "complete"
     same_as_stored(chat, store.path, [Refund])
+    chat.close()
+
+
+def test_a_failed_claim_says_which_call_and_why(failure: Any, counter: Path) -> None:
+    """The error of a claim that cannot be committed names the call and the store's error,
+    and counts queued events only when there are some (it said "0 event(s) could not be
+    written", which told nothing about what failed)."""
+    store, fail, recover = failure
+    chat = Chat(model="demo", store=store).with_tools(Refund)
+    chat.ask("Refund order 42")
+    call = chat.pending_approvals[0]
+    chat.approve(call)  # written at once: nothing is queued for the claim
+    fail()
+    with pytest.raises(StoreError) as raised:
+        chat.complete()
+    text = str(raised.value)
+    assert f"the claim of refund({call.id}) could not be written to {store.location}" in text
+    assert "StoreError: " in text or "OperationalError: " in text
+    assert re.search(FAILED, text)  # the underlying cause
+    assert f"refund({call.id}) was not run, and runs at the next step" in text
+    assert "0 event(s)" not in text and "event(s)" not in text
+    assert count(counter) == 0
+    recover()
+    chat.complete()
+    assert count(counter) == 1 and chat.status == "complete"
     chat.close()
 
 
