@@ -138,7 +138,7 @@ def test_a_step_that_asks_no_model_does_not_wait_on_a_hung_server() -> None:
     running an approved local call is a step that needs no listing."""
     server = rogue("--hang", "relist")
 
-    @tool(approval=True)
+    @tool(requires_approval=True)
     def note(text: str) -> str:
         """Write a note."""
         return f"noted {text}"
