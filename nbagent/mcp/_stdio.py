@@ -341,6 +341,9 @@ async def stdio_transport(
                     msg = item.message
                     if isinstance(msg, types.JSONRPCRequest):
                         waiting[str(msg.id)] = msg.id
+                    elif getattr(msg, "method", None) == "notifications/cancelled":
+                        rid = (getattr(msg, "params", None) or {}).get("requestId")
+                        waiting.pop(str(rid), None)  # abandoned: its answer is not awaited
                     data = msg.model_dump_json(by_alias=True, exclude_unset=True)
                     await process.stdin.send(data.encode() + b"\n")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
