@@ -91,7 +91,7 @@ def test_connect_timeout_and_max_result_bytes_are_checked(value: Any) -> None:
 
 @pytest.mark.parametrize("driver", ["sync", "async"])
 def test_chat_cancel_frees_a_chat_waiting_for_a_server_to_connect(driver: str) -> None:
-    server = rogue("--hang", "initialize", connect_timeout=None)
+    server = rogue("--hang", "initialize")  # connect_timeout: 30 s, past the join below
     chat = Chat(provider=ScriptedProvider([reply("hi")])).with_tools(server)
     try:
         if driver == "sync":
