@@ -74,16 +74,23 @@ def _title(name: str | None) -> str:
 
 
 def _stored_row(job: Job, record: Any) -> RowResult | None:
-    """A row finished in an earlier run, read from its stored chat (``None``: not finished)."""
+    """A row finished in an earlier run, read from its stored chat (``None``: not finished).
+
+    Finished means the chat's last step completed and its last message is the
+    model's: a chat stored without its prompt (its process died in between, or
+    an earlier nbagent completed it empty) is not finished, it is asked again.
+    """
     state = record.state
-    if state.get("last_step") != "complete" or record.info.pending:
+    last = record.messages[-1] if record.messages else None
+    if (
+        state.get("last_step") != "complete"
+        or record.info.pending
+        or not isinstance(last, dict)
+        or last.get("role") != "assistant"
+    ):
         return None
-    reply = None
-    for m in reversed(record.messages):
-        if m.get("role") == "assistant":
-            content = m.get("content")
-            reply = content if isinstance(content, str) and content else None
-            break
+    content = last.get("content")
+    reply = content if isinstance(content, str) and content else None
     usage = state.get("usage") or {}
     return RowResult(
         key=job.key,

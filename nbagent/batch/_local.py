@@ -18,7 +18,7 @@ import contextlib
 import inspect
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from .._errors import RateLimitError, StoreError
 from .._events import Event, ModelRequestFinished
@@ -26,6 +26,8 @@ from ._backend import FINAL, Job, ProgressSink, RowResult, RowStatus, RowUpdate,
 from ._inputs import InputError
 from ._limits import AdaptiveLimit, backoff
 from ._watch import DecisionWatcher
+
+T = TypeVar("T")
 
 
 class RowFailed(Exception):
@@ -126,6 +128,7 @@ class LocalBackend:
         self, jobs: Sequence[Job], spec: RunSpec, progress: ProgressSink
     ) -> AsyncIterator[RowResult]:
         limit = self.limit = AdaptiveLimit(spec.concurrency)
+        live, self.live = self.live, {}  # this run's: the backend keeps no chat past it
         watcher = DecisionWatcher(spec.store, spec.poll_interval)
         out: asyncio.Queue[RowResult | BaseException] = asyncio.Queue()
         tasks: set[asyncio.Task[None]] = set()
@@ -160,7 +163,7 @@ class LocalBackend:
                     continue
                 await limit.acquire()
                 row = _Row(job, spec, limit, progress, self.on_chat)
-                row.live = self.live.get(job.chat_id) if job.chat_id else None
+                row.live = live.get(job.chat_id) if job.chat_id else None
                 task = asyncio.get_running_loop().create_task(one(row))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
@@ -200,7 +203,7 @@ class _Row:
         self.live: Any = None  # the chat to continue, alive in this process
         self.active = 0.0  # seconds run (waits for decisions excluded)
         self.held = True  # whether this row holds a slot of the limit
-        self.asked = job.chat_id is not None  # a stored chat has its prompt already
+        self.asked = False  # the prompt is in the chat (set once the chat is made or loaded)
 
     def update(self, status: RowStatus) -> None:
         chat = self.chat
@@ -248,6 +251,11 @@ class _Row:
                 return self._failed(f"make_chat raised {one_line(exc)}", type(exc).__name__)
             if self.on_chat is not None:
                 self.on_chat(self.chat)
+            # A new chat is asked its prompt. A continued one has it already, unless its
+            # process died (or its run was cancelled) after the batch recorded the chat and
+            # before the prompt was written: an empty chat is asked again, never completed
+            # as it is.
+            self.asked = self.job.chat_id is not None and self.chat.status != "idle"
         chat = self.chat
         rate_limited = 0
         chat.on(ModelRequestFinished, self._on_response)
@@ -331,7 +339,7 @@ class _Row:
                 "TypeError",
             )
         try:
-            await asyncio.to_thread(self._attach, made)
+            await _in_thread(self._attach, made)
         except StoreError as exc:
             raise RowFailed(
                 f"the store could not record this input's chat: {one_line(exc)}", "StoreError"
@@ -367,7 +375,7 @@ class _Row:
             )
 
         try:
-            chat = await asyncio.to_thread(go)
+            chat = await _in_thread(go)
         except StoreError as exc:
             raise RowFailed(
                 f"cannot load stored chat {self.job.chat_id}: {one_line(exc)}", "StoreError"
@@ -376,6 +384,23 @@ class _Row:
         # server's connection) the loaded chat shares with it
         chat.display = False
         return chat
+
+
+async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` on a worker thread; cancelled, it still waits for the thread to end.
+
+    A store write cannot be taken back once its thread started: a batch cancelled
+    while it records a chat returns only once the record is written, so a rerun
+    started after it finds the record (and continues that chat) instead of
+    racing it with a new chat for the same input.
+    """
+    future = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        with contextlib.suppress(BaseException):
+            await future
+        raise
 
 
 def _stop_type(status: str) -> str:

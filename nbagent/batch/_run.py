@@ -10,16 +10,25 @@ task goes on continuing parked rows, so :func:`nbagent.batch_results` (or
 The frame carries the run as ``df.attrs["nbagent_batch"]`` (it deep-copies to
 itself, so pandas operations keep it): that is how ``nbagent.read_log(df)``
 and ``nbagent.inbox(df)`` find the chats (``run.chats``) and the store
-(``run.store``). Runs are kept in a registry by id, the last few finished ones
-and every one still continuing parked rows.
+(``run.store``).
+
+**What a run keeps alive.** A run still consuming results (running rows, or
+watching parked ones) is held by the registry, so parked rows continue when
+decided even if no frame is left. A run that stopped is held only by its
+frames: once the last one is gone, the run and its chats are freed (the
+registry finds a run by id only while something else holds it). With a store,
+a row's chat is let go as soon as the row is ``done``: its record is in the
+store, where ``read_log`` and the inbox read it (the store writes what a chat
+still has queued before the chat is freed). Without a store the run keeps
+every chat, the only place its log lives, for as long as a frame does.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import threading
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -44,9 +53,10 @@ COLUMNS = [
 ]
 """The result's columns, in order (one row per input, in the inputs' order)."""
 
-_KEEP_FINISHED = 8
-_registry: dict[str, BatchRun] = {}
-_finished: collections.deque[str] = collections.deque()
+_registry: weakref.WeakValueDictionary[str, BatchRun] = weakref.WeakValueDictionary()
+"""The latest run of each batch id, while something (a frame, ``_running``) holds it."""
+_running: set[BatchRun] = set()
+"""Runs still consuming results: held here so parked rows continue without a frame."""
 _registry_lock = threading.Lock()
 
 
@@ -58,7 +68,9 @@ class BatchRun:
         jobs: Every input's job, in order.
         rows: The latest result per key (rows finished before, read from the
             store, included).
-        chats: Live chats of this run by chat id (local backend).
+        chats: Live chats of this run by chat id (local backend). With a store,
+            only rows not ``done`` keep theirs (a done row's chat is read from
+            the store).
         store: The batch's store, or ``None``.
         progress: The totals the progress display shows.
     """
@@ -124,13 +136,17 @@ class BatchRun:
         self._loop = asyncio.get_running_loop()
         self._check_settled()
         self._task = self._loop.create_task(self._consume(results), name=f"nbagent-{self.id}")
-        with _registry_lock, contextlib.suppress(ValueError):
-            _finished.remove(self.id)
+        with _registry_lock:
+            _registry[self.id] = self
+            _running.add(self)
 
     async def _consume(self, results: AsyncIterator[RowResult]) -> None:
         try:
             async for result in results:
                 self.rows[result.key] = result
+                if result.status == "done" and self.store is not None and result.chat_id:
+                    with self._lock:  # in the store now: read_log and the inbox read it there
+                        self.chats.pop(result.chat_id, None)
                 self._check_settled()
         except asyncio.CancelledError:
             raise
@@ -156,13 +172,8 @@ class BatchRun:
         self.progress.finished = self.final
         if self.display is not None:
             self.display.stop(final=True)
-        with _registry_lock:
-            if self.id in _registry and self.id not in _finished:
-                _finished.append(self.id)
-            while len(_finished) > _KEEP_FINISHED:
-                old = _finished.popleft()
-                if _registry.get(old) is not None and _registry[old] is not self:
-                    _registry.pop(old, None)
+        with _registry_lock:  # from now on only its frames keep it
+            _running.discard(self)
 
     @property
     def final(self) -> bool:
@@ -239,6 +250,9 @@ class BatchRun:
             else:
                 continue
             new = self.rows[key]
+            if new.status == "done" and self.store is not None:
+                with self._lock:
+                    self.chats.pop(chat.id, None)
             self.progress.apply(
                 RowUpdate(
                     key, new.status, new.chat_id, new.input_tokens, new.output_tokens, new.cost_usd

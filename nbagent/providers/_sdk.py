@@ -328,6 +328,22 @@ async def _close_on_shutdown(client: Any) -> None:
             await client.close()
 
 
+_keepers: set[asyncio.Task[None]] = set()
+"""Every client keeper until it ends: a loop holds its tasks only weakly, and a keeper must
+outlive its provider to close the client on its loop (see :func:`_close_clients`)."""
+
+
+def _close_clients(
+    clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, asyncio.Task[None]]],
+) -> None:
+    """A provider is gone: end its keepers, each on its own loop, which closes their clients
+    there (a provider dropped while its loop runs: a batch's chat once its row is done)."""
+    for loop, (_, keeper) in list(clients.items()):
+        if not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(keeper.cancel)
+
+
 class SDKProvider(CompleteWithToolsMixin):
     """Base class of the SDK-backed adapters (see the module docstring)."""
 
@@ -345,6 +361,7 @@ class SDKProvider(CompleteWithToolsMixin):
         self._aclients: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, tuple[Any, asyncio.Task[None]]
         ] = weakref.WeakKeyDictionary()
+        weakref.finalize(self, _close_clients, self._aclients)
         self._last_body: bytes | None = None
 
     # -- for subclasses -------------------------------------------------------
@@ -474,7 +491,8 @@ class SDKProvider(CompleteWithToolsMixin):
         An async client's connections belong to the loop that opened them, so
         each loop gets its own client, closed when that loop shuts down
         (``asyncio.run`` cancels the keeper task, whose ``finally`` closes the
-        client while the loop still runs) or by :meth:`aclose`.
+        client while the loop still runs), by :meth:`aclose`, or when the
+        provider is garbage-collected (its keepers are cancelled on their loops).
         """
         if not self._owns_async:
             return self._aclient
@@ -483,6 +501,8 @@ class SDKProvider(CompleteWithToolsMixin):
         if entry is None:
             client = self._new_async_client()
             keeper = loop.create_task(_close_on_shutdown(client), name="nbagent-client-keeper")
+            _keepers.add(keeper)
+            keeper.add_done_callback(_keepers.discard)
             entry = self._aclients[loop] = (client, keeper)
         return entry[0]
 

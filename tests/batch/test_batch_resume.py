@@ -235,3 +235,51 @@ def test_a_batch_interrupted_mid_flight_resumes_without_rerunning_a_call(tmp_pat
     assert list(result["status"]) == ["done"] * 12, result[["status", "error"]]
     assert list(result["reply"]) == [f"finished {p}" for p in prompts]
     assert sorted(STOPPED_RUNS) == sorted(f"{p}/{i}" for p in prompts for i in range(2))
+
+
+# ------------------------------------------------------------ killed mid-row
+CRASH_WORKER = Path(__file__).with_name("_batch_crash_worker.py")
+
+
+def _crash_worker(tmp: Path, crash: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.run(
+        [sys.executable, str(CRASH_WORKER), str(tmp), crash],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("crash", ["first_request", "second_request", "in_tool"])
+def test_a_batch_killed_mid_row_finishes_every_row_on_rerun_and_runs_no_call_twice(
+    tmp_path: Path, crash: str
+) -> None:
+    """kill -9 while row r2 works (its chat and batch record may be stored before its
+    prompt): the next run finishes every row with a reply and a model step, the run after
+    reads them all back, and no tool call ran twice (one in doubt stays in doubt)."""
+    died = _crash_worker(tmp_path, crash)
+    assert died.returncode == 9, died.stderr
+    chat_ids = None
+    for _ in range(2):  # the first rerun continues r2.., the second reads all from the store
+        again = _crash_worker(tmp_path, "none")
+        assert again.returncode == 0, again.stderr
+        result = pd.read_json(tmp_path / "result.json", dtype={"key": str})
+        assert list(result["status"]) == ["done"] * 6, result[["status", "error"]]
+        assert list(result["reply"]) == [f"finished Work on r{i}" for i in range(6)]
+        assert list(result["calls"]) == [1] * 6
+        assert chat_ids is None or list(result["chat_id"]) == chat_ids
+        chat_ids = list(result["chat_id"])
+    ran = (tmp_path / "ran.txt").read_text().splitlines()
+    assert sorted(ran) == [f"r{i}" for i in range(6)]  # each tool call ran exactly once
+    with SQLiteStore(tmp_path / "b.db") as store:
+        recorded = store.batch_chats("crashy")
+        assert sorted(recorded) == [f"r{i}" for i in range(6)]
+        for key, chat_id in recorded.items():
+            roles = [m["role"] for m in store.load(chat_id).messages]
+            assert roles[0] == "user" and roles[-1] == "assistant", (key, roles)
+            assert roles.count("user") == 1, (key, roles)  # the prompt was asked once
+        log = nbagent.read_log(store)
+    expected = ["in_doubt" if crash == "in_tool" else "ok"] + ["ok"] * 5
+    assert sorted(log["status"]) == sorted(expected)

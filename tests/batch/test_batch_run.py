@@ -4,6 +4,7 @@ clients, the demo model, and the scripted provider; the result frame and the log
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -68,6 +69,22 @@ def test_the_demo_model_over_a_list_of_prompts() -> None:
     assert list(result["key"]) == ["0", "1", "2"]
     assert (result["status"] == "done").all()
     assert all(isinstance(r, str) and r for r in result["reply"])
+
+
+def test_a_chat_the_factory_primed_with_a_turn_is_still_asked_its_prompt(tmp_path: Any) -> None:
+    """A conversation already under way (the factory asked something first) is not a
+    resumed chat: the row's prompt is asked, with a store or without."""
+
+    async def make(prompt: str) -> Chat:
+        script = [reply("ready"), reply(f"answer to {prompt}")]
+        chat = Chat(provider=ScriptedProvider(script))
+        await chat.ask_async("Answer in one line.")
+        return chat
+
+    for store in (None, tmp_path / "primed.db"):
+        result = nbagent.batch(["a", "b"], make, store=store, progress=False)
+        assert list(result["status"]) == ["done", "done"]
+        assert list(result["reply"]) == ["answer to a", "answer to b"]
 
 
 def test_the_factory_gets_the_row_and_rows_are_formatted_from_a_list_of_dicts() -> None:
