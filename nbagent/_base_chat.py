@@ -47,7 +47,7 @@ from ._reasoning import normalize_reasoning
 from ._recording import Prefix, Recording
 from ._replay import DirectoryRecordings, Replayer
 from ._runner import ToolRunner
-from ._tools import Tool, ToolSource, as_tool
+from ._tools import CancelEvent, Tool, ToolSource, as_tool
 from ._types import (
     AssistantToolCallMessage,
     ChatMessage,
@@ -158,7 +158,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self._turn = 0
         self._step = 0
         self._forced_spent = False
-        self._cancel = threading.Event()
+        self._cancel = CancelEvent()
         self._drive = Drive()
         self._last_step: StepResult | None = None
         self._last_error: BaseException | None = None
@@ -703,6 +703,10 @@ class BaseChat(LoopMixin, DecisionsMixin):
         Calls waiting for their turn to drive (see :meth:`complete`) return at
         once: ``complete()`` with what is settled, ``ask()`` and ``step()`` by
         raising :class:`~nbagent.ChatCancelled` (nothing of them ran).
+        A wait that can be abandoned stops at once: an MCP server connecting
+        or listing its tools (the step raises ``ChatCancelled``), an MCP
+        tool's request (an error result: the server is told to cancel, and
+        whether the tool did anything is unknown, so it is not re-sent).
         """
         self._cancel.set()
         self._drive.cancel()
