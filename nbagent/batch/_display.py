@@ -94,7 +94,7 @@ class WidgetDisplay(ProgressDisplay):
         super().__init__(progress, title)
         import ipywidgets
 
-        from ..notebook._fallback import DisplaySlot
+        from ..notebook import DisplaySlot
 
         snap = progress.snapshot()
         self.widget = ipywidgets.HTML(value=progress_html(snap, title))
@@ -176,7 +176,7 @@ def make_display(
     if mode == "text":
         return TerminalDisplay(progress, title)
     if mode in (None, True, "widget") and in_kernel():
-        from ..notebook._fallback import widgets_available
+        from ..notebook import widgets_available
 
         if widgets_available():
             return WidgetDisplay(progress, title)

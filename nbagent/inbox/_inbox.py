@@ -376,7 +376,7 @@ class Inbox:
 
     def _continue(self, chat: Any) -> None:
         """Run the chat's loop again, as a card click does (one driver at a time)."""
-        from ..notebook._continuation import continuation_for
+        from ..notebook import continuation_for
 
         cont = continuation_for(chat)
         with self._lock:
@@ -391,7 +391,7 @@ class Inbox:
         cell ends (as after a click), so a cell cannot wait for them: there this
         returns ``False`` at once with a notice (look in the next cell).
         """
-        from ..notebook._continuation import main_loop
+        from ..notebook import main_loop
 
         loop = main_loop()
         with contextlib.suppress(RuntimeError):

@@ -205,7 +205,7 @@ def _refused(row: Row, decision: Decision | None, exc: Exception) -> Outcome:
 
 def _from_log(chat: BaseChat, call_id: str) -> datetime | None:
     """When the call was requested, from the chat's call log (an extension of a ``Chat``)."""
-    from ..log._projection import CallLog
+    from ..log import CallLog
 
     for ext in chat.extensions:
         if isinstance(ext, CallLog):

@@ -34,11 +34,11 @@ from ._projection import (
     MESSAGE_COLUMNS,
     SCHEMAS,
     STEP_COLUMNS,
-    CallLog,
     ColumnKind,
     build_frame,
     dtypes,
 )
+from ._projection import CallLog as CallLog  # for Chat and the inbox, not in __all__
 
 if TYPE_CHECKING:
     import pandas as pd
