@@ -56,6 +56,7 @@ def esc(text: object) -> str:
 
 
 def fmt_ms(ms: float | None) -> str:
+    """A duration in words: ``<1 ms``, ``12 ms``, ``1.50 s`` (empty for ``None``)."""
     if ms is None:
         return ""
     if ms < 1:
@@ -75,15 +76,17 @@ def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
 
 
 def clip(text: str, limit: int = RESULT_CHARS) -> str:
+    """``text`` cut at ``limit`` characters, with a note saying how many more there were."""
     if len(text) <= limit:
         return text
     return text[:limit] + f"\n… ({len(text) - limit:,} more characters)"
 
 
 def fmt_cost(usd: float) -> str:
+    """A cost in dollars: ``$0``, ``$0.0123`` under a dollar, ``$1,234.50`` above."""
     if usd == 0:
         return "$0"
-    return f"${usd:.4f}" if usd < 1 else f"${usd:.2f}"
+    return f"${usd:.4f}" if usd < 1 else f"${usd:,.2f}"
 
 
 # Characters that start markup anywhere on a line: HTML and entities (as entities, so
