@@ -22,7 +22,7 @@ from typing import Any, Literal, Self
 
 from ._approvals import Policy
 from ._budget import check_budgets
-from ._chat_state import RUNNABLE, Host, SkipToolCall, StepResult, ToolResult, keeper
+from ._chat_state import RUNNABLE, Host, SkipToolCall, StepResult, ToolResult
 from ._config import check_replay, check_replay_tools
 from ._decisions import DecisionsMixin
 from ._errors import (
@@ -43,6 +43,7 @@ from ._media import as_parts
 from ._options import ToolOptions
 from ._output import Output, as_output
 from ._reasoning import normalize_reasoning
+from ._record import ChatRecord, keeper
 from ._recording import Prefix, Recording
 from ._replay import DirectoryRecordings, Replayer
 from ._runner import ToolRunner
@@ -144,7 +145,8 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self._options = ToolOptions()
         self._bus = EventBus(self.id)
         self._history: list[Event] = []
-        self._bus.subscribe(None, keeper(self._history))
+        self._record = ChatRecord(self.id)
+        self._bus.subscribe(None, keeper(self._history, self._record))
         self._parent: ForkParent | None = None
         self._lock = threading.RLock()
         self._before: list[Callable[[ToolCall], Any]] = []
@@ -562,6 +564,18 @@ class BaseChat(LoopMixin, DecisionsMixin):
         """
         with self._lock:
             return tuple(self._history)
+
+    @property
+    def record(self) -> ChatRecord:
+        """The chat's calls, steps, messages and totals, folded from its events by the core.
+
+        Read-only: ``record.calls`` (one :class:`~nbagent._record.CallRecord` per call,
+        in request order), ``record.steps``, ``record.messages``, ``record.usage``,
+        ``record.cost_usd``...; ``record.subscribe(fn)`` calls ``fn(change)`` after each
+        change. ``chat.log``, the view, fork and compare read it. A loaded chat's record
+        is folded from its stored events; ``nbagent._record.fold(chat.events)`` equals it.
+        """
+        return self._record
 
     @property
     def parent(self) -> ForkParent | None:
