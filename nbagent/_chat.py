@@ -114,8 +114,7 @@ class Chat(BaseChat):
         )
         from .log import CallLog
 
-        self._log = CallLog(self.id)
-        self.extend(self._log)
+        self._log = CallLog(self.record)
         if store is not None:
             from .store import attach_store
 

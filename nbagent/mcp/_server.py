@@ -208,6 +208,27 @@ class MCPTool(Tool, abstract=True):
         return f"<MCPTool {self.name} from {self.server!r}{gate}>"
 
 
+def _command_line(command: Any, args: Sequence[str]) -> tuple[str, Sequence[str]]:
+    """Command and args of ``stdio("npx", ["-y", "pkg"])`` or ``stdio(["npx", "-y", "pkg"])``."""
+    if isinstance(command, (str, PathLike)):
+        if isinstance(args, (str, bytes)):
+            raise TypeError(f"MCPServer.stdio args must be a list of strings, got {args!r}")
+        return str(command), args
+    if isinstance(command, Sequence) and not isinstance(command, bytes):
+        line = [str(a) for a in command]
+        if not line:
+            raise TypeError("MCPServer.stdio needs a command; got an empty list")
+        if args:
+            raise TypeError(
+                "MCPServer.stdio takes the command line as one list, or a command and its args, "
+                "not both"
+            )
+        return line[0], line[1:]
+    raise TypeError(
+        f"MCPServer.stdio needs a command (a string or a list), got {type(command).__name__}"
+    )
+
+
 class MCPServer(ToolSource):
     """An MCP server whose tools a chat can use: ``chat.with_tools(server)``.
 
@@ -296,7 +317,7 @@ class MCPServer(ToolSource):
     @classmethod
     def stdio(
         cls,
-        command: str,
+        command: str | PathLike[str] | Sequence[str],
         args: Sequence[str] = (),
         *,
         env: Mapping[str, str] | None = None,
@@ -311,7 +332,9 @@ class MCPServer(ToolSource):
         """A server nbagent starts as a process and talks to over its stdin/stdout.
 
         Args:
-            command: The executable (``"python"``, ``"npx"``, ``"uvx"``...).
+            command: The executable (``"python"``, ``"npx"``, ``"uvx"``...), or
+                the whole command line as a list (``["npx", "-y", "pkg"]``,
+                the form of MCP client configurations), then with no ``args``.
             args: Its arguments. The ``repr`` shows ``***`` for secret-looking
                 ones (``--token=...``, the value after ``--api-key``, a
                 key-shaped argument), and errors never show them.
@@ -333,6 +356,7 @@ class MCPServer(ToolSource):
         ``uvx``, ``sh -c``) and even if it ignores the end of its input.
         """
         require("mcp", _FEATURE)
+        command, args = _command_line(command, args)
         if (
             isinstance(max_result_bytes, bool)
             or not isinstance(max_result_bytes, int)
