@@ -142,7 +142,8 @@ def _show_turn(chat: Chat) -> None:
     if not enabled or threading.current_thread() is not threading.main_thread():
         return
     from ._continuation import capture_main_loop
-    from ._fallback import StaticView, widgets_available
+    from .._display import widgets_available
+    from ._fallback import StaticView
 
     capture_main_loop()
     turn = chat.turn
@@ -207,7 +208,8 @@ def display_chat(chat: Chat) -> Any:
     """``display(chat)``: a live view of the whole conversation, or the static bundle."""
     from IPython.display import display
 
-    from ._fallback import StaticView, chat_mimebundle, widgets_available
+    from .._display import widgets_available
+    from ._fallback import StaticView, chat_mimebundle
 
     if widgets_available():
         from ._view import show
