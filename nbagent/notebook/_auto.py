@@ -141,8 +141,8 @@ def _show_turn(chat: Chat) -> None:
     enabled = chat.display if chat.display is not None else get_config().display
     if not enabled or threading.current_thread() is not threading.main_thread():
         return
-    from ._continuation import capture_main_loop
     from .._display import widgets_available
+    from ._continuation import capture_main_loop
     from ._fallback import StaticView
 
     capture_main_loop()

@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets
 from ipywidgets.widgets.widget_string import HTMLStyle
 
+from .._display import LiveOutput, mark_dirty
 from .._errors import DecisionError
 from ._cards import reason_words
 from ._continuation import capture_main_loop, continuation_for
-from .._display import LiveOutput, mark_dirty
 from ._fallback import twin_bundle
 from ._poll import watch
 from ._render import decision_words, entry_html, esc, status_html, style_tag

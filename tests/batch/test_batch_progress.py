@@ -9,10 +9,10 @@ import pytest
 
 import nbagent
 from nbagent import Chat
+from nbagent._display import WIDGET_MIME
 from nbagent.batch import RowUpdate
 from nbagent.batch._display import TerminalDisplay, WidgetDisplay
 from nbagent.batch._progress import Progress, progress_html, progress_text
-from nbagent._display import WIDGET_MIME
 from nbagent.testing import ScriptedProvider, reply
 
 
