@@ -1,25 +1,11 @@
-"""How nbagent draws a widget in a cell so that the saved notebook still shows it.
+"""How every widget nbagent draws is shown, so that a saved notebook still shows it.
 
-Every widget nbagent draws (a chat's view with its decision cards, the inbox,
-a batch's progress) is a :class:`LiveOutput`: two outputs with display ids.
-
-- **the output**: the widget's mime *and* its static forms (``text/html``,
-  ``text/plain``...) in one bundle, so nbconvert, GitHub and front ends without
-  ipywidgets show the static form. When the widget has nothing more to do,
-  :meth:`LiveOutput.go_static` replaces the bundle by the static forms alone
-  (no widget mime): a saved notebook reopens with them, never with "model not
-  found".
-- **the twin**: while the widget is live, a second output holds its static
-  form (plus, by the owner's choice, how to go on once the kernel is gone),
-  with CSS (:func:`twin_css`) that keeps it hidden wherever the widget (or its
-  own fallback) shows: it appears only where JupyterLab draws the widget dead
-  ("model not found", a view restored from saved widget state with no comm,
-  the empty output a kernel restart leaves), and that dead output is hidden.
-
-Updates go through :class:`DisplaySlot`. :func:`mark_dirty` asks for an
-object's ``_update_fallback()`` after the running cell (IPython's
-``post_run_cell``), so what a cell leaves behind is what the notebook saves.
-Nothing here knows about chats: the owner gives the static forms.
+A :class:`LiveOutput` is two outputs with display ids: the widget's mime beside
+its static forms (``text/html``, ``text/plain``...), which becomes the static
+forms alone once the widget has nothing more to do (:meth:`LiveOutput.go_static`),
+and a *twin* that holds the static form while the widget is live, hidden by
+CSS (:func:`twin_css`) except where JupyterLab draws the widget dead. Nothing
+here knows about chats: the owner gives the static forms.
 """
 
 from __future__ import annotations
@@ -40,8 +26,7 @@ Bundle = dict[str, Any]
 
 
 # ------------------------------------------------------------------ after the cell
-# Displayed objects whose static forms are behind their widgets. Flushed after
-# every cell (``post_run_cell``), so the saved notebook shows the final state.
+# Displayed objects whose static forms are behind; flushed after every cell.
 _dirty: weakref.WeakSet[Any] = weakref.WeakSet()
 _hook_lock = threading.Lock()
 _hooked = False
@@ -79,12 +64,7 @@ _hinted = False
 
 
 def widgets_available() -> bool:
-    """Inside an IPython kernel with ipywidgets and anywidget importable.
-
-    In a kernel where they are not (an environment that installed nbagent
-    without its dependencies), widgets show their static form, and the user is
-    told once why there are no buttons and what to do.
-    """
+    """Inside an IPython kernel with ipywidgets and anywidget importable (else, once, why not)."""
     global _hinted
     if "ipykernel" not in sys.modules or not in_kernel():
         return False
@@ -171,13 +151,11 @@ def _display_pub() -> Any:
 def twin_css(uid: str) -> str:
     """Rules that show the twin only where the live widget ``uid`` is dead.
 
-    The twin is hidden by default: in a live JupyterLab, VS Code, Colab or
-    nbconvert the widget itself (or its own static fallback) is what shows. In
-    JupyterLab, once the kernel that owned the widget is gone, the twin shows
-    and the dead widget goes: JupyterLab's "model not found" placeholder (no
-    widget state saved with the file, the default), a view restored from saved
-    widget state with no kernel behind it (``jupyter-widgets-disconnected``), or
-    the empty output a kernel restart leaves.
+    Hidden by default (a live JupyterLab, VS Code, Colab, nbconvert show the
+    widget or its own fallback); shown, and the dead widget hidden, where
+    JupyterLab draws "model not found" (no widget state saved), a view restored
+    from saved state with no kernel (``jupyter-widgets-disconnected``), or the
+    empty output a kernel restart leaves.
     """
     live = f".nba-live-{uid}"
     twin = f".nba-twin-{uid}"
@@ -339,7 +317,10 @@ class LiveOutput:
             self.refresh_twin()
 
     def _update_fallback(self) -> None:
-        self.refresh_twin()  # never the widget's own output: that would draw it again
+        if self.live:
+            self.refresh_twin()  # not the widget's output: that would draw the widget again
+        else:
+            self.refresh()
 
 
 def _key(data: Bundle) -> str:

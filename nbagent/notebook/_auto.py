@@ -143,7 +143,7 @@ def _show_turn(chat: Chat) -> None:
         return
     from .._display import widgets_available
     from ._continuation import capture_main_loop
-    from ._fallback import StaticView
+    from ._fallback import static_view
 
     capture_main_loop()
     turn = chat.turn
@@ -157,7 +157,7 @@ def _show_turn(chat: Chat) -> None:
         _turn_views[chat.id] = (weakref.ref(view), count)
     else:
         _turn_views.pop(chat.id, None)
-        StaticView(chat, turn).display()
+        static_view(chat, turn)
 
 
 def _continue_here(chat: Chat) -> None:
@@ -209,7 +209,7 @@ def display_chat(chat: Chat) -> Any:
     from IPython.display import display
 
     from .._display import widgets_available
-    from ._fallback import StaticView, chat_mimebundle
+    from ._fallback import chat_mimebundle, static_view
 
     if widgets_available():
         from ._view import show
@@ -218,6 +218,4 @@ def display_chat(chat: Chat) -> Any:
     if not in_kernel():  # terminal IPython: print once, never re-print on updates
         display(chat_mimebundle(chat), raw=True)
         return None
-    static = StaticView(chat)
-    static.display()
-    return static
+    return static_view(chat)

@@ -4,7 +4,7 @@
 what a view's output carries beside its widget and alone once it is static,
 what its twin shows after the kernel is gone (:func:`twin_bundle`, with how to
 decide a call still waiting), and what a kernel without ipywidgets shows
-(:class:`StaticView`). How they are displayed and kept up to date is
+(:func:`static_view`). How they are displayed and kept up to date is
 :mod:`nbagent._display`.
 """
 
@@ -14,7 +14,7 @@ import dataclasses
 import html
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._display import LiveOutput, mark_dirty
 from ._render import conversation_html, conversation_markdown, conversation_text, printable
@@ -143,33 +143,22 @@ def _state(chat: Chat) -> ChatState:
     return ChatState.from_chat(chat)
 
 
-class StaticView:
-    """A display of the static bundle that refreshes itself (by display id) as the chat settles.
+def static_view(chat: Chat, turn: int | None = None) -> LiveOutput:
+    """Show the static bundle of ``chat`` (or one turn), refreshed as the chat settles.
 
-    Used in a kernel without ipywidgets; also what a headless run saves.
+    What a kernel without ipywidgets shows; also what a headless run saves.
     """
+    state = state_for(chat)
+    output = LiveOutput(f"nbagent-{chat.id[:8]}", lambda: bundle_for(state, turn), twin=False)
 
-    def __init__(self, chat: Chat, turn: int | None = None):
-        self.chat = chat
-        self.turn = turn
-        self.state = state_for(chat)
-        self.output = LiveOutput(f"nbagent-{chat.id[:8]}", self._repr_mimebundle_, twin=False)
-        self.state.add_listener(self._on_change)
+    def on_change(changed: list[Entry], settled: bool) -> None:
+        if turn is not None and any(e.turn > turn for e in changed):
+            state.remove_listener(on_change)
+        elif settled:
+            output.refresh()
+        else:
+            mark_dirty(output)
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return bundle_for(self.state, self.turn)
-
-    def display(self) -> None:
-        self.output.show()
-
-    def _on_change(self, changed: list[Entry], settled: bool) -> None:
-        if self.turn is not None and any(e.turn > self.turn for e in changed):
-            self.state.remove_listener(self._on_change)
-            return
-        if not settled:
-            mark_dirty(self)
-            return
-        self._update_fallback()
-
-    def _update_fallback(self) -> None:
-        self.output.refresh()
+    state.add_listener(on_change)
+    output.show()
+    return output

@@ -436,7 +436,7 @@ class ChatView:
         if not self.live:
             if touched:
                 if settled and not self.pending():
-                    self._show_static()  # still nothing to do here: new static content
+                    self.output.refresh()  # still nothing to do here: new static content
                 else:
                     self._go_live()  # something happens here again
             return
@@ -573,9 +573,6 @@ class ChatView:
         self.output.go_static(self.fallback_bundle(phase=phase))
         self._close_widgets()
 
-    def _show_static(self) -> None:
-        self.output.refresh()
-
     def _go_live(self) -> None:
         """Something happens in this static view again: rebuild its widgets and show them."""
         if self.live or self.frozen:
@@ -584,7 +581,7 @@ class ChatView:
         with self.state.lock:
             self._build(self._entries())
             self._render_status()
-        self._send()
+        self.output.refresh()
 
     def hand_over(self, cell: int | None) -> frozenset[str]:
         """A later cell continues this view's turn: say so, go static, stop following.
@@ -726,11 +723,7 @@ class ChatView:
             if self.live and not self.pending() and not self._busy():
                 self._go_static()
                 return
-            self._send()
-
-    def _send(self) -> None:
-        """Update this view's output and its twin where they changed."""
-        self.output.refresh()
+            self.output.refresh()
 
     def _busy(self) -> bool:
         return self.chat.is_running or self.continuation.busy
