@@ -233,6 +233,7 @@ class LiveOutput:
         self._twin_slot = DisplaySlot(f"{self.display_id}-twin")
         self._last: str | None = None
         self._last_twin: str | None = None
+        self._pinned: Bundle | None = None  # what go_static(data) was told to show
         self._lock = lock if lock is not None else threading.RLock()
 
     @property
@@ -244,9 +245,12 @@ class LiveOutput:
         widget.add_class(f"nba-live-{self.uid}")  # the twin's CSS finds the widget by it
         self.widget = widget
         self.live = True
+        self._pinned = None
 
     def bundle(self) -> Bundle:
         """The output's bundle now: the static forms, and the widget's mime while live."""
+        if not self.live and self._pinned is not None:
+            return dict(self._pinned)
         data = dict(self._static())
         if self.live and self.widget is not None:
             data[WIDGET_MIME] = {
@@ -305,12 +309,14 @@ class LiveOutput:
                 self._twin_slot.update(twin)
 
     def go_static(self, data: Bundle | None = None) -> None:
-        """Show the static forms (or ``data``) alone in the output; the twin goes idle.
+        """Show the static forms alone in the output; the twin goes idle.
 
-        The owner closes its widgets after this (the output no longer names them).
+        ``data``: show this instead, until the output is live again (a view's
+        "continued in cell [n]"). The owner closes its widgets after this.
         """
         with self._lock:
             self.live = False
+            self._pinned = data
             data = dict(self._static()) if data is None else data
             self._last = _key(data)
             self._slot.update(data)

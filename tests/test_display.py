@@ -42,7 +42,7 @@ def cell(monkeypatch: pytest.MonkeyPatch) -> Cell:
 
 
 OPS = st.lists(
-    st.sampled_from(["change", "refresh", "twin", "static", "live", "after_cell", "show"]),
+    st.sampled_from(["change", "refresh", "twin", "static", "pin", "live", "after_cell", "show"]),
     max_size=12,
 )
 
@@ -57,6 +57,7 @@ def test_the_cell_names_a_widget_only_while_it_is_live(ops: list[str]) -> None:
     IPython.display.display, IPython.display.update_display = cell.display, cell.update_display
     try:
         count = [0]
+        pinned = False  # the owner's own static words ("continued in cell [n]") stand
         widgets: list[ipywidgets.HTML] = []
 
         def static() -> dict[str, Any]:
@@ -75,10 +76,15 @@ def test_the_cell_names_a_widget_only_while_it_is_live(ops: list[str]) -> None:
                 out.refresh_twin()
             elif op == "static":
                 out.go_static()
+                pinned = False
+            elif op == "pin":
+                out.go_static({"text/html": "<i>pinned</i>", "text/plain": "pinned"})
+                pinned = True
             elif op == "live" and not out.live:
                 widgets.append(ipywidgets.HTML())
                 out.attach(widgets[-1])
                 out.refresh()
+                pinned = False
             elif op == "after_cell":
                 out._update_fallback()
             elif op == "show":
@@ -93,7 +99,8 @@ def test_the_cell_names_a_widget_only_while_it_is_live(ops: list[str]) -> None:
             assert f"nba-live-{out.uid}" in widgets[-1]._dom_classes
         else:
             assert twin == IDLE_TWIN
-        assert main["text/plain"] == str(count[0])  # the static form is always current
+        # the static form is always current, unless the owner said what to show
+        assert main["text/plain"] == ("pinned" if pinned else str(count[0]))
     finally:
         IPython.display.display, IPython.display.update_display = saved
         for w in widgets:
