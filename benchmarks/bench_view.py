@@ -12,8 +12,9 @@ numbers are the kernel-side Python cost (the comm message a kernel would send
 per update is the same size whatever the chat's length).
 
 An event is fed exactly as the chat's event bus delivers it: folded into the
-chat's record, whose change reaches the view's state (``ChatState.on_change``). "update" events change an existing card (a call
-started / finished again); "append" events add a new call card.
+chat's record, whose change reaches the view's state (``ChatState.on_change``).
+"update" events change an existing card (a call started / finished again);
+"append" events add a new call card.
 """
 
 from __future__ import annotations

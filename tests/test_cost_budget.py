@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import nbagent
 from nbagent import Chat, ModelRequestStarted, StepFinished, tool
-from nbagent.notebook._state import BudgetEntry, ChatState, state_for
+from nbagent.notebook._state import BudgetEntry, state_for
 from nbagent.providers import ModelInfo
 from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
 
