@@ -34,8 +34,7 @@ from ._events import (
     OptionsChanged,
 )
 from ._extension import HOOKS, Extension, overrides
-from ._fork import UNSET, Plan
-from ._fork import apply as fork_apply
+from ._fork import UNSET, Plan, restamped
 from ._fork import plan as fork_plan
 from ._hosted import HostedMCP, HostedTool
 from ._loop import LoopMixin
@@ -655,9 +654,30 @@ class BaseChat(LoopMixin, DecisionsMixin):
         """Plan (check everything), make the fork with its wings, give it history and change."""
         p = fork_plan(self, call, **point)
         fork = self._spawn(p, **(wings or {}))
-        fork_apply(fork, p)
+        fork._take_fork(p)
         fork.refresh()  # its wings write what is pending (a store: the shared history)
         return fork
+
+    def _take_fork(self, p: Plan) -> None:
+        """A new fork takes its history (state, then events) and the one change, with its events."""
+        self._restore(p.snapshot)
+        self._emit_all(restamped(p.events, p.snapshot, self.id))
+        if p.options is not None:
+            with self._lock:
+                self._options = p.options
+            self._emit(OptionsChanged(chat_id=self.id, options=p.options.as_dict()))
+        c = p.call
+        if c is None:
+            return
+        gated = c.approval is not None and c.approval.required
+        if p.change == "decision":
+            self._decide(c, p.value, by="user", reason=p.reason)
+        elif p.change == "arguments" and gated:
+            self._decide(c, "approved", by="user", reason=p.reason, arguments=p.value)
+        elif p.change == "arguments":
+            self._approve_edit(c, p.value, p.reason)
+        else:
+            self._answer_with(c, p.value, p.result_value, p.result_parts)
 
     def _spawn(self, p: Plan, **wings: Any) -> Self:
         """The fork as a new chat of this class: this chat's configuration, tools and policies."""

@@ -453,6 +453,27 @@ class ChatCore:
         after.append(ToolResult(c, result.content, "ok"))
         return [self._finished_event(c, result, None, None, HOSTED)]
 
+    def _approve_edit(self, c: ToolCall, arguments: dict[str, Any], reason: str | None) -> None:
+        """An ungated call's arguments edited (a fork's change): recorded as an approval's edit."""
+        after: list[ToolResult] = []
+        decision = Decision("approved", HUMAN, utcnow(), reason, dict(arguments))
+        with self._lock:
+            events = self._record_decision(c, decision, after)
+        self._emit_all(events)
+        self._run_after(after)
+
+    def _answer_with(self, c: ToolCall, text: str, value: Any, parts: tuple[Any, ...]) -> None:
+        """A call answered as if its tool had returned ``value`` (a fork's change): never run."""
+        with self._lock:
+            turn = self._call_turn.get(c.id, self._turn)
+            result = ToolResultMessage(
+                c.id, text, False, "ok", c.name, turn=turn, value=value, parts=parts
+            )
+            c.status, c.result, c.finished_at = "ok", result, utcnow()
+            event = self._finished_event(c, result, None, None, None)
+        self._emit(event)
+        self._run_after([ToolResult(c, result.content, "ok", value)])
+
     def _decide(
         self,
         call: ToolCall | str,

@@ -643,6 +643,17 @@ def fold(events: Iterable[Event], chat_id: str | None = None) -> ChatRecord:
     return record if record is not None else ChatRecord("")
 
 
+def fold_chats(events: Iterable[Event]) -> list[ChatRecord]:
+    """One record per chat of a stream mixing chats (a store's), in order of first event."""
+    records: dict[str, ChatRecord] = {}
+    for e in events:
+        record = records.get(e.chat_id)
+        if record is None:
+            record = records[e.chat_id] = ChatRecord(e.chat_id)
+        record._apply(e)
+    return list(records.values())
+
+
 def keeper(history: list[Event], record: ChatRecord) -> Callable[[Event], None]:
     """The bus's first subscriber: folds each event into ``record``, then keeps it in
     ``history`` (``chat.events``); the record's subscribers hear of the change last.
@@ -727,5 +738,6 @@ __all__ = [
     "RecordChange",
     "StepRecord",
     "fold",
+    "fold_chats",
     "keeper",
 ]
