@@ -46,7 +46,7 @@ from ._record import ChatRecord, keeper
 from ._recording import Prefix, Recording
 from ._replay import DirectoryRecordings, Replayer
 from ._runner import ToolRunner
-from ._tools import Tool, ToolSource, as_tool
+from ._tools import CancelEvent, Tool, ToolSource, as_tool
 from ._types import (
     AssistantToolCallMessage,
     ChatMessage,
@@ -158,7 +158,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self._turn = 0
         self._step = 0
         self._forced_spent = False
-        self._cancel = threading.Event()
+        self._cancel = CancelEvent()
         self._drive_lock = threading.Lock()
         self._rerun = False
         self._last_step: StepResult | None = None
@@ -734,6 +734,10 @@ class BaseChat(LoopMixin, DecisionsMixin):
 
         Calls not started yet are answered as cancelled, so the transcript
         stays valid; ``complete()`` resumes (the model sees what was cancelled).
+        A wait that can be abandoned stops at once: an MCP server connecting
+        or listing its tools (the step raises ``ChatCancelled``), an MCP
+        tool's request (an error result: the server is told to cancel, and
+        whether the tool did anything is unknown, so it is not re-sent).
         """
         self._cancel.set()
 

@@ -41,7 +41,7 @@ from ._output import Output
 from ._record import FRAGMENTS, ChatRecord
 from ._replay import Recordings, Replayer
 from ._runner import Job, Mode, ToolRunner
-from ._tools import SchemaValidationError, Tool, ToolSource
+from ._tools import CancelEvent, SchemaValidationError, Tool, ToolSource, _cancelled_by
 from ._types import (
     RUNNABLE_STATUSES,
     AssistantToolCallMessage,
@@ -169,7 +169,12 @@ class _RunRound:
     errors: list[tuple[ToolCall, BaseException]] = field(default_factory=list)
 
 
-_Effect = _ModelRequest | _RunRound
+@dataclass
+class _SyncTools:
+    """Take the tool sources' current tools before a request (a source may connect)."""
+
+
+_Effect = _ModelRequest | _RunRound | _SyncTools
 
 
 class ChatCore:
@@ -206,7 +211,7 @@ class ChatCore:
     _turn: int
     _step: int
     _forced_spent: bool
-    _cancel: threading.Event
+    _cancel: CancelEvent
     _drive_lock: threading.Lock
     _rerun: bool
     _last_step: StepResult | None
@@ -244,7 +249,8 @@ class ChatCore:
         sources = list(self._sources)
         if not sources:
             return
-        current = tuple(s.source_tools() for s in sources)
+        with _cancelled_by(self._cancel):  # chat.cancel() frees a source's wait
+            current = tuple(s.source_tools() for s in sources)
         with self._lock:
             if sources != self._sources:
                 return  # changed meanwhile; the next step syncs again

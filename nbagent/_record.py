@@ -23,9 +23,11 @@ API (public as ``chat.record``; read-only: only the fold writes it)::
 A :class:`CallRecord` is a call's lifecycle as its events told it; its
 ``decision`` is the log's kind (``auto``, ``pending``, ``approved``, ``denied``,
 ``policy``, ``none``) and ``decided`` the :class:`~nbagent.Decision` itself.
-Records are frozen to their readers and updated in place by the fold (one object
-per call, step and message for the chat's life), so a reader holding one sees it
-change; :class:`RecordChange` says which one changed.
+Records are read-only to their readers: only the fold writes them, in place (one
+object per call, step and message for the chat's life; plain slotted objects,
+since a fold that writes through a frozen guard costs several times more per
+event), so a reader holding one sees it change; :class:`RecordChange` says
+which one changed.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ._events import (
     AlwaysAllowChanged,
@@ -84,13 +86,7 @@ _FINAL_NOT_OK = FINAL_STATUSES - {"ok", "denied"}
 ChangeKind = Literal["call", "step", "message", "chat", "reset"]
 
 
-def _set(obj: Any, **values: Any) -> None:
-    """Update a frozen record in place: the fold's own write (readers cannot)."""
-    for name, value in values.items():
-        object.__setattr__(obj, name, value)
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CallRecord:
     """One tool call (or one provider item: ``item_type`` set) as the chat's events tell it.
 
@@ -138,7 +134,7 @@ class CallRecord:
     result: ToolResultMessage | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StepRecord:
     """One model request: ``chat.steps``'s columns, ``usage`` as a :class:`~nbagent.Usage`
     (``None`` while in flight or when it failed) and the answer's ``text``."""
@@ -164,7 +160,7 @@ class StepRecord:
     text: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class MessageRecord:
     """One transcript message: ``chat.messages``'s columns and the ``message`` itself."""
 
@@ -183,8 +179,7 @@ class MessageRecord:
     message: Message
 
 
-@dataclass(frozen=True, slots=True)
-class RecordChange:
+class RecordChange(NamedTuple):
     """What one event changed: ``kind`` ``call`` (``key``: the call id), ``step`` (the
     :class:`StepRecord`'s position in ``steps``), ``message`` (its index), ``chat``
     (the totals or the last step) or ``reset`` (refolded: a loaded chat's history)."""
@@ -392,106 +387,82 @@ class ChatRecord:
     def _row(self, call: ToolCall, step: int | None, turn: int | None) -> CallRecord:
         r = self._by_id.get(call.id)
         if r is None:
-            r = CallRecord(
-                call.id,
-                call.name,
-                arguments=call.arguments,
-                step=step,
-                turn=turn,
-                model=self._model,
-                provider=self._provider,
-                server=call.server,
-                hosted=call.hosted,
-                item_type="mcp_approval_request" if call.hosted else None,
-                call=call,
+            r = CallRecord(call.id, call.name, arguments=call.arguments, step=step, turn=turn)
+            r.model, r.provider, r.server, r.hosted = (
+                self._model,
+                self._provider,
+                call.server,
+                call.hosted,
             )
+            r.item_type, r.call = ("mcp_approval_request" if call.hosted else None), call
             self._by_id[call.id] = r
             self._calls.append(r)
         return r
 
     def _on_requested(self, e: ToolCallRequested) -> RecordChange:
         r = self._row(e.call, e.step, e.turn)
-        a = e.approval
-        _set(
-            r,
-            step=e.step,
-            turn=e.turn,
-            requested_at=e.ts,
-            approval=a,
-            requires_approval=a.required,
-            approval_source=a.source,
-            approval_reason=a.reason or None,
-            status="awaiting_approval" if a.required else "requested",
-            decision="pending" if a.required else "auto",
+        a = r.approval = e.approval
+        r.step, r.turn, r.requested_at = e.step, e.turn, e.ts
+        r.requires_approval, r.approval_source, r.approval_reason = (
+            a.required,
+            a.source,
+            a.reason or None,
         )
+        r.status = "awaiting_approval" if a.required else "requested"
+        r.decision = "pending" if a.required else "auto"
         return RecordChange("call", r.call_id, e)
 
     def _on_approval_requested(self, e: ApprovalRequested) -> RecordChange:
         r = self._row(e.call, e.step, e.turn)
-        _set(r, status="awaiting_approval", decision="pending", requires_approval=True)
+        r.status, r.decision, r.requires_approval = "awaiting_approval", "pending", True
         if e.reason:
-            _set(r, approval_reason=e.reason)
+            r.approval_reason = e.reason
         if r.approval_source is None:
-            _set(r, approval_source=e.source)
+            r.approval_source = e.source
         return RecordChange("call", r.call_id, e)
 
     def _on_decided(self, e: ApprovalDecided) -> RecordChange:
         r = self._row(e.call, None, e.turn)
-        d = e.decision
-        _set(
-            r,
-            decided=d,
-            decision="policy" if d.by.startswith("policy") else d.verdict,
-            decided_by=d.by,
-            decided_at=d.at,
-            reason=d.reason,
-            edited_arguments=d.arguments,
-            requires_approval=True,
-            result=None,
-        )
+        d = r.decided = e.decision
+        r.decision = "policy" if d.by.startswith("policy") else d.verdict
+        r.decided_by, r.decided_at, r.reason, r.edited_arguments = d.by, d.at, d.reason, d.arguments
+        r.requires_approval, r.result = True, None
         if d.verdict == "approved":
             if r.status == "denied":  # a human overruled an automatic denial
-                _set(r, finished_at=None, result_preview=None, error=None, result_type=None)
-            _set(r, status="approved")
+                r.finished_at = r.result_preview = r.error = r.result_type = None
+            r.status = "approved"
         else:
-            _set(r, status="denied")
+            r.status = "denied"
         return RecordChange("call", r.call_id, e)
 
     def _on_started(self, e: ToolCallStarted) -> RecordChange:
         r = self._row(e.call, None, e.turn)
-        _set(r, status="running", run_step=e.step, started_at=e.ts, concurrency=e.mode)
+        r.status, r.run_step, r.started_at, r.concurrency = "running", e.step, e.ts, e.mode
         return RecordChange("call", r.call_id, e)
 
     def _on_finished(self, e: ToolCallFinished) -> RecordChange:
         r = self._row(e.call, e.step, e.turn)
-        status = e.status
+        status = r.status = e.status
+        r.result, r.finished_at, r.duration_ms = e.result, e.ts, e.duration_ms
+        r.replayed, r.shared, r.ran_before = e.replayed, e.shared, e.ran_before
         # The model reads a note before an edited call's result; the preview shows the result.
         content = without_edit_note(e.result.content, r.edited_arguments is not None)
-        _set(
-            r,
-            status=status,
-            result=e.result,
-            finished_at=e.ts,
-            duration_ms=e.duration_ms,
-            replayed=e.replayed,
-            shared=e.shared,
-            ran_before=e.ran_before,
-            result_preview=content[:PREVIEW_CHARS],
-            result_type=result_type(content, e.result.parts) if status == "ok" else None,
-        )
+        r.result_preview = content[:PREVIEW_CHARS]
+        r.result_type = result_type(content, e.result.parts) if status == "ok" else None
         if e.started_at is not None:
-            _set(r, started_at=e.started_at)
+            r.started_at = e.started_at
         if status in _FINAL_NOT_OK:
-            _set(r, error=(e.error or content)[:ERROR_CHARS])
+            r.error = (e.error or content)[:ERROR_CHARS]
         if r.decision == "pending":
-            _set(r, decision="none")
+            r.decision = "none"
         return RecordChange("call", r.call_id, e)
 
     def _on_in_doubt(self, e: CallInDoubt) -> RecordChange | None:
         if not e.rerun:
             return None  # its ToolCallFinished (in_doubt) follows
         r = self._row(e.call, e.step, e.turn)
-        _set(r, status="approved" if r.requires_approval else "requested", started_at=None)
+        r.status = "approved" if r.requires_approval else "requested"
+        r.started_at = None
         return RecordChange("call", r.call_id, e)
 
     def _new_step(self, step: int, turn: int, model: str, provider: str) -> int:
@@ -499,9 +470,9 @@ class ChatRecord:
         return len(self._steps) - 1
 
     def _on_request_started(self, e: ModelRequestStarted) -> RecordChange:
-        i = self._new_step(e.step, e.turn, e.model, e.provider)
-        _set(self._steps[i], tool_choice=e.tool_choice, n_messages=e.n_messages, started_at=e.ts)
-        self._open_steps[e.step] = i
+        i = self._open_steps[e.step] = self._new_step(e.step, e.turn, e.model, e.provider)
+        s = self._steps[i]
+        s.tool_choice, s.n_messages, s.started_at = e.tool_choice, e.n_messages, e.ts
         return RecordChange("step", i, e)
 
     def _step_row(self, e: ModelRequestFinished | ModelRequestFailed) -> int:
@@ -510,22 +481,15 @@ class ChatRecord:
 
     def _on_request_finished(self, e: ModelRequestFinished) -> RecordChange:
         i = self._step_row(e)
-        self._model, self._provider = e.model, e.provider
-        _set(
-            self._steps[i],
-            model=e.model,
-            provider=e.provider,
-            usage=e.usage,
-            cost_usd=e.cost_usd,
-            replayed=e.replayed,
-            shared=e.shared,
-            latency_ms=e.latency_ms,
-            stop_reason=e.stop_reason,
-            raw_stop_reason=e.raw_stop_reason,
-            n_tool_calls=e.n_tool_calls,
-            finished_at=e.ts,
-            text=e.text,
+        s = self._steps[i]
+        s.model, s.provider = self._model, self._provider = e.model, e.provider
+        s.usage, s.cost_usd, s.replayed, s.shared = e.usage, e.cost_usd, e.replayed, e.shared
+        s.latency_ms, s.stop_reason, s.raw_stop_reason = (
+            e.latency_ms,
+            e.stop_reason,
+            e.raw_stop_reason,
         )
+        s.n_tool_calls, s.finished_at, s.text = e.n_tool_calls, e.ts, e.text
         self.usage = self.usage + e.usage
         if e.cost_usd is None:
             self.unpriced += 1
@@ -535,14 +499,9 @@ class ChatRecord:
 
     def _on_request_failed(self, e: ModelRequestFailed) -> RecordChange:
         i = self._step_row(e)
-        _set(
-            self._steps[i],
-            latency_ms=e.latency_ms,
-            error_type=e.error_type,
-            error=e.error[:ERROR_CHARS],
-            n_tool_calls=0,
-            finished_at=e.ts,
-        )
+        s = self._steps[i]
+        s.latency_ms, s.error_type, s.error = e.latency_ms, e.error_type, e.error[:ERROR_CHARS]
+        s.n_tool_calls, s.finished_at = 0, e.ts
         return RecordChange("step", i, e)
 
     def _on_step_finished(self, e: StepFinished) -> RecordChange:
@@ -564,45 +523,28 @@ class ChatRecord:
         if ident in self._by_id:
             return  # a replay
         raw = item.raw
-        r = CallRecord(
-            ident,
-            item.name or item.type,
-            status=item.status,  # type: ignore[arg-type]
-            server=item.server,
-            hosted=True,
-            item_type=item.type,
-            turn=e.turn,
-            requested_at=e.ts,
-            finished_at=e.ts,
-            model=self._model,
-            provider=self._provider,
-            requires_approval=False,
-            arguments=_arguments_of(raw),
-        )
+        r = CallRecord(ident, item.name or item.type, status=item.status)  # type: ignore[arg-type]
+        r.server, r.hosted, r.item_type, r.turn = item.server, True, item.type, e.turn
+        r.requested_at = r.finished_at = e.ts
+        r.model, r.provider, r.requires_approval = self._model, self._provider, False
+        r.arguments = _arguments_of(raw)
         self._by_id[ident] = r
         self._calls.append(r)
         approval = raw.get("approval_request_id")
         j = self._by_id.get(approval) if isinstance(approval, str) else None
         if j is not None:  # it ran after an approval: that approval's decision
-            _set(
-                r,
-                decision=j.decision,
-                decided_by=j.decided_by,
-                decided_at=j.decided_at,
-                reason=j.reason,
-                decided=j.decided,
-                requires_approval=True,
-            )
+            r.decision, r.decided_by, r.decided_at = j.decision, j.decided_by, j.decided_at
+            r.reason, r.decided, r.requires_approval = j.reason, j.decided, True
         elif item.status == RAN_UNAPPROVED:  # an approval was due and nobody gave one
-            _set(r, requires_approval=True, decision="none")
+            r.requires_approval, r.decision = True, "none"
         output = _item_output(raw)
         failed = item.status == "error" or (item.status in BREACHES and bool(raw.get("error")))
         if output is not None:
-            _set(r, result_preview=output[:PREVIEW_CHARS])
+            r.result_preview = output[:PREVIEW_CHARS]
             if not failed:
-                _set(r, result_type=result_type(output))
+                r.result_type = result_type(output)
         if failed:
-            _set(r, error=(output or "failed")[:ERROR_CHARS])
+            r.error = (output or "failed")[:ERROR_CHARS]
 
     def _unchanged(self, e: Event) -> None:
         """Events that change none of the record (options, rules, streaming fragments)."""

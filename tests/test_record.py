@@ -192,14 +192,13 @@ def test_a_loaded_chat_gets_its_record_from_its_stored_events() -> None:
             store.close()
 
 
-def test_the_record_is_read_only_and_says_what_changed() -> None:
+def test_the_record_says_what_changed() -> None:
     chat = Chat(provider=scripted([["risky"]], False), display=False).with_tools(risky)
     changes: list[RecordChange] = []
     chat.record.subscribe(changes.append)
     chat.ask("go")
     (r,) = chat.record.calls
-    with pytest.raises(AttributeError):
-        r.status = "ok"  # type: ignore[misc]
+    assert isinstance(chat.record.calls, tuple)  # a copy: the record's own list stays its own
     assert r.status == "awaiting_approval" and r.decision == "pending"
     assert ("call", r.call_id) in [(c.kind, c.key) for c in changes]
     changes.clear()

@@ -330,10 +330,8 @@ def _columns(record: ChatRecord, kind: str) -> list[list[Any]]:
 
 
 def _transposed(rows: Sequence[Any], names: list[str]) -> list[list[Any]]:
-    if not rows:
-        return [[] for _ in names]
-    get = attrgetter(*names)
-    return [list(col) for col in zip(*map(get, rows), strict=True)]
+    """One list per field (a column at a time: no per-row tuples for the collector to scan)."""
+    return [list(map(attrgetter(name), rows)) for name in names]
 
 
 _CALL_FIELDS = [n for n in _recorded(CALL_COLUMNS) if n != "arguments_json"]
@@ -341,11 +339,12 @@ _CALL_FIELDS = [n for n in _recorded(CALL_COLUMNS) if n != "arguments_json"]
 
 def _call_columns(calls: Sequence[CallRecord]) -> list[list[Any]]:
     cols = dict(zip(_CALL_FIELDS, _transposed(calls, _CALL_FIELDS), strict=True))
-    cols["arguments_json"] = [_to_json(a) for a in cols["arguments"]]
-    tools = {r.call_id: r.tool for r in calls}
+    cols["arguments_json"] = list(map(_to_json, cols["arguments"]))
+    before = cols["ran_before"]
+    tools = {r.call_id: r.tool for r in calls} if any(before) else {}
     cols["ran_before"] = [
         ", ".join(f"{tools[c]} ({c})" if c in tools else c for c in ids) if ids else None
-        for ids in cols["ran_before"]
+        for ids in before
     ]
     return [cols[name] for name in _recorded(CALL_COLUMNS)]
 
@@ -360,14 +359,24 @@ def _step_columns(record: ChatRecord) -> list[list[Any]]:
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+_C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
+_encode = (
+    # JSONEncoder.encode without building its C encoder on every call (same settings)
+    functools.partial(
+        _C_ENCODER(None, str, json.encoder.encode_basestring, None, ": ", ", ", False, False, True),
+        _current_indent_level=0,
+    )
+    if _C_ENCODER is not None
+    else None
+)
 
 
 def _to_json(value: Any) -> str | None:
     if value is None:
         return None
     try:
-        return _ENCODER.encode(value)
-    except (TypeError, ValueError):  # e.g. circular structures
+        return "".join(_encode(value)) if _encode is not None else _ENCODER.encode(value)
+    except (TypeError, ValueError, RecursionError):  # e.g. circular structures
         return json.dumps(repr(value))
 
 
