@@ -3,7 +3,7 @@
 The core builds it as it emits (the bus's first subscriber folds every event
 into it, then keeps the event in ``chat.events``); every wing reads it instead
 of folding the stream itself: the log's DataFrames, the notebook view, fork,
-comparison, batch progress, the inbox. A loaded chat's record is folded from its
+comparison, the inbox. A loaded chat's record is folded from its
 stored events, and a stored-only chat's with :func:`fold`: it is a pure function
 of the events, so ``fold(chat.events) == chat.record`` always holds.
 
@@ -181,8 +181,9 @@ class MessageRecord:
 
 class RecordChange(NamedTuple):
     """What one event changed: ``kind`` ``call`` (``key``: the call id), ``step`` (the
-    :class:`StepRecord`'s position in ``steps``), ``message`` (its index), ``chat``
-    (the totals or the last step) or ``reset`` (refolded: a loaded chat's history)."""
+    :class:`StepRecord`'s position in ``steps``), ``message`` (its index; the records of
+    the provider items it carries are added with it), ``chat`` (the totals or the last
+    step) or ``reset`` (refolded: a loaded chat's history)."""
 
     kind: ChangeKind
     key: str | int | None
@@ -199,6 +200,7 @@ class ChatRecord:
         self.chat_id = chat_id
         self._lock = threading.RLock()
         self._hooks: list[RecordHook] = []
+        self.version = 0  # only ever grows (a refold too): a reader's cache key
         self._clear()
 
     def _clear(self) -> None:
@@ -216,7 +218,6 @@ class ChatRecord:
         self.step = 0
         self.last_step: str | None = None
         self.last_budget: str | None = None
-        self.version = 0
 
     # ------------------------------------------------------------ reading
     @property
