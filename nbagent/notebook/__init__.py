@@ -26,9 +26,7 @@ if TYPE_CHECKING:
     from ._auto import install_auto_display as install_auto_display
     from ._continuation import continuation_for as continuation_for
     from ._continuation import main_loop as main_loop
-    from ._fallback import DisplaySlot as DisplaySlot
     from ._fallback import chat_mimebundle as chat_mimebundle
-    from ._fallback import widgets_available as widgets_available
     from ._review import review
     from ._view import ChatView, show
 
@@ -39,14 +37,12 @@ _HOMES = {
     "review": "._review",
     "show": "._view",
     # for the rest of nbagent, outside __all__: Chat shows itself with these, the inbox
-    # continues a chat after a decision as a click does, the batch updates its progress
-    "DisplaySlot": "._fallback",
+    # continues a chat after a decision as a click does
     "chat_mimebundle": "._fallback",
     "continuation_for": "._continuation",
     "display_chat": "._auto",
     "install_auto_display": "._auto",
     "main_loop": "._continuation",
-    "widgets_available": "._fallback",
 }
 
 
