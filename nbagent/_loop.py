@@ -76,8 +76,7 @@ from ._types import (
     ToolResultMessage,
 )
 from ._unicode import TooDeep, clean, clean_json
-from .providers._base import ModelRequest, Provider, StreamDelta
-from .providers._catalog import cost_of
+from .providers import ModelRequest, Provider, StreamDelta, cost_of
 
 R = TypeVar("R")
 
