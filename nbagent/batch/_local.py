@@ -25,7 +25,7 @@ from .._events import Event, ModelRequestFinished
 from ._backend import FINAL, Job, ProgressSink, RowResult, RowStatus, RowUpdate, RunSpec
 from ._inputs import InputError
 from ._limits import AdaptiveLimit, backoff
-from ._watch import DecisionWatcher
+from ._watch import wait_for_decisions
 
 T = TypeVar("T")
 
@@ -129,7 +129,6 @@ class LocalBackend:
     ) -> AsyncIterator[RowResult]:
         limit = self.limit = AdaptiveLimit(spec.concurrency)
         live, self.live = self.live, {}  # this run's: the backend keeps no chat past it
-        watcher = DecisionWatcher(spec.store, spec.poll_interval)
         out: asyncio.Queue[RowResult | BaseException] = asyncio.Queue()
         tasks: set[asyncio.Task[None]] = set()
 
@@ -141,7 +140,7 @@ class LocalBackend:
                     out.put_nowait(result)
                     limit.release()  # a parked chat costs no slot
                     row.held = False
-                    await watcher.wait(row.chat)
+                    await wait_for_decisions(row.chat)
                     await limit.acquire()
                     row.held = True
                     row.update("running")
@@ -183,7 +182,6 @@ class LocalBackend:
             for task in list(tasks):
                 task.cancel()
             await asyncio.gather(dispatcher, *tasks, return_exceptions=True)
-            await watcher.close()
 
 
 class _Row:

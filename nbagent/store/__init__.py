@@ -31,7 +31,9 @@ implements the same protocol with the same guarantees on a shared server.
 
 **Decisions as they happen.** ``store.watch(chat_ids)`` returns a
 :class:`DecisionWatch` whose ``wait(timeout)`` returns the chats that got a
-decision (PostgreSQL pushes it with ``LISTEN``/``NOTIFY``; SQLite is polled).
+decision (PostgreSQL pushes it with ``LISTEN``/``NOTIFY``; SQLite is polled);
+``follow(store, chat_ids, callback)`` calls back instead. Both are served by
+one follower per store object in a process, shared by every consumer.
 
 :class:`Store` is the seam both implement.
 """
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 from .._exports import publish as _publish
 from ._attach import open_store
+from ._follow import Subscription, follow
 from ._migrations import SCHEMA_VERSION
 from ._postgres import PostgresStore
 from ._protocol import BatchStore, ChatInfo, Store, StoreConflictWarning, StoredCall
@@ -56,6 +59,8 @@ __all__ = [
     "Store",
     "StoreConflictWarning",
     "StoredCall",
+    "Subscription",
+    "follow",
     "open_store",
 ]
 

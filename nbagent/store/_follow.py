@@ -37,6 +37,9 @@ from .._aio import _background_loop
 POLL_INTERVAL = 0.25
 """Seconds between two looks at a store that cannot push news (SQLite), while someone follows."""
 
+BURST_GAP = 0.05
+"""Seconds at least between two looks that called someone back (a burst of news)."""
+
 
 class Subscription:
     """One consumer's chats and callback on a store's :class:`Follower` (thread-safe).
@@ -224,6 +227,7 @@ class Follower:
             calls = [(s, ids) for s in subs if (ids := s.due(news)) is not None]
             if calls:
                 await asyncio.gather(*(asyncio.to_thread(s.call, ids) for s, ids in calls))
+                await asyncio.sleep(BURST_GAP)  # a burst of pushes or nudges: a few looks
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), POLL_INTERVAL)
 
