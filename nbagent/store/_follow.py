@@ -216,6 +216,7 @@ class Follower:
 
     async def _follow(self) -> None:
         assert self._wake is not None
+        loop, called = asyncio.get_running_loop(), -BURST_GAP
         while True:
             with self._lock:
                 if not self._subs or self.closed:
@@ -227,9 +228,10 @@ class Follower:
             calls = [(s, ids) for s in subs if (ids := s.due(news)) is not None]
             if calls:
                 await asyncio.gather(*(asyncio.to_thread(s.call, ids) for s, ids in calls))
-                await asyncio.sleep(BURST_GAP)  # a burst of pushes or nudges: a few looks
+            called = loop.time() if calls else called
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), POLL_INTERVAL)
+                await asyncio.sleep(called + BURST_GAP - loop.time())  # a burst: a few looks
 
     def _look(self) -> set[str]:
         news: set[str] = set()
