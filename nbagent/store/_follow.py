@@ -218,13 +218,11 @@ class Follower:
         assert self._wake is not None
         loop, called = asyncio.get_running_loop(), -BURST_GAP
         while True:
-            with self._lock:
-                if not self._subs or self.closed:
-                    self._running = False
-                    return
-                subs = list(self._subs)
             self._wake.clear()
-            news = await asyncio.to_thread(self._look)
+            looked = await asyncio.to_thread(self._look)
+            if looked is None:
+                return
+            news, subs = looked
             calls = [(s, ids) for s in subs if (ids := s.due(news)) is not None]
             if calls:
                 await asyncio.gather(*(asyncio.to_thread(s.call, ids) for s, ids in calls))
@@ -233,7 +231,8 @@ class Follower:
                 await asyncio.wait_for(self._wake.wait(), POLL_INTERVAL)
                 await asyncio.sleep(called + BURST_GAP - loop.time())  # a burst: a few looks
 
-    def _look(self) -> set[str]:
+    def _look(self) -> tuple[set[str], list[Subscription]] | None:
+        """The news, and who to tell (those subscribed when it was taken); None: stop."""
         news: set[str] = set()
         if self._poll is not None:
             try:
@@ -242,10 +241,13 @@ class Follower:
             except Exception as exc:  # the store cannot be read now: next look
                 self.last_error = exc
         with self._lock:
+            if not self._subs or self.closed:
+                self._running, self._pushed = False, set()  # news for no one
+                return None
             news |= self._pushed
             self._pushed = set()
             self.looks += 1
-        return news
+            return news, list(self._subs)
 
 
 def _source(store: Any, follower: Follower) -> Callable[[], Iterable[str]] | None:
@@ -274,7 +276,7 @@ def _source(store: Any, follower: Follower) -> Callable[[], Iterable[str]] | Non
 
 _followers: weakref.WeakKeyDictionary[Any, Follower] = weakref.WeakKeyDictionary()
 _nowhere = Follower(None)  # for consumers with no store (live chats only): nudges and ticks
-_registry_lock = threading.Lock()
+_registry_lock = threading.RLock()  # a store's watch() may follow another store
 
 
 def follower_of(store: Any) -> Follower:
