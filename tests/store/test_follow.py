@@ -152,7 +152,7 @@ def test_a_store_without_a_watch_is_followed_through_its_pending_calls(tmp_path:
             else:
                 time.sleep(0.3)  # a look has seen the call pending
                 other.approve(call_id, chat_id=chat.id)  # gone from pending: decided
-            until(lambda got=got: got.seen == {chat.id})
+            until(lambda got=got, chat=chat: got.seen == {chat.id})
             sub.close()
             chat.refresh()
             chat.complete()
