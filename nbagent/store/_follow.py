@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import threading
 import weakref
 from collections.abc import Callable, Iterable
@@ -118,9 +119,11 @@ class Subscription:
             return mine
 
     def call(self, ids: set[str]) -> None:
+        """Run the callback, in a context of its own: none of the context vars of whoever
+        started the follower (a notebook cell's, say: its outputs would go there)."""
         self.calls += 1
         try:
-            self._callback(ids)
+            contextvars.Context().run(self._callback, ids)
         except Exception as exc:  # a consumer's trouble never stops the follower
             self.last_error = exc
 
@@ -225,7 +228,7 @@ class Follower:
             news, subs = looked
             calls = [(s, ids) for s in subs if (ids := s.due(news)) is not None]
             if calls:
-                await asyncio.gather(*(asyncio.to_thread(s.call, ids) for s, ids in calls))
+                await asyncio.gather(*(loop.run_in_executor(None, s.call, ids) for s, ids in calls))
             called = loop.time() if calls else called
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), POLL_INTERVAL)
