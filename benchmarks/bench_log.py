@@ -28,6 +28,7 @@ from nbagent import (
     ToolCallStarted,
     ToolResultMessage,
 )
+from nbagent._record import ChatRecord, fold
 from nbagent.log._projection import CallLog
 
 N_EVENTS = 100_000
@@ -105,17 +106,17 @@ def run(quick: bool) -> list[Result]:
 
     log_times, list_times, cold, cold_cpu, warm = [], [], [], [], []
     for _ in range(repeat):  # interleaved: log, list baseline, materialise
-        log = CallLog("bench")
-        log_times.append(_feed(log.on_event, events))
+        record = ChatRecord("bench")
+        log_times.append(_feed(record._apply, events))  # the core's fold, as the chat runs it
+        log = CallLog(record)
         sink: list[Event] = []
         list_times.append(_feed(sink.append, events))
         w0, c0 = time.perf_counter(), time.process_time()
         df = log.calls()
         cold.append(time.perf_counter() - w0)
         cold_cpu.append(time.process_time() - c0)
-        log._cache.clear()
         w0 = time.perf_counter()
-        log.calls()
+        CallLog(record).calls()  # a new log: built again
         warm.append(time.perf_counter() - w0)
     per_event_us = statistics.median(log_times) / n * 1e6
     baseline_us = statistics.median(list_times) / n * 1e6
@@ -123,9 +124,9 @@ def run(quick: bool) -> list[Result]:
 
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    log = CallLog("bench")
+    record = ChatRecord("bench")
     for e in events:
-        log.on_event(e)
+        record._apply(e)
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     per_call = (after - before) / n_calls
@@ -134,8 +135,7 @@ def run(quick: bool) -> list[Result]:
     big = make_events(3 * N_EVENTS)  # stress: 100,000 calls
     big_times, big_cpu = [], []
     for _ in range(1 if quick else 3):
-        log = CallLog("bench")
-        log.feed(big)
+        log = CallLog(fold(big, "bench"))
         w0, c0 = time.perf_counter(), time.process_time()
         log.calls()
         big_times.append(time.perf_counter() - w0)

@@ -5,11 +5,18 @@ chat round (20 sequential calls of ``echo``, MCP tool vs a local ``@tool`` doing
 same), interleaved in the same run. Also reported: one direct ``server.call`` against a
 plain function call, and the raw SDK call awaited on the MCP loop itself, so the
 overhead splits into the SDK plus the server process and nbagent's own hops.
+
+Issue 23 (N8, N12), as ratios: reading a 32 MB answer against a 4 MB one, per byte
+(linear: about 1x; the SDK's own reader was quadratic, 8x); and the quiet server's
+chat round while another server floods ``notifications/tools/list_changed`` (2000
+per call, without pause) against the same round alone (target: under 3x).
 """
 
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from pathlib import Path
 
 from benchmarks._common import Result, interleaved
@@ -18,6 +25,7 @@ from nbagent.mcp import _connection
 from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
 
 SERVER = str(Path(__file__).with_name("_mcp_echo_server.py"))
+NOISY = str(Path(__file__).with_name("_mcp_noisy_server.py"))
 CALLS = 20
 
 
@@ -32,6 +40,60 @@ def _round(tools: object, name: str) -> None:
     chat = Chat(provider=ScriptedProvider(script), stream=False).with_tools(tools)
     chat.ask("go")
     assert chat.tool_calls[-1].status == "ok", chat.tool_calls[-1]
+
+
+def _large_and_noisy(server: MCPServer, repeat: int) -> list[Result]:
+    noisy = MCPServer.stdio(sys.executable, [NOISY], max_result_bytes=64 * 1024 * 1024)
+    try:
+        t = interleaved(
+            {
+                "4 MB": lambda: noisy.call("big", {"size": 4_000_000}),
+                "32 MB": lambda: noisy.call("big", {"size": 32_000_000}),
+            },
+            repeat=max(3, repeat // 4),
+            warmup=1,
+        )
+        per_byte = (t["32 MB"][0] / 32) / (t["4 MB"][0] / 4)
+        alone = interleaved({"alone": lambda: _round(server, "mcp_echo")}, repeat=repeat)
+        stop = threading.Event()
+        floods = [0]
+
+        def flood() -> None:
+            while not stop.is_set():
+                noisy.call("flood", {"n": 2000})
+                floods[0] += 1
+
+        flooder = threading.Thread(target=flood, daemon=True)
+        flooder.start()
+        while floods[0] < 2:
+            time.sleep(0.01)
+        try:
+            noisy_t = interleaved({"noisy": lambda: _round(server, "mcp_echo")}, repeat=repeat)
+        finally:
+            stop.set()
+            flooder.join(30)
+    finally:
+        noisy.close()
+    slowdown = noisy_t["noisy"][0] / alone["alone"][0]
+    return [
+        Result(
+            "reading a stdio answer: 32 MB vs 4 MB, time per byte",
+            per_byte,
+            "x",
+            "< 2x",
+            per_byte < 2.0,
+            f"{t['4 MB'][0]:.3f} s for 4 MB, {t['32 MB'][0]:.3f} s for 32 MB",
+        ),
+        Result(
+            "a chat round while another server floods list_changed",
+            slowdown,
+            "x",
+            "< 3x",
+            slowdown < 3.0,
+            f"{noisy_t['noisy'][0] * 1000:.1f} ms vs {alone['alone'][0] * 1000:.1f} ms alone; "
+            f"{floods[0]} floods of 2000",
+        ),
+    ]
 
 
 def run(quick: bool = False) -> list[Result]:
@@ -56,6 +118,7 @@ def run(quick: bool = False) -> list[Result]:
             },
             repeat=repeat * 5,
         )
+        extra = _large_and_noisy(server, repeat)
     finally:
         server.close()
     per_local = t["local round"][0] / CALLS * 1000
@@ -85,4 +148,5 @@ def run(quick: bool = False) -> list[Result]:
             "ms",
             detail=f"nbagent's hops: {t['mcp call'][0] * 1000 - sdk:.3f} ms",
         ),
+        *extra,
     ]

@@ -11,9 +11,10 @@ ipywidgets/anywidget objects; outside a kernel their comms are no-ops, so the
 numbers are the kernel-side Python cost (the comm message a kernel would send
 per update is the same size whatever the chat's length).
 
-An event is fed exactly as the chat's event bus delivers it
-(``ChatState.on_event``). "update" events change an existing card (a call
-started / finished again); "append" events add a new call card.
+An event is fed exactly as the chat's event bus delivers it: folded into the
+chat's record, whose change reaches the view's state (``ChatState.on_change``).
+"update" events change an existing card (a call started / finished again);
+"append" events add a new call card.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from nbagent import (
     tool,
 )
 from nbagent._events import Event
+from nbagent._record import keeper
 from nbagent.notebook import ChatView
 from nbagent.notebook._fallback import bundle_for
 from nbagent.notebook._state import ChatState, _states, state_for
@@ -88,10 +90,11 @@ def build_chat(n: int) -> Chat:
 
 
 def rebuild_state(chat: Chat) -> ChatState:
-    """Drop the chat's display state so the next view rebuilds it from the transcript."""
-    old = _states.pop(chat, None)
+    """Drop the chat's display state so the next view rebuilds it from the chat's record."""
+    old = _states._objects.pop(chat, None)
     if old is not None:
-        chat.off(old.on_event)
+        chat.record.unsubscribe(old.on_change)
+        chat.off(old.on_fragment)
     return state_for(chat)
 
 
@@ -246,35 +249,36 @@ def run(quick: bool) -> list[Result]:
         chat = chats[n]
         views = [ChatView(chat), ChatView(chat, turn=1)]  # a display(chat) and the turn's view
         state = state_for(chat)
+        feed = keeper([], chat.record)  # what the bus's first subscriber does with an event
         # Steady state: enough appended cards that every view is folding old pages.
         for _ in range(3 * views[0].page_size):
             counter += 1
             for e in _events_for_new_call(chat, counter, 1):
-                state.on_event(e)
-        setups[n] = (chat, state, views, _update_events(chat, batch // 2))
+                feed(e)
+        setups[n] = (feed, state, views, _update_events(chat, batch // 2))
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
         for _ in range(repeat):
             for n in SIZES:
-                chat, state, _views, updates = setups[n]
+                feed, state, _views, updates = setups[n]
                 w0 = time.perf_counter()
                 for e in updates:
-                    state.on_event(e)
+                    feed(e)
                 per_event["update"][n].append((time.perf_counter() - w0) / len(updates))
                 events: list[Event] = []
                 for _ in range(20):
                     counter += 1
-                    events += _events_for_new_call(chat, counter, 1)
+                    events += _events_for_new_call(chats[n], counter, 1)
                 w0 = time.perf_counter()
                 for e in events:
-                    state.on_event(e)
+                    feed(e)
                 per_event["append"][n].append((time.perf_counter() - w0) / len(events))
             gc.collect()
     finally:
         if gc_was_enabled:
             gc.enable()
-    for _chat, _state, views, _updates in setups.values():
+    for _feed, _state, views, _updates in setups.values():
         for v in views:
             v.close()
     medians = {

@@ -76,7 +76,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
             runner = asyncio.Runner()
             _local.runner = runner
             # Closed with its thread (or at exit), so no event loop is left unclosed.
-            weakref.finalize(threading.current_thread(), runner.close)
+            weakref.finalize(threading.current_thread(), _close_runner, runner)
         return runner.run(coro)
     blocked = asyncio.get_running_loop()
     with _blocked_lock:  # before the coroutine can start: it may ask at once
@@ -96,6 +96,19 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
             n = _blocked.pop(blocked) - 1
             if n:
                 _blocked[blocked] = n
+
+
+def _close_runner(runner: asyncio.Runner) -> None:
+    """Close a finished thread's runner, wherever the garbage collector finalizes it.
+
+    On a thread running a loop of its own (the MCP loop, a kernel's) the
+    runner's loop cannot be run to shut down cleanly: it is only closed.
+    """
+    if not in_running_loop():
+        runner.close()
+        return
+    with contextlib.suppress(RuntimeError):  # the runner was closed already
+        runner.get_loop().close()
 
 
 def is_blocked(loop: asyncio.AbstractEventLoop) -> bool:

@@ -22,7 +22,7 @@ from typing import Any, Literal, Self
 
 from ._approvals import Policy
 from ._budget import check_budgets
-from ._chat_state import RUNNABLE, Host, SkipToolCall, StepResult, ToolResult, keeper
+from ._chat_state import RUNNABLE, Host, SkipToolCall, StepResult, ToolResult
 from ._config import check_replay, check_replay_tools
 from ._decisions import DecisionsMixin
 from ._errors import (
@@ -34,8 +34,7 @@ from ._events import (
     OptionsChanged,
 )
 from ._extension import HOOKS, Extension, overrides
-from ._fork import UNSET, Plan
-from ._fork import apply as fork_apply
+from ._fork import UNSET, Plan, restamped
 from ._fork import plan as fork_plan
 from ._hosted import HostedMCP, HostedTool
 from ._loop import LoopMixin
@@ -43,10 +42,11 @@ from ._media import as_parts
 from ._options import ToolOptions
 from ._output import Output, as_output
 from ._reasoning import normalize_reasoning
+from ._record import ChatRecord, keeper
 from ._recording import Prefix, Recording
 from ._replay import DirectoryRecordings, Replayer
 from ._runner import ToolRunner
-from ._tools import Tool, ToolSource, as_tool
+from ._tools import CancelEvent, Tool, ToolSource, as_tool
 from ._types import (
     AssistantToolCallMessage,
     ChatMessage,
@@ -144,7 +144,8 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self._options = ToolOptions()
         self._bus = EventBus(self.id)
         self._history: list[Event] = []
-        self._bus.subscribe(None, keeper(self._history))
+        self._record = ChatRecord(self.id)
+        self._bus.subscribe(None, keeper(self._history, self._record))
         self._parent: ForkParent | None = None
         self._lock = threading.RLock()
         self._before: list[Callable[[ToolCall], Any]] = []
@@ -157,7 +158,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self._turn = 0
         self._step = 0
         self._forced_spent = False
-        self._cancel = threading.Event()
+        self._cancel = CancelEvent()
         self._drive_lock = threading.Lock()
         self._rerun = False
         self._last_step: StepResult | None = None
@@ -564,6 +565,18 @@ class BaseChat(LoopMixin, DecisionsMixin):
             return tuple(self._history)
 
     @property
+    def record(self) -> ChatRecord:
+        """The chat's calls, steps, messages and totals, folded from its events by the core.
+
+        Read-only: ``record.calls`` (one :class:`~nbagent._record.CallRecord` per call,
+        in request order), ``record.steps``, ``record.messages``, ``record.usage``,
+        ``record.cost_usd``...; ``record.subscribe(fn)`` calls ``fn(change)`` after each
+        change. ``chat.log``, the view, fork and compare read it. A loaded chat's record
+        is folded from its stored events; ``nbagent._record.fold(chat.events)`` equals it.
+        """
+        return self._record
+
+    @property
     def parent(self) -> ForkParent | None:
         """Where this chat was forked from (chat id, step, call, what changed), else ``None``."""
         return self._parent
@@ -641,9 +654,30 @@ class BaseChat(LoopMixin, DecisionsMixin):
         """Plan (check everything), make the fork with its wings, give it history and change."""
         p = fork_plan(self, call, **point)
         fork = self._spawn(p, **(wings or {}))
-        fork_apply(fork, p)
+        fork._take_fork(p)
         fork.refresh()  # its wings write what is pending (a store: the shared history)
         return fork
+
+    def _take_fork(self, p: Plan) -> None:
+        """A new fork takes its history (state, then events) and the one change, with its events."""
+        self._restore(p.snapshot)
+        self._emit_all(restamped(p.events, p.snapshot, self.id))
+        if p.options is not None:
+            with self._lock:
+                self._options = p.options
+            self._emit(OptionsChanged(chat_id=self.id, options=p.options.as_dict()))
+        c = p.call
+        if c is None:
+            return
+        gated = c.approval is not None and c.approval.required
+        if p.change == "decision":
+            self._decide(c, p.value, by="user", reason=p.reason)
+        elif p.change == "arguments" and gated:
+            self._decide(c, "approved", by="user", reason=p.reason, arguments=p.value)
+        elif p.change == "arguments":
+            self._approve_edit(c, p.value, p.reason)
+        else:
+            self._answer_with(c, p.value, p.result_value, p.result_parts)
 
     def _spawn(self, p: Plan, **wings: Any) -> Self:
         """The fork as a new chat of this class: this chat's configuration, tools and policies."""
@@ -700,6 +734,10 @@ class BaseChat(LoopMixin, DecisionsMixin):
 
         Calls not started yet are answered as cancelled, so the transcript
         stays valid; ``complete()`` resumes (the model sees what was cancelled).
+        A wait that can be abandoned stops at once: an MCP server connecting
+        or listing its tools (the step raises ``ChatCancelled``), an MCP
+        tool's request (an error result: the server is told to cancel, and
+        whether the tool did anything is unknown, so it is not re-sent).
         """
         self._cancel.set()
 

@@ -112,10 +112,9 @@ class Chat(BaseChat):
             replay_tools=replay_tools,
             recordings=recordings,
         )
-        from .log._projection import CallLog
+        from .log import CallLog
 
-        self._log = CallLog(self.id)
-        self.extend(self._log)
+        self._log = CallLog(self.record)
         if store is not None:
             from .store._attach import attach_store
 

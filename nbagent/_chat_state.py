@@ -30,9 +30,6 @@ from ._events import (
     Event,
     EventBus,
     MessageAdded,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallDelta,
     ToolCallFinished,
     utcnow,
 )
@@ -41,9 +38,10 @@ from ._hosted import HostedTool
 from ._notice import notice
 from ._options import ToolOptions
 from ._output import Output
+from ._record import FRAGMENTS, ChatRecord
 from ._replay import Recordings, Replayer
 from ._runner import Job, Mode, ToolRunner
-from ._tools import SchemaValidationError, Tool, ToolSource
+from ._tools import CancelEvent, SchemaValidationError, Tool, ToolSource, _cancelled_by
 from ._types import (
     RUNNABLE_STATUSES,
     AssistantToolCallMessage,
@@ -69,8 +67,6 @@ _ALREADY = "\x00already-decided"
 _LATER_OPTIONS = {"order": "ready"}
 """Options added after stores existed, with their defaults: stored only when set otherwise,
 so a chat that does not use them stays readable by the nbagent before them."""
-FRAGMENTS = (TextDelta, ReasoningDelta, ToolCallDelta)
-"""The streaming fragments: neither stored nor kept in ``chat.events`` (the whole is)."""
 
 
 def _gated(c: ToolCall) -> bool:
@@ -98,19 +94,6 @@ def listed_ready(calls: Sequence[ToolCall]) -> list[ToolCall]:
         if c.status in RUNNABLE and not c.hosted:
             ready.append(c)
     return ready
-
-
-def keeper(history: list[Event]) -> Callable[[Event], None]:
-    """The bus's first subscriber: keeps the chat's history (``chat.events``) in ``history``.
-
-    It holds the list, not the chat, so the bus never keeps its chat alive.
-    """
-
-    def keep(event: Event) -> None:
-        if not isinstance(event, FRAGMENTS):
-            history.append(event)
-
-    return keep
 
 
 class SkipToolCall(Exception):
@@ -186,7 +169,12 @@ class _RunRound:
     errors: list[tuple[ToolCall, BaseException]] = field(default_factory=list)
 
 
-_Effect = _ModelRequest | _RunRound
+@dataclass
+class _SyncTools:
+    """Take the tool sources' current tools before a request (a source may connect)."""
+
+
+_Effect = _ModelRequest | _RunRound | _SyncTools
 
 
 class ChatCore:
@@ -223,7 +211,7 @@ class ChatCore:
     _turn: int
     _step: int
     _forced_spent: bool
-    _cancel: threading.Event
+    _cancel: CancelEvent
     _drive_lock: threading.Lock
     _rerun: bool
     _last_step: StepResult | None
@@ -244,6 +232,7 @@ class ChatCore:
     _output: Output | None  # the structured answer the current turn asks for
     _output_retried: bool  # the turn's one retry of an invalid answer is spent
     _history: list[Event]  # every event but the streaming fragments (``chat.events``)
+    _record: ChatRecord  # the history folded (``chat.record``), by the bus's first subscriber
     _parent: ForkParent | None  # where this chat was forked from
 
     @property
@@ -260,7 +249,8 @@ class ChatCore:
         sources = list(self._sources)
         if not sources:
             return
-        current = tuple(s.source_tools() for s in sources)
+        with _cancelled_by(self._cancel):  # chat.cancel() frees a source's wait
+            current = tuple(s.source_tools() for s in sources)
         with self._lock:
             if sources != self._sources:
                 return  # changed meanwhile; the next step syncs again
@@ -358,6 +348,7 @@ class ChatCore:
     ) -> ToolCallFinished:
         return ToolCallFinished(
             chat_id=self.id,
+            ts=c.finished_at or utcnow(),
             call=c,
             step=self._call_step.get(c.id, self._step),
             turn=self._call_turn.get(c.id, self._turn),
@@ -467,6 +458,27 @@ class ChatCore:
         c.finished_at = utcnow()
         after.append(ToolResult(c, result.content, "ok"))
         return [self._finished_event(c, result, None, None, HOSTED)]
+
+    def _approve_edit(self, c: ToolCall, arguments: dict[str, Any], reason: str | None) -> None:
+        """An ungated call's arguments edited (a fork's change): recorded as an approval's edit."""
+        after: list[ToolResult] = []
+        decision = Decision("approved", HUMAN, utcnow(), reason, dict(arguments))
+        with self._lock:
+            events = self._record_decision(c, decision, after)
+        self._emit_all(events)
+        self._run_after(after)
+
+    def _answer_with(self, c: ToolCall, text: str, value: Any, parts: tuple[Any, ...]) -> None:
+        """A call answered as if its tool had returned ``value`` (a fork's change): never run."""
+        with self._lock:
+            turn = self._call_turn.get(c.id, self._turn)
+            result = ToolResultMessage(
+                c.id, text, False, "ok", c.name, turn=turn, value=value, parts=parts
+            )
+            c.status, c.result, c.finished_at = "ok", result, utcnow()
+            event = self._finished_event(c, result, None, None, None)
+        self._emit(event)
+        self._run_after([ToolResult(c, result.content, "ok", value)])
 
     def _decide(
         self,
@@ -715,6 +727,7 @@ class Host:
         events = [e for e in events if not isinstance(e, FRAGMENTS)]
         with core._lock:
             core._history[:0] = events  # the stored events come before any made since
+            core._record._refold(core._history)
         readers = core._hook("on_history")
         for read in readers:
             read(events)

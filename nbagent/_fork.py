@@ -5,18 +5,23 @@
 history** (``chat.events``), never from its private state:
 
 1. the history is cut at the fork point (:func:`at_step`, :func:`at_call`);
-2. the cut history is folded into a :class:`~nbagent._extension.Snapshot`
-   (:func:`fold`): the messages, and a fresh :class:`~nbagent.ToolCall` for every
-   call, with the lifecycle its events gave it; the core restores it into the
-   new chat with its own rules (``ChatHost.restore``);
+2. the cut history is folded by the core's one fold (:func:`nbagent._record.fold`)
+   into a :class:`~nbagent._extension.Snapshot` (``ChatRecord.snapshot``): the
+   messages, and a fresh :class:`~nbagent.ToolCall` for every call, with the
+   lifecycle its events gave it;
 3. the cut history is emitted again as the fork's own events (same fields and
    times, the fork's id and its own call objects; a model request's and a
    call's outcome marked ``shared``: the parent's), so every wing of the fork
    (its log, its store, its view) has the shared history with no special case;
 4. the one change is applied through the core's usual operations, with their
-   events: a decision (``_decide``, the rules of ``chat.approve``/``deny``), an
-   edited approval, a result (a call answered as if its tool had returned it),
-   or a system prompt, model or tool options set before anything runs.
+   events: a decision (the rules of ``chat.approve``/``deny``), an edited
+   approval, a result (a call answered as if its tool had returned it), or a
+   system prompt, model or tool options set before anything runs.
+
+This module only plans, from the chat's public face (``chat.events``,
+``get_call``, ``tools``, ``tool_options``); the new chat takes the plan itself
+(``BaseChat._take_fork``: restore, emit, change), so nothing here touches a
+chat's private state.
 
 **The fork points**, precisely:
 
@@ -43,39 +48,36 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from ._chat_state import HOSTED, ChatCore, ToolResult
+from ._chat_state import HOSTED
 from ._config import get_config
 from ._errors import DecisionError
 from ._events import (
     ApprovalDecided,
-    ApprovalRequested,
     CallInDoubt,
     Event,
     MessageAdded,
     ModelRequestFailed,
     ModelRequestFinished,
     ModelRequestStarted,
-    OptionsChanged,
     StepFinished,
     ToolCallFinished,
     ToolCallRequested,
     ToolCallStarted,
-    utcnow,
 )
 from ._extension import Snapshot
 from ._options import ToolOptions
+from ._record import fold
 from ._result_text import to_result
+from ._tools import Tool
 from ._types import (
     AssistantToolCallMessage,
     ForkChange,
     ForkParent,
-    Message,
     ToolCall,
     ToolResultMessage,
-    Usage,
 )
 from .providers._base import Provider
 from .providers._registry import provider_for_model, resolve_provider, with_model
@@ -94,8 +96,6 @@ class Plan:
     parent: ForkParent
     events: list[Event]
     snapshot: Snapshot
-    calls: dict[str, ToolCall]
-    messages: dict[int, Message]  # id() of the original's message -> the fork's
     change: ForkChange = "none"
     value: Any = None
     call: ToolCall | None = None  # the fork's copy of the call it changes
@@ -105,6 +105,25 @@ class Plan:
     reason: str | None = None
     result_value: Any = None
     result_parts: tuple[Any, ...] = ()
+
+
+class Forkable(Protocol):
+    """What planning a fork reads of a chat: its public face only."""
+
+    id: str
+    provider: Provider
+    system: str | None
+
+    @property
+    def events(self) -> tuple[Event, ...]: ...
+
+    @property
+    def tools(self) -> tuple[Tool, ...]: ...
+
+    @property
+    def tool_options(self) -> ToolOptions: ...
+
+    def get_call(self, call_or_id: ToolCall | str) -> ToolCall: ...
 
 
 # ------------------------------------------------------------------ the points
@@ -179,93 +198,23 @@ def at_call(history: Sequence[Event], call_id: str, change: str) -> list[Event]:
     return out
 
 
-# --------------------------------------------------------------------- the fold
-@dataclass
-class _Folded:
-    messages: list[Message] = field(default_factory=list)
-    calls: dict[str, ToolCall] = field(default_factory=dict)
-    by_message: dict[int, Message] = field(default_factory=dict)
-    call_turn: dict[str, int] = field(default_factory=dict)
-    call_step: dict[str, int] = field(default_factory=dict)
-    turn: int = 0
-    step: int = 0
-    usage: Usage = field(default_factory=Usage)
-    cost: float = 0.0
-    unpriced: int = 0
-    last_step: str | None = None
-    last_budget: str | None = None
-
-
-def fold(events: Iterable[Event]) -> _Folded:
-    """The chat state a history describes: messages, and new call objects with their lifecycle.
-
-    Each call's lifecycle is read off its events' own fields (the status,
-    decision and result they carried when emitted), never off the original's
-    live call, which may have moved on since.
-    """
-    s = _Folded()
-    for e in events:
-        match e:
-            case MessageAdded():
-                m = e.message
-                if isinstance(m, AssistantToolCallMessage):
-                    for c in m.tool_calls:
-                        s.calls.setdefault(c.id, c.copy_identity())
-                    m = dataclasses.replace(
-                        m, tool_calls=tuple(s.calls[c.id] for c in m.tool_calls)
-                    )
-                s.by_message[id(e.message)] = m
-                s.messages.append(m)
-                s.turn = max(s.turn, e.turn)
-            case ToolCallRequested():
-                c = s.calls.setdefault(e.call.id, e.call.copy_identity())
-                c.approval = e.approval
-                c.status = "awaiting_approval" if e.approval.required else "requested"
-                s.call_turn[c.id], s.call_step[c.id] = e.turn, e.step
-            case ApprovalRequested():
-                s.calls[e.call.id].status = "awaiting_approval"
-            case ApprovalDecided():
-                c = s.calls[e.call.id]
-                c.decision = e.decision
-                c.status = "approved" if e.decision.verdict == "approved" else "denied"
-                c.result = None
-            case ToolCallStarted():
-                c = s.calls[e.call.id]
-                c.status, c.started_at = "running", e.ts
-            case ToolCallFinished():
-                c = s.calls[e.call.id]
-                c.status = e.status  # type: ignore[assignment]
-                c.result, c.started_at, c.finished_at = e.result, e.started_at, e.ts
-            case CallInDoubt() if e.rerun:
-                c = s.calls[e.call.id]
-                gated = c.approval is not None and c.approval.required
-                c.status, c.started_at = ("approved" if gated else "requested"), None
-            case ModelRequestFinished():
-                s.usage = s.usage + e.usage
-                if e.cost_usd is None:
-                    s.unpriced += 1
-                else:
-                    s.cost += e.cost_usd
-            case StepFinished():
-                s.step = max(s.step, e.step)
-                s.last_step, s.last_budget = e.kind, e.budget
-    return s
-
-
-def restamped(events: Iterable[Event], folded: _Folded, chat_id: str) -> list[Event]:
-    """The events again, as the fork's: its id, its call objects and messages.
+# --------------------------------------------------------------------- the events
+def restamped(events: Iterable[Event], snapshot: Snapshot, chat_id: str) -> list[Event]:
+    """The events again, as the fork's: its id, its call objects and messages (the snapshot's).
 
     A model request's and a call's outcome are marked ``shared``: made in the
     parent (its tokens, cost and side effects are the parent's).
     """
+    calls = {c.id: c for c in snapshot.calls}
+    messages = iter(snapshot.messages)  # one per MessageAdded, in order
     out: list[Event] = []
     for e in events:
         changes: dict[str, Any] = {"chat_id": chat_id}
         call = getattr(e, "call", None)
         if isinstance(call, ToolCall):
-            changes["call"] = folded.calls[call.id]
+            changes["call"] = calls[call.id]
         if isinstance(e, MessageAdded):
-            changes["message"] = folded.by_message[id(e.message)]
+            changes["message"] = next(messages)
         if isinstance(e, (ModelRequestFinished, ToolCallFinished)):
             changes["shared"] = True  # the parent's request or outcome, not the fork's
         out.append(dataclasses.replace(e, **changes))
@@ -274,7 +223,7 @@ def restamped(events: Iterable[Event], folded: _Folded, chat_id: str) -> list[Ev
 
 # --------------------------------------------------------------------- planning
 def plan(
-    chat: ChatCore,
+    chat: Forkable,
     call: ToolCall | str | None,
     *,
     step: int | None,
@@ -312,55 +261,37 @@ def plan(
             "fork the fork for another change"
         )
     change, value = next(iter(asked.items()), ("none", None))
-    with chat._lock:
-        history = list(chat._history)
-        if call is None:
-            if change in _CALL_CHANGES:
-                raise TypeError(f"fork({change}=...) needs the call to change: fork(call, ...)")
-            events = at_step(history, step)
-            c_orig = None
-        else:
-            if step is not None:
-                raise TypeError("fork at a call or at a step, not both")
-            if change not in _CALL_CHANGES:
-                raise TypeError(
-                    "a fork at a call changes it: fork(call, result=...), "
-                    "fork(call, arguments={...}) or fork(call, decision='approved'|'denied')"
-                )
-            c_orig = chat.get_call(call)
-            events = at_call(history, c_orig.id, change)
-    folded = fold(events)
-    running = [c for c in folded.calls.values() if c.status == "running"]
+    history = list(chat.events)
+    if call is None:
+        if change in _CALL_CHANGES:
+            raise TypeError(f"fork({change}=...) needs the call to change: fork(call, ...)")
+        events = at_step(history, step)
+        c_orig = None
+    else:
+        if step is not None:
+            raise TypeError("fork at a call or at a step, not both")
+        if change not in _CALL_CHANGES:
+            raise TypeError(
+                "a fork at a call changes it: fork(call, result=...), "
+                "fork(call, arguments={...}) or fork(call, decision='approved'|'denied')"
+            )
+        c_orig = chat.get_call(call)
+        events = at_call(history, c_orig.id, change)
+    snapshot = fold(events, chat.id).snapshot()
+    running = [c for c in snapshot.calls if c.status == "running"]
     if running:
         names = ", ".join(f"{c.name}({c.id})" for c in running)
         raise ValueError(f"{names} is running at that point; fork once it has finished")
-    at = folded.call_step.get(c_orig.id, folded.step) if c_orig is not None else folded.step
+    at = snapshot.call_step.get(c_orig.id, snapshot.step) if c_orig is not None else snapshot.step
     p = Plan(
         ForkParent(chat.id, at, c_orig.id if c_orig is not None else None, change),  # type: ignore[arg-type]
         events,
-        Snapshot(
-            messages=tuple(folded.messages),
-            calls=tuple(folded.calls.values()),
-            call_turn=folded.call_turn,
-            call_step=folded.call_step,
-            turn=folded.turn,
-            step=folded.step,
-            forced_spent=_forced_spent(folded),
-            usage=folded.usage,
-            cost_usd=folded.cost,
-            unpriced=folded.unpriced,
-            options=None,
-            last_step=folded.last_step,
-            last_budget=folded.last_budget,
-            next_seq=0,
-        ),
-        folded.calls,
-        folded.by_message,
+        snapshot,
         change=change,  # type: ignore[arg-type]
         reason=reason,
     )
     if c_orig is not None:
-        p.call = folded.calls[c_orig.id]
+        p.call = next(c for c in snapshot.calls if c.id == c_orig.id)
         _plan_call_change(chat, p, c_orig, change, value)
     else:
         _plan_chat_change(chat, p, change, value)
@@ -369,12 +300,7 @@ def plan(
     return p
 
 
-def _forced_spent(folded: _Folded) -> bool:
-    """Whether the last turn already ran a tool round (a forced tool choice is used up)."""
-    return any(isinstance(m, ToolResultMessage) and m.turn == folded.turn for m in folded.messages)
-
-
-def _plan_call_change(chat: ChatCore, p: Plan, original: ToolCall, change: str, value: Any) -> None:
+def _plan_call_change(chat: Forkable, p: Plan, original: ToolCall, change: str, value: Any) -> None:
     c = p.call
     assert c is not None
     where = f"{c.name}({c.id})"
@@ -404,10 +330,10 @@ def _plan_call_change(chat: ChatCore, p: Plan, original: ToolCall, change: str, 
             raise ValueError(f"{where} was answered at once ({c.status}); it never ran")
         if value == original.effective_arguments:
             raise ValueError(f"{where} already has these arguments; nothing would change")
-        tool = chat._tools.get(c.name)
+        tool = next((t for t in chat.tools if t.name == c.name), None)
         if tool is None:
             raise DecisionError(f"tool {c.name!r} is not available in this chat")
-        p.value = _checked_arguments(chat, c, value)
+        p.value = _checked_arguments(tool, c, value)
         if c.is_final:  # rejected at once (invalid arguments): the edit answers that
             _reopen(c)
         return
@@ -438,7 +364,7 @@ def _reopen(c: ToolCall) -> None:
     c.result = c.finished_at = None
 
 
-def _checked_arguments(chat: ChatCore, c: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
+def _checked_arguments(tool: Tool, c: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
     """Edited arguments, checked as an approval's edit is (``_decide``)."""
     from ._tools import SchemaValidationError
     from ._unicode import TooDeep, clean_json
@@ -451,13 +377,13 @@ def _checked_arguments(chat: ChatCore, c: ToolCall, arguments: dict[str, Any]) -
     except (TypeError, ValueError) as exc:
         raise DecisionError(f"edited arguments for {c.name} are not JSON ({exc})") from None
     try:
-        chat._tools[c.name].validate_arguments(arguments)
+        tool.validate_arguments(arguments)
     except SchemaValidationError as exc:
         raise DecisionError(f"edited arguments for {c.name} are invalid: {exc}") from None
     return dict(arguments)
 
 
-def _plan_chat_change(chat: ChatCore, p: Plan, change: str, value: Any) -> None:
+def _plan_chat_change(chat: Forkable, p: Plan, change: str, value: Any) -> None:
     if change == "system":
         if value is not None and not isinstance(value, str):
             raise TypeError(f"system must be a str or None, got {type(value).__name__}")
@@ -470,7 +396,7 @@ def _plan_chat_change(chat: ChatCore, p: Plan, change: str, value: Any) -> None:
     elif change == "tool_options":
         if not isinstance(value, dict) or not value:
             raise TypeError("tool_options must be a dict of tool options (see with_tool_options)")
-        p.options = chat._options.updated(value)
+        p.options = chat.tool_options.updated(value)
         p.value = {k: _jsonable(v) for k, v in value.items()}
 
 
@@ -499,63 +425,4 @@ def _jsonable(value: Any) -> Any:
     return getattr(value, "__name__", None) or getattr(value, "name", None) or str(value)
 
 
-# --------------------------------------------------------------------- applying
-def apply(fork: ChatCore, p: Plan) -> None:
-    """Give ``fork`` its history (state, then events) and the one change, with its events."""
-    fork._restore(p.snapshot)
-    fork._emit_all(restamped(p.events, _Folded(calls=p.calls, by_message=p.messages), fork.id))
-    if p.options is not None:
-        with fork._lock:
-            fork._options = p.options
-        fork._emit(OptionsChanged(chat_id=fork.id, options=p.options.as_dict()))
-    c = p.call
-    if c is None:
-        return
-    if p.change == "decision":
-        fork._decide(c, p.value, by="user", reason=p.reason)
-    elif p.change == "arguments":
-        if c.approval is not None and c.approval.required:
-            fork._decide(c, "approved", by="user", reason=p.reason, arguments=p.value)
-        else:
-            _approve_edit(fork, c, p.value, p.reason)
-    else:
-        _answer(fork, c, p)
-
-
-def _approve_edit(
-    fork: ChatCore, c: ToolCall, arguments: dict[str, Any], reason: str | None
-) -> None:
-    """An ungated call's arguments edited in a fork: recorded as an approval's edit."""
-    from ._types import Decision
-
-    after: list[ToolResult] = []
-    with fork._lock:
-        events = fork._record_decision(
-            c, Decision("approved", "user", utcnow(), reason, dict(arguments)), after
-        )
-    fork._emit_all(events)
-    fork._run_after(after)
-
-
-def _answer(fork: ChatCore, c: ToolCall, p: Plan) -> None:
-    """The call answered as if its tool had returned ``p.result_value`` (it never runs)."""
-    parts = p.result_parts
-    now = utcnow()
-    with fork._lock:
-        result = ToolResultMessage(
-            c.id,
-            p.value,
-            False,
-            "ok",
-            c.name,
-            turn=fork._call_turn.get(c.id, fork._turn),
-            value=p.result_value,
-            parts=parts,
-        )
-        c.status, c.result, c.finished_at = "ok", result, now
-        event = fork._finished_event(c, result, None, None, None)
-    fork._emit(event)
-    fork._run_after([ToolResult(c, result.content, "ok", p.result_value)])
-
-
-__all__ = ["UNSET", "Plan", "apply", "at_call", "at_step", "fold", "plan", "restamped"]
+__all__ = ["UNSET", "Plan", "at_call", "at_step", "plan", "restamped"]

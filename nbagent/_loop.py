@@ -1,10 +1,12 @@
 """The tool loop, written once as generators that yield effects.
 
 ``_step_gen`` does one unit of work; ``_complete_gen`` repeats it within a
-budget. Each yields :class:`_ModelRequest` or :class:`_RunRound` effects and
-receives their results; ``_drive_sync`` performs them with blocking calls and
-``_drive_async`` awaits them, so the sync and async APIs share every line of
-the loop. ``_RoundHooks`` is the chat's side of the runner protocol.
+budget. Each yields :class:`_ModelRequest`, :class:`_RunRound` or
+:class:`_SyncTools` (tool sources, only before a request: a step that asks no
+model never waits on an MCP server) effects and receives their results;
+``_drive_sync`` performs them with blocking calls and ``_drive_async`` awaits
+them, so the sync and async APIs share every line of the loop. ``_RoundHooks``
+is the chat's side of the runner protocol.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ._chat_state import (
     _Effect,
     _ModelRequest,
     _RunRound,
+    _SyncTools,
 )
 from ._config import get_config
 from ._errors import (
@@ -93,8 +96,6 @@ class LoopMixin(ChatCore):
                 error = exc
 
     async def _drive_async(self, gen: Generator[_Effect, Any, StepResult]) -> StepResult:
-        if self._sources:  # a tool source may connect (seconds): not on the caller's loop
-            await asyncio.get_running_loop().run_in_executor(None, self._sync_tools)
         value: Any = None
         error: BaseException | None = None
         while True:
@@ -109,6 +110,8 @@ class LoopMixin(ChatCore):
                 error = exc
 
     def _perform_sync(self, effect: _Effect) -> Any:
+        if isinstance(effect, _SyncTools):
+            return self._sync_tools()
         if isinstance(effect, _ModelRequest):
             return self._model(effect).complete(effect.request)
         coro = self._runner.run_round(effect.jobs, effect.mode, self._round_hooks(effect))
@@ -117,6 +120,8 @@ class LoopMixin(ChatCore):
         return _aio.run_inline(coro)
 
     async def _perform_async(self, effect: _Effect) -> Any:
+        if isinstance(effect, _SyncTools):  # a source may connect (seconds): not on this loop
+            return await asyncio.get_running_loop().run_in_executor(None, self._sync_tools)
         if isinstance(effect, _ModelRequest):
             return await self._model(effect).complete_async(effect.request)
         return await self._runner.run_round(effect.jobs, effect.mode, self._round_hooks(effect))
@@ -182,7 +187,6 @@ class LoopMixin(ChatCore):
         """One unit of work; with ``may_work`` false, only finish or park (the budget is spent)."""
         if self._cancel.is_set():
             raise ChatCancelled("the chat was cancelled; call complete() to resume")
-        self._sync_tools()  # tool sources (MCP servers): connect lazily, follow list changes
         for before_step in self._hook("before_step"):
             if before_step() == "busy":  # e.g. the store: another process drives this chat
                 result = StepResult("busy", self.last_assistant_message)
@@ -210,6 +214,13 @@ class LoopMixin(ChatCore):
             result = StepResult("budget_exhausted", self.last_assistant_message)
             self._finish_step(result, budget=spent or "steps")
             return result
+        if self._sources and (
+            action == "generate" or any(c.name not in self._tools for c in calls)
+        ):
+            # tool sources (MCP servers) connect lazily and follow list changes: only a
+            # request (or a call of a tool not listed yet: a loaded chat) needs their
+            # tools, so a step that runs listed tools or parks never waits on a server
+            yield _SyncTools()
         self._step += 1
         if action == "generate":
             request = self._build_request()
@@ -705,7 +716,9 @@ class LoopMixin(ChatCore):
                     ran_with = getattr(replayed, "arguments", None)
                     if ran_with is not None and ran_with != c.effective_arguments:
                         replayed = None  # it ran with other arguments then: run it now
-                jobs.append(Job(c, tool, kwargs, tool.timeout or default_timeout, replayed))
+                jobs.append(
+                    Job(c, tool, kwargs, tool.timeout or default_timeout, replayed, self._cancel)
+                )
             mode = self._options.effective_concurrency
             self._runner.max_concurrency = self._options.effective_max_concurrency
         self._emit_all(events)

@@ -49,7 +49,7 @@ from typing import Any, Protocol
 from ._aio import run_on_loop
 from ._events import utcnow
 from ._recording import RecordedResult
-from ._tools import Tool, _bind_call
+from ._tools import CancelEvent, Tool, _bind_call
 from ._types import ConcurrencyMode, RunStatus, ToolCall
 
 Mode = ConcurrencyMode
@@ -68,6 +68,7 @@ class Job:
     kwargs: dict[str, Any]
     timeout: float | None = None
     replayed: RecordedResult | None = None
+    cancel: CancelEvent | None = None  # the chat's (a tool may give up its wait on it)
 
 
 @dataclass
@@ -119,7 +120,7 @@ def _contained(exc: BaseException) -> BaseException:
 
 
 def _call_sync(job: Job) -> Any:
-    with _bind_call(job.call):
+    with _bind_call(job.call, job.cancel):
         try:
             result = job.tool.execute(**job.tool.bind(job.call, job.kwargs))
             if asyncio.iscoroutine(result):  # a sync execute() that returned a coroutine
@@ -133,7 +134,7 @@ def _call_sync(job: Job) -> Any:
 
 
 async def _call_async(job: Job) -> Any:
-    with _bind_call(job.call):
+    with _bind_call(job.call, job.cancel):
         try:
             coro = job.tool.execute(**job.tool.bind(job.call, job.kwargs))
             if job.tool.loop is not None:  # its resources live on that loop: run it there

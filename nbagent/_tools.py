@@ -9,12 +9,15 @@ never appears in the schema. From deeper inside a tool,
 
 A :class:`ToolSource` gives a chat tools it does not define itself and whose
 list may change while the chat runs (an MCP server, ``nbagent.MCPServer``):
-``chat.with_tools(source)`` asks it for its current tools at every step.
+``chat.with_tools(source)`` asks it for its current tools before every model request.
 
 An async tool that uses a resource bound to one event loop (an ``aiohttp``
 session, a client made on the notebook's loop) names that loop with
 ``loop=``: its coroutine then always runs there, whichever loop drives the
 chat (see :func:`nbagent._aio.run_on_loop`).
+
+Code that waits on something it can give up (an MCP request) registers with
+:func:`on_chat_cancel`, so ``chat.cancel()`` frees it instead of waiting for it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import contextvars
 import functools
 import inspect
 import re
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar, Literal, overload
@@ -58,11 +62,85 @@ def current_tool_call() -> ToolCall | None:
     return _current_call.get()
 
 
+class CancelEvent(threading.Event):
+    """A chat's cancel flag (``chat.cancel()``) that also wakes waiters able to give up.
+
+    Setting it calls, once, every function registered with :meth:`register`
+    (from the thread that sets it); one registered after it is set is called at once.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiters_lock = threading.Lock()
+        self._waiters: dict[int, Callable[[], object]] = {}
+        self._next = 0
+
+    def set(self) -> None:
+        super().set()  # before the lock: register() either sees the flag or is collected here
+        with self._waiters_lock:
+            waiters = list(self._waiters.values())
+            self._waiters.clear()
+        for fn in waiters:
+            try:
+                fn()
+            except Exception:  # a waiter's problem must not stop the others or cancel()
+                continue
+
+    def register(self, fn: Callable[[], object]) -> Callable[[], None]:
+        """Call ``fn`` when the flag is set; returns a function that withdraws it."""
+        with self._waiters_lock:
+            if not self.is_set():
+                key = self._next
+                self._next += 1
+                self._waiters[key] = fn
+                return lambda: self._withdraw(key)
+        fn()
+        return _nothing
+
+    def _withdraw(self, key: int) -> None:
+        with self._waiters_lock:
+            self._waiters.pop(key, None)
+
+
+def _nothing() -> None:
+    return None
+
+
+_chat_cancel: contextvars.ContextVar[CancelEvent | None] = contextvars.ContextVar(
+    "nbagent_chat_cancel", default=None
+)
+
+
+def on_chat_cancel(fn: Callable[[], object]) -> Callable[[], None]:
+    """Have ``fn`` called if the chat this code runs for is cancelled (``chat.cancel()``).
+
+    For a tool or a tool source waiting on something it can abandon: ``fn``
+    (called from the cancelling thread, so it must only signal) gives up the
+    wait. Outside a chat's tool call or tool listing nothing is registered.
+
+    Returns:
+        A function that withdraws ``fn`` (call it once the wait is over).
+    """
+    cancel = _chat_cancel.get()
+    return cancel.register(fn) if cancel is not None else _nothing
+
+
 @contextmanager
-def _bind_call(call: ToolCall) -> Iterator[None]:
-    token = _current_call.set(call)
+def _cancelled_by(cancel: CancelEvent | None) -> Iterator[None]:
+    """Code run inside belongs to the chat whose cancel flag is ``cancel``."""
+    token = _chat_cancel.set(cancel)
     try:
         yield
+    finally:
+        _chat_cancel.reset(token)
+
+
+@contextmanager
+def _bind_call(call: ToolCall, cancel: CancelEvent | None = None) -> Iterator[None]:
+    token = _current_call.set(call)
+    try:
+        with _cancelled_by(cancel):
+            yield
     finally:
         _current_call.reset(token)
 
@@ -479,9 +557,9 @@ def _bound_loop(name: str, fn: Callable[..., Any], loop: LoopOption) -> Any:
 class ToolSource:
     """Tools a chat gets from elsewhere, whose list may change (an MCP server).
 
-    ``chat.with_tools(source)`` keeps the source, not a copy of its tools: at
-    every step the chat asks :meth:`source_tools` for the current list (the
-    source answers from a cache unless its list changed), and
+    ``chat.with_tools(source)`` keeps the source, not a copy of its tools:
+    before every model request the chat asks :meth:`source_tools` for the
+    current list (the source answers from a cache unless its list changed), and
     ``chat.close()`` calls :meth:`close`.
     """
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from nbagent import Chat, StepFinished, tool
 from nbagent.notebook._render import conversation_text
-from nbagent.notebook._state import BudgetEntry, ChatState
+from nbagent.notebook._state import BudgetEntry, ChatState, state_for
 from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
 
 ran: list[str] = []
@@ -36,8 +36,7 @@ def _chat(rounds: int, *, gated_last: bool = False) -> tuple[Chat, ChatState, li
         script.append(call_tools(("wire", {"amount": 5})))
     script.append(reply("done"))
     chat = Chat(provider=ScriptedProvider(script), display=False).with_tools(lookup, wire)
-    state = ChatState(chat.id)
-    chat.on(None, state.on_event)
+    state = state_for(chat)  # the display state follows the chat's record from the start
     kinds: list[str] = []
     chat.on(StepFinished, lambda e: kinds.append(e.kind))
     return chat, state, kinds

@@ -357,3 +357,37 @@ def test_step_async_and_events_stream() -> None:
     types = asyncio.run(main())
     assert types[0] == "message_added" and "tool_call_finished" in types
     assert chat.is_complete
+
+
+def test_a_finished_threads_runner_is_closed_even_where_a_loop_runs() -> None:
+    """A thread that drove chats sync keeps a private loop, closed when its Thread object is
+    collected; the collector may do that on a thread running a loop (the MCP loop, a kernel),
+    where the runner's loop cannot be run: it is closed without an unraisable error."""
+    import gc
+    import sys
+
+    from nbagent import _aio
+
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def where() -> None:
+        loops.append(asyncio.get_running_loop())
+
+    thread = threading.Thread(target=lambda: _aio.run_sync(where()))
+    thread.start()
+    thread.join()
+    holder = [thread]
+    del thread
+    errors: list[Any] = []
+    hook, sys.unraisablehook = sys.unraisablehook, errors.append
+    try:
+
+        async def collect() -> None:
+            holder.clear()  # the last reference: finalized here, inside a running loop
+            gc.collect()
+
+        asyncio.run(collect())
+    finally:
+        sys.unraisablehook = hook
+    assert errors == []
+    assert loops and loops[0].is_closed()

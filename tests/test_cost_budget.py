@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import nbagent
 from nbagent import Chat, ModelRequestStarted, StepFinished, tool
-from nbagent.notebook._state import BudgetEntry, ChatState
+from nbagent.notebook._state import BudgetEntry, state_for
 from nbagent.providers import ModelInfo
 from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
 
@@ -130,8 +130,7 @@ def test_budget_parks_iff_a_request_was_left(
     ran.clear()
     kw = {"max_cost_usd": float(budget)} if which == "cost" else {"max_total_tokens": budget}
     chat, events = _chat(_script(usages), **kw)
-    state = ChatState(chat.id)
-    chat.on(None, state.on_event)
+    state = state_for(chat)  # the display state follows the chat's record from the start
     spent_at_start: list[float] = []
     chat.on(ModelRequestStarted, lambda e: spent_at_start.append(chat.usage.total_tokens))
     if use_async:

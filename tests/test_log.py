@@ -30,7 +30,8 @@ from nbagent import (
     log,
     tool,
 )
-from nbagent.log._projection import CALL_COLUMNS, MESSAGE_COLUMNS, STEP_COLUMNS, CallLog, dtypes
+from nbagent._record import fold
+from nbagent.log._projection import CALL_COLUMNS, MESSAGE_COLUMNS, STEP_COLUMNS, dtypes
 
 SCHEMAS = {"calls": CALL_COLUMNS, "steps": STEP_COLUMNS, "messages": MESSAGE_COLUMNS}
 
@@ -531,7 +532,6 @@ def test_frames_are_cached_until_the_next_event() -> None:
     first = chat.log
     first["mine"] = 1  # the caller's copy; the cached frame is untouched
     assert "mine" not in chat.log.columns
-    assert "calls" in _call_log(chat)._cache
     chat.ask("weather in Oslo")
     assert len(chat.log) == 2 and len(first) == 1
 
@@ -598,7 +598,7 @@ def test_read_log_over_several_chats_and_a_store() -> None:
     assert only_b["chat_id"].unique().tolist() == [b.id]
     assert store.queries[-1] == {"chat_id": b.id}
     pd.testing.assert_frame_equal(nbagent.read_log(ev_b), b.log)
-    pd.testing.assert_frame_equal(log.read_log(_call_log(b)), b.log)
+    pd.testing.assert_frame_equal(log.read_log(b.record), b.log)
 
 
 def test_read_log_rejects_what_it_cannot_read() -> None:
@@ -610,12 +610,13 @@ def test_read_log_rejects_what_it_cannot_read() -> None:
         nbagent.read_log([], "tools")  # type: ignore[arg-type]
 
 
-def test_call_log_keeps_compact_records_not_events() -> None:
-    _chat, events = _recorded_chat("weather in Paris")
-    calllog = CallLog("replayed").feed(events)
-    assert len(calllog) == 1 and not hasattr(calllog, "events")
-    assert calllog.title == "weather in Paris" and CallLog("new").title is None
-    assert "calls=1" in repr(calllog)
+def test_the_log_reads_a_record_folded_from_stored_events() -> None:
+    chat, events = _recorded_chat("weather in Paris")
+    record = fold(events)
+    assert len(record.calls) == 1 and record == chat.record
+    assert record.title == "weather in Paris" and fold([], "new").title is None
+    assert "calls=1" in repr(record)
+    pd.testing.assert_frame_equal(nbagent.read_log(record), chat.log)
 
 
 # ------------------------------------------------------------------- summary
@@ -849,7 +850,3 @@ def test_read_log_from_the_sqlite_store_matches_the_live_chats(tmp_path: Path) -
         assert todo["tool"].tolist() == ["refund"]
     finally:
         store.close()
-
-
-def _call_log(chat: Chat) -> CallLog:
-    return next(e for e in chat.extensions if isinstance(e, CallLog))

@@ -127,9 +127,8 @@ def test_make_test_installs_the_reference_mcp_servers_and_requires_them(tmp_path
     assert "NBAGENT_REQUIRE_MCP_SERVERS=1" in out[out.index("NBAGENT_REQUIRE_BROWSER=") :]
     lock = json.loads((ROOT / ".ci/mcp-servers/package-lock.json").read_text())
     wanted = lock["packages"][""]["dependencies"]
-    assert {"@modelcontextprotocol/server-memory", "@modelcontextprotocol/server-filesystem"} <= set(
-        wanted
-    )
+    servers = {"@modelcontextprotocol/server-memory", "@modelcontextprotocol/server-filesystem"}
+    assert servers <= set(wanted)
     assert all(v[0].isdigit() for v in wanted.values())  # exact versions, no ranges
 
 

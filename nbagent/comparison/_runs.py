@@ -1,10 +1,10 @@
-"""Runs as rows: each chat's model steps read off its events, aligned, and their differences.
+"""Runs as rows: each chat's model steps read off its record, aligned, and their differences.
 
-A run is one chat's ``chat.events`` folded into one :class:`StepRecord` per
-model response (a failed request is no step). Runs are **aligned by model
-step**: the k-th response of each run sits in row k, whatever its step number
-(a tool round takes a number too, and two runs may run their rounds
-differently). For a fork that shares its parent's history, the rows of the
+A run is one chat's record (``chat.record``, the core's fold of its events) as
+one :class:`StepRecord` per model response (a failed request is no step). Runs
+are **aligned by model step**: the k-th response of each run sits in row k,
+whatever its step number (a tool round takes a number too, and two runs may
+run their rounds differently). For a fork that shares its parent's history, the rows of the
 shared history are equal field for field (the fork's events are copies of its
 parent's), so they fold away as shared.
 
@@ -20,16 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._events import (
-    ApprovalDecided,
-    ApprovalRequested,
-    Event,
-    MessageAdded,
-    ModelRequestFinished,
-    ToolCallFinished,
-    ToolCallRequested,
-)
-from .._types import ChatMessage, Decision, ToolCall, ToolResultMessage
+from .._record import ChatRecord
+from .._types import Decision, ToolCall, ToolResultMessage
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -139,60 +131,57 @@ class Run:
 
 
 def run_of(chat: BaseChat, name: str) -> Run:
-    """``chat``'s model steps, read off ``chat.events``."""
-    events = chat.events
-    return Run(name, chat.id, f"{chat.provider.name}:{chat.model}", chat.parent, records(events))
+    """``chat``'s model steps, read off ``chat.record``."""
+    model = f"{chat.provider.name}:{chat.model}"
+    return Run(name, chat.id, model, chat.parent, records(chat.record))
 
 
-def records(events: Sequence[Event]) -> list[StepRecord]:
-    """One record per model response, each with its calls' final state."""
+def records(record: ChatRecord) -> list[StepRecord]:
+    """One record per model response, each with its calls' state now."""
+    with record.reading():
+        messages, core_steps, core_calls = record.messages, record.steps, record.calls
+    users = [(m.index, m.content) for m in messages if m.role == "user" and m.kind == "text"]
     steps: list[StepRecord] = []
     by_step: dict[int, StepRecord] = {}
-    calls: dict[str, CallRecord] = {}
-    prompt: str | None = None
-    for e in events:
-        match e:
-            case MessageAdded():
-                m = e.message
-                if isinstance(m, ChatMessage) and m.role == "user":
-                    prompt = m.content if prompt is None else f"{prompt}\n{m.content}"
-            case ModelRequestFinished():
-                usage = e.usage
-                record = StepRecord(
-                    e.step,
-                    e.turn,
-                    e.model,
-                    e.provider,
-                    e.text,
-                    e.stop_reason,
-                    usage.input_tokens,
-                    usage.output_tokens,
-                    e.cost_usd,
-                    e.latency_ms,
-                    prompt,
-                    replayed=bool(getattr(e, "replayed", False)),
-                )
-                prompt = None
-                steps.append(record)
-                by_step[e.step] = record
-            case ToolCallRequested():
-                c = CallRecord(e.call, dict(e.call.arguments), gated=e.approval.required)
-                calls[e.call.id] = c
-                owner = by_step.get(e.step)
-                if owner is not None:
-                    owner.calls.append(c)
-            case ApprovalRequested():
-                calls[e.call.id].state = "awaiting_approval"
-            case ApprovalDecided():
-                c = calls[e.call.id]
-                c.decided, c.state, c.answer = e.decision, e.decision.verdict, None
-                if e.decision.arguments is not None:
-                    c.arguments, c.edited = dict(e.decision.arguments), True
-                else:
-                    c.arguments, c.edited = dict(e.call.arguments), False
-            case ToolCallFinished():
-                c = calls[e.call.id]
-                c.state, c.answer = e.status, e.result
+    seen = 0  # the user messages before it are the prompt of the step that answered them
+    for s in core_steps:
+        if s.usage is None:
+            continue  # failed, or in flight
+        upto = s.n_messages if s.n_messages is not None else len(messages)
+        said = [str(text) for i, text in users if seen <= i < upto]
+        seen = max(seen, upto)
+        step = StepRecord(
+            s.step,
+            s.turn,
+            s.model or "",
+            s.provider or "",
+            s.text or "",
+            s.stop_reason or "other",
+            s.usage.input_tokens,
+            s.usage.output_tokens,
+            s.cost_usd,
+            s.latency_ms or 0.0,
+            "\n".join(said) if said else None,
+            replayed=bool(s.replayed),
+        )
+        steps.append(step)
+        by_step[s.step] = step
+    for c in core_calls:
+        owner = by_step.get(c.step) if c.call is not None and c.step is not None else None
+        if owner is None or c.call is None:
+            continue
+        edited = c.edited_arguments is not None
+        owner.calls.append(
+            CallRecord(
+                c.call,
+                dict(c.edited_arguments if c.edited_arguments is not None else c.arguments),
+                edited=edited,
+                gated=bool(c.requires_approval),
+                decided=c.decided,
+                state=c.status,
+                answer=c.result,
+            )
+        )
     return steps
 
 

@@ -204,13 +204,9 @@ def _refused(row: Row, decision: Decision | None, exc: Exception) -> Outcome:
 
 
 def _from_log(chat: BaseChat, call_id: str) -> datetime | None:
-    """When the call was requested, from the chat's call log (an extension of a ``Chat``)."""
-    from ..log._projection import CallLog
-
-    for ext in chat.extensions:
-        if isinstance(ext, CallLog):
-            return ext.requested_at(call_id)
-    return None
+    """When the call was requested, from the chat's record."""
+    r = chat.record.get(call_id)
+    return None if r is None else r.requested_at
 
 
 class StoreSource:

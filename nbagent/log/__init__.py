@@ -29,15 +29,18 @@ from typing import TYPE_CHECKING, Any, Literal
 from .._events import Event
 from .._exports import publish as _publish
 from .._optional import require
+from .._record import ChatRecord, fold_chats
 from ._projection import (
     CALL_COLUMNS,
     MESSAGE_COLUMNS,
     SCHEMAS,
     STEP_COLUMNS,
-    CallLog,
     ColumnKind,
     build_frame,
     dtypes,
+)
+from ._projection import (
+    CallLog as CallLog,  # Chat's frames (chat.log, chat.steps, chat.messages)
 )
 
 if TYPE_CHECKING:
@@ -105,23 +108,23 @@ def read_log(source: Any, kind: Kind = "calls", **query: Any) -> pd.DataFrame:
     return build_frame(_logs_of(source, query), kind)
 
 
-def _logs_of(source: Any, query: dict[str, Any]) -> list[CallLog]:
+def _logs_of(source: Any, query: dict[str, Any]) -> list[ChatRecord]:
     run = _batch_run(source)
     if run is not None:  # a batch result: its rows' chats, live or stored
         if query:
             raise TypeError(f"filters {sorted(query)} only apply to a store with iter_events()")
         ids = [c for c in source["chat_id"].tolist() if isinstance(c, str)]
         return _logs_of(run.log_sources(ids), {})
-    if isinstance(source, CallLog):
+    if isinstance(source, ChatRecord):
         logs = [source]
-    elif chat_logs := [e for e in getattr(source, "extensions", ()) if isinstance(e, CallLog)]:
-        logs = chat_logs  # a Chat: its log is one of its extensions
+    elif isinstance(getattr(source, "record", None), ChatRecord):
+        logs = [source.record]  # a Chat
     elif callable(getattr(source, "iter_events", None)):  # a store
-        return _replay(source.iter_events(**query))
+        return fold_chats(source.iter_events(**query))
     elif isinstance(source, Iterable) and not isinstance(source, (str, bytes)):
         items = list(source)
         if items and all(isinstance(i, Event) for i in items):
-            logs = _replay(items)
+            logs = fold_chats(items)
         else:
             logs = [log for item in items for log in _logs_of(item, {})]
     else:
@@ -142,16 +145,6 @@ def _batch_run(source: Any) -> Any:
     if run is None or not callable(getattr(run, "log_sources", None)):
         return None
     return run if "chat_id" in getattr(source, "columns", ()) else None
-
-
-def _replay(events: Iterable[Event]) -> list[CallLog]:
-    logs: dict[str, CallLog] = {}
-    for e in events:
-        log = logs.get(e.chat_id)
-        if log is None:
-            log = logs[e.chat_id] = CallLog(e.chat_id)
-        log.on_event(e)
-    return list(logs.values())
 
 
 def _frame(source: Any, kind: Kind = "calls") -> pd.DataFrame:

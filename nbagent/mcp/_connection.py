@@ -12,20 +12,27 @@ thread of the ``threads`` mode: all reach the same session the same way.
 
 **Lifecycle.** A :class:`Connection` connects on first use (a task on the
 MCP loop enters the SDK ``Client`` and holds it until told to stop, since
-the SDK's cancel scopes must be left by the task that entered them). A
+the SDK's cancel scopes must be left by the task that entered them).
+Connecting and listing the tools are bounded by ``connect_timeout``. A
 connection found broken *before* a request (the server process exited while
-idle) is reopened first; one that breaks *during* a call fails that call
-(whether the tool did anything is unknown, so it is never re-sent) and is
-reopened by the next request. ``notifications/tools/list_changed`` (legacy
-protocol) or a ``subscriptions/listen`` event (2026-07-28 protocol) marks the
-tool list stale; the next listing refetches it.
+idle, its transport ended) is reopened first; one that breaks *during* a
+call fails that call (whether the tool did anything is unknown, so it is
+never re-sent) and is reopened by the next request. Whether it broke is
+decided from the transport (the session's stream ended), never from an
+error code: a JSON-RPC error is the server refusing, and the session stays.
+``notifications/tools/list_changed`` (legacy protocol) or a
+``subscriptions/listen`` event (2026-07-28 protocol) marks the tool list
+stale; the next listing refetches it, at most :data:`RELIST_BURST` times at
+once and then once every :data:`RELIST_EVERY` seconds (a server announcing
+changes without end does not make every step list again).
 
-**A stdio server never outlives its parent.** On Linux the command is started
-through a tiny guard that asks the kernel to kill it when nbagent's process
-dies (``PR_SET_PDEATHSIG``, kept across ``exec``) and then ``exec``s the
-command, so even a server that ignores the end of its input goes with a
-killed kernel. Everywhere, open connections are closed at interpreter exit
-(the SDK closes stdin, then terminates the process tree).
+**Giving up a wait.** :func:`wait` and the tools' requests register with
+the chat's cancel flag (``on_chat_cancel``): ``chat.cancel()`` abandons a
+connection, a listing or a call in flight (the SDK tells the server).
+
+**Processes** are started by ``_stdio.py`` (their own process group, which
+dies with nbagent's process on Linux). Everywhere, open connections are
+closed at interpreter exit (stdin closed, then the group ended).
 """
 
 from __future__ import annotations
@@ -34,15 +41,15 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
-import os
-import shutil
-import sys
 import threading
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any, TextIO, TypeVar
+from typing import Any, TypeVar
 
-from .._errors import MCPServerError
+from .._errors import ChatCancelled, MCPServerError
+from .._tools import on_chat_cancel
+from ._stdio import UNREADABLE
 
 T = TypeVar("T")
 
@@ -51,17 +58,11 @@ _thread: threading.Thread | None = None
 _loop_lock = threading.Lock()
 _open: weakref.WeakSet[Connection] = weakref.WeakSet()
 _pending: set[asyncio.Task[None]] = set()  # closes started on the MCP loop itself
-_devnull: TextIO | None = None
 
-CLOSE_TIMEOUT = 10.0  # seconds to wait for a server to stop (the SDK escalates to a kill)
-
-# Run by the guard interpreter (Linux): die with the parent, then become the server.
-_GUARD = (
-    "import ctypes,os,sys\n"
-    "ctypes.CDLL(None).prctl(1, 9)\n"  # PR_SET_PDEATHSIG, SIGKILL
-    "os.getppid() == int(sys.argv[1]) or os._exit(1)\n"  # the parent died before prctl
-    "os.execvp(sys.argv[2], sys.argv[2:])\n"
-)
+CLOSE_TIMEOUT = 10.0  # seconds to wait for a server to stop (then its task is cancelled)
+CONNECT_TIMEOUT = 30.0  # default seconds for connecting, and for listing the tools
+RELIST_BURST = 3  # re-listings after list changes allowed at once...
+RELIST_EVERY = 1.0  # ...then one per this many seconds
 
 
 def mcp_loop() -> asyncio.AbstractEventLoop:
@@ -80,51 +81,30 @@ def on_mcp_thread() -> bool:
     return _thread is not None and threading.current_thread() is _thread
 
 
-def wait(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-    """Run ``coro`` on the MCP loop and block until it finishes (from any other thread)."""
+def wait(coro: Coroutine[Any, Any, T], timeout: float | None = None, what: str = "") -> T:
+    """Run ``coro`` on the MCP loop and block until it finishes (from any other thread).
+
+    Raises:
+        ChatCancelled: The chat this runs for was cancelled meanwhile (the
+            request is abandoned; ``what`` names it in the message).
+    """
     if on_mcp_thread():
         coro.close()
         raise RuntimeError("a blocking MCP call cannot be made from the MCP loop itself")
     future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, mcp_loop())
+    withdraw = on_chat_cancel(future.cancel)
     try:
         return future.result(timeout)
+    except concurrent.futures.CancelledError:
+        raise ChatCancelled(
+            f"the chat was cancelled while {what or 'an MCP request'} was waiting; "
+            "call complete() to resume"
+        ) from None
     except BaseException:
         future.cancel()
         raise
-
-
-def guarded(command: str, args: list[str], path: str | None) -> tuple[str, list[str]]:
-    """The command line that starts ``command`` so that it dies with this process.
-
-    Raises:
-        FileNotFoundError: ``command`` is not an executable file or on ``path``.
-    """
-    found = shutil.which(command, path=path)
-    if found is None:
-        where = "" if os.sep in command else " on the server's PATH"
-        raise FileNotFoundError(f"command {command!r} not found{where}")
-    if not sys.platform.startswith("linux"):
-        return command, list(args)
-    return sys.executable, ["-I", "-S", "-c", _GUARD, str(os.getpid()), found, *args]
-
-
-def server_stderr() -> TextIO:
-    """Where a stdio server's stderr goes: a stream with a file descriptor.
-
-    In a Jupyter kernel ``sys.stderr`` is the kernel's own stream (no file
-    descriptor, which a child process needs): the process's real stderr
-    (``sys.__stderr__``, the terminal running Jupyter) is used, else the null device.
-    """
-    global _devnull
-    for stream in (sys.stderr, sys.__stderr__):
-        try:
-            if stream is not None and stream.fileno() >= 0:
-                return stream
-        except (OSError, ValueError, AttributeError):
-            continue
-    if _devnull is None:
-        _devnull = open(os.devnull, "w")  # noqa: SIM115 (kept open for every later server)
-    return _devnull
+    finally:
+        withdraw()
 
 
 def _is_list_changed(message: Any) -> bool:
@@ -137,21 +117,35 @@ class Connection:
     Every ``async`` method runs on the MCP loop (see :func:`mcp_loop`).
 
     Args:
-        open_client: Builds an un-entered SDK ``Client`` given a message handler.
+        open_client: Builds an un-entered SDK ``Client`` given this connection
+            (its :meth:`on_message`, :meth:`list_changed` and :meth:`lost`).
         label: The server's label, for messages.
+        connect_timeout: Seconds for connecting, and for listing the tools
+            (``None``: no limit).
     """
 
-    def __init__(self, open_client: Callable[[Any], Any], label: str):
+    def __init__(
+        self,
+        open_client: Callable[[Any], Any],
+        label: str,
+        connect_timeout: float | None = CONNECT_TIMEOUT,
+    ):
         self._open_client = open_client
         self.label = label
+        self.connect_timeout = connect_timeout
         self.client: Any = None
         self.broken = False
         self.stale = True  # the tool list must be fetched (again)
         self.generation = 0  # connections opened so far
+        self.listings = 0  # tools/list requests sent (every page counts)
+        self.lost_reason: str | None = None  # why the transport ended (stdio), once known
         self.server_name: str | None = None
         self._task: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
         self._connecting: asyncio.Lock | None = None
+        self._relist_lock = threading.Lock()
+        self._relist_tokens = float(RELIST_BURST)
+        self._relist_at = time.monotonic()
 
     # ------------------------------------------------------------ state
     def usable(self) -> bool:
@@ -164,6 +158,34 @@ class Connection:
             self.broken = True
             return False
         return True
+
+    def may_relist(self) -> bool:
+        """Whether a changed list may be fetched now (takes one of the re-listing tokens)."""
+        with self._relist_lock:
+            now = time.monotonic()
+            self._relist_tokens = min(
+                float(RELIST_BURST), self._relist_tokens + (now - self._relist_at) / RELIST_EVERY
+            )
+            self._relist_at = now
+            if self._relist_tokens < 1.0:
+                return False
+            self._relist_tokens -= 1.0
+            return True
+
+    # ------------------------------------------------------------ transport callbacks
+    async def on_message(self, message: Any) -> None:
+        """The SDK session's handler for what the server sends on its own."""
+        if _is_list_changed(message):  # legacy protocol (and the listen stream's copy)
+            self.stale = True
+
+    def list_changed(self) -> None:
+        """The server said its tools changed (called by the stdio transport, coalesced)."""
+        self.stale = True
+
+    def lost(self, reason: str) -> None:
+        """The transport ended (the first reason given is kept)."""
+        if self.lost_reason is None:
+            self.lost_reason = reason
 
     # ------------------------------------------------------------ on the MCP loop
     async def ensure(self) -> Any:
@@ -178,11 +200,19 @@ class Connection:
             await self.drop()
             ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._stop = asyncio.Event()
+            self.lost_reason = None
             self._task = asyncio.ensure_future(self._hold(ready, self._stop))
+            limit = asyncio.timeout(self.connect_timeout)
             try:
-                await asyncio.shield(ready)
+                async with limit:
+                    await asyncio.shield(ready)
             except BaseException as exc:
                 await self.drop()
+                if isinstance(exc, TimeoutError) and limit.expired():
+                    raise MCPServerError(
+                        f"MCP server {self.label!r} did not finish connecting within "
+                        f"{self.connect_timeout:g} s (connect_timeout); it was stopped"
+                    ) from None
                 if isinstance(exc, Exception) and not isinstance(exc, MCPServerError):
                     raise MCPServerError(
                         f"MCP server {self.label!r} could not be started or reached: "
@@ -199,7 +229,7 @@ class Connection:
         import anyio
 
         try:
-            async with self._open_client(self._on_message) as client:
+            async with self._open_client(self) as client:
                 self.client, self.broken = client, False
                 info = getattr(client, "server_info", None)
                 self.server_name = getattr(info, "name", None)
@@ -230,10 +260,6 @@ class Connection:
                 async for _event in sub:
                     self.stale = True
 
-    async def _on_message(self, message: Any) -> None:
-        if _is_list_changed(message):  # legacy protocol (and the listen stream's copy)
-            self.stale = True
-
     async def drop(self) -> None:
         """Stop the session task (the SDK stops a stdio server: stdin closed, then a kill)."""
         task, stop = self._task, self._stop
@@ -258,13 +284,25 @@ class Connection:
         self.stale = False  # a change announced while listing marks it stale again
         tools: list[Any] = []
         cursor: str | None = None
+        limit = asyncio.timeout(self.connect_timeout)
         try:
-            for _ in range(1000):
-                page = await client.list_tools(cursor=cursor)
-                tools.extend(page.tools)
-                cursor = page.next_cursor
-                if not cursor:
-                    break
+            async with limit:
+                for _ in range(1000):
+                    self.listings += 1
+                    page = await client.list_tools(cursor=cursor)
+                    tools.extend(page.tools)
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+        except TimeoutError as exc:
+            self.stale = True
+            if not limit.expired():
+                raise self._failure(exc, "listing its tools") from exc
+            self.broken = True  # a server that does not list its tools is restarted next time
+            raise MCPServerError(
+                f"MCP server {self.label!r} did not list its tools within "
+                f"{self.connect_timeout:g} s (connect_timeout); it is restarted at the next use"
+            ) from None
         except Exception as exc:
             self.stale = True
             raise self._failure(exc, "listing its tools") from exc
@@ -284,16 +322,28 @@ class Connection:
             raise self._failure(exc, f"calling {name!r}") from exc
 
     def _failure(self, exc: Exception, doing: str) -> MCPServerError:
+        """The error for a failed request: the connection was lost, or the server refused.
+
+        Lost is decided from the transport (the session's stream ended, or the
+        failure is not a JSON-RPC error at all), never from the error code:
+        -32000, the SDK's code for a closed connection, also starts the range
+        servers use for their own errors.
+        """
         from mcp.shared.exceptions import MCPError
         from mcp.types import CONNECTION_CLOSED
 
-        lost = not isinstance(exc, MCPError) or exc.code == CONNECTION_CLOSED
-        if lost or not self.usable():
+        ended = not self.usable()  # the session's stream ended (marks the connection broken)
+        if isinstance(exc, MCPError) and exc.data == UNREADABLE:
+            return MCPServerError(f"MCP server {self.label!r}, {doing}: {exc.message}")
+        if not isinstance(exc, MCPError) or (exc.code == CONNECTION_CLOSED and ended):
             self.broken = True
+            why = f"{type(exc).__name__}: {_short(exc)}"
+            if self.lost_reason:
+                why = f"{self.lost_reason}; {why}"
             return MCPServerError(
                 f"MCP server {self.label!r} stopped or became unreachable while {doing} "
-                f"({type(exc).__name__}: {_short(exc)}); whether the tool did anything is "
-                "unknown, so it was not retried. The server is restarted at the next call."
+                f"({why}); whether the tool did anything is unknown, so it was not "
+                "retried. The server is restarted at the next call."
             )
         return MCPServerError(f"MCP server {self.label!r} refused {doing}: {_short(exc)}")
 

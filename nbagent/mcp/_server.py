@@ -31,6 +31,7 @@ server causes (``_secrets.py``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import re
@@ -43,12 +44,13 @@ from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
 from .._aio import run_on_loop
-from .._errors import ToolDefinitionError
+from .._errors import MCPServerError, ToolDefinitionError
 from .._notice import notice
 from .._optional import require
-from .._tools import Tool, ToolSource
+from .._tools import Tool, ToolSource, on_chat_cancel
 from .._types import ToolCall
 from . import _connection as conn
+from . import _stdio
 from ._results import MCPResult, result_value
 from ._secrets import masked_argv, scrubbed_await, scrubbed_call, server_secrets
 
@@ -182,7 +184,11 @@ class MCPTool(Tool, abstract=True):
         return f"{where} does not mark it read-only"
 
     async def execute(self, **arguments: Any) -> Any:
-        """Send the call to the server (on the MCP loop) and map its answer."""
+        """Send the call to the server (on the MCP loop) and map its answer.
+
+        ``chat.cancel()`` abandons it (the server is told to cancel): an error
+        result, since whether the tool did anything is unknown.
+        """
         return await self._server._call_async(
             self.remote_name, arguments, f"MCP tool {self.name!r}"
         )
@@ -200,6 +206,27 @@ class MCPTool(Tool, abstract=True):
     def __repr__(self) -> str:
         gate = ", requires_approval" if self.requires_approval or self.approval else ""
         return f"<MCPTool {self.name} from {self.server!r}{gate}>"
+
+
+def _command_line(command: Any, args: Sequence[str]) -> tuple[str, Sequence[str]]:
+    """Command and args of ``stdio("npx", ["-y", "pkg"])`` or ``stdio(["npx", "-y", "pkg"])``."""
+    if isinstance(command, (str, PathLike)):
+        if isinstance(args, (str, bytes)):
+            raise TypeError(f"MCPServer.stdio args must be a list of strings, got {args!r}")
+        return str(command), args
+    if isinstance(command, Sequence) and not isinstance(command, bytes):
+        line = [str(a) for a in command]
+        if not line:
+            raise TypeError("MCPServer.stdio needs a command; got an empty list")
+        if args:
+            raise TypeError(
+                "MCPServer.stdio takes the command line as one list, or a command and its args, "
+                "not both"
+            )
+        return line[0], line[1:]
+    raise TypeError(
+        f"MCPServer.stdio needs a command (a string or a list), got {type(command).__name__}"
+    )
 
 
 class MCPServer(ToolSource):
@@ -225,13 +252,20 @@ class MCPServer(ToolSource):
             entry, else the annotations.
         timeout: Seconds before a call is abandoned (``timed_out``; the
             server is told to cancel it).
+        connect_timeout: Seconds for starting or reaching the server and
+            for listing its tools (default 30; ``None``: no limit). Past it,
+            ``MCPServerError``; a server that connected but does not list
+            is restarted at the next use.
 
     Lifecycle: the connection opens on first use; a server that exits while
     idle is restarted by the next call; one that exits during a call fails
     that call (an error result: whether it did anything is unknown, so it is
     never re-sent) and is restarted by the next. A change of the server's
     tool list (``notifications/tools/list_changed``) shows up at the chat's
-    next step. ``chat.close()``, :meth:`close`, ``with`` and interpreter exit
+    next request (listing again at most 3 times at once, then once a second).
+    A JSON-RPC error from the server refuses that request only.
+    ``chat.cancel()`` abandons a connection, listing or call in flight.
+    ``chat.close()``, :meth:`close`, ``with`` and interpreter exit
     stop it; a stdio server dies with the process that started it.
     """
 
@@ -245,6 +279,7 @@ class MCPServer(ToolSource):
         label: str | None = None,
         approval: Approval = "annotations",
         timeout: float | None = None,
+        connect_timeout: float | None = conn.CONNECT_TIMEOUT,
         secrets: Sequence[str] = (),
     ):
         require("mcp", _FEATURE)
@@ -257,15 +292,21 @@ class MCPServer(ToolSource):
                 _check_rule(rule, f"approval[{key!r}]")
         else:
             _check_rule(approval, "approval")
-        if timeout is not None and timeout <= 0:
-            raise ToolDefinitionError("timeout must be positive")
+        for name, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float) or not value > 0
+            ):
+                raise ToolDefinitionError(f"{name} must be a positive number of seconds or None")
         self.kind = kind
         self.prefix = prefix
         self._approval = approval
         self.timeout = timeout
         self._label = label
         self._fallback_label = target
-        self._connection = conn.Connection(open_client, label or prefix or target)
+        self.connect_timeout = connect_timeout
+        self._connection = conn.Connection(
+            open_client, label or prefix or target, connect_timeout=connect_timeout
+        )
         self._tools: tuple[MCPTool, ...] = ()
         self._generation = -1
         self._secrets = tuple(secrets)
@@ -276,7 +317,7 @@ class MCPServer(ToolSource):
     @classmethod
     def stdio(
         cls,
-        command: str,
+        command: str | PathLike[str] | Sequence[str],
         args: Sequence[str] = (),
         *,
         env: Mapping[str, str] | None = None,
@@ -285,11 +326,15 @@ class MCPServer(ToolSource):
         label: str | None = None,
         approval: Approval = "annotations",
         timeout: float | None = None,
+        connect_timeout: float | None = conn.CONNECT_TIMEOUT,
+        max_result_bytes: int = _stdio.MAX_MESSAGE_BYTES,
     ) -> MCPServer:
         """A server nbagent starts as a process and talks to over its stdin/stdout.
 
         Args:
-            command: The executable (``"python"``, ``"npx"``, ``"uvx"``...).
+            command: The executable (``"python"``, ``"npx"``, ``"uvx"``...), or
+                the whole command line as a list (``["npx", "-y", "pkg"]``,
+                the form of MCP client configurations), then with no ``args``.
             args: Its arguments. The ``repr`` shows ``***`` for secret-looking
                 ones (``--token=...``, the value after ``--api-key``, a
                 key-shaped argument), and errors never show them.
@@ -298,27 +343,48 @@ class MCPServer(ToolSource):
                 Never shown in reprs; their values (6 characters or more) are
                 replaced by ``***`` in every error the server causes.
             cwd: Its working directory.
-            prefix, label, approval, timeout: See :class:`MCPServer`.
+            max_result_bytes: The largest message read from the server
+                (default 16 MiB; the model sees at most ``result_max_chars``
+                of a result anyway). A longer answer is not kept: its call
+                fails with ``MCPServerError`` saying so, and the server stays up.
+            prefix, label, approval, timeout, connect_timeout: See :class:`MCPServer`.
 
         The server's stderr (its logs) goes to this process's real stderr:
-        in a notebook, the terminal running Jupyter, not the notebook.
+        in a notebook, the terminal running Jupyter, not the notebook. It
+        runs in its own process group, which is ended with it; on Linux the
+        whole group dies with this process, even behind a wrapper (``npx``,
+        ``uvx``, ``sh -c``) and even if it ignores the end of its input.
         """
         require("mcp", _FEATURE)
+        command, args = _command_line(command, args)
+        if (
+            isinstance(max_result_bytes, bool)
+            or not isinstance(max_result_bytes, int)
+            or max_result_bytes < 1024
+        ):
+            raise ToolDefinitionError(
+                f"max_result_bytes must be a whole number of bytes, at least 1024, "
+                f"got {max_result_bytes!r}"
+            )
         argv = [str(a) for a in args]
         environment = {str(k): str(v) for k, v in (env or {}).items()}
         workdir = str(cwd) if cwd is not None else None
         script = next((a for a in reversed(argv) if Path(a).suffix), None)
         fallback = Path(script or command).stem or "mcp"
 
-        def open_client(handler: Any) -> Any:
-            from mcp import Client, StdioServerParameters
-            from mcp.client.stdio import stdio_client
+        def open_client(link: conn.Connection) -> Any:
+            from mcp import Client
 
             path = environment.get("PATH", os.environ.get("PATH"))
-            exe, full = conn.guarded(command, argv, path)
-            params = StdioServerParameters(command=exe, args=full, env=environment, cwd=workdir)
-            transport = stdio_client(params, errlog=conn.server_stderr())
-            return Client(transport, message_handler=handler, cache=None)
+            transport = _stdio.stdio_transport(
+                _stdio.guarded(command, argv, path),
+                environment,
+                workdir,
+                max_message_bytes=max_result_bytes,
+                on_list_changed=link.list_changed,
+                on_lost=link.lost,
+            )
+            return Client(transport, message_handler=link.on_message, cache=None)
 
         server = cls(
             "stdio",
@@ -328,8 +394,10 @@ class MCPServer(ToolSource):
             label=label,
             approval=approval,
             timeout=timeout,
+            connect_timeout=connect_timeout,
             secrets=server_secrets(env=environment, argv=argv),
         )
+        server.max_result_bytes = max_result_bytes
         server._describe = f"{command} {' '.join(masked_argv(argv)[0])}".strip()
         return server
 
@@ -343,6 +411,7 @@ class MCPServer(ToolSource):
         label: str | None = None,
         approval: Approval = "annotations",
         timeout: float | None = None,
+        connect_timeout: float | None = conn.CONNECT_TIMEOUT,
     ) -> MCPServer:
         """A server reached over streamable HTTP at ``url`` (``http://127.0.0.1:8000/mcp``).
 
@@ -351,7 +420,7 @@ class MCPServer(ToolSource):
             headers: Sent with every request (``{"Authorization": "Bearer ..."}``);
                 never shown in reprs; their values (and the URL's credentials
                 and query values) are replaced by ``***`` in every error.
-            prefix, label, approval, timeout: See :class:`MCPServer`.
+            prefix, label, approval, timeout, connect_timeout: See :class:`MCPServer`.
         """
         require("mcp", _FEATURE)
         parts = urlsplit(url)
@@ -359,10 +428,11 @@ class MCPServer(ToolSource):
             raise ValueError(f"MCPServer.http needs an http(s) URL, got {url!r}")
         sent = {str(k): str(v) for k, v in (headers or {}).items()}
 
-        def open_client(handler: Any) -> Any:
+        def open_client(link: conn.Connection) -> Any:
             from mcp import Client
 
-            return Client(conn.http_transport(url, sent), message_handler=handler, cache=None)
+            transport = conn.http_transport(url, sent)
+            return Client(transport, message_handler=link.on_message, cache=None)
 
         server = cls(
             "http",
@@ -372,12 +442,14 @@ class MCPServer(ToolSource):
             label=label,
             approval=approval,
             timeout=timeout,
+            connect_timeout=connect_timeout,
             secrets=server_secrets(headers=sent, url=url),
         )
         server._describe = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
         return server
 
     _describe = ""
+    max_result_bytes: int | None = None  # stdio: the largest message read (see stdio())
 
     # ----------------------------------------------------------- the face
     @property
@@ -431,8 +503,10 @@ class MCPServer(ToolSource):
         """
         remote = self._remote(name)
         args = dict(arguments or {})
+        what = f"MCP tool {remote!r}"
         return scrubbed_call(
-            lambda: result_value(conn.wait(self._connection.call(remote, args))), self._secrets
+            lambda: result_value(conn.wait(self._connection.call(remote, args), what=what)),
+            self._secrets,
         )
 
     async def call_async(self, name: str, arguments: Mapping[str, Any] | None = None) -> Any:
@@ -445,7 +519,7 @@ class MCPServer(ToolSource):
 
         async def call() -> MCPResult:
             coro = self._connection.call(remote, arguments)
-            return result_value(await run_on_loop(coro, conn.mcp_loop(), what))
+            return result_value(await _abandonable(run_on_loop(coro, conn.mcp_loop(), what), what))
 
         return await scrubbed_await(call(), self._secrets)
 
@@ -478,9 +552,10 @@ class MCPServer(ToolSource):
     def source_tools(self) -> tuple[MCPTool, ...]:
         """The current tools, listing them again after a change or a reconnection."""
         c = self._connection
-        if c.usable() and not c.stale and self._generation == c.generation:
-            return self._tools
-        definitions = scrubbed_call(lambda: conn.wait(c.list_tools()), self._secrets)
+        if c.usable() and self._generation == c.generation and (not c.stale or not c.may_relist()):
+            return self._tools  # unchanged, or changed again too soon: listed at a later step
+        what = f"MCP server {self.label!r} listing its tools"
+        definitions = scrubbed_call(lambda: conn.wait(c.list_tools(), what=what), self._secrets)
         self._generation = c.generation
         self._tools = self._rebuild(definitions)
         return self._tools
@@ -527,6 +602,39 @@ class MCPServer(ToolSource):
             if name in (t.name, t.remote_name):
                 return t.remote_name
         return name
+
+
+async def _abandonable(awaitable: Any, what: str) -> Any:
+    """``await awaitable``, given up if the chat it runs for is cancelled (``chat.cancel()``).
+
+    The request on the MCP loop is cancelled (the SDK tells the server); the
+    call fails with ``MCPServerError``, since whether the tool did anything is unknown.
+    """
+    task, loop = asyncio.current_task(), asyncio.get_running_loop()
+    state = {"done": False, "abandoned": False}
+
+    def abandon() -> None:  # on this loop's thread: cancels only a call still waiting
+        if not state["done"] and task is not None:
+            state["abandoned"] = True
+            task.cancel()
+
+    def on_cancel() -> None:  # from the thread calling chat.cancel()
+        with contextlib.suppress(RuntimeError):  # this loop already ended
+            loop.call_soon_threadsafe(abandon)
+
+    withdraw = on_chat_cancel(on_cancel)
+    try:
+        return await awaitable
+    except asyncio.CancelledError:
+        if not state["abandoned"] or task is None or task.uncancel() > 0:
+            raise
+        raise MCPServerError(
+            f"{what} was abandoned by chat.cancel() while it ran (the server was told to "
+            "cancel it); whether it did anything is unknown, so it was not retried"
+        ) from None
+    finally:
+        state["done"] = True
+        withdraw()
 
 
 class MCPToolSelection(ToolSource):

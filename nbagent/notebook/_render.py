@@ -259,11 +259,10 @@ def step_words(e: StepEntry) -> str:
     else:
         if e.replayed:  # the recorded tokens follow; nothing was spent now
             parts.append("replayed")
-        if e.measured:
-            tokens = f"{fmt_tokens(e.input_tokens)} in / {fmt_tokens(e.output_tokens)} out tokens"
-            if e.cached_tokens:
-                tokens += f" ({fmt_tokens(e.cached_tokens)} cached)"
-            parts.append(tokens)
+        tokens = f"{fmt_tokens(e.input_tokens)} in / {fmt_tokens(e.output_tokens)} out tokens"
+        if e.cached_tokens:
+            tokens += f" ({fmt_tokens(e.cached_tokens)} cached)"
+        parts.append(tokens)
         if e.latency_ms is not None:
             parts.append(fmt_ms(e.latency_ms))
         if e.cost_usd is not None:

@@ -1,10 +1,11 @@
-"""What the notebook view shows, as plain values folded from the chat's events.
+"""What the notebook view shows, as plain values read off the chat's record.
 
-:class:`ChatState` is the one subscriber a chat needs for display: it keeps a
-list of *entries* (a user message, a model step, the assistant's text, a tool
-call, a budget card, an error) and updates exactly the entries an event
-touches. Views listen to it and re-render only those entries, so the cost of
-an event does not grow with the conversation.
+:class:`ChatState` follows the core's :class:`~nbagent._record.ChatRecord` (the
+one fold of the chat's events): it keeps a list of *entries* (a user message, a
+model step, the assistant's text, a tool call, a budget card, an error) and
+updates exactly the entries a record change touches. Views listen to it and
+re-render only those entries, so the cost of an event does not grow with the
+conversation.
 
 Nothing here imports widgets; the renderers in ``_render`` turn entries into
 HTML, markdown and text, and ``_view`` wires entries to widgets.
@@ -24,21 +25,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._events import (
     ApprovalDecided,
-    ApprovalRequested,
     Event,
-    MessageAdded,
-    ModelRequestFailed,
-    ModelRequestFinished,
-    ModelRequestStarted,
     ReasoningDelta,
-    StepFinished,
     TextDelta,
     ToolCallDelta,
-    ToolCallFinished,
-    ToolCallRequested,
-    ToolCallStarted,
 )
 from .._media import IMAGE_TYPES, sniff
+from .._record import CallRecord, ChatRecord, MessageRecord, RecordChange, StepRecord
 from .._result_text import without_edit_note
 from .._types import (
     AssistantToolCallMessage,
@@ -50,7 +43,8 @@ from .._types import (
     ProviderItem,
     Reasoning,
     ResultStatus,
-    ToolCall,
+    ToolResultMessage,
+    Usage,
 )
 from ._per_chat import PerChat
 from ._rich import rich_html, rich_label
@@ -60,6 +54,7 @@ if TYPE_CHECKING:
     from .._chat_state import ToolResult
 
 E = TypeVar("E", bound="Entry")
+Schema = Callable[[str], dict[str, Any] | None]
 
 # Phases, as the status line says them.
 IDLE = "idle"
@@ -234,7 +229,6 @@ class StepEntry(Entry):
     error_type: str = ""
     error: str = ""
     streaming_calls: dict[int, str] = field(default_factory=dict)
-    measured: bool = True  # False when rebuilt from a transcript: no tokens or timing known
     items: tuple[ProviderItem, ...] = ()  # what the provider ran itself in this step
     replayed: bool = False  # answered from a recording (Chat(replay=...)), not by the model
     kind = "step"
@@ -274,6 +268,8 @@ class CallEntry(Entry):
     result_images: tuple[Thumb, ...] = ()  # the images the tool returned, as thumbnails
     traceback: str | None = None  # where a tool that raised failed
     kind = "call"
+
+    _result: ToolResultMessage | None = field(default=None, init=False, repr=False)
 
     # What the view shows of the arguments, computed once per value (the view renders an
     # entry on every event that touches it; the arguments do not change).
@@ -535,23 +531,29 @@ def _count(n: int, noun: str) -> str:
 
 
 class ChatState:
-    """The view's model of one chat, folded from its events (thread-safe)."""
+    """The view's model of one chat, read off the chat's record (thread-safe).
 
-    def __init__(self, chat_id: str):
-        self.chat_id = chat_id
-        self.entries: list[Entry] = []
-        self.by_key: dict[str, Entry] = {}
-        self.totals: dict[int | None, Totals] = {None: Totals()}
-        self.turn = 0
+    The facts (messages, model steps, calls, totals) come from the core's
+    :class:`~nbagent._record.ChatRecord`: each change it reports updates the
+    entries it touches. The view keeps only what the record has not: the text
+    as it streams, the tool a step is calling, a failed tool's traceback, the
+    budget cards' answers, errors outside the chat, and the phase it says.
+    """
+
+    def __init__(self, record: ChatRecord, tool_schema: Schema | None = None):
+        self.chat_id = record.chat_id
+        self.record = record
         self.lock = threading.RLock()
-        self._step = 0
-        self._turn_of_step: dict[int, int] = {}
-        self._budgets = 0
-        self._last_budget: BudgetEntry | None = None
-        self._errors = 0
         self._listeners: list[Listener] = []
-        # name -> the tool's JSON schema (the defaults it will use), set by state_for.
-        self.tool_schema: Callable[[str], dict[str, Any] | None] = lambda _name: None
+        self._errors = 0
+        # name -> the tool's JSON schema (the defaults it will use).
+        self.tool_schema: Schema = tool_schema or (lambda _name: None)
+        self._rebuild()
+
+    @classmethod
+    def from_chat(cls, chat: Chat) -> ChatState:
+        """What ``chat`` shows now, not following it (a snapshot)."""
+        return cls(chat.record, _schema_lookup(chat))
 
     # -------------------------------------------------------------- reading
     def entries_for(self, turn: int | None) -> list[Entry]:
@@ -574,16 +576,56 @@ class ChatState:
         with self.lock:
             self._listeners = [f for f in self._listeners if f is not fn and f != fn]
 
-    # ------------------------------------------------------------- folding
-    def on_event(self, event: Event) -> None:
-        """The chat subscriber: fold ``event`` in, then tell the views what changed."""
+    def _tell(self, changed: list[Entry], settled: bool) -> None:
+        for fn in self._listeners:
+            fn(changed, settled)
+
+    # ------------------------------------------------------- following
+    def on_change(self, change: RecordChange) -> None:
+        """The record's subscriber: update the entries ``change`` touched, tell the views."""
         with self.lock:
-            changed = self.apply(event)
-            settled = _settles(event)
-            if not changed and not settled:
-                return
-            for fn in self._listeners:
-                fn(changed, settled)
+            settled = False
+            if change.kind == "reset":
+                self._rebuild()
+                changed, settled = list(self.entries), True
+            elif change.kind == "call":
+                record = self.record.get(str(change.key))
+                changed = [] if record is None else self._call(record, change.event)
+            elif change.kind == "step":
+                step = self.record.steps[int(change.key or 0)]
+                changed = self._model_step(int(change.key or 0), step)
+                settled = step.error_type is not None  # a failed request: nobody drives
+            elif change.kind == "message":
+                changed = self._message(self.record.messages[int(change.key or 0)])
+            else:
+                changed = self._chat_step(change.key)
+                settled = self.record.last_step in _SETTLED
+            if changed or settled:
+                self._tell(changed, settled)
+
+    def on_fragment(self, event: Event) -> None:
+        """A bus subscriber for what the record leaves out: text, thinking and a called
+        tool's name as they stream in."""
+        if not isinstance(event, (TextDelta, ReasoningDelta, ToolCallDelta)):
+            return
+        with self.lock:
+            step = self.by_key.get(f"s:{event.step}")
+            if isinstance(event, ToolCallDelta):
+                if not isinstance(step, StepEntry) or not event.name:
+                    return
+                if event.index in step.streaming_calls:
+                    return
+                step.streaming_calls[event.index] = event.name
+                entry: Entry = step
+            else:
+                text = self._text(event.step, step.turn if step is not None else self.turn)
+                if isinstance(event, TextDelta):
+                    text.text += event.text
+                else:
+                    text.thinking += event.text
+                text.streaming = True
+                entry = text
+            self._tell([_touch(entry)], False)
 
     def add_error(self, title: str, detail: str, turn: int | None = None) -> ErrorEntry:
         """Record an error that happened outside the chat's own events (and tell the views)."""
@@ -598,8 +640,7 @@ class ChatState:
             )
             self._add(entry)
             self._phase(entry.turn, FAILED)
-            for fn in self._listeners:
-                fn([entry], True)
+            self._tell([entry], True)
             return entry
 
     def set_budget_status(self, key: str, status: str) -> Entry | None:
@@ -608,60 +649,52 @@ class ChatState:
             if not isinstance(entry, BudgetEntry) or entry.status == status:
                 return None
             entry.status = status
-            entry.version += 1
-            for fn in self._listeners:
-                fn([entry], False)
+            self._tell([_touch(entry)], False)
             return entry
 
-    def apply(self, event: Event) -> list[Entry]:
-        """Fold one event in; return the entries it created or changed.
+    def add_traceback(self, call_id: str, text: str) -> None:
+        """Keep where a tool failed (its exception reaches ``after_tool_result`` callbacks
+        only) on the call's entry, and tell the views."""
+        with self.lock:
+            entry = self.by_key.get(f"c:{call_id}")
+            if isinstance(entry, CallEntry):
+                entry.traceback = text
+                self._tell([_touch(entry)], False)
 
-        One ``case`` per event type (the types are disjoint), roughly the most
-        frequent first: streamed text and arguments, then messages and steps
-        (two of each per round), then the calls' lifecycle and the requests.
-        """
-        match event:
-            case TextDelta():
-                return self._text(event.step, event.text, append=True)
-            case ReasoningDelta():
-                return self._text(event.step, "", append=True, thinking=event.text)
-            case ToolCallDelta():
-                return self._call_streaming(event)
-            case MessageAdded():
-                return self._items(event) + self._message(event)
-            case StepFinished():
-                return self._step_finished(event)
-            case ToolCallStarted():
-                return self._call_update(
-                    event.call,
-                    status="running",
-                    arguments_run=dict(event.arguments),
-                    phase=RUNNING,
-                )
-            case ToolCallFinished():
-                return self._call_finished(event)
-            case ToolCallRequested():
-                return self._requested(event)
-            case ModelRequestStarted():
-                return self._started(event)
-            case ModelRequestFinished():
-                return self._finished(event)
-            case ApprovalRequested():
-                return self._call_update(
-                    event.call,
-                    status="awaiting_approval",
-                    approval_reason=event.reason,
-                    approval_source=event.source,
-                    phase=AWAITING,
-                )
-            case ApprovalDecided():
-                return self._decided(event)
-            case ModelRequestFailed():
-                return self._failed(event)
-            case _:
-                return []
+    # ------------------------------------------------------------- entries
+    def _rebuild(self) -> None:
+        """Every entry from the record, in the order a live view gets them: each answer's
+        request(s) (a failed attempt first), its text, its calls."""
+        self.entries: list[Entry] = []
+        self.by_key: dict[str, Entry] = {}
+        self.totals: dict[int | None, Totals] = {None: Totals()}
+        self.turn = 0
+        self._step = 0  # the step whose answer comes next
+        self._attempt: dict[int, int] = {}  # step -> the position of its request shown
+        self._budgets = 0
+        self._last_budget: BudgetEntry | None = None
+        with self.record.reading() as r:
+            steps = list(enumerate(r.steps))
+            for m in r.messages:
+                while m.role == "assistant" and steps:
+                    i, s = steps.pop(0)
+                    self._model_step(i, s)
+                    if s.error_type is None:
+                        break
+                self._message(m)
+                for c in getattr(m.message, "tool_calls", ()):
+                    call = r.get(c.id)
+                    if call is not None:
+                        self._call(call, None)
+            for i, s in steps:
+                self._model_step(i, s)
+            last = r.last_step
+            if last == "budget_exhausted":
+                self._chat_step(r.step)
+            self._phase(self.turn, _PHASES.get(last or "", IDLE))
+            if last == "awaiting_approval" and not self._waiting(self.turn):
+                self._phase(self.turn, READY)
 
-    # ---------------------------------------------------------------- steps
     def _add(self, entry: E) -> E:
         old = self.by_key.get(entry.key)
         if old is not None:  # a retried request reuses its step number
@@ -692,216 +725,166 @@ class ChatState:
         e.status = "continued"
         return [_touch(e)]
 
-    def _message(self, event: MessageAdded) -> list[Entry]:
-        m = event.message
-        if isinstance(m, ChatMessage) and m.role == "user":
-            self.turn = max(self.turn, event.turn)
-            entry = self._add(
-                UserEntry(f"m:{event.index}", event.turn, text=m.content, images=thumbs(m.parts))
-            )
-            self._phase(event.turn, GENERATING)
-            return [entry]
-        if isinstance(m, (ChatMessage, AssistantToolCallMessage)) and m.role == "assistant":
-            text = m.content or ""
-            thinking = thinking_text(m)
-            key = f"t:{self._step}"
-            if not text and not thinking and key not in self.by_key:
-                return []
-            changed = self._text(self._step, text, append=False, turn=event.turn, thinking=thinking)
-            text_entry = changed[0]
-            if isinstance(m, ChatMessage) and m.parsed is not None:
-                assert isinstance(text_entry, TextEntry)
-                text_entry.parsed = parsed_rows(m.parsed)
-            return changed
-        return []
-
-    def _items(self, event: MessageAdded) -> list[Entry]:
-        """What the provider ran itself (an assistant message's ``items``) joins its step's
-        line, shown before the step's text."""
-        items = shown_items(getattr(event.message, "items", ()))
-        step = self.by_key.get(f"s:{self._step}")
-        if not items or not isinstance(step, StepEntry) or step.items == items:
-            return []
-        step.items = items
-        return [_touch(step)]
-
-    def _text(
-        self, step: int, text: str, *, append: bool, turn: int | None = None, thinking: str = ""
-    ) -> list[Entry]:
-        key = f"t:{step}"
-        entry = self.by_key.get(key)
+    def _text(self, step: int, turn: int) -> TextEntry:
+        entry = self.by_key.get(f"t:{step}")
         if not isinstance(entry, TextEntry):
-            t = turn if turn is not None else self._turn_of_step.get(step, self.turn)
-            entry = TextEntry(key, t, step=step, text="", streaming=append)
-            self._add(entry)
-        if append:
-            entry.text += text
-            entry.thinking += thinking
-            entry.streaming = True
-        else:
-            entry.text = text
-            entry.thinking = thinking
-            entry.streaming = False
-        return [_touch(entry)]
+            entry = self._add(TextEntry(f"t:{step}", turn, step=step))
+        return entry
 
-    def _started(self, e: ModelRequestStarted) -> list[Entry]:
-        self._step = e.step
-        self._turn_of_step[e.step] = e.turn
-        self.turn = max(self.turn, e.turn)
-        changed = self._resolve_budgets()
-        retried = self.by_key.get(f"s:{e.step}")  # a failed request asked again: the same step
-        number = retried.number if isinstance(retried, StepEntry) else self._count_step(e.turn)
-        entry = StepEntry(
-            f"s:{e.step}",
-            e.turn,
-            step=e.step,
-            number=number,
-            model=e.model,
-            provider=e.provider,
-            tool_choice=e.tool_choice,
-        )
-        stale = self.by_key.get(f"t:{e.step}")
-        if isinstance(stale, TextEntry):  # text of a failed attempt with the same number
-            stale.text, stale.thinking, stale.streaming = "", "", False
-            changed.append(_touch(stale))
-        changed.append(self._add(entry))
-        self._phase(e.turn, GENERATING)
+    def _message(self, m: MessageRecord) -> list[Entry]:
+        msg: Any = m.message
+        if m.role == "user":
+            self.turn = max(self.turn, m.turn)
+            parts = getattr(msg, "parts", ())
+            user = self._add(
+                UserEntry(f"m:{m.index}", m.turn, text=m.content or "", images=thumbs(parts))
+            )
+            self._phase(m.turn, GENERATING)
+            return [user]
+        if m.role != "assistant":
+            return []
+        changed: list[Entry] = []
+        step = self.by_key.get(f"s:{self._step}")
+        items = shown_items(msg.items)
+        if items and isinstance(step, StepEntry) and step.items != items:
+            step.items = items  # what the provider ran itself, shown before the step's text
+            changed.append(_touch(step))
+        text, thinking = m.content or "", thinking_text(msg)
+        if not text and not thinking and f"t:{self._step}" not in self.by_key:
+            return changed
+        entry = self._text(self._step, m.turn)
+        entry.text, entry.thinking, entry.streaming = text, thinking, False
+        parsed = getattr(msg, "parsed", None)
+        if parsed is not None:
+            entry.parsed = parsed_rows(parsed)
+        changed.append(_touch(entry))
         return changed
 
-    def _finished(self, e: ModelRequestFinished) -> list[Entry]:
-        entry = self.by_key.get(f"s:{e.step}")
-        if not isinstance(entry, StepEntry):
-            number = self._count_step(e.turn)
-            entry = self._add(StepEntry(f"s:{e.step}", e.turn, step=e.step, number=number))
-        entry.model, entry.provider = e.model, e.provider
-        entry.status = "done"
-        entry.input_tokens = e.usage.input_tokens
-        entry.output_tokens = e.usage.output_tokens
-        entry.cached_tokens = e.usage.cached_tokens
-        entry.latency_ms = e.latency_ms
-        entry.stop_reason = e.stop_reason
-        entry.n_tool_calls = e.n_tool_calls
-        entry.cost_usd = e.cost_usd
-        entry.replayed = e.replayed
-        for key in (None, e.turn):
-            t = self.totals.setdefault(key, Totals())
-            t.input_tokens += e.usage.input_tokens
-            t.output_tokens += e.usage.output_tokens
-            if e.cost_usd is not None:
-                t.cost_usd += e.cost_usd
-                t.cost_known = True
-        if e.n_tool_calls == 0 and e.stop_reason != "pause_turn":
-            self._phase(e.turn, COMPLETE)  # the model answered (step() callers see it too)
-        changed: list[Entry] = [_touch(entry)]
-        text = self.by_key.get(f"t:{e.step}")
+    def _model_step(self, i: int, s: StepRecord) -> list[Entry]:
+        """The ``i``-th model request of the record (started, answered or failed)."""
+        key = f"s:{s.step}"
+        entry = self.by_key.get(key)
+        changed: list[Entry] = []
+        if not isinstance(entry, StepEntry) or self._attempt.get(s.step) != i:
+            # A new request, or a failed one asked again: the same step, the same number.
+            self._attempt[s.step] = i
+            self._step = s.step
+            self.turn = max(self.turn, s.turn)
+            changed += self._resolve_budgets()
+            number = entry.number if isinstance(entry, StepEntry) else self._count_step(s.turn)
+            stale = self.by_key.get(f"t:{s.step}")
+            if isinstance(stale, TextEntry):  # text of a failed attempt with the same number
+                stale.text, stale.thinking, stale.streaming = "", "", False
+                changed.append(_touch(stale))
+            entry = self._add(StepEntry(key, s.turn, step=s.step, number=number))
+        done = entry.status == "done"
+        usage = s.usage or Usage()
+        entry.model, entry.provider = s.model or "", s.provider or ""
+        entry.tool_choice = s.tool_choice or ""
+        entry.status = "failed" if s.error_type else "running" if s.finished_at is None else "done"
+        entry.input_tokens, entry.output_tokens = usage.input_tokens, usage.output_tokens
+        entry.cached_tokens = usage.cached_tokens
+        entry.latency_ms, entry.cost_usd = s.latency_ms, s.cost_usd
+        entry.stop_reason, entry.n_tool_calls = s.stop_reason or "", s.n_tool_calls or 0
+        entry.replayed = bool(s.replayed)
+        entry.error_type, entry.error = s.error_type or "", s.error or ""
+        changed.append(_touch(entry))
+        if entry.status == "running":
+            self._phase(s.turn, GENERATING)
+            return changed
+        text = self.by_key.get(f"t:{s.step}")
         if isinstance(text, TextEntry) and text.streaming:
             text.streaming = False
             changed.append(_touch(text))
+        if entry.status == "failed":
+            self._phase(s.turn, FAILED)
+        elif not done:
+            for turn in (None, s.turn):
+                t = self.totals.setdefault(turn, Totals())
+                t.input_tokens += usage.input_tokens
+                t.output_tokens += usage.output_tokens
+                if s.cost_usd is not None:
+                    t.cost_usd += s.cost_usd
+                    t.cost_known = True
+            if not entry.n_tool_calls and entry.stop_reason != "pause_turn":
+                self._phase(s.turn, COMPLETE)  # the model answered (step() callers see it too)
         return changed
 
-    def _failed(self, e: ModelRequestFailed) -> list[Entry]:
-        entry = self.by_key.get(f"s:{e.step}")
-        if not isinstance(entry, StepEntry):
-            number = self._count_step(e.turn)
-            entry = self._add(
-                StepEntry(f"s:{e.step}", e.turn, step=e.step, number=number, model=e.model)
-            )
-        entry.status = "failed"
-        entry.error_type, entry.error = e.error_type, e.error
-        entry.latency_ms = e.latency_ms
-        self._phase(e.turn, FAILED)
-        return [_touch(entry)]
-
-    def _step_finished(self, e: StepFinished) -> list[Entry]:
-        if e.kind == "budget_exhausted":
+    def _chat_step(self, step: Any) -> list[Entry]:
+        """A step of the chat ended: a budget card when a budget ran out; the phase."""
+        last, turn = self.record.last_step, self.turn
+        if last == "budget_exhausted":
             self._budgets += 1
             entry = self._add(
                 BudgetEntry(
                     f"b:{self._budgets}",
-                    e.turn,
+                    turn,
                     number=self._budgets,
-                    step=e.step,
-                    budget=e.budget or "steps",
+                    step=int(step or 0),
+                    budget=self.record.last_budget or "steps",
                 )
             )
             self._last_budget = entry
-            self._phase(e.turn, BUDGET)
+            self._phase(turn, BUDGET)
             return [entry]
-        if e.kind == "complete":
-            self._phase(e.turn, COMPLETE)
-        elif e.kind == "awaiting_approval":
-            self._phase(e.turn, AWAITING)
-        elif e.kind == "busy":  # a step hook (the store): another process drives this chat
-            self._phase(e.turn, ELSEWHERE)
+        if last in _PHASES:
+            self._phase(turn, _PHASES[last])
         return []
 
-    # ---------------------------------------------------------------- calls
-    def _call_streaming(self, e: ToolCallDelta) -> list[Entry]:
-        """A call's name streamed in: the step line says which tool is being called."""
-        step = self.by_key.get(f"s:{e.step}")
-        if isinstance(step, StepEntry) and e.name and e.index not in step.streaming_calls:
-            step.streaming_calls[e.index] = e.name
-            return [_touch(step)]
-        return []
-
-    def _requested(self, e: ToolCallRequested) -> list[Entry]:
-        c = e.call
-        entry = CallEntry(
-            f"c:{c.id}",
-            e.turn,
-            call_id=c.id,
-            name=c.name,
-            server=c.server,
-            hosted=c.hosted,
-            step=e.step,
-            arguments=dict(c.arguments),
-            raw_arguments=c.raw_arguments,
-            gated=e.approval.required,
-            approval_reason=e.approval.reason,
-            approval_source=e.approval.source,
-            defaults=tool_defaults(self.tool_schema(c.name), c.arguments),
-        )
-        for key in (None, e.turn):
-            self.totals.setdefault(key, Totals()).calls += 1
-        return [self._add(entry)]
-
-    def _call_update(
-        self,
-        call: ToolCall,
-        *,
-        phase: str | None = None,
-        arguments_run: dict[str, Any] | None = None,
-        **fields: Any,
-    ) -> list[Entry]:
-        entry = self.by_key.get(f"c:{call.id}")
+    def _call(self, r: CallRecord, event: Event | None) -> list[Entry]:
+        if r.call is None:
+            return []  # what the provider ran itself: its step's line shows it
+        key = f"c:{r.call_id}"
+        entry = self.by_key.get(key)
         if not isinstance(entry, CallEntry):
-            entry = self._add(_call_entry(call, self._turn_of_step.get(self._step, self.turn)))
-        for name, value in fields.items():
-            setattr(entry, name, value)
-        if arguments_run is not None and arguments_run != entry.arguments:
-            entry.edited_arguments = arguments_run
-        if phase is not None:
-            self._phase(entry.turn, phase)
-        changed: list[Entry] = [_touch(entry)]
-        if phase == RUNNING:
-            changed.extend(self._resolve_budgets())
-        return changed
-
-    def _decided(self, e: ApprovalDecided) -> list[Entry]:
-        decision = e.decision
-        changed = self._call_update(
-            e.call,
-            status=decision.verdict,
-            verdict=decision.verdict,
-            decided_by=decision.by,
-            decision_reason=decision.reason,
-            decided_at=decision.at,
-            decided_elsewhere=e.elsewhere,
-            edited_arguments=decision.arguments,
+            c = r.call
+            turn = r.turn if r.turn is not None else self.turn
+            entry = self._add(
+                CallEntry(
+                    key,
+                    turn,
+                    call_id=c.id,
+                    name=c.name,
+                    server=r.server,
+                    hosted=bool(r.hosted),
+                    step=r.step or 0,
+                    arguments=dict(c.arguments),
+                    raw_arguments=c.raw_arguments,
+                    gated=bool(r.approval and r.approval.required),
+                    defaults=tool_defaults(self.tool_schema(c.name), c.arguments),
+                )
+            )
+            for t in (None, turn):
+                self.totals.setdefault(t, Totals()).calls += 1
+        d = r.decided
+        entry.status = r.status  # type: ignore[assignment]
+        entry.approval_reason, entry.approval_source = (
+            r.approval_reason or "",
+            r.approval_source or "",
         )
-        turn = changed[0].turn
-        if self.totals_for(turn).phase == AWAITING and not self._waiting(turn):
-            self._phase(turn, READY)  # no longer awaiting approval, whoever decided
+        entry.verdict = d.verdict if d else None
+        entry.decided_by, entry.decided_at = r.decided_by, r.decided_at
+        entry.decision_reason, entry.edited_arguments = r.reason, r.edited_arguments
+        if isinstance(event, ApprovalDecided):
+            entry.decided_elsewhere = event.elsewhere  # made outside this chat object
+        if r.result is not entry._result:
+            entry._result = result = r.result
+            edited = d is not None and d.arguments is not None
+            entry.result = without_edit_note(result.content, edited) if result else None
+            entry.result_status = result.status if result else None
+            entry.result_html, entry.result_label = _rich(result.value if result else None)
+            entry.result_images = thumbs(result.parts) if result else ()
+        entry.error, entry.duration_ms, entry.mode = r.error, r.duration_ms, r.concurrency
+        entry.replayed = bool(r.replayed)
+        entry.ran_before = tuple(self._call_name(cid) for cid in r.ran_before)
+        changed: list[Entry] = [_touch(entry)]
+        if entry.status == "running":
+            self._phase(entry.turn, RUNNING)
+            changed += self._resolve_budgets()
+        elif entry.pending and entry.verdict is None:
+            self._phase(entry.turn, AWAITING)
+        elif d and self.totals_for(entry.turn).phase == AWAITING and not self._waiting(entry.turn):
+            self._phase(entry.turn, READY)  # no longer awaiting approval, whoever decided
         return changed
 
     def _waiting(self, turn: int) -> bool:
@@ -914,156 +897,19 @@ class ChatState:
                 return True
         return False
 
-    def _call_finished(self, e: ToolCallFinished) -> list[Entry]:
-        entry = self.by_key.get(f"c:{e.call.id}")
-        edited = isinstance(entry, CallEntry) and entry.edited_arguments is not None
-        edited = edited or (e.call.decision is not None and e.call.decision.arguments is not None)
-        html, label = _rich(e.result.value)
-        return self._call_update(
-            e.call,
-            status=e.status,
-            result=without_edit_note(e.result.content, edited),
-            result_status=e.result.status,
-            result_html=html,
-            result_label=label,
-            result_images=thumbs(e.result.parts),
-            error=e.error,
-            duration_ms=e.duration_ms,
-            mode=e.mode,
-            replayed=e.replayed,
-            ran_before=tuple(self._call_name(cid) for cid in e.ran_before),
-        )
-
     def _call_name(self, call_id: str) -> str:
         entry = self.by_key.get(f"c:{call_id}")
         return entry.name if isinstance(entry, CallEntry) and entry.name else call_id
 
-    def add_traceback(self, call_id: str, text: str) -> None:
-        """Keep where a tool failed (its exception reaches ``after_tool_result`` callbacks
-        only) on the call's entry, and tell the views."""
-        with self.lock:
-            entry = self.by_key.get(f"c:{call_id}")
-            if not isinstance(entry, CallEntry):
-                return
-            entry.traceback = text
-            _touch(entry)
-            for fn in self._listeners:
-                fn([entry], False)
 
-    # ------------------------------------------------------- reconstruction
-    @classmethod
-    def from_chat(cls, chat: Chat) -> ChatState:
-        """Rebuild what can be rebuilt from a chat's transcript and calls (no step timings)."""
-        state = cls(chat.id)
-        step = 0
-        for index, m in enumerate(chat.transcript):
-            turn = getattr(m, "turn", 0)
-            state.turn = max(state.turn, turn)
-            if isinstance(m, ChatMessage) and m.role == "user":
-                state._add(UserEntry(f"m:{index}", turn, text=m.content))
-            elif isinstance(m, (ChatMessage, AssistantToolCallMessage)) and m.role == "assistant":
-                step += 1
-                state._turn_of_step[step] = turn
-                calls = getattr(m, "tool_calls", ())
-                state._add(
-                    StepEntry(
-                        f"s:{step}",
-                        turn,
-                        step=step,
-                        number=state._count_step(turn),
-                        model=chat.model,
-                        provider=chat.provider.name,
-                        status="done",
-                        stop_reason=m.stop_reason,
-                        n_tool_calls=len(calls),
-                        measured=False,
-                        items=shown_items(m.items),
-                    )
-                )
-                thinking = thinking_text(m)
-                if m.content or thinking:
-                    parsed = getattr(m, "parsed", None)
-                    rows = parsed_rows(parsed) if parsed is not None else None
-                    state._add(
-                        TextEntry(
-                            f"t:{step}",
-                            turn,
-                            step=step,
-                            text=m.content or "",
-                            thinking=thinking,
-                            parsed=rows,
-                        )
-                    )
-                for c in calls:
-                    state._add(_call_entry(c, turn, step, _schema_lookup(chat)))
-                    for key in (None, turn):
-                        state.totals.setdefault(key, Totals()).calls += 1
-        state._step = step
-        for e in chat.events:  # the one fact the transcript lacks: which results ran early
-            if isinstance(e, ToolCallFinished) and e.ran_before:
-                entry = state.by_key.get(f"c:{e.call.id}")
-                if isinstance(entry, CallEntry):
-                    entry.ran_before = tuple(state._call_name(cid) for cid in e.ran_before)
-        usage = chat.usage
-        state.totals[None].input_tokens = usage.input_tokens
-        state.totals[None].output_tokens = usage.output_tokens
-        if chat.cost_usd is not None:
-            state.totals[None].cost_usd, state.totals[None].cost_known = chat.cost_usd, True
-        status = chat.status
-        if status == "budget_exhausted":
-            state._budgets = 1
-            which = chat.exhausted_budget or "steps"
-            state._last_budget = state._add(
-                BudgetEntry("b:1", state.turn, number=1, step=step, budget=which)
-            )
-        phase = {
-            "complete": COMPLETE,
-            "awaiting_approval": AWAITING,
-            "budget_exhausted": BUDGET,
-            "idle": IDLE,
-        }.get(status, IDLE)
-        state._phase(state.turn, phase)
-        return state
-
-
-def _call_entry(
-    c: ToolCall,
-    turn: int,
-    step: int = 0,
-    schema: Callable[[str], dict[str, Any] | None] | None = None,
-) -> CallEntry:
-    approval = c.approval
-    d = c.decision
-    result = c.result
-    edited = d.arguments if d is not None else None
-    html, label = _rich(result.value if result is not None else None)
-    return CallEntry(
-        f"c:{c.id}",
-        turn,
-        call_id=c.id,
-        name=c.name,
-        server=c.server,
-        hosted=c.hosted,
-        step=step,
-        arguments=dict(c.arguments),
-        raw_arguments=c.raw_arguments,
-        status=c.status,
-        gated=bool(approval and approval.required),
-        approval_reason=approval.reason if approval else "",
-        approval_source=approval.source if approval else "",
-        verdict=d.verdict if d else None,
-        decided_by=d.by if d else None,
-        decision_reason=d.reason if d else None,
-        decided_at=d.at if d else None,
-        edited_arguments=edited,
-        result=without_edit_note(result.content, edited is not None) if result else None,
-        result_status=result.status if result else None,
-        result_html=html,
-        result_label=label,
-        result_images=thumbs(result.parts) if result is not None else (),
-        duration_ms=_duration(c),
-        defaults=tool_defaults(schema(c.name) if schema else None, c.arguments),
-    )
+_PHASES = {
+    "complete": COMPLETE,
+    "awaiting_approval": AWAITING,
+    "budget_exhausted": BUDGET,
+    "busy": ELSEWHERE,  # a step hook (the store): another process drives this chat
+}
+_SETTLED = frozenset(_PHASES)
+"""The step kinds after which nobody drives (a deliberate subset of StepKind)."""
 
 
 def tool_defaults(schema: dict[str, Any] | None, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -1124,33 +970,15 @@ def _is_ours(filename: str) -> bool:
     return filename.startswith(_PACKAGE)
 
 
-def _duration(c: ToolCall) -> float | None:
-    if c.started_at is None or c.finished_at is None:
-        return None
-    return (c.finished_at - c.started_at).total_seconds() * 1000.0
-
-
 def _touch(entry: Entry) -> Entry:
     entry.version += 1
     return entry
 
 
-def _settles(event: Event) -> bool:
-    """Whether the chat stops driving with ``event`` (answered, parked, out of budget, failed)."""
-    match event:
-        case StepFinished():
-            # A deliberate subset of the step kinds (StepKind): those after which nobody drives.
-            return event.kind in ("complete", "awaiting_approval", "budget_exhausted", "busy")
-        case ModelRequestFailed():
-            return True
-        case _:
-            return False
-
-
 def _new_state(chat: Chat) -> ChatState:
-    state = ChatState.from_chat(chat) if chat.transcript else ChatState(chat.id)
-    state.tool_schema = _schema_lookup(chat)
-    chat.on(None, state.on_event)
+    state = ChatState.from_chat(chat)
+    chat.record.subscribe(state.on_change)
+    chat.on(None, state.on_fragment)
     chat.after_tool_result(_keep_traceback(state))
     return state
 
@@ -1160,7 +988,7 @@ _states: PerChat[ChatState] = PerChat(_new_state)
 
 
 def state_for(chat: Chat) -> ChatState:
-    """The chat's display state: subscribed once, rebuilt from the transcript if late."""
+    """The chat's display state: made once, from its record, and following it."""
     return _states.get(chat)
 
 

@@ -211,3 +211,19 @@ def test_an_http_server_that_went_away_fails_clearly_and_is_reached_again() -> N
         server.close()
         proc.kill()
         proc.wait(10)
+
+
+def test_stdio_takes_the_command_line_as_one_list_as_client_configurations_write_it() -> None:
+    server = nbagent.MCPServer.stdio([sys.executable, SERVER], prefix="notes")
+    try:
+        assert "notes_add_note" in {t.name for t in server.list_tools()}
+    finally:
+        server.close()
+    with pytest.raises(TypeError, match="not both"):
+        nbagent.MCPServer.stdio([sys.executable, SERVER], ["--flag"])
+    with pytest.raises(TypeError, match="empty list"):
+        nbagent.MCPServer.stdio([])
+    with pytest.raises(TypeError, match="a string or a list"):
+        nbagent.MCPServer.stdio(42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="list of strings"):
+        nbagent.MCPServer.stdio(sys.executable, SERVER)  # type: ignore[arg-type]

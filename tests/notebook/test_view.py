@@ -624,7 +624,7 @@ def test_import_nbagent_imports_no_widgets() -> None:
         "import sys, nbagent; c = nbagent.Chat(model='demo'); "
         "from nbagent.notebook import review; "
         "assert 'ipywidgets' not in sys.modules and 'anywidget' not in sys.modules, 'widgets'; "
-        "assert [type(e).__name__ for e in c.extensions] == ['CallLog']; "
+        "assert [type(e).__name__ for e in c.extensions] == []; "
         "from nbagent.notebook import ChatView, show; import nbagent.notebook._view as v; "
         "assert (ChatView, show) == (v.ChatView, v.show) and 'ipywidgets' in sys.modules"
     )

@@ -1,0 +1,686 @@
+"""The chat record: ONE fold of a chat's events into calls, steps, messages and totals.
+
+The core builds it as it emits (the bus's first subscriber folds every event
+into it, then keeps the event in ``chat.events``); every wing reads it instead
+of folding the stream itself: the log's DataFrames, the notebook view, fork,
+comparison, the inbox. A loaded chat's record is folded from its
+stored events, and a stored-only chat's with :func:`fold`: it is a pure function
+of the events, so ``fold(chat.events) == chat.record`` always holds.
+
+API (public as ``chat.record``; read-only: only the fold writes it)::
+
+    r = chat.record
+    r.calls        # tuple[CallRecord, ...], in request order (provider items too)
+    r.call("id")   # one CallRecord by call id (KeyError if none)
+    r.steps        # tuple[StepRecord, ...], one per model request (a retry is a new one)
+    r.messages     # tuple[MessageRecord, ...], one per transcript message
+    r.usage, r.cost_usd, r.unpriced, r.turn, r.step, r.last_step, r.last_budget
+    r.version      # bumps on every change
+    r.subscribe(fn)    # fn(RecordChange) after each change; r.unsubscribe(fn)
+    with r.reading():  # a settled record while reading many fields (no event lands)
+        ...
+
+A :class:`CallRecord` is a call's lifecycle as its events told it; its
+``decision`` is the log's kind (``auto``, ``pending``, ``approved``, ``denied``,
+``policy``, ``none``) and ``decided`` the :class:`~nbagent.Decision` itself.
+Records are read-only to their readers: only the fold writes them, in place (one
+object per call, step and message for the chat's life; plain slotted objects,
+since a fold that writes through a frozen guard costs several times more per
+event), so a reader holding one sees it change; :class:`RecordChange` says
+which one changed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, NamedTuple
+
+from ._events import (
+    AlwaysAllowChanged,
+    ApprovalDecided,
+    ApprovalRequested,
+    CallbackWarning,
+    CallInDoubt,
+    Event,
+    MessageAdded,
+    ModelRequestFailed,
+    ModelRequestFinished,
+    ModelRequestStarted,
+    OptionsChanged,
+    ReasoningDelta,
+    StepFinished,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallFinished,
+    ToolCallRequested,
+    ToolCallStarted,
+)
+from ._extension import Snapshot
+from ._hosted import BREACHES, RAN_UNAPPROVED
+from ._result_text import result_type, without_edit_note
+from ._types import (
+    FINAL_STATUSES,
+    Approval,
+    AssistantToolCallMessage,
+    Decision,
+    Message,
+    ProviderItem,
+    Reasoning,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+)
+
+PREVIEW_CHARS = 200
+ERROR_CHARS = 1000
+FRAGMENTS = (TextDelta, ReasoningDelta, ToolCallDelta)
+"""The streaming fragments: neither folded nor kept in ``chat.events`` (the whole is)."""
+_FINAL_NOT_OK = FINAL_STATUSES - {"ok", "denied"}
+
+ChangeKind = Literal["call", "step", "message", "chat", "reset"]
+
+
+@dataclass(slots=True)
+class CallRecord:
+    """One tool call (or one provider item: ``item_type`` set) as the chat's events tell it.
+
+    The fields are ``chat.log``'s columns (see :mod:`nbagent.log`), plus the
+    values behind them: ``call`` (the chat's :class:`~nbagent.ToolCall`, for its
+    identity; ``None`` for a provider item), ``approval``, ``decided`` (the
+    :class:`~nbagent.Decision`) and ``result`` (the
+    :class:`~nbagent.ToolResultMessage` the model read). ``ran_before`` holds call ids.
+    """
+
+    call_id: str
+    tool: str
+    status: str = "requested"
+    decision: str = "auto"
+    duration_ms: float | None = None
+    arguments: Any = None
+    result_preview: str | None = None
+    result_type: str | None = None
+    error: str | None = None
+    decided_by: str | None = None
+    reason: str | None = None
+    edited_arguments: dict[str, Any] | None = None
+    decided_at: datetime | None = None
+    requires_approval: bool | None = None
+    approval_source: str | None = None
+    approval_reason: str | None = None
+    server: str | None = None
+    hosted: bool | None = None
+    replayed: bool | None = None
+    shared: bool | None = None
+    ran_before: tuple[str, ...] = ()
+    item_type: str | None = None
+    turn: int | None = None
+    step: int | None = None
+    run_step: int | None = None
+    concurrency: str | None = None
+    requested_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    model: str | None = None
+    provider: str | None = None
+    call: ToolCall | None = None
+    approval: Approval | None = None
+    decided: Decision | None = None
+    result: ToolResultMessage | None = None
+
+
+@dataclass(slots=True)
+class StepRecord:
+    """One model request: ``chat.steps``'s columns, ``usage`` as a :class:`~nbagent.Usage`
+    (``None`` while in flight or when it failed) and the answer's ``text``."""
+
+    turn: int
+    step: int
+    model: str | None = None
+    provider: str | None = None
+    tool_choice: str | None = None
+    n_messages: int | None = None
+    usage: Usage | None = None
+    cost_usd: float | None = None
+    replayed: bool | None = None
+    shared: bool | None = None
+    latency_ms: float | None = None
+    stop_reason: str | None = None
+    raw_stop_reason: str | None = None
+    n_tool_calls: int | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    error_type: str | None = None
+    error: str | None = None
+    text: str | None = None
+
+
+@dataclass(slots=True)
+class MessageRecord:
+    """One transcript message: ``chat.messages``'s columns and the ``message`` itself."""
+
+    index: int
+    turn: int
+    role: str | None
+    kind: str
+    content: str | None
+    n_tool_calls: int
+    tool_call_id: str | None
+    tool: str | None
+    status: str | None
+    is_error: bool | None
+    stop_reason: str | None
+    added_at: datetime
+    message: Message
+
+
+class RecordChange(NamedTuple):
+    """What one event changed: ``kind`` ``call`` (``key``: the call id), ``step`` (the
+    :class:`StepRecord`'s position in ``steps``), ``message`` (its index; the records of
+    the provider items it carries are added with it), ``chat`` (the totals or the last
+    step) or ``reset`` (refolded: a loaded chat's history)."""
+
+    kind: ChangeKind
+    key: str | int | None
+    event: Event | None
+
+
+RecordHook = Callable[[RecordChange], Any]
+
+
+class ChatRecord:
+    """One chat's calls, steps, messages and totals, folded from its events (see the module)."""
+
+    def __init__(self, chat_id: str):
+        self.chat_id = chat_id
+        self._lock = threading.RLock()
+        self._hooks: list[RecordHook] = []
+        self.version = 0  # only ever grows (a refold too): a reader's cache key
+        self._clear()
+
+    def _clear(self) -> None:
+        self._calls: list[CallRecord] = []
+        self._by_id: dict[str, CallRecord] = {}
+        self._steps: list[StepRecord] = []
+        self._open_steps: dict[int, int] = {}
+        self._messages: list[MessageRecord] = []
+        self._model: str | None = None
+        self._provider: str | None = None
+        self.usage = Usage()
+        self.cost_usd = 0.0
+        self.unpriced = 0
+        self.turn = 0
+        self.step = 0
+        self.last_step: str | None = None
+        self.last_budget: str | None = None
+
+    # ------------------------------------------------------------ reading
+    @property
+    def calls(self) -> tuple[CallRecord, ...]:
+        """Every call and provider item, in request order."""
+        with self._lock:
+            return tuple(self._calls)
+
+    @property
+    def steps(self) -> tuple[StepRecord, ...]:
+        """Every model request, in order."""
+        with self._lock:
+            return tuple(self._steps)
+
+    @property
+    def messages(self) -> tuple[MessageRecord, ...]:
+        """Every transcript message, in order."""
+        with self._lock:
+            return tuple(self._messages)
+
+    def call(self, call_id: str) -> CallRecord:
+        """The record of one call, by id.
+
+        Raises:
+            KeyError: The chat has no such call.
+        """
+        with self._lock:
+            return self._by_id[call_id]
+
+    def get(self, call_id: str) -> CallRecord | None:
+        """The record of one call, by id, or ``None``."""
+        with self._lock:
+            return self._by_id.get(call_id)
+
+    @property
+    def title(self) -> str | None:
+        """The chat's first user message with text (what a store calls its title), or None."""
+        with self._lock:
+            for m in self._messages:
+                if m.role == "user" and isinstance(m.content, str) and m.content.strip():
+                    return m.content
+        return None
+
+    @contextmanager
+    def reading(self) -> Iterator[ChatRecord]:
+        """Hold the record still while reading many fields (no event folds meanwhile)."""
+        with self._lock:
+            yield self
+
+    def snapshot(self) -> Snapshot:
+        """The chat state the record describes, as new objects (fork restores it).
+
+        Every call is a fresh :class:`~nbagent.ToolCall` with the lifecycle its
+        events gave it; an assistant message's calls are those fresh ones.
+        """
+        with self._lock:
+            calls: dict[str, ToolCall] = {}
+            for r in self._calls:
+                if r.call is None:
+                    continue
+                c = r.call.copy_identity()
+                c.approval, c.decision, c.result = r.approval, r.decided, r.result
+                c.status = r.status  # type: ignore[assignment]
+                c.started_at, c.finished_at = r.started_at, r.finished_at
+                calls[c.id] = c
+            messages: list[Message] = []
+            for mr in self._messages:
+                m = mr.message
+                if isinstance(m, AssistantToolCallMessage):
+                    for tc in m.tool_calls:
+                        calls.setdefault(tc.id, tc.copy_identity())
+                    m = _with_calls(m, tuple(calls[tc.id] for tc in m.tool_calls))
+                messages.append(m)
+            return Snapshot(
+                messages=tuple(messages),
+                calls=tuple(calls.values()),
+                call_turn={r.call_id: r.turn for r in self._calls if r.call is not None},  # type: ignore[misc]
+                call_step={r.call_id: r.step for r in self._calls if r.call is not None},  # type: ignore[misc]
+                turn=self.turn,
+                step=self.step,
+                forced_spent=any(
+                    isinstance(m, ToolResultMessage) and m.turn == self.turn for m in messages
+                ),
+                usage=self.usage,
+                cost_usd=self.cost_usd,
+                unpriced=self.unpriced,
+                last_step=self.last_step,
+                last_budget=self.last_budget,
+            )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ChatRecord):
+            return NotImplemented
+        return self._state() == other._state()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _state(self) -> tuple[Any, ...]:
+        with self._lock:
+            return (
+                self.chat_id,
+                list(self._calls),
+                list(self._steps),
+                list(self._messages),
+                self.usage,
+                self.cost_usd,
+                self.unpriced,
+                self.turn,
+                self.step,
+                self.last_step,
+                self.last_budget,
+            )
+
+    def __repr__(self) -> str:
+        return (
+            f"ChatRecord(chat_id={self.chat_id[:8]!r}, calls={len(self._calls)}, "
+            f"steps={len(self._steps)}, messages={len(self._messages)})"
+        )
+
+    # ------------------------------------------------------------ the hook
+    def subscribe(self, fn: RecordHook) -> None:
+        """Call ``fn(change)`` after every change (in the emitting thread; keep it quick)."""
+        if not callable(fn):
+            raise TypeError(f"subscriber must be callable, got {fn!r}")
+        with self._lock:
+            self._hooks = [*self._hooks, fn]
+
+    def unsubscribe(self, fn: RecordHook) -> bool:
+        """Stop calling ``fn``; whether it was subscribed."""
+        with self._lock:
+            before = len(self._hooks)
+            self._hooks = [f for f in self._hooks if f is not fn and f != fn]
+            return len(self._hooks) != before
+
+    def _tell(self, change: RecordChange) -> None:
+        for fn in self._hooks:
+            try:
+                fn(change)
+            except Exception as exc:
+                warnings.warn(
+                    f"nbagent record subscriber {getattr(fn, '__qualname__', fn)!r} raised "
+                    f"{type(exc).__name__}: {exc}",
+                    CallbackWarning,
+                    stacklevel=2,
+                )
+
+    # ------------------------------------------------------------ the fold
+    def _apply(self, event: Event) -> RecordChange | None:
+        """Fold one event (O(1)); the change it made, or ``None``."""
+        rule = _RULES.get(type(event))
+        if rule is None:
+            raise TypeError(f"the chat record has no rule for {type(event).__name__}")
+        with self._lock:
+            change = rule(self, event)
+            if change is not None:
+                self.version += 1
+        return change
+
+    def _refold(self, events: Iterable[Event]) -> None:
+        """Fold the whole history again (a loaded chat: its stored events come first)."""
+        with self._lock:
+            self._clear()
+            for e in events:
+                self._apply(e)
+            self.version += 1
+        self._tell(RecordChange("reset", None, None))
+
+    def _row(self, call: ToolCall, step: int | None, turn: int | None) -> CallRecord:
+        r = self._by_id.get(call.id)
+        if r is None:
+            r = CallRecord(call.id, call.name, arguments=call.arguments, step=step, turn=turn)
+            r.model, r.provider, r.server, r.hosted = (
+                self._model,
+                self._provider,
+                call.server,
+                call.hosted,
+            )
+            r.item_type, r.call = ("mcp_approval_request" if call.hosted else None), call
+            self._by_id[call.id] = r
+            self._calls.append(r)
+        return r
+
+    def _on_requested(self, e: ToolCallRequested) -> RecordChange:
+        r = self._row(e.call, e.step, e.turn)
+        a = r.approval = e.approval
+        r.step, r.turn, r.requested_at = e.step, e.turn, e.ts
+        r.requires_approval, r.approval_source, r.approval_reason = (
+            a.required,
+            a.source,
+            a.reason or None,
+        )
+        r.status = "awaiting_approval" if a.required else "requested"
+        r.decision = "pending" if a.required else "auto"
+        return RecordChange("call", r.call_id, e)
+
+    def _on_approval_requested(self, e: ApprovalRequested) -> RecordChange:
+        r = self._row(e.call, e.step, e.turn)
+        r.status, r.decision, r.requires_approval = "awaiting_approval", "pending", True
+        if e.reason:
+            r.approval_reason = e.reason
+        if r.approval_source is None:
+            r.approval_source = e.source
+        return RecordChange("call", r.call_id, e)
+
+    def _on_decided(self, e: ApprovalDecided) -> RecordChange:
+        r = self._row(e.call, None, e.turn)
+        d = r.decided = e.decision
+        r.decision = "policy" if d.by.startswith("policy") else d.verdict
+        r.decided_by, r.decided_at, r.reason, r.edited_arguments = d.by, d.at, d.reason, d.arguments
+        r.requires_approval, r.result = True, None
+        if d.verdict == "approved":
+            if r.status == "denied":  # a human overruled an automatic denial
+                r.finished_at = r.result_preview = r.error = r.result_type = None
+            r.status = "approved"
+        else:
+            r.status = "denied"
+        return RecordChange("call", r.call_id, e)
+
+    def _on_started(self, e: ToolCallStarted) -> RecordChange:
+        r = self._row(e.call, None, e.turn)
+        r.status, r.run_step, r.started_at, r.concurrency = "running", e.step, e.ts, e.mode
+        return RecordChange("call", r.call_id, e)
+
+    def _on_finished(self, e: ToolCallFinished) -> RecordChange:
+        r = self._row(e.call, e.step, e.turn)
+        status = r.status = e.status
+        r.result, r.finished_at, r.duration_ms = e.result, e.ts, e.duration_ms
+        r.replayed, r.shared, r.ran_before = e.replayed, e.shared, e.ran_before
+        # The model reads a note before an edited call's result; the preview shows the result.
+        content = without_edit_note(e.result.content, r.edited_arguments is not None)
+        r.result_preview = content[:PREVIEW_CHARS]
+        r.result_type = result_type(content, e.result.parts) if status == "ok" else None
+        if e.started_at is not None:
+            r.started_at = e.started_at
+        if status in _FINAL_NOT_OK:
+            r.error = (e.error or content)[:ERROR_CHARS]
+        if r.decision == "pending":
+            r.decision = "none"
+        return RecordChange("call", r.call_id, e)
+
+    def _on_in_doubt(self, e: CallInDoubt) -> RecordChange | None:
+        if not e.rerun:
+            return None  # its ToolCallFinished (in_doubt) follows
+        r = self._row(e.call, e.step, e.turn)
+        r.status = "approved" if r.requires_approval else "requested"
+        r.started_at = None
+        return RecordChange("call", r.call_id, e)
+
+    def _new_step(self, step: int, turn: int, model: str, provider: str) -> int:
+        self._steps.append(StepRecord(turn, step, model, provider))
+        return len(self._steps) - 1
+
+    def _on_request_started(self, e: ModelRequestStarted) -> RecordChange:
+        i = self._open_steps[e.step] = self._new_step(e.step, e.turn, e.model, e.provider)
+        s = self._steps[i]
+        s.tool_choice, s.n_messages, s.started_at = e.tool_choice, e.n_messages, e.ts
+        return RecordChange("step", i, e)
+
+    def _step_row(self, e: ModelRequestFinished | ModelRequestFailed) -> int:
+        i = self._open_steps.pop(e.step, None)
+        return self._new_step(e.step, e.turn, e.model, e.provider) if i is None else i
+
+    def _on_request_finished(self, e: ModelRequestFinished) -> RecordChange:
+        i = self._step_row(e)
+        s = self._steps[i]
+        s.model, s.provider = self._model, self._provider = e.model, e.provider
+        s.usage, s.cost_usd, s.replayed, s.shared = e.usage, e.cost_usd, e.replayed, e.shared
+        s.latency_ms, s.stop_reason, s.raw_stop_reason = (
+            e.latency_ms,
+            e.stop_reason,
+            e.raw_stop_reason,
+        )
+        s.n_tool_calls, s.finished_at, s.text = e.n_tool_calls, e.ts, e.text
+        self.usage = self.usage + e.usage
+        if e.cost_usd is None:
+            self.unpriced += 1
+        else:
+            self.cost_usd += e.cost_usd
+        return RecordChange("step", i, e)
+
+    def _on_request_failed(self, e: ModelRequestFailed) -> RecordChange:
+        i = self._step_row(e)
+        s = self._steps[i]
+        s.latency_ms, s.error_type, s.error = e.latency_ms, e.error_type, e.error[:ERROR_CHARS]
+        s.n_tool_calls, s.finished_at = 0, e.ts
+        return RecordChange("step", i, e)
+
+    def _on_step_finished(self, e: StepFinished) -> RecordChange:
+        self.step = max(self.step, e.step)
+        self.last_step, self.last_budget = e.kind, e.budget
+        return RecordChange("chat", e.step, e)
+
+    def _on_message(self, e: MessageAdded) -> RecordChange:
+        self._messages.append(_message_record(e))
+        self.turn = max(self.turn, e.turn)
+        for n, item in enumerate(getattr(e.message, "items", ())):
+            if not isinstance(item, Reasoning):  # thinking is no call: see the steps
+                self._on_item(item, f"{e.index}.{n}", e)
+        return RecordChange("message", e.index, e)
+
+    def _on_item(self, item: ProviderItem, key: str, e: MessageAdded) -> None:
+        """A record for what the provider did on its side (never run here)."""
+        ident = item.call_id or key
+        if ident in self._by_id:
+            return  # a replay
+        raw = item.raw
+        r = CallRecord(ident, item.name or item.type, status=item.status)  # type: ignore[arg-type]
+        r.server, r.hosted, r.item_type, r.turn = item.server, True, item.type, e.turn
+        r.requested_at = r.finished_at = e.ts
+        r.model, r.provider, r.requires_approval = self._model, self._provider, False
+        r.arguments = _arguments_of(raw)
+        self._by_id[ident] = r
+        self._calls.append(r)
+        approval = raw.get("approval_request_id")
+        j = self._by_id.get(approval) if isinstance(approval, str) else None
+        if j is not None:  # it ran after an approval: that approval's decision
+            r.decision, r.decided_by, r.decided_at = j.decision, j.decided_by, j.decided_at
+            r.reason, r.decided, r.requires_approval = j.reason, j.decided, True
+        elif item.status == RAN_UNAPPROVED:  # an approval was due and nobody gave one
+            r.requires_approval, r.decision = True, "none"
+        output = _item_output(raw)
+        failed = item.status == "error" or (item.status in BREACHES and bool(raw.get("error")))
+        if output is not None:
+            r.result_preview = output[:PREVIEW_CHARS]
+            if not failed:
+                r.result_type = result_type(output)
+        if failed:
+            r.error = (output or "failed")[:ERROR_CHARS]
+
+    def _unchanged(self, e: Event) -> None:
+        """Events that change none of the record (options, rules, streaming fragments)."""
+        return None
+
+
+_RULES: dict[type[Event], Callable[[ChatRecord, Any], RecordChange | None]] = {
+    MessageAdded: ChatRecord._on_message,
+    ModelRequestStarted: ChatRecord._on_request_started,
+    TextDelta: ChatRecord._unchanged,
+    ReasoningDelta: ChatRecord._unchanged,
+    ToolCallDelta: ChatRecord._unchanged,
+    ModelRequestFinished: ChatRecord._on_request_finished,
+    ModelRequestFailed: ChatRecord._on_request_failed,
+    ToolCallRequested: ChatRecord._on_requested,
+    ApprovalRequested: ChatRecord._on_approval_requested,
+    ApprovalDecided: ChatRecord._on_decided,
+    ToolCallStarted: ChatRecord._on_started,
+    ToolCallFinished: ChatRecord._on_finished,
+    CallInDoubt: ChatRecord._on_in_doubt,
+    StepFinished: ChatRecord._on_step_finished,
+    OptionsChanged: ChatRecord._unchanged,
+    AlwaysAllowChanged: ChatRecord._unchanged,
+}
+"""The fold's rule for every event type (a test checks none is missing)."""
+
+
+def fold(events: Iterable[Event], chat_id: str | None = None) -> ChatRecord:
+    """A record folded from ``events`` (a chat's ``chat.events``, or a store's), from scratch.
+
+    ``chat_id`` defaults to the first event's.
+    """
+    record: ChatRecord | None = None if chat_id is None else ChatRecord(chat_id)
+    for e in events:
+        if record is None:
+            record = ChatRecord(e.chat_id)
+        record._apply(e)
+    return record if record is not None else ChatRecord("")
+
+
+def fold_chats(events: Iterable[Event]) -> list[ChatRecord]:
+    """One record per chat of a stream mixing chats (a store's), in order of first event."""
+    records: dict[str, ChatRecord] = {}
+    for e in events:
+        record = records.get(e.chat_id)
+        if record is None:
+            record = records[e.chat_id] = ChatRecord(e.chat_id)
+        record._apply(e)
+    return list(records.values())
+
+
+def keeper(history: list[Event], record: ChatRecord) -> Callable[[Event], None]:
+    """The bus's first subscriber: folds each event into ``record``, then keeps it in
+    ``history`` (``chat.events``); the record's subscribers hear of the change last.
+
+    It holds the list and the record, not the chat, so the bus never keeps its chat alive.
+    """
+
+    def keep(event: Event) -> None:
+        if isinstance(event, FRAGMENTS):
+            return
+        with record._lock:
+            history.append(event)
+            change = record._apply(event)
+        if change is not None:
+            record._tell(change)
+
+    return keep
+
+
+def _with_calls(m: AssistantToolCallMessage, calls: tuple[ToolCall, ...]) -> Message:
+    import dataclasses
+
+    return dataclasses.replace(m, tool_calls=calls)
+
+
+def _message_record(e: MessageAdded) -> MessageRecord:
+    m: Any = e.message
+    if isinstance(m, ToolResultMessage):
+        return MessageRecord(
+            e.index, e.turn, "tool", "tool_result", m.content, 0, m.tool_call_id,
+            m.name or None, m.status, m.is_error, None, e.ts, m,
+        )  # fmt: skip
+    if isinstance(m, AssistantToolCallMessage):
+        return MessageRecord(
+            e.index, e.turn, "assistant", "tool_calls", m.content, len(m.tool_calls),
+            None, None, None, None, m.stop_reason, e.ts, m,
+        )  # fmt: skip
+    role = getattr(m, "role", None)
+    stop = getattr(m, "stop_reason", None) if role == "assistant" else None
+    content = getattr(m, "content", None)
+    return MessageRecord(
+        e.index, e.turn, role, "text", content, 0, None, None, None, None, stop, e.ts, m
+    )
+
+
+def _arguments_of(raw: dict[str, Any]) -> Any:
+    arguments = raw.get("arguments", raw.get("input"))
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return {"_raw": arguments}
+    return arguments if isinstance(arguments, dict) else None
+
+
+def _item_output(raw: dict[str, Any]) -> str | None:
+    """A provider item's output or error, as text (``mcp_call``, ``mcp_tool_result``...)."""
+    for key in ("error", "output", "content"):
+        value = raw.get(key)
+        if value is None or value == "":
+            continue
+        if isinstance(value, str):
+            return value
+        if isinstance(value, dict) and isinstance(value.get("message"), str):
+            return value["message"]
+        if isinstance(value, list):
+            texts = [p.get("text") for p in value if isinstance(p, dict)]
+            joined = "".join(t for t in texts if isinstance(t, str))
+            if joined:
+                return joined
+        try:
+            return json.dumps(value, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            return json.dumps(repr(value))
+    return None
+
+
+__all__ = [
+    "CallRecord",
+    "ChatRecord",
+    "MessageRecord",
+    "RecordChange",
+    "StepRecord",
+    "fold",
+    "fold_chats",
+    "keeper",
+]

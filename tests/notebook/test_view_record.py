@@ -1,0 +1,137 @@
+"""The view reads the core's chat record: what it shows of calls, steps and totals is the record's.
+
+The display state (``ChatState``) has no fold of its own: it follows ``chat.record``'s
+changes, and one made later (a ``display(chat)`` after the fact, a loaded chat) is built
+from the record. Both must show the same conversation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nbagent import Chat, ProviderError, tool
+from nbagent.notebook._fallback import bundle_for
+from nbagent.notebook._state import BudgetEntry, CallEntry, ChatState, StepEntry, state_for
+from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    if key == "boom":
+        raise RuntimeError("no such key")
+    return f"value of {key}"
+
+
+@tool(requires_approval=True)
+def wire(amount: int) -> str:
+    """Send money."""
+    return f"sent {amount}"
+
+
+class Flaky(ScriptedProvider):
+    """Fails the requests whose number (from 0) is in ``fail``, once each."""
+
+    def __init__(self, script: list[Any], fail: set[int]):
+        super().__init__(script)
+        self.fail, self.asked = set(fail), 0
+
+    def complete(self, request: Any) -> Any:
+        n, self.asked = self.asked, self.asked + 1
+        if n in self.fail:
+            raise ProviderError("server hiccup", provider="scripted")
+        return super().complete(request)
+
+
+def _shown(state: ChatState) -> tuple[Any, ...]:
+    """What a state shows (budget cards aside: a rebuilt state shows only the last one; and
+    a tool's traceback, which only an ``after_tool_result`` callback ever sees)."""
+    with state.lock:
+        entries = [e for e in state.entries if not isinstance(e, BudgetEntry)]
+        rows = [(e.key, e.turn, e.kind) for e in entries]
+        bundle = bundle_for(state)
+        html = re.sub(r'<details class="nba-tb">.*?</details>', "", bundle["text/html"], flags=re.S)
+        body = re.sub(r"<[^>]*nba-status.*", "", html, flags=re.S)  # the phase is the view's
+        totals = {t: state.totals_for(t) for t in sorted({e.turn for e in entries})}
+        sums = [(t, x.steps, x.calls, x.input_tokens, x.output_tokens) for t, x in totals.items()]
+        return rows, body, sums
+
+
+_round = st.lists(
+    st.sampled_from(["a", "b", "boom", "wire"]), min_size=1, max_size=3
+)  # the calls of one response
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    turns=st.lists(st.lists(_round, max_size=3), min_size=1, max_size=3),
+    fail=st.sets(st.integers(0, 8), max_size=2),
+    verdicts=st.lists(st.booleans(), max_size=12),
+)
+def test_a_state_built_from_the_record_shows_what_the_live_one_showed(
+    turns: list[list[list[str]]], fail: set[int], verdicts: list[bool]
+) -> None:
+    script: list[Any] = []
+    for t, rounds in enumerate(turns):
+        for calls in rounds:
+            script.append(
+                call_tools(
+                    *[
+                        ("wire", {"amount": 5}) if c == "wire" else ("lookup", {"key": c})
+                        for c in calls
+                    ]
+                )
+            )
+        script.append(reply(f"**answer {t}**"))
+    chat = Chat(provider=Flaky(script, fail), display=False).with_tools(lookup, wire)
+    live = state_for(chat)
+    decide = iter(verdicts)
+    for t in range(len(turns)):
+        with contextlib.suppress(ProviderError):
+            chat.ask(f"turn {t}")
+        while chat.status != "complete":
+            for c in chat.pending_approvals:
+                if next(decide, True):
+                    chat.approve(c)
+                else:
+                    chat.deny(c, reason="not today")
+            with contextlib.suppress(ProviderError):
+                chat.complete()
+    rebuilt = ChatState.from_chat(chat)
+    assert _shown(rebuilt) == _shown(live)
+    # And the facts are the record's: every call as the record has it.
+    for e in live.entries:
+        if isinstance(e, CallEntry):
+            r = chat.record.call(e.call_id)
+            assert (e.status, e.verdict, e.duration_ms) == (
+                r.status,
+                r.decided.verdict if r.decided else None,
+                r.duration_ms,
+            )
+    steps = [e for e in live.entries if isinstance(e, StepEntry)]
+    done = [s for s in chat.record.steps if s.usage is not None]
+    assert sum(s.input_tokens for s in steps) == sum(s.usage.input_tokens for s in done)  # type: ignore[union-attr]
+
+
+def test_a_loaded_chat_shows_its_steps_tokens_and_timings(tmp_path: Path) -> None:
+    """Chat.load: the view of the reloaded chat says what each step spent and took, as the
+    live view did (a view rebuilt from the transcript alone knew neither)."""
+    db = str(tmp_path / "chats.db")
+    script = [call_tools(("lookup", {"key": "a"})), reply("done")]
+    chat = Chat(provider=ScriptedProvider(script), store=db, display=False).with_tools(lookup)
+    chat.ask("go")
+    before = bundle_for(state_for(chat))["text/plain"]
+    loaded = Chat.load(
+        chat.id, store=db, provider=ScriptedProvider([]), tools=[lookup], display=False
+    )
+    after = bundle_for(state_for(loaded))["text/plain"]
+    step_lines = [line for line in after.splitlines() if re.search(r"\bstep \d", line)]
+    assert len(step_lines) == 2
+    assert all(re.search(r"\d+ in / \d+ out tokens", line) for line in step_lines), after
+    assert [line for line in before.splitlines() if "step " in line] == step_lines
