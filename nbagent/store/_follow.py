@@ -11,16 +11,14 @@ row wakes, the Ray driver resends a chat, the inbox reads its rows again, a
     ...
     sub.close()
 
-How news arrives is the store's business, and there is one way per store:
-PostgreSQL pushes it (its listening thread calls :meth:`Follower.push` at each
-NOTIFY), SQLite is polled (the ``decisions`` table's increasing ids), and any
-other store through its own ``watch()`` (read without waiting) or, without
-one, by comparing ``pending_approvals()`` from one look to the next. The
-follower runs as one task on nbagent's background loop (no thread of its
-own): it looks every :data:`POLL_INTERVAL` seconds while it has subscribers
-(at once when a push arrives), then calls the callbacks that have news on
-worker threads, each at most once at a time. Live chats in this process need
-none of this: their ``ApprovalDecided`` events say it at once.
+News arrives one way per store: PostgreSQL pushes it (its listening thread
+calls :meth:`Follower.push` at each NOTIFY), SQLite is polled (the
+``decisions`` table's increasing ids), another store through its own
+``watch()`` read without waiting, or, with none, its ``pending_approvals()``
+compared between looks. The follower is one task on nbagent's background loop
+while it has subscribers: it looks every :data:`POLL_INTERVAL` s (at once on a
+push) and calls back those with news on worker threads. Live chats in this
+process need none of this: their ``ApprovalDecided`` events say it at once.
 """
 
 from __future__ import annotations
@@ -56,7 +54,6 @@ class Subscription:
         follower: Follower,
         chat_ids: Iterable[str] | None,
         callback: Callable[[set[str]], Any],
-        *,
         look: bool,
         every_tick: bool,
         on_close: Callable[[], Any] | None,
@@ -127,10 +124,6 @@ class Subscription:
         except Exception as exc:  # a consumer's trouble never stops the follower
             self.last_error = exc
 
-    def __repr__(self) -> str:
-        which = "every chat" if self._ids is None else f"{len(self._ids)} chat(s)"
-        return f"Subscription({which}{', closed' if self.closed else ''})"
-
 
 class Follower:
     """Follows one store's decisions for every subscriber in this process.
@@ -149,7 +142,6 @@ class Follower:
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.closed = False
-        self.looks = 0
         self.last_error: BaseException | None = None
         self._poll = _source(store, self) if store is not None else None
 
@@ -176,18 +168,7 @@ class Follower:
             sub.close()
 
     # -- the consumers' side --------------------------------------------------------
-    def subscribe(
-        self,
-        chat_ids: Iterable[str] | None,
-        callback: Callable[[set[str]], Any],
-        *,
-        look: bool = True,
-        every_tick: bool = False,
-        on_close: Callable[[], Any] | None = None,
-    ) -> Subscription:
-        sub = Subscription(
-            self, chat_ids, callback, look=look, every_tick=every_tick, on_close=on_close
-        )
+    def add(self, sub: Subscription) -> Subscription:
         with self._lock:
             self._subs.append(sub)
             start = not self._running and not self.closed
@@ -249,7 +230,6 @@ class Follower:
                 return None
             news |= self._pushed
             self._pushed = set()
-            self.looks += 1
             return news, list(self._subs)
 
 
@@ -324,9 +304,8 @@ def follow(
     """
     if isinstance(chat_ids, str):
         raise TypeError("chat_ids must be a collection of chat ids (or None), not one string")
-    return follower_of(store).subscribe(
-        chat_ids, callback, look=look, every_tick=every_tick, on_close=on_close
-    )
+    follower = follower_of(store)
+    return follower.add(Subscription(follower, chat_ids, callback, look, every_tick, on_close))
 
 
 def release(store: Any) -> None:
