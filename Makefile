@@ -44,7 +44,7 @@ help:
 	@echo "make test     whole pytest suite, browser tests included (PYTEST_ARGS=...)"
 	@echo "make screenshot  regenerate docs/images/live-view.png (the README's picture) in JupyterLab"
 	@echo "make lint     ruff check + mypy + import contracts (lint-imports)"
-	@echo "make imports  the import contracts alone: layers, no cycles (pyproject.toml)"
+	@echo "make imports  the import contracts alone: six layers, faces, no cycles (pyproject.toml)"
 	@echo "make bench    python -m benchmarks"
 	@echo "make clean    remove caches and build output (distclean: also $(VENV))"
 

@@ -88,20 +88,18 @@ from .comparison import compare
 from .inbox import Inbox, inbox
 from .log import read_log
 from .mcp import MCPServer, MCPTool
-from .providers._base import ModelRequest, Provider, StreamDelta
-from .providers._demo import DemoProvider
+from .providers import DemoProvider, ModelRequest, Provider, StreamDelta
 from .store import PostgresStore, SQLiteStore, Store, open_store
 
 if TYPE_CHECKING:
-    from .providers._anthropic import AnthropicProvider
-    from .providers._openai import OpenAIProvider
+    from .providers import AnthropicProvider, OpenAIProvider
 
 __version__ = "0.1.0"
 
 _LAZY = {
     # imported on first use so that `import nbagent` does not import the SDKs
-    "AnthropicProvider": "nbagent.providers._anthropic",
-    "OpenAIProvider": "nbagent.providers._openai",
+    "AnthropicProvider": "nbagent.providers",
+    "OpenAIProvider": "nbagent.providers",
 }
 
 

@@ -56,8 +56,7 @@ from ._types import (
     Usage,
 )
 from ._unicode import clean
-from .providers._base import Provider
-from .providers._registry import resolve_provider
+from .providers import Provider, resolve_provider
 
 
 def new_chat_id() -> str:

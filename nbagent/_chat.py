@@ -15,7 +15,7 @@ from typing import Any, Literal
 from ._base_chat import BaseChat
 from ._fork import UNSET, Plan
 from ._types import Message, ToolCall
-from .providers._base import Provider
+from .providers import Provider
 
 
 class Chat(BaseChat):
@@ -116,10 +116,10 @@ class Chat(BaseChat):
 
         self._log = CallLog(self.record)
         if store is not None:
-            from .store._attach import attach_store
+            from .store import attach_store
 
             attach_store(self, store)
-        from .notebook._auto import install_auto_display  # no-op outside a Jupyter kernel
+        from .notebook import install_auto_display  # no-op outside a Jupyter kernel
 
         install_auto_display(self)
 
@@ -177,7 +177,7 @@ class Chat(BaseChat):
             StoreError: Unknown chat id, or the store cannot be read.
             ValueError: ``always_allow`` names a tool with no stored conditional rule.
         """
-        from .store._attach import load_chat
+        from .store import load_chat
 
         return load_chat(
             cls,
@@ -228,7 +228,7 @@ class Chat(BaseChat):
         )
 
     def _spawn(self, p: Plan, store: Any = UNSET, **wings: Any) -> Chat:
-        from .store._attach import attach_store, store_of
+        from .store import attach_store, store_of
 
         if store is UNSET:
             store = store_of(self)
@@ -239,12 +239,12 @@ class Chat(BaseChat):
 
     # ------------------------------------------------------- the notebook view
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from .notebook._fallback import chat_mimebundle
+        from .notebook import chat_mimebundle
 
         return chat_mimebundle(self)
 
     def _ipython_display_(self) -> None:
-        from .notebook._auto import display_chat
+        from .notebook import display_chat
 
         display_chat(self)
 

@@ -55,7 +55,7 @@ from ._types import (
     Usage,
 )
 from ._unicode import TooDeep, clean, clean_json
-from .providers._base import ModelRequest, Provider
+from .providers import ModelRequest, Provider
 
 StepKind = Literal[
     "generated", "ran_tools", "awaiting_approval", "complete", "budget_exhausted", "busy"

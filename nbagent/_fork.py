@@ -79,8 +79,7 @@ from ._types import (
     ToolCall,
     ToolResultMessage,
 )
-from .providers._base import Provider
-from .providers._registry import provider_for_model, resolve_provider, with_model
+from .providers import Provider, provider_for_model, resolve_provider, with_model
 
 UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
 """A keyword not given (``None`` is a value: a tool may return it, a system prompt be cleared)."""

@@ -74,8 +74,7 @@ from ._types import (
     ToolResultMessage,
 )
 from ._unicode import TooDeep, clean, clean_json
-from .providers._base import ModelRequest, Provider, StreamDelta
-from .providers._catalog import cost_of
+from .providers import ModelRequest, Provider, StreamDelta, cost_of
 
 
 class LoopMixin(ChatCore):

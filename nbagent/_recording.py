@@ -51,7 +51,7 @@ from ._types import (
     ToolCall,
     ToolResultMessage,
 )
-from .providers._base import ModelRequest, StreamDelta
+from .providers import ModelRequest, StreamDelta
 
 VERSION = 1
 """The fingerprint's format: a change to what a request's key covers bumps it."""

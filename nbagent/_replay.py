@@ -59,7 +59,7 @@ from ._recording import (
     synthetic_deltas,
 )
 from ._types import LLMToolResponse
-from .providers._base import ModelRequest, Provider, StreamDelta
+from .providers import ModelRequest, Provider, StreamDelta
 
 ReplayMode = Literal["auto", "only", "off"]
 PROCESS_LIMIT = 4096

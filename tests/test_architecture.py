@@ -8,7 +8,12 @@ The import layers and the absence of cycles are import-linter's job
 from __future__ import annotations
 
 import ast
+import os
 import re
+import shutil
+import subprocess
+import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -157,9 +162,12 @@ def test_architecture_doc_draws_the_package_as_it_is() -> None:
     assert sorted(drawn - on_disk) == [], "in docs/ARCHITECTURE.md, not in the package"
 
 
-@pytest.mark.parametrize("module", ["store", "log", "notebook"])
+@pytest.mark.parametrize(
+    "module", sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+)
 def test_a_wing_face_is_only_a_face(module: str) -> None:
-    """A wing's ``__init__`` holds no code its own modules import (they import siblings)."""
+    """A package's ``__init__`` holds no code its own modules import (they import siblings):
+    the names it re-exports for the rest of nbagent never loop back into it."""
     pkg = PACKAGE / module
     for path in pkg.glob("_*.py"):
         tree = ast.parse(path.read_text())
@@ -178,3 +186,86 @@ def test_test_modules_have_unique_names() -> None:
     names = [p.name for p in tests.rglob("test_*.py")]
     twice = sorted({n for n in names if names.count(n) > 1})
     assert not twice, f"test modules with the same name in two folders: {twice}"
+
+
+# ------------------------------------------------------- faces and layers
+def _contracts() -> dict[str, dict[str, object]]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    return {c["type"]: c for c in config["contracts"]}
+
+
+def test_the_layers_state_the_intent_in_six_layers() -> None:
+    """values, providers, the core, wings, many-chat wings, the face: every module placed."""
+    layers = _contracts()["layers"]
+    assert layers["containers"] == ["nbagent"] and layers["exhaustive"] is True
+    assert len(layers["layers"]) <= 6
+    assert "ignore_imports" not in layers
+
+
+def test_faces_hold_for_the_whole_package_without_exceptions() -> None:
+    faces = _contracts()["private_modules"]
+    assert faces["packages_with_private_modules"] == ["nbagent"]
+    assert "ignore_imports" not in faces
+
+
+def _lint_copy(tmp_path: Path, edit: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """lint-imports with this repository's contracts on a copy of nbagent changed by ``edit``
+    (path in the package -> a line appended, or a new module's text)."""
+    shutil.copytree(PACKAGE, tmp_path / "nbagent", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    for rel, line in edit.items():
+        with (tmp_path / "nbagent" / rel).open("a") as f:
+            f.write("\n" + line + "\n")
+    lint = Path(sys.executable).with_name("lint-imports")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    return subprocess.run(
+        [str(lint), "--no-cache"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "broken", "named"),
+    [
+        (  # a wing reaching into another wing's private module
+            {"batch/_run.py": "from ..store._attach import attach_store"},
+            "Faces",
+            "nbagent.batch._run -> nbagent.store._attach",
+        ),
+        (  # the core reaching into the providers' private modules
+            {"_loop.py": "from .providers._registry import resolve_provider"},
+            "Faces",
+            "nbagent._loop -> nbagent.providers._registry",
+        ),
+        (  # a value importing the core
+            {"_events.py": "from . import _tools"},
+            "Six layers",
+            "nbagent._events is not allowed to import nbagent._tools",
+        ),
+        (  # the core importing a wing, through its face
+            {"_loop.py": "from . import log"},
+            "Six layers",
+            "nbagent._loop is not allowed to import nbagent.log",
+        ),
+        (  # one wing importing another of its layer
+            {"log/_projection.py": "from .. import store"},
+            "Six layers",
+            "nbagent.log is not allowed to import nbagent.store",
+        ),
+        (  # a new module no layer names
+            {"_new.py": "X = 1"},
+            "Six layers",
+            "nbagent._new",
+        ),
+    ],
+)
+def test_the_contracts_catch_a_violation(
+    tmp_path: Path, edit: dict[str, str], broken: str, named: str
+) -> None:
+    """The contracts are not vacuous: each of these changes to a copy of the package breaks one."""
+    out = _lint_copy(tmp_path, edit)
+    assert out.returncode != 0, out.stdout
+    verdicts = [line for line in out.stdout.splitlines() if line.endswith(("KEPT", "BROKEN"))]
+    assert [v for v in verdicts if v.endswith("BROKEN")] == [
+        v for v in verdicts if v.startswith(broken)
+    ], out.stdout
+    assert named in out.stdout

@@ -108,7 +108,7 @@ def _stored_row(job: Job, record: Any) -> RowResult | None:
 
 def _resume(store: Any, batch_id: str, jobs: list[Job]) -> tuple[list[Job], dict[str, RowResult]]:
     """(jobs to run, rows already finished): on a worker thread, it reads the store."""
-    from ..store._protocol import BatchStore
+    from ..store import BatchStore
 
     if not isinstance(store, BatchStore):
         raise TypeError(
@@ -188,7 +188,7 @@ async def batch_async(
     runner = get_backend(backend)
     st = None
     if store is not None:
-        from ..store._attach import open_store
+        from ..store import open_store
 
         st = open_store(store)
     previous = active_run(batch_id)

@@ -1,13 +1,13 @@
 """Where a batch shows its progress: a live widget in a notebook, a bar on stderr elsewhere.
 
 - In a Jupyter kernel with ipywidgets: an ``ipywidgets.HTML`` whose value is
-  :func:`~nbagent.batch._progress.progress_html`, displayed with a display id
-  beside its static ``text/html`` and ``text/plain`` (a saved notebook, GitHub
-  and nbconvert show the bar). It is redrawn at most every ``interval``
-  seconds while something changes, and stays live while parked rows are
-  continued in the background; when every row is final its output becomes the
-  static final bar (:class:`~nbagent.notebook._fallback.DisplaySlot` sends the
-  update under the cell that displayed it) and the widget is closed.
+  :func:`~nbagent.batch._progress.progress_html`, shown as a
+  :class:`~nbagent._display.LiveOutput` (beside its static ``text/html`` and
+  ``text/plain``; its twin holds the bar for a notebook reopened while rows
+  were parked). It is redrawn at most every ``interval`` seconds while
+  something changes, and stays live while parked rows are continued in the
+  background; when every row is final its output becomes the static final bar
+  and the widget is closed.
 - In a terminal: one line on stderr, redrawn in place (``\\r``) at most every
   ``interval`` seconds when stderr is a TTY; otherwise (a log file, CI) one
   line every 10 % of the rows or 30 s, whichever comes first, and the last.
@@ -24,9 +24,9 @@ import contextlib
 import sys
 import threading
 import time
-import uuid
 from typing import Any, TextIO
 
+from .._display import LiveOutput, ended_note, widgets_available
 from .._notice import in_kernel
 from ._progress import Progress, Snapshot, progress_html, progress_text, summary_line
 
@@ -94,42 +94,49 @@ class WidgetDisplay(ProgressDisplay):
         super().__init__(progress, title)
         import ipywidgets
 
-        from ..notebook._fallback import DisplaySlot
+        self.widget = ipywidgets.HTML(value=progress_html(progress.snapshot(), title))
+        self.output = LiveOutput("nbagent-batch", self.static, self._ended, self._lock)
+        self.output.attach(self.widget)
 
-        snap = progress.snapshot()
-        self.widget = ipywidgets.HTML(value=progress_html(snap, title))
-        self.slot = DisplaySlot(f"nbagent-batch-{uuid.uuid4().hex}")
-        self.closed = False
+    @property
+    def closed(self) -> bool:
+        """The output is the static final bar; the widget is closed."""
+        return not self.output.live
 
-    def bundle(self, snap: Snapshot, live: bool) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "text/plain": progress_text(snap),
-            "text/html": progress_html(snap, self.title),
-        }
-        if live and not self.closed:
-            data.update(self.widget._repr_mimebundle_() or {})
-            data["text/plain"] = progress_text(snap)
-        return data
+    def static(self) -> dict[str, Any]:
+        """The bar now, as HTML and text."""
+        snap = self.progress.snapshot()
+        return {"text/plain": progress_text(snap), "text/html": progress_html(snap, self.title)}
+
+    def _ended(self) -> dict[str, Any]:
+        return ended_note(
+            self.static(),
+            "This batch ran in a kernel session that has ended: these are its counts when the "
+            "notebook was saved. Run the cell again to go on (with a store, finished rows are "
+            "read back, not rerun).",
+            "This batch ran in a kernel session that has ended (counts as saved); run the cell "
+            "again to go on.",
+        )
 
     def show(self) -> None:
-        self.slot.show(self.bundle(self.progress.snapshot(), live=True))
+        self.output.show()
 
     def republish(self) -> None:
         with self._lock:
             snap = self.progress.snapshot()
             if snap.counts["done"] + snap.counts["failed"] == snap.total and not self.ended:
                 self.tick(final=True)  # every row is final: the static bar, whoever ends the run
-            with contextlib.suppress(Exception):
-                self.slot.update(self.bundle(snap, live=not self.closed))
+            self.output.refresh(force=True)
 
     def draw(self, snap: Snapshot, final: bool) -> None:
         if self.closed:
             return
         self.widget.value = progress_html(snap, self.title)
         if final:
-            self.slot.update(self.bundle(snap, live=False))
+            self.output.go_static()
             self.widget.close()
-            self.closed = True
+        else:
+            self.output.refresh_twin()  # the counts a reopened notebook shows
 
 
 class TerminalDisplay(ProgressDisplay):
@@ -175,11 +182,8 @@ def make_display(
         return ProgressDisplay(progress, title)
     if mode == "text":
         return TerminalDisplay(progress, title)
-    if mode in (None, True, "widget") and in_kernel():
-        from ..notebook._fallback import widgets_available
-
-        if widgets_available():
-            return WidgetDisplay(progress, title)
+    if mode in (None, True, "widget") and in_kernel() and widgets_available():
+        return WidgetDisplay(progress, title)
     if mode == "widget":
         raise ValueError("progress='widget' needs a Jupyter kernel with ipywidgets")
     if mode not in (None, True):

@@ -361,9 +361,9 @@ class _Row:
             return made
         if job.chat_id is not None:
             return await self._load(made)
-        from ..store._extension import StoreExtension
+        from ..store import store_of
 
-        if any(isinstance(e, StoreExtension) for e in made.extensions):
+        if store_of(made) is not None:
             raise RowFailed(
                 "make_chat returned a chat with its own store: leave store= out of the chat; "
                 "nbagent.batch(store=...) attaches the batch's store to each chat",
@@ -378,7 +378,7 @@ class _Row:
         return made
 
     def _attach(self, made: Any) -> None:
-        from ..store._attach import attach_store
+        from ..store import attach_store
 
         attach_store(made, self.spec.store)
         recorded = self.spec.store.add_batch_chat(self.spec.batch_id, self.job.key, made.id)

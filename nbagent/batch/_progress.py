@@ -13,12 +13,12 @@ given once a few rows did.
 
 from __future__ import annotations
 
-import html
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .._html import esc, fmt_cost
 from ._backend import RowStatus, RowUpdate
 
 STATUSES: tuple[RowStatus, ...] = ("queued", "running", "awaiting_approval", "done", "failed")
@@ -132,9 +132,7 @@ def _duration(seconds: float) -> str:
 
 
 def _cost(cost: float | None) -> str:
-    if cost is None:
-        return "cost n/a"
-    return f"${cost:,.4f}" if cost < 1 else f"${cost:,.2f}"
+    return "cost n/a" if cost is None else fmt_cost(cost)
 
 
 def summary_line(s: Snapshot) -> str:
@@ -196,7 +194,7 @@ def progress_html(s: Snapshot, title: str = "batch") -> str:
     return (
         f'<div class="nba-batch" style="font-family:var(--jp-ui-font-family,sans-serif);'
         f'font-size:12px;max-width:720px">'
-        f"<div><b>{html.escape(title)}</b> · done {s.counts['done']}/{s.total} · "
+        f"<div><b>{esc(title)}</b> · done {s.counts['done']}/{s.total} · "
         f"{s.input_tokens + s.output_tokens:,} tokens · {_cost(s.cost_usd)}"
         f" · {_duration(s.elapsed)}{eta}{limit}</div>"
         f'<div style="height:8px;background:#eee;border-radius:4px;overflow:hidden;'

@@ -6,7 +6,7 @@ shares (a fork's history) fold into one row that shows them once; a field that
 differs between runs is highlighted in every run's cell (HTML: a tinted
 background and a bar, readable on JupyterLab's light and dark themes;
 Markdown and text: a ``≠`` mark). Everything a model or a tool produced is
-escaped (:func:`~nbagent.notebook._html.esc`, ``md_inline``, ``printable``).
+escaped (:func:`~nbagent._html.esc`, ``md_inline``, ``printable``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..notebook._html import clip, esc, fmt_ms, preview, printable
-from ..notebook._render import fmt_cost, md_inline, style_tag
+from .._html import clip, esc, fmt_cost, fmt_ms, md_inline, preview, printable, style_tag
 from ._runs import CallRecord, Run, StepRecord, aligned, differing, field_names, shared_prefix
 
 TEXT_CHARS = 4_000  # a step's text shown in a cell (the DataFrame keeps all of it)

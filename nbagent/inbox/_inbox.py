@@ -41,8 +41,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .._approvals import HUMAN
+from .._display import LiveOutput, ended_note, widgets_available
 from .._events import ApprovalDecided, ApprovalRequested, Event, StepFinished
-from .._notice import in_kernel, notice
+from .._notice import notice
 from .._types import ToolCall
 from ..store import follow
 from ._filter import Filter, as_filter
@@ -109,6 +110,7 @@ class Inbox:
         self._listeners: list[Callable[[], Any]] = []
         self._continued: list[Any] = []  # Continuations started by decisions here
         self._widget: InboxWidget | None = None
+        self._outputs: list[LiveOutput] = []  # where the widget is displayed
         self._follower: _Follower | None = None
         self._closed = False
         self._subscribe()
@@ -379,7 +381,7 @@ class Inbox:
 
     def _continue(self, chat: Any) -> None:
         """Run the chat's loop again, as a card click does (one driver at a time)."""
-        from ..notebook._continuation import continuation_for
+        from ..notebook import continuation_for
 
         cont = continuation_for(chat)
         with self._lock:
@@ -394,7 +396,7 @@ class Inbox:
         cell ends (as after a click), so a cell cannot wait for them: there this
         returns ``False`` at once with a notice (look in the next cell).
         """
-        from ..notebook._continuation import main_loop
+        from ..notebook import main_loop
 
         loop = main_loop()
         with contextlib.suppress(RuntimeError):
@@ -456,6 +458,8 @@ class Inbox:
             follower, self._follower = self._follower, None
         if follower is not None:
             follower.stop()
+        for output in self._outputs:
+            output.go_static()  # the output no longer names the widget closed below
         widget = self._widget
         if widget is not None:
             widget.close()
@@ -523,20 +527,41 @@ class Inbox:
         return self._widget
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        rows = self._matching()
+        """The static forms: a table of the pending calls (HTML and text)."""
+        return self._static()
+
+    def _static(self, refresh: bool = True) -> dict[str, Any]:
+        rows = self._matching(refresh=refresh)
         now = datetime.now(UTC)
         describe = self._sources.describe()
-        data: dict[str, Any] = {
+        return {
             "text/plain": text_table(rows, describe, now),
             "text/html": html_table(rows, describe, now),
         }
-        if in_kernel():
-            data["application/vnd.jupyter.widget-view+json"] = {
-                "version_major": 2,
-                "version_minor": 0,
-                "model_id": self.widget.model_id,
-            }
-        return data
+
+    def _ipython_display_(self) -> None:
+        """In a kernel with ipywidgets: the widget, with its static forms and twin."""
+        if not widgets_available():
+            from IPython.display import display
+
+            display(self._static(), raw=True)
+            return
+        output = LiveOutput("nbagent-inbox", lambda: self._static(refresh=False), self._ended)
+        output.attach(self.widget)
+        output.show()
+        with self._lock:
+            self._outputs.append(output)
+        self.on_change(output.refresh_twin)  # a reopened notebook shows the rows as they were
+
+    def _ended(self) -> dict[str, Any]:
+        return ended_note(
+            self._static(refresh=False),
+            "This inbox belongs to a kernel session that has ended: these calls were pending "
+            "when the notebook was saved. Run the cell again to decide what still waits (the "
+            "calls of chats with a store outlive the kernel).",
+            "This inbox belongs to a kernel session that has ended (rows as saved); run the "
+            "cell again to decide what still waits.",
+        )
 
 
 def _order(row: Row) -> tuple[float, str]:

@@ -4,7 +4,7 @@ Pure functions. Everything a model or a tool produced (arguments, titles,
 reasons, tool and server names) goes through :func:`shown`: control
 characters made visible, anything shaped like an API key or URL credentials
 replaced by ``***`` (:func:`~nbagent._errors.redact_keys`); the HTML fallback
-escapes it on top (:func:`~nbagent.notebook._html.esc`), and the widget's
+escapes it on top (:func:`~nbagent._html.esc`), and the widget's
 front end only ever writes it with ``textContent``.
 """
 
@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._errors import redact_keys
-from ..notebook._html import clip, esc, preview, printable
+from .._html import clip, esc, preview, printable
 from ._sources import Outcome, Row
 
 SHORT = 100  # characters of an argument shown on the row; longer ones fold

@@ -22,19 +22,37 @@ from typing import TYPE_CHECKING, Any
 from .._exports import publish_one as _publish_one
 
 if TYPE_CHECKING:
+    from ._auto import display_chat as display_chat
+    from ._auto import install_auto_display as install_auto_display
+    from ._continuation import continuation_for as continuation_for
+    from ._continuation import main_loop as main_loop
+    from ._fallback import chat_mimebundle as chat_mimebundle
     from ._review import review
     from ._view import ChatView, show
 
 __all__ = ["ChatView", "review", "show"]
 
-_HOMES = {"ChatView": "._view", "review": "._review", "show": "._view"}
+_HOMES = {
+    "ChatView": "._view",
+    "review": "._review",
+    "show": "._view",
+    # for the rest of nbagent, outside __all__: Chat shows itself with these, the inbox
+    # continues a chat after a decision as a click does
+    "chat_mimebundle": "._fallback",
+    "continuation_for": "._continuation",
+    "display_chat": "._auto",
+    "install_auto_display": "._auto",
+    "main_loop": "._continuation",
+}
 
 
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = _publish_one(__name__, getattr(importlib.import_module(home, __name__), name))
+    value = getattr(importlib.import_module(home, __name__), name)
+    if name in __all__:
+        value = _publish_one(__name__, value)
     globals()[name] = value  # looked up once
     return value
 

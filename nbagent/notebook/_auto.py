@@ -141,8 +141,9 @@ def _show_turn(chat: Chat) -> None:
     enabled = chat.display if chat.display is not None else get_config().display
     if not enabled or threading.current_thread() is not threading.main_thread():
         return
+    from .._display import widgets_available
     from ._continuation import capture_main_loop
-    from ._fallback import StaticView, widgets_available
+    from ._fallback import static_view
 
     capture_main_loop()
     turn = chat.turn
@@ -156,7 +157,7 @@ def _show_turn(chat: Chat) -> None:
         _turn_views[chat.id] = (weakref.ref(view), count)
     else:
         _turn_views.pop(chat.id, None)
-        StaticView(chat, turn).display()
+        static_view(chat, turn)
 
 
 def _continue_here(chat: Chat) -> None:
@@ -207,7 +208,8 @@ def display_chat(chat: Chat) -> Any:
     """``display(chat)``: a live view of the whole conversation, or the static bundle."""
     from IPython.display import display
 
-    from ._fallback import StaticView, chat_mimebundle, widgets_available
+    from .._display import widgets_available
+    from ._fallback import chat_mimebundle, static_view
 
     if widgets_available():
         from ._view import show
@@ -216,6 +218,4 @@ def display_chat(chat: Chat) -> Any:
     if not in_kernel():  # terminal IPython: print once, never re-print on updates
         display(chat_mimebundle(chat), raw=True)
         return None
-    static = StaticView(chat)
-    static.display()
-    return static
+    return static_view(chat)

@@ -25,8 +25,8 @@ import json
 from itertools import islice
 from typing import Any
 
+from .._html import STATUS_WORDS, clip, esc, fmt_ms, preview
 from .._types import FINAL_STATUSES
-from ._html import STATUS_WORDS, clip, esc, fmt_ms, preview
 from ._state import (
     ARGUMENTS_CHARS,
     VALUE_CHARS,

@@ -13,8 +13,8 @@ whose line says so first.
 
 :func:`item_view` reads an item once into plain words; :func:`item_html`,
 :func:`item_markdown` and :func:`item_text` draw them. Everything the provider
-sent is escaped by the callers' primitives (:func:`~._html.esc`, the markdown
-escapes) and bounded (:func:`~._state.json_preview`, :func:`~._html.clip`).
+sent is escaped by the callers' primitives (:func:`~nbagent._html.esc`, the markdown
+escapes) and bounded (:func:`~._state.json_preview`, :func:`~nbagent._html.clip`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._hosted import RAN_DESPITE_DENIAL, RAN_UNAPPROVED
+from .._html import clip, esc, preview
 from .._types import ProviderItem
-from ._html import clip, esc, preview
 from ._state import json_preview
 
 ARGS_LINE = 80  # arguments whose compact JSON is at most this long show on the summary line

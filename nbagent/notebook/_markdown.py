@@ -25,7 +25,7 @@ import re
 import threading
 from typing import Any
 
-from ._html import clip, esc, printable
+from .._html import clip, esc, printable
 
 MARKDOWN_CHARS = 200_000
 

@@ -27,6 +27,17 @@ import re
 from collections.abc import Sequence
 from datetime import UTC
 
+from .._html import (
+    clip,
+    esc,
+    fmt_cost,
+    fmt_ms,
+    md_inline,
+    md_text,
+    preview,
+    printable,
+    style_tag,
+)
 from ._cards import (
     SENT,
     call_card_html,
@@ -37,7 +48,6 @@ from ._cards import (
     status_word,
     thumbs_html,
 )
-from ._html import clip, esc, fmt_ms, preview, printable
 from ._items import item_html, item_words
 from ._markdown import markdown_html
 from ._state import (
@@ -59,160 +69,10 @@ from ._state import (
 
 COLLAPSE_AFTER = 40  # entries shown in full by the static fallbacks; older ones fold
 
-CSS = """
-.nba-chat { font-family: var(--jp-ui-font-family, system-ui, sans-serif);
-  font-size: var(--jp-ui-font-size1, 13px); color: var(--jp-ui-font-color1, #1f1f1f);
-  max-width: 100%; }
-.nba-chat .widget-html, .nba-chat .widget-html-content { line-height: 1.4; height: auto;
-  margin: 0; align-self: stretch; }
-.nba-chat .widget-vbox { margin: 0; }
-.nba-entry { margin: 3px 0; box-sizing: border-box; width: 100%; }
-.nba-user { border-left: 3px solid var(--jp-brand-color1, #1976d2); padding: 3px 8px;
-  background: var(--jp-layout-color2, #eeeeee); white-space: pre-wrap; word-break: break-word; }
-.nba-thumbs { display: flex; flex-wrap: wrap; gap: 4px; margin: 3px 0; white-space: normal; }
-.nba-thumb { max-height: 160px; max-width: 100%; height: auto; object-fit: contain;
-  border: 1px solid var(--jp-border-color2, #e0e0e0); background: #fff; }
-.nba-thumb-label { color: var(--jp-ui-font-color2, #616161); font-style: italic; }
-.nba-who { font-weight: 600; margin-right: 6px; color: var(--jp-ui-font-color2, #616161); }
-.nba-text { padding: 3px 8px; word-break: break-word;
-  border-left: 3px solid var(--jp-border-color2, #e0e0e0); }
-.nba-plain { white-space: pre-wrap; }
-.nba-thinking { padding: 1px 8px; color: var(--jp-ui-font-color2, #616161);
-  border-left: 3px dotted var(--jp-border-color2, #e0e0e0); word-break: break-word; }
-.nba-thinking > summary { cursor: pointer; font-style: italic; }
-.nba-streaming::after { content: "\\258D"; color: var(--jp-brand-color1, #1976d2); }
-.nba-md > :first-child { margin-top: 0; }
-.nba-md > :last-child { margin-bottom: 0; }
-.nba-md p, .nba-md ul, .nba-md ol, .nba-md pre, .nba-md table, .nba-md blockquote {
-  margin: 0 0 6px 0; }
-.nba-md ul, .nba-md ol { padding-left: 22px; }
-.nba-md h1, .nba-md h2, .nba-md h3, .nba-md h4, .nba-md h5, .nba-md h6 {
-  font-size: var(--jp-ui-font-size2, 15px); margin: 6px 0 4px 0; line-height: 1.3; }
-.nba-md h1, .nba-md h2 { font-size: var(--jp-ui-font-size3, 17px); }
-.nba-md code { font-family: var(--jp-code-font-family, monospace);
-  font-size: var(--jp-code-font-size, 12px); background: var(--jp-layout-color2, #eeeeee);
-  padding: 0 3px; border-radius: 3px; }
-.nba-md pre { background: var(--jp-layout-color2, #eeeeee); padding: 4px 8px; overflow: auto;
-  border-radius: 3px; }
-.nba-md pre code { background: none; padding: 0; white-space: pre; }
-.nba-md blockquote { border-left: 3px solid var(--jp-border-color1, #bdbdbd); padding-left: 8px;
-  color: var(--jp-ui-font-color2, #616161); }
-.nba-md a { color: var(--jp-content-link-color, #1976d2); }
-.nba-md table, .nba-rich table { border-collapse: collapse;
-  font-size: var(--jp-ui-font-size1, 13px); }
-.nba-md th, .nba-md td, .nba-rich th, .nba-rich td {
-  border: 1px solid var(--jp-border-color2, #e0e0e0); padding: 2px 8px; text-align: left; }
-.nba-rich td { text-align: right; }
-.nba-md th, .nba-rich th { background: var(--jp-layout-color2, #eeeeee); font-weight: 600; }
-.nba-rich { overflow: auto; max-height: 28em; margin: 2px 0; white-space: normal; }
-.nba-rich p { margin: 2px 0; color: var(--jp-ui-font-color2, #616161);
-  font-size: var(--jp-ui-font-size0, 11px); }
-.nba-step { color: var(--jp-ui-font-color2, #616161); font-size: var(--jp-ui-font-size0, 11px);
-  padding: 1px 8px; }
-.nba-step.nba-failed { color: var(--jp-error-color1, #d32f2f); }
-.nba-card { border: 1px solid var(--jp-border-color2, #e0e0e0); border-radius: 4px;
-  padding: 3px 8px; background: var(--jp-layout-color1, #ffffff); }
-.nba-card.nba-st-awaiting_approval { border-color: var(--jp-warn-color0, #f57c00);
-  border-left-width: 3px; }
-.nba-card.nba-st-error, .nba-card.nba-st-timed_out, .nba-card.nba-error-card {
-  border-color: var(--jp-error-color1, #d32f2f); border-left-width: 3px; }
-.nba-card.nba-st-denied { border-left: 3px solid var(--jp-error-color2, #e57373); }
-.nba-card.nba-st-ok { border-left: 3px solid var(--jp-success-color1, #388e3c); }
-.nba-card.nba-st-running, .nba-card.nba-st-approved {
-  border-left: 3px solid var(--jp-brand-color1, #1976d2); }
-.nba-card.nba-done { padding: 1px 8px; }
-.nba-head { display: flex; flex-wrap: wrap; gap: 6px; align-items: baseline; }
-.nba-chat details.nba-done > summary.nba-head { display: flex; flex-wrap: nowrap;
-  overflow: hidden; white-space: nowrap; color: inherit; font-size: inherit; list-style: none; }
-.nba-chat details.nba-done > summary.nba-head::-webkit-details-marker { display: none; }
-.nba-chat details.nba-done > summary.nba-head::before { content: "\\25B8";
-  color: var(--jp-ui-font-color2, #616161); }
-.nba-chat details.nba-done[open] > summary.nba-head::before { content: "\\25BE"; }
-.nba-done > summary > * { flex: none; }
-.nba-done > summary > .nba-sum, .nba-done > summary > .nba-args1 { flex: 0 1 auto;
-  min-width: 0; overflow: hidden; text-overflow: ellipsis; }
-.nba-body { padding: 2px 0 2px 14px; }
-.nba-tool { font-family: var(--jp-code-font-family, monospace); font-weight: 600; }
-.nba-server { font-family: var(--jp-code-font-family, monospace);
-  border: 1px solid var(--jp-border-color1, #bdbdbd); border-radius: 6px; padding: 0 4px;
-  color: var(--jp-ui-font-color2, #616161); }
-.nba-item .nba-tag { font-size: var(--jp-ui-font-size0, 11px); }
-.nba-args1 { font-family: var(--jp-code-font-family, monospace);
-  font-size: var(--jp-code-font-size, 12px); color: var(--jp-content-font-color1, inherit);
-  background: none; padding: 0; }
-.nba-sum { color: var(--jp-ui-font-color2, #616161); }
-.nba-err-line { color: var(--jp-error-color1, #d32f2f); }
-.nba-args { display: grid; grid-template-columns: max-content 1fr; column-gap: 10px;
-  row-gap: 1px; margin: 2px 0; }
-.nba-arg { display: contents; }
-.nba-args > .nba-arg > * { min-width: 0; overflow-wrap: anywhere; }
-.nba-fold > summary { overflow-wrap: anywhere; }
-.nba-key { font-family: var(--jp-code-font-family, monospace);
-  color: var(--jp-ui-font-color2, #616161); }
-.nba-val { font-family: var(--jp-code-font-family, monospace);
-  font-size: var(--jp-code-font-size, 12px); word-break: break-word; }
-.nba-defaults { color: var(--jp-ui-font-color2, #616161); font-size: var(--jp-ui-font-size0, 11px);
-  margin: 1px 0; }
-.nba-tag { font-style: italic; border: 1px dashed var(--jp-border-color1, #bdbdbd);
-  border-radius: 6px; padding: 0 4px; }
-.nba-diff { margin: 2px 0; font-family: var(--jp-code-font-family, monospace);
-  font-size: var(--jp-code-font-size, 12px); }
-.nba-diff .nba-note { font-family: var(--jp-ui-font-family, system-ui, sans-serif); }
-.nba-add, .nba-diff ins { color: var(--jp-success-color1, #388e3c); text-decoration: none; }
-.nba-del, .nba-diff del { color: var(--jp-error-color1, #d32f2f); }
-.nba-dim { color: var(--jp-ui-font-color2, #616161); font-size: var(--jp-ui-font-size0, 11px); }
-.nba-ran-before { color: var(--jp-warn-color0, #f57c00); font-size: var(--jp-ui-font-size0, 11px); }
-.nba-badge { font-size: var(--jp-ui-font-size0, 11px); padding: 0 6px; border-radius: 8px;
-  background: var(--jp-layout-color3, #bdbdbd); color: var(--jp-ui-inverse-font-color1, #fff); }
-.nba-b-ok { background: var(--jp-success-color1, #388e3c); }
-.nba-b-error, .nba-b-timed_out { background: var(--jp-error-color1, #d32f2f); }
-.nba-b-denied { background: var(--jp-error-color2, #e57373); }
-.nba-b-awaiting_approval { background: var(--jp-warn-color0, #f57c00); }
-.nba-b-running, .nba-b-approved { background: var(--jp-brand-color1, #1976d2); }
-.nba-chat pre.nba-json, .nba-chat pre.nba-result, .nba-chat pre.nba-block {
-  font-family: var(--jp-code-font-family, monospace);
-  font-size: var(--jp-code-font-size, 12px); background: var(--jp-layout-color2, #eeeeee);
-  color: var(--jp-content-font-color1, inherit); margin: 2px 0; padding: 3px 6px; max-height: 14em;
-  overflow: auto; white-space: pre-wrap; word-break: break-word; border: 0; }
-.nba-args pre.nba-block { margin: 0; }
-.nba-chat details > summary { cursor: pointer; color: var(--jp-ui-font-color2, #616161);
-  font-size: var(--jp-ui-font-size0, 11px); }
-.nba-err { color: var(--jp-error-color1, #d32f2f); white-space: pre-wrap; word-break: break-word; }
-.nba-note { color: var(--jp-ui-font-color2, #616161); font-size: var(--jp-ui-font-size0, 11px); }
-.nba-controls:empty { display: none; }
-.nba-chat table.nba-parsed { border-collapse: collapse; margin: 2px 0; }
-.nba-chat table.nba-parsed caption { text-align: left; color: var(--jp-ui-font-color2, #616161);
-  font-size: var(--jp-ui-font-size0, 11px); }
-.nba-chat table.nba-parsed th, .nba-chat table.nba-parsed td { text-align: left;
-  vertical-align: top; padding: 1px 10px 1px 0; border: 0; font-weight: normal; }
-.nba-status { border-top: 1px solid var(--jp-border-color2, #e0e0e0); margin-top: 4px;
-  padding: 2px 8px; color: var(--jp-ui-font-color2, #616161);
-  font-size: var(--jp-ui-font-size0, 11px); }
-.nba-phase-awaiting { color: var(--jp-warn-color0, #f57c00); font-weight: 600; }
-.nba-phase-error { color: var(--jp-error-color1, #d32f2f); font-weight: 600; }
-.nba-phase-complete { color: var(--jp-success-color1, #388e3c); font-weight: 600; }
-.nba-phase-busy { color: var(--jp-brand-color1, #1976d2); font-weight: 600; }
-.nba-chat .nba-more { width: auto; max-width: 100%; height: auto; min-height: 24px;
-  padding: 1px 10px; overflow: visible; align-self: flex-start;
-  font-size: var(--jp-ui-font-size0, 11px); }
-.nba-chat .nba-more .widget-label-basic, .nba-chat .nba-more span { overflow: visible;
-  text-overflow: clip; white-space: nowrap; }
-"""
-
-
-def style_tag() -> str:
-    return f"<style>{CSS}</style>"
-
 
 # --------------------------------------------------------------------------- pieces
 def fmt_tokens(n: int) -> str:
     return f"{n:,}"
-
-
-def fmt_cost(usd: float) -> str:
-    if usd == 0:
-        return "$0"
-    return f"${usd:.4f}" if usd < 1 else f"${usd:.2f}"
 
 
 def decision_words(e: CallEntry) -> str:
@@ -426,54 +286,6 @@ def conversation_html(
 
 
 # --------------------------------------------------------------------------- markdown
-# Characters that start markup anywhere on a line: HTML and entities (as entities, so
-# no renderer's pre-pass sees a tag), emphasis, code, links and images, headings,
-# tables, strikethrough, math, e-mail autolinks. A backslash before a bracket is an
-# entity too: JupyterLab's math pre-pass reads a doubled backslash there as \( or \[.
-_MD_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
-_MD_CHARS = re.compile(
-    r"[&<>\\`*_{}\[\]#|~$@]"
-    r"|(?<=[0-9A-Za-z]):(?=\S)"  # a scheme's colon: no autolink (http://..., mailto:x)
-    r"|(?<=:)/|(?<=:/)/"  # and no protocol-relative //host after it
-    r"|(?<=[Ww]{3})\."  # www.host
-)
-# What starts a block at the start of a line: indentation (an indented code block),
-# list items, setext underlines, definition lists.
-_MD_LINE = re.compile(r"^(?:([ \t]+)(?=\S)|([-+=:])|(\d+)([.)]))", re.MULTILINE)
-
-
-def _md_char(m: re.Match[str]) -> str:
-    c = m[0]
-    if c == "\\" and m.string[m.end() : m.end() + 1] in ("(", ")", "[", "]"):
-        return "&#92;"
-    return _MD_ESCAPES.get(c) or "\\" + c
-
-
-def _md_line(m: re.Match[str]) -> str:
-    if m[1]:
-        return m[1].replace("\t", "    ").replace(" ", "&nbsp;")
-    if m[2]:
-        return "\\" + m[2]
-    return f"{m[3]}\\{m[4]}"
-
-
-def md_inline(text: str) -> str:
-    """Text for a markdown line: every markup character escaped, line breaks as spaces.
-
-    Nothing in it can start a link, an autolink, an image, raw HTML, emphasis,
-    code or math; the rendered text reads as written.
-    """
-    text = printable(text).replace("\n", " ")
-    return _MD_CHARS.sub(_md_char, text)
-
-
-def md_text(text: str) -> str:
-    """Text of several lines for markdown: :func:`md_inline` escapes, line breaks kept
-    (as hard breaks), and no line can start a block (a list, a quote, a code block...)."""
-    text = _MD_CHARS.sub(_md_char, printable(text))
-    return _MD_LINE.sub(_md_line, text).replace("\n", "  \n")
-
-
 def code_span(text: str) -> str:
     """``text`` as one inline code span (on one line) that nothing inside can close."""
     text = printable(text).replace("\n", " ")

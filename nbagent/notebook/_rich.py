@@ -22,7 +22,7 @@ from __future__ import annotations
 from html.parser import HTMLParser
 from typing import Any
 
-from ._html import esc
+from .._html import esc
 
 RICH_CHARS = 300_000
 

@@ -30,23 +30,16 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets
 from ipywidgets.widgets.widget_string import HTMLStyle
 
+from .._display import LiveOutput, mark_dirty
 from .._errors import DecisionError
 from ._cards import reason_words
 from ._continuation import capture_main_loop, continuation_for
-from ._fallback import (
-    IDLE_TWIN,
-    WIDGET_MIME,
-    DisplaySlot,
-    hook_post_run_cell,
-    mark_dirty,
-    twin_bundle,
-)
+from ._fallback import twin_bundle
 from ._poll import watch
 from ._render import decision_words, entry_html, esc, status_html, style_tag
 from ._state import (
@@ -102,22 +95,20 @@ class ChatView:
         self.live_pages = live_pages
         self.state = state_for(chat)
         self.continuation = continuation_for(chat)
-        self.uid = uuid.uuid4().hex[:8]
-        self.display_id = f"nbagent-{chat.id[:8]}-{self.uid}"
+        self.output = LiveOutput(
+            f"nbagent-{chat.id[:8]}", self.fallback_bundle, self._twin_data, self.state.lock
+        )
+        self.uid = self.output.uid
+        self.display_id = self.output.display_id
         self.frozen = False
-        self.live = True
         self.skip = frozenset(skip)
         self.title = (
             f"continues turn {turn} from cell [{origin}]"
             if origin is not None and turn is not None
             else ""
         )
-        self._slot = DisplaySlot(self.display_id)
-        self._twin = DisplaySlot(f"{self.display_id}-twin")
         self._countdown: str | None = None
         self._displayed = False
-        self._last_fallback: str | None = None
-        self._last_twin: str | None = None
         self._make_widgets()
         with self.state.lock:
             self._build(self._entries())
@@ -161,7 +152,12 @@ class ChatView:
             head.append(self._title)
         self.widget = ipywidgets.VBox([*head, self._more, self._body, self._status])
         self.widget.add_class("nba-chat")
-        self.widget.add_class(f"nba-live-{self.uid}")  # the twin's CSS finds the view by it
+        self.output.attach(self.widget)
+
+    @property
+    def live(self) -> bool:
+        """Whether the view's output shows its widgets (else its static form)."""
+        return self.output.live
 
     def __repr__(self) -> str:
         what = "all turns" if self.turn is None else f"turn {self.turn}"
@@ -440,7 +436,7 @@ class ChatView:
         if not self.live:
             if touched:
                 if settled and not self.pending():
-                    self._show_static()  # still nothing to do here: new static content
+                    self.output.refresh()  # still nothing to do here: new static content
                 else:
                     self._go_live()  # something happens here again
             return
@@ -568,38 +564,24 @@ class ChatView:
             return  # not in any notebook (tests, a view kept in a variable): stays live
         if self.pending():
             self._update_fallback()
-        else:
+        elif self.live:
             self._go_static()
 
     def _go_static(self, phase: str | None = None) -> None:
         """Show the static bundle in this view's output, then free its widgets."""
-        if not self.live:
-            return
-        self.live = False
-        data = self.fallback_bundle(phase=phase)
-        self._last_fallback = data["text/html"]
-        self._slot.update(data)  # first: the widget renderer is replaced, not left dangling
-        if self._last_twin is not None:
-            self._last_twin = None
-            self._twin.update(IDLE_TWIN)
+        # First: the widget renderer is replaced, not left dangling.
+        self.output.go_static(self.fallback_bundle(phase=phase))
         self._close_widgets()
-
-    def _show_static(self) -> None:
-        data = self.fallback_bundle()
-        if data["text/html"] != self._last_fallback:
-            self._last_fallback = data["text/html"]
-            self._slot.update(data)
 
     def _go_live(self) -> None:
         """Something happens in this static view again: rebuild its widgets and show them."""
         if self.live or self.frozen:
             return
-        self.live = True
         self._make_widgets()
         with self.state.lock:
             self._build(self._entries())
             self._render_status()
-        self._send()
+        self.output.refresh()
 
     def hand_over(self, cell: int | None) -> frozenset[str]:
         """A later cell continues this view's turn: say so, go static, stop following.
@@ -614,8 +596,7 @@ class ChatView:
                     self.state.set_budget_status(e.key, "continued")
             final = frozenset(e.key for e in self._entries() if _final(e)) | self.skip
             where = f"cell [{cell}]" if cell is not None else "a later cell"
-            if self._displayed:
-                self.live = True  # render the hand-over note even if already static
+            if self._displayed:  # the hand-over note, even if already static
                 self._go_static(phase=f"continued in {where}")
             return final
 
@@ -710,35 +691,19 @@ class ChatView:
         return bundle_for(self.state, self.turn, skip=self.skip, phase=phase, title=self.title)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        data: dict[str, Any] = dict(self.fallback_bundle())
-        if not self.live:
-            return data
-        data[WIDGET_MIME] = {
-            "version_major": 2,
-            "version_minor": 0,
-            "model_id": self.widget.model_id,
-        }
-        return data
+        return self.output.bundle()
 
-    def _twin_bundle(self) -> dict[str, str]:
-        if not self.live or not self.pending():
-            return IDLE_TWIN
-        return twin_bundle(
-            self.chat, self.state, self.turn, self.uid, skip=self.skip, title=self.title
-        )
+    def _twin_data(self) -> dict[str, str] | None:
+        if not self.pending():
+            return None
+        return twin_bundle(self.chat, self.state, self.turn, skip=self.skip, title=self.title)
 
     def _ipython_display_(self) -> None:
         if self._displayed:  # displayed again: a second output of the same view
-            self._slot.show(self._repr_mimebundle_())
+            self.output.show()
             return
         self._displayed = True
-        data = self._repr_mimebundle_()
-        self._last_fallback = data["text/html"] + str(data.get(WIDGET_MIME, ""))
-        self._slot.show(data)
-        twin = self._twin_bundle()
-        self._last_twin = twin["text/html"] if twin is not IDLE_TWIN else None
-        self._twin.show(twin)
-        hook_post_run_cell()
+        self.output.show()
         watch(self)
         mark_dirty(self)  # after the cell: static if there is nothing to do here
 
@@ -758,20 +723,7 @@ class ChatView:
             if self.live and not self.pending() and not self._busy():
                 self._go_static()
                 return
-            self._send()
-
-    def _send(self) -> None:
-        """Update this view's output and its twin where they changed."""
-        data = self._repr_mimebundle_()
-        key = data["text/html"] + str(data.get(WIDGET_MIME, ""))
-        if key != self._last_fallback:
-            self._last_fallback = key
-            self._slot.update(data)
-        twin = self._twin_bundle()
-        text = twin["text/html"] if twin is not IDLE_TWIN else None
-        if text != self._last_twin:
-            self._last_twin = text
-            self._twin.update(twin)
+            self.output.refresh()
 
     def _busy(self) -> bool:
         return self.chat.is_running or self.continuation.busy

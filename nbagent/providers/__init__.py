@@ -20,6 +20,13 @@ from .._exports import publish_one as _publish_one
 from .._output import Output
 from ._base import CompleteWithToolsMixin, ModelRequest, Provider, StreamDelta
 
+# Re-exported as `x as x` and left out of __all__: this face's API for the core and
+# nbagent.testing (the in-process providers' base; picking a provider), not for users.
+from ._base import InProcessProvider as InProcessProvider
+from ._registry import provider_for_model as provider_for_model
+from ._registry import resolve_provider as resolve_provider
+from ._registry import with_model as with_model
+
 if TYPE_CHECKING:
     from ._anthropic import AnthropicProvider
     from ._catalog import ModelInfo, UnknownModelWarning, cost_of, lookup_model, register_model

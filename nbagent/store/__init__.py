@@ -41,7 +41,13 @@ one follower per store object in a process, shared by every consumer.
 from __future__ import annotations
 
 from .._exports import publish as _publish
+
+# Re-exported as `x as x` and left out of __all__: this face's API for the rest of nbagent
+# (Chat, the batch), not for users.
+from ._attach import attach_store as attach_store
+from ._attach import load_chat as load_chat
 from ._attach import open_store
+from ._attach import store_of as store_of
 from ._follow import Subscription, follow
 from ._migrations import SCHEMA_VERSION
 from ._postgres import PostgresStore

@@ -17,7 +17,7 @@ from typing import Any
 
 from .._tools import Tool
 from .._types import LLMToolResponse
-from ..providers._base import CompleteWithToolsMixin, ModelRequest
+from ..providers import CompleteWithToolsMixin, ModelRequest
 
 
 class OfflineProvider(CompleteWithToolsMixin):

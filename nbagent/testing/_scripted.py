@@ -32,7 +32,7 @@ from dataclasses import replace
 from typing import Any, overload
 
 from .._types import LLMToolResponse, Message, StopReason, ToolCall
-from ..providers._base import InProcessProvider, ModelRequest, StreamDelta
+from ..providers import InProcessProvider, ModelRequest, StreamDelta
 
 _ids = itertools.count(1)
 

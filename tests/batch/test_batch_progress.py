@@ -9,10 +9,10 @@ import pytest
 
 import nbagent
 from nbagent import Chat
+from nbagent._display import WIDGET_MIME
 from nbagent.batch import RowUpdate
 from nbagent.batch._display import TerminalDisplay, WidgetDisplay
 from nbagent.batch._progress import Progress, progress_html, progress_text
-from nbagent.notebook._fallback import WIDGET_MIME
 from nbagent.testing import ScriptedProvider, reply
 
 
@@ -75,14 +75,14 @@ def test_the_widget_shows_each_state_and_ends_static() -> None:
         assert f"<b>{n}</b>" in html
     assert "refunds &lt;b&gt;&amp;" in html and "<b>&" not in html  # the title is escaped
     assert "50 tokens" not in html and "70 tokens" in html
-    live = display.bundle(p.snapshot(), live=True)
+    live = display.output.bundle()
     assert WIDGET_MIME in live and "text/html" in live and "text/plain" in live
     p.apply(RowUpdate("k2", "done", "c2", 30, 3, 0.003))
     display.tick()
     assert display.widget.value.count("<b>2</b>") == 2  # done 2, queued 2
     display.stop(final=True)
     assert display.closed
-    final = display.bundle(p.snapshot(), live=False)
+    final = display.output.bundle()
     assert WIDGET_MIME not in final
     assert "done 2/6" in final["text/plain"]
     before = display.widget.value

@@ -60,7 +60,7 @@ def test_the_progress_widget_follows_parked_rows_after_the_cell_returned(
     run_cell(page, 0)
     run_cell(page, 1)
     area = wait_for_output(page, 1, "returned: ['done', 'awaiting_approval'", timeout=60)
-    bar = area.locator(".nba-batch")
+    bar = area.locator(".nba-batch:visible")  # not the copy in its hidden static twin
     expect(bar).to_contain_text("done 2/4", timeout=30_000)
     expect(bar.locator('[data-status="awaiting_approval"]')).to_contain_text("2")
     expect(area).to_contain_text("continue by themselves")
@@ -68,7 +68,10 @@ def test_the_progress_widget_follows_parked_rows_after_the_cell_returned(
     run_cell(page, 2)
     wait_for_output(page, 2, "decided")
     # the batch's own cell follows: all done, drawn by the continuation on nbagent's loop
-    expect(area.locator(".nba-batch")).to_contain_text("done 4/4", timeout=30_000)
-    expect(area.locator('.nba-batch [data-status="done"]')).to_contain_text("4")
-    expect(area.locator('.nba-batch [data-status="awaiting_approval"]')).to_contain_text("0")
+    expect(area.locator(".nba-batch:visible")).to_contain_text("done 4/4", timeout=30_000)
+    expect(area.locator('.nba-batch:visible [data-status="done"]')).to_contain_text("4")
+    expect(area.locator('.nba-batch:visible [data-status="awaiting_approval"]')).to_contain_text(
+        "0"
+    )
+    assert area.locator(".nba-batch").count() == 1  # final: static, the twin idle
     screenshot(page, "batch-progress-done")

@@ -59,9 +59,14 @@ def _text(cell: nbformat.NotebookNode) -> str:
 
 def test_the_inbox_in_a_kernel() -> None:
     nb = _run([SETUP, "box = nbagent.inbox(chats)\nbox", DECIDE, AFTER])
-    (shown,) = nb.cells[1].outputs
+    shown, twin = nb.cells[1].outputs
     data = shown["data"]
     assert "application/vnd.jupyter.widget-view+json" in data  # the live widget...
+    # ...and its twin: the rows, for a notebook reopened without this kernel
+    assert "application/vnd.jupyter.widget-view+json" not in twin["data"]
+    assert "kernel session that has ended" in twin["data"]["text/plain"]
+    # (as the cells left it: the filtered "api" call was approved in a later cell)
+    assert "".join(twin["data"]["text/plain"]).startswith("Approvals inbox: 0 pending")
     assert data["text/plain"].startswith("Approvals inbox: 2 pending (2 live chats)")  # ...and
     assert (
         "&lt;web&gt;" in data["text/html"] and "<web>" not in data["text/html"]

@@ -18,7 +18,8 @@ import pytest
 import nbagent.notebook as nb
 
 HOME = Path(nb.__file__).parent
-SOURCES = ("approval.js", "approval.css", "_render.py", "_widgets.py")
+# the view's files, and the stylesheet and text primitives every drawing shares
+SOURCES = ("approval.js", "approval.css", "_render.py", "_widgets.py", "../_html.py")
 
 
 def _symbols(text: str) -> set[str]:

@@ -27,11 +27,11 @@ from _views import widgets_in
 from ipywidgets.widgets import widget as widget_module
 
 import nbagent
-from nbagent import Chat, Tool, tool
-from nbagent.notebook import ChatView, _auto, _fallback
+from nbagent import Chat, Tool, _display, tool
+from nbagent._display import WIDGET_MIME, flush_dirty
+from nbagent.notebook import ChatView, _auto
 from nbagent.notebook import _continuation as cont
 from nbagent.notebook._auto import NotebookExtension
-from nbagent.notebook._fallback import WIDGET_MIME, flush_dirty
 from nbagent.notebook._widgets import ActionCard
 
 
@@ -74,8 +74,8 @@ def cells(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cells]:
     monkeypatch.setattr(IPython.display, "display", c.display)
     monkeypatch.setattr(IPython.display, "update_display", c.update_display)
     monkeypatch.setattr(_auto, "execution_count", lambda: c.count)
-    monkeypatch.setattr(_fallback, "widgets_available", lambda: True)
-    monkeypatch.setattr(_fallback, "hook_post_run_cell", lambda: None)
+    monkeypatch.setattr(_display, "widgets_available", lambda: True)
+    monkeypatch.setattr(_display, "hook_post_run_cell", lambda: None)
     cont.set_main_loop(None)
     yield c
     _auto._turn_views.clear()

@@ -1,0 +1,347 @@
+"""How every widget nbagent draws is shown, so that a saved notebook still shows it.
+
+A :class:`LiveOutput` is two outputs with display ids: the widget's mime beside
+its static forms (``text/html``, ``text/plain``...), which becomes the static
+forms alone once the widget has nothing more to do (:meth:`LiveOutput.go_static`),
+and a *twin* that holds the static form while the widget is live, hidden by
+CSS (:func:`twin_css`) except where JupyterLab draws the widget dead. Nothing
+here knows about chats: the owner gives the static forms.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import uuid
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from ._notice import in_kernel, notice
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+Bundle = dict[str, Any]
+
+
+# ------------------------------------------------------------------ after the cell
+# Displayed objects whose static forms are behind; flushed after every cell.
+_dirty: weakref.WeakSet[Any] = weakref.WeakSet()
+_hook_lock = threading.Lock()
+_hooked = False
+
+
+def mark_dirty(obj: Any) -> None:
+    """Call ``obj._update_fallback()`` after the running cell (held weakly)."""
+    _dirty.add(obj)
+    hook_post_run_cell()
+
+
+def flush_dirty(*_args: Any) -> None:
+    """Refresh every displayed object whose static forms are stale (the post_run_cell hook)."""
+    for obj in list(_dirty):
+        _dirty.discard(obj)
+        with contextlib.suppress(Exception):  # a display hook must never break a cell
+            obj._update_fallback()
+
+
+def hook_post_run_cell() -> None:
+    """Register :func:`flush_dirty` with IPython once (no-op outside IPython)."""
+    global _hooked
+    with _hook_lock:
+        if _hooked:
+            return
+        ipython = sys.modules.get("IPython")
+        ip = ipython.get_ipython() if ipython is not None else None
+        if ip is None:
+            return
+        ip.events.register("post_run_cell", flush_dirty)
+        _hooked = True
+
+
+_hinted = False
+
+
+def widgets_available() -> bool:
+    """Inside an IPython kernel with ipywidgets and anywidget importable (else, once, why not)."""
+    global _hinted
+    if "ipykernel" not in sys.modules or not in_kernel():
+        return False
+    try:
+        import anywidget  # noqa: F401
+        import ipywidgets  # noqa: F401
+    except ImportError as exc:
+        if not _hinted:
+            _hinted = True
+            notice(
+                f"the live view has no buttons here ({exc}): pip install ipywidgets anywidget "
+                "and restart the kernel; meanwhile decide with chat.approve(call) / chat.deny(call)"
+            )
+        return False
+    return True
+
+
+# ------------------------------------------------------------------ display slots
+class DisplaySlot:
+    """One output of a cell that nbagent displayed and keeps updating by display id.
+
+    JupyterLab applies an ``update_display_data`` message only to the outputs of
+    the cell whose execution the message's parent header names (each cell's
+    output area listens to its own request). An update sent from a click
+    handler, a continuation or a later cell would carry another parent and be
+    dropped, leaving the saved notebook with an old output. So the slot keeps
+    the parent header of the cell that displayed it and sends updates under
+    that header (a message built and sent on the kernel's session: no parent is
+    swapped, so nothing another thread prints can be misrouted); when the
+    current parent differs it sends the update under the current one too
+    (nbclient and papermill read only the running cell's messages and update
+    every output with the display id).
+    """
+
+    def __init__(self, display_id: str):
+        self.display_id = display_id
+        self.shown = False
+        self._parent: dict[str, Any] | None = None
+
+    def show(self, data: Bundle) -> None:
+        from IPython.display import display
+
+        display(data, raw=True, display_id=self.display_id)
+        self.shown = True
+        pub = _display_pub()
+        parent = getattr(pub, "parent_header", None)
+        self._parent = dict(parent) if isinstance(parent, dict) and parent else None
+
+    def update(self, data: Bundle) -> None:
+        if not self.shown:
+            return
+        from IPython.display import update_display
+
+        with contextlib.suppress(Exception):  # an update must never break the caller
+            pub = _display_pub()
+            current = getattr(pub, "parent_header", None) or {}
+            original = self._parent
+            elsewhere = original is not None and current.get("msg_id") != original.get("msg_id")
+            sent = elsewhere and _send_update(pub, data, self.display_id, original or {})
+            if sent and not current:
+                return  # no cell is running: nobody else to tell
+            update_display(data, raw=True, display_id=self.display_id)
+
+
+def _send_update(pub: Any, data: Bundle, display_id: str, parent: dict[str, Any]) -> bool:
+    """Send ``update_display_data`` under ``parent`` (ipykernel's publisher, no shared state)."""
+    session = getattr(pub, "session", None)
+    socket = getattr(pub, "pub_socket", None)
+    if session is None or socket is None:
+        return False
+    content = {"data": data, "metadata": {}, "transient": {"display_id": display_id}}
+    msg = session.msg("update_display_data", content, parent=parent)
+    session.send(socket, msg, ident=getattr(pub, "topic", b"display_data"))
+    return True
+
+
+def _display_pub() -> Any:
+    ipython = sys.modules.get("IPython")
+    ip = ipython.get_ipython() if ipython is not None else None
+    return getattr(ip, "display_pub", None)
+
+
+# --------------------------------------------------------------------- the twin
+def twin_css(uid: str) -> str:
+    """Rules that show the twin only where the live widget ``uid`` is dead.
+
+    Hidden by default (a live JupyterLab, VS Code, Colab, nbconvert show the
+    widget or its own fallback); shown, and the dead widget hidden, where
+    JupyterLab draws "model not found" (no widget state saved), a view restored
+    from saved state with no kernel (``jupyter-widgets-disconnected``), or the
+    empty output a kernel restart leaves.
+    """
+    live = f".nba-live-{uid}"
+    twin = f".nba-twin-{uid}"
+    area = ".jp-OutputArea"
+    # The widget renderer marks its output node jupyter-widgets only for an error
+    # ("model not found"; a drawn view carries that class on its own element), and
+    # hides it (lm-mod-hidden) when the kernel restarts and the model is closed.
+    placeholder = (
+        "> .jp-OutputArea-child > .jp-OutputArea-output.jupyter-widgets, "
+        "> .jp-OutputArea-child > .jp-OutputArea-output.lm-mod-hidden"
+    )
+    dead = f".jp-OutputArea-child:has({live}.jupyter-widgets-disconnected)"
+    return (
+        f"{twin} {{ display: none; }}\n"
+        f"{area}:has({live}:not(.jupyter-widgets-disconnected)) "
+        f".jp-OutputArea-child:has({twin}) {{ display: none; }}\n"
+        f"{area}:has({twin}):not(:has({live})):has({placeholder}) {twin},\n"
+        f"{area}:has({live}.jupyter-widgets-disconnected) {twin} {{ display: block; }}\n"
+        f"{area}:has({twin}):not(:has({live})) "
+        ".jp-OutputArea-child:has(> .jp-OutputArea-output.jupyter-widgets),\n"
+        f"{area}:has({twin}) {dead} {{ display: none; }}\n"
+        ".nba-orphan { border: 1px solid var(--jp-warn-color0, #f57c00); border-left-width: 3px;"
+        " border-radius: 4px; padding: 4px 8px; margin: 4px 0;"
+        " font-size: var(--jp-ui-font-size1, 13px); }\n"
+    )
+
+
+IDLE_TWIN: Bundle = {
+    "text/html": '<div class="nba-twin-idle"></div>'
+    "<style>.jp-OutputArea-child:has(.nba-twin-idle) { display: none; }</style>",
+    "text/plain": "",
+}
+"""The twin while the widget needs no stand-in (not displayed live, or static itself)."""
+
+
+def ended_note(data: Bundle, html_note: str, text_note: str) -> Bundle:
+    """``data`` with a note for whoever reopens the notebook (``html_note`` is trusted HTML)."""
+    out = dict(data)
+    out["text/html"] = f'{data.get("text/html", "")}<div class="nba-orphan">{html_note}</div>'
+    out["text/plain"] = f"{data.get('text/plain', '')}\n{text_note}"
+    if "text/markdown" in data:
+        out["text/markdown"] = f"{data['text/markdown']}\n\n> {text_note}"
+    return out
+
+
+# -------------------------------------------------------------------- the output
+class LiveOutput:
+    """A widget in a cell, with its static forms and its twin (see the module docstring).
+
+    Args:
+        name: The start of the display ids (``nbagent-batch``...).
+        static: The current static forms (``text/html``, ``text/plain``...).
+        twin: What the twin shows while the widget is live, or ``None`` for
+            nothing now; by default the static forms. ``False``: no twin output.
+        lock: Held while the bundles are made and sent: the owner's own lock when
+            ``static`` or ``twin`` take it (one lock, one order), else a new one.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        static: Callable[[], Bundle],
+        twin: Callable[[], Bundle | None] | bool = True,
+        lock: Any = None,
+    ) -> None:
+        self.uid = uuid.uuid4().hex[:8]
+        self.display_id = f"{name}-{self.uid}"
+        self.widget: Any = None
+        self.live = False
+        self._static = static
+        self._twin: Callable[[], Bundle | None] | None = (
+            (static if twin else None) if isinstance(twin, bool) else twin
+        )
+        self._slot = DisplaySlot(self.display_id)
+        self._twin_slot = DisplaySlot(f"{self.display_id}-twin")
+        self._last: str | None = None
+        self._last_twin: str | None = None
+        self._pinned: Bundle | None = None  # what go_static(data) was told to show
+        self._lock = lock if lock is not None else threading.RLock()
+
+    @property
+    def shown(self) -> bool:
+        return self._slot.shown
+
+    def attach(self, widget: Any) -> None:
+        """Make ``widget`` what the output shows live (again, after :meth:`go_static`)."""
+        widget.add_class(f"nba-live-{self.uid}")  # the twin's CSS finds the widget by it
+        self.widget = widget
+        self.live = True
+        self._pinned = None
+
+    def bundle(self) -> Bundle:
+        """The output's bundle now: the static forms, and the widget's mime while live."""
+        if not self.live and self._pinned is not None:
+            return dict(self._pinned)
+        data = dict(self._static())
+        if self.live and self.widget is not None:
+            data[WIDGET_MIME] = {
+                "version_major": 2,
+                "version_minor": 0,
+                "model_id": self.widget.model_id,
+            }
+        return data
+
+    def twin_bundle(self) -> Bundle:
+        """The twin's bundle now (idle unless the widget is live and has a stand-in)."""
+        data = self._twin() if self.live and self._twin is not None else None
+        if data is None:
+            return IDLE_TWIN
+        uid = self.uid
+        out = dict(data)
+        out["text/html"] = (
+            f'<style>{twin_css(uid)}</style><div class="nba-twin-{uid}">{data["text/html"]}</div>'
+        )
+        return out
+
+    def show(self) -> None:
+        """Display the output and its twin in the running cell (again: the output only)."""
+        with self._lock:
+            data = self.bundle()
+            if self._slot.shown:
+                self._slot.show(data)
+                return
+            self._last = _key(data)
+            self._slot.show(data)
+            if self._twin is not None:
+                twin = self.twin_bundle()
+                self._last_twin = _key(twin)
+                self._twin_slot.show(twin)
+            mark_dirty(self)  # after the cell: the twin as the cell left it
+
+    def refresh(self, *, force: bool = False) -> None:
+        """Update the output and the twin where they changed (``force``: send both anyway)."""
+        with self._lock:
+            data = self.bundle()
+            key = _key(data)
+            if force or key != self._last:
+                self._last = key
+                self._slot.update(data)
+            self.refresh_twin(force=force)
+
+    def refresh_twin(self, *, force: bool = False) -> None:
+        """Update the twin only (cheap: the widget is not drawn again)."""
+        if self._twin is None:
+            return
+        with self._lock:
+            twin = self.twin_bundle()
+            key = _key(twin)
+            if force or key != self._last_twin:
+                self._last_twin = key
+                self._twin_slot.update(twin)
+
+    def go_static(self, data: Bundle | None = None) -> None:
+        """Show the static forms alone in the output; the twin goes idle.
+
+        ``data``: show this instead, until the output is live again (a view's
+        "continued in cell [n]"). The owner closes its widgets after this.
+        """
+        with self._lock:
+            self.live = False
+            self._pinned = data
+            data = dict(self._static()) if data is None else data
+            self._last = _key(data)
+            self._slot.update(data)
+            self.refresh_twin()
+
+    def _update_fallback(self) -> None:
+        if self.live:
+            self.refresh_twin()  # not the widget's output: that would draw the widget again
+        else:
+            self.refresh()
+
+
+def _key(data: Bundle) -> str:
+    return str(data.get("text/html", "")) + str(data.get(WIDGET_MIME, ""))
+
+
+__all__ = [
+    "IDLE_TWIN",
+    "WIDGET_MIME",
+    "DisplaySlot",
+    "LiveOutput",
+    "ended_note",
+    "flush_dirty",
+    "hook_post_run_cell",
+    "mark_dirty",
+    "twin_css",
+    "widgets_available",
+]
