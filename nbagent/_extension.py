@@ -33,11 +33,11 @@ The hooks, in the order a turn meets them:
 - :meth:`~Extension.wait_for_decision` when ``await chat.ask_async()`` finds
   the chat parked on an approval (the notebook view waits for a click);
 - :meth:`~Extension.refresh` from ``chat.refresh()`` (the store applies
-  decisions made in other processes), :meth:`~Extension.wait_for_refresh`
-  from whoever wants to call ``refresh()`` only when it has news (the
-  notebook's poll of a displayed pending card; the store waits on its decision
-  watch), and :meth:`~Extension.close` from ``chat.close()`` (the store writes
-  what is pending and lets its file go);
+  decisions made in other processes), :meth:`~Extension.follow_decisions`
+  from whoever wants to call ``refresh()`` only when it has news (a displayed
+  pending card, a parked batch row; the store subscribes to its follower), and
+  :meth:`~Extension.close` from ``chat.close()`` (the store writes what is
+  pending and lets its file go);
 - :meth:`~Extension.recordings` at every model request and tool round: where
   the extension keeps recorded responses and results (the store), searched
   after the process's and written with them (see :mod:`nbagent._replay`).
@@ -104,11 +104,11 @@ class Extension:
         """``chat.refresh()``: apply decisions made elsewhere now; return the calls decided."""
         return []
 
-    def wait_for_refresh(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds until :meth:`refresh` may have something to apply
-        (a decision recorded elsewhere); True if so. Called from any thread, never under
-        the chat's lock. Not overridden: the caller refreshes on a timer instead."""
-        return False
+    def follow_decisions(self, callback: Callable[[], Any]) -> Any:
+        """Call ``callback()`` (on a worker thread, never under the chat's lock) whenever
+        :meth:`refresh` may have something to apply (a decision recorded elsewhere), and
+        once soon. Returns what stops it (its ``close()``); None: no news can come."""
+        return None
 
     def close(self) -> None:
         """``chat.close()``: write what is pending and release resources (may be called twice)."""
@@ -131,7 +131,7 @@ HOOKS = (
     "decide",
     "wait_for_decision",
     "refresh",
-    "wait_for_refresh",
+    "follow_decisions",
     "close",
     "recordings",
 )

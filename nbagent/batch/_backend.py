@@ -101,8 +101,8 @@ class RunSpec:
         on_error: ``"record"`` (a failing row is recorded) or ``"raise"``.
         max_rate_limit_retries: Times one row is continued after a
             :class:`~nbagent.RateLimitError` before it fails with it.
-        poll_interval: Seconds between looks at the store for decisions made
-            elsewhere (while chats are parked and no notification seam exists).
+        poll_interval: ``nbagent.batch(poll_interval=)``, for a backend of its own
+            (the built-in ones follow the store through ``nbagent.store.follow``).
         options: Backend-specific options (``nbagent.batch(backend_options=)``),
             e.g. Ray's ``address``.
     """

@@ -326,8 +326,10 @@ def batch(
             stderr elsewhere; ``"text"``, ``"widget"``, or ``False`` (none).
         max_rate_limit_retries: Times one row is continued after a rate limit
             error before it fails with it.
-        poll_interval: Seconds between looks at the store for decisions made
-            elsewhere, while rows are parked.
+        poll_interval: Accepted for compatibility; unused by the built-in
+            backends: parked rows follow decisions made elsewhere through the
+            store's follower (``nbagent.store.follow``: pushed by PostgreSQL,
+            looked for four times a second otherwise).
         backend_options: Options of the backend (Ray: ``address``...).
 
     Returns:

@@ -21,13 +21,46 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeVar
 
 from .._errors import RateLimitError, StoreError
-from .._events import Event, ModelRequestFinished
+from .._events import ApprovalDecided, Event, ModelRequestFinished
+from .._extension import overrides
 from ._backend import FINAL, Job, ProgressSink, RowResult, RowStatus, RowUpdate, RunSpec
 from ._inputs import InputError
 from ._limits import AdaptiveLimit, backoff
-from ._watch import DecisionWatcher
 
 T = TypeVar("T")
+
+
+async def wait_for_decisions(chat: Any) -> None:
+    """A parked chat waits here, without a slot, until someone decided: on the live chat in
+    this process (its ``ApprovalDecided`` event), or through its store from anywhere (its
+    ``follow_decisions`` subscription on the store's one follower ``refresh()``-es it when a
+    decision was recorded, and once as it parks: one may have come before)."""
+    loop, woken = asyncio.get_running_loop(), asyncio.Event()
+
+    def wake(_event: Event | None = None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+            loop.call_soon_threadsafe(woken.set)  # from whichever thread decided
+
+    def look() -> None:  # from the follower, on a worker thread
+        with contextlib.suppress(Exception):  # the chat's store is down: next news
+            if chat.refresh() or not chat.awaiting_approval:
+                wake()
+
+    chat.on(ApprovalDecided, wake)
+    sub = None  # without a store (or with one that cannot be read now): decided here only
+    for ext in [e for e in chat.extensions if overrides(e, "follow_decisions")][:1]:
+        with contextlib.suppress(Exception):
+            sub = ext.follow_decisions(look)
+    try:
+        while chat.awaiting_approval:
+            woken.clear()
+            if not chat.awaiting_approval:
+                break
+            await woken.wait()
+    finally:
+        chat.off(wake)
+        if sub is not None:
+            sub.close()
 
 
 class RowFailed(Exception):
@@ -129,7 +162,6 @@ class LocalBackend:
     ) -> AsyncIterator[RowResult]:
         limit = self.limit = AdaptiveLimit(spec.concurrency)
         live, self.live = self.live, {}  # this run's: the backend keeps no chat past it
-        watcher = DecisionWatcher(spec.store, spec.poll_interval)
         out: asyncio.Queue[RowResult | BaseException] = asyncio.Queue()
         tasks: set[asyncio.Task[None]] = set()
 
@@ -141,7 +173,7 @@ class LocalBackend:
                     out.put_nowait(result)
                     limit.release()  # a parked chat costs no slot
                     row.held = False
-                    await watcher.wait(row.chat)
+                    await wait_for_decisions(row.chat)
                     await limit.acquire()
                     row.held = True
                     row.update("running")
@@ -183,7 +215,6 @@ class LocalBackend:
             for task in list(tasks):
                 task.cancel()
             await asyncio.gather(dispatcher, *tasks, return_exceptions=True)
-            await watcher.close()
 
 
 class _Row:

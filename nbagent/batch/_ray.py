@@ -28,9 +28,9 @@ driver feeds the updates to the batch's progress sink as they arrive.
 
 **Approvals.** A chat that parks on a gated call does not hold its worker
 slot: the worker returns ``awaiting_approval`` (its state is in the store).
-The driver watches the store (``store.watch()``: LISTEN/NOTIFY on
-PostgreSQL; else a poll every ``poll_interval`` seconds) and, when a decision
-made anywhere (the inbox, another process, ``store.approve``) lowers the
+The driver follows the parked chats on the store's follower
+(:func:`nbagent.store.follow`: LISTEN/NOTIFY on PostgreSQL, else one poll)
+and, when a decision made anywhere (the inbox, another process, ``store.approve``) lowers the
 chat's count of undecided calls, sends a continuation (``Job(chat_id=...)``)
 to a worker, which loads the chat and completes it: the approved call runs
 there, once (the store's claim). Without a store a parked chat cannot be
@@ -545,12 +545,14 @@ class _Run:
         self.tasks: set[asyncio.Task[None]] = set()
         self.running: dict[int, _Row] = {}
         self.parked: dict[str, _Row] = {}
-        self.fresh: set[str] = set()  # parked since the watcher last looked
+        self.sub: Any = None  # the parked chats, followed on the store's follower
+        self.progress: ProgressSink = lambda update: None
         self.slots = asyncio.Semaphore(min(spec.concurrency, per_worker * len(workers)))
 
     async def run(self, jobs: Sequence[Job], progress: ProgressSink) -> AsyncIterator[RowResult]:
         waiting = list(reversed(jobs))
         unsettled = len(jobs)
+        self.progress = progress
 
         async def feed() -> None:
             while waiting:
@@ -558,7 +560,6 @@ class _Run:
                 self.start(_Row(waiting.pop()), progress)
 
         feeder = asyncio.ensure_future(feed())
-        watcher: asyncio.Task[None] | None = None
         try:
             while unsettled:
                 result = await self.results.get()
@@ -567,12 +568,10 @@ class _Run:
                 if result.status in FINAL:
                     unsettled -= 1
                 yield result
-                if result.status == "awaiting_approval" and watcher is None:
-                    watcher = asyncio.ensure_future(self.watch(progress))
         finally:
             feeder.cancel()
-            if watcher is not None:
-                watcher.cancel()
+            if self.sub is not None:
+                self.sub.close()
 
     def start(self, row: _Row, progress: ProgressSink) -> None:
         """Send a row to the least busy worker (holding a slot)."""
@@ -685,57 +684,34 @@ class _Run:
             return failed
         row.pending = result.pending
         self.parked[result.chat_id] = row
-        self.fresh.add(result.chat_id)
+        if self.sub is None:
+            from ..store import follow
+
+            loop = asyncio.get_running_loop()
+            self.sub = follow(self.store, (), lambda ids: self.decided(ids, loop))
+        self.sub.add([result.chat_id])  # looked at once: a decision may have come first
         return result
 
-    async def watch(self, progress: ProgressSink) -> None:
-        """Continue parked chats when a decision reaches the store (from anywhere).
-
-        The store's decision watch (``store.watch()``: LISTEN/NOTIFY on
-        PostgreSQL) says which chats got one; without it, one look at
-        ``store.pending_approvals()`` every ``poll_interval``. A chat just
-        parked is looked at once anyway (a decision may have come first).
-        """
-        store, interval = self.store, self.spec.poll_interval
-        watch: Any = None
-        make = getattr(store, "watch", None)
-        if callable(make):
-            with contextlib.suppress(Exception):
-                watch = await asyncio.to_thread(make, None)
+    def decided(self, chat_ids: set[str], loop: asyncio.AbstractEventLoop) -> None:
+        """From the store's follower (a worker thread): decisions were recorded in these
+        chats; those whose count of undecided calls went down are continued."""
         try:
-            while True:
-                candidates = set(self.fresh)
-                self.fresh.clear()
-                if watch is not None:
-                    try:
-                        wait = 0.0 if candidates else interval
-                        candidates |= set(await watch.wait_async(wait))
-                    except Exception:  # the watch broke: poll from now on
-                        with contextlib.suppress(Exception):
-                            watch.close()
-                        watch = None
-                if watch is None:
-                    await asyncio.sleep(interval if not candidates else 0)
-                    candidates = set(self.parked)
-                candidates &= set(self.parked)
-                if not candidates:
-                    continue
-                try:
-                    pending = await asyncio.to_thread(_pending_counts, store, candidates)
-                except Exception:  # the store cannot be read now: look again next time
-                    self.fresh |= candidates
-                    continue
-                for chat_id in sorted(candidates):
-                    row = self.parked[chat_id]
-                    if pending.get(chat_id, 0) < row.pending:
-                        del self.parked[chat_id]
-                        row.job = replace(row.job, chat_id=chat_id)
-                        await self.slots.acquire()
-                        self.start(row, progress)
-        finally:
-            if watch is not None:
-                with contextlib.suppress(Exception):
-                    watch.close()
+            pending = _pending_counts(self.store, chat_ids)
+        except Exception:  # the store cannot be read now: look again at the next tick
+            self.sub.add(chat_ids)
+            return
+        with contextlib.suppress(RuntimeError):  # the run's loop is gone: nothing to continue
+            asyncio.run_coroutine_threadsafe(self.resume(chat_ids, pending), loop)
+
+    async def resume(self, chat_ids: set[str], pending: dict[str, int]) -> None:
+        for chat_id in sorted(chat_ids):
+            row = self.parked.get(chat_id)
+            if row is not None and pending.get(chat_id, 0) < row.pending:
+                del self.parked[chat_id]
+                self.sub.discard([chat_id])
+                row.job = replace(row.job, chat_id=chat_id)
+                await self.slots.acquire()
+                self.start(row, self.progress)
 
     async def close(self) -> None:
         """Stop following rows (the caller stopped early, or all settled)."""

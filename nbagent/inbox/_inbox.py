@@ -23,15 +23,17 @@ parked rows (``run.running``), and like a direct one once it stopped
 watching; a stored chat by whichever process drives it (its view's refresh
 poll, a batch's watch, or the next ``Chat.load``).
 
-**Following.** While the widget is shown, a daemon thread refreshes the rows:
-at once when a live chat emits an approval event, and every
-:data:`POLL_SECONDS` from the stores.
+**Following.** While the widget is shown, the rows are refreshed through the
+stores' followers (``nbagent.store.follow``, shared with everything else
+following them): at once when a store reports a decision or a live chat emits
+an approval event, and every :data:`POLL_SECONDS` for new pending calls.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -41,6 +43,7 @@ from .._approvals import HUMAN
 from .._display import LiveOutput, ended_note, widgets_available
 from .._events import ApprovalDecided, ApprovalRequested, Event, StepFinished
 from .._types import ToolCall
+from ..store import follow
 from ._filter import Filter, as_filter
 from ._present import chat_label, decided_words, html_table, one_line, row_view, text_table
 from ._sources import (
@@ -430,7 +433,7 @@ class Inbox:
         with self._lock:
             if self._follower is None and not self._closed:
                 stores = [(s.store, s.only) for s in self._sources.stores]
-                self._follower = _Follower(self, POLL_SECONDS if stores else None, stores)
+                self._follower = _Follower(self, stores)
 
     def close(self) -> None:
         """Stop following, unsubscribe from the chats, close stores opened from a path."""
@@ -659,79 +662,48 @@ def _outcomes(outcomes: list[Outcome]) -> pd.DataFrame:
 
 
 class _Follower:
-    """A daemon thread that refreshes an inbox when poked (chat events, a store's decision
-    watch) or every ``poll`` seconds (new pending calls in a store)."""
+    """The inbox's subscriptions on its stores' followers (:func:`nbagent.store.follow`):
+    a refresh when a store reports a decision, when a live chat emits an approval event
+    (:meth:`poke`), and every :data:`POLL_SECONDS` (new pending calls in a store)."""
 
-    def __init__(self, inbox: Inbox, poll: float | None, stores: Iterable[tuple[Any, Any]] = ()):
+    def __init__(self, inbox: Inbox, stores: Iterable[tuple[Any, Any]] = ()):
         self._inbox = weakref.ref(inbox)
-        self._poll = poll
-        self._wake = threading.Event()
-        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._last = time.monotonic()
+        self._poked = False
         self.ticks = 0
-        self.watching = 0
         self.last_error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="nbagent-inbox", daemon=True)
-        self._thread.start()
+        self._subs: list[Any] = []
         for store, only in stores:
-            if callable(getattr(store, "watch", None)):  # decisions pushed (LISTEN/NOTIFY)
-                threading.Thread(
-                    target=self._watch, args=(store, only), name="nbagent-inbox-watch", daemon=True
-                ).start()
-
-    def _watch(self, store: Any, only: Any) -> None:
-        """Poke on every decision the store reports; polling goes on for new pending calls.
-
-        ``store.watch(chat_ids)`` is the stores' decision watch (``DecisionWatch``:
-        ``wait(timeout) -> set of chat ids``, ``close()``): pushed by PostgreSQL's
-        LISTEN/NOTIFY. A store without one is polled only.
-        """
-        try:
-            watch = store.watch(sorted(only) if only is not None else None)
-        except Exception as exc:  # no watch after all: the poll covers it
-            self.last_error = exc
-            return
-        self.watching += 1
-        try:
-            while not self._stop.is_set():
-                try:
-                    decided = watch.wait(1.0)
-                except Exception as exc:  # the store went away: the poll reports nothing new
-                    self.last_error = exc
-                    self._stop.wait(POLL_SECONDS)
-                    continue
-                if decided:
-                    self.poke()
-        finally:
-            self.watching -= 1
-            with contextlib.suppress(Exception):
-                watch.close()
+            try:
+                self._subs.append(follow(store, only, self._tick, look=False, every_tick=True))
+            except Exception as exc:  # the store cannot be read now: live chats still refresh
+                self.last_error = exc
+        self._subs = self._subs or [follow(None, (), self._tick, look=False)]
 
     def poke(self) -> None:
-        self._wake.set()
+        self._poked = True
+        self._subs[0].nudge()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
+        for sub in self._subs:
+            sub.close()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self._poll if self._poll is not None else 5.0)
-            if self._stop.is_set():
-                return
-            poked = self._wake.is_set()
-            self._wake.clear()
-            inbox = self._inbox()
-            if inbox is None:
-                return
-            if poked or self._poll is not None:
-                self.ticks += 1
-                try:
-                    inbox.refresh()
-                except Exception as exc:  # a store that cannot be read now: next tick
-                    self.last_error = exc
-            del inbox
-            if poked:
-                self._stop.wait(0.05)  # a burst of events: one refresh per 50 ms at most
+    def _tick(self, decided: set[str]) -> None:
+        """From a follower (a worker thread): refresh if there is news, or it is time to."""
+        inbox = self._inbox()
+        if inbox is None:
+            return self.stop()
+        if not (decided or self._poked or time.monotonic() - self._last >= POLL_SECONDS):
+            return None
+        with self._lock:  # one refresh at a time (several stores: several followers)
+            self._poked, self._last = False, time.monotonic()
+            self.ticks += 1
+            try:
+                inbox.refresh()
+            except Exception as exc:  # a store that cannot be read now: next tick
+                self.last_error = exc
+        return None
 
 
 def inbox(store_or_chats: Any, *, by: str = BY, continue_chats: bool = True) -> Inbox:

@@ -8,20 +8,17 @@ a poll an approval card would stay "pending" and the status line "awaiting
 approval" after the call was decided, or even ran, elsewhere.
 
 So while a **displayed** view shows a **pending approval card** of a chat that
-has something to refresh from (an extension implementing ``refresh``: the
-store), one daemon thread per chat calls ``chat.refresh()`` when there is news:
-it waits on the extension's ``wait_for_refresh`` (the store's decision watch:
-PostgreSQL pushes a decision the moment it commits, SQLite is polled with one
-indexed query), in slices of :data:`POLL_SECONDS`, and refreshes when a
-decision was recorded (and every :data:`SAFETY_TICKS` quiet slices anyway).
-Without such an extension it refreshes every :data:`POLL_SECONDS`. A decision
-it applies goes through the chat's own rules and events, so the card closes
-and says who decided and when ("approved elsewhere by ops at ..."), and the
-status line moves on. The thread stops as
-soon as no displayed view has a pending card (or the chat is gone), and starts
-again when one appears; it skips a tick while the chat is being driven (the
-driver's own step applies decisions) and never raises (a store that cannot be
-read now is tried again at the next tick).
+can follow decisions (an extension implementing ``follow_decisions``: the
+store), the chat is subscribed to the store's follower (one per store in the
+process: PostgreSQL pushes a decision the moment it commits, SQLite is polled
+with one indexed query), which calls ``chat.refresh()`` here when a decision on
+it was recorded, and once at the start. A decision it applies goes through the
+chat's own rules and events, so the card closes and says who decided and when
+("approved elsewhere by ops at ..."), and the status line moves on. The
+subscription ends as soon as no displayed view has a pending card (or the chat
+is gone), and starts again when one appears; a refresh is skipped while the
+chat is being driven (the driver's own step applies decisions) and never raises
+(a store that cannot be read now is read again at the next decision).
 
 **This kernel then continues the loop**, as after a click on the card: the
 decision was made so that the call runs, and the chat parked here is the one
@@ -45,22 +42,10 @@ from ._state import CallEntry
 if TYPE_CHECKING:
     from .._base_chat import BaseChat as Chat
 
-POLL_SECONDS = 1.5
-SAFETY_TICKS = 20  # quiet waits in a row after which a refresh happens anyway
-GIVE_UP_AFTER = 20  # failed refreshes in a row (the store closed, say); a settle restarts it
-
-
-def _waiter(chat: Chat) -> Any:
-    """The first extension's ``wait_for_refresh`` (None: refresh on a timer)."""
-    for ext in chat.extensions:
-        if overrides(ext, "wait_for_refresh"):
-            return ext.wait_for_refresh
-    return None
-
 
 def can_refresh(chat: Chat) -> bool:
-    """Whether ``chat.refresh()`` can bring news (an extension implements ``refresh``)."""
-    return any(overrides(ext, "refresh") for ext in chat.extensions)
+    """Whether decisions made elsewhere can reach ``chat`` (an extension follows them)."""
+    return any(overrides(ext, "follow_decisions") for ext in chat.extensions)
 
 
 def shows_pending_card(view: Any) -> bool:
@@ -76,45 +61,53 @@ def shows_pending_card(view: Any) -> bool:
 
 
 class Poller:
-    """Refreshes one chat while one of its views shows a pending card (thread-safe)."""
+    """Follows decisions for one chat while one of its views shows a pending card (thread-safe)."""
 
     def __init__(self, chat: Chat):
         self._chat = weakref.ref(chat)
         self._views: weakref.WeakSet[Any] = weakref.WeakSet()
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
+        self._sub: Any = None
         self.last_error: BaseException | None = None
         self.ticks = 0
-        self.waits = 0  # waits on the extension's wait_for_refresh
-        self._failures = 0
-        self._quiet = 0
 
     @property
     def running(self) -> bool:
-        return self._thread is not None
+        return self._sub is not None
 
     def watch(self, view: Any) -> None:
-        """Follow ``view``; start polling if it (or another view) shows a pending card."""
+        """Follow ``view``; subscribe if it (or another view) shows a pending card."""
         with self._lock:
             self._views.add(view)
         if self._needed():
             self._ensure()
+        else:
+            self.stop()
 
     def stop(self) -> None:
-        """Stop polling now (a later :meth:`watch` starts it again)."""
-        self._stop.set()
+        """Stop following (a later :meth:`watch` starts it again)."""
+        with self._lock:
+            sub, self._sub = self._sub, None
+        if sub is not None:
+            sub.close()
 
     def _ensure(self) -> None:
+        chat = self._chat()
+        hooks = [e for e in (chat.extensions if chat else ()) if overrides(e, "follow_decisions")]
+        if self._sub is not None or not hooks:
+            return
+        try:  # outside the lock: the first subscription to a store may connect to it
+            sub = hooks[0].follow_decisions(self._news)
+        except Exception as exc:  # the store cannot be read now: the next settle tries again
+            self.last_error = exc
+            return
         with self._lock:
-            if self._thread is not None:
-                return
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="nbagent-refresh", daemon=True)
-            self._thread.start()
+            sub, self._sub = (sub, self._sub) if self._sub is not None else (None, sub)
+        if sub is not None:  # another thread subscribed meanwhile
+            sub.close()
 
     def _needed(self) -> bool:
-        """Whether to poll: called without ``_lock`` held (it takes the views' state locks,
+        """Whether to follow: called without ``_lock`` held (it takes the views' state locks,
         and a view's listener, holding its state lock, calls :meth:`watch`)."""
         chat = self._chat()
         if chat is None or not can_refresh(chat):
@@ -123,45 +116,13 @@ class Poller:
             views = list(self._views)
         return any(shows_pending_card(v) for v in views)
 
-    def _run(self) -> None:
-        try:
-            self._failures = 0
-            while not self._stop.is_set() and self._needed():
-                chat = self._chat()
-                if chat is None or self._failures >= GIVE_UP_AFTER:
-                    return
-                waiter = _waiter(chat)
-                del chat  # not held while waiting: the chat may go
-                if not self._news(waiter):
-                    continue
-                chat = self._chat()
-                if chat is None or self._stop.is_set():
-                    return
-                self.tick(chat)
-                del chat
-        finally:
-            with self._lock:
-                self._thread = None
-        if self._failures >= GIVE_UP_AFTER:
+    def _news(self) -> None:
+        """From the store's follower: a decision on this chat may have been recorded."""
+        chat = self._chat()
+        if chat is None or not self._needed():
+            self.stop()
             return
-        if not self._stop.is_set() and self._needed():  # a card appeared as this one stopped
-            self._ensure()
-
-    def _news(self, waiter: Any) -> bool:
-        """Wait one slice; whether to refresh now."""
-        if waiter is None:
-            return not self._stop.wait(POLL_SECONDS)
-        self.waits += 1
-        try:
-            news = bool(waiter(POLL_SECONDS))
-        except Exception as exc:  # the store cannot be read now: wait, then refresh
-            self.last_error = exc
-            return not self._stop.wait(POLL_SECONDS)
-        self._quiet = 0 if news else self._quiet + 1
-        if self._quiet >= SAFETY_TICKS:
-            self._quiet = 0
-            return True
-        return news
+        self.tick(chat)
 
     def tick(self, chat: Chat) -> bool:
         """One refresh; continue the loop if it applied a decision. True if it did."""
@@ -170,11 +131,9 @@ class Poller:
         self.ticks += 1
         try:
             decided = chat.refresh()
-        except Exception as exc:  # the store cannot be read now: next tick
+        except Exception as exc:  # the store cannot be read now: next news
             self.last_error = exc
-            self._failures += 1
             return False
-        self._failures = 0
         if not decided:
             return False
         from ._continuation import continuation_for
@@ -191,7 +150,7 @@ def poller_for(chat: Chat) -> Poller:
 
 
 def watch(view: Any) -> None:
-    """A displayed view, or one whose chat just settled: poll while it shows a pending card."""
+    """A displayed view, or one whose chat just settled: follow while it shows a pending card."""
     chat = view.chat
     if can_refresh(chat):
         poller_for(chat).watch(view)

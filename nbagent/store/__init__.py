@@ -31,7 +31,9 @@ implements the same protocol with the same guarantees on a shared server.
 
 **Decisions as they happen.** ``store.watch(chat_ids)`` returns a
 :class:`DecisionWatch` whose ``wait(timeout)`` returns the chats that got a
-decision (PostgreSQL pushes it with ``LISTEN``/``NOTIFY``; SQLite is polled).
+decision (PostgreSQL pushes it with ``LISTEN``/``NOTIFY``; SQLite is polled);
+``follow(store, chat_ids, callback)`` calls back instead. Both are served by
+one follower per store object in a process, shared by every consumer.
 
 :class:`Store` is the seam both implement.
 """
@@ -46,6 +48,7 @@ from ._attach import attach_store as attach_store
 from ._attach import load_chat as load_chat
 from ._attach import open_store
 from ._attach import store_of as store_of
+from ._follow import Subscription, follow
 from ._migrations import SCHEMA_VERSION
 from ._postgres import PostgresStore
 from ._protocol import BatchStore, ChatInfo, Store, StoreConflictWarning, StoredCall
@@ -62,6 +65,8 @@ __all__ = [
     "Store",
     "StoreConflictWarning",
     "StoredCall",
+    "Subscription",
+    "follow",
     "open_store",
 ]
 

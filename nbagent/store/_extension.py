@@ -69,9 +69,9 @@ notebook, a web form) are written to the call's row and to the ``decisions``
 table. A chat applies them with its own decision rules
 (``ChatHost.apply_decision``, so they emit the same events as a click) at the
 start of every step, on ``Chat.load``, and on ``chat.refresh()``; a waiting
-chat learns of them through :meth:`StoreExtension.wait_for_refresh` (the
-store's decision watch: ``LISTEN``/``NOTIFY`` on PostgreSQL), which the
-notebook's poll of a pending card waits on instead of refreshing on a timer.
+chat learns of them through :meth:`StoreExtension.follow_decisions` (the
+store's follower: ``LISTEN``/``NOTIFY`` on PostgreSQL), which a pending card
+and a parked batch row subscribe to instead of refreshing on a timer.
 
 Everything here goes through the :class:`~nbagent.store.Store` protocol, so it
 works unchanged with any store that implements it.
@@ -85,6 +85,7 @@ import threading
 import time
 import warnings
 import weakref
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 
@@ -106,6 +107,7 @@ from .._extension import ChatHost, Extension, Snapshot
 from .._replay import Recordings
 from .._types import Decision, ForkParent, ToolCall
 from . import _codec as codec
+from ._follow import follow
 from ._process import LIVE_TOKENS, abandoned, new_owner
 from ._protocol import (
     ChatInfo,
@@ -116,7 +118,6 @@ from ._protocol import (
     StoredCall,
 )
 from ._recordings import store_recordings
-from ._watch import DecisionWatch
 
 
 class StoreExtension(Extension):
@@ -147,7 +148,6 @@ class StoreExtension(Extension):
         self._closed = False
         self._recordings = store_recordings(store, self._queue_recording)
         self._recorded: list[tuple[Any, str, int, bool]] = []  # recordings to write, in order
-        self._watch: DecisionWatch | None = None  # made by the first wait_for_refresh
 
     def recordings(self) -> Recordings | None:
         """The store's recordings (record and replay), while the chat writes to it."""
@@ -241,9 +241,6 @@ class StoreExtension(Extension):
     def _release(self) -> None:
         self._closed = True
         LIVE_TOKENS.discard(self._token)
-        watch, self._watch = self._watch, None
-        if watch is not None:
-            watch.close()
         if self.owned:
             self.store.close()
 
@@ -675,24 +672,16 @@ class StoreExtension(Extension):
             self._keep_for_retry(exc)
             raise
 
-    def wait_for_refresh(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` s for a decision on this chat recorded anywhere (True if one was).
-
-        Through the store's decision watch (``store.watch([chat_id])``: pushed by
-        PostgreSQL, polled cheaply on SQLite), made by the first call, which
-        returns True at once: a refresh then finds what was decided before the
-        watch existed.
+    def follow_decisions(self, callback: Callable[[], Any]) -> Any:
+        """Call ``callback()`` when a decision on this chat is recorded anywhere, and once
+        soon (one may have come before): a subscription on the store's follower.
 
         Raises:
             StoreError: The store cannot be read (closed, unreachable).
         """
         if self._closed:
-            return False
-        watch = self._watch
-        if watch is None:
-            self._watch = self.store.watch([self.chat_id])
-            return True
-        return bool(watch.wait(timeout))
+            return None
+        return follow(self.store, [self.chat_id], lambda _ids: callback())
 
     # -- orphans and decisions -------------------------------------------------
     def settle_orphans(self, record: ChatRecord | None = None) -> None:

@@ -3,7 +3,7 @@
 A trigger on ``decisions`` (:mod:`nbagent.store._pg_migrations`, m002) NOTIFYs
 every recorded decision at its commit, with ``{id, chat, call}``. The listener
 waits for those on a daemon thread and pushes the chat ids to the store's
-:class:`~nbagent.store.DecisionWatch` objects. If the connection is lost (a
+follower (:mod:`nbagent.store._follow`). If the connection is lost (a
 restart, a terminated backend, a network cut) it connects again with backoff
 and then reports the decisions recorded meanwhile (ids above the last one it
 saw). It holds the store only weakly (its ``connect`` method): a store dropped
@@ -21,11 +21,11 @@ from typing import Any
 
 from .._errors import StoreError
 from . import _pg_migrations as migrations
-from ._watch import DecisionWatch
+from ._follow import Follower
 
 
 class Listener:
-    """One ``LISTEN`` connection of a store, on a daemon thread, waking its watches.
+    """One ``LISTEN`` connection of a store, on a daemon thread, pushing to its follower.
 
     Holds the store only weakly (its ``connect`` method): a store dropped without
     ``close()`` stops its listener.
@@ -35,7 +35,7 @@ class Listener:
 
     def __init__(self, connect: Callable[[], Any], location: str, timeout: float):
         self._connect = weakref.WeakMethod(connect)
-        self._watches: set[DecisionWatch] = set()
+        self._watches: set[Follower] = set()
         self._lock = threading.Lock()
         self._ready = threading.Event()
         self._stopped = threading.Event()
@@ -50,11 +50,11 @@ class Listener:
                 f"could not listen for decisions on {location} within {timeout:g} s"
             )
 
-    def add(self, watch: DecisionWatch) -> None:
+    def add(self, watch: Follower) -> None:
         with self._lock:
             self._watches.add(watch)
 
-    def remove(self, watch: DecisionWatch) -> None:
+    def remove(self, watch: Follower) -> None:
         with self._lock:
             self._watches.discard(watch)
 

@@ -53,9 +53,9 @@ from .._errors import StoreError
 from .._optional import require
 from . import _codec as codec
 from . import _pg_migrations as migrations
+from ._follow import release as release_follower
 from ._pg_listener import Listener as _Listener
 from ._sql import SQLStore, next_seq_sql, updated_at_sql
-from ._watch import DecisionWatch
 
 DSN_SCHEMES = ("postgresql://", "postgres://")
 """A store given as a string starting with one of these is a PostgreSQL DSN."""
@@ -305,6 +305,7 @@ class PostgresStore(SQLStore):
             self._closed = True
             self._conn = self._listener = None
         self._held.release()
+        release_follower(self)
 
     @property
     def closed(self) -> bool:
@@ -501,15 +502,11 @@ class PostgresStore(SQLStore):
         return int(cur.rowcount)
 
     # -- following decisions ------------------------------------------------------------
-    def watch(self, chat_ids: Iterable[str] | None = None) -> DecisionWatch:
-        """Follow the decisions recorded from now on, in these chats (``None``: every chat).
-
-        Pushed by the server (``LISTEN nbagent_decisions``; a trigger NOTIFYs
-        each decision at its commit): a waiting ``watch.wait()`` returns as soon
-        as a decision anywhere commits. One listening connection per store
-        object serves every watch; it reconnects by itself if the server goes
-        away, and then reports the decisions recorded meanwhile. See
-        :class:`~nbagent.store.DecisionWatch`.
+    def _decision_feed(self, follower: Any) -> None:
+        """Pushed by the server (``LISTEN nbagent_decisions``; a trigger NOTIFYs each
+        decision at its commit) to ``follower``, on one listening connection per store
+        object; it reconnects by itself if the server goes away, and then reports the
+        decisions recorded meanwhile.
 
         Raises:
             StoreError: The store is closed, or the server cannot be reached.
@@ -521,10 +518,7 @@ class PostgresStore(SQLStore):
                 self._listener = self._held.listener = _Listener(
                     self._raw_connect, self.location, self._connect_timeout + 5.0
                 )
-            listener = self._listener
-        watch = DecisionWatch(chat_ids, on_close=listener.remove)
-        listener.add(watch)
-        return watch
+            self._listener.add(follower)
 
 
 def _reopen(

@@ -41,6 +41,7 @@ from .._schema import validate_json_schema
 from .._types import Decision, LLMToolResponse, Message, ToolCall, ToolResultMessage
 from .._unicode import clean, clean_json
 from . import _codec as codec
+from ._follow import follow
 from ._protocol import (
     Blob,
     CallFinal,
@@ -240,8 +241,19 @@ class SQLStore:
         raise NotImplementedError
 
     def watch(self, chat_ids: Iterable[str] | None = None) -> DecisionWatch:
-        """Follow decisions recorded from now on (see :class:`~nbagent.store.DecisionWatch`)."""
-        raise NotImplementedError
+        """Follow the decisions recorded from now on, in these chats (``None``: every chat).
+
+        A subscription on the store's follower (:func:`~nbagent.store.follow`:
+        pushed by PostgreSQL's ``LISTEN``/``NOTIFY``, SQLite's ``decisions``
+        table polled while someone follows). See :class:`~nbagent.store.DecisionWatch`.
+
+        Raises:
+            StoreError: The store is closed or cannot be read (or reached).
+        """
+        watch = DecisionWatch(chat_ids)
+        sub = follow(self, chat_ids, watch.push, look=False, on_close=watch.close)
+        watch._on_close = lambda _: sub.close()
+        return watch
 
     def __enter__(self) -> Any:
         return self

@@ -73,7 +73,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -81,8 +81,8 @@ from typing import Any
 from .._errors import StoreError
 from . import _migrations as migrations
 from ._checkpointer import checkpointer_for, take_over
+from ._follow import release as release_follower
 from ._sql import SQLStore
-from ._watch import DecisionWatch
 
 
 # ------------------------------------------------------------------ store
@@ -128,7 +128,6 @@ class SQLiteStore(SQLStore):
         self.location = str(self.path)
         self.claim_timeout = claim_timeout
         self._lock = threading.RLock()
-        self._watches: weakref.WeakSet[DecisionWatch] = weakref.WeakSet()
         self._conn: sqlite3.Connection | None = None
         self._conn = self._connect(timeout, synchronous.upper())
         self._checkpointer = checkpointer_for(self.location, synchronous.upper())
@@ -200,8 +199,7 @@ class SQLiteStore(SQLStore):
     def close(self) -> None:
         """Close the database connection (idempotent); its decision watches are closed too."""
         self._finalizer()
-        for watch in list(self._watches):
-            watch.close()
+        release_follower(self)
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
@@ -332,23 +330,22 @@ class SQLiteStore(SQLStore):
         return conn.total_changes - before
 
     # -- following decisions ----------------------------------------------------------
-    def watch(self, chat_ids: Iterable[str] | None = None) -> DecisionWatch:
-        """Follow the decisions recorded from now on, in these chats (``None``: every chat).
-
-        SQLite cannot push news: while someone waits, the watch looks at the
-        ``decisions`` table (ids only increase) every
-        :data:`~nbagent.store._watch.POLL_INTERVAL` seconds, one indexed query.
-        See :class:`~nbagent.store.DecisionWatch`.
+    def _decision_feed(self, follower: Any) -> Callable[[], list[str]]:
+        """SQLite cannot push news: the follower polls the ``decisions`` table (ids only
+        increase), one indexed query per look, from the last id seen (now, at first).
 
         Raises:
             StoreError: The store is closed or cannot be read.
         """
         with self._read() as conn:
             last = conn.execute("SELECT COALESCE(MAX(id), 0) FROM decisions").fetchone()[0]
-        cursor = [int(last)]
+        cursor, ref = [int(last)], weakref.ref(self)
 
         def poll() -> list[str]:
-            with self._read() as conn:
+            store = ref()
+            if store is None:
+                return []
+            with store._read() as conn:
                 rows = conn.execute(
                     "SELECT id, chat_id FROM decisions WHERE id > ? ORDER BY id", (cursor[0],)
                 ).fetchall()
@@ -356,9 +353,7 @@ class SQLiteStore(SQLStore):
                 cursor[0] = int(rows[-1][0])
             return [r[1] for r in rows]
 
-        watch = DecisionWatch(chat_ids, poll=poll)
-        self._watches.add(watch)
-        return watch
+        return poll
 
 
 __all__ = ["SQLiteStore"]

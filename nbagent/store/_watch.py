@@ -10,12 +10,13 @@ another kernel, a copy of the chat) reaches a chat only when the chat looks
                 chat.refresh()                 # applies it (the chat's own rules)
         chat.complete()
 
-How news arrives is the store's business: PostgreSQL pushes it (a trigger on
-the ``decisions`` table sends a ``NOTIFY``; one listening connection per store
-object serves all its watches), SQLite is polled (the ``decisions`` table's
-increasing ids, a few times a second, only while someone waits). A decision
-recorded after :meth:`~nbagent.store.SQLiteStore.watch` returned is never
-missed; one recorded before is not reported (look once after making the watch).
+News comes from the store's :class:`~nbagent.store._follow.Follower` (one
+per store object in a process, shared with every other consumer): PostgreSQL
+pushes it (a trigger on the ``decisions`` table sends a ``NOTIFY``), SQLite is
+polled (the ``decisions`` table's increasing ids, a few times a second, only
+while someone follows). A decision recorded after
+:meth:`~nbagent.store.SQLiteStore.watch` returned is never missed; look once
+after making the watch for one recorded before.
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-POLL_INTERVAL = 0.25
-"""Seconds between two looks at a store that cannot push news (SQLite), while someone waits."""
+from ._follow import POLL_INTERVAL
 
 _ASYNC_SLICE = 0.25
 """``wait_async`` waits on a worker thread in slices this long (so cancelling it is prompt)."""
@@ -45,16 +45,12 @@ class DecisionWatch:
         self,
         chat_ids: Iterable[str] | None = None,
         *,
-        poll: Callable[[], Iterable[str]] | None = None,
         on_close: Callable[[DecisionWatch], None] | None = None,
-        interval: float = POLL_INTERVAL,
     ):
         if isinstance(chat_ids, str):
             raise TypeError("chat_ids must be a collection of chat ids (or None), not one string")
         self.chat_ids: frozenset[str] | None = None if chat_ids is None else frozenset(chat_ids)
-        self._poll = poll
         self._on_close = on_close
-        self._interval = interval
         self._cond = threading.Condition()
         self._news: set[str] = set()
         self._closed = False
@@ -76,25 +72,16 @@ class DecisionWatch:
         Returns:
             The ids of the chats that got a decision since the last ``wait``
             (empty after a timeout, or once the watch is closed).
-
-        Raises:
-            StoreError: The store cannot be read (SQLite: closed, damaged).
         """
         deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
-        while True:
-            if self._poll is not None and not self._closed:
-                self.push(self._poll())
-            with self._cond:
-                if self._news or self._closed:
-                    news, self._news = self._news, set()
-                    return news
+        with self._cond:
+            while not (self._news or self._closed):
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return set()
-                step = self._interval if self._poll is not None else left
-                if step is not None and left is not None:
-                    step = min(step, left)
-                self._cond.wait(step)
+                self._cond.wait(left)
+            news, self._news = self._news, set()
+            return news
 
     async def wait_async(self, timeout: float | None = None) -> set[str]:
         """Async twin of :meth:`wait` (it waits on a worker thread, in short slices)."""

@@ -171,3 +171,39 @@ def test_a_store_that_pushes_decisions_reaches_the_inbox_without_polling(
     finally:
         box.close()
         store.close()
+
+
+def test_shown_inboxes_and_pending_cards_follow_a_store_with_no_thread_of_their_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every consumer subscribes to the store's one follower: five shown inboxes and a
+    displayed pending card start no thread each, and all of them see a decision made in
+    another process."""
+    from nbagent.notebook import ChatView
+
+    path = tmp_path / "chats.db"
+    ids = _stored_chats(path, 2)
+    store = SQLiteStore(path)
+    chat = Chat.load(ids[1], store=store, tools=[Deploy], provider=ScriptedProvider([reply("ok")]))
+    before = {t.name for t in threading.enumerate()}
+    boxes = [nbagent.inbox(store) for _ in range(5)]
+    widgets = [b.widget for b in boxes]  # shown: they follow the store
+    view = ChatView(chat)
+    view._ipython_display_()  # outside a kernel: marks it shown, its card pending
+    try:
+        new = {t.name for t in threading.enumerate()} - before
+        assert {n for n in new if n.startswith("nbagent-")} <= {"nbagent-loop"}
+        _in_another_process(
+            "from nbagent.store import SQLiteStore\n"
+            f"s = SQLiteStore({str(path)!r})\n"
+            "for c in s.pending_approvals():\n"
+            "    s.deny(c, reason='freeze', by='ops')\n"
+            "s.close()\n"
+        )
+        _until(lambda: all(len(w.rows) == 0 for w in widgets))
+        _until(lambda: not chat.awaiting_approval)  # the card's chat applied it
+    finally:
+        for b in boxes:
+            b.close()
+        chat.close()
+        store.close()

@@ -47,8 +47,7 @@ class Refund(Tool):
 
 
 @pytest.fixture(autouse=True)
-def _fast_poll(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(_poll, "POLL_SECONDS", 0.05)
+def _fresh() -> Iterator[None]:
     cont.set_main_loop(None)  # continuations run in a worker thread (no kernel loop here)
     runs.clear()
     yield
