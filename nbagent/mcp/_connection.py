@@ -207,7 +207,9 @@ class Connection:
                 async with limit:
                     await asyncio.shield(ready)
             except BaseException as exc:
-                await self.drop()
+                # the session task is stuck in the handshake, deaf to ``stop``: cancel it
+                # (the transport still stops the process: stdin closed, then its group ended)
+                await self.drop(cancel=True)
                 if isinstance(exc, TimeoutError) and limit.expired():
                     raise MCPServerError(
                         f"MCP server {self.label!r} did not finish connecting within "
@@ -260,8 +262,12 @@ class Connection:
                 async for _event in sub:
                     self.stale = True
 
-    async def drop(self) -> None:
-        """Stop the session task (the SDK stops a stdio server: stdin closed, then a kill)."""
+    async def drop(self, *, cancel: bool = False) -> None:
+        """Stop the session task (the transport stops a stdio server: stdin closed, then a kill).
+
+        ``cancel``: cancel the task at once instead of asking it to stop (a task still in
+        the handshake never reads ``stop``; waiting for it would add ``CLOSE_TIMEOUT``).
+        """
         task, stop = self._task, self._stop
         self._task = self._stop = None
         self.client = None
@@ -269,6 +275,8 @@ class Connection:
             return
         if stop is not None:
             stop.set()
+        if cancel:
+            task.cancel()
         try:
             await asyncio.wait_for(asyncio.shield(task), CLOSE_TIMEOUT)
         except TimeoutError:

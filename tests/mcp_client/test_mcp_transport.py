@@ -81,6 +81,34 @@ def test_a_server_that_never_answers_fails_after_connect_timeout(hang: str, says
         server.close()
 
 
+def test_a_connect_timeout_does_not_wait_for_the_hung_server_to_stop_by_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The session task is stuck in the handshake and never reads its stop signal: it is
+    cancelled at once (the transport still ends the process), not waited on for
+    CLOSE_TIMEOUT (a 1 s connect_timeout used to raise after 11 s)."""
+    from nbagent.mcp import _connection
+
+    monkeypatch.setattr(_connection, "CLOSE_TIMEOUT", 600.0)  # waited on: the join below fails
+    server = rogue("--hang", "initialize", connect_timeout=1)
+    raised: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            server.list_tools()
+        except BaseException as exc:
+            raised.append(exc)
+
+    worker = threading.Thread(target=connect, daemon=True)
+    worker.start()
+    try:
+        worker.join(60)
+        assert not worker.is_alive(), "the timeout waited for the hung server to stop"
+        assert isinstance(raised[0], MCPServerError) and "connect_timeout" in str(raised[0])
+    finally:
+        server.close()
+
+
 @pytest.mark.parametrize("value", [0, -1, "30", True])
 def test_connect_timeout_and_max_result_bytes_are_checked(value: Any) -> None:
     with pytest.raises(nbagent.ToolDefinitionError, match="connect_timeout"):
