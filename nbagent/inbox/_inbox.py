@@ -412,10 +412,6 @@ class Inbox:
             inbox = ref()
             if inbox is None:
                 return
-            if isinstance(event, ApprovalRequested):
-                for live in inbox._sources.live:
-                    if live.chat.id == event.chat_id:
-                        live.note_requested(event.call.id, event.ts)
             follower = inbox._follower
             if follower is not None:
                 follower.poke()

@@ -130,7 +130,6 @@ class LiveSource:
     def __init__(self, chat: BaseChat, *, batch: Any = None):
         self.chat = chat
         self.batch = batch  # the batch run driving it, if any
-        self._requested: dict[str, datetime] = {}
 
     @property
     def continues(self) -> bool:
@@ -142,15 +141,8 @@ class LiveSource:
     def chat_ids(self) -> frozenset[str]:
         return frozenset({self.chat.id})
 
-    def note_requested(self, call_id: str, at: datetime) -> None:
-        self._requested[call_id] = at
-
     def _requested_at(self, call: ToolCall) -> datetime:
-        at = self._requested.get(call.id)
-        if at is None:  # pending before the inbox looked: the call log knows when
-            at = _from_log(self.chat, call.id) or datetime.now(UTC)
-            self._requested[call.id] = at
-        return at
+        return _from_log(self.chat, call.id) or datetime.now(UTC)
 
     def pending(self) -> list[Row]:
         chat = self.chat
