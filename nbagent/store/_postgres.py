@@ -49,6 +49,7 @@ from contextlib import contextmanager, suppress
 from typing import Any
 from urllib.parse import quote
 
+from .._aio import on_background_loop
 from .._errors import StoreError
 from .._optional import require
 from . import _codec as codec
@@ -250,11 +251,23 @@ class PostgresStore(SQLStore):
         try:
             return self._pg.connect(self._dsn.reveal(), autocommit=True, **self._options)
         except self._pg.Error as exc:
-            error = StoreError(
-                f"cannot connect to PostgreSQL store {self.location}: "
-                f"{self._scrub(str(exc)).strip()}"
-            )
+            error = self._connect_error(exc)
         raise error  # outside the handler: no trace of libpq's message (it may echo the DSN)
+
+    async def _async_connect(self) -> Any:
+        """A new autocommit ``AsyncConnection`` (the listener's); ``StoreError`` if it fails."""
+        error: StoreError | None = None
+        try:
+            return await self._pg.AsyncConnection.connect(
+                self._dsn.reveal(), autocommit=True, **self._options
+            )
+        except self._pg.Error as exc:
+            error = self._connect_error(exc)
+        raise error
+
+    def _connect_error(self, exc: BaseException) -> StoreError:
+        text = self._scrub(str(exc)).strip()
+        return StoreError(f"cannot connect to PostgreSQL store {self.location}: {text}")
 
     def _open(self) -> _Conn:
         """Connect, and bring the schema to this version (once, under the migration lock)."""
@@ -505,20 +518,33 @@ class PostgresStore(SQLStore):
     def _decision_feed(self, follower: Any) -> None:
         """Pushed by the server (``LISTEN nbagent_decisions``; a trigger NOTIFYs each
         decision at its commit) to ``follower``, on one listening connection per store
-        object; it reconnects by itself if the server goes away, and then reports the
-        decisions recorded meanwhile.
+        object (a task on nbagent's background loop); it reconnects by itself if the
+        server goes away, and then reports the decisions recorded meanwhile.
+
+        Every decision recorded once this returns is reported: the listener reports
+        those above the last id read here, and this waits until it listens (except on
+        the background loop itself, which the listener needs to run).
 
         Raises:
             StoreError: The store is closed, or the server cannot be reached.
         """
         with self._lock:
-            if self._closed:
-                raise StoreError(f"store {self.location} is closed")
             if self._listener is None:
-                self._listener = self._held.listener = _Listener(
-                    self._raw_connect, self.location, self._connect_timeout + 5.0
-                )
-            self._listener.add(follower)
+                with self._read() as conn:  # raises if closed or unreachable
+                    row = conn.execute("SELECT COALESCE(MAX(id), 0) FROM decisions").fetchone()
+                self._listener = self._held.listener = _Listener(self._async_connect, int(row[0]))
+            listener = self._listener
+            listener.add(follower)
+        wait = self._connect_timeout + 5.0
+        if not on_background_loop() and not listener.listening.wait(wait):
+            with self._lock:
+                if self._listener is listener:
+                    self._listener = self._held.listener = None
+            listener.stop()
+            why = self._scrub(str(listener.last_error or "no answer"))
+            raise StoreError(
+                f"could not listen for decisions on {self.location} within {wait:g} s ({why})"
+            )
 
 
 def _reopen(
