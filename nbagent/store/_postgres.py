@@ -55,6 +55,7 @@ from .._optional import require
 from . import _codec as codec
 from . import _pg_migrations as migrations
 from ._follow import release as release_follower
+from ._migrations import SCHEMA_VERSION
 from ._pg_listener import Listener as _Listener
 from ._sql import SQLStore, next_seq_sql, updated_at_sql
 
@@ -280,9 +281,9 @@ class PostgresStore(SQLStore):
                     "not an nbagent store, and was not changed. Use another database or schema "
                     "(?options=-csearch_path%3Dnbagent)."
                 )
-            if version > migrations.SCHEMA_VERSION:
+            if version > SCHEMA_VERSION:
                 raise StoreError(self._newer(version))
-            if version < migrations.SCHEMA_VERSION:
+            if version < SCHEMA_VERSION:
                 try:
                     migrations.migrate(raw)
                 except ValueError as exc:  # found under the lock (another process raced)
@@ -308,7 +309,7 @@ class PostgresStore(SQLStore):
     def _newer(self, version: int) -> str:
         return (
             f"{self.location} was written by a newer nbagent (schema version {version}; this "
-            f"version knows up to {migrations.SCHEMA_VERSION}). Upgrade nbagent to open it; the "
+            f"version knows up to {SCHEMA_VERSION}). Upgrade nbagent to open it; the "
             "database was not changed."
         )
 
@@ -346,7 +347,7 @@ class PostgresStore(SQLStore):
         return self
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"schema v{migrations.SCHEMA_VERSION}"
+        state = "closed" if self._closed else f"schema v{SCHEMA_VERSION}"
         return f"PostgresStore({self.location!r}, {state})"
 
     @property
