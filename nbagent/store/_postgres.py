@@ -52,7 +52,6 @@ from urllib.parse import quote
 from .._aio import on_background_loop
 from .._errors import StoreError
 from .._optional import require
-from . import _codec as codec
 from . import _pg_migrations as migrations
 from ._follow import release as release_follower
 from ._migrations import SCHEMA_VERSION
@@ -66,14 +65,6 @@ _KEYWORD_DSN = re.compile(
     r"^\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode|options|"
     r"application_name|connect_timeout|target_session_attrs)\s*=",
     re.IGNORECASE,
-)
-
-_USAGE_KEYS = (
-    "input_tokens",
-    "output_tokens",
-    "cached_tokens",
-    "reasoning_tokens",
-    "cache_write_tokens",
 )
 
 
@@ -450,63 +441,6 @@ class PostgresStore(SQLStore):
         return StoreError(f"store {self.location}: {text}")
 
     # -- the dialect -------------------------------------------------------------------
-    @staticmethod
-    def _derived_state(conn: Any, chat_id: str) -> dict[str, Any]:
-        """What the event stream already records: usage, cost, steps taken, the last step's kind.
-
-        ``cost_usd`` sums the priced requests; ``unpriced`` counts the others.
-        Summed by the server, except the rare event whose text holds an escaped
-        NUL (``\\u0000``), which PostgreSQL's JSON functions refuse: those are
-        read here.
-        """
-        row = conn.execute(
-            "SELECT COALESCE(SUM((j -> 'usage' ->> 'input_tokens')::bigint), 0), "
-            "COALESCE(SUM((j -> 'usage' ->> 'output_tokens')::bigint), 0), "
-            "COALESCE(SUM((j -> 'usage' ->> 'cached_tokens')::bigint), 0), "
-            "COALESCE(SUM((j -> 'usage' ->> 'reasoning_tokens')::bigint), 0), "
-            "COALESCE(SUM((j -> 'usage' ->> 'cache_write_tokens')::bigint), 0), "
-            "COALESCE(SUM(CASE WHEN json_typeof(j -> 'cost_usd') = 'number' "
-            "THEN (j ->> 'cost_usd')::float8 END), 0.0), "
-            "COUNT(*) FILTER (WHERE json_typeof(j -> 'cost_usd') IS DISTINCT FROM 'number') "
-            "FROM (SELECT json::json AS j FROM events WHERE chat_id = ? "
-            "AND type = 'model_request_finished' AND strpos(json, '\\u0000') = 0) AS e",
-            (chat_id,),
-        ).fetchone()
-        totals = [int(v) for v in row[:5]]
-        cost, unpriced = float(row[5]), int(row[6])
-        for (text,) in conn.execute(
-            "SELECT json FROM events WHERE chat_id = ? AND type = 'model_request_finished' "
-            "AND strpos(json, '\\u0000') > 0",
-            (chat_id,),
-        ).fetchall():
-            data = codec.loads(text) or {}
-            usage = data.get("usage") or {}
-            for i, key in enumerate(_USAGE_KEYS):
-                totals[i] += int(usage.get(key) or 0)
-            value = data.get("cost_usd")
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                cost += float(value)
-            else:
-                unpriced += 1
-        out: dict[str, Any] = {
-            "usage": dict(zip(_USAGE_KEYS, totals, strict=True)),
-            "cost_usd": cost,
-            "unpriced": unpriced,
-        }
-        last = conn.execute(
-            "SELECT json FROM events WHERE chat_id = ? AND type = 'step_finished' "
-            "ORDER BY seq DESC LIMIT 1",
-            (chat_id,),
-        ).fetchone()
-        if last is not None:
-            data = codec.loads(last[0]) or {}
-            out["step"], out["last_step"], out["last_budget"] = (
-                data.get("step"),
-                data.get("kind"),
-                data.get("budget"),
-            )
-        return out
-
     def _insert_events(self, conn: Any, rows: list[tuple[str, int, str, str, str]]) -> int:
         cur = conn.executemany(
             "INSERT INTO events (chat_id, seq, type, ts, json) VALUES (?, ?, ?, ?, ?) "
