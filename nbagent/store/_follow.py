@@ -15,9 +15,10 @@ News arrives one way per store: PostgreSQL pushes it (its listener, another
 task on the background loop, calls :meth:`Follower.push` at each NOTIFY),
 SQLite is polled (the ``decisions`` table's increasing ids), another store
 through its own ``watch()`` read without waiting, or, with none, its
-``pending_approvals()`` compared between looks. The follower is one task on nbagent's background loop
-while it has subscribers: it looks every :data:`POLL_INTERVAL` s (at once on a
-push) and calls back those with news on worker threads. Live chats in this
+``pending_approvals()`` compared between looks. The follower is one task on
+nbagent's background loop while it has subscribers: it looks every
+:data:`POLL_INTERVAL` s (at once on a push) and calls back those with news on
+worker threads. Live chats in this
 process need none of this: their ``ApprovalDecided`` events say it at once.
 """
 

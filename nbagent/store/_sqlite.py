@@ -184,7 +184,7 @@ class SQLiteStore(SQLStore):
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
-        take_over(conn)  # checkpoints (which fsync) run on a background thread, off the chat's path
+        take_over(conn)  # checkpoints (which fsync) run off the chat's path, on a worker thread
         if version < migrations.SCHEMA_VERSION:
             migrations.migrate(conn)
 
