@@ -19,7 +19,7 @@ NBAGENT_REQUIRE_BROWSER ?= 1
 # Likewise a missing PostgreSQL server fails the PostgreSQL store tests
 # (.ci/ensure-postgres installs Debian's package; the tests start their own cluster).
 NBAGENT_REQUIRE_POSTGRES ?= 1
-# Likewise a missing Ray fails tests/ray (`make test NBAGENT_REQUIRE_RAY=` allows skipping).
+# Likewise a missing Ray fails tests/batch/ray (`make test NBAGENT_REQUIRE_RAY=` allows skipping).
 NBAGENT_REQUIRE_RAY ?= 1
 # Likewise missing reference MCP servers (Node; .ci/ensure-mcp-servers installs them) fail
 # tests/mcp_client/test_reference_servers.py.

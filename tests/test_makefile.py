@@ -114,7 +114,7 @@ def test_a_missing_postgresql_skips_or_fails_as_required(tmp_path: Path) -> None
 
 
 def test_make_test_requires_ray(tmp_path: Path) -> None:
-    """CI never calls a skipped Ray test a pass (tests/ray/conftest.py)."""
+    """CI never calls a skipped Ray test a pass (tests/batch/ray/conftest.py)."""
     out = dry_run("test", tmp_path)
     assert "NBAGENT_REQUIRE_RAY=1" in out[out.index("NBAGENT_REQUIRE_BROWSER=") :]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-README = Path(__file__).resolve().parent.parent.parent / "README.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 def _code(heading: str) -> str:

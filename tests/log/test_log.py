@@ -253,7 +253,7 @@ def test_documented_column_tables_match_the_schemas_in_order() -> None:
 
 
 def test_the_readme_names_every_column_of_the_log() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
     section = readme[readme.index("## Analysing the tool-call log") :]
     section = section[: section.index("\n## ")]
     assert [name for name in CALL_COLUMNS if f"`{name}`" not in section] == []
