@@ -132,7 +132,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks
 
 clean:
-	rm -rf build dist site *.egg-info test-artifacts .pytest_cache .mypy_cache .ruff_cache
+	rm -rf build dist site .cache *.egg-info test-artifacts .pytest_cache .mypy_cache .ruff_cache
 	find . -path ./$(VENV) -prune -o -type d \( -name __pycache__ -o -name .ipynb_checkpoints \) -prune -exec rm -rf {} +
 
 distclean: clean

@@ -4,8 +4,10 @@ notebooks with their saved outputs without running them, and has the task pages.
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -90,18 +92,74 @@ def test_the_api_reference_comes_from_the_docstrings(site: Path) -> None:
     assert "ScriptedProvider" in testing and "FakeLLMServer" in testing
 
 
+def _page_text(html_page: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", html_page))
+
+
 def test_the_notebooks_are_rendered_with_their_saved_outputs(site: Path) -> None:
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        html = (site / "notebooks" / path.stem / "index.html").read_text()
+        text = _page_text((site / "notebooks" / path.stem / "index.html").read_text())
         cells = json.loads(path.read_text())["cells"]
-        code = next(c for c in cells if c["cell_type"] == "code" and "".join(c["source"]).strip())
-        first_line = "".join(code["source"]).strip().splitlines()[0]
-        # the first code line is in the page (highlighted: one token of it at least)
-        assert first_line.split("(")[0].split()[-1] in html, path.name
-        saved = [o for c in cells if c["cell_type"] == "code" for o in c.get("outputs", [])]
-        texts = ["".join(o.get("text", "")) for o in saved if o.get("output_type") == "stream"]
-        for text in (t.strip().splitlines()[0] for t in texts if t.strip()):
-            assert text[:30].replace("&", "&amp;").replace("<", "&lt;") in html, path.name
+        code = [c for c in cells if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+        assert "".join(code[0]["source"]).strip().splitlines()[0] in text, path.name
+        for output in (o for c in code for o in c.get("outputs", [])):
+            if output.get("output_type") == "stream" and "".join(output["text"]).strip():
+                first = re.sub(r"\x1b\[[0-9;]*m", "", "".join(output["text"])).strip()
+                assert first.splitlines()[0][:40] in text, path.name
+
+
+def test_a_notebook_is_rendered_from_its_outputs_and_never_run(tmp_path: Path) -> None:
+    """With the site's own mkdocs-jupyter options: a notebook whose saved output is not what
+    its code would print shows the saved output (nothing ran it)."""
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+
+    plugins = _config()["plugins"]
+    assert isinstance(plugins, list)
+    options = next(
+        p["mkdocs-jupyter"] for p in plugins if isinstance(p, dict) and "mkdocs-jupyter" in p
+    )
+    assert options["execute"] is False
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text("# Home\n")
+    notebook = {
+        "cells": [
+            {"cell_type": "markdown", "id": "title", "metadata": {}, "source": ["# A notebook"]},
+            {
+                "cell_type": "code",
+                "id": "code",
+                "execution_count": 1,
+                "metadata": {},
+                "source": ["print('computed now')"],
+                "outputs": [
+                    {"output_type": "stream", "name": "stdout", "text": ["saved before\n"]}
+                ],
+            },
+        ],
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (docs / "nb.ipynb").write_text(json.dumps(notebook))
+    config_file = tmp_path / "mkdocs.yml"
+    config_file.write_text(
+        yaml.safe_dump(
+            {
+                "site_name": "t",
+                "docs_dir": str(docs),
+                "site_dir": str(tmp_path / "site"),
+                "plugins": [{"mkdocs-jupyter": {**options, "include": ["*.ipynb"]}}],
+                "nav": ["index.md", "nb.ipynb"],
+            }
+        )
+    )
+    build(load_config(str(config_file), strict=True))
+    text = _page_text((tmp_path / "site" / "nb" / "index.html").read_text())
+    assert "saved before" in text and "computed now" in text  # the output, and the code
+    assert "computed now\n" not in text.split("print(")[-1]  # never the code's own output
 
 
 def test_the_not_run_titles_show_on_the_site(site: Path) -> None:
