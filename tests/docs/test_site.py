@@ -16,6 +16,10 @@ import pytest
 import yaml
 from _docs import DOCS, ROOT
 
+# A full build takes one to two minutes on a busy 2-core machine (most of it importing
+# nbconvert and rendering ten notebooks), past the suite's 300 s default when it is busier.
+pytestmark = pytest.mark.timeout(900)
+
 TASK_PAGES = [
     "getting-started.md",
     "approve-from-a-button.md",
