@@ -108,7 +108,7 @@ screenshot: kernel
 	  $(PY) -m pytest -q -p no:cacheprovider tests/browser/test_readme_screenshot.py
 
 # The documentation site (mkdocs.yml): strict, so a broken link or an unreadable docstring
-# fails the build; tests/docs/test_site.py builds it the same way in `make test`.
+# fails the build; tests/test_docs_site.py builds it the same way in `make test`.
 # NO_MKDOCS_2_WARNING: Material's banner about its successor, printed on every build.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site

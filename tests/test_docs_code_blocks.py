@@ -6,7 +6,8 @@ The convention (docs/development.md, "Writing the docs"):
   page in order in one namespace, in a temporary directory;
 - ``title="not run: <why>"`` marks a block that cannot run here (it needs a key, a server, a
   notebook front end); the title shows above the block on the site;
-- ``title="run by tests/<file>.py: <why>"`` names the test that runs it;
+- ``title="run by test_<name>.py: <why>"`` names the test file (somewhere in tests/) that
+  runs it;
 - ``text`` blocks are output, fences without a language are diagrams.
 
 Every keyword an example passes, in a block or an inline span, must exist on what it calls.
@@ -54,9 +55,9 @@ def test_a_block_run_elsewhere_names_a_test_that_reads_its_page() -> None:
     assert elsewhere
     for block in elsewhere:
         assert block.run_by is not None
-        test = ROOT / block.run_by
-        assert test.exists(), f"{block.where()} names {block.run_by}, which does not exist"
-        assert block.path.name in test.read_text(), f"{block.run_by} never reads {block.path}"
+        tests = sorted((ROOT / "tests").rglob(block.run_by))
+        assert len(tests) == 1, f"{block.where()} names {block.run_by}: found {tests}"
+        assert block.path.name in tests[0].read_text(), f"{block.run_by} never reads {block.path}"
 
 
 def test_the_marker_reader_tells_the_kinds_apart(tmp_path: Path) -> None:
@@ -64,7 +65,7 @@ def test_the_marker_reader_tells_the_kinds_apart(tmp_path: Path) -> None:
     page.write_text(
         "```python\nx = 1\n```\n\n"
         '```python title="not run: needs an API key"\ny\n```\n\n'
-        '```python title="run by tests/ray/test_ray_docs.py: needs Ray"\nz\n```\n\n'
+        '```python title="run by test_ray_readme.py: needs Ray"\nz\n```\n\n'
         '```python title="not run:"\nw\n```\n\n'
         "```bash\nmake docs\n```\n\n```text\noutput\n```\n"
     )
@@ -72,7 +73,7 @@ def test_the_marker_reader_tells_the_kinds_apart(tmp_path: Path) -> None:
     assert [(b.runs_here, b.not_run, b.run_by) for b in found] == [
         (True, False, None),
         (False, True, None),
-        (False, False, "tests/ray/test_ray_docs.py"),
+        (False, False, "test_ray_readme.py"),
         (False, False, None),  # a marker without a reason is no marker
         (False, False, None),  # an unmarked shell block: reported
         (False, False, None),  # output: allowed

@@ -1,6 +1,6 @@
 """The README is one screen whose example runs; the docs' examples do what their comments say.
 
-(tests/docs/test_code_blocks.py runs every runnable block; these check what they produce.)"""
+(tests/test_docs_code_blocks.py runs every runnable block; these check what they produce.)"""
 
 from __future__ import annotations
 
