@@ -34,13 +34,14 @@ ALLOW_ROOT  := $(if $(filter 0,$(shell id -u)),--allow-root,)
 LAB_CONFIG_PATH := $(CURDIR)/.jupyter$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH),)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv install kernel lab demo test screenshot lint imports bench clean distclean
+.PHONY: help venv install kernel lab demo notebooks test screenshot lint imports bench clean distclean
 
 help:
 	@echo "make lab      create $(VENV), pip install -e '.[lab]', JupyterLab at the repository"
 	@echo "              on notebooks/01_quickstart.ipynb (LAB_ARGS=...)"
 	@echo "make install  create $(VENV) and pip install -e '.[dev]' (skipped if up to date)"
 	@echo "make demo     run the quickstart notebook headless and print the transcript"
+	@echo "make notebooks  rerun notebooks 01 and 03 on the demo model and save their outputs"
 	@echo "make test     whole pytest suite, browser tests included (PYTEST_ARGS=...)"
 	@echo "make screenshot  regenerate docs/images/live-view.png (the README's picture) in JupyterLab"
 	@echo "make lint     ruff check + mypy + import contracts (lint-imports)"
@@ -91,6 +92,13 @@ lab: $(LAB_STAMP)
 
 demo: $(LAB_STAMP)
 	$(PY) -m nbagent.demo
+
+# The notebooks committed with their outputs (GitHub shows them before any install);
+# tests/notebook/test_saved_outputs.py fails when they are stale versus the code.
+SAVED_NOTEBOOKS := notebooks/01_quickstart.ipynb notebooks/03_approvals.ipynb
+
+notebooks: kernel
+	$(PY) -m nbagent.demo --save $(SAVED_NOTEBOOKS)
 
 test: kernel
 	bash .ci/ensure-chromium
