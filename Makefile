@@ -57,9 +57,12 @@ define ENSURE_PIP
 @$(PY) -m pip --version >/dev/null 2>&1 || { echo "$(VENV) is broken; recreating"; $(PYTHON) -m venv --clear $(VENV); }
 endef
 
+# --no-compile: pip would byte-compile every module of every package (most never
+# imported: test suites, locales), which is a third of the install's time and size on a
+# small machine; Python compiles what it imports on first use instead.
 $(LAB_STAMP): pyproject.toml | $(PY)
 	$(ENSURE_PIP)
-	$(PY) -m pip install --disable-pip-version-check -e '.[lab]'
+	$(PY) -m pip install --disable-pip-version-check --no-compile -e '.[lab]'
 	@touch $@
 
 # dev includes lab, so a dev install brings lab up to date too.

@@ -35,7 +35,7 @@ def dry_run(target: str, tmp_path: Path) -> str:
 
 def test_make_lab_installs_the_lab_extra_only(tmp_path: Path) -> None:
     out = dry_run("lab", tmp_path)
-    assert "pip install --disable-pip-version-check -e '.[lab]'" in out
+    assert "pip install --disable-pip-version-check --no-compile -e '.[lab]'" in out
     assert ".[dev]" not in out
 
 
