@@ -91,7 +91,7 @@ def run(path: Path, *, timeout: float = 180, kernel: str = "python3") -> Any:
     return nb
 
 
-_RUN_IDS = re.compile(r"nba-(live|twin)-(\d+)")
+_RUN_IDS = re.compile(r"nba-(live|twin)-(?!idle\b)(\w+)")
 _WIDGET = "application/vnd.jupyter.widget-view+json"
 _KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 

@@ -5,15 +5,20 @@ refreshes them; the other notebooks are committed without outputs."""
 
 from __future__ import annotations
 
+import os
+import re
+from pathlib import Path
+
 import _notebooks
 import nbformat
 import pytest
 
-from nbagent.demo import _renumber
+from nbagent.demo import _renumber, main
 
 pytestmark = pytest.mark.notebook
 
 SAVED = ["01_quickstart.ipynb", "03_approvals.ipynb"]
+WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
 @pytest.mark.parametrize("name", SAVED)
@@ -52,3 +57,37 @@ def test_scrubbing_keeps_what_a_reader_sees() -> None:
     )
     assert _notebooks.scrub("refunded order 42") != _notebooks.scrub("refunded order 43")
     assert _notebooks.scrub("01a2332c47c97ac7b2b1db723ff36675 [<1 ms]") == "<id> [<dur>]"
+
+
+GATED = """\
+from nbagent import Chat, tool
+
+@tool(requires_approval=True)
+def issue_refund(order_id: int) -> str:
+    '''Issue a refund for an order.'''
+    return f"refunded order {order_id}"
+
+chat = Chat().with_tools(issue_refund)
+reply = chat.ask("Refund order 42")
+"""
+
+
+def test_make_notebooks_saves_a_demo_run_with_ids_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`python -m nbagent.demo --save` runs on the demo model even where a key is set, and
+    writes what a rerun reproduces: no timings, no widget state, made-up ids in order."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-the-saved-notebooks")
+    path = tmp_path / "gated.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(GATED)]), path)
+    assert main(["--save", str(path)]) == 0
+    assert os.environ["OPENAI_API_KEY"] == "sk-not-for-the-saved-notebooks"  # given back
+    saved = nbformat.read(path, as_version=4)
+    (cell,) = saved.cells
+    assert "execution" not in cell.metadata and "widgets" not in saved.metadata
+    text = "".join(str(o.get("data", {}).get("text/plain", "")) for o in cell.outputs)
+    assert "[step 1 · demo ·" in text and "-- awaiting approval" in text
+    (widget,) = [o.data[WIDGET] for o in cell.outputs if WIDGET in o.get("data", {})]
+    assert widget["model_id"] == f"{1:032x}"
+    html = "".join(str(o.get("data", {}).get("text/html", "")) for o in cell.outputs)
+    assert set(re.findall(r"nba-(?:live|twin)-(\w+)", html)) == {"1"}
