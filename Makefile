@@ -3,8 +3,9 @@
 # changed since the last successful one.
 #
 # Two installs share one venv: `make lab` and `make demo` need only the package
-# and its `lab` extra (JupyterLab, a kernel, what the example notebooks use);
-# test, lint and bench need `dev`, which includes `lab`.
+# and its light `lab` extra (JupyterLab, a kernel, what most example notebooks use;
+# Ray and pyarrow are extras of their own, named by the cells that need them);
+# test, lint, bench and notebooks need `dev`, which includes everything.
 
 PYTHON ?= python3
 VENV   ?= .venv
