@@ -110,7 +110,8 @@ def test_quickstart_shows_each_turn_live() -> None:
         "get_weather" in table.data["text/plain"]
         and "awaiting_approval" in table.data["text/plain"]
     )
-    assert "awaiting approval" in transcript(nb)
+    # make demo prints the waiting turn once (not its static twin for a reopened notebook).
+    assert transcript(nb).count("You: What's the weather in Paris? Then refund order 42") == 1
 
 
 def test_approvals_notebook_decides_in_code_and_cards_follow() -> None:
