@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -48,11 +49,18 @@ def _megabytes(path: Path) -> float:
     return int(out.stdout.split()[0]) / 1024
 
 
-def measure(repo: str, rev: str | None, warm: bool, timeout: float) -> tuple[float, float]:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure(repo: str, rev: str | None, warm: bool, timeout: float) -> tuple[float, float, float]:
     """Clone, ``make lab`` until the server answers, stop it.
 
     Returns:
-        Seconds from ``make lab`` to a JupyterLab answering on ``/lab``, and the venv's MB.
+        Seconds from ``make lab`` to a JupyterLab answering on ``/lab``, the CPU seconds
+        ``make lab`` used (what the wall time approaches on an idle machine: on a shared
+        one, it is the part that is not waiting for a core), and the venv's MB.
     """
     with tempfile.TemporaryDirectory(prefix="nbagent-lab-") as tmp:
         clone = Path(tmp) / "nbagent"
@@ -69,6 +77,7 @@ def measure(repo: str, rev: str | None, warm: bool, timeout: float) -> tuple[flo
             "--IdentityProvider.token= --ServerApp.password="
         )
         log = Path(tmp) / "make-lab.log"
+        cpu = _children_cpu()
         start = time.perf_counter()
         with log.open("w") as out:
             proc = subprocess.Popen(
@@ -96,7 +105,7 @@ def measure(repo: str, rev: str | None, warm: bool, timeout: float) -> tuple[flo
                     except subprocess.TimeoutExpired:
                         os.killpg(proc.pid, signal.SIGKILL)
                         proc.wait()
-        return seconds, _megabytes(clone / ".venv")
+        return seconds, _children_cpu() - cpu, _megabytes(clone / ".venv")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,12 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm", action="store_true", help="let pip use its cache")
     parser.add_argument("--timeout", type=float, default=1200.0)
     args = parser.parse_args(argv)
-    seconds, mb = measure(args.repo, args.rev, args.warm, args.timeout)
+    seconds, cpu, mb = measure(args.repo, args.rev, args.warm, args.timeout)
     cache = "warm pip cache" if args.warm else "cold: PIP_NO_CACHE_DIR=1"
     ok = seconds <= TARGET_SECONDS and mb <= TARGET_MB
     print(
-        f"make lab ({args.rev or 'HEAD'}, {cache}): {seconds:.0f} s to a running JupyterLab, "
-        f"venv {mb:.0f} MB (target {TARGET_SECONDS:.0f} s and {TARGET_MB:.0f} MB: "
+        f"make lab ({args.rev or 'HEAD'}, {cache}): {seconds:.0f} s to a running JupyterLab "
+        f"({cpu:.0f} CPU s), venv {mb:.0f} MB (target {TARGET_SECONDS:.0f} s and {TARGET_MB:.0f} MB: "
         f"{'met' if ok else 'missed'})"
     )
     return 0
