@@ -120,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     ok = seconds <= TARGET_SECONDS and mb <= TARGET_MB
     print(
         f"make lab ({args.rev or 'HEAD'}, {cache}): {seconds:.0f} s to a running JupyterLab "
-        f"({cpu:.0f} CPU s), venv {mb:.0f} MB (target {TARGET_SECONDS:.0f} s and {TARGET_MB:.0f} MB: "
-        f"{'met' if ok else 'missed'})"
+        f"({cpu:.0f} CPU s), venv {mb:.0f} MB "
+        f"(target {TARGET_SECONDS:.0f} s and {TARGET_MB:.0f} MB: {'met' if ok else 'missed'})"
     )
     return 0
 
