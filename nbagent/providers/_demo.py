@@ -95,6 +95,7 @@ def _label(name: str, arguments: dict[str, Any]) -> str:
 
 
 _COLUMNS = re.compile(r"\s{2,}")
+_PART_LABEL = re.compile(r"^\[(?:image|file) \d+: [^\]]*\]$")
 _ROWS_LEFT_OUT = re.compile(r"\[\d+ of \d+ rows not shown\]")
 
 
@@ -376,6 +377,8 @@ class DemoProvider(InProcessProvider):
             if edited is not None:
                 label += " (arguments edited by you)"
             content = without_edit_note(r.content, edited=edited is not None)
+            if r.parts:  # "I see ..." below says what the images are: not their labels too
+                content = "\n".join(ln for ln in content.split("\n") if not _PART_LABEL.match(ln))
             if r.status == "ok":
                 table = _table(content)
                 seen = f" I see {'; '.join(describe(p) for p in r.parts)}." if r.parts else ""
