@@ -12,8 +12,10 @@ notebooks run on in CI. Given the user's latest message it:
    from the words and which it made up;
 3. honours ``tool_choice`` and ``calls="one"`` (its answer then names the calls
    it did not make);
-4. after the tool results come back, answers from them (and says plainly when a
-   call was denied or failed);
+4. after the tool results come back, answers from them, starting with the calls
+   themselves (so answers to different requests differ from their first words),
+   with the arguments a human edited, DataFrames as Markdown tables and its notes
+   after a blank line (and says plainly when a call was denied or failed);
 5. asked for a structured answer (``output=``), answers with the schema filled
    with plausible values (:mod:`._demo_output`);
 6. describes the images it is sent, with a question or in a tool's result: their
