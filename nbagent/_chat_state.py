@@ -39,7 +39,7 @@ from ._hosted import HostedTool
 from ._notice import notice
 from ._options import ToolOptions
 from ._output import Output
-from ._record import FRAGMENTS, ChatRecord
+from ._record import FRAGMENTS, ChatRecord, keeper
 from ._replay import Recordings, Replayer
 from ._runner import Job, Mode, ToolRunner
 from ._tools import CancelEvent, SchemaValidationError, Tool, ToolSource, _cancelled_by
@@ -53,7 +53,6 @@ from ._types import (
     Message,
     ToolCall,
     ToolResultMessage,
-    Usage,
 )
 from ._unicode import TooDeep, clean, clean_json
 from .providers import ModelRequest, Provider
@@ -182,7 +181,7 @@ _Effect = _ModelRequest | _RunRound | _SyncTools
 class ChatCore:
     """The chat's state and shared helpers (see the module docstring)."""
 
-    id: str
+    # the configuration, set by ``BaseChat`` from its arguments
     provider: Provider
     system: str | None
     max_steps: int | None
@@ -193,48 +192,50 @@ class ChatCore:
     stream: bool | None
     reasoning: str | int | None
     display: bool | None
-    _messages: list[Message]
-    _tools: dict[str, Tool]
-    _hosted: dict[str, HostedTool]
-    _local_tools: dict[str, Tool]
-    _sources: list[ToolSource]
-    _source_tools: tuple[tuple[Tool, ...], ...]
-    _hidden_noted: set[str]
-    _options: ToolOptions
-    _bus: EventBus
-    _lock: threading.RLock
-    _before: list[Callable[[ToolCall], Any]]
-    _after: list[Callable[[ToolResult], Any]]
-    _policies: list[Policy]
-    _calls: dict[str, ToolCall]
-    _call_turn: dict[str, int]
-    _call_step: dict[str, int]
-    _open: AssistantToolCallMessage | None
-    _turn: int
-    _step: int
-    _forced_spent: bool
-    _cancel: CancelEvent
-    _drive: Drive  # one driver at a time (``_drive.py``)
-    _last_step: StepResult | None
-    _last_error: BaseException | None
-    _usage: Usage
-    _cost: float
-    _replayed_cost: float  # what replayed responses cost when recorded (budgets count it)
     _replayer: Replayer
-    _unpriced: int
-    _exhausted: str | None  # the budget the last step stopped on
     _cost_step: float | None  # what the budget card's Continue adds (the budget as created)
     _tokens_step: int | None
-    _runner: ToolRunner
-    _extensions: tuple[Extension, ...]
-    _ext_hooks: dict[str, tuple[Callable[..., Any], ...]]  # hook name -> the extensions' methods
-    _deferred: list[Event]
-    _deferred_after: list[ToolResult]
-    _output: Output | None  # the structured answer the current turn asks for
-    _output_retried: bool  # the turn's one retry of an invalid answer is spent
-    _history: list[Event]  # every event but the streaming fragments (``chat.events``)
-    _record: ChatRecord  # the history folded (``chat.record``), by the bus's first subscriber
-    _parent: ForkParent | None  # where this chat was forked from
+
+    def __init__(self, chat_id: str) -> None:
+        """The state of a new, empty chat (every attribute the core keeps)."""
+        self.id = chat_id
+        self._messages: list[Message] = []
+        self._tools: dict[str, Tool] = {}  # what the model sees: local tools, then sources'
+        self._hosted: dict[str, HostedTool] = {}
+        self._local_tools: dict[str, Tool] = {}
+        self._sources: list[ToolSource] = []
+        self._source_tools: tuple[tuple[Tool, ...], ...] = ()  # as last merged
+        self._hidden_noted: set[str] = set()  # notices of one tool hiding another, said once
+        self._options = ToolOptions()
+        self._bus = EventBus(chat_id)
+        self._history: list[Event] = []  # every event but the streaming fragments (chat.events)
+        self._record = ChatRecord(chat_id)  # the history folded (chat.record)
+        self._bus.subscribe(None, keeper(self._history, self._record))  # the first subscriber
+        self._parent: ForkParent | None = None  # where this chat was forked from
+        self._lock = threading.RLock()
+        self._before: list[Callable[[ToolCall], Any]] = []
+        self._after: list[Callable[[ToolResult], Any]] = []
+        self._policies: list[Policy] = []
+        self._calls: dict[str, ToolCall] = {}
+        self._call_turn: dict[str, int] = {}
+        self._call_step: dict[str, int] = {}
+        self._open: AssistantToolCallMessage | None = None
+        self._turn = 0
+        self._step = 0
+        self._forced_spent = False
+        self._cancel = CancelEvent()
+        self._drive = Drive()  # one driver at a time (``_drive.py``)
+        self._last_step: StepResult | None = None
+        self._last_error: BaseException | None = None
+        self._exhausted: str | None = None  # the budget the last step stopped on
+        self._replayed_cost = 0.0  # what replayed responses cost when recorded (budgets count it)
+        self._runner = ToolRunner()
+        self._extensions: tuple[Extension, ...] = ()
+        self._ext_hooks: dict[str, tuple[Callable[..., Any], ...]] = {}  # hook -> implementations
+        self._deferred: list[Event] = []
+        self._deferred_after: list[ToolResult] = []
+        self._output: Output | None = None  # the structured answer the current turn asks for
+        self._output_retried = False  # the turn's one retry of an invalid answer is spent
 
     @property
     def model(self) -> str:
@@ -670,8 +671,6 @@ class ChatCore:
             last = self._messages[-1] if self._messages else None
             self._open = last if isinstance(last, AssistantToolCallMessage) else None
             self._turn, self._step, self._forced_spent = snap.turn, snap.step, snap.forced_spent
-            self._usage = snap.usage
-            self._cost, self._unpriced = snap.cost_usd, snap.unpriced
             if snap.options is not None:
                 self._options = ToolOptions(**snap.options)
             if snap.always_allow is not None:

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._events import Event
 from ._replay import Recordings
-from ._types import Decision, ForkParent, Message, ToolCall, Usage
+from ._types import Decision, ForkParent, Message, ToolCall
 
 if TYPE_CHECKING:
     from ._tools import Tool
@@ -146,15 +146,15 @@ def overrides(ext: Extension, hook: str) -> bool:
 class Snapshot:
     """A chat's state as a store rebuilt it, for :meth:`ChatHost.restore`.
 
+    Usage and cost are not in it: the chat's record folds them from the stored
+    events handed to :meth:`ChatHost.replay`.
+
     Attributes:
         messages: The transcript.
         calls: Every tool call, in request order, with its stored lifecycle.
         call_turn / call_step: The turn and step that asked for each call, by id.
         turn / step: The chat's turn and step counters.
         forced_spent: Whether this turn's forced tool choice was used up.
-        usage: Tokens used so far.
-        cost_usd / unpriced: Dollars of the priced requests so far, and how many
-            requests had no known price.
         options: The tool options (``ToolOptions`` fields), or ``None`` for the defaults.
         last_step: The kind of the last step (only ``budget_exhausted`` matters).
         last_budget: The budget that step stopped on (``steps``, ``cost``, ``tokens``).
@@ -174,9 +174,6 @@ class Snapshot:
     turn: int = 0
     step: int = 0
     forced_spent: bool = False
-    usage: Usage = field(default_factory=Usage)
-    cost_usd: float = 0.0
-    unpriced: int = 0
     options: dict[str, Any] | None = None
     last_step: str | None = None
     last_budget: str | None = None

@@ -252,10 +252,10 @@ class LoopMixin(ChatCore):
     def _spent_budget(self) -> str | None:
         """``"cost"`` or ``"tokens"`` when that whole-chat budget is reached."""
         cap_tokens = self._cap("tokens")
-        with self._lock:
+        with self._record.reading() as r:  # the totals of every request folded so far
             return spent_budget(
-                self._usage,
-                self._cost + self._replayed_cost,  # a replayed run stops where the recorded one did
+                r.usage,
+                r.cost_usd + self._replayed_cost,  # a replayed run stops where the recorded one did
                 self._cap("cost"),
                 None if cap_tokens is None else int(cap_tokens),
             )
@@ -392,13 +392,8 @@ class LoopMixin(ChatCore):
         after: list[ToolResult] = []
         invalid: OutputValidationError | None = None
         with self._lock:
-            self._usage = self._usage + usage
             if replayed:
                 self._replayed_cost += cost or 0.0
-            elif cost is None:
-                self._unpriced += 1
-            else:
-                self._cost += cost
             items, breaches = audit_items(
                 response.items, self._hosted, self._hosted_verdict(response.tool_calls)
             )
