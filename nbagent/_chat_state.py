@@ -51,6 +51,7 @@ from ._types import (
     ForkParent,
     LLMToolResponse,
     Message,
+    ResultStatus,
     ToolCall,
     ToolResultMessage,
 )
@@ -64,9 +65,40 @@ RUNNABLE = RUNNABLE_STATUSES
 HOSTED = "hosted"
 """The ``mode`` of a hosted call's events: the provider runs it, never this process."""
 _ALREADY = "\x00already-decided"
+SETTINGS = (
+    "max_steps",
+    "max_cost_usd",
+    "max_total_tokens",
+    "cache",
+    "on_tool_error",
+    "stream",
+    "reasoning",
+)
+"""The chat's settings a store keeps in its loop state (``Chat.load`` gives them back)."""
 _LATER_OPTIONS = {"order": "ready"}
 """Options added after stores existed, with their defaults: stored only when set otherwise,
 so a chat that does not use them stays readable by the nbagent before them."""
+
+
+def checked_edit(tool: Tool, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Arguments a human edited (an approval's edit, a fork's), checked: valid text,
+    JSON the wire can carry, and what ``tool``'s schema accepts.
+
+    Raises:
+        DecisionError: Saying which check failed.
+    """
+    try:
+        arguments = clean_json(arguments)
+        json.dumps(arguments, allow_nan=False)  # what the wire will need
+    except TooDeep as exc:
+        raise DecisionError(f"edited arguments for {name} are {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise DecisionError(f"edited arguments for {name} are not JSON ({exc})") from None
+    try:
+        tool.validate_arguments(arguments)
+    except SchemaValidationError as exc:
+        raise DecisionError(f"edited arguments for {name} are invalid: {exc}") from None
+    return dict(arguments)
 
 
 def _gated(c: ToolCall) -> bool:
@@ -418,21 +450,44 @@ class ChatCore:
             if c.hosted:
                 events.extend(self._answer_hosted(c, after))
             return events
-        c.status = "denied"
+        text = denial_content(c, decision.reason, decision.by)
+        events.extend(self._answer(c, "denied", text, after, hosted=c.hosted))
+        return events
+
+    def _answer(
+        self,
+        c: ToolCall,
+        status: ResultStatus,
+        text: str,
+        after: list[ToolResult] | None,
+        *,
+        hosted: bool = False,
+        value: Any = None,
+        parts: tuple[Any, ...] = (),
+        error: str | None = None,
+    ) -> list[Event]:
+        """Answer a call the runner does not run (under the lock): its result and its event.
+
+        A denial, a hosted call's verdict, a call rejected at once, a fork's
+        given result, a call in doubt. ``after`` collects what the
+        ``after_tool_result`` callbacks are given (``None``: nothing).
+        """
+        turn = self._call_turn.get(c.id, self._turn)
         result = ToolResultMessage(
             c.id,
-            denial_content(c, decision.reason, decision.by),
-            True,
-            "denied",
+            text,
+            status != "ok",
+            status,
             c.name,
-            turn=self._call_turn.get(c.id, self._turn),
-            hosted=c.hosted,
+            turn=turn,
+            value=value,
+            hosted=hosted,
+            parts=parts,
         )
-        c.result = result
-        c.finished_at = utcnow()
-        events.append(self._finished_event(c, result, None, None, HOSTED if c.hosted else None))
-        after.append(ToolResult(c, result.content, "denied"))
-        return events
+        c.status, c.result, c.finished_at = status, result, utcnow()
+        if after is not None:
+            after.append(ToolResult(c, text, status, value))
+        return [self._finished_event(c, result, error, None, HOSTED if hosted else None)]
 
     def _answer_hosted(self, c: ToolCall, after: list[ToolResult]) -> list[Event]:
         """Answer an approved hosted call (under the lock): never run here, the provider runs it.
@@ -446,20 +501,8 @@ class ChatCore:
         if c.status != "approved" or c.result is not None:
             return []
         where = f" on {c.server}" if c.server else ""
-        result = ToolResultMessage(
-            c.id,
-            f"Approved: sent to the provider, which runs {c.name}{where}.",
-            False,
-            "ok",
-            c.name,
-            turn=self._call_turn.get(c.id, self._turn),
-            hosted=True,
-        )
-        c.status = "ok"
-        c.result = result
-        c.finished_at = utcnow()
-        after.append(ToolResult(c, result.content, "ok"))
-        return [self._finished_event(c, result, None, None, HOSTED)]
+        text = f"Approved: sent to the provider, which runs {c.name}{where}."
+        return self._answer(c, "ok", text, after, hosted=True)
 
     def _approve_edit(self, c: ToolCall, arguments: dict[str, Any], reason: str | None) -> None:
         """An ungated call's arguments edited (a fork's change): recorded as an approval's edit."""
@@ -472,15 +515,11 @@ class ChatCore:
 
     def _answer_with(self, c: ToolCall, text: str, value: Any, parts: tuple[Any, ...]) -> None:
         """A call answered as if its tool had returned ``value`` (a fork's change): never run."""
+        after: list[ToolResult] = []
         with self._lock:
-            turn = self._call_turn.get(c.id, self._turn)
-            result = ToolResultMessage(
-                c.id, text, False, "ok", c.name, turn=turn, value=value, parts=parts
-            )
-            c.status, c.result, c.finished_at = "ok", result, utcnow()
-            event = self._finished_event(c, result, None, None, None)
-        self._emit(event)
-        self._run_after([ToolResult(c, result.content, "ok", value)])
+            events = self._answer(c, "ok", text, after, value=value, parts=parts)
+        self._emit_all(events)
+        self._run_after(after)
 
     def _decide(
         self,
@@ -532,15 +571,6 @@ class ChatCore:
             edited: dict[str, Any] | None = None
             reason = clean(reason) if reason is not None else None
             if arguments is not None:
-                try:
-                    arguments = clean_json(arguments)
-                    json.dumps(arguments, allow_nan=False)  # what the wire will need
-                except TooDeep as exc:
-                    raise DecisionError(f"edited arguments for {c.name} are {exc}") from None
-                except (TypeError, ValueError) as exc:
-                    raise DecisionError(
-                        f"edited arguments for {c.name} are not JSON ({exc})"
-                    ) from None
                 if verdict != "approved":
                     raise DecisionError("only an approval can carry edited arguments")
                 if c.hosted:
@@ -551,13 +581,7 @@ class ChatCore:
                 tool = self._tools.get(c.name)
                 if tool is None:
                     raise DecisionError(f"tool {c.name!r} is not available in this chat")
-                try:
-                    tool.validate_arguments(arguments)
-                except SchemaValidationError as exc:
-                    raise DecisionError(
-                        f"edited arguments for {c.name} are invalid: {exc}"
-                    ) from None
-                edited = dict(arguments)
+                edited = checked_edit(tool, c.name, arguments)
             decision = Decision(verdict, by, at or utcnow(), reason, edited)
             stored = None
             for decide in self._hook("decide"):  # e.g. the store: the first decision wins
@@ -613,10 +637,8 @@ class ChatCore:
                 )
             )
             if not rerun:
-                result = ToolResultMessage(c.id, content, True, "in_doubt", c.name, turn=turn)
-                c.status, c.result, c.finished_at = "in_doubt", result, utcnow()
                 error = "outcome unknown: the process running it stopped"
-                events.append(self._finished_event(c, result, error, None, None))
+                events.extend(self._answer(c, "in_doubt", content, None, error=error))
         self._emit_all(events)
         return True
 
@@ -635,13 +657,7 @@ class ChatCore:
                 for f in fields(o)
                 if f.name not in _LATER_OPTIONS or getattr(o, f.name) != _LATER_OPTIONS[f.name]
             },
-            "max_steps": self.max_steps,
-            "max_cost_usd": self.max_cost_usd,
-            "max_total_tokens": self.max_total_tokens,
-            "cache": self.cache,
-            "on_tool_error": self.on_tool_error,
-            "stream": self.stream,
-            "reasoning": self.reasoning,
+            **{name: getattr(self, name) for name in SETTINGS},
             "always_allow": policy_rules(list(self._policies)),  # a copy: no lock here
         }
 
@@ -652,13 +668,7 @@ class ChatCore:
             self._turn,
             self._forced_spent,
             o,
-            self.max_steps,
-            self.max_cost_usd,
-            self.max_total_tokens,
-            self.cache,
-            self.on_tool_error,
-            self.stream,
-            self.reasoning,
+            *(getattr(self, name) for name in SETTINGS),
             tuple((p.tool, p.when is not None) for p in list(self._policies)),
         )
 

@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import time
 import warnings
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any, Literal, TypeVar
 
 from . import _aio
@@ -85,36 +85,18 @@ class LoopMixin(ChatCore):
     """Planning, model requests, tool rounds, and the sync/async drivers."""
 
     def _drive_sync(self, gen: Generator[_Effect, Any, R]) -> R:
-        """Run ``gen`` once it is this caller's turn to drive (``_drive.py``), blocking."""
+        """Run ``gen`` once it is this caller's turn to drive (``_drive.py``), blocking.
+
+        ``_perform_sync`` blocks and never suspends, so the shared driver loop
+        finishes in one pass with no event loop (``_aio.run_inline``).
+        """
         with self._driving(self._drive.enter(own_call=self._in_own_call()), gen):
-            value: Any = None
-            error: BaseException | None = None
-            while True:
-                try:
-                    effect = gen.send(value) if error is None else gen.throw(error)
-                except StopIteration as stop:
-                    return stop.value
-                value, error = None, None
-                try:
-                    value = self._perform_sync(effect)
-                except BaseException as exc:
-                    error = exc
+            return _aio.run_inline(_performed(gen, self._perform_sync))
 
     async def _drive_async(self, gen: Generator[_Effect, Any, R]) -> R:
         """Run ``gen`` once it is this caller's turn to drive, awaiting it (the loop runs on)."""
         with self._driving(await self._drive.enter_async(own_call=self._in_own_call()), gen):
-            value: Any = None
-            error: BaseException | None = None
-            while True:
-                try:
-                    effect = gen.send(value) if error is None else gen.throw(error)
-                except StopIteration as stop:
-                    return stop.value
-                value, error = None, None
-                try:
-                    value = await self._perform_async(effect)
-                except BaseException as exc:
-                    error = exc
+            return await _performed(gen, self._perform_async)
 
     @contextlib.contextmanager
     def _driving(self, entered: bool, gen: Generator[Any, Any, Any]) -> Iterator[None]:
@@ -131,7 +113,8 @@ class LoopMixin(ChatCore):
         c = current_tool_call()
         return c is not None and c.status == "running" and self._calls.get(c.id) is c
 
-    def _perform_sync(self, effect: _Effect) -> Any:
+    async def _perform_sync(self, effect: _Effect) -> Any:
+        """Perform an effect with blocking calls (it never awaits: see ``_drive_sync``)."""
         if isinstance(effect, _SyncTools):
             return self._sync_tools()
         if isinstance(effect, _ModelRequest):
@@ -638,16 +621,6 @@ class LoopMixin(ChatCore):
                 events.extend(self._answer_hosted(c, self._deferred_after))
         self._deferred.extend(events)
 
-    def _answer(self, c: ToolCall, status: Any, text: str, after: list[ToolResult]) -> list[Event]:
-        result = ToolResultMessage(
-            c.id, text, status != "ok", status, c.name, turn=self._call_turn.get(c.id, self._turn)
-        )
-        c.status = status
-        c.result = result
-        c.finished_at = utcnow()
-        after.append(ToolResult(c, text, status))
-        return [self._finished_event(c, result, None, None, None)]
-
     def _close_round_if_done(self) -> list[Event]:
         """Once every call of the open round is answered, add the results in call order."""
         events, self._deferred = self._deferred, []
@@ -709,6 +682,25 @@ class LoopMixin(ChatCore):
 
     def _round_hooks(self, round_: _RunRound) -> _RoundHooks:
         return _RoundHooks(self, round_)
+
+
+async def _performed(
+    gen: Generator[_Effect, Any, R], perform: Callable[[_Effect], Awaitable[Any]]
+) -> R:
+    """Drive the loop ``gen``: perform each effect it yields and send back the result (or
+    throw the error in), until it returns; the one driver loop of both APIs."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            effect = gen.send(value) if error is None else gen.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        value, error = None, None
+        try:
+            value = await perform(effect)
+        except BaseException as exc:
+            error = exc
 
 
 _shown_unknown: set[tuple[str, str]] = set()

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._chat_state import SETTINGS
 from .._errors import StoreError
 from .._events import utcnow
 from .._extension import Snapshot
@@ -219,15 +220,7 @@ def _new_chat(
 ) -> ChatT:
     state = record.state
     kwargs: dict[str, Any] = {"system": record.system}
-    for key in (
-        "max_steps",
-        "on_tool_error",
-        "stream",
-        "reasoning",
-        "max_cost_usd",
-        "max_total_tokens",
-        "cache",
-    ):
+    for key in SETTINGS:
         if state.get(key) is not None:
             kwargs[key] = state[key]
     kwargs.update(chat_kwargs)
