@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Generator, Sequ
 from typing import Any, Literal, Self
 
 from ._budget import check_budgets
-from ._chat_state import RUNNABLE, Host, SkipToolCall, StepResult, ToolResult, _Effect
+from ._chat_state import RUNNABLE, SkipToolCall, StepResult, ToolResult, _Effect
 from ._config import check_replay, check_replay_tools
 from ._decisions import DecisionsMixin
 from ._drive import WaitCancelled
@@ -31,7 +31,7 @@ from ._events import (
     Event,
     OptionsChanged,
 )
-from ._extension import HOOKS, Extension, overrides
+from ._extension import HOOKS, ChatHost, Extension, overrides
 from ._fork import UNSET, Plan, restamped
 from ._fork import plan as fork_plan
 from ._hosted import HostedMCP, HostedTool
@@ -147,7 +147,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
                 hook: tuple(getattr(e, hook) for e in self._extensions if overrides(e, hook))
                 for hook in HOOKS
             }
-        extension.attach(Host(self))
+        extension.attach(ChatHost(self))
         if overrides(extension, "on_event"):
             self._bus.subscribe(None, extension.on_event)
         return self
@@ -549,6 +549,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         system: Any = UNSET,
         model: Any = UNSET,
         tool_options: Any = UNSET,
+        **wings: Any,
     ) -> Self:
         """A new chat sharing this one's history up to a point, with at most one thing changed.
 
@@ -582,8 +583,13 @@ class BaseChat(LoopMixin, DecisionsMixin):
         The fork has this chat's tools, tool options, budgets and approval
         policies (``always_allow``); callbacks and ``chat.on`` subscriptions are
         not copied. It has its own id; ``fork.parent`` says where it came from.
-        This chat is not touched. A :class:`~nbagent.Chat` with a store stores
-        its forks there too (``Chat.fork(store=)``).
+        This chat is not touched.
+
+        ``**wings``: what the chat's class takes for its wings. For a
+        :class:`~nbagent.Chat`, ``store``: where the fork is stored (default:
+        this chat's store, if it has one; ``None``: nowhere). A stored fork is
+        a chat of its own with a link to its parent: ``Chat.load(fork_id,
+        store=...)`` brings it back, ``parent`` included, in any process.
 
         Raises:
             TypeError: Two changes, or a change that does not go with the point.
@@ -593,6 +599,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         """
         return self._fork(
             call,
+            wings,
             step=step,
             result=result,
             arguments=arguments,

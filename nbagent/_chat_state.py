@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import threading
 import warnings
-import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -672,6 +671,15 @@ class ChatCore:
             tuple((p.tool, p.when is not None) for p in list(self._policies)),
         )
 
+    def _replay(self, events: Iterable[Event]) -> None:
+        """A loaded chat's stored events: first in ``chat.events``, refolded, then read."""
+        events = [e for e in events if not isinstance(e, FRAGMENTS)]
+        with self._lock:
+            self._history[:0] = events  # the stored events come before any made since
+            self._record._refold(self._history)
+        for read in self._hook("on_history"):
+            read(events)
+
     def _restore(self, snap: Snapshot) -> None:
         """Put back a stored chat's state (``Chat.load``)."""
         with self._lock:
@@ -690,81 +698,6 @@ class ChatCore:
                 self._exhausted = snap.last_budget
             self._parent = snap.parent
             self._bus.resume_at(snap.next_seq)
-
-
-class Host:
-    """The core's implementation of :class:`~nbagent._extension.ChatHost`."""
-
-    __slots__ = ("_ref",)
-
-    def __init__(self, core: ChatCore):
-        self._ref = weakref.ref(core)  # an extension keeping its host never keeps the chat alive
-
-    @property
-    def _core(self) -> ChatCore:
-        core = self._ref()
-        if core is None:
-            raise ReferenceError("the chat this extension was attached to is gone")
-        return core
-
-    @property
-    def chat(self) -> Any:
-        return self._core
-
-    @property
-    def chat_id(self) -> str:
-        return self._core.id
-
-    @property
-    def alive(self) -> bool:
-        return self._ref() is not None
-
-    def tool(self, name: str) -> Tool | None:
-        self._core._sync_tools()
-        return self._core._tools.get(name)
-
-    def loop_state(self) -> dict[str, Any]:
-        return self._core._loop_state()
-
-    def state_key(self) -> tuple[Any, ...]:
-        return self._core._loop_state_key()
-
-    def restore(self, snapshot: Snapshot) -> None:
-        self._core._restore(snapshot)
-
-    def replay(self, events: Iterable[Event]) -> None:
-        core = self._core
-        events = [e for e in events if not isinstance(e, FRAGMENTS)]
-        with core._lock:
-            core._history[:0] = events  # the stored events come before any made since
-            core._record._refold(core._history)
-        readers = core._hook("on_history")
-        for read in readers:
-            read(events)
-
-    def apply_decision(self, call: ToolCall | str, decision: Decision) -> ToolCall:
-        return self._core._decide(
-            call,
-            decision.verdict,
-            by=decision.by,
-            reason=decision.reason,
-            arguments=decision.arguments,
-            at=decision.at,
-            elsewhere=True,
-        )
-
-    def settle_in_doubt(
-        self,
-        call: ToolCall,
-        *,
-        claimed_by: str | None,
-        claimed_at: datetime | None,
-        rerun: bool,
-        content: str,
-    ) -> bool:
-        return self._core._settle_in_doubt(
-            call, claimed_by=claimed_by, claimed_at=claimed_at, rerun=rerun, content=content
-        )
 
 
 def _whose(t: Tool) -> str:

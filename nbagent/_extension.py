@@ -50,10 +50,11 @@ chat's own rules and emits its event (:meth:`ChatHost.apply_decision`,
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._events import Event
 from ._replay import Recordings
@@ -183,7 +184,7 @@ class Snapshot:
     predicates: Mapping[str, Callable[[ToolCall], bool]] = field(default_factory=dict)
 
 
-class ChatHost(Protocol):
+class ChatHost:
     """What an extension may read and ask of the chat it is attached to.
 
     Reads go through the public ``chat`` (``transcript``, ``tool_calls``,
@@ -193,41 +194,56 @@ class ChatHost(Protocol):
     chat alive.
     """
 
-    @property
-    def chat(self) -> Any:
-        """The chat (a :class:`~nbagent._base_chat.BaseChat`; its public API)."""
-        ...
+    __slots__ = ("_ref",)
+
+    def __init__(self, chat: Any):
+        self._ref = weakref.ref(chat)
 
     @property
-    def chat_id(self) -> str: ...
+    def chat(self) -> Any:
+        """The chat (a :class:`~nbagent._base_chat.BaseChat`; its public API).
+
+        Raises:
+            ReferenceError: The chat was garbage-collected.
+        """
+        chat = self._ref()
+        if chat is None:
+            raise ReferenceError("the chat this extension was attached to is gone")
+        return chat
+
+    @property
+    def chat_id(self) -> str:
+        return self.chat.id
 
     @property
     def alive(self) -> bool:
         """False once the chat was garbage-collected."""
-        ...
+        return self._ref() is not None
 
     def tool(self, name: str) -> Tool | None:
         """The chat's tool called ``name``, if it has one."""
-        ...
+        chat = self.chat
+        chat._sync_tools()
+        return chat._tools.get(name)
 
     def loop_state(self) -> dict[str, Any]:
         """The loop state a reloaded chat needs besides its messages, calls and events."""
-        ...
+        return self.chat._loop_state()
 
     def state_key(self) -> tuple[Any, ...]:
         """A cheap key that changes whenever :meth:`loop_state` may have changed."""
-        ...
+        return self.chat._loop_state_key()
 
     def restore(self, snapshot: Snapshot) -> None:
         """Put back a stored chat's state (a chat being loaded; emits nothing)."""
-        ...
+        self.chat._restore(snapshot)
 
     def replay(self, events: Iterable[Event]) -> None:
         """Hand a loaded chat's stored events to every extension's ``on_history``.
 
         The chat keeps them too, as the start of ``chat.events`` (what ``fork`` builds on).
         """
-        ...
+        self.chat._replay(events)
 
     def apply_decision(self, call: ToolCall | str, decision: Decision) -> ToolCall:
         """Apply a decision made elsewhere (a store) with the chat's own rules and events.
@@ -238,7 +254,15 @@ class ChatHost(Protocol):
         Raises:
             DecisionError: As ``chat.approve``/``chat.deny`` would.
         """
-        ...
+        return self.chat._decide(
+            call,
+            decision.verdict,
+            by=decision.by,
+            reason=decision.reason,
+            arguments=decision.arguments,
+            at=decision.at,
+            elsewhere=True,
+        )
 
     def settle_in_doubt(
         self,
@@ -255,7 +279,9 @@ class ChatHost(Protocol):
         with status ``in_doubt`` whose result is ``content``. Returns False
         (and does nothing) when the call is no longer running here.
         """
-        ...
+        return self.chat._settle_in_doubt(
+            call, claimed_by=claimed_by, claimed_at=claimed_at, rerun=rerun, content=content
+        )
 
 
 __all__ = ["HOOKS", "ChatHost", "Extension", "Snapshot", "overrides"]

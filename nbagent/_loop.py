@@ -493,11 +493,8 @@ class LoopMixin(ChatCore):
             self._calls[c.id] = c
             self._call_turn[c.id] = self._turn
             self._call_step[c.id] = step
-            if c.hosted:
-                events.extend(self._register_hosted(c, step, after))
-                continue
-            tool = self._tools.get(c.name)
-            c.approval = requirement(tool)
+            tool = None if c.hosted else self._tools.get(c.name)
+            c.approval = _provider_gate(c) if c.hosted else requirement(tool)
             if tool is not None and tool.server is not None and c.server is None:
                 c.server = tool.server  # an MCP server's tool: its label, for cards, log, store
             events.append(
@@ -509,6 +506,12 @@ class LoopMixin(ChatCore):
                     approval=c.approval,
                 )
             )
+            if c.hosted:
+                # the provider runs it once someone decides: only the chat's policies may
+                # decide it at once (no local tool to check or run; the calls limit is the
+                # provider's business)
+                events.extend(self._gate(c, None, step, after))
+                continue
             problem = self._reject_reason(c, tool, n, limit, truncated)
             if problem is not None:
                 status, text = problem
@@ -516,25 +519,6 @@ class LoopMixin(ChatCore):
                 continue
             if c.approval.required:
                 events.extend(self._gate(c, tool, step, after))
-        return events
-
-    def _register_hosted(self, c: ToolCall, step: int, after: list[ToolResult]) -> list[Event]:
-        """A call the provider runs once someone decides: always gated, never run here.
-
-        Only the chat's policies (``always_allow``) may decide it at once; there
-        is no local tool to check arguments against or to run, and the calls
-        limit is the provider's business.
-        """
-        server = c.server or "the provider"
-        c.approval = Approval(
-            True, "provider", f"{server} (run by the provider) asks before running {c.name}"
-        )
-        events: list[Event] = [
-            ToolCallRequested(
-                chat_id=self.id, call=c, step=step, turn=self._turn, approval=c.approval
-            )
-        ]
-        events.extend(self._gate(c, None, step, after))
         return events
 
     def _gate(
@@ -720,6 +704,14 @@ def _show_unknown(response: LLMToolResponse) -> None:
                 f"{response.provider or item.api} sent a {item.type!r} item that nbagent does "
                 "not know; it is kept in the transcript (message.items) and sent back as it came"
             )
+
+
+def _provider_gate(c: ToolCall) -> Approval:
+    """A hosted call (the provider runs it once someone decides) is always gated."""
+    server = c.server or "the provider"
+    return Approval(
+        True, "provider", f"{server} (run by the provider) asks before running {c.name}"
+    )
 
 
 def _waiting_before(calls: Sequence[ToolCall], c: ToolCall) -> tuple[str, ...]:
