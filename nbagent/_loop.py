@@ -844,10 +844,8 @@ class _RoundHooks:
         with chat._lock:
             if c.is_final:
                 return
-            if outcome.replayed is not None:
-                content = clean(text)  # as recorded: the same text for the model
-            elif outcome.status == "ok":
-                content = clean(text)
+            if outcome.replayed is not None or outcome.status == "ok":
+                content = clean(text)  # replayed: as recorded, the same text for the model
             elif outcome.status == "error":
                 content = f"Error: {outcome.message}"
                 if outcome.error is not None and chat.on_tool_error == "raise":
