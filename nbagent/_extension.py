@@ -123,19 +123,8 @@ class Extension:
         return None
 
 
-HOOKS = (
-    "on_event",
-    "on_history",
-    "turn_started",
-    "before_step",
-    "claim",
-    "decide",
-    "wait_for_decision",
-    "refresh",
-    "follow_decisions",
-    "close",
-    "recordings",
-)
+HOOKS = tuple(name for name in vars(Extension) if name[0] != "_" and name != "attach")
+"""Every hook of :class:`Extension` but ``attach``, in the order the class declares them."""
 
 
 def overrides(ext: Extension, hook: str) -> bool:
