@@ -79,6 +79,22 @@ def checkpointer_for(path: str, synchronous: str) -> Checkpointer:
         return cp
 
 
+def release_unclosed(cp: Checkpointer) -> None:
+    """The finalizer of a store nobody closed: :meth:`Checkpointer.release`, on a worker.
+
+    Garbage collection runs a finalizer inside whatever this thread was doing,
+    possibly :func:`checkpointer_for` or :meth:`Checkpointer.release` holding
+    ``_SHARED_LOCK``, or :meth:`Checkpointer.poke` holding the checkpointer's own
+    lock (the same checkpointer, when another store on the file is alive): taking
+    them here would deadlock the thread on itself, so a worker does it. Without a
+    background loop (interpreter exit) it is released here.
+    """
+    try:
+        spawn(in_worker(cp.release))
+    except RuntimeError:
+        cp.release()
+
+
 class Checkpointer:
     """Copies one file's WAL back into the database, on a worker thread and its own connection.
 

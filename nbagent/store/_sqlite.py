@@ -79,7 +79,7 @@ from typing import Any
 
 from .._errors import StoreError
 from . import _migrations as migrations
-from ._checkpointer import checkpointer_for, take_over
+from ._checkpointer import checkpointer_for, release_unclosed, take_over
 from ._follow import release as release_follower
 from ._sql import SQLStore
 
@@ -130,7 +130,9 @@ class SQLiteStore(SQLStore):
         self._conn: sqlite3.Connection | None = None
         self._conn = self._connect(timeout, synchronous.upper())
         self._checkpointer = checkpointer_for(self.location, synchronous.upper())
-        self._finalizer = weakref.finalize(self, self._checkpointer.release)
+        # Not ``self._checkpointer.release``: garbage collection may run the finalizer on a
+        # thread holding the checkpointers' lock (see ``release_unclosed``).
+        self._finalizer = weakref.finalize(self, release_unclosed, self._checkpointer)
 
     # -- lifecycle ---------------------------------------------------------------
     def _connect(self, timeout: float, synchronous: str) -> sqlite3.Connection:
@@ -197,7 +199,8 @@ class SQLiteStore(SQLStore):
 
     def close(self) -> None:
         """Close the database connection (idempotent); its decision watches are closed too."""
-        self._finalizer()
+        if self._finalizer.detach() is not None:
+            self._checkpointer.release()
         release_follower(self)
         with self._lock:
             if self._conn is not None:

@@ -158,3 +158,36 @@ def test_a_writer_past_the_hard_limit_waits_for_the_background_pass_then_truncat
     assert _wal(db) == 0  # the second truncate emptied the file
     assert cp._hard_after == 0.0  # no back-off: it succeeded
     conn.close()
+
+
+@pytest.mark.parametrize("held", ["the shared lock", "the checkpointer's lock"])
+def test_a_store_collected_while_its_thread_holds_a_checkpointer_lock_does_not_deadlock(
+    tmp_path: Path, held: str
+) -> None:
+    """Garbage collection runs a dropped store's finalizer inside whatever its thread is
+    doing. It once did so inside ``checkpointer_for`` (which holds the checkpointers' lock
+    while it builds one) and the thread waited on itself forever (a hang seen in
+    tests/providers/test_hosted.py); likewise inside a ``poke`` of the file's last
+    checkpointer. A finalizer now hands the release to a worker."""
+    import gc
+    import threading
+
+    store = SQLiteStore(tmp_path / "gc.db")
+    cp = store._checkpointer
+    lock = checkpointer._SHARED_LOCK if held == "the shared lock" else cp._lock
+    done = threading.Event()
+
+    def drop_the_store_while_holding_the_lock() -> None:
+        nonlocal store
+        with lock:
+            del store
+            gc.collect()  # runs the finalizer here, on this thread, inside the lock
+        done.set()
+
+    worker = threading.Thread(target=drop_the_store_while_holding_the_lock, daemon=True)
+    worker.start()
+    assert done.wait(20), f"the thread deadlocked on {held} in a store's finalizer"
+    deadline = time.monotonic() + 20
+    while cp.path in checkpointer._SHARED and time.monotonic() < deadline:
+        time.sleep(0.01)  # the worker's release lands once the lock is free
+    assert cp.users == 0 and cp.path not in checkpointer._SHARED and cp._conn is None
