@@ -46,6 +46,14 @@ def _background_loop() -> asyncio.AbstractEventLoop:
         return _bg_loop
 
 
+def on_background_loop() -> bool:
+    """Whether this code runs on nbagent's own background loop (shared: never block it)."""
+    try:
+        return asyncio.get_running_loop() is _bg_loop
+    except RuntimeError:
+        return False
+
+
 def in_running_loop() -> bool:
     try:
         asyncio.get_running_loop()

@@ -1,4 +1,4 @@
-"""After a click, carry the rest of the turn on in a worker thread.
+"""After a click, carry the rest of the turn on, as a task on nbagent's background loop.
 
 Why: a click reaches the kernel as a comm message on its shell channel, which
 handles one message at a time: the click waits until the running cell has
@@ -7,13 +7,15 @@ with ipykernel 7) or, for a cell that *awaits*, ipykernel >= 7.4. So a cell
 that blocks waiting for a click never gets it on most kernels. Instead, a cell
 returns while an approval is pending; the click handler records the decision
 (``chat.approve`` and friends are thread-safe) and asks the chat's
-:class:`Continuation` to run the loop again: ``chat.complete()`` in a worker
-thread, never on the kernel's loop, so a later cell that drives the chat
-(``chat.complete()``) waits for it and returns the settled reply (one driver
-at a time, ``nbagent/_drive.py``) instead of blocking the loop the continuation
-would need.
+:class:`Continuation` to run the loop again: ``await chat.complete_async()`` as
+a task on nbagent's background loop (``nbagent/_aio.py``), never on the
+kernel's loop, so a later cell that drives the chat (``chat.complete()``) waits
+for it and returns the settled reply (one driver at a time,
+``nbagent/_drive.py``) instead of blocking the loop the continuation would
+need. Its sync tools run on a worker thread, not on that shared loop
+(``nbagent/_runner.py``).
 
-Continuations of one chat are serialised: requests coalesce into one worker,
+Continuations of one chat are serialised: requests coalesce into one task,
 so two quick decisions never start two drivers. Errors are recorded in the
 chat's display state (every view shows them) and kept on
 ``Continuation.last_error``; they are never lost.
@@ -35,6 +37,7 @@ import traceback
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from .._aio import _background_loop
 from .._config import get_config
 from ._per_chat import PerChat
 
@@ -120,7 +123,7 @@ class Continuation:
     def _start_locked(self) -> None:
         self._running = True
         self._idle.clear()
-        threading.Thread(target=self._drain, name="nbagent-continue", daemon=True).start()
+        asyncio.run_coroutine_threadsafe(self._drain(), _background_loop())
 
     def _next(self) -> tuple[bool, int | None]:
         with self._lock:
@@ -132,7 +135,7 @@ class Continuation:
             steps, self._max_steps = self._max_steps, None
             return True, steps
 
-    def _drain(self) -> None:
+    async def _drain(self) -> None:
         _continuing.set(True)
         done = False
         try:
@@ -145,13 +148,14 @@ class Continuation:
                 if chat is None:
                     continue
                 try:
-                    chat.complete(max_steps=steps)  # waits while another driver is at work
+                    # waits (awaits) while another driver is at work
+                    await chat.complete_async(max_steps=steps)
                 except Exception as exc:
                     self._report(chat, exc)
                 else:
                     self._keep_budget_stop(chat)
         finally:
-            if not done:  # left by an exception the loop did not catch
+            if not done:  # left by an exception the loop did not catch, or cancelled
                 with self._lock:
                     self._running = False
                     self._idle.set()
