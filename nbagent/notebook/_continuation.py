@@ -20,6 +20,19 @@ so two quick decisions never start two drivers. Errors are recorded in the
 chat's display state (every view shows them) and kept on
 ``Continuation.last_error``; they are never lost.
 
+A decision can also land outside this kernel's view: ``store.approve(call_id)``
+from a script or another process, another chat object of the same stored chat.
+While a displayed view shows a pending approval of a chat that can follow
+decisions (an extension implementing ``follow_decisions``: the store), the
+continuation subscribes to the store's follower (PostgreSQL pushes, SQLite is
+polled), which calls ``chat.refresh()`` here when a decision on the chat was
+recorded (and once at the start): the decision goes through the chat's own
+rules and events, so the card says who decided and when, and this kernel then
+continues the loop, as after a click (the chat parked here is the one waiting;
+if another process drives it too, the store's claim keeps every call at most
+once). The subscription ends once no displayed view has a pending card; a
+refresh is skipped while the chat is driven and never raises.
+
 ``await chat.ask_async(...)`` can instead *wait* for the click where the
 kernel can deliver it while a cell awaits (ipykernel >= 7.4 dispatches comm
 messages concurrently with an awaiting cell): see :func:`wait_for_decisions`.
@@ -39,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._aio import _background_loop
 from .._config import get_config
+from .._extension import overrides
 from ._per_chat import PerChat
 
 if TYPE_CHECKING:
@@ -108,6 +122,9 @@ class Continuation:
         self.rendered = False
         self.countdown: str | None = None
         self._countdown_listeners: list[Callable[[str | None], Any]] = []
+        self._views: weakref.WeakSet[Any] = weakref.WeakSet()  # views to follow decisions for
+        self._sub: Any = None  # the store follower's subscription, while following
+        self.follow_error: BaseException | None = None  # the last refresh that failed
 
     # ------------------------------------------------------------- requests
     def request(self, max_steps: int | None = None) -> None:
@@ -203,6 +220,70 @@ class Continuation:
     def note_rendered(self) -> None:
         self.rendered = True
 
+    # ----------------------------------------------- decisions made elsewhere
+    @property
+    def following(self) -> bool:
+        """Whether the chat follows decisions made elsewhere now (see the module)."""
+        return self._sub is not None
+
+    def follow(self, view: Any) -> None:
+        """A displayed view, or one whose chat just settled: follow decisions made
+        elsewhere while a displayed view shows a pending card (else stop following)."""
+        with self._lock:
+            self._views.add(view)
+        if self._needed():
+            self._subscribe()
+        else:
+            self.unfollow()
+
+    def unfollow(self) -> None:
+        """Stop following (a later :meth:`follow` starts it again)."""
+        with self._lock:
+            sub, self._sub = self._sub, None
+        if sub is not None:
+            sub.close()
+
+    def _needed(self) -> bool:
+        """Called without ``_lock`` held (a view's listener, holding its state's lock, calls
+        :meth:`follow`; ``pending()`` takes that lock)."""
+        chat = self._chat()
+        if chat is None or not can_refresh(chat):
+            return False
+        with self._lock:
+            views = list(self._views)
+        return any(v.displayed and not v.frozen and v.pending() for v in views)
+
+    def _subscribe(self) -> None:
+        chat = self._chat()
+        hooks = [e for e in (chat.extensions if chat else ()) if overrides(e, "follow_decisions")]
+        if self._sub is not None or not hooks:
+            return
+        try:  # outside the lock: the first subscription to a store may connect to it
+            sub = hooks[0].follow_decisions(self._news)
+        except Exception as exc:  # the store cannot be read now: the next settle tries again
+            self.follow_error = exc
+            return
+        with self._lock:
+            sub, self._sub = (sub, self._sub) if self._sub is not None else (None, sub)
+        if sub is not None:  # another thread subscribed meanwhile
+            sub.close()
+
+    def _news(self) -> None:
+        """From the store's follower: a decision on the chat may have been recorded."""
+        chat = self._chat()
+        if chat is None or not self._needed():
+            self.unfollow()
+            return
+        if chat.is_running:  # the driver's own step applies decisions
+            return
+        try:
+            decided = chat.refresh()
+        except Exception as exc:  # the store cannot be read now: next news
+            self.follow_error = exc
+            return
+        if decided:
+            self.request()
+
     # ------------------------------------------------------------- countdown
     def add_countdown_listener(self, fn: Callable[[str | None], Any]) -> None:
         with self._lock:
@@ -227,6 +308,11 @@ _continuations: PerChat[Continuation] = PerChat(Continuation)
 
 def continuation_for(chat: Chat) -> Continuation:
     return _continuations.get(chat)
+
+
+def can_refresh(chat: Chat) -> bool:
+    """Whether decisions made elsewhere can reach ``chat`` (an extension follows them)."""
+    return any(overrides(ext, "follow_decisions") for ext in chat.extensions)
 
 
 # ------------------------------------------------------------------ waiting

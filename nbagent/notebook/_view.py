@@ -40,7 +40,6 @@ from .._errors import DecisionError
 from ._cards import reason_words
 from ._continuation import capture_main_loop, continuation_for
 from ._fallback import twin_bundle
-from ._poll import watch
 from ._render import decision_words, entry_html, esc, status_html, style_tag
 from ._state import (
     BudgetEntry,
@@ -466,7 +465,7 @@ class ChatView:
             self._render_status()
         if settled:
             self._settle()
-            watch(self)  # a pending card of a stored chat follows decisions made elsewhere
+            self.continuation.follow(self)  # a pending card follows decisions made elsewhere
         elif touched and self._displayed:
             mark_dirty(self)
 
@@ -704,7 +703,7 @@ class ChatView:
             return
         self._displayed = True
         self.output.show()
-        watch(self)
+        self.continuation.follow(self)
         mark_dirty(self)  # after the cell: static if there is nothing to do here
 
     @property

@@ -19,7 +19,7 @@ import pytest
 from _views import widgets_in
 
 from nbagent import Chat, Tool
-from nbagent.notebook import ChatView, _poll
+from nbagent.notebook import ChatView
 from nbagent.notebook import _continuation as cont
 from nbagent.notebook._widgets import ActionCard
 from nbagent.store import SQLiteStore, StoreConflictWarning
@@ -100,8 +100,8 @@ def test_a_pending_card_follows_a_decision_by_another_chat_object(
 ) -> None:
     a, view, call_id = parked(db, displayed=True)
     card = card_of(view, call_id)
-    poller = _poll.poller_for(a)
-    until(lambda: poller.running)  # a displayed pending card of a stored chat: polling
+    follows = cont.continuation_for(a)
+    until(lambda: follows.following)  # a displayed pending card of a stored chat: following
     b = Chat.load(a.id, store=str(db), tools=[Refund], display=False)  # "another cell"
     b.approve(call_id)
     # No click here: the card closes, says who decided, and this kernel carries on.
@@ -111,7 +111,7 @@ def test_a_pending_card_follows_a_decision_by_another_chat_object(
     assert '<span class="nba-phase-complete">complete</span>' in shown(view)
     assert runs == [42]  # once, here
     assert decision_rows(db, call_id) == [("approved", "user", "chat")]  # b's, nothing new
-    until(lambda: not poller.running)  # no pending card left: the poll stopped
+    until(lambda: not follows.following)  # no pending card left: it stopped following
     b.close()
     a.close()
 
@@ -138,12 +138,12 @@ def test_a_pending_card_follows_a_decision_from_another_process(
 
 def test_no_poll_without_a_displayed_view_or_a_store(db: Path) -> None:
     a, _view, _ = parked(db, displayed=False)
-    assert not _poll.poller_for(a).running
+    assert not cont.continuation_for(a).following
     plain = Chat(model="demo", display=False).with_tools(Refund)
     view = ChatView(plain)
     view._displayed = True  # shown, but nothing to refresh from
     plain.ask("Refund order 1")
-    assert not _poll.can_refresh(plain) and not _poll.poller_for(plain).running
+    assert not cont.can_refresh(plain) and not cont.continuation_for(plain).following
     a.close()
 
 
