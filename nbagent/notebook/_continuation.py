@@ -36,8 +36,7 @@ refresh is skipped while the chat is driven and never raises.
 ``await chat.ask_async(...)`` can instead *wait* for the click where the
 kernel can deliver it while a cell awaits (ipykernel >= 7.4 dispatches comm
 messages concurrently with an awaiting cell): see :func:`wait_for_decisions`.
-The kernel's loop, captured while a cell runs (:func:`capture_main_loop`), is
-where that wait happens.
+That wait happens on the kernel's loop (the one on the main thread).
 """
 
 from __future__ import annotations
@@ -60,9 +59,6 @@ if TYPE_CHECKING:
 
     from .._base_chat import BaseChat as Chat
 
-_main_loop: asyncio.AbstractEventLoop | None = None
-_loop_lock = threading.Lock()
-
 RENDER_GRACE = 5.0
 """Seconds ``ask_async`` waits for a front end to draw an approval card before it
 concludes nobody can click (nbclient, papermill) and applies the fallback."""
@@ -76,34 +72,6 @@ _continuing: contextvars.ContextVar[bool] = contextvars.ContextVar(
 def continuing() -> bool:
     """True while a :class:`Continuation` drives the chat (after a click, not from a cell)."""
     return _continuing.get()
-
-
-def capture_main_loop() -> asyncio.AbstractEventLoop | None:
-    """Remember the running loop if called on the main thread inside it (a running cell)."""
-    global _main_loop
-    if threading.current_thread() is not threading.main_thread():
-        return main_loop()
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        return main_loop()
-    with _loop_lock:
-        _main_loop = loop
-    return loop
-
-
-def set_main_loop(loop: asyncio.AbstractEventLoop | None) -> None:
-    """Use ``loop`` for continuations (tests; embedding in another event loop)."""
-    global _main_loop
-    with _loop_lock:
-        _main_loop = loop
-
-
-def main_loop() -> asyncio.AbstractEventLoop | None:
-    loop = _main_loop
-    if loop is None or loop.is_closed():
-        return None
-    return loop
 
 
 class Continuation:
@@ -367,8 +335,8 @@ async def wait_for_decisions(chat: Chat, wait: bool | None = None) -> bool:
     if wait is False or (timeout <= 0 and wait is None):
         return False
     loop = asyncio.get_running_loop()
-    if not kernel_can_wait() or loop is not main_loop():
-        return False
+    if not kernel_can_wait() or threading.current_thread() is not threading.main_thread():
+        return False  # not the kernel's loop (it runs on the main thread): no click comes
     before = {c.id for c in chat.pending_approvals}
     if timeout <= 0:
         timeout = RENDER_GRACE

@@ -38,7 +38,7 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 from .._display import LiveOutput, mark_dirty
 from .._errors import DecisionError
 from ._cards import reason_words
-from ._continuation import capture_main_loop, continuation_for
+from ._continuation import continuation_for
 from ._fallback import twin_bundle
 from ._render import decision_words, entry_html, esc, status_html, style_tag
 from ._state import (
@@ -87,7 +87,6 @@ class ChatView:
     ):
         if page_size < 1 or live_pages < 1:
             raise ValueError("page_size and live_pages must be at least 1")
-        capture_main_loop()
         self.chat = chat
         self.turn = turn
         self.page_size = page_size

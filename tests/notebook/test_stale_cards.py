@@ -48,7 +48,6 @@ class Refund(Tool):
 
 @pytest.fixture(autouse=True)
 def _fresh() -> Iterator[None]:
-    cont.set_main_loop(None)  # continuations run in a worker thread (no kernel loop here)
     runs.clear()
     yield
 
