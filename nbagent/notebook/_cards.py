@@ -25,17 +25,20 @@ import json
 from itertools import islice
 from typing import Any
 
-from .._html import STATUS_WORDS, clip, esc, fmt_ms, preview
-from .._types import FINAL_STATUSES
-from ._state import (
+from .._html import (
     ARGUMENTS_CHARS,
+    STATUS_WORDS,
     VALUE_CHARS,
-    CallEntry,
-    Thumb,
-    clip_text,
-    fits,
+    clip,
+    compact_json,
+    esc,
+    fmt_ms,
     json_preview,
+    preview,
+    short_json,
 )
+from .._types import FINAL_STATUSES
+from ._state import CallEntry, Thumb
 
 ONE_LINE = 80  # arguments whose compact JSON is at most this long show on the head line
 VALUE_LINE = 120  # a value longer than this folds: its start, then the rest on a click
@@ -88,7 +91,7 @@ def _open(e: CallEntry, decision: str, live: bool) -> str:
 
 def _finished(e: CallEntry, decision: str) -> str:
     inline = inline_arguments(e)
-    short = inline if inline is not None else preview(_short_json(e.arguments), 60)
+    short = inline if inline is not None else short_json(e.arguments, 60)
     head = [*_name(e), f'<code class="nba-args1">{esc(short)}</code>']
     head.append(_badge(e.status, status_word(e)))
     meta = _meta(e)
@@ -227,34 +230,17 @@ def inline_arguments(e: CallEntry) -> str | None:
     """The arguments as one line of JSON, when that is short and hides no text block."""
     if e.raw_arguments is not None and not e.arguments:
         return None
-    text = _compact(e.arguments, ONE_LINE)
+    text = compact_json(e.arguments, ONE_LINE)
     if text is None or "\\n" in text:
         return None
     return text
-
-
-def _compact(value: Any, limit: int) -> str | None:
-    """``value`` as compact JSON when that is at most ``limit`` characters, else ``None``
-    (the cost is bounded by ``limit``, not by ``value``)."""
-    if not fits(value, 3 * limit):
-        return None
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError, RecursionError):
-        return None
-    return text if len(text) <= limit else None
-
-
-def _short_json(value: Any) -> str:
-    """The start of ``value`` as JSON (a bounded preview, on one line)."""
-    return _compact(value, 200) or json_preview(value, limit=400, value_chars=100)[0]
 
 
 def _arguments(e: CallEntry) -> str:
     if e.raw_arguments is not None and not e.arguments:
         return (
             '<div class="nba-note">arguments (not valid JSON):</div>'
-            f'<pre class="nba-block">{esc(clip_text(e.raw_arguments))}</pre>'
+            f'<pre class="nba-block">{esc(clip(e.raw_arguments))}</pre>'
         )
     n = len(e.arguments)
     if n == 0:
@@ -284,9 +270,9 @@ def _value(v: Any, budget: int) -> str:
         start = json.dumps(v[:VALUE_LINE], ensure_ascii=False)[:-1] + "…"
         return _fold(
             f"{start} ({len(v):,} characters)",
-            f'<pre class="nba-block">{esc(_clip_chars(v, budget))}</pre>',
+            f'<pre class="nba-block">{esc(clip(v, budget, sep=""))}</pre>',
         )
-    compact = _compact(v, VALUE_LINE)
+    compact = compact_json(v, VALUE_LINE)
     if compact is not None:
         return f'<span class="nba-val">{esc(compact)}</span>'
     text = json_preview(v, limit=budget, value_chars=min(VALUE_CHARS, budget))[0]
@@ -302,14 +288,8 @@ def _block(text: str, budget: int) -> str:
     total = text.count("\n") + 1
     return f'<pre class="nba-block">{esc(head)}</pre>' + _fold(
         f"show all ({total:,} lines, {len(text):,} characters)",
-        f'<pre class="nba-block">{esc(_clip_chars(text, budget))}</pre>',
+        f'<pre class="nba-block">{esc(clip(text, budget, sep=""))}</pre>',
     )
-
-
-def _clip_chars(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… {len(text) - limit:,} more characters"
 
 
 def _fold(summary: str, body: str) -> str:
@@ -330,7 +310,7 @@ def _defaults(e: CallEntry) -> str:
         return ""
     items = [
         f'<span class="nba-default"><span class="nba-key">{esc(_key(k))}</span> = '
-        f"{esc(_compact(v, VALUE_LINE) or preview(_short_json(v), VALUE_LINE))}</span>"
+        f"{esc(short_json(v, VALUE_LINE))}</span>"
         for k, v in islice(e.defaults.items(), MAX_KEYS)
     ]
     return (
@@ -372,7 +352,7 @@ def _diff(old: dict[str, Any], new: dict[str, Any]) -> str:
 
 
 def _one(v: Any) -> str:
-    return _compact(v, VALUE_LINE) or preview(_short_json(v), VALUE_LINE)
+    return short_json(v, VALUE_LINE)
 
 
 def _is_text(v: Any) -> bool:

@@ -11,7 +11,7 @@ a tool or a user produced is shown as text, whatever it contains:
   (:func:`md_text`, :func:`md_inline`), or puts the text in a code span or
   fence longer than any run of backticks inside it, which nothing can close;
 - huge values are clipped (the arguments' preview comes from
-  :func:`~nbagent.notebook._state.json_preview`);
+  :func:`~nbagent._html.json_preview`);
 - the assistant's text is the exception that is rendered: as Markdown, with raw
   HTML and unsafe links off (``_markdown``); a tool call's card is built in
   ``_cards``, a rich result's table in ``_rich``.

@@ -14,7 +14,6 @@ HTML, markdown and text, and ``_view`` wires entries to widgets.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import weakref
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from .._events import (
     TextDelta,
     ToolCallDelta,
 )
+from .._html import clip, json_preview
 from .._media import IMAGE_TYPES, sniff
 from .._record import CallRecord, ChatRecord, MessageRecord, RecordChange, StepRecord
 from .._result_text import without_edit_note
@@ -294,7 +294,7 @@ class CallEntry(Entry):
         cached = self._shown
         if cached is None or cached[0] is not self.arguments or cached[1] is not self.raw_arguments:
             if self.raw_arguments is not None and not self.arguments:
-                text = clip_text(self.raw_arguments)
+                text = clip(self.raw_arguments)
                 whole = len(text) == len(self.raw_arguments)
             else:
                 text, whole = json_preview(self.arguments)
@@ -359,175 +359,6 @@ Listener = Callable[[list[Entry], bool], Any]
 """``fn(changed_entries, settled)``: entries created or changed by one event;
 ``settled`` is true when the chat stopped driving (answered, waiting for a
 decision, out of budget, or failed)."""
-
-
-def pretty_json(value: Any) -> str:
-    try:
-        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-# ------------------------------------------------------------------ bounded previews
-VALUE_CHARS = 2_000  # a string (a value or a key) longer than this shows its start
-ARGUMENTS_CHARS = 20_000  # arguments whose JSON is longer than this show a preview
-_MAX_DEPTH = 40  # deeper containers show as {…} / […]
-
-
-def json_preview(
-    value: Any, *, limit: int = ARGUMENTS_CHARS, value_chars: int = VALUE_CHARS
-) -> tuple[str, bool]:
-    """``(text, whole)``: ``value`` as pretty JSON when that is at most ``limit`` characters
-    (``whole`` is true), else a bounded preview: each string's first ``value_chars``
-    characters, about ``limit`` characters in all, and notes such as
-    ``… 1,998,000 more characters`` or ``… 49,000 more keys`` for what is left out.
-
-    The cost is bounded by ``limit``, not by the size of ``value`` (a 2 MB string or
-    50,000 keys cost what ``limit`` characters cost), so a view can call it on
-    anything a model sent.
-    """
-    if fits(value, limit):
-        try:
-            text = pretty_json(value)
-        except RecursionError:
-            text = ""
-        else:
-            if len(text) <= limit:
-                return _json_controls(text), True
-    return _json_controls(_Preview(limit, value_chars).render(value)), False
-
-
-_C1 = re.compile(r"[\x7f-\x9f]")
-
-
-def _json_controls(text: str) -> str:
-    """DEL and C1 characters (which JSON leaves as they are) as ``\\u`` escapes: the text
-    stays the same JSON, and a terminal escape sequence in it is seen, not acted on."""
-    if _C1.search(text) is None:
-        return text
-    return _C1.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
-
-
-def clip_text(text: str, limit: int = ARGUMENTS_CHARS) -> str:
-    """``text`` itself when it has at most ``limit`` characters, else its start and a note."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n… {len(text) - limit:,} more characters"
-
-
-def fits(value: Any, limit: int) -> bool:
-    """Whether ``value``'s pretty JSON may fit in ``limit`` characters: a lower bound of its
-    length (strings unescaped, each item on its own indented line) is at most ``limit``.
-    Stops as soon as the bound passes ``limit``, so it visits O(limit) items."""
-    size = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        v, depth = stack.pop()
-        if isinstance(v, str):
-            size += len(v) + 2
-        elif isinstance(v, (dict, list, tuple)):
-            size += 2 + len(v) * (2 * depth + 3)  # per item: newline, indent (, comma)
-            if size > limit:
-                return False
-            if isinstance(v, dict):
-                for k, x in v.items():
-                    size += len(k) + 4 if isinstance(k, str) else 3
-                    stack.append((x, depth + 1))
-            else:
-                stack.extend((x, depth + 1) for x in v)
-        else:
-            size += 1
-        if size > limit:
-            return False
-    return True
-
-
-class _Preview:
-    """Pretty JSON with a budget: long strings clipped, containers cut when it runs out.
-
-    Each item of a container gets an equal share of what is left of the container's
-    budget, so one huge value cannot hide its siblings (the ``path`` after 50,000 keys
-    of ``data`` is still shown).
-    """
-
-    def __init__(self, limit: int, value_chars: int):
-        self.limit = limit
-        self.value_chars = value_chars
-        self.parts: list[str] = []
-        self.size = 0
-
-    def render(self, value: Any) -> str:
-        self.value(value, 0, self.limit)
-        return "".join(self.parts)
-
-    def emit(self, text: str) -> None:
-        self.parts.append(text)
-        self.size += len(text)
-
-    def value(self, v: Any, depth: int, stop: int) -> None:
-        """Render ``v``; a container stops adding items once the output reaches ``stop``."""
-        if isinstance(v, str):
-            self.string(v)
-        elif isinstance(v, dict):
-            self.container(v, v.items(), depth, stop, "{}", "key")
-        elif isinstance(v, (list, tuple)):
-            self.container(v, v, depth, stop, "[]", "item")
-        else:
-            try:
-                text = json.dumps(v, ensure_ascii=False, default=str)
-            except (TypeError, ValueError, RecursionError):
-                text = repr(v)
-            self.clipped(text)
-
-    def string(self, s: str) -> None:
-        if len(s) <= self.value_chars:
-            self.emit(json.dumps(s, ensure_ascii=False))
-        else:
-            head = json.dumps(s[: self.value_chars], ensure_ascii=False)
-            self.emit(f"{head}… {len(s) - self.value_chars:,} more characters")
-
-    def clipped(self, text: str) -> None:
-        if len(text) <= self.value_chars:
-            self.emit(text)
-        else:
-            rest = len(text) - self.value_chars
-            self.emit(f"{text[: self.value_chars]}… {rest:,} more characters")
-
-    def container(
-        self, v: Any, items: Any, depth: int, stop: int, brackets: str, noun: str
-    ) -> None:
-        n = len(v)
-        if n == 0:
-            self.emit(brackets)
-            return
-        if depth >= _MAX_DEPTH:
-            self.emit(f"{brackets[0]}… {_count(n, noun)}{brackets[1]}")
-            return
-        pad = "  " * (depth + 1)
-        self.emit(brackets[0])
-        for i, item in enumerate(items):
-            if self.size >= stop:
-                self.emit(f"\n{pad}… {_count(n - i, 'more ' + noun)}")
-                break
-            self.emit(",\n" + pad if i else "\n" + pad)
-            if noun == "key":
-                key, item = item
-                self.string(key if isinstance(key, str) else _key(key))
-                self.emit(": ")
-            self.value(item, depth + 1, self.size + (stop - self.size) // (n - i))
-        self.emit("\n" + "  " * depth + brackets[1])
-
-
-def _key(key: Any) -> str:
-    """A non-string key as JSON writes it (``true``, ``null``, ``3``)."""
-    try:
-        return json.dumps(key) if isinstance(key, (bool, int, float)) or key is None else str(key)
-    except (TypeError, ValueError):
-        return repr(key)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 class ChatState:

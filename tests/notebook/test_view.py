@@ -251,9 +251,7 @@ def test_edit_arguments_invalid_shows_an_error_and_does_not_approve(
 
 
 # ----------------------------------------------------------------------- always allow
-def test_always_allow_approves_pending_and_future_calls(
-    counter: Counter
-) -> None:
+def test_always_allow_approves_pending_and_future_calls(counter: Counter) -> None:
     chat = make_chat(counter)
     view = ChatView(chat)
     chat.ask("Refund order 1 and refund order 2")
