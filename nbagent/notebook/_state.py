@@ -274,7 +274,6 @@ class CallEntry(Entry):
     # What the view shows of the arguments, computed once per value (the view renders an
     # entry on every event that touches it; the arguments do not change).
     _shown: tuple[Any, str | None, str, bool] | None = field(default=None, init=False, repr=False)
-    _shown_edit: tuple[Any, str] | None = field(default=None, init=False, repr=False)
 
     @property
     def pending(self) -> bool:
@@ -300,17 +299,6 @@ class CallEntry(Entry):
                 text, whole = json_preview(self.arguments)
             cached = self._shown = (self.arguments, self.raw_arguments, text, whole)
         return cached[2], cached[3]
-
-    @property
-    def edited_text(self) -> str:
-        """The edited arguments as pretty JSON, or a bounded preview of them."""
-        cached = self._shown_edit
-        if cached is None or cached[0] is not self.edited_arguments:
-            cached = self._shown_edit = (
-                self.edited_arguments,
-                json_preview(self.edited_arguments)[0],
-            )
-        return cached[1]
 
 
 @dataclass(eq=False)

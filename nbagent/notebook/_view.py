@@ -164,9 +164,6 @@ class ChatView:
             f"<ChatView of chat {self.chat.id[:8]} ({what}, {len(self._entries())} entries, {how})>"
         )
 
-    def _mine(self, e: Entry) -> bool:
-        return (self.turn is None or e.turn == self.turn) and e.key not in self.skip
-
     def _entries(self) -> list[Entry]:
         return [e for e in self.state.entries_for(self.turn) if e.key not in self.skip]
 
