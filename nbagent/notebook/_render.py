@@ -81,16 +81,16 @@ def decision_words(e: CallEntry) -> str:
     2026-12-01 06:03:04 UTC'."""
     if e.verdict is None:
         return ""
-    by = e.decided_by or "?"
+    by = e.r.decided_by or "?"
     if e.decided_elsewhere:
         who = {"user": "a user", "resolver": "the tool's approval rule"}.get(by, by)
         if by.startswith("policy:always_allow"):
             who = "an always-allow rule"
         words = f"{e.verdict} elsewhere by {who}"
-        if e.decided_at is not None:
-            words += f" at {e.decided_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
-        if e.decision_reason:
-            words += f": {e.decision_reason}"
+        if e.r.decided_at is not None:
+            words += f" at {e.r.decided_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+        if e.r.reason:
+            words += f": {e.r.reason}"
     elif by.startswith("policy:always_allow"):
         words = f"{e.verdict}: always allowed" + (
             " (when its rule holds)" if by.endswith(":when") else ""
@@ -98,11 +98,11 @@ def decision_words(e: CallEntry) -> str:
     else:
         who = {"user": "you", "resolver": "the tool's approval rule"}.get(by, by)
         words = f"{e.verdict} by {who}"
-        if e.decision_reason:
-            words += f": {e.decision_reason}"
-    if e.edited_arguments is not None and e.verdict == "approved":
+        if e.r.reason:
+            words += f": {e.r.reason}"
+    if e.r.edited_arguments is not None and e.verdict == "approved":
         words += " with edited arguments"
-    if e.hosted:
+    if e.r.hosted:
         words += SENT
     return words
 
@@ -330,10 +330,10 @@ def entry_markdown(e: Entry) -> str:
         inline = inline_arguments(e)  # short arguments on the head line
         head = f"**tool {code_span(call_label(e))}**" + (f" {code_span(inline)}" if inline else "")
         head += f" · {words}"
-        if e.duration_ms is not None:
-            head += f" · {md_inline(fmt_ms(e.duration_ms))}"
+        if e.r.duration_ms is not None:
+            head += f" · {md_inline(fmt_ms(e.r.duration_ms))}"
         lines = [head] if inline else [head, _fence(e.arguments_text, "json")]
-        if e.gated and e.status == "awaiting_approval":
+        if e.gated and e.r.status == "awaiting_approval":
             why = reason_words(e)
             lines.append("> needs approval" + (f": {md_inline(why)}" if why else ""))
         words = decision_words(e)
@@ -341,9 +341,9 @@ def entry_markdown(e: Entry) -> str:
             lines.append(f"> {md_inline(words)}")
         if e.ran_before:
             lines.append(f"> {ran_before_words([code_span(n) for n in e.ran_before])}")
-        if e.error:
-            lines.append(f"> error: {md_inline(preview(e.error, 600))}")
-        if e.result is not None and e.status != "denied" and not e.hosted:
+        if e.r.error:
+            lines.append(f"> error: {md_inline(preview(e.r.error, 600))}")
+        if e.result is not None and e.r.status != "denied" and not e.r.hosted:
             lines.append("result:\n" + _fence(clip(e.result, 2000)))
         return "\n\n".join(lines)
     if isinstance(e, BudgetEntry):
@@ -390,10 +390,10 @@ def _entry_text(e: Entry) -> str:
     if isinstance(e, CallEntry):
         args = preview(e.arguments_text, 200)
         line = f"  tool {call_label(e)}({args}) -> {status_word(e)}"
-        if e.duration_ms is not None:
-            line += f" [{fmt_ms(e.duration_ms)}]"
+        if e.r.duration_ms is not None:
+            line += f" [{fmt_ms(e.r.duration_ms)}]"
         extra = []
-        if e.gated and e.status == "awaiting_approval":
+        if e.gated and e.r.status == "awaiting_approval":
             why = reason_words(e)
             extra.append("    needs approval" + (f": {why}" if why else ""))
         words = decision_words(e)
@@ -401,9 +401,9 @@ def _entry_text(e: Entry) -> str:
             extra.append(f"    {words}")
         if e.ran_before:
             extra.append(f"    {ran_before_words([f'`{n}`' for n in e.ran_before])}")
-        if e.error:
-            extra.append(f"    error: {preview(e.error, 300)}")
-        elif e.result is not None and e.status != "denied" and not e.hosted:
+        if e.r.error:
+            extra.append(f"    error: {preview(e.r.error, 300)}")
+        elif e.result is not None and e.r.status != "denied" and not e.r.hosted:
             extra.append(f"    result: {preview(e.result, 300)}")
         return "\n".join([line, *extra])
     if isinstance(e, BudgetEntry):

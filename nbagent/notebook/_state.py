@@ -18,7 +18,6 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -35,14 +34,12 @@ from .._record import CallRecord, ChatRecord, MessageRecord, RecordChange, StepR
 from .._result_text import without_edit_note
 from .._types import (
     AssistantToolCallMessage,
-    CallStatus,
     ChatMessage,
     DecisionVerdict,
     FilePart,
     Part,
     ProviderItem,
     Reasoning,
-    ResultStatus,
     ToolResultMessage,
     Usage,
 )
@@ -236,31 +233,12 @@ class StepEntry(Entry):
 
 @dataclass(eq=False)
 class CallEntry(Entry):
-    """One tool call and everything known about it."""
+    """One tool call: the core's record of it (``r``, read here, written only by the fold)
+    and what only the view knows."""
 
-    call_id: str = ""
-    name: str = ""
-    server: str | None = None  # the MCP server's label (a local MCP tool or a hosted one)
-    hosted: bool = False  # the provider runs it: a decision is sent, nothing runs here
-    step: int = 0
-    arguments: dict[str, Any] = field(default_factory=dict)
-    raw_arguments: str | None = None
-    status: CallStatus = "requested"
-    gated: bool = False
-    approval_reason: str = ""
-    approval_source: str = ""
-    verdict: DecisionVerdict | None = None
-    decided_by: str | None = None
-    decision_reason: str | None = None
-    decided_at: datetime | None = None
+    r: CallRecord = field(default_factory=lambda: CallRecord("", ""))
     decided_elsewhere: bool = False  # by another process or chat object, through a store
-    edited_arguments: dict[str, Any] | None = None
-    result: str | None = None
-    result_status: ResultStatus | None = None
-    error: str | None = None
-    duration_ms: float | None = None
-    mode: str | None = None
-    replayed: bool = False  # its result is a recorded one (replay_tools): the tool did not run
+    result: str | None = None  # the result the model read, without the note an edit adds
     ran_before: tuple[str, ...] = ()  # earlier gated calls (tool names) still undecided when it ran
     defaults: dict[str, Any] = field(default_factory=dict)  # what the tool uses for omitted params
     result_html: str | None = None  # a rich result (a DataFrame) as inert table HTML
@@ -270,14 +248,24 @@ class CallEntry(Entry):
     kind = "call"
 
     _result: ToolResultMessage | None = field(default=None, init=False, repr=False)
-
-    # What the view shows of the arguments, computed once per value (the view renders an
-    # entry on every event that touches it; the arguments do not change).
-    _shown: tuple[Any, str | None, str, bool] | None = field(default=None, init=False, repr=False)
+    # What the view shows of the arguments (they do not change), computed once.
+    _shown: tuple[str, bool] | None = field(default=None, init=False, repr=False)
 
     @property
     def pending(self) -> bool:
-        return self.status == "awaiting_approval"
+        return self.r.status == "awaiting_approval"
+
+    @property
+    def gated(self) -> bool:
+        return self.r.approval is not None and self.r.approval.required
+
+    @property
+    def verdict(self) -> DecisionVerdict | None:
+        return self.r.decided.verdict if self.r.decided is not None else None
+
+    @property
+    def raw_arguments(self) -> str | None:
+        return self.r.call.raw_arguments if self.r.call is not None else None
 
     @property
     def arguments_text(self) -> str:
@@ -290,15 +278,13 @@ class CallEntry(Entry):
         return self._arguments_shown()[1]
 
     def _arguments_shown(self) -> tuple[str, bool]:
-        cached = self._shown
-        if cached is None or cached[0] is not self.arguments or cached[1] is not self.raw_arguments:
-            if self.raw_arguments is not None and not self.arguments:
-                text = clip(self.raw_arguments)
-                whole = len(text) == len(self.raw_arguments)
+        if self._shown is None:
+            raw, arguments = self.raw_arguments, self.r.arguments
+            if raw is not None and not arguments:
+                self._shown = (clip(raw), len(clip(raw)) == len(raw))
             else:
-                text, whole = json_preview(self.arguments)
-            cached = self._shown = (self.arguments, self.raw_arguments, text, whole)
-        return cached[2], cached[3]
+                self._shown = json_preview(arguments)
+        return self._shown
 
 
 @dataclass(eq=False)
@@ -656,53 +642,31 @@ class ChatState:
         key = f"c:{r.call_id}"
         entry = self.by_key.get(key)
         if not isinstance(entry, CallEntry):
-            c = r.call
             turn = r.turn if r.turn is not None else self.turn
-            entry = self._add(
-                CallEntry(
-                    key,
-                    turn,
-                    call_id=c.id,
-                    name=c.name,
-                    server=r.server,
-                    hosted=bool(r.hosted),
-                    step=r.step or 0,
-                    arguments=dict(c.arguments),
-                    raw_arguments=c.raw_arguments,
-                    gated=bool(r.approval and r.approval.required),
-                    defaults=tool_defaults(self.tool_schema(c.name), c.arguments),
-                )
-            )
+            defaults = tool_defaults(self.tool_schema(r.tool), r.call.arguments)
+            entry = self._add(CallEntry(key, turn, r=r, defaults=defaults))
             for t in (None, turn):
                 self.totals.setdefault(t, Totals()).calls += 1
-        d = r.decided
-        entry.status = r.status  # type: ignore[assignment]
-        entry.approval_reason, entry.approval_source = (
-            r.approval_reason or "",
-            r.approval_source or "",
-        )
-        entry.verdict = d.verdict if d else None
-        entry.decided_by, entry.decided_at = r.decided_by, r.decided_at
-        entry.decision_reason, entry.edited_arguments = r.reason, r.edited_arguments
         if isinstance(event, ApprovalDecided):
             entry.decided_elsewhere = event.elsewhere  # made outside this chat object
         if r.result is not entry._result:
             entry._result = result = r.result
-            edited = d is not None and d.arguments is not None
+            edited = r.decided is not None and r.decided.arguments is not None
             entry.result = without_edit_note(result.content, edited) if result else None
-            entry.result_status = result.status if result else None
             entry.result_html, entry.result_label = _rich(result.value if result else None)
             entry.result_images = thumbs(result.parts) if result else ()
-        entry.error, entry.duration_ms, entry.mode = r.error, r.duration_ms, r.concurrency
-        entry.replayed = bool(r.replayed)
         entry.ran_before = tuple(self._call_name(cid) for cid in r.ran_before)
         changed: list[Entry] = [_touch(entry)]
-        if entry.status == "running":
+        if r.status == "running":
             self._phase(entry.turn, RUNNING)
             changed += self._resolve_budgets()
         elif entry.pending and entry.verdict is None:
             self._phase(entry.turn, AWAITING)
-        elif d and self.totals_for(entry.turn).phase == AWAITING and not self._waiting(entry.turn):
+        elif (
+            r.decided
+            and self.totals_for(entry.turn).phase == AWAITING
+            and not self._waiting(entry.turn)
+        ):
             self._phase(entry.turn, READY)  # no longer awaiting approval, whoever decided
         return changed
 
@@ -718,7 +682,7 @@ class ChatState:
 
     def _call_name(self, call_id: str) -> str:
         entry = self.by_key.get(f"c:{call_id}")
-        return entry.name if isinstance(entry, CallEntry) and entry.name else call_id
+        return entry.r.tool if isinstance(entry, CallEntry) and entry.r.tool else call_id
 
 
 _PHASES = {

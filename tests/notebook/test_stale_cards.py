@@ -172,18 +172,27 @@ def test_a_click_on_a_card_decided_and_run_elsewhere_records_nothing(db: Path) -
 def test_decision_words_say_who_decided_elsewhere_and_when() -> None:
     from datetime import datetime, timedelta, timezone
 
+    from nbagent import Decision
+    from nbagent._record import CallRecord
     from nbagent.notebook._render import decision_words
     from nbagent.notebook._state import CallEntry
 
     at = datetime(2026, 12, 1, 7, 3, 4, tzinfo=timezone(timedelta(hours=1)))
-    e = CallEntry("c:1", 1, verdict="approved", decided_by="ops", decided_at=at)
+
+    def decided(verdict: str, by: str, reason: str | None = None) -> None:
+        r.decided = Decision(verdict, by, at, reason)  # type: ignore[arg-type]
+        r.decided_by, r.reason, r.decided_at = by, reason, at
+
+    r = CallRecord("c1", "refund")
+    e = CallEntry("c:1", 1, r=r)
+    decided("approved", "ops")
     assert decision_words(e) == "approved by ops"  # decided here
     e.decided_elsewhere = True
     assert decision_words(e) == "approved elsewhere by ops at 2026-12-01 06:03:04 UTC"
-    e.decided_by, e.verdict, e.decision_reason = "user", "denied", "too much"
+    decided("denied", "user", "too much")
     assert decision_words(e) == "denied elsewhere by a user at 2026-12-01 06:03:04 UTC: too much"
-    e.decided_by, e.verdict, e.decision_reason = "policy:always_allow:refund", "approved", None
-    e.edited_arguments = {"order_id": 1}
+    decided("approved", "policy:always_allow:refund")
+    r.edited_arguments = {"order_id": 1}
     assert decision_words(e) == (
         "approved elsewhere by an always-allow rule at 2026-12-01 06:03:04 UTC"
         " with edited arguments"

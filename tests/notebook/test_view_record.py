@@ -105,15 +105,11 @@ def test_a_state_built_from_the_record_shows_what_the_live_one_showed(
                 chat.complete()
     rebuilt = ChatState.from_chat(chat)
     assert _shown(rebuilt) == _shown(live)
-    # And the facts are the record's: every call as the record has it.
-    for e in live.entries:
-        if isinstance(e, CallEntry):
-            r = chat.record.call(e.call_id)
-            assert (e.status, e.verdict, e.duration_ms) == (
-                r.status,
-                r.decided.verdict if r.decided else None,
-                r.duration_ms,
-            )
+    # And the facts are the record's: every call's entry reads the record itself, no copy.
+    calls = [e for e in live.entries if isinstance(e, CallEntry)]
+    assert calls and all(e.r is chat.record.call(e.r.call_id) for e in calls)
+    for e in calls:
+        assert e.verdict == (e.r.decided.verdict if e.r.decided else None)
     steps = [e for e in live.entries if isinstance(e, StepEntry)]
     done = [s for s in chat.record.steps if s.usage is not None]
     assert sum(s.input_tokens for s in steps) == sum(s.usage.input_tokens for s in done)  # type: ignore[union-attr]
