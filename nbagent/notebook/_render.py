@@ -38,6 +38,7 @@ from .._html import (
     printable,
     style_tag,
 )
+from .._types import Usage
 from ._cards import (
     SENT,
     call_card_html,
@@ -109,30 +110,39 @@ def decision_words(e: CallEntry) -> str:
 
 def step_words(e: StepEntry) -> str:
     """'step 2 · gpt-4.1 · 812 in / 40 out tokens · 1.20 s' (the step's number in its turn)."""
-    parts = [f"step {e.number or e.step}", e.model or e.provider or "model"]
+    s = e.r
+    parts = [f"step {e.number or s.step}", s.model or s.provider or "model"]
     if e.status == "running":
         parts.append("generating…")
         if e.streaming_calls:
             parts.append("calling " + ", ".join(e.streaming_calls.values()))
     elif e.status == "failed":
-        parts.append(f"failed after {fmt_ms(e.latency_ms)}")
+        parts.append(f"failed after {fmt_ms(s.latency_ms)}")
     else:
-        if e.replayed:  # the recorded tokens follow; nothing was spent now
+        if s.replayed:  # the recorded tokens follow; nothing was spent now
             parts.append("replayed")
-        tokens = f"{fmt_tokens(e.input_tokens)} in / {fmt_tokens(e.output_tokens)} out tokens"
-        if e.cached_tokens:
-            tokens += f" ({fmt_tokens(e.cached_tokens)} cached)"
+        usage = s.usage or Usage()
+        tokens = (
+            f"{fmt_tokens(usage.input_tokens)} in / {fmt_tokens(usage.output_tokens)} out tokens"
+        )
+        if usage.cached_tokens:
+            tokens += f" ({fmt_tokens(usage.cached_tokens)} cached)"
         parts.append(tokens)
-        if e.latency_ms is not None:
-            parts.append(fmt_ms(e.latency_ms))
-        if e.cost_usd is not None:
-            parts.append(fmt_cost(e.cost_usd))
-        if e.n_tool_calls:
-            parts.append(f"{e.n_tool_calls} tool call{'s' if e.n_tool_calls != 1 else ''}")
+        if s.latency_ms is not None:
+            parts.append(fmt_ms(s.latency_ms))
+        if s.cost_usd is not None:
+            parts.append(fmt_cost(s.cost_usd))
+        if s.n_tool_calls:
+            parts.append(f"{s.n_tool_calls} tool call{'s' if s.n_tool_calls != 1 else ''}")
         # A deliberate subset of StopReason: the ordinary endings go unsaid.
-        if e.stop_reason not in ("", "end", "tool_use"):
-            parts.append(f"stopped: {e.stop_reason}")
+        if s.stop_reason not in (None, "", "end", "tool_use"):
+            parts.append(f"stopped: {s.stop_reason}")
     return " · ".join(parts)
+
+
+def _failure(e: StepEntry) -> tuple[str, str]:
+    """A failed request's error type and the start of its message."""
+    return e.r.error_type or "", preview(e.r.error or "", 600)
 
 
 def status_words(totals: Totals, phase: str | None = None) -> str:
@@ -174,10 +184,10 @@ def entry_html(e: Entry, *, live: bool = False) -> str:
         return head + f'<div class="nba-entry nba-text nba-md">{text_markdown_html(e)}</div>'
     if isinstance(e, StepEntry):
         cls = "nba-entry nba-step" + (" nba-failed" if e.status == "failed" else "")
-        cls += " nba-replayed" if e.replayed else ""
+        cls += " nba-replayed" if e.r.replayed else ""
         body = esc(step_words(e))
         if e.status == "failed":
-            body += f'<div class="nba-err">{esc(e.error_type)}: {esc(preview(e.error, 600))}</div>'
+            body += f'<div class="nba-err">{esc(": ".join(_failure(e)))}</div>'
         return f'<div class="{cls}">{body}</div>' + "".join(item_html(i) for i in e.items)
     if isinstance(e, CallEntry):
         return call_card_html(e, decision=decision_words(e), live=live)
@@ -319,7 +329,7 @@ def entry_markdown(e: Entry) -> str:
         return (
             f"*{md_inline(step_words(e))}*"
             + (
-                f"  \n**{md_inline(e.error_type)}:** {md_inline(preview(e.error, 600))}"
+                "  \n**{}:** {}".format(*map(md_inline, _failure(e)))
                 if e.status == "failed"
                 else ""
             )
@@ -383,7 +393,7 @@ def _entry_text(e: Entry) -> str:
     if isinstance(e, StepEntry):
         line = f"[{step_words(e)}]"
         if e.status == "failed":
-            line += f"\n  {e.error_type}: {preview(e.error, 600)}"
+            line += "\n  " + ": ".join(_failure(e))
         for item in e.items:
             line += f"\n  provider ran {item_words(item)}"
         return line

@@ -202,32 +202,20 @@ def parsed_rows(value: Any) -> tuple[str, tuple[tuple[str, str], ...]]:
 
 @dataclass(eq=False)
 class StepEntry(Entry):
-    """One model request: model, tokens, latency, stop reason.
+    """One model request: the core's record of it (``r``: model, tokens, latency, stop
+    reason) and what only the view knows.
 
-    ``step`` is the chat's own step number (events and the log count every
+    ``r.step`` is the chat's own step number (events and the log count every
     step of the chat: model requests and tool rounds); ``number`` is what the
     view says, "step 1", "step 2"...: the model requests of the turn, from 1,
     the same steps the status line counts (a retried request keeps its number).
     """
 
-    step: int = 0
+    r: StepRecord = field(default_factory=lambda: StepRecord(0, 0))
     number: int = 0
-    model: str = ""
-    provider: str = ""
-    status: str = "running"  # running | done | failed
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    latency_ms: float | None = None
-    stop_reason: str = ""
-    n_tool_calls: int = 0
-    cost_usd: float | None = None
-    tool_choice: str = ""
-    error_type: str = ""
-    error: str = ""
+    status: str = "running"  # running | done | failed (the view's totals counted it once done)
     streaming_calls: dict[int, str] = field(default_factory=dict)
     items: tuple[ProviderItem, ...] = ()  # what the provider ran itself in this step
-    replayed: bool = False  # answered from a recording (Chat(replay=...)), not by the model
     kind = "step"
 
 
@@ -581,18 +569,9 @@ class ChatState:
             if isinstance(stale, TextEntry):  # text of a failed attempt with the same number
                 stale.text, stale.thinking, stale.streaming = "", "", False
                 changed.append(_touch(stale))
-            entry = self._add(StepEntry(key, s.turn, step=s.step, number=number))
+            entry = self._add(StepEntry(key, s.turn, r=s, number=number))
         done = entry.status == "done"
-        usage = s.usage or Usage()
-        entry.model, entry.provider = s.model or "", s.provider or ""
-        entry.tool_choice = s.tool_choice or ""
         entry.status = "failed" if s.error_type else "running" if s.finished_at is None else "done"
-        entry.input_tokens, entry.output_tokens = usage.input_tokens, usage.output_tokens
-        entry.cached_tokens = usage.cached_tokens
-        entry.latency_ms, entry.cost_usd = s.latency_ms, s.cost_usd
-        entry.stop_reason, entry.n_tool_calls = s.stop_reason or "", s.n_tool_calls or 0
-        entry.replayed = bool(s.replayed)
-        entry.error_type, entry.error = s.error_type or "", s.error or ""
         changed.append(_touch(entry))
         if entry.status == "running":
             self._phase(s.turn, GENERATING)
@@ -604,6 +583,7 @@ class ChatState:
         if entry.status == "failed":
             self._phase(s.turn, FAILED)
         elif not done:
+            usage = s.usage or Usage()
             for turn in (None, s.turn):
                 t = self.totals.setdefault(turn, Totals())
                 t.input_tokens += usage.input_tokens
@@ -611,7 +591,7 @@ class ChatState:
                 if s.cost_usd is not None:
                     t.cost_usd += s.cost_usd
                     t.cost_known = True
-            if not entry.n_tool_calls and entry.stop_reason != "pause_turn":
+            if not s.n_tool_calls and s.stop_reason != "pause_turn":
                 self._phase(s.turn, COMPLETE)  # the model answered (step() callers see it too)
         return changed
 
