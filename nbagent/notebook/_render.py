@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC
 
 from .._html import (
@@ -106,6 +106,25 @@ def decision_words(e: CallEntry) -> str:
     if e.r.hosted:
         words += SENT
     return words
+
+
+def call_notes(
+    e: CallEntry, say: Callable[[str], str], code: Callable[[str], str], limit: int
+) -> list[str]:
+    """A call's notes for markdown or plain text: why it waits, the decision, the calls it
+    ran before, its error (words through ``say``, tool names through ``code``)."""
+    notes = []
+    if e.gated and e.pending:
+        why = reason_words(e)
+        notes.append(say("needs approval" + (f": {why}" if why else "")))
+    words = decision_words(e)
+    if words:
+        notes.append(say(words))
+    if e.ran_before:
+        notes.append(ran_before_words([code(name) for name in e.ran_before]))
+    if e.r.error:
+        notes.append(say(f"error: {preview(e.r.error, limit)}"))
+    return notes
 
 
 def step_words(e: StepEntry) -> str:
@@ -343,16 +362,7 @@ def entry_markdown(e: Entry) -> str:
         if e.r.duration_ms is not None:
             head += f" · {md_inline(fmt_ms(e.r.duration_ms))}"
         lines = [head] if inline else [head, _fence(e.arguments_text, "json")]
-        if e.gated and e.r.status == "awaiting_approval":
-            why = reason_words(e)
-            lines.append("> needs approval" + (f": {md_inline(why)}" if why else ""))
-        words = decision_words(e)
-        if words:
-            lines.append(f"> {md_inline(words)}")
-        if e.ran_before:
-            lines.append(f"> {ran_before_words([code_span(n) for n in e.ran_before])}")
-        if e.r.error:
-            lines.append(f"> error: {md_inline(preview(e.r.error, 600))}")
+        lines += [f"> {note}" for note in call_notes(e, md_inline, code_span, 600)]
         if e.result is not None and e.r.status != "denied" and not e.r.hosted:
             lines.append("result:\n" + _fence(clip(e.result, 2000)))
         return "\n\n".join(lines)
@@ -402,18 +412,8 @@ def _entry_text(e: Entry) -> str:
         line = f"  tool {call_label(e)}({args}) -> {status_word(e)}"
         if e.r.duration_ms is not None:
             line += f" [{fmt_ms(e.r.duration_ms)}]"
-        extra = []
-        if e.gated and e.r.status == "awaiting_approval":
-            why = reason_words(e)
-            extra.append("    needs approval" + (f": {why}" if why else ""))
-        words = decision_words(e)
-        if words:
-            extra.append(f"    {words}")
-        if e.ran_before:
-            extra.append(f"    {ran_before_words([f'`{n}`' for n in e.ran_before])}")
-        if e.r.error:
-            extra.append(f"    error: {preview(e.r.error, 300)}")
-        elif e.result is not None and e.r.status != "denied" and not e.r.hosted:
+        extra = [f"    {note}" for note in call_notes(e, str, lambda name: f"`{name}`", 300)]
+        if not e.r.error and e.result is not None and e.r.status != "denied" and not e.r.hosted:
             extra.append(f"    result: {preview(e.result, 300)}")
         return "\n".join([line, *extra])
     if isinstance(e, BudgetEntry):
