@@ -294,17 +294,7 @@ def kernel_can_wait() -> bool:
         import ipykernel
     except ImportError:
         return False
-    return _version_tuple(getattr(ipykernel, "__version__", "0")) >= (7, 4)
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    out = []
-    for part in text.split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        if not digits:
-            break
-        out.append(int(digits))
-    return tuple(out)
+    return tuple(getattr(ipykernel, "version_info", (0,))[:2]) >= (7, 4)
 
 
 def countdown_words(left: float, then: str) -> str:
