@@ -49,7 +49,7 @@ import traceback
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from .._aio import _background_loop
+from .._aio import spawn
 from .._config import get_config
 from .._extension import overrides
 from ._per_chat import PerChat
@@ -108,7 +108,7 @@ class Continuation:
     def _start_locked(self) -> None:
         self._running = True
         self._idle.clear()
-        asyncio.run_coroutine_threadsafe(self._drain(), _background_loop())
+        spawn(self._drain())
 
     def _next(self) -> tuple[bool, int | None]:
         with self._lock:
