@@ -103,19 +103,24 @@ class DisplaySlot:
         self.display_id = display_id
         self.shown = False
         self._parent: dict[str, Any] | None = None
+        self._last: str | None = None  # what was sent last (an unchanged bundle is not resent)
 
     def show(self, data: Bundle) -> None:
         from IPython.display import display
 
         display(data, raw=True, display_id=self.display_id)
         self.shown = True
+        self._last = _key(data)
         pub = _display_pub()
         parent = getattr(pub, "parent_header", None)
         self._parent = dict(parent) if isinstance(parent, dict) and parent else None
 
-    def update(self, data: Bundle) -> None:
-        if not self.shown:
+    def update(self, data: Bundle, *, force: bool = False) -> None:
+        """Send ``data`` to the output, unless it is what the output shows (``force``: anyway)."""
+        key = _key(data)
+        if not self.shown or (key == self._last and not force):
             return
+        self._last = key
         from IPython.display import update_display
 
         with contextlib.suppress(Exception):  # an update must never break the caller
@@ -231,8 +236,6 @@ class LiveOutput:
         )
         self._slot = DisplaySlot(self.display_id)
         self._twin_slot = DisplaySlot(f"{self.display_id}-twin")
-        self._last: str | None = None
-        self._last_twin: str | None = None
         self._pinned: Bundle | None = None  # what go_static(data) was told to show
         self._lock = lock if lock is not None else threading.RLock()
 
@@ -276,25 +279,18 @@ class LiveOutput:
         """Display the output and its twin in the running cell (again: the output only)."""
         with self._lock:
             data = self.bundle()
-            if self._slot.shown:
-                self._slot.show(data)
-                return
-            self._last = _key(data)
+            shown = self._slot.shown
             self._slot.show(data)
+            if shown:
+                return
             if self._twin is not None:
-                twin = self.twin_bundle()
-                self._last_twin = _key(twin)
-                self._twin_slot.show(twin)
+                self._twin_slot.show(self.twin_bundle())
             mark_dirty(self)  # after the cell: the twin as the cell left it
 
     def refresh(self, *, force: bool = False) -> None:
         """Update the output and the twin where they changed (``force``: send both anyway)."""
         with self._lock:
-            data = self.bundle()
-            key = _key(data)
-            if force or key != self._last:
-                self._last = key
-                self._slot.update(data)
+            self._slot.update(self.bundle(), force=force)
             self.refresh_twin(force=force)
 
     def refresh_twin(self, *, force: bool = False) -> None:
@@ -302,11 +298,7 @@ class LiveOutput:
         if self._twin is None:
             return
         with self._lock:
-            twin = self.twin_bundle()
-            key = _key(twin)
-            if force or key != self._last_twin:
-                self._last_twin = key
-                self._twin_slot.update(twin)
+            self._twin_slot.update(self.twin_bundle(), force=force)
 
     def go_static(self, data: Bundle | None = None) -> None:
         """Show the static forms alone in the output; the twin goes idle.
@@ -318,8 +310,7 @@ class LiveOutput:
             self.live = False
             self._pinned = data
             data = dict(self._static()) if data is None else data
-            self._last = _key(data)
-            self._slot.update(data)
+            self._slot.update(data, force=True)
             self.refresh_twin()
 
     def _update_fallback(self) -> None:

@@ -5,7 +5,8 @@
 - :func:`esc`: that, HTML-escaped (quotes too, so it is safe in attributes);
 - :func:`md_inline` / :func:`md_text`: text for Markdown with every markup
   character escaped;
-- :func:`preview` / :func:`clip`: bounded views of long text;
+- :func:`preview` / :func:`clip`: bounded views of long text; :func:`json_preview`,
+  :func:`compact_json`, :func:`short_json`: bounded views of any JSON value;
 - :func:`fmt_ms`, :func:`fmt_cost`: a duration, a cost in words;
 - :func:`style_tag`: the stylesheet every nbagent drawing shares (JupyterLab's
   theme variables, with fallbacks for nbconvert and other front ends).
@@ -17,8 +18,9 @@ instead of another wing's renderers.
 from __future__ import annotations
 
 import html
+import json
 import re
-from typing import get_args
+from typing import Any, get_args
 
 from ._types import CallStatus
 
@@ -75,11 +77,188 @@ def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
     return flat[: limit - 1] + "…"
 
 
-def clip(text: str, limit: int = RESULT_CHARS) -> str:
-    """``text`` cut at ``limit`` characters, with a note saying how many more there were."""
+def clip(text: str, limit: int = RESULT_CHARS, sep: str = "\n") -> str:
+    """``text`` cut at ``limit`` characters, with a note (after ``sep``) saying how many
+    more there were."""
     if len(text) <= limit:
         return text
-    return text[:limit] + f"\n… ({len(text) - limit:,} more characters)"
+    return f"{text[:limit]}{sep}… {len(text) - limit:,} more characters"
+
+
+# ------------------------------------------------------------------ bounded JSON
+def pretty_json(value: Any) -> str:
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+VALUE_CHARS = 2_000  # a string (a value or a key) longer than this shows its start
+ARGUMENTS_CHARS = 20_000  # arguments whose JSON is longer than this show a preview
+_MAX_DEPTH = 40  # deeper containers show as {…} / […]
+
+
+def json_preview(
+    value: Any, *, limit: int = ARGUMENTS_CHARS, value_chars: int = VALUE_CHARS
+) -> tuple[str, bool]:
+    """``(text, whole)``: ``value`` as pretty JSON when that is at most ``limit`` characters
+    (``whole`` is true), else a bounded preview: each string's first ``value_chars``
+    characters, about ``limit`` characters in all, and notes such as
+    ``… 1,998,000 more characters`` or ``… 49,000 more keys`` for what is left out.
+
+    The cost is bounded by ``limit``, not by the size of ``value`` (a 2 MB string or
+    50,000 keys cost what ``limit`` characters cost), so a view can call it on
+    anything a model sent.
+    """
+    if fits(value, limit):
+        try:
+            text = pretty_json(value)
+        except RecursionError:
+            text = ""
+        else:
+            if len(text) <= limit:
+                return _json_controls(text), True
+    return _json_controls(_Preview(limit, value_chars).render(value)), False
+
+
+_C1 = re.compile(r"[\x7f-\x9f]")
+
+
+def _json_controls(text: str) -> str:
+    """DEL and C1 characters (which JSON leaves as they are) as ``\\u`` escapes: the text
+    stays the same JSON, and a terminal escape sequence in it is seen, not acted on."""
+    if _C1.search(text) is None:
+        return text
+    return _C1.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
+
+
+def fits(value: Any, limit: int) -> bool:
+    """Whether ``value``'s pretty JSON may fit in ``limit`` characters: a lower bound of its
+    length (strings unescaped, each item on its own indented line) is at most ``limit``.
+    Stops as soon as the bound passes ``limit``, so it visits O(limit) items."""
+    size = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, str):
+            size += len(v) + 2
+        elif isinstance(v, (dict, list, tuple)):
+            size += 2 + len(v) * (2 * depth + 3)  # per item: newline, indent (, comma)
+            if size > limit:
+                return False
+            if isinstance(v, dict):
+                for k, x in v.items():
+                    size += len(k) + 4 if isinstance(k, str) else 3
+                    stack.append((x, depth + 1))
+            else:
+                stack.extend((x, depth + 1) for x in v)
+        else:
+            size += 1
+        if size > limit:
+            return False
+    return True
+
+
+class _Preview:
+    """Pretty JSON with a budget: long strings clipped, containers cut when it runs out.
+
+    Each item of a container gets an equal share of what is left of the container's
+    budget, so one huge value cannot hide its siblings (the ``path`` after 50,000 keys
+    of ``data`` is still shown).
+    """
+
+    def __init__(self, limit: int, value_chars: int):
+        self.limit = limit
+        self.value_chars = value_chars
+        self.parts: list[str] = []
+        self.size = 0
+
+    def render(self, value: Any) -> str:
+        self.value(value, 0, self.limit)
+        return "".join(self.parts)
+
+    def emit(self, text: str) -> None:
+        self.parts.append(text)
+        self.size += len(text)
+
+    def value(self, v: Any, depth: int, stop: int) -> None:
+        """Render ``v``; a container stops adding items once the output reaches ``stop``."""
+        if isinstance(v, str):
+            self.string(v)
+        elif isinstance(v, dict):
+            self.container(v, v.items(), depth, stop, "{}", "key")
+        elif isinstance(v, (list, tuple)):
+            self.container(v, v, depth, stop, "[]", "item")
+        else:
+            try:
+                text = json.dumps(v, ensure_ascii=False, default=str)
+            except (TypeError, ValueError, RecursionError):
+                text = repr(v)
+            self.emit(clip(text, self.value_chars, sep=""))
+
+    def string(self, s: str) -> None:
+        if len(s) <= self.value_chars:
+            self.emit(json.dumps(s, ensure_ascii=False))
+        else:
+            head = json.dumps(s[: self.value_chars], ensure_ascii=False)
+            self.emit(f"{head}… {len(s) - self.value_chars:,} more characters")
+
+    def container(
+        self, v: Any, items: Any, depth: int, stop: int, brackets: str, noun: str
+    ) -> None:
+        n = len(v)
+        if n == 0:
+            self.emit(brackets)
+            return
+        if depth >= _MAX_DEPTH:
+            self.emit(f"{brackets[0]}… {_count(n, noun)}{brackets[1]}")
+            return
+        pad = "  " * (depth + 1)
+        self.emit(brackets[0])
+        for i, item in enumerate(items):
+            if self.size >= stop:
+                self.emit(f"\n{pad}… {_count(n - i, 'more ' + noun)}")
+                break
+            self.emit(",\n" + pad if i else "\n" + pad)
+            if noun == "key":
+                key, item = item
+                self.string(key if isinstance(key, str) else _key(key))
+                self.emit(": ")
+            self.value(item, depth + 1, self.size + (stop - self.size) // (n - i))
+        self.emit("\n" + "  " * depth + brackets[1])
+
+
+def _key(key: Any) -> str:
+    """A non-string key as JSON writes it (``true``, ``null``, ``3``)."""
+    try:
+        return json.dumps(key) if isinstance(key, (bool, int, float)) or key is None else str(key)
+    except (TypeError, ValueError):
+        return repr(key)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def compact_json(value: Any, limit: int) -> str | None:
+    """``value`` as compact JSON when that is at most ``limit`` characters, else ``None``
+    (the cost is bounded by ``limit``, not by ``value``)."""
+    if not fits(value, 3 * limit):
+        return None
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return text if len(text) <= limit else None
+
+
+def short_json(value: Any, limit: int = 200) -> str:
+    """``value`` as one line of at most ``limit`` characters: its compact JSON when that
+    fits, else the start of a bounded preview of it."""
+    text = compact_json(value, max(limit, 200))
+    if text is None:
+        text = json_preview(value, limit=400, value_chars=100)[0]
+    return text if len(text) <= limit and "\n" not in text else preview(text, limit)
 
 
 def fmt_cost(usd: float) -> str:

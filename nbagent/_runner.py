@@ -7,8 +7,9 @@ it, in the order things happen.
 
 Modes:
     ``sequential``: one call at a time, in call order. Sync tools run on the
-        thread that drives the chat (so they may touch thread-bound state);
-        async tools are awaited.
+        thread that drives the chat (so they may touch thread-bound state), but
+        on a worker thread when that is nbagent's shared background loop (a
+        click's continuation, a batch in a kernel); async tools are awaited.
     ``threads``: every call on a worker thread (async tools get a private event
         loop there), at most ``max_concurrency`` at once.
     ``async``: every call is a task on the driving event loop; async tools run on
@@ -47,7 +48,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from ._aio import run_on_loop
+from ._aio import on_background_loop, run_on_loop
 from ._events import utcnow
 from ._recording import RecordedResult
 from ._tools import CancelEvent, Tool, _bind_call
@@ -305,7 +306,7 @@ class ToolRunner:
         if mode == "sequential" or pool is None:
             if is_async:
                 return await self._with_timeout(_call_async(job), job.timeout)
-            if job.timeout:
+            if job.timeout or on_background_loop():
                 return await self._in_thread(job, None, _call_sync)
             return _call_sync(job)
         if mode == "threads":

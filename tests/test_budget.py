@@ -140,7 +140,6 @@ def test_a_click_during_the_run_does_not_outrun_the_budget_either() -> None:
     from nbagent.notebook import _continuation as cont
 
     ran.clear()
-    cont.set_main_loop(None)
 
     @tool
     def poke(key: str) -> str:

@@ -404,6 +404,40 @@ def test_sync_api_inside_a_running_event_loop(mode: str) -> None:
     assert sorted(log) == ["a", "b"]
 
 
+def test_a_sync_tool_driven_on_nbagents_own_loop_runs_on_a_worker() -> None:
+    """A chat driven async on nbagent's background loop (a click's continuation, a batch in a
+    kernel) runs its sync tools on a worker: one that drives a sub-chat (whose round needs an
+    event loop) finishes instead of waiting forever for the loop it blocks."""
+    from nbagent import _aio
+
+    inner = Chat(
+        provider=ScriptedProvider([call_tools(("aslow", {"name": "inner"})), reply("pong")])
+    ).with_tools(aslow)
+    seen: list[str] = []
+
+    @tool
+    def ask_inner(question: str) -> str:
+        """Asks the sub-agent."""
+        seen.append(threading.current_thread().name)
+        return inner.ask(question).content  # type: ignore[union-attr]
+
+    outer = Chat(
+        provider=ScriptedProvider([call_tools(("ask_inner", {"question": "ping"})), reply("ok")])
+    ).with_tools(ask_inner)
+    out: list[Any] = []
+
+    async def cell() -> None:  # a running loop here: run_sync drives on nbagent's loop
+        out.append(_aio.run_sync(outer.ask_async("go")))
+
+    driver = threading.Thread(target=asyncio.run, args=(cell(),), daemon=True)
+    driver.start()
+    driver.join(30)
+    assert not driver.is_alive(), "the sub-chat waited forever for nbagent's loop"
+    assert out[0].content == "ok" and inner.last_assistant_message.content == "pong"
+    assert seen and seen[0] != "nbagent-loop"
+    assert log == ["inner"]
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_async_api_shares_the_loop(mode: str) -> None:
     chat, _ = make_chat(

@@ -16,8 +16,8 @@ preview of exactly the calls it covers and decides only those, after a
 confirm.
 
 **Who continues.** A live chat given to the inbox directly continues after
-a decision as after a card click (the notebook's ``Continuation``: in a worker
-thread, which a cell driving the chat waits for); a chat from a batch
+a decision as after a card click (the notebook's ``Continuation``: a task on
+nbagent's background loop, which a cell driving the chat waits for); a chat from a batch
 result is continued by its batch while the batch run still watches its
 parked rows (``run.running``), and like a direct one once it stopped
 watching; a stored chat by whichever process drives it (its view's refresh
@@ -390,7 +390,7 @@ class Inbox:
     def wait(self, timeout: float | None = 30.0) -> bool:
         """Block until the chats this inbox continued have stopped (cells, scripts, tests).
 
-        They continue in worker threads, as after a click; a cell that drives
+        They continue on nbagent's background loop, as after a click; a cell that drives
         one of them meanwhile waits for it (one driver at a time).
         """
         with self._lock:

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from ._auto import display_chat as display_chat
     from ._auto import install_auto_display as install_auto_display
     from ._continuation import continuation_for as continuation_for
-    from ._continuation import main_loop as main_loop
     from ._fallback import chat_mimebundle as chat_mimebundle
     from ._review import review
     from ._view import ChatView, show
@@ -42,7 +41,6 @@ _HOMES = {
     "continuation_for": "._continuation",
     "display_chat": "._auto",
     "install_auto_display": "._auto",
-    "main_loop": "._continuation",
 }
 
 

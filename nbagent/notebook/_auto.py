@@ -39,10 +39,8 @@ def install_auto_display(chat: Chat) -> None:
     """In a kernel, follow ``chat`` and show each turn live (``Chat.__init__`` calls this)."""
     if "ipykernel" not in sys.modules or not in_kernel():
         return
-    from ._continuation import capture_main_loop
     from ._state import state_for
 
-    capture_main_loop()
     _register_message_formatter()
     state_for(chat)  # pure values, no widgets: step timings for a later display(chat)
     chat.extend(NotebookExtension())
@@ -142,10 +140,8 @@ def _show_turn(chat: Chat) -> None:
     if not enabled or threading.current_thread() is not threading.main_thread():
         return
     from .._display import widgets_available
-    from ._continuation import capture_main_loop
     from ._fallback import static_view
 
-    capture_main_loop()
     turn = chat.turn
     count = execution_count()
     if count is not None:

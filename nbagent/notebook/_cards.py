@@ -25,17 +25,20 @@ import json
 from itertools import islice
 from typing import Any
 
-from .._html import STATUS_WORDS, clip, esc, fmt_ms, preview
-from .._types import FINAL_STATUSES
-from ._state import (
+from .._html import (
     ARGUMENTS_CHARS,
+    STATUS_WORDS,
     VALUE_CHARS,
-    CallEntry,
-    Thumb,
-    clip_text,
-    fits,
+    clip,
+    compact_json,
+    esc,
+    fmt_ms,
     json_preview,
+    preview,
+    short_json,
 )
+from .._types import FINAL_STATUSES
+from ._state import CallEntry, Thumb
 
 ONE_LINE = 80  # arguments whose compact JSON is at most this long show on the head line
 VALUE_LINE = 120  # a value longer than this folds: its start, then the rest on a click
@@ -51,7 +54,7 @@ SENT = " (sent to the provider)"
 
 def call_card_html(e: CallEntry, *, decision: str, live: bool = False) -> str:
     """``e`` as a card (see the module docstring); ``decision`` is who decided, in words."""
-    if e.status in FINAL_STATUSES:
+    if e.r.status in FINAL_STATUSES:
         return _finished(e, decision)
     return _open(e, decision, live)
 
@@ -62,7 +65,7 @@ def _open(e: CallEntry, decision: str, live: bool) -> str:
     head = [*_name(e)]
     if inline is not None:
         head.append(f'<code class="nba-args1">{esc(inline)}</code>')
-    head.append(_badge(e.status, status_word(e)))
+    head.append(_badge(e.r.status, status_word(e)))
     meta = _meta(e)
     if meta:
         head.append(f'<span class="nba-dim">{esc(meta)}</span>')
@@ -70,9 +73,9 @@ def _open(e: CallEntry, decision: str, live: bool) -> str:
     if inline is None:
         parts.append(_arguments(e))
     parts.append(_defaults(e))
-    if e.edited_arguments is not None:
-        parts.append(_diff(e.arguments, e.edited_arguments))
-    if e.status == "awaiting_approval":
+    if e.r.edited_arguments is not None:
+        parts.append(_diff(e.r.arguments, e.r.edited_arguments))
+    if e.r.status == "awaiting_approval":
         why = reason_words(e)
         if why:
             parts.append(f'<div class="nba-note nba-reason">{esc(why)}</div>')
@@ -81,16 +84,16 @@ def _open(e: CallEntry, decision: str, live: bool) -> str:
     if live and e.gated:
         parts.append('<div class="nba-controls"></div>')
     return (
-        f'<div class="nba-entry nba-card nba-call nba-st-{esc(e.status)}" '
-        f'data-call-id="{esc(e.call_id)}">{"".join(parts)}</div>'
+        f'<div class="nba-entry nba-card nba-call nba-st-{esc(e.r.status)}" '
+        f'data-call-id="{esc(e.r.call_id)}">{"".join(parts)}</div>'
     )
 
 
 def _finished(e: CallEntry, decision: str) -> str:
     inline = inline_arguments(e)
-    short = inline if inline is not None else preview(_short_json(e.arguments), 60)
+    short = inline if inline is not None else short_json(e.r.arguments, 60)
     head = [*_name(e), f'<code class="nba-args1">{esc(short)}</code>']
-    head.append(_badge(e.status, status_word(e)))
+    head.append(_badge(e.r.status, status_word(e)))
     meta = _meta(e)
     if meta:
         head.append(f'<span class="nba-dim">{esc(meta)}</span>')
@@ -102,29 +105,29 @@ def _finished(e: CallEntry, decision: str) -> str:
     if inline is None:
         body.append(_arguments(e))
     body.append(_defaults(e))
-    if e.edited_arguments is not None:
-        body.append(_diff(e.arguments, e.edited_arguments))
+    if e.r.edited_arguments is not None:
+        body.append(_diff(e.r.arguments, e.r.edited_arguments))
     if decision:
         body.append(f'<div class="nba-note">{esc(decision)}</div>')
-    if e.error:
-        body.append(f'<div class="nba-err">{esc(clip(e.error, ERROR_CHARS))}</div>')
+    if e.r.error:
+        body.append(f'<div class="nba-err">{esc(clip(e.r.error, ERROR_CHARS))}</div>')
     if e.traceback:
         body.append(
             '<details class="nba-tb"><summary>traceback</summary>'
             f'<pre class="nba-result">{esc(e.traceback)}</pre></details>'
         )
-    if e.hosted:  # the answer is the decision sent to the provider, not a result
-        if e.result is not None and e.result_status != "denied":
+    if e.r.hosted:  # the answer is the decision sent to the provider, not a result
+        if e.result is not None and e.r.status != "denied":
             body.append(f'<div class="nba-note">{esc(clip(e.result))}</div>')
-    elif e.result is not None and e.result_status != "denied" and not e.error:
+    elif e.result is not None and e.r.status != "denied" and not e.r.error:
         if e.result_html is not None:
             body.append(f'<div class="nba-rich">{e.result_html}</div>')
         else:
             body.append(f'<pre class="nba-result">{esc(clip(e.result))}</pre>')
         body.append(thumbs_html(e.result_images))
     return (
-        f'<details class="nba-entry nba-card nba-call nba-done nba-st-{esc(e.status)}" '
-        f'data-call-id="{esc(e.call_id)}"><summary class="nba-head">{"".join(head)}</summary>'
+        f'<details class="nba-entry nba-card nba-call nba-done nba-st-{esc(e.r.status)}" '
+        f'data-call-id="{esc(e.r.call_id)}"><summary class="nba-head">{"".join(head)}</summary>'
         f'<div class="nba-body">{"".join(body)}</div></details>'
     )
 
@@ -132,29 +135,29 @@ def _finished(e: CallEntry, decision: str) -> str:
 def _name(e: CallEntry) -> list[str]:
     out = [
         '<span class="nba-icon" title="run by the provider, not here">&#9729;</span>'
-        if e.hosted
+        if e.r.hosted
         else '<span class="nba-icon">&#9881;</span>'
     ]
-    if e.server:
-        where = "MCP server run by the provider" if e.hosted else "MCP server"
+    if e.r.server:
+        where = "MCP server run by the provider" if e.r.hosted else "MCP server"
         out.append(
-            f'<span class="nba-server" title="{where} {esc(e.server)}">{esc(e.server)}</span>'
+            f'<span class="nba-server" title="{where} {esc(e.r.server)}">{esc(e.r.server)}</span>'
             '<span class="nba-dim"> · </span>'
         )
-    out.append(f'<span class="nba-tool" title="call {esc(e.call_id)}">{esc(e.name)}</span>')
+    out.append(f'<span class="nba-tool" title="call {esc(e.r.call_id)}">{esc(e.r.tool)}</span>')
     return out
 
 
 def call_label(e: CallEntry) -> str:
     """``server · tool`` for a tool of an MCP server (hosted or not), else the tool's name."""
-    return f"{e.server} · {e.name}" if e.server else e.name
+    return f"{e.r.server} · {e.r.tool}" if e.r.server else e.r.tool
 
 
 def status_word(e: CallEntry) -> str:
     """The status in words; an approved hosted call's answer is "sent to the provider"."""
-    if e.hosted and e.status == "ok":
+    if e.r.hosted and e.r.status == "ok":
         return "sent to the provider"
-    return STATUS_WORDS.get(e.status, e.status)
+    return STATUS_WORDS.get(e.r.status, e.r.status)
 
 
 def _badge(status: str, words: str | None = None) -> str:
@@ -166,9 +169,9 @@ def _badge(status: str, words: str | None = None) -> str:
 
 def _meta(e: CallEntry) -> str:
     # Of the runner's modes, the default (sequential) goes unsaid.
-    mode = e.mode if e.mode not in (None, "sequential") else ""
-    replayed = "recorded result" if e.replayed else ""
-    return " · ".join(x for x in (fmt_ms(e.duration_ms), mode, replayed) if x)
+    mode = e.r.concurrency if e.r.concurrency not in (None, "sequential") else ""
+    replayed = "recorded result" if e.r.replayed else ""
+    return " · ".join(x for x in (fmt_ms(e.r.duration_ms), mode, replayed) if x)
 
 
 def ran_before_words(names: list[str]) -> str:
@@ -181,13 +184,13 @@ def ran_before_words(names: list[str]) -> str:
 
 def _outcome(e: CallEntry, decision: str) -> str:
     """The end of a finished call's line: the result's start, the error, or the decision."""
-    if e.hosted and decision:  # the badge says it was sent; its run shows as an item
+    if e.r.hosted and decision:  # the badge says it was sent; its run shows as an item
         return f'<span class="nba-sum">{esc(preview(decision.removesuffix(SENT), 120))}</span>'
-    if e.status == "ok" and e.result is not None:
+    if e.r.status == "ok" and e.result is not None:
         what = e.result_label or preview(e.result, 100)
         return f'<span class="nba-sum">&#8594; {esc(what)}</span>'
-    if e.error:
-        first = e.error.strip().splitlines()[0] if e.error.strip() else e.error
+    if e.r.error:
+        first = e.r.error.strip().splitlines()[0] if e.r.error.strip() else e.r.error
         return f'<span class="nba-sum nba-err-line">{esc(preview(first, 120))}</span>'
     if decision:
         return f'<span class="nba-sum">{esc(preview(decision, 120))}</span>'
@@ -205,15 +208,15 @@ def reason_words(e: CallEntry) -> str:
     failed); a hosted call says the provider runs it once approved; any other
     reason (a store's, a policy's) is shown as it is.
     """
-    reason = (e.approval_reason or "").strip()
-    if e.hosted and e.approval_source == "provider":
-        where = f" on {e.server}" if e.server else ""
+    reason = (e.r.approval_reason or "").strip()
+    if e.r.hosted and e.r.approval_source == "provider":
+        where = f" on {e.r.server}" if e.r.server else ""
         return (
-            f"The provider runs {e.name}{where} once you approve: your decision is sent "
+            f"The provider runs {e.r.tool}{where} once you approve: your decision is sent "
             "to it, nothing runs here."
         )
-    static = f"{e.name} requires approval before it runs"
-    rule = f"{e.name} decides per call with an approval rule"
+    static = f"{e.r.tool} requires approval before it runs"
+    rule = f"{e.r.tool} decides per call with an approval rule"
     if reason.startswith(static):
         return reason[len(static) :].strip().removeprefix("(").removesuffix(")")
     if reason.startswith(rule):
@@ -225,44 +228,27 @@ def reason_words(e: CallEntry) -> str:
 # --------------------------------------------------------------------------- arguments
 def inline_arguments(e: CallEntry) -> str | None:
     """The arguments as one line of JSON, when that is short and hides no text block."""
-    if e.raw_arguments is not None and not e.arguments:
+    if e.raw_arguments is not None and not e.r.arguments:
         return None
-    text = _compact(e.arguments, ONE_LINE)
+    text = compact_json(e.r.arguments, ONE_LINE)
     if text is None or "\\n" in text:
         return None
     return text
 
 
-def _compact(value: Any, limit: int) -> str | None:
-    """``value`` as compact JSON when that is at most ``limit`` characters, else ``None``
-    (the cost is bounded by ``limit``, not by ``value``)."""
-    if not fits(value, 3 * limit):
-        return None
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError, RecursionError):
-        return None
-    return text if len(text) <= limit else None
-
-
-def _short_json(value: Any) -> str:
-    """The start of ``value`` as JSON (a bounded preview, on one line)."""
-    return _compact(value, 200) or json_preview(value, limit=400, value_chars=100)[0]
-
-
 def _arguments(e: CallEntry) -> str:
-    if e.raw_arguments is not None and not e.arguments:
+    if e.raw_arguments is not None and not e.r.arguments:
         return (
             '<div class="nba-note">arguments (not valid JSON):</div>'
-            f'<pre class="nba-block">{esc(clip_text(e.raw_arguments))}</pre>'
+            f'<pre class="nba-block">{esc(clip(e.raw_arguments))}</pre>'
         )
-    n = len(e.arguments)
+    n = len(e.r.arguments)
     if n == 0:
         return '<div class="nba-args nba-dim">no arguments</div>'
     budget = max(VALUE_CHARS, ARGUMENTS_CHARS // min(n, MAX_KEYS))
     rows = [
         f'<div class="nba-arg"><span class="nba-key">{esc(_key(k))}</span>{_value(v, budget)}</div>'
-        for k, v in islice(e.arguments.items(), MAX_KEYS)
+        for k, v in islice(e.r.arguments.items(), MAX_KEYS)
     ]
     if n > MAX_KEYS:
         rows.append(f'<div class="nba-dim">… {n - MAX_KEYS:,} more arguments</div>')
@@ -284,9 +270,9 @@ def _value(v: Any, budget: int) -> str:
         start = json.dumps(v[:VALUE_LINE], ensure_ascii=False)[:-1] + "…"
         return _fold(
             f"{start} ({len(v):,} characters)",
-            f'<pre class="nba-block">{esc(_clip_chars(v, budget))}</pre>',
+            f'<pre class="nba-block">{esc(clip(v, budget, sep=""))}</pre>',
         )
-    compact = _compact(v, VALUE_LINE)
+    compact = compact_json(v, VALUE_LINE)
     if compact is not None:
         return f'<span class="nba-val">{esc(compact)}</span>'
     text = json_preview(v, limit=budget, value_chars=min(VALUE_CHARS, budget))[0]
@@ -302,14 +288,8 @@ def _block(text: str, budget: int) -> str:
     total = text.count("\n") + 1
     return f'<pre class="nba-block">{esc(head)}</pre>' + _fold(
         f"show all ({total:,} lines, {len(text):,} characters)",
-        f'<pre class="nba-block">{esc(_clip_chars(text, budget))}</pre>',
+        f'<pre class="nba-block">{esc(clip(text, budget, sep=""))}</pre>',
     )
-
-
-def _clip_chars(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… {len(text) - limit:,} more characters"
 
 
 def _fold(summary: str, body: str) -> str:
@@ -330,7 +310,7 @@ def _defaults(e: CallEntry) -> str:
         return ""
     items = [
         f'<span class="nba-default"><span class="nba-key">{esc(_key(k))}</span> = '
-        f"{esc(_compact(v, VALUE_LINE) or preview(_short_json(v), VALUE_LINE))}</span>"
+        f"{esc(short_json(v, VALUE_LINE))}</span>"
         for k, v in islice(e.defaults.items(), MAX_KEYS)
     ]
     return (
@@ -372,7 +352,7 @@ def _diff(old: dict[str, Any], new: dict[str, Any]) -> str:
 
 
 def _one(v: Any) -> str:
-    return _compact(v, VALUE_LINE) or preview(_short_json(v), VALUE_LINE)
+    return short_json(v, VALUE_LINE)
 
 
 def _is_text(v: Any) -> bool:

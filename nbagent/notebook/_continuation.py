@@ -1,4 +1,4 @@
-"""After a click, carry the rest of the turn on in a worker thread.
+"""After a click, carry the rest of the turn on, as a task on nbagent's background loop.
 
 Why: a click reaches the kernel as a comm message on its shell channel, which
 handles one message at a time: the click waits until the running cell has
@@ -7,22 +7,36 @@ with ipykernel 7) or, for a cell that *awaits*, ipykernel >= 7.4. So a cell
 that blocks waiting for a click never gets it on most kernels. Instead, a cell
 returns while an approval is pending; the click handler records the decision
 (``chat.approve`` and friends are thread-safe) and asks the chat's
-:class:`Continuation` to run the loop again: ``chat.complete()`` in a worker
-thread, never on the kernel's loop, so a later cell that drives the chat
-(``chat.complete()``) waits for it and returns the settled reply (one driver
-at a time, ``nbagent/_drive.py``) instead of blocking the loop the continuation
-would need.
+:class:`Continuation` to run the loop again: ``await chat.complete_async()`` as
+a task on nbagent's background loop (``nbagent/_aio.py``), never on the
+kernel's loop, so a later cell that drives the chat (``chat.complete()``) waits
+for it and returns the settled reply (one driver at a time,
+``nbagent/_drive.py``) instead of blocking the loop the continuation would
+need. Its sync tools run on a worker thread, not on that shared loop
+(``nbagent/_runner.py``).
 
-Continuations of one chat are serialised: requests coalesce into one worker,
+Continuations of one chat are serialised: requests coalesce into one task,
 so two quick decisions never start two drivers. Errors are recorded in the
 chat's display state (every view shows them) and kept on
 ``Continuation.last_error``; they are never lost.
 
+A decision can also land outside this kernel's view: ``store.approve(call_id)``
+from a script or another process, another chat object of the same stored chat.
+While a displayed view shows a pending approval of a chat that can follow
+decisions (an extension implementing ``follow_decisions``: the store), the
+continuation subscribes to the store's follower (PostgreSQL pushes, SQLite is
+polled), which calls ``chat.refresh()`` here when a decision on the chat was
+recorded (and once at the start): the decision goes through the chat's own
+rules and events, so the card says who decided and when, and this kernel then
+continues the loop, as after a click (the chat parked here is the one waiting;
+if another process drives it too, the store's claim keeps every call at most
+once). The subscription ends once no displayed view has a pending card; a
+refresh is skipped while the chat is driven and never raises.
+
 ``await chat.ask_async(...)`` can instead *wait* for the click where the
 kernel can deliver it while a cell awaits (ipykernel >= 7.4 dispatches comm
 messages concurrently with an awaiting cell): see :func:`wait_for_decisions`.
-The kernel's loop, captured while a cell runs (:func:`capture_main_loop`), is
-where that wait happens.
+That wait happens on the kernel's loop (the one on the main thread).
 """
 
 from __future__ import annotations
@@ -35,16 +49,15 @@ import traceback
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from .._aio import spawn
 from .._config import get_config
+from .._extension import overrides
 from ._per_chat import PerChat
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .._base_chat import BaseChat as Chat
-
-_main_loop: asyncio.AbstractEventLoop | None = None
-_loop_lock = threading.Lock()
 
 RENDER_GRACE = 5.0
 """Seconds ``ask_async`` waits for a front end to draw an approval card before it
@@ -59,34 +72,6 @@ _continuing: contextvars.ContextVar[bool] = contextvars.ContextVar(
 def continuing() -> bool:
     """True while a :class:`Continuation` drives the chat (after a click, not from a cell)."""
     return _continuing.get()
-
-
-def capture_main_loop() -> asyncio.AbstractEventLoop | None:
-    """Remember the running loop if called on the main thread inside it (a running cell)."""
-    global _main_loop
-    if threading.current_thread() is not threading.main_thread():
-        return main_loop()
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        return main_loop()
-    with _loop_lock:
-        _main_loop = loop
-    return loop
-
-
-def set_main_loop(loop: asyncio.AbstractEventLoop | None) -> None:
-    """Use ``loop`` for continuations (tests; embedding in another event loop)."""
-    global _main_loop
-    with _loop_lock:
-        _main_loop = loop
-
-
-def main_loop() -> asyncio.AbstractEventLoop | None:
-    loop = _main_loop
-    if loop is None or loop.is_closed():
-        return None
-    return loop
 
 
 class Continuation:
@@ -105,6 +90,9 @@ class Continuation:
         self.rendered = False
         self.countdown: str | None = None
         self._countdown_listeners: list[Callable[[str | None], Any]] = []
+        self._views: weakref.WeakSet[Any] = weakref.WeakSet()  # views to follow decisions for
+        self._sub: Any = None  # the store follower's subscription, while following
+        self.follow_error: BaseException | None = None  # the last refresh that failed
 
     # ------------------------------------------------------------- requests
     def request(self, max_steps: int | None = None) -> None:
@@ -120,7 +108,7 @@ class Continuation:
     def _start_locked(self) -> None:
         self._running = True
         self._idle.clear()
-        threading.Thread(target=self._drain, name="nbagent-continue", daemon=True).start()
+        spawn(self._drain())
 
     def _next(self) -> tuple[bool, int | None]:
         with self._lock:
@@ -132,7 +120,7 @@ class Continuation:
             steps, self._max_steps = self._max_steps, None
             return True, steps
 
-    def _drain(self) -> None:
+    async def _drain(self) -> None:
         _continuing.set(True)
         done = False
         try:
@@ -145,13 +133,14 @@ class Continuation:
                 if chat is None:
                     continue
                 try:
-                    chat.complete(max_steps=steps)  # waits while another driver is at work
+                    # waits (awaits) while another driver is at work
+                    await chat.complete_async(max_steps=steps)
                 except Exception as exc:
                     self._report(chat, exc)
                 else:
                     self._keep_budget_stop(chat)
         finally:
-            if not done:  # left by an exception the loop did not catch
+            if not done:  # left by an exception the loop did not catch, or cancelled
                 with self._lock:
                     self._running = False
                     self._idle.set()
@@ -199,6 +188,70 @@ class Continuation:
     def note_rendered(self) -> None:
         self.rendered = True
 
+    # ----------------------------------------------- decisions made elsewhere
+    @property
+    def following(self) -> bool:
+        """Whether the chat follows decisions made elsewhere now (see the module)."""
+        return self._sub is not None
+
+    def follow(self, view: Any) -> None:
+        """A displayed view, or one whose chat just settled: follow decisions made
+        elsewhere while a displayed view shows a pending card (else stop following)."""
+        with self._lock:
+            self._views.add(view)
+        if self._needed():
+            self._subscribe()
+        else:
+            self.unfollow()
+
+    def unfollow(self) -> None:
+        """Stop following (a later :meth:`follow` starts it again)."""
+        with self._lock:
+            sub, self._sub = self._sub, None
+        if sub is not None:
+            sub.close()
+
+    def _needed(self) -> bool:
+        """Called without ``_lock`` held (a view's listener, holding its state's lock, calls
+        :meth:`follow`; ``pending()`` takes that lock)."""
+        chat = self._chat()
+        if chat is None or not can_refresh(chat):
+            return False
+        with self._lock:
+            views = list(self._views)
+        return any(v.displayed and not v.frozen and v.pending() for v in views)
+
+    def _subscribe(self) -> None:
+        chat = self._chat()
+        hooks = [e for e in (chat.extensions if chat else ()) if overrides(e, "follow_decisions")]
+        if self._sub is not None or not hooks:
+            return
+        try:  # outside the lock: the first subscription to a store may connect to it
+            sub = hooks[0].follow_decisions(self._news)
+        except Exception as exc:  # the store cannot be read now: the next settle tries again
+            self.follow_error = exc
+            return
+        with self._lock:
+            sub, self._sub = (sub, self._sub) if self._sub is not None else (None, sub)
+        if sub is not None:  # another thread subscribed meanwhile
+            sub.close()
+
+    def _news(self) -> None:
+        """From the store's follower: a decision on the chat may have been recorded."""
+        chat = self._chat()
+        if chat is None or not self._needed():
+            self.unfollow()
+            return
+        if chat.is_running:  # the driver's own step applies decisions
+            return
+        try:
+            decided = chat.refresh()
+        except Exception as exc:  # the store cannot be read now: next news
+            self.follow_error = exc
+            return
+        if decided:
+            self.request()
+
     # ------------------------------------------------------------- countdown
     def add_countdown_listener(self, fn: Callable[[str | None], Any]) -> None:
         with self._lock:
@@ -225,6 +278,11 @@ def continuation_for(chat: Chat) -> Continuation:
     return _continuations.get(chat)
 
 
+def can_refresh(chat: Chat) -> bool:
+    """Whether decisions made elsewhere can reach ``chat`` (an extension follows them)."""
+    return any(overrides(ext, "follow_decisions") for ext in chat.extensions)
+
+
 # ------------------------------------------------------------------ waiting
 def kernel_can_wait() -> bool:
     """True inside an ipykernel >= 7.4, which delivers comm messages to an awaiting cell."""
@@ -236,17 +294,7 @@ def kernel_can_wait() -> bool:
         import ipykernel
     except ImportError:
         return False
-    return _version_tuple(getattr(ipykernel, "__version__", "0")) >= (7, 4)
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    out = []
-    for part in text.split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        if not digits:
-            break
-        out.append(int(digits))
-    return tuple(out)
+    return tuple(getattr(ipykernel, "version_info", (0,))[:2]) >= (7, 4)
 
 
 def countdown_words(left: float, then: str) -> str:
@@ -277,8 +325,8 @@ async def wait_for_decisions(chat: Chat, wait: bool | None = None) -> bool:
     if wait is False or (timeout <= 0 and wait is None):
         return False
     loop = asyncio.get_running_loop()
-    if not kernel_can_wait() or loop is not main_loop():
-        return False
+    if not kernel_can_wait() or threading.current_thread() is not threading.main_thread():
+        return False  # not the kernel's loop (it runs on the main thread): no click comes
     before = {c.id for c in chat.pending_approvals}
     if timeout <= 0:
         timeout = RENDER_GRACE

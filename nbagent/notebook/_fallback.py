@@ -64,14 +64,14 @@ def orphan_words(chat: Chat, pending: Sequence[Entry]) -> tuple[str, list[str], 
     Returns a sentence, the code that decides the call, and a last sentence.
     """
     calls = [e for e in pending if isinstance(e, CallEntry)]
-    names = ", ".join(f"{e.name} ({e.call_id})" for e in calls) or "a step budget"
+    names = ", ".join(f"{e.r.tool} ({e.r.call_id})" for e in calls) or "a step budget"
     lead = (
         f"{names[:1].upper()}{names[1:]} was waiting for a decision in a kernel session that "
         "has ended (the notebook was reopened, or its kernel restarted): its buttons can no "
         "longer reach the chat."
     )
     location = _store_location(chat)
-    first = calls[0].call_id if calls else "<call id>"
+    first = calls[0].r.call_id if calls else "<call id>"
     if location is None:
         return (
             lead,

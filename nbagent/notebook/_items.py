@@ -14,7 +14,7 @@ whose line says so first.
 :func:`item_view` reads an item once into plain words; :func:`item_html`,
 :func:`item_markdown` and :func:`item_text` draw them. Everything the provider
 sent is escaped by the callers' primitives (:func:`~nbagent._html.esc`, the markdown
-escapes) and bounded (:func:`~._state.json_preview`, :func:`~nbagent._html.clip`).
+escapes) and bounded (:func:`~nbagent._html.json_preview`, :func:`~nbagent._html.clip`).
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._hosted import RAN_DESPITE_DENIAL, RAN_UNAPPROVED
-from .._html import clip, esc, preview
+from .._html import clip, esc, json_preview, preview, short_json
 from .._types import ProviderItem
-from ._state import json_preview
 
 ARGS_LINE = 80  # arguments whose compact JSON is at most this long show on the summary line
 RAW_CHARS = 4_000  # the item as it came, shown (bounded) for items without a readable body
@@ -217,13 +216,7 @@ def _arguments(value: Any) -> Any:
 
 
 def _short(value: Any) -> str:
-    if value is None or value == {}:
-        return ""
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError, RecursionError):
-        text = repr(value)
-    return text if len(text) <= ARGS_LINE else preview(text, ARGS_LINE)
+    return "" if value is None or value == {} else short_json(value, ARGS_LINE)
 
 
 def _pretty(value: Any) -> str:

@@ -1,4 +1,4 @@
-"""One object per chat, made on first use and gone with the chat (state, continuation, poll)."""
+"""One object per chat, made on first use and gone with the chat (state, continuation)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ a tool or a user produced is shown as text, whatever it contains:
   (:func:`md_text`, :func:`md_inline`), or puts the text in a code span or
   fence longer than any run of backticks inside it, which nothing can close;
 - huge values are clipped (the arguments' preview comes from
-  :func:`~nbagent.notebook._state.json_preview`);
+  :func:`~nbagent._html.json_preview`);
 - the assistant's text is the exception that is rendered: as Markdown, with raw
   HTML and unsafe links off (``_markdown``); a tool call's card is built in
   ``_cards``, a rich result's table in ``_rich``.
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC
 
 from .._html import (
@@ -38,6 +38,7 @@ from .._html import (
     printable,
     style_tag,
 )
+from .._types import Usage
 from ._cards import (
     SENT,
     call_card_html,
@@ -81,16 +82,16 @@ def decision_words(e: CallEntry) -> str:
     2026-12-01 06:03:04 UTC'."""
     if e.verdict is None:
         return ""
-    by = e.decided_by or "?"
+    by = e.r.decided_by or "?"
     if e.decided_elsewhere:
         who = {"user": "a user", "resolver": "the tool's approval rule"}.get(by, by)
         if by.startswith("policy:always_allow"):
             who = "an always-allow rule"
         words = f"{e.verdict} elsewhere by {who}"
-        if e.decided_at is not None:
-            words += f" at {e.decided_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
-        if e.decision_reason:
-            words += f": {e.decision_reason}"
+        if e.r.decided_at is not None:
+            words += f" at {e.r.decided_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+        if e.r.reason:
+            words += f": {e.r.reason}"
     elif by.startswith("policy:always_allow"):
         words = f"{e.verdict}: always allowed" + (
             " (when its rule holds)" if by.endswith(":when") else ""
@@ -98,41 +99,69 @@ def decision_words(e: CallEntry) -> str:
     else:
         who = {"user": "you", "resolver": "the tool's approval rule"}.get(by, by)
         words = f"{e.verdict} by {who}"
-        if e.decision_reason:
-            words += f": {e.decision_reason}"
-    if e.edited_arguments is not None and e.verdict == "approved":
+        if e.r.reason:
+            words += f": {e.r.reason}"
+    if e.r.edited_arguments is not None and e.verdict == "approved":
         words += " with edited arguments"
-    if e.hosted:
+    if e.r.hosted:
         words += SENT
     return words
 
 
+def call_notes(
+    e: CallEntry, say: Callable[[str], str], code: Callable[[str], str], limit: int
+) -> list[str]:
+    """A call's notes for markdown or plain text: why it waits, the decision, the calls it
+    ran before, its error (words through ``say``, tool names through ``code``)."""
+    notes = []
+    if e.gated and e.pending:
+        why = reason_words(e)
+        notes.append(say("needs approval" + (f": {why}" if why else "")))
+    words = decision_words(e)
+    if words:
+        notes.append(say(words))
+    if e.ran_before:
+        notes.append(ran_before_words([code(name) for name in e.ran_before]))
+    if e.r.error:
+        notes.append(say(f"error: {preview(e.r.error, limit)}"))
+    return notes
+
+
 def step_words(e: StepEntry) -> str:
     """'step 2 · gpt-4.1 · 812 in / 40 out tokens · 1.20 s' (the step's number in its turn)."""
-    parts = [f"step {e.number or e.step}", e.model or e.provider or "model"]
+    s = e.r
+    parts = [f"step {e.number or s.step}", s.model or s.provider or "model"]
     if e.status == "running":
         parts.append("generating…")
         if e.streaming_calls:
             parts.append("calling " + ", ".join(e.streaming_calls.values()))
     elif e.status == "failed":
-        parts.append(f"failed after {fmt_ms(e.latency_ms)}")
+        parts.append(f"failed after {fmt_ms(s.latency_ms)}")
     else:
-        if e.replayed:  # the recorded tokens follow; nothing was spent now
+        if s.replayed:  # the recorded tokens follow; nothing was spent now
             parts.append("replayed")
-        tokens = f"{fmt_tokens(e.input_tokens)} in / {fmt_tokens(e.output_tokens)} out tokens"
-        if e.cached_tokens:
-            tokens += f" ({fmt_tokens(e.cached_tokens)} cached)"
+        usage = s.usage or Usage()
+        tokens = (
+            f"{fmt_tokens(usage.input_tokens)} in / {fmt_tokens(usage.output_tokens)} out tokens"
+        )
+        if usage.cached_tokens:
+            tokens += f" ({fmt_tokens(usage.cached_tokens)} cached)"
         parts.append(tokens)
-        if e.latency_ms is not None:
-            parts.append(fmt_ms(e.latency_ms))
-        if e.cost_usd is not None:
-            parts.append(fmt_cost(e.cost_usd))
-        if e.n_tool_calls:
-            parts.append(f"{e.n_tool_calls} tool call{'s' if e.n_tool_calls != 1 else ''}")
+        if s.latency_ms is not None:
+            parts.append(fmt_ms(s.latency_ms))
+        if s.cost_usd is not None:
+            parts.append(fmt_cost(s.cost_usd))
+        if s.n_tool_calls:
+            parts.append(f"{s.n_tool_calls} tool call{'s' if s.n_tool_calls != 1 else ''}")
         # A deliberate subset of StopReason: the ordinary endings go unsaid.
-        if e.stop_reason not in ("", "end", "tool_use"):
-            parts.append(f"stopped: {e.stop_reason}")
+        if s.stop_reason not in (None, "", "end", "tool_use"):
+            parts.append(f"stopped: {s.stop_reason}")
     return " · ".join(parts)
+
+
+def _failure(e: StepEntry) -> tuple[str, str]:
+    """A failed request's error type and the start of its message."""
+    return e.r.error_type or "", preview(e.r.error or "", 600)
 
 
 def status_words(totals: Totals, phase: str | None = None) -> str:
@@ -174,10 +203,10 @@ def entry_html(e: Entry, *, live: bool = False) -> str:
         return head + f'<div class="nba-entry nba-text nba-md">{text_markdown_html(e)}</div>'
     if isinstance(e, StepEntry):
         cls = "nba-entry nba-step" + (" nba-failed" if e.status == "failed" else "")
-        cls += " nba-replayed" if e.replayed else ""
+        cls += " nba-replayed" if e.r.replayed else ""
         body = esc(step_words(e))
         if e.status == "failed":
-            body += f'<div class="nba-err">{esc(e.error_type)}: {esc(preview(e.error, 600))}</div>'
+            body += f'<div class="nba-err">{esc(": ".join(_failure(e)))}</div>'
         return f'<div class="{cls}">{body}</div>' + "".join(item_html(i) for i in e.items)
     if isinstance(e, CallEntry):
         return call_card_html(e, decision=decision_words(e), live=live)
@@ -319,7 +348,7 @@ def entry_markdown(e: Entry) -> str:
         return (
             f"*{md_inline(step_words(e))}*"
             + (
-                f"  \n**{md_inline(e.error_type)}:** {md_inline(preview(e.error, 600))}"
+                "  \n**{}:** {}".format(*map(md_inline, _failure(e)))
                 if e.status == "failed"
                 else ""
             )
@@ -330,20 +359,11 @@ def entry_markdown(e: Entry) -> str:
         inline = inline_arguments(e)  # short arguments on the head line
         head = f"**tool {code_span(call_label(e))}**" + (f" {code_span(inline)}" if inline else "")
         head += f" · {words}"
-        if e.duration_ms is not None:
-            head += f" · {md_inline(fmt_ms(e.duration_ms))}"
+        if e.r.duration_ms is not None:
+            head += f" · {md_inline(fmt_ms(e.r.duration_ms))}"
         lines = [head] if inline else [head, _fence(e.arguments_text, "json")]
-        if e.gated and e.status == "awaiting_approval":
-            why = reason_words(e)
-            lines.append("> needs approval" + (f": {md_inline(why)}" if why else ""))
-        words = decision_words(e)
-        if words:
-            lines.append(f"> {md_inline(words)}")
-        if e.ran_before:
-            lines.append(f"> {ran_before_words([code_span(n) for n in e.ran_before])}")
-        if e.error:
-            lines.append(f"> error: {md_inline(preview(e.error, 600))}")
-        if e.result is not None and e.status != "denied" and not e.hosted:
+        lines += [f"> {note}" for note in call_notes(e, md_inline, code_span, 600)]
+        if e.result is not None and e.r.status != "denied" and not e.r.hosted:
             lines.append("result:\n" + _fence(clip(e.result, 2000)))
         return "\n\n".join(lines)
     if isinstance(e, BudgetEntry):
@@ -383,27 +403,17 @@ def _entry_text(e: Entry) -> str:
     if isinstance(e, StepEntry):
         line = f"[{step_words(e)}]"
         if e.status == "failed":
-            line += f"\n  {e.error_type}: {preview(e.error, 600)}"
+            line += "\n  " + ": ".join(_failure(e))
         for item in e.items:
             line += f"\n  provider ran {item_words(item)}"
         return line
     if isinstance(e, CallEntry):
         args = preview(e.arguments_text, 200)
         line = f"  tool {call_label(e)}({args}) -> {status_word(e)}"
-        if e.duration_ms is not None:
-            line += f" [{fmt_ms(e.duration_ms)}]"
-        extra = []
-        if e.gated and e.status == "awaiting_approval":
-            why = reason_words(e)
-            extra.append("    needs approval" + (f": {why}" if why else ""))
-        words = decision_words(e)
-        if words:
-            extra.append(f"    {words}")
-        if e.ran_before:
-            extra.append(f"    {ran_before_words([f'`{n}`' for n in e.ran_before])}")
-        if e.error:
-            extra.append(f"    error: {preview(e.error, 300)}")
-        elif e.result is not None and e.status != "denied" and not e.hosted:
+        if e.r.duration_ms is not None:
+            line += f" [{fmt_ms(e.r.duration_ms)}]"
+        extra = [f"    {note}" for note in call_notes(e, str, lambda name: f"`{name}`", 300)]
+        if not e.r.error and e.result is not None and e.r.status != "denied" and not e.r.hosted:
             extra.append(f"    result: {preview(e.result, 300)}")
         return "\n".join([line, *extra])
     if isinstance(e, BudgetEntry):

@@ -25,8 +25,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._render import printable
-from ._state import json_preview
+from .._html import json_preview, printable
 
 if TYPE_CHECKING:
     from .._base_chat import BaseChat as Chat

@@ -14,12 +14,10 @@ HTML, markdown and text, and ``_view`` wires entries to widgets.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -30,19 +28,18 @@ from .._events import (
     TextDelta,
     ToolCallDelta,
 )
+from .._html import clip, json_preview
 from .._media import IMAGE_TYPES, sniff
 from .._record import CallRecord, ChatRecord, MessageRecord, RecordChange, StepRecord
 from .._result_text import without_edit_note
 from .._types import (
     AssistantToolCallMessage,
-    CallStatus,
     ChatMessage,
     DecisionVerdict,
     FilePart,
     Part,
     ProviderItem,
     Reasoning,
-    ResultStatus,
     ToolResultMessage,
     Usage,
 )
@@ -205,62 +202,31 @@ def parsed_rows(value: Any) -> tuple[str, tuple[tuple[str, str], ...]]:
 
 @dataclass(eq=False)
 class StepEntry(Entry):
-    """One model request: model, tokens, latency, stop reason.
+    """One model request: the core's record of it (``r``: model, tokens, latency, stop
+    reason) and what only the view knows.
 
-    ``step`` is the chat's own step number (events and the log count every
+    ``r.step`` is the chat's own step number (events and the log count every
     step of the chat: model requests and tool rounds); ``number`` is what the
     view says, "step 1", "step 2"...: the model requests of the turn, from 1,
     the same steps the status line counts (a retried request keeps its number).
     """
 
-    step: int = 0
+    r: StepRecord = field(default_factory=lambda: StepRecord(0, 0))
     number: int = 0
-    model: str = ""
-    provider: str = ""
-    status: str = "running"  # running | done | failed
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    latency_ms: float | None = None
-    stop_reason: str = ""
-    n_tool_calls: int = 0
-    cost_usd: float | None = None
-    tool_choice: str = ""
-    error_type: str = ""
-    error: str = ""
+    status: str = "running"  # running | done | failed (the view's totals counted it once done)
     streaming_calls: dict[int, str] = field(default_factory=dict)
     items: tuple[ProviderItem, ...] = ()  # what the provider ran itself in this step
-    replayed: bool = False  # answered from a recording (Chat(replay=...)), not by the model
     kind = "step"
 
 
 @dataclass(eq=False)
 class CallEntry(Entry):
-    """One tool call and everything known about it."""
+    """One tool call: the core's record of it (``r``, read here, written only by the fold)
+    and what only the view knows."""
 
-    call_id: str = ""
-    name: str = ""
-    server: str | None = None  # the MCP server's label (a local MCP tool or a hosted one)
-    hosted: bool = False  # the provider runs it: a decision is sent, nothing runs here
-    step: int = 0
-    arguments: dict[str, Any] = field(default_factory=dict)
-    raw_arguments: str | None = None
-    status: CallStatus = "requested"
-    gated: bool = False
-    approval_reason: str = ""
-    approval_source: str = ""
-    verdict: DecisionVerdict | None = None
-    decided_by: str | None = None
-    decision_reason: str | None = None
-    decided_at: datetime | None = None
+    r: CallRecord = field(default_factory=lambda: CallRecord("", ""))
     decided_elsewhere: bool = False  # by another process or chat object, through a store
-    edited_arguments: dict[str, Any] | None = None
-    result: str | None = None
-    result_status: ResultStatus | None = None
-    error: str | None = None
-    duration_ms: float | None = None
-    mode: str | None = None
-    replayed: bool = False  # its result is a recorded one (replay_tools): the tool did not run
+    result: str | None = None  # the result the model read, without the note an edit adds
     ran_before: tuple[str, ...] = ()  # earlier gated calls (tool names) still undecided when it ran
     defaults: dict[str, Any] = field(default_factory=dict)  # what the tool uses for omitted params
     result_html: str | None = None  # a rich result (a DataFrame) as inert table HTML
@@ -270,15 +236,24 @@ class CallEntry(Entry):
     kind = "call"
 
     _result: ToolResultMessage | None = field(default=None, init=False, repr=False)
-
-    # What the view shows of the arguments, computed once per value (the view renders an
-    # entry on every event that touches it; the arguments do not change).
-    _shown: tuple[Any, str | None, str, bool] | None = field(default=None, init=False, repr=False)
-    _shown_edit: tuple[Any, str] | None = field(default=None, init=False, repr=False)
+    # What the view shows of the arguments (they do not change), computed once.
+    _shown: tuple[str, bool] | None = field(default=None, init=False, repr=False)
 
     @property
     def pending(self) -> bool:
-        return self.status == "awaiting_approval"
+        return self.r.status == "awaiting_approval"
+
+    @property
+    def gated(self) -> bool:
+        return self.r.approval is not None and self.r.approval.required
+
+    @property
+    def verdict(self) -> DecisionVerdict | None:
+        return self.r.decided.verdict if self.r.decided is not None else None
+
+    @property
+    def raw_arguments(self) -> str | None:
+        return self.r.call.raw_arguments if self.r.call is not None else None
 
     @property
     def arguments_text(self) -> str:
@@ -291,26 +266,13 @@ class CallEntry(Entry):
         return self._arguments_shown()[1]
 
     def _arguments_shown(self) -> tuple[str, bool]:
-        cached = self._shown
-        if cached is None or cached[0] is not self.arguments or cached[1] is not self.raw_arguments:
-            if self.raw_arguments is not None and not self.arguments:
-                text = clip_text(self.raw_arguments)
-                whole = len(text) == len(self.raw_arguments)
+        if self._shown is None:
+            raw, arguments = self.raw_arguments, self.r.arguments
+            if raw is not None and not arguments:
+                self._shown = (clip(raw), len(clip(raw)) == len(raw))
             else:
-                text, whole = json_preview(self.arguments)
-            cached = self._shown = (self.arguments, self.raw_arguments, text, whole)
-        return cached[2], cached[3]
-
-    @property
-    def edited_text(self) -> str:
-        """The edited arguments as pretty JSON, or a bounded preview of them."""
-        cached = self._shown_edit
-        if cached is None or cached[0] is not self.edited_arguments:
-            cached = self._shown_edit = (
-                self.edited_arguments,
-                json_preview(self.edited_arguments)[0],
-            )
-        return cached[1]
+                self._shown = json_preview(arguments)
+        return self._shown
 
 
 @dataclass(eq=False)
@@ -359,175 +321,6 @@ Listener = Callable[[list[Entry], bool], Any]
 """``fn(changed_entries, settled)``: entries created or changed by one event;
 ``settled`` is true when the chat stopped driving (answered, waiting for a
 decision, out of budget, or failed)."""
-
-
-def pretty_json(value: Any) -> str:
-    try:
-        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-# ------------------------------------------------------------------ bounded previews
-VALUE_CHARS = 2_000  # a string (a value or a key) longer than this shows its start
-ARGUMENTS_CHARS = 20_000  # arguments whose JSON is longer than this show a preview
-_MAX_DEPTH = 40  # deeper containers show as {…} / […]
-
-
-def json_preview(
-    value: Any, *, limit: int = ARGUMENTS_CHARS, value_chars: int = VALUE_CHARS
-) -> tuple[str, bool]:
-    """``(text, whole)``: ``value`` as pretty JSON when that is at most ``limit`` characters
-    (``whole`` is true), else a bounded preview: each string's first ``value_chars``
-    characters, about ``limit`` characters in all, and notes such as
-    ``… 1,998,000 more characters`` or ``… 49,000 more keys`` for what is left out.
-
-    The cost is bounded by ``limit``, not by the size of ``value`` (a 2 MB string or
-    50,000 keys cost what ``limit`` characters cost), so a view can call it on
-    anything a model sent.
-    """
-    if fits(value, limit):
-        try:
-            text = pretty_json(value)
-        except RecursionError:
-            text = ""
-        else:
-            if len(text) <= limit:
-                return _json_controls(text), True
-    return _json_controls(_Preview(limit, value_chars).render(value)), False
-
-
-_C1 = re.compile(r"[\x7f-\x9f]")
-
-
-def _json_controls(text: str) -> str:
-    """DEL and C1 characters (which JSON leaves as they are) as ``\\u`` escapes: the text
-    stays the same JSON, and a terminal escape sequence in it is seen, not acted on."""
-    if _C1.search(text) is None:
-        return text
-    return _C1.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
-
-
-def clip_text(text: str, limit: int = ARGUMENTS_CHARS) -> str:
-    """``text`` itself when it has at most ``limit`` characters, else its start and a note."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n… {len(text) - limit:,} more characters"
-
-
-def fits(value: Any, limit: int) -> bool:
-    """Whether ``value``'s pretty JSON may fit in ``limit`` characters: a lower bound of its
-    length (strings unescaped, each item on its own indented line) is at most ``limit``.
-    Stops as soon as the bound passes ``limit``, so it visits O(limit) items."""
-    size = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        v, depth = stack.pop()
-        if isinstance(v, str):
-            size += len(v) + 2
-        elif isinstance(v, (dict, list, tuple)):
-            size += 2 + len(v) * (2 * depth + 3)  # per item: newline, indent (, comma)
-            if size > limit:
-                return False
-            if isinstance(v, dict):
-                for k, x in v.items():
-                    size += len(k) + 4 if isinstance(k, str) else 3
-                    stack.append((x, depth + 1))
-            else:
-                stack.extend((x, depth + 1) for x in v)
-        else:
-            size += 1
-        if size > limit:
-            return False
-    return True
-
-
-class _Preview:
-    """Pretty JSON with a budget: long strings clipped, containers cut when it runs out.
-
-    Each item of a container gets an equal share of what is left of the container's
-    budget, so one huge value cannot hide its siblings (the ``path`` after 50,000 keys
-    of ``data`` is still shown).
-    """
-
-    def __init__(self, limit: int, value_chars: int):
-        self.limit = limit
-        self.value_chars = value_chars
-        self.parts: list[str] = []
-        self.size = 0
-
-    def render(self, value: Any) -> str:
-        self.value(value, 0, self.limit)
-        return "".join(self.parts)
-
-    def emit(self, text: str) -> None:
-        self.parts.append(text)
-        self.size += len(text)
-
-    def value(self, v: Any, depth: int, stop: int) -> None:
-        """Render ``v``; a container stops adding items once the output reaches ``stop``."""
-        if isinstance(v, str):
-            self.string(v)
-        elif isinstance(v, dict):
-            self.container(v, v.items(), depth, stop, "{}", "key")
-        elif isinstance(v, (list, tuple)):
-            self.container(v, v, depth, stop, "[]", "item")
-        else:
-            try:
-                text = json.dumps(v, ensure_ascii=False, default=str)
-            except (TypeError, ValueError, RecursionError):
-                text = repr(v)
-            self.clipped(text)
-
-    def string(self, s: str) -> None:
-        if len(s) <= self.value_chars:
-            self.emit(json.dumps(s, ensure_ascii=False))
-        else:
-            head = json.dumps(s[: self.value_chars], ensure_ascii=False)
-            self.emit(f"{head}… {len(s) - self.value_chars:,} more characters")
-
-    def clipped(self, text: str) -> None:
-        if len(text) <= self.value_chars:
-            self.emit(text)
-        else:
-            rest = len(text) - self.value_chars
-            self.emit(f"{text[: self.value_chars]}… {rest:,} more characters")
-
-    def container(
-        self, v: Any, items: Any, depth: int, stop: int, brackets: str, noun: str
-    ) -> None:
-        n = len(v)
-        if n == 0:
-            self.emit(brackets)
-            return
-        if depth >= _MAX_DEPTH:
-            self.emit(f"{brackets[0]}… {_count(n, noun)}{brackets[1]}")
-            return
-        pad = "  " * (depth + 1)
-        self.emit(brackets[0])
-        for i, item in enumerate(items):
-            if self.size >= stop:
-                self.emit(f"\n{pad}… {_count(n - i, 'more ' + noun)}")
-                break
-            self.emit(",\n" + pad if i else "\n" + pad)
-            if noun == "key":
-                key, item = item
-                self.string(key if isinstance(key, str) else _key(key))
-                self.emit(": ")
-            self.value(item, depth + 1, self.size + (stop - self.size) // (n - i))
-        self.emit("\n" + "  " * depth + brackets[1])
-
-
-def _key(key: Any) -> str:
-    """A non-string key as JSON writes it (``true``, ``null``, ``3``)."""
-    try:
-        return json.dumps(key) if isinstance(key, (bool, int, float)) or key is None else str(key)
-    except (TypeError, ValueError):
-        return repr(key)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 class ChatState:
@@ -776,18 +569,9 @@ class ChatState:
             if isinstance(stale, TextEntry):  # text of a failed attempt with the same number
                 stale.text, stale.thinking, stale.streaming = "", "", False
                 changed.append(_touch(stale))
-            entry = self._add(StepEntry(key, s.turn, step=s.step, number=number))
+            entry = self._add(StepEntry(key, s.turn, r=s, number=number))
         done = entry.status == "done"
-        usage = s.usage or Usage()
-        entry.model, entry.provider = s.model or "", s.provider or ""
-        entry.tool_choice = s.tool_choice or ""
         entry.status = "failed" if s.error_type else "running" if s.finished_at is None else "done"
-        entry.input_tokens, entry.output_tokens = usage.input_tokens, usage.output_tokens
-        entry.cached_tokens = usage.cached_tokens
-        entry.latency_ms, entry.cost_usd = s.latency_ms, s.cost_usd
-        entry.stop_reason, entry.n_tool_calls = s.stop_reason or "", s.n_tool_calls or 0
-        entry.replayed = bool(s.replayed)
-        entry.error_type, entry.error = s.error_type or "", s.error or ""
         changed.append(_touch(entry))
         if entry.status == "running":
             self._phase(s.turn, GENERATING)
@@ -799,6 +583,7 @@ class ChatState:
         if entry.status == "failed":
             self._phase(s.turn, FAILED)
         elif not done:
+            usage = s.usage or Usage()
             for turn in (None, s.turn):
                 t = self.totals.setdefault(turn, Totals())
                 t.input_tokens += usage.input_tokens
@@ -806,7 +591,7 @@ class ChatState:
                 if s.cost_usd is not None:
                     t.cost_usd += s.cost_usd
                     t.cost_known = True
-            if not entry.n_tool_calls and entry.stop_reason != "pause_turn":
+            if not s.n_tool_calls and s.stop_reason != "pause_turn":
                 self._phase(s.turn, COMPLETE)  # the model answered (step() callers see it too)
         return changed
 
@@ -837,53 +622,31 @@ class ChatState:
         key = f"c:{r.call_id}"
         entry = self.by_key.get(key)
         if not isinstance(entry, CallEntry):
-            c = r.call
             turn = r.turn if r.turn is not None else self.turn
-            entry = self._add(
-                CallEntry(
-                    key,
-                    turn,
-                    call_id=c.id,
-                    name=c.name,
-                    server=r.server,
-                    hosted=bool(r.hosted),
-                    step=r.step or 0,
-                    arguments=dict(c.arguments),
-                    raw_arguments=c.raw_arguments,
-                    gated=bool(r.approval and r.approval.required),
-                    defaults=tool_defaults(self.tool_schema(c.name), c.arguments),
-                )
-            )
+            defaults = tool_defaults(self.tool_schema(r.tool), r.call.arguments)
+            entry = self._add(CallEntry(key, turn, r=r, defaults=defaults))
             for t in (None, turn):
                 self.totals.setdefault(t, Totals()).calls += 1
-        d = r.decided
-        entry.status = r.status  # type: ignore[assignment]
-        entry.approval_reason, entry.approval_source = (
-            r.approval_reason or "",
-            r.approval_source or "",
-        )
-        entry.verdict = d.verdict if d else None
-        entry.decided_by, entry.decided_at = r.decided_by, r.decided_at
-        entry.decision_reason, entry.edited_arguments = r.reason, r.edited_arguments
         if isinstance(event, ApprovalDecided):
             entry.decided_elsewhere = event.elsewhere  # made outside this chat object
         if r.result is not entry._result:
             entry._result = result = r.result
-            edited = d is not None and d.arguments is not None
+            edited = r.decided is not None and r.decided.arguments is not None
             entry.result = without_edit_note(result.content, edited) if result else None
-            entry.result_status = result.status if result else None
             entry.result_html, entry.result_label = _rich(result.value if result else None)
             entry.result_images = thumbs(result.parts) if result else ()
-        entry.error, entry.duration_ms, entry.mode = r.error, r.duration_ms, r.concurrency
-        entry.replayed = bool(r.replayed)
         entry.ran_before = tuple(self._call_name(cid) for cid in r.ran_before)
         changed: list[Entry] = [_touch(entry)]
-        if entry.status == "running":
+        if r.status == "running":
             self._phase(entry.turn, RUNNING)
             changed += self._resolve_budgets()
         elif entry.pending and entry.verdict is None:
             self._phase(entry.turn, AWAITING)
-        elif d and self.totals_for(entry.turn).phase == AWAITING and not self._waiting(entry.turn):
+        elif (
+            r.decided
+            and self.totals_for(entry.turn).phase == AWAITING
+            and not self._waiting(entry.turn)
+        ):
             self._phase(entry.turn, READY)  # no longer awaiting approval, whoever decided
         return changed
 
@@ -899,7 +662,7 @@ class ChatState:
 
     def _call_name(self, call_id: str) -> str:
         entry = self.by_key.get(f"c:{call_id}")
-        return entry.name if isinstance(entry, CallEntry) and entry.name else call_id
+        return entry.r.tool if isinstance(entry, CallEntry) and entry.r.tool else call_id
 
 
 _PHASES = {

@@ -38,9 +38,8 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 from .._display import LiveOutput, mark_dirty
 from .._errors import DecisionError
 from ._cards import reason_words
-from ._continuation import capture_main_loop, continuation_for
+from ._continuation import continuation_for
 from ._fallback import twin_bundle
-from ._poll import watch
 from ._render import decision_words, entry_html, esc, status_html, style_tag
 from ._state import (
     BudgetEntry,
@@ -88,7 +87,6 @@ class ChatView:
     ):
         if page_size < 1 or live_pages < 1:
             raise ValueError("page_size and live_pages must be at least 1")
-        capture_main_loop()
         self.chat = chat
         self.turn = turn
         self.page_size = page_size
@@ -166,9 +164,6 @@ class ChatView:
             f"<ChatView of chat {self.chat.id[:8]} ({what}, {len(self._entries())} entries, {how})>"
         )
 
-    def _mine(self, e: Entry) -> bool:
-        return (self.turn is None or e.turn == self.turn) and e.key not in self.skip
-
     def _entries(self) -> list[Entry]:
         return [e for e in self.state.entries_for(self.turn) if e.key not in self.skip]
 
@@ -206,7 +201,7 @@ class ChatView:
         entries = self._page_entries(page)
         box = ipywidgets.VBox([self._make_widget(e) for e in entries])
         self._pages[page] = box
-        for step in {e.step for e in entries if isinstance(e, CallEntry) and e.gated}:
+        for step in {e.r.step or 0 for e in entries if isinstance(e, CallEntry) and e.gated}:
             self._sync_batch(step)
         return box
 
@@ -229,12 +224,12 @@ class ChatView:
                 self._on_card_action,
                 kind="approval",
                 value=entry_html(e, live=True),
-                tool=e.name,
-                call_id=e.call_id,
+                tool=e.r.tool,
+                call_id=e.r.call_id,
                 arguments=e.arguments_text,
-                editable=e.arguments_editable and not e.hosted,
+                editable=e.arguments_editable and not e.r.hosted,
                 reason=reason_words(e),
-                hosted=e.hosted,
+                hosted=bool(e.r.hosted),
             )
         else:
             assert isinstance(e, BudgetEntry)
@@ -254,7 +249,7 @@ class ChatView:
     # ------------------------------------------------- Approve all / Deny all
     def _note_gated(self, e: Entry) -> None:
         if isinstance(e, CallEntry) and e.gated:
-            self._step_calls.setdefault(e.step, []).append(e.key)
+            self._step_calls.setdefault(e.r.step or 0, []).append(e.key)
 
     def _waiting(self, step: int) -> list[CallEntry]:
         """The calls of ``step``'s response still waiting for a decision."""
@@ -262,7 +257,7 @@ class ChatView:
         out = []
         for key in self._step_calls.get(step, ()):
             e = by_key.get(key)
-            if isinstance(e, CallEntry) and e.status == "awaiting_approval" and e.verdict is None:
+            if isinstance(e, CallEntry) and e.pending and e.verdict is None:
                 out.append(e)
         return out
 
@@ -277,7 +272,7 @@ class ChatView:
         if batch.state == "working":
             return
         if len(waiting) >= 2:
-            batch.call_ids = [e.call_id for e in waiting]
+            batch.call_ids = [e.r.call_id for e in waiting]
             batch.count = len(waiting)
             batch.summary = ""
             batch.state = "pending"
@@ -466,7 +461,7 @@ class ChatView:
             self._render_status()
         if settled:
             self._settle()
-            watch(self)  # a pending card of a stored chat follows decisions made elsewhere
+            self.continuation.follow(self)  # a pending card follows decisions made elsewhere
         elif touched and self._displayed:
             mark_dirty(self)
 
@@ -487,21 +482,21 @@ class ChatView:
                 card.value = entry_html(e, live=True)
             self._sync_card(card, e)
         if isinstance(e, CallEntry) and e.gated:
-            self._sync_batch(e.step)
+            self._sync_batch(e.r.step or 0)
 
     def _sync_card(self, card: ActionCard, e: Entry) -> None:
         if isinstance(e, CallEntry):
             # A deliberate subset of CallStatus: the ones before any decision.
-            if e.status in ("requested", "awaiting_approval") and e.verdict is None:
+            if e.r.status in ("requested", "awaiting_approval") and e.verdict is None:
                 if card.state not in ("pending", "working"):
                     card.state = "pending"
                 return
-            summary = decision_words(e) or f"no decision ({e.status})"
+            summary = decision_words(e) or f"no decision ({e.r.status})"
             card.summary = summary[:1].upper() + summary[1:]
             card.state = e.verdict or "closed"
             # The card "Always allow" was clicked on offers to take it back while it holds.
             card.revocable = (
-                self._always_from.get(e.name) is card and e.name in self.chat.always_allowed
+                self._always_from.get(e.r.tool) is card and e.r.tool in self.chat.always_allowed
             )
         elif isinstance(e, BudgetEntry):
             if e.pending:
@@ -660,7 +655,7 @@ class ChatView:
                 raise CardError(f"unknown action {kind!r}")
         except DecisionError as exc:
             entry = self.state.by_key.get(f"c:{call_id}")
-            if isinstance(entry, CallEntry) and entry.status != "awaiting_approval":
+            if isinstance(entry, CallEntry) and not entry.pending:
                 card.error = str(exc)
                 self._sync_card(card, entry)
                 return
@@ -704,7 +699,7 @@ class ChatView:
             return
         self._displayed = True
         self.output.show()
-        watch(self)
+        self.continuation.follow(self)
         mark_dirty(self)  # after the cell: static if there is nothing to do here
 
     @property
@@ -732,7 +727,7 @@ class ChatView:
 def _final(e: Entry) -> bool:
     """Nothing more will happen to this entry (a continuation need not show it again)."""
     if isinstance(e, CallEntry):
-        return e.status in ("ok", "error", "timed_out", "cancelled", "skipped", "in_doubt")
+        return e.r.status in ("ok", "error", "timed_out", "cancelled", "skipped", "in_doubt")
     if isinstance(e, BudgetEntry):
         return not e.pending
     if isinstance(e, StepEntry):

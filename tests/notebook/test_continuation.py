@@ -20,7 +20,6 @@ from _views import widgets_in
 
 from nbagent import Chat, Tool
 from nbagent.notebook import ChatView
-from nbagent.notebook import _continuation as cont
 from nbagent.notebook._widgets import ActionCard
 from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
 
@@ -35,12 +34,6 @@ def kernel() -> Iterator[Callable[[Callable[[], T]], T]]:
     thread = threading.Thread(target=loop.run_forever, name="kernel-main", daemon=True)
     thread.start()
 
-    async def capture() -> None:
-        cont.capture_main_loop()
-
-    cont.set_main_loop(loop)
-    asyncio.run_coroutine_threadsafe(capture(), loop).result(WAIT)
-
     def run_cell(fn: Callable[[], T]) -> T:
         async def cell() -> T:
             return fn()  # sync, inside the running loop: like a cell calling chat.complete()
@@ -50,7 +43,6 @@ def kernel() -> Iterator[Callable[[Callable[[], T]], T]]:
     try:
         yield run_cell
     finally:
-        cont.set_main_loop(None)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
         loop.close()

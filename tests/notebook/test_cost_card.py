@@ -16,7 +16,6 @@ from _views import widgets_in
 
 from nbagent import Chat, tool
 from nbagent.notebook import ChatView
-from nbagent.notebook import _continuation as cont
 from nbagent.notebook._render import conversation_text, entry_html
 from nbagent.notebook._widgets import ActionCard
 from nbagent.providers import ModelInfo
@@ -58,12 +57,6 @@ def _chat(**budget: Any) -> Chat:
 
 def _cards(view: ChatView) -> list[ActionCard]:
     return [w for w in widgets_in(view) if isinstance(w, ActionCard) and w.kind == "budget"]
-
-
-@pytest.fixture(autouse=True)
-def _worker_thread() -> Any:
-    cont.set_main_loop(None)  # no kernel: a click continues on a worker thread
-    yield
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,6 @@ from _views import widgets_in
 
 from nbagent import Chat, HostedMCP
 from nbagent.notebook import ChatView, review
-from nbagent.notebook import _continuation as cont
 from nbagent.notebook._fallback import chat_mimebundle
 from nbagent.notebook._widgets import ActionCard
 from nbagent.providers import OpenAIProvider
@@ -36,7 +35,6 @@ SCRIPT = "<script>alert(1)</script>"
 
 @pytest.fixture
 def server() -> Iterator[FakeLLMServer]:
-    cont.set_main_loop(None)  # a worker thread continues after a click
     with FakeLLMServer() as fake:
         yield fake
 

@@ -19,7 +19,7 @@ import pytest
 from _views import widgets_in
 
 from nbagent import Chat, Tool
-from nbagent.notebook import ChatView, _poll
+from nbagent.notebook import ChatView
 from nbagent.notebook import _continuation as cont
 from nbagent.notebook._widgets import ActionCard
 from nbagent.store import SQLiteStore, StoreConflictWarning
@@ -48,7 +48,6 @@ class Refund(Tool):
 
 @pytest.fixture(autouse=True)
 def _fresh() -> Iterator[None]:
-    cont.set_main_loop(None)  # continuations run in a worker thread (no kernel loop here)
     runs.clear()
     yield
 
@@ -100,8 +99,8 @@ def test_a_pending_card_follows_a_decision_by_another_chat_object(
 ) -> None:
     a, view, call_id = parked(db, displayed=True)
     card = card_of(view, call_id)
-    poller = _poll.poller_for(a)
-    until(lambda: poller.running)  # a displayed pending card of a stored chat: polling
+    follows = cont.continuation_for(a)
+    until(lambda: follows.following)  # a displayed pending card of a stored chat: following
     b = Chat.load(a.id, store=str(db), tools=[Refund], display=False)  # "another cell"
     b.approve(call_id)
     # No click here: the card closes, says who decided, and this kernel carries on.
@@ -111,7 +110,7 @@ def test_a_pending_card_follows_a_decision_by_another_chat_object(
     assert '<span class="nba-phase-complete">complete</span>' in shown(view)
     assert runs == [42]  # once, here
     assert decision_rows(db, call_id) == [("approved", "user", "chat")]  # b's, nothing new
-    until(lambda: not poller.running)  # no pending card left: the poll stopped
+    until(lambda: not follows.following)  # no pending card left: it stopped following
     b.close()
     a.close()
 
@@ -138,12 +137,12 @@ def test_a_pending_card_follows_a_decision_from_another_process(
 
 def test_no_poll_without_a_displayed_view_or_a_store(db: Path) -> None:
     a, _view, _ = parked(db, displayed=False)
-    assert not _poll.poller_for(a).running
+    assert not cont.continuation_for(a).following
     plain = Chat(model="demo", display=False).with_tools(Refund)
     view = ChatView(plain)
     view._displayed = True  # shown, but nothing to refresh from
     plain.ask("Refund order 1")
-    assert not _poll.can_refresh(plain) and not _poll.poller_for(plain).running
+    assert not cont.can_refresh(plain) and not cont.continuation_for(plain).following
     a.close()
 
 
@@ -173,18 +172,27 @@ def test_a_click_on_a_card_decided_and_run_elsewhere_records_nothing(db: Path) -
 def test_decision_words_say_who_decided_elsewhere_and_when() -> None:
     from datetime import datetime, timedelta, timezone
 
+    from nbagent import Decision
+    from nbagent._record import CallRecord
     from nbagent.notebook._render import decision_words
     from nbagent.notebook._state import CallEntry
 
     at = datetime(2026, 12, 1, 7, 3, 4, tzinfo=timezone(timedelta(hours=1)))
-    e = CallEntry("c:1", 1, verdict="approved", decided_by="ops", decided_at=at)
+
+    def decided(verdict: str, by: str, reason: str | None = None) -> None:
+        r.decided = Decision(verdict, by, at, reason)  # type: ignore[arg-type]
+        r.decided_by, r.reason, r.decided_at = by, reason, at
+
+    r = CallRecord("c1", "refund")
+    e = CallEntry("c:1", 1, r=r)
+    decided("approved", "ops")
     assert decision_words(e) == "approved by ops"  # decided here
     e.decided_elsewhere = True
     assert decision_words(e) == "approved elsewhere by ops at 2026-12-01 06:03:04 UTC"
-    e.decided_by, e.verdict, e.decision_reason = "user", "denied", "too much"
+    decided("denied", "user", "too much")
     assert decision_words(e) == "denied elsewhere by a user at 2026-12-01 06:03:04 UTC: too much"
-    e.decided_by, e.verdict, e.decision_reason = "policy:always_allow:refund", "approved", None
-    e.edited_arguments = {"order_id": 1}
+    decided("approved", "policy:always_allow:refund")
+    r.edited_arguments = {"order_id": 1}
     assert decision_words(e) == (
         "approved elsewhere by an always-allow rule at 2026-12-01 06:03:04 UTC"
         " with edited arguments"

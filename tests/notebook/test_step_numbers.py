@@ -47,7 +47,7 @@ def test_steps_are_numbered_per_turn_and_counted_the_same() -> None:
     chat.ask("two")  # two model requests, one tool round: chat steps 6..8
     steps = [e for e in state.entries if isinstance(e, StepEntry)]
     assert [(e.turn, e.number) for e in steps] == [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2)]
-    assert [e.step for e in steps] == [1, 3, 5, 6, 8]  # the chat's own numbers stay as they are
+    assert [e.r.step for e in steps] == [1, 3, 5, 6, 8]  # the chat's own numbers stay as they are
     for turn, n in ((1, 3), (2, 2)):
         bundle = bundle_for(state, turn)
         for mime in ("text/plain", "text/markdown", "text/html"):

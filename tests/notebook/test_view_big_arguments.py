@@ -17,9 +17,10 @@ import ipywidgets
 from _views import widgets_in
 
 from nbagent import Chat, Tool
+from nbagent._html import json_preview, pretty_json
 from nbagent.notebook import ChatView, review
 from nbagent.notebook._fallback import bundle_for
-from nbagent.notebook._state import json_preview, pretty_json, state_for
+from nbagent.notebook._state import state_for
 from nbagent.notebook._widgets import ActionCard
 from nbagent.testing import ScriptedProvider, call_tools, reply
 

@@ -15,7 +15,6 @@ from typing import Any
 
 import ipywidgets
 import pandas as pd
-import pytest
 from _views import widgets_in
 
 from nbagent import Chat, Tool, ToolCall, tool
@@ -26,11 +25,6 @@ from nbagent.notebook._rich import sanitize_table_html
 from nbagent.notebook._state import state_for
 from nbagent.notebook._widgets import ActionCard
 from nbagent.testing import ScriptedProvider, call_tools, reply
-
-
-@pytest.fixture(autouse=True)
-def _worker_thread_continuations() -> None:
-    cont.set_main_loop(None)  # no kernel loop: a click's continuation runs in a thread
 
 
 class Ledger:

@@ -21,9 +21,10 @@ import pytest
 from _views import widgets_in
 
 from nbagent import Chat, Tool
+from nbagent._html import json_preview
 from nbagent.notebook import ChatView, review
 from nbagent.notebook._fallback import chat_mimebundle
-from nbagent.notebook._state import json_preview, state_for
+from nbagent.notebook._state import state_for
 from nbagent.notebook._widgets import ActionCard
 from nbagent.testing import ScriptedProvider, call_tools, reply
 

@@ -76,7 +76,6 @@ def cells(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cells]:
     monkeypatch.setattr(_auto, "execution_count", lambda: c.count)
     monkeypatch.setattr(_display, "widgets_available", lambda: True)
     monkeypatch.setattr(_display, "hook_post_run_cell", lambda: None)
-    cont.set_main_loop(None)
     yield c
     _auto._turn_views.clear()
 
@@ -263,7 +262,6 @@ def test_no_hand_over_for_the_same_cell_a_click_or_a_step_with_nothing_to_do(
 def waiting_kernel(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(cont, "kernel_can_wait", lambda: True)
     yield
-    cont.set_main_loop(None)
 
 
 @pytest.mark.parametrize(
@@ -278,7 +276,6 @@ def test_ask_async_shows_a_countdown_until_it_gives_up(
     seen: list[str] = []
 
     async def main() -> None:
-        cont.capture_main_loop()
         view = ChatView(chat)
         view.continuation.note_rendered()  # a front end drew the card
         view._status.observe(lambda change: seen.append(change["new"]), names="value")
@@ -304,7 +301,6 @@ def test_the_countdown_goes_when_the_click_arrives(waiting_kernel: None) -> None
     views: list[ChatView] = []
 
     async def main() -> None:
-        cont.capture_main_loop()
         view = ChatView(chat)
         views.append(view)
         view.continuation.note_rendered()

@@ -105,18 +105,16 @@ def test_a_state_built_from_the_record_shows_what_the_live_one_showed(
                 chat.complete()
     rebuilt = ChatState.from_chat(chat)
     assert _shown(rebuilt) == _shown(live)
-    # And the facts are the record's: every call as the record has it.
-    for e in live.entries:
-        if isinstance(e, CallEntry):
-            r = chat.record.call(e.call_id)
-            assert (e.status, e.verdict, e.duration_ms) == (
-                r.status,
-                r.decided.verdict if r.decided else None,
-                r.duration_ms,
-            )
+    # And the facts are the record's: every call's entry reads the record itself, no copy.
+    calls = [e for e in live.entries if isinstance(e, CallEntry)]
+    assert all(e.r is chat.record.call(e.r.call_id) for e in calls)
+    for e in calls:
+        assert e.verdict == (e.r.decided.verdict if e.r.decided else None)
     steps = [e for e in live.entries if isinstance(e, StepEntry)]
     done = [s for s in chat.record.steps if s.usage is not None]
-    assert sum(s.input_tokens for s in steps) == sum(s.usage.input_tokens for s in done)  # type: ignore[union-attr]
+    assert all(e.r in chat.record.steps for e in steps)  # the record's own, no copy
+    said = [e.r for e in steps if e.status == "done"]
+    assert sum(s.usage.input_tokens for s in said) == sum(s.usage.input_tokens for s in done)  # type: ignore[union-attr]
 
 
 def test_a_loaded_chat_shows_its_steps_tokens_and_timings(tmp_path: Path) -> None:

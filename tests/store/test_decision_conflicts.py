@@ -161,10 +161,8 @@ def test_a_click_on_deny_after_an_approval_elsewhere_shows_it(db: str, counter: 
     approval made elsewhere."""
     pytest.importorskip("ipywidgets")
     from nbagent.notebook import ChatView
-    from nbagent.notebook import _continuation as cont
     from nbagent.notebook._widgets import ActionCard
 
-    cont.set_main_loop(None)
     a = Chat(model="demo", store=db).with_tools(Refund)
     view = ChatView(a)
     a.ask("Refund order 42")
