@@ -43,7 +43,7 @@ from types import TracebackType
 from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
-from .._aio import run_on_loop
+from .._aio import _background_loop, run_on_loop
 from .._errors import MCPServerError, ToolDefinitionError
 from .._notice import notice
 from .._optional import require
@@ -184,7 +184,7 @@ class MCPTool(Tool, abstract=True):
         return f"{where} does not mark it read-only"
 
     async def execute(self, **arguments: Any) -> Any:
-        """Send the call to the server (on the MCP loop) and map its answer.
+        """Send the call to the server (on nbagent's background loop) and map its answer.
 
         ``chat.cancel()`` abandons it (the server is told to cancel): an error
         result, since whether the tool did anything is unknown.
@@ -515,11 +515,11 @@ class MCPServer(ToolSource):
         return await self._call_async(remote, dict(arguments or {}), f"MCP server {self.label!r}")
 
     async def _call_async(self, remote: str, arguments: dict[str, Any], what: str) -> MCPResult:
-        """One call on the MCP loop, from any loop: its answer, or its error scrubbed."""
+        """One call on the background loop, from any loop: its answer, or its error scrubbed."""
 
         async def call() -> MCPResult:
             coro = self._connection.call(remote, arguments)
-            return result_value(await _abandonable(run_on_loop(coro, conn.mcp_loop(), what), what))
+            return result_value(await _abandonable(run_on_loop(coro, _background_loop(), what), what))
 
         return await scrubbed_await(call(), self._secrets)
 
@@ -607,7 +607,7 @@ class MCPServer(ToolSource):
 async def _abandonable(awaitable: Any, what: str) -> Any:
     """``await awaitable``, given up if the chat it runs for is cancelled (``chat.cancel()``).
 
-    The request on the MCP loop is cancelled (the SDK tells the server); the
+    The request on the background loop is cancelled (the SDK tells the server); the
     call fails with ``MCPServerError``, since whether the tool did anything is unknown.
     """
     task, loop = asyncio.current_task(), asyncio.get_running_loop()
