@@ -501,7 +501,7 @@ class MCPServer(ToolSource):
             MCPToolError: The tool answered with ``isError``.
             MCPServerError: The server cannot be reached or broke during the call.
         """
-        remote = self._remote(name)
+        remote = self._remote(name, self.source_tools())
         args = dict(arguments or {})
         what = f"MCP tool {remote!r}"
         return scrubbed_call(
@@ -511,7 +511,7 @@ class MCPServer(ToolSource):
 
     async def call_async(self, name: str, arguments: Mapping[str, Any] | None = None) -> Any:
         """Async twin of :meth:`call` (from any event loop)."""
-        remote = self._remote(name)
+        remote = self._remote(name, await self._source_tools_async())
         return await self._call_async(remote, dict(arguments or {}), f"MCP server {self.label!r}")
 
     async def _call_async(self, remote: str, arguments: dict[str, Any], what: str) -> MCPResult:
@@ -519,7 +519,9 @@ class MCPServer(ToolSource):
 
         async def call() -> MCPResult:
             coro = self._connection.call(remote, arguments)
-            return result_value(await _abandonable(run_on_loop(coro, _background_loop(), what), what))
+            return result_value(
+                await _abandonable(run_on_loop(coro, _background_loop(), what), what)
+            )
 
         return await scrubbed_await(call(), self._secrets)
 
@@ -552,11 +554,28 @@ class MCPServer(ToolSource):
     def source_tools(self) -> tuple[MCPTool, ...]:
         """The current tools, listing them again after a change or a reconnection."""
         c = self._connection
-        if c.usable() and self._generation == c.generation and (not c.stale or not c.may_relist()):
-            return self._tools  # unchanged, or changed again too soon: listed at a later step
+        if self._listed():
+            return self._tools
         what = f"MCP server {self.label!r} listing its tools"
-        definitions = scrubbed_call(lambda: conn.wait(c.list_tools(), what=what), self._secrets)
-        self._generation = c.generation
+        return self._took(
+            scrubbed_call(lambda: conn.wait(c.list_tools(), what=what), self._secrets)
+        )
+
+    async def _source_tools_async(self) -> tuple[MCPTool, ...]:
+        """:meth:`source_tools` awaited from any loop, nbagent's background loop included."""
+        if self._listed():
+            return self._tools
+        what = f"MCP server {self.label!r} listing its tools"
+        listing = run_on_loop(self._connection.list_tools(), _background_loop(), what)
+        return self._took(await scrubbed_await(listing, self._secrets))
+
+    def _listed(self) -> bool:
+        """Whether the tools are current: unchanged, or changed again too soon (listed later)."""
+        c = self._connection
+        return c.usable() and self._generation == c.generation and not (c.stale and c.may_relist())
+
+    def _took(self, definitions: list[Any]) -> tuple[MCPTool, ...]:
+        self._generation = self._connection.generation
         self._tools = self._rebuild(definitions)
         return self._tools
 
@@ -597,8 +616,8 @@ class MCPServer(ToolSource):
                 return rules[key]
         return "annotations"
 
-    def _remote(self, name: str) -> str:
-        for t in self.source_tools():
+    def _remote(self, name: str, tools: tuple[MCPTool, ...]) -> str:
+        for t in tools:
             if name in (t.name, t.remote_name):
                 return t.remote_name
         return name
