@@ -19,7 +19,7 @@ NBAGENT_REQUIRE_BROWSER ?= 1
 # Likewise a missing PostgreSQL server fails the PostgreSQL store tests
 # (.ci/ensure-postgres installs Debian's package; the tests start their own cluster).
 NBAGENT_REQUIRE_POSTGRES ?= 1
-# Likewise a missing Ray fails tests/ray (`make test NBAGENT_REQUIRE_RAY=` allows skipping).
+# Likewise a missing Ray fails tests/batch/ray (`make test NBAGENT_REQUIRE_RAY=` allows skipping).
 NBAGENT_REQUIRE_RAY ?= 1
 # Likewise missing reference MCP servers (Node; .ci/ensure-mcp-servers installs them) fail
 # tests/mcp_client/test_reference_servers.py.
@@ -34,7 +34,7 @@ ALLOW_ROOT  := $(if $(filter 0,$(shell id -u)),--allow-root,)
 LAB_CONFIG_PATH := $(CURDIR)/.jupyter$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH),)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv install kernel lab demo test screenshot lint imports bench clean distclean
+.PHONY: help venv install kernel lab demo test screenshot docs docs-serve lint imports bench clean distclean
 
 help:
 	@echo "make lab      create $(VENV), pip install -e '.[lab]', JupyterLab at the repository"
@@ -43,6 +43,7 @@ help:
 	@echo "make demo     run the quickstart notebook headless and print the transcript"
 	@echo "make test     whole pytest suite, browser tests included (PYTEST_ARGS=...)"
 	@echo "make screenshot  regenerate docs/images/live-view.png (the README's picture) in JupyterLab"
+	@echo "make docs     build the documentation site strictly into site/ (docs-serve: serve it)"
 	@echo "make lint     ruff check + mypy + import contracts (lint-imports)"
 	@echo "make imports  the import contracts alone: six layers, faces, no cycles (pyproject.toml)"
 	@echo "make bench    python -m benchmarks"
@@ -106,6 +107,15 @@ screenshot: kernel
 	NBAGENT_REQUIRE_BROWSER=1 NBAGENT_README_IMAGE="$(CURDIR)/docs/images/live-view.png" \
 	  $(PY) -m pytest -q -p no:cacheprovider tests/browser/test_readme_screenshot.py
 
+# The documentation site (mkdocs.yml): strict, so a broken link or an unreadable docstring
+# fails the build; tests/test_docs_site.py builds it the same way in `make test`.
+# NO_MKDOCS_2_WARNING: Material's banner about its successor, printed on every build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict
+
 # Runs every tool even if one fails; fails if any does.
 lint: $(STAMP)
 	@status=0; \
@@ -122,7 +132,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks
 
 clean:
-	rm -rf build dist *.egg-info test-artifacts .pytest_cache .mypy_cache .ruff_cache
+	rm -rf build dist site .cache *.egg-info test-artifacts .pytest_cache .mypy_cache .ruff_cache
 	find . -path ./$(VENV) -prune -o -type d \( -name __pycache__ -o -name .ipynb_checkpoints \) -prune -exec rm -rf {} +
 
 distclean: clean

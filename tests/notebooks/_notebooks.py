@@ -7,7 +7,7 @@ from pathlib import Path
 import nbclient
 import nbformat
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def execute(name: str, *, timeout: int = 120, **client: object) -> nbformat.NotebookNode:
