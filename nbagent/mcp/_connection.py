@@ -52,7 +52,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
-from .._aio import _background_loop
+from .._aio import on_background_loop, spawn
 from .._errors import ChatCancelled, MCPServerError
 from .._tools import on_chat_cancel
 from ._stdio import UNREADABLE
@@ -66,14 +66,6 @@ CLOSE_TIMEOUT = 10.0  # seconds to wait for a server to stop (then its task is c
 CONNECT_TIMEOUT = 30.0  # default seconds for connecting, and for listing the tools
 RELIST_BURST = 3  # re-listings after list changes allowed at once...
 RELIST_EVERY = 1.0  # ...then one per this many seconds
-
-
-def on_background_loop() -> bool:
-    """Whether the caller runs on the loop the sessions live on (nbagent's background loop)."""
-    try:
-        return asyncio.get_running_loop() is _background_loop()
-    except RuntimeError:
-        return False
 
 
 def wait(coro: Coroutine[Any, Any, T], timeout: float | None = None, what: str = "") -> T:
@@ -93,9 +85,7 @@ def wait(coro: Coroutine[Any, Any, T], timeout: float | None = None, what: str =
             "nbagent's background loop, where MCP sessions run (an async tool of chat.ask() in "
             "a notebook); await call_async(...) there instead"
         )
-    future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(
-        coro, _background_loop()
-    )
+    future = spawn(coro)
     withdraw = on_chat_cancel(future.cancel)
     try:
         return future.result(timeout)
