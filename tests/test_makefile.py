@@ -35,7 +35,7 @@ def dry_run(target: str, tmp_path: Path) -> str:
 
 def test_make_lab_installs_the_lab_extra_only(tmp_path: Path) -> None:
     out = dry_run("lab", tmp_path)
-    assert "pip install --disable-pip-version-check -e '.[lab]'" in out
+    assert "pip install --disable-pip-version-check --no-compile -e '.[lab]'" in out
     assert ".[dev]" not in out
 
 
@@ -70,6 +70,16 @@ def test_the_repositorys_jupyter_config_turns_off_the_news_popup(tmp_path: Path)
     overrides = json.loads(proc.stdout)
     notification = overrides["@jupyterlab/apputils-extension:notification"]
     assert notification == {"fetchNews": "false", "checkForUpdates": False}
+
+
+def test_make_notebooks_saves_01_and_03_with_their_outputs(tmp_path: Path) -> None:
+    """The notebooks committed with outputs are refreshed by one target (and checked by
+    tests/notebook/test_saved_outputs.py)."""
+    out = dry_run("notebooks", tmp_path)
+    assert (
+        "-m nbagent.demo --save notebooks/01_quickstart.ipynb notebooks/03_approvals.ipynb" in out
+    )
+    assert ".[dev]" in out  # nbclient and the kernel come with the dev install
 
 
 def test_make_screenshot_retakes_the_readme_picture_in_a_browser(tmp_path: Path) -> None:
