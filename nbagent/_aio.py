@@ -10,7 +10,7 @@ waits for it to settle before re-raising, so nothing is left half-recorded.
 While :func:`run_sync` blocks a running loop (the kernel's, during
 ``chat.ask()`` in a cell), that loop is recorded as *blocked*:
 :func:`run_on_loop` (how an async tool bound to a loop with ``loop=``, or an
-MCP session on its own loop thread, is reached) fails at once with
+MCP session on the background loop, is reached) fails at once with
 :class:`~nbagent.ToolLoopError` for a blocked loop instead of waiting forever.
 """
 
@@ -144,7 +144,7 @@ def blocking() -> Iterator[None]:
 def _close_runner(runner: asyncio.Runner) -> None:
     """Close a finished thread's runner, wherever the garbage collector finalizes it.
 
-    On a thread running a loop of its own (the MCP loop, a kernel's) the
+    On a thread running a loop of its own (the background loop, a kernel's) the
     runner's loop cannot be run to shut down cleanly: it is only closed.
     """
     if not in_running_loop():

@@ -38,10 +38,12 @@ from __future__ import annotations
 import re
 import traceback
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from ._types import ToolCall
+
+E = TypeVar("E", bound=BaseException)
 
 
 class NBAgentError(Exception):
@@ -220,6 +222,23 @@ def reveals(exc: BaseException, secrets: Iterable[str | None]) -> bool:
         if isinstance(e, BaseExceptionGroup):
             todo += list(e.exceptions)
     return False
+
+
+def scrub_error(exc: E, secrets: Iterable[str | None], note: str = "") -> E:
+    """``exc`` itself, its args scrubbed, no longer chaining anything that shows a secret.
+
+    A cause or context whose text shows a secret is dropped from the chain
+    (``__cause__`` and ``__context__`` both: a program inspecting them must not
+    find it either); ``note`` is then added to the message, to say so.
+    """
+    secrets = tuple(secrets)
+    exc.args = tuple(scrub(a, secrets) if isinstance(a, str) else a for a in exc.args)
+    if any(reveals(c, secrets) for c in (exc.__cause__, exc.__context__) if c is not None):
+        exc.__cause__ = exc.__context__ = None
+        exc.__suppress_context__ = True
+        if note and exc.args and isinstance(exc.args[0], str):
+            exc.args = (exc.args[0] + note, *exc.args[1:])
+    return exc
 
 
 class ProviderError(NBAgentError):

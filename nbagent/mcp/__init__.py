@@ -9,7 +9,7 @@ Importing this package does not import the SDK.
 - :class:`MCPTool`: one of a server's tools (``server`` is its label).
 - :class:`MCPResult`: what a call returns (a ``str`` plus the structured content).
 
-Sessions live on nbagent's own MCP loop thread, so every driver reaches them
+Sessions live on nbagent's background loop, so every driver reaches them
 (see ``_connection.py`` and docs/ARCHITECTURE.md).
 """
 

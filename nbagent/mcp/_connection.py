@@ -1,17 +1,22 @@
-"""One MCP server's session, owned by nbagent's MCP loop thread.
+"""One MCP server's session, on nbagent's background loop.
 
 **Where sessions live.** The SDK's sessions are bound to the event loop (and
 the task) that opened them: their reader tasks run there. So every session
-lives on one long-lived loop that nbagent owns, on a daemon thread
-(``nbagent-mcp``), and every request is handed to that loop
-(``run_coroutine_threadsafe``) and awaited from wherever the caller runs. No
-driver ever blocks that loop: ``chat.ask()`` in a script (a private loop per
-thread), ``chat.ask()`` in a notebook (nbagent's background loop while the
-kernel's waits), ``await chat.ask_async()`` (the kernel's loop), a worker
-thread of the ``threads`` mode: all reach the same session the same way.
+lives on nbagent's one long-lived background loop (``_aio``, the loop
+``run_sync`` and the store's follower use), and every request is handed to
+that loop (``run_coroutine_threadsafe``) and awaited from wherever the
+caller runs, or awaited directly by a round already running there. Nothing
+on that loop blocks: a session's reads, writes, timeouts and process stops
+are all awaits, so a hung server is only a pending await and never stalls
+the rest of the loop. ``chat.ask()`` in a script (a private loop per
+thread), ``chat.ask()`` in a notebook (its rounds run on the background
+loop while the kernel's waits), ``await chat.ask_async()`` (the kernel's
+loop), a worker thread of the ``threads`` mode: all reach the same session
+the same way. Only a *blocking* request (:func:`wait`) cannot be made from
+the background loop itself; it says so instead of waiting for ever.
 
 **Lifecycle.** A :class:`Connection` connects on first use (a task on the
-MCP loop enters the SDK ``Client`` and holds it until told to stop, since
+background loop enters the SDK ``Client`` and holds it until told to stop, since
 the SDK's cancel scopes must be left by the task that entered them).
 Connecting and listing the tools are bounded by ``connect_timeout``. A
 connection found broken *before* a request (the server process exited while
@@ -47,17 +52,15 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
+from .._aio import on_background_loop, spawn
 from .._errors import ChatCancelled, MCPServerError
 from .._tools import on_chat_cancel
 from ._stdio import UNREADABLE
 
 T = TypeVar("T")
 
-_loop: asyncio.AbstractEventLoop | None = None
-_thread: threading.Thread | None = None
-_loop_lock = threading.Lock()
 _open: weakref.WeakSet[Connection] = weakref.WeakSet()
-_pending: set[asyncio.Task[None]] = set()  # closes started on the MCP loop itself
+_pending: set[asyncio.Task[None]] = set()  # closes started on the background loop itself
 
 CLOSE_TIMEOUT = 10.0  # seconds to wait for a server to stop (then its task is cancelled)
 CONNECT_TIMEOUT = 30.0  # default seconds for connecting, and for listing the tools
@@ -65,33 +68,24 @@ RELIST_BURST = 3  # re-listings after list changes allowed at once...
 RELIST_EVERY = 1.0  # ...then one per this many seconds
 
 
-def mcp_loop() -> asyncio.AbstractEventLoop:
-    """The loop every MCP session lives on (started on first use)."""
-    global _loop, _thread
-    with _loop_lock:
-        if _loop is None or _loop.is_closed():
-            loop = asyncio.new_event_loop()
-            thread = threading.Thread(target=loop.run_forever, name="nbagent-mcp", daemon=True)
-            thread.start()
-            _loop, _thread = loop, thread
-        return _loop
-
-
-def on_mcp_thread() -> bool:
-    return _thread is not None and threading.current_thread() is _thread
-
-
 def wait(coro: Coroutine[Any, Any, T], timeout: float | None = None, what: str = "") -> T:
-    """Run ``coro`` on the MCP loop and block until it finishes (from any other thread).
+    """Run ``coro`` on the background loop and block until it finishes (from any other loop).
 
     Raises:
         ChatCancelled: The chat this runs for was cancelled meanwhile (the
             request is abandoned; ``what`` names it in the message).
+        RuntimeError: Called on that loop itself (nbagent's
+            background loop: an async tool of a ``chat.ask()`` in a notebook),
+            where blocking would wait for ever.
     """
-    if on_mcp_thread():
+    if on_background_loop():
         coro.close()
-        raise RuntimeError("a blocking MCP call cannot be made from the MCP loop itself")
-    future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, mcp_loop())
+        raise RuntimeError(
+            "a blocking MCP call (MCPServer.call, list_tools, connect) cannot be made from "
+            "nbagent's background loop, where MCP sessions run (an async tool of chat.ask() in "
+            "a notebook); await call_async(...) there instead"
+        )
+    future = spawn(coro)
     withdraw = on_chat_cancel(future.cancel)
     try:
         return future.result(timeout)
@@ -112,9 +106,9 @@ def _is_list_changed(message: Any) -> bool:
 
 
 class Connection:
-    """A server's session on the MCP loop: connect, list tools, call, reconnect, close.
+    """A server's session on the background loop: connect, list tools, call, reconnect, close.
 
-    Every ``async`` method runs on the MCP loop (see :func:`mcp_loop`).
+    Every ``async`` method runs on nbagent's background loop (``_aio``).
 
     Args:
         open_client: Builds an un-entered SDK ``Client`` given this connection
@@ -137,7 +131,6 @@ class Connection:
         self.broken = False
         self.stale = True  # the tool list must be fetched (again)
         self.generation = 0  # connections opened so far
-        self.listings = 0  # tools/list requests sent (every page counts)
         self.lost_reason: str | None = None  # why the transport ended (stdio), once known
         self.server_name: str | None = None
         self._task: asyncio.Task[None] | None = None
@@ -187,7 +180,7 @@ class Connection:
         if self.lost_reason is None:
             self.lost_reason = reason
 
-    # ------------------------------------------------------------ on the MCP loop
+    # ------------------------------------------------------------ on the background loop
     async def ensure(self) -> Any:
         """The connected client, connecting (or reconnecting) first if needed."""
         if self.usable():
@@ -296,7 +289,6 @@ class Connection:
         try:
             async with limit:
                 for _ in range(1000):
-                    self.listings += 1
                     page = await client.list_tools(cursor=cursor)
                     tools.extend(page.tools)
                     cursor = page.next_cursor
@@ -360,7 +352,7 @@ class Connection:
         """Stop the session (blocking; a no-op if it is not open)."""
         if self._task is None:
             return
-        if on_mcp_thread():  # cannot wait for itself: stop in the background
+        if on_background_loop():  # cannot wait for itself: stop in the background
             task = asyncio.ensure_future(self.drop())
             _pending.add(task)
             task.add_done_callback(_pending.discard)
@@ -400,7 +392,7 @@ async def http_transport(url: str, headers: dict[str, str] | None) -> AsyncItera
 def _close_all() -> None:
     """At interpreter exit, stop every open server (stdio processes included)."""
     conns = list(_open)
-    if not conns or _loop is None or _loop.is_closed():
+    if not conns:
         return
 
     async def drop_all() -> None:

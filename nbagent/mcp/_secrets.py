@@ -19,11 +19,11 @@ message into ``***``. Shorter values are still never shown by the ``repr``.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
-from .._errors import MCPServerError, redact_keys, reveals, scrub
+from .._errors import MCPServerError, redact_keys, reveals, scrub, scrub_error
 
 T = TypeVar("T")
 
@@ -153,34 +153,13 @@ def server_secrets(
     return tuple(sorted((s for s in found if len(s) >= MIN_SECRET_CHARS), key=len, reverse=True))
 
 
-def scrub_error(exc: BaseException, secrets: Iterable[str]) -> BaseException:
-    """``exc`` itself, its args scrubbed, no longer chaining anything that shows a secret.
-
-    A cause or context whose text shows a secret is dropped from the chain
-    (``__cause__`` and ``__context__`` both: a program inspecting them must
-    not find it either), and the message says the server's own error was left
-    out.
-    """
-    secrets = tuple(secrets)
-    exc.args = tuple(scrub(a, secrets) if isinstance(a, str) else a for a in exc.args)
-    chained = [c for c in (exc.__cause__, exc.__context__) if c is not None]
-    if any(reveals(c, secrets) for c in chained):
-        exc.__cause__ = None
-        exc.__context__ = None
-        exc.__suppress_context__ = True
-        if exc.args and isinstance(exc.args[0], str):
-            note = " (the server's own error is not chained: it showed a secret)"
-            exc.args = (exc.args[0] + note, *exc.args[1:])
-    return exc
-
-
 def _cleaned(exc: Exception, secrets: Sequence[str]) -> Exception:
     """``exc`` scrubbed, or an :class:`MCPServerError` with its scrubbed text in its place.
 
     The stand-in is for an error whose text does not come from its args (an
     SDK error escaping as it is): it cannot be scrubbed in place.
     """
-    scrub_error(exc, secrets)
+    scrub_error(exc, secrets, " (the server's own error is not chained: it showed a secret)")
     if not reveals(exc, secrets):
         return exc
     return MCPServerError(scrub(f"{type(exc).__name__}: {exc}", secrets))
@@ -215,7 +194,6 @@ __all__ = [
     "MIN_SECRET_CHARS",
     "key_shaped",
     "masked_argv",
-    "scrub_error",
     "scrubbed_await",
     "scrubbed_call",
     "server_secrets",

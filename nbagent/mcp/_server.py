@@ -43,7 +43,7 @@ from types import TracebackType
 from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
-from .._aio import run_on_loop
+from .._aio import _background_loop, run_on_loop
 from .._errors import MCPServerError, ToolDefinitionError
 from .._notice import notice
 from .._optional import require
@@ -184,7 +184,7 @@ class MCPTool(Tool, abstract=True):
         return f"{where} does not mark it read-only"
 
     async def execute(self, **arguments: Any) -> Any:
-        """Send the call to the server (on the MCP loop) and map its answer.
+        """Send the call to the server (on nbagent's background loop) and map its answer.
 
         ``chat.cancel()`` abandons it (the server is told to cancel): an error
         result, since whether the tool did anything is unknown.
@@ -509,7 +509,7 @@ class MCPServer(ToolSource):
             MCPToolError: The tool answered with ``isError``.
             MCPServerError: The server cannot be reached or broke during the call.
         """
-        remote = self._remote(name)
+        remote = self._remote(name, self.source_tools())
         args = dict(arguments or {})
         what = f"MCP tool {remote!r}"
         return scrubbed_call(
@@ -519,15 +519,17 @@ class MCPServer(ToolSource):
 
     async def call_async(self, name: str, arguments: Mapping[str, Any] | None = None) -> Any:
         """Async twin of :meth:`call` (from any event loop)."""
-        remote = self._remote(name)
+        remote = self._remote(name, await self._source_tools_async())
         return await self._call_async(remote, dict(arguments or {}), f"MCP server {self.label!r}")
 
     async def _call_async(self, remote: str, arguments: dict[str, Any], what: str) -> MCPResult:
-        """One call on the MCP loop, from any loop: its answer, or its error scrubbed."""
+        """One call on the background loop, from any loop: its answer, or its error scrubbed."""
 
         async def call() -> MCPResult:
             coro = self._connection.call(remote, arguments)
-            return result_value(await _abandonable(run_on_loop(coro, conn.mcp_loop(), what), what))
+            return result_value(
+                await _abandonable(run_on_loop(coro, _background_loop(), what), what)
+            )
 
         return await scrubbed_await(call(), self._secrets)
 
@@ -560,11 +562,28 @@ class MCPServer(ToolSource):
     def source_tools(self) -> tuple[MCPTool, ...]:
         """The current tools, listing them again after a change or a reconnection."""
         c = self._connection
-        if c.usable() and self._generation == c.generation and (not c.stale or not c.may_relist()):
-            return self._tools  # unchanged, or changed again too soon: listed at a later step
+        if self._listed():
+            return self._tools
         what = f"MCP server {self.label!r} listing its tools"
-        definitions = scrubbed_call(lambda: conn.wait(c.list_tools(), what=what), self._secrets)
-        self._generation = c.generation
+        return self._took(
+            scrubbed_call(lambda: conn.wait(c.list_tools(), what=what), self._secrets)
+        )
+
+    async def _source_tools_async(self) -> tuple[MCPTool, ...]:
+        """:meth:`source_tools` awaited from any loop, nbagent's background loop included."""
+        if self._listed():
+            return self._tools
+        what = f"MCP server {self.label!r} listing its tools"
+        listing = run_on_loop(self._connection.list_tools(), _background_loop(), what)
+        return self._took(await scrubbed_await(listing, self._secrets))
+
+    def _listed(self) -> bool:
+        """Whether the tools are current: unchanged, or changed again too soon (listed later)."""
+        c = self._connection
+        return c.usable() and self._generation == c.generation and not (c.stale and c.may_relist())
+
+    def _took(self, definitions: list[Any]) -> tuple[MCPTool, ...]:
+        self._generation = self._connection.generation
         self._tools = self._rebuild(definitions)
         return self._tools
 
@@ -605,8 +624,8 @@ class MCPServer(ToolSource):
                 return rules[key]
         return "annotations"
 
-    def _remote(self, name: str) -> str:
-        for t in self.source_tools():
+    def _remote(self, name: str, tools: tuple[MCPTool, ...]) -> str:
+        for t in tools:
             if name in (t.name, t.remote_name):
                 return t.remote_name
         return name
@@ -615,7 +634,7 @@ class MCPServer(ToolSource):
 async def _abandonable(awaitable: Any, what: str) -> Any:
     """``await awaitable``, given up if the chat it runs for is cancelled (``chat.cancel()``).
 
-    The request on the MCP loop is cancelled (the SDK tells the server); the
+    The request on the background loop is cancelled (the SDK tells the server); the
     call fails with ``MCPServerError``, since whether the tool did anything is unknown.
     """
     task, loop = asyncio.current_task(), asyncio.get_running_loop()

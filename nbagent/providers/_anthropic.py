@@ -41,7 +41,7 @@ from ._sdk import (
     SDKProvider,
     StreamAccumulator,
     ToolsCache,
-    assemble,
+    client_options,
     dumps,
 )
 
@@ -92,11 +92,7 @@ class AnthropicProvider(SDKProvider):
 
         self.max_tokens = max_tokens
         self.extra_body = dict(extra_body or {})
-        self._client_kwargs = dict(client_kwargs)
-        if max_retries is not None:
-            self._client_kwargs["max_retries"] = max_retries
-        if timeout is not None:
-            self._client_kwargs["timeout"] = timeout
+        self._client_kwargs = client_options(client_kwargs, max_retries, timeout)
         owns = client is None
         if client is None:
             with sdk_errors("anthropic", (api_key,), self._env_key):
@@ -117,10 +113,6 @@ class AnthropicProvider(SDKProvider):
     def __repr__(self) -> str:
         url = scrub(str(self._client.base_url), self._secrets())
         return f"AnthropicProvider(model={self.model!r}, base_url={url!r})"
-
-    @property
-    def base_url(self) -> str:
-        return str(self._client.base_url)
 
     def _secrets(self) -> tuple[str | None, ...]:
         return (getattr(self._client, "api_key", None), getattr(self._client, "auth_token", None))
@@ -184,11 +176,8 @@ class AnthropicProvider(SDKProvider):
             fields.append(("mcp_servers", dumps([h.anthropic_server() for h in request.hosted])))
         if request.stream:
             fields.append(("stream", b"true"))
-        if self.extra_body:
-            fields = [(k, v) for k, v in fields if k not in self.extra_body]
-            fields += [(k, dumps(v)) for k, v in self.extra_body.items()]
         options = {"headers": {"anthropic-beta": MCP_BETA}} if request.hosted else {}
-        return Prepared("/v1/messages", assemble(fields), request.stream, options)
+        return Prepared("/v1/messages", self._body(fields), request.stream, options)
 
     def _parse(self, data: Any) -> LLMToolResponse:
         return parse_message(data, model=self.model, provider=self.name)

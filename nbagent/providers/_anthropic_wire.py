@@ -90,7 +90,6 @@ class Block:
 
     json: bytes
     text: str | None = None
-    is_result: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,7 +143,7 @@ def piece(message: Message) -> Piece:
         elif message.content:
             block["content"] = message.content
         block["is_error"] = message.is_error
-        return _piece("user", [Block(dumps(block), None, True)], results=True)
+        return _piece("user", [Block(dumps(block))], results=True)
     raise TypeError(f"cannot convert {type(message).__name__} to an Anthropic message")
 
 

@@ -38,6 +38,7 @@ from .._errors import (
     ServerError,
     reveals,
     scrub,
+    scrub_error,
 )
 
 _BY_TYPE = {
@@ -56,16 +57,6 @@ _BY_TYPE = {
 _HINTS: dict[type[ProviderError], str] = {
     AuthenticationError: "check the API key (argument api_key= or the {env} environment variable)",
 }
-
-
-def scrubbed(exc: ProviderError, secrets: tuple[str | None, ...]) -> ProviderError:
-    """``exc`` itself, its text scrubbed, no longer chaining a cause that shows a secret."""
-    exc.args = tuple(scrub(a, secrets) if isinstance(a, str) else a for a in exc.args)
-    causes = [c for c in (exc.__cause__, exc.__context__) if c is not None]
-    if any(reveals(c, secrets) for c in causes):
-        exc.__cause__ = None
-        exc.__suppress_context__ = True
-    return exc
 
 
 def classify(exc: BaseException) -> type[ProviderError] | None:
@@ -197,7 +188,7 @@ def sdk_errors(provider: str, secrets: Iterable[str | None] = (), env: str = "")
     try:
         yield
     except ProviderError as exc:  # raised by the adapter: 200 error bodies, stream events...
-        scrubbed(exc, tuple(secrets))
+        scrub_error(exc, secrets)
         raise
     except Exception as exc:
         secrets = tuple(secrets)
@@ -215,6 +206,5 @@ __all__ = [
     "map_error",
     "retry_after",
     "scrub",
-    "scrubbed",
     "sdk_errors",
 ]

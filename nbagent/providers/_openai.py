@@ -57,7 +57,7 @@ from ._sdk import (
     StreamAccumulator,
     ToolsCache,
     array,
-    assemble,
+    client_options,
     dumps,
 )
 
@@ -136,11 +136,7 @@ class OpenAIProvider(SDKProvider):
         self.compatible = compatible
         self.max_tokens = max_tokens
         self.extra_body = dict(extra_body or {})
-        self._client_kwargs = dict(client_kwargs)
-        if max_retries is not None:
-            self._client_kwargs["max_retries"] = max_retries
-        if timeout is not None:
-            self._client_kwargs["timeout"] = timeout
+        self._client_kwargs = client_options(client_kwargs, max_retries, timeout)
         owns = client is None
         if client is None:
             key = api_key
@@ -167,10 +163,6 @@ class OpenAIProvider(SDKProvider):
         url = scrub(str(self._client.base_url), self._secrets())
         extra = ", compatible=True" if self.compatible else ""
         return f"OpenAIProvider(model={self.model!r}, api={self.api!r}, base_url={url!r}{extra})"
-
-    @property
-    def base_url(self) -> str:
-        return str(self._client.base_url)
 
     def _secrets(self) -> tuple[str | None, ...]:
         key = getattr(self._client, "api_key", None)
@@ -264,10 +256,7 @@ class OpenAIProvider(SDKProvider):
             if request.stream:
                 fields.append(("stream", b"true"))
             path = "/responses"
-        if self.extra_body:
-            fields = [(k, v) for k, v in fields if k not in self.extra_body]
-            fields += [(k, dumps(v)) for k, v in self.extra_body.items()]
-        return Prepared(path, assemble(fields), request.stream, self._options)
+        return Prepared(path, self._body(fields), request.stream, self._options)
 
     def _parse(self, data: Any) -> LLMToolResponse:
         if self.api == "chat":

@@ -49,7 +49,7 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .._errors import ProviderError, RateLimitError, ServerError
 from .._hosted import HostedTool
@@ -346,24 +346,21 @@ class ChatStream:
                 continue
             delta = choice.get("delta") or {}
             thought = delta.get("reasoning_content") or delta.get("reasoning")
-            if thought and isinstance(thought, str):
-                self.thought.append(thought)
-                if self.on_delta is not None:
-                    self.on_delta(StreamDelta("reasoning", thought))
-            text = delta.get("content")
-            if text:
-                self.text.append(text)
-                if self.on_delta is not None:
-                    self.on_delta(StreamDelta("text", text))
-            refusal = delta.get("refusal")
-            if refusal:
-                self.refusal.append(refusal)
-                if self.on_delta is not None:
-                    self.on_delta(StreamDelta("text", refusal))
+            if isinstance(thought, str):
+                self._add(self.thought, "reasoning", thought)
+            self._add(self.text, "text", delta.get("content"))
+            self._add(self.refusal, "text", delta.get("refusal"))
             for position, tc in enumerate(delta.get("tool_calls") or ()):
                 self._call_fragment(tc, position)
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
+
+    def _add(self, into: list[str], kind: Literal["text", "reasoning"], piece: Any) -> None:
+        """Keep a non-empty fragment and forward it."""
+        if piece:
+            into.append(piece)
+            if self.on_delta is not None:
+                self.on_delta(StreamDelta(kind, piece))
 
     def _call_fragment(self, tc: dict[str, Any], position: int) -> None:
         index = tc.get("index")
@@ -388,29 +385,22 @@ class ChatStream:
             self.on_delta(StreamDelta("tool_call", fragment or "", index, call.id, call.name))
 
     def finish(self) -> LLMToolResponse:
-        finish = self.finish_reason
-        if finish is None:
+        """The folded stream read as the ``chat.completion`` body it adds up to."""
+        if self.finish_reason is None:
             raise incomplete_stream(self.provider)
-        calls = tuple(
-            make_call(p.id or new_call_id(), p.name or "", "".join(p.parts))
+        calls = [
+            {"id": p.id, "function": {"name": p.name, "arguments": "".join(p.parts)}}
             for _, p in sorted(self.calls.items())
-        )
-        refusal = _refusal(finish, "".join(self.refusal) or None)
-        i, o, c = _usage(self.usage, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
-        return LLMToolResponse(
-            items=chat_reasoning("".join(self.thought)),
-            reasoning_tokens=reasoning_tokens(self.usage),
-            text="".join(self.text),
-            tool_calls=calls,
-            input_tokens=i,
-            output_tokens=o,
-            cached_tokens=c,
-            model=self.model,
-            provider=self.provider,
-            stop_reason=_chat_stop(finish, bool(calls), refusal),
-            raw_stop_reason=finish,
-            refusal=refusal,
-        )
+        ]
+        message = {
+            "content": "".join(self.text),
+            "reasoning_content": "".join(self.thought),
+            "refusal": "".join(self.refusal) or None,
+            "tool_calls": calls,
+        }
+        choice = {"message": message, "finish_reason": self.finish_reason}
+        data = {"choices": [choice], "usage": self.usage, "model": self.model}
+        return parse_chat(data, model=self.model, provider=self.provider)
 
 
 # -- Responses: requests ------------------------------------------------------

@@ -250,12 +250,18 @@ class Prepared:
     stream: bool
     options: dict[str, Any] = field(default_factory=dict)
 
+    def post_args(self) -> dict[str, Any]:
+        """The SDK client's ``post`` arguments; ``cast_to=httpx2.Response`` makes the SDK
+        hand back the response itself (unread, when streaming)."""
+        import httpx2
 
-def _response_cls() -> Any:
-    """``httpx2.Response``: as ``cast_to`` it makes the SDK hand back the unread response."""
-    import httpx2
-
-    return httpx2.Response
+        return {
+            "path": self.path,
+            "cast_to": httpx2.Response,
+            "content": self.body,
+            "options": self.options,
+            "stream": self.stream,
+        }
 
 
 class SSEParser:
@@ -313,6 +319,11 @@ class StreamAccumulator(Protocol):
     def finish(self) -> LLMToolResponse: ...
 
 
+def _fold(acc: StreamAccumulator, events: list[dict[str, Any]]) -> None:
+    for event in events:
+        acc.feed(event)
+
+
 def incomplete_stream(provider: str) -> ProviderConnectionError:
     return ProviderConnectionError(
         f"{provider}: the response stream ended before the response was complete",
@@ -344,11 +355,20 @@ def _close_clients(
                 loop.call_soon_threadsafe(keeper.cancel)
 
 
+def client_options(
+    client_kwargs: dict[str, Any], max_retries: int | None, timeout: float | None
+) -> dict[str, Any]:
+    """An SDK client's keyword arguments: ``client_kwargs``, with the retries and timeout given."""
+    given = {"max_retries": max_retries, "timeout": timeout}
+    return {**client_kwargs, **{k: v for k, v in given.items() if v is not None}}
+
+
 class SDKProvider(CompleteWithToolsMixin):
     """Base class of the SDK-backed adapters (see the module docstring)."""
 
     name: str = ""
     model: str
+    extra_body: dict[str, Any]
     _env_key = ""
 
     def __init__(self, model: str, *, client: Any, async_client: Any, owns_client: bool):
@@ -384,63 +404,40 @@ class SDKProvider(CompleteWithToolsMixin):
     def complete(self, request: ModelRequest) -> LLMToolResponse:
         """Send ``request``, return the neutral response (see ``Provider``)."""
         req = self._request(request)
-        secrets = self._secrets() + hosted_secrets(request.hosted)
-        with sdk_errors(self.name, secrets, self._env_key):
+        with sdk_errors(self.name, self._secrets_for(request), self._env_key):
+            response = self._client.post(**req.post_args())
             if not req.stream:
-                response = self._client.post(
-                    req.path, cast_to=_response_cls(), content=req.body, options=req.options
-                )
                 return self._checked_parse(self._json(response.content))
-            acc = self._accumulator(request.on_delta)
-            parser = SSEParser(self.name)
-            response = self._client.post(
-                req.path,
-                cast_to=_response_cls(),
-                content=req.body,
-                options=req.options,
-                stream=True,
-            )
+            acc, parser = self._accumulator(request.on_delta), SSEParser(self.name)
             try:
                 for chunk in response.iter_bytes():
-                    for event in parser.feed(chunk):
-                        acc.feed(event)
+                    _fold(acc, parser.feed(chunk))
             finally:
                 response.close()
-            for event in parser.flush():
-                acc.feed(event)
+            _fold(acc, parser.flush())
             return acc.finish()
 
     async def complete_async(self, request: ModelRequest) -> LLMToolResponse:
         """Async twin of :meth:`complete`."""
         req = self._request(request)
-        secrets = self._secrets() + hosted_secrets(request.hosted)
-        with sdk_errors(self.name, secrets, self._env_key):
-            client = self._async()
+        with sdk_errors(self.name, self._secrets_for(request), self._env_key):
+            response = await self._async().post(**req.post_args())
             if not req.stream:
-                response = await client.post(
-                    req.path, cast_to=_response_cls(), content=req.body, options=req.options
-                )
                 return self._checked_parse(self._json(response.content))
-            acc = self._accumulator(request.on_delta)
-            parser = SSEParser(self.name)
-            response = await client.post(
-                req.path,
-                cast_to=_response_cls(),
-                content=req.body,
-                options=req.options,
-                stream=True,
-            )
+            acc, parser = self._accumulator(request.on_delta), SSEParser(self.name)
             try:
                 async for chunk in response.aiter_bytes():
-                    for event in parser.feed(chunk):
-                        acc.feed(event)
+                    _fold(acc, parser.feed(chunk))
             finally:
                 await response.aclose()
-            for event in parser.flush():
-                acc.feed(event)
+            _fold(acc, parser.flush())
             return acc.finish()
 
     # -- plumbing -------------------------------------------------------------
+    def _secrets_for(self, request: ModelRequest) -> tuple[str | None, ...]:
+        """What no error text may show: the key, and the hosted tools' headers and tokens."""
+        return self._secrets() + hosted_secrets(request.hosted)
+
     def _request(self, request: ModelRequest) -> Prepared:
         if request.tools:
             info = lookup_model(self.model)
@@ -453,6 +450,13 @@ class SDKProvider(CompleteWithToolsMixin):
         req = self._prepare(request)
         self._last_body = req.body
         return req
+
+    def _body(self, fields: list[tuple[str, bytes]]) -> bytes:
+        """The request body from its fields; ``extra_body`` adds fields or replaces them."""
+        if self.extra_body:
+            fields = [(k, v) for k, v in fields if k not in self.extra_body]
+            fields += [(k, dumps(v)) for k, v in self.extra_body.items()]
+        return assemble(fields)
 
     def _json(self, body: bytes) -> Any:
         try:
@@ -532,6 +536,11 @@ class SDKProvider(CompleteWithToolsMixin):
         """The SDK client requests go through."""
         return self._client
 
+    @property
+    def base_url(self) -> str:
+        """The API endpoint requests go to."""
+        return str(self._client.base_url)
+
     def close(self) -> None:
         """Close the sync HTTP client this provider created (not one passed in).
 
@@ -573,6 +582,7 @@ __all__ = [
     "arguments_text",
     "array",
     "assemble",
+    "client_options",
     "dumps",
     "incomplete_stream",
     "loads",

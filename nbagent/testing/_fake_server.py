@@ -172,16 +172,17 @@ def _dumps(payload: Payload) -> bytes:
         raws.append(value.text)
         return f"\0raw{len(raws) - 1}\0"
 
-    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, default=raw)
-    for n, value in enumerate(raws):
-        text = text.replace(f'"\\u0000raw{n}\\u0000"', value, 1)
-    try:
-        return text.encode()
-    except UnicodeEncodeError:  # a lone surrogate: valid as a JSON escape, not as UTF-8
-        escaped = json.dumps(payload, separators=(",", ":"), default=raw)
+    def text(ascii_only: bool) -> bytes:
+        raws.clear()
+        out = json.dumps(payload, separators=(",", ":"), ensure_ascii=ascii_only, default=raw)
         for n, value in enumerate(raws):
-            escaped = escaped.replace(f'"\\u0000raw{n}\\u0000"', value, 1)
-        return escaped.encode()
+            out = out.replace(f'"\\u0000raw{n}\\u0000"', value, 1)
+        return out.encode()
+
+    try:
+        return text(False)
+    except UnicodeEncodeError:  # a lone surrogate: valid as a JSON escape, not as UTF-8
+        return text(True)
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -243,14 +244,20 @@ def _payload_kind(api: Api, payload: Payload, stream: bool) -> str:
     return "event" if stream else "response"
 
 
-def _raw_reply(turn: Turn, stream: bool, seq: int, api: Api) -> _Reply:
-    text = (turn.raw_body or "").encode("utf-8", "surrogatepass")
-    headers = [("request-id" if api == "anthropic" else "x-request-id", f"req_fake{seq}")]
-    if stream:
-        headers.append(("Content-Type", "text/event-stream; charset=utf-8"))
-        return _Reply(200, headers, events=[b"data: " + text + b"\n\n"], delay=turn.delay)
-    headers.append(("Content-Type", "application/json"))
-    return _Reply(200, headers, text, delay=turn.delay)
+def _request_id(api: Api, seq: int) -> tuple[str, str]:
+    """The header naming a response's request (each API spells it its own way)."""
+    return ("request-id" if api == "anthropic" else "x-request-id", f"req_fake{seq}")
+
+
+def _answer(
+    api: Api, seq: int, turn: Turn, body: bytes = b"", events: list[bytes] | None = None
+) -> _Reply:
+    """A 200 answer to ``turn``: one JSON ``body``, or SSE ``events`` (chunked encoding)."""
+    kind = "application/json" if events is None else "text/event-stream; charset=utf-8"
+    headers = [_request_id(api, seq), ("Content-Type", kind)]
+    if events is not None:
+        headers.append(("Cache-Control", "no-cache"))
+    return _Reply(200, headers, body, events, turn.delay, turn.chunk_delay, turn.fail_mid_stream)
 
 
 @dataclass
@@ -481,8 +488,11 @@ class FakeLLMServer:
                 return self._error(api, _turn_error(api, turn), seq, turn.delay)
             if api == "anthropic":
                 turn = self._cache_usage(turn, body)
-            if turn.raw_body is not None:
-                return _raw_reply(turn, request.stream, seq, api)
+            if turn.raw_body is not None:  # sent as it is: the body, or one event's data
+                raw = turn.raw_body.encode("utf-8", "surrogatepass")
+                if request.stream:
+                    return _answer(api, seq, turn, events=[b"data: " + raw + b"\n\n"])
+                return _answer(api, seq, turn, raw)
             with self._lock:
                 first_call = self._calls + 1
                 self._calls += len(turn.tool_calls)
@@ -503,24 +513,9 @@ class FakeLLMServer:
             self._errors.append(exc)
             message = f"FakeLLMServer failed while answering: {exc!r}"
             return self._error(api, WireError(500, message, retry=False), seq)
-        id_header = "request-id" if api == "anthropic" else "x-request-id"
-        reply_headers = [(id_header, f"req_fake{seq}")]
         if request.stream:
-            reply_headers.append(("Content-Type", "text/event-stream; charset=utf-8"))
-            reply_headers.append(("Cache-Control", "no-cache"))
-            events = _sse(api, payloads)
-            return _Reply(
-                200,
-                reply_headers,
-                events=events,
-                delay=turn.delay,
-                chunk_delay=turn.chunk_delay,
-                fail=turn.fail_mid_stream,
-            )
-        reply_headers.append(("Content-Type", "application/json"))
-        return _Reply(
-            200, reply_headers, _dumps(payloads[0]), delay=turn.delay, fail=turn.fail_mid_stream
-        )
+            return _answer(api, seq, turn, events=_sse(api, payloads))
+        return _answer(api, seq, turn, _dumps(payloads[0]))
 
     def _cache_usage(self, turn: Turn, body: dict[str, Any]) -> Turn:
         """Anthropic prompt caching, simulated: a request with ``cache_control`` breakpoints
@@ -553,8 +548,7 @@ class FakeLLMServer:
             self._validate(api, "error", [payload])
         except Exception as exc:
             self._errors.append(exc)
-        id_header = "request-id" if api == "anthropic" else "x-request-id"
-        headers = [(id_header, f"req_fake{seq}"), ("Content-Type", "application/json")]
+        headers = [_request_id(api, seq), ("Content-Type", "application/json")]
         if error.retry is not None:
             headers.append(("x-should-retry", "true" if error.retry else "false"))
         if error.retry_after is not None:

@@ -184,17 +184,13 @@ class ScriptedProvider(InProcessProvider):
     def complete(self, request: ModelRequest) -> LLMToolResponse:
         with self._lock:
             self.requests.append(request)
-            if self._script:
-                entry = (
-                    self._script[0]
-                    if (self.repeat_last and len(self._script) == 1)
-                    else (self._script.pop(0))
-                )
-            else:
+            if not self._script:
                 raise AssertionError(
                     f"ScriptedProvider: script exhausted at request {len(self.requests)} "
                     f"(last message: {request.messages[-1] if request.messages else None!r})"
                 )
+            keep = self.repeat_last and len(self._script) == 1
+            entry = self._script[0] if keep else self._script.pop(0)
         if isinstance(entry, BaseException):
             raise entry
         response = entry(request) if callable(entry) else entry

@@ -109,6 +109,48 @@ def test_a_connect_timeout_does_not_wait_for_the_hung_server_to_stop_by_itself(
         server.close()
 
 
+def test_a_hung_server_stalls_nothing_else_on_the_shared_background_loop() -> None:
+    """Sessions live on nbagent's background loop (with the store's follower, the rounds of
+    chat.ask() in a notebook): a server that never answers is a pending await there, and
+    the loop goes on running everything else meanwhile."""
+    from nbagent._aio import _background_loop
+
+    server = rogue("--hang", "initialize")  # connect_timeout: 30 s, past the checks below
+    t, out = in_thread(server.list_tools)
+    try:
+        assert until(lambda: server._connection._task is not None)  # stuck in the handshake
+        for n in range(20):
+            ran = asyncio.run_coroutine_threadsafe(asyncio.sleep(0, n), _background_loop())
+            assert ran.result(10) == n
+        assert t.is_alive() and not out  # still waiting on the hung server
+    finally:
+        server.close()
+        t.join(20)
+    assert not t.is_alive()
+
+
+def test_a_blocking_call_made_on_the_background_loop_says_to_await_instead() -> None:
+    """Blocking the loop the sessions live on would wait for ever: a clear error instead."""
+    from nbagent._aio import _background_loop
+
+    server = notes_server(prefix="notes")
+    try:
+
+        async def on_the_loop() -> Any:
+            return server.call("echo", {"text": "x"})
+
+        blocked = asyncio.run_coroutine_threadsafe(on_the_loop(), _background_loop())
+        with pytest.raises(RuntimeError, match=r"await call_async\(\.\.\.\) there instead"):
+            blocked.result(60)
+
+        async def awaited() -> Any:
+            return await server.call_async("echo", {"text": "y"})
+
+        assert asyncio.run_coroutine_threadsafe(awaited(), _background_loop()).result(60) == "y"
+    finally:
+        server.close()
+
+
 @pytest.mark.parametrize("value", [0, -1, "30", True])
 def test_connect_timeout_and_max_result_bytes_are_checked(value: Any) -> None:
     with pytest.raises(nbagent.ToolDefinitionError, match="connect_timeout"):

@@ -244,3 +244,21 @@ def test_sse_parser_handles_framing_variants() -> None:
     assert unterminated.flush() == [{"last": True}]
     with pytest.raises(ProviderError, match="invalid JSON in a stream event"):
         SSEParser("p").feed(b"data: {oops}\n\n")
+
+
+def test_an_adapter_error_keeps_no_link_to_an_exception_that_shows_the_key() -> None:
+    """An error the adapter raises while handling another (a 200 error body, a stream
+    event) is scrubbed, and neither ``__cause__`` nor ``__context__`` leads to the key."""
+    from nbagent._errors import reveals
+    from nbagent.providers._errors import sdk_errors
+
+    key = "sk-proj-abcdefghijklmnop123456"
+    with pytest.raises(ProviderError) as raised, sdk_errors("openai", (key,)):
+        try:
+            raise ValueError(f"the server said back {key}")
+        except ValueError:
+            raise ProviderError(f"openai: bad answer for {key}", provider="openai") from None
+    exc = raised.value
+    assert key not in str(exc)
+    assert exc.__cause__ is None and exc.__context__ is None
+    assert not reveals(exc, (key,))
