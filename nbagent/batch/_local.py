@@ -24,7 +24,6 @@ from .._errors import RateLimitError, StoreError
 from .._events import ApprovalDecided, Event, ModelRequestFinished
 from .._extension import overrides
 from ._backend import FINAL, Job, ProgressSink, RowResult, RowStatus, RowUpdate, RunSpec
-from ._inputs import InputError
 from ._limits import AdaptiveLimit, backoff
 
 T = TypeVar("T")
@@ -71,8 +70,11 @@ class RowFailed(Exception):
         self.error_type = error_type
 
 
-def one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException, limit: int | None = None) -> str:
+    """``Type: message`` on one line (the message cut to ``limit`` characters, if given)."""
     text = " ".join(str(exc).split())
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -113,6 +115,23 @@ def result_of(
         error_type=error_type,
         pending=pending,
     )
+
+
+def outcome(job: Job, chat: Any, latency: float | None) -> RowResult:
+    """A row's result from where its chat stopped: ``done``, parked, or ``failed`` saying why."""
+    status = chat.status
+    if status == "complete":
+        return result_of(job, chat, "done", latency)
+    if status == "awaiting_approval":
+        return result_of(job, chat, "awaiting_approval", latency)
+    if status == "budget_exhausted":
+        why = (
+            f"budget_exhausted: the chat's {chat.exhausted_budget or 'steps'} budget is spent; "
+            "rerunning the batch with its store continues it"
+        )
+        return result_of(job, chat, "failed", latency, why, "budget_exhausted")
+    why = f"the chat stopped with status {status!r} (cancelled?)"
+    return result_of(job, chat, "failed", latency, why, "Stopped")
 
 
 async def settle_job(
@@ -187,12 +206,6 @@ class LocalBackend:
 
         async def dispatch() -> None:
             for job in jobs:
-                if job.error is not None:  # no chat, no slot
-                    if spec.on_error == "raise":
-                        out.put_nowait(InputError(f"input {job.key!r}: {job.error}"))
-                        return
-                    out.put_nowait(result_of(job, None, "failed", None, job.error, "InputError"))
-                    continue
                 await limit.acquire()
                 row = _Row(job, spec, limit, progress, self.on_chat)
                 row.live = live.get(job.chat_id) if job.chat_id else None
@@ -322,23 +335,11 @@ class _Row:
                 break
         finally:
             chat.off(self._on_response)
-        status = chat.status
-        if status == "awaiting_approval":
-            self.update("awaiting_approval")
-            return result_of(self.job, chat, "awaiting_approval", self.active)
-        if status == "complete":
-            self.update("done")
-            return result_of(self.job, chat, "done", self.active)
-        return self._failed(self._why_stopped(status), _stop_type(status))
-
-    def _why_stopped(self, status: str) -> str:
-        if status == "budget_exhausted":
-            which = self.chat.exhausted_budget or "steps"
-            return (
-                f"budget_exhausted: the chat's {which} budget is spent; "
-                "rerunning the batch with its store continues it"
-            )
-        return f"the chat stopped with status {status!r} (cancelled?)"
+        result = outcome(self.job, chat, self.active)
+        if result.status == "failed":
+            return self._failed(result.error or "", result.error_type)
+        self.update(result.status)
+        return result
 
     async def _make(self) -> Any:
         """The row's chat: a new one from the factory, or its stored one (resumed)."""
@@ -434,8 +435,4 @@ async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
         raise
 
 
-def _stop_type(status: str) -> str:
-    return "budget_exhausted" if status == "budget_exhausted" else "Stopped"
-
-
-__all__ = ["LocalBackend", "RowFailed", "one_line", "result_of", "settle_job"]
+__all__ = ["LocalBackend", "RowFailed", "one_line", "outcome", "result_of", "settle_job"]

@@ -67,6 +67,7 @@ from .._config import configure, get_config
 from .._optional import require
 from ._backend import FINAL, Job, ProgressSink, RowResult, RowUpdate, RunSpec
 from ._backends import register_backend
+from ._local import one_line
 
 FEATURE = 'nbagent.batch(..., backend="ray")'
 RAY_OPTIONS = frozenset({"address", "workers", "init", "worker_options", "keep_workers"})
@@ -127,7 +128,7 @@ def locate_store(store: Any) -> StoreLocator | None:
     from ..store import PostgresStore
 
     if isinstance(store, PostgresStore):
-        dsn, password = split_password(_dsn_of(store))
+        dsn, password = split_password(str(store.reveal_dsn()))
         return StoreLocator("postgres", dsn, password, claim_timeout=store.claim_timeout)
     import pickle
 
@@ -140,11 +141,6 @@ def locate_store(store: Any) -> StoreLocator | None:
             f"or a store that pickles itself ({type(exc).__name__}: {exc})"
         ) from None
     return StoreLocator("pickled", store)
-
-
-def _dsn_of(store: Any) -> str:
-    """The DSN a :class:`~nbagent.store.PostgresStore` was opened with (password included)."""
-    return str(store.reveal_dsn())
 
 
 def split_password(dsn: str) -> tuple[str, str | None]:
@@ -218,8 +214,7 @@ class ChatWorker:
     CACHED_RUNS = 8
 
     def __init__(self) -> None:
-        self._runs: dict[str, tuple[RunSpec, Any]] = {}
-        self._configs: dict[str, Any] = {}
+        self._runs: dict[str, tuple[RunSpec, Any, Any]] = {}  # spec, limit, the driver's config
         self._stores: dict[tuple[str, str], Any] = {}
 
     def pid(self) -> int:
@@ -229,15 +224,12 @@ class ChatWorker:
     async def _run_of(self, boxed: list[Any]) -> tuple[RunSpec, Any]:
         ref = boxed[0]
         key = ref.hex()
-        found = self._runs.get(key)
-        if found is None:
-            found = await self._read(ref, key)
-        config = self._configs.get(key)
+        spec, limit, config = self._runs.get(key) or await self._read(ref, key)
         if config is not None and config != get_config():  # the driver's defaults
             configure(**{f.name: getattr(config, f.name) for f in fields(config)})
-        return found
+        return spec, limit
 
-    async def _read(self, ref: Any, key: str) -> tuple[RunSpec, Any]:
+    async def _read(self, ref: Any, key: str) -> tuple[RunSpec, Any, Any]:
         batch: BatchSpec = await ref
         found = self._runs.get(key)  # another call read it meanwhile
         if found is not None:
@@ -250,13 +242,10 @@ class ChatWorker:
             store = self._stores.get(where)
             if store is None:
                 store = self._stores[where] = await asyncio.to_thread(batch.locator.open)
-        found = (replace(batch.spec, store=store), AdaptiveLimit(batch.per_worker))
+        found = (replace(batch.spec, store=store), AdaptiveLimit(batch.per_worker), batch.config)
         self._runs[key] = found
-        self._configs[key] = batch.config
         while len(self._runs) > self.CACHED_RUNS:
-            oldest = next(iter(self._runs))
-            del self._runs[oldest]
-            self._configs.pop(oldest, None)
+            del self._runs[next(iter(self._runs))]
         return found
 
     async def run(self, boxed: list[Any], job: Job) -> AsyncIterator[RowUpdate | RowResult]:
@@ -393,15 +382,6 @@ class RayBackend:
             )
         return cls(**options)
 
-    def _options(self) -> dict[str, Any]:
-        return {
-            "address": self.address,
-            "workers": self.workers,
-            "init": self.init,
-            "worker_options": self.worker_options,
-            "keep_workers": self.keep_workers,
-        }
-
     def __repr__(self) -> str:
         return f"RayBackend(address={self.address!r}, workers={self.workers!r})"
 
@@ -433,28 +413,18 @@ class RayBackend:
     ) -> AsyncIterator[RowResult]:
         backend = self  # nbagent.batch(backend="ray", backend_options={...}):
         if spec.options:
-            backend = self.from_options({**self._options(), **spec.options})
+            mine = {name: getattr(self, name) for name in RAY_OPTIONS}
+            backend = self.from_options({**mine, **spec.options})
         locator = locate_store(spec.store)
         ray = backend.connect()
         check_store_reach(locator, ray.nodes())
-        todo = [j for j in jobs if j.error is None]
-        for job in jobs:  # no chat, no worker: as the local backend does
-            if job.error is not None:
-                if spec.on_error == "raise":
-                    from ._inputs import InputError
-
-                    raise InputError(f"input {job.key!r}: {job.error}")
-                from ._local import result_of
-
-                progress(RowUpdate(job.key, "failed"))
-                yield result_of(job, None, "failed", None, job.error, "InputError")
-        if not todo:
+        if not jobs:
             return
         size = backend.workers or max(1, int(ray.cluster_resources().get("CPU", 1) or 1))
         workers, key = backend._workers(ray, size, locator)
         run = _Run(ray, spec, locator, workers)
         try:
-            async for result in run.run(todo, progress):
+            async for result in run.run(jobs, progress):
                 yield result
         finally:
             await run.close()
@@ -536,7 +506,7 @@ class _Run:
                 cause = cause.__cause__ or cause.__context__  # type: ignore[assignment]
             raise TypeError(
                 f"{FEATURE} sends make_chat to the workers, and it cannot be pickled "
-                f"({_one_line(cause, limit=120)}): make the provider inside the factory "
+                f"({one_line(cause, limit=120)}): make the provider inside the factory "
                 "(Chat('gpt-4.1-mini') reads its API key from the worker's environment) "
                 "instead of capturing a provider, client or open file"
             ) from None
@@ -624,7 +594,7 @@ class _Run:
             cause = exc.cause if isinstance(exc.cause, BaseException) else exc
             if self.spec.on_error == "raise":
                 return cause
-            error, kind = _one_line(cause), type(cause).__name__
+            error, kind = one_line(cause, limit=300), type(cause).__name__
         elif _worker_died(ray, exc):
             if self.spec.on_error == "raise":
                 return exc
@@ -638,7 +608,7 @@ class _Run:
         else:
             if self.spec.on_error == "raise":
                 return exc
-            error, kind = _one_line(exc), type(exc).__name__
+            error, kind = one_line(exc, limit=300), type(exc).__name__
         return RowResult(
             row.job.key,
             row.job.index,
@@ -668,7 +638,7 @@ class _Run:
         row.chat_id = result.chat_id or row.chat_id
         if result.status != "awaiting_approval":
             if result.status == "failed":
-                progress(_update(result))
+                progress(result.as_update())
             return result
         if self.store is None or result.chat_id is None:
             failed = replace(
@@ -680,7 +650,7 @@ class _Run:
                     "other process can continue it: pass store=PostgresStore(dsn)"
                 ),
             )
-            progress(_update(failed))
+            progress(failed.as_update())
             return failed
         row.pending = result.pending
         self.parked[result.chat_id] = row
@@ -743,23 +713,6 @@ def _pending_counts(store: Any, chat_ids: set[str]) -> dict[str, int]:
     for call in calls:
         counts[call.chat_id] = counts.get(call.chat_id, 0) + 1
     return counts
-
-
-def _update(result: RowResult) -> RowUpdate:
-    return RowUpdate(
-        result.key,
-        result.status,
-        chat_id=result.chat_id,
-        input_tokens=result.input_tokens,
-        output_tokens=result.output_tokens,
-        cost_usd=result.cost_usd,
-    )
-
-
-def _one_line(exc: BaseException, *, limit: int = 300) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    text = text if len(text) <= limit else text[: limit - 1] + "…"
-    return f"{type(exc).__name__}: {text}"
 
 
 register_backend("ray", RayBackend)
