@@ -35,7 +35,7 @@ import contextlib
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -71,20 +71,26 @@ KEEP_DECIDED = 200
 BY = "inbox"
 """Who decisions made in the inbox are recorded as (``decided_by``), unless ``by=`` says."""
 
-PENDING_COLUMNS = [
-    "chat_id",
-    "call_id",
-    "tool",
-    "server",
-    "arguments",
-    "reason",
-    "requested_at",
-    "age_s",
-    "hosted",
-    "source",
-    "title",
-]
-OUTCOME_COLUMNS = ["chat_id", "call_id", "tool", "outcome", "verdict", "by", "at", "detail"]
+_PENDING_TYPES = {
+    "chat_id": "string",
+    "call_id": "string",
+    "tool": "string",
+    "server": "string",
+    "arguments": "object",
+    "reason": "string",
+    "requested_at": "utc",
+    "age_s": "Float64",
+    "hosted": "boolean",
+    "source": "string",
+    "title": "string",
+}
+PENDING_COLUMNS = list(_PENDING_TYPES)
+_OUTCOME_TYPES = {
+    **dict.fromkeys(("chat_id", "call_id", "tool", "outcome", "verdict", "by"), "string"),
+    "at": "utc",
+    "detail": "string",
+}
+OUTCOME_COLUMNS = list(_OUTCOME_TYPES)
 
 
 class Inbox:
@@ -294,9 +300,13 @@ class Inbox:
     def rows_for_keys(self, keys: list[str]) -> list[Row]:
         """Rows of the widget's ``chat_id/call_id`` keys (read fresh; unknown keys skipped)."""
         self.refresh()
-        with self._lock:
-            known = {**{k: r for k, (r, _) in self._decided.items()}, **self._rows}
+        known = self._known()
         return [known[k] for k in dict.fromkeys(keys) if k in known]
+
+    def _known(self) -> dict[str, Row]:
+        """Every row this inbox lists or decided, by key (pending ones win)."""
+        with self._lock:
+            return {**{k: r for k, (r, _) in self._decided.items()}, **self._rows}
 
     def decide_rows(self, rows: list[Row], verdict: Verdict, reason: str | None) -> list[Outcome]:
         return self._decide(rows, verdict, reason)
@@ -308,8 +318,7 @@ class Inbox:
         if isinstance(what, (Filter, Mapping)):
             return self._matching(as_filter(what))
         rows = self._rows_now(refresh=True)
-        with self._lock:
-            known = {**{k: r for k, (r, _) in self._decided.items()}, **self._rows}
+        known = self._known()
         by_call: dict[str, list[Row]] = {}
         for r in known.values():
             by_call.setdefault(r.call_id, []).append(r)
@@ -601,60 +610,29 @@ def _references(what: Any) -> list[str | tuple[str, str]]:
     )
 
 
-def _frame(rows: list[Row]) -> pd.DataFrame:
+def _table(items: Sequence[Any], types: dict[str, str], **given: list[Any]) -> pd.DataFrame:
+    """A frame of the items' attributes (or the ``given`` columns), typed by ``types``
+    (``"utc"``: datetime64 in UTC)."""
     import pandas as pd
 
+    data: dict[str, Any] = {}
+    for name, kind in types.items():
+        values = given[name] if name in given else [getattr(i, name) for i in items]
+        data[name] = (
+            pd.to_datetime(pd.Series(values, dtype=object), utc=True) if kind == "utc" else values
+        )
+    frame = pd.DataFrame(data, columns=list(types))
+    return frame.astype({name: kind for name, kind in types.items() if kind != "utc"})
+
+
+def _frame(rows: list[Row]) -> pd.DataFrame:
     now = datetime.now(UTC)
-    data = {
-        "chat_id": [r.chat_id for r in rows],
-        "call_id": [r.call_id for r in rows],
-        "tool": [r.tool for r in rows],
-        "server": [r.server for r in rows],
-        "arguments": [r.arguments for r in rows],
-        "reason": [r.reason for r in rows],
-        "requested_at": pd.to_datetime(
-            pd.Series([r.requested_at for r in rows], dtype=object), utc=True
-        ),
-        "age_s": [(now - r.requested_at).total_seconds() if r.requested_at else None for r in rows],
-        "hosted": [r.hosted for r in rows],
-        "source": [r.source for r in rows],
-        "title": [r.title for r in rows],
-    }
-    frame = pd.DataFrame(data, columns=PENDING_COLUMNS)
-    return frame.astype(
-        {
-            "chat_id": "string",
-            "call_id": "string",
-            "tool": "string",
-            "server": "string",
-            "reason": "string",
-            "age_s": "Float64",
-            "hosted": "boolean",
-            "source": "string",
-            "title": "string",
-        }
-    )
+    ages = [(now - r.requested_at).total_seconds() if r.requested_at else None for r in rows]
+    return _table(rows, _PENDING_TYPES, age_s=ages)
 
 
 def _outcomes(outcomes: list[Outcome]) -> pd.DataFrame:
-    import pandas as pd
-
-    frame = pd.DataFrame(
-        {
-            "chat_id": [o.chat_id for o in outcomes],
-            "call_id": [o.call_id for o in outcomes],
-            "tool": [o.tool for o in outcomes],
-            "outcome": [o.outcome for o in outcomes],
-            "verdict": [o.verdict for o in outcomes],
-            "by": [o.by for o in outcomes],
-            "at": pd.to_datetime(pd.Series([o.at for o in outcomes], dtype=object), utc=True),
-            "detail": [o.detail for o in outcomes],
-        },
-        columns=OUTCOME_COLUMNS,
-    )
-    return frame.astype(
-        {c: "string" for c in ("chat_id", "call_id", "tool", "outcome", "verdict", "by", "detail")}
-    )
+    return _table(outcomes, _OUTCOME_TYPES)
 
 
 class _Follower:
@@ -667,14 +645,10 @@ class _Follower:
         self._lock = threading.Lock()
         self._last = time.monotonic()
         self._poked = False
-        self.ticks = 0
-        self.last_error: BaseException | None = None
         self._subs: list[Any] = []
         for store, only in stores:
-            try:
+            with contextlib.suppress(Exception):  # the store cannot be read now: live chats
                 self._subs.append(follow(store, only, self._tick, look=False, every_tick=True))
-            except Exception as exc:  # the store cannot be read now: live chats still refresh
-                self.last_error = exc
         self._subs = self._subs or [follow(None, (), self._tick, look=False)]
 
     def poke(self) -> None:
@@ -694,11 +668,8 @@ class _Follower:
             return None
         with self._lock:  # one refresh at a time (several stores: several followers)
             self._poked, self._last = False, time.monotonic()
-            self.ticks += 1
-            try:
+            with contextlib.suppress(Exception):  # a store that cannot be read now: next tick
                 inbox.refresh()
-            except Exception as exc:  # a store that cannot be read now: next tick
-                self.last_error = exc
         return None
 
 

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import DecisionError
-from .._types import ChatMessage, Decision, ToolCall
+from .._types import Decision, ToolCall
 
 if TYPE_CHECKING:
     from .._base_chat import BaseChat
@@ -58,6 +58,30 @@ class Row:
     def key(self) -> str:
         return f"{self.chat_id}/{self.call_id}"
 
+    @classmethod
+    def of(
+        cls,
+        chat_id: str,
+        call: ToolCall | StoredCall,
+        requested_at: datetime | None,
+        title: str | None,
+        source: Literal["chat", "store"],
+    ) -> Row:
+        """The row of a pending call, live (:class:`~nbagent.ToolCall`) or stored."""
+        return cls(
+            chat_id,
+            call.id,
+            call.name,
+            call.server,
+            dict(call.arguments),
+            call.approval.reason if call.approval else "",
+            requested_at,
+            call.hosted,
+            title,
+            source,
+            call.raw_arguments,
+        )
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -76,13 +100,6 @@ class Outcome:
     by: str | None = None
     at: datetime | None = None
     detail: str = ""
-
-
-def title_of(chat: BaseChat) -> str | None:
-    for m in chat.transcript:
-        if isinstance(m, ChatMessage) and m.role == "user" and m.content.strip():
-            return m.content
-    return None
 
 
 def decided_elsewhere(row: Row, decision: Decision) -> Outcome:
@@ -122,7 +139,32 @@ def _outcome(row: Row, decision: Decision | None, verdict: Verdict, by: str) -> 
     )
 
 
-class LiveSource:
+class _Source:
+    """What both kinds of source do alike: decide a row unless someone decided first."""
+
+    def decision(self, row: Row) -> Decision | None:
+        """The decision that stands for the row's call, if any."""
+        raise NotImplementedError
+
+    def _record(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Decision | None:
+        """Record the decision (raises :class:`~nbagent.DecisionError` when refused)."""
+        raise NotImplementedError
+
+    def decide(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Outcome:
+        before = self.decision(row)
+        if before is not None:  # decided since the row was read: record nothing
+            return decided_elsewhere(row, before)
+        try:
+            decision = self._record(row, verdict, reason, by)
+        except DecisionError as exc:
+            now = self.decision(row)  # someone decided first; else it is an error
+            if now is not None:
+                return decided_elsewhere(row, now)
+            return Outcome(row.chat_id, row.call_id, row.tool, "error", detail=str(exc))
+        return _outcome(row, decision, verdict, by)
+
+
+class LiveSource(_Source):
     """A chat object in this process (see the module docstring)."""
 
     kind = "chat"
@@ -141,31 +183,15 @@ class LiveSource:
     def chat_ids(self) -> frozenset[str]:
         return frozenset({self.chat.id})
 
-    def _requested_at(self, call: ToolCall) -> datetime:
-        return _from_log(self.chat, call.id) or datetime.now(UTC)
-
     def pending(self) -> list[Row]:
-        chat = self.chat
-        title = None
+        chat, record = self.chat, self.chat.record
+        calls = chat.pending_approvals
+        title = record.title if calls else None
         rows = []
-        for call in chat.pending_approvals:
-            if title is None:
-                title = title_of(chat) or ""
-            rows.append(
-                Row(
-                    chat.id,
-                    call.id,
-                    call.name,
-                    call.server,
-                    dict(call.arguments),
-                    call.approval.reason if call.approval else "",
-                    self._requested_at(call),
-                    call.hosted,
-                    title or None,
-                    "chat",
-                    call.raw_arguments,
-                )
-            )
+        for call in calls:
+            r = record.get(call.id)  # when it was requested, from the chat's record
+            at = r.requested_at if r is not None and r.requested_at else datetime.now(UTC)
+            rows.append(Row.of(chat.id, call, at, title, "chat"))
         return rows
 
     def decision(self, row: Row) -> Decision | None:
@@ -174,34 +200,12 @@ class LiveSource:
         except (KeyError, ValueError, DecisionError):
             return None
 
-    def decide(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Outcome:
-        before = self.decision(row)
-        if before is not None:  # decided since the row was read: record nothing
-            return decided_elsewhere(row, before)
-        try:
-            if verdict == "approved":
-                call = self.chat.approve(row.call_id, reason=reason, by=by)
-            else:
-                call = self.chat.deny(row.call_id, reason=reason, by=by)
-        except DecisionError as exc:
-            return _refused(row, self.decision(row), exc)
-        return _outcome(row, call.decision, verdict, by)
+    def _record(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Decision | None:
+        decide = self.chat.approve if verdict == "approved" else self.chat.deny
+        return decide(row.call_id, reason=reason, by=by).decision
 
 
-def _refused(row: Row, decision: Decision | None, exc: Exception) -> Outcome:
-    """A decision the chat or store refused: someone decided first (``decision``), else an error."""
-    if decision is not None:
-        return decided_elsewhere(row, decision)
-    return Outcome(row.chat_id, row.call_id, row.tool, "error", detail=str(exc))
-
-
-def _from_log(chat: BaseChat, call_id: str) -> datetime | None:
-    """When the call was requested, from the chat's record."""
-    r = chat.record.get(call_id)
-    return None if r is None else r.requested_at
-
-
-class StoreSource:
+class StoreSource(_Source):
     """A store: every chat in it, or only ``chat_ids`` (a batch's)."""
 
     kind = "store"
@@ -222,45 +226,18 @@ class StoreSource:
         for sc in self.store.pending_approvals():
             if self.only is not None and sc.chat_id not in self.only:
                 continue
-            rows.append(
-                Row(
-                    sc.chat_id,
-                    sc.id,
-                    sc.name,
-                    sc.server,
-                    dict(sc.arguments),
-                    sc.approval.reason if sc.approval else "",
-                    sc.requested_at,
-                    sc.hosted,
-                    self._title(sc.chat_id),
-                    "store",
-                    sc.raw_arguments,
-                )
-            )
+            rows.append(Row.of(sc.chat_id, sc, sc.requested_at, self._title(sc.chat_id), "store"))
         return rows
 
-    def stored(self, row: Row) -> StoredCall | None:
+    def decision(self, row: Row) -> Decision | None:
         try:
-            return self.store.call(row.call_id, chat_id=row.chat_id)
+            return self.store.call(row.call_id, chat_id=row.chat_id).decision
         except DecisionError:
             return None
 
-    def decision(self, row: Row) -> Decision | None:
-        sc = self.stored(row)
-        return sc.decision if sc is not None else None
-
-    def decide(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Outcome:
-        before = self.decision(row)
-        if before is not None:  # decided since the row was read: record nothing
-            return decided_elsewhere(row, before)
-        try:
-            if verdict == "approved":
-                sc = self.store.approve(row.call_id, reason=reason, by=by, chat_id=row.chat_id)
-            else:
-                sc = self.store.deny(row.call_id, reason=reason, by=by, chat_id=row.chat_id)
-        except DecisionError as exc:
-            return _refused(row, self.decision(row), exc)
-        return _outcome(row, sc.decision, verdict, by)
+    def _record(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Decision | None:
+        decide = self.store.approve if verdict == "approved" else self.store.deny
+        return decide(row.call_id, reason=reason, by=by, chat_id=row.chat_id).decision
 
     def close(self) -> None:
         if self.owned:
