@@ -146,12 +146,7 @@ def _cell(s: Step, diff: set[str]) -> str:
         cost.append(
             _f("replayed", diff, "replayed" if v["replayed"] else "asked the model", "span")
         )
-    cost += [
-        _f("input_tokens", diff, f"in {v['input_tokens']:,}", "span"),
-        _f("output_tokens", diff, f"out {v['output_tokens']:,}", "span"),
-        _f("cost_usd", diff, esc(_cost(s.record.cost_usd)), "span"),
-        _f("latency_ms", diff, esc(fmt_ms(v["latency_ms"])), "span"),
-    ]
+    cost += _used(v, s.record.cost_usd, diff)
     out.append(f'<div class="nba-cmp-cost">{" · ".join(cost)}</div>')
     return "".join(out)
 
@@ -185,24 +180,19 @@ def _totals_row(runs: Sequence[Run]) -> str:
     diff = {k for k in keys if any(t[k] != totals[0][k] for t in totals[1:])}
     cells = []
     for t in totals:
-        cells.append(
-            '<td><div class="nba-cmp-cost">'
-            + " · ".join(
-                [
-                    _f("steps", diff, f"{t['steps']} steps", "span"),
-                    _f("input_tokens", diff, f"in {t['input_tokens']:,}", "span"),
-                    _f("output_tokens", diff, f"out {t['output_tokens']:,}", "span"),
-                    _f("cost_usd", diff, esc(_cost(t["cost_usd"])), "span"),
-                    _f("latency_ms", diff, esc(fmt_ms(t["latency_ms"])), "span"),
-                ]
-            )
-            + "</div></td>"
-        )
+        spans = [_f("steps", diff, f"{t['steps']} steps", "span"), *_used(t, t["cost_usd"], diff)]
+        cells.append(f'<td><div class="nba-cmp-cost">{" · ".join(spans)}</div></td>')
     return f"<tr><th>total</th>{''.join(cells)}</tr>"
 
 
-def _cost(usd: float | None) -> str:
-    return fmt_cost(usd) if usd is not None else "$?"
+def _used(v: dict[str, Any], cost: float | None, diff: set[str]) -> list[str]:
+    """What a step (or a run) used: tokens in and out, cost, latency; each marked if it differs."""
+    return [
+        _f("input_tokens", diff, f"in {v['input_tokens']:,}", "span"),
+        _f("output_tokens", diff, f"out {v['output_tokens']:,}", "span"),
+        _f("cost_usd", diff, esc(fmt_cost(cost) if cost is not None else "$?"), "span"),
+        _f("latency_ms", diff, esc(fmt_ms(v["latency_ms"])), "span"),
+    ]
 
 
 # -------------------------------------------------------------- markdown, text
@@ -210,6 +200,17 @@ def _value_words(value: Any, limit: int) -> str:
     if value is None:
         return "–"
     return preview(str(value), limit)
+
+
+def _shown(row: Sequence[Step | None]) -> list[tuple[str, bool, list[Any]]]:
+    """The fields of an aligned row some run has: name, whether it differs, each run's value."""
+    diff = set(differing(row))
+    values = row_values(row)
+    return [
+        (name, name in diff, [v.get(name) for v in values])
+        for name in field_names(row)
+        if any(v.get(name) is not None for v in values)
+    ]
 
 
 def comparison_markdown(runs: Sequence[Run]) -> str:
@@ -221,14 +222,10 @@ def comparison_markdown(runs: Sequence[Run]) -> str:
     head = "| field | " + " | ".join(md_inline(r.name) for r in runs) + " |"
     rule = "|---" * (len(runs) + 1) + "|"
     for k, row in enumerate(rows[shared:], shared + 1):
-        diff = set(differing(row))
-        values = row_values(row)
         lines += [f"**Step {k}**", "", head, rule]
-        for name in field_names(row):
-            if all(v.get(name) is None for v in values):
-                continue
-            mark = f"**≠ {md_inline(name)}**" if name in diff else md_inline(name)
-            cells = " | ".join(md_inline(_value_words(v.get(name), 160)) for v in values)
+        for name, differs, values in _shown(row):
+            mark = f"**≠ {md_inline(name)}**" if differs else md_inline(name)
+            cells = " | ".join(md_inline(_value_words(v, 160)) for v in values)
             lines.append(f"| {mark} | {cells} |")
         lines.append("")
     return "\n".join(lines)
@@ -249,21 +246,14 @@ def comparison_text(runs: Sequence[Run]) -> str:
         lines.append(_shared_words(shared, len(runs)).removesuffix(": show"))
     width = max((len(r.name) for r in runs), default=1)
     for k, row in enumerate(rows[shared:], shared + 1):
-        diff = set(differing(row))
-        values = row_values(row)
         lines.append(f"step {k}")
-        for name in field_names(row):
-            if all(v.get(name) is None for v in values):
+        for name, differs, values in _shown(row):
+            if not differs:
+                lines.append(f"    {name}: {printable(_value_words(values[0], 100))}")
                 continue
-            mark = "≠" if name in diff else " "
-            if name not in diff:
-                lines.append(
-                    f"  {mark} {name}: {printable(_value_words(values[0].get(name), 100))}"
-                )
-                continue
-            lines.append(f"  {mark} {name}:")
+            lines.append(f"  ≠ {name}:")
             for r, v in zip(runs, values, strict=True):
-                shown = printable(_value_words(v.get(name), 100))
+                shown = printable(_value_words(v, 100))
                 lines.append(f"      {printable(r.name).ljust(width)}  {shown}")
     return "\n".join(lines)
 
