@@ -102,36 +102,14 @@ class Outcome:
     detail: str = ""
 
 
-def decided_elsewhere(row: Row, decision: Decision) -> Outcome:
-    """The outcome of a row someone else decided first (nothing recorded here)."""
+def decided_elsewhere(row: Row, decision: Decision, *, ours: bool = False) -> Outcome:
+    """The outcome a recorded decision stands for: someone else decided first (nothing
+    recorded here), or, ``ours``, it is the one this inbox just recorded."""
     return Outcome(
         row.chat_id,
         row.call_id,
         row.tool,
-        "decided elsewhere",
-        decision.verdict,
-        decision.by,
-        decision.at,
-        decision.reason or "",
-    )
-
-
-def _outcome(row: Row, decision: Decision | None, verdict: Verdict, by: str) -> Outcome:
-    """Ours if the recorded decision is the one just asked for (this decider, this verdict).
-
-    Called only for a call that had no decision just before: a chat or a store
-    returns the existing decision unchanged when it already has the same verdict,
-    so a decision by someone else shows here by its decider. Clocks are not
-    compared (a database server's clock may differ from this machine's).
-    """
-    if decision is None:  # cannot happen after a successful decide; be honest anyway
-        return Outcome(row.chat_id, row.call_id, row.tool, "error", detail="no decision recorded")
-    ours = decision.by == by and decision.verdict == verdict
-    return Outcome(
-        row.chat_id,
-        row.call_id,
-        row.tool,
-        verdict if ours else "decided elsewhere",
+        decision.verdict if ours else "decided elsewhere",
         decision.verdict,
         decision.by,
         decision.at,
@@ -161,7 +139,16 @@ class _Source:
             if now is not None:
                 return decided_elsewhere(row, now)
             return Outcome(row.chat_id, row.call_id, row.tool, "error", detail=str(exc))
-        return _outcome(row, decision, verdict, by)
+        if decision is None:  # cannot happen after a successful decide; be honest anyway
+            return Outcome(
+                row.chat_id, row.call_id, row.tool, "error", detail="no decision recorded"
+            )
+        # Ours if it is the decision just asked for (this decider, this verdict): the call
+        # had none just before, and a chat or a store returns an existing decision unchanged
+        # when it already has the same verdict, so someone else's shows by its decider.
+        # Clocks are not compared (a database server's clock may differ from this machine's).
+        ours = decision.by == by and decision.verdict == verdict
+        return decided_elsewhere(row, decision, ours=ours)
 
 
 class LiveSource(_Source):
@@ -255,9 +242,6 @@ class Sources:
     stores: list[StoreSource] = field(default_factory=list)
     batches: list[tuple[Any, frozenset[str]]] = field(default_factory=list)
     """Running batches (their run object, their chat ids): chats they start later join."""
-
-    def all(self) -> list[Source]:
-        return [*self.live, *self.stores]
 
     def adopt(self) -> list[LiveSource]:
         """The live chats batches started since the last look, added (never continued here)."""
