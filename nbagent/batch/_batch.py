@@ -353,31 +353,14 @@ def batch(
         InputError: Duplicate keys, an unknown column, inputs of another shape.
         TypeError: ``make_chat`` is not a factory; a store that cannot record batches.
     """
+    arguments = dict(locals())  # every argument above, passed on to the one implementation
     display = None
     if in_kernel():  # displayed from the cell's own thread; redrawn from the batch's loop
         from ._progress import Progress
 
         display = make_display(Progress([]), progress, title=_title(name))
         display.show()
-    frame = run_sync(
-        batch_async(
-            inputs,
-            make_chat,
-            prompt=prompt,
-            key=key,
-            concurrency=concurrency,
-            store=store,
-            backend=backend,
-            name=name,
-            on_error=on_error,
-            wait_for_decisions=wait_for_decisions,
-            progress=progress,
-            max_rate_limit_retries=max_rate_limit_retries,
-            poll_interval=poll_interval,
-            backend_options=backend_options,
-            _display=display,
-        )
-    )
+    frame = run_sync(batch_async(**arguments, _display=display))
     if display is not None:
         display.republish()  # the counts now, in the output the saved notebook keeps
     return frame

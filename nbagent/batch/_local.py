@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from .._errors import RateLimitError, StoreError
 from .._events import ApprovalDecided, Event, ModelRequestFinished
 from .._extension import overrides
-from ._backend import FINAL, Job, ProgressSink, RowResult, RowStatus, RowUpdate, RunSpec
+from ._backend import FINAL, Job, ProgressSink, RowResult, RowStatus, RunSpec
 from ._limits import AdaptiveLimit, backoff
 
 T = TypeVar("T")
@@ -135,30 +135,31 @@ def outcome(job: Job, chat: Any, latency: float | None) -> RowResult:
 
 
 async def settle_job(
-    job: Job,
-    spec: RunSpec,
-    progress: ProgressSink,
-    limit: AdaptiveLimit,
-    *,
-    on_chat: Callable[[Any], None] | None = None,
+    job: Job, spec: RunSpec, progress: ProgressSink, limit: AdaptiveLimit
 ) -> RowResult:
-    """Run one job until it first settles: ``done``, ``failed`` or ``awaiting_approval``.
+    """Run one job in a slot of ``limit`` until it first settles: what a remote backend's
+    worker runs (the local backend's own code, so a row's result does not depend on
+    where it ran).
 
     Makes the chat (or loads ``job.chat_id`` from ``spec.store``), attaches and
     records it in the store, drives it with the rate-limit rules of the module
-    and reports progress. The caller holds one slot of ``limit`` on entry and
-    holds one on return (it is given back while a rate limit is waited out). A
-    parked row returns ``awaiting_approval`` at once: a remote backend continues
-    it later with ``Job(chat_id=...)``. With ``spec.on_error == "raise"`` a
-    failure raises instead of returning ``failed``.
+    and reports progress; the slot is given back while a rate limit is waited
+    out, and on return. A parked row returns ``awaiting_approval`` at once
+    instead of waiting: the remote backend continues it later with
+    ``Job(chat_id=...)``. The chat is closed whatever the outcome (everything
+    written to the store, nothing kept in a worker that lives on). With
+    ``spec.on_error == "raise"`` a failure raises instead of returning ``failed``.
     """
-    row = _Row(job, spec, limit, progress, on_chat)
+    row = _Row(job, spec, limit, progress)
+    await limit.acquire()
     try:
         return await row.settle()
     finally:
-        if not row.held:  # cancelled while waiting out a rate limit: take the slot back
-            with contextlib.suppress(BaseException):
-                await limit.acquire()
+        if row.held:  # not while waiting out a rate limit (cancelled then)
+            limit.release()
+        if row.chat is not None:
+            with contextlib.suppress(Exception):  # a failed write is the row's own error
+                await asyncio.to_thread(row.chat.close)
 
 
 class LocalBackend:
@@ -250,21 +251,7 @@ class _Row:
         self.asked = False  # the prompt is in the chat (set once the chat is made or loaded)
 
     def update(self, status: RowStatus) -> None:
-        chat = self.chat
-        if chat is None:
-            self.progress(RowUpdate(self.job.key, status))
-            return
-        usage = chat.usage
-        self.progress(
-            RowUpdate(
-                self.job.key,
-                status,
-                chat.id,
-                usage.input_tokens,
-                usage.output_tokens,
-                chat.cost_usd,
-            )
-        )
+        self.progress(result_of(self.job, self.chat, status, None).as_update())
 
     def _on_response(self, event: Event) -> None:
         # emitted by the driver, on this loop's thread: a request went through

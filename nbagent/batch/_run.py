@@ -93,6 +93,8 @@ class BatchRun:
         self._open = set(self._unsettled)  # not yet done or failed
         self.chats: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._settled = asyncio.Event()
+        self._final = asyncio.Event()
         for row in (rows or {}).values():
             self._keep(row)
         self.progress = Progress(
@@ -101,8 +103,6 @@ class BatchRun:
         self.display: ProgressDisplay | None = None
         self.error: BaseException | None = None
         self._task: asyncio.Task[None] | None = None
-        self._settled = asyncio.Event()
-        self._final = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         with _registry_lock:
             _registry[batch_id] = self
@@ -135,14 +135,14 @@ class BatchRun:
     def start(self, results: AsyncIterator[RowResult]) -> None:
         """Consume ``results`` in a task on the running loop."""
         self._loop = asyncio.get_running_loop()
-        self._check_settled()
         self._task = self._loop.create_task(self._consume(results), name=f"nbagent-{self.id}")
         with _registry_lock:
             _registry[self.id] = self
             _running.add(self)
 
     def _keep(self, result: RowResult) -> None:
-        """A row's latest result (O(1): the rows still open are kept as sets)."""
+        """A row's latest result (O(1): the rows still open are kept as sets, and the
+        run's settled and final events set once none is left)."""
         key = result.key
         self.rows[key] = result
         if result.status in SETTLED:
@@ -154,12 +154,15 @@ class BatchRun:
         if result.status == "done" and self.store is not None and result.chat_id:
             with self._lock:  # in the store now: read_log and the inbox read it there
                 self.chats.pop(result.chat_id, None)
+        if not self._unsettled:
+            self._settled.set()
+        if not self._open:
+            self._final.set()
 
     async def _consume(self, results: AsyncIterator[RowResult]) -> None:
         try:
             async for result in results:
                 self._keep(result)
-                self._check_settled()
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
@@ -172,12 +175,6 @@ class BatchRun:
             self._settled.set()
             self._final.set()
             self._finish()
-
-    def _check_settled(self) -> None:
-        if not self._unsettled:
-            self._settled.set()
-        if not self._open:
-            self._final.set()
 
     def _finish(self) -> None:
         self.progress.finished = self.final
