@@ -57,8 +57,10 @@ import asyncio
 import contextlib
 import math
 import os
+import pickle
 import socket
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -67,7 +69,7 @@ from .._config import configure, get_config
 from .._optional import require
 from ._backend import FINAL, Job, ProgressSink, RowResult, RowUpdate, RunSpec
 from ._backends import register_backend
-from ._local import one_line
+from ._local import one_line, settle_job
 
 FEATURE = 'nbagent.batch(..., backend="ray")'
 RAY_OPTIONS = frozenset({"address", "workers", "init", "worker_options", "keep_workers"})
@@ -81,24 +83,25 @@ def _ray() -> Any:
 # ------------------------------------------------------------------ the store
 @dataclass(frozen=True)
 class StoreLocator:
-    """How a worker opens the batch's store: its kind, where it is, and the DSN's password.
+    """How a worker opens the batch's store.
 
     Attributes:
-        kind: ``"sqlite"``, ``"postgres"`` or ``"pickled"`` (a store object
-            that pickles itself; a third-party store).
-        target: The SQLite file (absolute), the DSN without its password, or
-            the pickled store.
-        password: A DSN's password: never in a ``repr``, a log or a task's
-            arguments; it rides in the run's :class:`BatchSpec` (Ray's object
-            store, read once per worker). ``None`` when the DSN has none: the
-            worker's libpq then finds it (``PGPASSWORD``, ``~/.pgpass``).
-        claim_timeout: The store's (``PostgresStore(claim_timeout=)``).
+        kind: ``"sqlite"``, or ``"pickled"``: a store that pickles itself as
+            the way to open it again (a :class:`~nbagent.store.PostgresStore`,
+            a third-party store).
+        target: The SQLite file (absolute), or where the store is (its
+            ``location``: a DSN without its password; else its ``repr``): the
+            key a worker keeps the opened store under.
+        pickled: The pickled store. A PostgreSQL DSN's password is in it:
+            never in a ``repr``, a log or a task's arguments; it rides in the
+            run's :class:`BatchSpec` (Ray's object store, read once per
+            worker), and is unpickled only by a worker that has no such store
+            open yet.
     """
 
     kind: str
     target: Any
-    password: str | None = field(default=None, repr=False, compare=False)
-    claim_timeout: float | None = None
+    pickled: bytes = field(default=b"", repr=False, compare=False)
 
     def open(self) -> Any:
         """The store, opened in this process."""
@@ -106,15 +109,7 @@ class StoreLocator:
             from ..store import SQLiteStore
 
             return SQLiteStore(self.target)
-        if self.kind == "postgres":
-            from ..store import PostgresStore
-
-            dsn = self.target
-            if self.password is not None:
-                conninfo = require("psycopg", "PostgresStore").conninfo
-                dsn = conninfo.make_conninfo(dsn, password=self.password)
-            return PostgresStore(dsn, claim_timeout=self.claim_timeout)
-        return self.target
+        return pickle.loads(self.pickled)
 
 
 def locate_store(store: Any) -> StoreLocator | None:
@@ -125,35 +120,16 @@ def locate_store(store: Any) -> StoreLocator | None:
 
     if isinstance(store, SQLiteStore):
         return StoreLocator("sqlite", str(os.path.abspath(store.path)))
-    from ..store import PostgresStore
-
-    if isinstance(store, PostgresStore):
-        dsn, password = split_password(str(store.reveal_dsn()))
-        return StoreLocator("postgres", dsn, password, claim_timeout=store.claim_timeout)
-    import pickle
-
     try:
-        pickle.dumps(store)
+        pickled = pickle.dumps(store)
     except Exception as exc:
         raise TypeError(
             f"{FEATURE} opens the store on every worker, and it cannot open a "
             f"{type(store).__name__}: use a PostgresStore (or a SQLiteStore on one machine), "
             f"or a store that pickles itself ({type(exc).__name__}: {exc})"
         ) from None
-    return StoreLocator("pickled", store)
-
-
-def split_password(dsn: str) -> tuple[str, str | None]:
-    """A libpq DSN (URL or ``key=value`` form) without its password, and the password.
-
-    Parsed by libpq's rules (psycopg), so every way of writing it is understood.
-    """
-    conninfo = require("psycopg", "PostgresStore").conninfo
-    params = conninfo.conninfo_to_dict(dsn)
-    password = params.pop("password", None)
-    if password is None:
-        return dsn, None
-    return conninfo.make_conninfo(**params), str(password)
+    where = getattr(store, "location", None)
+    return StoreLocator("pickled", where if isinstance(where, str) else repr(store), pickled)
 
 
 def check_store_reach(locator: StoreLocator | None, nodes: Sequence[Mapping[str, Any]]) -> None:
@@ -184,7 +160,6 @@ class BatchSpec:
     """What a worker needs for one batch run, put once in Ray's object store.
 
     Attributes:
-        token: Unique per run: the key of the worker's cache.
         spec: The batch's spec, without its store.
         locator: How to open the store (no secret), or ``None``.
         per_worker: Most chats of this run one worker runs at once.
@@ -193,7 +168,6 @@ class BatchSpec:
             so a chat runs as it would in the driver.
     """
 
-    token: str
     spec: RunSpec
     locator: StoreLocator | None
     per_worker: int
@@ -288,30 +262,6 @@ class ChatWorker:
 PROGRESS_INTERVAL = 0.5
 """Seconds between a row's progress updates when only its tokens changed (a status
 change is sent at once): each update is an object and a message to the driver."""
-
-
-async def settle_job(job: Job, spec: RunSpec, progress: ProgressSink, limit: Any) -> RowResult:
-    """On a worker: run ``job`` with the local backend's code until it first settles.
-
-    The local backend's :func:`~nbagent.batch._local.settle_job` (so a row's
-    result does not depend on where it ran), in a slot of this worker's
-    ``limit``. A parked row returns ``awaiting_approval`` instead of waiting:
-    the driver continues it when a decision arrives. The chat is closed
-    whatever the outcome (everything written to the store, nothing kept in a
-    worker that lives on). Raises what the row would raise with
-    ``on_error="raise"``.
-    """
-    from ._local import settle_job as settle_locally
-
-    made: list[Any] = []
-    await limit.acquire()
-    try:
-        return await settle_locally(job, spec, progress, limit, on_chat=made.append)
-    finally:
-        limit.release()
-        for chat in made:
-            with contextlib.suppress(Exception):  # a failed write is the row's own error
-                await asyncio.to_thread(chat.close)
 
 
 # ------------------------------------------------------------------ the driver
@@ -492,7 +442,6 @@ class _Run:
         self.workers = workers
         per_worker = max(1, math.ceil(spec.concurrency / len(workers)))
         batch = BatchSpec(
-            token=os.urandom(8).hex(),
             spec=replace(spec, store=None),
             locator=locator,
             per_worker=per_worker,
@@ -589,15 +538,13 @@ class _Run:
 
     def failure(self, row: _Row, exc: BaseException, elapsed: float) -> RowResult | BaseException:
         """The row's failed result (or, with ``on_error="raise"``, the error to raise)."""
-        ray = self.ray
-        if isinstance(exc, ray.exceptions.RayTaskError):  # the row's own error, raised
+        cause = exc
+        if isinstance(exc, self.ray.exceptions.RayTaskError):  # the row's own error, raised
             cause = exc.cause if isinstance(exc.cause, BaseException) else exc
-            if self.spec.on_error == "raise":
-                return cause
-            error, kind = one_line(cause, limit=300), type(cause).__name__
-        elif _worker_died(ray, exc):
-            if self.spec.on_error == "raise":
-                return exc
+        if self.spec.on_error == "raise":
+            return cause
+        error, kind = one_line(cause, limit=300), type(cause).__name__
+        if _worker_died(self.ray, exc):
             error = f"the Ray worker running this chat died ({type(exc).__name__})" + (
                 "; rerun the batch with its store to continue the chat (finished calls "
                 "are kept, a call that was running is in doubt)"
@@ -605,10 +552,6 @@ class _Run:
                 else "; its chat is lost (no store)"
             )
             kind = "WorkerDied"
-        else:
-            if self.spec.on_error == "raise":
-                return exc
-            error, kind = one_line(exc, limit=300), type(exc).__name__
         return RowResult(
             row.job.key,
             row.job.index,
@@ -709,12 +652,9 @@ def _pending_counts(store: Any, chat_ids: set[str]) -> dict[str, int]:
         calls = store.pending_approvals()
     else:
         calls = [c for chat_id in chat_ids for c in store.pending_approvals(chat_id)]
-    counts: dict[str, int] = {}
-    for call in calls:
-        counts[call.chat_id] = counts.get(call.chat_id, 0) + 1
-    return counts
+    return dict(Counter(call.chat_id for call in calls))
 
 
 register_backend("ray", RayBackend)
 
-__all__ = ["BatchSpec", "ChatWorker", "RayBackend", "StoreLocator", "locate_store", "settle_job"]
+__all__ = ["BatchSpec", "ChatWorker", "RayBackend", "StoreLocator", "locate_store"]
