@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import inspect
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from .._errors import RateLimitError, StoreError
@@ -191,12 +191,7 @@ class LocalBackend:
                 result = await row.settle()
                 while result.status == "awaiting_approval":
                     out.put_nowait(result)
-                    limit.release()  # a parked chat costs no slot
-                    row.held = False
-                    await wait_for_decisions(row.chat)
-                    await limit.acquire()
-                    row.held = True
-                    row.update("running")
+                    await row.without_slot(wait_for_decisions(row.chat))  # parked: costs none
                     result = await row.settle()
                 out.put_nowait(result)
             except Exception as exc:  # on_error="raise"
@@ -253,6 +248,15 @@ class _Row:
     def update(self, status: RowStatus) -> None:
         self.progress(result_of(self.job, self.chat, status, None).as_update())
 
+    async def without_slot(self, wait: Awaitable[Any]) -> None:
+        """Wait (for a decision, a rate limit) without a slot; then take one and run again."""
+        self.limit.release()
+        self.held = False
+        await wait
+        await self.limit.acquire()
+        self.held = True
+        self.update("running")
+
     def _on_response(self, event: Event) -> None:
         # emitted by the driver, on this loop's thread: a request went through
         self.limit.succeeded()
@@ -305,13 +309,8 @@ class _Row:
                     if rate_limited > self.spec.max_rate_limit_retries:
                         more = f" (still rate limited after {rate_limited} waits)"
                         return self._failed(one_line(exc) + more, type(exc).__name__)
-                    self.limit.release()
-                    self.held = False
                     self.update("queued")
-                    await asyncio.sleep(backoff(rate_limited, exc.retry_after))
-                    await self.limit.acquire()
-                    self.held = True
-                    self.update("running")
+                    await self.without_slot(asyncio.sleep(backoff(rate_limited, exc.retry_after)))
                     continue
                 except Exception as exc:
                     self.active += time.monotonic() - started

@@ -191,10 +191,6 @@ class ChatWorker:
         self._runs: dict[str, tuple[RunSpec, Any, Any]] = {}  # spec, limit, the driver's config
         self._stores: dict[tuple[str, str], Any] = {}
 
-    def pid(self) -> int:
-        """This worker's process id."""
-        return os.getpid()
-
     async def _run_of(self, boxed: list[Any]) -> tuple[RunSpec, Any]:
         ref = boxed[0]
         key = ref.hex()
@@ -347,20 +343,13 @@ class RayBackend:
         """End the workers kept for later batches (``ray.shutdown()`` ends them too)."""
         ray = _ray()
         for workers in _POOLS.values():
-            for worker in workers:
-                with contextlib.suppress(Exception):
-                    ray.kill(worker)
+            _kill(ray, workers)
         _POOLS.clear()
 
-    def run(
+    async def run(
         self, jobs: Sequence[Job], spec: RunSpec, progress: ProgressSink
     ) -> AsyncIterator[RowResult]:
         """Run ``jobs`` on Ray workers (see the module docstring)."""
-        return self._run(jobs, spec, progress)
-
-    async def _run(
-        self, jobs: Sequence[Job], spec: RunSpec, progress: ProgressSink
-    ) -> AsyncIterator[RowResult]:
         backend = self  # nbagent.batch(backend="ray", backend_options={...}):
         if spec.options:
             mine = {name: getattr(self, name) for name in RAY_OPTIONS}
@@ -379,9 +368,7 @@ class RayBackend:
         finally:
             await run.close()
             if not backend.keep_workers:
-                for worker in _POOLS.pop(key, workers):
-                    with contextlib.suppress(Exception):
-                        ray.kill(worker)
+                _kill(ray, _POOLS.pop(key, workers))
 
     def _workers(
         self, ray: Any, size: int, locator: StoreLocator | None
@@ -420,6 +407,12 @@ class _Workers(list[Any]):
 
 _POOLS: dict[tuple[Any, ...], _Workers] = {}
 """Workers kept for later batches: (Ray node and job, size, options) -> actors."""
+
+
+def _kill(ray: Any, workers: Sequence[Any]) -> None:
+    for worker in workers:
+        with contextlib.suppress(Exception):  # gone already
+            ray.kill(worker)
 
 
 def _options_key(options: Mapping[str, Any]) -> str:

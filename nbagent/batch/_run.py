@@ -327,8 +327,7 @@ def get_run(batch_id: str) -> BatchRun | None:
 
 def active_run(batch_id: str) -> BatchRun | None:
     """The run of ``batch_id`` still consuming results in this process, if any."""
-    with _registry_lock:
-        run = _registry.get(batch_id)
+    run = get_run(batch_id)
     return run if run is not None and run.running else None
 
 

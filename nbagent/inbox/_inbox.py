@@ -4,7 +4,7 @@
 (``_filter``), and what it decided or saw decided elsewhere. Its Python API
 (``pending``, ``filter``, ``preview``, ``approve``, ``deny``, ``refresh``)
 and its widget (``_widget``: the same methods behind buttons) share one
-implementation: :meth:`Inbox._decide`.
+implementation: :meth:`Inbox.decide_rows`.
 
 **Never decided twice.** A decision goes through the chat (``chat.approve``,
 whose store hook keeps the first decision across processes) or the store
@@ -195,7 +195,8 @@ class Inbox:
         with self._lock:
             return list(self._rows.values())
 
-    def _matching(self, spec: Filter | None = None, refresh: bool = True) -> list[Row]:
+    def matching_rows(self, spec: Filter | None = None, refresh: bool = True) -> list[Row]:
+        """The pending rows ``spec`` (default: the current filter) covers (read fresh)."""
         f = self._filter if spec is None else spec
         return [r for r in self._rows_now(refresh) if f.matches(r.tool, r.server, r.arguments)]
 
@@ -209,10 +210,10 @@ class Inbox:
         (the chat's first message). Pass it (or some of its rows) to
         :meth:`approve` / :meth:`deny`.
         """
-        return _frame(self._matching())
+        return _frame(self.matching_rows())
 
     def __len__(self) -> int:
-        return len(self._matching())
+        return len(self.matching_rows())
 
     @property
     def decided(self) -> pd.DataFrame:
@@ -281,11 +282,11 @@ class Inbox:
             ValueError: ``what`` names a call this inbox never listed, or a call id
                 found in several chats; nothing is decided then.
         """
-        return _outcomes(self._decide(self._resolve(what), "approved", reason))
+        return _outcomes(self.decide_rows(self._resolve(what), "approved", reason))
 
     def deny(self, what: Any, *, reason: str | None = None) -> pd.DataFrame:
         """Deny calls: they never run; the model is told why (``reason``, as ``chat.deny``)."""
-        return _outcomes(self._decide(self._resolve(what), "denied", reason))
+        return _outcomes(self.decide_rows(self._resolve(what), "denied", reason))
 
     # the widget's side of the same operations
     def set_controls(self, tool: str, server: str, text: str) -> None:
@@ -293,9 +294,6 @@ class Inbox:
         with self._lock:
             self._filter = self._filter.with_ui(tool, server, text)
         self._changed()
-
-    def matching_rows(self) -> list[Row]:
-        return self._matching()
 
     def rows_for_keys(self, keys: list[str]) -> list[Row]:
         """Rows of the widget's ``chat_id/call_id`` keys (read fresh; unknown keys skipped)."""
@@ -308,15 +306,12 @@ class Inbox:
         with self._lock:
             return {**{k: r for k, (r, _) in self._decided.items()}, **self._rows}
 
-    def decide_rows(self, rows: list[Row], verdict: Verdict, reason: str | None) -> list[Outcome]:
-        return self._decide(rows, verdict, reason)
-
     def _resolve(self, what: Any) -> list[Row]:
         """The rows ``what`` names; every key checked before anything is decided."""
         if what is None:
-            return self._matching()
+            return self.matching_rows()
         if isinstance(what, (Filter, Mapping)):
-            return self._matching(as_filter(what))
+            return self.matching_rows(as_filter(what))
         rows = self._rows_now(refresh=True)
         known = self._known()
         by_call: dict[str, list[Row]] = {}
@@ -346,7 +341,10 @@ class Inbox:
             out.append(hits[0])
         return list({r.key: r for r in out}.values())
 
-    def _decide(self, rows: Iterable[Row], verdict: Verdict, reason: str | None) -> list[Outcome]:
+    def decide_rows(
+        self, rows: Iterable[Row], verdict: Verdict, reason: str | None
+    ) -> list[Outcome]:
+        """Decide these rows (the widget's and :meth:`approve`/:meth:`deny`'s one path)."""
         if reason is not None and not isinstance(reason, str):
             raise TypeError("reason must be a string")
         reason = reason.strip() or None if reason is not None else None
@@ -520,7 +518,7 @@ class Inbox:
         return self._static()
 
     def _static(self, refresh: bool = True) -> dict[str, Any]:
-        rows = self._matching(refresh=refresh)
+        rows = self.matching_rows(refresh=refresh)
         now = datetime.now(UTC)
         describe = self._sources.describe()
         return {

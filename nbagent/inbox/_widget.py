@@ -85,13 +85,9 @@ class InboxWidget(anywidget.AnyWidget):
             "server": f.server if isinstance(f.server, str) else "",
             "text": f.text,
         }
-        beyond = []  # what the Python filter asks that the controls cannot show
-        if f.tool is not None and not isinstance(f.tool, str):
-            beyond.append("tool")
-        if f.server is not None and not isinstance(f.server, str):
-            beyond.append("server")
-        if f.where:
-            beyond.append("where")
+        beyond = (  # the Python filter asks what the controls cannot show
+            not isinstance(f.tool, str | None) or not isinstance(f.server, str | None) or f.where
+        )
         with self.hold_sync():
             self.rows = snap["rows"]
             self.decided = snap["decided"]

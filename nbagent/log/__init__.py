@@ -542,10 +542,8 @@ def _json_columns(df: pd.DataFrame) -> list[str]:
 def _encode(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     import pandas as pd
 
-    if not isinstance(df.index, pd.RangeIndex) or df.index.name is not None:
-        df = df.reset_index()
-    else:
-        df = df.reset_index(drop=True)
+    # a non-default index is written as columns
+    df = df.reset_index(drop=isinstance(df.index, pd.RangeIndex) and df.index.name is None)
     json_cols = _json_columns(df)
     if json_cols:
         df = df.copy()
