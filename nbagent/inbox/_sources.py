@@ -321,18 +321,30 @@ def sources_of(what: Any) -> Sources:
     """
     from ..store import open_store
 
-    items: list[tuple[Any, Any]] = []  # (item, the batch run it came from, or None)
-    batches: list[tuple[Any, frozenset[str]]] = []
+    sources = Sources()
+    chats: dict[int, LiveSource] = {}
+    stores: list[tuple[Any, frozenset[str] | None]] = []  # opened once everything is checked
+
+    def add_chat(chat: Any, batch: Any = None) -> None:
+        seen = chats.get(id(chat))
+        if seen is None:
+            chats[id(chat)] = live = LiveSource(chat, batch=batch)
+            sources.live.append(live)
+        elif batch is not None:  # a batch drives it: the batch continues it
+            seen.batch = batch
 
     def collect(obj: Any) -> None:
-        if _is_chat(obj) or _is_store(obj):
-            items.append((obj, None))
+        if _is_chat(obj):
+            add_chat(obj)
+        elif _is_store(obj):
+            stores.append((obj, None))
         elif _is_batch_result(obj):
-            holder, chats, store, ids = _batch_parts(obj)
-            batches.append((holder, ids))
-            items.extend((c, holder) for c in chats)
+            holder, batch_chats, store, ids = _batch_parts(obj)
+            sources.batches.append((holder, ids))
+            for chat in batch_chats:
+                add_chat(chat, holder)
             if store is not None:
-                items.append((("batch-store", store, tuple(ids)), holder))
+                stores.append((store, ids))
         elif isinstance(obj, Mapping):
             for value in obj.values():
                 collect(value)
@@ -346,34 +358,19 @@ def sources_of(what: Any) -> Sources:
             )
 
     collect(what)
-    if not items and not batches:
+    if not sources.live and not stores and not sources.batches:
         raise TypeError("nbagent.inbox needs at least one store or chat")
-    sources = Sources(batches=batches)
-    seen_chats: dict[int, LiveSource] = {}
-    seen_stores: dict[int, StoreSource] = {}
+    opened: dict[int, StoreSource] = {}
     try:
-        for obj, batch in items:
-            if _is_chat(obj):
-                seen = seen_chats.get(id(obj))
-                if seen is None:
-                    seen_chats[id(obj)] = live = LiveSource(obj, batch=batch)
-                    sources.live.append(live)
-                elif batch is not None:  # a batch drives it: the batch continues it
-                    seen.batch = batch
-                continue
-            only = None
-            if isinstance(obj, tuple):
-                _, obj, only = obj
+        for obj, only in stores:
             owned = isinstance(obj, (str, os.PathLike))
             store = open_store(obj)
-            known = seen_stores.get(id(store))
-            if known is not None:
-                if known.only is not None:
-                    known.only = None if only is None else known.only | frozenset(only)
-                continue
-            source = StoreSource(store, chat_ids=only, owned=owned)
-            seen_stores[id(store)] = source
-            sources.stores.append(source)
+            known = opened.get(id(store))
+            if known is None:
+                opened[id(store)] = source = StoreSource(store, chat_ids=only, owned=owned)
+                sources.stores.append(source)
+            elif known.only is not None:
+                known.only = None if only is None else known.only | only
     except BaseException:
         for s in sources.stores:
             s.close()
