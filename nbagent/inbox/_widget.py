@@ -25,7 +25,7 @@ import secrets
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anywidget
 import traitlets
@@ -33,8 +33,27 @@ import traitlets
 from ._present import one_line, short_id
 
 if TYPE_CHECKING:
-    from ._inbox import Inbox  # it makes the widget
+    from ._filter import Filter
     from ._sources import Outcome, Row, Verdict
+
+
+class InboxSide(Protocol):
+    """What the widget asks of its :class:`~nbagent.Inbox` (the inbox makes the widget, so
+    the widget names no ``_inbox`` import: the package stays free of cycles)."""
+
+    @property
+    def sources(self) -> str: ...
+    @property
+    def current_filter(self) -> Filter: ...
+
+    def snapshot(self) -> dict[str, Any]: ...
+    def set_controls(self, tool: str, server: str, text: str) -> None: ...
+    def matching_rows(self) -> list[Row]: ...
+    def rows_for_keys(self, keys: list[str]) -> list[Row]: ...
+    def decide_rows(
+        self, rows: list[Row], verdict: Verdict, reason: str | None
+    ) -> list[Outcome]: ...
+    def refresh(self) -> Any: ...
 
 
 _HERE = Path(__file__).parent
@@ -62,7 +81,7 @@ class InboxWidget(anywidget.AnyWidget):
     error = traitlets.Unicode("").tag(sync=True)
     action = traitlets.Dict({}).tag(sync=True)
 
-    def __init__(self, inbox: Inbox, **kwargs: Any):
+    def __init__(self, inbox: InboxSide, **kwargs: Any):
         super().__init__(**kwargs)
         self._inbox = inbox
         self._lock = threading.Lock()
