@@ -224,11 +224,8 @@ async def batch_async(
     if hasattr(runner, "on_chat"):
         runner.on_chat = run.add_chat
 
-    def concurrency_now() -> int | None:
-        limit = getattr(runner, "limit", None)
-        return getattr(limit, "limit", None)
-
-    run.progress.concurrency = concurrency_now
+    # how many rows may run at once now: the backend's adaptive limit, if it has one
+    run.progress.concurrency = lambda: getattr(getattr(runner, "limit", None), "limit", None)
     display = _display or make_display(run.progress, progress, title=_title(name))
     display.progress = run.progress
     if _display is None:

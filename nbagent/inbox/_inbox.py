@@ -36,6 +36,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -368,9 +369,12 @@ class Inbox:
             if source is None:  # left the inbox: decided here or elsewhere already
                 outcome = (
                     earlier[1]
-                    if earlier is not None and earlier[1].outcome == "decided elsewhere"
-                    else _already(row, earlier[1] if earlier else None)
+                    if earlier is not None
+                    else Outcome(row.chat_id, row.call_id, row.tool, "decided elsewhere")
                 )
+                if outcome.outcome != "decided elsewhere":  # this inbox decided it
+                    detail = "already decided in this inbox"
+                    outcome = replace(outcome, outcome="decided elsewhere", detail=detail)
                 outcomes.append(outcome)
                 continue
             outcome = source.decide(row, verdict, reason, self.by)
@@ -554,21 +558,6 @@ class Inbox:
 def _order(row: Row) -> tuple[float, str]:
     at = row.requested_at
     return (at.timestamp() if at is not None else float("inf"), row.key)
-
-
-def _already(row: Row, earlier: Outcome | None) -> Outcome:
-    if earlier is None:
-        return Outcome(row.chat_id, row.call_id, row.tool, "decided elsewhere")
-    return Outcome(
-        row.chat_id,
-        row.call_id,
-        row.tool,
-        "decided elsewhere",
-        earlier.verdict,
-        earlier.by,
-        earlier.at,
-        "already decided in this inbox",
-    )
 
 
 def _references(what: Any) -> list[str | tuple[str, str]]:
