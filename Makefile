@@ -3,8 +3,9 @@
 # changed since the last successful one.
 #
 # Two installs share one venv: `make lab` and `make demo` need only the package
-# and its `lab` extra (JupyterLab, a kernel, what the example notebooks use);
-# test, lint and bench need `dev`, which includes `lab`.
+# and its light `lab` extra (JupyterLab, a kernel, what most example notebooks use;
+# Ray and pyarrow are extras of their own, named by the cells that need them);
+# test, lint, bench and notebooks need `dev`, which includes everything.
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -19,7 +20,7 @@ NBAGENT_REQUIRE_BROWSER ?= 1
 # Likewise a missing PostgreSQL server fails the PostgreSQL store tests
 # (.ci/ensure-postgres installs Debian's package; the tests start their own cluster).
 NBAGENT_REQUIRE_POSTGRES ?= 1
-# Likewise a missing Ray fails tests/ray (`make test NBAGENT_REQUIRE_RAY=` allows skipping).
+# Likewise a missing Ray fails tests/batch/ray (`make test NBAGENT_REQUIRE_RAY=` allows skipping).
 NBAGENT_REQUIRE_RAY ?= 1
 # Likewise missing reference MCP servers (Node; .ci/ensure-mcp-servers installs them) fail
 # tests/mcp_client/test_reference_servers.py.
@@ -34,15 +35,17 @@ ALLOW_ROOT  := $(if $(filter 0,$(shell id -u)),--allow-root,)
 LAB_CONFIG_PATH := $(CURDIR)/.jupyter$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH),)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv install kernel lab demo test screenshot lint imports bench clean distclean
+.PHONY: help venv install kernel lab demo notebooks test screenshot docs docs-serve lint imports bench clean distclean
 
 help:
 	@echo "make lab      create $(VENV), pip install -e '.[lab]', JupyterLab at the repository"
 	@echo "              on notebooks/01_quickstart.ipynb (LAB_ARGS=...)"
 	@echo "make install  create $(VENV) and pip install -e '.[dev]' (skipped if up to date)"
 	@echo "make demo     run the quickstart notebook headless and print the transcript"
+	@echo "make notebooks  rerun notebooks 01 and 03 on the demo model and save their outputs"
 	@echo "make test     whole pytest suite, browser tests included (PYTEST_ARGS=...)"
 	@echo "make screenshot  regenerate docs/images/live-view.png (the README's picture) in JupyterLab"
+	@echo "make docs     build the documentation site strictly into site/ (docs-serve: serve it)"
 	@echo "make lint     ruff check + mypy + import contracts (lint-imports)"
 	@echo "make imports  the import contracts alone: six layers, faces, no cycles (pyproject.toml)"
 	@echo "make bench    python -m benchmarks"
@@ -56,9 +59,12 @@ define ENSURE_PIP
 @$(PY) -m pip --version >/dev/null 2>&1 || { echo "$(VENV) is broken; recreating"; $(PYTHON) -m venv --clear $(VENV); }
 endef
 
+# --no-compile: pip would byte-compile every module of every package (most never
+# imported: test suites, locales), which is a third of the install's time and size on a
+# small machine; Python compiles what it imports on first use instead.
 $(LAB_STAMP): pyproject.toml | $(PY)
 	$(ENSURE_PIP)
-	$(PY) -m pip install --disable-pip-version-check -e '.[lab]'
+	$(PY) -m pip install --disable-pip-version-check --no-compile -e '.[lab]'
 	@touch $@
 
 # dev includes lab, so a dev install brings lab up to date too.
@@ -92,6 +98,13 @@ lab: $(LAB_STAMP)
 demo: $(LAB_STAMP)
 	$(PY) -m nbagent.demo
 
+# The notebooks committed with their outputs (GitHub shows them before any install);
+# tests/notebook/test_saved_outputs.py fails when they are stale versus the code.
+SAVED_NOTEBOOKS := notebooks/01_quickstart.ipynb notebooks/03_approvals.ipynb
+
+notebooks: kernel
+	$(PY) -m nbagent.demo --save $(SAVED_NOTEBOOKS)
+
 test: kernel
 	bash .ci/ensure-chromium
 	bash .ci/ensure-postgres
@@ -105,6 +118,15 @@ screenshot: kernel
 	bash .ci/ensure-chromium
 	NBAGENT_REQUIRE_BROWSER=1 NBAGENT_README_IMAGE="$(CURDIR)/docs/images/live-view.png" \
 	  $(PY) -m pytest -q -p no:cacheprovider tests/browser/test_readme_screenshot.py
+
+# The documentation site (mkdocs.yml): strict, so a broken link or an unreadable docstring
+# fails the build; tests/test_docs_site.py builds it the same way in `make test`.
+# NO_MKDOCS_2_WARNING: Material's banner about its successor, printed on every build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict
 
 # Runs every tool even if one fails; fails if any does.
 lint: $(STAMP)
@@ -122,7 +144,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks
 
 clean:
-	rm -rf build dist *.egg-info test-artifacts .pytest_cache .mypy_cache .ruff_cache
+	rm -rf build dist site .cache *.egg-info test-artifacts .pytest_cache .mypy_cache .ruff_cache
 	find . -path ./$(VENV) -prune -o -type d \( -name __pycache__ -o -name .ipynb_checkpoints \) -prune -exec rm -rf {} +
 
 distclean: clean

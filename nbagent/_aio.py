@@ -21,7 +21,7 @@ import concurrent.futures
 import contextlib
 import threading
 import weakref
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from ._errors import ToolLoopError
@@ -44,6 +44,37 @@ def _background_loop() -> asyncio.AbstractEventLoop:
             thread.start()
             _bg_loop = loop
         return _bg_loop
+
+
+def spawn(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    """Run ``coro`` as a task on nbagent's background loop (from any thread); its future.
+
+    How nbagent's background work runs (the store's follower, its listener on
+    PostgreSQL, its write retries and WAL checkpoints): tasks on one loop, no
+    thread of their own.
+    """
+    try:
+        return asyncio.run_coroutine_threadsafe(coro, _background_loop())
+    except BaseException:
+        coro.close()  # never started: no "never awaited" warning
+        raise
+
+
+async def in_worker(fn: Callable[..., T], *args: Any) -> T:
+    """Await a blocking ``fn(*args)`` run on a worker thread of the running loop's pool.
+
+    A task on the background loop calls a blocking function (a store's
+    sync database call) through this, so the loop itself never waits on it.
+    """
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+
+def on_background_loop() -> bool:
+    """Whether this thread is running nbagent's background loop (it must not wait for its tasks)."""
+    try:
+        return asyncio.get_running_loop() is _bg_loop
+    except RuntimeError:
+        return False
 
 
 def in_running_loop() -> bool:

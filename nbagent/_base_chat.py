@@ -897,9 +897,10 @@ class BaseChat(LoopMixin, DecisionsMixin):
 
         Args:
             max_steps: Most steps for this call (default: the chat's).
-            max_cost_usd / max_total_tokens: New whole-chat budgets (they
-                replace ``chat.max_cost_usd`` / ``chat.max_total_tokens``;
-                they count what the chat spent before this call too).
+            max_cost_usd: A new whole-chat cost budget (it replaces
+                ``chat.max_cost_usd``; it counts what the chat spent before this call too).
+            max_total_tokens: A new whole-chat token budget (it replaces
+                ``chat.max_total_tokens``, counting likewise).
 
         One driver at a time: called while another is at work (a thread, a
         click's continuation, a batch), it waits for that driver to stop, then

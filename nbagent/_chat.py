@@ -167,7 +167,8 @@ class Chat(BaseChat):
             chat_id: The chat's id (``chat.id``; ``store.chats()`` lists them).
             store: A path or store object.
             tools: The chat's tools.
-            provider / model: Default: the stored provider name and model.
+            provider: Default: the stored provider name.
+            model: Default: the stored model.
             always_allow: The ``when`` predicates of the chat's stored conditional
                 ``always_allow`` rules, by tool (or tool name).
             **chat_kwargs: Other ``Chat`` arguments (``api_key``, ``base_url``,

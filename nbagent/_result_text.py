@@ -61,9 +61,13 @@ def _frame_text(value: Any, max_rows: int) -> str:
         import pandas as pd
 
         shown = pd.concat([value.head(half), value.tail(max_rows - half)])
-        text = shown.to_string(max_colwidth=60)
-        return f"{text}\n[{rows - max_rows} of {rows} rows not shown]"
-    return str(value.to_string(max_colwidth=60))
+        return f"{_frame_string(shown)}\n[{rows - max_rows} of {rows} rows not shown]"
+    return _frame_string(value)
+
+
+def _frame_string(value: Any) -> str:
+    # A Series' to_string has no max_colwidth (it is a DataFrame's option).
+    return str(value.to_string(max_colwidth=60) if hasattr(value, "columns") else value.to_string())
 
 
 def to_content(value: Any, *, max_rows: int = MAX_ROWS, max_chars: int = MAX_CHARS) -> str:

@@ -468,8 +468,11 @@ class LLMToolResponse:
     Attributes:
         text: Assistant text (may be empty when only tools were called).
         tool_calls: The calls asked for, in order.
-        input_tokens / output_tokens / cached_tokens / reasoning_tokens /
-            cache_write_tokens: Normalised usage (see :class:`Usage`).
+        input_tokens: Normalised usage (see :class:`Usage`).
+        output_tokens: Normalised usage (see :class:`Usage`).
+        cached_tokens: Normalised usage (see :class:`Usage`).
+        reasoning_tokens: Normalised usage (see :class:`Usage`).
+        cache_write_tokens: Normalised usage (see :class:`Usage`).
         model: The model that answered.
         provider: Provider name (``openai``, ``anthropic``, ``demo``...).
         stop_reason: Normalised :data:`StopReason`.

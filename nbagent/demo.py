@@ -6,11 +6,19 @@ unless an API key is set. Each code cell is printed with its text outputs
 what ``make demo`` shows.
 
 Usage: ``python -m nbagent.demo [NOTEBOOK] [--timeout SECONDS] [--kernel NAME]``
+
+``python -m nbagent.demo --save NOTEBOOK...`` (``make notebooks``) runs each notebook
+on the demo model (API keys unset for the kernel) and writes it back with its outputs,
+as they are committed for 01 and 03 so that GitHub shows them: no timing metadata, no
+widget state, and the ids a run makes up (widget models, the views' CSS classes)
+renumbered in order, so a rerun changes only what really changed (and the times).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -22,10 +30,16 @@ DEFAULT = Path(__file__).resolve().parents[1] / "notebooks" / "01_quickstart.ipy
 
 
 def cell_text(cell: Any) -> list[str]:
-    """The text a terminal would show for one executed code cell."""
+    """The text a terminal would show for one executed code cell.
+
+    A view still waiting for a decision is saved twice (the widget and its static twin
+    for a reopened notebook); the terminal shows it once.
+    """
     out: list[str] = []
     for o in cell.get("outputs", []):
         kind = o.get("output_type")
+        if "nba-twin-" in str(o.get("data", {}).get("text/html", "")):
+            continue
         if kind == "stream":
             out.append(str(o.get("text", "")).rstrip("\n"))
         elif kind in ("display_data", "execute_result"):
@@ -60,6 +74,7 @@ def transcript(nb: Any) -> str:
 
 
 def run(path: Path, *, timeout: float = 180, kernel: str = "python3") -> Any:
+    """``path`` executed in a fresh kernel (its outputs replaced); a failing cell raises."""
     import nbclient
     import nbformat
 
@@ -69,32 +84,88 @@ def run(path: Path, *, timeout: float = 180, kernel: str = "python3") -> Any:
         timeout=timeout,
         kernel_name=kernel,
         allow_errors=False,
+        record_timing=False,
         resources={"metadata": {"path": str(path.parent)}},
     )
     client.execute()
     return nb
 
 
+_RUN_IDS = re.compile(r"nba-(live|twin)-(?!idle\b)(\w+)")
+_WIDGET = "application/vnd.jupyter.widget-view+json"
+_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+
+
+def _renumber(nb: Any) -> None:
+    """The ids a run makes up, numbered in order of appearance (see the module docstring)."""
+    views: dict[str, str] = {}
+    models: dict[str, str] = {}
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if _WIDGET in data:
+                old = data[_WIDGET].get("model_id", "")
+                data[_WIDGET]["model_id"] = models.setdefault(old, f"{len(models) + 1:032x}")
+            for kind, value in data.items():
+                if isinstance(value, str):
+                    data[kind] = _RUN_IDS.sub(
+                        lambda m: f"nba-{m[1]}-{views.setdefault(m[2], str(len(views) + 1))}",
+                        value,
+                    )
+    nb.metadata.pop("widgets", None)
+
+
+def save(paths: list[Path], *, timeout: float = 180, kernel: str = "python3") -> None:
+    """Run each notebook on the demo model and write it back with its outputs."""
+    import nbformat
+
+    saved = {k: os.environ.pop(k) for k in _KEYS if k in os.environ}
+    try:
+        for path in paths:
+            nb = run(path, timeout=timeout, kernel=kernel)
+            _renumber(nb)
+            nbformat.write(nb, path)
+            print(f"saved {path} with its outputs")
+    finally:
+        os.environ.update(saved)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m nbagent.demo", description=(__doc__ or "").split("\n")[0]
     )
-    parser.add_argument("notebook", nargs="?", type=Path, default=DEFAULT)
+    parser.add_argument("notebook", nargs="*", type=Path, default=[DEFAULT])
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per cell")
     parser.add_argument("--kernel", default="python3", help="kernelspec name")
+    parser.add_argument(
+        "--save", action="store_true", help="write each notebook back with its outputs"
+    )
     args = parser.parse_args(argv)
-    if not args.notebook.exists():
-        print(
-            f"nbagent.demo: no notebook at {args.notebook} (run it from a source checkout, "
-            "or pass a notebook path)",
-            file=sys.stderr,
-        )
+    notebooks: list[Path] = args.notebook if isinstance(args.notebook, list) else [args.notebook]
+    for path in notebooks:
+        if not path.exists():
+            print(
+                f"nbagent.demo: no notebook at {path} (run it from a source checkout, "
+                "or pass a notebook path)",
+                file=sys.stderr,
+            )
+            return 2
+    if len(notebooks) > 1 and not args.save:
+        print("nbagent.demo: one notebook at a time (or --save several)", file=sys.stderr)
         return 2
     try:
         require("nbclient", "python -m nbagent.demo")
     except ModuleNotFoundError as exc:
         print(f"nbagent.demo: {exc}", file=sys.stderr)
         return 2
+    if args.save:
+        try:
+            save(notebooks, timeout=args.timeout, kernel=args.kernel)
+        except Exception as exc:  # CellExecutionError carries the cell and the traceback
+            print(f"nbagent.demo: the notebook failed:\n{exc}", file=sys.stderr)
+            return 1
+        return 0
+    args.notebook = notebooks[0]
     print(f"Running {args.notebook} headless (nbclient, kernel {args.kernel!r})...\n", flush=True)
     t0 = time.perf_counter()
     try:

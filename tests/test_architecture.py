@@ -188,6 +188,38 @@ def test_test_modules_have_unique_names() -> None:
     assert not twice, f"test modules with the same name in two folders: {twice}"
 
 
+# A wing's tests live in the folder named after it; ``mcp`` is the one exception, because
+# a ``tests/mcp`` folder on ``sys.path`` (pytest's rootdir import mode puts test folders
+# there) would be a namespace package named like the MCP SDK.
+TEST_FOLDER = {"mcp": "mcp_client"}
+# Test folders that mirror no package: the example notebooks (the repository's
+# ``notebooks/``), the seed documents, and JupyterLab driven in Chromium.
+NOT_A_PACKAGE = {"notebooks", "seeds", "browser"}
+
+
+def test_the_test_layout_mirrors_the_package() -> None:
+    """Every wing of ``nbagent`` has its folder under ``tests/`` (``tests/store`` for
+    ``nbagent/store``...), a nested package its nested folder (``tests/batch/ray`` for the
+    Ray backend of ``nbagent/batch``), and the top level holds only the core's and the
+    whole project's tests: no ``tests/test_log.py`` beside ``tests/log/``."""
+    tests = Path(__file__).resolve().parent
+    wings = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
+    folders = {TEST_FOLDER.get(w, w) for w in wings}
+    missing = sorted(f for f in folders if not (tests / f).is_dir())
+    assert not missing, f"wings without a test folder: {missing}"
+    strays = sorted(
+        p.name
+        for p in tests.iterdir()
+        if p.is_dir()
+        and not p.name.startswith((".", "_"))
+        and p.name not in folders | NOT_A_PACKAGE
+    )
+    assert not strays, f"test folders that mirror no package of nbagent: {strays}"
+    top = [p.stem.removeprefix("test_") for p in tests.glob("test_*.py")]
+    misplaced = sorted(t for t in top for w in wings if t == w or t.startswith(f"{w}_"))
+    assert not misplaced, f"top-level tests named after a wing: {misplaced}"
+
+
 # ------------------------------------------------------- faces and layers
 def _contracts() -> dict[str, dict[str, object]]:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]

@@ -65,10 +65,16 @@ def fail(name: str) -> str:
     raise ValueError(f"{name} failed")
 
 
+# What a stuck sync tool waits for: only the test lets it go, after ``ask`` returned, so an
+# ``ask`` that waited for the thread it abandoned would hang (and time out) instead of
+# passing on a fast machine.
+unstick = threading.Event()
+
+
 @tool(timeout=0.05)
 def stuck(name: str) -> str:
-    """Takes far longer than its timeout."""
-    time.sleep(0.5)
+    """Takes far longer than its timeout (until the test lets it go)."""
+    unstick.wait(30)
     return "too late"
 
 
@@ -77,6 +83,47 @@ async def astuck(name: str) -> str:
     """Async, takes far longer than its timeout (cancellable)."""
     await asyncio.sleep(5)
     return "too late"
+
+
+# Gates for ``held``/``aheld``: a call blocks until the test opens its gate, so the test
+# decides the order in which calls finish instead of racing sleeps of different lengths.
+gates: dict[str, threading.Event] = {}
+started: list[str] = []
+
+
+def _gate(name: str) -> threading.Event:
+    with _lock:
+        started.append(name)
+        return gates.setdefault(name, threading.Event())
+
+
+@tool
+def held(name: str) -> str:
+    """Blocks (sync) until the test opens its gate."""
+    _enter()
+    try:
+        if not _gate(name).wait(30):
+            raise TimeoutError(f"the test never opened {name}'s gate")
+        log.append(name)
+        return f"{name} done"
+    finally:
+        _leave()
+
+
+@tool
+async def aheld(name: str) -> str:
+    """Blocks (async: the event loop keeps running) until the test opens its gate."""
+    _enter()
+    try:
+        gate, deadline = _gate(name), time.monotonic() + 30
+        while not gate.is_set():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the test never opened {name}'s gate")
+            await asyncio.sleep(0.002)
+        log.append(name)
+        return f"{name} done"
+    finally:
+        _leave()
 
 
 @tool
@@ -92,7 +139,13 @@ def _reset() -> Iterator[None]:
     global active, peak
     active = peak = 0
     log.clear()
+    gates.clear()
+    started.clear()
+    unstick.clear()
     yield
+    unstick.set()
+    for gate in list(gates.values()):
+        gate.set()
     # A timed-out sync tool's thread runs on (abandoned) and may still write to `log`:
     # let it finish before the next test starts, so it cannot pollute that test.
     deadline = time.monotonic() + 5
@@ -102,7 +155,9 @@ def _reset() -> Iterator[None]:
 
 def make_chat(mode: str, *script: Any, **kwargs: Any) -> tuple[Chat, ScriptedProvider]:
     provider = ScriptedProvider(script)
-    chat = Chat(provider=provider, **kwargs).with_tools(slow, aslow, fail, stuck, astuck, whoami)
+    chat = Chat(provider=provider, **kwargs).with_tools(
+        slow, aslow, held, aheld, fail, stuck, astuck, whoami
+    )
     chat.with_tool_options(concurrency=mode)
     return chat, provider
 
@@ -111,30 +166,59 @@ def results(chat: Chat) -> list[ToolResultMessage]:
     return [m for m in chat.transcript if isinstance(m, ToolResultMessage)]
 
 
+def _open_in_order(order: list[str], finished: list[str]) -> threading.Thread:
+    """Opens the gates one by one in ``order``, each once its call is running and the
+    previous one has finished, from a thread of its own (``ask`` blocks the test's)."""
+
+    def run() -> None:
+        deadline = time.monotonic() + 30
+        for i, name in enumerate(order):
+            while name not in started or (i and order[i - 1] not in finished):
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.002)
+            gates.setdefault(name, threading.Event()).set()
+
+    opener = threading.Thread(target=run, daemon=True)
+    opener.start()
+    return opener
+
+
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("name", ["slow", "aslow"])
+@pytest.mark.parametrize("name", ["held", "aheld"])
 def test_completion_order_events_and_call_order_transcript(mode: str, name: str) -> None:
+    """Concurrent calls finish in the order their work ends (events), and the transcript
+    keeps the model's order; sequential calls run one after another. The test opens the
+    gates, so the order does not depend on how busy the machine is."""
     chat, _ = make_chat(
         mode,
         call_tools(
-            (name, {"name": "a", "delay": 0.15}, "a"),
-            (name, {"name": "b", "delay": 0.01}, "b"),
-            (name, {"name": "c", "delay": 0.08}, "c"),
+            (name, {"name": "a"}, "a"), (name, {"name": "b"}, "b"), (name, {"name": "c"}, "c")
         ),
         reply("done"),
     )
     finished: list[str] = []
     chat.on(nbagent.ToolCallFinished, lambda e: finished.append(e.call.id))  # type: ignore[attr-defined]
-    t0 = time.perf_counter()
-    chat.ask("go")
-    elapsed = time.perf_counter() - t0
-    assert [r.tool_call_id for r in results(chat)] == ["a", "b", "c"]
     if mode == "sequential":
+        # One at a time: each call starts only after the one before it finished.
+        opener = _open_in_order(["a", "b", "c"], finished)
+        chat.ask("go")
         assert finished == ["a", "b", "c"] and peak == 1
-        assert elapsed >= 0.24
     else:
+        # All three run at once (each waits for its gate); they finish as opened.
+        def all_started_then_b_c_a() -> None:
+            deadline = time.monotonic() + 30
+            while len(started) < 3 and time.monotonic() < deadline:
+                time.sleep(0.002)
+            _open_in_order(["b", "c", "a"], finished).join()
+
+        opener = threading.Thread(target=all_started_then_b_c_a, daemon=True)
+        opener.start()
+        chat.ask("go")
         assert finished == ["b", "c", "a"] and peak == 3
-        assert elapsed < 0.24
+    opener.join(5)
+    assert [r.tool_call_id for r in results(chat)] == ["a", "b", "c"]
+    assert log == finished
 
 
 @pytest.mark.parametrize("mode", ["threads", "async"])
@@ -175,9 +259,10 @@ def test_timeouts_become_error_results(mode: str) -> None:
         ),
         reply("ok"),
     )
-    t0 = time.perf_counter()
     chat.ask("go")
-    assert time.perf_counter() - t0 < 0.45  # the stuck thread is abandoned, not waited for
+    # ``ask`` returned while the stuck sync tool still blocks: its thread is abandoned,
+    # not waited for (waiting would have hung until the test's 30 s gate).
+    assert not unstick.is_set() and abandoned_threads()
     statuses = {r.tool_call_id: r.status for r in results(chat)}
     assert statuses == {"s": "timed_out", "a": "timed_out", "ok": "ok"}
     assert "timed out after 0.05 s" in results(chat)[0].content

@@ -9,6 +9,7 @@ if it were not installed.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -58,6 +59,19 @@ def _requirement_names(requirements: list[str]) -> set[str]:
     return {re.split(r"[<>=\[; ]", r, maxsplit=1)[0].lower() for r in requirements}
 
 
+def _installs(extra: str) -> set[str]:
+    """What ``pip install 'nbagent[extra]'`` brings besides the core, through nested extras."""
+    names: set[str] = set()
+    for requirement in PYPROJECT["optional-dependencies"][extra]:
+        nested = re.fullmatch(r"nbagent\[([\w,]+)\]", requirement)
+        if nested:
+            for inner in nested.group(1).split(","):
+                names |= _installs(inner)
+        else:
+            names |= _requirement_names([requirement])
+    return names
+
+
 def test_the_core_is_what_the_notebook_features_use() -> None:
     core = _requirement_names(PYPROJECT["dependencies"])
     assert core == {
@@ -73,9 +87,14 @@ def test_each_extra_named_in_errors_brings_its_module() -> None:
     extras = PYPROJECT["optional-dependencies"]
     for module, extra in EXTRAS.items():
         assert module in _requirement_names(extras[extra]), (module, extra)
-    # lab runs every example notebook, and dev (make test, make lint) has everything.
-    assert "nbagent[plots,parquet,mcp,ray]" in extras["lab"]  # 09_batch runs on Ray too
-    assert "nbagent[lab,mcp,postgres,ray]" in extras["dev"]
+    # lab is light: what the quickstart and most notebooks use; the heavy pieces (pyarrow
+    # for one cell of 05, Ray for the last section of 09) are their own extras, and dev
+    # (make test, make lint) has everything.
+    lab = _installs("lab")
+    assert {"jupyterlab", "ipykernel", "nbclient", "matplotlib", "mcp"} <= lab
+    assert not lab & {"ray", "pyarrow", "psycopg"}
+    every_module = {m.split(".")[0] for m in EXTRAS}
+    assert every_module <= _installs("dev")
 
 
 @pytest.mark.parametrize(
@@ -197,3 +216,47 @@ def test_an_installed_module_that_fails_inside_keeps_its_own_error(
 def test_require_returns_the_module() -> None:
     assert require("json", "x").__name__ == "json"
     assert "\n" not in missing_message("matplotlib.figure", "log.plot_timeline()")
+
+
+def _cell_source(notebook: str, needle: str) -> str:
+    nb = json.loads((ROOT / "notebooks" / notebook).read_text())
+    (source,) = [
+        "".join(c["source"])
+        for c in nb["cells"]
+        if c["cell_type"] == "code" and needle in "".join(c["source"])
+    ]
+    return source
+
+
+@pytest.mark.parametrize(
+    ("notebook", "needles", "missing", "line"),
+    [
+        (
+            "09_batch.ipynb",
+            ['backend="ray"', "ray.shutdown()"],
+            "ray",
+            'This section runs on Ray, which is not installed: %pip install "nbagent[ray]", '
+            "then run it again.",
+        ),
+        (
+            "05_log_analysis.ipynb",
+            ["log.to_parquet"],
+            "pyarrow",
+            'Parquet needs pyarrow, which is not installed: %pip install "nbagent[parquet]" '
+            "(CSV below)",
+        ),
+    ],
+)
+def test_a_notebook_section_without_its_extra_says_which_in_one_line(
+    notebook: str, needles: list[str], missing: str, line: str, tmp_path: Path
+) -> None:
+    """`make lab` leaves Ray and pyarrow out: the cells that use them say so in one line and
+    go on (the notebook's own cells, run with the module hidden)."""
+    cells = [_cell_source(notebook, needle) for needle in needles]
+    code = "import pandas as pd\ncalls = chat.log\n"
+    code += "".join(f"exec({cell!r})\n" for cell in cells)
+    proc = run([missing], code, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    printed = proc.stdout.strip().splitlines()
+    assert printed[0] == line
+    assert missing not in "".join(printed[1:])  # the rest of the cell did not try it

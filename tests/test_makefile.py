@@ -35,7 +35,7 @@ def dry_run(target: str, tmp_path: Path) -> str:
 
 def test_make_lab_installs_the_lab_extra_only(tmp_path: Path) -> None:
     out = dry_run("lab", tmp_path)
-    assert "pip install --disable-pip-version-check -e '.[lab]'" in out
+    assert "pip install --disable-pip-version-check --no-compile -e '.[lab]'" in out
     assert ".[dev]" not in out
 
 
@@ -70,6 +70,16 @@ def test_the_repositorys_jupyter_config_turns_off_the_news_popup(tmp_path: Path)
     overrides = json.loads(proc.stdout)
     notification = overrides["@jupyterlab/apputils-extension:notification"]
     assert notification == {"fetchNews": "false", "checkForUpdates": False}
+
+
+def test_make_notebooks_saves_01_and_03_with_their_outputs(tmp_path: Path) -> None:
+    """The notebooks committed with outputs are refreshed by one target (and checked by
+    tests/notebook/test_saved_outputs.py)."""
+    out = dry_run("notebooks", tmp_path)
+    assert (
+        "-m nbagent.demo --save notebooks/01_quickstart.ipynb notebooks/03_approvals.ipynb" in out
+    )
+    assert ".[dev]" in out  # nbclient and the kernel come with the dev install
 
 
 def test_make_screenshot_retakes_the_readme_picture_in_a_browser(tmp_path: Path) -> None:
@@ -114,7 +124,7 @@ def test_a_missing_postgresql_skips_or_fails_as_required(tmp_path: Path) -> None
 
 
 def test_make_test_requires_ray(tmp_path: Path) -> None:
-    """CI never calls a skipped Ray test a pass (tests/ray/conftest.py)."""
+    """CI never calls a skipped Ray test a pass (tests/batch/ray/conftest.py)."""
     out = dry_run("test", tmp_path)
     assert "NBAGENT_REQUIRE_RAY=1" in out[out.index("NBAGENT_REQUIRE_BROWSER=") :]
 
@@ -155,3 +165,24 @@ def test_missing_reference_servers_skip_or_fail_as_required(tmp_path: Path) -> N
         assert outcome in proc.stdout, proc.stdout
         if required:
             assert "NBAGENT_REQUIRE_MCP_SERVERS is set" in proc.stdout
+
+
+def test_make_docs_builds_the_site_strictly_with_the_dev_install(tmp_path: Path) -> None:
+    out = dry_run("docs", tmp_path)
+    assert "pip install --disable-pip-version-check -e '.[dev]'" in out
+    assert f"{tmp_path / 'venv'}/bin/mkdocs build --strict --site-dir site" in out
+    serve = dry_run("docs-serve", tmp_path)
+    assert f"{tmp_path / 'venv'}/bin/mkdocs serve" in serve
+
+
+def test_the_docs_extra_is_in_dev_and_site_is_ignored() -> None:
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    names = {req.split(">")[0].split("[")[0].split("<")[0] for req in extras["docs"]}
+    assert names == {"mkdocs", "mkdocs-material", "mkdocstrings", "mkdocstrings-python",
+                     "mkdocs-jupyter"}  # fmt: skip
+    assert "docs" in extras["dev"][0]  # nbagent[lab,...,docs]
+    assert "site/" in (ROOT / ".gitignore").read_text().splitlines()

@@ -495,18 +495,16 @@ def test_a_replayed_run_stops_at_the_budget_the_recorded_one_stopped_at() -> Non
     assert rerun.transcript == first.transcript
 
 
-def test_the_readme_example_runs_and_replays(
+def test_the_docs_example_runs_and_replays(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import re
+    from _docs import DOCS, python_after
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    section = readme[readme.index("## Record and replay") :]
-    code = re.search(r"```python\n(.*?)```", section, re.S)
-    assert code is not None
+    page = DOCS / "replay-and-fork.md"
+    code = python_after(page, "## Record and replay")
     monkeypatch.chdir(tmp_path)
-    namespace: dict[str, Any] = {"__name__": "readme"}
-    exec(compile(code.group(1), "README.md", "exec"), namespace)
+    namespace: dict[str, Any] = {"__name__": "docs_example"}
+    exec(compile(code, str(page), "exec"), namespace)
     assert capsys.readouterr().out.strip() == "[True, True]"
     assert namespace["rerun"].transcript == namespace["chat"].transcript
     assert len(list((tmp_path / "recordings").glob("*.json"))) == 2

@@ -162,6 +162,21 @@ def summary(
 ) -> pd.DataFrame:
     """Per tool (or per ``by``): calls, outcomes, error and denial rates, durations, tokens.
 
+    The frame is rounded to be read in a notebook cell:
+
+    - ``errors`` counts ``error`` and ``timed_out``; ``error_rate`` is
+      errors over calls that ran to an end (``ok``/``error``/``timed_out``);
+    - ``denial_rate`` is denials over the gated calls that were decided (by
+      anyone: ``decision`` ``approved``, ``denied`` or ``policy``); calls
+      still ``pending`` or rejected before a decision (``none``) are not in
+      it. Rates are fractions (0.25 = 25 %) to 3 decimals, NA when nothing
+      counts;
+    - ``p50_ms``/``p95_ms`` are over calls that ran, to 0.1 ms;
+    - ``tokens`` (input + output) and ``cost_usd`` are those of the model
+      request that asked for the call, split evenly among the calls it asked
+      for and summed; cost to 4 significant digits (both NA without a steps
+      frame, cost also when the model's prices are unknown).
+
     Args:
         source: A calls frame (``chat.log``, :func:`read_log`) or anything
             :func:`read_log` takes.
@@ -170,21 +185,7 @@ def summary(
         by: Column(s) to group by.
 
     Returns:
-        One row per group, columns :data:`SUMMARY_COLUMNS`, rounded to be read
-        in a notebook cell:
-
-        - ``errors`` counts ``error`` and ``timed_out``; ``error_rate`` is
-          errors over calls that ran to an end (``ok``/``error``/``timed_out``);
-        - ``denial_rate`` is denials over the gated calls that were decided (by
-          anyone: ``decision`` ``approved``, ``denied`` or ``policy``); calls
-          still ``pending`` or rejected before a decision (``none``) are not in
-          it. Rates are fractions (0.25 = 25 %) to 3 decimals, NA when nothing
-          counts;
-        - ``p50_ms``/``p95_ms`` are over calls that ran, to 0.1 ms;
-        - ``tokens`` (input + output) and ``cost_usd`` are those of the model
-          request that asked for the call, split evenly among the calls it asked
-          for and summed; cost to 4 significant digits (both NA without a steps
-          frame, cost also when the model's prices are unknown).
+        One row per group, columns :data:`SUMMARY_COLUMNS`.
     """
     import pandas as pd
 

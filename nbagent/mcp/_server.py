@@ -347,7 +347,11 @@ class MCPServer(ToolSource):
                 (default 16 MiB; the model sees at most ``result_max_chars``
                 of a result anyway). A longer answer is not kept: its call
                 fails with ``MCPServerError`` saying so, and the server stays up.
-            prefix, label, approval, timeout, connect_timeout: See :class:`MCPServer`.
+            prefix: See :class:`MCPServer`.
+            label: See :class:`MCPServer`.
+            approval: See :class:`MCPServer`.
+            timeout: See :class:`MCPServer`.
+            connect_timeout: See :class:`MCPServer`.
 
         The server's stderr (its logs) goes to this process's real stderr:
         in a notebook, the terminal running Jupyter, not the notebook. It
@@ -420,7 +424,11 @@ class MCPServer(ToolSource):
             headers: Sent with every request (``{"Authorization": "Bearer ..."}``);
                 never shown in reprs; their values (and the URL's credentials
                 and query values) are replaced by ``***`` in every error.
-            prefix, label, approval, timeout, connect_timeout: See :class:`MCPServer`.
+            prefix: See :class:`MCPServer`.
+            label: See :class:`MCPServer`.
+            approval: See :class:`MCPServer`.
+            timeout: See :class:`MCPServer`.
+            connect_timeout: See :class:`MCPServer`.
         """
         require("mcp", _FEATURE)
         parts = urlsplit(url)

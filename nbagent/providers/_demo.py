@@ -12,8 +12,10 @@ notebooks run on in CI. Given the user's latest message it:
    from the words and which it made up;
 3. honours ``tool_choice`` and ``calls="one"`` (its answer then names the calls
    it did not make);
-4. after the tool results come back, answers from them (and says plainly when a
-   call was denied or failed);
+4. after the tool results come back, answers from them, starting with the calls
+   themselves (so answers to different requests differ from their first words),
+   with the arguments a human edited, DataFrames as Markdown tables and its notes
+   after a blank line (and says plainly when a call was denied or failed);
 5. asked for a structured answer (``output=``), answers with the schema filled
    with plausible values (:mod:`._demo_output`);
 6. describes the images it is sent, with a question or in a tool's result: their
@@ -29,9 +31,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
 
 from .._errors import ToolOptionError
+from .._result_text import without_edit_note
 from .._types import (
     AssistantToolCallMessage,
     ChatMessage,
@@ -50,7 +54,8 @@ from ._demo_thinking import thought
 
 
 def _summarise(content: str, limit: int = 300) -> str:
-    text = content.strip()
+    """A result on one line: a flat JSON object as ``key value`` pairs, cut at ``limit``."""
+    text = " ".join(content.split())
     try:
         data = json.loads(text)
     except (ValueError, TypeError):
@@ -85,7 +90,65 @@ def _seen(parts: tuple[Part, ...], user_text: str) -> str:
 
 
 def _label(name: str, arguments: dict[str, Any]) -> str:
-    return f"{name}({', '.join(f'{k}={v}' for k, v in arguments.items())})"
+    """``name(k=v, ...)`` on one line: a value's line breaks become spaces (the card and the
+    log keep it whole)."""
+    shown = ", ".join(f"{k}={' '.join(str(v).split())}" for k, v in arguments.items())
+    return f"{name}({shown})"
+
+
+_COLUMNS = re.compile(r"\s{2,}")
+_PART_LABEL = re.compile(r"^\[(?:image|file) \d+: [^\]]*\]$")
+_ROWS_LEFT_OUT = re.compile(r"\[\d+ of \d+ rows not shown\]")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _table(content: str) -> str | None:
+    """A DataFrame's text (``to_string``, as a tool result carries it) as a Markdown table.
+
+    None when ``content`` does not read as one (one line, a Series, a cell with two spaces
+    in a row, a MultiIndex): the caller shows it as a fenced block instead.
+    """
+    lines = content.rstrip("\n").split("\n")
+    note = lines.pop() if lines and _ROWS_LEFT_OUT.fullmatch(lines[-1]) else ""
+    if len(lines) < 2 or not lines[0].startswith(" "):
+        return None
+    columns = _COLUMNS.split(lines[0].strip())
+    index_name = ""
+    rows = lines[1:]
+    named = _COLUMNS.split(rows[0].strip())
+    if len(named) == 1 and rows[0].rstrip() == rows[0].strip() and len(rows) > 1:
+        index_name, rows = named[0], rows[1:]  # a named index has a line of its own
+    cells = [_COLUMNS.split(r.strip()) for r in rows]
+    if not cells or any(len(c) != len(columns) + 1 for c in cells):
+        return None
+    out = [
+        "| " + " | ".join(_cell(c) for c in [index_name, *columns]) + " |",
+        "|" + "---|" * (len(columns) + 1),
+        *("| " + " | ".join(_cell(c) for c in row) + " |" for row in cells),
+    ]
+    return "\n".join(out) + (f"\n\n{note}" if note else "")
+
+
+def _edited_arguments(content: str) -> dict[str, Any] | None:
+    """The arguments a call ran with after a human edited them (read off the model's note)."""
+    rest = without_edit_note(content, edited=True)
+    if rest == content:
+        return None
+    note = content[: len(content) - len(rest)].strip()
+    try:
+        value = json.loads(note[note.index("{") : note.rindex("}") + 1])
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _gist(text: str, limit: int = 200) -> str:
+    """The user's words on one line, for an answer that starts by naming them."""
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
 def _and(items: list[str]) -> str:
@@ -138,7 +201,16 @@ class DemoProvider(InProcessProvider):
         )
         if request.output is not None and not response.tool_calls:
             # a structured answer: the schema filled, its free-text fields with what it would say
-            text = json.dumps(fill(request.output.schema, response.text), ensure_ascii=False)
+            user = next(
+                (
+                    m.content
+                    for m in reversed(request.messages)
+                    if isinstance(m, ChatMessage) and m.role == "user"
+                ),
+                "",
+            )
+            filled = fill(request.output.schema, response.text, request=user)
+            text = json.dumps(filled, ensure_ascii=False)
             response = dataclasses.replace(response, text=text)
         if request.reasoning is not None:
             response = self._think(request, response)
@@ -234,13 +306,14 @@ class DemoProvider(InProcessProvider):
         if specs and choice != "none":
             names = ", ".join(s.name for s in specs)
             text = (
-                f'(demo model) None of my tools ({names}) matches "{user_text}". '
-                "Mention what a tool does, and I will call it."
+                f'"{_gist(user_text)}": none of my tools ({names}) matches this.\n\n'
+                "(demo model) Mention what a tool does, and I will call it."
             )
         else:
             text = (
-                f'(demo model) You said: "{user_text}". I\'m an offline stand-in; set '
-                "OPENAI_API_KEY or ANTHROPIC_API_KEY to talk to a real model."
+                f'"{_gist(user_text)}": that needs a real model.\n\n'
+                "(demo model) I'm an offline stand-in; set OPENAI_API_KEY or "
+                "ANTHROPIC_API_KEY to talk to a real model."
             )
         return self._text(messages, text)
 
@@ -264,7 +337,7 @@ class DemoProvider(InProcessProvider):
             did = _label(done.name, done.arguments)
             todo = _and([_label(c.name, c.arguments) for c in rest])
         return (
-            f"\nI only called {did}: one tool call per response is allowed "
+            f"\n\nI only called {did}: one tool call per response is allowed "
             f'(calls="one"); ask again for {todo}.'
         )
 
@@ -297,29 +370,48 @@ class DemoProvider(InProcessProvider):
             if isinstance(m, AssistantToolCallMessage):
                 for c in m.tool_calls:
                     calls[c.id] = c
-        lines = []
+        blocks: list[str] = []  # list lines, and tables each a block of their own
         for r in results:
             call = calls.get(r.tool_call_id)
             name = call.name if call else r.name or "the tool"
-            label = _label(name, call.arguments if call else {})
-            if r.status == "ok" and r.parts:
-                seen = "; ".join(describe(p) for p in r.parts)
-                lines.append(f"- {label}: {_summarise(r.content)} I see {seen}.")
-            elif r.status == "ok":
-                lines.append(f"- {label}: {_summarise(r.content)}")
+            edited = _edited_arguments(r.content) if r.status == "ok" else None
+            label = _label(name, edited if edited is not None else call.arguments if call else {})
+            if edited is not None:
+                label += " (arguments edited by you)"
+            content = without_edit_note(r.content, edited=edited is not None)
+            if r.parts:  # "I see ..." below says what the images are: not their labels too
+                content = "\n".join(ln for ln in content.split("\n") if not _PART_LABEL.match(ln))
+            if r.status == "ok":
+                table = _table(content)
+                seen = f" I see {'; '.join(describe(p) for p in r.parts)}." if r.parts else ""
+                if table is not None:
+                    blocks.append(f"{label}:{seen}\n\n{table}")
+                elif "\n" in content.strip() and len(content) <= 2000:
+                    blocks.append(f"{label}:{seen}\n\n```text\n{content.strip()}\n```")
+                else:
+                    blocks.append(f"- {label}: {_summarise(content)}{seen}")
             elif r.status == "denied":
                 try:
                     reason = json.loads(r.content).get("reason")
                 except (ValueError, AttributeError):
                     reason = None
                 why = f" (reason: {reason})" if reason else ""
-                lines.append(f"- {label} was denied{why}, so it was not run.")
+                blocks.append(f"- {label} was denied{why}, so it was not run.")
             else:
-                lines.append(f"- {label} did not succeed ({r.status}): {_summarise(r.content)}")
+                blocks.append(f"- {label} did not succeed ({r.status}): {_summarise(content)}")
+        # The answer starts with the calls themselves (answers to different requests differ
+        # from their first words), list items together, a table or a note after a blank line.
+        text = ""
+        for block in blocks:
+            glue = (
+                "\n"
+                if text and block.startswith("- ") and text.split("\n")[-1].startswith("- ")
+                else "\n\n"
+            )
+            text = block if not text else text + glue + block
+        if len(blocks) == 1 and text.startswith("- "):
+            text = text[2:]  # one call: a sentence, not a list of one
         ok = sum(1 for r in results if r.status == "ok")
-        head = (
-            "Here is what I found:"
-            if ok == len(results)
-            else f"{ok} of {len(results)} tool call(s) succeeded:"
-        )
-        return head + "\n" + "\n".join(lines)
+        if ok != len(results):
+            text += f"\n\n{ok} of {len(results)} tool call(s) succeeded."
+        return text

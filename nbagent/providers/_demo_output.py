@@ -4,13 +4,17 @@
 that validates against the type: each field gets a value that fits its type,
 its constraints (enums, bounds, lengths, item counts, formats) and, when it
 can tell, its name (``city`` a city, ``email`` an address, ``summary`` the
-demo's own answer). Deterministic; never raises on an unusual schema (a part
-it cannot fill gets ``null``, and validation says so, as with a real model).
+demo's own answer). A top-level field the request gives ("region \"North\",
+total 1200") gets that value instead, read the way the demo reads a tool's
+arguments (:mod:`._demo_plan`). Deterministic; never raises on an unusual
+schema (a part it cannot fill gets ``null``, and validation says so, as with a
+real model).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 _BY_NAME = (
@@ -45,9 +49,65 @@ _FORMATS = {
 }
 
 
-def fill(schema: dict[str, Any], answer: str = "") -> Any:
-    """A value for ``schema`` (JSON Schema); ``answer`` fills free-text fields (a summary...)."""
-    return _Filler(schema, answer).value(schema, "", 0)
+def fill(schema: dict[str, Any], answer: str = "", *, request: str = "") -> Any:
+    """A value for ``schema`` (JSON Schema); ``answer`` fills free-text fields (a summary...).
+
+    ``request`` (the user's words): the top-level fields it names or implies get the values
+    it gives, when they have the type the filled value has.
+    """
+    value = _Filler(schema, answer).value(schema, "", 0)
+    if isinstance(value, dict) and request.strip():
+        value.update(_from_request(schema, request, value))
+    return value
+
+
+def _as_kind_of(plain: Any, given: Any) -> tuple[bool, Any]:
+    """``given`` as a value of ``plain``'s kind: (True, value), or (False, None) when it is not
+    one (text for a number, a fraction for an integer...)."""
+    if isinstance(plain, bool) or isinstance(given, bool):
+        return (
+            (True, given) if isinstance(plain, bool) and isinstance(given, bool) else (False, None)
+        )
+    if isinstance(plain, (int, float)) and isinstance(given, (int, float)):
+        if isinstance(plain, int):
+            return (True, int(given)) if float(given).is_integer() else (False, None)
+        return True, float(given)
+    return (True, given) if isinstance(plain, str) and isinstance(given, str) else (False, None)
+
+
+def _named(key: str, value: str, request: str) -> bool:
+    """Whether a text value is one the request gives: the field is named, or the value is
+    a name (capitalised, not just as a sentence's first word), has digits, or is quoted."""
+    at = request.find(value)
+    sentence_start = (at >= 0 and not request[:at].strip(" \t\n\"'")) or bool(
+        re.search(r"[.!?:;]\s*$", request[: max(at, 0)])
+    )
+    return (
+        key.replace("_", " ").lower() in request.lower()
+        or (value[:1].isupper() and not sentence_start)  # capitalised mid-sentence: a name
+        or any(c.isdigit() for c in value)
+        or f'"{value}"' in request
+    )
+
+
+def _from_request(schema: dict[str, Any], request: str, filled: dict[str, Any]) -> dict[str, Any]:
+    """The fields ``request`` gives a value for, read like a tool call's arguments."""
+    from .._types import ToolSpec
+    from ._demo_plan import plan
+
+    calls = plan(request, [ToolSpec("answer", "", schema)], "answer")
+    if not calls:
+        return {}
+    call = calls[0]
+    out: dict[str, Any] = {}
+    for key in call.guessed:
+        given = call.arguments.get(key)
+        if isinstance(given, str) and not _named(key, given, request):
+            continue  # a stray word ("hi" as a customer) is worse than a plausible value
+        fits, value = _as_kind_of(filled.get(key), given)
+        if key in filled and fits:
+            out[key] = value
+    return out
 
 
 class _Filler:

@@ -48,9 +48,9 @@ _PRIVATE = re.compile("[\ue000-\uf8ff]")
 _FIRST = 0xE000  # atom n is masked as the private-use character chr(_FIRST + n)
 ATOM = re.compile("[\ue000-\uf8ff]")
 
-_QUOTED = re.compile(
-    r"\"([^\"\n]+)\"|“([^”\n]+)”|‘([^’\n]+)’|`([^`\n]+)`|(?<![\w'])'([^'\n]+)'(?!\w)"
-)
+# Double, curly and back quotes may span lines (a letter's body is quoted whole); a
+# straight single quote may not (it is also an apostrophe).
+_QUOTED = re.compile(r"\"([^\"]+)\"|“([^”]+)”|‘([^’]+)’|`([^`]+)`|(?<![\w'])'([^'\n]+)'(?!\w)")
 _SQL = re.compile(
     r"\b(?:select\s+(?:distinct\s+)?(?:\*|[\w.()*]+(?:\s+as\s+\w+)?"
     r"(?:\s*,\s*[\w.()*]+(?:\s+as\s+\w+)?)*)\s+from\s+[\w.]+"

@@ -1,4 +1,4 @@
-"""The SQLite store's WAL checkpointer: the WAL copied back on a background thread, kept bounded.
+"""The SQLite store's WAL checkpointer: the WAL copied back off the chat's path, kept bounded.
 
 SQLite's automatic checkpoint runs inside the ``COMMIT`` that crosses its
 threshold and fsyncs there: a stall of milliseconds in the middle of a chat's
@@ -12,15 +12,15 @@ which a store kept open (a decision panel) or another process prevents.
 
 What bounds the WAL file, from the cheapest to the last resort:
 
-1. every :data:`CHECKPOINT_EVERY` commits, the checkpointer's thread runs a
+1. every :data:`CHECKPOINT_EVERY` commits, the checkpointer runs a
    ``PASSIVE`` checkpoint on its own connection (it never blocks readers or
    writers), followed by a ``RESTART`` once the WAL holds more than
    :data:`RESTART_FRAMES` (see :class:`Checkpointer`);
 2. every :data:`CHECK_EVERY` commits the WAL file's size is looked at (a ``stat``): past
-   :data:`WAL_LIMIT` (writes from other processes count too), the thread
+   :data:`WAL_LIMIT` (writes from other processes count too), the checkpointer
    checkpoints and restarts at once;
 3. past :data:`HARD_LIMIT` (several processes writing at full speed, whose
-   writers starve the thread's restart), the committing connection itself
+   writers starve the checkpointer's restart), the committing connection itself
    runs a ``TRUNCATE`` checkpoint before its commit returns: it waits (at most
    :data:`HARD_WAIT` seconds) for the other writers, and the file starts over
    from zero. A reader that keeps a transaction open (a DB browser holding a
@@ -35,6 +35,8 @@ import os
 import sqlite3
 import threading
 import time
+
+from .._aio import in_worker, spawn
 
 CHECKPOINT_EVERY = 64
 """Commits between two background checkpoints (a few hundred WAL pages)."""
@@ -78,7 +80,7 @@ def checkpointer_for(path: str, synchronous: str) -> Checkpointer:
 
 
 class Checkpointer:
-    """Copies one file's WAL back into the database, on its own thread and connection.
+    """Copies one file's WAL back into the database, on a worker thread and its own connection.
 
     A passive checkpoint alone does not bound the WAL file: the WAL starts over
     from its beginning only when a writer finds every frame copied back, and a
@@ -90,8 +92,9 @@ class Checkpointer:
     millisecond, and the next commit starts the WAL over, cut back to
     :data:`WAL_LIMIT` bytes.
 
-    The thread starts with the first checkpoint, and stops when the file's last
-    store in this process closes (:meth:`release`); the next one starts it again.
+    Passes run while pokes come (:meth:`poke`), one at a time; the file's last
+    store in this process closing (:meth:`release`) ends them and closes the
+    connection; a store opened again makes a new checkpointer.
     """
 
     def __init__(self, path: str, synchronous: str):
@@ -102,11 +105,12 @@ class Checkpointer:
         self._commits = 0
         self._restart = False  # the next background checkpoint also restarts the WAL
         self._hard_after = 0.0  # no synchronous checkpoint before this time (one just failed)
-        self._wake = threading.Event()
-        self._idle = threading.Event()  # clear while the thread runs a checkpoint
+        self._wanted = False  # a pass is asked for
+        self._scheduled = False  # passes are scheduled or running (on a worker thread)
+        self._idle = threading.Event()  # clear while a pass runs
         self._idle.set()
         self._stop = False
-        self._thread: threading.Thread | None = None
+        self._conn: sqlite3.Connection | None = None  # the passes' own connection
         self._lock = threading.Lock()
 
     def committed(self, conn: sqlite3.Connection) -> None:
@@ -129,9 +133,9 @@ class Checkpointer:
     def _truncate(self, conn: sqlite3.Connection) -> None:
         """Checkpoint the whole WAL back from ``conn`` and empty the file, waiting for writers.
 
-        Busy at once because this process's checkpointer thread is copying the
+        Busy at once because this process's checkpointer is copying the
         WAL back: wait for that pass (at most :data:`HARD_WAIT` seconds; a
-        starved thread must not let the writer run away), then try once more.
+        starved pass must not let the writer run away), then try once more.
         Busy at once otherwise: another process is checkpointing (the next
         commit tries again). Busy after waiting: a reader holds an old snapshot;
         commits go on without waiting for a second.
@@ -159,20 +163,29 @@ class Checkpointer:
         return int(busy)
 
     def poke(self, *, restart: bool = False) -> None:
-        """Checkpoint now, on the background thread (``restart``: and start the WAL over)."""
+        """Checkpoint soon, off the committing thread (``restart``: and start the WAL over).
+
+        The passes run on a worker thread, scheduled by a task on nbagent's
+        background loop (:func:`~nbagent._aio.spawn`): one at a time, as long as
+        pokes keep coming.
+        """
         with self._lock:
             if self._stop or self.users <= 0:
                 return
             self._restart = self._restart or restart
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="nbagent-store-checkpoint", daemon=True
-                )
-                self._thread.start()
-        self._wake.set()
+            self._wanted = True
+            if self._scheduled:
+                return  # the passes under way take this poke too
+            self._scheduled = True
+        try:
+            spawn(in_worker(self._passes))
+        except RuntimeError:  # no thread can start (interpreter exit): the commits go on
+            with self._lock:
+                self._scheduled = False
 
     def release(self) -> None:
-        """A store on this file closed; the last one stops the thread (after its checkpoint)."""
+        """A store on this file closed; the last one ends the passes (after a restart still
+        asked for) and closes the checkpointer's connection."""
         with _SHARED_LOCK:
             self.users -= 1
             if self.users > 0:
@@ -181,45 +194,43 @@ class Checkpointer:
                 del _SHARED[self.path]
         with self._lock:
             self._stop = True
-            thread = self._thread
-        self._wake.set()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+            restart = self._restart
+        self._idle.wait()  # a pass under way ends (it never waits for this thread)
+        if restart:
+            self._checkpoint(True)
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
 
     close = release
 
-    def _run(self) -> None:
-        conn: sqlite3.Connection | None = None
-        try:
-            conn = sqlite3.connect(
-                self.path, timeout=0.1, isolation_level=None, check_same_thread=False
-            )
-            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-            while True:
-                self._wake.wait()
-                self._wake.clear()
-                with self._lock:
-                    restart, self._restart = self._restart, False
-                    stop = self._stop
-                if stop and not restart:
-                    return
-                self._idle.clear()
-                try:
-                    with contextlib.suppress(sqlite3.Error):
-                        busy, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                        if not busy and (restart or frames > RESTART_FRAMES):
-                            conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
-                finally:
-                    self._idle.set()
-                if stop:
-                    return
-        except sqlite3.Error:
-            return  # the next poke starts a new thread
-        finally:
-            if conn is not None:
-                conn.close()
+    def _passes(self) -> None:
+        """Checkpoint while pokes keep coming (on a worker thread)."""
+        while True:
             with self._lock:
-                self._thread = None
+                if self._stop or not self._wanted:
+                    self._scheduled = False
+                    return
+                restart, self._restart, self._wanted = self._restart, False, False
+                self._idle.clear()
+            try:
+                self._checkpoint(restart)
+            finally:
+                self._idle.set()
+
+    def _checkpoint(self, restart: bool) -> None:
+        """One pass on the checkpointer's own connection: passive, then a restart once the WAL
+        holds more than :data:`RESTART_FRAMES` (or when asked); an error waits for the next."""
+        with contextlib.suppress(sqlite3.Error):
+            if self._conn is None:
+                self._conn = sqlite3.connect(
+                    self.path, timeout=0.1, isolation_level=None, check_same_thread=False
+                )
+                self._conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            conn = self._conn
+            busy, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if not busy and (restart or frames > RESTART_FRAMES):
+                conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
 
 
 __all__ = [

@@ -231,38 +231,6 @@ def call_identity_in(d: Mapping[str, Any]) -> ToolCall:
     )
 
 
-def call_out(c: ToolCall) -> Json:
-    """Identity and lifecycle of a call (what :func:`call_in` rebuilds)."""
-    out = call_identity_out(c)
-    out.update(
-        status=c.status,
-        approval=approval_out(c.approval),
-        decision=decision_out(c.decision),
-        result=message_out(c.result) if c.result is not None else None,
-        started_at=dt_out(c.started_at),
-        finished_at=dt_out(c.finished_at),
-    )
-    return out
-
-
-def call_in(d: Mapping[str, Any]) -> ToolCall:
-    """A new call with the identity and lifecycle :func:`call_out` wrote."""
-    identity = call_identity_in(d)
-    stored = d.get("result")
-    result = message_in(stored) if stored is not None else None
-    if result is not None and not isinstance(result, ToolResultMessage):
-        raise ValueError(f"the stored result of call {identity.id!r} is not a tool result")
-    return dataclasses.replace(
-        identity,
-        status=d.get("status", "requested"),
-        approval=approval_in(d.get("approval")),
-        decision=decision_in(d.get("decision")),
-        result=result,
-        started_at=dt_in(d.get("started_at")),
-        finished_at=dt_in(d.get("finished_at")),
-    )
-
-
 # ------------------------------------------------------------ provider items
 def item_out(i: ProviderItem) -> Json:
     out: Json = {"api": i.api, "type": i.type, "raw": i.raw}
@@ -897,8 +865,6 @@ __all__ = [
     "blobs_of",
     "call_identity_in",
     "call_identity_out",
-    "call_in",
-    "call_out",
     "decision_change",
     "decision_in",
     "decision_out",

@@ -79,16 +79,18 @@ works unchanged with any store that implements it.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import threading
-import time
 import warnings
 import weakref
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 
+from .._aio import in_worker, spawn
 from .._errors import DecisionError, StoreError
 from .._events import (
     AlwaysAllowChanged,
@@ -137,7 +139,7 @@ class StoreExtension(Extension):
         self._unwritten: list[Entry] = []  # encoded, not committed yet (a write failed)
         self._failure: Exception | None = None  # why the last write failed; None: it worked
         self._warned = False  # the user was told the store cannot be written
-        self._retry: threading.Thread | None = None
+        self._retry: concurrent.futures.Future[None] | None = None  # the background retry
         self._decided: dict[str, Decision] = {}  # written by decide(), their events to come
         self._running: set[str] = set()
         self._orphans: dict[str, str | None] = {}  # in-doubt call id -> its dead owner
@@ -494,17 +496,14 @@ class StoreExtension(Extension):
         )
 
     def _schedule_retry(self) -> None:
-        """Retry writing in the background until it works (or the chat is closed)."""
+        """Retry writing in the background until it works (or the chat is closed): a task
+        on nbagent's background loop, each write on a worker thread (never on the loop)."""
         with self._lock:
             if self._retry is not None or self._closed:
                 return
-            thread = threading.Thread(
-                target=self._retry_loop, name="nbagent-store-retry", daemon=True
-            )
-            self._retry = thread
-        thread.start()
+            self._retry = spawn(self._retry_loop())
 
-    def _retry_loop(self) -> None:
+    async def _retry_loop(self) -> None:
         """Write until nothing is left: a failure is marked or anything is still queued.
 
         Looping on the mark alone stopped early when another thread's successful write
@@ -513,11 +512,11 @@ class StoreExtension(Extension):
         delay = 0.05
         try:
             while not self._closed and (self._failure is not None or self._queued()):
-                time.sleep(delay)
+                await asyncio.sleep(delay)
                 if self._closed:
                     return
                 try:
-                    self.flush()
+                    await in_worker(self.flush)
                 except Exception:
                     delay = min(delay * 2, 1.0)
         finally:

@@ -11,13 +11,14 @@ row wakes, the Ray driver resends a chat, the inbox reads its rows again, a
     ...
     sub.close()
 
-News arrives one way per store: PostgreSQL pushes it (its listening thread
-calls :meth:`Follower.push` at each NOTIFY), SQLite is polled (the
-``decisions`` table's increasing ids), another store through its own
-``watch()`` read without waiting, or, with none, its ``pending_approvals()``
-compared between looks. The follower is one task on nbagent's background loop
-while it has subscribers: it looks every :data:`POLL_INTERVAL` s (at once on a
-push) and calls back those with news on worker threads. Live chats in this
+News arrives one way per store: PostgreSQL pushes it (its listener, another
+task on the background loop, calls :meth:`Follower.push` at each NOTIFY),
+SQLite is polled (the ``decisions`` table's increasing ids), another store
+through its own ``watch()`` read without waiting, or, with none, its
+``pending_approvals()`` compared between looks. The follower is one task on
+nbagent's background loop while it has subscribers: it looks every
+:data:`POLL_INTERVAL` s (at once on a push) and calls back those with news on
+worker threads. Live chats in this
 process need none of this: their ``ApprovalDecided`` events say it at once.
 """
 
@@ -31,7 +32,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .._aio import _background_loop
+from .._aio import in_worker, spawn
 
 POLL_INTERVAL = 0.25
 """Seconds between two looks at a store that cannot push news (SQLite), while someone follows."""
@@ -174,7 +175,7 @@ class Follower:
             start = not self._running and not self.closed
             self._running = self._running or start
         if start:
-            asyncio.run_coroutine_threadsafe(self._run(), _background_loop())
+            spawn(self._run())
         else:
             self.wake()
         return sub
@@ -203,13 +204,13 @@ class Follower:
         loop, called = asyncio.get_running_loop(), -BURST_GAP
         while True:
             self._wake.clear()
-            looked = await asyncio.to_thread(self._look)
+            looked = await in_worker(self._look)
             if looked is None:
                 return
             news, subs = looked
             calls = [(s, ids) for s in subs if (ids := s.due(news)) is not None]
             if calls:
-                await asyncio.gather(*(loop.run_in_executor(None, s.call, ids) for s, ids in calls))
+                await asyncio.gather(*(in_worker(s.call, ids) for s, ids in calls))
             called = loop.time() if calls else called
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), POLL_INTERVAL)

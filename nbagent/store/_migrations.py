@@ -1,11 +1,15 @@
-"""The SQLite store's schema, as ordered migrations: how each version of the file came to be.
+"""The stores' schema, as ordered migrations: how each version of a store came to be.
 
 Each migration is a function (``m001_initial``, ``m002_...``) that brings the
 schema from the version before it to its own; :data:`MIGRATIONS` lists them in
-order and only ever grows. :func:`migrate` applies the pending ones in one
-transaction and records each in ``schema_migrations``; the store calls it
-when it opens a file written by an older version, and refuses a file whose
-version is above :data:`SCHEMA_VERSION` (a newer nbagent wrote it).
+order and only ever grows. They are written once, for both stores, in
+SQLite's words: the PostgreSQL store runs them through a connection that says
+the few words PostgreSQL spells differently (:mod:`nbagent.store._pg_migrations`,
+which also adds what only PostgreSQL has: :func:`postgres` tells a migration
+where it runs). :func:`migrate` applies the pending ones in one transaction
+and records each in ``schema_migrations``; the store calls it when it opens a
+file written by an older version, and refuses a file whose version is above
+:data:`SCHEMA_VERSION` (a newer nbagent wrote it).
 
 The schema each version reaches is described in :mod:`nbagent.store._sqlite`;
 what the rows hold (the storage format) in :mod:`nbagent.store._codec`.
@@ -15,11 +19,20 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from typing import Any
 
 from .._events import utcnow
 
+CHANNEL = "nbagent_decisions"
+"""PostgreSQL's ``NOTIFY`` channel for every recorded decision (JSON ``{id, chat, call}``)."""
 
-def m001_initial(conn: sqlite3.Connection) -> None:
+
+def postgres(conn: Any) -> bool:
+    """Whether a migration runs on PostgreSQL (its connection says so), not SQLite."""
+    return bool(getattr(conn, "postgres", False))
+
+
+def m001_initial(conn: Any) -> None:
     """Chats, their transcripts, their tool calls and their events."""
     for sql in (
         """CREATE TABLE chats (
@@ -69,12 +82,13 @@ def m001_initial(conn: sqlite3.Connection) -> None:
         ) WITHOUT ROWID""",
     ):
         conn.execute(sql)
+    if postgres(conn):  # SQLite's implicit rowid (the order chats were created in), explicit
+        conn.execute("ALTER TABLE chats ADD COLUMN rowid bigint GENERATED ALWAYS AS IDENTITY")
 
 
-def m002_claims_and_decisions(conn: sqlite3.Connection) -> None:
+def m002_claims_and_decisions(conn: Any) -> None:
     """Claims (who runs a call) and the decisions table (decisions made outside a chat)."""
     conn.execute("ALTER TABLE tool_calls ADD COLUMN gated INTEGER NOT NULL DEFAULT 0")
-    conn.execute("UPDATE tool_calls SET gated = 1 WHERE json_extract(approval, '$.required') = 1")
     conn.execute("ALTER TABLE tool_calls ADD COLUMN claimed_by TEXT")
     conn.execute("ALTER TABLE tool_calls ADD COLUMN claimed_at TEXT")
     conn.execute(
@@ -94,7 +108,23 @@ def m002_claims_and_decisions(conn: sqlite3.Connection) -> None:
             FOREIGN KEY (chat_id, call_id) REFERENCES tool_calls(chat_id, call_id)
         )"""
     )
-    # Decisions an older version recorded on calls become applied decisions.
+    if postgres(conn):  # every decision recorded is announced (LISTEN/NOTIFY: store.watch)
+        conn.execute(
+            f"""CREATE FUNCTION nbagent_decision_notify() RETURNS trigger
+                LANGUAGE plpgsql AS $$
+                BEGIN
+                    PERFORM pg_notify('{CHANNEL}', json_build_object(
+                        'id', NEW.id, 'chat', NEW.chat_id, 'call', NEW.call_id)::text);
+                    RETURN NULL;
+                END $$"""
+        )
+        conn.execute(
+            """CREATE TRIGGER decisions_notify AFTER INSERT ON decisions
+                FOR EACH ROW EXECUTE FUNCTION nbagent_decision_notify()"""
+        )
+        return  # every PostgreSQL store began at version 8 or later: no older rows to carry
+    # Calls an older version recorded: gated ones are marked, their decisions applied ones.
+    conn.execute("UPDATE tool_calls SET gated = 1 WHERE json_extract(approval, '$.required') = 1")
     conn.execute(
         """INSERT INTO decisions (chat_id, call_id, verdict, decided_by, at, reason, arguments,
                                   source, applied, applied_at)
@@ -106,7 +136,7 @@ def m002_claims_and_decisions(conn: sqlite3.Connection) -> None:
     )
 
 
-def m003_tools_and_indexes(conn: sqlite3.Connection) -> None:
+def m003_tools_and_indexes(conn: Any) -> None:
     """Tool schemas per chat (to check edited arguments), and indexes for cross-chat queries."""
     conn.execute("ALTER TABLE chats ADD COLUMN tools TEXT")
     conn.execute(
@@ -116,7 +146,7 @@ def m003_tools_and_indexes(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX decisions_call ON decisions(chat_id, call_id)")
 
 
-def m004_calls_are_their_requested_events(conn: sqlite3.Connection) -> None:
+def m004_calls_are_their_requested_events(conn: Any) -> None:
     """From version 4 some events are stored by the rows that already hold them.
 
     A ``ToolCallRequested`` has no ``events`` row: its ``tool_calls`` row (whose
@@ -128,7 +158,7 @@ def m004_calls_are_their_requested_events(conn: sqlite3.Connection) -> None:
     """
 
 
-def m005_messages_are_their_events(conn: sqlite3.Connection) -> None:
+def m005_messages_are_their_events(conn: Any) -> None:
     """Messages hold their ``MessageAdded`` events; the call-id index covers gated calls.
 
     From version 5 a message row written with its event has that event's
@@ -142,7 +172,7 @@ def m005_messages_are_their_events(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX tool_calls_gated_call_id ON tool_calls(call_id) WHERE gated = 1")
 
 
-def m006_arguments_stored_once(conn: sqlite3.Connection) -> None:
+def m006_arguments_stored_once(conn: Any) -> None:
     """A call's arguments are stored once, and a large one is never rewritten.
 
     From version 6 a message row names its calls (id and name) without their
@@ -167,7 +197,7 @@ def m006_arguments_stored_once(conn: sqlite3.Connection) -> None:
     )
 
 
-def m007_call_server(conn: sqlite3.Connection) -> None:
+def m007_call_server(conn: Any) -> None:
     """A call's MCP server label and whether the provider runs it (a hosted call).
 
     ``server`` is ``NULL`` and ``hosted`` 0 for every call written before: local
@@ -179,7 +209,7 @@ def m007_call_server(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE tool_calls ADD COLUMN hosted INTEGER NOT NULL DEFAULT 0")
 
 
-def m008_blobs(conn: sqlite3.Connection) -> None:
+def m008_blobs(conn: Any) -> None:
     """Images and files: their bytes once per SHA-256, messages and results refer to them.
 
     A message or result with ``parts`` names each part by hash; an older
@@ -190,14 +220,14 @@ def m008_blobs(conn: sqlite3.Connection) -> None:
         """CREATE TABLE blobs (
             sha256 TEXT PRIMARY KEY,
             media_type TEXT NOT NULL,
-            size INTEGER NOT NULL,
+            size BIGINT NOT NULL,
             data BLOB NOT NULL,
             created_at TEXT NOT NULL
         )"""
     )
 
 
-def m009_recordings(conn: sqlite3.Connection) -> None:
+def m009_recordings(conn: Any) -> None:
     """Record and replay: every model response with its request's key, and each chat's requests.
 
     ``recordings`` holds one response per request key (``nbagent._recording``:
@@ -230,7 +260,7 @@ def m009_recordings(conn: sqlite3.Connection) -> None:
         conn.execute(sql)
 
 
-def m010_fork_parents(conn: sqlite3.Connection) -> None:
+def m010_fork_parents(conn: Any) -> None:
     """A fork's parent link: the chat it was forked from, and where and what it changed.
 
     ``parent_id`` is the parent chat's id (``NULL`` for a chat that is no fork;
@@ -244,7 +274,7 @@ def m010_fork_parents(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX chats_parent ON chats(parent_id) WHERE parent_id IS NOT NULL")
 
 
-def m011_batch_chats(conn: sqlite3.Connection) -> None:
+def m011_batch_chats(conn: Any) -> None:
     """Batches: which chat runs which input (``nbagent.batch(store=...)`` resumes from it).
 
     One row per input, written before its chat runs (first writer wins). No
@@ -262,7 +292,7 @@ def m011_batch_chats(conn: sqlite3.Connection) -> None:
     )
 
 
-def m012_always_allow_rules(conn: sqlite3.Connection) -> None:
+def m012_always_allow_rules(conn: Any) -> None:
     """A chat's ``always_allow`` rules are kept with it (``Chat.load`` restores them).
 
     From version 12 a chat's ``state`` lists its rules (``"always_allow"``: the tool, and
@@ -311,23 +341,9 @@ def migrate(conn: sqlite3.Connection, upto: int | None = None) -> list[int]:
     ``conn`` must be in autocommit mode (``isolation_level=None``). Returns the
     versions applied.
     """
-    target = SCHEMA_VERSION if upto is None else upto
     conn.execute("BEGIN IMMEDIATE")
     try:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-            "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
-        )
-        current = schema_version(conn)
-        applied = []
-        for version in range(current + 1, target + 1):
-            fn = MIGRATIONS[version - 1]
-            fn(conn)
-            conn.execute(
-                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                (version, fn.__name__, utcnow().isoformat()),
-            )
-            applied.append(version)
+        applied = apply(conn, upto)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -335,4 +351,34 @@ def migrate(conn: sqlite3.Connection, upto: int | None = None) -> list[int]:
     return applied
 
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version"]
+def apply(conn: Any, upto: int | None = None) -> list[int]:
+    """Apply the pending migrations (up to version ``upto``) and record each, in the
+    transaction ``conn`` is in (either store's); returns the versions applied."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+    )
+    current = int(
+        conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
+    )
+    applied = []
+    for version in range(current + 1, (SCHEMA_VERSION if upto is None else upto) + 1):
+        fn = MIGRATIONS[version - 1]
+        fn(conn)
+        conn.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+            (version, fn.__name__, utcnow().isoformat()),
+        )
+        applied.append(version)
+    return applied
+
+
+__all__ = [
+    "CHANNEL",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "apply",
+    "migrate",
+    "postgres",
+    "schema_version",
+]

@@ -49,11 +49,12 @@ from contextlib import contextmanager, suppress
 from typing import Any
 from urllib.parse import quote
 
+from .._aio import on_background_loop
 from .._errors import StoreError
 from .._optional import require
-from . import _codec as codec
 from . import _pg_migrations as migrations
 from ._follow import release as release_follower
+from ._migrations import SCHEMA_VERSION
 from ._pg_listener import Listener as _Listener
 from ._sql import SQLStore, next_seq_sql, updated_at_sql
 
@@ -64,14 +65,6 @@ _KEYWORD_DSN = re.compile(
     r"^\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode|options|"
     r"application_name|connect_timeout|target_session_attrs)\s*=",
     re.IGNORECASE,
-)
-
-_USAGE_KEYS = (
-    "input_tokens",
-    "output_tokens",
-    "cached_tokens",
-    "reasoning_tokens",
-    "cache_write_tokens",
 )
 
 
@@ -250,11 +243,23 @@ class PostgresStore(SQLStore):
         try:
             return self._pg.connect(self._dsn.reveal(), autocommit=True, **self._options)
         except self._pg.Error as exc:
-            error = StoreError(
-                f"cannot connect to PostgreSQL store {self.location}: "
-                f"{self._scrub(str(exc)).strip()}"
-            )
+            error = self._connect_error(exc)
         raise error  # outside the handler: no trace of libpq's message (it may echo the DSN)
+
+    async def _async_connect(self) -> Any:
+        """A new autocommit ``AsyncConnection`` (the listener's); ``StoreError`` if it fails."""
+        error: StoreError | None = None
+        try:
+            return await self._pg.AsyncConnection.connect(
+                self._dsn.reveal(), autocommit=True, **self._options
+            )
+        except self._pg.Error as exc:
+            error = self._connect_error(exc)
+        raise error
+
+    def _connect_error(self, exc: BaseException) -> StoreError:
+        text = self._scrub(str(exc)).strip()
+        return StoreError(f"cannot connect to PostgreSQL store {self.location}: {text}")
 
     def _open(self) -> _Conn:
         """Connect, and bring the schema to this version (once, under the migration lock)."""
@@ -267,9 +272,9 @@ class PostgresStore(SQLStore):
                     "not an nbagent store, and was not changed. Use another database or schema "
                     "(?options=-csearch_path%3Dnbagent)."
                 )
-            if version > migrations.SCHEMA_VERSION:
+            if version > SCHEMA_VERSION:
                 raise StoreError(self._newer(version))
-            if version < migrations.SCHEMA_VERSION:
+            if version < SCHEMA_VERSION:
                 try:
                     migrations.migrate(raw)
                 except ValueError as exc:  # found under the lock (another process raced)
@@ -295,7 +300,7 @@ class PostgresStore(SQLStore):
     def _newer(self, version: int) -> str:
         return (
             f"{self.location} was written by a newer nbagent (schema version {version}; this "
-            f"version knows up to {migrations.SCHEMA_VERSION}). Upgrade nbagent to open it; the "
+            f"version knows up to {SCHEMA_VERSION}). Upgrade nbagent to open it; the "
             "database was not changed."
         )
 
@@ -333,7 +338,7 @@ class PostgresStore(SQLStore):
         return self
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"schema v{migrations.SCHEMA_VERSION}"
+        state = "closed" if self._closed else f"schema v{SCHEMA_VERSION}"
         return f"PostgresStore({self.location!r}, {state})"
 
     @property
@@ -436,63 +441,6 @@ class PostgresStore(SQLStore):
         return StoreError(f"store {self.location}: {text}")
 
     # -- the dialect -------------------------------------------------------------------
-    @staticmethod
-    def _derived_state(conn: Any, chat_id: str) -> dict[str, Any]:
-        """What the event stream already records: usage, cost, steps taken, the last step's kind.
-
-        ``cost_usd`` sums the priced requests; ``unpriced`` counts the others.
-        Summed by the server, except the rare event whose text holds an escaped
-        NUL (``\\u0000``), which PostgreSQL's JSON functions refuse: those are
-        read here.
-        """
-        row = conn.execute(
-            "SELECT COALESCE(SUM((j -> 'usage' ->> 'input_tokens')::bigint), 0), "
-            "COALESCE(SUM((j -> 'usage' ->> 'output_tokens')::bigint), 0), "
-            "COALESCE(SUM((j -> 'usage' ->> 'cached_tokens')::bigint), 0), "
-            "COALESCE(SUM((j -> 'usage' ->> 'reasoning_tokens')::bigint), 0), "
-            "COALESCE(SUM((j -> 'usage' ->> 'cache_write_tokens')::bigint), 0), "
-            "COALESCE(SUM(CASE WHEN json_typeof(j -> 'cost_usd') = 'number' "
-            "THEN (j ->> 'cost_usd')::float8 END), 0.0), "
-            "COUNT(*) FILTER (WHERE json_typeof(j -> 'cost_usd') IS DISTINCT FROM 'number') "
-            "FROM (SELECT json::json AS j FROM events WHERE chat_id = ? "
-            "AND type = 'model_request_finished' AND strpos(json, '\\u0000') = 0) AS e",
-            (chat_id,),
-        ).fetchone()
-        totals = [int(v) for v in row[:5]]
-        cost, unpriced = float(row[5]), int(row[6])
-        for (text,) in conn.execute(
-            "SELECT json FROM events WHERE chat_id = ? AND type = 'model_request_finished' "
-            "AND strpos(json, '\\u0000') > 0",
-            (chat_id,),
-        ).fetchall():
-            data = codec.loads(text) or {}
-            usage = data.get("usage") or {}
-            for i, key in enumerate(_USAGE_KEYS):
-                totals[i] += int(usage.get(key) or 0)
-            value = data.get("cost_usd")
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                cost += float(value)
-            else:
-                unpriced += 1
-        out: dict[str, Any] = {
-            "usage": dict(zip(_USAGE_KEYS, totals, strict=True)),
-            "cost_usd": cost,
-            "unpriced": unpriced,
-        }
-        last = conn.execute(
-            "SELECT json FROM events WHERE chat_id = ? AND type = 'step_finished' "
-            "ORDER BY seq DESC LIMIT 1",
-            (chat_id,),
-        ).fetchone()
-        if last is not None:
-            data = codec.loads(last[0]) or {}
-            out["step"], out["last_step"], out["last_budget"] = (
-                data.get("step"),
-                data.get("kind"),
-                data.get("budget"),
-            )
-        return out
-
     def _insert_events(self, conn: Any, rows: list[tuple[str, int, str, str, str]]) -> int:
         cur = conn.executemany(
             "INSERT INTO events (chat_id, seq, type, ts, json) VALUES (?, ?, ?, ?, ?) "
@@ -505,20 +453,33 @@ class PostgresStore(SQLStore):
     def _decision_feed(self, follower: Any) -> None:
         """Pushed by the server (``LISTEN nbagent_decisions``; a trigger NOTIFYs each
         decision at its commit) to ``follower``, on one listening connection per store
-        object; it reconnects by itself if the server goes away, and then reports the
-        decisions recorded meanwhile.
+        object (a task on nbagent's background loop); it reconnects by itself if the
+        server goes away, and then reports the decisions recorded meanwhile.
+
+        Every decision recorded once this returns is reported: the listener reports
+        those above the last id read here, and this waits until it listens (except on
+        the background loop itself, which the listener needs to run).
 
         Raises:
             StoreError: The store is closed, or the server cannot be reached.
         """
         with self._lock:
-            if self._closed:
-                raise StoreError(f"store {self.location} is closed")
             if self._listener is None:
-                self._listener = self._held.listener = _Listener(
-                    self._raw_connect, self.location, self._connect_timeout + 5.0
-                )
-            self._listener.add(follower)
+                with self._read() as conn:  # raises if closed or unreachable
+                    row = conn.execute("SELECT COALESCE(MAX(id), 0) FROM decisions").fetchone()
+                self._listener = self._held.listener = _Listener(self._async_connect, int(row[0]))
+            listener = self._listener
+            listener.add(follower)
+        wait = self._connect_timeout + 5.0
+        if not on_background_loop() and not listener.listening.wait(wait):
+            with self._lock:
+                if self._listener is listener:
+                    self._listener = self._held.listener = None
+            listener.stop()
+            why = self._scrub(str(listener.last_error or "no answer"))
+            raise StoreError(
+                f"could not listen for decisions on {self.location} within {wait:g} s ({why})"
+            )
 
 
 def _reopen(

@@ -10,9 +10,8 @@ transactions and what differs between the two dialects:
   advisory lock, so writes to one chat are serialised as SQLite serialises
   every write) and ``_read()`` (a consistent snapshot for several reads);
 - ``_UPDATED_AT`` / ``_NEXT_SEQ`` (SQLite's scalar ``MAX(a, b)`` is
-  PostgreSQL's ``GREATEST``), ``_FOR_UPDATE`` (the row lock PostgreSQL needs
-  where SQLite's write transaction already excludes everyone), and
-  ``_derived_state`` (what the JSON of ``model_request_finished`` events sums to);
+  PostgreSQL's ``GREATEST``) and ``_FOR_UPDATE`` (the row lock PostgreSQL needs
+  where SQLite's write transaction already excludes everyone);
 - ``_insert_events`` (how many rows an ``INSERT ... ON CONFLICT DO NOTHING``
   batch wrote) and ``_TEXT_ERRORS`` (text the database cannot store: the write
   is retried once with it cleaned).
@@ -197,6 +196,50 @@ def _message_at(conn: Any, chat_id: str, idx: int) -> Message | None:
     return codec.message_in(data, calls)
 
 
+_USAGE_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "cache_write_tokens",
+)
+
+
+def _derived_state(conn: Any, chat_id: str) -> dict[str, Any]:
+    """What the event stream already records: usage, cost, steps taken, the last step's kind.
+
+    Summed from the stored ``model_request_finished`` events (read here, the same
+    way in both dialects); ``cost_usd`` sums the priced requests, ``unpriced``
+    counts the others.
+    """
+    usage = dict.fromkeys(_USAGE_KEYS, 0)
+    cost, unpriced = 0.0, 0
+    for (text,) in conn.execute(
+        "SELECT json FROM events WHERE chat_id = ? AND type = 'model_request_finished'",
+        (chat_id,),
+    ).fetchall():
+        data = codec.loads(text) or {}
+        for key, value in (data.get("usage") or {}).items():
+            if key in usage:
+                usage[key] += int(value or 0)
+        value = data.get("cost_usd")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            cost += float(value)
+        else:
+            unpriced += 1
+    out: dict[str, Any] = {"usage": usage, "cost_usd": cost, "unpriced": unpriced}
+    last = conn.execute(
+        "SELECT json FROM events WHERE chat_id = ? AND type = 'step_finished' "
+        "ORDER BY seq DESC LIMIT 1",
+        (chat_id,),
+    ).fetchone()
+    if last is not None:
+        data = codec.loads(last[0]) or {}
+        out["step"], out["last_step"] = data.get("step"), data.get("kind")
+        out["last_budget"] = data.get("budget")
+    return out
+
+
 class _Claim:
     """The call a write claims for ``owner``; ``done`` once its row was written claimed."""
 
@@ -229,11 +272,6 @@ class SQLStore:
 
     def _read(self) -> AbstractContextManager[Any]:
         """A consistent snapshot for several reads."""
-        raise NotImplementedError
-
-    @staticmethod
-    def _derived_state(conn: Any, chat_id: str) -> dict[str, Any]:
-        """What the event stream already records: usage, cost, steps taken, the last step's kind."""
         raise NotImplementedError
 
     def _insert_events(self, conn: Any, rows: list[tuple[str, int, str, str, str]]) -> int:
@@ -341,7 +379,7 @@ class SQLStore:
             )
             next_seq = conn.execute(self._NEXT_SEQ, (chat_id, chat_id, chat_id)).fetchone()[0]
             state = codec.loads(row[7]) or {}
-            state.update(self._derived_state(conn, chat_id))
+            state.update(_derived_state(conn, chat_id))
         pending = sum(1 for c in calls if c.status == "awaiting_approval")
         info = ChatInfo(
             row[0],

@@ -62,8 +62,7 @@ transaction through a crash of the process or kernel restart; pass
 
 The statements themselves (rows, claims, decisions, reads) are shared with the
 PostgreSQL store: :class:`~nbagent.store._sql.SQLStore`. This module is
-SQLite's connection, transactions, error messages, the usage sums of
-``_derived_state`` (``json_extract``) and the polled decision watch.
+SQLite's connection, transactions, error messages and the polled decision watch.
 """
 
 from __future__ import annotations
@@ -185,7 +184,7 @@ class SQLiteStore(SQLStore):
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
-        take_over(conn)  # checkpoints (which fsync) run on a background thread, off the chat's path
+        take_over(conn)  # checkpoints (which fsync) run off the chat's path, on a worker thread
         if version < migrations.SCHEMA_VERSION:
             migrations.migrate(conn)
 
@@ -278,45 +277,6 @@ class SQLiteStore(SQLStore):
         ):
             return StoreError(self._damaged(exc))
         return StoreError(f"store {self.location}: {text}")
-
-    @staticmethod
-    def _derived_state(conn: sqlite3.Connection, chat_id: str) -> dict[str, Any]:
-        """What the event stream already records: usage, cost, steps taken, the last step's kind.
-
-        ``cost_usd`` sums the priced requests; ``unpriced`` counts the others.
-        """
-        usage = conn.execute(
-            "SELECT COALESCE(SUM(json_extract(json, '$.usage.input_tokens')), 0), "
-            "COALESCE(SUM(json_extract(json, '$.usage.output_tokens')), 0), "
-            "COALESCE(SUM(json_extract(json, '$.usage.cached_tokens')), 0), "
-            "COALESCE(SUM(json_extract(json, '$.usage.reasoning_tokens')), 0), "
-            "COALESCE(SUM(json_extract(json, '$.usage.cache_write_tokens')), 0), "
-            "COALESCE(SUM(json_extract(json, '$.cost_usd')), 0.0), "
-            "COALESCE(SUM(json_type(json, '$.cost_usd') IS NOT 'real' "
-            "AND json_type(json, '$.cost_usd') IS NOT 'integer'), 0) "
-            "FROM events WHERE chat_id = ? AND type = 'model_request_finished'",
-            (chat_id,),
-        ).fetchone()
-        out: dict[str, Any] = {
-            "usage": {
-                "input_tokens": usage[0],
-                "output_tokens": usage[1],
-                "cached_tokens": usage[2],
-                "reasoning_tokens": usage[3],
-                "cache_write_tokens": usage[4],
-            },
-            "cost_usd": float(usage[5]),
-            "unpriced": int(usage[6]),
-        }
-        last = conn.execute(
-            "SELECT json_extract(json, '$.step'), json_extract(json, '$.kind'), "
-            "json_extract(json, '$.budget') FROM events "
-            "WHERE chat_id = ? AND type = 'step_finished' ORDER BY seq DESC LIMIT 1",
-            (chat_id,),
-        ).fetchone()
-        if last is not None:
-            out["step"], out["last_step"], out["last_budget"] = last
-        return out
 
     def _insert_events(
         self, conn: sqlite3.Connection, rows: list[tuple[str, int, str, str, str]]

@@ -21,12 +21,12 @@ after making the watch for one recorded before.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .._aio import in_worker
 from ._follow import POLL_INTERVAL
 
 _ASYNC_SLICE = 0.25
@@ -89,7 +89,7 @@ class DecisionWatch:
         while True:
             left = None if deadline is None else deadline - time.monotonic()
             step = _ASYNC_SLICE if left is None else max(0.0, min(_ASYNC_SLICE, left))
-            news = await asyncio.to_thread(self.wait, step)
+            news = await in_worker(self.wait, step)
             if news or self._closed or (left is not None and left <= step):
                 return news
 

@@ -202,7 +202,7 @@ def test_approve_runs_the_tool_once(
     approve = card.get_by_role("button", name="Approve", exact=True)
     approve.dblclick()  # a double click must not run the tool twice
     wait_for_output(page, 1, "refunded order 42", timeout=30)
-    wait_for_output(page, 1, "Here is what I found", timeout=30)
+    wait_for_output(page, 1, "issue_refund(order_id=42): refunded order 42", timeout=30)
     wait_for_output(page, 1, "complete", timeout=30)
     time.sleep(0.5)
     assert side_effect.read_text() == "42\n"
@@ -274,7 +274,7 @@ def test_ask_async_and_the_click(
         wait_for_output(page, 1, "cell finished: complete", timeout=30)
         assert "waiting for your decision" not in output_area(page, 1).inner_text()
     wait_for_output(page, 1, "refunded order 42", timeout=30)
-    wait_for_output(page, 1, "Here is what I found", timeout=30)
+    wait_for_output(page, 1, "issue_refund(order_id=42): refunded order 42", timeout=30)
     time.sleep(0.3)
     assert side_effect.read_text() == "42\n"
     screenshot(page, f"approval-await-{comms_mode}-{name}")

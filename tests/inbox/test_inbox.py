@@ -443,15 +443,13 @@ def test_the_text_fallback_and_repr(three: list[Chat]) -> None:
     assert isinstance(box, Inbox) and Filter(tool="x").describe() == "tool x"
 
 
-def test_the_readme_example_runs_and_does_what_it_says() -> None:
-    import re
+def test_the_docs_example_runs_and_does_what_it_says() -> None:
+    from _docs import DOCS, python_after
 
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = text[text.index("## The approvals inbox") :]
-    code = re.search(r"```python\n(.*?)```", section, re.S)
-    assert code is not None
+    page = DOCS / "decide-from-another-process.md"
+    code = python_after(page, "## Many chats: the approvals inbox")
     namespace: dict[str, Any] = {}
-    exec(compile(code.group(1), "README.md", "exec"), namespace)
+    exec(compile(code, str(page), "exec"), namespace)
     chats, box = namespace["chats"], namespace["inbox"]
     assert [c.status for c in chats] == ["complete", "complete", "complete"]
     decided = box.decided.set_index("chat_id")

@@ -1,6 +1,6 @@
 """A click's continuation and a cell driving the same chat: the cell waits, never a stale reply.
 
-The failure of ``tests/test_notebook_06.py`` in a loaded run: a card click started
+The failure of ``tests/notebooks/test_notebook_06.py`` in a loaded run: a card click started
 the continuation, and a later cell's ``chat.complete()`` found it driving,
 returned at once with the old reply, and ``chat.status`` said
 ``awaiting_approval``. Here a stand-in kernel runs the cells on its loop (a

@@ -487,7 +487,7 @@ def test_streamed_text_ends_complete(counter: Counter) -> None:
     texts = [h for h in html_values(view) if h.startswith('<div class="nba-entry nba-text')]
     assert texts
     final = chat.last_assistant_message.content
-    assert final.split("\n")[0] in texts[-1]
+    assert final.split("\n")[0].removeprefix("- ") in texts[-1]  # a list item, rendered
     assert "nba-streaming" not in texts[-1]
 
 

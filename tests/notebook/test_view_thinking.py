@@ -21,7 +21,7 @@ from nbagent.notebook._fallback import chat_mimebundle
 from nbagent.notebook._widgets import ActionCard
 from nbagent.testing import FakeToolCall, Turn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reasoning"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers" / "reasoning"))
 from _setup import provider, server
 
 EVIL = "<script>alert(1)</script> & <b>bold</b>"

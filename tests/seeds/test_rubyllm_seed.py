@@ -12,9 +12,9 @@ Tests are numbered after the guide's sections so a reader can map them:
 
 Ruby blocks become callables, symbols strings, ``chat.awaiting_approval?`` the property
 ``chat.awaiting_approval``, ``:fibers`` is ``"async"``, ``response.tool_calls`` a tuple
-(README, "RubyLLM spellings in Python"). The model is a ``ScriptedProvider`` unless the
-wire matters; then the real SDKs talk to the strict loopback ``FakeLLMServer``. The
-guide's code lives in this file: nothing reads it from disk.
+(docs/controlling-tool-execution.md, "RubyLLM spellings in Python"). The model is a
+``ScriptedProvider`` unless the wire matters; then the real SDKs talk to the strict loopback
+``FakeLLMServer``. The guide's code lives in this file: nothing reads it from disk.
 """
 
 from __future__ import annotations

@@ -337,16 +337,13 @@ def test_a_store_dropped_without_closing_lets_its_connections_go(
     store = PostgresStore(postgres_dsn)
     watch = store.watch()
     assert backends() == 2  # the store's connection and its listener
+    listening = store._listener._task  # type: ignore[union-attr]
     del store
     gc.collect()
-
-    def listeners() -> list[threading.Thread]:
-        return [t for t in threading.enumerate() if t.name == "nbagent-pg-listen"]
-
     deadline = time.monotonic() + 10
-    while (backends() or listeners()) and time.monotonic() < deadline:
+    while (backends() or not listening.done()) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert backends() == 0 and listeners() == []
+    assert backends() == 0 and listening.done()  # the listener's task ended too
     assert watch.closed
 
 

@@ -1,8 +1,7 @@
-"""PostgreSQL's schema: SQLite's migrations in PostgreSQL's words, applied once, even by racers.
+"""PostgreSQL's schema: the stores' migrations in PostgreSQL's words, applied once, even by racers.
 
-The two migration lists name the same migrations in the same order (a migration
-added to one store and not the other fails here), and the schema each builds
-has the same tables, columns and indexes. A fresh database is migrated once
+The schema each store builds from the one list of migrations has the same
+tables, columns and indexes. A fresh database is migrated once
 under an advisory lock, however many processes open it at the same moment; a
 database that is not a store, or was written by a newer nbagent, is refused and
 left as it is.
@@ -20,7 +19,7 @@ import pytest
 
 from nbagent import Chat, StoreError
 from nbagent.store import PostgresStore, SQLiteStore
-from nbagent.store import _migrations as sqlite_migrations
+from nbagent.store import _migrations as migrations
 from nbagent.store import _pg_migrations as pg_migrations
 
 
@@ -30,16 +29,6 @@ def _rows(dsn: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, .
     with psycopg.connect(dsn, autocommit=True) as conn:
         cur = conn.execute(sql, params or None)
         return cur.fetchall() if cur.description else []
-
-
-def test_both_stores_have_the_same_migrations_in_the_same_order() -> None:
-    sqlite_names = [fn.__name__ for fn in sqlite_migrations.MIGRATIONS]
-    pg_names = [name for name, _ in pg_migrations.MIGRATIONS]
-    assert pg_names == sqlite_names, (
-        "a migration was added to one store only: write its twin in "
-        "nbagent/store/_pg_migrations.py (or _migrations.py), same name, same place"
-    )
-    assert pg_migrations.SCHEMA_VERSION == sqlite_migrations.SCHEMA_VERSION
 
 
 def test_the_postgres_schema_has_sqlites_tables_columns_and_indexes(
@@ -88,7 +77,7 @@ def test_the_postgres_schema_has_sqlites_tables_columns_and_indexes(
     assert pg_indexes == sqlite_indexes
     # and both record the same versions, by the same names
     assert _rows(postgres_dsn, "SELECT version, name FROM schema_migrations ORDER BY version") == [
-        (i + 1, fn.__name__) for i, fn in enumerate(sqlite_migrations.MIGRATIONS)
+        (i + 1, fn.__name__) for i, fn in enumerate(migrations.MIGRATIONS)
     ]
 
 
@@ -118,18 +107,16 @@ def test_processes_opening_a_fresh_database_at_once_migrate_it_once(postgres_dsn
     ]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, [o[1] for o in outs]
-    assert [o[0].strip() for o in outs] == [str(pg_migrations.SCHEMA_VERSION)] * 4
+    assert [o[0].strip() for o in outs] == [str(migrations.SCHEMA_VERSION)] * 4
     versions = _rows(postgres_dsn, "SELECT version FROM schema_migrations ORDER BY version")
-    assert versions == [(v,) for v in range(1, pg_migrations.SCHEMA_VERSION + 1)]  # once each
+    assert versions == [(v,) for v in range(1, migrations.SCHEMA_VERSION + 1)]  # once each
     # a second open applies nothing, and the store works
     with PostgresStore(postgres_dsn) as store:
         chat = Chat(model="demo", store=store)
         chat.ask("hello")
         assert [c.id for c in store.chats()] == [chat.id]
         chat.close()
-    assert (
-        len(_rows(postgres_dsn, "SELECT * FROM schema_migrations")) == pg_migrations.SCHEMA_VERSION
-    )
+    assert len(_rows(postgres_dsn, "SELECT * FROM schema_migrations")) == migrations.SCHEMA_VERSION
 
 
 def test_an_empty_database_migrates_step_by_step(postgres_dsn: str) -> None:
@@ -138,20 +125,23 @@ def test_an_empty_database_migrates_step_by_step(postgres_dsn: str) -> None:
 
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         assert pg_migrations.schema_version(conn) == 0
-        for version in range(1, pg_migrations.SCHEMA_VERSION + 1):
+        for version in range(1, migrations.SCHEMA_VERSION + 1):
             assert pg_migrations.migrate(conn, upto=version) == [version]
             assert pg_migrations.schema_version(conn) == version
         assert pg_migrations.migrate(conn) == []
     with PostgresStore(postgres_dsn) as store:
-        assert store.schema_version == pg_migrations.SCHEMA_VERSION
+        assert store.schema_version == migrations.SCHEMA_VERSION
 
 
 def test_a_failing_migration_changes_nothing(
     postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    broken = (*pg_migrations.MIGRATIONS[:3], ("m004_broken", ("SELECT no_such_column",)))
-    monkeypatch.setattr(pg_migrations, "MIGRATIONS", broken)
-    monkeypatch.setattr(pg_migrations, "SCHEMA_VERSION", 4)
+    def m004_broken(conn: Any) -> None:
+        conn.execute("SELECT no_such_column")
+
+    broken = (*migrations.MIGRATIONS[:3], m004_broken)
+    monkeypatch.setattr(migrations, "MIGRATIONS", broken)
+    monkeypatch.setattr(migrations, "SCHEMA_VERSION", 4)
     with pytest.raises(StoreError, match="no_such_column"):
         PostgresStore(postgres_dsn)
     tables = "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
@@ -224,7 +214,7 @@ def test_connections_opening_fresh_databases_at_the_same_instant_migrate_each_on
             s.close()
         assert errors == []
         versions = _rows(dsn, "SELECT version FROM schema_migrations ORDER BY version")
-        assert versions == [(v,) for v in range(1, pg_migrations.SCHEMA_VERSION + 1)]
+        assert versions == [(v,) for v in range(1, migrations.SCHEMA_VERSION + 1)]
 
 
 def test_a_role_that_cannot_create_tables_is_told_what_to_grant(

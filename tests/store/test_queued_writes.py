@@ -165,6 +165,44 @@ def test_a_refresh_whose_write_fails_is_retried_in_the_background(backend: Any) 
     store.close()
 
 
+def test_the_stores_background_work_starts_no_thread_of_its_own(backend: Any) -> None:
+    """A write retried in the background, the WAL checkpoints (SQLite) and the decisions
+    listener (PostgreSQL) are tasks on nbagent's one background loop, their blocking calls
+    on its worker pool: no thread of their own (there were three), and the retry still
+    writes everything once the store can be written again."""
+
+    def own_threads() -> set[str]:
+        return {t.name for t in threading.enumerate() if t.name.startswith("nbagent-")}
+
+    before = own_threads()
+    store = _cut_store(backend)
+    chat = Chat(provider=ScriptedProvider([reply("hello")]), store=store)
+    watch = store.watch([chat.id])  # PostgreSQL: its listener runs
+    chat.ask_later("hi")
+    real, broken, tries = store.write, threading.Event(), [0]
+    broken.set()
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        if broken.is_set():
+            tries[0] += 1
+            raise StoreError(f"store {store.location}: disk I/O error")
+        return real(*args, **kwargs)
+
+    store.write = failing  # type: ignore[method-assign]
+    with pytest.raises(StoreError, match="disk I/O error"):
+        chat.refresh()
+    eventually(lambda: tries[0] >= 3)  # retried in the background, failing still
+    if backend.kind == "sqlite":
+        store._checkpointer.poke()
+    assert own_threads() - before <= {"nbagent-loop"}
+    broken.clear()
+    with backend.open() as panel:
+        eventually(lambda: len(panel.load(chat.id).messages) == 1)
+    watch.close()
+    chat.close()
+    store.close()
+
+
 # ------------------------------------------------------------- a bounded storm
 def test_a_fault_storm_leaves_every_pending_call_visible(
     postgres_dsn: str, postgres_server: Any

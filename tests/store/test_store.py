@@ -169,21 +169,13 @@ def test_codec_round_trips_are_exact() -> None:
     )
     call.result = ToolResultMessage("c1", "out", False, "ok", "t", turn=3)
     call.started_at = datetime(2024, 1, 2, 3, 4, 5, 7, tzinfo=timezone(timedelta(hours=2)))
-    back = codec.call_in(codec.loads(codec.dumps(codec.call_out(call))))
-    for attr in (
-        "id",
-        "name",
-        "arguments",
-        "status",
-        "approval",
-        "decision",
-        "result",
-        "started_at",
-        "finished_at",
-        "raw_arguments",
-        "parse_error",
-    ):
-        assert getattr(back, attr) == getattr(call, attr), attr
+    # a call's lifecycle values, as its row's columns hold them
+    stored = codec.loads(codec.dumps(codec.approval_out(call.approval)))
+    assert codec.approval_in(stored) == call.approval
+    stored = codec.loads(codec.dumps(codec.decision_out(call.decision)))
+    assert codec.decision_in(stored) == call.decision  # timezone and microseconds kept
+    assert codec.dt_in(codec.dt_out(call.started_at)) == call.started_at
+    assert codec.dt_in(codec.dt_out(None)) is None
     bad = ToolCall("c2", "t", {}, raw_arguments="{oops", parse_error="Expecting value")
     assert codec.call_identity_in(codec.call_identity_out(bad)).raw_arguments == "{oops"
     for m in (

@@ -23,7 +23,7 @@ sys.path.insert(0, str(HERE))
 from _agent import Refund  # noqa: E402
 
 BOUND = 2 * checkpointer.WAL_LIMIT
-"""The most the WAL file may reach (README: about 8 MB, twice that under several writers)."""
+"""The most the WAL file may reach (docs/store.md: about 8 MB, twice that under several writers)."""
 
 
 def _wal(db: Path) -> int:

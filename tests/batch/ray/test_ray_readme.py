@@ -1,21 +1,16 @@
-"""The README's Ray example runs as written (on the shared local Ray) and gives the local rows."""
+"""The Ray page's example (docs/ray.md) runs as written, after the batch page's
+(docs/batch.md), on the shared local Ray, and gives the local rows."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _docs import DOCS, python_after
 
-README = Path(__file__).resolve().parent.parent.parent / "README.md"
-
-
-def _code(heading: str) -> str:
-    text = README.read_text()
-    found = re.search(r"```python\n(.*?)```", text[text.index(heading) :], re.S)
-    assert found is not None
-    return found.group(1)
+BATCH = DOCS / "batch.md"
+RAY = DOCS / "ray.md"
 
 
 def test_the_ray_example_runs(
@@ -23,10 +18,10 @@ def test_the_ray_example_runs(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {}
-    first = _code("## Many chats at once").partition("store = SQLiteStore")[0]
-    exec(compile(first, "README.md", "exec"), namespace)  # the tools, tickets, make_chat
+    first = python_after(BATCH, "# Run over a DataFrame").partition("store = SQLiteStore")[0]
+    exec(compile(first, str(BATCH), "exec"), namespace)  # the tools, tickets, make_chat
     local = namespace["result"]
-    exec(compile(_code("### On Ray"), "README.md", "exec"), namespace)
+    exec(compile(python_after(RAY, "# Ray"), str(RAY), "exec"), namespace)
     on_ray = namespace["result"]
     columns = ["status", "reply", "pending", "calls", "tokens"]
     assert on_ray[columns].equals(local[columns])

@@ -252,12 +252,12 @@ def test_documented_column_tables_match_the_schemas_in_order() -> None:
     assert tables["messages"] == list(MESSAGE_COLUMNS)
 
 
-def test_the_readme_names_every_column_of_the_log() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    section = readme[readme.index("## Analysing the tool-call log") :]
-    section = section[: section.index("\n## ")]
-    assert [name for name in CALL_COLUMNS if f"`{name}`" not in section] == []
-    assert "nbagent/log/_projection.py" in section
+def test_the_analysis_page_names_every_column_of_the_log() -> None:
+    from _docs import DOCS, section
+
+    text = section(DOCS / "analysis.md", "## The columns of `chat.log`")
+    assert [name for name in CALL_COLUMNS if f"`{name}`" not in text] == []
+    assert "nbagent/log/_projection.py" in text
 
 
 def test_the_log_leads_with_what_happened_and_ends_with_the_ids() -> None:

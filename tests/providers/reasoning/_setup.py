@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "testing"))
 from test_fake_server import validate_payload
 
 from nbagent.providers import AnthropicProvider, OpenAIProvider

@@ -1,4 +1,4 @@
-"""One local Ray instance (2 CPUs) shared by every test in tests/ray.
+"""One local Ray instance (2 CPUs) shared by every test in tests/batch/ray.
 
 ``ray_cluster`` (session) starts it on first use and shuts it down at the end
 of the session: no dashboard, no usage statistics (no network), quiet logs, and
@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
+ROOT = HERE.parents[2]
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
