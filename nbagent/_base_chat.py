@@ -14,42 +14,37 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Generator, Sequence
 from typing import Any, Literal, Self
 
-from ._approvals import Policy
 from ._budget import check_budgets
-from ._chat_state import RUNNABLE, Host, SkipToolCall, StepResult, ToolResult, _Effect
+from ._chat_state import RUNNABLE, SkipToolCall, StepResult, ToolResult, _Effect
 from ._config import check_replay, check_replay_tools
 from ._decisions import DecisionsMixin
-from ._drive import Drive, WaitCancelled
+from ._drive import WaitCancelled
 from ._errors import (
     PendingToolCallsError,
 )
 from ._events import (
     Event,
-    EventBus,
     OptionsChanged,
 )
-from ._extension import HOOKS, Extension, overrides
+from ._extension import HOOKS, ChatHost, Extension, overrides
 from ._fork import UNSET, Plan, restamped
 from ._fork import plan as fork_plan
 from ._hosted import HostedMCP, HostedTool
 from ._loop import LoopMixin
 from ._media import as_parts
 from ._options import ToolOptions
-from ._output import Output, as_output
+from ._output import as_output
 from ._reasoning import normalize_reasoning
-from ._record import ChatRecord, keeper
+from ._record import ChatRecord
 from ._recording import Prefix, Recording
 from ._replay import DirectoryRecordings, Replayer
-from ._runner import ToolRunner
-from ._tools import CancelEvent, Tool, ToolSource, as_tool
+from ._tools import Tool, ToolSource, as_tool
 from ._types import (
-    AssistantToolCallMessage,
     ChatMessage,
     ForkParent,
     Message,
@@ -108,7 +103,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         if max_steps is not None and max_steps < 1:
             raise ValueError("max_steps must be at least 1")
         check_budgets(max_cost_usd, max_total_tokens)
-        self.id = id or new_chat_id()
+        super().__init__(id or new_chat_id())
         self._replayer = Replayer(
             self.id,
             check_replay(replay) if replay is not None else None,
@@ -130,49 +125,9 @@ class BaseChat(LoopMixin, DecisionsMixin):
         """Input plus output tokens the whole chat may use (``None``: the configured)."""
         self.cache = bool(cache)
         self._cost_step, self._tokens_step = max_cost_usd, max_total_tokens
-        self._exhausted = None
         self.on_tool_error = on_tool_error
         self.stream = stream
         self.display = display
-        self._messages: list[Message] = []
-        self._tools: dict[str, Tool] = {}  # what the model sees: local tools, then sources'
-        self._hosted: dict[str, HostedTool] = {}
-        self._local_tools: dict[str, Tool] = {}
-        self._sources: list[ToolSource] = []
-        self._source_tools: tuple[tuple[Tool, ...], ...] = ()  # as last merged
-        self._hidden_noted: set[str] = set()  # notices of one tool hiding another, said once
-        self._options = ToolOptions()
-        self._bus = EventBus(self.id)
-        self._history: list[Event] = []
-        self._record = ChatRecord(self.id)
-        self._bus.subscribe(None, keeper(self._history, self._record))
-        self._parent: ForkParent | None = None
-        self._lock = threading.RLock()
-        self._before: list[Callable[[ToolCall], Any]] = []
-        self._after: list[Callable[[ToolResult], Any]] = []
-        self._policies: list[Policy] = []
-        self._calls: dict[str, ToolCall] = {}
-        self._call_turn: dict[str, int] = {}
-        self._call_step: dict[str, int] = {}
-        self._open: AssistantToolCallMessage | None = None
-        self._turn = 0
-        self._step = 0
-        self._forced_spent = False
-        self._cancel = CancelEvent()
-        self._drive = Drive()
-        self._last_step: StepResult | None = None
-        self._last_error: BaseException | None = None
-        self._usage = Usage()
-        self._cost = 0.0  # dollars of the priced requests
-        self._replayed_cost = 0.0  # what the replayed ones cost when they were recorded
-        self._unpriced = 0  # requests whose model has no known price
-        self._runner = ToolRunner()
-        self._extensions: tuple[Extension, ...] = ()
-        self._ext_hooks: dict[str, tuple[Callable[..., Any], ...]] = {}
-        self._deferred: list[Event] = []
-        self._deferred_after: list[ToolResult] = []
-        self._output: Output | None = None
-        self._output_retried = False
 
     def extend(self, extension: Extension) -> Self:
         """Plug an :class:`~nbagent.Extension` into this chat; returns the chat.
@@ -192,7 +147,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
                 hook: tuple(getattr(e, hook) for e in self._extensions if overrides(e, hook))
                 for hook in HOOKS
             }
-        extension.attach(Host(self))
+        extension.attach(ChatHost(self))
         if overrides(extension, "on_event"):
             self._bus.subscribe(None, extension.on_event)
         return self
@@ -413,7 +368,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
     @property
     def usage(self) -> Usage:
         """Tokens used by every request of this chat (all turns; per request: ``chat.steps``)."""
-        return self._usage
+        return self._record.usage
 
     @property
     def cost_usd(self) -> float | None:
@@ -424,7 +379,8 @@ class BaseChat(LoopMixin, DecisionsMixin):
         requests out would understate the bill. Per request and per turn:
         ``chat.steps`` (``cost_usd`` is NA for an unpriced request).
         """
-        return None if self._unpriced else self._cost
+        with self._record.reading() as r:
+            return None if r.unpriced else r.cost_usd
 
     @property
     def replay(self) -> str:
@@ -501,14 +457,14 @@ class BaseChat(LoopMixin, DecisionsMixin):
             if not step:
                 raise ValueError("this chat has no cost budget to raise")
             with self._lock:
-                self.max_cost_usd = max(self._cap("cost") or 0.0, self._cost) + step
+                self.max_cost_usd = max(self._cap("cost") or 0.0, self._record.cost_usd) + step
             return step
         if which == "tokens":
             step_t = int(self.budget_increment("tokens") or 0)
             if not step_t:
                 raise ValueError("this chat has no token budget to raise")
             with self._lock:
-                used = self._usage.total_tokens
+                used = self._record.usage.total_tokens
                 self.max_total_tokens = max(int(self._cap("tokens") or 0), used) + step_t
             return step_t
         raise ValueError(
@@ -593,6 +549,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         system: Any = UNSET,
         model: Any = UNSET,
         tool_options: Any = UNSET,
+        **wings: Any,
     ) -> Self:
         """A new chat sharing this one's history up to a point, with at most one thing changed.
 
@@ -626,8 +583,13 @@ class BaseChat(LoopMixin, DecisionsMixin):
         The fork has this chat's tools, tool options, budgets and approval
         policies (``always_allow``); callbacks and ``chat.on`` subscriptions are
         not copied. It has its own id; ``fork.parent`` says where it came from.
-        This chat is not touched. A :class:`~nbagent.Chat` with a store stores
-        its forks there too (``Chat.fork(store=)``).
+        This chat is not touched.
+
+        ``**wings``: what the chat's class takes for its wings. For a
+        :class:`~nbagent.Chat`, ``store``: where the fork is stored (default:
+        this chat's store, if it has one; ``None``: nowhere). A stored fork is
+        a chat of its own with a link to its parent: ``Chat.load(fork_id,
+        store=...)`` brings it back, ``parent`` included, in any process.
 
         Raises:
             TypeError: Two changes, or a change that does not go with the point.
@@ -637,6 +599,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         """
         return self._fork(
             call,
+            wings,
             step=step,
             result=result,
             arguments=arguments,

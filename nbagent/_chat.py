@@ -192,42 +192,6 @@ class Chat(BaseChat):
         )
 
     # ---------------------------------------------------------------- forks
-    def fork(
-        self,
-        call: ToolCall | str | None = None,
-        /,
-        *,
-        step: int | None = None,
-        result: Any = UNSET,
-        arguments: Any = UNSET,
-        decision: Any = UNSET,
-        reason: str | None = None,
-        system: Any = UNSET,
-        model: Any = UNSET,
-        tool_options: Any = UNSET,
-        store: Any = UNSET,
-    ) -> Chat:
-        """A new chat sharing this one's history up to a point, with one thing changed.
-
-        See :meth:`BaseChat.fork <nbagent._base_chat.BaseChat.fork>` for the
-        points and the changes. ``store``: where the fork is stored (default:
-        this chat's store, if it has one; ``None``: nowhere). A stored fork is a
-        chat of its own with a link to its parent: ``Chat.load(fork_id,
-        store=...)`` brings it back, ``parent`` included, in any process.
-        """
-        return self._fork(
-            call,
-            {"store": store},
-            step=step,
-            result=result,
-            arguments=arguments,
-            decision=decision,
-            reason=reason,
-            system=system,
-            model=model,
-            tool_options=tool_options,
-        )
-
     def _spawn(self, p: Plan, store: Any = UNSET, **wings: Any) -> Chat:
         from .store import attach_store, store_of
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import threading
 import warnings
-import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -39,7 +38,7 @@ from ._hosted import HostedTool
 from ._notice import notice
 from ._options import ToolOptions
 from ._output import Output
-from ._record import FRAGMENTS, ChatRecord
+from ._record import FRAGMENTS, ChatRecord, keeper
 from ._replay import Recordings, Replayer
 from ._runner import Job, Mode, ToolRunner
 from ._tools import CancelEvent, SchemaValidationError, Tool, ToolSource, _cancelled_by
@@ -51,9 +50,9 @@ from ._types import (
     ForkParent,
     LLMToolResponse,
     Message,
+    ResultStatus,
     ToolCall,
     ToolResultMessage,
-    Usage,
 )
 from ._unicode import TooDeep, clean, clean_json
 from .providers import ModelRequest, Provider
@@ -65,9 +64,40 @@ RUNNABLE = RUNNABLE_STATUSES
 HOSTED = "hosted"
 """The ``mode`` of a hosted call's events: the provider runs it, never this process."""
 _ALREADY = "\x00already-decided"
+SETTINGS = (
+    "max_steps",
+    "max_cost_usd",
+    "max_total_tokens",
+    "cache",
+    "on_tool_error",
+    "stream",
+    "reasoning",
+)
+"""The chat's settings a store keeps in its loop state (``Chat.load`` gives them back)."""
 _LATER_OPTIONS = {"order": "ready"}
 """Options added after stores existed, with their defaults: stored only when set otherwise,
 so a chat that does not use them stays readable by the nbagent before them."""
+
+
+def checked_edit(tool: Tool, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Arguments a human edited (an approval's edit, a fork's), checked: valid text,
+    JSON the wire can carry, and what ``tool``'s schema accepts.
+
+    Raises:
+        DecisionError: Saying which check failed.
+    """
+    try:
+        arguments = clean_json(arguments)
+        json.dumps(arguments, allow_nan=False)  # what the wire will need
+    except TooDeep as exc:
+        raise DecisionError(f"edited arguments for {name} are {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise DecisionError(f"edited arguments for {name} are not JSON ({exc})") from None
+    try:
+        tool.validate_arguments(arguments)
+    except SchemaValidationError as exc:
+        raise DecisionError(f"edited arguments for {name} are invalid: {exc}") from None
+    return dict(arguments)
 
 
 def _gated(c: ToolCall) -> bool:
@@ -182,7 +212,7 @@ _Effect = _ModelRequest | _RunRound | _SyncTools
 class ChatCore:
     """The chat's state and shared helpers (see the module docstring)."""
 
-    id: str
+    # the configuration, set by ``BaseChat`` from its arguments
     provider: Provider
     system: str | None
     max_steps: int | None
@@ -193,48 +223,50 @@ class ChatCore:
     stream: bool | None
     reasoning: str | int | None
     display: bool | None
-    _messages: list[Message]
-    _tools: dict[str, Tool]
-    _hosted: dict[str, HostedTool]
-    _local_tools: dict[str, Tool]
-    _sources: list[ToolSource]
-    _source_tools: tuple[tuple[Tool, ...], ...]
-    _hidden_noted: set[str]
-    _options: ToolOptions
-    _bus: EventBus
-    _lock: threading.RLock
-    _before: list[Callable[[ToolCall], Any]]
-    _after: list[Callable[[ToolResult], Any]]
-    _policies: list[Policy]
-    _calls: dict[str, ToolCall]
-    _call_turn: dict[str, int]
-    _call_step: dict[str, int]
-    _open: AssistantToolCallMessage | None
-    _turn: int
-    _step: int
-    _forced_spent: bool
-    _cancel: CancelEvent
-    _drive: Drive  # one driver at a time (``_drive.py``)
-    _last_step: StepResult | None
-    _last_error: BaseException | None
-    _usage: Usage
-    _cost: float
-    _replayed_cost: float  # what replayed responses cost when recorded (budgets count it)
     _replayer: Replayer
-    _unpriced: int
-    _exhausted: str | None  # the budget the last step stopped on
     _cost_step: float | None  # what the budget card's Continue adds (the budget as created)
     _tokens_step: int | None
-    _runner: ToolRunner
-    _extensions: tuple[Extension, ...]
-    _ext_hooks: dict[str, tuple[Callable[..., Any], ...]]  # hook name -> the extensions' methods
-    _deferred: list[Event]
-    _deferred_after: list[ToolResult]
-    _output: Output | None  # the structured answer the current turn asks for
-    _output_retried: bool  # the turn's one retry of an invalid answer is spent
-    _history: list[Event]  # every event but the streaming fragments (``chat.events``)
-    _record: ChatRecord  # the history folded (``chat.record``), by the bus's first subscriber
-    _parent: ForkParent | None  # where this chat was forked from
+
+    def __init__(self, chat_id: str) -> None:
+        """The state of a new, empty chat (every attribute the core keeps)."""
+        self.id = chat_id
+        self._messages: list[Message] = []
+        self._tools: dict[str, Tool] = {}  # what the model sees: local tools, then sources'
+        self._hosted: dict[str, HostedTool] = {}
+        self._local_tools: dict[str, Tool] = {}
+        self._sources: list[ToolSource] = []
+        self._source_tools: tuple[tuple[Tool, ...], ...] = ()  # as last merged
+        self._hidden_noted: set[str] = set()  # notices of one tool hiding another, said once
+        self._options = ToolOptions()
+        self._bus = EventBus(chat_id)
+        self._history: list[Event] = []  # every event but the streaming fragments (chat.events)
+        self._record = ChatRecord(chat_id)  # the history folded (chat.record)
+        self._bus.subscribe(None, keeper(self._history, self._record))  # the first subscriber
+        self._parent: ForkParent | None = None  # where this chat was forked from
+        self._lock = threading.RLock()
+        self._before: list[Callable[[ToolCall], Any]] = []
+        self._after: list[Callable[[ToolResult], Any]] = []
+        self._policies: list[Policy] = []
+        self._calls: dict[str, ToolCall] = {}
+        self._call_turn: dict[str, int] = {}
+        self._call_step: dict[str, int] = {}
+        self._open: AssistantToolCallMessage | None = None
+        self._turn = 0
+        self._step = 0
+        self._forced_spent = False
+        self._cancel = CancelEvent()
+        self._drive = Drive()  # one driver at a time (``_drive.py``)
+        self._last_step: StepResult | None = None
+        self._last_error: BaseException | None = None
+        self._exhausted: str | None = None  # the budget the last step stopped on
+        self._replayed_cost = 0.0  # what replayed responses cost when recorded (budgets count it)
+        self._runner = ToolRunner()
+        self._extensions: tuple[Extension, ...] = ()
+        self._ext_hooks: dict[str, tuple[Callable[..., Any], ...]] = {}  # hook -> implementations
+        self._deferred: list[Event] = []
+        self._deferred_after: list[ToolResult] = []
+        self._output: Output | None = None  # the structured answer the current turn asks for
+        self._output_retried = False  # the turn's one retry of an invalid answer is spent
 
     @property
     def model(self) -> str:
@@ -417,21 +449,44 @@ class ChatCore:
             if c.hosted:
                 events.extend(self._answer_hosted(c, after))
             return events
-        c.status = "denied"
+        text = denial_content(c, decision.reason, decision.by)
+        events.extend(self._answer(c, "denied", text, after, hosted=c.hosted))
+        return events
+
+    def _answer(
+        self,
+        c: ToolCall,
+        status: ResultStatus,
+        text: str,
+        after: list[ToolResult] | None,
+        *,
+        hosted: bool = False,
+        value: Any = None,
+        parts: tuple[Any, ...] = (),
+        error: str | None = None,
+    ) -> list[Event]:
+        """Answer a call the runner does not run (under the lock): its result and its event.
+
+        A denial, a hosted call's verdict, a call rejected at once, a fork's
+        given result, a call in doubt. ``after`` collects what the
+        ``after_tool_result`` callbacks are given (``None``: nothing).
+        """
+        turn = self._call_turn.get(c.id, self._turn)
         result = ToolResultMessage(
             c.id,
-            denial_content(c, decision.reason, decision.by),
-            True,
-            "denied",
+            text,
+            status != "ok",
+            status,
             c.name,
-            turn=self._call_turn.get(c.id, self._turn),
-            hosted=c.hosted,
+            turn=turn,
+            value=value,
+            hosted=hosted,
+            parts=parts,
         )
-        c.result = result
-        c.finished_at = utcnow()
-        events.append(self._finished_event(c, result, None, None, HOSTED if c.hosted else None))
-        after.append(ToolResult(c, result.content, "denied"))
-        return events
+        c.status, c.result, c.finished_at = status, result, utcnow()
+        if after is not None:
+            after.append(ToolResult(c, text, status, value))
+        return [self._finished_event(c, result, error, None, HOSTED if hosted else None)]
 
     def _answer_hosted(self, c: ToolCall, after: list[ToolResult]) -> list[Event]:
         """Answer an approved hosted call (under the lock): never run here, the provider runs it.
@@ -445,20 +500,8 @@ class ChatCore:
         if c.status != "approved" or c.result is not None:
             return []
         where = f" on {c.server}" if c.server else ""
-        result = ToolResultMessage(
-            c.id,
-            f"Approved: sent to the provider, which runs {c.name}{where}.",
-            False,
-            "ok",
-            c.name,
-            turn=self._call_turn.get(c.id, self._turn),
-            hosted=True,
-        )
-        c.status = "ok"
-        c.result = result
-        c.finished_at = utcnow()
-        after.append(ToolResult(c, result.content, "ok"))
-        return [self._finished_event(c, result, None, None, HOSTED)]
+        text = f"Approved: sent to the provider, which runs {c.name}{where}."
+        return self._answer(c, "ok", text, after, hosted=True)
 
     def _approve_edit(self, c: ToolCall, arguments: dict[str, Any], reason: str | None) -> None:
         """An ungated call's arguments edited (a fork's change): recorded as an approval's edit."""
@@ -471,15 +514,11 @@ class ChatCore:
 
     def _answer_with(self, c: ToolCall, text: str, value: Any, parts: tuple[Any, ...]) -> None:
         """A call answered as if its tool had returned ``value`` (a fork's change): never run."""
+        after: list[ToolResult] = []
         with self._lock:
-            turn = self._call_turn.get(c.id, self._turn)
-            result = ToolResultMessage(
-                c.id, text, False, "ok", c.name, turn=turn, value=value, parts=parts
-            )
-            c.status, c.result, c.finished_at = "ok", result, utcnow()
-            event = self._finished_event(c, result, None, None, None)
-        self._emit(event)
-        self._run_after([ToolResult(c, result.content, "ok", value)])
+            events = self._answer(c, "ok", text, after, value=value, parts=parts)
+        self._emit_all(events)
+        self._run_after(after)
 
     def _decide(
         self,
@@ -531,15 +570,6 @@ class ChatCore:
             edited: dict[str, Any] | None = None
             reason = clean(reason) if reason is not None else None
             if arguments is not None:
-                try:
-                    arguments = clean_json(arguments)
-                    json.dumps(arguments, allow_nan=False)  # what the wire will need
-                except TooDeep as exc:
-                    raise DecisionError(f"edited arguments for {c.name} are {exc}") from None
-                except (TypeError, ValueError) as exc:
-                    raise DecisionError(
-                        f"edited arguments for {c.name} are not JSON ({exc})"
-                    ) from None
                 if verdict != "approved":
                     raise DecisionError("only an approval can carry edited arguments")
                 if c.hosted:
@@ -550,13 +580,7 @@ class ChatCore:
                 tool = self._tools.get(c.name)
                 if tool is None:
                     raise DecisionError(f"tool {c.name!r} is not available in this chat")
-                try:
-                    tool.validate_arguments(arguments)
-                except SchemaValidationError as exc:
-                    raise DecisionError(
-                        f"edited arguments for {c.name} are invalid: {exc}"
-                    ) from None
-                edited = dict(arguments)
+                edited = checked_edit(tool, c.name, arguments)
             decision = Decision(verdict, by, at or utcnow(), reason, edited)
             stored = None
             for decide in self._hook("decide"):  # e.g. the store: the first decision wins
@@ -612,10 +636,8 @@ class ChatCore:
                 )
             )
             if not rerun:
-                result = ToolResultMessage(c.id, content, True, "in_doubt", c.name, turn=turn)
-                c.status, c.result, c.finished_at = "in_doubt", result, utcnow()
                 error = "outcome unknown: the process running it stopped"
-                events.append(self._finished_event(c, result, error, None, None))
+                events.extend(self._answer(c, "in_doubt", content, None, error=error))
         self._emit_all(events)
         return True
 
@@ -634,13 +656,7 @@ class ChatCore:
                 for f in fields(o)
                 if f.name not in _LATER_OPTIONS or getattr(o, f.name) != _LATER_OPTIONS[f.name]
             },
-            "max_steps": self.max_steps,
-            "max_cost_usd": self.max_cost_usd,
-            "max_total_tokens": self.max_total_tokens,
-            "cache": self.cache,
-            "on_tool_error": self.on_tool_error,
-            "stream": self.stream,
-            "reasoning": self.reasoning,
+            **{name: getattr(self, name) for name in SETTINGS},
             "always_allow": policy_rules(list(self._policies)),  # a copy: no lock here
         }
 
@@ -651,15 +667,18 @@ class ChatCore:
             self._turn,
             self._forced_spent,
             o,
-            self.max_steps,
-            self.max_cost_usd,
-            self.max_total_tokens,
-            self.cache,
-            self.on_tool_error,
-            self.stream,
-            self.reasoning,
+            *(getattr(self, name) for name in SETTINGS),
             tuple((p.tool, p.when is not None) for p in list(self._policies)),
         )
+
+    def _replay(self, events: Iterable[Event]) -> None:
+        """A loaded chat's stored events: first in ``chat.events``, refolded, then read."""
+        events = [e for e in events if not isinstance(e, FRAGMENTS)]
+        with self._lock:
+            self._history[:0] = events  # the stored events come before any made since
+            self._record._refold(self._history)
+        for read in self._hook("on_history"):
+            read(events)
 
     def _restore(self, snap: Snapshot) -> None:
         """Put back a stored chat's state (``Chat.load``)."""
@@ -670,8 +689,6 @@ class ChatCore:
             last = self._messages[-1] if self._messages else None
             self._open = last if isinstance(last, AssistantToolCallMessage) else None
             self._turn, self._step, self._forced_spent = snap.turn, snap.step, snap.forced_spent
-            self._usage = snap.usage
-            self._cost, self._unpriced = snap.cost_usd, snap.unpriced
             if snap.options is not None:
                 self._options = ToolOptions(**snap.options)
             if snap.always_allow is not None:
@@ -681,81 +698,6 @@ class ChatCore:
                 self._exhausted = snap.last_budget
             self._parent = snap.parent
             self._bus.resume_at(snap.next_seq)
-
-
-class Host:
-    """The core's implementation of :class:`~nbagent._extension.ChatHost`."""
-
-    __slots__ = ("_ref",)
-
-    def __init__(self, core: ChatCore):
-        self._ref = weakref.ref(core)  # an extension keeping its host never keeps the chat alive
-
-    @property
-    def _core(self) -> ChatCore:
-        core = self._ref()
-        if core is None:
-            raise ReferenceError("the chat this extension was attached to is gone")
-        return core
-
-    @property
-    def chat(self) -> Any:
-        return self._core
-
-    @property
-    def chat_id(self) -> str:
-        return self._core.id
-
-    @property
-    def alive(self) -> bool:
-        return self._ref() is not None
-
-    def tool(self, name: str) -> Tool | None:
-        self._core._sync_tools()
-        return self._core._tools.get(name)
-
-    def loop_state(self) -> dict[str, Any]:
-        return self._core._loop_state()
-
-    def state_key(self) -> tuple[Any, ...]:
-        return self._core._loop_state_key()
-
-    def restore(self, snapshot: Snapshot) -> None:
-        self._core._restore(snapshot)
-
-    def replay(self, events: Iterable[Event]) -> None:
-        core = self._core
-        events = [e for e in events if not isinstance(e, FRAGMENTS)]
-        with core._lock:
-            core._history[:0] = events  # the stored events come before any made since
-            core._record._refold(core._history)
-        readers = core._hook("on_history")
-        for read in readers:
-            read(events)
-
-    def apply_decision(self, call: ToolCall | str, decision: Decision) -> ToolCall:
-        return self._core._decide(
-            call,
-            decision.verdict,
-            by=decision.by,
-            reason=decision.reason,
-            arguments=decision.arguments,
-            at=decision.at,
-            elsewhere=True,
-        )
-
-    def settle_in_doubt(
-        self,
-        call: ToolCall,
-        *,
-        claimed_by: str | None,
-        claimed_at: datetime | None,
-        rerun: bool,
-        content: str,
-    ) -> bool:
-        return self._core._settle_in_doubt(
-            call, claimed_by=claimed_by, claimed_at=claimed_at, rerun=rerun, content=content
-        )
 
 
 def _whose(t: Tool) -> str:

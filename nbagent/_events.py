@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, dataclass_transform
 
 from ._types import Approval, Decision, Message, ToolCall, ToolResultMessage, Usage
 
@@ -27,9 +27,19 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Event:
-    """Base of every event.
+@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(field,))
+class _Frozen:
+    """Every subclass is a frozen, keyword-only dataclass; ``type=`` names its kind."""
+
+    def __init_subclass__(cls, type: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if type is not None:
+            cls.type = type  # type: ignore[attr-defined]
+        dataclass(frozen=True, kw_only=True)(cls)
+
+
+class Event(_Frozen):
+    """Base of every event; a subclass is declared as ``class X(Event, type="x"):``.
 
     Attributes:
         chat_id: The chat that emitted it.
@@ -44,19 +54,15 @@ class Event:
     ts: datetime = field(default_factory=utcnow)
 
 
-@dataclass(frozen=True, kw_only=True)
-class MessageAdded(Event):
+class MessageAdded(Event, type="message_added"):
     """A message joined the transcript (user, assistant, or a tool result)."""
 
-    type: ClassVar[str] = "message_added"
     message: Message
     index: int
     turn: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class ModelRequestStarted(Event):
-    type: ClassVar[str] = "model_request_started"
+class ModelRequestStarted(Event, type="model_request_started"):
     step: int
     turn: int
     model: str
@@ -66,29 +72,23 @@ class ModelRequestStarted(Event):
     calls: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class TextDelta(Event):
+class TextDelta(Event, type="text_delta"):
     """A fragment of assistant text while a response streams."""
 
-    type: ClassVar[str] = "text_delta"
     step: int
     text: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class ReasoningDelta(Event):
+class ReasoningDelta(Event, type="reasoning_delta"):
     """A fragment of the model's thinking (or reasoning summary) while a response streams."""
 
-    type: ClassVar[str] = "reasoning_delta"
     step: int
     text: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class ToolCallDelta(Event):
+class ToolCallDelta(Event, type="tool_call_delta"):
     """A fragment of a tool call's arguments while a response streams."""
 
-    type: ClassVar[str] = "tool_call_delta"
     step: int
     index: int
     call_id: str | None
@@ -96,9 +96,7 @@ class ToolCallDelta(Event):
     arguments_delta: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class ModelRequestFinished(Event):
-    type: ClassVar[str] = "model_request_finished"
+class ModelRequestFinished(Event, type="model_request_finished"):
     step: int
     turn: int
     model: str
@@ -118,11 +116,9 @@ class ModelRequestFinished(Event):
     spent its tokens and cost; leave it out when adding up what chats spent."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class ModelRequestFailed(Event):
+class ModelRequestFailed(Event, type="model_request_failed"):
     """A request failed; nothing was added to the transcript."""
 
-    type: ClassVar[str] = "model_request_failed"
     step: int
     turn: int
     model: str
@@ -132,20 +128,16 @@ class ModelRequestFailed(Event):
     latency_ms: float
 
 
-@dataclass(frozen=True, kw_only=True)
-class ToolCallRequested(Event):
+class ToolCallRequested(Event, type="tool_call_requested"):
     """The model asked for a call; ``approval`` is decided now, once."""
 
-    type: ClassVar[str] = "tool_call_requested"
     call: ToolCall
     step: int
     turn: int
     approval: Approval
 
 
-@dataclass(frozen=True, kw_only=True)
-class ApprovalRequested(Event):
-    type: ClassVar[str] = "approval_requested"
+class ApprovalRequested(Event, type="approval_requested"):
     call: ToolCall
     step: int
     turn: int
@@ -153,8 +145,7 @@ class ApprovalRequested(Event):
     source: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class ApprovalDecided(Event):
+class ApprovalDecided(Event, type="approval_decided"):
     """A gated call was decided.
 
     ``elsewhere`` is true when the decision was made outside this chat object
@@ -164,16 +155,13 @@ class ApprovalDecided(Event):
     found it already recorded (the first decision wins; nothing new is written).
     """
 
-    type: ClassVar[str] = "approval_decided"
     call: ToolCall
     decision: Decision
     turn: int
     elsewhere: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
-class ToolCallStarted(Event):
-    type: ClassVar[str] = "tool_call_started"
+class ToolCallStarted(Event, type="tool_call_started"):
     call: ToolCall
     step: int
     turn: int
@@ -181,11 +169,9 @@ class ToolCallStarted(Event):
     arguments: dict[str, Any]
 
 
-@dataclass(frozen=True, kw_only=True)
-class ToolCallFinished(Event):
+class ToolCallFinished(Event, type="tool_call_finished"):
     """A call reached a final status (ran, failed, was denied, skipped...)."""
 
-    type: ClassVar[str] = "tool_call_finished"
     call: ToolCall
     step: int
     turn: int
@@ -206,8 +192,7 @@ class ToolCallFinished(Event):
     first): its result cannot reflect them. Empty under ``order="listed"``."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class CallInDoubt(Event):
+class CallInDoubt(Event, type="call_in_doubt"):
     """A call was found ``running`` but the process running it is gone (see ``nbagent.store``).
 
     Whether the tool took effect is unknown. With ``rerun`` (the tool is
@@ -215,7 +200,6 @@ class CallInDoubt(Event):
     with status ``in_doubt`` follows and the model is told the outcome is unknown.
     """
 
-    type: ClassVar[str] = "call_in_doubt"
     call: ToolCall
     step: int
     turn: int
@@ -224,9 +208,7 @@ class CallInDoubt(Event):
     rerun: bool
 
 
-@dataclass(frozen=True, kw_only=True)
-class StepFinished(Event):
-    type: ClassVar[str] = "step_finished"
+class StepFinished(Event, type="step_finished"):
     step: int
     turn: int
     kind: str
@@ -234,14 +216,11 @@ class StepFinished(Event):
     """With ``kind="budget_exhausted"``: the budget spent (``steps``, ``cost``, ``tokens``)."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class OptionsChanged(Event):
-    type: ClassVar[str] = "options_changed"
+class OptionsChanged(Event, type="options_changed"):
     options: dict[str, Any]
 
 
-@dataclass(frozen=True, kw_only=True)
-class AlwaysAllowChanged(Event):
+class AlwaysAllowChanged(Event, type="always_allow_changed"):
     """``chat.always_allow(tool)`` added a rule, or ``chat.revoke(tool)`` removed the tool's.
 
     Attributes:
@@ -251,33 +230,13 @@ class AlwaysAllowChanged(Event):
             only that it had one).
     """
 
-    type: ClassVar[str] = "always_allow_changed"
     tool: str
     allowed: bool
     conditional: bool = False
 
 
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.type: cls
-    for cls in (
-        MessageAdded,
-        ModelRequestStarted,
-        TextDelta,
-        ReasoningDelta,
-        ToolCallDelta,
-        ModelRequestFinished,
-        ModelRequestFailed,
-        ToolCallRequested,
-        ApprovalRequested,
-        ApprovalDecided,
-        ToolCallStarted,
-        ToolCallFinished,
-        CallInDoubt,
-        StepFinished,
-        OptionsChanged,
-        AlwaysAllowChanged,
-    )
-}
+EVENT_TYPES: dict[str, type[Event]] = {cls.type: cls for cls in Event.__subclasses__()}
+"""Every event type declared above, by its ``type`` (what a store writes)."""
 
 
 class CallbackWarning(UserWarning):

@@ -50,14 +50,15 @@ chat's own rules and emits its event (:meth:`ChatHost.apply_decision`,
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._events import Event
 from ._replay import Recordings
-from ._types import Decision, ForkParent, Message, ToolCall, Usage
+from ._types import Decision, ForkParent, Message, ToolCall
 
 if TYPE_CHECKING:
     from ._tools import Tool
@@ -122,19 +123,8 @@ class Extension:
         return None
 
 
-HOOKS = (
-    "on_event",
-    "on_history",
-    "turn_started",
-    "before_step",
-    "claim",
-    "decide",
-    "wait_for_decision",
-    "refresh",
-    "follow_decisions",
-    "close",
-    "recordings",
-)
+HOOKS = tuple(name for name in vars(Extension) if name[0] != "_" and name != "attach")
+"""Every hook of :class:`Extension` but ``attach``, in the order the class declares them."""
 
 
 def overrides(ext: Extension, hook: str) -> bool:
@@ -146,15 +136,15 @@ def overrides(ext: Extension, hook: str) -> bool:
 class Snapshot:
     """A chat's state as a store rebuilt it, for :meth:`ChatHost.restore`.
 
+    Usage and cost are not in it: the chat's record folds them from the stored
+    events handed to :meth:`ChatHost.replay`.
+
     Attributes:
         messages: The transcript.
         calls: Every tool call, in request order, with its stored lifecycle.
         call_turn / call_step: The turn and step that asked for each call, by id.
         turn / step: The chat's turn and step counters.
         forced_spent: Whether this turn's forced tool choice was used up.
-        usage: Tokens used so far.
-        cost_usd / unpriced: Dollars of the priced requests so far, and how many
-            requests had no known price.
         options: The tool options (``ToolOptions`` fields), or ``None`` for the defaults.
         last_step: The kind of the last step (only ``budget_exhausted`` matters).
         last_budget: The budget that step stopped on (``steps``, ``cost``, ``tokens``).
@@ -174,9 +164,6 @@ class Snapshot:
     turn: int = 0
     step: int = 0
     forced_spent: bool = False
-    usage: Usage = field(default_factory=Usage)
-    cost_usd: float = 0.0
-    unpriced: int = 0
     options: dict[str, Any] | None = None
     last_step: str | None = None
     last_budget: str | None = None
@@ -186,7 +173,7 @@ class Snapshot:
     predicates: Mapping[str, Callable[[ToolCall], bool]] = field(default_factory=dict)
 
 
-class ChatHost(Protocol):
+class ChatHost:
     """What an extension may read and ask of the chat it is attached to.
 
     Reads go through the public ``chat`` (``transcript``, ``tool_calls``,
@@ -196,41 +183,56 @@ class ChatHost(Protocol):
     chat alive.
     """
 
-    @property
-    def chat(self) -> Any:
-        """The chat (a :class:`~nbagent._base_chat.BaseChat`; its public API)."""
-        ...
+    __slots__ = ("_ref",)
+
+    def __init__(self, chat: Any):
+        self._ref = weakref.ref(chat)
 
     @property
-    def chat_id(self) -> str: ...
+    def chat(self) -> Any:
+        """The chat (a :class:`~nbagent._base_chat.BaseChat`; its public API).
+
+        Raises:
+            ReferenceError: The chat was garbage-collected.
+        """
+        chat = self._ref()
+        if chat is None:
+            raise ReferenceError("the chat this extension was attached to is gone")
+        return chat
+
+    @property
+    def chat_id(self) -> str:
+        return self.chat.id
 
     @property
     def alive(self) -> bool:
         """False once the chat was garbage-collected."""
-        ...
+        return self._ref() is not None
 
     def tool(self, name: str) -> Tool | None:
         """The chat's tool called ``name``, if it has one."""
-        ...
+        chat = self.chat
+        chat._sync_tools()
+        return chat._tools.get(name)
 
     def loop_state(self) -> dict[str, Any]:
         """The loop state a reloaded chat needs besides its messages, calls and events."""
-        ...
+        return self.chat._loop_state()
 
     def state_key(self) -> tuple[Any, ...]:
         """A cheap key that changes whenever :meth:`loop_state` may have changed."""
-        ...
+        return self.chat._loop_state_key()
 
     def restore(self, snapshot: Snapshot) -> None:
         """Put back a stored chat's state (a chat being loaded; emits nothing)."""
-        ...
+        self.chat._restore(snapshot)
 
     def replay(self, events: Iterable[Event]) -> None:
         """Hand a loaded chat's stored events to every extension's ``on_history``.
 
         The chat keeps them too, as the start of ``chat.events`` (what ``fork`` builds on).
         """
-        ...
+        self.chat._replay(events)
 
     def apply_decision(self, call: ToolCall | str, decision: Decision) -> ToolCall:
         """Apply a decision made elsewhere (a store) with the chat's own rules and events.
@@ -241,7 +243,15 @@ class ChatHost(Protocol):
         Raises:
             DecisionError: As ``chat.approve``/``chat.deny`` would.
         """
-        ...
+        return self.chat._decide(
+            call,
+            decision.verdict,
+            by=decision.by,
+            reason=decision.reason,
+            arguments=decision.arguments,
+            at=decision.at,
+            elsewhere=True,
+        )
 
     def settle_in_doubt(
         self,
@@ -258,7 +268,9 @@ class ChatHost(Protocol):
         with status ``in_doubt`` whose result is ``content``. Returns False
         (and does nothing) when the call is no longer running here.
         """
-        ...
+        return self.chat._settle_in_doubt(
+            call, claimed_by=claimed_by, claimed_at=claimed_at, rerun=rerun, content=content
+        )
 
 
 __all__ = ["HOOKS", "ChatHost", "Extension", "Snapshot", "overrides"]

@@ -46,12 +46,11 @@ objects.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ._chat_state import HOSTED
+from ._chat_state import HOSTED, checked_edit
 from ._config import get_config
 from ._errors import DecisionError
 from ._events import (
@@ -332,7 +331,7 @@ def _plan_call_change(chat: Forkable, p: Plan, original: ToolCall, change: str, 
         tool = next((t for t in chat.tools if t.name == c.name), None)
         if tool is None:
             raise DecisionError(f"tool {c.name!r} is not available in this chat")
-        p.value = _checked_arguments(tool, c, value)
+        p.value = checked_edit(tool, c.name, value)
         if c.is_final:  # rejected at once (invalid arguments): the edit answers that
             _reopen(c)
         return
@@ -361,25 +360,6 @@ def _reopen(c: ToolCall) -> None:
     gated = c.approval is not None and c.approval.required
     c.status = "awaiting_approval" if gated else "requested"
     c.result = c.finished_at = None
-
-
-def _checked_arguments(tool: Tool, c: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
-    """Edited arguments, checked as an approval's edit is (``_decide``)."""
-    from ._tools import SchemaValidationError
-    from ._unicode import TooDeep, clean_json
-
-    try:
-        arguments = clean_json(arguments)
-        json.dumps(arguments, allow_nan=False)
-    except TooDeep as exc:
-        raise DecisionError(f"edited arguments for {c.name} are {exc}") from None
-    except (TypeError, ValueError) as exc:
-        raise DecisionError(f"edited arguments for {c.name} are not JSON ({exc})") from None
-    try:
-        tool.validate_arguments(arguments)
-    except SchemaValidationError as exc:
-        raise DecisionError(f"edited arguments for {c.name} are invalid: {exc}") from None
-    return dict(arguments)
 
 
 def _plan_chat_change(chat: Forkable, p: Plan, change: str, value: Any) -> None:

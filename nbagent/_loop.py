@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import time
 import warnings
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any, Literal, TypeVar
 
 from . import _aio
@@ -85,36 +85,18 @@ class LoopMixin(ChatCore):
     """Planning, model requests, tool rounds, and the sync/async drivers."""
 
     def _drive_sync(self, gen: Generator[_Effect, Any, R]) -> R:
-        """Run ``gen`` once it is this caller's turn to drive (``_drive.py``), blocking."""
+        """Run ``gen`` once it is this caller's turn to drive (``_drive.py``), blocking.
+
+        ``_perform_sync`` blocks and never suspends, so the shared driver loop
+        finishes in one pass with no event loop (``_aio.run_inline``).
+        """
         with self._driving(self._drive.enter(own_call=self._in_own_call()), gen):
-            value: Any = None
-            error: BaseException | None = None
-            while True:
-                try:
-                    effect = gen.send(value) if error is None else gen.throw(error)
-                except StopIteration as stop:
-                    return stop.value
-                value, error = None, None
-                try:
-                    value = self._perform_sync(effect)
-                except BaseException as exc:
-                    error = exc
+            return _aio.run_inline(_performed(gen, self._perform_sync))
 
     async def _drive_async(self, gen: Generator[_Effect, Any, R]) -> R:
         """Run ``gen`` once it is this caller's turn to drive, awaiting it (the loop runs on)."""
         with self._driving(await self._drive.enter_async(own_call=self._in_own_call()), gen):
-            value: Any = None
-            error: BaseException | None = None
-            while True:
-                try:
-                    effect = gen.send(value) if error is None else gen.throw(error)
-                except StopIteration as stop:
-                    return stop.value
-                value, error = None, None
-                try:
-                    value = await self._perform_async(effect)
-                except BaseException as exc:
-                    error = exc
+            return await _performed(gen, self._perform_async)
 
     @contextlib.contextmanager
     def _driving(self, entered: bool, gen: Generator[Any, Any, Any]) -> Iterator[None]:
@@ -131,7 +113,8 @@ class LoopMixin(ChatCore):
         c = current_tool_call()
         return c is not None and c.status == "running" and self._calls.get(c.id) is c
 
-    def _perform_sync(self, effect: _Effect) -> Any:
+    async def _perform_sync(self, effect: _Effect) -> Any:
+        """Perform an effect with blocking calls (it never awaits: see ``_drive_sync``)."""
         if isinstance(effect, _SyncTools):
             return self._sync_tools()
         if isinstance(effect, _ModelRequest):
@@ -252,10 +235,10 @@ class LoopMixin(ChatCore):
     def _spent_budget(self) -> str | None:
         """``"cost"`` or ``"tokens"`` when that whole-chat budget is reached."""
         cap_tokens = self._cap("tokens")
-        with self._lock:
+        with self._record.reading() as r:  # the totals of every request folded so far
             return spent_budget(
-                self._usage,
-                self._cost + self._replayed_cost,  # a replayed run stops where the recorded one did
+                r.usage,
+                r.cost_usd + self._replayed_cost,  # a replayed run stops where the recorded one did
                 self._cap("cost"),
                 None if cap_tokens is None else int(cap_tokens),
             )
@@ -392,13 +375,8 @@ class LoopMixin(ChatCore):
         after: list[ToolResult] = []
         invalid: OutputValidationError | None = None
         with self._lock:
-            self._usage = self._usage + usage
             if replayed:
                 self._replayed_cost += cost or 0.0
-            elif cost is None:
-                self._unpriced += 1
-            else:
-                self._cost += cost
             items, breaches = audit_items(
                 response.items, self._hosted, self._hosted_verdict(response.tool_calls)
             )
@@ -515,11 +493,8 @@ class LoopMixin(ChatCore):
             self._calls[c.id] = c
             self._call_turn[c.id] = self._turn
             self._call_step[c.id] = step
-            if c.hosted:
-                events.extend(self._register_hosted(c, step, after))
-                continue
-            tool = self._tools.get(c.name)
-            c.approval = requirement(tool)
+            tool = None if c.hosted else self._tools.get(c.name)
+            c.approval = _provider_gate(c) if c.hosted else requirement(tool)
             if tool is not None and tool.server is not None and c.server is None:
                 c.server = tool.server  # an MCP server's tool: its label, for cards, log, store
             events.append(
@@ -531,6 +506,12 @@ class LoopMixin(ChatCore):
                     approval=c.approval,
                 )
             )
+            if c.hosted:
+                # the provider runs it once someone decides: only the chat's policies may
+                # decide it at once (no local tool to check or run; the calls limit is the
+                # provider's business)
+                events.extend(self._gate(c, None, step, after))
+                continue
             problem = self._reject_reason(c, tool, n, limit, truncated)
             if problem is not None:
                 status, text = problem
@@ -538,25 +519,6 @@ class LoopMixin(ChatCore):
                 continue
             if c.approval.required:
                 events.extend(self._gate(c, tool, step, after))
-        return events
-
-    def _register_hosted(self, c: ToolCall, step: int, after: list[ToolResult]) -> list[Event]:
-        """A call the provider runs once someone decides: always gated, never run here.
-
-        Only the chat's policies (``always_allow``) may decide it at once; there
-        is no local tool to check arguments against or to run, and the calls
-        limit is the provider's business.
-        """
-        server = c.server or "the provider"
-        c.approval = Approval(
-            True, "provider", f"{server} (run by the provider) asks before running {c.name}"
-        )
-        events: list[Event] = [
-            ToolCallRequested(
-                chat_id=self.id, call=c, step=step, turn=self._turn, approval=c.approval
-            )
-        ]
-        events.extend(self._gate(c, None, step, after))
         return events
 
     def _gate(
@@ -643,16 +605,6 @@ class LoopMixin(ChatCore):
                 events.extend(self._answer_hosted(c, self._deferred_after))
         self._deferred.extend(events)
 
-    def _answer(self, c: ToolCall, status: Any, text: str, after: list[ToolResult]) -> list[Event]:
-        result = ToolResultMessage(
-            c.id, text, status != "ok", status, c.name, turn=self._call_turn.get(c.id, self._turn)
-        )
-        c.status = status
-        c.result = result
-        c.finished_at = utcnow()
-        after.append(ToolResult(c, text, status))
-        return [self._finished_event(c, result, None, None, None)]
-
     def _close_round_if_done(self) -> list[Event]:
         """Once every call of the open round is answered, add the results in call order."""
         events, self._deferred = self._deferred, []
@@ -716,6 +668,25 @@ class LoopMixin(ChatCore):
         return _RoundHooks(self, round_)
 
 
+async def _performed(
+    gen: Generator[_Effect, Any, R], perform: Callable[[_Effect], Awaitable[Any]]
+) -> R:
+    """Drive the loop ``gen``: perform each effect it yields and send back the result (or
+    throw the error in), until it returns; the one driver loop of both APIs."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            effect = gen.send(value) if error is None else gen.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        value, error = None, None
+        try:
+            value = await perform(effect)
+        except BaseException as exc:
+            error = exc
+
+
 _shown_unknown: set[tuple[str, str]] = set()
 
 
@@ -733,6 +704,14 @@ def _show_unknown(response: LLMToolResponse) -> None:
                 f"{response.provider or item.api} sent a {item.type!r} item that nbagent does "
                 "not know; it is kept in the transcript (message.items) and sent back as it came"
             )
+
+
+def _provider_gate(c: ToolCall) -> Approval:
+    """A hosted call (the provider runs it once someone decides) is always gated."""
+    server = c.server or "the provider"
+    return Approval(
+        True, "provider", f"{server} (run by the provider) asks before running {c.name}"
+    )
 
 
 def _waiting_before(calls: Sequence[ToolCall], c: ToolCall) -> tuple[str, ...]:
@@ -865,10 +844,8 @@ class _RoundHooks:
         with chat._lock:
             if c.is_final:
                 return
-            if outcome.replayed is not None:
-                content = clean(text)  # as recorded: the same text for the model
-            elif outcome.status == "ok":
-                content = clean(text)
+            if outcome.replayed is not None or outcome.status == "ok":
+                content = clean(text)  # replayed: as recorded, the same text for the model
             elif outcome.status == "error":
                 content = f"Error: {outcome.message}"
                 if outcome.error is not None and chat.on_tool_error == "raise":

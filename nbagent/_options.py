@@ -17,7 +17,6 @@ from ._errors import ToolOptionError
 from ._tools import Tool, tool_name_of
 from ._types import ConcurrencyMode
 
-CallsLimit = int | None  # None: as many as the model likes
 Order = Literal["ready", "listed"]
 ORDERS: tuple[Order, ...] = ("ready", "listed")
 

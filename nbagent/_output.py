@@ -158,12 +158,6 @@ class Output:
                 self.name, text, format_validation_error(exc).split("; ")
             ) from None
 
-    def jsonable(self, value: Any) -> Any:
-        """``value`` (as :meth:`parse` returns it) as plain JSON data (for a store)."""
-        if self._adapter is None:
-            return value
-        return self._adapter.dump_python(value, mode="json")
-
 
 def as_output(output: Any) -> Output:
     """An :class:`Output` of a pydantic model, a dataclass, a TypedDict or a JSON Schema dict.
@@ -316,10 +310,10 @@ class _Strict:
                 raise self.fail(path, "an 'allOf' of several schemas")
             inner = dict(all_of[0])
             if "$ref" in inner and not (set(schema) - {"description", "title", "default"}):
-                return self.ref(inner["$ref"], schema)
+                return self.ref(inner["$ref"])
             schema = {**inner, **schema}
         if "$ref" in schema:
-            return self.ref(schema.pop("$ref"), schema)
+            return self.ref(schema.pop("$ref"))
         for key in ("$defs", "definitions"):
             if key in schema:
                 raise self.fail(path, f"'{key}' below the top level")
@@ -373,7 +367,7 @@ class _Strict:
         # Anthropic takes minItems of 0 or 1 only
         return not (self.dialect == "anthropic" and key == "minItems" and value not in (0, 1))
 
-    def ref(self, ref: Any, siblings: dict[str, Any]) -> dict[str, Any]:
+    def ref(self, ref: Any) -> dict[str, Any]:
         if not isinstance(ref, str) or not ref.startswith("#/"):
             raise self.fail("", f"the reference {ref!r} (only local '#/$defs/...' ones)")
         ref = ref.replace("#/definitions/", "#/$defs/")

@@ -301,9 +301,6 @@ class ChatRecord:
                 forced_spent=any(
                     isinstance(m, ToolResultMessage) and m.turn == self.turn for m in messages
                 ),
-                usage=self.usage,
-                cost_usd=self.cost_usd,
-                unpriced=self.unpriced,
                 last_step=self.last_step,
                 last_budget=self.last_budget,
             )

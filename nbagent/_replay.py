@@ -40,7 +40,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ._config import get_config
 from ._errors import ProviderError
@@ -61,7 +61,6 @@ from ._recording import (
 from ._types import LLMToolResponse
 from .providers import ModelRequest, Provider, StreamDelta
 
-ReplayMode = Literal["auto", "only", "off"]
 PROCESS_LIMIT = 4096
 """Recordings (and as many tool results) the process keeps, most recently used first."""
 PROCESS_BYTES = 64 * 1024 * 1024
@@ -312,7 +311,9 @@ class Replayer:
         if key is None:
             return None
         for source in self.sources(extra):
-            found: RecordedResult | None = _read_safely(source.result, source, key, call_id)
+            found: RecordedResult | None = _safely(
+                "read recordings from", source.result, source, key, call_id
+            )
             if found is not None:
                 return found
         return None
@@ -324,28 +325,17 @@ class Replayer:
         if key is None:
             return
         for source in self.sources(extra):
-            _safely(source.add_result, source, key, call_id, result)
+            _safely("record in", source.add_result, source, key, call_id, result)
 
 
-def _safely(fn: Any, source: Recordings, *args: Any) -> None:
-    """Write to one source; a failure warns and never costs the response or the call."""
-    try:
-        fn(*args)
-    except Exception as exc:
-        warnings.warn(
-            f"nbagent: could not record in {source!r}: {type(exc).__name__}: {exc}",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-
-
-def _read_safely(fn: Any, source: Recordings, *args: Any) -> Any:
-    """Read from one source; one that cannot be read (a damaged file) warns and counts as a miss."""
+def _safely(doing: str, fn: Any, source: Recordings, *args: Any) -> Any:
+    """Read from or write to one source (``doing`` says which, for the warning); a failure
+    warns and counts as a miss (a damaged file), never costing the response or the call."""
     try:
         return fn(*args)
     except Exception as exc:
         warnings.warn(
-            f"nbagent: could not read recordings from {source!r}: {type(exc).__name__}: {exc}",
+            f"nbagent: could not {doing} {source!r}: {type(exc).__name__}: {exc}",
             RuntimeWarning,
             stacklevel=3,
         )
@@ -372,11 +362,11 @@ class ReplayingProvider:
         if mode == "off":
             return key, fp, None
         for source in self.sources:
-            rec = _read_safely(source.find, source, key)
+            rec = _safely("read recordings from", source.find, source, key)
             if rec is None:
                 continue
             for other in self.sources:  # a gap filled; a store notes this step's key
-                _safely(other.add, other, rec, self.replayer.chat_id, self.step, True)
+                _safely("record in", other.add, other, rec, self.replayer.chat_id, self.step, True)
             self.replayer.replayed_steps.add(self.step)
             if request.on_delta is not None:
                 for delta in (
@@ -442,7 +432,7 @@ class ReplayingProvider:
             self.step,
         )
         for source in self.sources:
-            _safely(source.add, source, rec, self.replayer.chat_id, self.step, False)
+            _safely("record in", source.add, source, rec, self.replayer.chat_id, self.step, False)
 
     def complete(self, request: ModelRequest) -> LLMToolResponse:
         key, fp, found = self._lookup(request)

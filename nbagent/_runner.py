@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -112,39 +113,33 @@ class ToolExited(Exception):
         self.original = original
 
 
-def _contained(exc: BaseException) -> BaseException:
-    """``exc``, or a :class:`ToolExited` for a non-interrupting ``BaseException``."""
-    if isinstance(exc, (Exception, KeyboardInterrupt, asyncio.CancelledError)):
-        return exc
-    return ToolExited(exc)
+@contextlib.contextmanager
+def _running(job: Job) -> Iterator[None]:
+    """The tool of ``job`` runs inside: its call is bound, and a non-interrupting
+    ``BaseException`` it raises comes out as a :class:`ToolExited`."""
+    with _bind_call(job.call, job.cancel):
+        try:
+            yield
+        except (Exception, KeyboardInterrupt, asyncio.CancelledError):
+            raise
+        except BaseException as exc:
+            raise ToolExited(exc) from exc
 
 
 def _call_sync(job: Job) -> Any:
-    with _bind_call(job.call, job.cancel):
-        try:
-            result = job.tool.execute(**job.tool.bind(job.call, job.kwargs))
-            if asyncio.iscoroutine(result):  # a sync execute() that returned a coroutine
-                return asyncio.run(result)
-            return result
-        except BaseException as exc:
-            contained = _contained(exc)
-            if contained is exc:
-                raise
-            raise contained from exc
+    with _running(job):
+        result = job.tool.execute(**job.tool.bind(job.call, job.kwargs))
+        if asyncio.iscoroutine(result):  # a sync execute() that returned a coroutine
+            return asyncio.run(result)
+        return result
 
 
 async def _call_async(job: Job) -> Any:
-    with _bind_call(job.call, job.cancel):
-        try:
-            coro = job.tool.execute(**job.tool.bind(job.call, job.kwargs))
-            if job.tool.loop is not None:  # its resources live on that loop: run it there
-                return await run_on_loop(coro, job.tool.loop, f"tool {job.tool.name!r}")
-            return await coro
-        except BaseException as exc:
-            contained = _contained(exc)
-            if contained is exc:
-                raise
-            raise contained from exc
+    with _running(job):
+        coro = job.tool.execute(**job.tool.bind(job.call, job.kwargs))
+        if job.tool.loop is not None:  # its resources live on that loop: run it there
+            return await run_on_loop(coro, job.tool.loop, f"tool {job.tool.name!r}")
+        return await coro
 
 
 def _call_async_in_thread(job: Job) -> Any:

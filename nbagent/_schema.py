@@ -132,7 +132,6 @@ class ParameterModel:
 
     schema: dict[str, Any]
     validate: Callable[[dict[str, Any]], dict[str, Any]]
-    param_names: tuple[str, ...]
 
 
 def _clean(node: Any) -> Any:
@@ -280,7 +279,7 @@ def function_parameters(fn: Callable[..., Any], *, skip_first: bool = False) -> 
         instance = model.model_validate(arguments)
         return {name: getattr(instance, name) for name in names}
 
-    return ParameterModel(schema=schema, validate=validate, param_names=tuple(names))
+    return ParameterModel(schema=schema, validate=validate)
 
 
 class SchemaValidationError(ValueError):

@@ -514,10 +514,6 @@ class LLMToolResponse:
         return tuple(i for i in self.items if isinstance(i, Reasoning))
 
 
-ToolChoice = Literal["auto", "required", "none"] | str
-"""Neutral tool choice after resolution: ``auto``, ``required``, ``none`` or a tool name."""
-
-
 @dataclass(frozen=True)
 class ToolSpec:
     """A tool definition as providers see it (``{"name", "description", "input_schema"}``)."""

@@ -408,6 +408,8 @@ def test_bad_forks_raise_clearly_and_create_nothing() -> None:
         chat.fork("nope", decision="approved")
     with pytest.raises(ValueError, match="nothing would change"):
         chat.fork(system=chat.system)
+    with pytest.raises(TypeError, match="stepp"):  # neither a point, a change, nor a wing
+        chat.fork(stepp=1)
     assert chat.status == "complete" and len(chat.tool_calls) == 2
 
 
@@ -441,6 +443,8 @@ def test_a_chat_without_wings_forks_too() -> None:
     chat.ask("go")
     fork = chat.fork(chat.pending_approvals[0], decision="approved")
     assert type(fork) is BaseChat and fork.extensions == ()
+    with pytest.raises(TypeError, match="store"):  # a store is Chat's wing, not the core's
+        chat.fork(step=1, store=None)
     fork.complete()
     assert fork.status == "complete" and runs.count(fork.tool_calls[0]) == 1
     assert chat.status == "awaiting_approval"

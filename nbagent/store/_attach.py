@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._chat_state import SETTINGS
 from .._errors import StoreError
 from .._events import utcnow
 from .._extension import Snapshot
@@ -219,15 +220,7 @@ def _new_chat(
 ) -> ChatT:
     state = record.state
     kwargs: dict[str, Any] = {"system": record.system}
-    for key in (
-        "max_steps",
-        "on_tool_error",
-        "stream",
-        "reasoning",
-        "max_cost_usd",
-        "max_total_tokens",
-        "cache",
-    ):
+    for key in SETTINGS:
         if state.get(key) is not None:
             kwargs[key] = state[key]
     kwargs.update(chat_kwargs)
@@ -270,9 +263,6 @@ def _snapshot_of(
         turn=max([int(state.get("turn", 0)), *(getattr(m, "turn", 0) for m in messages)]),
         step=int(state.get("step", 0)),
         forced_spent=bool(state.get("forced_spent", False)),
-        usage=codec.usage_in(state.get("usage") or {}),
-        cost_usd=float(state.get("cost_usd") or 0.0),
-        unpriced=int(state.get("unpriced") or 0),
         options=options,
         last_step=state.get("last_step"),
         last_budget=state.get("last_budget"),
