@@ -16,11 +16,14 @@ The contract, for a backend's author:
   wins. The iterator ends when every row is ``done`` or ``failed``; the caller
   may stop iterating earlier (``aclose()``, or cancelling its task): the
   backend then stops watching parked chats and releases what it holds.
-- A row never stops the batch: a job with an ``error`` (the input could not
-  be formatted), a factory that raises, a chat whose request fails, a worker
-  that dies, a store that goes away: each becomes a ``failed`` result with a
-  clear ``error``. Only with ``spec.on_error == "raise"`` may ``run`` raise
-  instead (the first such error; the caller cancels the rest).
+- Every job has a prompt: an input that could not be formatted (a
+  :class:`Job` with an ``error``) is failed by the batch itself, and never
+  reaches a backend.
+- A row never stops the batch: a factory that raises, a chat whose request
+  fails, a worker that dies, a store that goes away: each becomes a
+  ``failed`` result with a clear ``error``. Only with
+  ``spec.on_error == "raise"`` may ``run`` raise instead (the first such
+  error; the caller cancels the rest).
 - ``progress`` (a :data:`ProgressSink`, thread-safe, cheap, never raises) gets
   a :class:`RowUpdate` at every status change (``running`` when a chat
   starts or continues, ``awaiting_approval``, ``done``, ``failed``) and may
@@ -73,7 +76,8 @@ class Job:
             (``make_chat(row)``): the row as a dict of column -> value, or the
             prompt itself for a list of prompts.
         error: Why the input could not become a prompt (a missing column...):
-            the row fails with this error and no chat is made.
+            the batch fails the row with this error; no chat is made and no
+            backend sees the job.
         chat_id: A stored chat this key already has (a resumed batch): continue
             it instead of making a new one.
     """
@@ -167,6 +171,17 @@ class RowResult:
     error: str | None = None
     error_type: str | None = None
     pending: int = 0
+
+    def as_update(self) -> RowUpdate:
+        """The progress update this row stands for: its status and what its chat used."""
+        return RowUpdate(
+            self.key,
+            self.status,
+            self.chat_id,
+            self.input_tokens,
+            self.output_tokens,
+            self.cost_usd,
+        )
 
 
 @runtime_checkable

@@ -55,9 +55,4 @@ def get_backend(backend: str | Backend) -> Backend:
     return factory()
 
 
-def known_backends() -> list[str]:
-    with _lock:
-        return sorted({"local", *_factories, *_MODULES})
-
-
-__all__ = ["get_backend", "known_backends", "register_backend"]
+__all__ = ["get_backend", "register_backend"]

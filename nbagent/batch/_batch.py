@@ -39,7 +39,7 @@ from .._optional import require
 from ._backend import Backend, Job, RowResult, RunSpec
 from ._backends import get_backend
 from ._display import ProgressDisplay, make_display
-from ._inputs import batch_id_of, jobs_from
+from ._inputs import InputError, batch_id_of, jobs_from
 from ._local import one_line
 from ._run import BatchRun, active_run, get_run, run_of
 
@@ -121,7 +121,7 @@ def _resume(store: Any, batch_id: str, jobs: list[Job]) -> tuple[list[Job], dict
     done: dict[str, RowResult] = {}
     for job in jobs:
         chat_id = recorded.get(job.key)
-        if chat_id is None or job.error is not None:
+        if chat_id is None:
             todo.append(job)
             continue
         try:
@@ -184,6 +184,9 @@ async def batch_async(
         raise ValueError(f"progress must be True, False, 'widget' or 'text', got {progress!r}")
     takes_row = _takes_row(make_chat)
     jobs = jobs_from(inputs, prompt, key)
+    unformatted = [j for j in jobs if j.error is not None]  # no prompt: no chat, no backend
+    if unformatted and on_error == "raise":
+        raise InputError(f"input {unformatted[0].key!r}: {unformatted[0].error}")
     batch_id = name or batch_id_of(jobs)
     runner = get_backend(backend)
     st = None
@@ -194,10 +197,14 @@ async def batch_async(
     previous = active_run(batch_id)
     if previous is not None:  # still continuing parked rows: one driver per chat
         await previous.stop_anywhere()
-    todo: list[Job] = jobs
-    finished: dict[str, RowResult] = {}
+    todo = [j for j in jobs if j.error is None]
+    finished = {
+        j.key: RowResult(j.key, j.index, "failed", error=j.error, error_type="InputError")
+        for j in unformatted
+    }
     if st is not None:
-        todo, finished = await asyncio.to_thread(_resume, st, batch_id, jobs)
+        todo, done = await asyncio.to_thread(_resume, st, batch_id, todo)
+        finished.update(done)
     index = getattr(inputs, "index", None) if hasattr(inputs, "columns") else None
     earlier = get_run(batch_id)
     if st is not None and earlier is not None and hasattr(runner, "live"):
@@ -217,11 +224,8 @@ async def batch_async(
     if hasattr(runner, "on_chat"):
         runner.on_chat = run.add_chat
 
-    def concurrency_now() -> int | None:
-        limit = getattr(runner, "limit", None)
-        return getattr(limit, "limit", None)
-
-    run.progress.concurrency = concurrency_now
+    # how many rows may run at once now: the backend's adaptive limit, if it has one
+    run.progress.concurrency = lambda: getattr(getattr(runner, "limit", None), "limit", None)
     display = _display or make_display(run.progress, progress, title=_title(name))
     display.progress = run.progress
     if _display is None:
@@ -346,31 +350,14 @@ def batch(
         InputError: Duplicate keys, an unknown column, inputs of another shape.
         TypeError: ``make_chat`` is not a factory; a store that cannot record batches.
     """
+    arguments = dict(locals())  # every argument above, passed on to the one implementation
     display = None
     if in_kernel():  # displayed from the cell's own thread; redrawn from the batch's loop
         from ._progress import Progress
 
         display = make_display(Progress([]), progress, title=_title(name))
         display.show()
-    frame = run_sync(
-        batch_async(
-            inputs,
-            make_chat,
-            prompt=prompt,
-            key=key,
-            concurrency=concurrency,
-            store=store,
-            backend=backend,
-            name=name,
-            on_error=on_error,
-            wait_for_decisions=wait_for_decisions,
-            progress=progress,
-            max_rate_limit_retries=max_rate_limit_retries,
-            poll_interval=poll_interval,
-            backend_options=backend_options,
-            _display=display,
-        )
-    )
+    frame = run_sync(batch_async(**arguments, _display=display))
     if display is not None:
         display.republish()  # the counts now, in the output the saved notebook keeps
     return frame

@@ -153,7 +153,6 @@ class TerminalDisplay(ProgressDisplay):
         self._last_line = time.monotonic()
         self._last_share = 0.0
         self._width = 0
-        self.lines = 0
 
     def draw(self, snap: Snapshot, final: bool) -> None:
         if self.tty:
@@ -162,7 +161,6 @@ class TerminalDisplay(ProgressDisplay):
             self.stream.write("\r" + line + " " * pad + ("\n" if final else ""))
             self._width = len(line)
             self.stream.flush()
-            self.lines += 1
             return
         share = snap.settled / snap.total if snap.total else 1.0
         now = time.monotonic()
@@ -170,7 +168,6 @@ class TerminalDisplay(ProgressDisplay):
             self.stream.write(f"nbagent: batch {summary_line(snap)}\n")
             self.stream.flush()
             self._last_share, self._last_line = share, now
-            self.lines += 1
 
 
 def make_display(

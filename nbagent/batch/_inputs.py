@@ -171,10 +171,7 @@ def _list_jobs(items: list[Any], prompt: str | None, key: str | None) -> list[Jo
         if isinstance(item, str):
             if key is not None:
                 raise InputError("key= names a field of each row; a list of prompts has none")
-            text = item if prompt is None else None
-            error = None
-            if prompt is not None:
-                text, error = _format(prompt, {"prompt": item})
+            text, error = (item, None) if prompt is None else _format(prompt, {"prompt": item})
             jobs.append(Job(str(i), i, text, item, error))
         elif isinstance(item, Mapping):
             row = {str(k): _clean(v) for k, v in item.items()}
@@ -195,15 +192,8 @@ def _list_jobs(items: list[Any], prompt: str | None, key: str | None) -> list[Jo
             filled, error = _format(prompt, row)
             jobs.append(Job(k, i, filled, row, error))
         else:
-            jobs.append(
-                Job(
-                    str(i),
-                    i,
-                    None,
-                    item,
-                    f"an input must be a prompt (str) or a row (dict), got {type(item).__name__}",
-                )
-            )
+            why = f"an input must be a prompt (str) or a row (dict), got {type(item).__name__}"
+            jobs.append(Job(str(i), i, None, item, why))
     return jobs
 
 

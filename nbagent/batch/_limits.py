@@ -23,7 +23,7 @@ import time
 class AdaptiveLimit:
     """A semaphore whose size moves between 1 and ``ceiling`` (AIMD).
 
-    Use ``async with limit:`` around the work of one row; call
+    :meth:`acquire` a slot for the work of one row and :meth:`release` it; call
     :meth:`succeeded` after a request went through and :meth:`rate_limited`
     when one was refused. Bound to the event loop it is first awaited on.
     """
@@ -69,13 +69,6 @@ class AdaptiveLimit:
             if not fut.done():
                 self.active += 1
                 fut.set_result(None)
-
-    async def __aenter__(self) -> AdaptiveLimit:
-        await self.acquire()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.release()
 
     def succeeded(self) -> None:
         """A request went through: every ``limit`` of them add a slot (up to the ceiling)."""

@@ -17,14 +17,13 @@ import asyncio
 import contextlib
 import inspect
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from .._errors import RateLimitError, StoreError
 from .._events import ApprovalDecided, Event, ModelRequestFinished
 from .._extension import overrides
-from ._backend import FINAL, Job, ProgressSink, RowResult, RowStatus, RowUpdate, RunSpec
-from ._inputs import InputError
+from ._backend import FINAL, Job, ProgressSink, RowResult, RowStatus, RunSpec
 from ._limits import AdaptiveLimit, backoff
 
 T = TypeVar("T")
@@ -71,8 +70,11 @@ class RowFailed(Exception):
         self.error_type = error_type
 
 
-def one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException, limit: int | None = None) -> str:
+    """``Type: message`` on one line (the message cut to ``limit`` characters, if given)."""
     text = " ".join(str(exc).split())
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -115,31 +117,49 @@ def result_of(
     )
 
 
+def outcome(job: Job, chat: Any, latency: float | None) -> RowResult:
+    """A row's result from where its chat stopped: ``done``, parked, or ``failed`` saying why."""
+    status = chat.status
+    if status == "complete":
+        return result_of(job, chat, "done", latency)
+    if status == "awaiting_approval":
+        return result_of(job, chat, "awaiting_approval", latency)
+    if status == "budget_exhausted":
+        why = (
+            f"budget_exhausted: the chat's {chat.exhausted_budget or 'steps'} budget is spent; "
+            "rerunning the batch with its store continues it"
+        )
+        return result_of(job, chat, "failed", latency, why, "budget_exhausted")
+    why = f"the chat stopped with status {status!r} (cancelled?)"
+    return result_of(job, chat, "failed", latency, why, "Stopped")
+
+
 async def settle_job(
-    job: Job,
-    spec: RunSpec,
-    progress: ProgressSink,
-    limit: AdaptiveLimit,
-    *,
-    on_chat: Callable[[Any], None] | None = None,
+    job: Job, spec: RunSpec, progress: ProgressSink, limit: AdaptiveLimit
 ) -> RowResult:
-    """Run one job until it first settles: ``done``, ``failed`` or ``awaiting_approval``.
+    """Run one job in a slot of ``limit`` until it first settles: what a remote backend's
+    worker runs (the local backend's own code, so a row's result does not depend on
+    where it ran).
 
     Makes the chat (or loads ``job.chat_id`` from ``spec.store``), attaches and
     records it in the store, drives it with the rate-limit rules of the module
-    and reports progress. The caller holds one slot of ``limit`` on entry and
-    holds one on return (it is given back while a rate limit is waited out). A
-    parked row returns ``awaiting_approval`` at once: a remote backend continues
-    it later with ``Job(chat_id=...)``. With ``spec.on_error == "raise"`` a
-    failure raises instead of returning ``failed``.
+    and reports progress; the slot is given back while a rate limit is waited
+    out, and on return. A parked row returns ``awaiting_approval`` at once
+    instead of waiting: the remote backend continues it later with
+    ``Job(chat_id=...)``. The chat is closed whatever the outcome (everything
+    written to the store, nothing kept in a worker that lives on). With
+    ``spec.on_error == "raise"`` a failure raises instead of returning ``failed``.
     """
-    row = _Row(job, spec, limit, progress, on_chat)
+    row = _Row(job, spec, limit, progress)
+    await limit.acquire()
     try:
         return await row.settle()
     finally:
-        if not row.held:  # cancelled while waiting out a rate limit: take the slot back
-            with contextlib.suppress(BaseException):
-                await limit.acquire()
+        if row.held:  # not while waiting out a rate limit (cancelled then)
+            limit.release()
+        if row.chat is not None:
+            with contextlib.suppress(Exception):  # a failed write is the row's own error
+                await asyncio.to_thread(row.chat.close)
 
 
 class LocalBackend:
@@ -171,12 +191,7 @@ class LocalBackend:
                 result = await row.settle()
                 while result.status == "awaiting_approval":
                     out.put_nowait(result)
-                    limit.release()  # a parked chat costs no slot
-                    row.held = False
-                    await wait_for_decisions(row.chat)
-                    await limit.acquire()
-                    row.held = True
-                    row.update("running")
+                    await row.without_slot(wait_for_decisions(row.chat))  # parked: costs none
                     result = await row.settle()
                 out.put_nowait(result)
             except Exception as exc:  # on_error="raise"
@@ -187,12 +202,6 @@ class LocalBackend:
 
         async def dispatch() -> None:
             for job in jobs:
-                if job.error is not None:  # no chat, no slot
-                    if spec.on_error == "raise":
-                        out.put_nowait(InputError(f"input {job.key!r}: {job.error}"))
-                        return
-                    out.put_nowait(result_of(job, None, "failed", None, job.error, "InputError"))
-                    continue
                 await limit.acquire()
                 row = _Row(job, spec, limit, progress, self.on_chat)
                 row.live = live.get(job.chat_id) if job.chat_id else None
@@ -237,21 +246,16 @@ class _Row:
         self.asked = False  # the prompt is in the chat (set once the chat is made or loaded)
 
     def update(self, status: RowStatus) -> None:
-        chat = self.chat
-        if chat is None:
-            self.progress(RowUpdate(self.job.key, status))
-            return
-        usage = chat.usage
-        self.progress(
-            RowUpdate(
-                self.job.key,
-                status,
-                chat.id,
-                usage.input_tokens,
-                usage.output_tokens,
-                chat.cost_usd,
-            )
-        )
+        self.progress(result_of(self.job, self.chat, status, None).as_update())
+
+    async def without_slot(self, wait: Awaitable[Any]) -> None:
+        """Wait (for a decision, a rate limit) without a slot; then take one and run again."""
+        self.limit.release()
+        self.held = False
+        await wait
+        await self.limit.acquire()
+        self.held = True
+        self.update("running")
 
     def _on_response(self, event: Event) -> None:
         # emitted by the driver, on this loop's thread: a request went through
@@ -305,13 +309,8 @@ class _Row:
                     if rate_limited > self.spec.max_rate_limit_retries:
                         more = f" (still rate limited after {rate_limited} waits)"
                         return self._failed(one_line(exc) + more, type(exc).__name__)
-                    self.limit.release()
-                    self.held = False
                     self.update("queued")
-                    await asyncio.sleep(backoff(rate_limited, exc.retry_after))
-                    await self.limit.acquire()
-                    self.held = True
-                    self.update("running")
+                    await self.without_slot(asyncio.sleep(backoff(rate_limited, exc.retry_after)))
                     continue
                 except Exception as exc:
                     self.active += time.monotonic() - started
@@ -322,23 +321,11 @@ class _Row:
                 break
         finally:
             chat.off(self._on_response)
-        status = chat.status
-        if status == "awaiting_approval":
-            self.update("awaiting_approval")
-            return result_of(self.job, chat, "awaiting_approval", self.active)
-        if status == "complete":
-            self.update("done")
-            return result_of(self.job, chat, "done", self.active)
-        return self._failed(self._why_stopped(status), _stop_type(status))
-
-    def _why_stopped(self, status: str) -> str:
-        if status == "budget_exhausted":
-            which = self.chat.exhausted_budget or "steps"
-            return (
-                f"budget_exhausted: the chat's {which} budget is spent; "
-                "rerunning the batch with its store continues it"
-            )
-        return f"the chat stopped with status {status!r} (cancelled?)"
+        result = outcome(self.job, chat, self.active)
+        if result.status == "failed":
+            return self._failed(result.error or "", result.error_type)
+        self.update(result.status)
+        return result
 
     async def _make(self) -> Any:
         """The row's chat: a new one from the factory, or its stored one (resumed)."""
@@ -434,8 +421,4 @@ async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
         raise
 
 
-def _stop_type(status: str) -> str:
-    return "budget_exhausted" if status == "budget_exhausted" else "Stopped"
-
-
-__all__ = ["LocalBackend", "RowFailed", "one_line", "result_of", "settle_job"]
+__all__ = ["LocalBackend", "RowFailed", "one_line", "outcome", "result_of", "settle_job"]

@@ -19,16 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .._html import esc, fmt_cost
-from ._backend import RowStatus, RowUpdate
+from ._backend import FINAL, RowStatus, RowUpdate
 
 STATUSES: tuple[RowStatus, ...] = ("queued", "running", "awaiting_approval", "done", "failed")
-_LABELS = {
-    "queued": "queued",
-    "running": "running",
-    "awaiting_approval": "awaiting approval",
-    "done": "done",
-    "failed": "failed",
-}
+_LABELS = {k: k.replace("_", " ") for k in STATUSES}  # "awaiting approval"
 
 
 @dataclass(frozen=True)
@@ -63,7 +57,6 @@ class Progress:
         self._unpriced: set[str] = set()
         self._started = time.monotonic()
         self._finished_here = 0  # rows that reached done/failed in this run (for the rate)
-        self._first_finish: float | None = None
         self.concurrency: Callable[[], int | None] | None = None
         """How many rows may run at once now (the backend's adaptive limit), if it says."""
         self.finished = False
@@ -86,14 +79,8 @@ class Progress:
             else:
                 self._unpriced.discard(update.key)
                 self._cost += update.cost_usd - (old.cost_usd or 0.0)
-            if (
-                count_rate
-                and update.status in ("done", "failed")
-                and old.status not in ("done", "failed")
-            ):
+            if count_rate and update.status in FINAL and old.status not in FINAL:
                 self._finished_here += 1
-                if self._first_finish is None:
-                    self._first_finish = time.monotonic()
             self.version += 1
 
     def snapshot(self) -> Snapshot:

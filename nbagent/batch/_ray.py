@@ -57,8 +57,10 @@ import asyncio
 import contextlib
 import math
 import os
+import pickle
 import socket
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -67,6 +69,7 @@ from .._config import configure, get_config
 from .._optional import require
 from ._backend import FINAL, Job, ProgressSink, RowResult, RowUpdate, RunSpec
 from ._backends import register_backend
+from ._local import one_line, settle_job
 
 FEATURE = 'nbagent.batch(..., backend="ray")'
 RAY_OPTIONS = frozenset({"address", "workers", "init", "worker_options", "keep_workers"})
@@ -80,24 +83,25 @@ def _ray() -> Any:
 # ------------------------------------------------------------------ the store
 @dataclass(frozen=True)
 class StoreLocator:
-    """How a worker opens the batch's store: its kind, where it is, and the DSN's password.
+    """How a worker opens the batch's store.
 
     Attributes:
-        kind: ``"sqlite"``, ``"postgres"`` or ``"pickled"`` (a store object
-            that pickles itself; a third-party store).
-        target: The SQLite file (absolute), the DSN without its password, or
-            the pickled store.
-        password: A DSN's password: never in a ``repr``, a log or a task's
-            arguments; it rides in the run's :class:`BatchSpec` (Ray's object
-            store, read once per worker). ``None`` when the DSN has none: the
-            worker's libpq then finds it (``PGPASSWORD``, ``~/.pgpass``).
-        claim_timeout: The store's (``PostgresStore(claim_timeout=)``).
+        kind: ``"sqlite"``, or ``"pickled"``: a store that pickles itself as
+            the way to open it again (a :class:`~nbagent.store.PostgresStore`,
+            a third-party store).
+        target: The SQLite file (absolute), or where the store is (its
+            ``location``: a DSN without its password; else its ``repr``): the
+            key a worker keeps the opened store under.
+        pickled: The pickled store. A PostgreSQL DSN's password is in it:
+            never in a ``repr``, a log or a task's arguments; it rides in the
+            run's :class:`BatchSpec` (Ray's object store, read once per
+            worker), and is unpickled only by a worker that has no such store
+            open yet.
     """
 
     kind: str
     target: Any
-    password: str | None = field(default=None, repr=False, compare=False)
-    claim_timeout: float | None = None
+    pickled: bytes = field(default=b"", repr=False, compare=False)
 
     def open(self) -> Any:
         """The store, opened in this process."""
@@ -105,15 +109,7 @@ class StoreLocator:
             from ..store import SQLiteStore
 
             return SQLiteStore(self.target)
-        if self.kind == "postgres":
-            from ..store import PostgresStore
-
-            dsn = self.target
-            if self.password is not None:
-                conninfo = require("psycopg", "PostgresStore").conninfo
-                dsn = conninfo.make_conninfo(dsn, password=self.password)
-            return PostgresStore(dsn, claim_timeout=self.claim_timeout)
-        return self.target
+        return pickle.loads(self.pickled)
 
 
 def locate_store(store: Any) -> StoreLocator | None:
@@ -124,40 +120,16 @@ def locate_store(store: Any) -> StoreLocator | None:
 
     if isinstance(store, SQLiteStore):
         return StoreLocator("sqlite", str(os.path.abspath(store.path)))
-    from ..store import PostgresStore
-
-    if isinstance(store, PostgresStore):
-        dsn, password = split_password(_dsn_of(store))
-        return StoreLocator("postgres", dsn, password, claim_timeout=store.claim_timeout)
-    import pickle
-
     try:
-        pickle.dumps(store)
+        pickled = pickle.dumps(store)
     except Exception as exc:
         raise TypeError(
             f"{FEATURE} opens the store on every worker, and it cannot open a "
             f"{type(store).__name__}: use a PostgresStore (or a SQLiteStore on one machine), "
             f"or a store that pickles itself ({type(exc).__name__}: {exc})"
         ) from None
-    return StoreLocator("pickled", store)
-
-
-def _dsn_of(store: Any) -> str:
-    """The DSN a :class:`~nbagent.store.PostgresStore` was opened with (password included)."""
-    return str(store.reveal_dsn())
-
-
-def split_password(dsn: str) -> tuple[str, str | None]:
-    """A libpq DSN (URL or ``key=value`` form) without its password, and the password.
-
-    Parsed by libpq's rules (psycopg), so every way of writing it is understood.
-    """
-    conninfo = require("psycopg", "PostgresStore").conninfo
-    params = conninfo.conninfo_to_dict(dsn)
-    password = params.pop("password", None)
-    if password is None:
-        return dsn, None
-    return conninfo.make_conninfo(**params), str(password)
+    where = getattr(store, "location", None)
+    return StoreLocator("pickled", where if isinstance(where, str) else repr(store), pickled)
 
 
 def check_store_reach(locator: StoreLocator | None, nodes: Sequence[Mapping[str, Any]]) -> None:
@@ -188,7 +160,6 @@ class BatchSpec:
     """What a worker needs for one batch run, put once in Ray's object store.
 
     Attributes:
-        token: Unique per run: the key of the worker's cache.
         spec: The batch's spec, without its store.
         locator: How to open the store (no secret), or ``None``.
         per_worker: Most chats of this run one worker runs at once.
@@ -197,7 +168,6 @@ class BatchSpec:
             so a chat runs as it would in the driver.
     """
 
-    token: str
     spec: RunSpec
     locator: StoreLocator | None
     per_worker: int
@@ -218,26 +188,18 @@ class ChatWorker:
     CACHED_RUNS = 8
 
     def __init__(self) -> None:
-        self._runs: dict[str, tuple[RunSpec, Any]] = {}
-        self._configs: dict[str, Any] = {}
+        self._runs: dict[str, tuple[RunSpec, Any, Any]] = {}  # spec, limit, the driver's config
         self._stores: dict[tuple[str, str], Any] = {}
-
-    def pid(self) -> int:
-        """This worker's process id."""
-        return os.getpid()
 
     async def _run_of(self, boxed: list[Any]) -> tuple[RunSpec, Any]:
         ref = boxed[0]
         key = ref.hex()
-        found = self._runs.get(key)
-        if found is None:
-            found = await self._read(ref, key)
-        config = self._configs.get(key)
+        spec, limit, config = self._runs.get(key) or await self._read(ref, key)
         if config is not None and config != get_config():  # the driver's defaults
             configure(**{f.name: getattr(config, f.name) for f in fields(config)})
-        return found
+        return spec, limit
 
-    async def _read(self, ref: Any, key: str) -> tuple[RunSpec, Any]:
+    async def _read(self, ref: Any, key: str) -> tuple[RunSpec, Any, Any]:
         batch: BatchSpec = await ref
         found = self._runs.get(key)  # another call read it meanwhile
         if found is not None:
@@ -250,13 +212,10 @@ class ChatWorker:
             store = self._stores.get(where)
             if store is None:
                 store = self._stores[where] = await asyncio.to_thread(batch.locator.open)
-        found = (replace(batch.spec, store=store), AdaptiveLimit(batch.per_worker))
+        found = (replace(batch.spec, store=store), AdaptiveLimit(batch.per_worker), batch.config)
         self._runs[key] = found
-        self._configs[key] = batch.config
         while len(self._runs) > self.CACHED_RUNS:
-            oldest = next(iter(self._runs))
-            del self._runs[oldest]
-            self._configs.pop(oldest, None)
+            del self._runs[next(iter(self._runs))]
         return found
 
     async def run(self, boxed: list[Any], job: Job) -> AsyncIterator[RowUpdate | RowResult]:
@@ -299,30 +258,6 @@ class ChatWorker:
 PROGRESS_INTERVAL = 0.5
 """Seconds between a row's progress updates when only its tokens changed (a status
 change is sent at once): each update is an object and a message to the driver."""
-
-
-async def settle_job(job: Job, spec: RunSpec, progress: ProgressSink, limit: Any) -> RowResult:
-    """On a worker: run ``job`` with the local backend's code until it first settles.
-
-    The local backend's :func:`~nbagent.batch._local.settle_job` (so a row's
-    result does not depend on where it ran), in a slot of this worker's
-    ``limit``. A parked row returns ``awaiting_approval`` instead of waiting:
-    the driver continues it when a decision arrives. The chat is closed
-    whatever the outcome (everything written to the store, nothing kept in a
-    worker that lives on). Raises what the row would raise with
-    ``on_error="raise"``.
-    """
-    from ._local import settle_job as settle_locally
-
-    made: list[Any] = []
-    await limit.acquire()
-    try:
-        return await settle_locally(job, spec, progress, limit, on_chat=made.append)
-    finally:
-        limit.release()
-        for chat in made:
-            with contextlib.suppress(Exception):  # a failed write is the row's own error
-                await asyncio.to_thread(chat.close)
 
 
 # ------------------------------------------------------------------ the driver
@@ -393,15 +328,6 @@ class RayBackend:
             )
         return cls(**options)
 
-    def _options(self) -> dict[str, Any]:
-        return {
-            "address": self.address,
-            "workers": self.workers,
-            "init": self.init,
-            "worker_options": self.worker_options,
-            "keep_workers": self.keep_workers,
-        }
-
     def __repr__(self) -> str:
         return f"RayBackend(address={self.address!r}, workers={self.workers!r})"
 
@@ -417,51 +343,32 @@ class RayBackend:
         """End the workers kept for later batches (``ray.shutdown()`` ends them too)."""
         ray = _ray()
         for workers in _POOLS.values():
-            for worker in workers:
-                with contextlib.suppress(Exception):
-                    ray.kill(worker)
+            _kill(ray, workers)
         _POOLS.clear()
 
-    def run(
+    async def run(
         self, jobs: Sequence[Job], spec: RunSpec, progress: ProgressSink
     ) -> AsyncIterator[RowResult]:
         """Run ``jobs`` on Ray workers (see the module docstring)."""
-        return self._run(jobs, spec, progress)
-
-    async def _run(
-        self, jobs: Sequence[Job], spec: RunSpec, progress: ProgressSink
-    ) -> AsyncIterator[RowResult]:
         backend = self  # nbagent.batch(backend="ray", backend_options={...}):
         if spec.options:
-            backend = self.from_options({**self._options(), **spec.options})
+            mine = {name: getattr(self, name) for name in RAY_OPTIONS}
+            backend = self.from_options({**mine, **spec.options})
         locator = locate_store(spec.store)
         ray = backend.connect()
         check_store_reach(locator, ray.nodes())
-        todo = [j for j in jobs if j.error is None]
-        for job in jobs:  # no chat, no worker: as the local backend does
-            if job.error is not None:
-                if spec.on_error == "raise":
-                    from ._inputs import InputError
-
-                    raise InputError(f"input {job.key!r}: {job.error}")
-                from ._local import result_of
-
-                progress(RowUpdate(job.key, "failed"))
-                yield result_of(job, None, "failed", None, job.error, "InputError")
-        if not todo:
+        if not jobs:
             return
         size = backend.workers or max(1, int(ray.cluster_resources().get("CPU", 1) or 1))
         workers, key = backend._workers(ray, size, locator)
         run = _Run(ray, spec, locator, workers)
         try:
-            async for result in run.run(todo, progress):
+            async for result in run.run(jobs, progress):
                 yield result
         finally:
             await run.close()
             if not backend.keep_workers:
-                for worker in _POOLS.pop(key, workers):
-                    with contextlib.suppress(Exception):
-                        ray.kill(worker)
+                _kill(ray, _POOLS.pop(key, workers))
 
     def _workers(
         self, ray: Any, size: int, locator: StoreLocator | None
@@ -502,6 +409,12 @@ _POOLS: dict[tuple[Any, ...], _Workers] = {}
 """Workers kept for later batches: (Ray node and job, size, options) -> actors."""
 
 
+def _kill(ray: Any, workers: Sequence[Any]) -> None:
+    for worker in workers:
+        with contextlib.suppress(Exception):  # gone already
+            ray.kill(worker)
+
+
 def _options_key(options: Mapping[str, Any]) -> str:
     import hashlib
     import json
@@ -522,7 +435,6 @@ class _Run:
         self.workers = workers
         per_worker = max(1, math.ceil(spec.concurrency / len(workers)))
         batch = BatchSpec(
-            token=os.urandom(8).hex(),
             spec=replace(spec, store=None),
             locator=locator,
             per_worker=per_worker,
@@ -536,7 +448,7 @@ class _Run:
                 cause = cause.__cause__ or cause.__context__  # type: ignore[assignment]
             raise TypeError(
                 f"{FEATURE} sends make_chat to the workers, and it cannot be pickled "
-                f"({_one_line(cause, limit=120)}): make the provider inside the factory "
+                f"({one_line(cause, limit=120)}): make the provider inside the factory "
                 "(Chat('gpt-4.1-mini') reads its API key from the worker's environment) "
                 "instead of capturing a provider, client or open file"
             ) from None
@@ -619,15 +531,13 @@ class _Run:
 
     def failure(self, row: _Row, exc: BaseException, elapsed: float) -> RowResult | BaseException:
         """The row's failed result (or, with ``on_error="raise"``, the error to raise)."""
-        ray = self.ray
-        if isinstance(exc, ray.exceptions.RayTaskError):  # the row's own error, raised
+        cause = exc
+        if isinstance(exc, self.ray.exceptions.RayTaskError):  # the row's own error, raised
             cause = exc.cause if isinstance(exc.cause, BaseException) else exc
-            if self.spec.on_error == "raise":
-                return cause
-            error, kind = _one_line(cause), type(cause).__name__
-        elif _worker_died(ray, exc):
-            if self.spec.on_error == "raise":
-                return exc
+        if self.spec.on_error == "raise":
+            return cause
+        error, kind = one_line(cause, limit=300), type(cause).__name__
+        if _worker_died(self.ray, exc):
             error = f"the Ray worker running this chat died ({type(exc).__name__})" + (
                 "; rerun the batch with its store to continue the chat (finished calls "
                 "are kept, a call that was running is in doubt)"
@@ -635,10 +545,6 @@ class _Run:
                 else "; its chat is lost (no store)"
             )
             kind = "WorkerDied"
-        else:
-            if self.spec.on_error == "raise":
-                return exc
-            error, kind = _one_line(exc), type(exc).__name__
         return RowResult(
             row.job.key,
             row.job.index,
@@ -668,7 +574,7 @@ class _Run:
         row.chat_id = result.chat_id or row.chat_id
         if result.status != "awaiting_approval":
             if result.status == "failed":
-                progress(_update(result))
+                progress(result.as_update())
             return result
         if self.store is None or result.chat_id is None:
             failed = replace(
@@ -680,7 +586,7 @@ class _Run:
                     "other process can continue it: pass store=PostgresStore(dsn)"
                 ),
             )
-            progress(_update(failed))
+            progress(failed.as_update())
             return failed
         row.pending = result.pending
         self.parked[result.chat_id] = row
@@ -739,29 +645,9 @@ def _pending_counts(store: Any, chat_ids: set[str]) -> dict[str, int]:
         calls = store.pending_approvals()
     else:
         calls = [c for chat_id in chat_ids for c in store.pending_approvals(chat_id)]
-    counts: dict[str, int] = {}
-    for call in calls:
-        counts[call.chat_id] = counts.get(call.chat_id, 0) + 1
-    return counts
-
-
-def _update(result: RowResult) -> RowUpdate:
-    return RowUpdate(
-        result.key,
-        result.status,
-        chat_id=result.chat_id,
-        input_tokens=result.input_tokens,
-        output_tokens=result.output_tokens,
-        cost_usd=result.cost_usd,
-    )
-
-
-def _one_line(exc: BaseException, *, limit: int = 300) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    text = text if len(text) <= limit else text[: limit - 1] + "…"
-    return f"{type(exc).__name__}: {text}"
+    return dict(Counter(call.chat_id for call in calls))
 
 
 register_backend("ray", RayBackend)
 
-__all__ = ["BatchSpec", "ChatWorker", "RayBackend", "StoreLocator", "locate_store", "settle_job"]
+__all__ = ["BatchSpec", "ChatWorker", "RayBackend", "StoreLocator", "locate_store"]

@@ -36,21 +36,22 @@ from ._backend import FINAL, SETTLED, Job, RowResult, RowUpdate
 from ._display import ProgressDisplay
 from ._progress import Progress
 
-COLUMNS = [
-    "key",
-    "status",
-    "reply",
-    "error",
-    "calls",
-    "tokens",
-    "input_tokens",
-    "output_tokens",
-    "cost_usd",
-    "latency_s",
-    "pending",
-    "chat_id",
-    "error_type",
-]
+_DTYPES = {
+    "key": "string",
+    "status": "string",
+    "reply": "string",
+    "error": "string",
+    "calls": "int64",
+    "tokens": "int64",
+    "input_tokens": "int64",
+    "output_tokens": "int64",
+    "cost_usd": "float64",
+    "latency_s": "float64",
+    "pending": "int64",
+    "chat_id": "string",
+    "error_type": "string",
+}
+COLUMNS = list(_DTYPES)
 """The result's columns, in order (one row per input, in the inputs' order)."""
 
 _registry: weakref.WeakValueDictionary[str, BatchRun] = weakref.WeakValueDictionary()
@@ -87,22 +88,22 @@ class BatchRun:
         self.jobs = list(jobs)
         self.store = store
         self.index = index
-        self.rows: dict[str, RowResult] = dict(rows or {})
+        self.rows: dict[str, RowResult] = {}
+        self._unsettled = {j.key for j in self.jobs}  # not yet done, failed or parked
+        self._open = set(self._unsettled)  # not yet done or failed
         self.chats: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._settled = asyncio.Event()
+        self._final = asyncio.Event()
+        for row in (rows or {}).values():
+            self._keep(row)
         self.progress = Progress(
-            [j.key for j in self.jobs],
-            {
-                k: RowUpdate(k, r.status, r.chat_id, r.input_tokens, r.output_tokens, r.cost_usd)
-                for k, r in self.rows.items()
-            },
+            [j.key for j in self.jobs], {k: r.as_update() for k, r in self.rows.items()}
         )
         self.display: ProgressDisplay | None = None
         self.error: BaseException | None = None
         self._task: asyncio.Task[None] | None = None
-        self._settled = asyncio.Event()
-        self._final = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
         with _registry_lock:
             _registry[batch_id] = self
 
@@ -134,20 +135,34 @@ class BatchRun:
     def start(self, results: AsyncIterator[RowResult]) -> None:
         """Consume ``results`` in a task on the running loop."""
         self._loop = asyncio.get_running_loop()
-        self._check_settled()
         self._task = self._loop.create_task(self._consume(results), name=f"nbagent-{self.id}")
         with _registry_lock:
             _registry[self.id] = self
             _running.add(self)
 
+    def _keep(self, result: RowResult) -> None:
+        """A row's latest result (O(1): the rows still open are kept as sets, and the
+        run's settled and final events set once none is left)."""
+        key = result.key
+        self.rows[key] = result
+        if result.status in SETTLED:
+            self._unsettled.discard(key)
+        if result.status in FINAL:
+            self._open.discard(key)
+        else:
+            self._open.add(key)
+        if result.status == "done" and self.store is not None and result.chat_id:
+            with self._lock:  # in the store now: read_log and the inbox read it there
+                self.chats.pop(result.chat_id, None)
+        if not self._unsettled:
+            self._settled.set()
+        if not self._open:
+            self._final.set()
+
     async def _consume(self, results: AsyncIterator[RowResult]) -> None:
         try:
             async for result in results:
-                self.rows[result.key] = result
-                if result.status == "done" and self.store is not None and result.chat_id:
-                    with self._lock:  # in the store now: read_log and the inbox read it there
-                        self.chats.pop(result.chat_id, None)
-                self._check_settled()
+                self._keep(result)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
@@ -161,13 +176,6 @@ class BatchRun:
             self._final.set()
             self._finish()
 
-    def _check_settled(self) -> None:
-        statuses = [self.rows[j.key].status if j.key in self.rows else None for j in self.jobs]
-        if all(s in SETTLED for s in statuses):
-            self._settled.set()
-        if all(s in FINAL for s in statuses):
-            self._final.set()
-
     def _finish(self) -> None:
         self.progress.finished = self.final
         if self.display is not None:
@@ -178,7 +186,7 @@ class BatchRun:
     @property
     def final(self) -> bool:
         """Every row is ``done`` or ``failed``."""
-        return all(j.key in self.rows and self.rows[j.key].status in FINAL for j in self.jobs)
+        return not self._open
 
     @property
     def running(self) -> bool:
@@ -216,48 +224,23 @@ class BatchRun:
         elif loop.is_running():
             await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.stop(), loop))
 
-    def stop_soon(self) -> None:
-        """:meth:`stop` from any thread, without waiting."""
-        task, loop = self._task, self._loop
-        if task is not None and loop is not None and not task.done() and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(task.cancel)
-
     # ------------------------------------------------------------------ results
     def _catch_up(self) -> None:
         """Rows parked when the run stopped watching, whose live chat went on since
         (continued by the inbox or by hand): read them off their chat again."""
         if self.running:
             return
-        from ._local import result_of
+        from ._local import outcome
 
+        jobs = {j.key: j for j in self.jobs}
         for key, row in list(self.rows.items()):
             chat = self.chats.get(row.chat_id) if row.chat_id else None
             if row.status != "awaiting_approval" or chat is None or chat.is_running:
                 continue
-            status = chat.status
-            job = next(j for j in self.jobs if j.key == key)
-            if status == "complete":
-                self.rows[key] = result_of(job, chat, "done", row.latency_s)
-            elif status == "awaiting_approval":
-                self.rows[key] = result_of(job, chat, "awaiting_approval", row.latency_s)
-            elif status == "budget_exhausted":
-                which = chat.exhausted_budget or "steps"
-                why = f"budget_exhausted: the chat's {which} budget is spent"
-                self.rows[key] = result_of(
-                    job, chat, "failed", row.latency_s, why, "budget_exhausted"
-                )
-            else:
+            if chat.status not in ("complete", "awaiting_approval", "budget_exhausted"):
                 continue
-            new = self.rows[key]
-            if new.status == "done" and self.store is not None:
-                with self._lock:
-                    self.chats.pop(chat.id, None)
-            self.progress.apply(
-                RowUpdate(
-                    key, new.status, new.chat_id, new.input_tokens, new.output_tokens, new.cost_usd
-                )
-            )
+            self._keep(outcome(jobs[key], chat, row.latency_s))
+            self.progress.apply(self.rows[key].as_update())
 
     def frame(self) -> Any:
         """The result DataFrame: one row per input, in order (see :data:`COLUMNS`).
@@ -269,44 +252,10 @@ class BatchRun:
         import pandas as pd
 
         self._catch_up()
-        records = []
-        for job in self.jobs:
-            r = self.rows.get(job.key) or RowResult(job.key, job.index, "queued")
-            records.append(
-                {
-                    "key": r.key,
-                    "status": r.status,
-                    "reply": r.reply,
-                    "error": r.error,
-                    "calls": r.calls,
-                    "tokens": r.input_tokens + r.output_tokens,
-                    "input_tokens": r.input_tokens,
-                    "output_tokens": r.output_tokens,
-                    "cost_usd": r.cost_usd,
-                    "latency_s": r.latency_s,
-                    "pending": r.pending,
-                    "chat_id": r.chat_id,
-                    "error_type": r.error_type,
-                }
-            )
-        df = pd.DataFrame.from_records(records, columns=COLUMNS)
-        df = df.astype(
-            {
-                "key": "string",
-                "status": "string",
-                "reply": "string",
-                "error": "string",
-                "calls": "int64",
-                "tokens": "int64",
-                "input_tokens": "int64",
-                "output_tokens": "int64",
-                "cost_usd": "float64",
-                "latency_s": "float64",
-                "pending": "int64",
-                "chat_id": "string",
-                "error_type": "string",
-            }
-        )
+        rows = [self.rows.get(j.key) or RowResult(j.key, j.index, "queued") for j in self.jobs]
+        data = {c: [getattr(r, c) for r in rows] for c in COLUMNS if c != "tokens"}
+        data["tokens"] = [r.input_tokens + r.output_tokens for r in rows]
+        df = pd.DataFrame(data, columns=COLUMNS).astype(_DTYPES)
         if self.index is not None and len(self.index) == len(df):
             df.index = self.index
         df.attrs["nbagent_batch"] = self
@@ -378,8 +327,7 @@ def get_run(batch_id: str) -> BatchRun | None:
 
 def active_run(batch_id: str) -> BatchRun | None:
     """The run of ``batch_id`` still consuming results in this process, if any."""
-    with _registry_lock:
-        run = _registry.get(batch_id)
+    run = get_run(batch_id)
     return run if run is not None and run.running else None
 
 

@@ -15,7 +15,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._html import clip, esc, fmt_cost, fmt_ms, md_inline, preview, printable, style_tag
-from ._runs import CallRecord, Run, StepRecord, aligned, differing, field_names, shared_prefix
+from .._record import CallRecord
+from ._runs import (
+    Run,
+    Step,
+    aligned,
+    call_label,
+    decision_words,
+    differing,
+    field_names,
+    row_values,
+    shared_prefix,
+)
 
 TEXT_CHARS = 4_000  # a step's text shown in a cell (the DataFrame keeps all of it)
 RESULT_CHARS = 4_000
@@ -64,7 +75,7 @@ def comparison_html(runs: Sequence[Run]) -> str:
         )
     for k, row in enumerate(rows[shared:], shared + 1):
         diff = set(differing(row))
-        numbers = " · ".join(f"#{s.step}" if s is not None else "–" for s in row)
+        numbers = " · ".join(f"#{s.record.step}" if s is not None else "–" for s in row)
         cells = "".join(f"<td>{_cell(s, diff)}</td>" if s is not None else _missing(k) for s in row)
         body.append(f'<tr><th>step {k}<div class="nba-dim">{esc(numbers)}</div></th>{cells}</tr>')
     body.append(_totals_row(runs))
@@ -115,47 +126,43 @@ def _f(name: str, diff: set[str], inner: str, tag: str = "div") -> str:
     return f'<{tag} class="{cls}" data-field="{esc(name)}">{inner}</{tag}>'
 
 
-def _cell(s: StepRecord, diff: set[str]) -> str:
+def _cell(s: Step, diff: set[str]) -> str:
+    v = s.values
     out: list[str] = []
-    if s.prompt is not None:
-        out.append(_f("prompt", diff, f'<span class="nba-who">user</span>{esc(s.prompt)}'))
+    if v["prompt"] is not None:
+        out.append(_f("prompt", diff, f'<span class="nba-who">user</span>{esc(v["prompt"])}'))
     if "model" in diff:
-        out.append(
-            _f("model", diff, f'<span class="nba-dim">{esc(s.provider)}:{esc(s.model)}</span>')
-        )
-    if s.text or "text" in diff:
-        out.append(_f("text", diff, esc(clip(s.text, TEXT_CHARS))))
+        out.append(_f("model", diff, f'<span class="nba-dim">{esc(v["model"])}</span>'))
+    if v["text"] or "text" in diff:
+        out.append(_f("text", diff, esc(clip(v["text"], TEXT_CHARS))))
     for i, c in enumerate(s.calls, 1):
         out.append(_call_html(i, c, diff))
     if "stop_reason" in diff:
         out.append(
-            _f("stop_reason", diff, f'<span class="nba-dim">stop: {esc(s.stop_reason)}</span>')
+            _f("stop_reason", diff, f'<span class="nba-dim">stop: {esc(v["stop_reason"])}</span>')
         )
-    cost = [_f("replayed", diff, "replayed", "span")] if s.replayed or "replayed" in diff else []
-    if not s.replayed and cost:
-        cost = [_f("replayed", diff, "asked the model", "span")]
-    cost += [
-        _f("input_tokens", diff, f"in {s.input_tokens:,}", "span"),
-        _f("output_tokens", diff, f"out {s.output_tokens:,}", "span"),
-        _f("cost_usd", diff, esc(fmt_cost(s.cost_usd) if s.cost_usd is not None else "$?"), "span"),
-        _f("latency_ms", diff, esc(fmt_ms(round(s.latency_ms))), "span"),
-    ]
+    cost = []
+    if v["replayed"] or "replayed" in diff:
+        cost.append(
+            _f("replayed", diff, "replayed" if v["replayed"] else "asked the model", "span")
+        )
+    cost += _used(v, s.record.cost_usd, diff)
     out.append(f'<div class="nba-cmp-cost">{" · ".join(cost)}</div>')
     return "".join(out)
 
 
 def _call_html(i: int, c: CallRecord, diff: set[str]) -> str:
     key = f"call {i}"
-    label = f'<span class="nba-tool">{esc(c.call.name)}</span> <code class="nba-args1">'
-    label += esc(preview(c.label[len(c.call.name) :], 200)) + "</code>"
-    status = f'<span class="nba-badge nba-b-{esc(c.state)}">{esc(c.state)}</span>'
+    label = f'<span class="nba-tool">{esc(c.tool)}</span> <code class="nba-args1">'
+    label += esc(preview(call_label(c)[len(c.tool) :], 200)) + "</code>"
+    status = f'<span class="nba-badge nba-b-{esc(c.status)}">{esc(c.status)}</span>'
     parts = [_f(key, diff, f"{label} {status}")]
-    if c.gated or c.decided is not None:
+    if c.requires_approval or c.decided is not None:
         parts.append(
-            _f(f"{key} decision", diff, f'<span class="nba-dim">{esc(c.decision_words)}</span>')
+            _f(f"{key} decision", diff, f'<span class="nba-dim">{esc(decision_words(c))}</span>')
         )
-    if c.answer is not None:
-        text = c.answer.content
+    if c.result is not None:
+        text = c.result.content
         parts.append(
             _f(
                 f"{key} result",
@@ -173,21 +180,19 @@ def _totals_row(runs: Sequence[Run]) -> str:
     diff = {k for k in keys if any(t[k] != totals[0][k] for t in totals[1:])}
     cells = []
     for t in totals:
-        cost = fmt_cost(t["cost_usd"]) if t["cost_usd"] is not None else "$?"
-        cells.append(
-            '<td><div class="nba-cmp-cost">'
-            + " · ".join(
-                [
-                    _f("steps", diff, f"{t['steps']} steps", "span"),
-                    _f("input_tokens", diff, f"in {t['input_tokens']:,}", "span"),
-                    _f("output_tokens", diff, f"out {t['output_tokens']:,}", "span"),
-                    _f("cost_usd", diff, esc(cost), "span"),
-                    _f("latency_ms", diff, esc(fmt_ms(t["latency_ms"])), "span"),
-                ]
-            )
-            + "</div></td>"
-        )
+        spans = [_f("steps", diff, f"{t['steps']} steps", "span"), *_used(t, t["cost_usd"], diff)]
+        cells.append(f'<td><div class="nba-cmp-cost">{" · ".join(spans)}</div></td>')
     return f"<tr><th>total</th>{''.join(cells)}</tr>"
+
+
+def _used(v: dict[str, Any], cost: float | None, diff: set[str]) -> list[str]:
+    """What a step (or a run) used: tokens in and out, cost, latency; each marked if it differs."""
+    return [
+        _f("input_tokens", diff, f"in {v['input_tokens']:,}", "span"),
+        _f("output_tokens", diff, f"out {v['output_tokens']:,}", "span"),
+        _f("cost_usd", diff, esc(fmt_cost(cost) if cost is not None else "$?"), "span"),
+        _f("latency_ms", diff, esc(fmt_ms(v["latency_ms"])), "span"),
+    ]
 
 
 # -------------------------------------------------------------- markdown, text
@@ -195,6 +200,17 @@ def _value_words(value: Any, limit: int) -> str:
     if value is None:
         return "–"
     return preview(str(value), limit)
+
+
+def _shown(row: Sequence[Step | None]) -> list[tuple[str, bool, list[Any]]]:
+    """The fields of an aligned row some run has: name, whether it differs, each run's value."""
+    diff = set(differing(row))
+    values = row_values(row)
+    return [
+        (name, name in diff, [v.get(name) for v in values])
+        for name in field_names(row)
+        if any(v.get(name) is not None for v in values)
+    ]
 
 
 def comparison_markdown(runs: Sequence[Run]) -> str:
@@ -206,14 +222,10 @@ def comparison_markdown(runs: Sequence[Run]) -> str:
     head = "| field | " + " | ".join(md_inline(r.name) for r in runs) + " |"
     rule = "|---" * (len(runs) + 1) + "|"
     for k, row in enumerate(rows[shared:], shared + 1):
-        diff = set(differing(row))
-        values = [s.values() if s is not None else {} for s in row]
         lines += [f"**Step {k}**", "", head, rule]
-        for name in field_names(row):
-            if all(v.get(name) is None for v in values):
-                continue
-            mark = f"**≠ {md_inline(name)}**" if name in diff else md_inline(name)
-            cells = " | ".join(md_inline(_value_words(v.get(name), 160)) for v in values)
+        for name, differs, values in _shown(row):
+            mark = f"**≠ {md_inline(name)}**" if differs else md_inline(name)
+            cells = " | ".join(md_inline(_value_words(v, 160)) for v in values)
             lines.append(f"| {mark} | {cells} |")
         lines.append("")
     return "\n".join(lines)
@@ -234,21 +246,14 @@ def comparison_text(runs: Sequence[Run]) -> str:
         lines.append(_shared_words(shared, len(runs)).removesuffix(": show"))
     width = max((len(r.name) for r in runs), default=1)
     for k, row in enumerate(rows[shared:], shared + 1):
-        diff = set(differing(row))
-        values = [s.values() if s is not None else {} for s in row]
         lines.append(f"step {k}")
-        for name in field_names(row):
-            if all(v.get(name) is None for v in values):
+        for name, differs, values in _shown(row):
+            if not differs:
+                lines.append(f"    {name}: {printable(_value_words(values[0], 100))}")
                 continue
-            mark = "≠" if name in diff else " "
-            if name not in diff:
-                lines.append(
-                    f"  {mark} {name}: {printable(_value_words(values[0].get(name), 100))}"
-                )
-                continue
-            lines.append(f"  {mark} {name}:")
+            lines.append(f"  ≠ {name}:")
             for r, v in zip(runs, values, strict=True):
-                shown = printable(_value_words(v.get(name), 100))
+                shown = printable(_value_words(v, 100))
                 lines.append(f"      {printable(r.name).ljust(width)}  {shown}")
     return "\n".join(lines)
 

@@ -105,14 +105,8 @@ class Filter:
         return replace(self, tool=tool or None, server=server or None, text=text)
 
     def matches(self, tool: str, server: str | None, arguments: dict[str, Any]) -> bool:
-        if not _name_matches(self.tool, tool):
+        if not (_name_matches(self.tool, tool) and _name_matches(self.server, server)):
             return False
-        if self.server is not None:
-            if callable(self.server):
-                if not self.server(server):
-                    return False
-            elif server is None or not _name_matches(self.server, server):
-                return False
         if callable(self.where):
             if not self.where(arguments):
                 return False

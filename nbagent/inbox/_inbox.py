@@ -4,7 +4,7 @@
 (``_filter``), and what it decided or saw decided elsewhere. Its Python API
 (``pending``, ``filter``, ``preview``, ``approve``, ``deny``, ``refresh``)
 and its widget (``_widget``: the same methods behind buttons) share one
-implementation: :meth:`Inbox._decide`.
+implementation: :meth:`Inbox.decide_rows`.
 
 **Never decided twice.** A decision goes through the chat (``chat.approve``,
 whose store hook keeps the first decision across processes) or the store
@@ -35,7 +35,8 @@ import contextlib
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -71,20 +72,26 @@ KEEP_DECIDED = 200
 BY = "inbox"
 """Who decisions made in the inbox are recorded as (``decided_by``), unless ``by=`` says."""
 
-PENDING_COLUMNS = [
-    "chat_id",
-    "call_id",
-    "tool",
-    "server",
-    "arguments",
-    "reason",
-    "requested_at",
-    "age_s",
-    "hosted",
-    "source",
-    "title",
-]
-OUTCOME_COLUMNS = ["chat_id", "call_id", "tool", "outcome", "verdict", "by", "at", "detail"]
+_PENDING_TYPES = {
+    "chat_id": "string",
+    "call_id": "string",
+    "tool": "string",
+    "server": "string",
+    "arguments": "object",
+    "reason": "string",
+    "requested_at": "utc",
+    "age_s": "Float64",
+    "hosted": "boolean",
+    "source": "string",
+    "title": "string",
+}
+PENDING_COLUMNS = list(_PENDING_TYPES)
+_OUTCOME_TYPES = {
+    **dict.fromkeys(("chat_id", "call_id", "tool", "outcome", "verdict", "by"), "string"),
+    "at": "utc",
+    "detail": "string",
+}
+OUTCOME_COLUMNS = list(_OUTCOME_TYPES)
 
 
 class Inbox:
@@ -189,7 +196,8 @@ class Inbox:
         with self._lock:
             return list(self._rows.values())
 
-    def _matching(self, spec: Filter | None = None, refresh: bool = True) -> list[Row]:
+    def matching_rows(self, spec: Filter | None = None, refresh: bool = True) -> list[Row]:
+        """The pending rows ``spec`` (default: the current filter) covers (read fresh)."""
         f = self._filter if spec is None else spec
         return [r for r in self._rows_now(refresh) if f.matches(r.tool, r.server, r.arguments)]
 
@@ -203,10 +211,10 @@ class Inbox:
         (the chat's first message). Pass it (or some of its rows) to
         :meth:`approve` / :meth:`deny`.
         """
-        return _frame(self._matching())
+        return _frame(self.matching_rows())
 
     def __len__(self) -> int:
-        return len(self._matching())
+        return len(self.matching_rows())
 
     @property
     def decided(self) -> pd.DataFrame:
@@ -275,11 +283,11 @@ class Inbox:
             ValueError: ``what`` names a call this inbox never listed, or a call id
                 found in several chats; nothing is decided then.
         """
-        return _outcomes(self._decide(self._resolve(what), "approved", reason))
+        return _outcomes(self.decide_rows(self._resolve(what), "approved", reason))
 
     def deny(self, what: Any, *, reason: str | None = None) -> pd.DataFrame:
         """Deny calls: they never run; the model is told why (``reason``, as ``chat.deny``)."""
-        return _outcomes(self._decide(self._resolve(what), "denied", reason))
+        return _outcomes(self.decide_rows(self._resolve(what), "denied", reason))
 
     # the widget's side of the same operations
     def set_controls(self, tool: str, server: str, text: str) -> None:
@@ -288,28 +296,25 @@ class Inbox:
             self._filter = self._filter.with_ui(tool, server, text)
         self._changed()
 
-    def matching_rows(self) -> list[Row]:
-        return self._matching()
-
     def rows_for_keys(self, keys: list[str]) -> list[Row]:
         """Rows of the widget's ``chat_id/call_id`` keys (read fresh; unknown keys skipped)."""
         self.refresh()
-        with self._lock:
-            known = {**{k: r for k, (r, _) in self._decided.items()}, **self._rows}
+        known = self._known()
         return [known[k] for k in dict.fromkeys(keys) if k in known]
 
-    def decide_rows(self, rows: list[Row], verdict: Verdict, reason: str | None) -> list[Outcome]:
-        return self._decide(rows, verdict, reason)
+    def _known(self) -> dict[str, Row]:
+        """Every row this inbox lists or decided, by key (pending ones win)."""
+        with self._lock:
+            return {**{k: r for k, (r, _) in self._decided.items()}, **self._rows}
 
     def _resolve(self, what: Any) -> list[Row]:
         """The rows ``what`` names; every key checked before anything is decided."""
         if what is None:
-            return self._matching()
+            return self.matching_rows()
         if isinstance(what, (Filter, Mapping)):
-            return self._matching(as_filter(what))
+            return self.matching_rows(as_filter(what))
         rows = self._rows_now(refresh=True)
-        with self._lock:
-            known = {**{k: r for k, (r, _) in self._decided.items()}, **self._rows}
+        known = self._known()
         by_call: dict[str, list[Row]] = {}
         for r in known.values():
             by_call.setdefault(r.call_id, []).append(r)
@@ -337,7 +342,10 @@ class Inbox:
             out.append(hits[0])
         return list({r.key: r for r in out}.values())
 
-    def _decide(self, rows: Iterable[Row], verdict: Verdict, reason: str | None) -> list[Outcome]:
+    def decide_rows(
+        self, rows: Iterable[Row], verdict: Verdict, reason: str | None
+    ) -> list[Outcome]:
+        """Decide these rows (the widget's and :meth:`approve`/:meth:`deny`'s one path)."""
         if reason is not None and not isinstance(reason, str):
             raise TypeError("reason must be a string")
         reason = reason.strip() or None if reason is not None else None
@@ -361,9 +369,12 @@ class Inbox:
             if source is None:  # left the inbox: decided here or elsewhere already
                 outcome = (
                     earlier[1]
-                    if earlier is not None and earlier[1].outcome == "decided elsewhere"
-                    else _already(row, earlier[1] if earlier else None)
+                    if earlier is not None
+                    else Outcome(row.chat_id, row.call_id, row.tool, "decided elsewhere")
                 )
+                if outcome.outcome != "decided elsewhere":  # this inbox decided it
+                    detail = "already decided in this inbox"
+                    outcome = replace(outcome, outcome="decided elsewhere", detail=detail)
                 outcomes.append(outcome)
                 continue
             outcome = source.decide(row, verdict, reason, self.by)
@@ -511,7 +522,7 @@ class Inbox:
         return self._static()
 
     def _static(self, refresh: bool = True) -> dict[str, Any]:
-        rows = self._matching(refresh=refresh)
+        rows = self.matching_rows(refresh=refresh)
         now = datetime.now(UTC)
         describe = self._sources.describe()
         return {
@@ -547,21 +558,6 @@ class Inbox:
 def _order(row: Row) -> tuple[float, str]:
     at = row.requested_at
     return (at.timestamp() if at is not None else float("inf"), row.key)
-
-
-def _already(row: Row, earlier: Outcome | None) -> Outcome:
-    if earlier is None:
-        return Outcome(row.chat_id, row.call_id, row.tool, "decided elsewhere")
-    return Outcome(
-        row.chat_id,
-        row.call_id,
-        row.tool,
-        "decided elsewhere",
-        earlier.verdict,
-        earlier.by,
-        earlier.at,
-        "already decided in this inbox",
-    )
 
 
 def _references(what: Any) -> list[str | tuple[str, str]]:
@@ -601,60 +597,29 @@ def _references(what: Any) -> list[str | tuple[str, str]]:
     )
 
 
-def _frame(rows: list[Row]) -> pd.DataFrame:
+def _table(items: Sequence[Any], types: dict[str, str], **given: list[Any]) -> pd.DataFrame:
+    """A frame of the items' attributes (or the ``given`` columns), typed by ``types``
+    (``"utc"``: datetime64 in UTC)."""
     import pandas as pd
 
+    data: dict[str, Any] = {}
+    for name, kind in types.items():
+        values = given[name] if name in given else [getattr(i, name) for i in items]
+        data[name] = (
+            pd.to_datetime(pd.Series(values, dtype=object), utc=True) if kind == "utc" else values
+        )
+    frame = pd.DataFrame(data, columns=list(types))
+    return frame.astype({name: kind for name, kind in types.items() if kind != "utc"})
+
+
+def _frame(rows: list[Row]) -> pd.DataFrame:
     now = datetime.now(UTC)
-    data = {
-        "chat_id": [r.chat_id for r in rows],
-        "call_id": [r.call_id for r in rows],
-        "tool": [r.tool for r in rows],
-        "server": [r.server for r in rows],
-        "arguments": [r.arguments for r in rows],
-        "reason": [r.reason for r in rows],
-        "requested_at": pd.to_datetime(
-            pd.Series([r.requested_at for r in rows], dtype=object), utc=True
-        ),
-        "age_s": [(now - r.requested_at).total_seconds() if r.requested_at else None for r in rows],
-        "hosted": [r.hosted for r in rows],
-        "source": [r.source for r in rows],
-        "title": [r.title for r in rows],
-    }
-    frame = pd.DataFrame(data, columns=PENDING_COLUMNS)
-    return frame.astype(
-        {
-            "chat_id": "string",
-            "call_id": "string",
-            "tool": "string",
-            "server": "string",
-            "reason": "string",
-            "age_s": "Float64",
-            "hosted": "boolean",
-            "source": "string",
-            "title": "string",
-        }
-    )
+    ages = [(now - r.requested_at).total_seconds() if r.requested_at else None for r in rows]
+    return _table(rows, _PENDING_TYPES, age_s=ages)
 
 
 def _outcomes(outcomes: list[Outcome]) -> pd.DataFrame:
-    import pandas as pd
-
-    frame = pd.DataFrame(
-        {
-            "chat_id": [o.chat_id for o in outcomes],
-            "call_id": [o.call_id for o in outcomes],
-            "tool": [o.tool for o in outcomes],
-            "outcome": [o.outcome for o in outcomes],
-            "verdict": [o.verdict for o in outcomes],
-            "by": [o.by for o in outcomes],
-            "at": pd.to_datetime(pd.Series([o.at for o in outcomes], dtype=object), utc=True),
-            "detail": [o.detail for o in outcomes],
-        },
-        columns=OUTCOME_COLUMNS,
-    )
-    return frame.astype(
-        {c: "string" for c in ("chat_id", "call_id", "tool", "outcome", "verdict", "by", "detail")}
-    )
+    return _table(outcomes, _OUTCOME_TYPES)
 
 
 class _Follower:
@@ -667,14 +632,10 @@ class _Follower:
         self._lock = threading.Lock()
         self._last = time.monotonic()
         self._poked = False
-        self.ticks = 0
-        self.last_error: BaseException | None = None
         self._subs: list[Any] = []
         for store, only in stores:
-            try:
+            with contextlib.suppress(Exception):  # the store cannot be read now: live chats
                 self._subs.append(follow(store, only, self._tick, look=False, every_tick=True))
-            except Exception as exc:  # the store cannot be read now: live chats still refresh
-                self.last_error = exc
         self._subs = self._subs or [follow(None, (), self._tick, look=False)]
 
     def poke(self) -> None:
@@ -694,11 +655,8 @@ class _Follower:
             return None
         with self._lock:  # one refresh at a time (several stores: several followers)
             self._poked, self._last = False, time.monotonic()
-            self.ticks += 1
-            try:
+            with contextlib.suppress(Exception):  # a store that cannot be read now: next tick
                 inbox.refresh()
-            except Exception as exc:  # a store that cannot be read now: next tick
-                self.last_error = exc
         return None
 
 

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import DecisionError
-from .._types import ChatMessage, Decision, ToolCall
+from .._types import Decision, ToolCall
 
 if TYPE_CHECKING:
     from .._base_chat import BaseChat
@@ -58,6 +58,30 @@ class Row:
     def key(self) -> str:
         return f"{self.chat_id}/{self.call_id}"
 
+    @classmethod
+    def of(
+        cls,
+        chat_id: str,
+        call: ToolCall | StoredCall,
+        requested_at: datetime | None,
+        title: str | None,
+        source: Literal["chat", "store"],
+    ) -> Row:
+        """The row of a pending call, live (:class:`~nbagent.ToolCall`) or stored."""
+        return cls(
+            chat_id,
+            call.id,
+            call.name,
+            call.server,
+            dict(call.arguments),
+            call.approval.reason if call.approval else "",
+            requested_at,
+            call.hosted,
+            title,
+            source,
+            call.raw_arguments,
+        )
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -78,20 +102,14 @@ class Outcome:
     detail: str = ""
 
 
-def title_of(chat: BaseChat) -> str | None:
-    for m in chat.transcript:
-        if isinstance(m, ChatMessage) and m.role == "user" and m.content.strip():
-            return m.content
-    return None
-
-
-def decided_elsewhere(row: Row, decision: Decision) -> Outcome:
-    """The outcome of a row someone else decided first (nothing recorded here)."""
+def decided_elsewhere(row: Row, decision: Decision, *, ours: bool = False) -> Outcome:
+    """The outcome a recorded decision stands for: someone else decided first (nothing
+    recorded here), or, ``ours``, it is the one this inbox just recorded."""
     return Outcome(
         row.chat_id,
         row.call_id,
         row.tool,
-        "decided elsewhere",
+        decision.verdict if ours else "decided elsewhere",
         decision.verdict,
         decision.by,
         decision.at,
@@ -99,30 +117,41 @@ def decided_elsewhere(row: Row, decision: Decision) -> Outcome:
     )
 
 
-def _outcome(row: Row, decision: Decision | None, verdict: Verdict, by: str) -> Outcome:
-    """Ours if the recorded decision is the one just asked for (this decider, this verdict).
+class _Source:
+    """What both kinds of source do alike: decide a row unless someone decided first."""
 
-    Called only for a call that had no decision just before: a chat or a store
-    returns the existing decision unchanged when it already has the same verdict,
-    so a decision by someone else shows here by its decider. Clocks are not
-    compared (a database server's clock may differ from this machine's).
-    """
-    if decision is None:  # cannot happen after a successful decide; be honest anyway
-        return Outcome(row.chat_id, row.call_id, row.tool, "error", detail="no decision recorded")
-    ours = decision.by == by and decision.verdict == verdict
-    return Outcome(
-        row.chat_id,
-        row.call_id,
-        row.tool,
-        verdict if ours else "decided elsewhere",
-        decision.verdict,
-        decision.by,
-        decision.at,
-        decision.reason or "",
-    )
+    def decision(self, row: Row) -> Decision | None:
+        """The decision that stands for the row's call, if any."""
+        raise NotImplementedError
+
+    def _record(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Decision | None:
+        """Record the decision (raises :class:`~nbagent.DecisionError` when refused)."""
+        raise NotImplementedError
+
+    def decide(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Outcome:
+        before = self.decision(row)
+        if before is not None:  # decided since the row was read: record nothing
+            return decided_elsewhere(row, before)
+        try:
+            decision = self._record(row, verdict, reason, by)
+        except DecisionError as exc:
+            now = self.decision(row)  # someone decided first; else it is an error
+            if now is not None:
+                return decided_elsewhere(row, now)
+            return Outcome(row.chat_id, row.call_id, row.tool, "error", detail=str(exc))
+        if decision is None:  # cannot happen after a successful decide; be honest anyway
+            return Outcome(
+                row.chat_id, row.call_id, row.tool, "error", detail="no decision recorded"
+            )
+        # Ours if it is the decision just asked for (this decider, this verdict): the call
+        # had none just before, and a chat or a store returns an existing decision unchanged
+        # when it already has the same verdict, so someone else's shows by its decider.
+        # Clocks are not compared (a database server's clock may differ from this machine's).
+        ours = decision.by == by and decision.verdict == verdict
+        return decided_elsewhere(row, decision, ours=ours)
 
 
-class LiveSource:
+class LiveSource(_Source):
     """A chat object in this process (see the module docstring)."""
 
     kind = "chat"
@@ -141,31 +170,15 @@ class LiveSource:
     def chat_ids(self) -> frozenset[str]:
         return frozenset({self.chat.id})
 
-    def _requested_at(self, call: ToolCall) -> datetime:
-        return _from_log(self.chat, call.id) or datetime.now(UTC)
-
     def pending(self) -> list[Row]:
-        chat = self.chat
-        title = None
+        chat, record = self.chat, self.chat.record
+        calls = chat.pending_approvals
+        title = record.title if calls else None
         rows = []
-        for call in chat.pending_approvals:
-            if title is None:
-                title = title_of(chat) or ""
-            rows.append(
-                Row(
-                    chat.id,
-                    call.id,
-                    call.name,
-                    call.server,
-                    dict(call.arguments),
-                    call.approval.reason if call.approval else "",
-                    self._requested_at(call),
-                    call.hosted,
-                    title or None,
-                    "chat",
-                    call.raw_arguments,
-                )
-            )
+        for call in calls:
+            r = record.get(call.id)  # when it was requested, from the chat's record
+            at = r.requested_at if r is not None and r.requested_at else datetime.now(UTC)
+            rows.append(Row.of(chat.id, call, at, title, "chat"))
         return rows
 
     def decision(self, row: Row) -> Decision | None:
@@ -174,34 +187,12 @@ class LiveSource:
         except (KeyError, ValueError, DecisionError):
             return None
 
-    def decide(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Outcome:
-        before = self.decision(row)
-        if before is not None:  # decided since the row was read: record nothing
-            return decided_elsewhere(row, before)
-        try:
-            if verdict == "approved":
-                call = self.chat.approve(row.call_id, reason=reason, by=by)
-            else:
-                call = self.chat.deny(row.call_id, reason=reason, by=by)
-        except DecisionError as exc:
-            return _refused(row, self.decision(row), exc)
-        return _outcome(row, call.decision, verdict, by)
+    def _record(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Decision | None:
+        decide = self.chat.approve if verdict == "approved" else self.chat.deny
+        return decide(row.call_id, reason=reason, by=by).decision
 
 
-def _refused(row: Row, decision: Decision | None, exc: Exception) -> Outcome:
-    """A decision the chat or store refused: someone decided first (``decision``), else an error."""
-    if decision is not None:
-        return decided_elsewhere(row, decision)
-    return Outcome(row.chat_id, row.call_id, row.tool, "error", detail=str(exc))
-
-
-def _from_log(chat: BaseChat, call_id: str) -> datetime | None:
-    """When the call was requested, from the chat's record."""
-    r = chat.record.get(call_id)
-    return None if r is None else r.requested_at
-
-
-class StoreSource:
+class StoreSource(_Source):
     """A store: every chat in it, or only ``chat_ids`` (a batch's)."""
 
     kind = "store"
@@ -222,45 +213,18 @@ class StoreSource:
         for sc in self.store.pending_approvals():
             if self.only is not None and sc.chat_id not in self.only:
                 continue
-            rows.append(
-                Row(
-                    sc.chat_id,
-                    sc.id,
-                    sc.name,
-                    sc.server,
-                    dict(sc.arguments),
-                    sc.approval.reason if sc.approval else "",
-                    sc.requested_at,
-                    sc.hosted,
-                    self._title(sc.chat_id),
-                    "store",
-                    sc.raw_arguments,
-                )
-            )
+            rows.append(Row.of(sc.chat_id, sc, sc.requested_at, self._title(sc.chat_id), "store"))
         return rows
 
-    def stored(self, row: Row) -> StoredCall | None:
+    def decision(self, row: Row) -> Decision | None:
         try:
-            return self.store.call(row.call_id, chat_id=row.chat_id)
+            return self.store.call(row.call_id, chat_id=row.chat_id).decision
         except DecisionError:
             return None
 
-    def decision(self, row: Row) -> Decision | None:
-        sc = self.stored(row)
-        return sc.decision if sc is not None else None
-
-    def decide(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Outcome:
-        before = self.decision(row)
-        if before is not None:  # decided since the row was read: record nothing
-            return decided_elsewhere(row, before)
-        try:
-            if verdict == "approved":
-                sc = self.store.approve(row.call_id, reason=reason, by=by, chat_id=row.chat_id)
-            else:
-                sc = self.store.deny(row.call_id, reason=reason, by=by, chat_id=row.chat_id)
-        except DecisionError as exc:
-            return _refused(row, self.decision(row), exc)
-        return _outcome(row, sc.decision, verdict, by)
+    def _record(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Decision | None:
+        decide = self.store.approve if verdict == "approved" else self.store.deny
+        return decide(row.call_id, reason=reason, by=by, chat_id=row.chat_id).decision
 
     def close(self) -> None:
         if self.owned:
@@ -278,9 +242,6 @@ class Sources:
     stores: list[StoreSource] = field(default_factory=list)
     batches: list[tuple[Any, frozenset[str]]] = field(default_factory=list)
     """Running batches (their run object, their chat ids): chats they start later join."""
-
-    def all(self) -> list[Source]:
-        return [*self.live, *self.stores]
 
     def adopt(self) -> list[LiveSource]:
         """The live chats batches started since the last look, added (never continued here)."""
@@ -360,18 +321,30 @@ def sources_of(what: Any) -> Sources:
     """
     from ..store import open_store
 
-    items: list[tuple[Any, Any]] = []  # (item, the batch run it came from, or None)
-    batches: list[tuple[Any, frozenset[str]]] = []
+    sources = Sources()
+    chats: dict[int, LiveSource] = {}
+    stores: list[tuple[Any, frozenset[str] | None]] = []  # opened once everything is checked
+
+    def add_chat(chat: Any, batch: Any = None) -> None:
+        seen = chats.get(id(chat))
+        if seen is None:
+            chats[id(chat)] = live = LiveSource(chat, batch=batch)
+            sources.live.append(live)
+        elif batch is not None:  # a batch drives it: the batch continues it
+            seen.batch = batch
 
     def collect(obj: Any) -> None:
-        if _is_chat(obj) or _is_store(obj):
-            items.append((obj, None))
+        if _is_chat(obj):
+            add_chat(obj)
+        elif _is_store(obj):
+            stores.append((obj, None))
         elif _is_batch_result(obj):
-            holder, chats, store, ids = _batch_parts(obj)
-            batches.append((holder, ids))
-            items.extend((c, holder) for c in chats)
+            holder, batch_chats, store, ids = _batch_parts(obj)
+            sources.batches.append((holder, ids))
+            for chat in batch_chats:
+                add_chat(chat, holder)
             if store is not None:
-                items.append((("batch-store", store, tuple(ids)), holder))
+                stores.append((store, ids))
         elif isinstance(obj, Mapping):
             for value in obj.values():
                 collect(value)
@@ -385,34 +358,19 @@ def sources_of(what: Any) -> Sources:
             )
 
     collect(what)
-    if not items and not batches:
+    if not sources.live and not stores and not sources.batches:
         raise TypeError("nbagent.inbox needs at least one store or chat")
-    sources = Sources(batches=batches)
-    seen_chats: dict[int, LiveSource] = {}
-    seen_stores: dict[int, StoreSource] = {}
+    opened: dict[int, StoreSource] = {}
     try:
-        for obj, batch in items:
-            if _is_chat(obj):
-                seen = seen_chats.get(id(obj))
-                if seen is None:
-                    seen_chats[id(obj)] = live = LiveSource(obj, batch=batch)
-                    sources.live.append(live)
-                elif batch is not None:  # a batch drives it: the batch continues it
-                    seen.batch = batch
-                continue
-            only = None
-            if isinstance(obj, tuple):
-                _, obj, only = obj
+        for obj, only in stores:
             owned = isinstance(obj, (str, os.PathLike))
             store = open_store(obj)
-            known = seen_stores.get(id(store))
-            if known is not None:
-                if known.only is not None:
-                    known.only = None if only is None else known.only | frozenset(only)
-                continue
-            source = StoreSource(store, chat_ids=only, owned=owned)
-            seen_stores[id(store)] = source
-            sources.stores.append(source)
+            known = opened.get(id(store))
+            if known is None:
+                opened[id(store)] = source = StoreSource(store, chat_ids=only, owned=owned)
+                sources.stores.append(source)
+            elif known.only is not None:
+                known.only = None if only is None else known.only | only
     except BaseException:
         for s in sources.stores:
             s.close()

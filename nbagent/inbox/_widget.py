@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 
 
 class InboxSide(Protocol):
-    """What the widget asks of its :class:`~nbagent.Inbox` (the inbox makes the widget)."""
+    """What the widget asks of its :class:`~nbagent.Inbox` (the inbox makes the widget, so
+    the widget names no ``_inbox`` import: the package stays free of cycles)."""
 
     @property
     def sources(self) -> str: ...
@@ -103,13 +104,9 @@ class InboxWidget(anywidget.AnyWidget):
             "server": f.server if isinstance(f.server, str) else "",
             "text": f.text,
         }
-        beyond = []  # what the Python filter asks that the controls cannot show
-        if f.tool is not None and not isinstance(f.tool, str):
-            beyond.append("tool")
-        if f.server is not None and not isinstance(f.server, str):
-            beyond.append("server")
-        if f.where:
-            beyond.append("where")
+        beyond = (  # the Python filter asks what the controls cannot show
+            not isinstance(f.tool, str | None) or not isinstance(f.server, str | None) or f.where
+        )
         with self.hold_sync():
             self.rows = snap["rows"]
             self.decided = snap["decided"]

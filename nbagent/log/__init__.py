@@ -38,6 +38,7 @@ from ._projection import (
     ColumnKind,
     build_frame,
     dtypes,
+    pandas_dtype,
 )
 from ._projection import (
     CallLog as CallLog,  # Chat's frames (chat.log, chat.steps, chat.messages)
@@ -223,7 +224,7 @@ def summary(
     out["p95_ms"] = ms.quantile(0.95).round(1)
     out["tokens"] = groups["tokens"].sum(min_count=1).round()
     out["cost_usd"] = _significant(groups["cost_usd"].sum(min_count=1), 4)
-    return out.astype({c: _pandas_dtype(SUMMARY_COLUMNS[c]) for c in out.columns})
+    return out.astype({c: pandas_dtype(SUMMARY_COLUMNS[c]) for c in out.columns})
 
 
 def _significant(values: pd.Series, digits: int) -> pd.Series:
@@ -526,18 +527,6 @@ def _known_kinds() -> dict[str, ColumnKind]:
     return known
 
 
-def _pandas_dtype(kind: ColumnKind) -> Any:
-    import pandas as pd
-
-    if isinstance(kind, tuple):
-        return pd.CategoricalDtype(list(kind))
-    if kind == "datetime":
-        return pd.DatetimeTZDtype("ns", "UTC")
-    if kind == "json":
-        return object
-    return kind
-
-
 def _json_columns(df: pd.DataFrame) -> list[str]:
     """Object columns holding dicts or lists (written as JSON text)."""
     out = []
@@ -554,10 +543,8 @@ def _json_columns(df: pd.DataFrame) -> list[str]:
 def _encode(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     import pandas as pd
 
-    if not isinstance(df.index, pd.RangeIndex) or df.index.name is not None:
-        df = df.reset_index()
-    else:
-        df = df.reset_index(drop=True)
+    # a non-default index is written as columns
+    df = df.reset_index(drop=isinstance(df.index, pd.RangeIndex) and df.index.name is None)
     json_cols = _json_columns(df)
     if json_cols:
         df = df.copy()
@@ -595,7 +582,7 @@ def _coerce(df: pd.DataFrame) -> pd.DataFrame:
         kind = known.get(str(name))
         if kind is None or kind == "json":
             continue
-        want = _pandas_dtype(kind)
+        want = pandas_dtype(kind)
         if df[name].dtype != want:
             df[name] = df[name].astype(want)
     return df
@@ -669,7 +656,7 @@ def read_csv(path: str | Path) -> pd.DataFrame:
             json_cols.append(name)
             dtype[name] = object
         else:
-            dtype[name] = _pandas_dtype(kind)
+            dtype[name] = pandas_dtype(kind)
     df = pd.read_csv(path, dtype=dtype, keep_default_na=False, na_values=[_NA_TOKEN])
     for name in dates:
         parsed = pd.to_datetime(df[name], utc=True, format="ISO8601")

@@ -451,19 +451,20 @@ def _codes(categories: tuple[str, ...]) -> dict[str, int]:
     return {c: i for i, c in enumerate(categories)}
 
 
-def dtypes(kind: str) -> dict[str, Any]:
-    """The pandas dtype of every column of the ``calls``, ``steps`` or ``messages`` frame."""
+def pandas_dtype(kind: ColumnKind) -> Any:
+    """The pandas dtype of a column kind (see :data:`CALL_COLUMNS`)."""
     import numpy as np
     import pandas as pd
 
-    out: dict[str, Any] = {}
-    for name, k in SCHEMAS[kind].items():
-        if isinstance(k, tuple):
-            out[name] = pd.CategoricalDtype(list(k))
-        elif k == "datetime":
-            out[name] = pd.DatetimeTZDtype("ns", "UTC")
-        elif k == "json":
-            out[name] = np.dtype(object)
-        else:
-            out[name] = pd.api.types.pandas_dtype(k)
-    return out
+    if isinstance(kind, tuple):
+        return pd.CategoricalDtype(list(kind))
+    if kind == "datetime":
+        return pd.DatetimeTZDtype("ns", "UTC")
+    if kind == "json":
+        return np.dtype(object)
+    return pd.api.types.pandas_dtype(kind)
+
+
+def dtypes(kind: str) -> dict[str, Any]:
+    """The pandas dtype of every column of the ``calls``, ``steps`` or ``messages`` frame."""
+    return {name: pandas_dtype(k) for name, k in SCHEMAS[kind].items()}

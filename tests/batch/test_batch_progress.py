@@ -138,6 +138,20 @@ def test_a_batch_in_a_terminal_reports_on_stderr(capsys: pytest.CaptureFixture[s
     assert err[-1].startswith("nbagent: batch done 30/30")
 
 
+def test_a_row_that_cannot_be_formatted_counts_as_failed_not_queued(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rows = [{"title": "a"}, {"other": 1}, {"title": "c"}]
+    make = lambda: Chat(provider=ScriptedProvider([reply("ok")]))  # noqa: E731
+    result = nbagent.batch(rows, make, prompt="{title}", progress="text")
+    assert list(result["status"]) == ["done", "failed", "done"]
+    run = result.attrs["nbagent_batch"]
+    counts = run.progress.snapshot().counts
+    assert (counts["done"], counts["failed"], counts["queued"]) == (2, 1, 0)
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith("nbagent: batch done 2/3 · failed 1 ·") and "queued" not in last
+
+
 def test_progress_html_has_only_numbers_and_fixed_words() -> None:
     html = progress_html(_progress().snapshot(), title="t")
     assert "<script" not in html

@@ -128,6 +128,9 @@ def test_approve_rows_runs_each_once_and_the_chat_continues(
     # again: nothing is recorded twice, the call does not run again
     again = box.approve(out)
     assert again["outcome"].tolist() == ["decided elsewhere"]
+    assert again[["verdict", "by", "detail"]].values.tolist() == [
+        ["approved", "inbox", "already decided in this inbox"]
+    ]
     box.wait(10)
     assert len(effects.done) == 1
 

@@ -18,34 +18,23 @@ from _ray_agents import KEY
 import nbagent
 from nbagent import Chat
 from nbagent.batch._ray import RayBackend, StoreLocator, check_store_reach, locate_store
-from nbagent.batch._ray import split_password as split
 from nbagent.providers import OpenAIProvider
-from nbagent.store import SQLiteStore
+from nbagent.store import PostgresStore, SQLiteStore
 
 
-def test_a_dsn_is_split_from_its_password_in_both_forms() -> None:
-    from psycopg.conninfo import conninfo_to_dict
+def test_the_password_never_shows_in_a_locator_yet_a_worker_opens_the_same_store(
+    postgres_dsn: str,
+) -> None:
+    from _postgres import PASSWORD
 
-    dsn, password = split("postgresql://agent:s3cret@db:5432/agents")
-    assert password == "s3cret" and "s3cret" not in dsn
-    assert conninfo_to_dict(dsn) == {
-        "user": "agent",
-        "host": "db",
-        "port": "5432",
-        "dbname": "agents",
-    }
-    dsn, password = split("host=db user=agent password='se cret' dbname=x")
-    assert password == "se cret" and conninfo_to_dict(dsn) == {
-        "host": "db",
-        "user": "agent",
-        "dbname": "x",
-    }
-    assert split("postgresql://agent@db/agents") == ("postgresql://agent@db/agents", None)
-
-
-def test_the_password_never_shows_in_a_locator() -> None:
-    locator = StoreLocator("postgres", "host=db", "s3cret")
-    assert "s3cret" not in repr(locator) and "s3cret" not in str(locator)
+    assert PASSWORD in postgres_dsn
+    with PostgresStore(postgres_dsn, claim_timeout=7.5) as store:
+        locator = locate_store(store)
+        assert locator is not None and locator.target == store.location
+        assert PASSWORD not in repr(locator) and PASSWORD not in str(locator)
+        with locator.open() as opened:  # what a worker does: its own connection, same settings
+            assert opened is not store and opened.location == store.location
+            assert opened.claim_timeout == 7.5 and opened.reveal_dsn() == store.reveal_dsn()
 
 
 def test_a_sqlite_store_is_refused_when_a_node_is_elsewhere(tmp_path: Path) -> None:
@@ -60,7 +49,7 @@ def test_a_sqlite_store_is_refused_when_a_node_is_elsewhere(tmp_path: Path) -> N
     message = str(caught.value)
     assert "10.0.0.7" in message and "PostgresStore(dsn)" in message
     assert str(tmp_path / "b.db") in message
-    check_store_reach(StoreLocator("postgres", "host=db"), [{"NodeManagerAddress": "10.0.0.7"}])
+    check_store_reach(StoreLocator("pickled", "host=db"), [{"NodeManagerAddress": "10.0.0.7"}])
 
 
 def test_a_store_a_worker_cannot_open_is_refused() -> None:
