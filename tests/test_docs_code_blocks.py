@@ -184,12 +184,13 @@ def _unknown_keywords(text: str) -> tuple[list[str], int]:
             if target is None or not keywords:
                 continue
             params = inspect.signature(target).parameters
-            if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-                continue  # e.g. OpenAIProvider(**client_kwargs): the SDK client takes the rest
+            # e.g. OpenAIProvider(**client_kwargs): the SDK client takes the rest; the
+            # keywords it names itself are still checked.
+            rest = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
             for name in keywords:
                 if name in params and params[name].kind is not inspect.Parameter.POSITIONAL_ONLY:
                     checked += 1
-                else:
+                elif not rest:
                     bad.append(f"{ast.unparse(call)}: {ast.unparse(call.func)} takes no {name}=")
     return bad, checked
 
