@@ -341,7 +341,7 @@ class ChatView:
             tokens = self.chat.budget_increment("tokens")
             if tokens:
                 return f"+{tokens:,} tokens"
-        return f"+{steps} steps"
+        return f"+{steps} step{'s' if steps != 1 else ''}"
 
     # -------------------------------------------------------------- paging
     def _update_more(self) -> None:

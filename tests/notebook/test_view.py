@@ -313,6 +313,7 @@ def test_continue_after_budget_exhausted(counter: Counter) -> None:
     assert chat.status == "budget_exhausted"
     (card,) = budget_cards(view)
     assert (card.kind, card.state, card.steps) == ("budget", "pending", 1)
+    assert card.increment == "+1 step"  # one step, as max_steps and the status line count
     card.click("continue")
     assert view.continuation.wait(10)
     assert card.state == "continued"
