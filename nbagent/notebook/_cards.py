@@ -65,6 +65,7 @@ def _open(e: CallEntry, decision: str, live: bool) -> str:
     head = [*_name(e)]
     if inline is not None:
         head.append(f'<code class="nba-args1">{esc(inline)}</code>')
+    head.append(_edited_tag(e))
     head.append(_badge(e.r.status, status_word(e)))
     meta = _meta(e)
     if meta:
@@ -73,8 +74,7 @@ def _open(e: CallEntry, decision: str, live: bool) -> str:
     if inline is None:
         parts.append(_arguments(e))
     parts.append(_defaults(e))
-    if e.r.edited_arguments is not None:
-        parts.append(_diff(e.r.arguments, e.r.edited_arguments))
+    parts.append(_original(e))
     if e.r.status == "awaiting_approval":
         why = reason_words(e)
         if why:
@@ -91,8 +91,8 @@ def _open(e: CallEntry, decision: str, live: bool) -> str:
 
 def _finished(e: CallEntry, decision: str) -> str:
     inline = inline_arguments(e)
-    short = inline if inline is not None else short_json(e.r.arguments, 60)
-    head = [*_name(e), f'<code class="nba-args1">{esc(short)}</code>']
+    short = inline if inline is not None else short_json(current_arguments(e), 60)
+    head = [*_name(e), f'<code class="nba-args1">{esc(short)}</code>', _edited_tag(e)]
     head.append(_badge(e.r.status, status_word(e)))
     meta = _meta(e)
     if meta:
@@ -105,8 +105,7 @@ def _finished(e: CallEntry, decision: str) -> str:
     if inline is None:
         body.append(_arguments(e))
     body.append(_defaults(e))
-    if e.r.edited_arguments is not None:
-        body.append(_diff(e.r.arguments, e.r.edited_arguments))
+    body.append(_original(e))
     if decision:
         body.append(f'<div class="nba-note">{esc(decision)}</div>')
     if e.r.error:
@@ -226,11 +225,17 @@ def reason_words(e: CallEntry) -> str:
 
 
 # --------------------------------------------------------------------------- arguments
+def current_arguments(e: CallEntry) -> dict[str, Any]:
+    """The arguments the call runs (or ran) with: the edit's once it was edited, else the
+    model's (which an edited card keeps behind a fold, see :func:`_original`)."""
+    return e.r.edited_arguments if e.r.edited_arguments is not None else e.r.arguments
+
+
 def inline_arguments(e: CallEntry) -> str | None:
-    """The arguments as one line of JSON, when that is short and hides no text block."""
+    """The current arguments as one line of JSON, when that is short and hides no text block."""
     if e.raw_arguments is not None and not e.r.arguments:
         return None
-    text = compact_json(e.r.arguments, ONE_LINE)
+    text = compact_json(current_arguments(e), ONE_LINE)
     if text is None or "\\n" in text:
         return None
     return text
@@ -242,13 +247,14 @@ def _arguments(e: CallEntry) -> str:
             '<div class="nba-note">arguments (not valid JSON):</div>'
             f'<pre class="nba-block">{esc(clip(e.raw_arguments))}</pre>'
         )
-    n = len(e.r.arguments)
+    arguments = current_arguments(e)
+    n = len(arguments)
     if n == 0:
         return '<div class="nba-args nba-dim">no arguments</div>'
     budget = max(VALUE_CHARS, ARGUMENTS_CHARS // min(n, MAX_KEYS))
     rows = [
         f'<div class="nba-arg"><span class="nba-key">{esc(_key(k))}</span>{_value(v, budget)}</div>'
-        for k, v in islice(e.r.arguments.items(), MAX_KEYS)
+        for k, v in islice(arguments.items(), MAX_KEYS)
     ]
     if n > MAX_KEYS:
         rows.append(f'<div class="nba-dim">… {n - MAX_KEYS:,} more arguments</div>')
@@ -305,13 +311,16 @@ def _size(v: Any) -> str:
 
 
 def _defaults(e: CallEntry) -> str:
-    """The defaults the tool will use for the parameters the model left out, marked."""
-    if not e.defaults:
+    """The defaults the tool will use for the parameters the call leaves out, marked (a
+    parameter an edit set is the edit's, not a default)."""
+    arguments = current_arguments(e)
+    defaults = {k: v for k, v in e.defaults.items() if k not in arguments}
+    if not defaults:
         return ""
     items = [
         f'<span class="nba-default"><span class="nba-key">{esc(_key(k))}</span> = '
         f"{esc(short_json(v, VALUE_LINE))}</span>"
-        for k, v in islice(e.defaults.items(), MAX_KEYS)
+        for k, v in islice(defaults.items(), MAX_KEYS)
     ]
     return (
         '<div class="nba-defaults" title="The model left these out; the tool uses its defaults">'
@@ -320,6 +329,23 @@ def _defaults(e: CallEntry) -> str:
 
 
 # -------------------------------------------------------------------------------- edits
+def _edited_tag(e: CallEntry) -> str:
+    if e.r.edited_arguments is None:
+        return ""
+    return '<span class="nba-tag nba-edited" title="run with edited arguments">edited</span>'
+
+
+def _original(e: CallEntry) -> str:
+    """An edited call's card shows the edit as its arguments; the model's original, as a
+    diff against the edit, is one click away (folded), never shown as if current."""
+    if e.r.edited_arguments is None:
+        return ""
+    return (
+        '<details class="nba-fold nba-original"><summary>the model\'s original arguments'
+        f"</summary>{_diff(e.r.arguments, e.r.edited_arguments)}</details>"
+    )
+
+
 def _diff(old: dict[str, Any], new: dict[str, Any]) -> str:
     """What an edit changed: one line per changed, added or removed argument."""
     rows: list[str] = []
@@ -346,7 +372,7 @@ def _diff(old: dict[str, Any], new: dict[str, Any]) -> str:
     if unchanged:
         rows.append(f'<div class="nba-dim">{unchanged:,} unchanged</div>')
     return (
-        '<div class="nba-diff"><div class="nba-note">run with edited arguments:</div>'
+        '<div class="nba-diff"><div class="nba-note">the edit changed:</div>'
         f"{''.join(rows)}</div>"
     )
 

@@ -218,7 +218,7 @@ def test_edit_arguments_valid(counter: Counter) -> None:
     assert counter.calls == [{"order_id": 43}]
     assert call.decision is not None and call.decision.arguments == {"order_id": 43}
     html = call_html(view, call)
-    assert "run with edited arguments" in html and "43" in html
+    assert "run with edited arguments" in html and "43" in html  # the edited tag's title
 
 
 @pytest.mark.parametrize(

@@ -270,6 +270,34 @@ def test_edit_of_a_scalar_shows_old_and_new() -> None:
     assert "<del>42</del> &#8594; <ins>43</ins>" in card_for(view, "r1").value
 
 
+def test_an_edited_card_shows_the_edit_as_current_and_folds_the_original() -> None:
+    ledger = Ledger()
+    chat = scripted(ledger, call_tools(("issue_refund", {"order_id": 42}, "r1")), reply("ok"))
+    view = ChatView(chat)
+    chat.ask("Refund 42")
+    card_for(view, "r1").click("edit", arguments={"order_id": 43, "amount": 5.0})
+    done(chat)
+    assert ledger.calls == [("issue_refund", {"order_id": 43, "amount": 5.0})]
+    for html in (card_for(view, "r1").value, bundle_for(state_for(chat), None)["text/html"]):
+        head = re.search(r'<summary class="nba-head">.*?</summary>', html, re.S)
+        assert head is not None
+        # The line says what ran, marked edited; the model's 42 is not shown as current.
+        assert "43" in head[0] and "5.0" in head[0] and "42" not in head[0]
+        assert "nba-edited" in head[0]
+        # amount is the edit's 5.0, not a default of 20.0 beside it; currency still defaults.
+        defaults = re.search(r'<div class="nba-defaults".*?</div>', html, re.S)
+        assert defaults is not None
+        assert "amount" not in defaults[0] and "currency" in defaults[0]
+        # The original is one click away, as a diff against the edit.
+        original = re.search(r'<details class="nba-fold nba-original">.*?</details>', html, re.S)
+        assert original is not None and "the model's original arguments" in original[0]
+        assert "<del>42</del> &#8594; <ins>43</ins>" in original[0]
+    card = card_for(view, "r1").value
+    original = re.search(r'<details class="nba-fold nba-original">.*?</details>', card, re.S)
+    assert original is not None
+    assert card.count("42") == original[0].count("42")  # the model's 42 only inside the fold
+
+
 def test_always_allow_can_be_taken_back_from_the_card() -> None:
     ledger = Ledger()
     chat = scripted(
