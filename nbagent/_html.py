@@ -437,7 +437,10 @@ CSS = """
 .nba-err { color: var(--jp-error-color1, #d32f2f); white-space: pre-wrap; word-break: break-word; }
 .nba-note { color: var(--jp-ui-font-color2, #616161); font-size: var(--jp-ui-font-size0, 11px); }
 .nba-controls:empty { display: none; }
-.nba-chat table.nba-parsed { border-collapse: collapse; margin: 2px 0; }
+.nba-chat table.nba-parsed { border-collapse: collapse; margin: 2px 0; table-layout: auto; }
+.nba-chat table.nba-parsed th.nba-key { white-space: nowrap; word-break: normal;
+  overflow-wrap: normal; }
+.nba-chat table.nba-parsed td.nba-val { overflow-wrap: anywhere; }
 .nba-chat table.nba-parsed caption { text-align: left; color: var(--jp-ui-font-color2, #616161);
   font-size: var(--jp-ui-font-size0, 11px); }
 .nba-chat table.nba-parsed th, .nba-chat table.nba-parsed td { text-align: left;
