@@ -388,6 +388,13 @@ CSS = """
 .nba-done > summary > * { flex: none; }
 .nba-done > summary > .nba-sum, .nba-done > summary > .nba-args1 { flex: 0 1 auto;
   min-width: 0; overflow: hidden; text-overflow: ellipsis; }
+.nba-chat details.nba-done > summary.nba-peeking { flex-wrap: wrap; }
+.nba-done > summary.nba-peeking > .nba-sum { flex: 1 1 0; }
+.nba-done > summary > .nba-peek { flex: 1 0 100%; white-space: normal; padding-left: 14px;
+  cursor: pointer; }
+.nba-chat details.nba-done[open] > summary > .nba-peek { display: none; }
+.nba-peek .nba-thumb { max-height: 64px; }
+.nba-peek .nba-rich { max-height: 8em; overflow: hidden; }
 .nba-body { padding: 2px 0 2px 14px; }
 .nba-tool { font-family: var(--jp-code-font-family, monospace); font-weight: 600; }
 .nba-server { font-family: var(--jp-code-font-family, monospace);

@@ -101,6 +101,9 @@ def _finished(e: CallEntry, decision: str) -> str:
         names = [f"<code>{esc(n)}</code>" for n in e.ran_before]
         head.append(f'<span class="nba-ran-before">{ran_before_words(names)}</span>')
     head.append(_outcome(e, decision))
+    peek = _peek(e)
+    if peek:
+        head.append(peek)
     body = []
     if inline is None:
         body.append(_arguments(e))
@@ -126,7 +129,8 @@ def _finished(e: CallEntry, decision: str) -> str:
         body.append(thumbs_html(e.result_images))
     return (
         f'<details class="nba-entry nba-card nba-call nba-done nba-st-{esc(e.r.status)}" '
-        f'data-call-id="{esc(e.r.call_id)}"><summary class="nba-head">{"".join(head)}</summary>'
+        f'data-call-id="{esc(e.r.call_id)}"><summary class="nba-head{" nba-peeking" if peek else ""}">'
+        f"{''.join(head)}</summary>"
         f'<div class="nba-body">{"".join(body)}</div></details>'
     )
 
@@ -196,6 +200,20 @@ def _outcome(e: CallEntry, decision: str) -> str:
     if e.result is not None:
         return f'<span class="nba-sum">{esc(preview(e.result, 100))}</span>'
     return ""
+
+
+def _peek(e: CallEntry) -> str:
+    """What a finished call's folded line shows of a result that is more than text: its
+    images as small thumbnails and a table's first rows (hidden once the line is opened,
+    where the whole result shows)."""
+    if e.r.status != "ok" or e.r.hosted or e.r.error:
+        return ""
+    parts = []
+    if e.result_images:
+        parts.append(thumbs_html(e.result_images))
+    if e.result_peek is not None:
+        parts.append(f'<div class="nba-rich">{e.result_peek}</div>')
+    return f'<div class="nba-peek">{"".join(parts)}</div>' if parts else ""
 
 
 def reason_words(e: CallEntry) -> str:
@@ -372,8 +390,7 @@ def _diff(old: dict[str, Any], new: dict[str, Any]) -> str:
     if unchanged:
         rows.append(f'<div class="nba-dim">{unchanged:,} unchanged</div>')
     return (
-        '<div class="nba-diff"><div class="nba-note">the edit changed:</div>'
-        f"{''.join(rows)}</div>"
+        f'<div class="nba-diff"><div class="nba-note">the edit changed:</div>{"".join(rows)}</div>'
     )
 
 

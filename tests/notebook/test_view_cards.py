@@ -464,12 +464,39 @@ def test_a_dataframe_result_is_its_html_table_bounded_and_escaped() -> None:
         large = re.search(r'data-call-id="t2".*?</details>', html, re.S)
         assert small is not None and large is not None
         assert "DataFrame, 3 rows × 2 columns" in small[0]
-        assert "<table>" in small[0] and small[0].count("<td>&lt;b&gt;x&lt;/b&gt;</td>") == 3
+        body = small[0].split("</summary>", 1)[1]  # (its line shows the first rows too)
+        assert "<table>" in body and body.count("<td>&lt;b&gt;x&lt;/b&gt;</td>") == 3
         assert "<b>" not in small[0]
         # Truncated the way pandas truncates (display.max_rows), not 500 rows.
         assert large[0].count("<tr>") < 70 and "500 rows × 2 columns" in large[0]
     # The model still read text.
     assert "label" in chat.tool_calls[0].result.content
+
+
+def test_a_table_result_shows_its_first_rows_on_the_folded_line() -> None:
+    frame = pd.DataFrame({"n": range(50), "label": [f"row{i}" for i in range(50)]})
+
+    @tool
+    def table() -> pd.DataFrame:
+        """Rows."""
+        return frame
+
+    chat = Chat(
+        provider=ScriptedProvider([call_tools(("table", {}, "t1")), reply("ok")]), display=False
+    ).with_tools(table)
+    view = ChatView(chat)
+    chat.ask("A table")
+    for html in (view_html(view), static_html(chat)):
+        line = re.search(
+            r'data-call-id="t1"><summary class="nba-head nba-peeking">(.*?)</summary>', html, re.S
+        )
+        assert line is not None, html
+        peek = re.search(r'<div class="nba-peek">.*</div>', line[1], re.S)
+        assert peek is not None
+        # Its first rows, seen without a click; the rest waits behind it.
+        assert "<td>row0</td>" in peek[0] and "<td>row2</td>" in peek[0]
+        assert "<td>row3</td>" not in peek[0]
+        assert "DataFrame, 50 rows × 2 columns" in line[1]
 
 
 def test_rich_html_from_user_code_is_rebuilt_from_an_allowlist() -> None:
