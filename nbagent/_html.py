@@ -396,6 +396,8 @@ CSS = """
 .nba-peek .nba-thumb { max-height: 64px; }
 .nba-peek .nba-rich { max-height: 8em; overflow: hidden; }
 .nba-body { padding: 2px 0 2px 14px; }
+.nba-chip { font-size: var(--jp-ui-font-size0, 11px); padding: 0 6px; border-radius: 8px;
+  border: 1px solid var(--jp-warn-color0, #f57c00); color: var(--jp-warn-color0, #f57c00); }
 .nba-tool { font-family: var(--jp-code-font-family, monospace); font-weight: 600; }
 .nba-server { font-family: var(--jp-code-font-family, monospace);
   border: 1px solid var(--jp-border-color1, #bdbdbd); border-radius: 6px; padding: 0 4px;

@@ -67,6 +67,7 @@ def _open(e: CallEntry, decision: str, live: bool) -> str:
         head.append(f'<code class="nba-args1">{esc(inline)}</code>')
     head.append(_edited_tag(e))
     head.append(_badge(e.r.status, status_word(e)))
+    head.append(_always_chip(e))
     meta = _meta(e)
     if meta:
         head.append(f'<span class="nba-dim">{esc(meta)}</span>')
@@ -94,6 +95,7 @@ def _finished(e: CallEntry, decision: str) -> str:
     short = inline if inline is not None else short_json(current_arguments(e), 60)
     head = [*_name(e), f'<code class="nba-args1">{esc(short)}</code>', _edited_tag(e)]
     head.append(_badge(e.r.status, status_word(e)))
+    head.append(_always_chip(e))
     meta = _meta(e)
     if meta:
         head.append(f'<span class="nba-dim">{esc(meta)}</span>')
@@ -167,6 +169,22 @@ def _badge(status: str, words: str | None = None) -> str:
     return (
         f'<span class="nba-badge nba-b-{esc(status)}">'
         f"{esc(words or STATUS_WORDS.get(status, status))}</span>"
+    )
+
+
+def by_always_allow(e: CallEntry) -> bool:
+    """Whether an "Always allow" rule approved the call (no one was asked)."""
+    return (e.r.decided_by or "").startswith("policy:always_allow")
+
+
+def _always_chip(e: CallEntry) -> str:
+    """A visible mark on a call an "Always allow" rule approved (the live card adds
+    **Stop always allowing** under it while the rule holds)."""
+    if not by_always_allow(e):
+        return ""
+    return (
+        f'<span class="nba-chip nba-always" title="approved by an always-allow rule for '
+        f'{esc(e.r.tool)}: no one was asked">always allowed</span>'
     )
 
 

@@ -37,7 +37,7 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 
 from .._display import LiveOutput, mark_dirty
 from .._errors import DecisionError
-from ._cards import reason_words
+from ._cards import by_always_allow, reason_words
 from ._continuation import continuation_for
 from ._fallback import twin_bundle
 from ._render import decision_words, entry_html, esc, status_html, style_tag
@@ -494,9 +494,10 @@ class ChatView:
             summary = decision_words(e) or f"no decision ({e.r.status})"
             card.summary = summary[:1].upper() + summary[1:]
             card.state = e.verdict or "closed"
-            # The card "Always allow" was clicked on offers to take it back while it holds.
-            card.revocable = (
-                self._always_from.get(e.r.tool) is card and e.r.tool in self.chat.always_allowed
+            # The card "Always allow" was clicked on, and every call the rule approved, offer
+            # to take it back while it holds.
+            card.revocable = e.r.tool in self.chat.always_allowed and (
+                self._always_from.get(e.r.tool) is card or by_always_allow(e)
             )
         elif isinstance(e, BudgetEntry):
             if e.pending:

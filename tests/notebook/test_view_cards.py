@@ -315,21 +315,45 @@ def test_always_allow_can_be_taken_back_from_the_card() -> None:
     done(chat)
     assert sorted(c[1]["order_id"] for c in ledger.calls) == [1, 2]
     first, second = card_for(view, "r1"), card_for(view, "r2")
-    # The card it was clicked on offers to take it back (the others stay quiet).
-    assert first.revocable and not second.revocable
+    # The card it was clicked on and the call the rule approved both offer to take it back.
+    assert first.revocable and second.revocable
     assert chat.tool_calls[1].decision.by == "policy:always_allow:issue_refund"  # type: ignore[union-attr]
-    assert chat.always_allowed == ("issue_refund",)
-    second.click("revoke")  # not offered there: nothing happens
     assert chat.always_allowed == ("issue_refund",)
     first.click("revoke")
     first.click("revoke")  # a double click takes it back once, without an error
     assert chat.always_allowed == ()
-    assert not first.revocable and first.error == ""
+    assert not first.revocable and not second.revocable and first.error == ""
     assert "asks for approval again" in first.note
     assert first.state == second.state == "approved"  # decisions made stand
     chat.ask("Refund 3")
     assert chat.status == "awaiting_approval"  # it asks again
     assert card_for(view, "r3").state == "pending"
+
+
+def test_a_call_always_allowed_carries_a_chip_and_stop_always_allowing() -> None:
+    ledger = Ledger()
+    chat = scripted(
+        ledger,
+        call_tools(("issue_refund", {"order_id": 1}, "r1")),
+        reply("ok"),
+        call_tools(("issue_refund", {"order_id": 2}, "r2")),
+        reply("ok"),
+    )
+    chat.always_allow("issue_refund")  # in code: no card was clicked
+    view = ChatView(chat)
+    chat.ask("Refund 1")
+    assert ledger.calls == [("issue_refund", {"order_id": 1, "amount": 20.0})]  # nobody asked
+    card = card_for(view, "r1")
+    for html in (card.value, static_html(chat)):
+        line = re.search(r'data-call-id="r1"><summary.*?</summary>', html, re.S)
+        assert line is not None and "always allowed</span>" in line[0]  # on the folded line
+    assert card.revocable  # the live card offers Stop always allowing
+    card.click("revoke")
+    assert chat.always_allowed == () and not card.revocable
+    assert "asks for approval again" in card.note
+    chat.ask("Refund 2")
+    assert chat.status == "awaiting_approval"  # the rule is gone: it asks again
+    assert "always allowed" not in card_for(view, "r2").value
 
 
 # --------------------------------------------------------------- 3: Approve all / Deny all
