@@ -129,9 +129,10 @@ def _finished(e: CallEntry, decision: str) -> str:
         else:
             body.append(f'<pre class="nba-result">{esc(clip(e.result))}</pre>')
         body.append(thumbs_html(e.result_images))
+    peeking = " nba-peeking" if peek else ""
     return (
         f'<details class="nba-entry nba-card nba-call nba-done nba-st-{esc(e.r.status)}" '
-        f'data-call-id="{esc(e.r.call_id)}"><summary class="nba-head{" nba-peeking" if peek else ""}">'
+        f'data-call-id="{esc(e.r.call_id)}"><summary class="nba-head{peeking}">'
         f"{''.join(head)}</summary>"
         f'<div class="nba-body">{"".join(body)}</div></details>'
     )
