@@ -292,6 +292,10 @@ def test_an_edited_card_shows_the_edit_as_current_and_folds_the_original() -> No
         original = re.search(r'<details class="nba-fold nba-original">.*?</details>', html, re.S)
         assert original is not None and "the model's original arguments" in original[0]
         assert "<del>42</del> &#8594; <ins>43</ins>" in original[0]
+    bundle = bundle_for(state_for(chat), None)
+    for text in (bundle["text/plain"], bundle["text/markdown"]):  # the edit there too
+        (line,) = [x for x in text.splitlines() if "issue_refund" in x and "order_id" in x]
+        assert "43" in line and "42" not in line, line
     card = card_for(view, "r1").value
     original = re.search(r'<details class="nba-fold nba-original">.*?</details>', card, re.S)
     assert original is not None
