@@ -388,7 +388,16 @@ CSS = """
 .nba-done > summary > * { flex: none; }
 .nba-done > summary > .nba-sum, .nba-done > summary > .nba-args1 { flex: 0 1 auto;
   min-width: 0; overflow: hidden; text-overflow: ellipsis; }
+.nba-chat details.nba-done > summary.nba-peeking { flex-wrap: wrap; }
+.nba-done > summary.nba-peeking > .nba-sum { flex: 1 1 0; }
+.nba-done > summary > .nba-peek { flex: 1 0 100%; white-space: normal; padding-left: 14px;
+  cursor: pointer; }
+.nba-chat details.nba-done[open] > summary > .nba-peek { display: none; }
+.nba-peek .nba-thumb { max-height: 64px; }
+.nba-peek .nba-rich { max-height: 8em; overflow: hidden; }
 .nba-body { padding: 2px 0 2px 14px; }
+.nba-chip { font-size: var(--jp-ui-font-size0, 11px); padding: 0 6px; border-radius: 8px;
+  border: 1px solid var(--jp-warn-color0, #f57c00); color: var(--jp-warn-color0, #f57c00); }
 .nba-tool { font-family: var(--jp-code-font-family, monospace); font-weight: 600; }
 .nba-server { font-family: var(--jp-code-font-family, monospace);
   border: 1px solid var(--jp-border-color1, #bdbdbd); border-radius: 6px; padding: 0 4px;
@@ -437,7 +446,10 @@ CSS = """
 .nba-err { color: var(--jp-error-color1, #d32f2f); white-space: pre-wrap; word-break: break-word; }
 .nba-note { color: var(--jp-ui-font-color2, #616161); font-size: var(--jp-ui-font-size0, 11px); }
 .nba-controls:empty { display: none; }
-.nba-chat table.nba-parsed { border-collapse: collapse; margin: 2px 0; }
+.nba-chat table.nba-parsed { border-collapse: collapse; margin: 2px 0; table-layout: auto; }
+.nba-chat table.nba-parsed th.nba-key { white-space: nowrap; word-break: normal;
+  overflow-wrap: normal; }
+.nba-chat table.nba-parsed td.nba-val { overflow-wrap: anywhere; }
 .nba-chat table.nba-parsed caption { text-align: left; color: var(--jp-ui-font-color2, #616161);
   font-size: var(--jp-ui-font-size0, 11px); }
 .nba-chat table.nba-parsed th, .nba-chat table.nba-parsed td { text-align: left;

@@ -65,7 +65,9 @@ def _open(e: CallEntry, decision: str, live: bool) -> str:
     head = [*_name(e)]
     if inline is not None:
         head.append(f'<code class="nba-args1">{esc(inline)}</code>')
+    head.append(_edited_tag(e))
     head.append(_badge(e.r.status, status_word(e)))
+    head.append(_always_chip(e))
     meta = _meta(e)
     if meta:
         head.append(f'<span class="nba-dim">{esc(meta)}</span>')
@@ -73,8 +75,7 @@ def _open(e: CallEntry, decision: str, live: bool) -> str:
     if inline is None:
         parts.append(_arguments(e))
     parts.append(_defaults(e))
-    if e.r.edited_arguments is not None:
-        parts.append(_diff(e.r.arguments, e.r.edited_arguments))
+    parts.append(_original(e))
     if e.r.status == "awaiting_approval":
         why = reason_words(e)
         if why:
@@ -91,9 +92,10 @@ def _open(e: CallEntry, decision: str, live: bool) -> str:
 
 def _finished(e: CallEntry, decision: str) -> str:
     inline = inline_arguments(e)
-    short = inline if inline is not None else short_json(e.r.arguments, 60)
-    head = [*_name(e), f'<code class="nba-args1">{esc(short)}</code>']
+    short = inline if inline is not None else short_json(current_arguments(e), 60)
+    head = [*_name(e), f'<code class="nba-args1">{esc(short)}</code>', _edited_tag(e)]
     head.append(_badge(e.r.status, status_word(e)))
+    head.append(_always_chip(e))
     meta = _meta(e)
     if meta:
         head.append(f'<span class="nba-dim">{esc(meta)}</span>')
@@ -101,12 +103,14 @@ def _finished(e: CallEntry, decision: str) -> str:
         names = [f"<code>{esc(n)}</code>" for n in e.ran_before]
         head.append(f'<span class="nba-ran-before">{ran_before_words(names)}</span>')
     head.append(_outcome(e, decision))
+    peek = _peek(e)
+    if peek:
+        head.append(peek)
     body = []
     if inline is None:
         body.append(_arguments(e))
     body.append(_defaults(e))
-    if e.r.edited_arguments is not None:
-        body.append(_diff(e.r.arguments, e.r.edited_arguments))
+    body.append(_original(e))
     if decision:
         body.append(f'<div class="nba-note">{esc(decision)}</div>')
     if e.r.error:
@@ -125,9 +129,11 @@ def _finished(e: CallEntry, decision: str) -> str:
         else:
             body.append(f'<pre class="nba-result">{esc(clip(e.result))}</pre>')
         body.append(thumbs_html(e.result_images))
+    peeking = " nba-peeking" if peek else ""
     return (
         f'<details class="nba-entry nba-card nba-call nba-done nba-st-{esc(e.r.status)}" '
-        f'data-call-id="{esc(e.r.call_id)}"><summary class="nba-head">{"".join(head)}</summary>'
+        f'data-call-id="{esc(e.r.call_id)}"><summary class="nba-head{peeking}">'
+        f"{''.join(head)}</summary>"
         f'<div class="nba-body">{"".join(body)}</div></details>'
     )
 
@@ -167,6 +173,22 @@ def _badge(status: str, words: str | None = None) -> str:
     )
 
 
+def by_always_allow(e: CallEntry) -> bool:
+    """Whether an "Always allow" rule approved the call (no one was asked)."""
+    return (e.r.decided_by or "").startswith("policy:always_allow")
+
+
+def _always_chip(e: CallEntry) -> str:
+    """A visible mark on a call an "Always allow" rule approved (the live card adds
+    **Stop always allowing** under it while the rule holds)."""
+    if not by_always_allow(e):
+        return ""
+    return (
+        f'<span class="nba-chip nba-always" title="approved by an always-allow rule for '
+        f'{esc(e.r.tool)}: no one was asked">always allowed</span>'
+    )
+
+
 def _meta(e: CallEntry) -> str:
     # Of the runner's modes, the default (sequential) goes unsaid.
     mode = e.r.concurrency if e.r.concurrency not in (None, "sequential") else ""
@@ -199,6 +221,20 @@ def _outcome(e: CallEntry, decision: str) -> str:
     return ""
 
 
+def _peek(e: CallEntry) -> str:
+    """What a finished call's folded line shows of a result that is more than text: its
+    images as small thumbnails and a table's first rows (hidden once the line is opened,
+    where the whole result shows)."""
+    if e.r.status != "ok" or e.r.hosted or e.r.error:
+        return ""
+    parts = []
+    if e.result_images:
+        parts.append(thumbs_html(e.result_images))
+    if e.result_peek is not None:
+        parts.append(f'<div class="nba-rich">{e.result_peek}</div>')
+    return f'<div class="nba-peek">{"".join(parts)}</div>' if parts else ""
+
+
 def reason_words(e: CallEntry) -> str:
     """Why the call waits for a decision, when that says more than the card's badge.
 
@@ -226,11 +262,17 @@ def reason_words(e: CallEntry) -> str:
 
 
 # --------------------------------------------------------------------------- arguments
+def current_arguments(e: CallEntry) -> dict[str, Any]:
+    """The arguments the call runs (or ran) with: the edit's once it was edited, else the
+    model's (which an edited card keeps behind a fold, see :func:`_original`)."""
+    return e.r.edited_arguments if e.r.edited_arguments is not None else e.r.arguments
+
+
 def inline_arguments(e: CallEntry) -> str | None:
-    """The arguments as one line of JSON, when that is short and hides no text block."""
+    """The current arguments as one line of JSON, when that is short and hides no text block."""
     if e.raw_arguments is not None and not e.r.arguments:
         return None
-    text = compact_json(e.r.arguments, ONE_LINE)
+    text = compact_json(current_arguments(e), ONE_LINE)
     if text is None or "\\n" in text:
         return None
     return text
@@ -242,13 +284,14 @@ def _arguments(e: CallEntry) -> str:
             '<div class="nba-note">arguments (not valid JSON):</div>'
             f'<pre class="nba-block">{esc(clip(e.raw_arguments))}</pre>'
         )
-    n = len(e.r.arguments)
+    arguments = current_arguments(e)
+    n = len(arguments)
     if n == 0:
         return '<div class="nba-args nba-dim">no arguments</div>'
     budget = max(VALUE_CHARS, ARGUMENTS_CHARS // min(n, MAX_KEYS))
     rows = [
         f'<div class="nba-arg"><span class="nba-key">{esc(_key(k))}</span>{_value(v, budget)}</div>'
-        for k, v in islice(e.r.arguments.items(), MAX_KEYS)
+        for k, v in islice(arguments.items(), MAX_KEYS)
     ]
     if n > MAX_KEYS:
         rows.append(f'<div class="nba-dim">… {n - MAX_KEYS:,} more arguments</div>')
@@ -305,13 +348,16 @@ def _size(v: Any) -> str:
 
 
 def _defaults(e: CallEntry) -> str:
-    """The defaults the tool will use for the parameters the model left out, marked."""
-    if not e.defaults:
+    """The defaults the tool will use for the parameters the call leaves out, marked (a
+    parameter an edit set is the edit's, not a default)."""
+    arguments = current_arguments(e)
+    defaults = {k: v for k, v in e.defaults.items() if k not in arguments}
+    if not defaults:
         return ""
     items = [
         f'<span class="nba-default"><span class="nba-key">{esc(_key(k))}</span> = '
         f"{esc(short_json(v, VALUE_LINE))}</span>"
-        for k, v in islice(e.defaults.items(), MAX_KEYS)
+        for k, v in islice(defaults.items(), MAX_KEYS)
     ]
     return (
         '<div class="nba-defaults" title="The model left these out; the tool uses its defaults">'
@@ -320,6 +366,23 @@ def _defaults(e: CallEntry) -> str:
 
 
 # -------------------------------------------------------------------------------- edits
+def _edited_tag(e: CallEntry) -> str:
+    if e.r.edited_arguments is None:
+        return ""
+    return '<span class="nba-tag nba-edited" title="run with edited arguments">edited</span>'
+
+
+def _original(e: CallEntry) -> str:
+    """An edited call's card shows the edit as its arguments; the model's original, as a
+    diff against the edit, is one click away (folded), never shown as if current."""
+    if e.r.edited_arguments is None:
+        return ""
+    return (
+        '<details class="nba-fold nba-original"><summary>the model\'s original arguments'
+        f"</summary>{_diff(e.r.arguments, e.r.edited_arguments)}</details>"
+    )
+
+
 def _diff(old: dict[str, Any], new: dict[str, Any]) -> str:
     """What an edit changed: one line per changed, added or removed argument."""
     rows: list[str] = []
@@ -346,8 +409,7 @@ def _diff(old: dict[str, Any], new: dict[str, Any]) -> str:
     if unchanged:
         rows.append(f'<div class="nba-dim">{unchanged:,} unchanged</div>')
     return (
-        '<div class="nba-diff"><div class="nba-note">run with edited arguments:</div>'
-        f"{''.join(rows)}</div>"
+        f'<div class="nba-diff"><div class="nba-note">the edit changed:</div>{"".join(rows)}</div>'
     )
 
 

@@ -64,11 +64,17 @@ def orphan_words(chat: Chat, pending: Sequence[Entry]) -> tuple[str, list[str], 
     Returns a sentence, the code that decides the call, and a last sentence.
     """
     calls = [e for e in pending if isinstance(e, CallEntry)]
-    names = ", ".join(f"{e.r.tool} ({e.r.call_id})" for e in calls) or "a step budget"
+    # Tool names keep their spelling (never capitalized); the verb agrees with the count.
+    names = [f"{e.r.tool} ({e.r.call_id})" for e in calls]
+    if not names:
+        subject = "A step budget was"
+    elif len(names) == 1:
+        subject = f"The call {names[0]} was"
+    else:
+        subject = f"The calls {', '.join(names[:-1])} and {names[-1]} were"
     lead = (
-        f"{names[:1].upper()}{names[1:]} was waiting for a decision in a kernel session that "
-        "has ended (the notebook was reopened, or its kernel restarted): its buttons can no "
-        "longer reach the chat."
+        f"{subject} waiting for a decision in a kernel session that has ended (the notebook "
+        "was reopened, or its kernel restarted): its buttons can no longer reach the chat."
     )
     location = _store_location(chat)
     first = calls[0].r.call_id if calls else "<call id>"

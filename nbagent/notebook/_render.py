@@ -32,6 +32,7 @@ from .._html import (
     esc,
     fmt_cost,
     fmt_ms,
+    json_preview,
     md_inline,
     md_text,
     preview,
@@ -291,6 +292,30 @@ def status_html(totals: Totals, phase: str | None = None) -> str:
     return f'<div class="nba-status"><span class="{cls}">{own(phase)}</span>{own(rest)}</div>'
 
 
+def _arguments_text(e: CallEntry) -> str:
+    """The arguments the call runs with as (pretty, bounded) JSON: an edit's, once edited."""
+    if e.r.edited_arguments is not None:
+        return json_preview(e.r.edited_arguments)[0]
+    return e.arguments_text
+
+
+def fold_point(entries: Sequence[Entry], keep: int) -> int:
+    """Where to fold ``entries`` so that at least the last ``keep`` show: at the start of
+    the turn the cut would fall in (never inside a turn); within a single turn, at the
+    start of a model step. 0 (nothing folds) when there is no such boundary."""
+    if len(entries) <= keep:
+        return 0
+    many_turns = entries[0].turn != entries[-1].turn
+    for i in range(len(entries) - keep, 0, -1):
+        if (
+            entries[i].turn != entries[i - 1].turn
+            if many_turns
+            else isinstance(entries[i], StepEntry)
+        ):
+            return i
+    return 0
+
+
 def conversation_html(
     entries: Sequence[Entry],
     totals: Totals,
@@ -298,14 +323,21 @@ def conversation_html(
     title: str = "",
     collapse_after: int = COLLAPSE_AFTER,
 ) -> str:
-    """The whole conversation (or one turn) as static HTML, older entries folded."""
+    """The whole conversation (or one turn) as static HTML, older entries folded (see
+    :func:`fold_point`)."""
     parts = [style_tag(), '<div class="nba-chat">']
     if title:
         parts.append(f'<div class="nba-step">{esc(title)}</div>')
-    older = entries[:-collapse_after] if len(entries) > collapse_after else []
-    recent = entries[len(older) :]
+    cut = fold_point(entries, collapse_after)
+    older, recent = entries[:cut], entries[cut:]
     if older:
-        parts.append(f"<details><summary>{len(older):,} earlier entries</summary>")
+        turns = len({e.turn for e in older})
+        what = (
+            f"{turns:,} earlier turn{'s' if turns != 1 else ''}"
+            if len({e.turn for e in entries}) > 1
+            else f"{len(older):,} earlier entries"
+        )
+        parts.append(f"<details><summary>{what}</summary>")
         parts.extend(entry_html(e) for e in older)
         parts.append("</details>")
     parts.extend(entry_html(e) for e in recent)
@@ -361,7 +393,7 @@ def entry_markdown(e: Entry) -> str:
         head += f" · {words}"
         if e.r.duration_ms is not None:
             head += f" · {md_inline(fmt_ms(e.r.duration_ms))}"
-        lines = [head] if inline else [head, _fence(e.arguments_text, "json")]
+        lines = [head] if inline else [head, _fence(_arguments_text(e), "json")]
         lines += [f"> {note}" for note in call_notes(e, md_inline, code_span, 600)]
         if e.result is not None and e.r.status != "denied" and not e.r.hosted:
             lines.append("result:\n" + _fence(clip(e.result, 2000)))
@@ -408,7 +440,7 @@ def _entry_text(e: Entry) -> str:
             line += f"\n  provider ran {item_words(item)}"
         return line
     if isinstance(e, CallEntry):
-        args = preview(e.arguments_text, 200)
+        args = preview(_arguments_text(e), 200)
         line = f"  tool {call_label(e)}({args}) -> {status_word(e)}"
         if e.r.duration_ms is not None:
             line += f" [{fmt_ms(e.r.duration_ms)}]"

@@ -231,6 +231,7 @@ class CallEntry(Entry):
     defaults: dict[str, Any] = field(default_factory=dict)  # what the tool uses for omitted params
     result_html: str | None = None  # a rich result (a DataFrame) as inert table HTML
     result_label: str = ""  # its type (and shape), for the summary line
+    result_peek: str | None = None  # its first rows (inert table HTML), for the folded line
     result_images: tuple[Thumb, ...] = ()  # the images the tool returned, as thumbnails
     traceback: str | None = None  # where a tool that raised failed
     kind = "call"
@@ -633,7 +634,9 @@ class ChatState:
             entry._result = result = r.result
             edited = r.decided is not None and r.decided.arguments is not None
             entry.result = without_edit_note(result.content, edited) if result else None
-            entry.result_html, entry.result_label = _rich(result.value if result else None)
+            value = result.value if result else None
+            entry.result_html, entry.result_label = _rich(value)
+            entry.result_peek = _peek(value, entry.result_html)
             entry.result_images = thumbs(result.parts) if result else ()
         entry.ran_before = tuple(self._call_name(cid) for cid in r.ran_before)
         changed: list[Entry] = [_touch(entry)]
@@ -693,6 +696,27 @@ def _rich(value: Any) -> tuple[str | None, str]:
         return None, ""
     html = rich_html(value)
     return (html, rich_label(value)) if html is not None else (None, "")
+
+
+PEEK_ROWS = 3
+"""Rows of a rich result (a DataFrame) shown on its call's folded line."""
+
+
+def _peek(value: Any, html: str | None) -> str | None:
+    """The first :data:`PEEK_ROWS` rows of a rich result as inert table HTML (the whole
+    table when it is that short or has no ``head``), or ``None`` without a rich form."""
+    if html is None:
+        return None
+    shape = getattr(value, "shape", None)
+    head = getattr(value, "head", None)
+    if not (isinstance(shape, tuple) and shape and isinstance(shape[0], int)) or not callable(head):
+        return html
+    if shape[0] <= PEEK_ROWS:
+        return html
+    try:
+        return rich_html(head(PEEK_ROWS))
+    except Exception:  # the object's own code: its failure only costs the peek
+        return None
 
 
 def _schema_lookup(chat: Chat) -> Callable[[str], dict[str, Any] | None]:

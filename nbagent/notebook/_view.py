@@ -7,9 +7,11 @@ gated call (the call's card with its buttons inside: one card per call) and for
 each exhausted step budget, and an ``ActionCard`` of kind ``batch`` (Approve
 all / Deny all) above the first gated call of a response that has several
 waiting. An event re-renders only
-the entries it touched, and the entries are kept in pages of fixed size of
-which only the last few are live widgets ("Show earlier" brings older pages
-back), so the cost of an event stays flat however long the chat grows.
+the entries it touched, and the entries are kept in pages of which only the
+last few are live widgets ("Show earlier" brings older pages back), so the
+cost of an event stays flat however long the chat grows. A page holds at
+least ``page_size`` entries and ends only where a turn ends (in a view of one
+turn, where a model step ends): nothing folds in the middle of a turn.
 
 Clicks go to :meth:`ChatView._on_card_action`, which records the decision
 through the chat's public API and asks the chat's
@@ -28,6 +30,7 @@ with "continued in cell [n]" and the new cell shows the continuation live.
 
 from __future__ import annotations
 
+import bisect
 import json
 import time
 from typing import TYPE_CHECKING, Any
@@ -37,7 +40,7 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 
 from .._display import LiveOutput, mark_dirty
 from .._errors import DecisionError
-from ._cards import reason_words
+from ._cards import by_always_allow, reason_words
 from ._continuation import continuation_for
 from ._fallback import twin_bundle
 from ._render import decision_words, entry_html, esc, status_html, style_tag
@@ -65,7 +68,8 @@ class ChatView:
     Args:
         chat: The chat to show.
         turn: Show only this turn (what ``chat.ask()`` displays); ``None`` for all.
-        page_size: Entries per page.
+        page_size: Entries per page, at least (a page ends only on a turn's boundary; in a
+            view of one turn, on a step's).
         live_pages: Pages kept as live widgets; older ones fold behind "Show earlier".
         skip: Keys of entries not to show (a continuation view starts where the
             earlier view handed over).
@@ -125,6 +129,7 @@ class ChatView:
         ] = {}  # tool -> the card "Always allow" was clicked on
         self._pos: dict[str, int] = {}
         self._keys: list[str] = []
+        self._starts: list[int] = []  # each page's first position (pages end on boundaries)
         self._pages: dict[int, ipywidgets.VBox] = {}
         self._first_live = 0
         self._expanded = False
@@ -179,21 +184,41 @@ class ChatView:
         for i, e in enumerate(entries):
             self._keys.append(e.key)
             self._pos[e.key] = i
+            self._paginate(i, e)
             self._note_gated(e)
-        n_pages = (len(entries) + self.page_size - 1) // self.page_size
+        n_pages = len(self._starts)
         first = max(0, n_pages - self.live_pages)
         # Pending cards must stay reachable: never fold a page that holds one.
         for e in self.state.pending_cards():
             pos = self._pos.get(e.key)
             if pos is not None:
-                first = min(first, pos // self.page_size)
+                first = min(first, self._page_of(pos))
         self._first_live = first
         boxes = [self._make_page(p) for p in range(first, n_pages)]
         self._body.children = tuple(boxes)
         self._update_more()
 
+    def _paginate(self, pos: int, e: Entry) -> None:
+        """Start a new page at ``pos`` when the current one is full and ``e`` begins a turn
+        (in a view of one turn, a model step): a page never ends inside a turn."""
+        if not self._starts:
+            self._starts.append(pos)
+            return
+        if pos - self._starts[-1] < self.page_size:
+            return
+        if self.turn is not None:
+            boundary = isinstance(e, StepEntry)
+        else:
+            before = self.state.by_key.get(self._keys[pos - 1])
+            boundary = before is not None and before.turn != e.turn
+        if boundary:
+            self._starts.append(pos)
+
+    def _page_of(self, pos: int) -> int:
+        return bisect.bisect_right(self._starts, pos) - 1
+
     def _page_entries(self, page: int) -> list[Entry]:
-        keys = self._keys[page * self.page_size : (page + 1) * self.page_size]
+        keys = self._page_keys(page)
         by_key = self.state.by_key
         return [by_key[k] for k in keys if k in by_key]
 
@@ -284,7 +309,7 @@ class ChatView:
         keys = self._step_calls.get(step) or []
         anchor = keys[0] if keys else None
         widget = self._widgets.get(anchor) if anchor else None
-        box = self._pages.get(self._pos[anchor] // self.page_size) if anchor else None
+        box = self._pages.get(self._page_of(self._pos[anchor])) if anchor else None
         if anchor is None or widget is None or box is None or widget not in box.children:
             return False
         batch = ActionCard(self._on_card_action, kind="batch", state="closed")
@@ -341,11 +366,11 @@ class ChatView:
             tokens = self.chat.budget_increment("tokens")
             if tokens:
                 return f"+{tokens:,} tokens"
-        return f"+{steps} steps"
+        return f"+{steps} step{'s' if steps != 1 else ''}"
 
     # -------------------------------------------------------------- paging
     def _update_more(self) -> None:
-        hidden = self._first_live * self.page_size
+        hidden = self._starts[self._first_live] if self._first_live < len(self._starts) else 0
         if hidden:
             self._more.description = f"Show earlier ({hidden:,} more entries)"
             self._more.layout.display = None
@@ -367,8 +392,9 @@ class ChatView:
         pos = len(self._keys)
         self._keys.append(e.key)
         self._pos[e.key] = pos
+        self._paginate(pos, e)
         self._note_gated(e)
-        page = pos // self.page_size
+        page = len(self._starts) - 1
         widget = self._make_widget(e)
         box = self._pages.get(page)
         if box is not None:
@@ -388,7 +414,10 @@ class ChatView:
         self._update_more()
 
     def _page_keys(self, page: int) -> list[str]:
-        return self._keys[page * self.page_size : (page + 1) * self.page_size]
+        if page >= len(self._starts):
+            return []
+        end = self._starts[page + 1] if page + 1 < len(self._starts) else len(self._keys)
+        return self._keys[self._starts[page] : end]
 
     def _has_pending(self, key: str) -> bool:
         e = self.state.by_key.get(key)
@@ -494,9 +523,10 @@ class ChatView:
             summary = decision_words(e) or f"no decision ({e.r.status})"
             card.summary = summary[:1].upper() + summary[1:]
             card.state = e.verdict or "closed"
-            # The card "Always allow" was clicked on offers to take it back while it holds.
-            card.revocable = (
-                self._always_from.get(e.r.tool) is card and e.r.tool in self.chat.always_allowed
+            # The card "Always allow" was clicked on, and every call the rule approved, offer
+            # to take it back while it holds.
+            card.revocable = e.r.tool in self.chat.always_allowed and (
+                self._always_from.get(e.r.tool) is card or by_always_allow(e)
             )
         elif isinstance(e, BudgetEntry):
             if e.pending:

@@ -196,7 +196,8 @@ function render({ model, el }) {
       return;
     }
     const row = h("div", "nba-action-row");
-    const increment = model.get("increment") || `+${model.get("steps")} steps`;
+    const n = model.get("steps");
+    const increment = model.get("increment") || `+${n} step${n === 1 ? "" : "s"}`;
     const more = button(`Continue (${increment})`, "nba-btn-approve", () => send("continue"));
     const stop = button("Stop", "", () => send("stop"));
     row.append(more, stop);

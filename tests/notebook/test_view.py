@@ -22,6 +22,8 @@ from typing import Any
 import ipywidgets
 import pytest
 from _views import widgets_in
+from hypothesis import given
+from hypothesis import strategies as st
 
 import nbagent
 from nbagent import ApprovalDecided, Chat, Tool, ToolCall, ToolCallStarted, tool
@@ -29,7 +31,8 @@ from nbagent.notebook import ChatView, review
 from nbagent.notebook import _continuation as cont
 from nbagent.notebook._auto import NotebookExtension
 from nbagent.notebook._fallback import bundle_for, chat_mimebundle
-from nbagent.notebook._state import state_for
+from nbagent.notebook._render import fold_point
+from nbagent.notebook._state import CallEntry, StepEntry, TextEntry, UserEntry, state_for
 from nbagent.notebook._widgets import ActionCard
 
 SCRIPT = "<script>alert(1)</script>"
@@ -218,7 +221,7 @@ def test_edit_arguments_valid(counter: Counter) -> None:
     assert counter.calls == [{"order_id": 43}]
     assert call.decision is not None and call.decision.arguments == {"order_id": 43}
     html = call_html(view, call)
-    assert "run with edited arguments" in html and "43" in html
+    assert "run with edited arguments" in html and "43" in html  # the edited tag's title
 
 
 @pytest.mark.parametrize(
@@ -313,6 +316,7 @@ def test_continue_after_budget_exhausted(counter: Counter) -> None:
     assert chat.status == "budget_exhausted"
     (card,) = budget_cards(view)
     assert (card.kind, card.state, card.steps) == ("budget", "pending", 1)
+    assert card.increment == "+1 step"  # one step, as max_steps and the status line count
     card.click("continue")
     assert view.continuation.wait(10)
     assert card.state == "continued"
@@ -429,21 +433,28 @@ def test_an_event_updates_only_the_entries_it_touches(counter: Counter) -> None:
     assert len(new) == 4  # the user message, the step, the demo's note, the gated call
 
 
-def test_long_chats_keep_few_live_widgets(counter: Counter) -> None:
+def test_long_chats_keep_few_live_widgets_and_fold_whole_turns(counter: Counter) -> None:
     chat = make_chat(counter)
     view = ChatView(chat, page_size=5, live_pages=2)
     for i in range(12):
         chat.ask(f"What's the weather in City{i}?")
     # user, step, the demo's note on its guesses, call, step, text per turn
     assert len(view.state.entries) == 12 * 6
-    live = len(entry_widgets(view))
-    assert live <= 10
+    live = entry_widgets(view)
+    # A page ends only where a turn ends: two live pages are two whole turns, the
+    # first live entry is a user message (never the middle of a turn).
+    assert len(live) == 12 and 'class="nba-entry nba-user' in live[0].value
     (more,) = [w for w in widgets_in(view) if isinstance(w, ipywidgets.Button)]
-    assert "Show earlier" in more.description and more.layout.display is None
+    assert more.description == "Show earlier (60 more entries)" and more.layout.display is None
     more.click()
-    assert len(entry_widgets(view)) == live + 5
-    # a fresh view of the long chat also starts folded
-    assert len(entry_widgets(ChatView(chat, page_size=5, live_pages=2))) <= 10
+    live = entry_widgets(view)
+    assert len(live) == 18 and 'class="nba-entry nba-user' in live[0].value
+    # a fresh view of the long chat also starts folded, on a turn's start
+    fresh = entry_widgets(ChatView(chat, page_size=5, live_pages=2))
+    assert len(fresh) == 12 and 'class="nba-entry nba-user' in fresh[0].value
+    # The static form folds on a turn's start too (it keeps the last 40 entries at least:
+    # 42, the last seven turns, and folds the five before).
+    assert "5 earlier turns</summary>" in chat_mimebundle(chat)["text/html"]
 
 
 def test_turn_views_follow_their_turn_then_freeze(counter: Counter) -> None:
@@ -685,3 +696,38 @@ def test_a_continuation_waits_for_another_driver_then_runs(counter: Counter) -> 
         other.join(10)
     assert view.continuation.wait(10)
     assert counter.calls == [{"order_id": 18}] and chat.status == "complete"
+
+
+# ------------------------------------------------------------------------------ folding
+_KINDS = st.sampled_from(["user", "step", "text", "call"])
+
+
+@given(
+    turns=st.lists(st.lists(_KINDS, min_size=1, max_size=8), min_size=1, max_size=12),
+    keep=st.integers(1, 30),
+)
+def test_static_views_fold_only_on_a_turn_or_step_start(turns: list[list[str]], keep: int) -> None:
+    kinds = {"user": UserEntry, "step": StepEntry, "text": TextEntry, "call": CallEntry}
+    entries = [
+        kinds["user" if j == 0 else kind](f"{t}-{j}", t + 1)
+        for t, turn in enumerate(turns)
+        for j, kind in enumerate(turn)
+    ]
+    cut = fold_point(entries, keep)
+    assert len(entries) - cut >= keep or cut == 0  # at least `keep` entries stay shown
+    if cut:
+        if len(turns) > 1:  # several turns: the fold ends where a turn starts
+            assert entries[cut].turn != entries[cut - 1].turn
+        else:  # one turn: where a model step starts
+            assert isinstance(entries[cut], StepEntry)
+    else:  # nothing folds only when it all fits, or no such start leaves `keep` shown
+        starts = [
+            i
+            for i in range(1, len(entries))
+            if (
+                entries[i].turn != entries[i - 1].turn
+                if len(turns) > 1
+                else isinstance(entries[i], StepEntry)
+            )
+        ]
+        assert len(entries) <= keep or all(i > len(entries) - keep for i in starts)

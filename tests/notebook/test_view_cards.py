@@ -270,6 +270,38 @@ def test_edit_of_a_scalar_shows_old_and_new() -> None:
     assert "<del>42</del> &#8594; <ins>43</ins>" in card_for(view, "r1").value
 
 
+def test_an_edited_card_shows_the_edit_as_current_and_folds_the_original() -> None:
+    ledger = Ledger()
+    chat = scripted(ledger, call_tools(("issue_refund", {"order_id": 42}, "r1")), reply("ok"))
+    view = ChatView(chat)
+    chat.ask("Refund 42")
+    card_for(view, "r1").click("edit", arguments={"order_id": 43, "amount": 5.0})
+    done(chat)
+    assert ledger.calls == [("issue_refund", {"order_id": 43, "amount": 5.0})]
+    for html in (card_for(view, "r1").value, bundle_for(state_for(chat), None)["text/html"]):
+        head = re.search(r'<summary class="nba-head">.*?</summary>', html, re.S)
+        assert head is not None
+        # The line says what ran, marked edited; the model's 42 is not shown as current.
+        assert "43" in head[0] and "5.0" in head[0] and "42" not in head[0]
+        assert "nba-edited" in head[0]
+        # amount is the edit's 5.0, not a default of 20.0 beside it; currency still defaults.
+        defaults = re.search(r'<div class="nba-defaults".*?</div>', html, re.S)
+        assert defaults is not None
+        assert "amount" not in defaults[0] and "currency" in defaults[0]
+        # The original is one click away, as a diff against the edit.
+        original = re.search(r'<details class="nba-fold nba-original">.*?</details>', html, re.S)
+        assert original is not None and "the model's original arguments" in original[0]
+        assert "<del>42</del> &#8594; <ins>43</ins>" in original[0]
+    bundle = bundle_for(state_for(chat), None)
+    for text in (bundle["text/plain"], bundle["text/markdown"]):  # the edit there too
+        (line,) = [x for x in text.splitlines() if "issue_refund" in x and "order_id" in x]
+        assert "43" in line and "42" not in line, line
+    card = card_for(view, "r1").value
+    original = re.search(r'<details class="nba-fold nba-original">.*?</details>', card, re.S)
+    assert original is not None
+    assert card.count("42") == original[0].count("42")  # the model's 42 only inside the fold
+
+
 def test_always_allow_can_be_taken_back_from_the_card() -> None:
     ledger = Ledger()
     chat = scripted(
@@ -287,21 +319,45 @@ def test_always_allow_can_be_taken_back_from_the_card() -> None:
     done(chat)
     assert sorted(c[1]["order_id"] for c in ledger.calls) == [1, 2]
     first, second = card_for(view, "r1"), card_for(view, "r2")
-    # The card it was clicked on offers to take it back (the others stay quiet).
-    assert first.revocable and not second.revocable
+    # The card it was clicked on and the call the rule approved both offer to take it back.
+    assert first.revocable and second.revocable
     assert chat.tool_calls[1].decision.by == "policy:always_allow:issue_refund"  # type: ignore[union-attr]
-    assert chat.always_allowed == ("issue_refund",)
-    second.click("revoke")  # not offered there: nothing happens
     assert chat.always_allowed == ("issue_refund",)
     first.click("revoke")
     first.click("revoke")  # a double click takes it back once, without an error
     assert chat.always_allowed == ()
-    assert not first.revocable and first.error == ""
+    assert not first.revocable and not second.revocable and first.error == ""
     assert "asks for approval again" in first.note
     assert first.state == second.state == "approved"  # decisions made stand
     chat.ask("Refund 3")
     assert chat.status == "awaiting_approval"  # it asks again
     assert card_for(view, "r3").state == "pending"
+
+
+def test_a_call_always_allowed_carries_a_chip_and_stop_always_allowing() -> None:
+    ledger = Ledger()
+    chat = scripted(
+        ledger,
+        call_tools(("issue_refund", {"order_id": 1}, "r1")),
+        reply("ok"),
+        call_tools(("issue_refund", {"order_id": 2}, "r2")),
+        reply("ok"),
+    )
+    chat.always_allow("issue_refund")  # in code: no card was clicked
+    view = ChatView(chat)
+    chat.ask("Refund 1")
+    assert ledger.calls == [("issue_refund", {"order_id": 1, "amount": 20.0})]  # nobody asked
+    card = card_for(view, "r1")
+    for html in (card.value, static_html(chat)):
+        line = re.search(r'data-call-id="r1"><summary.*?</summary>', html, re.S)
+        assert line is not None and "always allowed</span>" in line[0]  # on the folded line
+    assert card.revocable  # the live card offers Stop always allowing
+    card.click("revoke")
+    assert chat.always_allowed == () and not card.revocable
+    assert "asks for approval again" in card.note
+    chat.ask("Refund 2")
+    assert chat.status == "awaiting_approval"  # the rule is gone: it asks again
+    assert "always allowed" not in card_for(view, "r2").value
 
 
 # --------------------------------------------------------------- 3: Approve all / Deny all
@@ -436,12 +492,39 @@ def test_a_dataframe_result_is_its_html_table_bounded_and_escaped() -> None:
         large = re.search(r'data-call-id="t2".*?</details>', html, re.S)
         assert small is not None and large is not None
         assert "DataFrame, 3 rows × 2 columns" in small[0]
-        assert "<table>" in small[0] and small[0].count("<td>&lt;b&gt;x&lt;/b&gt;</td>") == 3
+        body = small[0].split("</summary>", 1)[1]  # (its line shows the first rows too)
+        assert "<table>" in body and body.count("<td>&lt;b&gt;x&lt;/b&gt;</td>") == 3
         assert "<b>" not in small[0]
         # Truncated the way pandas truncates (display.max_rows), not 500 rows.
         assert large[0].count("<tr>") < 70 and "500 rows × 2 columns" in large[0]
     # The model still read text.
     assert "label" in chat.tool_calls[0].result.content
+
+
+def test_a_table_result_shows_its_first_rows_on_the_folded_line() -> None:
+    frame = pd.DataFrame({"n": range(50), "label": [f"row{i}" for i in range(50)]})
+
+    @tool
+    def table() -> pd.DataFrame:
+        """Rows."""
+        return frame
+
+    chat = Chat(
+        provider=ScriptedProvider([call_tools(("table", {}, "t1")), reply("ok")]), display=False
+    ).with_tools(table)
+    view = ChatView(chat)
+    chat.ask("A table")
+    for html in (view_html(view), static_html(chat)):
+        line = re.search(
+            r'data-call-id="t1"><summary class="nba-head nba-peeking">(.*?)</summary>', html, re.S
+        )
+        assert line is not None, html
+        peek = re.search(r'<div class="nba-peek">.*</div>', line[1], re.S)
+        assert peek is not None
+        # Its first rows, seen without a click; the rest waits behind it.
+        assert "<td>row0</td>" in peek[0] and "<td>row2</td>" in peek[0]
+        assert "<td>row3</td>" not in peek[0]
+        assert "DataFrame, 50 rows × 2 columns" in line[1]
 
 
 def test_rich_html_from_user_code_is_rebuilt_from_an_allowlist() -> None:
