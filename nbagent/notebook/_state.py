@@ -16,11 +16,12 @@ from __future__ import annotations
 import json
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._approvals import HUMAN
 from .._events import (
     ApprovalDecided,
     Event,
@@ -226,6 +227,7 @@ class CallEntry(Entry):
 
     r: CallRecord = field(default_factory=lambda: CallRecord("", ""))
     decided_elsewhere: bool = False  # by another process or chat object, through a store
+    decided_in_code: bool = False  # a person's decision (``by="user"``) made in code, not on a card
     result: str | None = None  # the result the model read, without the note an edit adds
     ran_before: tuple[str, ...] = ()  # earlier gated calls (tool names) still undecided when it ran
     defaults: dict[str, Any] = field(default_factory=dict)  # what the tool uses for omitted params
@@ -333,10 +335,21 @@ class ChatState:
     budget cards' answers, errors outside the chat, and the phase it says.
     """
 
-    def __init__(self, record: ChatRecord, tool_schema: Schema | None = None):
+    def __init__(
+        self,
+        record: ChatRecord,
+        tool_schema: Schema | None = None,
+        *,
+        in_code: Iterable[str] = (),
+    ):
         self.chat_id = record.chat_id
         self.record = record
         self.lock = threading.RLock()
+        # Who made a person's decision (``by="user"``): a click on a card of this kernel (or
+        # ``chat.review()``) marks its call first (``by_hand``); a decision seen here without
+        # that mark was made in code (``in_code``), as was a fork's own decision.
+        self.by_hand: set[str] = set()
+        self.in_code: set[str] = set(in_code)
         self._listeners: list[Listener] = []
         self._errors = 0
         # name -> the tool's JSON schema (the defaults it will use).
@@ -346,7 +359,18 @@ class ChatState:
     @classmethod
     def from_chat(cls, chat: Chat) -> ChatState:
         """What ``chat`` shows now, not following it (a snapshot)."""
-        return cls(chat.record, _schema_lookup(chat))
+        parent = getattr(chat, "parent", None)
+        forked = (
+            (parent.call_id,)
+            if parent is not None and parent.call_id and parent.change in ("decision", "arguments")
+            else ()
+        )  # the decision a fork was made with is code's (``chat.fork(call, decision=...)``)
+        return cls(chat.record, _schema_lookup(chat), in_code=forked)
+
+    def mark_by_hand(self, call_id: str) -> None:
+        """A person is deciding ``call_id`` on a card (or at ``review()``'s prompt), not in code."""
+        with self.lock:
+            self.by_hand.add(call_id)
 
     # -------------------------------------------------------------- reading
     def entries_for(self, turn: int | None) -> list[Entry]:
@@ -629,6 +653,9 @@ class ChatState:
                 self.totals.setdefault(t, Totals()).calls += 1
         if isinstance(event, ApprovalDecided):
             entry.decided_elsewhere = event.elsewhere  # made outside this chat object
+            if not event.elsewhere and event.decision.by == HUMAN and r.call_id not in self.by_hand:
+                self.in_code.add(r.call_id)
+        entry.decided_in_code = r.call_id in self.in_code
         if r.result is not entry._result:
             entry._result = result = r.result
             edited = r.decided is not None and r.decided.arguments is not None
