@@ -295,7 +295,7 @@ def glance(df: pd.DataFrame) -> pd.DataFrame:
         return full.copy(deep=False)
 
     def bundle(include: Any = None, exclude: Any = None) -> dict[str, str]:
-        shown = full.loc[:, [c for c in GLANCE if c in full.columns]]
+        shown = full[[c for c in GLANCE if c in full.columns]]
         hidden = len(full.columns) - len(shown.columns)
         hint = (
             f"{len(full)} call{'s' if len(full) != 1 else ''}; {hidden} more columns "
