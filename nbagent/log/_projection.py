@@ -302,7 +302,7 @@ def glance(df: pd.DataFrame) -> pd.DataFrame:
             "(decided_by, reason, error, times, ids...): chat.log.frame() shows them all"
         )
         out = {"text/plain": f"{shown!r}\n{hint}"}
-        html = shown._repr_html_()
+        html = shown._repr_html_()  # type: ignore[operator]  # (pandas-stubs lack it)
         if html is not None:  # None when pandas is told not to write HTML
             out["text/html"] = f'{html}<p style="opacity: 0.7; margin: 2px 0">{hint}</p>'
         return out
