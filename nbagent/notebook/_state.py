@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -325,6 +325,28 @@ Listener = Callable[[list[Entry], bool], Any]
 decision, out of budget, or failed)."""
 
 
+@dataclass
+class Deciders:
+    """Who made a person's decisions (``by="user"``) on a chat's calls, as this kernel saw them.
+
+    One per chat, shared by every state of it (a live one and one rebuilt from the
+    record agree). A click on a card (or an answer at ``chat.review()``) marks its
+    call first (``by_hand``); a decision seen without that mark was made in code
+    (``in_code``), as was the decision a fork was made with. A decision made
+    before this kernel saw the chat (a loaded one) is in neither: "by you".
+    """
+
+    by_hand: set[str] = field(default_factory=set)
+    in_code: set[str] = field(default_factory=set)
+
+
+def _new_deciders(chat: Chat) -> Deciders:
+    parent = getattr(chat, "parent", None)
+    if parent is None or not parent.call_id or parent.change not in ("decision", "arguments"):
+        return Deciders()
+    return Deciders(in_code={parent.call_id})  # chat.fork(call, decision=...) decided in code
+
+
 class ChatState:
     """The view's model of one chat, read off the chat's record (thread-safe).
 
@@ -340,16 +362,12 @@ class ChatState:
         record: ChatRecord,
         tool_schema: Schema | None = None,
         *,
-        in_code: Iterable[str] = (),
+        deciders: Deciders | None = None,
     ):
         self.chat_id = record.chat_id
         self.record = record
         self.lock = threading.RLock()
-        # Who made a person's decision (``by="user"``): a click on a card of this kernel (or
-        # ``chat.review()``) marks its call first (``by_hand``); a decision seen here without
-        # that mark was made in code (``in_code``), as was a fork's own decision.
-        self.by_hand: set[str] = set()
-        self.in_code: set[str] = set(in_code)
+        self.deciders = deciders or Deciders()  # who made a person's decisions (see there)
         self._listeners: list[Listener] = []
         self._errors = 0
         # name -> the tool's JSON schema (the defaults it will use).
@@ -359,18 +377,12 @@ class ChatState:
     @classmethod
     def from_chat(cls, chat: Chat) -> ChatState:
         """What ``chat`` shows now, not following it (a snapshot)."""
-        parent = getattr(chat, "parent", None)
-        forked = (
-            (parent.call_id,)
-            if parent is not None and parent.call_id and parent.change in ("decision", "arguments")
-            else ()
-        )  # the decision a fork was made with is code's (``chat.fork(call, decision=...)``)
-        return cls(chat.record, _schema_lookup(chat), in_code=forked)
+        return cls(chat.record, _schema_lookup(chat), deciders=_deciders.get(chat))
 
     def mark_by_hand(self, call_id: str) -> None:
         """A person is deciding ``call_id`` on a card (or at ``review()``'s prompt), not in code."""
         with self.lock:
-            self.by_hand.add(call_id)
+            self.deciders.by_hand.add(call_id)
 
     # -------------------------------------------------------------- reading
     def entries_for(self, turn: int | None) -> list[Entry]:
@@ -653,9 +665,10 @@ class ChatState:
                 self.totals.setdefault(t, Totals()).calls += 1
         if isinstance(event, ApprovalDecided):
             entry.decided_elsewhere = event.elsewhere  # made outside this chat object
-            if not event.elsewhere and event.decision.by == HUMAN and r.call_id not in self.by_hand:
-                self.in_code.add(r.call_id)
-        entry.decided_in_code = r.call_id in self.in_code
+            made_here = not event.elsewhere and event.decision.by == HUMAN
+            if made_here and r.call_id not in self.deciders.by_hand:
+                self.deciders.in_code.add(r.call_id)
+        entry.decided_in_code = r.call_id in self.deciders.in_code
         if r.result is not entry._result:
             entry._result = result = r.result
             edited = r.decided is not None and r.decided.arguments is not None
@@ -772,6 +785,8 @@ def _new_state(chat: Chat) -> ChatState:
     chat.after_tool_result(_keep_traceback(state))
     return state
 
+
+_deciders: PerChat[Deciders] = PerChat(_new_deciders)
 
 # One state per chat, shared by every view of it.
 _states: PerChat[ChatState] = PerChat(_new_state)
