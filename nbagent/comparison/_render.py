@@ -37,7 +37,7 @@ CSS = """
 .nba-chat.nba-cmp .nba-cmp-table th, .nba-chat.nba-cmp .nba-cmp-table td {
   border: 1px solid var(--jp-border-color2, #e0e0e0); padding: 3px 6px; vertical-align: top;
   text-align: left; background: transparent; }
-.nba-chat.nba-cmp .nba-cmp-table tr > th:first-child { width: 6em; }
+.nba-chat.nba-cmp .nba-cmp-table tr > th:first-child { width: 7.5em; }
 .nba-chat.nba-cmp .nba-cmp-table thead th { background: var(--jp-layout-color2, #eeeeee);
   font-weight: 600; }
 .nba-chat.nba-cmp .nba-cmp-table tbody th { color: var(--jp-ui-font-color2, #616161);
@@ -53,6 +53,12 @@ CSS = """
   font-size: var(--jp-ui-font-size0, 11px); }
 .nba-cmp-cost .nba-cmp-f { display: inline; padding: 0 2px; }
 .nba-cmp-shared summary { cursor: pointer; color: var(--jp-ui-font-color2, #616161); }
+.nba-chat.nba-cmp .nba-cmp-table tr.nba-cmp-total > * {
+  border-top: 2px solid var(--jp-border-color1, #bdbdbd); }
+.nba-chat.nba-cmp .nba-cmp-table tr.nba-cmp-total th { color: var(--jp-ui-font-color1, #212121); }
+.nba-cmp-total .nba-cmp-cost { color: var(--jp-ui-font-color1, #212121);
+  font-size: var(--jp-ui-font-size1, 13px); }
+.nba-cmp-total .nba-cmp-more { font-weight: 700; }
 """
 
 
@@ -61,6 +67,7 @@ def comparison_html(runs: Sequence[Run]) -> str:
     rows = aligned(runs)
     shared = shared_prefix(rows)
     head = "".join(f"<th>{_run_head(r)}</th>" for r in runs)
+    names = [r.name for r in runs]
     body: list[str] = []
     if shared:
         inner = "".join(
@@ -75,15 +82,28 @@ def comparison_html(runs: Sequence[Run]) -> str:
         )
     for k, row in enumerate(rows[shared:], shared + 1):
         diff = set(differing(row))
-        numbers = " · ".join(f"#{s.record.step}" if s is not None else "–" for s in row)
         cells = "".join(f"<td>{_cell(s, diff)}</td>" if s is not None else _missing(k) for s in row)
-        body.append(f'<tr><th>step {k}<div class="nba-dim">{esc(numbers)}</div></th>{cells}</tr>')
+        body.append(f"<tr><th>step {k}{_own_numbers(k, row, names)}</th>{cells}</tr>")
     body.append(_totals_row(runs))
     return (
         f'{style_tag()}<style>{CSS}</style><div class="nba-chat nba-cmp">'
-        f'<table class="nba-cmp-table"><thead><tr><th></th>{head}</tr></thead>'
+        f'<table class="nba-cmp-table"><thead><tr><th>step</th>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>"
     )
+
+
+def _own_numbers(k: int, row: Sequence[Step | None], names: Sequence[str]) -> str:
+    """Under a row's label, each run's own number for its step (``chat.steps``), only where it
+    is not the row's: "denied: #3" (a retried request or a tool round takes a number)."""
+    own = [
+        f"{name}: #{s.record.step}"
+        for name, s in zip(names, row, strict=True)
+        if s is not None and s.record.step != k
+    ]
+    if not own:
+        return ""
+    lines = "".join(f"<div>{esc(w)}</div>" for w in own)
+    return f'<div class="nba-dim" title="each run\'s own step number (chat.steps)">{lines}</div>'
 
 
 def _run_head(r: Run) -> str:
@@ -120,9 +140,9 @@ def _missing(k: int) -> str:
     return f'<td class="nba-cmp-none">no step {k}</td>'
 
 
-def _f(name: str, diff: set[str], inner: str, tag: str = "div") -> str:
-    """One field's element; highlighted when the field differs between the runs."""
-    cls = "nba-cmp-f nba-cmp-diff" if name in diff else "nba-cmp-f"
+def _f(name: str, diff: set[str], inner: str, tag: str = "div", mark: str = "nba-cmp-diff") -> str:
+    """One field's element; marked (``mark``) when the field differs between the runs."""
+    cls = f"nba-cmp-f {mark}" if name in diff else "nba-cmp-f"
     return f'<{tag} class="{cls}" data-field="{esc(name)}">{inner}</{tag}>'
 
 
@@ -179,19 +199,23 @@ def _totals_row(runs: Sequence[Run]) -> str:
     keys = ("steps", "input_tokens", "output_tokens", "cost_usd", "latency_ms")
     diff = {k for k in keys if any(t[k] != totals[0][k] for t in totals[1:])}
     cells = []
-    for t in totals:
-        spans = [_f("steps", diff, f"{t['steps']} steps", "span"), *_used(t, t["cost_usd"], diff)]
+    for t in totals:  # a total that differs is bold, not tinted: it is a sum, not a warning
+        steps = f"{t['steps']} step{'s' if t['steps'] != 1 else ''}"
+        spans = [_f("steps", diff, steps, "span", "nba-cmp-more")]
+        spans += _used(t, t["cost_usd"], diff, "nba-cmp-more")
         cells.append(f'<td><div class="nba-cmp-cost">{" · ".join(spans)}</div></td>')
-    return f"<tr><th>total</th>{''.join(cells)}</tr>"
+    return f'<tr class="nba-cmp-total"><th>run total</th>{"".join(cells)}</tr>'
 
 
-def _used(v: dict[str, Any], cost: float | None, diff: set[str]) -> list[str]:
+def _used(
+    v: dict[str, Any], cost: float | None, diff: set[str], mark: str = "nba-cmp-diff"
+) -> list[str]:
     """What a step (or a run) used: tokens in and out, cost, latency; each marked if it differs."""
     return [
-        _f("input_tokens", diff, f"in {v['input_tokens']:,}", "span"),
-        _f("output_tokens", diff, f"out {v['output_tokens']:,}", "span"),
-        _f("cost_usd", diff, esc(fmt_cost(cost) if cost is not None else "$?"), "span"),
-        _f("latency_ms", diff, esc(fmt_ms(v["latency_ms"])), "span"),
+        _f("input_tokens", diff, f"in {v['input_tokens']:,}", "span", mark),
+        _f("output_tokens", diff, f"out {v['output_tokens']:,}", "span", mark),
+        _f("cost_usd", diff, esc(fmt_cost(cost) if cost is not None else "$?"), "span", mark),
+        _f("latency_ms", diff, esc(fmt_ms(v["latency_ms"])), "span", mark),
     ]
 
 

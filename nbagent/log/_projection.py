@@ -276,6 +276,44 @@ _USAGE = (
 )
 
 
+GLANCE = ("tool", "status", "decision", "duration_ms", "arguments", "result_preview")
+"""The columns ``chat.log`` displays: what a glance needs (the frame keeps all of them)."""
+
+
+def glance(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (a calls frame), displayed with the :data:`GLANCE` columns only.
+
+    ``df`` stays a plain DataFrame with every column (indexing, filters,
+    ``assert_frame_equal`` and every derived frame work, and show, as before);
+    only its own display is curated, ending with a line that says how many
+    columns it leaves out and that ``df.frame()`` shows them all.
+    """
+    full = df
+
+    def whole() -> pd.DataFrame:
+        """The whole frame, every column, displayed whole."""
+        return full.copy(deep=False)
+
+    def bundle(include: Any = None, exclude: Any = None) -> dict[str, str]:
+        shown = full[[c for c in GLANCE if c in full.columns]]
+        hidden = len(full.columns) - len(shown.columns)
+        hint = (
+            f"{len(full)} call{'s' if len(full) != 1 else ''}; {hidden} more columns "
+            "(decided_by, reason, error, times, ids...): chat.log.frame() shows them all"
+        )
+        out = {"text/plain": f"{shown!r}\n{hint}"}
+        html = shown._repr_html_()  # type: ignore[operator]  # (pandas-stubs lack it)
+        if html is not None:  # None when pandas is told not to write HTML
+            out["text/html"] = f'{html}<p style="opacity: 0.7; margin: 2px 0">{hint}</p>'
+        return out
+
+    # On this object only (pandas' own attribute rules bypassed): a copy, a slice or any
+    # derived frame is an ordinary DataFrame again.
+    object.__setattr__(df, "_repr_mimebundle_", bundle)
+    object.__setattr__(df, "frame", whole)
+    return df
+
+
 class CallLog:
     """One chat's DataFrames, built from its record when asked for and cached until it changes.
 
@@ -307,8 +345,13 @@ class CallLog:
         return cached[1].copy(deep=False)
 
     def calls(self) -> pd.DataFrame:
-        """One row per tool call (see the module docstring for the columns)."""
-        return self.frame("calls")
+        """One row per tool call (see the module docstring for the columns).
+
+        The frame has every column; shown in a notebook (or printed) it displays
+        the curated ones (:data:`GLANCE`), and its ``frame()`` is the whole frame,
+        displayed whole (see :func:`glance`).
+        """
+        return glance(self.frame("calls"))
 
     def steps(self) -> pd.DataFrame:
         """One row per model request."""

@@ -78,7 +78,8 @@ def fmt_tokens(n: int) -> str:
 
 
 def decision_words(e: CallEntry) -> str:
-    """'approved by you', 'denied by you: reason', 'approved: always allowed' (plain text);
+    """'approved by you' (a click), 'denied, decided in code: reason' (``chat.deny`` in a
+    cell), 'approved: always allowed' (plain text);
     a decision made elsewhere says who made it and when: 'approved elsewhere by ops at
     2026-12-01 06:03:04 UTC'."""
     if e.verdict is None:
@@ -100,6 +101,8 @@ def decision_words(e: CallEntry) -> str:
     else:
         who = {"user": "you", "resolver": "the tool's approval rule"}.get(by, by)
         words = f"{e.verdict} by {who}"
+        if by == "user" and e.decided_in_code:  # chat.approve(...) in a cell, not a click
+            words = f"{e.verdict}, decided in code"
         if e.r.reason:
             words += f": {e.r.reason}"
     if e.r.edited_arguments is not None and e.verdict == "approved":

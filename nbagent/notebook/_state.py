@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._approvals import HUMAN
 from .._events import (
     ApprovalDecided,
     Event,
@@ -226,6 +227,7 @@ class CallEntry(Entry):
 
     r: CallRecord = field(default_factory=lambda: CallRecord("", ""))
     decided_elsewhere: bool = False  # by another process or chat object, through a store
+    decided_in_code: bool = False  # a person's decision (``by="user"``) made in code, not on a card
     result: str | None = None  # the result the model read, without the note an edit adds
     ran_before: tuple[str, ...] = ()  # earlier gated calls (tool names) still undecided when it ran
     defaults: dict[str, Any] = field(default_factory=dict)  # what the tool uses for omitted params
@@ -324,6 +326,28 @@ Listener = Callable[[list[Entry], bool], Any]
 decision, out of budget, or failed)."""
 
 
+@dataclass
+class Deciders:
+    """Who made a person's decisions (``by="user"``) on a chat's calls, as this kernel saw them.
+
+    One per chat, shared by every state of it (a live one and one rebuilt from the
+    record agree). A click on a card (or an answer at ``chat.review()``) marks its
+    call first (``by_hand``); a decision seen without that mark was made in code
+    (``in_code``), as was the decision a fork was made with. A decision made
+    before this kernel saw the chat (a loaded one) is in neither: "by you".
+    """
+
+    by_hand: set[str] = field(default_factory=set)
+    in_code: set[str] = field(default_factory=set)
+
+
+def _new_deciders(chat: Chat) -> Deciders:
+    parent = getattr(chat, "parent", None)
+    if parent is None or not parent.call_id or parent.change not in ("decision", "arguments"):
+        return Deciders()
+    return Deciders(in_code={parent.call_id})  # chat.fork(call, decision=...) decided in code
+
+
 class ChatState:
     """The view's model of one chat, read off the chat's record (thread-safe).
 
@@ -334,10 +358,17 @@ class ChatState:
     budget cards' answers, errors outside the chat, and the phase it says.
     """
 
-    def __init__(self, record: ChatRecord, tool_schema: Schema | None = None):
+    def __init__(
+        self,
+        record: ChatRecord,
+        tool_schema: Schema | None = None,
+        *,
+        deciders: Deciders | None = None,
+    ):
         self.chat_id = record.chat_id
         self.record = record
         self.lock = threading.RLock()
+        self.deciders = deciders or Deciders()  # who made a person's decisions (see there)
         self._listeners: list[Listener] = []
         self._errors = 0
         # name -> the tool's JSON schema (the defaults it will use).
@@ -347,7 +378,12 @@ class ChatState:
     @classmethod
     def from_chat(cls, chat: Chat) -> ChatState:
         """What ``chat`` shows now, not following it (a snapshot)."""
-        return cls(chat.record, _schema_lookup(chat))
+        return cls(chat.record, _schema_lookup(chat), deciders=_deciders.get(chat))
+
+    def mark_by_hand(self, call_id: str) -> None:
+        """A person is deciding ``call_id`` on a card (or at ``review()``'s prompt), not in code."""
+        with self.lock:
+            self.deciders.by_hand.add(call_id)
 
     # -------------------------------------------------------------- reading
     def entries_for(self, turn: int | None) -> list[Entry]:
@@ -630,6 +666,10 @@ class ChatState:
                 self.totals.setdefault(t, Totals()).calls += 1
         if isinstance(event, ApprovalDecided):
             entry.decided_elsewhere = event.elsewhere  # made outside this chat object
+            made_here = not event.elsewhere and event.decision.by == HUMAN
+            if made_here and r.call_id not in self.deciders.by_hand:
+                self.deciders.in_code.add(r.call_id)
+        entry.decided_in_code = r.call_id in self.deciders.in_code
         if r.result is not entry._result:
             entry._result = result = r.result
             edited = r.decided is not None and r.decided.arguments is not None
@@ -769,6 +809,8 @@ def _new_state(chat: Chat) -> ChatState:
     chat.after_tool_result(_keep_traceback(state))
     return state
 
+
+_deciders: PerChat[Deciders] = PerChat(_new_deciders)
 
 # One state per chat, shared by every view of it.
 _states: PerChat[ChatState] = PerChat(_new_state)

@@ -328,6 +328,7 @@ class ChatView:
             if not (isinstance(entry, CallEntry) and entry.pending and entry.verdict is None):
                 elsewhere += 1  # decided since the card was drawn: that decision stands
                 continue
+            self.state.mark_by_hand(call_id)
             try:
                 if kind == "approve_all":
                     self.chat.approve(call_id)
@@ -670,6 +671,8 @@ class ChatView:
             self._revoke(card)
             return
         call_id = card.call_id
+        if kind in ("approve", "deny", "edit"):
+            self.state.mark_by_hand(call_id)  # the card says "by you", not "decided in code"
         try:
             if kind == "approve":
                 chat.approve(call_id)

@@ -205,7 +205,7 @@ def test_the_cell_that_continues_a_turn_shows_it(
     wait_for_output(page, 2, "continues turn 1 from cell [2]")
     wait_for_output(page, 1, "continued in cell [3]")
     shown = first.inner_text()
-    assert "status: awaiting_approval" in shown and "approved by you" in shown
+    assert "status: awaiting_approval" in shown and "approved, decided in code" in shown
     assert "refunded order 43" not in shown  # that happened in cell [3]
     assert first.get_by_role("button", name="Approve", exact=True).count() == 0
     later = second.inner_text()

@@ -7,6 +7,7 @@ fake server. Everything a model or a tool wrote is escaped in every format.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pandas as pd
@@ -68,6 +69,27 @@ def test_a_fork_at_a_call_differs_in_that_call_and_what_followed() -> None:
     a, b = cells[(1, "call 2 result")]
     assert a.startswith("[denied] ") and "keep it" in a and b == "deleted x"
     assert cells[(2, "text")] == ("I did not delete it.", "Deleted, and it is sunny.")
+
+
+def test_the_totals_row_is_a_sum_not_a_warning_and_rows_say_their_steps() -> None:
+    """Issue 25: compare's totals row was tinted like an error where runs differed, and each
+    row carried a cryptic "#1 · #3" under its label."""
+    provider = ScriptedProvider(
+        [call_tools(("get_weather", {"city": "Oslo"}, "w")), reply("Sunny."), reply("Rain.")]
+    )
+    one = Chat(provider=provider).with_tools(get_weather)
+    one.ask("Weather in Oslo?")  # model steps 1 (the call) and 3 (the answer): the round took 2
+    two = Chat(provider=ScriptedProvider([reply("No idea.")]))
+    two.ask("Weather in Oslo?")  # step 1 only
+    html = Comparison([run_of(one, "tools"), run_of(two, "plain")])._repr_mimebundle_()["text/html"]
+    (total,) = re.findall(r'<tr class="nba-cmp-total">.*?</tr>', html)
+    assert "<th>run total</th>" in total and "2 steps" in total and "1 step<" in total
+    assert "nba-cmp-diff" not in total  # the warning tint is for steps that differ, not sums
+    assert 'nba-cmp-more" data-field="steps"' in total  # a sum that differs is bold
+    assert "nba-cmp-diff" in html  # the steps that differ are still highlighted
+    assert "<thead><tr><th>step</th>" in html  # the label column says what it labels
+    assert "tools: #3" in html and "plain: #" not in html  # only a number not the row's
+    assert "tools: #1" not in html and "#1 · #1" not in html
 
 
 def test_a_forks_shared_history_folds_into_one_row() -> None:

@@ -245,6 +245,34 @@ def _documented_tables() -> dict[str, list[str]]:
     return tables
 
 
+def test_chat_log_displays_a_glance_and_keeps_the_whole_frame(mixed_chat: Chat) -> None:
+    """Issue 25: ``chat.log`` showed 33 columns; its display is the six a glance needs, with
+    the whole frame one call away; as a DataFrame it is unchanged."""
+    from IPython.core.formatters import DisplayFormatter
+
+    from nbagent.log._projection import GLANCE
+
+    log = mixed_chat.log
+    assert type(log) is pd.DataFrame and list(log.columns) == list(CALL_COLUMNS)
+    pd.testing.assert_frame_equal(nbagent.read_log(mixed_chat), log)
+    shown, _ = DisplayFormatter().format(log)
+    header = re.search(r"<thead>.*?</thead>", shown["text/html"], re.S)
+    assert header is not None
+    names = re.findall(r"<th>([^<]*)</th>", header.group(0))
+    assert [n for n in names if n] == list(GLANCE)  # tool, status, decision, duration...
+    assert "refund" in shown["text/html"] and "too risky" not in shown["text/html"]
+    hidden = len(CALL_COLUMNS) - len(GLANCE)
+    assert f"{len(log)} calls; {hidden} more columns" in shown["text/plain"]
+    assert "chat.log.frame() shows them all" in shown["text/html"]
+    whole, _ = DisplayFormatter().format(log.frame())
+    assert "decided_by" in whole["text/html"] and "too risky" in whole["text/html"]
+    assert "more columns" not in whole["text/html"]
+    pd.testing.assert_frame_equal(log.frame(), log)
+    # a frame derived from it is an ordinary one, shown whole
+    derived, _ = DisplayFormatter().format(log[log["status"] == "denied"])
+    assert "too risky" in derived["text/html"] and "more columns" not in derived["text/html"]
+
+
 def test_documented_column_tables_match_the_schemas_in_order() -> None:
     tables = _documented_tables()
     assert tables["log"] == list(CALL_COLUMNS)

@@ -289,6 +289,29 @@ def test_several_gated_calls_decided_in_any_order(counter: Counter) -> None:
 
 
 # ---------------------------------------------------------------------- decisions in code
+def test_a_card_says_who_decided_a_click_by_you_a_cell_in_code(counter: Counter) -> None:
+    """U9 (issue 25): a decision made by ``chat.approve``/``deny`` in a cell reads "decided in
+    code"; only a click on the card (or an answer at ``review()``) reads "by you"; a fork made
+    with a decision says its decision was code's too."""
+    chat = make_chat(counter)
+    view = ChatView(chat)
+    chat.ask("Refund order 1 and refund order 2")
+    first, second = chat.pending_approvals
+    card_for(view, first).click("approve")
+    chat.deny(second, reason="no")
+    assert view.continuation.wait(10)
+    clicked, coded = call_html(view, first), call_html(view, second)
+    assert "approved by you" in clicked and "decided in code" not in clicked
+    assert "denied, decided in code: no" in coded and "by you" not in coded
+    plain = bundle_for(state_for(chat))["text/plain"]
+    assert "approved by you" in plain and "denied, decided in code: no" in plain
+
+    fork = chat.fork(second, decision="approved")
+    fork_plain = chat_mimebundle(fork)["text/plain"]
+    assert "approved, decided in code" in fork_plain  # chat.fork(call, decision=...) is code
+    assert "approved by you" in fork_plain  # the click it shares with its parent
+
+
 def test_decisions_in_code_update_the_cards(counter: Counter) -> None:
     chat = make_chat(counter)
     view = ChatView(chat)
@@ -296,7 +319,7 @@ def test_decisions_in_code_update_the_cards(counter: Counter) -> None:
     first, second = chat.pending_approvals
     chat.approve(first)
     assert card_for(view, first).state == "approved"
-    assert "approved by you" in call_html(view, first)
+    assert "approved, decided in code" in call_html(view, first)  # no click: not "by you"
     chat.deny(second, reason="no")
     assert card_for(view, second).state == "denied"
     chat.complete()

@@ -219,7 +219,7 @@ def test_a_later_cell_continuing_the_turn_shows_it_and_the_earlier_view_says_so(
     flush_dirty()
     assert chat.status == "ready"
     plain = output(cells, first)["text/plain"]
-    assert "approved by you" in plain and "-- ready" in plain  # agrees with chat.status
+    assert "approved, decided in code" in plain and "-- ready" in plain  # as chat.status
     assert WIDGET_MIME not in output(cells, first)  # nothing left to click there
 
     cells.run(5)  # In [4]: continue

@@ -55,6 +55,11 @@ def test_mcp_notebook_runs_offline_and_leaves_no_server_behind() -> None:
     assert "provider ran mcp call: docs · search_docs" in text
     assert "Use the `cursor` parameter" in text
     assert re.search(r"search_docs\s+docs\s+True\s+mcp_call\s+ok", text)
+    # the hosted cell shows what a user writes; the fake server's script lives beside it
+    (hosted,) = [c.source for c in nb.cells if "HostedMCP(" in c.source and c.cell_type == "code"]
+    assert "from offline_openai import hosted_docs_provider" in hosted
+    assert "FakeLLMServer" not in hosted and "Turn(" not in hosted and "sk-fake" not in hosted
+    assert len(hosted.splitlines()) <= 10
     # saved HTML shows the hosted card's outcome and the provider's call folded
     html = "\n".join(_notebooks.mime(nb, "text/html"))
     assert 'data-item-type="mcp_call"' in html

@@ -47,9 +47,15 @@ before = {
     "n_messages": len(chat.transcript),
     "n_events": len(chat.events),
 }
+from nbagent.notebook._fallback import bundle_for
+from nbagent.notebook._state import state_for
+state = state_for(chat)  # what a cell's view of the loaded fork follows, made before it runs
 chat.complete()
 after = {"status": chat.status, "last": chat.transcript[-1].content,
-         "calls": [[c.id, c.status] for c in chat.tool_calls]}
+         "calls": [[c.id, c.status] for c in chat.tool_calls],
+         "log": chat.log[["tool", "status", "decision"]].values.tolist(),
+         "view": bundle_for(state, chat.turn)["text/plain"].splitlines()[-1],
+         "whole": bundle_for(state)["text/plain"].splitlines()[-1]}
 chat.close()
 print(json.dumps({"before": before, "after": after}))
 """
@@ -131,6 +137,10 @@ def test_a_stored_fork_loads_in_another_process_with_its_parent(tmp_path: Path) 
     assert before["n_events"] == n_events  # the shared history and the change, all stored
     assert after["status"] == "complete" and after["last"] == "refunded."
     assert after["calls"] == [["call_r", "ok"]]
+    # issue 25 U7: what the loaded fork ran shows, in its log and in its view's status line
+    assert after["log"] == [["refund", "ok", "approved"]]
+    assert "· 1 tool call ·" in after["view"] and "complete" in after["view"], after["view"]
+    assert "· 1 tool call ·" in after["whole"], after["whole"]
     assert _runs(counter) == ["42"]  # approved in the fork: ran exactly once, there
 
     with SQLiteStore(db) as store:
