@@ -74,15 +74,25 @@ def saved_outputs(nb: nbformat.NotebookNode) -> list[list[str]]:
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        shown = []
+        shown: list[str] = []
+        last_stream = None
         for out in cell.get("outputs", []):
             data = out.get("data", {})
             html = str(data.get("text/html", ""))
             if out.get("output_type") == "stream":
-                shown.append(f"{out.get('name')}: {out.get('text', '')}")
+                # How a stream's text is cut into outputs depends on when the kernel
+                # flushed it: one stream's consecutive outputs are one text to a reader.
+                head = f"{out.get('name')}: "
+                if shown and shown[-1].startswith(head) and last_stream == out.get("name"):
+                    shown[-1] += str(out.get("text", ""))
+                else:
+                    shown.append(head + str(out.get("text", "")))
+                last_stream = out.get("name")
+                continue
             elif 'class="dataframe' in html:
                 shown.append(html)
             else:
                 shown.append(str(data.get("text/plain", out.get("output_type"))))
+            last_stream = None
         cells.append([scrub(s) for s in shown])
     return cells
