@@ -244,7 +244,7 @@ class Inbox:
         Returns:
             The inbox (its widget shows the same filter).
         """
-        spec = Filter(tool=tool, server=server, where=where, text=text)
+        spec = Filter(tool=tool, server=server, where=where, text=text).check()
         with self._lock:
             self._filter = spec
         self._changed()

@@ -73,6 +73,7 @@ class InboxWidget(anywidget.AnyWidget):
     query = traitlets.Dict({"tool": "", "server": "", "text": ""}).tag(sync=True)
     filter_words = traitlets.Unicode("everything").tag(sync=True)
     python_filter = traitlets.Unicode("").tag(sync=True)
+    filter_problem = traitlets.Unicode("").tag(sync=True)
     sources = traitlets.Unicode("").tag(sync=True)
     clock = traitlets.Unicode("").tag(sync=True)
     preview = traitlets.Dict({}).tag(sync=True)
@@ -117,6 +118,11 @@ class InboxWidget(anywidget.AnyWidget):
             self.filter_words = f.describe()
             self.python_filter = (
                 f"{f.describe()} (set from Python: inbox.filter() clears it)" if beyond else ""
+            )
+            self.filter_problem = (
+                "The filter " + "; ".join(f.problems) + ": it matches nothing until fixed."
+                if f.problems
+                else ""
             )
             self.sources = self._inbox.sources
             self.clock = snap["clock"]

@@ -73,7 +73,7 @@ function render({ model, el }) {
   serverSel.setAttribute("aria-label", "Filter by server");
   const text = h("input", "nba-inbox-text");
   text.type = "text";
-  text.placeholder = "arguments: path=/tmp/* or words";
+  text.placeholder = "path=/tmp/*  order_id<1030  words";
   text.setAttribute("aria-label", "Filter by argument values");
   const clear = button("Clear filter", "nba-inbox-clear", () => {
     text.value = "";
@@ -81,6 +81,8 @@ function render({ model, el }) {
   });
   controls.append(h("span", "nba-inbox-label", "Filter:"), toolSel, serverSel, text, clear);
   const pyFilter = h("div", "nba-inbox-note nba-inbox-pyfilter");
+  const filterProblem = h("div", "nba-action-error nba-inbox-filter-problem");
+  filterProblem.setAttribute("role", "status");
 
   const actions = h("div", "nba-inbox-actions");
   const approveSel = button("Approve selected", "nba-btn-approve nba-inbox-approve",
@@ -113,7 +115,7 @@ function render({ model, el }) {
   const table = h("div", "nba-inbox-rows");
   const decidedBox = h("details", "nba-inbox-decided");
   decidedBox.addEventListener("toggle", () => { ui.decidedOpen = decidedBox.open; });
-  el.append(head, controls, pyFilter, actions, previewBox, summary, error, table, decidedBox);
+  el.append(head, controls, filterProblem, pyFilter, actions, previewBox, summary, error, table, decidedBox);
 
   // ----------------------------------------------------------------- talking
   function send(kind, extra) {
@@ -295,6 +297,7 @@ function render({ model, el }) {
     fillSelect(serverSel, model.get("servers") || [], q.server, "any server");
     if (document.activeElement !== text) text.value = q.text || "";
     pyFilter.textContent = model.get("python_filter") ? `Filter: ${model.get("python_filter")}` : "";
+    filterProblem.textContent = model.get("filter_problem") || "";
     drawRows(rows);
     const n = ui.selected.size;
     approveSel.textContent = `Approve selected (${n})`;
@@ -311,7 +314,7 @@ function render({ model, el }) {
     ages();
   }
 
-  const names = ["rows", "decided", "tools", "servers", "query", "python_filter", "sources",
+  const names = ["rows", "decided", "tools", "servers", "query", "python_filter", "filter_problem", "sources",
     "preview", "state", "summary", "error"];
   const redraw = () => draw();
   for (const name of names) model.on(`change:${name}`, redraw);

@@ -56,7 +56,7 @@ def tools(effects: Effects) -> list[type[Tool]]:
 
         requires_approval = True
 
-        def execute(self, to: str, body: str = "") -> str:
+        def execute(self, to: str, body: str = "", order_id: int = 0) -> str:
             effects.hit("send_email", to=to)
             return f"sent to {to}"
 
@@ -476,5 +476,73 @@ def test_a_refresh_with_no_news_sends_no_rows_and_a_new_filter_drops_the_preview
         assert w.preview == {} and w.summary == "The filter changed: the preview was dropped."
         w.click("confirm", token="")
         assert [c.status for c in three] == ["awaiting_approval"] * 3  # nothing decided
+    finally:
+        box.close()
+
+
+# ------------------------------------------------------- numeric comparisons
+@pytest.fixture
+def orders(effects: Effects) -> list[Chat]:
+    return [
+        parked_chat(effects, ("send_email", {"to": f"c{n}@example.com", "order_id": n}, "call_1"))
+        for n in (1028, 1029, 1030, 1031)
+    ]
+
+
+def test_the_text_box_compares_numeric_arguments(orders: list[Chat]) -> None:
+    box = nbagent.inbox(orders)
+
+    def ids(text: str) -> list[int]:
+        return sorted(a["order_id"] for a in box.filter(text=text).pending["arguments"])
+
+    assert ids("order_id<1030") == [1028, 1029]
+    assert ids("order_id<=1030") == [1028, 1029, 1030]
+    assert ids("order_id>1029") == [1030, 1031]
+    assert ids("order_id>=1029.5") == [1030, 1031]
+    assert ids("order_id=1030") == [1030]
+    assert ids("order_id=1030.0") == [1030]  # equal numbers, whatever the spelling
+    assert ids("order_id=103*") == [1030, 1031]  # = on text stays a glob
+    assert ids("order_id>1028 order_id<1031") == [1029, 1030]  # every term holds
+    assert ids("missing<5") == []  # a call without the argument is not matched
+    # the widget's box says the same
+    w = box.widget
+    try:
+        w.query = {"tool": "", "server": "", "text": "order_id<1030"}
+        assert [r["match"] for r in w.rows].count(True) == 2
+        assert w.filter_problem == ""
+    finally:
+        box.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("order_id<abc", "'abc' is not one"),
+        ("<1030", "name the argument"),
+        ("order_id!=1030", "!= is not an operator"),
+        ("order_id==1030", "write order_id=1030"),
+        ("order_id=<1030", "write order_id<=1030"),
+    ],
+)
+def test_a_filter_it_cannot_read_says_so_and_matches_nothing(
+    orders: list[Chat], text: str, words: str
+) -> None:
+    box = nbagent.inbox(orders)
+    with pytest.raises(ValueError, match="does not understand") as err:
+        box.filter(text=text)
+    assert words in str(err.value)
+    with pytest.raises(ValueError, match="does not understand"):  # nothing approved by it
+        box.approve({"text": text})
+    assert all(c.status == "awaiting_approval" for c in orders)
+    assert Filter(text=text).problems and not Filter(text=text).matches("t", None, {"order_id": 1})
+    w = box.widget  # the box in the widget: told, nothing matches, nothing to approve
+    try:
+        w.query = {"tool": "", "server": "", "text": text}
+        assert "does not understand" in w.filter_problem and words in w.filter_problem
+        assert not any(r["match"] for r in w.rows)
+        w.click("preview", verb="approve")
+        assert w.preview["count"] == 0
+        w.query = {"tool": "", "server": "", "text": "order_id<1030"}
+        assert w.filter_problem == ""
     finally:
         box.close()
