@@ -179,7 +179,11 @@ class Inbox:
             decision = was.decision(row)
             if decision is None:
                 outcome = Outcome(
-                    row.chat_id, row.call_id, row.tool, "decided elsewhere", "no longer pending"
+                    row.chat_id,
+                    row.call_id,
+                    row.tool,
+                    "no longer pending",
+                    detail="it left its chat with no decision recorded",
                 )
             else:
                 outcome = decided_elsewhere(row, decision)
@@ -218,7 +222,8 @@ class Inbox:
 
     @property
     def decided(self) -> pd.DataFrame:
-        """What left the inbox: decided here (``approved``/``denied``) or ``decided elsewhere``."""
+        """What left the inbox: decided here (``approved``/``denied``), ``decided elsewhere``,
+        or ``no longer pending`` (gone from its chat or store with no decision recorded)."""
         with self._lock:
             outcomes = [o for _, o in self._decided.values()]
         return _outcomes(outcomes)

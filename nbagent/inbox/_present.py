@@ -101,6 +101,8 @@ def decided_words(outcome: Outcome, by_inbox: str) -> str:
     verdict = outcome.verdict or outcome.outcome
     if outcome.outcome == "error":
         return f"not decided: {shown(outcome.detail)}"
+    if outcome.outcome == "no longer pending":
+        return "no longer pending" + (f": {shown(outcome.detail)}" if outcome.detail else "")
     if outcome.outcome in ("approved", "denied"):
         words = f"{verdict} in this inbox"
     else:

@@ -89,7 +89,9 @@ class Outcome:
 
     ``outcome``: ``approved`` / ``denied`` (recorded by this inbox), ``decided
     elsewhere`` (someone decided first: nothing was recorded; ``verdict`` and
-    ``by`` say what stands), or ``error`` (``detail`` says why; nothing recorded).
+    ``by`` say what stands), ``no longer pending`` (the call left its chat or store
+    with no decision this inbox can read: ``verdict`` is None), or ``error``
+    (``detail`` says why; nothing recorded).
     """
 
     chat_id: str

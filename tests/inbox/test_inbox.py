@@ -546,3 +546,33 @@ def test_a_filter_it_cannot_read_says_so_and_matches_nothing(
         assert w.filter_problem == ""
     finally:
         box.close()
+
+
+def test_a_call_that_left_with_no_decision_says_no_longer_pending(
+    tmp_path: Path, effects: Effects
+) -> None:
+    import sqlite3
+
+    path = tmp_path / "chats.db"
+    chat = parked_chat(effects, ("write_file", {"path": "/tmp/gone"}), store=path)
+    chat_id = chat.id
+    chat.close()
+    box = nbagent.inbox(path)
+    w = box.widget
+    try:
+        assert len(w.rows) == 1
+        # a tool outside nbagent marks the call cancelled: no decision is ever recorded
+        with sqlite3.connect(path) as con:
+            con.execute("UPDATE tool_calls SET status = 'cancelled' WHERE chat_id = ?", (chat_id,))
+        box.refresh()
+        assert w.rows == []
+        row = box.decided.iloc[0]
+        assert row["outcome"] == "no longer pending"
+        assert pd.isna(row["verdict"]) or row["verdict"] in ("", None)  # not a verdict
+        assert pd.isna(row["by"]) or row["by"] in ("", None)
+        words = w.decided[0]["words"]
+        assert words == "no longer pending: it left its chat with no decision recorded"
+        assert w.decided[0]["verdict"] == "" and "elsewhere" not in words
+        assert effects.done == []
+    finally:
+        box.close()
