@@ -188,6 +188,11 @@ class Inbox:
             else:
                 outcome = decided_elsewhere(row, decision)
             self._remember(row, outcome)
+        if self._sources.batches:  # a batch's row is known by its input's key
+            for key, row in rows.items():
+                label = self._sources.batch_key(row.chat_id)
+                if label is not None:
+                    rows[key] = replace(row, batch_key=label)
         with self._lock:
             self._rows = dict(sorted(rows.items(), key=lambda kv: _order(kv[1])))
             self._where = where

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anywidget
 import traitlets
 
-from ._present import one_line, short_id
+from ._present import chat_name, one_line
 
 if TYPE_CHECKING:
     from ._filter import Filter
@@ -183,7 +183,7 @@ class InboxWidget(anywidget.AnyWidget):
                 "count": len(rows),
                 "filter": inbox.current_filter.describe(),
                 "calls": [
-                    {"key": r.key, "chat": short_id(r.chat_id), "line": one_line(r)} for r in rows
+                    {"key": r.key, "chat": chat_name(r), "line": one_line(r)} for r in rows
                 ],
             }
         elif kind == "confirm":

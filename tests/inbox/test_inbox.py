@@ -576,3 +576,32 @@ def test_a_call_that_left_with_no_decision_says_no_longer_pending(
         assert effects.done == []
     finally:
         box.close()
+
+
+def test_a_batch_rows_chat_is_shown_by_the_rows_key(effects: Effects) -> None:
+    tickets = pd.DataFrame({"ticket": ["T-41", "T-42"], "path": ["/tmp/41", "/tmp/42"]})
+
+    def make_chat() -> Chat:
+        script = [call_tools(("write_file", {"path": "/tmp/x"}, "call_1")), reply("done")]
+        return Chat(provider=ScriptedProvider(script), display=False).with_tools(*tools(effects))
+
+    result = nbagent.batch(tickets, make_chat, prompt="write {path}", key="ticket", progress=False)
+    assert result["status"].tolist() == ["awaiting_approval"] * 2
+    box = nbagent.inbox(result)
+    w = box.widget
+    try:
+        by_chat = dict(zip(result["chat_id"], result["key"], strict=True))
+        assert sorted(r["chat"] for r in w.rows) == [
+            "row T-41 · write /tmp/41",
+            "row T-42 · write /tmp/42",
+        ]
+        assert all(r["chat"].startswith(f"row {by_chat[r['chat_id']]} ") for r in w.rows)
+        assert "[row T-41]" in repr(box._static()["text/plain"])
+        w.click("preview", verb="deny")
+        assert sorted(c["chat"] for c in w.preview["calls"]) == ["row T-41", "row T-42"]
+        w.click("cancel")
+    finally:
+        box.close()
+    plain = nbagent.inbox(parked_chat(effects, ("write_file", {"path": "/tmp/p"}, "call_1")))
+    assert plain.widget.rows[0]["chat"].startswith("…")  # not a batch's: the end of its id
+    plain.close()
