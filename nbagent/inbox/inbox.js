@@ -42,7 +42,8 @@ let counter = 0;
 
 function render({ model, el }) {
   el.classList.add("nba-inbox");
-  const ui = { selected: new Set(), sent: false, opened: new Set(), decidedOpen: false, offset: 0 };
+  const ui = { selected: new Set(), sent: false, opened: new Set(), decidedOpen: false, offset: 0,
+    clearReason: false };
 
   // Ages count on in the browser, on the kernel's clock (offset), without the kernel resending rows.
   function syncClock() {
@@ -81,7 +82,7 @@ function render({ model, el }) {
   });
   controls.append(h("span", "nba-inbox-label", "Filter:"), toolSel, serverSel, text, clear);
   const pyFilter = h("div", "nba-inbox-note nba-inbox-pyfilter");
-  const filterProblem = h("div", "nba-action-error nba-inbox-filter-problem");
+  const filterProblem = h("div", "nba-inbox-error nba-inbox-filter-problem");
   filterProblem.setAttribute("role", "status");
 
   const actions = h("div", "nba-inbox-actions");
@@ -89,7 +90,7 @@ function render({ model, el }) {
     () => send("approve", { keys: [...ui.selected] }), "Approve the selected calls");
   const reason = h("input", "nba-action-reason nba-inbox-reason");
   reason.type = "text";
-  reason.placeholder = "reason for denying (sent to the model)";
+  reason.placeholder = "reason (told to the model)";
   reason.setAttribute("aria-label", "Reason for denying");
   reason.addEventListener("keydown", (ev) => {
     if (ev.key === "Enter" && !ev.isComposing && !ev.shiftKey) {
@@ -121,6 +122,8 @@ function render({ model, el }) {
   function send(kind, extra) {
     if (ui.sent || model.get("state") === "working") return;
     ui.sent = true;
+    // a deny (or a confirmed preview) uses the reason up: clear it once the kernel answers
+    ui.clearReason = kind === "deny" || kind === "confirm";
     for (const b of el.querySelectorAll(".nba-inbox-actions button, .nba-inbox-preview button, .nba-inbox-refresh")) b.disabled = true;
     el.classList.add("nba-busy");
     counter += 1;
@@ -210,8 +213,16 @@ function render({ model, el }) {
       for (const r of shown) { if (all.checked) ui.selected.add(r.key); else ui.selected.delete(r.key); }
       draw();
     });
-    const cols = ["chat", "server", "tool", "arguments", "why gated", "age"];
-    header.append(all, ...cols.map((c) => h("span", "nba-inbox-col", c)));
+    const servers = shown.some((r) => r.server);
+    const whys = new Set(shown.map((r) => r.reason + (r.hosted ? " (the provider runs it)" : "")));
+    const oneWhy = whys.size === 1;
+    table.classList.toggle("nba-inbox-noserver", !servers);
+    table.classList.toggle("nba-inbox-onewhy", oneWhy);
+    const cols = ["chat", servers ? "server" : null, "tool", "arguments", oneWhy ? null : "why gated", "age"];
+    header.append(all, ...cols.filter((c) => c).map((c) => h("span", "nba-inbox-col", c)));
+    if (oneWhy && [...whys][0]) {
+      table.append(h("div", "nba-inbox-note nba-inbox-whyall", `Why gated (every call shown): ${[...whys][0]}`));
+    }
     table.append(header);
     for (const r of shown) {
       const row = h("div", "nba-inbox-row");
@@ -234,7 +245,8 @@ function render({ model, el }) {
       const age = h("span", "nba-inbox-age");
       age.title = r.requested_at;
       if (r.requested_at) age.dataset.at = r.requested_at;
-      row.append(check, chat, server, tool, args, why, age);
+      row.append(...[check, chat, servers ? server : null, tool, args, oneWhy ? null : why, age]
+        .filter((n) => n));
       if (ui.opened.has(r.key)) for (const d of row.querySelectorAll("details")) d.open = true;
       table.append(row);
     }
@@ -285,7 +297,12 @@ function render({ model, el }) {
   function draw() {
     const state = model.get("state");
     const working = state === "working";
-    if (!working) { ui.sent = false; el.classList.remove("nba-busy"); }
+    if (!working) {
+      ui.sent = false;
+      el.classList.remove("nba-busy");
+      if (ui.clearReason && !model.get("error")) reason.value = "";
+      if (ui.clearReason) ui.clearReason = false;
+    }
     el.dataset.state = state;
     const rows = model.get("rows") || [];
     const matching = rows.filter((r) => r.match).length;
