@@ -182,9 +182,7 @@ class InboxWidget(anywidget.AnyWidget):
                 "reason": reason or "",
                 "count": len(rows),
                 "filter": inbox.current_filter.describe(),
-                "calls": [
-                    {"key": r.key, "chat": chat_name(r), "line": one_line(r)} for r in rows
-                ],
+                "calls": [{"key": r.key, "chat": chat_name(r), "line": one_line(r)} for r in rows],
             }
         elif kind == "confirm":
             preview = self.preview
