@@ -25,7 +25,7 @@ from ._backend import Backend, Job, ProgressSink, RowResult, RowStatus, RowUpdat
 from ._backends import register_backend
 from ._batch import batch, batch_async, batch_results
 from ._inputs import InputError
-from ._ray import RayBackend
+from ._ray import RayBackend, RayUnavailable
 from ._run import COLUMNS, BatchRun
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "Job",
     "ProgressSink",
     "RayBackend",
+    "RayUnavailable",
     "RowResult",
     "RowStatus",
     "RowUpdate",

@@ -244,11 +244,14 @@ async def batch_async(
     keep = not run.final and wait_for_decisions is not False and in_kernel()
     parked = sum(1 for r in run.rows.values() if r.status == "awaiting_approval")
     if keep:
-        notice(
-            f"{parked} row(s) await approval; they continue by themselves once decided "
-            "(nbagent.inbox(result), chat.approve, store.approve); "
-            "nbagent.batch_results(result, wait=60) gives the frame once they have finished"
-        )
+        run.progress.parked_hint = True  # the bar says it, with the live count
+        if type(display) is ProgressDisplay:  # progress=False: no bar, so one line
+            notice(
+                f"{parked} row(s) await approval; they continue by themselves once decided "
+                "(nbagent.inbox(result), chat.approve, store.approve); "
+                "nbagent.batch_results(result, wait=60) gives the frame once they have finished"
+            )
+        display.tick()
     elif not run.final:
         await run.stop()
         how = (

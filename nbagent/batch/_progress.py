@@ -6,9 +6,16 @@
 pure functions :func:`progress_html` and :func:`progress_text` render (the
 widget, the saved notebook's fallback, the terminal bar).
 
-The ETA is the rows left (queued and running; parked rows wait for people,
-not for the batch) over the rate at which rows finished so far, and is only
+The time shown is the batch's **working time**: the time during which some
+row was queued or running. Time when every unfinished row is parked on an
+approval (the batch waits for people, not the other way round) is not counted,
+so "ran 40s" stays 40s over a lunch break. The ETA is the rows left (queued and
+running) over the rate at which rows finished in that working time, and is only
 given once a few rows did.
+
+While rows are parked and the batch goes on watching them (in a kernel), the
+bar itself says how they continue (:attr:`Progress.parked_hint`), with the
+live count: a separate notice would go stale as decisions come in.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ class Snapshot:
     eta: float | None
     concurrency: int | None = None
     finished: bool = False
+    parked_hint: bool = False
 
     @property
     def settled(self) -> int:
@@ -47,22 +55,56 @@ class Snapshot:
 class Progress:
     """Totals of a batch, folded from row updates (see the module docstring)."""
 
-    def __init__(self, keys: list[str], settled: dict[str, RowUpdate] | None = None) -> None:
+    def __init__(
+        self,
+        keys: list[str],
+        settled: dict[str, RowUpdate] | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._lock = threading.Lock()
+        self._clock = clock
         self._rows: dict[str, RowUpdate] = {k: RowUpdate(k, "queued") for k in keys}
         self._counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
         self._counts["queued"] = len(self._rows)
         self._tokens_in = self._tokens_out = 0
         self._cost = 0.0
         self._unpriced: set[str] = set()
-        self._started = time.monotonic()
+        self._worked = 0.0  # working time before _busy_since (see the module docstring)
+        self._busy_since: float | None = None
         self._finished_here = 0  # rows that reached done/failed in this run (for the rate)
         self.concurrency: Callable[[], int | None] | None = None
         """How many rows may run at once now (the backend's adaptive limit), if it says."""
         self.finished = False
+        self._parked_hint = False
         self.version = 0
         for update in (settled or {}).values():
             self.apply(update, count_rate=False)
+        self._mark_busy()
+
+    @property
+    def parked_hint(self) -> bool:
+        """The bar says how parked rows continue (set while the run watches them)."""
+        return self._parked_hint
+
+    @parked_hint.setter
+    def parked_hint(self, value: bool) -> None:
+        with self._lock:
+            self._parked_hint = bool(value)
+            self.version += 1  # redrawn at the next tick
+
+    def _mark_busy(self) -> None:
+        """Start or stop the working clock as rows are (or no longer are) queued or running."""
+        busy = self._counts["queued"] + self._counts["running"] > 0
+        if busy and self._busy_since is None:
+            self._busy_since = self._clock()
+        elif not busy and self._busy_since is not None:
+            self._worked += self._clock() - self._busy_since
+            self._busy_since = None
+
+    def _elapsed(self) -> float:
+        since = self._busy_since
+        return self._worked + (self._clock() - since if since is not None else 0.0)
 
     def apply(self, update: RowUpdate, *, count_rate: bool = True) -> None:
         with self._lock:
@@ -81,12 +123,13 @@ class Progress:
                 self._cost += update.cost_usd - (old.cost_usd or 0.0)
             if count_rate and update.status in FINAL and old.status not in FINAL:
                 self._finished_here += 1
+            self._mark_busy()
             self.version += 1
 
     def snapshot(self) -> Snapshot:
         with self._lock:
             counts: dict[str, int] = dict(self._counts)
-            elapsed = time.monotonic() - self._started
+            elapsed = self._elapsed()
             left = counts["queued"] + counts["running"]
             eta = None
             if left == 0:
@@ -103,6 +146,7 @@ class Progress:
                 eta=eta,
                 concurrency=self.concurrency() if self.concurrency is not None else None,
                 finished=self.finished,
+                parked_hint=self._parked_hint,
             )
 
 
@@ -134,8 +178,32 @@ def summary_line(s: Snapshot) -> str:
     if s.eta is not None and (c["queued"] or c["running"]):
         parts.append(f"ETA {_duration(s.eta)}")
     else:
-        parts.append(f"took {_duration(s.elapsed)}" if s.finished or not c["running"] else "")
-    return " · ".join(p for p in parts if p)
+        parts.append(f"ran {_duration(s.elapsed)}" if s.finished or not c["running"] else "")
+    line = " · ".join(p for p in parts if p)
+    hint = parked_words(s)
+    return f"{line} ({hint})" if hint else line
+
+
+def parked_words(s: Snapshot) -> str:
+    """How the parked rows continue, with their count now (empty when none is parked,
+    or the run no longer watches them)."""
+    n = s.counts["awaiting_approval"]
+    if not s.parked_hint or not n:
+        return ""
+    rows, verbs, self_ = (
+        ("1 row", ("awaits", "continues"), "itself")
+        if n == 1
+        else (
+            f"{n} rows",
+            ("await", "continue"),
+            "themselves",
+        )
+    )
+    return (
+        f"{rows} {verbs[0]} approval and {verbs[1]} by {self_} once decided: "
+        "nbagent.inbox(result), chat.approve or "
+        "store.approve; nbagent.batch_results(result, wait=60) gives the frame once they finish"
+    )
 
 
 def progress_text(s: Snapshot, width: int = 24) -> str:
@@ -178,16 +246,30 @@ def progress_html(s: Snapshot, title: str = "batch") -> str:
     limit = ""
     if s.concurrency is not None and (s.counts["queued"] or s.counts["running"]):
         limit = f" · {s.concurrency} at once"
+    hint = parked_words(s)
+    note = f'<div class="nba-batch-parked">{esc(hint)}</div>' if hint else ""
+    ran = (
+        '<span title="working time: time when every unfinished row waits for an approval '
+        f'is not counted">ran {_duration(s.elapsed)}</span>'
+    )
     return (
         f'<div class="nba-batch" style="font-family:var(--jp-ui-font-family,sans-serif);'
         f'font-size:12px;max-width:720px">'
         f"<div><b>{esc(title)}</b> · done {s.counts['done']}/{s.total} · "
         f"{s.input_tokens + s.output_tokens:,} tokens · {_cost(s.cost_usd)}"
-        f" · {_duration(s.elapsed)}{eta}{limit}</div>"
+        f" · {ran}{eta}{limit}</div>"
         f'<div style="height:8px;background:#eee;border-radius:4px;overflow:hidden;'
         f'margin:4px 0;display:flex">{segments}</div>'
-        f"<div>{counts}</div></div>"
+        f"<div>{counts}</div>{note}</div>"
     )
 
 
-__all__ = ["STATUSES", "Progress", "Snapshot", "progress_html", "progress_text", "summary_line"]
+__all__ = [
+    "STATUSES",
+    "Progress",
+    "Snapshot",
+    "parked_words",
+    "progress_html",
+    "progress_text",
+    "summary_line",
+]

@@ -332,10 +332,25 @@ class RayBackend:
         return f"RayBackend(address={self.address!r}, workers={self.workers!r})"
 
     def connect(self) -> Any:
-        """Ray, initialised: the running instance, else ``ray.init(address, **init)``."""
+        """Ray, initialised: the running instance, else ``ray.init(address, **init)``.
+
+        Raises:
+            RayUnavailable: ``ray.init`` failed: one line saying why; whatever
+                it had started in this machine (Ray's processes, its session)
+                is ended first.
+        """
         ray = _ray()
-        if not ray.is_initialized():
+        if ray.is_initialized():
+            return ray
+        before = _children()
+        try:
             ray.init(address=self.address, **self.init)
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+            _end({p for p in _children() - before if _is_ray(p)})  # a GCS server left running
+            where = f" at {self.address}" if self.address else " on this machine"
+            raise RayUnavailable(f"Ray could not start{where}: {one_line(exc, 300)}") from None
         return ray
 
     @staticmethod
@@ -355,7 +370,17 @@ class RayBackend:
             mine = {name: getattr(self, name) for name in RAY_OPTIONS}
             backend = self.from_options({**mine, **spec.options})
         locator = locate_store(spec.store)
-        ray = backend.connect()
+        try:
+            ray = backend.connect()
+        except RayUnavailable as exc:
+            if spec.on_error == "raise":
+                raise
+            for job in jobs:  # every row says why, and the bar counts them failed
+                failed = RowResult(job.key, job.index, "failed", error=str(exc))
+                failed = replace(failed, error_type="RayUnavailable")
+                progress(failed.as_update())
+                yield failed
+            return
         check_store_reach(locator, ray.nodes())
         if not jobs:
             return
@@ -390,6 +415,60 @@ class RayBackend:
             actor = ray.remote(ChatWorker).options(**options)
             workers = _POOLS[key] = _Workers(actor.remote for _ in range(size))
         return workers, key
+
+
+class RayUnavailable(RuntimeError):
+    """Ray could not start (or be reached): ``ray.init`` failed; the message is one line."""
+
+
+def _children() -> set[int]:
+    """This process's child processes (Linux ``/proc``; elsewhere none are known)."""
+    me = os.getpid()
+    found: set[int] = set()
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{name}/stat", encoding="utf-8", errors="replace") as f:
+                    stat = f.read()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == me:  # the field after state
+                    found.add(int(name))
+    return found
+
+
+def _is_ray(pid: int) -> bool:
+    """Whether the process runs Ray's code (its command line names Ray's package)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ")
+    except OSError:
+        return False
+    return b"/ray/" in cmd or cmd.startswith(b"ray::")
+
+
+def _end(pids: set[int]) -> None:
+    """End these child processes (Ray's, started by a failed ``ray.init``)."""
+    import signal
+
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    alive = set(pids)
+    while alive and time.monotonic() < deadline:
+        for pid in list(alive):
+            with contextlib.suppress(ChildProcessError, OSError):
+                done, _ = os.waitpid(pid, os.WNOHANG)
+                if done == 0:
+                    continue
+            alive.discard(pid)
+        if alive:
+            time.sleep(0.05)
+    for pid in alive:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
 
 
 MAX_CHATS_PER_WORKER = 1000

@@ -178,6 +178,8 @@ class BatchRun:
 
     def _finish(self) -> None:
         self.progress.finished = self.final
+        if self.progress.parked_hint:  # no longer watched: they no longer continue by themselves
+            self.progress.parked_hint = False
         if self.display is not None:
             self.display.stop(final=True)
         with _registry_lock:  # from now on only its frames keep it

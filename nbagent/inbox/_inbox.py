@@ -179,11 +179,20 @@ class Inbox:
             decision = was.decision(row)
             if decision is None:
                 outcome = Outcome(
-                    row.chat_id, row.call_id, row.tool, "decided elsewhere", "no longer pending"
+                    row.chat_id,
+                    row.call_id,
+                    row.tool,
+                    "no longer pending",
+                    detail="it left its chat with no decision recorded",
                 )
             else:
                 outcome = decided_elsewhere(row, decision)
             self._remember(row, outcome)
+        if self._sources.batches:  # a batch's row is known by its input's key
+            for key, row in rows.items():
+                label = self._sources.batch_key(row.chat_id)
+                if label is not None:
+                    rows[key] = replace(row, batch_key=label)
         with self._lock:
             self._rows = dict(sorted(rows.items(), key=lambda kv: _order(kv[1])))
             self._where = where
@@ -218,7 +227,8 @@ class Inbox:
 
     @property
     def decided(self) -> pd.DataFrame:
-        """What left the inbox: decided here (``approved``/``denied``) or ``decided elsewhere``."""
+        """What left the inbox: decided here (``approved``/``denied``), ``decided elsewhere``,
+        or ``no longer pending`` (gone from its chat or store with no decision recorded)."""
         with self._lock:
             outcomes = [o for _, o in self._decided.values()]
         return _outcomes(outcomes)
@@ -244,7 +254,7 @@ class Inbox:
         Returns:
             The inbox (its widget shows the same filter).
         """
-        spec = Filter(tool=tool, server=server, where=where, text=text)
+        spec = Filter(tool=tool, server=server, where=where, text=text).check()
         with self._lock:
             self._filter = spec
         self._changed()

@@ -69,9 +69,16 @@ def short_id(chat_id: str) -> str:
     return f"…{chat_id[-6:]}" if len(chat_id) > 8 else chat_id
 
 
+def chat_name(row: Row) -> str:
+    """What the user knows the chat by: its batch row's key, else the end of its id."""
+    if row.batch_key is not None:
+        return f"row {preview(shown(row.batch_key), 24)}"
+    return short_id(row.chat_id)
+
+
 def chat_label(row: Row) -> str:
     title = preview(shown(row.title or ""), TITLE) if row.title else ""
-    return f"{short_id(row.chat_id)} · {title}" if title else short_id(row.chat_id)
+    return f"{chat_name(row)} · {title}" if title else chat_name(row)
 
 
 def row_view(row: Row, matching: bool) -> dict[str, Any]:
@@ -101,6 +108,8 @@ def decided_words(outcome: Outcome, by_inbox: str) -> str:
     verdict = outcome.verdict or outcome.outcome
     if outcome.outcome == "error":
         return f"not decided: {shown(outcome.detail)}"
+    if outcome.outcome == "no longer pending":
+        return "no longer pending" + (f": {shown(outcome.detail)}" if outcome.detail else "")
     if outcome.outcome in ("approved", "denied"):
         words = f"{verdict} in this inbox"
     else:
@@ -134,7 +143,7 @@ def text_table(rows: Sequence[Row], describe: str, now: datetime) -> str:
     lines = [head]
     for r in rows:
         age = age_words(r.requested_at, now)
-        lines.append(f"  [{short_id(r.chat_id)}] {one_line(r)}  {age}  ({shown(r.reason)})")
+        lines.append(f"  [{chat_name(r)}] {one_line(r)}  {age}  ({shown(r.reason)})")
     if not rows:
         lines.append("  nothing waits for a decision")
     return "\n".join(lines)

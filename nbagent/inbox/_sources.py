@@ -53,6 +53,8 @@ class Row:
     title: str | None
     source: Literal["chat", "store"]
     raw_arguments: str | None = None
+    batch_key: str | None = None
+    """The input's key when the chat is a batch's row (what the user knows it by)."""
 
     @property
     def key(self) -> str:
@@ -89,7 +91,9 @@ class Outcome:
 
     ``outcome``: ``approved`` / ``denied`` (recorded by this inbox), ``decided
     elsewhere`` (someone decided first: nothing was recorded; ``verdict`` and
-    ``by`` say what stands), or ``error`` (``detail`` says why; nothing recorded).
+    ``by`` say what stands), ``no longer pending`` (the call left its chat or store
+    with no decision this inbox can read: ``verdict`` is None), or ``error``
+    (``detail`` says why; nothing recorded).
     """
 
     chat_id: str
@@ -256,6 +260,16 @@ class Sources:
                     new.append(LiveSource(chat, batch=holder))
         self.live.extend(new)
         return new
+
+    def batch_key(self, chat_id: str) -> str | None:
+        """The key of the batch row whose chat this is, if a batch of the inbox ran it."""
+        for holder, ids in self.batches:
+            if chat_id not in ids:
+                continue
+            for key, row in dict(getattr(holder, "rows", {}) or {}).items():
+                if getattr(row, "chat_id", None) == chat_id:
+                    return str(key)
+        return None
 
     def describe(self) -> str:
         parts = []

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anywidget
 import traitlets
 
-from ._present import one_line, short_id
+from ._present import chat_name, one_line
 
 if TYPE_CHECKING:
     from ._filter import Filter
@@ -73,6 +73,7 @@ class InboxWidget(anywidget.AnyWidget):
     query = traitlets.Dict({"tool": "", "server": "", "text": ""}).tag(sync=True)
     filter_words = traitlets.Unicode("everything").tag(sync=True)
     python_filter = traitlets.Unicode("").tag(sync=True)
+    filter_problem = traitlets.Unicode("").tag(sync=True)
     sources = traitlets.Unicode("").tag(sync=True)
     clock = traitlets.Unicode("").tag(sync=True)
     preview = traitlets.Dict({}).tag(sync=True)
@@ -117,6 +118,11 @@ class InboxWidget(anywidget.AnyWidget):
             self.filter_words = f.describe()
             self.python_filter = (
                 f"{f.describe()} (set from Python: inbox.filter() clears it)" if beyond else ""
+            )
+            self.filter_problem = (
+                "The filter " + "; ".join(f.problems) + ": it matches nothing until fixed."
+                if f.problems
+                else ""
             )
             self.sources = self._inbox.sources
             self.clock = snap["clock"]
@@ -176,9 +182,7 @@ class InboxWidget(anywidget.AnyWidget):
                 "reason": reason or "",
                 "count": len(rows),
                 "filter": inbox.current_filter.describe(),
-                "calls": [
-                    {"key": r.key, "chat": short_id(r.chat_id), "line": one_line(r)} for r in rows
-                ],
+                "calls": [{"key": r.key, "chat": chat_name(r), "line": one_line(r)} for r in rows],
             }
         elif kind == "confirm":
             preview = self.preview

@@ -42,7 +42,8 @@ let counter = 0;
 
 function render({ model, el }) {
   el.classList.add("nba-inbox");
-  const ui = { selected: new Set(), sent: false, opened: new Set(), decidedOpen: false, offset: 0 };
+  const ui = { selected: new Set(), sent: false, opened: new Set(), decidedOpen: false, offset: 0,
+    clearReason: false };
 
   // Ages count on in the browser, on the kernel's clock (offset), without the kernel resending rows.
   function syncClock() {
@@ -73,7 +74,7 @@ function render({ model, el }) {
   serverSel.setAttribute("aria-label", "Filter by server");
   const text = h("input", "nba-inbox-text");
   text.type = "text";
-  text.placeholder = "arguments: path=/tmp/* or words";
+  text.placeholder = "path=/tmp/*  order_id<1030  words";
   text.setAttribute("aria-label", "Filter by argument values");
   const clear = button("Clear filter", "nba-inbox-clear", () => {
     text.value = "";
@@ -81,13 +82,15 @@ function render({ model, el }) {
   });
   controls.append(h("span", "nba-inbox-label", "Filter:"), toolSel, serverSel, text, clear);
   const pyFilter = h("div", "nba-inbox-note nba-inbox-pyfilter");
+  const filterProblem = h("div", "nba-inbox-error nba-inbox-filter-problem");
+  filterProblem.setAttribute("role", "status");
 
   const actions = h("div", "nba-inbox-actions");
   const approveSel = button("Approve selected", "nba-btn-approve nba-inbox-approve",
     () => send("approve", { keys: [...ui.selected] }), "Approve the selected calls");
   const reason = h("input", "nba-action-reason nba-inbox-reason");
   reason.type = "text";
-  reason.placeholder = "reason for denying (sent to the model)";
+  reason.placeholder = "reason (told to the model)";
   reason.setAttribute("aria-label", "Reason for denying");
   reason.addEventListener("keydown", (ev) => {
     if (ev.key === "Enter" && !ev.isComposing && !ev.shiftKey) {
@@ -113,12 +116,14 @@ function render({ model, el }) {
   const table = h("div", "nba-inbox-rows");
   const decidedBox = h("details", "nba-inbox-decided");
   decidedBox.addEventListener("toggle", () => { ui.decidedOpen = decidedBox.open; });
-  el.append(head, controls, pyFilter, actions, previewBox, summary, error, table, decidedBox);
+  el.append(head, controls, filterProblem, pyFilter, actions, previewBox, summary, error, table, decidedBox);
 
   // ----------------------------------------------------------------- talking
   function send(kind, extra) {
     if (ui.sent || model.get("state") === "working") return;
     ui.sent = true;
+    // a deny (or a confirmed preview) uses the reason up: clear it once the kernel answers
+    ui.clearReason = kind === "deny" || kind === "confirm";
     for (const b of el.querySelectorAll(".nba-inbox-actions button, .nba-inbox-preview button, .nba-inbox-refresh")) b.disabled = true;
     el.classList.add("nba-busy");
     counter += 1;
@@ -208,8 +213,16 @@ function render({ model, el }) {
       for (const r of shown) { if (all.checked) ui.selected.add(r.key); else ui.selected.delete(r.key); }
       draw();
     });
-    const cols = ["chat", "server", "tool", "arguments", "why gated", "age"];
-    header.append(all, ...cols.map((c) => h("span", "nba-inbox-col", c)));
+    const servers = shown.some((r) => r.server);
+    const whys = new Set(shown.map((r) => r.reason + (r.hosted ? " (the provider runs it)" : "")));
+    const oneWhy = whys.size === 1;
+    table.classList.toggle("nba-inbox-noserver", !servers);
+    table.classList.toggle("nba-inbox-onewhy", oneWhy);
+    const cols = ["chat", servers ? "server" : null, "tool", "arguments", oneWhy ? null : "why gated", "age"];
+    header.append(all, ...cols.filter((c) => c).map((c) => h("span", "nba-inbox-col", c)));
+    if (oneWhy && [...whys][0]) {
+      table.append(h("div", "nba-inbox-note nba-inbox-whyall", `Why gated (every call shown): ${[...whys][0]}`));
+    }
     table.append(header);
     for (const r of shown) {
       const row = h("div", "nba-inbox-row");
@@ -232,7 +245,8 @@ function render({ model, el }) {
       const age = h("span", "nba-inbox-age");
       age.title = r.requested_at;
       if (r.requested_at) age.dataset.at = r.requested_at;
-      row.append(check, chat, server, tool, args, why, age);
+      row.append(...[check, chat, servers ? server : null, tool, args, oneWhy ? null : why, age]
+        .filter((n) => n));
       if (ui.opened.has(r.key)) for (const d of row.querySelectorAll("details")) d.open = true;
       table.append(row);
     }
@@ -283,7 +297,12 @@ function render({ model, el }) {
   function draw() {
     const state = model.get("state");
     const working = state === "working";
-    if (!working) { ui.sent = false; el.classList.remove("nba-busy"); }
+    if (!working) {
+      ui.sent = false;
+      el.classList.remove("nba-busy");
+      if (ui.clearReason && !model.get("error")) reason.value = "";
+      if (ui.clearReason) ui.clearReason = false;
+    }
     el.dataset.state = state;
     const rows = model.get("rows") || [];
     const matching = rows.filter((r) => r.match).length;
@@ -295,6 +314,7 @@ function render({ model, el }) {
     fillSelect(serverSel, model.get("servers") || [], q.server, "any server");
     if (document.activeElement !== text) text.value = q.text || "";
     pyFilter.textContent = model.get("python_filter") ? `Filter: ${model.get("python_filter")}` : "";
+    filterProblem.textContent = model.get("filter_problem") || "";
     drawRows(rows);
     const n = ui.selected.size;
     approveSel.textContent = `Approve selected (${n})`;
@@ -311,7 +331,7 @@ function render({ model, el }) {
     ages();
   }
 
-  const names = ["rows", "decided", "tools", "servers", "query", "python_filter", "sources",
+  const names = ["rows", "decided", "tools", "servers", "query", "python_filter", "filter_problem", "sources",
     "preview", "state", "summary", "error"];
   const redraw = () => draw();
   for (const name of names) model.on(`change:${name}`, redraw);

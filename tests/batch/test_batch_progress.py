@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import nbagent
 from nbagent import Chat
@@ -156,3 +158,75 @@ def test_progress_html_has_only_numbers_and_fixed_words() -> None:
     html = progress_html(_progress().snapshot(), title="t")
     assert "<script" not in html
     assert "ETA" not in html  # not enough finished rows yet
+
+
+class _Clock:
+    """A hand-moved clock: the working time is checked without waiting."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_time_shown_excludes_time_every_row_waits_for_people() -> None:
+    clock = _Clock()
+    p = Progress(["a", "b"], clock=clock)
+    p.apply(RowUpdate("a", "running"))
+    p.apply(RowUpdate("b", "running"))
+    clock.now += 4
+    p.apply(RowUpdate("a", "done"))
+    clock.now += 1
+    p.apply(RowUpdate("b", "awaiting_approval"))  # nothing left to work on: the clock stops
+    clock.now += 3600  # an hour before someone decides
+    assert p.snapshot().elapsed == pytest.approx(5)
+    assert "ran 5s" in progress_text(p.snapshot()) and "ran 5s" in progress_html(p.snapshot())
+    p.apply(RowUpdate("b", "running"))  # approved: the batch works again
+    clock.now += 2
+    assert p.snapshot().elapsed == pytest.approx(7)
+    p.apply(RowUpdate("b", "done"))
+    clock.now += 100
+    assert p.snapshot().elapsed == pytest.approx(7)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c"]),
+            st.sampled_from(["queued", "running", "awaiting_approval", "done", "failed"]),
+            st.floats(min_value=0, max_value=1000, allow_nan=False),
+        ),
+        max_size=30,
+    )
+)
+def test_the_working_time_counts_exactly_the_spans_with_work_left(
+    steps: list[tuple[str, str, float]],
+) -> None:
+    clock = _Clock()
+    p = Progress(["a", "b", "c"], clock=clock)
+    status = dict.fromkeys("abc", "queued")
+    expected = 0.0
+    for key, new, gap in steps:
+        busy = any(s in ("queued", "running") for s in status.values())
+        clock.now += gap
+        expected += gap if busy else 0.0
+        p.apply(RowUpdate(key, new))  # type: ignore[arg-type]
+        status[key] = new
+        assert p.snapshot().elapsed == pytest.approx(expected)
+
+
+def test_the_bar_says_how_parked_rows_continue_with_the_live_count() -> None:
+    p = Progress(["a", "b", "c"])
+    for k in "abc":
+        p.apply(RowUpdate(k, "awaiting_approval"))
+    assert "await approval" not in progress_text(p.snapshot())  # nobody watches them yet
+    p.parked_hint = True
+    assert "3 rows await approval and continue by themselves" in progress_text(p.snapshot())
+    assert "3 rows await approval" in progress_html(p.snapshot())
+    p.apply(RowUpdate("a", "done"))
+    p.apply(RowUpdate("b", "done"))
+    assert "1 row awaits approval and continues by itself" in progress_text(p.snapshot())
+    p.apply(RowUpdate("c", "done"))
+    text, html = progress_text(p.snapshot()), progress_html(p.snapshot())
+    assert "continue" not in text and "nba-batch-parked" not in html  # never a stale count

@@ -69,6 +69,29 @@ def test_filter_preview_confirm_and_the_chats_continue(
     expect(rows).to_have_count(3)
     expect(rows.first.locator(".nba-inbox-age")).to_have_text(re.compile(r"^\d+s$"))
     expect(inbox).to_contain_text("/srv/<b>.txt")  # the model's text, shown as text
+    # every call shares its reason: said once, not on each row; no button wraps
+    header = inbox.locator(".nba-inbox-header .nba-inbox-col")
+    expect(header).to_have_text(["chat", "server", "tool", "arguments", "age"])
+    expect(inbox.locator(".nba-inbox-whyall")).to_have_count(1)
+    expect(inbox.locator(".nba-inbox-why")).to_have_count(0)
+    for button in inbox.locator(".nba-inbox-actions button").all():
+        height = button.evaluate("b => b.getBoundingClientRect().height")
+        line = button.evaluate("b => parseFloat(getComputedStyle(b).lineHeight) || 16")
+        assert height < 2 * line + 8, (button.text_content(), height)
+    for box in (inbox.locator(".nba-inbox-reason"), inbox.locator(".nba-inbox-text")):
+        fits = box.evaluate(
+            "i => { const c = document.createElement('canvas').getContext('2d');"
+            " c.font = getComputedStyle(i).font;"
+            " return c.measureText(i.placeholder).width <= i.clientWidth; }"
+        )
+        assert fits, box.get_attribute("placeholder")
+    # a filter the box cannot read says so and matches nothing
+    inbox.locator(".nba-inbox-text").fill("order_id<abc")
+    inbox.locator(".nba-inbox-text").press("Enter")
+    expect(inbox.locator(".nba-inbox-filter-problem")).to_contain_text(
+        "does not understand 'order_id<abc'", timeout=10_000
+    )
+    expect(inbox.get_by_role("button", name="Approve all matching (0)…")).to_be_disabled()
 
     inbox.locator(".nba-inbox-text").fill("path=/tmp/*")
     inbox.locator(".nba-inbox-text").press("Enter")
@@ -81,6 +104,10 @@ def test_filter_preview_confirm_and_the_chats_continue(
         "Approve all matching: 2 calls (filter: path=/tmp/*)", timeout=10_000
     )
     expect(preview.locator(".nba-inbox-preview-call")).to_have_count(2)
+    position = preview.locator(".nba-inbox-preview-list").evaluate(
+        "l => getComputedStyle(l).listStylePosition"
+    )
+    assert position == "inside"  # numbers inside the scrolling box, never clipped
     expect(preview).to_contain_text('write_file(path="/tmp/a1.txt"')
     expect(preview).to_contain_text('write_file(path="/tmp/a2.txt"')
     assert not effects.exists()  # a preview decides nothing
@@ -109,6 +136,7 @@ def test_filter_preview_confirm_and_the_chats_continue(
         "Denied 1 call (not outside /tmp).", timeout=10_000
     )
     expect(inbox.locator(".nba-inbox-empty")).to_have_text("Nothing waits for a decision.")
+    expect(inbox.locator(".nba-inbox-reason")).to_have_value("")  # used up by the deny
     run_cell(page, 2)
     wait_for_output(page, 2, "statuses: ['complete', 'complete', 'complete']", timeout=30)
     assert sorted(effects.read_text().split()) == ["/tmp/a1.txt", "/tmp/a2.txt"]  # never ran

@@ -56,7 +56,7 @@ def tools(effects: Effects) -> list[type[Tool]]:
 
         requires_approval = True
 
-        def execute(self, to: str, body: str = "") -> str:
+        def execute(self, to: str, body: str = "", order_id: int = 0) -> str:
             effects.hit("send_email", to=to)
             return f"sent to {to}"
 
@@ -478,3 +478,130 @@ def test_a_refresh_with_no_news_sends_no_rows_and_a_new_filter_drops_the_preview
         assert [c.status for c in three] == ["awaiting_approval"] * 3  # nothing decided
     finally:
         box.close()
+
+
+# ------------------------------------------------------- numeric comparisons
+@pytest.fixture
+def orders(effects: Effects) -> list[Chat]:
+    return [
+        parked_chat(effects, ("send_email", {"to": f"c{n}@example.com", "order_id": n}, "call_1"))
+        for n in (1028, 1029, 1030, 1031)
+    ]
+
+
+def test_the_text_box_compares_numeric_arguments(orders: list[Chat]) -> None:
+    box = nbagent.inbox(orders)
+
+    def ids(text: str) -> list[int]:
+        return sorted(a["order_id"] for a in box.filter(text=text).pending["arguments"])
+
+    assert ids("order_id<1030") == [1028, 1029]
+    assert ids("order_id<=1030") == [1028, 1029, 1030]
+    assert ids("order_id>1029") == [1030, 1031]
+    assert ids("order_id>=1029.5") == [1030, 1031]
+    assert ids("order_id=1030") == [1030]
+    assert ids("order_id=1030.0") == [1030]  # equal numbers, whatever the spelling
+    assert ids("order_id=103*") == [1030, 1031]  # = on text stays a glob
+    assert ids("order_id>1028 order_id<1031") == [1029, 1030]  # every term holds
+    assert ids("missing<5") == []  # a call without the argument is not matched
+    # the widget's box says the same
+    w = box.widget
+    try:
+        w.query = {"tool": "", "server": "", "text": "order_id<1030"}
+        assert [r["match"] for r in w.rows].count(True) == 2
+        assert w.filter_problem == ""
+    finally:
+        box.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("order_id<abc", "'abc' is not one"),
+        ("<1030", "name the argument"),
+        ("order_id!=1030", "!= is not an operator"),
+        ("order_id==1030", "write order_id=1030"),
+        ("order_id=<1030", "write order_id<=1030"),
+    ],
+)
+def test_a_filter_it_cannot_read_says_so_and_matches_nothing(
+    orders: list[Chat], text: str, words: str
+) -> None:
+    box = nbagent.inbox(orders)
+    with pytest.raises(ValueError, match="does not understand") as err:
+        box.filter(text=text)
+    assert words in str(err.value)
+    with pytest.raises(ValueError, match="does not understand"):  # nothing approved by it
+        box.approve({"text": text})
+    assert all(c.status == "awaiting_approval" for c in orders)
+    assert Filter(text=text).problems and not Filter(text=text).matches("t", None, {"order_id": 1})
+    w = box.widget  # the box in the widget: told, nothing matches, nothing to approve
+    try:
+        w.query = {"tool": "", "server": "", "text": text}
+        assert "does not understand" in w.filter_problem and words in w.filter_problem
+        assert not any(r["match"] for r in w.rows)
+        w.click("preview", verb="approve")
+        assert w.preview["count"] == 0
+        w.query = {"tool": "", "server": "", "text": "order_id<1030"}
+        assert w.filter_problem == ""
+    finally:
+        box.close()
+
+
+def test_a_call_that_left_with_no_decision_says_no_longer_pending(
+    tmp_path: Path, effects: Effects
+) -> None:
+    import sqlite3
+
+    path = tmp_path / "chats.db"
+    chat = parked_chat(effects, ("write_file", {"path": "/tmp/gone"}), store=path)
+    chat_id = chat.id
+    chat.close()
+    box = nbagent.inbox(path)
+    w = box.widget
+    try:
+        assert len(w.rows) == 1
+        # a tool outside nbagent marks the call cancelled: no decision is ever recorded
+        with sqlite3.connect(path) as con:
+            con.execute("UPDATE tool_calls SET status = 'cancelled' WHERE chat_id = ?", (chat_id,))
+        box.refresh()
+        assert w.rows == []
+        row = box.decided.iloc[0]
+        assert row["outcome"] == "no longer pending"
+        assert pd.isna(row["verdict"]) or row["verdict"] in ("", None)  # not a verdict
+        assert pd.isna(row["by"]) or row["by"] in ("", None)
+        words = w.decided[0]["words"]
+        assert words == "no longer pending: it left its chat with no decision recorded"
+        assert w.decided[0]["verdict"] == "" and "elsewhere" not in words
+        assert effects.done == []
+    finally:
+        box.close()
+
+
+def test_a_batch_rows_chat_is_shown_by_the_rows_key(effects: Effects) -> None:
+    tickets = pd.DataFrame({"ticket": ["T-41", "T-42"], "path": ["/tmp/41", "/tmp/42"]})
+
+    def make_chat() -> Chat:
+        script = [call_tools(("write_file", {"path": "/tmp/x"}, "call_1")), reply("done")]
+        return Chat(provider=ScriptedProvider(script), display=False).with_tools(*tools(effects))
+
+    result = nbagent.batch(tickets, make_chat, prompt="write {path}", key="ticket", progress=False)
+    assert result["status"].tolist() == ["awaiting_approval"] * 2
+    box = nbagent.inbox(result)
+    w = box.widget
+    try:
+        by_chat = dict(zip(result["chat_id"], result["key"], strict=True))
+        assert sorted(r["chat"] for r in w.rows) == [
+            "row T-41 · write /tmp/41",
+            "row T-42 · write /tmp/42",
+        ]
+        assert all(r["chat"].startswith(f"row {by_chat[r['chat_id']]} ") for r in w.rows)
+        assert "[row T-41]" in repr(box._static()["text/plain"])
+        w.click("preview", verb="deny")
+        assert sorted(c["chat"] for c in w.preview["calls"]) == ["row T-41", "row T-42"]
+        w.click("cancel")
+    finally:
+        box.close()
+    plain = nbagent.inbox(parked_chat(effects, ("write_file", {"path": "/tmp/p"}, "call_1")))
+    assert plain.widget.rows[0]["chat"].startswith("…")  # not a batch's: the end of its id
+    plain.close()
