@@ -78,7 +78,7 @@ def test_the_core_is_what_the_notebook_features_use() -> None:
         "pydantic", "pandas", "ipywidgets", "anywidget", "markdown-it-py", "openai", "anthropic",
     }  # fmt: skip
     extras = PYPROJECT["optional-dependencies"]
-    assert set(extras) == {"plots", "parquet", "lab", "mcp", "postgres", "ray", "dev"}
+    assert set(extras) == {"plots", "parquet", "lab", "mcp", "postgres", "ray", "docs", "dev"}
     assert "jupyterlab" in _requirement_names(extras["lab"])
     assert "jupyterlab" not in core  # VS Code and Colab bring their own front end
 

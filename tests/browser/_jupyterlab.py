@@ -557,6 +557,11 @@ def cell(page: Page, index: int) -> Locator:
     return page.locator(f"{_current_panel_selector(page)} .jp-Notebook .jp-Cell").nth(index)
 
 
+def cell_count(page: Page) -> int:
+    """How many cells the current notebook has (other open notebooks' cells are not counted)."""
+    return page.locator(f"{_current_panel_selector(page)} .jp-Notebook .jp-Cell").count()
+
+
 def output_area(page: Page, index: int) -> Locator:
     """Locator of the ``.jp-Cell-outputArea`` of cell ``index``."""
     return cell(page, index).locator(".jp-Cell-outputArea")
