@@ -10,8 +10,12 @@ Usage: ``python -m nbagent.demo [NOTEBOOK] [--timeout SECONDS] [--kernel NAME]``
 ``python -m nbagent.demo --save NOTEBOOK...`` (``make notebooks``) runs each notebook
 on the demo model (API keys unset for the kernel) and writes it back with its outputs,
 as they are committed for 01 and 03 so that GitHub shows them: no timing metadata, no
-widget state, and the ids a run makes up (widget models, the views' CSS classes)
-renumbered in order, so a rerun changes only what really changed (and the times).
+widget state, and the ids a run makes up (the views' CSS classes) renumbered in order,
+so a rerun changes only what really changed (and the times). With no widget state saved,
+a widget is saved as its static form alone: its output keeps its HTML, Markdown and
+text and loses the widget reference, and its twin (the stand-in JupyterLab shows for a
+dead widget, which GitHub, whose renderer drops the CSS that hides it, would show as a
+second copy) is left out.
 """
 
 from __future__ import annotations
@@ -97,15 +101,20 @@ _KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 
 
 def _renumber(nb: Any) -> None:
-    """The ids a run makes up, numbered in order of appearance (see the module docstring)."""
+    """The notebook as it is saved: widgets as their static forms, without their twins, and
+    the ids a run makes up numbered in order of appearance (see the module docstring)."""
     views: dict[str, str] = {}
-    models: dict[str, str] = {}
     for cell in nb.cells:
-        for out in cell.get("outputs", []):
+        if "outputs" not in cell:
+            continue
+        cell["outputs"] = [
+            out
+            for out in cell["outputs"]
+            if "nba-twin-" not in str(out.get("data", {}).get("text/html", ""))
+        ]
+        for out in cell["outputs"]:
             data = out.get("data", {})
-            if _WIDGET in data:
-                old = data[_WIDGET].get("model_id", "")
-                data[_WIDGET]["model_id"] = models.setdefault(old, f"{len(models) + 1:032x}")
+            data.pop(_WIDGET, None)
             for kind, value in data.items():
                 if isinstance(value, str):
                     data[kind] = _RUN_IDS.sub(
