@@ -184,12 +184,14 @@ def test_a_finished_call_expands_on_click(page: Page, jupyterlab_server: Jupyter
     area = wait_for_output(page, 1, "Here is the summary", timeout=30)
     sales = area.locator('details.nba-done[data-call-id="s1"]')
     expect(sales).to_contain_text("DataFrame, 2 rows × 2 columns")
-    table = sales.locator(".nba-rich table")
-    expect(table).to_be_hidden()  # one line until clicked
-    box = sales.locator("> summary").bounding_box()
-    assert box is not None and box["height"] < 40, box
+    table = sales.locator("> :not(summary) .nba-rich table")  # the whole result
+    peek = sales.locator("> summary .nba-peek table")  # its first rows, on the folded line
+    expect(table).to_be_hidden()  # folded until clicked
+    expect(peek).to_be_visible()
+    expect(peek.locator("tbody tr")).to_have_count(2)
     sales.locator("> summary").click()
     expect(table).to_be_visible()
+    expect(peek).to_be_hidden()  # the open result says it all
     expect(table.locator("td", has_text="<b>south</b>")).to_have_count(1)  # a cell, as text
     assert table.locator("b").count() == 0
 
