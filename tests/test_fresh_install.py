@@ -160,7 +160,9 @@ def test_pip_install_nbagent_ipykernel_shows_the_approval_widget_and_the_log(
     assert {(c["kind"], c["tool"]) for c in cards} == {("approval", "issue_refund")}
     assert cards[0]["state"] == "approved"  # chat.approve() in the next cell updated it
 
-    # chat.log: a pandas DataFrame (one row, the refund), shown as an HTML table.
+    # chat.log: a pandas DataFrame (one row, the refund), shown as an HTML table of the
+    # columns that say what happened, with the way to the whole frame.
     (log,) = [o for o in nb.cells[2].outputs if o.output_type == "execute_result"]
     html = log.data["text/html"]
-    assert '<table border="1" class="dataframe">' in html and "<p>1 rows × " in html
+    assert '<table border="1" class="dataframe">' in html and "<td>issue_refund</td>" in html
+    assert "1 call; " in html and "chat.log.frame() shows them all" in html
