@@ -15,6 +15,7 @@ API (public as ``chat.record``; read-only: only the fold writes it)::
     r.steps        # tuple[StepRecord, ...], one per model request (a retry is a new one)
     r.messages     # tuple[MessageRecord, ...], one per transcript message
     r.usage, r.cost_usd, r.unpriced, r.turn, r.step, r.last_step, r.last_budget
+    r.steps_taken(turn=None)  # steps as max_steps counts them: requests and tool rounds
     r.version      # bumps on every change
     r.subscribe(fn)    # fn(RecordChange) after each change; r.unsubscribe(fn)
     with r.reading():  # a settled record while reading many fields (no event lands)
@@ -218,6 +219,7 @@ class ChatRecord:
         self.step = 0
         self.last_step: str | None = None
         self.last_budget: str | None = None
+        self._taken: dict[int, int] = {}
 
     # ------------------------------------------------------------ reading
     @property
@@ -237,6 +239,16 @@ class ChatRecord:
         """Every transcript message, in order."""
         with self._lock:
             return tuple(self._messages)
+
+    def steps_taken(self, turn: int | None = None) -> int:
+        """Steps that did work in ``turn`` (default: the whole chat), counted as
+        ``max_steps`` counts them: each model request and each round of tool calls.
+
+        ``steps`` holds only the model requests; a failed request asked again is one
+        step.
+        """
+        with self._lock:
+            return self._taken.get(turn, 0) if turn is not None else sum(self._taken.values())
 
     def call(self, call_id: str) -> CallRecord:
         """The record of one call, by id.
@@ -326,6 +338,7 @@ class ChatRecord:
                 self.step,
                 self.last_step,
                 self.last_budget,
+                dict(self._taken),
             )
 
     def __repr__(self) -> str:
@@ -505,6 +518,8 @@ class ChatRecord:
     def _on_step_finished(self, e: StepFinished) -> RecordChange:
         self.step = max(self.step, e.step)
         self.last_step, self.last_budget = e.kind, e.budget
+        if e.kind in ("generated", "ran_tools"):  # the units of work max_steps counts
+            self._taken[e.turn] = self._taken.get(e.turn, 0) + 1
         return RecordChange("chat", e.step, e)
 
     def _on_message(self, e: MessageAdded) -> RecordChange:

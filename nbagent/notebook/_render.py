@@ -132,9 +132,10 @@ def call_notes(
 
 
 def step_words(e: StepEntry) -> str:
-    """'step 2 · gpt-4.1 · 812 in / 40 out tokens · 1.20 s' (the step's number in its turn)."""
+    """'step 3 · gpt-4.1 · 812 in / 40 out tokens · 1.20 s' (the chat's step number, as in
+    the log and ``max_steps``: step 2 was the tool round between two requests)."""
     s = e.r
-    parts = [f"step {e.number or s.step}", s.model or s.provider or "model"]
+    parts = [f"step {s.step}", s.model or s.provider or "model"]
     if e.status == "running":
         parts.append("generating…")
         if e.streaming_calls:

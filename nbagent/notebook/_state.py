@@ -206,14 +206,13 @@ class StepEntry(Entry):
     """One model request: the core's record of it (``r``: model, tokens, latency, stop
     reason) and what only the view knows.
 
-    ``r.step`` is the chat's own step number (events and the log count every
-    step of the chat: model requests and tool rounds); ``number`` is what the
-    view says, "step 1", "step 2"...: the model requests of the turn, from 1,
-    the same steps the status line counts (a retried request keeps its number).
+    The view says "step N" with ``r.step``, the chat's own step number: the one
+    the log, fork and compare use, counting steps as ``max_steps`` does (model
+    requests and tool rounds, so a tool round sits between "step 1" and "step 3";
+    a retried request keeps its number).
     """
 
     r: StepRecord = field(default_factory=lambda: StepRecord(0, 0))
-    number: int = 0
     status: str = "running"  # running | done | failed (the view's totals counted it once done)
     streaming_calls: dict[int, str] = field(default_factory=dict)
     items: tuple[ProviderItem, ...] = ()  # what the provider ran itself in this step
@@ -307,8 +306,9 @@ class ErrorEntry(Entry):
 class Totals:
     """Counters for the status line (one per turn, one for the whole chat).
 
-    ``steps`` counts the model requests shown as step entries (started, finished
-    or failed; a retry is the same step), so "3 steps" matches "step 1 ... step 3".
+    ``steps`` counts steps as ``max_steps`` does (the record's ``steps_taken``:
+    model requests and tool rounds that did work), so a budget of 3 steps that ran
+    out reads "3 steps".
     """
 
     steps: int = 0
@@ -518,6 +518,8 @@ class ChatState:
                         self._call(call, None)
             for i, s in steps:
                 self._model_step(i, s)
+            for turn, totals in self.totals.items():
+                totals.steps = r.steps_taken(turn)
             last = r.last_step
             if last == "budget_exhausted":
                 self._chat_step(r.step)
@@ -536,12 +538,10 @@ class ChatState:
         self.totals.setdefault(entry.turn, Totals())
         return entry
 
-    def _count_step(self, turn: int) -> int:
-        """Count a new step of ``turn`` (in its totals and the chat's); its number in the turn."""
-        self.totals[None].steps += 1
-        totals = self.totals.setdefault(turn, Totals())
-        totals.steps += 1
-        return totals.steps
+    def _count_steps(self, turn: int) -> None:
+        """The steps taken, in the chat and in ``turn``, as the record counts them."""
+        self.totals[None].steps = self.record.steps_taken()
+        self.totals.setdefault(turn, Totals()).steps = self.record.steps_taken(turn)
 
     def _phase(self, turn: int, phase: str) -> None:
         self.totals[None].phase = phase
@@ -601,12 +601,11 @@ class ChatState:
             self._step = s.step
             self.turn = max(self.turn, s.turn)
             changed += self._resolve_budgets()
-            number = entry.number if isinstance(entry, StepEntry) else self._count_step(s.turn)
             stale = self.by_key.get(f"t:{s.step}")
             if isinstance(stale, TextEntry):  # text of a failed attempt with the same number
                 stale.text, stale.thinking, stale.streaming = "", "", False
                 changed.append(_touch(stale))
-            entry = self._add(StepEntry(key, s.turn, r=s, number=number))
+            entry = self._add(StepEntry(key, s.turn, r=s))
         done = entry.status == "done"
         entry.status = "failed" if s.error_type else "running" if s.finished_at is None else "done"
         changed.append(_touch(entry))
@@ -635,6 +634,7 @@ class ChatState:
     def _chat_step(self, step: Any) -> list[Entry]:
         """A step of the chat ended: a budget card when a budget ran out; the phase."""
         last, turn = self.record.last_step, self.turn
+        self._count_steps(turn)
         if last == "budget_exhausted":
             self._budgets += 1
             entry = self._add(

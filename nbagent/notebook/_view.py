@@ -353,9 +353,17 @@ class ChatView:
         self.continuation.request()
 
     def _budget_steps(self) -> int:
+        """The steps the budget card's Continue grants: the chat's step budget again, plus
+        the round of tool calls already due (the calls of the last response), so that one
+        click always reaches the model's next answer or a decision."""
         from .._config import get_config
 
-        return int(self.chat.max_steps or get_config().max_steps)
+        steps = int(self.chat.max_steps or get_config().max_steps)
+        transcript = self.chat.transcript
+        calls = getattr(transcript[-1], "tool_calls", ()) if transcript else ()
+        if any(not c.is_final for c in calls):
+            steps += 1
+        return steps
 
     def _increment_label(self, budget: str, steps: int) -> str:
         """What the budget card's Continue adds, as its button says it."""
@@ -534,7 +542,8 @@ class ChatView:
                 if card.state not in ("pending", "working"):
                     card.state = "pending"
                 return
-            card.summary = {"continued": "Continued.", "stopped": "Stopped."}.get(e.status, "")
+            if e.status != "continued" or not card.summary.startswith("Continued"):
+                card.summary = {"continued": "Continued.", "stopped": "Stopped."}.get(e.status, "")
             card.state = e.status
 
     def freeze(self) -> None:
@@ -653,7 +662,8 @@ class ChatView:
                     chat.raise_budget(card.budget)
                 if key:
                     self.state.set_budget_status(key, "continued")
-                card.summary, card.state = "Continued.", "continued"
+                card.summary = f"Continued ({card.increment})." if card.increment else "Continued."
+                card.state = "continued"
                 self.continuation.request(max_steps=card.steps or None)
             elif kind == "stop":
                 if key:

@@ -191,14 +191,18 @@ function render({ model, el }) {
     head.append(h("span", "nba-action-title", `${names[model.get("budget")] || "Step"} budget exhausted.`));
     el.append(head);
     if (state !== "pending" && state !== "working") {
+      // Settled: one line in the transcript ("Step budget exhausted. Continued (+2 steps).").
       const summary = model.get("summary");
-      if (summary) el.append(h("div", "nba-action-summary", summary));
+      if (summary) head.append(h("span", "nba-action-summary", summary));
       return;
     }
     const row = h("div", "nba-action-row");
     const n = model.get("steps");
     const increment = model.get("increment") || `+${n} step${n === 1 ? "" : "s"}`;
     const more = button(`Continue (${increment})`, "nba-btn-approve", () => send("continue"));
+    if (model.get("budget") === "steps") {
+      more.title = "A step is one model request or one round of tool calls, as max_steps counts them";
+    }
     const stop = button("Stop", "", () => send("stop"));
     row.append(more, stop);
     if (state === "working") for (const n of row.querySelectorAll("button")) n.disabled = true;

@@ -94,6 +94,8 @@ def test_no_budget_card_when_the_answer_lands_on_the_last_step(
     run_cell(page, 1)
     area = wait_for_output(page, 1, "status: complete", timeout=30)
     expect(area.locator(".nba-status:visible")).to_contain_text("complete")
-    expect(area).to_contain_text("step 2")
+    # steps as max_steps counts them: "step 1", the tool round, "step 3"; "3 steps" taken
+    expect(area).to_contain_text("step 3")
+    expect(area.locator(".nba-status:visible")).to_contain_text("3 steps")
     expect(area.locator('.nba-action[data-kind="budget"]')).to_have_count(0)
     expect(area).not_to_contain_text("budget")

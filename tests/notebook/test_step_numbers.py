@@ -1,4 +1,7 @@
-"""One step numbering: "step 1 ... step N" per turn, and the status line says "N steps"."""
+"""One meaning of "step" (issue 25, U6): a model request or a round of tool calls, as
+``max_steps`` and ``step()`` count them. The view's "step N" is the chat's own step
+number (the log's, fork's and compare's), and the status line says how many steps did
+work, so a budget of N steps that ran out reads "N steps"."""
 
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ def _count_said(text: str) -> list[int]:
     return [int(n) for n in re.findall(r"(\d+) steps?\b", text)]
 
 
-def test_steps_are_numbered_per_turn_and_counted_the_same() -> None:
+def test_steps_are_the_chats_and_counted_as_max_steps_counts() -> None:
     chat = _chat(
         call_tools(("lookup", {"key": "a"})),
         call_tools(("lookup", {"key": "b"})),
@@ -46,15 +49,23 @@ def test_steps_are_numbered_per_turn_and_counted_the_same() -> None:
     chat.ask("one")  # three model requests, two tool rounds: chat steps 1..5
     chat.ask("two")  # two model requests, one tool round: chat steps 6..8
     steps = [e for e in state.entries if isinstance(e, StepEntry)]
-    assert [(e.turn, e.number) for e in steps] == [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2)]
-    assert [e.r.step for e in steps] == [1, 3, 5, 6, 8]  # the chat's own numbers stay as they are
-    for turn, n in ((1, 3), (2, 2)):
+    assert [(e.turn, e.r.step) for e in steps] == [(1, 1), (1, 3), (1, 5), (2, 6), (2, 8)]
+    assert chat.steps["step"].tolist() == [1, 3, 5, 6, 8]  # the log says the same numbers
+    assert (chat.record.steps_taken(1), chat.record.steps_taken(2)) == (5, 3)
+    for turn, said, n in ((1, [1, 3, 5], 5), (2, [6, 8], 3)):
         bundle = bundle_for(state, turn)
         for mime in ("text/plain", "text/markdown", "text/html"):
-            assert _steps_said(bundle[mime]) == list(range(1, n + 1)), mime
+            assert _steps_said(bundle[mime]) == said, mime
             assert _count_said(bundle[mime]) == [n], mime
     whole = bundle_for(state)["text/plain"]
-    assert _steps_said(whole) == [1, 2, 3, 1, 2] and _count_said(whole) == [5]
+    assert _steps_said(whole) == [1, 3, 5, 6, 8] and _count_said(whole) == [8]
+
+
+def test_a_spent_budget_reads_as_many_steps_as_it_allowed() -> None:
+    chat = _chat(call_tools(("lookup", {"key": "a"})), call_tools(("lookup", {"key": "b"})))
+    chat.ask("go", max_steps=3)  # request, round, request: the next round is over budget
+    assert chat.status == "budget_exhausted"
+    assert _count_said(bundle_for(state_for(chat), 1)["text/plain"]) == [3]
 
 
 def test_the_live_view_says_the_same() -> None:
@@ -62,7 +73,7 @@ def test_the_live_view_says_the_same() -> None:
     view = ChatView(chat, turn=1)
     chat.ask("go")
     html = "".join(w.value for w in widgets_in(view) if isinstance(w, ipywidgets.HTML))
-    assert _steps_said(html) == [1, 2] and _count_said(html) == [2]
+    assert _steps_said(html) == [1, 3] and _count_said(html) == [3]
 
 
 def test_a_retried_request_keeps_its_number_and_is_counted_once() -> None:
@@ -82,17 +93,19 @@ def test_a_retried_request_keeps_its_number_and_is_counted_once() -> None:
     with pytest.raises(ProviderError):
         chat.ask("go")
     text = bundle_for(state, 1)["text/plain"]
-    assert _steps_said(text) == [1, 2] and "failed" in text and _count_said(text) == [2]
-    chat.complete()  # the retry is step 2 again, now answered
+    # the request and the round did work; the failed request did not
+    assert _steps_said(text) == [1, 3] and "failed" in text and _count_said(text) == [2]
+    chat.complete()  # the retry is step 3 again, now answered
     text = bundle_for(state, 1)["text/plain"]
-    assert _steps_said(text) == [1, 2] and "failed" not in text and _count_said(text) == [2]
+    assert _steps_said(text) == [1, 3] and "failed" not in text and _count_said(text) == [3]
 
 
-def test_a_view_rebuilt_from_the_transcript_numbers_the_same() -> None:
+def test_a_view_rebuilt_from_the_record_numbers_the_same() -> None:
     chat = _chat(call_tools(("lookup", {"key": "a"})), reply("one"), reply("two"))
     chat.ask("first")
     chat.ask("second")
     state = ChatState.from_chat(chat)
     text = bundle_for(state)["text/plain"]
-    assert _steps_said(text) == [1, 2, 1] and _count_said(text) == [3]
-    assert _count_said(bundle_for(state, 1)["text/plain"]) == [2]
+    assert _steps_said(text) == [1, 3, 4] and _count_said(text) == [4]
+    assert _count_said(bundle_for(state, 1)["text/plain"]) == [3]
+    assert _count_said(bundle_for(state, 2)["text/plain"]) == [1]

@@ -336,21 +336,33 @@ def test_continue_after_budget_exhausted(counter: Counter) -> None:
     chat = make_chat(counter, max_steps=1)
     view = ChatView(chat)
     chat.ask("What's the weather in Paris?")
-    assert chat.status == "budget_exhausted"
+    assert chat.status == "budget_exhausted"  # the model asked for a tool: step 1 of 1
+    assert chat.record.steps_taken() == 1 and "1 step ·" in view._status.value
     (card,) = budget_cards(view)
-    assert (card.kind, card.state, card.steps) == ("budget", "pending", 1)
-    assert card.increment == "+1 step"  # one step, as max_steps and the status line count
+    # The chat's budget again, plus the round of tool calls already due: one click
+    # reaches the model's next answer (or a decision), whatever the budget.
+    assert (card.kind, card.state, card.steps) == ("budget", "pending", 2)
+    assert card.increment == "+2 steps"
     card.click("continue")
-    assert view.continuation.wait(10)
-    assert card.state == "continued"
-    # One more step ran (the tool round), then the budget ran out again: a new card.
-    assert chat.status == "budget_exhausted"
-    cards = budget_cards(view)
-    assert len(cards) == 2 and cards[-1].state == "pending"
-    cards[-1].click("continue")
     assert view.continuation.wait(10)
     assert chat.status == "complete"
     assert "sunny in Paris" in chat.last_assistant_message.content
+    assert card.state == "continued" and card.summary == "Continued (+2 steps)."
+    assert len(budget_cards(view)) == 1  # no second card: one click was enough
+    # "step" means one thing: the status line counts what max_steps counts.
+    assert chat.record.steps_taken() == 3 and "3 steps ·" in view._status.value
+
+
+def test_continue_grants_the_budget_when_a_request_is_next(counter: Counter) -> None:
+    chat = make_chat(counter, max_steps=2)
+    view = ChatView(chat)
+    chat.ask("What's the weather in Paris?")  # the request, the tool round: 2 of 2
+    assert chat.status == "budget_exhausted" and "2 steps ·" in view._status.value
+    (card,) = budget_cards(view)
+    assert (card.steps, card.increment) == (2, "+2 steps")  # nothing due: the budget
+    card.click("continue")
+    assert view.continuation.wait(10)
+    assert chat.status == "complete" and "3 steps ·" in view._status.value
 
 
 def test_stop_after_budget_exhausted(counter: Counter) -> None:
