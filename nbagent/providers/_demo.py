@@ -376,8 +376,8 @@ class DemoProvider(InProcessProvider):
             name = call.name if call else r.name or "the tool"
             edited = _edited_arguments(r.content) if r.status == "ok" else None
             label = _label(name, edited if edited is not None else call.arguments if call else {})
-            if edited is not None:
-                label += " (arguments edited by you)"
+            if edited is not None:  # by a person or in code: the result does not say which
+                label += " (arguments edited before it ran)"
             content = without_edit_note(r.content, edited=edited is not None)
             if r.parts:  # "I see ..." below says what the images are: not their labels too
                 content = "\n".join(ln for ln in content.split("\n") if not _PART_LABEL.match(ln))
