@@ -101,7 +101,9 @@ def test_the_edit_note_never_reaches_the_answer_or_the_view() -> None:
     answer = chat.complete().content
     assert "[The user edited" not in answer
     # The answer names the arguments the tool ran with, and says they were edited.
-    assert "send_email(to=al@example.com, body=Edited text) (arguments edited before it ran)" in answer
+    assert (
+        "send_email(to=al@example.com, body=Edited text) (arguments edited before it ran)" in answer
+    )
     assert "bob@example.com" not in answer
     shown = chat._repr_mimebundle_()
     for kind in ("text/plain", "text/markdown", "text/html"):
