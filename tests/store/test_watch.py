@@ -41,16 +41,14 @@ def test_a_decision_from_another_process_wakes_the_watch_at_once(
     with store.watch([chat.id]) as watch:
         assert isinstance(watch, DecisionWatch)
         assert watch.wait(0.2) == set()  # nothing decided yet
-        got: list[tuple[set[str], float]] = []
-        waiter = threading.Thread(
-            target=lambda: got.append((watch.wait(30), time.monotonic())), daemon=True
-        )
+        got: list[set[str]] = []
+        # The waiter's own timeout is far beyond the join's: back within the join, the
+        # decision woke it (no timed assertion: a watch that only wakes at its timeout fails).
+        waiter = threading.Thread(target=lambda: got.append(watch.wait(3600)), daemon=True)
         waiter.start()
         run_agent("approve", backend.url, call_id, env=_env(tmp_path / "runs.txt"))
-        decided_at = time.monotonic()
-        waiter.join(30)
-        assert got and got[0][0] == {chat.id}
-        assert got[0][1] - decided_at < 2.0  # when it was recorded, not at the 30 s timeout
+        waiter.join(120)
+        assert not waiter.is_alive() and got == [{chat.id}]
         assert [c.id for c in chat.refresh()] == [call_id]  # the chat applies it on its own
         assert watch.wait(0.3) == set()  # reported once
     chat.complete()
@@ -89,14 +87,13 @@ def test_closing_a_watch_wakes_its_waiter(store: Any) -> None:
     result: list[set[str]] = []
 
     def wait() -> None:
-        result.append(watch.wait(60))
+        result.append(watch.wait(3600))
         done.set()
 
     threading.Thread(target=wait, daemon=True).start()
     time.sleep(0.2)
-    t0 = time.monotonic()
     watch.close()
-    assert done.wait(5) and time.monotonic() - t0 < 2
+    assert done.wait(120)  # woken by the close: its own timeout is an hour
     assert result == [set()] and watch.closed
     assert watch.wait(60) == set()  # closed: returns at once
     assert "closed" in repr(watch)
@@ -111,14 +108,12 @@ def test_wait_async_is_woken_by_a_decision(store: Any, backend: Any) -> None:
         with backend.open() as other:
             other.approve(call_id, chat_id=chat.id)
 
-    async def main() -> tuple[set[str], float]:
+    async def main() -> set[str]:
         threading.Thread(target=decide_soon, daemon=True).start()
-        t0 = time.monotonic()
-        news = await watch.wait_async(30)
-        return news, time.monotonic() - t0
+        # woken by the decision: its own timeout is an hour, the test's two minutes
+        return await asyncio.wait_for(watch.wait_async(3600), 120)
 
-    news, elapsed = asyncio.run(main())
-    assert news == {chat.id} and elapsed < 5
+    assert asyncio.run(main()) == {chat.id}
     assert asyncio.run(watch.wait_async(0.2)) == set()
     watch.close()
     chat.close()
