@@ -192,6 +192,52 @@ class Chat(BaseChat):
         )
 
     # ---------------------------------------------------------------- forks
+    def fork(  # type: ignore[override]  # the base's **wings, narrowed to a Chat's one wing
+        self,
+        call: ToolCall | str | None = None,
+        /,
+        *,
+        step: int | None = None,
+        result: Any = UNSET,
+        arguments: Any = UNSET,
+        decision: Any = UNSET,
+        reason: str | None = None,
+        system: Any = UNSET,
+        model: Any = UNSET,
+        tool_options: Any = UNSET,
+        store: Any = UNSET,
+    ) -> Chat:
+        """A new chat sharing this one's history up to a point, with at most one thing changed.
+
+        The point (``step=``, or a ``call`` with ``result=``, ``arguments=`` or
+        ``decision=`` and ``reason=``), the change at a step (``system=``, ``model=``
+        or ``tool_options=``) and what the fork keeps are described in full on the
+        chat's base class (``nbagent.BaseChat.fork``); this one adds ``store``.
+
+        Args:
+            store: Where the fork is stored (default: this chat's store, if it has
+                one; ``None``: nowhere). A stored fork is a chat of its own with a
+                link to its parent: ``Chat.load(fork_id, store=...)`` brings it
+                back, ``parent`` included, in any process.
+
+        Raises:
+            TypeError: Two changes, or a change that does not go with the point.
+            ValueError: No such step; a change that changes nothing or cannot be.
+            DecisionError: An unknown call, or arguments the tool refuses.
+        """
+        return self._fork(
+            call,
+            {"store": store},
+            step=step,
+            result=result,
+            arguments=arguments,
+            decision=decision,
+            reason=reason,
+            system=system,
+            model=model,
+            tool_options=tool_options,
+        )
+
     def _spawn(self, p: Plan, store: Any = UNSET, **wings: Any) -> Chat:
         from .store import attach_store, store_of
 

@@ -472,3 +472,16 @@ def test_a_call_answered_at_once_can_be_given_a_result_or_valid_arguments() -> N
     assert call.decision.arguments == {"x": 5}
     edited.complete()
     assert runs.count(call) == 1 and runs.ran[-1][1] == {"x": 5}
+
+
+def test_chat_fork_names_its_parameters_and_refuses_a_misspelt_one() -> None:
+    """Editors complete ``store=``; a misspelt keyword names ``fork()``, not ``__init__``."""
+    import inspect
+
+    params = inspect.signature(Chat.fork).parameters
+    assert {"step", "result", "arguments", "decision", "system", "model", "store"} <= set(params)
+    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    chat = Chat(model="demo")
+    chat.ask("hello")
+    with pytest.raises(TypeError, match=r"fork\(\) got an unexpected keyword argument 'stor'"):
+        chat.fork(step=1, stor=None)  # type: ignore[call-arg]
