@@ -86,6 +86,7 @@ from ._types import (
 )
 from .batch import batch, batch_async, batch_results
 from .comparison import compare
+from .evaluation import evaluate, evaluate_async
 from .inbox import Inbox, inbox
 from .log import read_log
 from .mcp import MCPServer, MCPTool
@@ -206,6 +207,8 @@ __all__ = [
     "compare",
     "configure",
     "current_tool_call",
+    "evaluate",
+    "evaluate_async",
     "get_config",
     "image",
     "inbox",
