@@ -21,6 +21,7 @@ with the chat id to open. :func:`score` applies checks to a batch you already ra
 
 from __future__ import annotations
 
+from .._claims import Claim, false_claims
 from .._exports import publish as _publish
 from ._case import Case
 from ._checks import (
@@ -40,20 +41,24 @@ from ._checks import (
     tool_not_called,
     verdict_of,
 )
+from ._claims import claims_hold
 from ._evaluate import evaluate, evaluate_async, score
 
 __all__ = [
     "Case",
     "Check",
+    "Claim",
     "Column",
     "Verdict",
     "answer_contains",
     "answer_matches",
     "answer_satisfies",
+    "claims_hold",
     "column",
     "cost_under",
     "evaluate",
     "evaluate_async",
+    "false_claims",
     "judged",
     "output_validates",
     "score",
