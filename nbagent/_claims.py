@@ -208,18 +208,22 @@ def false_claims(
             continue
         words = _WORD.findall(sentence)
         completed = _COMPLETION.search(sentence) is not None
+        claimed: dict[str, str] = {}  # tool -> the word claiming its action
         for i, word in enumerate(words):
             if not (completed or _past(word) or _participle_lead(words, i)):
                 continue
             ws = stem(word)
             for name, stems in vocab.items():
-                if not _names(ws, stems):
-                    continue
-                claim = _judge(sentence, word, name, [c for c in calls if c.tool == name])
-                if claim is not None and all(
-                    (c.sentence, c.tool) != (claim.sentence, claim.tool) for c in found
-                ):
-                    found.append(claim)
+                if name not in claimed and _names(ws, stems):
+                    claimed[name] = word
+        for name, word in claimed.items():
+            # a value of another tool this sentence also claims is that tool's (order 1 in
+            # "I refunded order 1 and notified you"), not a claim about this one
+            others = _known_values([c for c in calls if c.tool in claimed and c.tool != name])
+            mine = [c for c in calls if c.tool == name]
+            claim = _judge(sentence, word, name, mine, others)
+            if claim is not None:
+                found.append(claim)
     return found
 
 
@@ -229,7 +233,10 @@ def _participle_lead(words: Sequence[str], i: int) -> bool:
     return i + 1 < len(words) and _past(words[i + 1]) and not _past(words[i])
 
 
-def _judge(sentence: str, word: str, tool: str, calls: Sequence[Any]) -> Claim | None:
+def _judge(
+    sentence: str, word: str, tool: str, calls: Sequence[Any], known: set[str]
+) -> Claim | None:
+    """``known``: values the sentence gives other tools it claims (not about this one)."""
     """The claim ``sentence`` makes about ``tool``, if it is false (``None``: it holds)."""
     if not calls:
         return Claim(sentence, word, tool, "never made")
@@ -239,7 +246,7 @@ def _judge(sentence: str, word: str, tool: str, calls: Sequence[Any]) -> Claim |
             return None
         last = about[-1]
         return Claim(sentence, word, tool, str(last.status), last.call_id)
-    claimed = _claimed_values(sentence) - _known_values(calls)
+    claimed = _claimed_values(sentence) - known - _known_values(calls)
     ok = [c for c in calls if c.status in DONE]
     if ok and claimed and _numbers(claimed):
         # the sentence names other values (order 43) than the calls that ran had

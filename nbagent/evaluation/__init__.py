@@ -43,6 +43,7 @@ from ._checks import (
 )
 from ._claims import claims_hold
 from ._evaluate import evaluate, evaluate_async, score
+from ._sweep import compare_scorecards, sweep
 
 __all__ = [
     "Case",
@@ -55,6 +56,7 @@ __all__ = [
     "answer_satisfies",
     "claims_hold",
     "column",
+    "compare_scorecards",
     "cost_under",
     "evaluate",
     "evaluate_async",
@@ -63,6 +65,7 @@ __all__ = [
     "output_validates",
     "score",
     "steps_under",
+    "sweep",
     "tokens_under",
     "tool_called",
     "tool_not_called",
