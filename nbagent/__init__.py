@@ -86,7 +86,7 @@ from ._types import (
 )
 from .batch import batch, batch_async, batch_results
 from .comparison import compare
-from .evaluation import evaluate, evaluate_async
+from .evaluation import evaluate, evaluate_async, suggest_policies
 from .inbox import Inbox, inbox
 from .log import read_log
 from .mcp import MCPServer, MCPTool
@@ -214,6 +214,7 @@ __all__ = [
     "inbox",
     "open_store",
     "read_log",
+    "suggest_policies",
     "tool",
 ]
 

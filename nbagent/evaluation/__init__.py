@@ -43,6 +43,7 @@ from ._checks import (
 )
 from ._claims import claims_hold
 from ._evaluate import evaluate, evaluate_async, score
+from ._policies import Condition, PolicySuggestion, Suggestions, suggest_policies
 from ._sweep import compare_scorecards, sweep
 
 __all__ = [
@@ -50,6 +51,9 @@ __all__ = [
     "Check",
     "Claim",
     "Column",
+    "Condition",
+    "PolicySuggestion",
+    "Suggestions",
     "Verdict",
     "answer_contains",
     "answer_matches",
@@ -65,6 +69,7 @@ __all__ = [
     "output_validates",
     "score",
     "steps_under",
+    "suggest_policies",
     "sweep",
     "tokens_under",
     "tool_called",

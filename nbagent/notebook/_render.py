@@ -89,6 +89,8 @@ def decision_words(e: CallEntry) -> str:
         who = {"user": "a user", "resolver": "the tool's approval rule"}.get(by, by)
         if by.startswith("policy:always_allow"):
             who = "an always-allow rule"
+        elif by.startswith("policy:always_deny"):
+            who = "an always-deny rule"
         words = f"{e.verdict} elsewhere by {who}"
         if e.r.decided_at is not None:
             words += f" at {e.r.decided_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
@@ -98,6 +100,8 @@ def decision_words(e: CallEntry) -> str:
         words = f"{e.verdict}: always allowed" + (
             " (when its rule holds)" if by.endswith(":when") else ""
         )
+    elif by.startswith("policy:always_deny"):  # an accepted rule (nbagent.suggest_policies)
+        words = f"{e.verdict}: always denied" + (f" ({e.r.reason})" if e.r.reason else "")
     else:
         who = {"user": "you", "resolver": "the tool's approval rule"}.get(by, by)
         words = f"{e.verdict} by {who}"
