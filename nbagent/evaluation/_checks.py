@@ -173,7 +173,8 @@ def _describe(tool: str, arguments: Mapping[str, Any]) -> str:
         elif isinstance(v, re.Pattern):
             parts.append(f"{k}~/{v.pattern}/")
         elif callable(v):
-            parts.append(f"{k}={getattr(v, '__name__', 'fn')}(...)")
+            fn = getattr(v, "__name__", "<lambda>")
+            parts.append(f"{k}=<predicate>" if fn == "<lambda>" else f"{k}={fn}(...)")
         else:
             parts.append(f"{k}={v!r}")
     return f"{tool}({', '.join(parts)})"
@@ -420,7 +421,8 @@ def judged(criterion: str, judge: Any, *, name: str | None = None) -> Check:
     Args:
         criterion: What must hold, in words ("the answer is polite").
         judge: Any nbagent chat (each case is judged in a fork of it: its model,
-            system prompt and history, a new chat each time), or a function making
+            system prompt and history, a new chat each time; give it ``display=False``
+            in a notebook, or each judgement shows in the cell), or a function making
             the judge's chat.
         name: The check's name (default: ``judged: <criterion>``).
     """
