@@ -375,3 +375,18 @@ def test_the_display_the_plot_and_a_filtered_card() -> None:
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [
         "answer contains 'delivered'", "called order_status",
     ]  # fmt: skip
+
+
+def test_evaluate_async_is_the_same_evaluation_awaited() -> None:
+    import asyncio
+
+    async def run() -> Any:
+        return await nbagent.evaluate_async(
+            CASES, make_chat, [tool_called("order_status"), answer_contains(column("expected"))],
+            prompt="Check the status of order {order_id}", progress=False,
+        )  # fmt: skip
+
+    card = asyncio.run(run())
+    assert card["passed"].tolist() == [True, True, True, False, True, True]
+    assert card.summary()["passed"].tolist() == [3, 2]
+    assert len(nbagent.read_log(card)) == 3
