@@ -162,7 +162,7 @@ def test_accepted_into_a_batch_and_rules_decisions_teach_nothing(history: str) -
     assert result["status"].tolist() == ["done", "done", "awaiting_approval"]
     log = nbagent.read_log(result)
     assert suggest_policies(log, min_support=1) == []  # decided by rules, not people
-    card = nbagent.evaluate(["Delete the file q.tmp"] * 1, _chat, [], decide="deny",
+    card = nbagent.evaluate(["Delete the file q.tmp"], lambda: _chat(), [], decide="deny",
                             progress=False)  # fmt: skip
     assert suggest_policies(nbagent.read_log(card), min_support=1) == []
 
