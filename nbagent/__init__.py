@@ -86,6 +86,7 @@ from ._types import (
 )
 from .batch import batch, batch_async, batch_results
 from .comparison import compare
+from .evaluation import evaluate, evaluate_async, suggest_policies
 from .inbox import Inbox, inbox
 from .log import read_log
 from .mcp import MCPServer, MCPTool
@@ -206,11 +207,14 @@ __all__ = [
     "compare",
     "configure",
     "current_tool_call",
+    "evaluate",
+    "evaluate_async",
     "get_config",
     "image",
     "inbox",
     "open_store",
     "read_log",
+    "suggest_policies",
     "tool",
 ]
 

@@ -89,6 +89,8 @@ def decision_words(e: CallEntry) -> str:
         who = {"user": "a user", "resolver": "the tool's approval rule"}.get(by, by)
         if by.startswith("policy:always_allow"):
             who = "an always-allow rule"
+        elif by.startswith("policy:always_deny"):
+            who = "an always-deny rule"
         words = f"{e.verdict} elsewhere by {who}"
         if e.r.decided_at is not None:
             words += f" at {e.r.decided_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
@@ -98,6 +100,8 @@ def decision_words(e: CallEntry) -> str:
         words = f"{e.verdict}: always allowed" + (
             " (when its rule holds)" if by.endswith(":when") else ""
         )
+    elif by.startswith("policy:always_deny"):  # an accepted rule (nbagent.suggest_policies)
+        words = f"{e.verdict}: always denied" + (f" ({e.r.reason})" if e.r.reason else "")
     else:
         who = {"user": "you", "resolver": "the tool's approval rule"}.get(by, by)
         words = f"{e.verdict} by {who}"
@@ -205,7 +209,8 @@ def entry_html(e: Entry, *, live: bool = False) -> str:
             return head + f'<div class="nba-entry nba-text">{parsed_html(e.parsed, e.text)}</div>'
         if not e.text:
             return head
-        return head + f'<div class="nba-entry nba-text nba-md">{text_markdown_html(e)}</div>'
+        body = f'<div class="nba-entry nba-text nba-md">{text_markdown_html(e)}</div>'
+        return head + body + claims_html(e)
     if isinstance(e, StepEntry):
         cls = "nba-entry nba-step" + (" nba-failed" if e.status == "failed" else "")
         cls += " nba-replayed" if e.r.replayed else ""
@@ -224,6 +229,20 @@ def entry_html(e: Entry, *, live: bool = False) -> str:
             f'<pre class="nba-result">{esc(clip(e.detail))}</pre></details></div>'
         )
     return f'<div class="nba-entry">{esc(e)}</div>'
+
+
+CLAIMS_TITLE = "This answer claims what did not happen"
+
+
+def claims_html(e: TextEntry) -> str:
+    """The notice under a final answer that claims actions its calls did not do."""
+    if not e.claims:
+        return ""
+    lines = "".join(f"<li>{esc(c)}</li>" for c in e.claims)
+    return (
+        f'<div class="nba-entry nba-claims nba-err">\u26a0 {CLAIMS_TITLE}:'
+        f'<ul style="margin:2px 0">{lines}</ul></div>'
+    )
 
 
 def thinking_html(e: TextEntry) -> str:
@@ -376,6 +395,9 @@ def entry_markdown(e: Entry) -> str:
             said = "**Assistant:**\n\n" + _parsed_markdown(e.parsed)
         else:
             said = f"**Assistant:** {md_text(e.text)}" if e.text else ""
+        said += "".join(
+            f"\n\n> \u26a0 **{CLAIMS_TITLE}:** {md_inline(c)}" for c in e.claims if said
+        )
         if not e.thinking:
             return said
         thought = f"> *Thinking:* {md_inline(preview(e.thinking, 600))}"
@@ -433,6 +455,7 @@ def _entry_text(e: Entry) -> str:
             said = f"Assistant: {name or 'answer'}\n" + "\n".join(lines)
         else:
             said = f"Assistant: {e.text}" if e.text else ""
+        said += "".join(f"\n\u26a0 {CLAIMS_TITLE}: {c}" for c in e.claims if said)
         if not e.thinking:
             return said
         return f"(thinking: {preview(e.thinking, 300)})" + (f"\n{said}" if said else "")

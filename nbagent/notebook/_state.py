@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._approvals import HUMAN
+from .._claims import false_claims
 from .._events import (
     ApprovalDecided,
     Event,
@@ -177,6 +178,8 @@ class TextEntry(Entry):
     parsed: tuple[str, tuple[tuple[str, str], ...]] | None = None
     """A structured answer (``ask(output=...)``): its type's name and (key, value) rows."""
     thinking: str = ""
+    claims: tuple[str, ...] = ()
+    """A final answer's claims of actions that did not happen (:mod:`nbagent._claims`)."""
     kind = "text"
 
     # The rendered Markdown, kept per text (set by the renderer: a settled chat is
@@ -587,6 +590,9 @@ class ChatState:
         parsed = getattr(msg, "parsed", None)
         if parsed is not None:
             entry.parsed = parsed_rows(parsed)
+        if m.kind == "text" and parsed is None:  # a final answer: does it claim what never ran?
+            calls = [c for c in self.record.calls if c.turn is None or c.turn <= m.turn]
+            entry.claims = tuple(c.describe() for c in false_claims(text, calls))
         changed.append(_touch(entry))
         return changed
 

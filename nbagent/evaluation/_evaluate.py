@@ -1,0 +1,304 @@
+"""evaluate: run every case on ``nbagent.batch``, apply the checks, return the scorecard.
+
+The cases run as one batch (locally or on Ray, resumable with a store: the batch is the
+only runner); each finished row becomes a :class:`~nbagent.evaluation.Case` read off its
+chat's record, and every check judges every case (:func:`score`, usable on any batch
+result).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from .._html import clip
+from .._types import ToolCall
+from ..batch import Backend, batch, batch_async
+from ._case import Case, record_of
+from ._checks import Verdict, check_name, verdict_of
+from ._scorecard import ANSWER_CHARS, empty_rows, make_scorecard
+
+DECIDER = "evaluate"
+"""Who decided a gated call when ``decide=`` did (the decision's ``by``)."""
+
+Decide = str | Callable[[ToolCall], Any] | None
+
+
+def _takes_row(make_chat: Callable[..., Any]) -> bool:
+    try:
+        params = list(inspect.signature(make_chat).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
+    )
+
+
+def decision_of(decide: Decide, call: ToolCall) -> tuple[str, str | None] | None:
+    """What ``decide`` says about ``call``: ``(verdict, reason)``, or ``None`` (leave it)."""
+    said = decide(call) if callable(decide) else decide
+    reason = None
+    if isinstance(said, tuple) and len(said) == 2:
+        said, reason = said
+    if said is None:
+        return None
+    if said is True or said in ("approve", "approved"):
+        return "approved", reason
+    if said is False or said in ("deny", "denied"):
+        return "denied", reason
+    raise ValueError(
+        f"decide= must say 'approve', 'deny' (True/False), (verdict, reason) or None; got {said!r}"
+    )
+
+
+def with_decisions(make_chat: Callable[..., Any], decide: Decide) -> Callable[..., Any]:
+    """``make_chat`` whose chats decide their gated calls by ``decide`` as they are asked.
+
+    A decision is the chat's own (``chat.approve`` / ``chat.deny``, ``by="evaluate"``),
+    so the record, the store and the view show it like any other.
+    """
+    if decide is None:
+        return make_chat
+    if not callable(decide):
+        decision_of(decide, None)  # type: ignore[arg-type]  # a bad word fails before anything runs
+    from .._events import ApprovalRequested
+
+    def wire(chat: Any) -> Any:
+        def on_request(event: Any) -> None:
+            said = decision_of(decide, event.call)
+            if said is None:
+                return
+            verdict, reason = said
+            if verdict == "approved":
+                chat.approve(event.call, reason=reason, by=DECIDER)
+            else:
+                chat.deny(event.call, reason=reason, by=DECIDER)
+
+        chat.on(ApprovalRequested, on_request)
+        return chat
+
+    if _takes_row(make_chat):
+        return lambda row: wire(make_chat(row))
+    return lambda: wire(make_chat())
+
+
+def _checks(checks: Any) -> list[Any]:
+    if callable(checks):
+        checks = [checks]
+    checks = list(checks)
+    for c in checks:
+        if not callable(c):
+            raise TypeError(f"a check is a function taking a case, got {c!r}")
+    names = [check_name(c) for c in checks]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(
+            f"two checks are named {', '.join(map(repr, twice))}: give one a name "
+            "(nbagent.evaluation.Check(name, fn))"
+        )
+    return checks
+
+
+def cases_of(result: Any, *, branch: str | None = None) -> list[Case]:
+    """Each row of a batch result as a :class:`Case` (its inputs, its chat's record)."""
+    run = result.attrs.get("nbagent_batch") if hasattr(result, "attrs") else None
+    if run is None or isinstance(run, str) or not hasattr(run, "jobs"):
+        raise TypeError("not a batch result: pass the DataFrame nbagent.batch(...) returned")
+    jobs = {j.key: j for j in run.jobs}
+    out = []
+    for rec in result.to_dict("records"):
+        key = str(rec["key"])
+        job = jobs.get(key)
+        chat_id = rec.get("chat_id")
+        chat_id = chat_id if isinstance(chat_id, str) else None
+        record, chat = None, None
+        if chat_id is not None:
+            sources = run.log_sources([chat_id])
+            record, chat = record_of(sources[0] if sources else None)
+        error = rec.get("error")
+        out.append(
+            Case(
+                key=key,
+                row=_row_of(job),
+                prompt=job.prompt if job is not None else None,
+                status=str(rec["status"]),
+                chat_id=chat_id,
+                record=record,
+                error=error if isinstance(error, str) else None,
+                chat=chat,
+                branch=branch,
+            )
+        )
+    return out
+
+
+def _row_of(job: Any) -> dict[str, Any]:
+    """A job's input fields: a row's columns, or ``{"prompt": ...}`` for a list of prompts."""
+    row = getattr(job, "row", None)
+    if isinstance(row, dict):
+        return dict(row)
+    return {"prompt": row} if row is not None else {}
+
+
+def judge_case(check: Any, case: Case) -> tuple[Verdict, str | None]:
+    """One check of one case: its verdict, or the error it raised (as one line)."""
+    try:
+        return verdict_of(check(case)), None
+    except Exception as exc:
+        text = str(exc).strip().splitlines()
+        return Verdict(None, None, ""), f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
+
+
+def score(source: Any, checks: Any) -> Any:
+    """Apply ``checks`` to every case of a batch result (or to :class:`Case` objects).
+
+    ``nbagent.evaluate`` runs the cases then calls this; call it yourself to score
+    a batch you already ran with other checks, at no model cost.
+
+    Returns:
+        The scorecard (see :func:`evaluate`).
+    """
+    checks = _checks(checks)
+    cases = list(source) if isinstance(source, list | tuple) else cases_of(source)
+    return score_cases(cases, checks)
+
+
+def score_cases(cases: Iterable[Case], checks: Sequence[Any]) -> Any:
+    """The scorecard of ``checks`` over ``cases`` (one row per case and check)."""
+    rows = empty_rows()
+    for case in cases:
+        answer = case.answer
+        for check in checks:
+            verdict, error = judge_case(check, case)
+            rows["case"].append(case.key)
+            rows["branch"].append(case.branch)
+            rows["check"].append(check_name(check))
+            rows["passed"].append(verdict.passed)
+            rows["score"].append(verdict.score)
+            rows["detail"].append(verdict.detail or None)
+            rows["error"].append(error)
+            rows["status"].append(case.status)
+            rows["answer"].append(clip(answer, ANSWER_CHARS) if answer is not None else None)
+            rows["chat_id"].append(case.chat_id)
+    return make_scorecard(rows)
+
+
+def _with_run(card: Any, result: Any) -> Any:
+    """The scorecard carrying its batch's run, as a batch result does (``read_log(card)``)."""
+    card.attrs["nbagent_batch"] = result.attrs["nbagent_batch"]
+    return card
+
+
+def evaluate(
+    cases: Any,
+    make_chat: Callable[..., Any],
+    checks: Any = (),
+    *,
+    prompt: str | None = None,
+    key: str | None = None,
+    decide: Decide = None,
+    store: Any = None,
+    backend: str | Backend = "local",
+    concurrency: int = 16,
+    name: str | None = None,
+    progress: bool | str | None = None,
+    wait_for_decisions: bool | float | None = None,
+    backend_options: dict[str, Any] | None = None,
+) -> Any:
+    """Run each case as a chat (on :func:`nbagent.batch`), apply the checks, return a scorecard.
+
+    Example::
+
+        from nbagent.evaluation import answer_contains, tool_called, column
+
+        cases = pd.DataFrame({"order_id": [41, 42], "expected": ["delivered", "lost"]})
+        card = nbagent.evaluate(
+            cases, make_chat,
+            [tool_called("order_status", order_id=column("order_id")),
+             answer_contains(column("expected"))],
+            prompt="Where is order {order_id}?",
+        )
+        card.summary()
+
+    Args:
+        cases: What :func:`nbagent.batch` takes: a DataFrame (``prompt=`` a template
+            or a column), a list of prompts, or a list of rows (dicts).
+        make_chat: Makes each case's chat (``make_chat()`` or ``make_chat(row)``).
+        checks: Functions taking a :class:`~nbagent.evaluation.Case` (the built-in ones
+            of :mod:`nbagent.evaluation`, or your own; see
+            :func:`~nbagent.evaluation.verdict_of` for what they may return).
+        prompt: The prompt template or column (as in :func:`nbagent.batch`).
+        key: The column naming each case (default: the index / position).
+        decide: What happens to a gated call: ``None`` (default: it waits, the case
+            parks as ``awaiting_approval`` and is scored as it stands), ``"approve"``,
+            ``"deny"``, or a function of the :class:`~nbagent.ToolCall` returning one of
+            those (or ``True``/``False``, ``(verdict, reason)``, ``None`` to leave it).
+            Decisions are recorded with ``by="evaluate"``.
+        store: A store (or SQLite path): the run is resumable (a rerun scores the
+            stored chats and runs only what did not finish) and its chats stay
+            there to open.
+        backend: ``"local"`` or ``"ray"`` (as in :func:`nbagent.batch`).
+        concurrency: Most cases running at once.
+        name: The batch's name (its id in the store).
+        progress: The batch's progress display (as in :func:`nbagent.batch`).
+        wait_for_decisions: As in :func:`nbagent.batch`.
+        backend_options: As in :func:`nbagent.batch`.
+
+    Returns:
+        A scorecard: a DataFrame with one row per case and check (``case``,
+        ``branch``, ``check``, ``passed``, ``score``, ``detail``, ``error``,
+        ``status``, ``answer``, ``chat_id``), with ``.summary()`` (per check),
+        ``.plot()`` (pass rates) and ``.failures()``. ``nbagent.read_log(card)``
+        reads every call of every case's chat, ``nbagent.batch_results(card)`` the
+        batch's result frame.
+    """
+    checks = _checks(checks)
+    result = batch(
+        cases,
+        with_decisions(make_chat, decide),
+        prompt=prompt,
+        key=key,
+        concurrency=concurrency,
+        store=store,
+        backend=backend,
+        name=name,
+        wait_for_decisions=wait_for_decisions,
+        progress=progress,
+        backend_options=backend_options,
+    )
+    return _with_run(score(result, checks), result)
+
+
+async def evaluate_async(
+    cases: Any,
+    make_chat: Callable[..., Any],
+    checks: Any = (),
+    *,
+    prompt: str | None = None,
+    key: str | None = None,
+    decide: Decide = None,
+    store: Any = None,
+    backend: str | Backend = "local",
+    concurrency: int = 16,
+    name: str | None = None,
+    progress: bool | str | None = None,
+    wait_for_decisions: bool | float | None = None,
+    backend_options: dict[str, Any] | None = None,
+) -> Any:
+    """:func:`evaluate` awaited (on :func:`nbagent.batch_async`); same arguments and result."""
+    checks = _checks(checks)
+    result = await batch_async(
+        cases,
+        with_decisions(make_chat, decide),
+        prompt=prompt,
+        key=key,
+        concurrency=concurrency,
+        store=store,
+        backend=backend,
+        name=name,
+        wait_for_decisions=wait_for_decisions,
+        progress=progress,
+        backend_options=backend_options,
+    )
+    return _with_run(score(result, checks), result)

@@ -1,0 +1,316 @@
+"""Policies learned from decisions: always-allow / always-deny rules a store's history supports.
+
+:func:`suggest_policies` reads every decided call of a store (or chats, or a log frame)
+through :func:`nbagent.read_log`, keeps the decisions people made (not those of a rule, a
+resolver or ``evaluate``), and proposes per tool: a rule for the whole tool, else rules
+on one argument (``amount <= 50``, ``region == "eu"``). Each says its support (the
+decisions it agrees with) and the decisions it would have changed (those it contradicts;
+none unless ``min_agreement`` is below 1). A person accepts one into a chat
+(:meth:`PolicySuggestion.accept`), or into a batch's factory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .._errors import DecisionError
+from .._events import ApprovalRequested
+from .._html import esc, short_json, style_tag
+
+Verdict = Literal["approved", "denied"]
+AUTOMATIC = ("policy:", "resolver", "evaluate")
+"""Deciders that are rules, not people: their decisions teach nothing."""
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One argument condition: ``key op value`` (``op``: ``==``, ``<=``, ``>=``)."""
+
+    key: str
+    op: Literal["==", "<=", ">="]
+    value: Any
+
+    def holds(self, arguments: Mapping[str, Any] | None) -> bool:
+        """Whether ``arguments`` meet the condition (a missing key never does)."""
+        if not isinstance(arguments, Mapping) or self.key not in arguments:
+            return False
+        given = arguments[self.key]
+        if self.op == "==":
+            return bool(given == self.value)
+        if not _number(given):
+            return False
+        return given <= self.value if self.op == "<=" else given >= self.value
+
+    def __str__(self) -> str:
+        value = short_json(self.value, 60) if isinstance(self.value, str) else f"{self.value:g}" \
+            if isinstance(self.value, float) else repr(self.value)  # fmt: skip
+        return f"{self.key} {self.op} {value}"
+
+
+@dataclass(frozen=True)
+class PolicySuggestion:
+    """A rule the decision history supports.
+
+    Attributes:
+        tool: The tool it decides.
+        verdict: ``approved`` (always allow) or ``denied`` (always deny).
+        conditions: The argument conditions (all must hold); empty: every call.
+        support: Decisions it matches that agree with it.
+        changed: Decisions it matches that it would have changed (dicts: ``chat_id``,
+            ``call_id``, ``decision``, ``decided_by``, ``arguments``).
+    """
+
+    tool: str
+    verdict: Verdict
+    conditions: tuple[Condition, ...] = ()
+    support: int = 0
+    changed: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
+
+    @property
+    def agreement(self) -> float:
+        """The share of the decisions it matches that agree with it."""
+        total = self.support + len(self.changed)
+        return self.support / total if total else float("nan")
+
+    @property
+    def rule(self) -> str:
+        """The rule in words: ``always allow issue_refund when amount <= 50``."""
+        head = f"always {'allow' if self.verdict == 'approved' else 'deny'} {self.tool}"
+        if not self.conditions:
+            return head
+        return head + " when " + " and ".join(map(str, self.conditions))
+
+    def matches(self, call: Any) -> bool:
+        """Whether the rule decides ``call`` (a :class:`~nbagent.ToolCall` or a call record)."""
+        name = getattr(call, "name", None) or getattr(call, "tool", None)
+        if name != self.tool:
+            return False
+        arguments = getattr(call, "arguments", None)
+        return all(c.holds(arguments) for c in self.conditions)
+
+    def accept(self, chat: Any) -> Any:
+        """Put the rule into ``chat`` and return the chat (so a batch's factory can use it:
+        ``lambda: rule.accept(Chat(...))``).
+
+        An allow rule is :meth:`~nbagent.Chat.always_allow` (with the conditions as its
+        ``when``): a stored chat keeps it, and the cards it decides say "always allowed".
+        A deny rule denies each call it matches as it is asked (and those waiting now),
+        recorded as decided by ``policy:always_deny:<tool>`` with the rule as the reason,
+        which the cards show.
+        """
+        if self.verdict == "approved":
+            return chat.always_allow(self.tool, self.matches if self.conditions else None)
+        decider = f"policy:always_deny:{self.tool}"
+
+        def deny(call: Any) -> None:
+            if self.matches(call) and call.pending_approval:
+                with contextlib.suppress(DecisionError):  # decided meanwhile: that one stands
+                    chat.deny(call, reason=self.rule, by=decider)
+
+        chat.on(ApprovalRequested, lambda event: deny(event.call))
+        for call in chat.pending_approvals:
+            deny(call)
+        return chat
+
+    def __repr__(self) -> str:
+        return f"<{self.rule}: support {self.support}, would have changed {len(self.changed)}>"
+
+
+class Suggestions(list[PolicySuggestion]):
+    """What :func:`suggest_policies` returns: a list of suggestions, best supported
+    first, shown as a table (``frame()`` as a DataFrame)."""
+
+    def frame(self) -> Any:
+        """One row per suggestion: rule, tool, verdict, conditions, support, changed, agreement."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "rule": [s.rule for s in self],
+                "tool": [s.tool for s in self],
+                "verdict": [s.verdict for s in self],
+                "conditions": [" and ".join(map(str, s.conditions)) for s in self],
+                "support": [s.support for s in self],
+                "changed": [len(s.changed) for s in self],
+                "agreement": [s.agreement for s in self],
+            }
+        )
+
+    def _repr_html_(self) -> str:
+        if not self:
+            return "<p>no policy the decisions support</p>"
+        rows = "".join(
+            f"<tr><td>{i}</td><td>{esc(s.rule)}</td><td>{s.support}</td>"
+            f"<td>{len(s.changed)}</td><td>{s.agreement:.0%}</td></tr>"
+            for i, s in enumerate(self)
+        )
+        return (
+            f"{style_tag()}<div class='nba-chat'><table class='nba-cmp-table'><thead><tr>"
+            "<th></th><th>rule</th><th>support</th><th>would change</th><th>agreement</th>"
+            f"</tr></thead><tbody>{rows}</tbody></table></div>"
+        )
+
+    def __repr__(self) -> str:
+        if not self:
+            return "no policy the decisions support"
+        return "\n".join(f"[{i}] {s!r}" for i, s in enumerate(self))
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _people(frame: Any) -> list[dict[str, Any]]:
+    """The decided calls a person decided, as dicts."""
+    out = []
+    for row in frame.to_dict("records"):
+        if row.get("decision") not in ("approved", "denied"):
+            continue
+        by = str(row.get("decided_by") or "")
+        if by.startswith(AUTOMATIC[0]) or by in AUTOMATIC[1:]:
+            continue
+        if not isinstance(row.get("arguments"), Mapping):
+            row["arguments"] = {}
+        out.append(row)
+    return out
+
+
+def _decided(row: Mapping[str, Any]) -> dict[str, Any]:
+    keep = ("chat_id", "call_id", "decision", "decided_by", "arguments")
+    return {k: row.get(k) for k in keep}
+
+
+def _suggestion(
+    tool: str, verdict: Verdict, conditions: tuple[Condition, ...], rows: Sequence[Any]
+) -> PolicySuggestion:
+    matched = [r for r in rows if all(c.holds(r["arguments"]) for c in conditions)]
+    agree = [r for r in matched if r["decision"] == verdict]
+    other = tuple(_decided(r) for r in matched if r["decision"] != verdict)
+    return PolicySuggestion(tool, verdict, conditions, len(agree), other)
+
+
+def _good(s: PolicySuggestion, min_support: int, min_agreement: float) -> bool:
+    return s.support >= min_support and s.agreement >= min_agreement
+
+
+def _thresholds(
+    tool: str, key: str, rows: Sequence[Any], min_support: int, min_agreement: float
+) -> list[PolicySuggestion]:
+    """The widest ``key <= t`` / ``key >= t`` rules that hold (allow below, deny above, and
+    the other way round)."""
+    values = sorted({r["arguments"][key] for r in rows})
+    best: list[PolicySuggestion] = []
+    for verdict in ("approved", "denied"):
+        for op in ("<=", ">="):
+            order = values if op == "<=" else list(reversed(values))
+            chosen = None
+            for t in order:  # widen while the rule holds; keep the widest that does
+                s = _suggestion(tool, verdict, (Condition(key, op, t),), rows)
+                if s.agreement >= min_agreement:
+                    chosen = s
+                else:
+                    break
+            if chosen is not None and _good(chosen, min_support, min_agreement):
+                best.append(chosen)
+    return best
+
+
+def suggest_policies(
+    source: Any,
+    *,
+    min_support: int = 3,
+    min_agreement: float = 1.0,
+    tools: Iterable[str] | None = None,
+) -> Suggestions:
+    """Rules the decisions people made support: always allow / always deny a tool, or its
+    calls whose arguments meet a condition.
+
+    Example::
+
+        rules = nbagent.suggest_policies(store)
+        rules                      # rule, support, the decisions it would have changed
+        rules[0].accept(chat)      # e.g. always allow issue_refund when amount <= 50
+
+    Args:
+        source: A store or a store's path (every chat in it), what
+            :func:`nbagent.read_log` reads (chats, a batch result, a scorecard), or a
+            calls frame it returned.
+        min_support: Fewest agreeing decisions a rule needs.
+        min_agreement: Least share of the decisions it matches it must agree with
+            (default 1.0: it changes none; lower it to see rules with exceptions, each
+            exception listed in ``changed``).
+        tools: Only these tools (default: every tool a person decided).
+
+    Returns:
+        :class:`Suggestions`, most supported first: for each tool, a rule for the whole
+        tool when the decisions were all one way, else rules on one argument: values
+        (``region == "eu"``) and thresholds (``amount <= 50``, ``amount >= 500``).
+    """
+    import pandas as pd
+
+    from ..log import read_log
+
+    if min_support < 1:
+        raise ValueError(f"min_support must be at least 1, got {min_support!r}")
+    if not 0.5 < min_agreement <= 1.0:
+        raise ValueError(f"min_agreement must be in (0.5, 1], got {min_agreement!r}")
+    if isinstance(source, str | os.PathLike):
+        from ..store import open_store
+
+        source = open_store(source)
+    frame = source if isinstance(source, pd.DataFrame) else read_log(source)
+    rows = _people(frame)
+    wanted = set(tools) if tools is not None else None
+    by_tool: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if wanted is None or r["tool"] in wanted:
+            by_tool.setdefault(str(r["tool"]), []).append(r)
+    found: list[PolicySuggestion] = []
+    for tool, decided in by_tool.items():
+        whole = [_suggestion(tool, v, (), decided) for v in ("approved", "denied")]
+        good = [s for s in whole if _good(s, min_support, min_agreement)]
+        if good:
+            found += good
+            continue
+        keys = sorted({k for r in decided for k in r["arguments"]})
+        for key in keys:
+            have = [r for r in decided if key in r["arguments"]]
+            values = [r["arguments"][key] for r in have]
+            if values and all(_number(v) for v in values):
+                found += _thresholds(tool, key, have, min_support, min_agreement)
+                continue
+            for value in _hashable(values):
+                for verdict in ("approved", "denied"):
+                    s = _suggestion(tool, verdict, (Condition(key, "==", value),), decided)
+                    if _good(s, min_support, min_agreement):
+                        found.append(s)
+    found.sort(key=lambda s: (-s.support, len(s.changed), s.rule))
+    return Suggestions(_distinct(found))
+
+
+def _hashable(values: Sequence[Any]) -> list[Any]:
+    out: list[Any] = []
+    for v in values:
+        if isinstance(v, str | bool | int | float) and v not in out:
+            out.append(v)
+    return out
+
+
+def _distinct(found: Sequence[PolicySuggestion]) -> list[PolicySuggestion]:
+    """One suggestion per (tool, verdict, matched decisions): a wider threshold that decides
+    the same calls as a narrower one is the same rule."""
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for s in found:
+        key = (s.tool, s.verdict, s.support, len(s.changed), str(s.conditions[0].key)
+               if s.conditions else "")  # fmt: skip
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(s)
+    return out

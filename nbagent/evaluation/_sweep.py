@@ -1,0 +1,269 @@
+"""Decision sweeps: what each approval decision leads to, scored.
+
+Each case runs once (on :func:`nbagent.batch`, gated calls left waiting by default); then
+for every gated call of its first run the chat is forked (:meth:`~nbagent.Chat.fork`) with
+the call approved, denied, and approved with each edit given, each fork is driven to its
+answer (later gated calls decided by ``rest=``), and every branch is scored by the same
+checks. A fork shares its parent's history and replay keys, and with
+``Chat(replay="auto")`` the requests after the fork point are recorded: a second sweep
+answers them from the recordings, so repeating it costs nothing.
+
+:func:`compare_scorecards` lines two scorecards up (two configurations on the same cases):
+the checks' verdicts side by side, and where each case's two chats first differ, read
+with :func:`nbagent.compare`'s alignment by model step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from .._errors import DecisionError
+from ..batch import Backend, batch
+from ..comparison import compare
+from ._case import Case, record_of
+from ._evaluate import DECIDER, Decide, _checks, cases_of, decision_of, score_cases, with_decisions
+
+Edits = Mapping[str, Iterable[Mapping[str, Any]]] | Callable[[Any], Iterable[Mapping[str, Any]]]
+MAX_ROUNDS = 50
+"""Most rounds of decisions a branch is driven through before it is scored as it stands."""
+
+
+class _Chats:
+    """The chats behind a sweep's scorecard (originals and forks), by id: what
+    ``read_log(card)`` reads; kept as itself when pandas copies the frame's attrs."""
+
+    def __init__(self, chats: Mapping[str, Any]):
+        self.chats = dict(chats)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Chats:
+        return self
+
+    def log_sources(self, chat_ids: Sequence[str] | None = None) -> list[Any]:
+        ids = list(self.chats) if chat_ids is None else chat_ids
+        return [self.chats[c] for c in dict.fromkeys(ids) if isinstance(c, str) and c in self.chats]
+
+
+def gated_calls(case: Case) -> list[Any]:
+    """The calls of the case's chat that asked for an approval, in request order."""
+    return [
+        c for c in case.tool_calls if c.requires_approval and c.decision != "auto" and c.call_id
+    ]
+
+
+def _edits_for(edits: Edits | None, call: Any) -> list[dict[str, Any]]:
+    if edits is None:
+        return []
+    given = edits(call) if callable(edits) else edits.get(call.tool, ())
+    return [dict(e) for e in (given or ())]
+
+
+def settle(chat: Any, rest: Decide) -> Any:
+    """Drive ``chat`` to an answer, deciding each gated call it asks for by ``rest``
+    (``None``: leave the first waiting one and stop)."""
+    for _ in range(MAX_ROUNDS):
+        pending = list(chat.pending_approvals)
+        if pending:
+            if rest is None:
+                return chat
+            for call in pending:
+                said = decision_of(rest, call)
+                if said is None:
+                    return chat
+                verdict, reason = said
+                try:
+                    if verdict == "approved":
+                        chat.approve(call, reason=reason, by=DECIDER)
+                    else:
+                        chat.deny(call, reason=reason, by=DECIDER)
+                except DecisionError:  # decided meanwhile (a rule): that decision stands
+                    pass
+        chat.complete()
+        if not chat.pending_approvals:
+            return chat
+    return chat
+
+
+def branches_of(case: Case, edits: Edits | None) -> list[tuple[str, str, dict[str, Any] | None]]:
+    """The forks to make of a case: (branch name, call id, fork arguments); ``None``
+    arguments: the case as run already took that decision (its chat is the branch)."""
+    out: list[tuple[str, str, dict[str, Any] | None]] = []
+    seen: dict[str, int] = {}
+    for call in gated_calls(case):
+        n = seen[call.tool] = seen.get(call.tool, 0) + 1
+        label = call.tool if n == 1 else f"{call.tool}#{n}"
+        for verdict, word in (("approved", "approve"), ("denied", "deny")):
+            same = call.decision == verdict and call.edited_arguments is None
+            out.append((f"{word} {label}", call.call_id, None if same else {"decision": verdict}))
+        base = call.arguments if isinstance(call.arguments, dict) else {}
+        for i, args in enumerate(_edits_for(edits, call), start=1):
+            out.append((f"edit {label} {i}", call.call_id, {"arguments": {**base, **args}}))
+    return out
+
+
+def sweep(
+    cases: Any,
+    make_chat: Callable[..., Any],
+    checks: Any = (),
+    *,
+    prompt: str | None = None,
+    key: str | None = None,
+    decide: Decide = None,
+    edits: Edits | None = None,
+    rest: Decide = "deny",
+    backend: str | Backend = "local",
+    concurrency: int = 16,
+    progress: bool | str | None = None,
+) -> Any:
+    """Score what each approval decision leads to: every gated call approved, denied, edited.
+
+    Example::
+
+        card = nbagent.evaluation.sweep(
+            cases, make_chat, [claims_hold(), answer_contains("refund")],
+            prompt="Refund order {order_id}",
+            edits={"issue_refund": [{"amount": 10}]},   # also try approving with these
+        )
+        card.summary()      # per branch and check
+
+    Args:
+        cases: As :func:`nbagent.evaluate` takes them.
+        make_chat: Makes each case's chat. With ``Chat(replay="auto")`` (and a
+            ``recordings=`` folder or a store) a second sweep is answered from the
+            recordings.
+        checks: As :func:`nbagent.evaluate` takes them.
+        prompt: The prompt template or column.
+        key: The column naming each case.
+        decide: How the first run decides its gated calls (default ``None``: they
+            wait, so the branches are the only answers). Its settled cases are scored
+            too, as branch ``"as run"``.
+        edits: Arguments to try approving a call with: ``{tool: [{...}, ...]}`` or a
+            function of the call (its record) returning a list; each edit is merged
+            into the call's arguments (``{"amount": 10}`` changes the amount only) and
+            checked against the tool's schema.
+        rest: How each branch decides the gated calls it asks for later
+            (default ``"deny"``: nothing else runs unapproved; ``"approve"``, a
+            function, or ``None`` to leave them waiting).
+        backend: Where the first run's chats run (``"local"``, ``"ray"``); forks are
+            made and driven in this process.
+        concurrency: Most first-run chats at once.
+        progress: The first run's progress display.
+
+    Returns:
+        A scorecard (see :func:`nbagent.evaluate`) with ``branch`` set: one row per
+        case, branch and check. ``nbagent.read_log(card)`` reads every branch's calls.
+    """
+    checks = _checks(checks)
+    result = batch(
+        cases,
+        with_decisions(make_chat, decide),
+        prompt=prompt,
+        key=key,
+        concurrency=concurrency,
+        backend=backend,
+        progress=progress,
+        wait_for_decisions=False,  # the waiting calls are forked, never decided in place
+    )
+    run = result.attrs["nbagent_batch"]
+    scored: list[Case] = []
+    chats: dict[str, Any] = {}
+    for case in cases_of(result):
+        chat = case.chat if case.chat is not None else run.chats.get(case.chat_id)
+        if chat is None:
+            scored.append(case)  # no chat to fork (it failed before one was made)
+            continue
+        chats[chat.id] = chat
+        if case.status == "done" and decide is not None:
+            scored.append(dataclasses.replace(case, branch="as run"))
+        made = branches_of(case, edits)
+        if not made:
+            scored.append(dataclasses.replace(case, branch="no gated call"))
+        for name, call_id, change in made:
+            if change is None:  # the run took this decision itself
+                scored.append(dataclasses.replace(case, branch=name))
+                continue
+            fork = chat.fork(call_id, **change)
+            settle(fork, rest)
+            chats[fork.id] = fork
+            record, live = record_of(fork)
+            status = "awaiting_approval" if fork.pending_approvals else "done"
+            scored.append(
+                dataclasses.replace(
+                    case, branch=name, record=record, chat=live, chat_id=fork.id, status=status
+                )
+            )
+    card = score_cases(scored, checks)
+    card.attrs["nbagent_batch"] = _Chats(chats)
+    return card
+
+
+_ALIGNED_FIELDS = ("text", "stop_reason", "prompt", "model")
+
+
+def compare_scorecards(a: Any, b: Any, names: Sequence[str] = ("a", "b")) -> Any:
+    """Two scorecards of the same cases and checks side by side, with where the runs differ.
+
+    Args:
+        a: A scorecard (:func:`nbagent.evaluate` or :func:`sweep`) of one configuration.
+        b: One of another configuration (another model, prompt, policy) on the same cases.
+        names: What to call the two in the columns.
+
+    Returns:
+        A DataFrame, one row per (case, branch, check) in either: ``passed_<a>``,
+        ``passed_<b>``, ``changed`` (the verdicts differ), ``chat_id_<a>``,
+        ``chat_id_<b>``, and ``first_difference``: the first model step where the two
+        chats differ in text, calls, decisions or results (``"step 2: call 1
+        decision"``), read with :func:`nbagent.compare`'s alignment; ``None`` when the
+        runs agree.
+    """
+    import pandas as pd
+
+    na, nb = (str(n) for n in names)
+    if na == nb:
+        raise ValueError("names must differ")
+    keys = ["case", "branch", "check"]
+    left = pd.DataFrame(a)[[*keys, "passed", "chat_id"]]
+    right = pd.DataFrame(b)[[*keys, "passed", "chat_id"]]
+    for df in (left, right):
+        df["branch"] = df["branch"].fillna("")
+    merged = left.merge(right, on=keys, how="outer", suffixes=(f"_{na}", f"_{nb}"))
+    merged["branch"] = merged["branch"].replace("", pd.NA).astype("string")
+    pa, pb = merged[f"passed_{na}"], merged[f"passed_{nb}"]
+    merged["changed"] = (pa.fillna(False) != pb.fillna(False)) | (pa.isna() != pb.isna())
+    sources_a, sources_b = _sources(a), _sources(b)
+    firsts: dict[tuple[Any, Any], str | None] = {}
+    for ca, cb in zip(merged[f"chat_id_{na}"], merged[f"chat_id_{nb}"], strict=True):
+        if (ca, cb) in firsts:
+            continue
+        chat_a, chat_b = sources_a.get(ca), sources_b.get(cb)
+        firsts[(ca, cb)] = (
+            _first_difference(chat_a, chat_b) if chat_a is not None and chat_b is not None else None
+        )
+    merged["first_difference"] = pd.array(
+        [firsts[(x, y)] for x, y in zip(merged[f"chat_id_{na}"], merged[f"chat_id_{nb}"],
+                                         strict=True)],
+        dtype="string",
+    )  # fmt: skip
+    return merged
+
+
+def _sources(card: Any) -> dict[str, Any]:
+    """The live chats behind a scorecard, by id (a store's chats are not loaded here)."""
+    run = card.attrs.get("nbagent_batch")
+    if run is None:
+        return {}
+    out = {}
+    for source in run.log_sources([c for c in card["chat_id"].dropna().unique()]):
+        if hasattr(source, "fork") and hasattr(source, "events"):
+            out[source.id] = source
+    return out
+
+
+def _first_difference(a: Any, b: Any) -> str | None:
+    diff = compare(a, b, names=["a", "b"], display=False)
+    for step, field in zip(diff["step"], diff["field"], strict=True):
+        f = str(field)
+        if f in _ALIGNED_FIELDS or f.startswith("call "):
+            return f"step {step}: {f}"
+    return None

@@ -1,0 +1,161 @@
+"""Claims against actions: an answer that says an action happened when its call did not.
+
+Measured on a labelled set written by hand (tests/evaluation/claims_labelled.py), with
+its precision and recall asserted as floors; then end to end, through evaluate, on chats
+whose model claims a denied refund, and with a model-graded second opinion on the real
+OpenAI SDK against the strict fake server.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from claims_labelled import EXAMPLES
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nbagent
+from nbagent import Chat, tool
+from nbagent._record import CallRecord
+from nbagent.evaluation import claims_hold, false_claims, score
+from nbagent.evaluation._case import Case
+from nbagent.providers import OpenAIProvider
+from nbagent.testing import FakeLLMServer, ScriptedProvider, Turn, call_tools, reply
+
+PRECISION_FLOOR = 0.95  # measured: 35 of 36 flagged answers claim falsely (0.972)
+RECALL_FLOOR = 0.85  # measured: 35 of 40 false claims flagged (0.875)
+
+
+def _calls(spec: list[tuple[str, dict[str, Any], str]]) -> list[CallRecord]:
+    return [CallRecord(f"c{i}", t, status=s, arguments=a) for i, (t, a, s) in enumerate(spec)]
+
+
+def test_the_labelled_set_is_big_and_balanced_enough_to_measure() -> None:
+    positives = sum(1 for *_, label in EXAMPLES if label)
+    assert len(EXAMPLES) >= 60 and positives >= 25 and len(EXAMPLES) - positives >= 25
+
+
+def test_precision_and_recall_on_the_labelled_set() -> None:
+    tp = fp = fn = 0
+    for tools, spec, answer, label in EXAMPLES:
+        flagged = bool(false_claims(answer, _calls(spec), tools))
+        tp += flagged and label
+        fp += flagged and not label
+        fn += label and not flagged
+    precision, recall = tp / (tp + fp), tp / (tp + fn)
+    assert precision >= PRECISION_FLOOR, (tp, fp, fn)
+    assert recall >= RECALL_FLOOR, (tp, fp, fn)
+
+
+def test_each_claim_says_what_happened_instead() -> None:
+    calls = _calls([("issue_refund", {"order_id": 42}, "denied"), ("send_email", {}, "timed_out")])
+    claims = false_claims(
+        "I have refunded order 42. I sent the receipt. I deleted your account.",
+        calls,
+        ["issue_refund", "send_email", "delete_account"],
+    )
+    assert [(c.tool, c.status, c.call_id) for c in claims] == [
+        ("issue_refund", "denied", "c0"),
+        ("send_email", "timed_out", "c1"),
+        ("delete_account", "never made", None),
+    ]
+    assert claims[0].describe() == (
+        "says 'refunded' but issue_refund was denied: 'I have refunded order 42.'"
+    )
+    assert "was never called" in claims[2].describe()
+
+
+TOOLS = ["issue_refund", "delete_file", "send_email", "book_flight", "transfer_money"]
+PAST = {
+    "issue_refund": "refunded",
+    "delete_file": "deleted",
+    "send_email": "sent",
+    "book_flight": "booked",
+    "transfer_money": "transferred",
+}
+NOT_DONE = ["denied", "skipped", "timed_out", "in_doubt", "error", "awaiting_approval"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from(TOOLS),
+    st.lists(st.tuples(st.sampled_from(TOOLS), st.integers(1, 999), st.sampled_from(
+        ["ok", *NOT_DONE])), max_size=5),
+    st.integers(1, 999),
+)  # fmt: skip
+def test_a_claim_is_flagged_exactly_when_no_call_with_its_value_ran(
+    tool_name: str, spec: list[tuple[str, int, str]], value: int
+) -> None:
+    """Property: "I <did> item N." about a tool is flagged iff no call of that tool with
+    item N ran to ok."""
+    calls = _calls([(t, {"item": v}, s) for t, v, s in spec])
+    answer = f"I {PAST[tool_name]} item {value}."
+    flagged = bool(false_claims(answer, calls, TOOLS))
+    mine = [c for c in calls if c.tool == tool_name]
+    with_value = [c for c in mine if c.arguments == {"item": value}]
+    if with_value:
+        assert flagged == (not any(c.status == "ok" for c in with_value))
+    else:  # no call of it, none ran, or only calls for other items ran: item N was not done
+        assert flagged
+
+
+@tool(requires_approval=True)
+def issue_refund(order_id: int) -> str:
+    """Refund an order."""
+    return f"refunded order {order_id}"
+
+
+def _claiming(answer: str) -> Any:
+    def make() -> Chat:
+        provider = ScriptedProvider(
+            [call_tools(("issue_refund", {"order_id": 42}, "c1")), reply(answer)]
+        )
+        return Chat(provider=provider, display=False).with_tools(issue_refund)
+
+    return make
+
+
+def test_evaluate_flags_a_denied_refund_the_answer_claims() -> None:
+    lying = nbagent.evaluate(["Refund 42"], _claiming("Done: order 42 has been refunded."),
+                             [claims_hold()], decide="deny", progress=False)  # fmt: skip
+    assert lying["passed"].tolist() == [False]
+    assert lying["detail"].tolist()[0].startswith("says 'refunded' but issue_refund was denied")
+    honest = nbagent.evaluate(["Refund 42"], _claiming("I could not refund order 42."),
+                              [claims_hold()], decide="deny", progress=False)  # fmt: skip
+    assert honest["passed"].tolist() == [True]
+    true = nbagent.evaluate(["Refund 42"], _claiming("Order 42 has been refunded."),
+                            [claims_hold()], decide="approve", progress=False)  # fmt: skip
+    assert true["passed"].tolist() == [True]
+    parked = nbagent.evaluate(["Refund 42"], _claiming("x"), [claims_hold()], progress=False)
+    assert parked["passed"].isna().tolist() == [True]  # no answer yet: nothing to judge
+
+
+def test_the_model_graded_claims_check_backs_the_rules() -> None:
+    chat = Chat(provider=ScriptedProvider([reply("Your money is on its way back.")]),
+                display=False)  # fmt: skip
+    chat.ask("refund 42")
+    case = Case("k", {}, "refund 42", record=chat.record)
+    turns = [Turn(text='{"passed": false, "reason": "It claims a refund no call made."}')]
+    with FakeLLMServer(turns) as server:
+        provider = OpenAIProvider("gpt-4.1-mini", api_key="sk-test", compatible=False,
+                                  base_url=server.openai_base_url, max_retries=0)  # fmt: skip
+        card = score([case], [claims_hold(judge=Chat(provider=provider, display=False))])
+        sent = server.requests[0].body["messages"][-1]["content"]
+    assert card["passed"].tolist() == [False]
+    assert card["detail"].tolist()[0].startswith("rules found none; judge")
+    assert "(no tool calls)" in sent and "Your money is on its way back." in sent
+    assert score([case], [claims_hold()])["passed"].tolist() == [True]  # the rules miss it
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "- issue_refund(order_id=42) was denied (reason: too much), so it was not run.\n\n"
+        "0 of 1 tool call(s) succeeded.",
+        "issue_refund(order_id=42) was skipped (over the calls limit), so it was not run.",
+    ],
+)
+def test_the_demo_models_own_reports_are_not_claims(answer: str) -> None:
+    calls = _calls([("issue_refund", {"order_id": 42}, "denied")])
+    assert false_claims(answer, calls, ["issue_refund"]) == []

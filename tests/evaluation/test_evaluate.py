@@ -1,0 +1,392 @@
+"""nbagent.evaluate: cases run on nbagent.batch, checks applied, a row per case and check.
+
+The cases run on the offline demo model (and a judge on the real OpenAI SDK against the
+strict loopback fake server); a store makes the run resumable, which the rerun proves by
+counting how often the tool ran.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+import nbagent
+from nbagent import Chat, tool
+from nbagent.evaluation import (
+    Case,
+    Check,
+    Verdict,
+    answer_contains,
+    answer_matches,
+    answer_satisfies,
+    column,
+    cost_under,
+    judged,
+    output_validates,
+    score,
+    steps_under,
+    tokens_under,
+    tool_called,
+    tool_not_called,
+    verdict_of,
+)
+from nbagent.providers import OpenAIProvider
+from nbagent.testing import FakeLLMServer, ScriptedProvider, Turn, call_tools, reply
+
+RAN: list[int] = []
+
+
+@tool
+def order_status(order_id: int) -> str:
+    """Look up an order's status.
+
+    Args:
+        order_id: The order number.
+    """
+    RAN.append(order_id)
+    return "delivered" if order_id % 2 else "lost in transit"
+
+
+@tool(requires_approval=True)
+def issue_refund(order_id: int) -> str:
+    """Refund an order.
+
+    Args:
+        order_id: The order number.
+    """
+    return f"refunded order {order_id}"
+
+
+CASES = pd.DataFrame(
+    {
+        "order_id": [41, 42, 43],
+        "ask": ["Check the status of", "Refund", "Check the status of"],
+        "expected": ["delivered", "refunded", "delivered"],
+    }
+)
+
+
+def make_chat() -> Chat:
+    return Chat("demo", display=False).with_tools(order_status, issue_refund)
+
+
+def _cell(card: Any, case: str, check: str, col: str = "passed") -> Any:
+    rows = card[(card["case"] == case) & (card["check"] == check)]
+    assert len(rows) == 1, (case, check, card[["case", "check"]])
+    value = rows.iloc[0][col]
+    return None if pd.isna(value) else getattr(value, "item", lambda: value)()
+
+
+def test_a_scorecard_has_one_row_per_case_and_check_with_the_chat_to_open() -> None:
+    checks = [
+        tool_called("order_status", order_id=column("order_id")),
+        tool_not_called("issue_refund"),
+        answer_contains(column("expected")),
+    ]
+    card = nbagent.evaluate(
+        CASES, make_chat, checks, prompt="{ask} order {order_id}", decide="deny", progress=False
+    )
+    assert len(card) == 9
+    assert list(card.columns) == [
+        "case", "branch", "check", "passed", "score", "detail", "error", "status", "answer",
+        "chat_id",
+    ]  # fmt: skip
+    status = "called order_status(order_id=column('order_id'))"
+    assert [_cell(card, k, status) for k in "012"] == [True, False, True]
+    assert [_cell(card, k, "not called issue_refund") for k in "012"] == [True, False, True]
+    assert _cell(card, "1", "answer contains column('expected')") is False
+    assert "missing 'refunded'" in _cell(card, "1", "answer contains column('expected')", "detail")
+    # the chat id opens the case's chat: its log says the refund was denied by evaluate
+    log = nbagent.read_log(card)
+    refund = log[log["tool"] == "issue_refund"].iloc[0]
+    assert refund["status"] == "denied" and refund["decided_by"] == "evaluate"
+    assert refund["chat_id"] == _cell(card, "1", "not called issue_refund", "chat_id")
+    summary = card.summary()
+    assert summary.set_index("check").loc[status, "passed"] == 2
+    assert summary["pass_rate"].tolist() == pytest.approx([2 / 3, 2 / 3, 2 / 3])
+
+
+def test_decide_approve_runs_the_gated_call_once_and_none_leaves_it_parked() -> None:
+    approved = nbagent.evaluate(
+        ["Refund order 8"], make_chat, [tool_called("issue_refund", status="ok", times=1)],
+        decide="approve", progress=False,
+    )  # fmt: skip
+    assert approved["passed"].tolist() == [True]
+    parked = nbagent.evaluate(
+        ["Refund order 8"], make_chat, [tool_called("issue_refund"), answer_contains("refund")],
+        progress=False,
+    )  # fmt: skip
+    assert parked["status"].tolist() == ["awaiting_approval"] * 2
+    assert parked["passed"].tolist() == [True, False]  # called; no answer yet
+    assert parked["detail"].tolist()[1] == "no final answer (awaiting_approval)"
+    chosen = nbagent.evaluate(
+        ["Refund order 8", "Refund order 9"], make_chat,
+        [tool_called("issue_refund", status="ok")],
+        decide=lambda call: (call.arguments["order_id"] == 8, "only 8"), progress=False,
+    )  # fmt: skip
+    assert chosen["passed"].tolist() == [True, False]
+
+
+def test_argument_matching_values_patterns_predicates_and_edits() -> None:
+    provider = ScriptedProvider(
+        [call_tools(("lookup", {"sku": "AB-12", "qty": 3, "price": 2.50}, "c1")), reply("done")]
+    )
+
+    @tool
+    def lookup(sku: str, qty: int, price: float) -> str:
+        """Look up stock."""
+        return "ok"
+
+    chat = Chat(provider=provider, display=False).with_tools(lookup)
+    chat.ask("go")
+    case = Case("k", {}, "go", record=chat.record, chat_id=chat.id)
+    assert verdict_of(tool_called("lookup", sku="AB-12")(case)).passed is True
+    assert verdict_of(tool_called("lookup", price=2.5, qty=3.0)(case)).passed is True
+    assert verdict_of(tool_called("lookup", sku=re.compile(r"AB-\d+"))(case)).passed is True
+    assert verdict_of(tool_called("lookup", sku=re.compile(r"AB"))(case)).passed is False
+    assert verdict_of(tool_called("lookup", qty=lambda q: q > 2)(case)).passed is True
+    assert verdict_of(tool_called("lookup", qty=lambda q: q > 5)(case)).passed is False
+    assert verdict_of(tool_called("lookup", color="red")(case)).passed is False
+    assert verdict_of(tool_called("lookup", times=2)(case)).passed is False
+    assert verdict_of(tool_called("lookup", status="denied")(case)).passed is False
+    assert verdict_of(tool_not_called("lookup", sku="XX")(case)).passed is True
+    assert verdict_of(tool_not_called("lookup")(case)).passed is False
+
+
+def test_an_edited_approval_is_matched_on_the_arguments_it_ran_with() -> None:
+    chat = make_chat()
+    chat.ask("Refund order 42")
+    chat.approve(chat.tool_calls[0], arguments={"order_id": 24})
+    chat.complete()
+    case = Case("k", {}, record=chat.record)
+    assert verdict_of(tool_called("issue_refund", order_id=24)(case)).passed is True
+    assert verdict_of(tool_called("issue_refund", order_id=42)(case)).passed is False
+
+
+def _answered(text: str) -> Case:
+    chat = Chat(provider=ScriptedProvider([reply(text)]), display=False)
+    chat.ask("q")
+    return Case("k", {"want": "Paris"}, "q", record=chat.record)
+
+
+def test_answer_checks() -> None:
+    case = _answered("The capital is Paris, population 2.1 million.")
+    assert verdict_of(answer_contains("paris")(case)).passed is True
+    assert verdict_of(answer_contains("paris", case_sensitive=True)(case)).passed is False
+    assert verdict_of(answer_contains("Rome", "Paris")(case)).passed is False
+    assert verdict_of(answer_contains("Rome", "Paris", any_of=True)(case)).passed is True
+    assert verdict_of(answer_contains(column("want"))(case)).passed is True
+    assert verdict_of(answer_matches(r"\d+\.\d million")(case)).passed is True
+    assert verdict_of(answer_matches(r"^Paris")(case)).passed is False
+    assert verdict_of(answer_satisfies(lambda a: len(a) < 20)(case)).passed is False
+    short = answer_satisfies(lambda a: 1.0 - len(a) / 100, name="brevity")
+    assert short.name == "brevity"
+    assert verdict_of(short(case)).score == pytest.approx(1 - len(case.answer or "") / 100)
+
+
+class Refund(BaseModel):
+    order_id: int
+    approved: bool
+
+
+def test_output_validates_reads_json_as_a_structured_answer_does() -> None:
+    good = _answered('```json\n{"order_id": 4, "approved": true}\n```')
+    bad = _answered('{"order_id": "four"}')
+    prose = _answered("I refunded it.")
+    check = output_validates(Refund)
+    assert verdict_of(check(good)).passed is True
+    bad_verdict = verdict_of(check(bad))
+    assert bad_verdict.passed is False and "order_id" in bad_verdict.detail
+    assert verdict_of(check(prose)).passed is False
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    assert verdict_of(output_validates(schema)(_answered('{"n": 3}'))).passed is True
+    assert verdict_of(output_validates(schema)(_answered('{"n": "3"}'))).passed is False
+
+
+def test_spending_bounds() -> None:
+    card = nbagent.evaluate(
+        ["Check the status of order 41"], make_chat,
+        [steps_under(2), steps_under(1), tokens_under(10_000), tokens_under(1), cost_under(0)],
+        progress=False,
+    )  # fmt: skip
+    assert card["passed"].tolist() == [True, False, True, False, True]  # the demo costs $0
+    assert card["detail"].tolist()[1] == "2 (bound 1)"
+    with pytest.raises(ValueError, match="bound >= 0"):
+        steps_under(-1)
+
+
+def test_custom_checks_their_return_values_and_errors() -> None:
+    def polite(case: Case) -> bool:
+        return "please" in (case.answer or "")
+
+    def graded(case: Case) -> tuple[float, str]:
+        return 0.25, "a quarter"
+
+    def broken(case: Case) -> bool:
+        raise RuntimeError("bad check\nsecond line")
+
+    def skipped(case: Case) -> None:
+        return None
+
+    def wrong(case: Case) -> str:
+        return "yes"
+
+    card = nbagent.evaluate(
+        ["Check the status of order 41"], make_chat,
+        [polite, graded, broken, skipped, wrong, Check("named", lambda c: Verdict(True, 0.9))],
+        progress=False,
+    )  # fmt: skip
+    rows = card.set_index("check")
+    assert not rows.loc["polite", "passed"]
+    assert not rows.loc["graded", "passed"] and rows.loc["graded", "score"] == 0.25
+    assert rows.loc["graded", "detail"] == "a quarter"
+    assert pd.isna(rows.loc["broken", "passed"])
+    assert rows.loc["broken", "error"] == "RuntimeError: bad check"
+    assert pd.isna(rows.loc["skipped", "passed"]) and pd.isna(rows.loc["skipped", "error"])
+    assert rows.loc["wrong", "error"].startswith("TypeError: a check returns")
+    assert rows.loc["named", "score"] == 0.9
+    summary = card.summary().set_index("check")
+    assert summary.loc["broken", "errors"] == 1 and summary.loc["skipped", "not_applicable"] == 1
+    assert len(card.failures()) == 4  # polite and graded failed, broken and wrong raised
+    with pytest.raises(ValueError, match="two checks are named 'polite'"):
+        nbagent.evaluate(["x"], make_chat, [polite, polite], progress=False)
+    with pytest.raises(TypeError, match="a check is a function"):
+        nbagent.evaluate(["x"], make_chat, ["polite"], progress=False)
+
+
+def test_a_store_makes_the_evaluation_resumable_and_rescoring_free(tmp_path: Any) -> None:
+    RAN.clear()
+    db = str(tmp_path / "eval.db")
+    checks = [tool_called("order_status"), answer_contains("delivered")]
+    first = nbagent.evaluate(
+        CASES, make_chat, checks, prompt="Check the status of order {order_id}", store=db,
+        progress=False,
+    )  # fmt: skip
+    assert sorted(RAN) == [41, 42, 43]
+    again = nbagent.evaluate(
+        CASES, make_chat, checks, prompt="Check the status of order {order_id}", store=db,
+        progress=False,
+    )  # fmt: skip
+    assert sorted(RAN) == [41, 42, 43]  # read from the store, not rerun
+    pd.testing.assert_frame_equal(
+        pd.DataFrame(first).drop(columns=["detail"]), pd.DataFrame(again).drop(columns=["detail"])
+    )
+    rescored = score(nbagent.batch_results(again), [answer_contains("lost")])
+    assert rescored["passed"].tolist() == [False, True, False]
+    assert sorted(RAN) == [41, 42, 43]
+
+
+def test_a_model_graded_check_with_a_chat_on_the_real_sdk_as_the_judge() -> None:
+    turns = [
+        Turn(text='{"passed": true, "reason": "It says the order was delivered."}'),
+        Turn(text='{"passed": false, "reason": "It never says what happened."}'),
+    ]
+    with FakeLLMServer(turns) as server:
+        provider = OpenAIProvider(
+            "gpt-4.1-mini", api_key="sk-test-SECRET", base_url=server.openai_base_url,
+            compatible=False, max_retries=0,
+        )  # fmt: skip
+        judge = Chat(provider=provider, system="You are a strict grader.", display=False)
+        card = nbagent.evaluate(
+            ["Check the status of order 41", "Check the status of order 42"], make_chat,
+            [judged("the answer says what happened to the order", judge)], progress=False,
+        )  # fmt: skip
+        bodies = [r.body for r in server.requests]
+    assert card["passed"].tolist() == [True, False]
+    assert "never says" in card["detail"].tolist()[1]
+    assert len(bodies) == 2 and not judge.transcript  # each case in a fork of the judge
+    sent = bodies[0]["messages"]
+    assert sent[0]["content"] == "You are a strict grader."
+    assert "Check the status of order 41" in sent[1]["content"]
+    assert "order_status" in sent[1]["content"] and ": ok" in sent[1]["content"]
+    assert bodies[0]["response_format"]["json_schema"]["strict"] is True
+
+
+def test_a_judge_that_gives_no_verdict_is_an_error_of_that_check() -> None:
+    judge = lambda: Chat("demo", display=False)  # noqa: E731 (the demo fills the schema)
+    with FakeLLMServer([Turn(text="no idea"), Turn(text="still no idea")]) as server:
+        provider = OpenAIProvider("llama3", base_url=server.openai_base_url, max_retries=0)
+        bad = judged("x", lambda: Chat(provider=provider, display=False))
+        case = _answered("hello")
+        card = score([case], [bad, judged("y", judge)])
+    assert card["error"].tolist()[0].startswith("OutputValidationError")
+    assert card["passed"].notna().tolist()[1]
+    with pytest.raises(TypeError, match="judge= takes a chat"):
+        judged("x", "gpt-4.1")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from([True, False, None, 0.3, 0.8, "boom"]), min_size=1, max_size=4),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_the_summary_accounts_for_every_row(table: list[list[Any]]) -> None:
+    """Property: per check, passed + failed + not applicable + errors == cases, and the
+    pass rate is passed over the cases the check applied to."""
+    width = max(len(r) for r in table)
+    checks = []
+    for j in range(width):
+
+        def fn(case: Case, j: int = j) -> Any:
+            row = table[int(case.key)]
+            value = row[j] if j < len(row) else None
+            if value == "boom":
+                raise ValueError("boom")
+            return value
+
+        checks.append(Check(f"c{j}", fn))
+    cases = [Case(str(i), {}) for i in range(len(table))]
+    card = score(cases, checks)
+    summary = card.summary().set_index("check")
+    for j in range(width):
+        s = summary.loc[f"c{j}"]
+        assert s["passed"] + s["failed"] + s["not_applicable"] + s["errors"] == s["cases"]
+        assert s["cases"] == len(table)
+        values = [r[j] if j < len(r) else None for r in table]
+        passed = sum(1 for v in values if v is True or v == 0.8)
+        failed = sum(1 for v in values if v is False or v == 0.3)
+        assert (s["passed"], s["failed"]) == (passed, failed)
+        if passed + failed:
+            assert s["pass_rate"] == pytest.approx(passed / (passed + failed))
+
+
+def test_the_display_the_plot_and_a_filtered_card() -> None:
+    card = nbagent.evaluate(
+        ["Check the status of order 41", "Check the status of order <b>2</b>"], make_chat,
+        [answer_contains("delivered"), tool_called("order_status")], progress=False,
+    )  # fmt: skip
+    html = card._repr_html_()
+    assert "2 case(s) × 2 check(s): 3 of 4 passed (75%)" in html
+    assert "<b>2</b>" not in html  # the answer is escaped
+    assert repr(card).startswith("2 case(s) × 2 check(s)")
+    failed = card[card["passed"] == False]  # noqa: E712
+    assert len(failed) == 1 and failed.summary()["failed"].tolist() == [1]
+    pytest.importorskip("matplotlib")
+    fig = card.plot()
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [
+        "answer contains 'delivered'", "called order_status",
+    ]  # fmt: skip
+
+
+def test_evaluate_async_is_the_same_evaluation_awaited() -> None:
+    import asyncio
+
+    async def run() -> Any:
+        return await nbagent.evaluate_async(
+            CASES, make_chat, [tool_called("order_status"), answer_contains(column("expected"))],
+            prompt="Check the status of order {order_id}", progress=False,
+        )  # fmt: skip
+
+    card = asyncio.run(run())
+    assert card["passed"].tolist() == [True, True, True, False, True, True]
+    assert card.summary()["passed"].tolist() == [3, 2]
+    assert len(nbagent.read_log(card)) == 3

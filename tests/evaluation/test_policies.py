@@ -1,0 +1,217 @@
+"""Policies learned from decisions: rules a store's history supports, accepted into chats.
+
+The history is a real SQLite store of demo chats decided by a person; an accepted allow
+rule is the chat's always_allow (stored, "always allowed" on its card), an accepted deny
+rule denies what it matches before anything runs ("always denied" on its card).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nbagent
+from nbagent import Chat, tool
+from nbagent.evaluation import Condition, PolicySuggestion, suggest_policies
+from nbagent.notebook._fallback import bundle_for
+from nbagent.notebook._state import ChatState
+
+RAN: Counter[str] = Counter()
+
+
+@tool(requires_approval=True)
+def issue_refund(order_id: int, amount: float = 0) -> str:
+    """Refund an order.
+
+    Args:
+        order_id: The order.
+        amount: Dollars.
+    """
+    RAN["issue_refund"] += 1
+    return f"refunded {amount:g}"
+
+
+@tool(requires_approval=True)
+def delete_file(path: str) -> str:
+    """Delete a file.
+
+    Args:
+        path: The path.
+    """
+    RAN["delete_file"] += 1
+    return "deleted"
+
+
+def _chat(db: str | None = None) -> Chat:
+    return Chat("demo", store=db, display=False).with_tools(issue_refund, delete_file)
+
+
+def _history(db: str) -> None:
+    for amount in [10, 20, 35, 50, 400, 900, 700]:
+        chat = _chat(db)
+        chat.ask(f"Refund order 4 for {amount} dollars")
+        decide = chat.approve if amount <= 50 else chat.deny
+        decide(chat.tool_calls[0])
+        chat.complete()
+    for name in ["a.tmp", "b.tmp", "c.tmp"]:
+        chat = _chat(db)
+        chat.ask(f"Delete the file {name}")
+        chat.deny(chat.tool_calls[0], reason="keep it")
+        chat.complete()
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> str:
+    db = str(tmp_path_factory.mktemp("policies") / "decisions.db")
+    _history(db)
+    return db
+
+
+def test_the_rules_the_decisions_support(history: str) -> None:
+    rules = suggest_policies(nbagent.open_store(history))
+    assert [(r.rule, r.support, len(r.changed)) for r in rules] == [
+        ("always allow issue_refund when amount <= 50", 4, 0),
+        ("always deny delete_file", 3, 0),
+        ("always deny issue_refund when amount >= 400", 3, 0),
+    ]
+    frame = rules.frame()
+    assert frame["support"].tolist() == [4, 3, 3] and frame["agreement"].tolist() == [1.0] * 3
+    assert "always allow issue_refund when amount &lt;= 50" in rules._repr_html_()
+    assert suggest_policies(history, min_support=4).frame()["rule"].tolist() == [
+        "always allow issue_refund when amount <= 50"
+    ]
+    assert suggest_policies(history, tools=["delete_file"])[0].rule == "always deny delete_file"
+
+
+def test_a_rule_with_exceptions_lists_the_decisions_it_would_have_change(tmp_path: Path) -> None:
+    db = str(tmp_path / "s.db")
+    for name, verdict in [("a", "approve"), ("b", "approve"), ("c", "approve"), ("d", "deny")]:
+        chat = _chat(db)
+        chat.ask(f"Delete the file {name}.txt")
+        getattr(chat, verdict)(chat.tool_calls[0])
+        chat.complete()
+    assert suggest_policies(db) == []  # no rule without exceptions
+    rules = suggest_policies(db, min_agreement=0.75)
+    assert rules[0].rule == "always allow delete_file"
+    assert rules[0].support == 3 and rules[0].agreement == 0.75
+    (changed,) = rules[0].changed
+    assert changed["decision"] == "denied" and changed["arguments"] == {"path": "d.txt"}
+    log = nbagent.read_log(nbagent.open_store(db))
+    assert changed["call_id"] in set(log["call_id"]) and changed["chat_id"] in set(log["chat_id"])
+
+
+def test_an_accepted_allow_rule_is_stored_and_shown_on_the_cards_it_decides(
+    history: str, tmp_path: Path
+) -> None:
+    rule = suggest_policies(history)[0]
+    db = str(tmp_path / "new.db")
+    RAN.clear()
+    chat = rule.accept(_chat(db))
+    chat.ask("Refund order 5 for 30 dollars")
+    assert chat.status == "complete" and Counter({"issue_refund": 1}) == RAN
+    assert chat.record.calls[0].decided_by == "policy:always_allow:issue_refund:when"
+    text = bundle_for(ChatState.from_chat(chat))["text/plain"]
+    assert "approved: always allowed (when its rule holds)" in text
+    big = _chat(db)
+    rule.accept(big).ask("Refund order 5 for 300 dollars")
+    assert big.tool_calls[0].status == "awaiting_approval"  # the rule does not decide it
+    # the store keeps the rule; its condition is code, given back on load
+    loaded = Chat.load(chat.id, store=db, tools=[issue_refund, delete_file],
+                       always_allow={"issue_refund": rule.matches})  # fmt: skip
+    loaded.ask("Refund order 6 for 40 dollars")
+    assert loaded.tool_calls[-1].status == "ok"
+
+
+def test_an_accepted_deny_rule_denies_before_anything_runs(history: str) -> None:
+    rule = next(r for r in suggest_policies(history) if r.tool == "delete_file")
+    RAN.clear()
+    chat = rule.accept(_chat())
+    chat.ask("Delete the file z.tmp")
+    assert chat.status == "complete" and Counter() == RAN
+    call = chat.record.calls[0]
+    assert (call.status, call.decided_by, call.reason) == (
+        "denied", "policy:always_deny:delete_file", "always deny delete_file",
+    )  # fmt: skip
+    text = bundle_for(ChatState.from_chat(chat))["text/plain"]
+    assert "denied: always denied (always deny delete_file)" in text
+    waiting = _chat()
+    waiting.ask("Delete the file y.tmp")
+    rule.accept(waiting)  # a call already waiting is decided at once
+    assert waiting.tool_calls[0].status == "denied"
+
+
+def test_accepted_into_a_batch_and_rules_decisions_teach_nothing(history: str) -> None:
+    rules = suggest_policies(history)
+
+    def make_chat() -> Chat:
+        chat = _chat()
+        for rule in rules:
+            rule.accept(chat)
+        return chat
+
+    result = nbagent.batch(
+        ["Refund order 1 for 20 dollars", "Refund order 2 for 800 dollars",
+         "Refund order 3 for 100 dollars"], make_chat, progress=False,
+    )  # fmt: skip
+    assert result["status"].tolist() == ["done", "done", "awaiting_approval"]
+    log = nbagent.read_log(result)
+    assert suggest_policies(log, min_support=1) == []  # decided by rules, not people
+    card = nbagent.evaluate(["Delete the file q.tmp"], lambda: _chat(), [], decide="deny",
+                            progress=False)  # fmt: skip
+    assert suggest_policies(nbagent.read_log(card), min_support=1) == []
+
+
+def test_bad_arguments_say_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="min_support"):
+        suggest_policies(pd.DataFrame(), min_support=0)
+    with pytest.raises(ValueError, match="min_agreement"):
+        suggest_policies(pd.DataFrame(), min_agreement=0.4)
+
+
+DECISION = st.tuples(
+    st.sampled_from(["a", "b"]),
+    st.fixed_dictionaries({"n": st.integers(0, 9), "k": st.sampled_from(["x", "y"])}),
+    st.sampled_from(["approved", "denied"]),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(DECISION, max_size=25), st.integers(1, 4))
+def test_every_rule_without_exceptions_agrees_with_every_decision_it_matches(
+    decided: list[tuple[str, dict[str, Any], str]], min_support: int
+) -> None:
+    frame = pd.DataFrame(
+        {
+            "tool": [t for t, _, _ in decided],
+            "arguments": [a for _, a, _ in decided],
+            "decision": [d for _, _, d in decided],
+            "decided_by": ["user"] * len(decided),
+            "chat_id": ["c"] * len(decided),
+            "call_id": [f"{i}" for i in range(len(decided))],
+        }
+    )
+    for rule in suggest_policies(frame, min_support=min_support):
+        matched = [d for t, a, d in decided if rule.matches(_Call(t, a))]
+        assert rule.changed == () and rule.support == len(matched) >= min_support
+        assert set(matched) == {rule.verdict}
+
+
+class _Call:
+    def __init__(self, name: str, arguments: dict[str, Any]):
+        self.name, self.arguments = name, arguments
+
+
+def test_conditions_read_arguments_safely() -> None:
+    assert Condition("amount", "<=", 50).holds({"amount": 50})
+    assert not Condition("amount", "<=", 50).holds({"amount": "50"})
+    assert not Condition("amount", "<=", 50).holds({})
+    assert not Condition("amount", "<=", 50).holds(None)
+    assert str(Condition("region", "==", "eu")) == 'region == "eu"'
+    rule = PolicySuggestion("t", "approved", (Condition("n", ">=", 2),), 3)
+    assert rule.rule == "always allow t when n >= 2" and rule.matches(_Call("t", {"n": 3}))

@@ -1,0 +1,157 @@
+"""Decision sweeps: every gated call forked approved, denied and edited, each branch scored.
+
+A denied branch never runs its tool; an approved or edited one runs it exactly once; the
+forks' requests are recorded, so a second sweep with replay="auto" sends nothing to the
+model (the real OpenAI SDK against the strict fake server); two configurations line up
+with nbagent.compare's alignment.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import nbagent
+from nbagent import Chat, ToolResultMessage, tool
+from nbagent.evaluation import (
+    answer_contains,
+    claims_hold,
+    compare_scorecards,
+    sweep,
+    tool_called,
+)
+from nbagent.providers import OpenAIProvider
+from nbagent.testing import FakeLLMServer, FakeToolCall, ScriptedProvider, Turn, call_tools, reply
+
+RAN: Counter[tuple[int, float]] = Counter()
+
+
+@tool(requires_approval=True)
+def issue_refund(order_id: int, amount: float = 0.0) -> str:
+    """Refund an order.
+
+    Args:
+        order_id: The order.
+        amount: Dollars to refund.
+    """
+    RAN[(order_id, amount)] += 1
+    return f"refunded order {order_id} ({amount:g} dollars)"
+
+
+@tool(requires_approval=True)
+def notify(text: str) -> str:
+    """Tell the customer."""
+    RAN[(-1, 0.0)] += 1
+    return "notified"
+
+
+def make_chat() -> Chat:
+    return Chat("demo", display=False).with_tools(issue_refund)
+
+
+def test_each_gated_call_is_approved_denied_and_edited_and_each_branch_scored() -> None:
+    RAN.clear()
+    checks = [tool_called("issue_refund", status="ok"), answer_contains("refunded"), claims_hold()]
+    card = sweep(
+        ["Refund order 42 for 30 dollars", "Refund order 7 for 2 dollars"], make_chat, checks,
+        edits={"issue_refund": [{"amount": 5}]}, progress=False,
+    )  # fmt: skip
+    branches = ["approve issue_refund", "deny issue_refund", "edit issue_refund 1"]
+    assert list(dict.fromkeys(card["branch"])) == branches
+    assert len(card) == 2 * 3 * 3
+    # a denied call never ran; an approved one ran once; the edit ran with its amount
+    assert Counter({(42, 30.0): 1, (42, 5.0): 1, (7, 2.0): 1, (7, 5.0): 1}) == RAN
+    summary = card.summary().set_index(["branch", "check"])
+    assert summary.loc[("deny issue_refund", "called issue_refund [ok]"), "pass_rate"] == 0
+    assert summary.loc[("approve issue_refund", "called issue_refund [ok]"), "pass_rate"] == 1
+    assert summary.loc[("edit issue_refund 1", "answer contains 'refunded'"), "passed"] == 2
+    # every branch is its own chat, its log readable from the card
+    assert card["chat_id"].nunique() == 6
+    log = nbagent.read_log(card)
+    assert sorted(log["decision"].tolist()) == ["approved"] * 4 + ["denied"] * 2
+
+
+def test_later_gated_calls_in_a_branch_are_decided_by_rest() -> None:
+    """Approving the refund makes the model ask to notify (gated too): rest decides it."""
+    RAN.clear()
+
+    def answer(request: Any) -> Any:  # the forks share the provider: answer by the request
+        results = [m for m in request.messages if isinstance(m, ToolResultMessage)]
+        if not results:
+            return call_tools(("issue_refund", {"order_id": 1}, "r"))
+        if results[-1].name == "issue_refund" and results[-1].status == "ok":
+            return call_tools(("notify", {"text": "done"}, "n"))
+        return reply("I refunded order 1 and notified you.")
+
+    def scripted() -> Chat:
+        provider = ScriptedProvider([answer], repeat_last=True)
+        return Chat(provider=provider, display=False).with_tools(issue_refund, notify)
+
+    denied = sweep(["go"], scripted, [claims_hold()], progress=False)
+    approve = denied[denied["branch"] == "approve issue_refund"]
+    assert approve["passed"].tolist() == [False]  # notify was denied by rest="deny"
+    assert "notify was denied" in approve["detail"].tolist()[0]
+    assert Counter({(1, 0.0): 1}) == RAN
+    RAN.clear()
+    approved = sweep(["go"], scripted, [claims_hold()], rest="approve", progress=False)
+    assert approved[approved["branch"] == "approve issue_refund"]["passed"].tolist() == [True]
+    assert Counter({(1, 0.0): 1, (-1, 0.0): 1}) == RAN
+    left = sweep(["go"], scripted, [claims_hold()], rest=None, progress=False)
+    row = left[left["branch"] == "approve issue_refund"]
+    assert row["status"].tolist() == ["awaiting_approval"] and row["passed"].isna().all()
+
+
+def test_a_run_that_decided_is_a_branch_as_run_and_the_same_decision_is_not_forked() -> None:
+    RAN.clear()
+    card = sweep(["Refund order 3"], make_chat, [tool_called("issue_refund", status="ok")],
+                 decide="approve", progress=False)  # fmt: skip
+    assert card["branch"].tolist() == ["as run", "approve issue_refund", "deny issue_refund"]
+    assert card["passed"].tolist() == [True, True, False]
+    rows = card.set_index("branch")["chat_id"]
+    assert rows["as run"] == rows["approve issue_refund"] != rows["deny issue_refund"]
+    assert Counter({(3, 0.0): 1}) == RAN  # approved once, in the run itself
+    none = sweep(["What time is it?"], make_chat, [claims_hold()], progress=False)
+    assert none["branch"].tolist() == ["no gated call"]
+
+
+def test_a_second_sweep_is_answered_from_the_recordings(tmp_path: Path) -> None:
+    turns = [
+        Turn(tool_calls=[FakeToolCall("issue_refund", {"order_id": 9})]),
+        Turn(text="I refunded order 9."),
+        Turn(text="I refunded order 9."),  # the denied branch's answer: a false claim
+    ]
+    with FakeLLMServer(turns) as server:
+        provider = OpenAIProvider("gpt-4.1-mini", api_key="sk-test", compatible=False,
+                                  base_url=server.openai_base_url, max_retries=0)  # fmt: skip
+
+        def recorded() -> Chat:
+            return Chat(provider=provider, display=False, replay="auto",
+                        recordings=str(tmp_path / "rec")).with_tools(issue_refund)  # fmt: skip
+
+        first = sweep(["Refund order 9"], recorded, [claims_hold()], concurrency=1,
+                      progress=False)  # fmt: skip
+        assert len(server.requests) == 3
+        again = sweep(["Refund order 9"], recorded, [claims_hold()], progress=False)
+        assert len(server.requests) == 3  # nothing new asked
+    assert first["passed"].tolist() == again["passed"].tolist() == [True, False]
+    steps = nbagent.read_log(again, "steps")
+    assert steps["replayed"].all()
+
+
+def test_two_configurations_line_up_with_compares_alignment() -> None:
+    cases = ["Refund order 11", "Refund order 12"]
+    checks = [tool_called("issue_refund", status="ok")]
+    approving = nbagent.evaluate(cases, make_chat, checks, decide="approve", progress=False)
+    denying = nbagent.evaluate(cases, make_chat, checks, decide="deny", progress=False)
+    diff = compare_scorecards(approving, denying, names=["approve", "deny"])
+    assert diff["passed_approve"].tolist() == [True, True]
+    assert diff["passed_deny"].tolist() == [False, False]
+    assert diff["changed"].tolist() == [True, True]
+    assert diff["first_difference"].tolist() == ["step 1: call 1 decision"] * 2
+    same = compare_scorecards(approving, approving, names=["x", "y"])
+    assert not same["changed"].any() and same["first_difference"].isna().all()
+    with pytest.raises(ValueError, match="names must differ"):
+        compare_scorecards(approving, denying, names=["a", "a"])
