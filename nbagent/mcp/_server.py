@@ -44,10 +44,10 @@ from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
 from .._aio import _background_loop, run_on_loop
-from .._errors import MCPServerError, ToolDefinitionError
+from .._errors import MCPServerError, ToolDefinitionError, scrub
 from .._notice import notice
 from .._optional import require
-from .._tools import Tool, ToolSource, on_chat_cancel
+from .._tools import CallReporter, Tool, ToolSource, call_reporter, on_chat_cancel
 from .._types import ToolCall
 from . import _connection as conn
 from . import _stdio
@@ -190,7 +190,7 @@ class MCPTool(Tool, abstract=True):
         result, since whether the tool did anything is unknown.
         """
         return await self._server._call_async(
-            self.remote_name, arguments, f"MCP tool {self.name!r}"
+            self.remote_name, arguments, f"MCP tool {self.name!r}", call_reporter()
         )
 
     def _same(self, definition: Any, rule: ApprovalRule, name: str) -> bool:
@@ -310,6 +310,8 @@ class MCPServer(ToolSource):
         self._tools: tuple[MCPTool, ...] = ()
         self._generation = -1
         self._secrets = tuple(secrets)
+        secrets_ = self._secrets  # not a method: the connection must not keep the server alive
+        self._connection.scrub = lambda text: scrub(text, secrets_)
         self._noted: set[str] = set()  # naming notices already shown
         weakref.finalize(self, self._connection.close)
 
@@ -388,7 +390,13 @@ class MCPServer(ToolSource):
                 on_list_changed=link.list_changed,
                 on_lost=link.lost,
             )
-            return Client(transport, message_handler=link.on_message, cache=None)
+            return Client(
+                transport,
+                message_handler=link.on_message,
+                logging_callback=link.on_log,
+                log_level=conn.LOG_LEVEL,
+                cache=None,
+            )
 
         server = cls(
             "stdio",
@@ -440,7 +448,13 @@ class MCPServer(ToolSource):
             from mcp import Client
 
             transport = conn.http_transport(url, sent)
-            return Client(transport, message_handler=link.on_message, cache=None)
+            return Client(
+                transport,
+                message_handler=link.on_message,
+                logging_callback=link.on_log,
+                log_level=conn.LOG_LEVEL,
+                cache=None,
+            )
 
         server = cls(
             "http",
@@ -522,11 +536,20 @@ class MCPServer(ToolSource):
         remote = self._remote(name, await self._source_tools_async())
         return await self._call_async(remote, dict(arguments or {}), f"MCP server {self.label!r}")
 
-    async def _call_async(self, remote: str, arguments: dict[str, Any], what: str) -> MCPResult:
-        """One call on the background loop, from any loop: its answer, or its error scrubbed."""
+    async def _call_async(
+        self,
+        remote: str,
+        arguments: dict[str, Any],
+        what: str,
+        reporter: CallReporter | None = None,
+    ) -> MCPResult:
+        """One call on the background loop, from any loop: its answer, or its error scrubbed.
+
+        ``reporter``: the chat's running call, told the server's progress and log messages.
+        """
 
         async def call() -> MCPResult:
-            coro = self._connection.call(remote, arguments)
+            coro = self._connection.call(remote, arguments, reporter)
             return result_value(
                 await _abandonable(run_on_loop(coro, _background_loop(), what), what)
             )
