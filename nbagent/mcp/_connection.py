@@ -162,6 +162,7 @@ class Connection:
         self._relist_lock = threading.Lock()
         self._relist_tokens = float(RELIST_BURST)
         self._relist_at = time.monotonic()
+        self.has_resources = False  # it lists a resource or a template (seen when listing tools)
         self.scrub: Callable[[str], str] = _same  # the server's secrets out of its text
         self._reporters: dict[int, CallReporter] = {}  # calls in flight that report
         self._keys = itertools.count()
@@ -346,6 +347,7 @@ class Connection:
                     cursor = page.next_cursor
                     if not cursor:
                         break
+                self.has_resources = await _has_resources(client)
         except TimeoutError as exc:
             self.stale = True
             if not limit.expired():
@@ -384,6 +386,40 @@ class Connection:
             raise self._failure(exc, f"calling {name!r}") from exc
         finally:
             self._reporters.pop(key, None)
+
+    async def paged(self, what: str, method: str, field: str) -> list[Any]:
+        """Every page of a listing (``list_resources``, ``list_prompts``...), within
+        ``connect_timeout``; ``what`` names it in errors."""
+        client = await self.ensure()
+        items: list[Any] = []
+        cursor: str | None = None
+        limit = asyncio.timeout(self.connect_timeout)
+        try:
+            async with limit:
+                for _ in range(1000):
+                    page = await getattr(client, method)(cursor=cursor)
+                    items.extend(getattr(page, field))
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+        except TimeoutError as exc:
+            if not limit.expired():
+                raise self._failure(exc, what) from exc
+            raise MCPServerError(
+                f"MCP server {self.label!r} did not finish {what} within "
+                f"{self.connect_timeout:g} s (connect_timeout)"
+            ) from None
+        except Exception as exc:
+            raise self._failure(exc, what) from exc
+        return items
+
+    async def request(self, what: str, method: str, *args: Any) -> Any:
+        """One request (``read_resource``, ``get_prompt``) with its errors mapped."""
+        client = await self.ensure()
+        try:
+            return await getattr(client, method)(*args)
+        except Exception as exc:
+            raise self._failure(exc, what) from exc
 
     def _progress_to(self, reporter: CallReporter) -> Callable[..., Any]:
         async def progress(value: float, total: float | None, message: str | None) -> None:
@@ -432,6 +468,22 @@ class Connection:
         with contextlib.suppress(Exception):
             wait(self.drop(), CLOSE_TIMEOUT + 5)
         _open.discard(self)
+
+
+async def _has_resources(client: Any) -> bool:
+    """Whether the server has a resource or a resource template to read (a server that
+    only declares the capability, as SDK servers always do, has none)."""
+    caps = getattr(client, "server_capabilities", None)
+    if getattr(caps, "resources", None) is None:
+        return False
+    for method, field in (
+        ("list_resources", "resources"),
+        ("list_resource_templates", "resource_templates"),
+    ):
+        with contextlib.suppress(Exception):  # not offered after all: no read tool
+            if getattr(await getattr(client, method)(), field):
+                return True
+    return False
 
 
 def _same(text: str) -> str:

@@ -47,6 +47,8 @@ class MCPResult(str):
     structured_content: Any
     content: list[dict[str, Any]]
     parts: tuple[Part, ...]
+    uri: str | None = None
+    """The resource it was read from (``server.read_resource(uri)``), else ``None``."""
 
     def __new__(
         cls,
@@ -60,6 +62,10 @@ class MCPResult(str):
         self.content = content or []
         self.parts = tuple(parts)
         return self
+
+    def attachment(self) -> tuple[str, str, tuple[Part, ...]]:
+        """What ``chat.ask(..., resources=[this])`` adds: its URI, text and parts."""
+        return self.uri or "result", str(self), self.parts
 
 
 def _size(data: str) -> str:

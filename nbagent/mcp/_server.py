@@ -51,6 +51,17 @@ from .._tools import CallReporter, Tool, ToolSource, call_reporter, on_chat_canc
 from .._types import ToolCall
 from . import _connection as conn
 from . import _stdio
+from ._resources import (
+    READ_TOOL,
+    MCPPrompt,
+    MCPPromptMessages,
+    MCPResource,
+    contents_value,
+    prompt_messages,
+    prompt_of,
+    read_tool_definition,
+    resource_of,
+)
 from ._results import MCPResult, result_value
 from ._secrets import masked_argv, scrubbed_await, scrubbed_call, server_secrets
 
@@ -206,6 +217,20 @@ class MCPTool(Tool, abstract=True):
     def __repr__(self) -> str:
         gate = ", requires_approval" if self.requires_approval or self.approval else ""
         return f"<MCPTool {self.name} from {self.server!r}{gate}>"
+
+
+class ResourceReader(MCPTool, abstract=True):
+    """The tool the model reads a server's resources with (``<prefix>_read_resource``).
+
+    Offered when the server lists a resource or a template; read-only, so under the default
+    ``approval="annotations"`` it runs freely, and any other rule (``"always"``, a
+    dict entry ``"read_resource"``, a resolver) gates it like the server's tools.
+    """
+
+    async def execute(self, **arguments: Any) -> Any:
+        """Read the resource the model named (its images reach the model as images)."""
+        uri = str(arguments.get("uri", ""))
+        return await self._server._read_async(uri, f"MCP resource {uri!r}")
 
 
 def _command_line(command: Any, args: Sequence[str]) -> tuple[str, Sequence[str]]:
@@ -536,6 +561,105 @@ class MCPServer(ToolSource):
         remote = self._remote(name, await self._source_tools_async())
         return await self._call_async(remote, dict(arguments or {}), f"MCP server {self.label!r}")
 
+    # ----------------------------------------------------------- resources and prompts
+    def resources(self) -> list[MCPResource]:
+        """The resources the server lists (every page; connects if needed).
+
+        Raises:
+            MCPServerError: The server cannot be reached, or refused.
+        """
+        what = f"MCP server {self.label!r} listing its resources"
+        found = scrubbed_call(
+            lambda: conn.wait(
+                self._connection.paged("listing its resources", "list_resources", "resources"),
+                what=what,
+            ),
+            self._secrets,
+        )
+        return [resource_of(d, self) for d in found]
+
+    async def resources_async(self) -> list[MCPResource]:
+        """Async twin of :meth:`resources` (from any event loop)."""
+        what = f"MCP server {self.label!r} listing its resources"
+        coro = self._connection.paged("listing its resources", "list_resources", "resources")
+        found = await scrubbed_await(run_on_loop(coro, _background_loop(), what), self._secrets)
+        return [resource_of(d, self) for d in found]
+
+    def read_resource(self, uri: str) -> MCPResult:
+        """A resource's contents: its text (a binary one as a line naming it), its images
+        and PDFs as ``parts``, and ``uri``; ``chat.ask(text, resources=[...])`` takes it.
+
+        Raises:
+            MCPServerError: The server cannot be reached, or refused (an unknown URI).
+        """
+        uri = _checked_uri(uri)
+        what = f"MCP resource {uri!r}"
+        return scrubbed_call(
+            lambda: contents_value(
+                conn.wait(self._connection.request(what, "read_resource", uri), what=what), uri
+            ),
+            self._secrets,
+        )
+
+    async def read_resource_async(self, uri: str) -> MCPResult:
+        """Async twin of :meth:`read_resource` (from any event loop)."""
+        uri = _checked_uri(uri)
+        return await self._read_async(uri, f"MCP resource {uri!r}")
+
+    async def _read_async(self, uri: str, what: str) -> MCPResult:
+        async def read() -> MCPResult:
+            coro = self._connection.request(what, "read_resource", uri)
+            raw = await _abandonable(run_on_loop(coro, _background_loop(), what), what)
+            return contents_value(raw, uri)
+
+        return await scrubbed_await(read(), self._secrets)
+
+    def prompts(self) -> list[MCPPrompt]:
+        """The prompts the server offers (every page; connects if needed)."""
+        what = f"MCP server {self.label!r} listing its prompts"
+        found = scrubbed_call(
+            lambda: conn.wait(
+                self._connection.paged("listing its prompts", "list_prompts", "prompts"),
+                what=what,
+            ),
+            self._secrets,
+        )
+        return [prompt_of(d, self) for d in found]
+
+    async def prompts_async(self) -> list[MCPPrompt]:
+        """Async twin of :meth:`prompts` (from any event loop)."""
+        what = f"MCP server {self.label!r} listing its prompts"
+        coro = self._connection.paged("listing its prompts", "list_prompts", "prompts")
+        found = await scrubbed_await(run_on_loop(coro, _background_loop(), what), self._secrets)
+        return [prompt_of(d, self) for d in found]
+
+    def prompt(self, name: str, **arguments: Any) -> MCPPromptMessages:
+        """A prompt's messages with these arguments, to ask with: ``chat.ask(server.prompt(...))``.
+
+        Arguments are sent as strings (the protocol's prompt arguments are).
+
+        Raises:
+            MCPServerError: The server cannot be reached, or refused (an unknown
+                prompt, a missing required argument).
+        """
+        args = {str(k): str(v) for k, v in arguments.items()}
+        what = f"MCP prompt {name!r}"
+        return scrubbed_call(
+            lambda: prompt_messages(
+                name,
+                conn.wait(self._connection.request(what, "get_prompt", name, args), what=what),
+            ),
+            self._secrets,
+        )
+
+    async def prompt_async(self, name: str, **arguments: Any) -> MCPPromptMessages:
+        """Async twin of :meth:`prompt` (from any event loop)."""
+        args = {str(k): str(v) for k, v in arguments.items()}
+        what = f"MCP prompt {name!r}"
+        coro = self._connection.request(what, "get_prompt", name, args)
+        raw = await scrubbed_await(run_on_loop(coro, _background_loop(), what), self._secrets)
+        return prompt_messages(name, raw)
+
     async def _call_async(
         self,
         remote: str,
@@ -628,6 +752,9 @@ class MCPServer(ToolSource):
             kept = old.get(d.name)
             same = kept is not None and kept._same(d, rule, name)
             out.append(kept if same and kept is not None else MCPTool(self, d, rule, name))
+        reader = self._reader(old, {d.name for d in definitions}, {t.name for t in out})
+        if reader is not None:
+            out.append(reader)
         for note in notes:
             if note not in self._noted:
                 self._noted.add(note)
@@ -637,6 +764,22 @@ class MCPServer(ToolSource):
         ):
             return self._tools
         return tuple(out)
+
+    def _reader(
+        self, old: Mapping[str, MCPTool], remotes: set[str], names: set[str]
+    ) -> MCPTool | None:
+        """The read tool, when the server has resources and no tool of that name."""
+        if not self._connection.has_resources or READ_TOOL in remotes:
+            return None
+        name = _tool_name(self.prefix, READ_TOOL)
+        if name in names:
+            return None
+        d = read_tool_definition()
+        rule = self._rule(READ_TOOL, name)
+        kept = old.get(READ_TOOL)
+        if kept is not None and isinstance(kept, ResourceReader) and kept._same(d, rule, name):
+            return kept
+        return ResourceReader(self, d, rule, name)
 
     def _rule(self, remote: str, name: str) -> ApprovalRule:
         rules = self._approval
@@ -652,6 +795,12 @@ class MCPServer(ToolSource):
             if name in (t.name, t.remote_name):
                 return t.remote_name
         return name
+
+
+def _checked_uri(uri: Any) -> str:
+    if not isinstance(uri, str) or not uri.strip():
+        raise ValueError(f"a resource URI must be a non-empty string, got {uri!r}")
+    return uri
 
 
 async def _abandonable(awaitable: Any, what: str) -> Any:

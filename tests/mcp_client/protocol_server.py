@@ -113,6 +113,22 @@ def page(page: str) -> str:
     return f"page {page}: nothing to see"
 
 
+READS = {"n": 0}
+
+
+@server.resource("docs://counter", name="counter", mime_type="text/plain")
+def counter() -> str:
+    """Counts its own reads (so a test can tell whether a read happened)."""
+    READS["n"] += 1
+    return f"read {READS['n']} time(s)"
+
+
+@server.tool(annotations=READ_ONLY)
+def reads() -> int:
+    """How many times docs://counter was read."""
+    return READS["n"]
+
+
 @server.prompt()
 def review(code: str, style: str = "brief") -> str:
     """Review some code."""
