@@ -333,6 +333,7 @@ class MCPServer(ToolSource):
             open_client, label or prefix or target, connect_timeout=connect_timeout
         )
         self._tools: tuple[MCPTool, ...] = ()
+        self._task_only: frozenset[str] = frozenset()  # listed tools it cannot run (tasks)
         self._generation = -1
         self._secrets = tuple(secrets)
         secrets_ = self._secrets  # not a method: the connection must not keep the server alive
@@ -549,6 +550,7 @@ class MCPServer(ToolSource):
             MCPServerError: The server cannot be reached or broke during the call.
         """
         remote = self._remote(name, self.source_tools())
+        self._refuse_task_only(remote)
         args = dict(arguments or {})
         what = f"MCP tool {remote!r}"
         return scrubbed_call(
@@ -559,6 +561,7 @@ class MCPServer(ToolSource):
     async def call_async(self, name: str, arguments: Mapping[str, Any] | None = None) -> Any:
         """Async twin of :meth:`call` (from any event loop)."""
         remote = self._remote(name, await self._source_tools_async())
+        self._refuse_task_only(remote)
         return await self._call_async(remote, dict(arguments or {}), f"MCP server {self.label!r}")
 
     # ----------------------------------------------------------- resources and prompts
@@ -740,11 +743,16 @@ class MCPServer(ToolSource):
         names, notes = local_names(self.prefix, (d.name for d in definitions))
         out: list[MCPTool] = []
         seen: set[str] = set()
+        task_only: set[str] = set()
         for d in definitions:
             if d.name in seen:
                 notes.append(f"it lists tool {d.name!r} twice; only the first is offered")
                 continue
             seen.add(d.name)
+            if _task_only(d):
+                task_only.add(d.name)
+                notes.append(TASK_ONLY.format(name=d.name))
+                continue
             name = names.get(d.name)
             if name is None:
                 continue  # left out (said in notes)
@@ -752,6 +760,7 @@ class MCPServer(ToolSource):
             kept = old.get(d.name)
             same = kept is not None and kept._same(d, rule, name)
             out.append(kept if same and kept is not None else MCPTool(self, d, rule, name))
+        self._task_only = frozenset(task_only)
         reader = self._reader(old, {d.name for d in definitions}, {t.name for t in out})
         if reader is not None:
             out.append(reader)
@@ -790,11 +799,28 @@ class MCPServer(ToolSource):
                 return rules[key]
         return "annotations"
 
+    def _refuse_task_only(self, remote: str) -> None:
+        if remote in self._task_only:
+            raise MCPServerError(f"MCP server {self.label!r}: " + TASK_ONLY.format(name=remote))
+
     def _remote(self, name: str, tools: tuple[MCPTool, ...]) -> str:
         for t in tools:
             if name in (t.name, t.remote_name):
                 return t.remote_name
         return name
+
+
+TASK_ONLY = (
+    "tool {name!r} runs only as a task (execution.taskSupport: required), which this MCP "
+    "client cannot run (the mcp SDK's client sends no task-augmented calls and has no "
+    "tasks/get or tasks/result); it is not offered"
+)
+
+
+def _task_only(definition: Any) -> bool:
+    """Whether a listed tool can only be called as a task (2025-11-25 ``execution``)."""
+    execution = getattr(definition, "execution", None)
+    return getattr(execution, "task_support", None) == "required"
 
 
 def _checked_uri(uri: Any) -> str:
