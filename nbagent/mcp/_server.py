@@ -63,7 +63,13 @@ from ._resources import (
     resource_of,
 )
 from ._results import MCPResult, result_value
-from ._secrets import masked_argv, scrubbed_await, scrubbed_call, server_secrets
+from ._secrets import (
+    masked_argv,
+    scrubbed_await,
+    scrubbed_call,
+    scrubbed_result,
+    server_secrets,
+)
 
 ApprovalRule = (
     Literal["always", "never", "annotations"] | bool | Callable[[ToolCall], "bool | None"]
@@ -554,7 +560,10 @@ class MCPServer(ToolSource):
         args = dict(arguments or {})
         what = f"MCP tool {remote!r}"
         return scrubbed_call(
-            lambda: result_value(conn.wait(self._connection.call(remote, args), what=what)),
+            lambda: scrubbed_result(
+                result_value(conn.wait(self._connection.call(remote, args), what=what)),
+                self._secrets,
+            ),
             self._secrets,
         )
 
@@ -598,8 +607,12 @@ class MCPServer(ToolSource):
         uri = _checked_uri(uri)
         what = f"MCP resource {uri!r}"
         return scrubbed_call(
-            lambda: contents_value(
-                conn.wait(self._connection.request(what, "read_resource", uri), what=what), uri
+            lambda: scrubbed_result(
+                contents_value(
+                    conn.wait(self._connection.request(what, "read_resource", uri), what=what),
+                    uri,
+                ),
+                self._secrets,
             ),
             self._secrets,
         )
@@ -613,7 +626,7 @@ class MCPServer(ToolSource):
         async def read() -> MCPResult:
             coro = self._connection.request(what, "read_resource", uri)
             raw = await _abandonable(run_on_loop(coro, _background_loop(), what), what)
-            return contents_value(raw, uri)
+            return scrubbed_result(contents_value(raw, uri), self._secrets)
 
         return await scrubbed_await(read(), self._secrets)
 
@@ -636,10 +649,11 @@ class MCPServer(ToolSource):
         found = await scrubbed_await(run_on_loop(coro, _background_loop(), what), self._secrets)
         return [prompt_of(d, self) for d in found]
 
-    def prompt(self, name: str, **arguments: Any) -> MCPPromptMessages:
+    def prompt(self, name: str, /, **arguments: Any) -> MCPPromptMessages:
         """A prompt's messages with these arguments, to ask with: ``chat.ask(server.prompt(...))``.
 
-        Arguments are sent as strings (the protocol's prompt arguments are).
+        Arguments are sent as strings (the protocol's prompt arguments are); ``name`` is
+        positional-only, so a prompt may have an argument called ``name`` too.
 
         Raises:
             MCPServerError: The server cannot be reached, or refused (an unknown
@@ -655,7 +669,7 @@ class MCPServer(ToolSource):
             self._secrets,
         )
 
-    async def prompt_async(self, name: str, **arguments: Any) -> MCPPromptMessages:
+    async def prompt_async(self, name: str, /, **arguments: Any) -> MCPPromptMessages:
         """Async twin of :meth:`prompt` (from any event loop)."""
         args = {str(k): str(v) for k, v in arguments.items()}
         what = f"MCP prompt {name!r}"
@@ -677,8 +691,9 @@ class MCPServer(ToolSource):
 
         async def call() -> MCPResult:
             coro = self._connection.call(remote, arguments, reporter)
-            return result_value(
-                await _abandonable(run_on_loop(coro, _background_loop(), what), what)
+            return scrubbed_result(
+                result_value(await _abandonable(run_on_loop(coro, _background_loop(), what), what)),
+                self._secrets,
             )
 
         return await scrubbed_await(call(), self._secrets)
