@@ -158,3 +158,43 @@ def test_the_record_holds_the_last_report_kept_and_a_repeat_is_never_kept(
 def test_report_progress_is_public() -> None:
     assert nbagent.report_progress is report_progress
     assert "report_progress" in nbagent.__all__
+
+
+def _race_once() -> None:
+    import threading
+
+    threads: list[threading.Thread] = []
+
+    @tool
+    def leaky() -> str:
+        """Return while a thread keeps reporting."""
+        reporter = call_reporter()
+        assert reporter is not None
+
+        def spam() -> None:
+            for i in range(300):
+                reporter.progress(float(i), 300.0, f"late {i}")
+                reporter.log("info", f"late {i}", None)
+
+        t = threading.Thread(target=spam)
+        threads.append(t)
+        t.start()
+        return "returned"
+
+    provider = ScriptedProvider([call_tools(("leaky", {}, "c1")), reply("done")])
+    chat = Chat(provider=provider, display=False).with_tools(leaky)
+    chat.ask("go")
+    threads[0].join()
+    events = list(chat.events)
+    end = next(i for i, e in enumerate(events) if type(e).__name__ == "ToolCallFinished")
+    before = [e for e in events[:end] if isinstance(e, ToolCallProgress)]
+    r = chat.record.call("c1")
+    assert r.progress == (before[-1].progress if before else None)
+    assert fold(chat.events) == chat.record
+
+
+def test_reports_racing_the_calls_end_are_never_folded_after_it() -> None:
+    """A tool that leaves a thread reporting after it returned, raced twenty times: whatever
+    lands after ``ToolCallFinished`` changes nothing, and the record is still the fold."""
+    for _ in range(20):
+        _race_once()

@@ -424,6 +424,8 @@ class Connection:
     def _progress_to(self, reporter: CallReporter) -> Callable[..., Any]:
         async def progress(value: float, total: float | None, message: str | None) -> None:
             text = self.scrub(clean(message)) if message else None
+            of = f"/{total:g}" if total is not None else ""
+            log.debug("MCP server %r: progress %g%s %s", self.label, value, of, text or "")
             with contextlib.suppress(Exception):  # a report must never break the session
                 reporter.progress(float(value), None if total is None else float(total), text)
 
