@@ -131,7 +131,8 @@ def content(chat: Chat) -> str:
 
 def test_it_hides_nothing_but_what_needs_input_requests_or_tasks(everything: MCPServer) -> None:
     names = {t.remote_name for t in everything.list_tools()}
-    assert names == EXERCISED
+    assert names - INPUT_REQUESTS == EXERCISED  # the input-request tools, once offered: inputs'
+    assert "simulate-research-query" not in names  # a task only: not offered
     gated = {t.remote_name for t in everything.list_tools() if t.requires_approval}
     assert gated == {
         "gzip-file-as-resource",
