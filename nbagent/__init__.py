@@ -55,6 +55,8 @@ from ._events import (
     TextDelta,
     ToolCallDelta,
     ToolCallFinished,
+    ToolCallLog,
+    ToolCallProgress,
     ToolCallRequested,
     ToolCallStarted,
 )
@@ -66,7 +68,7 @@ from ._media import image
 from ._options import ToolOptions
 from ._replay import ReplayMissError
 from ._schema import SchemaValidationError
-from ._tools import FunctionTool, Tool, ToolSource, current_tool_call, tool
+from ._tools import FunctionTool, Tool, ToolSource, current_tool_call, report_progress, tool
 from ._types import (
     Approval,
     AssistantToolCallMessage,
@@ -188,6 +190,8 @@ __all__ = [
     "ToolCall",
     "ToolCallDelta",
     "ToolCallFinished",
+    "ToolCallLog",
+    "ToolCallProgress",
     "ToolCallRequested",
     "ToolCallStarted",
     "ToolDefinitionError",
@@ -214,6 +218,7 @@ __all__ = [
     "inbox",
     "open_store",
     "read_log",
+    "report_progress",
     "suggest_policies",
     "tool",
 ]

@@ -36,7 +36,7 @@ from ._fork import UNSET, Plan, restamped
 from ._fork import plan as fork_plan
 from ._hosted import HostedMCP, HostedTool
 from ._loop import LoopMixin
-from ._media import as_parts
+from ._media import as_parts, attached
 from ._options import ToolOptions
 from ._output import as_output
 from ._reasoning import normalize_reasoning
@@ -707,7 +707,9 @@ class BaseChat(LoopMixin, DecisionsMixin):
         self._cancel.set()
         self._drive.cancel()
 
-    def ask_later(self, text: str, *, images: Any = None, output: Any = None) -> Self:
+    def ask_later(
+        self, text: str, *, images: Any = None, output: Any = None, resources: Any = None
+    ) -> Self:
         """Add a user message without running anything; returns the chat, so it chains.
 
         ``chat = Chat().with_tools(Weather).ask_later("...")`` then
@@ -719,6 +721,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
             text: The message.
             images: Images or PDFs sent after the text (see :meth:`ask`).
             output: Ask for a structured answer (see :meth:`ask`).
+            resources: MCP resources attached to the message (see :meth:`ask`).
 
         Raises:
             PendingToolCallsError: Calls of the last response are unanswered.
@@ -727,14 +730,29 @@ class BaseChat(LoopMixin, DecisionsMixin):
             MediaError: An image or file the provider would refuse (format,
                 size); nothing is added.
         """
-        self._drive_sync(self._asking(self._checked_ask(text, images, output), None, run=False))
+        asked = self._checked_ask(text, images, output, resources)
+        self._drive_sync(self._asking(asked, None, run=False))
         return self
 
-    def _checked_ask(self, text: Any, images: Any, output: Any) -> tuple[str, Any, Any]:
-        """What ``ask`` was given, checked before it waits for its turn (nothing is added)."""
+    def _checked_ask(
+        self, text: Any, images: Any, output: Any, resources: Any = None
+    ) -> tuple[str, Any, Any, tuple[ChatMessage, ...]]:
+        """What ``ask`` was given, checked before it waits for its turn (nothing is added).
+
+        ``text`` may carry messages to add before it (``before``: an MCP prompt's
+        earlier messages, ``server.prompt(...)``) and its own ``parts``.
+        """
         if not isinstance(text, str):
             raise TypeError(f"ask() takes text, got {type(text).__name__}")
-        parts = as_parts(images)
+        before = tuple(getattr(text, "before", ()) or ())
+        if not all(isinstance(m, ChatMessage) and m.role in ("user", "assistant") for m in before):
+            raise TypeError(
+                "ask(): the messages before the text must be user or assistant messages"
+            )
+        own = tuple(getattr(text, "parts", ()) or ())
+        extra, attached_parts = attached(resources)
+        text = str(text) if not extra else (f"{text}\n\n{extra}" if text else extra)
+        parts = (*own, *as_parts(images), *attached_parts)
         check_parts = getattr(self.provider, "check_parts", None)
         if parts and check_parts is not None:
             check_parts(parts)  # too large / unsupported fails here, before any request
@@ -742,13 +760,17 @@ class BaseChat(LoopMixin, DecisionsMixin):
         check = getattr(self.provider, "check_output", None)
         if spec is not None and check is not None:
             check(spec)  # a schema the provider cannot express fails here, before any request
-        return text, parts, spec
+        return text, parts, spec, before
 
     def _asking(
-        self, asked: tuple[str, Any, Any], max_steps: int | None, *, run: bool
+        self,
+        asked: tuple[str, Any, Any, tuple[ChatMessage, ...]],
+        max_steps: int | None,
+        *,
+        run: bool,
     ) -> Generator[_Effect, Any, StepResult]:
         """Add the user message (its turn to drive has come), then complete if ``run``."""
-        text, parts, spec = asked
+        text, parts, spec, before = asked
         with self._lock:
             unanswered = self.open_calls
             if unanswered:
@@ -757,8 +779,12 @@ class BaseChat(LoopMixin, DecisionsMixin):
             self._forced_spent = False
             self._last_step = None
             self._output, self._output_retried = spec, False
+            events = []
+            for m in before:  # an MCP prompt's earlier messages, in its turn
+                earlier = dataclasses.replace(m, content=clean(m.content), turn=self._turn)
+                events.extend(self._append(earlier))
             msg = ChatMessage("user", clean(text), turn=self._turn, parts=parts)
-            events = self._append(msg)
+            events.extend(self._append(msg))
         self._emit_all(events)
         for turn_started in self._hook("turn_started"):
             turn_started()
@@ -772,6 +798,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         *,
         images: Any = None,
         output: Any = None,
+        resources: Any = None,
         max_steps: int | None = None,
     ) -> Message | None:
         """Ask and run the loop: ``ask_later(text)`` then ``complete()``.
@@ -791,7 +818,14 @@ class BaseChat(LoopMixin, DecisionsMixin):
                 of the model or dataclass; a dict for a TypedDict or a schema).
                 An invalid answer is sent back once with what was wrong, then
                 :class:`~nbagent.OutputValidationError` is raised.
+            resources: One MCP resource or a list, attached to the message: what
+                ``server.resources()`` lists (read now) or ``server.read_resource(uri)``
+                gave. Each one's text follows the question in a
+                ``<resource uri="...">`` block; its images and PDFs are sent like ``images``.
             max_steps: Most steps for this call (default: the chat's).
+
+        ``text`` may be what ``server.prompt(name, ...)`` gave: its earlier
+        messages are added first, then its last user message is asked.
 
         Returns:
             The turn's last assistant message. Check ``chat.status``: it may be
@@ -805,7 +839,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
             OutputValidationError: The answer was invalid twice (both answers
                 stay in the transcript).
         """
-        asked = self._checked_ask(text, images, output)
+        asked = self._checked_ask(text, images, output, resources)
         return self._drive_sync(self._asking(asked, max_steps, run=True)).message
 
     async def ask_async(
@@ -814,6 +848,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         *,
         images: Any = None,
         output: Any = None,
+        resources: Any = None,
         max_steps: int | None = None,
         wait_for_approval: bool | None = None,
     ) -> Message | None:
@@ -824,7 +859,7 @@ class BaseChat(LoopMixin, DecisionsMixin):
         ``approval_fallback``) and carries on; ``wait_for_approval=False``
         returns at once with the approval pending, as ``ask()`` does.
         """
-        asked = self._checked_ask(text, images, output)
+        asked = self._checked_ask(text, images, output, resources)
         reply = (await self._drive_async(self._asking(asked, max_steps, run=True))).message
         waiters = self._hook("wait_for_decision")  # the notebook view, inside a kernel
         if not waiters:

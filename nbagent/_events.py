@@ -235,6 +235,48 @@ class AlwaysAllowChanged(Event, type="always_allow_changed"):
     conditional: bool = False
 
 
+class ToolCallProgress(Event, type="tool_call_progress"):
+    """A running call said how far it is: an MCP server's progress notification, or
+    :func:`nbagent.report_progress` inside a Python tool.
+
+    Attributes:
+        call: The running call.
+        step: The step (tool round) running it.
+        turn: Its user turn.
+        progress: How far it is (grows with each report; units are the tool's).
+        total: What ``progress`` counts up to, if the tool knows (``None``: unknown).
+        message: What it is doing now, if it said.
+    """
+
+    call: ToolCall
+    step: int
+    turn: int
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+class ToolCallLog(Event, type="tool_call_log"):
+    """A log message an MCP server sent (``notifications/message``) while the call ran.
+
+    Attributes:
+        call: The running call (each call of the server running at the time gets one).
+        step: The step (tool round) running it.
+        turn: Its user turn.
+        level: The message's level (``debug``, ``info``, ``notice``, ``warning``,
+            ``error``, ``critical``, ``alert``, ``emergency``).
+        message: Its text (the server's data as text, its secrets replaced by ``***``).
+        logger: The logger the server named, if any.
+    """
+
+    call: ToolCall
+    step: int
+    turn: int
+    level: str
+    message: str
+    logger: str | None = None
+
+
 EVENT_TYPES: dict[str, type[Event]] = {cls.type: cls for cls in Event.__subclasses__()}
 """Every event type declared above, by its ``type`` (what a store writes)."""
 

@@ -326,6 +326,12 @@ CSS = """
 .nba-entry { margin: 3px 0; box-sizing: border-box; width: 100%; }
 .nba-user { border-left: 3px solid var(--jp-brand-color1, #1976d2); padding: 3px 8px;
   background: var(--jp-layout-color2, #eeeeee); white-space: pre-wrap; word-break: break-word; }
+.nba-progress-row { display: flex; align-items: center; gap: 6px; margin: 3px 0; }
+.nba-progress { width: 14em; max-width: 60%; height: 0.8em;
+  accent-color: var(--jp-brand-color1, #1976d2); }
+.nba-logs > summary { cursor: pointer; color: var(--jp-ui-font-color2, #616161);
+  font-size: 0.92em; }
+.nba-logs-bad > summary { color: var(--jp-warn-color0, #e65100); }
 .nba-thumbs { display: flex; flex-wrap: wrap; gap: 4px; margin: 3px 0; white-space: normal; }
 .nba-thumb { max-height: 160px; max-width: 100%; height: auto; object-fit: contain;
   border: 1px solid var(--jp-border-color2, #e0e0e0); background: #fff; }

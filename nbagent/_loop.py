@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import threading
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
@@ -53,6 +54,8 @@ from ._events import (
     StepFinished,
     TextDelta,
     ToolCallDelta,
+    ToolCallLog,
+    ToolCallProgress,
     ToolCallRequested,
     ToolCallStarted,
     utcnow,
@@ -655,8 +658,17 @@ class LoopMixin(ChatCore):
                     ran_with = getattr(replayed, "arguments", None)
                     if ran_with is not None and ran_with != c.effective_arguments:
                         replayed = None  # it ran with other arguments then: run it now
+                report = _CallReporter(self, c, self._step)
                 jobs.append(
-                    Job(c, tool, kwargs, tool.timeout or default_timeout, replayed, self._cancel)
+                    Job(
+                        c,
+                        tool,
+                        kwargs,
+                        tool.timeout or default_timeout,
+                        replayed,
+                        self._cancel,
+                        report,
+                    )
                 )
             mode = self._options.effective_concurrency
             self._runner.max_concurrency = self._options.effective_max_concurrency
@@ -768,6 +780,86 @@ def _tool_errors(errors: list[tuple[ToolCall, BaseException]]) -> BaseException:
     if len(excs) == 1:
         return excs[0]
     return ExceptionGroup(f"{len(excs)} tools raised", excs)
+
+
+PROGRESS_EVERY = 0.1
+"""Seconds between two progress events of one call (unless the message changes or the
+call reaches its total): a server reporting every byte does not flood the chat."""
+MAX_CALL_LOGS = 200
+"""Server log messages kept as events per call (the rest go to Python logging only)."""
+
+
+class _CallReporter:
+    """A running call's reports (progress, a server's log lines) as the chat's events.
+
+    Made per call by the round that runs it; bound while the tool runs
+    (``_tools.report_progress``, ``_tools.call_reporter``) and usable from any
+    thread. A report after the call finished is dropped, so nothing is folded
+    after its ``ToolCallFinished``.
+    """
+
+    __slots__ = ("_at", "_chat", "_last", "_lock", "_logs", "call", "step")
+
+    def __init__(self, chat: LoopMixin, call: ToolCall, step: int):
+        self._chat = chat
+        self.call = call
+        self.step = step
+        self._lock = threading.Lock()
+        self._last: tuple[float, float | None, str | None] | None = None
+        self._at = 0.0
+        self._logs = 0
+
+    def _turn(self) -> int:
+        chat = self._chat
+        return chat._call_turn.get(self.call.id, chat._turn)
+
+    def progress(self, progress: float, total: float | None, message: str | None) -> bool:
+        message = clean(message)[:500] if message else None
+        now = time.monotonic()
+        with self._lock:
+            if self.call.status != "running":
+                return False
+            last = self._last
+            if last == (progress, total, message):
+                return False
+            if (
+                last is not None
+                and message == last[2]
+                and not (total is not None and progress >= total)
+                and now - self._at < PROGRESS_EVERY
+            ):
+                return False
+            self._last, self._at = (progress, total, message), now
+        self._chat._emit(
+            ToolCallProgress(
+                chat_id=self._chat.id,
+                call=self.call,
+                step=self.step,
+                turn=self._turn(),
+                progress=progress,
+                total=total,
+                message=message,
+            )
+        )
+        return True
+
+    def log(self, level: str, message: str, logger: str | None) -> bool:
+        with self._lock:
+            if self.call.status != "running" or self._logs >= MAX_CALL_LOGS:
+                return False
+            self._logs += 1
+        self._chat._emit(
+            ToolCallLog(
+                chat_id=self._chat.id,
+                call=self.call,
+                step=self.step,
+                turn=self._turn(),
+                level=level,
+                message=clean(message),
+                logger=logger,
+            )
+        )
+        return True
 
 
 class _RoundHooks:

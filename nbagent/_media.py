@@ -203,6 +203,45 @@ def as_parts(images: Any, *, detail: str | None = None) -> tuple[Part, ...]:
     return (to_part(images, detail=detail),)
 
 
+RESOURCE_CHARS = 100_000
+"""The most characters of one attached resource's text put in a user message."""
+
+
+def attached(resources: Any) -> tuple[str, tuple[Part, ...]]:
+    """``resources=`` of ``chat.ask``: the text they add to the message, and their parts.
+
+    Each item has an ``attachment()`` method giving ``(name, text, parts)`` (an
+    MCP server's listed resource, which reads itself, or contents already read:
+    ``server.read_resource(uri)``). The text is wrapped in a ``<resource>`` block
+    naming it, so the model can tell it from the question.
+
+    Raises:
+        TypeError: An item cannot be attached.
+    """
+    if resources is None:
+        return "", ()
+    items = list(resources) if isinstance(resources, list | tuple) else [resources]
+    blocks: list[str] = []
+    parts: list[Part] = []
+    for item in items:
+        attachment = getattr(item, "attachment", None)
+        if isinstance(item, type) or not callable(attachment):
+            raise TypeError(
+                "resources= takes an MCP server's resources (server.resources()) or their "
+                f"contents (server.read_resource(uri)), got {type(item).__name__}"
+            )
+        name, text, own = attachment()
+        if len(text) > RESOURCE_CHARS:
+            text = (
+                text[:RESOURCE_CHARS]
+                + f"\n[truncated: {len(text) - RESOURCE_CHARS} more characters]"
+            )
+        name = str(name).replace('"', "%22")
+        blocks.append(f'<resource uri="{name}">\n{text}\n</resource>')
+        parts.extend(p for p in own if isinstance(p, ImagePart | FilePart))
+    return "\n\n".join(blocks), tuple(parts)
+
+
 def _mb(n: int) -> str:
     return f"{n / (1024 * 1024):.1f} MB"
 

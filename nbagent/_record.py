@@ -59,6 +59,8 @@ from ._events import (
     TextDelta,
     ToolCallDelta,
     ToolCallFinished,
+    ToolCallLog,
+    ToolCallProgress,
     ToolCallRequested,
     ToolCallStarted,
 )
@@ -96,6 +98,9 @@ class CallRecord:
     identity; ``None`` for a provider item), ``approval``, ``decided`` (the
     :class:`~nbagent.Decision`) and ``result`` (the
     :class:`~nbagent.ToolResultMessage` the model read). ``ran_before`` holds call ids.
+    ``progress``, ``progress_total`` and ``progress_message`` are the latest progress
+    report while it ran (``ToolCallProgress``); ``logs`` the server's log messages
+    (``ToolCallLog``, as :class:`LogLine`), ``log_messages`` their number.
     """
 
     call_id: str
@@ -129,10 +134,24 @@ class CallRecord:
     finished_at: datetime | None = None
     model: str | None = None
     provider: str | None = None
+    progress: float | None = None
+    progress_total: float | None = None
+    progress_message: str | None = None
+    log_messages: int = 0
     call: ToolCall | None = None
     approval: Approval | None = None
     decided: Decision | None = None
     result: ToolResultMessage | None = None
+    logs: tuple[LogLine, ...] = ()
+
+
+class LogLine(NamedTuple):
+    """One log message a server sent while a call ran (``CallRecord.logs``)."""
+
+    ts: datetime
+    level: str
+    message: str
+    logger: str | None
 
 
 @dataclass(slots=True)
@@ -468,6 +487,21 @@ class ChatRecord:
             r.decision = "none"
         return RecordChange("call", r.call_id, e)
 
+    def _on_progress(self, e: ToolCallProgress) -> RecordChange | None:
+        r = self._by_id.get(e.call.id)
+        if r is None or r.status != "running":
+            return None  # a report that lost the race with the call's end
+        r.progress, r.progress_total, r.progress_message = e.progress, e.total, e.message
+        return RecordChange("call", r.call_id, e)
+
+    def _on_log(self, e: ToolCallLog) -> RecordChange | None:
+        r = self._by_id.get(e.call.id)
+        if r is None or r.status != "running":
+            return None
+        r.logs = (*r.logs, LogLine(e.ts, e.level, e.message, e.logger))
+        r.log_messages = len(r.logs)
+        return RecordChange("call", r.call_id, e)
+
     def _on_in_doubt(self, e: CallInDoubt) -> RecordChange | None:
         if not e.rerun:
             return None  # its ToolCallFinished (in_doubt) follows
@@ -581,6 +615,8 @@ _RULES: dict[type[Event], Callable[[ChatRecord, Any], RecordChange | None]] = {
     StepFinished: ChatRecord._on_step_finished,
     OptionsChanged: ChatRecord._unchanged,
     AlwaysAllowChanged: ChatRecord._unchanged,
+    ToolCallProgress: ChatRecord._on_progress,
+    ToolCallLog: ChatRecord._on_log,
 }
 """The fold's rule for every event type (a test checks none is missing)."""
 
@@ -689,6 +725,7 @@ def _item_output(raw: dict[str, Any]) -> str | None:
 __all__ = [
     "CallRecord",
     "ChatRecord",
+    "LogLine",
     "MessageRecord",
     "RecordChange",
     "StepRecord",

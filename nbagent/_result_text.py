@@ -12,7 +12,9 @@ A result may also carry images (:func:`to_result`): a matplotlib figure, a PIL
 image, PNG/JPEG/GIF/WebP bytes, an IPython ``Image`` or an
 :class:`~nbagent.ImagePart`, alone or in a list/tuple with text. The images
 become content parts sent after the text; the text gets one ``[image N: ...]``
-line per image so a log, a store or a text-only reader still sees them.
+line per image (:func:`part_label`) so a log, a store or a text-only reader still
+sees them. A ``str`` that carries its own ``parts`` (an MCP tool's
+:class:`~nbagent.mcp.MCPResult`, whose text already has those lines) gives them as they are.
 
 Every result is capped at ``max_chars`` characters with a note saying so, so
 one chatty tool cannot flood the context window.
@@ -28,7 +30,7 @@ from datetime import date, datetime
 from typing import Any
 
 from ._media import is_image_like, to_part
-from ._types import ImagePart, Part
+from ._types import FilePart, ImagePart, Part
 
 MAX_ROWS = 20
 MAX_CHARS = 20_000
@@ -88,6 +90,11 @@ def to_content(value: Any, *, max_rows: int = MAX_ROWS, max_chars: int = MAX_CHA
     return text
 
 
+def part_label(n: int, part: Part) -> str:
+    """The line standing for the ``n``-th image or file of a result in its text."""
+    return _label(n, part)
+
+
 def _label(n: int, part: Part) -> str:
     size = f"{len(part.data) / 1024:.0f} KB"
     what = "image" if isinstance(part, ImagePart) else "file"
@@ -98,6 +105,11 @@ def to_result(
     value: Any, *, max_rows: int = MAX_ROWS, max_chars: int = MAX_CHARS
 ) -> tuple[str, tuple[Part, ...]]:
     """A tool's return value as text and image parts (see the module docstring)."""
+    if isinstance(value, str):
+        own = getattr(value, "parts", None)
+        if isinstance(own, tuple) and own and all(isinstance(p, ImagePart | FilePart) for p in own):
+            return to_content(value, max_rows=max_rows, max_chars=max_chars), own
+        return to_content(value, max_rows=max_rows, max_chars=max_chars), ()
     if is_image_like(value):
         part = to_part(value)
         return _label(1, part), (part,)

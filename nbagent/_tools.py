@@ -30,7 +30,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar, Literal, overload
+from typing import Any, ClassVar, Literal, Protocol, overload
 
 from ._errors import ToolDefinitionError
 from ._schema import (
@@ -135,13 +135,90 @@ def _cancelled_by(cancel: CancelEvent | None) -> Iterator[None]:
         _chat_cancel.reset(token)
 
 
+class CallReporter(Protocol):
+    """What a running call may tell its chat besides its result (the core implements it).
+
+    Every method may be called from any thread (an MCP session's notifications
+    arrive on nbagent's background loop); a report made after the call finished
+    is dropped.
+    """
+
+    def progress(self, progress: float, total: float | None, message: str | None) -> bool:
+        """How far the call is (a ``ToolCallProgress`` event); whether it was kept."""
+
+    def log(self, level: str, message: str, logger: str | None) -> bool:
+        """A log message a server sent while the call ran (a ``ToolCallLog`` event)."""
+
+
+_call_reporter: contextvars.ContextVar[CallReporter | None] = contextvars.ContextVar(
+    "nbagent_call_reporter", default=None
+)
+
+
+def call_reporter() -> CallReporter | None:
+    """The running call's reporter (``None`` outside a chat's tool call).
+
+    For code that reports from elsewhere (an MCP session's callbacks on the
+    background loop): take it inside the call, use it from anywhere.
+    """
+    return _call_reporter.get()
+
+
+def report_progress(
+    progress: float, total: float | None = None, message: str | None = None
+) -> bool:
+    """Say how far the running tool call is: its card shows a progress bar.
+
+    Call it from anywhere inside a tool (every concurrency mode, sync or
+    async); the chat emits a :class:`~nbagent.ToolCallProgress` event, the call's
+    record keeps the latest (``chat.log``'s ``progress``, ``progress_total`` and
+    ``progress_message``), and the live view draws it. Outside a chat's tool
+    call it does nothing, so a tool stays callable on its own::
+
+        @tool
+        def crunch(n: int) -> str:
+            for i in range(n):
+                ...
+                nbagent.report_progress(i + 1, n, f"chunk {i + 1} of {n}")
+            return "done"
+
+    Args:
+        progress: How far it is (a number that grows: items, bytes, percent...).
+        total: What ``progress`` counts up to, if known.
+        message: What it is doing now (one short line).
+
+    Returns:
+        Whether the report reached a chat (``False`` outside a call, or when it
+        repeats the last one or comes too soon after it: reports are kept at
+        most every 0.1 s unless their message changes or they reach ``total``).
+
+    Raises:
+        TypeError: ``progress`` or ``total`` is not a number.
+    """
+    for name, value in (("progress", progress), ("total", total)):
+        if value is None and name == "total":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"report_progress: {name} must be a number, got {value!r}")
+    if message is not None and not isinstance(message, str):
+        raise TypeError(f"report_progress: message must be a string, got {message!r}")
+    reporter = _call_reporter.get()
+    if reporter is None:
+        return False
+    return reporter.progress(float(progress), None if total is None else float(total), message)
+
+
 @contextmanager
-def _bind_call(call: ToolCall, cancel: CancelEvent | None = None) -> Iterator[None]:
+def _bind_call(
+    call: ToolCall, cancel: CancelEvent | None = None, reporter: CallReporter | None = None
+) -> Iterator[None]:
     token = _current_call.set(call)
+    reported = _call_reporter.set(reporter)
     try:
         with _cancelled_by(cancel):
             yield
     finally:
+        _call_reporter.reset(reported)
         _current_call.reset(token)
 
 
@@ -612,6 +689,7 @@ __all__ = [
     "as_tool",
     "check_gate",
     "current_tool_call",
+    "report_progress",
     "tool",
     "tool_name_of",
 ]

@@ -25,16 +25,23 @@ from nbagent import (
     Chat,
     ModelRequest,
     ToolCall,
+    report_progress,
     tool,
 )
 from nbagent._events import CallInDoubt, Event, ToolCallRequested, ToolCallStarted
 from nbagent._record import _RULES, FRAGMENTS, ChatRecord, RecordChange, fold
+from nbagent._tools import call_reporter
 from nbagent.testing import ScriptedProvider, call_tools, reply
 
 
 @tool
 def safe(x: int) -> str:
-    """A tool that runs without asking."""
+    """A tool that runs without asking (and reports its progress, and a log line as an MCP
+    server's would arrive)."""
+    report_progress(x, 4, f"at {x}")
+    reporter = call_reporter()
+    assert reporter is not None
+    reporter.log("info", f"safe {x} ran", "test")
     if x == 3:
         raise ValueError("three is unlucky")
     return f"safe {x}"

@@ -53,6 +53,11 @@ ran_before         string          the earlier gated calls of its response still
 item_type          string          a provider item's wire type (``mcp_call``,
                                    ``mcp_list_tools``, ``web_search_call``...) or
                                    ``mcp_approval_request``; NA for a local call
+progress           Float64         the latest progress the call reported while it ran
+                                   (an MCP server's notification, ``report_progress``)
+progress_total     Float64         what ``progress`` counts up to, if the call said
+progress_message   string          the latest progress report's message
+log_messages       Int64           log messages its MCP server sent while it ran
 turn               Int64           user turn (1 for the first ``ask``)
 step               Int64           the model request that asked for the call
 run_step           Int64           the step (tool round) that ran it; NA if it never ran
@@ -197,6 +202,10 @@ CALL_COLUMNS: dict[str, ColumnKind] = {
     "shared": "boolean",
     "ran_before": "string",
     "item_type": "string",
+    "progress": "Float64",
+    "progress_total": "Float64",
+    "progress_message": "string",
+    "log_messages": "Int64",
     # where and when it ran
     "turn": "Int64",
     "step": "Int64",

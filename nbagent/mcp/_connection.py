@@ -46,21 +46,44 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import itertools
+import json
+import logging
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from .._aio import on_background_loop, spawn
 from .._errors import ChatCancelled, MCPServerError
-from .._tools import on_chat_cancel
+from .._tools import CallReporter, on_chat_cancel
+from .._unicode import clean
 from ._stdio import UNREADABLE
 
 T = TypeVar("T")
 
 _open: weakref.WeakSet[Connection] = weakref.WeakSet()
 _pending: set[asyncio.Task[None]] = set()  # closes started on the background loop itself
+
+log = logging.getLogger("nbagent.mcp")
+"""Where servers' log messages (``notifications/message``) go, at their level."""
+
+LOG_LEVEL: Final = "info"
+"""The lowest level of server log messages asked for (``logging/setLevel`` on the older
+protocol, the per-request opt-in on 2026-07-28)."""
+LOG_CHARS = 4_000  # a log message's text kept (the rest is cut)
+_PY_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": logging.CRITICAL,
+    "emergency": logging.CRITICAL,
+}
 
 CLOSE_TIMEOUT = 10.0  # seconds to wait for a server to stop (then its task is cancelled)
 CONNECT_TIMEOUT = 30.0  # default seconds for connecting, and for listing the tools
@@ -139,6 +162,10 @@ class Connection:
         self._relist_lock = threading.Lock()
         self._relist_tokens = float(RELIST_BURST)
         self._relist_at = time.monotonic()
+        self.has_resources = False  # it lists a resource or a template (seen when listing tools)
+        self.scrub: Callable[[str], str] = _same  # the server's secrets out of its text
+        self._reporters: dict[int, CallReporter] = {}  # calls in flight that report
+        self._keys = itertools.count()
 
     # ------------------------------------------------------------ state
     def usable(self) -> bool:
@@ -170,6 +197,31 @@ class Connection:
         """The SDK session's handler for what the server sends on its own."""
         if _is_list_changed(message):  # legacy protocol (and the listen stream's copy)
             self.stale = True
+
+    async def on_log(self, params: Any) -> None:
+        """The server's log message: Python logging (``nbagent.mcp``) and every call in flight.
+
+        The protocol does not say which request a log message belongs to, so
+        each call of this server running when it arrives gets it (its card, a
+        ``ToolCallLog`` event); its text has the server's secrets replaced by ``***``.
+        """
+        level = str(getattr(params, "level", "info"))
+        name = getattr(params, "logger", None)
+        data = getattr(params, "data", None)
+        if isinstance(data, str):
+            text = data
+        else:
+            try:
+                text = json.dumps(data, ensure_ascii=False, default=str)
+            except (TypeError, ValueError):
+                text = repr(data)
+        text = self.scrub(clean(text)[:LOG_CHARS])
+        name = self.scrub(clean(str(name))[:200]) if name else None
+        where = f" [{name}]" if name else ""
+        log.log(_PY_LEVELS.get(level, logging.INFO), "MCP server %r%s: %s", self.label, where, text)
+        for reporter in list(self._reporters.values()):
+            with contextlib.suppress(Exception):  # a report must never break the session
+                reporter.log(level, text, name)
 
     def list_changed(self) -> None:
         """The server said its tools changed (called by the stdio transport, coalesced)."""
@@ -228,6 +280,7 @@ class Connection:
                 self.client, self.broken = client, False
                 info = getattr(client, "server_info", None)
                 self.server_name = getattr(info, "name", None)
+                await _ask_for_logs(client)
                 if not ready.done():
                     ready.set_result(None)
                 async with anyio.create_task_group() as tg:
@@ -294,6 +347,7 @@ class Connection:
                     cursor = page.next_cursor
                     if not cursor:
                         break
+                self.has_resources = await _has_resources(client)
         except TimeoutError as exc:
             self.stale = True
             if not limit.expired():
@@ -308,18 +362,74 @@ class Connection:
             raise self._failure(exc, "listing its tools") from exc
         return tools
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> Any:
+    async def call(
+        self, name: str, arguments: dict[str, Any], reporter: CallReporter | None = None
+    ) -> Any:
         """Call a tool once; the raw ``CallToolResult``.
+
+        ``reporter``: the chat's call, told the server's progress notifications
+        for this request and the log messages the server sends meanwhile.
 
         Raises:
             MCPServerError: The server could not be reached, or the connection
                 broke during the call (the call is not re-sent).
         """
         client = await self.ensure()  # a connection that broke while idle is reopened here
+        progress = None
+        key = next(self._keys)
+        if reporter is not None:
+            self._reporters[key] = reporter
+            progress = self._progress_to(reporter)
         try:
-            return await client.call_tool(name, arguments)
+            return await client.call_tool(name, arguments, progress_callback=progress)
         except Exception as exc:
             raise self._failure(exc, f"calling {name!r}") from exc
+        finally:
+            self._reporters.pop(key, None)
+
+    async def paged(self, what: str, method: str, field: str) -> list[Any]:
+        """Every page of a listing (``list_resources``, ``list_prompts``...), within
+        ``connect_timeout``; ``what`` names it in errors."""
+        client = await self.ensure()
+        items: list[Any] = []
+        cursor: str | None = None
+        limit = asyncio.timeout(self.connect_timeout)
+        try:
+            async with limit:
+                for _ in range(1000):
+                    page = await getattr(client, method)(cursor=cursor)
+                    items.extend(getattr(page, field))
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+        except TimeoutError as exc:
+            if not limit.expired():
+                raise self._failure(exc, what) from exc
+            raise MCPServerError(
+                f"MCP server {self.label!r} did not finish {what} within "
+                f"{self.connect_timeout:g} s (connect_timeout)"
+            ) from None
+        except Exception as exc:
+            raise self._failure(exc, what) from exc
+        return items
+
+    async def request(self, what: str, method: str, *args: Any) -> Any:
+        """One request (``read_resource``, ``get_prompt``) with its errors mapped."""
+        client = await self.ensure()
+        try:
+            return await getattr(client, method)(*args)
+        except Exception as exc:
+            raise self._failure(exc, what) from exc
+
+    def _progress_to(self, reporter: CallReporter) -> Callable[..., Any]:
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            text = self.scrub(clean(message)) if message else None
+            of = f"/{total:g}" if total is not None else ""
+            log.debug("MCP server %r: progress %g%s %s", self.label, value, of, text or "")
+            with contextlib.suppress(Exception):  # a report must never break the session
+                reporter.progress(float(value), None if total is None else float(total), text)
+
+        return progress
 
     def _failure(self, exc: Exception, doing: str) -> MCPServerError:
         """The error for a failed request: the connection was lost, or the server refused.
@@ -360,6 +470,41 @@ class Connection:
         with contextlib.suppress(Exception):
             wait(self.drop(), CLOSE_TIMEOUT + 5)
         _open.discard(self)
+
+
+async def _has_resources(client: Any) -> bool:
+    """Whether the server has a resource or a resource template to read (a server that
+    only declares the capability, as SDK servers always do, has none)."""
+    caps = getattr(client, "server_capabilities", None)
+    if getattr(caps, "resources", None) is None:
+        return False
+    for method, field in (
+        ("list_resources", "resources"),
+        ("list_resource_templates", "resource_templates"),
+    ):
+        with contextlib.suppress(Exception):  # not offered after all: no read tool
+            if getattr(await getattr(client, method)(), field):
+                return True
+    return False
+
+
+def _same(text: str) -> str:
+    return text
+
+
+async def _ask_for_logs(client: Any) -> None:
+    """On the older protocol, ask a server that logs for :data:`LOG_LEVEL` and up (the
+    2026-07-28 protocol opts in per request: the client's ``log_level``)."""
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    caps = getattr(client, "server_capabilities", None)
+    if getattr(caps, "logging", None) is None:
+        return
+    if getattr(client, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
+        return
+    with warnings.catch_warnings(), contextlib.suppress(Exception):
+        warnings.simplefilter("ignore")  # deprecated as of 2026-07-28, still what it speaks
+        await client.set_logging_level(LOG_LEVEL)
 
 
 def _unwrap(exc: BaseException) -> BaseException:

@@ -2,10 +2,16 @@
 
 - ``isError``: :class:`~nbagent.MCPToolError` carrying the tool's text, so
   the call ends as an ``error`` result the model reads.
-- content blocks, in order: text as is; an image or audio block as a one-line
-  placeholder naming its type and size (images are not sent to the model
-  yet); an embedded text resource as its text; a binary resource or a
-  resource link as a placeholder with its URI.
+- content blocks, in order: text as is; an image block (PNG, JPEG, GIF or WebP,
+  recognised by its bytes) as a real image part the model sees, with its
+  ``[image N: ...]`` line in the text; an image in another format, or an audio
+  block, as a one-line placeholder naming its type and size (no API nbagent speaks
+  takes audio in a tool result: Chat Completions' tool messages are text, Anthropic's
+  ``tool_result`` and Responses' ``function_call_output`` take text, images and
+  documents); an embedded text resource as its text, a binary one holding an image
+  or a PDF as a part, another as a placeholder with its URI; a resource link as a
+  line naming it (the model reads it with the server's ``read_resource`` tool,
+  see ``_resources.py``).
 - ``structuredContent`` with no content block (the spec asks servers to send
   both): its compact JSON.
 
@@ -21,6 +27,9 @@ import json
 from typing import Any
 
 from .._errors import MCPToolError
+from .._media import IMAGE_TYPES, sniff
+from .._result_text import part_label
+from .._types import FilePart, ImagePart, Part
 from .._unicode import clean
 
 
@@ -30,18 +39,33 @@ class MCPResult(str):
     Attributes:
         structured_content: The tool's ``structuredContent`` (``None`` if it sent none).
         content: The content blocks as JSON objects (images keep their base64 data).
+        parts: Its images (and PDFs) as :class:`~nbagent.ImagePart` /
+            :class:`~nbagent.FilePart`, sent to the model after the text (whose
+            ``[image N: ...]`` lines stand for them).
     """
 
     structured_content: Any
     content: list[dict[str, Any]]
+    parts: tuple[Part, ...]
+    uri: str | None = None
+    """The resource it was read from (``server.read_resource(uri)``), else ``None``."""
 
     def __new__(
-        cls, text: str, structured_content: Any = None, content: list[dict[str, Any]] | None = None
+        cls,
+        text: str,
+        structured_content: Any = None,
+        content: list[dict[str, Any]] | None = None,
+        parts: tuple[Part, ...] = (),
     ) -> MCPResult:
         self = super().__new__(cls, text)
         self.structured_content = structured_content
         self.content = content or []
+        self.parts = tuple(parts)
         return self
+
+    def attachment(self) -> tuple[str, str, tuple[Part, ...]]:
+        """What ``chat.ask(..., resources=[this])`` adds: its URI, text and parts."""
+        return self.uri or "result", str(self), self.parts
 
 
 def _size(data: str) -> str:
@@ -52,15 +76,53 @@ def _size(data: str) -> str:
     return f"{n} bytes"
 
 
+def _decoded(data: Any) -> bytes | None:
+    if not isinstance(data, str):
+        return None
+    try:
+        return base64.b64decode(data, validate=True)
+    except (ValueError, TypeError):
+        return None
+
+
+def block_part(block: Any) -> Part | None:
+    """The image (or PDF) a content block holds, as a part the model can be sent, else None.
+
+    Only bytes whose format is recognised count (a PNG, JPEG, GIF, WebP image, a PDF
+    in an embedded resource): the server's ``mimeType`` is not trusted.
+    """
+    kind = getattr(block, "type", None)
+    if kind == "image":
+        data = _decoded(getattr(block, "data", None))
+        media = sniff(data[:16]) if data else None
+        return ImagePart(data, media) if data and media in IMAGE_TYPES else None
+    if kind == "resource":
+        res = block.resource
+        data = _decoded(getattr(res, "blob", None))
+        media = sniff(data[:16]) if data else None
+        if not data or media is None:
+            return None
+        if media == "application/pdf":
+            name = str(res.uri).rstrip("/").rsplit("/", 1)[-1] or "document.pdf"
+            return FilePart(data, media, name if name.endswith(".pdf") else f"{name}.pdf")
+        return ImagePart(data, media)
+    return None
+
+
 def block_text(block: Any) -> str:
     """One content block as text (a placeholder for what the model cannot read yet)."""
     kind = getattr(block, "type", None)
     if kind == "text":
         return str(block.text)
-    if kind in ("image", "audio"):
+    if kind == "image":
         return (
-            f"[{kind}: {block.mime_type}, {_size(block.data)}; "
-            f"{kind}s from tools are not shown to the model yet]"
+            f"[image: {block.mime_type}, {_size(block.data)}; not a PNG, JPEG, GIF or WebP "
+            "image, so the model cannot be shown it]"
+        )
+    if kind == "audio":
+        return (
+            f"[audio: {block.mime_type}, {_size(block.data)}; the model cannot hear audio "
+            "from a tool]"
         )
     if kind == "resource":
         res = block.resource
@@ -90,10 +152,20 @@ def result_value(result: Any) -> MCPResult:
         MCPToolError: The result has ``isError`` set (its text is the message).
     """
     blocks = list(getattr(result, "content", None) or [])
-    text = "\n".join(clean(block_text(b)) for b in blocks)
     structured = getattr(result, "structured_content", None)
     if getattr(result, "is_error", False):
+        text = "\n".join(clean(block_text(b)) for b in blocks)
         raise MCPToolError(text or "the tool reported an error without a message")
+    lines: list[str] = []
+    parts: list[Part] = []
+    for b in blocks:
+        part = block_part(b)
+        if part is None:
+            lines.append(clean(block_text(b)))
+        else:
+            parts.append(part)
+            lines.append(part_label(len(parts), part))
+    text = "\n".join(lines)
     if not blocks and structured is not None:
         text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"), default=str)
-    return MCPResult(text, structured, [_dump(b) for b in blocks])
+    return MCPResult(text, structured, [_dump(b) for b in blocks], tuple(parts))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from .._errors import MCPServerError, redact_keys, reveals, scrub, scrub_error
@@ -190,11 +190,55 @@ async def scrubbed_await(awaitable: Awaitable[T], secrets: Sequence[str]) -> T:
     raise failure
 
 
+def _replaced(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with the server's own secrets as ``***`` (only those: a result may hold
+    key-shaped text, a commit hash, that is no secret)."""
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def _scrubbed_json(value: Any, secrets: Sequence[str]) -> Any:
+    if isinstance(value, str):
+        return _replaced(value, secrets)
+    if isinstance(value, dict):
+        return {k: _scrubbed_json(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed_json(v, secrets) for v in value]
+    return value
+
+
+def scrubbed_result(value: T, secrets: Sequence[str]) -> T:
+    """A tool's answer (an ``MCPResult``) with the server's secrets replaced by ``***``
+    in its text, structured content and text blocks (a tool that echoes its environment,
+    like the reference ``everything`` server's ``get-env``); the same object when none shows.
+    """
+    text = str(value)
+    structured = getattr(value, "structured_content", None)
+    content = getattr(value, "content", [])
+    if not secrets or not any(
+        s in text or s in repr(structured) or s in repr(content) for s in secrets
+    ):
+        return value
+    out = type(value)(  # type: ignore[call-arg]
+        _replaced(text, secrets),
+        _scrubbed_json(structured, secrets),
+        [
+            {k: (v if k in ("data", "blob") else _scrubbed_json(v, secrets)) for k, v in b.items()}
+            for b in content
+        ],
+        getattr(value, "parts", ()),
+    )
+    out.uri = getattr(value, "uri", None)  # type: ignore[attr-defined]
+    return out
+
+
 __all__ = [
     "MIN_SECRET_CHARS",
     "key_shaped",
     "masked_argv",
     "scrubbed_await",
     "scrubbed_call",
+    "scrubbed_result",
     "server_secrets",
 ]

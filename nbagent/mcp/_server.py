@@ -44,15 +44,32 @@ from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
 from .._aio import _background_loop, run_on_loop
-from .._errors import MCPServerError, ToolDefinitionError
+from .._errors import MCPServerError, ToolDefinitionError, scrub
 from .._notice import notice
 from .._optional import require
-from .._tools import Tool, ToolSource, on_chat_cancel
+from .._tools import CallReporter, Tool, ToolSource, call_reporter, on_chat_cancel
 from .._types import ToolCall
 from . import _connection as conn
 from . import _stdio
+from ._resources import (
+    READ_TOOL,
+    MCPPrompt,
+    MCPPromptMessages,
+    MCPResource,
+    contents_value,
+    prompt_messages,
+    prompt_of,
+    read_tool_definition,
+    resource_of,
+)
 from ._results import MCPResult, result_value
-from ._secrets import masked_argv, scrubbed_await, scrubbed_call, server_secrets
+from ._secrets import (
+    masked_argv,
+    scrubbed_await,
+    scrubbed_call,
+    scrubbed_result,
+    server_secrets,
+)
 
 ApprovalRule = (
     Literal["always", "never", "annotations"] | bool | Callable[[ToolCall], "bool | None"]
@@ -190,7 +207,7 @@ class MCPTool(Tool, abstract=True):
         result, since whether the tool did anything is unknown.
         """
         return await self._server._call_async(
-            self.remote_name, arguments, f"MCP tool {self.name!r}"
+            self.remote_name, arguments, f"MCP tool {self.name!r}", call_reporter()
         )
 
     def _same(self, definition: Any, rule: ApprovalRule, name: str) -> bool:
@@ -206,6 +223,20 @@ class MCPTool(Tool, abstract=True):
     def __repr__(self) -> str:
         gate = ", requires_approval" if self.requires_approval or self.approval else ""
         return f"<MCPTool {self.name} from {self.server!r}{gate}>"
+
+
+class ResourceReader(MCPTool, abstract=True):
+    """The tool the model reads a server's resources with (``<prefix>_read_resource``).
+
+    Offered when the server lists a resource or a template; read-only, so under the default
+    ``approval="annotations"`` it runs freely, and any other rule (``"always"``, a
+    dict entry ``"read_resource"``, a resolver) gates it like the server's tools.
+    """
+
+    async def execute(self, **arguments: Any) -> Any:
+        """Read the resource the model named (its images reach the model as images)."""
+        uri = str(arguments.get("uri", ""))
+        return await self._server._read_async(uri, f"MCP resource {uri!r}")
 
 
 def _command_line(command: Any, args: Sequence[str]) -> tuple[str, Sequence[str]]:
@@ -308,8 +339,11 @@ class MCPServer(ToolSource):
             open_client, label or prefix or target, connect_timeout=connect_timeout
         )
         self._tools: tuple[MCPTool, ...] = ()
+        self._task_only: frozenset[str] = frozenset()  # listed tools it cannot run (tasks)
         self._generation = -1
         self._secrets = tuple(secrets)
+        secrets_ = self._secrets  # not a method: the connection must not keep the server alive
+        self._connection.scrub = lambda text: scrub(text, secrets_)
         self._noted: set[str] = set()  # naming notices already shown
         weakref.finalize(self, self._connection.close)
 
@@ -388,7 +422,13 @@ class MCPServer(ToolSource):
                 on_list_changed=link.list_changed,
                 on_lost=link.lost,
             )
-            return Client(transport, message_handler=link.on_message, cache=None)
+            return Client(
+                transport,
+                message_handler=link.on_message,
+                logging_callback=link.on_log,
+                log_level=conn.LOG_LEVEL,
+                cache=None,
+            )
 
         server = cls(
             "stdio",
@@ -440,7 +480,13 @@ class MCPServer(ToolSource):
             from mcp import Client
 
             transport = conn.http_transport(url, sent)
-            return Client(transport, message_handler=link.on_message, cache=None)
+            return Client(
+                transport,
+                message_handler=link.on_message,
+                logging_callback=link.on_log,
+                log_level=conn.LOG_LEVEL,
+                cache=None,
+            )
 
         server = cls(
             "http",
@@ -510,25 +556,144 @@ class MCPServer(ToolSource):
             MCPServerError: The server cannot be reached or broke during the call.
         """
         remote = self._remote(name, self.source_tools())
+        self._refuse_task_only(remote)
         args = dict(arguments or {})
         what = f"MCP tool {remote!r}"
         return scrubbed_call(
-            lambda: result_value(conn.wait(self._connection.call(remote, args), what=what)),
+            lambda: scrubbed_result(
+                result_value(conn.wait(self._connection.call(remote, args), what=what)),
+                self._secrets,
+            ),
             self._secrets,
         )
 
     async def call_async(self, name: str, arguments: Mapping[str, Any] | None = None) -> Any:
         """Async twin of :meth:`call` (from any event loop)."""
         remote = self._remote(name, await self._source_tools_async())
+        self._refuse_task_only(remote)
         return await self._call_async(remote, dict(arguments or {}), f"MCP server {self.label!r}")
 
-    async def _call_async(self, remote: str, arguments: dict[str, Any], what: str) -> MCPResult:
-        """One call on the background loop, from any loop: its answer, or its error scrubbed."""
+    # ----------------------------------------------------------- resources and prompts
+    def resources(self) -> list[MCPResource]:
+        """The resources the server lists (every page; connects if needed).
+
+        Raises:
+            MCPServerError: The server cannot be reached, or refused.
+        """
+        what = f"MCP server {self.label!r} listing its resources"
+        found = scrubbed_call(
+            lambda: conn.wait(
+                self._connection.paged("listing its resources", "list_resources", "resources"),
+                what=what,
+            ),
+            self._secrets,
+        )
+        return [resource_of(d, self) for d in found]
+
+    async def resources_async(self) -> list[MCPResource]:
+        """Async twin of :meth:`resources` (from any event loop)."""
+        what = f"MCP server {self.label!r} listing its resources"
+        coro = self._connection.paged("listing its resources", "list_resources", "resources")
+        found = await scrubbed_await(run_on_loop(coro, _background_loop(), what), self._secrets)
+        return [resource_of(d, self) for d in found]
+
+    def read_resource(self, uri: str) -> MCPResult:
+        """A resource's contents: its text (a binary one as a line naming it), its images
+        and PDFs as ``parts``, and ``uri``; ``chat.ask(text, resources=[...])`` takes it.
+
+        Raises:
+            MCPServerError: The server cannot be reached, or refused (an unknown URI).
+        """
+        uri = _checked_uri(uri)
+        what = f"MCP resource {uri!r}"
+        return scrubbed_call(
+            lambda: scrubbed_result(
+                contents_value(
+                    conn.wait(self._connection.request(what, "read_resource", uri), what=what),
+                    uri,
+                ),
+                self._secrets,
+            ),
+            self._secrets,
+        )
+
+    async def read_resource_async(self, uri: str) -> MCPResult:
+        """Async twin of :meth:`read_resource` (from any event loop)."""
+        uri = _checked_uri(uri)
+        return await self._read_async(uri, f"MCP resource {uri!r}")
+
+    async def _read_async(self, uri: str, what: str) -> MCPResult:
+        async def read() -> MCPResult:
+            coro = self._connection.request(what, "read_resource", uri)
+            raw = await _abandonable(run_on_loop(coro, _background_loop(), what), what)
+            return scrubbed_result(contents_value(raw, uri), self._secrets)
+
+        return await scrubbed_await(read(), self._secrets)
+
+    def prompts(self) -> list[MCPPrompt]:
+        """The prompts the server offers (every page; connects if needed)."""
+        what = f"MCP server {self.label!r} listing its prompts"
+        found = scrubbed_call(
+            lambda: conn.wait(
+                self._connection.paged("listing its prompts", "list_prompts", "prompts"),
+                what=what,
+            ),
+            self._secrets,
+        )
+        return [prompt_of(d, self) for d in found]
+
+    async def prompts_async(self) -> list[MCPPrompt]:
+        """Async twin of :meth:`prompts` (from any event loop)."""
+        what = f"MCP server {self.label!r} listing its prompts"
+        coro = self._connection.paged("listing its prompts", "list_prompts", "prompts")
+        found = await scrubbed_await(run_on_loop(coro, _background_loop(), what), self._secrets)
+        return [prompt_of(d, self) for d in found]
+
+    def prompt(self, name: str, /, **arguments: Any) -> MCPPromptMessages:
+        """A prompt's messages with these arguments, to ask with: ``chat.ask(server.prompt(...))``.
+
+        Arguments are sent as strings (the protocol's prompt arguments are); ``name`` is
+        positional-only, so a prompt may have an argument called ``name`` too.
+
+        Raises:
+            MCPServerError: The server cannot be reached, or refused (an unknown
+                prompt, a missing required argument).
+        """
+        args = {str(k): str(v) for k, v in arguments.items()}
+        what = f"MCP prompt {name!r}"
+        return scrubbed_call(
+            lambda: prompt_messages(
+                name,
+                conn.wait(self._connection.request(what, "get_prompt", name, args), what=what),
+            ),
+            self._secrets,
+        )
+
+    async def prompt_async(self, name: str, /, **arguments: Any) -> MCPPromptMessages:
+        """Async twin of :meth:`prompt` (from any event loop)."""
+        args = {str(k): str(v) for k, v in arguments.items()}
+        what = f"MCP prompt {name!r}"
+        coro = self._connection.request(what, "get_prompt", name, args)
+        raw = await scrubbed_await(run_on_loop(coro, _background_loop(), what), self._secrets)
+        return prompt_messages(name, raw)
+
+    async def _call_async(
+        self,
+        remote: str,
+        arguments: dict[str, Any],
+        what: str,
+        reporter: CallReporter | None = None,
+    ) -> MCPResult:
+        """One call on the background loop, from any loop: its answer, or its error scrubbed.
+
+        ``reporter``: the chat's running call, told the server's progress and log messages.
+        """
 
         async def call() -> MCPResult:
-            coro = self._connection.call(remote, arguments)
-            return result_value(
-                await _abandonable(run_on_loop(coro, _background_loop(), what), what)
+            coro = self._connection.call(remote, arguments, reporter)
+            return scrubbed_result(
+                result_value(await _abandonable(run_on_loop(coro, _background_loop(), what), what)),
+                self._secrets,
             )
 
         return await scrubbed_await(call(), self._secrets)
@@ -593,11 +758,16 @@ class MCPServer(ToolSource):
         names, notes = local_names(self.prefix, (d.name for d in definitions))
         out: list[MCPTool] = []
         seen: set[str] = set()
+        task_only: set[str] = set()
         for d in definitions:
             if d.name in seen:
                 notes.append(f"it lists tool {d.name!r} twice; only the first is offered")
                 continue
             seen.add(d.name)
+            if _task_only(d):
+                task_only.add(d.name)
+                notes.append(TASK_ONLY.format(name=d.name))
+                continue
             name = names.get(d.name)
             if name is None:
                 continue  # left out (said in notes)
@@ -605,6 +775,10 @@ class MCPServer(ToolSource):
             kept = old.get(d.name)
             same = kept is not None and kept._same(d, rule, name)
             out.append(kept if same and kept is not None else MCPTool(self, d, rule, name))
+        self._task_only = frozenset(task_only)
+        reader = self._reader(old, {d.name for d in definitions}, {t.name for t in out})
+        if reader is not None:
+            out.append(reader)
         for note in notes:
             if note not in self._noted:
                 self._noted.add(note)
@@ -615,6 +789,22 @@ class MCPServer(ToolSource):
             return self._tools
         return tuple(out)
 
+    def _reader(
+        self, old: Mapping[str, MCPTool], remotes: set[str], names: set[str]
+    ) -> MCPTool | None:
+        """The read tool, when the server has resources and no tool of that name."""
+        if not self._connection.has_resources or READ_TOOL in remotes:
+            return None
+        name = _tool_name(self.prefix, READ_TOOL)
+        if name in names:
+            return None
+        d = read_tool_definition()
+        rule = self._rule(READ_TOOL, name)
+        kept = old.get(READ_TOOL)
+        if kept is not None and isinstance(kept, ResourceReader) and kept._same(d, rule, name):
+            return kept
+        return ResourceReader(self, d, rule, name)
+
     def _rule(self, remote: str, name: str) -> ApprovalRule:
         rules = self._approval
         if not isinstance(rules, Mapping):
@@ -624,11 +814,34 @@ class MCPServer(ToolSource):
                 return rules[key]
         return "annotations"
 
+    def _refuse_task_only(self, remote: str) -> None:
+        if remote in self._task_only:
+            raise MCPServerError(f"MCP server {self.label!r}: " + TASK_ONLY.format(name=remote))
+
     def _remote(self, name: str, tools: tuple[MCPTool, ...]) -> str:
         for t in tools:
             if name in (t.name, t.remote_name):
                 return t.remote_name
         return name
+
+
+TASK_ONLY = (
+    "tool {name!r} runs only as a task (execution.taskSupport: required), which this MCP "
+    "client cannot run (the mcp SDK's client sends no task-augmented calls and has no "
+    "tasks/get or tasks/result); it is not offered"
+)
+
+
+def _task_only(definition: Any) -> bool:
+    """Whether a listed tool can only be called as a task (2025-11-25 ``execution``)."""
+    execution = getattr(definition, "execution", None)
+    return getattr(execution, "task_support", None) == "required"
+
+
+def _checked_uri(uri: Any) -> str:
+    if not isinstance(uri, str) or not uri.strip():
+        raise ValueError(f"a resource URI must be a non-empty string, got {uri!r}")
+    return uri
 
 
 async def _abandonable(awaitable: Any, what: str) -> Any:

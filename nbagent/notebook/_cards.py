@@ -82,6 +82,9 @@ def _open(e: CallEntry, decision: str, live: bool) -> str:
             parts.append(f'<div class="nba-note nba-reason">{esc(why)}</div>')
     if decision:
         parts.append(f'<div class="nba-note">{esc(decision)}</div>')
+    if e.r.status == "running":
+        parts.append(progress_html(e))
+    parts.append(logs_html(e))
     if live and e.gated:
         parts.append('<div class="nba-controls"></div>')
     return (
@@ -115,6 +118,7 @@ def _finished(e: CallEntry, decision: str) -> str:
         body.append(f'<div class="nba-note">{esc(decision)}</div>')
     if e.r.error:
         body.append(f'<div class="nba-err">{esc(clip(e.r.error, ERROR_CHARS))}</div>')
+    body.append(logs_html(e))
     if e.traceback:
         body.append(
             '<details class="nba-tb"><summary>traceback</summary>'
@@ -429,6 +433,78 @@ def _text_diff(old: str, new: str) -> str:
         cls = {"+": "nba-add", "-": "nba-del", "@": "nba-dim"}.get(line[:1], "")
         lines.append(f'<span class="{cls}">{esc(line)}</span>' if cls else esc(line))
     return f'<pre class="nba-block nba-textdiff">{chr(10).join(lines)}</pre>'
+
+
+def _number(x: float) -> str:
+    return f"{x:.0f}" if float(x).is_integer() else f"{x:.3g}"
+
+
+def progress_words(e: CallEntry) -> str:
+    """A running call's latest progress in words ("3 of 10 (30%) · indexing"), or ""."""
+    r = e.r
+    if r.progress is None:
+        return ""
+    if r.progress_total:
+        share = max(0.0, min(1.0, r.progress / r.progress_total))
+        words = f"{_number(r.progress)} of {_number(r.progress_total)} ({share:.0%})"
+    else:
+        words = f"{_number(r.progress)} so far"
+    if r.progress_message:
+        words += f" · {preview(r.progress_message, 120)}"
+    return words
+
+
+def progress_html(e: CallEntry) -> str:
+    """A running call's progress bar (a native ``<progress>``: no script, static HTML too;
+    indeterminate while nothing, or no total, was reported) and its words."""
+    r = e.r
+    if r.progress is not None and r.progress_total:
+        share = max(0.0, min(1.0, r.progress / r.progress_total))
+        bar = f'<progress class="nba-progress" max="1" value="{share:.4f}"></progress>'
+    else:
+        bar = '<progress class="nba-progress"></progress>'
+    words = progress_words(e)
+    said = f' <span class="nba-dim">{esc(words)}</span>' if words else ""
+    return f'<div class="nba-progress-row">{bar}{said}</div>'
+
+
+LOG_LINES = 50  # a call's server log messages shown on its card (the newest)
+
+
+def log_lines(e: CallEntry) -> list[str]:
+    """The call's server log messages as lines ("warning [db] disk almost full")."""
+    return [
+        f"{line.level}{f' [{line.logger}]' if line.logger else ''} {line.message}"
+        for line in e.r.logs[-LOG_LINES:]
+    ]
+
+
+def logs_html(e: CallEntry) -> str:
+    """The log messages a server sent while the call ran, folded (a click shows them)."""
+    if not e.r.logs:
+        return ""
+    n = e.r.log_messages
+    shown = "\n".join(clip(line, VALUE_CHARS) for line in log_lines(e))
+    worst = max((_LEVELS.get(line.level, 0) for line in e.r.logs), default=0)
+    cls = " nba-logs-bad" if worst >= _LEVELS["warning"] else ""
+    more = f", the last {LOG_LINES}" if n > LOG_LINES else ""
+    return (
+        f'<details class="nba-logs{cls}"><summary>{n} server log message'
+        f"{'s' if n != 1 else ''}{more}</summary>"
+        f'<pre class="nba-result">{esc(shown)}</pre></details>'
+    )
+
+
+_LEVELS = {
+    "debug": 0,
+    "info": 1,
+    "notice": 2,
+    "warning": 3,
+    "error": 4,
+    "critical": 5,
+    "alert": 6,
+    "emergency": 7,
+}
 
 
 def thumbs_html(images: tuple[Thumb, ...]) -> str:

@@ -45,6 +45,8 @@ from ._cards import (
     call_card_html,
     call_label,
     inline_arguments,
+    log_lines,
+    progress_words,
     ran_before_words,
     reason_words,
     status_word,
@@ -132,6 +134,14 @@ def call_notes(
         notes.append(ran_before_words([code(name) for name in e.ran_before]))
     if e.r.error:
         notes.append(say(f"error: {preview(e.r.error, limit)}"))
+    if e.r.status == "running" and e.r.progress is not None:
+        notes.append(say(f"progress: {progress_words(e)}"))
+    if e.r.logs:
+        n = e.r.log_messages
+        last = log_lines(e)[-1]
+        notes.append(
+            say(f"{n} server log message{'s' if n != 1 else ''}; last: {preview(last, limit)}")
+        )
     return notes
 
 

@@ -422,7 +422,8 @@ def _plain(value: Any) -> Any:
 # Event fields holding a value that is not plain JSON, by field name.
 _OUT: dict[str, Callable[[Any], Any]] = {
     "call": lambda c: {"id": c.id, "name": c.name},
-    "message": message_out,
+    # a transcript message; a progress report's or a server log's ``message`` is its text
+    "message": lambda m: m if isinstance(m, str) else message_out(m),
     "result": message_out,
     "usage": usage_out,
     "approval": approval_out,
@@ -728,7 +729,7 @@ def decode_event(
             if call is None:
                 call = calls[value["id"]] = ToolCall(value["id"], value.get("name", ""))
             kwargs[key] = call
-        elif key in ("message", "result"):
+        elif key in ("message", "result") and not isinstance(value, str):
             kwargs[key] = message_in(value, calls)
         elif key == "usage":
             kwargs[key] = usage_in(value)

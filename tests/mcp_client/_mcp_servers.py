@@ -12,11 +12,21 @@ from pathlib import Path
 import nbagent
 
 SERVER = str(Path(__file__).with_name("notes_server.py"))
+PROTOCOL_SERVER = str(Path(__file__).with_name("protocol_server.py"))
+TOKEN = "tok-3f9a8b7c6d5e"
+"""A secret: protocol_server.py's NOTES_TOKEN (its ``count`` logs it), given to the client
+as an env value (stdio) or a header (HTTP), so nbagent must hide it everywhere."""
 
 
 def notes_server(*flags: str, **kwargs: object) -> nbagent.MCPServer:
     """A new stdio connection to a fresh notes server (its own process)."""
     return nbagent.MCPServer.stdio(sys.executable, [SERVER, *flags], **kwargs)  # type: ignore[arg-type]
+
+
+def protocol_server(**kwargs: object) -> nbagent.MCPServer:
+    """A new stdio connection to a fresh protocol server (progress, logs, media, resources,
+    prompts: protocol_server.py)."""
+    return nbagent.MCPServer.stdio(sys.executable, [PROTOCOL_SERVER], **kwargs)  # type: ignore[arg-type]
 
 
 def alive(pid: int) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from _mcp_servers import SERVER, free_port, notes_server
+from _mcp_servers import PROTOCOL_SERVER, SERVER, TOKEN, free_port, notes_server
 
 import nbagent
 
@@ -32,11 +33,22 @@ def notes() -> Iterator[nbagent.MCPServer]:
 @pytest.fixture(scope="module")
 def http_notes_url() -> Iterator[str]:
     """The notes server over streamable HTTP on a free loopback port."""
+    yield from _http(SERVER)
+
+
+@pytest.fixture(scope="module")
+def http_protocol_url() -> Iterator[str]:
+    """protocol_server.py over streamable HTTP (its NOTES_TOKEN is :data:`TOKEN`)."""
+    yield from _http(PROTOCOL_SERVER, {"NOTES_TOKEN": TOKEN})
+
+
+def _http(script: str, env: dict[str, str] | None = None) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, SERVER, "--http", str(port)],
+        [sys.executable, script, "--http", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
     )
     try:
         deadline = time.monotonic() + 30
@@ -46,7 +58,7 @@ def http_notes_url() -> Iterator[str]:
                 break
             except OSError:
                 if proc.poll() is not None:
-                    raise RuntimeError("the HTTP notes server exited") from None
+                    raise RuntimeError(f"the HTTP server {script} exited") from None
                 time.sleep(0.1)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:

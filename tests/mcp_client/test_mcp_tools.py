@@ -183,7 +183,8 @@ def test_results_text_structured_image_and_is_error(shared_notes: MCPServer) -> 
     assert info.value.structured_content == {"title": "todo", "text": "buy milk", "words": 2}
     picture = result_of(chat, "notes_picture")
     assert picture.status == "ok"
-    assert picture.content.startswith("[image: image/png, 66 bytes")
+    assert picture.content == "[image 1: image/png, 0 KB]"  # a real image part follows
+    assert [(p.media_type, len(p.data)) for p in picture.parts] == [("image/png", 66)]
     assert picture.value.content[0]["type"] == "image"
     missing = result_of(chat, "notes_read_note")
     assert missing.status == "error" and missing.is_error

@@ -1,4 +1,5 @@
-"""nbagent against the official reference MCP servers (Node, @modelcontextprotocol/server-*).
+"""nbagent against the official reference MCP servers (Node, @modelcontextprotocol/server-*;
+the ``everything`` server has its own module, test_everything_server.py).
 
 The servers are pinned in .ci/mcp-servers/package-lock.json and installed by
 .ci/ensure-mcp-servers (``make test`` runs it). Without them these tests skip, unless

@@ -1,0 +1,200 @@
+"""What a running call reports besides its result: ``nbagent.report_progress`` from a Python
+tool (an MCP server's progress and log messages take the same path: tests/mcp_client).
+
+The report is an event (``ToolCallProgress``), folded into the call's record (the latest
+one), shown as a progress bar on the running call's card and in ``chat.log``; in every
+concurrency mode; and a report that comes after the call finished changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nbagent
+from nbagent import Chat, ToolCallProgress, report_progress, tool
+from nbagent._record import fold
+from nbagent._tools import call_reporter
+from nbagent.testing import ScriptedProvider, call_tools, reply
+
+seen: dict[str, Any] = {}
+
+
+@tool
+def crunch(n: int) -> str:
+    """Crunch n chunks, saying how far it is."""
+    for i in range(1, n + 1):
+        report_progress(i, n, f"<b>chunk</b> {i}")
+    chat = seen["chat"]
+    seen["html"] = chat._repr_mimebundle_()["text/html"]
+    seen["text"] = chat._repr_mimebundle_()["text/plain"]
+    seen["record"] = chat.record.call("c1").progress
+    seen["reporter"] = call_reporter()
+    return "crunched"
+
+
+@tool
+async def crunch_async(n: int) -> str:
+    """Crunch n chunks, asynchronously."""
+    for i in range(1, n + 1):
+        await asyncio.sleep(0)
+        report_progress(i, n, f"chunk {i}")
+    return "crunched"
+
+
+def run(name: str, concurrency: str, n: int = 4) -> Chat:
+    provider = ScriptedProvider([call_tools((name, {"n": n}, "c1")), reply("done")])
+    chat = Chat(provider=provider, display=False).with_tools(crunch, crunch_async)
+    chat.with_tool_options(concurrency=concurrency)
+    seen.clear()
+    seen["chat"] = chat
+    chat.ask("crunch")
+    return chat
+
+
+@pytest.mark.parametrize("concurrency", ["sequential", "threads", "async"])
+def test_a_python_tools_progress_becomes_events_the_record_and_the_log(concurrency: str) -> None:
+    chat = run("crunch", concurrency)
+    progress = [e for e in chat.events if isinstance(e, ToolCallProgress)]
+    assert [(e.progress, e.total, e.message) for e in progress] == [
+        (float(i), 4.0, f"<b>chunk</b> {i}") for i in range(1, 5)
+    ]
+    assert {(e.call.id, e.step, e.turn) for e in progress} == {("c1", 2, 1)}
+    r = chat.record.call("c1")
+    assert (r.progress, r.progress_total, r.progress_message) == (4.0, 4.0, "<b>chunk</b> 4")
+    assert seen["record"] == 4.0  # folded while the tool still ran
+    row = chat.log.frame().iloc[0]
+    assert (row["progress"], row["progress_total"], row["progress_message"]) == (
+        4.0,
+        4.0,
+        "<b>chunk</b> 4",
+    )
+    assert fold(chat.events) == chat.record
+
+
+def test_an_async_tool_reports_too() -> None:
+    chat = run("crunch_async", "async", n=3)
+    assert chat.record.call("c1").progress_message == "chunk 3"
+
+
+def test_the_running_cards_progress_bar_is_escaped_and_in_the_static_forms() -> None:
+    run("crunch", "sequential", n=4)
+    html = seen["html"]
+    assert '<progress class="nba-progress" max="1" value="1.0000"></progress>' in html
+    assert "4 of 4 (100%)" in html
+    assert "&lt;b&gt;chunk&lt;/b&gt; 4" in html and "<b>chunk</b>" not in html
+    assert "progress: 4 of 4 (100%) · <b>chunk</b> 4" in seen["text"]
+
+
+def test_a_finished_calls_card_has_no_progress_bar() -> None:
+    chat = run("crunch", "sequential")
+    assert "<progress" not in chat._repr_mimebundle_()["text/html"]
+
+
+def test_a_report_after_the_call_finished_changes_nothing() -> None:
+    chat = run("crunch", "sequential")
+    n = len(chat.events)
+    assert seen["reporter"].progress(9.0, 9.0, "late") is False
+    assert seen["reporter"].log("info", "late", None) is False
+    assert len(chat.events) == n and chat.record.call("c1").progress == 4.0
+
+
+def test_outside_a_call_reporting_does_nothing_and_bad_values_are_refused() -> None:
+    assert report_progress(1, 2, "alone") is False
+    with pytest.raises(TypeError, match="progress must be a number"):
+        report_progress("half")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="total must be a number"):
+        report_progress(1, True)
+    with pytest.raises(TypeError, match="message must be a string"):
+        report_progress(1, 2, 3)  # type: ignore[arg-type]
+
+
+reports = st.lists(
+    st.tuples(
+        st.integers(0, 20),
+        st.sampled_from([None, 20]),
+        st.sampled_from([None, "a", "b"]),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(reports)
+def test_the_record_holds_the_last_report_kept_and_a_repeat_is_never_kept(
+    steps: list[tuple[int, int | None, str | None]],
+) -> None:
+    kept: list[bool] = []
+
+    @tool
+    def work() -> str:
+        """Report as told."""
+        for p, total, message in steps:
+            kept.append(report_progress(p, total, message))
+        return "ok"
+
+    provider = ScriptedProvider([call_tools(("work", {}, "c1")), reply("done")])
+    chat = Chat(provider=provider, display=False).with_tools(work)
+    chat.ask("go")
+    events = [e for e in chat.events if isinstance(e, ToolCallProgress)]
+    assert len(events) == sum(kept)
+    for a, b in itertools.pairwise(events):
+        assert (a.progress, a.total, a.message) != (b.progress, b.total, b.message)
+    r = chat.record.call("c1")
+    last = events[-1] if events else None
+    assert (r.progress, r.progress_total, r.progress_message) == (
+        (last.progress, last.total, last.message) if last else (None, None, None)
+    )
+    if steps:  # the first report is always kept
+        assert kept[0]
+    assert fold(chat.events) == chat.record
+
+
+def test_report_progress_is_public() -> None:
+    assert nbagent.report_progress is report_progress
+    assert "report_progress" in nbagent.__all__
+
+
+def _race_once() -> None:
+    import threading
+
+    threads: list[threading.Thread] = []
+
+    @tool
+    def leaky() -> str:
+        """Return while a thread keeps reporting."""
+        reporter = call_reporter()
+        assert reporter is not None
+
+        def spam() -> None:
+            for i in range(300):
+                reporter.progress(float(i), 300.0, f"late {i}")
+                reporter.log("info", f"late {i}", None)
+
+        t = threading.Thread(target=spam)
+        threads.append(t)
+        t.start()
+        return "returned"
+
+    provider = ScriptedProvider([call_tools(("leaky", {}, "c1")), reply("done")])
+    chat = Chat(provider=provider, display=False).with_tools(leaky)
+    chat.ask("go")
+    threads[0].join()
+    events = list(chat.events)
+    end = next(i for i, e in enumerate(events) if type(e).__name__ == "ToolCallFinished")
+    before = [e for e in events[:end] if isinstance(e, ToolCallProgress)]
+    r = chat.record.call("c1")
+    assert r.progress == (before[-1].progress if before else None)
+    assert fold(chat.events) == chat.record
+
+
+def test_reports_racing_the_calls_end_are_never_folded_after_it() -> None:
+    """A tool that leaves a thread reporting after it returned, raced twenty times: whatever
+    lands after ``ToolCallFinished`` changes nothing, and the record is still the fold."""
+    for _ in range(20):
+        _race_once()
