@@ -9,6 +9,8 @@ Everything public is imported from here; the modules behind it are private.
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 from ._chat import Chat
@@ -60,6 +62,7 @@ from ._events import (
     ToolCallRequested,
     ToolCallStarted,
 )
+from ._exports import ROOT_LAZY as _LAZY
 from ._exports import publish as _publish
 from ._exports import publish_one as _publish_one
 from ._extension import ChatHost, Extension, Snapshot
@@ -86,36 +89,56 @@ from ._types import (
     ToolSpec,
     Usage,
 )
-from .batch import batch, batch_async, batch_results
-from .comparison import compare
-from .evaluation import evaluate, evaluate_async, suggest_policies
-from .inbox import Inbox, inbox
-from .log import read_log
-from .mcp import MCPServer, MCPTool
-from .providers import DemoProvider, ModelRequest, Provider, StreamDelta
-from .store import PostgresStore, SQLiteStore, Store, open_store
+from .providers import ModelRequest, Provider, StreamDelta
 
-if TYPE_CHECKING:
-    from .providers import AnthropicProvider, OpenAIProvider
+if TYPE_CHECKING:  # what editors and type checkers see; loaded on first use below
+    from .batch import batch, batch_async, batch_results
+    from .comparison import compare
+    from .evaluation import evaluate, evaluate_async, suggest_policies
+    from .inbox import Inbox, inbox
+    from .log import read_log
+    from .mcp import MCPServer, MCPTool
+    from .providers import AnthropicProvider, DemoProvider, OpenAIProvider
+    from .store import PostgresStore, SQLiteStore, Store, open_store
 
 __version__ = "0.1.0"
 
-_LAZY = {
-    # imported on first use so that `import nbagent` does not import the SDKs
-    "AnthropicProvider": "nbagent.providers",
-    "OpenAIProvider": "nbagent.providers",
-}
-
 
 def __getattr__(name: str) -> Any:
+    """Load a name of ``_exports.ROOT_LAZY`` on first use (``from nbagent import batch``)."""
+    import importlib
+
+    if name in _PACKAGES:  # `import nbagent` then `nbagent.store.PostgresStore(...)`
+        return importlib.import_module(f"nbagent.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'nbagent' has no attribute {name!r}")
-    import importlib
-
     value = _publish_one(__name__, getattr(importlib.import_module(module), name))
     globals()[name] = value
     return value
+
+
+# The public subpackages whose names are not functions too (``batch``, ``inbox``): loaded
+# as attributes on first use, as they were when ``import nbagent`` imported them.
+_PACKAGES = ("comparison", "log", "mcp", "notebook", "providers", "store", "testing")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | set(_PACKAGES))
+
+
+class _Face(types.ModuleType):
+    """``nbagent`` itself: ``nbagent.batch`` and ``nbagent.inbox`` are functions.
+
+    Importing a subpackage sets the parent's attribute of its name to it; ``batch`` and
+    ``inbox`` name both a subpackage and the function ``nbagent`` exports from it, and the
+    function is what ``nbagent.batch`` has always been.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and _LAZY.get(name) == value.__name__:
+            value = _publish_one(self.__name__, getattr(value, name))
+        super().__setattr__(name, value)
 
 
 __all__ = [
@@ -224,3 +247,4 @@ __all__ = [
 ]
 
 _publish(__name__, globals(), __all__)
+sys.modules[__name__].__class__ = _Face

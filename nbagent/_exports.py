@@ -11,6 +11,33 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+ROOT_LAZY = {
+    "AnthropicProvider": "nbagent.providers",
+    "DemoProvider": "nbagent.providers",
+    "Inbox": "nbagent.inbox",
+    "MCPServer": "nbagent.mcp",
+    "MCPTool": "nbagent.mcp",
+    "OpenAIProvider": "nbagent.providers",
+    "PostgresStore": "nbagent.store",
+    "SQLiteStore": "nbagent.store",
+    "Store": "nbagent.store",
+    "batch": "nbagent.batch",
+    "batch_async": "nbagent.batch",
+    "batch_results": "nbagent.batch",
+    "compare": "nbagent.comparison",
+    "evaluate": "nbagent.evaluation",
+    "evaluate_async": "nbagent.evaluation",
+    "inbox": "nbagent.inbox",
+    "open_store": "nbagent.store",
+    "read_log": "nbagent.log",
+    "suggest_policies": "nbagent.evaluation",
+}
+"""What ``nbagent`` exports but loads on first use, and from where: ``import nbagent``
+loads only what a first ``Chat()`` needs, not the SDKs, the demo model's reading, the
+wings a chat plugs in only when asked (store, MCP) or the many-chat ones (batch, inbox,
+comparison, evaluation). Each of these reports ``"nbagent"`` whichever module loads it first
+(:func:`publish_one`), as the names ``nbagent`` imports at once do."""
+
 
 def publish(module: str, namespace: dict[str, Any], names: list[str]) -> None:
     """Set ``__module__`` of the classes and functions ``names`` of ``namespace`` to ``module``.
@@ -30,8 +57,10 @@ def publish_one(module: str, obj: Any) -> Any:
     path), even when a subpackage re-exports it under another name.
     """
     if (inspect.isclass(obj) or inspect.isfunction(obj)) and obj.__module__ != "nbagent":
-        obj.__module__ = module
+        home = ROOT_LAZY.get(obj.__name__)
+        root = home is not None and obj.__module__.startswith(home)
+        obj.__module__ = "nbagent" if root else module
     return obj
 
 
-__all__ = ["publish", "publish_one"]
+__all__ = ["ROOT_LAZY", "publish", "publish_one"]

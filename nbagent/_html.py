@@ -413,6 +413,13 @@ CSS = """
   font-size: var(--jp-code-font-size, 12px); color: var(--jp-content-font-color1, inherit);
   background: none; padding: 0; }
 .nba-sum { color: var(--jp-ui-font-color2, #616161); }
+.nba-line { padding: 0 8px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis;
+  border-left: 3px solid var(--jp-border-color2, #e0e0e0); }
+.nba-line.nba-st-ok { border-left-color: var(--jp-success-color1, #388e3c); }
+.nba-line.nba-st-error, .nba-line.nba-st-timed_out {
+  border-left-color: var(--jp-error-color1, #d32f2f); }
+.nba-line code { font-family: var(--jp-code-font-family, monospace);
+  font-size: var(--jp-code-font-size, 12px); }
 .nba-err-line { color: var(--jp-error-color1, #d32f2f); }
 .nba-args { display: grid; grid-template-columns: max-content 1fr; column-gap: 10px;
   row-gap: 1px; margin: 2px 0; }

@@ -30,14 +30,61 @@ def test_every_public_object_is_exported() -> None:
         assert name in exported, f"{name} is public in nbagent but missing from __all__"
 
 
-def test_import_stays_light() -> None:
-    code = (
-        "import sys, nbagent; "
-        "heavy = [m for m in ('pandas', 'openai', 'anthropic', 'ipywidgets', 'anywidget', "
-        "'matplotlib', 'IPython', 'pydantic') if m in sys.modules]; print(heavy)"
-    )
+# What `import nbagent` must not load: what a first `Chat()` does not need (issue 28, item 6).
+HEAVY = (
+    # other packages: the SDKs, the data and notebook stacks, the store and MCP clients
+    "pandas", "numpy", "openai", "anthropic", "httpx", "ipywidgets", "anywidget", "matplotlib",
+    "IPython", "pydantic", "mcp", "psycopg", "ray", "pyarrow", "sqlite3",
+    # nbagent's wings a chat plugs in only when asked, and the demo model's reading
+    "nbagent.store", "nbagent.mcp", "nbagent.batch", "nbagent.inbox", "nbagent.comparison",
+    "nbagent.log", "nbagent.notebook", "nbagent.providers._demo", "nbagent.providers._openai",
+    "nbagent.providers._anthropic",
+)  # fmt: skip
+
+
+def _fresh(code: str) -> str:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    return out.stdout.strip()
+
+
+def test_import_stays_light() -> None:
+    code = f"import sys, nbagent; print([m for m in {HEAVY!r} if m in sys.modules])"
+    assert _fresh(code) == "[]"
+
+
+def test_every_public_name_imports_from_a_fresh_interpreter() -> None:
+    """`from nbagent import X` for each name, lazy or not, in a fresh process; each reports
+    nbagent as its module however it was loaded, and `dir(nbagent)` lists it (completion)."""
+    code = (
+        "import inspect, nbagent\n"
+        "from nbagent.store import SQLiteStore  # a lazy name's module loaded first\n"
+        "import nbagent.batch, nbagent.inbox  # the subpackages named like their functions\n"
+        "bad = []\n"
+        "for name in nbagent.__all__:\n"
+        "    exec(f'from nbagent import {name} as obj')\n"
+        "    own = inspect.isclass(obj) or inspect.isfunction(obj)\n"
+        "    if own and obj.__module__ != 'nbagent':\n"
+        "        bad.append((name, obj.__module__))\n"
+        "    if name not in dir(nbagent): bad.append((name, 'not in dir'))\n"
+        "print(bad, inspect.isfunction(nbagent.batch), inspect.isfunction(nbagent.inbox))"
+    )
+    assert _fresh(code) == "[] True True"
+    # the public subpackages are attributes after `import nbagent`, as they were
+    code = "import nbagent; print(nbagent.store.PostgresStore is nbagent.PostgresStore)"
+    assert _fresh(code) == "True"
+    code = "import nbagent; print(nbagent.mcp.MCPServer.__name__, 'testing' in dir(nbagent))"
+    assert _fresh(code) == "MCPServer True"
+
+
+def test_a_first_chat_on_the_demo_model_needs_no_wing_it_does_not_use() -> None:
+    code = (
+        "import sys, nbagent\n"
+        "chat = nbagent.Chat(model='demo')\n"
+        "chat.ask('Say hi')\n"
+        "print([m for m in ('nbagent.store', 'nbagent.mcp', 'nbagent.batch', 'nbagent.inbox',"
+        " 'nbagent.comparison', 'sqlite3') if m in sys.modules])"
+    )
+    assert _fresh(code) == "[]"
 
 
 PUBLIC_PACKAGES = [

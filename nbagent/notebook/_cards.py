@@ -21,6 +21,7 @@ Every size is bounded, whatever the arguments or the result hold.
 from __future__ import annotations
 
 import difflib
+import html
 import json
 from itertools import islice
 from typing import Any
@@ -35,6 +36,7 @@ from .._html import (
     fmt_ms,
     json_preview,
     preview,
+    printable,
     short_json,
 )
 from .._types import FINAL_STATUSES
@@ -46,6 +48,7 @@ BLOCK_LINES = 8  # a text block with more lines folds
 MAX_KEYS = 40  # argument rows shown; a note counts the rest
 DIFF_LINES = 200  # lines of a text diff shown
 ERROR_CHARS = 4_000
+SAVED_PREVIEW = 60  # characters of a result on a call's line saved folded
 
 
 SENT = " (sent to the provider)"
@@ -140,6 +143,40 @@ def _finished(e: CallEntry, decision: str) -> str:
         f"{''.join(head)}</summary>"
         f'<div class="nba-body">{"".join(body)}</div></details>'
     )
+
+
+def saved_line_html(e: CallEntry, *, decision: str) -> str:
+    """A finished call saved folded: its one line and nothing under it.
+
+    What the static HTML shows for a call in the folded older part of a long chat (see
+    ``_render.conversation_html``): tool, short arguments, status, duration and the start
+    of the result (or the error, or the decision), with no body: the rest stays in the
+    chat (``chat.tool_calls``) and its store, not in every saved notebook. Text is
+    escaped without quotes (no attribute holds it), which keeps JSON readable and small.
+    """
+    inline = inline_arguments(e)
+    short = inline if inline is not None else short_json(current_arguments(e), 60)
+    icon = "&#9729;" if e.r.hosted else "&#9881;"
+    parts = [f"{icon} <b>{_text(call_label(e))}</b> <code>{_text(preview(short, 60))}</code>"]
+    parts.append(f" {_badge(e.r.status, status_word(e))}")
+    meta = _meta(e)
+    if meta:
+        parts.append(f" {_text(meta)}")
+    if by_always_allow(e):
+        parts.append(" (always allowed)")
+    if e.r.status == "ok" and e.result is not None and not e.r.hosted:
+        parts.append(f" &#8594; {_text(e.result_label or preview(e.result, SAVED_PREVIEW))}")
+    elif e.r.error:
+        first = e.r.error.strip().splitlines()[0] if e.r.error.strip() else e.r.error
+        parts.append(f' <span class="nba-err-line">{_text(preview(first, SAVED_PREVIEW))}</span>')
+    elif decision:
+        parts.append(f" {_text(preview(decision, SAVED_PREVIEW))}")
+    return f'<div class="nba-entry nba-line nba-st-{esc(e.r.status)}">{"".join(parts)}</div>'
+
+
+def _text(text: object) -> str:
+    """Text content escaped for HTML outside attributes (``&``, ``<`` and ``>``)."""
+    return html.escape(printable(str(text)), quote=False)
 
 
 def _name(e: CallEntry) -> list[str]:

@@ -31,8 +31,15 @@ def bundle_for(
     skip: frozenset[str] = frozenset(),
     phase: str | None = None,
     title: str = "",
+    short: bool = True,
 ) -> dict[str, str]:
     """The three static representations of a chat (or one turn of it).
+
+    One of them is whole: ``text/html``, what GitHub, nbviewer and JupyterLab without a
+    kernel show, its older entries folded and saved folded (a finished call as its one
+    line). ``text/markdown`` and ``text/plain`` (a terminal, ``make demo``) say how many
+    entries fold and show the rest, so a saved notebook holds one copy of a long chat,
+    not three.
 
     Args:
         skip: Keys of entries not to show (a continuation view shows only what
@@ -40,14 +47,16 @@ def bundle_for(
         phase: Say this on the status line instead of the state's phase
             ("continued in cell [7]").
         title: A first line (where a continuation view comes from).
+        short: Leave the folded entries out of ``text/markdown`` and ``text/plain``
+            (``False``: all of them, as ``chat``'s own repr prints them).
     """
     with state.lock:
         entries: list[Entry] = [e for e in state.entries_for(turn) if e.key not in skip]
         totals = state.totals_for(turn)
         if phase is not None:
             totals = dataclasses.replace(totals, phase=phase)
-        text = conversation_text(entries, totals)
-        markdown = conversation_markdown(entries, totals)
+        text = conversation_text(entries, totals, short=short)
+        markdown = conversation_markdown(entries, totals, short=short)
         if title:
             text = f"{printable(title)}\n{text}"
             markdown = f"*{html.escape(title)}*\n\n{markdown}"
@@ -134,8 +143,9 @@ def twin_bundle(
 
 
 def chat_mimebundle(chat: Chat) -> dict[str, str]:
-    """``Chat._repr_mimebundle_``: the whole conversation as HTML, markdown and text."""
-    data = bundle_for(_state(chat))
+    """``Chat._repr_mimebundle_``: the whole conversation as HTML, markdown and text (all of
+    it: what a terminal prints for ``chat``)."""
+    data = bundle_for(_state(chat), short=False)
     data["text/plain"] = f"{printable(repr(chat))}\n{data['text/plain']}"
     return data
 

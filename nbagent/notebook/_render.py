@@ -39,7 +39,7 @@ from .._html import (
     printable,
     style_tag,
 )
-from .._types import Usage
+from .._types import FINAL_STATUSES, Usage
 from ._cards import (
     SENT,
     call_card_html,
@@ -49,6 +49,7 @@ from ._cards import (
     progress_words,
     ran_before_words,
     reason_words,
+    saved_line_html,
     status_word,
     thumbs_html,
 )
@@ -357,26 +358,47 @@ def conversation_html(
     collapse_after: int = COLLAPSE_AFTER,
 ) -> str:
     """The whole conversation (or one turn) as static HTML, older entries folded (see
-    :func:`fold_point`)."""
+    :func:`fold_point`) and saved folded: a finished call there is its one line
+    (:func:`saved_entry_html`)."""
     parts = [style_tag(), '<div class="nba-chat">']
     if title:
         parts.append(f'<div class="nba-step">{esc(title)}</div>')
     cut = fold_point(entries, collapse_after)
     older, recent = entries[:cut], entries[cut:]
     if older:
-        turns = len({e.turn for e in older})
-        what = (
-            f"{turns:,} earlier turn{'s' if turns != 1 else ''}"
-            if len({e.turn for e in entries}) > 1
-            else f"{len(older):,} earlier entries"
-        )
-        parts.append(f"<details><summary>{what}</summary>")
-        parts.extend(entry_html(e) for e in older)
+        parts.append(f"<details><summary>{folded_words(older, entries)}</summary>")
+        parts.extend(saved_entry_html(e) for e in older)
         parts.append("</details>")
     parts.extend(entry_html(e) for e in recent)
     parts.append(status_html(totals))
     parts.append("</div>")
     return "".join(parts)
+
+
+def saved_entry_html(e: Entry) -> str:
+    """An entry of the folded older part of the static HTML: a finished call as its line
+    alone (``_cards.saved_line_html``), anything else as it shows anyway."""
+    if isinstance(e, CallEntry) and e.r.status in FINAL_STATUSES:
+        return saved_line_html(e, decision=decision_words(e))
+    return entry_html(e)
+
+
+def folded_words(older: Sequence[Entry], entries: Sequence[Entry]) -> str:
+    """What the folded part holds: ``1,963 earlier entries`` (one turn) or ``3 earlier turns``."""
+    if len({e.turn for e in entries}) > 1:
+        turns = len({e.turn for e in older})
+        return f"{turns:,} earlier turn{'s' if turns != 1 else ''}"
+    return f"{len(older):,} earlier entries"
+
+
+def _recent(entries: Sequence[Entry], short: bool) -> tuple[str, Sequence[Entry]]:
+    """For a short text form: the words for what folds, and what shows (see :func:`fold_point`)."""
+    cut = fold_point(entries, COLLAPSE_AFTER) if short else 0
+    if not cut:
+        return "", entries
+    return f"{folded_words(entries[:cut], entries)} not shown here: the HTML form lists them", (
+        entries[cut:]
+    )
 
 
 # --------------------------------------------------------------------------- markdown
@@ -442,8 +464,12 @@ def entry_markdown(e: Entry) -> str:
     return md_inline(str(e))
 
 
-def conversation_markdown(entries: Sequence[Entry], totals: Totals) -> str:
-    blocks = [entry_markdown(e) for e in entries]
+def conversation_markdown(entries: Sequence[Entry], totals: Totals, *, short: bool = False) -> str:
+    """The conversation as Markdown; ``short``: the older entries the HTML folds left out
+    (one line says so), as a view's saved ``text/markdown`` is."""
+    folded, entries = _recent(entries, short)
+    blocks = [f"*{md_inline(folded)}*"] if folded else []
+    blocks += [entry_markdown(e) for e in entries]
     blocks.append(f"---\n*{md_inline(status_words(totals))}*")
     return "\n\n".join(blocks)
 
@@ -492,7 +518,11 @@ def _entry_text(e: Entry) -> str:
     return str(e)
 
 
-def conversation_text(entries: Sequence[Entry], totals: Totals) -> str:
-    lines = [entry_text(e) for e in entries]
+def conversation_text(entries: Sequence[Entry], totals: Totals, *, short: bool = False) -> str:
+    """The conversation as plain text; ``short``: the older entries the HTML folds left out
+    (one line says so), as a view's saved ``text/plain`` is."""
+    folded, entries = _recent(entries, short)
+    lines = [f"[{folded}]"] if folded else []
+    lines += [entry_text(e) for e in entries]
     lines.append(f"-- {printable(status_words(totals))}")
     return "\n".join(lines)

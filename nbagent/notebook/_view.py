@@ -136,26 +136,28 @@ class ChatView:
         self._text_pushed: dict[str, float] = {}
         self._dirty_text: set[str] = set()
 
-        self._entry_layout = ipywidgets.Layout()
-        self._entry_style = HTMLStyle()
-        self._style = ipywidgets.HTML(style_tag())
-        self._more = ipywidgets.Button(
-            description="Show earlier",
-            layout=ipywidgets.Layout(display="none", width="auto", height="auto"),
-            tooltip="Show the previous page of this conversation",
-        )
-        self._more.add_class("nba-more")
-        self._more.on_click(lambda _b: self.show_earlier())
-        self._body = ipywidgets.VBox([])
-        self._status = ipywidgets.HTML()
-        head: list[ipywidgets.Widget] = [self._style]
+        self._spare: list[ipywidgets.HTML] = []  # entry widgets of folded pages, for reuse
+        self._spare_boxes: list[ipywidgets.VBox] = []
+        self._entry_layout, self._entry_style, self._box_layout = _shared_parts()
+        self._style = _shared_style()
+        self._more: ipywidgets.Button | None = None  # made when a page first folds
+        self._body = ipywidgets.VBox([], layout=self._box_layout)
+        self._status = ipywidgets.HTML(layout=self._entry_layout, style=self._entry_style)
         self._title = None
         if self.title:
-            self._title = ipywidgets.HTML(f'<div class="nba-step">{esc(self.title)}</div>')
-            head.append(self._title)
-        self.widget = ipywidgets.VBox([*head, self._more, self._body, self._status])
+            self._title = ipywidgets.HTML(
+                f'<div class="nba-step">{esc(self.title)}</div>',
+                layout=self._entry_layout,
+                style=self._entry_style,
+            )
+        self.widget = ipywidgets.VBox(self._chrome())
         self.widget.add_class("nba-chat")
         self.output.attach(self.widget)
+
+    def _chrome(self) -> list[ipywidgets.Widget]:
+        """The view's own widgets around its entries, in order."""
+        parts = [self._style, self._title, self._more, self._body, self._status]
+        return [w for w in parts if w is not None]
 
     @property
     def live(self) -> bool:
@@ -224,7 +226,7 @@ class ChatView:
 
     def _make_page(self, page: int) -> ipywidgets.VBox:
         entries = self._page_entries(page)
-        box = ipywidgets.VBox([self._make_widget(e) for e in entries])
+        box = self._new_box([self._make_widget(e) for e in entries])
         self._pages[page] = box
         for step in {e.r.step or 0 for e in entries if isinstance(e, CallEntry) and e.gated}:
             self._sync_batch(step)
@@ -235,10 +237,15 @@ class ChatView:
         if (isinstance(e, CallEntry) and e.gated) or isinstance(e, BudgetEntry):
             widget = self._make_card(e)  # a gated call's card is its decision card
         else:
-            # One Layout and one style model shared by every entry: an entry is one model.
-            widget = ipywidgets.HTML(
-                entry_html(e, live=True), layout=self._entry_layout, style=self._entry_style
-            )
+            # One Layout and one style model shared by every entry: an entry is one model,
+            # and the models of folded pages are reused, so a long chat opens no more
+            # models than its live pages show (a saved notebook's widget state stays small).
+            value = entry_html(e, live=True)
+            if self._spare:
+                widget = self._spare.pop()
+                widget.value = value
+            else:
+                widget = ipywidgets.HTML(value, layout=self._entry_layout, style=self._entry_style)
             self._html[e.key] = widget
         self._widgets[e.key] = widget
         return widget
@@ -380,6 +387,17 @@ class ChatView:
     # -------------------------------------------------------------- paging
     def _update_more(self) -> None:
         hidden = self._starts[self._first_live] if self._first_live < len(self._starts) else 0
+        if hidden and self._more is None:
+            self._more = ipywidgets.Button(
+                description="Show earlier",
+                layout=ipywidgets.Layout(width="auto", height="auto"),
+                tooltip="Show the previous page of this conversation",
+            )
+            self._more.add_class("nba-more")
+            self._more.on_click(lambda _b: self.show_earlier())
+            self.widget.children = tuple(self._chrome())
+        if self._more is None:
+            return
         if hidden:
             self._more.description = f"Show earlier ({hidden:,} more entries)"
             self._more.layout.display = None
@@ -409,7 +427,7 @@ class ChatView:
         if box is not None:
             box.children = (*box.children, widget)
             return
-        box = ipywidgets.VBox([widget])
+        box = self._new_box([widget])
         self._pages[page] = box
         children = (*self._body.children, box)
         live = len(children)
@@ -432,21 +450,31 @@ class ChatView:
         e = self.state.by_key.get(key)
         return isinstance(e, (CallEntry, BudgetEntry)) and e.pending
 
+    def _new_box(self, children: list[ipywidgets.Widget]) -> ipywidgets.VBox:
+        if self._spare_boxes:
+            box = self._spare_boxes.pop()
+            box.children = tuple(children)
+            return box
+        return ipywidgets.VBox(children, layout=self._box_layout)
+
     def _drop_page(self, page: int) -> None:
+        """A page folded: its decision cards close, its entry widgets wait to be reused."""
         box = self._pages.pop(page, None)
         for key in self._page_keys(page):
             widget = self._widgets.pop(key, None)
             html = self._html.pop(key, None)
             card = self._cards.pop(key, None)
-            for w in (card, html, widget):
-                if w is not None:
+            if html is not None:
+                self._spare.append(html)
+            for w in (card, widget):
+                if w is not None and w is not html:
                     w.close()
         for step, batch in list(self._batches.items()):
             if self._step_calls[step][0] in self._page_keys(page):
                 del self._batches[step]
                 batch.close()
         if box is not None:
-            box.close()
+            self._spare_boxes.append(box)
 
     # -------------------------------------------------------------- events
     def _on_change(self, changed: list[Entry], settled: bool) -> None:
@@ -562,20 +590,23 @@ class ChatView:
         self._close_widgets()
 
     def _close_widgets(self) -> None:
-        """Close every model of this view: widgets, and their layouts and styles."""
+        """Close every model of this view: widgets, and their own layouts and styles (the
+        style sheet, layouts and styles every view shares stay open)."""
         widgets: list[Any] = [
             *self._cards.values(),
             *self._batches.values(),
             *self._html.values(),
             *self._widgets.values(),
             *self._pages.values(),
-            self._style,
+            *self._spare,
+            *self._spare_boxes,
             self._title,
             self._more,
             self._body,
             self._status,
             self.widget,
         ]
+        shared = {id(w) for w in (self._style, *_shared_parts())}
         models: dict[int, Any] = {}
         for w in widgets:
             if w is None:
@@ -584,13 +615,16 @@ class ChatView:
             for part in (getattr(w, "layout", None), getattr(w, "style", None)):
                 if isinstance(part, ipywidgets.Widget):
                     models[id(part)] = part
-        for m in models.values():
-            m.close()
+        for key, m in models.items():
+            if key not in shared:
+                m.close()
         self._cards.clear()
         self._batches.clear()
         self._html.clear()
         self._widgets.clear()
         self._pages.clear()
+        self._spare.clear()
+        self._spare_boxes.clear()
 
     # ------------------------------------------------------------ lifecycle
     def _settle(self) -> None:
@@ -765,6 +799,33 @@ class ChatView:
 
     def _busy(self) -> bool:
         return self.chat.is_running or self.continuation.busy
+
+
+# Models every view shares (an entry's layout and style, a box's layout, the style sheet):
+# opened once per kernel, so a view of a turn opens only its own few.
+_SHARED: dict[str, Any] = {}
+
+
+def _shared(name: str, make: Any) -> Any:
+    widget = _SHARED.get(name)
+    if widget is None or getattr(widget, "comm", None) is None:  # closed: open a new one
+        widget = _SHARED[name] = make()
+    return widget
+
+
+def _shared_parts() -> tuple[ipywidgets.Layout, HTMLStyle, ipywidgets.Layout]:
+    return (
+        _shared("entry_layout", ipywidgets.Layout),
+        _shared("entry_style", HTMLStyle),
+        _shared("box_layout", ipywidgets.Layout),
+    )
+
+
+def _shared_style() -> ipywidgets.HTML:
+    entry_layout, entry_style, _ = _shared_parts()
+    return _shared(
+        "style", lambda: ipywidgets.HTML(style_tag(), layout=entry_layout, style=entry_style)
+    )
 
 
 def _final(e: Entry) -> bool:
