@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._ask_user import ask_user
 from ._chat import Chat
 from ._chat_state import SkipToolCall, StepResult, ToolResult
 from ._config import Config, configure, get_config
@@ -20,6 +21,7 @@ from ._errors import (
     ChatCancelled,
     DecisionError,
     DriverError,
+    InputError,
     MCPServerError,
     MCPToolError,
     MediaError,
@@ -45,6 +47,8 @@ from ._events import (
     CallbackWarning,
     CallInDoubt,
     Event,
+    InputAnswered,
+    InputRequested,
     MessageAdded,
     ModelRequestFailed,
     ModelRequestFinished,
@@ -77,6 +81,7 @@ from ._types import (
     ImagePart,
     LLMToolResponse,
     Message,
+    PendingInput,
     ProviderItem,
     Reasoning,
     ToolCall,
@@ -144,6 +149,9 @@ __all__ = [
     "HostedMCP",
     "ImagePart",
     "Inbox",
+    "InputAnswered",
+    "InputError",
+    "InputRequested",
     "LLMToolResponse",
     "MCPServer",
     "MCPServerError",
@@ -162,6 +170,7 @@ __all__ = [
     "OptionsChanged",
     "OutputSchemaError",
     "OutputValidationError",
+    "PendingInput",
     "PendingToolCallsError",
     "PostgresStore",
     "Provider",
@@ -200,6 +209,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "__version__",
+    "ask_user",
     "batch",
     "batch_async",
     "batch_results",

@@ -235,6 +235,58 @@ class AlwaysAllowChanged(Event, type="always_allow_changed"):
     conditional: bool = False
 
 
+class InputRequested(Event, type="input_requested"):
+    """The chat waits for an input (a :class:`~nbagent.PendingInput`) from a person or a system.
+
+    An external tool's call or ``ask_user``'s parks (status ``awaiting_input``) until
+    it is answered; a server's request in the middle of a call (an elicitation, a
+    sampling request) holds that call while it waits.
+
+    Attributes:
+        call: The call it belongs to (``None``: none).
+        input_id: The input's id (``chat.answer`` takes it).
+        kind: See :data:`~nbagent.PendingInput.kind`.
+        prompt: What the person reads (the input's ``message``).
+        content: The request as it came (JSON).
+        schema: What an answer must match (JSON Schema; ``None``: anything).
+        server: The MCP server that asked, if one did.
+        step: The step the chat was at.
+        turn: The turn.
+    """
+
+    call: ToolCall | None
+    input_id: str
+    kind: str
+    prompt: str
+    content: dict[str, Any]
+    schema: dict[str, Any] | None
+    server: str | None
+    step: int
+    turn: int
+
+
+class InputAnswered(Event, type="input_answered"):
+    """A pending input was answered (``accept``), declined or cancelled.
+
+    Attributes:
+        call: The call it belongs to (``None``: none).
+        input_id: The input answered.
+        action: ``accept``, ``decline`` or ``cancel``.
+        data: The answer (an accepted input's; ``None`` otherwise).
+        by: Who answered (``"user"``, ``"inbox"``, ``"store"``...).
+        reason: A decline's reason, if given.
+        elsewhere: Answered outside this chat object (a store) and applied here.
+    """
+
+    call: ToolCall | None
+    input_id: str
+    action: str
+    data: Any
+    by: str
+    reason: str | None = None
+    elsewhere: bool = False
+
+
 EVENT_TYPES: dict[str, type[Event]] = {cls.type: cls for cls in Event.__subclasses__()}
 """Every event type declared above, by its ``type`` (what a store writes)."""
 

@@ -79,6 +79,8 @@ from ._unicode import TooDeep, clean, clean_json
 from .providers import ModelRequest, Provider, StreamDelta, cost_of
 
 R = TypeVar("R")
+_WAITING = ("awaiting_approval", "awaiting_input")
+"""A call waiting for a person: a decision, or an input (an external tool's result)."""
 
 
 class LoopMixin(ChatCore):
@@ -262,7 +264,7 @@ class LoopMixin(ChatCore):
             ready = self._ready(calls)
             if ready:
                 return "run_tools", ready
-            return "awaiting_approval", [c for c in calls if c.status == "awaiting_approval"]
+            return "awaiting_approval", [c for c in calls if c.status in _WAITING]
         last = self._messages[-1] if self._messages else None
         if last is None:
             return "complete", []
@@ -519,6 +521,8 @@ class LoopMixin(ChatCore):
                 continue
             if c.approval.required:
                 events.extend(self._gate(c, tool, step, after))
+            else:
+                events.extend(self._park_if_external(c, step))  # an external tool's call waits
         return events
 
     def _gate(
@@ -603,6 +607,8 @@ class LoopMixin(ChatCore):
                 events.extend(self._auto_decide(c, self._tools.get(c.name), self._deferred_after))
             elif c.hosted and c.status == "approved":  # approved, answer not recorded (a store)
                 events.extend(self._answer_hosted(c, self._deferred_after))
+            else:  # an external tool's call approved elsewhere, or a loaded chat's
+                events.extend(self._park_if_external(c))
         self._deferred.extend(events)
 
     def _close_round_if_done(self) -> list[Event]:

@@ -48,6 +48,8 @@ from ._events import (
     CallbackWarning,
     CallInDoubt,
     Event,
+    InputAnswered,
+    InputRequested,
     MessageAdded,
     ModelRequestFailed,
     ModelRequestFinished,
@@ -70,6 +72,7 @@ from ._types import (
     AssistantToolCallMessage,
     Decision,
     Message,
+    PendingInput,
     ProviderItem,
     Reasoning,
     ToolCall,
@@ -83,7 +86,7 @@ FRAGMENTS = (TextDelta, ReasoningDelta, ToolCallDelta)
 """The streaming fragments: neither folded nor kept in ``chat.events`` (the whole is)."""
 _FINAL_NOT_OK = FINAL_STATUSES - {"ok", "denied"}
 
-ChangeKind = Literal["call", "step", "message", "chat", "reset"]
+ChangeKind = Literal["call", "step", "message", "chat", "reset", "input"]
 
 
 @dataclass(slots=True)
@@ -123,6 +126,10 @@ class CallRecord:
     step: int | None = None
     run_step: int | None = None
     concurrency: str | None = None
+    input_kind: str | None = None
+    answered_by: str | None = None
+    answered_at: datetime | None = None
+    input_wait_ms: float | None = None
     requested_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -132,6 +139,34 @@ class CallRecord:
     approval: Approval | None = None
     decided: Decision | None = None
     result: ToolResultMessage | None = None
+
+
+@dataclass(slots=True)
+class InputRecord:
+    """One pending input (a :class:`~nbagent.PendingInput`) and how it was answered.
+
+    ``status`` is ``pending`` until answered, then the answer's action (``accept``,
+    ``decline``, ``cancel``); ``wait_ms`` is how long it waited; ``request`` is the
+    :class:`~nbagent.PendingInput` itself.
+    """
+
+    input_id: str
+    kind: str
+    call_id: str | None
+    tool: str | None
+    server: str | None
+    message: str
+    step: int | None
+    turn: int | None
+    requested_at: datetime
+    request: PendingInput
+    status: str = "pending"
+    data: Any = None
+    answered_by: str | None = None
+    answered_at: datetime | None = None
+    reason: str | None = None
+    wait_ms: float | None = None
+    elsewhere: bool = False
 
 
 @dataclass(slots=True)
@@ -209,6 +244,7 @@ class ChatRecord:
         self._steps: list[StepRecord] = []
         self._open_steps: dict[int, int] = {}
         self._messages: list[MessageRecord] = []
+        self._inputs: dict[str, InputRecord] = {}
         self._model: str | None = None
         self._provider: str | None = None
         self.usage = Usage()
@@ -237,6 +273,23 @@ class ChatRecord:
         """Every transcript message, in order."""
         with self._lock:
             return tuple(self._messages)
+
+    @property
+    def inputs(self) -> tuple[InputRecord, ...]:
+        """Every input asked for (pending or answered), in request order."""
+        with self._lock:
+            return tuple(self._inputs.values())
+
+    @property
+    def pending_inputs(self) -> tuple[PendingInput, ...]:
+        """The inputs still waiting for an answer, in request order."""
+        with self._lock:
+            return tuple(r.request for r in self._inputs.values() if r.status == "pending")
+
+    def input(self, input_id: str) -> InputRecord | None:
+        """The record of one input, by id, or ``None``."""
+        with self._lock:
+            return self._inputs.get(input_id)
 
     def call(self, call_id: str) -> CallRecord:
         """The record of one call, by id.
@@ -319,6 +372,7 @@ class ChatRecord:
                 list(self._calls),
                 list(self._steps),
                 list(self._messages),
+                list(self._inputs.values()),
                 self.usage,
                 self.cost_usd,
                 self.unpriced,
@@ -463,6 +517,50 @@ class ChatRecord:
         r.started_at = None
         return RecordChange("call", r.call_id, e)
 
+    def _on_input_requested(self, e: InputRequested) -> RecordChange:
+        request = PendingInput(
+            e.input_id,
+            e.kind,  # type: ignore[arg-type]
+            e.call.id if e.call is not None else None,
+            e.call.name if e.call is not None else None,
+            e.prompt,
+            dict(e.content),
+            e.schema,
+            e.server,
+            e.ts,
+        )
+        self._inputs[e.input_id] = InputRecord(
+            e.input_id,
+            e.kind,
+            request.call_id,
+            request.tool,
+            e.server,
+            e.prompt,
+            e.step,
+            e.turn,
+            e.ts,
+            request,
+        )
+        if e.call is not None:
+            r = self._row(e.call, None, e.turn)
+            r.input_kind = e.kind
+            if r.status in ("requested", "approved"):  # an external call parks; a running one runs
+                r.status = "awaiting_input"
+        return RecordChange("input", e.input_id, e)
+
+    def _on_input_answered(self, e: InputAnswered) -> RecordChange | None:
+        i = self._inputs.get(e.input_id)
+        if i is None:
+            return None
+        i.status, i.data, i.answered_by, i.answered_at = e.action, e.data, e.by, e.ts
+        i.reason, i.elsewhere = e.reason, e.elsewhere
+        i.wait_ms = max(0.0, (e.ts - i.requested_at).total_seconds() * 1000.0)
+        r = self._by_id.get(i.call_id) if i.call_id is not None else None
+        if r is not None:
+            r.answered_by, r.answered_at = e.by, e.ts
+            r.input_wait_ms = (r.input_wait_ms or 0.0) + i.wait_ms
+        return RecordChange("input", e.input_id, e)
+
     def _new_step(self, step: int, turn: int, model: str, provider: str) -> int:
         self._steps.append(StepRecord(turn, step, model, provider))
         return len(self._steps) - 1
@@ -566,6 +664,8 @@ _RULES: dict[type[Event], Callable[[ChatRecord, Any], RecordChange | None]] = {
     StepFinished: ChatRecord._on_step_finished,
     OptionsChanged: ChatRecord._unchanged,
     AlwaysAllowChanged: ChatRecord._unchanged,
+    InputRequested: ChatRecord._on_input_requested,
+    InputAnswered: ChatRecord._on_input_answered,
 }
 """The fold's rule for every event type (a test checks none is missing)."""
 
