@@ -12,8 +12,10 @@ the decisions API (``_decisions.py``) and the public :class:`~nbagent.Chat`
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import threading
+import uuid
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
@@ -54,6 +56,7 @@ from ._types import (
     DecisionVerdict,
     ForkParent,
     InputAction,
+    InputKind,
     LLMToolResponse,
     Message,
     PendingInput,
@@ -275,6 +278,7 @@ class ChatCore:
         self._output: Output | None = None  # the structured answer the current turn asks for
         self._output_retried = False  # the turn's one retry of an invalid answer is spent
         self._inputs: dict[str, PendingInput] = {}  # what waits for an answer, by id
+        self._input_waiters: dict[str, concurrent.futures.Future[tuple[str, Any]]] = {}
 
     @property
     def model(self) -> str:
@@ -773,9 +777,73 @@ class ChatCore:
                     "ok" if action == "accept" else "denied" if action == "decline" else "cancelled"
                 )
                 events.extend(self._answer(c, status, text, after, value=value, parts=parts))
+            waiter = self._input_waiters.pop(pending.id, None)
         self._emit_all(events)
+        if waiter is not None and not waiter.done():  # a call waiting mid-run carries on
+            waiter.set_result((action, value if action == "accept" else None))
         self._run_after(after)
         return pending
+
+    def _ask_input(
+        self,
+        c: ToolCall,
+        kind: InputKind,
+        message: str,
+        content: dict[str, Any],
+        schema: dict[str, Any] | None,
+        server: str | None,
+    ) -> tuple[str, concurrent.futures.Future[tuple[str, Any]]]:
+        """A running call's request for input (an MCP server's, mid-call): parked on the
+        chat, answered through :meth:`_settle_input`; its id and a future of the answer."""
+        future: concurrent.futures.Future[tuple[str, Any]] = concurrent.futures.Future()
+        input_id = f"in_{uuid.uuid4().hex[:16]}"
+        message, content = clean(message), clean_json(content)
+        with self._lock:
+            pending = PendingInput(input_id, kind, c.id, c.name, message, content, schema, server)
+            self._inputs[input_id] = pending
+            self._input_waiters[input_id] = future
+            event = InputRequested(
+                chat_id=self.id,
+                call=c,
+                input_id=input_id,
+                kind=kind,
+                prompt=message,
+                content=content,
+                schema=schema,
+                server=server,
+                step=self._call_step.get(c.id, self._step),
+                turn=self._call_turn.get(c.id, self._turn),
+            )
+        self._emit(event)
+        return input_id, future
+
+    def _inputs_of(self, c: ToolCall) -> list[str]:
+        """The ids of the inputs a running call still waits for (asked mid-call)."""
+        with self._lock:
+            return [
+                i for i, p in self._inputs.items() if p.call_id == c.id and i in self._input_waiters
+            ]
+
+    def _withdraw_input(self, input_id: str, why: str) -> None:
+        """An input its call stopped waiting for (a timeout, a cancel): cancelled, once."""
+        with self._lock:
+            pending = self._inputs.pop(input_id, None)
+            waiter = self._input_waiters.pop(input_id, None)
+            if pending is None:
+                return
+            c = self._calls.get(pending.call_id) if pending.call_id is not None else None
+            event = InputAnswered(
+                chat_id=self.id,
+                call=c,
+                input_id=input_id,
+                action="cancel",
+                data=None,
+                by="nbagent",
+                reason=clean(why),
+            )
+        self._emit(event)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(("cancel", None))
 
     def _loop_state(self) -> dict[str, Any]:
         """The loop state a reloaded chat needs besides its messages, calls and events.

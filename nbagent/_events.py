@@ -287,6 +287,33 @@ class InputAnswered(Event, type="input_answered"):
     elsewhere: bool = False
 
 
+class SamplingFinished(Event, type="sampling_finished"):
+    """An approved sampling request (an MCP server's) ran on the chat's provider.
+
+    Not a step of the chat: its tokens and cost count in the chat's totals
+    (``chat.usage``, ``chat.cost_usd``) and budgets, and the log's inputs.
+
+    Attributes:
+        call: The call during which the server asked.
+        input_id: The sampling request's input id.
+        model: The model that answered.
+        provider: Its provider.
+        usage: Its tokens.
+        cost_usd: Its cost (``None``: the model has no known price).
+        latency_ms: How long the request took.
+        text: The reply sent to the server.
+    """
+
+    call: ToolCall | None
+    input_id: str
+    model: str
+    provider: str
+    usage: Usage
+    cost_usd: float | None
+    latency_ms: float
+    text: str
+
+
 EVENT_TYPES: dict[str, type[Event]] = {cls.type: cls for cls in Event.__subclasses__()}
 """Every event type declared above, by its ``type`` (what a store writes)."""
 

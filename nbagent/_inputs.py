@@ -9,12 +9,17 @@ rules (checking an answer, recording it once, the result the model reads) are
 
 from __future__ import annotations
 
+import concurrent.futures
+import time
 from typing import Any
 
 from ._aio import in_worker
 from ._approvals import HUMAN
 from ._chat_state import ChatCore
-from ._types import InputAction, PendingInput, ToolCall
+from ._events import SamplingFinished
+from ._types import InputAction, InputKind, LLMToolResponse, PendingInput, ToolCall
+from ._unicode import clean
+from .providers import ModelRequest, cost_of
 
 InputRef = PendingInput | ToolCall | str
 """A pending input, the call it belongs to, or either's id."""
@@ -104,3 +109,52 @@ class InputsMixin(ChatCore):
     ) -> PendingInput:
         """Async twin of :meth:`decline`."""
         return await in_worker(lambda: self.decline(request, reason, by=by, cancel=cancel))
+
+
+class CallAsker:
+    """A running call's way to ask a person mid-call (``current_input_asker()``): the
+    chat's :meth:`ChatCore._ask_input`, :meth:`ChatCore._withdraw_input`, and an approved
+    sampling request run on the chat's provider with its cost counted."""
+
+    def __init__(self, chat: ChatCore, call: ToolCall):
+        self._chat = chat
+        self._call = call
+
+    def ask(
+        self,
+        kind: InputKind,
+        message: str,
+        content: dict[str, Any],
+        schema: dict[str, Any] | None,
+        server: str | None,
+    ) -> tuple[str, concurrent.futures.Future[tuple[str, Any]]]:
+        return self._chat._ask_input(self._call, kind, message, content, schema, server)
+
+    def withdraw(self, input_id: str, why: str) -> None:
+        self._chat._withdraw_input(input_id, why)
+
+    async def sample(
+        self, input_id: str, messages: list[Any], system: str | None, max_tokens: int | None
+    ) -> LLMToolResponse:
+        """Ask the chat's provider (on a worker thread: any provider, any loop); its tokens
+        and cost join the chat's totals and budgets (a :class:`SamplingFinished`)."""
+        chat = self._chat
+        provider = chat.provider
+        request = ModelRequest(messages=tuple(messages), system=system, max_tokens=max_tokens)
+        t0 = time.perf_counter()
+        response: LLMToolResponse = await in_worker(provider.complete, request)
+        model = response.model or provider.model
+        chat._emit(
+            SamplingFinished(
+                chat_id=chat.id,
+                call=self._call,
+                input_id=input_id,
+                model=model,
+                provider=response.provider or provider.name,
+                usage=response.usage,
+                cost_usd=cost_of(model, response.usage),
+                latency_ms=(time.perf_counter() - t0) * 1000.0,
+                text=clean(response.text),
+            )
+        )
+        return response

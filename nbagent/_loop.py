@@ -58,6 +58,7 @@ from ._events import (
     utcnow,
 )
 from ._hosted import HostedCallWarning, Verdict, audit_items
+from ._inputs import CallAsker
 from ._notice import notice
 from ._options import resolve_choice
 from ._recording import RecordedResult
@@ -661,9 +662,9 @@ class LoopMixin(ChatCore):
                     ran_with = getattr(replayed, "arguments", None)
                     if ran_with is not None and ran_with != c.effective_arguments:
                         replayed = None  # it ran with other arguments then: run it now
-                jobs.append(
-                    Job(c, tool, kwargs, tool.timeout or default_timeout, replayed, self._cancel)
-                )
+                timeout = tool.timeout or default_timeout
+                asker = CallAsker(self, c)  # a server may ask a person mid-call (elicitation)
+                jobs.append(Job(c, tool, kwargs, timeout, replayed, self._cancel, asker))
             mode = self._options.effective_concurrency
             self._runner.max_concurrency = self._options.effective_max_concurrency
         self._emit_all(events)
@@ -893,6 +894,8 @@ class _RoundHooks:
             chat._replayer.add_result(
                 chat._call_step.get(c.id, self.round.step), c.id, recorded, chat._recordings()
             )
+        for input_id in chat._inputs_of(c):  # asked mid-call, unanswered: the call ended first
+            chat._withdraw_input(input_id, f"the call ended ({outcome.status}) before an answer")
         chat._emit(event)
         chat._run_after(
             [

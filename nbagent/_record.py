@@ -56,6 +56,7 @@ from ._events import (
     ModelRequestStarted,
     OptionsChanged,
     ReasoningDelta,
+    SamplingFinished,
     StepFinished,
     TextDelta,
     ToolCallDelta,
@@ -167,6 +168,8 @@ class InputRecord:
     reason: str | None = None
     wait_ms: float | None = None
     elsewhere: bool = False
+    usage: Usage | None = None
+    cost_usd: float | None = None
 
 
 @dataclass(slots=True)
@@ -561,6 +564,18 @@ class ChatRecord:
             r.input_wait_ms = (r.input_wait_ms or 0.0) + i.wait_ms
         return RecordChange("input", e.input_id, e)
 
+    def _on_sampled(self, e: SamplingFinished) -> RecordChange:
+        """A sampling request's tokens and cost join the chat's totals (it is no step)."""
+        self.usage = self.usage + e.usage
+        if e.cost_usd is None:
+            self.unpriced += 1
+        else:
+            self.cost_usd += e.cost_usd
+        i = self._inputs.get(e.input_id)
+        if i is not None:
+            i.usage, i.cost_usd = e.usage, e.cost_usd
+        return RecordChange("chat", None, e)
+
     def _new_step(self, step: int, turn: int, model: str, provider: str) -> int:
         self._steps.append(StepRecord(turn, step, model, provider))
         return len(self._steps) - 1
@@ -666,6 +681,7 @@ _RULES: dict[type[Event], Callable[[ChatRecord, Any], RecordChange | None]] = {
     AlwaysAllowChanged: ChatRecord._unchanged,
     InputRequested: ChatRecord._on_input_requested,
     InputAnswered: ChatRecord._on_input_answered,
+    SamplingFinished: ChatRecord._on_sampled,
 }
 """The fold's rule for every event type (a test checks none is missing)."""
 

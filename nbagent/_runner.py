@@ -51,7 +51,7 @@ from typing import Any, Protocol
 from ._aio import on_background_loop, run_on_loop
 from ._events import utcnow
 from ._recording import RecordedResult
-from ._tools import CancelEvent, Tool, _bind_call
+from ._tools import CancelEvent, InputAsker, Tool, _bind_call
 from ._types import ConcurrencyMode, RunStatus, ToolCall
 
 Mode = ConcurrencyMode
@@ -71,6 +71,7 @@ class Job:
     timeout: float | None = None
     replayed: RecordedResult | None = None
     cancel: CancelEvent | None = None  # the chat's (a tool may give up its wait on it)
+    asker: InputAsker | None = None  # how the call asks a person mid-call (an MCP elicitation)
 
 
 @dataclass
@@ -118,7 +119,7 @@ class ToolExited(Exception):
 def _running(job: Job) -> Iterator[None]:
     """The tool of ``job`` runs inside: its call is bound, and a non-interrupting
     ``BaseException`` it raises comes out as a :class:`ToolExited`."""
-    with _bind_call(job.call, job.cancel):
+    with _bind_call(job.call, job.cancel, job.asker):
         try:
             yield
         except (Exception, KeyboardInterrupt, asyncio.CancelledError):

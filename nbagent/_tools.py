@@ -23,6 +23,7 @@ Code that waits on something it can give up (an MCP request) registers with
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import functools
 import inspect
@@ -31,7 +32,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar, Literal, overload
+from typing import Any, ClassVar, Literal, Protocol, overload
 
 from ._errors import ToolDefinitionError
 from ._schema import (
@@ -54,6 +55,45 @@ InputAsk = tuple[InputKind, str, dict[str, Any], "dict[str, Any] | None"]
 _current_call: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
     "nbagent_current_tool_call", default=None
 )
+
+
+class InputAsker(Protocol):
+    """How code running a chat's tool call asks a person for something mid-call.
+
+    Given to the call's code by the core (:func:`current_input_asker`); an MCP
+    server's elicitation or sampling request in the middle of a call uses it.
+    """
+
+    def ask(
+        self,
+        kind: InputKind,
+        message: str,
+        content: dict[str, Any],
+        schema: dict[str, Any] | None,
+        server: str | None,
+    ) -> tuple[str, concurrent.futures.Future[tuple[str, Any]]]:
+        """Park a pending input on the call; its id and a future of ``(action, data)``."""
+
+    def withdraw(self, input_id: str, why: str) -> None:
+        """Give up an input still waiting (the call ended first): recorded as cancelled."""
+
+    async def sample(
+        self, input_id: str, messages: list[Any], system: str | None, max_tokens: int | None
+    ) -> Any:
+        """Run an approved sampling request on the chat's provider; its response.
+
+        Its tokens and cost count in the chat's totals and budgets.
+        """
+
+
+_current_asker: contextvars.ContextVar[InputAsker | None] = contextvars.ContextVar(
+    "nbagent_input_asker", default=None
+)
+
+
+def current_input_asker() -> InputAsker | None:
+    """The running call's way to ask a person for input (``None`` outside a chat's call)."""
+    return _current_asker.get()
 
 
 def current_tool_call() -> ToolCall | None:
@@ -139,12 +179,16 @@ def _cancelled_by(cancel: CancelEvent | None) -> Iterator[None]:
 
 
 @contextmanager
-def _bind_call(call: ToolCall, cancel: CancelEvent | None = None) -> Iterator[None]:
+def _bind_call(
+    call: ToolCall, cancel: CancelEvent | None = None, asker: InputAsker | None = None
+) -> Iterator[None]:
     token = _current_call.set(call)
+    asking = _current_asker.set(asker)
     try:
         with _cancelled_by(cancel):
             yield
     finally:
+        _current_asker.reset(asking)
         _current_call.reset(token)
 
 

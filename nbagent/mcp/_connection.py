@@ -139,6 +139,7 @@ class Connection:
         self._relist_lock = threading.Lock()
         self._relist_tokens = float(RELIST_BURST)
         self._relist_at = time.monotonic()
+        self.requests: Any = None  # the server's ``Requests``: the SDK client's callbacks
 
     # ------------------------------------------------------------ state
     def usable(self) -> bool:

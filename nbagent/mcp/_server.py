@@ -47,10 +47,11 @@ from .._aio import _background_loop, run_on_loop
 from .._errors import MCPServerError, ToolDefinitionError
 from .._notice import notice
 from .._optional import require
-from .._tools import Tool, ToolSource, on_chat_cancel
+from .._tools import Tool, ToolSource, current_input_asker, on_chat_cancel
 from .._types import ToolCall
 from . import _connection as conn
 from . import _stdio
+from ._requests import Requests, as_roots
 from ._results import MCPResult, result_value
 from ._secrets import masked_argv, scrubbed_await, scrubbed_call, server_secrets
 
@@ -256,6 +257,15 @@ class MCPServer(ToolSource):
             for listing its tools (default 30; ``None``: no limit). Past it,
             ``MCPServerError``; a server that connected but does not list
             is restarted at the next use.
+        roots: The directories (paths) or URIs the server may work in; its
+            ``roots/list`` request is answered with them without asking
+            (default: none).
+
+    Requests from the server: an elicitation (a form, or a URL to visit) or a
+    sampling request sent in the middle of a chat's call becomes a pending input
+    on that chat (``chat.pending_inputs``; ``chat.answer`` / ``chat.decline``)
+    while the call waits, bounded by its ``timeout``; an approved sampling
+    request runs on the chat's provider and counts in its totals and budgets.
 
     Lifecycle: the connection opens on first use; a server that exits while
     idle is restarted by the next call; one that exits during a call fails
@@ -281,6 +291,7 @@ class MCPServer(ToolSource):
         timeout: float | None = None,
         connect_timeout: float | None = conn.CONNECT_TIMEOUT,
         secrets: Sequence[str] = (),
+        roots: Iterable[str | PathLike[str]] | None = None,
     ):
         require("mcp", _FEATURE)
         if prefix is not None and (not prefix or _INVALID.search(prefix)):
@@ -307,6 +318,8 @@ class MCPServer(ToolSource):
         self._connection = conn.Connection(
             open_client, label or prefix or target, connect_timeout=connect_timeout
         )
+        self._requests = Requests(label or prefix or target, as_roots(roots))
+        self._connection.requests = self._requests
         self._tools: tuple[MCPTool, ...] = ()
         self._generation = -1
         self._secrets = tuple(secrets)
@@ -328,6 +341,7 @@ class MCPServer(ToolSource):
         timeout: float | None = None,
         connect_timeout: float | None = conn.CONNECT_TIMEOUT,
         max_result_bytes: int = _stdio.MAX_MESSAGE_BYTES,
+        roots: Iterable[str | PathLike[str]] | None = None,
     ) -> MCPServer:
         """A server nbagent starts as a process and talks to over its stdin/stdout.
 
@@ -352,6 +366,7 @@ class MCPServer(ToolSource):
             approval: See :class:`MCPServer`.
             timeout: See :class:`MCPServer`.
             connect_timeout: See :class:`MCPServer`.
+            roots: See :class:`MCPServer`.
 
         The server's stderr (its logs) goes to this process's real stderr:
         in a notebook, the terminal running Jupyter, not the notebook. It
@@ -388,7 +403,9 @@ class MCPServer(ToolSource):
                 on_list_changed=link.list_changed,
                 on_lost=link.lost,
             )
-            return Client(transport, message_handler=link.on_message, cache=None)
+            return Client(
+                transport, message_handler=link.on_message, cache=None, **link.requests.callbacks()
+            )
 
         server = cls(
             "stdio",
@@ -400,6 +417,7 @@ class MCPServer(ToolSource):
             timeout=timeout,
             connect_timeout=connect_timeout,
             secrets=server_secrets(env=environment, argv=argv),
+            roots=roots,
         )
         server.max_result_bytes = max_result_bytes
         server._describe = f"{command} {' '.join(masked_argv(argv)[0])}".strip()
@@ -416,6 +434,7 @@ class MCPServer(ToolSource):
         approval: Approval = "annotations",
         timeout: float | None = None,
         connect_timeout: float | None = conn.CONNECT_TIMEOUT,
+        roots: Iterable[str | PathLike[str]] | None = None,
     ) -> MCPServer:
         """A server reached over streamable HTTP at ``url`` (``http://127.0.0.1:8000/mcp``).
 
@@ -429,6 +448,7 @@ class MCPServer(ToolSource):
             approval: See :class:`MCPServer`.
             timeout: See :class:`MCPServer`.
             connect_timeout: See :class:`MCPServer`.
+            roots: See :class:`MCPServer`.
         """
         require("mcp", _FEATURE)
         parts = urlsplit(url)
@@ -440,7 +460,9 @@ class MCPServer(ToolSource):
             from mcp import Client
 
             transport = conn.http_transport(url, sent)
-            return Client(transport, message_handler=link.on_message, cache=None)
+            return Client(
+                transport, message_handler=link.on_message, cache=None, **link.requests.callbacks()
+            )
 
         server = cls(
             "http",
@@ -452,6 +474,7 @@ class MCPServer(ToolSource):
             timeout=timeout,
             connect_timeout=connect_timeout,
             secrets=server_secrets(headers=sent, url=url),
+            roots=roots,
         )
         server._describe = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
         return server
@@ -525,8 +548,14 @@ class MCPServer(ToolSource):
     async def _call_async(self, remote: str, arguments: dict[str, Any], what: str) -> MCPResult:
         """One call on the background loop, from any loop: its answer, or its error scrubbed."""
 
+        asker = current_input_asker()  # the chat's call this runs for, if any
+
+        async def in_flight() -> Any:  # on the background loop: requests find the call
+            async with self._requests.calling(asker):
+                return await self._connection.call(remote, arguments)
+
         async def call() -> MCPResult:
-            coro = self._connection.call(remote, arguments)
+            coro = in_flight()
             return result_value(
                 await _abandonable(run_on_loop(coro, _background_loop(), what), what)
             )
