@@ -55,6 +55,7 @@ from ._events import (
     ModelRequestStarted,
     OptionsChanged,
     ReasoningDelta,
+    SamplingFinished,
     StepFinished,
     TextDelta,
     ToolCallDelta,
@@ -70,7 +71,15 @@ from ._media import image
 from ._options import ToolOptions
 from ._replay import ReplayMissError
 from ._schema import SchemaValidationError
-from ._tools import FunctionTool, Tool, ToolSource, current_tool_call, tool
+from ._tools import (
+    FunctionTool,
+    InputAsker,
+    Tool,
+    ToolSource,
+    current_input_asker,
+    current_tool_call,
+    tool,
+)
 from ._types import (
     Approval,
     AssistantToolCallMessage,
@@ -150,6 +159,7 @@ __all__ = [
     "ImagePart",
     "Inbox",
     "InputAnswered",
+    "InputAsker",
     "InputError",
     "InputRequested",
     "LLMToolResponse",
@@ -182,6 +192,7 @@ __all__ = [
     "ReasoningDelta",
     "ReplayMissError",
     "SQLiteStore",
+    "SamplingFinished",
     "SchemaValidationError",
     "ServerError",
     "SkipToolCall",
@@ -215,6 +226,7 @@ __all__ = [
     "batch_results",
     "compare",
     "configure",
+    "current_input_asker",
     "current_tool_call",
     "get_config",
     "image",

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from nbagent import (
     Chat,
+    ChatMessage,
     DecisionError,
     InputAnswered,
     InputError,
@@ -412,3 +413,59 @@ def test_the_demo_model_asks_the_user_and_answers_from_the_reply() -> None:
     final = chat.complete()
     assert final is not None and "green" in final.content
     assert json.loads(json.dumps(chat.record.inputs[0].data)) == "green"
+
+
+def test_a_call_asks_mid_run_and_an_approved_sampling_request_counts_in_the_totals() -> None:
+    """The core's seam an MCP server's requests go through, with no server: a tool asks a
+    sampling question while it runs; approved, the chat's provider answers it and its
+    tokens join the chat's totals; the fold from scratch agrees."""
+    from nbagent import current_input_asker
+    from nbagent._events import SamplingFinished
+
+    @tool
+    def consult(topic: str) -> str:
+        """Ask the model a side question while running.
+
+        Args:
+            topic: What about.
+        """
+        asker = current_input_asker()
+        assert asker is not None
+        input_id, future = asker.ask("sampling", f"side question on {topic}", {}, None, None)
+        action, _ = future.result(timeout=60)
+        assert action == "accept"
+        message = ChatMessage("user", f"Side question: {topic}")
+        response = asyncio.run(asker.sample(input_id, [message], None, 20))
+        return f"side answer: {response.text}"
+
+    def answer(request: ModelRequest) -> Any:
+        last = request.messages[-1]
+        if getattr(last, "content", "").startswith("Side question"):
+            return reply("forty-two")
+        results = [m for m in request.messages if getattr(m, "role", "") == "tool"]
+        return (
+            reply(results[0].content) if results else call_tools(("consult", {"topic": "x"}, "k"))
+        )
+
+    chat = Chat(provider=ScriptedProvider([answer], repeat_last=True), display=False)
+    chat.with_tools(consult)
+    asked = threading.Event()
+    chat.on(InputRequested, lambda e: asked.set())
+
+    def person() -> None:
+        assert asked.wait(60)
+        (pending,) = chat.pending_inputs
+        assert (pending.kind, pending.call_id) == ("sampling", "k")
+        chat.answer(pending)
+
+    t = threading.Thread(target=person)
+    t.start()
+    final = chat.ask("consult")
+    t.join()
+    assert final is not None and final.content == "side answer: forty-two"
+    (sampled,) = [e for e in chat.events if isinstance(e, SamplingFinished)]
+    steps = sum(s.usage.total_tokens for s in chat.record.steps if s.usage is not None)
+    assert sampled.usage.total_tokens > 0
+    assert chat.usage.total_tokens == steps + sampled.usage.total_tokens
+    assert chat.record.inputs[0].usage == sampled.usage
+    assert fold(chat.events) == chat.record

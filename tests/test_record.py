@@ -27,7 +27,13 @@ from nbagent import (
     ToolCall,
     tool,
 )
-from nbagent._events import CallInDoubt, Event, ToolCallRequested, ToolCallStarted
+from nbagent._events import (
+    CallInDoubt,
+    Event,
+    SamplingFinished,
+    ToolCallRequested,
+    ToolCallStarted,
+)
 from nbagent._record import _RULES, FRAGMENTS, ChatRecord, RecordChange, fold
 from nbagent.testing import ScriptedProvider, call_tools, reply
 
@@ -141,7 +147,8 @@ def test_folding_the_events_from_scratch_gives_the_chats_record(
 
 
 def test_every_event_type_a_chat_emits_is_folded_the_same_from_scratch() -> None:
-    """One chat that emits every kind of event but the in-doubt one (next test)."""
+    """One chat that emits every kind of event but the in-doubt one (next test) and a
+    sampling request's (an MCP server's; tests/test_inputs.py folds one)."""
     chat = Chat(
         provider=scripted([["safe", "risky", "risky", "nope", "outside"]], True), display=False
     )
@@ -158,7 +165,7 @@ def test_every_event_type_a_chat_emits_is_folded_the_same_from_scratch() -> None
     chat.answer(waiting, "done by hand")
     chat.complete()
     seen = {type(e) for e in chat.events}
-    assert event_types() - set(FRAGMENTS) - seen == {CallInDoubt}
+    assert event_types() - set(FRAGMENTS) - seen == {CallInDoubt, SamplingFinished}
     assert fold(chat.events) == chat.record
     by_id = {r.call_id: r for r in chat.record.calls}
     assert (by_id[a.id].decision, by_id[a.id].status) == ("approved", "ok")
