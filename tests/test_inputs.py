@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -469,3 +470,22 @@ def test_a_call_asks_mid_run_and_an_approved_sampling_request_counts_in_the_tota
     assert chat.usage.total_tokens == steps + sampled.usage.total_tokens
     assert chat.record.inputs[0].usage == sampled.usage
     assert fold(chat.events) == chat.record
+
+
+def test_the_log_has_who_answered_when_and_the_wait() -> None:
+    chat = Chat(
+        provider=scripted(
+            ("sign_contract", {"party": "A"}, "a"), ("sign_contract", {"party": "B"}, "b")
+        ),
+        display=False,
+    ).with_tools(sign_contract)
+    chat.ask("go")
+    chat.answer("a", "signed", by="alice")
+    log = chat.log.frame().set_index("call_id")
+    assert log.loc["a", "status"] == "ok" and log.loc["b", "status"] == "awaiting_input"
+    assert list(log["input_kind"]) == ["external", "external"]
+    assert log.loc["a", "answered_by"] == "alice"
+    assert log.loc["a", "answered_at"] == chat.record.inputs[0].answered_at
+    assert log.loc["a", "input_wait_ms"] >= 0
+    assert log.loc["b", "answered_by"] is pd.NA and log.loc["b", "input_wait_ms"] is pd.NA
+    assert str(log["answered_at"].dtype) == "datetime64[ns, UTC]"

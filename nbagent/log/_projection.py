@@ -19,7 +19,7 @@ column             dtype           meaning
 =================  ==============  =====================================================
 tool               string          tool name
 status             category        ``requested``, ``awaiting_approval``, ``approved``,
-                                   ``denied``, ``running``, ``ok``, ``error``,
+                                   ``awaiting_input``, ``denied``, ``running``, ``ok``, ``error``,
                                    ``cancelled``, ``skipped``, ``timed_out``, ``in_doubt``;
                                    for a hosted ``mcp_call`` also ``ran_despite_denial``,
                                    ``ran_unapproved`` (see below)
@@ -53,6 +53,13 @@ ran_before         string          the earlier gated calls of its response still
 item_type          string          a provider item's wire type (``mcp_call``,
                                    ``mcp_list_tools``, ``web_search_call``...) or
                                    ``mcp_approval_request``; NA for a local call
+input_kind         string          what a person was asked for the call (``external``,
+                                   ``ask_user``, ``elicitation``, ``elicitation_url``,
+                                   ``sampling``); NA when nobody was asked
+answered_by        string          who answered it (``user``, ``inbox``, ``nbagent`` for
+                                   one withdrawn when the call ended...); NA until then
+answered_at        datetime64 UTC  when it was answered (the last answer, if several)
+input_wait_ms      Float64         how long the call waited for its inputs (summed)
 turn               Int64           user turn (1 for the first ``ask``)
 step               Int64           the model request that asked for the call
 run_step           Int64           the step (tool round) that ran it; NA if it never ran
@@ -197,6 +204,11 @@ CALL_COLUMNS: dict[str, ColumnKind] = {
     "shared": "boolean",
     "ran_before": "string",
     "item_type": "string",
+    # what a person was asked for it (an external result, ask_user, a server's request)
+    "input_kind": "string",
+    "answered_by": "string",
+    "answered_at": "datetime",
+    "input_wait_ms": "Float64",
     # where and when it ran
     "turn": "Int64",
     "step": "Int64",
