@@ -510,6 +510,10 @@ class ChatRecord:
             r.error = (e.error or content)[:ERROR_CHARS]
         if r.decision == "pending":
             r.decision = "none"
+        if r.input_kind is not None:  # asked mid-call and never answered (a crash): closed
+            for i in self._inputs.values():
+                if i.call_id == r.call_id and i.status == "pending":
+                    i.status, i.answered_at, i.reason = "cancel", e.ts, "the call ended"
         return RecordChange("call", r.call_id, e)
 
     def _on_in_doubt(self, e: CallInDoubt) -> RecordChange | None:

@@ -489,3 +489,47 @@ def test_the_log_has_who_answered_when_and_the_wait() -> None:
     assert log.loc["a", "input_wait_ms"] >= 0
     assert log.loc["b", "answered_by"] is pd.NA and log.loc["b", "input_wait_ms"] is pd.NA
     assert str(log["answered_at"].dtype) == "datetime64[ns, UTC]"
+
+
+def test_an_input_left_pending_by_a_crash_closes_with_its_call_in_the_fold() -> None:
+    """A call asked mid-run, then found in doubt after its process died: no answer event
+    ever comes, so its final event closes the input (no card offers to answer it)."""
+    from datetime import UTC, datetime
+
+    from nbagent import Approval, ToolCall, ToolCallRequested, ToolResultMessage
+
+    call = ToolCall("c1", "book", {})
+    now = datetime.now(UTC)
+    history = [
+        ToolCallRequested(chat_id="x", call=call, step=1, turn=1, approval=Approval(False)),
+        InputRequested(
+            chat_id="x",
+            call=call,
+            input_id="in_1",
+            kind="elicitation",
+            prompt="who?",
+            content={},
+            schema=None,
+            server="s",
+            step=1,
+            turn=1,
+            ts=now,
+        ),
+        ToolCallFinished(
+            chat_id="x",
+            call=call,
+            step=1,
+            turn=1,
+            status="in_doubt",
+            result=ToolResultMessage("c1", "outcome unknown", True, "in_doubt", "book"),
+            error="outcome unknown",
+            duration_ms=None,
+            started_at=None,
+            mode=None,
+        ),
+    ]
+    assert fold(history[:2]).pending_inputs[0].id == "in_1"
+    record = fold(history)
+    assert record.pending_inputs == ()
+    (closed,) = record.inputs
+    assert (closed.status, closed.reason, closed.answered_by) == ("cancel", "the call ended", None)
