@@ -19,7 +19,7 @@ from ._chat_state import ChatCore
 from ._events import SamplingFinished
 from ._types import InputAction, InputKind, LLMToolResponse, PendingInput, ToolCall
 from ._unicode import clean
-from .providers import ModelRequest, cost_of
+from .providers import ModelRequest, Provider, cost_of
 
 InputRef = PendingInput | ToolCall | str
 """A pending input, the call it belongs to, or either's id."""
@@ -134,12 +134,18 @@ class CallAsker:
         self._chat._withdraw_input(input_id, why)
 
     async def sample(
-        self, input_id: str, messages: list[Any], system: str | None, max_tokens: int | None
+        self,
+        input_id: str,
+        messages: list[Any],
+        system: str | None,
+        max_tokens: int | None,
+        provider: Provider | None = None,
     ) -> LLMToolResponse:
-        """Ask the chat's provider (on a worker thread: any provider, any loop); its tokens
-        and cost join the chat's totals and budgets (a :class:`SamplingFinished`)."""
+        """Ask ``provider`` (default: the chat's) on a worker thread (any provider, any
+        loop); its tokens and cost join the chat's totals and budgets (a
+        :class:`SamplingFinished`)."""
         chat = self._chat
-        provider = chat.provider
+        provider = provider if provider is not None else chat.provider
         request = ModelRequest(messages=tuple(messages), system=system, max_tokens=max_tokens)
         t0 = time.perf_counter()
         response: LLMToolResponse = await in_worker(provider.complete, request)

@@ -78,9 +78,14 @@ class InputAsker(Protocol):
         """Give up an input still waiting (the call ended first): recorded as cancelled."""
 
     async def sample(
-        self, input_id: str, messages: list[Any], system: str | None, max_tokens: int | None
+        self,
+        input_id: str,
+        messages: list[Any],
+        system: str | None,
+        max_tokens: int | None,
+        provider: Any = None,
     ) -> Any:
-        """Run an approved sampling request on the chat's provider; its response.
+        """Run an approved sampling request on ``provider`` (default: the chat's); its response.
 
         Its tokens and cost count in the chat's totals and budgets.
         """

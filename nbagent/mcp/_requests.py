@@ -64,9 +64,10 @@ def as_roots(roots: Iterable[str | PathLike[str]] | None) -> tuple[tuple[str, st
 class Requests:
     """One server's answers to its requests: the chats' calls in flight and its roots."""
 
-    def __init__(self, label: str, roots: tuple[tuple[str, str], ...] = ()):
+    def __init__(self, label: str, roots: tuple[tuple[str, str], ...] = (), sampling: Any = None):
         self.label = label
         self.roots = roots
+        self.sampling = sampling  # the provider approved sampling requests run on (None: chat's)
         self._in_flight: list[tuple[InputAsker, set[str]]] = []
 
     def callbacks(self) -> dict[str, Any]:
@@ -176,7 +177,9 @@ class Requests:
                 model="human",
                 stop_reason="endTurn",
             )
-        response = await asker.sample(input_id, messages, params.system_prompt, params.max_tokens)
+        response = await asker.sample(
+            input_id, messages, params.system_prompt, params.max_tokens, self.sampling
+        )
         return types.CreateMessageResult(
             role="assistant",
             content=types.TextContent(type="text", text=response.text),

@@ -49,6 +49,7 @@ from .._notice import notice
 from .._optional import require
 from .._tools import Tool, ToolSource, current_input_asker, on_chat_cancel
 from .._types import ToolCall
+from ..providers import resolve_provider
 from . import _connection as conn
 from . import _stdio
 from ._requests import Requests, as_roots
@@ -260,6 +261,9 @@ class MCPServer(ToolSource):
         roots: The directories (paths) or URIs the server may work in; its
             ``roots/list`` request is answered with them without asking
             (default: none).
+        sampling: The provider (or a model name) the server's approved sampling
+            requests run on (default: the chat's); its tokens and cost still
+            count in the chat's totals and budgets.
 
     Requests from the server: an elicitation (a form, or a URL to visit) or a
     sampling request sent in the middle of a chat's call becomes a pending input
@@ -292,6 +296,7 @@ class MCPServer(ToolSource):
         connect_timeout: float | None = conn.CONNECT_TIMEOUT,
         secrets: Sequence[str] = (),
         roots: Iterable[str | PathLike[str]] | None = None,
+        sampling: Any = None,
     ):
         require("mcp", _FEATURE)
         if prefix is not None and (not prefix or _INVALID.search(prefix)):
@@ -318,7 +323,13 @@ class MCPServer(ToolSource):
         self._connection = conn.Connection(
             open_client, label or prefix or target, connect_timeout=connect_timeout
         )
-        self._requests = Requests(label or prefix or target, as_roots(roots))
+        if sampling is not None:
+            sampling = resolve_provider(sampling) if isinstance(sampling, str) else sampling
+            if not callable(getattr(sampling, "complete", None)):
+                raise ToolDefinitionError(
+                    f"sampling= takes a provider or a model name, got {type(sampling).__name__}"
+                )
+        self._requests = Requests(label or prefix or target, as_roots(roots), sampling)
         self._connection.requests = self._requests
         self._tools: tuple[MCPTool, ...] = ()
         self._generation = -1
@@ -342,6 +353,7 @@ class MCPServer(ToolSource):
         connect_timeout: float | None = conn.CONNECT_TIMEOUT,
         max_result_bytes: int = _stdio.MAX_MESSAGE_BYTES,
         roots: Iterable[str | PathLike[str]] | None = None,
+        sampling: Any = None,
     ) -> MCPServer:
         """A server nbagent starts as a process and talks to over its stdin/stdout.
 
@@ -367,6 +379,7 @@ class MCPServer(ToolSource):
             timeout: See :class:`MCPServer`.
             connect_timeout: See :class:`MCPServer`.
             roots: See :class:`MCPServer`.
+            sampling: See :class:`MCPServer`.
 
         The server's stderr (its logs) goes to this process's real stderr:
         in a notebook, the terminal running Jupyter, not the notebook. It
@@ -418,6 +431,7 @@ class MCPServer(ToolSource):
             connect_timeout=connect_timeout,
             secrets=server_secrets(env=environment, argv=argv),
             roots=roots,
+            sampling=sampling,
         )
         server.max_result_bytes = max_result_bytes
         server._describe = f"{command} {' '.join(masked_argv(argv)[0])}".strip()
@@ -435,6 +449,7 @@ class MCPServer(ToolSource):
         timeout: float | None = None,
         connect_timeout: float | None = conn.CONNECT_TIMEOUT,
         roots: Iterable[str | PathLike[str]] | None = None,
+        sampling: Any = None,
     ) -> MCPServer:
         """A server reached over streamable HTTP at ``url`` (``http://127.0.0.1:8000/mcp``).
 
@@ -449,6 +464,7 @@ class MCPServer(ToolSource):
             timeout: See :class:`MCPServer`.
             connect_timeout: See :class:`MCPServer`.
             roots: See :class:`MCPServer`.
+            sampling: See :class:`MCPServer`.
         """
         require("mcp", _FEATURE)
         parts = urlsplit(url)
@@ -475,6 +491,7 @@ class MCPServer(ToolSource):
             connect_timeout=connect_timeout,
             secrets=server_secrets(headers=sent, url=url),
             roots=roots,
+            sampling=sampling,
         )
         server._describe = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
         return server

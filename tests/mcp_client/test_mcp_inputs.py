@@ -23,6 +23,7 @@ from nbagent import (
     MCPServer,
     ModelRequest,
     PendingInput,
+    ToolDefinitionError,
 )
 from nbagent.testing import ScriptedProvider, call_tools, reply
 
@@ -199,3 +200,26 @@ def test_outside_a_chat_nobody_can_answer_and_the_server_is_told() -> None:
             server.call("book_table", {"day": "Friday"})
     finally:
         server.close()
+
+
+def test_sampling_runs_on_the_servers_provider_when_one_is_given() -> None:
+    server_side: list[str] = []
+    own = model(sampled=server_side)
+    chat_side: list[str] = []
+    server = inputs_server(sampling=own)
+    try:
+        chat = Chat(
+            provider=model(("inp_summarize", {"text": "t"}, "c1"), sampled=chat_side),
+            display=False,
+        )
+        chat.with_tools(server)
+        answering(chat, lambda chat, p: chat.answer(p))
+        final = chat.ask("summarize")
+        assert final is not None and "summary by scripted: a short summary" in final.content
+        assert server_side == ["Be brief.|Summarize: t|50"] and chat_side == []
+        (record,) = chat.record.inputs
+        assert record.usage is not None and record.usage.total_tokens > 0  # counted here too
+    finally:
+        server.close()
+    with pytest.raises(ToolDefinitionError, match="sampling= takes a provider"):
+        inputs_server(sampling=42)
