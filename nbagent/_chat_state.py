@@ -665,17 +665,18 @@ class ChatCore:
         """
         if c.hosted or c.status not in RUNNABLE:
             return []
+        known = self._record.input(c.id)
+        if known is not None:  # asked before this chat object existed: its record says so
+            if known.status == "pending":  # (its tool need not be given back to answer it)
+                c.status = "awaiting_input"
+                self._inputs[c.id] = known.request
+            return []
         tool = self._tools.get(c.name)
         asks = getattr(tool, "input_request", None)
         request = asks(c) if asks is not None else None
         if request is None:
             return []
         c.status = "awaiting_input"
-        known = self._record.input(c.id)
-        if known is not None:  # asked before this chat object existed: its record says so
-            if known.status == "pending":
-                self._inputs[c.id] = known.request
-            return []
         kind, message, content, schema = request
         pending = PendingInput(c.id, kind, c.id, c.name, message, content, schema, c.server)
         self._inputs[c.id] = pending

@@ -346,6 +346,11 @@ def test_a_pending_input_survives_a_store_and_chat_load(tmp_path: Path) -> None:
         chat.with_tools(sign_contract)
         chat.ask("sign it")
         chat_id = chat.id
+    with Chat.load(chat_id, store=SQLiteStore(path), provider=provider) as bare:
+        # loaded without its tool, the call still waits for its answer (never an error)
+        assert [i.id for i in bare.pending_inputs] == ["c1"]
+        bare.complete()
+        assert bare.get_call("c1").status == "awaiting_input"
     with Chat.load(
         chat_id, store=SQLiteStore(path), tools=[sign_contract], provider=provider
     ) as loaded:
@@ -360,9 +365,7 @@ def test_a_pending_input_survives_a_store_and_chat_load(tmp_path: Path) -> None:
         loaded.answer(request, "signed", by="carol")
         final = loaded.complete()
         assert final is not None and final.content == "ok:signed"
-    with Chat.load(
-        chat_id, store=SQLiteStore(path), tools=[sign_contract], provider=provider
-    ) as again:
+    with Chat.load(chat_id, store=SQLiteStore(path), provider=provider) as again:  # no tools
         assert again.status == "complete" and again.pending_inputs == []
         (record,) = again.record.inputs
         assert (record.status, record.answered_by, record.data) == ("accept", "carol", "signed")
