@@ -13,6 +13,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
+from ._ask_user import ask_user
 from ._chat import Chat
 from ._chat_state import SkipToolCall, StepResult, ToolResult
 from ._config import Config, configure, get_config
@@ -22,6 +23,7 @@ from ._errors import (
     ChatCancelled,
     DecisionError,
     DriverError,
+    InputError,
     MCPServerError,
     MCPToolError,
     MediaError,
@@ -47,12 +49,15 @@ from ._events import (
     CallbackWarning,
     CallInDoubt,
     Event,
+    InputAnswered,
+    InputRequested,
     MessageAdded,
     ModelRequestFailed,
     ModelRequestFinished,
     ModelRequestStarted,
     OptionsChanged,
     ReasoningDelta,
+    SamplingFinished,
     StepFinished,
     TextDelta,
     ToolCallDelta,
@@ -71,7 +76,16 @@ from ._media import image
 from ._options import ToolOptions
 from ._replay import ReplayMissError
 from ._schema import SchemaValidationError
-from ._tools import FunctionTool, Tool, ToolSource, current_tool_call, report_progress, tool
+from ._tools import (
+    FunctionTool,
+    InputAsker,
+    Tool,
+    ToolSource,
+    current_input_asker,
+    current_tool_call,
+    report_progress,
+    tool,
+)
 from ._types import (
     Approval,
     AssistantToolCallMessage,
@@ -82,6 +96,7 @@ from ._types import (
     ImagePart,
     LLMToolResponse,
     Message,
+    PendingInput,
     ProviderItem,
     Reasoning,
     ToolCall,
@@ -170,6 +185,10 @@ __all__ = [
     "HostedMCP",
     "ImagePart",
     "Inbox",
+    "InputAnswered",
+    "InputAsker",
+    "InputError",
+    "InputRequested",
     "LLMToolResponse",
     "MCPServer",
     "MCPServerError",
@@ -188,6 +207,7 @@ __all__ = [
     "OptionsChanged",
     "OutputSchemaError",
     "OutputValidationError",
+    "PendingInput",
     "PendingToolCallsError",
     "PostgresStore",
     "Provider",
@@ -199,6 +219,7 @@ __all__ = [
     "ReasoningDelta",
     "ReplayMissError",
     "SQLiteStore",
+    "SamplingFinished",
     "SchemaValidationError",
     "ServerError",
     "SkipToolCall",
@@ -228,11 +249,13 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "__version__",
+    "ask_user",
     "batch",
     "batch_async",
     "batch_results",
     "compare",
     "configure",
+    "current_input_asker",
     "current_tool_call",
     "evaluate",
     "evaluate_async",

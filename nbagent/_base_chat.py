@@ -35,6 +35,7 @@ from ._extension import HOOKS, ChatHost, Extension, overrides
 from ._fork import UNSET, Plan, restamped
 from ._fork import plan as fork_plan
 from ._hosted import HostedMCP, HostedTool
+from ._inputs import InputsMixin
 from ._loop import LoopMixin
 from ._media import as_parts, attached
 from ._options import ToolOptions
@@ -69,7 +70,7 @@ def new_chat_id() -> str:
     return uuid.UUID(int=value | rand & (1 << 62) - 1).hex
 
 
-class BaseChat(LoopMixin, DecisionsMixin):
+class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
     """A conversation with a model that can call tools: :class:`~nbagent.Chat` without wings.
 
     Takes the arguments of :class:`~nbagent.Chat` (documented there) except
@@ -310,17 +311,20 @@ class BaseChat(LoopMixin, DecisionsMixin):
 
     @property
     def awaiting_approval(self) -> bool:
-        """True when nothing can run until someone decides a pending approval."""
+        """True when nothing can run until someone decides a pending approval, or answers a
+        pending input (an external tool's call, ``ask_user``): ``chat.pending_approvals``
+        and ``chat.pending_inputs`` say which."""
         with self._lock:
             opened = self.open_calls
             if not opened or self._open is None:
                 return False
+            people = ("awaiting_approval", "awaiting_input")  # a decision, or an input
             if self._options.order != "listed":
-                return all(c.status == "awaiting_approval" for c in opened)
+                return all(c.status in people for c in opened)
             # listed: calls held behind an undecided gated call wait for that decision too
-            waiting = ("awaiting_approval", *RUNNABLE)
+            waiting = (*people, *RUNNABLE)
             return (
-                any(c.status == "awaiting_approval" for c in opened)
+                any(c.status in people for c in opened)
                 and all(c.status in waiting for c in opened)
                 and not self._ready(list(self._open.tool_calls))
             )

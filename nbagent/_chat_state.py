@@ -12,8 +12,10 @@ the decisions API (``_decisions.py``) and the public :class:`~nbagent.Chat`
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import threading
+import uuid
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
@@ -21,14 +23,17 @@ from datetime import datetime
 from typing import Any, Literal
 
 from ._approvals import HUMAN, Policy, denial_content, policy_rules, restored_policies
+from ._config import get_config
 from ._drive import Drive
-from ._errors import DecisionError
+from ._errors import DecisionError, InputError
 from ._events import (
     ApprovalDecided,
     CallbackWarning,
     CallInDoubt,
     Event,
     EventBus,
+    InputAnswered,
+    InputRequested,
     MessageAdded,
     ToolCallFinished,
     utcnow,
@@ -40,7 +45,9 @@ from ._options import ToolOptions
 from ._output import Output
 from ._record import FRAGMENTS, ChatRecord, keeper
 from ._replay import Recordings, Replayer
+from ._result_text import to_result
 from ._runner import Job, Mode, ToolRunner
+from ._schema import validate_json_schema
 from ._tools import CancelEvent, SchemaValidationError, Tool, ToolSource, _cancelled_by
 from ._types import (
     RUNNABLE_STATUSES,
@@ -48,8 +55,11 @@ from ._types import (
     Decision,
     DecisionVerdict,
     ForkParent,
+    InputAction,
+    InputKind,
     LLMToolResponse,
     Message,
+    PendingInput,
     ResultStatus,
     ToolCall,
     ToolResultMessage,
@@ -267,6 +277,8 @@ class ChatCore:
         self._deferred_after: list[ToolResult] = []
         self._output: Output | None = None  # the structured answer the current turn asks for
         self._output_retried = False  # the turn's one retry of an invalid answer is spent
+        self._inputs: dict[str, PendingInput] = {}  # what waits for an answer, by id
+        self._input_waiters: dict[str, concurrent.futures.Future[tuple[str, Any]]] = {}
 
     @property
     def model(self) -> str:
@@ -448,6 +460,8 @@ class ChatCore:
             c.status = "approved"
             if c.hosted:
                 events.extend(self._answer_hosted(c, after))
+            else:
+                events.extend(self._park_if_external(c))  # an external tool's call now waits
             return events
         text = denial_content(c, decision.reason, decision.by)
         events.extend(self._answer(c, "denied", text, after, hosted=c.hosted))
@@ -641,6 +655,197 @@ class ChatCore:
         self._emit_all(events)
         return True
 
+    # ------------------------------------------------------------ pending inputs
+    def _park_if_external(self, c: ToolCall, step: int | None = None) -> list[Event]:
+        """A runnable call of an external tool (or ``ask_user``) parks for its input (under
+        the lock): status ``awaiting_input`` and, the first time, an :class:`InputRequested`.
+
+        A call whose input was asked for already (a loaded chat: its stored events say
+        so) parks again quietly, with the request as it was asked.
+        """
+        if c.hosted or c.status not in RUNNABLE:
+            return []
+        known = self._record.input(c.id)
+        if known is not None:  # asked before this chat object existed: its record says so
+            if known.status == "pending":  # (its tool need not be given back to answer it)
+                c.status = "awaiting_input"
+                self._inputs[c.id] = known.request
+            return []
+        tool = self._tools.get(c.name)
+        asks = getattr(tool, "input_request", None)
+        request = asks(c) if asks is not None else None
+        if request is None:
+            return []
+        c.status = "awaiting_input"
+        kind, message, content, schema = request
+        pending = PendingInput(c.id, kind, c.id, c.name, message, content, schema, c.server)
+        self._inputs[c.id] = pending
+        return [
+            InputRequested(
+                chat_id=self.id,
+                call=c,
+                input_id=c.id,
+                kind=kind,
+                prompt=message,
+                content=content,
+                schema=schema,
+                server=c.server,
+                step=self._call_step.get(c.id, self._step) if step is None else step,
+                turn=self._call_turn.get(c.id, self._turn),
+            )
+        ]
+
+    def _adopt_inputs(self) -> None:
+        """Parked calls of a loaded chat or a fork: their requests, read off the record."""
+        with self._lock:
+            for c in self._calls.values():
+                if c.status in RUNNABLE:
+                    self._deferred.extend(self._park_if_external(c))
+                elif c.status == "awaiting_input" and c.id not in self._inputs:
+                    known = self._record.input(c.id)
+                    if known is not None and known.status == "pending":
+                        self._inputs[c.id] = known.request
+
+    def _find_input(self, ref: PendingInput | ToolCall | str) -> PendingInput:
+        """The pending input ``ref`` names (itself, its call, or either's id), under the lock.
+
+        Raises:
+            InputError: Nothing of that id waits for an answer.
+        """
+        key = ref.id if isinstance(ref, PendingInput | ToolCall) else ref
+        if not isinstance(key, str):
+            raise TypeError(f"answer a PendingInput, a ToolCall or an id, not {type(ref).__name__}")
+        pending = self._inputs.get(key)
+        if pending is not None:
+            return pending
+        known = self._record.input(key)
+        if known is not None:
+            raise InputError(
+                f"input {key!r} was already answered ({known.status} by {known.answered_by}); "
+                "an answer cannot be changed"
+            )
+        c = self._calls.get(key)
+        if c is not None:
+            raise InputError(f"{c.name}({c.id}) is {c.status}; it waits for no input")
+        waiting = ", ".join(repr(k) for k in self._inputs) or "none"
+        raise InputError(f"no pending input {key!r} in this chat (pending: {waiting})")
+
+    def _settle_input(
+        self,
+        ref: PendingInput | ToolCall | str,
+        action: InputAction,
+        data: Any,
+        *,
+        by: str,
+        reason: str | None,
+    ) -> PendingInput:
+        """Answer, decline or cancel a pending input: the one way inputs are settled.
+
+        Checked before anything changes (a bad answer leaves the input pending and
+        loses nothing); recorded once, under the lock: an :class:`InputAnswered`, and
+        for a parked call its result (an accepted external call's is ``data`` as a
+        tool's return value would be; a declined one's is ``denied``, a cancelled
+        one's ``cancelled``).
+        """
+        after: list[ToolResult] = []
+        reason = clean(reason) if isinstance(reason, str) else None
+        if not isinstance(by, str) or not by:
+            raise TypeError("by must be a non-empty string naming who answered")
+        with self._lock:
+            pending = self._find_input(ref)
+            value: Any = None
+            if action == "accept":
+                value, text, parts = _checked_answer(pending, data)
+                data = _as_json(value, text)
+            else:
+                data, text, parts = None, _refusal_text(pending, action, by, reason), ()
+            del self._inputs[pending.id]
+            events: list[Event] = []
+            c = self._calls.get(pending.call_id) if pending.call_id is not None else None
+            events.append(
+                InputAnswered(
+                    chat_id=self.id,
+                    call=c,
+                    input_id=pending.id,
+                    action=action,
+                    data=data,
+                    by=by,
+                    reason=reason,
+                )
+            )
+            if c is not None and c.status == "awaiting_input":
+                status: ResultStatus = (
+                    "ok" if action == "accept" else "denied" if action == "decline" else "cancelled"
+                )
+                events.extend(self._answer(c, status, text, after, value=value, parts=parts))
+            waiter = self._input_waiters.pop(pending.id, None)
+        self._emit_all(events)
+        if waiter is not None and not waiter.done():  # a call waiting mid-run carries on
+            waiter.set_result((action, value if action == "accept" else None))
+        self._run_after(after)
+        return pending
+
+    def _ask_input(
+        self,
+        c: ToolCall,
+        kind: InputKind,
+        message: str,
+        content: dict[str, Any],
+        schema: dict[str, Any] | None,
+        server: str | None,
+    ) -> tuple[str, concurrent.futures.Future[tuple[str, Any]]]:
+        """A running call's request for input (an MCP server's, mid-call): parked on the
+        chat, answered through :meth:`_settle_input`; its id and a future of the answer."""
+        future: concurrent.futures.Future[tuple[str, Any]] = concurrent.futures.Future()
+        input_id = f"in_{uuid.uuid4().hex[:16]}"
+        message, content = clean(message), clean_json(content)
+        with self._lock:
+            pending = PendingInput(input_id, kind, c.id, c.name, message, content, schema, server)
+            self._inputs[input_id] = pending
+            self._input_waiters[input_id] = future
+            event = InputRequested(
+                chat_id=self.id,
+                call=c,
+                input_id=input_id,
+                kind=kind,
+                prompt=message,
+                content=content,
+                schema=schema,
+                server=server,
+                step=self._call_step.get(c.id, self._step),
+                turn=self._call_turn.get(c.id, self._turn),
+            )
+        self._emit(event)
+        return input_id, future
+
+    def _inputs_of(self, c: ToolCall) -> list[str]:
+        """The ids of the inputs a running call still waits for (asked mid-call)."""
+        with self._lock:
+            return [
+                i for i, p in self._inputs.items() if p.call_id == c.id and i in self._input_waiters
+            ]
+
+    def _withdraw_input(self, input_id: str, why: str) -> None:
+        """An input its call stopped waiting for (a timeout, a cancel): cancelled, once."""
+        with self._lock:
+            pending = self._inputs.pop(input_id, None)
+            waiter = self._input_waiters.pop(input_id, None)
+            if pending is None:
+                return
+            c = self._calls.get(pending.call_id) if pending.call_id is not None else None
+            event = InputAnswered(
+                chat_id=self.id,
+                call=c,
+                input_id=input_id,
+                action="cancel",
+                data=None,
+                by="nbagent",
+                reason=clean(why),
+            )
+        self._emit(event)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(("cancel", None))
+
     def _loop_state(self) -> dict[str, Any]:
         """The loop state a reloaded chat needs besides its messages, calls and events.
 
@@ -677,6 +882,7 @@ class ChatCore:
         with self._lock:
             self._history[:0] = events  # the stored events come before any made since
             self._record._refold(self._history)
+        self._adopt_inputs()
         for read in self._hook("on_history"):
             read(events)
 
@@ -698,6 +904,62 @@ class ChatCore:
                 self._exhausted = snap.last_budget
             self._parent = snap.parent
             self._bus.resume_at(snap.next_seq)
+
+
+def _as_json(value: Any, text: str) -> Any:
+    """What an answer's event keeps (a store writes it): the value if it is JSON, else its text."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return text
+    return value
+
+
+def _checked_answer(pending: PendingInput, data: Any) -> tuple[Any, str, tuple[Any, ...]]:
+    """An accepted answer checked against its request: (the value, the text the model
+    reads, image parts).
+
+    Raises:
+        InputError: It does not match the request's schema, or cannot become text.
+    """
+    if isinstance(data, str):
+        data = clean(data)
+    if pending.kind == "elicitation_url":
+        return None, "The user completed the requested step.", ()
+    if pending.schema is not None:
+        try:
+            data = clean_json(data)
+        except (TooDeep, TypeError, ValueError) as exc:
+            raise InputError(f"the answer to {pending.id!r} is not JSON data ({exc})") from None
+        problems = validate_json_schema(data, pending.schema)
+        if problems:
+            where = f" ({pending.tool})" if pending.tool else ""
+            raise InputError(
+                f"the answer to {pending.id!r}{where} does not match what was asked: "
+                + "; ".join(problems[:5])
+                + " (the input still waits)"
+            )
+    cfg = get_config()
+    try:
+        text, parts = to_result(data, max_rows=cfg.result_max_rows, max_chars=cfg.result_max_chars)
+    except Exception as exc:
+        raise InputError(
+            f"the answer to {pending.id!r} cannot be turned into text for the model "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
+    return data, text, tuple(parts)
+
+
+def _refusal_text(pending: PendingInput, action: str, by: str, reason: str | None) -> str:
+    """What the model reads when a parked call's input was declined or cancelled."""
+    who = "the user" if by == "user" else by
+    if action == "cancel":
+        text = f"Cancelled by {who}: no answer was given"
+    elif pending.kind == "ask_user":
+        text = f"{who[0].upper()}{who[1:]} declined to answer"
+    else:
+        text = f"Declined by {who}: no result was given"
+    return f"{text}: {reason}" if reason else f"{text}."
 
 
 def _whose(t: Tool) -> str:

@@ -7,6 +7,7 @@
     ├── ToolOptionError          unknown or invalid tool option (also a TypeError/ValueError)
     ├── PendingToolCallsError    ask() while calls of the last response are unanswered
     ├── DecisionError            approve/deny on an unknown call, or contradicting a decision
+    │   └── InputError           answer/decline of no pending input, or data not matching its schema
     ├── ToolExecutionError       a tool raised and Chat(on_tool_error="raise")
     ├── ToolLoopError            an async tool's event loop (loop=) cannot run it now
     ├── MCPServerError           an MCP server cannot be started or reached, or died mid-call
@@ -82,13 +83,17 @@ class PendingToolCallsError(NBAgentError):
         self.calls = list(calls)
         lines = []
         for c in self.calls:
-            what = "awaiting approval" if c.status == "awaiting_approval" else c.status
+            what = c.status.replace("_", " ") if c.status.startswith("awaiting") else c.status
             lines.append(f"  - {c.name}({c.id}): {what}")
         gated = any(c.status == "awaiting_approval" for c in self.calls)
+        inputs = any(c.status == "awaiting_input" for c in self.calls)
         how = (
             "Decide them with chat.approve(call_or_id) or chat.deny(call_or_id, reason=...), "
             "then call chat.complete()."
             if gated
+            else "Answer them with chat.answer(call_or_id, result) or "
+            "chat.decline(call_or_id, reason=...), then call chat.complete()."
+            if inputs
             else "Run them with chat.complete() (or chat.step())."
         )
         super().__init__(
@@ -100,6 +105,14 @@ class PendingToolCallsError(NBAgentError):
 
 class DecisionError(NBAgentError, ValueError):
     """A decision cannot be recorded (unknown call, not gated, contradiction)."""
+
+
+class InputError(DecisionError):
+    """An answer to a pending input was refused: no such input waits (unknown, or
+    answered already), or the data does not match what was asked (its JSON Schema).
+
+    Nothing changed: the input still waits for a valid answer.
+    """
 
 
 class ToolExecutionError(NBAgentError):

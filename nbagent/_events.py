@@ -277,6 +277,85 @@ class ToolCallLog(Event, type="tool_call_log"):
     logger: str | None = None
 
 
+class InputRequested(Event, type="input_requested"):
+    """The chat waits for an input (a :class:`~nbagent.PendingInput`) from a person or a system.
+
+    An external tool's call or ``ask_user``'s parks (status ``awaiting_input``) until
+    it is answered; a server's request in the middle of a call (an elicitation, a
+    sampling request) holds that call while it waits.
+
+    Attributes:
+        call: The call it belongs to (``None``: none).
+        input_id: The input's id (``chat.answer`` takes it).
+        kind: See :data:`~nbagent.PendingInput.kind`.
+        prompt: What the person reads (the input's ``message``).
+        content: The request as it came (JSON).
+        schema: What an answer must match (JSON Schema; ``None``: anything).
+        server: The MCP server that asked, if one did.
+        step: The step the chat was at.
+        turn: The turn.
+    """
+
+    call: ToolCall | None
+    input_id: str
+    kind: str
+    prompt: str
+    content: dict[str, Any]
+    schema: dict[str, Any] | None
+    server: str | None
+    step: int
+    turn: int
+
+
+class InputAnswered(Event, type="input_answered"):
+    """A pending input was answered (``accept``), declined or cancelled.
+
+    Attributes:
+        call: The call it belongs to (``None``: none).
+        input_id: The input answered.
+        action: ``accept``, ``decline`` or ``cancel``.
+        data: The answer (an accepted input's; ``None`` otherwise).
+        by: Who answered (``"user"``, ``"inbox"``, ``"store"``...).
+        reason: A decline's reason, if given.
+        elsewhere: Answered outside this chat object (a store) and applied here.
+    """
+
+    call: ToolCall | None
+    input_id: str
+    action: str
+    data: Any
+    by: str
+    reason: str | None = None
+    elsewhere: bool = False
+
+
+class SamplingFinished(Event, type="sampling_finished"):
+    """An approved sampling request (an MCP server's) ran on the chat's provider.
+
+    Not a step of the chat: its tokens and cost count in the chat's totals
+    (``chat.usage``, ``chat.cost_usd``) and budgets, and the log's inputs.
+
+    Attributes:
+        call: The call during which the server asked.
+        input_id: The sampling request's input id.
+        model: The model that answered.
+        provider: Its provider.
+        usage: Its tokens.
+        cost_usd: Its cost (``None``: the model has no known price).
+        latency_ms: How long the request took.
+        text: The reply sent to the server.
+    """
+
+    call: ToolCall | None
+    input_id: str
+    model: str
+    provider: str
+    usage: Usage
+    cost_usd: float | None
+    latency_ms: float
+    text: str
+
+
 EVENT_TYPES: dict[str, type[Event]] = {cls.type: cls for cls in Event.__subclasses__()}
 """Every event type declared above, by its ``type`` (what a store writes)."""
 

@@ -31,6 +31,7 @@ RESULT_CHARS = 20_000
 STATUS_WORDS: dict[str, str] = {
     **{status: status.replace("_", " ") for status in get_args(CallStatus)},
     "awaiting_approval": "needs approval",
+    "awaiting_input": "needs an answer",
 }
 
 # Control characters a terminal acts on (C0 but \n and \t, DEL, C1), and line ends.

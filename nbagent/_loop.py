@@ -61,6 +61,7 @@ from ._events import (
     utcnow,
 )
 from ._hosted import HostedCallWarning, Verdict, audit_items
+from ._inputs import CallAsker
 from ._notice import notice
 from ._options import resolve_choice
 from ._recording import RecordedResult
@@ -82,6 +83,8 @@ from ._unicode import TooDeep, clean, clean_json
 from .providers import ModelRequest, Provider, StreamDelta, cost_of
 
 R = TypeVar("R")
+_WAITING = ("awaiting_approval", "awaiting_input")
+"""A call waiting for a person: a decision, or an input (an external tool's result)."""
 
 
 class LoopMixin(ChatCore):
@@ -265,7 +268,7 @@ class LoopMixin(ChatCore):
             ready = self._ready(calls)
             if ready:
                 return "run_tools", ready
-            return "awaiting_approval", [c for c in calls if c.status == "awaiting_approval"]
+            return "awaiting_approval", [c for c in calls if c.status in _WAITING]
         last = self._messages[-1] if self._messages else None
         if last is None:
             return "complete", []
@@ -522,6 +525,8 @@ class LoopMixin(ChatCore):
                 continue
             if c.approval.required:
                 events.extend(self._gate(c, tool, step, after))
+            else:
+                events.extend(self._park_if_external(c, step))  # an external tool's call waits
         return events
 
     def _gate(
@@ -606,6 +611,8 @@ class LoopMixin(ChatCore):
                 events.extend(self._auto_decide(c, self._tools.get(c.name), self._deferred_after))
             elif c.hosted and c.status == "approved":  # approved, answer not recorded (a store)
                 events.extend(self._answer_hosted(c, self._deferred_after))
+            else:  # an external tool's call approved elsewhere, or a loaded chat's
+                events.extend(self._park_if_external(c))
         self._deferred.extend(events)
 
     def _close_round_if_done(self) -> list[Event]:
@@ -659,17 +666,9 @@ class LoopMixin(ChatCore):
                     if ran_with is not None and ran_with != c.effective_arguments:
                         replayed = None  # it ran with other arguments then: run it now
                 report = _CallReporter(self, c, self._step)
-                jobs.append(
-                    Job(
-                        c,
-                        tool,
-                        kwargs,
-                        tool.timeout or default_timeout,
-                        replayed,
-                        self._cancel,
-                        report,
-                    )
-                )
+                timeout = tool.timeout or default_timeout
+                asker = CallAsker(self, c)  # a server may ask a person mid-call (elicitation)
+                jobs.append(Job(c, tool, kwargs, timeout, replayed, self._cancel, report, asker))
             mode = self._options.effective_concurrency
             self._runner.max_concurrency = self._options.effective_max_concurrency
         self._emit_all(events)
@@ -979,6 +978,8 @@ class _RoundHooks:
             chat._replayer.add_result(
                 chat._call_step.get(c.id, self.round.step), c.id, recorded, chat._recordings()
             )
+        for input_id in chat._inputs_of(c):  # asked mid-call, unanswered: the call ended first
+            chat._withdraw_input(input_id, f"the call ended ({outcome.status}) before an answer")
         chat._emit(event)
         chat._run_after(
             [

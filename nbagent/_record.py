@@ -49,12 +49,15 @@ from ._events import (
     CallbackWarning,
     CallInDoubt,
     Event,
+    InputAnswered,
+    InputRequested,
     MessageAdded,
     ModelRequestFailed,
     ModelRequestFinished,
     ModelRequestStarted,
     OptionsChanged,
     ReasoningDelta,
+    SamplingFinished,
     StepFinished,
     TextDelta,
     ToolCallDelta,
@@ -73,6 +76,7 @@ from ._types import (
     AssistantToolCallMessage,
     Decision,
     Message,
+    PendingInput,
     ProviderItem,
     Reasoning,
     ToolCall,
@@ -86,7 +90,7 @@ FRAGMENTS = (TextDelta, ReasoningDelta, ToolCallDelta)
 """The streaming fragments: neither folded nor kept in ``chat.events`` (the whole is)."""
 _FINAL_NOT_OK = FINAL_STATUSES - {"ok", "denied"}
 
-ChangeKind = Literal["call", "step", "message", "chat", "reset"]
+ChangeKind = Literal["call", "step", "message", "chat", "reset", "input"]
 
 
 @dataclass(slots=True)
@@ -129,6 +133,10 @@ class CallRecord:
     step: int | None = None
     run_step: int | None = None
     concurrency: str | None = None
+    input_kind: str | None = None
+    answered_by: str | None = None
+    answered_at: datetime | None = None
+    input_wait_ms: float | None = None
     requested_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -152,6 +160,36 @@ class LogLine(NamedTuple):
     level: str
     message: str
     logger: str | None
+
+
+@dataclass(slots=True)
+class InputRecord:
+    """One pending input (a :class:`~nbagent.PendingInput`) and how it was answered.
+
+    ``status`` is ``pending`` until answered, then the answer's action (``accept``,
+    ``decline``, ``cancel``); ``wait_ms`` is how long it waited; ``request`` is the
+    :class:`~nbagent.PendingInput` itself.
+    """
+
+    input_id: str
+    kind: str
+    call_id: str | None
+    tool: str | None
+    server: str | None
+    message: str
+    step: int | None
+    turn: int | None
+    requested_at: datetime
+    request: PendingInput
+    status: str = "pending"
+    data: Any = None
+    answered_by: str | None = None
+    answered_at: datetime | None = None
+    reason: str | None = None
+    wait_ms: float | None = None
+    elsewhere: bool = False
+    usage: Usage | None = None
+    cost_usd: float | None = None
 
 
 @dataclass(slots=True)
@@ -229,6 +267,7 @@ class ChatRecord:
         self._steps: list[StepRecord] = []
         self._open_steps: dict[int, int] = {}
         self._messages: list[MessageRecord] = []
+        self._inputs: dict[str, InputRecord] = {}
         self._model: str | None = None
         self._provider: str | None = None
         self.usage = Usage()
@@ -268,6 +307,23 @@ class ChatRecord:
         """
         with self._lock:
             return self._taken.get(turn, 0) if turn is not None else sum(self._taken.values())
+
+    @property
+    def inputs(self) -> tuple[InputRecord, ...]:
+        """Every input asked for (pending or answered), in request order."""
+        with self._lock:
+            return tuple(self._inputs.values())
+
+    @property
+    def pending_inputs(self) -> tuple[PendingInput, ...]:
+        """The inputs still waiting for an answer, in request order."""
+        with self._lock:
+            return tuple(r.request for r in self._inputs.values() if r.status == "pending")
+
+    def input(self, input_id: str) -> InputRecord | None:
+        """The record of one input, by id, or ``None``."""
+        with self._lock:
+            return self._inputs.get(input_id)
 
     def call(self, call_id: str) -> CallRecord:
         """The record of one call, by id.
@@ -350,6 +406,7 @@ class ChatRecord:
                 list(self._calls),
                 list(self._steps),
                 list(self._messages),
+                list(self._inputs.values()),
                 self.usage,
                 self.cost_usd,
                 self.unpriced,
@@ -485,6 +542,10 @@ class ChatRecord:
             r.error = (e.error or content)[:ERROR_CHARS]
         if r.decision == "pending":
             r.decision = "none"
+        if r.input_kind is not None:  # asked mid-call and never answered (a crash): closed
+            for i in self._inputs.values():
+                if i.call_id == r.call_id and i.status == "pending":
+                    i.status, i.answered_at, i.reason = "cancel", e.ts, "the call ended"
         return RecordChange("call", r.call_id, e)
 
     def _on_progress(self, e: ToolCallProgress) -> RecordChange | None:
@@ -509,6 +570,62 @@ class ChatRecord:
         r.status = "approved" if r.requires_approval else "requested"
         r.started_at = None
         return RecordChange("call", r.call_id, e)
+
+    def _on_input_requested(self, e: InputRequested) -> RecordChange:
+        request = PendingInput(
+            e.input_id,
+            e.kind,  # type: ignore[arg-type]
+            e.call.id if e.call is not None else None,
+            e.call.name if e.call is not None else None,
+            e.prompt,
+            dict(e.content),
+            e.schema,
+            e.server,
+            e.ts,
+        )
+        self._inputs[e.input_id] = InputRecord(
+            e.input_id,
+            e.kind,
+            request.call_id,
+            request.tool,
+            e.server,
+            e.prompt,
+            e.step,
+            e.turn,
+            e.ts,
+            request,
+        )
+        if e.call is not None:
+            r = self._row(e.call, None, e.turn)
+            r.input_kind = e.kind
+            if r.status in ("requested", "approved"):  # an external call parks; a running one runs
+                r.status = "awaiting_input"
+        return RecordChange("input", e.input_id, e)
+
+    def _on_input_answered(self, e: InputAnswered) -> RecordChange | None:
+        i = self._inputs.get(e.input_id)
+        if i is None:
+            return None
+        i.status, i.data, i.answered_by, i.answered_at = e.action, e.data, e.by, e.ts
+        i.reason, i.elsewhere = e.reason, e.elsewhere
+        i.wait_ms = max(0.0, (e.ts - i.requested_at).total_seconds() * 1000.0)
+        r = self._by_id.get(i.call_id) if i.call_id is not None else None
+        if r is not None:
+            r.answered_by, r.answered_at = e.by, e.ts
+            r.input_wait_ms = (r.input_wait_ms or 0.0) + i.wait_ms
+        return RecordChange("input", e.input_id, e)
+
+    def _on_sampled(self, e: SamplingFinished) -> RecordChange:
+        """A sampling request's tokens and cost join the chat's totals (it is no step)."""
+        self.usage = self.usage + e.usage
+        if e.cost_usd is None:
+            self.unpriced += 1
+        else:
+            self.cost_usd += e.cost_usd
+        i = self._inputs.get(e.input_id)
+        if i is not None:
+            i.usage, i.cost_usd = e.usage, e.cost_usd
+        return RecordChange("chat", None, e)
 
     def _new_step(self, step: int, turn: int, model: str, provider: str) -> int:
         self._steps.append(StepRecord(turn, step, model, provider))
@@ -617,6 +734,9 @@ _RULES: dict[type[Event], Callable[[ChatRecord, Any], RecordChange | None]] = {
     AlwaysAllowChanged: ChatRecord._unchanged,
     ToolCallProgress: ChatRecord._on_progress,
     ToolCallLog: ChatRecord._on_log,
+    InputRequested: ChatRecord._on_input_requested,
+    InputAnswered: ChatRecord._on_input_answered,
+    SamplingFinished: ChatRecord._on_sampled,
 }
 """The fold's rule for every event type (a test checks none is missing)."""
 

@@ -51,7 +51,7 @@ from typing import Any, Protocol
 from ._aio import on_background_loop, run_on_loop
 from ._events import utcnow
 from ._recording import RecordedResult
-from ._tools import CallReporter, CancelEvent, Tool, _bind_call
+from ._tools import CallReporter, CancelEvent, InputAsker, Tool, _bind_call
 from ._types import ConcurrencyMode, RunStatus, ToolCall
 
 Mode = ConcurrencyMode
@@ -72,6 +72,7 @@ class Job:
     replayed: RecordedResult | None = None
     cancel: CancelEvent | None = None  # the chat's (a tool may give up its wait on it)
     report: CallReporter | None = None  # the call's progress and log reports (the chat's)
+    asker: InputAsker | None = None  # how the call asks a person mid-call (an MCP elicitation)
 
 
 @dataclass
@@ -119,7 +120,7 @@ class ToolExited(Exception):
 def _running(job: Job) -> Iterator[None]:
     """The tool of ``job`` runs inside: its call is bound, and a non-interrupting
     ``BaseException`` it raises comes out as a :class:`ToolExited`."""
-    with _bind_call(job.call, job.cancel, job.report):
+    with _bind_call(job.call, job.cancel, job.report, job.asker):
         try:
             yield
         except (Exception, KeyboardInterrupt, asyncio.CancelledError):

@@ -23,9 +23,11 @@ Code that waits on something it can give up (an MCP request) registers with
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import functools
 import inspect
+import json
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -43,14 +45,60 @@ from ._schema import (
     parse_docstring,
     validate_json_schema,
 )
-from ._types import ToolCall, ToolSpec
+from ._types import InputKind, ToolCall, ToolSpec
 
 ApprovalResolver = Callable[[ToolCall], "bool | None"]
 LoopOption = asyncio.AbstractEventLoop | Literal["current"] | None
+InputAsk = tuple[InputKind, str, dict[str, Any], "dict[str, Any] | None"]
+"""What a call waits for instead of running: (kind, message, content, answer schema)."""
 
 _current_call: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
     "nbagent_current_tool_call", default=None
 )
+
+
+class InputAsker(Protocol):
+    """How code running a chat's tool call asks a person for something mid-call.
+
+    Given to the call's code by the core (:func:`current_input_asker`); an MCP
+    server's elicitation or sampling request in the middle of a call uses it.
+    """
+
+    def ask(
+        self,
+        kind: InputKind,
+        message: str,
+        content: dict[str, Any],
+        schema: dict[str, Any] | None,
+        server: str | None,
+    ) -> tuple[str, concurrent.futures.Future[tuple[str, Any]]]:
+        """Park a pending input on the call; its id and a future of ``(action, data)``."""
+
+    def withdraw(self, input_id: str, why: str) -> None:
+        """Give up an input still waiting (the call ended first): recorded as cancelled."""
+
+    async def sample(
+        self,
+        input_id: str,
+        messages: list[Any],
+        system: str | None,
+        max_tokens: int | None,
+        provider: Any = None,
+    ) -> Any:
+        """Run an approved sampling request on ``provider`` (default: the chat's); its response.
+
+        Its tokens and cost count in the chat's totals and budgets.
+        """
+
+
+_current_asker: contextvars.ContextVar[InputAsker | None] = contextvars.ContextVar(
+    "nbagent_input_asker", default=None
+)
+
+
+def current_input_asker() -> InputAsker | None:
+    """The running call's way to ask a person for input (``None`` outside a chat's call)."""
+    return _current_asker.get()
 
 
 def current_tool_call() -> ToolCall | None:
@@ -210,15 +258,20 @@ def report_progress(
 
 @contextmanager
 def _bind_call(
-    call: ToolCall, cancel: CancelEvent | None = None, reporter: CallReporter | None = None
+    call: ToolCall,
+    cancel: CancelEvent | None = None,
+    reporter: CallReporter | None = None,
+    asker: InputAsker | None = None,
 ) -> Iterator[None]:
     token = _current_call.set(call)
     reported = _call_reporter.set(reporter)
+    asking = _current_asker.set(asker)
     try:
         with _cancelled_by(cancel):
             yield
     finally:
         _call_reporter.reset(reported)
+        _current_asker.reset(asking)
         _current_call.reset(token)
 
 
@@ -255,6 +308,11 @@ class Tool:
         approval_note: Why its calls need a decision, when there is more to say
             than that it requires one (an MCP tool: "marked destructive by the
             server"); shown on approval cards and kept in the log.
+        external: Its calls are never run here: each parks (status
+            ``awaiting_input``, a :class:`~nbagent.PendingInput` of kind
+            ``external``) until a result is supplied from outside
+            (``chat.answer(call, result)``), for work done by a person or
+            another system. A gated external call is decided first, then parks.
 
     A resolver decides per call: ``requires_approval`` defined as a method
     ``def requires_approval(self, tool_call) -> bool | None``, or set to a
@@ -282,6 +340,7 @@ class Tool:
     loop: ClassVar[asyncio.AbstractEventLoop | None] = None
     server: ClassVar[str | None] = None
     approval_note: ClassVar[str | None] = None
+    external: ClassVar[bool] = False
     _params: ClassVar[ParameterModel | None] = None
 
     def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
@@ -335,6 +394,23 @@ class Tool:
     @property
     def has_resolver(self) -> bool:
         return self.resolver is not None
+
+    def input_request(self, call: ToolCall) -> InputAsk | None:
+        """What a call of this tool waits for instead of running, or ``None`` (it runs).
+
+        An ``external`` tool's call waits for its result: ``("external", message,
+        content, schema)``, the content holding the call's arguments and no schema
+        (any value a tool may return is a result). A tool that asks a person
+        something (:data:`~nbagent.ask_user`) overrides it.
+        """
+        if not self.external:
+            return None
+        arguments = call.effective_arguments
+        shown = json.dumps(arguments, ensure_ascii=False, default=str)
+        if len(shown) > 200:
+            shown = shown[:197] + "..."
+        message = f"{self.name} is done outside nbagent: give its result for {shown}"
+        return "external", message, {"arguments": arguments}, None
 
     def _target(self) -> Callable[..., Any]:
         return self.execute
@@ -404,6 +480,7 @@ class FunctionTool(Tool, abstract=True):
         timeout: float | None = None,
         idempotent: bool = False,
         loop: LoopOption = None,
+        external: bool = False,
     ):
         if not callable(fn):
             raise ToolDefinitionError(f"@tool needs a function, got {fn!r}")
@@ -420,6 +497,7 @@ class FunctionTool(Tool, abstract=True):
             raise ToolDefinitionError(f"tool {self.name!r}: timeout must be positive")
         self.timeout = timeout  # type: ignore[misc]
         self.idempotent = idempotent  # type: ignore[misc]
+        self.external = bool(external)  # type: ignore[misc]
         self.loop = _bound_loop(self.name, fn, loop)  # type: ignore[misc]
         self._params = function_parameters(fn)  # type: ignore[misc]
         functools.update_wrapper(self, fn)
@@ -451,6 +529,7 @@ def tool(
     timeout: float | None = None,
     idempotent: bool = False,
     loop: LoopOption = None,
+    external: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -465,6 +544,7 @@ def tool(
     timeout: float | None = None,
     idempotent: bool = False,
     loop: LoopOption = None,
+    external: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Turn a function into a tool; usable bare (``@tool``) or with options.
 
@@ -490,6 +570,10 @@ def tool(
             blocked (``chat.ask()`` in a cell blocks the notebook's) fails at
             once with a :class:`~nbagent.ToolLoopError` result instead of
             hanging: use ``await chat.ask_async()`` there.
+        external: The function is never run: each call parks (status
+            ``awaiting_input``) until its result is supplied from outside,
+            ``chat.answer(call, result)`` (work done by a person or another
+            system). Its signature and docstring still make the schema.
 
     Raises:
         ToolDefinitionError: A name providers reject, ``*args``, a
@@ -510,6 +594,7 @@ def tool(
             timeout=timeout,
             idempotent=idempotent,
             loop=loop,
+            external=external,
         )
 
     if fn is not None:

@@ -22,6 +22,7 @@ CallStatus = Literal[
     "requested",
     "awaiting_approval",
     "approved",
+    "awaiting_input",
     "denied",
     "running",
     "ok",
@@ -33,7 +34,9 @@ CallStatus = Literal[
 ]
 """Lifecycle of a call:
 ``requested -> (awaiting_approval -> approved | denied) -> running -> ok | error``,
-plus ``cancelled`` (stopped before or while running), ``skipped`` (never run: over
+plus ``awaiting_input`` (an external tool's call, or ``ask_user``'s, waiting for a
+person or another system to give its result: ``chat.answer``), ``cancelled`` (stopped
+before or while running), ``skipped`` (never run: over
 the per-response call limit, or the response was cut off), ``timed_out``, and
 ``in_doubt`` (found running after a crash; see the store).
 """
@@ -62,6 +65,61 @@ STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
 ROLES: tuple[Role, ...] = get_args(Role)
 
 DecisionVerdict = Literal["approved", "denied"]
+
+InputKind = Literal["elicitation", "elicitation_url", "sampling", "ask_user", "external"]
+"""What a pending input asks for: a form (an MCP server's elicitation), a URL to visit
+(URL-mode elicitation), a model reply (an MCP server's sampling request), an answer to
+the model's question (``ask_user``), or an external tool's result."""
+INPUT_KINDS: tuple[InputKind, ...] = get_args(InputKind)
+InputAction = Literal["accept", "decline", "cancel"]
+"""How a pending input was answered: given (``accept``), refused (``decline``), or
+dismissed (``cancel``)."""
+INPUT_ACTIONS: tuple[InputAction, ...] = get_args(InputAction)
+
+
+@dataclass(frozen=True)
+class PendingInput:
+    """Something the chat waits for from a person (or another system), parked like an approval.
+
+    ``chat.pending_inputs`` lists them; ``chat.answer(request, data)`` or
+    ``chat.decline(request, reason)`` settles one.
+
+    Attributes:
+        id: Its id (``in_...``); an external tool's or ``ask_user``'s is its call's id.
+        kind: ``elicitation`` (a form), ``elicitation_url`` (a URL to visit),
+            ``sampling`` (messages a server wants a model to answer), ``ask_user``
+            (the model's question) or ``external`` (an external tool's result).
+        call_id: The tool call it belongs to (``None``: none).
+        tool: That call's tool name.
+        message: What the person reads (the question, the server's message).
+        content: The request as it came (JSON): the form's schema, the URL, the
+            sampling messages, the choices, an external call's arguments.
+        schema: The JSON Schema an answer's ``data`` must match (``None``: any value).
+        server: The MCP server's label, when a server asked.
+        requested_at: When it was asked (UTC).
+    """
+
+    id: str
+    kind: InputKind
+    call_id: str | None = None
+    tool: str | None = None
+    message: str = ""
+    content: dict[str, Any] = field(default_factory=dict, hash=False)
+    schema: dict[str, Any] | None = field(default=None, hash=False)
+    server: str | None = None
+    requested_at: datetime | None = None
+
+    @property
+    def choices(self) -> tuple[Any, ...]:
+        """The allowed answers when the answer is one of a list (``ask_user`` with choices)."""
+        enum = (self.schema or {}).get("enum")
+        return tuple(enum) if isinstance(enum, list) else ()
+
+    def __repr__(self) -> str:
+        where = f" on {self.server}" if self.server else ""
+        call = f", call={self.call_id!r}" if self.call_id else ""
+        text = self.message if len(self.message) <= 60 else self.message[:57] + "..."
+        return f"PendingInput({self.kind}{where}: {text!r}{call})"
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,13 @@ from nbagent import (
     report_progress,
     tool,
 )
-from nbagent._events import CallInDoubt, Event, ToolCallRequested, ToolCallStarted
+from nbagent._events import (
+    CallInDoubt,
+    Event,
+    SamplingFinished,
+    ToolCallRequested,
+    ToolCallStarted,
+)
 from nbagent._record import _RULES, FRAGMENTS, ChatRecord, RecordChange, fold
 from nbagent._tools import call_reporter
 from nbagent.testing import ScriptedProvider, call_tools, reply
@@ -51,6 +57,11 @@ def safe(x: int) -> str:
 def risky(x: int) -> str:
     """A tool that asks first."""
     return f"risky {x}"
+
+
+@tool(external=True)
+def outside(x: int) -> str:
+    """Work done by a person: its calls park until chat.answer gives the result."""
 
 
 def scripted(rounds: list[list[str]], fail_first: bool) -> ScriptedProvider:
@@ -87,7 +98,7 @@ def test_an_event_type_without_a_rule_is_refused() -> None:
 
 
 rounds_st = st.lists(
-    st.lists(st.sampled_from(["safe", "risky", "nope"]), min_size=1, max_size=3),
+    st.lists(st.sampled_from(["safe", "risky", "nope", "outside"]), min_size=1, max_size=3),
     max_size=3,
 )
 
@@ -102,8 +113,8 @@ rounds_st = st.lists(
 def test_folding_the_events_from_scratch_gives_the_chats_record(
     rounds: list[list[str]], verdicts: list[bool], fail_first: bool, allow_risky: bool
 ) -> None:
-    chat = Chat(provider=scripted(rounds, fail_first), display=False).with_tools(safe, risky)
-    chat.with_tool_options(calls=2)
+    chat = Chat(provider=scripted(rounds, fail_first), display=False)
+    chat.with_tools(safe, risky, outside).with_tool_options(calls=2)
     if allow_risky:
         chat.always_allow(risky)
     if fail_first:
@@ -115,12 +126,20 @@ def test_folding_the_events_from_scratch_gives_the_chats_record(
     n = 0
     for _ in range(10):
         pending = chat.pending_approvals
-        if not pending:
+        inputs = chat.pending_inputs
+        if not pending and not inputs:
             break
         for c in pending:
             (chat.approve if verdicts[n % len(verdicts)] else chat.deny)(c)
             n += 1
             assert fold(chat.events) == chat.record  # at every point, not only at the end
+        for i in inputs:
+            if verdicts[n % len(verdicts)]:
+                chat.answer(i, {"done": n})
+            else:
+                chat.decline(i, "not today")
+            n += 1
+            assert fold(chat.events) == chat.record
         chat.complete()
     assert fold(chat.events) == chat.record
     record = chat.record
@@ -135,9 +154,12 @@ def test_folding_the_events_from_scratch_gives_the_chats_record(
 
 
 def test_every_event_type_a_chat_emits_is_folded_the_same_from_scratch() -> None:
-    """One chat that emits every kind of event but the in-doubt one (next test)."""
-    chat = Chat(provider=scripted([["safe", "risky", "risky", "nope"]], True), display=False)
-    chat.with_tools(safe, risky).with_tool_options(calls=3).always_allow(safe)
+    """One chat that emits every kind of event but the in-doubt one (next test) and a
+    sampling request's (an MCP server's; tests/test_inputs.py folds one)."""
+    chat = Chat(
+        provider=scripted([["safe", "risky", "risky", "nope", "outside"]], True), display=False
+    )
+    chat.with_tools(safe, risky, outside).with_tool_options(calls=5).always_allow(safe)
     with pytest.raises(RuntimeError):
         chat.ask("go")
     chat.complete()
@@ -146,8 +168,11 @@ def test_every_event_type_a_chat_emits_is_folded_the_same_from_scratch() -> None
     chat.deny(b, reason="no")
     chat.revoke(safe)
     chat.complete()
+    (waiting,) = chat.pending_inputs
+    chat.answer(waiting, "done by hand")
+    chat.complete()
     seen = {type(e) for e in chat.events}
-    assert event_types() - set(FRAGMENTS) - seen == {CallInDoubt}
+    assert event_types() - set(FRAGMENTS) - seen == {CallInDoubt, SamplingFinished}
     assert fold(chat.events) == chat.record
     by_id = {r.call_id: r for r in chat.record.calls}
     assert (by_id[a.id].decision, by_id[a.id].status) == ("approved", "ok")

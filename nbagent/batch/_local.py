@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from .._errors import RateLimitError, StoreError
-from .._events import ApprovalDecided, Event, ModelRequestFinished
+from .._events import ApprovalDecided, Event, InputAnswered, ModelRequestFinished
 from .._extension import overrides
 from ._backend import FINAL, Job, ProgressSink, RowResult, RowStatus, RunSpec
 from ._limits import AdaptiveLimit, backoff
@@ -31,9 +31,10 @@ T = TypeVar("T")
 
 async def wait_for_decisions(chat: Any) -> None:
     """A parked chat waits here, without a slot, until someone decided: on the live chat in
-    this process (its ``ApprovalDecided`` event), or through its store from anywhere (its
-    ``follow_decisions`` subscription on the store's one follower ``refresh()``-es it when a
-    decision was recorded, and once as it parks: one may have come before)."""
+    this process (its ``ApprovalDecided`` event, or an ``InputAnswered``: a pending input
+    answered), or through its store from anywhere (its ``follow_decisions`` subscription on
+    the store's one follower ``refresh()``-es it when a decision was recorded, and once as
+    it parks: one may have come before)."""
     loop, woken = asyncio.get_running_loop(), asyncio.Event()
 
     def wake(_event: Event | None = None) -> None:
@@ -46,6 +47,7 @@ async def wait_for_decisions(chat: Any) -> None:
                 wake()
 
     chat.on(ApprovalDecided, wake)
+    chat.on(InputAnswered, wake)  # an external result or ask_user answered here
     sub = None  # without a store (or with one that cannot be read now): decided here only
     for ext in [e for e in chat.extensions if overrides(e, "follow_decisions")][:1]:
         with contextlib.suppress(Exception):

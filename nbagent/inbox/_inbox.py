@@ -42,8 +42,9 @@ from typing import TYPE_CHECKING, Any
 
 from .._approvals import HUMAN
 from .._display import LiveOutput, ended_note, widgets_available
+from .._errors import InputError
 from .._events import ApprovalDecided, ApprovalRequested, Event, StepFinished
-from .._types import ToolCall
+from .._types import PendingInput, ToolCall
 from ..store import follow
 from ._filter import Filter, as_filter
 from ._present import chat_label, decided_words, html_table, one_line, row_view, text_table
@@ -86,6 +87,14 @@ _PENDING_TYPES = {
     "title": "string",
 }
 PENDING_COLUMNS = list(_PENDING_TYPES)
+_INPUT_TYPES = {
+    **dict.fromkeys(("chat_id", "input_id", "kind", "call_id", "tool", "server"), "string"),
+    "message": "string",
+    "choices": "object",
+    "requested_at": "utc",
+    "age_s": "Float64",
+    "title": "string",
+}
 _OUTCOME_TYPES = {
     **dict.fromkeys(("chat_id", "call_id", "tool", "outcome", "verdict", "by"), "string"),
     "at": "utc",
@@ -232,6 +241,93 @@ class Inbox:
         with self._lock:
             outcomes = [o for _, o in self._decided.values()]
         return _outcomes(outcomes)
+
+    # --------------------------------------------------------------- inputs
+    @property
+    def inputs(self) -> pd.DataFrame:
+        """The pending inputs of the live chats (an external tool's result, ``ask_user``'s
+        question, an MCP server's elicitation or sampling request), one row each, beside
+        the approvals of :attr:`pending` (read fresh).
+
+        Columns: ``chat_id``, ``input_id``, ``kind``, ``call_id``, ``tool``, ``server``,
+        ``message``, ``choices`` (a tuple), ``requested_at`` (UTC), ``age_s``, ``title``.
+        Answer one with :meth:`answer` or :meth:`decline`. (A stored chat's inputs are
+        read from its chat object: ``Chat.load`` it into the inbox.)
+        """
+        now = datetime.now(UTC)
+        rows: list[dict[str, Any]] = []
+        self._sources.adopt()
+        for source in self._sources.live:
+            chat = source.chat
+            for p in chat.pending_inputs:
+                at = p.requested_at
+                known = chat.record.input(p.id)
+                if known is not None:
+                    at = known.requested_at
+                rows.append(
+                    {
+                        "chat_id": chat.id,
+                        "input_id": p.id,
+                        "kind": p.kind,
+                        "call_id": p.call_id,
+                        "tool": p.tool,
+                        "server": p.server,
+                        "message": p.message,
+                        "choices": p.choices,
+                        "requested_at": at,
+                        "age_s": (now - at).total_seconds() if at else None,
+                        "title": chat.record.title,
+                    }
+                )
+        rows.sort(key=lambda r: (r["requested_at"] or now, r["input_id"]))
+        return _table(
+            rows,
+            _INPUT_TYPES,
+            **{name: [r[name] for r in rows] for name in _INPUT_TYPES},
+        )
+
+    def answer(self, input_id: str, data: Any = None) -> PendingInput:
+        """Answer a pending input of :attr:`inputs` (``by`` the inbox); its chat carries on
+        as after a decision here.
+
+        Raises:
+            InputError: No live chat here waits for it, or ``data`` does not match what
+                was asked (nothing changed).
+        """
+        chat = self._chat_of_input(input_id)
+        answered = chat.answer(input_id, data, by=self.by)
+        self._continue_after_input(chat)
+        return answered
+
+    def decline(self, input_id: str, reason: str | None = None) -> PendingInput:
+        """Decline a pending input of :attr:`inputs` (``by`` the inbox).
+
+        Raises:
+            InputError: No live chat here waits for it.
+        """
+        chat = self._chat_of_input(input_id)
+        declined = chat.decline(input_id, reason, by=self.by)
+        self._continue_after_input(chat)
+        return declined
+
+    def _chat_of_input(self, input_id: str) -> Any:
+        self._sources.adopt()
+        for source in self._sources.live:
+            if any(p.id == input_id for p in source.chat.pending_inputs):
+                return source.chat
+        raise InputError(f"no chat of this inbox waits for input {input_id!r}")
+
+    def _continue_after_input(self, chat: Any) -> None:
+        """A parked chat carries on once nothing else waits (as after a decision here)."""
+        source = next((s for s in self._sources.live if s.chat is chat), None)
+        if (
+            source is None
+            or not (self.continue_chats and source.continues)
+            or chat.pending_inputs
+            or chat.pending_approvals
+        ):
+            return
+        self._continue(chat)
 
     # --------------------------------------------------------------- filter
     def filter(

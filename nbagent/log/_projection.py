@@ -19,7 +19,7 @@ column             dtype           meaning
 =================  ==============  =====================================================
 tool               string          tool name
 status             category        ``requested``, ``awaiting_approval``, ``approved``,
-                                   ``denied``, ``running``, ``ok``, ``error``,
+                                   ``awaiting_input``, ``denied``, ``running``, ``ok``, ``error``,
                                    ``cancelled``, ``skipped``, ``timed_out``, ``in_doubt``;
                                    for a hosted ``mcp_call`` also ``ran_despite_denial``,
                                    ``ran_unapproved`` (see below)
@@ -58,6 +58,13 @@ progress           Float64         the latest progress the call reported while i
 progress_total     Float64         what ``progress`` counts up to, if the call said
 progress_message   string          the latest progress report's message
 log_messages       Int64           log messages its MCP server sent while it ran
+input_kind         string          what a person was asked for the call (``external``,
+                                   ``ask_user``, ``elicitation``, ``elicitation_url``,
+                                   ``sampling``); NA when nobody was asked
+answered_by        string          who answered it (``user``, ``inbox``, ``nbagent`` for
+                                   one withdrawn when the call ended...); NA until then
+answered_at        datetime64 UTC  when it was answered (the last answer, if several)
+input_wait_ms      Float64         how long the call waited for its inputs (summed)
 turn               Int64           user turn (1 for the first ``ask``)
 step               Int64           the model request that asked for the call
 run_step           Int64           the step (tool round) that ran it; NA if it never ran
@@ -206,6 +213,11 @@ CALL_COLUMNS: dict[str, ColumnKind] = {
     "progress_total": "Float64",
     "progress_message": "string",
     "log_messages": "Int64",
+    # what a person was asked for it (an external result, ask_user, a server's request)
+    "input_kind": "string",
+    "answered_by": "string",
+    "answered_at": "datetime",
+    "input_wait_ms": "Float64",
     # where and when it ran
     "turn": "Int64",
     "step": "Int64",

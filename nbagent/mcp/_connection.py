@@ -166,6 +166,7 @@ class Connection:
         self.scrub: Callable[[str], str] = _same  # the server's secrets out of its text
         self._reporters: dict[int, CallReporter] = {}  # calls in flight that report
         self._keys = itertools.count()
+        self.requests: Any = None  # the server's ``Requests``: the SDK client's callbacks
 
     # ------------------------------------------------------------ state
     def usable(self) -> bool:

@@ -47,10 +47,19 @@ from .._aio import _background_loop, run_on_loop
 from .._errors import MCPServerError, ToolDefinitionError, scrub
 from .._notice import notice
 from .._optional import require
-from .._tools import CallReporter, Tool, ToolSource, call_reporter, on_chat_cancel
+from .._tools import (
+    CallReporter,
+    Tool,
+    ToolSource,
+    call_reporter,
+    current_input_asker,
+    on_chat_cancel,
+)
 from .._types import ToolCall
+from ..providers import resolve_provider
 from . import _connection as conn
 from . import _stdio
+from ._requests import Requests, as_roots
 from ._resources import (
     READ_TOOL,
     MCPPrompt,
@@ -287,6 +296,18 @@ class MCPServer(ToolSource):
             for listing its tools (default 30; ``None``: no limit). Past it,
             ``MCPServerError``; a server that connected but does not list
             is restarted at the next use.
+        roots: The directories (paths) or URIs the server may work in; its
+            ``roots/list`` request is answered with them without asking
+            (default: none).
+        sampling: The provider (or a model name) the server's approved sampling
+            requests run on (default: the chat's); its tokens and cost still
+            count in the chat's totals and budgets.
+
+    Requests from the server: an elicitation (a form, or a URL to visit) or a
+    sampling request sent in the middle of a chat's call becomes a pending input
+    on that chat (``chat.pending_inputs``; ``chat.answer`` / ``chat.decline``)
+    while the call waits, bounded by its ``timeout``; an approved sampling
+    request runs on the chat's provider and counts in its totals and budgets.
 
     Lifecycle: the connection opens on first use; a server that exits while
     idle is restarted by the next call; one that exits during a call fails
@@ -312,6 +333,8 @@ class MCPServer(ToolSource):
         timeout: float | None = None,
         connect_timeout: float | None = conn.CONNECT_TIMEOUT,
         secrets: Sequence[str] = (),
+        roots: Iterable[str | PathLike[str]] | None = None,
+        sampling: Any = None,
     ):
         require("mcp", _FEATURE)
         if prefix is not None and (not prefix or _INVALID.search(prefix)):
@@ -338,6 +361,14 @@ class MCPServer(ToolSource):
         self._connection = conn.Connection(
             open_client, label or prefix or target, connect_timeout=connect_timeout
         )
+        if sampling is not None:
+            sampling = resolve_provider(sampling) if isinstance(sampling, str) else sampling
+            if not callable(getattr(sampling, "complete", None)):
+                raise ToolDefinitionError(
+                    f"sampling= takes a provider or a model name, got {type(sampling).__name__}"
+                )
+        self._requests = Requests(label or prefix or target, as_roots(roots), sampling)
+        self._connection.requests = self._requests
         self._tools: tuple[MCPTool, ...] = ()
         self._task_only: frozenset[str] = frozenset()  # listed tools it cannot run (tasks)
         self._generation = -1
@@ -362,6 +393,8 @@ class MCPServer(ToolSource):
         timeout: float | None = None,
         connect_timeout: float | None = conn.CONNECT_TIMEOUT,
         max_result_bytes: int = _stdio.MAX_MESSAGE_BYTES,
+        roots: Iterable[str | PathLike[str]] | None = None,
+        sampling: Any = None,
     ) -> MCPServer:
         """A server nbagent starts as a process and talks to over its stdin/stdout.
 
@@ -386,6 +419,8 @@ class MCPServer(ToolSource):
             approval: See :class:`MCPServer`.
             timeout: See :class:`MCPServer`.
             connect_timeout: See :class:`MCPServer`.
+            roots: See :class:`MCPServer`.
+            sampling: See :class:`MCPServer`.
 
         The server's stderr (its logs) goes to this process's real stderr:
         in a notebook, the terminal running Jupyter, not the notebook. It
@@ -428,6 +463,7 @@ class MCPServer(ToolSource):
                 logging_callback=link.on_log,
                 log_level=conn.LOG_LEVEL,
                 cache=None,
+                **link.requests.callbacks(),
             )
 
         server = cls(
@@ -440,6 +476,8 @@ class MCPServer(ToolSource):
             timeout=timeout,
             connect_timeout=connect_timeout,
             secrets=server_secrets(env=environment, argv=argv),
+            roots=roots,
+            sampling=sampling,
         )
         server.max_result_bytes = max_result_bytes
         server._describe = f"{command} {' '.join(masked_argv(argv)[0])}".strip()
@@ -456,6 +494,8 @@ class MCPServer(ToolSource):
         approval: Approval = "annotations",
         timeout: float | None = None,
         connect_timeout: float | None = conn.CONNECT_TIMEOUT,
+        roots: Iterable[str | PathLike[str]] | None = None,
+        sampling: Any = None,
     ) -> MCPServer:
         """A server reached over streamable HTTP at ``url`` (``http://127.0.0.1:8000/mcp``).
 
@@ -469,6 +509,8 @@ class MCPServer(ToolSource):
             approval: See :class:`MCPServer`.
             timeout: See :class:`MCPServer`.
             connect_timeout: See :class:`MCPServer`.
+            roots: See :class:`MCPServer`.
+            sampling: See :class:`MCPServer`.
         """
         require("mcp", _FEATURE)
         parts = urlsplit(url)
@@ -486,6 +528,7 @@ class MCPServer(ToolSource):
                 logging_callback=link.on_log,
                 log_level=conn.LOG_LEVEL,
                 cache=None,
+                **link.requests.callbacks(),
             )
 
         server = cls(
@@ -498,6 +541,8 @@ class MCPServer(ToolSource):
             timeout=timeout,
             connect_timeout=connect_timeout,
             secrets=server_secrets(headers=sent, url=url),
+            roots=roots,
+            sampling=sampling,
         )
         server._describe = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
         return server
@@ -689,8 +734,14 @@ class MCPServer(ToolSource):
         ``reporter``: the chat's running call, told the server's progress and log messages.
         """
 
+        asker = current_input_asker()  # the chat's call this runs for, if any
+
+        async def in_flight() -> Any:  # on the background loop: requests find the call
+            async with self._requests.calling(asker):
+                return await self._connection.call(remote, arguments, reporter)
+
         async def call() -> MCPResult:
-            coro = self._connection.call(remote, arguments, reporter)
+            coro = in_flight()
             return scrubbed_result(
                 result_value(await _abandonable(run_on_loop(coro, _background_loop(), what), what)),
                 self._secrets,

@@ -39,7 +39,7 @@ from .._html import (
     printable,
     short_json,
 )
-from .._types import FINAL_STATUSES
+from .._types import FINAL_STATUSES, PendingInput
 from ._state import CallEntry, Thumb
 
 ONE_LINE = 80  # arguments whose compact JSON is at most this long show on the head line
@@ -88,6 +88,7 @@ def _open(e: CallEntry, decision: str, live: bool) -> str:
     if e.r.status == "running":
         parts.append(progress_html(e))
     parts.append(logs_html(e))
+    parts.extend(input_html(i) for i in e.inputs)
     if live and e.gated:
         parts.append('<div class="nba-controls"></div>')
     return (
@@ -556,3 +557,87 @@ def thumbs_html(images: tuple[Thumb, ...]) -> str:
         else:
             out.append(f'<span class="nba-thumb-label">[{label}]</span>')
     return f'<div class="nba-thumbs">{"".join(out)}</div>'
+
+
+# ------------------------------------------------------------------------------- inputs
+_INPUT_TITLES = {
+    "external": "waiting for its result",
+    "ask_user": "asks you",
+    "elicitation": "asks you to fill in",
+    "elicitation_url": "asks you to visit a page",
+    "sampling": "asks to run the model on",
+}
+
+
+def input_html(p: PendingInput) -> str:
+    """A pending input on its call's card: what is asked (the question and its choices, the
+    form's fields, the URL, the exact sampling messages) and how to answer it in code."""
+    who = f"{p.server} " if p.server else ""
+    body = [
+        f'<div class="nba-head"><span class="nba-badge nba-st-awaiting_input">input</span> '
+        f"{esc(who + _INPUT_TITLES.get(p.kind, p.kind))}</div>"
+    ]
+    if p.message and p.kind != "external":
+        body.append(f'<div class="nba-note">{esc(clip(p.message, 2000))}</div>')
+    if p.kind == "ask_user" and p.choices:
+        options = "".join(f"<li><code>{esc(str(c))}</code></li>" for c in p.choices)
+        body.append(f'<ul class="nba-choices">{options}</ul>')
+    elif p.kind == "elicitation":
+        body.append(_form_fields(p.schema or {}))
+    elif p.kind == "elicitation_url":
+        url = str(p.content.get("url") or "")
+        safe = url.startswith(("https://", "http://"))
+        link = (
+            f'<a href="{esc(url)}" target="_blank" rel="noopener noreferrer">{esc(url)}</a>'
+            if safe
+            else f"<code>{esc(url)}</code>"
+        )
+        body.append(f'<div class="nba-note">{link}</div>')
+    elif p.kind == "sampling":
+        body.append(_sampling(p.content))
+    body.append(
+        f'<div class="nba-note nba-dim">answer: <code>chat.answer({esc(repr(p.id))}, ...)</code>'
+        f" or <code>chat.decline({esc(repr(p.id))})</code></div>"
+    )
+    return f'<div class="nba-input" data-input-id="{esc(p.id)}">{"".join(body)}</div>'
+
+
+def _form_fields(schema: dict[str, Any]) -> str:
+    """An elicitation form's fields as a list: name, type, whether required, the choices."""
+    props = schema.get("properties") or {}
+    required = set(schema.get("required") or ())
+    rows = []
+    for name, spec in props.items() if isinstance(props, dict) else ():
+        spec = spec if isinstance(spec, dict) else {}
+        kind = spec.get("type", "value")
+        what = [
+            str(spec.get("title") or name),
+            f"({kind}{', required' if name in required else ''})",
+        ]
+        if isinstance(spec.get("enum"), list):
+            what.append("one of " + ", ".join(str(v) for v in spec["enum"]))
+        if spec.get("description"):
+            what.append(f"- {spec['description']}")
+        rows.append(f"<li><code>{esc(str(name))}</code> {esc(' '.join(what))}</li>")
+    return f'<ul class="nba-form">{"".join(rows)}</ul>' if rows else ""
+
+
+def _sampling(content: dict[str, Any]) -> str:
+    """The exact messages a server wants the model to answer (and its limits)."""
+    lines = []
+    if content.get("systemPrompt"):
+        lines.append(f"system: {content['systemPrompt']}")
+    for m in content.get("messages") or ():
+        block = m.get("content") if isinstance(m, dict) else None
+        blocks = block if isinstance(block, list) else [block]
+        text = " ".join(
+            str(b.get("text"))
+            if isinstance(b, dict) and "text" in b
+            else f"[{(b or {}).get('type', 'part')}]"
+            for b in blocks
+            if b is not None
+        )
+        lines.append(f"{m.get('role', 'user') if isinstance(m, dict) else 'user'}: {text}")
+    if content.get("maxTokens"):
+        lines.append(f"(at most {content['maxTokens']} tokens)")
+    return f'<pre class="nba-result">{esc(clip(chr(10).join(lines), 4000))}</pre>'

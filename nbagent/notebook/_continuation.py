@@ -355,8 +355,9 @@ async def wait_for_decisions(chat: Chat, wait: bool | None = None) -> bool:
             if not cont.rendered
             else (f"no decision within {timeout:g} s")
         )
-        for c in list(chat.pending_approvals):
+        pending = list(chat.pending_approvals)
+        for c in pending:
             with contextlib.suppress(Exception):  # decided meanwhile
                 chat.deny(c, reason=f"not approved: {why}", by="fallback")
-        return True
+        return bool(pending)  # only inputs wait (nothing to deny): they stay, the cell returns
     return False

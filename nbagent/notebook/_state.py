@@ -40,6 +40,7 @@ from .._types import (
     DecisionVerdict,
     FilePart,
     Part,
+    PendingInput,
     ProviderItem,
     Reasoning,
     ToolResultMessage,
@@ -238,6 +239,7 @@ class CallEntry(Entry):
     result_peek: str | None = None  # its first rows (inert table HTML), for the folded line
     result_images: tuple[Thumb, ...] = ()  # the images the tool returned, as thumbnails
     traceback: str | None = None  # where a tool that raised failed
+    inputs: tuple[PendingInput, ...] = ()  # what a person is asked for it, still unanswered
     kind = "call"
 
     _result: ToolResultMessage | None = field(default=None, init=False, repr=False)
@@ -251,6 +253,11 @@ class CallEntry(Entry):
     @property
     def gated(self) -> bool:
         return self.r.approval is not None and self.r.approval.required
+
+    @property
+    def awaits_input(self) -> bool:
+        """Parked for a person's answer (an external tool's call, ``ask_user``)."""
+        return self.r.status == "awaiting_input"
 
     @property
     def verdict(self) -> DecisionVerdict | None:
@@ -430,6 +437,10 @@ class ChatState:
                 settled = step.error_type is not None  # a failed request: nobody drives
             elif change.kind == "message":
                 changed = self._message(self.record.messages[int(change.key or 0)])
+            elif change.kind == "input":  # asked or answered: its call's card shows it
+                asked = self.record.input(str(change.key))
+                record = self.record.get(asked.call_id) if asked and asked.call_id else None
+                changed = [] if record is None else self._call(record, change.event)
             else:
                 changed = self._chat_step(change.key)
                 settled = self.record.last_step in _SETTLED
@@ -685,11 +696,16 @@ class ChatState:
             entry.result_peek = _peek(value, entry.result_html)
             entry.result_images = thumbs(result.parts) if result else ()
         entry.ran_before = tuple(self._call_name(cid) for cid in r.ran_before)
+        entry.inputs = tuple(
+            i.request
+            for i in self.record.inputs
+            if i.call_id == r.call_id and i.status == "pending"
+        )
         changed: list[Entry] = [_touch(entry)]
         if r.status == "running":
             self._phase(entry.turn, RUNNING)
             changed += self._resolve_budgets()
-        elif entry.pending and entry.verdict is None:
+        elif (entry.pending and entry.verdict is None) or entry.awaits_input:
             self._phase(entry.turn, AWAITING)
         elif (
             r.decided
@@ -705,7 +721,7 @@ class ChatState:
         for x in reversed(self.entries):
             if x.turn < turn:
                 break
-            if isinstance(x, CallEntry) and x.turn == turn and x.pending:
+            if isinstance(x, CallEntry) and x.turn == turn and (x.pending or x.awaits_input):
                 return True
         return False
 

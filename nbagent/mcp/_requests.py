@@ -1,0 +1,208 @@
+"""A server's requests to nbagent: elicitation and sampling become pending inputs; roots
+are answered from ``MCPServer(..., roots=[...])`` without asking.
+
+On the older protocol a server sends these in the middle of a tool call. The
+call's code registers the chat's way to ask (``current_input_asker()``, the
+core's) for as long as the call is in flight (:meth:`Requests.calling`); a
+request that arrives then parks on that chat as a
+:class:`~nbagent.PendingInput` while the call waits, bounded by the call's
+``timeout=``. An input still waiting when its call ends is withdrawn
+(recorded as cancelled) and the server is told ``cancel``. With no chat call in
+flight (``server.call()`` in code) nobody can answer: the server gets an error.
+
+Passing the callbacks to the SDK's ``Client`` is what declares the
+``elicitation`` (form and URL), ``sampling`` and ``roots`` capabilities, so a
+server that hides tools from clients without them (the reference
+``everything`` server) offers them all.
+
+Every callback runs on nbagent's background loop (the session's), as does
+:meth:`calling`; the list of calls in flight is only touched there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+from collections.abc import AsyncIterator, Iterable
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from .._tools import InputAsker
+from .._types import ChatMessage
+
+NO_CHAT = "no chat call is in flight on this server to ask a person (nbagent)"
+
+_asking: contextvars.ContextVar[tuple[InputAsker, set[str]] | None] = contextvars.ContextVar(
+    "nbagent_mcp_asking", default=None
+)
+"""The call whose request this task serves: on 2026-07-28 the SDK answers an
+``InputRequiredResult`` inside the call's own task, so its requests find their call here."""
+
+
+def as_roots(roots: Iterable[str | PathLike[str]] | None) -> tuple[tuple[str, str], ...]:
+    """``roots=`` as ``(uri, name)`` pairs: a path becomes its absolute ``file://`` URI.
+
+    Raises:
+        TypeError: An entry is neither a path nor a string.
+    """
+    out: list[tuple[str, str]] = []
+    for root in roots or ():
+        if isinstance(root, str) and "://" in root:
+            uri = root
+            name = root.rstrip("/").rsplit("/", 1)[-1] or root
+        elif isinstance(root, str | PathLike):
+            path = Path(root).expanduser().resolve()
+            uri, name = path.as_uri(), path.name or str(path)
+        else:
+            raise TypeError(f"roots= takes paths or URIs, got {type(root).__name__}")
+        out.append((uri, name))
+    return tuple(out)
+
+
+class Requests:
+    """One server's answers to its requests: the chats' calls in flight and its roots."""
+
+    def __init__(self, label: str, roots: tuple[tuple[str, str], ...] = (), sampling: Any = None):
+        self.label = label
+        self.roots = roots
+        self.sampling = sampling  # the provider approved sampling requests run on (None: chat's)
+        self._in_flight: list[tuple[InputAsker, set[str]]] = []
+
+    def callbacks(self) -> dict[str, Any]:
+        """The SDK ``Client``'s callbacks (which declare the client's capabilities)."""
+        return {
+            "elicitation_callback": self.elicit,
+            "sampling_callback": self.sample,
+            "list_roots_callback": self.list_roots,
+        }
+
+    @contextlib.asynccontextmanager
+    async def calling(self, asker: InputAsker | None) -> AsyncIterator[None]:
+        """While a chat's call is in flight, a request the server sends is asked of its chat.
+
+        On the way out, what it still waits for is withdrawn (the call ended first).
+        """
+        if asker is None:
+            yield
+            return
+        entry: tuple[InputAsker, set[str]] = (asker, set())
+        self._in_flight.append(entry)
+        token = _asking.set(entry)
+        try:
+            yield
+        finally:
+            _asking.reset(token)
+            self._in_flight.remove(entry)
+            for input_id in list(entry[1]):
+                asker.withdraw(input_id, "the call ended before an answer was given")
+
+    async def _ask(
+        self, kind: Any, message: str, content: dict[str, Any], schema: dict[str, Any] | None
+    ) -> tuple[InputAsker, str, str, Any] | None:
+        """Park the request on its call; ``(asker, id, action, data)``.
+
+        Its call is the task's own (2026-07-28: the SDK answers an
+        ``InputRequiredResult`` inside the call), else, for a request sent in the
+        middle of a call (the older protocol, which does not say which call it is
+        for), the oldest call in flight on this server.
+        """
+        entry = _asking.get()
+        if entry is None or entry not in self._in_flight:
+            if not self._in_flight:
+                return None
+            entry = self._in_flight[0]
+        asker, waiting = entry
+        input_id, future = asker.ask(kind, message, content, schema, self.label)
+        waiting.add(input_id)
+        try:
+            action, data = await asyncio.wrap_future(future)
+        except asyncio.CancelledError:  # the server gave up (it cancelled its request)
+            asker.withdraw(input_id, "the server withdrew its request")
+            raise
+        finally:
+            waiting.discard(input_id)
+        return asker, input_id, action, data
+
+    async def elicit(self, context: Any, params: Any) -> Any:
+        """An elicitation: a form from its JSON Schema, or a URL to visit (and say Done)."""
+        from mcp import types
+
+        message = str(getattr(params, "message", "") or "")
+        if getattr(params, "mode", None) == "url" or hasattr(params, "url"):
+            content = {
+                "message": message,
+                "url": str(params.url),
+                "elicitationId": getattr(params, "elicitation_id", None),
+            }
+            asked = await self._ask("elicitation_url", message, content, None)
+        else:
+            schema = dict(getattr(params, "requested_schema", None) or {"type": "object"})
+            content = {"message": message, "requestedSchema": schema}
+            asked = await self._ask("elicitation", message, content, schema)
+        if asked is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=NO_CHAT)
+        _, _, action, data = asked
+        if action == "accept":
+            return types.ElicitResult(
+                action="accept", content=data if isinstance(data, dict) else None
+            )
+        return types.ElicitResult(action="cancel" if action == "cancel" else "decline")
+
+    async def sample(self, context: Any, params: Any) -> Any:
+        """A sampling request: the exact messages, approved (run on the chat's provider) or
+        answered by the person's own text, or declined."""
+        from mcp import types
+
+        messages = [_neutral(m) for m in params.messages]
+        content = params.model_dump(mode="json", by_alias=True, exclude_none=True)
+        last = messages[-1].content if messages else ""
+        shown = last if len(last) <= 200 else last[:197] + "..."
+        message = f"{self.label} asks the model: {shown}"
+        asked = await self._ask("sampling", message, content, None)
+        if asked is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=NO_CHAT)
+        asker, input_id, action, data = asked
+        if action != "accept":
+            return types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message=f"the user {'declined' if action == 'decline' else 'cancelled'} "
+                "the sampling request",
+            )
+        if isinstance(data, str):  # the person wrote the reply
+            return types.CreateMessageResult(
+                role="assistant",
+                content=types.TextContent(type="text", text=data),
+                model="human",
+                stop_reason="endTurn",
+            )
+        response = await asker.sample(
+            input_id, messages, params.system_prompt, params.max_tokens, self.sampling
+        )
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=response.text),
+            model=response.model or "unknown",
+            stop_reason="maxTokens" if response.stop_reason == "max_tokens" else "endTurn",
+        )
+
+    async def list_roots(self, context: Any) -> Any:
+        """The roots given to the server (``roots=``), never asked of anyone."""
+        from mcp import types
+
+        return types.ListRootsResult(
+            roots=[types.Root(uri=uri, name=name) for uri, name in self.roots]  # type: ignore[arg-type]
+        )
+
+
+def _neutral(message: Any) -> ChatMessage:
+    """A sampling message as the chat's providers take it (text; other parts named)."""
+    blocks = message.content if isinstance(message.content, list) else [message.content]
+    texts: list[str] = []
+    for block in blocks:
+        text = getattr(block, "text", None)
+        texts.append(text if isinstance(text, str) else f"[{getattr(block, 'type', 'part')}]")
+    if message.role == "assistant":
+        return ChatMessage("assistant", "\n".join(texts))
+    return ChatMessage("user", "\n".join(texts))
