@@ -397,6 +397,10 @@ class SDKProvider(CompleteWithToolsMixin):
     def _secrets(self) -> tuple[str | None, ...]:
         return ()
 
+    def _received(self, response: LLMToolResponse) -> LLMToolResponse:
+        """What the adapter learns from each response (JSON or stream) before it is used."""
+        return response
+
     def _new_async_client(self) -> Any:
         raise NotImplementedError
 
@@ -415,7 +419,7 @@ class SDKProvider(CompleteWithToolsMixin):
             finally:
                 response.close()
             _fold(acc, parser.flush())
-            return acc.finish()
+            return self._received(acc.finish())
 
     async def complete_async(self, request: ModelRequest) -> LLMToolResponse:
         """Async twin of :meth:`complete`."""
@@ -431,7 +435,7 @@ class SDKProvider(CompleteWithToolsMixin):
             finally:
                 await response.aclose()
             _fold(acc, parser.flush())
-            return acc.finish()
+            return self._received(acc.finish())
 
     # -- plumbing -------------------------------------------------------------
     def _secrets_for(self, request: ModelRequest) -> tuple[str | None, ...]:
@@ -482,7 +486,7 @@ class SDKProvider(CompleteWithToolsMixin):
             text = error.get("message") if isinstance(error, dict) else error
             raise for_error_type(kind)(f"{self.name}: {text}", provider=self.name)
         try:
-            return self._parse(data)
+            return self._received(self._parse(data))
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise ProviderError(
                 f"{self.name}: unexpected response from the server ({type(exc).__name__}: {exc})",

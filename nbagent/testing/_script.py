@@ -90,7 +90,7 @@ class FakeToolCall:
         return parsed if isinstance(parsed, dict) else {}
 
 
-HostedKind = Literal["list_tools", "approval_request", "call", "raw"]
+HostedKind = Literal["list_tools", "approval_request", "call", "raw", "reasoning"]
 
 
 @dataclass
@@ -103,16 +103,21 @@ class FakeHostedItem:
     ``error``). Anthropic (the MCP connector): ``call`` is an ``mcp_tool_use``
     block and its ``mcp_tool_result``; it has no listing or approval items.
     ``raw`` is sent as it is (``raw``): an item or block of a type no adapter
-    knows. Build them with :func:`mcp_list_tools`, :func:`mcp_approval_request`,
-    :func:`mcp_call` and :func:`raw_item`.
+    knows. ``reasoning`` is the model thinking between them (its text in
+    ``output``): a Responses ``reasoning`` item (``encrypted_content`` when the
+    request includes ``reasoning.encrypted_content``), an Anthropic signed
+    ``thinking`` block. Build them with :func:`mcp_list_tools`,
+    :func:`mcp_approval_request`, :func:`mcp_call`, :func:`raw_item` and
+    :func:`reasoning_item`.
 
     Args:
-        kind: ``"list_tools"``, ``"approval_request"``, ``"call"`` or ``"raw"``.
+        kind: ``"list_tools"``, ``"approval_request"``, ``"call"``, ``"raw"`` or
+            ``"reasoning"``.
         server: The MCP server's label.
         name: The tool (approval requests and calls).
         arguments: The tool's arguments.
         id: The item id (default ``mcpl_N``, ``mcpr_N``, ``mcp_N``, ``mcptoolu_N``).
-        output: A call's output text.
+        output: A call's output text (a reasoning item's thought).
         error: A call's error message (the call failed).
         approval_request_id: The approval request a call runs after.
         tools: A listing's tools (``{"name", "input_schema", "description"}``).
@@ -185,6 +190,15 @@ def mcp_call(
 def raw_item(raw: dict[str, Any]) -> FakeHostedItem:
     """An output item (or content block) sent as it is: e.g. a type no adapter knows."""
     return FakeHostedItem("raw", raw=dict(raw))
+
+
+def reasoning_item(text: str, *, id: str | None = None) -> FakeHostedItem:
+    """The model thinks ``text`` here, between the other hosted items (``rs_N`` by default).
+
+    Real reasoning models do this around hosted MCP items: a reasoning item
+    before the listing, another before the call, another before the answer.
+    """
+    return FakeHostedItem("reasoning", output=text, id=id)
 
 
 @dataclass(frozen=True)

@@ -339,6 +339,9 @@ def _hosted_blocks(item: FakeHostedItem, n: str) -> list[Payload]:
     if item.kind == "raw":
         assert item.raw is not None
         return [dict(item.raw)]
+    if item.kind == "reasoning":
+        thought = item.output or ""
+        return [{"type": "thinking", "thinking": thought, "signature": seal(thought)}]
     if item.kind != "call":
         raise ValueError(
             f"Anthropic's MCP connector has no {item.kind!r} item (only calls: "
