@@ -255,6 +255,13 @@ class Turn:
             ``reasoning_content`` (DeepSeek, vLLM). Streamed as thinking deltas.
         reasoning_redacted: Send the thinking unreadable: an Anthropic
             ``redacted_thinking`` block, a Responses item with an empty summary.
+        commentary: What the model says on the way, before its calls (Responses
+            only, as newer models do): an assistant ``message`` with
+            ``"phase": "commentary"`` after the hosted items; the answer's message,
+            if any, then has ``"phase": "final_answer"``.
+        citations: The sources the text cites (Anthropic only): the text block's
+            ``citations`` as the API sends them (``web_search_result_location``,
+            ``char_location``...), streamed as ``citations_delta`` events.
     """
 
     text: str = ""
@@ -274,6 +281,8 @@ class Turn:
     hosted: list[FakeHostedItem] = field(default_factory=list)
     reasoning: str | None = None
     reasoning_redacted: bool = False
+    commentary: str | None = None
+    citations: list[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         self.hosted = list(self.hosted)
@@ -300,6 +309,8 @@ class Turn:
             raise ValueError("Turn.retry_after needs an error status and seconds >= 0")
         if (self.inline_error is not None or self.raw_body is not None) and self.status != 200:
             raise ValueError("Turn.inline_error and Turn.raw_body are answered with status 200")
+        if self.citations is not None and not self.text:
+            raise ValueError("Turn.citations needs text= (the text block that cites them)")
         if self.delay < 0 or self.chunk_delay < 0:
             raise ValueError("Turn.delay and Turn.chunk_delay must be >= 0")
 

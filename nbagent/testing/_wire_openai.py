@@ -358,6 +358,10 @@ def render_chat(
     """Render a turn as a ``chat.completion`` body or its ``chat.completion.chunk`` list."""
     if turn.hosted:
         raise ValueError("Chat Completions has no hosted tools: Turn.hosted needs Responses")
+    if turn.commentary is not None:
+        raise ValueError("Chat Completions has no message phase: Turn.commentary needs Responses")
+    if turn.citations is not None:
+        raise ValueError("Turn.citations are Anthropic's text block citations")
     ids = [c.id or f"call_{first_call + i}" for i, c in enumerate(turn.tool_calls)]
     refusal = turn.refusal_text
     finish = _CHAT_FINISH[turn.resolved_stop]
@@ -544,10 +548,26 @@ def _reasoning(
     return item
 
 
+def _message(ident: str, parts: list[Payload], phase: str | None) -> Payload:
+    """An assistant ``message`` output item (with its ``phase`` when it has one)."""
+    item: Payload = {
+        "id": ident,
+        "type": "message",
+        "status": "completed",
+        "role": "assistant",
+        "content": parts,
+    }
+    if phase is not None:
+        item["phase"] = phase
+    return item
+
+
 def render_responses(
     turn: Turn, request: Mapping[str, Any], *, stream: bool, seq: int, first_call: int
 ) -> list[Payload]:
     """Render a turn as a ``response`` body or its list of ``response.*`` events."""
+    if turn.citations is not None:
+        raise ValueError("Turn.citations are Anthropic's text block citations")
     stop = turn.resolved_stop
     reason = _INCOMPLETE_REASON.get(stop)
     refusal = turn.refusal_text
@@ -561,16 +581,15 @@ def render_responses(
     if turn.reasoning is not None:
         items.append(_reasoning_item(turn, request, seq))
     items += [_hosted_item(h, f"{seq}_{i}", request) for i, h in enumerate(turn.hosted)]
+    phased = turn.commentary is not None
+    if phased:
+        said: list[Payload] = [
+            {"type": "output_text", "text": turn.commentary, "annotations": [], "logprobs": []}
+        ]
+        items.append(_message(f"msg_fake{seq}_c", said, "commentary"))
+        parts = parts if turn.text or refusal else []
     if parts:
-        items.append(
-            {
-                "id": f"msg_fake{seq}",
-                "type": "message",
-                "status": "completed",
-                "role": "assistant",
-                "content": parts,
-            }
-        )
+        items.append(_message(f"msg_fake{seq}", parts, "final_answer" if phased else None))
     for i, call in enumerate(turn.tool_calls):
         items.append(
             {

@@ -31,7 +31,7 @@ from nbagent.testing import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_hosted import validate  # the SDK types, beta included  # noqa: E402
+from test_hosted import validate  # the SDK types, beta included
 
 KEY = "sk-test-SECRET-wire-0123456789"
 STREAM = pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
@@ -155,7 +155,9 @@ def _hosted_round(server: FakeLLMServer, keep: Any) -> Any:
     first = client.responses.create(input="q", **common)
     items = keep([i.model_dump(exclude_none=True) for i in first.output])
     answer = {"type": "mcp_approval_response", "approval_request_id": "mcpr_a", "approve": True}
-    return client.responses.create(input=[{"role": "user", "content": "q"}, *items, answer], **common)
+    return client.responses.create(
+        input=[{"role": "user", "content": "q"}, *items, answer], **common
+    )
 
 
 @pytest.mark.parametrize(
@@ -204,3 +206,204 @@ def test_reasoning_a_client_did_not_ask_for_cannot_be_left_out_before_a_hosted_i
 
 
 PARIS = FakeToolCall("get_weather", {"city": "Paris"})
+
+
+# -- 2. Responses message phase ------------------------------------------------------
+
+
+def _weather(p: Any, **kwargs: Any) -> Chat:
+    def get_weather(city: str) -> str:
+        """Weather.
+
+        Args:
+            city: City.
+        """
+        return "sunny"
+
+    return Chat(provider=p, display=False, **kwargs).with_tools(get_weather)
+
+
+@STREAM
+def test_commentary_keeps_its_phase_and_id_and_is_not_the_answer(
+    server: FakeLLMServer, stream: bool
+) -> None:
+    """On main the phase was dropped: the preamble came back as a plain assistant message
+    and read as the answer's text; the final answer went back without phase or id."""
+    server.script(
+        [
+            Turn(
+                reasoning="Weather first.",
+                commentary="Let me check the <b>weather</b>.",
+                tool_calls=[PARIS],
+            ),
+            Turn(text="Sunny in Paris.", commentary="I have it."),
+            "Bye.",
+        ]
+    )
+    chat = _weather(responses(server), stream=stream)
+    deltas: list[str] = []
+    chat.on("text_delta", lambda e: deltas.append(e.text))
+    assert chat.ask("Weather in Paris?").content == "Sunny in Paris."
+    asked = chat.transcript[1]
+    assert not asked.content
+    [said] = [i for i in asked.items if i.type == "message"]
+    assert (said.commentary, said.raw["id"], said.raw["phase"]) == (
+        "Let me check the <b>weather</b>.",
+        "msg_fake1_c",
+        "commentary",
+    )
+    if stream:
+        assert "".join(deltas) == "Sunny in Paris."  # the commentary streams as no answer
+    chat.ask("Thanks")
+    sent = server.last_request.body["input"]
+    assert kinds(server.last_request.body) == [
+        "user",
+        "reasoning",
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+        "message",
+        "user",
+    ]
+    messages = [i for i in sent if i.get("type") == "message"]
+    assert [(m["id"], m["phase"]) for m in messages] == [
+        ("msg_fake1_c", "commentary"),
+        ("msg_fake2_c", "commentary"),
+        ("msg_fake2", "final_answer"),
+    ]
+    assert messages[2]["content"][0]["text"] == "Sunny in Paris."  # once, with its phase
+    assert "commentary" not in set(chat.log.get("item_type", []))
+
+
+def test_the_view_shows_commentary_as_such(server: FakeLLMServer) -> None:
+    from nbagent.notebook._fallback import chat_mimebundle
+
+    server.script(
+        [Turn(commentary="Let me check the <b>weather</b>.", tool_calls=[PARIS]), "Sunny."]
+    )
+    chat = _weather(responses(server))
+    chat.ask("Weather in Paris?")
+    bundle = chat_mimebundle(chat)
+    html = bundle["text/html"].split("</style>", 1)[1]
+    assert "nba-commentary" in html and "Let me check the &lt;b&gt;weather&lt;/b&gt;." in html
+    assert "<b>weather</b>" not in html
+    assert html.index("Commentary") < html.index("Sunny.")
+    assert "(commentary: Let me check" in bundle["text/plain"]
+    assert "provider ran" not in bundle["text/plain"]  # not a provider-item line
+
+
+# -- 3. Anthropic citations ----------------------------------------------------------
+
+WEB = {
+    "type": "web_search_result_location",
+    "cited_text": "Paris is the capital of France.",
+    "encrypted_index": "Eo8BCioIAhgBIiQ",
+    "title": "Paris <Wikipedia>",
+    "url": "https://en.wikipedia.org/wiki/Paris?a=1&b=<2>",
+}
+DOC = {
+    "type": "char_location",
+    "cited_text": "The grass is green.",
+    "document_index": 0,
+    "document_title": "Notes",
+    "start_char_index": 0,
+    "end_char_index": 19,
+    "file_id": "file_011CNha8iCJcU1wXNR6q4V8w",
+}
+EVIL_LINK = {**WEB, "title": "click", "url": "javascript:alert(1)"}
+SEARCH_USE = {
+    "type": "server_tool_use",
+    "id": "srvtoolu_1",
+    "name": "web_search",
+    "input": {"query": "capital of France"},
+}
+SEARCH_RESULT = {
+    "type": "web_search_tool_result",
+    "tool_use_id": "srvtoolu_1",
+    "content": [
+        {
+            "type": "web_search_result",
+            "title": "Paris",
+            "url": "https://en.wikipedia.org/wiki/Paris",
+            "encrypted_content": "EqgfCioIARgBIiQ",
+            "page_age": None,
+        }
+    ],
+}
+
+
+def anthropic(server: FakeLLMServer) -> Any:
+    from nbagent.providers import AnthropicProvider
+
+    return AnthropicProvider(
+        "claude-sonnet-4-5", base_url=server.anthropic_base_url, api_key=KEY, max_retries=0
+    )
+
+
+@STREAM
+def test_citations_are_kept_shown_logged_and_sent_back(server: FakeLLMServer, stream: bool) -> None:
+    """On main the citations were dropped (the text alone was kept and sent back)."""
+    from nbagent.notebook._fallback import chat_mimebundle
+    from nbagent.testing import raw_item
+
+    server.script(
+        [
+            Turn(
+                hosted=[raw_item(SEARCH_USE), raw_item(SEARCH_RESULT)],
+                text="Paris is the capital.",
+                citations=[WEB, DOC, EVIL_LINK],
+            ),
+            "You're welcome.",
+        ]
+    )
+    chat = Chat(provider=anthropic(server), display=False, stream=stream)
+    answer = chat.ask("Capital of France?")
+    assert answer.content == "Paris is the capital."
+    assert answer.citations == (WEB, DOC, EVIL_LINK)  # as the API sent them
+    chat.ask("Thanks")
+    [assistant] = [m for m in server.last_request.body["messages"] if m["role"] == "assistant"]
+    assert [b["type"] for b in assistant["content"]] == [
+        "server_tool_use",
+        "web_search_tool_result",
+        "text",
+    ]
+    text = assistant["content"][2]
+    assert text["text"] == "Paris is the capital."
+    doc = {k: v for k, v in DOC.items() if k != "file_id"}  # a request takes no file_id
+    assert text["citations"] == [WEB, doc, EVIL_LINK]
+
+    messages = chat.messages
+    cited = messages.loc[messages["role"] == "assistant", "citations"].iloc[0]
+    assert cited == [WEB, DOC, EVIL_LINK]
+    assert messages["citations"].iloc[0] is None  # the user's message cites nothing
+    assert "text" not in set(chat.log["item_type"].dropna())  # a text block is no call
+
+    html = chat_mimebundle(chat)["text/html"].split("</style>", 1)[1]
+    sources = html.split("nba-sources", 1)[1]
+    assert 'href="https://en.wikipedia.org/wiki/Paris?a=1&amp;b=&lt;2&gt;"' in sources
+    assert "Paris &lt;Wikipedia&gt;" in sources and "<Wikipedia>" not in html
+    assert "<li>Notes</li>" in sources
+    assert "javascript:" not in html.split("href=", 1)[1].split(">", 1)[0]
+    assert 'href="javascript' not in html
+    assert html.index("Paris is the capital.") < html.index("nba-sources")
+
+
+def test_the_strict_fake_refuses_a_citation_field_a_request_does_not_take(
+    server: FakeLLMServer,
+) -> None:
+    import anthropic as sdk
+
+    server.script(["ok"])
+    client = sdk.Anthropic(api_key=KEY, base_url=server.anthropic_base_url, max_retries=0)
+    cited = {"type": "text", "text": "Green.", "citations": [DOC]}
+    with pytest.raises(sdk.BadRequestError, match="file_id: Extra inputs are not permitted"):
+        client.messages.create(
+            model="claude-sonnet-4-5",
+            max_tokens=100,
+            messages=[
+                {"role": "user", "content": "Colour?"},
+                {"role": "assistant", "content": [cited]},
+                {"role": "user", "content": "Sure?"},
+            ],
+        )
