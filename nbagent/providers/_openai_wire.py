@@ -560,7 +560,9 @@ def parse_responses(data: dict[str, Any], *, model: str, provider: str) -> LLMTo
             call_id = item.get("call_id") or item.get("id") or new_call_id()
             calls.append(make_call(call_id, str(item.get("name") or ""), item.get("arguments")))
         elif kind == "mcp_approval_request":
-            calls.append(_hosted_call(item))
+            call = _hosted_call(item)
+            if not _repeated(call, calls, provider):
+                calls.append(call)
         elif kind == "reasoning":
             items.append(reasoning_item(item))
         elif kind in CLIENT_SIDE:
@@ -651,6 +653,26 @@ CLIENT_SIDE = frozenset(
 )
 """Output items that ask the client to run something nbagent never offers."""
 _FAILED = frozenset({"failed", "incomplete"})
+
+
+def _repeated(call: ToolCall, calls: Sequence[ToolCall], provider: str) -> bool:
+    """Whether an approval request repeats one of this response word for word (it is asked,
+    and answered, once under its id); a different request under a used id fails clearly."""
+    for other in calls:
+        if other.hosted and other.id == call.id:
+            if (other.name, other.arguments, other.server) == (
+                call.name,
+                call.arguments,
+                call.server,
+            ):
+                return True
+            raise ProviderError(
+                f"{provider}: two different approval requests share the id {call.id!r} "
+                f"({other.name} and {call.name}); nbagent answers a hosted call only under the "
+                "provider's own id and never makes one up, so the response is not used",
+                provider=provider,
+            )
+    return False
 
 
 def _hosted_call(item: dict[str, Any]) -> ToolCall:

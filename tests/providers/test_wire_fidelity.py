@@ -18,7 +18,7 @@ from typing import Any
 import openai
 import pytest
 
-from nbagent import Chat, HostedMCP
+from nbagent import Chat, HostedMCP, ProviderError
 from nbagent.providers import OpenAIProvider
 from nbagent.testing import (
     FakeLLMServer,
@@ -407,3 +407,66 @@ def test_the_strict_fake_refuses_a_citation_field_a_request_does_not_take(
                 {"role": "user", "content": "Sure?"},
             ],
         )
+
+
+# -- 4. a repeated hosted approval id --------------------------------------------------
+
+
+def _hosted(server: FakeLLMServer, stream: bool = False) -> Chat:
+    chat = Chat(provider=responses(server, "gpt-4.1-mini"), display=False, stream=stream)
+    return chat.with_tools(deepwiki())
+
+
+@STREAM
+def test_a_request_repeated_word_for_word_is_answered_once_under_its_own_id(
+    server: FakeLLMServer, stream: bool
+) -> None:
+    """On main the repeat became a second pending call ``mcpr_a_2``, answered under that
+    invented id (the strict fake, like the API, knows no such request)."""
+    ask = mcp_approval_request("deepwiki", "ask", {"q": "x"}, id="mcpr_a")
+    server.script([Turn(hosted=[ask, ask]), "Done."])
+    chat = _hosted(server, stream)
+    chat.ask("q")
+    assert [c.id for c in chat.pending_approvals] == ["mcpr_a"]
+    chat.approve("mcpr_a")
+    assert chat.complete().content == "Done."
+    body = server.last_request.body
+    answers = [i for i in body["input"] if i.get("type") == "mcp_approval_response"]
+    assert [a["approval_request_id"] for a in answers] == ["mcpr_a"]
+    assert "mcpr_a_2" not in str(body) and "mcpr_a_2" not in set(chat.log["call_id"])
+
+
+def test_two_different_requests_under_one_id_are_refused_clearly(server: FakeLLMServer) -> None:
+    server.script(
+        [
+            Turn(
+                hosted=[
+                    mcp_approval_request("deepwiki", "ask", {"q": "x"}, id="mcpr_a"),
+                    mcp_approval_request("deepwiki", "delete", {"q": "x"}, id="mcpr_a"),
+                ]
+            )
+        ]
+    )
+    chat = _hosted(server)
+    with pytest.raises(ProviderError, match="share the id 'mcpr_a'"):
+        chat.ask("q")
+    assert not chat.pending_approvals and len(chat.transcript) == 1  # the user's message only
+    assert chat.steps["error_type"].tolist() == ["ProviderError"]
+
+
+@STREAM
+def test_an_id_repeated_in_a_later_response_is_refused_never_renamed(
+    server: FakeLLMServer, stream: bool
+) -> None:
+    ask = mcp_approval_request("deepwiki", "ask", {"q": "x"}, id="mcpr_a")
+    done = mcp_call("deepwiki", "ask", {"q": "x"}, output="42", approval_request_id="mcpr_a")
+    server.script([Turn(hosted=[ask]), Turn(hosted=[done, ask])])
+    chat = _hosted(server, stream)
+    chat.ask("q")
+    chat.approve("mcpr_a")
+    with pytest.raises(ProviderError, match=r"'mcpr_a'.*already used in an earlier response"):
+        chat.complete()
+    assert [c.id for c in chat.pending_approvals] == []
+    ids = {c.id for m in chat.transcript for c in getattr(m, "tool_calls", ())}
+    assert ids == {"mcpr_a"}  # nothing answered under an invented id
+    assert chat.log.set_index("call_id").loc["mcpr_a", "decision"] == "approved"
