@@ -470,3 +470,33 @@ def test_an_id_repeated_in_a_later_response_is_refused_never_renamed(
     ids = {c.id for m in chat.transcript for c in getattr(m, "tool_calls", ())}
     assert ids == {"mcpr_a"}  # nothing answered under an invented id
     assert chat.log.set_index("call_id").loc["mcpr_a", "decision"] == "approved"
+
+
+# -- a store keeps all of it ---------------------------------------------------------
+
+
+def test_a_loaded_chat_sends_phase_and_citations_back_as_they_came(
+    server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """Nothing is lost on disk: a chat loaded from a store sends the commentary with its
+    phase and id, and the cited text blocks with their citations."""
+    from nbagent.store import SQLiteStore
+
+    path = str(tmp_path / "chats.db")
+    server.script([Turn(commentary="Checking.", tool_calls=[PARIS]), "Sunny.", "Bye."])
+    chat = _weather(responses(server), store=SQLiteStore(path))
+    chat.ask("Weather in Paris?")
+    loaded = Chat.load(chat.id, store=SQLiteStore(path), provider=responses(server), display=False)
+    loaded.ask("Thanks")
+    said = [i for i in server.last_request.body["input"] if i.get("type") == "message"]
+    assert [(m["id"], m["phase"]) for m in said] == [("msg_fake1_c", "commentary")]
+
+    server.script([Turn(text="Paris.", citations=[WEB, DOC]), "Welcome."])
+    cited = Chat(provider=anthropic(server), display=False, store=SQLiteStore(path))
+    cited.ask("Capital?")
+    again = Chat.load(cited.id, store=SQLiteStore(path), provider=anthropic(server), display=False)
+    assert again.transcript[-1].citations == (WEB, DOC)
+    assert list(again.messages["citations"].iloc[-1]) == [WEB, DOC]
+    again.ask("Thanks")
+    [assistant] = [m for m in server.last_request.body["messages"] if m["role"] == "assistant"]
+    assert assistant["content"][0]["citations"][0] == WEB
