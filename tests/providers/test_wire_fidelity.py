@@ -500,3 +500,32 @@ def test_a_loaded_chat_sends_phase_and_citations_back_as_they_came(
     again.ask("Thanks")
     [assistant] = [m for m in server.last_request.body["messages"] if m["role"] == "assistant"]
     assert assistant["content"][0]["citations"][0] == WEB
+
+
+# -- issue 28.7: the Anthropic request's URL is joined once ---------------------------
+
+
+def test_the_url_joined_once_follows_the_clients_base_url() -> None:
+    """The joined URL is kept per client and base URL: a client pointed elsewhere sends
+    there, and a subclass of the client (Vertex, Bedrock rewrite paths) gets the path."""
+    import anthropic as sdk
+
+    from nbagent.providers._sdk import joined_url
+
+    with FakeLLMServer() as first, FakeLLMServer() as second:
+        first.script(["one"])
+        second.script(["two"])
+        provider = anthropic(first)
+        assert Chat(provider=provider, display=False).ask("a").content == "one"
+        provider.client.base_url = second.anthropic_base_url
+        assert Chat(provider=provider, display=False).ask("b").content == "two"
+        assert len(first.requests) == len(second.requests) == 1
+
+    class Gateway(sdk.Anthropic):
+        pass
+
+    gateway = Gateway(api_key=KEY, base_url="http://127.0.0.1:9/prefix/")
+    assert provider._url(gateway, "/v1/messages") == "/v1/messages"
+    plain = sdk.Anthropic(api_key=KEY, base_url="http://127.0.0.1:9/prefix/")
+    assert str(joined_url(plain, "/v1/messages")) == "http://127.0.0.1:9/prefix/v1/messages"
+    assert joined_url(plain, "/v1/messages") is joined_url(plain, "/v1/messages")
