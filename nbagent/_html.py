@@ -344,6 +344,10 @@ CSS = """
 .nba-thinking { padding: 1px 8px; color: var(--jp-ui-font-color2, #616161);
   border-left: 3px dotted var(--jp-border-color2, #e0e0e0); word-break: break-word; }
 .nba-thinking > summary { cursor: pointer; font-style: italic; }
+.nba-commentary { padding: 1px 8px; color: var(--jp-ui-font-color2, #616161); font-style: italic;
+  border-left: 3px dotted var(--jp-border-color2, #e0e0e0); word-break: break-word; }
+.nba-sources { padding: 1px 8px; font-size: 90%; color: var(--jp-ui-font-color2, #616161); }
+.nba-sources ol { margin: 0; padding-left: 22px; }
 .nba-streaming::after { content: "\\258D"; color: var(--jp-brand-color1, #1976d2); }
 .nba-md > :first-child { margin-top: 0; }
 .nba-md > :last-child { margin-bottom: 0; }

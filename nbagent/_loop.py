@@ -202,6 +202,7 @@ class LoopMixin(ChatCore):
             request = self._build_request()
             try:
                 response = yield request
+                self._check_hosted_ids(response)
             except BaseException as exc:
                 self._request_failed(request, exc)
                 raise
@@ -457,6 +458,34 @@ class LoopMixin(ChatCore):
         except OutputValidationError as exc:
             return None, exc
 
+    def _check_hosted_ids(self, response: Any) -> None:
+        """Refuse a response that repeats a hosted approval request's id.
+
+        A hosted call is answered under the provider's own id (the provider
+        looks its approval request up by it), so it is never renamed like a
+        local call: a response whose hosted call repeats an id of this chat
+        (one already asked for, or twice in this response) fails as a
+        :class:`ProviderError` before anything of it is kept, and nothing is
+        answered under an id the provider never issued.
+        """
+        calls = getattr(response, "tool_calls", ())
+        if not any(c.hosted for c in calls):
+            return
+        seen: set[str] = set()
+        with self._lock:
+            taken = set(self._calls)
+        for c in calls:
+            if c.hosted and (c.id in taken or c.id in seen):
+                earlier = "an earlier response" if c.id in taken else "this response"
+                raise ProviderError(
+                    f"{self.provider.name}: the provider asked again for approval under "
+                    f"{c.id!r} ({c.name} on {c.server or 'its server'}), an id it already used in "
+                    f"{earlier}; nbagent answers a hosted call only under the provider's own "
+                    "id and never makes one up, so the response is not used (ask again)",
+                    provider=self.provider.name,
+                )
+            seen.add(c.id)
+
     def _admit_calls(self, calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
         """Admit a response's calls (under the lock): valid text, sane nesting, unique ids.
 
@@ -469,7 +498,9 @@ class LoopMixin(ChatCore):
         repeated id becomes ``<id>_2`` (the first free suffix), decided when
         the response arrives, so it is deterministic; that id is what the
         chat sends back, and a stateless API only needs the ids of one request
-        to be consistent.
+        to be consistent. Never a hosted call's: the provider looks its
+        approval request up by its id (a repeat is refused first:
+        :meth:`_check_hosted_ids`).
         """
         out: list[ToolCall] = []
         taken = set(self._calls)

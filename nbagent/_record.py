@@ -236,6 +236,12 @@ class MessageRecord:
     added_at: datetime
     message: Message
 
+    @property
+    def citations(self) -> list[dict[str, Any]] | None:
+        """The sources the message's text cites (``chat.messages``' ``citations``), or None."""
+        found = getattr(self.message, "citations", ())
+        return list(found) if found else None
+
 
 class RecordChange(NamedTuple):
     """What one event changed: ``kind`` ``call`` (``key``: the call id), ``step`` (the
@@ -677,7 +683,7 @@ class ChatRecord:
         self._messages.append(_message_record(e))
         self.turn = max(self.turn, e.turn)
         for n, item in enumerate(getattr(e.message, "items", ())):
-            if not isinstance(item, Reasoning):  # thinking is no call: see the steps
+            if not isinstance(item, Reasoning) and not item.is_text:  # no call: see the steps
                 self._on_item(item, f"{e.index}.{n}", e)
         return RecordChange("message", e.index, e)
 

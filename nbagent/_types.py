@@ -281,6 +281,9 @@ class ToolCall:
         )
 
 
+_TEXT_ITEMS = frozenset({("responses", "message"), ("anthropic", "text")})
+
+
 @dataclass(frozen=True)
 class ProviderItem:
     """Something the provider did on its side, kept in the transcript as it came.
@@ -319,6 +322,33 @@ class ProviderItem:
         """The wire id (``mcp_...``, ``ws_...``, ``mcptoolu_...``) when it has one."""
         ident = self.raw.get("id")
         return ident if isinstance(ident, str) else None
+
+    @property
+    def is_text(self) -> bool:
+        """Whether it is text the model wrote, kept whole for what rides on it: a Responses
+        assistant ``message`` with a ``phase`` (its id and phase go back with it), an Anthropic
+        ``text`` block with ``citations``. Not something the provider ran: no log row."""
+        return (self.api, self.type) in _TEXT_ITEMS
+
+    @property
+    def commentary(self) -> str:
+        """A commentary message's text (a Responses ``message`` with ``phase: "commentary"``:
+        what the model said on the way, between tool calls; not the answer), else ``""``."""
+        if self.type != "message" or self.raw.get("phase") != "commentary":
+            return ""
+        parts = self.raw.get("content")
+        parts = parts if isinstance(parts, list) else []
+        return "".join(
+            str(p.get("text") or "")
+            for p in parts
+            if isinstance(p, dict) and p.get("type") == "output_text"
+        )
+
+    @property
+    def citations(self) -> tuple[dict[str, Any], ...]:
+        """The sources an Anthropic ``text`` block cites, each as the API sent it (else ``()``)."""
+        found = self.raw.get("citations") if self.type == "text" else None
+        return tuple(c for c in found if isinstance(c, dict)) if isinstance(found, list) else ()
 
     @property
     def summary(self) -> str:
@@ -462,6 +492,12 @@ class ChatMessage:
         """What the model thought before this message (its :class:`Reasoning` items)."""
         return tuple(i for i in self.items if isinstance(i, Reasoning))
 
+    @property
+    def citations(self) -> tuple[dict[str, Any], ...]:
+        """The sources the model cited in this text (Anthropic ``citations`` on its text
+        blocks: web search results, documents), in order, each as the API sent it."""
+        return tuple(c for i in self.items for c in i.citations)
+
 
 @dataclass(frozen=True)
 class AssistantToolCallMessage:
@@ -478,6 +514,12 @@ class AssistantToolCallMessage:
     def reasoning(self) -> tuple[Reasoning, ...]:
         """What the model thought before asking for these calls (:class:`Reasoning` items)."""
         return tuple(i for i in self.items if isinstance(i, Reasoning))
+
+    @property
+    def citations(self) -> tuple[dict[str, Any], ...]:
+        """The sources the model cited in this text (Anthropic ``citations`` on its text
+        blocks: web search results, documents), in order, each as the API sent it."""
+        return tuple(c for i in self.items for c in i.citations)
 
 
 @dataclass(frozen=True)

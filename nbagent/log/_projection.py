@@ -148,6 +148,8 @@ turn               Int64
 role               category        ``system``, ``user``, ``assistant``, ``tool``
 kind               category        ``text``, ``tool_calls``, ``tool_result``
 content            string          full text (NA for tool calls without text)
+citations          object          the sources the text cites (Anthropic web search,
+                                   documents), each a dict as the API sent it; None
 n_tool_calls       Int64           calls asked for (``tool_calls`` messages), else 0
 tool_call_id       string          the call a result answers
 tool               string          its tool
@@ -267,6 +269,7 @@ MESSAGE_COLUMNS: dict[str, ColumnKind] = {
     "role": ROLES,
     "kind": MESSAGE_KINDS,
     "content": "string",
+    "citations": "json",
     "n_tool_calls": "Int64",
     "tool_call_id": "string",
     "tool": "string",

@@ -210,7 +210,7 @@ def entry_html(e: Entry, *, live: bool = False) -> str:
             f"{thumbs_html(e.images)}</div>"
         )
     if isinstance(e, TextEntry):
-        head = thinking_html(e)
+        head = thinking_html(e) + commentary_html(e)
         if e.streaming:  # plain while it streams; Markdown once the step settles
             body = esc(e.text)
             if not body:
@@ -220,8 +220,8 @@ def entry_html(e: Entry, *, live: bool = False) -> str:
             return head + f'<div class="nba-entry nba-text">{parsed_html(e.parsed, e.text)}</div>'
         if not e.text:
             return head
-        body = f'<div class="nba-entry nba-text nba-md">{text_markdown_html(e)}</div>'
-        return head + body + claims_html(e)
+        answer = f'<div class="nba-entry nba-text nba-md">{text_markdown_html(e)}</div>'
+        return head + answer + sources_html(e) + claims_html(e)
     if isinstance(e, StepEntry):
         cls = "nba-entry nba-step" + (" nba-failed" if e.status == "failed" else "")
         cls += " nba-replayed" if e.r.replayed else ""
@@ -265,6 +265,34 @@ def thinking_html(e: TextEntry) -> str:
         f'<details class="nba-entry nba-thinking"{state}><summary>Thinking</summary>'
         f'<div class="nba-plain">{esc(e.thinking)}</div></details>'
     )
+
+
+def commentary_html(e: TextEntry) -> str:
+    """What the model said on the way (between tool calls): marked as such, not the answer."""
+    if not e.commentary:
+        return ""
+    return (
+        '<div class="nba-entry nba-commentary nba-plain"><span class="nba-who">Commentary</span>'
+        f"{esc(e.commentary)}</div>"
+    )
+
+
+def _web(url: str) -> bool:
+    return url.lower().startswith(("https://", "http://"))
+
+
+def sources_html(e: TextEntry) -> str:
+    """The answer's cited sources under it: a web source is a link (escaped), a document's
+    passage its title."""
+    if not e.sources:
+        return ""
+    items = "".join(
+        f'<li><a href="{esc(url)}" target="_blank" rel="noopener noreferrer">{esc(title)}</a></li>'
+        if _web(url)
+        else f"<li>{esc(title)}</li>"
+        for title, url in e.sources
+    )
+    return f'<div class="nba-entry nba-sources">Sources<ol>{items}</ol></div>'
 
 
 def text_markdown_html(e: TextEntry) -> str:
@@ -427,9 +455,17 @@ def entry_markdown(e: Entry) -> str:
             said = "**Assistant:**\n\n" + _parsed_markdown(e.parsed)
         else:
             said = f"**Assistant:** {md_text(e.text)}" if e.text else ""
+        if e.sources and said:
+            said += "\n\n*Sources:* " + "; ".join(
+                md_inline(f"{title} ({url})" if url else title) for title, url in e.sources
+            )
         said += "".join(
             f"\n\n> \u26a0 **{CLAIMS_TITLE}:** {md_inline(c)}" for c in e.claims if said
         )
+        if e.commentary:
+            said = f"> *Commentary:* {md_inline(preview(e.commentary, 600))}" + (
+                f"\n\n{said}" if said else ""
+            )
         if not e.thinking:
             return said
         thought = f"> *Thinking:* {md_inline(preview(e.thinking, 600))}"
@@ -491,7 +527,11 @@ def _entry_text(e: Entry) -> str:
             said = f"Assistant: {name or 'answer'}\n" + "\n".join(lines)
         else:
             said = f"Assistant: {e.text}" if e.text else ""
+        if e.sources and said:
+            said += "".join(f"\n  source: {t}" + (f" <{u}>" if u else "") for t, u in e.sources)
         said += "".join(f"\n\u26a0 {CLAIMS_TITLE}: {c}" for c in e.claims if said)
+        if e.commentary:
+            said = f"(commentary: {preview(e.commentary, 300)})" + (f"\n{said}" if said else "")
         if not e.thinking:
             return said
         return f"(thinking: {preview(e.thinking, 300)})" + (f"\n{said}" if said else "")

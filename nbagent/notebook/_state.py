@@ -156,13 +156,29 @@ HIDDEN_THINKING = "[the provider sent this thinking encrypted or redacted]"
 
 def shown_items(items: tuple[ProviderItem, ...]) -> tuple[ProviderItem, ...]:
     """The provider items a step shows as folded lines: not its reasoning (the text entry's
-    *Thinking* section shows that)."""
-    return tuple(i for i in items if not isinstance(i, Reasoning))
+    *Thinking* section shows that) nor the text the model wrote (its text entry shows it)."""
+    return tuple(i for i in items if not isinstance(i, Reasoning) and not i.is_text)
+
+
+def commentary_text(m: ChatMessage | AssistantToolCallMessage) -> str:
+    """What the model said on the way (Responses commentary messages), as one text."""
+    return "\n\n".join(i.commentary for i in m.items if i.commentary)
 
 
 def thinking_text(m: ChatMessage | AssistantToolCallMessage) -> str:
     """A message's thinking as one text (a redacted or encrypted part says so)."""
     return "\n\n".join(r.text or HIDDEN_THINKING for r in m.reasoning)
+
+
+def sources_of(m: ChatMessage | AssistantToolCallMessage) -> tuple[tuple[str, str], ...]:
+    """The answer's cited sources as (title, URL) pairs, each once, in order (URL ``""`` for
+    a document passage); the renderer escapes both and links only web URLs."""
+    out: dict[tuple[str, str], None] = {}
+    for c in m.citations:
+        url = c.get("url") or (c.get("source") if c.get("type") == "search_result_location" else "")
+        title = c.get("title") or c.get("document_title") or url or str(c.get("type") or "source")
+        out[(str(title), str(url or ""))] = None
+    return tuple(out)
 
 
 @dataclass(eq=False)
@@ -181,6 +197,10 @@ class TextEntry(Entry):
     thinking: str = ""
     claims: tuple[str, ...] = ()
     """A final answer's claims of actions that did not happen (:mod:`nbagent._claims`)."""
+    commentary: str = ""
+    """What the model said on the way (a preamble between tool calls), shown as such."""
+    sources: tuple[tuple[str, str], ...] = ()
+    """The answer's cited sources: (title, URL) pairs, shown under it."""
     kind = "text"
 
     # The rendered Markdown, kept per text (set by the renderer: a settled chat is
@@ -594,10 +614,12 @@ class ChatState:
             step.items = items  # what the provider ran itself, shown before the step's text
             changed.append(_touch(step))
         text, thinking = m.content or "", thinking_text(msg)
-        if not text and not thinking and f"t:{self._step}" not in self.by_key:
+        said = commentary_text(msg)
+        if not (text or thinking or said) and f"t:{self._step}" not in self.by_key:
             return changed
         entry = self._text(self._step, m.turn)
         entry.text, entry.thinking, entry.streaming = text, thinking, False
+        entry.commentary, entry.sources = said, sources_of(msg)
         parsed = getattr(msg, "parsed", None)
         if parsed is not None:
             entry.parsed = parsed_rows(parsed)

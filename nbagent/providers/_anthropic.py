@@ -43,6 +43,7 @@ from ._sdk import (
     ToolsCache,
     client_options,
     dumps,
+    joined_url,
 )
 
 
@@ -127,6 +128,14 @@ class AnthropicProvider(SDKProvider):
         elif client.auth_token is not None:
             kwargs["auth_token"] = client.auth_token
         return anthropic.AsyncAnthropic(base_url=client.base_url, **kwargs)
+
+    def _url(self, client: Any, path: str) -> Any:
+        # the plain clients only: Vertex and Bedrock rewrite the path they are given
+        import anthropic
+
+        if type(client) is anthropic.Anthropic or type(client) is anthropic.AsyncAnthropic:
+            return joined_url(client, path)
+        return path
 
     def check_hosted(self, tool: HostedTool) -> None:
         """Raise :class:`~nbagent.ToolOptionError` if the MCP connector cannot host ``tool``.

@@ -25,6 +25,14 @@ assistant message, signature and redacted ``data`` untouched: with thinking
 on, the API checks that the assistant turn before a ``tool_result`` starts
 with its thinking block, as it came.
 
+Citations (web search, documents, search results): when a text block of a
+response cites a source, the response's text blocks are kept as ``text``
+:class:`~nbagent.ProviderItem` values in their places among the other blocks
+(``message.citations`` reads them; the message's ``content`` is their text
+joined) and go back as those blocks, each citation with the fields a request
+takes (:data:`CITATION_FIELDS`: a document citation's ``file_id`` is left out).
+Streamed citations arrive as ``citations_delta`` events on their text block.
+
 Thinking (``reasoning=``): ``thinking: {"type":"enabled","budget_tokens":N}``,
 an effort word meaning a budget (:data:`~nbagent._reasoning.EFFORT_BUDGETS`);
 ``max_tokens`` must exceed the budget, so when it does not the budget is added
@@ -122,14 +130,14 @@ def piece(message: Message) -> Piece:
             return Piece("system", (), message.content)
         role = "assistant" if message.role == "assistant" else "user"
         blocks = _own_blocks(message.items)
-        if message.content:
+        if message.content and not _cited(message.items):
             blocks.append(_text(message.content))
         if role == "user":
             blocks.extend(Block(dumps(part_block(p))) for p in message.parts)
         return _piece(role, blocks)
     if isinstance(message, AssistantToolCallMessage):
         blocks = _own_blocks(message.items)
-        if message.content:
+        if message.content and not _cited(message.items):
             blocks.append(_text(message.content))
         blocks.extend(_tool_use(c) for c in message.tool_calls if not c.hosted)
         return _piece("assistant", blocks)
@@ -155,7 +163,53 @@ def part_block(part: Part) -> dict[str, Any]:
 
 
 def _own_blocks(items: Sequence[ProviderItem]) -> list[Block]:
-    return [Block(dumps(item.raw)) for item in items if item.api == "anthropic"]
+    out = []
+    for item in items:
+        if item.api != "anthropic":
+            continue
+        if item.type == "text":  # a cited text block: its citations as the API takes them
+            block = {**item.raw, "citations": [_citation(c) for c in item.citations] or None}
+            out.append(Block(dumps(block), str(item.raw.get("text") or "")))
+        else:
+            out.append(Block(dumps(item.raw)))
+    return out
+
+
+def _cited(items: Sequence[ProviderItem]) -> bool:
+    """Whether the message's text goes back as its own text blocks (it carries citations)."""
+    return any(i.type == "text" and i.api == "anthropic" for i in items)
+
+
+CITATION_FIELDS: dict[str, frozenset[str]] = {
+    "char_location": frozenset(
+        {"type", "cited_text", "document_index", "document_title"}
+        | {"start_char_index", "end_char_index"}
+    ),
+    "page_location": frozenset(
+        {"type", "cited_text", "document_index", "document_title"}
+        | {"start_page_number", "end_page_number"}
+    ),
+    "content_block_location": frozenset(
+        {"type", "cited_text", "document_index", "document_title"}
+        | {"start_block_index", "end_block_index"}
+    ),
+    "web_search_result_location": frozenset(
+        {"type", "cited_text", "encrypted_index", "title", "url"}
+    ),
+    "search_result_location": frozenset(
+        {"type", "cited_text", "search_result_index", "source", "title"}
+        | {"start_block_index", "end_block_index"}
+    ),
+}
+"""The fields a request's citation takes, per type (a response's may carry more: a
+document citation's ``file_id`` is refused on the way back)."""
+
+
+def _citation(citation: dict[str, Any]) -> dict[str, Any]:
+    fields = CITATION_FIELDS.get(str(citation.get("type")))
+    if fields is None:  # a type unknown here: back as it came
+        return citation
+    return {k: v for k, v in citation.items() if k in fields}
 
 
 PROVIDER_RUN = frozenset(
@@ -178,7 +232,7 @@ PROVIDER_RUN = frozenset(
 
 
 def provider_items(blocks: Sequence[dict[str, Any]]) -> tuple[ProviderItem, ...]:
-    """The blocks other than text and ``tool_use``, in order, as provider items.
+    """The blocks other than ``tool_use`` (text only when cited), in order, as provider items.
 
     A ``*_tool_result`` names the server and tool of the ``*_tool_use`` it answers.
     """
@@ -186,6 +240,9 @@ def provider_items(blocks: Sequence[dict[str, Any]]) -> tuple[ProviderItem, ...]
     out: list[ProviderItem] = []
     for block in blocks:
         kind = str(block.get("type"))
+        if kind == "text":  # a text block kept whole: the answer carries citations
+            out.append(ProviderItem("anthropic", "text", block))
+            continue
         server = block.get("server_name")
         name = block.get("name")
         status: str | None = None
@@ -436,14 +493,11 @@ def _response(
 
 def parse_message(data: dict[str, Any], *, model: str, provider: str) -> LLMToolResponse:
     """A ``message`` body -> neutral response."""
-    text: list[str] = []
     calls: list[ToolCall] = []
     others: list[dict[str, Any]] = []
     for block in data.get("content") or ():
         kind = block.get("type")
-        if kind == "text":
-            text.append(str(block.get("text") or ""))
-        elif kind == "tool_use":
+        if kind == "tool_use":
             calls.append(
                 make_call(
                     block.get("id") or new_call_id("toolu_"),
@@ -453,16 +507,28 @@ def parse_message(data: dict[str, Any], *, model: str, provider: str) -> LLMTool
             )
         else:
             others.append(block)
+    text, items = _text_and_items(others)
     return _response(
-        "".join(text),
+        text,
         tuple(calls),
         data.get("stop_reason"),
         data.get("stop_details"),
         data.get("usage"),
         str(data.get("model") or model),
         provider,
-        provider_items(others),
+        items,
     )
+
+
+def _text_and_items(blocks: list[dict[str, Any]]) -> tuple[str, tuple[ProviderItem, ...]]:
+    """The answer's text, and the blocks kept as items: every block but text, and, when any
+    text block cites a source, the (non-empty) text blocks too, in their places (they go
+    back with their citations)."""
+    texts = [b for b in blocks if b.get("type") == "text"]
+    text = "".join(str(b.get("text") or "") for b in texts)
+    if any(b.get("citations") for b in texts):
+        return text, provider_items([b for b in blocks if b.get("type") != "text" or b.get("text")])
+    return text, provider_items([b for b in blocks if b.get("type") != "text"])
 
 
 @dataclass
@@ -544,6 +610,8 @@ class MessageStream:
             if self.on_delta is not None:
                 self.on_delta(StreamDelta("tool_call", "", b.call, b.id, b.name))
         elif kind == "text":
+            for citation in block.get("citations") or ():
+                self._delta(index, {"type": "citations_delta", "citation": citation})
             if block.get("text"):
                 self._delta(index, {"type": "text_delta", "text": block["text"]})
         else:
@@ -561,6 +629,8 @@ class MessageStream:
             b.parts.append(text)
             if text and self.on_delta is not None:
                 self.on_delta(StreamDelta("text", text))
+        elif kind == "citations_delta" and b is not None:
+            b.raw.setdefault("citations", []).append(delta.get("citation"))
         elif kind == "input_json_delta" and b is not None:
             fragment = delta.get("partial_json") or ""
             b.parts.append(fragment)
@@ -574,33 +644,31 @@ class MessageStream:
                     self.on_delta(StreamDelta("reasoning", text))
             elif kind == "signature_delta":
                 b.raw["signature"] = delta.get("signature")
-            elif kind == "citations_delta":
-                b.raw.setdefault("citations", []).append(delta.get("citation"))
 
     def finish(self) -> LLMToolResponse:
         if not self.done and self.stop is None:
             raise incomplete_stream(self.provider)
-        text: list[str] = []
         calls: list[ToolCall] = []
         others: list[dict[str, Any]] = []
         for _, b in sorted(self.blocks.items()):
             if b.kind == "text":
-                text.append("".join(b.parts))
+                others.append({"type": "text", "text": "".join(b.parts), **b.raw})
             elif b.kind == "tool_use":
                 raw = "".join(b.parts)
                 arguments: Any = raw if raw.strip() else (b.input or {})
                 calls.append(make_call(b.id or new_call_id("toolu_"), b.name or "", arguments))
             else:
                 others.append(b.whole())
+        text, items = _text_and_items(others)
         return _response(
-            "".join(text),
+            text,
             tuple(calls),
             self.stop,
             self.details,
             self.usage,
             self.model,
             self.provider,
-            provider_items(others),
+            items,
         )
 
 
@@ -611,6 +679,7 @@ def _stream_error(error: Any, provider: str) -> ProviderError:
 
 
 __all__ = [
+    "CITATION_FIELDS",
     "EPHEMERAL",
     "PROVIDER_RUN",
     "MessageStream",

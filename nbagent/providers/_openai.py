@@ -20,6 +20,7 @@ need none).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -65,6 +66,15 @@ Api = Literal["chat", "responses"]
 NO_KEY = "sk-no-key-required"
 """Sent to OpenAI-compatible servers when no key is configured (they ignore it)."""
 _OPENAI_HOSTS = ("api.openai.com",)
+_REASONS = re.compile(r"(?:[\w-]+/)?(?:o\d|gpt-5(?!-chat)|codex-)", re.IGNORECASE)
+"""OpenAI's reasoning models by name (o1, o3, o4-mini, gpt-5..., not gpt-5-chat): they think
+whether or not ``reasoning=`` is set, and only they take ``reasoning.encrypted_content``
+(other models refuse it: "Encrypted content is not supported with this model")."""
+
+
+def reasons(model: str) -> bool:
+    """Whether an OpenAI model name is a reasoning model's (it reasons without being asked)."""
+    return _REASONS.match(model) is not None
 
 
 def is_openai_host(url: str | None) -> bool:
@@ -156,6 +166,7 @@ class OpenAIProvider(SDKProvider):
             (lambda t: chat_tools(t, compatible=compatible)) if api == "chat" else responses_tools
         )
         self._options: dict[str, Any] = {"security": {"bearer_auth": True}}
+        self._reasoned: set[str] = set()  # models seen reasoning (shared by with_model copies)
         if not compatible:
             warn_if_unknown(model, "OpenAI")
 
@@ -249,14 +260,27 @@ class OpenAIProvider(SDKProvider):
             if request.reasoning is not None:
                 effort = effort_of(request.reasoning, self.name)
                 fields.append(("reasoning", dumps({"effort": effort})))
-            if request.reasoning is not None or "reasoning" in self.extra_body:
-                # stateless: the reasoning comes back encrypted, to be sent with the next round
+            if request.reasoning is not None or "reasoning" in self.extra_body or self._reasons():
+                # stateless: whenever the model reasons (asked to or not) its reasoning comes
+                # back encrypted, to go back in its place with the next request
                 fields.append(("include", b'["reasoning.encrypted_content"]'))
             fields.append(("store", b"false"))
             if request.stream:
                 fields.append(("stream", b"true"))
             path = "/responses"
         return Prepared(path, self._body(fields), request.stream, self._options)
+
+    def _reasons(self) -> bool:
+        """Whether the model reasons unasked: an OpenAI reasoning model, or one seen doing it."""
+        model = self.model
+        return (not self.compatible and reasons(model)) or model in self._reasoned
+
+    def _received(self, response: LLMToolResponse) -> LLMToolResponse:
+        if self.api == "responses" and response.reasoning and self.model not in self._reasoned:
+            # a model the name rule missed reasons: its next requests ask for the encrypted
+            # reasoning (this response's items could not come back without it)
+            self._reasoned.add(self.model)
+        return response
 
     def _parse(self, data: Any) -> LLMToolResponse:
         if self.api == "chat":

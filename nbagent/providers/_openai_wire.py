@@ -41,6 +41,12 @@ that ends in an error.
   messages that asked for tool calls (DeepSeek's thinking mode requires it
   there and ignores it elsewhere), never to OpenAI itself. Reasoning tokens:
   ``completion_tokens_details`` / ``output_tokens_details.reasoning_tokens``.
+- message phase (Responses): an assistant ``message`` with a ``phase`` is kept
+  whole as a ``message`` :class:`ProviderItem` in its place among the items and
+  sent back as it came (id, phase, content); a ``commentary`` message (a
+  preamble between tool calls) is not the answer, so its text is not in the
+  response's ``text`` (nor streamed as text); a ``final_answer`` message's text
+  is, and is not sent a second time.
 """
 
 from __future__ import annotations
@@ -418,12 +424,12 @@ def responses_items(message: Message) -> bytes:
             content = [{"type": "input_text", "text": message.content}] if message.content else []
             content.extend(_responses_part(p) for p in message.parts)
             items.append({"role": "user", "content": content})
-        elif message.content or message.role != "assistant":
+        elif message.role != "assistant" or (message.content and not _answered(message.items)):
             items.append({"role": message.role, "content": message.content})
         return b",".join(dumps(item) for item in items)
     if isinstance(message, AssistantToolCallMessage):
         items = _own_items(message.items)
-        if message.content:
+        if message.content and not _answered(message.items):
             items.append({"role": "assistant", "content": message.content})
         items.extend(_responses_call(c) for c in message.tool_calls)
         return b",".join(dumps(item) for item in items)
@@ -457,6 +463,15 @@ def _own_items(items: Sequence[ProviderItem]) -> list[Any]:
         for item in items
         if item.api == "responses" and not (isinstance(item, Reasoning) and not item.resend)
     ]
+
+
+def _answered(items: Sequence[ProviderItem]) -> bool:
+    """Whether the message's text already goes back inside a kept ``message`` item (one with
+    a phase that is not commentary), so it is not sent a second time."""
+    return any(
+        i.type == "message" and i.api == "responses" and i.raw.get("phase") != "commentary"
+        for i in items
+    )
 
 
 def _responses_call(c: ToolCall) -> dict[str, Any]:
@@ -531,6 +546,11 @@ def parse_responses(data: dict[str, Any], *, model: str, provider: str) -> LLMTo
             raise ServerError(f"{provider}: an output item is not an object: {item!r:.80}")
         kind = item.get("type")
         if kind == "message":
+            phase = item.get("phase")
+            if phase is not None:  # kept whole, in its place: it goes back with phase and id
+                items.append(message_item(item))
+            if phase == "commentary":  # a preamble between tool calls, not the answer
+                continue
             for part in item.get("content") or ():
                 if part.get("type") == "output_text":
                     text.append(str(part.get("text") or ""))
@@ -540,7 +560,9 @@ def parse_responses(data: dict[str, Any], *, model: str, provider: str) -> LLMTo
             call_id = item.get("call_id") or item.get("id") or new_call_id()
             calls.append(make_call(call_id, str(item.get("name") or ""), item.get("arguments")))
         elif kind == "mcp_approval_request":
-            calls.append(_hosted_call(item))
+            call = _hosted_call(item)
+            if not _repeated(call, calls, provider):
+                calls.append(call)
         elif kind == "reasoning":
             items.append(reasoning_item(item))
         elif kind in CLIENT_SIDE:
@@ -597,6 +619,15 @@ def reasoning_item(item: dict[str, Any]) -> Reasoning:
     )
 
 
+def message_item(item: dict[str, Any]) -> ProviderItem:
+    """An assistant ``message`` with a ``phase`` (``commentary`` or ``final_answer``), kept
+    whole: it goes back as it came (id, phase, content), in its place among the items."""
+    phase = item.get("phase")
+    return ProviderItem(
+        "responses", "message", item, name=phase if isinstance(phase, str) else None
+    )
+
+
 PROVIDER_RUN = frozenset(
     {
         "mcp_list_tools",
@@ -622,6 +653,26 @@ CLIENT_SIDE = frozenset(
 )
 """Output items that ask the client to run something nbagent never offers."""
 _FAILED = frozenset({"failed", "incomplete"})
+
+
+def _repeated(call: ToolCall, calls: Sequence[ToolCall], provider: str) -> bool:
+    """Whether an approval request repeats one of this response word for word (it is asked,
+    and answered, once under its id); a different request under a used id fails clearly."""
+    for other in calls:
+        if other.hosted and other.id == call.id:
+            if (other.name, other.arguments, other.server) == (
+                call.name,
+                call.arguments,
+                call.server,
+            ):
+                return True
+            raise ProviderError(
+                f"{provider}: two different approval requests share the id {call.id!r} "
+                f"({other.name} and {call.name}); nbagent answers a hosted call only under the "
+                "provider's own id and never makes one up, so the response is not used",
+                provider=provider,
+            )
+    return False
 
 
 def _hosted_call(item: dict[str, Any]) -> ToolCall:
@@ -678,7 +729,8 @@ _REASONING_DELTAS = frozenset(
 class ResponsesStream:
     """Folds ``response.*`` events into a response.
 
-    Deltas are forwarded as they arrive; the result is read from the final
+    Deltas are forwarded as they arrive (a commentary message's text is not the answer: it
+    is not forwarded as text, and shows once the step settles); the result is read from the final
     ``response.completed`` or ``response.incomplete`` event (an incomplete
     stream ends in ``response.incomplete``, never ``response.completed``).
     """
@@ -689,12 +741,14 @@ class ResponsesStream:
         self.provider = provider
         self.final: dict[str, Any] | None = None
         self.calls: dict[int, tuple[int, str | None, str | None]] = {}
+        self.commentary: set[Any] = set()  # output indexes of commentary messages
 
     def feed(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         sink = self.on_delta
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
-            if sink is not None and event.get("delta"):
+            commentary = event.get("output_index") in self.commentary
+            if sink is not None and event.get("delta") and not commentary:
                 sink(StreamDelta("text", event["delta"]))
         elif kind in _REASONING_DELTAS:
             if sink is not None and event.get("delta"):
@@ -705,7 +759,9 @@ class ResponsesStream:
                 sink(StreamDelta("tool_call", event["delta"], n, call_id, name))
         elif kind == "response.output_item.added":
             item = event.get("item") or {}
-            if item.get("type") == "function_call":
+            if item.get("type") == "message" and item.get("phase") == "commentary":
+                self.commentary.add(event.get("output_index"))
+            elif item.get("type") == "function_call":
                 index = event.get("output_index", 0)
                 self.calls[index] = (len(self.calls), item.get("call_id"), item.get("name"))
                 if sink is not None:
@@ -739,6 +795,7 @@ __all__ = [
     "chat_reasoning",
     "chat_system",
     "chat_tools",
+    "message_item",
     "parse_chat",
     "parse_responses",
     "provider_item",

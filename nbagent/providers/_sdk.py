@@ -250,18 +250,44 @@ class Prepared:
     stream: bool
     options: dict[str, Any] = field(default_factory=dict)
 
-    def post_args(self) -> dict[str, Any]:
+    def post_args(self, url: Any = None) -> dict[str, Any]:
         """The SDK client's ``post`` arguments; ``cast_to=httpx2.Response`` makes the SDK
-        hand back the response itself (unread, when streaming)."""
+        hand back the response itself (unread, when streaming). ``url``: the path already
+        joined to the client's base URL (see :func:`joined_url`)."""
         import httpx2
 
         return {
-            "path": self.path,
+            "path": self.path if url is None else url,
             "cast_to": httpx2.Response,
             "content": self.body,
             "options": self.options,
             "stream": self.stream,
         }
+
+
+_URLS: weakref.WeakKeyDictionary[Any, tuple[Any, dict[str, Any]]] = weakref.WeakKeyDictionary()
+
+
+def joined_url(client: Any, path: str) -> Any:
+    """``path`` joined to ``client.base_url`` once per client and base URL (the SDK's own
+    join, ``_prepare_url``), so no request parses and merges the URL again: the SDK and
+    httpx take an absolute ``httpx.URL`` as it is. ``path`` itself if the client has no such
+    join (a client of another shape). Only for clients that never read the path as text
+    (openai's auth hook and Anthropic's Vertex and Bedrock clients do)."""
+    base = getattr(client, "base_url", None)
+    try:
+        entry = _URLS.get(client)
+    except TypeError:  # not weakly referable
+        return path
+    if entry is None or entry[0] is not base:
+        entry = _URLS[client] = (base, {})
+    joined = entry[1].get(path)
+    if joined is None:
+        prepare = getattr(client, "_prepare_url", None)
+        if prepare is None:
+            return path
+        joined = entry[1][path] = prepare(path)
+    return joined
 
 
 class SSEParser:
@@ -397,6 +423,15 @@ class SDKProvider(CompleteWithToolsMixin):
     def _secrets(self) -> tuple[str | None, ...]:
         return ()
 
+    def _url(self, client: Any, path: str) -> Any:
+        """What the client is asked to post to: ``path`` (the SDK joins it to its base URL),
+        or, where an adapter knows it is safe, the URL joined once (:func:`joined_url`)."""
+        return path
+
+    def _received(self, response: LLMToolResponse) -> LLMToolResponse:
+        """What the adapter learns from each response (JSON or stream) before it is used."""
+        return response
+
     def _new_async_client(self) -> Any:
         raise NotImplementedError
 
@@ -405,7 +440,8 @@ class SDKProvider(CompleteWithToolsMixin):
         """Send ``request``, return the neutral response (see ``Provider``)."""
         req = self._request(request)
         with sdk_errors(self.name, self._secrets_for(request), self._env_key):
-            response = self._client.post(**req.post_args())
+            client = self._client
+            response = client.post(**req.post_args(self._url(client, req.path)))
             if not req.stream:
                 return self._checked_parse(self._json(response.content))
             acc, parser = self._accumulator(request.on_delta), SSEParser(self.name)
@@ -415,13 +451,14 @@ class SDKProvider(CompleteWithToolsMixin):
             finally:
                 response.close()
             _fold(acc, parser.flush())
-            return acc.finish()
+            return self._received(acc.finish())
 
     async def complete_async(self, request: ModelRequest) -> LLMToolResponse:
         """Async twin of :meth:`complete`."""
         req = self._request(request)
         with sdk_errors(self.name, self._secrets_for(request), self._env_key):
-            response = await self._async().post(**req.post_args())
+            client = self._async()
+            response = await client.post(**req.post_args(self._url(client, req.path)))
             if not req.stream:
                 return self._checked_parse(self._json(response.content))
             acc, parser = self._accumulator(request.on_delta), SSEParser(self.name)
@@ -431,7 +468,7 @@ class SDKProvider(CompleteWithToolsMixin):
             finally:
                 await response.aclose()
             _fold(acc, parser.flush())
-            return acc.finish()
+            return self._received(acc.finish())
 
     # -- plumbing -------------------------------------------------------------
     def _secrets_for(self, request: ModelRequest) -> tuple[str | None, ...]:
@@ -482,7 +519,7 @@ class SDKProvider(CompleteWithToolsMixin):
             text = error.get("message") if isinstance(error, dict) else error
             raise for_error_type(kind)(f"{self.name}: {text}", provider=self.name)
         try:
-            return self._parse(data)
+            return self._received(self._parse(data))
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise ProviderError(
                 f"{self.name}: unexpected response from the server ({type(exc).__name__}: {exc})",
@@ -585,6 +622,7 @@ __all__ = [
     "client_options",
     "dumps",
     "incomplete_stream",
+    "joined_url",
     "loads",
     "make_call",
     "new_call_id",

@@ -36,6 +36,7 @@ from ._script import (
     mcp_call,
     mcp_list_tools,
     raw_item,
+    reasoning_item,
 )
 
 _LAZY = {"ScriptedProvider", "ScriptedRequest", "call_tools", "reply"}
@@ -63,6 +64,7 @@ __all__ = [
     "mcp_call",
     "mcp_list_tools",
     "raw_item",
+    "reasoning_item",
     "render",
     "replay_turns",
     "reply",

@@ -90,7 +90,7 @@ class FakeToolCall:
         return parsed if isinstance(parsed, dict) else {}
 
 
-HostedKind = Literal["list_tools", "approval_request", "call", "raw"]
+HostedKind = Literal["list_tools", "approval_request", "call", "raw", "reasoning"]
 
 
 @dataclass
@@ -103,16 +103,21 @@ class FakeHostedItem:
     ``error``). Anthropic (the MCP connector): ``call`` is an ``mcp_tool_use``
     block and its ``mcp_tool_result``; it has no listing or approval items.
     ``raw`` is sent as it is (``raw``): an item or block of a type no adapter
-    knows. Build them with :func:`mcp_list_tools`, :func:`mcp_approval_request`,
-    :func:`mcp_call` and :func:`raw_item`.
+    knows. ``reasoning`` is the model thinking between them (its text in
+    ``output``): a Responses ``reasoning`` item (``encrypted_content`` when the
+    request includes ``reasoning.encrypted_content``), an Anthropic signed
+    ``thinking`` block. Build them with :func:`mcp_list_tools`,
+    :func:`mcp_approval_request`, :func:`mcp_call`, :func:`raw_item` and
+    :func:`reasoning_item`.
 
     Args:
-        kind: ``"list_tools"``, ``"approval_request"``, ``"call"`` or ``"raw"``.
+        kind: ``"list_tools"``, ``"approval_request"``, ``"call"``, ``"raw"`` or
+            ``"reasoning"``.
         server: The MCP server's label.
         name: The tool (approval requests and calls).
         arguments: The tool's arguments.
         id: The item id (default ``mcpl_N``, ``mcpr_N``, ``mcp_N``, ``mcptoolu_N``).
-        output: A call's output text.
+        output: A call's output text (a reasoning item's thought).
         error: A call's error message (the call failed).
         approval_request_id: The approval request a call runs after.
         tools: A listing's tools (``{"name", "input_schema", "description"}``).
@@ -187,6 +192,15 @@ def raw_item(raw: dict[str, Any]) -> FakeHostedItem:
     return FakeHostedItem("raw", raw=dict(raw))
 
 
+def reasoning_item(text: str, *, id: str | None = None) -> FakeHostedItem:
+    """The model thinks ``text`` here, between the other hosted items (``rs_N`` by default).
+
+    Real reasoning models do this around hosted MCP items: a reasoning item
+    before the listing, another before the call, another before the answer.
+    """
+    return FakeHostedItem("reasoning", output=text, id=id)
+
+
 @dataclass(frozen=True)
 class RawJSON:
     """JSON text put into a payload as it is (a value Python's ``json`` cannot build or hold)."""
@@ -241,6 +255,13 @@ class Turn:
             ``reasoning_content`` (DeepSeek, vLLM). Streamed as thinking deltas.
         reasoning_redacted: Send the thinking unreadable: an Anthropic
             ``redacted_thinking`` block, a Responses item with an empty summary.
+        commentary: What the model says on the way, before its calls (Responses
+            only, as newer models do): an assistant ``message`` with
+            ``"phase": "commentary"`` after the hosted items; the answer's message,
+            if any, then has ``"phase": "final_answer"``.
+        citations: The sources the text cites (Anthropic only): the text block's
+            ``citations`` as the API sends them (``web_search_result_location``,
+            ``char_location``...), streamed as ``citations_delta`` events.
     """
 
     text: str = ""
@@ -260,6 +281,8 @@ class Turn:
     hosted: list[FakeHostedItem] = field(default_factory=list)
     reasoning: str | None = None
     reasoning_redacted: bool = False
+    commentary: str | None = None
+    citations: list[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         self.hosted = list(self.hosted)
@@ -286,6 +309,8 @@ class Turn:
             raise ValueError("Turn.retry_after needs an error status and seconds >= 0")
         if (self.inline_error is not None or self.raw_body is not None) and self.status != 200:
             raise ValueError("Turn.inline_error and Turn.raw_body are answered with status 200")
+        if self.citations is not None and not self.text:
+            raise ValueError("Turn.citations needs text= (the text block that cites them)")
         if self.delay < 0 or self.chunk_delay < 0:
             raise ValueError("Turn.delay and Turn.chunk_delay must be >= 0")
 

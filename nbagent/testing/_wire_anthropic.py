@@ -93,6 +93,52 @@ def _blocks(message: Any) -> list[Mapping[str, Any]]:
     return [block for block in content if isinstance(block, Mapping)]
 
 
+_CITATION_FIELDS: dict[str, frozenset[str]] = {
+    "char_location": frozenset(
+        {"type", "cited_text", "document_index", "document_title"}
+        | {"start_char_index", "end_char_index"}
+    ),
+    "page_location": frozenset(
+        {"type", "cited_text", "document_index", "document_title"}
+        | {"start_page_number", "end_page_number"}
+    ),
+    "content_block_location": frozenset(
+        {"type", "cited_text", "document_index", "document_title"}
+        | {"start_block_index", "end_block_index"}
+    ),
+    "web_search_result_location": frozenset(
+        {"type", "cited_text", "encrypted_index", "title", "url"}
+    ),
+    "search_result_location": frozenset(
+        {"type", "cited_text", "search_result_index", "source", "title"}
+        | {"start_block_index", "end_block_index"}
+    ),
+}
+"""What a request's text block citation may hold, per type (the SDK's ``*_param`` types)."""
+
+
+def _check_citations(messages: list[Any]) -> WireError | None:
+    """A text block's ``citations``: a list of known citation types with their fields only
+    (a response's ``file_id`` is not a request field)."""
+    for i, message in enumerate(messages):
+        for j, block in enumerate(_blocks(message)):
+            cited = block.get("citations") if block.get("type") == "text" else None
+            if cited is None:
+                continue
+            if not isinstance(cited, list):
+                return _invalid(f"messages.{i}.content.{j}.text.citations: Input should be a list")
+            for k, citation in enumerate(cited):
+                kind = citation.get("type") if isinstance(citation, Mapping) else None
+                fields = _CITATION_FIELDS.get(str(kind))
+                where = f"messages.{i}.content.{j}.text.citations.{k}"
+                if fields is None:
+                    return _invalid(f"{where}: Input tag {kind!r} does not match any expected tag")
+                extra = sorted(set(citation) - fields)
+                if extra:
+                    return _invalid(f"{where}.{kind}.{extra[0]}: Extra inputs are not permitted")
+    return None
+
+
 def check_messages(body: Mapping[str, Any]) -> WireError | None:
     """The 400s the Messages API answers for malformed tool transcripts."""
     choice = body.get("tool_choice")
@@ -109,7 +155,12 @@ def check_messages(body: Mapping[str, Any]) -> WireError | None:
     messages = body.get("messages")
     if not isinstance(messages, list):
         return _invalid("messages: Field required")
-    error = check_cache(body) or _check_ids(messages) or _check_thinking(body, messages)
+    error = (
+        check_cache(body)
+        or _check_ids(messages)
+        or _check_thinking(body, messages)
+        or _check_citations(messages)
+    )
     if error is not None:
         return error
     previous_uses: list[str] = []
@@ -339,6 +390,9 @@ def _hosted_blocks(item: FakeHostedItem, n: str) -> list[Payload]:
     if item.kind == "raw":
         assert item.raw is not None
         return [dict(item.raw)]
+    if item.kind == "reasoning":
+        thought = item.output or ""
+        return [{"type": "thinking", "thinking": thought, "signature": seal(thought)}]
     if item.kind != "call":
         raise ValueError(
             f"Anthropic's MCP connector has no {item.kind!r} item (only calls: "
@@ -385,6 +439,8 @@ def render_messages(
     Hosted items come first: a ``call`` is the MCP connector's ``mcp_tool_use``
     and ``mcp_tool_result`` blocks (a beta: validate with ``BetaMessage``).
     """
+    if turn.commentary is not None:
+        raise ValueError("Anthropic has no message phase: Turn.commentary needs Responses")
     content: list[Payload] = []
     if turn.reasoning is not None:
         if turn.reasoning_redacted:
@@ -398,7 +454,10 @@ def render_messages(
         content.extend(_hosted_blocks(item, f"{seq}_{i}"))
     first_own = len(content)
     if turn.text:
-        content.append({"type": "text", "text": turn.text})
+        said: Payload = {"type": "text", "text": turn.text}
+        if turn.citations is not None:
+            said["citations"] = [dict(c) for c in turn.citations]
+        content.append(said)
     for i, call in enumerate(turn.tool_calls):
         content.append(
             {
@@ -450,7 +509,10 @@ def render_messages(
                 {"type": "content_block_start", **at, "content_block": {"type": "text", "text": ""}}
             )
             pieces = fragments(block["text"], TEXT_FRAGMENTS)
-            deltas = [{"type": "text_delta", "text": p} for p in pieces]
+            deltas = [
+                {"type": "citations_delta", "citation": c} for c in block.get("citations", ())
+            ]
+            deltas += [{"type": "text_delta", "text": p} for p in pieces]
         elif block["type"] == "thinking":
             start = {"type": "thinking", "thinking": "", "signature": ""}
             events.append({"type": "content_block_start", **at, "content_block": start})

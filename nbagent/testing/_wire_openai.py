@@ -265,12 +265,15 @@ def _check_approval(
 
 
 def check_reasoning(body: Mapping[str, Any], issued: Mapping[str, str]) -> WireError | None:
-    """Stateless (``store`` false) reasoning must come back whole, before its calls.
+    """Stateless (``store`` false) reasoning must come back whole, before what followed it.
 
-    ``issued`` maps each function call id the server sent after a reasoning
-    item to that item's id. A reasoning item in the input needs its intact
-    ``encrypted_content`` (nothing is stored to find it by id), and a function
-    call the server sent after reasoning needs that reasoning item before it.
+    ``issued`` maps what the server sent after a reasoning item (see
+    :func:`issued_reasoning`) to that item's id. A reasoning item in the input
+    needs its intact ``encrypted_content`` (nothing is stored to find it by
+    id); an item sent back under its output id (``mcp_list_tools``,
+    ``mcp_call``, ``mcp_approval_request``, ``message``...) and a function call
+    the server sent after encrypted reasoning need that reasoning item before
+    them.
     """
     if body.get("store") is not False or body.get("previous_response_id") is not None:
         return None
@@ -281,7 +284,8 @@ def check_reasoning(body: Mapping[str, Any], issued: Mapping[str, str]) -> WireE
     for i, item in enumerate(items):
         if not isinstance(item, Mapping):
             continue
-        if item.get("type") == "reasoning":
+        kind = item.get("type")
+        if kind == "reasoning":
             if unseal(item.get("encrypted_content")) is None:
                 return _invalid(
                     f"Item with id '{item.get('id')}' not found. Items are not persisted when "
@@ -290,30 +294,43 @@ def check_reasoning(body: Mapping[str, Any], issued: Mapping[str, str]) -> WireE
                     f"input[{i}]",
                 )
             seen.add(str(item.get("id")))
-        elif item.get("type") == "function_call":
-            needed = issued.get(str(item.get("call_id")))
-            if needed is not None and needed not in seen:
-                return _invalid(
-                    f"Item 'function_call' with call_id '{item.get('call_id')}' was provided "
-                    f"without its required 'reasoning' item: '{needed}'.",
-                    f"input[{i}]",
-                )
+            continue
+        if kind == "function_call":
+            key, name = f"call:{item.get('call_id')}", f"call_id '{item.get('call_id')}'"
+        else:
+            key, name = f"item:{item.get('id')}", f"id '{item.get('id')}'"
+        needed = issued.get(key)
+        if needed is not None and needed not in seen:
+            return _invalid(
+                f"Item '{kind or 'message'}' with {name} was provided without its required "
+                f"'reasoning' item: '{needed}'.",
+                f"input[{i}]",
+            )
     return None
 
 
 def issued_reasoning(payload: Mapping[str, Any]) -> dict[str, str]:
-    """``{call_id: reasoning item id}`` for the calls a final response sent after reasoning.
+    """What a final response sent after a reasoning item, mapped to that item's id.
 
-    Only reasoning sent with ``encrypted_content`` counts: without it a stateless
-    client has nothing it could send back.
+    ``item:<id>`` for every output item after reasoning (sent back under its
+    id, the API finds the reasoning it followed and wants it too: a client
+    that did not ask for ``encrypted_content`` cannot send it, and is refused);
+    ``call:<call_id>`` for a function call after reasoning sent with
+    ``encrypted_content`` (a function call goes back without its item id).
     """
     out: dict[str, str] = {}
     reasoning: str | None = None
+    sealed = False
     for item in payload.get("output") or ():
         if item.get("type") == "reasoning":
-            reasoning = str(item.get("id")) if item.get("encrypted_content") else None
-        elif item.get("type") == "function_call" and reasoning is not None:
-            out[str(item.get("call_id"))] = reasoning
+            reasoning, sealed = str(item.get("id")), bool(item.get("encrypted_content"))
+            continue
+        if reasoning is None:
+            continue
+        if item.get("id") is not None:
+            out[f"item:{item.get('id')}"] = reasoning
+        if item.get("type") == "function_call" and sealed:
+            out[f"call:{item.get('call_id')}"] = reasoning
     return out
 
 
@@ -341,6 +358,10 @@ def render_chat(
     """Render a turn as a ``chat.completion`` body or its ``chat.completion.chunk`` list."""
     if turn.hosted:
         raise ValueError("Chat Completions has no hosted tools: Turn.hosted needs Responses")
+    if turn.commentary is not None:
+        raise ValueError("Chat Completions has no message phase: Turn.commentary needs Responses")
+    if turn.citations is not None:
+        raise ValueError("Turn.citations are Anthropic's text block citations")
     ids = [c.id or f"call_{first_call + i}" for i, c in enumerate(turn.tool_calls)]
     refusal = turn.refusal_text
     finish = _CHAT_FINISH[turn.resolved_stop]
@@ -468,8 +489,10 @@ def _response_object(
     }
 
 
-def _hosted_item(item: FakeHostedItem, n: str) -> Payload:
-    """One hosted item as the Responses API sends it (``mcp_*``, or a raw item as given)."""
+def _hosted_item(item: FakeHostedItem, n: str, request: Mapping[str, Any]) -> Payload:
+    """One hosted item as the Responses API sends it (``mcp_*``, reasoning, or a raw item)."""
+    if item.kind == "reasoning":
+        return _reasoning(item.output or "", f"rs_{n}" if item.id is None else item.id, request)
     if item.kind == "raw":
         assert item.raw is not None
         return dict(item.raw)
@@ -510,12 +533,32 @@ def _hosted_item(item: FakeHostedItem, n: str) -> Payload:
 
 
 def _reasoning_item(turn: Turn, request: Mapping[str, Any], seq: int) -> Payload:
+    """The turn's ``reasoning`` item (first in its output)."""
+    return _reasoning(turn.reasoning or "", f"rs_fake{seq}", request, turn.reasoning_redacted)
+
+
+def _reasoning(
+    thought: str, ident: str, request: Mapping[str, Any], redacted: bool = False
+) -> Payload:
     """A ``reasoning`` item: the summary, and ``encrypted_content`` when the request asks."""
-    thought = turn.reasoning or ""
-    summary = [] if turn.reasoning_redacted else [{"type": "summary_text", "text": thought}]
-    item: Payload = {"id": f"rs_fake{seq}", "type": "reasoning", "summary": summary}
+    summary = [] if redacted else [{"type": "summary_text", "text": thought}]
+    item: Payload = {"id": ident, "type": "reasoning", "summary": summary}
     if "reasoning.encrypted_content" in (request.get("include") or ()):
         item["encrypted_content"] = seal(thought)
+    return item
+
+
+def _message(ident: str, parts: list[Payload], phase: str | None) -> Payload:
+    """An assistant ``message`` output item (with its ``phase`` when it has one)."""
+    item: Payload = {
+        "id": ident,
+        "type": "message",
+        "status": "completed",
+        "role": "assistant",
+        "content": parts,
+    }
+    if phase is not None:
+        item["phase"] = phase
     return item
 
 
@@ -523,6 +566,8 @@ def render_responses(
     turn: Turn, request: Mapping[str, Any], *, stream: bool, seq: int, first_call: int
 ) -> list[Payload]:
     """Render a turn as a ``response`` body or its list of ``response.*`` events."""
+    if turn.citations is not None:
+        raise ValueError("Turn.citations are Anthropic's text block citations")
     stop = turn.resolved_stop
     reason = _INCOMPLETE_REASON.get(stop)
     refusal = turn.refusal_text
@@ -535,17 +580,16 @@ def render_responses(
     items: list[Payload] = []
     if turn.reasoning is not None:
         items.append(_reasoning_item(turn, request, seq))
-    items += [_hosted_item(h, f"{seq}_{i}") for i, h in enumerate(turn.hosted)]
+    items += [_hosted_item(h, f"{seq}_{i}", request) for i, h in enumerate(turn.hosted)]
+    phased = turn.commentary is not None
+    if phased:
+        said: list[Payload] = [
+            {"type": "output_text", "text": turn.commentary, "annotations": [], "logprobs": []}
+        ]
+        items.append(_message(f"msg_fake{seq}_c", said, "commentary"))
+        parts = parts if turn.text or refusal else []
     if parts:
-        items.append(
-            {
-                "id": f"msg_fake{seq}",
-                "type": "message",
-                "status": "completed",
-                "role": "assistant",
-                "content": parts,
-            }
-        )
+        items.append(_message(f"msg_fake{seq}", parts, "final_answer" if phased else None))
     for i, call in enumerate(turn.tool_calls):
         items.append(
             {

@@ -1202,6 +1202,7 @@ def test_public_surface() -> None:
         "mcp_call",
         "mcp_list_tools",
         "raw_item",
+        "reasoning_item",
         "render",
         "replay_turns",
         "reply",

@@ -71,9 +71,12 @@ def test_anthropic_thinking_budget_and_room_for_the_answer(
 
 @pytest.mark.parametrize("kind", ["anthropic", "responses", "chat", "compatible"])
 def test_no_reasoning_sends_nothing(kind: str) -> None:
+    """Not to a model that does not reason (a reasoning model on Responses is asked for its
+    encrypted reasoning all the same: see test_wire_fidelity)."""
+    plain = {"model": "gpt-4.1-mini"} if kind == "responses" else {}
     with server() as fake:
         fake.script(["Hi."])
-        nbagent.Chat(provider=provider(kind, fake)).ask("Hello")
+        nbagent.Chat(provider=provider(kind, fake, **plain)).ask("Hello")
         body = fake.last_request.body
     assert not {"thinking", "reasoning", "reasoning_effort", "include"} & set(body)
 
@@ -124,15 +127,18 @@ def test_openai_itself_never_gets_reasoning_content_back() -> None:
 
 
 def test_responses_reasoning_without_encrypted_content_is_kept_but_not_sent() -> None:
-    """Without ``include`` (reasoning left to the provider's default) nothing can be sent back
-    statelessly: the item stays in the transcript for the view, the request stays valid."""
+    """A model not known to reason is not asked for ``include`` (other models refuse it), so
+    the first reasoning it sends cannot go back statelessly: the item stays in the transcript
+    for the view, the request stays valid (and the next request asks)."""
     with server() as fake:
         fake.script([Turn(reasoning="Hmm.", tool_calls=[PARIS]), "Sunny."])
-        chat = _weather_chat(provider("responses", fake))
+        chat = _weather_chat(provider("responses", fake, model="gpt-4.1-mini"))
         chat.ask("Weather in Paris?")
         asked = next(m for m in chat.transcript if isinstance(m, AssistantToolCallMessage))
         assert asked.reasoning[0].text == "Hmm." and not asked.reasoning[0].resend
         kinds = [i.get("type") for i in fake.last_request.body["input"]]
+        assert "include" not in fake.requests[0].body
+        assert fake.last_request.body["include"] == ["reasoning.encrypted_content"]
     assert "reasoning" not in kinds
 
 
