@@ -89,6 +89,7 @@ from .comparison import compare
 from .inbox import Inbox, inbox
 from .log import read_log
 from .mcp import MCPServer, MCPTool
+from .otel import instrument, uninstrument
 from .providers import DemoProvider, ModelRequest, Provider, StreamDelta
 from .store import PostgresStore, SQLiteStore, Store, open_store
 
@@ -209,9 +210,11 @@ __all__ = [
     "get_config",
     "image",
     "inbox",
+    "instrument",
     "open_store",
     "read_log",
     "tool",
+    "uninstrument",
 ]
 
 _publish(__name__, globals(), __all__)
