@@ -307,7 +307,7 @@ def stop_auto_extend(factory: Callable[[Any], Extension | None]) -> bool:
     with _AUTO_LOCK:
         global _AUTO
         before = len(_AUTO)
-        _AUTO = tuple(f for f in _AUTO if f is not factory)
+        _AUTO = tuple(f for f in _AUTO if f != factory)  # a bound method is a new object each time
         return len(_AUTO) != before
 
 

@@ -18,5 +18,6 @@ from ._instrument import instrument as instrument
 from ._instrument import instrumented as instrumented
 from ._instrument import run_span as run_span
 from ._instrument import uninstrument as uninstrument
+from ._instrument import worker_traces as worker_traces
 
 __all__ = ["instrument", "uninstrument"]

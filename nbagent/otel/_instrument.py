@@ -112,15 +112,34 @@ def current() -> Instrumentation | None:
     return _CURRENT
 
 
+CONTENT_KEY = "nbagent-content"
+"""A carrier's own entry: whether the tracing process exports content (``"1"``)."""
+
+
 def carrier() -> dict[str, str]:
     """The caller's trace as a W3C carrier (``{"traceparent": ...}``); empty when off."""
-    if _CURRENT is None:
+    inst = _CURRENT
+    if inst is None:
         return {}
     from opentelemetry.propagate import inject
 
     out: dict[str, str] = {}
     inject(out)
+    if out and inst.content:
+        out[CONTENT_KEY] = "1"
     return out
+
+
+def worker_traces(carried: Mapping[str, str]) -> None:
+    """A process running chats for a traced run (a Ray worker) traces them too.
+
+    Its spans go to this process's global tracer provider (configure it in the
+    worker, e.g. Ray's ``worker_process_setup_hook``); ``content`` follows the run's.
+    Does nothing when this process is instrumented already or nothing was carried.
+    """
+    if not carried or _CURRENT is not None:
+        return
+    instrument(content=carried.get(CONTENT_KEY) == "1")
 
 
 @contextlib.contextmanager
@@ -157,4 +176,6 @@ def run_span(name: str, attributes: Mapping[str, Any]) -> Iterator[dict[str, str
     ):
         out: dict[str, str] = {}
         inject(out)
+        if out and inst.content:
+            out[CONTENT_KEY] = "1"
         yield out

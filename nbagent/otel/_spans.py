@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
@@ -54,9 +54,6 @@ from .._extension import ChatHost, Extension
 from .._hosted import BREACHES
 from .._record import CallRecord, ChatRecord, RecordChange
 from .._types import AssistantToolCallMessage, Reasoning, ToolResultMessage
-
-if TYPE_CHECKING:
-    from ._instrument import Instrumentation
 
 AGENT = "nbagent"
 CONTENT_CHARS = 8000
@@ -102,7 +99,8 @@ def ns(ts: datetime | None) -> int | None:
 class ChatTracer(Extension):
     """Turns one chat's record changes into spans (see the module docstring)."""
 
-    def __init__(self, inst: Instrumentation):
+    def __init__(self, inst: Any):
+        """``inst``: the instrumentation in force (its ``tracer`` and ``content``)."""
         self._inst = inst
         self._tracer = inst.tracer
         self._content = inst.content
@@ -137,7 +135,8 @@ class ChatTracer(Extension):
         """Stop tracing this chat; an open turn span ends now."""
         if self._record is not None:
             self._record.unsubscribe(self.on_change)
-        self._end_finishing()
+        if self._finishing is not None:
+            self._end_finishing()
         self._end_turn(None, "detached")
 
     # ------------------------------------------------------------ the change hook
@@ -358,7 +357,7 @@ class ChatTracer(Extension):
 
     def _replay_link(self, span: Any, step: int) -> None:
         chat = self._chat()
-        recording = chat.recordings.get(step) if chat is not None else None
+        recording = chat.recordings().get(step) if chat is not None else None
         if recording is None or not recording.chat_id:
             return
         span.set_attribute("nbagent.replay.chat_id", recording.chat_id)
@@ -518,7 +517,7 @@ def _message_json(m: Any, text: Any) -> dict[str, Any]:
         )
     out: dict[str, Any] = {"role": getattr(m, "role", "assistant"), "parts": parts}
     stop = getattr(m, "stop_reason", None)
-    if stop:
+    if stop and out["role"] == "assistant":
         out["finish_reason"] = stop
     return out
 
