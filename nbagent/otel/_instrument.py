@@ -14,6 +14,7 @@ children of the run's span wherever they run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
@@ -50,6 +51,7 @@ class Instrumentation:
             tracer.detach()
 
 
+@functools.cache
 def _version() -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from opentelemetry import trace
@@ -61,7 +61,6 @@ CONTENT_CHARS = 8000
 ENDS_TURN = frozenset({"complete", "awaiting_approval", "budget_exhausted", "busy"})
 """The step kinds after which the loop stops: the turn's span ends."""
 _FAILED = frozenset({"error", "timed_out", "in_doubt", "cancelled", *BREACHES})
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # Where each chat's turns were traced in this process, so a fork or a replay can link to
 # them: (chat id, turn) -> the span context of the turn's first span. Bounded.
@@ -93,7 +92,7 @@ def ns(ts: datetime | None) -> int | None:
     """A timestamp as OpenTelemetry's nanoseconds since the epoch."""
     if ts is None:
         return None
-    return (ts - _EPOCH) // timedelta(microseconds=1) * 1000
+    return int(ts.timestamp() * 1e6) * 1000  # microseconds, as datetimes hold them
 
 
 class ChatTracer(Extension):
@@ -196,25 +195,31 @@ class ChatTracer(Extension):
                 context=_parent(parent),
                 kind=SpanKind.CLIENT,
                 start_time=ns(e.ts - timedelta(milliseconds=e.latency_ms)),
+                attributes={
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.provider.name": e.provider,
+                    "gen_ai.conversation.id": self._chat_id,
+                    "nbagent.step": e.step,
+                    "nbagent.turn": e.turn,
+                },
             )
         u = e.usage
-        span.set_attributes(
-            {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": e.provider,
-                "gen_ai.response.model": e.model,
-                "gen_ai.response.finish_reasons": [e.raw_stop_reason or e.stop_reason],
-                "gen_ai.usage.input_tokens": u.input_tokens,
-                "gen_ai.usage.output_tokens": u.output_tokens,
-                "gen_ai.usage.cache_read.input_tokens": u.cached_tokens,
-                "gen_ai.usage.cache_creation.input_tokens": u.cache_write_tokens,
-                "nbagent.usage.reasoning_tokens": u.reasoning_tokens,
-                "nbagent.stop_reason": e.stop_reason,
-                "nbagent.tool_calls": e.n_tool_calls,
-                "nbagent.latency_ms": e.latency_ms,
-                "nbagent.replayed": e.replayed,
-            }
-        )
+        attrs: dict[str, Any] = {
+            "gen_ai.response.model": e.model,
+            "gen_ai.response.finish_reasons": (e.raw_stop_reason or e.stop_reason,),
+            "gen_ai.usage.input_tokens": u.input_tokens,
+            "gen_ai.usage.output_tokens": u.output_tokens,
+            "nbagent.stop_reason": e.stop_reason,
+            "nbagent.tool_calls": e.n_tool_calls,
+            "nbagent.replayed": e.replayed,
+        }
+        if u.cached_tokens:
+            attrs["gen_ai.usage.cache_read.input_tokens"] = u.cached_tokens
+        if u.cache_write_tokens:
+            attrs["gen_ai.usage.cache_creation.input_tokens"] = u.cache_write_tokens
+        if u.reasoning_tokens:
+            attrs["nbagent.usage.reasoning_tokens"] = u.reasoning_tokens
+        span.set_attributes(attrs)
         if e.cost_usd is not None:
             span.set_attribute("nbagent.cost_usd", e.cost_usd)
             self._turn_cost += e.cost_usd

@@ -9,10 +9,10 @@ import json
 import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from _scenario import KEY, SECRETS, issue_turn, refund
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -20,23 +20,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import nbagent
-from nbagent import Chat, HostedMCP, MCPServer, tool
-from nbagent.providers import OpenAIProvider
-from nbagent.testing import (
-    FakeLLMServer,
-    FakeToolCall,
-    ScriptedProvider,
-    Turn,
-    call_tools,
-    mcp_call,
-    mcp_list_tools,
-    reply,
-)
-
-KEY = "sk-test-SECRET-0123456789abcdef"
-HEADER = "tok-HEADER-SECRET-98765"
-MCP_ENV = "env-MCP-SECRET-4242"
-NOTES = str(Path(__file__).parents[1] / "mcp_client" / "notes_server.py")
+from nbagent import Chat, tool
+from nbagent.testing import ScriptedProvider, call_tools, reply
 
 
 @pytest.fixture
@@ -69,16 +54,6 @@ def lookup(city: str) -> str:
     return f"{city}: 21 C"
 
 
-@tool(requires_approval=True)
-def refund(order_id: int) -> str:
-    """Refund an order.
-
-    Args:
-        order_id: The order.
-    """
-    return f"refunded {order_id}"
-
-
 def named(exporter: InMemorySpanExporter, prefix: str) -> list[ReadableSpan]:
     return [s for s in exporter.get_finished_spans() if s.name.startswith(prefix)]
 
@@ -106,46 +81,7 @@ def test_a_turn_with_a_denied_a_hosted_and_an_mcp_call_has_the_genai_attributes(
     """One response asks for a gated local call (denied), an MCP server's tool (runs on the
     real notes server) and carries a hosted MCP call the provider ran; every one is an
     ``execute_tool`` span with the right attributes, under the turn's ``invoke_agent``."""
-    notes = MCPServer.stdio(sys.executable, [NOTES], prefix="notes", env={"NOTES_TOKEN": MCP_ENV})
-    hosted = HostedMCP(
-        "deepwiki",
-        server_url="https://mcp.deepwiki.example/mcp",
-        headers={"Authorization": f"Bearer {HEADER}"},
-        require_approval="never",
-    )
-    with FakeLLMServer() as server:
-        server.script(
-            [
-                Turn(
-                    tool_calls=[
-                        FakeToolCall("refund", {"order_id": 42}),
-                        FakeToolCall("notes_read_note", {"title": "todo"}),
-                    ],
-                    hosted=[
-                        mcp_list_tools("deepwiki", "ask_question"),
-                        mcp_call("deepwiki", "ask_question", {"q": "wiki?"}, output="42"),
-                    ],
-                ),
-                Turn(text="I did not refund order 42; your note says buy milk."),
-            ]
-        )
-        provider = OpenAIProvider(
-            "gpt-4.1-mini",
-            api="responses",
-            base_url=server.openai_base_url,
-            api_key=KEY,
-            compatible=False,
-            max_retries=0,
-        )
-        chat = Chat(provider=provider, display=False).with_tools(refund, notes, hosted)
-        try:
-            chat.ask("Refund order 42, read my todo note and ask the wiki")
-            chat.deny(chat.pending_approvals[0], reason="refunds need a manager")
-            chat.complete()
-        finally:
-            chat.close()
-            notes.close()
-        assert not server.errors, server.errors
+    chat = issue_turn()
 
     agents = named(content_spans, "invoke_agent")
     assert len(agents) == 2  # the run that parked on the approval, and its continuation
@@ -198,7 +134,7 @@ def test_a_turn_with_a_denied_a_hosted_and_an_mcp_call_has_the_genai_attributes(
     assert ran.parent.span_id == first_request.context.span_id  # the response that reported it
 
     exported = everything(content_spans)
-    for secret in (KEY, HEADER, MCP_ENV):
+    for secret in SECRETS:
         assert secret not in exported
 
 
@@ -345,7 +281,9 @@ def test_an_approved_call_has_both_approval_events_and_runs_under_the_continuati
     assert span.parent.span_id == first.context.span_id  # the run that asked for it
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(verdicts=st.lists(st.booleans(), min_size=1, max_size=5))
 def test_every_final_call_is_one_span_whose_status_is_the_records(
     spans: InMemorySpanExporter, verdicts: list[bool]
@@ -400,7 +338,9 @@ def test_a_fork_links_to_its_parent_and_does_not_trace_the_shared_history_again(
 def test_a_replayed_request_links_to_the_run_that_recorded_it(
     spans: InMemorySpanExporter,
 ) -> None:
-    live = scripted_chat(call_tools(("lookup", {"city": "Rome"})), reply("Rome: 21 C"), replay="auto")
+    live = scripted_chat(
+        call_tools(("lookup", {"city": "Rome"})), reply("Rome: 21 C"), replay="auto"
+    )
     live.ask("Weather in Rome?")
     recorded = {s.attributes["nbagent.step"]: s for s in named(spans, "chat ")}
     spans.clear()

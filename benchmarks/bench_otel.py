@@ -1,0 +1,77 @@
+"""Tracing (``nbagent.instrument()``): what it costs on, and that it costs nothing off.
+
+A 10-round tool loop (10 model requests, 9 tool calls) through the real OpenAI SDK
+against the fake LLM server in a subprocess (as ``bench_providers``), three ways,
+interleaved in one run: never instrumented (the baseline), instrumented with the
+OpenTelemetry SDK (a ``BatchSpanProcessor`` whose exporter drops the spans, so the
+number is nbagent's span building plus the SDK's, not a network's), and off again
+after ``uninstrument()``. CPU time of this process (the processor's thread included).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from benchmarks._common import Result, interleaved
+from benchmarks.bench_providers import Server, nbagent_loop
+
+ROUNDS = 10
+
+
+def _provider() -> object:
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    class Drop(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Drop()))
+    return provider
+
+
+def run(quick: bool) -> list[Result]:
+    import nbagent
+
+    repeat = 5 if quick else 15
+    server = Server()
+    try:
+        loop = nbagent_loop("openai-chat", False, server, ROUNDS)
+        provider = _provider()
+
+        def on() -> object:
+            nbagent.instrument(provider)
+            try:
+                return loop()
+            finally:
+                nbagent.uninstrument()
+
+        times = interleaved({"never": loop, "on": on, "off": loop}, repeat=repeat)
+        # "never" runs before the first instrument() of each round and "off" after an
+        # uninstrument(): both are chats with no tracer; the first warm-up is truly never
+    finally:
+        server.close()
+    never, traced, off = (times[k][1] for k in ("never", "on", "off"))
+    return [
+        Result(
+            f"{ROUNDS}-round loop, tracing off after uninstrument()",
+            off / never,
+            "x",
+            "<= 1.02x never instrumented (cpu)",
+            off / never <= 1.02,
+            f"never cpu {never * 1000:.1f} ms",
+        ),
+        Result(
+            f"{ROUNDS}-round loop, instrument() on (OTel SDK, batch processor)",
+            traced / never,
+            "x",
+            "< 1.05x never instrumented (cpu)",
+            traced / never < 1.05,
+            f"cpu {traced * 1000:.1f} ms; {(traced - never) / (2 * ROUNDS) * 1e6:.0f} us per span",
+        ),
+    ]
