@@ -3,7 +3,7 @@
 One :class:`Instrumentation` at a time holds the tracer and the content switch; it
 registers a factory with the core's process-wide extensions
 (:func:`nbagent._extension.auto_extend`), so every chat, made before or after, gets a
-:class:`~nbagent.otel._spans.ChatTracer`. Off (never instrumented, or after
+:class:`~nbagent.otel._spans.Tracer`. Off (never instrumented, or after
 ``uninstrument()``) nothing listens to any chat: no per-event work at all.
 
 Runs of many chats (a batch, a Ray worker's rows) carry the caller's trace as a W3C
@@ -39,9 +39,9 @@ class Instrumentation:
 
     def extension_for(self, chat: Any) -> Any:
         """The factory given to the core: a tracer for ``chat``."""
-        from ._spans import ChatTracer
+        from ._spans import Tracer
 
-        tracer = ChatTracer(self)
+        tracer = Tracer(self)
         self.tracers.add(tracer)
         return tracer
 

@@ -1,4 +1,4 @@
-"""A chat's record as OpenTelemetry GenAI spans: one :class:`ChatTracer` per traced chat.
+"""A chat's record as OpenTelemetry GenAI spans: one :class:`Tracer` per traced chat.
 
 The tracer listens to the chat record's change hook (``chat.record.subscribe``): the
 core's one fold of the event stream tells it what changed and hands it the folded
@@ -95,7 +95,7 @@ def ns(ts: datetime | None) -> int | None:
     return int(ts.timestamp() * 1e6) * 1000  # microseconds, as datetimes hold them
 
 
-class ChatTracer(Extension):
+class Tracer(Extension):
     """Turns one chat's record changes into spans (see the module docstring)."""
 
     def __init__(self, inst: Any):
@@ -528,14 +528,14 @@ def _message_json(m: Any, text: Any) -> dict[str, Any]:
 
 
 _HANDLERS: dict[type[Event], Any] = {
-    MessageAdded: ChatTracer._on_message,
-    ModelRequestStarted: ChatTracer._on_request_started,
-    ModelRequestFinished: ChatTracer._on_request_finished,
-    ModelRequestFailed: ChatTracer._on_request_failed,
-    ToolCallRequested: ChatTracer._on_requested,
-    ToolCallStarted: ChatTracer._on_started,
-    ToolCallFinished: ChatTracer._on_finished,
-    StepFinished: ChatTracer._on_step_finished,
+    MessageAdded: Tracer._on_message,
+    ModelRequestStarted: Tracer._on_request_started,
+    ModelRequestFinished: Tracer._on_request_finished,
+    ModelRequestFailed: Tracer._on_request_failed,
+    ToolCallRequested: Tracer._on_requested,
+    ToolCallStarted: Tracer._on_started,
+    ToolCallFinished: Tracer._on_finished,
+    StepFinished: Tracer._on_step_finished,
 }
 """What each event does to the spans; the other events change none (a decision is read
 off the call's record when the call is final)."""
