@@ -4,8 +4,15 @@ A 10-round tool loop (10 model requests, 9 tool calls) through the real OpenAI S
 against the fake LLM server in a subprocess (as ``bench_providers``), three ways,
 interleaved in one run: never instrumented (the baseline), instrumented with the
 OpenTelemetry SDK (a ``BatchSpanProcessor`` whose exporter drops the spans, so the
-number is nbagent's span building plus the SDK's, not a network's), and off again
-after ``uninstrument()``. CPU time of this process (the processor's thread included).
+number is nbagent's span building plus the SDK's, not a network's), instrumented with
+OpenTelemetry's no-op provider (nbagent's own work alone: reading the record's changes,
+building attributes), and off again after ``uninstrument()``. CPU time of this process
+(the processor's thread included).
+
+The SDK's own cost per span (about 80 us of CPU on the 2-core reference machine, measured
+here as a floor: the same number of spans made directly) is most of the "on" figure; the
+issue's target (< 1.05x on a model that answers in a millisecond) is under that floor, and
+the report says so rather than hiding it.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from benchmarks._common import Result, interleaved
 from benchmarks.bench_providers import Server, nbagent_loop
 
 ROUNDS = 10
+_ATTRS = {f"gen_ai.attribute_{n}": n for n in range(8)}
 
 
 def _provider() -> object:
@@ -51,12 +59,31 @@ def run(quick: bool) -> list[Result]:
             finally:
                 nbagent.uninstrument()
 
-        times = interleaved({"never": loop, "on": on, "off": loop}, repeat=repeat)
+        def noop() -> object:
+            from opentelemetry.trace import NoOpTracerProvider
+
+            nbagent.instrument(NoOpTracerProvider())
+            try:
+                return loop()
+            finally:
+                nbagent.uninstrument()
+
+        def floor() -> object:  # the SDK alone: as many spans as a traced loop makes
+            tracer = provider.get_tracer("floor")  # type: ignore[attr-defined]
+            for _ in range(2 * ROUNDS + 1):
+                span = tracer.start_span("chat x", attributes=_ATTRS)
+                span.set_attributes(_ATTRS)
+                span.end()
+            return loop()
+
+        times = interleaved(
+            {"never": loop, "on": on, "noop": noop, "floor": floor, "off": loop}, repeat=repeat
+        )
         # "never" runs before the first instrument() of each round and "off" after an
         # uninstrument(): both are chats with no tracer; the first warm-up is truly never
     finally:
         server.close()
-    never, traced, off = (times[k][1] for k in ("never", "on", "off"))
+    never, traced, own, floor_, off = (times[k][1] for k in ("never", "on", "noop", "floor", "off"))
     return [
         Result(
             f"{ROUNDS}-round loop, tracing off after uninstrument()",
@@ -65,6 +92,21 @@ def run(quick: bool) -> list[Result]:
             "<= 1.02x never instrumented (cpu)",
             off / never <= 1.02,
             f"never cpu {never * 1000:.1f} ms",
+        ),
+        Result(
+            f"{ROUNDS}-round loop, nbagent's own tracing work (no-op provider)",
+            own / never,
+            "x",
+            "<= 1.03x never instrumented (cpu)",
+            own / never <= 1.03,
+        ),
+        Result(
+            f"{ROUNDS}-round loop plus {2 * ROUNDS + 1} SDK spans made directly (the floor)",
+            floor_ / never,
+            "x",
+            "",
+            None,
+            "what the OpenTelemetry SDK alone costs for the spans a traced loop makes",
         ),
         Result(
             f"{ROUNDS}-round loop, instrument() on (OTel SDK, batch processor)",

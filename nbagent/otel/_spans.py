@@ -30,6 +30,7 @@ loaded chat's stored events) are history, not traced again.
 from __future__ import annotations
 
 import json
+import threading
 from collections import OrderedDict
 from datetime import datetime, timedelta
 from typing import Any
@@ -66,26 +67,26 @@ _FAILED = frozenset({"error", "timed_out", "in_doubt", "cancelled", *BREACHES})
 # them: (chat id, turn) -> the span context of the turn's first span. Bounded.
 _TURNS: OrderedDict[tuple[str, int], SpanContext] = OrderedDict()
 _TURNS_MAX = 4096
+_TURNS_LOCK = threading.Lock()  # chats of a batch emit on many threads
 
 
 def turn_context(chat_id: str, turn: int | None = None) -> SpanContext | None:
     """The span context of a traced turn of ``chat_id`` in this process (its last, by default)."""
-    if turn is not None:
-        return _TURNS.get((chat_id, turn))
-    found = None
-    for (cid, _t), ctx in list(_TURNS.items()):
-        if cid == chat_id:
-            found = ctx
-    return found
+    with _TURNS_LOCK:
+        if turn is not None:
+            return _TURNS.get((chat_id, turn))
+        found = None
+        for (cid, _t), ctx in _TURNS.items():
+            if cid == chat_id:
+                found = ctx
+        return found
 
 
 def _remember(chat_id: str, turn: int, ctx: SpanContext) -> None:
-    key = (chat_id, turn)
-    if key in _TURNS:
-        return
-    _TURNS[key] = ctx
-    while len(_TURNS) > _TURNS_MAX:
-        _TURNS.popitem(last=False)
+    with _TURNS_LOCK:
+        _TURNS.setdefault((chat_id, turn), ctx)
+        while len(_TURNS) > _TURNS_MAX:
+            _TURNS.popitem(last=False)
 
 
 def ns(ts: datetime | None) -> int | None:
@@ -107,7 +108,6 @@ class Tracer(Extension):
         self._record: ChatRecord | None = None
         self._chat_id = ""
         self._host: ChatHost | None = None
-        self._secrets: tuple[str, ...] = ()
         self._turn_span: Any = None
         self._turn: int | None = None
         self._turn_usage = [0, 0]
@@ -124,10 +124,6 @@ class Tracer(Extension):
         chat = host.chat
         self._host, self._chat_id = host, chat.id
         self._record = chat.record
-        secrets: list[str] = []
-        for hosted in chat.hosted_tools:
-            secrets.extend(getattr(hosted, "secrets", tuple)())
-        self._secrets = tuple(secrets)
         self._record.subscribe(self.on_change)
 
     def detach(self) -> None:
@@ -286,7 +282,7 @@ class Tracer(Extension):
             attrs["gen_ai.provider.name"] = chat.provider.name
             attrs["gen_ai.request.model"] = chat.provider.model
         links = []
-        first = _TURNS.get((self._chat_id, turn))
+        first = turn_context(self._chat_id, turn)
         if first is not None:  # a parked turn continued: the same turn's first run
             attrs["nbagent.continued"] = True
             links.append(Link(first, {"nbagent.link": "continues"}))
@@ -466,7 +462,14 @@ class Tracer(Extension):
 
     # ------------------------------------------------------------ text
     def _text(self, text: str | None, limit: int = CONTENT_CHARS) -> str:
-        out = scrub(text or "", self._secrets) if self._secrets else redact_keys(text or "")
+        """``text`` as exported: hosted tools' secrets and key-shaped text masked, clipped."""
+        chat = self._chat()
+        secrets = [
+            secret
+            for hosted in (chat.hosted_tools if chat is not None else ())
+            for secret in getattr(hosted, "secrets", tuple)()
+        ]
+        out = scrub(text or "", secrets) if secrets else redact_keys(text or "")
         return out if len(out) <= limit else out[:limit] + "…"
 
     def _transcript_json(self, n: int) -> str:
