@@ -77,7 +77,11 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     }
     log = (workdir / "phoenix.log").open("wb")
     proc = subprocess.Popen(
-        [str(PHOENIX), "serve"], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        [str(PHOENIX), "serve"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     try:
