@@ -115,8 +115,9 @@ class Tracer(Extension):
         self._turn_input: list[dict[str, Any]] = []
         self._steps: dict[int, Any] = {}  # record step index -> open chat span
         self._finishing: Any = None  # a chat span ended by its response's message
-        self._last_step_ctx: SpanContext | None = None
-        self._call_parent: dict[str, SpanContext] = {}  # call id -> the turn span it was asked in
+        self._turn_ctx: Any = None  # an OpenTelemetry context holding the open turn span
+        self._last_step_ctx: Any = None  # ... holding the last request's span
+        self._call_parent: dict[str, Any] = {}  # call id -> the context of its turn span
         self._linked_parent = False
 
     # ------------------------------------------------------------ attaching
@@ -223,7 +224,7 @@ class Tracer(Extension):
             self._replay_link(span, e.step)
         self._turn_usage[0] += u.input_tokens
         self._turn_usage[1] += u.output_tokens
-        self._last_step_ctx = span.get_span_context()
+        self._last_step_ctx = trace.set_span_in_context(span)
         self._finishing = (span, ns(e.ts))  # the response's message follows: its content
 
     def _on_request_failed(self, key: Any, e: ModelRequestFailed) -> None:
@@ -242,9 +243,7 @@ class Tracer(Extension):
         self._end_turn(e.ts, "failed", error=(e.error_type, error))
 
     def _on_requested(self, key: Any, e: ToolCallRequested) -> None:
-        span = self._turn_for(e.turn, e.ts)
-        if span is not None:
-            self._call_parent[e.call.id] = span.get_span_context()
+        self._call_parent[e.call.id] = self._turn_for(e.turn, e.ts)
 
     def _on_started(self, key: Any, e: ToolCallStarted) -> None:
         self._turn_for(e.turn, e.ts)
@@ -256,7 +255,7 @@ class Tracer(Extension):
             return
         parent = self._call_parent.pop(r.call_id, None)
         if parent is None and self._turn_span is not None:
-            parent = self._turn_span.get_span_context()
+            parent = self._turn_ctx
         self._call_span(r, parent, e)
 
     def _on_step_finished(self, key: Any, e: StepFinished) -> None:
@@ -265,10 +264,10 @@ class Tracer(Extension):
 
     # ------------------------------------------------------------ turns
     def _turn_for(self, turn: int, ts: datetime) -> Any:
-        """The open span of ``turn``, started now if the loop (re)starts working on it."""
+        """The context of ``turn``'s open span, started now if the loop (re)starts on it."""
         if self._turn_span is not None:
             if self._turn == turn:
-                return self._turn_span
+                return self._turn_ctx
             self._end_turn(ts, "next_turn")
         chat = self._chat()
         attrs: dict[str, Any] = {
@@ -307,8 +306,9 @@ class Tracer(Extension):
         )  # the caller's current span (a batch, the user's own) is its parent
         self._turn_span, self._turn = span, turn
         self._turn_usage, self._turn_cost = [0, 0], 0.0
+        self._turn_ctx = trace.set_span_in_context(span)
         _remember(self._chat_id, turn, span.get_span_context())
-        return span
+        return self._turn_ctx
 
     def _end_turn(
         self,
@@ -369,9 +369,7 @@ class Tracer(Extension):
                 span.add_link(origin, {"nbagent.link": "replays"})
 
     # ------------------------------------------------------------ calls
-    def _call_span(
-        self, r: CallRecord, parent: SpanContext | None, e: ToolCallFinished | None
-    ) -> None:
+    def _call_span(self, r: CallRecord, parent: Any, e: ToolCallFinished | None) -> None:
         status = r.status
         attrs: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
@@ -457,7 +455,7 @@ class Tracer(Extension):
                 continue
             parent = self._last_step_ctx
             if parent is None and self._turn_span is not None:
-                parent = self._turn_span.get_span_context()
+                parent = self._turn_ctx
             self._call_span(r, parent, None)
 
     # ------------------------------------------------------------ text
@@ -494,10 +492,11 @@ class Tracer(Extension):
         return host.chat if host is not None and host.alive else None
 
 
-def _parent(ctx: SpanContext | Any | None) -> Any:
-    """An OpenTelemetry context whose current span is ``ctx`` (``None``: the caller's)."""
-    if ctx is None:
-        return None
+def _parent(ctx: Any) -> Any:
+    """An OpenTelemetry context for a parent: a context as is, a span or a span context
+    made current in a new one; ``None``: the caller's current context."""
+    if ctx is None or isinstance(ctx, dict):  # a Context is a dict
+        return ctx
     if not isinstance(ctx, SpanContext):
         ctx = ctx.get_span_context()
     return trace.set_span_in_context(NonRecordingSpan(ctx))
