@@ -17,9 +17,12 @@ the report says so rather than hiding it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import gc
+import statistics
+import time
+from collections.abc import Callable, Sequence
 
-from benchmarks._common import Result, interleaved
+from benchmarks._common import Result
 from benchmarks.bench_providers import Server, nbagent_loop
 
 ROUNDS = 10
@@ -52,21 +55,7 @@ def run(quick: bool) -> list[Result]:
         loop = nbagent_loop("openai-chat", False, server, ROUNDS)
         provider = _provider()
 
-        def on() -> object:
-            nbagent.instrument(provider)
-            try:
-                return loop()
-            finally:
-                nbagent.uninstrument()
-
-        def noop() -> object:
-            from opentelemetry.trace import NoOpTracerProvider
-
-            nbagent.instrument(NoOpTracerProvider())
-            try:
-                return loop()
-            finally:
-                nbagent.uninstrument()
+        from opentelemetry.trace import NoOpTracerProvider
 
         def floor() -> object:  # the SDK alone: as many spans as a traced loop makes
             tracer = provider.get_tracer("floor")  # type: ignore[attr-defined]
@@ -76,11 +65,31 @@ def run(quick: bool) -> list[Result]:
                 span.end()
             return loop()
 
-        times = interleaved(
-            {"never": loop, "on": on, "noop": noop, "floor": floor, "off": loop}, repeat=repeat
-        )
-        # "never" runs before the first instrument() of each round and "off" after an
-        # uninstrument(): both are chats with no tracer; the first warm-up is truly never
+        # instrument() and uninstrument() happen outside the timed loop: they are once per
+        # process in real use (and attach to every live chat, which the benchmark piles up)
+        variants: dict[str, tuple[object, Callable[[], object]]] = {
+            "never": (None, loop),
+            "on": (provider, loop),
+            "noop": (NoOpTracerProvider(), loop),
+            "floor": (None, floor),
+            "off": (None, loop),
+        }
+        cpu: dict[str, list[float]] = {k: [] for k in variants}
+        names = list(variants)
+        for n in range(2 + repeat):  # two warm-up rounds; the order turns each round
+            for name in names[n % len(names) :] + names[: n % len(names)]:
+                tracing, fn = variants[name]
+                if tracing is not None:
+                    nbagent.instrument(tracing)
+                gc.collect()  # the garbage of the run before is not this one's cost
+                c0 = time.process_time()
+                fn()
+                spent = time.process_time() - c0
+                if tracing is not None:
+                    nbagent.uninstrument()
+                if n >= 2:
+                    cpu[name].append(spent)
+        times = {k: (0.0, statistics.median(v)) for k, v in cpu.items()}
     finally:
         server.close()
     never, traced, own, floor_, off = (times[k][1] for k in ("never", "on", "noop", "floor", "off"))
