@@ -25,6 +25,9 @@ NBAGENT_REQUIRE_RAY ?= 1
 # Likewise missing reference MCP servers (Node; .ci/ensure-mcp-servers installs them) fail
 # tests/mcp_client/test_reference_servers.py.
 NBAGENT_REQUIRE_MCP_SERVERS ?= 1
+# Likewise a missing Arize Phoenix (its own venv; .ci/ensure-phoenix installs it) fails
+# tests/otel/test_phoenix.py.
+NBAGENT_REQUIRE_PHOENIX ?= 1
 PYTEST_ARGS ?=
 LAB_ARGS    ?=
 # JupyterLab refuses to start as root without --allow-root.
@@ -109,9 +112,10 @@ test: kernel
 	bash .ci/ensure-chromium
 	bash .ci/ensure-postgres
 	bash .ci/ensure-mcp-servers
+	PYTHON=$(PYTHON) bash .ci/ensure-phoenix
 	NBAGENT_REQUIRE_BROWSER=$(NBAGENT_REQUIRE_BROWSER) NBAGENT_REQUIRE_POSTGRES=$(NBAGENT_REQUIRE_POSTGRES) \
 	  NBAGENT_REQUIRE_RAY=$(NBAGENT_REQUIRE_RAY) NBAGENT_REQUIRE_MCP_SERVERS=$(NBAGENT_REQUIRE_MCP_SERVERS) \
-	  $(PY) -m pytest $(PYTEST_ARGS)
+	  NBAGENT_REQUIRE_PHOENIX=$(NBAGENT_REQUIRE_PHOENIX) $(PY) -m pytest $(PYTEST_ARGS)
 
 # The README's picture of the live view, taken in JupyterLab by a browser test.
 screenshot: kernel

@@ -113,6 +113,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; loaded on first use bel
     from .inbox import Inbox, inbox
     from .log import read_log
     from .mcp import MCPServer, MCPTool
+    from .otel import instrument, uninstrument
     from .providers import AnthropicProvider, DemoProvider, OpenAIProvider
     from .store import PostgresStore, SQLiteStore, Store, open_store
 
@@ -262,11 +263,13 @@ __all__ = [
     "get_config",
     "image",
     "inbox",
+    "instrument",
     "open_store",
     "read_log",
     "report_progress",
     "suggest_policies",
     "tool",
+    "uninstrument",
 ]
 
 _publish(__name__, globals(), __all__)

@@ -31,7 +31,7 @@ from ._events import (
     Event,
     OptionsChanged,
 )
-from ._extension import HOOKS, ChatHost, Extension, overrides
+from ._extension import HOOKS, ChatHost, Extension, auto_extensions, overrides
 from ._fork import UNSET, Plan, restamped
 from ._fork import plan as fork_plan
 from ._hosted import HostedMCP, HostedTool
@@ -129,6 +129,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         self.on_tool_error = on_tool_error
         self.stream = stream
         self.display = display
+        auto_extensions(self)  # the process-wide ones (nbagent.instrument()), usually none
 
     def extend(self, extension: Extension) -> Self:
         """Plug an :class:`~nbagent.Extension` into this chat; returns the chat.

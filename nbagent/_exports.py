@@ -28,9 +28,11 @@ ROOT_LAZY = {
     "evaluate": "nbagent.evaluation",
     "evaluate_async": "nbagent.evaluation",
     "inbox": "nbagent.inbox",
+    "instrument": "nbagent.otel",
     "open_store": "nbagent.store",
     "read_log": "nbagent.log",
     "suggest_policies": "nbagent.evaluation",
+    "uninstrument": "nbagent.otel",
 }
 """What ``nbagent`` exports but loads on first use, and from where: ``import nbagent``
 loads only what a first ``Chat()`` needs, not the SDKs, the demo model's reading, the

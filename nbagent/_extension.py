@@ -50,6 +50,7 @@ chat's own rules and emits its event (:meth:`ChatHost.apply_decision`,
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -273,4 +274,65 @@ class ChatHost:
         )
 
 
-__all__ = ["HOOKS", "ChatHost", "Extension", "Snapshot", "overrides"]
+# ---------------------------------------------------------------- process-wide extensions
+# An extension every chat of the process gets, old and new (``nbagent.instrument()``): a
+# factory kept here, called once per chat. With none (the usual case), making a chat costs
+# one weak reference and an empty loop, and an event costs nothing at all.
+_AUTO: tuple[Callable[[Any], Extension | None], ...] = ()
+_LIVE: weakref.WeakSet[Any] = weakref.WeakSet()
+_AUTO_LOCK = threading.Lock()
+
+
+def auto_extend(factory: Callable[[Any], Extension | None]) -> None:
+    """Give every chat of this process, made before or after, ``factory(chat)``'s extension.
+
+    ``factory`` returns the extension (or ``None``: not this chat); it is called now for
+    every live chat and then once for each new chat, at the end of its ``__init__``.
+    """
+    with _AUTO_LOCK:
+        global _AUTO
+        if factory in _AUTO:
+            return
+        _AUTO = (*_AUTO, factory)
+        live = list(_LIVE)
+    for chat in live:
+        _extend_with(chat, factory)
+
+
+def stop_auto_extend(factory: Callable[[Any], Extension | None]) -> bool:
+    """New chats no longer get ``factory``'s extension; whether it was registered.
+
+    Chats that already have it keep it: the extension is told to stop by its owner.
+    """
+    with _AUTO_LOCK:
+        global _AUTO
+        before = len(_AUTO)
+        _AUTO = tuple(f for f in _AUTO if f != factory)  # a bound method is a new object each time
+        return len(_AUTO) != before
+
+
+def auto_extensions(chat: Any) -> None:
+    """A new chat joins the process's chats and gets the process-wide extensions."""
+    with _AUTO_LOCK:
+        _LIVE.add(chat)
+        factories = _AUTO
+    for factory in factories:
+        _extend_with(chat, factory)
+
+
+def _extend_with(chat: Any, factory: Callable[[Any], Extension | None]) -> None:
+    ext = factory(chat)
+    if ext is not None:
+        chat.extend(ext)
+
+
+__all__ = [
+    "HOOKS",
+    "ChatHost",
+    "Extension",
+    "Snapshot",
+    "auto_extend",
+    "auto_extensions",
+    "overrides",
+    "stop_auto_extend",
+]

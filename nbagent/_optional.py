@@ -6,7 +6,8 @@ bring the heavy or optional rest: ``plots`` (matplotlib), ``parquet``
 (pyarrow), ``lab`` (JupyterLab, a kernel, nbclient for ``python -m
 nbagent.demo``, and the plots and Parquet extras the example notebooks use),
 ``mcp`` (the official MCP SDK, for ``nbagent.MCPServer``), ``postgres``
-(psycopg 3, for ``nbagent.store.PostgresStore``).
+(psycopg 3, for ``nbagent.store.PostgresStore``), ``otel`` (OpenTelemetry's API, SDK
+and OTLP exporter, for ``nbagent.instrument()``).
 A feature whose module is missing fails with one line that says which extra
 (or which dependency) to install, never with a bare ``No module named ...``.
 """
@@ -23,6 +24,7 @@ EXTRAS = {
     "mcp": "mcp",
     "psycopg": "postgres",
     "ray": "ray",
+    "opentelemetry": "otel",
 }
 """The module each extra brings, by top-level module name."""
 

@@ -78,23 +78,28 @@ def test_the_core_is_what_the_notebook_features_use() -> None:
         "pydantic", "pandas", "ipywidgets", "anywidget", "markdown-it-py", "openai", "anthropic",
     }  # fmt: skip
     extras = PYPROJECT["optional-dependencies"]
-    assert set(extras) == {"plots", "parquet", "lab", "mcp", "postgres", "ray", "docs", "dev"}
+    assert set(extras) == {
+        "plots", "parquet", "lab", "mcp", "postgres", "ray", "otel", "docs", "dev",
+    }  # fmt: skip
     assert "jupyterlab" in _requirement_names(extras["lab"])
     assert "jupyterlab" not in core  # VS Code and Colab bring their own front end
 
 
 def test_each_extra_named_in_errors_brings_its_module() -> None:
     extras = PYPROJECT["optional-dependencies"]
+    distribution = {"opentelemetry": "opentelemetry-api"}  # a namespace of several
     for module, extra in EXTRAS.items():
-        assert module in _requirement_names(extras[extra]), (module, extra)
+        wanted = distribution.get(module, module)
+        assert wanted in _requirement_names(extras[extra]), (module, extra)
     # lab is light: what the quickstart and most notebooks use; the heavy pieces (pyarrow
     # for one cell of 05, Ray for the last section of 09) are their own extras, and dev
     # (make test, make lint) has everything.
     lab = _installs("lab")
     assert {"jupyterlab", "ipykernel", "nbclient", "matplotlib", "mcp"} <= lab
     assert not lab & {"ray", "pyarrow", "psycopg"}
-    every_module = {m.split(".")[0] for m in EXTRAS}
+    every_module = {distribution.get(m, m).split(".")[0] for m in EXTRAS}
     assert every_module <= _installs("dev")
+    assert not lab & {"opentelemetry-sdk", "arize-phoenix"}
 
 
 @pytest.mark.parametrize(
@@ -134,6 +139,7 @@ def test_each_extra_named_in_errors_brings_its_module() -> None:
             "ray",
             'nbagent.batch(..., backend="ray")',
         ),
+        (["opentelemetry"], "nbagent.instrument()", "otel", "nbagent.instrument()"),
     ],
 )
 def test_a_feature_without_its_extra_says_which_extra_in_one_line(

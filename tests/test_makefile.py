@@ -186,3 +186,14 @@ def test_the_docs_extra_is_in_dev_and_site_is_ignored() -> None:
                      "mkdocs-jupyter"}  # fmt: skip
     assert "docs" in extras["dev"][0]  # nbagent[lab,...,docs]
     assert "site/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_make_test_installs_phoenix_in_its_own_venv_and_requires_it(tmp_path: Path) -> None:
+    """The OTLP receiver of tests/otel/test_phoenix.py is installed by the project's own
+    script, pinned, outside the project's venv (Phoenix pins anthropic<2)."""
+    out = dry_run("test", tmp_path)
+    assert "bash .ci/ensure-phoenix" in out
+    assert "NBAGENT_REQUIRE_PHOENIX=1" in out[out.index("NBAGENT_REQUIRE_BROWSER=") :]
+    pins = (ROOT / ".ci/phoenix/requirements.txt").read_text().splitlines()
+    assert any(line.startswith("arize-phoenix==") for line in pins)
+    assert all("==" in line for line in pins if line and not line.startswith("#"))

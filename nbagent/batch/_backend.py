@@ -52,7 +52,7 @@ backend opens from its own configuration), :class:`RowUpdate` and
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 RowStatus = Literal["queued", "running", "awaiting_approval", "done", "failed"]
@@ -109,6 +109,9 @@ class RunSpec:
             (the built-in ones follow the store through ``nbagent.store.follow``).
         options: Backend-specific options (``nbagent.batch(backend_options=)``),
             e.g. Ray's ``address``.
+        trace: The batch's trace as a W3C carrier (``{"traceparent": ...}``) when
+            ``nbagent.instrument()`` is on: a backend running chats elsewhere (a Ray
+            worker) runs them inside it (``nbagent.otel.attached``). Empty when off.
     """
 
     batch_id: str
@@ -120,6 +123,7 @@ class RunSpec:
     max_rate_limit_retries: int = 8
     poll_interval: float = 2.0
     options: Mapping[str, Any] | None = None
+    trace: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

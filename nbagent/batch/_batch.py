@@ -30,12 +30,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from .._aio import run_sync
 from .._notice import in_kernel, notice
 from .._optional import require
+from ..otel import attached, carrier, run_span
 from ._backend import Backend, Job, RowResult, RunSpec
 from ._backends import get_backend
 from ._display import ProgressDisplay, make_display
@@ -162,6 +163,7 @@ async def batch_async(
     poll_interval: float = 2.0,
     backend_options: dict[str, Any] | None = None,
     _display: ProgressDisplay | None = None,
+    _trace: Mapping[str, str] | None = None,
 ) -> Any:
     """Async twin of :func:`batch` (same arguments).
 
@@ -232,40 +234,50 @@ async def batch_async(
         display.show()
     run.display = display
     display.start()
-    run.start(runner.run(todo, spec, run.update))
-    try:
-        await run.wait_settled()
-        if wait_for_decisions is not None and wait_for_decisions is not False and not run.final:
-            timeout = None if wait_for_decisions is True else float(wait_for_decisions)
-            await run.wait_final(timeout)
-    except BaseException:
-        await run.stop()
-        raise
-    keep = not run.final and wait_for_decisions is not False and in_kernel()
-    parked = sum(1 for r in run.rows.values() if r.status == "awaiting_approval")
-    if keep:
-        run.progress.parked_hint = True  # the bar says it, with the live count
-        if type(display) is ProgressDisplay:  # progress=False: no bar, so one line
-            notice(
-                f"{parked} row(s) await approval; they continue by themselves once decided "
-                "(nbagent.inbox(result), chat.approve, store.approve); "
-                "nbagent.batch_results(result, wait=60) gives the frame once they have finished"
+    # tracing (nbagent.instrument()): one span around the run; the rows' chats are its
+    # children, here (the rows' tasks inherit it) or on a Ray worker (carried in the spec)
+    with (
+        attached(_trace),
+        run_span(
+            "nbagent.batch", {"nbagent.batch.id": batch_id, "nbagent.batch.rows": len(jobs)}
+        ) as carried,
+    ):
+        if carried:
+            spec = dataclasses.replace(spec, trace=carried)
+        run.start(runner.run(todo, spec, run.update))
+        try:
+            await run.wait_settled()
+            if wait_for_decisions is not None and wait_for_decisions is not False and not run.final:
+                timeout = None if wait_for_decisions is True else float(wait_for_decisions)
+                await run.wait_final(timeout)
+        except BaseException:
+            await run.stop()
+            raise
+        keep = not run.final and wait_for_decisions is not False and in_kernel()
+        parked = sum(1 for r in run.rows.values() if r.status == "awaiting_approval")
+        if keep:
+            run.progress.parked_hint = True  # the bar says it, with the live count
+            if type(display) is ProgressDisplay:  # progress=False: no bar, so one line
+                notice(
+                    f"{parked} row(s) await approval; they continue by themselves once decided "
+                    "(nbagent.inbox(result), chat.approve, store.approve); "
+                    "nbagent.batch_results(result, wait=60) gives the frame once they have finished"
+                )
+            display.tick()
+        elif not run.final:
+            await run.stop()
+            how = (
+                "rerun the batch with the same store to continue them once decided"
+                if st is not None
+                else "decide them (chat.approve / chat.deny) and continue each chat, "
+                "or run the batch with a store"
             )
-        display.tick()
-    elif not run.final:
-        await run.stop()
-        how = (
-            "rerun the batch with the same store to continue them once decided"
-            if st is not None
-            else "decide them (chat.approve / chat.deny) and continue each chat, "
-            "or run the batch with a store"
-        )
-        notice(f"{parked} row(s) await approval; {how} (or pass wait_for_decisions=seconds)")
-    elif run.final:
-        display.stop(final=True)
-    if not keep:
-        await display.stopped()
-    return run.frame()
+            notice(f"{parked} row(s) await approval; {how} (or pass wait_for_decisions=seconds)")
+        elif run.final:
+            display.stop(final=True)
+        if not keep:
+            await display.stopped()
+        return run.frame()
 
 
 def batch(
@@ -360,7 +372,7 @@ def batch(
 
         display = make_display(Progress([]), progress, title=_title(name))
         display.show()
-    frame = run_sync(batch_async(**arguments, _display=display))
+    frame = run_sync(batch_async(**arguments, _display=display, _trace=carrier()))
     if display is not None:
         display.republish()  # the counts now, in the output the saved notebook keeps
     return frame

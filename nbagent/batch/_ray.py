@@ -67,6 +67,7 @@ from typing import Any
 
 from .._config import configure, get_config
 from .._optional import require
+from ..otel import attached, worker_traces
 from ._backend import FINAL, Job, ProgressSink, RowResult, RowUpdate, RunSpec
 from ._backends import register_backend
 from ._local import one_line, settle_job
@@ -231,7 +232,10 @@ class ChatWorker:
 
             loop.call_soon_threadsafe(put)
 
-        task = asyncio.ensure_future(settle_job(job, spec, progress, limit))
+        if spec.trace:  # the driver traces (nbagent.instrument()): so does this worker
+            worker_traces(spec.trace)
+        with attached(spec.trace):  # the row's task runs inside the batch's trace
+            task = asyncio.ensure_future(settle_job(job, spec, progress, limit))
         sent_status, sent_at = "", 0.0
         while not task.done():
             waiter = asyncio.ensure_future(changed.wait())

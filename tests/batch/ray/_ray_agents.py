@@ -111,3 +111,27 @@ def demo_chat() -> Chat:
 def broken_chat() -> Chat:
     """A factory that raises (on the worker)."""
     raise ValueError("no chat for this row")
+
+
+class TracedDemoChat:
+    """A factory of demo chats whose worker writes its spans to ``path`` (JSON lines): it
+    makes the worker's global OpenTelemetry provider once (what a user's
+    ``worker_process_setup_hook`` does), then returns :func:`demo_chat`'s chat."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __call__(self) -> Chat:
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+
+        if not isinstance(trace.get_tracer_provider(), TracerProvider):
+            out = open(self.path, "a")  # noqa: SIM115 (the worker's, for its life)
+            exporter = ConsoleSpanExporter(
+                out=out, formatter=lambda span: span.to_json(indent=None) + "\n"
+            )
+            provider = TracerProvider()
+            provider.add_span_processor(SimpleSpanProcessor(exporter))
+            trace.set_tracer_provider(provider)
+        return demo_chat()

@@ -1,0 +1,183 @@
+"""Turning tracing on and off for the whole process: ``instrument`` and ``uninstrument``.
+
+One :class:`Instrumentation` at a time holds the tracer and the content switch; it
+registers a factory with the core's process-wide extensions
+(:func:`nbagent._extension.auto_extend`), so every chat, made before or after, gets a
+:class:`~nbagent.otel._spans.Tracer`. Off (never instrumented, or after
+``uninstrument()``) nothing listens to any chat: no per-event work at all.
+
+Runs of many chats (a batch, a Ray worker's rows) carry the caller's trace as a W3C
+``traceparent`` carrier (:func:`carrier`, :func:`attached`), so their chats' spans are
+children of the run's span wherever they run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+import weakref
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from .._extension import auto_extend, stop_auto_extend
+from .._optional import require
+
+_LOCK = threading.Lock()
+_CURRENT: Instrumentation | None = None
+
+
+class Instrumentation:
+    """What ``instrument()`` set up: the tracer, the content switch, the chats it traces."""
+
+    def __init__(self, tracer_provider: Any, content: bool):
+        trace = require("opentelemetry.trace", "nbagent.instrument()")
+        self.provider = tracer_provider
+        self.tracer = trace.get_tracer("nbagent", _version(), tracer_provider=tracer_provider)
+        self.content = content
+        self.tracers: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def extension_for(self, chat: Any) -> Any:
+        """The factory given to the core: a tracer for ``chat``."""
+        from ._spans import Tracer
+
+        tracer = Tracer(self)
+        self.tracers.add(tracer)
+        return tracer
+
+    def stop(self) -> None:
+        stop_auto_extend(self.extension_for)
+        for tracer in list(self.tracers):
+            tracer.detach()
+
+
+@functools.cache
+def _version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nbagent")
+    except PackageNotFoundError:
+        return None
+
+
+def instrument(tracer_provider: Any = None, *, content: bool = False) -> None:
+    """Export every chat of this process as OpenTelemetry GenAI spans.
+
+    A turn is an ``invoke_agent`` span, each model request a ``chat`` span (model,
+    usage, cost, finish reasons) and each tool call an ``execute_tool`` span whose
+    events are its approval (requested; decided: verdict, who, reason, wait) and whose
+    attributes say how it ended (``nbagent.call.status``: ``ok``, ``denied``,
+    ``in_doubt``, ``timed_out``...; hosted; the MCP server). Chats made before the call
+    are traced from their next event on. Calling it again replaces the settings.
+
+    Args:
+        tracer_provider: Where spans go (an ``opentelemetry.sdk.trace.TracerProvider``
+            with its exporters); ``None``: OpenTelemetry's global provider.
+        content: Also export what was said: prompts, answers, tool arguments and
+            results (``gen_ai.input.messages``, ``gen_ai.tool.call.arguments``...).
+            Off by default: only names, numbers, statuses and decisions leave.
+            Secrets never do (API keys, MCP server env and headers, DSN passwords are
+            never in a chat's events; key-shaped text is masked in everything exported).
+
+    Raises:
+        ModuleNotFoundError: OpenTelemetry is not installed (one line naming the
+            ``otel`` extra).
+    """
+    global _CURRENT
+    inst = Instrumentation(tracer_provider, bool(content))
+    with _LOCK:
+        old, _CURRENT = _CURRENT, inst
+    if old is not None:
+        old.stop()
+    auto_extend(inst.extension_for)
+
+
+def uninstrument() -> bool:
+    """Stop exporting spans (open turn spans end now); whether tracing was on."""
+    global _CURRENT
+    with _LOCK:
+        old, _CURRENT = _CURRENT, None
+    if old is None:
+        return False
+    old.stop()
+    return True
+
+
+def instrumented() -> bool:
+    """Whether :func:`instrument` is in force."""
+    return _CURRENT is not None
+
+
+def current() -> Instrumentation | None:
+    """The instrumentation in force, if any."""
+    return _CURRENT
+
+
+CONTENT_KEY = "nbagent-content"
+"""A carrier's own entry: whether the tracing process exports content (``"1"``)."""
+
+
+def carrier() -> dict[str, str]:
+    """The caller's trace as a W3C carrier (``{"traceparent": ...}``); empty when off."""
+    inst = _CURRENT
+    if inst is None:
+        return {}
+    from opentelemetry.propagate import inject
+
+    out: dict[str, str] = {}
+    inject(out)
+    if out and inst.content:
+        out[CONTENT_KEY] = "1"
+    return out
+
+
+def worker_traces(carried: Mapping[str, str]) -> None:
+    """A process running chats for a traced run (a Ray worker) traces them too.
+
+    Its spans go to this process's global tracer provider (configure it in the
+    worker, e.g. Ray's ``worker_process_setup_hook``); ``content`` follows the run's.
+    Does nothing when this process is instrumented already or nothing was carried.
+    """
+    if not carried or _CURRENT is not None:
+        return
+    instrument(content=carried.get(CONTENT_KEY) == "1")
+
+
+@contextlib.contextmanager
+def attached(carried: Mapping[str, str] | None) -> Iterator[None]:
+    """Run the block inside the trace ``carried`` names (a run's span): chats started
+    here are its children. Does nothing when off or when nothing was carried."""
+    if not carried or _CURRENT is None:
+        yield
+        return
+    from opentelemetry import context
+    from opentelemetry.propagate import extract
+
+    token = context.attach(extract(dict(carried)))
+    try:
+        yield
+    finally:
+        context.detach(token)
+
+
+@contextlib.contextmanager
+def run_span(name: str, attributes: Mapping[str, Any]) -> Iterator[dict[str, str]]:
+    """A span around a run of many chats (``invoke_workflow {name}``), current in the
+    block; yields its carrier for the run's chats (empty when off)."""
+    inst = _CURRENT
+    if inst is None:
+        yield {}
+        return
+    from opentelemetry import trace
+    from opentelemetry.propagate import inject
+
+    attrs = {"gen_ai.operation.name": "invoke_workflow", **attributes}
+    with inst.tracer.start_as_current_span(
+        f"invoke_workflow {name}", kind=trace.SpanKind.INTERNAL, attributes=attrs
+    ):
+        out: dict[str, str] = {}
+        inject(out)
+        if out and inst.content:
+            out[CONTENT_KEY] = "1"
+        yield out

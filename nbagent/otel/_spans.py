@@ -1,0 +1,543 @@
+"""A chat's record as OpenTelemetry GenAI spans: one :class:`Tracer` per traced chat.
+
+The tracer listens to the chat record's change hook (``chat.record.subscribe``): the
+core's one fold of the event stream tells it what changed and hands it the folded
+:class:`~nbagent._record.CallRecord` / :class:`~nbagent._record.StepRecord`, so it keeps
+no copy of the chat's state, only the spans it has open. Spans, following the GenAI
+semantic conventions (``gen_ai.*``; nbagent's own facts as ``nbagent.*``):
+
+- ``invoke_agent nbagent``: one run of the loop for a turn, from the user's message
+  (or the step that continues a parked turn) until the turn completes, parks on an
+  approval, spends a budget or fails. A continued turn's span links to its first one;
+  a fork's first span links to its parent chat's turn (same process).
+- ``chat {model}``: one model request, a child of its turn: model, provider, usage,
+  finish reasons, ``nbagent.cost_usd``, ``nbagent.replayed``.
+- ``execute_tool {tool}``: one tool call, made when the call is final (so a call
+  decided hours later, or in another process that loaded the chat, still gets one):
+  it starts when the model asked for it and ends when it was answered; the approval
+  is two span events (``nbagent.approval.requested``, ``nbagent.approval.decided``
+  with verdict, who, reason and the wait); the outcome is ``nbagent.call.status``
+  (``ok``, ``denied``, ``in_doubt``, ``timed_out``...), ``nbagent.call.hosted``,
+  ``nbagent.call.server``. What the provider ran on its side (a hosted MCP call) is an
+  ``execute_tool`` span under the model request that reported it.
+
+Message content (prompts, answers, arguments, results) is exported only with
+``content=True``; all free text goes through the key scrubber (``redact_keys``).
+Events that happened before the tracer was attached (a fork's shared history, a
+loaded chat's stored events) are history, not traced again.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from datetime import datetime, timedelta
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
+
+from .._errors import redact_keys, scrub
+from .._events import (
+    Event,
+    MessageAdded,
+    ModelRequestFailed,
+    ModelRequestFinished,
+    ModelRequestStarted,
+    StepFinished,
+    ToolCallFinished,
+    ToolCallRequested,
+    ToolCallStarted,
+    utcnow,
+)
+from .._extension import ChatHost, Extension
+from .._hosted import BREACHES
+from .._record import CallRecord, ChatRecord, RecordChange
+from .._types import AssistantToolCallMessage, Reasoning, ToolResultMessage
+
+AGENT = "nbagent"
+CONTENT_CHARS = 8000
+"""The most characters of one piece of content (a message part, arguments, a result)."""
+ENDS_TURN = frozenset({"complete", "awaiting_approval", "budget_exhausted", "busy"})
+"""The step kinds after which the loop stops: the turn's span ends."""
+_FAILED = frozenset({"error", "timed_out", "in_doubt", "cancelled", *BREACHES})
+
+# Where each chat's turns were traced in this process, so a fork or a replay can link to
+# them: (chat id, turn) -> the span context of the turn's first span. Bounded.
+_TURNS: OrderedDict[tuple[str, int], SpanContext] = OrderedDict()
+_TURNS_MAX = 4096
+_TURNS_LOCK = threading.Lock()  # chats of a batch emit on many threads
+
+
+def turn_context(chat_id: str, turn: int | None = None) -> SpanContext | None:
+    """The span context of a traced turn of ``chat_id`` in this process (its last, by default)."""
+    with _TURNS_LOCK:
+        if turn is not None:
+            return _TURNS.get((chat_id, turn))
+        found = None
+        for (cid, _t), ctx in _TURNS.items():
+            if cid == chat_id:
+                found = ctx
+        return found
+
+
+def _remember(chat_id: str, turn: int, ctx: SpanContext) -> None:
+    with _TURNS_LOCK:
+        _TURNS.setdefault((chat_id, turn), ctx)
+        while len(_TURNS) > _TURNS_MAX:
+            _TURNS.popitem(last=False)
+
+
+def ns(ts: datetime | None) -> int | None:
+    """A timestamp as OpenTelemetry's nanoseconds since the epoch."""
+    if ts is None:
+        return None
+    return int(ts.timestamp() * 1e6) * 1000  # microseconds, as datetimes hold them
+
+
+class Tracer(Extension):
+    """Turns one chat's record changes into spans (see the module docstring)."""
+
+    def __init__(self, inst: Any):
+        """``inst``: the instrumentation in force (its ``tracer`` and ``content``)."""
+        self._inst = inst
+        self._tracer = inst.tracer
+        self._content = inst.content
+        self._since = utcnow()
+        self._record: ChatRecord | None = None
+        self._chat_id = ""
+        self._host: ChatHost | None = None
+        self._turn_span: Any = None
+        self._turn: int | None = None
+        self._turn_usage = [0, 0]
+        self._turn_cost = 0.0
+        self._turn_input: list[dict[str, Any]] = []
+        self._steps: dict[int, Any] = {}  # record step index -> open chat span
+        self._finishing: Any = None  # a chat span ended by its response's message
+        self._turn_ctx: Any = None  # an OpenTelemetry context holding the open turn span
+        self._last_step_ctx: Any = None  # ... holding the last request's span
+        self._call_parent: dict[str, Any] = {}  # call id -> the context of its turn span
+        self._linked_parent = False
+
+    # ------------------------------------------------------------ attaching
+    def attach(self, host: ChatHost) -> None:
+        chat = host.chat
+        self._host, self._chat_id = host, chat.id
+        self._record = chat.record
+        self._record.subscribe(self.on_change)
+
+    def detach(self) -> None:
+        """Stop tracing this chat; an open turn span ends now."""
+        if self._record is not None:
+            self._record.unsubscribe(self.on_change)
+        if self._finishing is not None:
+            self._end_finishing()
+        self._end_turn(None, "detached")
+
+    # ------------------------------------------------------------ the change hook
+    def on_change(self, change: RecordChange) -> None:
+        e = change.event
+        if e is None or e.ts < self._since:
+            return  # a refold (a loaded chat), or history copied into a fork
+        if self._finishing is not None:
+            self._end_finishing(e)
+        handler = _HANDLERS.get(type(e))
+        if handler is not None:
+            handler(self, change.key, e)
+
+    def _on_message(self, key: Any, e: MessageAdded) -> None:
+        m: Any = e.message
+        role = getattr(m, "role", None)
+        if role == "user":
+            self._turn_for(e.turn, e.ts)
+            if self._content:
+                self._turn_input.append(_message_json(m, self._text))
+        elif isinstance(m, AssistantToolCallMessage) or role == "assistant":
+            self._provider_items(e)
+
+    def _on_request_started(self, key: Any, e: ModelRequestStarted) -> None:
+        parent = self._turn_for(e.turn, e.ts)
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": e.provider,
+            "gen_ai.request.model": e.model,
+            "gen_ai.conversation.id": self._chat_id,
+            "nbagent.step": e.step,
+            "nbagent.turn": e.turn,
+            "nbagent.request.messages": e.n_messages,
+            "nbagent.request.tool_choice": e.tool_choice,
+        }
+        if self._content:
+            attrs["gen_ai.input.messages"] = self._transcript_json(e.n_messages)
+            chat = self._chat()
+            if chat is not None and chat.system:
+                attrs["gen_ai.system_instructions"] = json.dumps(
+                    [{"type": "text", "content": self._text(chat.system)}], ensure_ascii=False
+                )
+        self._steps[key] = self._tracer.start_span(
+            f"chat {e.model}",
+            context=_parent(parent),
+            kind=SpanKind.CLIENT,
+            attributes=attrs,
+            start_time=ns(e.ts),
+        )
+
+    def _on_request_finished(self, key: Any, e: ModelRequestFinished) -> None:
+        span = self._steps.pop(key, None)
+        if span is None:  # its start was not traced: made now, back to when it started
+            parent = self._turn_for(e.turn, e.ts)
+            span = self._tracer.start_span(
+                f"chat {e.model}",
+                context=_parent(parent),
+                kind=SpanKind.CLIENT,
+                start_time=ns(e.ts - timedelta(milliseconds=e.latency_ms)),
+                attributes={
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.provider.name": e.provider,
+                    "gen_ai.conversation.id": self._chat_id,
+                    "nbagent.step": e.step,
+                    "nbagent.turn": e.turn,
+                },
+            )
+        u = e.usage
+        attrs: dict[str, Any] = {
+            "gen_ai.response.model": e.model,
+            "gen_ai.response.finish_reasons": (e.raw_stop_reason or e.stop_reason,),
+            "gen_ai.usage.input_tokens": u.input_tokens,
+            "gen_ai.usage.output_tokens": u.output_tokens,
+            "nbagent.stop_reason": e.stop_reason,
+            "nbagent.tool_calls": e.n_tool_calls,
+            "nbagent.replayed": e.replayed,
+        }
+        if u.cached_tokens:
+            attrs["gen_ai.usage.cache_read.input_tokens"] = u.cached_tokens
+        if u.cache_write_tokens:
+            attrs["gen_ai.usage.cache_creation.input_tokens"] = u.cache_write_tokens
+        if u.reasoning_tokens:
+            attrs["nbagent.usage.reasoning_tokens"] = u.reasoning_tokens
+        span.set_attributes(attrs)
+        if e.cost_usd is not None:
+            span.set_attribute("nbagent.cost_usd", e.cost_usd)
+            self._turn_cost += e.cost_usd
+        if e.replayed:
+            self._replay_link(span, e.step)
+        self._turn_usage[0] += u.input_tokens
+        self._turn_usage[1] += u.output_tokens
+        self._last_step_ctx = trace.set_span_in_context(span)
+        self._finishing = (span, ns(e.ts))  # the response's message follows: its content
+
+    def _on_request_failed(self, key: Any, e: ModelRequestFailed) -> None:
+        span = self._steps.pop(key, None)
+        if span is None:
+            span = self._tracer.start_span(
+                f"chat {e.model}",
+                context=_parent(self._turn_for(e.turn, e.ts)),
+                kind=SpanKind.CLIENT,
+                start_time=ns(e.ts - timedelta(milliseconds=e.latency_ms)),
+            )
+        error = self._text(e.error, 1000)
+        span.set_attribute("error.type", e.error_type)
+        span.set_status(Status(StatusCode.ERROR, error))
+        span.end(end_time=ns(e.ts))
+        self._end_turn(e.ts, "failed", error=(e.error_type, error))
+
+    def _on_requested(self, key: Any, e: ToolCallRequested) -> None:
+        self._call_parent[e.call.id] = self._turn_for(e.turn, e.ts)
+
+    def _on_started(self, key: Any, e: ToolCallStarted) -> None:
+        self._turn_for(e.turn, e.ts)
+
+    def _on_finished(self, key: Any, e: ToolCallFinished) -> None:
+        record = self._record
+        r = record.get(e.call.id) if record is not None else None
+        if r is None or e.shared:
+            return
+        parent = self._call_parent.pop(r.call_id, None)
+        if parent is None and self._turn_span is not None:
+            parent = self._turn_ctx
+        self._call_span(r, parent, e)
+
+    def _on_step_finished(self, key: Any, e: StepFinished) -> None:
+        if e.kind in ENDS_TURN:
+            self._end_turn(e.ts, e.kind, budget=e.budget)
+
+    # ------------------------------------------------------------ turns
+    def _turn_for(self, turn: int, ts: datetime) -> Any:
+        """The context of ``turn``'s open span, started now if the loop (re)starts on it."""
+        if self._turn_span is not None:
+            if self._turn == turn:
+                return self._turn_ctx
+            self._end_turn(ts, "next_turn")
+        chat = self._chat()
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": AGENT,
+            "gen_ai.agent.id": self._chat_id,
+            "gen_ai.conversation.id": self._chat_id,
+            "nbagent.turn": turn,
+        }
+        if chat is not None:
+            attrs["gen_ai.provider.name"] = chat.provider.name
+            attrs["gen_ai.request.model"] = chat.provider.model
+        links = []
+        first = turn_context(self._chat_id, turn)
+        if first is not None:  # a parked turn continued: the same turn's first run
+            attrs["nbagent.continued"] = True
+            links.append(Link(first, {"nbagent.link": "continues"}))
+        parent = chat.parent if chat is not None else None
+        if parent is not None:
+            attrs["nbagent.fork.parent_chat_id"] = parent.chat_id
+            attrs["nbagent.fork.step"] = parent.step
+            attrs["nbagent.fork.change"] = parent.change
+            if parent.call_id is not None:
+                attrs["nbagent.fork.call_id"] = parent.call_id
+            if not self._linked_parent:
+                self._linked_parent = True
+                origin = turn_context(parent.chat_id, turn) or turn_context(parent.chat_id)
+                if origin is not None:
+                    links.append(Link(origin, {"nbagent.link": "forked_from"}))
+        span = self._tracer.start_span(
+            f"invoke_agent {AGENT}",
+            kind=SpanKind.INTERNAL,
+            attributes=attrs,
+            links=links,
+            start_time=ns(ts),
+        )  # the caller's current span (a batch, the user's own) is its parent
+        self._turn_span, self._turn = span, turn
+        self._turn_usage, self._turn_cost = [0, 0], 0.0
+        self._turn_ctx = trace.set_span_in_context(span)
+        _remember(self._chat_id, turn, span.get_span_context())
+        return self._turn_ctx
+
+    def _end_turn(
+        self,
+        ts: datetime | None,
+        outcome: str,
+        *,
+        budget: str | None = None,
+        error: tuple[str, str] | None = None,
+    ) -> None:
+        span = self._turn_span
+        if span is None:
+            return
+        self._turn_span = None
+        span.set_attributes(
+            {
+                "nbagent.outcome": outcome,
+                "gen_ai.usage.input_tokens": self._turn_usage[0],
+                "gen_ai.usage.output_tokens": self._turn_usage[1],
+                "nbagent.cost_usd": self._turn_cost,
+            }
+        )
+        if budget is not None:
+            span.set_attribute("nbagent.budget", budget)
+        if error is not None:
+            span.set_attribute("error.type", error[0])
+            span.set_status(Status(StatusCode.ERROR, error[1]))
+        if self._content:
+            if self._turn_input:
+                span.set_attribute("gen_ai.input.messages", json.dumps(self._turn_input))
+            answer = self._answer()
+            if answer is not None:
+                span.set_attribute("gen_ai.output.messages", json.dumps([answer]))
+        self._turn_input = []
+        span.end(end_time=ns(ts))
+
+    # ------------------------------------------------------------ requests
+    def _end_finishing(self, e: Event | None = None) -> None:
+        span, end = self._finishing
+        self._finishing = None
+        if self._content and isinstance(e, MessageAdded):
+            m: Any = e.message
+            if getattr(m, "role", None) == "assistant":
+                span.set_attribute(
+                    "gen_ai.output.messages", json.dumps([_message_json(m, self._text)])
+                )
+        span.end(end_time=end)
+
+    def _replay_link(self, span: Any, step: int) -> None:
+        chat = self._chat()
+        recording = chat.recordings().get(step) if chat is not None else None
+        if recording is None or not recording.chat_id:
+            return
+        span.set_attribute("nbagent.replay.chat_id", recording.chat_id)
+        span.set_attribute("nbagent.replay.step", recording.step)
+        if recording.chat_id != self._chat_id:
+            origin = turn_context(recording.chat_id)
+            if origin is not None:
+                span.add_link(origin, {"nbagent.link": "replays"})
+
+    # ------------------------------------------------------------ calls
+    def _call_span(self, r: CallRecord, parent: Any, e: ToolCallFinished | None) -> None:
+        status = r.status
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": r.tool,
+            "gen_ai.tool.call.id": r.call_id,
+            "gen_ai.tool.type": "extension" if (r.server or r.hosted) else "function",
+            "gen_ai.conversation.id": self._chat_id,
+            "nbagent.call.status": status,
+            "nbagent.call.decision": r.decision,
+            "nbagent.call.requires_approval": bool(r.requires_approval),
+            "nbagent.call.hosted": bool(r.hosted),
+        }
+        optional = {
+            "nbagent.call.server": r.server,
+            "nbagent.call.item_type": r.item_type,
+            "nbagent.call.mode": r.concurrency,
+            "nbagent.call.duration_ms": r.duration_ms,
+            "nbagent.call.replayed": r.replayed,
+            "nbagent.step": r.step,
+            "nbagent.turn": r.turn,
+            "gen_ai.provider.name": r.provider if r.hosted else None,
+        }
+        attrs.update({k: v for k, v in optional.items() if v is not None})
+        if r.server and not r.hosted:
+            attrs["mcp.method.name"] = "tools/call"
+        if r.ran_before:
+            attrs["nbagent.call.ran_before"] = list(r.ran_before)
+        if self._content:
+            if r.arguments is not None:
+                attrs["gen_ai.tool.call.arguments"] = self._text(
+                    json.dumps(r.edited_arguments or r.arguments, ensure_ascii=False, default=str)
+                )
+            content = r.result.content if r.result is not None else r.result_preview
+            if content is not None:
+                attrs["gen_ai.tool.call.result"] = self._text(content)
+        start = r.requested_at or r.started_at or (e.ts if e is not None else utcnow())
+        span = self._tracer.start_span(
+            f"execute_tool {r.tool}",
+            context=_parent(parent),
+            kind=SpanKind.INTERNAL,
+            attributes=attrs,
+            start_time=ns(start),
+        )
+        if r.requires_approval and r.approval_source is not None:
+            span.add_event(
+                "nbagent.approval.requested",
+                {"nbagent.approval.source": r.approval_source}
+                | ({"nbagent.approval.reason": self._text(r.approval_reason, 500)}
+                   if r.approval_reason else {}),
+                timestamp=ns(r.requested_at),
+            )  # fmt: skip
+        d = r.decided
+        if d is not None:
+            decided: dict[str, Any] = {
+                "nbagent.decision.verdict": d.verdict,
+                "nbagent.decision.by": d.by,
+                "nbagent.decision.edited": d.arguments is not None,
+            }
+            if d.reason:
+                decided["nbagent.decision.reason"] = self._text(d.reason, 1000)
+            if r.requested_at is not None and d.at is not None:
+                decided["nbagent.decision.wait_ms"] = max(
+                    0.0, (d.at - r.requested_at).total_seconds() * 1000.0
+                )
+            span.add_event("nbagent.approval.decided", decided, timestamp=ns(d.at))
+        if status in _FAILED:
+            span.set_attribute("error.type", status)
+            span.set_status(Status(StatusCode.ERROR, self._text(r.error or status, 1000)))
+        end = e.ts if e is not None else r.finished_at
+        span.end(end_time=ns(end))
+
+    def _provider_items(self, e: MessageAdded) -> None:
+        """What the provider ran on its side, reported with this message: one span each."""
+        record = self._record
+        items = getattr(e.message, "items", ())
+        if record is None or not items:
+            return
+        for n, item in enumerate(items):
+            if isinstance(item, Reasoning) or item.type.endswith("list_tools"):
+                continue
+            r = record.get(item.call_id or f"{e.index}.{n}")
+            if r is None or r.item_type is None or r.call is not None:
+                continue
+            parent = self._last_step_ctx
+            if parent is None and self._turn_span is not None:
+                parent = self._turn_ctx
+            self._call_span(r, parent, None)
+
+    # ------------------------------------------------------------ text
+    def _text(self, text: str | None, limit: int = CONTENT_CHARS) -> str:
+        """``text`` as exported: hosted tools' secrets and key-shaped text masked, clipped."""
+        chat = self._chat()
+        secrets = [
+            secret
+            for hosted in (chat.hosted_tools if chat is not None else ())
+            for secret in getattr(hosted, "secrets", tuple)()
+        ]
+        out = scrub(text or "", secrets) if secrets else redact_keys(text or "")
+        return out if len(out) <= limit else out[:limit] + "…"
+
+    def _transcript_json(self, n: int) -> str:
+        record = self._record
+        messages = record.messages[:n] if record is not None else ()
+        return json.dumps([_message_json(m.message, self._text) for m in messages])
+
+    def _answer(self) -> dict[str, Any] | None:
+        record = self._record
+        if record is None:
+            return None
+        with record.reading():
+            for m in reversed(record.messages):
+                if m.role == "assistant" and m.turn == self._turn:
+                    return _message_json(m.message, self._text)
+                if m.role == "user":
+                    return None
+        return None
+
+    def _chat(self) -> Any:
+        host = self._host
+        return host.chat if host is not None and host.alive else None
+
+
+def _parent(ctx: Any) -> Any:
+    """An OpenTelemetry context for a parent: a context as is, a span or a span context
+    made current in a new one; ``None``: the caller's current context."""
+    if ctx is None or isinstance(ctx, dict):  # a Context is a dict
+        return ctx
+    if not isinstance(ctx, SpanContext):
+        ctx = ctx.get_span_context()
+    return trace.set_span_in_context(NonRecordingSpan(ctx))
+
+
+def _message_json(m: Any, text: Any) -> dict[str, Any]:
+    """A message in the GenAI conventions' shape: a role and its parts."""
+    parts: list[dict[str, Any]] = []
+    if isinstance(m, ToolResultMessage):
+        parts.append(
+            {"type": "tool_call_response", "id": m.tool_call_id, "response": text(m.content)}
+        )
+        return {"role": "tool", "parts": parts}
+    content = getattr(m, "content", None)
+    if isinstance(content, str) and content:
+        parts.append({"type": "text", "content": text(content)})
+    for c in getattr(m, "tool_calls", ()) or ():
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": c.id,
+                "name": c.name,
+                "arguments": text(json.dumps(c.arguments, ensure_ascii=False, default=str)),
+            }
+        )
+    out: dict[str, Any] = {"role": getattr(m, "role", "assistant"), "parts": parts}
+    stop = getattr(m, "stop_reason", None)
+    if stop and out["role"] == "assistant":
+        out["finish_reason"] = stop
+    return out
+
+
+_HANDLERS: dict[type[Event], Any] = {
+    MessageAdded: Tracer._on_message,
+    ModelRequestStarted: Tracer._on_request_started,
+    ModelRequestFinished: Tracer._on_request_finished,
+    ModelRequestFailed: Tracer._on_request_failed,
+    ToolCallRequested: Tracer._on_requested,
+    ToolCallStarted: Tracer._on_started,
+    ToolCallFinished: Tracer._on_finished,
+    StepFinished: Tracer._on_step_finished,
+}
+"""What each event does to the spans; the other events change none (a decision is read
+off the call's record when the call is final)."""

@@ -1,0 +1,393 @@
+"""nbagent.instrument(): chats as OpenTelemetry GenAI spans, read back from the SDK's
+in-memory exporter (the attributes, the approval events, the links), through the real
+OpenAI SDK against the strict fake server and a real MCP server (the notes server)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from _scenario import KEY, SECRETS, issue_turn, refund
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import nbagent
+from nbagent import Chat, tool
+from nbagent.testing import ScriptedProvider, call_tools, reply
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    nbagent.instrument(provider)
+    yield exporter
+    nbagent.uninstrument()
+
+
+@pytest.fixture
+def content_spans() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    nbagent.instrument(provider, content=True)
+    yield exporter
+    nbagent.uninstrument()
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look a city up.
+
+    Args:
+        city: The city.
+    """
+    return f"{city}: 21 C"
+
+
+def named(exporter: InMemorySpanExporter, prefix: str) -> list[ReadableSpan]:
+    return [s for s in exporter.get_finished_spans() if s.name.startswith(prefix)]
+
+
+def one(exporter: InMemorySpanExporter, name: str) -> ReadableSpan:
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == name]
+    return span
+
+
+def everything(exporter: InMemorySpanExporter) -> str:
+    """Every exported span as the JSON an exporter would send (attributes, events, links)."""
+    return "\n".join(s.to_json() for s in exporter.get_finished_spans())
+
+
+def scripted_chat(*script: Any, **kw: Any) -> Chat:
+    return Chat(provider=ScriptedProvider(list(script)), display=False, **kw).with_tools(
+        lookup, refund
+    )
+
+
+# ------------------------------------------------------------------ the issue's Done when
+def test_a_turn_with_a_denied_a_hosted_and_an_mcp_call_has_the_genai_attributes(
+    content_spans: InMemorySpanExporter,
+) -> None:
+    """One response asks for a gated local call (denied), an MCP server's tool (runs on the
+    real notes server) and carries a hosted MCP call the provider ran; every one is an
+    ``execute_tool`` span with the right attributes, under the turn's ``invoke_agent``."""
+    chat = issue_turn()
+
+    agents = named(content_spans, "invoke_agent")
+    assert len(agents) == 2  # the run that parked on the approval, and its continuation
+    first, second = sorted(agents, key=lambda s: s.start_time or 0)
+    assert first.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert first.attributes["gen_ai.provider.name"] == "openai"
+    assert first.attributes["gen_ai.conversation.id"] == chat.id
+    assert first.attributes["nbagent.outcome"] == "awaiting_approval"
+    assert second.attributes["nbagent.outcome"] == "complete"
+    assert second.attributes["nbagent.continued"] is True
+    assert [link.context.span_id for link in second.links] == [first.context.span_id]
+
+    requests = named(content_spans, "chat ")
+    assert [s.name for s in requests] == ["chat gpt-4.1-mini"] * 2
+    for s in requests:
+        a = s.attributes
+        assert a["gen_ai.operation.name"] == "chat"
+        assert a["gen_ai.provider.name"] == "openai"
+        assert a["gen_ai.request.model"] == "gpt-4.1-mini"
+        assert a["gen_ai.usage.input_tokens"] > 0 and a["gen_ai.usage.output_tokens"] > 0
+        assert a["gen_ai.response.finish_reasons"]
+        assert "nbagent.cost_usd" in a
+    assert {s.parent.span_id for s in requests} == {first.context.span_id, second.context.span_id}
+
+    denied = one(content_spans, "execute_tool refund")
+    a = denied.attributes
+    assert a["gen_ai.tool.name"] == "refund" and a["gen_ai.tool.type"] == "function"
+    assert a["gen_ai.tool.call.id"] == chat.tool_calls[0].id
+    assert a["nbagent.call.status"] == "denied" and a["nbagent.call.decision"] == "denied"
+    assert denied.parent.span_id == first.context.span_id
+    requested, decided = denied.events
+    assert requested.name == "nbagent.approval.requested"
+    assert decided.name == "nbagent.approval.decided"
+    assert decided.attributes["nbagent.decision.verdict"] == "denied"
+    assert decided.attributes["nbagent.decision.by"] == "user"
+    assert decided.attributes["nbagent.decision.reason"] == "refunds need a manager"
+    assert decided.attributes["nbagent.decision.wait_ms"] >= 0
+
+    mcp = one(content_spans, "execute_tool notes_read_note")
+    a = mcp.attributes
+    assert a["nbagent.call.server"] == "notes" and a["mcp.method.name"] == "tools/call"
+    assert a["gen_ai.tool.type"] == "extension" and a["nbagent.call.hosted"] is False
+    assert a["nbagent.call.status"] == "ok" and a["gen_ai.tool.call.result"] == "buy milk"
+
+    ran = one(content_spans, "execute_tool ask_question")
+    a = ran.attributes
+    assert a["nbagent.call.hosted"] is True and a["nbagent.call.server"] == "deepwiki"
+    assert a["nbagent.call.item_type"] == "mcp_call" and a["gen_ai.provider.name"] == "openai"
+    first_request = min(requests, key=lambda s: s.start_time or 0)
+    assert ran.parent.span_id == first_request.context.span_id  # the response that reported it
+
+    exported = everything(content_spans)
+    for secret in SECRETS:
+        assert secret not in exported
+
+
+# ------------------------------------------------------------------ content and secrets
+def test_without_content_no_prompt_answer_argument_or_result_leaves(
+    spans: InMemorySpanExporter,
+) -> None:
+    chat = scripted_chat(
+        call_tools(("lookup", {"city": "Zanzibar-PRIVATE"})), reply("It is ANSWER-PRIVATE.")
+    )
+    chat.ask("Weather in PROMPT-PRIVATE?")
+    exported = everything(spans)
+    assert named(spans, "execute_tool lookup") and named(spans, "chat ")
+    for text in ("PROMPT-PRIVATE", "Zanzibar-PRIVATE", "ANSWER-PRIVATE"):
+        assert text not in exported
+    assert "gen_ai.input.messages" not in exported and "gen_ai.tool.call" + ".arguments" not in (
+        exported
+    )
+
+
+def test_with_content_the_messages_follow_the_conventions_shape(
+    content_spans: InMemorySpanExporter,
+) -> None:
+    chat = scripted_chat(call_tools(("lookup", {"city": "Oslo"})), reply("Oslo is 21 C."))
+    chat.ask("Weather in Oslo?")
+    agent = one(content_spans, "invoke_agent nbagent")
+    inputs = json.loads(agent.attributes["gen_ai.input.messages"])
+    assert inputs == [{"role": "user", "parts": [{"type": "text", "content": "Weather in Oslo?"}]}]
+    (output,) = json.loads(agent.attributes["gen_ai.output.messages"])
+    assert output["role"] == "assistant"
+    assert output["parts"] == [{"type": "text", "content": "Oslo is 21 C."}]
+    second = max(named(content_spans, "chat "), key=lambda s: s.start_time or 0)
+    sent = json.loads(second.attributes["gen_ai.input.messages"])
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
+    assert sent[1]["parts"][0]["type"] == "tool_call"
+    call = one(content_spans, "execute_tool lookup")
+    assert json.loads(call.attributes["gen_ai.tool.call.arguments"]) == {"city": "Oslo"}
+
+
+def test_key_shaped_text_in_content_is_masked(content_spans: InMemorySpanExporter) -> None:
+    chat = scripted_chat(reply(f"your key is {KEY}"))
+    chat.ask(f"remember {KEY} and https://user:DSN-PASSWORD-77@db.example/x")
+    exported = everything(content_spans)
+    assert KEY not in exported and "DSN-PASSWORD-77" not in exported
+    assert "remember" in exported  # the content itself is there
+
+
+def test_a_postgres_dsn_password_never_reaches_a_span(
+    content_spans: InMemorySpanExporter, postgres_dsn: str
+) -> None:
+    from _postgres import PASSWORD
+
+    from nbagent.store import PostgresStore
+
+    assert PASSWORD in postgres_dsn
+    store = PostgresStore(postgres_dsn)
+    try:
+        chat = Chat(provider=ScriptedProvider([reply("stored")]), store=store, display=False)
+        chat.ask(f"hello from {store!r}")
+        chat.close()
+    finally:
+        store.close()
+    assert named(content_spans, "invoke_agent")
+    assert PASSWORD not in everything(content_spans)
+
+
+# ------------------------------------------------------------------ costs nothing when off
+def test_off_no_chat_has_a_listener_and_nothing_is_exported() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    before = scripted_chat(reply("a"), reply("b"))
+    assert before.record._hooks == [] and before.extensions == ()
+    nbagent.instrument(provider)
+    assert len(before.record._hooks) == 1  # a chat made before instrument() is traced too
+    before.ask("one")
+    assert named(exporter, "invoke_agent")
+    assert nbagent.uninstrument() is True
+    assert before.record._hooks == []  # off again: no per-event work for it
+    after = scripted_chat(reply("c"))
+    assert after.record._hooks == [] and after.extensions == ()
+    exporter.clear()
+    before.ask("two")
+    after.ask("three")
+    assert exporter.get_finished_spans() == ()
+    assert nbagent.uninstrument() is False
+
+
+def test_the_missing_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)
+    with pytest.raises(ModuleNotFoundError) as raised:
+        nbagent.instrument()
+    assert str(raised.value) == (
+        "nbagent.instrument() needs opentelemetry, which is not installed: "
+        "pip install 'nbagent[otel]'"
+    )
+    assert not nbagent.otel.instrumented()
+
+
+# ------------------------------------------------------------------ statuses
+def test_a_timed_out_call_is_an_error_span(spans: InMemorySpanExporter) -> None:
+    release = threading.Event()
+
+    @tool(timeout=0.05)
+    def slow(city: str) -> str:
+        """Slow.
+
+        Args:
+            city: The city.
+        """
+        release.wait(10)
+        return "late"
+
+    chat = Chat(
+        provider=ScriptedProvider([call_tools(("slow", {"city": "x"})), reply("gave up")]),
+        display=False,
+    ).with_tools(slow)
+    try:
+        chat.ask("go")
+    finally:
+        release.set()
+    span = one(spans, "execute_tool slow")
+    assert span.attributes["nbagent.call.status"] == "timed_out"
+    assert span.attributes["error.type"] == "timed_out"
+    assert span.status.status_code.name == "ERROR"
+
+
+def test_an_approved_call_has_both_approval_events_and_runs_under_the_continuation(
+    spans: InMemorySpanExporter,
+) -> None:
+    chat = scripted_chat(call_tools(("refund", {"order_id": 7})), reply("refunded"))
+    chat.ask("refund 7")
+    chat.approve(chat.pending_approvals[0])
+    chat.complete()
+    span = one(spans, "execute_tool refund")
+    assert span.attributes["nbagent.call.status"] == "ok"
+    assert span.attributes["nbagent.call.decision"] == "approved"
+    assert [e.name for e in span.events] == [
+        "nbagent.approval.requested",
+        "nbagent.approval.decided",
+    ]
+    assert span.events[1].attributes["nbagent.decision.verdict"] == "approved"
+    first = min(named(spans, "invoke_agent"), key=lambda s: s.start_time or 0)
+    assert span.parent.span_id == first.context.span_id  # the run that asked for it
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(verdicts=st.lists(st.booleans(), min_size=1, max_size=5))
+def test_every_final_call_is_one_span_whose_status_is_the_records(
+    spans: InMemorySpanExporter, verdicts: list[bool]
+) -> None:
+    """Whatever the decisions, each call is exported once, as its record says it ended,
+    with exactly one decided event carrying the verdict given."""
+    spans.clear()
+    calls = [("refund", {"order_id": n}) for n in range(len(verdicts))]
+    chat = scripted_chat(call_tools(*calls), reply("done"))
+    chat.ask("refund them")
+    for call, ok in zip(list(chat.pending_approvals), verdicts, strict=True):
+        (chat.approve if ok else chat.deny)(call)
+    chat.complete()
+    exported = named(spans, "execute_tool")
+    assert len(exported) == len(verdicts)
+    by_id = {s.attributes["gen_ai.tool.call.id"]: s for s in exported}
+    for r in chat.record.calls:
+        s = by_id[r.call_id]
+        assert s.attributes["nbagent.call.status"] == r.status
+        (decided,) = [e for e in s.events if e.name == "nbagent.approval.decided"]
+        assert decided.attributes["nbagent.decision.verdict"] == r.decided.verdict
+    assert {r.status for r in chat.record.calls} <= {"ok", "denied"}
+
+
+# ------------------------------------------------------------------ links
+def test_a_fork_links_to_its_parent_and_does_not_trace_the_shared_history_again(
+    spans: InMemorySpanExporter,
+) -> None:
+    chat = scripted_chat(
+        call_tools(("refund", {"order_id": 1})), reply("not refunded"), reply("refunded")
+    )
+    chat.ask("refund 1")
+    call = chat.pending_approvals[0]
+    chat.deny(call)
+    chat.complete()
+    parent_turn = min(named(spans, "invoke_agent"), key=lambda s: s.start_time or 0)
+    n_requests = len(named(spans, "chat "))
+    spans.clear()
+    fork = chat.fork(call, decision="approved")
+    assert spans.get_finished_spans() == ()  # the shared history is not traced again
+    fork.complete()
+    (agent,) = named(spans, "invoke_agent")
+    assert agent.attributes["gen_ai.conversation.id"] == fork.id
+    assert agent.attributes["nbagent.fork.parent_chat_id"] == chat.id
+    assert agent.attributes["nbagent.fork.call_id"] == call.id
+    assert [link.context.span_id for link in agent.links] == [parent_turn.context.span_id]
+    assert len(named(spans, "chat ")) == 1 and n_requests == 2  # only the fork's own request
+    (ran,) = named(spans, "execute_tool refund")
+    assert ran.attributes["nbagent.call.status"] == "ok"
+
+
+def test_a_replayed_request_links_to_the_run_that_recorded_it(
+    spans: InMemorySpanExporter,
+) -> None:
+    live = scripted_chat(
+        call_tools(("lookup", {"city": "Rome"})), reply("Rome: 21 C"), replay="auto"
+    )
+    live.ask("Weather in Rome?")
+    recorded = {s.attributes["nbagent.step"]: s for s in named(spans, "chat ")}
+    spans.clear()
+    rerun = scripted_chat(replay="only")
+    rerun.ask("Weather in Rome?")
+    replayed = named(spans, "chat ")
+    assert len(replayed) == 2
+    for s in replayed:
+        assert s.attributes["nbagent.replayed"] is True
+        assert s.attributes["nbagent.replay.chat_id"] == live.id
+        assert [link.context.trace_id for link in s.links] == [
+            recorded[s.attributes["nbagent.step"]].context.trace_id
+        ]
+
+
+def test_a_batchs_chats_are_children_of_the_batch_span(spans: InMemorySpanExporter) -> None:
+    result = nbagent.batch(
+        ["a", "b", "c"],
+        lambda: Chat(provider=ScriptedProvider([reply("ok")])),
+        progress=False,
+        name="traced",
+    )
+    assert list(result["status"]) == ["done"] * 3
+    (run,) = named(spans, "invoke_workflow")
+    assert run.attributes["nbagent.batch.id"] == "traced"
+    assert run.attributes["nbagent.batch.rows"] == 3
+    agents = named(spans, "invoke_agent")
+    assert len(agents) == 3
+    assert {a.parent.span_id for a in agents} == {run.context.span_id}
+    assert {a.context.trace_id for a in agents} == {run.context.trace_id}
+
+
+def test_an_async_batch_inside_the_users_span_nests_under_it(
+    spans: InMemorySpanExporter,
+) -> None:
+    from opentelemetry import trace
+
+    tracer = nbagent.otel._instrument.current().tracer  # the provider the test gave
+
+    async def go() -> Any:
+        with tracer.start_as_current_span("my evaluation") as mine:
+            await nbagent.batch_async(
+                ["x", "y"], lambda: Chat(provider=ScriptedProvider([reply("ok")])), progress=False
+            )
+            return mine.get_span_context()
+
+    mine = asyncio.run(go())
+    (run,) = named(spans, "invoke_workflow")
+    assert run.parent.span_id == mine.span_id
+    assert trace.get_current_span() is trace.INVALID_SPAN  # nothing left attached
