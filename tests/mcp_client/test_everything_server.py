@@ -2,12 +2,13 @@
 pinned in .ci/mcp-servers), a server nobody here wrote, over stdio and streamable HTTP.
 
 Every tool it lists to nbagent is reached and exercised, its resources read and its prompts
-asked. Left to the input-request work (issue 26, items 1-2): the tools it lists only to a
-client declaring elicitation, sampling or roots (``trigger-elicitation-request``,
-``trigger-elicitation-request-async``, ``trigger-url-elicitation``,
-``trigger-sampling-request``, ``trigger-sampling-request-async``, ``get-roots-list``).
-``simulate-research-query`` runs only as a task, which the SDK's client cannot run: it is
-not offered (checked here).
+asked. nbagent declares elicitation, sampling and roots, so the server also lists the tools
+that ask the client for input (``trigger-elicitation-request``, ``trigger-url-elicitation``,
+``trigger-sampling-request``, ``get-roots-list``): each one's request parks on the chat as a
+pending input (roots are answered from ``MCPServer(roots=)``). Three tools need tasks, which
+the SDK's client cannot run: ``simulate-research-query`` runs only as a task (listed, not
+offered: checked here) and ``trigger-*-request-async`` ask the client to run a request as a
+task (the server lists them only to a client declaring tasks).
 """
 
 from __future__ import annotations
@@ -19,14 +20,25 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _mcp_servers import TOKEN, free_port
 
-from nbagent import Chat, ImagePart, MCPServer, ToolCallProgress
+from nbagent import (
+    Chat,
+    ImagePart,
+    InputError,
+    InputRequested,
+    MCPServer,
+    ModelRequest,
+    PendingInput,
+    ToolCallProgress,
+)
 from nbagent.testing import ScriptedProvider, call_tools, reply
 
 ENTRY = (
@@ -49,14 +61,13 @@ EXERCISED = {
     "trigger-long-running-operation",
     "read_resource",  # nbagent's: the model reads the server's resources with it
 }
-INPUT_REQUESTS = {  # listed only to a client with elicitation / sampling / roots (inputs' work)
+INPUT_REQUESTS = {  # listed only to a client with elicitation / sampling / roots
     "trigger-elicitation-request",
-    "trigger-elicitation-request-async",
     "trigger-url-elicitation",
     "trigger-sampling-request",
-    "trigger-sampling-request-async",
     "get-roots-list",
 }
+TASKS = {"trigger-elicitation-request-async", "trigger-sampling-request-async"}  # client tasks
 
 
 def _node() -> str:
@@ -131,13 +142,16 @@ def content(chat: Chat) -> str:
 
 def test_it_hides_nothing_but_what_needs_input_requests_or_tasks(everything: MCPServer) -> None:
     names = {t.remote_name for t in everything.list_tools()}
-    assert names - INPUT_REQUESTS == EXERCISED  # the input-request tools, once offered: inputs'
-    assert "simulate-research-query" not in names  # a task only: not offered
+    assert names == EXERCISED | INPUT_REQUESTS  # nothing hidden from nbagent but tasks
+    assert "simulate-research-query" not in names and not names & TASKS
     gated = {t.remote_name for t in everything.list_tools() if t.requires_approval}
     assert gated == {
         "gzip-file-as-resource",
         "toggle-simulated-logging",
         "toggle-subscriber-updates",
+        "trigger-elicitation-request",  # not read-only by its annotations
+        "trigger-url-elicitation",
+        "trigger-sampling-request",
     }
 
 
@@ -255,3 +269,110 @@ def test_every_listed_resource_reads_and_every_prompt_asks(everything: MCPServer
     chat = Chat(provider=provider, display=False)
     chat.ask(everything.prompt("args-prompt", city="Paris", state="TX"))
     assert "Paris" in chat.transcript[0].content  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------ the server asks for input
+def answering(chat: Chat, answer: Callable[[Chat, PendingInput], None]) -> threading.Thread:
+    """A person at another thread: answers each input as it is asked (the call waits)."""
+    asked = threading.Semaphore(0)
+    chat.on(InputRequested, lambda e: asked.release())
+
+    def run() -> None:
+        while asked.acquire(timeout=90):
+            for pending in chat.pending_inputs:
+                answer(chat, pending)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def ask_once(
+    server: MCPServer, name: str, arguments: dict[str, object], provider: Any = None
+) -> Chat:
+    """A chat whose model calls ``ev_<name>`` once (approved if gated), then answers."""
+    script = [call_tools((f"ev_{name}", arguments, "c1")), reply("done")]
+    chat = Chat(provider=provider or ScriptedProvider(script), display=False).with_tools(server)
+    chat.ask_later(f"use {name}")
+    chat.step()  # the model's request: the call is asked for (and gated or not)
+    if chat.pending_approvals:
+        chat.approve("c1")
+    return chat
+
+
+def test_its_elicitation_form_parks_on_the_chat_and_the_answer_reaches_it(
+    everything: MCPServer,
+) -> None:
+    seen: list[PendingInput] = []
+
+    def person(chat: Chat, pending: PendingInput) -> None:
+        seen.append(pending)
+        with pytest.raises(InputError):  # the schema's one required field is missing
+            chat.answer(pending, {"check": True})
+        assert chat.pending_inputs == [pending]  # a bad answer loses nothing
+        chat.answer(pending, {"name": "Ada Lovelace", "check": True, "integer": 7}, by="ada")
+
+    chat = ask_once(everything, "trigger-elicitation-request", {})
+    answering(chat, person)
+    chat.complete()
+    (pending,) = seen
+    assert (pending.kind, pending.call_id, pending.server) == ("elicitation", "c1", "ev")
+    assert pending.schema is not None and pending.schema["required"] == ["name"]
+    text = content(chat)
+    assert "User provided the requested information" in text and "Ada Lovelace" in text
+    (record,) = chat.record.inputs
+    assert (record.status, record.answered_by) == ("accept", "ada")
+
+
+def test_its_url_elicitation_parks_with_the_link_and_a_decline_is_told(
+    everything: MCPServer,
+) -> None:
+    seen: list[PendingInput] = []
+
+    def person(chat: Chat, pending: PendingInput) -> None:
+        seen.append(pending)
+        chat.decline(pending, "not now")
+
+    url = "https://example.com/consent?step=1"
+    chat = ask_once(everything, "trigger-url-elicitation", {"url": url})
+    answering(chat, person)
+    chat.complete()
+    (pending,) = seen
+    assert pending.kind == "elicitation_url" and pending.content["url"] == url
+    assert "declined to open the URL" in content(chat)
+
+
+def test_its_sampling_request_runs_on_the_chats_model_once_approved(
+    everything: MCPServer,
+) -> None:
+    sampled: list[str] = []
+    call = ("ev_trigger-sampling-request", {"prompt": "the tides", "maxTokens": 50}, "c1")
+
+    def model(request: ModelRequest) -> Any:
+        texts = [str(getattr(m, "content", "") or "") for m in request.messages]
+        if any("context: the tides" in t for t in texts):  # the server's sampling request
+            sampled.append(f"{request.system}|{request.max_tokens}")
+            return reply("The moon pulls the sea.")
+        if any(getattr(m, "role", "") == "tool" for m in request.messages):
+            return reply("done")
+        return call_tools(call)
+
+    provider = ScriptedProvider([model], repeat_last=True)
+    chat = ask_once(everything, "trigger-sampling-request", {}, provider=provider)
+    answering(chat, lambda chat, p: chat.answer(p))  # approved: it runs on the chat's model
+    chat.complete()
+    assert sampled == ["You are a helpful test server.|50"]  # once, as the server asked
+    assert "The moon pulls the sea." in content(chat)
+    (record,) = chat.record.inputs
+    assert (record.kind, record.status) == ("sampling", "accept")
+
+
+def test_its_roots_request_is_answered_from_the_servers_roots(tmp_path: Path) -> None:
+    server = MCPServer.stdio(_node(), [str(ENTRY), "stdio"], prefix="ev", roots=[tmp_path])
+    try:
+        chat = ask_once(server, "get-roots-list", {})
+        chat.complete()
+        assert tmp_path.as_uri() in content(chat)
+        assert chat.record.inputs == ()  # nobody was asked
+    finally:
+        server.close()
