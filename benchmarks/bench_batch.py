@@ -134,7 +134,8 @@ def _load() -> str:
 
 def run(quick: bool = False) -> list[Result]:
     n = 200 if quick else 1000
-    repeat = 1 if quick else 3
+    # NBAGENT_BENCH_REPEAT: fewer interleaved repeats on a machine too busy for three
+    repeat = 1 if quick else int(os.environ.get("NBAGENT_BENCH_REPEAT", "3"))
     concurrency = 16
     out: list[Result] = []
     with _postgres() as new_db:
@@ -150,13 +151,16 @@ def run(quick: bool = False) -> list[Result]:
                 for _ in range(repeat):
                     for mode in modes:
                         dsn = new_db() if mode == "nbagent-postgres" and new_db else ""
-                        runs[delay][mode].append(_client(mode, port, n, concurrency, dsn))
+                        got = _client(mode, port, n, concurrency, dsn)
+                        runs[delay][mode].append(got)
+                        print(f"   {delay * 1000:.0f} ms {mode}: {got}", file=sys.stderr)
             out += _throughput(runs[delay], n, concurrency, delay)
         out += _memory(runs[0.0], n)
         big = 1000 if quick else 5000
         with _fake_server(0.0) as port:
             for mode in ("nbagent", "nbagent-sqlite"):
                 r = _client(mode, port, big, concurrency)
+                print(f"   N={big} {mode}: {r}", file=sys.stderr)
                 out.append(_given_back(mode, big, r))
     return out
 
