@@ -440,8 +440,9 @@ class StoreExtension(Extension):
             with self._lock:  # the responses before them, in the same transaction
                 recorded = list(self._recorded) if self._carry and self.detached is None else []
             try:
-                if recorded:
-                    conflict = self.store.write(self.chat_id, batch, state, tools, recorded)
+                if recorded:  # SQLStore.write's recorded= (not in the Store protocol)
+                    write: Any = self.store.write
+                    conflict = write(self.chat_id, batch, state, tools, recorded)
                 else:
                     conflict = self.store.write(self.chat_id, batch, state, tools)
             except Exception as exc:
