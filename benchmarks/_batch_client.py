@@ -1,19 +1,27 @@
 """One measured batch, in its own process: ``python -m benchmarks._batch_client MODE PORT N C``.
 
-MODE ``nbagent`` runs ``nbagent.batch`` over N prompts (C at once); MODE ``raw``
+MODE ``nbagent`` runs ``nbagent.batch`` over N prompts (C at once) with no store;
+``nbagent-sqlite`` with a fresh SQLite store, ``nbagent-postgres`` with the
+PostgreSQL database named by ``NBAGENT_BENCH_DSN`` (each batch a new batch id);
+the chats are made with nbagent's defaults (``stream`` left as the batch picks it). MODE ``raw``
 (or ``raw-dicts``, the history kept as dicts)
 does the same work with a raw ``AsyncOpenAI`` client and ``asyncio.gather``
 under a semaphore of C: per chat, requests until the model stops calling the
 tool, each tool call answered by the same function. Prints one JSON line:
-wall seconds, CPU seconds, requests made, and the peak RSS before and after.
+wall seconds, CPU seconds, requests made, the peak RSS before and after, and the
+resident size (after a collection) before the batch and after it returned, its
+result still held.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import os
 import resource
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -49,6 +57,14 @@ TOOLS = [
 
 def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def rss_mib() -> float:
+    """The resident size now, after a full collection (Linux: /proc/self/statm)."""
+    gc.collect()
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 async def raw(base_url: str, n: int, concurrency: int, dicts: bool = False) -> int:
@@ -95,7 +111,20 @@ async def raw(base_url: str, n: int, concurrency: int, dicts: bool = False) -> i
     return requests
 
 
-def with_nbagent(base_url: str, n: int, concurrency: int) -> int:
+def open_store(mode: str, folder: str) -> Any:
+    """The batch's store for ``mode`` (``None``: no store)."""
+    if mode == "nbagent-sqlite":
+        from nbagent.store import SQLiteStore
+
+        return SQLiteStore(os.path.join(folder, "batch.db"))
+    if mode == "nbagent-postgres":
+        from nbagent.store import PostgresStore
+
+        return PostgresStore(os.environ["NBAGENT_BENCH_DSN"])
+    return None
+
+
+def with_nbagent(base_url: str, n: int, concurrency: int, store: Any) -> tuple[int, Any]:
     import nbagent
     from nbagent import Chat, tool
     from nbagent.providers import OpenAIProvider
@@ -105,12 +134,13 @@ def with_nbagent(base_url: str, n: int, concurrency: int) -> int:
     looked = tool(lookup)
     result = nbagent.batch(
         [f"task {i}" for i in range(n)],
-        lambda: Chat(provider=provider, stream=False).with_tools(looked),
+        lambda: Chat(provider=provider).with_tools(looked),
         concurrency=concurrency,
         progress=False,
+        store=store,
     )
     assert (result["status"] == "done").all(), result["error"].dropna().head()
-    return int(result["calls"].sum() + n)
+    return int(result["calls"].sum() + n), result
 
 
 def main() -> None:
@@ -118,17 +148,25 @@ def main() -> None:
     base_url = f"http://127.0.0.1:{port}/v1"
     import openai  # noqa: F401  (imports are not what is measured)
 
-    if mode == "nbagent":
+    folder = tempfile.mkdtemp(prefix="nbagent-bench-")
+    store = None
+    if mode.startswith("nbagent"):
         import pandas  # noqa: F401  (the result frame's; imported lazily by nbagent)
 
         import nbagent  # noqa: F401
+
+        store = open_store(mode, folder)
+    now_before = rss_mib()
     before = peak_rss_mib()
     w0, c0 = time.perf_counter(), time.process_time()
+    result: Any = None
     if mode in ("raw", "raw-dicts"):
         requests = asyncio.run(raw(base_url, n, concurrency, dicts=mode == "raw-dicts"))
     else:
-        requests = with_nbagent(base_url, n, concurrency)
+        requests, result = with_nbagent(base_url, n, concurrency, store)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    peak = peak_rss_mib()
+    now_after = rss_mib()  # the result is still held
     print(
         json.dumps(
             {
@@ -136,7 +174,10 @@ def main() -> None:
                 "cpu": cpu,
                 "requests": requests,
                 "rss_before": before,
-                "rss_peak": peak_rss_mib(),
+                "rss_peak": peak,
+                "rss_now_before": now_before,
+                "rss_now_after": now_after,
+                "kept": result is not None,
             }
         )
     )

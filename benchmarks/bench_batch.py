@@ -1,27 +1,41 @@
 """Batches: nbagent.batch against a raw AsyncOpenAI + asyncio.gather loop doing the same work.
 
-1,000 chats x 3 tool rounds (4 requests each) against the fake LLM server in a
-child process; each side runs in its own fresh child process (so each one's
-peak RSS is its own), interleaved raw / nbagent, and the median is kept.
+1,000 chats x 3 tool rounds (4 requests each), C=16, against the fake LLM
+server in a child process answering at once (0 ms) and after 50 ms; each side
+runs in its own fresh child process (so each one's peak RSS is its own),
+interleaved raw / nbagent (no store, SQLite, PostgreSQL), and the median is kept.
+The chats are made with nbagent's defaults (``Chat(provider=...)``).
 
-Targets (issue 17): throughput at least 0.9x the raw loop's; peak RSS per
-1,000 chats reported (the growth of the process's peak over its size after
-imports). The client's CPU per request is reported too: when the client is
-not the bottleneck (the fake server, on 2 shared cores, is) the throughput
-ratio says little, and CPU per request is the honest cost. The baseline is the
-faster of two raw loops: the SDK's documented idiom (the history holds the
-returned message objects) and the same loop keeping the history as dicts.
+Targets (issue 28, all ratios in this one run, the load average printed):
+
+- throughput >= 0.9x the raw loop's with SQLite and with PostgreSQL, >= 1.0x
+  without a store, at 0 ms and at 50 ms;
+- peak RSS growth per 1,000 chats <= 2x the raw loop's (at 0 ms);
+- resident size after the batch returned (its result still held, after a
+  collection) <= 1.2x the size before it, at N = 1,000 and 5,000.
+
+The client's CPU per request is reported too: when the client is not the
+bottleneck (the fake server, on 2 shared cores, is) the throughput ratio says
+little, and CPU per request is the honest cost. The baseline is the faster of
+two raw loops: the SDK's documented idiom (the history holds the returned
+message objects) and the same loop keeping the history as dicts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from benchmarks._common import Result
+
+STORES = {"nbagent": "no store", "nbagent-sqlite": "SQLite", "nbagent-postgres": "PostgreSQL"}
+LATENCIES = (0.0, 0.05)
 
 SERVER = r"""
 import sys
@@ -29,11 +43,15 @@ from nbagent.testing import FakeLLMServer, FakeToolCall, Turn
 
 USAGE = {"input_tokens": 50, "output_tokens": 10}
 
+DELAY = float(sys.argv[1])
+
 def handler(request):
     done = sum(1 for m in request.body["messages"] if m.get("role") == "tool")
     if done < 3:
-        return Turn(tool_calls=[FakeToolCall("lookup", {"item": f"x{done}"})], usage=USAGE)
-    return Turn(text="All found.", usage=USAGE)
+        return Turn(
+            tool_calls=[FakeToolCall("lookup", {"item": f"x{done}"})], usage=USAGE, delay=DELAY
+        )
+    return Turn(text="All found.", usage=USAGE, delay=DELAY)
 
 with FakeLLMServer(handler=handler) as server:
     print(server.port, flush=True)
@@ -41,9 +59,11 @@ with FakeLLMServer(handler=handler) as server:
 """
 
 
-def _client(mode: str, port: int, n: int, concurrency: int) -> dict[str, float]:
+def _client(mode: str, port: int, n: int, concurrency: int, dsn: str = "") -> dict[str, float]:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    if dsn:
+        env["NBAGENT_BENCH_DSN"] = dsn
     out = subprocess.run(
         [
             sys.executable,
@@ -57,72 +77,163 @@ def _client(mode: str, port: int, n: int, concurrency: int) -> dict[str, float]:
         capture_output=True,
         text=True,
         env=env,
-        timeout=900,
-        check=True,
+        timeout=1800,
+        check=False,
     )
+    if out.returncode:
+        raise RuntimeError(f"{mode} client failed:\n{out.stderr[-3000:]}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def run(quick: bool = False) -> list[Result]:
-    n = 200 if quick else 1000
-    repeat = 1 if quick else 3
-    concurrency = 16
+@contextlib.contextmanager
+def _fake_server(delay: float) -> Iterator[int]:
     server = subprocess.Popen(
-        [sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", SERVER, str(delay)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert server.stdout is not None
-        port = int(server.stdout.readline())
-        runs: dict[str, list[dict[str, float]]] = {"raw": [], "raw-dicts": [], "nbagent": []}
-        for _ in range(repeat):
-            for mode in ("raw", "raw-dicts", "nbagent"):
-                runs[mode].append(_client(mode, port, n, concurrency))
+        yield int(server.stdout.readline())
     finally:
         assert server.stdin is not None
         server.stdin.close()
         server.wait(timeout=30)
 
-    def med(mode: str, key: str) -> float:
-        return statistics.median(r[key] for r in runs[mode])
 
+@contextlib.contextmanager
+def _postgres() -> Iterator[Callable[[], str] | None]:
+    """A function giving a fresh database's DSN, or ``None`` (no PostgreSQL here)."""
+    configured = os.environ.get("NBAGENT_BENCH_POSTGRES_DSN")
+    if configured:
+        yield lambda: configured
+        return
+    tests = str(Path(__file__).resolve().parent.parent / "tests")
+    sys.path.insert(0, tests)
+    try:
+        from _postgres import PostgresServer, _bindir
+    finally:
+        sys.path.remove(tests)
+    bindir = _bindir()
+    if bindir is None:
+        yield None
+        return
+    server = PostgresServer(bindir)
+    try:
+        server.start()
+        yield server.new_database
+    finally:
+        server.stop()
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.1f} {five:.1f} {fifteen:.1f}"
+
+
+def run(quick: bool = False) -> list[Result]:
+    n = 200 if quick else 1000
+    # NBAGENT_BENCH_REPEAT: fewer interleaved repeats on a machine too busy for three
+    repeat = 1 if quick else int(os.environ.get("NBAGENT_BENCH_REPEAT", "3"))
+    concurrency = 16
+    out: list[Result] = []
+    with _postgres() as new_db:
+        modes = ["raw", "raw-dicts", "nbagent", "nbagent-sqlite"]
+        if new_db is not None:
+            modes.append("nbagent-postgres")
+        else:
+            out.append(Result("batch with PostgreSQL: not measured (no server)", 0.0, ""))
+        runs: dict[float, dict[str, list[dict[str, float]]]] = {}
+        for delay in LATENCIES:
+            with _fake_server(delay) as port:
+                runs[delay] = {m: [] for m in modes}
+                for _ in range(repeat):
+                    for mode in modes:
+                        dsn = new_db() if mode == "nbagent-postgres" and new_db else ""
+                        got = _client(mode, port, n, concurrency, dsn)
+                        runs[delay][mode].append(got)
+                        print(f"   {delay * 1000:.0f} ms {mode}: {got}", file=sys.stderr)
+            out += _throughput(runs[delay], n, concurrency, delay)
+        out += _memory(runs[0.0], n)
+        big = 1000 if quick else 5000
+        with _fake_server(0.0) as port:
+            for mode in ("nbagent", "nbagent-sqlite"):
+                r = _client(mode, port, big, concurrency)
+                print(f"   N={big} {mode}: {r}", file=sys.stderr)
+                out.append(_given_back(mode, big, r))
+    return out
+
+
+def _med(runs: dict[str, list[dict[str, float]]], mode: str, key: str) -> float:
+    return statistics.median(r[key] for r in runs[mode])
+
+
+def _throughput(
+    runs: dict[str, list[dict[str, float]]], n: int, concurrency: int, delay: float
+) -> list[Result]:
     # the baseline is the faster raw loop: the SDK's idiom (history of message objects),
     # or the same loop keeping the history as dicts
-    raw_mode = min(("raw", "raw-dicts"), key=lambda m: med(m, "wall"))
-    raw_tp = n / med(raw_mode, "wall")
-    nba_tp = n / med("nbagent", "wall")
-    ratio = nba_tp / raw_tp
-    requests = runs["nbagent"][0]["requests"]
-    assert requests == runs["raw"][0]["requests"] == n * 4
+    raw_mode = min(("raw", "raw-dicts"), key=lambda m: _med(runs, m, "wall"))
+    raw_tp = n / _med(runs, raw_mode, "wall")
+    requests = runs[raw_mode][0]["requests"]
+    assert requests == n * 4
+    raw_cpu = _med(runs, raw_mode, "cpu") / requests * 1e3
+    out = []
+    for mode, label in STORES.items():
+        if mode not in runs:
+            continue
+        assert runs[mode][0]["requests"] == requests
+        tp = n / _med(runs, mode, "wall")
+        ratio = tp / raw_tp
+        goal = 1.0 if mode == "nbagent" else 0.9
+        cpu = _med(runs, mode, "cpu") / requests * 1e3
+        out.append(
+            Result(
+                f"batch {n}x3 rounds, {delay * 1000:.0f} ms, {label}: throughput vs raw",
+                ratio,
+                "x",
+                f">= {goal}x raw",
+                ratio >= goal,
+                f"{tp:.0f} vs {raw_tp:.0f} chats/s; CPU/request {cpu:.2f} vs {raw_cpu:.2f} ms "
+                f"({cpu / raw_cpu:.2f}x); C={concurrency}; {_load()}",
+            )
+        )
+    return out
+
+
+def _memory(runs: dict[str, list[dict[str, float]]], n: int) -> list[Result]:
     per_1000 = 1000 / n
-    rss = {m: (med(m, "rss_peak") - med(m, "rss_before")) * per_1000 for m in runs}
-    rss["raw"] = rss[raw_mode]
-    cpu_req = {m: med(m, "cpu") / requests * 1e3 for m in runs}
-    cpu_req["raw"] = cpu_req[raw_mode]
-    return [
-        Result(
-            f"batch throughput, {n} chats x 3 tool rounds (vs raw gather)",
-            ratio,
-            "x",
-            ">= 0.9x raw",
-            ratio >= 0.9,
-            f"nbagent {nba_tp:.0f} chats/s, {raw_mode} {raw_tp:.0f} chats/s "
-            f"(other raw {n / med('raw' if raw_mode != 'raw' else 'raw-dicts', 'wall'):.0f}), "
-            f"concurrency {concurrency}",
-        ),
-        Result(
-            "batch client CPU per request (vs raw gather)",
-            cpu_req["nbagent"] / cpu_req["raw"],
-            "x",
-            "",
-            None,
-            f"nbagent {cpu_req['nbagent']:.2f} ms, {raw_mode} {cpu_req['raw']:.2f} ms",
-        ),
-        Result(
-            "batch peak RSS growth per 1,000 chats",
-            rss["nbagent"],
-            "MiB",
-            "",
-            None,
-            f"raw loop {rss['raw']:.1f} MiB",
-        ),
-    ]
+    raw_mode = min(("raw", "raw-dicts"), key=lambda m: _med(runs, m, "wall"))
+    raw = (_med(runs, raw_mode, "rss_peak") - _med(runs, raw_mode, "rss_before")) * per_1000
+    out = []
+    for mode, label in STORES.items():
+        if mode not in runs:
+            continue
+        grown = (_med(runs, mode, "rss_peak") - _med(runs, mode, "rss_before")) * per_1000
+        ratio = grown / max(raw, 0.5)
+        out.append(
+            Result(
+                f"batch peak RSS growth per 1,000 chats, {label} vs raw",
+                ratio,
+                "x",
+                "<= 2x raw",
+                ratio <= 2.0,
+                f"{grown:.1f} MiB vs raw {raw:.1f} MiB",
+            )
+        )
+        r = {k: _med(runs, mode, k) for k in ("rss_now_before", "rss_now_after")}
+        out.append(_given_back(mode, n, r))
+    return out
+
+
+def _given_back(mode: str, n: int, r: dict[str, float]) -> Result:
+    ratio = r["rss_now_after"] / r["rss_now_before"]
+    return Result(
+        f"RSS after / before a batch of {n:,} (result kept), {STORES[mode]}",
+        ratio,
+        "x",
+        "<= 1.2x",
+        ratio <= 1.2,
+        f"{r['rss_now_before']:.0f} -> {r['rss_now_after']:.0f} MiB",
+    )

@@ -40,7 +40,13 @@ The hooks, in the order a turn meets them:
   pending and lets its file go);
 - :meth:`~Extension.recordings` at every model request and tool round: where
   the extension keeps recorded responses and results (the store), searched
-  after the process's and written with them (see :mod:`nbagent._replay`).
+  after the process's and written with them (see :mod:`nbagent._replay`);
+- :meth:`~Extension.catch_up` only under the async driver (``await
+  chat.complete_async()``, a batch): awaited on the driving loop before each
+  model request and each tool round (with the round's calls) and when the
+  driver stops. While that driver runs, :func:`writes_deferred` is true in
+  ``on_event``: an extension that would block the loop there (the store's
+  writes) may leave the work to ``catch_up``, which does it off the loop.
 
 **The core owns every lifecycle change.** An extension never assigns a call's
 status, result or decision: it asks the host, which applies the change with the
@@ -52,7 +58,8 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -122,6 +129,35 @@ class Extension:
         round (``replay_tools``); the store returns its recordings table.
         """
         return None
+
+    async def catch_up(self, calls: Sequence[ToolCall] = (), *, stopping: bool = False) -> None:
+        """The async driver, on its loop: before each model request, before each tool round
+        (``calls``: the round's calls, about to run) and when it stops (``stopping``).
+
+        Do now, without blocking the loop (awaiting a worker thread), what ``on_event``
+        left for later while :func:`writes_deferred` was true; ``calls`` may be claimed
+        here (``claim`` is still called for each, right before it starts). Raising
+        stops the drive before the request or the round (nothing of the round runs).
+        """
+
+
+_DEFERRED: ContextVar[bool] = ContextVar("nbagent_writes_deferred", default=False)
+
+
+def writes_deferred() -> bool:
+    """Whether the event being handled comes from the async driver, which awaits every
+    extension's :meth:`Extension.catch_up` before its next request, its next tool round
+    and when it stops (so blocking work may wait for it)."""
+    return _DEFERRED.get()
+
+
+def defer_writes() -> Any:
+    """Mark this context as driven asynchronously (the driver's); returns the reset token."""
+    return _DEFERRED.set(True)
+
+
+def undefer_writes(token: Any) -> None:
+    _DEFERRED.reset(token)
 
 
 HOOKS = tuple(name for name in vars(Extension) if name[0] != "_" and name != "attach")

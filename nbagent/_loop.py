@@ -60,6 +60,7 @@ from ._events import (
     ToolCallStarted,
     utcnow,
 )
+from ._extension import defer_writes, undefer_writes
 from ._hosted import HostedCallWarning, Verdict, audit_items
 from ._inputs import CallAsker
 from ._notice import notice
@@ -100,9 +101,20 @@ class LoopMixin(ChatCore):
             return _aio.run_inline(_performed(gen, self._perform_sync))
 
     async def _drive_async(self, gen: Generator[_Effect, Any, R]) -> R:
-        """Run ``gen`` once it is this caller's turn to drive, awaiting it (the loop runs on)."""
+        """Run ``gen`` once it is this caller's turn to drive, awaiting it (the loop runs on).
+
+        Extensions may leave blocking work (the store's writes) to their ``catch_up``
+        while this driver runs: it is awaited before each effect and when the drive
+        stops, however it stops (``_extension.writes_deferred``).
+        """
         with self._driving(await self._drive.enter_async(own_call=self._in_own_call()), gen):
-            return await _performed(gen, self._perform_async)
+            token = defer_writes()
+            try:
+                return await _performed(gen, self._perform_async)
+            finally:
+                undefer_writes(token)
+                for catch_up in self._hook("catch_up"):
+                    await catch_up((), stopping=True)
 
     @contextlib.contextmanager
     def _driving(self, entered: bool, gen: Generator[Any, Any, Any]) -> Iterator[None]:
@@ -133,6 +145,9 @@ class LoopMixin(ChatCore):
     async def _perform_async(self, effect: _Effect) -> Any:
         if isinstance(effect, _SyncTools):  # a source may connect (seconds): not on this loop
             return await asyncio.get_running_loop().run_in_executor(None, self._sync_tools)
+        calls = () if isinstance(effect, _ModelRequest) else [j.call for j in effect.jobs]
+        for catch_up in self._hook("catch_up"):  # e.g. the store's writes, off this loop
+            await catch_up(calls)
         if isinstance(effect, _ModelRequest):
             return await self._model(effect).complete_async(effect.request)
         return await self._runner.run_round(effect.jobs, effect.mode, self._round_hooks(effect))

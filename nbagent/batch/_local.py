@@ -346,6 +346,8 @@ class _Row:
             )
         if made.display is None:  # a batch's chats do not each show a view in the notebook
             made.display = False
+        if made.stream is None and made.display is False:  # nobody watches its fragments:
+            made.stream = False  # whole responses cost less (stream=True keeps them streamed)
         if spec.store is None:
             return made
         if job.chat_id is not None:

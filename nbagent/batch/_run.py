@@ -16,11 +16,13 @@ and ``nbagent.inbox(df)`` find the chats (``run.chats``) and the store
 watching parked ones) is held by the registry, so parked rows continue when
 decided even if no frame is left. A run that stopped is held only by its
 frames: once the last one is gone, the run and its chats are freed (the
-registry finds a run by id only while something else holds it). With a store,
-a row's chat is let go as soon as the row is ``done``: its record is in the
-store, where ``read_log`` and the inbox read it (the store writes what a chat
-still has queued before the chat is freed). Without a store the run keeps
-every chat, the only place its log lives, for as long as a frame does.
+registry finds a run by id only while something else holds it). A row's chat
+is let go as soon as the row is ``done`` (it can no longer change): with a
+store, its record is in the store, where ``read_log`` and the inbox read it
+(the store writes what a chat still has queued before the chat is freed);
+without one, the run keeps the chat's record (``chat.record``, the log's
+source) instead of the chat, and reads the chat itself while the user still
+holds it. Parked and failed rows keep their chats (they can still change).
 """
 
 from __future__ import annotations
@@ -69,9 +71,10 @@ class BatchRun:
         jobs: Every input's job, in order.
         rows: The latest result per key (rows finished before, read from the
             store, included).
-        chats: Live chats of this run by chat id (local backend). With a store,
-            only rows not ``done`` keep theirs (a done row's chat is read from
-            the store).
+        chats: Live chats of this run by chat id (local backend): only rows not
+            ``done`` keep theirs (parked or failed rows, which can still change).
+            A done row's log is read from the store, or, without one, from its
+            chat's record, kept instead of the chat.
         store: The batch's store, or ``None``.
         progress: The totals the progress display shows.
     """
@@ -92,6 +95,8 @@ class BatchRun:
         self._unsettled = {j.key for j in self.jobs}  # not yet done, failed or parked
         self._open = set(self._unsettled)  # not yet done or failed
         self.chats: dict[str, Any] = {}
+        # without a store, a done row's log (its chat's record) and its chat while held elsewhere
+        self._done: dict[str, tuple[Any, weakref.ref[Any]]] = {}
         self._lock = threading.Lock()
         self._settled = asyncio.Event()
         self._final = asyncio.Event()
@@ -151,9 +156,11 @@ class BatchRun:
             self._open.discard(key)
         else:
             self._open.add(key)
-        if result.status == "done" and self.store is not None and result.chat_id:
-            with self._lock:  # in the store now: read_log and the inbox read it there
-                self.chats.pop(result.chat_id, None)
+        if result.status == "done" and result.chat_id:
+            with self._lock:  # a done chat can no longer change: the run lets it go
+                chat = self.chats.pop(result.chat_id, None)
+                if chat is not None and self.store is None:  # its log, kept without it
+                    self._done[result.chat_id] = (chat.record, weakref.ref(chat))
         if not self._unsettled:
             self._settled.set()
         if not self._open:
@@ -274,8 +281,13 @@ class BatchRun:
             if not isinstance(cid, str):
                 continue
             chat = self.chats.get(cid)
+            done = self._done.get(cid)
+            if chat is None and done is not None:
+                chat = done[1]()  # the user still holds it (and may have continued it)
             if chat is not None:
                 sources.append(chat)
+            elif done is not None:
+                sources.append(done[0])
             elif self.store is not None:
                 sources.append(list(self.store.iter_events(cid)))
         return sources

@@ -83,10 +83,11 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import inspect
 import threading
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -105,9 +106,9 @@ from .._events import (
     ToolCallDelta,
     ToolCallFinished,
 )
-from .._extension import ChatHost, Extension, Snapshot
+from .._extension import ChatHost, Extension, Snapshot, writes_deferred
 from .._replay import Recordings
-from .._types import Decision, ForkParent, ToolCall
+from .._types import RUNNABLE_STATUSES, Decision, ForkParent, ToolCall
 from . import _codec as codec
 from ._follow import follow
 from ._process import LIVE_TOKENS, abandoned, new_owner
@@ -142,6 +143,8 @@ class StoreExtension(Extension):
         self._retry: concurrent.futures.Future[None] | None = None  # the background retry
         self._decided: dict[str, Decision] = {}  # written by decide(), their events to come
         self._running: set[str] = set()
+        self._claimed: set[str] = set()  # claimed by catch_up, not started yet
+        self._owed = False  # a boundary was left to catch_up (the async driver's)
         self._orphans: dict[str, str | None] = {}  # in-doubt call id -> its dead owner
         self._tools_sig: tuple[Any, ...] | None = None
         self._state: dict[str, Any] | None = None
@@ -150,6 +153,8 @@ class StoreExtension(Extension):
         self._closed = False
         self._recordings = store_recordings(store, self._queue_recording)
         self._recorded: list[tuple[Any, str, int, bool]] = []  # recordings to write, in order
+        # whether the store writes recordings with entries, in one transaction (SQLStore)
+        self._carry = _takes_recorded(store)
 
     def recordings(self) -> Recordings | None:
         """The store's recordings (record and replay), while the chat writes to it."""
@@ -308,7 +313,13 @@ class StoreExtension(Extension):
                 flush = False
         with self._lock:
             self._pending.append((e, noted))
-        if flush:
+        if not flush:
+            return
+        if writes_deferred():  # the async driver awaits catch_up before its next request,
+            self._owed = True  # its next round and when it stops: written there, off its loop
+            if isinstance(e, ToolCallFinished) and self._running:
+                spawn(in_worker(self._flush_or_retry))  # others of the round still run
+        else:
             self._flush_or_retry()
 
     def _parked(self) -> bool:
@@ -320,6 +331,7 @@ class StoreExtension(Extension):
         """A call finished: who may record its result, when, and whether to write now."""
         call = e.call
         self._running.discard(call.id)
+        self._claimed.discard(call.id)
         in_doubt = e.status == "in_doubt"
         owner = self._orphans.pop(call.id, self.owner) if in_doubt else self.owner
         # Written at the end of the round, unless other calls of the round still run.
@@ -425,12 +437,21 @@ class StoreExtension(Extension):
             if not batch:
                 self._wrote(n)
                 return
+            with self._lock:  # the responses before them, in the same transaction
+                recorded = list(self._recorded) if self._carry and self.detached is None else []
             try:
-                conflict = self.store.write(self.chat_id, batch, state, tools)
+                if recorded:  # SQLStore.write's recorded= (not in the Store protocol)
+                    write: Any = self.store.write
+                    conflict = write(self.chat_id, batch, state, tools, recorded)
+                else:
+                    conflict = self.store.write(self.chat_id, batch, state, tools)
             except Exception as exc:
                 self._failure = exc
                 raise
             self._wrote(n, marks)
+            if recorded and conflict is None:
+                with self._lock:
+                    del self._recorded[: len(recorded)]
         if conflict is not None:
             self._detach(conflict)
 
@@ -536,6 +557,12 @@ class StoreExtension(Extension):
         """
         if self.detached is not None:
             return False
+        if call.id in self._claimed:  # by catch_up, before its round
+            self._claimed.discard(call.id)
+            return True
+        return self._claim_now(call)
+
+    def _claim_now(self, call: ToolCall) -> bool:
         with self._write_lock:  # the step's own flush writes the state; the claim writes events
             entries = self._batch()
             try:
@@ -554,6 +581,54 @@ class StoreExtension(Extension):
             return False
         self._running.add(call.id)
         return True
+
+    async def catch_up(self, calls: Sequence[ToolCall] = (), *, stopping: bool = False) -> None:
+        """The async driver's turn (see :mod:`nbagent._extension`): on a worker thread, claim
+        ``calls`` (the round about to run; the first claim's transaction writes what is
+        pending, as :meth:`claim` does) and write what ``on_event`` left for now, so the
+        loop driving this chat (and a batch's other chats) never waits on the store.
+
+        A write that fails is kept and retried in the background, as at any boundary;
+        before a request or a round it also stops the drive, as :meth:`before_step` would
+        (no tool runs and the model is not asked again before the results are on disk).
+
+        Raises:
+            StoreError: A claim cannot be committed (the round does not run, its calls
+                stay runnable), or, unless ``stopping``, what the next request or round
+                builds on cannot be written. Nothing is dropped.
+        """
+        if self._closed or not (self._owed or calls or self._failure is not None):
+            return
+        await in_worker(self._catch_up_now, calls, stopping)
+
+    def _catch_up_now(self, calls: Sequence[ToolCall], stopping: bool) -> None:
+        self._owed = False
+        with self._write_lock:
+            with self._lock:  # a response's recording alone waits for the next events' write
+                events = bool(self._pending or self._unwritten)
+            if events or self._failure is not None or (self._recorded and not self._carry):
+                if calls and self._failure is None:
+                    pass  # written by the first claim's transaction, with it
+                elif stopping:
+                    self._flush_or_retry()
+                else:
+                    exc = self._try_flush()
+                    if exc is not None:
+                        raise self._unwritten_error(
+                            exc,
+                            "the chat stops here, so that no tool runs and the model is not "
+                            "asked again before it is on disk: continue (complete()) once the "
+                            "store can be written",
+                        ) from exc
+            for call in calls:
+                if self.detached is not None:
+                    return
+                if call.id in self._claimed or call.status not in RUNNABLE_STATUSES:
+                    continue
+                if self._claim_now(call):
+                    self._claimed.add(call.id)
+            with self._lock:  # no claim took them: the next boundary does
+                self._owed = self._owed or bool(self._pending or self._unwritten)
 
     # -- decisions made here ------------------------------------------------------
     def decide(self, call: ToolCall, decision: Decision) -> Decision | None:
@@ -774,6 +849,14 @@ class StoreExtension(Extension):
                 continue
             decided.append(c)
         return decided
+
+
+def _takes_recorded(store: Store) -> bool:
+    """Whether ``store.write`` takes ``recorded=`` (responses kept in the same transaction)."""
+    try:
+        return "recorded" in inspect.signature(store.write).parameters
+    except (TypeError, ValueError, AttributeError):
+        return False
 
 
 def in_doubt_content(call: ToolCall, stored: StoredCall) -> str:

@@ -421,12 +421,27 @@ class SQLStore:
         entries: Sequence[Entry],
         state: Mapping[str, Any] | None = None,
         tools: Mapping[str, Any] | None = None,
+        recorded: Sequence[tuple[Recording, str, int, bool]] = (),
     ) -> str | None:
+        """Apply entries (and the chat's state and tool schemas) in one transaction.
+
+        ``recorded``: model responses to keep in the same transaction, after the
+        entries (:meth:`record_response`'s arguments; skipped if the entries
+        conflict): a round's result and the response before it, one commit.
+
+        Returns:
+            ``None``, or a description of the conflict that stopped the batch.
+        """
         try:
-            return self._write(chat_id, entries, state, tools)
+            rows = [(self._recording_row(r, c, s), c, s, p) for r, c, s, p in recorded]
+            return self._write(chat_id, entries, state, tools, rows)
         except self._TEXT_ERRORS:  # text the database cannot store (a lone surrogate): replaced
+            rows = [
+                (tuple(clean_json(list(self._recording_row(r, c, s)))), clean(c), s, p)
+                for r, c, s, p in recorded
+            ]
             return self._write(
-                chat_id, codec.valid_text(entries), clean_json(state), clean_json(tools)
+                chat_id, codec.valid_text(entries), clean_json(state), clean_json(tools), rows
             )
 
     def _write(
@@ -435,10 +450,14 @@ class SQLStore:
         entries: Sequence[Entry],
         state: Mapping[str, Any] | None,
         tools: Mapping[str, Any] | None,
+        recorded: Sequence[tuple[tuple[Any, ...], str, int, bool]] = (),
     ) -> str | None:
         with self._tx(chat_id) as conn:
             conflict = self._apply(conn, chat_id, entries)
             self._touch(conn, chat_id, state, tools)
+            if conflict is None:
+                for row, cid, step, replayed in recorded:
+                    self._record_in(conn, row, cid, step, replayed)
         return conflict
 
     def claim(
@@ -998,6 +1017,15 @@ class SQLStore:
         A live response (``replayed`` false) replaces an older recording of the
         same key; a replayed one is kept only if the key has none.
         """
+        try:
+            self._record(self._recording_row(recording, chat_id, step), chat_id, step, replayed)
+        except self._TEXT_ERRORS:  # text the database cannot store (a lone surrogate): replaced
+            row = tuple(clean_json(list(self._recording_row(recording, chat_id, step))))
+            self._record(row, clean(chat_id), step, replayed)
+
+    @staticmethod
+    def _recording_row(recording: Recording, chat_id: str, step: int) -> tuple[Any, ...]:
+        """The ``recordings`` row of a response ``chat_id`` is about to write (or has)."""
         data = recording_out(recording)
         response, deltas = data["response"], data["deltas"]
         origin, at = recording.chat_id, recording.step
@@ -1009,7 +1037,7 @@ class SQLStore:
             response["message"] = len(recording.fingerprint.get("messages", ()))
             deltas = slim_deltas(recording.deltas, recording.response) or deltas
             origin, at = chat_id, step
-        row = (
+        return (
             recording.key,
             origin,
             at,
@@ -1019,12 +1047,15 @@ class SQLStore:
             None if deltas is None else codec.dumps(deltas),
             data["created_at"],
         )
-        try:
-            self._record(row, chat_id, step, replayed)
-        except self._TEXT_ERRORS:  # text the database cannot store (a lone surrogate): replaced
-            self._record(tuple(clean_json(list(row))), clean(chat_id), step, replayed)
 
     def _record(self, row: tuple[Any, ...], chat_id: str, step: int, replayed: bool) -> None:
+        with self._tx() as conn:
+            self._record_in(conn, row, chat_id, step, replayed)
+
+    @staticmethod
+    def _record_in(
+        conn: Any, row: tuple[Any, ...], chat_id: str, step: int, replayed: bool
+    ) -> None:
         conflict = (
             "DO NOTHING"
             if replayed
@@ -1035,18 +1066,17 @@ class SQLStore:
                 "created_at = excluded.created_at"
             )
         )
-        with self._tx() as conn:
-            conn.execute(
-                "INSERT INTO recordings (key, chat_id, step, model, fingerprint, response, "
-                f"deltas, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) {conflict}",
-                row,
-            )
-            conn.execute(
-                "INSERT INTO model_requests (chat_id, step, key, replayed) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (chat_id, step) DO UPDATE SET key = excluded.key, "
-                "replayed = excluded.replayed",
-                (chat_id, step, row[0], int(replayed)),
-            )
+        conn.execute(
+            "INSERT INTO recordings (key, chat_id, step, model, fingerprint, response, "
+            f"deltas, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) {conflict}",
+            row,
+        )
+        conn.execute(
+            "INSERT INTO model_requests (chat_id, step, key, replayed) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (chat_id, step) DO UPDATE SET key = excluded.key, "
+            "replayed = excluded.replayed",
+            (chat_id, step, row[0], int(replayed)),
+        )
 
     _RECORDING = "key, chat_id, step, fingerprint, response, deltas, created_at"
 

@@ -114,13 +114,15 @@ def _freed(refs: list[weakref.ref[Chat]]) -> bool:
 PROMPTS = [f"Work on item{i}" for i in range(6)]
 
 
-def test_without_a_store_the_frame_keeps_its_chats_and_dropping_it_frees_them(
+def test_without_a_store_a_done_rows_chat_is_let_go_and_its_log_kept(
     server: FakeLLMServer,
 ) -> None:
+    """A done row can no longer change: the run keeps its chat's record (the log), not the
+    chat (issue 28: 39 KiB per finished chat were never given back)."""
     refs: list[weakref.ref[Chat]] = []
     make = _factory(server, refs)
     frames = [nbagent.batch(PROMPTS, make, progress=False, name=f"free-{n}") for n in range(3)]
-    assert _alive(refs) == 18  # the log's only source: kept while the frames live
+    assert _alive(refs) == 0  # every row is done: no chat is kept, frames or not
     for df in frames:
         log = nbagent.read_log(df)
         assert len(log) == 6 and set(log["status"]) == {"ok"}
@@ -131,13 +133,28 @@ def test_without_a_store_the_frame_keeps_its_chats_and_dropping_it_frees_them(
     assert len(box.pending) == 0
     box.close()
     del box, df, log
-    frames.pop()  # the newest run's frame is gone: its chats are given back
-    assert _alive(refs) == 12
     frames.clear()
-    assert _alive(refs) == 6  # the selection still holds the first run (all its chats)
     assert len(nbagent.read_log(subset)) == 2
     del subset
-    assert _alive(refs) == 0
+
+
+def test_without_a_store_a_chat_the_user_holds_is_the_log_read(server: FakeLLMServer) -> None:
+    """A done row's chat the user kept (and continued) is read live, not its record."""
+    held: list[Chat] = []
+    make = _factory(server, [])
+
+    def keep() -> Chat:
+        held.append(make())
+        return held[-1]
+
+    df = nbagent.batch(PROMPTS[:2], keep, progress=False, name="held")
+    chat = next(c for c in held if c.id == df["chat_id"][0])
+    before = nbagent.read_log(df, "steps")
+    assert len(before[before["chat_id"] == chat.id]) == 2  # a tool round, then the answer
+    chat.ask("Work on item9")  # continued after the batch: one more step
+    after = nbagent.read_log(df, "steps")
+    assert len(after[after["chat_id"] == chat.id]) == 3
+    assert len(after) == len(before) + 1
 
 
 def test_with_a_store_a_done_rows_chat_is_let_go_and_read_back_from_the_store(

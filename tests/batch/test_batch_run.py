@@ -210,3 +210,28 @@ def test_on_error_raise_also_raises_for_a_row_that_cannot_be_formatted() -> None
             on_error="raise",
             progress=False,
         )
+
+
+@pytest.mark.parametrize(
+    ("settings", "streamed"),
+    [({}, False), ({"stream": True}, True), ({"display": True}, True)],
+)
+def test_a_batch_asks_for_whole_responses_unless_someone_watches_the_fragments(
+    settings: dict[str, Any], streamed: bool
+) -> None:
+    """Nobody sees a batch chat's text arrive, so its requests do not stream (streaming costs
+    10-15% CPU); a chat made with stream=True, or shown (display=True), still streams."""
+    with FakeLLMServer(handler=Rounds(), strict=True) as server:
+        provider = OpenAIProvider("gpt-4.1-mini", base_url=server.openai_base_url, api_key=KEY)
+        try:
+            result = nbagent.batch(
+                ["a", "b"],
+                lambda: Chat(provider=provider, **settings).with_tools(lookup),
+                progress=False,
+            )
+        finally:
+            run_sync(provider.aclose())
+        sent = [bool(r.body.get("stream")) for r in server.requests]
+    assert (result["status"] == "done").all()
+    assert len(sent) == 2 * (ROUNDS + 1)
+    assert set(sent) == {streamed}
