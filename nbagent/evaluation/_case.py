@@ -100,9 +100,12 @@ class Case:
 
 
 def record_of(source: Any) -> tuple[ChatRecord | None, Any]:
-    """A chat's record and live chat from what a batch gives for it (a chat, or its events)."""
+    """A chat's record and live chat from what a batch gives for it (a chat; the record of
+    a chat the batch let go when its row was done; or its stored events)."""
     if source is None:
         return None, None
+    if isinstance(source, ChatRecord):
+        return source, None
     record = getattr(source, "record", None)
     if isinstance(record, ChatRecord):
         return record, source

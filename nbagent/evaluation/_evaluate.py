@@ -83,6 +83,31 @@ def with_decisions(make_chat: Callable[..., Any], decide: Decide) -> Callable[..
     return lambda: wire(make_chat())
 
 
+class Held:
+    """The chats an evaluation made, held with its scorecard (``attrs["nbagent_chats"]``):
+    a batch lets a done row's chat go unless someone holds it, and an evaluation's chats
+    are what its user opens, forks (:func:`~nbagent.evaluation.sweep`) and compares
+    (:func:`~nbagent.evaluation.compare_scorecards`)."""
+
+    def __init__(self) -> None:
+        self.chats: list[Any] = []
+
+    def keep(self, chat: Any) -> Any:
+        self.chats.append(chat)
+        return chat
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Held:  # pandas copies attrs deeply
+        return self
+
+
+def holding(make_chat: Callable[..., Any], decide: Decide) -> tuple[Callable[..., Any], Held]:
+    """``make_chat`` deciding by ``decide`` (:func:`with_decisions`), each chat it makes held."""
+    held, factory = Held(), with_decisions(make_chat, decide)
+    if _takes_row(make_chat):
+        return (lambda row: held.keep(factory(row))), held
+    return (lambda: held.keep(factory())), held
+
+
 def _checks(checks: Any) -> list[Any]:
     if callable(checks):
         checks = [checks]
@@ -184,9 +209,12 @@ def score_cases(cases: Iterable[Case], checks: Sequence[Any]) -> Any:
     return make_scorecard(rows)
 
 
-def _with_run(card: Any, result: Any) -> Any:
-    """The scorecard carrying its batch's run, as a batch result does (``read_log(card)``)."""
+def _with_run(card: Any, result: Any, held: Held | None = None) -> Any:
+    """The scorecard carrying its batch's run, as a batch result does (``read_log(card)``),
+    and the chats the evaluation made."""
     card.attrs["nbagent_batch"] = result.attrs["nbagent_batch"]
+    if held is not None:
+        card.attrs["nbagent_chats"] = held
     return card
 
 
@@ -254,9 +282,10 @@ def evaluate(
         batch's result frame.
     """
     checks = _checks(checks)
+    factory, held = holding(make_chat, decide)
     result = batch(
         cases,
-        with_decisions(make_chat, decide),
+        factory,
         prompt=prompt,
         key=key,
         concurrency=concurrency,
@@ -267,7 +296,7 @@ def evaluate(
         progress=progress,
         backend_options=backend_options,
     )
-    return _with_run(score(result, checks), result)
+    return _with_run(score(result, checks), result, held)
 
 
 async def evaluate_async(
@@ -288,9 +317,10 @@ async def evaluate_async(
 ) -> Any:
     """:func:`evaluate` awaited (on :func:`nbagent.batch_async`); same arguments and result."""
     checks = _checks(checks)
+    factory, held = holding(make_chat, decide)
     result = await batch_async(
         cases,
-        with_decisions(make_chat, decide),
+        factory,
         prompt=prompt,
         key=key,
         concurrency=concurrency,
@@ -301,4 +331,4 @@ async def evaluate_async(
         progress=progress,
         backend_options=backend_options,
     )
-    return _with_run(score(result, checks), result)
+    return _with_run(score(result, checks), result, held)

@@ -23,7 +23,15 @@ from .._errors import DecisionError
 from ..batch import Backend, batch
 from ..comparison import compare
 from ._case import Case, record_of
-from ._evaluate import DECIDER, Decide, _checks, cases_of, decision_of, score_cases, with_decisions
+from ._evaluate import (
+    DECIDER,
+    Decide,
+    _checks,
+    cases_of,
+    decision_of,
+    holding,
+    score_cases,
+)
 
 Edits = Mapping[str, Iterable[Mapping[str, Any]]] | Callable[[Any], Iterable[Mapping[str, Any]]]
 MAX_ROUNDS = 50
@@ -155,9 +163,10 @@ def sweep(
         case, branch and check. ``nbagent.read_log(card)`` reads every branch's calls.
     """
     checks = _checks(checks)
+    factory, _held = holding(make_chat, decide)  # its chats held while the sweep forks them
     result = batch(
         cases,
-        with_decisions(make_chat, decide),
+        factory,
         prompt=prompt,
         key=key,
         concurrency=concurrency,
@@ -251,10 +260,10 @@ def compare_scorecards(a: Any, b: Any, names: Sequence[str] = ("a", "b")) -> Any
 def _sources(card: Any) -> dict[str, Any]:
     """The live chats behind a scorecard, by id (a store's chats are not loaded here)."""
     run = card.attrs.get("nbagent_batch")
-    if run is None:
-        return {}
+    held = card.attrs.get("nbagent_chats")
+    found = [*run.log_sources([c for c in card["chat_id"].dropna().unique()])] if run else []
     out = {}
-    for source in run.log_sources([c for c in card["chat_id"].dropna().unique()]):
+    for source in [*found, *(held.chats if held is not None else ())]:
         if hasattr(source, "fork") and hasattr(source, "events"):
             out[source.id] = source
     return out
