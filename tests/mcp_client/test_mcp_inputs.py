@@ -176,11 +176,13 @@ def test_roots_are_answered_from_the_server_settings_without_asking(server: MCPS
 
 
 def test_the_calls_timeout_bounds_the_wait_and_withdraws_the_input() -> None:
-    server = inputs_server("--legacy", timeout=3)
+    # The timeout must cover the server's request arriving (a loaded machine took more than
+    # 3 s in a full run, and the call timed out before anything was asked): 15 s, nobody answers.
+    server = inputs_server("--legacy", timeout=15)
     try:
         chat = Chat(provider=model(("inp_book_table", {"day": "Friday"}, "c1")), display=False)
         chat.with_tools(server)
-        server.connect()  # started before the call, so its 3 s are the wait's alone
+        server.connect()  # started before the call, so its 15 s are the wait's alone
         chat.ask("book")
         assert chat.get_call("c1").status == "timed_out"
         (record,) = chat.record.inputs
