@@ -95,8 +95,9 @@ class Case:
 
     @property
     def steps(self) -> int:
-        """Model requests in the chat's history (replayed and a fork's shared ones included)."""
-        return len(self.record.steps) if self.record is not None else 0
+        """Steps in the chat's history, counted as ``max_steps`` counts them: each model
+        request and each round of tool calls (replayed and a fork's shared ones included)."""
+        return self.record.steps_taken() if self.record is not None else 0
 
 
 def record_of(source: Any) -> tuple[ChatRecord | None, Any]:

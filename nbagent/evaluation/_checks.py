@@ -364,7 +364,9 @@ def tokens_under(tokens: int) -> Check:
 
 
 def steps_under(steps: int) -> Check:
-    """Passes when the chat made at most ``steps`` model requests."""
+    """Passes when the chat took at most ``steps`` steps, counted as ``max_steps`` counts
+    them (a model request or a round of tool calls: a question, one tool round and the
+    answer are 3 steps)."""
     return _under("steps", lambda c: c.steps, steps, "{}")
 
 

@@ -212,11 +212,12 @@ def test_output_validates_reads_json_as_a_structured_answer_does() -> None:
 def test_spending_bounds() -> None:
     card = nbagent.evaluate(
         ["Check the status of order 41"], make_chat,
-        [steps_under(2), steps_under(1), tokens_under(10_000), tokens_under(1), cost_under(0)],
+        [steps_under(3), steps_under(2), tokens_under(10_000), tokens_under(1), cost_under(0)],
         progress=False,
     )  # fmt: skip
     assert card["passed"].tolist() == [True, False, True, False, True]  # the demo costs $0
-    assert card["detail"].tolist()[1] == "2 (bound 1)"
+    # steps as max_steps counts them: the request, the tool round, the answer
+    assert card["detail"].tolist()[1] == "3 (bound 2)"
     with pytest.raises(ValueError, match="bound >= 0"):
         steps_under(-1)
 
