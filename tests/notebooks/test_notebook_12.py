@@ -1,7 +1,7 @@
 """The evaluation notebook (issue 27) executes with a real kernel, offline on the demo model:
 50 cases scored with built-in and custom checks, a false claim caught (check and view), a
-decision sweep, two configurations compared, and a rule suggested from a store's decisions
-and accepted."""
+decision sweep, two configurations compared, a rule suggested from a store's decisions
+and accepted, and the evaluation exported as OpenTelemetry spans."""
 
 from __future__ import annotations
 
@@ -37,3 +37,6 @@ def test_the_evaluation_notebook_runs_offline() -> None:
     accepted = _cell_text(nb, "rules[0].accept(")
     assert "approved: always allowed (when its rule holds)" in accepted
     assert _notebooks.mime(nb, "image/png"), "the scorecard's plot is shown"
+    traces = _cell_text(nb, "nbagent.instrument(tracer_provider)")
+    for operation in ("invoke_agent", "chat", "execute_tool"):  # GenAI spans, counted
+        assert operation in traces, traces
