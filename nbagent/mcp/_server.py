@@ -625,22 +625,26 @@ class MCPServer(ToolSource):
         Raises:
             MCPServerError: The server cannot be reached, or refused.
         """
-        what = f"MCP server {self.label!r} listing its resources"
-        found = scrubbed_call(
-            lambda: conn.wait(
-                self._connection.paged("listing its resources", "list_resources", "resources"),
-                what=what,
-            ),
-            self._secrets,
-        )
-        return [resource_of(d, self) for d in found]
+        return [resource_of(d, self) for d in self._every("resources")]
 
     async def resources_async(self) -> list[MCPResource]:
         """Async twin of :meth:`resources` (from any event loop)."""
-        what = f"MCP server {self.label!r} listing its resources"
-        coro = self._connection.paged("listing its resources", "list_resources", "resources")
-        found = await scrubbed_await(run_on_loop(coro, _background_loop(), what), self._secrets)
-        return [resource_of(d, self) for d in found]
+        return [resource_of(d, self) for d in await self._every_async("resources")]
+
+    def _every(self, noun: str) -> list[Any]:
+        """Every page of what the server lists (``resources``, ``prompts``), errors scrubbed."""
+        what = f"MCP server {self.label!r} listing its {noun}"
+        listing = f"listing its {noun}"
+        return scrubbed_call(
+            lambda: conn.wait(self._connection.paged(listing, f"list_{noun}", noun), what=what),
+            self._secrets,
+        )
+
+    async def _every_async(self, noun: str) -> list[Any]:
+        """Async twin of :meth:`_every` (from any event loop)."""
+        what = f"MCP server {self.label!r} listing its {noun}"
+        coro = self._connection.paged(f"listing its {noun}", f"list_{noun}", noun)
+        return await scrubbed_await(run_on_loop(coro, _background_loop(), what), self._secrets)
 
     def read_resource(self, uri: str) -> MCPResult:
         """A resource's contents: its text (a binary one as a line naming it), its images
@@ -677,22 +681,11 @@ class MCPServer(ToolSource):
 
     def prompts(self) -> list[MCPPrompt]:
         """The prompts the server offers (every page; connects if needed)."""
-        what = f"MCP server {self.label!r} listing its prompts"
-        found = scrubbed_call(
-            lambda: conn.wait(
-                self._connection.paged("listing its prompts", "list_prompts", "prompts"),
-                what=what,
-            ),
-            self._secrets,
-        )
-        return [prompt_of(d, self) for d in found]
+        return [prompt_of(d, self) for d in self._every("prompts")]
 
     async def prompts_async(self) -> list[MCPPrompt]:
         """Async twin of :meth:`prompts` (from any event loop)."""
-        what = f"MCP server {self.label!r} listing its prompts"
-        coro = self._connection.paged("listing its prompts", "list_prompts", "prompts")
-        found = await scrubbed_await(run_on_loop(coro, _background_loop(), what), self._secrets)
-        return [prompt_of(d, self) for d in found]
+        return [prompt_of(d, self) for d in await self._every_async("prompts")]
 
     def prompt(self, name: str, /, **arguments: Any) -> MCPPromptMessages:
         """A prompt's messages with these arguments, to ask with: ``chat.ask(server.prompt(...))``.
