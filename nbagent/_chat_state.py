@@ -679,21 +679,23 @@ class ChatCore:
         c.status = "awaiting_input"
         kind, message, content, schema = request
         pending = PendingInput(c.id, kind, c.id, c.name, message, content, schema, c.server)
-        self._inputs[c.id] = pending
-        return [
-            InputRequested(
-                chat_id=self.id,
-                call=c,
-                input_id=c.id,
-                kind=kind,
-                prompt=message,
-                content=content,
-                schema=schema,
-                server=c.server,
-                step=self._call_step.get(c.id, self._step) if step is None else step,
-                turn=self._call_turn.get(c.id, self._turn),
-            )
-        ]
+        return [self._park_input(c, pending, step)]
+
+    def _park_input(self, c: ToolCall, pending: PendingInput, step: int | None = None) -> Event:
+        """Keep ``pending`` (of call ``c``) as waiting (under the lock); its event to emit."""
+        self._inputs[pending.id] = pending
+        return InputRequested(
+            chat_id=self.id,
+            call=c,
+            input_id=pending.id,
+            kind=pending.kind,
+            prompt=pending.message,
+            content=pending.content,
+            schema=pending.schema,
+            server=pending.server,
+            step=self._call_step.get(c.id, self._step) if step is None else step,
+            turn=self._call_turn.get(c.id, self._turn),
+        )
 
     def _adopt_inputs(self) -> None:
         """Parked calls of a loaded chat or a fork: their requests, read off the record."""
@@ -801,20 +803,8 @@ class ChatCore:
         message, content = clean(message), clean_json(content)
         with self._lock:
             pending = PendingInput(input_id, kind, c.id, c.name, message, content, schema, server)
-            self._inputs[input_id] = pending
             self._input_waiters[input_id] = future
-            event = InputRequested(
-                chat_id=self.id,
-                call=c,
-                input_id=input_id,
-                kind=kind,
-                prompt=message,
-                content=content,
-                schema=schema,
-                server=server,
-                step=self._call_step.get(c.id, self._step),
-                turn=self._call_turn.get(c.id, self._turn),
-            )
+            event = self._park_input(c, pending)
         self._emit(event)
         return input_id, future
 
