@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import nbagent
@@ -54,3 +56,20 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def answering(
+    chat: nbagent.Chat, answer: Callable[[nbagent.Chat, nbagent.PendingInput], None]
+) -> threading.Thread:
+    """A person at another thread: answers each input as it is asked (the asking call waits)."""
+    asked = threading.Semaphore(0)
+    chat.on(nbagent.InputRequested, lambda e: asked.release())
+
+    def run() -> None:
+        while asked.acquire(timeout=90):
+            for pending in chat.pending_inputs:
+                answer(chat, pending)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t

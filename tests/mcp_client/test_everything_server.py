@@ -20,20 +20,18 @@ import os
 import shutil
 import socket
 import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _mcp_servers import TOKEN, free_port
+from _mcp_servers import TOKEN, answering, free_port
 
 from nbagent import (
     Chat,
     ImagePart,
     InputError,
-    InputRequested,
     MCPServer,
     ModelRequest,
     PendingInput,
@@ -272,19 +270,6 @@ def test_every_listed_resource_reads_and_every_prompt_asks(everything: MCPServer
 
 
 # ------------------------------------------------------------------ the server asks for input
-def answering(chat: Chat, answer: Callable[[Chat, PendingInput], None]) -> threading.Thread:
-    """A person at another thread: answers each input as it is asked (the call waits)."""
-    asked = threading.Semaphore(0)
-    chat.on(InputRequested, lambda e: asked.release())
-
-    def run() -> None:
-        while asked.acquire(timeout=90):
-            for pending in chat.pending_inputs:
-                answer(chat, pending)
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t
 
 
 def ask_once(

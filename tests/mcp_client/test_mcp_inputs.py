@@ -9,17 +9,16 @@ request runs on the chat's provider and counts in its totals, and the tool runs 
 from __future__ import annotations
 
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _mcp_servers import answering
 
 from nbagent import (
     Chat,
     InputError,
-    InputRequested,
     MCPServer,
     ModelRequest,
     PendingInput,
@@ -65,21 +64,6 @@ def model(*calls: tuple[str, dict[str, Any], str], sampled: list[str] | None = N
         return reply(" | ".join(m.content for m in results))
 
     return ScriptedProvider([answer], repeat_last=True)
-
-
-def answering(chat: Chat, answer: Callable[[Chat, PendingInput], None]) -> threading.Thread:
-    """A person at another thread: answers each input as it is asked (the asking call waits)."""
-    asked = threading.Semaphore(0)
-    chat.on(InputRequested, lambda e: asked.release())
-
-    def run() -> None:
-        while asked.acquire(timeout=90):
-            for pending in chat.pending_inputs:
-                answer(chat, pending)
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t
 
 
 def test_an_elicitation_parks_on_the_chat_and_its_answer_is_checked(server: MCPServer) -> None:
