@@ -324,11 +324,30 @@ def _key(data: Bundle) -> str:
     return str(data.get("text/html", "")) + str(data.get(WIDGET_MIME, ""))
 
 
+def enable_inline_png() -> None:
+    """Make a bare matplotlib ``Figure`` display as a PNG in IPython, even before pyplot is
+    imported (the log's and the scorecard's plots return one)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is None:
+        return
+    from IPython.core.pylabtools import print_figure
+    from matplotlib.figure import Figure
+
+    formatter = ip.display_formatter.formatters["image/png"]
+    if Figure not in formatter.type_printers:
+        formatter.for_type(Figure, lambda fig: print_figure(fig, "png", bbox_inches="tight"))
+
+
 __all__ = [
     "IDLE_TWIN",
     "WIDGET_MIME",
     "DisplaySlot",
     "LiveOutput",
+    "enable_inline_png",
     "ended_note",
     "flush_dirty",
     "hook_post_run_cell",

@@ -10,6 +10,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
+from .._display import enable_inline_png
 from .._html import esc, style_tag
 
 COLUMNS: dict[str, str] = {
@@ -90,7 +91,7 @@ def plot_scorecard(df: Any, ax: Any = None) -> Any:
     if ax is None:
         from matplotlib.figure import Figure
 
-        _enable_inline_png()
+        enable_inline_png()
         size = (8.0, 1.2 + 0.35 * len(checks) * len(branches))
         fig = Figure(figsize=size, layout="constrained")
         ax = fig.add_subplot()
@@ -113,23 +114,6 @@ def plot_scorecard(df: Any, ax: Any = None) -> Any:
     if branches != [None]:
         ax.legend(fontsize=8, frameon=False, loc="lower right")
     return fig
-
-
-def _enable_inline_png() -> None:
-    """Make a bare ``Figure`` display as a PNG in IPython, before pyplot is imported."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    ip = get_ipython()
-    if ip is None:
-        return
-    from IPython.core.pylabtools import print_figure
-    from matplotlib.figure import Figure
-
-    formatter = ip.display_formatter.formatters["image/png"]
-    if Figure not in formatter.type_printers:
-        formatter.for_type(Figure, lambda fig: print_figure(fig, "png", bbox_inches="tight"))
 
 
 def headline(df: Any) -> str:

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from .._display import enable_inline_png
 from .._events import Event
 from .._exports import publish as _publish
 from .._optional import require
@@ -259,26 +260,9 @@ def _axes(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]:
         return fig, ax  # type: ignore[return-value]
     from matplotlib.figure import Figure
 
-    _enable_inline_png()
+    enable_inline_png()
     fig = Figure(figsize=size, layout="constrained")
     return fig, fig.add_subplot()
-
-
-def _enable_inline_png() -> None:
-    """Make a bare ``Figure`` display as a PNG in IPython, even before pyplot is imported."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    ip = get_ipython()
-    if ip is None:
-        return
-    from IPython.core.pylabtools import print_figure
-    from matplotlib.figure import Figure
-
-    formatter = ip.display_formatter.formatters["image/png"]
-    if Figure not in formatter.type_printers:
-        formatter.for_type(Figure, lambda fig: print_figure(fig, "png", bbox_inches="tight"))
 
 
 def _placeholder(fig: Figure, ax: Axes, text: str) -> Figure:
