@@ -3,12 +3,14 @@ a real MCP server built with the official SDK, and process checks."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import nbagent
@@ -50,6 +52,44 @@ def wait_gone(pid: int, seconds: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+@contextlib.contextmanager
+def http_server(
+    script: str, env: dict[str, str] | None = None, *, port: int = 0
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Our server ``script`` over streamable HTTP: ``(url, process)``, killed on exit.
+
+    The test binds the listening socket and hands it to the server (``--http-fd``,
+    see ``_http_serve.py``): the port is never free in between, so another
+    process cannot take it and the test never reaches a stranger's server on it.
+    Returns once the server says ``ready``; a server that exits first fails here.
+    ``port=`` binds that port again (a server restarted where it was).
+    """
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(128)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
+    with listener:
+        proc = subprocess.Popen(
+            [sys.executable, script, "--http-fd", str(listener.fileno())],
+            pass_fds=(listener.fileno(),),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+        )
+    try:
+        assert proc.stdout is not None
+        said = proc.stdout.readline()  # "ready", or nothing when it exited
+        if said.strip() != b"ready":
+            raise RuntimeError(f"{Path(script).name} did not start (exit code {proc.wait(10)})")
+        yield url, proc
+    finally:
+        proc.kill()  # terminate() waits for open client streams (uvicorn's graceful stop)
+        proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def free_port() -> int:

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 
 import pytest
-from _mcp_servers import PROTOCOL_SERVER, SERVER, TOKEN, free_port, notes_server
+from _mcp_servers import PROTOCOL_SERVER, SERVER, TOKEN, http_server, notes_server
 
 import nbagent
 
@@ -43,24 +38,5 @@ def http_protocol_url() -> Iterator[str]:
 
 
 def _http(script: str, env: dict[str, str] | None = None) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, script, "--http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"the HTTP server {script} exited") from None
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.kill()  # terminate() waits for open client streams (uvicorn's graceful stop)
-        proc.wait(10)
+    with http_server(script, env) as (url, _):
+        yield url

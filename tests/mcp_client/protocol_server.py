@@ -146,8 +146,13 @@ def hello() -> list[object]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int, default=None, help="serve streamable HTTP on PORT")
+    parser.add_argument("--http-fd", type=int, default=None, help="... on this listening socket")
     args = parser.parse_args()
-    if args.http is not None:
+    if args.http_fd is not None:
+        from _http_serve import serve_http_fd
+
+        serve_http_fd(server, args.http_fd)
+    elif args.http is not None:
         server.run("streamable-http", host="127.0.0.1", port=args.http)
     else:
         server.run("stdio")

@@ -8,9 +8,9 @@ bound) from an answer."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from _mcp_servers import SERVER, alive, free_port, notes_server, wait_gone
+from _mcp_servers import SERVER, alive, http_server, notes_server, wait_gone
 
 import nbagent
 from nbagent import Chat, MCPServer
@@ -206,32 +206,11 @@ def test_a_lingering_server_is_stopped_at_interpreter_exit() -> None:
 
 
 def test_an_http_server_that_went_away_fails_clearly_and_is_reached_again() -> None:
-    port = free_port()
-
-    def start() -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(
-            [sys.executable, SERVER, "--http", str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-
-        def listening() -> bool:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            except OSError:
-                return proc.poll() is not None  # exited: stop waiting, fail below
-            return True
-
-        if until(listening, 120) and proc.poll() is None:
-            return proc
-        proc.kill()
-        raise RuntimeError("the HTTP notes server did not start")
-
-    proc = start()
-    # a connect_timeout far past the hang bound: the errors below come from the refused
-    # connection, never from waiting it out
-    server = MCPServer.http(f"http://127.0.0.1:{port}/mcp", connect_timeout=600)
-    try:
+    with contextlib.ExitStack() as running:
+        url, proc = running.enter_context(http_server(SERVER))
+        # a connect_timeout far past the hang bound: the errors below come from the refused
+        # connection, never from waiting it out
+        server = running.enter_context(MCPServer.http(url, connect_timeout=600))
         first = int(server.call("pid"))
         proc.kill()
         proc.wait(10)
@@ -239,15 +218,12 @@ def test_an_http_server_that_went_away_fails_clearly_and_is_reached_again() -> N
             error = answered(lambda: server.call("pid")).get("error")
             assert isinstance(error, nbagent.MCPServerError), error
             assert "127.0.0.1" in str(error)
-        proc = start()
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        running.enter_context(http_server(SERVER, port=port))  # back where it was
         call = run_one(server, "echo", {"text": "back"})
         assert call.status == "ok" and call.result is not None
         assert call.result.content == "back"
         assert int(server.call("pid")) != first
-    finally:
-        server.close()
-        proc.kill()
-        proc.wait(10)
 
 
 def test_stdio_takes_the_command_line_as_one_list_as_client_configurations_write_it() -> None:

@@ -142,43 +142,23 @@ def test_the_async_call_scrubs_the_same_way(server: MCPServer) -> None:
 
 
 def test_a_header_said_back_over_http_is_scrubbed() -> None:
-    import socket
-    import subprocess
-    import time
-
-    from _mcp_servers import free_port
+    from _mcp_servers import http_server
 
     header = "plain-header-token-value"  # not key-shaped: only headers= says it is secret
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, TRICKY, "--http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert proc.poll() is None, "the HTTP server exited"
-                time.sleep(0.1)
-        url = f"http://127.0.0.1:{port}/mcp"
-        with MCPServer.http(url, headers={"X-Api-Token": header}, prefix="h") as server:
-            provider = ScriptedProvider([call_tools(("h_leak_header", {})), reply("done")])
-            chat = Chat(provider=provider, display=False).with_tools(server)
-            chat.ask("go")
-            [call] = chat.tool_calls
-            assert call.result is not None and call.result.content.endswith("token *** was refused")
-            assert header not in repr(provider.requests)
-            assert header not in chat.log.to_json(default_handler=str, date_format="iso")
-            with pytest.raises(nbagent.MCPToolError) as info:
-                server.call("leak_header")
-            assert header not in exception_texts(info.value)
-    finally:
-        proc.kill()
-        proc.wait(10)
+    with (
+        http_server(TRICKY) as (url, _),
+        MCPServer.http(url, headers={"X-Api-Token": header}, prefix="h") as server,
+    ):
+        provider = ScriptedProvider([call_tools(("h_leak_header", {})), reply("done")])
+        chat = Chat(provider=provider, display=False).with_tools(server)
+        chat.ask("go")
+        [call] = chat.tool_calls
+        assert call.result is not None and call.result.content.endswith("token *** was refused")
+        assert header not in repr(provider.requests)
+        assert header not in chat.log.to_json(default_handler=str, date_format="iso")
+        with pytest.raises(nbagent.MCPToolError) as info:
+            server.call("leak_header")
+        assert header not in exception_texts(info.value)
 
 
 def test_short_values_are_not_scrubbed_out_of_every_message() -> None:

@@ -100,7 +100,11 @@ _named(LONG + "second", "second long")
 
 
 if __name__ == "__main__":
-    if "--http" in sys.argv:
+    if "--http-fd" in sys.argv:
+        from _http_serve import serve_http_fd
+
+        serve_http_fd(server, int(sys.argv[sys.argv.index("--http-fd") + 1]))
+    elif "--http" in sys.argv:
         port = int(sys.argv[sys.argv.index("--http") + 1])
         server.run("streamable-http", host="127.0.0.1", port=port)
     else:
