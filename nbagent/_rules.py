@@ -41,7 +41,9 @@ def _json_value(value: Any, what: str) -> None:
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):
-        raise ValueError(f"{what} must be JSON data (it is stored with the chat), got {value!r}")
+        raise ValueError(
+            f"{what} must be JSON data (it is stored with the chat), got {value!r}"
+        ) from None
 
 
 @dataclass(frozen=True)

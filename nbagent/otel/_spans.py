@@ -151,13 +151,15 @@ class Tracer(Extension):
     # ------------------------------------------------------------ the change hook
     def on_change(self, change: RecordChange) -> None:
         e = change.event
+        if e is None:
+            return  # a refold (a loaded chat): history, not traced again
         handler = _HANDLERS.get(type(e))  # most events change no span: nothing more to do
         if handler is None:
-            if self._finishing is not None and e is not None and e.ts >= self._since:
+            if self._finishing is not None and e.ts >= self._since:
                 self._end_finishing(e)
             return
-        if e.ts < self._since:  # type: ignore[union-attr]
-            return  # history copied into a fork (a refold has no event: no handler)
+        if e.ts < self._since:
+            return  # history copied into a fork
         if self._finishing is not None:
             self._end_finishing(e)
         handler(self, change.key, e)
