@@ -57,6 +57,7 @@ from ._events import (
     ModelRequestStarted,
     OptionsChanged,
     ReasoningDelta,
+    RuleChanged,
     SamplingFinished,
     StepFinished,
     TextDelta,
@@ -75,6 +76,7 @@ from ._hosted import HostedCallWarning, HostedMCP
 from ._media import image
 from ._options import ToolOptions
 from ._replay import ReplayMissError
+from ._rules import Condition, Rule
 from ._schema import SchemaValidationError
 from ._tools import (
     FunctionTool,
@@ -174,6 +176,7 @@ __all__ = [
     "ChatCancelled",
     "ChatHost",
     "ChatMessage",
+    "Condition",
     "Config",
     "Decision",
     "DecisionError",
@@ -221,6 +224,8 @@ __all__ = [
     "Reasoning",
     "ReasoningDelta",
     "ReplayMissError",
+    "Rule",
+    "RuleChanged",
     "SQLiteStore",
     "SamplingFinished",
     "SchemaValidationError",

@@ -152,7 +152,7 @@ def consult_resolver(tool: Tool, call: ToolCall) -> tuple[bool | None, str | Non
 
 def denial_content(call: ToolCall, reason: str | None, by: str) -> str:
     """The structured denial the model receives (JSON, so it is unambiguous)."""
-    who = "the user" if by == HUMAN else by
+    who = {HUMAN: "the user", "rule": "a rule"}.get(by, by)
     payload: dict[str, Any] = {
         "status": "denied",
         "tool": call.name,

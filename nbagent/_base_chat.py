@@ -668,6 +668,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
                 dict(self._hosted),
             )
             source_tools, policies = self._source_tools, list(self._policies)
+            rules = list(self._rules)
             options = self._options
         shared = p.snapshot.step  # the replay keys of the shared steps: to find their recordings
         r = self._replayer
@@ -683,6 +684,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             fork._local_tools, fork._sources, fork._hosted = local, sources, hosted
             fork._merge_tools(source_tools)
             fork._policies = policies
+            fork._rules = rules
             fork._options = options
             fork._cost_step, fork._tokens_step = self._cost_step, self._tokens_step
             if p.snapshot.turn == self._turn:  # forked in the current turn: its structured answer

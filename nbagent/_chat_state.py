@@ -46,6 +46,7 @@ from ._output import Output
 from ._record import FRAGMENTS, ChatRecord, keeper
 from ._replay import Recordings, Replayer
 from ._result_text import to_result
+from ._rules import Rule
 from ._runner import Job, Mode, ToolRunner
 from ._schema import validate_json_schema
 from ._tools import CancelEvent, SchemaValidationError, Tool, ToolSource, _cancelled_by
@@ -257,6 +258,7 @@ class ChatCore:
         self._before: list[Callable[[ToolCall], Any]] = []
         self._after: list[Callable[[ToolResult], Any]] = []
         self._policies: list[Policy] = []
+        self._rules: list[Rule] = []  # chat.add_rule: data, applied by the gate, stored
         self._calls: dict[str, ToolCall] = {}
         self._call_turn: dict[str, int] = {}
         self._call_step: dict[str, int] = {}
@@ -853,6 +855,7 @@ class ChatCore:
             },
             **{name: getattr(self, name) for name in SETTINGS},
             "always_allow": policy_rules(list(self._policies)),  # a copy: no lock here
+            "rules": [r.as_dict() for r in list(self._rules)],
         }
 
     def _loop_state_key(self) -> tuple[Any, ...]:
@@ -864,6 +867,7 @@ class ChatCore:
             o,
             *(getattr(self, name) for name in SETTINGS),
             tuple((p.tool, p.when is not None) for p in list(self._policies)),
+            tuple(self._rules),
         )
 
     def _replay(self, events: Iterable[Event]) -> None:
@@ -889,6 +893,8 @@ class ChatCore:
                 self._options = ToolOptions(**snap.options)
             if snap.always_allow is not None:
                 self._policies = restored_policies(snap.always_allow, snap.predicates)
+            if snap.rules is not None:
+                self._rules = list(snap.rules)
             if snap.last_step == "budget_exhausted":
                 self._last_step = StepResult("budget_exhausted", self.last_assistant_message)
                 self._exhausted = snap.last_budget

@@ -1,4 +1,4 @@
-"""Decisions on gated calls: approve, deny, always-allow policies.
+"""Decisions on gated calls: approve, deny, always-allow policies, rules (``add_rule``).
 
 The rules are in ``_approvals.py``; :meth:`ChatCore._decide` applies them
 (finding the call, checking the decision against earlier ones, recording it,
@@ -14,7 +14,8 @@ from typing import Any, Self
 from ._approvals import HUMAN, always_allow_policy, not_given
 from ._chat_state import ChatCore
 from ._errors import DecisionError
-from ._events import AlwaysAllowChanged
+from ._events import AlwaysAllowChanged, RuleChanged
+from ._rules import RULE, Rule
 from ._tools import tool_name_of
 from ._types import ToolCall
 
@@ -90,6 +91,56 @@ class DecisionsMixin(ChatCore):
             self._policies[:] = kept
         self._emit(AlwaysAllowChanged(chat_id=self.id, tool=name, allowed=False))
         return self
+
+    def add_rule(self, rule: Rule) -> Self:
+        """Put a :class:`~nbagent.Rule` into the chat: from now on the approval gate applies it.
+
+        A deny rule denies every call it matches as the model asks for it (a call of a
+        tool that needs no approval too): the call never runs, and the model is told it
+        was denied by the rule (``Denied by rule: tool refund, amount > 500``). An allow
+        rule approves the gated calls it matches (after the tool's own resolver, which
+        may still deny). Either decision is recorded as decided by ``"rule"`` with the
+        rule as its reason (``chat.log``'s ``decided_by`` and ``reason``, the cards),
+        and it is final: no later decision changes it. Deny rules come before allow
+        rules and ``always_allow``. Calls waiting for a decision now that the rule
+        matches are decided at once. A chat's store keeps its rules: ``Chat.load`` (and
+        a resumed batch) applies them again. Adding a rule the chat has is a no-op.
+
+        Raises:
+            TypeError: ``rule`` is not a :class:`~nbagent.Rule`.
+        """
+        if not isinstance(rule, Rule):
+            raise TypeError(f"add_rule takes an nbagent.Rule, got {type(rule).__name__}")
+        with self._lock:
+            if rule in self._rules:
+                return self
+            self._rules[:] = [*self._rules, rule]
+        self._emit(RuleChanged(chat_id=self.id, rule=rule.as_dict(), added=True))
+        for call in self.pending_approvals:
+            if rule.matches(call):
+                with contextlib.suppress(DecisionError):  # decided meanwhile: that decision stands
+                    self._decide(call, rule.verdict, by=RULE, reason=rule.reason)
+        return self
+
+    def remove_rule(self, rule: Rule) -> Self:
+        """Take a rule out of the chat (the decisions it made stand).
+
+        Raises:
+            ValueError: The chat has no such rule (the message lists the chat's rules).
+        """
+        with self._lock:
+            if rule not in self._rules:
+                have = "; ".join(f"{r.verdict}: {r}" for r in self._rules) or "none"
+                raise ValueError(f"the chat has no rule {rule} ({rule.verdict}); its rules: {have}")
+            self._rules[:] = [r for r in self._rules if r != rule]
+        self._emit(RuleChanged(chat_id=self.id, rule=rule.as_dict(), added=False))
+        return self
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        """The rules :meth:`add_rule` put into the chat (restored by ``Chat.load``)."""
+        with self._lock:
+            return tuple(self._rules)
 
     @property
     def always_allowed(self) -> tuple[str, ...]:

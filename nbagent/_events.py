@@ -235,6 +235,18 @@ class AlwaysAllowChanged(Event, type="always_allow_changed"):
     conditional: bool = False
 
 
+class RuleChanged(Event, type="rule_changed"):
+    """``chat.add_rule(rule)`` added a rule, or ``chat.remove_rule(rule)`` removed it.
+
+    Attributes:
+        rule: The rule as a store keeps it (:meth:`~nbagent.Rule.as_dict`).
+        added: ``True``: added; ``False``: removed.
+    """
+
+    rule: dict[str, Any]
+    added: bool = True
+
+
 class ToolCallProgress(Event, type="tool_call_progress"):
     """A running call said how far it is: an MCP server's progress notification, or
     :func:`nbagent.report_progress` inside a Python tool.

@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._events import Event
 from ._replay import Recordings
+from ._rules import Rule
 from ._types import Decision, ForkParent, Message, ToolCall
 
 if TYPE_CHECKING:
@@ -192,6 +193,7 @@ class Snapshot:
             chat's own.
         predicates: The ``when`` predicates given back for conditional rules, by tool
             name; a conditional rule without one is kept but approves nothing.
+        rules: The chat's rules (``chat.add_rule``), or ``None`` to keep the chat's own.
     """
 
     messages: tuple[Message, ...]
@@ -208,6 +210,7 @@ class Snapshot:
     parent: ForkParent | None = None
     always_allow: tuple[tuple[str, bool], ...] | None = None
     predicates: Mapping[str, Callable[[ToolCall], bool]] = field(default_factory=dict)
+    rules: tuple[Rule, ...] | None = None
 
 
 class ChatHost:

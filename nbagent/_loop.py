@@ -67,6 +67,7 @@ from ._notice import notice
 from ._options import resolve_choice
 from ._recording import RecordedResult
 from ._result_text import edit_note, to_result, without_edit_note
+from ._rules import RULE, first_match
 from ._runner import Job, Mode, Outcome, needs_event_loop
 from ._tools import SchemaValidationError, Tool, current_tool_call
 from ._types import (
@@ -547,6 +548,10 @@ class LoopMixin(ChatCore):
             self._call_step[c.id] = step
             tool = None if c.hosted else self._tools.get(c.name)
             c.approval = _provider_gate(c) if c.hosted else requirement(tool)
+            if not c.approval.required and self._rules:
+                denying = first_match(self._rules, c, "denied")
+                if denying is not None:  # a deny rule gates even an ungated tool's call
+                    c.approval = Approval(True, RULE, denying.reason)
             if tool is not None and tool.server is not None and c.server is None:
                 c.server = tool.server  # an MCP server's tool: its label, for cards, log, store
             events.append(
@@ -625,11 +630,19 @@ class LoopMixin(ChatCore):
         return None
 
     def _auto_decide(self, c: ToolCall, tool: Tool | None, after: list[ToolResult]) -> list[Event]:
-        """Let the resolver, then the policies, decide an undecided gated call."""
+        """Let the rules, the resolver, then the policies decide an undecided gated call.
+
+        A deny rule comes first (a call it matches never runs, whatever a resolver
+        says); an allow rule after the tool's resolver (which may deny what it matches).
+        """
         verdict: bool | None = None
         by = ""
         reason: str | None = None
-        if tool is not None and tool.has_resolver:
+        rules = self._rules
+        denying = first_match(rules, c, "denied") if rules else None
+        if denying is not None:
+            verdict, by, reason = False, RULE, denying.reason
+        elif tool is not None and tool.has_resolver:
             verdict, note = consult_resolver(tool, c)
             note = clean(note) if note else note
             by = "resolver"
@@ -638,6 +651,10 @@ class LoopMixin(ChatCore):
                 c.approval = Approval(
                     True, c.approval.source, f"{requirement(tool).reason} ({note})"
                 )
+        if verdict is None and rules:
+            allowing = first_match(rules, c, "approved")
+            if allowing is not None:
+                verdict, by, reason = True, RULE, allowing.reason
         if verdict is None:
             for policy in self._policies:
                 if policy.matches(c):

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import nbagent
 import nbagent._events as events_module
 from nbagent import (
     Approval,
@@ -160,6 +161,7 @@ def test_every_event_type_a_chat_emits_is_folded_the_same_from_scratch() -> None
         provider=scripted([["safe", "risky", "risky", "nope", "outside"]], True), display=False
     )
     chat.with_tools(safe, risky, outside).with_tool_options(calls=5).always_allow(safe)
+    chat.add_rule(nbagent.Rule.deny("no_such_tool"))  # a RuleChanged (it decides nothing)
     with pytest.raises(RuntimeError):
         chat.ask("go")
     chat.complete()

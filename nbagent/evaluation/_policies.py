@@ -11,45 +11,18 @@ none unless ``min_agreement`` is below 1). A person accepts one into a chat
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .._errors import DecisionError
-from .._events import ApprovalRequested
-from .._html import esc, short_json, style_tag
+from .._html import esc, style_tag
+from .._rules import RULE, Condition, Rule
 
 Verdict = Literal["approved", "denied"]
-AUTOMATIC = ("policy:", "resolver", "evaluate")
+AUTOMATIC = ("policy:", "resolver", "evaluate", RULE)
 """Deciders that are rules, not people: their decisions teach nothing."""
-
-
-@dataclass(frozen=True)
-class Condition:
-    """One argument condition: ``key op value`` (``op``: ``==``, ``<=``, ``>=``)."""
-
-    key: str
-    op: Literal["==", "<=", ">="]
-    value: Any
-
-    def holds(self, arguments: Mapping[str, Any] | None) -> bool:
-        """Whether ``arguments`` meet the condition (a missing key never does)."""
-        if not isinstance(arguments, Mapping) or self.key not in arguments:
-            return False
-        given = arguments[self.key]
-        if self.op == "==":
-            return bool(given == self.value)
-        if not _number(given):
-            return False
-        return given <= self.value if self.op == "<=" else given >= self.value
-
-    def __str__(self) -> str:
-        value = short_json(self.value, 60) if isinstance(self.value, str) else f"{self.value:g}" \
-            if isinstance(self.value, float) else repr(self.value)  # fmt: skip
-        return f"{self.key} {self.op} {value}"
 
 
 @dataclass(frozen=True)
@@ -93,29 +66,22 @@ class PolicySuggestion:
         arguments = getattr(call, "arguments", None)
         return all(c.holds(arguments) for c in self.conditions)
 
+    def as_rule(self) -> Rule:
+        """The suggestion as the :class:`~nbagent.Rule` it proposes (data a store keeps)."""
+        return Rule(self.tool, self.verdict, self.conditions)
+
     def accept(self, chat: Any) -> Any:
-        """Put the rule into ``chat`` and return the chat (so a batch's factory can use it:
-        ``lambda: rule.accept(Chat(...))``).
+        """Put the rule into ``chat`` (:meth:`~nbagent.Chat.add_rule`) and return the chat
+        (so a batch's factory can use it: ``lambda: rule.accept(Chat(...))``).
 
-        An allow rule is :meth:`~nbagent.Chat.always_allow` (with the conditions as its
-        ``when``): a stored chat keeps it, and the cards it decides say "always allowed".
-        A deny rule denies each call it matches as it is asked (and those waiting now),
-        recorded as decided by ``policy:always_deny:<tool>`` with the rule as the reason,
-        which the cards show.
+        The chat's store keeps the rule, so ``Chat.load`` and a resumed batch apply it
+        again. An allow rule approves the gated calls it matches; a deny rule denies
+        every call it matches before it runs, and the model reads why. Either decision
+        is recorded as decided by ``"rule"``, with the rule as its reason
+        (``Denied by rule: tool refund, amount > 500``), which the cards and
+        ``chat.log`` show.
         """
-        if self.verdict == "approved":
-            return chat.always_allow(self.tool, self.matches if self.conditions else None)
-        decider = f"policy:always_deny:{self.tool}"
-
-        def deny(call: Any) -> None:
-            if self.matches(call) and call.pending_approval:
-                with contextlib.suppress(DecisionError):  # decided meanwhile: that one stands
-                    chat.deny(call, reason=self.rule, by=decider)
-
-        chat.on(ApprovalRequested, lambda event: deny(event.call))
-        for call in chat.pending_approvals:
-            deny(call)
-        return chat
+        return chat.add_rule(self.as_rule())
 
     def __repr__(self) -> str:
         return f"<{self.rule}: support {self.support}, would have changed {len(self.changed)}>"
@@ -296,7 +262,9 @@ def suggest_policies(
 def _hashable(values: Sequence[Any]) -> list[Any]:
     out: list[Any] = []
     for v in values:
-        if isinstance(v, str | bool | int | float) and v not in out:
+        if isinstance(v, str | bool) or _number(v):
+            if v in out:
+                continue
             out.append(v)
     return out
 

@@ -32,6 +32,7 @@ result_type        string          what an ``ok`` result holds: ``text``, ``json
 error              string          why it did not succeed (error, timed_out, cancelled,
                                    skipped, rejected arguments); NA for ok and denied
 decided_by         string          ``user``, ``resolver``, ``policy:always_allow:<tool>``,
+                                   ``rule`` (``chat.add_rule``; the rule is the reason),
                                    ``store``...; NA when nobody decided
 reason             string          the decision's reason (a denial's is sent to the model)
 edited_arguments   object          arguments a human approved instead (dict) or None

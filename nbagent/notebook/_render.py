@@ -94,6 +94,8 @@ def decision_words(e: CallEntry) -> str:
             who = "an always-allow rule"
         elif by.startswith("policy:always_deny"):
             who = "an always-deny rule"
+        elif by == "rule":
+            who = "a rule"
         words = f"{e.verdict} elsewhere by {who}"
         if e.r.decided_at is not None:
             words += f" at {e.r.decided_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
@@ -103,7 +105,9 @@ def decision_words(e: CallEntry) -> str:
         words = f"{e.verdict}: always allowed" + (
             " (when its rule holds)" if by.endswith(":when") else ""
         )
-    elif by.startswith("policy:always_deny"):  # an accepted rule (nbagent.suggest_policies)
+    elif by == "rule" and e.r.reason:  # chat.add_rule: "Denied by rule: tool refund, amount > 500"
+        words = e.r.reason
+    elif by.startswith("policy:always_deny"):  # a rule accepted before rules were data
         words = f"{e.verdict}: always denied" + (f" ({e.r.reason})" if e.r.reason else "")
     else:
         who = {"user": "you", "resolver": "the tool's approval rule"}.get(by, by)

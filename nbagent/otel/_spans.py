@@ -57,11 +57,24 @@ from .._record import CallRecord, ChatRecord, RecordChange
 from .._types import AssistantToolCallMessage, Reasoning, ToolResultMessage
 
 AGENT = "nbagent"
+_TURN_NAME = f"invoke_agent {AGENT}"
 CONTENT_CHARS = 8000
 """The most characters of one piece of content (a message part, arguments, a result)."""
 ENDS_TURN = frozenset({"complete", "awaiting_approval", "budget_exhausted", "busy"})
 """The step kinds after which the loop stops: the turn's span ends."""
 _FAILED = frozenset({"error", "timed_out", "in_doubt", "cancelled", *BREACHES})
+
+# the attribute keys every span of a kind sets (the GenAI conventions' and nbagent's own)
+OPERATION = "gen_ai.operation.name"
+PROVIDER = "gen_ai.provider.name"
+REQUEST_MODEL = "gen_ai.request.model"
+CONVERSATION = "gen_ai.conversation.id"
+INPUT_TOKENS = "gen_ai.usage.input_tokens"
+OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+COST = "nbagent.cost_usd"
+STEP = "nbagent.step"
+TURN = "nbagent.turn"
+_NAMES: dict[tuple[str, str], str] = {}  # (operation, model or tool) -> the span's name
 
 # Where each chat's turns were traced in this process, so a fork or a replay can link to
 # them: (chat id, turn) -> the span context of the turn's first span. Bounded.
@@ -116,7 +129,7 @@ class Tracer(Extension):
         self._steps: dict[int, Any] = {}  # record step index -> open chat span
         self._finishing: Any = None  # a chat span ended by its response's message
         self._turn_ctx: Any = None  # an OpenTelemetry context holding the open turn span
-        self._last_step_ctx: Any = None  # ... holding the last request's span
+        self._last_step: Any = None  # the last request's span (a hosted call's parent)
         self._call_parent: dict[str, Any] = {}  # call id -> the context of its turn span
         self._linked_parent = False
 
@@ -138,13 +151,18 @@ class Tracer(Extension):
     # ------------------------------------------------------------ the change hook
     def on_change(self, change: RecordChange) -> None:
         e = change.event
-        if e is None or e.ts < self._since:
-            return  # a refold (a loaded chat), or history copied into a fork
+        if e is None:
+            return  # a refold (a loaded chat): history, not traced again
+        handler = _HANDLERS.get(type(e))  # most events change no span: nothing more to do
+        if handler is None:
+            if self._finishing is not None and e.ts >= self._since:
+                self._end_finishing(e)
+            return
+        if e.ts < self._since:
+            return  # history copied into a fork
         if self._finishing is not None:
             self._end_finishing(e)
-        handler = _HANDLERS.get(type(e))
-        if handler is not None:
-            handler(self, change.key, e)
+        handler(self, change.key, e)
 
     def _on_message(self, key: Any, e: MessageAdded) -> None:
         m: Any = e.message
@@ -157,14 +175,16 @@ class Tracer(Extension):
             self._provider_items(e)
 
     def _on_request_started(self, key: Any, e: ModelRequestStarted) -> None:
+        # the span is made once, when the request ends, with every attribute at once (one
+        # pass of the SDK's attribute checks); until then only what it needs is kept
         parent = self._turn_for(e.turn, e.ts)
         attrs: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": e.provider,
-            "gen_ai.request.model": e.model,
-            "gen_ai.conversation.id": self._chat_id,
-            "nbagent.step": e.step,
-            "nbagent.turn": e.turn,
+            OPERATION: "chat",
+            PROVIDER: e.provider,
+            REQUEST_MODEL: e.model,
+            CONVERSATION: self._chat_id,
+            STEP: e.step,
+            TURN: e.turn,
             "nbagent.request.messages": e.n_messages,
             "nbagent.request.tool_choice": e.tool_choice,
         }
@@ -175,69 +195,72 @@ class Tracer(Extension):
                 attrs["gen_ai.system_instructions"] = json.dumps(
                     [{"type": "text", "content": self._text(chat.system)}], ensure_ascii=False
                 )
-        self._steps[key] = self._tracer.start_span(
-            f"chat {e.model}",
-            context=_parent(parent),
-            kind=SpanKind.CLIENT,
-            attributes=attrs,
-            start_time=ns(e.ts),
-        )
+        self._steps[key] = (attrs, ns(e.ts), parent)
+
+    def _request_span(self, key: Any, e: ModelRequestFinished | ModelRequestFailed) -> Any:
+        """The request's span, started back when the request did, with the attributes so far."""
+        started = self._steps.pop(key, None)
+        if started is not None:
+            attrs, start, parent = started
+        else:  # its start was not traced: back to when it started
+            parent = self._turn_for(e.turn, e.ts)
+            start = ns(e.ts - timedelta(milliseconds=e.latency_ms))
+            attrs = {
+                OPERATION: "chat",
+                PROVIDER: e.provider,
+                CONVERSATION: self._chat_id,
+                STEP: e.step,
+                TURN: e.turn,
+            }
+        return attrs, start, parent
 
     def _on_request_finished(self, key: Any, e: ModelRequestFinished) -> None:
-        span = self._steps.pop(key, None)
-        if span is None:  # its start was not traced: made now, back to when it started
-            parent = self._turn_for(e.turn, e.ts)
-            span = self._tracer.start_span(
-                f"chat {e.model}",
-                context=_parent(parent),
-                kind=SpanKind.CLIENT,
-                start_time=ns(e.ts - timedelta(milliseconds=e.latency_ms)),
-                attributes={
-                    "gen_ai.operation.name": "chat",
-                    "gen_ai.provider.name": e.provider,
-                    "gen_ai.conversation.id": self._chat_id,
-                    "nbagent.step": e.step,
-                    "nbagent.turn": e.turn,
-                },
-            )
+        attrs, start, parent = self._request_span(key, e)
         u = e.usage
-        attrs: dict[str, Any] = {
-            "gen_ai.response.model": e.model,
-            "gen_ai.response.finish_reasons": (e.raw_stop_reason or e.stop_reason,),
-            "gen_ai.usage.input_tokens": u.input_tokens,
-            "gen_ai.usage.output_tokens": u.output_tokens,
-            "nbagent.stop_reason": e.stop_reason,
-            "nbagent.tool_calls": e.n_tool_calls,
-            "nbagent.replayed": e.replayed,
-        }
+        attrs["gen_ai.response.model"] = e.model
+        attrs["gen_ai.response.finish_reasons"] = (e.raw_stop_reason or e.stop_reason,)
+        attrs[INPUT_TOKENS] = u.input_tokens
+        attrs[OUTPUT_TOKENS] = u.output_tokens
+        attrs["nbagent.stop_reason"] = e.stop_reason
+        attrs["nbagent.tool_calls"] = e.n_tool_calls
+        attrs["nbagent.replayed"] = e.replayed
         if u.cached_tokens:
             attrs["gen_ai.usage.cache_read.input_tokens"] = u.cached_tokens
         if u.cache_write_tokens:
             attrs["gen_ai.usage.cache_creation.input_tokens"] = u.cache_write_tokens
         if u.reasoning_tokens:
             attrs["nbagent.usage.reasoning_tokens"] = u.reasoning_tokens
-        span.set_attributes(attrs)
         if e.cost_usd is not None:
-            span.set_attribute("nbagent.cost_usd", e.cost_usd)
+            attrs[COST] = e.cost_usd
             self._turn_cost += e.cost_usd
-        if e.replayed:
-            self._replay_link(span, e.step)
+        links = self._replay_link(attrs, e.step) if e.replayed else None
+        span = self._tracer.start_span(
+            self._name("chat", e.model),
+            context=_parent(parent),
+            kind=SpanKind.CLIENT,
+            attributes=attrs,
+            links=links,
+            start_time=start,
+        )
         self._turn_usage[0] += u.input_tokens
         self._turn_usage[1] += u.output_tokens
-        self._last_step_ctx = trace.set_span_in_context(span)
-        self._finishing = (span, ns(e.ts))  # the response's message follows: its content
+        self._last_step = span
+        if self._content:  # the response's message follows: its content goes on the span
+            self._finishing = (span, ns(e.ts))
+        else:
+            span.end(end_time=ns(e.ts))
 
     def _on_request_failed(self, key: Any, e: ModelRequestFailed) -> None:
-        span = self._steps.pop(key, None)
-        if span is None:
-            span = self._tracer.start_span(
-                f"chat {e.model}",
-                context=_parent(self._turn_for(e.turn, e.ts)),
-                kind=SpanKind.CLIENT,
-                start_time=ns(e.ts - timedelta(milliseconds=e.latency_ms)),
-            )
+        attrs, start, parent = self._request_span(key, e)
         error = self._text(e.error, 1000)
-        span.set_attribute("error.type", e.error_type)
+        attrs["error.type"] = e.error_type
+        span = self._tracer.start_span(
+            self._name("chat", e.model),
+            context=_parent(parent),
+            kind=SpanKind.CLIENT,
+            attributes=attrs,
+            start_time=start,
+        )
         span.set_status(Status(StatusCode.ERROR, error))
         span.end(end_time=ns(e.ts))
         self._end_turn(e.ts, "failed", error=(e.error_type, error))
@@ -271,15 +294,15 @@ class Tracer(Extension):
             self._end_turn(ts, "next_turn")
         chat = self._chat()
         attrs: dict[str, Any] = {
-            "gen_ai.operation.name": "invoke_agent",
+            OPERATION: "invoke_agent",
             "gen_ai.agent.name": AGENT,
             "gen_ai.agent.id": self._chat_id,
-            "gen_ai.conversation.id": self._chat_id,
-            "nbagent.turn": turn,
+            CONVERSATION: self._chat_id,
+            TURN: turn,
         }
         if chat is not None:
-            attrs["gen_ai.provider.name"] = chat.provider.name
-            attrs["gen_ai.request.model"] = chat.provider.model
+            attrs[PROVIDER] = chat.provider.name
+            attrs[REQUEST_MODEL] = chat.provider.model
         links = []
         first = turn_context(self._chat_id, turn)
         if first is not None:  # a parked turn continued: the same turn's first run
@@ -298,7 +321,7 @@ class Tracer(Extension):
                 if origin is not None:
                     links.append(Link(origin, {"nbagent.link": "forked_from"}))
         span = self._tracer.start_span(
-            f"invoke_agent {AGENT}",
+            _TURN_NAME,
             kind=SpanKind.INTERNAL,
             attributes=attrs,
             links=links,
@@ -322,25 +345,24 @@ class Tracer(Extension):
         if span is None:
             return
         self._turn_span = None
-        span.set_attributes(
-            {
-                "nbagent.outcome": outcome,
-                "gen_ai.usage.input_tokens": self._turn_usage[0],
-                "gen_ai.usage.output_tokens": self._turn_usage[1],
-                "nbagent.cost_usd": self._turn_cost,
-            }
-        )
+        attrs: dict[str, Any] = {
+            "nbagent.outcome": outcome,
+            INPUT_TOKENS: self._turn_usage[0],
+            OUTPUT_TOKENS: self._turn_usage[1],
+            COST: self._turn_cost,
+        }
         if budget is not None:
-            span.set_attribute("nbagent.budget", budget)
+            attrs["nbagent.budget"] = budget
         if error is not None:
-            span.set_attribute("error.type", error[0])
+            attrs["error.type"] = error[0]
             span.set_status(Status(StatusCode.ERROR, error[1]))
         if self._content:
             if self._turn_input:
-                span.set_attribute("gen_ai.input.messages", json.dumps(self._turn_input))
+                attrs["gen_ai.input.messages"] = json.dumps(self._turn_input)
             answer = self._answer()
             if answer is not None:
-                span.set_attribute("gen_ai.output.messages", json.dumps([answer]))
+                attrs["gen_ai.output.messages"] = json.dumps([answer])
+        span.set_attributes(attrs)  # one pass of the SDK's checks
         self._turn_input = []
         span.end(end_time=ns(ts))
 
@@ -356,27 +378,30 @@ class Tracer(Extension):
                 )
         span.end(end_time=end)
 
-    def _replay_link(self, span: Any, step: int) -> None:
+    def _replay_link(self, attrs: dict[str, Any], step: int) -> list[Link] | None:
+        """A replayed request names the chat that recorded it (``attrs``) and links to its
+        turn (same process)."""
         chat = self._chat()
         recording = chat.recordings().get(step) if chat is not None else None
         if recording is None or not recording.chat_id:
-            return
-        span.set_attribute("nbagent.replay.chat_id", recording.chat_id)
-        span.set_attribute("nbagent.replay.step", recording.step)
+            return None
+        attrs["nbagent.replay.chat_id"] = recording.chat_id
+        attrs["nbagent.replay.step"] = recording.step
         if recording.chat_id != self._chat_id:
             origin = turn_context(recording.chat_id)
             if origin is not None:
-                span.add_link(origin, {"nbagent.link": "replays"})
+                return [Link(origin, {"nbagent.link": "replays"})]
+        return None
 
     # ------------------------------------------------------------ calls
     def _call_span(self, r: CallRecord, parent: Any, e: ToolCallFinished | None) -> None:
         status = r.status
         attrs: dict[str, Any] = {
-            "gen_ai.operation.name": "execute_tool",
+            OPERATION: "execute_tool",
             "gen_ai.tool.name": r.tool,
             "gen_ai.tool.call.id": r.call_id,
             "gen_ai.tool.type": "extension" if (r.server or r.hosted) else "function",
-            "gen_ai.conversation.id": self._chat_id,
+            CONVERSATION: self._chat_id,
             "nbagent.call.status": status,
             "nbagent.call.decision": r.decision,
             "nbagent.call.requires_approval": bool(r.requires_approval),
@@ -388,11 +413,13 @@ class Tracer(Extension):
             "nbagent.call.mode": r.concurrency,
             "nbagent.call.duration_ms": r.duration_ms,
             "nbagent.call.replayed": r.replayed,
-            "nbagent.step": r.step,
-            "nbagent.turn": r.turn,
-            "gen_ai.provider.name": r.provider if r.hosted else None,
+            STEP: r.step,
+            TURN: r.turn,
+            PROVIDER: r.provider if r.hosted else None,
         }
-        attrs.update({k: v for k, v in optional.items() if v is not None})
+        for k, v in optional.items():
+            if v is not None:
+                attrs[k] = v
         if r.server and not r.hosted:
             attrs["mcp.method.name"] = "tools/call"
         if r.ran_before:
@@ -405,9 +432,12 @@ class Tracer(Extension):
             content = r.result.content if r.result is not None else r.result_preview
             if content is not None:
                 attrs["gen_ai.tool.call.result"] = self._text(content)
+        failed = status in _FAILED
+        if failed:
+            attrs["error.type"] = status
         start = r.requested_at or r.started_at or (e.ts if e is not None else utcnow())
         span = self._tracer.start_span(
-            f"execute_tool {r.tool}",
+            self._name("execute_tool", r.tool),
             context=_parent(parent),
             kind=SpanKind.INTERNAL,
             attributes=attrs,
@@ -435,8 +465,7 @@ class Tracer(Extension):
                     0.0, (d.at - r.requested_at).total_seconds() * 1000.0
                 )
             span.add_event("nbagent.approval.decided", decided, timestamp=ns(d.at))
-        if status in _FAILED:
-            span.set_attribute("error.type", status)
+        if failed:
             span.set_status(Status(StatusCode.ERROR, self._text(r.error or status, 1000)))
         end = e.ts if e is not None else r.finished_at
         span.end(end_time=ns(end))
@@ -453,7 +482,7 @@ class Tracer(Extension):
             r = record.get(item.call_id or f"{e.index}.{n}")
             if r is None or r.item_type is None or r.call is not None:
                 continue
-            parent = self._last_step_ctx
+            parent = self._last_step
             if parent is None and self._turn_span is not None:
                 parent = self._turn_ctx
             self._call_span(r, parent, None)
@@ -486,6 +515,16 @@ class Tracer(Extension):
                 if m.role == "user":
                     return None
         return None
+
+    @staticmethod
+    def _name(operation: str, what: str) -> str:
+        """A span's name (``chat gpt-4o``, ``execute_tool refund``), made once per pair."""
+        name = _NAMES.get((operation, what))
+        if name is None:
+            if len(_NAMES) > 4096:  # names come from models and tools: bounded
+                _NAMES.clear()
+            name = _NAMES[operation, what] = f"{operation} {what}"
+        return name
 
     def _chat(self) -> Any:
         host = self._host

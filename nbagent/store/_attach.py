@@ -25,6 +25,7 @@ from .._errors import StoreError
 from .._events import utcnow
 from .._extension import Snapshot
 from .._options import ToolOptions
+from .._rules import Rule
 from .._tools import tool_name_of
 from .._types import ForkParent, Message, ToolCall
 from . import _codec as codec
@@ -270,7 +271,28 @@ def _snapshot_of(
         parent=ForkParent.from_dict(record.parent) if record.parent else None,
         always_allow=rules,
         predicates=dict(predicates or {}),
+        rules=_added_rules(record, location),
     )
+
+
+def _added_rules(record: ChatRecord, location: str) -> tuple[Rule, ...] | None:
+    """The chat's stored rules (``chat.add_rule``); ``None``: none stored (an older chat).
+
+    Raises:
+        StoreError: A stored rule this version cannot read (edited, or a newer form).
+    """
+    stored = record.state.get("rules")
+    if stored is None:
+        return None
+    try:
+        if not isinstance(stored, list):
+            raise ValueError(f"expected a list of rules, got {stored!r}")
+        return tuple(Rule.from_dict(r) for r in stored)
+    except ValueError as exc:
+        raise StoreError(
+            f"chat {record.info.id} of store {location} has a rule this version cannot read "
+            f"({exc}): upgrade nbagent, or correct the rule in the chat's stored state."
+        ) from None
 
 
 def _options_of(record: ChatRecord, location: str) -> dict[str, Any] | None:

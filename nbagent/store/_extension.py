@@ -101,6 +101,7 @@ from .._events import (
     ModelRequestFailed,
     OptionsChanged,
     ReasoningDelta,
+    RuleChanged,
     StepFinished,
     TextDelta,
     ToolCallDelta,
@@ -307,7 +308,7 @@ class StoreExtension(Extension):
                 flush = e.kind != "generated" or self._parked()  # unless the chat parks here
             case CallInDoubt():
                 noted, flush = self._reset_status(e), True
-            case ModelRequestFailed() | OptionsChanged() | AlwaysAllowChanged():
+            case ModelRequestFailed() | OptionsChanged() | AlwaysAllowChanged() | RuleChanged():
                 flush = True  # the chat's state (its options, its rules) is written with it
             case _:
                 flush = False

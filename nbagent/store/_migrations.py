@@ -304,6 +304,17 @@ def m012_always_allow_rules(conn: Any) -> None:
     """
 
 
+def m013_rules(conn: Any) -> None:
+    """A chat's rules (``chat.add_rule``: a tool, a verdict, argument conditions) are kept
+    with it (``Chat.load`` applies them again).
+
+    From version 13 a chat's ``state`` lists them (``"rules"``: ``Rule.as_dict()`` each),
+    and its events may include ``rule_changed`` (a rule added or removed). No data changes
+    (a chat written before has no rules); an older nbagent would drop the rules (and let a
+    call a deny rule matches run after a load), so it refuses the file.
+    """
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_initial,
     m002_claims_and_decisions,
@@ -317,6 +328,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m010_fork_parents,
     m011_batch_chats,
     m012_always_allow_rules,
+    m013_rules,
 )
 """Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
 

@@ -1,8 +1,8 @@
 """Policies learned from decisions: rules a store's history supports, accepted into chats.
 
-The history is a real SQLite store of demo chats decided by a person; an accepted allow
-rule is the chat's always_allow (stored, "always allowed" on its card), an accepted deny
-rule denies what it matches before anything runs ("always denied" on its card).
+The history is a real SQLite store of demo chats decided by a person; an accepted rule is
+data the chat's store keeps (``Chat.load`` applies it again): an allow rule approves what
+it matches, a deny rule denies it before anything runs; the card says which rule decided.
 """
 
 from __future__ import annotations
@@ -113,37 +113,54 @@ def test_an_accepted_allow_rule_is_stored_and_shown_on_the_cards_it_decides(
     db = str(tmp_path / "new.db")
     RAN.clear()
     chat = rule.accept(_chat(db))
+    assert chat.rules == (nbagent.Rule.allow("issue_refund", ("amount", "<=", 50)),)
     chat.ask("Refund order 5 for 30 dollars")
     assert chat.status == "complete" and Counter({"issue_refund": 1}) == RAN
-    assert chat.record.calls[0].decided_by == "policy:always_allow:issue_refund:when"
+    call = chat.record.calls[0]
+    assert (call.decided_by, call.reason) == (
+        "rule", "Allowed by rule: tool issue_refund, amount <= 50",
+    )  # fmt: skip
     text = bundle_for(ChatState.from_chat(chat))["text/plain"]
-    assert "approved: always allowed (when its rule holds)" in text
+    assert "Allowed by rule: tool issue_refund, amount <= 50" in text
+    log = chat.log.frame()
+    assert log[["decided_by", "reason"]].values.tolist() == [
+        ["rule", "Allowed by rule: tool issue_refund, amount <= 50"]
+    ]
     big = _chat(db)
     rule.accept(big).ask("Refund order 5 for 300 dollars")
     assert big.tool_calls[0].status == "awaiting_approval"  # the rule does not decide it
-    # the store keeps the rule; its condition is code, given back on load
-    loaded = Chat.load(chat.id, store=db, tools=[issue_refund, delete_file],
-                       always_allow={"issue_refund": rule.matches})  # fmt: skip
+    # the store keeps the rule as data: loaded with nothing given back, it applies again
+    loaded = Chat.load(chat.id, store=db, tools=[issue_refund, delete_file])
+    assert loaded.rules == chat.rules
     loaded.ask("Refund order 6 for 40 dollars")
-    assert loaded.tool_calls[-1].status == "ok"
+    assert loaded.tool_calls[-1].status == "ok" and RAN["issue_refund"] == 2
 
 
-def test_an_accepted_deny_rule_denies_before_anything_runs(history: str) -> None:
+def test_an_accepted_deny_rule_denies_before_anything_runs(history: str, tmp_path: Path) -> None:
     rule = next(r for r in suggest_policies(history) if r.tool == "delete_file")
+    db = str(tmp_path / "deny.db")
     RAN.clear()
-    chat = rule.accept(_chat())
+    chat = rule.accept(_chat(db))
     chat.ask("Delete the file z.tmp")
     assert chat.status == "complete" and Counter() == RAN
     call = chat.record.calls[0]
     assert (call.status, call.decided_by, call.reason) == (
-        "denied", "policy:always_deny:delete_file", "always deny delete_file",
+        "denied", "rule", "Denied by rule: tool delete_file",
     )  # fmt: skip
+    seen = chat.transcript[-2]  # the structured denial the model read names the rule
+    assert '"reason": "Denied by rule: tool delete_file"' in seen.content
     text = bundle_for(ChatState.from_chat(chat))["text/plain"]
-    assert "denied: always denied (always deny delete_file)" in text
+    assert "Denied by rule: tool delete_file" in text
+    with pytest.raises(nbagent.DecisionError):  # a rule's decision is final
+        chat.approve(call.call_id)
     waiting = _chat()
     waiting.ask("Delete the file y.tmp")
     rule.accept(waiting)  # a call already waiting is decided at once
     assert waiting.tool_calls[0].status == "denied"
+    loaded = Chat.load(chat.id, store=db, tools=[issue_refund, delete_file])
+    loaded.ask("Delete the file w.tmp")  # the stored rule denies again after a load
+    assert loaded.tool_calls[-1].status == "denied" and Counter() == RAN
+    assert loaded.tool_calls[-1].decision.by == "rule"
 
 
 def test_accepted_into_a_batch_and_rules_decisions_teach_nothing(history: str) -> None:

@@ -35,7 +35,7 @@ def test_the_evaluation_notebook_runs_offline() -> None:
     rules = _cell_text(nb, "rules = nbagent.suggest_policies(store)")
     assert "[0] <always allow issue_refund when amount <= 55: support 6" in rules
     accepted = _cell_text(nb, "rules[0].accept(")
-    assert "approved: always allowed (when its rule holds)" in accepted
+    assert "Allowed by rule: tool issue_refund, amount <= 55" in accepted
     assert _notebooks.mime(nb, "image/png"), "the scorecard's plot is shown"
     traces = _cell_text(nb, "nbagent.instrument(tracer_provider)")
     for operation in ("invoke_agent", "chat", "execute_tool"):  # GenAI spans, counted

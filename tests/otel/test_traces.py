@@ -281,6 +281,20 @@ def test_an_approved_call_has_both_approval_events_and_runs_under_the_continuati
     assert span.parent.span_id == first.context.span_id  # the run that asked for it
 
 
+def test_a_call_a_rule_denied_says_which_rule_on_its_span(spans: InMemorySpanExporter) -> None:
+    chat = scripted_chat(call_tools(("refund", {"order_id": 700})), reply("not refunded"))
+    chat.add_rule(nbagent.Rule.deny("refund", ("order_id", ">", 500)))
+    chat.ask("refund 700")
+    span = one(spans, "execute_tool refund")
+    assert span.attributes["nbagent.call.status"] == "denied"
+    decided = span.events[-1].attributes
+    assert (decided["nbagent.decision.by"], decided["nbagent.decision.reason"]) == (
+        "rule", "Denied by rule: tool refund, order_id > 500",
+    )  # fmt: skip
+    (request,) = [s for s in named(spans, "chat ") if s.attributes["nbagent.step"] == 1]
+    assert request.attributes["gen_ai.usage.input_tokens"] > 0  # set once, at the end
+
+
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

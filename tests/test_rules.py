@@ -1,0 +1,216 @@
+"""Rules as data (``nbagent.Rule``, ``chat.add_rule``; issue 27, item 5): conditions read
+arguments safely and as text, bad rules are refused with a clear error, and the gate
+applies a chat's rules: a call a deny rule matches never runs (whatever else would have
+approved it, a tool that needs no approval included), an allow rule approves, and the
+model reads which rule decided. Side-effect counters prove "never executed".
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nbagent import Chat, Condition, DecisionError, Rule, RuleChanged, ToolResultMessage, tool
+from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
+
+RAN: Counter[str] = Counter()
+
+
+@tool(requires_approval=True)
+def refund(order_id: int, amount: float = 0, region: str = "eu") -> str:
+    """Refund an order.
+
+    Args:
+        order_id: The order.
+        amount: Dollars.
+        region: Where.
+    """
+    RAN["refund"] += 1
+    return "refunded"
+
+
+@tool
+def lookup(order_id: int) -> str:
+    """Look an order up (needs no approval).
+
+    Args:
+        order_id: The order.
+    """
+    RAN["lookup"] += 1
+    return "found"
+
+
+def _chat(*script: Any) -> Chat:
+    RAN.clear()
+    return Chat(provider=ScriptedProvider(script), display=False).with_tools(refund, lookup)
+
+
+def _results(chat: Chat) -> dict[str, str]:
+    return {m.tool_call_id: m.content for m in chat.transcript if isinstance(m, ToolResultMessage)}
+
+
+def test_conditions_hold_as_their_operators_say() -> None:
+    args = {"amount": 600, "region": "eu-west", "flag": True, "n": 1}
+    holds = [
+        (("amount", ">", 500), True), (("amount", ">=", 600), True), (("amount", "<", 600), False),
+        (("amount", "<=", 600.0), True), (("amount", "==", 600.0), True),
+        (("amount", "!=", 600), False),
+        (("region", "in", ["eu-west", "us"]), True), (("region", "in", ["us"]), False),
+        (("region", "matches", r"^eu-"), True), (("region", "matches", r"^us"), False),
+        (("flag", "==", 1), False), (("n", "==", True), False),  # True is not 1
+        (("region", ">", 5), False), (("amount", "matches", "6"), False),  # wrong types: never
+        (("missing", "!=", 1), False),  # a missing argument never meets a condition
+    ]  # fmt: skip
+    assert [(c, Condition(*c).holds(args)) for c, _ in holds] == holds
+    assert not Condition("amount", ">", 1).holds(None)
+
+
+def test_a_rule_reads_as_text_and_round_trips_as_data() -> None:
+    rule = Rule.deny("refund", ("amount", ">", 500), Condition("region", "in", ["eu", "uk"]))
+    assert str(rule) == 'tool refund, amount > 500, region in ["eu", "uk"]'
+    assert rule.reason == 'Denied by rule: tool refund, amount > 500, region in ["eu", "uk"]'
+    assert Rule.allow(refund).reason == "Allowed by rule: tool refund"
+    data = json.loads(json.dumps(rule.as_dict()))
+    assert Rule.from_dict(data) == rule and hash(Rule.from_dict(data)) == hash(rule)
+    assert Rule("refund", "deny") == Rule.deny("refund")  # allow / deny spell the verdicts too
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: Condition("amount", "~", 1), "unknown condition operator '~'"),
+        (lambda: Condition("amount", ">", "500"), "amount > needs a number"),
+        (lambda: Condition("amount", "<", float("nan")), "JSON data"),
+        (lambda: Condition("region", "in", "eu"), "region in needs a list"),
+        (lambda: Condition("region", "matches", "("), "region matches '\\(':"),
+        (lambda: Condition("region", "==", object()), "JSON data"),
+        (lambda: Rule("refund", "maybe"), "'approved' or 'denied'"),
+        (lambda: Rule("", "denied"), "tool name"),
+        (lambda: Rule.deny("refund", ("amount", ">")), "Condition or \\(key, op, value\\)"),
+        (lambda: Rule.from_dict({"tool": "refund", "verdict": "denied", "conditions": [1]}),
+         "a condition is"),
+        (lambda: Rule.from_dict("refund"), "a rule is"),
+    ],
+)  # fmt: skip
+def test_a_bad_rule_says_what_is_wrong(make: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_a_deny_rule_denies_before_anything_runs_and_the_model_reads_which() -> None:
+    chat = _chat(
+        call_tools(("refund", {"order_id": 1, "amount": 900}, "r1"),
+                   ("lookup", {"order_id": 1}, "l1"),
+                   ("refund", {"order_id": 2, "amount": 20}, "r2")),
+        reply("done"),
+    )  # fmt: skip
+    events: list[RuleChanged] = []
+    chat.on(RuleChanged, events.append)
+    chat.add_rule(Rule.deny("refund", ("amount", ">", 500)))
+    chat.add_rule(Rule.deny("refund", ("amount", ">", 500)))  # the same rule again: a no-op
+    chat.add_rule(Rule.allow("refund", ("amount", "<=", 50)))
+    chat.add_rule(Rule.deny("lookup"))  # a tool that needs no approval: gated by the rule
+    chat.ask("refunds")
+    assert chat.status == "complete" and Counter({"refund": 1}) == RAN
+    r1, l1, r2 = (chat.get_call(i) for i in ("r1", "l1", "r2"))
+    assert (r1.status, r1.decision.by) == ("denied", "rule")  # type: ignore[union-attr]
+    assert (l1.status, l1.approval.source) == ("denied", "rule")  # type: ignore[union-attr]
+    assert (r2.status, r2.decision.by) == ("ok", "rule")  # type: ignore[union-attr]
+    denial = json.loads(_results(chat)["r1"])
+    assert denial["status"] == "denied" and "denied by a rule" in denial["message"]
+    assert denial["reason"] == "Denied by rule: tool refund, amount > 500"
+    assert [(e.rule["tool"], e.added) for e in events] == [
+        ("refund", True), ("refund", True), ("lookup", True)
+    ]  # fmt: skip
+    with pytest.raises(DecisionError, match="already denied by rule"):
+        chat.approve("r1")  # a rule's decision is final
+    frame = chat.log.frame().set_index("call_id")
+    assert frame.loc["r1", "decided_by"] == "rule"
+    assert frame.loc["r1", "reason"] == "Denied by rule: tool refund, amount > 500"
+
+
+def test_a_deny_rule_comes_before_a_resolver_and_always_allow() -> None:
+    chat = _chat(call_tools(("refund", {"order_id": 1, "amount": 900}, "r1")), reply("ok"))
+    chat.always_allow(refund)
+    chat.add_rule(Rule.deny("refund", ("amount", ">=", 900)))
+    chat.ask("refund")
+    assert chat.get_call("r1").status == "denied" and Counter() == RAN
+
+
+def test_a_rule_decides_the_calls_waiting_now_and_a_fork_keeps_it() -> None:
+    chat = _chat(call_tools(("refund", {"order_id": 1, "amount": 900}, "r1")), reply("ok"))
+    chat.ask("refund")
+    assert chat.status == "awaiting_approval"
+    chat.add_rule(Rule.deny("refund", ("region", "==", "eu")))  # the model did not send it
+    assert chat.get_call("r1").status == "awaiting_approval"  # a missing argument: no match
+    chat.add_rule(Rule.deny("refund", ("amount", ">", 500)))
+    assert chat.get_call("r1").status == "denied"
+    fork = chat.fork(step=0)
+    assert fork.rules == chat.rules
+    chat.remove_rule(Rule.deny("refund", ("region", "==", "eu")))
+    assert chat.rules == (Rule.deny("refund", ("amount", ">", 500)),)
+    with pytest.raises(ValueError, match="has no rule tool refund"):
+        chat.remove_rule(Rule.deny("refund"))
+    with pytest.raises(TypeError, match=r"nbagent\.Rule"):
+        chat.add_rule("deny refund")  # type: ignore[arg-type]
+
+
+CALL = st.fixed_dictionaries(
+    {
+        "tool": st.sampled_from(["refund", "lookup"]),
+        "amount": st.integers(0, 1000),
+        "region": st.sampled_from(["eu", "us", "uk"]),
+    }
+)
+CONDITION = st.one_of(
+    st.tuples(st.just("amount"), st.sampled_from(["<", "<=", ">", ">=", "==", "!="]),
+              st.integers(0, 1000)),
+    st.tuples(st.just("region"), st.sampled_from(["==", "!="]), st.sampled_from(["eu", "us"])),
+    st.tuples(st.just("region"), st.just("in"), st.lists(st.sampled_from(["eu", "us", "uk"]))),
+    st.tuples(st.just("region"), st.just("matches"), st.sampled_from(["^e", "s$", "u"])),
+)  # fmt: skip
+RULE = st.builds(
+    lambda tool, verdict, conditions: Rule(tool, verdict, tuple(Condition(*c) for c in conditions)),
+    st.sampled_from(["refund", "lookup"]),
+    st.sampled_from(["approved", "denied"]),
+    st.lists(CONDITION, max_size=2),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(CALL, min_size=1, max_size=4), st.lists(RULE, max_size=4), st.booleans())
+def test_a_call_matching_a_deny_rule_never_runs(
+    calls: list[dict[str, Any]], rules: list[Rule], allow_all: bool
+) -> None:
+    script = call_tools(
+        *[
+            (c["tool"], {"order_id": n} | ({"amount": c["amount"], "region": c["region"]}
+                                           if c["tool"] == "refund" else {}), f"c{n}")
+            for n, c in enumerate(calls)
+        ]
+    )  # fmt: skip
+    chat = _chat(script, reply("ok"))
+    if allow_all:  # every other way a call could be approved, at once
+        chat.always_allow(refund)
+    for rule in rules:
+        chat.add_rule(rule)
+    chat.ask("go", max_steps=2)
+    if chat.status == "awaiting_approval":  # a person approves everything still waiting
+        for call in chat.pending_approvals:
+            chat.approve(call)
+        chat.complete(max_steps=2)
+    ran: Counter[str] = Counter()
+    for n, _ in enumerate(calls):
+        call = chat.get_call(f"c{n}")
+        if any(r.verdict == "denied" and r.matches(call) for r in rules):
+            assert call.status == "denied" and call.started_at is None
+            assert call.decision is not None and call.decision.by == "rule"
+        else:
+            assert call.status == "ok"
+            ran[call.name] += 1
+    assert ran == RAN  # exactly the calls no deny rule matches ran, each once
