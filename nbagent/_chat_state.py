@@ -740,6 +740,7 @@ class ChatCore:
         *,
         by: str,
         reason: str | None,
+        elsewhere: bool = False,
     ) -> PendingInput:
         """Answer, decline or cancel a pending input: the one way inputs are settled.
 
@@ -747,20 +748,37 @@ class ChatCore:
         loses nothing); recorded once, under the lock: an :class:`InputAnswered`, and
         for a parked call its result (an accepted external call's is ``data`` as a
         tool's return value would be; a declined one's is ``denied``, a cancelled
-        one's ``cancelled``).
+        one's ``cancelled``). An extension's ``answer_input`` hook (the store: the first
+        answer wins across processes) sees it first and may return the answer given
+        elsewhere: that one is recorded instead and :class:`InputError` says so.
+        ``elsewhere``: an answer given outside this chat object (a store), being applied.
         """
         after: list[ToolResult] = []
         reason = clean(reason) if isinstance(reason, str) else None
         if not isinstance(by, str) or not by:
             raise TypeError("by must be a non-empty string naming who answered")
+        first: Any = None
         with self._lock:
             pending = self._find_input(ref)
             value: Any = None
             if action == "accept":
-                value, text, parts = _checked_answer(pending, data)
-                data = _as_json(value, text)
+                value, text, parts = checked_answer(pending, data)
+                data = answer_json(value, text)
             else:
                 data, text, parts = None, _refusal_text(pending, action, by, reason), ()
+            if not elsewhere:
+                for hook in self._hook("answer_input"):  # e.g. the store: the first answer wins
+                    first = hook(pending, action, data, by, reason)
+                    if first is not None:
+                        break
+            if first is not None:  # answered elsewhere first: that answer is the one recorded
+                action, by, reason, elsewhere = first.status, first.answered_by, first.reason, True
+                value = None
+                if action == "accept":
+                    value, text, parts = checked_answer(pending, first.data)
+                    data = answer_json(value, text)
+                else:
+                    data, text, parts = None, _refusal_text(pending, action, by, reason), ()
             del self._inputs[pending.id]
             events: list[Event] = []
             c = self._calls.get(pending.call_id) if pending.call_id is not None else None
@@ -773,6 +791,7 @@ class ChatCore:
                     data=data,
                     by=by,
                     reason=reason,
+                    elsewhere=elsewhere,
                 )
             )
             if c is not None and c.status == "awaiting_input":
@@ -785,6 +804,11 @@ class ChatCore:
         if waiter is not None and not waiter.done():  # a call waiting mid-run carries on
             waiter.set_result((action, value if action == "accept" else None))
         self._run_after(after)
+        if first is not None:
+            raise InputError(
+                f"input {pending.id!r} was already answered elsewhere ({action} by {by}); "
+                "that answer is the one recorded (an answer cannot be changed)"
+            )
         return pending
 
     def _ask_input(
@@ -896,7 +920,7 @@ class ChatCore:
             self._bus.resume_at(snap.next_seq)
 
 
-def _as_json(value: Any, text: str) -> Any:
+def answer_json(value: Any, text: str) -> Any:
     """What an answer's event keeps (a store writes it): the value if it is JSON, else its text."""
     try:
         json.dumps(value, allow_nan=False)
@@ -905,9 +929,10 @@ def _as_json(value: Any, text: str) -> Any:
     return value
 
 
-def _checked_answer(pending: PendingInput, data: Any) -> tuple[Any, str, tuple[Any, ...]]:
+def checked_answer(pending: PendingInput, data: Any) -> tuple[Any, str, tuple[Any, ...]]:
     """An accepted answer checked against its request: (the value, the text the model
-    reads, image parts).
+    reads, image parts). The one check of an answer, wherever it is given (``chat.answer``,
+    ``store.answer`` in another process, the inbox).
 
     Raises:
         InputError: It does not match the request's schema, or cannot become text.
