@@ -48,7 +48,14 @@ from ._replay import Recordings, Replayer
 from ._result_text import to_result
 from ._runner import Job, Mode, ToolRunner
 from ._schema import validate_json_schema
-from ._tools import CancelEvent, SchemaValidationError, Tool, ToolSource, _cancelled_by
+from ._tools import (
+    CancelEvent,
+    InputsRequired,
+    SchemaValidationError,
+    Tool,
+    ToolSource,
+    _cancelled_by,
+)
 from ._types import (
     RUNNABLE_STATUSES,
     AssistantToolCallMessage,
@@ -665,6 +672,13 @@ class ChatCore:
         """
         if c.hosted or c.status not in RUNNABLE:
             return []
+        parked = self._record.parked_round(c.id)  # a run that ended on its inputs (2026-07-28)
+        if parked is not None:
+            waiting = [i.request for i in parked if i.status == "pending"]
+            if waiting:  # still waits (a loaded chat): parked again quietly; else: runnable
+                c.status = "awaiting_input"
+                self._inputs.update((p.id, p) for p in waiting)
+            return []
         known = self._record.input(c.id)
         if known is not None:  # asked before this chat object existed: its record says so
             if known.status == "pending":  # (its tool need not be given back to answer it)
@@ -681,7 +695,13 @@ class ChatCore:
         pending = PendingInput(c.id, kind, c.id, c.name, message, content, schema, c.server)
         return [self._park_input(c, pending, step)]
 
-    def _park_input(self, c: ToolCall, pending: PendingInput, step: int | None = None) -> Event:
+    def _park_input(
+        self,
+        c: ToolCall,
+        pending: PendingInput,
+        step: int | None = None,
+        resume: dict[str, Any] | None = None,
+    ) -> Event:
         """Keep ``pending`` (of call ``c``) as waiting (under the lock); its event to emit."""
         self._inputs[pending.id] = pending
         return InputRequested(
@@ -695,7 +715,61 @@ class ChatCore:
             server=pending.server,
             step=self._call_step.get(c.id, self._step) if step is None else step,
             turn=self._call_turn.get(c.id, self._turn),
+            resume=resume,
         )
+
+    def _park_call(self, c: ToolCall, asked: InputsRequired) -> bool:
+        """A run that ended asking for inputs (``InputsRequired``): the call parks on
+        them (``awaiting_input``), to be retried once every one is answered. False: the
+        call had already ended (nothing parked)."""
+        round_id = uuid.uuid4().hex[:12]
+        events: list[Event] = []
+        with self._lock:
+            if c.is_final or c.status != "running":
+                return False
+            c.status, c.started_at = "awaiting_input", None
+            for key, kind, message, content, schema in asked.requests:
+                pending = PendingInput(
+                    f"in_{uuid.uuid4().hex[:16]}",
+                    kind,
+                    c.id,
+                    c.name,
+                    clean(message),
+                    clean_json(content),
+                    schema,
+                    asked.server,
+                )
+                resume = {
+                    "round": round_id,
+                    "key": key,
+                    "request_state": asked.state,
+                    "ready": asked.ready,
+                }
+                events.append(self._park_input(c, pending, resume=resume))
+        self._emit_all(events)
+        return True
+
+    def _resume_of(self, c: ToolCall) -> dict[str, Any] | None:
+        """What a parked call's run retries with: its last round's answers (``None``: it never
+        parked, or an input of that round still waits)."""
+        inputs = self._record.parked_round(c.id)
+        if not inputs or any(i.status == "pending" for i in inputs):
+            return None
+        first = inputs[0].resume or {}
+        return {
+            "request_state": first.get("request_state"),
+            "ready": dict(first.get("ready") or {}),
+            "answers": {
+                (i.resume or {})["key"]: {
+                    "input_id": i.input_id,
+                    "kind": i.kind,
+                    "action": i.status,
+                    "data": i.data,
+                    "content": i.request.content,
+                }
+                for i in inputs
+            },
+        }
 
     def _adopt_inputs(self) -> None:
         """Parked calls of a loaded chat or a fork: their requests, read off the record."""
@@ -794,7 +868,12 @@ class ChatCore:
                     elsewhere=elsewhere,
                 )
             )
-            if c is not None and c.status == "awaiting_input":
+            rec = self._record.input(pending.id)
+            if c is not None and c.status == "awaiting_input" and rec is not None and rec.resume:
+                if not any(p.call_id == c.id for p in self._inputs.values()):
+                    gated = c.approval is not None and c.approval.required
+                    c.status = "approved" if gated else "requested"  # retried with the answers
+            elif c is not None and c.status == "awaiting_input":
                 status: ResultStatus = (
                     "ok" if action == "accept" else "denied" if action == "decline" else "cancelled"
                 )

@@ -646,6 +646,7 @@ def encode(e: Event, noted: Any, memo: dict[int, str]) -> Entry:
                 None if e.schema is None else _encode(e.schema),
                 ts,
                 None if e.resume is None else _encode(e.resume),
+                noted,
             )
             return Entry(e.seq, e.type, ts, event_json(e), asked)
         case InputAnswered():

@@ -312,6 +312,10 @@ class StoreExtension(Extension):
                     self._answered.discard(e.input_id)
                 flush = True
             case InputRequested():  # listed by store.pending_inputs() (answerable) at once
+                noted = None
+                if e.resume is not None and e.call is not None:  # a run parked: unclaimed
+                    noted = self.owner
+                    self._running.discard(e.call.id)
                 flush = True
             case ToolCallFinished():
                 noted, flush = self._finished(e)

@@ -320,6 +320,10 @@ class NewInput:
     schema: str | None
     requested_at: str
     resume: str | None = None
+    release: str | None = None
+    """A run that ended parked on this input (``resume``): the claim of ``release`` (this
+    process) on its call is let go, the call runnable again once answered (then claimed
+    again before its retry: at most once, as any run)."""
 
 
 @dataclass(frozen=True, slots=True)

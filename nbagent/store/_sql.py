@@ -694,7 +694,17 @@ class SQLStore:
                     ch.resume,
                 ),
             )
-            return "ok" if cur.rowcount == 1 else "dup"
+            if cur.rowcount != 1:
+                return "dup"
+            if ch.release is not None and ch.call_id is not None:  # the run ended parked
+                conn.execute(
+                    "UPDATE tool_calls SET status = CASE WHEN gated = 1 THEN 'approved' "
+                    "ELSE 'requested' END, claimed_by = NULL, claimed_at = NULL, "
+                    "started_at = NULL WHERE chat_id = ? AND call_id = ? AND status = 'running' "
+                    "AND claimed_by = ?",
+                    (chat_id, ch.call_id, ch.release),
+                )
+            return "ok"
         if isinstance(ch, InputAnswer):
             return self._input_answer(conn, chat_id, ch)
         if isinstance(ch, CallFinal):
