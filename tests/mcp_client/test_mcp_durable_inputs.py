@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -190,3 +191,60 @@ def test_a_declined_form_is_told_to_the_server_and_a_sampling_request_runs_once(
         assert len(chat.record.inputs) == 1 and chat.record.inputs[0].usage is not None
     server.close()
     assert runs(counter) == [runs(counter)[0]] and runs(counter)[0].endswith("title")
+
+
+_COMPLETE = """
+import json, sys, time, warnings
+sys.path.insert(0, {here!r})
+from pathlib import Path
+from test_mcp_durable_inputs import durable_server, scripted
+from nbagent import Chat
+url, chat_id, counter, go = sys.argv[1:5]
+server = durable_server(Path(counter))
+chat = Chat.load(chat_id, store=url, tools=[server],
+                 provider=scripted("dur_book_table", {{"day": "Friday"}}))
+chat.tools  # the server is connected before the start
+while not Path(go).exists():
+    time.sleep(0.01)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # the loser's StoreConflictWarning
+    chat.complete()
+print(json.dumps({{"call": chat.get_call("c1").status}}), flush=True)
+chat.close()
+server.close()
+"""
+
+
+def test_two_processes_resuming_the_answered_call_at_once_send_it_once(
+    url: str, tmp_path: Path
+) -> None:
+    counter = tmp_path / "runs"
+    server = durable_server(counter)
+    provider = scripted("dur_book_table", {"day": "Friday"})
+    with Chat(provider=provider, display=False, store=url).with_tools(server) as chat:
+        chat.ask("book a table")
+        chat_id, (request,) = chat.id, chat.pending_inputs
+    server.close()
+    with open_store(url) as store:
+        store.answer(request.id, {"name": "Cy", "guests": 1}, by="host")
+    for attempt in range(2):  # a repeated race: the call is retried by exactly one of them
+        go = tmp_path / f"go{attempt}"
+        paths = [str(counter), str(go)]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _COMPLETE.format(here=str(HERE)), url, chat_id, *paths],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            for _ in range(2)
+        ]
+        time.sleep(3.0)  # both loaded and connected (the race is the same without)
+        go.touch()
+        outs = [p.communicate(timeout=300) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], [o[1][-3000:] for o in outs]
+        assert len(runs(counter)) == 1  # sent once, whoever won, whatever the attempt
+    with Chat.load(chat_id, store=url, provider=provider) as done:
+        assert done.get_call("c1").status == "ok" and done.status == "complete"
