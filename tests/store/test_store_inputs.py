@@ -17,17 +17,18 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nbagent import Chat, InputAnswered, InputError, ModelRequest, ask_user, tool
 from nbagent.store import StoredInput, follow
 from nbagent.testing import ScriptedProvider, call_tools, reply
 
-if TYPE_CHECKING:
-    from conftest import Backend  # tests/store's
-
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest import Backend
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -297,3 +298,64 @@ def test_inputs_of_chats_stored_before_version_13_are_carried_over(backend: Back
     with Chat.load(chat_id, store=backend.open(), provider=provider) as loaded:
         final = loaded.complete()
         assert final is not None and final.content == 'ok:{"signed":true,"n":2} | ok:yes'
+
+
+_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["chat", "s1", "s2"]),  # who answers: the cell, two other processes
+        st.integers(0, 2),  # which input
+        st.sampled_from(["good", "bad", "decline"]),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=_OPS)
+def test_every_input_is_settled_once_whoever_answers_first(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int, str]]
+) -> None:
+    url = str(tmp_path_factory.mktemp("inputs") / "agent.db")
+    backend = Backend("sqlite", url)
+    chat, _ = parked(
+        backend,
+        ("ask_user", {"question": "A?", "choices": ["a", "b"]}, "c0"),
+        ("ask_user", {"question": "B?", "choices": ["a", "b"]}, "c1"),
+        ("sign_contract", {"party": "C"}, "c2"),
+    )
+    stores = {"s1": backend.open(), "s2": backend.open()}
+    first: dict[str, tuple[str, str]] = {}  # input -> (action, who): the model
+    try:
+        for who, index, what in ops:
+            input_id = f"c{index}"
+            bad = what == "bad" and index < 2  # an external result may be anything
+            data = "zz" if bad else "a"
+            try:
+                if who == "chat":
+                    if what == "decline":
+                        chat.decline(input_id, by=who)
+                    else:
+                        chat.answer(input_id, data, by=who)
+                elif what == "decline":
+                    stores[who].decline(input_id, by=who)
+                else:
+                    stores[who].answer(input_id, data, by=who)
+            except InputError:
+                assert bad or input_id in first  # refused only when bad or answered already
+                continue
+            assert not bad and input_id not in first  # accepted only when first and good
+            first[input_id] = ("decline" if what == "decline" else "accept", who)
+        chat.refresh()
+        stored = {i.id: (i.status, i.answered_by) for i in stores["s1"].inputs(chat.id)}
+        assert {k: v for k, v in stored.items() if v[0] != "pending"} == first
+        recorded = {r.input_id: (r.status, r.answered_by) for r in chat.record.inputs}
+        assert {k: v for k, v in recorded.items() if v[0] != "pending"} == first
+        answered = [e.input_id for e in chat.events if isinstance(e, InputAnswered)]
+        assert sorted(answered) == sorted(first)  # each recorded once, in the chat too
+    finally:
+        chat.close()
+        for s in stores.values():
+            s.close()
