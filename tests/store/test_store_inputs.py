@@ -17,18 +17,32 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nbagent import Chat, InputAnswered, InputError, ModelRequest, ask_user, tool
-from nbagent.store import StoredInput, follow
+from nbagent.store import StoredInput, follow, open_store
 from nbagent.testing import ScriptedProvider, call_tools, reply
 
-sys.path.insert(0, str(Path(__file__).parent))
-from conftest import Backend
+if TYPE_CHECKING:
+    from conftest import Backend  # tests/store's
+
+
+class _SQLiteFile:
+    """A SQLite store file, opened as the ``backend`` fixture opens one (for hypothesis,
+    which makes a chat per example and cannot take a function-scoped fixture)."""
+
+    kind = "sqlite"
+
+    def __init__(self, url: str):
+        self.url = url
+
+    def open(self) -> Any:
+        return open_store(self.url)
+
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,7 +69,9 @@ def scripted(*calls: tuple[str, dict[str, Any], str]) -> ScriptedProvider:
     return ScriptedProvider([answer], repeat_last=True)
 
 
-def parked(backend: Backend, *calls: tuple[str, dict[str, Any], str]) -> tuple[Chat, Any]:
+def parked(
+    backend: Backend | _SQLiteFile, *calls: tuple[str, dict[str, Any], str]
+) -> tuple[Chat, Any]:
     provider = scripted(*calls)
     chat = Chat(provider=provider, display=False, store=backend.open())
     chat.with_tools(sign_contract, ask_user)
@@ -319,7 +335,7 @@ def test_every_input_is_settled_once_whoever_answers_first(
     tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int, str]]
 ) -> None:
     url = str(tmp_path_factory.mktemp("inputs") / "agent.db")
-    backend = Backend("sqlite", url)
+    backend = _SQLiteFile(url)
     chat, _ = parked(
         backend,
         ("ask_user", {"question": "A?", "choices": ["a", "b"]}, "c0"),
