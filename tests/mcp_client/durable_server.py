@@ -4,13 +4,15 @@ Built with the official ``mcp`` SDK. Its ``request_state`` is sealed with a fixe
 (``RequestStateSecurity(keys=[...])``), so a server process started after the client's
 kernel restarted accepts the state a call parked with (the SDK's default key is
 process-local and would reject it). Each completed call appends one line to the file
-named by ``NBAGENT_TEST_COUNTER``: the test counts the calls that really ran.
+named by ``NBAGENT_TEST_COUNTER``: the test counts the calls that really ran; then it
+sleeps ``NBAGENT_TEST_SLEEP`` seconds (a client can die while the call is in flight).
 Run over stdio: ``python durable_server.py``.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from typing import Annotated
 
 from mcp.server.mcpserver import (
@@ -68,6 +70,7 @@ def book_table(
     if not isinstance(booking, AcceptedElicitation):
         return f"not booked ({booking.action})"
     _ran(f"book_table {day}")
+    time.sleep(float(os.environ.get("NBAGENT_TEST_SLEEP", "0")))
     b = booking.data
     where = ",".join(r.name or "" for r in roots.roots)
     return f"booked {day} for {b.name}, {b.guests} guests (roots: {where})"

@@ -31,7 +31,7 @@ ROOT = HERE.parents[1]
 SERVER = str(HERE / "durable_server.py")
 
 
-def durable_server(counter: Path) -> MCPServer:
+def durable_server(counter: Path, sleep: float = 0.0) -> MCPServer:
     return MCPServer.stdio(
         sys.executable,
         [SERVER],
@@ -39,7 +39,7 @@ def durable_server(counter: Path) -> MCPServer:
         timeout=60,
         approval="never",
         roots=[str(HERE)],
-        env={"NBAGENT_TEST_COUNTER": str(counter)},
+        env={"NBAGENT_TEST_COUNTER": str(counter), "NBAGENT_TEST_SLEEP": str(sleep)},
     )
 
 
@@ -248,3 +248,56 @@ def test_two_processes_resuming_the_answered_call_at_once_send_it_once(
         assert len(runs(counter)) == 1  # sent once, whoever won, whatever the attempt
     with Chat.load(chat_id, store=url, provider=provider) as done:
         assert done.get_call("c1").status == "ok" and done.status == "complete"
+
+
+_RETRY = """
+import sys
+sys.path.insert(0, {here!r})
+from pathlib import Path
+from test_mcp_durable_inputs import durable_server, scripted
+from nbagent import Chat
+url, chat_id, counter = sys.argv[1:4]
+chat = Chat.load(chat_id, store=url, tools=[durable_server(Path(counter), sleep=600)],
+                 provider=scripted("dur_book_table", {{"day": "Friday"}}))
+chat.complete()  # killed while the retry is in flight
+"""
+
+
+def test_a_process_dying_during_the_retry_leaves_the_call_in_doubt_never_sent_twice(
+    url: str, tmp_path: Path
+) -> None:
+    counter = tmp_path / "runs"
+    server = durable_server(counter)
+    provider = scripted("dur_book_table", {"day": "Friday"})
+    with Chat(provider=provider, display=False, store=url).with_tools(server) as chat:
+        chat.ask("book a table")
+        chat_id, (request,) = chat.id, chat.pending_inputs
+    server.close()
+    with open_store(url) as store:
+        store.answer(request.id, {"name": "Di", "guests": 5}, by="host")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _RETRY.format(here=str(HERE)), url, chat_id, str(counter)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        for _ in range(1200):  # until the server ran the retried call (a liveness bound)
+            if runs(counter) or child.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert len(runs(counter)) == 1 and child.poll() is None
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)  # the kernel dies while the call is in flight
+        child.wait()
+    with open_store(url) as store:
+        assert store.call("c1").status == "running"  # claimed before it was sent
+    again = durable_server(counter)
+    with Chat.load(chat_id, store=url, tools=[again], provider=provider) as chat:
+        assert chat.get_call("c1").status == "in_doubt"  # never sent again silently
+        final = chat.complete()
+        assert final is not None and final.content.startswith("in_doubt:")
+    again.close()
+    assert len(runs(counter)) == 1
