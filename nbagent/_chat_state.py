@@ -49,7 +49,14 @@ from ._result_text import to_result
 from ._rules import Rule
 from ._runner import Job, Mode, ToolRunner
 from ._schema import validate_json_schema
-from ._tools import CancelEvent, SchemaValidationError, Tool, ToolSource, _cancelled_by
+from ._tools import (
+    CancelEvent,
+    InputsRequired,
+    SchemaValidationError,
+    Tool,
+    ToolSource,
+    _cancelled_by,
+)
 from ._types import (
     RUNNABLE_STATUSES,
     AssistantToolCallMessage,
@@ -667,6 +674,13 @@ class ChatCore:
         """
         if c.hosted or c.status not in RUNNABLE:
             return []
+        parked = self._record.parked_round(c.id)  # a run that ended on its inputs (2026-07-28)
+        if parked is not None:
+            waiting = [i.request for i in parked if i.status == "pending"]
+            if waiting:  # still waits (a loaded chat): parked again quietly; else: runnable
+                c.status = "awaiting_input"
+                self._inputs.update((p.id, p) for p in waiting)
+            return []
         known = self._record.input(c.id)
         if known is not None:  # asked before this chat object existed: its record says so
             if known.status == "pending":  # (its tool need not be given back to answer it)
@@ -683,7 +697,13 @@ class ChatCore:
         pending = PendingInput(c.id, kind, c.id, c.name, message, content, schema, c.server)
         return [self._park_input(c, pending, step)]
 
-    def _park_input(self, c: ToolCall, pending: PendingInput, step: int | None = None) -> Event:
+    def _park_input(
+        self,
+        c: ToolCall,
+        pending: PendingInput,
+        step: int | None = None,
+        resume: dict[str, Any] | None = None,
+    ) -> Event:
         """Keep ``pending`` (of call ``c``) as waiting (under the lock); its event to emit."""
         self._inputs[pending.id] = pending
         return InputRequested(
@@ -697,7 +717,61 @@ class ChatCore:
             server=pending.server,
             step=self._call_step.get(c.id, self._step) if step is None else step,
             turn=self._call_turn.get(c.id, self._turn),
+            resume=resume,
         )
+
+    def _park_call(self, c: ToolCall, asked: InputsRequired) -> bool:
+        """A run that ended asking for inputs (``InputsRequired``): the call parks on
+        them (``awaiting_input``), to be retried once every one is answered. False: the
+        call had already ended (nothing parked)."""
+        round_id = uuid.uuid4().hex[:12]
+        events: list[Event] = []
+        with self._lock:
+            if c.is_final or c.status != "running":
+                return False
+            c.status, c.started_at = "awaiting_input", None
+            for key, kind, message, content, schema in asked.requests:
+                pending = PendingInput(
+                    f"in_{uuid.uuid4().hex[:16]}",
+                    kind,
+                    c.id,
+                    c.name,
+                    clean(message),
+                    clean_json(content),
+                    schema,
+                    asked.server,
+                )
+                resume = {
+                    "round": round_id,
+                    "key": key,
+                    "request_state": asked.state,
+                    "ready": asked.ready,
+                }
+                events.append(self._park_input(c, pending, resume=resume))
+        self._emit_all(events)
+        return True
+
+    def _resume_of(self, c: ToolCall) -> dict[str, Any] | None:
+        """What a parked call's run retries with: its last round's answers (``None``: it never
+        parked, or an input of that round still waits)."""
+        inputs = self._record.parked_round(c.id)
+        if not inputs or any(i.status == "pending" for i in inputs):
+            return None
+        first = inputs[0].resume or {}
+        return {
+            "request_state": first.get("request_state"),
+            "ready": dict(first.get("ready") or {}),
+            "answers": {
+                (i.resume or {})["key"]: {
+                    "input_id": i.input_id,
+                    "kind": i.kind,
+                    "action": i.status,
+                    "data": i.data,
+                    "content": i.request.content,
+                }
+                for i in inputs
+            },
+        }
 
     def _adopt_inputs(self) -> None:
         """Parked calls of a loaded chat or a fork: their requests, read off the record."""
@@ -742,6 +816,7 @@ class ChatCore:
         *,
         by: str,
         reason: str | None,
+        elsewhere: bool = False,
     ) -> PendingInput:
         """Answer, decline or cancel a pending input: the one way inputs are settled.
 
@@ -749,20 +824,37 @@ class ChatCore:
         loses nothing); recorded once, under the lock: an :class:`InputAnswered`, and
         for a parked call its result (an accepted external call's is ``data`` as a
         tool's return value would be; a declined one's is ``denied``, a cancelled
-        one's ``cancelled``).
+        one's ``cancelled``). An extension's ``answer_input`` hook (the store: the first
+        answer wins across processes) sees it first and may return the answer given
+        elsewhere: that one is recorded instead and :class:`InputError` says so.
+        ``elsewhere``: an answer given outside this chat object (a store), being applied.
         """
         after: list[ToolResult] = []
         reason = clean(reason) if isinstance(reason, str) else None
         if not isinstance(by, str) or not by:
             raise TypeError("by must be a non-empty string naming who answered")
+        first: Any = None
         with self._lock:
             pending = self._find_input(ref)
             value: Any = None
             if action == "accept":
-                value, text, parts = _checked_answer(pending, data)
-                data = _as_json(value, text)
+                value, text, parts = checked_answer(pending, data)
+                data = answer_json(value, text)
             else:
                 data, text, parts = None, _refusal_text(pending, action, by, reason), ()
+            if not elsewhere:
+                for hook in self._hook("answer_input"):  # e.g. the store: the first answer wins
+                    first = hook(pending, action, data, by, reason)
+                    if first is not None:
+                        break
+            if first is not None:  # answered elsewhere first: that answer is the one recorded
+                action, by, reason, elsewhere = first.status, first.answered_by, first.reason, True
+                value = None
+                if action == "accept":
+                    value, text, parts = checked_answer(pending, first.data)
+                    data = answer_json(value, text)
+                else:
+                    data, text, parts = None, _refusal_text(pending, action, by, reason), ()
             del self._inputs[pending.id]
             events: list[Event] = []
             c = self._calls.get(pending.call_id) if pending.call_id is not None else None
@@ -775,9 +867,15 @@ class ChatCore:
                     data=data,
                     by=by,
                     reason=reason,
+                    elsewhere=elsewhere,
                 )
             )
-            if c is not None and c.status == "awaiting_input":
+            rec = self._record.input(pending.id)
+            if c is not None and c.status == "awaiting_input" and rec is not None and rec.resume:
+                if not any(p.call_id == c.id for p in self._inputs.values()):
+                    gated = c.approval is not None and c.approval.required
+                    c.status = "approved" if gated else "requested"  # retried with the answers
+            elif c is not None and c.status == "awaiting_input":
                 status: ResultStatus = (
                     "ok" if action == "accept" else "denied" if action == "decline" else "cancelled"
                 )
@@ -787,6 +885,11 @@ class ChatCore:
         if waiter is not None and not waiter.done():  # a call waiting mid-run carries on
             waiter.set_result((action, value if action == "accept" else None))
         self._run_after(after)
+        if first is not None:
+            raise InputError(
+                f"input {pending.id!r} was already answered elsewhere ({action} by {by}); "
+                "that answer is the one recorded (an answer cannot be changed)"
+            )
         return pending
 
     def _ask_input(
@@ -902,7 +1005,7 @@ class ChatCore:
             self._bus.resume_at(snap.next_seq)
 
 
-def _as_json(value: Any, text: str) -> Any:
+def answer_json(value: Any, text: str) -> Any:
     """What an answer's event keeps (a store writes it): the value if it is JSON, else its text."""
     try:
         json.dumps(value, allow_nan=False)
@@ -911,9 +1014,10 @@ def _as_json(value: Any, text: str) -> Any:
     return value
 
 
-def _checked_answer(pending: PendingInput, data: Any) -> tuple[Any, str, tuple[Any, ...]]:
+def checked_answer(pending: PendingInput, data: Any) -> tuple[Any, str, tuple[Any, ...]]:
     """An accepted answer checked against its request: (the value, the text the model
-    reads, image parts).
+    reads, image parts). The one check of an answer, wherever it is given (``chat.answer``,
+    ``store.answer`` in another process, the inbox).
 
     Raises:
         InputError: It does not match the request's schema, or cannot become text.

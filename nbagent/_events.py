@@ -306,6 +306,9 @@ class InputRequested(Event, type="input_requested"):
         server: The MCP server that asked, if one did.
         step: The step the chat was at.
         turn: The turn.
+        resume: What its call is retried with once answered (a 2026-07-28 server's
+            ``InputRequiredResult``: the input's ``key`` and the server's
+            ``request_state``); ``None`` for every other input.
     """
 
     call: ToolCall | None
@@ -317,6 +320,7 @@ class InputRequested(Event, type="input_requested"):
     server: str | None
     step: int
     turn: int
+    resume: dict[str, Any] | None = None
 
 
 class InputAnswered(Event, type="input_answered"):

@@ -27,6 +27,9 @@ The hooks, in the order a turn meets them:
   recorded, under the chat's lock: it may refuse it, or return the decision
   already made elsewhere, which the chat records instead (the store checks a
   decision against, and writes it to, the stored state in one transaction);
+- :meth:`~Extension.answer_input` right before an answer to a pending input is
+  recorded, under the chat's lock: it may return the answer given elsewhere first,
+  which the chat records instead (the store: first answer wins across processes);
 - :meth:`~Extension.on_event` for every event (the store's writer, the log,
   the view); :meth:`~Extension.on_history` once with the stored events of a
   chat loaded from a store;
@@ -51,7 +54,7 @@ The hooks, in the order a turn meets them:
 **The core owns every lifecycle change.** An extension never assigns a call's
 status, result or decision: it asks the host, which applies the change with the
 chat's own rules and emits its event (:meth:`ChatHost.apply_decision`,
-:meth:`ChatHost.settle_in_doubt`, :meth:`ChatHost.restore`).
+:meth:`ChatHost.apply_input`, :meth:`ChatHost.settle_in_doubt`, :meth:`ChatHost.restore`).
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ._events import Event
 from ._replay import Recordings
 from ._rules import Rule
-from ._types import Decision, ForkParent, Message, ToolCall
+from ._types import Decision, ForkParent, Message, PendingInput, ToolCall
 
 if TYPE_CHECKING:
     from ._tools import Tool
@@ -103,6 +106,17 @@ class Extension:
         elsewhere (the store's first decision wins): the chat records that one
         instead, with its events, and raises ``DecisionError`` if it contradicts
         ``decision``. Raise ``DecisionError`` to refuse it (nothing is recorded).
+        """
+        return None
+
+    def answer_input(
+        self, request: PendingInput, action: str, data: Any, by: str, reason: str | None
+    ) -> Any:
+        """Before the chat records an answer to ``request``, under the chat's lock.
+
+        Return ``None`` to let it be recorded, or the answer already given elsewhere
+        (an object with ``status``, ``data``, ``answered_by`` and ``reason``: the store's
+        first answer wins): the chat records that one instead and raises ``InputError``.
         """
         return None
 
@@ -290,6 +304,25 @@ class ChatHost:
             reason=decision.reason,
             arguments=decision.arguments,
             at=decision.at,
+            elsewhere=True,
+        )
+
+    def apply_input(
+        self, request: PendingInput | str, action: str, data: Any, by: str, reason: str | None
+    ) -> PendingInput:
+        """Apply an answer given elsewhere (a store) to a pending input, with the chat's own
+        rules and events (its ``InputAnswered`` says ``elsewhere=True``).
+
+        Raises:
+            InputError: As ``chat.answer`` would (the input no longer waits here, or the
+                answer does not match what was asked).
+        """
+        return self.chat._settle_input(
+            request,
+            action,
+            data,
+            by=by,
+            reason=reason,
             elsewhere=True,
         )
 

@@ -133,6 +133,15 @@ class CallAsker:
     def withdraw(self, input_id: str, why: str) -> None:
         self._chat._withdraw_input(input_id, why)
 
+    @property
+    def parks(self) -> bool:
+        """A chat whose answers are kept durably (an extension with ``answer_input``: a
+        store) parks the call on its inputs instead of waiting in memory."""
+        return bool(self._chat._hook("answer_input"))
+
+    def resume(self) -> dict[str, Any] | None:
+        return self._chat._resume_of(self._call)
+
     async def sample(
         self,
         input_id: str,

@@ -69,7 +69,7 @@ from ._recording import RecordedResult
 from ._result_text import edit_note, to_result, without_edit_note
 from ._rules import RULE, first_match
 from ._runner import Job, Mode, Outcome, needs_event_loop
-from ._tools import SchemaValidationError, Tool, current_tool_call
+from ._tools import InputsRequired, SchemaValidationError, Tool, current_tool_call
 from ._types import (
     Approval,
     AssistantToolCallMessage,
@@ -975,6 +975,8 @@ class _RoundHooks:
         c = outcome.call
         if outcome.message == _ALREADY:
             return
+        if isinstance(outcome.error, InputsRequired) and chat._park_call(c, outcome.error):
+            return  # parked on its inputs: retried once they are answered (no result yet)
         cfg = get_config()
         parts: tuple[Part, ...] = ()
         if outcome.replayed is not None:

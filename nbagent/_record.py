@@ -191,6 +191,9 @@ class InputRecord:
     elsewhere: bool = False
     usage: Usage | None = None
     cost_usd: float | None = None
+    resume: dict[str, Any] | None = None
+    """A parked call's input (a 2026-07-28 server's): its ``key``, the ``round`` it was
+    asked in and the server's ``request_state`` (see ``InputRequested.resume``)."""
 
 
 @dataclass(slots=True)
@@ -601,13 +604,25 @@ class ChatRecord:
             e.turn,
             e.ts,
             request,
+            resume=e.resume,
         )
         if e.call is not None:
             r = self._row(e.call, None, e.turn)
             r.input_kind = e.kind
             if r.status in ("requested", "approved"):  # an external call parks; a running one runs
                 r.status = "awaiting_input"
+            elif e.resume is not None:  # a run that ended parked on its inputs (2026-07-28)
+                r.status, r.started_at = "awaiting_input", None
         return RecordChange("input", e.input_id, e)
+
+    def parked_round(self, call_id: str) -> list[InputRecord] | None:
+        """The inputs of the last round a call parked on (``resume``d inputs), or ``None``."""
+        with self._lock:
+            mine = [i for i in self._inputs.values() if i.call_id == call_id and i.resume]
+            if not mine:
+                return None
+            last = mine[-1].resume["round"]  # type: ignore[index]
+            return [i for i in mine if i.resume["round"] == last]  # type: ignore[index]
 
     def _on_input_answered(self, e: InputAnswered) -> RecordChange | None:
         i = self._inputs.get(e.input_id)
@@ -620,6 +635,15 @@ class ChatRecord:
         if r is not None:
             r.answered_by, r.answered_at = e.by, e.ts
             r.input_wait_ms = (r.input_wait_ms or 0.0) + i.wait_ms
+            if i.resume and r.status == "awaiting_input":  # the round answered: runnable again
+                rid = i.resume.get("round")
+                if not any(
+                    o.call_id == i.call_id
+                    and o.status == "pending"
+                    and (o.resume or {}).get("round") == rid
+                    for o in self._inputs.values()
+                ):
+                    r.status = "approved" if r.requires_approval else "requested"
         return RecordChange("input", e.input_id, e)
 
     def _on_sampled(self, e: SamplingFinished) -> RecordChange:

@@ -30,7 +30,7 @@ import inspect
 import json
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar, Literal, Protocol, overload
 
@@ -89,6 +89,49 @@ class InputAsker(Protocol):
 
         Its tokens and cost count in the chat's totals and budgets.
         """
+
+    @property
+    def parks(self) -> bool:
+        """Whether the call may park on its inputs (raise ``InputsRequired``) instead of
+        waiting in memory: the chat keeps its answers durably (a store)."""
+        return False
+
+    def resume(self) -> dict[str, Any] | None:
+        """The answers this run retries with, when the call parked on inputs before (see
+        :class:`InputsRequired`): ``{"request_state", "ready", "answers": {key: {"input_id",
+        "kind", "action", "data", "content"}}}``; ``None``: a first run."""
+        return None
+
+
+class InputsRequired(Exception):
+    """Raised by a running call: it parks on these inputs instead of waiting in memory.
+
+    The call's run ends with the call ``awaiting_input`` on one
+    :class:`~nbagent.PendingInput` per request (each stored with ``key`` and
+    ``state``); once every one is answered the call is runnable again, is claimed
+    like any run, and its code finds the answers in ``current_input_asker().resume()``
+    (a 2026-07-28 MCP server's ``InputRequiredResult``, retried with
+    ``input_responses`` and ``request_state``).
+
+    Args:
+        requests: ``(key, kind, message, content, schema)`` for each input asked.
+        state: The opaque state the retry carries back (the server's ``request_state``).
+        ready: Responses known without asking (roots), by key, as JSON.
+        server: The MCP server's label.
+    """
+
+    def __init__(
+        self,
+        requests: Sequence[tuple[str, InputKind, str, dict[str, Any], dict[str, Any] | None]],
+        state: str | None,
+        ready: dict[str, Any] | None = None,
+        server: str | None = None,
+    ):
+        super().__init__(f"the call waits for {len(requests)} input(s)")
+        self.requests = list(requests)
+        self.state = state
+        self.ready = dict(ready or {})
+        self.server = server
 
 
 _current_asker: contextvars.ContextVar[InputAsker | None] = contextvars.ContextVar(

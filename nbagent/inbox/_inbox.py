@@ -94,6 +94,7 @@ _INPUT_TYPES = {
     "requested_at": "utc",
     "age_s": "Float64",
     "title": "string",
+    "source": "string",
 }
 _OUTCOME_TYPES = {
     **dict.fromkeys(("chat_id", "call_id", "tool", "outcome", "verdict", "by"), "string"),
@@ -245,40 +246,36 @@ class Inbox:
     # --------------------------------------------------------------- inputs
     @property
     def inputs(self) -> pd.DataFrame:
-        """The pending inputs of the live chats (an external tool's result, ``ask_user``'s
-        question, an MCP server's elicitation or sampling request), one row each, beside
-        the approvals of :attr:`pending` (read fresh).
+        """The pending inputs (an external tool's result, ``ask_user``'s question, an MCP
+        server's elicitation or sampling request), one row each, beside the approvals of
+        :attr:`pending` (read fresh): the live chats' and those waiting in its stores
+        (``store.pending_inputs()``; a chat that is also live here is listed once).
 
         Columns: ``chat_id``, ``input_id``, ``kind``, ``call_id``, ``tool``, ``server``,
-        ``message``, ``choices`` (a tuple), ``requested_at`` (UTC), ``age_s``, ``title``.
-        Answer one with :meth:`answer` or :meth:`decline`. (A stored chat's inputs are
-        read from its chat object: ``Chat.load`` it into the inbox.)
+        ``message``, ``choices`` (a tuple), ``requested_at`` (UTC), ``age_s``, ``title``,
+        ``source`` (``live`` or ``store``). Answer one with :meth:`answer` or :meth:`decline`.
         """
         now = datetime.now(UTC)
         rows: list[dict[str, Any]] = []
         self._sources.adopt()
+        live_ids = set()
         for source in self._sources.live:
             chat = source.chat
+            live_ids.add(chat.id)
             for p in chat.pending_inputs:
                 at = p.requested_at
                 known = chat.record.input(p.id)
                 if known is not None:
                     at = known.requested_at
-                rows.append(
-                    {
-                        "chat_id": chat.id,
-                        "input_id": p.id,
-                        "kind": p.kind,
-                        "call_id": p.call_id,
-                        "tool": p.tool,
-                        "server": p.server,
-                        "message": p.message,
-                        "choices": p.choices,
-                        "requested_at": at,
-                        "age_s": (now - at).total_seconds() if at else None,
-                        "title": chat.record.title,
-                    }
+                rows.append(_input_row(chat.id, p, at, chat.record.title, "live", now))
+        for store in self._sources.stores:
+            for si in store.inputs():
+                if si.chat_id in live_ids:  # its live chat lists it (and answers it)
+                    continue
+                row = _input_row(
+                    si.chat_id, si.request, si.requested_at, store._title(si.chat_id), "store", now
                 )
+                rows.append(row)
         rows.sort(key=lambda r: (r["requested_at"] or now, r["input_id"]))
         return _table(
             rows,
@@ -287,34 +284,47 @@ class Inbox:
         )
 
     def answer(self, input_id: str, data: Any = None) -> PendingInput:
-        """Answer a pending input of :attr:`inputs` (``by`` the inbox); its chat carries on
-        as after a decision here.
+        """Answer a pending input of :attr:`inputs` (``by`` the inbox). A live chat's carries
+        on as after a decision here; a stored chat's is answered through its store
+        (``store.answer``: first answer wins), applied by whichever process drives it.
 
         Raises:
-            InputError: No live chat here waits for it, or ``data`` does not match what
-                was asked (nothing changed).
+            InputError: Nothing here waits for it (or it was answered elsewhere first), or
+                ``data`` does not match what was asked (nothing changed).
         """
-        chat = self._chat_of_input(input_id)
-        answered = chat.answer(input_id, data, by=self.by)
+        chat, stored = self._input_owner(input_id)
+        if chat is None:
+            source, si = stored
+            return source.settle(si, "accept", data, None, self.by).request
+        answered: PendingInput = chat.answer(input_id, data, by=self.by)
         self._continue_after_input(chat)
         return answered
 
     def decline(self, input_id: str, reason: str | None = None) -> PendingInput:
-        """Decline a pending input of :attr:`inputs` (``by`` the inbox).
+        """Decline a pending input of :attr:`inputs` (``by`` the inbox), live or stored.
 
         Raises:
-            InputError: No live chat here waits for it.
+            InputError: Nothing here waits for it.
         """
-        chat = self._chat_of_input(input_id)
-        declined = chat.decline(input_id, reason, by=self.by)
+        chat, stored = self._input_owner(input_id)
+        if chat is None:
+            source, si = stored
+            return source.settle(si, "decline", None, reason, self.by).request
+        declined: PendingInput = chat.decline(input_id, reason, by=self.by)
         self._continue_after_input(chat)
         return declined
 
-    def _chat_of_input(self, input_id: str) -> Any:
+    def _input_owner(self, input_id: str) -> tuple[Any, Any]:
+        """The live chat waiting for ``input_id``, else ``(None, (store source, StoredInput))``."""
         self._sources.adopt()
         for source in self._sources.live:
             if any(p.id == input_id for p in source.chat.pending_inputs):
-                return source.chat
+                return source.chat, None
+        live_ids = {s.chat.id for s in self._sources.live}
+        for store in self._sources.stores:
+            for si in store.inputs():
+                if si.id == input_id and si.chat_id not in live_ids:
+                    return None, (store, si)
         raise InputError(f"no chat of this inbox waits for input {input_id!r}")
 
     def _continue_after_input(self, chat: Any) -> None:
@@ -701,6 +711,26 @@ def _references(what: Any) -> list[str | tuple[str, str]]:
         "approve/deny take rows of inbox.pending, call ids, calls, or a filter "
         f"({{'tool': ..., 'where': {{...}}}}); got {type(what).__name__}"
     )
+
+
+def _input_row(
+    chat_id: str, p: PendingInput, at: Any, title: str | None, source: str, now: datetime
+) -> dict[str, Any]:
+    """One row of :attr:`Inbox.inputs`."""
+    return {
+        "chat_id": chat_id,
+        "input_id": p.id,
+        "kind": p.kind,
+        "call_id": p.call_id,
+        "tool": p.tool,
+        "server": p.server,
+        "message": p.message,
+        "choices": p.choices,
+        "requested_at": at,
+        "age_s": (now - at).total_seconds() if at else None,
+        "title": title,
+        "source": source,
+    }
 
 
 def _table(items: Sequence[Any], types: dict[str, str], **given: list[Any]) -> pd.DataFrame:

@@ -230,6 +230,21 @@ class StoreSource(_Source):
         decide = self.store.approve if verdict == "approved" else self.store.deny
         return decide(row.call_id, reason=reason, by=by, chat_id=row.chat_id).decision
 
+    def inputs(self) -> list[Any]:
+        """The inputs waiting in the store (``store.pending_inputs()``: ``StoredInput``s);
+        none for a store that keeps no inputs."""
+        listing = getattr(self.store, "pending_inputs", None)
+        if listing is None:
+            return []
+        return [si for si in listing() if self.only is None or si.chat_id in self.only]
+
+    def settle(self, si: Any, action: str, data: Any, reason: str | None, by: str) -> Any:
+        """Answer (``accept``) or decline one of :meth:`inputs` through the store (first
+        answer wins; checked as ``chat.answer`` checks it). Returns the ``StoredInput``."""
+        if action == "accept":
+            return self.store.answer(si.id, data, by=by, chat_id=si.chat_id)  # type: ignore[attr-defined]
+        return self.store.decline(si.id, reason, by=by, chat_id=si.chat_id)  # type: ignore[attr-defined]
+
     def close(self) -> None:
         if self.owned:
             self.store.close()

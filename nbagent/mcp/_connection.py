@@ -58,8 +58,9 @@ from typing import Any, Final, TypeVar
 
 from .._aio import on_background_loop, spawn
 from .._errors import ChatCancelled, MCPServerError
-from .._tools import CallReporter, on_chat_cancel
+from .._tools import CallReporter, InputAsker, InputsRequired, on_chat_cancel
 from .._unicode import clean
+from ._requests import Requests
 from ._stdio import UNREADABLE
 
 T = TypeVar("T")
@@ -122,6 +123,22 @@ def wait(coro: Coroutine[Any, Any, T], timeout: float | None = None, what: str =
         raise
     finally:
         withdraw()
+
+
+_INPUT_ROUNDS = 10
+"""Rounds of input requests answered without a person (roots, state only) before giving up
+(the SDK's own default)."""
+
+_HEADER_MISMATCH = -32020
+"""The 2026-07-28 error for a call whose tool this connection has not listed (or whose schema
+changed): listed again, and the call resent once (as the SDK's ``Client.call_tool`` does)."""
+
+
+def _modern(client: Any) -> bool:
+    """Whether the connection speaks the 2026-07-28 protocol (``InputRequiredResult``)."""
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return getattr(client, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS
 
 
 def _is_list_changed(message: Any) -> bool:
@@ -364,16 +381,26 @@ class Connection:
         return tools
 
     async def call(
-        self, name: str, arguments: dict[str, Any], reporter: CallReporter | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        reporter: CallReporter | None = None,
+        parking: tuple[Requests, InputAsker] | None = None,
     ) -> Any:
         """Call a tool once; the raw ``CallToolResult``.
 
         ``reporter``: the chat's call, told the server's progress notifications
         for this request and the log messages the server sends meanwhile.
+        ``parking``: the server's requests and the chat call's asker, when the call may
+        park on its inputs (a chat with a store): on the 2026-07-28 protocol an
+        ``InputRequiredResult`` then ends the run (``InputsRequired``) instead of being
+        answered in memory, and a run whose inputs were answered retries the call with
+        them (see :meth:`_parked_call`).
 
         Raises:
             MCPServerError: The server could not be reached, or the connection
                 broke during the call (the call is not re-sent).
+            InputsRequired: The call parks on the server's input requests.
         """
         client = await self.ensure()  # a connection that broke while idle is reopened here
         progress = None
@@ -382,11 +409,75 @@ class Connection:
             self._reporters[key] = reporter
             progress = self._progress_to(reporter)
         try:
+            if parking is not None and _modern(client):
+                return await self._parked_call(client, name, arguments, progress, *parking)
             return await client.call_tool(name, arguments, progress_callback=progress)
+        except (InputsRequired, MCPServerError):
+            raise
         except Exception as exc:
             raise self._failure(exc, f"calling {name!r}") from exc
         finally:
             self._reporters.pop(key, None)
+
+    async def _parked_call(
+        self,
+        client: Any,
+        name: str,
+        arguments: dict[str, Any],
+        progress: Any,
+        requests: Requests,
+        asker: InputAsker,
+    ) -> Any:
+        """The SDK's input-required loop, driven here so that it can stop between rounds.
+
+        A first run sends the call; a run resumed after its inputs were answered sends it
+        with their ``input_responses`` and the stored ``request_state`` (each a new
+        request: the call was claimed again before this run). Roots requests are answered
+        at once from ``roots=``; a state-only answer is retried after a short pause; any
+        other request ends the run parked (``InputsRequired``).
+        """
+        from mcp import types
+        from mcp.shared.exceptions import MCPError
+
+        resume = asker.resume()
+        responses = await requests.responses(asker, resume) if resume is not None else None
+        state = resume.get("request_state") if resume is not None else None
+        relisted = False
+        for round_ in range(_INPUT_ROUNDS):
+            try:
+                result = await client.session.call_tool(
+                    name,
+                    arguments,
+                    progress_callback=progress,
+                    input_responses=responses,
+                    request_state=state,
+                    allow_input_required=True,
+                )
+            except MCPError as exc:  # the tool's listing is stale here (a new connection)
+                if exc.code != _HEADER_MISMATCH or relisted:
+                    raise
+                relisted = True
+                await client._relist_tool(name)
+                continue
+            if not isinstance(result, types.InputRequiredResult):
+                return result
+            asked, ready = [], {}
+            for key, request in (result.input_requests or {}).items():
+                if getattr(request, "method", "") == "roots/list":
+                    dumped = requests.roots_result().model_dump(mode="json", by_alias=True)
+                    ready[key] = dumped
+                else:
+                    asked.append((key, *requests.describe(request)))
+            if asked:
+                raise InputsRequired(asked, result.request_state, ready, requests.label)
+            responses = {k: types.ListRootsResult.model_validate(v) for k, v in ready.items()}
+            state = result.request_state
+            if not ready:  # state only: the server is not ready yet
+                await asyncio.sleep(min(0.05 * 2**round_, 0.25))
+        raise MCPServerError(
+            f"MCP server {self.label!r} asked for input more than {_INPUT_ROUNDS} times in a "
+            f"row while calling {name!r}"
+        )
 
     async def paged(self, what: str, method: str, field: str) -> list[Any]:
         """Every page of a listing (``list_resources``, ``list_prompts``...), within

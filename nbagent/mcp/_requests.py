@@ -29,6 +29,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from .._errors import MCPServerError
 from .._tools import InputAsker
 from .._types import ChatMessage
 
@@ -186,6 +187,84 @@ class Requests:
             model=response.model or "unknown",
             stop_reason="maxTokens" if response.stop_reason == "max_tokens" else "endTurn",
         )
+
+    # -- 2026-07-28: requests carried by an InputRequiredResult, parked with the call ------------
+    def describe(self, request: Any) -> tuple[Any, str, dict[str, Any], dict[str, Any] | None]:
+        """An embedded input request as a pending input: ``(kind, message, content, schema)``
+        (the same content and schema as the older protocol's mid-call request)."""
+        params = request.params
+        if getattr(request, "method", "") == "sampling/createMessage":
+            content = params.model_dump(mode="json", by_alias=True, exclude_none=True)
+            messages = [_neutral(m) for m in params.messages]
+            last = messages[-1].content if messages else ""
+            shown = last if len(last) <= 200 else last[:197] + "..."
+            return "sampling", f"{self.label} asks the model: {shown}", content, None
+        message = str(getattr(params, "message", "") or "")
+        if getattr(params, "mode", None) == "url" or hasattr(params, "url"):
+            content = {
+                "message": message,
+                "url": str(params.url),
+                "elicitationId": getattr(params, "elicitation_id", None),
+            }
+            return "elicitation_url", message, content, None
+        schema = dict(getattr(params, "requested_schema", None) or {"type": "object"})
+        return "elicitation", message, {"message": message, "requestedSchema": schema}, schema
+
+    def roots_result(self) -> Any:
+        """``roots/list``'s answer: the roots given to the server (``roots=``)."""
+        from mcp import types
+
+        return types.ListRootsResult(
+            roots=[types.Root(uri=uri, name=name) for uri, name in self.roots]  # type: ignore[arg-type]
+        )
+
+    async def responses(self, asker: InputAsker, resume: dict[str, Any]) -> dict[str, Any]:
+        """The ``input_responses`` a parked call is retried with, from its answers (an approved
+        sampling request runs now, on the chat's provider or ``sampling=``'s).
+
+        Raises:
+            MCPServerError: A sampling request was declined (the server is not called again:
+                as the SDK's driver, a refused sampling request ends the call).
+        """
+        from mcp import types
+
+        out: dict[str, Any] = {}
+        for key, value in (resume.get("ready") or {}).items():
+            out[key] = types.ListRootsResult.model_validate(value)
+        for key, answer in resume["answers"].items():
+            action, data = answer["action"], answer["data"]
+            if answer["kind"] != "sampling":
+                content = data if action == "accept" and isinstance(data, dict) else None
+                out[key] = types.ElicitResult(action=action, content=content)
+                continue
+            if action != "accept":
+                raise MCPServerError(
+                    f"the user {'declined' if action == 'decline' else 'cancelled'} "
+                    f"{self.label}'s sampling request; the call is not retried"
+                )
+            if isinstance(data, str):  # the person wrote the reply
+                out[key] = types.CreateMessageResult(
+                    role="assistant",
+                    content=types.TextContent(type="text", text=data),
+                    model="human",
+                    stop_reason="endTurn",
+                )
+                continue
+            params = types.CreateMessageRequestParams.model_validate(answer["content"])
+            response = await asker.sample(
+                answer["input_id"],
+                [_neutral(m) for m in params.messages],
+                params.system_prompt,
+                params.max_tokens,
+                self.sampling,
+            )
+            out[key] = types.CreateMessageResult(
+                role="assistant",
+                content=types.TextContent(type="text", text=response.text),
+                model=response.model or "unknown",
+                stop_reason="maxTokens" if response.stop_reason == "max_tokens" else "endTurn",
+            )
+        return out
 
     async def list_roots(self, context: Any) -> Any:
         """The roots given to the server (``roots=``), never asked of anyone."""

@@ -729,9 +729,15 @@ class MCPServer(ToolSource):
 
         asker = current_input_asker()  # the chat's call this runs for, if any
 
+        # A chat with a store parks the call on a 2026-07-28 server's input requests (durable:
+        # answerable from anywhere, after a restart) instead of answering them in memory.
+        parking = None
+        if asker is not None and getattr(asker, "parks", False):
+            parking = (self._requests, asker)
+
         async def in_flight() -> Any:  # on the background loop: requests find the call
             async with self._requests.calling(asker):
-                return await self._connection.call(remote, arguments, reporter)
+                return await self._connection.call(remote, arguments, reporter, parking)
 
         async def call() -> MCPResult:
             coro = in_flight()

@@ -51,7 +51,14 @@ from ._attach import store_of as store_of
 from ._follow import Subscription, follow
 from ._migrations import SCHEMA_VERSION
 from ._postgres import PostgresStore
-from ._protocol import BatchStore, ChatInfo, Store, StoreConflictWarning, StoredCall
+from ._protocol import (
+    BatchStore,
+    ChatInfo,
+    Store,
+    StoreConflictWarning,
+    StoredCall,
+    StoredInput,
+)
 from ._sqlite import SQLiteStore
 from ._watch import DecisionWatch
 
@@ -65,6 +72,7 @@ __all__ = [
     "Store",
     "StoreConflictWarning",
     "StoredCall",
+    "StoredInput",
     "Subscription",
     "follow",
     "open_store",

@@ -69,6 +69,8 @@ from .._events import (
     CallbackWarning,
     CallInDoubt,
     Event,
+    InputAnswered,
+    InputRequested,
     MessageAdded,
     ModelRequestFailed,
     ModelRequestFinished,
@@ -94,7 +96,17 @@ from .._types import (
     Usage,
 )
 from .._unicode import clean
-from ._protocol import Blob, CallFinal, CallReset, DecisionChange, Entry, NewCall, NewMessage
+from ._protocol import (
+    Blob,
+    CallFinal,
+    CallReset,
+    DecisionChange,
+    Entry,
+    InputAnswer,
+    NewCall,
+    NewInput,
+    NewMessage,
+)
 
 if TYPE_CHECKING:
     from ._protocol import StoredCall
@@ -569,8 +581,9 @@ def encode(e: Event, noted: Any, memo: dict[int, str]) -> Entry:
     ``(owner, finished_at)``, the claim owner allowed to record the result
     (this process, or the dead owner of an in-doubt call) and when the call
     finished; for a ``CallInDoubt``, the status its call goes back to when it
-    is rerun (``None``: not rerun); for an ``ApprovalDecided``, whether its
-    decision is in the store already (written before the chat recorded it).
+    is rerun (``None``: not rerun); for an ``ApprovalDecided`` (an ``InputAnswered``),
+    whether its decision (answer) is in the store already (written before the chat
+    recorded it).
     ``memo`` holds messages already encoded in this batch, by ``id``.
     """
     match e:
@@ -625,6 +638,30 @@ def encode(e: Event, noted: Any, memo: dict[int, str]) -> Entry:
             return Entry(e.seq, e.type, e.ts.isoformat(), data, decided)
         case ToolCallStarted():
             return Entry(e.seq, e.type, e.ts.isoformat(), _encode(_started_out(e)))
+        case InputRequested():
+            ts = e.ts.isoformat()
+            asked = NewInput(
+                e.input_id,
+                e.call.id if e.call is not None else None,
+                e.kind,
+                e.call.name if e.call is not None else None,
+                e.server,
+                e.prompt,
+                _encode(e.content),
+                None if e.schema is None else _encode(e.schema),
+                ts,
+                None if e.resume is None else _encode(e.resume),
+                noted,
+            )
+            return Entry(e.seq, e.type, ts, event_json(e), asked)
+        case InputAnswered():
+            data = event_json(e)
+            if noted:  # the chat's answer_input hook wrote the answer already: the event alone
+                return Entry(e.seq, e.type, e.ts.isoformat(), data)
+            answer = InputAnswer(
+                e.input_id, e.action, _encode(e.data), e.by, e.ts.isoformat(), e.reason
+            )
+            return Entry(e.seq, e.type, e.ts.isoformat(), data, answer)
         case CallInDoubt() if noted is not None:  # rerun: the call is runnable again
             reset = CallReset(e.call.id, noted, e.claimed_by)
             return Entry(e.seq, e.type, e.ts.isoformat(), event_json(e), reset)

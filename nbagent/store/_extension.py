@@ -92,12 +92,14 @@ from datetime import datetime
 from typing import Any, Literal
 
 from .._aio import in_worker, spawn
-from .._errors import DecisionError, StoreError
+from .._errors import DecisionError, InputError, StoreError
 from .._events import (
     AlwaysAllowChanged,
     ApprovalDecided,
     CallInDoubt,
     Event,
+    InputAnswered,
+    InputRequested,
     ModelRequestFailed,
     OptionsChanged,
     ReasoningDelta,
@@ -106,10 +108,11 @@ from .._events import (
     TextDelta,
     ToolCallDelta,
     ToolCallFinished,
+    utcnow,
 )
 from .._extension import ChatHost, Extension, Snapshot, writes_deferred
 from .._replay import Recordings
-from .._types import RUNNABLE_STATUSES, Decision, ForkParent, ToolCall
+from .._types import RUNNABLE_STATUSES, Decision, ForkParent, PendingInput, ToolCall
 from . import _codec as codec
 from ._follow import follow
 from ._process import LIVE_TOKENS, abandoned, new_owner
@@ -143,6 +146,7 @@ class StoreExtension(Extension):
         self._warned = False  # the user was told the store cannot be written
         self._retry: concurrent.futures.Future[None] | None = None  # the background retry
         self._decided: dict[str, Decision] = {}  # written by decide(), their events to come
+        self._answered: set[str] = set()  # inputs answered by answer_input(), events to come
         self._running: set[str] = set()
         self._claimed: set[str] = set()  # claimed by catch_up, not started yet
         self._owed = False  # a boundary was left to catch_up (the async driver's)
@@ -208,6 +212,7 @@ class StoreExtension(Extension):
         self._state = host.loop_state() if record.state.get("options") else None
         self.settle_orphans(record)
         self.apply_decisions()
+        self.apply_inputs()
 
     def close(self) -> None:
         """Write what is pending and release the store (if the chat opened it).
@@ -302,6 +307,17 @@ class StoreExtension(Extension):
                 flush = True
             case _ if self.detached is not None:
                 return
+            case InputAnswered():  # its answer is in the store already if answer_input wrote it
+                with self._lock:
+                    noted = e.input_id in self._answered
+                    self._answered.discard(e.input_id)
+                flush = True
+            case InputRequested():  # listed by store.pending_inputs() (answerable) at once
+                noted = None
+                if e.resume is not None and e.call is not None:  # a run parked: unclaimed
+                    noted = self.owner
+                    self._running.discard(e.call.id)
+                flush = True
             case ToolCallFinished():
                 noted, flush = self._finished(e)
             case StepFinished():  # a generated step is written with the next claim or step,
@@ -674,6 +690,32 @@ class StoreExtension(Extension):
             return None
         return stored
 
+    def answer_input(
+        self, request: PendingInput, action: str, data: Any, by: str, reason: str | None
+    ) -> Any:
+        """Write an answer given here to the store before the chat records it: the first
+        answer wins, here or in any process (``store.answer``). Returns the answer the
+        store has already (the chat records that one), or ``None`` (written; its event
+        follows).
+
+        Raises:
+            StoreError: The store cannot be written: nothing is answered.
+        """
+        record = getattr(self.store, "record_answer", None)
+        if self._closed or record is None:
+            return None
+        with self._write_lock:
+            try:
+                self.flush()  # the input's row first, if it is still queued
+            except Exception as exc:
+                self._keep_for_retry(exc)
+                raise
+            first = record(self.chat_id, request, action, data, by, codec.dt_out(utcnow()), reason)
+        if first is None:
+            with self._lock:
+                self._answered.add(request.id)
+        return first
+
     def _detach(self, why: str) -> None:
         if self.detached is not None:
             return
@@ -726,6 +768,7 @@ class StoreExtension(Extension):
                 if self.detached is not None:
                     return "busy"
             self.apply_decisions()
+            self.apply_inputs()
         except Exception as exc:  # a read failed: the last response may still be queued
             self._keep_for_retry(exc)
             raise
@@ -742,7 +785,7 @@ class StoreExtension(Extension):
             self.flush()
             if self.detached is not None:
                 return []
-            return self.apply_decisions()
+            return self.apply_decisions() + self.apply_inputs()
         except Exception as exc:
             self._keep_for_retry(exc)
             raise
@@ -850,6 +893,41 @@ class StoreExtension(Extension):
                 continue
             decided.append(c)
         return decided
+
+    def apply_inputs(self) -> list[ToolCall]:
+        """Apply answers given in the store (``store.answer`` in any process, the inbox) to
+        this chat's pending inputs, through the chat's own rules (``ChatHost.apply_input``).
+        Returns the calls whose inputs were answered."""
+        host = self._host
+        read = getattr(self.store, "input_answers", None)
+        if host is None or read is None:
+            return []
+        pending = host.chat.pending_inputs
+        if not pending:
+            return []
+        found = read(self.chat_id, [p.id for p in pending])
+        answered: list[ToolCall] = []
+        for p in pending:
+            si = found.get(p.id)
+            if si is None or si.status == "pending":
+                continue
+            try:
+                host.apply_input(p, si.status, si.data, si.answered_by or "store", si.reason)
+            except InputError as exc:
+                if not any(q.id == p.id for q in host.chat.pending_inputs):
+                    continue  # answered here meanwhile: the store's first answer was applied
+                self.store.reject_answer(self.chat_id, p.id, str(exc))  # type: ignore[attr-defined]
+                warnings.warn(
+                    f"nbagent store: the answer to input {p.id!r} given elsewhere cannot be "
+                    f"applied ({exc}); the input waits again.",
+                    StoreConflictWarning,
+                    stacklevel=2,
+                )
+                continue
+            if p.call_id is not None:
+                with contextlib.suppress(DecisionError):
+                    answered.append(host.chat.get_call(p.call_id))
+        return answered
 
 
 def _takes_recorded(store: Store) -> bool:

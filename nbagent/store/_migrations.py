@@ -315,6 +315,103 @@ def m013_rules(conn: Any) -> None:
     """
 
 
+def m014_inputs(conn: Any) -> None:
+    """Pending inputs are rows too: listed, answered and followed from any process.
+
+    ``inputs`` holds one row per input a chat asked for (written with its
+    ``input_requested`` event; ``resume``: what a parked 2026-07-28 call is retried
+    with, its server's ``request_state`` and the input's key); ``input_answers`` the
+    answer each got, first writer wins (one row per input, ``source`` ``chat`` or
+    ``store``, ``applied`` as for decisions). On PostgreSQL an answer is announced
+    on the decisions' channel (``{"answer": id, "chat": ...}``). The inputs of chats
+    written before are carried over from their events.
+    """
+    conn.execute(
+        """CREATE TABLE inputs (
+            chat_id TEXT NOT NULL,
+            input_id TEXT NOT NULL,
+            call_id TEXT,
+            kind TEXT NOT NULL,
+            tool TEXT,
+            server TEXT,
+            prompt TEXT NOT NULL,
+            content TEXT,
+            schema TEXT,
+            requested_at TEXT NOT NULL,
+            resume TEXT,
+            PRIMARY KEY (chat_id, input_id)
+        )"""
+    )
+    conn.execute("CREATE INDEX inputs_input_id ON inputs(input_id)")
+    conn.execute(
+        """CREATE TABLE input_answers (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            chat_id TEXT NOT NULL,
+            input_id TEXT NOT NULL,
+            action TEXT NOT NULL CHECK (action IN ('accept', 'decline', 'cancel')),
+            data TEXT,
+            answered_by TEXT NOT NULL,
+            at TEXT NOT NULL,
+            reason TEXT,
+            source TEXT NOT NULL,
+            applied INTEGER NOT NULL DEFAULT 0,
+            applied_at TEXT,
+            error TEXT
+        )"""
+    )
+    conn.execute(  # one answer per input: the first writer wins (ON CONFLICT DO NOTHING)
+        "CREATE UNIQUE INDEX input_answers_one ON input_answers(chat_id, input_id)"
+    )
+    pg = postgres(conn)
+    if pg:
+        conn.execute(
+            f"""CREATE FUNCTION nbagent_input_answer_notify() RETURNS trigger
+                LANGUAGE plpgsql AS $$
+                BEGIN
+                    PERFORM pg_notify('{CHANNEL}', json_build_object(
+                        'answer', NEW.id, 'chat', NEW.chat_id)::text);
+                    RETURN NULL;
+                END $$"""
+        )
+        conn.execute(
+            """CREATE TRIGGER input_answers_notify AFTER INSERT ON input_answers
+                FOR EACH ROW EXECUTE FUNCTION nbagent_input_answer_notify()"""
+        )
+
+    # The inputs (and answers) of chats written before, from their events.
+    def text(path: str) -> str:  # a JSON text field of the event row
+        keys = path.split(".")
+        if pg:
+            return "(json::jsonb" + "".join(f" -> '{k}'" for k in keys[:-1]) + f" ->> '{keys[-1]}')"
+        return f"json_extract(json, '$.{path}')"
+
+    def obj(key: str) -> str:  # a JSON object field, as JSON text
+        if pg:
+            return f"(json::jsonb -> '{key}')::text"
+        at = f"json, '$.{key}'"
+        return (
+            f"CASE json_type({at}) WHEN 'text' THEN json_quote(json_extract({at})) "
+            f"WHEN 'null' THEN 'null' WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' "
+            f"ELSE json_extract({at}) END"
+        )
+
+    conn.execute(
+        f"""INSERT INTO inputs (chat_id, input_id, call_id, kind, tool, server, prompt, content,
+                                schema, requested_at)
+            SELECT chat_id, {text("input_id")}, {text("call.id")}, {text("kind")},
+                   {text("call.name")}, {text("server")}, COALESCE({text("prompt")}, ''),
+                   {obj("content")}, {obj("schema")}, ts
+            FROM events WHERE type = 'input_requested' ON CONFLICT DO NOTHING"""
+    )
+    conn.execute(
+        f"""INSERT INTO input_answers (chat_id, input_id, action, data, answered_by, at, reason,
+                                       source, applied, applied_at)
+            SELECT chat_id, {text("input_id")}, {text("action")}, {obj("data")},
+                   COALESCE({text("by")}, 'user'), ts, {text("reason")}, 'chat', 1, ts
+            FROM events WHERE type = 'input_answered' ON CONFLICT DO NOTHING"""
+    )
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_initial,
     m002_claims_and_decisions,
@@ -329,6 +426,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m011_batch_chats,
     m012_always_allow_rules,
     m013_rules,
+    m014_inputs,
 )
 """Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
 

@@ -1,7 +1,8 @@
 """The PostgreSQL store's listener: one ``LISTEN nbagent_decisions`` connection per store object.
 
 A trigger on ``decisions`` (:mod:`nbagent.store._pg_migrations`, m002) NOTIFYs
-every recorded decision at its commit, with ``{id, chat, call}``. The listener
+every recorded decision at its commit, with ``{id, chat, call}``, and one on
+``input_answers`` (m013) every answer to a pending input, with ``{answer, chat}``. The listener
 is a task on nbagent's background loop (psycopg's ``AsyncConnection`` and its
 ``notifies()``: no thread of its own) that pushes the chat ids to the store's
 follower (:mod:`nbagent.store._follow`). If the connection is lost (a
@@ -35,11 +36,12 @@ class Listener:
 
     RECONNECT_MAX = 2.0
 
-    def __init__(self, connect: Callable[[], Awaitable[Any]], last_id: int):
+    def __init__(self, connect: Callable[[], Awaitable[Any]], last_id: int, last_answer: int = 0):
         self._connect = weakref.WeakMethod(connect)
         self._watches: set[Follower] = set()
         self._lock = threading.Lock()
         self._last_id = last_id
+        self._last_answer = last_answer  # answers to inputs (input_answers), their own ids
         self.listening = threading.Event()  # set once LISTEN holds (and at each reconnection)
         self.last_error: BaseException | None = None
         self._task = spawn(self._run())
@@ -93,6 +95,14 @@ class Listener:
             if rows:
                 self._last_id = int(rows[-1][0])
                 self._dispatch([r[1] for r in rows])
+            cur = await conn.execute(
+                "SELECT id, chat_id FROM input_answers WHERE id > %s ORDER BY id",
+                (self._last_answer,),
+            )
+            rows = await cur.fetchall()
+            if rows:
+                self._last_answer = int(rows[-1][0])
+                self._dispatch([r[1] for r in rows])
             self.listening.set()
             async for note in conn.notifies():
                 self._note(note.payload)
@@ -103,10 +113,13 @@ class Listener:
     def _note(self, payload: str) -> None:
         try:
             data = json.loads(payload)
-            decision_id, chat_id = int(data["id"]), str(data["chat"])
+            chat_id = str(data["chat"])
+            if "answer" in data:  # an answer to an input (m013)
+                self._last_answer = max(self._last_answer, int(data["answer"]))
+            else:
+                self._last_id = max(self._last_id, int(data["id"]))
         except (ValueError, KeyError, TypeError):
             return
-        self._last_id = max(self._last_id, decision_id)
         self._dispatch([chat_id])
 
 

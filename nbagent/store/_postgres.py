@@ -466,8 +466,13 @@ class PostgresStore(SQLStore):
         with self._lock:
             if self._listener is None:
                 with self._read() as conn:  # raises if closed or unreachable
-                    row = conn.execute("SELECT COALESCE(MAX(id), 0) FROM decisions").fetchone()
-                self._listener = self._held.listener = _Listener(self._async_connect, int(row[0]))
+                    row = conn.execute(
+                        "SELECT (SELECT COALESCE(MAX(id), 0) FROM decisions), "
+                        "(SELECT COALESCE(MAX(id), 0) FROM input_answers)"
+                    ).fetchone()
+                self._listener = self._held.listener = _Listener(
+                    self._async_connect, int(row[0]), int(row[1])
+                )
             listener = self._listener
             listener.add(follower)
         wait = self._connect_timeout + 5.0

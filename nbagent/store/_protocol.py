@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._events import Event
 from .._recording import Recording
-from .._types import Approval, Decision, ToolCall, ToolResultMessage
+from .._types import Approval, Decision, PendingInput, ToolCall, ToolResultMessage
 from ._watch import DecisionWatch
 
 
@@ -126,6 +126,67 @@ class StoredCall:
         return (
             f"StoredCall(chat_id={self.chat_id[:8]!r}, id={self.id!r}, name={self.name!r}, "
             f"arguments={arguments[:80]}, status={self.status!r}{where})"
+        )
+
+
+@dataclass(frozen=True)
+class StoredInput:
+    """A pending input as the store has it (``store.pending_inputs()``, ``store.answer``).
+
+    Attributes:
+        chat_id: The chat that asked.
+        id / kind / call_id / tool / message / content / schema / server /
+            requested_at: As on :class:`~nbagent.PendingInput`.
+        status: ``pending`` until answered, then the answer's action
+            (``accept``, ``decline`` or ``cancel``).
+        data / answered_by / answered_at / reason: The answer, once given.
+        applied: Whether the chat has recorded the answer (one given in the store
+            waits until the chat next looks: a step, ``refresh()``, ``Chat.load``).
+    """
+
+    chat_id: str
+    id: str
+    kind: str
+    call_id: str | None
+    tool: str | None
+    message: str
+    content: dict[str, Any] = field(default_factory=dict)
+    schema: dict[str, Any] | None = None
+    server: str | None = None
+    requested_at: datetime | None = None
+    status: str = "pending"
+    data: Any = None
+    answered_by: str | None = None
+    answered_at: datetime | None = None
+    reason: str | None = None
+    applied: bool = False
+    resume: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def request(self) -> PendingInput:
+        """The :class:`~nbagent.PendingInput` it is (what ``chat.pending_inputs`` holds)."""
+        return PendingInput(
+            self.id,
+            self.kind,  # type: ignore[arg-type]
+            self.call_id,
+            self.tool,
+            self.message,
+            dict(self.content),
+            self.schema,
+            self.server,
+            self.requested_at,
+        )
+
+    @property
+    def choices(self) -> tuple[Any, ...]:
+        """The allowed answers when the answer is one of a list (see ``PendingInput``)."""
+        return self.request.choices
+
+    def __repr__(self) -> str:
+        text = self.message if len(self.message) <= 60 else self.message[:57] + "..."
+        return (
+            f"StoredInput(chat_id={self.chat_id[:8]!r}, id={self.id!r}, kind={self.kind!r}, "
+            f"status={self.status!r}: {text!r})"
         )
 
 
@@ -245,7 +306,41 @@ class CallReset:
     owner: str | None
 
 
-Change = NewMessage | NewCall | DecisionChange | CallFinal | CallReset
+@dataclass(frozen=True, slots=True)
+class NewInput:
+    """Record an input the chat asked for (its ``inputs`` row); a second write is a no-op."""
+
+    input_id: str
+    call_id: str | None
+    kind: str
+    tool: str | None
+    server: str | None
+    prompt: str
+    content: str
+    schema: str | None
+    requested_at: str
+    resume: str | None = None
+    release: str | None = None
+    """A run that ended parked on this input (``resume``): the claim of ``release`` (this
+    process) on its call is let go, the call runnable again once answered (then claimed
+    again before its retry: at most once, as any run)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputAnswer:
+    """Record the chat's answer to an input. The first answer wins: repeating one given in
+    the store marks it applied; another answer already there makes this a no-op (its
+    event is dropped: the store's answer stands, and the chat applies it)."""
+
+    input_id: str
+    action: str
+    data: str | None
+    by: str
+    at: str
+    reason: str | None
+
+
+Change = NewMessage | NewCall | DecisionChange | CallFinal | CallReset | NewInput | InputAnswer
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,11 +33,20 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, ClassVar
 
-from .._errors import DecisionError, StoreError
+from .._chat_state import answer_json, checked_answer
+from .._errors import DecisionError, InputError, StoreError
 from .._events import Event, utcnow
 from .._recording import Recording, full_deltas, recording_in, recording_out, slim_deltas
 from .._schema import validate_json_schema
-from .._types import Decision, LLMToolResponse, Message, ToolCall, ToolResultMessage
+from .._types import (
+    INPUT_ACTIONS,
+    Decision,
+    LLMToolResponse,
+    Message,
+    PendingInput,
+    ToolCall,
+    ToolResultMessage,
+)
 from .._unicode import clean, clean_json
 from . import _codec as codec
 from ._follow import follow
@@ -51,9 +60,12 @@ from ._protocol import (
     ClaimResult,
     DecisionChange,
     Entry,
+    InputAnswer,
     NewCall,
+    NewInput,
     NewMessage,
     StoredCall,
+    StoredInput,
 )
 from ._watch import DecisionWatch
 
@@ -663,6 +675,38 @@ class SQLStore:
             return "ok"
         if isinstance(ch, DecisionChange):
             return self._decision_change(conn, chat_id, ch)
+        if isinstance(ch, NewInput):
+            cur = conn.execute(
+                "INSERT INTO inputs (chat_id, input_id, call_id, kind, tool, server, prompt, "
+                "content, schema, requested_at, resume) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
+                (
+                    chat_id,
+                    ch.input_id,
+                    ch.call_id,
+                    ch.kind,
+                    ch.tool,
+                    ch.server,
+                    ch.prompt,
+                    ch.content,
+                    ch.schema,
+                    ch.requested_at,
+                    ch.resume,
+                ),
+            )
+            if cur.rowcount != 1:
+                return "dup"
+            if ch.release is not None and ch.call_id is not None:  # the run ended parked
+                conn.execute(
+                    "UPDATE tool_calls SET status = CASE WHEN gated = 1 THEN 'approved' "
+                    "ELSE 'requested' END, claimed_by = NULL, claimed_at = NULL, "
+                    "started_at = NULL WHERE chat_id = ? AND call_id = ? AND status = 'running' "
+                    "AND claimed_by = ?",
+                    (chat_id, ch.call_id, ch.release),
+                )
+            return "ok"
+        if isinstance(ch, InputAnswer):
+            return self._input_answer(conn, chat_id, ch)
         if isinstance(ch, CallFinal):
             cur = conn.execute(
                 "UPDATE tool_calls SET status = ?, result = ?, "
@@ -782,6 +826,289 @@ class SQLStore:
                 "AND claimed_by IS NULL AND result IS NULL",
                 (chat_id, call_id),
             )
+
+    # -- inputs ----------------------------------------------------------------------
+    def _input_answer(self, conn: Any, chat_id: str, ch: InputAnswer) -> str:
+        """The chat's answer (its ``InputAnswered``): first answer wins. The same answer
+        given in the store is marked applied (the event is the chat applying it);
+        another answer already there leaves the store's standing (``"dup"``)."""
+        now = utcnow().isoformat()
+        cur = conn.execute(
+            "INSERT INTO input_answers (chat_id, input_id, action, data, answered_by, at, "
+            "reason, source, applied, applied_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'chat', 1, ?) "
+            "ON CONFLICT DO NOTHING",
+            (chat_id, ch.input_id, ch.action, ch.data, ch.by, ch.at, ch.reason, now),
+        )
+        if cur.rowcount == 1:
+            return "ok"
+        cur = conn.execute(
+            "UPDATE input_answers SET applied = 1, applied_at = ? WHERE chat_id = ? "
+            "AND input_id = ? AND action = ? AND applied = 0",
+            (now, chat_id, ch.input_id, ch.action),
+        )
+        return "ok" if cur.rowcount == 1 else "dup"
+
+    def record_answer(
+        self,
+        chat_id: str,
+        request: PendingInput,
+        action: str,
+        data: Any,
+        by: str,
+        at: str,
+        reason: str | None,
+    ) -> StoredInput | None:
+        """Write a chat's answer before the chat records it (its ``answer_input`` hook): the
+        first answer wins. ``None``: written; else the answer the store already has."""
+        with self._tx(chat_id) as conn:
+            cur = conn.execute(
+                "INSERT INTO input_answers (chat_id, input_id, action, data, answered_by, at, "
+                "reason, source, applied, applied_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'chat', 1, ?) "
+                "ON CONFLICT DO NOTHING",
+                (chat_id, request.id, action, codec.dumps(data), by, at, reason, at),
+            )
+            if cur.rowcount == 1:
+                return None
+            found = self._inputs_where(
+                conn, "i.chat_id = ? AND i.input_id = ?", (chat_id, request.id)
+            )
+        return found[0] if found else None
+
+    def input_answers(self, chat_id: str, input_ids: Iterable[str]) -> dict[str, StoredInput]:
+        """The answers given to these inputs of a chat (the answered ones only), by id."""
+        ids = list(input_ids)
+        out: dict[str, StoredInput] = {}
+        with self._read() as conn:
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                for si in self._inputs_where(
+                    conn,
+                    f"i.chat_id = ? AND a.id IS NOT NULL AND i.input_id IN ({marks})",
+                    (chat_id, *chunk),
+                ):
+                    out[si.id] = si
+        return out
+
+    def reject_answer(self, chat_id: str, input_id: str, error: str) -> None:
+        """An answer given in the store that its chat cannot apply: removed (the input waits
+        again; ``error`` says why in the warning the chat gives)."""
+        with self._tx(chat_id) as conn:
+            conn.execute(
+                "DELETE FROM input_answers WHERE chat_id = ? AND input_id = ? AND applied = 0",
+                (chat_id, input_id),
+            )
+
+    @staticmethod
+    def _inputs_where(conn: Any, where: str, args: Sequence[Any]) -> list[StoredInput]:
+        rows = conn.execute(
+            "SELECT i.chat_id, i.input_id, i.call_id, i.kind, i.tool, i.server, i.prompt, "
+            "i.content, i.schema, i.requested_at, i.resume, a.action, a.data, a.answered_by, "
+            "a.at, a.reason, a.applied FROM inputs i LEFT JOIN input_answers a "
+            "ON a.chat_id = i.chat_id AND a.input_id = i.input_id "
+            f"WHERE {where} ORDER BY i.requested_at, i.input_id",
+            tuple(args),
+        ).fetchall()
+        return [
+            StoredInput(
+                chat_id=r[0],
+                id=r[1],
+                kind=r[3],
+                call_id=r[2],
+                tool=r[4],
+                message=r[6],
+                content=codec.loads(r[7]) or {},
+                schema=codec.loads(r[8]),
+                server=r[5],
+                requested_at=codec.dt_in(r[9]),
+                resume=codec.loads(r[10]),
+                status=r[11] or "pending",
+                data=codec.loads(r[12]) if r[11] else None,
+                answered_by=r[13],
+                answered_at=codec.dt_in(r[14]),
+                reason=r[15],
+                applied=bool(r[16] == 1),
+            )
+            for r in rows
+        ]
+
+    _OPEN_INPUT = (
+        "a.id IS NULL AND NOT EXISTS (SELECT 1 FROM tool_calls t WHERE t.chat_id = i.chat_id "
+        "AND t.call_id = i.call_id AND t.result IS NOT NULL)"
+    )
+    """An input still waiting: no answer, and its call has no result (an in-doubt call's
+    inputs, asked in the middle of a call that is gone, wait for nothing)."""
+
+    def pending_inputs(self, chat_id: str | None = None) -> list[StoredInput]:
+        """Every input waiting for an answer (in one chat, or all), oldest first.
+
+        An external tool's call, ``ask_user``'s question, a 2026-07-28 MCP server's
+        request parked with its call; and a request an older server sent in the middle
+        of a call still running in some process. Answer with :meth:`answer` or
+        :meth:`decline` from any process.
+        """
+        where: str = self._OPEN_INPUT
+        args: tuple[str, ...] = ()
+        if chat_id is not None:
+            where, args = f"i.chat_id = ? AND {where}", (chat_id,)
+        with self._read() as conn:
+            return self._inputs_where(conn, where, args)
+
+    def inputs(self, chat_id: str | None = None) -> list[StoredInput]:
+        """Every input asked for (answered or not; in one chat, or all), oldest first."""
+        where, args = ("i.chat_id = ?", (chat_id,)) if chat_id is not None else ("1 = 1", ())
+        with self._read() as conn:
+            return self._inputs_where(conn, where, args)
+
+    def answer(
+        self,
+        input_id: str | StoredInput | PendingInput | ToolCall,
+        data: Any = None,
+        *,
+        by: str = "store",
+        chat_id: str | None = None,
+    ) -> StoredInput:
+        """Answer a pending input, from any process; its chat applies the answer at its
+        next look (a step, ``refresh()``, ``Chat.load``; a live chat that follows the
+        store, as a displayed card does, at once).
+
+        The answer is checked exactly as ``chat.answer`` checks it (an elicitation's form
+        against its schema, ``ask_user``'s choices). The first answer wins: an input
+        answered already (here, in another process or in its chat) is refused.
+
+        Args:
+            input_id: The input's id, its call's id (an external tool's, ``ask_user``'s,
+                or a call with one input waiting), or a ``StoredInput``/``PendingInput``.
+            data: The answer (see ``chat.answer``). Stored as JSON: a value that is not
+                JSON data (a DataFrame) is stored as the text the model reads.
+            by: Who answered (kept in the record, the log and the store).
+            chat_id: Needed only when several chats have an input with this id.
+
+        Returns:
+            The input as now stored (status ``accept``).
+
+        Raises:
+            InputError: No such input waits (unknown, answered already, ambiguous), or
+                ``data`` does not match what was asked; nothing is written.
+        """
+        return self._settle(input_id, "accept", data, None, by, chat_id)
+
+    def decline(
+        self,
+        input_id: str | StoredInput | PendingInput | ToolCall,
+        reason: str | None = None,
+        *,
+        by: str = "store",
+        chat_id: str | None = None,
+        cancel: bool = False,
+    ) -> StoredInput:
+        """Refuse a pending input, from any process (``cancel=True``: dismiss it); its chat
+        tells the model (or the server) at its next look, as ``chat.decline`` would.
+
+        Raises:
+            InputError: As :meth:`answer`.
+        """
+        return self._settle(input_id, "cancel" if cancel else "decline", None, reason, by, chat_id)
+
+    def _settle(
+        self,
+        ref: str | StoredInput | PendingInput | ToolCall,
+        action: str,
+        data: Any,
+        reason: str | None,
+        by: str,
+        chat_id: str | None,
+    ) -> StoredInput:
+        if isinstance(ref, StoredInput):
+            key, chat_id = ref.id, chat_id or ref.chat_id
+        elif isinstance(ref, PendingInput | ToolCall):
+            key = ref.id
+        elif isinstance(ref, str):
+            key = ref
+        else:
+            raise TypeError(
+                f"answer an input id, a StoredInput or a PendingInput, not {type(ref).__name__}"
+            )
+        if not isinstance(by, str) or not by:
+            raise TypeError("by must be a non-empty string naming who answered")
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError("reason must be a string")
+        assert action in INPUT_ACTIONS
+        by, reason = clean(by), clean(reason) if reason is not None else None
+        si = self._one_input(key, chat_id)
+        stored = None
+        if action == "accept":  # the one check (chat.answer's), before anything is written
+            value, text, _ = checked_answer(si.request, data)
+            stored = answer_json(value, text)
+        at = utcnow().isoformat()
+        with self._tx(si.chat_id) as conn:
+            if not self._inputs_where(
+                conn,
+                f"i.chat_id = ? AND i.input_id = ? AND {self._OPEN_INPUT}",
+                (si.chat_id, si.id),
+            ):
+                raise self._answered(conn, si)
+            cur = conn.execute(
+                "INSERT INTO input_answers (chat_id, input_id, action, data, answered_by, at, "
+                "reason, source, applied) VALUES (?, ?, ?, ?, ?, ?, ?, 'store', 0) "
+                "ON CONFLICT DO NOTHING",
+                (si.chat_id, si.id, action, codec.dumps(stored), by, at, reason),
+            )
+            if cur.rowcount != 1:  # another process answered between the read and the write
+                raise self._answered(conn, si)
+            conn.execute("UPDATE chats SET updated_at = ? WHERE id = ?", (at, si.chat_id))
+            (now,) = self._inputs_where(
+                conn, "i.chat_id = ? AND i.input_id = ?", (si.chat_id, si.id)
+            )
+        return now
+
+    def _answered(self, conn: Any, si: StoredInput) -> InputError:
+        found = self._inputs_where(conn, "i.chat_id = ? AND i.input_id = ?", (si.chat_id, si.id))
+        now = found[0] if found else si
+        if now.status != "pending":
+            when = f" at {now.answered_at.isoformat(timespec='seconds')}" if now.answered_at else ""
+            return InputError(
+                f"input {si.id!r} of chat {si.chat_id} was already answered ({now.status} by "
+                f"{now.answered_by}{when}); an answer cannot be changed"
+            )
+        return InputError(
+            f"input {si.id!r} of chat {si.chat_id} waits for nothing now (its call has ended)"
+        )
+
+    def _one_input(self, key: str, chat_id: str | None) -> StoredInput:
+        """The input ``key`` names (its id, or its call's id), pending ones first."""
+        where = "(i.input_id = ? OR i.call_id = ?)"
+        args: tuple[Any, ...] = (key, key)
+        if chat_id is not None:
+            where, args = f"i.chat_id = ? AND {where}", (chat_id, *args)
+        with self._read() as conn:
+            found = self._inputs_where(conn, where, args)
+            if not found:
+                in_chat = f"chat {chat_id!r} of " if chat_id else ""
+                raise InputError(
+                    f"no input {key!r} in {in_chat}store {self.location}; "
+                    "store.pending_inputs() lists the inputs waiting for an answer"
+                )
+            exact = [si for si in found if si.id == key] or found
+            open_ = self._inputs_where(
+                conn,
+                f"{where} AND {self._OPEN_INPUT}",
+                args,
+            )
+        waiting = [si for si in open_ if si.id == key] or open_
+        if len({(si.chat_id, si.id) for si in waiting}) == 1:
+            return waiting[0]
+        if len(waiting) > 1:
+            if len({si.chat_id for si in waiting}) > 1:
+                chats = ", ".join(sorted({repr(si.chat_id) for si in waiting}))
+                raise InputError(
+                    f"input {key!r} is in several chats ({chats}); pass chat_id= to choose"
+                )
+            ids = ", ".join(repr(si.id) for si in waiting)
+            raise InputError(
+                f"call {key!r} waits for several inputs ({ids}); answer each by its id"
+            )
+        return exact[0]  # answered already: _settle says so
 
     # -- the outside -------------------------------------------------------------------
     def approve(

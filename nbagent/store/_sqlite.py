@@ -294,27 +294,35 @@ class SQLiteStore(SQLStore):
 
     # -- following decisions ----------------------------------------------------------
     def _decision_feed(self, follower: Any) -> Callable[[], list[str]]:
-        """SQLite cannot push news: the follower polls the ``decisions`` table (ids only
-        increase), one indexed query per look, from the last id seen (now, at first).
+        """SQLite cannot push news: the follower polls the ``decisions`` and
+        ``input_answers`` tables (ids only increase), one indexed query each per look, from
+        the last ids seen (now, at first).
 
         Raises:
             StoreError: The store is closed or cannot be read.
         """
+        tables = ("decisions", "input_answers")
         with self._read() as conn:
-            last = conn.execute("SELECT COALESCE(MAX(id), 0) FROM decisions").fetchone()[0]
-        cursor, ref = [int(last)], weakref.ref(self)
+            cursor = [
+                int(conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {t}").fetchone()[0])
+                for t in tables
+            ]
+        ref = weakref.ref(self)
 
         def poll() -> list[str]:
             store = ref()
             if store is None:
                 return []
+            news: list[str] = []
             with store._read() as conn:
-                rows = conn.execute(
-                    "SELECT id, chat_id FROM decisions WHERE id > ? ORDER BY id", (cursor[0],)
-                ).fetchall()
-            if rows:
-                cursor[0] = int(rows[-1][0])
-            return [r[1] for r in rows]
+                for i, table in enumerate(tables):
+                    rows = conn.execute(
+                        f"SELECT id, chat_id FROM {table} WHERE id > ? ORDER BY id", (cursor[i],)
+                    ).fetchall()
+                    if rows:
+                        cursor[i] = int(rows[-1][0])
+                        news.extend(r[1] for r in rows)
+            return news
 
         return poll
 

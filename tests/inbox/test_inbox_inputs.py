@@ -7,12 +7,13 @@ and continue the chat once nothing else waits; a bad answer changes nothing.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import nbagent
-from nbagent import Chat, InputError, ModelRequest, ask_user, tool
+from nbagent import Chat, InputError, ModelRequest, SQLiteStore, ask_user, tool
 from nbagent.testing import ScriptedProvider, call_tools, reply
 
 
@@ -65,3 +66,58 @@ def test_the_inbox_lists_inputs_and_answers_them_by_the_inbox() -> None:
             box.answer("q", "y")
     finally:
         box.close()
+
+
+def test_the_inbox_lists_and_answers_a_stored_chats_inputs_through_the_store(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "agent.db"
+    calls = (("approve_invoice", {"number": 7}, "i7"), ("approve_invoice", {"number": 8}, "i8"))
+    chat = Chat(provider=provider(*calls), display=False, store=str(path))
+    chat.with_tools(approve_invoice).ask("invoices")
+    chat_id = chat.id
+    chat.close()  # nobody has it open: only the store knows its inputs
+    box = nbagent.inbox(str(path))
+    try:
+        frame = box.inputs
+        assert list(frame["input_id"]) == ["i7", "i8"]
+        assert set(frame["source"]) == {"store"} and set(frame["chat_id"]) == {chat_id}
+        assert set(frame["kind"]) == {"external"}
+        box.answer("i7", {"paid": True})
+        box.decline("i8", "duplicate")
+        assert box.inputs.empty
+        with pytest.raises(InputError, match="no chat of this inbox waits"):
+            box.answer("i7", "again")
+    finally:
+        box.close()
+    with SQLiteStore(path) as store:
+        answers = {i.id: (i.status, i.answered_by, i.applied) for i in store.inputs(chat_id)}
+        assert answers == {"i7": ("accept", "inbox", False), "i8": ("decline", "inbox", False)}
+    with Chat.load(chat_id, store=str(path), provider=provider(*calls)) as loaded:
+        final = loaded.complete()
+        assert final is not None
+        assert (
+            final.content
+            == 'ok:{"paid":true} | denied:Declined by inbox: no result was given: duplicate'
+        )
+
+
+def test_a_stored_chat_that_is_also_live_is_listed_once_and_answered_live(
+    tmp_path: Path,
+) -> None:
+    chat = Chat(
+        provider=provider(("approve_invoice", {"number": 9}, "i9")),
+        display=False,
+        store=str(tmp_path / "agent.db"),
+    )
+    chat.with_tools(approve_invoice).ask("invoice 9")
+    box = nbagent.inbox([chat, str(tmp_path / "agent.db")])
+    try:
+        frame = box.inputs
+        assert list(frame["input_id"]) == ["i9"] and list(frame["source"]) == ["live"]
+        box.answer("i9", "paid")
+        assert box.wait(30)
+        assert chat.status == "complete" and chat.last_assistant_message.content == "ok:paid"
+    finally:
+        box.close()
+        chat.close()
