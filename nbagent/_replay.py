@@ -365,8 +365,11 @@ class ReplayingProvider:
             rec = _safely("read recordings from", source.find, source, key)
             if rec is None:
                 continue
-            for other in self.sources:  # a gap filled; a store notes this step's key
-                _safely("record in", other.add, other, rec, self.replayer.chat_id, self.step, True)
+            # a gap filled; a store notes this step's key. With this request's fingerprint (the
+            # same key): its digests are the chat's chain, so a store writes only its new link
+            here = replace(rec, fingerprint=fp)
+            for other in self.sources:
+                _safely("record in", other.add, other, here, self.replayer.chat_id, self.step, True)
             self.replayer.replayed_steps.add(self.step)
             if request.on_delta is not None:
                 for delta in (

@@ -304,6 +304,30 @@ def m012_always_allow_rules(conn: Any) -> None:
     """
 
 
+def m013_recording_links(conn: Any) -> None:
+    """A recorded request's messages by their digest chain, each link stored once.
+
+    Until version 12 every ``recordings`` row listed the digest of every message
+    of its request (its ``fingerprint``), so a long chat wrote its whole history
+    again with each request. From version 13 a new row's fingerprint names its
+    messages by count and chain (``{"n", "chain"}``: all its key needs), and
+    ``recording_links`` holds each link of the chain once: the digests of the
+    messages a request added (``digests``, JSON ``[[role, digest], ...]``) after
+    the request whose chain is ``parent`` (``''``: none), ``n`` messages in all.
+    They are read only to say what differs from the nearest recording on a miss.
+    Rows written before keep their listed digests and replay as they did; an
+    older nbagent could not read the new rows, so it refuses the file.
+    """
+    conn.execute(
+        """CREATE TABLE recording_links (
+            chain TEXT PRIMARY KEY,
+            parent TEXT NOT NULL,
+            n INTEGER NOT NULL,
+            digests TEXT NOT NULL
+        ) WITHOUT ROWID"""
+    )
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_initial,
     m002_claims_and_decisions,
@@ -317,6 +341,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m010_fork_parents,
     m011_batch_chats,
     m012_always_allow_rules,
+    m013_recording_links,
 )
 """Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
 
