@@ -377,11 +377,14 @@ def _message_digests(request: ModelRequest, prefix: Prefix | None) -> Digests:
         base = None
     ids = _Ids()
     start = 0
+    parent = base.digests if base is not None else None
     if base is not None:
-        ids.seen = dict(base.ids)
+        # the ids seen so far, extended in place (a copy would cost O(history) a request)
+        ids.seen = base.ids
         start = len(base.messages)
+        base.digests = None  # until this request's digests are in (an error starts afresh)
     new = [(m.role, _digest(message_form(m, ids))) for m in messages[start:]]
-    digests = Digests(new, base.digests if base is not None else None)
+    digests = Digests(new, parent)
     if prefix is not None:
         prefix.messages, prefix.digests, prefix.ids = messages, digests, ids.seen
     return digests
