@@ -176,6 +176,26 @@ def test_a_missing_link_blurs_the_explanation_and_never_the_replay(backend: Any)
     assert "message 3 (tool): now 'result of lookup: Paris: 30 C'" in said, said
 
 
+# ------------------------------------------------------------------ memory
+def test_a_chat_with_a_store_leaves_no_recording_in_the_process(backend: Any) -> None:
+    """replay="off" (the default): the store keeps the recordings, the process none (a batch
+    of thousands of chats would otherwise hold thousands); the chat keeps its own."""
+    with backend.open() as store:
+        chat = Chat(provider=ScriptedProvider(_script()), store=store).with_tools(lookup)
+        assert chat.ask(QUESTION).content == ANSWER
+        assert len(PROCESS) == 0
+        assert sorted(chat.recordings()) == [1, 3, 5]  # what to_pytest exports
+        chat.close()
+        assert sorted(chat.recordings()) == [1, 3, 5]  # its own, the store detached
+        rerun = Chat(provider=ScriptedProvider([]), store=store, replay="auto")
+        assert rerun.with_tools(lookup).ask(QUESTION).content == ANSWER  # from the store
+        assert len(PROCESS) == 3  # replay on: the process keeps them for a rerun cell
+        rerun.close()
+    alone = Chat(provider=ScriptedProvider(_script())).with_tools(lookup)
+    alone.ask("Weather in Paris, then Rome, please?")
+    assert len(PROCESS) == 6  # no other place: the process keeps them, whatever the mode
+
+
 # ------------------------------------------------------------ written before version 13
 def test_recordings_written_by_version_12_replay_and_explain(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
