@@ -403,18 +403,17 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
     def recordings(self) -> dict[int, Recording]:
         """The recorded response of each model request of this chat object, by step.
 
-        Found where recordings live (the process, the recordings directory,
-        the store); a step whose recording is nowhere now is left out. What
+        The chat's own (kept while it lives), else found where recordings live
+        (the process, the recordings directory, the store); a step whose
+        recording is nowhere now is left out. What
         :func:`nbagent.testing.to_pytest` exports.
         """
-        sources = self._replayer.sources(self._recordings())
+        extra = self._recordings()
         out: dict[int, Recording] = {}
-        for step, key in sorted(self._replayer.keys.items()):
-            for source in sources:
-                found = source.find(key)
-                if found is not None:
-                    out[step] = found
-                    break
+        for step in sorted(self._replayer.keys):
+            found = self._replayer.recorded(step, extra)
+            if found is not None:
+                out[step] = found
         return out
 
     @property
@@ -678,6 +677,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             keys={s: k for s, k in r.keys.items() if s <= shared},
             replayed_steps={s for s in r.replayed_steps if s <= shared},
             prefix=Prefix(),
+            own={s: rec for s, rec in r.own.items() if s <= shared},
         )
         with fork._lock:
             fork._replayer = replayer

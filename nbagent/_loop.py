@@ -519,12 +519,17 @@ class LoopMixin(ChatCore):
         :meth:`_check_hosted_ids`).
         """
         out: list[ToolCall] = []
-        taken = set(self._calls)
+        earlier = self._calls  # every call so far: looked into, not copied (O(1) a call)
+        taken: set[str] = set()  # this response's
+
+        def used(ident: str) -> bool:
+            return ident in taken or ident in earlier
+
         for c in calls:
             c = _admitted(c)
-            if c.id in taken:
+            if used(c.id):
                 n = 2
-                while f"{c.id}_{n}" in taken:
+                while used(f"{c.id}_{n}"):
                     n += 1
                 c = dataclasses.replace(c, id=f"{c.id}_{n}")
             taken.add(c.id)

@@ -20,11 +20,16 @@ from the response) and anything secret (API keys and headers never reach a
 request; a hosted tool's headers and the credentials of its URL are left out).
 
 The request's key is the SHA-256 of its fingerprint (the message digests
-through their chain, :class:`Digests`): same key, same request. On a miss,
-:func:`nearest` finds the recording with the longest common history and
-:func:`differences` says what differs. The JSON forms (``*_out`` / ``*_in``)
-are what the recordings directory and the store keep; :func:`slim_deltas`
-keeps stream fragments as lengths cut from the response (the store's form).
+through their chain, :class:`Digests`): same key, same request. A chat's next
+request digests only the messages it adds (:class:`Prefix`), so a key costs
+O(new messages), not O(history). On a miss, :func:`nearest` finds the
+recording with the longest common history and :func:`differences` says what
+differs. The JSON forms (``*_out`` / ``*_in``) are what the recordings
+directory keeps (every message digest listed); a store keeps a request's
+messages as ``{"n", "chain"}`` (:func:`stored_fingerprint`) and each chain
+link once (:func:`digest_links`), read back only to explain a miss
+(:class:`StoredDigests`). :func:`slim_deltas` keeps stream fragments as
+lengths cut from the response (the store's form).
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import operator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -216,10 +222,7 @@ class Digests:
     def __init__(self, items: Iterable[Sequence[str]], parent: Digests | None = None):
         self.parent = parent
         self.items = tuple((str(r), str(d)) for r, d in items)
-        h = parent.chain if parent is not None else ""
-        for role, d in self.items:
-            h = hashlib.sha256(f"{h}|{role}|{d}".encode()).hexdigest()[:32]
-        self.chain = h
+        self.chain = _chain(parent.chain if parent is not None else "", self.items)
         self.n = (parent.n if parent is not None else 0) + len(self.items)
 
     def __len__(self) -> int:
@@ -251,8 +254,105 @@ class Digests:
         return f"Digests({self.n} messages, {self.chain[:8]})"
 
 
+class StoredDigests(Digests):
+    """A stored request's digests, known by their count and chain, read on first use.
+
+    A store keeps each link of a chat's chain once (:func:`digest_links`);
+    the key needs only ``n`` and ``chain``, so the list is read (``load``)
+    only when a miss is explained. ``known`` is false when it cannot be read
+    (a link missing): the request then compares by its chain alone.
+    """
+
+    __slots__ = ("_load", "_loaded")
+    _load: Callable[[], Sequence[Sequence[str]] | None] | None
+    _loaded: tuple[tuple[str, str], ...] | None
+
+    def __init__(
+        self, n: int, chain: str, load: Callable[[], Sequence[Sequence[str]] | None]
+    ) -> None:
+        self.parent, self.items, self.n, self.chain = None, (), int(n), str(chain)
+        self._load, self._loaded = load, None
+
+    def _read(self) -> tuple[tuple[str, str], ...] | None:
+        if self._load is not None:
+            load, self._load = self._load, None
+            try:
+                got = load()
+            except Exception:  # a closed or unreadable store: unknown, not an error
+                got = None
+            items = None if got is None else tuple((str(r), str(d)) for r, d in got)
+            if items is not None and len(items) == self.n and _chain("", items) == self.chain:
+                self._loaded = items
+        return self._loaded
+
+    @property
+    def known(self) -> bool:
+        """Whether every message's digest could be read."""
+        return self._read() is not None
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        yield from self._read() or ()
+
+    def __repr__(self) -> str:
+        return f"StoredDigests({self.n} messages, {self.chain[:8]})"
+
+
+def _chain(start: str, items: Iterable[tuple[str, str]]) -> str:
+    h = start
+    for role, d in items:
+        h = hashlib.sha256(f"{h}|{role}|{d}".encode()).hexdigest()[:32]
+    return h
+
+
+def known(digests: Digests) -> bool:
+    """Whether every digest of ``digests`` is at hand (a stored chain may miss a link)."""
+    return not isinstance(digests, StoredDigests) or digests.known
+
+
 def as_digests(value: Any) -> Digests:
     return value if isinstance(value, Digests) else Digests(value or ())
+
+
+def digest_links(
+    digests: Digests, written: Callable[[str], bool]
+) -> list[tuple[str, str, int, list[list[str]]]]:
+    """The links of ``digests``' chain a store lacks, oldest first: ``(chain, parent, n, items)``.
+
+    A link is a request's new messages (``items``) after the request ``parent``
+    (a chain, ``""`` for none); ``n`` counts the messages through it. The walk
+    stops at the first link ``written`` says the store has, so a chat's next
+    request costs its new messages only.
+    """
+    links: list[tuple[str, str, int, list[list[str]]]] = []
+    node: Digests | None = digests
+    while node is not None and node.n > 0 and not written(node.chain):
+        if isinstance(node, StoredDigests):  # read from elsewhere: one link, whole
+            if node.known:
+                links.append((node.chain, "", node.n, [list(x) for x in node]))
+            break
+        if node.items:  # (a request adding nothing shares its parent's chain)
+            parent = node.parent.chain if node.parent is not None else ""
+            links.append((node.chain, parent, node.n, [list(x) for x in node.items]))
+        node = node.parent
+    links.reverse()
+    return links
+
+
+def linked_digests(
+    links: Mapping[str, tuple[str, Sequence[Sequence[str]]]], chain: str
+) -> list[list[str]] | None:
+    """The digests through ``chain`` from stored links (``chain -> (parent, items)``), or
+    ``None`` when one is missing."""
+    parts: list[Sequence[Sequence[str]]] = []
+    seen = 0
+    while chain:
+        link = links.get(chain)
+        if link is None or seen > len(links):
+            return None
+        chain, items = link[0], link[1]
+        parts.append(items)
+        seen += 1
+    return [list(x) for part in reversed(parts) for x in part]
 
 
 @dataclass
@@ -273,16 +373,19 @@ def _message_digests(request: ModelRequest, prefix: Prefix | None) -> Digests:
     base = prefix if prefix is not None and prefix.digests is not None else None
     if base is not None and (
         len(base.messages) > len(messages)
-        or any(a is not b for a, b in zip(base.messages, messages, strict=False))
+        or any(map(operator.is_not, base.messages, messages))  # the same objects (C speed)
     ):
         base = None
     ids = _Ids()
     start = 0
+    parent = base.digests if base is not None else None
     if base is not None:
-        ids.seen = dict(base.ids)
+        # the ids seen so far, extended in place (a copy would cost O(history) a request)
+        ids.seen = base.ids
         start = len(base.messages)
+        base.digests = None  # until this request's digests are in (an error starts afresh)
     new = [(m.role, _digest(message_form(m, ids))) for m in messages[start:]]
-    digests = Digests(new, base.digests if base is not None else None)
+    digests = Digests(new, parent)
     if prefix is not None:
         prefix.messages, prefix.digests, prefix.ids = messages, digests, ids.seen
     return digests
@@ -344,16 +447,38 @@ def fingerprint_json(fp: Mapping[str, Any]) -> Json:
     return {**fp, "messages": [list(x) for x in as_digests(fp.get("messages"))]}
 
 
+def stored_fingerprint(fp: Mapping[str, Any]) -> Json:
+    """The fingerprint as a store keeps it: its messages by count and chain (O(1) in the
+    history; the chain's links are kept apart, :func:`digest_links`)."""
+    messages = as_digests(fp.get("messages"))
+    return {**fp, "messages": {"n": len(messages), "chain": messages.chain}}
+
+
+def fingerprint_in(
+    d: Mapping[str, Any], load: Callable[[int, str], Sequence[Sequence[str]] | None]
+) -> Json:
+    """A stored fingerprint: its messages a list (:func:`fingerprint_json`, every store
+    before schema version 13) or a count and chain read by ``load(n, chain)`` on first use."""
+    messages = d.get("messages")
+    if isinstance(messages, Mapping):
+        n, chain = int(messages.get("n", 0)), str(messages.get("chain", ""))
+        return {**d, "messages": StoredDigests(n, chain, lambda: load(n, chain))}
+    return {**d, "messages": as_digests(messages)}
+
+
 # ---------------------------------------------------------------- explaining a miss
 def _closeness(fp: Mapping[str, Any], other: Mapping[str, Any]) -> tuple[int, int, int]:
-    mine, theirs = list(as_digests(fp.get("messages"))), list(as_digests(other.get("messages")))
+    ours, their_digests = as_digests(fp.get("messages")), as_digests(other.get("messages"))
     common = 0
-    for a, b in zip(mine, theirs, strict=False):
-        if a != b:
-            break
-        common += 1
+    if ours == their_digests:  # the same chain: the same messages, read or not
+        common = len(ours)
+    elif known(their_digests):
+        for a, b in zip(ours, their_digests, strict=False):
+            if a != b:
+                break
+            common += 1
     same = sum(fp.get(k) == other.get(k) for k in ("model", "tools", "options"))
-    return common, same, -abs(len(mine) - len(theirs))
+    return common, same, -abs(len(ours) - len(their_digests))
 
 
 def nearest(fp: Mapping[str, Any], candidates: Iterable[Recording]) -> Recording | None:
@@ -386,7 +511,14 @@ def differences(
     out: list[str] = []
     if fp.get("model") != other.get("model"):
         out.append(f"the model: recorded {other.get('model')!r}, now {fp.get('model')!r}")
-    mine, theirs = list(as_digests(fp.get("messages"))), list(as_digests(other.get("messages")))
+    ours, their_digests = as_digests(fp.get("messages")), as_digests(other.get("messages"))
+    mine, theirs = list(ours), list(their_digests)
+    if ours != their_digests and not known(their_digests):
+        out.append(
+            f"the messages ({len(ours)} now, {len(their_digests)} recorded; the recording's "
+            "history is not stored message by message, so which one differs is unknown)"
+        )
+        mine = theirs = []
     for i, (a, b) in enumerate(zip(mine, theirs, strict=False)):
         if a != b:
             out.append(
@@ -395,7 +527,7 @@ def differences(
             )
             break
     else:
-        if len(mine) != len(theirs):
+        if len(mine) != len(theirs) and known(their_digests):
             out.append(
                 f"the number of messages: recorded {len(theirs)}, now {len(mine)}"
                 + (
@@ -688,10 +820,15 @@ __all__ = [
     "Prefix",
     "RecordedResult",
     "Recording",
+    "StoredDigests",
     "differences",
+    "digest_links",
     "fingerprint",
+    "fingerprint_in",
     "fingerprint_json",
     "full_deltas",
+    "known",
+    "linked_digests",
     "message_form",
     "nearest",
     "recording_in",
@@ -700,5 +837,6 @@ __all__ = [
     "result_in",
     "result_out",
     "slim_deltas",
+    "stored_fingerprint",
     "synthetic_deltas",
 ]

@@ -4,7 +4,12 @@ Where recordings live (:class:`Recordings`), searched in this order and all
 written to:
 
 1. the process (:data:`PROCESS`, the most recent :data:`PROCESS_LIMIT`):
-   a new ``Chat`` in the same kernel (a rerun cell) finds them;
+   a new ``Chat`` in the same kernel (a rerun cell) finds them. With
+   ``replay="off"`` (the default) only for a chat that has no other place
+   (no store, no directory): a chat with a store finds its recordings there,
+   so a batch of thousands of chats with a store leaves none in memory (each
+   chat keeps its own while it lives: :meth:`Replayer.recorded`, what
+   ``to_pytest`` exports);
 2. a recordings directory, ``Chat(recordings=path)`` or
    ``nbagent.configure(recordings=path)``: one JSON file per request, so a
    whole notebook rerun in a fresh kernel (nbclient, papermill) replays, and
@@ -271,6 +276,7 @@ class Replayer:
             and ``recordings`` (``None``: ``nbagent.configure``).
         keys: The key of each step's request (to find its calls' results).
         replayed_steps: The steps answered from a recording.
+        own: This chat's recordings by step (held with the chat, not the process).
     """
 
     chat_id: str
@@ -280,23 +286,44 @@ class Replayer:
     keys: dict[int, str] = field(default_factory=dict)
     replayed_steps: set[int] = field(default_factory=set)
     prefix: Prefix = field(default_factory=Prefix)
+    own: dict[int, Recording] = field(default_factory=dict)
 
     @property
     def effective_mode(self) -> str:
         return self.mode or get_config().replay
+
+    def recorded(self, step: int, extra: Iterable[Recordings] = ()) -> Recording | None:
+        """The recording of ``step``'s request: this chat's own, else where recordings live."""
+        found = self.own.get(step)
+        key = self.keys.get(step)
+        if found is not None and found.key == key:
+            return found
+        if key is None:
+            return None
+        sources = self.sources(extra)
+        for source in sources if PROCESS in sources else [PROCESS, *sources]:
+            found = _safely("read recordings from", source.find, source, key)
+            if found is not None:
+                return found
+        return None
 
     def replays_tool(self, name: str) -> bool:
         tools = self.tools if self.tools is not None else get_config().replay_tools
         return name in tools if isinstance(tools, frozenset) else bool(tools)
 
     def sources(self, extra: Iterable[Recordings] = ()) -> list[Recordings]:
-        out: list[Recordings] = [PROCESS]
+        """Where this chat's requests are looked up and recorded: the process, the
+        recordings directory and the extensions' (a store). With ``replay="off"`` the
+        process only when there is no other place (memory kept only when needed)."""
+        out: list[Recordings] = []
         directory = self.directory
         if directory is None and get_config().recordings is not None:
             directory = DirectoryRecordings(get_config().recordings)  # type: ignore[arg-type]
         if directory is not None:
             out.append(directory)
         out.extend(extra)
+        if not out or self.effective_mode != "off":
+            out.insert(0, PROCESS)
         return out
 
     def provider(self, inner: Provider, step: int, extra: Iterable[Recordings] = ()) -> Provider:
@@ -365,8 +392,12 @@ class ReplayingProvider:
             rec = _safely("read recordings from", source.find, source, key)
             if rec is None:
                 continue
-            for other in self.sources:  # a gap filled; a store notes this step's key
-                _safely("record in", other.add, other, rec, self.replayer.chat_id, self.step, True)
+            # a gap filled; a store notes this step's key. With this request's fingerprint (the
+            # same key): its digests are the chat's chain, so a store writes only its new link
+            here = replace(rec, fingerprint=fp)
+            self.replayer.own[self.step] = here
+            for other in self.sources:
+                _safely("record in", other.add, other, here, self.replayer.chat_id, self.step, True)
             self.replayer.replayed_steps.add(self.step)
             if request.on_delta is not None:
                 for delta in (
@@ -431,6 +462,7 @@ class ReplayingProvider:
             self.replayer.chat_id,
             self.step,
         )
+        self.replayer.own[self.step] = rec
         for source in self.sources:
             _safely("record in", source.add, source, rec, self.replayer.chat_id, self.step, False)
 

@@ -315,7 +315,31 @@ def m013_rules(conn: Any) -> None:
     """
 
 
-def m014_inputs(conn: Any) -> None:
+def m014_recording_links(conn: Any) -> None:
+    """A recorded request's messages by their digest chain, each link stored once.
+
+    Until version 13 every ``recordings`` row listed the digest of every message
+    of its request (its ``fingerprint``), so a long chat wrote its whole history
+    again with each request. From version 14 a new row's fingerprint names its
+    messages by count and chain (``{"n", "chain"}``: all its key needs), and
+    ``recording_links`` holds each link of the chain once: the digests of the
+    messages a request added (``digests``, JSON ``[[role, digest], ...]``) after
+    the request whose chain is ``parent`` (``''``: none), ``n`` messages in all.
+    They are read only to say what differs from the nearest recording on a miss.
+    Rows written before keep their listed digests and replay as they did; an
+    older nbagent could not read the new rows, so it refuses the file.
+    """
+    conn.execute(
+        """CREATE TABLE recording_links (
+            chain TEXT PRIMARY KEY,
+            parent TEXT NOT NULL,
+            n INTEGER NOT NULL,
+            digests TEXT NOT NULL
+        ) WITHOUT ROWID"""
+    )
+
+
+def m015_inputs(conn: Any) -> None:
     """Pending inputs are rows too: listed, answered and followed from any process.
 
     ``inputs`` holds one row per input a chat asked for (written with its
@@ -426,7 +450,8 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m011_batch_chats,
     m012_always_allow_rules,
     m013_rules,
-    m014_inputs,
+    m014_recording_links,
+    m015_inputs,
 )
 """Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
 

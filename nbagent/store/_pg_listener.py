@@ -2,7 +2,7 @@
 
 A trigger on ``decisions`` (:mod:`nbagent.store._pg_migrations`, m002) NOTIFYs
 every recorded decision at its commit, with ``{id, chat, call}``, and one on
-``input_answers`` (m013) every answer to a pending input, with ``{answer, chat}``. The listener
+``input_answers`` (m015) every answer to a pending input, with ``{answer, chat}``. The listener
 is a task on nbagent's background loop (psycopg's ``AsyncConnection`` and its
 ``notifies()``: no thread of its own) that pushes the chat ids to the store's
 follower (:mod:`nbagent.store._follow`). If the connection is lost (a
@@ -114,7 +114,7 @@ class Listener:
         try:
             data = json.loads(payload)
             chat_id = str(data["chat"])
-            if "answer" in data:  # an answer to an input (m013)
+            if "answer" in data:  # an answer to an input (m015)
                 self._last_answer = max(self._last_answer, int(data["answer"]))
             else:
                 self._last_id = max(self._last_id, int(data["id"]))

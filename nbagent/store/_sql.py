@@ -36,7 +36,19 @@ from typing import Any, ClassVar
 from .._chat_state import answer_json, checked_answer
 from .._errors import DecisionError, InputError, StoreError
 from .._events import Event, utcnow
-from .._recording import Recording, full_deltas, recording_in, recording_out, slim_deltas
+from .._recording import (
+    Recording,
+    deltas_in,
+    deltas_out,
+    digest_links,
+    fingerprint_in,
+    full_deltas,
+    linked_digests,
+    response_in,
+    response_out,
+    slim_deltas,
+    stored_fingerprint,
+)
 from .._schema import validate_json_schema
 from .._types import (
     INPUT_ACTIONS,
@@ -446,15 +458,18 @@ class SQLStore:
         """
         try:
             rows = [(self._recording_row(r, c, s), c, s, p) for r, c, s, p in recorded]
-            return self._write(chat_id, entries, state, tools, rows)
+            conflict = self._write(chat_id, entries, state, tools, rows)
         except self._TEXT_ERRORS:  # text the database cannot store (a lone surrogate): replaced
             rows = [
                 (tuple(clean_json(list(self._recording_row(r, c, s)))), clean(c), s, p)
                 for r, c, s, p in recorded
             ]
-            return self._write(
+            conflict = self._write(
                 chat_id, codec.valid_text(entries), clean_json(state), clean_json(tools), rows
             )
+        if conflict is None:
+            self._links_written(row for row, *_ in rows)
+        return conflict
 
     def _write(
         self,
@@ -1345,16 +1360,40 @@ class SQLStore:
         same key; a replayed one is kept only if the key has none.
         """
         try:
-            self._record(self._recording_row(recording, chat_id, step), chat_id, step, replayed)
+            row = self._recording_row(recording, chat_id, step)
+            self._record(row, chat_id, step, replayed)
         except self._TEXT_ERRORS:  # text the database cannot store (a lone surrogate): replaced
             row = tuple(clean_json(list(self._recording_row(recording, chat_id, step))))
             self._record(row, clean(chat_id), step, replayed)
+        self._links_written([row])
 
-    @staticmethod
-    def _recording_row(recording: Recording, chat_id: str, step: int) -> tuple[Any, ...]:
-        """The ``recordings`` row of a response ``chat_id`` is about to write (or has)."""
-        data = recording_out(recording)
-        response, deltas = data["response"], data["deltas"]
+    # the chains whose links this store has written lately (a chat's next request then
+    # writes only its own link); bounded, and only a hint: a link written twice is ignored
+    _LINKS_KEPT: ClassVar[int] = 2048
+
+    def _written_chains(self) -> dict[str, None]:
+        written: dict[str, None] | None = self.__dict__.get("_chains")
+        if written is None:
+            written = self.__dict__.setdefault("_chains", {})
+        return written
+
+    def _links_written(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Note the chains of rows just committed (see :meth:`_recording_row`)."""
+        written = self._written_chains()
+        for row in rows:
+            for link in row[8]:
+                written[link[0]] = None
+        while len(written) > self._LINKS_KEPT:
+            try:
+                del written[next(iter(written))]  # the oldest (a dict keeps insertion order)
+            except (StopIteration, KeyError, RuntimeError):  # another thread trimmed it
+                break
+
+    def _recording_row(self, recording: Recording, chat_id: str, step: int) -> tuple[Any, ...]:
+        """The ``recordings`` row of a response ``chat_id`` is about to write (or has), and
+        last the links of its request's digest chain the store lacks (O(new messages))."""
+        response: dict[str, Any] = response_out(recording.response)
+        deltas: Any = deltas_out(recording.deltas)
         origin, at = recording.chat_id, recording.step
         if _as_message(recording.response):
             # the response is the assistant message ``chat_id`` is about to write (live or
@@ -1364,15 +1403,18 @@ class SQLStore:
             response["message"] = len(recording.fingerprint.get("messages", ()))
             deltas = slim_deltas(recording.deltas, recording.response) or deltas
             origin, at = chat_id, step
+        written = self._written_chains()
+        links = digest_links(recording.fingerprint.get("messages", ()), written.__contains__)
         return (
             recording.key,
             origin,
             at,
             recording.model,
-            codec.dumps(data["fingerprint"]),
+            codec.dumps(stored_fingerprint(recording.fingerprint)),
             codec.dumps(response),
             None if deltas is None else codec.dumps(deltas),
-            data["created_at"],
+            recording.created_at.isoformat(),
+            [[chain, parent, n, codec.dumps(items)] for chain, parent, n, items in links],
         )
 
     def _record(self, row: tuple[Any, ...], chat_id: str, step: int, replayed: bool) -> None:
@@ -1393,10 +1435,16 @@ class SQLStore:
                 "created_at = excluded.created_at"
             )
         )
+        for link in row[8]:  # the request's messages, each link of their chain once
+            conn.execute(
+                "INSERT INTO recording_links (chain, parent, n, digests) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (chain) DO NOTHING",
+                tuple(link),
+            )
         conn.execute(
             "INSERT INTO recordings (key, chat_id, step, model, fingerprint, response, "
             f"deltas, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) {conflict}",
-            row,
+            row[:8],
         )
         conn.execute(
             "INSERT INTO model_requests (chat_id, step, key, replayed) VALUES (?, ?, ?, ?) "
@@ -1407,22 +1455,46 @@ class SQLStore:
 
     _RECORDING = "key, chat_id, step, fingerprint, response, deltas, created_at"
 
-    @staticmethod
-    def _recording(conn: Any, row: Sequence[Any]) -> Recording | None:
-        """A recording row rebuilt (``None``: its message row is not written, or gone)."""
+    def _digests_through(
+        self, chain: str, links: dict[str, tuple[str, Any]]
+    ) -> list[list[str]] | None:
+        """The message digests of the request whose chain is ``chain``, from the stored
+        links (``links``: those read already, shared by the recordings of one read)."""
+        if chain and chain not in links:
+            with self._read() as conn:
+                rows = conn.execute(
+                    "WITH RECURSIVE up(chain, parent, digests) AS ("
+                    "SELECT chain, parent, digests FROM recording_links WHERE chain = ? "
+                    "UNION SELECT l.chain, l.parent, l.digests FROM recording_links l "
+                    "JOIN up ON l.chain = up.parent) SELECT chain, parent, digests FROM up",
+                    (chain,),
+                ).fetchall()
+            for link, parent, digests in rows:
+                links[link] = (parent, codec.loads(digests))
+        return linked_digests(links, chain)
+
+    def _recording(
+        self, conn: Any, row: Sequence[Any], links: dict[str, tuple[str, Any]] | None = None
+    ) -> Recording | None:
+        """A recording row rebuilt (``None``: its message row is not written, or gone).
+
+        Its message digests are read from ``recording_links`` only if asked for
+        (a miss explained); ``links`` caches them across the rows of one read.
+        """
+        read: dict[str, tuple[str, Any]] = {} if links is None else links
         response = codec.loads(row[4])
         deltas: Any = codec.loads(row[5]) if row[5] is not None else None
         slim = bool(deltas) and isinstance(deltas[0], dict)
-        rec = recording_in(
-            {
-                "key": row[0],
-                "chat_id": row[1],
-                "step": row[2],
-                "fingerprint": codec.loads(row[3]),
-                "response": response,
-                "deltas": None if slim else deltas,
-                "created_at": row[6],
-            }
+        rec = Recording(
+            key=row[0],
+            fingerprint=fingerprint_in(
+                codec.loads(row[3]), lambda n, chain: self._digests_through(chain, read)
+            ),
+            response=response_in(response),
+            deltas=None if slim else deltas_in(deltas),
+            chat_id=row[1],
+            step=int(row[2]),
+            created_at=datetime.fromisoformat(row[6]) if row[6] else utcnow(),
         )
         if "message" in response:
             message = _message_at(conn, row[1], int(response["message"]))
@@ -1461,7 +1533,8 @@ class SQLStore:
             rows = conn.execute(
                 sql + " ORDER BY created_at DESC LIMIT ?", [*args, limit]
             ).fetchall()
-            found = [self._recording(conn, r) for r in rows]
+            links: dict[str, tuple[str, Any]] = {}
+            found = [self._recording(conn, r, links) for r in rows]
         return [r for r in found if r is not None]
 
     def recorded_result(self, key: str, call_id: str) -> StoredCall | None:

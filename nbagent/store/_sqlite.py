@@ -1,6 +1,6 @@
 """The embedded default store: one SQLite file, WAL mode, versioned schema.
 
-Tables (schema version 12; PostgreSQL has the same, :mod:`~nbagent.store._pg_migrations`)::
+Tables (schema version 15; PostgreSQL has the same, :mod:`~nbagent.store._pg_migrations`)::
 
     schema_migrations(version PK, name, applied_at)
     chats(id PK, created_at, updated_at, provider, model, system, title, state json, tools json,
@@ -19,11 +19,18 @@ Tables (schema version 12; PostgreSQL has the same, :mod:`~nbagent.store._pg_mig
     recordings(key PK, chat_id, step, model, fingerprint json, response json, deltas json,
                created_at)                                   (since version 9)
     model_requests(chat_id, step, key, replayed 0|1)         PK (chat_id, step)
+    recording_links(chain PK, parent, n, digests json)       (since version 14)
     batch_chats(batch_id, key, chat_id, created_at)          PK (batch_id, key) (since 11)
+    inputs(chat_id, input_id, call_id, kind, tool, server, prompt, content json, schema json,
+           requested_at, resume json)                        PK (chat_id, input_id) (since 15)
+    input_answers(id PK, chat_id, input_id, action, data json, answered_by, at, reason,
+                  source 'chat'|'store', applied, applied_at, error)   (since 15)
 
 ``recordings`` holds every model response by its request's key (record and
 replay, :mod:`nbagent._replay`); ``model_requests`` the key of each step of
-each chat, so a call's recorded result is read from ``tool_calls``. A fork
+each chat, so a call's recorded result is read from ``tool_calls``; and
+``recording_links`` each request's messages as links of a digest chain, each
+written once (a row's fingerprint names its chain; since version 14). A fork
 names its parent in ``chats.parent_id`` and what it changed in ``chats.fork``
 (since version 10). ``chats.state`` holds the chat's ``always_allow`` rules (since
 version 12: the tool, and whether the rule had a ``when`` predicate, which is code
