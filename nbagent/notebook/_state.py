@@ -280,6 +280,12 @@ class CallEntry(Entry):
         return self.r.status == "awaiting_input"
 
     @property
+    def asks(self) -> bool:
+        """Something about this call waits for a person: its approval or an input (a parked
+        call's, or one a server asked for in the middle of the call)."""
+        return self.pending or self.awaits_input or bool(self.inputs)
+
+    @property
     def verdict(self) -> DecisionVerdict | None:
         return self.r.decided.verdict if self.r.decided is not None else None
 
@@ -365,10 +371,12 @@ class Deciders:
     call first (``by_hand``); a decision seen without that mark was made in code
     (``in_code``), as was the decision a fork was made with. A decision made
     before this kernel saw the chat (a loaded one) is in neither: "by you".
+    ``inputs_by_hand`` are the pending inputs answered on their card (by input id).
     """
 
     by_hand: set[str] = field(default_factory=set)
     in_code: set[str] = field(default_factory=set)
+    inputs_by_hand: set[str] = field(default_factory=set)
 
 
 def _new_deciders(chat: Chat) -> Deciders:
@@ -415,6 +423,11 @@ class ChatState:
         with self.lock:
             self.deciders.by_hand.add(call_id)
 
+    def mark_input_by_hand(self, input_id: str) -> None:
+        """A person is answering ``input_id`` on its card, not in code."""
+        with self.lock:
+            self.deciders.inputs_by_hand.add(input_id)
+
     # -------------------------------------------------------------- reading
     def entries_for(self, turn: int | None) -> list[Entry]:
         if turn is None:
@@ -425,7 +438,8 @@ class ChatState:
         return self.totals.get(turn) or Totals()
 
     def pending_cards(self) -> list[Entry]:
-        return [e for e in self.entries if isinstance(e, (CallEntry, BudgetEntry)) and e.pending]
+        """Entries a person must act on: a call awaiting approval or an input, a budget card."""
+        return [e for e in self.entries if waits_for_someone(e)]
 
     # ------------------------------------------------------------ listeners
     def add_listener(self, fn: Listener) -> None:
@@ -750,6 +764,13 @@ class ChatState:
     def _call_name(self, call_id: str) -> str:
         entry = self.by_key.get(f"c:{call_id}")
         return entry.r.tool if isinstance(entry, CallEntry) and entry.r.tool else call_id
+
+
+def waits_for_someone(e: Entry) -> bool:
+    """Whether a person must act on ``e``: a call's approval or input, a budget card."""
+    if isinstance(e, CallEntry):
+        return e.asks
+    return isinstance(e, BudgetEntry) and e.pending
 
 
 _PHASES = {
