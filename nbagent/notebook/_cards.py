@@ -39,6 +39,7 @@ from .._html import (
     printable,
     short_json,
 )
+from .._record import InputRecord
 from .._types import FINAL_STATUSES, PendingInput
 from ._state import CallEntry, Thumb
 
@@ -89,6 +90,7 @@ def _open(e: CallEntry, decision: str, live: bool) -> str:
         parts.append(progress_html(e))
     parts.append(logs_html(e))
     if not live:  # the live view draws each input as a card of its own, with its buttons
+        parts.append(inputs_done_html(e))
         parts.extend(input_html(i) for i in e.inputs)
     if live and e.gated:
         parts.append('<div class="nba-controls"></div>')
@@ -123,6 +125,7 @@ def _finished(e: CallEntry, decision: str) -> str:
         body.append(f'<div class="nba-note">{esc(decision)}</div>')
     if e.r.error:
         body.append(f'<div class="nba-err">{esc(clip(e.r.error, ERROR_CHARS))}</div>')
+    body.append(inputs_done_html(e))
     body.append(logs_html(e))
     if e.traceback:
         body.append(
@@ -610,6 +613,41 @@ def input_html(p: PendingInput, *, live: bool = False) -> str:
         f" or <code>chat.decline({esc(repr(p.id))})</code></div>"
     )
     return f'<div class="nba-input" data-input-id="{esc(p.id)}">{"".join(body)}</div>'
+
+
+def settled_input_words(r: InputRecord, by_hand: bool) -> str:
+    """An answered input in words: its kind, then :func:`input_summary`'s line."""
+    return input_summary(
+        r.kind,
+        r.status,
+        r.answered_by,
+        wait_ms=r.wait_ms,
+        by_hand=by_hand,
+        elsewhere=r.elsewhere,
+        reason=r.reason,
+        own_reply=r.kind == "sampling" and isinstance(r.data, str),
+    )
+
+
+def inputs_done_html(e: CallEntry) -> str:
+    """What the call asked a person, and how each was answered (one line each)."""
+    if not e.settled_inputs:
+        return ""
+    lines = [
+        f'<div class="nba-note nba-input-done"><span class="nba-tag">'
+        f"{esc(_INPUT_NAMES.get(r.kind, r.kind))}</span> {esc(settled_input_words(r, hand))}</div>"
+        for r, hand in e.settled_inputs[-20:]
+    ]
+    return "".join(lines)
+
+
+_INPUT_NAMES = {
+    "elicitation": "form",
+    "elicitation_url": "page",
+    "sampling": "sampling",
+    "ask_user": "question",
+    "external": "result",
+}
 
 
 def url_link(url: str) -> str:

@@ -32,7 +32,14 @@ from .._events import (
 )
 from .._html import clip, json_preview
 from .._media import IMAGE_TYPES, sniff
-from .._record import CallRecord, ChatRecord, MessageRecord, RecordChange, StepRecord
+from .._record import (
+    CallRecord,
+    ChatRecord,
+    InputRecord,
+    MessageRecord,
+    RecordChange,
+    StepRecord,
+)
 from .._result_text import without_edit_note
 from .._types import (
     AssistantToolCallMessage,
@@ -260,6 +267,8 @@ class CallEntry(Entry):
     result_images: tuple[Thumb, ...] = ()  # the images the tool returned, as thumbnails
     traceback: str | None = None  # where a tool that raised failed
     inputs: tuple[PendingInput, ...] = ()  # what a person is asked for it, still unanswered
+    # its inputs answered (declined, cancelled), each with whether it was on its card
+    settled_inputs: tuple[tuple[InputRecord, bool], ...] = ()
     kind = "call"
 
     _result: ToolResultMessage | None = field(default=None, init=False, repr=False)
@@ -732,10 +741,11 @@ class ChatState:
             entry.result_peek = _peek(value, entry.result_html)
             entry.result_images = thumbs(result.parts) if result else ()
         entry.ran_before = tuple(self._call_name(cid) for cid in r.ran_before)
-        entry.inputs = tuple(
-            i.request
-            for i in self.record.inputs
-            if i.call_id == r.call_id and i.status == "pending"
+        mine = [i for i in self.record.inputs if i.call_id == r.call_id]
+        entry.inputs = tuple(i.request for i in mine if i.status == "pending")
+        by_hand = self.deciders.inputs_by_hand
+        entry.settled_inputs = tuple(
+            (i, i.input_id in by_hand) for i in mine if i.status != "pending"
         )
         changed: list[Entry] = [_touch(entry)]
         if r.status == "running":

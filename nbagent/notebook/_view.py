@@ -45,7 +45,7 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 from .._display import LiveOutput, mark_dirty
 from .._errors import DecisionError, InputError
 from .._types import PendingInput
-from ._cards import by_always_allow, input_html, input_summary, reason_words
+from ._cards import by_always_allow, input_html, reason_words, settled_input_words
 from ._continuation import continuation_for
 from ._fallback import twin_bundle
 from ._forms import FormError, for_browser, form_answer, form_fields
@@ -344,16 +344,7 @@ class ChatView:
         r = self.state.record.input(card.input_id)
         if r is None or r.status == "pending":
             return
-        card.summary = input_summary(
-            r.kind,
-            r.status,
-            r.answered_by,
-            wait_ms=r.wait_ms,
-            by_hand=r.input_id in self.state.deciders.inputs_by_hand,
-            elsewhere=r.elsewhere,
-            reason=r.reason,
-            own_reply=r.kind == "sampling" and isinstance(r.data, str),
-        )
+        card.summary = settled_input_words(r, r.input_id in self.state.deciders.inputs_by_hand)
         card.error = ""
         card.state = {"accept": "answered", "decline": "declined"}.get(r.status, "cancelled")
 

@@ -10,9 +10,12 @@ Decline, a sampling request with Approve / Deny / a reply of one's own,
 Decline).
 
 The browser side (``approval.js``) draws the buttons and, on the first click,
-disables every control at once and sets the ``action`` trait to
-``{"kind", "reason", "arguments", "data", "nonce"}``. The kernel side observes that
-trait: it accepts one action per card while the card is ``pending`` (a second
+disables every control at once and sends the action,
+``{"kind", "reason", "arguments", "data", "nonce"}``, as a custom message (not as a
+trait: Jupyter Widgets holds a second state update until the kernel reports the
+first one idle, which a kernel running an awaiting cell does not do, so a second
+click on a card would never arrive). Setting the ``action`` trait does the same.
+The kernel side accepts one action per card while the card is ``pending`` (a second
 click, a second view of the same card, or a repeated nonce is ignored), hands
 the action to the view's handler, and reflects the outcome in ``state``,
 ``summary`` and ``error``. The one action a decided card takes is ``revoke``
@@ -124,12 +127,18 @@ class ActionCard(anywidget.AnyWidget):
 
     # ------------------------------------------------------------------ browser
     def _on_custom_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        rendered = isinstance(content, dict) and content.get("event") == "rendered"
-        if rendered and self.on_rendered is not None:
+        event = content.get("event") if isinstance(content, dict) else None
+        if event == "rendered" and self.on_rendered is not None:
             self.on_rendered()
+        elif event == "action":
+            self._apply(content.get("action"))
 
     def _on_action(self, change: dict[str, Any]) -> None:
-        action = change.get("new") or {}
+        self._apply(change.get("new"))
+
+    def _apply(self, action: Any) -> None:
+        """One action from the browser (or :meth:`click`): at most once per nonce, and
+        only while the card is pending (a revoke: while it is revocable)."""
         if not isinstance(action, dict) or not action.get("kind"):
             return
         nonce = str(action.get("nonce", ""))
@@ -171,7 +180,7 @@ class ActionCard(anywidget.AnyWidget):
         arguments: str | dict[str, Any] | None = None,
         data: Any = None,
     ) -> None:
-        """Do what a click in the browser does: set ``action`` with a fresh nonce.
+        """Do what a click in the browser does: send the action with a fresh nonce.
 
         ``kind`` is ``approve``, ``deny``, ``edit``, ``always``, ``revoke``
         (approval cards), ``approve_all``, ``deny_all`` (batch cards),
@@ -183,13 +192,14 @@ class ActionCard(anywidget.AnyWidget):
 
         if isinstance(arguments, dict):
             arguments = json.dumps(arguments)
-        self.action = {
+        action = {
             "kind": kind,
             "reason": reason,
             "arguments": arguments if arguments is not None else self.arguments,
             "data": data,
             "nonce": f"py-{next(_nonces)}",
         }
+        self._on_custom_msg(self, {"event": "action", "action": action}, [])
 
     def close_card(self, summary: str = "") -> None:
         """Nothing left to decide here (the turn moved on)."""

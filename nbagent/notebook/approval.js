@@ -7,8 +7,8 @@
 // shows) and draws its buttons into that card's `.nba-controls` slot.
 // Everything this file adds itself goes into the DOM through textContent /
 // value, never innerHTML. The first click disables every control of the card at
-// once, then sets the `action` trait (with a fresh nonce) for the kernel; the
-// kernel answers by changing `state` (and `error` when it refused).
+// once, then sends the action (with a fresh nonce) to the kernel as a custom
+// message; the kernel answers by changing `state` (and `error` when it refused).
 //
 // An input card (kind "input") shows the input as the kernel rendered it (`value`)
 // and draws its controls into its `.nba-controls` slot: an elicitation's form from
@@ -73,11 +73,14 @@ function render({ model, el }) {
     for (const node of el.querySelectorAll("button, input, textarea")) node.disabled = true;
     el.classList.add("nba-busy");
     counter += 1;
-    model.set("action", Object.assign(
+    // A custom message, not a trait: Jupyter Widgets sends one state update at a time and
+    // holds the next until the kernel reports the first idle, which a kernel running an
+    // awaiting cell (`await chat.ask_async`) does not do for it, so a second click on a card
+    // (after an error) would never arrive.
+    model.send({ event: "action", action: Object.assign(
       { kind, reason: "", arguments: "", data: null,
         nonce: `${Date.now()}-${counter}-${Math.random()}` },
-      extra || {}));
-    model.save_changes();
+      extra || {}) });
   }
 
   function approvalControls(state, slot) {

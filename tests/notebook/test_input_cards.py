@@ -111,6 +111,8 @@ def test_a_choice_button_answers_ask_user_and_the_chat_carries_on() -> None:
     assert card.summary.startswith("Answered by you after ")
     (record,) = chat.record.inputs
     assert (record.status, record.answered_by, record.data) == ("accept", "user", "yes")
+    # the saved (static) form keeps the line on the call's card
+    assert "question</span> Answered by you after " in view.fallback_bundle()["text/html"]
 
 
 def test_an_empty_or_wrong_answer_shows_an_error_and_the_question_still_waits() -> None:
