@@ -22,8 +22,9 @@ NBAGENT_REQUIRE_BROWSER ?= 1
 NBAGENT_REQUIRE_POSTGRES ?= 1
 # Likewise a missing Ray fails tests/batch/ray (`make test NBAGENT_REQUIRE_RAY=` allows skipping).
 NBAGENT_REQUIRE_RAY ?= 1
-# Likewise missing reference MCP servers (Node; .ci/ensure-mcp-servers installs them) fail
-# tests/mcp_client/test_reference_servers.py.
+# Likewise missing reference MCP servers fail tests/mcp_client/test_reference_servers.py,
+# test_everything_server.py (Node; .ci/ensure-mcp-servers installs them) and
+# test_python_reference_servers.py (mcp-server-time and mcp-server-git: the dev extra).
 NBAGENT_REQUIRE_MCP_SERVERS ?= 1
 # Likewise a missing Arize Phoenix (its own venv; .ci/ensure-phoenix installs it) fails
 # tests/otel/test_phoenix.py.

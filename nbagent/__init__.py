@@ -89,6 +89,7 @@ from ._tools import (
 from ._types import (
     Approval,
     AssistantToolCallMessage,
+    AudioPart,
     ChatMessage,
     Decision,
     FilePart,
@@ -164,6 +165,7 @@ __all__ = [
     "ApprovalDecided",
     "ApprovalRequested",
     "AssistantToolCallMessage",
+    "AudioPart",
     "AuthenticationError",
     "BadRequestError",
     "CallInDoubt",

@@ -336,6 +336,7 @@ CSS = """
 .nba-thumbs { display: flex; flex-wrap: wrap; gap: 4px; margin: 3px 0; white-space: normal; }
 .nba-thumb { max-height: 160px; max-width: 100%; height: auto; object-fit: contain;
   border: 1px solid var(--jp-border-color2, #e0e0e0); background: #fff; }
+.nba-audio { height: 32px; max-width: 100%; vertical-align: middle; }
 .nba-thumb-label { color: var(--jp-ui-font-color2, #616161); font-style: italic; }
 .nba-who { font-weight: 600; margin-right: 6px; color: var(--jp-ui-font-color2, #616161); }
 .nba-text { padding: 3px 8px; word-break: break-word;

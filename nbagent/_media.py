@@ -18,6 +18,11 @@ Anything else is a :class:`TypeError` naming what is accepted.
 :func:`check_parts` applies the APIs' limits before any request: Anthropic
 takes PNG/JPEG/GIF/WebP up to 5 MB *of base64* per image; OpenAI takes the
 same formats up to 20 MB per image; PDFs go up to 32 MB on both.
+
+A tool's sound (an :class:`~nbagent.AudioPart`: WAV or MP3, :func:`sniff_audio`) is
+never made from what a user passes as ``images=``; :func:`hears_audio` says whether an
+API and model take it (Chat Completions' audio models only), and the providers' wires
+send the others :func:`audio_not_sent`'s line instead.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import MediaError
-from ._types import FilePart, ImagePart, Part
+from ._types import AudioPart, FilePart, ImagePart, Part
 
 FIGURE_DPI = 100
 """Resolution a matplotlib figure is saved at (a 6.4 x 4.8 in figure: 640 x 480 px)."""
@@ -64,6 +69,54 @@ def sniff(data: bytes) -> str | None:
     if data.startswith(b"%PDF-"):
         return "application/pdf"
     return None
+
+
+AUDIO_TYPES = ("audio/wav", "audio/mpeg")
+"""The sound formats an API takes (Chat Completions' ``input_audio``: wav and mp3)."""
+
+MAX_AUDIO_BYTES = 20 * 1024 * 1024
+"""The most one sound may be to be sent (nbagent's bound: OpenAI publishes none for
+``input_audio``; it is its bound for an image, and a request body stays sendable)."""
+
+
+def sniff_audio(data: bytes) -> str | None:
+    """``audio/wav`` or ``audio/mpeg`` by the bytes' header (RIFF/WAVE, an ID3 tag or an
+    MPEG audio frame), else ``None``."""
+    if len(data) >= 12 and data[:4] == b"RIFF" and data[8:12] == b"WAVE":
+        return "audio/wav"
+    if data.startswith(b"ID3"):
+        return "audio/mpeg"
+    # an MPEG audio frame: 11 sync bits, then a version that exists and layer III
+    sync = len(data) >= 2 and data[0] == 0xFF and data[1] & 0xE0 == 0xE0
+    if sync and (data[1] >> 3) & 0x3 != 0x1 and (data[1] >> 1) & 0x3 == 0x1:
+        return "audio/mpeg"
+    return None
+
+
+def hears_audio(api: str, model: str) -> str | None:
+    """``None`` if ``model`` on ``api`` takes a tool's sound as an ``input_audio`` part, else
+    why not (the line the model reads instead).
+
+    Chat Completions takes ``input_audio`` (wav, mp3) in user messages, from audio models
+    only (``gpt-audio``, ``gpt-4o-audio-preview``...: a name with an ``audio`` part); the
+    Responses API and Anthropic's Messages API take no audio input at all.
+    """
+    if api == "responses":
+        return "the Responses API takes no audio input"
+    if api == "anthropic":
+        return "Anthropic's API takes no audio input"
+    name = model.lower().rsplit("/", 1)[-1]
+    if "audio" in name.replace(".", "-").replace("_", "-").split("-"):
+        return None
+    return (
+        f"{model} takes no audio input (on Chat Completions only audio models do, "
+        "such as gpt-audio)"
+    )
+
+
+def audio_not_sent(n: int, why: str) -> str:
+    """The line the model reads for the ``n``-th part, a sound its API does not take."""
+    return f"[audio {n} not sent: {why}]"
 
 
 def _from_bytes(data: bytes, filename: str = "document.pdf", detail: str | None = None) -> Part:
@@ -252,7 +305,16 @@ def check_parts(parts: Sequence[Part], api: str) -> None:
     ``api``: ``"anthropic"``, ``"chat"`` or ``"responses"`` (the wire format).
     """
     for n, part in enumerate(parts, 1):
-        where = f"image {n}" if isinstance(part, ImagePart) else f"file {n}"
+        where = f"{part.kind} {n}"
+        if isinstance(part, AudioPart):
+            if part.media_type not in AUDIO_TYPES or sniff_audio(part.data[:16]) != part.media_type:
+                raise MediaError(f"{where}: its bytes are not a WAV or MP3 file")
+            if len(part.data) > MAX_AUDIO_BYTES:
+                raise MediaError(
+                    f"{where} is {_mb(len(part.data))}; the most a sound may be is "
+                    f"{_mb(MAX_AUDIO_BYTES)}"
+                )
+            continue  # an API that takes no audio is told so in words, on the wire
         if isinstance(part, FilePart):
             if part.media_type != "application/pdf":
                 raise MediaError(f"{where}: only PDF files can be sent, got {part.media_type}")

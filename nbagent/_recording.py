@@ -41,6 +41,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ._events import utcnow
 from ._types import (
     AssistantToolCallMessage,
+    AudioPart,
     FilePart,
     ImagePart,
     LLMToolResponse,
@@ -436,6 +437,8 @@ def _part_out(p: Part) -> Json:
 
 def _part_in(d: Mapping[str, Any]) -> Part:
     data = base64.b64decode(d["data"])
+    if d.get("kind") == "audio":
+        return AudioPart(data, d.get("media_type", "audio/wav"))
     if d.get("kind") == "file":
         return FilePart(
             data, d.get("media_type", "application/pdf"), d.get("filename", "document.pdf")

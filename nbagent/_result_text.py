@@ -10,7 +10,8 @@
 
 A result may also carry images (:func:`to_result`): a matplotlib figure, a PIL
 image, PNG/JPEG/GIF/WebP bytes, an IPython ``Image`` or an
-:class:`~nbagent.ImagePart`, alone or in a list/tuple with text. The images
+:class:`~nbagent.ImagePart`, alone or in a list/tuple with text, and sounds
+(an :class:`~nbagent.AudioPart`). The images
 become content parts sent after the text; the text gets one ``[image N: ...]``
 line per image (:func:`part_label`) so a log, a store or a text-only reader still
 sees them. A ``str`` that carries its own ``parts`` (an MCP tool's
@@ -30,7 +31,7 @@ from datetime import date, datetime
 from typing import Any
 
 from ._media import is_image_like, to_part
-from ._types import FilePart, ImagePart, Part
+from ._types import AudioPart, FilePart, ImagePart, Part
 
 MAX_ROWS = 20
 MAX_CHARS = 20_000
@@ -97,8 +98,15 @@ def part_label(n: int, part: Part) -> str:
 
 def _label(n: int, part: Part) -> str:
     size = f"{len(part.data) / 1024:.0f} KB"
-    what = "image" if isinstance(part, ImagePart) else "file"
-    return f"[{what} {n}: {part.media_type}, {size}]"
+    return f"[{part.kind} {n}: {part.media_type}, {size}]"
+
+
+def _is_part(value: Any) -> bool:
+    return isinstance(value, AudioPart) or is_image_like(value)
+
+
+def _part(value: Any) -> Part:
+    return value if isinstance(value, AudioPart) else to_part(value)
 
 
 def to_result(
@@ -107,18 +115,22 @@ def to_result(
     """A tool's return value as text and image parts (see the module docstring)."""
     if isinstance(value, str):
         own = getattr(value, "parts", None)
-        if isinstance(own, tuple) and own and all(isinstance(p, ImagePart | FilePart) for p in own):
+        if (
+            isinstance(own, tuple)
+            and own
+            and all(isinstance(p, ImagePart | FilePart | AudioPart) for p in own)
+        ):
             return to_content(value, max_rows=max_rows, max_chars=max_chars), own
         return to_content(value, max_rows=max_rows, max_chars=max_chars), ()
-    if is_image_like(value):
-        part = to_part(value)
+    if _is_part(value):
+        part = _part(value)
         return _label(1, part), (part,)
-    if isinstance(value, list | tuple) and any(is_image_like(v) for v in value):
+    if isinstance(value, list | tuple) and any(_is_part(v) for v in value):
         texts: list[str] = []
         parts: list[Part] = []
         for item in value:
-            if is_image_like(item):
-                parts.append(to_part(item))
+            if _is_part(item):
+                parts.append(_part(item))
                 texts.append(_label(len(parts), parts[-1]))
             else:
                 texts.append(to_content(item, max_rows=max_rows, max_chars=max_chars))
@@ -129,13 +141,13 @@ def to_result(
     return to_content(value, max_rows=max_rows, max_chars=max_chars), ()
 
 
-_LABEL = re.compile(r"^\[(image|file) \d+: [^\]]*\]$")
+_LABEL = re.compile(r"^\[(image|file|audio) \d+: [^\]]*\]$")
 
 
 def result_type(content: str, parts: tuple[Part, ...] = ()) -> str:
-    """What a result holds, for the log: ``text``, ``json``, ``image``, ``file``,
-    ``text+image``, ``text+file``, ``image+file``..."""
-    kinds = sorted({p.kind for p in parts}, key=("image", "file").index)
+    """What a result holds, for the log: ``text``, ``json``, ``image``, ``file``, ``audio``,
+    ``text+image``, ``text+file``, ``image+file``, ``text+audio``..."""
+    kinds = sorted({p.kind for p in parts}, key=("image", "file", "audio").index)
     lines = content.splitlines() if parts else [content]
     text = "\n".join(line for line in lines if not _LABEL.match(line)).strip()
     if text:

@@ -458,7 +458,34 @@ class FilePart(_Encoded):
         return f"FilePart({self.media_type}, {self.filename!r}, {len(self.data)} bytes)"
 
 
-Part = ImagePart | FilePart
+@dataclass(frozen=True)
+class AudioPart(_Encoded):
+    """A sound returned by a tool (an MCP server's ``audio`` content) for the model.
+
+    Sent as an ``input_audio`` part where the API takes one (Chat Completions, to an
+    audio model such as ``gpt-audio``); elsewhere the model reads a line saying it was
+    not sent and why. The notebook shows a player on the call's card.
+
+    Attributes:
+        data: The sound file's bytes.
+        media_type: ``audio/wav`` or ``audio/mpeg`` (MP3), sniffed from the bytes.
+    """
+
+    data: bytes = field(repr=False)
+    media_type: str = "audio/wav"
+
+    kind: ClassVar[str] = "audio"
+
+    @property
+    def format(self) -> str:
+        """The APIs' name for the format: ``"wav"`` or ``"mp3"``."""
+        return "mp3" if self.media_type == "audio/mpeg" else "wav"
+
+    def __repr__(self) -> str:
+        return f"AudioPart({self.media_type}, {len(self.data)} bytes)"
+
+
+Part = ImagePart | FilePart | AudioPart
 """A non-text content part; a message's text stays in its ``content``."""
 
 

@@ -46,7 +46,9 @@ from ._run import BatchRun, active_run, get_run, run_of
 
 
 def _takes_row(make_chat: Callable[..., Any]) -> bool:
-    """Whether ``make_chat`` takes the row: one positional parameter (or ``*args``)."""
+    """Whether ``make_chat`` takes the row: a required positional parameter, one named
+    ``row`` (``def make_chat(row=None)``) or ``*args``; a defaulted parameter with any
+    other name is a setting the factory keeps."""
     if not callable(make_chat):
         raise TypeError(
             f"make_chat must be callable (a function returning a Chat), got {make_chat!r}"
@@ -66,7 +68,9 @@ def _takes_row(make_chat: Callable[..., Any]) -> bool:
             f"make_chat takes {len(required)} required arguments; it is called as make_chat() "
             "or make_chat(row)"
         )
-    return bool(positional)
+    # A parameter with a default is a setting (``lambda store="x.db": ...``), not
+    # the row, unless it says it is the row by its name.
+    return bool(required) or any(p.kind == p.VAR_POSITIONAL or p.name == "row" for p in positional)
 
 
 def _title(name: str | None) -> str:

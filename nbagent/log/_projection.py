@@ -28,7 +28,7 @@ duration_ms        Float64         run time of the tool itself
 arguments          object          the model's arguments (a dict)
 result_preview     string          first 200 characters of the result sent to the model
 result_type        string          what an ``ok`` result holds: ``text``, ``json``, ``image``,
-                                   ``text+image``, ``file``... (NA otherwise)
+                                   ``text+image``, ``file``, ``text+audio``... (NA otherwise)
 error              string          why it did not succeed (error, timed_out, cancelled,
                                    skipped, rejected arguments); NA for ok and denied
 decided_by         string          ``user``, ``resolver``, ``policy:always_allow:<tool>``,

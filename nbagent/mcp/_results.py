@@ -4,11 +4,11 @@
   the call ends as an ``error`` result the model reads.
 - content blocks, in order: text as is; an image block (PNG, JPEG, GIF or WebP,
   recognised by its bytes) as a real image part the model sees, with its
-  ``[image N: ...]`` line in the text; an image in another format, or an audio
-  block, as a one-line placeholder naming its type and size (no API nbagent speaks
-  takes audio in a tool result: Chat Completions' tool messages are text, Anthropic's
-  ``tool_result`` and Responses' ``function_call_output`` take text, images and
-  documents); an embedded text resource as its text, a binary one holding an image
+  ``[image N: ...]`` line in the text; an audio block holding a WAV or MP3 file
+  (recognised by its bytes) as an :class:`~nbagent.AudioPart` with its ``[audio N:
+  ...]`` line (the provider's wire sends it where the API takes audio, else says
+  why in words); an image or a sound in another format as a one-line placeholder
+  naming its type and size; an embedded text resource as its text, a binary one holding an image
   or a PDF as a part, another as a placeholder with its URI; a resource link as a
   line naming it (the model reads it with the server's ``read_resource`` tool,
   see ``_resources.py``).
@@ -27,9 +27,9 @@ import json
 from typing import Any
 
 from .._errors import MCPToolError
-from .._media import IMAGE_TYPES, sniff
+from .._media import IMAGE_TYPES, sniff, sniff_audio
 from .._result_text import part_label
-from .._types import FilePart, ImagePart, Part
+from .._types import AudioPart, FilePart, ImagePart, Part
 from .._unicode import clean
 
 
@@ -39,9 +39,9 @@ class MCPResult(str):
     Attributes:
         structured_content: The tool's ``structuredContent`` (``None`` if it sent none).
         content: The content blocks as JSON objects (images keep their base64 data).
-        parts: Its images (and PDFs) as :class:`~nbagent.ImagePart` /
-            :class:`~nbagent.FilePart`, sent to the model after the text (whose
-            ``[image N: ...]`` lines stand for them).
+        parts: Its images, PDFs and sounds as :class:`~nbagent.ImagePart` /
+            :class:`~nbagent.FilePart` / :class:`~nbagent.AudioPart`, sent to the
+            model after the text (whose ``[image N: ...]`` lines stand for them).
     """
 
     structured_content: Any
@@ -86,16 +86,20 @@ def _decoded(data: Any) -> bytes | None:
 
 
 def block_part(block: Any) -> Part | None:
-    """The image (or PDF) a content block holds, as a part the model can be sent, else None.
+    """The image, PDF or sound a content block holds, as a part for the model, else None.
 
     Only bytes whose format is recognised count (a PNG, JPEG, GIF, WebP image, a PDF
-    in an embedded resource): the server's ``mimeType`` is not trusted.
+    in an embedded resource, a WAV or MP3 sound): the server's ``mimeType`` is not trusted.
     """
     kind = getattr(block, "type", None)
     if kind == "image":
         data = _decoded(getattr(block, "data", None))
         media = sniff(data[:16]) if data else None
         return ImagePart(data, media) if data and media in IMAGE_TYPES else None
+    if kind == "audio":
+        data = _decoded(getattr(block, "data", None))
+        media = sniff_audio(data[:16]) if data else None
+        return AudioPart(data, media) if data and media else None
     if kind == "resource":
         res = block.resource
         data = _decoded(getattr(res, "blob", None))
@@ -121,8 +125,8 @@ def block_text(block: Any) -> str:
         )
     if kind == "audio":
         return (
-            f"[audio: {block.mime_type}, {_size(block.data)}; the model cannot hear audio "
-            "from a tool]"
+            f"[audio: {block.mime_type}, {_size(block.data)}; not a WAV or MP3 file, so the "
+            "model cannot be sent it]"
         )
     if kind == "resource":
         res = block.resource

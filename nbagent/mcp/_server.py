@@ -44,7 +44,7 @@ from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
 from .._aio import _background_loop, run_on_loop
-from .._errors import MCPServerError, ToolDefinitionError, scrub
+from .._errors import ChatCancelled, MCPServerError, ToolDefinitionError, scrub
 from .._notice import notice
 from .._optional import require
 from .._tools import (
@@ -784,7 +784,9 @@ class MCPServer(ToolSource):
             return self._tools
         what = f"MCP server {self.label!r} listing its tools"
         listing = run_on_loop(self._connection.list_tools(), _background_loop(), what)
-        return self._took(await scrubbed_await(listing, self._secrets))
+        return self._took(
+            await scrubbed_await(_abandonable(listing, what, ran=False), self._secrets)
+        )
 
     def _listed(self) -> bool:
         """Whether the tools are current: unchanged, or changed again too soon (listed later)."""
@@ -888,11 +890,13 @@ def _checked_uri(uri: Any) -> str:
     return uri
 
 
-async def _abandonable(awaitable: Any, what: str) -> Any:
+async def _abandonable(awaitable: Any, what: str, *, ran: bool = True) -> Any:
     """``await awaitable``, given up if the chat it runs for is cancelled (``chat.cancel()``).
 
-    The request on the background loop is cancelled (the SDK tells the server); the
-    call fails with ``MCPServerError``, since whether the tool did anything is unknown.
+    The request on the background loop is cancelled (the SDK tells the server); a tool's
+    call (``ran``) fails with ``MCPServerError``, since whether the tool did anything is
+    unknown; a wait that runs nothing on the server (connecting, listing its tools) raises
+    ``ChatCancelled``, as the blocking twin does (``_connection.wait``).
     """
     task, loop = asyncio.current_task(), asyncio.get_running_loop()
     state = {"done": False, "abandoned": False}
@@ -912,6 +916,10 @@ async def _abandonable(awaitable: Any, what: str) -> Any:
     except asyncio.CancelledError:
         if not state["abandoned"] or task is None or task.uncancel() > 0:
             raise
+        if not ran:
+            raise ChatCancelled(
+                f"the chat was cancelled while {what} was waiting; call complete() to resume"
+            ) from None
         raise MCPServerError(
             f"{what} was abandoned by chat.cancel() while it ran (the server was told to "
             "cancel it); whether it did anything is unknown, so it was not retried"

@@ -550,13 +550,19 @@ _LEVELS = {
 
 
 def thumbs_html(images: tuple[Thumb, ...]) -> str:
-    """Images as thumbnails (``src``: a ``data:`` URL nbagent encoded), files as labels."""
+    """Images as thumbnails (``src``: a ``data:`` URL nbagent encoded), sounds as players
+    (``<audio controls>``, nothing loaded until played), files and what is too large as labels."""
     if not images:
         return ""
     out = []
     for t in images:
         label = esc(t.label)
-        if t.src is not None:
+        if t.audio and t.src is not None:
+            out.append(
+                f'<audio class="nba-audio" controls preload="none" src="{esc(t.src)}" '
+                f'title="{label}" aria-label="{label}"></audio>'
+            )
+        elif t.src is not None:
             out.append(f'<img class="nba-thumb" src="{esc(t.src)}" alt="{label}" title="{label}">')
         else:
             out.append(f'<span class="nba-thumb-label">[{label}]</span>')

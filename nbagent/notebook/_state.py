@@ -31,7 +31,7 @@ from .._events import (
     ToolCallDelta,
 )
 from .._html import clip, json_preview
-from .._media import IMAGE_TYPES, sniff
+from .._media import IMAGE_TYPES, sniff, sniff_audio
 from .._record import (
     CallRecord,
     ChatRecord,
@@ -43,6 +43,7 @@ from .._record import (
 from .._result_text import without_edit_note
 from .._types import (
     AssistantToolCallMessage,
+    AudioPart,
     ChatMessage,
     DecisionVerdict,
     FilePart,
@@ -97,12 +98,17 @@ class Thumb:
 
     label: str
     src: str | None = None
+    audio: bool = False
+    """A sound: ``src`` (if any) plays in an ``<audio controls>`` player."""
 
 
 THUMB_PIXELS = 320
 """Longest side of a thumbnail, when PIL is there to shrink an image."""
 THUMB_INLINE_BYTES = 256 * 1024
 """Without PIL, an image up to this size is shown as it is; a larger one by its label."""
+AUDIO_INLINE_BYTES = 2 * 1024 * 1024
+"""A sound up to this size gets a player on the card (its bytes in the notebook); a larger
+one is shown by its label only."""
 
 
 def _shrunk(data: bytes) -> bytes | None:
@@ -127,7 +133,7 @@ def _shrunk(data: bytes) -> bytes | None:
 
 
 def thumbs(parts: tuple[Part, ...]) -> tuple[Thumb, ...]:
-    """What the view shows of a message's or a result's images and files."""
+    """What the view shows of a message's or a result's images, files and sounds."""
     import base64
 
     out: list[Thumb] = []
@@ -135,6 +141,16 @@ def thumbs(parts: tuple[Part, ...]) -> tuple[Thumb, ...]:
         size = f"{len(part.data) / 1024:.0f} KB"
         if isinstance(part, FilePart):
             out.append(Thumb(f"{part.filename} ({part.media_type}, {size})"))
+            continue
+        if isinstance(part, AudioPart):
+            label = f"audio {n} ({part.media_type}, {size})"
+            # only bytes of a checked sound format, and not too many, go into a src
+            playable = sniff_audio(part.data[:16]) == part.media_type
+            if not playable or len(part.data) > AUDIO_INLINE_BYTES:
+                out.append(Thumb(label, None, audio=True))
+                continue
+            played = base64.b64encode(part.data).decode()
+            out.append(Thumb(label, f"data:{part.media_type};base64,{played}", audio=True))
             continue
         label = f"image {n} ({part.media_type}, {size})"
         kind = sniff(part.data[:16])

@@ -59,10 +59,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ProviderError, ToolOptionError
+from .._media import audio_not_sent, hears_audio
 from .._output import Output
 from .._reasoning import budget_of
 from .._types import (
     AssistantToolCallMessage,
+    AudioPart,
     ChatMessage,
     FilePart,
     LLMToolResponse,
@@ -133,7 +135,7 @@ def piece(message: Message) -> Piece:
         if message.content and not _cited(message.items):
             blocks.append(_text(message.content))
         if role == "user":
-            blocks.extend(Block(dumps(part_block(p))) for p in message.parts)
+            blocks.extend(Block(dumps(part_block(p, n))) for n, p in enumerate(message.parts, 1))
         return _piece(role, blocks)
     if isinstance(message, AssistantToolCallMessage):
         blocks = _own_blocks(message.items)
@@ -147,7 +149,7 @@ def piece(message: Message) -> Piece:
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id}
         if message.parts:
             content = [{"type": "text", "text": message.content}] if message.content else []
-            block["content"] = content + [part_block(p) for p in message.parts]
+            block["content"] = content + [part_block(p, n) for n, p in enumerate(message.parts, 1)]
         elif message.content:
             block["content"] = message.content
         block["is_error"] = message.is_error
@@ -155,8 +157,11 @@ def piece(message: Message) -> Piece:
     raise TypeError(f"cannot convert {type(message).__name__} to an Anthropic message")
 
 
-def part_block(part: Part) -> dict[str, Any]:
-    """An image or PDF as an Anthropic ``image`` / ``document`` block (base64 source)."""
+def part_block(part: Part, n: int = 1) -> dict[str, Any]:
+    """An image or PDF as an Anthropic ``image`` / ``document`` block (base64 source); a
+    sound (the ``n``-th part) as a text block saying it was not sent (no audio input)."""
+    if isinstance(part, AudioPart):
+        return {"type": "text", "text": audio_not_sent(n, hears_audio("anthropic", "") or "")}
     kind = "document" if isinstance(part, FilePart) else "image"
     source = {"type": "base64", "media_type": part.media_type, "data": part.base64}
     return {"type": kind, "source": source}

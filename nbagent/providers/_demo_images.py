@@ -11,7 +11,7 @@ import io
 import struct
 from typing import Any
 
-from .._types import FilePart, Part
+from .._types import AudioPart, FilePart, Part
 
 # A small named palette: each pixel counts for the nearest name.
 _NAMES: tuple[tuple[str, tuple[int, int, int]], ...] = (
@@ -106,6 +106,8 @@ def dominant_colours(data: bytes, top: int = 3) -> list[str] | None:
 
 def describe(part: Part) -> str:
     """One sentence about ``part``: what a person would say at a glance."""
+    if isinstance(part, AudioPart):
+        return f"a {part.format.upper()} sound ({len(part.data) / 1024:.0f} KB) I cannot hear"
     if isinstance(part, FilePart):
         return f"a PDF document ({part.filename}, {len(part.data) / 1024:.0f} KB)"
     kind = part.media_type.removeprefix("image/").upper()

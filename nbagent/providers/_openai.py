@@ -216,7 +216,9 @@ class OpenAIProvider(SDKProvider):
             self.check_hosted(hosted)
         out = request.output
         if self.api == "chat":
-            items = chat_messages(request.messages, self._messages.many(request.messages))
+            items = chat_messages(
+                request.messages, self._messages.many(request.messages), self.model
+            )
             if request.system:
                 items.insert(0, chat_system(request.system))
             fields: list[tuple[str, bytes]] = [

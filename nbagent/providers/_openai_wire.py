@@ -59,9 +59,11 @@ from typing import Any, Literal
 
 from .._errors import ProviderError, RateLimitError, ServerError
 from .._hosted import HostedTool
+from .._media import audio_not_sent, hears_audio
 from .._output import Output
 from .._types import (
     AssistantToolCallMessage,
+    AudioPart,
     ChatMessage,
     FilePart,
     LLMToolResponse,
@@ -145,7 +147,7 @@ def chat_message(message: Message, *, compatible: bool = False) -> bytes:
     if isinstance(message, ChatMessage):
         if message.parts and message.role == "user":
             content = [{"type": "text", "text": message.content}] if message.content else []
-            content.extend(_chat_part(p) for p in message.parts)
+            content.extend(_chat_part(p, n, None) for n, p in enumerate(message.parts, 1))
             return dumps({"role": "user", "content": content})
         return dumps({"role": message.role, "content": message.content})
     if isinstance(message, AssistantToolCallMessage):
@@ -170,7 +172,13 @@ def chat_message(message: Message, *, compatible: bool = False) -> bytes:
     raise TypeError(f"cannot convert {type(message).__name__} to a Chat Completions message")
 
 
-def _chat_part(part: Part) -> dict[str, Any]:
+def _chat_part(part: Part, n: int, refused: str | None) -> dict[str, Any]:
+    """One part of a user message; a sound (the ``n``-th part) as ``input_audio``, or, when
+    the model takes none (``refused``: why), as a text part saying so."""
+    if isinstance(part, AudioPart):
+        if refused is not None:
+            return {"type": "text", "text": audio_not_sent(n, refused)}
+        return {"type": "input_audio", "input_audio": {"data": part.base64, "format": part.format}}
     if isinstance(part, FilePart):
         return {"type": "file", "file": {"file_data": part.data_url, "filename": part.filename}}
     url: dict[str, Any] = {"url": part.data_url}
@@ -184,29 +192,36 @@ TOOL_IMAGES_NOTE = "Images and files returned by the tool calls above:"
 the round's tool messages, in one user message that starts with this line."""
 
 
-def chat_tool_parts(results: Sequence[ToolResultMessage]) -> bytes:
-    """The follow-up user message carrying the images of a round's tool results."""
+def chat_tool_parts(results: Sequence[ToolResultMessage], model: str = "") -> bytes:
+    """The follow-up user message carrying the images (and sounds) of a round's tool results.
+
+    A sound goes as ``input_audio`` to an audio model; to another, a line saying why not.
+    """
+    refused = hears_audio("chat", model)
     content: list[dict[str, Any]] = [{"type": "text", "text": TOOL_IMAGES_NOTE}]
     for result in results:
         content.append({"type": "text", "text": f"{result.name} ({result.tool_call_id}):"})
-        content.extend(_chat_part(p) for p in result.parts)
+        content.extend(_chat_part(p, n, refused) for n, p in enumerate(result.parts, 1))
     return dumps({"role": "user", "content": content})
 
 
-def chat_messages(messages: Sequence[Message], wire: Sequence[bytes]) -> list[bytes]:
-    """The wire messages in order, each round's tool images in a user message after it."""
+def chat_messages(
+    messages: Sequence[Message], wire: Sequence[bytes], model: str = ""
+) -> list[bytes]:
+    """The wire messages in order, each round's tool images in a user message after it
+    (``model``: whether a tool's sound goes as audio, see :func:`chat_tool_parts`)."""
     out: list[bytes] = []
     waiting: list[ToolResultMessage] = []
     for message, body in zip(messages, wire, strict=True):
         if waiting and not isinstance(message, ToolResultMessage):
-            out.append(chat_tool_parts(waiting))
+            out.append(chat_tool_parts(waiting, model))
             waiting = []
         if body:
             out.append(body)
         if isinstance(message, ToolResultMessage) and message.parts and not message.hosted:
             waiting.append(message)
     if waiting:
-        out.append(chat_tool_parts(waiting))
+        out.append(chat_tool_parts(waiting, model))
     return out
 
 
@@ -422,7 +437,7 @@ def responses_items(message: Message) -> bytes:
         items: list[Any] = _own_items(message.items)
         if message.parts and message.role == "user":
             content = [{"type": "input_text", "text": message.content}] if message.content else []
-            content.extend(_responses_part(p) for p in message.parts)
+            content.extend(_responses_part(p, n) for n, p in enumerate(message.parts, 1))
             items.append({"role": "user", "content": content})
         elif message.role != "assistant" or (message.content and not _answered(message.items)):
             items.append({"role": message.role, "content": message.content})
@@ -439,14 +454,17 @@ def responses_items(message: Message) -> bytes:
         output: Any = message.content
         if message.parts:
             output = [{"type": "input_text", "text": message.content}] if message.content else []
-            output.extend(_responses_part(p) for p in message.parts)
+            output.extend(_responses_part(p, n) for n, p in enumerate(message.parts, 1))
         return dumps(
             {"type": "function_call_output", "call_id": message.tool_call_id, "output": output}
         )
     raise TypeError(f"cannot convert {type(message).__name__} to Responses input items")
 
 
-def _responses_part(part: Part) -> dict[str, Any]:
+def _responses_part(part: Part, n: int) -> dict[str, Any]:
+    """One part as a Responses input; a sound (no audio input there) as a line saying so."""
+    if isinstance(part, AudioPart):
+        return {"type": "input_text", "text": audio_not_sent(n, hears_audio("responses", "") or "")}
     if isinstance(part, FilePart):
         return {"type": "input_file", "file_data": part.data_url, "filename": part.filename}
     return {"type": "input_image", "image_url": part.data_url, "detail": part.detail or "auto"}

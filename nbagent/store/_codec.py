@@ -80,6 +80,7 @@ from .._events import (
 from .._types import (
     Approval,
     AssistantToolCallMessage,
+    AudioPart,
     ChatMessage,
     Decision,
     FilePart,
@@ -285,6 +286,8 @@ def part_out(p: Part) -> Json:
             "sha256": p.sha256,
             "filename": p.filename,
         }
+    if isinstance(p, AudioPart):
+        return {"kind": "audio", "media_type": p.media_type, "sha256": p.sha256}
     out: Json = {"kind": "image", "media_type": p.media_type, "sha256": p.sha256}
     if p.detail is not None:
         out["detail"] = p.detail
@@ -297,6 +300,8 @@ def part_in(d: Mapping[str, Any]) -> Part:
     raw = bytes(data) if isinstance(data, bytes | bytearray | memoryview) else b""
     if d.get("kind") == "file":
         return FilePart(raw, d["media_type"], d.get("filename") or "document.pdf")
+    if d.get("kind") == "audio":
+        return AudioPart(raw, d["media_type"])
     return ImagePart(raw, d["media_type"], d.get("detail"))
 
 

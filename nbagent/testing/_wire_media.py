@@ -1,11 +1,13 @@
 """Images and files on the fake server's three wire formats, checked as the APIs do.
 
 - Chat Completions: ``image_url`` (a ``data:`` URL) and ``file`` (``file_data``)
-  parts, in user messages only; tool messages are text only.
+  parts, in user messages only; tool messages are text only. ``input_audio`` (base64
+  ``data``, ``format`` wav or mp3) likewise, and only for an audio model (a name with
+  an ``audio`` part: ``gpt-audio``, ``gpt-4o-audio-preview``).
 - Responses: ``input_image`` / ``input_file`` in user messages and in a
-  ``function_call_output``'s output list.
+  ``function_call_output``'s output list; no audio input anywhere.
 - Anthropic: ``image`` / ``document`` blocks (base64 source) in user messages
-  and in ``tool_result`` content, never in an assistant message.
+  and in ``tool_result`` content, never in an assistant message; no audio block.
 
 In strict mode a part the real API would refuse gets its 400: bad base64,
 bytes that are not the declared format, an unsupported format, an image over
@@ -20,7 +22,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .._media import IMAGE_TYPES, MAX_IMAGE_BASE64_ANTHROPIC, MAX_IMAGE_BYTES_OPENAI, sniff
+from .._media import (
+    IMAGE_TYPES,
+    MAX_IMAGE_BASE64_ANTHROPIC,
+    MAX_IMAGE_BYTES_OPENAI,
+    hears_audio,
+    sniff,
+    sniff_audio,
+)
 from ._script import WireError
 
 _DATA_URL = re.compile(r"^data:([a-z]+/[a-z0-9.+-]+);base64,(.*)$", re.DOTALL)
@@ -61,13 +70,48 @@ def _openai_data(url: Any, where: str, *, image: bool) -> WireError | None:
     return None
 
 
-def _chat_parts(message: Mapping[str, Any], i: int) -> WireError | None:
+def _chat_audio(part: Mapping[str, Any], where: str, model: str) -> WireError | None:
+    if hears_audio("chat", model) is not None:
+        return _invalid(
+            f"Invalid '{where}'. This model does not support audio input: input_audio "
+            "is only supported by audio models.",
+            where,
+        )
+    audio = part.get("input_audio")
+    audio = audio if isinstance(audio, Mapping) else {}
+    fmt = audio.get("format")
+    if fmt not in ("wav", "mp3"):
+        return _invalid(
+            f"Invalid value: '{fmt}'. Supported values are: 'wav' and 'mp3'.",
+            f"{where}.input_audio.format",
+        )
+    data = _decode(audio.get("data"))
+    if data is None or sniff_audio(data[:16]) != ("audio/wav" if fmt == "wav" else "audio/mpeg"):
+        return _invalid(
+            f"Invalid '{where}.input_audio.data'. The audio data is not valid {fmt}.",
+            f"{where}.input_audio.data",
+        )
+    return None
+
+
+def _chat_parts(message: Mapping[str, Any], i: int, model: str) -> WireError | None:
     content = message.get("content")
     if not isinstance(content, list):
         return None
     role = message.get("role")
     for j, part in enumerate(content):
         kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "input_audio":
+            where = f"messages[{i}].content[{j}]"
+            if role != "user":
+                return _invalid(
+                    f"Invalid '{where}'. Audio is only allowed for messages with role "
+                    f"'user', but this message with role '{role}' contains it.",
+                    where,
+                )
+            error = _chat_audio(part, where, model)
+            if error is not None:
+                return error
         if kind in ("image_url", "file"):
             if role != "user":
                 return _invalid(
@@ -94,6 +138,12 @@ def _responses_parts(content: Any, where: str, *, allowed: bool) -> WireError | 
     for j, part in enumerate(content):
         kind = part.get("type") if isinstance(part, Mapping) else None
         at = f"{where}[{j}]"
+        if kind == "input_audio":
+            return _invalid(
+                "Invalid value: 'input_audio'. Supported values are: 'input_text', "
+                "'input_image', and 'input_file'.",
+                f"{at}.type",
+            )
         if kind in ("input_image", "input_file") and not allowed:
             return _invalid(f"Invalid '{at}': '{kind}' is only allowed in user input.", at)
         if kind == "input_image":
@@ -147,6 +197,11 @@ def _anthropic_content(content: Any, where: str, role: Any) -> WireError | None:
             continue
         at = f"{where}.content.{j}"
         kind = block.get("type")
+        if kind in ("audio", "input_audio"):
+            return _invalid(
+                f"{at}: Input tag '{kind}' found using 'type' does not match any of the "
+                "expected tags"
+            )
         if kind in ("image", "document"):
             if role != "user":
                 return _invalid(
@@ -166,7 +221,8 @@ def check_media(api: str, body: Mapping[str, Any]) -> WireError | None:
     """The 400 the API answers for an image or file part it refuses (``None``: fine)."""
     if api == "chat":
         for i, message in enumerate(body.get("messages") or ()):
-            if isinstance(message, Mapping) and (error := _chat_parts(message, i)):
+            model = str(body.get("model") or "")
+            if isinstance(message, Mapping) and (error := _chat_parts(message, i, model)):
                 return error
     elif api == "responses":
         for i, item in enumerate(body.get("input") or ()):

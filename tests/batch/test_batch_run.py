@@ -101,6 +101,32 @@ def test_the_factory_gets_the_row_and_rows_are_formatted_from_a_list_of_dicts() 
     assert sorted(r["name"] for r in seen) == ["Ada", "Bob"]
 
 
+def test_a_defaulted_parameter_is_a_setting_not_the_row_unless_it_is_named_row() -> None:
+    """``lambda name="x": ...`` keeps its setting (it once got the row's prompt as its
+    value); ``def make(row=None)`` and ``*args`` get the row."""
+    got: dict[str, object] = {}
+
+    def with_setting(greeting: str = "hi") -> Chat:
+        got.setdefault("setting", []).append(greeting)  # type: ignore[union-attr]
+        return Chat(provider=ScriptedProvider([reply(greeting)]))
+
+    def with_row(row: dict[str, object] | None = None) -> Chat:
+        got.setdefault("row", []).append(row)  # type: ignore[union-attr]
+        return Chat(provider=ScriptedProvider([reply("ok")]))
+
+    def with_args(*args: object) -> Chat:
+        got.setdefault("args", []).append(args)  # type: ignore[union-attr]
+        return Chat(provider=ScriptedProvider([reply("ok")]))
+
+    rows = [{"id": "a1", "name": "Ada"}]
+    for make in (with_setting, with_row, with_args):
+        result = nbagent.batch(rows, make, prompt="Greet {name}", key="id", progress=False)
+        assert list(result["status"]) == ["done"], result["error"].tolist()
+    assert got["setting"] == ["hi"]
+    assert got["row"] == [{"id": "a1", "name": "Ada"}]
+    assert got["args"] == [({"id": "a1", "name": "Ada"},)]
+
+
 def test_a_bad_row_and_a_raising_factory_are_recorded_on_their_rows_only() -> None:
     df = pd.DataFrame({"title": ["ok", "boom", None, "fine"], "x": [1, 2, 3, 4]})
     df.loc[2, "title"] = None

@@ -1,6 +1,10 @@
 """An MCP server's life: lazy connection, a crash during a call and while idle, a tool
 list that changes, closing with the chat, timeouts, and a stdio server process that
-never outlives the process that started it."""
+never outlives the process that started it.
+
+No assertion here is about speed (that is benchmarks/bench_mcp.py's): waits are for a state
+(``until``), and a bound on a join only tells a hang (a wait many times longer than the
+bound) from an answer."""
 
 from __future__ import annotations
 
@@ -10,7 +14,9 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,6 +25,34 @@ from _mcp_servers import SERVER, alive, free_port, notes_server, wait_gone
 import nbagent
 from nbagent import Chat, MCPServer
 from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
+
+
+def until(check: Callable[[], bool], seconds: float = 60.0) -> bool:
+    """Wait for a state (polled); ``False`` if it never came (a hang, not slowness)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def answered(fn: Callable[[], Any], hang: float = 120.0) -> dict[str, Any]:
+    """``fn()`` on a thread: its value or error; fails only if it is still waiting after
+    ``hang`` seconds (the waits it must not make are far longer)."""
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["value"] = fn()
+        except BaseException as exc:
+            out["error"] = exc
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(hang)
+    assert not t.is_alive(), f"still waiting after {hang} s"
+    return out
 
 
 def run_one(server: MCPServer, name: str, args: dict[str, Any]) -> nbagent.ToolCall:
@@ -54,7 +88,7 @@ def test_a_server_that_died_while_idle_is_restarted_before_the_next_call(
     pid = int(notes.call("pid"))
     os.kill(pid, signal.SIGKILL)
     assert wait_gone(pid)
-    time.sleep(0.2)  # let the transport see the end of the pipe
+    assert until(lambda: not notes._connection.usable())  # the transport saw the pipe end
     call = run_one(notes, "notes_echo", {"text": "still here"})
     assert call.status == "ok" and call.result is not None
     assert call.result.content == "still here"
@@ -109,11 +143,10 @@ def test_closing_the_chat_stops_the_server_and_a_later_use_reconnects() -> None:
 def test_a_timeout_abandons_the_call_and_the_connection_stays_usable() -> None:
     server = notes_server(timeout=0.3)
     try:
-        call = run_one(server, "slow", {"seconds": 5})
+        call = run_one(server, "slow", {"seconds": 600})
         assert call.status == "timed_out"
-        t0 = time.perf_counter()
-        assert server.call("echo", {"text": "quick"}) == "quick"
-        assert time.perf_counter() - t0 < 2
+        # the same connection answers while the abandoned call would still be sleeping
+        assert answered(lambda: server.call("echo", {"text": "quick"})) == {"value": "quick"}
     finally:
         server.close()
 
@@ -165,7 +198,7 @@ def test_a_lingering_server_is_stopped_at_interpreter_exit() -> None:
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,  # a hang bound: it takes seconds, longer only on a loaded machine
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     assert proc.returncode == 0, proc.stderr
@@ -181,27 +214,31 @@ def test_an_http_server_that_went_away_fails_clearly_and_is_reached_again() -> N
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+
+        def listening() -> bool:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                return proc
             except OSError:
-                time.sleep(0.1)
+                return proc.poll() is not None  # exited: stop waiting, fail below
+            return True
+
+        if until(listening, 120) and proc.poll() is None:
+            return proc
         proc.kill()
         raise RuntimeError("the HTTP notes server did not start")
 
     proc = start()
-    server = MCPServer.http(f"http://127.0.0.1:{port}/mcp")
+    # a connect_timeout far past the hang bound: the errors below come from the refused
+    # connection, never from waiting it out
+    server = MCPServer.http(f"http://127.0.0.1:{port}/mcp", connect_timeout=600)
     try:
         first = int(server.call("pid"))
         proc.kill()
         proc.wait(10)
-        for _ in range(2):  # while it is down: a clear error, at once, every time
-            t0 = time.perf_counter()
-            with pytest.raises(nbagent.MCPServerError, match=r"127\.0\.0\.1"):
-                server.call("pid")
-            assert time.perf_counter() - t0 < 10
+        for _ in range(2):  # while it is down: a clear error, not a wait, every time
+            error = answered(lambda: server.call("pid")).get("error")
+            assert isinstance(error, nbagent.MCPServerError), error
+            assert "127.0.0.1" in str(error)
         proc = start()
         call = run_one(server, "echo", {"text": "back"})
         assert call.status == "ok" and call.result is not None

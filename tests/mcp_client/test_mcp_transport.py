@@ -203,6 +203,44 @@ def test_chat_cancel_abandons_a_hung_tool_call_and_the_server_stays_usable(
     assert notes.call("echo", {"text": "still here"}) == "still here"
 
 
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_chat_cancel_abandons_call_async_while_the_server_lists_its_tools(driver: str) -> None:
+    """A tool of the chat awaiting ``other.call_async(...)`` on a server that never lists its
+    tools: ``chat.cancel()`` gives the listing up at once (it used to wait out the server's
+    ``connect_timeout``, here 600 s); the call ends as an error saying why, and it never ran."""
+    other = rogue("--hang", "list", connect_timeout=600)
+    entered = threading.Event()
+
+    @tool
+    async def relay() -> str:
+        """Ask the other server to count."""
+        entered.set()
+        return str(await other.call_async("count"))
+
+    provider = ScriptedProvider([call_tools(("relay", {})), reply("done")])
+    chat = Chat(provider=provider).with_tools(relay)
+    finished = threading.Event()
+    chat.on(nbagent.ToolCallFinished, lambda e: finished.set())
+    try:
+        if driver == "sync":
+            t, out = in_thread(lambda: chat.ask("relay"))
+        else:
+            t, out = in_thread(lambda: asyncio.run(chat.ask_async("relay")))
+        assert entered.wait(60)
+        assert until(lambda: other._connection.usable())  # connected: now it lists, for ever
+        chat.cancel()
+        assert finished.wait(120), "chat.cancel() did not abandon the listing"
+        t.join(60)
+        assert not t.is_alive()
+        assert isinstance(out.get("error"), ChatCancelled), out
+        (call,) = chat.tool_calls
+        assert call.status == "error" and call.result is not None
+        assert "listing its tools" in call.result.content
+        assert "was cancelled" in call.result.content
+    finally:
+        other.close()
+
+
 def test_a_step_that_asks_no_model_does_not_wait_on_a_hung_server() -> None:
     """The server answers its first listing, announces a change, then never lists again:
     running an approved local call is a step that needs no listing."""

@@ -395,6 +395,77 @@ def test_the_strict_fake_refuses_malformed_parts(
     assert message in error.message
 
 
+_WAV = base64.b64encode(b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(32)).decode()
+
+
+def _audio(fmt: str = "wav", data: str = _WAV) -> dict[str, Any]:
+    return {"type": "input_audio", "input_audio": {"data": data, "format": fmt}}
+
+
+@pytest.mark.parametrize(
+    ("api", "body", "message"),
+    [
+        (  # Chat Completions takes input_audio only from an audio model
+            "chat",
+            {"model": "gpt-4.1-mini", "messages": [{"role": "user", "content": [_audio()]}]},
+            "does not support audio input",
+        ),
+        (
+            "chat",
+            {"model": "gpt-audio", "messages": [{"role": "tool", "content": [_audio()]}]},
+            "Audio is only allowed for messages with role 'user'",
+        ),
+        (
+            "chat",
+            {"model": "gpt-audio", "messages": [{"role": "user", "content": [_audio("ogg")]}]},
+            "Supported values are: 'wav' and 'mp3'",
+        ),
+        (
+            "chat",
+            {"model": "gpt-audio", "messages": [{"role": "user", "content": [_audio("mp3")]}]},
+            "not valid mp3",
+        ),
+        (
+            "responses",
+            {"input": [{"role": "user", "content": [_audio()]}]},
+            "Supported values are: 'input_text', 'input_image', and 'input_file'",
+        ),
+        (
+            "responses",
+            {"input": [{"type": "function_call_output", "call_id": "c", "output": [_audio()]}]},
+            "Supported values are: 'input_text', 'input_image', and 'input_file'",
+        ),
+        (
+            "anthropic",
+            {"messages": [{"role": "user", "content": [{"type": "audio", "data": _WAV}]}]},
+            "does not match any of the expected tags",
+        ),
+    ],
+)
+def test_the_strict_fake_refuses_audio_where_the_api_does(
+    api: str, body: dict[str, Any], message: str
+) -> None:
+    from nbagent.testing._wire_media import check_media
+
+    error = check_media(api, body)
+    assert error is not None and error.status == 400
+    assert message in error.message
+
+
+def test_the_strict_fake_takes_input_audio_from_an_audio_model(server: FakeLLMServer) -> None:
+    import openai
+
+    client = openai.OpenAI(api_key="k", base_url=server.openai_base_url, max_retries=0)
+    server.script(["heard it"])
+    content = [{"type": "text", "text": "listen"}, _audio()]
+    answer = client.chat.completions.create(
+        model="gpt-4o-audio-preview",
+        messages=[{"role": "user", "content": content}],  # type: ignore[misc,list-item]
+    )
+    assert answer.choices[0].message.content == "heard it"
+    validate_with_sdk("chat", server.requests[-1].body)
+
+
 def test_the_strict_fake_answers_a_bad_image_with_a_400(server: FakeLLMServer) -> None:
     import openai
 

@@ -94,3 +94,30 @@ def test_a_version_7_store_gains_the_blobs_table(tmp_path: Path) -> None:
         chat.ask("Colour?", images=BLUE)
         loaded = Chat.load(chat.id, store=store, provider=ScriptedProvider([]), display=False)
         assert loaded.transcript[0].parts[0].data == BLUE  # type: ignore[union-attr]
+
+
+WAV = b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(32)
+
+
+@nbagent.tool
+def chirp() -> list[object]:
+    """Record a chirp."""
+    return ["a chirp", nbagent.AudioPart(WAV)]
+
+
+def test_a_tools_sound_round_trips_as_audio(backend: Any) -> None:
+    script = [call_tools(("chirp", {})), reply("Heard.")]
+    with backend.open() as store:
+        chat = Chat(provider=ScriptedProvider(script), store=store, display=False)
+        chat.with_tools(chirp).ask("Record")
+        loaded = Chat.load(
+            chat.id, store=store, tools=[chirp], provider=ScriptedProvider([]), display=False
+        )
+        assert loaded.transcript == chat.transcript
+        result = loaded.transcript[2]
+        assert isinstance(result, ToolResultMessage)
+        assert result.content == "a chirp\n[audio 1: audio/wav, 0 KB]"
+        assert result.parts == (nbagent.AudioPart(WAV, "audio/wav"),)
+        assert nbagent.read_log(store)["result_type"].tolist() == ["text+audio"]
+    rows = backend.sql("SELECT media_type FROM blobs")
+    assert [r[0] for r in rows] == ["audio/wav"]
