@@ -23,7 +23,16 @@ from _views import widgets_in
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nbagent import Chat, MCPServer, ModelRequest, ask_user, current_input_asker, tool
+from nbagent import (
+    Chat,
+    InputAnswered,
+    InputError,
+    MCPServer,
+    ModelRequest,
+    ask_user,
+    current_input_asker,
+    tool,
+)
 from nbagent._schema import validate_json_schema
 from nbagent.notebook import ChatView
 from nbagent.notebook._forms import FormError, for_browser, form_answer, form_fields
@@ -526,3 +535,47 @@ def test_form_checks_formats_bounds_and_defaults() -> None:
         {"properties": {"c": {"type": "string", "enum": ["r", "g"], "enumNames": ["Red", "Green"]}}}
     )
     assert [o["label"] for o in titled[0]["options"]] == ["Red", "Green"]
+
+
+@pytest.mark.parametrize("round_", range(15))
+def test_a_click_racing_an_answer_in_code_records_one_answer(round_: int) -> None:
+    """A click (a subshell's thread) and ``chat.answer`` in code at the same moment: one
+    answer is recorded, the other is refused, and the card ends answered, never pending."""
+    chat = Chat(
+        provider=answers_with_results(("ask_user", {"question": "Size?"}, "q1")), display=False
+    ).with_tools(ask_user)
+    view = ChatView(chat)
+    chat.ask("go")
+    (card,) = input_cards(view)
+    seen: list[str] = []
+    chat.on(InputAnswered, lambda e: seen.append(e.by))
+    start = threading.Barrier(2)
+    refused: list[str] = []
+
+    def in_code() -> None:
+        start.wait()
+        try:
+            chat.answer("q1", "from code", by="script")
+        except InputError:
+            refused.append("code")
+
+    def click() -> None:
+        start.wait()
+        card.click("accept", data="from the card")
+
+    threads = [threading.Thread(target=in_code), threading.Thread(target=click)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert view.continuation.wait(10)
+    assert len(seen) == 1  # one answer, whoever came first
+    (record,) = chat.record.inputs
+    assert record.answered_by == seen[0]
+    assert card.state == "answered"
+    if seen[0] == "script":
+        assert card.summary.startswith("Answered by script after ")
+    else:
+        assert refused == ["code"] and card.summary.startswith("Answered by you after ")
+    chat.complete()
+    assert chat.last_assistant_message.content == record.data
