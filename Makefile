@@ -46,7 +46,7 @@ help:
 	@echo "              on notebooks/01_quickstart.ipynb (LAB_ARGS=...)"
 	@echo "make install  create $(VENV) and pip install -e '.[dev]' (skipped if up to date)"
 	@echo "make demo     run the quickstart notebook headless and print the transcript"
-	@echo "make notebooks  rerun notebooks 01 and 03 on the demo model and save their outputs"
+	@echo "make notebooks  rerun notebooks 01, 03 and 11 on the demo model and save their outputs"
 	@echo "make test     whole pytest suite, browser tests included (PYTEST_ARGS=...)"
 	@echo "make screenshot  regenerate docs/images/live-view.png (the README's picture) in JupyterLab"
 	@echo "make docs     build the documentation site strictly into site/ (docs-serve: serve it)"
@@ -104,7 +104,8 @@ demo: $(LAB_STAMP)
 
 # The notebooks committed with their outputs (GitHub shows them before any install);
 # tests/notebook/test_saved_outputs.py fails when they are stale versus the code.
-SAVED_NOTEBOOKS := notebooks/01_quickstart.ipynb notebooks/03_approvals.ipynb
+SAVED_NOTEBOOKS := notebooks/01_quickstart.ipynb notebooks/03_approvals.ipynb \
+                   notebooks/11_people_in_the_loop.ipynb
 
 notebooks: kernel
 	$(PY) -m nbagent.demo --save $(SAVED_NOTEBOOKS)

@@ -39,6 +39,7 @@ from .._html import (
     printable,
     short_json,
 )
+from .._record import InputRecord
 from .._types import FINAL_STATUSES, PendingInput
 from ._state import CallEntry, Thumb
 
@@ -88,7 +89,9 @@ def _open(e: CallEntry, decision: str, live: bool) -> str:
     if e.r.status == "running":
         parts.append(progress_html(e))
     parts.append(logs_html(e))
-    parts.extend(input_html(i) for i in e.inputs)
+    if not live:  # the live view draws each input as a card of its own, with its buttons
+        parts.append(inputs_done_html(e))
+        parts.extend(input_html(i) for i in e.inputs)
     if live and e.gated:
         parts.append('<div class="nba-controls"></div>')
     return (
@@ -122,6 +125,7 @@ def _finished(e: CallEntry, decision: str) -> str:
         body.append(f'<div class="nba-note">{esc(decision)}</div>')
     if e.r.error:
         body.append(f'<div class="nba-err">{esc(clip(e.r.error, ERROR_CHARS))}</div>')
+    body.append(inputs_done_html(e))
     body.append(logs_html(e))
     if e.traceback:
         body.append(
@@ -575,37 +579,158 @@ _INPUT_TITLES = {
 }
 
 
-def input_html(p: PendingInput) -> str:
-    """A pending input on its call's card: what is asked (the question and its choices, the
-    form's fields, the URL, the exact sampling messages) and how to answer it in code."""
+def input_html(p: PendingInput, *, live: bool = False) -> str:
+    """A pending input: what is asked (the question and its choices, the form's fields, the
+    URL, the exact sampling messages) and how to answer it in code.
+
+    ``live``: the input's card in the live view, where ``approval.js`` draws the form's
+    fields, the choices and the buttons into its ``.nba-controls`` slot (so neither the
+    field list nor the choices are written here).
+    """
     who = f"{p.server} " if p.server else ""
     body = [
         f'<div class="nba-head"><span class="nba-badge nba-st-awaiting_input">input</span> '
-        f"{esc(who + _INPUT_TITLES.get(p.kind, p.kind))}</div>"
+        f"{esc(who + _INPUT_TITLES.get(p.kind, p.kind))}"
+        + (
+            f' <span class="nba-dim">for <code>{esc(p.tool)}</code></span>'
+            if live and p.tool
+            else ""
+        )
+        + "</div>"
     ]
     if p.message and p.kind != "external":
-        body.append(f'<div class="nba-note">{esc(clip(p.message, 2000))}</div>')
-    if p.kind == "ask_user" and p.choices:
+        body.append(f'<div class="nba-note nba-ask">{esc(clip(p.message, 2000))}</div>')
+    if p.kind == "external":
+        body.append(_external(p))
+    if p.kind == "ask_user" and p.choices and not live:
         options = "".join(f"<li><code>{esc(str(c))}</code></li>" for c in p.choices)
         body.append(f'<ul class="nba-choices">{options}</ul>')
-    elif p.kind == "elicitation":
+    elif p.kind == "elicitation" and not live:
         body.append(_form_fields(p.schema or {}))
     elif p.kind == "elicitation_url":
-        url = str(p.content.get("url") or "")
-        safe = url.startswith(("https://", "http://"))
-        link = (
-            f'<a href="{esc(url)}" target="_blank" rel="noopener noreferrer">{esc(url)}</a>'
-            if safe
-            else f"<code>{esc(url)}</code>"
-        )
-        body.append(f'<div class="nba-note">{link}</div>')
+        body.append(f'<div class="nba-note">{url_link(str(p.content.get("url") or ""))}</div>')
     elif p.kind == "sampling":
         body.append(_sampling(p.content))
+    if live:
+        body.append('<div class="nba-controls"></div>')
     body.append(
-        f'<div class="nba-note nba-dim">answer: <code>chat.answer({esc(repr(p.id))}, ...)</code>'
+        f'<div class="nba-note nba-dim">{"or in code" if live else "answer"}: '
+        f"<code>chat.answer({esc(repr(p.id))}, ...)</code>"
         f" or <code>chat.decline({esc(repr(p.id))})</code></div>"
     )
     return f'<div class="nba-input" data-input-id="{esc(p.id)}">{"".join(body)}</div>'
+
+
+def settled_input_words(r: InputRecord, by_hand: bool) -> str:
+    """An answered input in words: its kind, then :func:`input_summary`'s line."""
+    return input_summary(
+        r.kind,
+        r.status,
+        r.answered_by,
+        wait_ms=r.wait_ms,
+        by_hand=by_hand,
+        elsewhere=r.elsewhere,
+        reason=r.reason,
+        own_reply=r.kind == "sampling" and isinstance(r.data, str),
+    )
+
+
+def inputs_done_html(e: CallEntry) -> str:
+    """What the call asked a person, and how each was answered (one line each)."""
+    if not e.settled_inputs:
+        return ""
+    lines = [
+        f'<div class="nba-note nba-input-done"><span class="nba-tag">'
+        f"{esc(_INPUT_NAMES.get(r.kind, r.kind))}</span> {esc(settled_input_words(r, hand))}</div>"
+        for r, hand in e.settled_inputs[-20:]
+    ]
+    return "".join(lines)
+
+
+_INPUT_NAMES = {
+    "elicitation": "form",
+    "elicitation_url": "page",
+    "sampling": "sampling",
+    "ask_user": "question",
+    "external": "result",
+}
+
+
+def url_link(url: str) -> str:
+    """An http(s) URL as a link that opens in a new tab (escaped, no opener); any other
+    URL as code, never a link."""
+    if url.startswith(("https://", "http://")):
+        return (
+            f'<a href="{esc(url)}" target="_blank" rel="noopener noreferrer" '
+            f'class="nba-url">{esc(url)}</a>'
+        )
+    return f"<code>{esc(url)}</code>"
+
+
+def _external(p: PendingInput) -> str:
+    """An external call's arguments (what the result is for)."""
+    arguments = p.content.get("arguments")
+    if not isinstance(arguments, dict) or not arguments:
+        return ""
+    shown = json.dumps(arguments, ensure_ascii=False, indent=1, default=str)
+    return f'<pre class="nba-block">{esc(clip(shown, 2000))}</pre>'
+
+
+_SUMMARY_VERBS = {
+    ("accept", "sampling"): "Approved",
+    ("accept", "elicitation_url"): "Done",
+    ("decline", "sampling"): "Denied",
+    ("decline", ""): "Declined",
+    ("cancel", ""): "Cancelled",
+}
+
+
+def input_summary(
+    kind: str,
+    action: str,
+    by: str | None,
+    *,
+    wait_ms: float | None = None,
+    by_hand: bool = False,
+    elsewhere: bool = False,
+    reason: str | None = None,
+    own_reply: bool = False,
+) -> str:
+    """An answered input's card as one line: "Answered by you after 12 s", "Declined by
+    you: not now", "Approved in code after 3 s", "Cancelled by nbagent: the call ended"."""
+    verb = (
+        "Answered"
+        if own_reply
+        else _SUMMARY_VERBS.get((action, kind)) or _SUMMARY_VERBS.get((action, ""), "Answered")
+    )
+    if elsewhere:
+        who = " elsewhere" + (f" by {by}" if by and by != "user" else "")
+    elif by == "user":
+        who = " by you" if by_hand else " in code"
+    else:
+        who = f" by {by}" if by else ""
+    words = verb + who
+    if own_reply:
+        words += " (your own reply, the model was not asked)"
+    if wait_ms is not None and action == "accept":
+        words += f" after {wait_words(wait_ms)}"
+    if reason:
+        words += f": {reason}"
+    return words
+
+
+def wait_words(ms: float) -> str:
+    """How long an input waited: ``0.4 s``, ``12 s``, ``3 min 5 s``, ``2 h 4 min``."""
+    s = max(0.0, ms / 1000.0)
+    if s < 1:
+        return f"{s:.1f} s"
+    if s < 60:
+        return f"{s:.0f} s"
+    m, sec = divmod(int(s), 60)
+    if m < 60:
+        return f"{m} min {sec} s" if sec else f"{m} min"
+    h, m = divmod(m, 60)
+    return f"{h} h {m} min" if m else f"{h} h"
 
 
 def _form_fields(schema: dict[str, Any]) -> str:
@@ -646,4 +771,27 @@ def _sampling(content: dict[str, Any]) -> str:
         lines.append(f"{m.get('role', 'user') if isinstance(m, dict) else 'user'}: {text}")
     if content.get("maxTokens"):
         lines.append(f"(at most {content['maxTokens']} tokens)")
+    prefs = _preferences(content.get("modelPreferences"))
+    if prefs:
+        lines.append(f"(model preferences: {prefs})")
     return f'<pre class="nba-result">{esc(clip(chr(10).join(lines), 4000))}</pre>'
+
+
+def _preferences(prefs: Any) -> str:
+    """A sampling request's model preferences in words: hinted models, then priorities."""
+    if not isinstance(prefs, dict):
+        return ""
+    out = []
+    hints = [
+        h.get("name") for h in prefs.get("hints") or () if isinstance(h, dict) and h.get("name")
+    ]
+    if hints:
+        out.append("models like " + ", ".join(str(h) for h in hints))
+    for key, word in (
+        ("intelligencePriority", "intelligence"),
+        ("speedPriority", "speed"),
+        ("costPriority", "cost"),
+    ):
+        if isinstance(prefs.get(key), int | float):
+            out.append(f"{word} {prefs[key]:g}")
+    return ", ".join(out)

@@ -32,7 +32,14 @@ from .._events import (
 )
 from .._html import clip, json_preview
 from .._media import IMAGE_TYPES, sniff, sniff_audio
-from .._record import CallRecord, ChatRecord, MessageRecord, RecordChange, StepRecord
+from .._record import (
+    CallRecord,
+    ChatRecord,
+    InputRecord,
+    MessageRecord,
+    RecordChange,
+    StepRecord,
+)
 from .._result_text import without_edit_note
 from .._types import (
     AssistantToolCallMessage,
@@ -276,6 +283,8 @@ class CallEntry(Entry):
     result_images: tuple[Thumb, ...] = ()  # the images the tool returned, as thumbnails
     traceback: str | None = None  # where a tool that raised failed
     inputs: tuple[PendingInput, ...] = ()  # what a person is asked for it, still unanswered
+    # its inputs answered (declined, cancelled), each with whether it was on its card
+    settled_inputs: tuple[tuple[InputRecord, bool], ...] = ()
     kind = "call"
 
     _result: ToolResultMessage | None = field(default=None, init=False, repr=False)
@@ -294,6 +303,12 @@ class CallEntry(Entry):
     def awaits_input(self) -> bool:
         """Parked for a person's answer (an external tool's call, ``ask_user``)."""
         return self.r.status == "awaiting_input"
+
+    @property
+    def asks(self) -> bool:
+        """Something about this call waits for a person: its approval or an input (a parked
+        call's, or one a server asked for in the middle of the call)."""
+        return self.pending or self.awaits_input or bool(self.inputs)
 
     @property
     def verdict(self) -> DecisionVerdict | None:
@@ -381,10 +396,12 @@ class Deciders:
     call first (``by_hand``); a decision seen without that mark was made in code
     (``in_code``), as was the decision a fork was made with. A decision made
     before this kernel saw the chat (a loaded one) is in neither: "by you".
+    ``inputs_by_hand`` are the pending inputs answered on their card (by input id).
     """
 
     by_hand: set[str] = field(default_factory=set)
     in_code: set[str] = field(default_factory=set)
+    inputs_by_hand: set[str] = field(default_factory=set)
 
 
 def _new_deciders(chat: Chat) -> Deciders:
@@ -431,6 +448,11 @@ class ChatState:
         with self.lock:
             self.deciders.by_hand.add(call_id)
 
+    def mark_input_by_hand(self, input_id: str) -> None:
+        """A person is answering ``input_id`` on its card, not in code."""
+        with self.lock:
+            self.deciders.inputs_by_hand.add(input_id)
+
     # -------------------------------------------------------------- reading
     def entries_for(self, turn: int | None) -> list[Entry]:
         if turn is None:
@@ -441,7 +463,8 @@ class ChatState:
         return self.totals.get(turn) or Totals()
 
     def pending_cards(self) -> list[Entry]:
-        return [e for e in self.entries if isinstance(e, (CallEntry, BudgetEntry)) and e.pending]
+        """Entries a person must act on: a call awaiting approval or an input, a budget card."""
+        return [e for e in self.entries if waits_for_someone(e)]
 
     # ------------------------------------------------------------ listeners
     def add_listener(self, fn: Listener) -> None:
@@ -734,10 +757,11 @@ class ChatState:
             entry.result_peek = _peek(value, entry.result_html)
             entry.result_images = thumbs(result.parts) if result else ()
         entry.ran_before = tuple(self._call_name(cid) for cid in r.ran_before)
-        entry.inputs = tuple(
-            i.request
-            for i in self.record.inputs
-            if i.call_id == r.call_id and i.status == "pending"
+        mine = [i for i in self.record.inputs if i.call_id == r.call_id]
+        entry.inputs = tuple(i.request for i in mine if i.status == "pending")
+        by_hand = self.deciders.inputs_by_hand
+        entry.settled_inputs = tuple(
+            (i, i.input_id in by_hand) for i in mine if i.status != "pending"
         )
         changed: list[Entry] = [_touch(entry)]
         if r.status == "running":
@@ -766,6 +790,13 @@ class ChatState:
     def _call_name(self, call_id: str) -> str:
         entry = self.by_key.get(f"c:{call_id}")
         return entry.r.tool if isinstance(entry, CallEntry) and entry.r.tool else call_id
+
+
+def waits_for_someone(e: Entry) -> bool:
+    """Whether a person must act on ``e``: a call's approval or input, a budget card."""
+    if isinstance(e, CallEntry):
+        return e.asks
+    return isinstance(e, BudgetEntry) and e.pending
 
 
 _PHASES = {

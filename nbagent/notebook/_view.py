@@ -4,16 +4,20 @@ The view listens to the chat's :class:`~nbagent.notebook._state.ChatState` and
 keeps one widget per entry: an ``ipywidgets.HTML`` for messages, steps and
 ungated tool calls, an :class:`~nbagent.notebook._widgets.ActionCard` for each
 gated call (the call's card with its buttons inside: one card per call) and for
-each exhausted step budget, and an ``ActionCard`` of kind ``batch`` (Approve
+each exhausted step budget, an ``ActionCard`` of kind ``batch`` (Approve
 all / Deny all) above the first gated call of a response that has several
-waiting. An event re-renders only
+waiting, and an ``ActionCard`` of kind ``input`` under a call's card for each
+input a person is asked for it (a form, a link, a sampling request, a question,
+an external result), answered through ``chat.answer`` / ``chat.decline`` and
+folded to one line once answered. An event re-renders only
 the entries it touched, and the entries are kept in pages of which only the
 last few are live widgets ("Show earlier" brings older pages back), so the
 cost of an event stays flat however long the chat grows. A page holds at
 least ``page_size`` entries and ends only where a turn ends (in a view of one
 turn, where a model step ends): nothing folds in the middle of a turn.
 
-Clicks go to :meth:`ChatView._on_card_action`, which records the decision
+Clicks go to :meth:`ChatView._on_card_action` (an input card's to
+:meth:`ChatView._on_input_action`), which records the decision or the answer
 through the chat's public API and asks the chat's
 :class:`~nbagent.notebook._continuation.Continuation` to run the loop again.
 
@@ -39,10 +43,12 @@ import ipywidgets
 from ipywidgets.widgets.widget_string import HTMLStyle
 
 from .._display import LiveOutput, mark_dirty
-from .._errors import DecisionError
-from ._cards import by_always_allow, reason_words
+from .._errors import DecisionError, InputError
+from .._types import PendingInput
+from ._cards import by_always_allow, input_html, reason_words, settled_input_words
 from ._continuation import continuation_for
 from ._fallback import twin_bundle
+from ._forms import FormError, for_browser, form_answer, form_fields
 from ._render import decision_words, entry_html, esc, status_html, style_tag
 from ._state import (
     BudgetEntry,
@@ -53,6 +59,7 @@ from ._state import (
     TextEntry,
     UserEntry,
     state_for,
+    waits_for_someone,
 )
 from ._widgets import ActionCard, CardError
 
@@ -124,6 +131,8 @@ class ChatView:
         self._cards: dict[str, ActionCard] = {}
         self._step_calls: dict[int, list[str]] = {}  # step -> its gated calls' keys, in order
         self._batches: dict[int, ActionCard] = {}  # step -> its Approve all / Deny all card
+        self._inputs: dict[str, ActionCard] = {}  # input id -> its card
+        self._input_boxes: dict[str, ipywidgets.VBox] = {}  # call key -> its input cards
         self._always_from: dict[
             str, ActionCard
         ] = {}  # tool -> the card "Always allow" was clicked on
@@ -175,11 +184,10 @@ class ChatView:
         return [e for e in self.state.entries_for(self.turn) if e.key not in self.skip]
 
     def pending(self) -> bool:
-        """Whether something in this view waits for a decision (an approval, a budget card)."""
+        """Whether something in this view waits for a person (an approval, an input, a
+        budget card)."""
         with self.state.lock:
-            return any(
-                isinstance(e, (CallEntry, BudgetEntry)) and e.pending for e in self._entries()
-            )
+            return any(waits_for_someone(e) for e in self._entries())
 
     # ------------------------------------------------------------- building
     def _build(self, entries: list[Entry]) -> None:
@@ -248,6 +256,9 @@ class ChatView:
                 widget = ipywidgets.HTML(value, layout=self._entry_layout, style=self._entry_style)
             self._html[e.key] = widget
         self._widgets[e.key] = widget
+        if isinstance(e, CallEntry) and e.inputs:
+            widget = self._with_inputs(e.key, widget)
+            self._sync_inputs(e)
         return widget
 
     def _make_card(self, e: Entry) -> ActionCard:
@@ -277,6 +288,94 @@ class ChatView:
         self._cards[e.key] = card
         self._sync_card(card, e)
         return card
+
+    # ------------------------------------------------------------- inputs
+    def _with_inputs(self, key: str, widget: ipywidgets.Widget) -> ipywidgets.Widget:
+        """``widget`` (the call's) with the box its input cards go into under it."""
+        box = ipywidgets.VBox([], layout=self._box_layout)
+        self._input_boxes[key] = box
+        pair = ipywidgets.VBox([widget, box], layout=self._box_layout)
+        self._widgets[key] = pair
+        return pair
+
+    def _sync_inputs(self, e: CallEntry) -> None:
+        """A card under the call for each input it waits for; a card whose input was
+        answered (here, in code, elsewhere) or withdrawn folds to its one line."""
+        for p in e.inputs:
+            if p.id in self._inputs:
+                continue
+            box = self._input_boxes.get(e.key)
+            if box is None:
+                widget = self._widgets.get(e.key)
+                page = self._pages.get(self._page_of(self._pos[e.key])) if widget else None
+                if widget is None or page is None or widget not in page.children:
+                    continue  # not on a live page: drawn when its page is
+                pair = self._with_inputs(e.key, widget)
+                page.children = tuple(pair if w is widget else w for w in page.children)
+                box = self._input_boxes[e.key]
+            card = self._make_input_card(p)
+            box.children = (*box.children, card)
+        waiting = {p.id for p in e.inputs}
+        box = self._input_boxes.get(e.key)
+        for card in box.children if box is not None else ():
+            if isinstance(card, ActionCard) and card.input_id not in waiting:
+                self._settle_input_card(card)
+
+    def _make_input_card(self, p: PendingInput) -> ActionCard:
+        card = ActionCard(
+            self._on_input_action,
+            kind="input",
+            value=input_html(p, live=True),
+            tool=p.tool or "",
+            call_id=p.call_id or "",
+            input_id=p.id,
+            input_kind=p.kind,
+            fields=for_browser(form_fields(p.schema)) if p.kind == "elicitation" else [],
+            choices=[str(c) for c in p.choices] if p.kind == "ask_user" else [],
+        )
+        card.on_rendered = self.continuation.note_rendered
+        self._inputs[p.id] = card
+        return card
+
+    def _settle_input_card(self, card: ActionCard) -> None:
+        """An input no longer waits: its card becomes one line saying who answered how."""
+        if card.state not in ("pending", "working", "closed"):
+            return
+        r = self.state.record.input(card.input_id)
+        if r is None or r.status == "pending":
+            return
+        card.summary = settled_input_words(r, r.input_id in self.state.deciders.inputs_by_hand)
+        card.error = ""
+        card.state = {"accept": "answered", "decline": "declined"}.get(r.status, "cancelled")
+
+    def _on_input_action(self, card: ActionCard, action: dict[str, Any]) -> None:
+        """A click on an input card: the answer (checked, typed) through ``chat.answer``, or
+        ``chat.decline``; a bad answer raises :class:`CardError` and the input still waits."""
+        kind = action.get("kind")
+        pending = next((p for p in self.chat.pending_inputs if p.id == card.input_id), None)
+        if pending is None:
+            self._settle_input_card(card)
+            if card.state in ("pending", "working"):
+                raise CardError("This input does not wait for an answer any more.")
+            return
+        if kind == "accept":
+            value = _input_answer(pending, action.get("data"))
+            self.state.mark_input_by_hand(pending.id)
+            try:
+                self.chat.answer(pending, value)
+            except InputError as exc:
+                raise CardError(str(exc)) from None
+        elif kind in ("decline", "cancel"):
+            reason = str(action.get("reason") or "").strip() or None
+            self.state.mark_input_by_hand(pending.id)
+            try:
+                self.chat.decline(pending, reason, cancel=kind == "cancel")
+            except InputError as exc:
+                raise CardError(str(exc)) from None
+        else:
+            raise CardError(f"unknown action {kind!r}")
+        self._settle_input_card(card)
+        self.continuation.request()
 
     # ------------------------------------------------- Approve all / Deny all
     def _note_gated(self, e: Entry) -> None:
@@ -448,7 +547,7 @@ class ChatView:
 
     def _has_pending(self, key: str) -> bool:
         e = self.state.by_key.get(key)
-        return isinstance(e, (CallEntry, BudgetEntry)) and e.pending
+        return e is not None and waits_for_someone(e)
 
     def _new_box(self, children: list[ipywidgets.Widget]) -> ipywidgets.VBox:
         if self._spare_boxes:
@@ -466,7 +565,12 @@ class ChatView:
             card = self._cards.pop(key, None)
             if html is not None:
                 self._spare.append(html)
-            for w in (card, widget):
+            inputs = self._input_boxes.pop(key, None)
+            if inputs is not None:
+                for c in inputs.children:
+                    self._inputs.pop(getattr(c, "input_id", ""), None)
+                    c.close()
+            for w in (card, widget, inputs):
                 if w is not None and w is not html:
                     w.close()
         for step, batch in list(self._batches.items()):
@@ -549,6 +653,8 @@ class ChatView:
             self._sync_card(card, e)
         if isinstance(e, CallEntry) and e.gated:
             self._sync_batch(e.r.step or 0)
+        if isinstance(e, CallEntry) and (e.inputs or e.key in self._input_boxes):
+            self._sync_inputs(e)
 
     def _sync_card(self, card: ActionCard, e: Entry) -> None:
         if isinstance(e, CallEntry):
@@ -581,7 +687,7 @@ class ChatView:
         self.frozen = True
         self.state.remove_listener(self._on_change)
         self.continuation.remove_countdown_listener(self._on_countdown)
-        for card in [*self._cards.values(), *self._batches.values()]:
+        for card in [*self._cards.values(), *self._batches.values(), *self._inputs.values()]:
             card.close_card("A later turn started.")
 
     def close(self) -> None:
@@ -595,6 +701,8 @@ class ChatView:
         widgets: list[Any] = [
             *self._cards.values(),
             *self._batches.values(),
+            *self._inputs.values(),
+            *self._input_boxes.values(),
             *self._html.values(),
             *self._widgets.values(),
             *self._pages.values(),
@@ -620,6 +728,8 @@ class ChatView:
                 m.close()
         self._cards.clear()
         self._batches.clear()
+        self._inputs.clear()
+        self._input_boxes.clear()
         self._html.clear()
         self._widgets.clear()
         self._pages.clear()
@@ -860,3 +970,24 @@ def _parse_arguments(value: Any) -> dict[str, Any]:
     if not isinstance(parsed, dict):
         raise CardError("The edited arguments must be a JSON object.")
     return parsed
+
+
+def _input_answer(pending: PendingInput, data: Any) -> Any:
+    """What a card's Accept / Submit / Approve sends to ``chat.answer``: a form's values
+    typed (:func:`~._forms.form_answer`), a text box's text, ``None`` to approve a sampling
+    request as it is (its text box holds the person's own reply, when they write one)."""
+    kind = pending.kind
+    if kind == "elicitation":
+        try:
+            return form_answer(form_fields(pending.schema), data)
+        except FormError as exc:
+            raise CardError(f"{exc} (nothing was sent; the form still waits)") from None
+    if kind == "elicitation_url":
+        return None
+    text = data if isinstance(data, str) else ""
+    if kind == "sampling":
+        return text if text.strip() else None
+    if not text.strip():
+        what = "an answer" if kind == "ask_user" else "the result"
+        raise CardError(f"Write {what} first (or Decline).")
+    return text.strip() if kind == "ask_user" else text

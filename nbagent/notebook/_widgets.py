@@ -1,14 +1,21 @@
 """The action cards: one anywidget model per decision.
 
-Three kinds: ``approval`` (a gated call: the card *is* the call's card, its
+Four kinds: ``approval`` (a gated call: the card *is* the call's card, its
 HTML in ``value``, with the buttons drawn inside it), ``batch`` (Approve all /
-Deny all for the pending calls of one response) and ``budget`` (the step budget
-ran out: Continue / Stop).
+Deny all for the pending calls of one response), ``budget`` (the step budget
+ran out: Continue / Stop) and ``input`` (a pending input under its call's card:
+an elicitation's form with Accept / Decline / Cancel, a URL with Done /
+Decline, a sampling request with Approve / Deny / a reply of one's own,
+``ask_user``'s text box or choices, an external call's result with Submit /
+Decline).
 
 The browser side (``approval.js``) draws the buttons and, on the first click,
-disables every control at once and sets the ``action`` trait to
-``{"kind", "reason", "arguments", "nonce"}``. The kernel side observes that
-trait: it accepts one action per card while the card is ``pending`` (a second
+disables every control at once and sends the action,
+``{"kind", "reason", "arguments", "data", "nonce"}``, as a custom message (not as a
+trait: Jupyter Widgets holds a second state update until the kernel reports the
+first one idle, which a kernel running an awaiting cell does not do, so a second
+click on a card would never arrive). Setting the ``action`` trait does the same.
+The kernel side accepts one action per card while the card is ``pending`` (a second
 click, a second view of the same card, or a repeated nonce is ignored), hands
 the action to the view's handler, and reflects the outcome in ``state``,
 ``summary`` and ``error``. The one action a decided card takes is ``revoke``
@@ -43,13 +50,14 @@ class ActionCard(anywidget.AnyWidget):
     """A card with buttons that decides something (see the module docstring).
 
     Traits (all synced):
-        kind: ``"approval"``, ``"batch"`` or ``"budget"``.
+        kind: ``"approval"``, ``"batch"``, ``"budget"`` or ``"input"``.
         value: The call's card as HTML (approval cards), rendered and escaped by
             ``_cards`` like every entry of the view; the buttons go into its
             ``.nba-controls`` slot.
         state: ``pending`` (buttons live), ``working`` (an action is being
             applied), then ``approved`` / ``denied`` / ``continued`` /
-            ``stopped``, or ``closed`` (nothing left to decide here).
+            ``stopped``, ``answered`` / ``declined`` / ``cancelled`` (input cards), or
+            ``closed`` (nothing left to decide here).
         tool: Tool name (approval cards).
         arguments: The call's arguments as pretty JSON (the editor's start value), or
             a bounded preview of them when they are huge.
@@ -64,12 +72,18 @@ class ActionCard(anywidget.AnyWidget):
             ``+$0.50``, ``+10,000 tokens``; budget cards).
         count: How many calls "Approve all" / "Deny all" decide (batch cards).
         call_ids: Those calls (batch cards).
+        input_id: The pending input's id (input cards).
+        input_kind: Its kind: ``elicitation``, ``elicitation_url``, ``sampling``,
+            ``ask_user`` or ``external`` (input cards).
+        fields: An elicitation's form fields (``_forms.for_browser``; input cards).
+        choices: ``ask_user``'s choices, drawn as buttons (input cards).
         revocable: The call was approved by "Always allow", which still holds:
             the card offers to take it back (``revoke``).
         summary: One line saying what was decided.
         note: A note under the card (what taking back "Always allow" did).
         error: The last error (invalid edited arguments...), else empty.
-        action: Set by the browser: ``{"kind", "reason", "arguments", "nonce"}``.
+        action: Set by the browser: ``{"kind", "reason", "arguments", "data", "nonce"}``
+            (``data``: an input card's answer as entered).
     """
 
     _esm = _HERE / "approval.js"
@@ -89,6 +103,10 @@ class ActionCard(anywidget.AnyWidget):
     increment = traitlets.Unicode("").tag(sync=True)
     count = traitlets.Int(0).tag(sync=True)
     call_ids = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    input_id = traitlets.Unicode("").tag(sync=True)
+    input_kind = traitlets.Unicode("").tag(sync=True)
+    fields = traitlets.List(traitlets.Dict()).tag(sync=True)
+    choices = traitlets.List(traitlets.Unicode()).tag(sync=True)
     revocable = traitlets.Bool(False).tag(sync=True)
     note = traitlets.Unicode("").tag(sync=True)
     summary = traitlets.Unicode("").tag(sync=True)
@@ -109,12 +127,18 @@ class ActionCard(anywidget.AnyWidget):
 
     # ------------------------------------------------------------------ browser
     def _on_custom_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        rendered = isinstance(content, dict) and content.get("event") == "rendered"
-        if rendered and self.on_rendered is not None:
+        event = content.get("event") if isinstance(content, dict) else None
+        if event == "rendered" and self.on_rendered is not None:
             self.on_rendered()
+        elif event == "action":
+            self._apply(content.get("action"))
 
     def _on_action(self, change: dict[str, Any]) -> None:
-        action = change.get("new") or {}
+        self._apply(change.get("new"))
+
+    def _apply(self, action: Any) -> None:
+        """One action from the browser (or :meth:`click`): at most once per nonce, and
+        only while the card is pending (a revoke: while it is revocable)."""
         if not isinstance(action, dict) or not action.get("kind"):
             return
         nonce = str(action.get("nonce", ""))
@@ -149,24 +173,33 @@ class ActionCard(anywidget.AnyWidget):
 
     # -------------------------------------------------------------------- tests
     def click(
-        self, kind: str, *, reason: str = "", arguments: str | dict[str, Any] | None = None
+        self,
+        kind: str,
+        *,
+        reason: str = "",
+        arguments: str | dict[str, Any] | None = None,
+        data: Any = None,
     ) -> None:
-        """Do what a click in the browser does: set ``action`` with a fresh nonce.
+        """Do what a click in the browser does: send the action with a fresh nonce.
 
         ``kind`` is ``approve``, ``deny``, ``edit``, ``always``, ``revoke``
-        (approval cards), ``approve_all``, ``deny_all`` (batch cards) or
-        ``continue``, ``stop`` (budget cards).
+        (approval cards), ``approve_all``, ``deny_all`` (batch cards),
+        ``continue``, ``stop`` (budget cards) or ``accept``, ``decline``, ``cancel``
+        (input cards, with the answer as entered in ``data``: a form's values by
+        field name, as text, a checkbox's bool, the chosen options; a text box's text).
         """
         import json
 
         if isinstance(arguments, dict):
             arguments = json.dumps(arguments)
-        self.action = {
+        action = {
             "kind": kind,
             "reason": reason,
             "arguments": arguments if arguments is not None else self.arguments,
+            "data": data,
             "nonce": f"py-{next(_nonces)}",
         }
+        self._on_custom_msg(self, {"event": "action", "action": action}, [])
 
     def close_card(self, summary: str = "") -> None:
         """Nothing left to decide here (the turn moved on)."""

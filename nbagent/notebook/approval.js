@@ -1,5 +1,5 @@
 // nbagent action cards (a gated call's decision card, Approve all / Deny all, step
-// budget), rendered by anywidget.
+// budget, a pending input's card), rendered by anywidget.
 //
 // An approval card shows the call's card as the kernel rendered it (the `value`
 // trait: HTML built by nbagent/notebook/_cards.py, where everything a model or
@@ -7,8 +7,16 @@
 // shows) and draws its buttons into that card's `.nba-controls` slot.
 // Everything this file adds itself goes into the DOM through textContent /
 // value, never innerHTML. The first click disables every control of the card at
-// once, then sets the `action` trait (with a fresh nonce) for the kernel; the
-// kernel answers by changing `state` (and `error` when it refused).
+// once, then sends the action (with a fresh nonce) to the kernel as a custom
+// message; the kernel answers by changing `state` (and `error` when it refused).
+//
+// An input card (kind "input") shows the input as the kernel rendered it (`value`)
+// and draws its controls into its `.nba-controls` slot: an elicitation's form from
+// the `fields` the kernel read off its JSON Schema, a URL's Done, a sampling
+// request's Approve / Deny / own reply, ask_user's text box or choices, an
+// external call's result. What is typed is sent as entered (`action.data`); the
+// kernel types and checks it, and a bad value comes back as `error` with the input
+// still waiting (what was typed stays: it lives in `ui.values`).
 
 function h(tag, cls, text) {
   const node = document.createElement(tag);
@@ -48,14 +56,16 @@ function reasonBox(ui, placeholder, label, onEnter) {
 }
 
 const TRAITS = ["state", "error", "summary", "note", "value", "arguments", "editable", "reason",
-  "tool", "steps", "budget", "increment", "kind", "count", "revocable", "hosted"];
+  "tool", "steps", "budget", "increment", "kind", "count", "revocable", "hosted", "fields",
+  "choices", "input_kind", "input_id"];
 
 let counter = 0;
 
 function render({ model, el }) {
   el.classList.add("nba-action");
   // Local UI state survives redraws (an error must not wipe what was typed).
-  const ui = { editing: false, editText: null, reason: "", clicked: false, jsonError: "" };
+  const ui = { editing: false, editText: null, reason: "", clicked: false, jsonError: "",
+    values: {}, replying: false, reply: "" };
 
   function send(kind, extra) {
     if (ui.clicked) return;
@@ -63,10 +73,14 @@ function render({ model, el }) {
     for (const node of el.querySelectorAll("button, input, textarea")) node.disabled = true;
     el.classList.add("nba-busy");
     counter += 1;
-    model.set("action", Object.assign(
-      { kind, reason: "", arguments: "", nonce: `${Date.now()}-${counter}-${Math.random()}` },
-      extra || {}));
-    model.save_changes();
+    // A custom message, not a trait: Jupyter Widgets sends one state update at a time and
+    // holds the next until the kernel reports the first idle, which a kernel running an
+    // awaiting cell (`await chat.ask_async`) does not do for it, so a second click on a card
+    // (after an error) would never arrive.
+    model.send({ event: "action", action: Object.assign(
+      { kind, reason: "", arguments: "", data: null,
+        nonce: `${Date.now()}-${counter}-${Math.random()}` },
+      extra || {}) });
   }
 
   function approvalControls(state, slot) {
@@ -209,6 +223,196 @@ function render({ model, el }) {
     el.append(row);
   }
 
+  // ----------------------------------------------------------------- input cards
+  // Enter in a one-line box submits (not JupyterLab's Shift+Enter / Enter shortcuts).
+  function onEnter(node, fn, needCtrl) {
+    node.addEventListener("keydown", (ev) => {
+      if (ev.key !== "Enter" || ev.isComposing || ev.shiftKey) return;
+      if (needCtrl && !(ev.ctrlKey || ev.metaKey)) return;
+      ev.preventDefault();
+      ev.stopPropagation();
+      fn();
+    });
+  }
+
+  function fieldValue(f) {
+    return Object.prototype.hasOwnProperty.call(ui.values, f.name) ? ui.values[f.name] : f.default;
+  }
+
+  function fieldControl(f, i, single, accept) {
+    const cls = `nba-field nba-field-${i}`;
+    const set = (v) => { ui.values[f.name] = v; };
+    const label = `${f.label}${f.required ? " (required)" : ""}`;
+    if (f.widget === "checkbox") {
+      const box = h("input", cls);
+      box.type = "checkbox";
+      box.checked = !!fieldValue(f);
+      box.setAttribute("aria-label", label);
+      box.addEventListener("change", () => set(box.checked));
+      return box;
+    }
+    if (f.widget === "select") {
+      const sel = h("select", cls);
+      sel.setAttribute("aria-label", label);
+      const none = h("option", "", f.required ? "choose\u2026" : "(none)");
+      none.value = "";
+      sel.append(none);
+      for (const o of f.options || []) {
+        const opt = h("option", "", o.label);
+        opt.value = o.value;
+        sel.append(opt);
+      }
+      sel.value = fieldValue(f) || "";
+      sel.addEventListener("change", () => set(sel.value));
+      return sel;
+    }
+    if (f.widget === "multi") {
+      const wrap = h("span", "nba-multi");
+      const chosen = new Set(fieldValue(f) || []);
+      (f.options || []).forEach((o, j) => {
+        const item = h("label", "nba-multi-item");
+        const box = h("input", `${cls}-${j}`);
+        box.type = "checkbox";
+        box.checked = chosen.has(o.value);
+        box.addEventListener("change", () => {
+          const now = new Set(fieldValue(f) || []);
+          if (box.checked) now.add(o.value); else now.delete(o.value);
+          set((f.options || []).map((x) => x.value).filter((v) => now.has(v)));
+        });
+        item.append(box, document.createTextNode(" " + o.label));
+        wrap.append(item);
+      });
+      return wrap;
+    }
+    const multiline = f.widget === "json";
+    const box = h(multiline ? "textarea" : "input", cls + " nba-action-reason");
+    if (!multiline) {
+      box.type = f.widget === "number" ? "number" : (f.input_type || "text");
+      if (f.widget === "number") {
+        box.step = f.integer ? "1" : "any";
+        if (f.minimum !== null && f.minimum !== undefined) box.min = String(f.minimum);
+        if (f.maximum !== null && f.maximum !== undefined) box.max = String(f.maximum);
+      }
+      if (f.max_length) box.maxLength = f.max_length;
+    }
+    box.value = fieldValue(f) === undefined || fieldValue(f) === null ? "" : String(fieldValue(f));
+    box.setAttribute("aria-label", label);
+    box.addEventListener("input", () => set(box.value));
+    if (single && !multiline) onEnter(box, accept);
+    return box;
+  }
+
+  function formValues(fields) {
+    const out = {};
+    for (const f of fields) out[f.name] = fieldValue(f);
+    return out;
+  }
+
+  function inputControls(state, slot) {
+    const kind = model.get("input_kind");
+    const row = h("div", "nba-action-row");
+    const reasonFor = (label) => reasonBox(ui, "reason (optional)", label,
+      (text) => send("decline", { reason: text }));
+    if (kind === "elicitation") {
+      const fields = model.get("fields") || [];
+      const accept = () => send("accept", { data: formValues(fields) });
+      const single = fields.length === 1;
+      const form = h("div", "nba-form-live");
+      fields.forEach((f, i) => {
+        const line = h("label", "nba-form-row");
+        const name = h("span", "nba-form-label", f.label);
+        if (f.required) name.append(h("span", "nba-required", " *"));
+        if (f.description) name.title = f.description;
+        line.append(name, fieldControl(f, i, single, accept));
+        if (f.description) line.append(h("span", "nba-form-help", f.description));
+        form.append(line);
+      });
+      slot.append(form);
+      row.append(
+        button("Accept", "nba-btn-approve", accept, "Send these values to the server"),
+        button("Decline", "nba-btn-deny", () => send("decline"), "Refuse to give these values"),
+        button("Cancel", "", () => send("cancel"), "Dismiss the request without deciding"));
+    } else if (kind === "elicitation_url") {
+      row.append(
+        button("Done", "nba-btn-approve", () => send("accept"),
+          "Tell the server you finished the step on that page"),
+        button("Decline", "nba-btn-deny", () => send("decline"), "Do not do it"));
+    } else if (kind === "sampling") {
+      if (ui.replying) {
+        const area = h("textarea", "nba-field nba-reply nba-action-json");
+        area.rows = 3;
+        area.value = ui.reply;
+        area.placeholder = "your reply (Ctrl+Enter sends)";
+        area.setAttribute("aria-label", "Your own reply to the server");
+        const sendReply = () => send("accept", { data: area.value });
+        area.addEventListener("input", () => { ui.reply = area.value; });
+        onEnter(area, sendReply, true);
+        slot.append(area);
+        row.append(button("Send my reply", "nba-btn-approve", sendReply,
+          "Answer the server with this text; the model is not asked"),
+        button("Back", "", () => { ui.replying = false; draw(); }));
+      } else {
+        row.append(
+          button("Approve", "nba-btn-approve", () => send("accept"),
+            "Run the model on these messages and send its reply to the server"),
+          button("Deny", "nba-btn-deny", () => send("decline"), "Do not run the model"),
+          button("Reply myself", "", () => { ui.replying = true; draw(); },
+            "Write the reply yourself instead of asking the model"));
+      }
+    } else if (kind === "ask_user") {
+      const choices = model.get("choices") || [];
+      if (choices.length) {
+        for (const c of choices) {
+          row.append(button(c, "nba-btn-choice", () => send("accept", { data: c }), `Answer "${c}"`));
+        }
+      } else {
+        const box = h("input", "nba-field nba-answer nba-action-reason");
+        box.type = "text";
+        box.placeholder = "your answer (Enter sends)";
+        box.value = ui.values.answer || "";
+        box.setAttribute("aria-label", "Your answer");
+        box.addEventListener("input", () => { ui.values.answer = box.value; });
+        onEnter(box, () => send("accept", { data: box.value }));
+        row.append(box, button("Answer", "nba-btn-approve",
+          () => send("accept", { data: box.value }), "Send this answer to the model"));
+      }
+      row.append(button("Decline", "nba-btn-deny", () => send("decline", { reason: ui.reason }),
+        "Do not answer; the model is told"), reasonFor("Reason for declining (Enter declines)"));
+    } else {  // external: the result of work done outside nbagent
+      const area = h("textarea", "nba-field nba-result-text nba-action-json");
+      area.rows = 3;
+      area.value = ui.values.result || "";
+      area.placeholder = "the result (Ctrl+Enter submits)";
+      area.setAttribute("aria-label", "The call's result");
+      const submit = () => send("accept", { data: area.value });
+      area.addEventListener("input", () => { ui.values.result = area.value; });
+      onEnter(area, submit, true);
+      slot.append(area);
+      row.append(button("Submit", "nba-btn-approve", submit, "Give this text as the call's result"),
+        button("Decline", "nba-btn-deny", () => send("decline", { reason: ui.reason }),
+          "Give no result; the model is told"), reasonFor("Reason for declining (Enter declines)"));
+    }
+    if (state === "working") for (const n of row.querySelectorAll("button, input")) n.disabled = true;
+    slot.append(row);
+  }
+
+  function drawInput(state) {
+    const active = state === "pending" || state === "working";
+    if (!active) {  // answered: one line
+      const line = h("div", "nba-input-line");
+      line.append(h("span", "nba-action-icon", state === "answered" ? "\u2714" : "\u2715"));
+      line.append(h("span", "nba-action-summary", model.get("summary")));
+      el.append(line);
+      return;
+    }
+    const body = h("div", "nba-card-html");
+    body.innerHTML = model.get("value");  // the kernel's escaped card (see the top of this file)
+    el.append(body);
+    const slot = body.querySelector(".nba-controls") || el;
+    inputControls(state, slot);
+    if (state === "working") slot.append(h("div", "nba-action-note", "working\u2026"));
+  }
+
   function draw() {
     const state = model.get("state");
     const kind = model.get("kind");
@@ -224,6 +428,7 @@ function render({ model, el }) {
     el.classList.remove("nba-hidden");
     if (kind === "budget") drawBudget(state);
     else if (kind === "batch") drawBatch(state);
+    else if (kind === "input") drawInput(state);
     else drawApproval(state);
     const error = model.get("error");
     if (error) el.append(h("div", "nba-action-error", error));

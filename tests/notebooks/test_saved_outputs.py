@@ -1,4 +1,4 @@
-"""Notebooks 01 and 03 are committed with their outputs (GitHub shows the cards before any
+"""Notebooks 01, 03 and 11 are committed with their outputs (GitHub shows the cards before any
 install), and those outputs are current: each is run again here and its outputs compared,
 scrubbed of what changes every run (times, durations, made-up ids). `make notebooks`
 refreshes them; the other notebooks are committed without outputs."""
@@ -17,7 +17,7 @@ from nbagent.demo import _renumber, main
 
 pytestmark = pytest.mark.notebook
 
-SAVED = ["01_quickstart.ipynb", "03_approvals.ipynb"]
+SAVED = ["01_quickstart.ipynb", "03_approvals.ipynb", "11_people_in_the_loop.ipynb"]
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
