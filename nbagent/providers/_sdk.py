@@ -428,6 +428,16 @@ class SDKProvider(CompleteWithToolsMixin):
         or, where an adapter knows it is safe, the URL joined once (:func:`joined_url`)."""
         return path
 
+    def _post(self, client: Any, req: Prepared) -> Any:
+        """Send ``req`` through ``client``; the ``httpx`` response (unread when streaming).
+        An adapter may post without the SDK's per-request work where that is safe
+        (:mod:`._direct`)."""
+        return client.post(**req.post_args(self._url(client, req.path)))
+
+    async def _post_async(self, client: Any, req: Prepared) -> Any:
+        """Async twin of :meth:`_post`."""
+        return await client.post(**req.post_args(self._url(client, req.path)))
+
     def _received(self, response: LLMToolResponse) -> LLMToolResponse:
         """What the adapter learns from each response (JSON or stream) before it is used."""
         return response
@@ -440,8 +450,7 @@ class SDKProvider(CompleteWithToolsMixin):
         """Send ``request``, return the neutral response (see ``Provider``)."""
         req = self._request(request)
         with sdk_errors(self.name, self._secrets_for(request), self._env_key):
-            client = self._client
-            response = client.post(**req.post_args(self._url(client, req.path)))
+            response = self._post(self._client, req)
             if not req.stream:
                 return self._checked_parse(self._json(response.content))
             acc, parser = self._accumulator(request.on_delta), SSEParser(self.name)
@@ -457,8 +466,7 @@ class SDKProvider(CompleteWithToolsMixin):
         """Async twin of :meth:`complete`."""
         req = self._request(request)
         with sdk_errors(self.name, self._secrets_for(request), self._env_key):
-            client = self._async()
-            response = await client.post(**req.post_args(self._url(client, req.path)))
+            response = await self._post_async(self._async(), req)
             if not req.stream:
                 return self._checked_parse(self._json(response.content))
             acc, parser = self._accumulator(request.on_delta), SSEParser(self.name)
