@@ -320,10 +320,21 @@ class SSEParser:
     def _event(self, block: bytes) -> dict[str, Any] | None:
         if self.done:
             return None
-        data = [line[5:].removeprefix(b" ") for line in block.split(b"\n") if line[:5] == b"data:"]
-        if not data:
+        start = block.find(b"data:")
+        if start < 0:
             return None
-        raw = data[0] if len(data) == 1 else b"\n".join(data)
+        end = block.find(b"\n", start)
+        if (start == 0 or block[start - 1] == 10) and block.find(b"data:", start + 5) < 0:
+            # the usual event: one data line (anywhere after an event: line)
+            raw = block[start + 5 :] if end < 0 else block[start + 5 : end]
+            if raw[:1] == b" ":
+                raw = raw[1:]
+        else:
+            lines = block.split(b"\n")
+            data = [line[5:].removeprefix(b" ") for line in lines if line[:5] == b"data:"]
+            if not data:
+                return None
+            raw = data[0] if len(data) == 1 else b"\n".join(data)
         if raw == b"[DONE]":
             self.done = True
             return None
@@ -343,6 +354,13 @@ class StreamAccumulator(Protocol):
     def feed(self, event: dict[str, Any]) -> None: ...
 
     def finish(self) -> LLMToolResponse: ...
+
+
+def _identity(response: Any) -> bool:
+    """Whether a streamed body arrives as it is sent (no ``content-encoding``): its chunks are
+    then read from the transport's stream itself, without httpx's decoding and re-chunking
+    layers around every chunk (the transport maps its errors either way)."""
+    return response.headers.get("content-encoding", "identity") == "identity"
 
 
 def _fold(acc: StreamAccumulator, events: list[dict[str, Any]]) -> None:
@@ -455,7 +473,7 @@ class SDKProvider(CompleteWithToolsMixin):
                 return self._checked_parse(self._json(response.content))
             acc, parser = self._accumulator(request.on_delta), SSEParser(self.name)
             try:
-                for chunk in response.iter_bytes():
+                for chunk in response.stream if _identity(response) else response.iter_bytes():
                     _fold(acc, parser.feed(chunk))
             finally:
                 response.close()
@@ -471,7 +489,8 @@ class SDKProvider(CompleteWithToolsMixin):
                 return self._checked_parse(self._json(response.content))
             acc, parser = self._accumulator(request.on_delta), SSEParser(self.name)
             try:
-                async for chunk in response.aiter_bytes():
+                chunks = response.stream if _identity(response) else response.aiter_bytes()
+                async for chunk in chunks:
                     _fold(acc, parser.feed(chunk))
             finally:
                 await response.aclose()
