@@ -16,15 +16,17 @@ MCP session on the background loop, is reached) fails at once with
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._errors import ToolLoopError
+
+if TYPE_CHECKING:
+    import asyncio
 
 T = TypeVar("T")
 
@@ -36,6 +38,8 @@ _blocked_lock = threading.Lock()
 
 
 def _background_loop() -> asyncio.AbstractEventLoop:
+    import asyncio
+
     global _bg_loop
     with _bg_lock:
         if _bg_loop is None or _bg_loop.is_closed():
@@ -53,6 +57,8 @@ def spawn(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
     PostgreSQL, its write retries and WAL checkpoints): tasks on one loop, no
     thread of their own.
     """
+    import asyncio
+
     try:
         return asyncio.run_coroutine_threadsafe(coro, _background_loop())
     except BaseException:
@@ -66,11 +72,15 @@ async def in_worker(fn: Callable[..., T], *args: Any) -> T:
     A task on the background loop calls a blocking function (a store's
     sync database call) through this, so the loop itself never waits on it.
     """
+    import asyncio
+
     return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
 def on_background_loop() -> bool:
     """Whether this thread is running nbagent's background loop (it must not wait for its tasks)."""
+    import asyncio
+
     try:
         return asyncio.get_running_loop() is _bg_loop
     except RuntimeError:
@@ -78,6 +88,8 @@ def on_background_loop() -> bool:
 
 
 def in_running_loop() -> bool:
+    import asyncio
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -101,6 +113,8 @@ def run_inline(coro: Coroutine[Any, Any, T]) -> T:
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` and return its result, whether or not a loop is running here."""
+    import asyncio
+
     if not in_running_loop():
         runner: asyncio.Runner | None = getattr(_local, "runner", None)
         if runner is None:
@@ -125,6 +139,8 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 @contextlib.contextmanager
 def blocking() -> Iterator[None]:
     """Mark the loop running here (if any) as blocked while the block waits on its thread."""
+    import asyncio
+
     try:
         blocked = asyncio.get_running_loop()
     except RuntimeError:
@@ -173,6 +189,8 @@ async def run_on_loop(
             :func:`run_sync` (it could never run ``coro``). ``what`` names the
             caller in the message (``"tool 'fetch'"``).
     """
+    import asyncio
+
     if asyncio.get_running_loop() is loop:
         return await coro
     problem = None

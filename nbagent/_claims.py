@@ -164,13 +164,33 @@ def _values(value: Any) -> Iterable[str]:
 
 
 def _mentions(sentence: str, call: Any) -> bool:
-    args = call.edited_arguments if getattr(call, "edited_arguments", None) else call.arguments
     low = sentence.lower()
-    for v in _values(args):
-        v = v.lower()
-        if re.search(rf"(?<![\w.]){re.escape(v)}(?![\w])", low):
+    for v in _call_values(call):
+        # the substring test first: a chat's calls have many values (a pattern each, more
+        # than re's cache holds), and most are not in the sentence at all
+        if v in low and re.search(rf"(?<![\w.]){re.escape(v)}(?![\w])", low):
             return True
     return False
+
+
+_SEEN: dict[int, tuple[Any, tuple[str, ...]]] = {}
+"""A call's arguments (by identity, held) -> their values, lowered: a final answer is read
+against every call of the chat, so each call's arguments are walked once, not per answer.
+Bounded (emptied past :data:`_SEEN_LIMIT`), so it keeps few arguments of chats long gone."""
+_SEEN_LIMIT = 4096
+
+
+def _call_values(call: Any) -> tuple[str, ...]:
+    """The values of the arguments the call ran with (edited ones if edited), lowered."""
+    args = call.edited_arguments if getattr(call, "edited_arguments", None) else call.arguments
+    entry = _SEEN.get(id(args))
+    if entry is not None and entry[0] is args:
+        return entry[1]
+    values = tuple(v.lower() for v in _values(args))
+    if len(_SEEN) >= _SEEN_LIMIT:
+        _SEEN.clear()
+    _SEEN[id(args)] = (args, values)
+    return values
 
 
 def _claimed_values(sentence: str) -> set[str]:
@@ -180,8 +200,7 @@ def _claimed_values(sentence: str) -> set[str]:
 def _known_values(calls: Sequence[Any]) -> set[str]:
     out: set[str] = set()
     for c in calls:
-        args = c.edited_arguments if getattr(c, "edited_arguments", None) else c.arguments
-        out |= {v.lower() for v in _values(args)}
+        out.update(_call_values(c))
     return out
 
 

@@ -16,15 +16,18 @@ sends the waiting callers back (:meth:`Drive.cancel`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
+from typing import TYPE_CHECKING
 
 from . import _aio
 from ._errors import ChatCancelled, DriverError
+
+if TYPE_CHECKING:
+    import asyncio
 
 _inside: ContextVar[tuple[Drive, ...]] = ContextVar("nbagent_driving", default=())
 
@@ -78,6 +81,8 @@ class Drive:
 
     async def enter_async(self, *, own_call: bool) -> bool:
         """Take the turn, awaiting it without blocking the loop; False if cancelled first."""
+        import asyncio
+
         loop = asyncio.get_running_loop()
         cancels: int | None = None
         while True:

@@ -37,8 +37,10 @@ ROOT_LAZY = {
 """What ``nbagent`` exports but loads on first use, and from where: ``import nbagent``
 loads only what a first ``Chat()`` needs, not the SDKs, the demo model's reading, the
 wings a chat plugs in only when asked (store, MCP) or the many-chat ones (batch, inbox,
-comparison, evaluation). Each of these reports ``"nbagent"`` whichever module loads it first
-(:func:`publish_one`), as the names ``nbagent`` imports at once do."""
+comparison, evaluation). The core imports ``asyncio`` inside the functions that need a
+loop, not at import: a sync chat runs its coroutines inline. Each of these reports
+``"nbagent"`` whichever module loads it first (:func:`publish_one`), as the names
+``nbagent`` imports at once do."""
 
 
 def publish(module: str, namespace: dict[str, Any], names: list[str]) -> None:

@@ -11,14 +11,13 @@ is the chat's side of the runner protocol.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import threading
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from . import _aio
 from ._approvals import consult_resolver, requirement
@@ -84,6 +83,9 @@ from ._types import (
 from ._unicode import TooDeep, clean, clean_json
 from .providers import ModelRequest, Provider, StreamDelta, cost_of
 
+if TYPE_CHECKING:
+    pass
+
 R = TypeVar("R")
 _WAITING = ("awaiting_approval", "awaiting_input")
 """A call waiting for a person: a decision, or an input (an external tool's result)."""
@@ -144,6 +146,8 @@ class LoopMixin(ChatCore):
         return _aio.run_inline(coro)
 
     async def _perform_async(self, effect: _Effect) -> Any:
+        import asyncio
+
         if isinstance(effect, _SyncTools):  # a source may connect (seconds): not on this loop
             return await asyncio.get_running_loop().run_in_executor(None, self._sync_tools)
         calls = () if isinstance(effect, _ModelRequest) else [j.call for j in effect.jobs]

@@ -38,7 +38,6 @@ are cancelled; calls already running settle first and keep their real outcome.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import threading
@@ -46,13 +45,16 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._aio import on_background_loop, run_on_loop
 from ._events import utcnow
 from ._recording import RecordedResult
 from ._tools import CallReporter, CancelEvent, InputAsker, Tool, _bind_call
 from ._types import ConcurrencyMode, RunStatus, ToolCall
+
+if TYPE_CHECKING:
+    import asyncio
 
 Mode = ConcurrencyMode
 
@@ -120,6 +122,8 @@ class ToolExited(Exception):
 def _running(job: Job) -> Iterator[None]:
     """The tool of ``job`` runs inside: its call is bound, and a non-interrupting
     ``BaseException`` it raises comes out as a :class:`ToolExited`."""
+    import asyncio
+
     with _bind_call(job.call, job.cancel, job.report, job.asker):
         try:
             yield
@@ -130,6 +134,8 @@ def _running(job: Job) -> Iterator[None]:
 
 
 def _call_sync(job: Job) -> Any:
+    import asyncio
+
     with _running(job):
         result = job.tool.execute(**job.tool.bind(job.call, job.kwargs))
         if asyncio.iscoroutine(result):  # a sync execute() that returned a coroutine
@@ -146,6 +152,8 @@ async def _call_async(job: Job) -> Any:
 
 
 def _call_async_in_thread(job: Job) -> Any:
+    import asyncio
+
     return asyncio.run(_call_async(job))
 
 
@@ -199,6 +207,8 @@ class ToolRunner:
         ``CancelledError``/``KeyboardInterrupt`` after the running calls settled
         and the unstarted ones were recorded as cancelled.
         """
+        import asyncio
+
         outcomes: dict[str, Outcome] = {}
         if mode == "sequential" or len(jobs) <= 1:
             for i, job in enumerate(jobs):
@@ -256,6 +266,8 @@ class ToolRunner:
         pool: concurrent.futures.ThreadPoolExecutor | None,
         hooks: RoundHooks,
     ) -> Outcome:
+        import asyncio
+
         if hooks.cancelled():
             out = Outcome(job.call, "cancelled", message="cancelled before it ran")
             hooks.finish(out)
@@ -321,6 +333,8 @@ class ToolRunner:
 
     @staticmethod
     async def _with_timeout(coro: Any, timeout: float | None) -> Any:
+        import asyncio
+
         if timeout:
             return await asyncio.wait_for(coro, timeout)
         return await coro
@@ -329,6 +343,8 @@ class ToolRunner:
     async def _in_thread(
         job: Job, pool: concurrent.futures.ThreadPoolExecutor | None, fn: Any
     ) -> Any:
+        import asyncio
+
         loop = asyncio.get_running_loop()
         if not job.timeout:
             fut = loop.run_in_executor(pool, fn, job)
@@ -356,6 +372,8 @@ class ToolRunner:
 
     @staticmethod
     async def _settled(fut: asyncio.Future[Any]) -> Any:
+        import asyncio
+
         try:
             return await asyncio.shield(fut)
         except asyncio.CancelledError:
@@ -364,6 +382,8 @@ class ToolRunner:
     @staticmethod
     async def _after_cancel(fut: asyncio.Future[Any]) -> Any:
         """Cancelled while a thread runs a call: wait for it so its real outcome is kept."""
+        import asyncio
+
         if not fut.done():
             await asyncio.wait([fut])
         if fut.cancelled():

@@ -22,7 +22,6 @@ Code that waits on something it can give up (an MCP request) registers with
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextvars
 import functools
@@ -32,7 +31,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar, Literal, Protocol, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, overload
 
 from ._errors import ToolDefinitionError
 from ._schema import (
@@ -47,8 +46,11 @@ from ._schema import (
 )
 from ._types import InputKind, ToolCall, ToolSpec
 
+if TYPE_CHECKING:
+    import asyncio
+
 ApprovalResolver = Callable[[ToolCall], "bool | None"]
-LoopOption = asyncio.AbstractEventLoop | Literal["current"] | None
+LoopOption: TypeAlias = "asyncio.AbstractEventLoop | Literal['current'] | None"
 InputAsk = tuple[InputKind, str, dict[str, Any], "dict[str, Any] | None"]
 """What a call waits for instead of running: (kind, message, content, answer schema)."""
 
@@ -737,6 +739,8 @@ def _gate_words(t: Tool) -> str:
 
 
 def _bound_loop(name: str, fn: Callable[..., Any], loop: LoopOption) -> Any:
+    import asyncio
+
     if loop is None:
         return None
     if not inspect.iscoroutinefunction(fn):

@@ -35,6 +35,8 @@ HEAVY = (
     # other packages: the SDKs, the data and notebook stacks, the store and MCP clients
     "pandas", "numpy", "openai", "anthropic", "httpx", "ipywidgets", "anywidget", "matplotlib",
     "IPython", "pydantic", "mcp", "psycopg", "ray", "pyarrow", "sqlite3",
+    # asyncio: a sync chat runs its coroutines inline; the core imports it where it needs a loop
+    "asyncio",
     # nbagent's wings a chat plugs in only when asked, and the demo model's reading
     "nbagent.store", "nbagent.mcp", "nbagent.batch", "nbagent.inbox", "nbagent.comparison",
     "nbagent.log", "nbagent.notebook", "nbagent.providers._demo", "nbagent.providers._openai",

@@ -457,7 +457,7 @@ class ChatState:
     def entries_for(self, turn: int | None) -> list[Entry]:
         if turn is None:
             return list(self.entries)
-        return [e for e in self.entries if e.turn == turn]
+        return list(self._by_turn.get(turn, ()))  # a turn's view costs its entries, not the chat's
 
     def totals_for(self, turn: int | None) -> Totals:
         return self.totals.get(turn) or Totals()
@@ -570,6 +570,7 @@ class ChatState:
         request(s) (a failed attempt first), its text, its calls."""
         self.entries: list[Entry] = []
         self.by_key: dict[str, Entry] = {}
+        self._by_turn: dict[int, list[Entry]] = {}  # each turn's entries, in order
         self.totals: dict[int | None, Totals] = {None: Totals()}
         self.turn = 0
         self._step = 0  # the step whose answer comes next
@@ -602,11 +603,19 @@ class ChatState:
 
     def _add(self, entry: E) -> E:
         old = self.by_key.get(entry.key)
+        turn = self._by_turn.setdefault(entry.turn, [])
         if old is not None:  # a retried request reuses its step number
             self.entries[self.entries.index(old)] = entry
+            former = self._by_turn[old.turn]
+            if former is turn:
+                turn[turn.index(old)] = entry
+            else:
+                former.remove(old)
+                turn.append(entry)
             entry.version = old.version + 1
         else:
             self.entries.append(entry)
+            turn.append(entry)
         self.by_key[entry.key] = entry
         self.totals.setdefault(entry.turn, Totals())
         return entry

@@ -34,6 +34,7 @@ from ._anthropic_wire import (
 )
 from ._base import DeltaSink, ModelRequest
 from ._catalog import warn_if_unknown
+from ._direct import DirectPost, direct_post
 from ._errors import scrub, sdk_errors
 from ._sdk import (
     MessageCache,
@@ -136,6 +137,25 @@ class AnthropicProvider(SDKProvider):
         if type(client) is anthropic.Anthropic or type(client) is anthropic.AsyncAnthropic:
             return joined_url(client, path)
         return path
+
+    def _direct(self, client: Any) -> DirectPost | None:
+        # the plain clients only, as for _url; a request with its own headers (the MCP
+        # connector's beta) goes through the SDK
+        import anthropic
+
+        plain = (anthropic.Anthropic, anthropic.AsyncAnthropic)
+        errors = (anthropic.AnthropicError, anthropic.APITimeoutError, anthropic.APIConnectionError)
+        return direct_post(client, plain, errors)
+
+    def _post(self, client: Any, req: Prepared) -> Any:
+        direct = None if req.options else self._direct(client)
+        return super()._post(client, req) if direct is None else direct.send(req)
+
+    async def _post_async(self, client: Any, req: Prepared) -> Any:
+        direct = None if req.options else self._direct(client)
+        if direct is None:
+            return await super()._post_async(client, req)
+        return await direct.send_async(req)
 
     def check_hosted(self, tool: HostedTool) -> None:
         """Raise :class:`~nbagent.ToolOptionError` if the MCP connector cannot host ``tool``.

@@ -320,10 +320,21 @@ class SSEParser:
     def _event(self, block: bytes) -> dict[str, Any] | None:
         if self.done:
             return None
-        data = [line[5:].removeprefix(b" ") for line in block.split(b"\n") if line[:5] == b"data:"]
-        if not data:
+        start = block.find(b"data:")
+        if start < 0:
             return None
-        raw = data[0] if len(data) == 1 else b"\n".join(data)
+        end = block.find(b"\n", start)
+        if (start == 0 or block[start - 1] == 10) and block.find(b"data:", start + 5) < 0:
+            # the usual event: one data line (anywhere after an event: line)
+            raw = block[start + 5 :] if end < 0 else block[start + 5 : end]
+            if raw[:1] == b" ":
+                raw = raw[1:]
+        else:
+            lines = block.split(b"\n")
+            data = [line[5:].removeprefix(b" ") for line in lines if line[:5] == b"data:"]
+            if not data:
+                return None
+            raw = data[0] if len(data) == 1 else b"\n".join(data)
         if raw == b"[DONE]":
             self.done = True
             return None
@@ -343,6 +354,13 @@ class StreamAccumulator(Protocol):
     def feed(self, event: dict[str, Any]) -> None: ...
 
     def finish(self) -> LLMToolResponse: ...
+
+
+def _identity(response: Any) -> bool:
+    """Whether a streamed body arrives as it is sent (no ``content-encoding``): its chunks are
+    then read from the transport's stream itself, without httpx's decoding and re-chunking
+    layers around every chunk (the transport maps its errors either way)."""
+    return response.headers.get("content-encoding", "identity") == "identity"
 
 
 def _fold(acc: StreamAccumulator, events: list[dict[str, Any]]) -> None:
@@ -428,6 +446,16 @@ class SDKProvider(CompleteWithToolsMixin):
         or, where an adapter knows it is safe, the URL joined once (:func:`joined_url`)."""
         return path
 
+    def _post(self, client: Any, req: Prepared) -> Any:
+        """Send ``req`` through ``client``; the ``httpx`` response (unread when streaming).
+        An adapter may post without the SDK's per-request work where that is safe
+        (:mod:`._direct`)."""
+        return client.post(**req.post_args(self._url(client, req.path)))
+
+    async def _post_async(self, client: Any, req: Prepared) -> Any:
+        """Async twin of :meth:`_post`."""
+        return await client.post(**req.post_args(self._url(client, req.path)))
+
     def _received(self, response: LLMToolResponse) -> LLMToolResponse:
         """What the adapter learns from each response (JSON or stream) before it is used."""
         return response
@@ -440,13 +468,12 @@ class SDKProvider(CompleteWithToolsMixin):
         """Send ``request``, return the neutral response (see ``Provider``)."""
         req = self._request(request)
         with sdk_errors(self.name, self._secrets_for(request), self._env_key):
-            client = self._client
-            response = client.post(**req.post_args(self._url(client, req.path)))
+            response = self._post(self._client, req)
             if not req.stream:
                 return self._checked_parse(self._json(response.content))
             acc, parser = self._accumulator(request.on_delta), SSEParser(self.name)
             try:
-                for chunk in response.iter_bytes():
+                for chunk in response.stream if _identity(response) else response.iter_bytes():
                     _fold(acc, parser.feed(chunk))
             finally:
                 response.close()
@@ -457,13 +484,13 @@ class SDKProvider(CompleteWithToolsMixin):
         """Async twin of :meth:`complete`."""
         req = self._request(request)
         with sdk_errors(self.name, self._secrets_for(request), self._env_key):
-            client = self._async()
-            response = await client.post(**req.post_args(self._url(client, req.path)))
+            response = await self._post_async(self._async(), req)
             if not req.stream:
                 return self._checked_parse(self._json(response.content))
             acc, parser = self._accumulator(request.on_delta), SSEParser(self.name)
             try:
-                async for chunk in response.aiter_bytes():
+                chunks = response.stream if _identity(response) else response.aiter_bytes()
+                async for chunk in chunks:
                     _fold(acc, parser.feed(chunk))
             finally:
                 await response.aclose()
