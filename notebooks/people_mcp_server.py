@@ -40,7 +40,8 @@ def ask_booking(day: str) -> Elicit[Booking]:
 
 
 def ask_model(text: str) -> Sample:
-    prompt = SamplingMessage(role="user", content=TextContent(type="text", text=f"Summarize: {text}"))
+    content = TextContent(type="text", text=f"Summarize: {text}")
+    prompt = SamplingMessage(role="user", content=content)
     return Sample([prompt], max_tokens=60, system_prompt="One short sentence.")
 
 

@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 
 from nbagent import Chat, InputAnswered, InputError, ModelRequest, ask_user, tool
 from nbagent.store import StoredInput, follow, open_store
-from nbagent.testing import ScriptedProvider, call_tools, reply
 from nbagent.store._migrations import MIGRATIONS, SCHEMA_VERSION
 from nbagent.store._migrations import m015_inputs as m_inputs
+from nbagent.testing import ScriptedProvider, call_tools, reply
 
 if TYPE_CHECKING:
     from conftest import Backend  # tests/store's
