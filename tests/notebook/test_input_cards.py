@@ -430,6 +430,46 @@ def test_a_real_servers_form_filled_on_its_card_runs_the_tool_once(
     assert card.state == "answered"
 
 
+DURABLE_SERVER = str(Path(__file__).parents[1] / "mcp_client" / "durable_server.py")
+
+
+def test_a_parked_2026_call_is_answered_on_its_card_and_retried_once(tmp_path: Path) -> None:
+    """With a store, a 2026-07-28 server's form parks the call (the cell returns); a click
+    on the card answers it and the view's one continuation retries the call once."""
+    counter = tmp_path / "runs"
+    server = MCPServer.stdio(
+        sys.executable,
+        [DURABLE_SERVER],
+        prefix="dur",
+        timeout=60,
+        approval="never",
+        env={"NBAGENT_TEST_COUNTER": str(counter)},
+    )
+    chat = Chat(
+        provider=answers_with_results(("dur_book_table", {"day": "Friday"}, "c1")),
+        display=False,
+        store=str(tmp_path / "agent.db"),
+    ).with_tools(server)
+    try:
+        view = ChatView(chat)
+        chat.ask("book a table on Friday")  # returns parked: nothing waits in memory
+        assert chat.get_call("c1").status == "awaiting_input"
+        card = the_card(view)
+        assert [f["label"] for f in card.fields][:2] == ["Name", "Guests"]
+        assert not counter.exists()
+        card.click("accept", data={"name": "Ada", "guests": "2"})
+        assert card.error in (None, ""), card.error
+        assert view.continuation.wait(60)
+        assert chat.status == "complete", chat.status
+        assert chat.get_call("c1").status == "ok"
+        assert len(counter.read_text().splitlines()) == 1  # the server ran it once
+        assert "booked Friday for Ada, 2 guests" in chat.last_assistant_message.content
+        assert card.state == "answered"
+    finally:
+        chat.close()
+        server.close()
+
+
 # ------------------------------------------------------------------- the form's values
 _LABEL = st.text("abcdefgh", min_size=1, max_size=6)
 
