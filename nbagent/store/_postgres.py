@@ -42,9 +42,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import select
 import threading
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 from urllib.parse import quote
@@ -361,6 +362,20 @@ class PostgresStore(SQLStore):
             self._conn = self._held.conn = conn = _Conn(raw)
         return conn
 
+    def _idle(self) -> _Conn:
+        """The connection, checked without a round trip: one the server ended while it sat
+        idle (a restart, a terminated backend) has the server's last words waiting on its
+        socket, and is replaced before anything is sent (``_begin`` does the same by
+        sending ``BEGIN`` alone). Nothing else arrives on an idle connection that does
+        not listen."""
+        conn = self._c()
+        with suppress(OSError, ValueError):
+            if select.select([conn.raw.fileno()], [], [], 0)[0]:
+                with suppress(self._pg.Error):
+                    conn.raw.close()
+                conn = self._c()  # connects again
+        return conn
+
     @contextmanager
     def _tx(self, chat_id: str | None = None) -> Iterator[_Conn]:
         """One write transaction (holding the chat's advisory lock); any error rolls it back."""
@@ -381,6 +396,44 @@ class PostgresStore(SQLStore):
             except self._pg.Error as exc:
                 self._rollback(conn)
                 raise self._error(exc, committing=True) from None
+
+    def _at_once(self, chat_id: str, plan: Callable[[_Conn], list[tuple[Any, int]]]) -> bool:
+        """One write transaction in two round trips: ``BEGIN``, the chat's lock and every
+        statement of ``plan`` sent together (psycopg's pipeline mode), then ``COMMIT`` once
+        each statement changed the rows ``plan`` expects. Anything else (a change found
+        done or taken, a statement failing, the connection lost before the commit) rolls
+        it back, nothing of it written, and returns ``False``: the caller writes it
+        statement by statement, which decides (and reports) what happened.
+
+        Raises:
+            StoreError: The connection was lost (before the commit: nothing is written;
+                during it: it may have been).
+        """
+        with self._lock:
+            conn = self._idle()
+            raw = conn.raw
+            try:
+                with raw.pipeline():
+                    raw.execute("BEGIN")
+                    raw.execute(migrations.chat_lock(_chat_key(chat_id)))
+                    expect = plan(conn)
+            except self._pg.Error as exc:
+                if raw.broken or raw.closed:  # as a write cut off statement by statement
+                    raise self._error(exc) from None
+                self._rollback(conn)
+                return False
+            except BaseException:
+                self._rollback(conn)
+                raise
+            if any(cur.rowcount != n for cur, n in expect):
+                self._rollback(conn)
+                return False
+            try:
+                raw.execute("COMMIT")
+            except self._pg.Error as exc:
+                self._rollback(conn)
+                raise self._error(exc, committing=True) from None
+            return True
 
     @contextmanager
     def _read(self) -> Iterator[_Conn]:
@@ -424,7 +477,7 @@ class PostgresStore(SQLStore):
             conn.raw.execute("ROLLBACK")
 
     def _error(self, exc: BaseException, committing: bool = False) -> StoreError:
-        text = self._scrub(str(exc)).strip() or type(exc).__name__
+        text = " ".join(self._scrub(str(exc)).split()) or type(exc).__name__  # libpq's lines
         conn = self._conn
         if isinstance(exc, self._pg.OperationalError) and (
             conn is None or conn.raw.closed or conn.raw.broken
