@@ -222,6 +222,8 @@ class PostgresStore(SQLStore):
             "application_name": application_name,
         }
         self._lock = threading.RLock()
+        self._queue_lock = threading.Lock()
+        self._queue: list[_Job] = []  # writes waiting for the next group commit
         self._closed = False
         self._conn: _Conn | None = None
         self._listener: _Listener | None = None
@@ -397,43 +399,82 @@ class PostgresStore(SQLStore):
                 self._rollback(conn)
                 raise self._error(exc, committing=True) from None
 
-    def _at_once(self, chat_id: str, plan: Callable[[_Conn], list[tuple[Any, int]]]) -> bool:
-        """One write transaction in two round trips: ``BEGIN``, the chat's lock and every
-        statement of ``plan`` sent together (psycopg's pipeline mode), then ``COMMIT`` once
-        each statement changed the rows ``plan`` expects. Anything else (a change found
-        done or taken, a statement failing, the connection lost before the commit) rolls
-        it back, nothing of it written, and returns ``False``: the caller writes it
-        statement by statement, which decides (and reports) what happened.
+    def _at_once(self, chat_id: str | None, plan: Callable[[_Conn], list[tuple[Any, int]]]) -> bool:
+        """Group commit: ``plan`` joins the writes queued by other threads (other chats of a
+        batch) and whichever thread takes the connection next sends them all in one
+        transaction (:meth:`_write_group`), each committed (or not) before its caller
+        returns. ``False``: nothing of it was written; the caller writes it statement by
+        statement, which decides (and reports) what happened.
 
         Raises:
             StoreError: The connection was lost (before the commit: nothing is written;
                 during it: it may have been).
         """
-        with self._lock:
-            conn = self._idle()
-            raw = conn.raw
-            try:
-                with raw.pipeline():
-                    raw.execute("BEGIN")
-                    raw.execute(migrations.chat_lock(_chat_key(chat_id)))
-                    expect = plan(conn)
-            except self._pg.Error as exc:
-                if raw.broken or raw.closed:  # as a write cut off statement by statement
-                    raise self._error(exc) from None
-                self._rollback(conn)
-                return False
-            except BaseException:
-                self._rollback(conn)
+        job = _Job(chat_id, plan)
+        with self._queue_lock:
+            self._queue.append(job)
+        with self._lock:  # the holder writes every job queued so far, its own among them
+            if not job.settled:
+                with self._queue_lock:
+                    group, self._queue = self._queue, []
+                self._write_group(group)
+        if job.error is not None:
+            raise job.error
+        return job.written
+
+    def _write_group(self, group: list[_Job]) -> None:
+        """One transaction in two round trips: ``BEGIN``, the chats' locks and every job's
+        statements sent together (psycopg's pipeline mode), then ``COMMIT`` once each
+        statement changed the rows its job expects. If one did not (a change found done
+        already, or taken by another process), or a statement failed, the transaction is
+        rolled back and every job of the group is written alone, statement by statement
+        (rare: a retried write, a second driver)."""
+        try:
+            self._send_group(group)
+        except BaseException as exc:
+            for job in group:
+                job.settled = True
+                if isinstance(exc, StoreError) or job.raised is exc:
+                    job.error = exc
+            if not isinstance(exc, Exception | StoreError):
                 raise
-            if any(cur.rowcount != n for cur, n in expect):
-                self._rollback(conn)
-                return False
-            try:
-                raw.execute("COMMIT")
-            except self._pg.Error as exc:
-                self._rollback(conn)
-                raise self._error(exc, committing=True) from None
-            return True
+        finally:
+            for job in group:
+                job.settled = True
+
+    def _send_group(self, group: list[_Job]) -> None:
+        conn = self._idle()
+        raw = conn.raw
+        expect: list[tuple[Any, int]] = []
+        try:
+            with raw.pipeline():
+                raw.execute("BEGIN")
+                for key in sorted({_chat_key(j.chat_id) for j in group if j.chat_id}):
+                    raw.execute(migrations.chat_lock(key))  # in order: no deadlock
+                for job in group:
+                    try:
+                        expect += job.plan(conn)
+                    except BaseException as exc:
+                        job.raised = exc
+                        raise
+        except self._pg.Error as exc:
+            if raw.broken or raw.closed:  # as a write cut off statement by statement
+                raise self._error(exc) from None
+            self._rollback(conn)
+            return  # nothing written: each job alone, statement by statement
+        except BaseException:
+            self._rollback(conn)
+            raise
+        if any(cur.rowcount != n for cur, n in expect):
+            self._rollback(conn)
+            return
+        try:
+            raw.execute("COMMIT")
+        except self._pg.Error as exc:
+            self._rollback(conn)
+            raise self._error(exc, committing=True) from None
+        for job in group:
+            job.written = True
 
     @contextmanager
     def _read(self) -> Iterator[_Conn]:
@@ -544,6 +585,18 @@ def _reopen(
         claim_timeout=claim_timeout,
         application_name=application_name,
     )
+
+
+class _Job:
+    """A write waiting for the next group commit (:meth:`PostgresStore._at_once`)."""
+
+    __slots__ = ("chat_id", "error", "plan", "raised", "settled", "written")
+
+    def __init__(self, chat_id: str | None, plan: Callable[[_Conn], list[tuple[Any, int]]]):
+        self.chat_id, self.plan = chat_id, plan
+        self.settled = self.written = False  # settled: its group's transaction ended
+        self.error: BaseException | None = None  # what its caller raises
+        self.raised: BaseException | None = None  # what its plan raised
 
 
 class _Held:
