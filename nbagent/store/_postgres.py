@@ -16,6 +16,10 @@ PostgreSQL's own:
   same round trip: writes to one chat are serialised as SQLite's ``BEGIN
   IMMEDIATE`` serialises every write, and writes to different chats run in
   parallel. Reads are ``REPEATABLE READ, READ ONLY`` snapshots.
+- **group commit**: the writes and claims of chats waiting for the connection
+  go together, one transaction in two round trips (:meth:`PostgresStore._at_once`);
+  each returns once that transaction committed, so a claim is never granted
+  before it is durable, and a group that cannot commit writes none of it.
 - **at most once**: a claim is ``UPDATE tool_calls SET status = 'running' ...
   WHERE status IN (...)``: of two processes claiming one call, the second
   waits for the first's row lock, re-checks the condition and changes nothing.
@@ -432,11 +436,12 @@ class PostgresStore(SQLStore):
         try:
             self._send_group(group)
         except BaseException as exc:
-            for job in group:
-                job.settled = True
-                if isinstance(exc, StoreError) or job.raised is exc:
+            for job in group:  # each writer raises its own copy (one traceback per thread)
+                if isinstance(exc, StoreError):
+                    job.error = StoreError(str(exc))
+                elif job.raised is exc:  # its own statements' (text that cannot be sent)
                     job.error = exc
-            if not isinstance(exc, Exception | StoreError):
+            if not isinstance(exc, Exception):
                 raise
         finally:
             for job in group:
