@@ -16,6 +16,10 @@ PostgreSQL's own:
   same round trip: writes to one chat are serialised as SQLite's ``BEGIN
   IMMEDIATE`` serialises every write, and writes to different chats run in
   parallel. Reads are ``REPEATABLE READ, READ ONLY`` snapshots.
+- **group commit**: the writes and claims of chats waiting for the connection
+  go together, one transaction in two round trips (:meth:`PostgresStore._at_once`);
+  each returns once that transaction committed, so a claim is never granted
+  before it is durable, and a group that cannot commit writes none of it.
 - **at most once**: a claim is ``UPDATE tool_calls SET status = 'running' ...
   WHERE status IN (...)``: of two processes claiming one call, the second
   waits for the first's row lock, re-checks the condition and changes nothing.
@@ -42,9 +46,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import select
 import threading
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 from urllib.parse import quote
@@ -221,6 +226,8 @@ class PostgresStore(SQLStore):
             "application_name": application_name,
         }
         self._lock = threading.RLock()
+        self._queue_lock = threading.Lock()
+        self._queue: list[_Job] = []  # writes waiting for the next group commit
         self._closed = False
         self._conn: _Conn | None = None
         self._listener: _Listener | None = None
@@ -361,6 +368,20 @@ class PostgresStore(SQLStore):
             self._conn = self._held.conn = conn = _Conn(raw)
         return conn
 
+    def _idle(self) -> _Conn:
+        """The connection, checked without a round trip: one the server ended while it sat
+        idle (a restart, a terminated backend) has the server's last words waiting on its
+        socket, and is replaced before anything is sent (``_begin`` does the same by
+        sending ``BEGIN`` alone). Nothing else arrives on an idle connection that does
+        not listen."""
+        conn = self._c()
+        with suppress(OSError, ValueError):
+            if select.select([conn.raw.fileno()], [], [], 0)[0]:
+                with suppress(self._pg.Error):
+                    conn.raw.close()
+                conn = self._c()  # connects again
+        return conn
+
     @contextmanager
     def _tx(self, chat_id: str | None = None) -> Iterator[_Conn]:
         """One write transaction (holding the chat's advisory lock); any error rolls it back."""
@@ -381,6 +402,84 @@ class PostgresStore(SQLStore):
             except self._pg.Error as exc:
                 self._rollback(conn)
                 raise self._error(exc, committing=True) from None
+
+    def _at_once(self, chat_id: str | None, plan: Callable[[_Conn], list[tuple[Any, int]]]) -> bool:
+        """Group commit: ``plan`` joins the writes queued by other threads (other chats of a
+        batch) and whichever thread takes the connection next sends them all in one
+        transaction (:meth:`_write_group`), each committed (or not) before its caller
+        returns. ``False``: nothing of it was written; the caller writes it statement by
+        statement, which decides (and reports) what happened.
+
+        Raises:
+            StoreError: The connection was lost (before the commit: nothing is written;
+                during it: it may have been).
+        """
+        job = _Job(chat_id, plan)
+        with self._queue_lock:
+            self._queue.append(job)
+        with self._lock:  # the holder writes every job queued so far, its own among them
+            if not job.settled:
+                with self._queue_lock:
+                    group, self._queue = self._queue, []
+                self._write_group(group)
+        if job.error is not None:
+            raise job.error
+        return job.written
+
+    def _write_group(self, group: list[_Job]) -> None:
+        """One transaction in two round trips: ``BEGIN``, the chats' locks and every job's
+        statements sent together (psycopg's pipeline mode), then ``COMMIT`` once each
+        statement changed the rows its job expects. If one did not (a change found done
+        already, or taken by another process), or a statement failed, the transaction is
+        rolled back and every job of the group is written alone, statement by statement
+        (rare: a retried write, a second driver)."""
+        try:
+            self._send_group(group)
+        except BaseException as exc:
+            for job in group:  # each writer raises its own copy (one traceback per thread)
+                if isinstance(exc, StoreError):
+                    job.error = StoreError(str(exc))
+                elif job.raised is exc:  # its own statements' (text that cannot be sent)
+                    job.error = exc
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for job in group:
+                job.settled = True
+
+    def _send_group(self, group: list[_Job]) -> None:
+        conn = self._idle()
+        raw = conn.raw
+        expect: list[tuple[Any, int]] = []
+        try:
+            with raw.pipeline():
+                raw.execute("BEGIN")
+                for key in sorted({_chat_key(j.chat_id) for j in group if j.chat_id}):
+                    raw.execute(migrations.chat_lock(key))  # in order: no deadlock
+                for job in group:
+                    try:
+                        expect += job.plan(conn)
+                    except BaseException as exc:
+                        job.raised = exc
+                        raise
+        except self._pg.Error as exc:
+            if raw.broken or raw.closed:  # as a write cut off statement by statement
+                raise self._error(exc) from None
+            self._rollback(conn)
+            return  # nothing written: each job alone, statement by statement
+        except BaseException:
+            self._rollback(conn)
+            raise
+        if any(cur.rowcount != n for cur, n in expect):
+            self._rollback(conn)
+            return
+        try:
+            raw.execute("COMMIT")
+        except self._pg.Error as exc:
+            self._rollback(conn)
+            raise self._error(exc, committing=True) from None
+        for job in group:
+            job.written = True
 
     @contextmanager
     def _read(self) -> Iterator[_Conn]:
@@ -424,7 +523,7 @@ class PostgresStore(SQLStore):
             conn.raw.execute("ROLLBACK")
 
     def _error(self, exc: BaseException, committing: bool = False) -> StoreError:
-        text = self._scrub(str(exc)).strip() or type(exc).__name__
+        text = " ".join(self._scrub(str(exc)).split()) or type(exc).__name__  # libpq's lines
         conn = self._conn
         if isinstance(exc, self._pg.OperationalError) and (
             conn is None or conn.raw.closed or conn.raw.broken
@@ -496,6 +595,18 @@ def _reopen(
         claim_timeout=claim_timeout,
         application_name=application_name,
     )
+
+
+class _Job:
+    """A write waiting for the next group commit (:meth:`PostgresStore._at_once`)."""
+
+    __slots__ = ("chat_id", "error", "plan", "raised", "settled", "written")
+
+    def __init__(self, chat_id: str | None, plan: Callable[[_Conn], list[tuple[Any, int]]]):
+        self.chat_id, self.plan = chat_id, plan
+        self.settled = self.written = False  # settled: its group's transaction ended
+        self.error: BaseException | None = None  # what its caller raises
+        self.raised: BaseException | None = None  # what its plan raised
 
 
 class _Held:

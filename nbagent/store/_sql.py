@@ -28,7 +28,7 @@ claim already held by the same owner is reported claimed.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, ClassVar
@@ -273,6 +273,15 @@ class _Claim:
         self.call_id, self.owner, self.at, self.done = call_id, owner, at, False
 
 
+def _simple(entries: Sequence[Entry]) -> bool:
+    """Whether every change among ``entries`` is one whose outcome a row count tells (a
+    decision reads its call's row first: never sent at once)."""
+    return all(
+        e.change is None or isinstance(e.change, NewMessage | NewCall | CallFinal | CallReset)
+        for e in entries
+    )
+
+
 def _is_automatic(decision: Mapping[str, Any]) -> bool:
     by = str(decision.get("by", ""))
     return by in _AUTOMATIC or by.startswith("policy")
@@ -479,6 +488,8 @@ class SQLStore:
         tools: Mapping[str, Any] | None,
         recorded: Sequence[tuple[tuple[Any, ...], str, int, bool]] = (),
     ) -> str | None:
+        if self._write_at_once(chat_id, entries, state, tools, recorded):
+            return None
         with self._tx(chat_id) as conn:
             conflict = self._apply(conn, chat_id, entries)
             self._touch(conn, chat_id, state, tools)
@@ -509,6 +520,8 @@ class SQLStore:
         entries: Sequence[Entry],
         state: Mapping[str, Any] | None,
     ) -> ClaimResult:
+        if self._claim_at_once(chat_id, call_id, owner, entries, state):
+            return ClaimResult(True, "running", owner)
         with self._tx(chat_id) as conn:
             now = utcnow().isoformat()
             claim = _Claim(call_id, owner, now)
@@ -524,12 +537,7 @@ class SQLStore:
                 return ClaimResult(False, conflict=conflict)
             if claim.done:
                 return ClaimResult(True, "running", owner)
-            cur = conn.execute(
-                "UPDATE tool_calls SET status = 'running', claimed_by = ?, claimed_at = ? "
-                "WHERE chat_id = ? AND call_id = ? "
-                "AND (status = 'approved' OR (status = 'requested' AND gated = 0))",
-                (owner, now, chat_id, call_id),
-            )
+            cur = self._claim_call(conn, chat_id, call_id, owner, now)
             if cur.rowcount == 1:
                 return ClaimResult(True, "running", owner)
             row = conn.execute(
@@ -624,11 +632,7 @@ class SQLStore:
         if isinstance(ch, NewMessage | CallFinal) and ch.blobs:
             _put_blobs(conn, ch.blobs)
         if isinstance(ch, NewMessage):
-            cur = conn.execute(
-                "INSERT INTO messages (chat_id, idx, turn, role, json, seq, ts) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (chat_id, ch.idx, ch.turn, ch.role, ch.data, ch.seq, ch.ts),
-            )
+            cur = self._insert_message(conn, chat_id, ch)
             if cur.rowcount != 1:
                 mine = {"json": ch.data, "seq": ch.seq, "ts": ch.ts}
                 if ch.ts is not None and self._same_row(
@@ -636,11 +640,7 @@ class SQLStore:
                 ):
                     return "dup"  # this very message (a write retried after a lost commit)
                 return f"message {ch.idx} of the transcript was written by another process"
-            if ch.role == "user":
-                title = str(codec.loads(ch.data).get("content", ""))[:80]
-                conn.execute(
-                    "UPDATE chats SET title = ? WHERE id = ? AND title IS NULL", (title, chat_id)
-                )
+            self._titled(conn, chat_id, ch)
             return "ok"
         if isinstance(ch, NewCall):
             status, owner, at = ch.status, None, None
@@ -648,43 +648,13 @@ class SQLStore:
                 claim = None  # the call being claimed is another, or not runnable yet
             if claim is not None:
                 status, owner, at = "running", claim.owner, claim.at  # claimed as written
-            apart = len(ch.arguments) > _INLINE_ARGUMENTS  # a row never rewritten (m006)
-            cur = conn.execute(
-                "INSERT INTO tool_calls (chat_id, call_id, seq, name, arguments, raw_arguments, "
-                "parse_error, status, gated, approval, turn, step, requested_at, claimed_by, "
-                "claimed_at, server, hosted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                "?, ?) ON CONFLICT DO NOTHING",
-                (
-                    chat_id,
-                    ch.call_id,
-                    ch.seq,
-                    ch.name,
-                    "" if apart else ch.arguments,
-                    ch.raw_arguments,
-                    ch.parse_error,
-                    status,
-                    int(ch.gated),
-                    ch.approval,
-                    ch.turn,
-                    ch.step,
-                    ch.requested_at,
-                    owner,
-                    at,
-                    ch.server,
-                    int(ch.hosted),
-                ),
-            )
+            cur = self._insert_call(conn, chat_id, ch, status, owner, at)
             if cur.rowcount != 1:
                 mine = {"seq": ch.seq, "requested_at": ch.requested_at, "name": ch.name}
                 if self._same_row(conn, "tool_calls", "call_id", chat_id, ch.call_id, mine):
                     return "dup"  # this very call (a write retried after a lost commit)
                 return f"call {ch.call_id!r} was already recorded by another process"
-            if apart:
-                conn.execute(
-                    "INSERT INTO call_arguments (chat_id, call_id, arguments) VALUES (?, ?, ?) "
-                    "ON CONFLICT (chat_id, call_id) DO UPDATE SET arguments = excluded.arguments",
-                    (chat_id, ch.call_id, ch.arguments),
-                )
+            self._call_arguments(conn, chat_id, ch)
             if claim is not None:
                 claim.done = True
             return "ok"
@@ -723,21 +693,7 @@ class SQLStore:
         if isinstance(ch, InputAnswer):
             return self._input_answer(conn, chat_id, ch)
         if isinstance(ch, CallFinal):
-            cur = conn.execute(
-                "UPDATE tool_calls SET status = ?, result = ?, "
-                "started_at = COALESCE(?, started_at), finished_at = ? "
-                "WHERE chat_id = ? AND call_id = ? AND result IS NULL "
-                "AND (status != 'running' OR claimed_by IS ?)",
-                (
-                    ch.status,
-                    ch.result,
-                    ch.started_at,
-                    ch.finished_at,
-                    chat_id,
-                    ch.call_id,
-                    ch.owner,
-                ),
-            )
+            cur = self._final_call(conn, chat_id, ch)
             if cur.rowcount == 1:
                 return "ok"
             row = conn.execute(
@@ -751,14 +707,192 @@ class SQLStore:
             who = f" (claimed by {row[1]})" if row[1] else ""
             return f"call {ch.call_id!r} is {row[0]} in the store{who}"
         if isinstance(ch, CallReset):
-            cur = conn.execute(
-                "UPDATE tool_calls SET status = ?, claimed_by = NULL, claimed_at = NULL, "
-                "started_at = NULL WHERE chat_id = ? AND call_id = ? AND status = 'running' "
-                "AND claimed_by IS ?",
-                (ch.status, chat_id, ch.call_id, ch.owner),
-            )
-            return "ok" if cur.rowcount == 1 else "dup"
+            return "ok" if self._reset_call(conn, chat_id, ch).rowcount == 1 else "dup"
         raise TypeError(f"unknown change {type(ch).__name__}")
+
+    # -- the statements of a change (the careful path above, and the one at once below) -----
+    @staticmethod
+    def _insert_message(conn: Any, chat_id: str, ch: NewMessage) -> Any:
+        return conn.execute(
+            "INSERT INTO messages (chat_id, idx, turn, role, json, seq, ts) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (chat_id, ch.idx, ch.turn, ch.role, ch.data, ch.seq, ch.ts),
+        )
+
+    @staticmethod
+    def _titled(conn: Any, chat_id: str, ch: NewMessage) -> None:
+        """A chat's title is its first user message (cut), set once."""
+        if ch.role == "user":
+            title = str(codec.loads(ch.data).get("content", ""))[:80]
+            conn.execute(
+                "UPDATE chats SET title = ? WHERE id = ? AND title IS NULL", (title, chat_id)
+            )
+
+    @staticmethod
+    def _insert_call(
+        conn: Any, chat_id: str, ch: NewCall, status: str, owner: str | None, at: str | None
+    ) -> Any:
+        apart = len(ch.arguments) > _INLINE_ARGUMENTS  # a row never rewritten (m006)
+        return conn.execute(
+            "INSERT INTO tool_calls (chat_id, call_id, seq, name, arguments, raw_arguments, "
+            "parse_error, status, gated, approval, turn, step, requested_at, claimed_by, "
+            "claimed_at, server, hosted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            "?, ?) ON CONFLICT DO NOTHING",
+            (
+                chat_id,
+                ch.call_id,
+                ch.seq,
+                ch.name,
+                "" if apart else ch.arguments,
+                ch.raw_arguments,
+                ch.parse_error,
+                status,
+                int(ch.gated),
+                ch.approval,
+                ch.turn,
+                ch.step,
+                ch.requested_at,
+                owner,
+                at,
+                ch.server,
+                int(ch.hosted),
+            ),
+        )
+
+    @staticmethod
+    def _call_arguments(conn: Any, chat_id: str, ch: NewCall) -> None:
+        """Long arguments go to their own row (written with the call's)."""
+        if len(ch.arguments) > _INLINE_ARGUMENTS:
+            conn.execute(
+                "INSERT INTO call_arguments (chat_id, call_id, arguments) VALUES (?, ?, ?) "
+                "ON CONFLICT (chat_id, call_id) DO UPDATE SET arguments = excluded.arguments",
+                (chat_id, ch.call_id, ch.arguments),
+            )
+
+    @staticmethod
+    def _final_call(conn: Any, chat_id: str, ch: CallFinal) -> Any:
+        return conn.execute(
+            "UPDATE tool_calls SET status = ?, result = ?, "
+            "started_at = COALESCE(?, started_at), finished_at = ? "
+            "WHERE chat_id = ? AND call_id = ? AND result IS NULL "
+            "AND (status != 'running' OR claimed_by IS ?)",
+            (
+                ch.status,
+                ch.result,
+                ch.started_at,
+                ch.finished_at,
+                chat_id,
+                ch.call_id,
+                ch.owner,
+            ),
+        )
+
+    @staticmethod
+    def _reset_call(conn: Any, chat_id: str, ch: CallReset) -> Any:
+        return conn.execute(
+            "UPDATE tool_calls SET status = ?, claimed_by = NULL, claimed_at = NULL, "
+            "started_at = NULL WHERE chat_id = ? AND call_id = ? AND status = 'running' "
+            "AND claimed_by IS ?",
+            (ch.status, chat_id, ch.call_id, ch.owner),
+        )
+
+    @staticmethod
+    def _claim_call(conn: Any, chat_id: str, call_id: str, owner: str, at: str) -> Any:
+        return conn.execute(
+            "UPDATE tool_calls SET status = 'running', claimed_by = ?, claimed_at = ? "
+            "WHERE chat_id = ? AND call_id = ? "
+            "AND (status = 'approved' OR (status = 'requested' AND gated = 0))",
+            (owner, at, chat_id, call_id),
+        )
+
+    # -- a write sent at once (a dialect whose every statement is a round trip) ----------
+    def _at_once(self, chat_id: str, plan: Callable[[Any], list[tuple[Any, int]]]) -> bool:
+        """Run ``plan(conn)`` in one write transaction holding the chat's lock, its
+        statements sent together, and commit it if every statement changed the rows
+        ``plan`` expects (a list of ``(cursor, rowcount)``); ``False``: nothing was
+        written (not tried, an expectation failed, or an error), and the caller runs
+        the write statement by statement. ``SQLStore``: never tried (a local database's
+        statements cost no round trip)."""
+        return False
+
+    def _apply_at_once(
+        self, conn: Any, chat_id: str, entries: Sequence[Entry], claim: _Claim | None = None
+    ) -> list[tuple[Any, int]]:
+        """:meth:`_apply`'s statements as if every change were new (``"ok"``), and what
+        each must change for that to be true: a change found done already (a retried write)
+        or taken by another process makes the expectation fail, and the careful path
+        decides. Only for entries :func:`_simple` accepts."""
+        expect: list[tuple[Any, int]] = []
+        rows: list[tuple[str, int, str, str, str]] = []
+        for e in entries:
+            ch = e.change
+            if isinstance(ch, NewMessage | CallFinal) and ch.blobs:
+                _put_blobs(conn, ch.blobs)
+            if isinstance(ch, NewMessage):
+                expect.append((self._insert_message(conn, chat_id, ch), 1))
+                self._titled(conn, chat_id, ch)
+            elif isinstance(ch, NewCall):
+                status, owner, at = ch.status, None, None
+                if claim is not None and (claim.call_id, status) == (ch.call_id, "requested"):
+                    status, owner, at = "running", claim.owner, claim.at
+                    claim.done = True
+                expect.append((self._insert_call(conn, chat_id, ch, status, owner, at), 1))
+                self._call_arguments(conn, chat_id, ch)
+            elif isinstance(ch, CallFinal):
+                expect.append((self._final_call(conn, chat_id, ch), 1))
+            elif isinstance(ch, CallReset):
+                expect.append((self._reset_call(conn, chat_id, ch), 1))
+            if e.data is not None:
+                rows.append((chat_id, e.seq, e.type, e.ts, e.data))
+        if rows:
+            cur = conn.executemany(
+                "INSERT INTO events (chat_id, seq, type, ts, json) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
+                rows,
+            )
+            expect.append((cur, len(rows)))
+        return expect
+
+    def _write_at_once(
+        self,
+        chat_id: str,
+        entries: Sequence[Entry],
+        state: Mapping[str, Any] | None,
+        tools: Mapping[str, Any] | None,
+        recorded: Sequence[tuple[tuple[Any, ...], str, int, bool]],
+    ) -> bool:
+        if not _simple(entries):
+            return False
+
+        def plan(conn: Any) -> list[tuple[Any, int]]:
+            expect = self._apply_at_once(conn, chat_id, entries)
+            self._touch(conn, chat_id, state, tools)
+            for row, cid, step, replayed in recorded:
+                self._record_in(conn, row, cid, step, replayed)
+            return expect
+
+        return self._at_once(chat_id, plan)
+
+    def _claim_at_once(
+        self,
+        chat_id: str,
+        call_id: str,
+        owner: str,
+        entries: Sequence[Entry],
+        state: Mapping[str, Any] | None,
+    ) -> bool:
+        if not _simple(entries):
+            return False
+
+        def plan(conn: Any) -> list[tuple[Any, int]]:
+            claim = _Claim(call_id, owner, utcnow().isoformat())
+            expect = self._apply_at_once(conn, chat_id, entries, claim)
+            self._touch(conn, chat_id, state, None)
+            if not claim.done:
+                expect.append((self._claim_call(conn, chat_id, call_id, owner, claim.at), 1))
+            return expect
+
+        return self._at_once(chat_id, plan)
 
     def _decision_change(self, conn: Any, chat_id: str, ch: DecisionChange) -> str:
         row = conn.execute(

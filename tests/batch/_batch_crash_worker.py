@@ -13,7 +13,8 @@ then answers. ``CRASH`` says where the process dies (``os._exit(9)``, like
 - ``none``: nothing dies; the result frame is written to ``DIR/result.json``.
 
 Every tool run appends a line to ``DIR/ran.txt``, so the test counts what ran
-across processes.
+across processes. ``NBAGENT_CRASH_DSN`` puts the store on PostgreSQL instead, and
+``NBAGENT_CRASH_CONCURRENCY`` runs that many rows at once (their writes grouped).
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ with FakeLLMServer(handler=handler, strict=True) as server:
         lambda: Chat(provider=provider).with_tools(look),
         prompt="Work on {key}",
         key="key",
-        store=HERE / "b.db",
-        concurrency=1,
+        store=os.environ.get("NBAGENT_CRASH_DSN") or HERE / "b.db",
+        concurrency=int(os.environ.get("NBAGENT_CRASH_CONCURRENCY", "1")),
         name="crashy",
         progress=False,
     )

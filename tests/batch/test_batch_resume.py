@@ -241,8 +241,8 @@ def test_a_batch_interrupted_mid_flight_resumes_without_rerunning_a_call(tmp_pat
 CRASH_WORKER = Path(__file__).with_name("_batch_crash_worker.py")
 
 
-def _crash_worker(tmp: Path, crash: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+def _crash_worker(tmp: Path, crash: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **extra}
     return subprocess.run(
         [sys.executable, str(CRASH_WORKER), str(tmp), crash],
         env=env,
@@ -283,3 +283,41 @@ def test_a_batch_killed_mid_row_finishes_every_row_on_rerun_and_runs_no_call_twi
         log = nbagent.read_log(store)
     expected = ["in_doubt" if crash == "in_tool" else "ok"] + ["ok"] * 5
     assert sorted(log["status"]) == sorted(expected)
+
+
+@pytest.mark.parametrize("crash", ["second_request", "in_tool"])
+def test_a_postgres_batch_killed_mid_flight_runs_every_call_once_on_rerun(
+    tmp_path: Path, postgres_dsn: str, crash: str
+) -> None:
+    """The same kill -9, on PostgreSQL with every row at once (their writes and claims
+    sent together, one commit per group): the rerun finishes every row, and no tool call
+    ran twice; a call the kill caught running stays in doubt and did not run again."""
+    from nbagent.store import PostgresStore
+
+    extra = {"NBAGENT_CRASH_DSN": postgres_dsn, "NBAGENT_CRASH_CONCURRENCY": "6"}
+    died = _crash_worker(tmp_path, crash, **extra)
+    assert died.returncode == 9, died.stderr
+    again = _crash_worker(tmp_path, "none", **extra)
+    assert again.returncode == 0, again.stderr
+    result = pd.read_json(tmp_path / "result.json", dtype={"key": str})
+    assert list(result["status"]) == ["done"] * 6, result[["status", "error"]]
+    assert list(result["reply"]) == [f"finished Work on r{i}" for i in range(6)]
+    ran = (tmp_path / "ran.txt").read_text().splitlines()
+    assert len(ran) == len(set(ran))  # no call ran twice
+    with PostgresStore(postgres_dsn) as store:
+        recorded = store.batch_chats("crashy")
+        assert sorted(recorded) == [f"r{i}" for i in range(6)]
+        statuses = {}
+        for key, chat_id in recorded.items():
+            calls = store.calls(chat_id)
+            assert len(calls) == 1, (key, calls)
+            statuses[key] = calls[0].status
+            roles = [m["role"] for m in store.load(chat_id).messages]
+            assert roles.count("user") == 1, (key, roles)  # the prompt was asked once
+    # every call that finished ok ran exactly once; one in doubt ran at most once
+    assert sorted(k for k, s in statuses.items() if s == "ok") == sorted(
+        set(ran) - {k for k, s in statuses.items() if s == "in_doubt"}
+    ), (statuses, ran)
+    assert set(statuses.values()) <= {"ok", "in_doubt"}
+    if crash == "in_tool":
+        assert statuses["r2"] == "in_doubt" and "r2" in ran

@@ -193,12 +193,19 @@ class _CutOff(PostgresStore):
     cuts = 0
     only: str | None = None  # cut only a write holding an event of this type
 
-    def _apply(self, conn: Any, chat_id: str, entries: Any, claim: Any = None) -> Any:
+    def _cut(self, entries: Any) -> None:
         if self.armed and (self.only is None or any(e.type == self.only for e in entries)):
             self.armed -= 1
             self.cuts += 1
             self.server.terminate(self.url)
+
+    def _apply(self, conn: Any, chat_id: str, entries: Any, claim: Any = None) -> Any:
+        self._cut(entries)
         return super()._apply(conn, chat_id, entries, claim)
+
+    def _apply_at_once(self, conn: Any, chat_id: str, entries: Any, claim: Any = None) -> Any:
+        self._cut(entries)  # the write sent at once (pipelined), cut off the same way
+        return super()._apply_at_once(conn, chat_id, entries, claim)
 
 
 @tool

@@ -1,0 +1,211 @@
+"""PostgreSQL's group commit: the writes and claims of many chats (a batch's) waiting for the
+store's one connection go to the server together, in one transaction, and each caller
+returns only once that transaction committed (``PostgresStore._at_once``).
+
+What is checked here is what a user relies on: nobody is told "written" (a claim is not
+granted) before the commit; a conflict in one chat of a group loses nothing of the others
+and is reported to its own writer; a claim of a group is granted once. The batch killed
+mid-flight and resumed is ``tests/batch/test_batch_resume.py``'s, on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from nbagent.store import ChatInfo, PostgresStore
+from nbagent.store._protocol import Entry, NewCall, NewMessage
+
+
+class _Counted(PostgresStore):
+    """Counts the transactions its group commits send (and how many writes each held)."""
+
+    def __init__(self, dsn: str):
+        super().__init__(dsn)
+        self.groups: list[int] = []
+
+    def _send_group(self, group: list[Any]) -> None:
+        self.groups.append(len(group))
+        super()._send_group(group)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _chat(store: PostgresStore, chat_id: str) -> None:
+    now = datetime.now(UTC)
+    store.create_chat(ChatInfo(chat_id, now, now, "demo", "demo"), None, {})
+
+
+def _message(idx: int, text: str, seq: int) -> Entry:
+    data = f'{{"role": "user", "content": "{text}"}}'
+    return Entry(seq, "message_added", _now(), None, NewMessage(idx, 0, "user", data, seq, _now()))
+
+
+def _call(call_id: str, seq: int) -> Entry:
+    change = NewCall(
+        call_id, seq, "look", "{}", None, None, "requested", False, "null", 0, 1, _now()
+    )
+    return Entry(seq, "tool_call_requested", _now(), None, change)
+
+
+def _queued_together(store: PostgresStore, calls: list[Callable[[], Any]]) -> list[Any]:
+    """Run ``calls`` on threads while the store's connection is taken, so that all of them
+    wait in its queue; then let go: the next holder sends them as one group. Returns each
+    call's result (or what it raised), after checking none returned before the release."""
+    results: list[Any] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        try:
+            results[i] = calls[i]()
+        except BaseException as exc:
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    with store._lock:
+        for t in threads:
+            t.start()
+        while len(store._queue) < len(calls):  # every write waits for the connection
+            time.sleep(0.001)
+            assert all(t.is_alive() for t in threads)
+        assert all(t.is_alive() for t in threads)  # none was told "written" yet
+    for t in threads:
+        t.join(timeout=60)
+    return results
+
+
+def test_many_chats_writes_go_in_one_commit_and_each_returns_only_once_it_is_stored(
+    postgres_dsn: str,
+) -> None:
+    store = _Counted(postgres_dsn)
+    ids = [f"c{i}" for i in range(8)]
+    for chat_id in ids:
+        _chat(store, chat_id)
+    store.groups.clear()
+
+    def write(chat_id: str) -> Callable[[], Any]:
+        return lambda: store.write(
+            chat_id,
+            [
+                _message(0, f"hello from {chat_id}", 0),
+                Entry(1, "step_finished", _now(), f'{{"chat": "{chat_id}"}}'),
+            ],
+        )
+
+    assert _queued_together(store, [write(c) for c in ids]) == [None] * 8
+    assert store.groups == [8]  # one transaction, one commit, for the eight chats
+    with PostgresStore(postgres_dsn) as other:  # what another process reads: all of it
+        for chat_id in ids:
+            record = other.load(chat_id)
+            assert [m["content"] for m in record.messages] == [f"hello from {chat_id}"]
+            with other._read() as conn:
+                rows = conn.execute("SELECT type FROM events WHERE chat_id = ?", (chat_id,))
+                assert [r[0] for r in rows.fetchall()] == ["step_finished"]
+    store.close()
+
+
+def test_a_conflict_in_one_chat_of_a_group_is_its_writers_and_loses_nothing_of_the_others(
+    postgres_dsn: str,
+) -> None:
+    """Chat "a"'s first message was written by another process: its write in the group
+    reports the conflict (as alone), and chat "b"'s write of the same group is stored."""
+    store = _Counted(postgres_dsn)
+    for chat_id in ("a", "b"):
+        _chat(store, chat_id)
+    with PostgresStore(postgres_dsn) as other:
+        assert other.write("a", [_message(0, "the other process", 0)]) is None
+    store.groups.clear()
+    got = _queued_together(
+        store,
+        [
+            lambda: store.write("a", [_message(0, "this process", 0)]),
+            lambda: store.write("b", [_message(0, "this process", 0)]),
+        ],
+    )
+    assert got[0] == "message 0 of the transcript was written by another process"
+    assert got[1] is None
+    assert store.groups == [2]  # tried together, then each alone (statement by statement)
+    assert [m["content"] for m in store.load("a").messages] == ["the other process"]
+    assert [m["content"] for m in store.load("b").messages] == ["this process"]
+    store.close()
+
+
+def test_claims_of_one_call_in_two_processes_groups_grant_it_once(postgres_dsn: str) -> None:
+    """Two stores (two processes) each claim the same calls inside their own groups:
+    every call is granted to exactly one of them, and its row names that one."""
+    stores = [_Counted(postgres_dsn) for _ in range(2)]
+    ids = [f"k{i}" for i in range(6)]
+    for chat_id in ids:
+        _chat(stores[0], chat_id)
+        assert stores[0].write(chat_id, [_call(f"{chat_id}-call", 0)]) is None
+    barrier = threading.Barrier(2 * len(ids))
+    granted: dict[tuple[int, str], bool] = {}
+
+    def claim(s: int, chat_id: str) -> None:
+        barrier.wait()
+        result = stores[s].claim(chat_id, f"{chat_id}-call", f"owner-{s}")
+        granted[(s, chat_id)] = result.claimed
+
+    threads = [threading.Thread(target=claim, args=(s, c)) for s in range(2) for c in ids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    for chat_id in ids:
+        winners = [s for s in range(2) if granted[(s, chat_id)]]
+        assert len(winners) == 1, (chat_id, granted)
+        stored = stores[0].call(f"{chat_id}-call", chat_id=chat_id)
+        assert (stored.status, stored.claimed_by) == ("running", f"owner-{winners[0]}")
+    for s in stores:
+        s.close()
+
+
+@pytest.mark.parametrize("fail", ["statement", "commit"])
+def test_a_group_that_cannot_commit_tells_every_writer_and_writes_none(
+    postgres_dsn: str, postgres_server: Any, fail: str
+) -> None:
+    """The connection is cut before the group's commit: every writer of the group gets a
+    StoreError (none is told "written"), and nothing of any of them is stored."""
+
+    class _Cut(_Counted):
+        cut = False
+
+        def _apply_at_once(self, *args: Any) -> Any:
+            if fail == "statement" and not self.cut:  # the group's transaction has begun
+                self.cut = True
+                postgres_server.terminate(postgres_dsn)
+            return super()._apply_at_once(*args)
+
+    store = _Cut(postgres_dsn)
+    for chat_id in ("x", "y", "z"):
+        _chat(store, chat_id)
+    if fail == "commit":  # the server ends the backend while the group's statements wait
+        real = store._idle
+
+        def idle() -> Any:
+            conn = real()
+            raw_execute = conn.raw.execute
+
+            def execute(sql: Any, *a: Any, **k: Any) -> Any:
+                if sql == "COMMIT":
+                    postgres_server.terminate(postgres_dsn)
+                return raw_execute(sql, *a, **k)
+
+            conn.raw.execute = execute  # type: ignore[method-assign]
+            return conn
+
+        store._idle = idle  # type: ignore[method-assign]
+    got = _queued_together(
+        store, [lambda c=c: store.write(c, [_message(0, f"to {c}", 0)]) for c in ("x", "y", "z")]
+    )
+    assert all(type(r).__name__ == "StoreError" for r in got), got
+    assert all("lost the connection" in str(r) for r in got)
+    with PostgresStore(postgres_dsn) as other:
+        for chat_id in ("x", "y", "z"):
+            assert other.load(chat_id).messages == []
