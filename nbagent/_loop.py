@@ -17,7 +17,7 @@ import threading
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from . import _aio
 from ._approvals import consult_resolver, requirement
@@ -82,9 +82,6 @@ from ._types import (
 )
 from ._unicode import TooDeep, clean, clean_json
 from .providers import ModelRequest, Provider, StreamDelta, cost_of
-
-if TYPE_CHECKING:
-    pass
 
 R = TypeVar("R")
 _WAITING = ("awaiting_approval", "awaiting_input")
