@@ -130,38 +130,18 @@ class Requests:
         """An elicitation: a form from its JSON Schema, or a URL to visit (and say Done)."""
         from mcp import types
 
-        message = str(getattr(params, "message", "") or "")
-        if getattr(params, "mode", None) == "url" or hasattr(params, "url"):
-            content = {
-                "message": message,
-                "url": str(params.url),
-                "elicitationId": getattr(params, "elicitation_id", None),
-            }
-            asked = await self._ask("elicitation_url", message, content, None)
-        else:
-            schema = dict(getattr(params, "requested_schema", None) or {"type": "object"})
-            content = {"message": message, "requestedSchema": schema}
-            asked = await self._ask("elicitation", message, content, schema)
+        asked = await self._ask(*self._elicitation(params))
         if asked is None:
             return types.ErrorData(code=types.INVALID_REQUEST, message=NO_CHAT)
         _, _, action, data = asked
-        if action == "accept":
-            return types.ElicitResult(
-                action="accept", content=data if isinstance(data, dict) else None
-            )
-        return types.ElicitResult(action="cancel" if action == "cancel" else "decline")
+        return _elicit_result(action, data)
 
     async def sample(self, context: Any, params: Any) -> Any:
         """A sampling request: the exact messages, approved (run on the chat's provider) or
         answered by the person's own text, or declined."""
         from mcp import types
 
-        messages = [_neutral(m) for m in params.messages]
-        content = params.model_dump(mode="json", by_alias=True, exclude_none=True)
-        last = messages[-1].content if messages else ""
-        shown = last if len(last) <= 200 else last[:197] + "..."
-        message = f"{self.label} asks the model: {shown}"
-        asked = await self._ask("sampling", message, content, None)
+        asked = await self._ask(*self._sampling(params))
         if asked is None:
             return types.ErrorData(code=types.INVALID_REQUEST, message=NO_CHAT)
         asker, input_id, action, data = asked
@@ -171,6 +151,33 @@ class Requests:
                 message=f"the user {'declined' if action == 'decline' else 'cancelled'} "
                 "the sampling request",
             )
+        return await self._sampled(asker, input_id, params, data)
+
+    def _elicitation(self, params: Any) -> tuple[Any, str, dict[str, Any], dict[str, Any] | None]:
+        """An elicitation as a pending input: ``(kind, message, content, schema)``."""
+        message = str(getattr(params, "message", "") or "")
+        if getattr(params, "mode", None) == "url" or hasattr(params, "url"):
+            content = {
+                "message": message,
+                "url": str(params.url),
+                "elicitationId": getattr(params, "elicitation_id", None),
+            }
+            return "elicitation_url", message, content, None
+        schema = dict(getattr(params, "requested_schema", None) or {"type": "object"})
+        return "elicitation", message, {"message": message, "requestedSchema": schema}, schema
+
+    def _sampling(self, params: Any) -> tuple[Any, str, dict[str, Any], None]:
+        """A sampling request as a pending input: ``(kind, message, content, schema)``."""
+        content = params.model_dump(mode="json", by_alias=True, exclude_none=True)
+        last = _neutral(params.messages[-1]).content if params.messages else ""
+        shown = last if len(last) <= 200 else last[:197] + "..."
+        return "sampling", f"{self.label} asks the model: {shown}", content, None
+
+    async def _sampled(self, asker: InputAsker, input_id: str, params: Any, data: Any) -> Any:
+        """An accepted sampling request's result: the person's own reply (text), or the
+        model's, run on the chat's provider (or ``sampling=``'s)."""
+        from mcp import types
+
         if isinstance(data, str):  # the person wrote the reply
             return types.CreateMessageResult(
                 role="assistant",
@@ -179,7 +186,11 @@ class Requests:
                 stop_reason="endTurn",
             )
         response = await asker.sample(
-            input_id, messages, params.system_prompt, params.max_tokens, self.sampling
+            input_id,
+            [_neutral(m) for m in params.messages],
+            params.system_prompt,
+            params.max_tokens,
+            self.sampling,
         )
         return types.CreateMessageResult(
             role="assistant",
@@ -192,23 +203,9 @@ class Requests:
     def describe(self, request: Any) -> tuple[Any, str, dict[str, Any], dict[str, Any] | None]:
         """An embedded input request as a pending input: ``(kind, message, content, schema)``
         (the same content and schema as the older protocol's mid-call request)."""
-        params = request.params
         if getattr(request, "method", "") == "sampling/createMessage":
-            content = params.model_dump(mode="json", by_alias=True, exclude_none=True)
-            messages = [_neutral(m) for m in params.messages]
-            last = messages[-1].content if messages else ""
-            shown = last if len(last) <= 200 else last[:197] + "..."
-            return "sampling", f"{self.label} asks the model: {shown}", content, None
-        message = str(getattr(params, "message", "") or "")
-        if getattr(params, "mode", None) == "url" or hasattr(params, "url"):
-            content = {
-                "message": message,
-                "url": str(params.url),
-                "elicitationId": getattr(params, "elicitation_id", None),
-            }
-            return "elicitation_url", message, content, None
-        schema = dict(getattr(params, "requested_schema", None) or {"type": "object"})
-        return "elicitation", message, {"message": message, "requestedSchema": schema}, schema
+            return self._sampling(request.params)
+        return self._elicitation(request.params)
 
     def roots_result(self) -> Any:
         """``roots/list``'s answer: the roots given to the server (``roots=``)."""
@@ -234,45 +231,29 @@ class Requests:
         for key, answer in resume["answers"].items():
             action, data = answer["action"], answer["data"]
             if answer["kind"] != "sampling":
-                content = data if action == "accept" and isinstance(data, dict) else None
-                out[key] = types.ElicitResult(action=action, content=content)
+                out[key] = _elicit_result(action, data)
                 continue
             if action != "accept":
                 raise MCPServerError(
                     f"the user {'declined' if action == 'decline' else 'cancelled'} "
                     f"{self.label}'s sampling request; the call is not retried"
                 )
-            if isinstance(data, str):  # the person wrote the reply
-                out[key] = types.CreateMessageResult(
-                    role="assistant",
-                    content=types.TextContent(type="text", text=data),
-                    model="human",
-                    stop_reason="endTurn",
-                )
-                continue
             params = types.CreateMessageRequestParams.model_validate(answer["content"])
-            response = await asker.sample(
-                answer["input_id"],
-                [_neutral(m) for m in params.messages],
-                params.system_prompt,
-                params.max_tokens,
-                self.sampling,
-            )
-            out[key] = types.CreateMessageResult(
-                role="assistant",
-                content=types.TextContent(type="text", text=response.text),
-                model=response.model or "unknown",
-                stop_reason="maxTokens" if response.stop_reason == "max_tokens" else "endTurn",
-            )
+            out[key] = await self._sampled(asker, answer["input_id"], params, data)
         return out
 
     async def list_roots(self, context: Any) -> Any:
         """The roots given to the server (``roots=``), never asked of anyone."""
-        from mcp import types
+        return self.roots_result()
 
-        return types.ListRootsResult(
-            roots=[types.Root(uri=uri, name=name) for uri, name in self.roots]  # type: ignore[arg-type]
-        )
+
+def _elicit_result(action: str, data: Any) -> Any:
+    """An elicitation's answer: the form's values when accepted, else declined or cancelled."""
+    from mcp import types
+
+    if action == "accept":
+        return types.ElicitResult(action="accept", content=data if isinstance(data, dict) else None)
+    return types.ElicitResult(action="cancel" if action == "cancel" else "decline")
 
 
 def _neutral(message: Any) -> ChatMessage:
