@@ -35,6 +35,7 @@ from ._events import (
     InputAnswered,
     InputRequested,
     MessageAdded,
+    RuleChanged,
     ToolCallFinished,
     utcnow,
 )
@@ -979,6 +980,7 @@ class ChatCore:
         with self._lock:
             self._history[:0] = events  # the stored events come before any made since
             self._record._refold(self._history)
+            self._rules = folded_rules(self._rules, events)
         self._adopt_inputs()
         for read in self._hook("on_history"):
             read(events)
@@ -1003,6 +1005,29 @@ class ChatCore:
                 self._exhausted = snap.last_budget
             self._parent = snap.parent
             self._bus.resume_at(snap.next_seq)
+
+
+def folded_rules(snapshot: Sequence[Rule], events: Iterable[Event]) -> list[Rule]:
+    """A stored chat's rules: its state's list, changed by its ``rule_changed`` events.
+
+    The state is written whole by whichever process wrote last, which may not have
+    known of a rule another process added or removed meanwhile; the events are every
+    process's changes, in order. So a rule with events is what its last event says,
+    one without keeps its place in the state (a fork's, copied with no event).
+
+    Raises:
+        ValueError: A stored rule cannot be read.
+    """
+    last: dict[Rule, bool] = {}
+    for e in events:
+        if isinstance(e, RuleChanged):
+            rule = Rule.from_dict(e.rule)
+            last.pop(rule, None)  # re-added: it goes to the end
+            last[rule] = e.added
+    if not last:
+        return list(snapshot)
+    kept = [r for r in snapshot if last.get(r, True)]
+    return kept + [r for r, added in last.items() if added and r not in kept]
 
 
 def answer_json(value: Any, text: str) -> Any:

@@ -111,15 +111,7 @@ class DecisionsMixin(ChatCore):
         """
         if not isinstance(rule, Rule):
             raise TypeError(f"add_rule takes an nbagent.Rule, got {type(rule).__name__}")
-        with self._lock:
-            if rule in self._rules:
-                return self
-            self._rules[:] = [*self._rules, rule]
-        self._emit(RuleChanged(chat_id=self.id, rule=rule.as_dict(), added=True))
-        for call in self.pending_approvals:
-            if rule.matches(call):
-                with contextlib.suppress(DecisionError):  # decided meanwhile: that decision stands
-                    self._decide(call, rule.verdict, by=RULE, reason=rule.reason)
+        self._change_rule(rule, True)
         return self
 
     def remove_rule(self, rule: Rule) -> Self:
@@ -132,9 +124,28 @@ class DecisionsMixin(ChatCore):
             if rule not in self._rules:
                 have = "; ".join(f"{r.verdict}: {r}" for r in self._rules) or "none"
                 raise ValueError(f"the chat has no rule {rule} ({rule.verdict}); its rules: {have}")
-            self._rules[:] = [r for r in self._rules if r != rule]
-        self._emit(RuleChanged(chat_id=self.id, rule=rule.as_dict(), added=False))
+        self._change_rule(rule, False)
         return self
+
+    def _change_rule(self, rule: Rule, added: bool, *, elsewhere: bool = False) -> None:
+        """Add or remove a rule (a no-op if the chat has it, or lacks it, already), say so,
+        and let an added rule decide the calls waiting for a decision that it matches.
+        ``elsewhere``: a change another process made to the stored chat (``ChatHost``)."""
+        with self._lock:
+            if (rule in self._rules) == added:
+                return
+            self._rules[:] = (
+                [*self._rules, rule] if added else [r for r in self._rules if r != rule]
+            )
+        self._emit(
+            RuleChanged(chat_id=self.id, rule=rule.as_dict(), added=added, elsewhere=elsewhere)
+        )
+        if not added:
+            return
+        for call in self.pending_approvals:
+            if rule.matches(call):
+                with contextlib.suppress(DecisionError):  # decided meanwhile: that decision stands
+                    self._decide(call, rule.verdict, by=RULE, reason=rule.reason)
 
     @property
     def rules(self) -> tuple[Rule, ...]:

@@ -241,10 +241,13 @@ class RuleChanged(Event, type="rule_changed"):
     Attributes:
         rule: The rule as a store keeps it (:meth:`~nbagent.Rule.as_dict`).
         added: ``True``: added; ``False``: removed.
+        elsewhere: The change was made outside this chat object (another process added
+            the rule to the stored chat) and applied here; its store has it already.
     """
 
     rule: dict[str, Any]
     added: bool = True
+    elsewhere: bool = False
 
 
 class ToolCallProgress(Event, type="tool_call_progress"):

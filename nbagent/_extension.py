@@ -307,6 +307,13 @@ class ChatHost:
             elsewhere=True,
         )
 
+    def apply_rule_change(self, rule: Rule, added: bool) -> None:
+        """Apply a rule another process added to, or removed from, the stored chat: as
+        ``chat.add_rule``/``remove_rule`` would (an added rule decides the waiting calls it
+        matches), with a ``RuleChanged`` event that says ``elsewhere=True``; a no-op if the
+        chat has (or lacks) it already."""
+        self.chat._change_rule(rule, added, elsewhere=True)
+
     def apply_input(
         self, request: PendingInput | str, action: str, data: Any, by: str, reason: str | None
     ) -> PendingInput:

@@ -1023,6 +1023,17 @@ class SQLStore:
             )
         return found[0] if found else None
 
+    def rule_changes(self, chat_id: str) -> list[tuple[str, str]]:
+        """A chat's rule changes (``chat.add_rule``/``remove_rule`` in any process), in order:
+        each ``rule_changed`` event's time and JSON, as stored."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT ts, json FROM events WHERE chat_id = ? AND type = 'rule_changed' "
+                "ORDER BY seq",
+                (chat_id,),
+            ).fetchall()
+        return [(str(ts), str(data)) for ts, data in rows]
+
     def input_answers(self, chat_id: str, input_ids: Iterable[str]) -> dict[str, StoredInput]:
         """The answers given to these inputs of a chat (the answered ones only), by id."""
         ids = list(input_ids)
