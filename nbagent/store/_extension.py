@@ -153,6 +153,7 @@ class StoreExtension(Extension):
         self._owed = False  # a boundary was left to catch_up (the async driver's)
         self._orphans: dict[str, str | None] = {}  # in-doubt call id -> its dead owner
         self._rules_seen: set[tuple[str, str]] = set()  # stored rule changes applied here
+        self._rules_looked: tuple[int, int] | None = None  # when apply_rules last read them
         self._own_rules: list[tuple[datetime, dict[str, Any], bool]] = []  # made here
         self._tools_sig: tuple[Any, ...] | None = None
         self._state: dict[str, Any] | None = None
@@ -315,6 +316,7 @@ class StoreExtension(Extension):
             case RuleChanged():
                 with self._lock:
                     self._own_rules.append((e.ts, e.rule, e.added))
+                _RULE_WRITES.bump()  # every chat's next look reads the store's rules
                 flush = True
             case ApprovalDecided():  # written even by a detached copy: deciding is not driving
                 noted = self._decided.pop(e.call.id, None) is e.decision  # by decide()
@@ -886,7 +888,12 @@ class StoreExtension(Extension):
         host = self._host
         if host is None or self._closed:
             return
+        elsewhere = getattr(self.store, "written_elsewhere", None)
+        looked = None if elsewhere is None else (elsewhere(), _RULE_WRITES.value)
+        if looked is not None and looked == self._rules_looked:
+            return  # no commit from another connection, no rule change in this process
         rows = self.store.rule_changes(self.chat_id)
+        self._rules_looked = looked
         new = [row for row in rows if row not in self._rules_seen]
         if not new:
             return
@@ -988,6 +995,22 @@ class StoreExtension(Extension):
                 with contextlib.suppress(DecisionError):
                     answered.append(host.chat.get_call(p.call_id))
         return answered
+
+
+class _Count:
+    def __init__(self) -> None:
+        self.value = 0
+        self._lock = threading.Lock()
+
+    def bump(self) -> None:
+        with self._lock:
+            self.value += 1
+
+
+_RULE_WRITES = _Count()
+"""Rule changes made in this process: one another chat object wrote through the same
+connection does not move SQLite's ``data_version``, so each makes every chat read its
+rules again at its next look."""
 
 
 def _takes_recorded(store: Store) -> bool:

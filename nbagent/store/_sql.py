@@ -287,6 +287,12 @@ def _is_automatic(decision: Mapping[str, Any]) -> bool:
     return by in _AUTOMATIC or by.startswith("policy")
 
 
+RULE_CHANGES = (
+    "SELECT ts, json FROM events WHERE chat_id = ? AND type = 'rule_changed' ORDER BY seq"
+)
+"""A chat's rule changes, through migration 16's partial index (``rule_changes``)."""
+
+
 class SQLStore:
     """The store's logic over a SQL connection; subclasses: ``SQLiteStore``, ``PostgresStore``."""
 
@@ -1027,11 +1033,7 @@ class SQLStore:
         """A chat's rule changes (``chat.add_rule``/``remove_rule`` in any process), in order:
         each ``rule_changed`` event's time and JSON, as stored."""
         with self._read() as conn:
-            rows = conn.execute(
-                "SELECT ts, json FROM events WHERE chat_id = ? AND type = 'rule_changed' "
-                "ORDER BY seq",
-                (chat_id,),
-            ).fetchall()
+            rows = conn.execute(RULE_CHANGES, (chat_id,)).fetchall()
         return [(str(ts), str(data)) for ts, data in rows]
 
     def input_answers(self, chat_id: str, input_ids: Iterable[str]) -> dict[str, StoredInput]:

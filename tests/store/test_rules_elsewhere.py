@@ -181,3 +181,23 @@ def test_rules_changed_by_two_chat_objects_end_as_the_changes_in_order(
     loaded = Chat.load(here.id, store=db, tools=[Refund])
     assert set(loaded.rules) == set(expected)
     loaded.close()
+
+
+def test_a_rule_added_through_the_same_store_object_is_seen_too(
+    tmp_path: Path, _counter: Path
+) -> None:
+    """SQLite's ``data_version`` does not move for a commit on the same connection: a rule
+    another chat object adds through the driver's own store object still reaches it."""
+    from nbagent.store import open_store
+
+    with open_store(str(tmp_path / "shared.db")) as store:
+        chat = Chat(model="demo", store=store).with_tools(Refund)
+        chat.ask("Refund order 7")
+        chat.approve(chat.tool_calls[-1])
+        chat.complete()  # it has looked at the rules (none) at each step
+        other = Chat.load(chat.id, store=store, tools=[Refund])
+        other.add_rule(DENY_BIG)
+        chat.ask("Refund order 420")
+        assert chat.tool_calls[-1].status == "denied" and count(_counter) == 1
+        other.close()
+        chat.close()
