@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Self
 
 from ._approvals import HUMAN, always_allow_policy, not_given
-from ._chat_state import ChatCore
+from ._chat_state import ChatCore, apply_always_allow
 from ._errors import DecisionError
 from ._events import AlwaysAllowChanged, RuleChanged
 from ._rules import RULE, Rule
@@ -146,6 +146,33 @@ class DecisionsMixin(ChatCore):
             if rule.matches(call):
                 with contextlib.suppress(DecisionError):  # decided meanwhile: that decision stands
                     self._decide(call, rule.verdict, by=RULE, reason=rule.reason)
+
+    def _always_allow_elsewhere(self, tool: str, allowed: bool, conditional: bool) -> None:
+        """An ``always_allow``/``revoke`` made in another process on the stored chat (see
+        ``_chat_state.apply_always_allow``), said with an event that says ``elsewhere``; an
+        added rule approves the waiting calls it matches."""
+        with self._lock:
+            before = list(self._policies)
+            after = apply_always_allow(before, tool, allowed, conditional, self._predicates)
+            if len(after) == len(before):
+                return  # it has (or lacks) it already
+            self._policies[:] = after
+            added = after[-1] if allowed else None
+        self._emit(
+            AlwaysAllowChanged(
+                chat_id=self.id,
+                tool=tool,
+                allowed=allowed,
+                conditional=conditional,
+                elsewhere=True,
+            )
+        )
+        if added is None:
+            return
+        for call in self.pending_approvals:
+            if added.matches(call):
+                with contextlib.suppress(DecisionError):  # decided meanwhile: that decision stands
+                    self._decide(call, "approved", by=added.decider, reason="always allowed")
 
     @property
     def rules(self) -> tuple[Rule, ...]:

@@ -228,11 +228,14 @@ class AlwaysAllowChanged(Event, type="always_allow_changed"):
         allowed: ``True``: a rule was added; ``False``: the tool's rules were revoked.
         conditional: The added rule has a ``when`` predicate (code: a store keeps
             only that it had one).
+        elsewhere: The change was made outside this chat object (another process, on
+            the stored chat) and applied here; its store has it already.
     """
 
     tool: str
     allowed: bool
     conditional: bool = False
+    elsewhere: bool = False
 
 
 class RuleChanged(Event, type="rule_changed"):

@@ -152,9 +152,9 @@ class StoreExtension(Extension):
         self._claimed: set[str] = set()  # claimed by catch_up, not started yet
         self._owed = False  # a boundary was left to catch_up (the async driver's)
         self._orphans: dict[str, str | None] = {}  # in-doubt call id -> its dead owner
-        self._rules_seen: set[tuple[str, str]] = set()  # stored rule changes applied here
+        self._rules_seen: set[tuple[str, str, str]] = set()  # stored rule changes applied
         self._rules_looked: tuple[int, int] | None = None  # when apply_rules last read them
-        self._own_rules: list[tuple[datetime, dict[str, Any], bool]] = []  # made here
+        self._own_rules: list[tuple[Any, ...]] = []  # made here (_change_key), to be seen
         self._tools_sig: tuple[Any, ...] | None = None
         self._state: dict[str, Any] | None = None
         self._state_key: tuple[Any, ...] | None = None
@@ -311,11 +311,11 @@ class StoreExtension(Extension):
         match e:
             case TextDelta() | ToolCallDelta() | ReasoningDelta():  # fragments: not stored
                 return
-            case RuleChanged(elsewhere=True):  # read from the store: it has it already
-                return
-            case RuleChanged():
+            case RuleChanged(elsewhere=True) | AlwaysAllowChanged(elsewhere=True):
+                return  # read from the store: it has it already
+            case RuleChanged() | AlwaysAllowChanged():  # the state (its rules) goes with it
                 with self._lock:
-                    self._own_rules.append((e.ts, e.rule, e.added))
+                    self._own_rules.append(_change_key(e.ts, e.type, vars(e)))
                 _RULE_WRITES.bump()  # every chat's next look reads the store's rules
                 flush = True
             case ApprovalDecided():  # written even by a detached copy: deciding is not driving
@@ -340,8 +340,8 @@ class StoreExtension(Extension):
                 flush = e.kind != "generated" or self._parked()  # unless the chat parks here
             case CallInDoubt():
                 noted, flush = self._reset_status(e), True
-            case ModelRequestFailed() | OptionsChanged() | AlwaysAllowChanged():
-                flush = True  # the chat's state (its options, its rules) is written with it
+            case ModelRequestFailed() | OptionsChanged():
+                flush = True  # the chat's state (its options) is written with it
             case _:
                 flush = False
         with self._lock:
@@ -877,9 +877,11 @@ class StoreExtension(Extension):
 
     def apply_rules(self) -> None:
         """Apply the rules another process added to (or removed from) the stored chat since
-        this chat last looked, in the order they were made (``ChatHost.apply_rule_change``:
-        an added rule decides the waiting calls it matches, a deny rule every call the
-        model asks for from now on). Changes made here are not applied twice.
+        this chat last looked, in the order they were made: ``add_rule``/``remove_rule``
+        (``ChatHost.apply_rule_change``: an added rule decides the waiting calls it
+        matches, a deny rule every call the model asks for from now on) and
+        ``always_allow``/``revoke`` (``ChatHost.apply_always_allow_change``: a revoked tool
+        is not approved here any more). Changes made here are not applied twice.
 
         Raises:
             StoreError: The store cannot be read, or a stored rule cannot be read (the
@@ -898,17 +900,25 @@ class StoreExtension(Extension):
         if not new:
             return
         for row in new:
-            ts, text = row
+            ts, kind, text = row
             data = codec.loads(text)
-            rule, added = self._readable_rule(data.get("rule")), bool(data.get("added", True))
+            rule = self._readable_rule(data.get("rule")) if kind == "rule_changed" else None
+            key = _change_key(datetime.fromisoformat(ts), kind, data)
             with self._lock:
-                own = (datetime.fromisoformat(ts), data.get("rule"), added)
-                mine = own in self._own_rules
+                mine = key in self._own_rules
                 if mine:
-                    self._own_rules.remove(own)
+                    self._own_rules.remove(key)
             self._rules_seen.add(row)
-            if not mine:
-                host.apply_rule_change(rule, added)
+            if mine:
+                continue
+            if rule is not None:
+                host.apply_rule_change(rule, bool(data.get("added", True)))
+            else:
+                host.apply_always_allow_change(
+                    str(data.get("tool")),
+                    bool(data.get("allowed")),
+                    bool(data.get("conditional", False)),
+                )
 
     def _readable_rule(self, data: Any) -> Rule:
         try:
@@ -995,6 +1005,14 @@ class StoreExtension(Extension):
                 with contextlib.suppress(DecisionError):
                     answered.append(host.chat.get_call(p.call_id))
         return answered
+
+
+def _change_key(ts: datetime, kind: str, data: Any) -> tuple[Any, ...]:
+    """What tells a stored rule change from another: its time, kind and content."""
+    if kind == "rule_changed":
+        rule = codec.dumps(data.get("rule"))
+        return (ts, kind, rule, bool(data.get("added", True)))
+    return (ts, kind, data.get("tool"), bool(data.get("allowed")), bool(data.get("conditional")))
 
 
 class _Count:

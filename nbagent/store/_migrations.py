@@ -442,10 +442,12 @@ def m016_rule_changes_index(conn: Any) -> None:
     A chat driven in one process applies the rules another process added to the
     stored chat meanwhile (``StoreExtension.apply_rules``, at each step), and
     ``Chat.load`` folds them over the chat's state; both read a chat's
-    ``rule_changed`` events through this index. No data changes.
+    ``rule_changed`` and ``always_allow_changed`` events through this index. No data
+    changes.
     """
     conn.execute(
-        "CREATE INDEX events_rule_changes ON events(chat_id, seq) WHERE type = 'rule_changed'"
+        "CREATE INDEX events_rule_changes ON events(chat_id, seq) "
+        "WHERE type IN ('rule_changed', 'always_allow_changed')"
     )
 
 

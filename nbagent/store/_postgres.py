@@ -496,7 +496,7 @@ class PostgresStore(SQLStore):
                 self._rollback(conn)
                 raise self._error(exc) from None
 
-    def rule_changes(self, chat_id: str) -> list[tuple[str, str]]:
+    def rule_changes(self, chat_id: str) -> list[tuple[str, str, str]]:
         """:meth:`SQLStore.rule_changes` in one round trip (one statement needs no
         transaction of its own: every step of a driven chat asks)."""
         with self._lock:
@@ -505,7 +505,7 @@ class PostgresStore(SQLStore):
                 rows = conn.execute(RULE_CHANGES, (chat_id,)).fetchall()
             except self._pg.Error as exc:
                 raise self._error(exc) from None
-        return [(str(ts), str(data)) for ts, data in rows]
+        return [(str(ts), str(kind), str(data)) for ts, kind, data in rows]
 
     def _begin(self, sql: str) -> _Conn:
         """Begin a transaction. A connection found dead here (the server restarted, the

@@ -450,9 +450,9 @@ class Store(Protocol):
         """A chat could not apply a stored decision: put the call back to awaiting approval."""
         ...
 
-    def rule_changes(self, chat_id: str) -> list[tuple[str, str]]:
-        """The chat's rule changes in order, from any process: each ``rule_changed``
-        event's time (ISO 8601) and JSON, as stored."""
+    def rule_changes(self, chat_id: str) -> list[tuple[str, str, str]]:
+        """The chat's rule changes in order, from any process: each ``rule_changed`` and
+        ``always_allow_changed`` event's time (ISO 8601), type and JSON, as stored."""
         ...
 
     # inputs (MCP elicitation and sampling, external tools, ask_user)

@@ -288,7 +288,8 @@ def _is_automatic(decision: Mapping[str, Any]) -> bool:
 
 
 RULE_CHANGES = (
-    "SELECT ts, json FROM events WHERE chat_id = ? AND type = 'rule_changed' ORDER BY seq"
+    "SELECT ts, type, json FROM events WHERE chat_id = ? "
+    "AND type IN ('rule_changed', 'always_allow_changed') ORDER BY seq"
 )
 """A chat's rule changes, through migration 16's partial index (``rule_changes``)."""
 
@@ -1029,12 +1030,12 @@ class SQLStore:
             )
         return found[0] if found else None
 
-    def rule_changes(self, chat_id: str) -> list[tuple[str, str]]:
-        """A chat's rule changes (``chat.add_rule``/``remove_rule`` in any process), in order:
-        each ``rule_changed`` event's time and JSON, as stored."""
+    def rule_changes(self, chat_id: str) -> list[tuple[str, str, str]]:
+        """A chat's rule changes (``add_rule``/``remove_rule``, ``always_allow``/``revoke``,
+        in any process), in order: each event's time, type and JSON, as stored."""
         with self._read() as conn:
             rows = conn.execute(RULE_CHANGES, (chat_id,)).fetchall()
-        return [(str(ts), str(data)) for ts, data in rows]
+        return [(str(ts), str(kind), str(data)) for ts, kind, data in rows]
 
     def input_answers(self, chat_id: str, input_ids: Iterable[str]) -> dict[str, StoredInput]:
         """The answers given to these inputs of a chat (the answered ones only), by id."""

@@ -1,5 +1,6 @@
-"""A rule another process adds to a stored chat (or removes from it) is never lost and is
-applied by the process driving the chat from its next step, on SQLite and PostgreSQL.
+"""A rule another process adds to a stored chat (or removes from it: ``add_rule``,
+``remove_rule``, ``always_allow``, ``revoke``) is never lost and is applied by the process
+driving the chat from its next step, on SQLite and PostgreSQL.
 
 Before, the driving process knew only its own rules: a deny rule added in a second
 process did not stop the next matching call, and the driver's next state write dropped
@@ -35,8 +36,7 @@ sys.path.insert(0, {here!r})
 from _agent import Refund
 nbagent.configure(quiet=True, display=False)
 chat = Chat.load({chat_id!r}, store={url!r}, tools=[Refund])
-rule = Rule.from_dict({rule!r})
-chat.{method}(rule)
+{statement}
 chat.close()
 """
 
@@ -48,11 +48,11 @@ def _counter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def _elsewhere(backend: Any, chat_id: str, method: str, rule: Rule) -> None:
-    """``chat.add_rule``/``remove_rule`` in another process, on the stored chat."""
-    code = _CHILD.format(
-        here=str(HERE), chat_id=chat_id, url=backend.url, rule=rule.as_dict(), method=method
-    )
+def _elsewhere(backend: Any, chat_id: str, method: str, rule: Rule | None = None) -> None:
+    """``chat.add_rule``/``remove_rule`` (or ``always_allow``/``revoke`` of refund: then
+    ``method`` is the statement) in another process, on the stored chat."""
+    statement = f"chat.{method}(Rule.from_dict({rule.as_dict()!r}))" if rule else method
+    code = _CHILD.format(here=str(HERE), chat_id=chat_id, url=backend.url, statement=statement)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
@@ -201,3 +201,66 @@ def test_a_rule_added_through_the_same_store_object_is_seen_too(
         assert chat.tool_calls[-1].status == "denied" and count(_counter) == 1
         other.close()
         chat.close()
+
+
+def test_always_allow_revoked_in_another_process_stops_approving_here(
+    backend: Any, _counter: Path
+) -> None:
+    chat = Chat(model="demo", store=backend.url).with_tools(Refund)
+    chat.always_allow(Refund)
+    chat.ask("Refund order 7")
+    assert chat.tool_calls[-1].status == "ok" and count(_counter) == 1
+    _elsewhere(backend, chat.id, "chat.revoke('refund')")
+    chat.ask("Refund order 8")  # a person withdrew the permission elsewhere: asked again
+    assert chat.status == "awaiting_approval" and count(_counter) == 1
+    assert chat.always_allowed == ()
+    changes = [e for e in chat.events if e.type == "always_allow_changed"]
+    assert [(e.allowed, e.elsewhere) for e in changes] == [(True, False), (False, True)]
+    chat.deny(chat.tool_calls[-1], "no")
+    chat.complete()
+    chat.close()
+    loaded = _load(backend, chat.id)  # the driver's later state writes did not bring it back
+    assert loaded.always_allowed == ()
+    loaded.close()
+
+
+def test_always_allow_added_in_another_process_approves_here(
+    backend: Any, _counter: Path
+) -> None:
+    chat = Chat(model="demo", store=backend.url).with_tools(Refund)
+    chat.ask("Refund order 7")
+    assert chat.status == "awaiting_approval"
+    _elsewhere(backend, chat.id, "chat.always_allow('refund')")
+    chat.refresh()  # the waiting call was approved there; the rule is known here now
+    chat.complete()
+    chat.ask("Refund order 8")
+    assert [c.status for c in chat.tool_calls] == ["ok", "ok"] and count(_counter) == 2
+    assert chat.always_allowed == ("refund",)
+    chat.close()
+    loaded = _load(backend, chat.id)
+    assert loaded.always_allowed == ("refund",)
+    loaded.close()
+
+
+def test_a_conditional_always_allow_from_elsewhere_approves_nothing_without_its_predicate(
+    backend: Any, _counter: Path
+) -> None:
+    chat = Chat(model="demo", store=backend.url).with_tools(Refund)
+    chat.ask("Refund order 1")
+    chat.deny(chat.tool_calls[-1], "no")
+    chat.complete()
+    _elsewhere(backend, chat.id, "chat.always_allow('refund', when=lambda c: True)")
+    chat.ask("Refund order 2")  # the predicate is code in the other process: never widened
+    assert chat.status == "awaiting_approval" and count(_counter) == 0
+    chat.deny(chat.tool_calls[-1], "no")
+    chat.complete()
+    chat.close()
+    loaded = Chat.load(
+        chat.id,
+        store=backend.url,
+        tools=[Refund],
+        always_allow={"refund": lambda c: c.arguments["order_id"] < 5},
+    )
+    loaded.ask("Refund order 3")
+    assert loaded.tool_calls[-1].status == "ok" and count(_counter) == 1
+    loaded.close()
