@@ -201,6 +201,7 @@ class StoreExtension(Extension):
             self.close()
             raise
         self._state = state
+        self._rules_looked = self._rules_token()  # a new chat: no rule changed elsewhere yet
 
     def resume(self, record: ChatRecord, snapshot: Snapshot) -> None:
         """Put a stored chat back into the (new) chat this extension was just attached to.
@@ -217,7 +218,9 @@ class StoreExtension(Extension):
             if isinstance(e, RuleChanged):
                 self._readable_rule(e.rule)
         host.replay(events)
+        looked = self._rules_token()
         self._rules_seen.update(self.store.rule_changes(self.chat_id))
+        self._rules_looked = looked
         self._state = host.loop_state() if record.state.get("options") else None
         self.settle_orphans(record)
         self.apply_decisions()
@@ -890,8 +893,7 @@ class StoreExtension(Extension):
         host = self._host
         if host is None or self._closed:
             return
-        elsewhere = getattr(self.store, "written_elsewhere", None)
-        looked = None if elsewhere is None else (elsewhere(), _RULE_WRITES.value)
+        looked = self._rules_token()
         if looked is not None and looked == self._rules_looked:
             return  # no commit from another connection, no rule change in this process
         rows = self.store.rule_changes(self.chat_id)
@@ -919,6 +921,12 @@ class StoreExtension(Extension):
                     bool(data.get("allowed")),
                     bool(data.get("conditional", False)),
                 )
+
+    def _rules_token(self) -> tuple[int, int] | None:
+        """What :meth:`apply_rules` compares to skip a read: ``None`` (a store that cannot
+        tell: always read), else SQLite's ``data_version`` and this process's rule changes."""
+        elsewhere = getattr(self.store, "written_elsewhere", None)
+        return None if elsewhere is None else (elsewhere(), _RULE_WRITES.value)
 
     def _readable_rule(self, data: Any) -> Rule:
         try:

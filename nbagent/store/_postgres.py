@@ -500,11 +500,15 @@ class PostgresStore(SQLStore):
         """:meth:`SQLStore.rule_changes` in one round trip (one statement needs no
         transaction of its own: every step of a driven chat asks)."""
         with self._lock:
-            conn = self._c()
-            try:
-                rows = conn.execute(RULE_CHANGES, (chat_id,)).fetchall()
-            except self._pg.Error as exc:
-                raise self._error(exc) from None
+            for again in (True, False):
+                conn = self._c()
+                try:
+                    rows = conn.execute(RULE_CHANGES, (chat_id,)).fetchall()
+                    break
+                except self._pg.Error as exc:
+                    if again and (conn.raw.broken or conn.raw.closed):
+                        continue  # it died while idle (a server restart): a read is safe again
+                    raise self._error(exc) from None
         return [(str(ts), str(kind), str(data)) for ts, kind, data in rows]
 
     def _begin(self, sql: str) -> _Conn:

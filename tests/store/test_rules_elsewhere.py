@@ -224,9 +224,7 @@ def test_always_allow_revoked_in_another_process_stops_approving_here(
     loaded.close()
 
 
-def test_always_allow_added_in_another_process_approves_here(
-    backend: Any, _counter: Path
-) -> None:
+def test_always_allow_added_in_another_process_approves_here(backend: Any, _counter: Path) -> None:
     chat = Chat(model="demo", store=backend.url).with_tools(Refund)
     chat.ask("Refund order 7")
     assert chat.status == "awaiting_approval"
