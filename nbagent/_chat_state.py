@@ -17,16 +17,25 @@ import json
 import threading
 import uuid
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal
 
-from ._approvals import HUMAN, Policy, denial_content, policy_rules, restored_policies
+from ._approvals import (
+    HUMAN,
+    Policy,
+    always_allow_policy,
+    denial_content,
+    not_given,
+    policy_rules,
+    restored_policies,
+)
 from ._config import get_config
 from ._drive import Drive
 from ._errors import DecisionError, InputError
 from ._events import (
+    AlwaysAllowChanged,
     ApprovalDecided,
     CallbackWarning,
     CallInDoubt,
@@ -35,6 +44,7 @@ from ._events import (
     InputAnswered,
     InputRequested,
     MessageAdded,
+    RuleChanged,
     ToolCallFinished,
     utcnow,
 )
@@ -265,6 +275,7 @@ class ChatCore:
         self._before: list[Callable[[ToolCall], Any]] = []
         self._after: list[Callable[[ToolResult], Any]] = []
         self._policies: list[Policy] = []
+        self._predicates: dict[str, Any] = {}  # given back to Chat.load(always_allow=)
         self._rules: list[Rule] = []  # chat.add_rule: data, applied by the gate, stored
         self._calls: dict[str, ToolCall] = {}
         self._call_turn: dict[str, int] = {}
@@ -979,6 +990,8 @@ class ChatCore:
         with self._lock:
             self._history[:0] = events  # the stored events come before any made since
             self._record._refold(self._history)
+            self._rules = folded_rules(self._rules, events)
+            self._policies = folded_policies(self._policies, events, self._predicates)
         self._adopt_inputs()
         for read in self._hook("on_history"):
             read(events)
@@ -994,6 +1007,7 @@ class ChatCore:
             self._turn, self._step, self._forced_spent = snap.turn, snap.step, snap.forced_spent
             if snap.options is not None:
                 self._options = ToolOptions(**snap.options)
+            self._predicates = dict(snap.predicates)
             if snap.always_allow is not None:
                 self._policies = restored_policies(snap.always_allow, snap.predicates)
             if snap.rules is not None:
@@ -1003,6 +1017,64 @@ class ChatCore:
                 self._exhausted = snap.last_budget
             self._parent = snap.parent
             self._bus.resume_at(snap.next_seq)
+
+
+def folded_rules(snapshot: Sequence[Rule], events: Iterable[Event]) -> list[Rule]:
+    """A stored chat's rules: its state's list, changed by its ``rule_changed`` events.
+
+    The state is written whole by whichever process wrote last, which may not have
+    known of a rule another process added or removed meanwhile; the events are every
+    process's changes, in order. So a rule with events is what its last event says,
+    one without keeps its place in the state (a fork's, copied with no event).
+
+    Raises:
+        ValueError: A stored rule cannot be read.
+    """
+    last: dict[Rule, bool] = {}
+    for e in events:
+        if isinstance(e, RuleChanged):
+            rule = Rule.from_dict(e.rule)
+            last.pop(rule, None)  # re-added: it goes to the end
+            last[rule] = e.added
+    if not last:
+        return list(snapshot)
+    kept = [r for r in snapshot if last.get(r, True)]
+    return kept + [r for r, added in last.items() if added and r not in kept]
+
+
+def folded_policies(
+    snapshot: Sequence[Policy], events: Iterable[Event], predicates: Mapping[str, Any]
+) -> list[Policy]:
+    """A stored chat's always-allow policies: its state's, changed by its
+    ``always_allow_changed`` events (see :func:`folded_rules` for why). A tool revoked in
+    the events has the rules added after its last revocation; any other keeps the state's
+    and gains those its events added (a conditional one takes its predicate from
+    ``predicates``, else it approves nothing: ``not_given``)."""
+    changes = [e for e in events if isinstance(e, AlwaysAllowChanged)]
+    if not changes:
+        return list(snapshot)
+    out = list(snapshot)
+    for e in changes:
+        out = apply_always_allow(out, e.tool, e.allowed, e.conditional, predicates)
+    return out
+
+
+def apply_always_allow(
+    policies: Sequence[Policy],
+    tool: str,
+    allowed: bool,
+    conditional: bool,
+    predicates: Mapping[str, Any],
+) -> list[Policy]:
+    """One ``always_allow``/``revoke`` change made elsewhere, applied to a list of policies:
+    a revocation drops the tool's; an addition adds one unless the tool has one of that
+    kind (with or without a predicate) already."""
+    if not allowed:
+        return [p for p in policies if p.tool != tool]
+    if any(p.tool == tool and (p.when is not None) == conditional for p in policies):
+        return list(policies)
+    when = predicates.get(tool, not_given) if conditional else None
+    return [*policies, always_allow_policy(tool, when)]
 
 
 def answer_json(value: Any, text: str) -> Any:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Self
 
 from ._approvals import HUMAN, always_allow_policy, not_given
-from ._chat_state import ChatCore
+from ._chat_state import ChatCore, apply_always_allow
 from ._errors import DecisionError
 from ._events import AlwaysAllowChanged, RuleChanged
 from ._rules import RULE, Rule
@@ -111,15 +111,7 @@ class DecisionsMixin(ChatCore):
         """
         if not isinstance(rule, Rule):
             raise TypeError(f"add_rule takes an nbagent.Rule, got {type(rule).__name__}")
-        with self._lock:
-            if rule in self._rules:
-                return self
-            self._rules[:] = [*self._rules, rule]
-        self._emit(RuleChanged(chat_id=self.id, rule=rule.as_dict(), added=True))
-        for call in self.pending_approvals:
-            if rule.matches(call):
-                with contextlib.suppress(DecisionError):  # decided meanwhile: that decision stands
-                    self._decide(call, rule.verdict, by=RULE, reason=rule.reason)
+        self._change_rule(rule, True)
         return self
 
     def remove_rule(self, rule: Rule) -> Self:
@@ -132,9 +124,55 @@ class DecisionsMixin(ChatCore):
             if rule not in self._rules:
                 have = "; ".join(f"{r.verdict}: {r}" for r in self._rules) or "none"
                 raise ValueError(f"the chat has no rule {rule} ({rule.verdict}); its rules: {have}")
-            self._rules[:] = [r for r in self._rules if r != rule]
-        self._emit(RuleChanged(chat_id=self.id, rule=rule.as_dict(), added=False))
+        self._change_rule(rule, False)
         return self
+
+    def _change_rule(self, rule: Rule, added: bool, *, elsewhere: bool = False) -> None:
+        """Add or remove a rule (a no-op if the chat has it, or lacks it, already), say so,
+        and let an added rule decide the calls waiting for a decision that it matches.
+        ``elsewhere``: a change another process made to the stored chat (``ChatHost``)."""
+        with self._lock:
+            if (rule in self._rules) == added:
+                return
+            self._rules[:] = (
+                [*self._rules, rule] if added else [r for r in self._rules if r != rule]
+            )
+        self._emit(
+            RuleChanged(chat_id=self.id, rule=rule.as_dict(), added=added, elsewhere=elsewhere)
+        )
+        if not added:
+            return
+        for call in self.pending_approvals:
+            if rule.matches(call):
+                with contextlib.suppress(DecisionError):  # decided meanwhile: that decision stands
+                    self._decide(call, rule.verdict, by=RULE, reason=rule.reason)
+
+    def _always_allow_elsewhere(self, tool: str, allowed: bool, conditional: bool) -> None:
+        """An ``always_allow``/``revoke`` made in another process on the stored chat (see
+        ``_chat_state.apply_always_allow``), said with an event that says ``elsewhere``; an
+        added rule approves the waiting calls it matches."""
+        with self._lock:
+            before = list(self._policies)
+            after = apply_always_allow(before, tool, allowed, conditional, self._predicates)
+            if len(after) == len(before):
+                return  # it has (or lacks) it already
+            self._policies[:] = after
+            added = after[-1] if allowed else None
+        self._emit(
+            AlwaysAllowChanged(
+                chat_id=self.id,
+                tool=tool,
+                allowed=allowed,
+                conditional=conditional,
+                elsewhere=True,
+            )
+        )
+        if added is None:
+            return
+        for call in self.pending_approvals:
+            if added.matches(call):
+                with contextlib.suppress(DecisionError):  # decided meanwhile: that decision stands
+                    self._decide(call, "approved", by=added.decider, reason="always allowed")
 
     @property
     def rules(self) -> tuple[Rule, ...]:

@@ -228,11 +228,14 @@ class AlwaysAllowChanged(Event, type="always_allow_changed"):
         allowed: ``True``: a rule was added; ``False``: the tool's rules were revoked.
         conditional: The added rule has a ``when`` predicate (code: a store keeps
             only that it had one).
+        elsewhere: The change was made outside this chat object (another process, on
+            the stored chat) and applied here; its store has it already.
     """
 
     tool: str
     allowed: bool
     conditional: bool = False
+    elsewhere: bool = False
 
 
 class RuleChanged(Event, type="rule_changed"):
@@ -241,10 +244,13 @@ class RuleChanged(Event, type="rule_changed"):
     Attributes:
         rule: The rule as a store keeps it (:meth:`~nbagent.Rule.as_dict`).
         added: ``True``: added; ``False``: removed.
+        elsewhere: The change was made outside this chat object (another process added
+            the rule to the stored chat) and applied here; its store has it already.
     """
 
     rule: dict[str, Any]
     added: bool = True
+    elsewhere: bool = False
 
 
 class ToolCallProgress(Event, type="tool_call_progress"):

@@ -307,6 +307,20 @@ class ChatHost:
             elsewhere=True,
         )
 
+    def apply_rule_change(self, rule: Rule, added: bool) -> None:
+        """Apply a rule another process added to, or removed from, the stored chat: as
+        ``chat.add_rule``/``remove_rule`` would (an added rule decides the waiting calls it
+        matches), with a ``RuleChanged`` event that says ``elsewhere=True``; a no-op if the
+        chat has (or lacks) it already."""
+        self.chat._change_rule(rule, added, elsewhere=True)
+
+    def apply_always_allow_change(self, tool: str, allowed: bool, conditional: bool) -> None:
+        """Apply an ``always_allow``/``revoke`` another process made on the stored chat: a
+        revocation drops the tool's rules here too; an added rule approves the waiting
+        calls it matches (a conditional one only with the predicate this chat was given
+        back on load, else it approves nothing); its event says ``elsewhere=True``."""
+        self.chat._always_allow_elsewhere(tool, allowed, conditional)
+
     def apply_input(
         self, request: PendingInput | str, action: str, data: Any, by: str, reason: str | None
     ) -> PendingInput:

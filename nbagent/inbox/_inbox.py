@@ -273,7 +273,7 @@ class Inbox:
                 if si.chat_id in live_ids:  # its live chat lists it (and answers it)
                     continue
                 row = _input_row(
-                    si.chat_id, si.request, si.requested_at, store._title(si.chat_id), "store", now
+                    si.chat_id, si.request, si.requested_at, store.title(si.chat_id), "store", now
                 )
                 rows.append(row)
         rows.sort(key=lambda r: (r["requested_at"] or now, r["input_id"]))

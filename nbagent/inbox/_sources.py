@@ -207,7 +207,8 @@ class StoreSource(_Source):
         self.owned = owned  # opened from a path: the inbox closes it
         self._titles: dict[str, str | None] = {}
 
-    def _title(self, chat_id: str) -> str | None:
+    def title(self, chat_id: str) -> str | None:
+        """The title of a chat of this store (read once per unknown chat)."""
         if chat_id not in self._titles:
             self._titles.update({info.id: info.title for info in self.store.chats()})
         return self._titles.get(chat_id)
@@ -217,7 +218,7 @@ class StoreSource(_Source):
         for sc in self.store.pending_approvals():
             if self.only is not None and sc.chat_id not in self.only:
                 continue
-            rows.append(Row.of(sc.chat_id, sc, sc.requested_at, self._title(sc.chat_id), "store"))
+            rows.append(Row.of(sc.chat_id, sc, sc.requested_at, self.title(sc.chat_id), "store"))
         return rows
 
     def decision(self, row: Row) -> Decision | None:
@@ -231,19 +232,17 @@ class StoreSource(_Source):
         return decide(row.call_id, reason=reason, by=by, chat_id=row.chat_id).decision
 
     def inputs(self) -> list[Any]:
-        """The inputs waiting in the store (``store.pending_inputs()``: ``StoredInput``s);
-        none for a store that keeps no inputs."""
-        listing = getattr(self.store, "pending_inputs", None)
-        if listing is None:
-            return []
-        return [si for si in listing() if self.only is None or si.chat_id in self.only]
+        """The inputs waiting in the store (``store.pending_inputs()``: ``StoredInput``s)."""
+        return [
+            si for si in self.store.pending_inputs() if self.only is None or si.chat_id in self.only
+        ]
 
     def settle(self, si: Any, action: str, data: Any, reason: str | None, by: str) -> Any:
         """Answer (``accept``) or decline one of :meth:`inputs` through the store (first
         answer wins; checked as ``chat.answer`` checks it). Returns the ``StoredInput``."""
         if action == "accept":
-            return self.store.answer(si.id, data, by=by, chat_id=si.chat_id)  # type: ignore[attr-defined]
-        return self.store.decline(si.id, reason, by=by, chat_id=si.chat_id)  # type: ignore[attr-defined]
+            return self.store.answer(si.id, data, by=by, chat_id=si.chat_id)
+        return self.store.decline(si.id, reason, by=by, chat_id=si.chat_id)
 
     def close(self) -> None:
         if self.owned:

@@ -112,6 +112,7 @@ from .._events import (
 )
 from .._extension import ChatHost, Extension, Snapshot, writes_deferred
 from .._replay import Recordings
+from .._rules import Rule
 from .._types import RUNNABLE_STATUSES, Decision, ForkParent, PendingInput, ToolCall
 from . import _codec as codec
 from ._follow import follow
@@ -151,6 +152,9 @@ class StoreExtension(Extension):
         self._claimed: set[str] = set()  # claimed by catch_up, not started yet
         self._owed = False  # a boundary was left to catch_up (the async driver's)
         self._orphans: dict[str, str | None] = {}  # in-doubt call id -> its dead owner
+        self._rules_seen: set[tuple[str, str, str]] = set()  # stored rule changes applied
+        self._rules_looked: tuple[int, int] | None = None  # when apply_rules last read them
+        self._own_rules: list[tuple[Any, ...]] = []  # made here (_change_key), to be seen
         self._tools_sig: tuple[Any, ...] | None = None
         self._state: dict[str, Any] | None = None
         self._state_key: tuple[Any, ...] | None = None
@@ -197,6 +201,7 @@ class StoreExtension(Extension):
             self.close()
             raise
         self._state = state
+        self._rules_looked = self._rules_token()  # a new chat: no rule changed elsewhere yet
 
     def resume(self, record: ChatRecord, snapshot: Snapshot) -> None:
         """Put a stored chat back into the (new) chat this extension was just attached to.
@@ -208,7 +213,14 @@ class StoreExtension(Extension):
         host = self._attached()
         host.restore(snapshot)
         known = {c.id: c for c in host.chat.tool_calls}
-        host.replay(self.store.iter_events(self.chat_id, calls=known))
+        events = list(self.store.iter_events(self.chat_id, calls=known))
+        for e in events:  # the core folds them over the state's rules (``folded_rules``)
+            if isinstance(e, RuleChanged):
+                self._readable_rule(e.rule)
+        host.replay(events)
+        looked = self._rules_token()
+        self._rules_seen.update(self.store.rule_changes(self.chat_id))
+        self._rules_looked = looked
         self._state = host.loop_state() if record.state.get("options") else None
         self.settle_orphans(record)
         self.apply_decisions()
@@ -302,6 +314,13 @@ class StoreExtension(Extension):
         match e:
             case TextDelta() | ToolCallDelta() | ReasoningDelta():  # fragments: not stored
                 return
+            case RuleChanged(elsewhere=True) | AlwaysAllowChanged(elsewhere=True):
+                return  # read from the store: it has it already
+            case RuleChanged() | AlwaysAllowChanged():  # the state (its rules) goes with it
+                with self._lock:
+                    self._own_rules.append(_change_key(e.ts, e.type, vars(e)))
+                _RULE_WRITES.bump()  # every chat's next look reads the store's rules
+                flush = True
             case ApprovalDecided():  # written even by a detached copy: deciding is not driving
                 noted = self._decided.pop(e.call.id, None) is e.decision  # by decide()
                 flush = True
@@ -324,8 +343,8 @@ class StoreExtension(Extension):
                 flush = e.kind != "generated" or self._parked()  # unless the chat parks here
             case CallInDoubt():
                 noted, flush = self._reset_status(e), True
-            case ModelRequestFailed() | OptionsChanged() | AlwaysAllowChanged() | RuleChanged():
-                flush = True  # the chat's state (its options, its rules) is written with it
+            case ModelRequestFailed() | OptionsChanged():
+                flush = True  # the chat's state (its options) is written with it
             case _:
                 flush = False
         with self._lock:
@@ -701,8 +720,7 @@ class StoreExtension(Extension):
         Raises:
             StoreError: The store cannot be written: nothing is answered.
         """
-        record = getattr(self.store, "record_answer", None)
-        if self._closed or record is None:
+        if self._closed:
             return None
         with self._write_lock:
             try:
@@ -710,7 +728,9 @@ class StoreExtension(Extension):
             except Exception as exc:
                 self._keep_for_retry(exc)
                 raise
-            first = record(self.chat_id, request, action, data, by, codec.dt_out(utcnow()), reason)
+            first = self.store.record_answer(
+                self.chat_id, request, action, data, by, utcnow().isoformat(), reason
+            )
         if first is None:
             with self._lock:
                 self._answered.add(request.id)
@@ -758,6 +778,11 @@ class StoreExtension(Extension):
                     ) from exc
             if self.detached is not None:
                 return "busy"
+        try:
+            self.apply_rules()
+        except Exception as exc:  # a read failed: the last response may still be queued
+            self._keep_for_retry(exc)
+            raise
         opened = host.chat.open_calls
         if not opened:
             return None
@@ -785,6 +810,7 @@ class StoreExtension(Extension):
             self.flush()
             if self.detached is not None:
                 return []
+            self.apply_rules()
             return self.apply_decisions() + self.apply_inputs()
         except Exception as exc:
             self._keep_for_retry(exc)
@@ -852,6 +878,66 @@ class StoreExtension(Extension):
             ):
                 self._orphans.pop(c.id, None)
 
+    def apply_rules(self) -> None:
+        """Apply the rules another process added to (or removed from) the stored chat since
+        this chat last looked, in the order they were made: ``add_rule``/``remove_rule``
+        (``ChatHost.apply_rule_change``: an added rule decides the waiting calls it
+        matches, a deny rule every call the model asks for from now on) and
+        ``always_allow``/``revoke`` (``ChatHost.apply_always_allow_change``: a revoked tool
+        is not approved here any more). Changes made here are not applied twice.
+
+        Raises:
+            StoreError: The store cannot be read, or a stored rule cannot be read (the
+                step stops rather than run without it).
+        """
+        host = self._host
+        if host is None or self._closed:
+            return
+        looked = self._rules_token()
+        if looked is not None and looked == self._rules_looked:
+            return  # no commit from another connection, no rule change in this process
+        rows = self.store.rule_changes(self.chat_id)
+        self._rules_looked = looked
+        new = [row for row in rows if row not in self._rules_seen]
+        if not new:
+            return
+        for row in new:
+            ts, kind, text = row
+            data = codec.loads(text)
+            rule = self._readable_rule(data.get("rule")) if kind == "rule_changed" else None
+            key = _change_key(datetime.fromisoformat(ts), kind, data)
+            with self._lock:
+                mine = key in self._own_rules
+                if mine:
+                    self._own_rules.remove(key)
+            self._rules_seen.add(row)
+            if mine:
+                continue
+            if rule is not None:
+                host.apply_rule_change(rule, bool(data.get("added", True)))
+            else:
+                host.apply_always_allow_change(
+                    str(data.get("tool")),
+                    bool(data.get("allowed")),
+                    bool(data.get("conditional", False)),
+                )
+
+    def _rules_token(self) -> tuple[int, int] | None:
+        """What :meth:`apply_rules` compares to skip a read: ``None`` (a store that cannot
+        tell: always read), else SQLite's ``data_version`` and this process's rule changes."""
+        elsewhere = getattr(self.store, "written_elsewhere", None)
+        return None if elsewhere is None else (elsewhere(), _RULE_WRITES.value)
+
+    def _readable_rule(self, data: Any) -> Rule:
+        try:
+            return Rule.from_dict(data)
+        except ValueError as exc:
+            raise StoreError(
+                f"chat {self.chat_id} has a rule this version cannot read ({exc}), added in "
+                "another process: upgrade nbagent, or correct the stored event; the chat does "
+                "not go on without it"
+            ) from None
+
     def apply_decisions(self) -> list[ToolCall]:
         """Apply decisions recorded in the store to this chat's pending calls.
 
@@ -899,13 +985,12 @@ class StoreExtension(Extension):
         this chat's pending inputs, through the chat's own rules (``ChatHost.apply_input``).
         Returns the calls whose inputs were answered."""
         host = self._host
-        read = getattr(self.store, "input_answers", None)
-        if host is None or read is None:
+        if host is None:
             return []
         pending = host.chat.pending_inputs
         if not pending:
             return []
-        found = read(self.chat_id, [p.id for p in pending])
+        found = self.store.input_answers(self.chat_id, [p.id for p in pending])
         answered: list[ToolCall] = []
         for p in pending:
             si = found.get(p.id)
@@ -916,7 +1001,7 @@ class StoreExtension(Extension):
             except InputError as exc:
                 if not any(q.id == p.id for q in host.chat.pending_inputs):
                     continue  # answered here meanwhile: the store's first answer was applied
-                self.store.reject_answer(self.chat_id, p.id, str(exc))  # type: ignore[attr-defined]
+                self.store.reject_answer(self.chat_id, p.id, str(exc))
                 warnings.warn(
                     f"nbagent store: the answer to input {p.id!r} given elsewhere cannot be "
                     f"applied ({exc}); the input waits again.",
@@ -928,6 +1013,30 @@ class StoreExtension(Extension):
                 with contextlib.suppress(DecisionError):
                     answered.append(host.chat.get_call(p.call_id))
         return answered
+
+
+def _change_key(ts: datetime, kind: str, data: Any) -> tuple[Any, ...]:
+    """What tells a stored rule change from another: its time, kind and content."""
+    if kind == "rule_changed":
+        rule = codec.dumps(data.get("rule"))
+        return (ts, kind, rule, bool(data.get("added", True)))
+    return (ts, kind, data.get("tool"), bool(data.get("allowed")), bool(data.get("conditional")))
+
+
+class _Count:
+    def __init__(self) -> None:
+        self.value = 0
+        self._lock = threading.Lock()
+
+    def bump(self) -> None:
+        with self._lock:
+            self.value += 1
+
+
+_RULE_WRITES = _Count()
+"""Rule changes made in this process: one another chat object wrote through the same
+connection does not move SQLite's ``data_version``, so each makes every chat read its
+rules again at its next look."""
 
 
 def _takes_recorded(store: Store) -> bool:

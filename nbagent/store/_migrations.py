@@ -436,6 +436,21 @@ def m015_inputs(conn: Any) -> None:
     )
 
 
+def m016_rule_changes_index(conn: Any) -> None:
+    """The rule changes of a chat are found without reading its other events.
+
+    A chat driven in one process applies the rules another process added to the
+    stored chat meanwhile (``StoreExtension.apply_rules``, at each step), and
+    ``Chat.load`` folds them over the chat's state; both read a chat's
+    ``rule_changed`` and ``always_allow_changed`` events through this index. No data
+    changes.
+    """
+    conn.execute(
+        "CREATE INDEX events_rule_changes ON events(chat_id, seq) "
+        "WHERE type IN ('rule_changed', 'always_allow_changed')"
+    )
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_initial,
     m002_claims_and_decisions,
@@ -452,6 +467,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m013_rules,
     m014_recording_links,
     m015_inputs,
+    m016_rule_changes_index,
 )
 """Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
 

@@ -61,7 +61,7 @@ from . import _pg_migrations as migrations
 from ._follow import release as release_follower
 from ._migrations import SCHEMA_VERSION
 from ._pg_listener import Listener as _Listener
-from ._sql import SQLStore, next_seq_sql, updated_at_sql
+from ._sql import RULE_CHANGES, SQLStore, next_seq_sql, updated_at_sql
 
 DSN_SCHEMES = ("postgresql://", "postgres://")
 """A store given as a string starting with one of these is a PostgreSQL DSN."""
@@ -495,6 +495,21 @@ class PostgresStore(SQLStore):
             except self._pg.Error as exc:
                 self._rollback(conn)
                 raise self._error(exc) from None
+
+    def rule_changes(self, chat_id: str) -> list[tuple[str, str, str]]:
+        """:meth:`SQLStore.rule_changes` in one round trip (one statement needs no
+        transaction of its own: every step of a driven chat asks)."""
+        with self._lock:
+            for again in (True, False):
+                conn = self._c()
+                try:
+                    rows = conn.execute(RULE_CHANGES, (chat_id,)).fetchall()
+                    break
+                except self._pg.Error as exc:
+                    if again and (conn.raw.broken or conn.raw.closed):
+                        continue  # it died while idle (a server restart): a read is safe again
+                    raise self._error(exc) from None
+        return [(str(ts), str(kind), str(data)) for ts, kind, data in rows]
 
     def _begin(self, sql: str) -> _Conn:
         """Begin a transaction. A connection found dead here (the server restarted, the

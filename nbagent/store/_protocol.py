@@ -450,6 +450,65 @@ class Store(Protocol):
         """A chat could not apply a stored decision: put the call back to awaiting approval."""
         ...
 
+    def rule_changes(self, chat_id: str) -> list[tuple[str, str, str]]:
+        """The chat's rule changes in order, from any process: each ``rule_changed`` and
+        ``always_allow_changed`` event's time (ISO 8601), type and JSON, as stored."""
+        ...
+
+    # inputs (MCP elicitation and sampling, external tools, ask_user)
+    def record_answer(
+        self,
+        chat_id: str,
+        request: PendingInput,
+        action: str,
+        data: Any,
+        by: str,
+        at: str,
+        reason: str | None,
+    ) -> StoredInput | None:
+        """Write a chat's answer before the chat records it: the first answer wins.
+        ``None``: written; else the answer the store already has."""
+        ...
+
+    def input_answers(self, chat_id: str, input_ids: Iterable[str]) -> dict[str, StoredInput]:
+        """The answers given to these inputs of a chat (the answered ones only), by id."""
+        ...
+
+    def reject_answer(self, chat_id: str, input_id: str, error: str) -> None:
+        """An answer given in the store that its chat cannot apply: removed (it waits again)."""
+        ...
+
+    def pending_inputs(self, chat_id: str | None = None) -> list[StoredInput]:
+        """Every input waiting for an answer (in one chat, or all), oldest first."""
+        ...
+
+    def inputs(self, chat_id: str | None = None) -> list[StoredInput]:
+        """Every input asked for (answered or not; in one chat, or all), oldest first."""
+        ...
+
+    def answer(
+        self,
+        input_id: str | StoredInput | PendingInput | ToolCall,
+        data: Any = None,
+        *,
+        by: str = "store",
+        chat_id: str | None = None,
+    ) -> StoredInput:
+        """Answer a pending input, from any process (checked as ``chat.answer`` checks it)."""
+        ...
+
+    def decline(
+        self,
+        input_id: str | StoredInput | PendingInput | ToolCall,
+        reason: str | None = None,
+        *,
+        by: str = "store",
+        chat_id: str | None = None,
+        cancel: bool = False,
+    ) -> StoredInput:
+        """Refuse (``cancel=True``: dismiss) a pending input, from any process."""
+        ...
+
     # the outside
     def approve(
         self,

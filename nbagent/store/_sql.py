@@ -287,6 +287,13 @@ def _is_automatic(decision: Mapping[str, Any]) -> bool:
     return by in _AUTOMATIC or by.startswith("policy")
 
 
+RULE_CHANGES = (
+    "SELECT ts, type, json FROM events WHERE chat_id = ? "
+    "AND type IN ('rule_changed', 'always_allow_changed') ORDER BY seq"
+)
+"""A chat's rule changes, through migration 16's partial index (``rule_changes``)."""
+
+
 class SQLStore:
     """The store's logic over a SQL connection; subclasses: ``SQLiteStore``, ``PostgresStore``."""
 
@@ -1022,6 +1029,13 @@ class SQLStore:
                 conn, "i.chat_id = ? AND i.input_id = ?", (chat_id, request.id)
             )
         return found[0] if found else None
+
+    def rule_changes(self, chat_id: str) -> list[tuple[str, str, str]]:
+        """A chat's rule changes (``add_rule``/``remove_rule``, ``always_allow``/``revoke``,
+        in any process), in order: each event's time, type and JSON, as stored."""
+        with self._read() as conn:
+            rows = conn.execute(RULE_CHANGES, (chat_id,)).fetchall()
+        return [(str(ts), str(kind), str(data)) for ts, kind, data in rows]
 
     def input_answers(self, chat_id: str, input_ids: Iterable[str]) -> dict[str, StoredInput]:
         """The answers given to these inputs of a chat (the answered ones only), by id."""

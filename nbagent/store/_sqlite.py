@@ -274,6 +274,16 @@ class SQLiteStore(SQLStore):
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
 
+    def written_elsewhere(self) -> int:
+        """A number that changes whenever another connection (another process, another
+        store object) commits to the file (SQLite's ``data_version``): one cheap statement,
+        no transaction. A reader that saw it unchanged has nothing new from elsewhere."""
+        with self._lock:
+            try:
+                return int(self._c().execute("PRAGMA data_version").fetchone()[0])
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+
     def _error(self, exc: sqlite3.Error) -> StoreError:
         text = str(exc)
         if _locked(exc):

@@ -298,9 +298,10 @@ def test_inputs_of_chats_stored_before_the_inputs_tables_are_carried_over(backen
     backend.sql("DROP TABLE inputs")
     if backend.kind == "postgres":
         backend.sql("DROP FUNCTION nbagent_input_answer_notify()")
+    backend.sql("DROP INDEX events_rule_changes")  # and what the migrations after it made
     inputs_version = MIGRATIONS.index(m_inputs) + 1
-    assert inputs_version == SCHEMA_VERSION  # the newest: the versions before have no inputs
-    backend.sql(f"DELETE FROM schema_migrations WHERE version = {inputs_version}")
+    assert inputs_version + 1 == SCHEMA_VERSION  # a new migration: undo what it makes above
+    backend.sql(f"DELETE FROM schema_migrations WHERE version >= {inputs_version}")
     with backend.open() as store:  # migrates
         assert store.schema_version == SCHEMA_VERSION
         rows = {i.id: i for i in store.inputs(chat_id)}
