@@ -151,7 +151,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             }
         extension.attach(ChatHost(self))
         if overrides(extension, "on_event"):
-            self._bus.subscribe(None, extension.on_event)
+            self._bus.subscribe(None, extension.on_event, fragments=extension.fragments)
         return self
 
     @property

@@ -259,7 +259,8 @@ class ChatCore:
         self._bus = EventBus(chat_id)
         self._history: list[Event] = []  # every event but the streaming fragments (chat.events)
         self._record = ChatRecord(chat_id)  # the history folded (chat.record)
-        self._bus.subscribe(None, keeper(self._history, self._record))  # the first subscriber
+        # the first subscriber; it skips the fragments (a stream nobody hears makes none)
+        self._bus.subscribe(None, keeper(self._history, self._record), fragments=False)
         self._parent: ForkParent | None = None  # where this chat was forked from
         self._lock = threading.RLock()
         self._before: list[Callable[[ToolCall], Any]] = []
