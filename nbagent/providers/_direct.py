@@ -78,9 +78,10 @@ class DirectPost:
             )
         template = self._templates.get(url)
         if template is None:
-            template = self._templates[url] = _Template.of(
-                http.build_request("POST", url, headers=headers, content=b"{}", timeout=self._timeout)
+            sample = http.build_request(
+                "POST", url, headers=headers, content=b"{}", timeout=self._timeout
             )
+            template = self._templates[url] = _Template.of(sample)
         return template.request(url, body)
 
     def current(self, client: Any) -> bool:
