@@ -16,7 +16,6 @@ MCP session on the background loop, is reached) fails at once with
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import threading
 import weakref
@@ -27,6 +26,7 @@ from ._errors import ToolLoopError
 
 if TYPE_CHECKING:
     import asyncio
+    import concurrent.futures
 
 T = TypeVar("T")
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Generator, Sequence
 from typing import Any, Literal, Self
 
@@ -67,7 +66,7 @@ def new_chat_id() -> str:
     ms = time.time_ns() // 1_000_000
     rand = int.from_bytes(os.urandom(10), "big")
     value = (ms & (1 << 48) - 1) << 80 | 0x7 << 76 | (rand >> 68) << 64 | 0b10 << 62
-    return uuid.UUID(int=value | rand & (1 << 62) - 1).hex
+    return f"{value | rand & (1 << 62) - 1:032x}"  # what uuid.UUID(int=...).hex spells
 
 
 class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
@@ -151,7 +150,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             }
         extension.attach(ChatHost(self))
         if overrides(extension, "on_event"):
-            self._bus.subscribe(None, extension.on_event)
+            self._bus.subscribe(None, extension.on_event, fragments=extension.fragments)
         return self
 
     @property

@@ -12,15 +12,17 @@ the decisions API (``_decisions.py``) and the public :class:`~nbagent.Chat`
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
+import os
 import threading
-import uuid
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import concurrent.futures
 
 from ._approvals import (
     HUMAN,
@@ -269,7 +271,8 @@ class ChatCore:
         self._bus = EventBus(chat_id)
         self._history: list[Event] = []  # every event but the streaming fragments (chat.events)
         self._record = ChatRecord(chat_id)  # the history folded (chat.record)
-        self._bus.subscribe(None, keeper(self._history, self._record))  # the first subscriber
+        # the first subscriber; it skips the fragments (a stream nobody hears makes none)
+        self._bus.subscribe(None, keeper(self._history, self._record), fragments=False)
         self._parent: ForkParent | None = None  # where this chat was forked from
         self._lock = threading.RLock()
         self._before: list[Callable[[ToolCall], Any]] = []
@@ -735,7 +738,7 @@ class ChatCore:
         """A run that ended asking for inputs (``InputsRequired``): the call parks on
         them (``awaiting_input``), to be retried once every one is answered. False: the
         call had already ended (nothing parked)."""
-        round_id = uuid.uuid4().hex[:12]
+        round_id = os.urandom(6).hex()
         events: list[Event] = []
         with self._lock:
             if c.is_final or c.status != "running":
@@ -743,7 +746,7 @@ class ChatCore:
             c.status, c.started_at = "awaiting_input", None
             for key, kind, message, content, schema in asked.requests:
                 pending = PendingInput(
-                    f"in_{uuid.uuid4().hex[:16]}",
+                    f"in_{os.urandom(8).hex()}",
                     kind,
                     c.id,
                     c.name,
@@ -914,8 +917,10 @@ class ChatCore:
     ) -> tuple[str, concurrent.futures.Future[tuple[str, Any]]]:
         """A running call's request for input (an MCP server's, mid-call): parked on the
         chat, answered through :meth:`_settle_input`; its id and a future of the answer."""
+        import concurrent.futures  # only once a call waits for an input
+
         future: concurrent.futures.Future[tuple[str, Any]] = concurrent.futures.Future()
-        input_id = f"in_{uuid.uuid4().hex[:16]}"
+        input_id = f"in_{os.urandom(8).hex()}"
         message, content = clean(message), clean_json(content)
         with self._lock:
             pending = PendingInput(input_id, kind, c.id, c.name, message, content, schema, server)

@@ -37,7 +37,6 @@ the caught exception), with anything shaped like an API key redacted.
 from __future__ import annotations
 
 import re
-import traceback
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
@@ -289,6 +288,8 @@ class ProviderError(NBAgentError):
         A chained error whose text showed the configured key was dropped when the
         error was raised, so the key is not in here either.
         """
+        import traceback  # (with linecache, tokenize...) only when asked
+
         return redact_keys("".join(traceback.format_exception(self)))
 
     def _render_traceback_(self) -> list[str]:

@@ -387,6 +387,7 @@ class CallbackWarning(UserWarning):
 
 
 Subscriber = Callable[[Event], Any]
+_FRAGMENTS: tuple[type[Event], ...] = (TextDelta, ReasoningDelta, ToolCallDelta)
 
 
 class EventBus:
@@ -398,12 +399,22 @@ class EventBus:
 
     def __init__(self, chat_id: str):
         self.chat_id = chat_id
-        self._subs: list[tuple[type[Event] | None, Subscriber]] = []
+        # (type or None for all, subscriber, the types it skips: the fragments or none)
+        self._subs: list[tuple[type[Event] | None, Subscriber, tuple[type[Event], ...]]] = []
+        self._hears: dict[type[Event], bool] = {}
         self._seq = itertools.count()
         self._lock = threading.RLock()
         self._emit_lock = threading.RLock()
 
-    def subscribe(self, event_type: type[Event] | str | None, fn: Subscriber) -> None:
+    def subscribe(
+        self, event_type: type[Event] | str | None, fn: Subscriber, *, fragments: bool = True
+    ) -> None:
+        """Hand ``fn`` every event of ``event_type`` (a class or its name; ``None``: all).
+
+        ``fragments=False``: a subscriber to all events that ignores the streaming
+        fragments (:class:`TextDelta`, :class:`ReasoningDelta`, :class:`ToolCallDelta`): it
+        is never handed one, and a stream nobody else hears makes none (:meth:`hears`).
+        """
         if isinstance(event_type, str):
             try:
                 event_type = EVENT_TYPES[event_type]
@@ -418,13 +429,32 @@ class EventBus:
         if not callable(fn):
             raise TypeError(f"subscriber must be callable, got {fn!r}")
         with self._lock:
-            self._subs = [*self._subs, (event_type, fn)]
+            skip = _FRAGMENTS if event_type is None and not fragments else ()
+            self._subs = [*self._subs, (event_type, fn, skip)]
+            self._hears = {}
 
     def unsubscribe(self, fn: Subscriber) -> bool:
         with self._lock:
             before = len(self._subs)
-            self._subs = [(t, f) for t, f in self._subs if f is not fn and f != fn]
+            self._subs = [s for s in self._subs if s[1] is not fn and s[1] != fn]
+            self._hears = {}
             return len(self._subs) != before
+
+    def hears(self, event_type: type[Event]) -> bool:
+        """Whether emitting an ``event_type`` would reach any subscriber that wants it.
+
+        The stream's fragments are made only when someone hears them: a subscriber to
+        their type, or to all events unless it said ``fragments=False``.
+        """
+        known = self._hears.get(event_type)
+        if known is None:
+            with self._lock:  # a (un)subscription starts a new cache: fill the current one
+                known = any(
+                    (t is None or issubclass(event_type, t)) and not issubclass(event_type, skip)
+                    for t, _, skip in self._subs
+                )
+                self._hears[event_type] = known
+        return known
 
     def resume_at(self, seq: int) -> None:
         """Number the next event ``seq`` (a chat loaded from a store continues its stream)."""
@@ -441,8 +471,10 @@ class EventBus:
         subs = self._subs  # copy-on-write: a snapshot, safe to iterate without the lock
         with self._emit_lock:
             object.__setattr__(event, "seq", next(self._seq))  # frozen for everyone else
-            for etype, fn in subs:
-                if etype is None or isinstance(event, etype):
+            for etype, fn, skip in subs:
+                if (etype is None or isinstance(event, etype)) and not (
+                    skip and isinstance(event, skip)
+                ):
                     try:
                         fn(event)
                     except Exception as exc:

@@ -65,7 +65,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ._events import Event
 from ._replay import Recordings
@@ -77,7 +77,16 @@ if TYPE_CHECKING:
 
 
 class Extension:
-    """Base of chat extensions: override the hooks you need (see the module docstring)."""
+    """Base of chat extensions: override the hooks you need (see the module docstring).
+
+    Attributes:
+        fragments: Whether :meth:`on_event` wants the streaming fragments
+            (``TextDelta``, ``ReasoningDelta``, ``ToolCallDelta``). An extension
+            that ignores them says ``False``: a stream nobody else hears then
+            makes no fragment events at all.
+    """
+
+    fragments: ClassVar[bool] = True
 
     def attach(self, host: ChatHost) -> None:
         """Called once by ``chat.extend(self)``; keep ``host`` to act on the chat later."""

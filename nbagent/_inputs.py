@@ -9,9 +9,11 @@ rules (checking an answer, recording it once, the result the model reads) are
 
 from __future__ import annotations
 
-import concurrent.futures
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import concurrent.futures
 
 from ._aio import in_worker
 from ._approvals import HUMAN

@@ -333,12 +333,16 @@ class LoopMixin(ChatCore):
         return _ModelRequest(step, request, time.perf_counter())
 
     def _delta_sink(self, step: int) -> Callable[[StreamDelta], None]:
+        hears = self._bus.hears  # a fragment nobody hears is not made (nor numbered)
+
         def sink(delta: StreamDelta) -> None:
             if delta.kind == "text":
-                self._emit(TextDelta(chat_id=self.id, step=step, text=delta.text))
+                if hears(TextDelta):
+                    self._emit(TextDelta(chat_id=self.id, step=step, text=delta.text))
             elif delta.kind == "reasoning":
-                self._emit(ReasoningDelta(chat_id=self.id, step=step, text=delta.text))
-            else:
+                if hears(ReasoningDelta):
+                    self._emit(ReasoningDelta(chat_id=self.id, step=step, text=delta.text))
+            elif hears(ToolCallDelta):
                 self._emit(
                     ToolCallDelta(
                         chat_id=self.id,

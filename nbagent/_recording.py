@@ -34,8 +34,6 @@ lengths cut from the response (the store's form).
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -112,9 +110,17 @@ class RecordedResult:
 
 
 # ------------------------------------------------------------- the fingerprint
+def _sha256(data: bytes) -> str:
+    """SHA-256 of ``data`` in hex; ``hashlib`` (OpenSSL) loads with a chat's first request,
+    not with ``import nbagent``."""
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
 def _digest(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    return _sha256(text.encode("utf-8", "surrogatepass"))[:20]
 
 
 class _Ids:
@@ -300,7 +306,7 @@ class StoredDigests(Digests):
 def _chain(start: str, items: Iterable[tuple[str, str]]) -> str:
     h = start
     for role, d in items:
-        h = hashlib.sha256(f"{h}|{role}|{d}".encode()).hexdigest()[:32]
+        h = _sha256(f"{h}|{role}|{d}".encode())[:32]
     return h
 
 
@@ -439,7 +445,7 @@ def request_key(fp: Mapping[str, Any]) -> str:
     core = {k: v for k, v in fp.items() if k != "messages"}
     core["messages"] = [len(messages), messages.chain]
     text = json.dumps(core, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return _sha256(text.encode())
 
 
 def fingerprint_json(fp: Mapping[str, Any]) -> Json:
@@ -568,6 +574,8 @@ def _part_out(p: Part) -> Json:
 
 
 def _part_in(d: Mapping[str, Any]) -> Part:
+    import base64
+
     data = base64.b64decode(d["data"])
     if d.get("kind") == "audio":
         return AudioPart(data, d.get("media_type", "audio/wav"))

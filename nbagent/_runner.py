@@ -38,7 +38,6 @@ are cancelled; calls already running settle first and keep their real outcome.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import threading
 import time
@@ -55,6 +54,7 @@ from ._types import ConcurrencyMode, RunStatus, ToolCall
 
 if TYPE_CHECKING:
     import asyncio
+    import concurrent.futures
 
 Mode = ConcurrencyMode
 
@@ -181,6 +181,8 @@ def _shared_pool() -> concurrent.futures.ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
+            import concurrent.futures  # (with logging, traceback...) only once tools run in threads
+
             _pool = concurrent.futures.ThreadPoolExecutor(
                 POOL_SIZE, thread_name_prefix="nbagent-tool"
             )

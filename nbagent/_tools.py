@@ -22,7 +22,6 @@ Code that waits on something it can give up (an MCP request) registers with
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextvars
 import functools
 import inspect
@@ -48,6 +47,7 @@ from ._types import InputKind, ToolCall, ToolSpec
 
 if TYPE_CHECKING:
     import asyncio
+    import concurrent.futures
 
 ApprovalResolver = Callable[[ToolCall], "bool | None"]
 LoopOption: TypeAlias = "asyncio.AbstractEventLoop | Literal['current'] | None"

@@ -9,8 +9,6 @@ lifecycle, always under its lock, and always together with an event.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -402,10 +400,14 @@ class _Encoded:
     @property
     def sha256(self) -> str:
         """The bytes' SHA-256 (hex): the store keeps each part's bytes once per hash."""
+        import hashlib  # (OpenSSL) when a part is first digested, not at import
+
         return hashlib.sha256(self.data).hexdigest()
 
     @property
     def base64(self) -> str:
+        import base64
+
         return base64.b64encode(self.data).decode("ascii")
 
     @property

@@ -37,6 +37,10 @@ HEAVY = (
     "IPython", "pydantic", "mcp", "psycopg", "ray", "pyarrow", "sqlite3",
     # asyncio: a sync chat runs its coroutines inline; the core imports it where it needs a loop
     "asyncio",
+    # what a chat needs only once it runs tools in threads, waits for an input, shows a
+    # traceback or digests a request: concurrent.futures (and logging, traceback), uuid (and
+    # platform), hashlib (OpenSSL), base64
+    "concurrent.futures", "logging", "traceback", "uuid", "platform", "hashlib", "base64",
     # nbagent's wings a chat plugs in only when asked, and the demo model's reading
     "nbagent.store", "nbagent.mcp", "nbagent.batch", "nbagent.inbox", "nbagent.comparison",
     "nbagent.log", "nbagent.notebook", "nbagent.providers._demo", "nbagent.providers._openai",

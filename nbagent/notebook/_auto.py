@@ -49,6 +49,8 @@ def install_auto_display(chat: Chat) -> None:
 class NotebookExtension(Extension):
     """Shows each turn live, waits for clicks in ``ask_async``, suppresses echoed replies."""
 
+    fragments = False  # it follows whole messages; the view subscribes to what it shows
+
     def __init__(self) -> None:
         self._host: ChatHost | None = None
 

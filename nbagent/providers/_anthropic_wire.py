@@ -545,10 +545,13 @@ class _Block:
     input: Any = None
     parts: list[str] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
+    thought: list[str] = field(default_factory=list)  # thinking deltas, joined once at the end
 
     def whole(self) -> dict[str, Any]:
         """A block other than text or ``tool_use``, with what its deltas added."""
         out = dict(self.raw)
+        if self.thought:
+            out["thinking"] = str(out.get("thinking") or "") + "".join(self.thought)
         if self.parts and "input" in out:
             try:
                 out["input"] = json.loads("".join(self.parts))
@@ -644,7 +647,7 @@ class MessageStream:
         elif b is not None and b.kind not in ("text", "tool_use"):
             if kind == "thinking_delta":
                 text = str(delta.get("thinking") or "")
-                b.raw["thinking"] = str(b.raw.get("thinking") or "") + text
+                b.thought.append(text)
                 if text and self.on_delta is not None:
                     self.on_delta(StreamDelta("reasoning", text))
             elif kind == "signature_delta":

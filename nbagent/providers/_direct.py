@@ -63,6 +63,26 @@ class DirectPost:
         self._options = sdk.FinalRequestOptions.construct(method="post", url="/", content=b"")
         self._timeout = client.timeout
         self._first = client._build_headers(self._options, retries_taken=0)
+        self._templates: dict[Any, _Template] = {}
+
+    def _request(self, url: Any, headers: Any, body: bytes, first: bool) -> Any:
+        """The ``httpx`` request :meth:`httpx.Client.build_request` would make, built from a
+        template of it taken once per URL: the client's and the SDK's headers merged, ``Host``
+        and the timeout resolved; only ``Content-Length`` and the body change per request. A
+        retry (its own headers), an empty body (headers in another order) and a client holding
+        cookies take ``build_request`` itself."""
+        http = self._http
+        if not first or not body or http.cookies:
+            return http.build_request(
+                "POST", url, headers=headers, content=body, timeout=self._timeout
+            )
+        template = self._templates.get(url)
+        if template is None:
+            sample = http.build_request(
+                "POST", url, headers=headers, content=b"{}", timeout=self._timeout
+            )
+            template = self._templates[url] = _Template.of(sample)
+        return template.request(url, body)
 
     def current(self, client: Any) -> bool:
         """Whether what was resolved once still holds for ``client`` (its key, URL, retries)."""
@@ -80,13 +100,7 @@ class DirectPost:
         url = joined_url(client, prepared.path)
         retries = self._key[-1]
         for taken in range(retries + 1):
-            request = self._http.build_request(
-                "POST",
-                url,
-                headers=self._headers_for(taken),
-                content=prepared.body,
-                timeout=self._timeout,
-            )
+            request = self._request(url, self._headers_for(taken), prepared.body, taken == 0)
             outcome = yield request
             left = retries - taken
             if isinstance(outcome, BaseException):
@@ -158,6 +172,33 @@ class DirectPost:
             await response.aread()
             raise self._client._make_status_error_from_response(response)
         return response
+
+
+class _Template:
+    """A request as ``build_request`` made it for a non-empty body: its header list (where
+    ``Content-Length`` sits in it) and extensions."""
+
+    def __init__(self, raw: list[tuple[bytes, bytes]], length_at: int, extensions: Any):
+        self.raw = raw
+        self.length_at = length_at
+        self.extensions = extensions
+
+    @classmethod
+    def of(cls, request: Any) -> _Template:
+        raw = list(request.headers.raw)
+        at = [k.lower() for k, _ in raw].index(b"content-length")
+        return cls(raw, at, request.extensions)
+
+    def request(self, url: Any, body: bytes) -> Any:
+        import httpx2
+
+        raw = self.raw.copy()
+        raw[self.length_at] = (raw[self.length_at][0], b"%d" % len(body))
+        request = httpx2.Request(
+            "POST", url, headers=raw, stream=httpx2.ByteStream(body), extensions=self.extensions
+        )
+        request.read()  # the body is there to read, as build_request leaves it
+        return request
 
 
 def _is_timeout(exc: BaseException) -> bool:

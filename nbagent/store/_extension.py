@@ -131,6 +131,8 @@ from ._recordings import store_recordings
 class StoreExtension(Extension):
     """Connects one chat object to a store: event writer, claim, step hook, refresh."""
 
+    fragments = False  # stream fragments are not stored (nor needed here)
+
     def __init__(self, chat_id: str, store: Store, owned: bool):
         self.store = store
         self.owned = owned

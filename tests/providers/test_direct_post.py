@@ -10,6 +10,8 @@ from typing import Any
 import anthropic
 import pytest
 from _provider_harness import KEY
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nbagent import (
     BadRequestError,
@@ -24,6 +26,7 @@ from nbagent.providers._sdk import Prepared
 from nbagent.testing import FakeLLMServer, Turn
 
 USER = ChatMessage("user", "hi")
+ERRORS = (anthropic.AnthropicError, anthropic.APITimeoutError, anthropic.APIConnectionError)
 PER_REQUEST = {"content-length", "x-stainless-retry-count"}
 """Headers that differ between two requests of one client whatever sends them."""
 
@@ -162,4 +165,41 @@ def test_clients_that_need_the_sdks_post_still_use_it(server: FakeLLMServer) -> 
     assert provider.complete(ModelRequest((USER,))).text == "through post"
     assert provider.complete(ModelRequest((USER,))).text == "again"
     assert Signing.built == 2  # once per request: the SDK's own post
+    client.close()
+
+
+@given(body=st.binary(max_size=2048))
+@settings(max_examples=40, deadline=None)
+def test_a_request_is_the_one_the_http_client_would_build(body: bytes) -> None:
+    # the request is built from a template of build_request's, taken once: for any body, the
+    # same URL, headers in the same order (Host, Content-Length), extensions and content
+    client = anthropic.Anthropic(api_key=KEY, base_url="http://127.0.0.1:9", max_retries=0)
+    direct = direct_post(client, (anthropic.Anthropic,), ERRORS)
+    assert direct is not None
+    steps = direct.steps(Prepared("/v1/messages", b'{"warm":1}', False))
+    next(steps)  # the template is taken by the first request
+    request = next(direct.steps(Prepared("/v1/messages", body, False)))
+    expected = client._client.build_request(
+        "POST",
+        request.url,
+        headers=client._build_headers(direct._options, retries_taken=0),
+        content=body,
+        timeout=client.timeout,
+    )
+    assert request.url == expected.url
+    assert request.headers.raw == expected.headers.raw
+    assert request.extensions == expected.extensions
+    assert request.content == expected.content == body
+    client.close()
+
+
+def test_cookies_the_http_client_holds_are_sent(server: FakeLLMServer) -> None:
+    client = anthropic.Anthropic(api_key=KEY, base_url=server.anthropic_base_url, max_retries=0)
+    provider = AnthropicProvider("claude-sonnet-4-5", client=client)
+    server.script(["one", "two"])
+    provider.complete(ModelRequest((USER,)))
+    assert "cookie" not in server.last_request.headers
+    client._client.cookies.set("session", "abc")  # what a server's Set-Cookie leaves
+    provider.complete(ModelRequest((USER,)))
+    assert "cookie" in server.last_request.headers  # (the fake server records it redacted)
     client.close()

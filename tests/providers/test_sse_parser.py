@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nbagent.providers._sdk import SSEParser
+from nbagent.providers._sdk import SSEParser, loads
 
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(alphabet=st.sampled_from('ab data:\n"\\é')),
@@ -66,3 +66,31 @@ def test_every_event_comes_out_whole_wherever_the_stream_is_cut(
     events += parser.feed(stream[at:])
     events += parser.flush()
     assert events == [payload for _, payload in blocks if payload is not None]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _outcome(parse: Any, data: bytes) -> Any:
+    try:
+        return ("ok", parse(data))
+    except ValueError:
+        return ("not JSON", None)
+
+
+@given(
+    value=_JSON,
+    encoding=st.sampled_from(["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-32"]),
+    junk=st.binary(max_size=3),
+)
+@settings(max_examples=300, deadline=None)
+def test_loads_reads_bytes_as_json_loads_does(value: Any, encoding: str, junk: bytes) -> None:
+    # a body or an event is decoded as UTF-8 up front when it plainly is (a faster parse);
+    # every body reads as json.loads(bytes) reads it, whatever its encoding, or fails alike
+    text = json.dumps(value, ensure_ascii=False)
+    for data in (text.encode(encoding, "surrogatepass"), text.encode("utf-8") + junk, junk):
+        assert _outcome(loads, data) == _outcome(json.loads, data)
