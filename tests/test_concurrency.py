@@ -450,6 +450,8 @@ def test_async_api_shares_the_loop(mode: str) -> None:
 
     async def main() -> Any:
         ticks = 0
+        at_start: list[int] = []
+        chat.before_tool_call(lambda _call: at_start.append(ticks))
 
         async def ticker() -> None:
             nonlocal ticks
@@ -460,11 +462,13 @@ def test_async_api_shares_the_loop(mode: str) -> None:
         t = asyncio.ensure_future(ticker())
         answer = await chat.ask_async("go")
         t.cancel()
-        return answer, ticks
+        return answer, ticks - at_start[0]
 
-    answer, ticks = asyncio.run(main())
+    answer, during = asyncio.run(main())
     assert answer.content == "async"
-    assert ticks > 3  # the loop stayed responsive while tools ran
+    # The caller's loop ran the ticker while the tools awaited: its 5 ms timer comes due
+    # before a 50 ms tool ends, however loaded the machine (a blocked loop counts none).
+    assert during >= 1
 
 
 def test_step_async_and_events_stream() -> None:
