@@ -186,8 +186,9 @@ class Tracer(Extension):
             STEP: e.step,
             TURN: e.turn,
             "nbagent.request.messages": e.n_messages,
-            "nbagent.request.tool_choice": e.tool_choice,
         }
+        if e.tool_choice != "auto":
+            attrs["nbagent.request.tool_choice"] = e.tool_choice
         if self._content:
             attrs["gen_ai.input.messages"] = self._transcript_json(e.n_messages)
             chat = self._chat()
@@ -222,8 +223,10 @@ class Tracer(Extension):
         attrs[INPUT_TOKENS] = u.input_tokens
         attrs[OUTPUT_TOKENS] = u.output_tokens
         attrs["nbagent.stop_reason"] = e.stop_reason
-        attrs["nbagent.tool_calls"] = e.n_tool_calls
-        attrs["nbagent.replayed"] = e.replayed
+        if e.n_tool_calls:
+            attrs["nbagent.tool_calls"] = e.n_tool_calls
+        if e.replayed:
+            attrs["nbagent.replayed"] = True
         if u.cached_tokens:
             attrs["gen_ai.usage.cache_read.input_tokens"] = u.cached_tokens
         if u.cache_write_tokens:
@@ -403,23 +406,32 @@ class Tracer(Extension):
             "gen_ai.tool.type": "extension" if (r.server or r.hosted) else "function",
             CONVERSATION: self._chat_id,
             "nbagent.call.status": status,
-            "nbagent.call.decision": r.decision,
-            "nbagent.call.requires_approval": bool(r.requires_approval),
-            "nbagent.call.hosted": bool(r.hosted),
         }
-        optional = {
-            "nbagent.call.server": r.server,
-            "nbagent.call.item_type": r.item_type,
-            "nbagent.call.mode": r.concurrency,
-            "nbagent.call.duration_ms": r.duration_ms,
-            "nbagent.call.replayed": r.replayed,
-            STEP: r.step,
-            TURN: r.turn,
-            PROVIDER: r.provider if r.hosted else None,
-        }
-        for k, v in optional.items():
-            if v is not None:
-                attrs[k] = v
+        # an attribute at its default is left out (absent means: decision ``auto``, not
+        # gated, not hosted, not replayed, run ``sequential``): a span's attributes are
+        # most of what the SDK spends on it, building and encoding each one
+        if r.decision != "auto":
+            attrs["nbagent.call.decision"] = r.decision
+        if r.requires_approval:
+            attrs["nbagent.call.requires_approval"] = True
+        if r.hosted:
+            attrs["nbagent.call.hosted"] = True
+            if r.provider is not None:
+                attrs[PROVIDER] = r.provider
+        if r.server is not None:
+            attrs["nbagent.call.server"] = r.server
+        if r.item_type is not None:
+            attrs["nbagent.call.item_type"] = r.item_type
+        if r.concurrency is not None and r.concurrency != "sequential":
+            attrs["nbagent.call.mode"] = r.concurrency
+        if r.duration_ms is not None:
+            attrs["nbagent.call.duration_ms"] = r.duration_ms
+        if r.replayed:
+            attrs["nbagent.call.replayed"] = True
+        if r.step is not None:
+            attrs[STEP] = r.step
+        if r.turn is not None:
+            attrs[TURN] = r.turn
         if r.server and not r.hosted:
             attrs["mcp.method.name"] = "tools/call"
         if r.ran_before:
@@ -456,8 +468,9 @@ class Tracer(Extension):
             decided: dict[str, Any] = {
                 "nbagent.decision.verdict": d.verdict,
                 "nbagent.decision.by": d.by,
-                "nbagent.decision.edited": d.arguments is not None,
             }
+            if d.arguments is not None:
+                decided["nbagent.decision.edited"] = True
             if d.reason:
                 decided["nbagent.decision.reason"] = self._text(d.reason, 1000)
             if r.requested_at is not None and d.at is not None:
