@@ -21,6 +21,16 @@ semantic conventions (``gen_ai.*``; nbagent's own facts as ``nbagent.*``):
   ``nbagent.call.server``. What the provider ran on its side (a hosted MCP call) is an
   ``execute_tool`` span under the model request that reported it.
 
+An attribute at its default is left out (absent means: decision ``auto``, not gated,
+not hosted, not replayed, mode ``sequential``...; docs/traces.md lists them).
+
+The hook only keeps the changes that make spans; they are turned into spans in one
+burst when the turn's run ends (parks, completes...), or when :data:`KEEP_MAX` changes
+or :data:`KEEP_SECONDS` (the batch span processor's own delay) have piled up: every span
+is back-dated to the events' times, so a trace is the same, but the tracer's work and the
+SDK's run once per turn with their code and data warm, not after every model request
+when the wait for the model has evicted them (about half of their cost; ``bench_otel``).
+
 Message content (prompts, answers, arguments, results) is exported only with
 ``content=True``; all free text goes through the key scrubber (``redact_keys``).
 Events that happened before the tracer was attached (a fork's shared history, a
@@ -31,10 +41,12 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import OrderedDict
 from datetime import datetime, timedelta
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 
@@ -75,6 +87,11 @@ COST = "nbagent.cost_usd"
 STEP = "nbagent.step"
 TURN = "nbagent.turn"
 _NAMES: dict[tuple[str, str], str] = {}  # (operation, model or tool) -> the span's name
+KEEP_MAX = 256
+"""The most changes kept before they are made into spans (a long turn: in bursts)."""
+KEEP_SECONDS = 5.0
+"""The longest a kept change waits (at the next change) to be made into spans: the
+``BatchSpanProcessor``'s default delay, so a long turn shows up as it runs."""
 
 # Where each chat's turns were traced in this process, so a fork or a replay can link to
 # them: (chat id, turn) -> the span context of the turn's first span. Bounded.
@@ -132,6 +149,9 @@ class Tracer(Extension):
         self._last_step: Any = None  # the last request's span (a hosted call's parent)
         self._call_parent: dict[str, Any] = {}  # call id -> the context of its turn span
         self._linked_parent = False
+        self._kept: list[RecordChange] = []  # changes not yet made into spans
+        self._kept_at = 0.0  # time.monotonic() of the first kept change
+        self._kept_context: Any = None  # the OpenTelemetry context current then
 
     # ------------------------------------------------------------ attaching
     def attach(self, host: ChatHost) -> None:
@@ -144,15 +164,41 @@ class Tracer(Extension):
         """Stop tracing this chat; an open turn span ends now."""
         if self._record is not None:
             self._record.unsubscribe(self.on_change)
+        self.flush()
         if self._finishing is not None:
             self._end_finishing()
         self._end_turn(None, "detached")
 
     # ------------------------------------------------------------ the change hook
     def on_change(self, change: RecordChange) -> None:
+        """The record's hook: keep the change; make the kept ones into spans when the
+        turn's run ends, or when too many or too old (see the module docstring)."""
         e = change.event
         if e is None:
             return  # a refold (a loaded chat): history, not traced again
+        t = type(e)
+        if t not in _HANDLERS and not self._content:
+            return  # most events change no span (with content, one may end a request's)
+        kept = self._kept
+        if not kept:
+            self._kept_at = time.monotonic()
+            self._kept_context = otel_context.get_current()  # a new turn's parent
+        kept.append(change)
+        if (
+            (t is StepFinished and e.kind in ENDS_TURN)  # type: ignore[attr-defined]
+            or len(kept) >= KEEP_MAX
+            or time.monotonic() - self._kept_at >= KEEP_SECONDS
+        ):
+            self.flush()
+
+    def flush(self) -> None:
+        """Make the kept changes into spans now."""
+        kept, self._kept = self._kept, []
+        for change in kept:
+            self._handle(change)
+
+    def _handle(self, change: RecordChange) -> None:
+        e: Any = change.event
         handler = _HANDLERS.get(type(e))  # most events change no span: nothing more to do
         if handler is None:
             if self._finishing is not None and e.ts >= self._since:
@@ -325,11 +371,12 @@ class Tracer(Extension):
                     links.append(Link(origin, {"nbagent.link": "forked_from"}))
         span = self._tracer.start_span(
             _TURN_NAME,
+            context=self._kept_context,
             kind=SpanKind.INTERNAL,
             attributes=attrs,
             links=links,
             start_time=ns(ts),
-        )  # the caller's current span (a batch, the user's own) is its parent
+        )  # the span current when the turn ran (a batch, the user's own) is its parent
         self._turn_span, self._turn = span, turn
         self._turn_usage, self._turn_cost = [0, 0], 0.0
         self._turn_ctx = trace.set_span_in_context(span)

@@ -381,6 +381,44 @@ def test_no_attribute_is_at_its_default_and_absent_reads_back_as_the_record(
         )
 
 
+@pytest.mark.parametrize("bound", ["KEEP_MAX", "KEEP_SECONDS"])
+def test_a_long_turns_spans_are_made_as_it_runs_under_their_turn(
+    spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch, bound: str
+) -> None:
+    """A turn's changes are made into spans together when its run ends; a long turn (too
+    many changes kept, or kept too long) has them made as it runs, each still a child of
+    the turn, with the times it really started and ended."""
+    from nbagent.otel import _spans
+
+    monkeypatch.setattr(_spans, bound, {"KEEP_MAX": 5, "KEEP_SECONDS": 0.0}[bound])
+    seen: list[int] = []
+
+    @tool
+    def count(n: int) -> str:
+        """Count.
+
+        Args:
+            n: The number.
+        """
+        seen.append(len(named(spans, "chat ")))
+        return str(n)
+
+    rounds = 4
+    script = [call_tools(("count", {"n": n})) for n in range(rounds)] + [reply("done")]
+    chat = Chat(provider=ScriptedProvider(script), display=False).with_tools(count)
+    chat.ask("count")
+    assert seen[-1] >= rounds - 1  # the requests before the last call: made already
+    (turn,) = named(spans, "invoke_agent")
+    children = [s for s in spans.get_finished_spans() if s is not turn]
+    assert len(children) == 2 * rounds + 1  # every request and every call, once
+    assert {s.parent.span_id for s in children} == {turn.context.span_id}
+    requests = sorted(named(spans, "chat "), key=lambda s: s.attributes["nbagent.step"])
+    calls = sorted(named(spans, "execute_tool"), key=lambda s: s.attributes["nbagent.step"])
+    for request, call in zip(requests, calls, strict=False):  # the request asked, then it ran
+        assert request.start_time <= request.end_time <= call.end_time
+    assert all(turn.start_time <= s.start_time <= s.end_time <= turn.end_time for s in children)
+
+
 # ------------------------------------------------------------------ links
 def test_a_fork_links_to_its_parent_and_does_not_trace_the_shared_history_again(
     spans: InMemorySpanExporter,
