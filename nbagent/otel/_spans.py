@@ -152,6 +152,7 @@ class Tracer(Extension):
         self._kept: list[RecordChange] = []  # changes not yet made into spans
         self._kept_at = 0.0  # time.monotonic() of the first kept change
         self._kept_context: Any = None  # the OpenTelemetry context current then
+        self._lock = threading.Lock()  # calls of a round may end on worker threads
 
     # ------------------------------------------------------------ attaching
     def attach(self, host: ChatHost) -> None:
@@ -179,20 +180,25 @@ class Tracer(Extension):
         t = type(e)
         if t not in _HANDLERS and not self._content:
             return  # most events change no span (with content, one may end a request's)
-        kept = self._kept
-        if not kept:
-            self._kept_at = time.monotonic()
-            self._kept_context = otel_context.get_current()  # a new turn's parent
-        kept.append(change)
-        if (
-            (t is StepFinished and e.kind in ENDS_TURN)  # type: ignore[attr-defined]
-            or len(kept) >= KEEP_MAX
-            or time.monotonic() - self._kept_at >= KEEP_SECONDS
-        ):
-            self.flush()
+        with self._lock:
+            kept = self._kept
+            if not kept:
+                self._kept_at = time.monotonic()
+                self._kept_context = otel_context.get_current()  # a new turn's parent
+            kept.append(change)
+            if (
+                (t is StepFinished and e.kind in ENDS_TURN)  # type: ignore[attr-defined]
+                or len(kept) >= KEEP_MAX
+                or time.monotonic() - self._kept_at >= KEEP_SECONDS
+            ):
+                self._flush()
 
     def flush(self) -> None:
         """Make the kept changes into spans now."""
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
         kept, self._kept = self._kept, []
         for change in kept:
             self._handle(change)
