@@ -200,8 +200,14 @@ class Tracer(Extension):
 
     def _flush(self) -> None:
         kept, self._kept = self._kept, []
+        failed: Exception | None = None
         for change in kept:
-            self._handle(change)
+            try:
+                self._handle(change)
+            except Exception as exc:  # one change's failure loses none of the others' spans
+                failed = failed or exc
+        if failed is not None:
+            raise failed  # the record warns (CallbackWarning) as it did for one change
 
     def _handle(self, change: RecordChange) -> None:
         e: Any = change.event

@@ -419,6 +419,29 @@ def test_a_long_turns_spans_are_made_as_it_runs_under_their_turn(
     assert all(turn.start_time <= s.start_time <= s.end_time <= turn.end_time for s in children)
 
 
+def test_a_change_that_fails_to_trace_loses_none_of_its_bursts_other_spans(
+    spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn's changes are made into spans together: one that raises is warned about
+    (as the record warns of any failing subscriber) and every other span is still made."""
+    from nbagent._events import ToolCallRequested
+    from nbagent.otel import _spans
+
+    def broken(tracer: Any, key: Any, e: Any) -> None:
+        raise RuntimeError("tracing broke")
+
+    monkeypatch.setitem(_spans._HANDLERS, ToolCallRequested, broken)
+    chat = scripted_chat(call_tools(("lookup", {"city": "Oslo"})), reply("cold"))
+    with pytest.warns(nbagent.CallbackWarning, match="tracing broke"):
+        chat.ask("Weather in Oslo?")
+    assert chat.status == "complete"
+    (turn,) = named(spans, "invoke_agent")
+    assert turn.attributes["nbagent.outcome"] == "complete"
+    assert len(named(spans, "chat ")) == 2
+    (call,) = named(spans, "execute_tool lookup")
+    assert call.parent.span_id == turn.context.span_id
+
+
 # ------------------------------------------------------------------ links
 def test_a_fork_links_to_its_parent_and_does_not_trace_the_shared_history_again(
     spans: InMemorySpanExporter,
