@@ -52,12 +52,14 @@ def results(body):
             n += sum(1 for b in m["content"] if b.get("type") == "tool_result")
     return n
 
+DELAY = float(sys.argv[1]) if len(sys.argv) > 1 else 0.0  # the model's latency, seconds
+
 def handler(request):
     body = request.body
     if results(body) < rounds(body) - 1:
         return Turn(tool_calls=[FakeToolCall("get_weather", {"city": "Paris"})], usage=USAGE,
-                    repeat_ids_in_stream=body.get("model") == "llama3.1")
-    return Turn(text="It is sunny in Paris today, 21 degrees.", usage=USAGE)
+                    repeat_ids_in_stream=body.get("model") == "llama3.1", delay=DELAY)
+    return Turn(text="It is sunny in Paris today, 21 degrees.", usage=USAGE, delay=DELAY)
 
 with FakeLLMServer(handler=handler, strict=False) as server:
     print(server.port, flush=True)
@@ -93,11 +95,14 @@ def _system(rounds: int) -> str:
 
 
 class Server:
-    """The fake LLM server in a child process."""
+    """The fake LLM server in a child process; ``delay``: seconds before each answer."""
 
-    def __init__(self) -> None:
+    def __init__(self, delay: float = 0.0) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", SERVER, str(delay)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert self.proc.stdout is not None
         port = int(self.proc.stdout.readline())

@@ -21,6 +21,16 @@ semantic conventions (``gen_ai.*``; nbagent's own facts as ``nbagent.*``):
   ``nbagent.call.server``. What the provider ran on its side (a hosted MCP call) is an
   ``execute_tool`` span under the model request that reported it.
 
+An attribute at its default is left out (absent means: decision ``auto``, not gated,
+not hosted, not replayed, mode ``sequential``...; docs/traces.md lists them).
+
+The hook only keeps the changes that make spans; they are turned into spans in one
+burst when the turn's run ends (parks, completes...), or when :data:`KEEP_MAX` changes
+or :data:`KEEP_SECONDS` (the batch span processor's own delay) have piled up: every span
+is back-dated to the events' times, so a trace is the same, but the tracer's work and the
+SDK's run once per turn with their code and data warm, not after every model request
+when the wait for the model has evicted them (about half of their cost; ``bench_otel``).
+
 Message content (prompts, answers, arguments, results) is exported only with
 ``content=True``; all free text goes through the key scrubber (``redact_keys``).
 Events that happened before the tracer was attached (a fork's shared history, a
@@ -31,10 +41,12 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import OrderedDict
 from datetime import datetime, timedelta
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 
@@ -75,6 +87,11 @@ COST = "nbagent.cost_usd"
 STEP = "nbagent.step"
 TURN = "nbagent.turn"
 _NAMES: dict[tuple[str, str], str] = {}  # (operation, model or tool) -> the span's name
+KEEP_MAX = 256
+"""The most changes kept before they are made into spans (a long turn: in bursts)."""
+KEEP_SECONDS = 5.0
+"""The longest a kept change waits (at the next change) to be made into spans: the
+``BatchSpanProcessor``'s default delay, so a long turn shows up as it runs."""
 
 # Where each chat's turns were traced in this process, so a fork or a replay can link to
 # them: (chat id, turn) -> the span context of the turn's first span. Bounded.
@@ -132,6 +149,10 @@ class Tracer(Extension):
         self._last_step: Any = None  # the last request's span (a hosted call's parent)
         self._call_parent: dict[str, Any] = {}  # call id -> the context of its turn span
         self._linked_parent = False
+        self._kept: list[RecordChange] = []  # changes not yet made into spans
+        self._kept_at = 0.0  # time.monotonic() of the first kept change
+        self._kept_context: Any = None  # the OpenTelemetry context current then
+        self._lock = threading.Lock()  # calls of a round may end on worker threads
 
     # ------------------------------------------------------------ attaching
     def attach(self, host: ChatHost) -> None:
@@ -144,15 +165,52 @@ class Tracer(Extension):
         """Stop tracing this chat; an open turn span ends now."""
         if self._record is not None:
             self._record.unsubscribe(self.on_change)
+        self.flush()
         if self._finishing is not None:
             self._end_finishing()
         self._end_turn(None, "detached")
 
     # ------------------------------------------------------------ the change hook
     def on_change(self, change: RecordChange) -> None:
+        """The record's hook: keep the change; make the kept ones into spans when the
+        turn's run ends, or when too many or too old (see the module docstring)."""
         e = change.event
         if e is None:
             return  # a refold (a loaded chat): history, not traced again
+        t = type(e)
+        if t not in _HANDLERS and not self._content:
+            return  # most events change no span (with content, one may end a request's)
+        with self._lock:
+            kept = self._kept
+            if not kept:
+                self._kept_at = time.monotonic()
+                self._kept_context = otel_context.get_current()  # a new turn's parent
+            kept.append(change)
+            if (
+                (t is StepFinished and e.kind in ENDS_TURN)  # type: ignore[attr-defined]
+                or len(kept) >= KEEP_MAX
+                or time.monotonic() - self._kept_at >= KEEP_SECONDS
+            ):
+                self._flush()
+
+    def flush(self) -> None:
+        """Make the kept changes into spans now."""
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        kept, self._kept = self._kept, []
+        failed: Exception | None = None
+        for change in kept:
+            try:
+                self._handle(change)
+            except Exception as exc:  # one change's failure loses none of the others' spans
+                failed = failed or exc
+        if failed is not None:
+            raise failed  # the record warns (CallbackWarning) as it did for one change
+
+    def _handle(self, change: RecordChange) -> None:
+        e: Any = change.event
         handler = _HANDLERS.get(type(e))  # most events change no span: nothing more to do
         if handler is None:
             if self._finishing is not None and e.ts >= self._since:
@@ -186,8 +244,9 @@ class Tracer(Extension):
             STEP: e.step,
             TURN: e.turn,
             "nbagent.request.messages": e.n_messages,
-            "nbagent.request.tool_choice": e.tool_choice,
         }
+        if e.tool_choice != "auto":
+            attrs["nbagent.request.tool_choice"] = e.tool_choice
         if self._content:
             attrs["gen_ai.input.messages"] = self._transcript_json(e.n_messages)
             chat = self._chat()
@@ -222,8 +281,10 @@ class Tracer(Extension):
         attrs[INPUT_TOKENS] = u.input_tokens
         attrs[OUTPUT_TOKENS] = u.output_tokens
         attrs["nbagent.stop_reason"] = e.stop_reason
-        attrs["nbagent.tool_calls"] = e.n_tool_calls
-        attrs["nbagent.replayed"] = e.replayed
+        if e.n_tool_calls:
+            attrs["nbagent.tool_calls"] = e.n_tool_calls
+        if e.replayed:
+            attrs["nbagent.replayed"] = True
         if u.cached_tokens:
             attrs["gen_ai.usage.cache_read.input_tokens"] = u.cached_tokens
         if u.cache_write_tokens:
@@ -322,11 +383,12 @@ class Tracer(Extension):
                     links.append(Link(origin, {"nbagent.link": "forked_from"}))
         span = self._tracer.start_span(
             _TURN_NAME,
+            context=self._kept_context,
             kind=SpanKind.INTERNAL,
             attributes=attrs,
             links=links,
             start_time=ns(ts),
-        )  # the caller's current span (a batch, the user's own) is its parent
+        )  # the span current when the turn ran (a batch, the user's own) is its parent
         self._turn_span, self._turn = span, turn
         self._turn_usage, self._turn_cost = [0, 0], 0.0
         self._turn_ctx = trace.set_span_in_context(span)
@@ -403,23 +465,32 @@ class Tracer(Extension):
             "gen_ai.tool.type": "extension" if (r.server or r.hosted) else "function",
             CONVERSATION: self._chat_id,
             "nbagent.call.status": status,
-            "nbagent.call.decision": r.decision,
-            "nbagent.call.requires_approval": bool(r.requires_approval),
-            "nbagent.call.hosted": bool(r.hosted),
         }
-        optional = {
-            "nbagent.call.server": r.server,
-            "nbagent.call.item_type": r.item_type,
-            "nbagent.call.mode": r.concurrency,
-            "nbagent.call.duration_ms": r.duration_ms,
-            "nbagent.call.replayed": r.replayed,
-            STEP: r.step,
-            TURN: r.turn,
-            PROVIDER: r.provider if r.hosted else None,
-        }
-        for k, v in optional.items():
-            if v is not None:
-                attrs[k] = v
+        # an attribute at its default is left out (absent means: decision ``auto``, not
+        # gated, not hosted, not replayed, run ``sequential``): a span's attributes are
+        # most of what the SDK spends on it, building and encoding each one
+        if r.decision != "auto":
+            attrs["nbagent.call.decision"] = r.decision
+        if r.requires_approval:
+            attrs["nbagent.call.requires_approval"] = True
+        if r.hosted:
+            attrs["nbagent.call.hosted"] = True
+            if r.provider is not None:
+                attrs[PROVIDER] = r.provider
+        if r.server is not None:
+            attrs["nbagent.call.server"] = r.server
+        if r.item_type is not None:
+            attrs["nbagent.call.item_type"] = r.item_type
+        if r.concurrency is not None and r.concurrency != "sequential":
+            attrs["nbagent.call.mode"] = r.concurrency
+        if r.duration_ms is not None:
+            attrs["nbagent.call.duration_ms"] = r.duration_ms
+        if r.replayed:
+            attrs["nbagent.call.replayed"] = True
+        if r.step is not None:
+            attrs[STEP] = r.step
+        if r.turn is not None:
+            attrs[TURN] = r.turn
         if r.server and not r.hosted:
             attrs["mcp.method.name"] = "tools/call"
         if r.ran_before:
@@ -456,8 +527,9 @@ class Tracer(Extension):
             decided: dict[str, Any] = {
                 "nbagent.decision.verdict": d.verdict,
                 "nbagent.decision.by": d.by,
-                "nbagent.decision.edited": d.arguments is not None,
             }
+            if d.arguments is not None:
+                decided["nbagent.decision.edited"] = True
             if d.reason:
                 decided["nbagent.decision.reason"] = self._text(d.reason, 1000)
             if r.requested_at is not None and d.at is not None:

@@ -183,6 +183,7 @@ def test_the_issue_turn_arrives_at_phoenix_with_its_genai_attributes(phoenix: st
     (mcp,) = by_name["execute_tool notes_read_note"]
     assert mcp["attributes"]["nbagent.call.server"] == "notes"
     assert mcp["attributes"]["nbagent.call.status"] == "ok"
+    assert "nbagent.call.hosted" not in mcp["attributes"]  # absent: the default, not hosted
     (hosted,) = by_name["execute_tool ask_question"]
     assert hosted["attributes"]["nbagent.call.hosted"] is True
     assert hosted["attributes"]["nbagent.call.server"] == "deepwiki"

@@ -123,7 +123,7 @@ def test_a_turn_with_a_denied_a_hosted_and_an_mcp_call_has_the_genai_attributes(
     mcp = one(content_spans, "execute_tool notes_read_note")
     a = mcp.attributes
     assert a["nbagent.call.server"] == "notes" and a["mcp.method.name"] == "tools/call"
-    assert a["gen_ai.tool.type"] == "extension" and a["nbagent.call.hosted"] is False
+    assert a["gen_ai.tool.type"] == "extension" and "nbagent.call.hosted" not in a  # not hosted
     assert a["nbagent.call.status"] == "ok" and a["gen_ai.tool.call.result"] == "buy milk"
 
     ran = one(content_spans, "execute_tool ask_question")
@@ -320,6 +320,126 @@ def test_every_final_call_is_one_span_whose_status_is_the_records(
         (decided,) = [e for e in s.events if e.name == "nbagent.approval.decided"]
         assert decided.attributes["nbagent.decision.verdict"] == r.decided.verdict
     assert {r.status for r in chat.record.calls} <= {"ok", "denied"}
+
+
+# the attributes left out at their defaults: absent means this value
+DEFAULTS = {
+    "nbagent.call.decision": "auto",
+    "nbagent.call.requires_approval": False,
+    "nbagent.call.hosted": False,
+    "nbagent.call.replayed": False,
+    "nbagent.call.mode": "sequential",
+    "nbagent.request.tool_choice": "auto",
+    "nbagent.tool_calls": 0,
+    "nbagent.replayed": False,
+    "nbagent.decision.edited": False,
+}
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(gated=st.lists(st.sampled_from([None, True, False]), min_size=1, max_size=4))
+def test_no_attribute_is_at_its_default_and_absent_reads_back_as_the_record(
+    spans: InMemorySpanExporter, gated: list[bool | None]
+) -> None:
+    """A mix of ungated calls and gated ones (approved, denied): no span or event carries
+    an attribute at its default value (each would cost the SDK a build and an encoding
+    for nothing), and reading an absent one as its default gives back the record."""
+    spans.clear()
+    calls = [("refund" if g is not None else "lookup", {"order_id": n} if g is not None
+              else {"city": f"c{n}"}) for n, g in enumerate(gated)]  # fmt: skip
+    chat = scripted_chat(call_tools(*calls), reply("done"))
+    chat.ask("go")
+    verdicts = iter(g for g in gated if g is not None)
+    for call in list(chat.pending_approvals):
+        (chat.approve if next(verdicts) else chat.deny)(call)
+    chat.complete()
+    for s in spans.get_finished_spans():
+        for attributes in [s.attributes, *(e.attributes for e in s.events)]:
+            for k, v in (attributes or {}).items():
+                assert not (k in DEFAULTS and v == DEFAULTS[k]), (s.name, k, v)
+    tools = named(spans, "execute_tool")
+    by_id = {s.attributes["gen_ai.tool.call.id"]: s.attributes for s in tools}
+    assert len(by_id) == len(gated)
+    for r in chat.record.calls:
+        a = by_id[r.call_id]
+        read = {k: a.get(f"nbagent.call.{k}", DEFAULTS[f"nbagent.call.{k}"])
+                for k in ("decision", "requires_approval", "hosted", "replayed")}  # fmt: skip
+        assert read == {
+            "decision": r.decision,
+            "requires_approval": bool(r.requires_approval),
+            "hosted": bool(r.hosted),
+            "replayed": bool(r.replayed),
+        }
+        if r.concurrency is not None:  # it ran (a denied call never did: no mode at all)
+            assert a.get("nbagent.call.mode", "sequential") == r.concurrency
+        assert a["nbagent.call.status"] == r.status  # always there: never a default
+    for request in named(spans, "chat "):
+        assert request.attributes.get("nbagent.tool_calls", 0) == (
+            request.attributes["nbagent.step"] == 1 and len(gated)
+        )
+
+
+@pytest.mark.parametrize("bound", ["KEEP_MAX", "KEEP_SECONDS"])
+def test_a_long_turns_spans_are_made_as_it_runs_under_their_turn(
+    spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch, bound: str
+) -> None:
+    """A turn's changes are made into spans together when its run ends; a long turn (too
+    many changes kept, or kept too long) has them made as it runs, each still a child of
+    the turn, with the times it really started and ended."""
+    from nbagent.otel import _spans
+
+    monkeypatch.setattr(_spans, bound, {"KEEP_MAX": 5, "KEEP_SECONDS": 0.0}[bound])
+    seen: list[int] = []
+
+    @tool
+    def count(n: int) -> str:
+        """Count.
+
+        Args:
+            n: The number.
+        """
+        seen.append(len(named(spans, "chat ")))
+        return str(n)
+
+    rounds = 4
+    script = [call_tools(("count", {"n": n})) for n in range(rounds)] + [reply("done")]
+    chat = Chat(provider=ScriptedProvider(script), display=False).with_tools(count)
+    chat.ask("count")
+    assert seen[-1] >= rounds - 1  # the requests before the last call: made already
+    (turn,) = named(spans, "invoke_agent")
+    children = [s for s in spans.get_finished_spans() if s is not turn]
+    assert len(children) == 2 * rounds + 1  # every request and every call, once
+    assert {s.parent.span_id for s in children} == {turn.context.span_id}
+    requests = sorted(named(spans, "chat "), key=lambda s: s.attributes["nbagent.step"])
+    calls = sorted(named(spans, "execute_tool"), key=lambda s: s.attributes["nbagent.step"])
+    for request, call in zip(requests, calls, strict=False):  # the request asked, then it ran
+        assert request.start_time <= request.end_time <= call.end_time
+    assert all(turn.start_time <= s.start_time <= s.end_time <= turn.end_time for s in children)
+
+
+def test_a_change_that_fails_to_trace_loses_none_of_its_bursts_other_spans(
+    spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn's changes are made into spans together: one that raises is warned about
+    (as the record warns of any failing subscriber) and every other span is still made."""
+    from nbagent._events import ToolCallRequested
+    from nbagent.otel import _spans
+
+    def broken(tracer: Any, key: Any, e: Any) -> None:
+        raise RuntimeError("tracing broke")
+
+    monkeypatch.setitem(_spans._HANDLERS, ToolCallRequested, broken)
+    chat = scripted_chat(call_tools(("lookup", {"city": "Oslo"})), reply("cold"))
+    with pytest.warns(nbagent.CallbackWarning, match="tracing broke"):
+        chat.ask("Weather in Oslo?")
+    assert chat.status == "complete"
+    (turn,) = named(spans, "invoke_agent")
+    assert turn.attributes["nbagent.outcome"] == "complete"
+    assert len(named(spans, "chat ")) == 2
+    (call,) = named(spans, "execute_tool lookup")
+    assert call.parent.span_id == turn.context.span_id
 
 
 # ------------------------------------------------------------------ links
