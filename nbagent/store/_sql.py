@@ -273,6 +273,18 @@ class _Claim:
         self.call_id, self.owner, self.at, self.done = call_id, owner, at, False
 
 
+class _Job:
+    """A write waiting for the next group commit (:meth:`SQLStore._at_once`)."""
+
+    __slots__ = ("chat_id", "error", "plan", "raised", "settled", "written")
+
+    def __init__(self, chat_id: str | None, plan: Callable[[Any], list[tuple[Any, int]]]):
+        self.chat_id, self.plan = chat_id, plan
+        self.settled = self.written = False  # settled: its group's transaction ended
+        self.error: BaseException | None = None  # what its caller raises
+        self.raised: BaseException | None = None  # what its plan raised
+
+
 def _simple(entries: Sequence[Entry]) -> bool:
     """Whether every change among ``entries`` is one whose outcome a row count tells (a
     decision reads its call's row first: never sent at once)."""
@@ -805,15 +817,70 @@ class SQLStore:
             (owner, at, chat_id, call_id),
         )
 
-    # -- a write sent at once (a dialect whose every statement is a round trip) ----------
+    # -- group commit: the writes of many chats (a batch's) in one transaction -----------
+    _GROUPS: ClassVar[bool] = False
+    """Whether the dialect sends writes together (:meth:`_send_group`); both stores do."""
+    _lock: Any  # serialises the connection's users (the dialect's)
+    _queue_lock: Any  # guards ``_queue``
+    _queue: list[_Job]  # writes waiting for the next group commit
+
     def _at_once(self, chat_id: str, plan: Callable[[Any], list[tuple[Any, int]]]) -> bool:
-        """Run ``plan(conn)`` in one write transaction holding the chat's lock, its
-        statements sent together, and commit it if every statement changed the rows
-        ``plan`` expects (a list of ``(cursor, rowcount)``); ``False``: nothing was
-        written (not tried, an expectation failed, or an error), and the caller runs
-        the write statement by statement. ``SQLStore``: never tried (a local database's
-        statements cost no round trip)."""
-        return False
+        """Group commit: ``plan(conn)`` joins the writes queued by other threads (other
+        chats of a batch) and whichever thread takes the connection next runs them all in
+        one write transaction (:meth:`_send_group`), committed if every statement changed
+        the rows its plan expects (a list of ``(cursor, rowcount)``). Each caller returns
+        only once that transaction ended, so a claim is never granted before it is
+        durable. ``False``: nothing of it was written (not tried, an expectation failed,
+        or an error); the caller writes it statement by statement, which decides (and
+        reports) what happened.
+
+        One commit for many chats is the point: a commit costs per page it writes (the
+        events, messages and calls tables' last pages, which the chats of a group share),
+        on SQLite as on PostgreSQL (where it also saves round trips).
+
+        Raises:
+            StoreError: The group could not be committed (nothing of it is written; a
+                commit whose answer was lost may have been).
+        """
+        if not self._GROUPS:
+            return False
+        job = _Job(chat_id, plan)
+        with self._queue_lock:
+            self._queue.append(job)
+        with self._lock:  # the holder writes every job queued so far, its own among them
+            if not job.settled:
+                with self._queue_lock:
+                    group, self._queue = self._queue, []
+                self._write_group(group)
+        if job.error is not None:
+            raise job.error
+        return job.written
+
+    def _write_group(self, group: list[_Job]) -> None:
+        """Send ``group`` (:meth:`_send_group`); if that fails, every writer learns it:
+        a ``StoreError`` reaches each (its own copy: one traceback per thread), what a
+        job's own plan raised (text the database cannot take) reaches that job, and the
+        others write alone. Call with the connection's lock held."""
+        try:
+            self._send_group(group)
+        except BaseException as exc:
+            for job in group:
+                if isinstance(exc, StoreError):
+                    job.error = StoreError(str(exc))
+                elif job.raised is exc:  # its own statements' (text that cannot be sent)
+                    job.error = exc
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for job in group:
+                job.settled = True
+
+    def _send_group(self, group: list[_Job]) -> None:
+        """One transaction with every job's statements, committed once each changed the
+        rows its job expects (then each job is ``written``); if one did not (a change
+        found done already, or taken by another process) or a statement failed, it is
+        rolled back and nothing is written (each job then writes alone). The dialect's."""
+        raise NotImplementedError
 
     def _apply_at_once(
         self, conn: Any, chat_id: str, entries: Sequence[Entry], claim: _Claim | None = None
