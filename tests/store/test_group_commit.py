@@ -17,12 +17,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from conftest import Backend
 
 from nbagent.store import ChatInfo, PostgresStore, SQLiteStore
 from nbagent.store._protocol import Entry, NewCall, NewMessage
 from nbagent.store._sql import SQLStore
-
-from conftest import Backend
 
 
 class _Counted(PostgresStore):
