@@ -45,6 +45,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ._events import utcnow
+from ._json import compact_encoder
 from ._types import (
     AssistantToolCallMessage,
     AudioPart,
@@ -112,8 +113,11 @@ class RecordedResult:
 
 
 # ------------------------------------------------------------- the fingerprint
+_sorted_json = compact_encoder(sort_keys=True)
+
+
 def _digest(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    text = _sorted_json(value)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
