@@ -61,7 +61,7 @@ from . import _pg_migrations as migrations
 from ._follow import release as release_follower
 from ._migrations import SCHEMA_VERSION
 from ._pg_listener import Listener as _Listener
-from ._sql import SQLStore, _Job, next_seq_sql, updated_at_sql
+from ._sql import SQLStore, _GroupConn, _Job, next_seq_sql, updated_at_sql
 
 DSN_SCHEMES = ("postgresql://", "postgres://")
 """A store given as a string starting with one of these is a PostgreSQL DSN."""
@@ -415,12 +415,14 @@ class PostgresStore(SQLStore):
                 raw.execute("BEGIN")
                 for key in sorted({_chat_key(j.chat_id) for j in group if j.chat_id}):
                     raw.execute(migrations.chat_lock(key))  # in order: no deadlock
+                grouped = _GroupConn(conn)  # each table's rows in one statement
                 for job in group:
                     try:
-                        expect += job.plan(conn)
+                        expect += job.plan(grouped)
                     except BaseException as exc:
                         job.raised = exc
                         raise
+                grouped.send()
         except self._pg.Error as exc:
             if raw.broken or raw.closed:  # as a write cut off statement by statement
                 raise self._error(exc) from None

@@ -28,6 +28,7 @@ claim already held by the same owner is reported claimed.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -283,6 +284,99 @@ class _Job:
         self.settled = self.written = False  # settled: its group's transaction ended
         self.error: BaseException | None = None  # what its caller raises
         self.raised: BaseException | None = None  # what its plan raised
+
+
+_ROWS = re.compile(
+    r"^INSERT INTO (\w+) (\([\w, ]+\)) VALUES (\([?, ]+\)) (ON CONFLICT .*DO NOTHING)$"
+)
+"""An insert a group sends as one multi-row statement: ``INSERT INTO t (cols) VALUES (?, ...)
+ON CONFLICT ... DO NOTHING`` (a row already there is skipped, even one of the same statement)."""
+
+_FIRST: dict[str, str] = {"call_arguments": "tool_calls"}
+"""A table whose rows refer to another's: that one's held rows go first."""
+
+_MAX_ROWS = 200  # rows per multi-row statement (SQLite allows 32,766 values)
+
+
+class _Held:
+    """A cursor stand-in for rows a group sends later (:class:`_GroupConn`): its rowcount is
+    the rows it holds if the multi-row statement that sent them changed as many rows as it
+    was sent (each of them inserted), else -1 (a group's expectation then fails)."""
+
+    __slots__ = ("n", "sent")
+
+    def __init__(self, n: int, sent: list[tuple[Any, int]]):
+        self.n, self.sent = n, sent  # sent: the statements (cursor, rows sent) of its rows
+
+    @property
+    def rowcount(self) -> int:
+        if not self.sent or any(cur.rowcount != n for cur, n in self.sent):
+            return -1
+        return self.n
+
+
+class _GroupConn:
+    """The connection as the plans of one group commit see it (:meth:`SQLStore._at_once`).
+
+    The inserts that skip a row already there (:data:`_ROWS`: events, messages, calls, the
+    links of recordings) are held, by statement, and sent as one multi-row insert per
+    statement (:meth:`send`, in the order each statement first came, its rows in order):
+    the chats of a group write one statement per table instead of one per row. Every
+    other statement runs at once (a table whose rows refer to a held table's, such as
+    ``call_arguments``, first sends that table's rows). A statement that depends on a row
+    held (an update of a call inserted by the same group) changes nothing: its
+    expectation fails, and the group is written again job by job, statement by statement.
+    """
+
+    def __init__(self, conn: Any):
+        self.conn = conn
+        self.held: dict[str, tuple[re.Match[str], list[Sequence[Any]], list[_Held]]] = {}
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._hold(sql, [params]) or self._now(sql).execute(sql, params)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
+        rows = list(rows)
+        return self._hold(sql, rows) or self._now(sql).executemany(sql, rows)
+
+    def _hold(self, sql: str, rows: list[Sequence[Any]]) -> _Held | None:
+        held = self.held.get(sql)
+        if held is None:
+            match = _ROWS.match(sql)
+            if match is None:
+                return None
+            held = self.held[sql] = (match, [], [])
+        stand_in = _Held(len(rows), [])
+        held[1].extend(rows)
+        held[2].append(stand_in)
+        return stand_in
+
+    def _now(self, sql: str) -> Any:
+        """The connection, once the rows a statement on ``sql``'s table refers to are sent."""
+        match = re.match(r"INSERT INTO (\w+)", sql)
+        first = _FIRST.get(match.group(1)) if match else None
+        if first is not None:
+            self.send(first)
+        return self.conn
+
+    def send(self, table: str | None = None) -> None:
+        """Send the rows held (of ``table``; default: all of them), one statement per
+        statement held (chunks of :data:`_MAX_ROWS` rows)."""
+        for sql, (match, rows, stand_ins) in list(self.held.items()):
+            if table is not None and match.group(1) != table:
+                continue
+            del self.held[sql]
+            head = f"INSERT INTO {match.group(1)} {match.group(2)} VALUES "
+            sent: list[tuple[Any, int]] = []
+            for i in range(0, len(rows), _MAX_ROWS):
+                chunk = rows[i : i + _MAX_ROWS]
+                values = ", ".join([match.group(3)] * len(chunk))
+                flat = [value for row in chunk for value in row]
+                sent.append(
+                    (self.conn.execute(f"{head}{values} {match.group(4)}", flat), len(chunk))
+                )
+            for stand_in in stand_ins:
+                stand_in.sent = sent
 
 
 def _simple(entries: Sequence[Entry]) -> bool:
