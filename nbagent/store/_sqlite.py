@@ -93,7 +93,7 @@ from .._errors import StoreError
 from . import _migrations as migrations
 from ._checkpointer import checkpointer_for, release_unclosed, take_over
 from ._follow import release as release_follower
-from ._sql import SQLStore, _GroupConn, _Job
+from ._sql import SQLStore, _Job
 
 
 # ------------------------------------------------------------------ store
@@ -308,15 +308,13 @@ class SQLiteStore(SQLStore):
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
             expect: list[tuple[Any, int]] = []
-            grouped = _GroupConn(conn)  # each table's rows in one statement
             try:
                 for job in group:
                     try:
-                        expect += job.plan(grouped)
+                        expect += job.plan(conn)
                     except BaseException as exc:
                         job.raised = exc
                         raise
-                grouped.send()
             except sqlite3.Error:
                 conn.execute("ROLLBACK")
                 return  # nothing written: each job alone, statement by statement

@@ -10,6 +10,7 @@ mid-flight and resumed is ``tests/batch/test_batch_resume.py``'s, on both stores
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -25,15 +26,30 @@ from nbagent.store._sql import SQLStore
 
 
 class _Counted(PostgresStore):
-    """Counts the transactions its group commits send (and how many writes each held)."""
+    """Counts the transactions its group commits send (and how many writes each held), and
+    the statements sent."""
 
     def __init__(self, dsn: str):
         super().__init__(dsn)
         self.groups: list[int] = []
+        self.committed: list[bool] = []  # whether each group committed (not job by job)
+        self.statements: list[str] = []
 
     def _send_group(self, group: list[Any]) -> None:
         self.groups.append(len(group))
-        super()._send_group(group)
+        conn = self._idle()
+        execute = conn.raw.execute
+
+        def counted(sql: Any, *a: Any, **k: Any) -> Any:
+            self.statements.append(str(sql))
+            return execute(sql, *a, **k)
+
+        conn.raw.execute = counted  # type: ignore[method-assign]
+        try:
+            super()._send_group(group)
+        finally:
+            conn.raw.execute = execute  # type: ignore[method-assign]
+        self.committed.append(all(job.written for job in group))
 
 
 class _CountedSQLite(SQLiteStore):
@@ -250,4 +266,48 @@ def test_text_the_database_cannot_take_in_one_write_of_a_group_loses_nothing(
     assert store.groups[0] == 2  # tried together first
     assert [m["content"] for m in store.load("a").messages] == ["bad \ufffd text"]
     assert [m["content"] for m in store.load("b").messages] == ["fine"]
+    store.close()
+
+
+def test_a_postgres_group_sends_each_tables_rows_in_one_statement(postgres_dsn: str) -> None:
+    """Eight chats' messages, calls (one with arguments long enough for their own row,
+    which refers to its call's) and events: one statement per table (the calls' split
+    where that row needs its call's), one commit, every row stored as written alone."""
+    store = _Counted(postgres_dsn)
+    ids = [f"m{i}" for i in range(8)]
+    for chat_id in ids:
+        _chat(store, chat_id)
+    store.groups.clear()
+    long_args = '{"text": "' + "x" * 5000 + '"}'
+
+    def write(i: int, chat_id: str) -> Callable[[], Any]:
+        call = _call(f"{chat_id}-call", 1)
+        if i == 3:  # its arguments go to call_arguments, after the calls' rows
+            change = dataclasses.replace(call.change, arguments=long_args)
+            call = dataclasses.replace(call, change=change)
+        return lambda: store.write(
+            chat_id,
+            [
+                _message(0, f"hello from {chat_id}", 0),
+                call,
+                Entry(2, "step_finished", _now(), f'{{"chat": "{chat_id}"}}'),
+            ],
+        )
+
+    assert _queued_together(store, [write(i, c) for i, c in enumerate(ids)]) == [None] * 8
+    assert store.groups == [8] and store.committed == [True]
+    sent = {
+        table: len([q for q in store.statements if q.startswith(f"INSERT INTO {table} ")])
+        for table in ("messages", "tool_calls", "events")
+    }
+    # the calls held before m3's long arguments go first (its row refers to its call's)
+    assert sent == {"messages": 1, "tool_calls": 2, "events": 1}
+    with PostgresStore(postgres_dsn) as other:
+        for chat_id in ids:
+            assert [m["content"] for m in other.load(chat_id).messages] == [f"hello from {chat_id}"]
+            (call,) = other.calls(chat_id)
+            assert call.arguments == ({"text": "x" * 5000} if chat_id == "m3" else {})
+            with other._read() as conn:
+                rows = conn.execute("SELECT type FROM events WHERE chat_id = ?", (chat_id,))
+                assert [r[0] for r in rows.fetchall()] == ["step_finished"]
     store.close()
