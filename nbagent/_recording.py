@@ -43,6 +43,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ._events import utcnow
+from ._json import compact_encoder
 from ._types import (
     AssistantToolCallMessage,
     AudioPart,
@@ -118,8 +119,11 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+_sorted_json = compact_encoder(sort_keys=True)
+
+
 def _digest(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    text = _sorted_json(value)
     return _sha256(text.encode("utf-8", "surrogatepass"))[:20]
 
 

@@ -79,6 +79,7 @@ from .._events import (
     ToolCallRequested,
     ToolCallStarted,
 )
+from .._json import compact_encoder
 from .._types import (
     Approval,
     AssistantToolCallMessage,
@@ -114,38 +115,7 @@ if TYPE_CHECKING:
 Json = dict[str, Any]
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-def _fast_encoder() -> Callable[[Any], str] | None:
-    """``_ENCODER.encode`` without its per-call set-up, or ``None`` if unavailable.
-
-    ``JSONEncoder.encode`` builds a C encoder object on every call (about half
-    the time of encoding a small dict). This builds it once, with the same
-    settings, and without the circular-reference bookkeeping: stored values
-    are JSON data (a cycle would still fail, with ``RecursionError``). It is
-    used only if it gives byte-identical output on a probe.
-    """
-    make = getattr(json.encoder, "c_make_encoder", None)
-    basestring = getattr(json.encoder, "c_encode_basestring", None)
-    if make is None or basestring is None:
-        return None
-    try:
-        encoder = make(None, str, basestring, None, ":", ",", False, False, True)
-        join = "".join
-
-        def encode(value: Any) -> str:
-            return join(encoder(value, 0))
-
-        probe = {"a": [1, 2.5, None, True, 'é\n"x'], "b": {"c": float("nan")}, "d": object}
-        if encode(probe) != _ENCODER.encode(probe) or encode("s") != _ENCODER.encode("s"):
-            return None
-        return encode
-    except Exception:  # another Python's private API: use the public one
-        return None
-
-
-_encode: Callable[[Any], str] = _fast_encoder() or _ENCODER.encode
+_encode: Callable[[Any], str] = compact_encoder()
 
 
 def dumps(value: Any) -> str:

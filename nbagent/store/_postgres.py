@@ -49,7 +49,7 @@ import re
 import select
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 from urllib.parse import quote
@@ -61,7 +61,7 @@ from . import _pg_migrations as migrations
 from ._follow import release as release_follower
 from ._migrations import SCHEMA_VERSION
 from ._pg_listener import Listener as _Listener
-from ._sql import RULE_CHANGES, SQLStore, next_seq_sql, updated_at_sql
+from ._sql import RULE_CHANGES, SQLStore, _GroupConn, _Job, next_seq_sql, updated_at_sql
 
 DSN_SCHEMES = ("postgresql://", "postgres://")
 """A store given as a string starting with one of these is a PostgreSQL DSN."""
@@ -192,6 +192,7 @@ class PostgresStore(SQLStore):
     _UPDATED_AT = updated_at_sql("GREATEST")
     _NEXT_SEQ = next_seq_sql("GREATEST")
     _FOR_UPDATE = " FOR UPDATE"
+    _GROUPS = True
 
     def __init__(
         self,
@@ -403,51 +404,9 @@ class PostgresStore(SQLStore):
                 self._rollback(conn)
                 raise self._error(exc, committing=True) from None
 
-    def _at_once(self, chat_id: str | None, plan: Callable[[_Conn], list[tuple[Any, int]]]) -> bool:
-        """Group commit: ``plan`` joins the writes queued by other threads (other chats of a
-        batch) and whichever thread takes the connection next sends them all in one
-        transaction (:meth:`_write_group`), each committed (or not) before its caller
-        returns. ``False``: nothing of it was written; the caller writes it statement by
-        statement, which decides (and reports) what happened.
-
-        Raises:
-            StoreError: The connection was lost (before the commit: nothing is written;
-                during it: it may have been).
-        """
-        job = _Job(chat_id, plan)
-        with self._queue_lock:
-            self._queue.append(job)
-        with self._lock:  # the holder writes every job queued so far, its own among them
-            if not job.settled:
-                with self._queue_lock:
-                    group, self._queue = self._queue, []
-                self._write_group(group)
-        if job.error is not None:
-            raise job.error
-        return job.written
-
-    def _write_group(self, group: list[_Job]) -> None:
-        """One transaction in two round trips: ``BEGIN``, the chats' locks and every job's
-        statements sent together (psycopg's pipeline mode), then ``COMMIT`` once each
-        statement changed the rows its job expects. If one did not (a change found done
-        already, or taken by another process), or a statement failed, the transaction is
-        rolled back and every job of the group is written alone, statement by statement
-        (rare: a retried write, a second driver)."""
-        try:
-            self._send_group(group)
-        except BaseException as exc:
-            for job in group:  # each writer raises its own copy (one traceback per thread)
-                if isinstance(exc, StoreError):
-                    job.error = StoreError(str(exc))
-                elif job.raised is exc:  # its own statements' (text that cannot be sent)
-                    job.error = exc
-            if not isinstance(exc, Exception):
-                raise
-        finally:
-            for job in group:
-                job.settled = True
-
     def _send_group(self, group: list[_Job]) -> None:
+        """:meth:`SQLStore._send_group` in two round trips: ``BEGIN``, the chats' locks and
+        every job's statements sent together (psycopg's pipeline mode), then ``COMMIT``."""
         conn = self._idle()
         raw = conn.raw
         expect: list[tuple[Any, int]] = []
@@ -456,12 +415,14 @@ class PostgresStore(SQLStore):
                 raw.execute("BEGIN")
                 for key in sorted({_chat_key(j.chat_id) for j in group if j.chat_id}):
                     raw.execute(migrations.chat_lock(key))  # in order: no deadlock
+                grouped = _GroupConn(conn)  # each table's rows in one statement
                 for job in group:
                     try:
-                        expect += job.plan(conn)
+                        expect += job.plan(grouped)
                     except BaseException as exc:
                         job.raised = exc
                         raise
+                grouped.send()
         except self._pg.Error as exc:
             if raw.broken or raw.closed:  # as a write cut off statement by statement
                 raise self._error(exc) from None
@@ -610,18 +571,6 @@ def _reopen(
         claim_timeout=claim_timeout,
         application_name=application_name,
     )
-
-
-class _Job:
-    """A write waiting for the next group commit (:meth:`PostgresStore._at_once`)."""
-
-    __slots__ = ("chat_id", "error", "plan", "raised", "settled", "written")
-
-    def __init__(self, chat_id: str | None, plan: Callable[[_Conn], list[tuple[Any, int]]]):
-        self.chat_id, self.plan = chat_id, plan
-        self.settled = self.written = False  # settled: its group's transaction ended
-        self.error: BaseException | None = None  # what its caller raises
-        self.raised: BaseException | None = None  # what its plan raised
 
 
 class _Held:

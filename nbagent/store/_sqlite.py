@@ -62,6 +62,11 @@ written by an older version opens in a newer one, and a file from a newer
 version is refused (never modified). Every write is one ``BEGIN IMMEDIATE``
 transaction; readers never block writers (WAL), and the WAL is copied back
 off the chat's path and kept bounded (:mod:`~nbagent.store._checkpointer`).
+The writes and claims of chats waiting for the connection (a batch's) go in one
+transaction (group commit, :meth:`~nbagent.store._sql.SQLStore._at_once`): a
+commit costs per page it writes, and the chats of a group share the last pages
+of the events, messages and calls tables. Each writer returns once that
+transaction committed: a claim is never granted before it is on disk.
 
 Durability: ``synchronous=NORMAL`` (the default) keeps every committed
 transaction through a crash of the process or kernel restart; pass
@@ -88,7 +93,7 @@ from .._errors import StoreError
 from . import _migrations as migrations
 from ._checkpointer import checkpointer_for, release_unclosed, take_over
 from ._follow import release as release_follower
-from ._sql import SQLStore
+from ._sql import SQLStore, _Job
 
 
 # ------------------------------------------------------------------ store
@@ -120,6 +125,8 @@ class SQLiteStore(SQLStore):
             newer nbagent, or cannot be opened. The file is left untouched.
     """
 
+    _GROUPS = True
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -134,6 +141,8 @@ class SQLiteStore(SQLStore):
         self.location = str(self.path)
         self.claim_timeout = claim_timeout
         self._lock = threading.RLock()
+        self._queue_lock = threading.Lock()
+        self._queue: list[_Job] = []  # writes waiting for the next group commit
         self._conn: sqlite3.Connection | None = None
         self._conn = self._connect(timeout, synchronous.upper())
         self._checkpointer = checkpointer_for(self.location, synchronous.upper())
@@ -297,6 +306,42 @@ class SQLiteStore(SQLStore):
         ):
             return StoreError(self._damaged(exc))
         return StoreError(f"store {self.location}: {text}")
+
+    def _send_group(self, group: list[_Job]) -> None:
+        """:meth:`SQLStore._send_group` on SQLite: one ``BEGIN IMMEDIATE`` ... ``COMMIT``
+        for the group (a commit writes each page it changed once, however many chats
+        changed it)."""
+        with self._lock:
+            conn = self._c()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+            expect: list[tuple[Any, int]] = []
+            try:
+                for job in group:
+                    try:
+                        expect += job.plan(conn)
+                    except BaseException as exc:
+                        job.raised = exc
+                        raise
+            except sqlite3.Error:
+                conn.execute("ROLLBACK")
+                return  # nothing written: each job alone, statement by statement
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            if any(cur.rowcount != n for cur, n in expect):
+                conn.execute("ROLLBACK")
+                return
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                conn.execute("ROLLBACK")
+                raise self._error(exc) from exc
+            self._checkpointer.committed(conn)
+            for job in group:
+                job.written = True
 
     def _insert_events(
         self, conn: sqlite3.Connection, rows: list[tuple[str, int, str, str, str]]

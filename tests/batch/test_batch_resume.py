@@ -285,16 +285,20 @@ def test_a_batch_killed_mid_row_finishes_every_row_on_rerun_and_runs_no_call_twi
     assert sorted(log["status"]) == sorted(expected)
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 @pytest.mark.parametrize("crash", ["second_request", "in_tool"])
-def test_a_postgres_batch_killed_mid_flight_runs_every_call_once_on_rerun(
-    tmp_path: Path, postgres_dsn: str, crash: str
+def test_a_batch_killed_mid_flight_with_rows_at_once_runs_every_call_once_on_rerun(
+    tmp_path: Path, request: pytest.FixtureRequest, kind: str, crash: str
 ) -> None:
-    """The same kill -9, on PostgreSQL with every row at once (their writes and claims
-    sent together, one commit per group): the rerun finishes every row, and no tool call
-    ran twice; a call the kill caught running stays in doubt and did not run again."""
+    """The same kill -9, with every row at once (their writes and claims sent together,
+    one commit per group, on SQLite as on PostgreSQL): the rerun finishes every row, and
+    no tool call ran twice; a call the kill caught running stays in doubt and did not run
+    again."""
     from nbagent.store import PostgresStore
 
-    extra = {"NBAGENT_CRASH_DSN": postgres_dsn, "NBAGENT_CRASH_CONCURRENCY": "6"}
+    extra = {"NBAGENT_CRASH_CONCURRENCY": "6"}
+    if kind == "postgres":
+        extra["NBAGENT_CRASH_DSN"] = request.getfixturevalue("postgres_dsn")
     died = _crash_worker(tmp_path, crash, **extra)
     assert died.returncode == 9, died.stderr
     again = _crash_worker(tmp_path, "none", **extra)
@@ -304,7 +308,12 @@ def test_a_postgres_batch_killed_mid_flight_runs_every_call_once_on_rerun(
     assert list(result["reply"]) == [f"finished Work on r{i}" for i in range(6)]
     ran = (tmp_path / "ran.txt").read_text().splitlines()
     assert len(ran) == len(set(ran))  # no call ran twice
-    with PostgresStore(postgres_dsn) as store:
+    opened = (
+        PostgresStore(extra["NBAGENT_CRASH_DSN"])
+        if kind == "postgres"
+        else SQLiteStore(tmp_path / "b.db")
+    )
+    with opened as store:
         recorded = store.batch_chats("crashy")
         assert sorted(recorded) == [f"r{i}" for i in range(6)]
         statuses = {}

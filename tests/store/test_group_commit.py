@@ -1,15 +1,16 @@
-"""PostgreSQL's group commit: the writes and claims of many chats (a batch's) waiting for the
-store's one connection go to the server together, in one transaction, and each caller
-returns only once that transaction committed (``PostgresStore._at_once``).
+"""Group commit, on SQLite and PostgreSQL: the writes and claims of many chats (a batch's)
+waiting for the store's one connection go together, in one transaction, and each caller
+returns only once that transaction committed (``SQLStore._at_once``).
 
 What is checked here is what a user relies on: nobody is told "written" (a claim is not
 granted) before the commit; a conflict in one chat of a group loses nothing of the others
 and is reported to its own writer; a claim of a group is granted once. The batch killed
-mid-flight and resumed is ``tests/batch/test_batch_resume.py``'s, on PostgreSQL.
+mid-flight and resumed is ``tests/batch/test_batch_resume.py``'s, on both stores.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -17,16 +18,45 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from conftest import Backend
 
-from nbagent.store import ChatInfo, PostgresStore
+from nbagent.store import ChatInfo, PostgresStore, SQLiteStore
 from nbagent.store._protocol import Entry, NewCall, NewMessage
+from nbagent.store._sql import SQLStore
 
 
 class _Counted(PostgresStore):
-    """Counts the transactions its group commits send (and how many writes each held)."""
+    """Counts the transactions its group commits send (and how many writes each held), and
+    the statements sent."""
 
     def __init__(self, dsn: str):
         super().__init__(dsn)
+        self.groups: list[int] = []
+        self.committed: list[bool] = []  # whether each group committed (not job by job)
+        self.statements: list[str] = []
+
+    def _send_group(self, group: list[Any]) -> None:
+        self.groups.append(len(group))
+        conn = self._idle()
+        execute = conn.raw.execute
+
+        def counted(sql: Any, *a: Any, **k: Any) -> Any:
+            self.statements.append(str(sql))
+            return execute(sql, *a, **k)
+
+        conn.raw.execute = counted  # type: ignore[method-assign]
+        try:
+            super()._send_group(group)
+        finally:
+            conn.raw.execute = execute  # type: ignore[method-assign]
+        self.committed.append(all(job.written for job in group))
+
+
+class _CountedSQLite(SQLiteStore):
+    """The same count on SQLite."""
+
+    def __init__(self, path: str):
+        super().__init__(path)
         self.groups: list[int] = []
 
     def _send_group(self, group: list[Any]) -> None:
@@ -34,11 +64,15 @@ class _Counted(PostgresStore):
         super()._send_group(group)
 
 
+def _counted(backend: Backend) -> Any:
+    return _CountedSQLite(backend.url) if backend.kind == "sqlite" else _Counted(backend.url)
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def _chat(store: PostgresStore, chat_id: str) -> None:
+def _chat(store: SQLStore, chat_id: str) -> None:
     now = datetime.now(UTC)
     store.create_chat(ChatInfo(chat_id, now, now, "demo", "demo"), None, {})
 
@@ -55,7 +89,7 @@ def _call(call_id: str, seq: int) -> Entry:
     return Entry(seq, "tool_call_requested", _now(), None, change)
 
 
-def _queued_together(store: PostgresStore, calls: list[Callable[[], Any]]) -> list[Any]:
+def _queued_together(store: SQLStore, calls: list[Callable[[], Any]]) -> list[Any]:
     """Run ``calls`` on threads while the store's connection is taken, so that all of them
     wait in its queue; then let go: the next holder sends them as one group. Returns each
     call's result (or what it raised), after checking none returned before the release."""
@@ -81,9 +115,9 @@ def _queued_together(store: PostgresStore, calls: list[Callable[[], Any]]) -> li
 
 
 def test_many_chats_writes_go_in_one_commit_and_each_returns_only_once_it_is_stored(
-    postgres_dsn: str,
+    backend: Backend,
 ) -> None:
-    store = _Counted(postgres_dsn)
+    store = _counted(backend)
     ids = [f"c{i}" for i in range(8)]
     for chat_id in ids:
         _chat(store, chat_id)
@@ -100,7 +134,7 @@ def test_many_chats_writes_go_in_one_commit_and_each_returns_only_once_it_is_sto
 
     assert _queued_together(store, [write(c) for c in ids]) == [None] * 8
     assert store.groups == [8]  # one transaction, one commit, for the eight chats
-    with PostgresStore(postgres_dsn) as other:  # what another process reads: all of it
+    with backend.open() as other:  # what another process reads: all of it
         for chat_id in ids:
             record = other.load(chat_id)
             assert [m["content"] for m in record.messages] == [f"hello from {chat_id}"]
@@ -111,14 +145,14 @@ def test_many_chats_writes_go_in_one_commit_and_each_returns_only_once_it_is_sto
 
 
 def test_a_conflict_in_one_chat_of_a_group_is_its_writers_and_loses_nothing_of_the_others(
-    postgres_dsn: str,
+    backend: Backend,
 ) -> None:
     """Chat "a"'s first message was written by another process: its write in the group
     reports the conflict (as alone), and chat "b"'s write of the same group is stored."""
-    store = _Counted(postgres_dsn)
+    store = _counted(backend)
     for chat_id in ("a", "b"):
         _chat(store, chat_id)
-    with PostgresStore(postgres_dsn) as other:
+    with backend.open() as other:
         assert other.write("a", [_message(0, "the other process", 0)]) is None
     store.groups.clear()
     got = _queued_together(
@@ -136,10 +170,10 @@ def test_a_conflict_in_one_chat_of_a_group_is_its_writers_and_loses_nothing_of_t
     store.close()
 
 
-def test_claims_of_one_call_in_two_processes_groups_grant_it_once(postgres_dsn: str) -> None:
+def test_claims_of_one_call_in_two_processes_groups_grant_it_once(backend: Backend) -> None:
     """Two stores (two processes) each claim the same calls inside their own groups:
     every call is granted to exactly one of them, and its row names that one."""
-    stores = [_Counted(postgres_dsn) for _ in range(2)]
+    stores = [_counted(backend) for _ in range(2)]
     ids = [f"k{i}" for i in range(6)]
     for chat_id in ids:
         _chat(stores[0], chat_id)
@@ -209,3 +243,71 @@ def test_a_group_that_cannot_commit_tells_every_writer_and_writes_none(
     with PostgresStore(postgres_dsn) as other:
         for chat_id in ("x", "y", "z"):
             assert other.load(chat_id).messages == []
+
+
+def test_text_the_database_cannot_take_in_one_write_of_a_group_loses_nothing(
+    backend: Backend,
+) -> None:
+    """One chat's message holds a lone surrogate (the database cannot store it): its own
+    write is retried with the text repaired, and the other chat's write of the same group
+    is stored as it was."""
+    store = _counted(backend)
+    for chat_id in ("a", "b"):
+        _chat(store, chat_id)
+    store.groups.clear()
+    got = _queued_together(
+        store,
+        [
+            lambda: store.write("a", [_message(0, "bad \ud800 text", 0)]),
+            lambda: store.write("b", [_message(0, "fine", 0)]),
+        ],
+    )
+    assert got == [None, None]
+    assert store.groups[0] == 2  # tried together first
+    assert [m["content"] for m in store.load("a").messages] == ["bad \ufffd text"]
+    assert [m["content"] for m in store.load("b").messages] == ["fine"]
+    store.close()
+
+
+def test_a_postgres_group_sends_each_tables_rows_in_one_statement(postgres_dsn: str) -> None:
+    """Eight chats' messages, calls (one with arguments long enough for their own row,
+    which refers to its call's) and events: one statement per table (the calls' split
+    where that row needs its call's), one commit, every row stored as written alone."""
+    store = _Counted(postgres_dsn)
+    ids = [f"m{i}" for i in range(8)]
+    for chat_id in ids:
+        _chat(store, chat_id)
+    store.groups.clear()
+    long_args = '{"text": "' + "x" * 5000 + '"}'
+
+    def write(i: int, chat_id: str) -> Callable[[], Any]:
+        call = _call(f"{chat_id}-call", 1)
+        if i == 3:  # its arguments go to call_arguments, after the calls' rows
+            change = dataclasses.replace(call.change, arguments=long_args)
+            call = dataclasses.replace(call, change=change)
+        return lambda: store.write(
+            chat_id,
+            [
+                _message(0, f"hello from {chat_id}", 0),
+                call,
+                Entry(2, "step_finished", _now(), f'{{"chat": "{chat_id}"}}'),
+            ],
+        )
+
+    assert _queued_together(store, [write(i, c) for i, c in enumerate(ids)]) == [None] * 8
+    assert store.groups == [8] and store.committed == [True]
+    sent = {
+        table: len([q for q in store.statements if q.startswith(f"INSERT INTO {table} ")])
+        for table in ("messages", "tool_calls", "events")
+    }
+    # the calls held before m3's long arguments go first (its row refers to its call's)
+    assert sent == {"messages": 1, "tool_calls": 2, "events": 1}
+    with PostgresStore(postgres_dsn) as other:
+        for chat_id in ids:
+            assert [m["content"] for m in other.load(chat_id).messages] == [f"hello from {chat_id}"]
+            (call,) = other.calls(chat_id)
+            assert call.arguments == ({"text": "x" * 5000} if chat_id == "m3" else {})
+            with other._read() as conn:
+                rows = conn.execute("SELECT type FROM events WHERE chat_id = ?", (chat_id,))
+                assert [r[0] for r in rows.fetchall()] == ["step_finished"]
+    store.close()
