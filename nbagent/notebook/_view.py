@@ -519,7 +519,8 @@ class ChatView:
             )
             self._more.add_class("nba-more")
             self._more.on_click(lambda _b: self.show_earlier())
-            self.widget.children = tuple(self._chrome())
+            if self.widget is not None:
+                self.widget.children = tuple(self._chrome())
         if self._more is None:
             return
         if hidden:

@@ -20,8 +20,8 @@ import ipywidgets
 import nbclient
 import nbformat
 import pytest
-from hypothesis import HealthCheck, given, settings
 from _views import widgets_in
+from hypothesis import HealthCheck, given, settings
 from test_view_lifecycle import Cells, IssueRefund, output, view_of
 
 from nbagent import Chat, LLMToolResponse, ModelRequest, ToolCall, ToolResultMessage, _display, tool
@@ -73,7 +73,8 @@ class Calls:
             self.made = 0  # a new turn
         if self.made < self.per_turn[0]:
             self.made += 1
-            call = ToolCall(f"c{len(request.messages)}", "lookup", {"key": f"k{len(request.messages)}"})
+            n = len(request.messages)
+            call = ToolCall(f"c{n}", "lookup", {"key": f"k{n}"})
             return LLMToolResponse("", (call,), 10, 2, self.model, self.name, "tool_use")
         self.per_turn.pop(0)
         return LLMToolResponse("Done.", (), 10, 2, self.model, self.name)
@@ -207,7 +208,7 @@ def test_each_turn_leaves_its_whole_html_and_widgets_only_past_a_page(
     that fits a page never made a widget, and none is left open."""
     chat = chat_of(turns)
     views: list[ChatView] = []
-    for i, n in enumerate(turns):
+    for i in range(len(turns)):
         cells.run(10 + i)
         made: list[Any] = []
         before = ipywidgets.Widget._widget_construction_callback
