@@ -113,8 +113,12 @@ class DisplaySlot:
         self._parent = dict(parent) if isinstance(parent, dict) and parent else None
         self._reserved = True
 
-    def show(self, data: Bundle) -> None:
-        """Display ``data`` in the running cell (or the one :meth:`reserve` took)."""
+    def show(self, data: Bundle, *, flush: bool = True) -> None:
+        """Display ``data`` in the running cell (or the one :meth:`reserve` took).
+
+        ``flush``: send what was printed first (``False``: this output takes the place it
+        was reserved in, before text printed since and not sent yet).
+        """
         pub = _display_pub()
         if not self._reserved:
             self.reserve()
@@ -128,7 +132,8 @@ class DisplaySlot:
 
             display(data, raw=True, display_id=self.display_id)
         else:
-            _flush_streams()
+            if flush:
+                _flush_streams()
             _send(pub, data, self.display_id, parent, "display_data")
         self.shown = True
         self._last = _key(data)
@@ -335,6 +340,7 @@ class LiveOutput:
         with self._lock:
             if self._slot.shown:
                 return
+            _flush_streams()  # what was printed so far comes first; what is printed next, after
             self._slot.reserve()
             self._twin_slot.reserve()
             self._later = True
@@ -343,10 +349,10 @@ class LiveOutput:
     def show(self) -> None:
         """Display the output and its twin in the running cell (again: the output only)."""
         with self._lock:
-            self._later = False
+            later, self._later = self._later, False
             data = self.bundle()
             shown = self._slot.shown
-            self._slot.show(data)
+            self._slot.show(data, flush=not later)  # later: before what was printed since
             if shown:
                 return
             self._twin_slot.reserve()  # the twin goes in this cell, now or later
@@ -356,7 +362,7 @@ class LiveOutput:
 
     def _show_twin(self) -> None:
         if self._twin is not None and self._slot.shown and not self._twin_slot.shown:
-            self._twin_slot.show(self.twin_bundle())
+            self._twin_slot.show(self.twin_bundle(), flush=False)
 
     def refresh(self, *, force: bool = False) -> None:
         """Update the output and the twin where they changed (``force``: send both anyway)."""

@@ -701,11 +701,17 @@ class ChatView:
         import asyncio
 
         await asyncio.sleep(delay)
-        with self.state.lock:
+        # Never wait for the lock here: its holder (the chat's thread, telling this view
+        # of a change) may itself wait for this loop. Busy: it sends, or we try again.
+        while not self.state.lock.acquire(blocking=False):
+            await asyncio.sleep(TEXT_THROTTLE)
+        try:
             self._push_due = False
             if self._behind and self._displayed and not self.live and not self.frozen:
                 self._behind, self._pushed = False, time.monotonic()
                 self.output.refresh()
+        finally:
+            self.state.lock.release()
 
     def _flush_text(self) -> None:
         for key in list(self._dirty_text):

@@ -239,8 +239,9 @@ def test_in_a_kernel_a_round_is_one_output_after_what_the_cell_printed() -> None
         'chat = Chat(model="demo").with_tools(get_weather)\n'
     )
     cell = 'print("before")\nchat.ask("What is the weather in Oslo?");'
+    later = 'chat.ask_later("And in Tokyo?")\nprint("after")'
     nb = nbformat.v4.new_notebook(
-        cells=[nbformat.v4.new_code_cell(c) for c in (setup, cell, "pass")]
+        cells=[nbformat.v4.new_code_cell(c) for c in (setup, cell, later, "pass")]
     )
     nbclient.NotebookClient(nb, timeout=120, kernel_name="python3").execute()
     outputs = nb.cells[1].outputs
@@ -249,5 +250,9 @@ def test_in_a_kernel_a_round_is_one_output_after_what_the_cell_printed() -> None
     data = outputs[1]["data"]
     assert WIDGET_MIME not in data
     assert "sunny in Oslo" in data["text/plain"] and "complete" in data["text/plain"]
+    # a view shown with its first update keeps its place: before what the cell printed next
+    outputs = nb.cells[2].outputs
+    assert [o["output_type"] for o in outputs] == ["display_data", "stream"]
+    assert "And in Tokyo?" in outputs[0]["data"]["text/plain"] and outputs[1]["text"] == "after\n"
     state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
     assert not state.get("state")  # no widget model was ever opened
