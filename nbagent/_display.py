@@ -104,16 +104,39 @@ class DisplaySlot:
         self.shown = False
         self._parent: dict[str, Any] | None = None
         self._last: str | None = None  # what was sent last (an unchanged bundle is not resent)
+        self._reserved = False  # _parent is the cell to show in (reserve)
 
-    def show(self, data: Bundle) -> None:
-        from IPython.display import display
-
-        display(data, raw=True, display_id=self.display_id)
-        self.shown = True
-        self._last = _key(data)
+    def reserve(self) -> None:
+        """Take the running cell as the one a later :meth:`show` displays in (from any thread)."""
         pub = _display_pub()
         parent = getattr(pub, "parent_header", None)
         self._parent = dict(parent) if isinstance(parent, dict) and parent else None
+        self._reserved = True
+
+    def show(self, data: Bundle, *, flush: bool = True) -> None:
+        """Display ``data`` in the running cell (or the one :meth:`reserve` took).
+
+        ``flush``: send what was printed first (``False``: this output takes the place it
+        was reserved in, before text printed since and not sent yet).
+        """
+        pub = _display_pub()
+        if not self._reserved:
+            self.reserve()
+        self._reserved = False
+        # Straight on the kernel's session: IPython's display flushes stdout and stderr
+        # first, each a wait for the I/O thread, also when nothing was printed; here only
+        # a stream with text waiting is flushed (the output comes after what was printed).
+        parent = self._parent
+        if parent is None or getattr(pub, "session", None) is None:
+            from IPython.display import display
+
+            display(data, raw=True, display_id=self.display_id)
+        else:
+            if flush:
+                _flush_streams()
+            _send(pub, data, self.display_id, parent, "display_data")
+        self.shown = True
+        self._last = _key(data)
 
     def update(self, data: Bundle, *, force: bool = False) -> None:
         """Send ``data`` to the output, unless it is what the output shows (``force``: anyway)."""
@@ -128,22 +151,50 @@ class DisplaySlot:
             current = getattr(pub, "parent_header", None) or {}
             original = self._parent
             elsewhere = original is not None and current.get("msg_id") != original.get("msg_id")
-            sent = elsewhere and _send_update(pub, data, self.display_id, original or {})
+            sent = elsewhere and _send(pub, data, self.display_id, original or {})
             if sent and not current:
                 return  # no cell is running: nobody else to tell
+            # Under the running cell's header: straight on the kernel's session too. What
+            # IPython's update_display adds is a flush of stdout and stderr first (two waits
+            # for the I/O thread, most of what an update costs), which an update does not
+            # need: it changes an output in place, its order among prints does not matter.
+            if current and _send(pub, data, self.display_id, current):
+                return
             update_display(data, raw=True, display_id=self.display_id)
 
 
-def _send_update(pub: Any, data: Bundle, display_id: str, parent: dict[str, Any]) -> bool:
-    """Send ``update_display_data`` under ``parent`` (ipykernel's publisher, no shared state)."""
+def _send(
+    pub: Any,
+    data: Bundle,
+    display_id: str,
+    parent: dict[str, Any],
+    kind: str = "update_display_data",
+) -> bool:
+    """Send ``update_display_data`` (or ``display_data``) under ``parent`` (ipykernel's
+    publisher, no shared state); ``False`` where there is no kernel session to send on."""
     session = getattr(pub, "session", None)
     socket = getattr(pub, "pub_socket", None)
     if session is None or socket is None:
         return False
     content = {"data": data, "metadata": {}, "transient": {"display_id": display_id}}
-    msg = session.msg("update_display_data", content, parent=parent)
+    msg = session.msg(kind, content, parent=parent)
+    for hook in getattr(pub, "_hooks", ()):  # what ipykernel's publisher does with a message
+        msg = hook(msg)
+        if msg is None:
+            return True  # taken by a hook (an output capture)
     session.send(socket, msg, ident=getattr(pub, "topic", b"display_data"))
     return True
+
+
+def _flush_streams() -> None:
+    """Flush stdout and stderr where they may hold text not yet sent (ipykernel's streams
+    say when they have a flush scheduled; any other stream is flushed)."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "_flush_pending", True) or getattr(
+            stream, "_subprocess_flush_pending", False
+        ):
+            with contextlib.suppress(Exception):
+                stream.flush()
 
 
 def _display_pub() -> Any:
@@ -217,6 +268,9 @@ class LiveOutput:
             nothing now; by default the static forms. ``False``: no twin output.
         lock: Held while the bundles are made and sent: the owner's own lock when
             ``static`` or ``twin`` take it (one lock, one order), else a new one.
+        twin_needed: Display the twin only once it may be needed: when the output goes
+            live, or at the end of the cell that showed it if this says the owner may
+            still go live (a chat view: its chat still runs). ``None``: with the output.
     """
 
     def __init__(
@@ -225,6 +279,7 @@ class LiveOutput:
         static: Callable[[], Bundle],
         twin: Callable[[], Bundle | None] | bool = True,
         lock: Any = None,
+        twin_needed: Callable[[], bool] | None = None,
     ) -> None:
         self.uid = uuid.uuid4().hex[:8]
         self.display_id = f"{name}-{self.uid}"
@@ -237,6 +292,8 @@ class LiveOutput:
         self._slot = DisplaySlot(self.display_id)
         self._twin_slot = DisplaySlot(f"{self.display_id}-twin")
         self._pinned: Bundle | None = None  # what go_static(data) was told to show
+        self._later = False  # show at the first refresh (show_later)
+        self._twin_needed = twin_needed
         self._lock = lock if lock is not None else threading.RLock()
 
     @property
@@ -275,22 +332,47 @@ class LiveOutput:
         )
         return out
 
+    def show_later(self) -> None:
+        """Display the output and its twin at the first :meth:`refresh` (from any thread),
+        in the cell running now: an owner about to change at once sends one output, not an
+        output and then its update. The owner must refresh before the cell ends (its
+        ``_update_fallback`` after the cell does)."""
+        with self._lock:
+            if self._slot.shown:
+                return
+            _flush_streams()  # what was printed so far comes first; what is printed next, after
+            self._slot.reserve()
+            self._twin_slot.reserve()
+            self._later = True
+            mark_dirty(self)
+
     def show(self) -> None:
         """Display the output and its twin in the running cell (again: the output only)."""
         with self._lock:
+            later, self._later = self._later, False
             data = self.bundle()
             shown = self._slot.shown
-            self._slot.show(data)
+            self._slot.show(data, flush=not later)  # later: before what was printed since
             if shown:
                 return
-            if self._twin is not None:
-                self._twin_slot.show(self.twin_bundle())
+            self._twin_slot.reserve()  # the twin goes in this cell, now or later
+            if self.live or self._twin_needed is None:
+                self._show_twin()
             mark_dirty(self)  # after the cell: the twin as the cell left it
+
+    def _show_twin(self) -> None:
+        if self._twin is not None and self._slot.shown and not self._twin_slot.shown:
+            self._twin_slot.show(self.twin_bundle(), flush=False)
 
     def refresh(self, *, force: bool = False) -> None:
         """Update the output and the twin where they changed (``force``: send both anyway)."""
         with self._lock:
+            if self._later:
+                self.show()
+                return
             self._slot.update(self.bundle(), force=force)
+            if self.live:
+                self._show_twin()
             self.refresh_twin(force=force)
 
     def refresh_twin(self, *, force: bool = False) -> None:
@@ -309,11 +391,17 @@ class LiveOutput:
         with self._lock:
             self.live = False
             self._pinned = data
+            if self._later:
+                self.show()
+                return
             data = dict(self._static()) if data is None else data
             self._slot.update(data, force=True)
             self.refresh_twin()
 
     def _update_fallback(self) -> None:
+        if self.live or (self._twin_needed is not None and self._twin_needed()):
+            with self._lock:
+                self._show_twin()
         if self.live:
             self.refresh_twin()  # not the widget's output: that would draw the widget again
         else:

@@ -194,7 +194,7 @@ def _continue_here(chat: Chat) -> None:
     from ._view import ChatView
 
     skip = view.hand_over(prompt_number(count))
-    here = ChatView(chat, turn=view.turn, skip=skip, origin=prompt_number(cell))
+    here = ChatView(chat, turn=view.turn, skip=skip, origin=prompt_number(cell), light=True)
     from IPython.display import display
 
     display(here)

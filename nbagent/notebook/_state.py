@@ -459,6 +459,10 @@ class ChatState:
             return list(self.entries)
         return list(self._by_turn.get(turn, ()))  # a turn's view costs its entries, not the chat's
 
+    def count_for(self, turn: int | None) -> int:
+        """How many entries the chat (or one turn) has, without copying them."""
+        return len(self.entries) if turn is None else len(self._by_turn.get(turn, ()))
+
     def totals_for(self, turn: int | None) -> Totals:
         return self.totals.get(turn) or Totals()
 

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets
 from ipywidgets.widgets.widget_string import HTMLStyle
 
+from .._aio import spawn
 from .._display import LiveOutput, mark_dirty
 from .._errors import DecisionError, InputError
 from .._types import PendingInput
@@ -81,9 +82,13 @@ class ChatView:
         skip: Keys of entries not to show (a continuation view starts where the
             earlier view handed over).
         origin: The cell a continuation view continues (said on its first line).
+        light: Make no widgets until they are needed: while nothing in the view waits
+            for a person and it holds at most ``page_size`` entries, a displayed view is
+            its HTML, updated in its output (what each turn a chat shows is).
 
     Display it with ``display(view)`` (or just :func:`show` it).
-    ``view.widget`` is the ipywidgets container (while ``view.live``).
+    ``view.widget`` is the ipywidgets container (while ``view.live``; ``None`` before
+    a light view needs one).
     """
 
     def __init__(
@@ -95,6 +100,7 @@ class ChatView:
         live_pages: int = 2,
         skip: frozenset[str] = frozenset(),
         origin: int | None = None,
+        light: bool = False,
     ):
         if page_size < 1 or live_pages < 1:
             raise ValueError("page_size and live_pages must be at least 1")
@@ -105,7 +111,11 @@ class ChatView:
         self.state = state_for(chat)
         self.continuation = continuation_for(chat)
         self.output = LiveOutput(
-            f"nbagent-{chat.id[:8]}", self.fallback_bundle, self._twin_data, self.state.lock
+            f"nbagent-{chat.id[:8]}",
+            self.fallback_bundle,
+            self._twin_data,
+            self.state.lock,
+            twin_needed=self._busy if light else None,
         )
         self.uid = self.output.uid
         self.display_id = self.output.display_id
@@ -118,14 +128,23 @@ class ChatView:
         )
         self._countdown: str | None = None
         self._displayed = False
-        self._make_widgets()
+        self._behind = False  # its HTML changed since the output's last update
+        self._pushed = 0.0  # when that update was sent
+        self._push_due = False  # a later update is on its way (_push_later)
+        self._reset()
         with self.state.lock:
-            self._build(self._entries())
-            self._render_status()
+            if not light or self.pending() or self._size() > self.page_size:
+                self._make_widgets()
+                self._build(self._entries())
+                self._render_status()
             self.state.add_listener(self._on_change)
         self.continuation.add_countdown_listener(self._on_countdown)
 
-    def _make_widgets(self) -> None:
+    def _reset(self) -> None:
+        """No widgets yet: what the view's widgets are kept in, empty."""
+        self.widget: ipywidgets.VBox | None = None
+        self._title: ipywidgets.HTML | None = None
+        self._more: ipywidgets.Button | None = None  # made when a page first folds
         self._widgets: dict[str, ipywidgets.Widget] = {}
         self._html: dict[str, ipywidgets.HTML] = {}
         self._cards: dict[str, ActionCard] = {}
@@ -147,19 +166,21 @@ class ChatView:
 
         self._spare: list[ipywidgets.HTML] = []  # entry widgets of folded pages, for reuse
         self._spare_boxes: list[ipywidgets.VBox] = []
+
+    def _make_widgets(self) -> None:
+        """The view's widget tree (empty pages; :meth:`_build` fills them) on its output."""
+        self._reset()
         self._entry_layout, self._entry_style, self._box_layout = _shared_parts()
         self._style = _shared_style()
-        self._more: ipywidgets.Button | None = None  # made when a page first folds
         self._body = ipywidgets.VBox([], layout=self._box_layout)
         self._status = ipywidgets.HTML(layout=self._entry_layout, style=self._entry_style)
-        self._title = None
         if self.title:
             self._title = ipywidgets.HTML(
                 f'<div class="nba-step">{esc(self.title)}</div>',
                 layout=self._entry_layout,
                 style=self._entry_style,
             )
-        self.widget = ipywidgets.VBox(self._chrome())
+        self.widget = ipywidgets.VBox(self._chrome(), layout=self._box_layout)
         self.widget.add_class("nba-chat")
         self.output.attach(self.widget)
 
@@ -179,6 +200,10 @@ class ChatView:
         return (
             f"<ChatView of chat {self.chat.id[:8]} ({what}, {len(self._entries())} entries, {how})>"
         )
+
+    def _size(self) -> int:
+        """How many entries the view shows, at most (without walking them)."""
+        return self.state.count_for(self.turn)
 
     def _entries(self) -> list[Entry]:
         return [e for e in self.state.entries_for(self.turn) if e.key not in self.skip]
@@ -494,7 +519,8 @@ class ChatView:
             )
             self._more.add_class("nba-more")
             self._more.on_click(lambda _b: self.show_earlier())
-            self.widget.children = tuple(self._chrome())
+            if self.widget is not None:
+                self.widget.children = tuple(self._chrome())
         if self._more is None:
             return
         if hidden:
@@ -599,11 +625,7 @@ class ChatView:
             touched = True
             mine.append(e)
         if not self.live:
-            if touched:
-                if settled and not self.pending():
-                    self.output.refresh()  # still nothing to do here: new static content
-                else:
-                    self._go_live()  # something happens here again
+            self._follow_as_html(mine, touched, settled)
             return
         for e in mine:
             if e.key not in self._pos:
@@ -634,6 +656,62 @@ class ChatView:
             self.continuation.follow(self)  # a pending card follows decisions made elsewhere
         elif touched and self._displayed:
             mark_dirty(self)
+
+    def _follow_as_html(self, mine: list[Entry], touched: bool, settled: bool) -> None:
+        """A change while the view is its HTML (a light view, or one static after a cell).
+
+        It gets widgets when a person can act in it or when it grows past a page (a long
+        view's widgets cost an event its entries, not the view's). Otherwise its output's
+        HTML is sent again when the chat may wait: a step asks the model, a tool starts, text
+        streams (at most every ``TEXT_THROTTLE`` s), the chat settles or nobody drives it;
+        what changes in between goes with the next of those. Updates come at most every
+        ``TEXT_THROTTLE`` s while the chat runs (one that would come sooner is sent then, by
+        nbagent's background loop), so a quick round costs its first and last update, not
+        one per change.
+        """
+        if touched and (self._size() > self.page_size or any(waits_for_someone(e) for e in mine)):
+            self._go_live()
+            if settled:
+                self.continuation.follow(self)
+            return
+        if not (touched or self._behind) or not self._displayed:
+            return
+        now = time.monotonic()
+        due = settled or not self._busy()
+        if not due and any(_begins_wait(e) or isinstance(e, TextEntry) for e in mine):
+            due = now - self._pushed >= TEXT_THROTTLE
+        if not due:
+            self._behind = True
+            self._push_later(self._pushed + TEXT_THROTTLE - now)
+            return
+        self._behind, self._pushed = False, now
+        self.output.refresh()
+        if settled:
+            self.continuation.follow(self)
+
+    def _push_later(self, delay: float) -> None:
+        """Send the output's HTML in ``delay`` s if it is still behind then (once at a time)."""
+        if self._push_due:
+            return
+        self._push_due = True
+        mark_dirty(self)  # and after the cell at the latest
+        spawn(self._push_when_due(max(delay, 0.0)))
+
+    async def _push_when_due(self, delay: float) -> None:
+        import asyncio
+
+        await asyncio.sleep(delay)
+        # Never wait for the lock here: its holder (the chat's thread, telling this view
+        # of a change) may itself wait for this loop. Busy: it sends, or we try again.
+        while not self.state.lock.acquire(blocking=False):
+            await asyncio.sleep(TEXT_THROTTLE)
+        try:
+            self._push_due = False
+            if self._behind and self._displayed and not self.live and not self.frozen:
+                self._behind, self._pushed = False, time.monotonic()
+                self.output.refresh()
+        finally:
+            self.state.lock.release()
 
     def _flush_text(self) -> None:
         for key in list(self._dirty_text):
@@ -710,11 +788,11 @@ class ChatView:
             *self._spare_boxes,
             self._title,
             self._more,
-            self._body,
-            self._status,
+            getattr(self, "_body", None),
+            getattr(self, "_status", None),
             self.widget,
         ]
-        shared = {id(w) for w in (self._style, *_shared_parts())}
+        shared = {id(w) for w in (*_SHARED.values(),)}
         models: dict[int, Any] = {}
         for w in widgets:
             if w is None:
@@ -748,8 +826,9 @@ class ChatView:
 
     def _go_static(self, phase: str | None = None) -> None:
         """Show the static bundle in this view's output, then free its widgets."""
-        # First: the widget renderer is replaced, not left dangling.
-        self.output.go_static(self.fallback_bundle(phase=phase))
+        # First: the widget renderer is replaced, not left dangling. Only a phase of its own
+        # ("continued in cell [n]") is pinned: else the output follows the chat as HTML.
+        self.output.go_static(None if phase is None else self.fallback_bundle(phase=phase))
         self._close_widgets()
 
     def _go_live(self) -> None:
@@ -787,6 +866,8 @@ class ChatView:
             self._render_status()
 
     def _render_status(self) -> None:
+        if self.widget is None:
+            return  # no widgets: the status line is in the output's HTML
         value = status_html(self.state.totals_for(self.turn))
         if self._countdown:
             # Only the view's own words and numbers.
@@ -885,7 +966,13 @@ class ChatView:
             self.output.show()
             return
         self._displayed = True
-        self.output.show()
+        self._pushed = time.monotonic()
+        if self.live or not self._busy():
+            self.output.show()
+        else:  # its chat runs: shown with its first update (in this cell, at its end at the latest)
+            self.output.show_later()
+            self._behind = True
+            self._push_later(TEXT_THROTTLE)
         self.continuation.follow(self)
         mark_dirty(self)  # after the cell: static if there is nothing to do here
 
@@ -938,6 +1025,13 @@ def _shared_style() -> ipywidgets.HTML:
     )
 
 
+def _begins_wait(e: Entry) -> bool:
+    """After this change the chat may wait long: a step asks the model, a tool runs."""
+    if isinstance(e, StepEntry):
+        return e.status == "running"
+    return isinstance(e, CallEntry) and e.r.status == "running"
+
+
 def _final(e: Entry) -> bool:
     """Nothing more will happen to this entry (a continuation need not show it again)."""
     if isinstance(e, CallEntry):
@@ -955,7 +1049,7 @@ def show(chat: Chat, *, turn: int | None = None) -> ChatView:
     """Display a live view of ``chat`` (or of one ``turn``) in the current cell and return it."""
     from IPython.display import display
 
-    view = ChatView(chat, turn=turn)
+    view = ChatView(chat, turn=turn, light=True)
     display(view)
     return view
 

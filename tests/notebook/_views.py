@@ -10,7 +10,7 @@ from nbagent.notebook import ChatView
 def widgets_in(view: ChatView) -> list[Any]:
     """Every widget of the view, depth first, in display order."""
     out: list[Any] = []
-    stack = [view.widget]
+    stack = [view.widget] if view.widget is not None else []  # a light view may have none
     while stack:
         widget = stack.pop()
         out.append(widget)

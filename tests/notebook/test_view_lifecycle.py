@@ -138,7 +138,23 @@ def test_a_settled_turn_leaves_static_html_and_frees_its_widgets(cells: Cells) -
     assert WIDGET_MIME not in data  # nothing for a new kernel to look for
     assert data == view.fallback_bundle()  # the static HTML is what the live view showed
     assert "sunny in Oslo" in data["text/html"] and "-- complete" in data["text/plain"]
-    assert "nba-twin-idle" in twin(cells, view)["text/html"]  # no stand-in needed
+    # nothing in it ever waited for a person: it was HTML all along, no widget, no twin
+    assert f"{view.display_id}-twin" not in cells.outputs
+    assert not view.live and view.widget is None and not widgets_in(view)
+
+
+def test_a_settled_view_frees_its_widgets(cells: Cells) -> None:
+    chat = notebook_chat()
+    cells.run(2)
+    chat.ask("Refund order 4")
+    view = view_of(chat)
+    assert view.live
+    chat.deny(chat.pending_approvals[0], reason="not today")
+    chat.complete()
+    flush_dirty()
+    data = output(cells, view)
+    assert WIDGET_MIME not in data and "not today" in data["text/plain"]
+    assert "nba-twin-idle" in twin(cells, view)["text/html"]  # no stand-in needed any more
     assert not view.live and closed(view.widget)
     # every model of its own; the style sheet every view shows stays open (one per kernel)
     assert all(closed(w) for w in widgets_in(view) if w is not view._style)
@@ -151,7 +167,7 @@ def test_long_sessions_do_not_keep_widget_models(cells: Cells) -> None:
         cells.run(3 + i)
         chat.ask(f"What's the weather in City{i}?")
         flush_dirty()
-    assert len(cells.outputs) == 16  # eight views and their twins, all static now
+    assert len(cells.outputs) == 8  # eight views, static (nothing asked for a twin)
     assert len(widget_module._instances) == before  # not one model left behind
 
 
