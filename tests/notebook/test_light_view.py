@@ -6,13 +6,12 @@ is its static HTML, sent when the chat may wait (a step asks the model, a tool s
 at most every ``TEXT_THROTTLE`` seconds, and displayed with its first update. A card that
 waits for a person brings the widgets (and the twin) back; a turn longer than a page
 pages its widgets as before. The outputs are recorded as a front end keeps them (the
-``Cells`` of ``test_view_lifecycle``); the last test runs a real kernel.
+``Cells`` of ``_views`` and the ``cells`` fixture of ``conftest``); the last test runs a real kernel.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import hypothesis.strategies as st
@@ -22,40 +21,15 @@ import nbformat
 import pytest
 from _views import widgets_in
 from hypothesis import HealthCheck, given, settings
-from test_view_lifecycle import Cells, IssueRefund, output, view_of
+from _views import Cells
+from test_view_lifecycle import IssueRefund, output, view_of
 
-from nbagent import Chat, LLMToolResponse, ModelRequest, ToolCall, ToolResultMessage, _display, tool
+from nbagent import Chat, LLMToolResponse, ModelRequest, ToolCall, ToolResultMessage, tool
 from nbagent._display import WIDGET_MIME, flush_dirty
 from nbagent.notebook import _auto
 from nbagent.notebook._auto import NotebookExtension
 from nbagent.notebook._view import ChatView
 from nbagent.notebook._widgets import ActionCard
-
-
-@pytest.fixture
-def cells(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cells]:
-    import IPython.display
-
-    c = Cells()
-    monkeypatch.setattr(IPython.display, "display", c.display)
-    monkeypatch.setattr(IPython.display, "update_display", c.update_display)
-    monkeypatch.setattr(_auto, "execution_count", lambda: c.count)
-    monkeypatch.setattr(_display, "widgets_available", lambda: True)
-    monkeypatch.setattr(_display, "hook_post_run_cell", lambda: None)
-    yield c
-    _auto._turn_views.clear()
-
-
-@pytest.fixture
-def constructed() -> Iterator[list[Any]]:
-    """Every widget model made while the test runs."""
-    made: list[Any] = []
-    before = ipywidgets.Widget._widget_construction_callback
-    ipywidgets.Widget.on_widget_constructed(made.append)
-    try:
-        yield made
-    finally:
-        ipywidgets.Widget._widget_construction_callback = before
 
 
 class Calls:

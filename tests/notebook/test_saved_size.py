@@ -11,10 +11,8 @@ notebook saves does not grow with the chat.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
-import ipywidgets
 import pytest
 
 from nbagent import Chat, LLMToolResponse, ModelRequest, ToolCall, ToolResultMessage, tool
@@ -100,18 +98,6 @@ def test_a_short_chats_view_keeps_all_three_forms_whole() -> None:
         assert "item-1" in data[kind] and "item-3" in data[kind]
         assert "not shown here" not in data[kind]
     assert data["text/html"].count('class="nba-result"') == 3  # each call opens on a click
-
-
-@pytest.fixture
-def constructed() -> Iterator[list[Any]]:
-    """Every widget model made while the test runs."""
-    made: list[Any] = []
-    before = ipywidgets.Widget._widget_construction_callback
-    ipywidgets.Widget.on_widget_constructed(made.append)
-    try:
-        yield made
-    finally:
-        ipywidgets.Widget._widget_construction_callback = before
 
 
 @pytest.mark.parametrize("page_size", [5, 25])

@@ -23,62 +23,16 @@ from typing import Any
 
 import ipywidgets
 import pytest
-from _views import widgets_in
+from _views import Cells, widgets_in
 from ipywidgets.widgets import widget as widget_module
 
 import nbagent
-from nbagent import Chat, Tool, _display, tool
+from nbagent import Chat, Tool, tool
 from nbagent._display import WIDGET_MIME, flush_dirty
 from nbagent.notebook import ChatView, _auto
 from nbagent.notebook import _continuation as cont
 from nbagent.notebook._auto import NotebookExtension
 from nbagent.notebook._widgets import ActionCard
-
-
-class Cells:
-    """The notebook's outputs as the front end would keep them, and the running cell."""
-
-    def __init__(self) -> None:
-        self.count = 1  # IPython's execution_count while a cell runs (its In [n] is n - 1)
-        self.outputs: dict[str, dict[str, Any]] = {}  # display id -> data
-        self.cell_of: dict[str, int] = {}  # display id -> the cell that displayed it
-        self.updates = 0
-
-    def run(self, count: int) -> None:
-        self.count = count
-
-    def display(self, obj: Any, raw: bool = False, display_id: Any = None, **_: Any) -> None:
-        if not raw and hasattr(obj, "_ipython_display_"):
-            obj._ipython_display_()
-            return
-        assert raw, obj
-        if display_id is None:  # a plain output (Out[n], a message)
-            display_id = f"plain-{len(self.outputs)}"
-        self.outputs[display_id] = obj
-        self.cell_of[display_id] = self.count
-
-    def update_display(self, obj: Any, raw: bool = False, display_id: Any = None, **_: Any) -> None:
-        assert display_id in self.outputs, "an update for an output nobody displayed"
-        self.outputs[display_id] = obj
-        self.updates += 1
-
-    def in_cell(self, count: int) -> list[dict[str, Any]]:
-        return [d for i, d in self.outputs.items() if self.cell_of[i] == count]
-
-
-@pytest.fixture
-def cells(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cells]:
-    import IPython.display
-
-    c = Cells()
-    monkeypatch.setattr(IPython.display, "display", c.display)
-    monkeypatch.setattr(IPython.display, "update_display", c.update_display)
-    monkeypatch.setattr(_auto, "execution_count", lambda: c.count)
-    monkeypatch.setattr(_display, "widgets_available", lambda: True)
-    monkeypatch.setattr(_display, "hook_post_run_cell", lambda: None)
-    yield c
-    _auto._turn_views.clear()
-
 
 REFUNDS: list[int] = []
 
