@@ -6,7 +6,7 @@ is its static HTML, sent when the chat may wait (a step asks the model, a tool s
 at most every ``TEXT_THROTTLE`` seconds, and displayed with its first update. A card that
 waits for a person brings the widgets (and the twin) back; a turn longer than a page
 pages its widgets as before. The outputs are recorded as a front end keeps them (the
-``Cells`` of ``_views`` and the ``cells`` fixture of ``conftest``); the last test runs a real kernel.
+``cells`` fixture); the last test runs a real kernel.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ import ipywidgets
 import nbclient
 import nbformat
 import pytest
-from _views import widgets_in
+from _views import Cells, widgets_in
 from hypothesis import HealthCheck, given, settings
-from _views import Cells
 from test_view_lifecycle import IssueRefund, output, view_of
 
 from nbagent import Chat, LLMToolResponse, ModelRequest, ToolCall, ToolResultMessage, tool
