@@ -19,7 +19,7 @@ import pytest
 from _batch_setup import first_user_text, tool_messages
 
 import nbagent
-from nbagent import Chat, tool
+from nbagent import Chat, MessageAdded, tool
 from nbagent._aio import run_sync
 from nbagent.providers import OpenAIProvider
 from nbagent.store import SQLiteStore
@@ -172,6 +172,31 @@ def test_with_a_store_a_done_rows_chat_is_let_go_and_read_back_from_the_store(
     box = nbagent.inbox(df)
     assert len(box.pending) == 0
     box.close()
+
+
+def test_a_done_rows_messages_are_freed_while_the_shared_provider_lives(
+    server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """The provider every chat shares builds each message's wire form once; it must not
+    keep the messages of chats long done (issue 28: it held every message of a 5,000-row
+    batch, about 5 KiB per chat, as long as the provider lived)."""
+    provider = OpenAIProvider("gpt-4.1-mini", base_url=server.openai_base_url, api_key=KEY)
+    PROVIDERS.append(provider)
+    messages: list[weakref.ref[Any]] = []
+
+    def make() -> Chat:
+        chat = Chat(provider=provider).with_tools(look)
+        chat.on(MessageAdded, lambda e: messages.append(weakref.ref(e.message)))
+        return chat
+
+    df = nbagent.batch(PROMPTS, make, store=tmp_path / "w.db", progress=False, name="wire")
+    assert list(df["status"]) == ["done"] * 6
+    assert len(messages) == 6 * 4  # prompt, calls, result, answer
+    gc.collect()
+    assert [r for r in messages if r() is not None] == []
+    assert provider.model == "gpt-4.1-mini"  # the provider itself is alive and usable
+    again = Chat(provider=provider).with_tools(look)
+    assert again.ask("Work on item7").content == "finished Work on item7"
 
 
 def test_a_parked_row_keeps_its_chat_until_decided_then_lets_it_go(
