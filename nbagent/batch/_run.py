@@ -315,7 +315,7 @@ def _unpacked(kept: bytes | Any, chat_id: str) -> Any:
         return kept
     from .._record import fold
 
-    return fold(pickle.loads(zlib.decompress(kept)), chat_id)  # noqa: S301 (our own bytes)
+    return fold(pickle.loads(zlib.decompress(kept)), chat_id)  # bytes it packed itself
 
 
 def _lookup(batch_id: str) -> Any:

@@ -228,6 +228,9 @@ def test_with_a_store_a_done_rows_chat_is_let_go_and_read_back_from_the_store(
     box = nbagent.inbox(df)
     assert len(box.pending) == 0
     box.close()
+    with SQLiteStore(tmp_path / "m.db") as store:  # a done row's chat, opened again
+        again = Chat.load(df.loc[0, "chat_id"], store=store, tools=[look])
+        assert again.last_assistant_message.content == "finished Work on item0"
 
 
 def test_a_done_rows_messages_are_freed_while_the_shared_provider_lives(
