@@ -191,10 +191,14 @@ def run(quick: bool = False) -> list[Result]:
                         print(f"   {delay * 1000:.0f} ms {mode}: {got}", file=sys.stderr)
             out += _throughput(runs[delay], n, concurrency, delay)
         out += _memory(runs[0.0], n)
+        # the second size, each store in its own fresh client process
         big = 1000 if quick else 5000
         with _fake_server(0.0) as port:
-            for mode in ("nbagent", "nbagent-sqlite"):
-                r = _client(mode, port, big, concurrency)
+            for mode in modes:
+                if mode.startswith("raw"):
+                    continue
+                dsn = new_db() if mode == "nbagent-postgres" and new_db else ""
+                r = _client(mode, port, big, concurrency, dsn)
                 print(f"   N={big} {mode}: {r}", file=sys.stderr)
                 out.append(_given_back(mode, big, r))
     return out

@@ -194,28 +194,45 @@ def arguments_text(call: ToolCall) -> str:
 
 
 class MessageCache(Generic[T]):
-    """The wire form of each neutral message, built once.
+    """The wire form of each neutral message, built once, kept while the message lives.
 
     Messages are frozen values and a tool call's ``id``/``name``/``arguments``
     never change, so a message's wire JSON can be reused for every later
-    request of the conversation. Entries are keyed by identity (holding the
-    message, so an id cannot be reused while cached); the cache empties itself
-    past ``limit`` entries.
+    request of the conversation. Entries are keyed by identity and hold their
+    message weakly: a message's wire form goes with the message (a finished chat
+    dropped), so a provider shared by thousands of chats (a batch) keeps only the
+    wire forms of the messages something still holds. A message that cannot be
+    weakly referenced is built each time. The cache empties itself past ``limit``
+    entries.
     """
 
     def __init__(self, build: Callable[[Message], T], limit: int = 50_000):
         self._build = build
         self._limit = limit
-        self._entries: dict[int, tuple[Message, T]] = {}
+        entries: dict[int, tuple[weakref.KeyedRef, T]] = {}
+        self._entries = entries
+
+        def forget(ref: weakref.KeyedRef, entries: dict[int, Any] = entries) -> None:
+            # the message is gone (its id may already name a new one: only its own entry)
+            entry = entries.get(ref.key)
+            if entry is not None and entry[0] is ref:
+                entries.pop(ref.key, None)
+
+        self._forget = forget
 
     def get(self, message: Message) -> T:
-        entry = self._entries.get(id(message))
-        if entry is not None and entry[0] is message:
+        key = id(message)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0]() is message:
             return entry[1]
         value = self._build(message)
+        try:
+            ref = weakref.KeyedRef(message, self._forget, key)
+        except TypeError:  # not weakly referenceable: not kept
+            return value
         if len(self._entries) >= self._limit:
             self._entries.clear()
-        self._entries[id(message)] = (message, value)
+        self._entries[key] = (ref, value)
         return value
 
     def many(self, messages: Sequence[Message]) -> list[T]:

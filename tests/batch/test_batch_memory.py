@@ -19,7 +19,7 @@ import pytest
 from _batch_setup import first_user_text, tool_messages
 
 import nbagent
-from nbagent import Chat, tool
+from nbagent import Chat, MessageAdded, tool
 from nbagent._aio import run_sync
 from nbagent.providers import OpenAIProvider
 from nbagent.store import SQLiteStore
@@ -138,6 +138,62 @@ def test_without_a_store_a_done_rows_chat_is_let_go_and_its_log_kept(
     del subset
 
 
+@tool(name="look")
+def lock_for(item: str) -> Any:
+    """A lock for an item (a return value that cannot be pickled).
+
+    Args:
+        item: The item.
+    """
+    return threading.Lock()
+
+
+def test_without_a_store_a_done_rows_log_keeps_none_of_its_messages_alive(
+    server: FakeLLMServer,
+) -> None:
+    """The log a done row keeps without a store is small: its messages (and the record
+    holding them) are freed, and every kind of log reads exactly as off the live chats."""
+    held: list[Chat] = []
+    messages: list[weakref.ref[Any]] = []
+    make = _factory(server, [])
+
+    def keep() -> Chat:
+        chat = make()
+        chat.on(MessageAdded, lambda e: messages.append(weakref.ref(e.message)))
+        held.append(chat)
+        return chat
+
+    df = nbagent.batch(PROMPTS, keep, progress=False, name="packed")
+    assert list(df["status"]) == ["done"] * 6
+    live = {kind: nbagent.read_log(held, kind) for kind in ("calls", "steps", "messages")}
+    held.clear()
+    gc.collect()
+    assert len(messages) == 6 * 4
+    assert [r for r in messages if r() is not None] == []
+    for kind, frame in live.items():
+        order = ["chat_id", "step"] if kind != "messages" else ["chat_id", "index"]
+        got = nbagent.read_log(df, kind).sort_values(order).reset_index(drop=True)
+        want = frame.sort_values(order).reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, want)
+
+
+def test_without_a_store_a_done_row_whose_tool_returned_an_unpicklable_value_keeps_its_log(
+    server: FakeLLMServer,
+) -> None:
+    provider = OpenAIProvider("gpt-4.1-mini", base_url=server.openai_base_url, api_key=KEY)
+    PROVIDERS.append(provider)
+    df = nbagent.batch(
+        PROMPTS[:2],
+        lambda: Chat(provider=provider).with_tools(lock_for),
+        progress=False,
+        name="unpicklable",
+    )
+    assert list(df["status"]) == ["done"] * 2
+    log = nbagent.read_log(df)
+    assert len(log) == 2 and set(log["status"]) == {"ok"}
+    assert set(log["chat_id"]) == set(df["chat_id"])
+
+
 def test_without_a_store_a_chat_the_user_holds_is_the_log_read(server: FakeLLMServer) -> None:
     """A done row's chat the user kept (and continued) is read live, not its record."""
     held: list[Chat] = []
@@ -172,6 +228,34 @@ def test_with_a_store_a_done_rows_chat_is_let_go_and_read_back_from_the_store(
     box = nbagent.inbox(df)
     assert len(box.pending) == 0
     box.close()
+    with SQLiteStore(tmp_path / "m.db") as store:  # a done row's chat, opened again
+        again = Chat.load(df.loc[0, "chat_id"], store=store, tools=[look])
+        assert again.last_assistant_message.content == "finished Work on item0"
+
+
+def test_a_done_rows_messages_are_freed_while_the_shared_provider_lives(
+    server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """The provider every chat shares builds each message's wire form once; it must not
+    keep the messages of chats long done (issue 28: it held every message of a 5,000-row
+    batch, about 5 KiB per chat, as long as the provider lived)."""
+    provider = OpenAIProvider("gpt-4.1-mini", base_url=server.openai_base_url, api_key=KEY)
+    PROVIDERS.append(provider)
+    messages: list[weakref.ref[Any]] = []
+
+    def make() -> Chat:
+        chat = Chat(provider=provider).with_tools(look)
+        chat.on(MessageAdded, lambda e: messages.append(weakref.ref(e.message)))
+        return chat
+
+    df = nbagent.batch(PROMPTS, make, store=tmp_path / "w.db", progress=False, name="wire")
+    assert list(df["status"]) == ["done"] * 6
+    assert len(messages) == 6 * 4  # prompt, calls, result, answer
+    gc.collect()
+    assert [r for r in messages if r() is not None] == []
+    assert provider.model == "gpt-4.1-mini"  # the provider itself is alive and usable
+    again = Chat(provider=provider).with_tools(look)
+    assert again.ask("Work on item7").content == "finished Work on item7"
 
 
 def test_a_parked_row_keeps_its_chat_until_decided_then_lets_it_go(
