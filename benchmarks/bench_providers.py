@@ -354,6 +354,10 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
 
+LOOP_TARGET = 0.8
+"""A 10-round tool loop against the raw sync SDK, every provider (issue 28, item 7)."""
+
+
 def ten_round_loops(server: Server, quick: bool) -> list[Result]:
     fns: dict[str, Callable[[], object]] = {}
     pairs = []
@@ -373,8 +377,8 @@ def ten_round_loops(server: Server, quick: bool) -> list[Result]:
                 f"10-round loop {label}: nbagent / raw SDK",
                 ratio,
                 "x",
-                "<= 1.0x",
-                ratio <= 1.0,
+                f"<= {LOOP_TARGET}x (issue 28: the median of three runs)",
+                ratio <= LOOP_TARGET,
                 f"nbagent {_ms(nw)} (cpu {_ms(nc)}), raw {_ms(rw)} (cpu {_ms(rc)}), "
                 f"cpu ratio {nc / rc:.2f}x",
             )
