@@ -83,7 +83,11 @@ class Requests:
     async def calling(self, asker: InputAsker | None) -> AsyncIterator[None]:
         """While a chat's call is in flight, a request the server sends is asked of its chat.
 
-        On the way out, what it still waits for is withdrawn (the call ended first).
+        On the way out, what it still waits for is withdrawn (the call ended first). A call
+        that raised, timed out or was cancelled leaves that to its chat, which ends the call
+        with its status and withdraws the call's inputs saying it (``the call ended
+        (timed_out) before an answer``): two withdrawals racing made the reason depend on
+        which thread came first.
         """
         if asker is None:
             yield
@@ -93,11 +97,14 @@ class Requests:
         token = _asking.set(entry)
         try:
             yield
-        finally:
+        except BaseException:
             _asking.reset(token)
             self._in_flight.remove(entry)
-            for input_id in list(entry[1]):
-                asker.withdraw(input_id, "the call ended before an answer was given")
+            raise
+        _asking.reset(token)
+        self._in_flight.remove(entry)
+        for input_id in list(entry[1]):
+            asker.withdraw(input_id, "the call ended before an answer was given")
 
     async def _ask(
         self, kind: Any, message: str, content: dict[str, Any], schema: dict[str, Any] | None
