@@ -156,6 +156,7 @@ class StoreExtension(Extension):
         self._orphans: dict[str, str | None] = {}  # in-doubt call id -> its dead owner
         self._rules_seen: set[tuple[str, str, str]] = set()  # stored rule changes applied
         self._rules_looked: tuple[int, int] | None = None  # when apply_rules last read them
+        self._rules_lock = threading.Lock()  # one look at a time (a step, a card's refresh)
         self._own_rules: list[tuple[Any, ...]] = []  # made here (_change_key), to be seen
         self._tools_sig: tuple[Any, ...] | None = None
         self._state: dict[str, Any] | None = None
@@ -215,13 +216,16 @@ class StoreExtension(Extension):
         host = self._attached()
         host.restore(snapshot)
         known = {c.id: c for c in host.chat.tool_calls}
+        # The rule changes the fold below covers, read first: one made between the two
+        # reads is folded and applied again at the first look (a no-op), never missed.
+        looked = self._rules_token()
+        seen = self.store.rule_changes(self.chat_id)
         events = list(self.store.iter_events(self.chat_id, calls=known))
         for e in events:  # the core folds them over the state's rules (``folded_rules``)
             if isinstance(e, RuleChanged):
                 self._readable_rule(e.rule)
         host.replay(events)
-        looked = self._rules_token()
-        self._rules_seen.update(self.store.rule_changes(self.chat_id))
+        self._rules_seen.update(seen)
         self._rules_looked = looked
         self._state = host.loop_state() if record.state.get("options") else None
         self.settle_orphans(record)
@@ -895,15 +899,15 @@ class StoreExtension(Extension):
         host = self._host
         if host is None or self._closed:
             return
+        with self._rules_lock:
+            self._apply_rules(host)
+
+    def _apply_rules(self, host: ChatHost) -> None:
         looked = self._rules_token()
         if looked is not None and looked == self._rules_looked:
             return  # no commit from another connection, no rule change in this process
         rows = self.store.rule_changes(self.chat_id)
-        self._rules_looked = looked
-        new = [row for row in rows if row not in self._rules_seen]
-        if not new:
-            return
-        for row in new:
+        for row in [row for row in rows if row not in self._rules_seen]:
             ts, kind, text = row
             data = codec.loads(text)
             rule = self._readable_rule(data.get("rule")) if kind == "rule_changed" else None
@@ -923,6 +927,7 @@ class StoreExtension(Extension):
                     bool(data.get("allowed")),
                     bool(data.get("conditional", False)),
                 )
+        self._rules_looked = looked  # only now: a rule that could not be read stops each step
 
     def _rules_token(self) -> tuple[int, int] | None:
         """What :meth:`apply_rules` compares to skip a read: ``None`` (a store that cannot

@@ -134,6 +134,8 @@ def test_a_rule_added_elsewhere_that_cannot_be_read_stops_the_step(backend: Any)
     )
     with pytest.raises(StoreError, match="cannot read"):
         chat.ask("Refund order 420")
+    with pytest.raises(StoreError, match="cannot read"):  # and every step after, not once
+        chat.ask("Refund order 421")
     chat.close()
 
 
