@@ -15,14 +15,16 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from conftest import Backend
 
 from nbagent.store import ChatInfo, PostgresStore, SQLiteStore
 from nbagent.store._protocol import Entry, NewCall, NewMessage
 from nbagent.store._sql import SQLStore
+
+if TYPE_CHECKING:  # at run time "conftest" is whichever the session imported first
+    from conftest import Backend  # tests/store's
 
 
 class _Counted(PostgresStore):
