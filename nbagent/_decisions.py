@@ -67,10 +67,7 @@ class DecisionsMixin(ChatCore):
                 chat_id=self.id, tool=name, allowed=True, conditional=when is not None
             )
         )
-        for call in self.pending_approvals:
-            if policy.matches(call):
-                with contextlib.suppress(DecisionError):  # decided meanwhile: that decision stands
-                    self._decide(call, "approved", by=policy.decider, reason="always allowed")
+        self._decide_waiting(policy.matches, "approved", policy.decider, "always allowed")
         return self
 
     def revoke(self, tool: Any) -> Self:
@@ -142,10 +139,7 @@ class DecisionsMixin(ChatCore):
         )
         if not added:
             return
-        for call in self.pending_approvals:
-            if rule.matches(call):
-                with contextlib.suppress(DecisionError):  # decided meanwhile: that decision stands
-                    self._decide(call, rule.verdict, by=RULE, reason=rule.reason)
+        self._decide_waiting(rule.matches, rule.verdict, RULE, rule.reason)
 
     def _always_allow_elsewhere(self, tool: str, allowed: bool, conditional: bool) -> None:
         """An ``always_allow``/``revoke`` made in another process on the stored chat (see
@@ -169,10 +163,17 @@ class DecisionsMixin(ChatCore):
         )
         if added is None:
             return
+        self._decide_waiting(added.matches, "approved", added.decider, "always allowed")
+
+    def _decide_waiting(
+        self, matches: Callable[[ToolCall], bool], verdict: Any, by: str, reason: str
+    ) -> None:
+        """Decide the calls waiting for a decision that a rule just added matches (one
+        decided meanwhile keeps that decision)."""
         for call in self.pending_approvals:
-            if added.matches(call):
-                with contextlib.suppress(DecisionError):  # decided meanwhile: that decision stands
-                    self._decide(call, "approved", by=added.decider, reason="always allowed")
+            if matches(call):
+                with contextlib.suppress(DecisionError):
+                    self._decide(call, verdict, by=by, reason=reason)
 
     @property
     def rules(self) -> tuple[Rule, ...]:
