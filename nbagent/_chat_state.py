@@ -236,7 +236,15 @@ class _SyncTools:
     """Take the tool sources' current tools before a request (a source may connect)."""
 
 
-_Effect = _ModelRequest | _RunRound | _SyncTools
+@dataclass
+class _StepHook:
+    """Call a ``before_step`` hook that said ``"later"`` again, off the async driver's loop:
+    its work would wait on the loop's thread (the store's reads, behind another writer)."""
+
+    hook: Callable[[], Any]
+
+
+_Effect = _ModelRequest | _RunRound | _SyncTools | _StepHook
 
 
 class ChatCore:

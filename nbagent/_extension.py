@@ -100,8 +100,13 @@ class Extension:
     def turn_started(self) -> None:
         """``ask_later`` added a user message (the turn is ``host.chat.turn``)."""
 
-    def before_step(self) -> Literal["busy"] | None:
-        """At the start of every step; ``"busy"`` ends it (another process drives the chat)."""
+    def before_step(self) -> Literal["busy", "later"] | None:
+        """At the start of every step; ``"busy"`` ends it (another process drives the chat).
+
+        ``"later"`` (only while :func:`writes_deferred`: the async driver's loop): its work
+        would wait on this thread; the driver calls it again on a worker thread, outside the
+        driver's context, and takes what that call says.
+        """
         return None
 
     def claim(self, call: ToolCall) -> bool:

@@ -32,6 +32,7 @@ from ._chat_state import (
     _Effect,
     _ModelRequest,
     _RunRound,
+    _StepHook,
     _SyncTools,
 )
 from ._config import get_config
@@ -135,6 +136,8 @@ class LoopMixin(ChatCore):
         """Perform an effect with blocking calls (it never awaits: see ``_drive_sync``)."""
         if isinstance(effect, _SyncTools):
             return self._sync_tools()
+        if isinstance(effect, _StepHook):
+            return effect.hook()
         if isinstance(effect, _ModelRequest):
             return self._model(effect).complete(effect.request)
         coro = self._runner.run_round(effect.jobs, effect.mode, self._round_hooks(effect))
@@ -147,6 +150,8 @@ class LoopMixin(ChatCore):
 
         if isinstance(effect, _SyncTools):  # a source may connect (seconds): not on this loop
             return await asyncio.get_running_loop().run_in_executor(None, self._sync_tools)
+        if isinstance(effect, _StepHook):  # the worker's context is not the driver's: it waits
+            return await asyncio.get_running_loop().run_in_executor(None, effect.hook)
         calls = () if isinstance(effect, _ModelRequest) else [j.call for j in effect.jobs]
         for catch_up in self._hook("catch_up"):  # e.g. the store's writes, off this loop
             await catch_up(calls)
@@ -181,7 +186,10 @@ class LoopMixin(ChatCore):
         if self._cancel.is_set():
             raise ChatCancelled("the chat was cancelled; call complete() to resume")
         for before_step in self._hook("before_step"):
-            if before_step() == "busy":  # e.g. the store: another process drives this chat
+            said = before_step()
+            if said == "later":  # its work would wait on the async driver's loop
+                said = yield _StepHook(before_step)  # so it runs on a worker thread
+            if said == "busy":  # e.g. the store: another process drives this chat
                 result = StepResult("busy", self.last_assistant_message)
                 self._finish_step(result)
                 return result

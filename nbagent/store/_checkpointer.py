@@ -37,6 +37,7 @@ import threading
 import time
 
 from .._aio import in_worker, spawn
+from ._waiting import may_wait
 
 CHECKPOINT_EVERY = 64
 """Commits between two background checkpoints (a few hundred WAL pages)."""
@@ -121,6 +122,8 @@ class Checkpointer:
         self._commits = 0
         self._restart = False  # the next background checkpoint also restarts the WAL
         self._hard_after = 0.0  # no synchronous checkpoint before this time (one just failed)
+        # past HARD_LIMIT with no_wait on: the next write that may wait truncates
+        self.truncate_owed = False
         self._wanted = False  # a pass is asked for
         self._scheduled = False  # passes are scheduled or running (on a worker thread)
         self._idle = threading.Event()  # clear while a pass runs
@@ -138,8 +141,13 @@ class Checkpointer:
             except OSError:
                 size = 0
             if size > HARD_LIMIT and time.monotonic() >= self._hard_after:
-                self._truncate(conn)
-                return
+                if may_wait():
+                    self.truncate_owed = False
+                    self._truncate(conn)
+                    return
+                # it waits: not on a driver's own thread (no_wait), where the store's next
+                # write raises WouldWait instead and is made on a worker thread, which does it
+                self.truncate_owed = True
             if size > WAL_LIMIT:
                 self.poke(restart=True)
                 return

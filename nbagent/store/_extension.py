@@ -126,6 +126,7 @@ from ._protocol import (
     StoredCall,
 )
 from ._recordings import store_recordings
+from ._waiting import WouldWait, held, no_wait
 
 
 class StoreExtension(Extension):
@@ -155,6 +156,8 @@ class StoreExtension(Extension):
         self._owed = False  # a boundary was left to catch_up (the async driver's)
         self._orphans: dict[str, str | None] = {}  # in-doubt call id -> its dead owner
         self._rules_seen: set[tuple[str, str, str]] = set()  # stored rule changes applied
+        # the async driver writes on its own thread (catch_up): the store never waits there
+        self._inline = bool(getattr(store, "writes_inline", False))
         self._rules_looked: tuple[int, int] | None = None  # when apply_rules last read them
         self._rules_lock = threading.Lock()  # one look at a time (a step, a card's refresh)
         self._own_rules: list[tuple[Any, ...]] = []  # made here (_change_key), to be seen
@@ -629,6 +632,10 @@ class StoreExtension(Extension):
         ``calls`` (the round about to run; the first claim's transaction writes what is
         pending, as :meth:`claim` does) and write what ``on_event`` left for now, so the
         loop driving this chat (and a batch's other chats) never waits on the store.
+        A store whose writes wait for nothing but the CPU (``writes_inline``: SQLite
+        in WAL with ``synchronous`` NORMAL) is written on the loop's own thread inside
+        :func:`~nbagent.store._waiting.no_wait`, which saves the handoff's cost; what
+        would wait there goes to the worker thread.
 
         A write that fails is kept and retried in the background, as at any boundary;
         before a request or a round it also stops the drive, as :meth:`before_step` would
@@ -641,11 +648,18 @@ class StoreExtension(Extension):
         """
         if self._closed or not (self._owed or calls or self._failure is not None):
             return
+        if self._inline:  # on this thread, unless it would wait (_waiting.py says why)
+            try:
+                with no_wait():
+                    self._catch_up_now(calls, stopping)
+                return
+            except WouldWait:
+                pass  # what was written stays written; the rest is written there
         await in_worker(self._catch_up_now, calls, stopping)
 
     def _catch_up_now(self, calls: Sequence[ToolCall], stopping: bool) -> None:
         self._owed = False
-        with self._write_lock:
+        with held(self._write_lock):  # a retry, a decision writing: no_wait waits for neither
             with self._lock:  # a response's recording alone waits for the next events' write
                 events = bool(self._pending or self._unwritten)
             if events or self._failure is not None or (self._recorded and not self._carry):
@@ -759,12 +773,30 @@ class StoreExtension(Extension):
         )
 
     # -- the step hook ---------------------------------------------------------
-    def before_step(self) -> Literal["busy"] | None:
-        """Before each step: settle calls left running elsewhere, apply decisions made elsewhere.
+    def before_step(self) -> Literal["busy", "later"] | None:
+        """Before each step: apply the rules changed elsewhere, settle calls left running
+        elsewhere, apply decisions made elsewhere (:meth:`_before_step`).
 
-        Both can only concern the open round (a call is running or awaiting
-        approval only until its round closes), so a step with no open round
-        costs nothing, and the store is read only when a call waits for a decision.
+        Under the async driver its reads never wait on the driver's loop: a SQLite store
+        (``writes_inline``) reads there inside ``no_wait`` and says ``"later"`` (the
+        driver calls this again on a worker thread) when it would wait; any other store
+        (a network round trip, behind the batch's writers) says ``"later"`` at once.
+        """
+        if not writes_deferred():
+            return self._before_step()
+        if not self._inline:
+            return "later"
+        try:
+            with no_wait():
+                return self._before_step()
+        except WouldWait:
+            return "later"  # what it applied stays applied; the rest is done there
+
+    def _before_step(self) -> Literal["busy"] | None:
+        """The step hook's work. The rules are read at every step (a cheap look on SQLite);
+        the rest only concerns the open round (a call is running or awaiting approval only
+        until its round closes), so a step with no open round reads no more, and the
+        decisions are read only when a call waits for one.
         """
         if self.detached is not None:
             return "busy"

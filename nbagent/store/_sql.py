@@ -80,6 +80,7 @@ from ._protocol import (
     StoredCall,
     StoredInput,
 )
+from ._waiting import held, may_wait
 from ._watch import DecisionWatch
 
 _INLINE_ARGUMENTS = 2048
@@ -964,13 +965,19 @@ class SQLStore:
         if not self._GROUPS:
             return False
         job = _Job(chat_id, plan)
-        with self._queue_lock:
-            self._queue.append(job)
-        with self._lock:  # the holder writes every job queued so far, its own among them
-            if not job.settled:
+        if not may_wait():  # the connection now, or WouldWait with the job never queued
+            with held(self._lock):
                 with self._queue_lock:
-                    group, self._queue = self._queue, []
+                    group, self._queue = [*self._queue, job], []
                 self._write_group(group)
+        else:
+            with self._queue_lock:
+                self._queue.append(job)
+            with self._lock:  # the holder writes every job queued so far, its own among them
+                if not job.settled:
+                    with self._queue_lock:
+                        group, self._queue = self._queue, []
+                    self._write_group(group)
         if job.error is not None:
             raise job.error
         return job.written

@@ -94,6 +94,7 @@ from . import _migrations as migrations
 from ._checkpointer import checkpointer_for, release_unclosed, take_over
 from ._follow import release as release_follower
 from ._sql import SQLStore, _Job
+from ._waiting import WouldWait, held, may_wait
 
 
 # ------------------------------------------------------------------ store
@@ -140,6 +141,8 @@ class SQLiteStore(SQLStore):
         self.path = Path(path)
         self.location = str(self.path)
         self.claim_timeout = claim_timeout
+        self._synchronous = synchronous.upper()
+        self._busy_ms = int(timeout * 1000)
         self._lock = threading.RLock()
         self._queue_lock = threading.Lock()
         self._queue: list[_Job] = []  # writes waiting for the next group commit
@@ -198,7 +201,7 @@ class SQLiteStore(SQLStore):
                 f"this version knows up to {migrations.SCHEMA_VERSION}). Upgrade nbagent to "
                 "open it; the file was not changed."
             )
-        conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+        conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
@@ -249,12 +252,9 @@ class SQLiteStore(SQLStore):
     def _tx(self, chat_id: str | None = None) -> Iterator[sqlite3.Connection]:
         """One write transaction (``BEGIN IMMEDIATE``: every writer waits its turn);
         any error rolls it back."""
-        with self._lock:
+        with held(self._lock):
             conn = self._c()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise self._error(exc) from exc
+            self._begin_write(conn)
             try:
                 yield conn
             except BaseException as exc:
@@ -272,7 +272,7 @@ class SQLiteStore(SQLStore):
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         """A consistent snapshot for several reads."""
-        with self._lock:
+        with held(self._lock):
             conn = self._c()
             try:
                 conn.execute("BEGIN")
@@ -287,11 +287,37 @@ class SQLiteStore(SQLStore):
         """A number that changes whenever another connection (another process, another
         store object) commits to the file (SQLite's ``data_version``): one cheap statement,
         no transaction. A reader that saw it unchanged has nothing new from elsewhere."""
-        with self._lock:
+        with held(self._lock):
             try:
                 return int(self._c().execute("PRAGMA data_version").fetchone()[0])
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
+
+    @property
+    def writes_inline(self) -> bool:
+        """Whether a driver may do this store's work on its own thread (inside
+        ``_waiting.no_wait``): a commit waits for nothing but the CPU unless
+        ``synchronous`` makes each one fsync (``FULL``, ``EXTRA``)."""
+        return self._synchronous in ("OFF", "NORMAL")
+
+    def _begin_write(self, conn: sqlite3.Connection) -> None:
+        """``BEGIN IMMEDIATE``: wait up to the timeout for another connection's write
+        transaction, or, inside ``no_wait``, raise ``WouldWait`` at once."""
+        try:
+            if may_wait():
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            if self._checkpointer.truncate_owed:  # a commit here would wait for it
+                raise WouldWait(f"the WAL of {self.location} must be truncated")
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+        except sqlite3.Error as exc:
+            if not may_wait() and _locked(exc):
+                raise WouldWait(f"another connection is writing to {self.location}") from None
+            raise self._error(exc) from exc
 
     def _error(self, exc: sqlite3.Error) -> StoreError:
         text = str(exc)
@@ -311,12 +337,9 @@ class SQLiteStore(SQLStore):
         """:meth:`SQLStore._send_group` on SQLite: one ``BEGIN IMMEDIATE`` ... ``COMMIT``
         for the group (a commit writes each page it changed once, however many chats
         changed it)."""
-        with self._lock:
+        with held(self._lock):
             conn = self._c()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise self._error(exc) from exc
+            self._begin_write(conn)
             expect: list[tuple[Any, int]] = []
             try:
                 for job in group:

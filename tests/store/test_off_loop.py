@@ -1,9 +1,13 @@
 """Store work never blocks the loop that drives chats (issue 28, item 1), on both stores.
 
-Under the async driver (``await chat.ask_async()``, a batch) every write and claim runs on
-a worker thread, awaited before the next model request or tool round: the loop goes on
-serving other chats meanwhile. A round commits twice (the claim before its tool runs,
-the result before the next request), with the response's recording in the second.
+Under the async driver (``await chat.ask_async()``, a batch) every write and claim is
+awaited before the next model request or tool round, on a worker thread, so that the loop
+goes on serving other chats meanwhile. A SQLite store in WAL with ``synchronous`` NORMAL is
+written on the loop's own thread instead (``nbagent/store/_waiting.py``: its commits wait
+for nothing but the CPU, and the handoff cost more than the write): whatever would wait
+there (another connection writing, another thread on the store, a WAL to truncate) is
+written on a worker thread after all. A round commits twice (the claim before its tool
+runs, the result before the next request), with the response's recording in the second.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +57,13 @@ def _spy(store: Any, on_loop: list[str], loop_thread: list[threading.Thread]) ->
         setattr(store, name, spied)
 
 
-def test_an_async_drive_writes_and_claims_off_its_loop(backend: Any) -> None:
+def test_an_async_drive_writes_and_claims_off_its_loop_unless_nothing_can_wait(
+    backend: Any,
+) -> None:
     RAN.clear()
     store = backend.open()
+    inline = backend.kind == "sqlite"  # WAL, synchronous NORMAL: no commit waits
+    assert getattr(store, "writes_inline", False) is inline
     on_loop: list[str] = []
     loop_thread: list[threading.Thread] = []
     _spy(store, on_loop, loop_thread)
@@ -67,7 +76,10 @@ def test_an_async_drive_writes_and_claims_off_its_loop(backend: Any) -> None:
 
     chat = asyncio.run(drive())
     assert chat.status == "complete" and RAN == ["x0", "x1", "x2"]
-    assert on_loop == []  # not one write or claim blocked the loop
+    if inline:  # every write and claim on the loop's thread: no handoff
+        assert on_loop.count("claim") == 3 and "write" in on_loop
+    else:
+        assert on_loop == []  # not one write or claim blocked the loop
     stored = store.load(chat.id)  # and everything is on disk when ask_async returned
     assert [c.status for c in stored.calls] == ["ok"] * 3
     assert stored.messages[-1]["role"] == "assistant"
@@ -133,4 +145,151 @@ def test_every_recording_is_kept_when_a_chat_ends(tmp_path: Path, drive: str) ->
     else:
         asyncio.run(chat.ask_async("go"))
     assert len(store.recordings()) == 3
+    store.close()
+
+
+def test_sqlite_with_synchronous_full_writes_off_the_loop(tmp_path: Path) -> None:
+    """Each commit fsyncs: a write that waits on the disk is not made on the loop."""
+    RAN.clear()
+    store = SQLiteStore(tmp_path / "full.db", synchronous="FULL")
+    assert store.writes_inline is False
+    on_loop: list[str] = []
+    loop_thread: list[threading.Thread] = []
+    _spy(store, on_loop, loop_thread)
+
+    async def drive() -> Chat:
+        loop_thread.append(threading.current_thread())
+        chat = Chat(provider=ScriptedProvider(_script(2)), store=store).with_tools(lookup)
+        await chat.ask_async("look two things up")
+        return chat
+
+    chat = asyncio.run(drive())
+    assert chat.status == "complete" and RAN == ["x0", "x1"]
+    assert on_loop == []
+    store.close()
+
+
+def _drive_while(
+    store: SQLiteStore, hold: Any, release: Any, seconds: float = 1.0
+) -> tuple[Chat, list[float], float, float]:
+    """Drive a 3-round chat on a loop that also ticks every 10 ms, while ``hold()`` keeps
+    the store from being written for ``seconds`` (``release()`` ends it, on a thread):
+    the chat, the tick times, when the hold began and when it ended."""
+    RAN.clear()
+    chat = Chat(provider=ScriptedProvider(_script(3)), store=store).with_tools(lookup)
+    ticks: list[float] = []
+    span: list[float] = []
+
+    def let_go() -> None:
+        time.sleep(seconds)
+        span.append(time.monotonic())
+        release()
+
+    async def main() -> None:
+        async def tick() -> None:
+            while True:
+                ticks.append(time.monotonic())
+                await asyncio.sleep(0.01)
+
+        ticker = asyncio.ensure_future(tick())
+        await asyncio.sleep(0)
+        hold()
+        span.append(time.monotonic())
+        releaser = threading.Thread(target=let_go)
+        releaser.start()
+        try:
+            await chat.ask_async("look three things up")
+        finally:
+            ticker.cancel()
+            releaser.join()
+
+    asyncio.run(main())
+    return chat, ticks, span[0], span[1]
+
+
+def _check_nothing_lost(store: SQLiteStore, chat: Chat) -> None:
+    assert chat.status == "complete" and RAN == ["x0", "x1", "x2"]  # each ran once
+    stored = store.load(chat.id)
+    assert [c.status for c in stored.calls] == ["ok"] * 3
+    assert stored.messages[-1]["content"] == "done"
+    assert len(store.recordings()) == 4
+
+
+def test_another_connection_writing_never_stalls_the_loop_that_writes_sqlite(
+    tmp_path: Path,
+) -> None:
+    """A second connection (another process, a DB browser) holds the file's write lock for a
+    second: the loop's own write does not wait for it (SQLite's busy wait would have stalled
+    every chat on the loop); it is made on a worker thread once the lock is let go."""
+    path = tmp_path / "held.db"
+    store = SQLiteStore(path)
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    chat, ticks, held_at, released = _drive_while(
+        store, lambda: other.execute("BEGIN IMMEDIATE"), lambda: other.execute("COMMIT")
+    )
+    during = [t for t in ticks if held_at + 0.2 < t < released - 0.2]
+    assert len(during) >= 5  # the loop kept ticking while the file was locked
+    _check_nothing_lost(store, chat)
+    other.close()
+    store.close()
+
+
+def test_another_thread_on_the_store_never_stalls_the_loop_that_writes_sqlite(
+    tmp_path: Path,
+) -> None:
+    """Another thread holds the store's connection (a panel reading it, a retry writing) for
+    a second: the loop's write goes to a worker thread instead of waiting for it."""
+    store = SQLiteStore(tmp_path / "busy.db")
+    taken, done = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with store._lock:  # the connection's lock, as any user of the store takes it
+            taken.set()
+            done.wait(30)
+
+    thread = threading.Thread(target=holder)
+
+    def hold() -> None:
+        thread.start()
+        taken.wait(30)
+
+    chat, ticks, held_at, released = _drive_while(store, hold, done.set)
+    thread.join()
+    during = [t for t in ticks if held_at + 0.2 < t < released - 0.2]
+    assert len(during) >= 5
+    _check_nothing_lost(store, chat)
+    store.close()
+
+
+def test_a_wal_past_the_hard_limit_is_truncated_off_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last resort against a runaway WAL waits (for other writers, up to two seconds):
+    past the limit, the next write is made on a worker thread, which truncates."""
+    from nbagent.store import _checkpointer
+
+    monkeypatch.setattr(_checkpointer, "HARD_LIMIT", 1)
+    monkeypatch.setattr(_checkpointer, "CHECK_EVERY", 1)
+    truncated_on: list[threading.Thread] = []
+    truncate = _checkpointer.Checkpointer._truncate
+    driving: list[threading.Thread] = []
+
+    def spied(self: Any, conn: Any) -> None:
+        if driving:
+            truncated_on.append(threading.current_thread())
+        truncate(self, conn)
+
+    monkeypatch.setattr(_checkpointer.Checkpointer, "_truncate", spied)
+    RAN.clear()
+    store = SQLiteStore(tmp_path / "wal.db")
+    chat = Chat(provider=ScriptedProvider(_script(3)), store=store).with_tools(lookup)
+
+    async def drive() -> None:
+        driving.append(threading.current_thread())
+        await chat.ask_async("look three things up")
+
+    asyncio.run(drive())
+    assert chat.status == "complete" and RAN == ["x0", "x1", "x2"]
+    assert truncated_on and driving[0] not in truncated_on
+    assert [c.status for c in store.load(chat.id).calls] == ["ok"] * 3
     store.close()
