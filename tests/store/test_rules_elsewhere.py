@@ -9,6 +9,7 @@ the rule from the store, so even a later ``Chat.load`` ran without it.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -64,8 +65,21 @@ def _load(backend: Any, chat_id: str) -> Chat:
     return Chat.load(chat_id, store=backend.url, tools=[Refund])
 
 
+def _ask(chat: Chat, text: str, drive: str) -> None:
+    """``chat.ask(text)``, or its async twin (whose step reads the store off its loop, or on
+    it without waiting: ``nbagent/store/_waiting.py``)."""
+    if drive == "sync":
+        chat.ask(text)
+    else:
+        asyncio.run(chat.ask_async(text))
+
+
+DRIVES = pytest.mark.parametrize("drive", ["sync", "async"])
+
+
+@DRIVES
 def test_a_deny_rule_added_in_another_process_stops_the_next_call(
-    backend: Any, _counter: Path
+    backend: Any, _counter: Path, drive: str
 ) -> None:
     chat = Chat(model="demo", store=backend.url).with_tools(Refund)
     chat.ask("Refund order 7")
@@ -73,7 +87,7 @@ def test_a_deny_rule_added_in_another_process_stops_the_next_call(
     chat.complete()
     assert count(_counter) == 1
     _elsewhere(backend, chat.id, "add_rule", DENY_BIG)
-    chat.ask("Refund order 420")  # this process never added the rule
+    _ask(chat, "Refund order 420", drive)  # this process never added the rule
     denied = chat.tool_calls[-1]
     assert denied.status == "denied" and count(_counter) == 1
     assert denied.decision is not None and denied.decision.by == "rule"
@@ -120,7 +134,10 @@ def test_a_rule_removed_elsewhere_stays_removed(backend: Any, _counter: Path) ->
     assert count(_counter) == 0
 
 
-def test_a_rule_added_elsewhere_that_cannot_be_read_stops_the_step(backend: Any) -> None:
+@DRIVES
+def test_a_rule_added_elsewhere_that_cannot_be_read_stops_the_step(
+    backend: Any, drive: str
+) -> None:
     chat = Chat(model="demo", store=backend.url).with_tools(Refund)
     chat.ask("Refund order 7")
     chat.approve(chat.tool_calls[-1])
@@ -133,9 +150,9 @@ def test_a_rule_added_elsewhere_that_cannot_be_read_stops_the_step(backend: Any)
         "UPDATE events SET json = ? WHERE chat_id = ? AND type = 'rule_changed'", (bad, chat.id)
     )
     with pytest.raises(StoreError, match="cannot read"):
-        chat.ask("Refund order 420")
+        _ask(chat, "Refund order 420", drive)
     with pytest.raises(StoreError, match="cannot read"):  # and every step after, not once
-        chat.ask("Refund order 421")
+        _ask(chat, "Refund order 421", drive)
     chat.close()
 
 
