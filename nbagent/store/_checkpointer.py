@@ -140,14 +140,15 @@ class Checkpointer:
                 size = os.stat(self.wal).st_size
             except OSError:
                 size = 0
-            if size > HARD_LIMIT and time.monotonic() >= self._hard_after:
-                if may_wait():
-                    self.truncate_owed = False
-                    self._truncate(conn)
-                    return
-                # it waits: not on a driver's own thread (no_wait), where the store's next
-                # write raises WouldWait instead and is made on a worker thread, which does it
-                self.truncate_owed = True
+            owed = size > HARD_LIMIT and time.monotonic() >= self._hard_after
+            if owed and may_wait():
+                self.truncate_owed = False
+                self._truncate(conn)
+                return
+            # A truncation waits: not on a driver's own thread (no_wait), where the store's
+            # next writes raise WouldWait instead and are made on a worker thread, which does
+            # it; the flag goes down once a look finds the WAL small again (or it was done).
+            self.truncate_owed = owed
             if size > WAL_LIMIT:
                 self.poke(restart=True)
                 return
