@@ -57,24 +57,30 @@ def _spy(store: Any, on_loop: list[str], loop_thread: list[threading.Thread]) ->
         setattr(store, name, spied)
 
 
-def test_an_async_drive_writes_and_claims_off_its_loop_unless_nothing_can_wait(
-    backend: Any,
-) -> None:
+def _drive_spied(store: Any, rounds: int) -> tuple[Chat, list[str]]:
+    """Drive a chat of ``rounds`` tool rounds with ``ask_async``: the chat, and the writes
+    and claims made on the thread running its loop."""
     RAN.clear()
-    store = backend.open()
-    inline = backend.kind == "sqlite"  # WAL, synchronous NORMAL: no commit waits
-    assert getattr(store, "writes_inline", False) is inline
     on_loop: list[str] = []
     loop_thread: list[threading.Thread] = []
     _spy(store, on_loop, loop_thread)
 
     async def drive() -> Chat:
         loop_thread.append(threading.current_thread())
-        chat = Chat(provider=ScriptedProvider(_script(3)), store=store).with_tools(lookup)
-        await chat.ask_async("look three things up")
+        chat = Chat(provider=ScriptedProvider(_script(rounds)), store=store).with_tools(lookup)
+        await chat.ask_async("look things up")
         return chat
 
-    chat = asyncio.run(drive())
+    return asyncio.run(drive()), on_loop
+
+
+def test_an_async_drive_writes_and_claims_off_its_loop_unless_nothing_can_wait(
+    backend: Any,
+) -> None:
+    store = backend.open()
+    inline = backend.kind == "sqlite"  # WAL, synchronous NORMAL: no commit waits
+    assert getattr(store, "writes_inline", False) is inline
+    chat, on_loop = _drive_spied(store, 3)
     assert chat.status == "complete" and RAN == ["x0", "x1", "x2"]
     if inline:  # every write and claim on the loop's thread: no handoff
         assert on_loop.count("claim") == 3 and "write" in on_loop
@@ -150,20 +156,9 @@ def test_every_recording_is_kept_when_a_chat_ends(tmp_path: Path, drive: str) ->
 
 def test_sqlite_with_synchronous_full_writes_off_the_loop(tmp_path: Path) -> None:
     """Each commit fsyncs: a write that waits on the disk is not made on the loop."""
-    RAN.clear()
     store = SQLiteStore(tmp_path / "full.db", synchronous="FULL")
     assert store.writes_inline is False
-    on_loop: list[str] = []
-    loop_thread: list[threading.Thread] = []
-    _spy(store, on_loop, loop_thread)
-
-    async def drive() -> Chat:
-        loop_thread.append(threading.current_thread())
-        chat = Chat(provider=ScriptedProvider(_script(2)), store=store).with_tools(lookup)
-        await chat.ask_async("look two things up")
-        return chat
-
-    chat = asyncio.run(drive())
+    chat, on_loop = _drive_spied(store, 2)
     assert chat.status == "complete" and RAN == ["x0", "x1"]
     assert on_loop == []
     store.close()
