@@ -126,7 +126,7 @@ from ._protocol import (
     StoredCall,
 )
 from ._recordings import store_recordings
-from ._waiting import WouldWait, held, no_wait
+from ._waiting import WouldWait, held, may_wait_here, no_wait
 
 
 class StoreExtension(Extension):
@@ -907,13 +907,15 @@ class StoreExtension(Extension):
         for c, sc in orphans:
             tool = host.tool(c.name)
             self._orphans[c.id] = sc.claimed_by  # read by on_event for the events below
-            if not host.settle_in_doubt(
-                c,
-                claimed_by=sc.claimed_by,
-                claimed_at=sc.claimed_at,
-                rerun=bool(tool is not None and getattr(tool, "idempotent", False)),
-                content=in_doubt_content(c, sc),
-            ):
+            with may_wait_here():  # its events reach every subscriber (see _waiting)
+                settled = host.settle_in_doubt(
+                    c,
+                    claimed_by=sc.claimed_by,
+                    claimed_at=sc.claimed_at,
+                    rerun=bool(tool is not None and getattr(tool, "idempotent", False)),
+                    content=in_doubt_content(c, sc),
+                )
+            if not settled:
                 self._orphans.pop(c.id, None)
 
     def apply_rules(self) -> None:
@@ -951,14 +953,15 @@ class StoreExtension(Extension):
             self._rules_seen.add(row)
             if mine:
                 continue
-            if rule is not None:
-                host.apply_rule_change(rule, bool(data.get("added", True)))
-            else:
-                host.apply_always_allow_change(
-                    str(data.get("tool")),
-                    bool(data.get("allowed")),
-                    bool(data.get("conditional", False)),
-                )
+            with may_wait_here():  # its events reach every subscriber (see _waiting)
+                if rule is not None:
+                    host.apply_rule_change(rule, bool(data.get("added", True)))
+                else:
+                    host.apply_always_allow_change(
+                        str(data.get("tool")),
+                        bool(data.get("allowed")),
+                        bool(data.get("conditional", False)),
+                    )
         self._rules_looked = looked  # only now: a rule that could not be read stops each step
 
     def _rules_token(self) -> tuple[int, int] | None:
@@ -997,7 +1000,8 @@ class StoreExtension(Extension):
             if d is None:
                 continue
             try:
-                host.apply_decision(c, d)
+                with may_wait_here():  # its events reach every subscriber (see _waiting)
+                    host.apply_decision(c, d)
             except DecisionError as exc:
                 if host.tool(c.name) is None:  # another process with the tool can apply it
                     warnings.warn(
@@ -1036,7 +1040,8 @@ class StoreExtension(Extension):
             if si is None or si.status == "pending":
                 continue
             try:
-                host.apply_input(p, si.status, si.data, si.answered_by or "store", si.reason)
+                with may_wait_here():  # its events reach every subscriber (see _waiting)
+                    host.apply_input(p, si.status, si.data, si.answered_by or "store", si.reason)
             except InputError as exc:
                 if not any(q.id == p.id for q in host.chat.pending_inputs):
                     continue  # answered here meanwhile: the store's first answer was applied

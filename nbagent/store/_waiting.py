@@ -53,6 +53,19 @@ def no_wait() -> Iterator[None]:
         _state.on = before
 
 
+@contextmanager
+def may_wait_here() -> Iterator[None]:
+    """Undo :func:`no_wait` for a while: around what hands control to others' code (the
+    chat's events reach subscribers, a user's callback among them, which may use a store and
+    must not meet :class:`WouldWait`: it would end the event's delivery half-way)."""
+    before = getattr(_state, "on", False)
+    _state.on = False
+    try:
+        yield
+    finally:
+        _state.on = before
+
+
 def may_wait() -> bool:
     """Whether store work on this thread may wait (outside :func:`no_wait`)."""
     return not getattr(_state, "on", False)
@@ -79,4 +92,4 @@ def held(lock: Any) -> Iterator[None]:
         lock.release()
 
 
-__all__ = ["LOCK_WAIT", "WouldWait", "held", "may_wait", "no_wait"]
+__all__ = ["LOCK_WAIT", "WouldWait", "held", "may_wait", "may_wait_here", "no_wait"]

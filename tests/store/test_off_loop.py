@@ -288,3 +288,56 @@ def test_a_wal_past_the_hard_limit_is_truncated_off_the_loop(
     assert truncated_on and driving[0] not in truncated_on
     assert [c.status for c in store.load(chat.id).calls] == ["ok"] * 3
     store.close()
+
+
+def test_a_subscriber_using_the_store_during_a_step_on_the_loop_may_wait(
+    tmp_path: Path,
+) -> None:
+    """A step on the loop applies a decision made elsewhere; the chat's event reaches a user's
+    subscriber, which reads the store while another thread holds it. The subscriber waits as
+    anywhere else (only the store's own work on the loop refuses to): it gets its answer,
+    and every subscriber after it still gets the event (the store writes it)."""
+
+    @tool(requires_approval=True)
+    def refund(order: int) -> str:
+        """Refund an order.
+
+        Args:
+            order: The order.
+        """
+        RAN.append(str(order))
+        return "refunded"
+
+    RAN.clear()
+    path = tmp_path / "sub.db"
+    store = SQLiteStore(path)
+    chat = Chat(
+        provider=ScriptedProvider([call_tools(("refund", {"order": 7})), reply("done")]),
+        store=store,
+    ).with_tools(refund)
+    asyncio.run(chat.ask_async("refund 7"))
+    assert chat.status == "awaiting_approval"
+    with SQLiteStore(path) as other:  # decided elsewhere: applied at the next step
+        other.approve(chat.tool_calls[0].id)
+    seen: list[int] = []
+    taken, done = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with store._lock:
+            taken.set()
+            done.wait(0.3)
+
+    def on_decided(event: Any) -> None:
+        threading.Thread(target=holder).start()
+        taken.wait(30)
+        seen.append(len(store.pending_approvals()))  # waits out the holder
+        done.set()
+
+    chat.on("approval_decided", on_decided)
+    asyncio.run(chat.complete_async())
+    assert seen == [0]  # the callback ran to its end
+    assert chat.status == "complete" and RAN == ["7"]
+    with SQLiteStore(path) as again:
+        kinds = [e.type for e in again.iter_events(chat.id)]
+    assert kinds.count("approval_decided") == 1  # the store's subscriber got it too
+    store.close()
