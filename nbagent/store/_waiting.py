@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 
@@ -43,27 +43,25 @@ _state = threading.local()
 
 
 @contextmanager
-def no_wait() -> Iterator[None]:
-    """Store work on this thread raises :class:`WouldWait` instead of waiting."""
+def _refusing(on: bool) -> Iterator[None]:
     before = getattr(_state, "on", False)
-    _state.on = True
+    _state.on = on
     try:
         yield
     finally:
         _state.on = before
 
 
-@contextmanager
-def may_wait_here() -> Iterator[None]:
+def no_wait() -> AbstractContextManager[None]:
+    """Store work on this thread raises :class:`WouldWait` instead of waiting."""
+    return _refusing(True)
+
+
+def may_wait_here() -> AbstractContextManager[None]:
     """Undo :func:`no_wait` for a while: around what hands control to others' code (the
     chat's events reach subscribers, a user's callback among them, which may use a store and
     must not meet :class:`WouldWait`: it would end the event's delivery half-way)."""
-    before = getattr(_state, "on", False)
-    _state.on = False
-    try:
-        yield
-    finally:
-        _state.on = before
+    return _refusing(False)
 
 
 def may_wait() -> bool:
