@@ -89,7 +89,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from .._aio import in_worker, spawn
 from .._errors import DecisionError, InputError, StoreError
@@ -126,7 +126,7 @@ from ._protocol import (
     StoredCall,
 )
 from ._recordings import store_recordings
-from ._waiting import WouldWait, held, may_wait_here, no_wait
+from ._waiting import LATER, held, here_or_later, may_wait_here
 
 
 class StoreExtension(Extension):
@@ -648,13 +648,9 @@ class StoreExtension(Extension):
         """
         if self._closed or not (self._owed or calls or self._failure is not None):
             return
-        if self._inline:  # on this thread, unless it would wait (_waiting.py says why)
-            try:
-                with no_wait():
-                    self._catch_up_now(calls, stopping)
-                return
-            except WouldWait:
-                pass  # what was written stays written; the rest is written there
+        # on this thread, unless it would wait (_waiting.py says why): then the rest there
+        if self._inline and here_or_later(self._catch_up_now, calls, stopping) is not LATER:
+            return
         await in_worker(self._catch_up_now, calls, stopping)
 
     def _catch_up_now(self, calls: Sequence[ToolCall], stopping: bool) -> None:
@@ -784,13 +780,8 @@ class StoreExtension(Extension):
         """
         if not writes_deferred():
             return self._before_step()
-        if not self._inline:
-            return "later"
-        try:
-            with no_wait():
-                return self._before_step()
-        except WouldWait:
-            return "later"  # what it applied stays applied; the rest is done there
+        said = here_or_later(self._before_step) if self._inline else LATER
+        return "later" if said is LATER else cast(Literal["busy"] | None, said)
 
     def _before_step(self) -> Literal["busy"] | None:
         """The step hook's work. The rules are read at every step (a cheap look on SQLite);

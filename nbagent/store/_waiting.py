@@ -25,9 +25,11 @@ either committed before the next one began, or never began.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class WouldWait(BaseException):
@@ -35,7 +37,7 @@ class WouldWait(BaseException):
 
     A ``BaseException``: every handler for a failed write (``except Exception``:
     keep the entries, mark the failure, retry) lets it through, since nothing
-    failed. It never leaves nbagent: :func:`no_wait`'s caller catches it.
+    failed. It never leaves nbagent: :func:`here_or_later` catches it.
     """
 
 
@@ -64,6 +66,21 @@ def may_wait_here() -> AbstractContextManager[None]:
     return _refusing(False)
 
 
+LATER = object()
+"""What :func:`here_or_later` returns when the work would have waited."""
+
+
+def here_or_later(fn: Callable[..., T], *args: Any) -> T | object:
+    """``fn(*args)`` on this thread inside :func:`no_wait`, or :data:`LATER` if it would have
+    waited (the one place :class:`WouldWait` is caught: the caller does the rest where it
+    may wait). What ``fn`` wrote before that stays written."""
+    try:
+        with no_wait():
+            return fn(*args)
+    except WouldWait:
+        return LATER
+
+
 def may_wait() -> bool:
     """Whether store work on this thread may wait (outside :func:`no_wait`)."""
     return not getattr(_state, "on", False)
@@ -90,4 +107,13 @@ def held(lock: Any) -> Iterator[None]:
         lock.release()
 
 
-__all__ = ["LOCK_WAIT", "WouldWait", "held", "may_wait", "may_wait_here", "no_wait"]
+__all__ = [
+    "LATER",
+    "LOCK_WAIT",
+    "WouldWait",
+    "held",
+    "here_or_later",
+    "may_wait",
+    "may_wait_here",
+    "no_wait",
+]
