@@ -124,6 +124,7 @@ from ._protocol import (
     Store,
     StoreConflictWarning,
     StoredCall,
+    StoredInput,
 )
 from ._recordings import store_recordings
 from ._waiting import LATER, held, here_or_later, may_wait_here
@@ -698,7 +699,10 @@ class StoreExtension(Extension):
         checked and written with its event, as before.
 
         Raises:
-            StoreError: The store cannot be written: nothing is decided.
+            StoreError: The store cannot be written: nothing is decided. A write
+                whose commit went through while its answer was lost (a dropped
+                connection) is found by reading the decision back, and counts as
+                written; if that read fails too, the chat's next step reads it.
             DecisionError: The store has no decision but the call cannot be
                 decided there (it is running, or unknown to it).
         """
@@ -714,7 +718,12 @@ class StoreExtension(Extension):
             if stored is None:
                 entry = Entry(-1, ApprovalDecided.type, decision.at.isoformat(), None)
                 entry = dataclasses.replace(entry, change=codec.decision_change(call.id, decision))
-                conflict = self.store.write(self.chat_id, [entry])
+                try:
+                    conflict = self.store.write(self.chat_id, [entry])
+                except Exception:
+                    if self._read_back(self.store.decisions, call.id) != decision:
+                        raise
+                    conflict = None  # its commit went through; only the answer was lost
                 if conflict is None:
                     self._decided[call.id] = decision
                     return None
@@ -734,7 +743,9 @@ class StoreExtension(Extension):
         follows).
 
         Raises:
-            StoreError: The store cannot be written: nothing is answered.
+            StoreError: The store cannot be written: nothing is answered (an answer
+                whose commit went through, its answer lost, is found as in
+                :meth:`decide`).
         """
         if self._closed:
             return None
@@ -744,13 +755,34 @@ class StoreExtension(Extension):
             except Exception as exc:
                 self._keep_for_retry(exc)
                 raise
-            first = self.store.record_answer(
-                self.chat_id, request, action, data, by, utcnow().isoformat(), reason
-            )
+            at = utcnow().isoformat()
+            try:
+                first = self.store.record_answer(
+                    self.chat_id, request, action, data, by, at, reason
+                )
+            except Exception:
+                found = self._read_back(self.store.input_answers, request.id)
+                if found is None or not _answered_here(found, action, by, at):
+                    raise
+                first = None  # its commit went through; only the answer was lost
         if first is None:
             with self._lock:
                 self._answered.add(request.id)
         return first
+
+    def _read_back(self, read: Callable[[str, list[str]], dict[str, Any]], key: str) -> Any:
+        """What the store holds for ``key`` after a write of it failed (``read``: its
+        ``decisions`` or ``input_answers``), or ``None`` if that cannot be read either.
+
+        A write whose commit was sent but whose answer was lost (the connection
+        dropped during ``COMMIT``) may have been recorded: the caller looks here
+        before saying nothing was, or the chat would show a call awaiting approval
+        that the store (and every panel reading it) holds decided.
+        """
+        try:
+            return read(self.chat_id, [key]).get(key)
+        except Exception:
+            return None  # unknown still: the chat's next step reads it again (apply_decisions)
 
     def _detach(self, why: str) -> None:
         if self.detached is not None:
@@ -1048,6 +1080,17 @@ class StoreExtension(Extension):
                 with contextlib.suppress(DecisionError):
                     answered.append(host.chat.get_call(p.call_id))
         return answered
+
+
+def _answered_here(found: StoredInput, action: str, by: str, at: str) -> bool:
+    """Whether the store's answer to an input is the one given here at ``at``."""
+    when = found.answered_at
+    return (
+        found.status == action
+        and found.answered_by == by
+        and when is not None
+        and when.isoformat() == at
+    )
 
 
 def _change_key(ts: datetime, kind: str, data: Any) -> tuple[Any, ...]:

@@ -14,8 +14,10 @@ import pytest
 
 from nbagent import Chat, StoreError, tool
 from nbagent.store import StoreConflictWarning
+from nbagent.testing import ScriptedProvider, call_tools, reply
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _agent import Refund
 from _helpers import store_ext
 
 ran: list[str] = []
@@ -49,9 +51,9 @@ def _lose_answer(store: Any, method: str, when: str, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(store, method, lossy)
 
 
-def _same_as_stored(chat: Chat, backend: Any) -> None:
+def _same_as_stored(chat: Chat, backend: Any, tool: Any = lookup) -> None:
     with backend.open() as other:
-        loaded = Chat.load(chat.id, store=other, tools=[lookup])
+        loaded = Chat.load(chat.id, store=other, tools=[tool])
         assert loaded.transcript == chat.transcript
         assert [(c.id, c.status) for c in loaded.tool_calls] == [
             (c.id, c.status) for c in chat.tool_calls
@@ -93,3 +95,90 @@ def test_a_claim_committed_twice_is_still_this_processs_claim(
     assert chat.status == "complete" and ran == ["alpha"]
     chat.close()
     _same_as_stored(chat, backend)
+
+
+def test_a_decision_committed_with_its_answer_lost_is_this_chats_decision(
+    store: Any, backend: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``chat.approve`` writes the decision to the store first; when that commit went
+    through but its answer was lost, the chat finds its own decision there: it is
+    approved here as in the store, never left awaiting approval in memory while the
+    store holds it decided (a panel elsewhere would see no pending call, and the chat
+    would show one)."""
+    chat = Chat(model="demo", store=store).with_tools(Refund)
+    chat.ask("Refund order 7")
+    assert chat.status == "awaiting_approval"
+    call = chat.pending_approvals[0]
+    _lose_answer(store, "write", "approval_decided", monkeypatch)
+    chat.approve(call)
+    assert call.decision is not None and call.decision.verdict == "approved"
+    assert store.pending_approvals(chat.id) == []
+    chat.complete()
+    assert chat.status == "complete"
+    assert [c.status for c in chat.tool_calls] == ["ok"]
+    chat.close()
+    _same_as_stored(chat, backend, Refund)
+
+
+@tool(external=True)
+def sign_contract(party: str) -> str:
+    """Have the contract signed by a person.
+
+    Args:
+        party: Who signs.
+    """
+    raise AssertionError("an external tool never runs here")
+
+
+def test_an_answer_committed_with_its_answer_lost_is_this_chats_answer(
+    store: Any, backend: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for an answer to a pending input (``chat.answer``): the chat finds the
+    answer it gave in the store and records it, instead of raising while the store
+    holds the input answered."""
+    provider = ScriptedProvider(
+        [call_tools(("sign_contract", {"party": "ACME"}, "c1")), reply("signed")]
+    )
+    chat = Chat(provider=provider, display=False, store=store).with_tools(sign_contract)
+    chat.ask("go")
+    assert [i.id for i in chat.pending_inputs] == ["c1"]
+    real = store.record_answer
+
+    def lossy(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(store, "record_answer", real)
+        real(*args, **kwargs)
+        raise StoreError("the connection was lost while committing")
+
+    monkeypatch.setattr(store, "record_answer", lossy)
+    chat.answer("c1", "signed by hand", by="alice")
+    assert chat.pending_inputs == []
+    assert store.pending_inputs(chat.id) == []
+    assert chat.complete() is not None and chat.status == "complete"
+    (answered,) = store.inputs(chat.id)
+    assert (answered.data, answered.answered_by, answered.applied) == (
+        "signed by hand",
+        "alice",
+        True,
+    )
+    chat.close()
+
+
+def test_a_decision_whose_write_failed_is_not_recorded_and_the_chat_still_waits(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that failed before committing (nothing reached the store) still raises:
+    the read-back finds no decision, the call waits here and in the store alike."""
+    chat = Chat(model="demo", store=store).with_tools(Refund)
+    chat.ask("Refund order 7")
+    call = chat.pending_approvals[0]
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise StoreError("the disk is full")
+
+    monkeypatch.setattr(store, "write", broken)
+    with pytest.raises(StoreError, match="the disk is full"):
+        chat.approve(call)
+    monkeypatch.undo()
+    assert chat.pending_approvals == [call] and call.decision is None
+    assert [c.id for c in store.pending_approvals(chat.id)] == [call.id]
+    chat.close()
