@@ -159,7 +159,7 @@ class StoreExtension(Extension):
         self._rules_seen: set[tuple[str, str, str]] = set()  # stored rule changes applied
         # the async driver writes on its own thread (catch_up): the store never waits there
         self._inline = bool(getattr(store, "writes_inline", False))
-        self._rules_looked: tuple[int, int] | None = None  # when apply_rules last read them
+        self._rules_looked: tuple[Any, int] | None = None  # when apply_rules last read them
         self._rules_lock = threading.Lock()  # one look at a time (a step, a card's refresh)
         self._own_rules: list[tuple[Any, ...]] = []  # made here (_change_key), to be seen
         self._tools_sig: tuple[Any, ...] | None = None
@@ -805,14 +805,16 @@ class StoreExtension(Extension):
         """Before each step: apply the rules changed elsewhere, settle calls left running
         elsewhere, apply decisions made elsewhere (:meth:`_before_step`).
 
-        Under the async driver its reads never wait on the driver's loop: a SQLite store
-        (``writes_inline``) reads there inside ``no_wait`` and says ``"later"`` (the
-        driver calls this again on a worker thread) when it would wait; any other store
-        (a network round trip, behind the batch's writers) says ``"later"`` at once.
+        Under the async driver its reads never wait on the driver's loop: the step hook
+        runs there inside ``no_wait`` and says ``"later"`` (the driver calls this again on a
+        worker thread) when it would wait. A step that needs no read (the rules unchanged
+        by the store's token, no round open) costs no handoff, on PostgreSQL as on SQLite;
+        one that reads does the read on the worker (PostgreSQL) or, on SQLite, inline
+        unless it would wait.
         """
         if not writes_deferred():
             return self._before_step()
-        said = here_or_later(self._before_step) if self._inline else LATER
+        said = here_or_later(self._before_step)
         return "later" if said is LATER else cast(Literal["busy"] | None, said)
 
     def _before_step(self) -> Literal["busy"] | None:
@@ -987,11 +989,13 @@ class StoreExtension(Extension):
                     )
         self._rules_looked = looked  # only now: a rule that could not be read stops each step
 
-    def _rules_token(self) -> tuple[int, int] | None:
+    def _rules_token(self) -> tuple[Any, int] | None:
         """What :meth:`apply_rules` compares to skip a read: ``None`` (a store that cannot
-        tell: always read), else SQLite's ``data_version`` and this process's rule changes."""
-        elsewhere = getattr(self.store, "written_elsewhere", None)
-        return None if elsewhere is None else (elsewhere(), _RULE_WRITES.value)
+        tell: always read), else the store's ``rules_token()`` (SQLite's ``data_version``,
+        PostgreSQL's count of the rule changes announced) and this process's rule changes
+        (another chat object's, through the same connection)."""
+        token = getattr(self.store, "rules_token", None)
+        return None if token is None else (token(), _RULE_WRITES.value)
 
     def _readable_rule(self, data: Any) -> Rule:
         try:

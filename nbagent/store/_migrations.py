@@ -451,6 +451,33 @@ def m016_rule_changes_index(conn: Any) -> None:
     )
 
 
+def m017_rule_changes_announced(conn: Any) -> None:
+    """PostgreSQL announces each rule change on the decisions' channel (``{"rule": seq,
+    "chat": ...}``), so a driven chat reads its rules only when one changed.
+
+    A chat applies the rules another process changed at each step
+    (``StoreExtension.apply_rules``); on SQLite ``data_version`` tells whether anything
+    was committed elsewhere, without a read. PostgreSQL has no such number: each step
+    read the chat's rule changes, a round trip. Now the store's listener counts the
+    announcements. Nothing changes on SQLite, nor in any table.
+    """
+    if postgres(conn):
+        conn.execute(
+            f"""CREATE FUNCTION nbagent_rule_notify() RETURNS trigger
+                LANGUAGE plpgsql AS $$
+                BEGIN
+                    PERFORM pg_notify('{CHANNEL}', json_build_object(
+                        'rule', NEW.seq, 'chat', NEW.chat_id)::text);
+                    RETURN NULL;
+                END $$"""
+        )
+        conn.execute(
+            """CREATE TRIGGER events_rule_notify AFTER INSERT ON events FOR EACH ROW
+                WHEN (NEW.type IN ('rule_changed', 'always_allow_changed'))
+                EXECUTE FUNCTION nbagent_rule_notify()"""
+        )
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_initial,
     m002_claims_and_decisions,
@@ -468,6 +495,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m014_recording_links,
     m015_inputs,
     m016_rule_changes_index,
+    m017_rule_changes_announced,
 )
 """Ordered; migration ``n`` (1-based) brings the schema to version ``n``. Append only."""
 

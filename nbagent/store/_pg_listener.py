@@ -1,8 +1,10 @@
 """The PostgreSQL store's listener: one ``LISTEN nbagent_decisions`` connection per store object.
 
 A trigger on ``decisions`` (:mod:`nbagent.store._pg_migrations`, m002) NOTIFYs
-every recorded decision at its commit, with ``{id, chat, call}``, and one on
-``input_answers`` (m015) every answer to a pending input, with ``{answer, chat}``. The listener
+every recorded decision at its commit, with ``{id, chat, call}``, one on
+``input_answers`` (m015) every answer to a pending input, with ``{answer, chat}``, and one on
+``events`` (m017) every rule change, with ``{rule, chat}`` (counted in :attr:`Listener.rules`,
+which tells a driven chat whether to read its rules again). The listener
 is a task on nbagent's background loop (psycopg's ``AsyncConnection`` and its
 ``notifies()``: no thread of its own) that pushes the chat ids to the store's
 follower (:mod:`nbagent.store._follow`). If the connection is lost (a
@@ -36,13 +38,22 @@ class Listener:
 
     RECONNECT_MAX = 2.0
 
-    def __init__(self, connect: Callable[[], Awaitable[Any]], last_id: int, last_answer: int = 0):
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[Any]],
+        last_id: int | None,
+        last_answer: int | None = 0,
+    ):
         self._connect = weakref.WeakMethod(connect)
         self._watches: set[Follower] = set()
         self._lock = threading.Lock()
-        self._last_id = last_id
+        self._last_id = last_id  # None: the newest when it first listens (nothing before)
         self._last_answer = last_answer  # answers to inputs (input_answers), their own ids
         self.listening = threading.Event()  # set once LISTEN holds (and at each reconnection)
+        self.rules = 0
+        """Moves at each rule change committed anywhere (m017 announces them) and each time
+        LISTEN holds again (what was committed while it did not is unknown): equal values
+        while ``listening``, no rule changed in between, once announced."""
         self.last_error: BaseException | None = None
         self._task = spawn(self._run())
 
@@ -88,6 +99,16 @@ class Listener:
         del connect
         try:
             await conn.execute(f"LISTEN {migrations.CHANNEL}")
+            if self._last_id is None or self._last_answer is None:
+                cur = await conn.execute(
+                    "SELECT (SELECT COALESCE(MAX(id), 0) FROM decisions), "
+                    "(SELECT COALESCE(MAX(id), 0) FROM input_answers)"
+                )
+                newest = await cur.fetchone()
+                if self._last_id is None:
+                    self._last_id = int(newest[0])
+                if self._last_answer is None:
+                    self._last_answer = int(newest[1])
             cur = await conn.execute(
                 "SELECT id, chat_id FROM decisions WHERE id > %s ORDER BY id", (self._last_id,)
             )
@@ -103,6 +124,7 @@ class Listener:
             if rows:
                 self._last_answer = int(rows[-1][0])
                 self._dispatch([r[1] for r in rows])
+            self.rules += 1  # a rule changed while it did not listen is read at the next look
             self.listening.set()
             async for note in conn.notifies():
                 self._note(note.payload)
@@ -114,10 +136,13 @@ class Listener:
         try:
             data = json.loads(payload)
             chat_id = str(data["chat"])
+            if "rule" in data:  # a rule change (m017): read by each chat at its next look
+                self.rules += 1
+                return
             if "answer" in data:  # an answer to an input (m015)
-                self._last_answer = max(self._last_answer, int(data["answer"]))
+                self._last_answer = max(self._last_answer or 0, int(data["answer"]))
             else:
-                self._last_id = max(self._last_id, int(data["id"]))
+                self._last_id = max(self._last_id or 0, int(data["id"]))
         except (ValueError, KeyError, TypeError):
             return
         self._dispatch([chat_id])

@@ -966,6 +966,7 @@ class SQLStore:
             return False
         job = _Job(chat_id, plan)
         if not may_wait():  # the connection now, or WouldWait with the job never queued
+            self._may_send()
             with held(self._lock):
                 with self._queue_lock:
                     group, self._queue = [*self._queue, job], []
@@ -1000,6 +1001,10 @@ class SQLStore:
         finally:
             for job in group:
                 job.settled = True
+
+    def _may_send(self) -> None:
+        """Inside ``no_wait``: raise ``WouldWait`` if this dialect's writes always wait (a
+        network round trip); SQLite's decide at ``BEGIN`` (``_begin_write``)."""
 
     def _send_group(self, group: list[_Job]) -> None:
         """One transaction with every job's statements, committed once each changed the

@@ -283,10 +283,11 @@ class SQLiteStore(SQLStore):
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
 
-    def written_elsewhere(self) -> int:
+    def rules_token(self) -> int:
         """A number that changes whenever another connection (another process, another
         store object) commits to the file (SQLite's ``data_version``): one cheap statement,
-        no transaction. A reader that saw it unchanged has nothing new from elsewhere."""
+        no transaction. A chat that saw it unchanged has no rule changed elsewhere
+        (``StoreExtension.apply_rules``); nor anything else new from elsewhere."""
         with held(self._lock):
             try:
                 return int(self._c().execute("PRAGMA data_version").fetchone()[0])

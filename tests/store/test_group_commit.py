@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from nbagent.store import ChatInfo, PostgresStore, SQLiteStore
+from nbagent.store._postgres import _Script
 from nbagent.store._protocol import Entry, NewCall, NewMessage
 from nbagent.store._sql import SQLStore
 
@@ -39,18 +40,17 @@ class _Counted(PostgresStore):
 
     def _send_group(self, group: list[Any]) -> None:
         self.groups.append(len(group))
-        conn = self._idle()
-        execute = conn.raw.execute
+        run = _Script.run
 
-        def counted(sql: Any, *a: Any, **k: Any) -> Any:
-            self.statements.append(str(sql))
-            return execute(sql, *a, **k)
+        def counted(script: _Script) -> None:  # the statements the group's round trip holds
+            self.statements.extend(script.parts)
+            run(script)
 
-        conn.raw.execute = counted  # type: ignore[method-assign]
+        _Script.run = counted  # type: ignore[method-assign]
         try:
             super()._send_group(group)
         finally:
-            conn.raw.execute = execute  # type: ignore[method-assign]
+            _Script.run = run  # type: ignore[method-assign]
         self.committed.append(all(job.written for job in group))
 
 
