@@ -77,6 +77,25 @@ async def in_worker(fn: Callable[..., T], *args: Any) -> T:
     return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
+async def to_the_end(fn: Callable[..., T], *args: Any) -> T:
+    """:func:`in_worker`; cancelled, it still waits for the thread to end (then raises).
+
+    A store write cannot be taken back once its thread started: a batch cancelled
+    while it records a chat returns only once the record is written, so a rerun
+    started after it finds the record (and continues that chat) instead of
+    racing it with a new chat for the same input.
+    """
+    import asyncio
+
+    future = asyncio.ensure_future(in_worker(fn, *args))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        with contextlib.suppress(BaseException):
+            await future
+        raise
+
+
 def on_background_loop() -> bool:
     """Whether this thread is running nbagent's background loop (it must not wait for its tasks)."""
     import asyncio

@@ -18,15 +18,14 @@ import contextlib
 import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
+from .._aio import to_the_end
 from .._errors import RateLimitError, StoreError
 from .._events import ApprovalDecided, Event, InputAnswered, ModelRequestFinished
 from .._extension import overrides
 from ._backend import FINAL, Job, ProgressSink, RowResult, RowStatus, RunSpec
 from ._limits import AdaptiveLimit, backoff
-
-T = TypeVar("T")
 
 
 async def wait_for_decisions(chat: Any) -> None:
@@ -352,7 +351,7 @@ class _Row:
             return made
         if job.chat_id is not None:
             return await self._load(made)
-        from ..store import store_of
+        from ..store import attach_batch_chat, store_of
 
         if store_of(made) is not None:
             raise RowFailed(
@@ -361,24 +360,18 @@ class _Row:
                 "TypeError",
             )
         try:
-            await _in_thread(self._attach, made)
+            recorded = await attach_batch_chat(made, spec.store, spec.batch_id, job.key)
         except StoreError as exc:
             raise RowFailed(
                 f"the store could not record this input's chat: {one_line(exc)}", "StoreError"
             ) from exc
-        return made
-
-    def _attach(self, made: Any) -> None:
-        from ..store import attach_store
-
-        attach_store(made, self.spec.store)
-        recorded = self.spec.store.add_batch_chat(self.spec.batch_id, self.job.key, made.id)
         if recorded != made.id:
             raise RowFailed(
                 f"another process started this input first (chat {recorded}); "
                 "rerun the batch to pick up its result",
                 "BatchConflict",
             )
+        return made
 
     async def _load(self, template: Any) -> Any:
         """Continue the stored chat: the template's tools and provider, the store's state."""
@@ -397,7 +390,7 @@ class _Row:
             )
 
         try:
-            chat = await _in_thread(go)
+            chat = await to_the_end(go)
         except StoreError as exc:
             raise RowFailed(
                 f"cannot load stored chat {self.job.chat_id}: {one_line(exc)}", "StoreError"
@@ -406,23 +399,6 @@ class _Row:
         # server's connection) the loaded chat shares with it
         chat.display = False
         return chat
-
-
-async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` on a worker thread; cancelled, it still waits for the thread to end.
-
-    A store write cannot be taken back once its thread started: a batch cancelled
-    while it records a chat returns only once the record is written, so a rerun
-    started after it finds the record (and continues that chat) instead of
-    racing it with a new chat for the same input.
-    """
-    future = asyncio.ensure_future(asyncio.to_thread(fn, *args))
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        with contextlib.suppress(BaseException):
-            await future
-        raise
 
 
 __all__ = ["LocalBackend", "RowFailed", "one_line", "outcome", "result_of", "settle_job"]

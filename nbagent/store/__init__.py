@@ -44,6 +44,7 @@ from .._exports import publish as _publish
 
 # Re-exported as `x as x` and left out of __all__: this face's API for the rest of nbagent
 # (Chat, the batch), not for users.
+from ._attach import attach_batch_chat as attach_batch_chat
 from ._attach import attach_store as attach_store
 from ._attach import load_chat as load_chat
 from ._attach import open_store

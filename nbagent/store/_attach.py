@@ -18,8 +18,9 @@ import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from .._aio import to_the_end
 from .._chat_state import SETTINGS
 from .._errors import StoreError
 from .._events import utcnow
@@ -31,11 +32,13 @@ from .._types import ForkParent, Message, ToolCall
 from . import _codec as codec
 from ._extension import StoreExtension
 from ._protocol import ChatInfo, ChatRecord, Store
+from ._waiting import LATER, here_or_later
 
 if TYPE_CHECKING:
     from .._base_chat import BaseChat as Chat
 
 ChatT = TypeVar("ChatT", bound="Chat")
+T = TypeVar("T")
 
 
 # --------------------------------------------------------------- opening
@@ -84,6 +87,39 @@ def attach_store(chat: Chat, store: Any, parent: ForkParent | None = None) -> St
     info = ChatInfo(chat.id, now, now, chat.provider.name, chat.model)
     ext.create(info, chat.system, parent)
     return st
+
+
+async def attach_batch_chat(chat: Chat, store: Any, batch_id: str, key: str) -> str:
+    """:func:`attach_store` for input ``key`` of batch ``batch_id`` (``nbagent.batch``'s rows),
+    from the batch's loop: the chat is created in the store, then recorded as the input's
+    chat (first writer wins: ``BatchStore.add_batch_chat``). Returns the chat id recorded for
+    the key (another one: another process started this input first).
+
+    Each of the two is one transaction, written on this thread when the store writes
+    inline and nothing waits (``_waiting.no_wait``: SQLite in WAL with ``synchronous``
+    NORMAL), else on a worker thread, which a cancelled batch waits for (a record half
+    made would make a rerun start the input again).
+
+    Raises:
+        StoreError: The store cannot be written, or already has a chat with this id.
+    """
+    st, owned = _open(store)
+    ext = StoreExtension(chat.id, st, owned)
+    chat.extend(ext)
+    now = utcnow()
+    info = ChatInfo(chat.id, now, now, chat.provider.name, chat.model)
+    await _written(st, ext.create, info, chat.system, None)
+    return str(await _written(st, st.add_batch_chat, batch_id, key, chat.id))  # type: ignore[attr-defined]
+
+
+async def _written(st: Store, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, one transaction of ``st``: here if it writes inline and nothing would
+    wait, else on a worker thread, to the end."""
+    if getattr(st, "writes_inline", False):
+        done = here_or_later(fn, *args)
+        if done is not LATER:
+            return cast(T, done)
+    return await to_the_end(fn, *args)
 
 
 def store_of(chat: Chat) -> Store | None:

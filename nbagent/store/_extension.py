@@ -127,7 +127,7 @@ from ._protocol import (
     StoredInput,
 )
 from ._recordings import store_recordings
-from ._waiting import LATER, held, here_or_later, may_wait_here
+from ._waiting import LATER, WouldWait, held, here_or_later, may_wait_here
 
 
 class StoreExtension(Extension):
@@ -203,12 +203,15 @@ class StoreExtension(Extension):
                 self.store.create_chat(info, system, state)
             else:  # a store that predates forks still takes a chat that is none
                 self.store.create_chat(info, system, state, link)
+        except WouldWait:
+            raise  # nothing written: the caller creates it again where it may wait
         except BaseException:
             self.detached = "the chat could not be created in the store"
             self.close()
             raise
         self._state = state
-        self._rules_looked = self._rules_token()  # a new chat: no rule changed elsewhere yet
+        with may_wait_here():  # created: from here on nothing may be left half done
+            self._rules_looked = self._rules_token()  # a new chat: no rule changed elsewhere
 
     def resume(self, record: ChatRecord, snapshot: Snapshot) -> None:
         """Put a stored chat back into the (new) chat this extension was just attached to.

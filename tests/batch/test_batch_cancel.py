@@ -74,7 +74,13 @@ async def _rerun(prompts: list[str], make: Any, path: Path, name: str | None = N
 
 class GatedStore(SQLiteStore):
     """A SQLite store that holds the batch record of one key until ``go`` is set, before
-    or after writing it: the batch is cancelled meanwhile, before the chat got its prompt."""
+    or after writing it: the batch is cancelled meanwhile, before the chat got its prompt.
+
+    Its writes wait, so it says so (``writes_inline``): the batch makes them on a worker
+    thread and its loop stays free to be cancelled (a store written inline is written
+    whole before the loop can deliver a cancellation)."""
+
+    writes_inline = False
 
     def __init__(self, path: Path, key: str, *, before: bool = False) -> None:
         super().__init__(path)

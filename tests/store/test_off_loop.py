@@ -341,3 +341,41 @@ def test_a_subscriber_using_the_store_during_a_step_on_the_loop_may_wait(
         kinds = [e.type for e in again.iter_events(chat.id)]
     assert kinds.count("approval_decided") == 1  # the store's subscriber got it too
     store.close()
+
+
+@pytest.mark.parametrize("synchronous", ["NORMAL", "FULL"])
+def test_a_batch_records_each_chat_on_its_loop_unless_the_store_waits(
+    tmp_path: Path, synchronous: str
+) -> None:
+    """A batch row's chat is created in the store and recorded as its input's chat (two
+    transactions) on the batch's own thread when the store writes inline; a store whose
+    commits fsync does both on a worker thread. The rows are recorded either way."""
+    store = SQLiteStore(tmp_path / "batch.db", synchronous=synchronous)
+    where: list[tuple[str, bool]] = []
+    loop_thread: list[threading.Thread] = []
+    for name in ("create_chat", "add_batch_chat"):
+        inner = getattr(store, name)
+
+        def spied(*args: Any, _inner: Any = inner, _name: str = name, **kwargs: Any) -> Any:
+            where.append((_name, threading.current_thread() is loop_thread[0]))
+            return _inner(*args, **kwargs)
+
+        setattr(store, name, spied)
+
+    async def run() -> Any:
+        loop_thread.append(threading.current_thread())
+        return await nbagent.batch_async(
+            [f"task {i}" for i in range(5)],
+            lambda: Chat(provider=ScriptedProvider(_script(1))).with_tools(lookup),
+            store=store,
+            concurrency=2,
+            progress=False,
+        )
+
+    result = asyncio.run(run())
+    assert list(result["status"]) == ["done"] * 5
+    assert sorted(name for name, _ in where) == ["add_batch_chat"] * 5 + ["create_chat"] * 5
+    on_loop = {here for _, here in where}
+    assert on_loop == ({True} if synchronous == "NORMAL" else {False})
+    assert len(store.chats()) == 5
+    store.close()
