@@ -32,6 +32,25 @@ def postgres(conn: Any) -> bool:
     return bool(getattr(conn, "postgres", False))
 
 
+def _announce(conn: Any, trigger: str, table: str, fields: str, name: str, when: str = "") -> None:
+    """PostgreSQL: ``trigger`` on ``table``, which NOTIFYs each row inserted (``when``: those
+    matching) on :data:`CHANNEL`, with ``fields`` (``'key', NEW.column, ...``) as JSON, through
+    the function ``nbagent_<name>_notify``."""
+    conn.execute(
+        f"""CREATE FUNCTION nbagent_{name}_notify() RETURNS trigger
+            LANGUAGE plpgsql AS $$
+            BEGIN
+                PERFORM pg_notify('{CHANNEL}', json_build_object({fields})::text);
+                RETURN NULL;
+            END $$"""
+    )
+    condition = f" WHEN ({when})" if when else ""
+    conn.execute(
+        f"""CREATE TRIGGER {trigger} AFTER INSERT ON {table} FOR EACH ROW{condition}
+            EXECUTE FUNCTION nbagent_{name}_notify()"""
+    )
+
+
 def m001_initial(conn: Any) -> None:
     """Chats, their transcripts, their tool calls and their events."""
     for sql in (
@@ -109,18 +128,12 @@ def m002_claims_and_decisions(conn: Any) -> None:
         )"""
     )
     if postgres(conn):  # every decision recorded is announced (LISTEN/NOTIFY: store.watch)
-        conn.execute(
-            f"""CREATE FUNCTION nbagent_decision_notify() RETURNS trigger
-                LANGUAGE plpgsql AS $$
-                BEGIN
-                    PERFORM pg_notify('{CHANNEL}', json_build_object(
-                        'id', NEW.id, 'chat', NEW.chat_id, 'call', NEW.call_id)::text);
-                    RETURN NULL;
-                END $$"""
-        )
-        conn.execute(
-            """CREATE TRIGGER decisions_notify AFTER INSERT ON decisions
-                FOR EACH ROW EXECUTE FUNCTION nbagent_decision_notify()"""
+        _announce(
+            conn,
+            "decisions_notify",
+            "decisions",
+            "'id', NEW.id, 'chat', NEW.chat_id, 'call', NEW.call_id",
+            "decision",
         )
         return  # every PostgreSQL store began at version 8 or later: no older rows to carry
     # Calls an older version recorded: gated ones are marked, their decisions applied ones.
@@ -388,18 +401,12 @@ def m015_inputs(conn: Any) -> None:
     )
     pg = postgres(conn)
     if pg:
-        conn.execute(
-            f"""CREATE FUNCTION nbagent_input_answer_notify() RETURNS trigger
-                LANGUAGE plpgsql AS $$
-                BEGIN
-                    PERFORM pg_notify('{CHANNEL}', json_build_object(
-                        'answer', NEW.id, 'chat', NEW.chat_id)::text);
-                    RETURN NULL;
-                END $$"""
-        )
-        conn.execute(
-            """CREATE TRIGGER input_answers_notify AFTER INSERT ON input_answers
-                FOR EACH ROW EXECUTE FUNCTION nbagent_input_answer_notify()"""
+        _announce(
+            conn,
+            "input_answers_notify",
+            "input_answers",
+            "'answer', NEW.id, 'chat', NEW.chat_id",
+            "input_answer",
         )
 
     # The inputs (and answers) of chats written before, from their events.
@@ -462,19 +469,14 @@ def m017_rule_changes_announced(conn: Any) -> None:
     announcements. Nothing changes on SQLite, nor in any table.
     """
     if postgres(conn):
-        conn.execute(
-            f"""CREATE FUNCTION nbagent_rule_notify() RETURNS trigger
-                LANGUAGE plpgsql AS $$
-                BEGIN
-                    PERFORM pg_notify('{CHANNEL}', json_build_object(
-                        'rule', NEW.seq, 'chat', NEW.chat_id)::text);
-                    RETURN NULL;
-                END $$"""
-        )
-        conn.execute(
-            """CREATE TRIGGER events_rule_notify AFTER INSERT ON events FOR EACH ROW
-                WHEN (NEW.type IN ('rule_changed', 'always_allow_changed'))
-                EXECUTE FUNCTION nbagent_rule_notify()"""
+        when = "NEW.type IN ('rule_changed', 'always_allow_changed')"
+        _announce(
+            conn,
+            "events_rule_notify",
+            "events",
+            "'rule', NEW.seq, 'chat', NEW.chat_id",
+            "rule",
+            when,
         )
 
 

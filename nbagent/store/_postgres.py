@@ -63,7 +63,7 @@ from . import _pg_migrations as migrations
 from ._follow import release as release_follower
 from ._migrations import SCHEMA_VERSION
 from ._pg_listener import Listener as _Listener
-from ._sql import RULE_CHANGES, SQLStore, _GroupConn, _Job, next_seq_sql, updated_at_sql
+from ._sql import RULE_CHANGES, SQLStore, _GroupConn, _Job, next_seq_sql, planned, updated_at_sql
 from ._waiting import WouldWait, may_wait
 
 DSN_SCHEMES = ("postgresql://", "postgres://")
@@ -482,13 +482,7 @@ class PostgresStore(SQLStore):
         for key in sorted({_chat_key(j.chat_id) for j in group if j.chat_id}):
             script.execute(migrations.chat_lock(key))  # in order: no deadlock
         grouped = _GroupConn(script)  # each table's rows in one statement
-        expect: list[tuple[Any, int]] = []
-        for job in group:
-            try:
-                expect += job.plan(grouped)
-            except BaseException as exc:
-                job.raised = exc
-                raise
+        expect = planned(group, grouped)
         grouped.send()
         try:
             script.run()
@@ -628,25 +622,27 @@ class PostgresStore(SQLStore):
         object (a task on nbagent's background loop); it reconnects by itself if the
         server goes away, and then reports the decisions recorded meanwhile.
 
-        Every decision recorded once this returns is reported: the listener reports
-        those above the last id read here, and this waits until it listens (except on
-        the background loop itself, which the listener needs to run).
+        Every decision recorded once this returns is reported, and none recorded before
+        it began: the listener reports to ``follower`` those above the last ids read here
+        (one started earlier by :meth:`rules_token` may still hold announcements of older
+        ones), and this waits until it listens (except on the background loop itself,
+        which the listener needs to run).
 
         Raises:
             StoreError: The store is closed, or the server cannot be reached.
         """
         with self._lock, self._listener_lock:
+            with self._read() as conn:  # raises if closed or unreachable
+                row = conn.execute(
+                    "SELECT (SELECT COALESCE(MAX(id), 0) FROM decisions), "
+                    "(SELECT COALESCE(MAX(id), 0) FROM input_answers)"
+                ).fetchone()
+            after = (int(row[0]), int(row[1]))
             if self._listener is None:
-                with self._read() as conn:  # raises if closed or unreachable
-                    row = conn.execute(
-                        "SELECT (SELECT COALESCE(MAX(id), 0) FROM decisions), "
-                        "(SELECT COALESCE(MAX(id), 0) FROM input_answers)"
-                    ).fetchone()
-                self._listener = self._held.listener = _Listener(
-                    self._async_connect, int(row[0]), int(row[1])
-                )
+                self._listener = self._held.listener = _Listener(self._async_connect, *after)
             listener = self._listener
-            listener.add(follower)
+            listener.add(follower, after)  # a listener started earlier (rules_token) has news
+            # queued from before: not this follower's
         wait = self._connect_timeout + 5.0
         if not on_background_loop() and not listener.listening.wait(wait):
             with self._lock:

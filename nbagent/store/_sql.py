@@ -398,6 +398,19 @@ class _GroupConn:
                 stand_in.sent = sent
 
 
+def planned(group: list[_Job], conn: Any) -> list[tuple[Any, int]]:
+    """Every job's statements of a group sent on ``conn``, and the rows each must change; a
+    job whose own plan raises (text the database cannot take) is marked, then it propagates."""
+    expect: list[tuple[Any, int]] = []
+    for job in group:
+        try:
+            expect += job.plan(conn)
+        except BaseException as exc:
+            job.raised = exc
+            raise
+    return expect
+
+
 def _simple(entries: Sequence[Entry]) -> bool:
     """Whether every change among ``entries`` is one whose outcome a row count tells (a
     decision reads its call's row first: never sent at once)."""

@@ -93,7 +93,7 @@ from .._errors import StoreError
 from . import _migrations as migrations
 from ._checkpointer import checkpointer_for, release_unclosed, take_over
 from ._follow import release as release_follower
-from ._sql import SQLStore, _Job
+from ._sql import SQLStore, _Job, planned
 from ._waiting import WouldWait, held, may_wait
 
 
@@ -341,14 +341,8 @@ class SQLiteStore(SQLStore):
         with held(self._lock):
             conn = self._c()
             self._begin_write(conn)
-            expect: list[tuple[Any, int]] = []
             try:
-                for job in group:
-                    try:
-                        expect += job.plan(conn)
-                    except BaseException as exc:
-                        job.raised = exc
-                        raise
+                expect = planned(group, conn)
             except sqlite3.Error:
                 conn.execute("ROLLBACK")
                 return  # nothing written: each job alone, statement by statement

@@ -21,6 +21,7 @@ import psycopg
 import pytest
 
 from nbagent import Chat, Rule, tool
+from nbagent._aio import spawn
 from nbagent.store import PostgresStore, _extension
 from nbagent.store._extension import StoreExtension
 from nbagent.testing import ScriptedProvider, call_tools, reply
@@ -139,5 +140,36 @@ def test_an_announcement_lost_is_made_up_for_within_a_second(
     time.sleep(1.1)
     chat.refresh()
     assert chat.rules == (DENY_BIG,)
+    chat.close()
+    store.close()
+
+
+def test_a_watch_of_a_store_that_listens_already_reports_nothing_decided_before_it(
+    postgres_dsn: str,
+) -> None:
+    """The listener a driven chat started (its rules token) may still hold the announcement
+    of a decision made before a watch began; the watch is not told of it. The listener's
+    loop is held while the decision is made and the watch begins, so the announcement is
+    processed after the watch joined."""
+    store = PostgresStore(postgres_dsn)
+    chat = Chat(model="demo", store=store).with_tools(Refund)
+    chat.ask("Refund order 7")
+    _listening(store)
+    held, holding = threading.Event(), threading.Event()
+
+    async def hold() -> None:  # blocks nbagent's background loop (the listener's)
+        holding.set()
+        held.wait(10)
+
+    spawn(hold())
+    assert holding.wait(10)
+    try:
+        with PostgresStore(postgres_dsn) as other:
+            other.approve(chat.pending_approvals[0].id, chat_id=chat.id)  # before the watch
+        watch = store.watch()
+    finally:
+        held.set()
+    with watch:
+        assert watch.wait(0.5) == set()
     chat.close()
     store.close()
