@@ -26,8 +26,10 @@ PostgreSQL's own:
   A decision reads the call's row ``FOR UPDATE``: of two processes deciding
   at once, the second sees the first's decision (first decision wins).
 - **decisions reach running chats without polling**: a trigger NOTIFYs every
-  recorded decision; one listening connection per store object (opened with the
-  first :meth:`PostgresStore.watch`) wakes the watches that follow that chat.
+  recorded decision (and every rule change: m017); one listening connection per
+  store object (opened with the first :meth:`PostgresStore.watch`, or the first
+  step of a chat driven on the store, in the background) wakes the watches that
+  follow that chat and tells driven chats when to read their rules again.
 - **the schema**: :mod:`nbagent.store._pg_migrations` (the same versions as
   SQLite's), applied once under an advisory lock.
 - **a database that goes away** (a restart, a terminated backend, a network

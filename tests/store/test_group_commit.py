@@ -11,6 +11,7 @@ mid-flight and resumed is ``tests/batch/test_batch_resume.py``'s, on both stores
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -313,3 +314,38 @@ def test_a_postgres_group_sends_each_tables_rows_in_one_statement(postgres_dsn: 
                 rows = conn.execute("SELECT type FROM events WHERE chat_id = ?", (chat_id,))
                 assert [r[0] for r in rows.fetchall()] == ["step_finished"]
     store.close()
+
+
+def test_text_that_means_something_to_sql_or_psycopg_is_stored_as_written(
+    backend: Backend,
+) -> None:
+    """A group's values are bound client-side into one query on PostgreSQL: quotes,
+    backslashes, semicolons, placeholders and a NUL (escaped in the message's JSON) come
+    back as written, in every chat of the group."""
+    store = _counted(backend)
+    for chat_id in ("q1", "q2"):
+        _chat(store, chat_id)
+    text = "it's 100%s; %(x)s %% \\ DROP TABLE chats; -- \x00 é \u2028"
+    got = _queued_together(
+        store,
+        [
+            lambda: store.write(
+                "q1", [dataclasses.replace(_message(0, "x", 0), change=_said(text))]
+            ),
+            lambda: store.write(
+                "q2", [dataclasses.replace(_message(0, "x", 0), change=_said(text[::-1]))]
+            ),
+        ],
+    )
+    assert got == [None, None]
+    assert store.groups[-1] == 2
+    if backend.kind == "postgres":
+        assert store.committed[-1] is True  # as one group, not written again one by one
+    assert [m["content"] for m in store.load("q1").messages] == [text]
+    assert [m["content"] for m in store.load("q2").messages] == [text[::-1]]
+    store.close()
+
+
+def _said(text: str) -> NewMessage:
+    data = json.dumps({"role": "user", "content": text})
+    return NewMessage(0, 0, "user", data, 0, _now())
