@@ -45,7 +45,7 @@ class Listener:
         last_answer: int | None = 0,
     ):
         self._connect = weakref.WeakMethod(connect)
-        self._watches: dict[Follower, tuple[int, int]] = {}  # -> the ids it was added after
+        self._watches: set[Follower] = set()
         self._lock = threading.Lock()
         self._last_id = last_id  # None: the newest when it first listens (nothing before)
         self._last_answer = last_answer  # answers to inputs (input_answers), their own ids
@@ -55,32 +55,32 @@ class Listener:
         LISTEN holds again (what was committed while it did not is unknown): equal values
         while ``listening``, no rule changed in between, once announced."""
         self.last_error: BaseException | None = None
+        self._followed = False
         self._task = spawn(self._run())
 
-    def add(self, watch: Follower, after: tuple[int, int] = (0, 0)) -> None:
-        """Push to ``watch`` the decisions and answers recorded after those ``after`` names
-        (the newest decision's and answer's ids when it was added): an announcement still
-        queued for one made before is not news to it."""
+    def add(self, watch: Follower) -> None:
         with self._lock:
-            self._watches[watch] = after
+            self._watches.add(watch)
+            self._followed = True
+
+    @property
+    def followed(self) -> bool:
+        """Whether a follower was ever added (one started for the rules token alone was not)."""
+        return self._followed
 
     def stop(self) -> None:
         """Stop listening (its connection closes) and close every follower."""
         self._task.cancel()
         with self._lock:
-            watches, self._watches = list(self._watches), {}
+            watches, self._watches = list(self._watches), set()
         for w in watches:
             w.close()
 
-    def _dispatch(self, news: list[tuple[int, int, str]]) -> None:
-        """Push ``news`` (``(0, decision id, chat)`` or ``(1, answer id, chat)``) to each
-        follower added before it."""
+    def _dispatch(self, chat_ids: list[str]) -> None:
         with self._lock:
-            watches = list(self._watches.items())
-        for w, after in watches:
-            chat_ids = [chat for kind, id_, chat in news if id_ > after[kind]]
-            if chat_ids:
-                w.push(chat_ids)
+            watches = list(self._watches)
+        for w in watches:
+            w.push(chat_ids)
 
     async def _run(self) -> None:
         delay = 0.05
@@ -122,7 +122,7 @@ class Listener:
             rows = await cur.fetchall()
             if rows:
                 self._last_id = int(rows[-1][0])
-                self._dispatch([(0, int(r[0]), r[1]) for r in rows])
+                self._dispatch([r[1] for r in rows])
             cur = await conn.execute(
                 "SELECT id, chat_id FROM input_answers WHERE id > %s ORDER BY id",
                 (self._last_answer,),
@@ -130,7 +130,7 @@ class Listener:
             rows = await cur.fetchall()
             if rows:
                 self._last_answer = int(rows[-1][0])
-                self._dispatch([(1, int(r[0]), r[1]) for r in rows])
+                self._dispatch([r[1] for r in rows])
             self.rules += 1  # a rule changed while it did not listen is read at the next look
             self.listening.set()
             async for note in conn.notifies():
@@ -147,14 +147,12 @@ class Listener:
                 self.rules += 1
                 return
             if "answer" in data:  # an answer to an input (m015)
-                kind, id_ = 1, int(data["answer"])
-                self._last_answer = max(self._last_answer or 0, id_)
+                self._last_answer = max(self._last_answer or 0, int(data["answer"]))
             else:
-                kind, id_ = 0, int(data["id"])
-                self._last_id = max(self._last_id or 0, id_)
+                self._last_id = max(self._last_id or 0, int(data["id"]))
         except (ValueError, KeyError, TypeError):
             return
-        self._dispatch([(kind, id_, chat_id)])
+        self._dispatch([chat_id])
 
 
 __all__ = ["Listener"]

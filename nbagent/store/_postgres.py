@@ -624,27 +624,31 @@ class PostgresStore(SQLStore):
         object (a task on nbagent's background loop); it reconnects by itself if the
         server goes away, and then reports the decisions recorded meanwhile.
 
-        Every decision recorded once this returns is reported, and none recorded before
-        it began: the listener reports to ``follower`` those above the last ids read here
-        (one started earlier by :meth:`rules_token` may still hold announcements of older
-        ones), and this waits until it listens (except on the background loop itself,
-        which the listener needs to run).
+        Every decision recorded once this returns is reported: the listener reports
+        those above the last id read here, and this waits until it listens (except on
+        the background loop itself, which the listener needs to run). A listener started
+        earlier for :meth:`rules_token` alone is replaced: it may still hold announcements
+        of decisions made before this began, which are not news to ``follower``.
 
         Raises:
             StoreError: The store is closed, or the server cannot be reached.
         """
         with self._lock, self._listener_lock:
-            with self._read() as conn:  # raises if closed or unreachable
-                row = conn.execute(
-                    "SELECT (SELECT COALESCE(MAX(id), 0) FROM decisions), "
-                    "(SELECT COALESCE(MAX(id), 0) FROM input_answers)"
-                ).fetchone()
-            after = (int(row[0]), int(row[1]))
+            early = self._listener
+            if early is not None and not early.followed:  # started for the rules token alone:
+                self._listener = self._held.listener = None  # it may hold announcements of
+                early.stop()  # decisions made before this began; a new one starts after them
             if self._listener is None:
-                self._listener = self._held.listener = _Listener(self._async_connect, *after)
+                with self._read() as conn:  # raises if closed or unreachable
+                    row = conn.execute(
+                        "SELECT (SELECT COALESCE(MAX(id), 0) FROM decisions), "
+                        "(SELECT COALESCE(MAX(id), 0) FROM input_answers)"
+                    ).fetchone()
+                self._listener = self._held.listener = _Listener(
+                    self._async_connect, int(row[0]), int(row[1])
+                )
             listener = self._listener
-            listener.add(follower, after)  # a listener started earlier (rules_token) has news
-            # queued from before: not this follower's
+            listener.add(follower)
         wait = self._connect_timeout + 5.0
         if not on_background_loop() and not listener.listening.wait(wait):
             with self._lock:
