@@ -80,13 +80,19 @@ def attach_store(chat: Chat, store: Any, parent: ForkParent | None = None) -> St
         StoreError: The store cannot be opened, or already has a chat with this id
             (use ``Chat.load`` to continue it).
     """
+    st, ext, info = _plugged(chat, store)
+    ext.create(info, chat.system, parent)
+    return st
+
+
+def _plugged(chat: Chat, store: Any) -> tuple[Store, StoreExtension, ChatInfo]:
+    """A new chat's store (opened if a path), the extension plugged into the chat, and the
+    chat's info to create it with (:meth:`StoreExtension.create`)."""
     st, owned = _open(store)
     ext = StoreExtension(chat.id, st, owned)
     chat.extend(ext)
     now = utcnow()
-    info = ChatInfo(chat.id, now, now, chat.provider.name, chat.model)
-    ext.create(info, chat.system, parent)
-    return st
+    return st, ext, ChatInfo(chat.id, now, now, chat.provider.name, chat.model)
 
 
 async def attach_batch_chat(chat: Chat, store: Any, batch_id: str, key: str) -> str:
@@ -103,11 +109,7 @@ async def attach_batch_chat(chat: Chat, store: Any, batch_id: str, key: str) -> 
     Raises:
         StoreError: The store cannot be written, or already has a chat with this id.
     """
-    st, owned = _open(store)
-    ext = StoreExtension(chat.id, st, owned)
-    chat.extend(ext)
-    now = utcnow()
-    info = ChatInfo(chat.id, now, now, chat.provider.name, chat.model)
+    st, ext, info = _plugged(chat, store)
     await _written(st, ext.create, info, chat.system, None)
     return str(await _written(st, st.add_batch_chat, batch_id, key, chat.id))  # type: ignore[attr-defined]
 

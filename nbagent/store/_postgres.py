@@ -151,7 +151,7 @@ class _Conn:
 
     __slots__ = ("client", "raw")
 
-    def __init__(self, raw: Any, client: Any = None):
+    def __init__(self, raw: Any, client: Any):
         self.raw = raw
         self.client = client  # a ClientCursor on ``raw``: binds parameters as literals
 
