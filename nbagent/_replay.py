@@ -37,6 +37,7 @@ running the tool.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -49,6 +50,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ._config import get_config
 from ._errors import ProviderError
+from ._packing import Packer
 from ._recording import (
     Prefix,
     RecordedResult,
@@ -123,27 +125,44 @@ class Recordings(Protocol):
 
 
 class MemoryRecordings:
-    """The process's recordings: the most recent ones, so a rerun cell replays."""
+    """The process's recordings: the most recent ones, so a rerun cell replays.
+
+    Kept packed (:mod:`nbagent._packing`), a third of a KiB a response instead
+    of 2.4 KiB of objects: the process holds thousands and reads one back only
+    when a request is answered from it. A recording's messages' digests stay
+    an object: they are a chain its chat's later requests share. What cannot
+    be pickled is kept as it is.
+    """
 
     def __init__(self, limit: int = PROCESS_LIMIT, max_bytes: int = PROCESS_BYTES):
         self.limit = limit
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._recordings: OrderedDict[str, Recording] = OrderedDict()
-        self._results: OrderedDict[tuple[str, str], RecordedResult] = OrderedDict()
+        self._recordings: OrderedDict[str, tuple[bytes, Any] | Recording] = OrderedDict()
+        self._results: OrderedDict[tuple[str, str], bytes | RecordedResult] = OrderedDict()
         self._sizes: dict[Any, int] = {}
         self._bytes = 0
+        self._packers = (Packer(), Packer())  # responses, results: each its own dictionary
 
-    def _keep(self, table: OrderedDict[Any, Any], key: Any, value: Any) -> None:
-        """Put ``value`` in ``table`` (most recent), then drop the oldest past the limits."""
+    def _keep(self, table: OrderedDict[Any, Any], key: Any, value: Any, size: int) -> None:
+        """Put ``value`` (of ``size``) in ``table`` (most recent), then drop the oldest past
+        the limits."""
         self._bytes -= self._sizes.pop(key, 0)
         table[key] = value
         table.move_to_end(key)
-        self._sizes[key] = size = _size(value)
+        self._sizes[key] = size
         self._bytes += size
         while len(table) > self.limit or (self._bytes > self.max_bytes and len(table) > 1):
             old, _ = table.popitem(last=False)
             self._bytes -= self._sizes.pop(old, 0)
+
+    def _recording(self, kept: tuple[bytes, Any] | Recording) -> Recording:
+        if isinstance(kept, Recording):
+            return kept
+        packed, digests = kept
+        rec: Recording = self._packers[0].unpack(packed)
+        rec.fingerprint["messages"] = digests  # a fresh dict, this copy's own
+        return rec
 
     def __repr__(self) -> str:
         return f"MemoryRecordings({len(self._recordings)} recordings)"
@@ -160,29 +179,43 @@ class MemoryRecordings:
 
     def find(self, key: str) -> Recording | None:
         with self._lock:
-            rec = self._recordings.get(key)
-            if rec is not None:
-                self._recordings.move_to_end(key)
-            return rec
+            kept = self._recordings.get(key)
+            if kept is None:
+                return None
+            self._recordings.move_to_end(key)
+        return self._recording(kept)
 
     def add(self, recording: Recording, chat_id: str, step: int, replayed: bool) -> None:
+        fp = recording.fingerprint
+        kept: tuple[bytes, Any] | Recording = recording
+        with contextlib.suppress(Exception):  # not picklable: kept as it is
+            bare = replace(recording, fingerprint={**fp, "messages": None})
+            kept = (self._packers[0].pack(bare), fp.get("messages"))
         with self._lock:
             if replayed and recording.key in self._recordings:
                 self._recordings.move_to_end(recording.key)
                 return
-            self._keep(self._recordings, recording.key, recording)
+            self._keep(self._recordings, recording.key, kept, _size(recording))
 
     def candidates(self, fp: dict[str, Any]) -> Iterable[Recording]:
         with self._lock:
-            return list(self._recordings.values())
+            kept = list(self._recordings.values())
+        return [self._recording(k) for k in kept]
 
     def result(self, key: str, call_id: str) -> RecordedResult | None:
         with self._lock:
-            return self._results.get((key, call_id))
+            kept = self._results.get((key, call_id))
+        if kept is None or isinstance(kept, RecordedResult):
+            return kept
+        result: RecordedResult = self._packers[1].unpack(kept)
+        return result
 
     def add_result(self, key: str, call_id: str, result: RecordedResult) -> None:
+        kept: bytes | RecordedResult = result
+        with contextlib.suppress(Exception):  # not picklable: kept as it is
+            kept = self._packers[1].pack(result)
         with self._lock:
-            self._keep(self._results, (key, call_id), result)
+            self._keep(self._results, (key, call_id), kept, _size(result))
 
 
 PROCESS = MemoryRecordings()

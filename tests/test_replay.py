@@ -479,7 +479,7 @@ def test_a_replayed_run_emits_the_events_of_the_live_one_through_the_real_sdk() 
     ]
     assert replayed.transcript == live.transcript
     # the key never reaches a recording
-    assert "sk-test-123" not in repr([r for r in PROCESS._recordings.values()])
+    assert "sk-test-123" not in repr(list(PROCESS.candidates({})))
 
 
 def test_a_replayed_run_stops_at_the_budget_the_recorded_one_stopped_at() -> None:
@@ -569,6 +569,40 @@ def test_the_process_keeps_the_most_recent_recordings_within_its_limits() -> Non
     ]
     memory.add_result("k9", "call_1", RecordedResult("ok", "z" * 20_000))  # alone past the limit
     assert memory.result("k9", "call_1") is not None  # the newest is always kept
+
+
+def test_the_process_keeps_its_recordings_packed_and_gives_them_back_whole() -> None:
+    """A rerun cell replays from what the process kept: packed (a third of a KiB instead of
+    2.4 KiB of objects), each recording read back equal, its messages' digests the very
+    chain its chat's later requests share (never a copy per recording); what cannot be
+    pickled is kept as it is."""
+    import threading
+
+    from nbagent._recording import Digests, RecordedResult, Recording
+    from nbagent._replay import MemoryRecordings
+
+    memory = MemoryRecordings()
+    first = Digests([("user", "d1")])
+    later = Digests([("assistant", "d2"), ("tool", "d3")], parent=first)
+    recs = [
+        Recording(f"k{n}", {"model": "m", "messages": digests, "tools": []}, reply(f"r{n}"))
+        for n, digests in enumerate((first, later))
+    ]
+    for n, rec in enumerate(recs):
+        memory.add(rec, "chat", n, False)
+    memory.add_result("k1", "call_1", RecordedResult("ok", "done", arguments={"a": 1}))
+    assert all(type(kept) is tuple for kept in memory._recordings.values())  # packed
+    assert all(type(kept) is bytes for kept in memory._results.values())
+    for rec in recs:
+        got = memory.find(rec.key)
+        assert got == rec and got is not rec
+        assert got.fingerprint["messages"] is rec.fingerprint["messages"]
+    assert memory.find("k1").fingerprint["messages"].parent is first
+    assert memory.result("k1", "call_1") == RecordedResult("ok", "done", arguments={"a": 1})
+    assert sorted(r.key for r in memory.candidates({})) == ["k0", "k1"]
+    odd = Recording("k2", {"messages": [], "opaque": threading.Lock()}, reply("r2"))
+    memory.add(odd, "chat", 2, False)
+    assert memory.find("k2") is odd  # not picklable: kept as it is
 
 
 @pytest.mark.parametrize("where", ["process", "store"])

@@ -20,8 +20,9 @@ registry finds a run by id only while something else holds it). A row's chat
 is let go as soon as the row is ``done`` (it can no longer change): with a
 store, its record is in the store, where ``read_log`` and the inbox read it
 (the store writes what a chat still has queued before the chat is freed);
-without one, the run keeps the chat's events, pickled and compressed (about
-1.8 KiB for a 3-round chat, a third of its record), instead of the chat, folds
+without one, the run keeps the chat's events, pickled and deflated against the
+first done chat's (:mod:`nbagent._packing`: about 0.5 KiB for a 3-round chat, a
+ninth of its record), instead of the chat, folds
 them into its record when the log is read (``fold(events) == chat.record``), and
 reads the chat itself while the user still holds it (a chat whose events cannot
 be pickled, a tool's return value that cannot, keeps its record instead).
@@ -32,13 +33,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import pickle
 import threading
 import weakref
-import zlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from .._packing import Packer
 from ._backend import FINAL, SETTLED, Job, RowResult, RowUpdate
 from ._display import ProgressDisplay
 from ._progress import Progress
@@ -103,6 +103,7 @@ class BatchRun:
         # without a store, a done row's log (its chat's events, packed) and its chat while
         # held elsewhere
         self._done: dict[str, tuple[bytes | Any, weakref.ref[Any]]] = {}
+        self._packer = Packer()  # a done row's events, against the first done row's
         self._lock = threading.Lock()
         self._settled = asyncio.Event()
         self._final = asyncio.Event()
@@ -166,7 +167,7 @@ class BatchRun:
             with self._lock:  # a done chat can no longer change: the run lets it go
                 chat = self.chats.pop(result.chat_id, None)
                 if chat is not None and self.store is None:  # its log, kept without it
-                    self._done[result.chat_id] = (_packed(chat), weakref.ref(chat))
+                    self._done[result.chat_id] = (self._packed(chat), weakref.ref(chat))
         if not self._unsettled:
             self._settled.set()
         if not self._open:
@@ -293,29 +294,27 @@ class BatchRun:
             if chat is not None:
                 sources.append(chat)
             elif done is not None:
-                sources.append(_unpacked(done[0], cid))
+                sources.append(self._unpacked(done[0], cid))
             elif self.store is not None:
                 sources.append(list(self.store.iter_events(cid)))
         return sources
 
+    def _packed(self, chat: Any) -> bytes | Any:
+        """A done chat's log, small: its events packed (:mod:`nbagent._packing`, about a
+        ninth of its record, whose objects would keep every message alive), else its
+        record (an event that cannot be pickled: a tool's return value, say)."""
+        try:
+            return self._packer.pack(list(chat.events))
+        except Exception:
+            return chat.record
 
-def _packed(chat: Any) -> bytes | Any:
-    """A done chat's log, small: its events pickled and compressed (a third of its record,
-    whose objects would keep every message alive), else its record (an event that cannot be
-    pickled: a tool's return value, say)."""
-    try:
-        return zlib.compress(pickle.dumps(list(chat.events), pickle.HIGHEST_PROTOCOL), 1)
-    except Exception:
-        return chat.record
+    def _unpacked(self, kept: bytes | Any, chat_id: str) -> Any:
+        """The record of a done chat from what :meth:`_packed` kept."""
+        if not isinstance(kept, bytes):
+            return kept
+        from .._record import fold
 
-
-def _unpacked(kept: bytes | Any, chat_id: str) -> Any:
-    """The record of a done chat from what :func:`_packed` kept."""
-    if not isinstance(kept, bytes):
-        return kept
-    from .._record import fold
-
-    return fold(pickle.loads(zlib.decompress(kept)), chat_id)  # bytes it packed itself
+        return fold(self._packer.unpack(kept), chat_id)
 
 
 def _lookup(batch_id: str) -> Any:
