@@ -7,7 +7,13 @@ the chats are made with nbagent's defaults (``stream`` left as the batch picks i
 (or ``raw-dicts``, the history kept as dicts)
 does the same work with a raw ``AsyncOpenAI`` client and ``asyncio.gather``
 under a semaphore of C: per chat, requests until the model stops calling the
-tool, each tool call answered by the same function. Prints one JSON line:
+tool, each tool call answered by the same function. MODE ``raw-postgres`` is
+``raw-dicts`` that also commits what a store must before each step goes on (the
+prompt; each response with its calls claimed, before they run; each result, before
+the model is asked again; the answer), as JSON rows of one table, through psycopg's
+``AsyncConnection`` on the same loop, the chats' rows waiting together sent as one
+multi-row insert (group commit): the floor of a store's cost on that loop, with
+none of a store's tables, reads or checks. Prints one JSON line:
 wall seconds, CPU seconds, requests made, the peak RSS before and after, and the
 resident size (after a collection) before the batch and after it returned, its
 result still held.
@@ -67,28 +73,88 @@ def rss_mib() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-async def raw(base_url: str, n: int, concurrency: int, dicts: bool = False) -> int:
+async def _group_writer(dsn: str) -> tuple[Any, Any]:
+    """``write(rows)``, awaited until its rows are committed, and ``close()``: one
+    connection, one task sending every row waiting as one insert (autocommit)."""
+    import psycopg
+
+    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    await conn.execute(
+        "CREATE TABLE IF NOT EXISTS floor_events (chat text, seq int, kind text, body jsonb)"
+    )
+    waiting: list[tuple[list[tuple[Any, ...]], asyncio.Future[None]]] = []
+    wake = asyncio.Event()
+
+    async def send() -> None:
+        while True:
+            await wake.wait()
+            wake.clear()
+            group = waiting[:]
+            del waiting[:]
+            rows = [row for rows, _ in group for row in rows]
+            values = ", ".join(["(%s, %s, %s, %s)"] * len(rows))
+            try:
+                await conn.execute(
+                    f"INSERT INTO floor_events VALUES {values}", [x for r in rows for x in r]
+                )
+            except BaseException as exc:
+                for _, done in group:
+                    done.set_exception(exc)
+                raise
+            for _, done in group:
+                done.set_result(None)
+
+    sender = asyncio.create_task(send())
+
+    async def write(rows: list[tuple[Any, ...]]) -> None:
+        done = asyncio.get_running_loop().create_future()
+        waiting.append((rows, done))
+        wake.set()
+        await done
+
+    async def close() -> None:
+        sender.cancel()
+        await conn.close()
+
+    return write, close
+
+
+async def raw(base_url: str, n: int, concurrency: int, dicts: bool = False, dsn: str = "") -> int:
     """The raw loop; ``dicts``: append the assistant message as a dict, not the SDK's
     object (the documented idiom appends the object, which the SDK re-serialises on
-    every later request)."""
+    every later request); ``dsn``: commit each step's rows there first (``raw-postgres``)."""
     import openai
 
     client = openai.AsyncOpenAI(api_key=KEY, base_url=base_url)
     sem = asyncio.Semaphore(concurrency)
     requests = 0
+    write: Any = None
+    close: Any = None
+    if dsn:
+        write, close = await _group_writer(dsn)
+
+    async def noted(chat: str, seq: int, *rows: tuple[str, str]) -> None:
+        if write is not None:
+            await write([(chat, seq, kind, body) for kind, body in rows])
 
     async def one(i: int) -> str:
         nonlocal requests
         async with sem:
             messages: list[Any] = [{"role": "user", "content": f"task {i}"}]
+            chat, seq = f"chat-{i}", 0
+            await noted(chat, seq, ("prompt", json.dumps(messages[0])))
             while True:
                 resp = await client.chat.completions.create(
                     model=MODEL, messages=messages, tools=TOOLS
                 )
                 requests += 1
                 msg = resp.choices[0].message
+                seq += 1
                 if not msg.tool_calls:
+                    await noted(chat, seq, ("answer", resp.model_dump_json()))
                     return msg.content or ""
+                claims = [("claim", json.dumps({"id": c.id})) for c in msg.tool_calls]
+                await noted(chat, seq, ("response", resp.model_dump_json()), *claims)
                 if dicts:
                     messages.append(
                         {
@@ -101,13 +167,15 @@ async def raw(base_url: str, n: int, concurrency: int, dicts: bool = False) -> i
                     messages.append(msg)
                 for call in msg.tool_calls:
                     args = json.loads(call.function.arguments)
-                    messages.append(
-                        {"role": "tool", "tool_call_id": call.id, "content": lookup(**args)}
-                    )
+                    result = {"role": "tool", "tool_call_id": call.id, "content": lookup(**args)}
+                    await noted(chat, seq, ("result", json.dumps(result)))
+                    messages.append(result)
 
     replies = await asyncio.gather(*(one(i) for i in range(n)))
     assert all(replies)
     await client.close()
+    if close is not None:
+        await close()
     return requests
 
 
@@ -148,6 +216,9 @@ def main() -> None:
     base_url = f"http://127.0.0.1:{port}/v1"
     import openai  # noqa: F401  (imports are not what is measured)
 
+    if mode == "raw-postgres":
+        import psycopg  # noqa: F401
+
     folder = tempfile.mkdtemp(prefix="nbagent-bench-")
     store = None
     if mode.startswith("nbagent"):
@@ -160,8 +231,9 @@ def main() -> None:
     before = peak_rss_mib()
     w0, c0 = time.perf_counter(), time.process_time()
     result: Any = None
-    if mode in ("raw", "raw-dicts"):
-        requests = asyncio.run(raw(base_url, n, concurrency, dicts=mode == "raw-dicts"))
+    if mode.startswith("raw"):
+        dsn = os.environ["NBAGENT_BENCH_DSN"] if mode == "raw-postgres" else ""
+        requests = asyncio.run(raw(base_url, n, concurrency, dicts=mode != "raw", dsn=dsn))
     else:
         requests, result = with_nbagent(base_url, n, concurrency, store)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
