@@ -186,6 +186,8 @@ class MemoryRecordings:
         return self._recording(kept)
 
     def add(self, recording: Recording, chat_id: str, step: int, replayed: bool) -> None:
+        if replayed and self._used(recording.key):
+            return  # kept already (a replay never replaces one): not packed again
         fp = recording.fingerprint
         kept: tuple[bytes, Any] | Recording = recording
         with contextlib.suppress(Exception):  # not picklable: kept as it is
@@ -196,6 +198,14 @@ class MemoryRecordings:
                 self._recordings.move_to_end(recording.key)
                 return
             self._keep(self._recordings, recording.key, kept, _size(recording))
+
+    def _used(self, key: str) -> bool:
+        """Whether ``key`` is kept; if so it is now the most recently used."""
+        with self._lock:
+            if key not in self._recordings:
+                return False
+            self._recordings.move_to_end(key)
+            return True
 
     def candidates(self, fp: dict[str, Any]) -> Iterable[Recording]:
         with self._lock:
