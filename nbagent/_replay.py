@@ -124,6 +124,9 @@ class Recordings(Protocol):
         ...
 
 
+_NO_MESSAGES = object()  # a fingerprint without messages' digests (kept packed as it is)
+
+
 class MemoryRecordings:
     """The process's recordings: the most recent ones, so a rerun cell replays.
 
@@ -161,7 +164,8 @@ class MemoryRecordings:
             return kept
         packed, digests = kept
         rec: Recording = self._packers[0].unpack(packed)
-        rec.fingerprint["messages"] = digests  # a fresh dict, this copy's own
+        if digests is not _NO_MESSAGES:
+            rec.fingerprint["messages"] = digests  # a fresh dict, this copy's own
         return rec
 
     def __repr__(self) -> str:
@@ -191,8 +195,11 @@ class MemoryRecordings:
         fp = recording.fingerprint
         kept: tuple[bytes, Any] | Recording = recording
         with contextlib.suppress(Exception):  # not picklable: kept as it is
-            bare = replace(recording, fingerprint={**fp, "messages": None})
-            kept = (self._packers[0].pack(bare), fp.get("messages"))
+            bare = recording
+            digests = fp.get("messages", _NO_MESSAGES)
+            if digests is not _NO_MESSAGES:
+                bare = replace(recording, fingerprint={**fp, "messages": None})
+            kept = (self._packers[0].pack(bare), digests)
         with self._lock:
             if replayed and recording.key in self._recordings:
                 self._recordings.move_to_end(recording.key)

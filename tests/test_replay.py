@@ -603,6 +603,9 @@ def test_the_process_keeps_its_recordings_packed_and_gives_them_back_whole() -> 
     odd = Recording("k2", {"messages": [], "opaque": threading.Lock()}, reply("r2"))
     memory.add(odd, "chat", 2, False)
     assert memory.find("k2") is odd  # not picklable: kept as it is
+    bare = Recording("k3", {"model": "m"}, reply("r3"))  # no messages' digests at all
+    memory.add(bare, "chat", 3, False)
+    assert memory.find("k3") == bare and "messages" not in memory.find("k3").fingerprint
 
 
 @pytest.mark.parametrize("where", ["process", "store"])
