@@ -181,16 +181,20 @@ class MemoryRecordings:
             self._sizes.clear()
             self._bytes = 0
 
-    def find(self, key: str) -> Recording | None:
+    def _used(self, key: str) -> tuple[bytes, Any] | Recording | None:
+        """What is kept under ``key``, now the most recently used, if anything."""
         with self._lock:
             kept = self._recordings.get(key)
-            if kept is None:
-                return None
-            self._recordings.move_to_end(key)
-        return self._recording(kept)
+            if kept is not None:
+                self._recordings.move_to_end(key)
+            return kept
+
+    def find(self, key: str) -> Recording | None:
+        kept = self._used(key)
+        return None if kept is None else self._recording(kept)
 
     def add(self, recording: Recording, chat_id: str, step: int, replayed: bool) -> None:
-        if replayed and self._used(recording.key):
+        if replayed and self._used(recording.key) is not None:
             return  # kept already (a replay never replaces one): not packed again
         fp = recording.fingerprint
         kept: tuple[bytes, Any] | Recording = recording
@@ -205,14 +209,6 @@ class MemoryRecordings:
                 self._recordings.move_to_end(recording.key)
                 return
             self._keep(self._recordings, recording.key, kept, _size(recording))
-
-    def _used(self, key: str) -> bool:
-        """Whether ``key`` is kept; if so it is now the most recently used."""
-        with self._lock:
-            if key not in self._recordings:
-                return False
-            self._recordings.move_to_end(key)
-            return True
 
     def candidates(self, fp: dict[str, Any]) -> Iterable[Recording]:
         with self._lock:

@@ -55,18 +55,18 @@ class Listener:
         LISTEN holds again (what was committed while it did not is unknown): equal values
         while ``listening``, no rule changed in between, once announced."""
         self.last_error: BaseException | None = None
-        self._followed = False
         self._task = spawn(self._run())
 
     def add(self, watch: Follower) -> None:
         with self._lock:
             self._watches.add(watch)
-            self._followed = True
 
     @property
     def followed(self) -> bool:
-        """Whether a follower was ever added (one started for the rules token alone was not)."""
-        return self._followed
+        """Whether it has followers (one started for the rules token alone has none; they
+        leave only when it stops)."""
+        with self._lock:
+            return bool(self._watches)
 
     def stop(self) -> None:
         """Stop listening (its connection closes) and close every follower."""
