@@ -110,6 +110,8 @@ async def attach_batch_chat(chat: Chat, store: Any, batch_id: str, key: str) -> 
         StoreError: The store cannot be written, or already has a chat with this id.
     """
     st, ext, info = _plugged(chat, store)
+    if await ext.created_in_batch(info, chat.system, batch_id, key):
+        return chat.id  # one job with the loop's other chats' writes (PostgreSQL)
     await _written(st, ext.create, info, chat.system, None)
     return str(await _written(st, st.add_batch_chat, batch_id, key, chat.id))  # type: ignore[attr-defined]
 

@@ -171,6 +171,8 @@ class StoreExtension(Extension):
         self._recorded: list[tuple[Any, str, int, bool]] = []  # recordings to write, in order
         # whether the store writes recordings with entries, in one transaction (SQLStore)
         self._carry = _takes_recorded(store)
+        # the async driver's writes as jobs a loop's sender groups (PostgreSQL: _pg_sender)
+        self._sends = callable(getattr(store, "send_async", None)) and self._carry
 
     def recordings(self) -> Recordings | None:
         """The store's recordings (record and replay), while the chat writes to it."""
@@ -212,6 +214,36 @@ class StoreExtension(Extension):
         self._state = state
         with may_wait_here():  # created: from here on nothing may be left half done
             self._rules_looked = self._rules_token()  # a new chat: no rule changed elsewhere
+
+    async def created_in_batch(
+        self, info: ChatInfo, system: str | None, batch_id: str, key: str
+    ) -> bool:
+        """:meth:`create`, and the chat recorded as input ``key`` of batch ``batch_id``, as
+        one job the store sends from this loop with its other chats' writes (``send_async``,
+        see :meth:`_sent`). ``False``: nothing of it was written (a store that cannot, an
+        input another process started first, a failure), and the caller creates and records
+        the chat as usual, which decides and reports."""
+        make = getattr(self.store, "batch_chat_job", None)
+        if not self._sends or make is None:
+            return False
+        state = self._attached().loop_state()
+        job = make(info, system, state, batch_id, key)
+        if job is None:
+            return False
+        send = cast(Any, self.store).send_async  # SQLStore's (not in the Store protocol)
+        cancelled: BaseException | None = None
+        try:
+            written = await send(job)
+        except asyncio.CancelledError as exc:  # the job's group ended all the same
+            written, cancelled = job.written, exc
+        except Exception:
+            written = False
+        if written:
+            self._state = state
+            self._rules_looked = self._rules_token()  # a new chat: no rule changed elsewhere
+        if cancelled is not None:
+            raise cancelled
+        return bool(written)
 
     def resume(self, record: ChatRecord, snapshot: Snapshot) -> None:
         """Put a stored chat back into the (new) chat this extension was just attached to.
@@ -655,7 +687,64 @@ class StoreExtension(Extension):
         # on this thread, unless it would wait (_waiting.py says why): then the rest there
         if self._inline and here_or_later(self._catch_up_now, calls, stopping) is not LATER:
             return
+        if self._sends and await self._sent(calls):
+            return
         await in_worker(self._catch_up_now, calls, stopping)
+
+    async def _sent(self, calls: Sequence[ToolCall]) -> bool:
+        """:meth:`catch_up`'s work as one job the store sends from this loop with its other
+        chats' (``send_async``: :mod:`~nbagent.store._pg_sender`), awaited here: what is
+        pending, the recordings, and the claims of ``calls``, all or nothing. ``False``:
+        not done (nothing of it was written), for :meth:`_catch_up_now` on a worker thread,
+        the careful path that decides and reports: a write failed before (it is retried
+        there), the chat is detached, another thread is writing, the entries need reads
+        (a decision), the group did not commit.
+
+        The write lock is held across the await, as a worker thread holds it across its
+        round trips: another thread's write of this chat (a retry, a decision) waits for
+        the job's end. Nothing on this loop writes this chat meanwhile: its driver awaits
+        here, and what it runs beside (a round's other calls) hands writes to threads.
+        """
+        if self._failure is not None or self.detached is not None:
+            return False
+        if not self._write_lock.acquire(blocking=False):
+            return False
+        try:
+            self._owed = False
+            claims = [
+                c.id for c in calls if c.id not in self._claimed and c.status in RUNNABLE_STATUSES
+            ]
+            with self._lock:
+                recorded = list(self._recorded)
+            entries = self._batch()
+            if not (entries or claims or recorded):
+                return True
+            state, tools, marks = self._snapshot()
+            store = cast(Any, self.store)  # SQLStore's (not in the Store protocol)
+            send, make = store.send_async, store.write_job
+            job = make(self.chat_id, entries, state, tools, recorded, claims, self.owner)
+            if job is None:
+                return False
+            cancelled: BaseException | None = None
+            try:
+                written = await send(job)
+            except asyncio.CancelledError as exc:  # the job's group ended all the same
+                written, cancelled = job.written, exc
+            except Exception:
+                written = False  # the careful path tries again, and reports
+            if written:
+                self._wrote(len(entries), marks)
+                with self._lock:
+                    del self._recorded[: len(recorded)]
+                self._running.update(claims)
+                self._claimed.update(claims)
+            if cancelled is not None:
+                raise cancelled
+            with self._lock:  # no claim took them: the next boundary does
+                self._owed = self._owed or bool(self._pending or self._unwritten)
+            return written
+        finally:
+            self._write_lock.release()
 
     def _catch_up_now(self, calls: Sequence[ToolCall], stopping: bool) -> None:
         self._owed = False

@@ -65,6 +65,7 @@ from . import _pg_migrations as migrations
 from ._follow import release as release_follower
 from ._migrations import SCHEMA_VERSION
 from ._pg_listener import Listener as _Listener
+from ._pg_sender import Senders
 from ._sql import RULE_CHANGES, SQLStore, _GroupConn, _Job, next_seq_sql, planned, updated_at_sql
 from ._waiting import WouldWait, may_wait
 
@@ -165,24 +166,25 @@ class _Conn:
 
 
 class _Script:
-    """One group's statements as one simple query (:meth:`PostgresStore._send_group`).
+    """One group's statements as one simple query (:meth:`PostgresStore._scripted`).
 
-    Each statement is bound client-side (``ClientCursor.mogrify``: the connection's
-    quoting, a ``bytea`` as a hex literal) and kept; :meth:`run` sends them, joined, in
-    one round trip and gives each its row count. psycopg's pipeline mode sent the same
-    statements in one round trip too, at 3-5x the client CPU (its per-statement
-    protocol work: about 70 us a statement against 13 us to bind one here).
+    Each statement is bound client-side (``mogrify`` of a client cursor: the connection's
+    quoting, a ``bytea`` as a hex literal) and kept; :meth:`run` (or :meth:`run_async`)
+    sends them, joined, in one round trip and gives each its row count. psycopg's
+    pipeline mode sent the same statements in one round trip too, at 3-5x the client
+    CPU (its per-statement protocol work: about 70 us a statement against 13 us to bind
+    one here).
     """
 
-    __slots__ = ("conn", "counts", "parts")
+    __slots__ = ("counts", "mogrify", "parts")
 
-    def __init__(self, conn: _Conn):
-        self.conn = conn
+    def __init__(self, client: Any):
+        self.mogrify = client.mogrify  # a ClientCursor's (sync, or async: binding waits not)
         self.parts: list[str] = []
         self.counts: list[int] = []
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> _Count:
-        self.parts.append(self.conn.client.mogrify(_pg_sql(sql), [_param(p) for p in params]))
+        self.parts.append(self.mogrify(_pg_sql(sql), [_param(p) for p in params]))
         return _Count(self, len(self.parts) - 1, 1)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> _Count:
@@ -191,10 +193,20 @@ class _Script:
             self.execute(sql, row)
         return _Count(self, start, len(self.parts) - start)
 
-    def run(self) -> None:
-        """Send every statement kept, in one round trip; their row counts follow."""
-        cur = self.conn.raw.cursor()
+    def run(self, raw: Any) -> None:
+        """Send every statement kept on connection ``raw``, in one round trip; their row
+        counts follow."""
+        cur = raw.cursor()
         cur.execute(";".join(self.parts))  # no parameters: the simple protocol, as it is
+        self._counted(cur)
+
+    async def run_async(self, conn: Any) -> None:
+        """:meth:`run` on an ``AsyncConnection``."""
+        cur = conn.cursor()
+        await cur.execute(";".join(self.parts))
+        self._counted(cur)
+
+    def _counted(self, cur: Any) -> None:
         counts = [cur.rowcount]
         while cur.nextset():
             counts.append(cur.rowcount)
@@ -296,6 +308,7 @@ class PostgresStore(SQLStore):
         self._listener: _Listener | None = None
         self._listener_lock = threading.Lock()  # who starts it (a step's look never waits)
         self._held = _Held()  # what a store dropped without close() lets go of
+        self._senders = self._held.senders = Senders()  # send_async's, one per event loop
         self._conn = self._held.conn = self._open()
         weakref.finalize(self, self._held.release)
 
@@ -477,17 +490,11 @@ class PostgresStore(SQLStore):
 
     def _send_group(self, group: list[_Job]) -> None:
         """:meth:`SQLStore._send_group` in two round trips: ``BEGIN``, the chats' locks and
-        every job's statements as one simple query (:class:`_Script`), then ``COMMIT``."""
+        every job's statements as one simple query (:meth:`_scripted`), then ``COMMIT``."""
         conn = self._idle()
-        script = _Script(conn)
-        script.execute("BEGIN")
-        for key in sorted({_chat_key(j.chat_id) for j in group if j.chat_id}):
-            script.execute(migrations.chat_lock(key))  # in order: no deadlock
-        grouped = _GroupConn(script)  # each table's rows in one statement
-        expect = planned(group, grouped)
-        grouped.send()
+        script, expect = self._scripted(group, conn.client)
         try:
-            script.run()
+            script.run(conn.raw)
         except self._pg.Error as exc:
             if conn.raw.broken or conn.raw.closed:  # as a write cut off statement by statement
                 raise self._error(exc) from None
@@ -506,6 +513,69 @@ class PostgresStore(SQLStore):
             raise self._error(exc, committing=True) from None
         for job in group:
             job.written = True
+
+    def _scripted(self, group: list[_Job], client: Any) -> tuple[_Script, list[tuple[Any, int]]]:
+        """``group`` as one script (bound by ``client``, a client cursor): ``BEGIN``, the
+        chats' advisory locks in order (no deadlock), each table's rows in one statement
+        (:class:`_GroupConn`), every other statement; and the rows each must change."""
+        script = _Script(client)
+        script.execute("BEGIN")
+        for key in sorted({_chat_key(j.chat_id) for j in group if j.chat_id}):
+            script.execute(migrations.chat_lock(key))
+        grouped = _GroupConn(script)
+        expect = planned(group, grouped)
+        grouped.send()
+        return script, expect
+
+    # -- group commit from an event loop (_pg_sender) ------------------------------------
+    async def send_async(self, job: _Job) -> bool:
+        """Send ``job`` (:meth:`SQLStore.write_job`) with the other jobs of the running
+        loop's chats, as one transaction on that loop's own connection
+        (:class:`~nbagent.store._pg_sender.Sender`), without a thread. Returns whether it
+        was written (committed); ``False``: nothing of it was, and the caller writes it the
+        usual way, which decides what happened.
+
+        Raises:
+            StoreError: The group could not be committed (the connection was lost: nothing
+                of it is written; a commit whose answer was lost may have been).
+        """
+        if self._closed:
+            raise StoreError(f"store {self.location} is closed")
+        await self._senders.get(self._async_connect, self._send_group_async).send(job)
+        if isinstance(job.error, StoreError):
+            raise job.error
+        return job.written
+
+    async def _send_group_async(self, conn: Any, group: list[_Job]) -> None:
+        """:meth:`_send_group` on ``conn``, an ``AsyncConnection`` of the loop's sender."""
+        script, expect = self._scripted(group, self._pg.AsyncClientCursor(conn))
+        try:
+            await script.run_async(conn)
+        except self._pg.Error as exc:
+            if conn.broken or conn.closed:
+                raise self._error(exc, raw=conn) from None
+            await self._rollback_async(conn)
+            return
+        except Exception:
+            await self._rollback_async(conn)
+            raise
+        if any(cur.rowcount != n for cur, n in expect):
+            await self._rollback_async(conn)
+            return
+        try:
+            await conn.execute("COMMIT")
+        except self._pg.Error as exc:
+            await self._rollback_async(conn)
+            raise self._error(exc, committing=True, raw=conn) from None
+        for job in group:
+            job.written = True
+        self._links_written(row for job in group for row in job.links)
+
+    async def _rollback_async(self, conn: Any) -> None:
+        if conn.closed or conn.broken:
+            return
+        with suppress(self._pg.Error):
+            await conn.execute("ROLLBACK")
 
     @contextmanager
     def _read(self) -> Iterator[_Conn]:
@@ -565,12 +635,13 @@ class PostgresStore(SQLStore):
         with suppress(self._pg.Error):
             conn.raw.execute("ROLLBACK")
 
-    def _error(self, exc: BaseException, committing: bool = False) -> StoreError:
+    def _error(self, exc: BaseException, committing: bool = False, raw: Any = None) -> StoreError:
+        """What ``exc`` (psycopg's) says, scrubbed; ``raw``: the connection it came from
+        (default: the store's own)."""
         text = " ".join(self._scrub(str(exc)).split()) or type(exc).__name__  # libpq's lines
-        conn = self._conn
-        if isinstance(exc, self._pg.OperationalError) and (
-            conn is None or conn.raw.closed or conn.raw.broken
-        ):
+        if raw is None and self._conn is not None:
+            raw = self._conn.raw
+        if isinstance(exc, self._pg.OperationalError) and (raw is None or raw.closed or raw.broken):
             outcome = (
                 "its commit was sent but not confirmed: it may or may not have been written"
                 if committing
@@ -678,8 +749,11 @@ class _Held:
     def __init__(self) -> None:
         self.conn: _Conn | None = None
         self.listener: _Listener | None = None
+        self.senders: Senders | None = None
 
     def release(self) -> None:
+        if self.senders is not None:
+            self.senders.close()
         listener, self.listener = self.listener, None
         conn, self.conn = self.conn, None
         if listener is not None:

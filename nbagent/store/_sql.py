@@ -275,13 +275,22 @@ class _Claim:
         self.call_id, self.owner, self.at, self.done = call_id, owner, at, False
 
 
+_NO_CLAIMS: Mapping[str, _Claim] = {}
+
+
 class _Job:
-    """A write waiting for the next group commit (:meth:`SQLStore._at_once`)."""
+    """A write waiting for the next group commit (:meth:`SQLStore._at_once`, or an async
+    sender's: :meth:`SQLStore.write_job`)."""
 
-    __slots__ = ("chat_id", "error", "plan", "raised", "settled", "written")
+    __slots__ = ("chat_id", "error", "links", "plan", "raised", "settled", "written")
 
-    def __init__(self, chat_id: str | None, plan: Callable[[Any], list[tuple[Any, int]]]):
-        self.chat_id, self.plan = chat_id, plan
+    def __init__(
+        self,
+        chat_id: str | None,
+        plan: Callable[[Any], list[tuple[Any, int]]],
+        links: Sequence[tuple[Any, ...]] = (),
+    ):
+        self.chat_id, self.plan, self.links = chat_id, plan, links
         self.settled = self.written = False  # settled: its group's transaction ended
         self.error: BaseException | None = None  # what its caller raises
         self.raised: BaseException | None = None  # what its plan raised
@@ -411,6 +420,17 @@ def planned(group: list[_Job], conn: Any) -> list[tuple[Any, int]]:
     return expect
 
 
+def _failed(group: list[_Job], exc: BaseException) -> None:
+    """A group's send raised ``exc``: a ``StoreError`` reaches each job (its own copy: one
+    traceback per waiter), what a job's own plan raised (text the database cannot take)
+    reaches that job, and the others are left unwritten (each writes alone)."""
+    for job in group:
+        if isinstance(exc, StoreError):
+            job.error = StoreError(str(exc))
+        elif job.raised is exc:
+            job.error = exc
+
+
 def _simple(entries: Sequence[Entry]) -> bool:
     """Whether every change among ``entries`` is one whose outcome a row count tells (a
     decision reads its call's row first: never sent at once)."""
@@ -505,26 +525,35 @@ class SQLStore:
         parent: Mapping[str, Any] | None,
     ) -> None:
         with self._tx() as conn:
-            cur = conn.execute(
-                "INSERT INTO chats (id, created_at, updated_at, provider, model, system, state, "
-                "parent_id, fork) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-                (
-                    info.id,
-                    info.created_at.isoformat(),
-                    info.updated_at.isoformat(),
-                    info.provider,
-                    info.model,
-                    system,
-                    codec.dumps(state),
-                    parent["chat_id"] if parent else None,
-                    codec.dumps(dict(parent)) if parent else None,
-                ),
-            )
-            if cur.rowcount != 1:
+            if self._insert_chat(conn, info, system, state, parent).rowcount != 1:
                 raise StoreError(
                     f"chat {info.id!r} already exists in {self.location}; continue it with "
                     f"Chat.load({info.id!r}, store=...)"
                 )
+
+    @staticmethod
+    def _insert_chat(
+        conn: Any,
+        info: ChatInfo,
+        system: str | None,
+        state: Mapping[str, Any],
+        parent: Mapping[str, Any] | None = None,
+    ) -> Any:
+        return conn.execute(
+            "INSERT INTO chats (id, created_at, updated_at, provider, model, system, state, "
+            "parent_id, fork) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            (
+                info.id,
+                info.created_at.isoformat(),
+                info.updated_at.isoformat(),
+                info.provider,
+                info.model,
+                system,
+                codec.dumps(state),
+                parent["chat_id"] if parent else None,
+                codec.dumps(dict(parent)) if parent else None,
+            ),
+        )
 
     def load(self, chat_id: str) -> ChatRecord:
         with self._read() as conn:
@@ -1004,11 +1033,7 @@ class SQLStore:
         try:
             self._send_group(group)
         except BaseException as exc:
-            for job in group:
-                if isinstance(exc, StoreError):
-                    job.error = StoreError(str(exc))
-                elif job.raised is exc:  # its own statements' (text that cannot be sent)
-                    job.error = exc
+            _failed(group, exc)
             if not isinstance(exc, Exception):
                 raise
         finally:
@@ -1027,12 +1052,17 @@ class SQLStore:
         raise NotImplementedError
 
     def _apply_at_once(
-        self, conn: Any, chat_id: str, entries: Sequence[Entry], claim: _Claim | None = None
+        self,
+        conn: Any,
+        chat_id: str,
+        entries: Sequence[Entry],
+        claims: Mapping[str, _Claim] = _NO_CLAIMS,
     ) -> list[tuple[Any, int]]:
         """:meth:`_apply`'s statements as if every change were new (``"ok"``), and what
         each must change for that to be true: a change found done already (a retried write)
         or taken by another process makes the expectation fail, and the careful path
-        decides. Only for entries :func:`_simple` accepts."""
+        decides. Only for entries :func:`_simple` accepts. A call among ``claims`` (by id)
+        is written claimed when its row is among the entries."""
         expect: list[tuple[Any, int]] = []
         rows: list[tuple[str, int, str, str, str]] = []
         for e in entries:
@@ -1044,7 +1074,8 @@ class SQLStore:
                 self._titled(conn, chat_id, ch)
             elif isinstance(ch, NewCall):
                 status, owner, at = ch.status, None, None
-                if claim is not None and (claim.call_id, status) == (ch.call_id, "requested"):
+                claim = claims.get(ch.call_id) if status == "requested" else None
+                if claim is not None:
                     status, owner, at = "running", claim.owner, claim.at
                     claim.done = True
                 expect.append((self._insert_call(conn, chat_id, ch, status, owner, at), 1))
@@ -1072,17 +1103,8 @@ class SQLStore:
         tools: Mapping[str, Any] | None,
         recorded: Sequence[tuple[tuple[Any, ...], str, int, bool]],
     ) -> bool:
-        if not _simple(entries):
-            return False
-
-        def plan(conn: Any) -> list[tuple[Any, int]]:
-            expect = self._apply_at_once(conn, chat_id, entries)
-            self._touch(conn, chat_id, state, tools)
-            for row, cid, step, replayed in recorded:
-                self._record_in(conn, row, cid, step, replayed)
-            return expect
-
-        return self._at_once(chat_id, plan)
+        plan = self._plan(chat_id, entries, state, tools, recorded)
+        return plan is not None and self._at_once(chat_id, plan)
 
     def _claim_at_once(
         self,
@@ -1092,18 +1114,63 @@ class SQLStore:
         entries: Sequence[Entry],
         state: Mapping[str, Any] | None,
     ) -> bool:
+        plan = self._plan(chat_id, entries, state, None, (), (call_id,), owner)
+        return plan is not None and self._at_once(chat_id, plan)
+
+    def _plan(
+        self,
+        chat_id: str,
+        entries: Sequence[Entry],
+        state: Mapping[str, Any] | None,
+        tools: Mapping[str, Any] | None,
+        recorded: Sequence[tuple[tuple[Any, ...], str, int, bool]] = (),
+        claims: Sequence[str] = (),
+        owner: str = "",
+    ) -> Callable[[Any], list[tuple[Any, int]]] | None:
+        """A group job's plan: write ``entries`` (with the chat's state and tools, then
+        the ``recorded`` rows) and claim ``claims`` for ``owner``, each call's row claimed as
+        it is written if it is among the entries, else by its own update. ``None``: the
+        entries need the careful path (:func:`_simple`)."""
         if not _simple(entries):
-            return False
+            return None
 
         def plan(conn: Any) -> list[tuple[Any, int]]:
-            claim = _Claim(call_id, owner, utcnow().isoformat())
-            expect = self._apply_at_once(conn, chat_id, entries, claim)
-            self._touch(conn, chat_id, state, None)
-            if not claim.done:
-                expect.append((self._claim_call(conn, chat_id, call_id, owner, claim.at), 1))
+            at = utcnow().isoformat()
+            marks = {call_id: _Claim(call_id, owner, at) for call_id in claims}
+            expect = self._apply_at_once(conn, chat_id, entries, marks)
+            self._touch(conn, chat_id, state, tools)
+            for claim in marks.values():
+                if not claim.done:
+                    expect.append((self._claim_call(conn, chat_id, claim.call_id, owner, at), 1))
+            for row, cid, step, replayed in recorded:
+                self._record_in(conn, row, cid, step, replayed)
             return expect
 
-        return self._at_once(chat_id, plan)
+        return plan
+
+    def write_job(
+        self,
+        chat_id: str,
+        entries: Sequence[Entry],
+        state: Mapping[str, Any] | None = None,
+        tools: Mapping[str, Any] | None = None,
+        recorded: Sequence[tuple[Recording, str, int, bool]] = (),
+        claims: Sequence[str] = (),
+        owner: str = "",
+    ) -> _Job | None:
+        """:meth:`write` and the claims of ``claims`` (call ids, for ``owner``) as one job for
+        a dialect that sends groups from an event loop (``send_async``: PostgreSQL's), or
+        ``None`` if they need the careful path (the caller then writes and claims as usual).
+
+        Sent, the job is all or nothing: ``written`` once its group committed, every call of
+        ``claims`` claimed by ``owner``; else nothing of it is written, and the careful path
+        decides what happened (a change found done already, a call claimed elsewhere).
+        """
+        if not self._GROUPS:
+            return None
+        rows = [(self._recording_row(r, c, s), c, s, p) for r, c, s, p in recorded]
+        plan = self._plan(chat_id, entries, state, tools, rows, claims, owner)
+        return None if plan is None else _Job(chat_id, plan, [row for row, *_ in rows])
 
     def _decision_change(self, conn: Any, chat_id: str, ch: DecisionChange) -> str:
         row = conn.execute(
@@ -1911,16 +1978,38 @@ class SQLStore:
         """Record that input ``key`` of batch ``batch_id`` is chat ``chat_id`` (first
         writer wins); returns the chat id recorded for the key."""
         with self._tx() as conn:
-            conn.execute(
-                "INSERT INTO batch_chats (batch_id, key, chat_id, created_at) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (batch_id, key) DO NOTHING",
-                (batch_id, key, chat_id, utcnow().isoformat()),
-            )
+            self._insert_batch_chat(conn, batch_id, key, chat_id)
             row = conn.execute(
                 "SELECT chat_id FROM batch_chats WHERE batch_id = ? AND key = ?",
                 (batch_id, key),
             ).fetchone()
         return str(row[0])
+
+    @staticmethod
+    def _insert_batch_chat(conn: Any, batch_id: str, key: str, chat_id: str) -> Any:
+        return conn.execute(
+            "INSERT INTO batch_chats (batch_id, key, chat_id, created_at) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (batch_id, key) DO NOTHING",
+            (batch_id, key, chat_id, utcnow().isoformat()),
+        )
+
+    def batch_chat_job(
+        self, info: ChatInfo, system: str | None, state: Mapping[str, Any], batch_id: str, key: str
+    ) -> _Job | None:
+        """:meth:`create_chat` and :meth:`add_batch_chat` as one job for ``send_async`` (see
+        :meth:`write_job`), or ``None``. All or nothing: a chat id or input already recorded
+        (another process started this input first) leaves it unwritten, and the caller
+        creates and records the chat as usual, which says so."""
+        if not self._GROUPS:
+            return None
+
+        def plan(conn: Any) -> list[tuple[Any, int]]:
+            return [
+                (self._insert_chat(conn, info, system, state), 1),
+                (self._insert_batch_chat(conn, batch_id, key, info.id), 1),
+            ]
+
+        return _Job(info.id, plan)
 
     def batch_chats(self, batch_id: str) -> dict[str, str]:
         """Every input of batch ``batch_id`` recorded so far: key -> chat id."""

@@ -43,9 +43,9 @@ class _Counted(PostgresStore):
         self.groups.append(len(group))
         run = _Script.run
 
-        def counted(script: _Script) -> None:  # the statements the group's round trip holds
+        def counted(script: _Script, raw: Any) -> None:  # the statements of the round trip
             self.statements.extend(script.parts)
-            run(script)
+            run(script, raw)
 
         _Script.run = counted  # type: ignore[method-assign]
         try:

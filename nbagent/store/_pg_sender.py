@@ -1,0 +1,153 @@
+"""A PostgreSQL store's group commit from an event loop: the writes of the chats one loop
+drives (a batch's), sent together on an async connection, with no thread.
+
+The async driver awaits its extensions' ``catch_up`` before each model request and
+tool round (:mod:`nbagent._extension`). A store that can (``send_async``) is handed
+each chat's write there as one job (:meth:`~nbagent.store._sql.SQLStore.write_job`:
+its events, its recordings, the claims of the round about to run), and the chat's
+coroutine awaits it while the loop drives the other chats. One :class:`Sender` per
+store and loop sends what its chats queued as one transaction (``BEGIN``, the chats'
+advisory locks in order, every job's statements, then ``COMMIT``: two round trips),
+and while it waits the next chats' jobs queue for the next group. A group is as
+large as the writes that came during one group's round trips, across all the loop's
+chats: one commit per round trip pair, whatever the number of chats.
+
+The promise is the one the store keeps on any thread: a job is ``written`` only once
+its group committed (a claim is granted only when durable), and a group that cannot
+commit writes none of it. A job not written is written again by the chat's usual path
+(a worker thread, statement by statement where needed), which decides what happened:
+a change found done already (a commit whose answer was lost), a call claimed
+elsewhere.
+
+Measured before it existed (1,000 chats x 3 rounds, C = 16, loopback): the same
+writes handed to worker threads, each chat's group made of the few chats whose
+threads met at the connection's lock, cost 2 ms of client CPU per request more than
+no store, and 32 context switches; the raw loop with its commits grouped this way
+on one async connection cost 0.4 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ._sql import _failed, _Job
+
+
+class Sender:
+    """One store's group commit on one event loop (see the module docstring).
+
+    ``send_group(connection, jobs)`` (the store's) sends one group on the connection and
+    marks the jobs written; ``connect()`` opens a connection. The connection is opened
+    at the first job and kept; one found broken is replaced at the next group.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[Any]],
+        send_group: Callable[[Any, list[_Job]], Awaitable[None]],
+    ):
+        self._connect = connect
+        self._send_group = send_group
+        self._queue: list[tuple[_Job, asyncio.Future[None]]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False  # close() came while a group was under way: closed after it
+        self.conn: Any = None
+
+    async def send(self, job: _Job) -> None:
+        """Queue ``job`` for the next group and return once its group ended (``job.written``
+        says how; ``job.error`` holds what its writer should raise). Cancelled, it still
+        waits for that end, then raises: a job sent cannot be taken back, and its writer
+        must know whether it was written."""
+        loop = asyncio.get_running_loop()
+        ended: asyncio.Future[None] = loop.create_future()
+        self._queue.append((job, ended))
+        if self._task is None:
+            self._task = loop.create_task(self._run())
+        try:
+            await asyncio.shield(ended)
+        except asyncio.CancelledError:
+            with contextlib.suppress(BaseException):
+                await ended
+            raise
+
+    async def _run(self) -> None:
+        """Send groups until nothing is queued: each takes every job queued so far."""
+        try:
+            while self._queue:
+                group, self._queue = self._queue, []
+                jobs = [job for job, _ in group]
+                try:
+                    conn = self.conn
+                    if conn is None or conn.closed or conn.broken:
+                        self.conn = conn = await self._connect()
+                    await self._send_group(conn, jobs)
+                except BaseException as exc:
+                    _failed(jobs, exc)
+                    if not isinstance(exc, Exception):  # cancelled (the loop ends): the
+                        _finish(self.conn)  # transaction under way is the server's to undo
+                        self.conn = None
+                        for job, ended in [*group, *self._queue]:
+                            job.settled = True
+                            if not ended.done():
+                                ended.set_result(None)
+                        self._queue = []
+                        raise
+                finally:
+                    for job, ended in group:
+                        job.settled = True
+                        if not ended.done():
+                            ended.set_result(None)
+        finally:
+            self._task = None
+            if self._closing:
+                self.close()
+
+    def close(self) -> None:
+        """Close the connection (without the loop: libpq's ``PQfinish``); if a group is
+        under way (on the loop's thread), once it ended."""
+        self._closing = True  # first: the loop's thread looks at it after its last group
+        if self._task is not None:
+            return
+        conn, self.conn = self.conn, None
+        _finish(conn)
+
+
+def _finish(conn: Any) -> None:
+    if conn is not None:
+        with contextlib.suppress(Exception):
+            conn.pgconn.finish()
+
+
+class Senders:
+    """A store's senders, one per event loop that drives its chats (a loop gone takes its
+    sender with it, and its connection is closed)."""
+
+    def __init__(self) -> None:
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Sender] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(
+        self,
+        connect: Callable[[], Awaitable[Any]],
+        send_group: Callable[[Any, list[_Job]], Awaitable[None]],
+    ) -> Sender:
+        """The running loop's sender (made at its first use)."""
+        loop = asyncio.get_running_loop()
+        sender = self._by_loop.get(loop)
+        if sender is None:
+            sender = self._by_loop[loop] = Sender(connect, send_group)
+            weakref.finalize(loop, sender.close)
+        return sender
+
+    def close(self) -> None:
+        for sender in list(self._by_loop.values()):
+            sender.close()
+        self._by_loop.clear()
+
+
+__all__ = ["Sender", "Senders"]
