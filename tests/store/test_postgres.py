@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 from _postgres import PASSWORD
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nbagent import Chat, StoreError, tool
 from nbagent.store import PostgresStore, Store, open_store
@@ -411,3 +413,49 @@ def test_a_store_travels_to_a_worker_as_the_way_to_open_it(postgres_dsn: str) ->
             assert copy.reveal_dsn() == postgres_dsn
         finally:
             copy.close()
+
+
+# ------------------------------------------------------------------ binding a group's values
+@pytest.fixture
+def raw_connection(postgres_dsn: str) -> Any:
+    import psycopg
+
+    conn = psycopg.connect(postgres_dsn, autocommit=True)
+    yield conn
+    conn.close()
+
+
+_SQL_TEXT = st.text(st.sampled_from(list("'\\\"$%?;-Ee()\n\x00")) | st.characters())
+
+
+@given(value=_SQL_TEXT | st.binary() | st.integers(-(2**63), 2**63 - 1) | st.none())
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_a_value_bound_into_a_group_script_reads_back_as_itself(
+    raw_connection: Any, value: Any
+) -> None:
+    """A group's statements are bound client-side into one simple query (``_literal``):
+    whatever text (quotes, backslashes, ``E'``, ``$$``, ``%s``, ``?``, ``--``, any code
+    point but NUL, which PostgreSQL text cannot hold), bytes or integer goes in comes back
+    unchanged, whichever way ``standard_conforming_strings`` is set: nothing in a value is
+    ever read as SQL."""
+    from nbagent.store._postgres import _literal
+
+    client = psycopg_client(raw_connection)
+    expected = value.replace("\x00", "\ufffd") if isinstance(value, str) else value
+    try:
+        value.encode("utf-8") if isinstance(value, str) else None
+    except UnicodeEncodeError:
+        return  # a lone surrogate: the store repairs it before (test_group_commit)
+    for conforming in ("on", "off"):
+        raw_connection.execute(f"SET standard_conforming_strings = {conforming}")
+        got = raw_connection.execute(f"SELECT {_literal(value, client)}; SELECT 1").fetchone()
+        assert (bytes(got[0]) if isinstance(value, bytes) else got[0]) == expected
+    raw_connection.execute("SET standard_conforming_strings = on")
+
+
+def psycopg_client(conn: Any) -> Any:
+    import psycopg
+
+    return psycopg.ClientCursor(conn)
