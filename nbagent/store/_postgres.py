@@ -53,7 +53,7 @@ import select
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 from urllib.parse import quote
@@ -66,7 +66,16 @@ from ._follow import release as release_follower
 from ._migrations import SCHEMA_VERSION
 from ._pg_listener import Listener as _Listener
 from ._pg_sender import Senders
-from ._sql import RULE_CHANGES, SQLStore, _GroupConn, _Job, next_seq_sql, planned, updated_at_sql
+from ._sql import (
+    RULE_CHANGES,
+    SQLStore,
+    _GroupConn,
+    _Job,
+    next_seq_sql,
+    planned,
+    updated_at_sql,
+)
+from ._sql import _Held as _HeldRows
 from ._waiting import WouldWait, may_wait
 
 DSN_SCHEMES = ("postgresql://", "postgres://")
@@ -228,24 +237,37 @@ class _Script:
             self.execute(sql, row)
         return _Count(self, start, len(self.parts) - start)
 
-    def run(self, raw: Any) -> None:
-        """Send every statement kept on connection ``raw``, in one round trip; their row
-        counts follow."""
-        cur = raw.cursor()
-        cur.execute(";".join(self.parts))  # no parameters: the simple protocol, as it is
-        self._counted(cur)
+    def text(self) -> str:
+        """Every statement kept, as one query (no parameters: the simple protocol, as it is)."""
+        return ";".join(self.parts)
 
-    async def run_async(self, conn: Any) -> None:
-        """:meth:`run` on an ``AsyncConnection``."""
-        cur = conn.cursor()
-        await cur.execute(";".join(self.parts))
-        self._counted(cur)
-
-    def _counted(self, cur: Any) -> None:
+    def counted(self, cur: Any) -> None:
+        """Read each statement's row count off ``cur``, the cursor that ran :meth:`text`."""
         counts = [cur.rowcount]
         while cur.nextset():
             counts.append(cur.rowcount)
         self.counts = counts
+
+    def committing(self, expect: list[tuple[Any, int]]) -> str | None:
+        """The statements kept, each checked against the rows ``expect`` says it must change,
+        then ``COMMIT``, as one query: a statement that changes other than expected raises
+        (``division_by_zero``: ``1 / (count(*) = n)::int``, evaluated on the rows it changed,
+        never folded by the planner) and the transaction is aborted before its ``COMMIT``.
+        One round trip instead of two (the statements, then ``COMMIT`` once the counts were
+        read). ``None``: an expectation spans statements (it cannot be checked one by one).
+        """
+        want = _checks(expect)
+        if want is None:
+            return None
+        parts = list(self.parts)
+        for i, n in want.items():
+            parts[i] = f"WITH w AS ({parts[i]} RETURNING 1) SELECT 1 / (count(*) = {n})::int FROM w"
+        parts.append("COMMIT")
+        return ";".join(parts)
+
+
+class _Unexpected(Exception):
+    """A group's statement changed other rows than its plan expects (``PostgresStore._trips``)."""
 
 
 class _Count:
@@ -261,6 +283,26 @@ class _Count:
     def rowcount(self) -> int:
         counts = self.script.counts[self.start : self.start + self.n]
         return sum(counts) if len(counts) == self.n else -1
+
+
+def _checks(expect: list[tuple[Any, int]]) -> dict[int, int] | None:
+    """Which statement of a script must change how many rows, from a group's expectations
+    (``(cursor, rows)``: a statement's :class:`_Count`, or a row held for a multi-row insert,
+    whose chunks must each insert all their rows); ``None`` if one spans statements."""
+    want: dict[int, int] = {}
+    for cur, n in expect:
+        if isinstance(cur, _Count) and cur.n == 1:
+            pairs = [(cur.start, n)]
+        elif isinstance(cur, _HeldRows) and cur.n == n and cur.sent:
+            pairs = [(c.start, rows) for c, rows in cur.sent if isinstance(c, _Count) and c.n == 1]
+            if len(pairs) != len(cur.sent):
+                return None
+        else:
+            return None
+        for i, rows in pairs:
+            if want.setdefault(i, rows) != rows:
+                return None
+    return want
 
 
 def _chat_key(chat_id: str) -> int:
@@ -524,30 +566,20 @@ class PostgresStore(SQLStore):
                 raise self._error(exc, committing=True) from None
 
     def _send_group(self, group: list[_Job]) -> None:
-        """:meth:`SQLStore._send_group` in two round trips: ``BEGIN``, the chats' locks and
-        every job's statements as one simple query (:meth:`_scripted`), then ``COMMIT``."""
+        """:meth:`SQLStore._send_group` on the store's connection (:meth:`_trips`)."""
         conn = self._idle()
-        script, expect = self._scripted(group, conn.client)
+        trips = self._trips(group, conn.client, conn.raw, one_trip=False)
         try:
-            script.run(conn.raw)
-        except self._pg.Error as exc:
-            if conn.raw.broken or conn.raw.closed:  # as a write cut off statement by statement
-                raise self._error(exc) from None
-            self._rollback(conn)
-            return  # nothing written: each job alone, statement by statement
-        except BaseException:
-            self._rollback(conn)
-            raise
-        if any(cur.rowcount != n for cur, n in expect):
-            self._rollback(conn)
+            query = next(trips)
+            while True:
+                try:
+                    sent = conn.raw.execute(query)
+                except BaseException as exc:
+                    query = trips.throw(exc)
+                else:
+                    query = trips.send(sent)
+        except StopIteration:
             return
-        try:
-            conn.raw.execute("COMMIT")
-        except self._pg.Error as exc:
-            self._rollback(conn)
-            raise self._error(exc, committing=True) from None
-        for job in group:
-            job.written = True
 
     def _scripted(self, group: list[_Job], client: Any) -> tuple[_Script, list[tuple[Any, int]]]:
         """``group`` as one script (bound by ``client``, a client cursor): ``BEGIN``, the
@@ -583,34 +615,71 @@ class PostgresStore(SQLStore):
 
     async def _send_group_async(self, conn: Any, group: list[_Job]) -> None:
         """:meth:`_send_group` on ``conn``, an ``AsyncConnection`` of the loop's sender."""
-        script, expect = self._scripted(group, self._pg.AsyncClientCursor(conn))
+        trips = self._trips(group, self._pg.AsyncClientCursor(conn), conn, one_trip=True)
         try:
-            await script.run_async(conn)
-        except self._pg.Error as exc:
-            if conn.broken or conn.closed:
-                raise self._error(exc, raw=conn) from None
-            await self._rollback_async(conn)
+            query = next(trips)
+            while True:
+                try:
+                    sent = await conn.execute(query)
+                except BaseException as exc:
+                    query = trips.throw(exc)
+                else:
+                    query = trips.send(sent)
+        except StopIteration:
             return
-        except Exception:
-            await self._rollback_async(conn)
+
+    def _trips(
+        self, group: list[_Job], client: Any, raw: Any, one_trip: bool
+    ) -> Generator[str, Any, None]:
+        """A group's round trips, written once for both connections: yields each query for
+        the caller to send on ``raw`` and send back its cursor (or throw in its error).
+
+        ``one_trip`` (the async sender's, where each round trip is a turn of the loop that
+        every chat of a batch waits behind): one round trip when each expectation is one
+        statement's (:meth:`_Script.committing`: the statements checked, then ``COMMIT``).
+        Else two: the statements, their row counts read here, then ``COMMIT`` or
+        ``ROLLBACK``; a connection lost in the first is then known to have written nothing
+        (the error says so), where in one round trip it may have committed (a writer
+        that falls back to the careful path recognises its rows). A statement that changes
+        other rows than expected, or an error that leaves the connection up, rolls back:
+        nothing written, each job then writes alone. A lost connection raises
+        ``StoreError``. Committed, every job is ``written``.
+        """
+        script, expect = self._scripted(group, client)
+        query = script.committing(expect) if one_trip else None
+        sent = "statements" if query is None else "both"  # what a failure may have reached
+        try:
+            if query is not None:
+                yield query
+            else:
+                script.counted((yield script.text()))
+                if any(cur.rowcount != n for cur, n in expect):
+                    raise _Unexpected
+                sent = "commit"
+                yield "COMMIT"
+        except (_Unexpected, self._pg.errors.DivisionByZero):
+            yield from self._rolled_back(raw)
+            return
+        except self._pg.Error as exc:
+            if not (raw.broken or raw.closed):
+                yield from self._rolled_back(raw)
+                if sent != "commit":  # a statement failed, and COMMIT with it: nothing
+                    return  # is written, each job alone
+            raise self._error(exc, committing=sent != "statements", raw=raw) from None
+        except BaseException:
+            yield from self._rolled_back(raw)
             raise
-        if any(cur.rowcount != n for cur, n in expect):
-            await self._rollback_async(conn)
-            return
-        try:
-            await conn.execute("COMMIT")
-        except self._pg.Error as exc:
-            await self._rollback_async(conn)
-            raise self._error(exc, committing=True, raw=conn) from None
         for job in group:
             job.written = True
         self._links_written(row for job in group for row in job.links)
 
-    async def _rollback_async(self, conn: Any) -> None:
-        if conn.closed or conn.broken:
+    def _rolled_back(self, raw: Any) -> Generator[str, Any, None]:
+        """``ROLLBACK`` on ``raw`` (as a :meth:`_trips` round trip), unless it is lost; a
+        failure to roll back is the connection's (the next use finds it broken)."""
+        if raw.broken or raw.closed:
             return
         with suppress(self._pg.Error):
-            await conn.execute("ROLLBACK")
+            yield "ROLLBACK"
 
     @contextmanager
     def _read(self) -> Iterator[_Conn]:

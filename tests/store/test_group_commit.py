@@ -41,18 +41,13 @@ class _Counted(PostgresStore):
 
     def _send_group(self, group: list[Any]) -> None:
         self.groups.append(len(group))
-        run = _Script.run
-
-        def counted(script: _Script, raw: Any) -> None:  # the statements of the round trip
-            self.statements.extend(script.parts)
-            run(script, raw)
-
-        _Script.run = counted  # type: ignore[method-assign]
-        try:
-            super()._send_group(group)
-        finally:
-            _Script.run = run  # type: ignore[method-assign]
+        super()._send_group(group)
         self.committed.append(all(job.written for job in group))
+
+    def _scripted(self, group: list[Any], client: Any) -> tuple[_Script, Any]:
+        script, expect = super()._scripted(group, client)
+        self.statements.extend(script.parts)  # the statements of the group's round trip
+        return script, expect
 
 
 class _CountedSQLite(SQLiteStore):
@@ -349,3 +344,32 @@ def test_text_that_means_something_to_sql_or_psycopg_is_stored_as_written(
 def _said(text: str) -> NewMessage:
     data = json.dumps({"role": "user", "content": text})
     return NewMessage(0, 0, "user", data, 0, _now())
+
+
+def test_a_loops_group_with_one_conflicting_write_writes_none_and_each_writes_alone(
+    postgres_dsn: str,
+) -> None:
+    """The async sender's group (one round trip: every statement checked server-side, then
+    COMMIT): a message another process wrote first makes its write change no row, so the
+    whole transaction aborts before its COMMIT: neither job is written, and each then
+    writes alone (the conflicting one is refused, the other is stored)."""
+    import asyncio
+
+    store = _Counted(postgres_dsn)
+    for chat_id in ("a", "b"):
+        _chat(store, chat_id)
+    with PostgresStore(postgres_dsn) as other:
+        assert other.write("b", [_message(0, "first, elsewhere", 0)]) is None
+    jobs = [store.write_job(c, [_message(0, f"to {c}", 0)]) for c in ("a", "b")]
+    assert all(job is not None for job in jobs)
+
+    async def send_together() -> list[bool]:
+        return list(await asyncio.gather(*(store.send_async(job) for job in jobs if job)))
+
+    assert asyncio.run(send_together()) == [False, False]  # one group, rolled back
+    assert store.load("a").messages == []  # nothing of the group was written
+    assert store.write("a", [_message(0, "to a", 0)]) is None  # alone: written
+    assert "written by another process" in str(store.write("b", [_message(0, "to b", 0)]))
+    assert [m["content"] for m in store.load("a").messages] == ["to a"]
+    assert [m["content"] for m in store.load("b").messages] == ["first, elsewhere"]
+    store.close()
