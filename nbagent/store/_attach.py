@@ -55,13 +55,14 @@ def open_store(store: Store | str | os.PathLike[str]) -> Store:
 def _open(store: Any) -> tuple[Store, bool]:
     """The store and whether we opened it (and so must close it)."""
     from ._postgres import PostgresStore, is_dsn
+    from ._sql import SQLStore
     from ._sqlite import SQLiteStore
 
     if is_dsn(store):
         return PostgresStore(store), True
     if isinstance(store, (str, os.PathLike)):
         return SQLiteStore(Path(store)), True
-    if isinstance(store, (SQLiteStore, Store)):  # the first check is much the cheaper
+    if isinstance(store, (SQLStore, Store)):  # the first check is much the cheaper
         return store, False
     raise TypeError(
         f"store must be a path, a postgresql:// URL or a store object "
@@ -101,10 +102,13 @@ async def attach_batch_chat(chat: Chat, store: Any, batch_id: str, key: str) -> 
     chat (first writer wins: ``BatchStore.add_batch_chat``). Returns the chat id recorded for
     the key (another one: another process started this input first).
 
-    Each of the two is one transaction, written on this thread when the store writes
-    inline and nothing waits (``_waiting.no_wait``: SQLite in WAL with ``synchronous``
-    NORMAL), else on a worker thread, which a cancelled batch waits for (a record half
-    made would make a rerun start the input again).
+    On PostgreSQL both are one job of the loop's sender (one transaction, grouped with the
+    other chats' writes: ``StoreExtension.created_in_batch``). If it is not written
+    (another process recorded the input first, a failure), or on another store, each of
+    the two is one transaction, written on this thread when the store writes inline and
+    nothing waits (``_waiting.no_wait``: SQLite in WAL with ``synchronous`` NORMAL), else
+    on a worker thread. A cancelled batch waits for either (a record half made would make
+    a rerun start the input again).
 
     Raises:
         StoreError: The store cannot be written, or already has a chat with this id.

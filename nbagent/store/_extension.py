@@ -83,6 +83,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import inspect
 import threading
 import warnings
@@ -1214,9 +1215,21 @@ rules again at its next look."""
 
 
 def _takes_recorded(store: Store) -> bool:
-    """Whether ``store.write`` takes ``recorded=`` (responses kept in the same transaction)."""
+    """Whether ``store.write`` takes ``recorded=`` (responses kept in the same transaction);
+    asked once per class unless the object has a ``write`` of its own."""
+    if "write" in getattr(store, "__dict__", {}):
+        return _takes(store.write)
+    return _class_takes(type(store))
+
+
+@functools.lru_cache(maxsize=64)
+def _class_takes(cls: type) -> bool:
+    return _takes(getattr(cls, "write", None))
+
+
+def _takes(write: Any) -> bool:
     try:
-        return "recorded" in inspect.signature(store.write).parameters
+        return "recorded" in inspect.signature(write).parameters
     except (TypeError, ValueError, AttributeError):
         return False
 

@@ -21,10 +21,12 @@ run away and must be truncated. The driver then does the same work on a
 worker thread, where waiting harms nothing. Nothing is written twice: a write
 either committed before the next one began, or never began.
 
-A PostgreSQL store's writes always wait (a round trip), so they always go to the
-worker; but its step hook runs inside :func:`no_wait` too, and most steps send
-nothing (the rules unchanged by the listener's token, no round open): the store
-raises :class:`WouldWait` before its connection's lock when one would.
+A PostgreSQL store's writes always wait (a round trip), so under the async driver
+they never run here: they are jobs its loop's sender awaits on an async connection
+(:mod:`nbagent.store._pg_sender`), or, when that cannot take them, work for a worker
+thread. Its step hook runs inside :func:`no_wait` too, and most steps send nothing (the
+rules unchanged by the listener's token, no round open): the store raises
+:class:`WouldWait` before its connection's lock when one would.
 """
 
 from __future__ import annotations
