@@ -739,10 +739,10 @@ class StoreExtension(Extension):
                     del self._recorded[: len(recorded)]
                 self._running.update(claims)
                 self._claimed.update(claims)
+            with self._lock:  # what this did not write: the next boundary does
+                self._owed = self._owed or bool(self._pending or self._unwritten)
             if cancelled is not None:
                 raise cancelled
-            with self._lock:  # no claim took them: the next boundary does
-                self._owed = self._owed or bool(self._pending or self._unwritten)
             return written
         finally:
             self._write_lock.release()

@@ -6,11 +6,11 @@ tool round (:mod:`nbagent._extension`). A store that can (``send_async``) is han
 each chat's write there as one job (:meth:`~nbagent.store._sql.SQLStore.write_job`:
 its events, its recordings, the claims of the round about to run), and the chat's
 coroutine awaits it while the loop drives the other chats. One :class:`Sender` per
-store and loop sends what its chats queued as one transaction (``BEGIN``, the chats'
-advisory locks in order, every job's statements, then ``COMMIT``: two round trips),
-and while it waits the next chats' jobs queue for the next group. A group is as
-large as the writes that came during one group's round trips, across all the loop's
-chats: one commit per round trip pair, whatever the number of chats.
+store and loop sends what its chats queued as one transaction in one round trip
+(``BEGIN``, the chats' advisory locks in order, every job's statements, each checking
+the rows it changed, then ``COMMIT``: ``PostgresStore._trips``), and while it waits the
+next chats' jobs queue for the next group. A group is as large as the writes that came
+during one group's round trip, across all the loop's chats.
 
 The promise is the one the store keeps on any thread: a job is ``written`` only once
 its group committed (a claim is granted only when durable), and a group that cannot
@@ -19,11 +19,11 @@ commit writes none of it. A job not written is written again by the chat's usual
 a change found done already (a commit whose answer was lost), a call claimed
 elsewhere.
 
-Measured before it existed (1,000 chats x 3 rounds, C = 16, loopback): the same
-writes handed to worker threads, each chat's group made of the few chats whose
-threads met at the connection's lock, cost 2 ms of client CPU per request more than
-no store, and 32 context switches; the raw loop with its commits grouped this way
-on one async connection cost 0.4 ms.
+Measured (1,000 chats x 3 rounds, C = 16, loopback): the same writes handed to worker
+threads, each group made of the few chats whose threads met at the connection's lock,
+cost 2 ms of client CPU per request more than no store, and 32 context switches; sent
+from the loop, 0.8 ms and one. A round trip is also a turn of the loop that every chat
+waits behind, which is why a group takes one, not two.
 """
 
 from __future__ import annotations
@@ -31,27 +31,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
+from .._errors import StoreError
 from ._sql import _failed, _Job
 
 
 class Sender:
     """One store's group commit on one event loop (see the module docstring).
 
-    ``send_group(connection, jobs)`` (the store's) sends one group on the connection and
-    marks the jobs written; ``connect()`` opens a connection. The connection is opened
-    at the first job and kept; one found broken is replaced at the next group.
+    ``store()`` gives the store (a weak reference: a sender, which its loop's finalizer
+    keeps, never keeps the store alive), whose ``_send_group_async(connection, jobs)``
+    sends one group and marks the jobs written and ``_async_connect()`` opens a
+    connection. The connection is opened at the first job and kept; one found broken is
+    replaced at the next group. A store gone or closed fails the jobs still queued.
     """
 
-    def __init__(
-        self,
-        connect: Callable[[], Awaitable[Any]],
-        send_group: Callable[[Any, list[_Job]], Awaitable[None]],
-    ):
-        self._connect = connect
-        self._send_group = send_group
+    def __init__(self, store: Callable[[], Any]):
+        self._store = store
         self._queue: list[tuple[_Job, asyncio.Future[None]]] = []
         self._task: asyncio.Task[None] | None = None
         self._closing = False  # close() came while a group was under way: closed after it
@@ -81,10 +79,14 @@ class Sender:
                 group, self._queue = self._queue, []
                 jobs = [job for job, _ in group]
                 try:
+                    store = self._store()
+                    if store is None or store.closed:
+                        raise StoreError("the store was closed before its writes were sent")
                     conn = self.conn
                     if conn is None or conn.closed or conn.broken:
-                        self.conn = conn = await self._connect()
-                    await self._send_group(conn, jobs)
+                        self.conn = conn = await store._async_connect()
+                    await store._send_group_async(conn, jobs)
+                    del store
                 except BaseException as exc:
                     _failed(jobs, exc)
                     if not isinstance(exc, Exception):  # cancelled (the loop ends): the
@@ -131,16 +133,18 @@ class Senders:
             weakref.WeakKeyDictionary()
         )
 
-    def get(
-        self,
-        connect: Callable[[], Awaitable[Any]],
-        send_group: Callable[[Any, list[_Job]], Awaitable[None]],
-    ) -> Sender:
-        """The running loop's sender (made at its first use)."""
+    def get(self, store: Callable[[], Any]) -> Sender:
+        """The running loop's sender (made at its first use). A loop closed since the last
+        one was made gives its connection back now (``asyncio.run`` in a notebook cell makes
+        a loop per cell, which may wait for the garbage collector's cycle to go)."""
         loop = asyncio.get_running_loop()
         sender = self._by_loop.get(loop)
         if sender is None:
-            sender = self._by_loop[loop] = Sender(connect, send_group)
+            for other, old in list(self._by_loop.items()):
+                if other.is_closed():
+                    del self._by_loop[other]
+                    old.close()
+            sender = self._by_loop[loop] = Sender(store)
             weakref.finalize(loop, sender.close)
         return sender
 

@@ -386,6 +386,7 @@ class PostgresStore(SQLStore):
         self._listener_lock = threading.Lock()  # who starts it (a step's look never waits)
         self._held = _Held()  # what a store dropped without close() lets go of
         self._senders = self._held.senders = Senders()  # send_async's, one per event loop
+        self._ref = weakref.ref(self)  # what they hold of this store
         self._conn = self._held.conn = self._open()
         weakref.finalize(self, self._held.release)
 
@@ -608,7 +609,7 @@ class PostgresStore(SQLStore):
         """
         if self._closed:
             raise StoreError(f"store {self.location} is closed")
-        await self._senders.get(self._async_connect, self._send_group_async).send(job)
+        await self._senders.get(self._ref).send(job)
         if isinstance(job.error, StoreError):
             raise job.error
         return job.written

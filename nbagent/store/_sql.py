@@ -525,11 +525,23 @@ class SQLStore:
         parent: Mapping[str, Any] | None,
     ) -> None:
         with self._tx() as conn:
-            if self._insert_chat(conn, info, system, state, parent).rowcount != 1:
+            if self._insert_chat(conn, info, system, state, parent).rowcount == 1:
+                return
+            mine = {"created_at": info.created_at.isoformat(), "model": info.model}
+            if not self._same_chat(conn, info.id, mine):
                 raise StoreError(
                     f"chat {info.id!r} already exists in {self.location}; continue it with "
                     f"Chat.load({info.id!r}, store=...)"
                 )
+
+    @staticmethod
+    def _same_chat(conn: Any, chat_id: str, expected: dict[str, Any]) -> bool:
+        """Whether the chat row that made a creation a no-op is this very one (a creation
+        retried after its commit's answer was lost: same id, same creation time)."""
+        row = conn.execute(
+            f"SELECT {', '.join(expected)} FROM chats WHERE id = ?", (chat_id,)
+        ).fetchone()
+        return row is not None and tuple(row) == tuple(expected.values())
 
     @staticmethod
     def _insert_chat(
