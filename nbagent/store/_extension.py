@@ -231,20 +231,25 @@ class StoreExtension(Extension):
         job = make(info, system, state, batch_id, key)
         if job is None:
             return False
-        send = cast(Any, self.store).send_async  # SQLStore's (not in the Store protocol)
-        cancelled: BaseException | None = None
-        try:
-            written = await send(job)
-        except asyncio.CancelledError as exc:  # the job's group ended all the same
-            written, cancelled = job.written, exc
-        except Exception:
-            written = False
+        written, cancelled = await self._send(job)
         if written:
             self._state = state
             self._rules_looked = self._rules_token()  # a new chat: no rule changed elsewhere
         if cancelled is not None:
             raise cancelled
         return bool(written)
+
+    async def _send(self, job: Any) -> tuple[bool, BaseException | None]:
+        """Send ``job`` with the loop's other chats' (the store's ``send_async``): whether it
+        was written, and a cancellation to raise once the caller has noted that (the job's
+        group ends all the same). A failure is "not written": the careful path the caller
+        falls back to tries again, and reports."""
+        try:
+            return bool(await cast(Any, self.store).send_async(job)), None
+        except asyncio.CancelledError as exc:
+            return bool(job.written), exc
+        except Exception:
+            return False, None
 
     def resume(self, record: ChatRecord, snapshot: Snapshot) -> None:
         """Put a stored chat back into the (new) chat this extension was just attached to.
@@ -665,14 +670,18 @@ class StoreExtension(Extension):
         return True
 
     async def catch_up(self, calls: Sequence[ToolCall] = (), *, stopping: bool = False) -> None:
-        """The async driver's turn (see :mod:`nbagent._extension`): on a worker thread, claim
-        ``calls`` (the round about to run; the first claim's transaction writes what is
-        pending, as :meth:`claim` does) and write what ``on_event`` left for now, so the
-        loop driving this chat (and a batch's other chats) never waits on the store.
-        A store whose writes wait for nothing but the CPU (``writes_inline``: SQLite
-        in WAL with ``synchronous`` NORMAL) is written on the loop's own thread inside
-        :func:`~nbagent.store._waiting.no_wait`, which saves the handoff's cost; what
-        would wait there goes to the worker thread.
+        """The async driver's turn (see :mod:`nbagent._extension`): claim ``calls`` (the
+        round about to run; the first claim's transaction writes what is pending, as
+        :meth:`claim` does) and write what ``on_event`` left for now, so the loop driving
+        this chat (and a batch's other chats) never waits on the store. Where:
+
+        - a store that sends from the loop (``send_async``: PostgreSQL): all of it as one
+          job of the loop's sender, awaited here (:meth:`_sent`), with no thread;
+        - a store whose writes wait for nothing but the CPU (``writes_inline``: SQLite in
+          WAL with ``synchronous`` NORMAL): on the loop's own thread inside
+          :func:`~nbagent.store._waiting.no_wait`, which saves a handoff's cost;
+        - else, or when either of those cannot take it (something would wait, the job was
+          not written), on a worker thread (:meth:`_catch_up_now`).
 
         A write that fails is kept and retried in the background, as at any boundary;
         before a request or a round it also stops the drive, as :meth:`before_step` would
@@ -721,18 +730,11 @@ class StoreExtension(Extension):
             if not (entries or claims or recorded):
                 return True
             state, tools, marks = self._snapshot()
-            store = cast(Any, self.store)  # SQLStore's (not in the Store protocol)
-            send, make = store.send_async, store.write_job
+            make = cast(Any, self.store).write_job  # SQLStore's (not in the Store protocol)
             job = make(self.chat_id, entries, state, tools, recorded, claims, self.owner)
             if job is None:
                 return False
-            cancelled: BaseException | None = None
-            try:
-                written = await send(job)
-            except asyncio.CancelledError as exc:  # the job's group ended all the same
-                written, cancelled = job.written, exc
-            except Exception:
-                written = False  # the careful path tries again, and reports
+            written, cancelled = await self._send(job)
             if written:
                 self._wrote(len(entries), marks)
                 with self._lock:
