@@ -212,6 +212,10 @@ class StoreExtension(Extension):
             self.detached = "the chat could not be created in the store"
             self.close()
             raise
+        self._created(state)
+
+    def _created(self, state: dict[str, Any]) -> None:
+        """The chat was created in the store with ``state``."""
         self._state = state
         with may_wait_here():  # created: from here on nothing may be left half done
             self._rules_looked = self._rules_token()  # a new chat: no rule changed elsewhere
@@ -233,8 +237,7 @@ class StoreExtension(Extension):
             return False
         written, cancelled = await self._send(job)
         if written:
-            self._state = state
-            self._rules_looked = self._rules_token()  # a new chat: no rule changed elsewhere
+            self._created(state)
         if cancelled is not None:
             raise cancelled
         return bool(written)
@@ -721,9 +724,7 @@ class StoreExtension(Extension):
             return False
         try:
             self._owed = False
-            claims = [
-                c.id for c in calls if c.id not in self._claimed and c.status in RUNNABLE_STATUSES
-            ]
+            claims = [c.id for c in self._to_claim(calls)]
             with self._lock:
                 recorded = list(self._recorded)
             entries = self._batch()
@@ -749,6 +750,10 @@ class StoreExtension(Extension):
         finally:
             self._write_lock.release()
 
+    def _to_claim(self, calls: Sequence[ToolCall]) -> list[ToolCall]:
+        """Those of a round's ``calls`` a catch-up claims: runnable, not claimed already."""
+        return [c for c in calls if c.id not in self._claimed and c.status in RUNNABLE_STATUSES]
+
     def _catch_up_now(self, calls: Sequence[ToolCall], stopping: bool) -> None:
         self._owed = False
         with held(self._write_lock):  # a retry, a decision writing: no_wait waits for neither
@@ -768,11 +773,9 @@ class StoreExtension(Extension):
                             "asked again before it is on disk: continue (complete()) once the "
                             "store can be written",
                         ) from exc
-            for call in calls:
+            for call in self._to_claim(calls):
                 if self.detached is not None:
                     return
-                if call.id in self._claimed or call.status not in RUNNABLE_STATUSES:
-                    continue
                 if self._claim_now(call):
                     self._claimed.add(call.id)
             with self._lock:  # no claim took them: the next boundary does

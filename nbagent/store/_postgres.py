@@ -142,12 +142,15 @@ def _location(params: dict[str, str]) -> str:
 
 
 # ------------------------------------------------------------------ the connection
+def _dialect(sql: str) -> str:
+    """A shared statement with SQLite's ``IS ?`` in PostgreSQL's words (``?`` kept)."""
+    return re.sub(r"\bIS \?", "IS NOT DISTINCT FROM ?", sql)
+
+
 @functools.lru_cache(maxsize=512)
 def _pg_sql(sql: str) -> str:
     """A shared statement (``?`` placeholders, SQLite's ``IS ?``) in psycopg's form."""
-    sql = sql.replace("%", "%%")
-    sql = re.sub(r"\bIS \?", "IS NOT DISTINCT FROM %s", sql)
-    return sql.replace("?", "%s")
+    return _dialect(sql.replace("%", "%%")).replace("?", "%s")
 
 
 def _param(value: Any) -> Any:
@@ -159,7 +162,7 @@ def _param(value: Any) -> Any:
 @functools.lru_cache(maxsize=512)
 def _pieces(sql: str) -> tuple[str, ...]:
     """A shared statement cut at its placeholders (SQLite's ``IS ?`` made PostgreSQL's)."""
-    return tuple(re.sub(r"\bIS \?", "IS NOT DISTINCT FROM ?", sql).split("?"))
+    return tuple(_dialect(sql).split("?"))
 
 
 def _literal(value: Any, client: Any) -> str:
@@ -171,8 +174,7 @@ def _literal(value: Any, client: Any) -> str:
     row, against 1.3 us here."""
     kind = type(value)
     if kind is str:
-        if "\x00" in value:
-            value = value.replace("\x00", "\ufffd")  # PostgreSQL text cannot hold NUL
+        value = _param(value)
         if "\\" in value:
             return "E'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
         return "'" + value.replace("'", "''") + "'"
