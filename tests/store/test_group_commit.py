@@ -373,3 +373,30 @@ def test_a_loops_group_with_one_conflicting_write_writes_none_and_each_writes_al
     assert [m["content"] for m in store.load("a").messages] == ["to a"]
     assert [m["content"] for m in store.load("b").messages] == ["first, elsewhere"]
     store.close()
+
+
+def test_a_loops_group_with_text_the_server_refuses_writes_none_and_each_writes_alone(
+    postgres_dsn: str,
+) -> None:
+    """One job of a loop's group holds a lone surrogate (PostgreSQL cannot take it): the
+    group writes nothing, then each writes alone: the other job as it was, that one with
+    its text repaired."""
+    import asyncio
+
+    store = _Counted(postgres_dsn)
+    for chat_id in ("a", "b"):
+        _chat(store, chat_id)
+    texts = {"a": "fine", "b": "bad \ud800 text"}
+    jobs = [store.write_job(c, [_message(0, texts[c], 0)]) for c in ("a", "b")]
+    assert all(job is not None for job in jobs)
+
+    async def send_together() -> list[bool]:
+        return list(await asyncio.gather(*(store.send_async(job) for job in jobs if job)))
+
+    assert asyncio.run(send_together()) == [False, False]  # one group: nothing written
+    assert store.load("a").messages == [] and store.load("b").messages == []
+    for chat_id in ("a", "b"):
+        assert store.write(chat_id, [_message(0, texts[chat_id], 0)]) is None
+    assert [m["content"] for m in store.load("a").messages] == ["fine"]
+    assert [m["content"] for m in store.load("b").messages] == ["bad \ufffd text"]
+    store.close()

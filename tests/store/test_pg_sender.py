@@ -482,8 +482,9 @@ def test_text_postgres_cannot_take_in_one_chat_of_a_batch_is_stored_repaired(
 ) -> None:
     """Row 2's model reports a name with a lone surrogate (the chat cleans prompts and
     results where they enter; this one reaches the events): each group holding its
-    write does not commit, its text is stored repaired, and the other chats of those groups
-    are stored as they were."""
+    write does not commit, its text is stored repaired, and the other chats are stored as
+    they were. Whether another chat's write shares such a group is the loop's timing (under
+    load each may go alone); ``test_group_commit``'s loop-group test makes them share one."""
     RAN.clear()
     respond = _rounds(1)
 
@@ -505,7 +506,7 @@ def test_text_postgres_cannot_take_in_one_chat_of_a_batch_is_stored_repaired(
     _check_rows(store, result, prompts, 1)
     odd_chat = result["chat_id"][2]
     failed = [g for g, ok in zip(store.groups, store.committed, strict=True) if not ok]
-    assert failed and any(len(g) > 1 for g in failed)  # tried with other chats' writes
+    assert failed
     assert all(odd_chat in {job.chat_id for job in g} for g in failed)  # only for its text
     assert Counter(RAN) == _expected_runs(prompts, 1)
     with PostgresStore(postgres_dsn) as other:
