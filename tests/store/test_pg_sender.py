@@ -187,6 +187,19 @@ class _Spied(PostgresStore):
         return super().add_batch_chat(batch_id, key, chat_id)
 
 
+def _story(store: _Spied) -> str:
+    """What a store's writes did, for an assertion's message: each sender group's kinds and
+    whether it committed, the thread path's groups, the careful path's calls."""
+    groups = [
+        f"{i}:{'+'.join(store.kinds(g))}:{'ok' if ok else 'not written'}"
+        for i, (g, ok) in enumerate(zip(store.groups, store.committed, strict=False))
+    ]
+    return (
+        f"groups {groups}; thread groups {store.thread_groups}; "
+        f"careful {Counter(store.careful)}; ran {sorted(Counter(RAN).items())}"
+    )
+
+
 def _statuses(store: PostgresStore) -> Counter[str]:
     """Every stored call's status, counted (read on another connection)."""
     with PostgresStore(store.reveal_dsn()) as other, other._read() as conn:
@@ -203,7 +216,7 @@ def _check_rows(store: PostgresStore, result: Any, prompts: Sequence[str], n: in
         for prompt, chat_id in zip(prompts, result["chat_id"], strict=True):
             contents = [m["content"] for m in other.load(chat_id).messages]
             rounds = [x for i in range(n) for x in (None, f"{prompt}#{i}: found")]
-            assert contents == [prompt, *rounds, f"answer to {prompt}"]
+            assert contents == [prompt, *rounds, f"answer to {prompt}"], (chat_id, contents)
 
 
 # ------------------------------------------------------------------ the path itself
@@ -347,9 +360,11 @@ def test_a_group_cut_off_loses_nothing_and_the_sender_connects_again(
     store = _CutStore(postgres_dsn, postgres_server, where)
     prompts = [f"task {i}" for i in range(8)]
     result = nbagent.batch(prompts, _maker(2), store=store, concurrency=8, progress=False)
-    assert store.cut is not None and store.ended >= 2  # the sender's, the store's own
-    assert store.committed[store.cut] is False
-    assert all(store.committed[store.cut + 1 :]) and len(store.committed) > store.cut + 2
+    story = _story(store)
+    assert store.cut is not None and store.ended >= 2, (store.ended, story)
+    assert store.committed[store.cut] is False, story
+    assert all(store.committed[store.cut + 1 :]), story
+    assert len(store.committed) > store.cut + 2, story
     cut = store.kinds(store.groups[store.cut])
     if where == "chat":  # created and recorded the usual way instead
         assert store.careful.count("create_chat") == store.careful.count("add_batch_chat")
@@ -406,12 +421,13 @@ def test_a_group_whose_commit_answer_is_lost_runs_no_call_twice(
     store = _LostAnswerStore(postgres_dsn, postgres_server, where)
     prompts = [f"task {i}" for i in range(8)]
     result = nbagent.batch(prompts, _maker(2), store=store, concurrency=8, progress=False)
-    assert store.lost is not None and store.ended >= 2  # the answer lost
-    assert store.committed[store.lost] is False
-    assert all(store.committed[store.lost + 1 :])
+    story = _story(store)
+    assert store.lost is not None and store.ended >= 2, (store.ended, story)  # the answer lost
+    assert store.committed[store.lost] is False, story
+    assert all(store.committed[store.lost + 1 :]), story
     _check_rows(store, result, prompts, 2)  # no message twice
-    assert Counter(RAN) == _expected_runs(prompts, 2)
-    assert _statuses(store) == Counter({"ok": 16})
+    assert Counter(RAN) == _expected_runs(prompts, 2), story
+    assert _statuses(store) == Counter({"ok": 16}), story
     store.close()
 
 
