@@ -21,6 +21,7 @@ migration once, the second waits and finds nothing to do.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from . import _migrations as shared
@@ -44,6 +45,17 @@ _WORDS = (
 def chat_lock(key: int) -> str:
     """The statement locking one chat's writes until the transaction ends (``key``: 32 bits)."""
     return f"SELECT pg_advisory_xact_lock({_LOCK_SPACE + 1}, {int(key)})"
+
+
+def chat_locks(keys: Sequence[int]) -> str:
+    """One statement locking several chats' writes until the transaction ends, in the order
+    of ``keys`` (``unnest`` gives an array's elements in order, one lock a row): a group
+    commit's, its keys sorted so that two transactions never wait on each other in a
+    cycle. One statement, not one per chat: each costs the server a parse and a plan."""
+    if len(keys) == 1:
+        return chat_lock(keys[0])
+    listed = ", ".join(str(int(k)) for k in keys)
+    return f"SELECT pg_advisory_xact_lock({_LOCK_SPACE + 1}, k) FROM unnest(ARRAY[{listed}]) k"
 
 
 class _Postgres:

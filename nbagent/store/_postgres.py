@@ -586,12 +586,14 @@ class PostgresStore(SQLStore):
 
     def _scripted(self, group: list[_Job], client: Any) -> tuple[_Script, list[tuple[Any, int]]]:
         """``group`` as one script (bound by ``client``, a client cursor): ``BEGIN``, the
-        chats' advisory locks in order (no deadlock), each table's rows in one statement
-        (:class:`_GroupConn`), every other statement; and the rows each must change."""
+        chats' advisory locks in order (no deadlock; one statement), each table's rows in one
+        statement (:class:`_GroupConn`), every other statement; and the rows each must
+        change."""
         script = _Script(client)
         script.execute("BEGIN")
-        for key in sorted({_chat_key(j.chat_id) for j in group if j.chat_id}):
-            script.execute(migrations.chat_lock(key))
+        keys = sorted({_chat_key(j.chat_id) for j in group if j.chat_id})
+        if keys:
+            script.execute(migrations.chat_locks(keys))
         grouped = _GroupConn(script)
         expect = planned(group, grouped)
         grouped.send()

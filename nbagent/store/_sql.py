@@ -302,23 +302,38 @@ _ROWS = re.compile(
 """An insert a group sends as one multi-row statement: ``INSERT INTO t (cols) VALUES (?, ...)
 ON CONFLICT ... DO NOTHING`` (a row already there is skipped, even one of the same statement)."""
 
+_UPSERTS = re.compile(
+    r"^INSERT INTO (\w+) (\([\w, ]+\)) VALUES (\([?, ]+\)) "
+    r"(ON CONFLICT \(([\w, ]+)\) DO UPDATE SET .*)$"
+)
+"""An insert that replaces the row already there (``ON CONFLICT (key) DO UPDATE``: the
+recordings, the steps' requests), sent as one multi-row statement too, as long as no two
+of its rows have the same key: PostgreSQL refuses to change a row twice in one statement,
+so a row whose key is held already sends those held first (the last one wins, as one by one)."""
+
 _FIRST: dict[str, str] = {"call_arguments": "tool_calls"}
 """A table whose rows refer to another's: that one's held rows go first."""
 
 _MAX_ROWS = 200  # rows per multi-row statement (SQLite allows 32,766 values)
 
 
-_SHAPES: dict[str, tuple[re.Match[str] | None, str | None]] = {}
+_SHAPES: dict[str, tuple[re.Match[str] | None, str | None, tuple[int, ...] | None]] = {}
 
 
-def _shape(sql: str) -> tuple[re.Match[str] | None, str | None]:
-    """A statement's :data:`_ROWS` match (``None``: sent at once) and the table whose held
-    rows must go before it (``None``: none); worked out once per statement text."""
+def _shape(sql: str) -> tuple[re.Match[str] | None, str | None, tuple[int, ...] | None]:
+    """A statement's :data:`_ROWS` or :data:`_UPSERTS` match (``None``: sent at once), the
+    table whose held rows must go before it (``None``: none), and for an upsert where its
+    key is in a row (``None``: not an upsert); worked out once per statement text."""
     shape = _SHAPES.get(sql)
     if shape is None:
         table = re.match(r"INSERT INTO (\w+)", sql)
         first = _FIRST.get(table.group(1)) if table else None
-        shape = (_ROWS.match(sql), first)
+        match = _ROWS.match(sql)
+        at: tuple[int, ...] | None = None
+        if match is None and (match := _UPSERTS.match(sql)) is not None:
+            columns = [c.strip() for c in match.group(2)[1:-1].split(",")]
+            at = tuple(columns.index(c.strip()) for c in match.group(5).split(","))
+        shape = (match, first, at)
         if len(_SHAPES) < 256:  # the store's own statements (a handful)
             _SHAPES[sql] = shape
     return shape
@@ -345,9 +360,10 @@ class _GroupConn:
     """The connection as the plans of one group commit see it (:meth:`SQLStore._at_once`).
 
     The inserts that skip a row already there (:data:`_ROWS`: events, messages, calls, the
-    links of recordings) are held, by statement, and sent together (:meth:`send`, in the
-    order each statement first came, its rows in order, as one multi-row insert): the
-    chats of a group write one statement per table instead of one per row. PostgreSQL's
+    links of recordings) or replace it (:data:`_UPSERTS`: recordings, the steps' requests)
+    are held, by statement, and sent together (:meth:`send`, in the order each statement
+    first came, its rows in order, as one multi-row insert): the chats of a group write
+    one statement per table instead of one per row. PostgreSQL's
     (psycopg costs about 100 us of client CPU per statement); on SQLite a statement costs
     a few microseconds and a multi-row one of each size is parsed anew: measured, holding
     rows there cost more than it saved. Every
@@ -359,7 +375,10 @@ class _GroupConn:
 
     def __init__(self, conn: Any):
         self.conn = conn
-        self.held: dict[str, tuple[re.Match[str], list[Sequence[Any]], list[_Held]]] = {}
+        # by statement: its match, the rows held, their stand-ins, an upsert's keys held
+        self.held: dict[
+            str, tuple[re.Match[str], list[Sequence[Any]], list[_Held], set[tuple[Any, ...]]]
+        ] = {}
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._hold(sql, [params]) or self._now(sql).execute(sql, params)
@@ -369,12 +388,22 @@ class _GroupConn:
         return self._hold(sql, rows) or self._now(sql).executemany(sql, rows)
 
     def _hold(self, sql: str, rows: list[Sequence[Any]]) -> _Held | None:
+        match, _, at = _shape(sql)
+        if match is None:
+            return None
         held = self.held.get(sql)
-        if held is None:
-            match, _ = _shape(sql)
-            if match is None:
-                return None
-            held = self.held[sql] = (match, [], [])
+        if at is not None:  # an upsert: no key twice in one statement
+            keys = {tuple(row[i] for i in at) for row in rows}
+            if len(keys) < len(rows):
+                return None  # sent as it comes, row by row
+            if held is not None and not keys.isdisjoint(held[3]):
+                self._send(sql)
+                held = None
+            if held is None:
+                held = self.held[sql] = (match, [], [], set())
+            held[3].update(keys)
+        elif held is None:
+            held = self.held[sql] = (match, [], [], set())
         stand_in = _Held(len(rows), [])
         held[1].extend(rows)
         held[2].append(stand_in)
@@ -390,21 +419,26 @@ class _GroupConn:
     def send(self, table: str | None = None) -> None:
         """Send the rows held (of ``table``; default: all of them), one statement per
         statement held (chunks of :data:`_MAX_ROWS` rows)."""
-        for sql, (match, rows, stand_ins) in list(self.held.items()):
-            if table is not None and match.group(1) != table:
-                continue
-            del self.held[sql]
-            head = f"INSERT INTO {match.group(1)} {match.group(2)} VALUES "
-            sent: list[tuple[Any, int]] = []
-            for i in range(0, len(rows), _MAX_ROWS):
-                chunk = rows[i : i + _MAX_ROWS]
-                values = ", ".join([match.group(3)] * len(chunk))
-                flat = [value for row in chunk for value in row]
-                sent.append(
-                    (self.conn.execute(f"{head}{values} {match.group(4)}", flat), len(chunk))
-                )
-            for stand_in in stand_ins:
-                stand_in.sent = sent
+        for sql in list(self.held):
+            if table is None or self.held[sql][0].group(1) == table:
+                self._send(sql)
+
+    def _send(self, sql: str) -> None:
+        """Send the rows held for the statement ``sql``, after those of the table its rows
+        refer to (:data:`_FIRST`)."""
+        first = _shape(sql)[1]
+        if first is not None:
+            self.send(first)
+        match, rows, stand_ins, _ = self.held.pop(sql)
+        head = f"INSERT INTO {match.group(1)} {match.group(2)} VALUES "
+        sent: list[tuple[Any, int]] = []
+        for i in range(0, len(rows), _MAX_ROWS):
+            chunk = rows[i : i + _MAX_ROWS]
+            values = ", ".join([match.group(3)] * len(chunk))
+            flat = [value for row in chunk for value in row]
+            sent.append((self.conn.execute(f"{head}{values} {match.group(4)}", flat), len(chunk)))
+        for stand_in in stand_ins:
+            stand_in.sent = sent
 
 
 def planned(group: list[_Job], conn: Any) -> list[tuple[Any, int]]:

@@ -269,8 +269,8 @@ def test_text_the_database_cannot_take_in_one_write_of_a_group_loses_nothing(
 
 def test_a_postgres_group_sends_each_tables_rows_in_one_statement(postgres_dsn: str) -> None:
     """Eight chats' messages, calls (one with arguments long enough for their own row,
-    which refers to its call's) and events: one statement per table (the calls' split
-    where that row needs its call's), one commit, every row stored as written alone."""
+    which refers to its call's) and events: one statement per table (the arguments' after
+    the calls'), one commit, every row stored as written alone."""
     store = _Counted(postgres_dsn)
     ids = [f"m{i}" for i in range(8)]
     for chat_id in ids:
@@ -294,12 +294,10 @@ def test_a_postgres_group_sends_each_tables_rows_in_one_statement(postgres_dsn: 
 
     assert _queued_together(store, [write(i, c) for i, c in enumerate(ids)]) == [None] * 8
     assert store.groups == [8] and store.committed == [True]
-    sent = {
-        table: len([q for q in store.statements if q.startswith(f"INSERT INTO {table} ")])
-        for table in ("messages", "tool_calls", "events")
-    }
-    # the calls held before m3's long arguments go first (its row refers to its call's)
-    assert sent == {"messages": 1, "tool_calls": 2, "events": 1}
+    inserts = [q.split()[2] for q in store.statements if q.startswith("INSERT INTO ")]
+    assert sorted(inserts) == ["call_arguments", "events", "messages", "tool_calls"]
+    # m3's long arguments go after the calls (their row refers to its call's)
+    assert inserts.index("tool_calls") < inserts.index("call_arguments")
     with PostgresStore(postgres_dsn) as other:
         for chat_id in ids:
             assert [m["content"] for m in other.load(chat_id).messages] == [f"hello from {chat_id}"]
@@ -308,6 +306,54 @@ def test_a_postgres_group_sends_each_tables_rows_in_one_statement(postgres_dsn: 
             with other._read() as conn:
                 rows = conn.execute("SELECT type FROM events WHERE chat_id = ?", (chat_id,))
                 assert [r[0] for r in rows.fetchall()] == ["step_finished"]
+    store.close()
+
+
+def test_a_postgres_group_sends_its_recordings_and_locks_in_one_statement_each(
+    postgres_dsn: str,
+) -> None:
+    """Six chats' recordings (each a response and the step that asked for it), two of them
+    recording the same request: one lock statement for the group, one statement for the
+    responses and one for the steps, except the second recording of the shared key, which
+    follows in a statement of its own (PostgreSQL refuses to change a row twice in one).
+    Every step points to its key, and the shared key holds the later response, as written
+    one by one."""
+    from nbagent._recording import Digests, Recording
+    from nbagent.testing import reply
+
+    store = _Counted(postgres_dsn)
+    ids = [f"r{i}" for i in range(6)]
+    for chat_id in ids:
+        _chat(store, chat_id)
+    store.groups.clear()
+
+    def write(chat_id: str) -> Callable[[], Any]:
+        key = "shared" if chat_id in ("r1", "r4") else f"key-{chat_id}"
+        asked = {"model": "demo", "messages": Digests([("user", key)]), "tools": []}
+        rec = Recording(key, asked, reply(f"from {chat_id}"))
+        return lambda: store.write(
+            chat_id, [_message(0, f"hello from {chat_id}", 0)], recorded=[(rec, chat_id, 1, False)]
+        )
+
+    assert _queued_together(store, [write(c) for c in ids]) == [None] * 6
+    assert store.groups == [6] and store.committed == [True]
+
+    def sent(head: str) -> int:
+        return len([q for q in store.statements if q.startswith(head)])
+
+    assert sent("SELECT pg_advisory_xact_lock") == 1
+    assert sent("INSERT INTO recordings ") == 2  # r4's shared key waits for the next one
+    assert sent("INSERT INTO model_requests ") == 1
+    with PostgresStore(postgres_dsn) as other, other._read() as conn:
+        rows = conn.execute("SELECT key, chat_id FROM recordings ORDER BY key").fetchall()
+        # the shared key names its later writer (the response is in that chat's message)
+        assert sorted(tuple(r) for r in rows) == sorted(
+            [("shared", "r4"), *((f"key-{c}", c) for c in ids if c not in ("r1", "r4"))]
+        )
+        rows = conn.execute("SELECT chat_id, step, key FROM model_requests").fetchall()
+        assert sorted(tuple(r) for r in rows) == sorted(
+            (c, 1, "shared" if c in ("r1", "r4") else f"key-{c}") for c in ids
+        )
     store.close()
 
 
