@@ -394,8 +394,10 @@ class _GroupConn:
         held = self.held.get(sql)
         if at is not None:  # an upsert: no key twice in one statement
             keys = {tuple(row[i] for i in at) for row in rows}
-            if len(keys) < len(rows):
-                return None  # sent as it comes, row by row
+            if len(keys) < len(rows):  # sent as they come, row by row, after those held
+                if held is not None:
+                    self._send(sql)
+                return None
             if held is not None and not keys.isdisjoint(held[3]):
                 self._send(sql)
                 held = None

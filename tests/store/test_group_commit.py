@@ -446,3 +446,42 @@ def test_a_loops_group_with_text_the_server_refuses_writes_none_and_each_writes_
     assert [m["content"] for m in store.load("a").messages] == ["fine"]
     assert [m["content"] for m in store.load("b").messages] == ["bad \ufffd text"]
     store.close()
+
+
+def test_a_group_keeps_the_order_of_upserts_of_one_key() -> None:
+    """An upsert's rows are held for one multi-row statement, but PostgreSQL refuses to
+    change a row twice in one statement: a row whose key is held already sends those held
+    first, and rows repeating a key among themselves go one by one after them, so the last
+    written wins, as when each row went alone."""
+    from nbagent.store._sql import _GroupConn
+
+    class Conn:
+        def __init__(self) -> None:
+            self.sent: list[tuple[str, list[Any]]] = []
+
+        def execute(self, sql: str, params: Any = ()) -> Any:
+            self.sent.append((len(params) // 4 * "r", list(params)))  # a row: 4 values
+
+        def executemany(self, sql: str, rows: Any) -> Any:
+            for row in rows:
+                self.execute(sql, row)
+
+    upsert = (
+        "INSERT INTO model_requests (chat_id, step, key, replayed) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (chat_id, step) DO UPDATE SET key = excluded.key"
+    )
+    conn = Conn()
+    grouped = _GroupConn(conn)
+    grouped.execute(upsert, ("a", 1, "k1", 0))
+    grouped.execute(upsert, ("b", 1, "k2", 0))
+    assert conn.sent == []  # held
+    grouped.execute(upsert, ("a", 1, "k3", 0))  # a's step 1 again: the two held go first
+    assert conn.sent == [("rr", ["a", 1, "k1", 0, "b", 1, "k2", 0])]
+    grouped.executemany(upsert, [("c", 1, "k4", 0), ("c", 1, "k5", 0)])  # c twice: alone
+    grouped.send()
+    assert conn.sent == [
+        ("rr", ["a", 1, "k1", 0, "b", 1, "k2", 0]),
+        ("r", ["a", 1, "k3", 0]),
+        ("r", ["c", 1, "k4", 0]),
+        ("r", ["c", 1, "k5", 0]),
+    ]
