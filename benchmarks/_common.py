@@ -64,3 +64,17 @@ def interleaved(
             walls[name] += w
             cpus[name] += c
     return {k: (statistics.median(walls[k]), statistics.median(cpus[k])) for k in fns}
+
+
+def steal_seconds() -> float:
+    """CPU seconds the hypervisor has given other guests so far, all CPUs together (the
+    ``steal`` column of ``/proc/stat``; 0 where there is none to read). A virtual machine's
+    run during which it is high measures its neighbours, not the code."""
+    import os
+
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
