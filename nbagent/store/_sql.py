@@ -422,7 +422,8 @@ class _GroupConn:
         """Send the rows held (of ``table``; default: all of them), one statement per
         statement held (chunks of :data:`_MAX_ROWS` rows)."""
         for sql in list(self.held):
-            if table is None or self.held[sql][0].group(1) == table:
+            held = self.held.get(sql)  # gone: sent first, for rows that refer to its own
+            if held is not None and (table is None or held[0].group(1) == table):
                 self._send(sql)
 
     def _send(self, sql: str) -> None:

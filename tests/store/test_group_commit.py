@@ -485,3 +485,30 @@ def test_a_group_keeps_the_order_of_upserts_of_one_key() -> None:
         ("r", ["c", 1, "k4", 0]),
         ("r", ["c", 1, "k5", 0]),
     ]
+
+
+def test_a_group_sends_rows_after_the_rows_they_refer_to_whatever_came_first() -> None:
+    """A call's long arguments (their own table, referring to the call's row) held before
+    the calls' statement (the calls' rows sent once, then held again): sending all of
+    them sends the calls first, once each."""
+    from nbagent.store._sql import _GroupConn
+
+    sent: list[str] = []
+
+    class Conn:
+        def execute(self, sql: str, params: Any = ()) -> Any:
+            sent.append(sql.split()[2])
+
+    calls = "INSERT INTO tool_calls (chat_id, call_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+    arguments = (
+        "INSERT INTO call_arguments (chat_id, call_id, arguments) VALUES (?, ?, ?) "
+        "ON CONFLICT (chat_id, call_id) DO UPDATE SET arguments = excluded.arguments"
+    )
+    grouped = _GroupConn(Conn())
+    grouped.execute(calls, ("a", "c1"))
+    grouped.send("tool_calls")
+    grouped.execute(arguments, ("a", "c1", "{}"))
+    grouped.execute(calls, ("a", "c2"))
+    grouped.execute(arguments, ("a", "c2", "{}"))
+    grouped.send()
+    assert sent == ["tool_calls", "tool_calls", "call_arguments"]
