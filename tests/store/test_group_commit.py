@@ -75,6 +75,13 @@ def _chat(store: SQLStore, chat_id: str) -> None:
     store.create_chat(ChatInfo(chat_id, now, now, "demo", "demo"), None, {})
 
 
+def _chats(store: Any, ids: Any) -> None:
+    """Create each chat of ``ids``, then forget the groups that took (only the test's count)."""
+    for chat_id in ids:
+        _chat(store, chat_id)
+    store.groups.clear()
+
+
 def _message(idx: int, text: str, seq: int) -> Entry:
     data = f'{{"role": "user", "content": "{text}"}}'
     return Entry(seq, "message_added", _now(), None, NewMessage(idx, 0, "user", data, seq, _now()))
@@ -117,9 +124,7 @@ def test_many_chats_writes_go_in_one_commit_and_each_returns_only_once_it_is_sto
 ) -> None:
     store = _counted(backend)
     ids = [f"c{i}" for i in range(8)]
-    for chat_id in ids:
-        _chat(store, chat_id)
-    store.groups.clear()
+    _chats(store, ids)
 
     def write(chat_id: str) -> Callable[[], Any]:
         return lambda: store.write(
@@ -250,9 +255,7 @@ def test_text_the_database_cannot_take_in_one_write_of_a_group_loses_nothing(
     write is retried with the text repaired, and the other chat's write of the same group
     is stored as it was."""
     store = _counted(backend)
-    for chat_id in ("a", "b"):
-        _chat(store, chat_id)
-    store.groups.clear()
+    _chats(store, ("a", "b"))
     got = _queued_together(
         store,
         [
@@ -273,9 +276,7 @@ def test_a_postgres_group_sends_each_tables_rows_in_one_statement(postgres_dsn: 
     the calls'), one commit, every row stored as written alone."""
     store = _Counted(postgres_dsn)
     ids = [f"m{i}" for i in range(8)]
-    for chat_id in ids:
-        _chat(store, chat_id)
-    store.groups.clear()
+    _chats(store, ids)
     long_args = '{"text": "' + "x" * 5000 + '"}'
 
     def write(i: int, chat_id: str) -> Callable[[], Any]:
@@ -323,9 +324,7 @@ def test_a_postgres_group_sends_its_recordings_and_locks_in_one_statement_each(
 
     store = _Counted(postgres_dsn)
     ids = [f"r{i}" for i in range(6)]
-    for chat_id in ids:
-        _chat(store, chat_id)
-    store.groups.clear()
+    _chats(store, ids)
 
     def write(chat_id: str) -> Callable[[], Any]:
         key = "shared" if chat_id in ("r1", "r4") else f"key-{chat_id}"
