@@ -304,12 +304,13 @@ ON CONFLICT ... DO NOTHING`` (a row already there is skipped, even one of the sa
 
 _UPSERTS = re.compile(
     r"^INSERT INTO (\w+) (\([\w, ]+\)) VALUES (\([?, ]+\)) "
-    r"(ON CONFLICT \(([\w, ]+)\) DO UPDATE SET .*)$"
+    r"(ON CONFLICT \(([\w, ]+)\) DO UPDATE SET (?!.*\bRETURNING\b).*)$"
 )
 """An insert that replaces the row already there (``ON CONFLICT (key) DO UPDATE``: the
 recordings, the steps' requests), sent as one multi-row statement too, as long as no two
 of its rows have the same key: PostgreSQL refuses to change a row twice in one statement,
-so a row whose key is held already sends those held first (the last one wins, as one by one)."""
+so a row whose key is held already sends those held first (the last one wins, as one by one).
+One that returns rows (``RETURNING``) is sent as it comes: its caller reads them."""
 
 _FIRST: dict[str, str] = {"call_arguments": "tool_calls"}
 """A table whose rows refer to another's: that one's held rows go first."""

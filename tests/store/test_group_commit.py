@@ -484,6 +484,8 @@ def test_a_group_keeps_the_order_of_upserts_of_one_key() -> None:
         ("r", ["c", 1, "k4", 0]),
         ("r", ["c", 1, "k5", 0]),
     ]
+    grouped.execute(upsert + " RETURNING key", ("d", 1, "k6", 0))  # its caller reads rows:
+    assert conn.sent[-1] == ("r", ["d", 1, "k6", 0])  # sent at once, never held
 
 
 def test_a_group_sends_rows_after_the_rows_they_refer_to_whatever_came_first() -> None:
