@@ -368,8 +368,9 @@ class _GroupConn:
     (psycopg costs about 100 us of client CPU per statement); on SQLite a statement costs
     a few microseconds and a multi-row one of each size is parsed anew: measured, holding
     rows there cost more than it saved. Every
-    other statement runs at once (a table whose rows refer to a held table's, such as
-    ``call_arguments``, first sends that table's rows). A statement that depends on a row
+    other statement runs at once. Rows that refer to a held table's (``call_arguments``
+    to ``tool_calls``: :data:`_FIRST`) go after that table's, held or not. A statement that
+    depends on a row
     held (an update of a call inserted by the same group) changes nothing: its
     expectation fails, and the group is written again job by job, statement by statement.
     """
