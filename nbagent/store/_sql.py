@@ -317,24 +317,129 @@ _FIRST: dict[str, str] = {"call_arguments": "tool_calls"}
 
 _MAX_ROWS = 200  # rows per multi-row statement (SQLite allows 32,766 values)
 
+_WRITES = re.compile(r"^(?:INSERT INTO|UPDATE|DELETE FROM) (\w+)")
 
-_SHAPES: dict[str, tuple[re.Match[str] | None, str | None, tuple[int, ...] | None]] = {}
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Form:
+    """How the rows held for one statement go as one: ``head``, then ``row`` once per row
+    (its placeholders), comma-separated, then ``tail``.
+
+    Attributes:
+        table: The table it writes.
+        first: A table whose held rows must go before these (``None``: none).
+        key: Where a row's key is in its values (``None``: rows may repeat one); a row
+            whose key is held already sends those held first, and rows repeating a key
+            among themselves go one by one.
+        update: An update of rows already there: it goes after the held inserts of its
+            table (a row a group inserts can be changed by the same group).
+        names: The columns of a row's values, in order.
+    """
+
+    table: str
+    head: str
+    row: str
+    tail: str
+    first: str | None = None
+    key: tuple[int, ...] | None = None
+    update: bool = False
+    names: tuple[str, ...] = ()
+
+    def text(self, rows: int) -> str:
+        return f"{self.head}{', '.join([self.row] * rows)}{self.tail}"
+
+    def at(self, names: Iterable[str]) -> tuple[int, ...] | None:
+        """Where the columns ``names`` are in a row of this form (``None``: not all are)."""
+        try:
+            return tuple(self.names.index(n) for n in names)
+        except ValueError:
+            return None
 
 
-def _shape(sql: str) -> tuple[re.Match[str] | None, str | None, tuple[int, ...] | None]:
-    """A statement's :data:`_ROWS` or :data:`_UPSERTS` match (``None``: sent at once), the
-    table whose held rows must go before it (``None``: none), and for an upsert where its
-    key is in a row (``None``: not an upsert); worked out once per statement text."""
+def _keyed_update(
+    sql: str, table: str, columns: str, sets: str, where: str, key: tuple[int, ...]
+) -> tuple[str, _Form]:
+    """An update of one row by its key (``sql``, ``?`` placeholders) and its form for many
+    rows: ``UPDATE table AS t SET sets FROM (VALUES ...) AS v (columns) WHERE where``
+    (``v.`` the row's values, ``t.`` the table's; ``columns`` name ``sql``'s placeholders
+    in order). Held rows of these statements must commute with one another (other columns,
+    or other rows): they are sent in the order each statement first came."""
+    names = tuple(c.strip() for c in columns.split(","))
+    row = "(" + ", ".join(["?"] * len(names)) + ")"
+    head = f"UPDATE {table} AS t SET {sets} FROM (VALUES "
+    tail = f") AS v ({columns}) WHERE {where}"
+    return sql, _Form(table, head, row, tail, key=key, update=True, names=names)
+
+
+_FINAL_CALL = (
+    "UPDATE tool_calls SET status = ?, result = ?, "
+    "started_at = COALESCE(?, started_at), finished_at = ? "
+    "WHERE chat_id = ? AND call_id = ? AND result IS NULL "
+    "AND (status != 'running' OR claimed_by IS ?)"
+)
+_TITLE = "UPDATE chats SET title = ? WHERE id = ? AND title IS NULL"
+_TOUCH = (
+    "UPDATE chats SET updated_at = ?, state = COALESCE(?, state), "
+    "tools = COALESCE(?, tools) WHERE id = ?"
+)
+
+_UPDATES: dict[str, _Form] = dict(
+    [
+        _keyed_update(
+            _FINAL_CALL,
+            "tool_calls",
+            "status, result, started_at, finished_at, chat_id, call_id, owner",
+            "status = v.status, result = v.result, "
+            "started_at = COALESCE(v.started_at, t.started_at), finished_at = v.finished_at",
+            "t.chat_id = v.chat_id AND t.call_id = v.call_id AND t.result IS NULL "
+            "AND (t.status != 'running' OR t.claimed_by IS NOT DISTINCT FROM v.owner)",
+            (4, 5),
+        ),
+        _keyed_update(
+            _TITLE, "chats", "title, id", "title = v.title", "t.id = v.id AND t.title IS NULL", (1,)
+        ),
+        _keyed_update(
+            _TOUCH,
+            "chats",
+            "updated_at, state, tools, id",
+            "updated_at = v.updated_at, state = COALESCE(v.state, t.state), "
+            "tools = COALESCE(v.tools, t.tools)",
+            "t.id = v.id",
+            (3,),
+        ),
+    ]
+)
+"""The updates of one row by its key a group sends as one statement (PostgreSQL's words:
+``UPDATE ... FROM (VALUES ...)``): a call's result (every call of a batch has one), a
+chat's title and its state. Each row of the one statement changes the row its key names,
+as alone: a call's result is expected to change its row, so a call finished twice in one
+group (or one no longer the group's to finish) fails the group's expectation, and each
+job is written again alone."""
+
+
+_SHAPES: dict[str, tuple[_Form | None, str | None]] = {}
+
+
+def _shape(sql: str) -> tuple[_Form | None, str | None]:
+    """A statement's form for many rows (:data:`_ROWS`, :data:`_UPSERTS`, :data:`_UPDATES`;
+    ``None``: sent at once) and the table it writes (``None``: a read, or none);
+    worked out once per statement text."""
     shape = _SHAPES.get(sql)
     if shape is None:
-        table = re.match(r"INSERT INTO (\w+)", sql)
-        first = _FIRST.get(table.group(1)) if table else None
-        match = _ROWS.match(sql)
-        at: tuple[int, ...] | None = None
-        if match is None and (match := _UPSERTS.match(sql)) is not None:
-            columns = [c.strip() for c in match.group(2)[1:-1].split(",")]
-            at = tuple(columns.index(c.strip()) for c in match.group(5).split(","))
-        shape = (match, first, at)
+        written = _WRITES.match(sql)
+        table = written.group(1) if written else None
+        form = _UPDATES.get(sql)
+        match = _ROWS.match(sql) or _UPSERTS.match(sql)
+        if form is None and match is not None:
+            names = tuple(c.strip() for c in match.group(2)[1:-1].split(","))
+            key = None
+            if match.re is _UPSERTS:
+                key = tuple(names.index(c.strip()) for c in match.group(5).split(","))
+            into = match.group(1)
+            head = f"INSERT INTO {into} {match.group(2)} VALUES "
+            tail = f" {match.group(4)}"
+            form = _Form(into, head, match.group(3), tail, _FIRST.get(into), key, names=names)
+        shape = (form, table)
         if len(_SHAPES) < 256:  # the store's own statements (a handful)
             _SHAPES[sql] = shape
     return shape
@@ -343,7 +448,8 @@ def _shape(sql: str) -> tuple[re.Match[str] | None, str | None, tuple[int, ...] 
 class _Held:
     """A cursor stand-in for rows a group sends later (:class:`_GroupConn`): its rowcount is
     the rows it holds if the multi-row statement that sent them changed as many rows as it
-    was sent (each of them inserted), else -1 (a group's expectation then fails)."""
+    was sent (each of them inserted, or updated), else -1 (a group's expectation then
+    fails)."""
 
     __slots__ = ("n", "sent")
 
@@ -357,30 +463,45 @@ class _Held:
         return self.n
 
 
+class _Rows:
+    """The rows a group holds for one statement: its form, the rows, a stand-in for each
+    call that held some, and the keys held (a keyed form's)."""
+
+    __slots__ = ("form", "keys", "rows", "stand_ins")
+
+    def __init__(self, form: _Form):
+        self.form = form
+        self.rows: list[Sequence[Any]] = []
+        self.stand_ins: list[_Held] = []
+        self.keys: set[tuple[Any, ...]] = set()
+
+
 class _GroupConn:
-    """The connection as the plans of one group commit see it (:meth:`SQLStore._at_once`).
+    """The connection as the plans of one PostgreSQL group commit see it
+    (:meth:`PostgresStore._scripted`).
 
     The inserts that skip a row already there (:data:`_ROWS`: events, messages, calls, the
-    links of recordings) or replace it (:data:`_UPSERTS`: recordings, the steps' requests)
-    are held, by statement, and sent together (:meth:`send`, in the order each statement
-    first came, its rows in order, as one multi-row insert): the chats of a group write
-    one statement per table instead of one per row. PostgreSQL's
-    (psycopg costs about 100 us of client CPU per statement); on SQLite a statement costs
-    a few microseconds and a multi-row one of each size is parsed anew: measured, holding
-    rows there cost more than it saved. Every
-    other statement runs at once. Rows that refer to a held table's (``call_arguments``
-    to ``tool_calls``: :data:`_FIRST`) go after that table's, held or not. A statement that
-    depends on a row
-    held (an update of a call inserted by the same group) changes nothing: its
-    expectation fails, and the group is written again job by job, statement by statement.
+    links of recordings), those that replace it (:data:`_UPSERTS`: recordings, the steps'
+    requests) and the updates of one row by its key (:data:`_UPDATES`: calls' results,
+    chats' titles and states) are held, by statement, and sent together (:meth:`send`, in
+    the order each statement first came, its rows in order, as one multi-row statement):
+    the chats of a group write one statement per table instead of one per row (psycopg
+    costs about 100 us of client CPU a statement, and the server parses and plans each).
+    On SQLite a statement costs a few microseconds and a multi-row one of each size is
+    parsed anew: measured, holding rows there cost more than it saved.
+
+    Order: rows that refer to a held table's (``call_arguments`` to ``tool_calls``:
+    :data:`_FIRST`) go after that table's, held or not; held updates go after their
+    table's held inserts, and before any statement on their table sent at once (a call's
+    claim), so each row sees the changes that came before it. Every other statement runs
+    at once. A statement that depends on an insert held (a claim of a call inserted by the
+    same group) changes nothing: its expectation fails, and the group is written again job
+    by job, statement by statement.
     """
 
     def __init__(self, conn: Any):
         self.conn = conn
-        # by statement: its match, the rows held, their stand-ins, an upsert's keys held
-        self.held: dict[
-            str, tuple[re.Match[str], list[Sequence[Any]], list[_Held], set[tuple[Any, ...]]]
-        ] = {}
+        self.held: dict[str, _Rows] = {}  # by statement
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._hold(sql, [params]) or self._now(sql).execute(sql, params)
@@ -390,59 +511,79 @@ class _GroupConn:
         return self._hold(sql, rows) or self._now(sql).executemany(sql, rows)
 
     def _hold(self, sql: str, rows: list[Sequence[Any]]) -> _Held | None:
-        match, _, at = _shape(sql)
-        if match is None:
+        form = _shape(sql)[0]
+        if form is None:
             return None
+        if not form.update:
+            self._after_updates(form, rows)
         held = self.held.get(sql)
-        if at is not None:  # an upsert: no key twice in one statement
-            keys = {tuple(row[i] for i in at) for row in rows}
+        if form.key is not None:  # no key twice in one statement
+            keys = {tuple(row[i] for i in form.key) for row in rows}
             if len(keys) < len(rows):  # sent as they come, row by row, after those held
                 if held is not None:
                     self._send(sql)
                 return None
-            if held is not None and not keys.isdisjoint(held[3]):
+            if held is not None and not keys.isdisjoint(held.keys):
                 self._send(sql)
                 held = None
             if held is None:
-                held = self.held[sql] = (match, [], [], set())
-            held[3].update(keys)
+                held = self.held[sql] = _Rows(form)
+            held.keys.update(keys)
         elif held is None:
-            held = self.held[sql] = (match, [], [], set())
+            held = self.held[sql] = _Rows(form)
         stand_in = _Held(len(rows), [])
-        held[1].extend(rows)
-        held[2].append(stand_in)
+        held.rows.extend(rows)
+        held.stand_ins.append(stand_in)
         return stand_in
 
+    def _after_updates(self, form: _Form, rows: list[Sequence[Any]]) -> None:
+        """Before holding an insert's ``rows``: send the updates held of a row among them
+        (held updates go after their table's inserts; one that came before its row's insert
+        must stay before it, and find no row, as alone)."""
+        for sql, update in list(self.held.items()):
+            if not update.form.update or update.form.table != form.table or sql not in self.held:
+                continue
+            at = form.at(update.form.names[i] for i in update.form.key or ())
+            if at is None or any(tuple(row[i] for i in at) in update.keys for row in rows):
+                self._send(sql)
+
     def _now(self, sql: str) -> Any:
-        """The connection, once the rows a statement on ``sql``'s table refers to are sent."""
-        first = _shape(sql)[1]
-        if first is not None:
-            self.send(first)
+        """The connection, once what a statement sent at once must follow is sent: the
+        rows its table's rows refer to (:data:`_FIRST`), the updates held of its table."""
+        table = _shape(sql)[1]
+        if table is not None:
+            first = _FIRST.get(table)
+            if first is not None:
+                self.send(first)
+            self.send(table, updates=True)
         return self.conn
 
-    def send(self, table: str | None = None) -> None:
-        """Send the rows held (of ``table``; default: all of them), one statement per
-        statement held (chunks of :data:`_MAX_ROWS` rows)."""
+    def send(self, table: str | None = None, updates: bool | None = None) -> None:
+        """Send the rows held (of ``table``, and only its updates or only its inserts if
+        ``updates`` says; default: all of them), one statement per statement held (chunks
+        of :data:`_MAX_ROWS` rows)."""
         for sql in list(self.held):
             held = self.held.get(sql)  # gone: sent first, for rows that refer to its own
-            if held is not None and (table is None or held[0].group(1) == table):
+            if held is None or (table is not None and held.form.table != table):
+                continue
+            if updates is None or held.form.update == updates:
                 self._send(sql)
 
     def _send(self, sql: str) -> None:
         """Send the rows held for the statement ``sql``, after those of the table its rows
-        refer to (:data:`_FIRST`)."""
-        first = _shape(sql)[1]
-        if first is not None:
-            self.send(first)
-        match, rows, stand_ins, _ = self.held.pop(sql)
-        head = f"INSERT INTO {match.group(1)} {match.group(2)} VALUES "
+        refer to (:data:`_FIRST`) and, for an update, its table's inserts."""
+        form = self.held[sql].form
+        if form.first is not None:
+            self.send(form.first)
+        if form.update:
+            self.send(form.table, updates=False)
+        held = self.held.pop(sql)
         sent: list[tuple[Any, int]] = []
-        for i in range(0, len(rows), _MAX_ROWS):
-            chunk = rows[i : i + _MAX_ROWS]
-            values = ", ".join([match.group(3)] * len(chunk))
+        for i in range(0, len(held.rows), _MAX_ROWS):
+            chunk = held.rows[i : i + _MAX_ROWS]
             flat = [value for row in chunk for value in row]
-            sent.append((self.conn.execute(f"{head}{values} {match.group(4)}", flat), len(chunk)))
-        for stand_in in stand_ins:
+            sent.append((self.conn.execute(form.text(len(chunk)), flat), len(chunk)))
+        for stand_in in held.stand_ins:
             stand_in.sent = sent
 
 
@@ -785,8 +926,7 @@ class SQLStore:
         if state is None and tools is None:
             return  # the events carry the rest (chats() reads their last timestamp)
         conn.execute(
-            "UPDATE chats SET updated_at = ?, state = COALESCE(?, state), "
-            "tools = COALESCE(?, tools) WHERE id = ?",
+            _TOUCH,
             (
                 utcnow().isoformat(),
                 None if state is None else codec.dumps(state),
@@ -949,9 +1089,7 @@ class SQLStore:
         """A chat's title is its first user message (cut), set once."""
         if ch.role == "user":
             title = str(codec.loads(ch.data).get("content", ""))[:80]
-            conn.execute(
-                "UPDATE chats SET title = ? WHERE id = ? AND title IS NULL", (title, chat_id)
-            )
+            conn.execute(_TITLE, (title, chat_id))
 
     @staticmethod
     def _insert_call(
@@ -997,10 +1135,7 @@ class SQLStore:
     @staticmethod
     def _final_call(conn: Any, chat_id: str, ch: CallFinal) -> Any:
         return conn.execute(
-            "UPDATE tool_calls SET status = ?, result = ?, "
-            "started_at = COALESCE(?, started_at), finished_at = ? "
-            "WHERE chat_id = ? AND call_id = ? AND result IS NULL "
-            "AND (status != 'running' OR claimed_by IS ?)",
+            _FINAL_CALL,
             (
                 ch.status,
                 ch.result,

@@ -22,7 +22,7 @@ import pytest
 
 from nbagent.store import ChatInfo, PostgresStore, SQLiteStore
 from nbagent.store._postgres import _Script
-from nbagent.store._protocol import Entry, NewCall, NewMessage
+from nbagent.store._protocol import CallFinal, Entry, NewCall, NewMessage
 from nbagent.store._sql import SQLStore
 
 if TYPE_CHECKING:  # at run time "conftest" is whichever the session imported first
@@ -356,6 +356,86 @@ def test_a_postgres_group_sends_its_recordings_and_locks_in_one_statement_each(
     store.close()
 
 
+def _final(call_id: str, seq: int, text: str, owner: str | None = None) -> Entry:
+    result = json.dumps(
+        {"role": "tool", "tool_call_id": call_id, "content": text, "is_error": False}
+        | {"status": "ok", "name": "look"}
+    )
+    change = CallFinal(call_id, "ok", result, _now(), _now(), owner)
+    return Entry(seq, "tool_call_finished", _now(), None, change)
+
+
+def test_a_postgres_group_sends_its_calls_results_and_chats_updates_in_one_statement_each(
+    postgres_dsn: str,
+) -> None:
+    """Six chats' results: four of calls written before (one of them claimed by this
+    process), two of calls the same group writes (inserted, then finished), each chat
+    titled by its first message: one statement for the results, after the calls'
+    inserts, one for the titles; one commit; every call stored with its own result, the
+    claimed one's kept only for its owner."""
+    store = _Counted(postgres_dsn)
+    ids = [f"f{i}" for i in range(6)]
+    _chats(store, ids)
+    for chat_id in ids[:4]:
+        assert store.write(chat_id, [_call(f"{chat_id}-call", 0)]) is None
+    assert store.claim("f0", "f0-call", "me").claimed
+    store.statements.clear()
+    store.groups.clear()
+    store.committed.clear()
+
+    def write(chat_id: str) -> Callable[[], Any]:
+        entries = [_message(0, f"title of {chat_id}", 1)]
+        if chat_id in ("f4", "f5"):  # the call and its result in one write
+            entries.append(_call(f"{chat_id}-call", 0))
+        owner = "me" if chat_id == "f0" else None
+        entries.append(_final(f"{chat_id}-call", 2, f"found by {chat_id}", owner))
+        return lambda: store.write(chat_id, entries)
+
+    assert _queued_together(store, [write(c) for c in ids]) == [None] * 6
+    assert store.groups == [6] and store.committed == [True]
+    heads = [" ".join(q.split()[: 3 if q.startswith("INSERT") else 2]) for q in store.statements]
+    assert heads.count("UPDATE tool_calls") == 1 and heads.count("UPDATE chats") == 1
+    assert heads.index("INSERT INTO tool_calls") < heads.index("UPDATE tool_calls")
+    with PostgresStore(postgres_dsn) as other:
+        for chat_id in ids:
+            (call,) = other.calls(chat_id)
+            assert call.status == "ok"
+            assert call.result is not None and f"found by {chat_id}" in str(call.result)
+        titles = {info.id: info.title for info in other.chats()}
+        assert all(titles[c] == f"title of {c}" for c in ids)
+    store.close()
+
+
+def test_a_result_for_a_call_another_process_claimed_writes_none_of_its_group_by_mistake(
+    postgres_dsn: str,
+) -> None:
+    """A result written as one row of the group's one statement is held to what it is
+    alone: a call running under another process's claim keeps running (its writer is told
+    so), and the other chats' results of the group are stored."""
+    store = _Counted(postgres_dsn)
+    _chats(store, ("a", "b"))
+    for chat_id in ("a", "b"):
+        assert store.write(chat_id, [_call(f"{chat_id}-call", 0)]) is None
+    with PostgresStore(postgres_dsn) as other:
+        assert other.claim("a", "a-call", "another process").claimed
+    store.groups.clear()
+    store.committed.clear()
+    got = _queued_together(
+        store,
+        [
+            lambda: store.write("a", [_final("a-call", 1, "mine")]),
+            lambda: store.write("b", [_final("b-call", 1, "mine")]),
+        ],
+    )
+    assert isinstance(got[0], str) and "running" in got[0], got
+    assert got[1] is None
+    assert store.groups == [2] and store.committed == [False]  # then each alone
+    a, b = store.calls("a")[0], store.calls("b")[0]
+    assert (a.status, a.claimed_by, a.result) == ("running", "another process", None)
+    assert b.status == "ok"
+    store.close()
+
+
 def test_text_that_means_something_to_sql_or_psycopg_is_stored_as_written(
     backend: Backend,
 ) -> None:
@@ -486,6 +566,48 @@ def test_a_group_keeps_the_order_of_upserts_of_one_key() -> None:
     ]
     grouped.execute(upsert + " RETURNING key", ("d", 1, "k6", 0))  # its caller reads rows:
     assert conn.sent[-1] == ("r", ["d", 1, "k6", 0])  # sent at once, never held
+
+
+def test_a_groups_updates_keep_their_order_with_the_statements_of_their_table() -> None:
+    """A group holds the updates of rows by key (calls' results) for one statement, sent
+    after its table's inserts (a call the group inserts can be finished by it); but an
+    update held goes before an insert of its own row that came after it, and before any
+    statement on its table sent at once (a claim), so each sees what came before it."""
+    from nbagent.store._sql import _FINAL_CALL, _GroupConn
+
+    sent: list[tuple[str, list[Any]]] = []
+
+    class Conn:
+        def execute(self, sql: str, params: Any = ()) -> Any:
+            sent.append((" ".join(sql.split()[:2]), list(params)))
+
+    calls = "INSERT INTO tool_calls (chat_id, call_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+    claim = "UPDATE tool_calls SET status = 'running' WHERE chat_id = ? AND call_id = ?"
+
+    def final(chat: str, call: str) -> tuple[Any, ...]:
+        return ("ok", "{}", None, "t", chat, call, None)
+
+    grouped = _GroupConn(Conn())
+    grouped.execute(_FINAL_CALL, final("a", "c1"))
+    grouped.execute(calls, ("b", "c2"))  # another row: the update waits for it
+    grouped.execute(_FINAL_CALL, final("b", "c2"))
+    assert sent == []
+    grouped.send()
+    assert [s[0] for s in sent] == ["INSERT INTO", "UPDATE tool_calls"]
+    assert sent[1][1] == [*final("a", "c1"), *final("b", "c2")]  # one statement, in order
+
+    sent.clear()
+    grouped.execute(_FINAL_CALL, final("a", "c3"))
+    grouped.execute(calls, ("a", "c3"))  # its own row, after its update: the update first
+    assert sent == [("UPDATE tool_calls", list(final("a", "c3")))]
+    grouped.execute(_FINAL_CALL, final("a", "c4"))
+    grouped.execute(claim, ("a", "c5"))  # at once: what is held of its table goes first
+    assert [s[0] for s in sent[1:]] == ["INSERT INTO", "UPDATE tool_calls", "UPDATE tool_calls"]
+    assert sent[-1] == ("UPDATE tool_calls", ["a", "c5"])
+    grouped.execute(_FINAL_CALL, final("a", "c6"))
+    grouped.execute(_FINAL_CALL, final("a", "c6"))  # one row twice: two statements
+    grouped.send()
+    assert sent[-2:] == [("UPDATE tool_calls", list(final("a", "c6")))] * 2
 
 
 def test_a_group_sends_rows_after_the_rows_they_refer_to_whatever_came_first() -> None:
