@@ -62,10 +62,9 @@ psycopg's async connection (``_batch_client``): what PostgreSQL costs at the lea
 LATENCIES = (0.0, 0.05)
 STEAL_LIMIT = 0.05
 """A client run during which the hypervisor took more than this share of one CPU for other
-guests (steal time) is run again, twice at most, and the least disturbed run kept. Measured
-here: a
-raw loop that lost 3 s of 16 to steal (8% of the two CPUs) took 36% longer than the same
-loop beside it with none; quiet runs lose under 1%."""
+guests (steal time) is run again, twice at most, and the least disturbed run kept.
+Measured here: a raw loop that lost 3 s of 16 to steal (8% of the two CPUs) took 36% longer
+than the same loop beside it with none; quiet runs lose under 1%."""
 
 SERVER = r"""
 import sys
