@@ -62,7 +62,7 @@ SETTLED: frozenset[str] = frozenset({"awaiting_approval", "done", "failed"})
 FINAL: frozenset[str] = frozenset({"done", "failed"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one of each a row: no __dict__
 class Job:
     """One input of a batch, ready to run.
 
@@ -126,7 +126,7 @@ class RunSpec:
     trace: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one of each a row: no __dict__
 class RowUpdate:
     """A row changed (progress): its status and what its chat used so far."""
 
@@ -142,7 +142,7 @@ ProgressSink = Callable[[RowUpdate], None]
 """Where a backend reports progress: thread-safe, cheap, never raises."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one of each a row: no __dict__
 class RowResult:
     """One row as it settled: a row of the result DataFrame.
 
