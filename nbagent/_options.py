@@ -21,7 +21,6 @@ Order = Literal["ready", "listed"]
 ORDERS: tuple[Order, ...] = ("ready", "listed")
 
 _CHOICE_WORDS = ("auto", "required", "none")
-_UNSET: Any = object()
 
 
 def normalize_calls(value: Any) -> int | None:

@@ -41,23 +41,6 @@ from ._schema import _compat_type, format_validation_error, validate_json_schema
 Dialect = Literal["openai", "anthropic"]
 OutputKind = Literal["pydantic", "dataclass", "typeddict", "schema"]
 
-_STRUCTURE = {
-    "type",
-    "properties",
-    "required",
-    "additionalProperties",
-    "items",
-    "anyOf",
-    "oneOf",
-    "allOf",
-    "enum",
-    "const",
-    "$ref",
-    "$defs",
-    "definitions",
-    "description",
-    "title",
-}
 _CANNOT = {
     "not": "'not'",
     "if": "'if'/'then'/'else'",

@@ -68,7 +68,6 @@ InputKind = Literal["elicitation", "elicitation_url", "sampling", "ask_user", "e
 """What a pending input asks for: a form (an MCP server's elicitation), a URL to visit
 (URL-mode elicitation), a model reply (an MCP server's sampling request), an answer to
 the model's question (``ask_user``), or an external tool's result."""
-INPUT_KINDS: tuple[InputKind, ...] = get_args(InputKind)
 InputAction = Literal["accept", "decline", "cancel"]
 """How a pending input was answered: given (``accept``), refused (``decline``), or
 dismissed (``cancel``)."""

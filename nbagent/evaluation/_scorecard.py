@@ -7,7 +7,6 @@ class is made on first use (:func:`scorecard_type`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from typing import Any
 
 from .._display import enable_inline_png
@@ -35,7 +34,7 @@ def empty_rows() -> dict[str, list[Any]]:
     return {c: [] for c in COLUMNS}
 
 
-def make_scorecard(rows: dict[str, list[Any]], index: Sequence[Any] | None = None) -> Any:
+def make_scorecard(rows: dict[str, list[Any]]) -> Any:
     """A :class:`Scorecard` of ``rows`` (the columns of :data:`COLUMNS`)."""
     import pandas as pd
 

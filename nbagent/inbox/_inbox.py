@@ -86,7 +86,6 @@ _PENDING_TYPES = {
     "source": "string",
     "title": "string",
 }
-PENDING_COLUMNS = list(_PENDING_TYPES)
 _INPUT_TYPES = {
     **dict.fromkeys(("chat_id", "input_id", "kind", "call_id", "tool", "server"), "string"),
     "message": "string",
@@ -101,7 +100,6 @@ _OUTCOME_TYPES = {
     "at": "utc",
     "detail": "string",
 }
-OUTCOME_COLUMNS = list(_OUTCOME_TYPES)
 
 
 class Inbox:

@@ -71,7 +71,6 @@ class InboxWidget(anywidget.AnyWidget):
     tools = traitlets.List(traitlets.Unicode()).tag(sync=True)
     servers = traitlets.List(traitlets.Unicode()).tag(sync=True)
     query = traitlets.Dict({"tool": "", "server": "", "text": ""}).tag(sync=True)
-    filter_words = traitlets.Unicode("everything").tag(sync=True)
     python_filter = traitlets.Unicode("").tag(sync=True)
     filter_problem = traitlets.Unicode("").tag(sync=True)
     sources = traitlets.Unicode("").tag(sync=True)
@@ -115,7 +114,6 @@ class InboxWidget(anywidget.AnyWidget):
             self.servers = snap["servers"]
             if self.query != plain:
                 self.query = plain
-            self.filter_words = f.describe()
             self.python_filter = (
                 f"{f.describe()} (set from Python: inbox.filter() clears it)" if beyond else ""
             )

@@ -131,7 +131,6 @@ class Tracer(Extension):
 
     def __init__(self, inst: Any):
         """``inst``: the instrumentation in force (its ``tracer`` and ``content``)."""
-        self._inst = inst
         self._tracer = inst.tracer
         self._content = inst.content
         self._since = utcnow()
