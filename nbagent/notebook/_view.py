@@ -13,8 +13,9 @@ folded to one line once answered. An event re-renders only
 the entries it touched, and the entries are kept in pages of which only the
 last few are live widgets ("Show earlier" brings older pages back), so the
 cost of an event stays flat however long the chat grows. A page holds at
-least ``page_size`` entries and ends only where a turn ends (in a view of one
-turn, where a model step ends): nothing folds in the middle of a turn.
+least ``page_size`` entries and ends where a turn ends; a turn too long for a
+page (in a view of one turn, any) folds where a model step begins, and only a
+step of hundreds of calls folds inside itself (:data:`PAGE_CAP`).
 
 Clicks go to :meth:`ChatView._on_card_action` (an input card's to
 :meth:`ChatView._on_input_action`), which records the decision or the answer
@@ -68,6 +69,9 @@ if TYPE_CHECKING:
     from .._base_chat import BaseChat as Chat
 
 TEXT_THROTTLE = 0.05  # seconds between pushes of streaming text to the browser
+PAGE_CAP = 4
+"""A page of this many times ``page_size`` entries ends even inside a step (see
+:meth:`ChatView._paginate`): a response asking for hundreds of calls still folds."""
 
 
 class ChatView:
@@ -76,8 +80,9 @@ class ChatView:
     Args:
         chat: The chat to show.
         turn: Show only this turn (what ``chat.ask()`` displays); ``None`` for all.
-        page_size: Entries per page, at least (a page ends only on a turn's boundary; in a
-            view of one turn, on a step's).
+        page_size: Entries per page, at least (a page ends on a turn's boundary; one that
+            holds a single turn, or twice ``page_size`` entries, on a model step's; one of
+            :data:`PAGE_CAP` times ``page_size``, anywhere).
         live_pages: Pages kept as live widgets; older ones fold behind "Show earlier".
         skip: Keys of entries not to show (a continuation view starts where the
             earlier view handed over).
@@ -234,20 +239,26 @@ class ChatView:
         self._update_more()
 
     def _paginate(self, pos: int, e: Entry) -> None:
-        """Start a new page at ``pos`` when the current one is full and ``e`` begins a turn
-        (in a view of one turn, a model step): a page never ends inside a turn."""
+        """Start a new page at ``pos`` when the current one is full and ``e`` begins a turn.
+        A page that is one turn's alone (in a view of one turn, always) ends where a model
+        step begins, as does one twice full; one of :data:`PAGE_CAP` pages (a step with
+        that many calls) ends anywhere. So a page stays bounded, and an event's cost flat,
+        however long a turn or a step runs."""
         if not self._starts:
             self._starts.append(pos)
             return
-        if pos - self._starts[-1] < self.page_size:
+        size = pos - self._starts[-1]
+        if size < self.page_size:
             return
-        if self.turn is not None:
-            boundary = isinstance(e, StepEntry)
-        else:
-            before = self.state.by_key.get(self._keys[pos - 1])
-            boundary = before is not None and before.turn != e.turn
-        if boundary:
+        by_key = self.state.by_key
+        before = by_key.get(self._keys[pos - 1])
+        if size >= PAGE_CAP * self.page_size or (before is not None and before.turn != e.turn):
             self._starts.append(pos)
+        elif isinstance(e, StepEntry):
+            first = by_key.get(self._keys[self._starts[-1]])
+            one_turn = self.turn is not None or (first is not None and first.turn == e.turn)
+            if one_turn or size >= 2 * self.page_size:
+                self._starts.append(pos)
 
     def _page_of(self, pos: int) -> int:
         return bisect.bisect_right(self._starts, pos) - 1

@@ -29,11 +29,13 @@ import nbagent
 from nbagent import ApprovalDecided, Chat, Tool, ToolCall, ToolCallStarted, tool
 from nbagent.notebook import ChatView, review
 from nbagent.notebook import _continuation as cont
+from nbagent.notebook import _view as view_module
 from nbagent.notebook._auto import NotebookExtension
 from nbagent.notebook._fallback import bundle_for, chat_mimebundle
 from nbagent.notebook._render import fold_point
 from nbagent.notebook._state import CallEntry, StepEntry, TextEntry, UserEntry, state_for
 from nbagent.notebook._widgets import ActionCard
+from nbagent.testing import ScriptedProvider, call_tools, reply
 
 SCRIPT = "<script>alert(1)</script>"
 
@@ -490,6 +492,61 @@ def test_long_chats_keep_few_live_widgets_and_fold_whole_turns(counter: Counter)
     # The static form folds on a turn's start too (it keeps the last 40 entries at least:
     # 42, the last seven turns, and folds the five before).
     assert "5 earlier turns</summary>" in chat_mimebundle(chat)["text/html"]
+
+
+def live_pages(view: ChatView) -> list[list[str]]:
+    """The HTML of each live page's entries, as the front end draws them: the boxes of
+    the widget tree whose children are all entries."""
+
+    def is_entry(w: Any) -> bool:
+        value = getattr(w, "value", None)
+        return isinstance(value, str) and value.startswith(
+            ('<div class="nba-entry', '<details class="nba-entry')
+        )
+
+    return [
+        [c.value for c in w.children]
+        for w in widgets_in(view)
+        if isinstance(w, ipywidgets.VBox) and w.children and all(map(is_entry, w.children))
+    ]
+
+
+@pytest.mark.parametrize("per_step", [1, 30])
+def test_one_long_turn_folds_where_steps_begin_and_pages_stay_bounded(per_step: int) -> None:
+    """One ``ask`` running 40 model steps of one call each, or 2 steps of 30 calls: the
+    whole chat's view still folds older pages behind "Show earlier", at a step's start
+    when there is one, and no page outgrows its cap (so a new card costs the same at the
+    1,000th call as at the 10th: ``make bench``, ``bench_view``)."""
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up.
+
+        Args:
+            key: The key.
+        """
+        return f"{key}: found"
+
+    steps = 40 if per_step == 1 else 2
+    script = [
+        call_tools(*[("lookup", {"key": f"k{s}-{i}"}) for i in range(per_step)])
+        for s in range(steps)
+    ]
+    chat = Chat(provider=ScriptedProvider([*script, reply("done")]), max_steps=1000)
+    chat.with_tools(lookup)
+    view = ChatView(chat, page_size=5, live_pages=2)
+    chat.ask("Look them all up")
+    assert len(chat.tool_calls) == steps * per_step
+    cap = view_module.PAGE_CAP * 5
+    for v in (view, ChatView(chat, page_size=5, live_pages=2)):  # followed live, then built
+        pages = live_pages(v)
+        assert len(pages) == 2 and all(5 <= len(p) <= cap for p in pages[:-1])
+        assert len(pages[-1]) <= cap
+        if per_step == 1:  # pages begin where a step does: no step is cut in two
+            assert all(p[0].startswith('<div class="nba-entry nba-step') for p in pages)
+        (more,) = [w for w in widgets_in(v) if isinstance(w, ipywidgets.Button)]
+        assert more.layout.display is None and "Show earlier" in more.description
+    assert live_pages(view) == live_pages(ChatView(chat, page_size=5, live_pages=2))
 
 
 def test_turn_views_follow_their_turn_then_freeze(counter: Counter) -> None:
