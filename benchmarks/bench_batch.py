@@ -27,6 +27,15 @@ process pays once (the async HTTP stack's first use, the batch's modules,
 pyarrow's memory pool for the frame's text columns, about 12 MiB) is then not
 counted as memory the batch kept.
 
+Most of that is pyarrow's, when it is installed (the ``parquet`` extra; the dev
+environment has it): pandas keeps ``str`` columns in Arrow, whose mimalloc arena
+is committed eagerly and backed by transparent huge pages, so the first frames a
+process makes hold a few 2 MiB pages however small they are. Measured here: the
+result frame of 5,000 rows allocates 0.49 MiB from the pool and leaves 10 MiB
+resident in it (five huge pages); pandas alone, in a process without nbagent,
+grows 8 MiB for a 500-row text frame. With ``MIMALLOC_ARENA_EAGER_COMMIT=0`` or
+``ARROW_DEFAULT_MEMORY_POOL=system`` those pages are not there.
+
 A client run during which the hypervisor gave more than 5% of a CPU to other guests (steal
 time, read from ``/proc/stat``) is run again, twice at most, and the run that lost least is
 kept: on this kind of machine such a run measures the neighbours (one that lost 8% of the
