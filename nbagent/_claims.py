@@ -163,14 +163,34 @@ def _values(value: Any) -> Iterable[str]:
         yield value
 
 
-def _mentions(sentence: str, call: Any) -> bool:
-    low = sentence.lower()
-    for v in _call_values(call):
-        # the substring test first: a chat's calls have many values (a pattern each, more
-        # than re's cache holds), and most are not in the sentence at all
-        if v in low and re.search(rf"(?<![\w.]){re.escape(v)}(?![\w])", low):
-            return True
-    return False
+def _mentioned(low: str, values: Iterable[str]) -> bool:
+    """Whether ``low`` (a sentence, lowered) names one of ``values`` as a whole word."""
+    return any(v in low and re.search(rf"(?<![\w.]){re.escape(v)}(?![\w])", low) for v in values)
+
+
+class _Ledger:
+    """One tool's calls and their values (:func:`_call_values`), read once an answer.
+
+    ``flat`` pairs each value with its call's position: a sentence is read against all of
+    them in one pass, a substring test each (a chat's calls have many values, a pattern
+    each, more than ``re``'s cache holds, and most are not in the sentence at all); only a
+    value found is matched as a whole word.
+    """
+
+    __slots__ = ("calls", "flat", "values")
+
+    def __init__(self, calls: list[Any]):
+        self.calls = calls
+        self.values = [_call_values(c) for c in calls]
+        self.flat = [(v, i) for i, vs in enumerate(self.values) for v in vs]
+
+    def about(self, low: str) -> list[Any]:
+        """The calls ``low`` (a sentence, lowered) names a value of, in order."""
+        found = sorted({i for v, i in self.flat if v in low})
+        return [self.calls[i] for i in found if _mentioned(low, self.values[i])]
+
+    def known(self) -> set[str]:
+        return {v for v, _ in self.flat}
 
 
 _SEEN: dict[int, tuple[Any, tuple[str, ...]]] = {}
@@ -197,13 +217,6 @@ def _claimed_values(sentence: str) -> set[str]:
     return {m.group(0).lower().rstrip(".") for m in _VALUE.finditer(sentence)}
 
 
-def _known_values(calls: Sequence[Any]) -> set[str]:
-    out: set[str] = set()
-    for c in calls:
-        out.update(_call_values(c))
-    return out
-
-
 def false_claims(
     answer: str | None, calls: Sequence[Any], tools: Iterable[str] | None = None
 ) -> list[Claim]:
@@ -221,6 +234,13 @@ def false_claims(
     calls = [c for c in calls if getattr(c, "item_type", None) is None]
     names = list(dict.fromkeys([*(tools or ()), *(c.tool for c in calls)]))
     vocab = {name: tool_words(name) for name in names}
+    ledgers: dict[str, _Ledger] = {}
+
+    def ledger(name: str) -> _Ledger:
+        if name not in ledgers:
+            ledgers[name] = _Ledger([c for c in calls if c.tool == name])
+        return ledgers[name]
+
     found: list[Claim] = []
     for sentence in sentences(answer):
         if sentence.rstrip().endswith("?") or _NEGATION.search(sentence):
@@ -238,9 +258,8 @@ def false_claims(
         for name, word in claimed.items():
             # a value of another tool this sentence also claims is that tool's (order 1 in
             # "I refunded order 1 and notified you"), not a claim about this one
-            others = _known_values([c for c in calls if c.tool in claimed and c.tool != name])
-            mine = [c for c in calls if c.tool == name]
-            claim = _judge(sentence, word, name, mine, others)
+            others = {v for t in claimed if t != name for v in ledger(t).known()}
+            claim = _judge(sentence, word, name, ledger(name), others)
             if claim is not None:
                 found.append(claim)
     return found
@@ -252,20 +271,20 @@ def _participle_lead(words: Sequence[str], i: int) -> bool:
     return i + 1 < len(words) and _past(words[i + 1]) and not _past(words[i])
 
 
-def _judge(
-    sentence: str, word: str, tool: str, calls: Sequence[Any], known: set[str]
-) -> Claim | None:
-    """``known``: values the sentence gives other tools it claims (not about this one)."""
-    """The claim ``sentence`` makes about ``tool``, if it is false (``None``: it holds)."""
+def _judge(sentence: str, word: str, tool: str, mine: _Ledger, known: set[str]) -> Claim | None:
+    """The claim ``sentence`` makes about ``tool``, if it is false (``None``: it holds).
+    ``mine``: the tool's calls; ``known``: values the sentence gives other tools it claims
+    (not about this one)."""
+    calls = mine.calls
     if not calls:
         return Claim(sentence, word, tool, "never made")
-    about = [c for c in calls if _mentions(sentence, c)]
+    about = mine.about(sentence.lower())
     if about:
         if any(c.status in DONE for c in about):
             return None
         last = about[-1]
         return Claim(sentence, word, tool, str(last.status), last.call_id)
-    claimed = _claimed_values(sentence) - known - _known_values(calls)
+    claimed = _claimed_values(sentence) - known - mine.known()
     ok = [c for c in calls if c.status in DONE]
     if ok and claimed and _numbers(claimed):
         # the sentence names other values (order 43) than the calls that ran had
