@@ -177,12 +177,13 @@ class _Ledger:
     value found is matched as a whole word.
     """
 
-    __slots__ = ("calls", "flat", "values")
+    __slots__ = ("_known", "calls", "flat", "values")
 
     def __init__(self, calls: list[Any]):
         self.calls = calls
         self.values = [_call_values(c) for c in calls]
         self.flat = [(v, i) for i, vs in enumerate(self.values) for v in vs]
+        self._known: set[str] | None = None
 
     def about(self, low: str) -> list[Any]:
         """The calls ``low`` (a sentence, lowered) names a value of, in order."""
@@ -190,7 +191,10 @@ class _Ledger:
         return [self.calls[i] for i in found if _mentioned(low, self.values[i])]
 
     def known(self) -> set[str]:
-        return {v for v, _ in self.flat}
+        """Every value of these calls (made once: each sentence of an answer may ask)."""
+        if self._known is None:
+            self._known = {v for v, _ in self.flat}
+        return self._known
 
 
 _SEEN: dict[int, tuple[Any, tuple[str, ...]]] = {}
