@@ -89,14 +89,16 @@ def html_values(view: ChatView) -> list[str]:
     ]
 
 
+def is_entry(w: Any) -> bool:
+    """Whether ``w`` is the widget of one of the view's entries."""
+    return isinstance(w, (ipywidgets.HTML, ActionCard)) and w.value.startswith(
+        ('<div class="nba-entry', '<details class="nba-entry')
+    )
+
+
 def entry_widgets(view: ChatView) -> list[Any]:
     """The live widgets of the view's entries (older pages fold behind "Show earlier")."""
-    return [
-        w
-        for w in widgets_in(view)
-        if isinstance(w, (ipywidgets.HTML, ActionCard))
-        and w.value.startswith(('<div class="nba-entry', '<details class="nba-entry'))
-    ]
+    return [w for w in widgets_in(view) if is_entry(w)]
 
 
 def call_html(view: ChatView, call: ToolCall) -> str:
@@ -497,13 +499,6 @@ def test_long_chats_keep_few_live_widgets_and_fold_whole_turns(counter: Counter)
 def live_pages(view: ChatView) -> list[list[str]]:
     """The HTML of each live page's entries, as the front end draws them: the boxes of
     the widget tree whose children are all entries."""
-
-    def is_entry(w: Any) -> bool:
-        value = getattr(w, "value", None)
-        return isinstance(value, str) and value.startswith(
-            ('<div class="nba-entry', '<details class="nba-entry')
-        )
-
     return [
         [c.value for c in w.children]
         for w in widgets_in(view)
