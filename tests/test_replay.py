@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -573,39 +573,72 @@ def test_the_process_keeps_the_most_recent_recordings_within_its_limits() -> Non
 
 def test_the_process_keeps_its_recordings_packed_and_gives_them_back_whole() -> None:
     """A rerun cell replays from what the process kept: packed (a third of a KiB instead of
-    2.4 KiB of objects), each recording read back equal, its messages' digests the very
-    chain its chat's later requests share (never a copy per recording); what cannot be
-    pickled is kept as it is."""
+    2.4 KiB of objects) once ``fresh`` newer values have come, as they came until then (off
+    the request: packing one value between two requests costs 4x packing it among others),
+    each recording read back equal (stream fragments and time zone too), its messages'
+    digests the very chain its chat's later requests share (never a copy per recording);
+    what cannot be pickled is kept as it is."""
     import threading
 
     from nbagent._recording import Digests, RecordedResult, Recording
     from nbagent._replay import MemoryRecordings
+    from nbagent.providers import StreamDelta
 
-    memory = MemoryRecordings()
+    memory = MemoryRecordings(fresh=4)
     first = Digests([("user", "d1")])
     later = Digests([("assistant", "d2"), ("tool", "d3")], parent=first)
+    streamed = (StreamDelta("text", "r"), StreamDelta("tool_call", "{}", 1, "c1", "f"))
     recs = [
         Recording(f"k{n}", {"model": "m", "messages": digests, "tools": []}, reply(f"r{n}"))
         for n, digests in enumerate((first, later))
     ]
+    recs[1] = dataclasses.replace(recs[1], deltas=streamed)
     for n, rec in enumerate(recs):
         memory.add(rec, "chat", n, False)
-    memory.add_result("k1", "call_1", RecordedResult("ok", "done", arguments={"a": 1}))
+    result = RecordedResult("ok", "done", arguments={"a": 1})
+    memory.add_result("k1", "call_1", result)
+    assert memory.find("k0") is recs[0] and memory.result("k1", "call_1") is result  # fresh
+    east = timezone(timedelta(hours=2))
+    bare = Recording(  # no messages' digests at all, and another time zone
+        "k3", {"model": "m"}, reply("r3"), created_at=datetime(2026, 1, 2, 3, 4, 5, 6, east)
+    )
+    memory.add(bare, "chat", 3, False)  # the fourth value: all four packed
     assert all(type(kept) is tuple for kept in memory._recordings.values())  # packed
     assert all(type(kept) is bytes for kept in memory._results.values())
     for rec in recs:
         got = memory.find(rec.key)
         assert got == rec and got is not rec
+        assert got.created_at == rec.created_at and got.created_at.tzinfo is UTC
         assert got.fingerprint["messages"] is rec.fingerprint["messages"]
     assert memory.find("k1").fingerprint["messages"].parent is first
-    assert memory.result("k1", "call_1") == RecordedResult("ok", "done", arguments={"a": 1})
-    assert sorted(r.key for r in memory.candidates({})) == ["k0", "k1"]
+    assert memory.find("k1").deltas == streamed
+    assert memory.result("k1", "call_1") == result
+    assert memory.find("k3") == bare and "messages" not in memory.find("k3").fingerprint
+    assert memory.find("k3").created_at.utcoffset() == timedelta(hours=2)
+    assert sorted(r.key for r in memory.candidates({})) == ["k0", "k1", "k3"]
     odd = Recording("k2", {"messages": [], "opaque": threading.Lock()}, reply("r2"))
     memory.add(odd, "chat", 2, False)
+    for n in range(3):  # a full batch again, odd in it
+        memory.add_result("k3", f"call_{n}", result)
     assert memory.find("k2") is odd  # not picklable: kept as it is
-    bare = Recording("k3", {"model": "m"}, reply("r3"))  # no messages' digests at all
-    memory.add(bare, "chat", 3, False)
-    assert memory.find("k3") == bare and "messages" not in memory.find("k3").fingerprint
+    assert type(memory._results["k3", "call_0"]) is bytes
+
+
+def test_a_recording_replaced_while_its_batch_is_packed_stays_the_newer() -> None:
+    """Packing runs outside the lock: a value replaced (a new answer to the same request)
+    or dropped meanwhile is not overwritten by the older one's packed form."""
+    from nbagent._recording import Recording
+    from nbagent._replay import MemoryRecordings
+
+    memory = MemoryRecordings(fresh=1000)
+    old, new = (Recording("k", {"model": "m"}, reply(t)) for t in ("old", "new"))
+    memory.add(old, "chat", 0, False)
+    memory.add(Recording("gone", {"model": "m"}, reply("x")), "chat", 1, False)
+    stale = list(memory._unpacked)
+    memory.add(new, "chat", 0, False)
+    del memory._recordings["gone"]
+    memory._pack_all(stale)
+    assert memory.find("k") is new and "gone" not in memory._recordings
 
 
 @pytest.mark.parametrize("where", ["process", "store"])
