@@ -25,7 +25,8 @@ when one has the request's key, else asks the model and records;
 ``"only"`` never asks the model and raises :class:`ReplayMissError` (what
 differs from the nearest recording) on a miss; ``"off"`` always asks (and
 records). A replayed response plays its recorded stream fragments (or made-up
-ones, if it did not stream) into the request's ``on_delta``, and comes back
+ones, if it did not stream or nobody heard it: then the request had no
+``on_delta`` and made none) into the request's ``on_delta``, and comes back
 with ``replayed=True``.
 
 Tool results (``replay_tools``): a call that ran (``ok``, ``error``,

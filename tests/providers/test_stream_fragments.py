@@ -1,9 +1,10 @@
 """A stream's fragments (``TextDelta``, ``ToolCallDelta``) are made only for someone who hears
-them, and are recorded either way (a replay plays them), through the real ``anthropic`` SDK and
-the strict fake server."""
+them, and recorded when made (a replay plays them; made-up ones when none were), through the
+real ``anthropic`` SDK and the strict fake server."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anthropic
@@ -35,7 +36,7 @@ def _chat(server: FakeLLMServer, **kwargs: Any) -> nbagent.Chat:
     return nbagent.Chat(provider=provider, stream=True, **kwargs).with_tools(get_weather)
 
 
-def test_a_stream_nobody_hears_makes_no_fragments_and_still_records_them(
+def test_a_stream_nobody_hears_makes_no_fragments_and_records_none(
     server: FakeLLMServer,
 ) -> None:
     chat = _chat(server)
@@ -45,15 +46,35 @@ def test_a_stream_nobody_hears_makes_no_fragments_and_still_records_them(
     assert len(server.requests) == 2 and all(r.body["stream"] for r in server.requests)
     # no fragment was made, so none took a number: the kept events are numbered 0, 1, 2...
     assert [e.seq for e in chat.events] == list(range(len(chat.events)))
+    # nor kept: the provider was handed no sink, so its recordings hold none
+    assert [r.deltas for r in chat.recordings().values()] == [None, None]
 
-    # the fragments were recorded all the same: a replay plays them to who listens now
+    # a replay plays made-up ones (one per piece) to who listens now
     heard: list[Any] = []
     again = _chat(server, replay="only")
     again.on(TextDelta, heard.append).on(ToolCallDelta, heard.append)
     assert again.ask("Weather in Paris? (unheard)") == reply
     assert len(server.requests) == 2  # the model was not asked again
+    assert [e.text for e in heard if isinstance(e, TextDelta)] == [reply.content]
+    (arguments,) = [e.arguments_delta for e in heard if isinstance(e, ToolCallDelta)]
+    assert json.loads(arguments) == {"city": "Paris"}
+
+
+def test_a_heard_stream_is_recorded_in_the_fragments_it_came_in(server: FakeLLMServer) -> None:
+    first: list[Any] = []
+    chat = _chat(server).on(TextDelta, first.append).on(ToolCallDelta, first.append)
+    server.script(_turns("It is sunny in Paris today, 21 degrees."))
+    reply = chat.ask("Weather in Paris? (heard)")
+    assert reply is not None
+    assert all(r.deltas for r in chat.recordings().values())
+
+    heard: list[Any] = []
+    again = _chat(server, replay="only")
+    again.on(TextDelta, heard.append).on(ToolCallDelta, heard.append)
+    assert again.ask("Weather in Paris? (heard)") == reply
+    assert len(server.requests) == 2  # the model was not asked again
     text = [e.text for e in heard if isinstance(e, TextDelta)]
-    assert len(text) > 1 and "".join(text) == reply.content  # in the fragments they came in
+    assert len(text) > 1 and text == [e.text for e in first if isinstance(e, TextDelta)]
     assert "".join(e.arguments_delta for e in heard if isinstance(e, ToolCallDelta)) == (
         '{"city":"Paris"}'
     )
