@@ -38,6 +38,7 @@ running the tool.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -67,7 +68,7 @@ from ._recording import (
     result_out,
     synthetic_deltas,
 )
-from ._types import LLMToolResponse
+from ._types import LLMToolResponse, ToolCall
 from .providers import ModelRequest, Provider, StreamDelta
 
 PROCESS_LIMIT = 4096
@@ -131,35 +132,46 @@ class Recordings(Protocol):
 
 _NO_MESSAGES = object()  # a fingerprint without messages' digests (kept packed as it is)
 _RESPONSE_FIELDS = tuple(f.name for f in fields(LLMToolResponse))
+_CALL_FIELDS = tuple(f.name for f in fields(ToolCall))
 _DELTA_FIELDS = tuple(f.name for f in fields(StreamDelta))
+_CALLS = _RESPONSE_FIELDS.index("tool_calls")
 _response_values = attrgetter(*_RESPONSE_FIELDS)
+_call_values = attrgetter(*_CALL_FIELDS)
 _delta_values = attrgetter(*_DELTA_FIELDS)
 _UTC = 0  # a recording's time zone when it is UTC (as every recording made here is)
 
 
 def _flat(rec: Recording) -> tuple[Any, ...]:
-    """``rec`` as plain values (its messages' digests left out): what the recordings
-    pack. Pickle writes them in a third of the time it takes for the objects (7.6 against
-    21.6 us a streamed response: no dataclass state dicts, and no time zone object,
-    which pickles through Python code)."""
+    """``rec`` as plain values, its messages' digests left out: what the process keeps.
+
+    A snapshot: its calls' values as they are now (a ``ToolCall`` is the chat's to
+    decide and run, so the object may change later). Pickle writes it in a third of the
+    time the objects take (7.6 against 21.6 us a streamed response: no dataclass state
+    dicts, and no time zone object, which pickles through Python code).
+    """
     at = rec.created_at
     fp = rec.fingerprint
     if "messages" in fp:
         fp = {**fp, "messages": None}
+    values = list(_response_values(rec.response))
+    values[_CALLS] = tuple(map(_call_values, values[_CALLS]))
     deltas = None if rec.deltas is None else tuple(map(_delta_values, rec.deltas))
     tz = _UTC if at.tzinfo is UTC else at.tzinfo
-    values = _response_values(rec.response)
-    return (rec.key, fp, values, deltas, rec.chat_id, rec.step, at.replace(tzinfo=None), tz)
+    return (rec.key, fp, tuple(values), deltas, rec.chat_id, rec.step, at.replace(tzinfo=None), tz)
 
 
 def _unflat(flat: tuple[Any, ...]) -> Recording:
-    """The recording :func:`_flat` made ``flat`` of (a fresh fingerprint dict, its own)."""
+    """The recording :func:`_flat` made ``flat`` of, in objects of its own (new calls, a
+    new fingerprint dict) when ``flat`` is a copy."""
     key, fp, values, deltas, chat_id, step, at, tz = flat
-    response = LLMToolResponse(**dict(zip(_RESPONSE_FIELDS, values, strict=True)))
+    response = dict(zip(_RESPONSE_FIELDS, values, strict=True))
+    response["tool_calls"] = tuple(
+        ToolCall(**dict(zip(_CALL_FIELDS, c, strict=True))) for c in response["tool_calls"]
+    )
     if deltas is not None:
         deltas = tuple(StreamDelta(**dict(zip(_DELTA_FIELDS, d, strict=True))) for d in deltas)
     created = at.replace(tzinfo=UTC if tz == _UTC else tz)
-    return Recording(key, fp, response, deltas, chat_id, step, created)
+    return Recording(key, fp, LLMToolResponse(**response), deltas, chat_id, step, created)
 
 
 class MemoryRecordings:
@@ -172,13 +184,14 @@ class MemoryRecordings:
     be pickled is kept as it is.
 
     Packed in batches, off the request: the newest :data:`FRESH` recordings
-    and results are kept as they came (the chat that made them holds the same
-    objects while it lives: no memory of their own), and packed together when
-    that many more have come. Packing one value between two requests costs
-    4x what it costs among others (measured: a recording of a streamed
+    and results are kept as values (a recording as the snapshot :func:`_flat`
+    takes, sharing its texts with the chat that made it), and packed together
+    when that many more have come. Packing one value between two requests
+    costs 4x what it costs among others (measured: a recording of a streamed
     response 116 against 28 us: the pickler's code and the values are cold
     after a request's network and parsing), the largest part of what
-    recording added to a 10-round Anthropic loop.
+    recording added to a 10-round Anthropic loop. Every recording read back
+    is made of objects of its own, packed or not.
     """
 
     def __init__(
@@ -188,12 +201,14 @@ class MemoryRecordings:
         self.max_bytes = max_bytes
         self.fresh = fresh
         self._lock = threading.Lock()
-        self._recordings: OrderedDict[str, tuple[bytes, Any] | Recording] = OrderedDict()
+        # a recording: (its packed bytes, or its snapshot, and its messages' digests), or
+        # the Recording itself when no snapshot can be taken of it
+        self._recordings: OrderedDict[str, tuple[Any, Any] | Recording] = OrderedDict()
         self._results: OrderedDict[tuple[str, str], bytes | RecordedResult] = OrderedDict()
         self._sizes: dict[Any, int] = {}
         self._bytes = 0
         self._packers = (Packer(), Packer())  # responses, results: each its own dictionary
-        # kept as they came, to be packed: (table, key, the value kept)
+        # kept unpacked, to be packed: (table, key, the value kept)
         self._unpacked: list[tuple[OrderedDict[Any, Any], Any, Any]] = []
 
     def _keep(self, table: OrderedDict[Any, Any], key: Any, value: Any, size: int) -> None:
@@ -209,10 +224,10 @@ class MemoryRecordings:
             self._bytes -= self._sizes.pop(old, 0)
 
     def _keep_unpacked(
-        self, table: OrderedDict[Any, Any], key: Any, value: Any
+        self, table: OrderedDict[Any, Any], key: Any, value: Any, size: int
     ) -> list[tuple[OrderedDict[Any, Any], Any, Any]]:
-        """Keep ``value`` as it is for now (under the lock); the batch to pack when full."""
-        self._keep(table, key, value, _size(value))
+        """Keep ``value`` unpacked for now (under the lock); the batch to pack when full."""
+        self._keep(table, key, value, size)
         self._unpacked.append((table, key, value))
         if len(self._unpacked) < self.fresh:
             return []
@@ -220,8 +235,8 @@ class MemoryRecordings:
         return batch
 
     def _pack_all(self, batch: list[tuple[OrderedDict[Any, Any], Any, Any]]) -> None:
-        """Pack ``batch`` (outside the lock: its values are frozen), then keep each packed
-        where it is still the value kept."""
+        """Pack ``batch`` (outside the lock: nothing changes a value kept), then keep each
+        packed where it is still the value kept."""
         if not batch:
             return
         packed = [(table, key, value, self._pack(value)) for table, key, value in batch]
@@ -230,21 +245,33 @@ class MemoryRecordings:
                 if table.get(key) is value:  # not replaced nor dropped meanwhile
                     table[key] = kept
 
-    def _pack(self, value: Recording | RecordedResult) -> Any:
-        """``value`` packed, or itself when it cannot be pickled."""
+    def _pack(self, value: Any) -> Any:
+        """A value kept, packed; itself when it cannot be (not picklable, or no snapshot)."""
         try:
             if isinstance(value, RecordedResult):
                 return self._packers[1].pack(value)
-            digests = value.fingerprint.get("messages", _NO_MESSAGES)
-            return (self._packers[0].pack(_flat(value)), digests)
+            if isinstance(value, tuple):
+                flat, digests = value
+                return (self._packers[0].pack(flat), digests)
         except Exception:  # not picklable: kept as it is
-            return value
+            pass
+        return value
 
-    def _recording(self, kept: tuple[bytes, Any] | Recording) -> Recording:
+    def _recording(self, kept: tuple[Any, Any] | Recording) -> Recording:
+        """The recording ``kept`` holds, in objects of its own (but the digests' chain)."""
         if isinstance(kept, Recording):
             return kept
-        packed, digests = kept
-        rec = _unflat(self._packers[0].unpack(packed))
+        data, digests = kept
+        if isinstance(data, bytes):
+            flat = self._packers[0].unpack(data)
+        else:  # not packed yet: a copy (the snapshot's values are the chat's own objects)
+            import pickle
+
+            try:
+                flat = pickle.loads(pickle.dumps(data, pickle.HIGHEST_PROTOCOL))
+            except Exception:  # not picklable: its own fingerprint dict at least
+                flat = (data[0], dict(data[1]), *data[2:])
+        rec = _unflat(flat)
         if digests is not _NO_MESSAGES:
             rec.fingerprint["messages"] = digests  # a fresh dict, this copy's own
         return rec
@@ -276,11 +303,14 @@ class MemoryRecordings:
         return None if kept is None else self._recording(kept)
 
     def add(self, recording: Recording, chat_id: str, step: int, replayed: bool) -> None:
+        kept: tuple[Any, Any] | Recording = recording
+        with contextlib.suppress(Exception):  # no snapshot of it: kept as it is
+            kept = (_flat(recording), recording.fingerprint.get("messages", _NO_MESSAGES))
         with self._lock:
             if replayed and recording.key in self._recordings:
                 self._recordings.move_to_end(recording.key)
                 return  # kept already (a replay never replaces one)
-            batch = self._keep_unpacked(self._recordings, recording.key, recording)
+            batch = self._keep_unpacked(self._recordings, recording.key, kept, _size(recording))
         self._pack_all(batch)
 
     def candidates(self, fp: dict[str, Any]) -> Iterable[Recording]:
@@ -298,7 +328,7 @@ class MemoryRecordings:
 
     def add_result(self, key: str, call_id: str, result: RecordedResult) -> None:
         with self._lock:
-            batch = self._keep_unpacked(self._results, (key, call_id), result)
+            batch = self._keep_unpacked(self._results, (key, call_id), result, _size(result))
         self._pack_all(batch)
 
 

@@ -571,45 +571,86 @@ def test_the_process_keeps_the_most_recent_recordings_within_its_limits() -> Non
     assert memory.result("k9", "call_1") is not None  # the newest is always kept
 
 
+@pytest.mark.parametrize("verdict", ["approve", "deny"])
+def test_a_replayed_call_is_asked_again_however_the_recorded_one_was_decided(verdict: str) -> None:
+    """The process keeps a response as it came (its calls undecided), even while it keeps it
+    unpacked and the chat that recorded it goes on deciding and running those very calls:
+    a replay asks again, with calls of its own, and runs nothing before its own approval."""
+    SIDE_EFFECTS.clear()
+    first = _chat(ScriptedProvider(_script()))
+    _run(first, verdict)
+    ran = len(SIDE_EFFECTS)
+    assert ran == (1 if verdict == "approve" else 0)
+    recorded = first.tool_calls
+
+    again = _chat(ScriptedProvider([reply("Not sent again.")]), replay="auto")
+    again.ask("Weather in Paris, then email a@b.c")
+    assert again.steps["replayed"].tolist() == [True]
+    (pending,) = again.pending_approvals
+    assert pending.name == "send_email" and pending.decision is None
+    assert pending.status == "awaiting_approval" and len(SIDE_EFFECTS) == ran
+    assert all(c is not r for c in again.tool_calls for r in recorded)
+    assert [c.status for c in recorded if c.name == "send_email"] == [
+        "ok" if verdict == "approve" else "denied"
+    ]  # the first chat's own calls are untouched by the replay
+    again.deny(pending, reason="not twice")
+    again.complete()
+    assert len(SIDE_EFFECTS) == ran
+
+
 def test_the_process_keeps_its_recordings_packed_and_gives_them_back_whole() -> None:
     """A rerun cell replays from what the process kept: packed (a third of a KiB instead of
-    2.4 KiB of objects) once ``fresh`` newer values have come, as they came until then (off
-    the request: packing one value between two requests costs 4x packing it among others),
-    each recording read back equal (stream fragments and time zone too), its messages'
-    digests the very chain its chat's later requests share (never a copy per recording);
-    what cannot be pickled is kept as it is."""
+    2.4 KiB of objects) once ``fresh`` newer values have come, a snapshot until then (off
+    the request: packing one value between two requests costs 4x packing it among others).
+    Each recording is read back equal (calls as they came, stream fragments, time zone) and
+    made of objects of its own, packed or not, but its messages' digests: the very chain
+    its chat's later requests share (never a copy per recording)."""
     import threading
 
     from nbagent._recording import Digests, RecordedResult, Recording
     from nbagent._replay import MemoryRecordings
+    from nbagent._types import Decision
     from nbagent.providers import StreamDelta
 
     memory = MemoryRecordings(fresh=4)
     first = Digests([("user", "d1")])
     later = Digests([("assistant", "d2"), ("tool", "d3")], parent=first)
     streamed = (StreamDelta("text", "r"), StreamDelta("tool_call", "{}", 1, "c1", "f"))
+    asked = call_tools(("send_email", {"to": "a@b.c", "body": "hi"}))
     recs = [
-        Recording(f"k{n}", {"model": "m", "messages": digests, "tools": []}, reply(f"r{n}"))
-        for n, digests in enumerate((first, later))
+        Recording("k0", {"model": "m", "messages": first, "tools": []}, asked),
+        Recording("k1", {"model": "m", "messages": later}, reply("r1"), deltas=streamed),
     ]
-    recs[1] = dataclasses.replace(recs[1], deltas=streamed)
     for n, rec in enumerate(recs):
         memory.add(rec, "chat", n, False)
+    (call,) = asked.tool_calls
+    call.status, call.decision = (
+        "denied",
+        Decision("denied", "user", datetime.now(UTC)),
+    )  # the chat goes on
+
+    def check(got: Recording, rec: Recording) -> None:
+        assert got == rec and got is not rec and got.response is not rec.response
+        assert got.created_at == rec.created_at and got.created_at.tzinfo is UTC
+        assert got.fingerprint["messages"] is rec.fingerprint["messages"]
+        for mine, theirs in zip(got.response.tool_calls, rec.response.tool_calls, strict=True):
+            assert mine is not theirs and mine.arguments is not theirs.arguments
+            assert (mine.status, mine.decision) == ("requested", None)  # as it came
+
     result = RecordedResult("ok", "done", arguments={"a": 1})
     memory.add_result("k1", "call_1", result)
-    assert memory.find("k0") is recs[0] and memory.result("k1", "call_1") is result  # fresh
+    assert all(type(kept[0]) is tuple for kept in memory._recordings.values())  # unpacked
+    for rec in recs:
+        check(memory.find(rec.key), rec)
     east = timezone(timedelta(hours=2))
     bare = Recording(  # no messages' digests at all, and another time zone
         "k3", {"model": "m"}, reply("r3"), created_at=datetime(2026, 1, 2, 3, 4, 5, 6, east)
     )
     memory.add(bare, "chat", 3, False)  # the fourth value: all four packed
-    assert all(type(kept) is tuple for kept in memory._recordings.values())  # packed
+    assert all(type(kept[0]) is bytes for kept in memory._recordings.values())  # packed
     assert all(type(kept) is bytes for kept in memory._results.values())
     for rec in recs:
-        got = memory.find(rec.key)
-        assert got == rec and got is not rec
-        assert got.created_at == rec.created_at and got.created_at.tzinfo is UTC
-        assert got.fingerprint["messages"] is rec.fingerprint["messages"]
+        check(memory.find(rec.key), rec)
     assert memory.find("k1").fingerprint["messages"].parent is first
     assert memory.find("k1").deltas == streamed
     assert memory.result("k1", "call_1") == result
@@ -620,7 +661,8 @@ def test_the_process_keeps_its_recordings_packed_and_gives_them_back_whole() -> 
     memory.add(odd, "chat", 2, False)
     for n in range(3):  # a full batch again, odd in it
         memory.add_result("k3", f"call_{n}", result)
-    assert memory.find("k2") is odd  # not picklable: kept as it is
+    got = memory.find("k2")  # not picklable: kept unpacked, read back all the same
+    assert got == odd and got is not odd and got.fingerprint is not odd.fingerprint
     assert type(memory._results["k3", "call_0"]) is bytes
 
 
@@ -638,7 +680,8 @@ def test_a_recording_replaced_while_its_batch_is_packed_stays_the_newer() -> Non
     memory.add(new, "chat", 0, False)
     del memory._recordings["gone"]
     memory._pack_all(stale)
-    assert memory.find("k") is new and "gone" not in memory._recordings
+    assert memory.find("k") == new and "gone" not in memory._recordings
+    assert memory.find("k").response.text == "new"
 
 
 @pytest.mark.parametrize("where", ["process", "store"])
