@@ -573,9 +573,9 @@ def test_the_process_keeps_the_most_recent_recordings_within_its_limits() -> Non
 
 @pytest.mark.parametrize("verdict", ["approve", "deny"])
 def test_a_replayed_call_is_asked_again_however_the_recorded_one_was_decided(verdict: str) -> None:
-    """The process keeps a response as it came (its calls undecided), even while it keeps it
-    unpacked and the chat that recorded it goes on deciding and running those very calls:
-    a replay asks again, with calls of its own, and runs nothing before its own approval."""
+    """The process keeps a response as it came (its calls undecided), packed or not, whatever
+    the chat that recorded it went on to decide: a replay asks again, with calls of its own,
+    and runs nothing before its own approval."""
     SIDE_EFFECTS.clear()
     first = _chat(ScriptedProvider(_script()))
     _run(first, verdict)
@@ -624,10 +624,8 @@ def test_the_process_keeps_its_recordings_packed_and_gives_them_back_whole() -> 
     for n, rec in enumerate(recs):
         memory.add(rec, "chat", n, False)
     (call,) = asked.tool_calls
-    call.status, call.decision = (
-        "denied",
-        Decision("denied", "user", datetime.now(UTC)),
-    )  # the chat goes on
+    call.status = "denied"  # the chat goes on deciding the call it was asked for
+    call.decision = Decision("denied", "user", datetime.now(UTC))
 
     def check(got: Recording, rec: Recording) -> None:
         assert got == rec and got is not rec and got.response is not rec.response
