@@ -367,19 +367,18 @@ def _arguments_text(e: CallEntry) -> str:
 
 def fold_point(entries: Sequence[Entry], keep: int) -> int:
     """Where to fold ``entries`` so that at least the last ``keep`` show: at the start of
-    the turn the cut would fall in (never inside a turn); within a single turn, at the
-    start of a model step. 0 (nothing folds) when there is no such boundary."""
+    the turn the cut would fall in (never inside a turn), unless what would show from
+    there is more than twice ``keep`` (a long last turn, or a chat of one turn): then at
+    the start of a model step after it, as the live view's pages end
+    (``ChatView._paginate``). 0 (nothing folds) when there is no such start."""
     if len(entries) <= keep:
         return 0
-    many_turns = entries[0].turn != entries[-1].turn
-    for i in range(len(entries) - keep, 0, -1):
-        if (
-            entries[i].turn != entries[i - 1].turn
-            if many_turns
-            else isinstance(entries[i], StepEntry)
-        ):
-            return i
-    return 0
+    last = len(entries) - keep  # the latest start that still shows `keep`
+    turn_cut = next((i for i in range(last, 0, -1) if entries[i].turn != entries[i - 1].turn), 0)
+    if turn_cut and len(entries) - turn_cut <= 2 * keep:
+        return turn_cut
+    step_cut = next((i for i in range(last, turn_cut, -1) if isinstance(entries[i], StepEntry)), 0)
+    return step_cut or turn_cut
 
 
 def conversation_html(

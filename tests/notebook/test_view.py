@@ -794,6 +794,9 @@ _KINDS = st.sampled_from(["user", "step", "text", "call"])
     keep=st.integers(1, 30),
 )
 def test_static_views_fold_only_on_a_turn_or_step_start(turns: list[list[str]], keep: int) -> None:
+    """The saved form's fold: at least ``keep`` entries shown; at the start of the turn the
+    cut would fall in, unless more than twice ``keep`` would show from there (a long last
+    turn, or one turn): then where a model step starts inside it, as the live pages end."""
     kinds = {"user": UserEntry, "step": StepEntry, "text": TextEntry, "call": CallEntry}
     entries = [
         kinds["user" if j == 0 else kind](f"{t}-{j}", t + 1)
@@ -801,20 +804,38 @@ def test_static_views_fold_only_on_a_turn_or_step_start(turns: list[list[str]], 
         for j, kind in enumerate(turn)
     ]
     cut = fold_point(entries, keep)
-    assert len(entries) - cut >= keep or cut == 0  # at least `keep` entries stay shown
+    last = len(entries) - keep
+
+    def turn_start(i: int) -> bool:
+        return entries[i].turn != entries[i - 1].turn
+
+    def step_start(i: int) -> bool:
+        return isinstance(entries[i], StepEntry)
+
+    assert cut == 0 or cut <= last  # at least `keep` entries stay shown
+    assert not any(turn_start(i) for i in range(cut + 1, last + 1))  # the latest turn start
     if cut:
-        if len(turns) > 1:  # several turns: the fold ends where a turn starts
-            assert entries[cut].turn != entries[cut - 1].turn
-        else:  # one turn: where a model step starts
-            assert isinstance(entries[cut], StepEntry)
-    else:  # nothing folds only when it all fits, or no such start leaves `keep` shown
-        starts = [
-            i
-            for i in range(1, len(entries))
-            if (
-                entries[i].turn != entries[i - 1].turn
-                if len(turns) > 1
-                else isinstance(entries[i], StepEntry)
-            )
-        ]
-        assert len(entries) <= keep or all(i > len(entries) - keep for i in starts)
+        assert turn_start(cut) or step_start(cut)
+        if turn_start(cut) and len(entries) - cut > 2 * keep:  # a long last turn shown whole
+            assert not any(step_start(i) for i in range(cut + 1, last + 1))  # only if no step
+        if not turn_start(cut):  # a step inside the turn: the latest one
+            assert not any(step_start(i) for i in range(cut + 1, last + 1))
+            turn_cut = max((i for i in range(1, last + 1) if turn_start(i)), default=0)
+            assert turn_cut == 0 or len(entries) - turn_cut > 2 * keep  # 0: one turn
+    else:  # nothing folds only when it all fits, or no start leaves `keep` shown
+        assert len(entries) <= keep or not any(
+            turn_start(i) or step_start(i) for i in range(1, last + 1)
+        )
+
+
+def test_a_saved_chat_folds_inside_a_long_last_turn() -> None:
+    """A chat of several turns whose last turn is long: the saved form folds inside that
+    turn at a model step (it showed the whole turn), as the live view does."""
+    entries = [UserEntry("1-0", 1), StepEntry("1-1", 1), TextEntry("1-2", 1)]
+    entries.append(UserEntry("2-0", 2))
+    for n in range(40):
+        entries += [StepEntry(f"2-s{n}", 2), CallEntry(f"2-c{n}", 2)]
+    cut = fold_point(entries, 10)
+    assert isinstance(entries[cut], StepEntry) and entries[cut].turn == 2
+    assert 10 <= len(entries) - cut <= 20  # bounded, not the whole turn
+    assert fold_point(entries[:13], 10) == 3  # a short last turn: folds where it starts
