@@ -181,7 +181,7 @@ class MemoryRecordings:
     of 2.4 KiB of objects: the process holds thousands and reads one back only
     when a request is answered from it. A recording's messages' digests stay
     an object: they are a chain its chat's later requests share. What cannot
-    be pickled is kept as it is.
+    be pickled stays unpacked.
 
     Packed in batches, off the request: the newest :data:`FRESH` recordings
     and results are kept as values (a recording as the snapshot :func:`_flat`
@@ -290,7 +290,7 @@ class MemoryRecordings:
             self._unpacked.clear()
             self._bytes = 0
 
-    def _used(self, key: str) -> tuple[bytes, Any] | Recording | None:
+    def _used(self, key: str) -> tuple[Any, Any] | Recording | None:
         """What is kept under ``key``, now the most recently used, if anything."""
         with self._lock:
             kept = self._recordings.get(key)
