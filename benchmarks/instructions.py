@@ -54,9 +54,14 @@ def _count(env: dict[str, str], n: int) -> int:
         text=True,
         check=True,
     )
-    found = re.search(r"Collected\s*:\s*([\d,]+)", out.stderr)
+    return collected(out.stderr)
+
+
+def collected(report: str) -> int:
+    """The instruction count in callgrind's closing lines (``==PID== Collected : N``)."""
+    found = re.search(r"Collected\s*:\s*([\d,]+)", report)
     if found is None:
-        raise RuntimeError(f"callgrind said no count:\n{out.stderr[-2000:]}")
+        raise RuntimeError(f"callgrind said no count:\n{report[-2000:]}")
     return int(found.group(1).replace(",", ""))
 
 
