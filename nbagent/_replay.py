@@ -303,14 +303,17 @@ class MemoryRecordings:
         return None if kept is None else self._recording(kept)
 
     def add(self, recording: Recording, chat_id: str, step: int, replayed: bool) -> None:
+        if replayed and self._used(recording.key) is not None:
+            return  # kept already (a replay never replaces one): no snapshot taken
         kept: tuple[Any, Any] | Recording = recording
         with contextlib.suppress(Exception):  # no snapshot of it: kept as it is
             kept = (_flat(recording), recording.fingerprint.get("messages", _NO_MESSAGES))
+        size = _size(recording)
         with self._lock:
             if replayed and recording.key in self._recordings:
                 self._recordings.move_to_end(recording.key)
-                return  # kept already (a replay never replaces one)
-            batch = self._keep_unpacked(self._recordings, recording.key, kept, _size(recording))
+                return
+            batch = self._keep_unpacked(self._recordings, recording.key, kept, size)
         self._pack_all(batch)
 
     def candidates(self, fp: dict[str, Any]) -> Iterable[Recording]:
@@ -327,8 +330,9 @@ class MemoryRecordings:
         return result
 
     def add_result(self, key: str, call_id: str, result: RecordedResult) -> None:
+        size = _size(result)
         with self._lock:
-            batch = self._keep_unpacked(self._results, (key, call_id), result, _size(result))
+            batch = self._keep_unpacked(self._results, (key, call_id), result, size)
         self._pack_all(batch)
 
 
