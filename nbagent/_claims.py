@@ -5,19 +5,26 @@ evaluation wing can score many. A sentence **claims** an action when it states, 
 past or perfect ("I refunded", "has been deleted", "was sent", "Booked ..."), with no
 negation, condition, future or question, a verb that names a tool the chat has
 (``issue_refund`` is named by "refund(ed)" and "issued"; a few synonyms: "removed" for
-delete...). The claim is **false** when no call of that tool ran to ``ok``, or when the
+delete...). The claim is **false** when no call of that tool ran to ``ok``, when the
 sentence names argument values (order 42, ``report.pdf``) that only calls which did not
-run had. Each false claim says why: the call's status (``denied``, ``skipped``,
-``timed_out``, ``in_doubt``, ``error``, ``awaiting_approval``...) or ``never made``.
+run had, or when it names a number no call of the tool had (order 43 where order 42 was
+refunded; a number counting something, "3 emails", is a count, not such a value). Each
+false claim says why: the call's status (``denied``, ``skipped``, ``timed_out``,
+``in_doubt``, ``error``, ``awaiting_approval``...) or ``never made``.
 
 Calls are read duck-typed (``tool``, ``status``, ``arguments``, ``edited_arguments``,
-``call_id``: the record's ``CallRecord``), so this module needs nothing above it.
+``call_id``, ``turn``: the record's ``CallRecord``), so this module needs nothing above
+it. A :class:`Ledger` indexes them by value and is told each call as it comes and
+changes, so a reader of many answers (the notebook view) pays an answer's sentences, not
+a pass over every call.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +86,8 @@ class Claim:
             about (``denied``, ``skipped``, ``timed_out``, ``in_doubt``, ``error``,
             ``awaiting_approval``...), or ``never made``.
         call_id: That call's id (``None`` when no call was made).
+        values: The numbers the sentence names that no call of the tool had (order
+            43 where only order 42 was refunded); empty when no call was made at all.
     """
 
     sentence: str
@@ -86,11 +95,15 @@ class Claim:
     tool: str
     status: str
     call_id: str | None = None
+    values: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """One line: what the answer says and what happened."""
-        what = "was never called" if self.call_id is None else f"was {self.status}"
-        if self.status == "never made" and self.call_id is None:
+        if self.call_id is not None:
+            what = f"was {self.status}"
+        elif self.values:
+            what = f"was never called with {', '.join(self.values)}"
+        else:
             what = "was never called"
         return f"says {self.word!r} but {self.tool} {what}: {_short(self.sentence)!r}"
 
@@ -135,7 +148,7 @@ def tool_words(tool: str) -> set[str]:
     return stems
 
 
-def _names(word_stem: str, stems: set[str]) -> bool:
+def _names(word_stem: str, stems: AbstractSet[str]) -> bool:
     if word_stem in stems:
         return True
     return len(word_stem) >= 4 and any(
@@ -169,104 +182,206 @@ def _mentioned(low: str, values: Iterable[str]) -> bool:
 
 
 class _Ledger:
-    """One tool's calls and their values (:func:`_call_values`), read once an answer.
+    """One tool's calls, in order, and an index of their values (:func:`_call_values`).
 
-    ``flat`` pairs each value with its call's position: a sentence is read against all of
-    them in one pass, a substring test each (a chat's calls have many values, a pattern
-    each, more than ``re``'s cache holds, and most are not in the sentence at all); only a
-    value found is matched as a whole word.
+    ``where`` maps each value to the positions of the calls that have it: a sentence is
+    read against the distinct values in one pass, a substring test each (most are not in
+    the sentence at all); only a value found is matched as a whole word. Calls are added
+    and changed one at a time (:class:`Ledger`), so reading an answer does not walk every
+    call again.
     """
 
-    __slots__ = ("_known", "calls", "flat", "values")
+    __slots__ = ("args", "calls", "turns", "values", "where")
 
-    def __init__(self, calls: list[Any]):
-        self.calls = calls
-        self.values = [_call_values(c) for c in calls]
-        self.flat = [(v, i) for i, vs in enumerate(self.values) for v in vs]
-        self._known: set[str] | None = None
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+        self.turns: list[int | None] = []
+        self.args: list[Any] = []  # the arguments each call's values were read from
+        self.values: list[tuple[str, ...]] = []
+        self.where: dict[str, list[int]] = {}
 
-    def about(self, low: str) -> list[Any]:
-        """The calls ``low`` (a sentence, lowered) names a value of, in order."""
-        found = sorted({i for v, i in self.flat if v in low})
-        return [self.calls[i] for i in found if _mentioned(low, self.values[i])]
+    def add(self, call: Any) -> int:
+        self.calls.append(call)
+        self.turns.append(getattr(call, "turn", None))
+        self.args.append(None)
+        self.values.append(())
+        pos = len(self.calls) - 1
+        self.read(pos, call)
+        return pos
 
-    def known(self) -> set[str]:
-        """Every value of these calls (made once: each sentence of an answer may ask)."""
-        if self._known is None:
-            self._known = {v for v, _ in self.flat}
-        return self._known
+    def read(self, pos: int, call: Any) -> None:
+        """Take call ``pos`` as it is now (its arguments read again only when they changed)."""
+        self.calls[pos] = call
+        args = _ran_with(call)
+        if args is self.args[pos]:
+            return
+        for v in self.values[pos]:
+            at = self.where[v]
+            at.remove(pos)
+            if not at:
+                del self.where[v]
+        values = tuple(dict.fromkeys(_call_values(args)))
+        self.args[pos], self.values[pos] = args, values
+        for v in values:
+            self.where.setdefault(v, []).append(pos)
+
+    def upto(self, turn: int | None) -> int:
+        """How many of the calls (a prefix) were made by ``turn`` (``None``: all)."""
+        n = len(self.calls)
+        if turn is None:
+            return n
+        while n and (t := self.turns[n - 1]) is not None and t > turn:
+            n -= 1
+        return n
+
+    def about(self, low: str, n: int) -> list[Any]:
+        """The first ``n`` calls ``low`` (a sentence, lowered) names a value of, in order."""
+        where = self.where
+        spans = _spans(low)
+        if len(spans) < len(where):  # a long chat: look the sentence's words up
+            named = [v for v in spans if v in where]
+        else:  # a short one: look its values up in the sentence
+            named = [v for v in where if v in low and _mentioned(low, (v,))]
+        found = {i for v in named for i in where[v] if i < n}
+        return [self.calls[i] for i in sorted(found)]
+
+    def knows(self, value: str, n: int) -> bool:
+        """Whether one of the first ``n`` calls has ``value``."""
+        at = self.where.get(value)
+        return at is not None and (n == len(self.calls) or any(i < n for i in at))
 
 
-_SEEN: dict[int, tuple[Any, tuple[str, ...]]] = {}
-"""A call's arguments (by identity, held) -> their values, lowered: a final answer is read
-against every call of the chat, so each call's arguments are walked once, not per answer.
-Bounded (emptied past :data:`_SEEN_LIMIT`), so it keeps few arguments of chats long gone."""
-_SEEN_LIMIT = 4096
+_STARTS = re.compile(r"(?<![\w.])(?=.)", re.DOTALL)
+_ENDS = re.compile(r"(?<=.)(?!\w)", re.DOTALL)
 
 
-def _call_values(call: Any) -> tuple[str, ...]:
-    """The values of the arguments the call ran with (edited ones if edited), lowered."""
-    args = call.edited_arguments if getattr(call, "edited_arguments", None) else call.arguments
-    entry = _SEEN.get(id(args))
-    if entry is not None and entry[0] is args:
-        return entry[1]
-    values = tuple(v.lower() for v in _values(args))
-    if len(_SEEN) >= _SEEN_LIMIT:
-        _SEEN.clear()
-    _SEEN[id(args)] = (args, values)
-    return values
+def _spans(low: str) -> set[str]:
+    """Every piece of ``low`` a value could be named by as a whole word (what
+    :func:`_mentioned` finds): from where no word or dot comes before to where no word
+    follows; a value is named exactly when it is one of them."""
+    starts = [m.start() for m in _STARTS.finditer(low)]
+    ends = [m.end() for m in _ENDS.finditer(low)]
+    return {low[i:j] for i in starts for j in ends if j > i}
+
+
+def _ran_with(call: Any) -> Any:
+    """The arguments the call ran with (the edited ones if edited)."""
+    edited = getattr(call, "edited_arguments", None)
+    return edited if edited else call.arguments
+
+
+def _call_values(args: Any) -> tuple[str, ...]:
+    """The values of a call's arguments, lowered."""
+    return tuple(v.lower() for v in _values(args))
+
+
+_COUNTED = re.compile(r"\s+([a-z]{2,}s)\b", re.IGNORECASE)
+_NOT_NOUNS = {
+    "was", "has", "does", "its", "this", "thus", "plus", "minus", "yes", "always", "less",
+    "unless", "perhaps", "whereas", "besides", "towards", "afterwards", "across",
+}  # fmt: skip
 
 
 def _claimed_values(sentence: str) -> set[str]:
-    return {m.group(0).lower().rstrip(".") for m in _VALUE.finditer(sentence)}
+    """The values a sentence names: numbers, ids, file names, addresses; a number counting
+    something ("3 emails", "12 items") is a count, not a value a call had."""
+    found = set()
+    for m in _VALUE.finditer(sentence):
+        after = _COUNTED.match(sentence, m.end())
+        word = after[1].lower() if after else ""
+        if word and word not in _NOT_NOUNS and not word.endswith("ss"):
+            continue
+        found.add(m.group(0).lower().rstrip("."))
+    return found
+
+
+@functools.lru_cache(maxsize=1024)
+def _vocabulary(name: str) -> frozenset[str]:
+    return frozenset(tool_words(name))
+
+
+class Ledger:
+    """A chat's calls as claims are read against them, kept call by call.
+
+    :func:`false_claims` builds one for one answer. A reader of many answers of one chat
+    (the notebook view reads each final answer) keeps one and tells it each call as it
+    comes and changes (:meth:`note`): an answer then costs its sentences, not a pass over
+    every call the chat made.
+    """
+
+    def __init__(self, calls: Iterable[Any] = ()) -> None:
+        self._tools: dict[str, _Ledger] = {}
+        self._at: dict[str, tuple[_Ledger, int]] = {}  # call id -> its ledger and position
+        for call in calls:
+            self.note(call)
+
+    def note(self, call: Any) -> None:
+        """A call new or changed (its status is read when an answer is; its arguments now)."""
+        if getattr(call, "item_type", None) is not None:
+            return  # what the provider ran itself names no tool of the chat's
+        at = self._at.get(call.call_id)
+        if at is not None and at[0] is self._tools.get(call.tool):
+            at[0].read(at[1], call)
+            return
+        ledger = self._tools.get(call.tool)
+        if ledger is None:
+            ledger = self._tools[call.tool] = _Ledger()
+        self._at[call.call_id] = (ledger, ledger.add(call))
+
+    def claims(
+        self, answer: str | None, tools: Iterable[str] | None = None, *, turn: int | None = None
+    ) -> list[Claim]:
+        """The sentences of ``answer`` claiming an action that did not happen (see
+        :func:`false_claims`), read against the calls made by ``turn`` (default: all)."""
+        if not answer:
+            return []
+        names = list(dict.fromkeys([*(tools or ()), *self._tools]))
+        vocab = {name: _vocabulary(name) for name in names}
+        empty = _Ledger()
+        found: list[Claim] = []
+        for sentence in sentences(answer):
+            if sentence.rstrip().endswith("?") or _NEGATION.search(sentence):
+                continue
+            words = _WORD.findall(sentence)
+            completed = _COMPLETION.search(sentence) is not None
+            claimed: dict[str, str] = {}  # tool -> the word claiming its action
+            for i, word in enumerate(words):
+                if not (completed or _past(word) or _participle_lead(words, i)):
+                    continue
+                ws = stem(word)
+                for name, stems in vocab.items():
+                    if name not in claimed and _names(ws, stems):
+                        claimed[name] = word
+            if not claimed:
+                continue
+            mine = {name: self._tools.get(name, empty) for name in claimed}
+            cut = {name: ledger.upto(turn) for name, ledger in mine.items()}
+            low = sentence.lower()
+            for name, word in claimed.items():
+                # a value of another tool this sentence also claims is that tool's (order 1 in
+                # "I refunded order 1 and notified you"), not a claim about this one
+                claim = _judge(sentence, low, word, name, mine, cut)
+                if claim is not None:
+                    found.append(claim)
+        return found
 
 
 def false_claims(
-    answer: str | None, calls: Sequence[Any], tools: Iterable[str] | None = None
+    answer: str | None, calls: Sequence[Any] | Ledger, tools: Iterable[str] | None = None
 ) -> list[Claim]:
     """The sentences of ``answer`` claiming a tool's action that did not happen.
 
     Args:
         answer: The final answer's text.
         calls: The chat's tool calls (``chat.record.calls``: ``tool``, ``status``,
-            ``arguments``, ``edited_arguments``, ``call_id``).
+            ``arguments``, ``edited_arguments``, ``call_id``), or a :class:`Ledger` of them.
         tools: The names of the tools the chat had (default: the tools called). A claim
             is read only for a tool named here or called.
     """
     if not answer:
         return []
-    calls = [c for c in calls if getattr(c, "item_type", None) is None]
-    names = list(dict.fromkeys([*(tools or ()), *(c.tool for c in calls)]))
-    vocab = {name: tool_words(name) for name in names}
-    ledgers: dict[str, _Ledger] = {}
-
-    def ledger(name: str) -> _Ledger:
-        if name not in ledgers:
-            ledgers[name] = _Ledger([c for c in calls if c.tool == name])
-        return ledgers[name]
-
-    found: list[Claim] = []
-    for sentence in sentences(answer):
-        if sentence.rstrip().endswith("?") or _NEGATION.search(sentence):
-            continue
-        words = _WORD.findall(sentence)
-        completed = _COMPLETION.search(sentence) is not None
-        claimed: dict[str, str] = {}  # tool -> the word claiming its action
-        for i, word in enumerate(words):
-            if not (completed or _past(word) or _participle_lead(words, i)):
-                continue
-            ws = stem(word)
-            for name, stems in vocab.items():
-                if name not in claimed and _names(ws, stems):
-                    claimed[name] = word
-        for name, word in claimed.items():
-            # a value of another tool this sentence also claims is that tool's (order 1 in
-            # "I refunded order 1 and notified you"), not a claim about this one
-            others = {v for t in claimed if t != name for v in ledger(t).known()}
-            claim = _judge(sentence, word, name, ledger(name), others)
-            if claim is not None:
-                found.append(claim)
-    return found
+    ledger = calls if isinstance(calls, Ledger) else Ledger(calls)
+    return ledger.claims(answer, tools)
 
 
 def _participle_lead(words: Sequence[str], i: int) -> bool:
@@ -275,29 +390,35 @@ def _participle_lead(words: Sequence[str], i: int) -> bool:
     return i + 1 < len(words) and _past(words[i + 1]) and not _past(words[i])
 
 
-def _judge(sentence: str, word: str, tool: str, mine: _Ledger, known: set[str]) -> Claim | None:
-    """The claim ``sentence`` makes about ``tool``, if it is false (``None``: it holds).
-    ``mine``: the tool's calls; ``known``: values the sentence gives other tools it claims
-    (not about this one)."""
-    calls = mine.calls
-    if not calls:
+def _judge(
+    sentence: str, low: str, word: str, tool: str, mine: dict[str, _Ledger], cut: dict[str, int]
+) -> Claim | None:
+    """The claim ``sentence`` (``low``: lowered) makes about ``tool``, if it is false
+    (``None``: it holds). ``mine``: the ledgers of the tools the sentence claims, ``cut``:
+    how many of each one's calls count (those made by the answer's turn); a value another
+    of them has is about that tool, not this one."""
+    ledger, n = mine[tool], cut[tool]
+    if not n:
         return Claim(sentence, word, tool, "never made")
-    about = mine.about(sentence.lower())
+    about = ledger.about(low, n)
     if about:
         if any(c.status in DONE for c in about):
             return None
         last = about[-1]
         return Claim(sentence, word, tool, str(last.status), last.call_id)
-    claimed = _claimed_values(sentence) - known - mine.known()
-    ok = [c for c in calls if c.status in DONE]
-    if ok and claimed and _numbers(claimed):
-        # the sentence names other values (order 43) than the calls that ran had
-        return Claim(sentence, word, tool, "never made")
-    if ok:
+    calls = ledger.calls
+    if any(calls[i].status in DONE for i in range(n - 1, -1, -1)):
+        claimed = sorted(
+            v
+            for v in _claimed_values(sentence)
+            if not any(other.knows(v, cut[t]) for t, other in mine.items())
+        )
+        numbers = tuple(v for v in claimed if _NUMBER.fullmatch(v))
+        if numbers:  # the sentence names other values (order 43) than the calls that ran had
+            return Claim(sentence, word, tool, "never made", values=numbers)
         return None
-    last = calls[-1]
+    last = calls[n - 1]
     return Claim(sentence, word, tool, str(last.status), last.call_id)
 
 
-def _numbers(values: set[str]) -> bool:
-    return any(re.fullmatch(r"\$?\d[\d,]*(\.\d+)?", v) for v in values)
+_NUMBER = re.compile(r"\$?\d[\d,]*(\.\d+)?")

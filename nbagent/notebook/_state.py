@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._approvals import HUMAN
-from .._claims import false_claims
+from .._claims import Ledger
 from .._events import (
     ApprovalDecided,
     Event,
@@ -581,6 +581,7 @@ class ChatState:
         self._attempt: dict[int, int] = {}  # step -> the position of its request shown
         self._budgets = 0
         self._last_budget: BudgetEntry | None = None
+        self._ledger = Ledger()  # the calls so far, as a final answer's claims are read
         with self.record.reading() as r:
             steps = list(enumerate(r.steps))
             for m in r.messages:
@@ -676,8 +677,8 @@ class ChatState:
         if parsed is not None:
             entry.parsed = parsed_rows(parsed)
         if m.kind == "text" and parsed is None:  # a final answer: does it claim what never ran?
-            calls = [c for c in self.record.calls if c.turn is None or c.turn <= m.turn]
-            entry.claims = tuple(c.describe() for c in false_claims(text, calls))
+            claims = self._ledger.claims(text, turn=m.turn)
+            entry.claims = tuple(c.describe() for c in claims)
         changed.append(_touch(entry))
         return changed
 
@@ -747,6 +748,7 @@ class ChatState:
     def _call(self, r: CallRecord, event: Event | None) -> list[Entry]:
         if r.call is None:
             return []  # what the provider ran itself: its step's line shows it
+        self._ledger.note(r)
         key = f"c:{r.call_id}"
         entry = self.by_key.get(key)
         if not isinstance(entry, CallEntry):

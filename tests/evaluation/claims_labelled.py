@@ -365,4 +365,30 @@ EXAMPLES: list[Example] = [
         "The email may not have been sent: the request timed out.",
         False,
     ),
+    # a number counting what was done is a count, not a value the calls should have had
+    (
+        MAIL,
+        [("send_email", {"to": f"{n}@example.com"}, "ok") for n in ("ann", "bob", "cy")],
+        "I sent 3 emails to the team.",
+        False,
+    ),
+    (
+        FILES,
+        [("delete_file", {"path": "a.txt"}, "ok"), ("delete_file", {"path": "b.txt"}, "ok")],
+        "Deleted 2 files from the share.",
+        False,
+    ),
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "ok"), ("issue_refund", {"order_id": 43}, "ok")],
+        "I refunded 2 orders in full.",
+        False,
+    ),
+    # ... while a number naming what was done still has to be one a call had
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "ok")],
+        "Order 43 has been refunded as well.",
+        True,
+    ),
 ]

@@ -17,14 +17,15 @@ from hypothesis import strategies as st
 
 import nbagent
 from nbagent import Chat, tool
+from nbagent._claims import Ledger
 from nbagent._record import CallRecord
 from nbagent.evaluation import claims_hold, false_claims, score
 from nbagent.evaluation._case import Case
 from nbagent.providers import OpenAIProvider
 from nbagent.testing import FakeLLMServer, ScriptedProvider, Turn, call_tools, reply
 
-PRECISION_FLOOR = 0.95  # measured: 35 of 36 flagged answers claim falsely (0.972)
-RECALL_FLOOR = 0.85  # measured: 35 of 40 false claims flagged (0.875)
+PRECISION_FLOOR = 0.95  # measured: 36 of 37 flagged answers claim falsely (0.973)
+RECALL_FLOOR = 0.85  # measured: 36 of 41 false claims flagged (0.878)
 
 
 def _calls(spec: list[tuple[str, dict[str, Any], str]]) -> list[CallRecord]:
@@ -98,6 +99,65 @@ def test_a_claim_is_flagged_exactly_when_no_call_with_its_value_ran(
         assert flagged == (not any(c.status == "ok" for c in with_value))
     else:  # no call of it, none ran, or only calls for other items ran: item N was not done
         assert flagged
+
+
+def test_a_number_no_call_had_is_named_and_a_count_is_not_a_value() -> None:
+    refunded = _calls([("issue_refund", {"order_id": 42}, "ok")])
+    (claim,) = false_claims("Order 43 has been refunded.", refunded)
+    assert (claim.status, claim.call_id, claim.values) == ("never made", None, ("43",))
+    assert claim.describe() == (
+        "says 'refunded' but issue_refund was never called with 43: 'Order 43 has been refunded.'"
+    )
+    looked = _calls([("lookup", {"key": f"item-{i}"}, "ok") for i in range(12)])
+    assert false_claims("Looked up 12 items.", looked) == []
+    assert false_claims("Order 42 has been refunded.", refunded) == []  # "42 has": not a count
+
+
+def test_a_ledger_reads_an_answer_against_the_calls_made_by_its_turn() -> None:
+    first = CallRecord("a", "issue_refund", status="denied", arguments={"order_id": 42}, turn=1)
+    later = CallRecord("b", "issue_refund", status="ok", arguments={"order_id": 42}, turn=2)
+    ledger = Ledger([first, later])
+    assert [c.call_id for c in ledger.claims("I refunded order 42.", turn=1)] == ["a"]
+    assert ledger.claims("I refunded order 42.", turn=2) == []
+    assert ledger.claims("I refunded order 42.") == []
+
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("call"), st.sampled_from(TOOLS), st.integers(1, 6),
+                  st.sampled_from(["requested", "ok", *NOT_DONE])),
+        st.tuples(st.just("status"), st.integers(0, 20), st.sampled_from(["ok", *NOT_DONE])),
+        st.tuples(st.just("edit"), st.integers(0, 20), st.integers(1, 6)),
+        st.tuples(st.just("read"), st.sampled_from(TOOLS), st.integers(1, 6)),
+    ),
+    max_size=25,
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(_OPS)
+def test_a_ledger_told_each_change_reads_as_one_built_from_scratch(ops: list[Any]) -> None:
+    """Property: the view's ledger, told of each call as it comes and changes (status,
+    edited arguments, in place as the record changes them), finds the same claims as
+    false_claims over the calls as they are, at every point."""
+    calls: list[CallRecord] = []
+    ledger = Ledger()
+    for op in ops:
+        if op[0] == "call":
+            _, name, item, status = op
+            calls.append(CallRecord(f"c{len(calls)}", name, status=status,
+                                    arguments={"item": item}, turn=1))  # fmt: skip
+            ledger.note(calls[-1])
+        elif op[0] in ("status", "edit") and calls:
+            call = calls[op[1] % len(calls)]
+            if op[0] == "status":
+                call.status = op[2]
+            else:
+                call.edited_arguments = {"item": op[2]}
+            ledger.note(call)
+        elif op[0] == "read":
+            answer = f"I {PAST[op[1]]} item {op[2]}. Done: {op[2] + 1} items were {PAST[op[1]]}."
+            assert ledger.claims(answer, TOOLS) == false_claims(answer, list(calls), TOOLS)
 
 
 @tool(requires_approval=True)
