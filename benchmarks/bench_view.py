@@ -178,7 +178,7 @@ def run(quick: bool) -> list[Result]:
     from benchmarks.bench_saved import round_result
 
     # Issue 28, item 5: a turn's view in a real kernel costs a round at most 1.5x without it.
-    results: list[Result] = [round_result(quick)]
+    results: list[Result] = round_result(quick)
     repeat = 3 if quick else 7
     t0 = time.perf_counter()
     chats = {n: build_chat(n) for n in SIZES}
