@@ -203,10 +203,35 @@ class AnthropicProvider(SDKProvider):
             fields.append(("thinking", dumps(thinking)))
         if request.hosted:  # the MCP connector (beta)
             fields.append(("mcp_servers", dumps([h.anthropic_server() for h in request.hosted])))
-        if request.stream:
+        stream = request.stream or self._must_stream(limit)
+        if stream:
             fields.append(("stream", b"true"))
         options = {"headers": {"anthropic-beta": MCP_BETA}} if request.hosted else {}
-        return Prepared("/v1/messages", self._body(fields), request.stream, options)
+        return Prepared("/v1/messages", self._body(fields), stream, options)
+
+    def _must_stream(self, max_tokens: int) -> bool:
+        """Whether a request of ``max_tokens`` goes out streamed even when not asked to.
+
+        The SDK's ``messages.create`` refuses to send a request without streaming that may
+        run past ten minutes (by ``max_tokens``, and a lower limit for some models) while
+        the client has its default timeout: an idle connection that long is likely dropped,
+        and a timed-out request is sent again and paid again. nbagent streams such a request
+        instead (nobody hears its fragments unless someone listens), by the SDK's own rule;
+        a client given its own timeout is the caller's choice, as it is for the SDK.
+        """
+        import anthropic
+        from anthropic._constants import DEFAULT_TIMEOUT, MODEL_NONSTREAMING_TOKENS
+
+        client = self._client
+        if not isinstance(client, anthropic.Anthropic) or client.timeout != DEFAULT_TIMEOUT:
+            return False
+        try:
+            client._calculate_nonstreaming_timeout(
+                max_tokens, MODEL_NONSTREAMING_TOKENS.get(self.model)
+            )
+        except ValueError:
+            return True
+        return False
 
     def _parse(self, data: Any) -> LLMToolResponse:
         return parse_message(data, model=self.model, provider=self.name)

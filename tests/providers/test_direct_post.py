@@ -203,3 +203,33 @@ def test_cookies_the_http_client_holds_are_sent(server: FakeLLMServer) -> None:
     provider.complete(ModelRequest((USER,)))
     assert "cookie" in server.last_request.headers  # (the fake server records it redacted)
     client.close()
+
+
+def test_a_request_the_sdk_would_not_send_unstreamed_goes_out_streamed(
+    server: FakeLLMServer,
+) -> None:
+    """The SDK's messages.create refuses a request without streaming that may run past ten
+    minutes (its max_tokens; a lower limit for some models) while the client has the
+    default timeout. nbagent streams such a request instead, heard by nobody; a smaller
+    one, or a client given its own timeout, goes as asked."""
+    client = anthropic.Anthropic(api_key=KEY, base_url=server.anthropic_base_url, max_retries=0)
+    with pytest.raises(ValueError, match="Streaming is required"):  # the SDK's own rule
+        client.messages.create(model="claude-sonnet-4-5", max_tokens=64_000, messages=[])
+    big = AnthropicProvider("claude-sonnet-4-5", client=client, max_tokens=64_000)
+    opus = AnthropicProvider("claude-opus-4-0", client=client, max_tokens=10_000)
+    small = AnthropicProvider("claude-sonnet-4-5", client=client, max_tokens=4_096)
+    server.script(["long", "opus", "short"])
+    for provider, streamed, text in ((big, True, "long"), (opus, True, "opus"),
+                                     (small, False, "short")):  # fmt: skip
+        response = provider.complete(ModelRequest((USER,), stream=False))
+        assert response.text == text
+        assert server.last_request.body.get("stream", False) is streamed
+    own = anthropic.Anthropic(
+        api_key=KEY, base_url=server.anthropic_base_url, max_retries=0, timeout=3600
+    )
+    server.script(["as asked"])
+    provider = AnthropicProvider("claude-sonnet-4-5", client=own, max_tokens=64_000)
+    assert provider.complete(ModelRequest((USER,), stream=False)).text == "as asked"
+    assert "stream" not in server.last_request.body
+    client.close()
+    own.close()
