@@ -335,7 +335,8 @@ class Ledger:
         :func:`false_claims`), read against the calls made by ``turn`` (default: all)."""
         if not answer:
             return []
-        names = list(dict.fromkeys([*(tools or ()), *self._tools]))
+        called = (name for name, ledger in self._tools.items() if ledger.upto(turn))
+        names = list(dict.fromkeys([*(tools or ()), *called]))
         vocab = {name: _vocabulary(name) for name in names}
         empty = _Ledger()
         found: list[Claim] = []

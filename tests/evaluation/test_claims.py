@@ -120,6 +120,13 @@ def test_a_ledger_reads_an_answer_against_the_calls_made_by_its_turn() -> None:
     assert [c.call_id for c in ledger.claims("I refunded order 42.", turn=1)] == ["a"]
     assert ledger.claims("I refunded order 42.", turn=2) == []
     assert ledger.claims("I refunded order 42.") == []
+    # a tool first called in a later turn is not one this turn's answer could be about
+    ledger.note(CallRecord("c", "delete_file", status="ok", arguments={"path": "a.txt"}, turn=3))
+    assert ledger.claims("I deleted a.txt.", turn=1) == []
+    assert ledger.claims("I deleted a.txt.", turn=3) == []
+    assert [c.status for c in ledger.claims("I deleted a.txt.", ["delete_file"], turn=1)] == [
+        "never made"
+    ]
 
 
 _OPS = st.lists(
