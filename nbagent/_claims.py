@@ -21,9 +21,10 @@ a pass over every call.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
@@ -191,7 +192,7 @@ class _Ledger:
     call again.
     """
 
-    __slots__ = ("args", "calls", "turns", "values", "where")
+    __slots__ = ("args", "calls", "longest", "turns", "values", "where")
 
     def __init__(self) -> None:
         self.calls: list[Any] = []
@@ -199,6 +200,7 @@ class _Ledger:
         self.args: list[Any] = []  # the arguments each call's values were read from
         self.values: list[tuple[str, ...]] = []
         self.where: dict[str, list[int]] = {}
+        self.longest = 0  # no value is longer (the longest ever indexed)
 
     def add(self, call: Any) -> int:
         self.calls.append(call)
@@ -224,6 +226,7 @@ class _Ledger:
         self.args[pos], self.values[pos] = args, values
         for v in values:
             self.where.setdefault(v, []).append(pos)
+            self.longest = max(self.longest, len(v))
 
     def upto(self, turn: int | None) -> int:
         """How many of the calls (a prefix) were made by ``turn`` (``None``: all)."""
@@ -237,11 +240,13 @@ class _Ledger:
     def about(self, low: str, n: int) -> list[Any]:
         """The first ``n`` calls ``low`` (a sentence, lowered) names a value of, in order."""
         where = self.where
-        spans = _spans(low)
-        if len(spans) < len(where):  # a long chat: look the sentence's words up
-            named = [v for v in spans if v in where]
-        else:  # a short one: look its values up in the sentence
-            named = [v for v in where if v in low and _mentioned(low, (v,))]
+        starts = [m.start() for m in _STARTS.finditer(low)]
+        ends = [m.end() for m in _ENDS.finditer(low)]
+        pieces = len(starts) * len(ends) * min(1.0, self.longest / max(len(low), 1))
+        if 3 * pieces < len(where):  # many values: look the sentence's pieces up
+            named = _named_pieces(low, starts, ends, where, self.longest)
+        else:  # few: look each up in the sentence
+            named = _named_values(low, where)
         found = {i for v in named for i in where[v] if i < n}
         return [self.calls[i] for i in sorted(found)]
 
@@ -251,17 +256,33 @@ class _Ledger:
         return at is not None and (n == len(self.calls) or any(i < n for i in at))
 
 
+def _named_values(low: str, values: Iterable[str]) -> set[str]:
+    """The ``values`` ``low`` (a sentence, lowered) names as whole words, each looked for."""
+    return {v for v in values if v in low and _mentioned(low, (v,))}
+
+
+def _named_pieces(
+    low: str, starts: list[int], ends: list[int], values: Container[str], longest: int
+) -> set[str]:
+    """The same as :func:`_named_values`, by looking up each piece of ``low`` between a
+    start and an end (:data:`_STARTS`, :data:`_ENDS`) no longer than ``longest`` (no value
+    is longer) in ``values``: a sentence's pieces, not the values, are walked."""
+    named = set()
+    for i in starts:
+        k = bisect.bisect_right(ends, i)
+        while k < len(ends) and ends[k] - i <= longest:
+            piece = low[i : ends[k]]
+            if piece in values:
+                named.add(piece)
+            k += 1
+    return named
+
+
 _STARTS = re.compile(r"(?<![\w.])(?=.)", re.DOTALL)
 _ENDS = re.compile(r"(?<=.)(?!\w)", re.DOTALL)
-
-
-def _spans(low: str) -> set[str]:
-    """Every piece of ``low`` a value could be named by as a whole word (what
-    :func:`_mentioned` finds): from where no word or dot comes before to where no word
-    follows; a value is named exactly when it is one of them."""
-    starts = [m.start() for m in _STARTS.finditer(low)]
-    ends = [m.end() for m in _ENDS.finditer(low)]
-    return {low[i:j] for i in starts for j in ends if j > i}
+"""Where a value can begin and end in a sentence to be named as a whole word (what
+:func:`_mentioned` finds): no word or dot before it, no word after it. A value is named
+exactly when it is one of the pieces between such a start and such an end."""
 
 
 def _ran_with(call: Any) -> Any:
@@ -282,17 +303,17 @@ _NOT_NOUNS = {
 }  # fmt: skip
 
 
-def _claimed_values(sentence: str) -> set[str]:
-    """The values a sentence names: numbers, ids, file names, addresses; a number counting
-    something ("3 emails", "12 items") is a count, not a value a call had."""
-    found = set()
+def _claimed_values(sentence: str) -> list[str]:
+    """The values a sentence names, in order: numbers, ids, file names, addresses; a number
+    counting something ("3 emails", "12 items") is a count, not a value a call had."""
+    found: dict[str, None] = {}
     for m in _VALUE.finditer(sentence):
         after = _COUNTED.match(sentence, m.end())
         word = after[1].lower() if after else ""
         if word and word not in _NOT_NOUNS and not word.endswith("ss"):
             continue
-        found.add(m.group(0).lower().rstrip("."))
-    return found
+        found[m.group(0).lower().rstrip(".")] = None
+    return list(found)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -409,12 +430,11 @@ def _judge(
         return Claim(sentence, word, tool, str(last.status), last.call_id)
     calls = ledger.calls
     if any(calls[i].status in DONE for i in range(n - 1, -1, -1)):
-        claimed = sorted(
+        numbers = tuple(
             v
             for v in _claimed_values(sentence)
-            if not any(other.knows(v, cut[t]) for t, other in mine.items())
+            if _NUMBER.fullmatch(v) and not any(other.knows(v, cut[t]) for t, other in mine.items())
         )
-        numbers = tuple(v for v in claimed if _NUMBER.fullmatch(v))
         if numbers:  # the sentence names other values (order 43) than the calls that ran had
             return Claim(sentence, word, tool, "never made", values=numbers)
         return None

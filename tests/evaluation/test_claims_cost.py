@@ -7,7 +7,10 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from nbagent._claims import _ENDS, _STARTS, Ledger, _named_pieces, _named_values
 from nbagent._record import CallRecord
 from nbagent.evaluation import false_claims
 
@@ -45,3 +48,48 @@ def test_edited_arguments_are_read_not_the_originals() -> None:
         "c", "refund", status="ok", arguments={"order": "A-1"}, edited_arguments={"order": "B-2"}
     )
     assert false_claims("I refunded order B-2.", [edited]) == []
+
+
+_TEXT = st.text(alphabet="ab1 .-_@/$,\n", max_size=30)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_TEXT, st.lists(st.text(alphabet="ab1 .-_@/$,", min_size=1, max_size=6), max_size=30))
+def test_a_sentences_pieces_name_exactly_the_values_a_whole_word_search_finds(
+    low: str, values: list[str]
+) -> None:
+    """Property: a long chat's answer looks the sentence's pieces up in its calls' values
+    (the cost of the sentence); a short chat's looks each value up in the sentence. Both
+    name exactly the values found as whole words (no word or dot before, no word after)."""
+    starts = [m.start() for m in _STARTS.finditer(low)]
+    ends = [m.end() for m in _ENDS.finditer(low)]
+    longest = max(map(len, values), default=0)
+    expected = {v for v in values if re.search(rf"(?<![\w.]){re.escape(v)}(?![\w])", low)}
+    assert _named_values(low, values) == expected
+    assert _named_pieces(low, starts, ends, set(values), longest) == expected
+
+
+def test_an_answer_costs_its_sentences_not_the_chats_calls() -> None:
+    """The ledger's lookups, counted: reading an answer against 10,000 calls looks up a
+    few pieces of the sentence, not 10,000 values."""
+    calls = [
+        CallRecord(f"c{i}", "lookup", status="ok", arguments={"key": f"item-{i}"})
+        for i in range(10_000)
+    ]
+    ledger = Ledger(calls)
+
+    class Counting(dict):  # type: ignore[type-arg]
+        looked = 0
+
+        def __contains__(self, key: object) -> bool:
+            Counting.looked += 1
+            return super().__contains__(key)
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            raise AssertionError("the values were walked")
+
+    index = ledger._tools["lookup"]
+    index.where = Counting(index.where)
+    claims = ledger.claims("I looked up item-7 and item-70. Looked up 12 items.")
+    assert claims == []
+    assert 0 < Counting.looked < 100
