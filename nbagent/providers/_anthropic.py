@@ -110,6 +110,7 @@ class AnthropicProvider(SDKProvider):
         super().__init__(model, client=client, async_client=async_client, owns_client=owns)
         self._pieces: MessageCache[Piece] = MessageCache(piece)
         self._tools = ToolsCache(tools_json)
+        self._streamed: tuple[Any, dict[tuple[str, int], bool]] = (None, {})  # _must_stream's
         warn_if_unknown(model, "Anthropic")
 
     def __repr__(self) -> str:
@@ -217,27 +218,41 @@ class AnthropicProvider(SDKProvider):
         the client has its default timeout: an idle connection that long is likely dropped,
         and a timed-out request is sent again and paid again. nbagent streams such a request
         instead (nobody hears its fragments unless someone listens), by the SDK's own rule;
-        a client given its own timeout is the caller's choice, as it is for the SDK.
+        a client given its own timeout is the caller's choice, as it is for the SDK. Decided
+        once per model and limit (while the client keeps its timeout).
         """
-        import anthropic
-        from anthropic._constants import DEFAULT_TIMEOUT, MODEL_NONSTREAMING_TOKENS
-
         client = self._client
-        if not isinstance(client, anthropic.Anthropic) or client.timeout != DEFAULT_TIMEOUT:
-            return False
-        try:
-            client._calculate_nonstreaming_timeout(
-                max_tokens, MODEL_NONSTREAMING_TOKENS.get(self.model)
-            )
-        except ValueError:
-            return True
-        return False
+        timeout = getattr(client, "timeout", None)
+        seen, decided = self._streamed
+        if seen is not timeout:
+            decided = {}
+            self._streamed = (timeout, decided)
+        key = (self.model, max_tokens)
+        must = decided.get(key)
+        if must is None:
+            must = decided[key] = _refused_unstreamed(client, self.model, max_tokens)
+        return must
 
     def _parse(self, data: Any) -> LLMToolResponse:
         return parse_message(data, model=self.model, provider=self.name)
 
     def _accumulator(self, on_delta: DeltaSink | None) -> StreamAccumulator:
         return MessageStream(on_delta, model=self.model, provider=self.name)
+
+
+def _refused_unstreamed(client: Any, model: str, max_tokens: int) -> bool:
+    """Whether the SDK's ``messages.create`` would refuse to send this request unstreamed
+    (its own rule, on the plain client with the SDK's default timeout)."""
+    import anthropic
+    from anthropic._constants import DEFAULT_TIMEOUT, MODEL_NONSTREAMING_TOKENS
+
+    if not isinstance(client, anthropic.Anthropic) or client.timeout != DEFAULT_TIMEOUT:
+        return False
+    try:
+        client._calculate_nonstreaming_timeout(max_tokens, MODEL_NONSTREAMING_TOKENS.get(model))
+    except ValueError:
+        return True
+    return False
 
 
 MCP_BETA = "mcp-client-2025-04-04"

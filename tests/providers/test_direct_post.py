@@ -224,6 +224,11 @@ def test_a_request_the_sdk_would_not_send_unstreamed_goes_out_streamed(
         response = provider.complete(ModelRequest((USER,), stream=False))
         assert response.text == text
         assert server.last_request.body.get("stream", False) is streamed
+    # decided once per model and limit, again when the client's timeout is another
+    client.timeout = 3600.0
+    server.script(["as asked now"])
+    assert big.complete(ModelRequest((USER,), stream=False)).text == "as asked now"
+    assert "stream" not in server.last_request.body
     own = anthropic.Anthropic(
         api_key=KEY, base_url=server.anthropic_base_url, max_retries=0, timeout=3600
     )
