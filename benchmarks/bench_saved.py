@@ -138,6 +138,27 @@ def saved_size() -> tuple[int, int, dict[str, int]]:
     return size, int(facts["transcript"]), parts
 
 
+def run(quick: bool) -> list[Result]:
+    size, transcript, parts = saved_size()
+    ratio = size / transcript
+    what = ", ".join(
+        f"{k} {v / 1024:,.0f} KiB" if k != "widget models" else f"{v:,} widget models"
+        for k, v in parts.items()
+        if v
+    )
+    results = [
+        Result(
+            "saved notebook, 1,000-call chat / its printed transcript",
+            ratio,
+            "x",
+            "<= 2.0x",
+            ratio <= 2.0,
+            f"{size / 1024:,.0f} KiB vs {transcript / 1024:,.0f} KiB; {what}",
+        )
+    ]
+    return results  # one more round with the view / without: bench_view (round_result)
+
+
 def round_costs(rounds: int, sizes: tuple[int, ...] = (CALLS,)) -> dict[int, tuple[float, float]]:
     """Median CPU seconds of one round on a chat of each size (calls), with the view and
     without: ``{size: (viewed, bare)}``. All the chats live in one kernel; each round is a
