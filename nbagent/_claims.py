@@ -177,9 +177,9 @@ def _values(value: Any) -> Iterable[str]:
         yield value
 
 
-def _mentioned(low: str, values: Iterable[str]) -> bool:
-    """Whether ``low`` (a sentence, lowered) names one of ``values`` as a whole word."""
-    return any(v in low and re.search(rf"(?<![\w.]){re.escape(v)}(?![\w])", low) for v in values)
+def _mentioned(low: str, value: str) -> bool:
+    """Whether ``low`` (a sentence, lowered) names ``value`` as a whole word."""
+    return re.search(rf"(?<![\w.]){re.escape(value)}(?![\w])", low) is not None
 
 
 class _Ledger:
@@ -258,7 +258,7 @@ class _Ledger:
 
 def _named_values(low: str, values: Iterable[str]) -> set[str]:
     """The ``values`` ``low`` (a sentence, lowered) names as whole words, each looked for."""
-    return {v for v in values if v in low and _mentioned(low, (v,))}
+    return {v for v in values if v in low and _mentioned(low, v)}
 
 
 def _named_pieces(
