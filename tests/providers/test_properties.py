@@ -44,6 +44,9 @@ from nbagent.store import open_store
 from nbagent.testing import FakeLLMServer, FakeToolCall, Turn
 
 EXAMPLES = int(os.environ.get("NBAGENT_PROPERTY_EXAMPLES", "200"))
+LONG_ENOUGH = pytest.mark.timeout(max(300, 300 * EXAMPLES // 200))
+"""The suite's 300 s per test is for 200 examples; more examples get as much more time (2,000
+examples stopped at the suite's 300 s, half-way, as a failure)."""
 
 runs: Counter[str] = Counter()  # call id -> times its tool body started
 _runs_lock = threading.Lock()
@@ -180,6 +183,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("property")
 
 
+@LONG_ENOUGH
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -193,6 +197,7 @@ def test_the_promise_holds_whatever_the_model_does(
     _the_promise(scenario, server, db if scenario.stored else None)
 
 
+@LONG_ENOUGH
 @settings(
     max_examples=max(10, EXAMPLES // 8),
     deadline=None,
