@@ -30,6 +30,11 @@ NBAGENT_REQUIRE_MCP_SERVERS ?= 1
 # tests/otel/test_phoenix.py.
 NBAGENT_REQUIRE_PHOENIX ?= 1
 PYTEST_ARGS ?=
+# `make test` runs the suite on this many pytest-xdist workers, each test file whole on one
+# worker (--dist loadfile: a file's fixtures and order as written). Most of the suite waits
+# (kernels, browsers, servers, subprocesses), so two workers halve it even on two cores
+# (22 -> 12 min measured); the CPUs, at least 2 and at most 4. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 2 ] && n=2; [ $$n -gt 4 ] && n=4; echo $$n)
 LAB_ARGS    ?=
 # JupyterLab refuses to start as root without --allow-root.
 ALLOW_ROOT  := $(if $(filter 0,$(shell id -u)),--allow-root,)
@@ -47,7 +52,8 @@ help:
 	@echo "make install  create $(VENV) and pip install -e '.[dev]' (skipped if up to date)"
 	@echo "make demo     run the quickstart notebook headless and print the transcript"
 	@echo "make notebooks  rerun notebooks 01, 03 and 11 on the demo model and save their outputs"
-	@echo "make test     whole pytest suite, browser tests included (PYTEST_ARGS=...)"
+	@echo "make test     whole pytest suite, browser tests included, on TEST_WORKERS processes"
+	@echo "              (PYTEST_ARGS=...; TEST_WORKERS=0: one process)"
 	@echo "make screenshot  regenerate docs/images/live-view.png (the README's picture) in JupyterLab"
 	@echo "make docs     build the documentation site strictly into site/ (docs-serve: serve it)"
 	@echo "make lint     ruff check + mypy + import contracts (lint-imports)"
@@ -117,7 +123,7 @@ test: kernel
 	PYTHON=$(PYTHON) bash .ci/ensure-phoenix
 	NBAGENT_REQUIRE_BROWSER=$(NBAGENT_REQUIRE_BROWSER) NBAGENT_REQUIRE_POSTGRES=$(NBAGENT_REQUIRE_POSTGRES) \
 	  NBAGENT_REQUIRE_RAY=$(NBAGENT_REQUIRE_RAY) NBAGENT_REQUIRE_MCP_SERVERS=$(NBAGENT_REQUIRE_MCP_SERVERS) \
-	  NBAGENT_REQUIRE_PHOENIX=$(NBAGENT_REQUIRE_PHOENIX) $(PY) -m pytest $(PYTEST_ARGS)
+	  NBAGENT_REQUIRE_PHOENIX=$(NBAGENT_REQUIRE_PHOENIX) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The README's picture of the live view, taken in JupyterLab by a browser test.
 screenshot: kernel

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -20,10 +21,10 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
 
 
-def dry_run(target: str, tmp_path: Path) -> str:
+def dry_run(target: str, tmp_path: Path, *settings: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "JUPYTER"))}
     proc = subprocess.run(
-        ["make", "-n", target, f"VENV={tmp_path / 'venv'}"],
+        ["make", "-n", target, f"VENV={tmp_path / 'venv'}", *settings],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -89,6 +90,17 @@ def test_make_screenshot_retakes_the_readme_picture_in_a_browser(tmp_path: Path)
     readme = (ROOT / "README.md").read_text()
     assert "](docs/images/live-view.png)" in readme[:2000]  # near the top
     assert (ROOT / "docs/images/live-view.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_make_test_runs_whole_files_on_parallel_workers(tmp_path: Path) -> None:
+    """Two to four pytest-xdist workers, a file whole on one (its fixtures and order as
+    written); TEST_WORKERS=0 runs the suite in one process."""
+    out = dry_run("test", tmp_path)
+    workers = int(out.split("-m pytest -n ", 1)[1].split()[0])
+    assert 2 <= workers <= 4 and "--dist loadfile" in out
+    assert "-m pytest -n 0 --dist loadfile" in dry_run("test", tmp_path, "TEST_WORKERS=0")
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(d.startswith("pytest-xdist") for d in dev["dev"])
 
 
 def test_make_test_installs_postgresql_and_never_skips_its_tests(tmp_path: Path) -> None:

@@ -1,10 +1,11 @@
-"""One local Ray instance (2 CPUs) shared by every test in tests/batch/ray.
+"""One local Ray instance (2 CPUs) per test process, shared by the tests of tests/batch/ray it runs.
 
 ``ray_cluster`` (session) starts it on first use and shuts it down at the end
 of the session: no dashboard, no usage statistics (no network), quiet logs, and
 its own temporary directory (``mktemp -d``: sessions of other users and helpers
 share /tmp). It starts in about 5 to 8 s on a 2-core machine (measured: the
-``ray_start_seconds`` attribute), once per session.
+``ray_start_seconds`` attribute), once per session: once in each pytest-xdist worker that
+runs a Ray test under ``make test``.
 
 The workers import test helpers by module name, so the fixture gives them this
 directory and the repository root on ``PYTHONPATH`` (inherited by the raylet):
