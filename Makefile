@@ -33,7 +33,7 @@ PYTEST_ARGS ?=
 # `make test` runs the suite on this many pytest-xdist workers, each test file whole on one
 # worker (--dist loadfile: a file's fixtures and order as written). Most of the suite waits
 # (kernels, browsers, servers, subprocesses), so two workers halve it even on two cores
-# (22 -> 12 min measured); the CPUs, at least 2 and at most 4. TEST_WORKERS=0: one process.
+# (22-25 -> 12-15 min measured); the CPUs, at least 2 and at most 4. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 2 ] && n=2; [ $$n -gt 4 ] && n=4; echo $$n)
 LAB_ARGS    ?=
 # JupyterLab refuses to start as root without --allow-root.
