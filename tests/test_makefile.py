@@ -188,8 +188,6 @@ def test_make_docs_builds_the_site_strictly_with_the_dev_install(tmp_path: Path)
 
 
 def test_the_docs_extra_is_in_dev_and_site_is_ignored() -> None:
-    import tomllib
-
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
     ]
