@@ -133,6 +133,19 @@ class JupyterLabServer:
             with contextlib.suppress(urllib.error.URLError, OSError):
                 self.api("DELETE", f"/api/kernels/{kernel['id']}")
 
+    def reset_workspace(self) -> None:
+        """Forget the notebooks JupyterLab would reopen on the next page load.
+
+        JupyterLab keeps the open tabs in its ``default`` workspace and reopens them
+        all, each with a new kernel, when a page loads ``/lab/tree/<path>``: without
+        this, the n-th test of a session starts n kernels.
+        """
+        try:
+            self.api("DELETE", "/lab/api/workspaces/default")
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404:  # none saved yet
+                raise
+
     def log_text(self, tail: int = 200) -> str:
         try:
             lines = self.log_path.read_text(errors="replace").splitlines()
@@ -486,7 +499,13 @@ def _port_races(server: JupyterLabServer) -> int:
 def open_notebook(
     page: Page, server: JupyterLabServer, path: str, timeout: float = KERNEL_START_TIMEOUT
 ) -> None:
-    """Open ``path`` (relative to the server root) and wait until its kernel is idle."""
+    """Open ``path`` (relative to the server root), alone, and wait until its kernel is idle.
+
+    Earlier tests' notebooks are not reopened (:meth:`JupyterLabServer.reset_workspace`).
+    """
+    if page.url != "about:blank":
+        page.goto("about:blank")  # no save of the old page's workspace after the reset
+    server.reset_workspace()
     page.goto(server.lab_url(path), wait_until="domcontentloaded", timeout=timeout * 1000)
     deadline = time.monotonic() + timeout
     page.wait_for_function("() => !!window.jupyterapp", timeout=timeout * 1000)

@@ -87,9 +87,6 @@ def comms_mode(
         yield mode
     finally:
         jupyterlab_server.api("PUT", SETTINGS, {"raw": "{}"})
-        # Forget the open tabs, or the next page load reopens every earlier
-        # notebook and starts a kernel for each.
-        jupyterlab_server.api("DELETE", "/lab/api/workspaces/default")
         jupyterlab_server.shutdown_kernels()
 
 

@@ -81,3 +81,24 @@ def test_second_click_is_delivered(page: Page, jupyterlab_server: JupyterLabServ
     assert wait_for_file(counter, "2") == "2"
     # Exactly one handler run per click (cell indices count the markdown cell).
     expect(area).not_to_contain_text("clicked 3")
+
+
+def test_a_notebook_opens_alone(page: Page, jupyterlab_server: JupyterLabServer) -> None:
+    """Opening a notebook does not reopen the ones opened before it in the session.
+
+    JupyterLab keeps its open tabs in a workspace and restores them on each page load,
+    each with a new kernel: left alone, the n-th browser test started n kernels and the
+    suite slowed down test by test (teardown 0.2 -> 4.7 s, load 2 -> 7 on two cores).
+    """
+    server = jupyterlab_server
+    first = server.write_notebook("alone-first.ipynb", ["1 + 1"])
+    second = server.write_notebook("alone-second.ipynb", ["2 + 2"])
+    open_notebook(page, server, first)
+    page.wait_for_timeout(1_500)  # JupyterLab saves its workspace (debounced)
+    open_notebook(page, server, second)
+    page.wait_for_timeout(1_500)  # anything restored would be opening by now
+    paths = page.evaluate(
+        """() => Array.from(window.jupyterapp.shell.widgets('main'))
+                .map(w => w.context && w.context.path).filter(Boolean)"""
+    )
+    assert paths == [second]

@@ -31,7 +31,7 @@ def test_run_all_ends_with_the_refund_card_and_a_click_runs_it_once(
     shutil.copy(QUICKSTART, jupyterlab_server.root_dir / "quickstart.ipynb")
     open_notebook(page, jupyterlab_server, "quickstart.ipynb")
     run_all(page, timeout=180)
-    last = cell_count(page) - 1  # this notebook's: earlier tests' notebooks may still be open
+    last = cell_count(page) - 1
     wait_for_output(page, last, "awaiting_approval")
     card = output_area(page, 1).locator(".nba-action").first  # the first code cell's view
     expect(card).to_be_visible(timeout=30_000)

@@ -83,7 +83,6 @@ def widget_settings(
         yield mode
     finally:
         jupyterlab_server.api("PUT", WIDGETS_SETTINGS, {"raw": "{}"})
-        jupyterlab_server.api("DELETE", "/lab/api/workspaces/default")
         jupyterlab_server.shutdown_sessions()
 
 
@@ -120,7 +119,6 @@ def test_a_saved_batch_inbox_view_and_comparison_reopen_static(
     screenshot(page, f"reopen-before-{widget_settings}")
 
     server.shutdown_sessions()
-    server.api("DELETE", "/lab/api/workspaces/default")
     open_notebook(page, server, name)  # a new kernel; nothing run
     time.sleep(2.0)  # the widget manager restores what it can
     screenshot(page, f"reopen-after-{widget_settings}")

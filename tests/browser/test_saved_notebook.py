@@ -75,7 +75,6 @@ def widget_settings(
         yield mode
     finally:
         jupyterlab_server.api("PUT", WIDGETS_SETTINGS, {"raw": "{}"})
-        jupyterlab_server.api("DELETE", "/lab/api/workspaces/default")
         jupyterlab_server.shutdown_sessions()
 
 
@@ -143,7 +142,6 @@ def test_saved_notebook_reopens_with_its_transcripts(
     screenshot(page, f"saved-before-reopen-{widget_settings}")
 
     server.shutdown_sessions()
-    server.api("DELETE", "/lab/api/workspaces/default")
     open_notebook(page, server, name)  # a new kernel
     time.sleep(2.0)  # the widget manager restores what it can
     screenshot(page, f"saved-reopened-{widget_settings}")
