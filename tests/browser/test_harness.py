@@ -8,6 +8,8 @@ the cell's output area. No nbagent code involved.
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -94,7 +96,10 @@ def test_a_notebook_opens_alone(page: Page, jupyterlab_server: JupyterLabServer)
     first = server.write_notebook("alone-first.ipynb", ["1 + 1"])
     second = server.write_notebook("alone-second.ipynb", ["2 + 2"])
     open_notebook(page, server, first)
-    page.wait_for_timeout(1_500)  # JupyterLab saves its workspace (debounced)
+    deadline = time.monotonic() + 15
+    while first not in json.dumps(server.api("GET", "/lab/api/workspaces/default")):
+        assert time.monotonic() < deadline, "JupyterLab never saved its workspace"
+        time.sleep(0.1)  # saved a moment after the layout changes
     open_notebook(page, server, second)
     page.wait_for_timeout(1_500)  # anything restored would be opening by now
     paths = page.evaluate(
