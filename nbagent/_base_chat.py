@@ -20,7 +20,7 @@ from typing import Any, Literal, Self
 
 from ._budget import check_budgets
 from ._chat_state import RUNNABLE, SkipToolCall, StepResult, ToolResult, _Effect
-from ._config import check_replay, check_replay_tools
+from ._config import check_flag, check_replay, check_replay_tools, check_steps
 from ._decisions import DecisionsMixin
 from ._drive import WaitCancelled
 from ._errors import (
@@ -100,8 +100,11 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
     ):
         if on_tool_error not in ("result", "raise"):
             raise ValueError(f"on_tool_error must be 'result' or 'raise', got {on_tool_error!r}")
-        if max_steps is not None and max_steps < 1:
-            raise ValueError("max_steps must be at least 1")
+        if max_steps is not None:
+            check_steps(max_steps)
+        for name, flag in (("stream", stream), ("display", display)):
+            if flag is not None:
+                check_flag(flag, name)
         check_budgets(max_cost_usd, max_total_tokens)
         super().__init__(id or new_chat_id())
         self._replayer = Replayer(
@@ -845,6 +848,8 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             OutputValidationError: The answer was invalid twice (both answers
                 stay in the transcript).
         """
+        if max_steps is not None:
+            check_steps(max_steps)
         asked = self._checked_ask(text, images, output, resources)
         return self._drive_sync(self._asking(asked, max_steps, run=True)).message
 
@@ -865,6 +870,8 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         ``approval_fallback``) and carries on; ``wait_for_approval=False``
         returns at once with the approval pending, as ``ask()`` does.
         """
+        if max_steps is not None:
+            check_steps(max_steps)
         asked = self._checked_ask(text, images, output, resources)
         reply = (await self._drive_async(self._asking(asked, max_steps, run=True))).message
         waiters = self._hook("wait_for_decision")  # the notebook view, inside a kernel
@@ -917,7 +924,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         Returns:
             The last assistant message.
         """
-        self._set_budgets(max_cost_usd, max_total_tokens)
+        self._set_budgets(max_cost_usd, max_total_tokens, max_steps)
         try:
             return self._drive_sync(self._complete_gen(max_steps)).message
         except WaitCancelled:  # cancel() while it waited: what is settled
@@ -931,13 +938,17 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         max_total_tokens: int | None = None,
     ) -> Message | None:
         """Async twin of :meth:`complete`."""
-        self._set_budgets(max_cost_usd, max_total_tokens)
+        self._set_budgets(max_cost_usd, max_total_tokens, max_steps)
         try:
             return (await self._drive_async(self._complete_gen(max_steps))).message
         except WaitCancelled:
             return self.last_assistant_message
 
-    def _set_budgets(self, cost: float | None, tokens: int | None) -> None:
+    def _set_budgets(
+        self, cost: float | None, tokens: int | None, steps: int | None = None
+    ) -> None:
+        if steps is not None:
+            check_steps(steps)
         check_budgets(cost, tokens)
         if cost is not None:
             self.max_cost_usd = cost

@@ -6,8 +6,12 @@ option falls back to the value here.
 
 from __future__ import annotations
 
+import math
+import numbers
+import operator
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -77,11 +81,16 @@ def get_config() -> Config:
 def configure(**options: Any) -> Config:
     """Change process-wide defaults; returns the new configuration.
 
+    Only the options passed change; ``None`` resets one to its default (or, for
+    ``tool_timeout``, the budgets and ``recordings``, to no limit / none). Every value
+    is checked before any is applied: a bad one raises and changes nothing.
+
     Example:
         ``nbagent.configure(tool_concurrency="threads", max_steps=50)``
 
     Raises:
         TypeError: An unknown option.
+        ValueError: A value the option cannot take (named in the message).
     """
     global _config
     known = {f.name for f in fields(Config)}
@@ -91,25 +100,94 @@ def configure(**options: Any) -> Config:
     from ._budget import check_budgets
 
     check_budgets(options.get("max_cost_usd"), options.get("max_total_tokens"))
-    if options.get("replay") is not None:
-        options["replay"] = check_replay(options["replay"])
-    if options.get("replay_tools") is not None:
-        options["replay_tools"] = check_replay_tools(options["replay_tools"])
-    if options.get("recordings") is not None:
-        options["recordings"] = os.fspath(options["recordings"])
-    if "tool_concurrency" in options:
-        options["tool_concurrency"] = normalize_concurrency(options["tool_concurrency"])
+    checked: dict[str, Any] = {
+        k: v if v is None else _CHECKS.get(k, _same)(v) for k, v in options.items()
+    }
     with _lock:
         defaults = Config()
-        resolved = {
+        resolved: dict[str, Any] = {
             k: (getattr(defaults, k) if v is None and k not in _NULLABLE else v)
-            for k, v in options.items()
+            for k, v in checked.items()
         }
         _config = replace(_config, **resolved)
         return _config
 
 
-def normalize_concurrency(value: Any) -> ConcurrencyMode:
+def positive_int(value: Any, name: str, least: int = 1) -> int:
+    """``value`` as an int of at least ``least`` (a numpy integer too); else ``ValueError``."""
+    try:
+        number = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < least:
+        what = "a positive int" if least == 1 else f"an int of at least {least}"
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    return number
+
+
+def seconds(value: Any, name: str, zero: bool = False) -> float:
+    """``value`` as a finite number of seconds, above 0 (or 0 too); else ``ValueError``."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        number = float(value)
+        if math.isfinite(number) and (number > 0 or (zero and number == 0)):
+            return number
+    least = "0 or more" if zero else "more than 0"
+    raise ValueError(f"{name} must be a finite number of seconds, {least}, got {value!r}")
+
+
+def check_steps(value: Any) -> int:
+    """A ``max_steps``: a positive int; else ``ValueError``."""
+    return positive_int(value, "max_steps")
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """``True`` or ``False``; else ``ValueError``."""
+    if value is True or value is False:
+        return value
+    raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _choice(name: str, allowed: tuple[str, ...]) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if not isinstance(value, str) or value not in allowed:
+            raise ValueError(f"{name} must be {' or '.join(map(repr, allowed))}, got {value!r}")
+        return value
+
+    return check
+
+
+def _path(value: Any) -> str:
+    try:
+        path = os.fspath(value)
+    except TypeError:
+        raise ValueError(f"recordings must be a directory path, got {value!r}") from None
+    return path if isinstance(path, str) else os.fsdecode(path)
+
+
+_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "tool_concurrency": lambda v: normalize_concurrency(v, "tool_concurrency"),
+    "max_concurrency": lambda v: positive_int(v, "max_concurrency"),
+    "tool_timeout": lambda v: seconds(v, "tool_timeout"),
+    "max_steps": check_steps,
+    "stream": lambda v: check_flag(v, "stream"),
+    "result_max_rows": lambda v: positive_int(v, "result_max_rows", least=0),
+    "result_max_chars": lambda v: positive_int(v, "result_max_chars"),
+    "quiet": lambda v: check_flag(v, "quiet"),
+    "display": lambda v: check_flag(v, "display"),
+    "approval_wait": lambda v: seconds(v, "approval_wait", zero=True),
+    "approval_fallback": _choice("approval_fallback", ("park", "deny")),
+    "replay": lambda v: check_replay(v),
+    "replay_tools": lambda v: check_replay_tools(v),
+    "recordings": _path,
+}
+"""What each option may be, and its stored form (the budgets: ``check_budgets``)."""
+
+
+def normalize_concurrency(value: Any, name: str = "concurrency") -> ConcurrencyMode:
     """``False``/``"sequential"``/``"none"`` -> sequential; ``True``/``"threads"``; ``"async"``."""
     if value is False or value in ("sequential", "none", "off"):
         return "sequential"
@@ -117,7 +195,7 @@ def normalize_concurrency(value: Any) -> ConcurrencyMode:
         return "threads"
     if value == "async":
         return "async"
-    raise ToolOptionError(f"concurrency must be True, 'threads', 'async' or False, got {value!r}")
+    raise ToolOptionError(f"{name} must be True, 'threads', 'async' or False, got {value!r}")
 
 
 def check_replay(value: Any) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
-from ._config import get_config, normalize_concurrency
+from ._config import get_config, normalize_concurrency, positive_int, seconds
 from ._errors import ToolOptionError
 from ._tools import Tool, tool_name_of
 from ._types import ConcurrencyMode
@@ -93,13 +93,15 @@ class ToolOptions:
             elif key == "concurrency":
                 new[key] = normalize_concurrency(value)
             elif key == "max_concurrency":
-                if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                    raise ToolOptionError(f"max_concurrency must be a positive int, got {value!r}")
-                new[key] = value
+                try:
+                    new[key] = positive_int(value, "max_concurrency")
+                except ValueError as exc:
+                    raise ToolOptionError(str(exc)) from None
             elif key == "timeout":
-                if not isinstance(value, (int, float)) or value <= 0:
-                    raise ToolOptionError(f"timeout must be a positive number, got {value!r}")
-                new[key] = float(value)
+                try:
+                    new[key] = seconds(value, "timeout")
+                except ValueError as exc:
+                    raise ToolOptionError(str(exc)) from None
             elif key == "order":
                 if value not in ORDERS:
                     raise ToolOptionError(f"order must be 'ready' or 'listed', got {value!r}")
