@@ -584,6 +584,10 @@ class ChatCore:
         or return the decision already made elsewhere, which is recorded instead
         (with its events); if it contradicts this one, ``DecisionError`` follows.
         """
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f"a decision's reason is a string, got {type(reason).__name__}")
+        if not isinstance(by, str) or not by:
+            raise TypeError(f"a decision's by= names who decided (a string), got {by!r}")
         events: list[Event] = []
         after: list[ToolResult] = []
         with self._lock:

@@ -161,6 +161,31 @@ def test_denied_call_never_runs_and_model_gets_a_structured_denial(reason: str |
     assert runs["issue_refund"] == 0
 
 
+@pytest.mark.parametrize(
+    ("decide", "message"),
+    [
+        (lambda chat: chat.deny("r8", reason=5), "reason is a string, got int"),
+        (lambda chat: chat.approve("r8", reason=["ok"]), "reason is a string, got list"),
+        (lambda chat: chat.deny("r8", by=""), "names who decided"),
+        (lambda chat: chat.approve("r8", by=None), "names who decided"),
+    ],
+)
+def test_a_malformed_decision_is_refused_and_the_call_still_waits(
+    decide: Any, message: str
+) -> None:
+    """Before: ``deny(id, reason=5)`` failed deep inside with ``AttributeError: 'int'
+    object has no attribute 'isascii'``."""
+    chat, _ = make_chat(call_tools(("issue_refund", {"order_id": 8}, "r8")), reply("ok"))
+    chat.ask("refund 8")
+    with pytest.raises(TypeError, match=message):
+        decide(chat)
+    assert chat.get_call("r8").status == "awaiting_approval" and chat.awaiting_approval
+    chat.deny("r8", reason="5")
+    chat.complete()
+    assert chat.get_call("r8").decision.reason == "5"  # type: ignore[union-attr]
+    assert runs["issue_refund"] == 0
+
+
 def test_subclass_inherits_the_gate() -> None:
     chat, _ = make_chat(call_tools(("big_refund", {"order_id": 5})))
     chat.ask("big refund")
