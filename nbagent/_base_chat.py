@@ -116,7 +116,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         self.provider: Provider = resolve_provider(
             model, provider, base_url=base_url, api_key=api_key
         )
-        self.system = clean(system) if system is not None else None
+        self.system = _system(system)
         self.reasoning = normalize_reasoning(reasoning)
         check = getattr(self.provider, "check_reasoning", None)
         if callable(check):
@@ -274,7 +274,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
 
     def with_instructions(self, system: str | None) -> Self:
         """Set (or clear) the system instructions; returns the chat."""
-        self.system = clean(system) if system is not None else None
+        self.system = _system(system)
         return self
 
     def before_tool_call(self, fn: Callable[[ToolCall], Any]) -> Self:
@@ -282,12 +282,12 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
 
         Runs on the thread driving the chat, never concurrently with another callback.
         """
-        self._before.append(fn)
+        self._before.append(_callable(fn, "before_tool_call"))
         return self
 
     def after_tool_result(self, fn: Callable[[ToolResult], Any]) -> Self:
         """Call ``fn(result)`` for every result sent back (ran, failed, denied, skipped)."""
-        self._after.append(fn)
+        self._after.append(_callable(fn, "after_tool_result"))
         return self
 
     def on(self, event_type: type[Event] | str | None, fn: Callable[[Event], Any]) -> Self:
@@ -983,3 +983,19 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
 
 
 __all__ = ["BaseChat", "SkipToolCall", "StepResult", "ToolResult", "new_chat_id"]
+
+
+def _system(system: Any) -> str | None:
+    """System instructions as given (cleaned), or ``None``; else ``TypeError``."""
+    if system is None:
+        return None
+    if not isinstance(system, str):
+        raise TypeError(f"system instructions are a string, got {type(system).__name__}")
+    return clean(system)
+
+
+def _callable(fn: Any, name: str) -> Any:
+    """``fn`` when it can be called; else ``TypeError`` (at once, not when a call runs)."""
+    if not callable(fn):
+        raise TypeError(f"{name}() takes a function, got {fn!r}")
+    return fn

@@ -469,3 +469,30 @@ def test_a_callback_driving_its_own_running_chat_is_told_at_once() -> None:
         "weather",
         "done",
     ]
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda chat: Chat(provider=chat.provider, system=5), "system instructions are a string"),
+        (lambda chat: chat.with_instructions(["be brief"]), "system instructions are a string"),
+        (lambda chat: chat.before_tool_call(5), r"before_tool_call\(\) takes a function, got 5"),
+        (lambda chat: chat.after_tool_result("log"), r"after_tool_result\(\) takes a function"),
+    ],
+)
+def test_a_malformed_setting_is_refused_where_it_is_given(build: Any, message: str) -> None:
+    """Before: ``Chat(system=5)`` failed with ``AttributeError: 'int' object has no attribute
+    'isascii'``, and a callback that is not callable was taken and failed only once a tool
+    call ran, inside the loop."""
+    chat = Chat(
+        provider=ScriptedProvider(
+            [call_tools(("get_weather", {"city": "A", "unit": "c"}, "c1")), reply("done")]
+        ),
+        system="be kind",
+        display=False,
+    ).with_tools(get_weather)
+    with pytest.raises(TypeError, match=message):
+        build(chat)
+    assert chat.system == "be kind"
+    assert chat.ask("weather").content == "done"  # type: ignore[union-attr]
+    assert chat.get_call("c1").status == "ok"
