@@ -23,6 +23,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -130,9 +131,13 @@ def _logs_of(source: Any, query: dict[str, Any]) -> list[ChatRecord]:
         else:
             logs = [log for item in items for log in _logs_of(item, {})]
     else:
+        hint = ""
+        if isinstance(source, (str, PathLike)):  # a store's path or URL, most likely; not
+            # echoed, as a PostgreSQL URL may hold a password
+            hint = "; for a store's path or URL, pass nbagent.store.open_store(it)"
         raise TypeError(
             f"read_log() takes a Chat, a list of chats, a store with iter_events() or events; "
-            f"got {type(source).__name__}"
+            f"got {type(source).__name__}{hint}"
         )
     if query:
         raise TypeError(f"filters {sorted(query)} only apply to a store with iter_events()")

@@ -636,6 +636,11 @@ def test_read_log_rejects_what_it_cannot_read() -> None:
         nbagent.read_log([Chat(model="demo")], chat_id="x")
     with pytest.raises(ValueError, match="kind"):
         nbagent.read_log([], "tools")  # type: ignore[arg-type]
+    # a store's path or URL: says how to open it, never shows it (a URL may hold a password)
+    for where in ("postgresql://me:hunter2@db/agents", Path("agents.db")):
+        with pytest.raises(TypeError, match=r"pass nbagent\.store\.open_store\(it\)") as info:
+            nbagent.read_log(where)
+        assert "hunter2" not in str(info.value) and "agents" not in str(info.value)
 
 
 def test_the_log_reads_a_record_folded_from_stored_events() -> None:
