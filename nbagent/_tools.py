@@ -780,12 +780,24 @@ class ToolSource:
         """Release what the source holds (a connection, a process); it may reopen later."""
 
 
+def _named(tool: Tool | type[Tool]) -> None:
+    """Refuse a base class (``Tool`` itself, or one declared ``abstract=True``) as a tool."""
+    if not getattr(tool, "name", None):
+        cls = tool if isinstance(tool, type) else type(tool)
+        raise ToolDefinitionError(
+            f"{cls.__name__} is a base class, not a tool: subclass it, with a docstring "
+            "and an execute() method"
+        )
+
+
 def as_tool(obj: Any) -> Tool:
     """Normalise what ``with_tools`` accepts: a Tool instance or class, or a function."""
     if isinstance(obj, Tool):
+        _named(obj)
         check_gate(f"tool {obj.name!r}", obj.requires_approval, obj.approval)
         return obj
     if isinstance(obj, type) and issubclass(obj, Tool):
+        _named(obj)
         try:
             inst = obj()
         except TypeError as exc:

@@ -9,9 +9,10 @@ from typing import Any, ClassVar, Literal, Optional, TypedDict
 import pydantic
 import pytest
 
-from nbagent import Tool, ToolCall, ToolDefinitionError, tool
+from nbagent import Chat, Tool, ToolCall, ToolDefinitionError, tool
 from nbagent._result_text import to_content
 from nbagent._schema import SchemaValidationError, parse_docstring, validate_json_schema
+from nbagent.mcp import MCPTool
 
 
 class Color(enum.Enum):
@@ -159,6 +160,24 @@ def test_varargs_rejected() -> None:
 
     with pytest.raises(ToolDefinitionError, match=r"\*args"):
         tool(f)
+
+
+def test_a_base_class_is_not_a_tool() -> None:
+    """Before: ``with_tools(Tool)`` was taken as a tool named ``''``, which every provider
+    refuses on the first request."""
+    chat = Chat(model="demo", display=False)
+    for base in (Tool, Tool(), MCPTool):
+        with pytest.raises(ToolDefinitionError, match="is a base class, not a tool"):
+            chat.with_tools(base)
+    assert chat.tools == ()
+
+    class Lookup(Tool):
+        """Look an item up."""
+
+        def execute(self, item: str) -> str:
+            return item
+
+    assert [t.name for t in chat.with_tools(Lookup).tools] == ["lookup"]
 
 
 def test_tool_call_parameter_is_injected_and_hidden() -> None:
