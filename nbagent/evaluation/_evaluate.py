@@ -192,6 +192,7 @@ def score(source: Any, checks: Any) -> Any:
 def score_cases(cases: Iterable[Case], checks: Sequence[Any]) -> Any:
     """The scorecard of ``checks`` over ``cases`` (one row per case and check)."""
     rows = empty_rows()
+    cases = list(cases)
     for case in cases:
         answer = case.answer
         for check in checks:
@@ -206,7 +207,10 @@ def score_cases(cases: Iterable[Case], checks: Sequence[Any]) -> Any:
             rows["status"].append(case.status)
             rows["answer"].append(clip(answer, ANSWER_CHARS) if answer is not None else None)
             rows["chat_id"].append(case.chat_id)
-    return make_scorecard(rows)
+    card = make_scorecard(rows)
+    if not checks:  # no rows, yet the cases ran: its headline says so
+        card.attrs["nbagent_unscored"] = len(cases)
+    return card
 
 
 def _with_run(card: Any, result: Any, held: Held | None = None) -> Any:

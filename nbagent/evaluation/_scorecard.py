@@ -117,6 +117,12 @@ def plot_scorecard(df: Any, ax: Any = None) -> Any:
 
 def headline(df: Any) -> str:
     """One line: cases, checks, how many judgements passed."""
+    unscored = df.attrs.get("nbagent_unscored")
+    if unscored is not None and len(df) == 0:  # evaluate() given no check
+        return (
+            f"{unscored} case(s) ran, no check scored them: score them with "
+            "nbagent.evaluation.score(nbagent.batch_results(card), checks)"
+        )
     cases = df["case"].nunique() if "case" in df else len(df)
     checks = df["check"].nunique() if "check" in df else 0
     passed = int((df["passed"] == True).sum()) if "passed" in df else 0  # noqa: E712
@@ -196,6 +202,8 @@ def scorecard_type() -> type:
         def __repr__(self) -> str:
             if not {"check", "passed", "score", "error", "case"} <= set(self.columns):
                 return super().__repr__()
+            if not len(self):
+                return headline(self)
             return f"{headline(self)}\n\n{summarize(self).to_string(index=False)}"
 
     Scorecard.__module__ = "nbagent.evaluation"

@@ -378,6 +378,21 @@ def test_the_display_the_plot_and_a_filtered_card() -> None:
     ]  # fmt: skip
 
 
+def test_no_check_says_the_cases_ran_and_how_to_score_them() -> None:
+    """Before: a run with no check read "0 case(s) × 0 check(s)" though its cases ran."""
+    card = nbagent.evaluate(
+        ["Check the status of order 41", "Check the status of order 42"], make_chat, [],
+        progress=False,
+    )  # fmt: skip
+    assert len(card) == 0
+    assert repr(card).startswith("2 case(s) ran, no check scored them")
+    assert "2 case(s) ran, no check scored them" in card._repr_html_()
+    later = score(nbagent.batch_results(card), [tool_called("order_status")])
+    assert later["passed"].tolist() == [True, True] and repr(later).startswith("2 case(s) × 1")
+    none_failed = later[later["passed"] == False]  # noqa: E712  (empty, and checks were given)
+    assert repr(none_failed).startswith("0 case(s) × 0 check(s)")
+
+
 def test_evaluate_async_is_the_same_evaluation_awaited() -> None:
     import asyncio
 
