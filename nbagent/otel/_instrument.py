@@ -83,8 +83,14 @@ def instrument(tracer_provider: Any = None, *, content: bool = False) -> None:
     Raises:
         ModuleNotFoundError: OpenTelemetry is not installed (one line naming the
             ``otel`` extra).
+        TypeError: ``tracer_provider`` is not a tracer provider (tracing stays as it was).
     """
     global _CURRENT
+    if tracer_provider is not None and not callable(getattr(tracer_provider, "get_tracer", None)):
+        raise TypeError(
+            "tracer_provider is an OpenTelemetry TracerProvider (it has get_tracer()), got "
+            f"{type(tracer_provider).__name__}"
+        )
     inst = Instrumentation(tracer_provider, bool(content))
     with _LOCK:
         old, _CURRENT = _CURRENT, inst

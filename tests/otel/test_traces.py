@@ -234,6 +234,19 @@ def test_the_missing_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not nbagent.otel.instrumented()
 
 
+def test_a_tracer_provider_that_is_not_one_is_refused_and_tracing_stays(
+    spans: InMemorySpanExporter,
+) -> None:
+    """Before: ``instrument(tracer_provider=5)`` failed inside OpenTelemetry with
+    ``AttributeError: 'int' object has no attribute 'get_tracer'``."""
+    for wrong in (5, "otlp", InMemorySpanExporter()):
+        with pytest.raises(TypeError, match="tracer_provider is an OpenTelemetry TracerProvider"):
+            nbagent.instrument(wrong)
+    assert nbagent.otel.instrumented()
+    scripted_chat(reply("a")).ask("one")
+    assert named(spans, "invoke_agent")  # still going where it went
+
+
 # ------------------------------------------------------------------ statuses
 def test_a_timed_out_call_is_an_error_span(spans: InMemorySpanExporter) -> None:
     release = threading.Event()
