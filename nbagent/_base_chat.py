@@ -18,9 +18,8 @@ import time
 from collections.abc import AsyncIterator, Callable, Collection, Generator, Sequence
 from typing import Any, Literal, Self
 
-from ._budget import check_budgets
 from ._chat_state import RUNNABLE, SkipToolCall, StepResult, ToolResult, _Effect
-from ._config import check_flag, check_replay, check_replay_tools, check_steps
+from ._config import check_budgets, check_flag, check_replay, check_replay_tools, check_steps
 from ._decisions import DecisionsMixin
 from ._drive import WaitCancelled
 from ._errors import (

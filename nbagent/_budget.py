@@ -15,23 +15,7 @@ cost budget: its ``cost_usd`` is unknown, and ``chat.cost_usd`` is ``None``.
 
 from __future__ import annotations
 
-import math
-
 from ._types import Usage
-
-
-def check_budgets(cost: float | None, tokens: int | None) -> None:
-    """Raise ``ValueError`` for a budget that is not a positive number."""
-    if cost is not None and (
-        isinstance(cost, bool) or not isinstance(cost, int | float) or not cost > 0
-    ):
-        raise ValueError(f"max_cost_usd must be a positive number of dollars, got {cost!r}")
-    if cost is not None and math.isinf(cost):
-        raise ValueError("max_cost_usd must be finite (use None for no budget)")
-    if tokens is not None and (
-        isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1
-    ):
-        raise ValueError(f"max_total_tokens must be a positive int, got {tokens!r}")
 
 
 def spent_budget(
@@ -45,4 +29,4 @@ def spent_budget(
     return None
 
 
-__all__ = ["check_budgets", "spent_budget"]
+__all__ = ["spent_budget"]

@@ -97,8 +97,6 @@ def configure(**options: Any) -> Config:
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
-    from ._budget import check_budgets
-
     check_budgets(options.get("max_cost_usd"), options.get("max_total_tokens"))
     checked: dict[str, Any] = {
         k: v if v is None else _CHECKS.get(k, _same)(v) for k, v in options.items()
@@ -133,6 +131,18 @@ def seconds(value: Any, name: str, zero: bool = False) -> float:
             return number
     least = "0 or more" if zero else "more than 0"
     raise ValueError(f"{name} must be a finite number of seconds, {least}, got {value!r}")
+
+
+def check_budgets(cost: Any, tokens: Any) -> None:
+    """Raise ``ValueError`` for a budget that is not a positive number (``None``: none)."""
+    if cost is not None and (
+        isinstance(cost, bool) or not isinstance(cost, int | float) or not cost > 0
+    ):
+        raise ValueError(f"max_cost_usd must be a positive number of dollars, got {cost!r}")
+    if cost is not None and math.isinf(cost):
+        raise ValueError("max_cost_usd must be finite (use None for no budget)")
+    if tokens is not None:
+        positive_int(tokens, "max_total_tokens")
 
 
 def check_steps(value: Any) -> int:

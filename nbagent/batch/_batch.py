@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from .._aio import run_sync
+from .._config import positive_int, seconds
 from .._notice import in_kernel, notice
 from .._optional import require
 from ..otel import attached, carrier, run_span
@@ -176,16 +177,9 @@ async def batch_async(
     require("pandas", "nbagent.batch (its result is a DataFrame)")
     if on_error not in ("record", "raise"):
         raise ValueError(f"on_error must be 'record' or 'raise', got {on_error!r}")
-    if not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")
-    if not poll_interval > 0:
-        raise ValueError(
-            f"poll_interval must be a positive number of seconds, got {poll_interval!r}"
-        )
-    if not isinstance(max_rate_limit_retries, int) or max_rate_limit_retries < 0:
-        raise ValueError(
-            f"max_rate_limit_retries must be an int >= 0, got {max_rate_limit_retries!r}"
-        )
+    concurrency = positive_int(concurrency, "concurrency")
+    poll_interval = seconds(poll_interval, "poll_interval")
+    max_rate_limit_retries = positive_int(max_rate_limit_retries, "max_rate_limit_retries", 0)
     if progress not in (None, True, False, "widget", "text"):
         raise ValueError(f"progress must be True, False, 'widget' or 'text', got {progress!r}")
     takes_row = _takes_row(make_chat)

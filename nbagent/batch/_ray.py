@@ -65,7 +65,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from .._config import configure, get_config
+from .._config import configure, get_config, positive_int
 from .._optional import require
 from ..otel import attached, worker_traces
 from ._backend import FINAL, Job, ProgressSink, RowResult, RowUpdate, RunSpec
@@ -310,10 +310,8 @@ class RayBackend:
         keep_workers: bool = True,
     ) -> None:
         _ray()  # without Ray: one line naming the extra, before anything runs
-        if workers is not None and (
-            isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
-        ):
-            raise ValueError(f"workers must be a positive int, got {workers!r}")
+        if workers is not None:
+            workers = positive_int(workers, "workers")
         self.address = address
         self.workers = workers
         self.init = dict(init or {})

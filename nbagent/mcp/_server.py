@@ -44,6 +44,7 @@ from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
 from .._aio import _background_loop, run_on_loop
+from .._config import seconds
 from .._errors import ChatCancelled, MCPServerError, ToolDefinitionError, scrub
 from .._notice import notice
 from .._optional import require
@@ -347,10 +348,11 @@ class MCPServer(ToolSource):
         else:
             _check_rule(approval, "approval")
         for name, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int | float) or not value > 0
-            ):
-                raise ToolDefinitionError(f"{name} must be a positive number of seconds or None")
+            if value is not None:
+                try:
+                    seconds(value, name)
+                except ValueError as exc:
+                    raise ToolDefinitionError(f"{exc} (or None: no limit)") from None
         self.kind = kind
         self.prefix = prefix
         self._approval = approval

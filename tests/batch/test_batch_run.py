@@ -204,6 +204,10 @@ def test_inputs_that_cannot_be_a_batch_raise_before_anything_runs() -> None:
         nbagent.batch(["a"], lambda a, b: Chat("demo"))
     with pytest.raises(ValueError, match="concurrency"):
         nbagent.batch(["a"], make, concurrency=0)
+    for wrong in ({"concurrency": True}, {"concurrency": 2.5}, {"poll_interval": "1"},
+                  {"poll_interval": float("nan")}, {"max_rate_limit_retries": -1}):  # fmt: skip
+        with pytest.raises(ValueError, match=f"{next(iter(wrong))} must be"):
+            nbagent.batch(["a"], make, **wrong)
     with pytest.raises(ValueError, match="on_error"):
         nbagent.batch(["a"], make, on_error="ignore")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="progress"):

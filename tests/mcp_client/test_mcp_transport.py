@@ -151,10 +151,12 @@ def test_a_blocking_call_made_on_the_background_loop_says_to_await_instead() -> 
         server.close()
 
 
-@pytest.mark.parametrize("value", [0, -1, "30", True])
+@pytest.mark.parametrize("value", [0, -1, "30", True, float("inf"), float("nan")])
 def test_connect_timeout_and_max_result_bytes_are_checked(value: Any) -> None:
-    with pytest.raises(nbagent.ToolDefinitionError, match="connect_timeout"):
+    with pytest.raises(nbagent.ToolDefinitionError, match="connect_timeout must be a finite"):
         rogue(connect_timeout=value)
+    with pytest.raises(nbagent.ToolDefinitionError, match="timeout must be a finite"):
+        rogue(timeout=value)
     with pytest.raises(nbagent.ToolDefinitionError, match="max_result_bytes"):
         rogue(max_result_bytes=value)
 
