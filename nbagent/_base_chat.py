@@ -99,8 +99,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
     ):
         if on_tool_error not in ("result", "raise"):
             raise ValueError(f"on_tool_error must be 'result' or 'raise', got {on_tool_error!r}")
-        if max_steps is not None:
-            check_steps(max_steps)
+        check_steps(max_steps)
         for name, flag in (("stream", stream), ("display", display)):
             if flag is not None:
                 check_flag(flag, name)
@@ -847,8 +846,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             OutputValidationError: The answer was invalid twice (both answers
                 stay in the transcript).
         """
-        if max_steps is not None:
-            check_steps(max_steps)
+        check_steps(max_steps)
         asked = self._checked_ask(text, images, output, resources)
         return self._drive_sync(self._asking(asked, max_steps, run=True)).message
 
@@ -869,8 +867,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         ``approval_fallback``) and carries on; ``wait_for_approval=False``
         returns at once with the approval pending, as ``ask()`` does.
         """
-        if max_steps is not None:
-            check_steps(max_steps)
+        check_steps(max_steps)
         asked = self._checked_ask(text, images, output, resources)
         reply = (await self._drive_async(self._asking(asked, max_steps, run=True))).message
         waiters = self._hook("wait_for_decision")  # the notebook view, inside a kernel
@@ -946,8 +943,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
     def _set_budgets(
         self, cost: float | None, tokens: int | None, steps: int | None = None
     ) -> None:
-        if steps is not None:
-            check_steps(steps)
+        check_steps(steps)
         check_budgets(cost, tokens)
         if cost is not None:
             self.max_cost_usd = cost

@@ -145,9 +145,9 @@ def check_budgets(cost: Any, tokens: Any) -> None:
         positive_int(tokens, "max_total_tokens")
 
 
-def check_steps(value: Any) -> int:
-    """A ``max_steps``: a positive int; else ``ValueError``."""
-    return positive_int(value, "max_steps")
+def check_steps(value: Any) -> int | None:
+    """A ``max_steps``: a positive int, or ``None`` (the default); else ``ValueError``."""
+    return None if value is None else positive_int(value, "max_steps")
 
 
 def check_flag(value: Any, name: str) -> bool:
