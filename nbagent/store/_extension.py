@@ -606,6 +606,25 @@ class StoreExtension(Extension):
             f"runs at the next step (complete()) once the store can be written.{kept}"
         )
 
+    def _undecided(self, call: ToolCall, decision: Decision, exc: StoreError) -> StoreError:
+        """What a decision that could not be written says: which call, why, and that
+        nothing is decided (the store's bare "disk I/O error" told none of it)."""
+        label = f"{call.name}({call.id})"
+        what = "approval" if decision.verdict == "approved" else "denial"
+        return StoreError(
+            f"chat {self.chat_id}: the {what} of {label} could not be written to "
+            f"{self.store.location} ({exc}). Nothing is decided: {label} still awaits "
+            "approval, here and in the store; decide it again once the store can be written."
+        )
+
+    def _unanswered(self, request: PendingInput, exc: StoreError) -> StoreError:
+        """What an answer that could not be written says (as :meth:`_undecided`)."""
+        return StoreError(
+            f"chat {self.chat_id}: the answer to {request.kind} request {request.id} could "
+            f"not be written to {self.store.location} ({exc}). Nothing is answered: it still "
+            "waits, here and in the store; answer it again once the store can be written."
+        )
+
     def _schedule_retry(self) -> None:
         """Retry writing in the background until it works (or the chat is closed): a task
         on nbagent's background loop, each write on a worker thread (never on the loop)."""
@@ -809,17 +828,25 @@ class StoreExtension(Extension):
         with self._write_lock:
             try:
                 self.flush()  # the call's row first, if it is still queued
+            except StoreError as exc:
+                self._keep_for_retry(exc)
+                raise self._undecided(call, decision, exc) from exc
             except Exception as exc:
                 self._keep_for_retry(exc)
                 raise
-            stored = self.store.decisions(self.chat_id, [call.id]).get(call.id)
+            try:
+                stored = self.store.decisions(self.chat_id, [call.id]).get(call.id)
+            except StoreError as exc:
+                raise self._undecided(call, decision, exc) from exc
             if stored is None:
                 entry = Entry(-1, ApprovalDecided.type, decision.at.isoformat(), None)
                 entry = dataclasses.replace(entry, change=codec.decision_change(call.id, decision))
                 try:
                     conflict = self.store.write(self.chat_id, [entry])
-                except Exception:
+                except Exception as exc:
                     if self._read_back(self.store.decisions, call.id) != decision:
+                        if isinstance(exc, StoreError):
+                            raise self._undecided(call, decision, exc) from exc
                         raise
                     conflict = None  # its commit went through; only the answer was lost
                 if conflict is None:
@@ -850,6 +877,9 @@ class StoreExtension(Extension):
         with self._write_lock:
             try:
                 self.flush()  # the input's row first, if it is still queued
+            except StoreError as exc:
+                self._keep_for_retry(exc)
+                raise self._unanswered(request, exc) from exc
             except Exception as exc:
                 self._keep_for_retry(exc)
                 raise
@@ -858,9 +888,11 @@ class StoreExtension(Extension):
                 first = self.store.record_answer(
                     self.chat_id, request, action, data, by, at, reason
                 )
-            except Exception:
+            except Exception as exc:
                 found = self._read_back(self.store.input_answers, request.id)
                 if found is None or not _answered_here(found, action, by, at):
+                    if isinstance(exc, StoreError):
+                        raise self._unanswered(request, exc) from exc
                     raise
                 first = None  # its commit went through; only the answer was lost
         if first is None:

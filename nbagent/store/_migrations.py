@@ -527,7 +527,8 @@ def migrate(conn: sqlite3.Connection, upto: int | None = None) -> list[int]:
         applied = apply(conn, upto)
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # SQLite ends it itself when the disk is full
+            conn.execute("ROLLBACK")
         raise
     return applied
 

@@ -85,7 +85,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +98,17 @@ from ._waiting import WouldWait, held, may_wait
 
 
 # ------------------------------------------------------------------ store
+def rollback(conn: sqlite3.Connection) -> None:
+    """``ROLLBACK`` what is still open. SQLite rolls a transaction back itself when the
+    disk is full or a write fails (``SQLITE_FULL``, ``SQLITE_IOERR``): a ``ROLLBACK``
+    then fails with "cannot rollback - no transaction is active", and raised from an
+    ``except`` block it hid why the write failed. A ``ROLLBACK`` that fails for another
+    reason is not raised either: the error being handled says more."""
+    if conn.in_transaction:
+        with suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+
+
 def _locked(exc: sqlite3.Error) -> bool:
     text = str(exc)
     return "locked" in text or "busy" in text
@@ -258,14 +269,14 @@ class SQLiteStore(SQLStore):
             try:
                 yield conn
             except BaseException as exc:
-                conn.execute("ROLLBACK")
+                rollback(conn)
                 if isinstance(exc, sqlite3.Error):
                     raise self._error(exc) from exc
                 raise
             try:
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
-                conn.execute("ROLLBACK")
+                rollback(conn)
                 raise self._error(exc) from exc
             self._checkpointer.committed(conn)
 
@@ -278,8 +289,10 @@ class SQLiteStore(SQLStore):
                 conn.execute("BEGIN")
                 try:
                     yield conn
-                finally:
-                    conn.execute("COMMIT")
+                except BaseException:
+                    rollback(conn)  # a failed read may have ended it already
+                    raise
+                conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
 
@@ -332,6 +345,9 @@ class SQLiteStore(SQLStore):
             exc, (sqlite3.IntegrityError, sqlite3.OperationalError, sqlite3.ProgrammingError)
         ):
             return StoreError(self._damaged(exc))
+        name = getattr(exc, "sqlite_errorname", None)  # SQLITE_FULL, SQLITE_IOERR_WRITE, ...
+        if name and name not in text:
+            text = f"{text} ({name})"
         return StoreError(f"store {self.location}: {text}")
 
     def _send_group(self, group: list[_Job]) -> None:
@@ -344,18 +360,18 @@ class SQLiteStore(SQLStore):
             try:
                 expect = planned(group, conn)
             except sqlite3.Error:
-                conn.execute("ROLLBACK")
+                rollback(conn)
                 return  # nothing written: each job alone, statement by statement
             except BaseException:
-                conn.execute("ROLLBACK")
+                rollback(conn)
                 raise
             if any(cur.rowcount != n for cur, n in expect):
-                conn.execute("ROLLBACK")
+                rollback(conn)
                 return
             try:
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
-                conn.execute("ROLLBACK")
+                rollback(conn)
                 raise self._error(exc) from exc
             self._checkpointer.committed(conn)
             for job in group:

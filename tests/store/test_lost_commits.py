@@ -176,9 +176,39 @@ def test_a_decision_whose_write_failed_is_not_recorded_and_the_chat_still_waits(
         raise StoreError("the disk is full")
 
     monkeypatch.setattr(store, "write", broken)
-    with pytest.raises(StoreError, match="the disk is full"):
+    with pytest.raises(StoreError, match="the disk is full") as raised:
         chat.approve(call)
+    assert f"the approval of refund({call.id}) could not be written to {store.location}" in str(
+        raised.value
+    )  # which decision, where: not the store's bare "the disk is full"
+    assert f"Nothing is decided: refund({call.id}) still awaits approval" in str(raised.value)
     monkeypatch.undo()
     assert chat.pending_approvals == [call] and call.decision is None
     assert [c.id for c in store.pending_approvals(chat.id)] == [call.id]
+    chat.close()
+
+
+def test_an_answer_whose_write_failed_is_not_recorded_and_says_so(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider = ScriptedProvider(
+        [call_tools(("sign_contract", {"party": "ACME"}, "c1")), reply("signed")]
+    )
+    chat = Chat(provider=provider, display=False, store=store).with_tools(sign_contract)
+    chat.ask("go")
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise StoreError("the disk is full")
+
+    monkeypatch.setattr(store, "record_answer", broken)
+    with pytest.raises(StoreError) as raised:
+        chat.answer("c1", "signed by hand", by="alice")
+    text = str(raised.value)
+    assert "the answer to external request c1 could not be written" in text
+    assert "the disk is full" in text and "Nothing is answered: it still waits" in text
+    monkeypatch.undo()
+    assert [i.id for i in chat.pending_inputs] == ["c1"]
+    assert [i.id for i in store.pending_inputs(chat.id)] == ["c1"]
+    chat.answer("c1", "signed by hand", by="alice")
+    assert chat.complete() is not None and chat.status == "complete"
     chat.close()
