@@ -54,6 +54,16 @@ HARD_WAIT = 2.0
 """Seconds a writer waits for others at that synchronous checkpoint."""
 
 
+def file_id(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """Which file ``path`` names now (device, inode), or ``None`` if none: a connection keeps
+    the file it opened, deleted or replaced under it since."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 def take_over(conn: sqlite3.Connection) -> None:
     """Stop ``conn`` checkpointing inside its commits; a :class:`Checkpointer` does it instead."""
     conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT}")
@@ -130,6 +140,7 @@ class Checkpointer:
         self._idle.set()
         self._stop = False
         self._conn: sqlite3.Connection | None = None  # the passes' own connection
+        self._file: tuple[int, int] | None = None  # the file it opened (file_id)
         self._lock = threading.Lock()
 
     def committed(self, conn: sqlite3.Connection) -> None:
@@ -247,10 +258,14 @@ class Checkpointer:
         """One pass on the checkpointer's own connection: passive, then a restart once the WAL
         holds more than :data:`RESTART_FRAMES` (or when asked); an error waits for the next."""
         with contextlib.suppress(sqlite3.Error):
+            if self._conn is not None and file_id(self.path) != self._file:
+                self._conn.close()  # the file was replaced: checkpoint the one there now
+                self._conn = None
             if self._conn is None:
                 self._conn = sqlite3.connect(
                     self.path, timeout=0.1, isolation_level=None, check_same_thread=False
                 )
+                self._file = file_id(self.path)
                 self._conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn = self._conn
             busy, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
@@ -267,5 +282,6 @@ __all__ = [
     "WAL_LIMIT",
     "Checkpointer",
     "checkpointer_for",
+    "file_id",
     "take_over",
 ]

@@ -91,7 +91,7 @@ from typing import Any
 
 from .._errors import StoreError
 from . import _migrations as migrations
-from ._checkpointer import checkpointer_for, release_unclosed, take_over
+from ._checkpointer import checkpointer_for, file_id, release_unclosed, take_over
 from ._follow import release as release_follower
 from ._sql import SQLStore, _Job, planned
 from ._waiting import WouldWait, held, may_wait
@@ -158,6 +158,7 @@ class SQLiteStore(SQLStore):
         self._queue_lock = threading.Lock()
         self._queue: list[_Job] = []  # writes waiting for the next group commit
         self._conn: sqlite3.Connection | None = None
+        self._file: tuple[int, int] | None = None  # the file opened (file_id)
         self._conn = self._connect(timeout, synchronous.upper())
         self._checkpointer = checkpointer_for(self.location, synchronous.upper())
         # Not ``self._checkpointer.release``: garbage collection may run the finalizer on a
@@ -182,6 +183,7 @@ class SQLiteStore(SQLStore):
                 raise StoreError(f"cannot open store {self.location}: {exc}") from exc
             try:
                 self._prepare(conn, timeout, synchronous)
+                self._file = file_id(self.path)
                 return conn
             except sqlite3.OperationalError as exc:
                 conn.close()
@@ -285,6 +287,7 @@ class SQLiteStore(SQLStore):
         """A consistent snapshot for several reads."""
         with held(self._lock):
             conn = self._c()
+            self._same_file()
             try:
                 conn.execute("BEGIN")
                 try:
@@ -314,9 +317,30 @@ class SQLiteStore(SQLStore):
         ``synchronous`` makes each one fsync (``FULL``, ``EXTRA``)."""
         return self._synchronous in ("OFF", "NORMAL")
 
+    def _same_file(self) -> None:
+        """Raise if the path no longer names the file this store opened.
+
+        SQLite keeps writing to the file it opened: deleted (``rm agent.db`` to start
+        afresh while a kernel still holds a chat) or replaced (``mv``, a sync client, a
+        ``git checkout``), its writes would go where nobody reads them, and be gone when
+        the store closes, while another process opening the path finds another file.
+        One ``stat`` per transaction.
+        """
+        now = file_id(self.path)
+        if now != self._file:
+            what = "deleted" if now is None else "replaced by another file"
+            raise StoreError(
+                f"store {self.location}: the file was {what} after this store opened it; "
+                "this store no longer reads or writes it (its writes would be lost, its reads "
+                "stale). What a chat has not written stays in the chat: chat.fork(store=...) "
+                f"copies a whole chat into a store that exists; open {self.location} again "
+                "for new chats."
+            )
+
     def _begin_write(self, conn: sqlite3.Connection) -> None:
         """``BEGIN IMMEDIATE``: wait up to the timeout for another connection's write
         transaction, or, inside ``no_wait``, raise ``WouldWait`` at once."""
+        self._same_file()
         try:
             if may_wait():
                 conn.execute("BEGIN IMMEDIATE")

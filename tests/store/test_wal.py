@@ -191,3 +191,34 @@ def test_a_store_collected_while_its_thread_holds_a_checkpointer_lock_does_not_d
     while cp.path in checkpointer._SHARED and time.monotonic() < deadline:
         time.sleep(0.01)  # the worker's release lands once the lock is free
     assert cp.users == 0 and cp.path not in checkpointer._SHARED and cp._conn is None
+
+
+def test_a_file_replaced_under_an_open_store_is_the_one_checkpointed_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpointer is shared by every store on a path and keeps its own connection:
+    after ``mv other.db agent.db`` under a store kept open, it went on checkpointing the
+    old file, and the WAL of the file now at the path was copied back by nothing (a store
+    turns SQLite's own checkpoints off) until it reached the hard limit."""
+    monkeypatch.setenv("NBAGENT_TEST_COUNTER", str(tmp_path / "runs.txt"))
+    db = tmp_path / "agent.db"
+
+    def chats(store: SQLiteStore, n: int) -> None:
+        for _ in range(n):
+            chat = Chat(model="demo", store=store).with_tools(Refund)
+            chat.ask("Refund order 42")
+            chat.approve(chat.pending_approvals[0])
+            chat.complete()
+            chat.close()
+        assert store._checkpointer._idle.wait(10)
+
+    with SQLiteStore(db) as old:
+        chats(old, 20)  # past CHECKPOINT_EVERY commits: its connection is open on this file
+        assert old._checkpointer._conn is not None
+        SQLiteStore(tmp_path / "other.db").close()
+        os.replace(tmp_path / "other.db", db)
+        before = os.stat(db).st_size
+        with SQLiteStore(db) as new:
+            assert new._checkpointer is old._checkpointer  # one per path in a process
+            chats(new, 20)
+            assert os.stat(db).st_size > before  # its pages were copied back into it
