@@ -159,6 +159,7 @@ class SQLiteStore(SQLStore):
         self._queue: list[_Job] = []  # writes waiting for the next group commit
         self._conn: sqlite3.Connection | None = None
         self._file: tuple[int, int] | None = None  # the file opened (file_id)
+        self._absolute = ""
         self._conn = self._connect(timeout, synchronous.upper())
         self._checkpointer = checkpointer_for(self.location, synchronous.upper())
         # Not ``self._checkpointer.release``: garbage collection may run the finalizer on a
@@ -183,7 +184,8 @@ class SQLiteStore(SQLStore):
                 raise StoreError(f"cannot open store {self.location}: {exc}") from exc
             try:
                 self._prepare(conn, timeout, synchronous)
-                self._file = file_id(self.path)
+                self._absolute = os.path.abspath(self.path)  # SQLite's too: a %cd moves neither
+                self._file = file_id(self._absolute)
                 return conn
             except sqlite3.OperationalError as exc:
                 conn.close()
@@ -326,7 +328,7 @@ class SQLiteStore(SQLStore):
         the store closes, while another process opening the path finds another file.
         One ``stat`` per transaction.
         """
-        now = file_id(self.path)
+        now = file_id(self._absolute)
         if now != self._file:
             what = "deleted" if now is None else "replaced by another file"
             raise StoreError(

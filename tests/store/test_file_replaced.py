@@ -125,3 +125,21 @@ def test_a_turn_after_the_file_changed_is_not_lost_in_it(tmp_path: Path, counter
         assert [m.content for m in stored.transcript] == ["First", "One.", "Second", "Two."]
         stored.close()
     store.close()
+
+
+def test_a_store_opened_by_a_relative_path_follows_its_file_not_the_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counter: Path
+) -> None:
+    """``%cd`` in a notebook changes the directory, not the file a store has open."""
+    monkeypatch.chdir(tmp_path)
+    store, chat = _parked(Path("agent.db"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    chat.approve(chat.pending_approvals[0])
+    chat.complete()
+    assert chat.status == "complete" and count(counter) == 1
+    assert store.pending_approvals() == []
+    chat.close()
+    store.close()
+    assert not (elsewhere / "agent.db").exists()
