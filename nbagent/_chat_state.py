@@ -372,8 +372,16 @@ class ChatCore:
         self._bus.emit(event)
 
     def _emit_all(self, events: Iterable[Event]) -> None:
+        """Emit ``events`` in order; the stop button during one still lets the rest be
+        heard (they are recorded already), and is raised after the last."""
+        interrupt: KeyboardInterrupt | None = None
         for e in events:
-            self._bus.emit(e)
+            try:
+                self._bus.emit(e)
+            except KeyboardInterrupt as exc:
+                interrupt = interrupt or exc
+        if interrupt is not None:
+            raise interrupt
 
     @property
     def open_calls(self) -> tuple[ToolCall, ...]:

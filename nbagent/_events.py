@@ -471,16 +471,30 @@ class EventBus:
         subs = self._subs  # copy-on-write: a snapshot, safe to iterate without the lock
         with self._emit_lock:
             object.__setattr__(event, "seq", next(self._seq))  # frozen for everyone else
-            for etype, fn, skip in subs:
-                if (etype is None or isinstance(event, etype)) and not (
-                    skip and isinstance(event, skip)
-                ):
-                    try:
-                        fn(event)
-                    except Exception as exc:
-                        warnings.warn(
-                            f"nbagent subscriber {getattr(fn, '__qualname__', fn)!r} raised "
-                            f"{type(exc).__name__}: {exc} (on {event.type})",
-                            CallbackWarning,
-                            stacklevel=2,
-                        )
+            interrupt: KeyboardInterrupt | None = None
+            i = 0
+            while i < len(subs):
+                # The stop button inside a subscriber (a store's write takes milliseconds)
+                # stops that subscriber only: the others still hear the event, and it is
+                # raised once they have. Raised at once, it left the store without the
+                # event the chat had recorded (a denial stored as still awaiting approval).
+                try:
+                    while i < len(subs):
+                        etype, fn, skip = subs[i]
+                        i += 1
+                        if (etype is None or isinstance(event, etype)) and not (
+                            skip and isinstance(event, skip)
+                        ):
+                            try:
+                                fn(event)
+                            except Exception as exc:
+                                warnings.warn(
+                                    f"nbagent subscriber {getattr(fn, '__qualname__', fn)!r} "
+                                    f"raised {type(exc).__name__}: {exc} (on {event.type})",
+                                    CallbackWarning,
+                                    stacklevel=2,
+                                )
+                except KeyboardInterrupt as exc:
+                    interrupt = interrupt or exc
+            if interrupt is not None:
+                raise interrupt

@@ -444,9 +444,11 @@ class StoreExtension(Extension):
         committed; they leave that list only when a write commits them.
         """
         with self._lock:
-            queued, self._pending = self._pending, []
-        if queued:
-            self._unwritten.extend(codec.encode_batch(queued))
+            if self._pending:
+                # Encoded before the queue is emptied: the stop button during the encoding
+                # (the longest part) left the events in neither list, never written.
+                self._unwritten.extend(codec.encode_batch(self._pending))
+                self._pending = []
         return self._unwritten
 
     def _wrote(self, n: int, marks: Any = None) -> None:
