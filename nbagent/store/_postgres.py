@@ -380,6 +380,7 @@ class PostgresStore(SQLStore):
             "application_name": application_name,
         }
         self._lock = threading.RLock()
+        self._depth = 0  # uses of the connection open on the thread holding _lock (_scope)
         self._queue_lock = threading.Lock()
         self._queue: list[_Job] = []  # writes waiting for the next group commit
         self._closed = False
@@ -532,6 +533,34 @@ class PostgresStore(SQLStore):
             self._conn = self._held.conn = conn = _Conn(raw, self._pg.ClientCursor(raw))
         return conn
 
+    @contextmanager
+    def _scope(self) -> Iterator[None]:
+        """The store's lock, for one use of the connection (a transaction, a statement).
+
+        The first scope on the thread rolls back a transaction left open on the connection
+        (or closes it if that fails: the next use connects anew). The stop button
+        (``KeyboardInterrupt``) can cut a transaction short before its ``ROLLBACK``: every
+        later ``BEGIN`` then failed ("SET TRANSACTION ISOLATION LEVEL must be called before
+        any query") and the chat could neither go on nor close. The leftover committed
+        nothing; its writer saw the interrupt and keeps what it was writing. A nested
+        scope leaves the open transaction to its own (``_depth``).
+        """
+        with self._lock:
+            self._depth += 1
+            try:
+                conn = self._conn
+                if self._depth == 1 and conn is not None and self._left_open(conn):
+                    self._rollback(conn)
+                yield
+            finally:
+                self._depth -= 1
+
+    def _left_open(self, conn: _Conn) -> bool:
+        """Whether ``conn`` (live) is inside a transaction (or a query) out of any scope."""
+        if conn.raw.closed or conn.raw.broken:
+            return False
+        return bool(conn.raw.info.transaction_status != self._pg.pq.TransactionStatus.IDLE)
+
     def _idle(self) -> _Conn:
         """The connection, checked without a round trip: one the server ended while it sat
         idle (a restart, a terminated backend) has the server's last words waiting on its
@@ -553,7 +582,7 @@ class PostgresStore(SQLStore):
         begin = "BEGIN"
         if chat_id is not None:
             begin += "; " + migrations.chat_lock(_chat_key(chat_id))
-        with self._lock:
+        with self._scope():
             conn = self._begin(begin)
             try:
                 yield conn
@@ -570,19 +599,20 @@ class PostgresStore(SQLStore):
 
     def _send_group(self, group: list[_Job]) -> None:
         """:meth:`SQLStore._send_group` on the store's connection (:meth:`_trips`)."""
-        conn = self._idle()
-        trips = self._trips(group, conn.client, conn.raw, one_trip=False)
-        try:
-            query = next(trips)
-            while True:
-                try:
-                    sent = conn.raw.execute(query)
-                except BaseException as exc:
-                    query = trips.throw(exc)
-                else:
-                    query = trips.send(sent)
-        except StopIteration:
-            return
+        with self._scope():
+            conn = self._idle()
+            trips = self._trips(group, conn.client, conn.raw, one_trip=False)
+            try:
+                query = next(trips)
+                while True:
+                    try:
+                        sent = conn.raw.execute(query)
+                    except BaseException as exc:
+                        query = trips.throw(exc)
+                    else:
+                        query = trips.send(sent)
+            except StopIteration:
+                return
 
     def _scripted(self, group: list[_Job], client: Any) -> tuple[_Script, list[tuple[Any, int]]]:
         """``group`` as one script (bound by ``client``, a client cursor): ``BEGIN``, the
@@ -690,14 +720,21 @@ class PostgresStore(SQLStore):
     def _read(self) -> Iterator[_Conn]:
         """A consistent snapshot for several reads."""
         self._may_send()
-        with self._lock:
+        with self._scope():
             conn = self._begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             try:
-                try:
-                    yield conn
-                finally:
-                    if not conn.raw.broken:
-                        conn.raw.execute("COMMIT")
+                yield conn
+            except BaseException as exc:
+                # Not COMMIT: after the stop button in a query, COMMIT failed ("another
+                # command is already in progress") and that StoreError replaced the
+                # KeyboardInterrupt.
+                self._rollback(conn)
+                if isinstance(exc, self._pg.Error):
+                    raise self._error(exc) from None
+                raise
+            try:
+                if not conn.raw.broken:
+                    conn.raw.execute("COMMIT")
             except self._pg.Error as exc:
                 self._rollback(conn)
                 raise self._error(exc) from None
@@ -706,7 +743,7 @@ class PostgresStore(SQLStore):
         """:meth:`SQLStore.rule_changes` in one round trip (one statement needs no
         transaction of its own: every step of a driven chat asks)."""
         self._may_send()
-        with self._lock:
+        with self._scope():
             for again in (True, False):
                 conn = self._c()
                 try:
@@ -741,8 +778,13 @@ class PostgresStore(SQLStore):
     def _rollback(self, conn: _Conn) -> None:
         if conn.raw.closed or conn.raw.broken:
             return
-        with suppress(self._pg.Error):
+        try:
             conn.raw.execute("ROLLBACK")
+        except self._pg.Error:
+            # a query cut short by the stop button is still in progress: the connection
+            # cannot be used again; closed, the next use connects anew
+            with suppress(self._pg.Error):
+                conn.raw.close()
 
     def _error(self, exc: BaseException, committing: bool = False, raw: Any = None) -> StoreError:
         """What ``exc`` (psycopg's) says, scrubbed; ``raw``: the connection it came from

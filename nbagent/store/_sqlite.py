@@ -160,6 +160,7 @@ class SQLiteStore(SQLStore):
         self._conn: sqlite3.Connection | None = None
         self._file: tuple[int, int] | None = None  # the file opened (file_id)
         self._absolute = ""
+        self._depth = 0  # transaction scopes open (_scope)
         self._conn = self._connect(timeout, synchronous.upper())
         self._checkpointer = checkpointer_for(self.location, synchronous.upper())
         # Not ``self._checkpointer.release``: garbage collection may run the finalizer on a
@@ -264,11 +265,21 @@ class SQLiteStore(SQLStore):
         return self._conn
 
     @contextmanager
+    def _scope(self) -> Iterator[sqlite3.Connection]:
+        """The connection, for one transaction, with the store's lock held (reentrant:
+        ``_depth`` counts the scopes open on this thread, see :meth:`_fresh`)."""
+        with held(self._lock):
+            self._depth += 1
+            try:
+                yield self._c()
+            finally:
+                self._depth -= 1
+
+    @contextmanager
     def _tx(self, chat_id: str | None = None) -> Iterator[sqlite3.Connection]:
         """One write transaction (``BEGIN IMMEDIATE``: every writer waits its turn);
         any error rolls it back."""
-        with held(self._lock):
-            conn = self._c()
+        with self._scope() as conn:
             self._begin_write(conn)
             try:
                 yield conn
@@ -287,9 +298,8 @@ class SQLiteStore(SQLStore):
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         """A consistent snapshot for several reads."""
-        with held(self._lock):
-            conn = self._c()
-            self._same_file()
+        with self._scope() as conn:
+            self._fresh(conn)
             try:
                 conn.execute("BEGIN")
                 try:
@@ -339,10 +349,21 @@ class SQLiteStore(SQLStore):
                 "for new chats."
             )
 
+    def _fresh(self, conn: sqlite3.Connection) -> None:
+        """Before a transaction: the file is the one opened (:meth:`_same_file`), and no
+        transaction is left open. The stop button (``KeyboardInterrupt``) can cut one short
+        between its ``BEGIN`` and the ``try`` that would roll it back: every later ``BEGIN``
+        then failed ("cannot start a transaction within a transaction") and the chat could
+        neither go on nor close until the kernel restarted. Such a leftover committed
+        nothing (its writer saw the interrupt and keeps what it was writing): rolled back."""
+        self._same_file()
+        if conn.in_transaction and self._depth == 1:  # nested, it is its own scope's
+            rollback(conn)
+
     def _begin_write(self, conn: sqlite3.Connection) -> None:
         """``BEGIN IMMEDIATE``: wait up to the timeout for another connection's write
         transaction, or, inside ``no_wait``, raise ``WouldWait`` at once."""
-        self._same_file()
+        self._fresh(conn)
         try:
             if may_wait():
                 conn.execute("BEGIN IMMEDIATE")
@@ -380,8 +401,7 @@ class SQLiteStore(SQLStore):
         """:meth:`SQLStore._send_group` on SQLite: one ``BEGIN IMMEDIATE`` ... ``COMMIT``
         for the group (a commit writes each page it changed once, however many chats
         changed it)."""
-        with held(self._lock):
-            conn = self._c()
+        with self._scope() as conn:
             self._begin_write(conn)
             try:
                 expect = planned(group, conn)

@@ -1,0 +1,55 @@
+"""The stop button at any moment of a stored chat breaks nothing (a repeated race).
+
+The notebook's stop button raises ``KeyboardInterrupt`` in the kernel's main thread,
+wherever it is: inside a store write, between a chat recording an event and the store
+hearing it. ``_stop_button.py`` presses it at a random moment of each of hundreds of
+chats (approvals, denials, several turns), then runs the cell again. Found this way:
+
+- an interrupt between a transaction's ``BEGIN`` and the ``try`` that would roll it back
+  left it open: every later write failed ("cannot start a transaction within a
+  transaction"), and the chat could neither go on nor close until a restart;
+- an interrupt inside a subscriber (the store's write) stopped the event from reaching
+  the others, and the events after it from reaching anyone: a denial the chat recorded
+  stayed "awaiting approval" in the file, for a panel elsewhere to approve;
+- an interrupt while the store encoded its queue dropped the queue: a whole turn never
+  reached the file.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+
+def _pressed(target: str, seed: int, runs: int) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "_stop_button.py"), target, str(runs), str(seed)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["broken"] == [], "\n\n".join(out["broken"][:5])
+    # the interrupt landed in the chat's work, not after it (delays span a whole chat)
+    assert out["interrupted"] >= 0.9 * out["runs"], out
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_stop_button_at_any_moment_loses_nothing_and_runs_nothing_twice(
+    tmp_path: Path, seed: int
+) -> None:
+    _pressed(str(tmp_path), seed, 200)
+
+
+def test_the_same_on_postgresql(postgres_dsn: str) -> None:
+    """Found here too: a transaction left open wedged the connection, and a read cut short
+    in its query raised "another command is already in progress" instead of the
+    interrupt (its COMMIT failed and replaced it)."""
+    _pressed(postgres_dsn, 3, 100)
