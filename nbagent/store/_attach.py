@@ -1,8 +1,9 @@
 """Attaching a chat to a store: a new chat (``Chat(store=...)``), or a stored one loaded back.
 
 ``Chat(store=...)`` calls :func:`attach_store`, ``Chat.load`` calls
-:func:`load_chat`; both open the store if given a path (:func:`open_store`)
-and plug a :class:`~nbagent.store._extension.StoreExtension` into the chat.
+:func:`load_chat`; both take the store object shared by this process's chats if given
+a path or URL (:mod:`._shared`) and plug a
+:class:`~nbagent.store._extension.StoreExtension` into the chat.
 Loading rebuilds the chat's state from the stored record (a
 :class:`~nbagent._extension.Snapshot` the core restores with its own rules);
 then the extension replays the stored events, settles calls left running and
@@ -32,6 +33,7 @@ from .._types import ForkParent, Message, ToolCall
 from . import _codec as codec
 from ._extension import StoreExtension
 from ._protocol import ChatInfo, ChatRecord, Store
+from ._shared import leased
 from ._waiting import LATER, here_or_later
 
 if TYPE_CHECKING:
@@ -64,7 +66,29 @@ def _open(store: Any) -> tuple[Store, bool]:
         return SQLiteStore(Path(store)), True
     if isinstance(store, (SQLStore, Store)):  # the first check is much the cheaper
         return store, False
-    raise TypeError(
+    raise _not_a_store(store)
+
+
+def _for_chat(store: Any) -> tuple[Store, Callable[[bool], None] | None]:
+    """A chat's store, and how the chat lets go of it (``None``: the caller's object, left
+    open). A path or URL gives the store object every chat of this process opened with it
+    shares (:mod:`._shared`)."""
+    from ._postgres import PostgresStore, is_dsn
+    from ._sql import SQLStore
+    from ._sqlite import SQLiteStore
+
+    if is_dsn(store):
+        return leased("postgres", store, lambda: PostgresStore(store))
+    if isinstance(store, (str, os.PathLike)):
+        path = Path(store)
+        return leased("sqlite", str(path), lambda: SQLiteStore(path))
+    if isinstance(store, (SQLStore, Store)):
+        return store, None
+    raise _not_a_store(store)
+
+
+def _not_a_store(store: Any) -> TypeError:
+    return TypeError(
         f"store must be a path, a postgresql:// URL or a store object "
         f"(e.g. nbagent.store.SQLiteStore), "
         f"got {type(store).__name__}"
@@ -89,8 +113,8 @@ def attach_store(chat: Chat, store: Any, parent: ForkParent | None = None) -> St
 def _plugged(chat: Chat, store: Any) -> tuple[Store, StoreExtension, ChatInfo]:
     """A new chat's store (opened if a path), the extension plugged into the chat, and the
     chat's info to create it with (:meth:`StoreExtension.create`)."""
-    st, owned = _open(store)
-    ext = StoreExtension(chat.id, st, owned)
+    st, release = _for_chat(store)
+    ext = StoreExtension(chat.id, st, release)
     chat.extend(ext)
     now = utcnow()
     return st, ext, ChatInfo(chat.id, now, now, chat.provider.name, chat.model)
@@ -150,7 +174,7 @@ def load_chat(
     **chat_kwargs: Any,
 ) -> ChatT:
     """Rebuild a stored chat (see ``Chat.load``)."""
-    st, owned = _open(store)
+    st, release = _for_chat(store)
     try:
         record = st.load(chat_id)
         rules = _rules_of(record, st.location)
@@ -158,10 +182,10 @@ def load_chat(
         chat = _new_chat(cls, record, tools, provider, model, chat_kwargs)
         snapshot = _snapshot_of(record, st.location, rules, predicates)
     except BaseException:
-        if owned:
-            st.close()
+        if release is not None:
+            release(False)
         raise
-    ext = StoreExtension(chat_id, st, owned)
+    ext = StoreExtension(chat_id, st, release)
     chat.extend(ext)
     ext.resume(record, snapshot)
     _warn_unrestored(rules, predicates, record.info.id)

@@ -136,9 +136,9 @@ class StoreExtension(Extension):
 
     fragments = False  # stream fragments are not stored (nor needed here)
 
-    def __init__(self, chat_id: str, store: Store, owned: bool):
+    def __init__(self, chat_id: str, store: Store, release: Callable[[bool], None] | None):
         self.store = store
-        self.owned = owned
+        self._let_go = release  # the lease on a store shared by path (None: the user's object)
         self.chat_id = chat_id
         self.owner = new_owner()
         self._token = self.owner.rsplit(":", 1)[1]
@@ -315,13 +315,13 @@ class StoreExtension(Extension):
                     stacklevel=2,
                 )
         finally:
-            self._release()
+            self._release(later=True)
 
-    def _release(self) -> None:
+    def _release(self, later: bool = False) -> None:
         self._closed = True
         LIVE_TOKENS.discard(self._token)
-        if self.owned:
-            self.store.close()
+        if self._let_go is not None:
+            self._let_go(later)
 
     # -- state ---------------------------------------------------------------
     def _snapshot(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None, Any]:

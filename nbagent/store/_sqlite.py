@@ -329,6 +329,11 @@ class SQLiteStore(SQLStore):
         ``synchronous`` makes each one fsync (``FULL``, ``EXTRA``)."""
         return self._synchronous in ("OFF", "NORMAL")
 
+    def names_its_file(self) -> bool:
+        """Whether the path still names the file this store opened (neither deleted nor
+        replaced since): one ``stat``."""
+        return file_id(self._absolute) == self._file
+
     def _same_file(self) -> None:
         """Raise if the path no longer names the file this store opened.
 
@@ -338,9 +343,8 @@ class SQLiteStore(SQLStore):
         the store closes, while another process opening the path finds another file.
         One ``stat`` per transaction.
         """
-        now = file_id(self._absolute)
-        if now != self._file:
-            what = "deleted" if now is None else "replaced by another file"
+        if not self.names_its_file():
+            what = "deleted" if file_id(self._absolute) is None else "replaced by another file"
             raise StoreError(
                 f"store {self.location}: the file was {what} after this store opened it; "
                 "this store no longer reads or writes it (its writes would be lost, its reads "
