@@ -34,6 +34,7 @@ from ._anthropic_wire import (
 )
 from ._base import DeltaSink, ModelRequest
 from ._catalog import warn_if_unknown
+from ._clients import client_key, sync_client
 from ._direct import DirectPost, direct_post
 from ._errors import scrub, sdk_errors
 from ._sdk import (
@@ -95,19 +96,31 @@ class AnthropicProvider(SDKProvider):
         self.max_tokens = max_tokens
         self.extra_body = dict(extra_body or {})
         self._client_kwargs = client_options(client_kwargs, max_retries, timeout)
-        owns = client is None
+        release = shared = None
         if client is None:
+            shared = client_key(
+                "anthropic",
+                "ANTHROPIC_",
+                api_key=api_key,
+                base_url=base_url,
+                options=self._client_kwargs,
+            )
             with sdk_errors("anthropic", (api_key,), self._env_key):
-                client = anthropic.Anthropic(
-                    api_key=api_key, base_url=base_url, **self._client_kwargs
+                client, release = sync_client(
+                    shared,
+                    lambda: anthropic.Anthropic(
+                        api_key=api_key, base_url=base_url, **self._client_kwargs
+                    ),
                 )
             if client.api_key is None and client.auth_token is None and client.credentials is None:
-                client.close()
+                release(False)
                 raise AuthenticationError(
                     "anthropic: no API key: set ANTHROPIC_API_KEY or pass api_key=",
                     provider="anthropic",
                 )
-        super().__init__(model, client=client, async_client=async_client, owns_client=owns)
+        super().__init__(
+            model, client=client, async_client=async_client, release=release, client_key=shared
+        )
         self._pieces: MessageCache[Piece] = MessageCache(piece)
         self._tools = ToolsCache(tools_json)
         self._streamed: tuple[Any, dict[tuple[str, int], bool]] = (None, {})  # _must_stream's

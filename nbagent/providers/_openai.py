@@ -34,6 +34,7 @@ from .._reasoning import effort_of
 from .._types import LLMToolResponse, Part
 from ._base import DeltaSink, ModelRequest
 from ._catalog import warn_if_unknown
+from ._clients import client_key, sync_client
 from ._errors import scrub, sdk_errors
 from ._openai_wire import (
     ChatStream,
@@ -147,14 +148,22 @@ class OpenAIProvider(SDKProvider):
         self.max_tokens = max_tokens
         self.extra_body = dict(extra_body or {})
         self._client_kwargs = client_options(client_kwargs, max_retries, timeout)
-        owns = client is None
+        release = shared = None
         if client is None:
             key = api_key
             if key is None and compatible and not os.environ.get("OPENAI_API_KEY"):
                 key = NO_KEY
+            shared = client_key(
+                "openai", "OPENAI_", api_key=key, base_url=base_url, options=self._client_kwargs
+            )
             with sdk_errors("openai", (api_key,), self._env_key):
-                client = openai.OpenAI(api_key=key, base_url=base_url, **self._client_kwargs)
-        super().__init__(model, client=client, async_client=async_client, owns_client=owns)
+                client, release = sync_client(
+                    shared,
+                    lambda: openai.OpenAI(api_key=key, base_url=base_url, **self._client_kwargs),
+                )
+        super().__init__(
+            model, client=client, async_client=async_client, release=release, client_key=shared
+        )
         if compatible:
             self.name = "openai-compatible"
         self._messages: MessageCache[bytes] = MessageCache(

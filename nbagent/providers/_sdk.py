@@ -35,10 +35,13 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from .._errors import ModelNotSupportedError, ProviderConnectionError, ProviderError
 from .._hosted import hosted_secrets, redact_body
+from .._leases import Release
 from .._types import LLMToolResponse, Message, ToolCall, ToolSpec
 from .._unicode import MAX_DEPTH
 from ._base import CompleteWithToolsMixin, DeltaSink, ModelRequest
 from ._catalog import lookup_model
+from ._clients import async_client as shared_async_client
+from ._clients import keep
 from ._errors import for_error_type, sdk_errors
 
 T = TypeVar("T")
@@ -398,24 +401,12 @@ def incomplete_stream(provider: str) -> ProviderConnectionError:
     )
 
 
-async def _close_on_shutdown(client: Any) -> None:
-    try:
-        await asyncio.Event().wait()
-    finally:
-        with contextlib.suppress(Exception):
-            await client.close()
-
-
-_keepers: set[asyncio.Task[None]] = set()
-"""Every client keeper until it ends: a loop holds its tasks only weakly, and a keeper must
-outlive its provider to close the client on its loop (see :func:`_close_clients`)."""
-
-
 def _close_clients(
     clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, asyncio.Task[None]]],
 ) -> None:
-    """A provider is gone: end its keepers, each on its own loop, which closes their clients
-    there (a provider dropped while its loop runs: a batch's chat once its row is done)."""
+    """A provider is gone: end the keepers of its own async clients (not shared ones), each
+    on its own loop, which closes their clients there (a provider dropped while its loop
+    runs: a batch's chat once its row is done)."""
     for loop, (_, keeper) in list(clients.items()):
         if not loop.is_closed():
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
@@ -438,10 +429,19 @@ class SDKProvider(CompleteWithToolsMixin):
     extra_body: dict[str, Any]
     _env_key = ""
 
-    def __init__(self, model: str, *, client: Any, async_client: Any, owns_client: bool):
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: Any,
+        async_client: Any,
+        release: Release | None,
+        client_key: str | None,
+    ):
         self.model = model
         self._client = client
-        self._owns_client = owns_client
+        self._release = release  # the lease on the client it made (None: one passed in)
+        self._client_key = client_key  # its async clients are shared too (None: its own)
         self._owns_async = async_client is None
         self._aclient: Any = async_client
         # per event loop: (async client, the task that closes it when the loop shuts down)
@@ -587,14 +587,13 @@ class SDKProvider(CompleteWithToolsMixin):
         """
         if not self._owns_async:
             return self._aclient
+        if self._client_key is not None:  # one per loop for every provider that would make it
+            return shared_async_client(self._client_key, self._new_async_client)
         loop = asyncio.get_running_loop()
         entry = self._aclients.get(loop)
         if entry is None:
             client = self._new_async_client()
-            keeper = loop.create_task(_close_on_shutdown(client), name="nbagent-client-keeper")
-            _keepers.add(keeper)
-            keeper.add_done_callback(_keepers.discard)
-            entry = self._aclients[loop] = (client, keeper)
+            entry = self._aclients[loop] = (client, keep(loop, client))
         return entry[0]
 
     def preview_request(
@@ -629,23 +628,25 @@ class SDKProvider(CompleteWithToolsMixin):
         return str(self._client.base_url)
 
     def close(self) -> None:
-        """Close the sync HTTP client this provider created (not one passed in).
+        """Let go of the sync HTTP client this provider made (not one passed in): closed
+        unless another provider made with the same key and options still uses it
+        (``providers/_clients.py``).
 
-        An async client it made is closed when its event loop shuts down, or
-        by :meth:`aclose`.
+        An async client it made is closed when its event loop shuts down, or by
+        :meth:`aclose` when it is the provider's own.
         """
-        if self._owns_client:
-            self._client.close()
+        if self._release is not None:
+            self._release(False)
 
     async def aclose(self) -> None:
-        """Close every client this provider created (call it on the loop that used them)."""
+        """:meth:`close`, and close the async client this provider made on the running loop
+        when it is its own (a shared one closes with its loop)."""
         entry = self._aclients.pop(asyncio.get_running_loop(), None)
         if entry is not None and not entry[1].done():
             entry[1].cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await entry[1]
-        if self._owns_client:
-            self._client.close()
+        self.close()
 
     def __enter__(self) -> SDKProvider:
         return self

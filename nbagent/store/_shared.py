@@ -21,30 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from .._aio import in_worker, spawn
+from .._leases import Leases, Release
 from ._protocol import Store
-
-
-@dataclass
-class _Lease:
-    store: Store
-    users: int = 0
-
-
-_LOCK = threading.Lock()
-_SHARED: dict[str, _Lease] = {}
-
-
-def _key(kind: str, where: str) -> str:
-    """A path by its real location; a URL by its digest (it may hold a password)."""
-    if kind == "sqlite":
-        return "sqlite:" + os.path.realpath(where)
-    return "postgres:" + hashlib.sha256(where.encode()).hexdigest()
 
 
 def _reusable(store: Any) -> bool:
@@ -54,66 +35,25 @@ def _reusable(store: Any) -> bool:
     return current is None or bool(current())
 
 
-def leased(
-    kind: str, where: str, make: Callable[[], Store]
-) -> tuple[Store, Callable[[bool], None]]:
-    """The shared store of ``where`` (made with ``make`` if there is none), and the
-    function that lets go of this lease (``release(later)``: ``later=True`` from a
-    garbage collector's finalizer, which must not take this module's lock on the thread
-    it interrupted)."""
-    key = _key(kind, where)
-    with _LOCK:
-        lease = _SHARED.get(key)
-        if lease is not None and _reusable(lease.store):
-            lease.users += 1
-            return lease.store, _releaser(key, lease)
-    store = make()  # outside the lock: connecting may take a while (a server far away)
-    with _LOCK:
-        lease = _SHARED.get(key)
-        if lease is not None and _reusable(lease.store):  # another thread made one first
-            lease.users += 1
-            extra: Store | None = store
-        else:
-            lease = _SHARED[key] = _Lease(store, 1)
-            extra = None
-    if extra is not None:
-        extra.close()
-    return lease.store, _releaser(key, lease)
+_STORES: Leases[Store] = Leases(lambda store: store.close(), _reusable)
 
 
-def _releaser(key: str, lease: _Lease) -> Callable[[bool], None]:
-    done = False
-
-    def release(later: bool = False) -> None:
-        nonlocal done
-        if done:
-            return
-        done = True
-        if later:
-            try:
-                spawn(in_worker(_let_go, key, lease))
-                return
-            except RuntimeError:  # no background loop (interpreter exit)
-                pass
-        _let_go(key, lease)
-
-    return release
+def _key(kind: str, where: str) -> str:
+    """A path by its real location; a URL by its digest (it may hold a password)."""
+    if kind == "sqlite":
+        return "sqlite:" + os.path.realpath(where)
+    return "postgres:" + hashlib.sha256(where.encode()).hexdigest()
 
 
-def _let_go(key: str, lease: _Lease) -> None:
-    with _LOCK:
-        lease.users -= 1
-        last = lease.users == 0
-        if last and _SHARED.get(key) is lease:
-            del _SHARED[key]
-    if last:
-        lease.store.close()
+def leased(kind: str, where: str, make: Callable[[], Store]) -> tuple[Store, Release]:
+    """The shared store of ``where`` (made with ``make`` if there is none), and the function
+    that lets go of this lease (``release(later)``, see :mod:`nbagent._leases`)."""
+    return _STORES.take(_key(kind, where), make)
 
 
 def shared_count() -> int:
     """How many shared store objects are open (for tests)."""
-    with _LOCK:
-        return len(_SHARED)
+    return len(_STORES)
 
 
 __all__ = ["leased", "shared_count"]
