@@ -23,6 +23,7 @@ import _thread
 import faulthandler
 import json
 import random
+import signal
 import sys
 import threading
 import time
@@ -172,6 +173,9 @@ def _duration(target: str) -> float:
 
 
 def main() -> None:
+    # A process started in the background (make's, CI's) may inherit SIGINT ignored, and then
+    # interrupt_main does nothing; a kernel handles it, as here.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     nbagent.configure(quiet=True, display=False)
     warnings.simplefilter("ignore")  # "could not be written ... retried": expected here
     target, runs, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
