@@ -2,7 +2,7 @@
 
 What a process should hold once, however many chats use it: a store's connection (one
 per path or URL: ``store/_shared.py``) and an SDK client with its connection pool (one
-per API, key and options, and per event loop for an async one: ``providers/_sdk.py``).
+per API, key and options, and per event loop for an async one: ``providers/_clients.py``).
 Each chat or provider made its own: a connection, or a client whose construction alone
 (an SSL context, an HTTP pool) cost 20 ms and whose pool held a socket, per chat. A
 notebook keeping a few hundred chats ran out of file descriptors; a batch whose
