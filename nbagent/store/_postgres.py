@@ -578,10 +578,20 @@ class PostgresStore(SQLStore):
     @contextmanager
     def _tx(self, chat_id: str | None = None) -> Iterator[_Conn]:
         """One write transaction (holding the chat's advisory lock); any error rolls it back."""
-        self._may_send()
         begin = "BEGIN"
         if chat_id is not None:
             begin += "; " + migrations.chat_lock(_chat_key(chat_id))
+        with self._transaction(begin, write=True) as conn:
+            yield conn
+
+    @contextmanager
+    def _transaction(self, begin: str, *, write: bool) -> Iterator[_Conn]:
+        """A transaction begun with ``begin``: committed at the end, rolled back on any error
+        (a ``KeyboardInterrupt`` too, without trying ``COMMIT``: after the stop button in a
+        query, ``COMMIT`` failed with "another command is already in progress" and that
+        error replaced the interrupt). A write always tries its ``COMMIT``: on a lost
+        connection that raises, where skipping it would say nothing of a write never made."""
+        self._may_send()
         with self._scope():
             conn = self._begin(begin)
             try:
@@ -592,10 +602,11 @@ class PostgresStore(SQLStore):
                     raise self._error(exc) from None
                 raise
             try:
-                conn.raw.execute("COMMIT")
+                if write or not conn.raw.broken:
+                    conn.raw.execute("COMMIT")
             except self._pg.Error as exc:
                 self._rollback(conn)
-                raise self._error(exc, committing=True) from None
+                raise self._error(exc, committing=write) from None
 
     def _send_group(self, group: list[_Job]) -> None:
         """:meth:`SQLStore._send_group` on the store's connection (:meth:`_trips`)."""
@@ -719,25 +730,10 @@ class PostgresStore(SQLStore):
     @contextmanager
     def _read(self) -> Iterator[_Conn]:
         """A consistent snapshot for several reads."""
-        self._may_send()
-        with self._scope():
-            conn = self._begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            try:
-                yield conn
-            except BaseException as exc:
-                # Not COMMIT: after the stop button in a query, COMMIT failed ("another
-                # command is already in progress") and that StoreError replaced the
-                # KeyboardInterrupt.
-                self._rollback(conn)
-                if isinstance(exc, self._pg.Error):
-                    raise self._error(exc) from None
-                raise
-            try:
-                if not conn.raw.broken:
-                    conn.raw.execute("COMMIT")
-            except self._pg.Error as exc:
-                self._rollback(conn)
-                raise self._error(exc) from None
+        with self._transaction(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", write=False
+        ) as conn:
+            yield conn
 
     def rule_changes(self, chat_id: str) -> list[tuple[str, str, str]]:
         """:meth:`SQLStore.rule_changes` in one round trip (one statement needs no

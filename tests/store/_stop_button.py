@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import nbagent
-from nbagent import Chat, ChatCancelled, Tool, tool
+from nbagent import Chat, ChatCancelled, LLMToolResponse, Tool, tool
+from nbagent.providers import ModelRequest
 from nbagent.store import open_store
 from nbagent.testing import ScriptedProvider, call_tools, reply
 
@@ -67,6 +68,17 @@ def lookup(city: str) -> str:
     return f"{city}: found"
 
 
+def answer(request: ModelRequest) -> LLMToolResponse:
+    """The model: asked "Turn i", it calls ``refund(i)`` and ``lookup``; given their results,
+    it answers. It answers by what it is asked, not by position: a response the stop button
+    cut off before the chat recorded it is asked for again, as a real model would be."""
+    turn = next(m.content for m in reversed(request.messages) if m.role == "user")
+    i = int(str(turn).split()[-1])
+    if request.messages[-1].role == "user":
+        return call_tools(("refund", {"order_id": i}), ("lookup", {"city": "Oslo"}))
+    return reply(f"Turn {i} done.")
+
+
 def drive(chat: Chat, verdicts: list[bool]) -> None:
     """Decide what waits and complete, until the turn is over."""
     for _ in range(20):
@@ -96,12 +108,9 @@ def _lifecycle(chat: Chat) -> list[Any]:
 
 def one(db: str, delay: float | None, verdicts: list[bool]) -> tuple[bool, list[str]]:
     effects.clear()
-    script = []
-    for i, _ in enumerate(verdicts):
-        script += [call_tools(("refund", {"order_id": i}), ("lookup", {"city": "Oslo"}))]
-        script += [reply(f"Turn {i} done.")]
+    model = ScriptedProvider([answer], repeat_last=True)
     store = open_store(db)
-    chat = Chat(provider=ScriptedProvider(script), store=store).with_tools(Refund, lookup)
+    chat = Chat(provider=model, store=store).with_tools(Refund, lookup)
     broken: list[str] = []
     interrupted = False
     timer = threading.Timer(delay or 0, _thread.interrupt_main)
