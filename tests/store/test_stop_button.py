@@ -45,11 +45,11 @@ def _pressed(target: str, seed: int, runs: int) -> None:
 def test_the_stop_button_at_any_moment_loses_nothing_and_runs_nothing_twice(
     tmp_path: Path, seed: int
 ) -> None:
-    _pressed(str(tmp_path), seed, 200)
+    _pressed(str(tmp_path), seed, 150)
 
 
 def test_the_same_on_postgresql(postgres_dsn: str) -> None:
     """Found here too: a transaction left open wedged the connection, and a read cut short
     in its query raised "another command is already in progress" instead of the
     interrupt (its COMMIT failed and replaced it)."""
-    _pressed(postgres_dsn, 3, 100)
+    _pressed(postgres_dsn, 3, 60)
