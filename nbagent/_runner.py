@@ -274,13 +274,23 @@ class ToolRunner:
             out = Outcome(job.call, "cancelled", message="cancelled before it ran")
             hooks.finish(out)
             return out
-        skip = hooks.start(job, mode)
+        try:
+            skip = hooks.start(job, mode)
+            started = utcnow()
+            t0 = time.perf_counter()
+        except KeyboardInterrupt:
+            # The stop button after the call was marked running (claimed, its start being
+            # recorded) and before its tool ran: answered as cancelled, like the calls of
+            # the round not started yet. Left "running", it stayed so: the chat could not
+            # go on, and a store reloading it found it in doubt.
+            if job.call.status == "running":
+                out = Outcome(job.call, "cancelled", message="interrupted before it ran")
+                self._settle(out, utcnow(), time.perf_counter(), hooks)
+            raise
         if skip is not None:
             out = Outcome(job.call, "skipped", message=skip)
             hooks.finish(out)
             return out
-        started = utcnow()
-        t0 = time.perf_counter()
         if job.replayed is not None:  # its recorded outcome: the tool is not run again
             out = _replayed(job.call, job.replayed)
             self._settle(out, started, t0, hooks)

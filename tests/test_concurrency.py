@@ -387,6 +387,29 @@ def test_keyboard_interrupt_in_sequential_tool_leaves_valid_transcript() -> None
     assert chat.complete().content == "resumed"  # type: ignore[union-attr]
 
 
+def test_keyboard_interrupt_while_a_call_is_being_started_does_not_leave_it_running() -> None:
+    """The stop button after a call was marked running (claimed, its start being heard by
+    the store and the views) and before its tool ran: the call stayed "running" for ever,
+    the chat could not go on, and a store reloading it found it in doubt. It is answered
+    as cancelled, as the round's calls not started yet are, and the chat goes on."""
+    pressed: list[str] = []
+
+    def stop_button(event: Any) -> None:
+        if not pressed:
+            pressed.append(event.call.id)
+            raise KeyboardInterrupt
+
+    provider = ScriptedProvider([call_tools(("slow", {"name": "a"}, "s")), reply("resumed")])
+    chat = Chat(provider=provider).with_tools(slow).on("tool_call_started", stop_button)
+    with pytest.raises(KeyboardInterrupt):
+        chat.ask("go")
+    assert pressed == ["s"]
+    (call,) = chat.tool_calls
+    assert call.status == "cancelled" and log == []  # not left running; never ran
+    assert "interrupted before it ran" in str(call.result)
+    assert chat.complete().content == "resumed"  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_sync_api_inside_a_running_event_loop(mode: str) -> None:
     """What Jupyter does: a loop runs in this thread while the cell calls chat.ask()."""

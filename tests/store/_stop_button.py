@@ -145,7 +145,11 @@ def one(db: str, delay: float | None, verdicts: list[bool]) -> tuple[bool, list[
             broken.append(f"{call.id} (order {order}) ran {ran[order]} times")
         if not verdicts[order] and ran[order]:
             broken.append(f"{call.id} (order {order}) was denied and ran")
-        if verdicts[order] and (call.status != "ok" or ran[order] != 1):
+        # approved: it ran once; or the stop button cancelled it (before or while it ran:
+        # the model is told), and it ran at most once
+        if verdicts[order] and not (
+            (call.status == "ok" and ran[order] == 1) or call.status == "cancelled"
+        ):
             broken.append(f"{call.id} (order {order}) approved: {call.status}, ran {ran[order]}")
     if chat.status != "complete":
         broken.append(f"the chat ended {chat.status}")
