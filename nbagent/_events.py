@@ -472,16 +472,15 @@ class EventBus:
         with self._emit_lock:
             object.__setattr__(event, "seq", next(self._seq))  # frozen for everyone else
             interrupt: KeyboardInterrupt | None = None
-            i = 0
-            while i < len(subs):
+            remaining = iter(subs)
+            while True:
                 # The stop button inside a subscriber (a store's write takes milliseconds)
-                # stops that subscriber only: the others still hear the event, and it is
-                # raised once they have. Raised at once, it left the store without the
-                # event the chat had recorded (a denial stored as still awaiting approval).
+                # stops that subscriber only: the others still hear the event (the loop
+                # goes on where it was), and it is raised once they have. Raised at once, it
+                # left the store without the event the chat had recorded (a denial stored
+                # as still awaiting approval).
                 try:
-                    while i < len(subs):
-                        etype, fn, skip = subs[i]
-                        i += 1
+                    for etype, fn, skip in remaining:
                         if (etype is None or isinstance(event, etype)) and not (
                             skip and isinstance(event, skip)
                         ):
@@ -494,6 +493,7 @@ class EventBus:
                                     CallbackWarning,
                                     stacklevel=2,
                                 )
+                    break
                 except KeyboardInterrupt as exc:
                     interrupt = interrupt or exc
             if interrupt is not None:

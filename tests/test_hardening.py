@@ -408,3 +408,33 @@ def test_edited_arguments_must_be_json(bad: float) -> None:
     with pytest.raises(DecisionError, match="not JSON"):
         chat.approve(chat.pending_approvals[0], {"x": bad})
     assert chat.pending_approvals and ran == []
+
+
+def test_the_stop_button_in_a_subscriber_lets_every_other_subscriber_hear_every_event() -> None:
+    """A ``KeyboardInterrupt`` in one subscriber (the store's write is the likeliest place)
+    stops that subscriber only: the others still hear the event, the events recorded with it
+    are still handed out, and the interrupt is raised after the last."""
+    heard: list[tuple[str, str]] = []
+    pressed: list[str] = []
+
+    def first(event: Any) -> None:
+        heard.append(("first", event.type))
+
+    def stop_button(event: Any) -> None:
+        if event.type == "message_added" and not pressed:
+            pressed.append(event.type)
+            raise KeyboardInterrupt
+
+    def last(event: Any) -> None:
+        heard.append(("last", event.type))
+
+    chat = Chat(provider=ScriptedProvider([reply("hi")]))
+    chat.on(None, first).on(None, stop_button).on(None, last)
+    with pytest.raises(KeyboardInterrupt):
+        chat.ask("hello")
+    assert pressed == ["message_added"]
+    by_first = [t for who, t in heard if who == "first"]
+    by_last = [t for who, t in heard if who == "last"]
+    assert by_first == by_last  # the one after the interrupted subscriber missed nothing
+    assert by_first[0] == "message_added"
+    assert [e.type for e in chat.events][: len(by_first)] == by_first
