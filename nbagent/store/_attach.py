@@ -26,6 +26,7 @@ from .._chat_state import SETTINGS
 from .._errors import StoreError
 from .._events import utcnow
 from .._extension import Snapshot
+from .._leases import Release
 from .._options import ToolOptions
 from .._rules import Rule
 from .._tools import tool_name_of
@@ -66,33 +67,24 @@ def _open(store: Any) -> tuple[Store, bool]:
         return SQLiteStore(Path(store)), True
     if isinstance(store, (SQLStore, Store)):  # the first check is much the cheaper
         return store, False
-    raise _not_a_store(store)
-
-
-def _for_chat(store: Any) -> tuple[Store, Callable[[bool], None] | None]:
-    """A chat's store, and how the chat lets go of it (``None``: the caller's object, left
-    open). A path or URL gives the store object every chat of this process opened with it
-    shares (:mod:`._shared`)."""
-    from ._postgres import PostgresStore, is_dsn
-    from ._sql import SQLStore
-    from ._sqlite import SQLiteStore
-
-    if is_dsn(store):
-        return leased("postgres", store, lambda: PostgresStore(store))
-    if isinstance(store, (str, os.PathLike)):
-        path = Path(store)
-        return leased("sqlite", str(path), lambda: SQLiteStore(path))
-    if isinstance(store, (SQLStore, Store)):
-        return store, None
-    raise _not_a_store(store)
-
-
-def _not_a_store(store: Any) -> TypeError:
-    return TypeError(
+    raise TypeError(
         f"store must be a path, a postgresql:// URL or a store object "
         f"(e.g. nbagent.store.SQLiteStore), "
         f"got {type(store).__name__}"
     )
+
+
+def _for_chat(store: Any) -> tuple[Store, Release | None]:
+    """A chat's store, and how the chat lets go of it (``None``: the caller's object, left
+    open). A path or URL gives the store object every chat of this process opened with it
+    shares (:mod:`._shared`), made by :func:`_open`."""
+    from ._postgres import is_dsn
+
+    if is_dsn(store):
+        return leased("postgres", store, lambda: _open(store)[0])
+    if isinstance(store, (str, os.PathLike)):
+        return leased("sqlite", os.fspath(store), lambda: _open(store)[0])
+    return _open(store)[0], None  # a store object (or the TypeError)
 
 
 # ------------------------------------------------------------ attaching

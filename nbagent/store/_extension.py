@@ -112,6 +112,7 @@ from .._events import (
     utcnow,
 )
 from .._extension import ChatHost, Extension, Snapshot, writes_deferred
+from .._leases import Release
 from .._replay import Recordings
 from .._rules import Rule
 from .._types import RUNNABLE_STATUSES, Decision, ForkParent, PendingInput, ToolCall
@@ -136,7 +137,7 @@ class StoreExtension(Extension):
 
     fragments = False  # stream fragments are not stored (nor needed here)
 
-    def __init__(self, chat_id: str, store: Store, release: Callable[[bool], None] | None):
+    def __init__(self, chat_id: str, store: Store, release: Release | None):
         self.store = store
         self._let_go = release  # the lease on a store shared by path (None: the user's object)
         self.chat_id = chat_id
@@ -830,11 +831,10 @@ class StoreExtension(Extension):
         with self._write_lock:
             try:
                 self.flush()  # the call's row first, if it is still queued
-            except StoreError as exc:
-                self._keep_for_retry(exc)
-                raise self._undecided(call, decision, exc) from exc
             except Exception as exc:
                 self._keep_for_retry(exc)
+                if isinstance(exc, StoreError):
+                    raise self._undecided(call, decision, exc) from exc
                 raise
             try:
                 stored = self.store.decisions(self.chat_id, [call.id]).get(call.id)
@@ -879,11 +879,10 @@ class StoreExtension(Extension):
         with self._write_lock:
             try:
                 self.flush()  # the input's row first, if it is still queued
-            except StoreError as exc:
-                self._keep_for_retry(exc)
-                raise self._unanswered(request, exc) from exc
             except Exception as exc:
                 self._keep_for_retry(exc)
+                if isinstance(exc, StoreError):
+                    raise self._unanswered(request, exc) from exc
                 raise
             at = utcnow().isoformat()
             try:
