@@ -47,7 +47,8 @@ def flush_dirty(*_args: Any) -> None:
 
 
 def hook_post_run_cell() -> None:
-    """Register :func:`flush_dirty` with IPython once (no-op outside IPython)."""
+    """Register :func:`flush_dirty` (after each cell) and :func:`clear_cells` (before each
+    cell) with IPython once (no-op outside IPython)."""
     global _hooked
     with _hook_lock:
         if _hooked:
@@ -57,7 +58,67 @@ def hook_post_run_cell() -> None:
         if ip is None:
             return
         ip.events.register("post_run_cell", flush_dirty)
+        ip.events.register("pre_run_cell", clear_cells)
         _hooked = True
+
+
+# ------------------------------------------------------------ a cell run again
+# The outputs each cell showed, by the cell's id (JupyterLab and Notebook 7 send it with
+# each run, and the ids of the cells deleted since the last run). When a cell runs again,
+# or was deleted, the front end has removed what it showed: the owners of those outputs
+# let go of what only the outputs needed (:class:`LiveOutput`'s ``cleared``).
+_by_cell: dict[str, list[weakref.ref[LiveOutput]]] = {}
+_cells_lock = threading.Lock()
+
+
+def running_cell_id() -> str | None:
+    """The id the front end gave the cell running now (``None``: no kernel, or a client
+    that sends none, as nbclient and papermill)."""
+    ipython = sys.modules.get("IPython")
+    ip = ipython.get_ipython() if ipython is not None else None
+    get_parent = getattr(getattr(ip, "kernel", None), "get_parent", None)
+    if get_parent is None:
+        return None
+    try:
+        meta = (get_parent() or {}).get("metadata")
+    except Exception:  # an older kernel, or none running
+        return None
+    cell = meta.get("cellId") if isinstance(meta, dict) else None
+    return cell if isinstance(cell, str) and cell else None
+
+
+def clear_cells(info: Any = None) -> None:
+    """Before a cell runs (IPython's ``pre_run_cell``): the outputs the cell showed in its
+    last run, and those of the cells deleted since, are gone from the page; tell them."""
+    ids: list[str] = []
+    cell = getattr(info, "cell_id", None)
+    if isinstance(cell, str) and cell:
+        ids.append(cell)
+    meta = getattr(info, "cell_meta", None)
+    deleted = meta.get("deletedCells") if isinstance(meta, dict) else None
+    if isinstance(deleted, list):
+        ids += [d for d in deleted if isinstance(d, str)]
+    for cell in ids:
+        with _cells_lock:
+            refs = _by_cell.pop(cell, [])
+        for ref in refs:
+            output = ref()
+            if output is not None:
+                with contextlib.suppress(Exception):  # a display hook must never break a cell
+                    output.cleared_from(cell)
+
+
+def _note_cell(output: LiveOutput) -> None:
+    """``output`` is being shown in the running cell: note it under the cell's id."""
+    cell = running_cell_id()
+    if cell is None or cell in output.cells:
+        return
+    output.cells.add(cell)
+    with _cells_lock:
+        refs = [r for r in _by_cell.get(cell, ()) if r() is not None]
+        refs.append(weakref.ref(output))
+        _by_cell[cell] = refs
+    hook_post_run_cell()
 
 
 _hinted = False
@@ -271,6 +332,10 @@ class LiveOutput:
         twin_needed: Display the twin only once it may be needed: when the output goes
             live, or at the end of the cell that showed it if this says the owner may
             still go live (a chat view: its chat still runs). ``None``: with the output.
+        cleared: Called (on the kernel's main thread, before the next cell) once every
+            cell the output was shown in has run again or was deleted: the front end
+            removed it, so its widgets can go (see :func:`clear_cells`). The output is
+            then no longer live and sends nothing more, until shown again.
     """
 
     def __init__(
@@ -280,6 +345,7 @@ class LiveOutput:
         twin: Callable[[], Bundle | None] | bool = True,
         lock: Any = None,
         twin_needed: Callable[[], bool] | None = None,
+        cleared: Callable[[], Any] | None = None,
     ) -> None:
         self.uid = uuid.uuid4().hex[:8]
         self.display_id = f"{name}-{self.uid}"
@@ -295,6 +361,8 @@ class LiveOutput:
         self._later = False  # show at the first refresh (show_later)
         self._twin_needed = twin_needed
         self._lock = lock if lock is not None else threading.RLock()
+        self._cleared = cleared
+        self.cells: set[str] = set()  # the ids of the cells it was shown in (running_cell_id)
 
     @property
     def shown(self) -> bool:
@@ -341,6 +409,7 @@ class LiveOutput:
             if self._slot.shown:
                 return
             _flush_streams()  # what was printed so far comes first; what is printed next, after
+            _note_cell(self)
             self._slot.reserve()
             self._twin_slot.reserve()
             self._later = True
@@ -350,6 +419,8 @@ class LiveOutput:
         """Display the output and its twin in the running cell (again: the output only)."""
         with self._lock:
             later, self._later = self._later, False
+            if not later:  # else noted when reserved (this may be another thread)
+                _note_cell(self)
             data = self.bundle()
             shown = self._slot.shown
             self._slot.show(data, flush=not later)  # later: before what was printed since
@@ -398,6 +469,18 @@ class LiveOutput:
             self._slot.update(data, force=True)
             self.refresh_twin()
 
+    def cleared_from(self, cell: str) -> None:
+        """The front end removed what ``cell`` showed (it ran again, or was deleted)."""
+        self.cells.discard(cell)
+        if self.cells:
+            return
+        with self._lock:  # off the page: nothing more is sent to it (show() shows it anew)
+            self.live = False
+            self._later = False
+            self._slot.shown = self._twin_slot.shown = False
+        if self._cleared is not None:
+            self._cleared()
+
     def _update_fallback(self) -> None:
         if self.live or (self._twin_needed is not None and self._twin_needed()):
             with self._lock:
@@ -435,11 +518,13 @@ __all__ = [
     "WIDGET_MIME",
     "DisplaySlot",
     "LiveOutput",
+    "clear_cells",
     "enable_inline_png",
     "ended_note",
     "flush_dirty",
     "hook_post_run_cell",
     "mark_dirty",
+    "running_cell_id",
     "twin_css",
     "widgets_available",
 ]

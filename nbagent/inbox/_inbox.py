@@ -125,6 +125,7 @@ class Inbox:
         self._widget: InboxWidget | None = None
         self._outputs: list[LiveOutput] = []  # where the widget is displayed
         self._follower: _Follower | None = None
+        self._by_hand = False  # follow() was called: it follows even when shown nowhere
         self._closed = False
         self._subscribe()
         self.refresh()
@@ -552,6 +553,11 @@ class Inbox:
     def follow(self) -> None:
         """Keep the rows fresh in the background (the widget does this while shown)."""
         with self._lock:
+            self._by_hand = True
+        self._follow()
+
+    def _follow(self) -> None:
+        with self._lock:
             if self._follower is None and not self._closed:
                 stores = [(s.store, s.only) for s in self._sources.stores]
                 self._follower = _Follower(self, stores)
@@ -628,7 +634,7 @@ class Inbox:
 
                 self._widget = InboxWidget(self)
                 self.on_change(self._widget.update_from_inbox)
-        self.follow()
+        self._follow()
         return self._widget
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
@@ -651,12 +657,40 @@ class Inbox:
 
             display(self._static(), raw=True)
             return
-        output = LiveOutput("nbagent-inbox", lambda: self._static(refresh=False), self._ended)
+        output = LiveOutput(
+            "nbagent-inbox",
+            lambda: self._static(refresh=False),
+            self._ended,
+            cleared=self._off_page,
+        )
         output.attach(self.widget)
         output.show()
         with self._lock:
             self._outputs.append(output)
         self.on_change(output.refresh_twin)  # a reopened notebook shows the rows as they were
+
+    def _off_page(self) -> None:
+        """A cell that showed the inbox ran again or was deleted. Once no output shows it,
+        its widget closes and it stops following its stores (unless :meth:`follow` was
+        called); a later display makes a new widget. Nothing is decided."""
+        with self._lock:
+            gone = [o for o in self._outputs if not o.shown]
+            self._outputs = [o for o in self._outputs if o.shown]
+            if self._outputs:
+                widget = follower = None
+            else:
+                widget, self._widget = self._widget, None
+                follower = None if self._by_hand else self._follower
+                if follower is not None:
+                    self._follower = None
+            drop: set[Callable[..., Any]] = {o.refresh_twin for o in gone}
+            if widget is not None:
+                drop.add(widget.update_from_inbox)
+            self._listeners = [fn for fn in self._listeners if fn not in drop]
+        if follower is not None:
+            follower.stop()
+        if widget is not None:
+            widget.close()
 
     def _ended(self) -> dict[str, Any]:
         return ended_note(

@@ -63,8 +63,11 @@ _nonces = itertools.count(1)
 class InboxWidget(anywidget.AnyWidget):
     """The inbox in a notebook (see the module docstring)."""
 
-    _esm = _HERE / "inbox.js"
-    _css = _HERE / "inbox.css"
+    # As text, not paths: anywidget connects every instance made with a path to the file's
+    # change signal (for hot reloading), which keeps each widget, and what its handlers
+    # hold (a view, its chat), for the life of the process.
+    _esm = (_HERE / "inbox.js").read_text(encoding="utf-8")
+    _css = (_HERE / "inbox.css").read_text(encoding="utf-8")
 
     rows = traitlets.List(traitlets.Dict()).tag(sync=True)
     decided = traitlets.List(traitlets.Dict()).tag(sync=True)

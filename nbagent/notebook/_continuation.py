@@ -271,7 +271,7 @@ class Continuation:
                 fn(text)
 
 
-_continuations: PerChat[Continuation] = PerChat(Continuation)
+_continuations: PerChat[Continuation] = PerChat(Continuation, "continuation")
 
 
 def continuation_for(chat: Chat) -> Continuation:

@@ -1,30 +1,76 @@
-"""One object per chat, made on first use and gone with the chat (state, continuation)."""
+"""One object per chat, made on first use and gone with the chat (state, continuation).
+
+The objects are kept by the chat itself, in an extension with no hooks
+(:class:`Kept`): they tell the chat's views, and a view holds its chat, so a
+registry keyed weakly by the chat would keep every chat a kernel ever showed
+(a dictionary's values keep its weak keys alive). Kept by the chat, a chat its
+user dropped goes with its views, its state and its continuation, unless
+something still acts on it (a live card's widget, a follower of decisions
+made elsewhere, a running turn).
+"""
 
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
+
+from .._extension import Extension
 
 T = TypeVar("T")
 
 
-class PerChat(Generic[T]):
-    """``registry.get(chat)`` returns the chat's object, made once by ``make(chat)`` under a lock;
-    the registry holds chats weakly."""
+class Kept(Extension):
+    """The notebook's objects for one chat (``chat.extensions`` shows it); no hooks."""
 
-    def __init__(self, make: Callable[[Any], T]):
+    fragments = False
+
+    def __init__(self) -> None:
+        self.objects: dict[PerChat[Any], Any] = {}
+
+    def __repr__(self) -> str:
+        return f"<nbagent notebook objects: {', '.join(r.name for r in self.objects)}>"
+
+
+_kept_lock = threading.Lock()
+
+
+def _kept(chat: Any, make: bool) -> Kept | None:
+    for ext in chat.extensions:
+        if type(ext) is Kept:
+            return ext
+    if not make:
+        return None
+    with _kept_lock:
+        for ext in chat.extensions:
+            if type(ext) is Kept:
+                return ext
+        kept = Kept()
+        chat.extend(kept)
+        return kept
+
+
+class PerChat(Generic[T]):
+    """``registry.get(chat)`` returns the chat's object, made once by ``make(chat)`` under
+    a lock and kept by the chat (see the module docstring)."""
+
+    def __init__(self, make: Callable[[Any], T], name: str = ""):
         self._make = make
-        self._objects: weakref.WeakKeyDictionary[Any, T] = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
+        self.name = name or getattr(make, "__name__", "object")
+        self._lock = threading.RLock()  # a maker may make another registry's object
 
     def get(self, chat: Any) -> T:
+        kept = _kept(chat, make=True)
+        assert kept is not None
+        obj = kept.objects.get(self)
+        if obj is not None:
+            return obj
         with self._lock:
-            obj = self._objects.get(chat)
+            obj = kept.objects.get(self)
             if obj is None:
-                obj = self._objects[chat] = self._make(chat)
+                obj = kept.objects[self] = self._make(chat)
             return obj
 
     def __contains__(self, chat: Any) -> bool:
-        return chat in self._objects
+        kept = _kept(chat, make=False)
+        return kept is not None and self in kept.objects

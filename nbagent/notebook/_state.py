@@ -916,10 +916,10 @@ def _new_state(chat: Chat) -> ChatState:
     return state
 
 
-_deciders: PerChat[Deciders] = PerChat(_new_deciders)
+_deciders: PerChat[Deciders] = PerChat(_new_deciders, "deciders")
 
 # One state per chat, shared by every view of it.
-_states: PerChat[ChatState] = PerChat(_new_state)
+_states: PerChat[ChatState] = PerChat(_new_state, "display state")
 
 
 def state_for(chat: Chat) -> ChatState:

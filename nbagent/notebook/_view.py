@@ -121,6 +121,7 @@ class ChatView:
             self._twin_data,
             self.state.lock,
             twin_needed=self._busy if light else None,
+            cleared=self._cleared,
         )
         self.uid = self.output.uid
         self.display_id = self.output.display_id
@@ -783,6 +784,17 @@ class ChatView:
         """Stop following the chat and close every widget of this view."""
         self.freeze()
         self._close_widgets()
+
+    def _cleared(self) -> None:
+        """The cells that showed this view ran again or were deleted: the front end removed
+        its output. It stops following the chat and closes its widgets, so that neither keeps
+        a chat nobody can see or name any more; the chat, its pending calls and its store are
+        left as they are (``chat.approve(...)``, the inbox, ``display(chat)``)."""
+        with self.state.lock:
+            self._displayed = False
+            self.freeze()
+            self._close_widgets()
+        self.continuation.follow(self)  # stops following decisions unless another view waits
 
     def _close_widgets(self) -> None:
         """Close every model of this view: widgets, and their own layouts and styles (the

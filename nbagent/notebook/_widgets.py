@@ -86,8 +86,11 @@ class ActionCard(anywidget.AnyWidget):
             (``data``: an input card's answer as entered).
     """
 
-    _esm = _HERE / "approval.js"
-    _css = _HERE / "approval.css"
+    # As text, not paths: anywidget connects every instance made with a path to the file's
+    # change signal (for hot reloading), which keeps each widget, and what its handlers
+    # hold (a view, its chat), for the life of the process.
+    _esm = (_HERE / "approval.js").read_text(encoding="utf-8")
+    _css = (_HERE / "approval.css").read_text(encoding="utf-8")
 
     kind = traitlets.Unicode("approval").tag(sync=True)
     state = traitlets.Unicode("pending").tag(sync=True)

@@ -605,3 +605,62 @@ def test_a_batch_rows_chat_is_shown_by_the_rows_key(effects: Effects) -> None:
     plain = nbagent.inbox(parked_chat(effects, ("write_file", {"path": "/tmp/p"}, "call_1")))
     assert plain.widget.rows[0]["chat"].startswith("…")  # not a batch's: the end of its id
     plain.close()
+
+
+def test_an_inbox_closed_and_dropped_is_let_go_with_its_widget(
+    tmp_path: Path, effects: Effects
+) -> None:
+    """Its widget was kept for the life of the process (anywidget keeps every widget made
+    from a file path to tell it when the file changes), and with it the inbox, its chats
+    and its stores."""
+    import gc
+    import weakref
+
+    live = parked_chat(effects, ("write_file", {"path": "/tmp/gone"}))
+    box = nbagent.inbox([live])
+    widget = weakref.ref(box.widget)
+    chat = weakref.ref(live)
+    box.close()
+    live.close()
+    del box, live
+    gc.collect()
+    assert widget() is None and chat() is None
+
+
+def test_an_inbox_whose_cell_ran_again_closes_its_widget_and_stops_following(
+    tmp_path: Path, effects: Effects, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """JupyterLab removed the inbox's output (its cell ran again): the widget closes and the
+    store is no longer read in the background for it; nothing is decided, and showing the
+    inbox again brings both back. ``follow()`` called by hand keeps following."""
+    from types import SimpleNamespace
+
+    import IPython.display
+
+    from nbagent import _display
+    from nbagent.inbox import _inbox
+
+    monkeypatch.setattr(IPython.display, "display", lambda *a, **k: None)
+    monkeypatch.setattr(IPython.display, "update_display", lambda *a, **k: None)
+    monkeypatch.setattr(_inbox, "widgets_available", lambda: True)
+    monkeypatch.setattr(_display, "hook_post_run_cell", lambda: None)
+    monkeypatch.setattr(_display, "running_cell_id", lambda: "cell-a")
+
+    path = tmp_path / "chats.db"
+    parked = parked_chat(effects, ("write_file", {"path": "/tmp/x"}), store=path)
+    box = nbagent.inbox(path)
+    box._ipython_display_()
+    first = box.widget
+    assert first.comm is not None and box._follower is not None  # following while shown
+    _display.clear_cells(SimpleNamespace(cell_id="cell-a", cell_meta={}))  # run again
+    assert first.comm is None and box._follower is None
+    assert len(box.pending) == 1 and effects.done == []  # nothing decided
+    box._ipython_display_()  # shown again: a new widget, following again
+    assert box.widget is not first and box.widget.comm is not None
+    assert box._follower is not None
+    box.follow()  # by hand: it follows even when shown nowhere
+    _display.clear_cells(SimpleNamespace(cell_id="cell-a", cell_meta={}))
+    assert box._follower is not None
+    box.close()
+    parked.close()
+    _display._by_cell.clear()

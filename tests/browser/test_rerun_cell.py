@@ -1,0 +1,71 @@
+"""A cell run again in a real JupyterLab lets go of what its last run showed.
+
+JupyterLab removes a cell's outputs when it runs again and names the cell in the
+request; the kernel then closes the cards the old outputs held and lets go of their
+chat, which nothing else names. Before, every run of ``chat = Chat(...);
+chat.ask(...)`` that left a card waiting kept its chat, its card and its view for the
+life of the kernel. Nothing is decided: the old calls never run, and the new card
+still works.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from _jupyterlab import JupyterLabServer, open_notebook, output_area, run_cell, wait_for_output
+from playwright.sync_api import Page, expect
+
+pytestmark = pytest.mark.browser
+
+SETUP = """\
+import gc, time
+from pathlib import Path
+from nbagent import Chat, Tool
+
+SIDE_EFFECT = Path({side_effect!r})
+
+class IssueRefund(Tool):
+    \"\"\"Issues a refund for an order.\"\"\"
+    requires_approval = True
+
+    def execute(self, order_id: int) -> str:
+        with SIDE_EFFECT.open("a") as f:
+            f.write(f"{{order_id}}\\n")
+        return f"refunded order {{order_id}}"
+
+def live_chats():
+    deadline = time.monotonic() + 5
+    while True:
+        gc.collect()
+        n = sum(isinstance(o, Chat) for o in gc.get_objects())
+        if n <= 1 or time.monotonic() > deadline:
+            return n
+        time.sleep(0.05)
+"""
+
+ASK = 'chat = Chat(model="demo").with_tools(IssueRefund)\nchat.ask("Refund order 42")'
+PROBE = 'print("live chats:", live_chats())'
+
+
+def test_a_cell_run_again_lets_go_of_its_old_card_and_the_new_one_works(
+    page: Page, jupyterlab_server: JupyterLabServer, tmp_path: Path
+) -> None:
+    side_effect = tmp_path / "refunds.txt"
+    path = jupyterlab_server.write_notebook(
+        "rerun.ipynb", [SETUP.format(side_effect=str(side_effect)), ASK, PROBE]
+    )
+    open_notebook(page, jupyterlab_server, path)
+    run_cell(page, 0)
+    for _ in range(4):
+        run_cell(page, 1)
+        expect(output_area(page, 1).locator(".nba-action")).to_have_count(1, timeout=30_000)
+    run_cell(page, 2)
+    wait_for_output(page, 2, "live chats: 1")  # four runs, one chat: the one `chat` names
+    assert not side_effect.exists()  # nothing was decided
+    card = output_area(page, 1).locator(".nba-action").first
+    card.get_by_role("button", name="Approve", exact=True).click()
+    wait_for_output(page, 1, "refunded order 42", timeout=30)
+    time.sleep(0.5)
+    assert side_effect.read_text() == "42\n"  # the new card's call, once
