@@ -143,6 +143,25 @@ def widgets_available() -> bool:
     return True
 
 
+def close_models(widgets: Any, keep: Any = ()) -> None:
+    """Close ``widgets`` with their own ``layout`` and ``style`` models (``Widget.close()``
+    leaves those open: each closed widget would leave two models in the kernel and the
+    page), except the models in ``keep`` (shared by several widgets)."""
+    kept = {id(k) for k in keep}
+    models: dict[int, Any] = {}
+    for w in widgets:
+        if w is None:
+            continue
+        models[id(w)] = w
+        for part in (getattr(w, "layout", None), getattr(w, "style", None)):
+            if part is not None and callable(getattr(part, "close", None)):
+                models[id(part)] = part
+    for key, model in models.items():
+        if key not in kept:
+            with contextlib.suppress(Exception):  # closing twice, or a comm already gone
+                model.close()
+
+
 # ------------------------------------------------------------------ display slots
 class DisplaySlot:
     """One output of a cell that nbagent displayed and keeps updating by display id.
@@ -519,6 +538,7 @@ __all__ = [
     "DisplaySlot",
     "LiveOutput",
     "clear_cells",
+    "close_models",
     "enable_inline_png",
     "ended_note",
     "flush_dirty",

@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any, TextIO
 
-from .._display import LiveOutput, ended_note, widgets_available
+from .._display import LiveOutput, close_models, ended_note, widgets_available
 from .._notice import in_kernel
 from ._progress import Progress, Snapshot, progress_html, progress_text, summary_line
 
@@ -63,13 +63,18 @@ class ProgressDisplay:
             with contextlib.suppress(Exception):  # a display must never break the batch
                 self.draw(self.progress.snapshot(), final)
 
+    @property
+    def closed(self) -> bool:
+        """Nothing more is drawn (a widget closed, or off the page)."""
+        return False
+
     def start(self) -> None:
         """Start redrawing from the running loop (idempotent)."""
         if self._ticker is None or self._ticker.done():
             self._ticker = asyncio.get_running_loop().create_task(self._tick_loop())
 
     async def _tick_loop(self) -> None:
-        while True:
+        while not self.closed:
             self.tick()
             await asyncio.sleep(self.interval)
 
@@ -95,8 +100,16 @@ class WidgetDisplay(ProgressDisplay):
         import ipywidgets
 
         self.widget = ipywidgets.HTML(value=progress_html(progress.snapshot(), title))
-        self.output = LiveOutput("nbagent-batch", self.static, self._ended, self._lock)
+        self.output = LiveOutput(
+            "nbagent-batch", self.static, self._ended, self._lock, cleared=self._off_page
+        )
         self.output.attach(self.widget)
+
+    def _off_page(self) -> None:
+        """The cell that showed the bar ran again or was deleted: the widget closes and the
+        ticker stops at its next tick; the batch goes on (its parked rows too)."""
+        with self._lock:
+            close_models([self.widget])
 
     @property
     def closed(self) -> bool:
@@ -134,7 +147,7 @@ class WidgetDisplay(ProgressDisplay):
         self.widget.value = progress_html(snap, self.title)
         if final:
             self.output.go_static()
-            self.widget.close()
+            close_models([self.widget])
         else:
             self.output.refresh_twin()  # the counts a reopened notebook shows
 

@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .._approvals import HUMAN
-from .._display import LiveOutput, ended_note, widgets_available
+from .._display import LiveOutput, close_models, ended_note, widgets_available
 from .._errors import InputError
 from .._events import ApprovalDecided, ApprovalRequested, Event, StepFinished
 from .._types import PendingInput, ToolCall
@@ -573,7 +573,7 @@ class Inbox:
             output.go_static()  # the output no longer names the widget closed below
         widget = self._widget
         if widget is not None:
-            widget.close()
+            close_models([widget])
         for live in self._sources.live:
             live.chat.off(self._on_event)
         for stored in self._sources.stores:
@@ -690,7 +690,7 @@ class Inbox:
         if follower is not None:
             follower.stop()
         if widget is not None:
-            widget.close()
+            close_models([widget])
 
     def _ended(self) -> dict[str, Any]:
         return ended_note(

@@ -44,7 +44,7 @@ import ipywidgets
 from ipywidgets.widgets.widget_string import HTMLStyle
 
 from .._aio import spawn
-from .._display import LiveOutput, mark_dirty
+from .._display import LiveOutput, close_models, mark_dirty
 from .._errors import DecisionError, InputError
 from .._types import PendingInput
 from ._cards import by_always_allow, input_html, reason_words, settled_input_words
@@ -815,18 +815,7 @@ class ChatView:
             getattr(self, "_status", None),
             self.widget,
         ]
-        shared = {id(w) for w in (*_SHARED.values(),)}
-        models: dict[int, Any] = {}
-        for w in widgets:
-            if w is None:
-                continue
-            models[id(w)] = w
-            for part in (getattr(w, "layout", None), getattr(w, "style", None)):
-                if isinstance(part, ipywidgets.Widget):
-                    models[id(part)] = part
-        for key, m in models.items():
-            if key not in shared:
-                m.close()
+        close_models(widgets, keep=_SHARED.values())
         self._cards.clear()
         self._batches.clear()
         self._inputs.clear()

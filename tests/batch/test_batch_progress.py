@@ -84,6 +84,10 @@ def test_the_widget_shows_each_state_and_ends_static() -> None:
     assert display.widget.value.count("<b>2</b>") == 2  # done 2, queued 2
     display.stop(final=True)
     assert display.closed
+    # every model of it closed: the widget, its layout and its style (two models a batch
+    # were left open in the kernel and the page)
+    models = [display.widget, display.widget.layout, display.widget.style]
+    assert [m.comm for m in models] == [None] * 3
     final = display.output.bundle()
     assert WIDGET_MIME not in final
     assert "done 2/6" in final["text/plain"]
@@ -230,3 +234,42 @@ def test_the_bar_says_how_parked_rows_continue_with_the_live_count() -> None:
     p.apply(RowUpdate("c", "done"))
     text, html = progress_text(p.snapshot()), progress_html(p.snapshot())
     assert "continue" not in text and "nba-batch-parked" not in html  # never a stale count
+
+
+def test_a_bar_whose_cell_ran_again_closes_and_stops_ticking(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Parked rows keep a batch's bar live after its cell returned; when the cell runs
+    again (JupyterLab removed the bar), its models close and its ticker ends, while the
+    batch's rows are left as they are."""
+    import asyncio
+    from types import SimpleNamespace
+
+    import IPython.display
+
+    from nbagent import _display
+
+    monkeypatch.setattr(IPython.display, "display", lambda *a, **k: None)
+    monkeypatch.setattr(_display, "hook_post_run_cell", lambda: None)
+    monkeypatch.setattr(_display, "running_cell_id", lambda: "cell-b")
+    p = _progress()
+    display = WidgetDisplay(p)
+    display.interval = 0.01
+
+    async def shown_then_cleared() -> None:
+        display.show()
+        display.start()
+        await asyncio.sleep(0.05)
+        assert display._ticker is not None and not display._ticker.done()
+        _display.clear_cells(SimpleNamespace(cell_id="cell-b", cell_meta={}))
+        await asyncio.sleep(0.05)
+        assert display._ticker.done()  # ended by itself, not cancelled
+
+    try:
+        asyncio.run(shown_then_cleared())
+    finally:
+        _display._by_cell.clear()
+    assert display.closed
+    models = [display.widget, display.widget.layout, display.widget.style]
+    assert [m.comm for m in models] == [None] * 3
+    assert p.snapshot().counts["awaiting_approval"] == 1  # the rows, as they were

@@ -653,7 +653,7 @@ def test_an_inbox_whose_cell_ran_again_closes_its_widget_and_stops_following(
     first = box.widget
     assert first.comm is not None and box._follower is not None  # following while shown
     _display.clear_cells(SimpleNamespace(cell_id="cell-a", cell_meta={}))  # run again
-    assert first.comm is None and box._follower is None
+    assert first.comm is None and first.layout.comm is None and box._follower is None
     assert len(box.pending) == 1 and effects.done == []  # nothing decided
     box._ipython_display_()  # shown again: a new widget, following again
     assert box.widget is not first and box.widget.comm is not None
