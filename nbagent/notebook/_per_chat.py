@@ -32,22 +32,15 @@ class Kept(Extension):
         return f"<nbagent notebook objects: {', '.join(r.name for r in self.objects)}>"
 
 
-_kept_lock = threading.Lock()
-
-
 def _kept(chat: Any, make: bool) -> Kept | None:
-    for ext in chat.extensions:
-        if type(ext) is Kept:
-            return ext
-    if not make:
-        return None
-    with _kept_lock:
-        for ext in chat.extensions:
-            if type(ext) is Kept:
-                return ext
-        kept = Kept()
-        chat.extend(kept)
-        return kept
+    """The chat's first :class:`Kept` (made if ``make``). No lock of ours is held around
+    ``chat.extend``, which takes the chat's: two threads may each add one, and both then
+    use the first."""
+    found = next((e for e in chat.extensions if type(e) is Kept), None)
+    if found is not None or not make:
+        return found
+    chat.extend(Kept())
+    return next(e for e in chat.extensions if type(e) is Kept)
 
 
 class PerChat(Generic[T]):

@@ -299,3 +299,26 @@ def test_a_kernel_lets_go_of_the_cards_of_a_cell_run_again() -> None:
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_threads_asking_for_a_chats_objects_at_once_share_them() -> None:
+    """The first use of a chat's display state and continuation from several threads at
+    once (a click's continuation, the kernel, a store's follower) makes one of each."""
+    import threading
+
+    for _ in range(50):
+        chat = Chat(model="demo")
+        start = threading.Barrier(4)
+        got: list[tuple[Any, Any]] = []
+
+        def grab(chat: Chat, start: threading.Barrier, got: list[tuple[Any, Any]]) -> None:
+            start.wait()
+            got.append((state_for(chat), continuation_for(chat)))
+
+        threads = [threading.Thread(target=grab, args=(chat, start, got)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert len(got) == 4
+        assert len({id(s) for s, _ in got}) == 1 and len({id(c) for _, c in got}) == 1
