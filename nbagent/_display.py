@@ -111,10 +111,12 @@ def clear_cells(info: Any = None) -> None:
 def _note_cell(output: LiveOutput) -> None:
     """``output`` is being shown in the running cell: note it under the cell's id."""
     cell = running_cell_id()
-    if cell is None or cell in output.cells:
+    if cell is None:
         return
-    output.cells.add(cell)
     with _cells_lock:
+        if cell in output.cells:
+            return
+        output.cells.add(cell)
         refs = [r for r in _by_cell.get(cell, ()) if r() is not None]
         refs.append(weakref.ref(output))
         _by_cell[cell] = refs
@@ -490,9 +492,10 @@ class LiveOutput:
 
     def cleared_from(self, cell: str) -> None:
         """The front end removed what ``cell`` showed (it ran again, or was deleted)."""
-        self.cells.discard(cell)
-        if self.cells:
-            return
+        with _cells_lock:
+            self.cells.discard(cell)
+            if self.cells:
+                return
         with self._lock:  # off the page: nothing more is sent to it (show() shows it anew)
             self.live = False
             self._later = False
