@@ -30,6 +30,7 @@ from .._events import Event, MessageAdded
 from .._extension import ChatHost, Extension
 from .._types import AssistantToolCallMessage, ChatMessage
 from ._kernel import execution_count, in_kernel, prompt_number
+from ._per_chat import PerChat
 
 if TYPE_CHECKING:
     from .._base_chat import BaseChat as Chat
@@ -74,21 +75,40 @@ class NotebookExtension(Extension):
         return await wait_for_decisions(self._host.chat, wait)
 
     def on_event(self, event: Event) -> None:
-        if isinstance(event, MessageAdded):
-            _remember_live_message(event)
+        if isinstance(event, MessageAdded) and self._host is not None and self._host.alive:
+            _remember_live_message(self._host.chat, event)
+
+
+class Shown:
+    """What the notebook shows of one chat's current turn (kept by the chat: ``PerChat``)."""
+
+    __slots__ = ("cell", "live", "view")
+
+    def __init__(self, _chat: Any) -> None:
+        self.view: weakref.ref[Any] | None = None  # the view showing the turn
+        self.cell: int | None = None  # the execution count of the cell that shows it
+        self.live: tuple[int, int] | None = None  # (turn, execution count): its replies shown
+
+
+_shown: PerChat[Shown] = PerChat(Shown, "shown turn")
+
+
+def turn_view(chat: Chat) -> Any:
+    """The view showing ``chat``'s current turn (``None``: none, or it is gone)."""
+    if chat not in _shown:
+        return None
+    ref = _shown.get(chat).view
+    return ref() if ref is not None else None
 
 
 # Messages a live view has just shown, with the cell (execution count) that showed them.
-_live_turns: dict[str, tuple[int, int]] = {}  # chat id -> (turn, execution count)
-# The view showing each chat's current turn, and its cell: chat id -> (view, execution count).
-_turn_views: dict[str, tuple[weakref.ref[Any], int | None]] = {}
 _live_messages: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 _live_cells: dict[int, int] = {}  # id(message) -> execution count
 _registered = False
 
 
-def _remember_live_message(event: MessageAdded) -> None:
-    live = _live_turns.get(event.chat_id)
+def _remember_live_message(chat: Chat, event: MessageAdded) -> None:
+    live = _shown.get(chat).live if chat in _shown else None
     if live is None or live[0] != event.turn or getattr(event.message, "role", "") != "assistant":
         return
     _live_messages[id(event.message)] = event.message
@@ -146,15 +166,16 @@ def _show_turn(chat: Chat) -> None:
 
     turn = chat.turn
     count = execution_count()
+    shown = _shown.get(chat)
     if count is not None:
-        _live_turns[chat.id] = (turn, count)
+        shown.live = (turn, count)
     if widgets_available():
         from ._view import show
 
         view = show(chat, turn=turn)
-        _turn_views[chat.id] = (weakref.ref(view), count)
+        shown.view, shown.cell = weakref.ref(view), count
     else:
-        _turn_views.pop(chat.id, None)
+        shown.view = shown.cell = None
         static_view(chat, turn)
 
 
@@ -167,18 +188,18 @@ def _continue_here(chat: Chat) -> None:
     fork (``chat.fork``) driven for the first time shows its turn in the cell
     that drives it: no ``ask`` showed it.
     """
-    found = _turn_views.get(chat.id)
     if threading.current_thread() is not threading.main_thread():
         return
     from ._continuation import continuing
 
-    if found is None:
+    shown = _shown.get(chat)
+    if shown.view is None:
         # A fork never asked: its first drive in a cell shows its turn there (shared history too).
         if chat.parent is not None and not continuing() and chat.status == "ready":
             _show_turn(chat)
         return
 
-    view, cell = found[0](), found[1]
+    view, cell = shown.view(), shown.cell
     count = execution_count()
     if (
         view is None
@@ -198,8 +219,8 @@ def _continue_here(chat: Chat) -> None:
     from IPython.display import display
 
     display(here)
-    _turn_views[chat.id] = (weakref.ref(here), count)
-    _live_turns[chat.id] = (view.turn, count)
+    shown.view, shown.cell = weakref.ref(here), count
+    shown.live = (view.turn, count)
 
 
 def display_chat(chat: Chat) -> Any:

@@ -26,7 +26,6 @@ def cells(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cells]:
     monkeypatch.setattr(_display, "hook_post_run_cell", lambda: None)
     monkeypatch.setattr(_display, "running_cell_id", lambda: c.cell_id)
     yield c
-    _auto._turn_views.clear()
     _display._by_cell.clear()
 
 

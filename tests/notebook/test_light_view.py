@@ -25,7 +25,6 @@ from test_view_lifecycle import IssueRefund, output, view_of
 
 from nbagent import Chat, LLMToolResponse, ModelRequest, ToolCall, ToolResultMessage, tool
 from nbagent._display import WIDGET_MIME, flush_dirty
-from nbagent.notebook import _auto
 from nbagent.notebook._auto import NotebookExtension
 from nbagent.notebook._view import ChatView
 from nbagent.notebook._widgets import ActionCard
@@ -200,7 +199,6 @@ def test_each_turn_leaves_its_whole_html_and_widgets_only_past_a_page(
         data = output(cells, view)
         assert WIDGET_MIME not in data and not view.live
         assert data == view.fallback_bundle()
-    _auto._turn_views.clear()
 
 
 def test_in_a_kernel_a_round_is_one_output_after_what_the_cell_printed() -> None:

@@ -65,7 +65,7 @@ def notebook_chat() -> Chat:
 
 
 def view_of(chat: Chat) -> ChatView:
-    view = _auto._turn_views[chat.id][0]()
+    view = _auto.turn_view(chat)
     assert isinstance(view, ChatView)
     return view
 

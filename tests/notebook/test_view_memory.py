@@ -99,7 +99,7 @@ def test_a_chat_whose_card_still_waits_on_screen_is_kept_until_it_is_decided(
     assert not _gone(ref, within=0.5)  # ten times the view's last update's delay
     chat = ref()
     assert chat is not None and chat.status == "awaiting_approval"  # the card on screen
-    view = _auto._turn_views[chat.id][0]()
+    view = _auto.turn_view(chat)
     assert view is not None and view.live
     chat.approve(chat.pending_approvals[0])
     chat.complete()
@@ -182,7 +182,7 @@ def _asked(cells: Cells, count: int, cell: str | None, prompt: str, **kw: Any) -
 
 
 def _view(chat: Chat) -> ChatView:
-    view = _auto._turn_views[chat.id][0]()
+    view = _auto.turn_view(chat)
     assert isinstance(view, ChatView)
     return view
 
