@@ -23,38 +23,17 @@ from typing import Any
 
 import ipywidgets
 import pytest
+from _tools import REFUNDS, IssueRefund, get_weather
 from _views import Cells, widgets_in
 from ipywidgets.widgets import widget as widget_module
 
 import nbagent
-from nbagent import Chat, Tool, tool
+from nbagent import Chat
 from nbagent._display import WIDGET_MIME, flush_dirty
 from nbagent.notebook import ChatView, _auto
 from nbagent.notebook import _continuation as cont
 from nbagent.notebook._auto import NotebookExtension
 from nbagent.notebook._widgets import ActionCard
-
-REFUNDS: list[int] = []
-
-
-class IssueRefund(Tool):
-    """Issues a refund for an order."""
-
-    requires_approval = True
-
-    def execute(self, order_id: int) -> str:
-        REFUNDS.append(order_id)
-        return f"refunded order {order_id}"
-
-
-@tool
-def get_weather(city: str) -> str:
-    """Get current weather for a city.
-
-    Args:
-        city: City name.
-    """
-    return f"sunny in {city}"
 
 
 def notebook_chat() -> Chat:

@@ -18,36 +18,16 @@ from typing import Any
 import nbclient
 import nbformat
 import pytest
+from _tools import REFUNDS as RAN
+from _tools import IssueRefund, get_weather
 from _views import Cells
 
-from nbagent import Chat, Tool, tool
+from nbagent import Chat
 from nbagent._display import flush_dirty
 from nbagent.notebook import ChatView, _auto
 from nbagent.notebook._auto import NotebookExtension
 from nbagent.notebook._continuation import continuation_for
 from nbagent.notebook._state import state_for
-
-RAN: list[int] = []
-
-
-class IssueRefund(Tool):
-    """Issues a refund for an order."""
-
-    requires_approval = True
-
-    def execute(self, order_id: int) -> str:
-        RAN.append(order_id)
-        return f"refunded order {order_id}"
-
-
-@tool
-def get_weather(city: str) -> str:
-    """Get current weather for a city.
-
-    Args:
-        city: City name.
-    """
-    return f"sunny in {city}"
 
 
 def _gone(*refs: weakref.ref[Chat], within: float = 5) -> bool:
@@ -95,6 +75,7 @@ def test_a_chat_whose_card_still_waits_on_screen_is_kept_until_it_is_decided(
 ) -> None:
     """A live card can still be clicked: its chat stays while it waits, even when no name
     in the notebook holds it; once decided (here through the card's chat) it goes."""
+    RAN.clear()
     ref = _shown(cells, 2, "Refund order 7")
     assert not _gone(ref, within=0.5)  # ten times the view's last update's delay
     chat = ref()
