@@ -6,6 +6,7 @@ works from ``await chat.ask_async()``."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import nbclient
 import nbformat
@@ -102,3 +103,48 @@ def test_mcp_and_loop_bound_tools_from_every_driver_in_a_kernel() -> None:
     assert status == "error" and "ToolLoopError" in text
     assert out["bound sync seconds"] < 5
     assert out["bound async"] == [["ok", "4"]]
+
+
+def test_a_cell_run_again_lets_go_of_its_chats_server() -> None:
+    """In a real kernel, run as JupyterLab runs it (each request names its cell): the same
+    cell that starts a server and asks through it, run five times, leaves one server
+    process, the one ``chat`` still names (five before: each view kept its chat, and the
+    chat its server)."""
+    import sys
+
+    from jupyter_client.manager import start_new_kernel
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "notebook"))
+    from test_view_memory import KERNEL_SETUP, _run_cell
+
+    setup = KERNEL_SETUP + (
+        "import os, subprocess, sys\n"
+        "from nbagent import MCPServer\n"
+        "from nbagent.testing import ScriptedProvider, call_tools, reply\n"
+        "def servers():\n"
+        "    ps = ['ps', '-o', 'pid=', '--ppid', str(os.getpid())]\n"
+        "    out = subprocess.run(ps, capture_output=True, text=True).stdout\n"
+        "    return len(out.split()) - 1  # not ps itself\n"
+    )
+    cell = (
+        f"srv = MCPServer.stdio(sys.executable, [{SERVER!r}], prefix='notes')\n"
+        "script = [call_tools(('notes_echo', {'text': 'hi'})), reply('done')]\n"
+        "chat = Chat(provider=ScriptedProvider(script)).with_tools(srv)\n"
+        "chat.ask('echo')\n"
+    )
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        _run_cell(kc, setup, "setup")
+        for _ in range(5):
+            _run_cell(kc, cell, "cell-mcp")
+        probe = (
+            "chats = live_chats()\n"
+            "deadline = time.monotonic() + 10\n"
+            "while servers() > 1 and time.monotonic() < deadline:  # a closed server exits\n"
+            "    time.sleep(0.05)\n"
+            "print(chats, servers(), chat.status)"
+        )
+        assert _run_cell(kc, probe, "probe").split() == ["1", "1", "complete"]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
