@@ -105,6 +105,7 @@ def test_mcp_and_loop_bound_tools_from_every_driver_in_a_kernel() -> None:
     assert out["bound async"] == [["ok", "4"]]
 
 
+@pytest.mark.notebook
 def test_a_cell_run_again_lets_go_of_its_chats_server() -> None:
     """In a real kernel, run as JupyterLab runs it (each request names its cell): the same
     cell that starts a server and asks through it, run five times, leaves one server
