@@ -435,7 +435,12 @@ class ChatRecord:
 
     # ------------------------------------------------------------ the hook
     def subscribe(self, fn: RecordHook) -> None:
-        """Call ``fn(change)`` after every change (in the emitting thread; keep it quick)."""
+        """Call ``fn(change)`` after every change (in the emitting thread; keep it quick).
+
+        Subscribed inside :meth:`reading`, ``fn`` hears exactly the changes folded after
+        what was read there: none missed, none twice (each change goes to the subscribers
+        there were when it was folded).
+        """
         if not callable(fn):
             raise TypeError(f"subscriber must be callable, got {fn!r}")
         with self._lock:
@@ -448,8 +453,8 @@ class ChatRecord:
             self._hooks = [f for f in self._hooks if f is not fn and f != fn]
             return len(self._hooks) != before
 
-    def _tell(self, change: RecordChange) -> None:
-        for fn in self._hooks:
+    def _tell(self, change: RecordChange, hooks: list[RecordHook] | None = None) -> None:
+        for fn in self._hooks if hooks is None else hooks:
             try:
                 fn(change)
             except Exception as exc:
@@ -479,7 +484,8 @@ class ChatRecord:
             for e in events:
                 self._apply(e)
             self.version += 1
-        self._tell(RecordChange("reset", None, None))
+            hooks = self._hooks
+        self._tell(RecordChange("reset", None, None), hooks)
 
     def _row(self, call: ToolCall, step: int | None, turn: int | None) -> CallRecord:
         r = self._by_id.get(call.id)
@@ -810,8 +816,9 @@ def keeper(history: list[Event], record: ChatRecord) -> Callable[[Event], None]:
         with record._lock:
             history.append(event)
             change = record._apply(event)
+            hooks = record._hooks  # those subscribed when it was folded (see subscribe)
         if change is not None:
-            record._tell(change)
+            record._tell(change, hooks)
 
     return keep
 

@@ -40,10 +40,10 @@ def install_auto_display(chat: Chat) -> None:
     """In a kernel, follow ``chat`` and show each turn live (``Chat.__init__`` calls this)."""
     if "ipykernel" not in sys.modules or not in_kernel():
         return
-    from ._state import state_for
+    from ._state import follow_quietly
 
     _register_message_formatter()
-    state_for(chat)  # pure values, no widgets: step timings for a later display(chat)
+    follow_quietly(chat)  # what a later view shows that the record does not hold
     chat.extend(NotebookExtension())
 
 

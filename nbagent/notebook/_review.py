@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._html import json_preview, printable
-from ._state import has_state, state_for
+from ._state import mark_by_hand
 
 if TYPE_CHECKING:
     from .._base_chat import BaseChat as Chat
@@ -127,8 +127,7 @@ def _ask_about(
         if not call.pending_approval:  # decided meanwhile (elsewhere, or an always-allow)
             return "decided"
         answer = ask(f"{_choices(chat)}? ").strip().lower()
-        if has_state(chat):  # a person answers here: a view of the chat says "by you"
-            state_for(chat).mark_by_hand(call.id)
+        mark_by_hand(chat, call.id)  # a person answers here: a view of the chat says "by you"
         try:
             if answer in ("a", "approve", "y", "yes"):
                 chat.approve(call)

@@ -402,6 +402,8 @@ class Deciders:
     by_hand: set[str] = field(default_factory=set)
     in_code: set[str] = field(default_factory=set)
     inputs_by_hand: set[str] = field(default_factory=set)
+    tracebacks: dict[str, str] = field(default_factory=dict)  # call id -> where it failed
+    following: bool = False  # :func:`follow_quietly` hooked the chat
 
 
 def _new_deciders(chat: Chat) -> Deciders:
@@ -755,13 +757,12 @@ class ChatState:
             turn = r.turn if r.turn is not None else self.turn
             defaults = tool_defaults(self.tool_schema(r.tool), r.call.arguments)
             entry = self._add(CallEntry(key, turn, r=r, defaults=defaults))
+            entry.traceback = self.deciders.tracebacks.get(r.call_id)  # failed before it was shown
             for t in (None, turn):
                 self.totals.setdefault(t, Totals()).calls += 1
         if isinstance(event, ApprovalDecided):
             entry.decided_elsewhere = event.elsewhere  # made outside this chat object
-            made_here = not event.elsewhere and event.decision.by == HUMAN
-            if made_here and r.call_id not in self.deciders.by_hand:
-                self.deciders.in_code.add(r.call_id)
+            _note_decision(self.deciders, r.call_id, event.decision.by, event.elsewhere)
         entry.decided_in_code = r.call_id in self.deciders.in_code
         if r.result is not entry._result:
             entry._result = result = r.result
@@ -908,11 +909,19 @@ def _touch(entry: Entry) -> Entry:
     return entry
 
 
+def _note_decision(deciders: Deciders, call_id: str, by: str, elsewhere: bool) -> None:
+    if not elsewhere and by == HUMAN and call_id not in deciders.by_hand:
+        deciders.in_code.add(call_id)
+
+
 def _new_state(chat: Chat) -> ChatState:
-    state = ChatState.from_chat(chat)
-    chat.record.subscribe(state.on_change)
-    chat.on(None, state.on_fragment)
-    chat.after_tool_result(_keep_traceback(state))
+    """Made from the record and subscribed to it at once: it hears exactly the changes
+    folded after it read the record, even while another thread drives the chat."""
+    follow_quietly(chat)
+    with chat.record.reading():
+        state = ChatState.from_chat(chat)
+        chat.record.subscribe(state.on_change)
+    chat.on(None, state.on_fragment)  # the text as it streams (fragments flow from now on)
     return state
 
 
@@ -927,19 +936,48 @@ def state_for(chat: Chat) -> ChatState:
     return _states.get(chat)
 
 
-def _keep_traceback(state: ChatState) -> Callable[[ToolResult], None]:
-    """An ``after_tool_result`` callback: a failed call's traceback onto its entry."""
+def follow_quietly(chat: Chat) -> None:
+    """Keep what a later view of ``chat`` shows and its record does not hold: a failed
+    tool's traceback (only ``after_tool_result`` callbacks see the exception) and which
+    decisions were made in code. Two callbacks, called for results and decisions only:
+    a chat shown by nobody (a batch's, in a kernel) does not pay for a display state that
+    follows every event (about as much CPU as the chat's own loop). Idempotent."""
+    deciders = _deciders.get(chat)
+    with _follow_lock:
+        if deciders.following:
+            return
+        deciders.following = True
+    ref = weakref.ref(chat)
 
     def keep(result: ToolResult) -> None:
         exc = result.error
-        if exc is not None:
-            try:
-                text = _traceback_of(exc)
-            except Exception:  # formatting a strange exception must not cost the chat anything
-                return
-            state.add_traceback(result.call.id, text)
+        if exc is None:
+            return
+        try:
+            text = _traceback_of(exc)
+        except Exception:  # formatting a strange exception must not cost the chat anything
+            return
+        deciders.tracebacks[result.call.id] = text
+        held = ref()
+        if held is not None and held in _states:
+            _states.get(held).add_traceback(result.call.id, text)
 
-    return keep
+    def decided(event: Event) -> None:
+        if isinstance(event, ApprovalDecided):
+            with _follow_lock:
+                _note_decision(deciders, event.call.id, event.decision.by, event.elsewhere)
+
+    chat.after_tool_result(keep)
+    chat.on(ApprovalDecided, decided)
+
+
+_follow_lock = threading.Lock()
+
+
+def mark_by_hand(chat: Chat, call_id: str) -> None:
+    """A person is deciding ``call_id`` at ``review()``'s prompt, not in code (whether or
+    not a view shows the chat yet)."""
+    _deciders.get(chat).by_hand.add(call_id)
 
 
 def has_state(chat: Chat) -> bool:

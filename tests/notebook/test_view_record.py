@@ -133,3 +133,96 @@ def test_a_loaded_chat_shows_its_steps_tokens_and_timings(tmp_path: Path) -> Non
     assert len(step_lines) == 2
     assert all(re.search(r"\d+ in / \d+ out tokens", line) for line in step_lines), after
     assert [line for line in before.splitlines() if "step " in line] == step_lines
+
+
+def test_a_state_made_while_another_thread_drives_the_chat_misses_nothing() -> None:
+    """``display(chat)`` while a worker thread drives it: the state reads the record and
+    subscribes to it in one step, so it hears every change after what it read, none twice.
+    Repeated at random moments of a dense chat (many calls a response)."""
+    import random
+    import sys
+
+    rng = random.Random(7)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the threads take turns as often as they can
+    try:
+        _race_a_state_with_its_driver(rng)
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def _race_a_state_with_its_driver(rng: Any) -> None:
+    import threading
+    import time
+
+    for _ in range(60):
+        calls = [("lookup", {"key": f"k{i}"}) for i in range(12)]
+        script = [call_tools(*calls), call_tools(*calls), reply("done")]
+        chat = Chat(provider=ScriptedProvider(script), display=False).with_tools(lookup)
+        driver = threading.Thread(target=chat.ask, args=("go",))
+        driver.start()
+        time.sleep(rng.uniform(0, 0.004))
+        state = state_for(chat)
+        driver.join(30)
+        assert chat.status == "complete"
+        assert _shown(state) == _shown(ChatState.from_chat(chat))
+
+
+def test_what_a_kernel_keeps_for_a_view_made_later() -> None:
+    """In a kernel every chat is followed quietly, not folded: a chat nobody shows (a
+    batch's) has no display state, yet a view made later shows a failed tool's traceback
+    and a decision made in code, as a view made at once would."""
+    from nbagent.notebook._state import follow_quietly, has_state
+
+    script = [call_tools(("lookup", {"key": "boom"}), ("wire", {"amount": 5})), reply("ok")]
+    chat = Chat(provider=ScriptedProvider(script), display=False).with_tools(lookup, wire)
+    follow_quietly(chat)  # what install_auto_display does in a kernel
+    chat.ask("go")
+    chat.approve(chat.pending_approvals[0])  # in code
+    chat.complete()
+    assert not has_state(chat)
+    entries = {e.r.tool: e for e in state_for(chat).entries if isinstance(e, CallEntry)}
+    assert "no such key" in (entries["lookup"].traceback or "")
+    assert "in lookup" in (entries["lookup"].traceback or "")  # from the tool's own frame
+    assert entries["wire"].decided_in_code
+
+
+def test_a_state_hears_what_was_folded_while_it_was_being_made(
+    monkeypatch: Any,
+) -> None:
+    """The same guarantee, deterministically: the driver is let go the moment the state has
+    read the record and before it subscribes. Made in one step with its subscription,
+    the state cannot miss what the driver folds then (the driver waits for it)."""
+    import threading
+    import time
+
+    gate = threading.Event()
+
+    @tool
+    def slow(key: str) -> str:
+        """Wait for the test, then answer."""
+        gate.wait(10)
+        return f"value of {key}"
+
+    script = [call_tools(("slow", {"key": "a"})), reply("done")]
+    chat = Chat(provider=ScriptedProvider(script), display=False).with_tools(slow)
+    driver = threading.Thread(target=chat.ask, args=("go",))
+    driver.start()
+    deadline = time.monotonic() + 10
+    while not any(c.status == "running" for c in chat.tool_calls):
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    made = ChatState.from_chat
+
+    def read_then_let_go(cls: Any, c: Any) -> ChatState:
+        state = made.__func__(cls, c)  # type: ignore[attr-defined]
+        gate.set()  # the tool returns; its result, the answer, the end are folded next
+        time.sleep(0.2)
+        return state
+
+    monkeypatch.setattr(ChatState, "from_chat", classmethod(read_then_let_go))
+    state = state_for(chat)
+    driver.join(30)
+    monkeypatch.undo()
+    assert chat.status == "complete"
+    assert _shown(state) == _shown(ChatState.from_chat(chat))
