@@ -397,6 +397,8 @@ class Deciders:
     (``in_code``), as was the decision a fork was made with. A decision made
     before this kernel saw the chat (a loaded one) is in neither: "by you".
     ``inputs_by_hand`` are the pending inputs answered on their card (by input id).
+    ``tracebacks``: where each failed tool call failed, the other thing a view made later
+    needs that the record does not hold (both kept by :func:`follow_quietly`).
     """
 
     by_hand: set[str] = field(default_factory=set)
