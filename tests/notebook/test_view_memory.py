@@ -4,8 +4,11 @@ continuation go with it once the user drops it and nothing on screen can still a
 The notebook keeps one display state and one continuation per chat. They were kept in a
 registry keyed weakly by the chat, but the views they tell hold their chat: the registry
 kept every chat a kernel ever displayed (``chat = Chat(...); chat.ask(...)`` run 30 times
-left 30 chats, each with its history and log). The views, the chat and the cards here
-are real; ``Cells`` stands for the front end (see ``_views.py``).
+left 30 chats, each with its history and log). A card still waiting kept its chat too
+after its cell ran again and the page no longer showed it: an output now notes the cells
+it is shown in and lets go when they run again. The views, the chat and the cards here
+are real; ``Cells`` stands for the front end (see ``_views.py``); the kernel tests run a
+real kernel, one as JupyterLab does (each request naming its cell).
 """
 
 from __future__ import annotations
