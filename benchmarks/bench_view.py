@@ -96,7 +96,7 @@ def build_chat(n: int) -> Chat:
 
 def rebuild_state(chat: Chat) -> ChatState:
     """Drop the chat's display state so the next view rebuilds it from the chat's record."""
-    old = _states._objects.pop(chat, None)
+    old = _states.forget(chat)
     if old is not None:
         chat.record.unsubscribe(old.on_change)
         chat.off(old.on_fragment)

@@ -64,6 +64,14 @@ class PerChat(Generic[T]):
                 obj = kept.objects[self] = self._make(chat)
             return obj
 
+    def forget(self, chat: Any) -> T | None:
+        """Drop the chat's object (the next :meth:`get` makes a new one); it, if it had one."""
+        kept = _kept(chat, make=False)
+        if kept is None:
+            return None
+        with self._lock:
+            return kept.objects.pop(self, None)
+
     def __contains__(self, chat: Any) -> bool:
         kept = _kept(chat, make=False)
         return kept is not None and self in kept.objects
