@@ -14,7 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
-from _jupyterlab import JupyterLabServer, open_notebook, output_area, run_cell, wait_for_output
+from _jupyterlab import (
+    JupyterLabServer,
+    _run_command,
+    open_notebook,
+    output_area,
+    run_cell,
+    wait_for_output,
+)
 from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.browser
@@ -69,3 +76,25 @@ def test_a_cell_run_again_lets_go_of_its_old_card_and_the_new_one_works(
     wait_for_output(page, 1, "refunded order 42", timeout=30)
     time.sleep(0.5)
     assert side_effect.read_text() == "42\n"  # the new card's call, once
+
+
+ASK_UNNAMED = 'Chat(model="demo").with_tools(IssueRefund).ask("Refund order 7")'
+
+
+def test_a_deleted_cell_lets_go_of_its_card(
+    page: Page, jupyterlab_server: JupyterLabServer, tmp_path: Path
+) -> None:
+    """JupyterLab names the cells deleted since the last run in the next request: the card a
+    deleted cell showed closes, and its chat, which no name holds, is let go. Nothing ran."""
+    side_effect = tmp_path / "refunds.txt"
+    path = jupyterlab_server.write_notebook(
+        "deleted.ipynb", [SETUP.format(side_effect=str(side_effect)), ASK_UNNAMED, PROBE]
+    )
+    open_notebook(page, jupyterlab_server, path)
+    run_cell(page, 0)
+    run_cell(page, 1)
+    expect(output_area(page, 1).locator(".nba-action")).to_have_count(1, timeout=30_000)
+    _run_command(page, "notebook:delete-cell", 1, True, 10.0)
+    run_cell(page, 1)  # the probe, now second
+    wait_for_output(page, 1, "live chats: 0")
+    assert not side_effect.exists()
