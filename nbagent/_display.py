@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ._notice import in_kernel, notice
+from ._notice import in_kernel, notice, shell
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -53,8 +53,7 @@ def hook_post_run_cell() -> None:
     with _hook_lock:
         if _hooked:
             return
-        ipython = sys.modules.get("IPython")
-        ip = ipython.get_ipython() if ipython is not None else None
+        ip = shell()
         if ip is None:
             return
         ip.events.register("post_run_cell", flush_dirty)
@@ -74,9 +73,7 @@ _cells_lock = threading.Lock()
 def running_cell_id() -> str | None:
     """The id the front end gave the cell running now (``None``: no kernel, or a client
     that sends none, as nbclient and papermill)."""
-    ipython = sys.modules.get("IPython")
-    ip = ipython.get_ipython() if ipython is not None else None
-    get_parent = getattr(getattr(ip, "kernel", None), "get_parent", None)
+    get_parent = getattr(getattr(shell(), "kernel", None), "get_parent", None)
     if get_parent is None:
         return None
     try:
@@ -280,9 +277,7 @@ def _flush_streams() -> None:
 
 
 def _display_pub() -> Any:
-    ipython = sys.modules.get("IPython")
-    ip = ipython.get_ipython() if ipython is not None else None
-    return getattr(ip, "display_pub", None)
+    return getattr(shell(), "display_pub", None)
 
 
 # --------------------------------------------------------------------- the twin

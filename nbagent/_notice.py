@@ -11,19 +11,22 @@ where a script's or a terminal's diagnostics belong.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 
-def in_kernel() -> bool:
-    """Inside an IPython kernel (not terminal IPython, not plain Python).
+def shell() -> Any:
+    """The running IPython shell, or ``None`` (plain Python).
 
     Reads ``sys.modules`` rather than importing IPython: in a kernel it is
     always imported already, and ``Chat()`` asks this on every construction.
     """
     ipython = sys.modules.get("IPython")
-    if ipython is None:
-        return False
-    ip = ipython.get_ipython()
-    return ip is not None and getattr(ip, "kernel", None) is not None
+    return ipython.get_ipython() if ipython is not None else None
+
+
+def in_kernel() -> bool:
+    """Inside an IPython kernel (not terminal IPython, not plain Python)."""
+    return getattr(shell(), "kernel", None) is not None
 
 
 def notice(message: str) -> None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._events import Event, MessageAdded
 from .._extension import ChatHost, Extension
+from .._notice import shell
 from .._types import AssistantToolCallMessage, ChatMessage
 from ._kernel import execution_count, in_kernel, prompt_number
 from ._per_chat import PerChat
@@ -123,9 +124,9 @@ def _register_message_formatter() -> None:
     global _registered
     if _registered:
         return
-    ipython = sys.modules.get("IPython")
-    ip = ipython.get_ipython() if ipython is not None else None
-    formatter = getattr(getattr(ip, "display_formatter", None), "ipython_display_formatter", None)
+    formatter = getattr(
+        getattr(shell(), "display_formatter", None), "ipython_display_formatter", None
+    )
     if formatter is None:
         return
     for cls in (ChatMessage, AssistantToolCallMessage):

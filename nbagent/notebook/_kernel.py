@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import sys
-
-from .._notice import in_kernel
+from .._notice import in_kernel, shell
 
 __all__ = ["execution_count", "in_kernel", "prompt_number"]
 
 
 def execution_count() -> int | None:
     """The execution count of the cell being run, if any."""
-    ipython = sys.modules.get("IPython")
-    ip = ipython.get_ipython() if ipython is not None else None
-    count = getattr(ip, "execution_count", None)
+    count = getattr(shell(), "execution_count", None)
     return count if isinstance(count, int) else None
 
 
