@@ -14,10 +14,12 @@ real kernel, one as JupyterLab does (each request naming its cell).
 from __future__ import annotations
 
 import gc
+import inspect
 import time
 import weakref
 from typing import Any
 
+import _tools
 import nbclient
 import nbformat
 import pytest
@@ -94,28 +96,14 @@ def test_a_chat_whose_card_still_waits_on_screen_is_kept_until_it_is_decided(
 
 
 # ------------------------------------------------------------------ in a real kernel
-KERNEL_SETUP = """\
+KERNEL_SETUP = (
+    inspect.getsource(_tools)
+    + """
 import gc, time
 import nbagent
-from nbagent import Chat, Tool, tool
+from nbagent import Chat
 
-RAN = []
-
-class IssueRefund(Tool):
-    '''Issues a refund for an order.'''
-    requires_approval = True
-    def execute(self, order_id: int) -> str:
-        RAN.append(order_id)
-        return f"refunded order {order_id}"
-
-@tool
-def get_weather(city: str) -> str:
-    '''Get current weather for a city.
-
-    Args:
-        city: City name.
-    '''
-    return f"sunny in {city}"
+RAN = REFUNDS
 
 def live_chats():
     deadline = time.monotonic() + 5
@@ -126,6 +114,7 @@ def live_chats():
             return n
         time.sleep(0.05)
 """
+)
 
 RERUN = """\
 chat = Chat(model="demo").with_tools(IssueRefund, get_weather)
