@@ -96,9 +96,8 @@ _shown: PerChat[Shown] = PerChat(Shown, "shown turn")
 
 def turn_view(chat: Chat) -> Any:
     """The view showing ``chat``'s current turn (``None``: none, or it is gone)."""
-    if chat not in _shown:
-        return None
-    ref = _shown.get(chat).view
+    shown = _shown.peek(chat)
+    ref = shown.view if shown is not None else None
     return ref() if ref is not None else None
 
 
@@ -109,7 +108,8 @@ _registered = False
 
 
 def _remember_live_message(chat: Chat, event: MessageAdded) -> None:
-    live = _shown.get(chat).live if chat in _shown else None
+    shown = _shown.peek(chat)
+    live = shown.live if shown is not None else None
     if live is None or live[0] != event.turn or getattr(event.message, "role", "") != "assistant":
         return
     _live_messages[id(event.message)] = event.message

@@ -152,11 +152,10 @@ def chat_mimebundle(chat: Chat) -> dict[str, str]:
 
 def _state(chat: Chat) -> ChatState:
     """The shared display state if the chat has one, else a snapshot (no subscription)."""
-    from ._state import has_state
+    from ._state import existing_state
 
-    if has_state(chat):
-        return state_for(chat)
-    return ChatState.from_chat(chat)
+    state = existing_state(chat)
+    return state if state is not None else ChatState.from_chat(chat)
 
 
 def static_view(chat: Chat, turn: int | None = None) -> LiveOutput:

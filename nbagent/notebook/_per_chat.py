@@ -72,6 +72,7 @@ class PerChat(Generic[T]):
         with self._lock:
             return kept.objects.pop(self, None)
 
-    def __contains__(self, chat: Any) -> bool:
+    def peek(self, chat: Any) -> T | None:
+        """The chat's object if it has one (none is made)."""
         kept = _kept(chat, make=False)
-        return kept is not None and self in kept.objects
+        return None if kept is None else kept.objects.get(self)

@@ -961,8 +961,9 @@ def follow_quietly(chat: Chat) -> None:
             return
         deciders.tracebacks[result.call.id] = text
         held = ref()
-        if held is not None and held in _states:
-            _states.get(held).add_traceback(result.call.id, text)
+        state = _states.peek(held) if held is not None else None
+        if state is not None:
+            state.add_traceback(result.call.id, text)
 
     def decided(event: Event) -> None:
         if isinstance(event, ApprovalDecided):
@@ -982,5 +983,6 @@ def mark_by_hand(chat: Chat, call_id: str) -> None:
     _deciders.get(chat).by_hand.add(call_id)
 
 
-def has_state(chat: Chat) -> bool:
-    return chat in _states
+def existing_state(chat: Chat) -> ChatState | None:
+    """The chat's display state if something made one (none is made)."""
+    return _states.peek(chat)

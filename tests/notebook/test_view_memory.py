@@ -298,13 +298,13 @@ def test_threads_asking_for_a_chats_objects_at_once_share_them() -> None:
 
 
 def test_a_chats_object_forgotten_is_made_anew() -> None:
-    from nbagent.notebook._state import _states, has_state
+    from nbagent.notebook._state import _states, existing_state
 
     chat = Chat(model="demo")
     chat.ask("hello")
     first = state_for(chat)
-    assert _states.forget(chat) is first and not has_state(chat)
+    assert _states.forget(chat) is first and existing_state(chat) is None
     assert _states.forget(chat) is None  # nothing left to drop
     again = state_for(chat)
-    assert again is not first and has_state(chat)
+    assert again is not first and existing_state(chat) is again
     assert [e.key for e in again.entries] == [e.key for e in first.entries]  # from the record

@@ -172,7 +172,7 @@ def test_what_a_kernel_keeps_for_a_view_made_later() -> None:
     """In a kernel every chat is followed quietly, not folded: a chat nobody shows (a
     batch's) has no display state, yet a view made later shows a failed tool's traceback
     and a decision made in code, as a view made at once would."""
-    from nbagent.notebook._state import follow_quietly, has_state
+    from nbagent.notebook._state import existing_state, follow_quietly
 
     script = [call_tools(("lookup", {"key": "boom"}), ("wire", {"amount": 5})), reply("ok")]
     chat = Chat(provider=ScriptedProvider(script), display=False).with_tools(lookup, wire)
@@ -180,7 +180,7 @@ def test_what_a_kernel_keeps_for_a_view_made_later() -> None:
     chat.ask("go")
     chat.approve(chat.pending_approvals[0])  # in code
     chat.complete()
-    assert not has_state(chat)
+    assert existing_state(chat) is None
     entries = {e.r.tool: e for e in state_for(chat).entries if isinstance(e, CallEntry)}
     assert "no such key" in (entries["lookup"].traceback or "")
     assert "in lookup" in (entries["lookup"].traceback or "")  # from the tool's own frame
