@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Any
 
-from .._aio import spawn
+from .._aio import on_background_loop, spawn
 from .._errors import StoreError
 from . import _pg_migrations as migrations
 from ._follow import Follower
@@ -55,6 +55,7 @@ class Listener:
         LISTEN holds again (what was committed while it did not is unknown): equal values
         while ``listening``, no rule changed in between, once announced."""
         self.last_error: BaseException | None = None
+        self._ended = threading.Event()  # set once its task ended (its connection closed)
         self._task = spawn(self._run())
 
     def add(self, watch: Follower) -> None:
@@ -68,13 +69,17 @@ class Listener:
         with self._lock:
             return bool(self._watches)
 
-    def stop(self) -> None:
-        """Stop listening (its connection closes) and close every follower."""
+    def stop(self, wait: float = 0.0) -> None:
+        """Stop listening (its connection closes) and close every follower; with ``wait``,
+        return once the connection is closed (at most ``wait`` seconds, and never on the
+        background loop, which is the one to close it)."""
         self._task.cancel()
         with self._lock:
             watches, self._watches = list(self._watches), set()
         for w in watches:
             w.close()
+        if wait and not on_background_loop():
+            self._ended.wait(wait)
 
     def _dispatch(self, chat_ids: list[str]) -> None:
         with self._lock:
@@ -83,19 +88,24 @@ class Listener:
             w.push(chat_ids)
 
     async def _run(self) -> None:
-        delay = 0.05
-        while True:
-            try:
-                await self._listen()
-            except Exception as exc:  # the connection was lost, or not made: again, with backoff
-                self.last_error = exc
-            if self.listening.is_set():
-                delay = 0.05  # it listened: the backoff starts over
-            self.listening.clear()
-            if self._connect() is None:  # the store is gone
-                return
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self.RECONNECT_MAX)
+        # Its first step always runs, even when stopped at once: a cancel reaches a task
+        # started by ``spawn`` only after that step, so ``_ended`` is always set.
+        try:
+            delay = 0.05
+            while True:
+                try:
+                    await self._listen()
+                except Exception as exc:  # the connection was lost, or not made: again, backoff
+                    self.last_error = exc
+                if self.listening.is_set():
+                    delay = 0.05  # it listened: the backoff starts over
+                self.listening.clear()
+                if self._connect() is None:  # the store is gone
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.RECONNECT_MAX)
+        finally:
+            self._ended.set()
 
     async def _listen(self) -> None:
         """Connect, LISTEN, catch up from the last id seen, then push each notification."""

@@ -90,6 +90,7 @@ _KEYWORD_DSN = re.compile(
 
 _UNSURE = itertools.count(1)
 """Rule tokens that equal no other (:meth:`PostgresStore.rules_token` before it listens)."""
+LISTENER_CLOSE_WAIT = 2.0  # s: how long close() waits for the listener to close its connection
 
 
 def is_dsn(value: object) -> bool:
@@ -470,8 +471,9 @@ class PostgresStore(SQLStore):
         )
 
     def close(self) -> None:
-        """Close the connections (idempotent); every watch of this store is closed too."""
-        with self._lock:
+        """Close the connections (idempotent); every watch of this store is closed too.
+        Returns once they are closed, the listener's too (within ``LISTENER_CLOSE_WAIT``)."""
+        with self._lock, self._listener_lock:  # no listener starts after this
             self._closed = True
             self._conn = self._listener = None
         self._held.release()
@@ -904,7 +906,7 @@ class _Held:
         listener, self.listener = self.listener, None
         conn, self.conn = self.conn, None
         if listener is not None:
-            listener.stop()
+            listener.stop(wait=LISTENER_CLOSE_WAIT)  # close() returns with no connection open
         if conn is not None:
             with suppress(Exception):
                 conn.raw.close()

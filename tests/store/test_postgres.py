@@ -9,7 +9,9 @@ restarted, and the password is looked for everywhere it must not be.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sys
 import threading
 import time
@@ -353,6 +355,50 @@ def test_a_store_dropped_without_closing_lets_its_connections_go(
     while (backends() or not listening.done()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert backends() == 0 and listening.done()  # the listener's task ended too
+    assert watch.closed
+
+
+def test_close_returns_with_no_connection_of_the_store_open(postgres_dsn: str) -> None:
+    """``store.close()`` returns once every connection of the store is closed, its listener's
+    included, which nbagent's background loop closes (busy here when ``close()`` is called):
+    a connection count, a ``DROP DATABASE`` or a process exit right after it finds none."""
+    from urllib.parse import urlsplit
+
+    from nbagent._aio import spawn
+
+    port = urlsplit(postgres_dsn).port
+
+    def sockets() -> set[int]:  # this process's open connections to the server (inodes)
+        mine = set()
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/self/fd/{fd}")
+                if target.startswith("socket:["):
+                    mine.add(int(target[8:-1]))
+        found = set()
+        for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+            with contextlib.suppress(OSError), open(table) as lines:
+                for line in list(lines)[1:]:
+                    fields = line.split()  # remote address, state ("01": established), inode
+                    remote, state, inode = fields[2], fields[3], int(fields[9])
+                    if int(remote.rsplit(":", 1)[1], 16) == port and state == "01":
+                        found.add(inode)
+        return found & mine
+
+    others = sockets()  # what earlier tests in this process left open is not ours
+    store = PostgresStore(postgres_dsn)
+    watch = store.watch()  # it listens: a connection of its own on the background loop
+    assert len(sockets() - others) == 2
+    busy = threading.Event()
+
+    async def hold() -> None:
+        busy.set()
+        time.sleep(0.3)  # the loop that closes the listener's connection is busy meanwhile
+
+    spawn(hold())
+    assert busy.wait(10)
+    store.close()
+    assert sockets() - others == set()
     assert watch.closed
 
 
