@@ -782,17 +782,23 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             unanswered = self.open_calls
             if unanswered:
                 raise PendingToolCallsError(unanswered)
+            # Every call of the last response is answered (denied, say) but its results wait
+            # for the next step to join the transcript: they go in first, in call order, as
+            # a step would add them (a user message between a response's calls and their
+            # results is a request no provider takes, and loses the model the denial).
+            events = self._close_round_if_done()
+            after, self._deferred_after = self._deferred_after, []
             self._turn += 1
             self._forced_spent = False
             self._last_step = None
             self._output, self._output_retried = spec, False
-            events = []
             for m in before:  # an MCP prompt's earlier messages, in its turn
                 earlier = dataclasses.replace(m, content=clean(m.content), turn=self._turn)
                 events.extend(self._append(earlier))
             msg = ChatMessage("user", clean(text), turn=self._turn, parts=parts)
             events.extend(self._append(msg))
         self._emit_all(events)
+        self._run_after(after)
         for turn_started in self._hook("turn_started"):
             turn_started()
         if not run:

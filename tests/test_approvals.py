@@ -411,6 +411,73 @@ def test_ask_while_approval_pending_raises() -> None:
     assert "chat.approve" in str(PendingToolCallsError(chat.pending_approvals))
 
 
+def _shape(messages: Any) -> list[tuple[str, str | None]]:
+    return [(type(m).__name__, getattr(m, "tool_call_id", None)) for m in messages]
+
+
+ROUND_THEN_QUESTION = [
+    ("ChatMessage", None),
+    ("AssistantToolCallMessage", None),
+    ("ToolResultMessage", "l1"),
+    ("ToolResultMessage", "r1"),
+    ("ChatMessage", None),  # the new question, after the round's results
+]
+
+
+def test_ask_after_a_denial_puts_the_rounds_results_before_the_question() -> None:
+    """A denial is an answer: ``ask()`` right after it (no ``complete()``) adds the round's
+    results first, in call order, so the model reads the denial and the request is one every
+    provider takes (before, the question went between the calls and their results, which
+    OpenAI refuses with a 400, for good: the chat could not go on)."""
+    chat, provider = make_chat(
+        call_tools(("lookup", {"order_id": 1}, "l1"), ("issue_refund", {"order_id": 1}, "r1")),
+        reply("Noted; it is sunny."),
+    )
+    chat.ask("look order 1 up and refund it")
+    chat.deny("r1", reason="not today")
+    assert chat.ask("and the weather?").content == "Noted; it is sunny."  # type: ignore[union-attr]
+    assert _shape(provider.requests[-1].messages) == ROUND_THEN_QUESTION
+    assert _shape(chat.transcript) == [*ROUND_THEN_QUESTION, ("ChatMessage", None)]
+    assert results(chat)["r1"].status == "denied" and "not today" in results(chat)["r1"].content
+    assert [m.turn for m in chat.transcript] == [1, 1, 1, 1, 2, 2]
+    assert runs == Counter({"lookup": 1})  # the ungated call ran once, the denied one never
+    assert chat.status == "complete"
+
+
+def test_ask_after_a_denial_made_elsewhere_and_a_reload(tmp_path: Any) -> None:
+    """The denial comes from another process through the store, and the chat is loaded
+    again: the question still follows the round's results, and the store keeps that order."""
+    from nbagent.store import SQLiteStore
+
+    db = tmp_path / "chat.db"
+    script = call_tools(("lookup", {"order_id": 1}, "l1"), ("issue_refund", {"order_id": 1}, "r1"))
+    chat = Chat(provider=ScriptedProvider([script]), store=db).with_tools(IssueRefund, lookup)
+    chat.ask("look order 1 up and refund it")
+    chat.close()
+    with SQLiteStore(db) as other:
+        other.deny("r1", reason="no", chat_id=chat.id)
+    provider = ScriptedProvider([reply("ok")])
+    again = Chat.load(chat.id, store=db, tools=[IssueRefund, lookup], provider=provider)
+    again.ask("next question")
+    assert _shape(provider.requests[-1].messages) == ROUND_THEN_QUESTION
+    again.close()
+    reread = Chat.load(chat.id, store=db, tools=[IssueRefund, lookup], provider=provider)
+    assert _shape(reread.transcript) == [*ROUND_THEN_QUESTION, ("ChatMessage", None)]
+    reread.close()
+    assert runs == Counter({"lookup": 1})
+
+
+def test_ask_after_an_approval_still_waits_for_the_call_to_run() -> None:
+    """An approved call is not answered until it ran: ``ask()`` refuses, and nothing is added."""
+    chat, _ = make_chat(call_tools(("issue_refund", {"order_id": 1}, "r1")), reply("done"))
+    chat.ask("refund order 1")
+    chat.approve("r1")
+    before = list(chat.transcript)
+    with pytest.raises(PendingToolCallsError, match=r"issue_refund\(r1\)"):
+        chat.ask("and another thing")
+    assert list(chat.transcript) == before and runs["issue_refund"] == 0
+
+
 def test_step_by_step_stops_at_awaiting_approval() -> None:
     chat, _ = make_chat(
         call_tools(("lookup", {"order_id": 1}, "l1"), ("issue_refund", {"order_id": 1}, "r1")),

@@ -6,8 +6,10 @@ Hypothesis generates the model's behaviour (repeated or missing ids, malformed a
 lone surrogates, deep nesting, a stream that breaks, ``max_tokens`` in the middle of a call,
 tools that raise, time out or return values that cannot become text) x the wire dialect and
 streaming x the concurrency mode x a store or not x decisions in any order, some of them made
-through a second store connection as another process would. Every request goes through the
-real SDK client to the loopback fake server in strict mode.
+through a second store connection as another process would x a new question asked after the
+decisions instead of ``complete()``. Every request goes through the real SDK client to the
+loopback fake server in strict mode, and every transcript answers each response's calls
+right after it, in call order.
 
 ``make test`` runs 200 examples; ``NBAGENT_PROPERTY_EXAMPLES=2000`` runs more. The same
 property runs with the PostgreSQL store (an eighth as many examples, every one stored, the
@@ -31,10 +33,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from nbagent import (
+    AssistantToolCallMessage,
     BadRequestError,
     Chat,
     DecisionError,
     Event,
+    PendingToolCallsError,
     ProviderError,
     Tool,
     current_tool_call,
@@ -154,6 +158,7 @@ class Scenario:
     stored: bool
     turns: list[Turn]
     decisions: list[tuple[str, str]]  # (approve | deny, chat | store), used in order
+    asks: list[bool]  # after deciding: ask a new question (True) or complete() (False), in order
 
 
 scenarios = st.builds(
@@ -168,6 +173,7 @@ scenarios = st.builds(
         min_size=8,
         max_size=8,
     ),
+    asks=st.lists(st.booleans(), max_size=3),
 )
 
 
@@ -230,7 +236,7 @@ def _the_promise(scenario: Scenario, server: FakeLLMServer, db: Path | str | Non
     chat.on(None, events.append)
     errors_before = len(server.errors)
     try:
-        _drive(chat, list(scenario.decisions), db)
+        _drive(chat, list(scenario.decisions), list(scenario.asks), db)
         _check(chat, events, scenario, db)
         assert server.errors[errors_before:] == []  # every request was one the server could serve
     finally:
@@ -238,17 +244,27 @@ def _the_promise(scenario: Scenario, server: FakeLLMServer, db: Path | str | Non
         provider.close()
 
 
-def _drive(chat: Chat, decisions: list[tuple[str, str]], db: Path | str | None) -> None:
-    """Ask, then decide whatever parks and complete, until the chat is complete.
+def _drive(
+    chat: Chat, decisions: list[tuple[str, str]], asks: list[bool], db: Path | str | None
+) -> None:
+    """Ask, then decide whatever parks and complete (or ask again), until the chat is complete.
 
+    A new question is refused only while a call of the last response is not final (an
+    approved call still to run): the driver completes first, as the error tells a user to.
     A stream the server breaks is a provider error: the driver completes again,
     as a user would. A strict-mode rejection (``BadRequestError``) fails the test.
     """
     failures = 0
-    for attempt in range(14):
+    for attempt in range(16):
         try:
             if attempt == 0:
                 chat.ask("go")
+            elif asks and asks.pop(0):
+                try:
+                    chat.ask("and then?")
+                except PendingToolCallsError:
+                    assert not all(c.is_final for c in chat.tool_calls)
+                    chat.complete()
             else:
                 chat.complete()
         except BadRequestError:
@@ -280,6 +296,7 @@ def _check(chat: Chat, events: list[Event], scenario: Scenario, db: Path | str |
     for c in calls:  # what the examples covered (pytest --hypothesis-show-statistics)
         event(f"call {c.status}" + (f" by {c.decision.by}" if c.decision else ""))
     assert len({c.id for c in calls}) == len(calls)  # every call its own identity
+    _answered_in_order(chat.transcript)
     assert set(runs) <= {c.id for c in calls}
     assert chat.status == "complete"
     for c in calls:
@@ -318,6 +335,18 @@ def _check(chat: Chat, events: list[Event], scenario: Scenario, db: Path | str |
     seen = " ".join(repr(e) for e in events) + repr(chat)
     seen += chat.log.to_string() + chat.steps.to_string()
     assert KEY not in seen
+
+
+def _answered_in_order(transcript: Any) -> None:
+    """Each response's calls are answered right after it, one result per call, in call order
+    (what every provider's API requires), whatever was asked or decided in between."""
+    messages = list(transcript)
+    for i, m in enumerate(messages):
+        if isinstance(m, AssistantToolCallMessage):
+            ids = [c.id for c in m.tool_calls]
+            after = messages[i + 1 : i + 1 + len(ids)]
+            got = [getattr(r, "tool_call_id", type(r).__name__) for r in after]
+            assert got == ids, f"message {i}'s calls {ids} answered by {got}"
 
 
 def _everything_stored(db: Path | str | None) -> str:
