@@ -32,6 +32,7 @@ from _jupyterlab import (
     screenshot,
     wait_for_output,
 )
+from _kernel_tools import refund_tool
 from playwright.sync_api import Locator, Page, expect
 
 from nbagent.notebook._continuation import RENDER_GRACE
@@ -44,19 +45,9 @@ SETUP = """\
 import threading
 from pathlib import Path
 import nbagent
-from nbagent import Chat, Tool, ApprovalDecided
+from nbagent import Chat, ApprovalDecided
 
-SIDE_EFFECT = Path({side_effect!r})
 DECIDER = Path({decider!r})
-
-class IssueRefund(Tool):
-    \"\"\"Issues a refund for an order.\"\"\"
-    requires_approval = True
-
-    def execute(self, order_id: int) -> str:
-        with SIDE_EFFECT.open("a") as f:
-            f.write(f"{{order_id}}\\n")
-        return f"refunded order {{order_id}}"
 
 chat = Chat(model="demo").with_tools(IssueRefund)
 chat.on(ApprovalDecided, lambda e: DECIDER.write_text(threading.current_thread().name));
@@ -134,7 +125,7 @@ def _notebook(server: JupyterLabServer, name: str, ask: str, kernel: str) -> tup
         p.unlink(missing_ok=True)
     path = server.write_notebook(
         f"{name}.ipynb",
-        [SETUP.format(side_effect=str(side_effect), decider=str(decider)), ask],
+        [refund_tool(side_effect) + SETUP.format(decider=str(decider)), ask],
     )
     if kernel != "python3":
         nb_path = server.root_dir / path

@@ -15,6 +15,7 @@ from _jupyterlab import (
     screenshot,
     wait_for_output,
 )
+from _kernel_tools import refund_tool
 from playwright.sync_api import Page, expect
 
 from nbagent.store import SQLiteStore
@@ -22,19 +23,7 @@ from nbagent.store import SQLiteStore
 pytestmark = pytest.mark.browser
 
 SETUP = """\
-from pathlib import Path
-from nbagent import Chat, Tool, tool
-
-SIDE_EFFECT = Path({side_effect!r})
-
-class IssueRefund(Tool):
-    \"\"\"Issues a refund for an order.\"\"\"
-    requires_approval = True
-
-    def execute(self, order_id: int) -> str:
-        with SIDE_EFFECT.open("a") as f:
-            f.write(f"{{order_id}}\\n")
-        return f"refunded order {{order_id}}"
+from nbagent import Chat, tool
 
 @tool
 def get_weather(city: str) -> str:
@@ -54,7 +43,7 @@ def test_a_stale_card_updates_when_the_store_decides(
         p.unlink(missing_ok=True)
     path = jupyterlab_server.write_notebook(
         "stale-card.ipynb",
-        [SETUP.format(side_effect=str(side_effect), db=str(db)), 'chat.ask("Refund order 42")'],
+        [refund_tool(side_effect) + SETUP.format(db=str(db)), 'chat.ask("Refund order 42")'],
     )
     open_notebook(page, jupyterlab_server, path)
     run_cell(page, 0)
@@ -84,7 +73,7 @@ def test_no_budget_card_when_the_answer_lands_on_the_last_step(
     path = jupyterlab_server.write_notebook(
         "budget-last-step.ipynb",
         [
-            SETUP.format(side_effect=str(root / "budget.effects"), db=str(db)),
+            refund_tool(root / "budget.effects") + SETUP.format(db=str(db)),
             # ask the model, run the tool, the answer: exactly three steps
             'chat.ask("What\'s the weather in Paris?", max_steps=3)\nprint("status:", chat.status)',
         ],

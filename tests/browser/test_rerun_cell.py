@@ -22,25 +22,14 @@ from _jupyterlab import (
     run_cell,
     wait_for_output,
 )
+from _kernel_tools import refund_tool
 from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.browser
 
 SETUP = """\
 import gc, time
-from pathlib import Path
-from nbagent import Chat, Tool
-
-SIDE_EFFECT = Path({side_effect!r})
-
-class IssueRefund(Tool):
-    \"\"\"Issues a refund for an order.\"\"\"
-    requires_approval = True
-
-    def execute(self, order_id: int) -> str:
-        with SIDE_EFFECT.open("a") as f:
-            f.write(f"{{order_id}}\\n")
-        return f"refunded order {{order_id}}"
+from nbagent import Chat
 
 def live_chats():
     deadline = time.monotonic() + 5
@@ -61,7 +50,7 @@ def test_a_cell_run_again_lets_go_of_its_old_card_and_the_new_one_works(
 ) -> None:
     side_effect = tmp_path / "refunds.txt"
     path = jupyterlab_server.write_notebook(
-        "rerun.ipynb", [SETUP.format(side_effect=str(side_effect)), ASK, PROBE]
+        "rerun.ipynb", [refund_tool(side_effect) + SETUP, ASK, PROBE]
     )
     open_notebook(page, jupyterlab_server, path)
     run_cell(page, 0)
@@ -88,7 +77,7 @@ def test_a_deleted_cell_lets_go_of_its_card(
     deleted cell showed closes, and its chat, which no name holds, is let go. Nothing ran."""
     side_effect = tmp_path / "refunds.txt"
     path = jupyterlab_server.write_notebook(
-        "deleted.ipynb", [SETUP.format(side_effect=str(side_effect)), ASK_UNNAMED, PROBE]
+        "deleted.ipynb", [refund_tool(side_effect) + SETUP, ASK_UNNAMED, PROBE]
     )
     open_notebook(page, jupyterlab_server, path)
     run_cell(page, 0)
