@@ -283,6 +283,12 @@ class ChatHost:
         chat._sync_tools()
         return chat._tools.get(name)
 
+    def known_tools(self) -> tuple[Tool, ...]:
+        """The chat's tools as it has them now, without asking a tool source (an MCP
+        server) for its list: what may be read beside a write, which must neither wait on
+        a server nor fail with one (``chat.tools`` connects a source not connected yet)."""
+        return tuple(self.chat._tools.values())
+
     def loop_state(self) -> dict[str, Any]:
         """The loop state a reloaded chat needs besides its messages, calls and events."""
         return self.chat._loop_state()

@@ -346,7 +346,7 @@ class StoreExtension(Extension):
             else:
                 marks = (key, state, self._tools_sig)
         tools = None
-        current = host.chat.tools
+        current = host.known_tools()  # never chat.tools: a write must not need a server up
         sig = (*(t.name for t in current), *map(id, current))
         if sig != self._tools_sig:
             tools = {t.name: t.input_schema for t in current}

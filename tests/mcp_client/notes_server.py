@@ -7,6 +7,9 @@ structured and image results, ``isError``, a crash in the middle of a call,
 and a tool list that changes (with ``notifications/tools/list_changed`` on
 the legacy protocol and a ``subscriptions/listen`` event on the modern one).
 
+``--once FILE``: after ``answer_then_exit`` ran, the server refuses to start again (a
+server gone for good right after it answered).
+
 ``--linger`` makes the process ignore the end of its input (a badly behaved
 server): it stays alive until it is killed, so a test can check that nbagent
 kills it when its parent goes.
@@ -30,6 +33,7 @@ READ_ONLY = ToolAnnotations(read_only_hint=True)
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True)
 
 server = MCPServer("notes", log_level="WARNING")
+ONCE: str | None = None  # --once FILE: answer_then_exit writes it; a start that finds it exits
 NOTES: dict[str, str] = {"todo": "buy milk"}
 
 # A 1x1 transparent PNG.
@@ -98,6 +102,16 @@ def crash() -> str:
     os._exit(3)
 
 
+@server.tool(annotations=DESTRUCTIVE)
+def answer_then_exit(text: str) -> str:
+    """Answer, then exit the server process a moment later (``--once``: for good)."""
+    if ONCE is not None:
+        with open(ONCE, "w") as f:
+            f.write(str(os.getpid()))
+    threading.Timer(0.05, os._exit, (4,)).start()
+    return text
+
+
 @server.tool(annotations=READ_ONLY)
 async def slow(seconds: float) -> str:
     """Sleep, then answer."""
@@ -134,7 +148,13 @@ def main() -> None:
     parser.add_argument("--http", type=int, default=None, help="serve streamable HTTP on this port")
     parser.add_argument("--http-fd", type=int, default=None, help="... on this listening socket")
     parser.add_argument("--linger", action="store_true", help="do not exit at the end of input")
+    parser.add_argument("--once", default=None, help="once answer_then_exit ran, never start")
     args = parser.parse_args()
+    if args.once is not None:
+        if os.path.exists(args.once):
+            raise SystemExit(f"notes server: gone for good ({args.once} exists)")
+        global ONCE
+        ONCE = args.once
     if args.linger:
         _linger()
     if args.http_fd is not None:

@@ -82,6 +82,32 @@ def test_a_crash_during_a_call_fails_that_call_and_the_next_call_restarts_the_se
     assert chat.status == "complete"
 
 
+def test_a_result_is_stored_though_its_server_is_gone_for_good_right_after(
+    tmp_path: Any,
+) -> None:
+    """An approved call answers, then its server exits and cannot start again: the result
+    is written to the store (a write never asks a server for its tools), ``close()`` loses
+    nothing, and the chat loaded again finds the call done, not in doubt. Before, every
+    write from then on failed with the server's error, the chat's last events were dropped
+    at close, and a reload said the call's outcome was unknown (inviting the model to
+    charge again)."""
+    db, gone = tmp_path / "chat.db", tmp_path / "gone"
+    provider = ScriptedProvider(
+        [call_tools(("answer_then_exit", {"text": "charged 5"}, "c1")), reply("done")]
+    )
+    chat = Chat(provider=provider, store=db).with_tools(notes_server("--once", str(gone)))
+    chat.ask("charge 5")
+    chat.approve("c1")
+    with contextlib.suppress(nbagent.MCPServerError):  # the next request needs its tool list
+        chat.complete()
+    assert gone.exists() and chat.tool_calls[0].status == "ok"
+    chat.close()  # raised StoreError: its last events could not be written
+    again = Chat.load(chat.id, store=db, provider=provider)
+    (call,) = again.tool_calls
+    assert (call.status, call.result.content if call.result else None) == ("ok", "charged 5")
+    again.close()
+
+
 def test_a_server_that_died_while_idle_is_restarted_before_the_next_call(
     notes: MCPServer,
 ) -> None:
