@@ -198,14 +198,17 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
 
 
 def normalize_concurrency(value: Any, name: str = "concurrency") -> ConcurrencyMode:
-    """``False``/``"sequential"``/``"none"`` -> sequential; ``True``/``"threads"``; ``"async"``."""
+    """``False``/``"sequential"``/``"none"`` -> sequential; ``True``/``"threads"``; ``"async"``
+    (``"fibers"`` too: RubyLLM's ``:fibers``, cooperative tasks on one thread, are asyncio's)."""
     if value is False or value in ("sequential", "none", "off"):
         return "sequential"
     if value is True or value == "threads":
         return "threads"
-    if value == "async":
+    if value in ("async", "fibers"):
         return "async"
-    raise ToolOptionError(f"{name} must be True, 'threads', 'async' or False, got {value!r}")
+    raise ToolOptionError(
+        f"{name} must be True, 'threads', 'async' ('fibers') or False, got {value!r}"
+    )
 
 
 def check_replay(value: Any) -> str:

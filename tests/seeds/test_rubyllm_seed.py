@@ -866,7 +866,13 @@ def test_3_global_concurrency_and_the_per_chat_override() -> None:
 
 @pytest.mark.parametrize(
     ("value", "mode"),
-    [(True, "threads"), (False, "sequential"), ("threads", "threads"), ("async", "async")],
+    [
+        (True, "threads"),
+        (False, "sequential"),
+        ("threads", "threads"),
+        ("async", "async"),
+        ("fibers", "async"),  # :fibers as written, the natural Python spelling being "async"
+    ],
 )
 def test_3_every_global_value_is_accepted(value: Any, mode: str) -> None:
     """``Use :threads, :fibers, true, or false.`` (``:fibers`` is ``"async"``)."""
