@@ -36,7 +36,7 @@ from ._hosted import HostedMCP, HostedTool
 from ._inputs import InputsMixin
 from ._loop import LoopMixin
 from ._media import as_parts, attached
-from ._options import ToolOptions
+from ._options import ToolOptions, resolve_choice
 from ._output import as_output
 from ._reasoning import normalize_reasoning
 from ._record import ChatRecord
@@ -782,6 +782,10 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             unanswered = self.open_calls
             if unanswered:
                 raise PendingToolCallsError(unanswered)
+            if not self._sources:  # the tools are known: a choice they cannot meet fails here,
+                resolve_choice(  # before the message is kept, not at the request it makes
+                    self._options.choice, list(self._local_tools), forced_spent=False
+                )
             # Every call of the last response is answered (denied, say) but its results wait
             # for the next step to join the transcript: they go in first, in call order, as
             # a step would add them (a user message between a response's calls and their

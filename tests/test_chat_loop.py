@@ -265,11 +265,26 @@ def test_tool_options_validation() -> None:
 
 
 def test_specific_choice_must_name_a_tool_of_the_chat() -> None:
-    chat, _ = make_chat(reply("x"))
+    """Checked when asked, before the message is kept: asking again after fixing the choice
+    does not leave the first message behind unanswered."""
+    chat, provider = make_chat(reply("x"))
     chat.with_tool_options(choice="nope")
     with pytest.raises(nbagent.ToolOptionError, match="not one of the chat's tools"):
         chat.ask("hi")
-    assert len(chat.transcript) == 1
+    assert chat.transcript == () and provider.requests == []
+    chat.with_tool_options(choice=None)
+    assert chat.ask("hi").content == "x"  # type: ignore[union-attr]
+    assert [m.role for m in chat.transcript] == ["user", "assistant"]
+
+
+def test_a_forced_choice_kept_after_the_tools_are_cleared_fails_when_asked() -> None:
+    """``with_tools(None)`` keeps the options (RubyLLM's rule); a ``required`` choice then has
+    no tool to call: ``ask`` says so before anything is kept or sent."""
+    chat, provider = make_chat(reply("x"))
+    chat.with_tool_options(choice="required").with_tools(None)
+    with pytest.raises(nbagent.ToolOptionError, match="needs tools, but the chat has none"):
+        chat.ask("hi")
+    assert chat.transcript == () and provider.requests == []
 
 
 def test_choice_without_tools_sends_none() -> None:
