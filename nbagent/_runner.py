@@ -301,12 +301,12 @@ class ToolRunner:
         except TimeoutError as exc:
             message = str(exc) or f"timed out after {job.timeout:g} s"
             out = Outcome(job.call, "timed_out", message=message)
-        except asyncio.CancelledError:
-            out = Outcome(job.call, "cancelled", message="cancelled while running")
+        except asyncio.CancelledError:  # the model must not read "not done": it may retry
+            out = Outcome(job.call, "cancelled", message=f"cancelled while it ran{_UNKNOWN}")
             self._settle(out, started, t0, hooks)
             raise
         except KeyboardInterrupt:
-            out = Outcome(job.call, "cancelled", message="interrupted while running")
+            out = Outcome(job.call, "cancelled", message=f"interrupted while it ran{_UNKNOWN}")
             self._settle(out, started, t0, hooks)
             raise
         except ToolExited as exc:
@@ -404,6 +404,11 @@ class ToolRunner:
         if exc is not None:
             raise exc from None
         return fut.result()
+
+
+_UNKNOWN = "; whether it did anything is unknown, so it was not retried"
+"""Said of a call stopped while it ran (an async tool or an MCP server's call, told to stop
+at its next await): it may have done part of its work, or all of it."""
 
 
 def _replayed(call: ToolCall, recorded: RecordedResult) -> Outcome:

@@ -383,6 +383,10 @@ def test_keyboard_interrupt_in_sequential_tool_leaves_valid_transcript() -> None
     with pytest.raises(KeyboardInterrupt):
         chat.ask("go")
     assert [r.status for r in results(chat)] == ["cancelled", "cancelled"]
+    stopped, not_started = results(chat)
+    # the model is not told the stopped call did nothing: it may have done part of its work
+    assert "interrupted while it ran; whether it did anything is unknown" in stopped.content
+    assert "before it ran" in not_started.content
     assert log == []
     assert chat.complete().content == "resumed"  # type: ignore[union-attr]
 
