@@ -12,6 +12,7 @@ change as an event.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -24,6 +25,7 @@ from ._decisions import DecisionsMixin
 from ._drive import WaitCancelled
 from ._errors import (
     PendingToolCallsError,
+    StoreError,
 )
 from ._events import (
     Event,
@@ -587,7 +589,10 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         The fork has this chat's tools, tool options, budgets and approval
         policies (``always_allow``); callbacks and ``chat.on`` subscriptions are
         not copied. It has its own id; ``fork.parent`` says where it came from.
-        This chat is not touched.
+        This chat is not touched (but for :meth:`refresh`, run first: decisions made
+        elsewhere are read before the fork is planned). A call approved but not run yet at
+        the fork point is asked for again in the fork: an approval runs its call once, in
+        the chat it was given in.
 
         ``**wings``: what the chat's class takes for its wings. For a
         :class:`~nbagent.Chat`, ``store``: where the fork is stored (default:
@@ -618,6 +623,12 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         self, call: ToolCall | str | None, wings: dict[str, Any] | None = None, **point: Any
     ) -> Self:
         """Plan (check everything), make the fork with its wings, give it history and change."""
+        # Decisions made elsewhere first (a store): planned from a copy that missed one, a
+        # fork would approve again a call another process approved and ran. A store that
+        # cannot be read (its file deleted) leaves what this chat knows: forking into
+        # another store is how such a chat is saved.
+        with contextlib.suppress(StoreError):
+            self.refresh()
         p = fork_plan(self, call, **point)
         fork = self._spawn(p, **(wings or {}))
         fork._take_fork(p)

@@ -39,6 +39,9 @@ chat's private state.
   of the same response decided, run and answered as in the original, never
   run again), the model not asked yet; the call itself changed.
 
+At every point, a call approved but not started by then is asked again in the fork
+(:func:`unapproved`): one approval runs a call once, in the chat it was given in.
+
 The original chat is never touched: the fork reads its history and makes new
 objects.
 """
@@ -196,6 +199,26 @@ def at_call(history: Sequence[Event], call_id: str, change: str) -> list[Event]:
     return out
 
 
+def unapproved(events: Sequence[Event], keep: str | None) -> list[Event]:
+    """The history less the approvals of calls that had not started by its end (but
+    ``keep``'s, the call a fork changes): an approval runs its call once, in the chat it was
+    given in. Copied, the call would run in the original and again in the fork; the fork
+    asks for it again instead (a policy or a resolver decides it again at its first step)."""
+    started = {
+        e.call.id for e in events if isinstance(e, (ToolCallStarted, ToolCallFinished, CallInDoubt))
+    }
+    return [
+        e
+        for e in events
+        if not (
+            isinstance(e, ApprovalDecided)
+            and e.decision.verdict == "approved"
+            and e.call.id != keep
+            and e.call.id not in started
+        )
+    ]
+
+
 # --------------------------------------------------------------------- the events
 def restamped(events: Iterable[Event], snapshot: Snapshot, chat_id: str) -> list[Event]:
     """The events again, as the fork's: its id, its call objects and messages (the snapshot's).
@@ -275,6 +298,7 @@ def plan(
             )
         c_orig = chat.get_call(call)
         events = at_call(history, c_orig.id, change)
+    events = unapproved(events, keep=c_orig.id if c_orig is not None else None)
     snapshot = fold(events, chat.id).snapshot()
     running = [c for c in snapshot.calls if c.status == "running"]
     if running:

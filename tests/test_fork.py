@@ -332,6 +332,49 @@ def test_fork_at_a_pending_call_decides_it_there_and_leaves_the_original_waiting
     assert runs.count(chat.tool_calls[0]) == 0
 
 
+@pytest.mark.parametrize("how", ["whole history", "at its step", "at another call"])
+def test_an_approval_not_run_yet_is_asked_again_in_the_fork(how: str) -> None:
+    """Approved, not run yet, when the chat forks: it runs once, in the chat it was approved
+    in, and the fork asks for it again (a policy's approval is made again there at its first
+    step). Before, the fork inherited the approval and one click ran the call in both."""
+    runs = Runs()
+    chat = Chat(provider=scripted([["risky", "risky"]])).with_tools(*runs.tools())
+    chat.ask("go")
+    first, second = chat.pending_approvals
+    chat.approve(first)  # not driven yet: approved, not run
+    if how == "whole history":
+        fork = chat.fork()
+    elif how == "at its step":
+        fork = chat.fork(step=int(chat.steps["step"].iloc[-1]))
+    else:
+        fork = chat.fork(second, decision="denied")
+    forked = {c.id: c for c in fork.tool_calls}[first.id]
+    assert forked.status == "awaiting_approval" and forked.decision is None
+    fork.complete()
+    chat.approve(second) if how != "at another call" else chat.deny(second)
+    chat.complete()
+    assert runs.count(first) == 1 and runs.count(forked) == 0  # one approval, one run
+    fork.approve(forked)  # approved there too: it runs there, once
+    fork.complete()
+    assert runs.count(forked) == 1 and runs.count(first) == 1
+
+
+def test_a_policy_approval_not_run_yet_is_made_again_by_the_forks_policy() -> None:
+    runs = Runs()
+    chat = Chat(provider=scripted([["risky"]])).with_tools(*runs.tools())
+    chat.always_allow("risky")
+    chat.ask_later("go")
+    chat.step()  # the response: its call approved by the policy, not run yet
+    (call,) = chat.tool_calls
+    assert call.status == "approved"
+    fork = chat.fork()
+    fork.complete()
+    chat.complete()
+    (forked,) = fork.tool_calls
+    assert runs.count(call) == 1 and runs.count(forked) == 1
+    assert forked.decision is not None and forked.decision.by == "policy:always_allow:risky"
+
+
 def test_step_points_cut_at_the_end_of_the_step() -> None:
     runs = Runs()
     chat = Chat(provider=scripted([["safe", "risky"]])).with_tools(*runs.tools())

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from nbagent import Chat, ForkParent, Tool
 from nbagent.store import SQLiteStore
 from nbagent.testing import ScriptedProvider, call_tools, reply
@@ -204,3 +206,30 @@ def test_where_a_fork_is_stored(tmp_path: Path) -> None:
             "value": "Be brief.",
         }
     chat.close()
+
+
+def test_a_copy_that_missed_a_decision_made_elsewhere_forks_from_it(tmp_path: Path) -> None:
+    """This chat object still shows the refund waiting; another process approved it and ran
+    it. Forking here applies the decisions made elsewhere first: approving it again in a fork
+    is refused (nothing would change), and a fork of the whole history asks for it again,
+    so the refund ran once, where it was approved. Before, the fork approved it anew and the
+    refund ran twice."""
+    db, counter = tmp_path / "chats.db", tmp_path / "runs.txt"
+    provider = ScriptedProvider([call_tools(("refund", {"order_id": 7}, "call_r")), reply("ok")])
+    here = Chat(provider=provider, store=db).with_tools(Refund(counter))
+    here.ask("Refund order 7")
+    with SQLiteStore(db) as other_process:
+        other_process.approve("call_r", chat_id=here.id)
+    elsewhere = Chat.load(
+        here.id, store=db, tools=[Refund(counter)], provider=ScriptedProvider([reply("done")])
+    )
+    elsewhere.complete()
+    elsewhere.close()
+    assert _runs(counter) == ["7"]
+    with pytest.raises(ValueError, match="already approved in the original"):
+        here.fork("call_r", decision="approved")  # it would run the refund again
+    whole = here.fork()
+    (call,) = whole.tool_calls
+    assert call.status == "awaiting_approval" and _runs(counter) == ["7"]
+    whole.close()
+    here.close()
