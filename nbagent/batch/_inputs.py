@@ -63,7 +63,14 @@ def _clean(value: Any) -> Any:
 
 
 def _format(template: str, row: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """``(prompt, None)`` or ``(None, why not)``."""
+    """``(prompt, None)`` or ``(None, why not)``: a field the template uses that is empty in
+    the row (NaN, NA, NaT, None) fails the row, as an empty prompt column does: "Refund
+    order None" is no prompt to send (a model may make up an order to refund)."""
+    with contextlib.suppress(ValueError):  # a malformed template: format_map says why below
+        empty = [n for n in template_fields(template) if n in row and row[n] is None]
+        if empty:
+            names = ", ".join(map(repr, empty))
+            return None, f"the prompt template needs {names}, empty in this row"
     try:
         return template.format_map(row), None
     except KeyError as exc:

@@ -144,11 +144,23 @@ def test_a_bad_row_and_a_raising_factory_are_recorded_on_their_rows_only() -> No
     assert result["chat_id"].isna().all()
 
     result = nbagent.batch(df, make, prompt="About {title}", progress=False)
-    assert list(result["status"]) == ["done", "failed", "done", "done"]
+    assert list(result["status"]) == ["done", "failed", "failed", "done"]
     assert result.loc[1, "error"] == "make_chat raised RuntimeError: no model for boom"
     assert result.loc[1, "error_type"] == "RuntimeError"
     assert pd.isna(result.loc[1, "chat_id"])
-    assert result.loc[2, "reply"] == "fine"  # None formats as "None": the row still runs
+    # an empty cell the template uses fails its row, as an empty prompt column does: "About
+    # None" is no prompt ("Refund order None" had the demo model make up an order to refund)
+    assert result.loc[2, "error"] == "the prompt template needs 'title', empty in this row"
+    assert result.loc[2, "error_type"] == "InputError" and pd.isna(result.loc[2, "chat_id"])
+    nan = pd.DataFrame({"order": [41, float("nan")]})
+    filled = nbagent.batch(
+        nan,
+        lambda: Chat(provider=ScriptedProvider([reply("ok")])),
+        prompt="Refund order {order}",
+        progress=False,
+    )
+    assert list(filled["status"]) == ["done", "failed"]
+    assert "needs 'order', empty" in filled.loc[1, "error"]
 
 
 def test_a_failing_request_is_recorded_and_the_rest_go_on() -> None:
