@@ -164,7 +164,11 @@ def _frame(source: Any, kind: Kind = "calls") -> pd.DataFrame:
 
 # -------------------------------------------------------------- summary
 def summary(
-    source: Any, *, steps: pd.DataFrame | None = None, by: str | Sequence[str] = "tool"
+    source: Any,
+    *,
+    steps: pd.DataFrame | None = None,
+    by: str | Sequence[str] = "tool",
+    shared: bool = False,
 ) -> pd.DataFrame:
     """Per tool (or per ``by``): calls, outcomes, error and denial rates, durations, tokens.
 
@@ -181,7 +185,10 @@ def summary(
     - ``tokens`` (input + output) and ``cost_usd`` are those of the model
       request that asked for the call, split evenly among the calls it asked
       for and summed; cost to 4 significant digits (both NA without a steps
-      frame, cost also when the model's prices are unknown).
+      frame, cost also when the model's prices are unknown);
+    - the rows a fork copied from its parent (``shared``) are left out: those calls
+      ran, and those tokens were spent, in the parent, which a store's summary
+      counts already (``shared=True`` keeps them).
 
     Args:
         source: A calls frame (``chat.log``, :func:`read_log`) or anything
@@ -189,6 +196,7 @@ def summary(
         steps: The matching steps frame, to attribute tokens and cost to
             tools; read from ``source`` when it is not a frame.
         by: Column(s) to group by.
+        shared: Keep the rows a fork shares with its parent.
 
     Returns:
         One row per group, columns :data:`SUMMARY_COLUMNS`.
@@ -198,6 +206,9 @@ def summary(
     calls = _frame(source, "calls")
     if steps is None and not isinstance(source, pd.DataFrame):
         steps = read_log(source, "steps")
+    if not shared:
+        calls = _own(calls)
+        steps = _own(steps) if steps is not None else None
     keys = [by] if isinstance(by, str) else list(by)
     status = calls["status"].astype("string")
     decision = calls["decision"].astype("string")
@@ -231,6 +242,14 @@ def summary(
     out["tokens"] = groups["tokens"].sum(min_count=1).round()
     out["cost_usd"] = _significant(groups["cost_usd"].sum(min_count=1), 4)
     return out.astype({c: pandas_dtype(SUMMARY_COLUMNS[c]) for c in out.columns})
+
+
+def _own(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` less the rows a fork copied from its parent (``shared`` true)."""
+    if "shared" not in frame.columns:
+        return frame
+    copied = frame["shared"].astype("boolean").fillna(False).astype(bool)
+    return frame[~copied] if copied.any() else frame
 
 
 def _significant(values: pd.Series, digits: int) -> pd.Series:

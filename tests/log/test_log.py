@@ -720,6 +720,33 @@ def test_summary_counts_pending() -> None:
     assert s.loc["refund", "pending"] == 1 and pd.isna(s.loc["refund", "denial_rate"])
 
 
+def test_a_stores_summary_counts_what_a_fork_copied_once(tmp_path: Path) -> None:
+    """The weather call ran once (in the parent) and the parent's request was paid once: a
+    store holding the parent and a fork that approves its refund counts them once. With
+    ``shared=True`` the fork's copies are counted too."""
+    db = tmp_path / "s.db"
+    script = Script(
+        calls(("get_weather", {"city": "Paris"}), ("refund", {"order_id": 1}, "r1")),
+        answer("not refunded"),
+        answer("refunded"),
+    )
+    chat = Chat(provider=script, store=db).with_tools(get_weather, Refund)
+    chat.ask("go")
+    chat.deny("r1")
+    chat.complete()
+    fork = chat.fork("r1", decision="approved")
+    fork.complete()
+    chat.close()
+    fork.close()
+    with nbagent.open_store(db) as store:
+        s = log.summary(store)
+        everything = log.summary(store, shared=True)
+    assert s.loc["get_weather", "calls"] == 1 and everything.loc["get_weather", "calls"] == 2
+    assert (s.loc["refund", "calls"], s.loc["refund", "denied"], s.loc["refund", "ok"]) == (2, 1, 1)
+    # the asking request (100 + 20 tokens) split between its two calls, in the parent only
+    assert s["tokens"].sum() == 120 and everything["tokens"].sum() == 240
+
+
 # -------------------------------------------------------------------- export
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 @pytest.mark.parametrize("kind", ["calls", "steps", "messages"])
