@@ -131,6 +131,13 @@ def outcome(job: Job, chat: Any, latency: float | None) -> RowResult:
             "rerunning the batch with its store continues it"
         )
         return result_of(job, chat, "failed", latency, why, "budget_exhausted")
+    last = chat.last_step
+    if last is not None and last.kind == "busy":  # the store: another process drives it now
+        why = (
+            "another process is driving this row's chat now (the same batch run twice at "
+            "once?); its calls run there, once. Rerun the batch once it is done to read it back"
+        )
+        return result_of(job, chat, "failed", latency, why, "DrivenElsewhere")
     why = f"the chat stopped with status {status!r} (cancelled?)"
     return result_of(job, chat, "failed", latency, why, "Stopped")
 

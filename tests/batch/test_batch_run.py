@@ -4,7 +4,7 @@ clients, the demo model, and the scripted provider; the result frame and the log
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 import pytest
@@ -161,6 +161,21 @@ def test_a_bad_row_and_a_raising_factory_are_recorded_on_their_rows_only() -> No
     )
     assert list(filled["status"]) == ["done", "failed"]
     assert "needs 'order', empty" in filled.loc[1, "error"]
+
+
+def test_a_row_whose_chat_another_process_drives_says_so() -> None:
+    """The same batch run twice at once (two kernels, one store): a row whose chat the other
+    run drives fails here saying so, not "stopped (cancelled?)"."""
+
+    class DrivenElsewhere(nbagent.Extension):
+        def before_step(self) -> Literal["busy"]:
+            return "busy"  # what the store's extension says when another process drives
+
+    make = lambda: Chat(provider=ScriptedProvider([reply("x")])).extend(DrivenElsewhere())  # noqa: E731
+    result = nbagent.batch(["go"], make, progress=False)
+    assert result.loc[0, "status"] == "failed"
+    assert result.loc[0, "error_type"] == "DrivenElsewhere"
+    assert result.loc[0, "error"].startswith("another process is driving this row's chat")
 
 
 def test_a_failing_request_is_recorded_and_the_rest_go_on() -> None:
