@@ -21,6 +21,7 @@ from typing import Any
 
 import ipywidgets
 import pytest
+from _tools import get_weather
 from _views import widgets_in
 from hypothesis import given
 from hypothesis import strategies as st
@@ -66,15 +67,6 @@ def make_chat(counter: Counter, **chat_kwargs: Any) -> Chat:
         def execute(self, order_id: int) -> str:
             counter.hit(order_id=order_id)
             return f"refunded order {order_id}"
-
-    @tool
-    def get_weather(city: str) -> str:
-        """Get current weather for a city.
-
-        Args:
-            city: City name.
-        """
-        return f"sunny in {city}"
 
     return Chat(model="demo", **chat_kwargs).with_tools(IssueRefund, get_weather)
 
