@@ -316,6 +316,12 @@ class ToolRunner:
         except Exception as exc:
             out = Outcome(job.call, "error", error=exc, message=f"{type(exc).__name__}: {exc}")
         self._settle(out, started, t0, hooks)
+        if _being_cancelled():
+            # Cancelled (the stop button) while a thread ran it: its real outcome was waited
+            # for and is kept; the round stops here, its calls not started are cancelled.
+            # Returned instead, the cancellation was lost: the next call started, and the
+            # chat went on to the model as if nobody had pressed stop.
+            raise asyncio.CancelledError
         return out
 
     @staticmethod
@@ -404,6 +410,18 @@ class ToolRunner:
         if exc is not None:
             raise exc from None
         return fut.result()
+
+
+def _being_cancelled() -> bool:
+    """Whether the running task has a cancellation it has not given way to yet (a round
+    run without an event loop has none)."""
+    import asyncio
+
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running loop: run_inline
+        return False
+    return task is not None and task.cancelling() > 0
 
 
 _UNKNOWN = "; whether it did anything is unknown, so it was not retried"

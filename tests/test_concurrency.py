@@ -391,6 +391,46 @@ def test_keyboard_interrupt_in_sequential_tool_leaves_valid_transcript() -> None
     assert chat.complete().content == "resumed"  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("mode", [False, "threads", "async"])
+def test_the_stop_button_while_a_thread_runs_a_call_stops_the_round_there(mode: Any) -> None:
+    """A sync tool run on a worker thread (it has a timeout) when the stop button is pressed:
+    its thread cannot be stopped, so its real outcome is waited for and kept; then the round
+    stops (the next call is cancelled before it ran), nothing is asked of the model, and
+    ``ask`` raises ``KeyboardInterrupt``. Before, one after another (``concurrency=False``),
+    the cancellation was swallowed with the kept outcome: the next call ran and the chat went
+    on to the model as if stop had never been pressed."""
+    import _thread
+    import signal
+
+    ran: list[str] = []
+
+    @tool(timeout=30)
+    def stop_pressed(name: str) -> str:
+        """Presses the notebook's stop button while it runs, then finishes its work."""
+        ran.append(name)
+        if name == "a":
+            _thread.interrupt_main()  # SIGINT, as the kernel gets it
+            time.sleep(0.3)  # still running when the main thread takes the interrupt
+        return f"done {name}"
+
+    provider = ScriptedProvider(
+        [call_tools(("stop_pressed", {"name": "a"}, "a"), ("stop_pressed", {"name": "b"}, "b"))]
+    )
+    chat = Chat(provider=provider).with_tools(stop_pressed)
+    chat.with_tool_options(concurrency=mode, max_concurrency=1)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a worker may ignore it
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            chat.ask("go")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert ran == ["a"]
+    a, b = results(chat)
+    assert (a.status, a.content) == ("ok", "done a")  # its real outcome, kept
+    assert b.status == "cancelled" and "before it ran" in b.content
+    assert len(provider.requests) == 1  # the model was not asked again
+
+
 def test_keyboard_interrupt_while_a_call_is_being_started_does_not_leave_it_running() -> None:
     """The stop button after a call was marked running (claimed, its start being heard by
     the store and the views) and before its tool ran: the call stayed "running" for ever,
