@@ -224,4 +224,14 @@ async def run_on_loop(
     if problem is not None:
         coro.close()
         raise ToolLoopError(f"{what} runs on an event loop that {problem}")
-    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+    there = asyncio.run_coroutine_threadsafe(coro, loop)
+    try:
+        return await asyncio.wrap_future(there)
+    except asyncio.CancelledError:
+        # It answered before the cancellation reached this loop (the stop button taken as
+        # the answer woke it): the answer stands, and the caller, still being cancelled,
+        # stops after keeping it (``ToolRunner``). Dropped, a call that ran would be
+        # reported as never done.
+        if there.done() and not there.cancelled() and there.exception() is None:
+            return there.result()
+        raise

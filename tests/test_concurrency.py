@@ -431,6 +431,41 @@ def test_the_stop_button_while_a_thread_runs_a_call_stops_the_round_there(mode: 
     assert len(provider.requests) == 1  # the model was not asked again
 
 
+def test_an_answer_that_came_with_the_stop_button_is_kept() -> None:
+    """An async tool bound to another loop (as an MCP server's calls are: nbagent's
+    background loop) answers just as the stop button is pressed: the answer wakes the
+    driver, which takes the interrupt first. The answer stands (``ok``: it did its work, the
+    model must not be told otherwise), the round stops and ``ask`` raises. Before, the
+    answer was dropped and the call reported cancelled, as if never done."""
+    import _thread
+    import signal
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    @tool(loop=loop)
+    async def charge(amount: int) -> str:
+        """Charges, and the stop button is pressed as it answers."""
+        _thread.interrupt_main()  # the driver's loop sleeps: it wakes with the answer
+        return f"charged {amount}"
+
+    provider = ScriptedProvider([call_tools(("charge", {"amount": 7}, "c"))])
+    chat = Chat(provider=provider).with_tools(charge)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            chat.ask("charge 7")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+    (answer,) = results(chat)
+    assert (answer.status, answer.content) == ("ok", "charged 7")
+    assert len(provider.requests) == 1
+
+
 def test_keyboard_interrupt_while_a_call_is_being_started_does_not_leave_it_running() -> None:
     """The stop button after a call was marked running (claimed, its start being heard by
     the store and the views) and before its tool ran: the call stayed "running" for ever,

@@ -920,7 +920,10 @@ async def _abandonable(awaitable: Any, what: str, *, ran: bool = True) -> Any:
 
     withdraw = on_chat_cancel(on_cancel)
     try:
-        return await awaitable
+        value = await awaitable
+        if state["abandoned"] and task is not None:  # it answered first: the answer stands,
+            task.uncancel()  # and chat.cancel()'s own cancellation of this wait is spent
+        return value
     except asyncio.CancelledError:
         if not state["abandoned"] or task is None or task.uncancel() > 0:
             raise
