@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nbagent import (
+    ApprovalDecided,
     AssistantToolCallMessage,
     Chat,
     DecisionError,
@@ -139,6 +140,60 @@ def test_a_fork_changes_only_what_it_was_asked_to(
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         _fork_and_check(rounds, verdicts, point, change, Path(tmp) / "s.db" if stored else None)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    rounds=rounds_st,
+    verdicts=st.lists(st.booleans(), min_size=9, max_size=9),
+    steps=st.integers(0, 8),
+)
+def test_a_fork_made_mid_way_runs_each_approval_once_where_it_was_given(
+    rounds: list[list[str]], verdicts: list[bool], steps: int
+) -> None:
+    """Forked at any moment (calls decided but not run yet among them), then both driven to
+    the end: in each chat, a gated call runs once and only on an approval given in that chat
+    (one approval, one run); a call the fork got already answered never runs there; a denied
+    one never runs."""
+    runs = Runs()
+    original = Chat(provider=scripted(rounds)).with_tools(*runs.tools())
+    by_id = {f"c{k}_{i}": verdicts[3 * k + i] for k in range(3) for i in range(3)}
+    original.ask_later("go")
+    for _ in range(steps):
+        if original.step().kind == "complete":
+            break
+        for c in original.pending_approvals:  # decided, not driven: approved calls wait to run
+            if by_id.get(c.id, True):
+                original.approve(c)
+            else:
+                original.deny(c, reason="no")
+    approved_here: dict[str, Counter[str]] = {"original": Counter(), "fork": Counter()}
+
+    def count(where: str) -> Any:
+        def decided(e: Any) -> None:
+            if e.decision.verdict == "approved":
+                approved_here[where][e.call.id] += 1
+
+        return decided
+
+    before = {c.id for c in original.tool_calls if c.decision is not None}
+    approved_here["original"].update(
+        c.id for c in original.tool_calls if c.decision and c.decision.verdict == "approved"
+    )
+    original.on(ApprovalDecided, count("original"))
+    fork = original.fork()
+    fork.on(ApprovalDecided, count("fork"))
+    settled = frozenset(c.id for c in fork.tool_calls if c.is_final)
+    drive(fork, by_id)
+    drive(original, by_id)
+    check_promise(original, runs)
+    check_promise(fork, runs, settled)
+    for where, chat in (("original", original), ("fork", fork)):
+        for c in chat.tool_calls:
+            if c.approval is not None and c.approval.required and runs.count(c):
+                assert approved_here[where][c.id] == 1, (where, c.id, sorted(before))
 
 
 def _fork_and_check(
