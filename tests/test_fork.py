@@ -123,6 +123,13 @@ def check_promise(chat: Chat, runs: Runs, settled: frozenset[str] = frozenset())
 rounds_st = st.lists(
     st.lists(st.sampled_from(["safe", "risky"]), min_size=1, max_size=3), min_size=1, max_size=3
 )
+verdicts_st = st.lists(st.booleans(), min_size=9, max_size=9)
+"""Approve (True) or deny each gated call, by position: round k, call i (see :func:`by_call`)."""
+
+
+def by_call(verdicts: list[bool]) -> dict[str, bool]:
+    """``verdicts`` by the call ids :func:`scripted` gives (``c{round}_{call}``)."""
+    return {f"c{k}_{i}": verdicts[3 * k + i] for k in range(3) for i in range(3)}
 
 
 @settings(
@@ -130,7 +137,7 @@ rounds_st = st.lists(
 )
 @given(
     rounds=rounds_st,
-    verdicts=st.lists(st.booleans(), min_size=9, max_size=9),
+    verdicts=verdicts_st,
     point=st.integers(0, 50),
     change=st.sampled_from(["none", "system", "tool_options", "decision", "result", "arguments"]),
     stored=st.booleans(),
@@ -147,7 +154,7 @@ def test_a_fork_changes_only_what_it_was_asked_to(
 )
 @given(
     rounds=rounds_st,
-    verdicts=st.lists(st.booleans(), min_size=9, max_size=9),
+    verdicts=verdicts_st,
     steps=st.integers(0, 8),
 )
 def test_a_fork_made_mid_way_runs_each_approval_once_where_it_was_given(
@@ -159,7 +166,7 @@ def test_a_fork_made_mid_way_runs_each_approval_once_where_it_was_given(
     one never runs."""
     runs = Runs()
     original = Chat(provider=scripted(rounds)).with_tools(*runs.tools())
-    by_id = {f"c{k}_{i}": verdicts[3 * k + i] for k in range(3) for i in range(3)}
+    by_id = by_call(verdicts)
     original.ask_later("go")
     for _ in range(steps):
         if original.step().kind == "complete":
@@ -169,31 +176,22 @@ def test_a_fork_made_mid_way_runs_each_approval_once_where_it_was_given(
                 original.approve(c)
             else:
                 original.deny(c, reason="no")
-    approved_here: dict[str, Counter[str]] = {"original": Counter(), "fork": Counter()}
-
-    def count(where: str) -> Any:
-        def decided(e: Any) -> None:
-            if e.decision.verdict == "approved":
-                approved_here[where][e.call.id] += 1
-
-        return decided
-
-    before = {c.id for c in original.tool_calls if c.decision is not None}
-    approved_here["original"].update(
-        c.id for c in original.tool_calls if c.decision and c.decision.verdict == "approved"
-    )
-    original.on(ApprovalDecided, count("original"))
     fork = original.fork()
-    fork.on(ApprovalDecided, count("fork"))
+    copied = len(fork.events)  # the history it shares: approvals given in the original
     settled = frozenset(c.id for c in fork.tool_calls if c.is_final)
     drive(fork, by_id)
     drive(original, by_id)
     check_promise(original, runs)
     check_promise(fork, runs, settled)
-    for where, chat in (("original", original), ("fork", fork)):
+    for chat, its_own in ((original, original.events), (fork, fork.events[copied:])):
+        approvals = Counter(
+            e.call.id
+            for e in its_own
+            if isinstance(e, ApprovalDecided) and e.decision.verdict == "approved"
+        )
         for c in chat.tool_calls:
             if c.approval is not None and c.approval.required and runs.count(c):
-                assert approved_here[where][c.id] == 1, (where, c.id, sorted(before))
+                assert approvals[c.id] == 1, ("fork" if chat is fork else "original", c.id)
 
 
 def _fork_and_check(
@@ -201,7 +199,7 @@ def _fork_and_check(
 ) -> None:
     runs = Runs()
     original = Chat(provider=scripted(rounds), system="sys", store=db).with_tools(*runs.tools())
-    by_id = {f"c{k}_{i}": verdicts[3 * k + i] for k in range(3) for i in range(3)}
+    by_id = by_call(verdicts)
     original.ask("go")
     drive(original, by_id)
     assert original.status == "complete"
