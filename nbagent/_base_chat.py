@@ -233,6 +233,14 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         return tuple(self._tools.values())
 
     @property
+    def known_tools(self) -> tuple[Tool, ...]:
+        """The tools as the chat has them now, asking no tool source (an MCP server) for
+        its list: what a display or a write reads, which must neither wait on a server nor
+        fail with one. A source not connected yet adds nothing here until a step (or
+        :attr:`tools`) connects it."""
+        return tuple(self._tools.values())
+
+    @property
     def hosted_tools(self) -> tuple[HostedTool, ...]:
         """The provider-hosted tools (:class:`~nbagent.HostedMCP`) given to ``with_tools``."""
         return tuple(self._hosted.values())

@@ -287,7 +287,7 @@ class ChatHost:
         """The chat's tools as it has them now, without asking a tool source (an MCP
         server) for its list: what may be read beside a write, which must neither wait on
         a server nor fail with one (``chat.tools`` connects a source not connected yet)."""
-        return tuple(self.chat._tools.values())
+        return self.chat.known_tools
 
     def loop_state(self) -> dict[str, Any]:
         """The loop state a reloaded chat needs besides its messages, calls and events."""

@@ -877,7 +877,7 @@ def _schema_lookup(chat: Chat) -> Callable[[str], dict[str, Any] | None]:
         if live is None:
             return None
         try:
-            for t in live.tools:
+            for t in live.known_tools:  # never live.tools: a display must not wait on a server
                 if t.name == name:
                     return t.input_schema
         except Exception:  # a tool's schema property raised: no defaults shown

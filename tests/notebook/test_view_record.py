@@ -226,3 +226,36 @@ def test_a_state_hears_what_was_folded_while_it_was_being_made(
     monkeypatch.undo()
     assert chat.status == "complete"
     assert _shown(state) == _shown(ChatState.from_chat(chat))
+
+
+def test_showing_a_chat_asks_no_tool_source_for_its_tools(tmp_path: Path) -> None:
+    """A chat shown with an MCP server it has not connected yet (a loaded chat whose server
+    is down, a server added after the last step) is drawn from the tools it has: showing it
+    neither starts the server nor waits on it (it waited the connect timeout per call)."""
+    import sys
+
+    from nbagent import MCPServer
+
+    @tool
+    def refund(order_id: int, currency: str = "EUR") -> str:
+        """Refund an order."""
+        return f"refunded {order_id}"
+
+    started = tmp_path / "started"
+    server = MCPServer.stdio(
+        sys.executable,
+        ["-c", f"open({str(started)!r}, 'w').close(); import time; time.sleep(60)"],
+        connect_timeout=60,
+    )
+    script = [call_tools(("refund", {"order_id": 42}, "r1")), reply("Done.")]
+    chat = Chat(provider=ScriptedProvider(script), display=False).with_tools(refund)
+    chat.ask("Refund order 42")
+    chat.with_tools(server)  # a source not connected: the next step would start it
+    try:
+        state = ChatState.from_chat(chat)
+        (entry,) = [e for e in state.entries if isinstance(e, CallEntry)]
+        assert entry.defaults == {"currency": "EUR"}  # the local tool's schema was read
+        assert "currency</span> = &quot;EUR&quot;" in bundle_for(state)["text/html"]
+        assert not started.exists()
+    finally:
+        chat.close()
