@@ -15,6 +15,7 @@ from ._approvals import HUMAN, always_allow_policy, not_given
 from ._chat_state import ChatCore, apply_always_allow
 from ._errors import DecisionError
 from ._events import AlwaysAllowChanged, RuleChanged
+from ._notice import notice
 from ._rules import RULE, Rule
 from ._tools import tool_name_of
 from ._types import ToolCall
@@ -62,6 +63,13 @@ class DecisionsMixin(ChatCore):
         with self._lock:  # a rule restored without its predicate gives way to the new one
             kept = [p for p in self._policies if not (p.tool == name and p.when is not_given)]
             self._policies[:] = [*kept, policy]
+            unknown = not (self._sources or self._hosted) and name not in self._tools
+            tools = ", ".join(self._tools) or "none yet"
+        if unknown:  # a typo would otherwise leave every call of the real tool asking
+            notice(
+                f"always_allow({name!r}): this chat has no tool {name!r} (its tools: {tools}); "
+                "the rule applies to a tool of that name added later"
+            )
         self._emit(
             AlwaysAllowChanged(
                 chat_id=self.id, tool=name, allowed=True, conditional=when is not None

@@ -296,6 +296,34 @@ def test_always_allow_approves_pending_and_future_calls() -> None:
     assert chat.get_call("r2").decision.by == "policy:always_allow:issue_refund"  # type: ignore[union-attr]
 
 
+def test_always_allow_of_a_name_the_chat_has_no_tool_of_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A typo (``"isue_refund"``) would leave every call of the real tool asking with no
+    word why: the chat says it has no such tool. The rule still stands for a tool of that
+    name added later, and a known name says nothing."""
+    chat, _ = make_chat(call_tools(("late_tool", {}, "l1")), reply("done"))
+    chat.always_allow("isue_refund")
+    err = capsys.readouterr().err
+    assert "always_allow('isue_refund'): this chat has no tool 'isue_refund'" in err
+    assert "its tools: issue_refund, big_refund, delete_file, lookup, ruled_refund" in err
+    chat.always_allow("issue_refund").always_allow(delete_file)
+    chat.always_allow("late_tool")
+    assert "no tool 'late_tool'" in capsys.readouterr().err
+
+    @tool(requires_approval=True)
+    def late_tool() -> str:
+        """Added after its rule."""
+        runs["late_tool"] += 1
+        return "ran"
+
+    chat.with_tools(late_tool)
+    chat.ask("go")
+    assert chat.is_complete and runs["late_tool"] == 1  # the rule given first applied
+    assert chat.get_call("l1").decision.by == "policy:always_allow:late_tool"  # type: ignore[union-attr]
+    assert capsys.readouterr().err == ""
+
+
 def test_revoke_stops_always_allowing_and_keeps_what_it_approved() -> None:
     chat, _ = make_chat(
         call_tools(("issue_refund", {"order_id": 1}, "r1")),
