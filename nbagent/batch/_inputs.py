@@ -153,11 +153,15 @@ def _frame_jobs(df: Any, prompt: str | None, key: str | None) -> list[Job]:
             f"(columns: {columns})"
         )
     names = [str(c) for c in df.columns]
+    whole = _whole_number_columns(df)
     jobs = []
     for i, (index, values) in enumerate(
         zip(df.index, df.itertuples(index=False, name=None), strict=True)
     ):
         row = {n: _clean(v) for n, v in zip(names, values, strict=True)}
+        for n in whole:
+            if row[n] is not None:
+                row[n] = int(row[n])
         k = _key_text(row[key]) if key is not None else _key_text(index)
         if is_column:
             text = row[prompt]
@@ -170,6 +174,21 @@ def _frame_jobs(df: Any, prompt: str | None, key: str | None) -> list[Job]:
             filled, error = _format(prompt, row)
             jobs.append(Job(k, i, filled, row, error))
     return jobs
+
+
+def _whole_number_columns(df: Any) -> list[str]:
+    """The float columns holding only whole numbers (and empty cells): pandas makes an int
+    column float to hold a NaN, and keeps it float after ``dropna()``; its rows would fill
+    ``"Refund order 41.0"``."""
+    out = []
+    for name, column in zip(df.columns, (df.iloc[:, j] for j in range(df.shape[1])), strict=True):
+        if getattr(column.dtype, "kind", "") != "f":
+            continue
+        known = column.dropna()
+        with contextlib.suppress(TypeError, ValueError, OverflowError):
+            if len(known) and bool(((known % 1) == 0).all()) and bool((known.abs() < 2**53).all()):
+                out.append(str(name))
+    return out
 
 
 def _list_jobs(items: list[Any], prompt: str | None, key: str | None) -> list[Job]:

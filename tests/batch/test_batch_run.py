@@ -163,6 +163,36 @@ def test_a_bad_row_and_a_raising_factory_are_recorded_on_their_rows_only() -> No
     assert "needs 'order', empty" in filled.loc[1, "error"]
 
 
+def test_an_int_column_with_an_empty_cell_fills_whole_numbers() -> None:
+    """pandas makes an int column float to hold a NaN (and keeps it float after
+    ``dropna()``): its rows asked "Refund order 41.0" (and keyed the row "41.0"). A float
+    column of whole numbers fills as ints; one with a fraction stays as it is."""
+    df = pd.DataFrame(
+        {"order": [41, None, 7], "price": [2.5, 3.0, 4.0], "rate": [0.5, None, 2.0]}
+    )
+    assert df["order"].dtype == float
+    chats: list[Chat] = []
+
+    def make(row: dict[str, object]) -> Chat:
+        chats.append(Chat(provider=ScriptedProvider([reply("ok")])))
+        return chats[-1]
+
+    def asked() -> set[str]:
+        return {c.transcript[0].content for c in chats}  # type: ignore[union-attr]
+
+    result = nbagent.batch(
+        df.drop(columns="rate"), make, prompt="Refund order {order} at {price}", key="order",
+        progress=False,
+    )
+    assert list(result["status"]) == ["done", "failed", "done"]
+    assert asked() == {"Refund order 41 at 2.5", "Refund order 7 at 4.0"}
+    assert list(result["key"])[::2] == ["41", "7"]
+    chats.clear()
+    fractions = nbagent.batch(df.dropna(), make, prompt="{order} at rate {rate}", progress=False)
+    assert list(fractions["status"]) == ["done", "done"]
+    assert asked() == {"41 at rate 0.5", "7 at rate 2.0"}
+
+
 def test_a_row_whose_chat_another_process_drives_says_so() -> None:
     """The same batch run twice at once (two kernels, one store): a row whose chat the other
     run drives fails here saying so, not "stopped (cancelled?)"."""
