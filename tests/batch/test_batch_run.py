@@ -167,9 +167,7 @@ def test_an_int_column_with_an_empty_cell_fills_whole_numbers() -> None:
     """pandas makes an int column float to hold a NaN (and keeps it float after
     ``dropna()``): its rows asked "Refund order 41.0" (and keyed the row "41.0"). A float
     column of whole numbers fills as ints; one with a fraction stays as it is."""
-    df = pd.DataFrame(
-        {"order": [41, None, 7], "price": [2.5, 3.0, 4.0], "rate": [0.5, None, 2.0]}
-    )
+    df = pd.DataFrame({"order": [41, None, 7], "price": [2.5, 3.0, 4.0], "rate": [0.5, None, 2.0]})
     assert df["order"].dtype == float
     chats: list[Chat] = []
 
@@ -181,7 +179,10 @@ def test_an_int_column_with_an_empty_cell_fills_whole_numbers() -> None:
         return {c.transcript[0].content for c in chats}  # type: ignore[union-attr]
 
     result = nbagent.batch(
-        df.drop(columns="rate"), make, prompt="Refund order {order} at {price}", key="order",
+        df.drop(columns="rate"),
+        make,
+        prompt="Refund order {order} at {price}",
+        key="order",
         progress=False,
     )
     assert list(result["status"]) == ["done", "failed", "done"]
