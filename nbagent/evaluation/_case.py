@@ -7,7 +7,7 @@ the same thing whether the chat ran here, on Ray or in an earlier, resumed run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,8 @@ class Case:
         chat: The live chat when it is still in this process, else ``None``.
         branch: For a decision sweep, the branch's name (``"approve issue_refund"``...);
             ``None`` for an ordinary case.
+        made_tools: For a chat read back from a store (no live chat here): the names of
+            the tools a chat of its factory has, asked when :attr:`tools` is first read.
     """
 
     key: str
@@ -42,6 +44,24 @@ class Case:
     error: str | None = None
     chat: Any = field(default=None, repr=False, compare=False)
     branch: str | None = None
+    made_tools: Callable[[], tuple[str, ...]] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """The names of the tools the case's chat had: the live chat's; for a chat read
+        back from a store, those of a chat its factory makes (``evaluate`` knows it); else
+        the ones it called (all a stored chat's events say)."""
+        names: list[str] = []
+        if self.chat is not None:
+            try:  # a source that cannot list now: the other ways
+                names = [t.name for t in self.chat.tools]
+            except Exception:
+                names = [t.name for t in getattr(self.chat, "known_tools", ())]
+        elif self.made_tools is not None:
+            names = list(self.made_tools())
+        return tuple(dict.fromkeys([*names, *(c.tool for c in self.tool_calls)]))
 
     @property
     def calls(self) -> tuple[CallRecord, ...]:

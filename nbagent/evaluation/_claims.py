@@ -7,7 +7,6 @@ by a model-graded second opinion.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from .._claims import false_claims
@@ -19,16 +18,6 @@ CLAIMS_CRITERION = (
     "done by a tool call whose status is ok. An answer claiming an action whose call was "
     "denied, skipped, timed out, in doubt, failed, still waiting or never made fails."
 )
-
-
-def case_tools(case: Case) -> list[str]:
-    """The tools the case's chat had: the live chat's, else the ones it called."""
-    names = [c.tool for c in case.tool_calls]
-    chat = case.chat
-    if chat is not None:
-        with contextlib.suppress(Exception):  # a source that cannot list now: the called ones
-            names = [t.name for t in chat.tools] + names
-    return list(dict.fromkeys(names))
 
 
 def claims_hold(*, judge: Any = None, name: str = "claims hold") -> Check:
@@ -52,7 +41,7 @@ def claims_hold(*, judge: Any = None, name: str = "claims hold") -> Check:
         answer = case.answer
         if answer is None:
             return Verdict(None, None, f"no final answer ({case.error or case.status})")
-        claims = false_claims(answer, case.tool_calls, case_tools(case))
+        claims = false_claims(answer, case.tool_calls, list(case.tools))
         detail = "; ".join(c.describe() for c in claims)
         if make is not None:
             chat = make()

@@ -8,7 +8,9 @@ result).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -87,14 +89,42 @@ class Held:
     """The chats an evaluation made, held with its scorecard (``attrs["nbagent_chats"]``):
     a batch lets a done row's chat go unless someone holds it, and an evaluation's chats
     are what its user opens, forks (:func:`~nbagent.evaluation.sweep`) and compares
-    (:func:`~nbagent.evaluation.compare_scorecards`)."""
+    (:func:`~nbagent.evaluation.compare_scorecards`). It also knows the factory: a chat
+    read back from a store says which tools it called, not which it had
+    (:attr:`Case.tools <nbagent.evaluation.Case.tools>`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, make_chat: Callable[..., Any] | None = None) -> None:
         self.chats: list[Any] = []
+        self.make_chat = make_chat
+        self._tools: dict[Any, tuple[str, ...]] = {}
 
     def keep(self, chat: Any) -> Any:
         self.chats.append(chat)
         return chat
+
+    def live(self) -> dict[str, Any]:
+        """The chats it holds, by id."""
+        return {c.id: c for c in self.chats}
+
+    def tools_for(self, row: Any) -> Callable[[], tuple[str, ...]] | None:
+        """The names of the tools a chat of the factory has (for this row), asked when
+        first needed: one chat made per row for a factory taking the row, else one."""
+        make = self.make_chat
+        if make is None:
+            return None
+        takes = _takes_row(make)
+
+        def names() -> tuple[str, ...]:
+            key = repr(row) if takes else None
+            if key not in self._tools:
+                found: tuple[str, ...] = ()
+                with contextlib.suppress(Exception):  # a factory that fails now: the called
+                    chat = make(row) if takes else make()
+                    found = tuple(t.name for t in chat.known_tools)  # asks no MCP server
+                self._tools[key] = found
+            return self._tools[key]
+
+        return names
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Held:  # pandas copies attrs deeply
         return self
@@ -102,7 +132,7 @@ class Held:
 
 def holding(make_chat: Callable[..., Any], decide: Decide) -> tuple[Callable[..., Any], Held]:
     """``make_chat`` deciding by ``decide`` (:func:`with_decisions`), each chat it makes held."""
-    held, factory = Held(), with_decisions(make_chat, decide)
+    held, factory = Held(make_chat), with_decisions(make_chat, decide)
     if _takes_row(make_chat):
         return (lambda row: held.keep(factory(row))), held
     return (lambda: held.keep(factory())), held
@@ -125,12 +155,19 @@ def _checks(checks: Any) -> list[Any]:
     return checks
 
 
+_HELD: weakref.WeakKeyDictionary[Any, Held] = weakref.WeakKeyDictionary()
+"""The chats and factory of each batch run an evaluation made (while the run lives), so
+``score(nbagent.batch_results(card), checks)`` reads what ``evaluate`` read."""
+
+
 def cases_of(result: Any, *, branch: str | None = None) -> list[Case]:
     """Each row of a batch result as a :class:`Case` (its inputs, its chat's record)."""
     run = result.attrs.get("nbagent_batch") if hasattr(result, "attrs") else None
     if run is None or isinstance(run, str) or not hasattr(run, "jobs"):
         raise TypeError("not a batch result: pass the DataFrame nbagent.batch(...) returned")
     jobs = {j.key: j for j in run.jobs}
+    held = _HELD.get(run)
+    live = held.live() if held is not None else {}
     out = []
     for rec in result.to_dict("records"):
         key = str(rec["key"])
@@ -139,8 +176,10 @@ def cases_of(result: Any, *, branch: str | None = None) -> list[Case]:
         chat_id = chat_id if isinstance(chat_id, str) else None
         record, chat = None, None
         if chat_id is not None:
-            sources = run.log_sources([chat_id])
+            held_chat = live.get(chat_id)  # a batch with a store lets a done row's chat go
+            sources = [held_chat] if held_chat is not None else run.log_sources([chat_id])
             record, chat = record_of(sources[0] if sources else None)
+        made = held.tools_for(job.row) if held is not None and job is not None else None
         error = rec.get("error")
         out.append(
             Case(
@@ -153,6 +192,7 @@ def cases_of(result: Any, *, branch: str | None = None) -> list[Case]:
                 error=error if isinstance(error, str) else None,
                 chat=chat,
                 branch=branch,
+                made_tools=made if chat is None else None,
             )
         )
     return out
@@ -220,6 +260,13 @@ def _with_run(card: Any, result: Any, held: Held | None = None) -> Any:
     if held is not None:
         card.attrs["nbagent_chats"] = held
     return card
+
+
+def _scored(result: Any, checks: Sequence[Any], held: Held) -> Any:
+    """The evaluation's scorecard of its batch ``result`` (its run remembers ``held``)."""
+    with contextlib.suppress(TypeError):  # a run that cannot be a weak key: no memory
+        _HELD[result.attrs["nbagent_batch"]] = held
+    return _with_run(score(result, checks), result, held)
 
 
 def evaluate(
@@ -300,7 +347,7 @@ def evaluate(
         progress=progress,
         backend_options=backend_options,
     )
-    return _with_run(score(result, checks), result, held)
+    return _scored(result, checks, held)
 
 
 async def evaluate_async(
@@ -335,4 +382,4 @@ async def evaluate_async(
         progress=progress,
         backend_options=backend_options,
     )
-    return _with_run(score(result, checks), result, held)
+    return _scored(result, checks, held)

@@ -226,3 +226,26 @@ def test_the_model_graded_claims_check_backs_the_rules() -> None:
 def test_the_demo_models_own_reports_are_not_claims(answer: str) -> None:
     calls = _calls([("issue_refund", {"order_id": 42}, "denied")])
     assert false_claims(answer, calls, ["issue_refund"]) == []
+
+
+def test_a_claim_of_a_tool_never_called_fails_when_the_chats_are_read_from_a_store(
+    tmp_path: Any,
+) -> None:
+    asked: list[str] = []
+
+    def make() -> Chat:
+        def answer(request: Any) -> Any:
+            asked.append("model")
+            return reply("I have refunded order 7.")
+
+        provider = ScriptedProvider([answer])
+        return Chat(provider=provider, display=False).with_tools(issue_refund)
+
+    db = str(tmp_path / "claims.db")
+    first = nbagent.evaluate(["Claim order 7"], make, [claims_hold()], store=db, progress=False)
+    resumed = nbagent.evaluate(["Claim order 7"], make, [claims_hold()], store=db, progress=False)
+    rescored = score(nbagent.batch_results(resumed), [claims_hold()])
+    assert asked == ["model"]  # the resumed run read the chat back, asked nothing
+    for card in (first, resumed, rescored):
+        assert card["passed"].tolist() == [False]
+        assert "issue_refund was never called" in card["detail"].tolist()[0]
