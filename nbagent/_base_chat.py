@@ -147,14 +147,25 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             if any(e is extension for e in self._extensions):
                 return self
             self._extensions = (*self._extensions, extension)
-            self._ext_hooks = {
-                hook: tuple(getattr(e, hook) for e in self._extensions if overrides(e, hook))
-                for hook in HOOKS
-            }
+            self._index_hooks()
         extension.attach(ChatHost(self))
         if overrides(extension, "on_event"):
             self._bus.subscribe(None, extension.on_event, fragments=extension.fragments)
         return self
+
+    def _index_hooks(self) -> None:
+        """Which extensions implement each hook (under the lock)."""
+        self._ext_hooks = {
+            hook: tuple(getattr(e, hook) for e in self._extensions if overrides(e, hook))
+            for hook in HOOKS
+        }
+
+    def _unextend(self, extension: Extension) -> None:
+        """Take ``extension`` out (``ChatHost.remove``): no hook of it is called again."""
+        with self._lock:
+            self._extensions = tuple(e for e in self._extensions if e is not extension)
+            self._index_hooks()
+        self._bus.unsubscribe(extension.on_event)
 
     @property
     def extensions(self) -> tuple[Extension, ...]:

@@ -138,6 +138,12 @@ class Extension:
         """``ask_async`` parked on an approval: wait for a decision; True to continue the loop."""
         return False
 
+    def run_stopped(self, error: BaseException) -> None:
+        """A run of the loop (``complete()``, ``ask()``, ``step()``, their async twins)
+        ended by raising ``error`` (a failed request, the stop button, ``chat.cancel()``, an
+        invalid structured answer, a tool error raised): no step event says so. Called on the
+        driver's thread, after every event of the run; what it raises is ignored."""
+
     def refresh(self) -> list[ToolCall]:
         """``chat.refresh()``: apply decisions made elsewhere now; return the calls decided."""
         return []
@@ -282,6 +288,14 @@ class ChatHost:
         chat = self.chat
         chat._sync_tools()
         return chat._tools.get(name)
+
+    def remove(self, extension: Extension) -> None:
+        """Take ``extension`` out of the chat: none of its hooks is called again (an
+        extension that stops for good, such as a tracer after ``uninstrument()``, so a chat
+        does not keep one per start and stop). Does nothing when the chat is gone."""
+        chat = self._ref()
+        if chat is not None:
+            chat._unextend(extension)
 
     def known_tools(self) -> tuple[Tool, ...]:
         """The chat's tools as it has them now, without asking a tool source (an MCP

@@ -125,7 +125,13 @@ class LoopMixin(ChatCore):
             raise WaitCancelled
         self._cancel.clear()
         with self._drive.held_here():
-            yield
+            try:
+                yield
+            except BaseException as exc:  # the run ends with no step event to say so
+                for stopped in self._hook("run_stopped"):
+                    with contextlib.suppress(Exception):
+                        stopped(exc)
+                raise
 
     def _in_own_call(self) -> bool:
         """Whether the caller runs inside a running tool call of this chat (any thread)."""

@@ -20,6 +20,7 @@ from nbagent import (
     DecisionError,
     Event,
     Extension,
+    ServerError,
     Tool,
     ToolCall,
     ToolCallFinished,
@@ -140,6 +141,40 @@ def test_extend_takes_only_extensions_and_each_once() -> None:
     assert rec.seen == ["attach"]
     chat.with_tool_options(calls="one")
     assert rec.seen == ["attach", "options_changed"]  # subscribed once
+
+
+def test_run_stopped_hears_a_run_that_raised_and_a_removed_extension_hears_nothing() -> None:
+    """A run that ends by raising has no step event: ``run_stopped`` hears it (after the
+    run's events; what it raises is ignored). ``host.remove(ext)`` takes an extension out:
+    no hook of it is called again."""
+    stopped: list[str] = []
+
+    class Stops(Extension):
+        def attach(self, host: ChatHost) -> None:
+            self.host, self.events = host, 0
+
+        def on_event(self, event: Event) -> None:
+            self.events += 1
+
+        def run_stopped(self, error: BaseException) -> None:
+            stopped.append(f"{type(error).__name__} after {self.events} events")
+            raise RuntimeError("ignored")
+
+    provider = ScriptedProvider([reply("fine"), ServerError("boom"), ServerError("again")])
+    chat = Chat(provider=provider)
+    ext = Stops()
+    chat.extend(ext)
+    chat.ask("one")
+    assert stopped == []  # a run that ends well: nothing to hear
+    with pytest.raises(ServerError):
+        chat.ask("two")
+    assert stopped == [f"ServerError after {ext.events} events"]
+    ext.host.remove(ext)
+    assert chat.extensions == ()
+    seen = ext.events
+    with pytest.raises(ServerError):
+        chat.ask("three")
+    assert (ext.events, len(stopped)) == (seen, 1)
 
 
 def test_refresh_and_close_reach_every_extension() -> None:

@@ -39,6 +39,7 @@ loaded chat's stored events) are history, not traced again.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -50,7 +51,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 
-from .._errors import redact_keys, scrub
+from .._errors import ChatCancelled, redact_keys, scrub
 from .._events import (
     Event,
     MessageAdded,
@@ -147,10 +148,17 @@ class Tracer(Extension):
         self._turn_ctx: Any = None  # an OpenTelemetry context holding the open turn span
         self._last_step: Any = None  # the last request's span (a hosted call's parent)
         self._call_parent: dict[str, Any] = {}  # call id -> the context of its turn span
+        # calls that ended outside any run this tracer saw (a loaded chat's call denied):
+        # their span waits for the run that continues the turn, to be its child
+        self._orphans: list[tuple[CallRecord, ToolCallFinished]] = []
         self._linked_parent = False
         self._kept: list[RecordChange] = []  # changes not yet made into spans
         self._kept_at = 0.0  # time.monotonic() of the first kept change
-        self._kept_context: Any = None  # the OpenTelemetry context current then
+        # the OpenTelemetry context current when the run did something: a turn's parent
+        # (a batch's span, the user's own), taken when it changes, applied in order at flush
+        self._contexts: list[tuple[int, Any]] = []  # (index in _kept, context)
+        self._seen_context: Any = None
+        self._run_context: Any = None
         self._lock = threading.Lock()  # calls of a round may end on worker threads
 
     # ------------------------------------------------------------ attaching
@@ -161,13 +169,36 @@ class Tracer(Extension):
         self._record.subscribe(self.on_change)
 
     def detach(self) -> None:
-        """Stop tracing this chat; an open turn span ends now."""
+        """Stop tracing this chat, for good: an open turn span ends now, and the chat lets
+        go of this tracer (and so of the tracer provider and its exporters)."""
         if self._record is not None:
             self._record.unsubscribe(self.on_change)
         self.flush()
-        if self._finishing is not None:
-            self._end_finishing()
-        self._end_turn(None, "detached")
+        with self._lock:
+            if self._finishing is not None:
+                self._end_finishing()
+            self._end_turn(None, "detached")
+            self._orphans_as_roots()
+        host, self._host, self._record = self._host, None, None
+        if host is not None:
+            host.remove(self)
+
+    def run_stopped(self, error: BaseException) -> None:
+        """The run ended by raising (see :class:`~nbagent.Extension`): its spans are made now
+        and its turn ends, ``cancelled`` (the stop button, ``chat.cancel()``) or ``failed``;
+        nothing waits for a next turn that may never come."""
+        with self._lock:
+            self._flush()
+            if self._finishing is not None:
+                self._end_finishing()
+            if self._turn_span is not None:
+                if isinstance(error, _STOPPED):
+                    self._end_turn(utcnow(), "cancelled")
+                else:
+                    kind = type(error).__name__
+                    text = self._text(str(error), 1000) if self._content else kind
+                    self._end_turn(utcnow(), "failed", error=(kind, text))
+            self._orphans_as_roots()
 
     # ------------------------------------------------------------ the change hook
     def on_change(self, change: RecordChange) -> None:
@@ -183,7 +214,11 @@ class Tracer(Extension):
             kept = self._kept
             if not kept:
                 self._kept_at = time.monotonic()
-                self._kept_context = otel_context.get_current()  # a new turn's parent
+            if t in _RUNS:  # a decision made outside a run is no part of the run's context
+                ctx = otel_context.get_current()
+                if ctx is not self._seen_context:
+                    self._seen_context = ctx
+                    self._contexts.append((len(kept), ctx))
             kept.append(change)
             if (
                 (t is StepFinished and e.kind in ENDS_TURN)  # type: ignore[attr-defined]
@@ -199,8 +234,13 @@ class Tracer(Extension):
 
     def _flush(self) -> None:
         kept, self._kept = self._kept, []
+        contexts, self._contexts = self._contexts, []
         failed: Exception | None = None
-        for change in kept:
+        at = 0
+        for i, change in enumerate(kept):
+            while at < len(contexts) and contexts[at][0] <= i:
+                self._run_context = contexts[at][1]
+                at += 1
             try:
                 self._handle(change)
             except Exception as exc:  # one change's failure loses none of the others' spans
@@ -295,7 +335,7 @@ class Tracer(Extension):
             self._turn_cost += e.cost_usd
         links = self._replay_link(attrs, e.step) if e.replayed else None
         span = self._tracer.start_span(
-            self._name("chat", e.model),
+            self._name("chat", attrs.get(REQUEST_MODEL) or e.model),  # the conventions' name
             context=_parent(parent),
             kind=SpanKind.CLIENT,
             attributes=attrs,
@@ -312,10 +352,11 @@ class Tracer(Extension):
 
     def _on_request_failed(self, key: Any, e: ModelRequestFailed) -> None:
         attrs, start, parent = self._request_span(key, e)
-        error = self._text(e.error, 1000)
+        # the message may quote what was sent: content; its type is a name
+        error = self._text(e.error, 1000) if self._content else e.error_type
         attrs["error.type"] = e.error_type
         span = self._tracer.start_span(
-            self._name("chat", e.model),
+            self._name("chat", attrs.get(REQUEST_MODEL) or e.model),
             context=_parent(parent),
             kind=SpanKind.CLIENT,
             attributes=attrs,
@@ -337,9 +378,19 @@ class Tracer(Extension):
         if r is None or e.shared:
             return
         parent = self._call_parent.pop(r.call_id, None)
-        if parent is None and self._turn_span is not None:
+        if parent is None:
+            if self._turn_span is None:
+                self._orphans.append((r, e))  # the run that continues its turn adopts it
+                return
             parent = self._turn_ctx
         self._call_span(r, parent, e)
+
+    def _orphans_as_roots(self) -> None:
+        """Calls no run adopted (the tracer stops, or a run ended before one began): each a
+        span of its own rather than none."""
+        orphans, self._orphans = self._orphans, []
+        for r, e in orphans:
+            self._call_span(r, None, e)
 
     def _on_step_finished(self, key: Any, e: StepFinished) -> None:
         if e.kind in ENDS_TURN:
@@ -382,7 +433,7 @@ class Tracer(Extension):
                     links.append(Link(origin, {"nbagent.link": "forked_from"}))
         span = self._tracer.start_span(
             _TURN_NAME,
-            context=self._kept_context,
+            context=self._run_context,
             kind=SpanKind.INTERNAL,
             attributes=attrs,
             links=links,
@@ -392,6 +443,9 @@ class Tracer(Extension):
         self._turn_usage, self._turn_cost = [0, 0], 0.0
         self._turn_ctx = trace.set_span_in_context(span)
         _remember(self._chat_id, turn, span.get_span_context())
+        orphans, self._orphans = self._orphans, []
+        for r, e in orphans:  # answered before this run, in it: what it continues
+            self._call_span(r, self._turn_ctx, e)
         return self._turn_ctx
 
     def _end_turn(
@@ -536,8 +590,9 @@ class Tracer(Extension):
                     0.0, (d.at - r.requested_at).total_seconds() * 1000.0
                 )
             span.add_event("nbagent.approval.decided", decided, timestamp=ns(d.at))
-        if failed:
-            span.set_status(Status(StatusCode.ERROR, self._text(r.error or status, 1000)))
+        if failed:  # an error's text may quote the arguments: content; without, the status
+            text = self._text(r.error or status, 1000) if self._content else status
+            span.set_status(Status(StatusCode.ERROR, text))
         end = e.ts if e is not None else r.finished_at
         span.end(end_time=ns(end))
 
@@ -639,6 +694,9 @@ def _message_json(m: Any, text: Any) -> dict[str, Any]:
     return out
 
 
+_STOPPED = (KeyboardInterrupt, asyncio.CancelledError, ChatCancelled)
+"""What a stopped run raises (the stop button, a cancelled task, ``chat.cancel()``)."""
+
 _HANDLERS: dict[type[Event], Any] = {
     MessageAdded: Tracer._on_message,
     ModelRequestStarted: Tracer._on_request_started,
@@ -651,3 +709,6 @@ _HANDLERS: dict[type[Event], Any] = {
 }
 """What each event does to the spans; the other events change none (a decision is read
 off the call's record when the call is final)."""
+
+_RUNS = frozenset(_HANDLERS) - {ToolCallFinished}
+"""Events only a run of the loop emits (a call's end may be a decision made outside one)."""

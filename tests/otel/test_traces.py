@@ -5,10 +5,14 @@ OpenAI SDK against the strict fake server and a real MCP server (the notes serve
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
 import sys
 import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +22,10 @@ from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import BaseModel
 
 import nbagent
-from nbagent import Chat, tool
+from nbagent import Chat, ServerError, tool
 from nbagent.testing import ScriptedProvider, call_tools, reply
 
 
@@ -214,6 +219,11 @@ def test_off_no_chat_has_a_listener_and_nothing_is_exported() -> None:
     assert named(exporter, "invoke_agent")
     assert nbagent.uninstrument() is True
     assert before.record._hooks == []  # off again: no per-event work for it
+    assert before.extensions == ()  # nor a tracer kept (with its provider) per on and off
+    for _ in range(3):
+        nbagent.instrument(provider)
+    assert len(before.extensions) == 1  # instrumented again: one tracer, not one per call
+    nbagent.uninstrument()
     after = scripted_chat(reply("c"))
     assert after.record._hooks == [] and after.extensions == ()
     exporter.clear()
@@ -292,6 +302,197 @@ def test_an_approved_call_has_both_approval_events_and_runs_under_the_continuati
     assert span.events[1].attributes["nbagent.decision.verdict"] == "approved"
     first = min(named(spans, "invoke_agent"), key=lambda s: s.start_time or 0)
     assert span.parent.span_id == first.context.span_id  # the run that asked for it
+
+
+def exported_whole(exporter: InMemorySpanExporter) -> None:
+    """Every exported span's parent was exported too: no span waits on one never sent."""
+    finished = exporter.get_finished_spans()
+    ids = {s.context.span_id for s in finished}
+    for s in finished:
+        if s.name != "my evaluation":
+            assert s.parent is None or s.parent.span_id in ids, s.name
+
+
+class Answer(BaseModel):
+    n: int
+
+
+def _stopped(chat: Chat) -> None:
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        chat.ask("go")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@tool(timeout=30)
+def press_stop(n: int) -> str:
+    """Presses the stop button while it runs.
+
+    Args:
+        n: A number.
+    """
+    import _thread
+
+    _thread.interrupt_main()
+    time.sleep(0.3)
+    return "done"
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["request fails", "stop button", "chat.cancel()", "invalid answer", "tool error raised"],
+)
+def test_a_run_that_raises_is_exported_when_it_stops(how: str, spans: InMemorySpanExporter) -> None:
+    """A run that ends by raising has no step event to end its turn: its spans waited for
+    the next question (forever, if none came), then showed the stop as ``next_turn`` with
+    the idle time. They are exported as the run stops, the turn ``failed`` (with the error's
+    type) or ``cancelled``, and no span's parent is missing."""
+    go: Any = None
+    outcome, error_type = "failed", None
+    if how == "request fails":
+        chat = scripted_chat(call_tools(("lookup", {"city": "Oslo"})), ServerError("boom 500"))
+        error_type = "ServerError"
+    elif how == "stop button":
+        chat = scripted_chat(call_tools(("press_stop", {"n": 1})), reply("never"))
+        chat.with_tools(press_stop)
+        go, outcome = _stopped, "cancelled"
+    elif how == "chat.cancel()":
+        chat = scripted_chat(call_tools(("lookup", {"city": "Oslo"})), reply("never"))
+        chat.before_tool_call(lambda call: chat.cancel())
+        outcome = "cancelled"
+    elif how == "invalid answer":
+        chat = scripted_chat(reply("not json"), reply("still not json"))
+        go, error_type = (lambda c: c.ask("go", output=Answer)), "OutputValidationError"
+    else:
+        chat = scripted_chat(call_tools(("boom", {})), reply("never"), on_tool_error="raise")
+        chat.with_tools(boom)
+    with pytest.raises(BaseException):  # noqa: B017 - each case raises its own
+        (go or (lambda c: c.ask("go")))(chat)
+    (turn,) = named(spans, "invoke_agent")  # now, not at the next question
+    assert turn.attributes["nbagent.outcome"] == outcome
+    if outcome == "failed":
+        assert turn.status.status_code.name == "ERROR"
+        assert turn.attributes["error.type"] == (error_type or turn.attributes["error.type"])
+    assert named(spans, "chat ")
+    exported_whole(spans)
+    spans.clear()
+    chat.with_tool_options(choice=None)
+    with contextlib.suppress(BaseException):
+        chat.complete()  # the next run is a turn span of its own, not the stop's
+    for later in named(spans, "invoke_agent"):
+        assert later.attributes["nbagent.outcome"] != "next_turn"
+
+
+@tool
+def boom() -> str:
+    """Fails."""
+    raise KeyError("no record for Jane PRIVATE Doe")
+
+
+def test_without_content_no_error_text_leaves(spans: InMemorySpanExporter) -> None:
+    """A tool's error (and a failed request's) may quote the arguments or the prompt: without
+    content a span's error status says the status or the error's type, never the text."""
+    chat = scripted_chat(call_tools(("boom", {})), ServerError("bad request: PRIVATE prompt"))
+    chat.with_tools(boom)
+    with pytest.raises(ServerError):
+        chat.ask("go")
+    assert "no record for Jane PRIVATE Doe" in chat.tool_calls[0].result.content  # type: ignore[union-attr]
+    assert "PRIVATE" not in everything(spans)
+    call = one(spans, "execute_tool boom")
+    assert call.status.status_code.name == "ERROR" and call.status.description == "error"
+    (failed,) = [s for s in named(spans, "chat ") if s.status.status_code.name == "ERROR"]
+    assert failed.status.description == "ServerError"
+
+
+def test_with_content_an_error_text_leaves_masked(content_spans: InMemorySpanExporter) -> None:
+    chat = scripted_chat(call_tools(("boom", {})), reply("sorry"))
+    chat.with_tools(boom)
+    chat.ask("go")
+    call = one(content_spans, "execute_tool boom")
+    assert "no record for Jane PRIVATE Doe" in (call.status.description or "")
+
+
+def test_a_call_denied_in_a_loaded_chat_is_a_child_of_the_run_that_continues(
+    spans: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    """A chat loaded from a store (another process parked it), its call denied here, then
+    continued: the call's span was a root in a trace of its own; it is the continuing run's
+    child, as an approved call is."""
+    db = tmp_path / "chats.db"
+    parked = scripted_chat(call_tools(("refund", {"order_id": 7})), store=db)
+    parked.ask("refund 7")
+    parked.close()
+    spans.clear()
+    chat = Chat.load(
+        parked.id, store=db, provider=ScriptedProvider([reply("not refunded")]), display=False
+    )
+    chat.with_tools(lookup, refund)
+    chat.deny(chat.pending_approvals[0], reason="no")
+    chat.complete()
+    chat.close()
+    call = one(spans, "execute_tool refund")
+    (run,) = named(spans, "invoke_agent")
+    assert call.attributes["nbagent.call.status"] == "denied"
+    assert call.parent is not None and call.parent.span_id == run.context.span_id
+    assert call.context.trace_id == run.context.trace_id
+
+
+def test_a_denied_call_no_run_continues_is_still_exported(
+    spans: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    db = tmp_path / "chats.db"
+    parked = scripted_chat(call_tools(("refund", {"order_id": 7})), store=db)
+    parked.ask("refund 7")
+    parked.close()
+    spans.clear()
+    chat = Chat.load(parked.id, store=db, provider=ScriptedProvider([]), display=False)
+    chat.with_tools(lookup, refund)
+    chat.deny(chat.pending_approvals[0])
+    nbagent.uninstrument()  # the tracer stops: what it held leaves
+    assert one(spans, "execute_tool refund").attributes["nbagent.call.status"] == "denied"
+
+
+@pytest.mark.parametrize("content", [False, True])
+def test_a_run_in_the_users_span_is_its_child_though_the_decision_was_made_outside(
+    content: bool,
+) -> None:
+    """Park, decide with no span current, then ``complete()`` inside the user's span: the run
+    is the span's child (it was a root when the decision came first; with content, always)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    nbagent.instrument(provider, content=content)
+    try:
+        for verdict in ("approve", "deny"):
+            exporter.clear()
+            chat = scripted_chat(call_tools(("refund", {"order_id": 7})), reply("ok"))
+            chat.ask("refund 7")
+            getattr(chat, verdict)(chat.pending_approvals[0])
+            tracer = provider.get_tracer("test")
+            with tracer.start_as_current_span("my evaluation") as mine:
+                chat.complete()
+            (run,) = [
+                s
+                for s in named(exporter, "invoke_agent")
+                if s.attributes["nbagent.turn"] == 1 and s.attributes.get("nbagent.continued")
+            ]
+            assert run.parent is not None, verdict
+            assert run.parent.span_id == mine.get_span_context().span_id, verdict
+    finally:
+        nbagent.uninstrument()
+
+
+def test_a_request_span_is_named_after_the_model_asked_for(spans: InMemorySpanExporter) -> None:
+    """The conventions name it ``chat {gen_ai.request.model}``; a real API answers with a
+    dated snapshot (``gpt-4o-2024-08-06``), which split one model's spans over many names."""
+    answer = dataclasses.replace(reply("hi"), model="gpt-4o-2024-08-06")
+    Chat(provider=ScriptedProvider([answer], model="gpt-4o"), display=False).ask("hello")
+    (span,) = named(spans, "chat ")
+    assert span.name == "chat gpt-4o"
+    assert span.attributes["gen_ai.response.model"] == "gpt-4o-2024-08-06"
 
 
 def test_a_call_a_rule_denied_says_which_rule_on_its_span(spans: InMemorySpanExporter) -> None:
