@@ -14,6 +14,7 @@ case's row.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -39,6 +40,45 @@ class Verdict:
     passed: bool | None
     score: float | None = None
     detail: str = ""
+
+    def __post_init__(self) -> None:
+        """Checked and made plain (a numpy bool or number becomes Python's): a verdict a
+        scorecard cannot hold is refused where it is made, and the check's row is an error.
+
+        Raises:
+            TypeError: ``passed`` not a bool or ``None``, ``score`` not a number,
+                ``detail`` not text.
+            ValueError: A score outside ``[0, 1]`` (or NaN).
+        """
+        passed = _plain_bool(self.passed)
+        if passed is not None and not isinstance(passed, bool):
+            raise TypeError(
+                f"a Verdict's passed is True, False or None, got {type(self.passed).__name__} "
+                f"{self.passed!r}"
+            )
+        score = self.score
+        if score is not None:
+            if not isinstance(score, numbers.Real) or isinstance(score, bool):
+                raise TypeError(
+                    f"a Verdict's score is a number in [0, 1] or None, got "
+                    f"{type(score).__name__} {score!r}"
+                )
+            score = float(score)
+            if math.isnan(score) or not 0.0 <= score <= 1.0:
+                raise ValueError(f"a Verdict's score must be in [0, 1], got {self.score!r}")
+        detail = "" if self.detail is None else self.detail
+        if not isinstance(detail, str):
+            raise TypeError(f"a Verdict's detail is text, got {type(detail).__name__}")
+        object.__setattr__(self, "passed", passed)
+        object.__setattr__(self, "score", score)
+        object.__setattr__(self, "detail", detail)
+
+
+def _plain_bool(value: Any) -> Any:
+    """``numpy.bool_`` as ``bool``; anything else as it is."""
+    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
+        return bool(value)
+    return value
 
 
 @dataclass(frozen=True)
@@ -105,28 +145,23 @@ def verdict_of(value: Any) -> Verdict:
 
     Raises:
         TypeError: A value no check should return (a string, a list...).
+        ValueError: A score outside ``[0, 1]``.
     """
     if isinstance(value, Verdict):
         return value
     if value is None:
         return Verdict(None, None, "does not apply")
+    value = _plain_bool(value)  # numpy.bool_
     if isinstance(value, bool):
         return Verdict(value, 1.0 if value else 0.0)
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], str):
         head = verdict_of(value[0])
         return Verdict(head.passed, head.score, value[1])
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, numbers.Real):  # numpy's numbers too: np.int64(1) is 1
         score = float(value)
         if math.isnan(score) or not 0.0 <= score <= 1.0:
-            raise TypeError(f"a check's score must be in [0, 1], got {value!r}")
+            raise ValueError(f"a check's score must be in [0, 1], got {value!r}")
         return Verdict(score >= 0.5, score)
-    try:  # numpy.bool_ and the like
-        import numpy as np
-
-        if isinstance(value, np.bool_):
-            return verdict_of(bool(value))
-    except ImportError:  # pragma: no cover - pandas brings numpy
-        pass
     raise TypeError(
         "a check returns True/False, a score in [0, 1], (passed, detail), a Verdict or None; "
         f"got {type(value).__name__}"

@@ -261,6 +261,40 @@ def test_custom_checks_their_return_values_and_errors() -> None:
         nbagent.evaluate(["x"], make_chat, ["polite"], progress=False)
 
 
+def test_a_verdict_no_scorecard_can_hold_is_that_checks_error_and_the_rest_is_kept() -> None:
+    import numpy as np
+
+    RAN.clear()
+    checks = [
+        tool_called("order_status"),
+        Check("word", lambda case: Verdict("no", None, "x")),  # type: ignore[arg-type]
+        Check("seven", lambda case: Verdict(True, 7.0, "x")),
+        Check("big number", lambda case: 7.0),
+        Check("numpy one", lambda case: np.int64(1)),
+        Check("numpy half", lambda case: (np.float64(0.5), "half")),
+        Check("numpy verdict", lambda case: Verdict(np.bool_(True), np.float32(1))),  # type: ignore[arg-type]
+    ]
+    card = nbagent.evaluate(
+        ["Status of order 41", "Status of order 43"], make_chat, checks, progress=False
+    )
+    assert sorted(RAN) == [41, 43] and len(card) == 14  # every case, every check, kept
+    rows = card[card["case"] == "0"].set_index("check")
+    assert rows.loc["called order_status", "passed"]
+    assert rows.loc["word", "error"].startswith("TypeError: a Verdict's passed is True, False")
+    assert rows.loc["seven", "error"] == "ValueError: a Verdict's score must be in [0, 1], got 7.0"
+    assert rows.loc["big number", "error"].startswith("ValueError: a check's score must be in")
+    for check in ("word", "seven", "big number"):
+        assert pd.isna(rows.loc[check, "passed"]) and pd.isna(rows.loc[check, "score"])
+    assert card.summary().set_index("check").loc["seven", "errors"] == 2
+    # numpy's numbers and bools are Python's: np.int64(1) is 1
+    assert verdict_of(np.int64(1)) == verdict_of(1) == Verdict(True, 1.0)
+    assert verdict_of(np.bool_(False)) == verdict_of(False)
+    assert (rows.loc["numpy one", "passed"], rows.loc["numpy one", "score"]) == (True, 1.0)
+    assert rows.loc["numpy half", "score"] == 0.5 and rows.loc["numpy half", "detail"] == "half"
+    assert type(Verdict(np.bool_(True), np.float32(1)).passed) is bool
+    assert rows.loc["numpy verdict", "passed"] and pd.isna(rows.loc["numpy verdict", "error"])
+
+
 def test_a_store_makes_the_evaluation_resumable_and_rescoring_free(tmp_path: Any) -> None:
     RAN.clear()
     db = str(tmp_path / "eval.db")
