@@ -938,6 +938,9 @@ class ChatView:
             if isinstance(entry, CallEntry) and not entry.pending:
                 card.error = str(exc)
                 self._sync_card(card, entry)
+                # decided elsewhere first (the chat has that decision now): the turn goes
+                # on with it, as it would have had the follower seen it before the click
+                self.continuation.request()
                 return
             raise CardError(str(exc)) from None
         entry = self.state.by_key.get(f"c:{call_id}")

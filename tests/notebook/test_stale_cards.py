@@ -169,6 +169,30 @@ def test_a_click_on_a_card_decided_and_run_elsewhere_records_nothing(db: Path) -
     a.close()
 
 
+@pytest.mark.parametrize("elsewhere, click", [("approve", "deny"), ("deny", "approve")])
+def test_a_click_that_loses_to_a_decision_elsewhere_still_carries_the_turn_on(
+    db: Path, elsewhere: str, click: str
+) -> None:
+    """Decided in another process, not run: the click (the other verdict) reaches the
+    kernel before its follower saw the decision. The click records nothing, the card says
+    who decided, and this kernel carries the turn on with that decision, as it would have
+    after seeing it. Before, the turn stopped there: an approved refund never ran (and a
+    denial never reached the model) until someone ran ``chat.complete()`` by hand."""
+    a, view, call_id = parked(db, displayed=False)  # no follower: the click comes first
+    with SQLiteStore(db) as store:
+        getattr(store, elsewhere)(call_id, by="bob")
+    card = card_of(view, call_id)
+    assert card.state == "pending"
+    card.click(click)
+    until(lambda: a.status == "complete" and not cont.continuation_for(a).busy)
+    verdict = "approved" if elsewhere == "approve" else "denied"
+    assert card.state == verdict and "already" in card.error
+    assert runs == ([42] if elsewhere == "approve" else [])
+    assert decision_rows(db, call_id) == [(verdict, "bob", "store")]
+    assert f"{verdict} elsewhere by bob at " in shown(view)
+    a.close()
+
+
 def test_decision_words_say_who_decided_elsewhere_and_when() -> None:
     from datetime import datetime, timedelta, timezone
 
