@@ -19,6 +19,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from .._chat_state import checked_edit
 from .._errors import DecisionError
 from ..batch import Backend, batch
 from ..comparison import compare
@@ -93,21 +94,52 @@ def settle(chat: Any, rest: Decide) -> Any:
     return chat
 
 
-def branches_of(case: Case, edits: Edits | None) -> list[tuple[str, str, dict[str, Any] | None]]:
-    """The forks to make of a case: (branch name, call id, fork arguments); ``None``
-    arguments: the case as run already took that decision (its chat is the branch)."""
-    out: list[tuple[str, str, dict[str, Any] | None]] = []
+Branch = tuple[str, str, dict[str, Any] | None]
+"""A fork to make: (branch name, call id, the fork's change); ``None``: the case as run
+already took that decision (its chat is the branch)."""
+
+
+def branches_of(case: Case, edits: Edits | None, chat: Any = None) -> list[Branch]:
+    """The forks to make of a case (see :data:`Branch`).
+
+    With ``chat`` (the case's chat), every edit is checked against its tool's schema
+    first, as an approval's edit is: a sweep refuses a bad edit before any branch runs.
+    An edit that gives the call the arguments it has is the approve branch again.
+
+    Raises:
+        DecisionError: An edit the tool refuses (naming the case, the call and the edit).
+    """
+    out: list[Branch] = []
     seen: dict[str, int] = {}
     for call in gated_calls(case):
         n = seen[call.tool] = seen.get(call.tool, 0) + 1
         label = call.tool if n == 1 else f"{call.tool}#{n}"
+        approve = f"approve {label}"
         for verdict, word in (("approved", "approve"), ("denied", "deny")):
             same = call.decision == verdict and call.edited_arguments is None
             out.append((f"{word} {label}", call.call_id, None if same else {"decision": verdict}))
         base = call.arguments if isinstance(call.arguments, dict) else {}
         for i, args in enumerate(_edits_for(edits, call), start=1):
-            out.append((f"edit {label} {i}", call.call_id, {"arguments": {**base, **args}}))
+            name, merged = f"edit {label} {i}", {**base, **args}
+            if chat is not None:
+                merged = _checked(chat, case, call, name, merged)
+            if merged == base:  # nothing edited: what approving it does
+                out.append((name, call.call_id, {"same_as": approve}))
+            else:
+                out.append((name, call.call_id, {"arguments": merged}))
     return out
+
+
+def _checked(chat: Any, case: Case, call: Any, branch: str, arguments: dict[str, Any]) -> Any:
+    """An edit's arguments as the tool accepts them (the check an approval's edit gets)."""
+    where = f"sweep: case {case.key!r}, branch {branch!r}"
+    tool = next((t for t in chat.tools if t.name == call.tool), None)
+    if tool is None:
+        raise DecisionError(f"{where}: the chat has no tool {call.tool!r} to edit; no branch ran")
+    try:
+        return checked_edit(tool, call.tool, arguments)
+    except DecisionError as exc:
+        raise DecisionError(f"{where}: {exc} ({arguments!r}); no branch ran") from None
 
 
 def sweep(
@@ -149,7 +181,9 @@ def sweep(
         edits: Arguments to try approving a call with: ``{tool: [{...}, ...]}`` or a
             function of the call (its record) returning a list; each edit is merged
             into the call's arguments (``{"amount": 10}`` changes the amount only) and
-            checked against the tool's schema.
+            checked against the tool's schema, every edit before any branch runs
+            (``DecisionError``: nothing was forked); an edit that changes nothing is
+            the approve branch again.
         rest: How each branch decides the gated calls it asks for later
             (default ``"deny"``: nothing else runs unapproved; ``"approve"``, a
             function, or ``None`` to leave them waiting).
@@ -177,31 +211,36 @@ def sweep(
     run = result.attrs["nbagent_batch"]
     scored: list[Case] = []
     chats: dict[str, Any] = {}
-    for case in cases_of(result):
+    planned: list[tuple[Case, Any, list[Branch]]] = []
+    for case in cases_of(result):  # every edit checked before any branch runs
         chat = case.chat if case.chat is not None else run.chats.get(case.chat_id)
+        planned.append((case, chat, branches_of(case, edits, chat) if chat is not None else []))
+    for case, chat, made in planned:
         if chat is None:
             scored.append(case)  # no chat to fork (it failed before one was made)
             continue
         chats[chat.id] = chat
         if case.status == "done" and decide is not None:
             scored.append(dataclasses.replace(case, branch="as run"))
-        made = branches_of(case, edits)
         if not made:
             scored.append(dataclasses.replace(case, branch="no gated call"))
+        done: dict[str, Case] = {}
         for name, call_id, change in made:
             if change is None:  # the run took this decision itself
-                scored.append(dataclasses.replace(case, branch=name))
-                continue
-            fork = chat.fork(call_id, **change)
-            settle(fork, rest)
-            chats[fork.id] = fork
-            record, live = record_of(fork)
-            status = "awaiting_approval" if fork.pending_approvals else "done"
-            scored.append(
-                dataclasses.replace(
+                branch = dataclasses.replace(case, branch=name)
+            elif "same_as" in change:  # an edit that changes nothing: that branch again
+                branch = dataclasses.replace(done[change["same_as"]], branch=name)
+            else:
+                fork = chat.fork(call_id, **change)
+                settle(fork, rest)
+                chats[fork.id] = fork
+                record, live = record_of(fork)
+                status = "awaiting_approval" if fork.pending_approvals else "done"
+                branch = dataclasses.replace(
                     case, branch=name, record=record, chat=live, chat_id=fork.id, status=status
                 )
-            )
+            done[name] = branch
+            scored.append(branch)
     card = score_cases(scored, checks)
     card.attrs["nbagent_batch"] = _Chats(chats)
     return card

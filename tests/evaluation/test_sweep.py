@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import nbagent
-from nbagent import Chat, ToolResultMessage, tool
+from nbagent import Chat, DecisionError, ToolResultMessage, tool
 from nbagent.evaluation import (
     answer_contains,
     claims_hold,
@@ -72,6 +72,27 @@ def test_each_gated_call_is_approved_denied_and_edited_and_each_branch_scored() 
     assert card["chat_id"].nunique() == 6
     log = nbagent.read_log(card)
     assert sorted(log["decision"].tolist()) == ["approved"] * 4 + ["denied"] * 2
+
+
+def test_an_edit_the_tool_refuses_stops_the_sweep_before_any_branch_runs() -> None:
+    RAN.clear()
+    cases = ["Refund order 42 for 30 dollars", "Refund order 7 for 2 dollars"]
+    check = [tool_called("issue_refund", status="ok")]
+    with pytest.raises(DecisionError) as caught:
+        sweep(cases, make_chat, check, progress=False,
+              edits={"issue_refund": [{"amount": 5}, {"order_id": "abc"}]})  # fmt: skip
+    assert str(caught.value) == (
+        "sweep: case '0', branch 'edit issue_refund 2': edited arguments for issue_refund are "
+        "invalid: order_id: expected integer, got str ({'order_id': 'abc', 'amount': 30.0}); "
+        "no branch ran"
+    )
+    assert Counter() == RAN  # no approve branch, no first edit ran before the refusal
+    # an edit that changes nothing is the approve branch again (no fork, no second run)
+    card = sweep(cases[:1], make_chat, check, progress=False,
+                 edits={"issue_refund": [{"amount": 30}]})  # fmt: skip
+    rows = card.set_index("branch")
+    assert rows.loc["edit issue_refund 1", "chat_id"] == rows.loc["approve issue_refund", "chat_id"]
+    assert Counter({(42, 30.0): 1}) == RAN
 
 
 def test_later_gated_calls_in_a_branch_are_decided_by_rest() -> None:
