@@ -620,6 +620,15 @@ class StoreExtension(Extension):
             "approval, here and in the store; decide it again once the store can be written."
         )
 
+    def _closed_error(self, what: str, done: str) -> StoreError:
+        """What a decision or an answer given to a closed chat says: it is not made."""
+        return StoreError(
+            f"chat {self.chat_id} was closed: {what} cannot be written to "
+            f"{self.store.location}, so nothing is {done}. Load the chat again "
+            "(Chat.load(chat_id, store=...)) or decide from the store (store.approve, "
+            "store.deny)."
+        )
+
     def _unanswered(self, request: PendingInput, exc: StoreError) -> StoreError:
         """What an answer that could not be written says (as :meth:`_undecided`)."""
         return StoreError(
@@ -826,8 +835,11 @@ class StoreExtension(Extension):
             DecisionError: The store has no decision but the call cannot be
                 decided there (it is running, or unknown to it).
         """
-        if self._closed or call.decision is not None:
+        if call.decision is not None:
             return None
+        if self._closed:  # recorded here only, the store would never hear of it
+            what = "approval" if decision.verdict == "approved" else "denial"
+            raise self._closed_error(f"the {what} of {call.name}({call.id})", "decided")
         with self._write_lock:
             try:
                 self.flush()  # the call's row first, if it is still queued
@@ -875,7 +887,9 @@ class StoreExtension(Extension):
                 :meth:`decide`).
         """
         if self._closed:
-            return None
+            raise self._closed_error(
+                f"the answer to {request.kind} request {request.id}", "answered"
+            )
         with self._write_lock:
             try:
                 self.flush()  # the input's row first, if it is still queued

@@ -156,6 +156,28 @@ def test_a_decision_that_cannot_be_written_is_not_made(tmp_path: Path, counter: 
         a.close()
 
 
+def test_a_decision_on_a_closed_chat_is_not_made(db: str, counter: Path) -> None:
+    """After ``chat.close()`` the store is let go: a decision was recorded in the chat only,
+    the store still said pending and took the opposite decision from another process, and
+    both "won". It now raises ``StoreError`` and is not made; the store's decides."""
+    seen: list[Event] = []
+    a = parked(db, seen)
+    call = a.pending_approvals[0]
+    a.close()
+    for decide in (a.approve, a.deny):
+        with pytest.raises(StoreError, match=r"was closed: the (approval|denial) of refund"):
+            decide(call)
+    assert call.status == "awaiting_approval" and call.decision is None and seen == []
+    with open_store(db) as store:
+        assert store.call(call.id).status == "awaiting_approval"
+        store.deny(call.id, by="ops")
+    b = Chat.load(a.id, store=db, tools=[Refund])
+    assert b.tool_calls[0].status == "denied"
+    b.complete()
+    b.close()
+    assert count(counter) == 0
+
+
 def test_a_click_on_deny_after_an_approval_elsewhere_shows_it(db: str, counter: Path) -> None:
     """The notebook view: the Deny click is refused, the card says why and shows the
     approval made elsewhere."""
