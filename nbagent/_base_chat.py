@@ -574,6 +574,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         system: Any = UNSET,
         model: Any = UNSET,
         tool_options: Any = UNSET,
+        by: str | None = None,
         **wings: Any,
     ) -> Self:
         """A new chat sharing this one's history up to a point, with at most one thing changed.
@@ -599,6 +600,11 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             decided, if it waits here). Approved, it runs exactly once when the
             fork is driven; denied, it never runs in the fork. ``reason=`` goes
             with the decision (a denial's is sent to the model).
+
+          ``by=`` names who made that decision (default ``"user"``;
+          ``nbagent.evaluation.sweep`` gives ``"evaluate"``, so its branches teach
+          ``suggest_policies`` nothing); it goes with ``decision=`` and with
+          ``arguments=`` of a gated call.
 
         At a step (or no point), change at most one of ``system=`` (a prompt, or
         ``None``), ``model=`` (a model name, or a provider object) or
@@ -636,6 +642,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             system=system,
             model=model,
             tool_options=tool_options,
+            by=by,
         )
 
     def _fork(
@@ -667,9 +674,9 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             return
         gated = c.approval is not None and c.approval.required
         if p.change == "decision":
-            self._decide(c, p.value, by="user", reason=p.reason)
+            self._decide(c, p.value, by=p.by, reason=p.reason)
         elif p.change == "arguments" and gated:
-            self._decide(c, "approved", by="user", reason=p.reason, arguments=p.value)
+            self._decide(c, "approved", by=p.by, reason=p.reason, arguments=p.value)
         elif p.change == "arguments":
             self._approve_edit(c, p.value, p.reason)
         else:

@@ -205,14 +205,16 @@ class Chat(BaseChat):
         system: Any = UNSET,
         model: Any = UNSET,
         tool_options: Any = UNSET,
+        by: str | None = None,
         store: Any = UNSET,
     ) -> Chat:
         """A new chat sharing this one's history up to a point, with at most one thing changed.
 
         The point (``step=``, or a ``call`` with ``result=``, ``arguments=`` or
-        ``decision=`` and ``reason=``), the change at a step (``system=``, ``model=``
-        or ``tool_options=``) and what the fork keeps are described in full on the
-        chat's base class (``nbagent.BaseChat.fork``); this one adds ``store``.
+        ``decision=``, ``reason=`` and ``by=``: who decided), the change at a step
+        (``system=``, ``model=`` or ``tool_options=``) and what the fork keeps are
+        described in full on the chat's base class (``nbagent.BaseChat.fork``); this one
+        adds ``store``.
 
         Args:
             store: Where the fork is stored (default: this chat's store, if it has
@@ -236,6 +238,7 @@ class Chat(BaseChat):
             system=system,
             model=model,
             tool_options=tool_options,
+            by=by,
         )
 
     def _spawn(self, p: Plan, store: Any = UNSET, **wings: Any) -> Chat:

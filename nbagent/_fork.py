@@ -53,6 +53,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ._approvals import HUMAN
 from ._chat_state import HOSTED, checked_edit
 from ._config import get_config
 from ._errors import DecisionError
@@ -106,6 +107,7 @@ class Plan:
     reason: str | None = None
     result_value: Any = None
     result_parts: tuple[Any, ...] = ()
+    by: str = HUMAN  # who made the fork's decision (a decision or a gated call's edit)
 
 
 class Forkable(Protocol):
@@ -255,8 +257,12 @@ def plan(
     system: Any,
     model: Any,
     tool_options: Any,
+    by: str | None = None,
 ) -> Plan:
     """Check a fork and work out everything it needs, creating nothing.
+
+    ``by``: who made the fork's decision (``None``: the user), for ``decision=`` and
+    for ``arguments=`` of a gated call (recorded as an approval's edit).
 
     Raises:
         TypeError: More than one change, or a change that does not go with the point.
@@ -282,6 +288,14 @@ def plan(
             "fork the fork for another change"
         )
     change, value = next(iter(asked.items()), ("none", None))
+    if by is not None:
+        if not isinstance(by, str) or not by:
+            raise TypeError(f"by= names who decided (a string), got {by!r}")
+        if change not in ("decision", "arguments"):
+            raise TypeError(
+                "by= names who made a fork's decision: it goes with decision= or with "
+                "arguments= of a gated call"
+            )
     history = list(chat.events)
     if call is None:
         if change in _CALL_CHANGES:
@@ -311,10 +325,17 @@ def plan(
         snapshot,
         change=change,  # type: ignore[arg-type]
         reason=reason,
+        by=HUMAN if by is None else by,
     )
     if c_orig is not None:
         p.call = next(c for c in snapshot.calls if c.id == c_orig.id)
         _plan_call_change(chat, p, c_orig, change, value)
+        gated = p.call.approval is not None and p.call.approval.required
+        if by is not None and not gated:
+            raise TypeError(
+                f"{p.call.name}({p.call.id}) never needed a decision, so by= names no one: "
+                "it goes with decision= or with arguments= of a gated call"
+            )
     else:
         _plan_chat_change(chat, p, change, value)
     p.parent = dataclasses.replace(p.parent, value=p.value)

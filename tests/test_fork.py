@@ -385,6 +385,27 @@ def test_fork_at_a_pending_call_decides_it_there_and_leaves_the_original_waiting
     assert runs.count(chat.tool_calls[0]) == 0
 
 
+def test_a_forks_decision_is_recorded_as_made_by_whom_by_says() -> None:
+    runs = Runs()
+    chat = Chat(provider=scripted([["safe", "risky"]])).with_tools(*runs.tools())
+    chat.ask("go")
+    safe, risky = chat.tool_calls
+    denied = chat.fork(risky, decision="denied", by="evaluate")
+    edited = chat.fork(risky, arguments={"x": 5}, by="evaluate")
+    edited.complete()
+    assert denied.tool_calls[1].decision.by == "evaluate"
+    assert (edited.tool_calls[1].decision.by, edited.tool_calls[1].status) == ("evaluate", "ok")
+    assert runs.count(edited.tool_calls[1]) == 1 and runs.count(denied.tool_calls[1]) == 0
+    assert chat.fork(risky, decision="approved").tool_calls[1].decision.by == "user"
+    with pytest.raises(TypeError, match="goes with decision= or with arguments="):
+        chat.fork(step=1, system="x", by="evaluate")
+    with pytest.raises(TypeError, match="never needed a decision, so by= names no one"):
+        chat.fork(safe, arguments={"x": 9}, by="evaluate")
+    with pytest.raises(TypeError, match="names who decided"):
+        chat.fork(risky, decision="denied", by="")
+    assert chat.status == "awaiting_approval" and runs.count(risky) == 0  # the original waits
+
+
 @pytest.mark.parametrize("how", ["whole history", "at its step", "at another call"])
 def test_an_approval_not_run_yet_is_asked_again_in_the_fork(how: str) -> None:
     """Approved, not run yet, when the chat forks: it runs once, in the chat it was approved

@@ -15,6 +15,7 @@ with :func:`nbagent.compare`'s alignment by model step.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -186,7 +187,11 @@ def sweep(
             the approve branch again.
         rest: How each branch decides the gated calls it asks for later
             (default ``"deny"``: nothing else runs unapproved; ``"approve"``, a
-            function, or ``None`` to leave them waiting).
+            function, or ``None`` to leave them waiting). Every decision the sweep
+            makes is recorded with ``by="evaluate"`` (it teaches
+            :func:`~nbagent.suggest_policies` nothing), and once it is over the first
+            run's calls left waiting are denied there (its scaffolding: no inbox
+            shows them).
         backend: Where the first run's chats run (``"local"``, ``"ray"``); forks are
             made and driven in this process.
         concurrency: Most first-run chats at once.
@@ -209,12 +214,31 @@ def sweep(
         wait_for_decisions=False,  # the waiting calls are forked, never decided in place
     )
     run = result.attrs["nbagent_batch"]
+    firsts = [
+        (case, case.chat if case.chat is not None else run.chats.get(case.chat_id))
+        for case in cases_of(result)
+    ]
+    try:
+        planned = [  # every edit checked before any branch runs
+            (case, chat, branches_of(case, edits, chat) if chat is not None else [])
+            for case, chat in firsts
+        ]
+        scored, chats = _run_branches(planned, decide, rest)
+        card = score_cases(scored, checks)  # before retiring: a live record would show it
+    finally:
+        for _, chat in firsts:
+            if chat is not None:
+                retire(chat)
+    card.attrs["nbagent_batch"] = _Chats(chats)
+    return card
+
+
+def _run_branches(
+    planned: Sequence[tuple[Case, Any, list[Branch]]], decide: Decide, rest: Decide
+) -> tuple[list[Case], dict[str, Any]]:
+    """Each case's branches as cases to score (forks made and settled), and every chat."""
     scored: list[Case] = []
     chats: dict[str, Any] = {}
-    planned: list[tuple[Case, Any, list[Branch]]] = []
-    for case in cases_of(result):  # every edit checked before any branch runs
-        chat = case.chat if case.chat is not None else run.chats.get(case.chat_id)
-        planned.append((case, chat, branches_of(case, edits, chat) if chat is not None else []))
     for case, chat, made in planned:
         if chat is None:
             scored.append(case)  # no chat to fork (it failed before one was made)
@@ -231,7 +255,7 @@ def sweep(
             elif "same_as" in change:  # an edit that changes nothing: that branch again
                 branch = dataclasses.replace(done[change["same_as"]], branch=name)
             else:
-                fork = chat.fork(call_id, **change)
+                fork = chat.fork(call_id, **change, by=DECIDER)
                 settle(fork, rest)
                 chats[fork.id] = fork
                 record, live = record_of(fork)
@@ -241,9 +265,21 @@ def sweep(
                 )
             done[name] = branch
             scored.append(branch)
-    card = score_cases(scored, checks)
-    card.attrs["nbagent_batch"] = _Chats(chats)
-    return card
+    return scored, chats
+
+
+RETIRED = "decision sweep: this call's decisions are tried in forks of this chat, not here"
+"""The reason a sweep's first-run calls left waiting are denied with."""
+
+
+def retire(chat: Any) -> None:
+    """Deny (by ``evaluate``) the calls a sweep's first run left waiting, once the sweep is
+    over (or stopped): they are its scaffolding, not work waiting for someone (an inbox, a
+    store's ``pending_approvals``); a denial runs nothing and teaches ``suggest_policies``
+    nothing. The forks keep every branch's own decisions."""
+    for call in list(chat.pending_approvals):
+        with contextlib.suppress(DecisionError):  # decided meanwhile: that decision stands
+            chat.deny(call, reason=RETIRED, by=DECIDER)
 
 
 _ALIGNED_FIELDS = ("text", "stop_reason", "prompt", "model")

@@ -95,6 +95,32 @@ def test_an_edit_the_tool_refuses_stops_the_sweep_before_any_branch_runs() -> No
     assert Counter({(42, 30.0): 1}) == RAN
 
 
+def test_a_sweeps_decisions_teach_nothing_and_leave_nothing_waiting(tmp_path: Path) -> None:
+    from nbagent.store import SQLiteStore
+
+    RAN.clear()
+    store = SQLiteStore(str(tmp_path / "people.db"))
+    for n in (10, 20, 30):  # a person approves three refunds
+        chat = Chat("demo", store=store, display=False).with_tools(issue_refund)
+        chat.ask(f"Refund order {n}")
+        chat.approve(chat.tool_calls[0])
+        chat.complete()
+    before = nbagent.suggest_policies(store)
+    stored = lambda: Chat("demo", store=store, display=False).with_tools(issue_refund)  # noqa: E731
+    card = sweep(["Refund order 11"], stored, [tool_called("issue_refund", status="ok")],
+                 progress=False)  # fmt: skip
+    assert card["passed"].tolist() == [True, False]
+    log = nbagent.read_log(store)
+    sweep_rows = log[log["arguments"].map(lambda a: a.get("order_id")) == 11]
+    assert sweep_rows["decided_by"].tolist() == ["evaluate"] * 3  # the original and two forks
+    assert nbagent.suggest_policies(store) == before  # only the person's three decisions count
+    assert store.pending_approvals() == []  # no scaffolding waits in an inbox
+    original = sweep_rows[sweep_rows["chat_id"].map(lambda c: c not in set(card["chat_id"]))]
+    assert original["decision"].tolist() == ["denied"]
+    assert original["reason"].tolist()[0].startswith("decision sweep:")
+    assert Counter({(10, 0.0): 1, (20, 0.0): 1, (30, 0.0): 1, (11, 0.0): 1}) == RAN
+
+
 def test_later_gated_calls_in_a_branch_are_decided_by_rest() -> None:
     """Approving the refund makes the model ask to notify (gated too): rest decides it."""
     RAN.clear()
