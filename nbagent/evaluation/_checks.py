@@ -169,14 +169,24 @@ def verdict_of(value: Any) -> Verdict:
 
 
 # ------------------------------------------------------------------ tool calls
-def _matches(expected: Any, actual: Any) -> bool:
+def _matches(expected: Any, actual: Any, name: str = "") -> bool:
+    """Whether an argument's value ``actual`` is what a check expects.
+
+    Raises:
+        ValueError: A predicate raised: the check's row is an error, neither passed nor
+            failed (a typo in a predicate must not make ``tool_not_called`` pass).
+    """
     if isinstance(expected, re.Pattern):
         return actual is not None and expected.fullmatch(str(actual)) is not None
     if callable(expected) and not isinstance(expected, type):
-        try:
-            return expected(actual) is True
-        except Exception:
-            return False
+        try:  # what it returns counts as an `if` reads it: a numpy bool, a re.Match
+            return bool(expected(actual))
+        except Exception as exc:
+            text = " ".join(str(exc).split())
+            raise ValueError(
+                f"the predicate for {name}= raised {type(exc).__name__}: {text} "
+                f"(on {preview(repr(actual), 60)})"
+            ) from exc
     if isinstance(expected, float) or isinstance(actual, float):
         try:
             return math.isclose(float(expected), float(actual), rel_tol=1e-9, abs_tol=1e-9)
@@ -193,7 +203,7 @@ def _call_matches(call: Any, tool: str, arguments: Mapping[str, Any], case: Case
     for name, expected in arguments.items():
         if name not in given:
             return False
-        if not _matches(_value(expected, case), given[name]):
+        if not _matches(_value(expected, case), given[name], name):
             return False
     return True
 
@@ -243,8 +253,10 @@ def tool_called(
         times: Exactly this many matching calls (default: at least one).
         **arguments: The arguments the call must have: a value (numbers compare
             as numbers), a compiled regular expression (matched in full against the
-            value's text), a predicate, or :func:`column`. An edited approval's
-            arguments are the ones that count. Others may be there too.
+            value's text), a predicate (it matches when what it returns is true: a
+            numpy bool, a ``re.Match``...; one that raises makes the case's row an
+            error), or :func:`column`. An edited approval's arguments are the ones
+            that count. Others may be there too.
     """
     wanted = _statuses(status)
     what = _describe(tool, arguments)

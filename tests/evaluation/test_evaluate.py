@@ -159,6 +159,29 @@ def test_argument_matching_values_patterns_predicates_and_edits() -> None:
     assert verdict_of(tool_not_called("lookup")(case)).passed is False
 
 
+def test_a_predicate_matches_when_it_is_true_and_one_that_raises_is_an_error() -> None:
+    import numpy as np
+
+    checks = [
+        Check("numpy bool", tool_called("issue_refund", order_id=lambda v: np.int64(v) > 40)),
+        Check("re.search", tool_called("issue_refund", order_id=lambda v: re.search("4", str(v)))),
+        Check("a count", tool_called("issue_refund", order_id=lambda v: str(v).count("4"))),
+        Check("empty match", tool_not_called("issue_refund", order_id=lambda v: [])),
+        Check("typo", tool_called("issue_refund", order_id=lambda v: v.bit_lenght() > 1)),
+        Check("typo not", tool_not_called("issue_refund", order_id=lambda v: v.bit_lenght() > 1)),
+    ]
+    card = nbagent.evaluate(["Refund order 42"], make_chat, checks, decide="deny", progress=False)
+    rows = card.set_index("check")
+    assert rows.loc[["numpy bool", "re.search", "a count", "empty match"], "passed"].all()
+    for check in ("typo", "typo not"):  # neither passed nor failed: the predicate is broken
+        assert pd.isna(rows.loc[check, "passed"])
+        assert rows.loc[check, "error"] == (
+            "ValueError: the predicate for order_id= raised AttributeError: 'int' object has no "
+            "attribute 'bit_lenght' (on 42)"
+        )
+    assert card.summary().set_index("check").loc["typo not", "errors"] == 1
+
+
 def test_an_edited_approval_is_matched_on_the_arguments_it_ran_with() -> None:
     chat = make_chat()
     chat.ask("Refund order 42")
