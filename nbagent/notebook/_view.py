@@ -831,10 +831,14 @@ class ChatView:
         """The chat stopped driving: static if nothing here waits for a decision."""
         if not self._displayed:
             return  # not in any notebook (tests, a view kept in a variable): stays live
-        if self.pending():
-            self._update_fallback()
+        if self.pending() or self._offers_revoke():
+            self._update_fallback()  # live: a person can still act here
         elif self.live:
             self._go_static()
+
+    def _offers_revoke(self) -> bool:
+        """A card offers "Stop always allowing" (the rule holds): its button must work."""
+        return any(card.revocable for card in self._cards.values())
 
     def _go_static(self, phase: str | None = None) -> None:
         """Show the static bundle in this view's output, then free its widgets."""
@@ -960,6 +964,9 @@ class ChatView:
         for other in self._cards.values():
             if other.tool == tool:
                 other.revocable = False
+        with self.state.lock:
+            if not self.chat.is_running:  # settled: what kept this view live may be gone
+                self._settle()
 
     # ----------------------------------------------------------- fallbacks
     def fallback_bundle(self, phase: str | None = None) -> dict[str, str]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import ipywidgets
 import pandas as pd
+import pytest
 from _views import widgets_in
 
 from nbagent import Chat, Tool, ToolCall, tool
@@ -332,6 +333,34 @@ def test_always_allow_can_be_taken_back_from_the_card() -> None:
     chat.ask("Refund 3")
     assert chat.status == "awaiting_approval"  # it asks again
     assert card_for(view, "r3").state == "pending"
+
+
+def test_a_shown_view_keeps_stop_always_allowing_until_it_is_used(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A view shown in a notebook goes static when its turn settles with nothing to decide
+    (its widgets closed): "Stop always allowing" went with them the moment it appeared. The
+    view stays live while a card offers it; taking the rule back lets it go static."""
+    ledger = Ledger()
+    chat = scripted(
+        ledger,
+        call_tools(
+            ("issue_refund", {"order_id": 1}, "r1"), ("issue_refund", {"order_id": 2}, "r2")
+        ),
+        reply("ok"),
+    )
+    view = ChatView(chat)
+    view._ipython_display_()  # outside a kernel: prints the bundle, marks it shown
+    chat.ask("Refund 1 and 2")
+    card_for(view, "r1").click("always")
+    done(chat)
+    assert chat.status == "complete" and len(ledger.calls) == 2
+    assert view.live and not view.pending()  # nothing to decide, but a rule to take back
+    first, second = card_for(view, "r1"), card_for(view, "r2")
+    assert first.revocable and second.revocable
+    second.click("revoke")
+    assert chat.always_allowed == ()
+    assert not view.live and first.comm is None  # static now: its widgets closed
 
 
 def test_a_call_always_allowed_carries_a_chip_and_stop_always_allowing() -> None:
