@@ -46,10 +46,14 @@ from ._local import one_line
 from ._run import BatchRun, active_run, get_run, run_of
 
 
-def _takes_row(make_chat: Callable[..., Any]) -> bool:
+def takes_row(make_chat: Callable[..., Any]) -> bool:
     """Whether ``make_chat`` takes the row: a required positional parameter, one named
     ``row`` (``def make_chat(row=None)``) or ``*args``; a defaulted parameter with any
-    other name is a setting the factory keeps."""
+    other name is a setting the factory keeps. The one rule for every factory of rows
+    (``nbagent.batch``, ``nbagent.evaluate``, ``sweep``).
+
+    Raises:
+        TypeError: Not callable, or more than one required parameter."""
     if not callable(make_chat):
         raise TypeError(
             f"make_chat must be callable (a function returning a Chat), got {make_chat!r}"
@@ -182,7 +186,7 @@ async def batch_async(
     max_rate_limit_retries = positive_int(max_rate_limit_retries, "max_rate_limit_retries", 0)
     if progress not in (None, True, False, "widget", "text"):
         raise ValueError(f"progress must be True, False, 'widget' or 'text', got {progress!r}")
-    takes_row = _takes_row(make_chat)
+    row_taken = takes_row(make_chat)
     jobs = jobs_from(inputs, prompt, key)
     unformatted = [j for j in jobs if j.error is not None]  # no prompt: no chat, no backend
     if unformatted and on_error == "raise":
@@ -213,7 +217,7 @@ async def batch_async(
     spec = RunSpec(
         batch_id=batch_id,
         make_chat=make_chat,
-        takes_row=takes_row,
+        takes_row=row_taken,
         store=st,
         concurrency=concurrency,
         on_error=on_error,
@@ -400,4 +404,4 @@ def batch_results(result: Any, *, wait: bool | float = False) -> Any:
     return run.frame()
 
 
-__all__ = ["batch", "batch_async", "batch_results"]
+__all__ = ["batch", "batch_async", "batch_results", "takes_row"]

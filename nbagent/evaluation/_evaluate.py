@@ -9,14 +9,13 @@ result).
 from __future__ import annotations
 
 import contextlib
-import inspect
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .._html import clip
 from .._types import ToolCall
-from ..batch import Backend, batch, batch_async
+from ..batch import Backend, batch, batch_async, takes_row
 from ._case import Case, record_of
 from ._checks import Verdict, check_name, verdict_of
 from ._scorecard import ANSWER_CHARS, empty_rows, make_scorecard
@@ -25,16 +24,6 @@ DECIDER = "evaluate"
 """Who decided a gated call when ``decide=`` did (the decision's ``by``)."""
 
 Decide = str | Callable[[ToolCall], Any] | None
-
-
-def _takes_row(make_chat: Callable[..., Any]) -> bool:
-    try:
-        params = list(inspect.signature(make_chat).parameters.values())
-    except (TypeError, ValueError):
-        return False
-    return any(
-        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
-    )
 
 
 def decision_of(decide: Decide, call: ToolCall) -> tuple[str, str | None] | None:
@@ -80,7 +69,7 @@ def with_decisions(make_chat: Callable[..., Any], decide: Decide) -> Callable[..
         chat.on(ApprovalRequested, on_request)
         return chat
 
-    if _takes_row(make_chat):
+    if takes_row(make_chat):
         return lambda row: wire(make_chat(row))
     return lambda: wire(make_chat())
 
@@ -112,7 +101,7 @@ class Held:
         make = self.make_chat
         if make is None:
             return None
-        takes = _takes_row(make)
+        takes = takes_row(make)
 
         def names() -> tuple[str, ...]:
             key = repr(row) if takes else None
@@ -133,7 +122,7 @@ class Held:
 def holding(make_chat: Callable[..., Any], decide: Decide) -> tuple[Callable[..., Any], Held]:
     """``make_chat`` deciding by ``decide`` (:func:`with_decisions`), each chat it makes held."""
     held, factory = Held(make_chat), with_decisions(make_chat, decide)
-    if _takes_row(make_chat):
+    if takes_row(make_chat):
         return (lambda row: held.keep(factory(row))), held
     return (lambda: held.keep(factory())), held
 

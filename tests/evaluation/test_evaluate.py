@@ -463,3 +463,33 @@ def test_evaluate_async_is_the_same_evaluation_awaited() -> None:
     assert card["passed"].tolist() == [True, True, True, False, True, True]
     assert card.summary()["passed"].tolist() == [3, 2]
     assert len(nbagent.read_log(card)) == 3
+
+
+def test_a_factory_gets_the_row_by_the_batchs_one_rule() -> None:
+    from nbagent.evaluation import sweep
+
+    seen: list[Any] = []
+
+    def settings(model: str = "demo") -> Chat:  # a default with another name: a setting
+        seen.append(model)
+        return Chat(model, display=False).with_tools(order_status, issue_refund)
+
+    def by_row(row: Any = None) -> Chat:  # named row: the row
+        seen.append(row)
+        return make_chat()
+
+    checks, ask = [tool_called("order_status")], ["Status of order 41"]
+    for run in (
+        lambda make: nbagent.batch(ask, make, progress=False),
+        lambda make: nbagent.evaluate(ask, make, checks, progress=False),
+        lambda make: nbagent.evaluate(ask, make, checks, decide="deny", progress=False),
+        lambda make: sweep(ask, make, checks, progress=False),
+    ):
+        seen.clear()
+        assert run(settings)["status"].tolist() == ["done"]
+        assert seen == ["demo"]
+        seen.clear()
+        run(by_row)
+        assert seen == ["Status of order 41"]
+    with pytest.raises(TypeError, match="takes 2 required arguments"):
+        nbagent.evaluate(["x"], lambda a, b: make_chat(), checks, progress=False)
