@@ -690,8 +690,19 @@ def _message_json(m: Any, text: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"role": getattr(m, "role", "assistant"), "parts": parts}
     stop = getattr(m, "stop_reason", None)
     if stop and out["role"] == "assistant":
-        out["finish_reason"] = stop
+        out["finish_reason"] = _FINISH.get(stop, stop)
     return out
+
+
+_FINISH = {
+    "end": "stop",
+    "tool_use": "tool_call",
+    "max_tokens": "length",
+    "context_window": "length",
+    "refusal": "content_filter",
+}
+"""nbagent's stop reasons as the conventions' output message ``finish_reason`` values
+(``pause_turn`` and ``other`` have none there and stay as they are)."""
 
 
 _STOPPED = (KeyboardInterrupt, asyncio.CancelledError, ChatCancelled)

@@ -175,6 +175,8 @@ def test_with_content_the_messages_follow_the_conventions_shape(
     sent = json.loads(second.attributes["gen_ai.input.messages"])
     assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
     assert sent[1]["parts"][0]["type"] == "tool_call"
+    # the conventions' finish reasons, not nbagent's own ("end", "tool_use")
+    assert (sent[1]["finish_reason"], output["finish_reason"]) == ("tool_call", "stop")
     call = one(content_spans, "execute_tool lookup")
     assert json.loads(call.attributes["gen_ai.tool.call.arguments"]) == {"city": "Oslo"}
 
