@@ -51,6 +51,7 @@ from ._types import (
     Message,
     ToolCall,
     Usage,
+    short_id,
 )
 from ._unicode import clean
 from .providers import Provider, resolve_provider
@@ -174,7 +175,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
 
     def __repr__(self) -> str:
         return (
-            f"{type(self).__name__}(id={self.id[:8]!r}, model={self.model!r}, "
+            f"{type(self).__name__}(id={short_id(self.id)!r}, model={self.model!r}, "
             f"provider={self.provider.name!r}, "
             f"messages={len(self._messages)}, tools={list(self._tools)}, status={self.status!r})"
         )

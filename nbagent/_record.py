@@ -83,6 +83,7 @@ from ._types import (
     ToolCall,
     ToolResultMessage,
     Usage,
+    short_id,
 )
 
 PREVIEW_CHARS = 200
@@ -429,7 +430,7 @@ class ChatRecord:
 
     def __repr__(self) -> str:
         return (
-            f"ChatRecord(chat_id={self.chat_id[:8]!r}, calls={len(self._calls)}, "
+            f"ChatRecord(chat_id={short_id(self.chat_id)!r}, calls={len(self._calls)}, "
             f"steps={len(self._steps)}, messages={len(self._messages)})"
         )
 

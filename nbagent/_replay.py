@@ -68,7 +68,7 @@ from ._recording import (
     result_out,
     synthetic_deltas,
 )
-from ._types import LLMToolResponse, ToolCall
+from ._types import LLMToolResponse, ToolCall, short_id
 from .providers import ModelRequest, Provider, StreamDelta
 
 PROCESS_LIMIT = 4096
@@ -578,7 +578,8 @@ class ReplayingProvider:
             return f"{head}. No recordings at all in {where}."
         diffs = differences(fp, best.fingerprint, request) or ["nothing visible (a new format?)"]
         return (
-            f"{head}. The nearest recording (step {best.step} of chat {best.chat_id[:8] or '?'}, "
+            f"{head}. The nearest recording (step {best.step} of chat "
+            f"{short_id(best.chat_id) or '?'}, "
             f"{best.created_at:%Y-%m-%d %H:%M}) differs in "
             + "; ".join(diffs)
             + f". Searched: {where}. Run with replay='auto' to ask the model and record."

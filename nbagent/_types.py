@@ -50,6 +50,16 @@ FINAL_STATUSES: frozenset[str] = frozenset(get_args(ResultStatus))
 RUNNABLE_STATUSES: tuple[CallStatus, ...] = ("requested", "approved")
 """A call in one of these may start (ungated, or approved)."""
 
+
+def short_id(chat_id: str) -> str:
+    """A chat id where space is short (a repr, a label): the random last 8 digits of
+    nbagent's own ids (32 hex digits whose first 12 are the creation time, so their first
+    8 are the same for every chat made within a minute); an id you chose, whole."""
+    if len(chat_id) == 32 and all(c in "0123456789abcdef" for c in chat_id):
+        return chat_id[-8:]
+    return chat_id
+
+
 ConcurrencyMode = Literal["sequential", "threads", "async"]
 """How the calls of one round run: one after another, on threads, or as tasks."""
 CONCURRENCY_MODES: tuple[ConcurrencyMode, ...] = get_args(ConcurrencyMode)

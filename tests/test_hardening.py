@@ -438,3 +438,19 @@ def test_the_stop_button_in_a_subscriber_lets_every_other_subscriber_hear_every_
     assert by_first == by_last  # the one after the interrupted subscriber missed nothing
     assert by_first[0] == "message_added"
     assert [e.type for e in chat.events][: len(by_first)] == by_first
+
+
+def test_chats_made_together_have_reprs_that_tell_them_apart() -> None:
+    """A chat id's first 8 digits are its creation time to the minute: every chat made
+    together showed the same ``id='01a2419f'`` (and comparisons "fork of 01a2419f"). Reprs
+    and labels show the random end; an id you chose shows whole."""
+    from nbagent._base_chat import new_chat_id
+    from nbagent._types import short_id
+
+    first, second = new_chat_id(), new_chat_id()
+    a = Chat("demo", display=False, id=first)
+    b = Chat("demo", display=False, id=first[:12] + second[12:])  # the same millisecond
+    assert repr(a) != repr(b) and f"id={a.id[-8:]!r}" in repr(a)
+    assert short_id(a.id) == a.id[-8:] and len(short_id(a.id)) == 8
+    assert short_id("refund-case-42") == "refund-case-42"
+    assert "id='refund-case-42'" in repr(Chat("demo", id="refund-case-42", display=False))

@@ -16,6 +16,7 @@ from typing import Any
 
 from .._html import clip, esc, fmt_cost, fmt_ms, md_inline, preview, printable, style_tag
 from .._record import CallRecord
+from .._types import short_id
 from ._runs import (
     Run,
     Step,
@@ -107,7 +108,10 @@ def _own_numbers(k: int, row: Sequence[Step | None], names: Sequence[str]) -> st
 
 
 def _run_head(r: Run) -> str:
-    parts = [f"{esc(r.name)}", f'<div class="nba-dim">{esc(r.model)} · {esc(r.chat_id[:8])}</div>']
+    parts = [
+        f"{esc(r.name)}",
+        f'<div class="nba-dim">{esc(r.model)} · {esc(short_id(r.chat_id))}</div>',
+    ]
     if r.parent is not None:
         parts.append(f'<div class="nba-dim">{esc(fork_words(r.parent))}</div>')
     return "".join(parts)
@@ -120,10 +124,10 @@ def fork_words(parent: Any) -> str:
         where = f"at call {parent.call_id} (step {parent.step})"
     change = parent.change
     if change == "none":
-        return f"fork of {parent.chat_id[:8]} {where}"
+        return f"fork of {short_id(parent.chat_id)} {where}"
     value = parent.value
     shown = preview(value if isinstance(value, str) else str(value), 60)
-    return f"fork of {parent.chat_id[:8]} {where}: {change} → {shown}"
+    return f"fork of {short_id(parent.chat_id)} {where}: {change} → {shown}"
 
 
 def _shared_words(n: int, runs: int) -> str:
@@ -256,7 +260,7 @@ def comparison_markdown(runs: Sequence[Run]) -> str:
 
 
 def _run_line(r: Run, *, md: bool = False) -> str:
-    words = f"{r.name} = {r.model} ({r.chat_id[:8]})"
+    words = f"{r.name} = {r.model} ({short_id(r.chat_id)})"
     if r.parent is not None:
         words += f", {fork_words(r.parent)}"
     return md_inline(words) if md else printable(words)

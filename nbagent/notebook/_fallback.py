@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._display import LiveOutput, mark_dirty
+from .._types import short_id
 from ._render import conversation_html, conversation_markdown, conversation_text, printable
 from ._state import BudgetEntry, CallEntry, ChatState, Entry, state_for
 
@@ -164,7 +165,7 @@ def static_view(chat: Chat, turn: int | None = None) -> LiveOutput:
     What a kernel without ipywidgets shows; also what a headless run saves.
     """
     state = state_for(chat)
-    output = LiveOutput(f"nbagent-{chat.id[:8]}", lambda: bundle_for(state, turn), twin=False)
+    output = LiveOutput(f"nbagent-{short_id(chat.id)}", lambda: bundle_for(state, turn), twin=False)
 
     def on_change(changed: list[Entry], settled: bool) -> None:
         if turn is not None and any(e.turn > turn for e in changed):

@@ -46,7 +46,7 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 from .._aio import spawn
 from .._display import LiveOutput, close_models, mark_dirty
 from .._errors import DecisionError, InputError
-from .._types import PendingInput
+from .._types import PendingInput, short_id
 from ._cards import by_always_allow, input_html, reason_words, settled_input_words
 from ._continuation import continuation_for
 from ._fallback import twin_bundle
@@ -116,7 +116,7 @@ class ChatView:
         self.state = state_for(chat)
         self.continuation = continuation_for(chat)
         self.output = LiveOutput(
-            f"nbagent-{chat.id[:8]}",
+            f"nbagent-{short_id(chat.id)}",
             self.fallback_bundle,
             self._twin_data,
             self.state.lock,
@@ -203,9 +203,8 @@ class ChatView:
     def __repr__(self) -> str:
         what = "all turns" if self.turn is None else f"turn {self.turn}"
         how = "live" if self.live else "static"
-        return (
-            f"<ChatView of chat {self.chat.id[:8]} ({what}, {len(self._entries())} entries, {how})>"
-        )
+        n = len(self._entries())
+        return f"<ChatView of chat {short_id(self.chat.id)} ({what}, {n} entries, {how})>"
 
     def _size(self) -> int:
         """How many entries the view shows, at most (without walking them)."""

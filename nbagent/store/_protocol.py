@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._events import Event
 from .._recording import Recording
-from .._types import Approval, Decision, PendingInput, ToolCall, ToolResultMessage
+from .._types import Approval, Decision, PendingInput, ToolCall, ToolResultMessage, short_id
 from ._watch import DecisionWatch
 
 
@@ -124,7 +124,7 @@ class StoredCall:
         where = f", server={self.server!r}" if self.server is not None else ""
         where += ", hosted=True" if self.hosted else ""
         return (
-            f"StoredCall(chat_id={self.chat_id[:8]!r}, id={self.id!r}, name={self.name!r}, "
+            f"StoredCall(chat_id={short_id(self.chat_id)!r}, id={self.id!r}, name={self.name!r}, "
             f"arguments={arguments[:80]}, status={self.status!r}{where})"
         )
 
@@ -185,7 +185,7 @@ class StoredInput:
     def __repr__(self) -> str:
         text = self.message if len(self.message) <= 60 else self.message[:57] + "..."
         return (
-            f"StoredInput(chat_id={self.chat_id[:8]!r}, id={self.id!r}, kind={self.kind!r}, "
+            f"StoredInput(chat_id={short_id(self.chat_id)!r}, id={self.id!r}, kind={self.kind!r}, "
             f"status={self.status!r}: {text!r})"
         )
 

@@ -800,8 +800,9 @@ class SQLStore:
             [
                 r[0]
                 for r in conn.execute(
-                    "SELECT id FROM chats WHERE id LIKE ? ORDER BY created_at LIMIT 5",
-                    (f"{chat_id[:8]}%",),
+                    # its start, or its end: what reprs and labels show (short_id)
+                    "SELECT id FROM chats WHERE id LIKE ? OR id LIKE ? ORDER BY created_at LIMIT 5",
+                    (f"{chat_id[:8]}%", f"%{chat_id[-8:]}"),
                 )
             ]
             if chat_id

@@ -27,7 +27,7 @@ from .._recording import RecordedResult
 from .._replay import DirectoryRecordings
 from .._result_text import without_edit_note
 from .._tools import FunctionTool, Tool
-from .._types import ChatMessage
+from .._types import ChatMessage, short_id
 
 _RAN = ("ok", "error", "timed_out")
 
@@ -166,7 +166,7 @@ def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = Non
         for k, v in chat.tool_options.as_dict().items()
         if k in ("choice", "calls") and v not in ("auto", "many")
     }
-    test_name = "test_" + _slug(name or f"replays_{turns[0][:40] if turns else chat.id[:8]}")
+    test_name = "test_" + _slug(name or f"replays_{turns[0][:40] if turns else short_id(chat.id)}")
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = f'''"""Chat {chat.id} replayed offline (written by nbagent.testing.to_pytest, {now}).
 

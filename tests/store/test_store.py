@@ -284,6 +284,9 @@ def test_unknown_chat_id(store: Any) -> None:
         Chat.load("nope", store=store)
     with pytest.raises(StoreError, match="Did you mean"):
         Chat.load(chat.id[:8], store=store)
+    short = repr(chat).split("id='")[1].split("'")[0]  # what a repr shows: the id's end
+    with pytest.raises(StoreError, match=f"Did you mean '{chat.id}'"):
+        Chat.load(short, store=store)
     assert store.chats() == before
     with pytest.raises(StoreError, match=r"already exists.*Chat\.load"):
         Chat(model="demo", store=store, id=chat.id)
