@@ -37,6 +37,7 @@ from .._aio import run_sync
 from .._config import positive_int, seconds
 from .._notice import in_kernel, notice
 from .._optional import require
+from .._unicode import clean
 from ..otel import attached, carrier, run_span
 from ._backend import Backend, Job, RowResult, RunSpec
 from ._backends import get_backend
@@ -147,12 +148,49 @@ def _resume(store: Any, batch_id: str, jobs: list[Job]) -> tuple[list[Job], dict
                 error_type=type(exc).__name__,
             )
             continue
+        changed = _asked_else(job, record)
+        if changed is not None:
+            done[job.key] = RowResult(
+                job.key, job.index, "failed", error=changed, error_type="PromptChanged"
+            )
+            continue
         row = _stored_row(job, record)
         if row is not None:
             done[job.key] = row
         else:
             todo.append(dataclasses.replace(job, chat_id=chat_id))
     return todo, done
+
+
+def _asked_else(job: Job, record: Any) -> str | None:
+    """Why the stored chat of ``job``'s key is not this input's (``None``: it is).
+
+    The batch asked it its prompt before its first step, so a chat that ran a step and
+    has no user message with this prompt was asked something else: the input changed
+    under the same key and batch name. Its answer is not this prompt's; continuing it
+    would ask the new prompt in the old conversation. The row fails saying so (no chat
+    id: nothing is read off a chat asked something else).
+    """
+    prompt = clean(job.prompt or "")
+    if not record.state.get("last_step"):  # never ran: asked (again) as it continues
+        return None
+    asked = [
+        m.get("content") for m in record.messages if isinstance(m, dict) and m.get("role") == "user"
+    ]
+    if not asked or prompt in asked:  # asked nothing yet (completed empty): asked again
+        return None
+    was = next((a for a in asked if isinstance(a, str)), None)
+    return (
+        f"the stored chat {record.info.id} of input {job.key!r} was asked {_clip(was)}, "
+        f"not {_clip(prompt)} (the input changed under the same key and name=): give "
+        "changed inputs another name=, or leave name= out (the batch id follows the prompts)"
+    )
+
+
+def _clip(text: str | None, limit: int = 80) -> str:
+    if text is None:
+        return "something else"
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
 async def batch_async(

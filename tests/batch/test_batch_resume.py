@@ -127,6 +127,39 @@ def _make(row: str) -> Chat:
     return Chat(provider=ScriptedProvider(script)).with_tools(work)
 
 
+def test_an_input_changed_under_the_same_name_is_not_answered_by_its_old_chat(
+    tmp_path: Path,
+) -> None:
+    asked: list[str] = []
+
+    def echo(request: Any) -> Any:
+        text = request.messages[-1].content
+        asked.append(text)
+        return reply(f"you asked: {text}")
+
+    make = lambda: Chat(provider=ScriptedProvider([echo], repeat_last=True))  # noqa: E731
+    db = tmp_path / "named.db"
+    first = nbagent.batch(["Status of order 41", "Status of order 7"], make, store=db,
+                          name="orders", progress=False)  # fmt: skip
+    again = nbagent.batch(["Status of order 42", "Status of order 7"], make, store=db,
+                          name="orders", progress=False)  # fmt: skip
+    assert asked == ["Status of order 41", "Status of order 7"]  # nothing asked again
+    assert again["status"].tolist() == ["failed", "done"]
+    assert again.loc[1, "reply"] == "you asked: Status of order 7"  # unchanged: from the store
+    assert pd.isna(again.loc[0, "reply"]) and pd.isna(again.loc[0, "chat_id"])
+    assert again.loc[0, "error_type"] == "PromptChanged"
+    assert again.loc[0, "error"] == (
+        f"the stored chat {first.loc[0, 'chat_id']} of input '0' was asked 'Status of order "
+        "41', not 'Status of order 42' (the input changed under the same key and name=): give "
+        "changed inputs another name=, or leave name= out (the batch id follows the prompts)"
+    )
+    fresh = nbagent.batch(["Status of order 42", "Status of order 7"], make, store=db,
+                          progress=False)  # fmt: skip
+    assert fresh["reply"].str.removeprefix("you asked: ").tolist() == [
+        "Status of order 42", "Status of order 7",
+    ]  # fmt: skip
+
+
 def test_a_store_that_goes_away_mid_batch_fails_only_the_rows_it_touched(tmp_path: Path) -> None:
     RUNS.clear()
     STORE[:] = [FlakyStore(tmp_path / "flaky.db")]

@@ -493,3 +493,17 @@ def test_a_factory_gets_the_row_by_the_batchs_one_rule() -> None:
         assert seen == ["Status of order 41"]
     with pytest.raises(TypeError, match="takes 2 required arguments"):
         nbagent.evaluate(["x"], lambda a, b: make_chat(), checks, progress=False)
+
+
+def test_a_case_changed_under_the_same_name_is_not_scored_against_its_old_chat(
+    tmp_path: Any,
+) -> None:
+    db = str(tmp_path / "named.db")
+    first = nbagent.evaluate(["Status of order 41"], make_chat, [answer_contains("delivered")],
+                             store=db, name="ev", progress=False)  # fmt: skip
+    assert first["passed"].tolist() == [True]
+    changed = nbagent.evaluate(["Status of order 42"], make_chat, [answer_contains("delivered")],
+                               store=db, name="ev", progress=False)  # fmt: skip
+    row = changed.iloc[0]
+    assert (row["status"], row["passed"], row["chat_id"]) == ("failed", False, pd.NA)
+    assert "was asked 'Status of order 41', not 'Status of order 42'" in row["detail"]
