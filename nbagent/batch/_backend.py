@@ -112,6 +112,11 @@ class RunSpec:
         trace: The batch's trace as a W3C carrier (``{"traceparent": ...}``) when
             ``nbagent.instrument()`` is on: a backend running chats elsewhere (a Ray
             worker) runs them inside it (``nbagent.otel.attached``). Empty when off.
+        prepare: Called with each row's chat once it is made or continued from the
+            store, before it is driven (``nbagent.evaluate`` wires ``decide=`` there,
+            deciding the calls a continued chat has waiting); ``None``: nothing. A
+            backend running the local row code (``settle_job``) calls it; if it
+            raises, the row fails with its error.
     """
 
     batch_id: str
@@ -124,6 +129,7 @@ class RunSpec:
     poll_interval: float = 2.0
     options: Mapping[str, Any] | None = None
     trace: Mapping[str, str] = field(default_factory=dict)
+    prepare: Callable[[Any], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)  # one of each a row: no __dict__

@@ -211,10 +211,14 @@ async def batch_async(
     backend_options: dict[str, Any] | None = None,
     _display: ProgressDisplay | None = None,
     _trace: Mapping[str, str] | None = None,
+    _prepare: Callable[[Any], None] | None = None,
 ) -> Any:
     """Async twin of :func:`batch` (same arguments).
 
     In a notebook: ``result = await nbagent.batch_async(...)``.
+
+    ``_prepare`` (for the rest of nbagent: ``evaluate``): called with each row's chat,
+    made or continued from the store, before it is driven (:attr:`RunSpec.prepare`).
     """
     require("pandas", "nbagent.batch (its result is a DataFrame)")
     if on_error not in ("record", "raise"):
@@ -262,6 +266,7 @@ async def batch_async(
         max_rate_limit_retries=max_rate_limit_retries,
         poll_interval=poll_interval,
         options=dict(backend_options or {}),
+        prepare=_prepare,
     )
     if hasattr(runner, "on_chat"):
         runner.on_chat = run.add_chat
@@ -336,6 +341,7 @@ def batch(
     max_rate_limit_retries: int = 8,
     poll_interval: float = 2.0,
     backend_options: dict[str, Any] | None = None,
+    _prepare: Callable[[Any], None] | None = None,
 ) -> Any:
     """Run one chat per input, concurrently; return one result row per input.
 

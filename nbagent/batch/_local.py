@@ -294,6 +294,15 @@ class _Row:
                 return self._failed(f"make_chat raised {one_line(exc)}", type(exc).__name__)
             if self.on_chat is not None:
                 self.on_chat(self.chat)
+            if self.spec.prepare is not None:
+                try:
+                    self.spec.prepare(self.chat)
+                except Exception as exc:
+                    if self.spec.on_error == "raise":
+                        raise
+                    return self._failed(
+                        f"preparing the chat raised {one_line(exc)}", type(exc).__name__
+                    )
             # A new chat is asked its prompt. A continued one has it already, unless its
             # process died (or its run was cancelled) after the batch recorded the chat and
             # before the prompt was written: an empty chat is asked again, never completed

@@ -13,6 +13,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from .._errors import DecisionError
 from .._html import clip
 from .._types import ToolCall
 from ..batch import Backend, batch, batch_async, takes_row
@@ -43,35 +44,52 @@ def decision_of(decide: Decide, call: ToolCall) -> tuple[str, str | None] | None
     )
 
 
-def with_decisions(make_chat: Callable[..., Any], decide: Decide) -> Callable[..., Any]:
-    """``make_chat`` whose chats decide their gated calls by ``decide`` as they are asked.
+_WIRED: weakref.WeakKeyDictionary[Any, Callable[[Any], None]] = weakref.WeakKeyDictionary()
+"""The ``decide=`` handler each chat has: a chat an earlier evaluation in this process
+prepared (and this one continues) decides by this evaluation's ``decide=`` only."""
+
+
+def deciding(decide: Decide) -> Callable[[Any], None] | None:
+    """What prepares each chat of an evaluation (the batch's ``RunSpec.prepare``): its
+    gated calls decided by ``decide`` as they are asked, and those already waiting in a
+    chat continued from the store (an earlier run with no ``decide=``) decided at once.
 
     A decision is the chat's own (``chat.approve`` / ``chat.deny``, ``by="evaluate"``),
-    so the record, the store and the view show it like any other.
+    so the record, the store and the view show it like any other, and the approved call
+    runs exactly once when the batch drives the chat (a store's claim sees to it). A call
+    decided meanwhile (a rule, another process) keeps that decision.
     """
     if decide is None:
-        return make_chat
+        return None
     if not callable(decide):
         decision_of(decide, None)  # type: ignore[arg-type]  # a bad word fails before anything runs
-    from .._events import ApprovalRequested
 
-    def wire(chat: Any) -> Any:
-        def on_request(event: Any) -> None:
-            said = decision_of(decide, event.call)
-            if said is None:
-                return
-            verdict, reason = said
+    def settle_one(chat: Any, call: ToolCall) -> None:
+        said = decision_of(decide, call)
+        if said is None:
+            return
+        verdict, reason = said
+        with contextlib.suppress(DecisionError):  # decided meanwhile: that decision stands
             if verdict == "approved":
-                chat.approve(event.call, reason=reason, by=DECIDER)
+                chat.approve(call, reason=reason, by=DECIDER)
             else:
-                chat.deny(event.call, reason=reason, by=DECIDER)
+                chat.deny(call, reason=reason, by=DECIDER)
 
+    def prepare(chat: Any) -> None:
+        from .._events import ApprovalRequested
+
+        def on_request(event: Any) -> None:
+            settle_one(chat, event.call)
+
+        earlier = _WIRED.get(chat)
+        if earlier is not None:
+            chat.off(earlier)
         chat.on(ApprovalRequested, on_request)
-        return chat
+        _WIRED[chat] = on_request
+        for call in list(chat.pending_approvals):  # waiting since an earlier run
+            settle_one(chat, call)
 
-    if takes_row(make_chat):
-        return lambda row: wire(make_chat(row))
-    return lambda: wire(make_chat())
+    return prepare
 
 
 class Held:
@@ -119,12 +137,12 @@ class Held:
         return self
 
 
-def holding(make_chat: Callable[..., Any], decide: Decide) -> tuple[Callable[..., Any], Held]:
-    """``make_chat`` deciding by ``decide`` (:func:`with_decisions`), each chat it makes held."""
-    held, factory = Held(make_chat), with_decisions(make_chat, decide)
+def holding(make_chat: Callable[..., Any]) -> tuple[Callable[..., Any], Held]:
+    """``make_chat``, each chat it makes held."""
+    held = Held(make_chat)
     if takes_row(make_chat):
-        return (lambda row: held.keep(factory(row))), held
-    return (lambda: held.keep(factory())), held
+        return (lambda row: held.keep(make_chat(row))), held
+    return (lambda: held.keep(make_chat())), held
 
 
 def _checks(checks: Any) -> list[Any]:
@@ -322,7 +340,8 @@ def evaluate(
         batch's result frame.
     """
     checks = _checks(checks)
-    factory, held = holding(make_chat, decide)
+    factory, held = holding(make_chat)
+    prepare = deciding(decide)
     result = batch(
         cases,
         factory,
@@ -335,6 +354,7 @@ def evaluate(
         wait_for_decisions=wait_for_decisions,
         progress=progress,
         backend_options=backend_options,
+        _prepare=prepare,
     )
     return _scored(result, checks, held)
 
@@ -357,7 +377,8 @@ async def evaluate_async(
 ) -> Any:
     """:func:`evaluate` awaited (on :func:`nbagent.batch_async`); same arguments and result."""
     checks = _checks(checks)
-    factory, held = holding(make_chat, decide)
+    factory, held = holding(make_chat)
+    prepare = deciding(decide)
     result = await batch_async(
         cases,
         factory,
@@ -370,5 +391,6 @@ async def evaluate_async(
         wait_for_decisions=wait_for_decisions,
         progress=progress,
         backend_options=backend_options,
+        _prepare=prepare,
     )
     return _scored(result, checks, held)

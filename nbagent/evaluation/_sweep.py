@@ -30,6 +30,7 @@ from ._evaluate import (
     Decide,
     _checks,
     cases_of,
+    deciding,
     decision_of,
     holding,
     score_cases,
@@ -202,7 +203,7 @@ def sweep(
         case, branch and check. ``nbagent.read_log(card)`` reads every branch's calls.
     """
     checks = _checks(checks)
-    factory, _held = holding(make_chat, decide)  # its chats held while the sweep forks them
+    factory, _held = holding(make_chat)  # its chats held while the sweep forks them
     result = batch(
         cases,
         factory,
@@ -212,6 +213,7 @@ def sweep(
         backend=backend,
         progress=progress,
         wait_for_decisions=False,  # the waiting calls are forked, never decided in place
+        _prepare=deciding(decide),
     )
     run = result.attrs["nbagent_batch"]
     firsts = [

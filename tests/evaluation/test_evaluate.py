@@ -60,9 +60,11 @@ def issue_refund(order_id: int) -> str:
     Args:
         order_id: The order number.
     """
+    REFUNDED.append(order_id)
     return f"refunded order {order_id}"
 
 
+REFUNDED: list[int] = []
 CASES = pd.DataFrame(
     {
         "order_id": [41, 42, 43],
@@ -507,3 +509,27 @@ def test_a_case_changed_under_the_same_name_is_not_scored_against_its_old_chat(
     row = changed.iloc[0]
     assert (row["status"], row["passed"], row["chat_id"]) == ("failed", False, pd.NA)
     assert "was asked 'Status of order 41', not 'Status of order 42'" in row["detail"]
+
+
+def test_decide_on_a_rerun_decides_the_calls_left_waiting_each_run_once(tmp_path: Any) -> None:
+    REFUNDED.clear()
+    db = str(tmp_path / "parked.db")
+    cases, checks = (
+        ["Refund order 42", "Refund order 43"],
+        [tool_called("issue_refund", status="ok")],
+    )
+    parked = nbagent.evaluate(cases, make_chat, checks, store=db, progress=False)
+    assert parked["status"].tolist() == ["awaiting_approval"] * 2 and REFUNDED == []
+    only_42 = nbagent.evaluate(
+        cases, make_chat, checks, store=db, progress=False,
+        decide=lambda call: "approve" if call.arguments["order_id"] == 42 else None,
+    )  # fmt: skip
+    assert only_42["status"].tolist() == ["done", "awaiting_approval"] and REFUNDED == [42]
+    approved = nbagent.evaluate(cases, make_chat, checks, store=db, decide="approve",
+                                progress=False)  # fmt: skip
+    assert approved["passed"].tolist() == [True, True]
+    again = nbagent.evaluate(cases, make_chat, checks, store=db, decide="deny", progress=False)
+    assert again["passed"].tolist() == [True, True]  # done: read back, decided no more
+    assert sorted(REFUNDED) == [42, 43]  # each approved call ran exactly once
+    log = nbagent.read_log(again)
+    assert log["decided_by"].tolist() == ["evaluate", "evaluate"]
