@@ -79,6 +79,38 @@ def summarize(df: Any) -> Any:
     return frame.astype({c: "int64" for c in columns if c not in keys})
 
 
+def per_case(df: Any, values: str = "passed") -> Any:
+    """One row per case, a column per check (per branch and check in a sweep), in the
+    scorecard's order, indexed like the cases: the ``case`` keys are text (a store finds a
+    case by them), the index here is the cases' own (a DataFrame's labels, a list's
+    positions), so ``cases.join(card.per_case())`` lines up."""
+    import pandas as pd
+
+    frame = pd.DataFrame(df)
+    columns = ["branch", "check"] if _is_sweep(frame) else ["check"]
+    table = frame.pivot(index="case", columns=columns, values=values)
+    order = list(dict.fromkeys(frame["case"]))
+    wanted = list(dict.fromkeys(zip(*(frame[c] for c in columns), strict=True)))
+    table = table.reindex(index=order)
+    table = table.reindex(columns=wanted if len(columns) > 1 else [w[0] for w in wanted])
+    labels, name = _case_labels(df)
+    table.index = pd.Index([labels.get(k, k) for k in table.index], name=name)
+    table.columns.name = None if len(columns) == 1 else table.columns.name
+    return table
+
+
+def _case_labels(df: Any) -> tuple[dict[str, Any], Any]:
+    """Each case key's label among the cases (the batch's inputs), and the index's name."""
+    run = df.attrs.get("nbagent_batch")
+    jobs = getattr(run, "jobs", None)
+    if not jobs:  # a sweep's or a detached run's: the keys are all there is
+        return {}, "case"
+    index = getattr(run, "index", None)
+    if index is not None and len(index) == len(jobs):
+        return {j.key: index[j.index] for j in jobs}, index.name
+    return {j.key: j.index for j in jobs}, None
+
+
 def plot_scorecard(df: Any, ax: Any = None) -> Any:
     """A horizontal bar per check: its pass rate (grouped by branch in a sweep)."""
     from .._optional import require
@@ -182,6 +214,11 @@ def scorecard_type() -> type:
         def plot(self, ax: Any = None) -> Any:  # type: ignore[override]
             """Each check's pass rate as a bar (per branch in a sweep); a matplotlib Figure."""
             return plot_scorecard(self, ax)
+
+        def per_case(self, values: str = "passed") -> pd.DataFrame:
+            """One row per case, a column per check (``values``: ``passed``, ``score``,
+            ``detail``...), indexed like the cases: ``cases.join(card.per_case())``."""
+            return per_case(self, values)
 
         def failures(self) -> pd.DataFrame:
             """The rows that failed or raised, as a plain DataFrame."""

@@ -36,6 +36,7 @@ from nbagent.evaluation import (
     tool_not_called,
     verdict_of,
 )
+from nbagent.evaluation._checks import check_name
 from nbagent.providers import OpenAIProvider
 from nbagent.testing import FakeLLMServer, ScriptedProvider, Turn, call_tools, reply
 
@@ -533,3 +534,19 @@ def test_decide_on_a_rerun_decides_the_calls_left_waiting_each_run_once(tmp_path
     assert sorted(REFUNDED) == [42, 43]  # each approved call ran exactly once
     log = nbagent.read_log(again)
     assert log["decided_by"].tolist() == ["evaluate", "evaluate"]
+
+
+def test_the_documented_join_lines_each_case_up_with_its_verdicts() -> None:
+    cases = CASES.set_axis([10, 2, 5])  # "10" sorts before "2" as text: the order is kept
+    checks = [tool_called("order_status", order_id=column("order_id")),
+              answer_contains(column("expected"))]  # fmt: skip
+    card = nbagent.evaluate(cases, make_chat, checks, prompt="{ask} order {order_id}",
+                            decide="deny", progress=False)  # fmt: skip
+    joined = cases.join(card.per_case())
+    assert joined.columns.tolist() == [*cases.columns, *(check_name(c) for c in checks)]
+    called, answered = (joined[check_name(c)].tolist() for c in checks)
+    assert (called, answered) == ([True, False, True], [True, False, True])
+    assert cases.join(card.per_case("detail")).loc[2, check_name(checks[1])] == "missing 'refunded'"
+    listed = nbagent.evaluate(["Check the status of order 41"], make_chat, checks[:1],
+                              progress=False)  # fmt: skip
+    assert listed.per_case().index.tolist() == [0]  # a list's positions
