@@ -64,6 +64,13 @@ class Case:
         return tuple(dict.fromkeys([*names, *(c.tool for c in self.tool_calls)]))
 
     @property
+    def ran(self) -> bool:
+        """Whether the case's chat ran: a failed row with no chat's record did not (its
+        factory raised, its prompt could not be filled, its input changed under a stored
+        name). Every check fails such a case (:func:`~nbagent.evaluation.score`)."""
+        return not (self.status == "failed" and self.record is None)
+
+    @property
     def calls(self) -> tuple[CallRecord, ...]:
         """Every tool call (and provider item) of the chat, in request order."""
         return self.record.calls if self.record is not None else ()

@@ -214,7 +214,14 @@ def _row_of(job: Any) -> dict[str, Any]:
 
 
 def judge_case(check: Any, case: Case) -> tuple[Verdict, str | None]:
-    """One check of one case: its verdict, or the error it raised (as one line)."""
+    """One check of one case: its verdict, or the error it raised (as one line).
+
+    A case that did not run (:attr:`Case.ran`) fails every check, which is not asked: a
+    chat that never ran called no tool and spent nothing, and passing ``tool_not_called``
+    or ``cost_under`` for it would count a broken case as a good one.
+    """
+    if not case.ran:
+        return Verdict(False, 0.0, f"the case did not run ({case.error or case.status})"), None
     try:
         return verdict_of(check(case)), None
     except Exception as exc:

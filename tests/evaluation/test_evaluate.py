@@ -25,6 +25,7 @@ from nbagent.evaluation import (
     answer_contains,
     answer_matches,
     answer_satisfies,
+    claims_hold,
     column,
     cost_under,
     judged,
@@ -550,3 +551,31 @@ def test_the_documented_join_lines_each_case_up_with_its_verdicts() -> None:
     listed = nbagent.evaluate(["Check the status of order 41"], make_chat, checks[:1],
                               progress=False)  # fmt: skip
     assert listed.per_case().index.tolist() == [0]  # a list's positions
+
+
+def test_a_case_that_never_ran_fails_every_check() -> None:
+    asked: list[str] = []
+
+    def custom(case: Case) -> bool:
+        asked.append(case.key)
+        return True
+
+    def make(row: Any) -> Chat:
+        if row["order_id"] == 42:
+            raise RuntimeError("misconfigured")
+        return make_chat()
+
+    checks = [tool_not_called("issue_refund"), steps_under(3), tokens_under(10**6),
+              cost_under(1.0), claims_hold(), tool_called("order_status"), custom]  # fmt: skip
+    cases = pd.DataFrame({"order_id": [41, 42, None]})
+    card = nbagent.evaluate(cases, make, checks, prompt="Check the status of order {order_id}",
+                            progress=False)  # fmt: skip
+    broken = card[card["case"] != "0"]
+    assert broken["passed"].tolist() == [False] * 14 and broken["score"].tolist() == [0.0] * 14
+    assert set(broken["detail"]) == {
+        "the case did not run (make_chat raised RuntimeError: misconfigured)",
+        "the case did not run (the prompt template needs 'order_id', empty in this row)",
+    }
+    assert broken["error"].isna().all() and asked == ["0"]  # not asked of a case that never ran
+    assert card[card["case"] == "0"]["passed"].all()
+    assert card.summary()["pass_rate"].tolist() == pytest.approx([1 / 3] * 7)
