@@ -81,6 +81,11 @@ def _plain_bool(value: Any) -> Any:
     return value
 
 
+class EmptyCell(LookupError):
+    """A check's :func:`column` is empty in this case (None, NaN, NA): the check does not
+    apply to it (``passed`` is ``<NA>``), rather than comparing with the text "None"."""
+
+
 @dataclass(frozen=True)
 class Column:
     """A case's input field, read when the check runs (see :func:`column`)."""
@@ -88,11 +93,34 @@ class Column:
     name: str
 
     def of(self, case: Case) -> Any:
+        """The field's value in ``case``.
+
+        Raises:
+            KeyError: The case has no such column.
+            EmptyCell: The cell is empty (None, NaN, NA).
+        """
         try:
-            return case.row[self.name]
+            value = case.row[self.name]
         except KeyError:
             have = ", ".join(map(repr, list(case.row)[:12]))
             raise KeyError(f"the case has no column {self.name!r} (it has {have})") from None
+        if _empty(value):
+            raise EmptyCell(f"column {self.name!r} is empty in this case")
+        return value
+
+
+def _empty(value: Any) -> bool:
+    """None, NaN, pandas' NA or NaT."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return True
+    if type(value).__module__.startswith("pandas"):
+        try:
+            import pandas as pd
+
+            return bool(pd.isna(value))
+        except (ImportError, TypeError, ValueError):
+            return False
+    return False
 
 
 def column(name: str) -> Column:

@@ -18,7 +18,7 @@ from .._html import clip
 from .._types import ToolCall
 from ..batch import Backend, batch, batch_async, takes_row
 from ._case import Case, record_of
-from ._checks import Verdict, check_name, verdict_of
+from ._checks import EmptyCell, Verdict, check_name, verdict_of
 from ._scorecard import ANSWER_CHARS, empty_rows, make_scorecard
 
 DECIDER = "evaluate"
@@ -224,6 +224,8 @@ def judge_case(check: Any, case: Case) -> tuple[Verdict, str | None]:
         return Verdict(False, 0.0, f"the case did not run ({case.error or case.status})"), None
     try:
         return verdict_of(check(case)), None
+    except EmptyCell as exc:  # no expectation in this row: nothing to judge
+        return Verdict(None, None, str(exc)), None
     except Exception as exc:
         text = str(exc).strip().splitlines()
         return Verdict(None, None, ""), f"{type(exc).__name__}: {text[0] if text else ''}"[:500]

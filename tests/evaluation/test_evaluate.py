@@ -579,3 +579,22 @@ def test_a_case_that_never_ran_fails_every_check() -> None:
     assert broken["error"].isna().all() and asked == ["0"]  # not asked of a case that never ran
     assert card[card["case"] == "0"]["passed"].all()
     assert card.summary()["pass_rate"].tolist() == pytest.approx([1 / 3] * 7)
+
+
+def test_an_empty_cell_a_check_reads_makes_it_not_apply_never_matches_none() -> None:
+    import numpy as np
+
+    answers = ScriptedProvider(
+        [reply("None of your orders are late (order 41).")], repeat_last=True
+    )
+    cases = pd.DataFrame({"q": ["Any late orders?"] * 4,
+                          "expected": [np.nan, None, pd.NA, "late"]})  # fmt: skip
+    card = nbagent.evaluate(cases, lambda: Chat(provider=answers, display=False),
+                            [answer_contains(column("expected"))], prompt="q",
+                            progress=False)  # fmt: skip
+    assert card["passed"].tolist()[:3] == [pd.NA] * 3 and card["passed"].tolist()[3] is True
+    assert card["detail"].tolist()[:3] == ["column 'expected' is empty in this case"] * 3
+    assert card["error"].isna().all()
+    assert card.summary().loc[0, "not_applicable"] == 3
+    hand_made = Case("k", {"expected": float("nan")}, record=_answered("None here").record)
+    assert score([hand_made], [answer_contains(column("expected"))])["passed"].isna().all()
