@@ -113,6 +113,26 @@ class Held:
         """The chats it holds, by id."""
         return {c.id: c for c in self.chats}
 
+    def load(self, chat_id: str, store: Any, row: Any) -> Any:
+        """A chat of this evaluation its batch let go, loaded from ``store`` as the batch
+        continues one (the class ``load`` of a chat the factory makes, with its provider
+        and tools), for reading (:func:`~nbagent.evaluation.compare_scorecards`); close
+        it after. ``None`` when it cannot be (no factory, no store, a load that fails)."""
+        make = self.make_chat
+        if make is None or store is None:
+            return None
+        try:
+            template = make(row) if takes_row(make) else make()
+            return type(template).load(
+                chat_id,
+                store=store,
+                tools=[*template.known_tools, *template.hosted_tools],
+                provider=template.provider,
+                display=False,
+            )
+        except Exception:
+            return None
+
     def tools_for(self, row: Any) -> Callable[[], tuple[str, ...]] | None:
         """The names of the tools a chat of the factory has (for this row), asked when
         first needed: one chat made per row for a factory taking the row, else one."""

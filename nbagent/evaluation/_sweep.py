@@ -301,7 +301,8 @@ def compare_scorecards(a: Any, b: Any, names: Sequence[str] = ("a", "b")) -> Any
         ``chat_id_<b>``, and ``first_difference``: the first model step where the two
         chats differ in text, calls, decisions or results (``"step 2: call 1
         decision"``), read with :func:`nbagent.compare`'s alignment; ``None`` when the
-        runs agree.
+        runs agree. The chats of a resumed evaluation, read back from its store, are
+        loaded from it for this (as its batch continues one) and closed after.
     """
     import pandas as pd
 
@@ -317,15 +318,20 @@ def compare_scorecards(a: Any, b: Any, names: Sequence[str] = ("a", "b")) -> Any
     merged["branch"] = merged["branch"].replace("", pd.NA).astype("string")
     pa, pb = merged[f"passed_{na}"], merged[f"passed_{nb}"]
     merged["changed"] = (pa.fillna(False) != pb.fillna(False)) | (pa.isna() != pb.isna())
-    sources_a, sources_b = _sources(a), _sources(b)
-    firsts: dict[tuple[Any, Any], str | None] = {}
-    for ca, cb in zip(merged[f"chat_id_{na}"], merged[f"chat_id_{nb}"], strict=True):
-        if (ca, cb) in firsts:
-            continue
-        chat_a, chat_b = sources_a.get(ca), sources_b.get(cb)
-        firsts[(ca, cb)] = (
-            _first_difference(chat_a, chat_b) if chat_a is not None and chat_b is not None else None
-        )
+    loaded: list[Any] = []
+    try:
+        sources_a, sources_b = _sources(a, loaded), _sources(b, loaded)
+        firsts: dict[tuple[Any, Any], str | None] = {}
+        for ca, cb in zip(merged[f"chat_id_{na}"], merged[f"chat_id_{nb}"], strict=True):
+            if (ca, cb) in firsts:
+                continue
+            chat_a, chat_b = sources_a.get(ca), sources_b.get(cb)
+            both = chat_a is not None and chat_b is not None
+            firsts[(ca, cb)] = _first_difference(chat_a, chat_b) if both else None
+    finally:
+        for chat in loaded:
+            with contextlib.suppress(Exception):
+                chat.close()
     merged["first_difference"] = pd.array(
         [firsts[(x, y)] for x, y in zip(merged[f"chat_id_{na}"], merged[f"chat_id_{nb}"],
                                          strict=True)],
@@ -334,15 +340,28 @@ def compare_scorecards(a: Any, b: Any, names: Sequence[str] = ("a", "b")) -> Any
     return merged
 
 
-def _sources(card: Any) -> dict[str, Any]:
-    """The live chats behind a scorecard, by id (a store's chats are not loaded here)."""
+def _sources(card: Any, loaded: list[Any]) -> dict[str, Any]:
+    """The chats behind a scorecard, by id: the live ones, else (a resumed evaluation's,
+    read back from its store) loaded from the store, each added to ``loaded`` to close."""
     run = card.attrs.get("nbagent_batch")
     held = card.attrs.get("nbagent_chats")
-    found = [*run.log_sources([c for c in card["chat_id"].dropna().unique()])] if run else []
+    ids = [c for c in card["chat_id"].dropna().unique()]
+    found = [*run.log_sources(ids)] if run else []
     out = {}
     for source in [*found, *(held.chats if held is not None else ())]:
         if hasattr(source, "fork") and hasattr(source, "events"):
             out[source.id] = source
+    store = getattr(run, "store", None)
+    if held is None or store is None or not hasattr(run, "jobs"):
+        return out
+    rows = {j.key: j.row for j in run.jobs}
+    cases = dict(zip(card["chat_id"], card["case"], strict=True))
+    for chat_id in ids:
+        if chat_id not in out:
+            chat = held.load(chat_id, store, rows.get(cases.get(chat_id)))
+            if chat is not None:
+                loaded.append(chat)
+                out[chat_id] = chat
     return out
 
 

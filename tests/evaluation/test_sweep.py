@@ -202,3 +202,24 @@ def test_two_configurations_line_up_with_compares_alignment() -> None:
     assert not same["changed"].any() and same["first_difference"].isna().all()
     with pytest.raises(ValueError, match="names must differ"):
         compare_scorecards(approving, denying, names=["a", "a"])
+
+
+def test_resumed_configurations_are_compared_on_their_stored_chats(tmp_path: Path) -> None:
+    RAN.clear()
+    cases = ["Refund order 11", "Refund order 12"]
+    checks = [tool_called("issue_refund", status="ok")]
+    runs = {}
+    for attempt in ("first", "resumed"):
+        runs[attempt] = [
+            nbagent.evaluate(
+                cases, make_chat, checks, decide=d, store=str(tmp_path / d), progress=False
+            )
+            for d in ("approve", "deny")
+        ]
+    assert Counter({(11, 0.0): 1, (12, 0.0): 1}) == RAN  # the rerun read the chats back
+    approving, denying = runs["resumed"]
+    diff = compare_scorecards(approving, denying, names=["approve", "deny"])
+    assert diff["changed"].tolist() == [True, True]
+    assert diff["first_difference"].tolist() == ["step 1: call 1 decision"] * 2
+    same = compare_scorecards(approving, runs["first"][0], names=["x", "y"])
+    assert not same["changed"].any() and same["first_difference"].isna().all()
