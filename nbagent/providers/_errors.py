@@ -195,9 +195,20 @@ def sdk_errors(provider: str, secrets: Iterable[str | None] = (), env: str = "")
         mapped = map_error(exc, provider=provider, secrets=secrets, env=env)
         if mapped is None:
             raise
-        if reveals(exc, secrets):
-            raise mapped from None  # the SDK's own text shows a secret: don't chain it
-        raise mapped from exc
+        if not reveals(exc, secrets):
+            raise mapped from exc
+        # The SDK's own text shows a secret: chain nothing. ``from None`` alone would still
+        # keep it as ``__context__``, set by any raise inside this handler; so the handled
+        # exception becomes a placeholder first, with no context of its own.
+        try:
+            raise NotChained("the SDK's exception is not chained: its text shows a secret")
+        except NotChained as placeholder:
+            placeholder.__context__ = None
+            raise mapped from None
+
+
+class NotChained(Exception):
+    """What an error whose cause showed a secret has as its ``__context__`` instead."""
 
 
 __all__ = [

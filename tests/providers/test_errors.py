@@ -81,6 +81,14 @@ def test_a_key_echoed_by_the_server_is_scrubbed(harness: Harness) -> None:
     text = str(err) + repr(err) + "".join(traceback.format_exception(err))
     assert KEY not in text
     assert "Incorrect API key provided: ***." in str(err)
+    # Nor does a program walking the chain find it: ``from None`` alone left the SDK's
+    # exception, key and all, as ``err.__context__``.
+    chain: list[BaseException | None] = [err.__cause__, err.__context__]
+    while chain:
+        linked = chain.pop()
+        if linked is not None:
+            assert KEY not in str(linked) + repr(linked), type(linked)
+            chain += [linked.__cause__, linked.__context__]
     harness.provider.close()
 
 
