@@ -232,27 +232,34 @@ class ChatWorker:
 
             loop.call_soon_threadsafe(put)
 
-        if spec.trace:  # the driver traces (nbagent.instrument()): so does this worker
-            worker_traces(spec.trace)
+        worker_traces(spec.trace)  # as the driver does, for this run (content, or off)
         with attached(spec.trace):  # the row's task runs inside the batch's trace
             task = asyncio.ensure_future(settle_job(job, spec, progress, limit))
         sent_status, sent_at = "", 0.0
-        while not task.done():
-            waiter = asyncio.ensure_future(changed.wait())
-            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            waiter.cancel()
-            update = latest.get("u")
-            if update is None or task.done():
-                continue
-            wait = sent_at + PROGRESS_INTERVAL - time.monotonic()
-            if update.status == sent_status and wait > 0:  # only tokens changed: not yet
-                await asyncio.wait({task}, timeout=wait)
-                if task.done():
-                    break
-            changed.clear()
-            update = latest.pop("u")
-            sent_status, sent_at = update.status, time.monotonic()
-            yield update
+        try:
+            while not task.done():
+                waiter = asyncio.ensure_future(changed.wait())
+                await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                waiter.cancel()
+                update = latest.get("u")
+                if update is None or task.done():
+                    continue
+                wait = sent_at + PROGRESS_INTERVAL - time.monotonic()
+                if update.status == sent_status and wait > 0:  # only tokens changed: not yet
+                    await asyncio.wait({task}, timeout=wait)
+                    if task.done():
+                        break
+                changed.clear()
+                update = latest.pop("u")
+                sent_status, sent_at = update.status, time.monotonic()
+                yield update
+        except BaseException:
+            # The driver stopped (its stop button: ray.cancel) or went away: the row's chat
+            # stops too, as a local row's does (its running calls cancelled, written, never
+            # retried), instead of running its tools to the end for nobody.
+            task.cancel()
+            await asyncio.wait({task})
+            raise
         await asyncio.sleep(0)  # updates posted from other threads just before the end
         if "u" in latest:
             yield latest.pop("u")

@@ -8,6 +8,7 @@ starting with ``"die"`` for ``crash``, which ends its worker process.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,8 @@ def handler(request: RecordedRequest) -> Turn:
             return Turn(tool_calls=[FakeToolCall("refund", {"order": prompt})])
         if prompt.startswith("die"):
             return Turn(tool_calls=[FakeToolCall("crash", {})])
+        if prompt.startswith("linger "):
+            return Turn(tool_calls=[FakeToolCall("linger", {"marks": prompt.split(" ", 1)[1]})])
         return Turn(tool_calls=[FakeToolCall("double", {"n": len(prompt)})])
     return Turn(text=f"{prompt}: {_text(last)}", usage={"input_tokens": 20, "output_tokens": 5})
 
@@ -63,6 +66,22 @@ def crash() -> str:
     os._exit(13)
 
 
+@tool
+async def linger(marks: str) -> str:
+    """Writes "start" to ``marks``, works a minute, then writes "end" (what a stopped row's
+    tool must not get to).
+
+    Args:
+        marks: The file to append to.
+    """
+    with open(marks, "a") as f:
+        f.write(f"start {os.getpid()}\n")
+    await asyncio.sleep(60)
+    with open(marks, "a") as f:
+        f.write(f"end {os.getpid()}\n")
+    return "lingered"
+
+
 PROVIDERS: dict[str, OpenAIProvider] = {}
 """One provider (one connection pool) per server and process: the driver's, each worker's."""
 
@@ -90,7 +109,7 @@ class FakeServerChat:
             provider = PROVIDERS[self.base_url] = OpenAIProvider(
                 "gpt-4.1-mini", base_url=self.base_url, api_key=KEY
             )
-        return Chat(provider=provider, stream=False).with_tools(double, refund, crash)
+        return Chat(provider=provider, stream=False).with_tools(double, refund, crash, linger)
 
 
 @tool
@@ -113,10 +132,15 @@ def broken_chat() -> Chat:
     raise ValueError("no chat for this row")
 
 
+SPANS_TO: list[str] = []
+"""Where this worker's spans go: the path of the latest :class:`TracedDemoChat` made here."""
+
+
 class TracedDemoChat:
     """A factory of demo chats whose worker writes its spans to ``path`` (JSON lines): it
     makes the worker's global OpenTelemetry provider once (what a user's
-    ``worker_process_setup_hook`` does), then returns :func:`demo_chat`'s chat."""
+    ``worker_process_setup_hook`` does), sending spans to the latest factory's path, then
+    returns :func:`demo_chat`'s chat."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -124,14 +148,20 @@ class TracedDemoChat:
     def __call__(self) -> Chat:
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
+        SPANS_TO[:] = [self.path]
         if not isinstance(trace.get_tracer_provider(), TracerProvider):
-            out = open(self.path, "a")  # noqa: SIM115 (the worker's, for its life)
-            exporter = ConsoleSpanExporter(
-                out=out, formatter=lambda span: span.to_json(indent=None) + "\n"
-            )
+
+            class ToFile(SpanExporter):
+                def export(self, spans: Any) -> Any:
+                    from opentelemetry.sdk.trace.export import SpanExportResult
+
+                    with open(SPANS_TO[-1], "a") as out:
+                        out.writelines(span.to_json(indent=None) + "\n" for span in spans)
+                    return SpanExportResult.SUCCESS
+
             provider = TracerProvider()
-            provider.add_span_processor(SimpleSpanProcessor(exporter))
+            provider.add_span_processor(SimpleSpanProcessor(ToFile()))
             trace.set_tracer_provider(provider)
         return demo_chat()

@@ -228,3 +228,51 @@ def test_a_parked_chat_holds_no_worker_slot(
         assert list(result["status"]) == ["awaiting_approval"] * 2 + ["done"] * 2
         assert list(result["pending"]) == [1, 1, 0, 0]
         assert len(store.pending_approvals()) == 2  # parked in the store, not on a worker
+
+
+def test_the_stop_button_stops_the_rows_on_the_workers(
+    ray_cluster: Any, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """Ctrl-C (the notebook's stop button) in the driver while rows run on workers: their
+    chats stop as a local row's do (the running call cancelled, never retried). Before,
+    ``ray.cancel`` ended only the stream back to the driver: the tools ran to their end for
+    nobody, and the batch run again at once failed every row "driven elsewhere"."""
+    import _thread
+    import signal
+
+    marks = tmp_path / "marks.txt"
+    marks.touch()
+    prompts = [f"linger {marks}", f"linger {marks}"]
+    make = FakeServerChat(server.openai_base_url)
+    options = {"workers": 2}
+
+    def press_stop_once_both_run() -> None:
+        deadline = time.monotonic() + 120
+        while marks.read_text().count("start") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _thread.interrupt_main()
+
+    db = tmp_path / "batch.db"
+    presser = threading.Thread(target=press_stop_once_both_run, daemon=True)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    presser.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            nbagent.batch(
+                prompts, make, store=str(db), backend="ray", concurrency=2, progress=False,
+                backend_options=options,
+            )  # fmt: skip
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        presser.join()
+    again = nbagent.batch(
+        prompts, make, store=str(db), backend="ray", concurrency=2, progress=False,
+        backend_options=options,
+    )  # fmt: skip
+    assert list(again["status"]) == ["done", "done"], again[["status", "error"]]
+    assert "end" not in marks.read_text()  # no tool ran on after the stop
+    with SQLiteStore(db) as store:
+        for chat_id in again["chat_id"]:
+            (call,) = store.calls(chat_id)
+            assert call.status == "cancelled", call
+    assert marks.read_text().count("start") == 2  # and none ran again
