@@ -25,6 +25,9 @@ from .._optional import require
 
 _LOCK = threading.Lock()
 _CURRENT: Instrumentation | None = None
+_FROM_RUN = False
+"""The instrumentation in force was made by :func:`worker_traces` for a traced run (a Ray
+worker following its driver), not by this process's own ``instrument()``."""
 
 
 class Instrumentation:
@@ -85,7 +88,7 @@ def instrument(tracer_provider: Any = None, *, content: bool = False) -> None:
             ``otel`` extra).
         TypeError: ``tracer_provider`` is not a tracer provider (tracing stays as it was).
     """
-    global _CURRENT
+    global _CURRENT, _FROM_RUN
     if tracer_provider is not None and not callable(getattr(tracer_provider, "get_tracer", None)):
         raise TypeError(
             "tracer_provider is an OpenTelemetry TracerProvider (it has get_tracer()), got "
@@ -93,7 +96,7 @@ def instrument(tracer_provider: Any = None, *, content: bool = False) -> None:
         )
     inst = Instrumentation(tracer_provider, bool(content))
     with _LOCK:
-        old, _CURRENT = _CURRENT, inst
+        old, _CURRENT, _FROM_RUN = _CURRENT, inst, False
     if old is not None:
         old.stop()
     auto_extend(inst.extension_for)
@@ -101,9 +104,9 @@ def instrument(tracer_provider: Any = None, *, content: bool = False) -> None:
 
 def uninstrument() -> bool:
     """Stop exporting spans (open turn spans end now); whether tracing was on."""
-    global _CURRENT
+    global _CURRENT, _FROM_RUN
     with _LOCK:
-        old, _CURRENT = _CURRENT, None
+        old, _CURRENT, _FROM_RUN = _CURRENT, None, False
     if old is None:
         return False
     old.stop()
@@ -139,15 +142,27 @@ def carrier() -> dict[str, str]:
 
 
 def worker_traces(carried: Mapping[str, str]) -> None:
-    """A process running chats for a traced run (a Ray worker) traces them too.
+    """A process running chats for runs of many chats (a Ray worker) traces them as the
+    run's driver does, each run anew: a kept worker follows the latest run.
 
-    Its spans go to this process's global tracer provider (configure it in the
-    worker, e.g. Ray's ``worker_process_setup_hook``); ``content`` follows the run's.
-    Does nothing when this process is instrumented already or nothing was carried.
+    Its spans go to this process's global tracer provider (configure it in the worker,
+    e.g. Ray's ``worker_process_setup_hook``); ``content`` follows the run's, and a run
+    not traced (nothing carried) turns it off again. A process that called
+    :func:`instrument` itself keeps its own settings.
     """
-    if not carried or _CURRENT is not None:
+    global _FROM_RUN
+    inst = _CURRENT
+    if inst is not None and not _FROM_RUN:
+        return  # this process's own instrument(): its settings stand
+    if not carried:
+        if inst is not None:  # the last run was traced, this one is not
+            uninstrument()
         return
-    instrument(content=carried.get(CONTENT_KEY) == "1")
+    content = carried.get(CONTENT_KEY) == "1"
+    if inst is not None and inst.content == content:
+        return
+    instrument(content=content)
+    _FROM_RUN = True
 
 
 @contextlib.contextmanager
