@@ -22,6 +22,7 @@ from typing import Any
 
 from .._errors import OutputValidationError
 from .._html import preview, short_json
+from .._types import short_id
 from ._case import Case
 
 CheckFn = Callable[[Case], Any]
@@ -538,4 +539,6 @@ def judge_verdict(chat: Any) -> Verdict:
         raise ValueError(f"the judge gave no verdict (answered {text!r})")
     reason = str(parsed.get("reason") or "")
     passed = parsed["passed"]
-    return Verdict(passed, 1.0 if passed else 0.0, f"judge {chat.id[:8]}: {preview(reason, 200)}")
+    return Verdict(
+        passed, 1.0 if passed else 0.0, f"judge {short_id(chat.id)}: {preview(reason, 200)}"
+    )
