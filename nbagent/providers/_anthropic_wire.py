@@ -498,6 +498,8 @@ def _response(
 
 def parse_message(data: dict[str, Any], *, model: str, provider: str) -> LLMToolResponse:
     """A ``message`` body -> neutral response."""
+    if not isinstance(data.get("content"), list):  # [] is an answer; none at all is not
+        raise ValueError(f"no content in it (keys: {sorted(data)[:8]})")
     calls: list[ToolCall] = []
     others: list[dict[str, Any]] = []
     for block in data.get("content") or ():

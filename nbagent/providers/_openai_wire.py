@@ -289,8 +289,11 @@ def _refusal(finish: Any, refusal: Any) -> str | None:
 
 def parse_chat(data: dict[str, Any], *, model: str, provider: str) -> LLMToolResponse:
     """A ``chat.completion`` body -> neutral response."""
-    choices = data.get("choices") or []
-    choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        # a gateway's {} or {"choices": []} is no answer: not an empty one
+        raise ValueError(f"no completion in it (choices: {choices!r:.60})")
+    choice = choices[0]
     message = choice.get("message") or {}
     finish = choice.get("finish_reason")
     calls = []
@@ -555,6 +558,8 @@ def parse_responses(data: dict[str, Any], *, model: str, provider: str) -> LLMTo
     status = data.get("status")
     if status == "failed":
         raise _failed(data.get("error"), provider)
+    if not isinstance(data.get("output"), list):
+        raise ValueError(f"no output in it (keys: {sorted(data)[:8]})")
     text: list[str] = []
     refusal: list[str] = []
     calls: list[ToolCall] = []

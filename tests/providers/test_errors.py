@@ -227,6 +227,23 @@ def test_odd_bodies_from_compatible_servers(provider_factory: Callable[..., SDKP
         provider._checked_parse({"choices": [{"message": {"tool_calls": [1]}}]})
     with pytest.raises(ProviderError, match="not JSON"):
         provider._json(b"<html>502 Bad Gateway</html>")
+    # A gateway's 200 with no completion in it is no answer, not an empty one (it ended the
+    # turn with an empty reply, 0 tokens).
+    for kind, bodies in {
+        "openai-compatible": [{}, {"choices": []}, {"choices": None}],
+        "openai-chat": [{}, {"id": "x", "usage": {"prompt_tokens": 3}}],
+        "openai-responses": [{}, {"status": "completed"}],
+        "anthropic": [{}, {"type": "message", "stop_reason": "end_turn"}],
+    }.items():
+        for body in bodies:
+            with pytest.raises(ProviderError, match="unexpected response from the server"):
+                provider_factory(kind)._checked_parse(body)
+    assert (
+        provider_factory("anthropic")
+        ._checked_parse({"type": "message", "content": [], "stop_reason": "end_turn"})
+        .text
+        == ""
+    )  # an empty answer Anthropic does give, after a tool result
 
 
 def test_sse_parser_handles_framing_variants() -> None:
