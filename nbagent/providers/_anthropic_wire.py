@@ -655,7 +655,7 @@ class MessageStream:
             elif kind == "signature_delta":
                 b.raw["signature"] = delta.get("signature")
 
-    def finish(self) -> LLMToolResponse:
+    def finish(self, ended: bool = True) -> LLMToolResponse:
         if not self.done and self.stop is None:
             raise incomplete_stream(self.provider)
         calls: list[ToolCall] = []

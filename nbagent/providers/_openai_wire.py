@@ -408,9 +408,15 @@ class ChatStream:
         if self.on_delta is not None and (fragment or announce):
             self.on_delta(StreamDelta("tool_call", fragment or "", index, call.id, call.name))
 
-    def finish(self) -> LLMToolResponse:
-        """The folded stream read as the ``chat.completion`` body it adds up to."""
-        if self.finish_reason is None:
+    def finish(self, ended: bool = True) -> LLMToolResponse:
+        """The folded stream read as the ``chat.completion`` body it adds up to.
+
+        ``ended``: ``data: [DONE]`` came. A stream cut after its last choice, before its
+        usage and ``[DONE]``, is incomplete: read as whole, its request would count 0 tokens
+        (its cost and the budgets blind to it). A server that sends no usage but ends with
+        ``[DONE]`` (some OpenAI-compatible ones) is whole.
+        """
+        if self.finish_reason is None or (not ended and self.usage is None):
             raise incomplete_stream(self.provider)
         calls = [
             {"id": p.id, "function": {"name": p.name, "arguments": "".join(p.parts)}}
@@ -802,7 +808,7 @@ class ResponsesStream:
             self.calls[index] = (len(self.calls), None, None)
         return self.calls[index]
 
-    def finish(self) -> LLMToolResponse:
+    def finish(self, ended: bool = True) -> LLMToolResponse:
         if self.final is None:
             raise incomplete_stream(self.provider)
         return parse_responses(self.final, model=self.model, provider=self.provider)

@@ -379,7 +379,9 @@ class StreamAccumulator(Protocol):
 
     def feed(self, event: dict[str, Any]) -> None: ...
 
-    def finish(self) -> LLMToolResponse: ...
+    def finish(self, ended: bool = True) -> LLMToolResponse:
+        """The response; ``ended``: the stream's own end marker came (``[DONE]``)."""
+        ...
 
 
 def _identity(response: Any) -> bool:
@@ -501,7 +503,7 @@ class SDKProvider(CompleteWithToolsMixin):
             finally:
                 response.close()
             _fold(acc, parser.flush())
-            return self._received(acc.finish())
+            return self._received(acc.finish(parser.done))
 
     async def complete_async(self, request: ModelRequest) -> LLMToolResponse:
         """Async twin of :meth:`complete`."""
@@ -518,7 +520,7 @@ class SDKProvider(CompleteWithToolsMixin):
             finally:
                 await response.aclose()
             _fold(acc, parser.flush())
-            return self._received(acc.finish())
+            return self._received(acc.finish(parser.done))
 
     # -- plumbing -------------------------------------------------------------
     def _secrets_for(self, request: ModelRequest) -> tuple[str | None, ...]:

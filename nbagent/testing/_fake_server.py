@@ -257,6 +257,8 @@ def _answer(
     headers = [_request_id(api, seq), ("Content-Type", kind)]
     if events is not None:
         headers.append(("Cache-Control", "no-cache"))
+    if events is not None and turn.end_stream_after is not None:
+        events = events[: turn.end_stream_after]
     return _Reply(200, headers, body, events, turn.delay, turn.chunk_delay, turn.fail_mid_stream)
 
 

@@ -244,6 +244,8 @@ class Turn:
         repeat_ids_in_stream: Repeat the tool call id and name in every
             streamed fragment, like some OpenAI-compatible servers do.
         fail_mid_stream: Drop the connection part-way through the body.
+        end_stream_after: End a stream cleanly after this many of its events (a server
+            that stops early: no error, no connection dropped, the rest never sent).
         delay: Seconds to wait before answering.
         chunk_delay: Seconds to wait between streamed events.
         hosted: What the provider did on its side before answering
@@ -276,6 +278,7 @@ class Turn:
     raw_body: str | None = None
     repeat_ids_in_stream: bool = False
     fail_mid_stream: bool = False
+    end_stream_after: int | None = None
     delay: float = 0.0
     chunk_delay: float = 0.0
     hosted: list[FakeHostedItem] = field(default_factory=list)

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 
 import pytest
-from _provider_harness import WEATHER, Harness
+from _provider_harness import WEATHER, Harness, make_provider
 
 from nbagent import (
     AssistantToolCallMessage,
@@ -22,10 +22,11 @@ from nbagent import (
     ToolCall,
     ToolResultMessage,
 )
+from nbagent.providers import ModelRequest
 from nbagent.providers._anthropic_wire import MessageStream, messages_json, piece
 from nbagent.providers._openai_wire import ChatStream, ResponsesStream, parse_chat, parse_responses
 from nbagent.providers._sdk import make_call
-from nbagent.testing import FakeToolCall, Turn
+from nbagent.testing import FakeLLMServer, FakeToolCall, Turn
 
 USER = ChatMessage("user", "Weather in Paris?")
 MakeHarness = Callable[[str, bool], Harness]
@@ -451,3 +452,41 @@ def test_unknown_message_types_are_rejected() -> None:
     for convert in (chat_message, responses_items, piece):
         with pytest.raises(TypeError, match="cannot convert"):
             convert("not a message")  # type: ignore[arg-type]
+
+
+def test_a_chat_stream_cut_after_its_answer_before_its_usage_is_incomplete(
+    server: FakeLLMServer,
+) -> None:
+    """The stream ends cleanly after the chunk with the finish reason: no usage chunk, no
+    ``[DONE]``. Read as whole, the request counted 0 tokens (the cost and the token budget
+    blind to it). It is an incomplete stream, as a Responses or Anthropic stream missing its
+    last event is; a server that sends no usage but ends with ``[DONE]`` is whole."""
+    from nbagent.providers._sdk import SSEParser
+    from nbagent.testing import render
+
+    answer = {"text": "hi", "usage": {"input_tokens": 5000, "output_tokens": 500}}
+    sent = render("chat", Turn(**answer), {"model": "m", "stream": True,  # type: ignore[arg-type]
+                  "stream_options": {"include_usage": True}})  # fmt: skip
+    finish = next(
+        i for i, e in enumerate(sent) if e["choices"] and e["choices"][0]["finish_reason"]
+    )
+    assert finish < len(sent) - 1  # the usage comes in a chunk of its own, after it
+    provider = make_provider("openai-chat", server)
+    request = ModelRequest((USER,), stream=True)
+    try:
+        server.script([Turn(**answer)])  # type: ignore[arg-type]
+        whole = provider.complete(request)
+        assert (whole.text, whole.input_tokens) == ("hi", 5000)
+        server.script([Turn(**answer, end_stream_after=finish + 1)])  # type: ignore[arg-type]
+        with pytest.raises(ProviderConnectionError, match="ended before"):
+            provider.complete(request)
+    finally:
+        provider.close()
+    no_usage = ChatStream(None, model="m", provider="p")
+    parser = SSEParser("p")
+    for event in parser.feed(
+        b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}'
+        b"\n\ndata: [DONE]\n\n"
+    ):
+        no_usage.feed(event)
+    assert parser.done and no_usage.finish(parser.done).text == "hi"  # a server without usage
