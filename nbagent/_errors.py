@@ -296,10 +296,21 @@ class ProviderError(NBAgentError):
         """What IPython shows for this error in a cell: the error in one line, and a hint."""
         where = "chat.last_error" if self.via_chat else "sys.last_value"
         red, dim, reset = "\x1b[0;31m", "\x1b[2m", "\x1b[0m"
+        text = str(self)
+        line = text.split("\n", 1)[0].rstrip()
+        if len(line) > ONE_LINE:
+            line = line[:ONE_LINE].rstrip()
+        more = "the whole message and traceback" if line != text else "the full traceback"
+        if line != text:
+            line += " …"  # a server's traceback in its message, a long body: in details()
         return [
-            f"{red}{type(self).__name__}{reset}: {self}",
-            f"{dim}(the full traceback: print({where}.details())){reset}",
+            f"{red}{type(self).__name__}{reset}: {line}",
+            f"{dim}({more}: print({where}.details())){reset}",
         ]
+
+
+ONE_LINE = 400
+"""The most characters of an error's message a notebook cell shows (``details()`` has it all)."""
 
 
 class AuthenticationError(ProviderError):

@@ -98,6 +98,28 @@ def test_a_cell_shows_one_line_and_the_traceback_is_on_demand(
     assert KEY not in details
 
 
+def test_a_message_with_a_servers_traceback_in_it_still_shows_as_one_line(
+    shell: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A gateway's 500 whose message holds its own traceback (or a long body) filled five
+    lines and 2,900 characters of the cell: one line, the rest in ``details()``."""
+    message = (
+        "Upstream failure.\nTraceback (most recent call last):\n"
+        '  File "gateway.py", line 12, in handle\nValueError: boom ' + "x" * 3000
+    )
+    with FakeLLMServer([Turn(status=500, error={"message": message})]) as server:
+        chat = Chat(provider=_provider(server.openai_base_url), display=False)
+        shell.user_ns["chat"] = chat
+        result, shown = _run(shell, capsys, "chat.ask('hi')")
+    assert isinstance(result.error_in_exec, ServerError)
+    lines = [line for line in shown.splitlines() if line.strip()]
+    assert lines == [
+        "ServerError: openai: Error code: 500 - Upstream failure. …",
+        "(the whole message and traceback: print(chat.last_error.details()))",
+    ]
+    assert "gateway.py" in chat.last_error.details()  # type: ignore[union-attr]
+
+
 def test_a_connection_failure_hides_httpx_and_httpcore(
     shell: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
