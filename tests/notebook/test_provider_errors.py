@@ -51,6 +51,18 @@ def _run(shell: Any, capsys: pytest.CaptureFixture[str], source: str) -> tuple[A
     return result, ANSI.sub("", out.out + out.err)
 
 
+def _ask_in_a_cell(
+    shell: Any, capsys: pytest.CaptureFixture[str], turn: Turn
+) -> tuple[Chat, Any, str, list[str]]:
+    """``chat.ask('hi')`` run as a cell, the server answering ``turn``: the chat, the cell's
+    result, what it showed, and its lines that are not blank."""
+    with FakeLLMServer([turn]) as server:
+        chat = Chat(provider=_provider(server.openai_base_url), display=False)
+        shell.user_ns["chat"] = chat
+        result, shown = _run(shell, capsys, "chat.ask('hi')")
+    return chat, result, shown, [line for line in shown.splitlines() if line.strip()]
+
+
 @pytest.mark.parametrize(
     ("turn", "cls", "said", "chained"),
     [
@@ -76,12 +88,8 @@ def test_a_cell_shows_one_line_and_the_traceback_is_on_demand(
     said: str,
     chained: bool,
 ) -> None:
-    with FakeLLMServer([turn]) as server:
-        chat = Chat(provider=_provider(server.openai_base_url), display=False)
-        shell.user_ns["chat"] = chat
-        result, shown = _run(shell, capsys, "chat.ask('hi')")
+    chat, result, shown, lines = _ask_in_a_cell(shell, capsys, turn)
     assert isinstance(result.error_in_exec, cls)
-    lines = [line for line in shown.splitlines() if line.strip()]
     assert lines == [
         f"{cls.__name__}: {result.error_in_exec}",
         "(the full traceback: print(chat.last_error.details()))",
@@ -107,12 +115,10 @@ def test_a_message_with_a_servers_traceback_in_it_still_shows_as_one_line(
         "Upstream failure.\nTraceback (most recent call last):\n"
         '  File "gateway.py", line 12, in handle\nValueError: boom ' + "x" * 3000
     )
-    with FakeLLMServer([Turn(status=500, error={"message": message})]) as server:
-        chat = Chat(provider=_provider(server.openai_base_url), display=False)
-        shell.user_ns["chat"] = chat
-        result, shown = _run(shell, capsys, "chat.ask('hi')")
+    chat, result, _, lines = _ask_in_a_cell(
+        shell, capsys, Turn(status=500, error={"message": message})
+    )
     assert isinstance(result.error_in_exec, ServerError)
-    lines = [line for line in shown.splitlines() if line.strip()]
     assert lines == [
         "ServerError: openai: Error code: 500 - Upstream failure. …",
         "(the whole message and traceback: print(chat.last_error.details()))",

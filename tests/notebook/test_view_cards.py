@@ -303,17 +303,17 @@ def test_an_edited_card_shows_the_edit_as_current_and_folds_the_original() -> No
     assert card.count("42") == original[0].count("42")  # the model's 42 only inside the fold
 
 
+def two_refunds(ledger: Ledger, *then: Any) -> Chat:
+    """A chat whose model asks for refunds 1 and 2 (``r1``, ``r2``), says "ok", then ``then``."""
+    refunds = call_tools(
+        ("issue_refund", {"order_id": 1}, "r1"), ("issue_refund", {"order_id": 2}, "r2")
+    )
+    return scripted(ledger, refunds, reply("ok"), *then)
+
+
 def test_always_allow_can_be_taken_back_from_the_card() -> None:
     ledger = Ledger()
-    chat = scripted(
-        ledger,
-        call_tools(
-            ("issue_refund", {"order_id": 1}, "r1"), ("issue_refund", {"order_id": 2}, "r2")
-        ),
-        reply("ok"),
-        call_tools(("issue_refund", {"order_id": 3}, "r3")),
-        reply("ok"),
-    )
+    chat = two_refunds(ledger, call_tools(("issue_refund", {"order_id": 3}, "r3")), reply("ok"))
     view = ChatView(chat)
     chat.ask("Refund 1 and 2")
     card_for(view, "r1").click("always")
@@ -342,13 +342,7 @@ def test_a_shown_view_keeps_stop_always_allowing_until_it_is_used(
     (its widgets closed): "Stop always allowing" went with them the moment it appeared. The
     view stays live while a card offers it; taking the rule back lets it go static."""
     ledger = Ledger()
-    chat = scripted(
-        ledger,
-        call_tools(
-            ("issue_refund", {"order_id": 1}, "r1"), ("issue_refund", {"order_id": 2}, "r2")
-        ),
-        reply("ok"),
-    )
+    chat = two_refunds(ledger)
     view = ChatView(chat)
     view._ipython_display_()  # outside a kernel: prints the bundle, marks it shown
     chat.ask("Refund 1 and 2")
