@@ -666,6 +666,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         """A new fork takes its history (state, then events) and the one change, with its events."""
         self._restore(p.snapshot)
         self._emit_all(restamped(p.events, p.snapshot, self.id))
+        self._adopt_inputs()  # a call waiting for an input waits in the fork too
         if p.options is not None:
             with self._lock:
                 self._options = p.options

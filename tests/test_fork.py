@@ -31,6 +31,7 @@ from nbagent import (
     ModelRequest,
     StepFinished,
     ToolCallFinished,
+    ToolResultMessage,
     current_tool_call,
     tool,
 )
@@ -602,3 +603,48 @@ def test_chat_fork_names_its_parameters_and_refuses_a_misspelt_one() -> None:
     chat.ask("hello")
     with pytest.raises(TypeError, match=r"fork\(\) got an unexpected keyword argument 'stor'"):
         chat.fork(step=1, stor=None)  # type: ignore[call-arg]
+
+
+@tool(external=True)
+def sign(party: str) -> str:
+    """Signs a contract (an external tool: a person or another system gives its result)."""
+    raise AssertionError("an external tool never runs here")
+
+
+@pytest.mark.parametrize("stored", [False, True])
+def test_a_fork_of_a_chat_waiting_for_an_input_waits_for_its_own(
+    stored: bool, tmp_path: Path
+) -> None:
+    """Forked while a call waits for an input: the fork's call waited in its record but not
+    in the fork, so ``fork.answer`` said it was "already answered (pending by None)", and
+    nothing (decline, complete, a store's answer) got the fork out. The fork waits for its
+    own answer; each chat reads the answer it was given."""
+
+    def model(request: Any) -> Any:
+        results = [m for m in request.messages if isinstance(m, ToolResultMessage)]
+        return (
+            reply(f"read: {results[-1].content}")
+            if results
+            else call_tools(("sign", {"party": "ACME"}, "c1"))
+        )
+
+    db = tmp_path / "chats.db" if stored else None
+    chat = Chat(provider=ScriptedProvider([model], repeat_last=True), store=db).with_tools(sign)
+    chat.ask("sign it")
+    fork = chat.fork()
+    assert [p.id for p in fork.pending_inputs] == ["c1"] and fork.awaiting_input
+    if stored:
+        from nbagent.store import SQLiteStore
+
+        with SQLiteStore(db) as store:
+            assert {i.chat_id for i in store.pending_inputs()} == {chat.id, fork.id}
+            store.answer("c1", "signed by the fork's signer", chat_id=fork.id)
+        fork.refresh()
+    else:
+        fork.answer("c1", "signed by the fork's signer")
+    assert fork.complete().content == "read: signed by the fork's signer"  # type: ignore[union-attr]
+    assert [p.id for p in chat.pending_inputs] == ["c1"]  # the original still waits
+    chat.decline("c1", "not signing")
+    assert "not signing" in chat.complete().content  # type: ignore[union-attr]
+    chat.close()
+    fork.close()
