@@ -12,6 +12,7 @@ the decisions API (``_decisions.py``) and the public :class:`~nbagent.Chat`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -947,7 +948,29 @@ class ChatCore:
             self._input_waiters[input_id] = future
             event = self._park_input(c, pending)
         self._emit(event)
+        self._follow_answers(future)
         return input_id, future
+
+    def _follow_answers(self, future: concurrent.futures.Future[tuple[str, Any]]) -> None:
+        """While a running call waits for an input, an answer given elsewhere (the store's
+        ``answer`` in another process) reaches it: the extension that can follow such news
+        (the store's follower) calls for the chat's refresh, until the input is settled.
+        Nobody else drives the chat meanwhile (its driver waits inside the call), so
+        without this the answer waited for a step that came only after the call gave up."""
+        subscriptions = []
+        for follow in self._hook("follow_decisions")[:1]:
+            with contextlib.suppress(Exception):  # no news then: the answer waits for a step
+                subscriptions.append(follow(self._refresh_inputs))
+        live = [sub for sub in subscriptions if sub is not None]
+        if live:
+            future.add_done_callback(lambda _done: _close_all(live))
+
+    def _refresh_inputs(self) -> None:
+        """Apply what the store has for this chat (answers, decisions), on the follower's
+        worker thread; a read that fails waits for the next news."""
+        for refresh in self._hook("refresh"):
+            with contextlib.suppress(Exception):
+                refresh()
 
     def _inputs_of(self, c: ToolCall) -> list[str]:
         """The ids of the inputs a running call still waits for (asked mid-call)."""
@@ -1042,6 +1065,12 @@ class ChatCore:
                 self._exhausted = snap.last_budget
             self._parent = snap.parent
             self._bus.resume_at(snap.next_seq)
+
+
+def _close_all(subscriptions: Iterable[Any]) -> None:
+    for sub in subscriptions:
+        with contextlib.suppress(Exception):
+            sub.close()
 
 
 def folded_rules(snapshot: Sequence[Rule], events: Iterable[Event]) -> list[Rule]:

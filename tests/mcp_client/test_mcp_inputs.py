@@ -209,3 +209,50 @@ def test_sampling_runs_on_the_servers_provider_when_one_is_given() -> None:
         server.close()
     with pytest.raises(ToolDefinitionError, match="sampling= takes a provider"):
         inputs_server(sampling=42)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_store_answer_reaches_a_call_waiting_mid_run(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """An older server asks in the middle of a call, in a stored chat driven by ``ask()``;
+    another process answers through the store. Nobody stepped the chat meanwhile (its driver
+    waits inside the call), so the answer waited for a step that came only after the call
+    timed out: the other process was told "accept", the chat recorded a cancel, and the
+    store and the chat disagreed. The store's follower now brings the answer to the call."""
+    import threading
+
+    from nbagent import InputRequested
+    from nbagent.store import open_store
+
+    url = (
+        str(tmp_path / "chats.db")
+        if backend == "sqlite"
+        else request.getfixturevalue("postgres_dsn")
+    )
+    server = inputs_server("--legacy", timeout=60)
+    chat = Chat(provider=model(("inp_book_table", {"day": "Friday"}, "c1")), store=url)
+    chat.with_tools(server)
+    asked = threading.Event()
+    chat.on(InputRequested, lambda e: asked.set())
+
+    def ops() -> None:  # another process: its own store connection, the chat's id
+        assert asked.wait(60)
+        with open_store(url) as other:
+            (pending,) = other.pending_inputs(chat.id)
+            other.answer(pending.id, {"name": "Ops", "guests": 2}, by="ops", chat_id=chat.id)
+
+    answerer = threading.Thread(target=ops)
+    answerer.start()
+    try:
+        final = chat.ask("book a table on Friday")
+    finally:
+        answerer.join()
+        server.close()
+    assert final is not None and "booked Friday for Ops, 2 guests" in final.content
+    (record,) = chat.record.inputs
+    assert (record.status, record.answered_by) == ("accept", "ops")
+    with open_store(url) as other:
+        (stored,) = other.inputs(chat.id)
+        assert (stored.status, stored.answered_by, stored.applied) == ("accept", "ops", True)
+    chat.close()
