@@ -235,3 +235,35 @@ async def run_on_loop(
         if there.done() and not there.cancelled() and there.exception() is None:
             return there.result()
         raise
+
+
+@contextlib.contextmanager
+def stop_held() -> Iterator[None]:
+    """Hold the stop button (SIGINT) until the block is done, then take it.
+
+    For a change made in several steps that must never be left half made: a decision
+    written to the store and then put on the call (its verdict, its status, its
+    answer). The interrupt lands between two bytecodes, and one landing between the
+    verdict and the status left a call "awaiting approval" with a decision: nothing
+    asked for it again, nothing ran it (found by the stop-button property). Only in the
+    main thread, where Python delivers signals, and only over a handler Python runs
+    (the default one raises ``KeyboardInterrupt``; a kernel's too); elsewhere the block
+    just runs. A press held is delivered as the block ends, to the handler that was there.
+    """
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous):  # ignored, the OS default, or set outside Python
+        yield
+        return
+    held: list[tuple[int, Any]] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append((signum, frame)))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            previous(*held[0])

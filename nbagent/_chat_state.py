@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     import concurrent.futures
 
+from ._aio import stop_held
 from ._approvals import (
     HUMAN,
     Policy,
@@ -597,6 +598,33 @@ class ChatCore:
             raise TypeError(f"a decision's reason is a string, got {type(reason).__name__}")
         if not isinstance(by, str) or not by:
             raise TypeError(f"a decision's by= names who decided (a string), got {by!r}")
+        with stop_held():  # written to the store, then recorded here: never half of it
+            decided = self._decide_held(call, verdict, by, reason, arguments, at, elsewhere)
+        c, after, stored, edited = decided
+        self._run_after(after)  # user callbacks: the stop button reaches them as ever
+        if stored is not None and (
+            stored.verdict != verdict or (edited is not None and edited != stored.arguments)
+        ):
+            raise DecisionError(
+                f"{c.name}({c.id}) was already {stored.verdict} by {stored.by} at "
+                f"{stored.at.isoformat(timespec='seconds')} (decided elsewhere first); "
+                "a decision cannot be changed"
+            )
+        return c
+
+    def _decide_held(
+        self,
+        call: ToolCall | str,
+        verdict: DecisionVerdict,
+        by: str,
+        reason: str | None,
+        arguments: dict[str, Any] | None,
+        at: datetime | None,
+        elsewhere: bool,
+    ) -> tuple[ToolCall, list[ToolResult], Decision | None, dict[str, Any] | None]:
+        """:meth:`_decide`'s change, held from the stop button: the call, the results whose
+        ``after_tool_result`` callbacks are due, the decision made elsewhere (if any), the
+        edited arguments."""
         events: list[Event] = []
         after: list[ToolResult] = []
         with self._lock:
@@ -609,7 +637,7 @@ class ChatCore:
                     arguments is None or arguments == existing.arguments
                 )
                 if same:
-                    return c
+                    return c, [], None, None
                 overridable = (
                     existing.automatic
                     and by == HUMAN
@@ -651,16 +679,7 @@ class ChatCore:
                 )
             )
         self._emit_all(events)
-        self._run_after(after)
-        if stored is not None and (
-            stored.verdict != verdict or (edited is not None and edited != stored.arguments)
-        ):
-            raise DecisionError(
-                f"{c.name}({c.id}) was already {stored.verdict} by {stored.by} at "
-                f"{stored.at.isoformat(timespec='seconds')} (decided elsewhere first); "
-                "a decision cannot be changed"
-            )
-        return c
+        return c, after, stored, edited
 
     def _settle_in_doubt(
         self,
@@ -869,56 +888,71 @@ class ChatCore:
         if not isinstance(by, str) or not by:
             raise TypeError("by must be a non-empty string naming who answered")
         first: Any = None
-        with self._lock:
-            pending = self._find_input(ref)
-            value: Any = None
-            if action == "accept":
-                value, text, parts = checked_answer(pending, data)
-                data = answer_json(value, text)
-            else:
-                data, text, parts = None, _refusal_text(pending, action, by, reason), ()
-            if not elsewhere:
-                for hook in self._hook("answer_input"):  # e.g. the store: the first answer wins
-                    first = hook(pending, action, data, by, reason)
-                    if first is not None:
-                        break
-            if first is not None:  # answered elsewhere first: that answer is the one recorded
-                action, by, reason, elsewhere = first.status, first.answered_by, first.reason, True
-                value = None
+        with stop_held():  # written to the store, then recorded here: never half of it
+            with self._lock:
+                pending = self._find_input(ref)
+                value: Any = None
                 if action == "accept":
-                    value, text, parts = checked_answer(pending, first.data)
+                    value, text, parts = checked_answer(pending, data)
                     data = answer_json(value, text)
                 else:
                     data, text, parts = None, _refusal_text(pending, action, by, reason), ()
-            del self._inputs[pending.id]
-            events: list[Event] = []
-            c = self._calls.get(pending.call_id) if pending.call_id is not None else None
-            events.append(
-                InputAnswered(
-                    chat_id=self.id,
-                    call=c,
-                    input_id=pending.id,
-                    action=action,
-                    data=data,
-                    by=by,
-                    reason=reason,
-                    elsewhere=elsewhere,
+                if not elsewhere:
+                    for hook in self._hook("answer_input"):  # e.g. the store: the first answer wins
+                        first = hook(pending, action, data, by, reason)
+                        if first is not None:
+                            break
+                if first is not None:  # answered elsewhere first: that answer is the one recorded
+                    action, by, reason, elsewhere = (
+                        first.status,
+                        first.answered_by,
+                        first.reason,
+                        True,
+                    )
+                    value = None
+                    if action == "accept":
+                        value, text, parts = checked_answer(pending, first.data)
+                        data = answer_json(value, text)
+                    else:
+                        data, text, parts = None, _refusal_text(pending, action, by, reason), ()
+                del self._inputs[pending.id]
+                events: list[Event] = []
+                c = self._calls.get(pending.call_id) if pending.call_id is not None else None
+                events.append(
+                    InputAnswered(
+                        chat_id=self.id,
+                        call=c,
+                        input_id=pending.id,
+                        action=action,
+                        data=data,
+                        by=by,
+                        reason=reason,
+                        elsewhere=elsewhere,
+                    )
                 )
-            )
-            rec = self._record.input(pending.id)
-            if c is not None and c.status == "awaiting_input" and rec is not None and rec.resume:
-                if not any(p.call_id == c.id for p in self._inputs.values()):
-                    gated = c.approval is not None and c.approval.required
-                    c.status = "approved" if gated else "requested"  # retried with the answers
-            elif c is not None and c.status == "awaiting_input":
-                status: ResultStatus = (
-                    "ok" if action == "accept" else "denied" if action == "decline" else "cancelled"
-                )
-                events.extend(self._answer(c, status, text, after, value=value, parts=parts))
-            waiter = self._input_waiters.pop(pending.id, None)
-        self._emit_all(events)
-        if waiter is not None and not waiter.done():  # a call waiting mid-run carries on
-            waiter.set_result((action, value if action == "accept" else None))
+                rec = self._record.input(pending.id)
+                if (
+                    c is not None
+                    and c.status == "awaiting_input"
+                    and rec is not None
+                    and rec.resume
+                ):
+                    if not any(p.call_id == c.id for p in self._inputs.values()):
+                        gated = c.approval is not None and c.approval.required
+                        c.status = "approved" if gated else "requested"  # retried with the answers
+                elif c is not None and c.status == "awaiting_input":
+                    status: ResultStatus = (
+                        "ok"
+                        if action == "accept"
+                        else "denied"
+                        if action == "decline"
+                        else "cancelled"
+                    )
+                    events.extend(self._answer(c, status, text, after, value=value, parts=parts))
+                waiter = self._input_waiters.pop(pending.id, None)
+            self._emit_all(events)
+            if waiter is not None and not waiter.done():  # a call waiting mid-run carries on
+                waiter.set_result((action, value if action == "accept" else None))
         self._run_after(after)
         if first is not None:
             raise InputError(

@@ -12,7 +12,11 @@ chats (approvals, denials, several turns), then runs the cell again. Found this 
   the others, and the events after it from reaching anyone: a denial the chat recorded
   stayed "awaiting approval" in the file, for a panel elsewhere to approve;
 - an interrupt while the store encoded its queue dropped the queue: a whole turn never
-  reached the file.
+  reached the file;
+- an interrupt inside ``chat.deny()``, after the call took its verdict and before its
+  status: the call stayed "awaiting approval" with a decision, nothing asked for it again
+  and nothing ran it (the chat ended stuck; the file said denied). A decision is now made
+  whole with the stop button held, and the interrupt comes after it.
 """
 
 from __future__ import annotations
@@ -53,3 +57,51 @@ def test_the_same_on_postgresql(postgres_dsn: str) -> None:
     in its query raised "another command is already in progress" instead of the
     interrupt (its COMMIT failed and replaced it)."""
     _pressed(postgres_dsn, 3, 60)
+
+
+@pytest.mark.parametrize("verdict", ["approve", "deny"])
+def test_the_stop_button_during_a_decision_comes_after_the_whole_decision(
+    tmp_path: Path, verdict: str
+) -> None:
+    """Pressed as the store has just written the decision (an extension's hook after the
+    store's presses it): the decision is made whole, here and in the file, and the
+    interrupt comes after it; the chat then goes on from there."""
+    import _thread
+    import signal
+
+    from nbagent import Chat, Extension, tool
+    from nbagent.store import open_store
+    from nbagent.testing import ScriptedProvider, call_tools, reply
+
+    ran: list[int] = []
+
+    @tool(requires_approval=True)
+    def refund(order_id: int) -> str:
+        """Refund an order."""
+        ran.append(order_id)
+        return f"refunded {order_id}"
+
+    class PressStop(Extension):
+        def decide(self, call, decision):  # type: ignore[no-untyped-def]
+            _thread.interrupt_main()  # the store (extended first) has written it
+            return None
+
+    db = str(tmp_path / "chats.db")
+    script = [call_tools(("refund", {"order_id": 7}, "r1")), reply("done")]
+    chat = Chat(provider=ScriptedProvider(script), store=db, display=False).with_tools(refund)
+    chat.extend(PressStop())
+    chat.ask("refund 7")
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            getattr(chat, verdict)("r1")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    call = chat.get_call("r1")
+    status = "approved" if verdict == "approve" else "denied"
+    assert call.status == status and call.decision is not None
+    assert chat.complete().content == "done"  # type: ignore[union-attr]
+    assert ran == ([7] if verdict == "approve" else [])
+    chat.close()
+    with open_store(db) as store:
+        assert store.call("r1").status == ("ok" if verdict == "approve" else "denied")
