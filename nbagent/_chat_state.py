@@ -884,7 +884,9 @@ class ChatCore:
         ``elsewhere``: an answer given outside this chat object (a store), being applied.
         """
         after: list[ToolResult] = []
-        reason = clean(reason) if isinstance(reason, str) else None
+        if reason is not None and not isinstance(reason, str):  # as store.decline says too
+            raise TypeError(f"reason must be a string, got {type(reason).__name__}")
+        reason = clean(reason) if reason is not None else None
         if not isinstance(by, str) or not by:
             raise TypeError("by must be a non-empty string naming who answered")
         first: Any = None

@@ -166,6 +166,9 @@ def test_decline_and_cancel_answer_the_call_without_running_it() -> None:
         display=False,
     ).with_tools(sign_contract, ask_user)
     chat.ask("go")
+    with pytest.raises(TypeError, match="reason must be a string, got int"):
+        chat.decline("a", 42)  # type: ignore[arg-type]  # was kept as no reason at all
+    assert [p.id for p in chat.pending_inputs] == ["a", "b", "c"]  # nothing settled
     chat.decline("a", "the legal team said no")
     chat.decline("b", cancel=True)
     chat.decline("c", by="bob")
