@@ -317,7 +317,10 @@ async def batch_async(
                 else "decide them (chat.approve / chat.deny) and continue each chat, "
                 "or run the batch with a store"
             )
-            notice(f"{parked} row(s) await approval; {how} (or pass wait_for_decisions=seconds)")
+            if wait_for_decisions is not False:  # False: the caller chose not to hear of them
+                notice(
+                    f"{parked} row(s) await approval; {how} (or pass wait_for_decisions=seconds)"
+                )
         elif run.final:
             display.stop(final=True)
         if not keep:
@@ -386,7 +389,8 @@ def batch(
             decided (see :func:`batch_results`). ``True``: block until every
             row is done or failed (decisions must come from elsewhere: another
             process through the store, another thread). A number: block at most
-            that many seconds. ``False``: return and stop watching.
+            that many seconds. ``False``: return and stop watching (and say nothing
+            of the rows left waiting: the frame's ``status`` says which).
         progress: ``None``/``True``: a live widget in a notebook, a text bar on
             stderr elsewhere; ``"text"``, ``"widget"``, or ``False`` (none).
         max_rate_limit_retries: Times one row is continued after a rate limit

@@ -114,6 +114,13 @@ def test_without_waiting_a_script_gets_the_parked_rows_back_and_a_notice(
     assert result.loc[1, "reply"] is pd.NA or pd.isna(result.loc[1, "reply"])
     assert "3 row(s) await approval" in capsys.readouterr().err
     assert RAN == []
+    # wait_for_decisions=False: the caller chose not to hear of them (a decision sweep forks
+    # them; it printed this notice about rows it never meant anyone to decide)
+    again = nbagent.batch(
+        FRAME, make, prompt="Handle {order}", progress=False, wait_for_decisions=False
+    )
+    assert list(again["status"]) == list(result["status"])
+    assert "await approval" not in capsys.readouterr().err
 
 
 def test_in_a_kernel_batch_returns_and_keeps_continuing_parked_rows_in_the_background(
