@@ -157,8 +157,8 @@ def _batch_run(source: Any) -> Any:
 def _frame(source: Any, kind: Kind = "calls") -> pd.DataFrame:
     import pandas as pd
 
-    if isinstance(source, pd.DataFrame):
-        return source
+    if isinstance(source, pd.DataFrame) and _batch_run(source) is None:
+        return source  # a frame of calls (a batch's result is a frame of rows: read)
     return read_log(source, kind)
 
 
@@ -328,7 +328,7 @@ def plot_timeline(
     require("matplotlib", "log.plot_timeline()")
     import pandas as pd
 
-    if isinstance(source, pd.DataFrame):
+    if isinstance(source, pd.DataFrame) and _batch_run(source) is None:
         df, titles = source, {}
     else:
         logs = _logs_of(source, {})

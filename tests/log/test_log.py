@@ -32,6 +32,7 @@ from nbagent import (
 )
 from nbagent._record import fold
 from nbagent.log._projection import CALL_COLUMNS, MESSAGE_COLUMNS, STEP_COLUMNS, dtypes
+from nbagent.testing import ScriptedProvider, call_tools, reply
 
 SCHEMAS = {"calls": CALL_COLUMNS, "steps": STEP_COLUMNS, "messages": MESSAGE_COLUMNS}
 
@@ -910,3 +911,26 @@ def test_read_log_from_the_sqlite_store_matches_the_live_chats(tmp_path: Path) -
         assert todo["tool"].tolist() == ["refund"]
     finally:
         store.close()
+
+
+def test_summaries_and_plots_take_a_batch_result_as_read_log_does() -> None:
+    """A batch's result is a frame of rows, not of calls: the summary and both plots read
+    its chats' calls, as ``read_log(result)`` does (they took its columns for a calls frame
+    and raised ``KeyError: 'decision'``)."""
+
+    @nbagent.tool
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return key
+
+    result = nbagent.batch(
+        ["a", "b"],
+        lambda: Chat(
+            provider=ScriptedProvider([call_tools(("lookup", {"key": "k"})), reply("ok")])
+        ).with_tools(lookup),
+        progress=False,
+    )
+    assert list(log.summary(result)["calls"]) == [2]
+    assert log.summary(result).equals(log.summary(nbagent.read_log(result)))
+    assert _png(log.plot_timeline(result)).startswith(b"\x89PNG")
+    assert _png(log.plot_durations(result)).startswith(b"\x89PNG")
