@@ -372,9 +372,9 @@ class CallLog:
     def calls(self) -> pd.DataFrame:
         """One row per tool call (see the module docstring for the columns).
 
-        The frame has every column; shown in a notebook (or printed) it displays
-        the curated ones (:data:`GLANCE`), and its ``frame()`` is the whole frame,
-        displayed whole (see :func:`glance`).
+        The frame has every column; shown in a notebook it displays the curated ones
+        (:data:`GLANCE`; ``print`` shows pandas' own text of every column), and its
+        ``frame()`` is the whole frame, displayed whole (see :func:`glance`).
         """
         return glance(self.frame("calls"))
 
