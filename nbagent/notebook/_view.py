@@ -394,22 +394,26 @@ class ChatView:
             if card.state in ("pending", "working"):
                 raise CardError("This input does not wait for an answer any more.")
             return
-        if kind == "accept":
-            value = _input_answer(pending, action.get("data"))
-            self.state.mark_input_by_hand(pending.id)
-            try:
+        try:
+            if kind == "accept":
+                value = _input_answer(pending, action.get("data"))
+                self.state.mark_input_by_hand(pending.id)
                 self.chat.answer(pending, value)
-            except InputError as exc:
-                raise CardError(str(exc)) from None
-        elif kind in ("decline", "cancel"):
-            reason = str(action.get("reason") or "").strip() or None
-            self.state.mark_input_by_hand(pending.id)
-            try:
+            elif kind in ("decline", "cancel"):
+                reason = str(action.get("reason") or "").strip() or None
+                self.state.mark_input_by_hand(pending.id)
                 self.chat.decline(pending, reason, cancel=kind == "cancel")
-            except InputError as exc:
-                raise CardError(str(exc)) from None
-        else:
-            raise CardError(f"unknown action {kind!r}")
+            else:
+                raise CardError(f"unknown action {kind!r}")
+        except InputError as exc:
+            if any(p.id == pending.id for p in self.chat.pending_inputs):
+                raise CardError(str(exc)) from None  # a bad answer: the input still waits
+            # answered elsewhere first (the chat has that answer now): the turn goes on with
+            # it, as it would have had the follower seen it before the click
+            self._settle_input_card(card)
+            card.error = str(exc)
+            self.continuation.request()
+            return
         self._settle_input_card(card)
         self.continuation.request()
 
@@ -1105,4 +1109,6 @@ def _input_answer(pending: PendingInput, data: Any) -> Any:
     if not text.strip():
         what = "an answer" if kind == "ask_user" else "the result"
         raise CardError(f"Write {what} first (or Decline).")
+    if kind == "ask_user" and text in (pending.content.get("choices") or ()):
+        return text  # a choice's button sends it as the model wrote it, spaces and all
     return text.strip() if kind == "ask_user" else text

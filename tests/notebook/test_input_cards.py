@@ -124,6 +124,55 @@ def test_a_choice_button_answers_ask_user_and_the_chat_carries_on() -> None:
     assert "question</span> Answered by you after " in view.fallback_bundle()["text/html"]
 
 
+def test_a_choice_with_spaces_is_answered_as_the_model_wrote_it() -> None:
+    """``choices: ["Yes ", " No"]``: the button sends the choice as given, and the card
+    stripped it to "Yes", which no choice is: no button could ever answer."""
+    chat = Chat(
+        provider=answers_with_results(
+            ("ask_user", {"question": "Ship?", "choices": ["Yes ", " No"]}, "q1")
+        ),
+        display=False,
+    ).with_tools(ask_user)
+    view = ChatView(chat)
+    chat.ask("go")
+    (card,) = input_cards(view)
+    card.click("accept", data=" No")
+    assert view.continuation.wait(10)
+    assert (card.state, card.error) == ("answered", "")
+    assert chat.last_assistant_message.content == " No"  # type: ignore[union-attr]
+
+
+def test_a_click_that_loses_to_an_answer_from_the_store_carries_the_turn_on(
+    tmp_path: Path,
+) -> None:
+    """Answered in another process through the store, then clicked here before this kernel's
+    follower saw it: the click records nothing, the card says who answered, and the turn
+    goes on with that answer (it stopped there: the model was never asked again)."""
+    from nbagent.store import SQLiteStore
+
+    db = tmp_path / "chats.db"
+    chat = Chat(
+        provider=answers_with_results(
+            ("ask_user", {"question": "Colour?", "choices": ["red", "green"]}, "q1")
+        ),
+        store=db,
+        display=False,
+    ).with_tools(ask_user)
+    view = ChatView(chat)
+    chat.ask("go")
+    (card,) = input_cards(view)
+    with SQLiteStore(db) as other:
+        other.answer("q1", "green", by="ops", chat_id=chat.id)
+    card.click("accept", data="red")
+    assert view.continuation.wait(10)
+    assert chat.status == "complete"
+    assert chat.last_assistant_message.content == "green"  # type: ignore[union-attr]
+    assert card.state == "answered" and "already answered elsewhere" in card.error
+    (record,) = chat.record.inputs
+    assert (record.status, record.answered_by) == ("accept", "ops")
+    chat.close()
+
+
 def test_an_empty_or_wrong_answer_shows_an_error_and_the_question_still_waits() -> None:
     chat = Chat(
         provider=answers_with_results(
