@@ -213,12 +213,13 @@ def summary(
     status = calls["status"].astype("string")
     decision = calls["decision"].astype("string")
     flags = calls[keys].copy()
-    flags["calls"] = 1
-    flags["ok"] = (status == "ok").fillna(False).astype("int64")
+    asked, copied = _hosted_pairs(calls)
+    flags["calls"] = (~asked).astype("int64")
+    flags["ok"] = ((status == "ok").fillna(False) & ~asked).astype("int64")
     flags["errors"] = status.isin(["error", "timed_out"]).astype("int64")
-    flags["_ran"] = status.isin(["ok", "error", "timed_out"]).astype("int64")
+    flags["_ran"] = (status.isin(["ok", "error", "timed_out"]) & ~asked).astype("int64")
     flags["denied"] = (status == "denied").fillna(False).astype("int64")
-    flags["_decided"] = decision.isin(_DECIDED).astype("int64")
+    flags["_decided"] = (decision.isin(_DECIDED) & ~copied).astype("int64")
     flags["pending"] = (decision == "pending").fillna(False).astype("int64")
     flags["_ms"] = calls["duration_ms"].astype("float64")
     shares = _token_shares(calls, steps)
@@ -242,6 +243,25 @@ def summary(
     out["tokens"] = groups["tokens"].sum(min_count=1).round()
     out["cost_usd"] = _significant(groups["cost_usd"].sum(min_count=1), 4)
     return out.astype({c: pandas_dtype(SUMMARY_COLUMNS[c]) for c in out.columns})
+
+
+def _hosted_pairs(calls: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """A hosted call the provider ran after an approval is two rows: the approval request
+    (its decision; "ok" there means sent to the provider) and the provider's call (its
+    outcome, the decision copied, with its time). One call, one decision: the approval rows
+    a provider's call answered, and the provider's calls whose decision is an approval's."""
+    import pandas as pd
+
+    none = pd.Series(False, index=calls.index)
+    if "item_type" not in calls.columns or not calls["hosted"].fillna(False).any():
+        return none, none
+    kind = calls["item_type"].astype("string")
+    when = calls["chat_id"].astype("string") + "|" + calls["decided_at"].astype("string")
+    approvals = (kind == "mcp_approval_request").fillna(False) & calls["decided_at"].notna()
+    runs = (kind == "mcp_call").fillna(False) & calls["decided_at"].notna()
+    asked = approvals & when.isin(set(when[runs]))
+    copied = runs & when.isin(set(when[approvals]))
+    return asked.fillna(False), copied.fillna(False)
 
 
 def _own(frame: pd.DataFrame) -> pd.DataFrame:

@@ -218,3 +218,38 @@ def test_the_warning_made_an_error_stops_the_chat_with_everything_recorded(
 def test_asks_before_reads_require_approval(rule: Any, tool: str, asks: bool | None) -> None:
     wiki = HostedMCP("wiki", server_url="https://wiki.example/mcp", require_approval=rule)
     assert wiki.asks_before(tool) is asks
+
+
+def test_the_summary_counts_a_hosted_call_and_its_decision_once(server: FakeLLMServer) -> None:
+    """A hosted call the provider ran after an approval is two rows (the approval request,
+    the provider's call, the decision copied onto it): the summary counted four calls, four
+    decisions and an approval's "sent to the provider" as a call that ran, for two calls,
+    one denied (and run anyway) and one approved."""
+    server.script(
+        [
+            Turn(
+                hosted=[
+                    mcp_list_tools("wiki", "ask"),
+                    mcp_approval_request("wiki", "ask", {"q": "x"}, id="mcpr_a"),
+                    mcp_approval_request("wiki", "ask", {"q": "y"}, id="mcpr_b"),
+                ]
+            ),
+            Turn(
+                text="done",
+                hosted=[
+                    mcp_call("wiki", "ask", {"q": "x"}, approval_request_id="mcpr_a", output="x"),
+                    mcp_call("wiki", "ask", {"q": "y"}, approval_request_id="mcpr_b", output="y"),
+                ],
+            ),
+        ]
+    )
+    chat = hosted_chat(server)
+    chat.ask("q")
+    chat.deny("mcpr_a", reason="not this one")
+    chat.approve("mcpr_b")
+    with pytest.warns(nbagent.HostedCallWarning):
+        chat.complete()
+    row = nbagent.log.summary(chat).loc["ask"]
+    assert (row["calls"], row["ok"], row["denied"], row["denial_rate"]) == (2, 1, 1, 0.5)
+    assert row["pending"] == 0
+    chat.close()
