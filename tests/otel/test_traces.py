@@ -352,32 +352,37 @@ def test_a_run_that_raises_is_exported_when_it_stops(how: str, spans: InMemorySp
     the next question (forever, if none came), then showed the stop as ``next_turn`` with
     the idle time. They are exported as the run stops, the turn ``failed`` (with the error's
     type) or ``cancelled``, and no span's parent is missing."""
+    from nbagent import ChatCancelled, OutputValidationError, ToolExecutionError
+
     go: Any = None
-    outcome, error_type = "failed", None
+    outcome = "failed"
+    raised: type[BaseException]
     if how == "request fails":
         chat = scripted_chat(call_tools(("lookup", {"city": "Oslo"})), ServerError("boom 500"))
-        error_type = "ServerError"
+        raised = ServerError
     elif how == "stop button":
         chat = scripted_chat(call_tools(("press_stop", {"n": 1})), reply("never"))
         chat.with_tools(press_stop)
-        go, outcome = _stopped, "cancelled"
+        go, outcome, raised = _stopped, "cancelled", KeyboardInterrupt
     elif how == "chat.cancel()":
         chat = scripted_chat(call_tools(("lookup", {"city": "Oslo"})), reply("never"))
         chat.before_tool_call(lambda call: chat.cancel())
-        outcome = "cancelled"
+        outcome, raised = "cancelled", ChatCancelled
     elif how == "invalid answer":
         chat = scripted_chat(reply("not json"), reply("still not json"))
-        go, error_type = (lambda c: c.ask("go", output=Answer)), "OutputValidationError"
+        go, raised = (lambda c: c.ask("go", output=Answer)), OutputValidationError
     else:
         chat = scripted_chat(call_tools(("boom", {})), reply("never"), on_tool_error="raise")
         chat.with_tools(boom)
-    with pytest.raises(BaseException):  # noqa: B017 - each case raises its own
+        raised = ToolExecutionError
+    with pytest.raises(raised):
         (go or (lambda c: c.ask("go")))(chat)
     (turn,) = named(spans, "invoke_agent")  # now, not at the next question
     assert turn.attributes["nbagent.outcome"] == outcome
     if outcome == "failed":
         assert turn.status.status_code.name == "ERROR"
-        assert turn.attributes["error.type"] == (error_type or turn.attributes["error.type"])
+        assert turn.attributes["error.type"] == raised.__name__
+        assert turn.status.description == raised.__name__  # no content: the type, not the text
     assert named(spans, "chat ")
     exported_whole(spans)
     spans.clear()
