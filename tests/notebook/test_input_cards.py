@@ -89,14 +89,19 @@ def clicking(view: ChatView, person: Callable[[ActionCard], None]) -> threading.
     return t
 
 
+def asking(question: str, choices: list[str] | None = None, **chat_kwargs: Any) -> Chat:
+    """A chat whose model asks the person ``question`` (``ask_user``, call ``q1``), then
+    says the answer."""
+    arguments: dict[str, Any] = {"question": question}
+    if choices is not None:
+        arguments["choices"] = choices
+    provider = answers_with_results(("ask_user", arguments, "q1"))
+    return Chat(provider=provider, display=False, **chat_kwargs).with_tools(ask_user)
+
+
 # ------------------------------------------------------------------------------ ask_user
 def test_a_choice_button_answers_ask_user_and_the_chat_carries_on() -> None:
-    chat = Chat(
-        provider=answers_with_results(
-            ("ask_user", {"question": "Ship <b>today</b>?", "choices": ["yes", "no"]}, "q1")
-        ),
-        display=False,
-    ).with_tools(ask_user)
+    chat = asking("Ship <b>today</b>?", ["yes", "no"])
     view = ChatView(chat)
     chat.ask("go")
     (card,) = input_cards(view)
@@ -127,12 +132,7 @@ def test_a_choice_button_answers_ask_user_and_the_chat_carries_on() -> None:
 def test_a_choice_with_spaces_is_answered_as_the_model_wrote_it() -> None:
     """``choices: ["Yes ", " No"]``: the button sends the choice as given, and the card
     stripped it to "Yes", which no choice is: no button could ever answer."""
-    chat = Chat(
-        provider=answers_with_results(
-            ("ask_user", {"question": "Ship?", "choices": ["Yes ", " No"]}, "q1")
-        ),
-        display=False,
-    ).with_tools(ask_user)
+    chat = asking("Ship?", ["Yes ", " No"])
     view = ChatView(chat)
     chat.ask("go")
     (card,) = input_cards(view)
@@ -151,13 +151,7 @@ def test_a_click_that_loses_to_an_answer_from_the_store_carries_the_turn_on(
     from nbagent.store import SQLiteStore
 
     db = tmp_path / "chats.db"
-    chat = Chat(
-        provider=answers_with_results(
-            ("ask_user", {"question": "Colour?", "choices": ["red", "green"]}, "q1")
-        ),
-        store=db,
-        display=False,
-    ).with_tools(ask_user)
+    chat = asking("Colour?", ["red", "green"], store=db)
     view = ChatView(chat)
     chat.ask("go")
     (card,) = input_cards(view)
