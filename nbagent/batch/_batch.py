@@ -442,6 +442,9 @@ def batch_results(result: Any, *, wait: bool | float = False) -> Any:
             (decisions already made, or made by another process or thread,
             continue them meanwhile). In a notebook, decide first (the inbox,
             ``chat.approve``), then wait: a cell that waits receives no clicks.
+            In a script the batch stopped watching when it returned, so there is
+            nothing to wait for: pass ``wait_for_decisions=`` to ``batch`` instead,
+            or run it again with its store once the rows are decided.
     """
     run = run_of(result)
     if wait is not False and run.running and not run.final:
