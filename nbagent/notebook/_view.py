@@ -840,8 +840,10 @@ class ChatView:
             self._go_static()
 
     def _offers_revoke(self) -> bool:
-        """A card offers "Stop always allowing" (the rule holds): its button must work."""
-        return any(card.revocable for card in self._cards.values())
+        """A card offers "Stop always allowing" while the rule holds: its button must work
+        (a rule revoked in code keeps no view live)."""
+        allowed = self.chat.always_allowed
+        return any(card.revocable and card.tool in allowed for card in self._cards.values())
 
     def _go_static(self, phase: str | None = None) -> None:
         """Show the static bundle in this view's output, then free its widgets."""

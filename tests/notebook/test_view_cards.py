@@ -355,6 +355,18 @@ def test_a_shown_view_keeps_stop_always_allowing_until_it_is_used(
     second.click("revoke")
     assert chat.always_allowed == ()
     assert not view.live and first.comm is None  # static now: its widgets closed
+    # taken back in code instead: the next time the chat settles, the view lets go too
+    again = two_refunds(Ledger())
+    view = ChatView(again)
+    view._ipython_display_()
+    again.ask("Refund 1 and 2")
+    card_for(view, "r1").click("always")
+    done(again)
+    assert view.live
+    again.revoke("issue_refund")
+    assert view.live  # nothing settled since
+    again.complete()  # the chat settles again (nothing to do): no offer stands
+    assert not view.live
 
 
 def test_a_call_always_allowed_carries_a_chip_and_stop_always_allowing() -> None:
