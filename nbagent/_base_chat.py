@@ -508,10 +508,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
 
     def refresh(self) -> list[ToolCall]:
         """Apply decisions made elsewhere (another process, through the store); returns them."""
-        decided: list[ToolCall] = []
-        for refresh in self._hook("refresh"):
-            decided.extend(refresh())
-        return decided
+        return self._refreshed()
 
     def close(self) -> None:
         """Write what is pending and release what the chat's extensions hold (a store file),

@@ -1004,9 +1004,16 @@ class ChatCore:
     def _refresh_inputs(self) -> None:
         """Apply what the store has for this chat (answers, decisions), on the follower's
         worker thread; a read that fails waits for the next news."""
+        with contextlib.suppress(Exception):
+            self._refreshed()
+
+    def _refreshed(self) -> list[ToolCall]:
+        """``chat.refresh()``: every extension applies what was decided elsewhere; the
+        calls decided."""
+        decided: list[ToolCall] = []
         for refresh in self._hook("refresh"):
-            with contextlib.suppress(Exception):
-                refresh()
+            decided.extend(refresh())
+        return decided
 
     def _inputs_of(self, c: ToolCall) -> list[str]:
         """The ids of the inputs a running call still waits for (asked mid-call)."""

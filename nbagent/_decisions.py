@@ -64,7 +64,7 @@ class DecisionsMixin(ChatCore):
             kept = [p for p in self._policies if not (p.tool == name and p.when is not_given)]
             self._policies[:] = [*kept, policy]
             unknown = not (self._sources or self._hosted) and name not in self._tools
-            tools = ", ".join(self._tools) or "none yet"
+            tools = (", ".join(self._tools) or "none yet") if unknown else ""
         if unknown:  # a typo would otherwise leave every call of the real tool asking
             notice(
                 f"always_allow({name!r}): this chat has no tool {name!r} (its tools: {tools}); "

@@ -103,7 +103,13 @@ class Held:
     def __init__(self, make_chat: Callable[..., Any] | None = None) -> None:
         self.chats: list[Any] = []
         self.make_chat = make_chat
+        self._takes_row = make_chat is not None and takes_row(make_chat)
         self._tools: dict[Any, tuple[str, ...]] = {}
+
+    def make(self, row: Any) -> Any:
+        """A chat of the factory for ``row`` (given the row when it takes one), not held."""
+        assert self.make_chat is not None
+        return self.make_chat(row) if self._takes_row else self.make_chat()
 
     def keep(self, chat: Any) -> Any:
         self.chats.append(chat)
@@ -118,11 +124,10 @@ class Held:
         continues one (the class ``load`` of a chat the factory makes, with its provider
         and tools), for reading (:func:`~nbagent.evaluation.compare_scorecards`); close
         it after. ``None`` when it cannot be (no factory, no store, a load that fails)."""
-        make = self.make_chat
-        if make is None or store is None:
+        if self.make_chat is None or store is None:
             return None
         try:
-            template = make(row) if takes_row(make) else make()
+            template = self.make(row)
             return type(template).load(
                 chat_id,
                 store=store,
@@ -136,17 +141,15 @@ class Held:
     def tools_for(self, row: Any) -> Callable[[], tuple[str, ...]] | None:
         """The names of the tools a chat of the factory has (for this row), asked when
         first needed: one chat made per row for a factory taking the row, else one."""
-        make = self.make_chat
-        if make is None:
+        if self.make_chat is None:
             return None
-        takes = takes_row(make)
 
         def names() -> tuple[str, ...]:
-            key = repr(row) if takes else None
+            key = repr(row) if self._takes_row else None
             if key not in self._tools:
                 found: tuple[str, ...] = ()
                 with contextlib.suppress(Exception):  # a factory that fails now: the called
-                    chat = make(row) if takes else make()
+                    chat = self.make(row)
                     found = tuple(t.name for t in chat.known_tools)  # asks no MCP server
                 self._tools[key] = found
             return self._tools[key]
@@ -160,9 +163,9 @@ class Held:
 def holding(make_chat: Callable[..., Any]) -> tuple[Callable[..., Any], Held]:
     """``make_chat``, each chat it makes held."""
     held = Held(make_chat)
-    if takes_row(make_chat):
-        return (lambda row: held.keep(make_chat(row))), held
-    return (lambda: held.keep(make_chat())), held
+    if held._takes_row:
+        return (lambda row: held.keep(held.make(row))), held
+    return (lambda: held.keep(held.make(None))), held
 
 
 def _checks(checks: Any) -> list[Any]:

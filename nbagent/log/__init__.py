@@ -155,11 +155,14 @@ def _batch_run(source: Any) -> Any:
 
 
 def _frame(source: Any, kind: Kind = "calls") -> pd.DataFrame:
+    return source if _is_frame_of(source) else read_log(source, kind)
+
+
+def _is_frame_of(source: Any) -> bool:
+    """``source`` is a log frame as it is (a batch's result is a frame of rows: read)."""
     import pandas as pd
 
-    if isinstance(source, pd.DataFrame) and _batch_run(source) is None:
-        return source  # a frame of calls (a batch's result is a frame of rows: read)
-    return read_log(source, kind)
+    return isinstance(source, pd.DataFrame) and _batch_run(source) is None
 
 
 # -------------------------------------------------------------- summary
@@ -348,7 +351,7 @@ def plot_timeline(
     require("matplotlib", "log.plot_timeline()")
     import pandas as pd
 
-    if isinstance(source, pd.DataFrame) and _batch_run(source) is None:
+    if _is_frame_of(source):
         df, titles = source, {}
     else:
         logs = _logs_of(source, {})

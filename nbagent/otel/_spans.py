@@ -173,12 +173,8 @@ class Tracer(Extension):
         go of this tracer (and so of the tracer provider and its exporters)."""
         if self._record is not None:
             self._record.unsubscribe(self.on_change)
-        self.flush()
         with self._lock:
-            if self._finishing is not None:
-                self._end_finishing()
-            self._end_turn(None, "detached")
-            self._orphans_as_roots()
+            self._end_run(None, "detached")
         host, self._host, self._record = self._host, None, None
         if host is not None:
             host.remove(self)
@@ -188,17 +184,23 @@ class Tracer(Extension):
         and its turn ends, ``cancelled`` (the stop button, ``chat.cancel()``) or ``failed``;
         nothing waits for a next turn that may never come."""
         with self._lock:
-            self._flush()
-            if self._finishing is not None:
-                self._end_finishing()
-            if self._turn_span is not None:
-                if isinstance(error, _STOPPED):
-                    self._end_turn(utcnow(), "cancelled")
-                else:
-                    kind = type(error).__name__
-                    text = self._text(str(error), 1000) if self._content else kind
-                    self._end_turn(utcnow(), "failed", error=(kind, text))
-            self._orphans_as_roots()
+            if isinstance(error, _STOPPED):
+                self._end_run(utcnow(), "cancelled")
+            else:
+                kind = type(error).__name__
+                text = self._text(str(error), 1000) if self._content else kind
+                self._end_run(utcnow(), "failed", error=(kind, text))
+
+    def _end_run(
+        self, ts: datetime | None, outcome: str, error: tuple[str, str] | None = None
+    ) -> None:
+        """(Under the lock.) No run follows here: the kept changes become spans, the open
+        turn ends with ``outcome``, and the calls no run adopted are exported on their own."""
+        self._flush()
+        if self._finishing is not None:
+            self._end_finishing()
+        self._end_turn(ts, outcome, error=error)
+        self._orphans_as_roots()
 
     # ------------------------------------------------------------ the change hook
     def on_change(self, change: RecordChange) -> None:
