@@ -43,6 +43,7 @@ from ._errors import (
     OutputValidationError,
     ProviderError,
     ToolExecutionError,
+    redact_keys,
 )
 from ._events import (
     ApprovalRequested,
@@ -390,7 +391,7 @@ class LoopMixin(ChatCore):
                 model=self.model,
                 provider=self.provider.name,
                 error_type=type(exc).__name__,
-                error=clean(str(exc)),
+                error=redact_keys(clean(str(exc))),  # the SDK providers' is scrubbed
                 latency_ms=(time.perf_counter() - request.t0) * 1000.0,
             )
         )
@@ -1027,8 +1028,8 @@ class _RoundHooks:
                     f"({type(exc).__name__}: {str(exc)[:200]})"
                 )
                 outcome.value = None
-        if outcome.message is not None:
-            outcome.message = clean(outcome.message)
+        if outcome.message is not None:  # a tool's own client may quote its key
+            outcome.message = redact_keys(clean(outcome.message))
         with chat._lock:
             if c.is_final:
                 return

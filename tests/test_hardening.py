@@ -454,3 +454,53 @@ def test_chats_made_together_have_reprs_that_tell_them_apart() -> None:
     assert short_id(a.id) == a.id[-8:] and len(short_id(a.id)) == 8
     assert short_id("refund-case-42") == "refund-case-42"
     assert "id='refund-case-42'" in repr(Chat("demo", id="refund-case-42", display=False))
+
+
+# ------------------------------------------------- key-shaped text from the user's own code
+LEAKED = "sk-proj-abcdefghijklmnop0123456789"
+
+
+@tool
+def calls_another_api(order_id: int) -> str:
+    """A tool whose own client fails, quoting the key it was given."""
+    ran.append("calls_another_api")
+    raise PermissionError(f"401 from billing: key {LEAKED} rejected for order {order_id}")
+
+
+def test_a_tools_error_reaches_the_model_and_the_record_without_a_key(tmp_path: Any) -> None:
+    from nbagent import open_store
+
+    store = open_store(tmp_path / "s.db")
+    chat = Chat(
+        provider=ScriptedProvider(
+            [call_tools(("calls_another_api", {"order_id": 7})), reply("ok")]
+        ),
+        display=False,
+        store=store,
+    ).with_tool(calls_another_api)
+    chat.ask("go")
+    assert ran == ["calls_another_api"]
+    (result,) = _results(chat)
+    assert LEAKED not in result.content and "key sk-*** rejected" in result.content
+    assert "order 7" in result.content  # the rest of the error is the model's to read
+    assert LEAKED not in chat.log.to_csv()
+    assert LEAKED not in repr([e for e in chat.events])
+    dump = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    assert LEAKED.encode() not in dump
+
+
+def test_a_custom_providers_failure_is_recorded_without_a_key(tmp_path: Any) -> None:
+    from nbagent import open_store
+    from nbagent.log import read_log
+
+    store = open_store(tmp_path / "s.db")
+    boom = ConnectionError(f"proxy refused Authorization: Bearer {LEAKED}")
+    chat = Chat(provider=ScriptedProvider([boom]), display=False, store=store)
+    with pytest.raises(ConnectionError):
+        chat.ask("go")
+    steps = chat.steps
+    assert LEAKED not in steps.to_csv() and "Bearer ***" in steps.to_csv()
+    assert LEAKED not in repr(list(chat.events))
+    assert LEAKED not in read_log(store, "steps").to_csv()
+    dump = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    assert LEAKED.encode() not in dump
