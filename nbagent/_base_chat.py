@@ -739,6 +739,9 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
 
         Calls not started yet are answered as cancelled, so the transcript
         stays valid; ``complete()`` resumes (the model sees what was cancelled).
+        A model request under way is waited for (its answer is kept: it is paid
+        for), and the calls it asks for that would run now are cancelled the
+        same way; a call waiting for a person's decision goes on waiting.
         Calls waiting for their turn to drive (see :meth:`complete`) return at
         once: ``complete()`` with what is settled, ``ask()`` and ``step()`` by
         raising :class:`~nbagent.ChatCancelled` (nothing of them ran).

@@ -190,8 +190,12 @@ class LoopMixin(ChatCore):
 
     def _step_gen(self, may_work: bool = True) -> Generator[_Effect, Any, StepResult]:
         """One unit of work; with ``may_work`` false, only finish or park (the budget is spent)."""
-        if self._cancel.is_set():
+        cancelling = self._cancel.is_set()
+        if cancelling and not self._has_ready_calls():
             raise ChatCancelled("the chat was cancelled; call complete() to resume")
+        # else cancelled as a response came in: its calls that would run now are answered
+        # as cancelled by the round below (the runner starts none), then the run stops.
+        # Left unanswered, they ran at the next complete(), and ask() refused to go on.
         for before_step in self._hook("before_step"):
             said = before_step()
             if said == "later":  # its work would wait on the async driver's loop
@@ -216,7 +220,7 @@ class LoopMixin(ChatCore):
             self._finish_step(result)
             return result
         spent = self._spent_budget() if action == "generate" else None
-        if not may_work or spent:
+        if (not may_work or spent) and not cancelling:
             # work is left and a budget is spent (steps; or cost or tokens, checked
             # before a request): the one budget stop
             result = StepResult("budget_exhausted", self.last_assistant_message)
@@ -294,6 +298,10 @@ class LoopMixin(ChatCore):
                 budget=budget,
             )
         )
+
+    def _has_ready_calls(self) -> bool:
+        with self._lock:
+            return self._plan()[0] == "run_tools"
 
     def _plan(self) -> tuple[str, list[ToolCall]]:
         if self._open is not None:

@@ -370,6 +370,49 @@ def test_cancel_lets_running_calls_settle_and_cancels_the_rest(mode: str) -> Non
     assert len(provider.requests) == 2
 
 
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_cancel_during_the_model_request_cancels_the_calls_of_its_answer(
+    driver: str, tmp_path: Any
+) -> None:
+    """``chat.cancel()`` while the model answers: the answer is kept, the calls it asked for
+    that would run now are answered ``cancelled`` (none runs), a gated one still waits for its
+    person, and the run stops. Before, the calls were left unanswered: ``ask()`` refused a new
+    question until ``complete()`` ran them, the very calls the user had cancelled."""
+    gated: list[str] = []
+
+    @tool(requires_approval=True)
+    def refund(order_id: int) -> str:
+        """Refunds an order (asks first)."""
+        gated.append(str(order_id))
+        return "refunded"
+
+    chat: Chat | None = None
+
+    def answered_while_cancelling(request: Any) -> Any:
+        assert chat is not None
+        chat.cancel()  # from a button or another thread, while the response streams in
+        return call_tools(
+            ("slow", {"name": "a"}, "a"), ("slow", {"name": "b"}, "b"), ("refund", {"order_id": 4})
+        )
+
+    store = nbagent.open_store(tmp_path / "s.db")
+    provider = ScriptedProvider([answered_while_cancelling, reply("ok")])
+    chat = Chat(provider=provider, store=store).with_tools(slow, refund)
+    with pytest.raises(ChatCancelled):
+        if driver == "sync":
+            chat.ask("go")
+        else:
+            asyncio.run(chat.ask_async("go"))
+    assert log == [] and gated == []
+    assert [c.status for c in chat.tool_calls] == ["cancelled", "cancelled", "awaiting_approval"]
+    again = Chat.load(chat.id, store=store, provider=ScriptedProvider([]))
+    assert [c.status for c in again.tool_calls] == ["cancelled", "cancelled", "awaiting_approval"]
+    chat.deny(chat.tool_calls[2].id, reason="not now")
+    assert chat.ask("never mind").content == "ok"  # type: ignore[union-attr]
+    assert log == [] and gated == []
+    assert "before it ran" in results(chat)[0].content
+
+
 def test_keyboard_interrupt_in_sequential_tool_leaves_valid_transcript() -> None:
     @tool
     def interrupted() -> str:
