@@ -85,6 +85,7 @@ from ._types import (
     ResultStatus,
     ToolCall,
     ToolResultMessage,
+    short_id,
 )
 from ._unicode import TooDeep, clean, clean_json
 from .providers import ModelRequest, Provider
@@ -405,15 +406,29 @@ class ChatCore:
         return [c for c in self.open_calls if c.status == "awaiting_approval"]
 
     def get_call(self, call_or_id: ToolCall | str) -> ToolCall:
-        """The chat's call for a :class:`ToolCall` or its id."""
+        """The chat's call for a :class:`ToolCall` or its id.
+
+        A call object must be this chat's (or one another copy of this chat holds):
+        ids repeat across chats (the demo model's ``demo_call_1``, a fork keeps its
+        parent's), and approving another chat's call ran this chat's call of that id.
+        """
         cid = call_or_id.id if isinstance(call_or_id, ToolCall) else call_or_id
         try:
-            return self._calls[cid]
+            mine = self._calls[cid]
         except KeyError:
             raise DecisionError(
                 f"no tool call {cid!r} in this chat"
                 + (f"; pending: {[c.id for c in self.pending_approvals]}" if self._calls else "")
             ) from None
+        if isinstance(call_or_id, ToolCall) and call_or_id is not mine:
+            owner = call_or_id.chat_id
+            if (owner is not None and owner != self.id) or (owner is None and call_or_id != mine):
+                where = f"of chat {short_id(owner)}" if owner else "not the one this chat has"
+                raise DecisionError(
+                    f"{call_or_id!r} is {where}, not a call of this chat "
+                    f"({short_id(self.id)}), whose {cid} is {mine!r}: decide it on its own chat"
+                )
+        return mine
 
     @property
     def last_assistant_message(self) -> Message | None:
@@ -1092,6 +1107,8 @@ class ChatCore:
         with self._lock:
             self._messages = list(snap.messages)
             self._calls = {c.id: c for c in snap.calls}
+            for c in snap.calls:
+                c.chat_id = self.id
             self._call_turn, self._call_step = dict(snap.call_turn), dict(snap.call_step)
             last = self._messages[-1] if self._messages else None
             self._open = last if isinstance(last, AssistantToolCallMessage) else None

@@ -585,6 +585,7 @@ class LoopMixin(ChatCore):
         truncated = response.stop_reason in ("max_tokens", "context_window")
         for n, c in enumerate(calls):
             self._calls[c.id] = c
+            c.chat_id = self.id
             self._call_turn[c.id] = self._turn
             self._call_step[c.id] = step
             tool = None if c.hosted else self._tools.get(c.name)

@@ -225,6 +225,10 @@ class ToolCall:
         hosted: The provider runs the tool (a hosted MCP server asking for
             approval, e.g. OpenAI's ``mcp_approval_request``): the chat never
             runs it; a decision is sent back to the provider instead.
+        chat_id: The chat the call belongs to, set when that chat records it
+            (``None`` for a call no chat has recorded): a decision given a call
+            object from another chat is refused, never applied to a call of
+            this chat that happens to have the same id.
     """
 
     id: str
@@ -240,6 +244,7 @@ class ToolCall:
     finished_at: datetime | None = None
     server: str | None = None
     hosted: bool = False
+    chat_id: str | None = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ToolCall):

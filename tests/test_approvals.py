@@ -570,3 +570,40 @@ def test_async_api_with_approvals() -> None:
 
     assert asyncio.run(main()).content == "async ok"
     assert runs["issue_refund"] == 1
+
+
+def test_a_call_object_of_another_chat_is_refused_not_matched_by_its_id(tmp_path: Any) -> None:
+    """Call ids repeat across chats (the demo model's ``demo_call_1``; a fork keeps its
+    parent's). Approving chat B's call on chat A approved A's call of that id, and it ran:
+    the person approved order 5 and order 1 was refunded."""
+    store = nbagent.open_store(tmp_path / "s.db")
+    a, b = (
+        Chat(
+            provider=ScriptedProvider([call_tools(("issue_refund", {"order_id": n}, "r1"))]),
+            store=store,
+        ).with_tools(IssueRefund)
+        for n in (1, 5)
+    )
+    a.ask("one")
+    b.ask("five")
+    with pytest.raises(DecisionError, match="not a call of this chat"):
+        a.approve(b.pending_approvals[0])
+    with pytest.raises(DecisionError, match="not a call of this chat"):
+        a.deny(b.pending_approvals[0])
+    with pytest.raises(DecisionError, match="not a call of this chat"):
+        a.fork(b.pending_approvals[0], decision="approved")
+    forked = a.fork(a.pending_approvals[0], arguments={"order_id": 2})  # ids shared with a
+    with pytest.raises(DecisionError, match="not a call of this chat"):
+        a.approve(forked.tool_calls[0])
+    made_by_hand = ToolCall("r1", "issue_refund", {"order_id": 5})
+    with pytest.raises(DecisionError, match="not the one this chat has"):
+        a.approve(made_by_hand)
+    assert runs["issue_refund"] == 0
+    assert [c.status for c in a.tool_calls] == ["awaiting_approval"]
+    # the store, holding both chats, finds the call of the chat the object came from
+    store.approve(b.pending_approvals[0], by="reviewer")
+    b.refresh()
+    assert [c.status for c in b.tool_calls] == ["approved"]
+    assert [c.status for c in a.tool_calls] == ["awaiting_approval"]
+    a.approve(ToolCall("r1", "issue_refund", {"order_id": 1}))  # the same call, by value
+    assert [c.status for c in a.tool_calls] == ["approved"]

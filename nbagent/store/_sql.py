@@ -1788,8 +1788,8 @@ class SQLStore:
         if isinstance(call, StoredCall):
             chat_id = chat_id or call.chat_id
             call_id = call.id
-        elif isinstance(call, ToolCall):
-            call_id = call.id
+        elif isinstance(call, ToolCall):  # its chat's, when it came from one: ids repeat
+            chat_id, call_id = chat_id or call.chat_id, call.id
         elif isinstance(call, str):
             call_id = call
         else:
