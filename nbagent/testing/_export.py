@@ -2,56 +2,145 @@
 
 The file asks the chat's user messages again with ``replay="only"`` (the model
 is never asked: :class:`~nbagent.testing.OfflineProvider`), makes the recorded
-decisions, and asserts the same calls (names, arguments, statuses) and the
-same final answer. The recorded responses go to a directory beside it
-(``<file stem>_recordings/``, one JSON file per request, with the results of
-the calls that ran). Tools importable by module path are imported and run for
-real, so a change in their behaviour changes the next request and the test
-fails saying which message differs; a tool that cannot be imported (defined
-in a notebook, a lambda, a closure) becomes a
-:func:`~nbagent.testing.stand_in` whose recorded results are replayed, which
-the file says in a comment.
+decisions, gives the recorded answers (``ask_user``, external tools), and
+asserts the same calls (names, arguments, statuses), the same status and the
+same final answer; it stops where the chat stopped (waiting for a decision, say).
+The recorded responses go to a directory beside it (``<file stem>_recordings/``,
+one JSON file per request, with the results of the calls that ran). Tools
+importable by module path are imported (under their own names in the file, so
+no tool name can clash with the file's) and run for real, so a change in their
+behaviour changes the next request and the test fails saying which message
+differs; a tool that cannot be imported (defined in a notebook, a lambda, a
+closure) becomes a :func:`~nbagent.testing.stand_in` whose recorded results are
+replayed, which the file says in a comment. A hosted MCP server is written
+without its secrets (its headers' names only, which the recordings match on).
 """
 
 from __future__ import annotations
 
+import builtins
 import importlib
+import keyword
 import os
 import pprint
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
-from .._recording import RecordedResult
+from .._hosted import HostedMCP
+from .._recording import RecordedResult, _digest
 from .._replay import DirectoryRecordings
 from .._result_text import without_edit_note
 from .._tools import FunctionTool, Tool
 from .._types import ChatMessage, short_id
 
 _RAN = ("ok", "error", "timed_out")
+_INPUT_KINDS = ("ask_user", "external")  # a call parked on an input (the others: a run's)
+_SECRET_QUERY = re.compile(r"key|token|secret|auth|sig|pass|session|cred|code", re.I)
+_HEADER_STAND_IN = "not-exported"
+
+# names the generated file defines or imports itself: a tool's variable never takes one
+_TAKEN = {
+    "Path",
+    "Chat",
+    "HostedMCP",
+    "OfflineProvider",
+    "replay_turns",
+    "stand_in",
+    "RECORDINGS",
+    "TURNS",
+    "DECISIONS",
+    "INPUTS",
+    "OUTPUTS",
+    "EXPECTED_CALLS",
+    "EXPECTED_STATUS",
+    "EXPECTED_ANSWER",
+    "chat",
+    "answer",
+}
 
 
-def _importable(t: Tool) -> str | None:
-    """``from module import name`` (or ``name()`` for a class), if that gives this tool back."""
-    target: Any = t if isinstance(t, FunctionTool) else type(t)
-    fn = t.fn if isinstance(t, FunctionTool) else target
-    module, qual = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
-    if not module or module == "__main__" or "<" in qual or "." in qual:
-        return None
-    try:
-        found = getattr(importlib.import_module(module), qual)
-    except Exception:
-        return None
+class _Names:
+    """Unique, identifier-safe variable names for the generated file."""
+
+    def __init__(self) -> None:
+        self.used = set(_TAKEN) | set(dir(builtins))
+
+    def take(self, prefix: str, text: str) -> str:
+        base = prefix + (re.sub(r"[^0-9a-zA-Z_]+", "_", text).strip("_") or "x")
+        name, n = base, 1
+        while name in self.used or keyword.iskeyword(name) or not name.isidentifier():
+            n += 1
+            name = f"{base}_{n}"
+        self.used.add(name)
+        return name
+
+
+def _public(module: str) -> bool:
+    return not any(part.startswith("_") for part in module.split("."))
+
+
+def _modules(module: str) -> Iterator[str]:
+    """Where to import from: the public packages above ``module`` and itself, shortest
+    first (``nbagent._ask_user`` gives ``nbagent``, then ``nbagent._ask_user``)."""
+    parts = module.split(".")
+    for i in range(1, len(parts)):
+        if parts[i - 1].startswith("_"):
+            break
+        yield ".".join(parts[:i])
+    yield module
+
+
+def _exported(obj: Any, module: str, same: Any = None) -> tuple[str, str] | None:
+    """``(module, name)``: ``from module import name`` gives ``obj`` (or, with ``same``, a
+    value ``same`` accepts), from a public module when one has it."""
+    for where in _modules(module):
+        try:
+            mod = importlib.import_module(where)
+        except Exception:
+            continue
+        loaded = vars(mod)  # what the module holds now (a lazy export is not loaded here)
+        listed = [a for a in getattr(mod, "__all__", ()) if a in loaded]
+        for attr in [*listed, *sorted(loaded)]:
+            if attr.startswith("_") and where != module:
+                continue
+            value = loaded[attr]
+            if value is obj or (same is not None and same(value)):
+                return where, attr
+    return None
+
+
+def _importable(t: Tool) -> tuple[str, str, bool] | None:
+    """``(module, name, call)``: ``from module import name`` gives this tool back (``call``:
+    it is a class, called with no argument), by a public path when there is one."""
     if isinstance(t, FunctionTool):
-        return f"from {module} import {qual}" if found is t else None
-    if found is not target:
+        module, qual = getattr(t.fn, "__module__", None), getattr(t.fn, "__qualname__", "")
+        if not module or module == "__main__" or "<" in qual or "." in qual:
+            return None
+        found = _exported(t, module)
+        return None if found is None else (*found, False)
+    cls = type(t)
+    module = cls.__module__
+    if not module or module == "__main__" or "<" in cls.__qualname__ or "." in cls.__qualname__:
         return None
+    found = _exported(t, module)  # the instance itself (nbagent.ask_user)
+    if found is not None:
+        return (*found, False)
     try:
-        target()
+        fresh = cls()
     except Exception:
         return None
-    return f"from {module} import {qual}"
+    by_class = _exported(cls, module)
+    if by_class is not None and _public(by_class[0]):
+        return (*by_class, True)
+    # a public instance the model sees the same (AskUser() is nbagent.ask_user)
+    same = _exported(t, module, lambda v: type(v) is cls and v.spec == fresh.spec)
+    if same is not None and _public(same[0]):
+        return (*same, False)
+    return None if by_class is None else (*by_class, True)
 
 
 def _literal(value: Any) -> str:
@@ -65,9 +154,18 @@ def _slug(text: str) -> str:
 def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = None) -> Path:
     """Write a pytest file that replays ``chat`` offline and checks it does the same again.
 
+    The test stops where the chat stopped: a chat waiting for a decision or an
+    answer exports a test that ends waiting for it (and checks so). Recorded
+    answers (``ask_user``, external tools) are given again. A structured answer's
+    type (``output=``) is imported by the test, so it must be importable from a
+    module (or be a JSON Schema dict). A hosted MCP server is written without its
+    headers' values and token (only the headers' names, which the recordings match
+    on; the test never reaches it).
+
     Args:
-        chat: A chat that ran in this process (its recordings are found where
-            they live: the process, a recordings directory, its store).
+        chat: A chat that ran in this process: its recordings are its own, or found
+            where it wrote them (the process, a recordings directory, its store). A
+            chat loaded from a store (``Chat.load``) has none to export.
         path: The test file to write (``tests/test_weather.py``); its
             recordings go to ``<stem>_recordings/`` beside it.
         name: The test function's name (default: from the first message).
@@ -76,9 +174,12 @@ def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = Non
         The path of the test file.
 
     Raises:
-        ValueError: The chat has nothing to replay (no recorded request in
-            this process, e.g. a chat loaded from a store), or a turn sent
-            images (not exported).
+        ValueError: The chat has nothing to replay (no recorded request in this
+            process, e.g. a chat loaded from a store); a turn sent images or files,
+            or an answer gave some; a turn asked for a structured answer whose type
+            the test cannot import (defined in a notebook), or of a type the chat
+            no longer holds (an earlier turn's, other than the latest turn's); a
+            hosted MCP server's URL carries what may be a secret in its query.
     """
     path = Path(path)
     if path.suffix != ".py":
@@ -86,44 +187,46 @@ def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = Non
     recordings = chat.recordings()
     if not recordings:
         raise ValueError(
-            "this chat has no recorded model request to replay (only a chat that ran in "
-            "this process has them: run the chat, then export it)"
+            "this chat has no recorded model request to replay: only a chat that ran in "
+            "this process has them, and a chat loaded from a store (Chat.load) has none; "
+            "export the chat that ran, in its process"
         )
-    transcript = chat.transcript
     turns: list[str] = []
-    seen_turns: set[int] = set()
-    for m in transcript:
-        if isinstance(m, ChatMessage) and m.role == "user" and m.turn not in seen_turns:
-            seen_turns.add(m.turn)
+    turn_numbers: list[int] = []
+    for m in chat.transcript:
+        if isinstance(m, ChatMessage) and m.role == "user" and m.turn not in turn_numbers:
+            turn_numbers.append(m.turn)
             if m.parts:
                 raise ValueError(f"turn {m.turn} sent images or files; to_pytest cannot export it")
             turns.append(m.content)
 
+    names = _Names()
+    test_name = "test_" + _slug(name or f"replays_{turns[0][:40] if turns else short_id(chat.id)}")
+    names.used.add(test_name)
+    imports: list[str] = []
+    outputs = _outputs(chat, recordings, turn_numbers, names, imports)
+
     calls = chat.tool_calls
-    decisions = {
-        c.id: (c.decision.verdict, c.decision.reason, c.decision.arguments)
-        for c in calls
-        if c.decision is not None and not c.hosted
-    }
     expected_calls = [(c.name, c.arguments, c.status) for c in calls]
     last = chat.last_assistant_message
     answer = None if last is None else last.content
 
     # the tools: imported when importable, else stand-ins with their results replayed
-    imports: list[str] = []
-    stand_ins: list[str] = []
+    definitions: list[str] = []
     uses: list[str] = []
     replayed: list[str] = []
     gated = {c.name for c in calls if c.approval is not None and c.approval.required}
     for t in chat.tools:
-        line = _importable(t)
-        if line is not None:
-            imports.append(line)
-            uses.append(line.rsplit(" ", 1)[1] + ("" if isinstance(t, FunctionTool) else "()"))
+        found = _importable(t)
+        if found is not None:
+            module, attr, call = found
+            var = names.take("tool_", t.name)
+            imports.append(f"from {module} import {attr} as {var}")
+            uses.append(var + ("()" if call else ""))
             continue
-        var = _slug(t.name).upper() + "_STAND_IN"
+        var = names.take("STAND_IN_", t.name.upper())
         spec = t.spec
-        stand_ins.append(
+        definitions.append(
             f"# {t.name} cannot be imported here (defined in {_where(t)}): its recorded\n"
             f"# results are replayed (replay_tools), the tool itself never runs in this test.\n"
             f"{var} = stand_in(\n"
@@ -135,6 +238,15 @@ def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = Non
         )
         uses.append(var)
         replayed.append(t.name)
+    hosted = [_hosted(t, names, definitions) for t in chat.hosted_tools]
+    uses.extend(hosted)
+
+    decisions = {
+        c.id: (c.decision.verdict, c.decision.reason, c.decision.arguments, c.decision.by)
+        for c in calls
+        if c.decision is not None
+    }
+    inputs = _inputs(chat, set(replayed))
 
     # the recordings, and the results of the calls that ran
     folder = path.with_name(f"{path.stem}_recordings")
@@ -151,6 +263,9 @@ def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = Non
             ran = RecordedResult(c.status, content, c.result.parts, c.effective_arguments)
             sidecar.add_result(rec.key, c.id, ran)
 
+    status = chat.status
+    # decided (or answered) and not carried on: the recorded run stopped before complete()
+    complete_last = status != "ready" and not any(c.status == "approved" for c in calls)
     provider = chat.provider
     options = {
         "system": chat.system,
@@ -166,7 +281,21 @@ def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = Non
         for k, v in chat.tool_options.as_dict().items()
         if k in ("choice", "calls") and v not in ("auto", "many")
     }
-    test_name = "test_" + _slug(name or f"replays_{turns[0][:40] if turns else short_id(chat.id)}")
+    replay_args = ["chat", "TURNS", "DECISIONS"]
+    constants = ""
+    if inputs:
+        replay_args.append("INPUTS")
+        constants += f"\nINPUTS = {_literal(inputs)}\n"
+    if outputs:
+        replay_args.append("outputs=OUTPUTS")
+        constants += "\nOUTPUTS = {" + ", ".join(f"{i}: {v}" for i, v in outputs.items()) + "}\n"
+    if not complete_last:
+        replay_args.append("complete_last=False")
+    stops = (
+        ""
+        if status == "complete"
+        else f"\nThe chat stopped {_stopped(status)}; so does this test.\n"
+    )
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = f'''"""Chat {chat.id} replayed offline (written by nbagent.testing.to_pytest, {now}).
 
@@ -174,21 +303,23 @@ The model is never asked (replay="only"): its {len(recordings)} recorded respons
 {folder.name}/ beside this file. Imported tools run for real, so a change in what
 they return changes the next request, and the test fails saying which message
 differs from the recording. It checks the same calls (names, arguments,
-statuses) and the same final answer.
-"""
+statuses), the same status and the same final answer.
+{stops}"""
 
 from pathlib import Path
 
-from nbagent import Chat
-from nbagent.testing import OfflineProvider, replay_turns, stand_in
+from nbagent import Chat{", HostedMCP" if hosted else ""}
+from nbagent.testing import OfflineProvider, replay_turns{", stand_in" if replayed else ""}
 {"".join(line + chr(10) for line in imports)}
 RECORDINGS = Path(__file__).with_name({folder.name!r})
 
-{"".join(s + chr(10) for s in stand_ins)}TURNS = {_literal(turns)}
+{"".join(d + chr(10) for d in definitions)}TURNS = {_literal(turns)}
 
 DECISIONS = {_literal(decisions)}
-
+{constants}
 EXPECTED_CALLS = {_literal(expected_calls)}
+
+EXPECTED_STATUS = {status!r}
 
 EXPECTED_ANSWER = {_literal(answer)}
 
@@ -203,21 +334,149 @@ def {test_name}() -> None:
     )
     chat.with_tools({", ".join(uses)})
 {f"    chat.with_tool_options(**{tool_options!r}){chr(10)}" if tool_options else ""}\
-    answer = replay_turns(chat, TURNS, DECISIONS)
+    answer = replay_turns({", ".join(replay_args)})
     assert [(c.name, c.arguments, c.status) for c in chat.tool_calls] == EXPECTED_CALLS
+    assert chat.status == EXPECTED_STATUS
     assert answer == EXPECTED_ANSWER
 '''
+    secrets = [s for t in chat.hosted_tools for s in t.secrets() if len(s) >= 8]
+    if any(s in body for s in secrets):
+        raise ValueError(  # a secret the checks above missed: never written
+            "to_pytest would write a hosted tool's secret into the test; nothing was written"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(body, encoding="utf-8")
     return path
 
 
-def _where(t: Tool) -> str:
-    fn = t.fn if isinstance(t, FunctionTool) else type(t)
-    module = getattr(fn, "__module__", "?")
+def _stopped(status: str) -> str:
+    return {
+        "awaiting_approval": "waiting for a decision or an answer",
+        "ready": "after its last decisions, before complete() carried on",
+        "budget_exhausted": "with its budget spent",
+    }.get(status, f"with status {status!r}")
+
+
+def _outputs(
+    chat: Any, recordings: dict[int, Any], turns: list[int], names: _Names, imports: list[str]
+) -> dict[int, str]:
+    """The structured answer each turn asked for, as source: ``{turn index: expression}``.
+
+    A recording keeps only a digest of its request's ``output=``: a step asked for
+    none, or for the type the chat's latest turn asked for (which the chat still
+    holds); another type cannot be written.
+    """
+    none = _digest(None)
+    spec = getattr(chat, "_output", None)
+    current = None if spec is None else _digest([spec.name, spec.schema])
+    turn_of = {s.step: s.turn for s in chat.record.steps}
+    asked: set[int | None] = set()
+    for step, rec in recordings.items():
+        digest = rec.fingerprint.get("options", {}).get("output", none)
+        if digest == none:
+            continue
+        turn = turn_of.get(step)
+        if spec is None or digest != current:
+            raise ValueError(
+                f"turn {turn} asked for a structured answer (output=) of a type the chat no "
+                "longer holds (it keeps only its latest turn's); to_pytest cannot export it: "
+                "export the chat before asking with another type"
+            )
+        asked.add(turn)
+    if spec is None or not asked:
+        return {}
+    if spec.kind == "schema":
+        source = _literal(spec.schema)
+    else:
+        target = spec.target
+        module, qual = getattr(target, "__module__", ""), getattr(target, "__qualname__", "")
+        found = None
+        if module and module != "__main__" and "<" not in qual and "." not in qual:
+            found = _exported(target, module)
+        if found is None:
+            where = "a function's body" if "<locals>" in qual else _defined_in(target)
+            raise ValueError(
+                f"the chat asked for a structured answer of type {target.__name__}, defined "
+                f"in {where}: the test cannot import it; define it in a module (from "
+                f"mymodule import {target.__name__}), run the chat again, then export it"
+            )
+        source = names.take("output_", qual)
+        imports.append(f"from {found[0]} import {found[1]} as {source}")
+    return {i: source for i, turn in enumerate(turns) if turn in asked}
+
+
+def _inputs(chat: Any, replayed: set[str]) -> dict[str, tuple[str, Any, str | None, str]]:
+    """The recorded answers of the calls that park on an input (``ask_user``, an external
+    tool), by input id: ``(action, data, reason, by)``. A stand-in's are left out (its
+    recorded result is replayed instead)."""
+    out: dict[str, tuple[str, Any, str | None, str]] = {}
+    calls = {c.id: c for c in chat.tool_calls}
+    for rec in chat.record.inputs:
+        if rec.status == "pending" or rec.kind not in _INPUT_KINDS or rec.tool in replayed:
+            continue
+        call = calls.get(rec.call_id) if rec.call_id is not None else None
+        if rec.status == "accept" and call is not None and call.result and call.result.parts:
+            raise ValueError(
+                f"the answer to {rec.tool} (input {rec.input_id!r}) gave images or files; "
+                "to_pytest cannot export it"
+            )
+        by = rec.answered_by or "user"
+        if rec.status == "accept":
+            out[rec.input_id] = ("accept", rec.data, None, by)
+        else:
+            out[rec.input_id] = (rec.status, None, rec.reason, by)
+    return out
+
+
+def _hosted(t: Any, names: _Names, definitions: list[str]) -> str:
+    """A hosted MCP server as the recordings saw it, without its secrets: the headers'
+    values and the token are left out (the recordings keep only the headers' names)."""
+    if not isinstance(t, HostedMCP):
+        raise ValueError(f"to_pytest cannot export the hosted tool {t!r}")
+    args = [repr(t.server_label)]
+    if t.server_url is not None:
+        parts = urlsplit(t.server_url)
+        risky = [k for k, _ in parse_qsl(parts.query, keep_blank_values=True)]
+        risky = [k for k in risky if _SECRET_QUERY.search(k)]
+        if risky or parts.fragment:
+            raise ValueError(
+                f"HostedMCP({t.server_label!r})'s URL carries "
+                f"{risky[0] if risky else 'a fragment'!r}, which may be a secret, and the "
+                "recordings match on the whole URL; to_pytest does not write it: pass the "
+                "secret in headers= or authorization= instead, run the chat again, then export"
+            )
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        args.append(f"server_url={parts._replace(netloc=host).geturl()!r}")
+    else:
+        args.append(f"connector_id={t.connector_id!r}")
+    if t.header_names:
+        args.append(f"headers={ {k: _HEADER_STAND_IN for k in t.header_names}!r}")
+    if t.allowed_tools is not None:
+        args.append(f"allowed_tools={t.allowed_tools!r}")
+    args.append(f"require_approval={t.require_approval!r}")
+    if t.server_description:
+        args.append(f"server_description={t.server_description!r}")
+    var = names.take("HOSTED_", t.server_label.upper())
+    definitions.append(
+        f"# {t.server_label} is hosted by the provider: the recorded responses hold its\n"
+        "# calls. Its headers' values and token are not written here (the recordings\n"
+        "# match on the headers' names only; the test never reaches the server).\n"
+        f"{var} = HostedMCP(\n    " + ",\n    ".join(args) + ",\n)\n"
+    )
+    return var
+
+
+def _defined_in(obj: Any) -> str:
+    module = getattr(obj, "__module__", "?")
     return (
         "a notebook or script (__main__)" if module == "__main__" else f"{module} (not reachable)"
     )
+
+
+def _where(t: Tool) -> str:
+    return _defined_in(t.fn if isinstance(t, FunctionTool) else type(t))
 
 
 def _indent(text: str) -> str:

@@ -5,8 +5,9 @@
 - :func:`stand_in`: a tool with the recorded name, description and schema,
   for a tool the test cannot import; its results are replayed
   (``replay_tools``), and running it fails loudly;
-- :func:`replay_turns`: asks each recorded user message and makes the recorded
-  decisions (by call id: a replayed response asks for the same calls), then
+- :func:`replay_turns`: asks each recorded user message, makes the recorded
+  decisions and gives the recorded answers (by call and input id: a replayed
+  response asks for the same calls), stops where the recorded run stopped, and
   returns the final answer.
 """
 
@@ -15,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._approvals import HUMAN
 from .._tools import Tool
-from .._types import LLMToolResponse
+from .._types import LLMToolResponse, PendingInput, ToolCall
 from ..providers import CompleteWithToolsMixin, ModelRequest
 
 
@@ -79,36 +81,104 @@ def stand_in(
     return _StandIn(name, description, input_schema, requires_approval)
 
 
-Decision = tuple[str, str | None, dict[str, Any] | None]
-"""``(verdict, reason, edited arguments)`` as recorded: ``("approved", None, None)``."""
+Decision = tuple[Any, ...]
+"""``(verdict, reason, edited arguments[, by])`` as recorded: ``("approved", None, None)``;
+``by`` (who decided, default ``"user"``) is in the text a denied call's model reads."""
+
+Answer = tuple[str, Any, str | None, str]
+"""``(action, data, reason, by)`` as recorded for a pending input (``ask_user``'s question,
+an external tool's call): ``("accept", "green", None, "user")``, ``("decline", None,
+"not now", "user")`` or ``("cancel", None, None, "user")``."""
 
 
-def replay_turns(chat: Any, turns: Sequence[str], decisions: Mapping[str, Decision]) -> str | None:
-    """Ask each user message of ``turns``, deciding pending calls as ``decisions`` says.
+def replay_turns(
+    chat: Any,
+    turns: Sequence[str],
+    decisions: Mapping[str, Decision],
+    inputs: Mapping[str, Answer] | None = None,
+    *,
+    outputs: Mapping[int, Any] | None = None,
+    complete_last: bool = True,
+) -> str | None:
+    """Ask each user message of ``turns``, settling what waits as the recorded run did.
+
+    A pending call gets its recorded decision (by call id: a replayed response asks
+    for the same calls), a pending input its recorded answer (by input id), then
+    ``complete()`` carries on. The replay stops where the recorded run stopped: after
+    the last message, at a call or input the recorded run left waiting.
+
+    Args:
+        chat: The chat replaying (``replay="only"``).
+        turns: The user messages, in order.
+        decisions: ``{call id: (verdict, reason, edited arguments[, by])}``.
+        inputs: ``{input id: (action, data, reason, by)}`` (``ask_user``, external tools).
+        outputs: The structured answer a message asked for (its ``output=``), by its
+            index in ``turns``.
+        complete_last: False: the recorded run made its last decisions and stopped
+            before ``complete()`` ran them.
 
     Returns:
         The text of the last assistant message.
 
     Raises:
-        AssertionError: A call waits for a decision the recorded run did not make.
+        AssertionError: A call or input waits, before the last message, for something
+            the recorded run did not give it.
     """
-    for text in turns:
-        chat.ask(text)
-        while chat.pending_approvals:
-            for call in chat.pending_approvals:
-                if call.id not in decisions:
-                    raise AssertionError(
-                        f"{call.name}({call.arguments!r}) waits for a decision the recorded "
-                        "run did not make"
-                    )
-                verdict, reason, arguments = decisions[call.id]
-                if verdict == "approved":
-                    chat.approve(call, arguments, reason=reason)
+    answers = dict(inputs or {})
+    outputs = dict(outputs or {})
+    unused = set(decisions) | set(answers)
+    for index, text in enumerate(turns):
+        last = index == len(turns) - 1
+        chat.ask(text, output=outputs.get(index))
+        while chat.pending_approvals or chat.pending_inputs:
+            waiting = [*chat.pending_approvals, *chat.pending_inputs]
+            settled = [
+                w
+                for w in waiting
+                if w.id in (answers if isinstance(w, PendingInput) else decisions)
+            ]
+            if not settled:
+                if last:
+                    break  # the recorded run stopped here, waiting
+                left = ", ".join(_waiting(w) for w in waiting)
+                raise AssertionError(
+                    f"{left} waits after message {index + 1} ({text!r}), but the recorded "
+                    f"run gave it no decision or answer and went on to {turns[index + 1]!r}"
+                )
+            for w in settled:
+                unused.discard(w.id)
+                if isinstance(w, PendingInput):
+                    _answer(chat, w, answers[w.id])
                 else:
-                    chat.deny(call, reason)
+                    _decide(chat, w, decisions[w.id])
+            if last and not complete_last and not unused:
+                break  # its last decisions made: the recorded run stopped before complete()
             chat.complete()
-    last = chat.last_assistant_message
-    return None if last is None else last.content
+    last_message = chat.last_assistant_message
+    return None if last_message is None else last_message.content
+
+
+def _waiting(w: ToolCall | PendingInput) -> str:
+    if isinstance(w, PendingInput):
+        return f"input {w.id!r} ({w.kind}: {w.message!r})"
+    return f"{w.name}({w.arguments!r})"
+
+
+def _decide(chat: Any, call: ToolCall, decision: Decision) -> None:
+    verdict, reason, arguments = decision[:3]
+    by = decision[3] if len(decision) > 3 else HUMAN
+    if verdict == "approved":
+        chat.approve(call, arguments, reason=reason, by=by)
+    else:
+        chat.deny(call, reason, by=by)
+
+
+def _answer(chat: Any, request: PendingInput, answer: Answer) -> None:
+    action, data, reason, by = answer
+    if action == "accept":
+        chat.answer(request, data, by=by)
+    else:
+        chat.decline(request, reason, by=by, cancel=action == "cancel")
 
 
 __all__ = ["OfflineProvider", "replay_turns", "stand_in"]
