@@ -337,7 +337,7 @@ class MemoryRecordings:
 
 
 PROCESS = MemoryRecordings()
-"""The recordings of this process (``nbagent.replay.PROCESS.clear()`` forgets them)."""
+"""The recordings of this process (``nbagent._replay.PROCESS.clear()`` forgets them)."""
 
 
 class DirectoryRecordings:
