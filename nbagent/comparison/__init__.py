@@ -84,16 +84,28 @@ def compare(
         finer differences are noise).
 
     Raises:
-        TypeError: Fewer than two chats, or something that is not a chat.
+        TypeError: Fewer than two chats, or something that is not a chat (a
+            DataFrame of a batch's results: load its chats by ``chat_id``); ``names``
+            a string.
         ValueError: ``names`` of the wrong length, or not unique.
     """
-    if len(chats) < 2:
-        raise TypeError(f"compare() takes two or more chats, got {len(chats)}")
     for c in chats:
+        if _is_frame(c):
+            raise TypeError(
+                "compare() takes chats, got a DataFrame: load its chats by chat_id and pass "
+                "them, e.g. nbagent.compare(*[Chat.load(i, store=store) for i in "
+                'df["chat_id"]])'
+            )
         if not hasattr(c, "events") or not hasattr(c, "fork"):
             raise TypeError(f"compare() takes chats, got {type(c).__name__}")
+    if len(chats) < 2:
+        raise TypeError(f"compare() takes two or more chats, got {len(chats)}")
     if names is None:
         names = [_letters(i) for i in range(len(chats))]
+    elif isinstance(names, str | bytes):
+        raise TypeError(
+            f"names: one name per chat, as a list (names=['old', 'new']), got the string {names!r}"
+        )
     names = [str(n) for n in names]
     if len(names) != len(chats):
         raise ValueError(f"names: {len(names)} name(s) for {len(chats)} chats")
@@ -109,6 +121,11 @@ def compare(
 
         show(comparison)
     return comparison.differences
+
+
+def _is_frame(value: Any) -> bool:
+    """A pandas DataFrame (told without importing pandas)."""
+    return type(value).__name__ == "DataFrame" and type(value).__module__.startswith("pandas")
 
 
 def _letters(i: int) -> str:
