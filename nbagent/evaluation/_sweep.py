@@ -293,7 +293,7 @@ def compare_scorecards(a: Any, b: Any, names: Sequence[str] = ("a", "b")) -> Any
     Args:
         a: A scorecard (:func:`nbagent.evaluate` or :func:`sweep`) of one configuration.
         b: One of another configuration (another model, prompt, policy) on the same cases.
-        names: What to call the two in the columns.
+        names: What to call the two in the columns: a list of two different names.
 
     Returns:
         A DataFrame, one row per (case, branch, check) in either: ``passed_<a>``,
@@ -303,15 +303,21 @@ def compare_scorecards(a: Any, b: Any, names: Sequence[str] = ("a", "b")) -> Any
         decision"``), read with :func:`nbagent.compare`'s alignment; ``None`` when the
         runs agree. The chats of a resumed evaluation, read back from its store, are
         loaded from it for this (as its batch continues one) and closed after.
+
+    Raises:
+        TypeError: ``a`` or ``b`` is not a DataFrame (a chat, a list), or ``names`` is
+            not a list of names.
+        ValueError: ``a`` or ``b`` is a DataFrame without a scorecard's columns (a
+            batch's results, an empty one), or ``names`` is not two different names.
     """
     import pandas as pd
 
-    na, nb = (str(n) for n in names)
-    if na == nb:
-        raise ValueError("names must differ")
+    na, nb = _two_names(names)
     keys = ["case", "branch", "check"]
-    left = pd.DataFrame(a)[[*keys, "passed", "chat_id"]]
-    right = pd.DataFrame(b)[[*keys, "passed", "chat_id"]]
+    _check_scorecard(a, "a", pd)
+    _check_scorecard(b, "b", pd)
+    left = a[[*keys, "passed", "chat_id"]].copy()
+    right = b[[*keys, "passed", "chat_id"]].copy()
     for df in (left, right):
         df["branch"] = df["branch"].fillna("")
     merged = left.merge(right, on=keys, how="outer", suffixes=(f"_{na}", f"_{nb}"))
@@ -338,6 +344,50 @@ def compare_scorecards(a: Any, b: Any, names: Sequence[str] = ("a", "b")) -> Any
         dtype="string",
     )  # fmt: skip
     return merged
+
+
+_SCORECARD = ("case", "branch", "check", "passed", "chat_id")
+
+
+def _two_names(names: Any) -> tuple[str, str]:
+    """``names`` as two different strings, or a one-line error saying what to pass."""
+    if isinstance(names, str | bytes) or not isinstance(names, Iterable):
+        raise TypeError(
+            f"names: two names as a list (names=['old', 'new']), got {type(names).__name__} "
+            f"{names!r}"
+        )
+    given = [str(n) for n in names]
+    if len(given) != 2:
+        raise ValueError(f"names: two names, one per scorecard, got {len(given)}: {given}")
+    if given[0] == given[1]:
+        raise ValueError(f"names must differ, got {given}")
+    return given[0], given[1]
+
+
+def _check_scorecard(card: Any, which: str, pd: Any) -> None:
+    """``card`` is a scorecard (what ``evaluate`` and ``sweep`` return), or a one-line
+    error saying what it is and what to pass."""
+    what = "pass what nbagent.evaluate or sweep returns"
+    if not isinstance(card, pd.DataFrame):
+        kind = type(card).__name__
+        if hasattr(card, "events") and hasattr(card, "fork"):
+            raise TypeError(
+                f"{which}: compare_scorecards takes scorecards, got a chat ({kind}); score "
+                "chats with nbagent.evaluate(cases, make_chat, checks), or compare two chats "
+                "with nbagent.compare(chat_a, chat_b)"
+            )
+        raise TypeError(f"{which}: compare_scorecards takes scorecards, got a {kind}; {what}")
+    missing = [c for c in _SCORECARD if c not in card.columns]
+    if not missing:
+        return
+    if len(card.columns) == 0:
+        raise ValueError(f"{which}: an empty DataFrame is not a scorecard; {what}")
+    if {"key", "reply", "chat_id"} <= set(card.columns):
+        raise ValueError(
+            f"{which}: a batch's results, not a scorecard (no {', '.join(missing)}); score "
+            "the chats with nbagent.evaluate(cases, make_chat, checks) instead"
+        )
+    raise ValueError(f"{which}: not a scorecard, it has no {', '.join(missing)} column(s); {what}")
 
 
 def _sources(card: Any, loaded: list[Any]) -> dict[str, Any]:
