@@ -306,75 +306,341 @@ def _type_ok(value: Any, t: str) -> bool:
 
 
 def validate_json_schema(
-    value: Any, schema: dict[str, Any], path: str = "", root: dict[str, Any] | None = None
+    value: Any, schema: Any, path: str = "", root: dict[str, Any] | None = None
 ) -> list[str]:
-    """Check ``value`` against the subset of JSON Schema tool definitions use.
+    """Check ``value`` against the JSON Schema keywords tool and answer schemas use.
 
     Supports ``type`` (single or list), ``enum``, ``const``, ``properties``,
-    ``required``, ``additionalProperties``, ``items``, ``anyOf``/``oneOf``/``allOf``,
-    ``minimum``/``maximum``, ``minLength``/``maxLength``, ``minItems``/``maxItems``
-    and local ``$ref`` into ``$defs``/``definitions``.
+    ``required``, ``additionalProperties``, ``patternProperties``,
+    ``minProperties``/``maxProperties``, ``items``, ``prefixItems``, ``contains``,
+    ``minItems``/``maxItems``, ``uniqueItems``, ``anyOf``/``oneOf``/``allOf``/``not``,
+    ``minimum``/``maximum``, ``exclusiveMinimum``/``exclusiveMaximum``, ``multipleOf``,
+    ``minLength``/``maxLength``, ``pattern``, ``format`` (``date``, ``date-time``,
+    ``time``, ``email``, ``uuid``, ``uri``, ``ipv4``, ``ipv6``; other formats are
+    not checked), boolean schemas and local ``$ref`` (``#``, ``#/$defs/...``,
+    ``#/definitions/...``). Values compare as JSON does (``1`` equals ``1.0``,
+    ``true`` is not ``1``). A ``pattern`` Python's ``re`` cannot compile is not checked.
+
+    When a value fits none of an ``anyOf``/``oneOf``'s shapes and only one of them
+    is of its JSON type (``Optional[Address]`` given an object), that shape's own
+    problems are reported.
 
     Returns:
         A list of problems, empty when the value is valid.
     """
-    root = root if root is not None else schema
+    return _validate(value, schema, path, root if root is not None else schema, 0)
+
+
+_MAX_REFS = 64  # $ref hops without going deeper into the value: a schema that loops
+
+
+def _resolve_ref(ref: Any, root: Any) -> Any:
+    if not isinstance(ref, str) or not ref.startswith("#"):
+        return {}  # a remote reference: not followed
+    target: Any = root
+    for part in ref[1:].lstrip("/").split("/") if ref[1:].strip("/") else ():
+        part = part.replace("~1", "/").replace("~0", "~")
+        target = target.get(part, {}) if isinstance(target, dict) else {}
+    return target
+
+
+def _validate(value: Any, schema: Any, path: str, root: Any, hops: int) -> list[str]:
     where = path or "(arguments)"
-    if "$ref" in schema:
-        ref = schema["$ref"]
-        target: Any = root
-        for part in ref.lstrip("#/").split("/"):
-            target = target.get(part, {}) if isinstance(target, dict) else {}
-        return validate_json_schema(value, target, path, root)
+    if schema is False:
+        return [f"{where}: not allowed here"]
+    if not isinstance(schema, dict):
+        return []  # true, or not a schema: nothing to check
     problems: list[str] = []
+    if "$ref" in schema:
+        if hops >= _MAX_REFS:
+            return [f"{where}: the schema's $ref {schema['$ref']!r} loops"]
+        problems.extend(_validate(value, _resolve_ref(schema["$ref"], root), path, root, hops + 1))
+        if problems:
+            return problems
     types = schema.get("type")
     if types is not None:
         tlist = [types] if isinstance(types, str) else list(types)
         if not any(_type_ok(value, t) for t in tlist):
             return [f"{where}: expected {' or '.join(tlist)}, got {type(value).__name__}"]
-    if "enum" in schema and value not in schema["enum"]:
-        options = [repr(v) for v in schema["enum"]]
+    enum = schema.get("enum")
+    if isinstance(enum, list) and _canon(value) not in {_canon(v) for v in enum}:
+        options = [repr(v) for v in enum]
         allowed = " or ".join(options) if len(options) < 3 else ", ".join(options[:-1])
         if len(options) >= 3:
             allowed += f" or {options[-1]}"
         problems.append(f"{where}: Input should be {allowed}")
-    if "const" in schema and value != schema["const"]:
+    if "const" in schema and _canon(value) != _canon(schema["const"]):
         problems.append(f"{where}: must be {schema['const']!r}")
     for key in ("anyOf", "oneOf"):
-        if key in schema and all(validate_json_schema(value, s, path, root) for s in schema[key]):
-            problems.append(f"{where}: matches none of the allowed shapes")
-    for s in schema.get("allOf", []):
-        problems.extend(validate_json_schema(value, s, path, root))
+        variants = schema.get(key)
+        if isinstance(variants, list) and variants:
+            results = [_validate(value, s, path, root, hops) for s in variants]
+            if all(results):
+                fitting = [
+                    r for s, r in zip(variants, results, strict=True) if _may_be(value, s, root, 0)
+                ]
+                if len(fitting) == 1:  # the one shape of its type: say what is wrong in it
+                    problems.extend(fitting[0])
+                else:
+                    problems.append(f"{where}: matches none of the allowed shapes")
+    for sub in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else ():
+        problems.extend(_validate(value, sub, path, root, hops))
+    if "not" in schema and not _validate(value, schema["not"], path, root, hops):
+        problems.append(f"{where}: matches a shape that is not allowed")
     if isinstance(value, dict):
-        props = schema.get("properties", {})
-        for req in schema.get("required", []):
-            if req not in value:
-                problems.append(f"{path + '.' if path else ''}{req}: Field required")
-        extra = schema.get("additionalProperties", True)
-        for k, v in value.items():
-            sub = f"{path}.{k}" if path else str(k)
-            if k in props:
-                problems.extend(validate_json_schema(v, props[k], sub, root))
-            elif extra is False:
-                problems.append(f"{sub}: unexpected argument")
-            elif isinstance(extra, dict):
-                problems.extend(validate_json_schema(v, extra, sub, root))
-    if isinstance(value, (list, tuple)):
-        if isinstance(schema.get("items"), dict):
-            for n, item in enumerate(value):
-                problems.extend(validate_json_schema(item, schema["items"], f"{path}[{n}]", root))
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            problems.append(f"{where}: needs at least {schema['minItems']} items")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            problems.append(f"{where}: allows at most {schema['maxItems']} items")
-    if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            problems.append(f"{where}: shorter than {schema['minLength']}")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            problems.append(f"{where}: longer than {schema['maxLength']}")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            problems.append(f"{where}: must be >= {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            problems.append(f"{where}: must be <= {schema['maximum']}")
+        problems.extend(_object_problems(value, schema, path, root))
+    elif isinstance(value, (list, tuple)):
+        problems.extend(_array_problems(value, schema, path, root))
+    elif isinstance(value, str):
+        problems.extend(_string_problems(value, schema, where))
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        problems.extend(_number_problems(value, schema, where))
     return problems
+
+
+def _object_problems(
+    value: dict[Any, Any], schema: dict[str, Any], path: str, root: Any
+) -> list[str]:
+    where = path or "(arguments)"
+    problems: list[str] = []
+    props = schema.get("properties")
+    props = props if isinstance(props, dict) else {}
+    patterns = schema.get("patternProperties")
+    patterns = patterns if isinstance(patterns, dict) else {}
+    for req in schema.get("required", []) or ():
+        if req not in value:
+            problems.append(f"{path + '.' if path else ''}{req}: Field required")
+    extra = schema.get("additionalProperties", True)
+    for k, v in value.items():
+        sub = f"{path}.{k}" if path else str(k)
+        matched = [
+            p for p in patterns if isinstance(k, str) and isinstance(_search(p, k), re.Match)
+        ]
+        for p in matched:
+            problems.extend(_validate(v, patterns[p], sub, root, 0))
+        if k in props:
+            problems.extend(_validate(v, props[k], sub, root, 0))
+        elif matched:
+            continue
+        elif extra is False:
+            problems.append(f"{sub}: unexpected argument")
+        elif isinstance(extra, dict):
+            problems.extend(_validate(v, extra, sub, root, 0))
+    if _number(schema.get("minProperties")) and len(value) < schema["minProperties"]:
+        problems.append(f"{where}: needs at least {schema['minProperties']} properties")
+    if _number(schema.get("maxProperties")) and len(value) > schema["maxProperties"]:
+        problems.append(f"{where}: allows at most {schema['maxProperties']} properties")
+    return problems
+
+
+def _array_problems(
+    value: list[Any] | tuple[Any, ...], schema: dict[str, Any], path: str, root: Any
+) -> list[str]:
+    where = path or "(arguments)"
+    problems: list[str] = []
+    prefix = schema.get("prefixItems")
+    items = schema.get("items")
+    if isinstance(items, list):  # the draft 4-7 spelling of prefixItems
+        prefix, items = items, schema.get("additionalItems", True)
+    prefix = prefix if isinstance(prefix, list) else []
+    for n, item in enumerate(value):
+        sub = prefix[n] if n < len(prefix) else items
+        if sub is False:
+            problems.append(f"{where}: allows at most {len(prefix)} items")
+            break
+        if isinstance(sub, dict):
+            problems.extend(_validate(item, sub, f"{path}[{n}]", root, 0))
+    if "contains" in schema and not any(
+        not _validate(item, schema["contains"], "", root, 0) for item in value
+    ):
+        problems.append(f"{where}: has no item of the required shape")
+    if _number(schema.get("minItems")) and len(value) < schema["minItems"]:
+        problems.append(f"{where}: needs at least {schema['minItems']} items")
+    if _number(schema.get("maxItems")) and len(value) > schema["maxItems"]:
+        problems.append(f"{where}: allows at most {schema['maxItems']} items")
+    if schema.get("uniqueItems") is True:
+        seen: dict[Any, int] = {}
+        for n, item in enumerate(value):
+            key = _canon(item)
+            if key in seen:
+                problems.append(
+                    f"{where}: items must be unique ([{seen[key]}] and [{n}] are equal)"
+                )
+                break
+            seen[key] = n
+    return problems
+
+
+def _string_problems(value: str, schema: dict[str, Any], where: str) -> list[str]:
+    problems: list[str] = []
+    if _number(schema.get("minLength")) and len(value) < schema["minLength"]:
+        problems.append(f"{where}: shorter than {schema['minLength']}")
+    if _number(schema.get("maxLength")) and len(value) > schema["maxLength"]:
+        problems.append(f"{where}: longer than {schema['maxLength']}")
+    pattern = schema.get("pattern")
+    if isinstance(pattern, str) and _search(pattern, value) is None:
+        problems.append(f"{where}: does not match the pattern {pattern!r}")
+    fmt = schema.get("format")
+    check = _FORMATS.get(fmt) if isinstance(fmt, str) else None
+    if check is not None and not check(value):
+        problems.append(f"{where}: not a valid {fmt} ({value[:60]!r})")
+    return problems
+
+
+def _number_problems(value: float, schema: dict[str, Any], where: str) -> list[str]:
+    problems: list[str] = []
+    low, high = schema.get("minimum"), schema.get("maximum")
+    xlow, xhigh = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    if xlow is True and _number(low):  # draft 4: a flag on minimum
+        low, xlow = None, low
+    if xhigh is True and _number(high):
+        high, xhigh = None, high
+    if _number(low) and value < low:
+        problems.append(f"{where}: must be >= {low}")
+    if _number(high) and value > high:
+        problems.append(f"{where}: must be <= {high}")
+    if _number(xlow) and value <= xlow:
+        problems.append(f"{where}: must be > {xlow}")
+    if _number(xhigh) and value >= xhigh:
+        problems.append(f"{where}: must be < {xhigh}")
+    step = schema.get("multipleOf")
+    if _number(step) and step > 0 and not _is_multiple(value, step):
+        problems.append(f"{where}: must be a multiple of {step}")
+    return problems
+
+
+def _number(x: Any) -> typing.TypeGuard[float]:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _is_multiple(value: float, step: float) -> bool:
+    """Exact for the decimal numbers JSON carries (``0.3`` is a multiple of ``0.1``)."""
+    import decimal
+
+    try:
+        return decimal.Decimal(repr(value)) % decimal.Decimal(repr(step)) == 0
+    except (decimal.InvalidOperation, ArithmeticError):
+        return False
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str) -> re.Pattern[str] | None:
+    try:
+        return re.compile(pattern)
+    except re.error:
+        return None
+
+
+def _search(pattern: str, text: str) -> re.Match[str] | bool | None:
+    """``re.search`` (JSON Schema patterns are not anchored); ``False``: not compilable here."""
+    compiled = _compiled(pattern)
+    return False if compiled is None else compiled.search(text)
+
+
+def _canon(value: Any) -> Any:
+    """A hashable key, equal for values JSON calls equal (``1``, ``1.0``; not ``true``, ``1``)."""
+    if isinstance(value, bool) or value is None:
+        return ("lit", value)
+    if isinstance(value, (int, float)):
+        return ("num", int(value) if isinstance(value, float) and value.is_integer() else value)
+    if isinstance(value, str):
+        return ("str", value)
+    if isinstance(value, (list, tuple)):
+        return ("arr", tuple(_canon(v) for v in value))
+    if isinstance(value, dict):
+        return ("obj", frozenset((str(k), _canon(v)) for k, v in value.items()))
+    return ("other", repr(value))
+
+
+def _may_be(value: Any, schema: Any, root: Any, hops: int) -> bool:
+    """Whether ``schema`` takes values of ``value``'s JSON type (so its problems are the ones)."""
+    if not isinstance(schema, dict):
+        return schema is not False
+    if "$ref" in schema and hops < _MAX_REFS:
+        return _may_be(value, _resolve_ref(schema["$ref"], root), root, hops + 1)
+    types = schema.get("type")
+    if types is not None:
+        tlist = [types] if isinstance(types, str) else list(types)
+        return any(_type_ok(value, t) for t in tlist)
+    if isinstance(schema.get("enum"), list):
+        return _canon(value)[0] in {_canon(v)[0] for v in schema["enum"]}
+    if "const" in schema:
+        return _canon(value)[0] == _canon(schema["const"])[0]
+    variants = schema.get("anyOf") or schema.get("oneOf")
+    if isinstance(variants, list) and variants:
+        return any(_may_be(value, s, root, hops) for s in variants)
+    if "properties" in schema or "required" in schema:
+        return isinstance(value, dict)
+    if "items" in schema or "prefixItems" in schema:
+        return isinstance(value, (list, tuple))
+    return True
+
+
+def _is_date(text: str) -> bool:
+    import datetime
+
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        try:
+            datetime.date.fromisoformat(text)
+            return True
+        except ValueError:
+            return False
+    return _is_datetime(text)  # a date-time at midnight is taken as a date (as pydantic does)
+
+
+def _is_datetime(text: str) -> bool:
+    import datetime
+
+    if not re.match(r"\d{4}-\d{2}-\d{2}([Tt ]|$)", text):
+        return False
+    try:
+        datetime.datetime.fromisoformat(re.sub(r"[zZ]$", "+00:00", text))
+        return True
+    except ValueError:
+        return False
+
+
+def _is_time(text: str) -> bool:
+    import datetime
+
+    try:
+        datetime.time.fromisoformat(re.sub(r"[zZ]$", "+00:00", text))
+        return True
+    except ValueError:
+        return False
+
+
+def _is_uuid(text: str) -> bool:
+    import uuid
+
+    try:
+        uuid.UUID(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _is_ip(version: int) -> Callable[[str], bool]:
+    def check(text: str) -> bool:
+        import ipaddress
+
+        try:
+            return ipaddress.ip_address(text).version == version
+        except ValueError:
+            return False
+
+    return check
+
+
+_FORMATS: dict[str, Callable[[str], bool]] = {
+    "date": _is_date,
+    "date-time": _is_datetime,
+    "time": _is_time,
+    "email": lambda t: re.fullmatch(r"[^@\s]+@[^@\s]+", t) is not None,
+    "uuid": _is_uuid,
+    "uri": lambda t: re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*:\S+", t) is not None,
+    "ipv4": _is_ip(4),
+    "ipv6": _is_ip(6),
+}
+"""The formats checked, each as lenient as pydantic's parsing of the type behind it
+(a date-time without a zone, a UUID without dashes), and no more."""
