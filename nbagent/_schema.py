@@ -217,69 +217,185 @@ def _compat_type(tp: Any) -> Any:
         return origin[new_args]
 
 
-def function_parameters(fn: Callable[..., Any], *, skip_first: bool = False) -> ParameterModel:
+def callable_label(fn: Any) -> str:
+    """How messages name ``fn``: its qualified name, ``partial(name)``, or ``Class instance``."""
+    if isinstance(fn, functools.partial):
+        return f"partial({callable_label(fn.func)})"
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if isinstance(name, str):
+        return name
+    return f"{type(fn).__qualname__} instance"
+
+
+def _is_plain(fn: Any) -> bool:
+    """A function, method or builtin (described by itself), not a callable object.
+
+    (Not ``inspect.isroutine``: it counts any object with ``__get__``, a tool made
+    from a method among them.)
+    """
+    return (
+        inspect.isfunction(fn)
+        or inspect.ismethod(fn)
+        or inspect.isbuiltin(fn)
+        or isinstance(fn, type)
+    )
+
+
+def _unwrapped(fn: Any) -> Any:
+    """What ``fn`` stands for: a partial's function, a wrapping object's ``__wrapped__``."""
+    for _ in range(100):  # a chain of wrappers, never a loop
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        elif not _is_plain(fn) and getattr(fn, "__wrapped__", None) is not None:
+            fn = fn.__wrapped__  # a tool made from a tool, say
+        else:
+            break
+    return fn
+
+
+def call_target(fn: Any) -> Any:
+    """The code that runs when ``fn`` is called, whose annotations describe its parameters.
+
+    A ``functools.partial`` is described by the function it wraps, a callable
+    object by its class's ``__call__``.
+    """
+    fn = _unwrapped(fn)
+    return fn if _is_plain(fn) else type(fn).__call__
+
+
+def callable_docs(fn: Any) -> tuple[str, dict[str, str]]:
+    """The description and per-parameter descriptions of any callable a tool is made from.
+
+    A ``functools.partial`` has those of the function it wraps; a callable object
+    those of its ``__call__``, with its class docstring filling what ``__call__``'s
+    leaves out (its summary, its ``Args:``).
+    """
+    fn = _unwrapped(fn)
+    if _is_plain(fn):
+        return parse_docstring(getattr(fn, "__doc__", None))
+    own_desc, own_params = parse_docstring(getattr(fn, "__doc__", None))
+    call_desc, call_params = parse_docstring(getattr(type(fn).__call__, "__doc__", None))
+    return call_desc or own_desc, {**own_params, **call_params}
+
+
+def _annotated_description(annotation: Any) -> str | None:
+    """The description an ``Annotated[T, Field(description=...)]`` hint gives itself."""
+    from pydantic.fields import FieldInfo
+
+    if typing.get_origin(annotation) is not typing.Annotated:
+        return None
+    for meta in typing.get_args(annotation)[1:]:
+        if isinstance(meta, FieldInfo) and meta.description:
+            return meta.description
+    return None
+
+
+def function_parameters(
+    fn: Callable[..., Any],
+    *,
+    skip_first: bool = False,
+    docs: dict[str, str] | None = None,
+) -> ParameterModel:
     """Build the parameter schema and validator of ``fn``.
 
     Args:
-        fn: The function (or ``execute`` method) to describe.
+        fn: The function (or ``execute`` method) to describe: a function, a
+            bound method, a ``functools.partial`` (the arguments it binds are
+            left out) or a callable object (its ``__call__``).
         skip_first: Skip the first parameter (``self``).
+        docs: Parameter descriptions to use where ``fn``'s docstring has none
+            (a ``Tool`` class's own ``Args:``).
 
     Raises:
-        ToolDefinitionError: ``*args``/``**kwargs``, or a type pydantic cannot
-            describe as JSON Schema.
+        ToolDefinitionError: ``*args``/``**kwargs``, a type pydantic cannot
+            describe as JSON Schema, or a default that does not match its type.
     """
     import pydantic
 
-    sig = inspect.signature(fn)
+    label = callable_label(fn)
     try:
-        hints = typing.get_type_hints(fn, include_extras=True)
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError) as exc:
+        raise ToolDefinitionError(
+            f"{label}: its parameters cannot be read ({exc}); wrap it in a function"
+        ) from None
+    try:
+        hints = typing.get_type_hints(call_target(fn), include_extras=True)
+    except TypeError:  # no annotations to read (a builtin)
+        hints = {}
     except Exception as exc:  # unresolvable forward reference
-        raise ToolDefinitionError(f"cannot resolve type hints of {fn.__qualname__}: {exc}") from exc
-    _, param_docs = parse_docstring(fn.__doc__)
+        raise ToolDefinitionError(f"cannot resolve type hints of {label}: {exc}") from exc
+    param_docs = {**(docs or {}), **callable_docs(fn)[1]}
+    bound = set(fn.keywords) if isinstance(fn, functools.partial) else set()
     fields: dict[str, Any] = {}
     names: list[str] = []
+    defaults: dict[str, Any] = {}
     params = list(sig.parameters.values())
     if skip_first and params:
         params = params[1:]
     for p in params:
-        if p.name in INJECTED_PARAMS:
+        if p.name in INJECTED_PARAMS or p.name in bound:
             continue
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             raise ToolDefinitionError(
-                f"{fn.__qualname__}: *args/**kwargs cannot be described to a model; "
-                "name every parameter"
+                f"{label}: *args/**kwargs cannot be described to a model; name every parameter"
             )
         if p.kind is p.POSITIONAL_ONLY:
             raise ToolDefinitionError(
-                f"{fn.__qualname__}: positional-only parameter {p.name!r} is not supported "
+                f"{label}: positional-only parameter {p.name!r} is not supported "
                 "(models pass arguments by name)"
             )
         annotation = _compat_type(hints.get(p.name, Any))
         default = ... if p.default is inspect.Parameter.empty else p.default
+        if default is not ... and default is not None:
+            defaults[p.name] = default
         description = param_docs.get(p.name)
-        fields[p.name] = (annotation, pydantic.Field(default, description=description))
+        if description and not _annotated_description(annotation):
+            fields[p.name] = (annotation, pydantic.Field(default, description=description))
+        else:  # an Annotated[..., Field(description=...)] keeps its own
+            fields[p.name] = (annotation, pydantic.Field(default))
         names.append(p.name)
     try:
         model = pydantic.create_model(
-            f"{fn.__name__}_arguments",
+            re.sub(r"\W", "_", label) + "_arguments",
             __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False),
             **fields,
         )
         schema = _clean(model.model_json_schema())
     except Exception as exc:
         raise ToolDefinitionError(
-            f"{fn.__qualname__}: cannot describe its parameters as JSON Schema: {exc}"
+            f"{label}: cannot describe its parameters as JSON Schema: {exc}"
         ) from exc
     schema.setdefault("properties", {})
     schema["type"] = "object"
     schema.setdefault("required", [])
     schema["additionalProperties"] = False
+    _check_defaults(label, defaults, schema)
 
     def validate(arguments: dict[str, Any]) -> dict[str, Any]:
         instance = model.model_validate(arguments)
         return {name: getattr(instance, name) for name in names}
 
     return ParameterModel(schema=schema, validate=validate)
+
+
+def _check_defaults(label: str, defaults: dict[str, Any], schema: dict[str, Any]) -> None:
+    """Refuse a default the parameter's own schema rejects (``x: int = "many"``).
+
+    A model that leaves the parameter out gets the default, so it must be a value
+    the model could have sent. ``None`` is let through on any type (a common
+    spelling of "not given"); a default pydantic cannot write as JSON is not checked.
+    """
+    for name in defaults:
+        prop = schema["properties"].get(name)
+        if not isinstance(prop, dict) or "default" not in prop:
+            continue
+        problems = validate_json_schema(prop["default"], prop, name, schema)
+        if problems:
+            raise ToolDefinitionError(
+                f"{label}: the default of {name!r} ({defaults[name]!r}) does not match its "
+                f"type ({'; '.join(problems)}); change the default or the type hint"
+            )
 
 
 class SchemaValidationError(ValueError):

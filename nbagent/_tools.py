@@ -23,6 +23,7 @@ Code that waits on something it can give up (an MCP request) registers with
 from __future__ import annotations
 
 import contextvars
+import copy
 import functools
 import inspect
 import json
@@ -37,6 +38,8 @@ from ._schema import (
     INJECTED_PARAMS,
     ParameterModel,
     SchemaValidationError,
+    call_target,
+    callable_docs,
     check_name,
     format_validation_error,
     function_parameters,
@@ -329,7 +332,9 @@ class Tool:
     """Base class for tools written as classes.
 
     Subclass it and implement ``execute(self, **params)``; the parameters'
-    type hints and the docstring's ``Args:`` section become the schema::
+    type hints and the ``Args:`` sections of the class docstring and of
+    ``execute``'s (``execute``'s wins for a parameter both describe) become the
+    schema; the description is the class docstring's summary::
 
         class IssueRefund(Tool):
             \"\"\"Issues a refund for an order.\"\"\"
@@ -372,7 +377,9 @@ class Tool:
     Raises:
         ToolDefinitionError: At class creation, when ``requires_approval`` is
             neither a bool nor a callable taking the call (a string, a
-            number), or when it is a resolver and ``approval`` is one too.
+            number), or when it is a resolver and ``approval`` is one too;
+            when ``execute`` is a generator (a tool returns its result); or
+            when a parameter's default does not match its type.
     """
 
     name: ClassVar[str] = ""
@@ -398,8 +405,13 @@ class Tool:
         if "description" not in cls.__dict__ or not cls.__dict__["description"]:
             cls.description = parse_docstring(cls.__doc__)[0] if cls.__doc__ else ""
         execute = cls.__dict__.get("execute")
+        own_docs = parse_docstring(cls.__dict__.get("__doc__"))[1]
+        if execute is None and own_docs and cls.execute is not Tool.execute:
+            execute = cls.execute  # inherited: described again with this class's Args
         if execute is not None and cls.parameters is None:
-            cls._params = function_parameters(execute, skip_first=True)
+            if not cls.external:
+                _refuse_generator(f"{cls.__name__}.execute", execute)
+            cls._params = function_parameters(execute, skip_first=True, docs=_class_docs(cls))
             if not cls.description:
                 cls.description = parse_docstring(execute.__doc__)[0]
         if cls.timeout is not None and cls.timeout <= 0:
@@ -425,7 +437,7 @@ class Tool:
 
     @functools.cached_property
     def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self._target())
+        return _is_async(self._target())
 
     @property
     def resolver(self) -> ApprovalResolver | None:
@@ -512,7 +524,20 @@ class Tool:
 
 
 class FunctionTool(Tool, abstract=True):
-    """A tool made from a plain function by :func:`tool`. Calling it calls the function."""
+    """A tool made from a plain function by :func:`tool`. Calling it calls the function.
+
+    It may also be made from a ``functools.partial`` (the arguments the partial
+    binds are left out of the schema; its name and docstring are the wrapped
+    function's) or a callable object (its ``__call__``'s parameters; its name is
+    the class's in snake_case, its description ``__call__``'s docstring or the
+    class's).
+
+    ``@tool`` on a method in a class body (its first parameter named ``self``)
+    makes a method tool: ``self`` is not in the schema, and the tool read from an
+    instance (``svc.lookup``) is bound to it, ready for ``with_tools``; the one
+    read from the class (``Svc.lookup``) has no instance to run with, and
+    ``with_tools`` refuses it.
+    """
 
     def __init__(
         self,
@@ -530,11 +555,11 @@ class FunctionTool(Tool, abstract=True):
         if not callable(fn):
             raise ToolDefinitionError(f"@tool needs a function, got {fn!r}")
         self.fn = fn
-        self.name = check_name(name or fn.__name__)  # type: ignore[misc]
+        self.name = check_name(name or _default_name(fn))  # type: ignore[misc]
         if requires_approval is None:
             requires_approval = False
         check_gate(f"tool {self.name!r}", requires_approval, approval)
-        doc_desc, _ = parse_docstring(fn.__doc__)
+        doc_desc, _ = callable_docs(fn)
         self.description = description or doc_desc  # type: ignore[misc]
         self.requires_approval = requires_approval  # type: ignore[misc]
         self.approval = approval  # type: ignore[misc]
@@ -543,9 +568,25 @@ class FunctionTool(Tool, abstract=True):
         self.timeout = timeout  # type: ignore[misc]
         self.idempotent = idempotent  # type: ignore[misc]
         self.external = bool(external)  # type: ignore[misc]
+        if not self.external:
+            _refuse_generator(f"tool {self.name!r}", fn)
         self.loop = _bound_loop(self.name, fn, loop)  # type: ignore[misc]
-        self._params = function_parameters(fn)  # type: ignore[misc]
-        functools.update_wrapper(self, fn)
+        self._method = _is_method(fn)
+        self._params = function_parameters(fn, skip_first=self._method)  # type: ignore[misc]
+        if inspect.isfunction(fn) or inspect.ismethod(fn):
+            functools.update_wrapper(self, fn)
+        else:  # a partial or a callable object: its attributes are not the tool's
+            self.__wrapped__ = fn
+            self.__doc__ = getattr(call_target(fn), "__doc__", None) or fn.__doc__
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> FunctionTool:
+        """Read from an instance, a method tool is bound to it (as a method would be)."""
+        if obj is None or not self._method:
+            return self
+        bound = copy.copy(self)
+        bound.fn = self.fn.__get__(obj, objtype)
+        bound._method = False
+        return bound
 
     def _target(self) -> Callable[..., Any]:
         return self.fn
@@ -558,6 +599,61 @@ class FunctionTool(Tool, abstract=True):
 
     def __repr__(self) -> str:
         return f"<tool {self.name}{_gate_words(self)}>"
+
+
+def _default_name(fn: Any) -> str:
+    """A tool's name when none is given: the function's (a partial's: the one it wraps);
+    a callable object's class name in snake_case."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else _snake(type(fn).__name__)
+
+
+def _is_method(fn: Any) -> bool:
+    """A function written as a method: a plain function whose first parameter is ``self``."""
+    if not inspect.isfunction(fn):
+        return False
+    params = list(inspect.signature(fn).parameters.values())
+    return (
+        bool(params)
+        and params[0].name == "self"
+        and params[0].kind
+        in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        )
+    )
+
+
+def _is_async(fn: Any) -> bool:
+    """Whether calling ``fn`` gives a coroutine to await (an ``async def __call__`` too)."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call_target(fn))
+
+
+def _refuse_generator(owner: str, fn: Any) -> None:
+    """Refuse a generator as a tool's code, when it is defined.
+
+    Calling one runs nothing: its body would run only when something iterates it,
+    outside the call (after its timeout, its approval, its record). A tool returns
+    its whole result; it can report progress while it runs.
+    """
+    target = call_target(fn)
+    if inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target):
+        raise ToolDefinitionError(
+            f"{owner} is a generator: a tool returns its result, it does not yield it; "
+            "collect the items (return a list) and show progress with nbagent.report_progress()"
+        )
+
+
+def _class_docs(cls: type) -> dict[str, str]:
+    """The parameter descriptions of a Tool class's own docstrings (``Args:``), nearest class
+    first; ``execute``'s docstring wins over all of them."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if klass is not Tool and isinstance(klass, type) and issubclass(klass, Tool):
+            docs.update(parse_docstring(klass.__dict__.get("__doc__"))[1])
+    return docs
 
 
 @overload
@@ -596,7 +692,13 @@ def tool(
     Args:
         fn: The function. Its type hints and Google/NumPy/Sphinx docstring
             become the schema; a ``tool_call`` parameter receives the call.
-        name: Tool name (default: the function's name).
+            A method in a class body works too (``self`` is left out; the tool
+            read from an instance is bound to it), and so do a
+            ``functools.partial`` (its bound arguments are left out) and a
+            callable object (its ``__call__``). A sync function returning a
+            coroutine has it awaited inside the call.
+        name: Tool name (default: the function's name; a callable object's
+            class name in snake_case).
         description: Tool description (default: the docstring's summary).
         requires_approval: ``True`` gates every call behind a decision. A
             resolver ``(call) -> True | False | None`` decides per call
@@ -622,7 +724,9 @@ def tool(
 
     Raises:
         ToolDefinitionError: A name providers reject, ``*args``, a
-            parameter type that has no JSON Schema, ``loop=`` on a
+            parameter type that has no JSON Schema, a default its type
+            rejects (``x: int = "many"``; ``None`` is allowed), a generator
+            (return a list instead), ``loop=`` on a
             function that is not async (or ``"current"`` with no loop
             running), a ``requires_approval`` that is neither a bool nor a
             function of the call, or two resolvers (``requires_approval``
@@ -743,7 +847,7 @@ def _bound_loop(name: str, fn: Callable[..., Any], loop: LoopOption) -> Any:
 
     if loop is None:
         return None
-    if not inspect.iscoroutinefunction(fn):
+    if not _is_async(fn):
         raise ToolDefinitionError(
             f"tool {name!r}: loop= is for async functions (a sync tool runs on a thread, "
             "not on an event loop)"
@@ -794,6 +898,13 @@ def as_tool(obj: Any) -> Tool:
     """Normalise what ``with_tools`` accepts: a Tool instance or class, or a function."""
     if isinstance(obj, Tool):
         _named(obj)
+        if isinstance(obj, FunctionTool) and obj._method:
+            owner = getattr(obj.fn, "__qualname__", obj.name).rpartition(".")[0] or "its class"
+            raise ToolDefinitionError(
+                f"tool {obj.name!r} is a method of {owner}: give the one read from an "
+                f"instance (with_tools(instance.{getattr(obj.fn, '__name__', obj.name)})), "
+                "which has the instance to run with"
+            )
         check_gate(f"tool {obj.name!r}", obj.requires_approval, obj.approval)
         return obj
     if isinstance(obj, type) and issubclass(obj, Tool):
@@ -819,8 +930,8 @@ def tool_name_of(obj: Any) -> str:
         return obj.name
     if isinstance(obj, type) and issubclass(obj, Tool):
         return obj.name
-    if callable(obj) and hasattr(obj, "__name__"):
-        return str(obj.__name__)
+    if callable(obj):
+        return _default_name(obj)
     raise ToolDefinitionError(f"cannot name a tool from {obj!r}")
 
 

@@ -9,8 +9,10 @@ holding NaN, and defaults that do not match their type.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
-from typing import Any, ClassVar, Optional
+from typing import Annotated, Any, ClassVar, Optional
 
 import pydantic
 import pytest
@@ -19,6 +21,8 @@ from nbagent import (
     Chat,
     OutputValidationError,
     Tool,
+    ToolDefinitionError,
+    current_tool_call,
     tool,
 )
 from nbagent._schema import SchemaValidationError, validate_json_schema
@@ -44,6 +48,220 @@ def _run(*tools: Any, calls: list[tuple[str, dict[str, Any]]], **options: Any) -
 
 
 # -- 1. a Tool class's own docstring Args ------------------------------------------------
+
+
+class SearchTool(Tool):
+    """Searches the knowledge base.
+
+    Args:
+        query: Search query
+        limit: How many results
+    """
+
+    def execute(self, query: str, limit: int = 5) -> str:
+        """Run the search.
+
+        Args:
+            limit: Most results to return
+        """
+        return f"{query}:{limit}"
+
+
+def test_class_docstring_args_describe_the_parameters() -> None:
+    spec = SearchTool().spec
+    props = spec.input_schema["properties"]
+    assert props["query"]["description"] == "Search query"
+    assert props["limit"]["description"] == "Most results to return"  # execute's wins
+    assert spec.description == "Searches the knowledge base."  # not the Args block
+
+
+def test_class_docstring_args_reach_the_wire() -> None:
+    provider = ScriptedProvider([reply("ok")])
+    Chat(provider=provider).with_tools(SearchTool).ask("q")
+    (sent,) = provider.requests[0].tools
+    assert sent.input_schema["properties"]["query"]["description"] == "Search query"
+    assert "Args" not in sent.description and "query" not in sent.description
+
+
+def test_a_subclass_args_describe_an_inherited_execute() -> None:
+    class ScopedSearch(SearchTool):
+        """Searches one scope.
+
+        Args:
+            query: A query in the scope's syntax
+        """
+
+    props = ScopedSearch().input_schema["properties"]
+    assert props["query"]["description"] == "A query in the scope's syntax"
+    assert props["limit"]["description"] == "Most results to return"
+    assert SearchTool().input_schema["properties"]["query"]["description"] == "Search query"
+
+
+# -- 2. Annotated descriptions -------------------------------------------------------------
+
+
+def test_annotated_field_description_is_kept() -> None:
+    @tool
+    def weather(
+        city: Annotated[str, pydantic.Field(description="City name", min_length=2)],
+        days: Annotated[int, pydantic.Field(ge=1)] = 1,
+    ) -> str:
+        """Forecast.
+
+        Args:
+            days: Days ahead
+        """
+        return city
+
+    props = weather.input_schema["properties"]
+    assert props["city"] == {"description": "City name", "minLength": 2, "type": "string"}
+    assert props["days"]["description"] == "Days ahead" and props["days"]["minimum"] == 1
+
+
+def test_annotated_description_wins_over_the_docstring() -> None:
+    @tool
+    def weather(city: Annotated[str, pydantic.Field(description="City name")]) -> str:
+        """Forecast.
+
+        Args:
+            city: the city
+        """
+        return city
+
+    assert weather.input_schema["properties"]["city"]["description"] == "City name"
+
+
+# -- 3. @tool on a method ------------------------------------------------------------------
+
+
+class Service:
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    @tool
+    def lookup(self, x: int) -> str:
+        """Look up x."""
+        return f"{self.prefix}:{x}"
+
+    @tool(name="find", requires_approval=True)
+    def search(self, q: str, tool_call: Any = None) -> str:
+        """Search."""
+        return f"{self.prefix}:{q}:{tool_call.id if tool_call else None}"
+
+
+def test_a_method_tool_has_no_self_in_its_schema() -> None:
+    assert Service.lookup.input_schema["properties"] == {"x": {"type": "integer"}}
+    assert Service("a").lookup.input_schema["required"] == ["x"]
+
+
+def test_a_method_tool_read_from_an_instance_runs_with_it() -> None:
+    a, b = Service("a"), Service("b")
+    assert a.lookup(3) == "a:3" and b.lookup(4) == "b:4"
+    assert a.search.name == "find" and a.search.requires_approval is True
+    assert _run(a.lookup, calls=[("lookup", {"x": 3})]) == ["a:3"]
+
+
+def test_a_method_tool_read_from_the_class_is_refused_clearly() -> None:
+    with pytest.raises(ToolDefinitionError, match=r"method of Service.*instance\.lookup"):
+        Chat(model="demo").with_tools(Service.lookup)
+
+
+# -- 4. functools.partial and callable objects ---------------------------------------------
+
+
+def _add(a: int, b: int, scale: int = 1) -> int:
+    """Add two numbers.
+
+    Args:
+        a: First.
+        b: Second.
+    """
+    return (a + b) * scale
+
+
+def test_a_partial_leaves_its_bound_arguments_out() -> None:
+    add_two = tool(name="add_two")(functools.partial(_add, b=2))
+    assert add_two.input_schema["properties"] == {
+        "a": {"description": "First.", "type": "integer"},
+        "scale": {"default": 1, "type": "integer"},
+    }
+    assert add_two.description == "Add two numbers."
+    with pytest.raises(SchemaValidationError, match="b: unexpected argument"):
+        add_two.validate_arguments({"a": 1, "b": 5})
+    assert _run(add_two, calls=[("add_two", {"a": 1, "scale": 3})]) == ["9"]
+    positional = tool(functools.partial(_add, 10))
+    assert positional.name == "_add" and list(positional.input_schema["properties"]) == [
+        "b",
+        "scale",
+    ]
+
+
+class Multiplier:
+    """Multiplies by a factor.
+
+    Args:
+        y: The number to multiply.
+    """
+
+    def __init__(self, factor: int) -> None:
+        self.factor = factor
+        self.name = "not the tool's name"
+
+    def __call__(self, y: int) -> int:
+        return y * self.factor
+
+
+class AsyncEcho:
+    async def __call__(self, text: str) -> str:
+        """Echo text back."""
+        await asyncio.sleep(0)
+        return f"{text}:{current_tool_call().name}"  # type: ignore[union-attr]
+
+
+def test_a_callable_object_is_described_by_its_call() -> None:
+    t = tool(Multiplier(3))
+    assert t.name == "multiplier" and t.description == "Multiplies by a factor."
+    assert t.input_schema["properties"] == {
+        "y": {"description": "The number to multiply.", "type": "integer"}
+    }
+    assert _run(t, calls=[("multiplier", {"y": 4})]) == ["12"]
+    echo = tool(name="echo")(AsyncEcho())
+    assert echo.is_async and echo.description == "Echo text back."
+    assert _run(echo, calls=[("echo", {"text": "hi"})]) == ["hi:echo"]
+
+
+def test_a_tool_made_from_a_tool_has_its_own_name() -> None:
+    renamed = tool(name="sum_two")(tool(_add))
+    assert renamed.name == "sum_two" and renamed.description == "Add two numbers."
+    assert list(renamed.input_schema["properties"]) == ["a", "b", "scale"]
+    assert renamed(1, 2) == 3
+
+
+# -- 5. generators and coroutines ----------------------------------------------------------
+
+
+def test_a_generator_is_refused_when_the_tool_is_defined() -> None:
+    with pytest.raises(ToolDefinitionError, match=r"'count_up' is a generator.*return a list"):
+
+        @tool
+        def count_up(n: int) -> Any:
+            """Count."""
+            yield from range(n)
+
+    with pytest.raises(ToolDefinitionError, match="generator"):
+
+        @tool
+        async def agen(n: int) -> Any:
+            """Count."""
+            yield n
+
+    with pytest.raises(ToolDefinitionError, match=r"Counter\.execute is a generator"):
+
+        class Counter(Tool):
+            """Count."""
+
+            def execute(self, n: int) -> Any:
+                yield n
 
 
 CONSTRAINED: dict[str, Any] = {
@@ -155,3 +373,19 @@ def test_problems_inside_an_optional_are_named() -> None:
 
 
 # -- 8. tool dicts for complete_with_tools -------------------------------------------------
+
+
+def test_a_default_that_does_not_fit_its_type_is_refused() -> None:
+    with pytest.raises(ToolDefinitionError, match=r"default of 'x' \('many'\).*expected integer"):
+
+        @tool
+        def bad(x: int = "many") -> str:  # type: ignore[assignment]
+            """Bad."""
+            return "x"
+
+    @tool
+    def fine(x: int = None, when: str = "now") -> str:  # type: ignore[assignment]  # noqa: RUF013
+        """A None default means 'not given', on any type."""
+        return "x"
+
+    assert fine.input_schema["properties"]["x"]["default"] is None
