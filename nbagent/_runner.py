@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ._aio import on_background_loop, run_on_loop
+from ._aio import on_background_loop, run_on_loop, run_sync
 from ._events import utcnow
 from ._recording import RecordedResult
 from ._tools import CallReporter, CancelEvent, InputAsker, Tool, _bind_call
@@ -134,12 +134,23 @@ def _running(job: Job) -> Iterator[None]:
 
 
 def _call_sync(job: Job) -> Any:
-    import asyncio
+    """Run a sync tool's call here; a coroutine it returns is run to its end, inside the call.
+
+    The coroutine runs on a loop of its own when none runs on this thread, else on
+    nbagent's background loop while this thread waits (:func:`~nbagent._aio.run_sync`).
+    A generator it returns is refused (nothing would iterate it): an error result.
+    """
+    import inspect
 
     with _running(job):
         result = job.tool.execute(**job.tool.bind(job.call, job.kwargs))
-        if asyncio.iscoroutine(result):  # a sync execute() that returned a coroutine
-            return asyncio.run(result)
+        if inspect.iscoroutine(result):  # a sync execute() that returned a coroutine
+            return run_sync(result)
+        if inspect.isgenerator(result) or inspect.isasyncgen(result):
+            raise TypeError(
+                f"tool {job.tool.name!r} returned a generator, which nothing iterates (its "
+                "body did not run); return a list (or a str) instead"
+            )
         return result
 
 

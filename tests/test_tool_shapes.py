@@ -264,6 +264,52 @@ def test_a_generator_is_refused_when_the_tool_is_defined() -> None:
                 yield n
 
 
+class CoroReturning(Tool):
+    """A sync execute returning a coroutine."""
+
+    def execute(self, x: int) -> Any:
+        async def inner() -> str:
+            await asyncio.sleep(0)
+            return f"awaited {x} in {current_tool_call().name}"  # type: ignore[union-attr]
+
+        return inner()
+
+
+@tool
+async def other() -> str:
+    """Async."""
+    return "other"
+
+
+@pytest.mark.parametrize("concurrency", [False, "threads", "async"])
+def test_a_coroutine_returned_by_a_sync_tool_is_awaited(concurrency: Any) -> None:
+    calls = [("coro_returning", {"x": 1}), ("other", {})]
+    results = _run(CoroReturning, other, calls=calls, concurrency=concurrency)
+    assert results == ["awaited 1 in coro_returning", "other"]
+
+
+def test_a_coroutine_returned_by_a_sync_tool_is_awaited_under_a_running_loop() -> None:
+    provider = ScriptedProvider([call_tools(("coro_returning", {"x": 2})), reply("done")])
+
+    async def main() -> None:
+        await Chat(provider=provider).with_tools(CoroReturning).ask_async("go")
+
+    asyncio.run(main())
+    assert _results(provider) == ["awaited 2 in coro_returning"]
+
+
+def test_a_returned_generator_is_an_error_result() -> None:
+    @tool
+    def names() -> Any:
+        """Names."""
+        return (n for n in ["a", "b"])
+
+    (result,) = _run(names, calls=[("names", {})])
+    assert result.startswith("Error: TypeError: tool 'names' returned a generator")
+
+
+# -- 6. the raw JSON Schema validator ------------------------------------------------------
+
 CONSTRAINED: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
