@@ -19,6 +19,7 @@ import pytest
 
 from nbagent import (
     Chat,
+    ChatMessage,
     OutputValidationError,
     Tool,
     ToolDefinitionError,
@@ -26,7 +27,8 @@ from nbagent import (
     tool,
 )
 from nbagent._schema import SchemaValidationError, validate_json_schema
-from nbagent.testing import ScriptedProvider, call_tools, reply
+from nbagent.providers import OpenAIProvider
+from nbagent.testing import FakeLLMServer, ScriptedProvider, Turn, call_tools, reply
 
 
 def _results(provider: ScriptedProvider, request: int = 1) -> list[str]:
@@ -419,6 +421,62 @@ def test_problems_inside_an_optional_are_named() -> None:
 
 
 # -- 8. tool dicts for complete_with_tools -------------------------------------------------
+
+WEATHER_SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+}
+
+
+@pytest.mark.parametrize(
+    "definition",
+    [
+        {"name": "get_weather", "description": "d", "parameters": WEATHER_SCHEMA},
+        {"name": "get_weather", "description": "d", "inputSchema": WEATHER_SCHEMA},
+        {"type": "function", "function": {"name": "get_weather", "parameters": WEATHER_SCHEMA}},
+    ],
+)
+def test_a_tool_dict_may_spell_its_schema_as_openai_or_mcp_do(definition: Any) -> None:
+    with FakeLLMServer([Turn(text="31C")]) as server:
+        llm = OpenAIProvider("gpt-4.1-mini", base_url=server.openai_base_url, api_key="sk-test")
+        llm.complete_with_tools(
+            messages=[ChatMessage(role="user", content="Weather in Lagos?")], tools=[definition]
+        )
+        (sent,) = server.requests[0].body["tools"]
+    assert sent["function"]["parameters"] == WEATHER_SCHEMA
+
+
+@pytest.mark.parametrize(
+    ("definition", "message"),
+    [
+        (
+            {"name": "get weather", "input_schema": WEATHER_SCHEMA},
+            "tool 'get weather': invalid name",
+        ),
+        (
+            {"name": "w", "input_schema": {"type": "array"}},
+            "'input_schema' must describe an object",
+        ),
+        ({"name": "w", "parameters": {"properties": {}}}, "'parameters' must describe an object"),
+        ({"name": "w", "input_schema": "{}"}, "'input_schema' must be a JSON Schema dict"),
+        ({"name": "w", "description": 3}, "'description' must be a string"),
+        (
+            {"name": "w", "input_schema": WEATHER_SCHEMA, "parameters": {"type": "object"}},
+            "given twice",
+        ),
+    ],
+)
+def test_a_bad_tool_dict_is_refused_before_anything_is_sent(definition: Any, message: str) -> None:
+    provider = ScriptedProvider([reply("never")])
+    with pytest.raises(TypeError, match=message):
+        provider.complete_with_tools(
+            messages=[ChatMessage(role="user", content="x")], tools=[definition]
+        )
+    assert provider.requests == []
+
+
+# -- 9. results holding NaN, defaults that do not fit ---------------------------------------
 
 
 def test_a_default_that_does_not_fit_its_type_is_refused() -> None:

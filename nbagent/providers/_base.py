@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._hosted import HostedTool
 from .._output import Output, as_output
+from .._schema import NAME_RE
 from .._types import (
     AssistantToolCallMessage,
     ChatMessage,
@@ -61,39 +62,77 @@ DeltaSink = Callable[[StreamDelta], None]
 ToolDefinition = ToolSpec | Mapping[str, Any]
 
 
-def as_spec(tool: ToolDefinition) -> ToolSpec:
-    """Accept a :class:`ToolSpec` or a ``{"name", "description", "input_schema"}`` dict.
+_SCHEMA_KEYS = ("input_schema", "parameters", "inputSchema")
+"""Where a tool dict may keep its JSON Schema: Anthropic's key, OpenAI's, MCP's."""
 
-    An nbagent tool (``@tool`` function, ``Tool`` instance) is accepted too: its
-    ``spec`` is what the model sees.
+
+def as_spec(tool: ToolDefinition) -> ToolSpec:
+    """Accept a :class:`ToolSpec`, a tool dict, or an nbagent tool (its ``spec``).
+
+    A dict is ``{"name", "description", "input_schema"}``; the schema may be under
+    OpenAI's key ``parameters`` or MCP's ``inputSchema`` instead, and OpenAI's
+    ``{"type": "function", "function": {...}}`` wrapper is taken off. It is
+    checked as the APIs will check it: the name is 1 to 64 characters of
+    ``[a-zA-Z0-9_-]``, the description a string, the schema a JSON Schema of an
+    object (a tool's arguments are a JSON object); a dict with no schema takes no
+    arguments.
 
     Raises:
-        TypeError: Anything else, or a dict without a ``name``.
+        TypeError: Anything else, naming what is wrong (before anything is sent).
     """
     if isinstance(tool, ToolSpec):
         return tool
     spec = getattr(tool, "spec", None)
     if isinstance(spec, ToolSpec):
         return spec
+    if (
+        isinstance(tool, Mapping)
+        and "name" not in tool
+        and tool.get("type") == "function"
+        and isinstance(tool.get("function"), Mapping)
+    ):
+        tool = tool["function"]  # OpenAI's Chat Completions wrapper
     if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str) or not tool["name"]:
         raise TypeError(
             "a tool definition needs 'name' (a non-empty string), 'description' and "
-            f"'input_schema' (a dict, a ToolSpec or an nbagent tool); got {tool!r}"
+            f"'input_schema' (a dict, a ToolSpec or an nbagent tool); got {tool!r:.200}"
         )
-    try:
-        schema = tool.get("input_schema")
-        return ToolSpec(
-            name=str(tool["name"]),
-            description=str(tool.get("description", "")),
-            # a dict is kept, not copied: its identity keys the adapters' wire cache
-            input_schema=schema
-            if isinstance(schema, dict) and schema
-            else dict(schema or {"type": "object", "properties": {}}),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
+    name = tool["name"]
+    if not NAME_RE.match(name):
         raise TypeError(
-            f"a tool definition needs 'name', 'description' and 'input_schema'; got {tool!r}"
-        ) from exc
+            f"tool {name!r}: invalid name; providers accept 1 to 64 characters from "
+            "[a-zA-Z0-9_-] (no spaces or dots)"
+        )
+    description = tool.get("description")
+    if description is not None and not isinstance(description, str):
+        raise TypeError(
+            f"tool {name!r}: 'description' must be a string; got {type(description).__name__}"
+        )
+    given = [k for k in _SCHEMA_KEYS if tool.get(k) is not None]
+    if len(given) > 1 and any(tool[k] != tool[given[0]] for k in given[1:]):
+        raise TypeError(
+            f"tool {name!r}: its schema is given twice, differently ({' and '.join(given)}); "
+            "keep one ('input_schema')"
+        )
+    schema = tool[given[0]] if given else None
+    if schema is not None and not isinstance(schema, Mapping):
+        raise TypeError(
+            f"tool {name!r}: '{given[0]}' must be a JSON Schema dict; got {type(schema).__name__}"
+        )
+    if not schema:
+        schema = {"type": "object", "properties": {}}
+    if schema.get("type") != "object":
+        raise TypeError(
+            f"tool {name!r}: '{given[0]}' must describe an object ({{'type': 'object', "
+            f"'properties': {{...}}}}): a tool's arguments are a JSON object; got "
+            f"type {schema.get('type')!r}"
+        )
+    return ToolSpec(
+        name=name,
+        description=description or "",
+        # a dict is kept, not copied: its identity keys the adapters' wire cache
+        input_schema=schema if isinstance(schema, dict) else dict(schema),
+    )
 
 
 @dataclass(frozen=True)
