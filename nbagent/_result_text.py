@@ -2,7 +2,8 @@
 
 - ``str``: as is.
 - ``None``: ``"null"`` (the tool ran and returned nothing).
-- dict / list / tuple / numbers / bools: compact JSON.
+- dict / list / tuple / numbers / bools: compact JSON (a NaN as ``null``, an infinity
+  as ``"Infinity"`` / ``"-Infinity"``: the text stays valid JSON).
 - dataclasses, pydantic models, enums, datetimes, sets: JSON of their natural form.
 - pandas DataFrame / Series: a compact text table; past ``max_rows`` rows the
   head and tail are kept and a note says how many rows were left out.
@@ -57,6 +58,36 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
+def _json(value: Any) -> str:
+    """Compact JSON; a NaN is written ``null`` and an infinity ``"Infinity"``/``"-Infinity"``
+    (``NaN`` and ``Infinity`` are not JSON: a reader of the result could not parse it)."""
+    try:
+        return json.dumps(
+            value, ensure_ascii=False, default=_default, separators=(",", ":"), allow_nan=False
+        )
+    except ValueError:  # a float JSON has no spelling for, somewhere inside
+        return json.dumps(
+            _finite(value), ensure_ascii=False, default=_default, separators=(",", ":")
+        )
+
+
+def _finite(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON-able data with its NaNs and infinities spelled as JSON can."""
+    if isinstance(value, float):
+        if value != value:
+            return None
+        if value in (float("inf"), float("-inf")):
+            return "Infinity" if value > 0 else "-Infinity"
+        return value
+    if isinstance(value, str | int | bool) or value is None or depth > 200:
+        return value
+    if isinstance(value, dict):
+        return {k: _finite(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v, depth + 1) for v in value]
+    return _finite(_default(value), depth + 1)
+
+
 def _frame_text(value: Any, max_rows: int) -> str:
     rows = len(value)
     if rows > max_rows:
@@ -83,7 +114,7 @@ def to_content(value: Any, *, max_rows: int = MAX_ROWS, max_chars: int = MAX_CHA
         text = _frame_text(value, max_rows)
     else:
         try:
-            text = json.dumps(value, ensure_ascii=False, default=_default, separators=(",", ":"))
+            text = _json(value)
         except (TypeError, ValueError):
             text = str(value)
     if len(text) > max_chars:

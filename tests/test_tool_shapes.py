@@ -479,6 +479,16 @@ def test_a_bad_tool_dict_is_refused_before_anything_is_sent(definition: Any, mes
 # -- 9. results holding NaN, defaults that do not fit ---------------------------------------
 
 
+def test_a_result_holding_nan_or_infinity_is_valid_json() -> None:
+    @tool
+    def stats() -> dict[str, Any]:
+        """Stats."""
+        return {"mean": float("nan"), "max": float("inf"), "rows": [1.5, float("-inf")]}
+
+    (result,) = _run(stats, calls=[("stats", {})])
+    assert json.loads(result) == {"mean": None, "max": "Infinity", "rows": [1.5, "-Infinity"]}
+
+
 def test_a_default_that_does_not_fit_its_type_is_refused() -> None:
     with pytest.raises(ToolDefinitionError, match=r"default of 'x' \('many'\).*expected integer"):
 
