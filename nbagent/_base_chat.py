@@ -383,6 +383,16 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         return self._last_step
 
     @property
+    def outputs(self) -> dict[int, Any]:
+        """What each turn that asked for a structured answer asked for, by turn:
+        ``{1: Invoice, 3: {"type": "object", ...}}`` (the ``output=`` given to ``ask``).
+
+        Kept by this chat object and its forks; a chat loaded from a store starts
+        without (a type is code, not data).
+        """
+        return {t: o.schema if o.kind == "schema" else o.target for t, o in self._outputs.items()}
+
+    @property
     def last_error(self) -> BaseException | None:
         """The exception of this chat's latest failed model request (``None``: none failed).
 
@@ -723,8 +733,11 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             fork._rules = rules
             fork._options = options
             fork._cost_step, fork._tokens_step = self._cost_step, self._tokens_step
-            if p.snapshot.turn == self._turn:  # forked in the current turn: its structured answer
-                fork._output = self._output
+            # the structured answers of the turns it shares; the one its own turn asked for,
+            # if any, goes on (forked in an earlier turn, it was lost: the answer came back
+            # as text with parsed=None)
+            fork._outputs = {t: o for t, o in self._outputs.items() if t <= p.snapshot.turn}
+            fork._output = self._outputs.get(p.snapshot.turn)
             fork._parent = p.parent
         return fork
 
@@ -835,6 +848,8 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             self._forced_spent = False
             self._last_step = None
             self._output, self._output_retried = spec, False
+            if spec is not None:
+                self._outputs[self._turn] = spec
             for m in before:  # an MCP prompt's earlier messages, in its turn
                 earlier = dataclasses.replace(m, content=clean(m.content), turn=self._turn)
                 events.extend(self._append(earlier))

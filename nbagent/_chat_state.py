@@ -53,6 +53,7 @@ from ._events import (
     utcnow,
 )
 from ._extension import Extension, Snapshot
+from ._frozen import frozen
 from ._hosted import HostedTool
 from ._notice import notice
 from ._options import ToolOptions
@@ -310,6 +311,7 @@ class ChatCore:
         self._deferred: list[Event] = []
         self._deferred_after: list[ToolResult] = []
         self._output: Output | None = None  # the structured answer the current turn asks for
+        self._outputs: dict[int, Output] = {}  # every turn's that asked for one (a fork's turn)
         self._output_retried = False  # the turn's one retry of an invalid answer is spent
         self._inputs: dict[str, PendingInput] = {}  # what waits for an answer, by id
         self._input_waiters: dict[str, concurrent.futures.Future[tuple[str, Any]]] = {}
@@ -1108,7 +1110,7 @@ class ChatCore:
             self._messages = list(snap.messages)
             self._calls = {c.id: c for c in snap.calls}
             for c in snap.calls:
-                c.chat_id = self.id
+                c.chat_id, c.arguments = self.id, frozen(c.arguments)
             self._call_turn, self._call_step = dict(snap.call_turn), dict(snap.call_step)
             last = self._messages[-1] if self._messages else None
             self._open = last if isinstance(last, AssistantToolCallMessage) else None

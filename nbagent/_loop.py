@@ -62,6 +62,7 @@ from ._events import (
     utcnow,
 )
 from ._extension import defer_writes, undefer_writes
+from ._frozen import frozen, thawed
 from ._hosted import HostedCallWarning, Verdict, audit_items
 from ._inputs import CallAsker
 from ._notice import notice
@@ -451,7 +452,11 @@ class LoopMixin(ChatCore):
                 )
                 events.extend(self._append(message))
                 self._open = message
-                events.extend(self._register_calls(calls, response, request.step, after))
+                events.extend(
+                    self._register_calls(
+                        calls, response, request.step, after, request.request.tool_choice
+                    )
+                )
                 events.extend(self._close_round_if_done())
             else:
                 text = response.text
@@ -578,14 +583,16 @@ class LoopMixin(ChatCore):
         response: LLMToolResponse,
         step: int,
         after: list[ToolResult],
+        choice: str = "auto",
     ) -> list[Event]:
         """Record the calls of a response: gate each once, answer the ones that can't run."""
         events: list[Event] = []
         limit = self._options.calls
         truncated = response.stop_reason in ("max_tokens", "context_window")
-        for n, c in enumerate(calls):
+        n = 0  # the calls counted against the limit (one the choice excluded is not)
+        for c in calls:
             self._calls[c.id] = c
-            c.chat_id = self.id
+            c.chat_id, c.arguments = self.id, frozen(c.arguments)  # the record: read-only
             self._call_turn[c.id] = self._turn
             self._call_step[c.id] = step
             tool = None if c.hosted else self._tools.get(c.name)
@@ -610,8 +617,12 @@ class LoopMixin(ChatCore):
                 # decide it at once (no local tool to check or run; the calls limit is the
                 # provider's business)
                 events.extend(self._gate(c, None, step, after))
+                n += 1
                 continue
-            problem = self._reject_reason(c, tool, n, limit, truncated)
+            problem = _off_choice(c, choice)
+            if problem is None:
+                problem = self._reject_reason(c, tool, n, limit, truncated)
+                n += 1
             if problem is not None:
                 status, text = problem
                 events.extend(self._answer(c, status, text, after))
@@ -755,7 +766,8 @@ class LoopMixin(ChatCore):
                     )
                     continue
                 try:
-                    kwargs = tool.validate_arguments(c.effective_arguments)
+                    # a copy: the tool's own changes to its inputs reach nobody else
+                    kwargs = tool.validate_arguments(thawed(c.effective_arguments))
                 except SchemaValidationError as exc:
                     events.extend(
                         self._answer(
@@ -820,6 +832,25 @@ def _show_unknown(response: LLMToolResponse) -> None:
                 f"{response.provider or item.api} sent a {item.type!r} item that nbagent does "
                 "not know; it is kept in the transcript (message.items) and sent back as it came"
             )
+
+
+def _off_choice(c: ToolCall, choice: str) -> tuple[Literal["skipped"], str] | None:
+    """Why a call the request's tool choice did not allow is not run (``None``: allowed).
+
+    Not every server honours ``tool_choice`` (compatible servers, some models): the
+    chat does, as it does the calls-per-response limit.
+    """
+    if choice == "none":
+        return "skipped", (
+            "Not executed: no tool calls were allowed in this response (tool choice 'none'). "
+            "Answer without calling tools."
+        )
+    if choice not in ("auto", "required") and c.name != choice:
+        return "skipped", (
+            f"Not executed: this response was to call {choice} only (tool choice). "
+            "Call it again in a later response if it is still needed."
+        )
+    return None
 
 
 def _provider_gate(c: ToolCall) -> Approval:

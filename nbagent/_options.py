@@ -40,10 +40,19 @@ def normalize_choice(value: Any) -> str:
         if value in _CHOICE_WORDS:
             return value
         return value  # a tool name; checked against the chat's tools per request
-    if isinstance(value, Tool) or (isinstance(value, type) and issubclass(value, Tool)):
-        return tool_name_of(value)
-    if callable(value):
-        return tool_name_of(value)
+    if (
+        isinstance(value, Tool)
+        or (isinstance(value, type) and issubclass(value, Tool))
+        or (callable(value))
+    ):
+        name = tool_name_of(value)
+        if name in _CHOICE_WORDS:  # sent as the word, it would not force the tool
+            raise ToolOptionError(
+                f"the tool {name!r} cannot be forced: its name is a tool choice word "
+                f"({', '.join(sorted(_CHOICE_WORDS))}); give it another name "
+                f"(@tool(name=...)) to force it"
+            )
+        return name
     raise ToolOptionError(
         f"choice must be 'auto', 'required', 'none', a tool name, a Tool or a tool function; "
         f"got {value!r}"

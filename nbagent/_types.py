@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Literal, get_args
 
+from ._frozen import frozen
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 CallStatus = Literal[
@@ -198,6 +200,10 @@ class Decision:
     reason: str | None = None
     arguments: dict[str, Any] | None = None
 
+    def __post_init__(self) -> None:
+        if self.arguments is not None:  # the record of an edit: read-only, as a call's are
+            object.__setattr__(self, "arguments", frozen(self.arguments))
+
     @property
     def automatic(self) -> bool:
         return self.by == "resolver" or self.by.startswith("policy")
@@ -214,7 +220,9 @@ class ToolCall:
     Attributes:
         id: Provider call id (OpenAI ``call_...``, Anthropic ``toolu_...``).
         name: Tool name.
-        arguments: Parsed arguments. ``{}`` when the model sent ``""``.
+        arguments: Parsed arguments. ``{}`` when the model sent ``""``. Read-only
+            once a chat has recorded the call (they are what the model asked):
+            ``chat.approve(call, arguments=...)`` runs it with others.
         raw_arguments: The argument text as sent, when it was not valid JSON.
         parse_error: Why ``raw_arguments`` could not be parsed.
         status: Current :data:`CallStatus`.

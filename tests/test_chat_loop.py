@@ -212,6 +212,30 @@ def test_calls_one_is_enforced_client_side() -> None:
     assert "only one tool call per response" in results[1].content
 
 
+def test_the_tool_choice_is_enforced_client_side() -> None:
+    """Not every server honours ``tool_choice`` (compatible servers, some models): calls it
+    did not allow were run. With ``none`` no call runs; with a tool named, only its calls do
+    (and the calls limit counts only them)."""
+    chat, provider = make_chat(
+        call_tools(("get_weather", {"city": "A"}), ("explode", {"reason": "x"})),
+        reply("none done"),
+        call_tools(("explode", {"reason": "y"}), ("get_weather", {"city": "B"})),
+        reply("forced done"),
+    )
+    chat.with_tool_options(choice="none")
+    chat.ask("anything")
+    assert provider.requests[0].tool_choice == "none" and calls_made == []
+    results = [m for m in chat.transcript if isinstance(m, ToolResultMessage)]
+    assert [r.status for r in results] == ["skipped", "skipped"]
+    assert all("tool choice 'none'" in r.content for r in results)
+    chat.with_tool_options(choice=get_weather, calls="one")
+    chat.ask("weather")
+    assert calls_made == [("get_weather", {"city": "B", "unit": "c"})]
+    results = [m for m in chat.transcript if isinstance(m, ToolResultMessage)][2:]
+    assert [r.status for r in results] == ["skipped", "ok"]
+    assert "to call get_weather only" in results[0].content
+
+
 def test_numeric_calls_limit() -> None:
     chat, provider = make_chat(
         call_tools(*[("get_weather", {"city": c}) for c in "ABC"]), reply("ok")
@@ -511,3 +535,17 @@ def test_a_malformed_setting_is_refused_where_it_is_given(build: Any, message: s
     assert chat.system == "be kind"
     assert chat.ask("weather").content == "done"  # type: ignore[union-attr]
     assert chat.get_call("c1").status == "ok"
+
+
+def test_a_tool_named_like_a_choice_word_cannot_be_forced() -> None:
+    """``choice=<tool named "none">`` sent ``tool_choice: "none"``: tools off, not forced."""
+
+    @tool(name="none")
+    def nothing() -> str:
+        """Does nothing."""
+        return ""
+
+    chat, _ = make_chat()
+    with pytest.raises(nbagent.ToolOptionError, match="'none' cannot be forced"):
+        chat.with_tools(nothing).with_tool_options(choice=nothing)
+    assert chat.tool_options.choice == "auto"

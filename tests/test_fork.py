@@ -648,3 +648,32 @@ def test_a_fork_of_a_chat_waiting_for_an_input_waits_for_its_own(
     assert "not signing" in chat.complete().content  # type: ignore[union-attr]
     chat.close()
     fork.close()
+
+
+def test_a_fork_in_an_earlier_turn_keeps_the_structured_answer_that_turn_asked_for() -> None:
+    """The chat kept only its latest turn's ``output=``: a fork back in a turn that asked
+    for a structured answer, made after the chat moved on, answered with ``parsed=None``."""
+    from pydantic import BaseModel
+
+    class Ans(BaseModel):
+        order: int
+        status: str
+
+    def answer(request: ModelRequest) -> Any:
+        assert request.output is not None and request.output.target is Ans
+        return reply('{"order": 1, "status": "found"}')
+
+    runs = Runs()
+    safe = runs.tools()[0]
+    script = [call_tools(("safe", {"x": 1}, "s1")), reply('{"order": 1, "status": "x"}')]
+    chat = Chat(provider=ScriptedProvider([*script, reply("plain")])).with_tools(safe)
+    assert chat.ask("Where is order 1?", output=Ans).parsed == Ans(order=1, status="x")
+    chat.ask("Thanks")  # a turn without a structured answer
+    assert chat.outputs == {1: Ans}
+    for fork in (chat.fork(step=1), chat.fork("s1", result="order 1: found")):
+        fork.provider = ScriptedProvider([answer])
+        assert fork.complete().parsed == Ans(order=1, status="found")  # type: ignore[union-attr]
+        assert fork.outputs == {1: Ans}
+    late = chat.fork()  # the whole history: its next turn asks for what it asks for
+    late.provider = ScriptedProvider([reply("text")])
+    assert late.ask("More?").parsed is None

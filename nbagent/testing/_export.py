@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from .._hosted import HostedMCP
+from .._output import as_output
 from .._recording import RecordedResult, _digest
 from .._replay import DirectoryRecordings
 from .._result_text import without_edit_note
@@ -362,47 +363,55 @@ def _outputs(
 ) -> dict[int, str]:
     """The structured answer each turn asked for, as source: ``{turn index: expression}``.
 
-    A recording keeps only a digest of its request's ``output=``: a step asked for
-    none, or for the type the chat's latest turn asked for (which the chat still
-    holds); another type cannot be written.
+    A recording keeps only a digest of its request's ``output=``; the chat says what
+    each turn asked for (``chat.outputs``), and the two must agree.
     """
     none = _digest(None)
-    spec = getattr(chat, "_output", None)
-    current = None if spec is None else _digest([spec.name, spec.schema])
-    turn_of = {s.step: s.turn for s in chat.record.steps}
-    asked: set[int | None] = set()
+    asked = chat.outputs  # {turn: the type or schema given to ask(output=)}
+    turn_of: dict[int, int] = {s.step: s.turn for s in chat.record.steps}
+    specs: dict[int, Any] = {}
     for step, rec in recordings.items():
         digest = rec.fingerprint.get("options", {}).get("output", none)
         if digest == none:
             continue
         turn = turn_of.get(step)
-        if spec is None or digest != current:
+        spec = as_output(asked[turn]) if turn is not None and turn in asked else None
+        if turn is None or spec is None or digest != _digest([spec.name, spec.schema]):
             raise ValueError(
-                f"turn {turn} asked for a structured answer (output=) of a type the chat no "
-                "longer holds (it keeps only its latest turn's); to_pytest cannot export it: "
-                "export the chat before asking with another type"
+                f"turn {turn} asked for a structured answer (output=) this chat object does "
+                "not hold (a chat loaded from a store keeps none: a type is code); to_pytest "
+                "cannot export it: export the chat that asked"
             )
-        asked.add(turn)
-    if spec is None or not asked:
-        return {}
+        specs[turn] = spec
+    written: dict[str, str] = {}  # a type asked for in several turns is imported once
+    sources = {}
+    for turn, spec in specs.items():
+        key = repr([spec.kind, spec.name, spec.schema])
+        if key not in written:
+            written[key] = _output_source(spec, names, imports)
+        sources[turn] = written[key]
+    return {i: sources[turn] for i, turn in enumerate(turns) if turn in sources}
+
+
+def _output_source(spec: Any, names: _Names, imports: list[str]) -> str:
+    """A structured answer's type as the test writes it: a schema's literal, or an import."""
     if spec.kind == "schema":
-        source = _literal(spec.schema)
-    else:
-        target = spec.target
-        module, qual = getattr(target, "__module__", ""), getattr(target, "__qualname__", "")
-        found = None
-        if module and module != "__main__" and "<" not in qual and "." not in qual:
-            found = _exported(target, module)
-        if found is None:
-            where = "a function's body" if "<locals>" in qual else _defined_in(target)
-            raise ValueError(
-                f"the chat asked for a structured answer of type {target.__name__}, defined "
-                f"in {where}: the test cannot import it; define it in a module (from "
-                f"mymodule import {target.__name__}), run the chat again, then export it"
-            )
-        source = names.take("output_", qual)
-        imports.append(f"from {found[0]} import {found[1]} as {source}")
-    return {i: source for i, turn in enumerate(turns) if turn in asked}
+        return _literal(spec.schema)
+    target = spec.target
+    module, qual = getattr(target, "__module__", ""), getattr(target, "__qualname__", "")
+    found = None
+    if module and module != "__main__" and "<" not in qual and "." not in qual:
+        found = _exported(target, module)
+    if found is None:
+        where = "a function's body" if "<locals>" in qual else _defined_in(target)
+        raise ValueError(
+            f"the chat asked for a structured answer of type {target.__name__}, defined "
+            f"in {where}: the test cannot import it; define it in a module (from "
+            f"mymodule import {target.__name__}), run the chat again, then export it"
+        )
+    source = names.take("output_", qual)
+    imports.append(f"from {found[0]} import {found[1]} as {source}")
+    return source
 
 
 def _inputs(chat: Any, replayed: set[str]) -> dict[str, tuple[str, Any, str | None, str]]:

@@ -293,12 +293,29 @@ def test_a_structured_answer_the_test_cannot_import_is_refused(tmp_path: Path) -
     assert not (tmp_path / "test_local.py").exists()
 
 
-def test_an_earlier_turn_of_another_structured_type_is_refused(project: Path) -> None:
-    chat = Chat(provider=ScriptedProvider([reply('{"city": "Oslo", "temp": 1}'), reply("ok")]))
+def test_structured_answers_of_earlier_turns_are_exported_each_with_its_type(
+    project: Path,
+) -> None:
+    """Every turn's ``output=`` is the chat's to say (``chat.outputs``); only the latest
+    was kept, so a chat that asked for a type and went on could not be exported."""
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+        "required": ["n"],
+        "additionalProperties": False,
+    }
+    city = '{"city": "Oslo", "temp": 1}'
+    chat = Chat(
+        provider=ScriptedProvider([reply(city), reply("ok"), reply(city), reply('{"n": 2}')])
+    )
     chat.ask("Weather?", output=_tools().City)
-    chat.ask("Thanks")  # the chat no longer holds City
-    with pytest.raises(ValueError, match="turn 1 asked for a structured answer"):
-        to_pytest(chat, project / "test_lost.py")
+    chat.ask("Thanks")
+    chat.ask("And now?", output=_tools().City)
+    chat.ask("How many?", output=schema)
+    assert chat.outputs == {1: _tools().City, 3: _tools().City, 4: schema}
+    source = _passes(_exported(chat, project, "test_turns"))
+    assert source.count(f"from {MODULE} import City") == 1
+    assert "OUTPUTS = {0: output_City, 2: output_City, 3: {" in source.replace("\n", "")
 
 
 # ---------------------------------------------------------------------- hosted MCP
