@@ -619,7 +619,7 @@ class LoopMixin(ChatCore):
                 events.extend(self._gate(c, None, step, after))
                 n += 1
                 continue
-            problem = _off_choice(c, choice)
+            problem: tuple[Literal["error", "skipped"], str] | None = _off_choice(c, choice)
             if problem is None:
                 problem = self._reject_reason(c, tool, n, limit, truncated)
                 n += 1
