@@ -520,8 +520,10 @@ class StoreExtension(Extension):
             entries = self._batch()
             if not entries:
                 return
-            if self.detached is not None:  # deciding is not driving: only decisions
-                batch = [x for x in entries if x.type == ApprovalDecided.type]
+            if self.detached is not None:  # deciding is not driving: only decisions, and
+                # rule changes (the driver reads them from the store at its next look; kept
+                # here only, a deny rule added on this copy stopped nothing)
+                batch = [x for x in entries if x.type in _DETACHED_WRITES]
                 state, tools, marks = None, None, None
             else:
                 batch = entries
@@ -1259,6 +1261,10 @@ class _Count:
         with self._lock:
             self.value += 1
 
+
+_DETACHED_WRITES = frozenset({ApprovalDecided.type, RuleChanged.type, AlwaysAllowChanged.type})
+"""What a detached copy (loaded while another process drives) writes: decisions and rule
+changes, which the driver reads from the store; never anything of a run."""
 
 _RULE_WRITES = _Count()
 """Rule changes made in this process: one another chat object wrote through the same

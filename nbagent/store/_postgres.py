@@ -130,6 +130,25 @@ def _passwords_in(dsn: str) -> list[str]:
     return [p for p in found if p]
 
 
+def _unencoded_password(dsn: str) -> bool:
+    """Whether a URL's password holds an ``@`` or ``/`` not percent-encoded.
+
+    libpq then reads part of the password as the host, the port or the database, and
+    every message it writes (and the store's location) shows that part: refused before
+    anything is parsed or connected. (A database name with an ``@`` is refused too; it
+    can be percent-encoded the same way.)
+    """
+    head, sep, rest = dsn.partition("://")
+    if not sep or not head.isalpha():
+        return False
+    rest = re.split(r"[?#]", rest, maxsplit=1)[0]
+    userinfo, at, _ = rest.rpartition("@")
+    if not at:
+        return False
+    _, colon, password = userinfo.partition(":")
+    return bool(colon) and ("@" in password or "/" in password)
+
+
 def _location(params: dict[str, str]) -> str:
     """The DSN a user recognises, without its password: ``postgresql://user@host:port/db``."""
     user = params.get("user")
@@ -359,6 +378,13 @@ class PostgresStore(SQLStore):
         if not isinstance(dsn, str):
             raise TypeError(f"dsn must be a string, got {type(dsn).__name__}")
         self._pg = require("psycopg", "PostgresStore")
+        if _unencoded_password(dsn):
+            raise StoreError(
+                "cannot open a PostgreSQL store: the URL's password holds an '@' or a '/' "
+                "that is not percent-encoded, so part of it would be read as the host or the "
+                "database; write it as urllib.parse.quote(password, safe='') (nothing was "
+                "connected)"
+            )
         self._secrets = [_Secret(p) for p in _passwords_in(dsn)]
         error: StoreError | None = None
         try:
@@ -424,7 +450,7 @@ class PostgresStore(SQLStore):
         raise error
 
     def _connect_error(self, exc: BaseException) -> StoreError:
-        text = self._scrub(str(exc)).strip()
+        text = " ".join(self._scrub(str(exc)).split())  # libpq's lines and tab, as one line
         return StoreError(f"cannot connect to PostgreSQL store {self.location}: {text}")
 
     def _open(self) -> _Conn:
@@ -456,8 +482,13 @@ class PostgresStore(SQLStore):
                 "schema it owns (?options=-csearch_path%3Dmyschema); nothing was changed."
             ) from None
         except self._pg.Error as exc:
+            # opening, on a connection that works: a lock or statement timeout is not
+            # "lost the connection ... the next operation connects again" (there is none)
+            text = " ".join(self._scrub(str(exc)).split()) or type(exc).__name__
             raw.close()
-            raise self._error(exc) from None
+            raise StoreError(
+                f"cannot open PostgreSQL store {self.location}: {text}; nothing was changed"
+            ) from None
         except BaseException:
             raw.close()
             raise

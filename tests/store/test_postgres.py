@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -73,6 +74,55 @@ def test_the_password_never_shows(
     texts.append(caplog.text)
     for text in texts:
         assert PASSWORD not in text, text
+
+
+@pytest.mark.parametrize("password", ["my/Secret99", "p@ssWord77", "a@b/c@dW0rd"])
+def test_a_password_with_an_unencoded_at_or_slash_is_refused_unseen(
+    password: str, postgres_server: Any
+) -> None:
+    """libpq read part of such a password as the host, port or database: the error and the
+    store's location showed it (all of ``my/Secret99``; ``ssWord77`` of ``p@ssWord77``)."""
+    from urllib.parse import quote
+
+    dsn = f"postgresql://nbagent:{password}@127.0.0.1:{postgres_server.port}/postgres"
+    fragments = [f for f in re.split("[@/]", password) if len(f) >= 4]
+    for opening in (PostgresStore, open_store, lambda d: Chat(model="demo", store=d)):
+        with pytest.raises(StoreError, match="percent-encoded") as info:
+            opening(dsn)
+        assert not any(f in str(info.value) for f in fragments), info.value
+    encoded = dsn.replace(password, quote(password, safe=""))
+    with pytest.raises(StoreError, match="password authentication failed") as wrong:
+        PostgresStore(encoded, connect_timeout=2)  # parsed right: only the server says no
+    assert not any(f in str(wrong.value) for f in fragments), wrong.value
+
+
+def test_a_timeout_while_opening_says_so_not_a_lost_connection(
+    postgres_dsn: str, postgres_server: Any
+) -> None:
+    """Another process migrating (holding the migration lock) past this one's lock_timeout:
+    it said "lost the connection ... The next operation connects again", of a store that
+    was never opened; a refused connection's message also spread over two lines."""
+    from nbagent.store._pg_migrations import MIGRATION_LOCK
+
+    db = postgres_dsn.rsplit("/", 1)[1]
+    holder = postgres_server.admin(db)
+    holder.autocommit = False
+    holder.execute(MIGRATION_LOCK)
+    try:
+        with pytest.raises(StoreError) as info:
+            PostgresStore(postgres_dsn + "?options=-c%20lock_timeout%3D200")
+    finally:
+        holder.rollback()
+        holder.close()
+    text = str(info.value)
+    assert text.startswith("cannot open PostgreSQL store") and "lock timeout" in text
+    assert "lost the connection" not in text and "connects again" not in text
+    with PostgresStore(postgres_dsn) as store:  # nothing was changed: it opens now
+        assert store.chats() == []
+    down = postgres_dsn.replace(f":{postgres_server.port}/", ":1/")
+    with pytest.raises(StoreError) as refused:
+        PostgresStore(down, connect_timeout=2)
+    assert "\n" not in str(refused.value) and "\t" not in str(refused.value)
 
 
 def test_a_dsn_opens_the_store_everywhere_a_path_does(postgres_dsn: str, counter: Path) -> None:

@@ -36,7 +36,7 @@ from nbagent import Chat, Rule
 sys.path.insert(0, {here!r})
 from _agent import Refund
 nbagent.configure(quiet=True, display=False)
-chat = Chat.load({chat_id!r}, store={url!r}, tools=[Refund])
+chat = Chat.load({chat_id!r}, store={url!r}, tools=[Refund], provider="demo")
 {statement}
 chat.close()
 """
@@ -281,3 +281,55 @@ def test_a_conditional_always_allow_from_elsewhere_approves_nothing_without_its_
     loaded.ask("Refund order 3")
     assert loaded.tool_calls[-1].status == "ok" and count(_counter) == 1
     loaded.close()
+
+
+@pytest.mark.parametrize("change", ["add_rule", "remove_rule"])
+def test_a_rule_changed_on_a_copy_loaded_while_the_chat_runs_is_stored_and_applied(
+    backend: Any, _counter: Path, change: str
+) -> None:
+    """The second notebook loaded the chat while a tool ran in the first: its copy is
+    detached (it cannot drive), and it wrote only decisions, so a deny rule added there (or
+    an allow rule taken back) was kept in that copy and nowhere else, and the driver ran
+    every later call."""
+    import threading
+
+    from nbagent.testing import ScriptedProvider, call_tools, reply
+
+    started, go_on = threading.Event(), threading.Event()
+
+    class SlowRefund(Refund):
+        name = "refund"
+
+        def execute(self, order_id: int) -> str:
+            """Refund (the first one waits until the other process is done).
+
+            Args:
+                order_id: The order to refund.
+            """
+            started.set()
+            if order_id == 7:
+                go_on.wait(60)
+            return super().execute(order_id)
+
+    allow = Rule.allow("refund")
+    script = [call_tools(("refund", {"order_id": n})) for n in (7, 420)] + [reply("done")]
+    chat = Chat(provider=ScriptedProvider(script), store=backend.url).with_tools(SlowRefund)
+    chat.add_rule(allow)  # runs without asking: the driver never stops on its own
+    driving = threading.Thread(target=chat.ask, args=("refund both",))
+    driving.start()
+    try:
+        assert started.wait(30)
+        _elsewhere(backend, chat.id, change, DENY_BIG if change == "add_rule" else allow)
+    finally:
+        go_on.set()
+        driving.join(60)
+    with backend.open() as store:
+        assert len(store.rule_changes(chat.id)) == 2  # this process's allow, the other's change
+    first, second = chat.tool_calls
+    assert first.status == "ok" and count(_counter) == 1
+    if change == "add_rule":
+        assert second.status == "denied" and second.decision is not None
+        assert second.decision.by == "rule"
+    else:
+        assert second.status == "awaiting_approval"
+    chat.close()
