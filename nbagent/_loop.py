@@ -1059,7 +1059,7 @@ class _RoundHooks:
                 text, parts = to_result(
                     outcome.value, max_rows=cfg.result_max_rows, max_chars=cfg.result_max_chars
                 )
-                text, parts = _checked(chat.provider, text, parts)
+                text, parts = _checked(chat.provider, redact_keys(text), parts)
             except Exception as exc:  # str() raised, nesting too deep...: the call still ends
                 kind = type(outcome.value).__name__
                 outcome.status, outcome.error = "error", exc

@@ -504,3 +504,26 @@ def test_a_custom_providers_failure_is_recorded_without_a_key(tmp_path: Any) -> 
     assert LEAKED not in read_log(store, "steps").to_csv()
     dump = b"".join(p.read_bytes() for p in tmp_path.iterdir())
     assert LEAKED.encode() not in dump
+
+
+@tool
+def reads_settings() -> str:
+    """A tool that returns more of its environment than it should."""
+    ran.append("reads_settings")
+    return f"region=eu-west-1\nOPENAI_API_KEY={LEAKED}\nAuthorization: Bearer {LEAKED}"
+
+
+def test_a_key_a_tool_returns_reaches_neither_the_model_nor_the_record(tmp_path: Any) -> None:
+    from nbagent import open_store
+
+    store = open_store(tmp_path / "s.db")
+    provider = ScriptedProvider([call_tools(("reads_settings", {})), reply("ok")])
+    chat = Chat(provider=provider, display=False, store=store).with_tool(reads_settings)
+    chat.ask("go")
+    (result,) = _results(chat)
+    assert result.status == "ok" and "region=eu-west-1" in result.content
+    assert LEAKED not in result.content and "Bearer ***" in result.content
+    assert LEAKED not in repr(provider.requests[-1].messages)  # what the model was sent
+    assert LEAKED not in chat.log.to_csv()
+    dump = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    assert LEAKED.encode() not in dump
