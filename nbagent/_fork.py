@@ -352,12 +352,21 @@ def _plan_call_change(chat: Forkable, p: Plan, original: ToolCall, change: str, 
     if change == "decision":
         if value not in ("approved", "denied"):
             raise ValueError(f"decision must be 'approved' or 'denied', got {value!r}")
-        if not gated or answered_at_once:
+        if not gated:
+            raise ValueError(f"{where} never needed a decision")
+        if answered_at_once:
             raise ValueError(
-                f"{where} never needed a decision"
-                + (f" (it was answered at once: {c.status})" if answered_at_once else "")
+                f"{where} was answered at once ({c.status}), before anyone could decide it: "
+                "there is no decision to change"
             )
-        if original.decision is not None and original.decision.verdict == value:
+        # an approval whose call never ran (cancelled before it started) is a change in
+        # a fork, which asks for it again; any other approval in the original stands
+        never_ran = original.is_final and original.started_at is None
+        if (
+            original.decision is not None
+            and original.decision.verdict == value
+            and not (value == "approved" and never_ran)
+        ):
             raise ValueError(f"{where} was already {value} in the original; nothing would change")
         p.value = value
         return

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import nbagent
 from nbagent import (
     ApprovalDecided,
     AssistantToolCallMessage,
@@ -577,7 +578,9 @@ def test_a_call_answered_at_once_can_be_given_a_result_or_valid_arguments() -> N
     chat.ask("go")
     (bad,) = chat.tool_calls
     assert bad.status == "error" and bad.decision is None  # rejected before any approval
-    with pytest.raises(ValueError, match="never needed a decision"):
+    with pytest.raises(
+        ValueError, match="answered at once \\(error\\), before anyone could decide it"
+    ):
         chat.fork(bad, decision="approved")
     answered = chat.fork(bad, result="risky 5")
     assert answered.tool_calls[0].status == "ok"
@@ -677,3 +680,32 @@ def test_a_fork_in_an_earlier_turn_keeps_the_structured_answer_that_turn_asked_f
     late = chat.fork()  # the whole history: its next turn asks for what it asks for
     late.provider = ScriptedProvider([reply("text")])
     assert late.ask("More?").parsed is None
+
+
+def test_a_fork_approves_a_call_whose_approval_never_ran() -> None:
+    """An approved call cancelled before it started keeps no approval in a fork at it (the
+    fork would ask again), so ``decision="approved"`` is a change; it was refused as
+    "already approved in the original". A gated call answered at once (over the calls
+    limit) says it was never decided, not that it never needed a decision."""
+    runs = Runs()
+    safe, risky = runs.tools()
+    chat = Chat(provider=scripted([["risky", "risky"]])).with_tools(safe, risky)
+    chat.ask("go")
+    first, second = chat.pending_approvals
+    chat.approve(first)
+    chat.approve(second)
+    chat.before_tool_call(lambda call: chat.cancel() if call.id == first.id else None)
+    with pytest.raises(nbagent.ChatCancelled):
+        chat.complete()
+    assert [c.status for c in chat.tool_calls] == ["ok", "cancelled"]
+    fork = chat.fork(second, decision="approved")
+    fork.provider = scripted([])
+    fork.complete()
+    assert [c.status for c in fork.tool_calls] == ["ok", "ok"]
+    assert runs.count(fork.tool_calls[1]) == 1 and runs.count(second) == 0
+
+    limited = Chat(provider=scripted([["risky", "risky"]])).with_tools(safe, risky)
+    limited.with_tool_options(calls="one")
+    limited.ask("go")
+    with pytest.raises(ValueError, match="answered at once \\(skipped\\), before anyone"):
+        limited.fork(limited.tool_calls[1], decision="approved")
