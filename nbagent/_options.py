@@ -8,6 +8,7 @@ Tool choice is resolved here, once, into a neutral value (``"auto"``,
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
@@ -24,13 +25,16 @@ _CHOICE_WORDS = ("auto", "required", "none")
 
 
 def normalize_calls(value: Any) -> int | None:
-    """``"one"``/``1`` -> 1, ``"many"`` -> None (unlimited), a positive int -> that limit."""
-    if value == "one" or value == 1:
+    """``"one"``/``1`` -> 1, ``"many"`` -> None (unlimited), a positive int -> that limit.
+
+    An int only (NumPy's too): ``True`` and ``1.0`` are equal to 1 but are no count.
+    """
+    if value == "one":
         return 1
     if value == "many":
         return None
-    if isinstance(value, int) and not isinstance(value, bool) and value > 1:
-        return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
+        return int(value)
     raise ToolOptionError(f"calls must be 'one', 'many' or a positive int, got {value!r}")
 
 

@@ -549,3 +549,21 @@ def test_a_tool_named_like_a_choice_word_cannot_be_forced() -> None:
     with pytest.raises(nbagent.ToolOptionError, match="'none' cannot be forced"):
         chat.with_tools(nothing).with_tool_options(choice=nothing)
     assert chat.tool_options.choice == "auto"
+
+
+def test_calls_is_a_count_not_anything_equal_to_one() -> None:
+    """``True`` and ``1.0`` equal 1, and were taken as "one call per response"."""
+    import numpy as np
+
+    chat, _ = make_chat()
+    own_loop = ScriptedProvider([reply("ok")])
+    for bad in (True, 1.0, 2.5, 0, -1, "1"):
+        with pytest.raises(nbagent.ToolOptionError, match="calls must be"):
+            chat.with_tool_options(calls=bad)
+        with pytest.raises(TypeError, match="calls must be"):
+            own_loop.complete_with_tools(messages=[ChatMessage("user", "hi")], calls=bad)
+    assert own_loop.requests == []  # refused before anything was sent
+    chat.with_tool_options(calls=np.int64(2))
+    assert chat.tool_options.calls == 2 and type(chat.tool_options.calls) is int
+    own_loop.complete_with_tools(messages=[ChatMessage("user", "hi")], calls=1)
+    assert own_loop.requests[0].calls == "one"

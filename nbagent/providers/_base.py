@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import numbers
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -318,7 +319,7 @@ def tool_request(
     if system is not None and not isinstance(system, str):
         raise TypeError(f"system must be a str or None; got {type(system).__name__}")
     calls = options.get("calls", "many")
-    if calls == 1 and not isinstance(calls, bool):
+    if calls == 1 and isinstance(calls, numbers.Integral) and not isinstance(calls, bool):
         options["calls"] = "one"  # as with_tool_options(calls=1)
     elif calls not in ("one", "many"):
         raise TypeError(f"calls must be 'one' (or 1) or 'many'; got {calls!r:.80}")
