@@ -33,7 +33,7 @@ def normalize_calls(value: Any) -> int | None:
         return 1
     if value == "many":
         return None
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 1:
         return int(value)
     raise ToolOptionError(f"calls must be 'one', 'many' or a positive int, got {value!r}")
 
