@@ -24,6 +24,7 @@ from ._anthropic_wire import (
     cached_messages,
     cached_system,
     cached_tools,
+    continues_without_thinking,
     messages_json,
     output_config,
     parse_message,
@@ -194,7 +195,7 @@ class AnthropicProvider(SDKProvider):
             systems.insert(0, request.system)
         limit = request.max_tokens if request.max_tokens is not None else self.max_tokens
         thinking = None
-        if request.reasoning is not None:
+        if request.reasoning is not None and not continues_without_thinking(request.messages):
             thinking, limit = thinking_json(
                 request.reasoning, limit, request.tool_choice, self.extra_body
             )

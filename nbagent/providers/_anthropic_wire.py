@@ -288,6 +288,26 @@ def thinking_item(block: dict[str, Any]) -> Reasoning:
     return Reasoning("anthropic", kind, block, text=text, redacted=kind == "redacted_thinking")
 
 
+def continues_without_thinking(messages: Sequence[Message]) -> bool:
+    """Whether the request answers a tool round whose assistant message holds no Anthropic
+    thinking block: another provider's response (a fork or a chat given another model
+    mid-turn), or a round asked for before ``reasoning=`` was turned on.
+
+    With thinking on, Anthropic refuses such a request ("a final assistant message must
+    start with a thinking block"), and a thinking block cannot be made up: the round is
+    continued without thinking (the next turn thinks again).
+    """
+    if not messages or not isinstance(messages[-1], ToolResultMessage):
+        return False
+    for m in reversed(messages):
+        if isinstance(m, AssistantToolCallMessage):
+            return not any(
+                isinstance(i, Reasoning) and i.api == "anthropic" and i.type in THINKING
+                for i in m.items
+            )
+    return False
+
+
 def thinking_json(setting: str | int, limit: int, choice: str, extra: dict[str, Any]) -> Any:
     """``(thinking, max_tokens)`` for a ``reasoning=`` setting; refuses what the API refuses.
 

@@ -307,3 +307,34 @@ def test_fake_leaves_encrypted_content_out_unless_asked() -> None:
         out = client.responses.create(model="o4-mini", input="Hi")
     assert out.output[0].type == "reasoning" and out.output[0].encrypted_content is None
     assert json.loads(out.to_json())["output"][0]["summary"][0]["text"] == "Hmm."
+
+
+@pytest.mark.parametrize("came_from", ["responses", "no reasoning"])
+def test_anthropic_continues_a_round_it_did_not_think_for_without_thinking(
+    came_from: str,
+) -> None:
+    """A tool round asked for by another provider (a fork or a chat given a Claude model
+    mid-turn), or before ``reasoning=`` was on, has no thinking block, and Anthropic
+    refuses to continue it with thinking on: the 400 "a final assistant message must start
+    with a thinking block". The round goes on without thinking; the next turn thinks."""
+    with server() as fake:
+        thought = "Check the weather." if came_from == "responses" else None
+        fake.script(
+            [
+                Turn(reasoning=thought, tool_calls=[PARIS]),
+                "Sunny.",
+                Turn(reasoning="Easy.", text="You're welcome."),
+            ]
+        )
+        first = provider("responses" if came_from == "responses" else "anthropic", fake)
+        reasoning = "low" if came_from == "responses" else None
+        chat = _weather_chat(first, reasoning=reasoning)
+        chat.ask_later("Weather in Paris?")
+        chat.step()  # the round is asked for, not run yet
+        chat.provider = provider("anthropic", fake)
+        chat.reasoning = "low"
+        assert chat.complete().content == "Sunny."
+        continued = fake.requests[-1].body
+        assert "thinking" not in continued and continued["max_tokens"] == 4096
+        assert chat.ask("Thanks!").content == "You're welcome."
+        assert fake.requests[-1].body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
