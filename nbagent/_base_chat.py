@@ -844,24 +844,48 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             # results is a request no provider takes, and loses the model the denial).
             events = self._close_round_if_done()
             after, self._deferred_after = self._deferred_after, []
-            self._turn += 1
-            self._forced_spent = False
-            self._last_step = None
-            self._output, self._output_retried = spec, False
-            if spec is not None:
-                self._outputs[self._turn] = spec
-            for m in before:  # an MCP prompt's earlier messages, in its turn
-                earlier = dataclasses.replace(m, content=clean(m.content), turn=self._turn)
-                events.extend(self._append(earlier))
-            msg = ChatMessage("user", clean(text), turn=self._turn, parts=parts)
-            events.extend(self._append(msg))
+            msg = self._unanswered_same(text, parts, spec) if not (events or before) else None
+            if msg is None:
+                self._turn += 1
+                self._forced_spent = False
+                self._last_step = None
+                self._output, self._output_retried = spec, False
+                if spec is not None:
+                    self._outputs[self._turn] = spec
+                for m in before:  # an MCP prompt's earlier messages, in its turn
+                    earlier = dataclasses.replace(m, content=clean(m.content), turn=self._turn)
+                    events.extend(self._append(earlier))
+                msg = ChatMessage("user", clean(text), turn=self._turn, parts=parts)
+                events.extend(self._append(msg))
+                new_turn = True
+            else:  # asked again as it stands, unanswered: its turn goes on (complete())
+                new_turn = False
         self._emit_all(events)
         self._run_after(after)
-        for turn_started in self._hook("turn_started"):
+        for turn_started in self._hook("turn_started") if new_turn else ():
             turn_started()
         if not run:
             return StepResult("generated", msg)  # ask_later: nothing driven
         return (yield from self._complete_gen(max_steps))
+
+    def _unanswered_same(self, text: str, parts: tuple[Any, ...], spec: Any) -> ChatMessage | None:
+        """The last message, if it is this very question still unanswered: a request that
+        failed (a network error, a cancel) or a message queued by ``ask_later``.
+
+        Asked again, it is retried, not sent twice: the model read the question twice in a
+        row, and the transcript kept both.
+        """
+        last = self._messages[-1] if self._messages else None
+        if not (isinstance(last, ChatMessage) and last.role == "user"):
+            return None
+        same_output = (spec is None and self._output is None) or (
+            spec is not None
+            and self._output is not None
+            and (spec.name, spec.schema) == (self._output.name, self._output.schema)
+        )
+        if last.content == clean(text) and last.parts == parts and same_output:
+            return last
+        return None
 
     def ask(
         self,

@@ -567,3 +567,29 @@ def test_calls_is_a_count_not_anything_equal_to_one() -> None:
     assert chat.tool_options.calls == 2 and type(chat.tool_options.calls) is int
     own_loop.complete_with_tools(messages=[ChatMessage("user", "hi")], calls=1)
     assert own_loop.requests[0].calls == "one"
+
+
+def test_asking_the_unanswered_question_again_retries_it_instead_of_sending_it_twice() -> None:
+    """A request failed (the network, a cancel) and the user asks the same again, as anyone
+    would: the model read the question twice in a row, and the transcript kept both."""
+    chat, provider = make_chat(ConnectionError("network down"), reply("hello"), reply("again"))
+    with pytest.raises(ConnectionError):
+        chat.ask("Hi there")
+    assert chat.ask("Hi there").content == "hello"  # type: ignore[union-attr]
+    assert [(m.role, m.content, m.turn) for m in chat.transcript] == [
+        ("user", "Hi there", 1),
+        ("assistant", "hello", 1),
+    ]
+    assert [m.content for m in provider.requests[-1].messages] == ["Hi there"]
+    chat.ask_later("More?")
+    chat.ask_later("More?")  # queued twice: one question
+    assert [m.content for m in chat.transcript[2:]] == ["More?"]
+    assert chat.complete().content == "again"  # type: ignore[union-attr]
+
+
+def test_asking_something_else_after_a_failure_keeps_both_messages() -> None:
+    chat, provider = make_chat(ConnectionError("down"), reply("ok"))
+    with pytest.raises(ConnectionError):
+        chat.ask("Hi")
+    chat.ask("Hi, are you there?")
+    assert [m.content for m in provider.requests[-1].messages] == ["Hi", "Hi, are you there?"]
