@@ -11,21 +11,17 @@ message that says what differs.
 from __future__ import annotations
 
 import importlib
-import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _exported import run_exported
 
-import nbagent
 from nbagent import Chat, tool
 from nbagent._replay import PROCESS
 from nbagent.testing import ScriptedProvider, call_tools, reply, to_pytest
-
-ROOT = Path(nbagent.__file__).resolve().parent.parent
 
 TOOLS = '''
 from nbagent import tool
@@ -91,20 +87,6 @@ def exported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     yield clean / "test_weather_replay.py"
 
 
-def _pytest(test: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
-    env["PYTHONPATH"] = str(ROOT)  # this checkout's nbagent, nothing else of the project
-    env["NO_PROXY"] = "*"
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test.name],
-        cwd=test.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def test_the_exported_test_replays_the_chat_offline_and_passes(exported: Path) -> None:
     source = exported.read_text()
     assert "from weather_tools_x18 import lookup" in source  # the real tool runs
@@ -112,7 +94,7 @@ def test_the_exported_test_replays_the_chat_offline_and_passes(exported: Path) -
     assert "replay_tools=['send_email']" in source
     assert "'not the boss'" in source  # the denial is made again
     assert sorted(p.suffix for p in (exported.parent / "test_weather_replay_recordings").iterdir())
-    run = _pytest(exported)
+    run = run_exported(exported)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "1 passed" in run.stdout
 
@@ -120,7 +102,7 @@ def test_the_exported_test_replays_the_chat_offline_and_passes(exported: Path) -
 def test_a_tool_that_now_answers_differently_fails_it_saying_where(exported: Path) -> None:
     module = exported.parent / "weather_tools_x18.py"
     module.write_text(module.read_text().replace("21 C", "30 C"))
-    run = _pytest(exported)
+    run = run_exported(exported)
     assert run.returncode == 1, run.stdout
     assert "ReplayMissError" in run.stdout
     assert "message 3 (tool): now 'result of lookup: Paris: 30 C'" in run.stdout
@@ -128,7 +110,7 @@ def test_a_tool_that_now_answers_differently_fails_it_saying_where(exported: Pat
 
 def test_a_changed_script_fails_it(exported: Path) -> None:
     exported.write_text(exported.read_text().replace("email a@b.c and my boss", "email a@b.c"))
-    run = _pytest(exported)
+    run = run_exported(exported)
     assert run.returncode == 1, run.stdout
     assert "message 1 (user): now 'Weather in Paris, then email a@b.c'" in run.stdout
 
@@ -138,7 +120,7 @@ def test_a_changed_expectation_fails_it_readably(exported: Path) -> None:
     exported.write_text(
         source.replace("('lookup', {'city': 'Paris'}, 'ok')", "('lookup', {'city': 'Rome'}, 'ok')")
     )
-    run = _pytest(exported)
+    run = run_exported(exported)
     assert run.returncode == 1, run.stdout
     assert (
         "assert [(c.name, c.arguments, c.status) for c in chat.tool_calls] == EXPECTED_CALLS"

@@ -16,15 +16,14 @@ memory), and must pass; a change to what it replays must make it fail.
 from __future__ import annotations
 
 import importlib
-import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _exported import run_exported
 
 import nbagent
 from nbagent import Chat, HostedMCP, OpenAIProvider, tool
@@ -42,7 +41,6 @@ from nbagent.testing import (
     to_pytest,
 )
 
-ROOT = Path(nbagent.__file__).resolve().parent.parent
 MODULE = "x18_cases_tools"
 
 TOOLS = '''
@@ -126,20 +124,6 @@ def _clean_copy(written: Path) -> Path:
     return clean / written.name
 
 
-def _pytest(test: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
-    env["PYTHONPATH"] = str(ROOT)  # this checkout's nbagent, nothing else of the project
-    env["NO_PROXY"] = "*"
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test.name],
-        cwd=test.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def _exported(chat: Chat, project: Path, stem: str) -> Path:
     written = to_pytest(chat, project / f"{stem}.py")
     PROCESS.clear()
@@ -147,7 +131,7 @@ def _exported(chat: Chat, project: Path, stem: str) -> Path:
 
 
 def _passes(test: Path) -> str:
-    run = _pytest(test)
+    run = run_exported(test)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "1 passed" in run.stdout
     return test.read_text()
@@ -155,7 +139,7 @@ def _passes(test: Path) -> str:
 
 def _fails(test: Path, source: str, *expected: str) -> str:
     test.write_text(source)
-    run = _pytest(test)
+    run = run_exported(test)
     assert run.returncode == 1, run.stdout + run.stderr
     for text in expected:
         assert text in run.stdout, run.stdout
