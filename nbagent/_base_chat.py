@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Collection, Generator, Sequence
 from typing import Any, Literal, Self
 
+from ._aio import stop_held
 from ._chat_state import RUNNABLE, SkipToolCall, StepResult, ToolResult, _Effect
 from ._config import check_budgets, check_flag, check_replay, check_replay_tools, check_steps
 from ._decisions import DecisionsMixin
@@ -830,37 +831,38 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
     ) -> Generator[_Effect, Any, StepResult]:
         """Add the user message (its turn to drive has come), then complete if ``run``."""
         text, parts, spec, before = asked
-        with self._lock:
-            unanswered = self.open_calls
-            if unanswered:
-                raise PendingToolCallsError(unanswered)
-            if not self._sources:  # the tools are known: a choice they cannot meet fails here,
-                resolve_choice(  # before the message is kept, not at the request it makes
-                    self._options.choice, list(self._local_tools), forced_spent=False
-                )
-            # Every call of the last response is answered (denied, say) but its results wait
-            # for the next step to join the transcript: they go in first, in call order, as
-            # a step would add them (a user message between a response's calls and their
-            # results is a request no provider takes, and loses the model the denial).
-            events = self._close_round_if_done()
-            after, self._deferred_after = self._deferred_after, []
-            msg = self._unanswered_same(text, parts, spec) if not (events or before) else None
-            if msg is None:
-                self._turn += 1
-                self._forced_spent = False
-                self._last_step = None
-                self._output, self._output_retried = spec, False
-                if spec is not None:
-                    self._outputs[self._turn] = spec
-                for m in before:  # an MCP prompt's earlier messages, in its turn
-                    earlier = dataclasses.replace(m, content=clean(m.content), turn=self._turn)
-                    events.extend(self._append(earlier))
-                msg = ChatMessage("user", clean(text), turn=self._turn, parts=parts)
-                events.extend(self._append(msg))
-                new_turn = True
-            else:  # asked again as it stands, unanswered: its turn goes on (complete())
-                new_turn = False
-        self._emit_all(events)
+        with stop_held():  # the message and its turn are added whole, and recorded
+            with self._lock:
+                unanswered = self.open_calls
+                if unanswered:
+                    raise PendingToolCallsError(unanswered)
+                if not self._sources:  # the tools are known: a choice they cannot meet fails here,
+                    resolve_choice(  # before the message is kept, not at the request it makes
+                        self._options.choice, list(self._local_tools), forced_spent=False
+                    )
+                # Every call of the last response is answered (denied, say) but its results wait
+                # for the next step to join the transcript: they go in first, in call order, as
+                # a step would add them (a user message between a response's calls and their
+                # results is a request no provider takes, and loses the model the denial).
+                events = self._close_round_if_done()
+                after, self._deferred_after = self._deferred_after, []
+                msg = self._unanswered_same(text, parts, spec) if not (events or before) else None
+                if msg is None:
+                    self._turn += 1
+                    self._forced_spent = False
+                    self._last_step = None
+                    self._output, self._output_retried = spec, False
+                    if spec is not None:
+                        self._outputs[self._turn] = spec
+                    for m in before:  # an MCP prompt's earlier messages, in its turn
+                        earlier = dataclasses.replace(m, content=clean(m.content), turn=self._turn)
+                        events.extend(self._append(earlier))
+                    msg = ChatMessage("user", clean(text), turn=self._turn, parts=parts)
+                    events.extend(self._append(msg))
+                    new_turn = True
+                else:  # asked again as it stands, unanswered: its turn goes on (complete())
+                    new_turn = False
+            self._emit_all(events)
         self._run_after(after)
         for turn_started in self._hook("turn_started") if new_turn else ():
             turn_started()

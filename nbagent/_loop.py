@@ -434,50 +434,54 @@ class LoopMixin(ChatCore):
         ]
         after: list[ToolResult] = []
         invalid: OutputValidationError | None = None
-        with self._lock:
-            if replayed:
-                self._replayed_cost += cost or 0.0
-            items, breaches = audit_items(
-                response.items, self._hosted, self._hosted_verdict(response.tool_calls)
-            )
-            message: Message
-            if response.tool_calls:
-                calls = self._admit_calls(c.copy_identity() for c in response.tool_calls)
-                message = AssistantToolCallMessage(
-                    response.text or None,
-                    calls,
-                    turn=self._turn,
-                    stop_reason=response.stop_reason,
-                    items=items,
+        # the response is applied whole or not at all, and recorded: the stop button
+        # landing between two of its changes left a call "requested" that nothing ran
+        # or recorded (found by the stop-button property under load)
+        with _aio.stop_held():
+            with self._lock:
+                if replayed:
+                    self._replayed_cost += cost or 0.0
+                items, breaches = audit_items(
+                    response.items, self._hosted, self._hosted_verdict(response.tool_calls)
                 )
-                events.extend(self._append(message))
-                self._open = message
-                events.extend(
-                    self._register_calls(
-                        calls, response, request.step, after, request.request.tool_choice
+                message: Message
+                if response.tool_calls:
+                    calls = self._admit_calls(c.copy_identity() for c in response.tool_calls)
+                    message = AssistantToolCallMessage(
+                        response.text or None,
+                        calls,
+                        turn=self._turn,
+                        stop_reason=response.stop_reason,
+                        items=items,
                     )
-                )
-                events.extend(self._close_round_if_done())
-            else:
-                text = response.text
-                if response.stop_reason == "refusal" and response.refusal and not text:
-                    text = response.refusal
-                parsed, invalid = self._parse_output(text, response.stop_reason)
-                message = ChatMessage(
-                    "assistant",
-                    text,
-                    turn=self._turn,
-                    stop_reason=response.stop_reason,
-                    items=items,
-                    parsed=parsed,
-                )
-                events.extend(self._append(message))
-                if invalid is not None and not self._output_retried:
-                    self._output_retried = True  # once per turn: tell the model what was wrong
-                    retry = ChatMessage("user", retry_text(invalid), turn=self._turn)
-                    events.extend(self._append(retry))
-                    invalid = None
-        self._emit_all(events)
+                    events.extend(self._append(message))
+                    self._open = message
+                    events.extend(
+                        self._register_calls(
+                            calls, response, request.step, after, request.request.tool_choice
+                        )
+                    )
+                    events.extend(self._close_round_if_done())
+                else:
+                    text = response.text
+                    if response.stop_reason == "refusal" and response.refusal and not text:
+                        text = response.refusal
+                    parsed, invalid = self._parse_output(text, response.stop_reason)
+                    message = ChatMessage(
+                        "assistant",
+                        text,
+                        turn=self._turn,
+                        stop_reason=response.stop_reason,
+                        items=items,
+                        parsed=parsed,
+                    )
+                    events.extend(self._append(message))
+                    if invalid is not None and not self._output_retried:
+                        self._output_retried = True  # once per turn: tell the model what was wrong
+                        retry = ChatMessage("user", retry_text(invalid), turn=self._turn)
+                        events.extend(self._append(retry))
+                        invalid = None
+            self._emit_all(events)
         for line in breaches:  # after recording: made an error, it loses nothing
             warnings.warn(f"nbagent: {line}", HostedCallWarning, stacklevel=4)
         self._run_after(after)

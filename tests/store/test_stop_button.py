@@ -105,3 +105,59 @@ def test_the_stop_button_during_a_decision_comes_after_the_whole_decision(
     chat.close()
     with open_store(db) as store:
         assert store.call("r1").status == ("ok" if verdict == "approve" else "denied")
+
+
+def test_the_stop_button_while_a_response_is_applied_comes_after_it_is_recorded(
+    tmp_path: Path,
+) -> None:
+    """Pressed while the chat takes in the model's answer (here: as a call's resolver is
+    consulted, which happens as its calls are registered): the answer is applied whole and recorded,
+    and the interrupt comes after. Landing between two of its changes, it left the chat
+    holding a call "requested" that the file never got and nothing ran: the chat ended
+    "ready" however often the cell ran again (found by the stop-button property, 2 runs in
+    150, on a loaded machine)."""
+    import _thread
+    import signal
+
+    from nbagent import Chat, ToolCall, tool
+    from nbagent.store import open_store
+    from nbagent.testing import ScriptedProvider, call_tools, reply
+
+    ran: list[int] = []
+    pressed: list[bool] = []
+
+    def press_once(call: ToolCall) -> bool | None:
+        if not pressed:
+            pressed.append(True)
+            _thread.interrupt_main()
+        return None  # a person decides
+
+    @tool(requires_approval=press_once)
+    def refund(order_id: int) -> str:
+        """Refund an order."""
+        ran.append(order_id)
+        return f"refunded {order_id}"
+
+    db = str(tmp_path / "chats.db")
+    provider = ScriptedProvider([call_tools(("refund", {"order_id": 7}, "r1")), reply("done")])
+    chat = Chat(provider=provider, store=db, display=False).with_tools(refund)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            chat.ask("refund 7")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert pressed
+    assert [c.status for c in chat.tool_calls] == ["awaiting_approval"]  # taken in whole
+    chat.approve("r1")
+    assert chat.complete().content == "done"  # type: ignore[union-attr]
+    assert ran == [7]
+    mine = [(c.id, c.status, c.decision and c.decision.verdict) for c in chat.tool_calls]
+    chat.close()
+    with open_store(db) as store:  # the file holds what the chat did
+        loaded = Chat.load(chat.id, store=store, tools=[refund], provider=ScriptedProvider([]))
+        assert [
+            (c.id, c.status, c.decision and c.decision.verdict) for c in loaded.tool_calls
+        ] == mine
+        assert loaded.transcript == chat.transcript
+        loaded.close()
