@@ -224,7 +224,12 @@ class LoopMixin(ChatCore):
         if (not may_work or spent) and not cancelling:
             # work is left and a budget is spent (steps; or cost or tokens, checked
             # before a request): the one budget stop
-            result = StepResult("budget_exhausted", self.last_assistant_message)
+            # the turn's own last answer: none yet is None (the last turn's was returned by
+            # ask() as if it answered this question)
+            last = self.last_assistant_message
+            result = StepResult(
+                "budget_exhausted", last if last is not None and last.turn == self._turn else None
+            )
             self._finish_step(result, budget=spent or "steps")
             return result
         if self._sources and (

@@ -158,3 +158,14 @@ def test_a_click_during_the_run_does_not_outrun_the_budget_either() -> None:
     continuation.request(max_steps=5)  # the card's Continue
     assert continuation.wait(10)
     assert chat.status == "complete" and ran == ["b"]
+
+
+def test_an_ask_the_budget_stops_before_any_answer_returns_none_not_the_last_turns() -> None:
+    """``ask()`` returns the turn's last assistant message: stopped before the model was
+    asked, it returned the previous turn's answer ("Paris is the capital" to a question
+    about Germany), and code using the value read a wrong answer."""
+    provider = ScriptedProvider([reply("Paris is the capital.")])
+    chat = Chat(provider=provider, max_total_tokens=1)
+    assert chat.ask("Capital of France?").content == "Paris is the capital."  # type: ignore[union-attr]
+    assert chat.ask("Capital of Germany?") is None
+    assert chat.status == "budget_exhausted" and len(provider.requests) == 1
