@@ -1138,12 +1138,25 @@ class _RoundHooks:
 
 
 def _checked(provider: Any, text: str, parts: tuple[Part, ...]) -> tuple[str, tuple[Part, ...]]:
-    """A tool's images the provider would refuse (too large...) become a note instead."""
+    """A tool's images the provider would refuse (too large...) become a note instead.
+
+    Each part is checked alone: the ones the provider takes are kept (sent, shown, stored);
+    only a refused one is left out, and the note names each (``image 2 is 4.0 MB...``)."""
     check = getattr(provider, "check_parts", None)
     if not parts or check is None:
         return text, parts
-    try:
-        check(parts)
-    except MediaError as exc:
-        return f"{text}\n[images not sent: {exc}]", ()
-    return text, parts
+    kept: list[Part] = []
+    refused: list[str] = []
+    for n, part in enumerate(parts, 1):
+        try:
+            check((part,))
+        except MediaError as exc:
+            why, alone = str(exc), f"{part.kind} 1"  # checked alone, it is numbered 1
+            if why.startswith(alone):
+                why = f"{part.kind} {n}{why[len(alone) :]}"
+            refused.append(why)
+        else:
+            kept.append(part)
+    if not refused:
+        return text, parts
+    return f"{text}\n[images not sent: {'; '.join(refused)}]", tuple(kept)
