@@ -107,7 +107,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         for name, flag in (("stream", stream), ("display", display)):
             if flag is not None:
                 check_flag(flag, name)
-        check_budgets(max_cost_usd, max_total_tokens)
+        max_cost_usd, max_total_tokens = check_budgets(max_cost_usd, max_total_tokens)
         super().__init__(id or new_chat_id())
         self._replayer = Replayer(
             self.id,
@@ -483,18 +483,30 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         else the configured one: ``Chat(max_cost_usd=0.5)`` gains $0.50 each
         time. ``which`` is ``"cost"`` or ``"tokens"`` (default: the one that is
         spent). Call :meth:`complete` afterwards to resume (the budget card's
-        Continue does both).
+        Continue does both). What the chat has spent counts what replayed
+        responses cost when they were recorded, as the budget check does.
+
+        The step budget is not raised here: a chat it stopped resumes with
+        :meth:`complete` (``complete(max_steps=...)`` for another allowance).
 
         Raises:
-            ValueError: No cost or token budget is spent (or set), and none was named.
+            ValueError: No cost or token budget is spent (or set), and none was named;
+                or the step budget stopped the chat (``complete()`` resumes it).
         """
-        which = which or self._spent_budget()
+        if which is None:
+            which = self._spent_budget()
+            if which is None and self.exhausted_budget == "steps":
+                raise ValueError(
+                    "the step budget stopped this chat, not a cost or token budget: "
+                    "complete() resumes it (complete(max_steps=...) to allow more steps)"
+                )
         if which == "cost":
             step = self.budget_increment("cost")
             if not step:
                 raise ValueError("this chat has no cost budget to raise")
             with self._lock:
-                self.max_cost_usd = max(self._cap("cost") or 0.0, self._record.cost_usd) + step
+                spent = self._record.cost_usd + self._replayed_cost  # as _spent_budget counts
+                self.max_cost_usd = max(self._cap("cost") or 0.0, spent) + step
             return step
         if which == "tokens":
             step_t = int(self.budget_increment("tokens") or 0)
@@ -504,9 +516,17 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
                 used = self._record.usage.total_tokens
                 self.max_total_tokens = max(int(self._cap("tokens") or 0), used) + step_t
             return step_t
-        raise ValueError(
-            f"which must be 'cost' or 'tokens' (no such budget is spent), got {which!r}"
-        )
+        if which == "steps":
+            raise ValueError(
+                "raise_budget() raises a cost or token budget: for more steps call "
+                "complete() again (complete(max_steps=...) to allow a different number)"
+            )
+        if which is None:
+            raise ValueError(
+                "no cost or token budget is spent: name the one to raise, "
+                "raise_budget('cost') or raise_budget('tokens')"
+            )
+        raise ValueError(f"which must be 'cost' or 'tokens', got {which!r}")
 
     @property
     def turn(self) -> int:
@@ -1034,7 +1054,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         self, cost: float | None, tokens: int | None, steps: int | None = None
     ) -> None:
         check_steps(steps)
-        check_budgets(cost, tokens)
+        cost, tokens = check_budgets(cost, tokens)
         if cost is not None:
             self.max_cost_usd = cost
         if tokens is not None:

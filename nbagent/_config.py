@@ -6,10 +6,12 @@ option falls back to the value here.
 
 from __future__ import annotations
 
+import decimal
 import math
 import numbers
 import operator
 import os
+import reprlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
@@ -97,7 +99,11 @@ def configure(**options: Any) -> Config:
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
-    check_budgets(options.get("max_cost_usd"), options.get("max_total_tokens"))
+    cost, tokens = check_budgets(options.get("max_cost_usd"), options.get("max_total_tokens"))
+    if "max_cost_usd" in options:
+        options["max_cost_usd"] = cost
+    if "max_total_tokens" in options:
+        options["max_total_tokens"] = tokens
     checked: dict[str, Any] = {
         k: v if v is None else _CHECKS.get(k, _same)(v) for k, v in options.items()
     }
@@ -133,16 +139,29 @@ def seconds(value: Any, name: str, zero: bool = False) -> float:
     raise ValueError(f"{name} must be a finite number of seconds, {least}, got {value!r}")
 
 
-def check_budgets(cost: Any, tokens: Any) -> None:
-    """Raise ``ValueError`` for a budget that is not a positive number (``None``: none)."""
-    if cost is not None and (
-        isinstance(cost, bool) or not isinstance(cost, int | float) or not cost > 0
-    ):
-        raise ValueError(f"max_cost_usd must be a positive number of dollars, got {cost!r}")
-    if cost is not None and math.isinf(cost):
-        raise ValueError("max_cost_usd must be finite (use None for no budget)")
-    if tokens is not None:
-        positive_int(tokens, "max_total_tokens")
+def check_budgets(cost: Any, tokens: Any) -> tuple[float | None, int | None]:
+    """The budgets in their stored form: ``cost`` a float of dollars above 0 (any real
+    number: an int, a NumPy scalar, a ``Decimal``, a ``Fraction``; not a bool),
+    ``tokens`` a positive int (``None``: no budget); else ``ValueError``."""
+    dollars: float | None = None
+    if cost is not None:
+        if isinstance(cost, bool) or not isinstance(cost, numbers.Real | decimal.Decimal):
+            raise ValueError(f"max_cost_usd must be a positive number of dollars, got {cost!r}")
+        try:
+            dollars = float(cost)
+        except OverflowError:  # 10**400
+            dollars = -math.inf if str(cost).startswith("-") else math.inf
+        except ValueError:  # a signalling Decimal NaN
+            dollars = math.nan
+        shown = reprlib.repr(cost)
+        if math.isnan(dollars) or not dollars > 0:
+            raise ValueError(f"max_cost_usd must be a positive number of dollars, got {shown}")
+        if math.isinf(dollars):
+            raise ValueError(
+                f"max_cost_usd must be a finite number of dollars (use None for no budget), "
+                f"got {shown}"
+            )
+    return dollars, None if tokens is None else positive_int(tokens, "max_total_tokens")
 
 
 def check_steps(value: Any) -> int | None:
