@@ -274,8 +274,8 @@ def _peek(e: CallEntry) -> str:
     if e.r.status != "ok" or e.r.hosted or e.r.error:
         return ""
     parts = []
-    if e.result_images:
-        parts.append(thumbs_html(e.result_images))
+    if e.result_images:  # sounds by their label: a player here put their bytes in twice
+        parts.append(thumbs_html(e.result_images, players=False))
     if e.result_peek is not None:
         parts.append(f'<div class="nba-rich">{e.result_peek}</div>')
     return f'<div class="nba-peek">{"".join(parts)}</div>' if parts else ""
@@ -549,15 +549,18 @@ _LEVELS = {
 }
 
 
-def thumbs_html(images: tuple[Thumb, ...]) -> str:
+def thumbs_html(images: tuple[Thumb, ...], players: bool = True) -> str:
     """Images as thumbnails (``src``: a ``data:`` URL nbagent encoded), sounds as players
-    (``<audio controls>``, nothing loaded until played), files and what is too large as labels."""
+    (``<audio controls>``, nothing loaded until played; without ``players``, by their
+    label), files and what is too large as labels."""
     if not images:
         return ""
     out = []
     for t in images:
         label = esc(t.label)
-        if t.audio and t.src is not None:
+        if t.audio and (t.src is None or not players):
+            out.append(f'<span class="nba-thumb-label">[{label}]</span>')
+        elif t.audio:
             out.append(
                 f'<audio class="nba-audio" controls preload="none" src="{esc(t.src)}" '
                 f'title="{label}" aria-label="{label}"></audio>'

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,14 +158,38 @@ def thumbs(parts: tuple[Part, ...]) -> tuple[Thumb, ...]:
         if kind not in IMAGE_TYPES:  # only bytes of a checked image format go into a src
             out.append(Thumb(label))
             continue
-        data: bytes | None = _shrunk(part.data)
-        if data is not None:
-            kind = "image/png"
-        elif len(part.data) <= THUMB_INLINE_BYTES:
-            data = part.data
-        src = None if data is None else f"data:{kind};base64,{base64.b64encode(data).decode()}"
-        out.append(Thumb(label, src))
+        out.append(Thumb(label, _image_src(part.data, kind)))
     return tuple(out)
+
+
+_SRCS: OrderedDict[bytes, str | None] = OrderedDict()
+_SRCS_KEPT = 256
+_SRCS_LOCK = threading.Lock()
+
+
+def _image_src(image: bytes, kind: str) -> str | None:
+    """An image's thumbnail as a ``data:`` URL (``None``: shown by its label), made once per
+    image: every redraw of a view built each again (PIL's shrink and base64, about 0.2 s a
+    plot: 5 s a redraw for a chat of 20 plots). Kept by the bytes' digest, the last 256."""
+    import base64
+    import hashlib
+
+    key = hashlib.sha256(image).digest()
+    with _SRCS_LOCK:
+        if key in _SRCS:
+            _SRCS.move_to_end(key)
+            return _SRCS[key]
+    data: bytes | None = _shrunk(image)
+    if data is not None:
+        kind = "image/png"
+    elif len(image) <= THUMB_INLINE_BYTES:
+        data = image
+    src = None if data is None else f"data:{kind};base64,{base64.b64encode(data).decode()}"
+    with _SRCS_LOCK:
+        _SRCS[key] = src
+        while len(_SRCS) > _SRCS_KEPT:
+            _SRCS.popitem(last=False)
+    return src
 
 
 @dataclass(eq=False)

@@ -79,3 +79,52 @@ def test_only_checked_image_bytes_go_into_a_src() -> None:
     assert thumb.src is None and thumb.label.startswith("image 1 (image/png")
     [pdf] = thumbs((nbagent.image(b"%PDF-1.4\n%%EOF"),))
     assert pdf.src is None and "application/pdf" in pdf.label
+
+
+def _wav() -> bytes:
+    import struct
+
+    frames = b"\x00\x00" * 800
+    fmt = struct.pack("<HHIIHH", 1, 1, 8000, 16000, 2, 16)
+    return (
+        b"RIFF"
+        + struct.pack("<I", 36 + len(frames))
+        + b"WAVEfmt "
+        + struct.pack("<I", 16)
+        + fmt
+        + b"data"
+        + struct.pack("<I", len(frames))
+        + frames
+    )
+
+
+def test_a_sound_a_tool_returns_has_one_player_and_thumbnails_are_made_once() -> None:
+    """The folded line of a finished call put the sound's player (its bytes) in the page a
+    second time, and every redraw shrank and encoded every image again (5 s a redraw for a
+    chat of 20 plots in the probe)."""
+    from nbagent import AudioPart
+
+    picture = png((900, 600), (10, 200, 10))
+
+    @nbagent.tool
+    def record() -> Any:
+        """Record a sound and take a picture."""
+        return [
+            "a sound and a picture",
+            AudioPart(_wav(), "audio/wav"),
+            ImagePart(picture, "image/png"),
+        ]
+
+    script = [call_tools(("record", {})), reply("Done.")]
+    chat = Chat(provider=ScriptedProvider(script), display=False).with_tools(record)
+    chat.ask("record")
+    html = chat_mimebundle(chat)["text/html"]
+    assert html.count('<audio class="nba-audio"') == 1  # in the body, where it is played
+    line = re.search(r'<summary class="nba-head nba-peeking">.*?</summary>', html, re.S)
+    assert line is not None and "[audio 1 (audio/wav" in line[0] and "<audio" not in line[0]
+    assert len(srcs(line[0])) == 1  # the picture is still seen without a click
+    first, again = (
+        thumbs((ImagePart(picture, "image/png"),)),
+        thumbs((ImagePart(picture, "image/png"),)),
+    )
+    assert first[0].src is not None and first[0].src is again[0].src  # made once
