@@ -27,6 +27,7 @@ from ._drive import WaitCancelled
 from ._errors import (
     PendingToolCallsError,
     StoreError,
+    ToolDefinitionError,
 )
 from ._events import (
     Event,
@@ -204,6 +205,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
                 self._merge_tools(())
                 return self
             given = self._checked_tools(tools)  # all or nothing: a bad one adds none
+            _one_per_name(given)
             if replace:
                 self._local_tools, self._sources = {}, []
                 self._hosted = {}
@@ -1104,3 +1106,22 @@ def _callable(fn: Any, name: str) -> Any:
     if not callable(fn):
         raise TypeError(f"{name}() takes a function, got {fn!r}")
     return fn
+
+
+def _one_per_name(given: Sequence[Any]) -> None:
+    """Refuse two different tools of one name in one ``with_tools`` call: the last silently
+    replaced the first, almost always by mistake (two ``lookup`` functions from two
+    modules). The same tool twice, or a ``Tool`` class and its instance, is one tool."""
+    seen: dict[str, Any] = {}
+    for t in given:
+        if not isinstance(t, Tool):
+            continue
+        first = seen.setdefault(t.name, t)
+        same = first is t or (
+            getattr(first, "fn", first.__class__) is getattr(t, "fn", t.__class__)
+        )
+        if not same:
+            raise ToolDefinitionError(
+                f"two different tools are named {t.name!r} ({first!r} and {t!r}); "
+                "name one otherwise (@tool(name=...), or name = ... on a Tool class)"
+            )

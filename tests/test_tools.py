@@ -295,3 +295,34 @@ def test_results_serialise_sensibly() -> None:
     assert " 0" in text and "99" in text  # head and tail kept
     long = to_content("x" * 50, max_chars=10)
     assert long.startswith("x" * 10) and "truncated: 40 more characters" in long
+
+
+def test_two_different_tools_of_one_name_in_one_call_are_refused() -> None:
+    """The last silently replaced the first (two ``lookup`` functions from two modules)."""
+    import nbagent
+    from nbagent import Chat, Tool
+
+    @nbagent.tool(name="lookup")
+    def lookup_orders(order_id: int) -> str:
+        """Look an order up."""
+        return "order"
+
+    @nbagent.tool(name="lookup")
+    def lookup_customers(customer_id: int) -> str:
+        """Look a customer up."""
+        return "customer"
+
+    class Refund(Tool):
+        """Refund."""
+
+        def execute(self, order_id: int) -> str:
+            return "ok"
+
+    chat = Chat(model="demo")
+    with pytest.raises(nbagent.ToolDefinitionError, match="two different tools are named 'lookup'"):
+        chat.with_tools(lookup_orders, lookup_customers)
+    assert chat.tools == ()  # all or nothing
+    chat.with_tools(lookup_orders, lookup_orders, Refund, Refund())  # one tool each
+    assert [t.name for t in chat.tools] == ["lookup", "refund"]
+    chat.with_tools(lookup_customers)  # a later call replaces, as documented
+    assert chat.tools[0].description == "Look a customer up."
