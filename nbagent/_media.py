@@ -13,7 +13,13 @@ Accepted, each becoming an :class:`~nbagent.ImagePart` (or a
   (``_repr_png_`` / ``_repr_jpeg_``);
 - an :class:`~nbagent.ImagePart` / :class:`~nbagent.FilePart` as it is.
 
-Anything else is a :class:`TypeError` naming what is accepted.
+Anything else is a :class:`TypeError` naming what is accepted. A URL is never fetched: an
+``http(s)://`` (or other remote) URL is a :class:`~nbagent.MediaError` saying to download
+it (the URL quoted without its credentials, query or key-like text); a ``file://`` URL is
+its path; a ``data:`` URL of a base64 image or PDF is decoded. A path is checked by its
+size (at most :data:`MAX_FILE_BYTES`, the most any API takes) and its first bytes before
+it is read. ``detail=`` is ``"low"``, ``"high"`` or ``"auto"`` (OpenAI's; ``None``: the
+API's default).
 
 :func:`check_parts` applies the APIs' limits before any request: Anthropic
 takes PNG/JPEG/GIF/WebP up to 5 MB *of base64* per image; OpenAI takes the
@@ -27,13 +33,19 @@ send the others :func:`audio_not_sent`'s line instead.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import io
 import os
+import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
-from ._errors import MediaError
+from ._errors import MediaError, redact_keys
 from ._types import AudioPart, FilePart, ImagePart, Part
 
 FIGURE_DPI = 100
@@ -119,6 +131,93 @@ def audio_not_sent(n: int, why: str) -> str:
     return f"[audio {n} not sent: {why}]"
 
 
+DETAILS = ("low", "high", "auto")
+"""What ``detail=`` takes (OpenAI's image detail; Anthropic has no such switch)."""
+
+
+def _check_detail(detail: Any) -> None:
+    if detail is not None and detail not in DETAILS:
+        raise ValueError(
+            f"detail= takes 'low', 'high' or 'auto' (or None: the API's default), got "
+            f"{str(detail)[:40]!r}"
+        )
+
+
+_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
+
+
+def _shown_url(url: str) -> str:
+    """``url`` as an error may quote it: no credentials, query or fragment, no key-like text."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    shown = f"{parts.scheme}://{'***@' if '@' in parts.netloc else ''}{host}{parts.path}"
+    if parts.query or parts.fragment:
+        shown += "?***"
+    shown = redact_keys(shown)
+    return shown if len(shown) <= 120 else shown[:117] + "..."
+
+
+def _from_url(url: str, detail: str | None) -> Part | None:
+    """A ``data:`` or ``file://`` URL as a part; a remote URL refused; ``None``: not a URL."""
+    if url[:5].lower() == "data:":
+        return _from_data_url(url, detail)
+    match = _SCHEME.match(url)
+    if match is None:
+        return None
+    if match.group(1).lower() == "file":
+        parts = urlsplit(url)
+        if parts.netloc not in ("", "localhost"):
+            raise MediaError(f"a file:// URL on another host is not read: {_shown_url(url)}")
+        return _from_path(Path(url2pathname(parts.path)), detail)
+    raise MediaError(
+        f"URLs are not fetched ({_shown_url(url)}): download the image and pass its bytes or a path"
+    )
+
+
+def _from_data_url(url: str, detail: str | None) -> Part:
+    head, comma, payload = url.partition(",")
+    declared, _, encoding = head[5:].partition(";")
+    declared = declared.strip().lower()
+    if not comma or encoding.strip().lower() != "base64":
+        raise MediaError("a data: URL must be base64 (data:image/png;base64,...)")
+    if declared and declared not in (*IMAGE_TYPES, "application/pdf"):
+        raise MediaError(
+            f"a data: URL of {declared[:40]!r}: only PNG, JPEG, GIF, WebP or PDF can be sent"
+        )
+    if len(payload) // 4 * 3 > MAX_FILE_BYTES:
+        raise MediaError(
+            f"a data: URL of {_mb(len(payload) // 4 * 3)}; the most any API takes is "
+            f"{_mb(MAX_FILE_BYTES)}"
+        )
+    try:
+        data = base64.b64decode("".join(payload.split()), validate=True)
+    except (binascii.Error, ValueError):
+        raise MediaError("a data: URL whose base64 does not decode") from None
+    part = _from_bytes(data, detail=detail)
+    if declared and part.media_type != declared:
+        raise MediaError(f"a data: URL says {declared} but its bytes are {part.media_type}")
+    return part
+
+
+def _from_path(path: Path, detail: str | None) -> Part:
+    """A file as a part: its size and first bytes checked before it is read in full."""
+    path = path.expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"no image file at {redact_keys(str(path))[:200]!r}")
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise MediaError(
+            f"{path.name[:80]!r} is {_mb(size)}; the most any API takes is "
+            f"{_mb(MAX_FILE_BYTES)} (a PDF; an image: 20 MB)"
+        )
+    with path.open("rb") as f:
+        head = f.read(16)
+        if sniff(head) is None:
+            _from_bytes(head)  # raises: not a format the APIs take
+        data = head + f.read()
+    return _from_bytes(data, filename=path.name, detail=detail)
+
+
 def _from_bytes(data: bytes, filename: str = "document.pdf", detail: str | None = None) -> Part:
     kind = sniff(data)
     if kind is None:
@@ -185,6 +284,19 @@ def _display_data(value: Any) -> bytes | None:
     return None
 
 
+def close_figure(value: Any) -> None:
+    """Close ``value``'s matplotlib figure (a ``Figure``, an ``Axes`` or a seaborn grid), if
+    it is one, so pyplot lets it go: what a tool returned is turned into a part and kept as
+    that (a tool plotting on every call would otherwise leave every figure open)."""
+    fig = value if _is_figure(value) else _figure_of(value)
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if fig is None or pyplot is None:
+        return
+    fig = getattr(fig, "figure", fig)  # a seaborn grid's Figure (a Figure's is itself)
+    if type(fig).__module__.startswith("matplotlib"):
+        pyplot.close(fig)
+
+
 def is_image_like(value: Any) -> bool:
     """Whether ``value`` is something :func:`to_part` makes an image of without a path.
 
@@ -214,22 +326,26 @@ def image(value: Any, *, detail: str | None = None) -> Part:
 
     Raises:
         TypeError: Not one of those.
-        MediaError: Bytes that are none of the accepted formats.
+        ValueError: ``detail`` is not ``"low"``, ``"high"``, ``"auto"`` or ``None``.
+        MediaError: Bytes that are none of the accepted formats, a file over
+            :data:`MAX_FILE_BYTES`, or a remote URL (never fetched).
     """
     return to_part(value, detail=detail)
 
 
 def to_part(value: Any, *, detail: str | None = None) -> Part:
     """One image or file as a part (see the module docstring)."""
+    _check_detail(detail)
     if isinstance(value, ImagePart | FilePart):
         return value
     if isinstance(value, bytes | bytearray | memoryview):
         return _from_bytes(bytes(value), detail=detail)
+    if isinstance(value, str):
+        part = _from_url(value.strip(), detail)
+        if part is not None:
+            return part
     if isinstance(value, str | os.PathLike):
-        path = Path(value).expanduser()
-        if not path.is_file():
-            raise FileNotFoundError(f"no image file at {str(path)!r}")
-        return _from_bytes(path.read_bytes(), filename=path.name, detail=detail)
+        return _from_path(Path(value), detail)
     if _is_figure(value):
         return ImagePart(_figure_png(value), "image/png", detail)
     if (fig := _figure_of(value)) is not None:
@@ -324,6 +440,10 @@ def check_parts(parts: Sequence[Part], api: str) -> None:
                     f"may be is {_mb(MAX_FILE_BYTES)}"
                 )
             continue
+        if part.detail is not None and part.detail not in DETAILS:
+            raise MediaError(
+                f"{where}: detail {str(part.detail)[:40]!r} is not 'low', 'high' or 'auto'"
+            )
         if part.media_type not in IMAGE_TYPES:
             raise MediaError(
                 f"{where}: {part.media_type} is not a format the API takes (PNG, JPEG, GIF or WebP)"
