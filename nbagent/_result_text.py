@@ -15,8 +15,11 @@ image, PNG/JPEG/GIF/WebP bytes, an IPython ``Image`` or an
 (an :class:`~nbagent.AudioPart`). The images
 become content parts sent after the text; the text gets one ``[image N: ...]``
 line per image (:func:`part_label`) so a log, a store or a text-only reader still
-sees them. A ``str`` that carries its own ``parts`` (an MCP tool's
-:class:`~nbagent.mcp.MCPResult`, whose text already has those lines) gives them as they are.
+sees them. In a dict, an image value (one level down) becomes its ``[image N: ...]``
+label in the JSON and a part the same way. A matplotlib figure is closed once it is a
+part (pyplot lets it go: a tool plotting on every call leaves no figure open). A
+``str`` that carries its own ``parts`` (an MCP tool's :class:`~nbagent.mcp.MCPResult`,
+whose text already has those lines) gives them as they are.
 
 Every result is capped at ``max_chars`` characters with a note saying so, so
 one chatty tool cannot flood the context window.
@@ -31,7 +34,7 @@ import re
 from datetime import date, datetime
 from typing import Any
 
-from ._media import is_image_like, to_part
+from ._media import close_figure, is_image_like, to_part
 from ._types import AudioPart, FilePart, ImagePart, Part
 
 MAX_ROWS = 20
@@ -137,7 +140,11 @@ def _is_part(value: Any) -> bool:
 
 
 def _part(value: Any) -> Part:
-    return value if isinstance(value, AudioPart) else to_part(value)
+    if isinstance(value, AudioPart):
+        return value
+    part = to_part(value)
+    close_figure(value)  # a tool's figure is kept as its part: pyplot lets it go
+    return part
 
 
 def to_result(
@@ -169,6 +176,15 @@ def to_result(
         if len(text) > max_chars:
             text = text[:max_chars] + f"\n[truncated: {len(text) - max_chars} more characters]"
         return text, tuple(parts)
+    if isinstance(value, dict) and any(_is_part(v) for v in value.values()):
+        found: list[Part] = []
+        shown: dict[Any, Any] = {}
+        for key, item in value.items():
+            if _is_part(item):
+                found.append(_part(item))
+                item = _label(len(found), found[-1])
+            shown[key] = item
+        return to_content(shown, max_rows=max_rows, max_chars=max_chars), tuple(found)
     return to_content(value, max_rows=max_rows, max_chars=max_chars), ()
 
 
