@@ -138,16 +138,19 @@ def _usage(usage: Any, input_key: str, output_key: str, details_key: str) -> tup
 # -- Chat Completions: requests -------------------------------------------------
 
 
-def chat_message(message: Message, *, compatible: bool = False) -> bytes:
+def chat_message(
+    message: Message, *, compatible: bool = False, refused: str | None = None
+) -> bytes:
     """One neutral message -> one Chat Completions message (JSON bytes; ``b""``: nothing).
 
     Hosted calls and their answers (another API's) are left out: Chat
-    Completions has no hosted tools.
+    Completions has no hosted tools. A user message's sound goes as ``input_audio``;
+    ``refused`` (why the model takes none) sends the line saying so instead.
     """
     if isinstance(message, ChatMessage):
         if message.parts and message.role == "user":
             content = [{"type": "text", "text": message.content}] if message.content else []
-            content.extend(_chat_part(p, n, None) for n, p in enumerate(message.parts, 1))
+            content.extend(_chat_part(p, n, refused) for n, p in enumerate(message.parts, 1))
             return dumps({"role": "user", "content": content})
         return dumps({"role": message.role, "content": message.content})
     if isinstance(message, AssistantToolCallMessage):
@@ -209,13 +212,23 @@ def chat_messages(
     messages: Sequence[Message], wire: Sequence[bytes], model: str = ""
 ) -> list[bytes]:
     """The wire messages in order, each round's tool images in a user message after it
-    (``model``: whether a tool's sound goes as audio, see :func:`chat_tool_parts`)."""
+    (``model``: whether a sound, a tool's or in a user message such as an MCP prompt's,
+    goes as audio, see :func:`chat_tool_parts`; the cached ``wire`` is the audio model's,
+    so a user message with a sound is made again for another model)."""
+    refused = hears_audio("chat", model)
     out: list[bytes] = []
     waiting: list[ToolResultMessage] = []
     for message, body in zip(messages, wire, strict=True):
         if waiting and not isinstance(message, ToolResultMessage):
             out.append(chat_tool_parts(waiting, model))
             waiting = []
+        if (
+            refused is not None
+            and isinstance(message, ChatMessage)
+            and message.role == "user"
+            and any(isinstance(p, AudioPart) for p in message.parts)
+        ):
+            body = chat_message(message, refused=refused)
         if body:
             out.append(body)
         if isinstance(message, ToolResultMessage) and message.parts and not message.hosted:

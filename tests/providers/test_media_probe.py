@@ -202,3 +202,42 @@ def test_an_image_in_a_dict_becomes_a_label_and_a_part(server: FakeLLMServer) ->
     assert result.parts == (ImagePart(image, "image/png"),)
     assert _b64(image) in json.dumps(server.requests[-1].body)
     assert list(chat.log["result_type"]) == ["json+image"]
+
+
+# -- 3. a user message's sound on Chat Completions --------------------------------
+
+
+def _wav(frames: int = 800) -> bytes:
+    data = b"\x00\x00" * frames
+    fmt = struct.pack("<IHHIIHH", 16, 1, 1, 8000, 16000, 2, 16)
+    riff = b"WAVE" + b"fmt " + fmt + b"data" + struct.pack("<I", len(data)) + data
+    return b"RIFF" + struct.pack("<I", len(riff)) + riff
+
+
+@pytest.mark.parametrize(
+    ("model", "heard"), [("gpt-4.1-mini", False), ("gpt-4o-audio-preview", True)]
+)
+def test_a_prompts_sound_reaches_only_a_model_that_hears(
+    server: FakeLLMServer, model: str, heard: bool
+) -> None:
+    from nbagent.mcp import MCPPromptMessages
+
+    sound = nbagent.AudioPart(_wav())
+    message = nbagent.ChatMessage("user", "Transcribe this.", parts=(sound,))
+    prompt = MCPPromptMessages("transcribe", None, (message,))
+    server.script([Turn(text="heard"), Turn(text="again")])
+    provider = make_provider("openai-chat", server, model=model)
+    try:
+        chat = nbagent.Chat(provider=provider, display=False)
+        assert chat.ask(prompt).content == "heard"  # the strict fake refused input_audio here
+        chat.ask("Once more")
+    finally:
+        provider.close()
+    for request in server.requests:
+        [content] = [m["content"] for m in request.body["messages"] if m["role"] == "user"][:1]
+        kinds = [c["type"] for c in content]
+        if heard:
+            assert kinds == ["text", "input_audio"]
+        else:
+            assert kinds == ["text", "text"]
+            assert content[1]["text"].startswith(f"[audio 1 not sent: {model} takes no audio")
