@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 from ._aio import in_worker
 from ._approvals import HUMAN
 from ._chat_state import ChatCore
+from ._errors import InputError, MCPServerError
 from ._events import SamplingFinished
 from ._types import InputAction, InputKind, LLMToolResponse, PendingInput, ToolCall
 from ._unicode import clean
@@ -63,11 +64,27 @@ class InputsMixin(ChatCore):
         Returns:
             The input answered.
 
+        A sampling request approved (``data`` not text) would send its messages to the
+        model: once the chat's cost or token budget is spent that is refused
+        (``InputError``): :meth:`~nbagent.Chat.raise_budget` first, or answer with your
+        own reply text, or decline it.
+
         Raises:
             InputError: No such input waits (unknown, or answered already: an
-                answer is given once), or ``data`` does not match what was asked;
-                nothing changed, the input still waits.
+                answer is given once), ``data`` does not match what was asked, or a
+                sampling request is approved once a budget is spent; nothing
+                changed, the input still waits.
         """
+        if not isinstance(data, str):
+            with self._lock:
+                pending = self._find_input(request)
+            spent = _budget_spent(self) if pending.kind == "sampling" else None
+            if spent is not None:
+                raise InputError(
+                    f"the chat's {spent} budget is spent, so {pending.id!r} (a sampling "
+                    "request) is not sent to the model: call chat.raise_budget() and answer "
+                    "again, answer with your own reply text, or decline it (the input still waits)"
+                )
         return self._settle_input(request, "accept", data, by=by, reason=None)
 
     def decline(
@@ -156,6 +173,12 @@ class CallAsker:
         loop); its tokens and cost join the chat's totals and budgets (a
         :class:`SamplingFinished`)."""
         chat = self._chat
+        spent = _budget_spent(chat)
+        if spent is not None:  # "no request starts past the budget": sampling's neither
+            raise SamplingRefused(
+                f"the chat's {spent} budget is spent: the sampling request was not sent to "
+                "the model (chat.raise_budget() allows more)"
+            )
         provider = provider if provider is not None else chat.provider
         request = ModelRequest(messages=tuple(messages), system=system, max_tokens=max_tokens)
         t0 = time.perf_counter()
@@ -175,3 +198,14 @@ class CallAsker:
             )
         )
         return response
+
+
+class SamplingRefused(MCPServerError):
+    """An approved sampling request that was not sent: the chat's budget is spent."""
+
+
+def _budget_spent(chat: ChatCore) -> str | None:
+    """``"cost"`` or ``"tokens"`` when the chat's whole-chat budget is spent (the check a
+    model request of the chat's own loop gets), else ``None``."""
+    spent = getattr(chat, "_spent_budget", None)
+    return spent() if callable(spent) else None
