@@ -3,17 +3,20 @@
 Where recordings live (:class:`Recordings`), searched in this order and all
 written to:
 
-1. the process (:data:`PROCESS`, the most recent :data:`PROCESS_LIMIT`):
+1. a recordings directory, ``Chat(recordings=path)`` or
+   ``nbagent.configure(recordings=path)``: one JSON file per request, so a
+   whole notebook rerun in a fresh kernel (nbclient, papermill) replays, and
+   the directory can be committed beside the notebook. Looked in first, as it
+   was named (:func:`searched`): two exported tests of the same question,
+   answered differently, each replay their own folder's answer in one pytest
+   session;
+2. the process (:data:`PROCESS`, the most recent :data:`PROCESS_LIMIT`):
    a new ``Chat`` in the same kernel (a rerun cell) finds them. With
    ``replay="off"`` (the default) only for a chat that has no other place
    (no store, no directory): a chat with a store finds its recordings there,
    so a batch of thousands of chats with a store leaves none in memory (each
    chat keeps its own while it lives: :meth:`Replayer.recorded`, what
    ``to_pytest`` exports);
-2. a recordings directory, ``Chat(recordings=path)`` or
-   ``nbagent.configure(recordings=path)``: one JSON file per request, so a
-   whole notebook rerun in a fresh kernel (nbclient, papermill) replays, and
-   the directory can be committed beside the notebook;
 3. the chat's store (``Chat(store=...)``), through the ``recordings`` hook of
    its extension (:class:`~nbagent.Extension`): the ``recordings`` table
    (migration ``m009``), and results read from the store's call records.
@@ -452,7 +455,9 @@ class Replayer:
         if key is None:
             return None
         sources = self.sources(extra)
-        for source in sources if PROCESS in sources else [PROCESS, *sources]:
+        if PROCESS not in sources:  # replay="off": what this process recorded counts too
+            sources.insert(0, PROCESS)
+        for source in searched(sources):
             found = _safely("read recordings from", source.find, source, key)
             if found is not None:
                 return found
@@ -464,8 +469,9 @@ class Replayer:
 
     def sources(self, extra: Iterable[Recordings] = ()) -> list[Recordings]:
         """Where this chat's requests are looked up and recorded: the process, the
-        recordings directory and the extensions' (a store). With ``replay="off"`` the
-        process only when there is no other place (memory kept only when needed)."""
+        recordings directory and the extensions' (a store); looked up in
+        :func:`searched`'s order. With ``replay="off"`` the process only when there is
+        no other place (memory kept only when needed)."""
         out: list[Recordings] = []
         directory = self.directory
         if directory is None and get_config().recordings is not None:
@@ -488,7 +494,7 @@ class Replayer:
         key = self.keys.get(step)
         if key is None:
             return None
-        for source in self.sources(extra):
+        for source in searched(self.sources(extra)):
             found: RecordedResult | None = _safely(
                 "read recordings from", source.result, source, key, call_id
             )
@@ -504,6 +510,16 @@ class Replayer:
             return
         for source in self.sources(extra):
             _safely("record in", source.add_result, source, key, call_id, result)
+
+
+def searched(sources: list[Recordings]) -> list[Recordings]:
+    """``sources`` in the order a request is looked up: a recordings directory first.
+
+    It was named for this chat (``Chat(recordings=)``, ``configure(recordings=)``, an
+    exported test's folder), so the process's recording of the same request by another
+    chat (another exported test of the same question, in one pytest session) never wins."""
+    folders = [s for s in sources if isinstance(s, DirectoryRecordings)]
+    return folders + [s for s in sources if not isinstance(s, DirectoryRecordings)]
 
 
 def _safely(doing: str, fn: Any, source: Recordings, *args: Any) -> Any:
@@ -539,7 +555,7 @@ class ReplayingProvider:
         mode = self.replayer.effective_mode
         if mode == "off":
             return key, fp, None
-        for source in self.sources:
+        for source in searched(self.sources):
             rec = _safely("read recordings from", source.find, source, key)
             if rec is None:
                 continue
