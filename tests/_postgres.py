@@ -143,6 +143,14 @@ class PostgresServer:
             self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def pause(self) -> None:
+        """Stop the server (every connection is cut; nothing answers) until :meth:`resume`."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
+        """Start a paused server again, on the same port."""
+        self._pg_ctl_start()
+
     def restart(self) -> None:
         """Stop the server (every connection is cut) and start it again on the same port."""
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")

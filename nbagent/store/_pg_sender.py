@@ -84,7 +84,7 @@ class Sender:
                         raise StoreError("the store was closed before its writes were sent")
                     conn = self.conn
                     if conn is None or conn.closed or conn.broken:
-                        self.conn = conn = await store._async_connect()
+                        self.conn = conn = await store._async_connect(reconnect=True)
                     await store._send_group_async(conn, jobs)
                     del store
                 except BaseException as exc:

@@ -130,6 +130,11 @@ def _passwords_in(dsn: str) -> list[str]:
     return [p for p in found if p]
 
 
+RECONNECT_WINDOW = 5.0
+"""Seconds a store that lost its server waits for it to come back (a restart) before its
+writes fail; once past, they fail at once until the server answers again."""
+
+
 def _unencoded_password(dsn: str) -> bool:
     """Whether a URL's password holds an ``@`` or ``/`` not percent-encoded.
 
@@ -406,6 +411,7 @@ class PostgresStore(SQLStore):
             "connect_timeout": self._connect_timeout,
             "application_name": application_name,
         }
+        self._down_since: float | None = None  # when the server was first found away
         self._lock = threading.RLock()
         self._depth = 0  # uses of the connection open on the thread holding _lock (_scope)
         self._queue_lock = threading.Lock()
@@ -429,25 +435,69 @@ class PostgresStore(SQLStore):
                 text = text.replace(quote(value, safe=""), "***")
         return text
 
-    def _raw_connect(self) -> Any:
-        """A new autocommit psycopg connection; ``StoreError`` (scrubbed) if it fails."""
-        error: StoreError | None = None
-        try:
-            return self._pg.connect(self._dsn.reveal(), autocommit=True, **self._options)
-        except self._pg.Error as exc:
-            error = self._connect_error(exc)
-        raise error  # outside the handler: no trace of libpq's message (it may echo the DSN)
+    def _raw_connect(self, reconnect: bool = False) -> Any:
+        """A new autocommit psycopg connection; ``StoreError`` (scrubbed) if it fails.
 
-    async def _async_connect(self) -> Any:
-        """A new autocommit ``AsyncConnection`` (the listener's); ``StoreError`` if it fails."""
-        error: StoreError | None = None
-        try:
-            return await self._pg.AsyncConnection.connect(
-                self._dsn.reveal(), autocommit=True, **self._options
-            )
-        except self._pg.Error as exc:
-            error = self._connect_error(exc)
-        raise error
+        ``reconnect``: the store had a connection and lost it; a server that is away
+        (restarting) is waited for, within :data:`RECONNECT_WINDOW` (see :meth:`_wait`).
+        """
+        attempt = 0
+        while True:
+            error: StoreError | None = None
+            try:
+                raw = self._pg.connect(self._dsn.reveal(), autocommit=True, **self._options)
+                self._down_since = None
+                return raw
+            except self._pg.Error as exc:
+                pause = self._wait(exc, attempt) if reconnect else None
+                error = None if pause is not None else self._connect_error(exc)
+            if error is not None:
+                raise error  # outside the handler: no trace of libpq's message (its DSN)
+            time.sleep(pause or 0)
+            attempt += 1
+
+    async def _async_connect(self, reconnect: bool = False) -> Any:
+        """A new autocommit ``AsyncConnection``; ``StoreError`` if it fails (``reconnect``:
+        as :meth:`_raw_connect`'s)."""
+        import asyncio
+
+        attempt = 0
+        while True:
+            error: StoreError | None = None
+            try:
+                raw = await self._pg.AsyncConnection.connect(
+                    self._dsn.reveal(), autocommit=True, **self._options
+                )
+                self._down_since = None
+                return raw
+            except self._pg.Error as exc:
+                pause = self._wait(exc, attempt) if reconnect else None
+                error = None if pause is not None else self._connect_error(exc)
+            if error is not None:
+                raise error
+            await asyncio.sleep(pause or 0)
+            attempt += 1
+
+    def _wait(self, exc: BaseException, attempt: int) -> float | None:
+        """How long to wait before connecting again (``None``: fail now).
+
+        A server that went away (refused, starting up, shutting down, out of connections)
+        is waited for up to :data:`RECONNECT_WINDOW` from when it was first found away, so a
+        restart loses no write: a batch's rows failed by the dozen on a one-second restart.
+        Past the window every attempt fails at once (a server gone for good does not make
+        each write wait), until a connection succeeds again. A refused password or a
+        missing database fails at once.
+        """
+        state = getattr(exc, "sqlstate", None)
+        if state is not None and not (state.startswith(("57P", "08")) or state == "53300"):
+            return None
+        now = time.monotonic()
+        if self._down_since is None:
+            self._down_since = now
+        left = RECONNECT_WINDOW - (now - self._down_since)
+        if left <= 0:
+            return None
+        return min(0.1 * 2**attempt, 1.0, left)
 
     def _connect_error(self, exc: BaseException) -> StoreError:
         text = " ".join(self._scrub(str(exc)).split())  # libpq's lines and tab, as one line
@@ -562,7 +612,7 @@ class PostgresStore(SQLStore):
                 with suppress(self._pg.Error):
                     conn.raw.close()
             self._conn = None
-            raw = self._raw_connect()
+            raw = self._raw_connect(reconnect=True)
             self._conn = self._held.conn = conn = _Conn(raw, self._pg.ClientCursor(raw))
         return conn
 

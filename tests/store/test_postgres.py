@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from nbagent import Chat, StoreError, tool
 from nbagent.store import PostgresStore, Store, open_store
+from nbagent.testing import ScriptedProvider, reply
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -123,6 +124,50 @@ def test_a_timeout_while_opening_says_so_not_a_lost_connection(
     with pytest.raises(StoreError) as refused:
         PostgresStore(down, connect_timeout=2)
     assert "\n" not in str(refused.value) and "\t" not in str(refused.value)
+
+
+def test_a_server_restarting_under_a_chat_is_waited_for_and_one_gone_fails_fast(
+    postgres_dsn: str, postgres_server: Any, counter: Path
+) -> None:
+    """A restart of the server (a second or so) failed every write that came meanwhile: a
+    batch lost most of its rows to "cannot connect" (84-100 of 100 in the probe). A store
+    that had its server waits for it to come back (up to RECONNECT_WINDOW); a server gone
+    for good fails the writes, and then fails them at once, until it answers again."""
+    from nbagent.store import _postgres
+
+    script = [reply("one"), reply("two"), reply("three"), reply("four")]
+    chat = Chat(provider=ScriptedProvider(script), store=postgres_dsn, display=False)
+    assert chat.ask("first").content == "one"  # type: ignore[union-attr]
+    postgres_server.pause()
+    back = threading.Timer(1.0, postgres_server.resume)
+    back.start()
+    try:
+        assert chat.ask("second").content == "two"  # type: ignore[union-attr]
+    finally:
+        back.join()
+    postgres_server.pause()
+    try:
+        with pytest.raises(StoreError, match="cannot connect"):
+            chat.ask("third")
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="cannot connect"):
+            chat.complete()
+        assert time.monotonic() - started < _postgres.RECONNECT_WINDOW  # no second wait
+    finally:
+        postgres_server.resume()
+    assert chat.complete().content == "three"  # type: ignore[union-attr]
+    chat.close()
+    with PostgresStore(postgres_dsn) as store:
+        loaded = Chat.load(chat.id, store=store, provider=ScriptedProvider([]))
+        assert [m.content for m in loaded.transcript] == [
+            "first",
+            "one",
+            "second",
+            "two",
+            "third",
+            "three",
+        ]
+        loaded.close()
 
 
 def test_a_dsn_opens_the_store_everywhere_a_path_does(postgres_dsn: str, counter: Path) -> None:
