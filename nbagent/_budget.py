@@ -10,7 +10,11 @@ added: a turn whose answer arrives on the request that reaches the budget is
 tokens), and pending approvals stay pending.
 
 An unpriced request (a model the catalog does not know) adds nothing to the
-cost budget: its ``cost_usd`` is unknown, and ``chat.cost_usd`` is ``None``.
+cost budget: its ``cost_usd`` is unknown, and ``chat.cost_usd`` is ``None``;
+the budget cannot stop what it cannot count, so a chat with a cost budget warns
+once (:class:`UnknownModelWarning`) when an unpriced response arrives
+(:func:`uncounted`). A response that reports no usage (some OpenAI-compatible
+servers send none) counts 0 tokens and $0, without a warning.
 """
 
 from __future__ import annotations
@@ -29,4 +33,19 @@ def spent_budget(
     return None
 
 
-__all__ = ["spent_budget"]
+def uncounted(
+    model: str, cost: float | None, max_cost: float | None, warned: set[str]
+) -> str | None:
+    """What to warn (once per chat: ``warned`` keeps which) when a budget cannot count a
+    response: no price while a cost budget is set; else ``None``."""
+    if cost is None and max_cost is not None and "cost" not in warned:
+        warned.add("cost")
+        return (
+            f"there is no price for {model!r}, so max_cost_usd={max_cost:g} cannot count "
+            "its requests (register its price with nbagent.providers.register_model, "
+            "or use max_total_tokens)"
+        )
+    return None
+
+
+__all__ = ["spent_budget", "uncounted"]

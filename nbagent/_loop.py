@@ -21,7 +21,7 @@ from typing import Any, Literal, TypeVar
 
 from . import _aio
 from ._approvals import consult_resolver, requirement
-from ._budget import spent_budget
+from ._budget import spent_budget, uncounted
 from ._chat_state import (
     _ALREADY,
     RUNNABLE,
@@ -84,7 +84,7 @@ from ._types import (
     ToolResultMessage,
 )
 from ._unicode import TooDeep, clean, clean_json
-from .providers import ModelRequest, Provider, StreamDelta, cost_of
+from .providers import ModelRequest, Provider, StreamDelta, UnknownModelWarning, cost_of
 
 R = TypeVar("R")
 _WAITING = ("awaiting_approval", "awaiting_input")
@@ -420,6 +420,11 @@ class LoopMixin(ChatCore):
         model = response.model or self.model
         cost = cost_of(model, usage)
         replayed = response.replayed  # nothing spent now: its cost counts for budgets only
+        if not replayed:  # a cost budget that cannot price this response says so, once a chat
+            warned = self.__dict__.setdefault("_uncounted_warned", set())
+            blind = uncounted(model, cost, self._cap("cost"), warned)
+            if blind is not None:
+                warnings.warn(f"nbagent: {blind}", UnknownModelWarning, stacklevel=4)
         events: list[Event] = [
             ModelRequestFinished(
                 chat_id=self.id,

@@ -7,10 +7,17 @@ has no cost.
 
 Names are matched case-insensitively, exactly first, then with a date or
 ``-latest`` suffix removed (``gpt-4.1-mini-2025-04-14``,
-``claude-sonnet-4-5-20250929``, ``claude-3-5-haiku-latest``), then by the
-longest registered name that is a ``-``-separated prefix (``gpt-4o-audio`` is
-not ``gpt-4``, but ``gpt-4.1-mini-ft-x`` is ``gpt-4.1-mini``). A
-``provider/`` prefix (``openai/gpt-4.1``) is ignored.
+``claude-sonnet-4-5-20250929``, ``claude-3-5-haiku-latest``), then as a known
+snapshot or alias of a model (``gpt-4-0613`` is ``gpt-4``, ``claude-opus-4-0`` is
+``claude-opus-4``). Nothing else is matched: a
+name that only starts with a registered one is a different model, usually with
+its own (higher) price (``o3-pro`` is not ``o3``, ``gpt-4-32k`` not ``gpt-4``;
+``-realtime``, ``-audio``, ``-search``, ``-deep-research``, ``-instruct``
+variants; a fine-tune ``ft:...`` is billed above its base), so it is unpriced,
+and its provider warns once (:class:`UnknownModelWarning`) until it is added
+with :func:`register_model`. A dated name priced differently from its model is
+registered itself (``gpt-4o-2024-05-13``). A ``provider/`` prefix
+(``openai/gpt-4.1``) is ignored.
 """
 
 from __future__ import annotations
@@ -111,6 +118,15 @@ _BUILTIN: tuple[ModelInfo, ...] = (
     _m("o1", "openai", 200_000, 15.00, 60.00, 7.50),
     _m("o1-mini", "openai", 128_000, 1.10, 4.40, 0.55, tools=False),
     _m("o1-preview", "openai", 128_000, 15.00, 60.00, 7.50, tools=False),
+    # premium variants, priced as published (no cache discount)
+    _m("o3-pro", "openai", 200_000, 20.00, 80.00, None),
+    _m("o1-pro", "openai", 200_000, 150.00, 600.00, None),
+    _m("gpt-5-pro", "openai", 400_000, 15.00, 120.00, None),
+    # a dated gpt-4o priced above gpt-4o; the GPT-4 Turbo previews at GPT-4 Turbo's price
+    _m("gpt-4o-2024-05-13", "openai", 128_000, 5.00, 15.00, None),
+    _m("gpt-4-turbo-preview", "openai", 128_000, 10.00, 30.00, None),
+    _m("gpt-4-0125-preview", "openai", 128_000, 10.00, 30.00, None),
+    _m("gpt-4-1106-preview", "openai", 128_000, 10.00, 30.00, None),
     # Anthropic (cache reads 0.1x, cache writes 1.25x the input price)
     _m("claude-opus-4-5", "anthropic", 200_000, 5.00, 25.00, 0.50),
     _m("claude-opus-4-1", "anthropic", 200_000, 15.00, 75.00, 1.50),
@@ -132,6 +148,15 @@ _lock = threading.Lock()
 _cache: dict[str, ModelInfo | None] = {}
 _warned: set[str] = set()
 _SUFFIX = re.compile(r"(?:-\d{4}-\d{2}-\d{2}|-\d{8}|-latest|-preview-\d{2}-\d{2})$")
+_SNAPSHOTS = {
+    "gpt-4-0613": "gpt-4",
+    "gpt-4-0314": "gpt-4",
+    "gpt-3.5-turbo-0125": "gpt-3.5-turbo",
+    "claude-opus-4-0": "claude-opus-4",
+    "claude-sonnet-4-0": "claude-sonnet-4",
+}
+"""Snapshots and aliases billed as their model (a date suffix is removed without being
+listed)."""
 
 
 def register_model(info: ModelInfo) -> None:
@@ -169,11 +194,8 @@ def _lookup(name: str) -> ModelInfo | None:
     bare = _SUFFIX.sub("", key)
     if bare in _registry:
         return _registry[bare]
-    best: ModelInfo | None = None
-    for registered, info in _registry.items():
-        if bare.startswith(registered + "-") and (best is None or len(registered) > len(best.name)):
-            best = info
-    return best
+    snapshot_of = _SNAPSHOTS.get(bare)
+    return None if snapshot_of is None else _registry.get(snapshot_of)
 
 
 def warn_if_unknown(model: str, provider: str) -> None:
