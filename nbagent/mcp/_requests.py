@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import MCPServerError
+from .._inputs import SamplingRefused
 from .._tools import InputAsker
 from .._types import ChatMessage
 
@@ -158,7 +159,11 @@ class Requests:
                 message=f"the user {'declined' if action == 'decline' else 'cancelled'} "
                 "the sampling request",
             )
-        return await self._sampled(asker, input_id, params, data)
+        try:
+            return await self._sampled(asker, input_id, params, data)
+        except SamplingRefused as exc:  # the chat's budget is spent: the server's error reply,
+            # not an exception the SDK's handler logs with its traceback
+            return types.ErrorData(code=types.INVALID_REQUEST, message=str(exc))
 
     def _elicitation(self, params: Any) -> tuple[Any, str, dict[str, Any], dict[str, Any] | None]:
         """An elicitation as a pending input: ``(kind, message, content, schema)``."""

@@ -101,3 +101,37 @@ def test_a_sampling_request_approved_elsewhere_past_the_budget_is_not_sent(
     assert call.status == "error" and call.result is not None
     assert "cost budget is spent" in call.result.content
     assert "not sent to the model" in call.result.content
+
+
+def test_a_mid_call_sampling_request_approved_elsewhere_past_the_budget_is_an_error_reply(
+    tmp_path: Path, caplog: Any
+) -> None:
+    """The older protocol asks while the call runs: the refusal is the server's error reply,
+    not an exception the MCP SDK's handler logs with its traceback."""
+    import logging
+
+    caplog.set_level(logging.WARNING)
+    url = str(tmp_path / "agent.db")
+    server = MCPServer.stdio(
+        sys.executable, [str(HERE / "inputs_server.py"), "--legacy"], prefix="inp", timeout=60
+    )
+    sent: list[str] = []
+    provider = _model(sent, "Summarize:", ("inp_summarize", {"text": "t1"}, "c1"))
+    chat = Chat(provider=provider, display=False, store=url, max_cost_usd=0.5)
+    chat.with_tools(server)
+
+    def elsewhere(chat: Chat, pending: PendingInput) -> None:
+        with open_store(url) as store:  # approved from another process
+            store.answer(pending.id, by="editor")
+
+    answering(chat, elsewhere)
+    try:
+        chat.ask("summarize")
+        call = chat.get_call("c1")
+    finally:
+        chat.close()
+        server.close()
+    assert sent == []
+    assert call.status == "error" and call.result is not None
+    assert "budget is spent" in call.result.content
+    assert not [r for r in caplog.records if r.exc_info], caplog.text
