@@ -441,42 +441,52 @@ class PostgresStore(SQLStore):
         ``reconnect``: the store had a connection and lost it; a server that is away
         (restarting) is waited for, within :data:`RECONNECT_WINDOW` (see :meth:`_wait`).
         """
-        attempt = 0
+        attempts = self._attempts(reconnect)
+        pause = next(attempts)
         while True:
-            error: StoreError | None = None
+            time.sleep(pause)
             try:
                 raw = self._pg.connect(self._dsn.reveal(), autocommit=True, **self._options)
+            except self._pg.Error as exc:
+                failure = exc
+            else:
                 self._down_since = None
                 return raw
-            except self._pg.Error as exc:
-                pause = self._wait(exc, attempt) if reconnect else None
-                error = None if pause is not None else self._connect_error(exc)
-            if error is not None:
-                raise error  # outside the handler: no trace of libpq's message (its DSN)
-            time.sleep(pause or 0)
-            attempt += 1
+            pause = attempts.send(failure)  # outside the handler: no trace of libpq's text
 
     async def _async_connect(self, reconnect: bool = False) -> Any:
         """A new autocommit ``AsyncConnection``; ``StoreError`` if it fails (``reconnect``:
         as :meth:`_raw_connect`'s)."""
         import asyncio
 
-        attempt = 0
+        attempts = self._attempts(reconnect)
+        pause = next(attempts)
         while True:
-            error: StoreError | None = None
+            await asyncio.sleep(pause)
             try:
                 raw = await self._pg.AsyncConnection.connect(
                     self._dsn.reveal(), autocommit=True, **self._options
                 )
+            except self._pg.Error as exc:
+                failure = exc
+            else:
                 self._down_since = None
                 return raw
-            except self._pg.Error as exc:
-                pause = self._wait(exc, attempt) if reconnect else None
-                error = None if pause is not None else self._connect_error(exc)
-            if error is not None:
-                raise error
-            await asyncio.sleep(pause or 0)
+            pause = attempts.send(failure)
+
+    def _attempts(self, reconnect: bool) -> Generator[float, BaseException, None]:
+        """The pauses before each attempt to connect, the sync and async ones alike: none
+        before the first; sent each failure, the next pause, or the failure's
+        ``StoreError`` (scrubbed: it holds no trace of libpq's message, which may echo the
+        DSN) when no more waiting is due."""
+        attempt = 0
+        failure = yield 0.0
+        while True:
+            pause = self._wait(failure, attempt) if reconnect else None
+            if pause is None:
+                raise self._connect_error(failure)
             attempt += 1
+            failure = yield pause
 
     def _wait(self, exc: BaseException, attempt: int) -> float | None:
         """How long to wait before connecting again (``None``: fail now).
