@@ -313,6 +313,7 @@ class ChatCore:
         self._output: Output | None = None  # the structured answer the current turn asks for
         self._outputs: dict[int, Output] = {}  # every turn's that asked for one (a fork's turn)
         self._output_retried = False  # the turn's one retry of an invalid answer is spent
+        self._uncounted_warned: set[str] = set()  # budgets that said they cannot count
         self._inputs: dict[str, PendingInput] = {}  # what waits for an answer, by id
         self._input_waiters: dict[str, concurrent.futures.Future[tuple[str, Any]]] = {}
 

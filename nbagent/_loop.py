@@ -421,8 +421,7 @@ class LoopMixin(ChatCore):
         cost = cost_of(model, usage)
         replayed = response.replayed  # nothing spent now: its cost counts for budgets only
         if not replayed:  # a cost budget that cannot price this response says so, once a chat
-            warned = self.__dict__.setdefault("_uncounted_warned", set())
-            blind = uncounted(model, cost, self._cap("cost"), warned)
+            blind = uncounted(model, cost, self._cap("cost"), self._uncounted_warned)
             if blind is not None:
                 warnings.warn(f"nbagent: {blind}", UnknownModelWarning, stacklevel=4)
         events: list[Event] = [
