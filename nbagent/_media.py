@@ -33,8 +33,6 @@ send the others :func:`audio_not_sent`'s line instead.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import io
 import os
 import re
@@ -43,7 +41,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
-from urllib.request import url2pathname
 
 from ._errors import MediaError, redact_keys
 from ._types import AudioPart, FilePart, ImagePart, Part
@@ -168,6 +165,8 @@ def _from_url(url: str, detail: str | None) -> Part | None:
         parts = urlsplit(url)
         if parts.netloc not in ("", "localhost"):
             raise MediaError(f"a file:// URL on another host is not read: {_shown_url(url)}")
+        from urllib.request import url2pathname  # not at import: it loads http and hashlib
+
         return _from_path(Path(url2pathname(parts.path)), detail)
     raise MediaError(
         f"URLs are not fetched ({_shown_url(url)}): download the image and pass its bytes or a path"
@@ -175,6 +174,8 @@ def _from_url(url: str, detail: str | None) -> Part | None:
 
 
 def _from_data_url(url: str, detail: str | None) -> Part:
+    import base64
+
     head, comma, payload = url.partition(",")
     declared, _, encoding = head[5:].partition(";")
     declared = declared.strip().lower()
@@ -191,7 +192,7 @@ def _from_data_url(url: str, detail: str | None) -> Part:
         )
     try:
         data = base64.b64decode("".join(payload.split()), validate=True)
-    except (binascii.Error, ValueError):
+    except ValueError:  # binascii.Error is one
         raise MediaError("a data: URL whose base64 does not decode") from None
     part = _from_bytes(data, detail=detail)
     if declared and part.media_type != declared:
