@@ -14,34 +14,15 @@ from __future__ import annotations
 import base64
 import io
 import struct
-import zlib
 from typing import Any
 
 import pytest
-from _provider_harness import Harness
+from _provider_harness import Harness, png
 from pydantic import TypeAdapter
 
 import nbagent
 from nbagent import FilePart, ImagePart, MediaError
 from nbagent.testing import FakeLLMServer, FakeToolCall, Turn
-
-
-def png(width: int = 4, height: int = 3, rgb: tuple[int, int, int] = (200, 30, 30)) -> bytes:
-    """A real PNG file of one colour, built without PIL."""
-    raw = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(raw))
-        + chunk(b"IEND", b"")
-    )
-
 
 PDF = b"%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
 

@@ -8,31 +8,14 @@ from __future__ import annotations
 import base64
 import json
 import struct
-import zlib
 from typing import Any
 
 import pytest
-from _provider_harness import make_provider
+from _provider_harness import make_provider, png
 
 import nbagent
 from nbagent import ImagePart, MediaError
 from nbagent.testing import FakeLLMServer, FakeToolCall, Turn
-
-
-def png(width: int = 4, height: int = 3, rgb: tuple[int, int, int] = (200, 30, 30)) -> bytes:
-    raw = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(raw))
-        + chunk(b"IEND", b"")
-    )
 
 
 def _b64(data: bytes) -> str:
