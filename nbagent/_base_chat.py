@@ -1111,14 +1111,17 @@ def _callable(fn: Any, name: str) -> Any:
 def _one_per_name(given: Sequence[Any]) -> None:
     """Refuse two different tools of one name in one ``with_tools`` call: the last silently
     replaced the first, almost always by mistake (two ``lookup`` functions from two
-    modules). The same tool twice, or a ``Tool`` class and its instance, is one tool."""
+    modules). The same tool twice (a method tool read twice from its instance too), or a
+    ``Tool`` class and its instance, is one tool."""
     seen: dict[str, Any] = {}
     for t in given:
         if not isinstance(t, Tool):
             continue
         first = seen.setdefault(t.name, t)
+        # the same code: a function, a class, or one method of one instance (a method
+        # tool read twice from the instance is two bound copies, their methods equal)
         same = first is t or (
-            getattr(first, "fn", first.__class__) is getattr(t, "fn", t.__class__)
+            getattr(first, "fn", first.__class__) == getattr(t, "fn", t.__class__)
         )
         if not same:
             raise ToolDefinitionError(

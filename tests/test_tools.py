@@ -322,6 +322,18 @@ def test_two_different_tools_of_one_name_in_one_call_are_refused() -> None:
     with pytest.raises(nbagent.ToolDefinitionError, match="two different tools are named 'lookup'"):
         chat.with_tools(lookup_orders, lookup_customers)
     assert chat.tools == ()  # all or nothing
+
+    class Svc:
+        @nbagent.tool
+        def stock(self, sku: str) -> int:
+            """Stock of a product."""
+            return 3
+
+    svc, other = Svc(), Svc()
+    chat.with_tools(svc.stock, svc.stock)  # one method of one instance, read twice
+    with pytest.raises(nbagent.ToolDefinitionError, match="named 'stock'"):
+        chat.with_tools(svc.stock, other.stock)  # two instances: two tools
+    chat.with_tools(None)
     chat.with_tools(lookup_orders, lookup_orders, Refund, Refund())  # one tool each
     assert [t.name for t in chat.tools] == ["lookup", "refund"]
     chat.with_tools(lookup_customers)  # a later call replaces, as documented
