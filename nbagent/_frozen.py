@@ -3,7 +3,8 @@
 A :class:`~nbagent.ToolCall`'s ``arguments`` (and an edit's, ``Decision.arguments``)
 are the record of what was asked. Once a chat has recorded a call they are
 :class:`FrozenDict` / :class:`FrozenList`: changed in place (a ``before_tool_call``
-callback setting a key, a UI popping one from ``pending_approvals``), the tool ran
+callback setting a key, a UI popping one from ``pending_approvals``) or replaced
+whole (``call.arguments = {...}``: :class:`~nbagent.ToolCall` refuses it), the tool ran
 with one value while the log, the store and the model read another, and the
 model's real request was lost. Changing them raises ``TypeError`` saying how to
 run a call with other arguments (``chat.approve(call, arguments=...)``).

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Literal, get_args
 
-from ._frozen import frozen
+from ._frozen import READ_ONLY, FrozenDict, frozen
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -221,7 +221,8 @@ class ToolCall:
         id: Provider call id (OpenAI ``call_...``, Anthropic ``toolu_...``).
         name: Tool name.
         arguments: Parsed arguments. ``{}`` when the model sent ``""``. Read-only
-            once a chat has recorded the call (they are what the model asked):
+            once a chat has recorded the call, in place and as a whole (they are what
+            the model asked):
             ``chat.approve(call, arguments=...)`` runs it with others.
         raw_arguments: The argument text as sent, when it was not valid JSON.
         parse_error: Why ``raw_arguments`` could not be parsed.
@@ -253,6 +254,15 @@ class ToolCall:
     server: str | None = None
     hosted: bool = False
     chat_id: str | None = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A recorded call's arguments are replaced no more than changed in place: a
+        # callback doing `call.arguments = {...}` ran one value while the record kept another.
+        if name == "arguments":
+            held = self.__dict__.get("arguments")
+            if isinstance(held, FrozenDict) and value is not held:
+                raise TypeError(READ_ONLY)
+        object.__setattr__(self, name, value)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ToolCall):

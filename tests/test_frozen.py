@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nbagent
-from nbagent import Chat, Tool, tool
+from nbagent import Chat, Tool, ToolCall, tool
 from nbagent._frozen import FrozenDict, FrozenList, frozen, thawed
 from nbagent.testing import ScriptedProvider, call_tools, reply
 
@@ -51,11 +51,17 @@ def _chat(*script: Any, store: Any = None) -> Chat:
     )
 
 
-def test_a_callback_changing_a_calls_arguments_is_refused_and_nothing_runs_unrecorded() -> None:
+@pytest.mark.parametrize("how", ["in place", "replaced whole"])
+def test_a_callback_changing_a_calls_arguments_is_refused_and_nothing_runs_unrecorded(
+    how: str,
+) -> None:
     chat = _chat(call_tools(("issue_refund", {"order_id": 42}, "r")), reply("done"))
 
     def bump(call: Any) -> None:
-        call.arguments["order_id"] = 666
+        if how == "in place":
+            call.arguments["order_id"] = 666
+        else:
+            call.arguments = {"order_id": 666}
 
     chat.before_tool_call(bump)
     chat.ask("refund 42")
@@ -84,6 +90,9 @@ def test_a_pending_call_changed_in_place_is_refused_and_an_edit_goes_through_app
     ):
         with pytest.raises(TypeError, match=r"chat\.approve\(call, arguments="):
             change(pending.arguments)
+    with pytest.raises(TypeError, match=r"chat\.approve\(call, arguments="):
+        pending.arguments = {"order_id": 7}
+    assert pending.arguments == {"order_id": 42}
     edit = {"order_id": 7}
     chat.approve(pending, arguments=edit)
     edit["order_id"] = 8  # the caller's dict is theirs: the decision kept a copy
@@ -97,6 +106,11 @@ def test_a_pending_call_changed_in_place_is_refused_and_an_edit_goes_through_app
     again = Chat.load(chat.id, store=store, provider=ScriptedProvider([]))
     with pytest.raises(TypeError):
         again.tool_calls[0].arguments["order_id"] = 1
+    with pytest.raises(TypeError):
+        again.tool_calls[0].arguments = {}
+    unrecorded = ToolCall(id="c1", name="issue_refund", arguments={"order_id": 1})
+    unrecorded.arguments = {"order_id": 2}  # a call no chat has recorded is the caller's own
+    assert unrecorded.arguments == {"order_id": 2}
 
 
 def test_a_tool_changing_its_own_inputs_changes_only_its_copy() -> None:
