@@ -14,7 +14,9 @@ cost budget: its ``cost_usd`` is unknown, and ``chat.cost_usd`` is ``None``;
 the budget cannot stop what it cannot count, so a chat with a cost budget warns
 once (:class:`UnknownModelWarning`) when an unpriced response arrives
 (:func:`uncounted`). A response that reports no usage (some OpenAI-compatible
-servers send none) counts 0 tokens and $0, without a warning.
+servers send none: ``LLMToolResponse.usage_reported`` is ``False``) reads 0 tokens
+and an unknown cost (``None``, as an unpriced one), and a chat with either budget
+warns once that it cannot count it; ``max_steps`` bounds such a chat.
 """
 
 from __future__ import annotations
@@ -34,10 +36,27 @@ def spent_budget(
 
 
 def uncounted(
-    model: str, cost: float | None, max_cost: float | None, warned: set[str]
+    model: str,
+    cost: float | None,
+    reported: bool,
+    max_cost: float | None,
+    max_tokens: float | None,
+    warned: set[str],
 ) -> str | None:
     """What to warn (once per chat: ``warned`` keeps which) when a budget cannot count a
-    response: no price while a cost budget is set; else ``None``."""
+    response: no usage reported while a budget is set, or no price while a cost budget
+    is; else ``None``."""
+    if not reported:
+        caps = [f"max_cost_usd={max_cost:g}"] if max_cost is not None else []
+        caps += [f"max_total_tokens={int(max_tokens)}"] if max_tokens is not None else []
+        if not caps or "usage" in warned:
+            return None
+        warned.add("usage")
+        return (
+            f"the server reported no token usage for a response of {model!r}, so "
+            f"{' and '.join(caps)} cannot count it (its tokens read 0 and its cost is "
+            "unknown); max_steps bounds such a chat"
+        )
     if cost is None and max_cost is not None and "cost" not in warned:
         warned.add("cost")
         return (

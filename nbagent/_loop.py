@@ -418,10 +418,18 @@ class LoopMixin(ChatCore):
         response = _clean_response(response)
         usage = response.usage
         model = response.model or self.model
-        cost = cost_of(model, usage)
+        # no usage reported: its tokens read 0 but its cost is unknown, not $0
+        cost = cost_of(model, usage) if response.usage_reported else None
         replayed = response.replayed  # nothing spent now: its cost counts for budgets only
-        if not replayed:  # a cost budget that cannot price this response says so, once a chat
-            blind = uncounted(model, cost, self._cap("cost"), self._uncounted_warned)
+        if not replayed:  # a budget that cannot count this response says so, once a chat
+            blind = uncounted(
+                model,
+                cost,
+                response.usage_reported,
+                self._cap("cost"),
+                self._cap("tokens"),
+                self._uncounted_warned,
+            )
             if blind is not None:
                 warnings.warn(f"nbagent: {blind}", UnknownModelWarning, stacklevel=4)
         events: list[Event] = [

@@ -641,7 +641,9 @@ def response_out(r: LLMToolResponse) -> Json:
             r.cached_tokens,
             r.reasoning_tokens,
             r.cache_write_tokens,
-        ],
+        ]
+        if r.usage_reported
+        else None,  # the server reported none: a replay of it knows no more
         "model": r.model,
         "provider": r.provider,
         "stop_reason": r.stop_reason,
@@ -678,6 +680,7 @@ def response_in(d: Mapping[str, Any]) -> LLMToolResponse:
         raw_stop_reason=d.get("raw_stop_reason"),
         refusal=d.get("refusal"),
         items=tuple(_item_in(i) for i in d.get("items", ())),
+        usage_reported=d.get("usage", ()) is not None,
     )
 
 

@@ -642,6 +642,10 @@ class LLMToolResponse:
         items: What the provider did on its side (:class:`ProviderItem`).
         replayed: It came from a recording of an identical request (``Chat(replay=...)``),
             not from the model.
+        usage_reported: ``False`` when the response carried no token usage (some
+            OpenAI-compatible servers send none): its token counts read 0 but are
+            unknown, and so is its cost (``cost_usd`` is ``None``); a chat with a budget
+            warns once that it cannot count it.
     """
 
     text: str
@@ -658,6 +662,7 @@ class LLMToolResponse:
     reasoning_tokens: int = 0
     cache_write_tokens: int = 0
     replayed: bool = False
+    usage_reported: bool = True
 
     @property
     def usage(self) -> Usage:

@@ -513,6 +513,7 @@ def _response(
         items=items,
         reasoning_tokens=thinking_tokens(usage),
         cache_write_tokens=w,
+        usage_reported=isinstance(usage, dict),
     )
 
 

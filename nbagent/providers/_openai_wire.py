@@ -333,6 +333,7 @@ def parse_chat(data: dict[str, Any], *, model: str, provider: str) -> LLMToolRes
         stop_reason=_chat_stop(finish, bool(calls), refusal),
         raw_stop_reason=finish,
         refusal=refusal,
+        usage_reported=isinstance(data.get("usage"), dict),
     )
 
 
@@ -643,6 +644,7 @@ def parse_responses(data: dict[str, Any], *, model: str, provider: str) -> LLMTo
         refusal=refusal_text,
         items=tuple(items),
         reasoning_tokens=reasoning_tokens(data.get("usage")),
+        usage_reported=isinstance(data.get("usage"), dict),
     )
 
 

@@ -264,6 +264,10 @@ class Turn:
         citations: The sources the text cites (Anthropic only): the text block's
             ``citations`` as the API sends them (``web_search_result_location``,
             ``char_location``...), streamed as ``citations_delta`` events.
+        usage_reported: ``False`` sends no token usage, as some OpenAI-compatible
+            servers do: Chat Completions leaves ``usage`` out (a stream sends no
+            usage chunk), Responses sends ``"usage": null``. Anthropic's API always
+            reports it (a turn without it is refused there).
     """
 
     text: str = ""
@@ -286,6 +290,7 @@ class Turn:
     reasoning_redacted: bool = False
     commentary: str | None = None
     citations: list[dict[str, Any]] | None = None
+    usage_reported: bool = True
 
     def __post_init__(self) -> None:
         self.hosted = list(self.hosted)

@@ -439,6 +439,11 @@ def render_messages(
     Hosted items come first: a ``call`` is the MCP connector's ``mcp_tool_use``
     and ``mcp_tool_result`` blocks (a beta: validate with ``BetaMessage``).
     """
+    if not turn.usage_reported:
+        raise ValueError(
+            "Anthropic's API always reports usage: Turn.usage_reported=False is "
+            "an OpenAI-compatible server's habit"
+        )
     if turn.commentary is not None:
         raise ValueError("Anthropic has no message phase: Turn.commentary needs Responses")
     content: list[Payload] = []

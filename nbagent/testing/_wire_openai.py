@@ -394,9 +394,12 @@ def render_chat(
                 for call_id, call in zip(ids, turn.tool_calls, strict=True)
             ]
         choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+        if not turn.usage_reported:  # a compatible server that counts nothing
+            return [{**head, "choices": [choice]}]
         return [{**head, "choices": [choice], "usage": usage}]
 
     include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
+    include_usage = include_usage and turn.usage_reported
     extra: Payload = {"usage": None} if include_usage else {}
 
     def chunk(delta: Payload, finish_reason: str | None = None) -> Payload:
@@ -604,7 +607,7 @@ def render_responses(
     if reason and items:
         items[-1]["status"] = "incomplete"
     final = _response_object(request, seq, "incomplete" if reason else "completed", items)
-    final["usage"] = _responses_usage(resolve_usage(turn, request))
+    final["usage"] = _responses_usage(resolve_usage(turn, request)) if turn.usage_reported else None
     if reason:
         final["incomplete_details"] = {"reason": reason}
     else:
