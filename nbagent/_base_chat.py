@@ -660,7 +660,9 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             TypeError: Two changes, or a change that does not go with the point.
             ValueError: No such step; a change that changes nothing or cannot
                 be (a result for a denied call, a decision for an ungated one).
-            DecisionError: An unknown call, or arguments the tool refuses.
+            DecisionError: An unknown call, arguments the tool refuses or a deny rule
+                matches, or another decision for a call a rule decided (a rule's
+                decision is final, and the fork keeps this chat's rules).
         """
         return self._fork(
             call,

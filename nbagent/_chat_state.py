@@ -61,7 +61,7 @@ from ._output import Output
 from ._record import FRAGMENTS, ChatRecord, keeper
 from ._replay import Recordings, Replayer
 from ._result_text import to_result
-from ._rules import Rule
+from ._rules import Rule, denied_edit
 from ._runner import Job, Mode, ToolRunner
 from ._schema import validate_json_schema
 from ._tools import (
@@ -685,6 +685,9 @@ class ChatCore:
                 if tool is None:
                     raise DecisionError(f"tool {c.name!r} is not available in this chat")
                 edited = checked_edit(tool, c.name, arguments)
+                refused = denied_edit(self._rules, c, edited)
+                if refused is not None:
+                    raise DecisionError(refused)
             decision = Decision(verdict, by, at or utcnow(), reason, edited)
             stored = None
             for decide in self._hook("decide"):  # e.g. the store: the first decision wins

@@ -74,6 +74,7 @@ from ._extension import Snapshot
 from ._options import ToolOptions
 from ._record import fold
 from ._result_text import to_result
+from ._rules import RULE, Rule, denied_edit
 from ._tools import Tool
 from ._types import (
     AssistantToolCallMessage,
@@ -125,6 +126,9 @@ class Forkable(Protocol):
 
     @property
     def tool_options(self) -> ToolOptions: ...
+
+    @property
+    def rules(self) -> tuple[Rule, ...]: ...
 
     def get_call(self, call_or_id: ToolCall | str) -> ToolCall: ...
 
@@ -349,6 +353,14 @@ def _plan_call_change(chat: Forkable, p: Plan, original: ToolCall, change: str, 
     where = f"{c.name}({c.id})"
     gated = c.approval is not None and c.approval.required
     answered_at_once = c.is_final and c.decision is None and c.status != "denied"
+    ruled = original.decision
+    if change in ("decision", "arguments") and ruled is not None and ruled.by == RULE:
+        # a fork keeps the chat's rules, and a rule's decision is final: a sweep's
+        # "approve" branch of a call a deny rule decided ran it
+        raise DecisionError(
+            f"{where} was {ruled.verdict} by a rule ({ruled.reason}); a rule's decision is "
+            "final and a fork keeps this chat's rules, so it cannot be decided otherwise"
+        )
     if change == "decision":
         if value not in ("approved", "denied"):
             raise ValueError(f"decision must be 'approved' or 'denied', got {value!r}")
@@ -386,6 +398,9 @@ def _plan_call_change(chat: Forkable, p: Plan, original: ToolCall, change: str, 
         if tool is None:
             raise DecisionError(f"tool {c.name!r} is not available in this chat")
         p.value = checked_edit(tool, c.name, value)
+        refused = denied_edit(chat.rules, c, p.value)
+        if refused is not None:
+            raise DecisionError(refused)
         if c.is_final:  # rejected at once (invalid arguments): the edit answers that
             _reopen(c)
         return

@@ -22,6 +22,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, Literal
 
 RULE = "rule"
@@ -242,3 +243,17 @@ def first_match(rules: Iterable[Rule], call: Any, verdict: RuleVerdict) -> Rule 
         if rule.verdict == verdict and rule.matches(call):
             return rule
     return None
+
+
+def denied_edit(rules: Iterable[Rule], call: Any, arguments: Mapping[str, Any]) -> str | None:
+    """Why an edit of ``call`` to ``arguments`` cannot be approved (a deny rule matches the
+    call as edited: a call one matches never runs, with the model's arguments or a
+    person's), else ``None``."""
+    edited = SimpleNamespace(name=call.name, arguments=arguments)
+    rule = first_match(rules, edited, "denied")
+    if rule is None:
+        return None
+    return (
+        f"{call.name}({call.id}) cannot be approved with these arguments: {rule.reason} "
+        "(a call a deny rule matches never runs)"
+    )

@@ -15,7 +15,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nbagent import Chat, Condition, DecisionError, Rule, RuleChanged, ToolResultMessage, tool
+import nbagent
+import nbagent.store
+from nbagent import (
+    Chat,
+    Condition,
+    DecisionError,
+    Rule,
+    RuleChanged,
+    ToolCall,
+    ToolResultMessage,
+    tool,
+)
 from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
 
 RAN: Counter[str] = Counter()
@@ -214,3 +225,97 @@ def test_a_call_matching_a_deny_rule_never_runs(
             assert call.status == "ok"
             ran[call.name] += 1
     assert ran == RAN  # exactly the calls no deny rule matches ran, each once
+
+
+def _matched(rules: list[Rule], name: str, arguments: dict[str, Any]) -> bool:
+    edited = ToolCall("x", name, arguments)
+    return any(r.verdict == "denied" and r.matches(edited) for r in rules)
+
+
+REFUND = st.fixed_dictionaries(
+    {"amount": st.integers(0, 1000), "region": st.sampled_from(["eu", "us", "uk"])}
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(REFUND, min_size=1, max_size=3),
+    st.lists(RULE, max_size=3),
+    st.lists(st.none() | st.integers(0, 1000), min_size=3, max_size=3),
+)
+def test_what_runs_matches_no_deny_rule_whoever_decided_and_whatever_they_edited(
+    calls: list[dict[str, Any]], rules: list[Rule], edits: list[int | None]
+) -> None:
+    chat = _chat(
+        call_tools(*[("refund", {"order_id": n} | c, f"c{n}") for n, c in enumerate(calls)]),
+        reply("ok"),
+    )
+    for rule in rules:
+        chat.add_rule(rule)
+    chat.ask("go", max_steps=2)
+    for call, amount in zip(list(chat.pending_approvals), edits, strict=False):
+        edited = None if amount is None else {**call.arguments, "amount": amount}
+        if edited is not None and _matched(rules, "refund", edited):
+            with pytest.raises(DecisionError, match="a call a deny rule matches never runs"):
+                chat.approve(call, arguments=edited)  # a person's edit is no way around it
+            assert call.status == "awaiting_approval" and call.decision is None
+        chat.approve(call, arguments=None if _matched(rules, "refund", edited or {}) else edited)
+    for call in chat.tool_calls:  # nor is a fork: a rule's decision is final
+        if call.decision is not None and call.decision.by == "rule":
+            other = "denied" if call.decision.verdict == "approved" else "approved"
+            with pytest.raises(DecisionError, match="a rule's decision is final"):
+                chat.fork(call, decision=other)
+            with pytest.raises(DecisionError, match="a rule's decision is final"):
+                chat.fork(call, arguments={**call.arguments, "amount": 1})
+    chat.complete(max_steps=2)
+    ran = 0
+    for call in chat.tool_calls:
+        if call.status == "ok":
+            assert not _matched(rules, call.name, dict(call.effective_arguments))
+            ran += 1
+        else:
+            assert call.status == "denied" and call.started_at is None
+    assert Counter({"refund": ran} if ran else {}) == RAN  # only those, each once
+
+
+def test_a_fork_cannot_approve_what_a_deny_rule_denied_nor_edit_into_one() -> None:
+    chat = _chat(
+        call_tools(("refund", {"order_id": 42, "amount": 900}, "r1"),
+                   ("refund", {"order_id": 7, "amount": 20}, "r2")),
+        reply("ok"), reply("ok"), reply("ok"),
+    )  # fmt: skip
+    chat.add_rule(Rule.deny("refund", ("amount", ">", 500)))
+    chat.ask("refunds")
+    chat.approve("r2")
+    chat.complete()
+    assert Counter({"refund": 1}) == RAN  # r2 only
+    with pytest.raises(DecisionError, match=r"refund\(r1\) was denied by a rule"):
+        chat.fork("r1", decision="approved")
+    with pytest.raises(DecisionError, match="amount > 500"):
+        chat.fork("r2", arguments={"order_id": 7, "amount": 700})
+    fork = chat.fork("r2", arguments={"order_id": 7, "amount": 30})  # allowed: no rule matches
+    fork.complete()
+    assert Counter({"refund": 2}) == RAN
+    assert fork.get_call("r2").effective_arguments == {"order_id": 7, "amount": 30}
+
+
+def test_an_edit_from_another_process_that_a_deny_rule_matches_is_rejected(tmp_path: Any) -> None:
+    store = nbagent.open_store(tmp_path / "s.db")
+    RAN.clear()
+    chat = Chat(
+        provider=ScriptedProvider([call_tools(("refund", {"order_id": 7, "amount": 20}, "r1")),
+                                   reply("ok")]),
+        display=False,
+        store=store,
+    ).with_tools(refund)  # fmt: skip
+    chat.add_rule(Rule.deny("refund", ("amount", ">", 500)))
+    chat.ask("refund")
+    nbagent.open_store(tmp_path / "s.db").approve(
+        chat.get_call("r1"), arguments={"order_id": 7, "amount": 900}
+    )
+    with pytest.warns(nbagent.store.StoreConflictWarning, match="amount > 500"):
+        chat.complete()
+    assert chat.get_call("r1").status == "awaiting_approval" and Counter() == RAN
+    chat.approve("r1")  # as asked: no rule matches
+    chat.complete()
+    assert Counter({"refund": 1}) == RAN
