@@ -45,13 +45,14 @@ import asyncio
 import contextlib
 import contextvars
 import threading
-import traceback
 import weakref
 from typing import TYPE_CHECKING, Any
 
 from .._aio import spawn
 from .._config import get_config
+from .._errors import redact_keys
 from .._extension import overrides
+from .._html import RESULT_CHARS
 from ._per_chat import PerChat
 
 if TYPE_CHECKING:
@@ -154,12 +155,15 @@ class Continuation:
                     self._pending = False
 
     def _report(self, chat: Chat, exc: BaseException) -> None:
-        from ._state import state_for
+        """Keep ``exc`` and show it in every view of ``chat``: its message and traceback with
+        anything shaped like an API key or URL credentials as ``***``, as the failed step's
+        line and the log show it (the views' three saved forms hold both)."""
+        from ._state import state_for, traceback_text
 
         self.last_error = exc
-        detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        said = redact_keys(f"{type(exc).__name__}: {exc}"[:RESULT_CHARS])
         state_for(chat).add_error(
-            f"Continuing after your decision failed: {type(exc).__name__}: {exc}", detail
+            f"Continuing after your decision failed: {said}", traceback_text(exc)
         )
 
     def wait(self, timeout: float | None = 10.0) -> bool:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._approvals import HUMAN
 from .._claims import Ledger
+from .._errors import redact_keys
 from .._events import (
     ApprovalDecided,
     Event,
@@ -912,16 +913,25 @@ def _schema_lookup(chat: Chat) -> Callable[[str], dict[str, Any] | None]:
     return schema
 
 
-def _traceback_of(exc: BaseException) -> str:
-    """``exc``'s traceback from the tool's own code on (nbagent's runner frames left out),
-    clipped."""
+TRACEBACK_CHARS = 20_000
+"""A traceback longer than this is shown cut, with an ellipsis."""
+
+
+def traceback_text(exc: BaseException) -> str:
+    """``exc``'s traceback as the view shows it: from the tool's own code on (nbagent's
+    runner frames left out), anything shaped like an API key or URL credentials as ``***``
+    (what a tool's exception says often holds the key or DSN it failed with; the log's error
+    line is redacted the same way), clipped."""
     import traceback
 
     tb = exc.__traceback__
     while tb is not None and _is_ours(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
     text = "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
-    return text if len(text) <= 20_000 else text[:20_000] + "\n…"
+    # Redacted before the final cut (a key cut in two would no longer look like one), on a
+    # bounded text (the scrubber's cost grows with what it reads).
+    text = redact_keys(text[: 2 * TRACEBACK_CHARS])
+    return text if len(text) <= TRACEBACK_CHARS else text[:TRACEBACK_CHARS] + "\n…"
 
 
 _PACKAGE = str(Path(__file__).resolve().parents[1])
@@ -981,7 +991,7 @@ def follow_quietly(chat: Chat) -> None:
         if exc is None:
             return
         try:
-            text = _traceback_of(exc)
+            text = traceback_text(exc)
         except Exception:  # formatting a strange exception must not cost the chat anything
             return
         deciders.tracebacks[result.call.id] = text
