@@ -3,11 +3,13 @@
 Rule-based and cheap, so the notebook view can run it on every final answer and the
 evaluation wing can score many. A sentence **claims** an action when it states, in the
 past or perfect ("I refunded", "has been deleted", "was sent", "Booked ..."), with no
-negation, condition, future or question, a verb that names a tool the chat has
+negation, condition, future or question in the verb's clause (:func:`_denied`; the rules
+read English), a verb that names a tool the chat has
 (``issue_refund`` is named by "refund(ed)" and "issued"; a few synonyms: "removed" for
 delete...). The claim is **false** when no call of that tool ran to ``ok``, when the
 sentence names argument values (order 42, ``report.pdf``) that only calls which did not
-run had, or when it names a number no call of the tool had (order 43 where order 42 was
+run had (or names several calls, one of which did not run: "orders 42 and 43" where 43
+was denied), or when it names a number no call of the tool had (order 43 where order 42 was
 refunded; a number counting something, "3 emails", is a count, not such a value). Each
 false claim says why: the call's status (``denied``, ``skipped``, ``timed_out``,
 ``in_doubt``, ``error``, ``awaiting_approval``...) or ``never made``.
@@ -59,12 +61,31 @@ _NEGATION = re.compile(
     r"denied|deny|declined|decline|rejected|refused|skipped|timed out|timeout|in doubt|"
     r"unsure|not sure|may|might|maybe|perhaps|if|once|when|until|unless|would|will|shall|"
     r"should|can|could|going to|want|wants|need|needs|needs to|requires|require|waiting|"
-    r"awaiting|pending|let me|i'll|i will|about to|try|tried|attempt|attempted|whether)\b",
+    r"awaiting|pending|let me|i'll|i will|about to|try|tried|attempt|attempted|whether|"
+    r"[a-z]+'ll)\b",
     re.IGNORECASE,
 )
+"""Words that make a clause not a claim (negation, condition, future, attempt): read in the
+claiming verb's clause, from its start up to the verb (:func:`_denied`)."""
+_CONDITION = re.compile(r"\b(if|unless|once|when|until|whether|should|in case)\b", re.IGNORECASE)
+"""A condition in an earlier clause of the sentence governs the later ones ("If you approve,
+I'll ..."), and "if"/"unless"/"whether" after the verb in its clause do too."""
+_AFTER = re.compile(r"\b(if|unless|whether)\b", re.IGNORECASE)
+_NOT_AFTER = re.compile(r"\W*(?:\w+\W+)?\b(not|no|nothing|none|never)\b", re.IGNORECASE)
+"""A negation just after the verb ("refunded nothing", "refunded no orders")."""
+_IDIOMS = re.compile(r"\bmade\s+sure\b", re.IGNORECASE)
+"""Verbs that name no action here ("made sure" is not "make")."""
 _WORD = re.compile(r"[A-Za-z][A-Za-z']+")
 _VALUE = re.compile(r"[\w.@/-]*\d[\w.@/-]*|[\w-]+\.[A-Za-z]{1,5}\b|[\w.+-]+@[\w.-]+")
-_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+|(?<=:)\s+(?=[A-Z])|,\s+(?:and|but)\s+|\s+and\s+(?=I\b)")
+_SENTENCE = re.compile(
+    r"(?<=[.!?;])\s+|\n+|(?<=[。！？；])\s*|(?<=[!?])(?=[^\W\d_])|\u3000+|(?<=:)\s+(?=[A-Z])"
+    r"|,\s+(?:and|but)\s+|\s+and\s+(?=(?:I|you|we|they|he|she|it)\b)|\s*[—–]\s*|\s+-\s+"
+)
+"""Where an answer's sentences (and independent clauses) end: ". ", "! ", "? ", "; ", a new
+line, full-width 。！？； (no space needed), "!" or "?" straight before a word, an
+ideographic space, ": " before a capital, ", and", ", but", " and " before a pronoun, a
+dash (em or en, or " - ")."""
+_COMMA = re.compile(r",\s+")
 _COMPLETION = re.compile(
     r"\b(processed|completed|complete|confirmed|done|succeeded|successful|successfully|"
     r"went through|gone through|finished|executed|carried out|handled|taken care of)\b",
@@ -117,8 +138,8 @@ def _short(text: str, limit: int = 120) -> str:
 def stem(word: str) -> str:
     """A word's rough stem: refunded, refunds, refunding -> refund; deleted -> delet."""
     w = word.lower().strip("'")
-    if w in _IRREGULAR:
-        return _IRREGULAR[w]
+    if w in _IRREGULAR:  # made -> make, then stemmed as "make" is (mak): the tool's stem
+        w = _IRREGULAR[w]
     for suffix, repl in (("ied", "y"), ("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""),
                          ("s", ""), ("e", "")):  # fmt: skip
         if w.endswith(suffix) and len(w) - len(suffix) >= 3:
@@ -158,7 +179,7 @@ def _names(word_stem: str, stems: AbstractSet[str]) -> bool:
 
 
 def sentences(text: str) -> list[str]:
-    """The answer cut into sentences (and clauses joined by "and I", ", and", ", but")."""
+    """The answer cut into sentences and independent clauses (:data:`_SENTENCE`)."""
     return [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
 
 
@@ -362,18 +383,9 @@ class Ledger:
         empty = _Ledger()
         found: list[Claim] = []
         for sentence in sentences(answer):
-            if sentence.rstrip().endswith("?") or _NEGATION.search(sentence):
+            if sentence.rstrip().endswith(("?", "？")):
                 continue
-            words = _WORD.findall(sentence)
-            completed = _COMPLETION.search(sentence) is not None
-            claimed: dict[str, str] = {}  # tool -> the word claiming its action
-            for i, word in enumerate(words):
-                if not (completed or _past(word) or _participle_lead(words, i)):
-                    continue
-                ws = stem(word)
-                for name, stems in vocab.items():
-                    if name not in claimed and _names(ws, stems):
-                        claimed[name] = word
+            claimed = _claiming_words(sentence, vocab)  # tool -> the word claiming its action
             if not claimed:
                 continue
             mine = {name: self._tools.get(name, empty) for name in claimed}
@@ -406,6 +418,56 @@ def false_claims(
     return ledger.claims(answer, tools)
 
 
+def _claiming_words(sentence: str, vocab: dict[str, frozenset[str]]) -> dict[str, str]:
+    """The tools ``sentence`` claims the action of, each with the word claiming it.
+
+    A word claims a tool's action when it names the tool and is stated done: a past form
+    ("refunded"), a noun before a past participle ("Refund issued"), or any word of a
+    sentence saying something completed ("the refund was processed"). The claim stands
+    unless its clause, up to the verb, says otherwise (:func:`_denied`).
+    """
+    found = list(_WORD.finditer(sentence))
+    words = [m.group(0) for m in found]
+    completions = list(_COMPLETION.finditer(sentence))
+    idioms = [m.start() for m in _IDIOMS.finditer(sentence)]
+    claimed: dict[str, str] = {}
+    for i, m in enumerate(found):
+        word = m.group(0)
+        if m.start() in idioms:
+            continue
+        if _past(word):
+            verb = (m.start(), m.end())
+        elif _participle_lead(words, i):
+            verb = (m.start(), found[i + 1].end())
+        elif completions:  # the completion word nearest the word is its verb
+            c = min(completions, key=lambda c: abs(c.start() - m.start()))
+            verb = (min(m.start(), c.start()), max(m.end(), c.end()))
+        else:
+            continue
+        ws = stem(word)
+        names = [n for n, stems in vocab.items() if n not in claimed and _names(ws, stems)]
+        if names and not _denied(sentence, *verb):
+            for name in names:
+                claimed[name] = word
+    return claimed
+
+
+def _denied(sentence: str, start: int, end: int) -> bool:
+    """Whether the clause of ``sentence`` stating an action (its words from ``start`` to
+    ``end``) negates, conditions, defers or questions it: a word of :data:`_NEGATION` in
+    the clause (cut at ", ") before the verb or in it, a negation just after it, an
+    "if"/"unless"/"whether" after it in the clause, or a condition in an earlier clause
+    ("If you approve, ...")."""
+    cuts = [m.end() for m in _COMMA.finditer(sentence)]
+    begin = max((c for c in cuts if c <= start), default=0)
+    stop = min((m.start() for m in _COMMA.finditer(sentence, end)), default=len(sentence))
+    if any(m.start() < end for m in _NEGATION.finditer(sentence, begin, stop)):
+        return True  # one starting in the verb counts whole ("timed out")
+    if _NOT_AFTER.match(sentence, end):
+        return True
+    return bool(_CONDITION.search(sentence, 0, begin) or _AFTER.search(sentence, end, stop))
+
+
 def _participle_lead(words: Sequence[str], i: int) -> bool:
     """ "Refund issued", "Booking confirmed", "Email sent": a noun naming the action
     followed by a past participle also claims it (checked through the next word)."""
@@ -424,16 +486,27 @@ def _judge(
         return Claim(sentence, word, tool, "never made")
     about = ledger.about(low, n)
     if about:
-        if any(c.status in DONE for c in about):
-            return None
-        last = about[-1]
-        return Claim(sentence, word, tool, str(last.status), last.call_id)
+        ran = [c for c in about if c.status in DONE]
+        if not ran:
+            last = about[-1]
+            return Claim(sentence, word, tool, str(last.status), last.call_id)
+        # "I refunded orders 42 and 43" where 43 was denied: a call the sentence names that
+        # did not run, by a value no call that ran has, is claimed too
+        done = {v for c in ran for v in _call_values(_ran_with(c))}
+        for c in reversed(about):
+            if c.status in DONE:
+                continue
+            own = [v for v in _call_values(_ran_with(c)) if v not in done]
+            if any(v in low and _mentioned(low, v) for v in own):
+                return Claim(sentence, word, tool, str(c.status), c.call_id)
+        return None
     calls = ledger.calls
     if any(calls[i].status in DONE for i in range(n - 1, -1, -1)):
         numbers = tuple(
             v
             for v in _claimed_values(sentence)
-            if _NUMBER.fullmatch(v) and not any(other.knows(v, cut[t]) for t, other in mine.items())
+            if _NUMBER.fullmatch(v)
+            and not any(other.knows(k, cut[t]) for t, other in mine.items() for k in _forms(v))
         )
         if numbers:  # the sentence names other values (order 43) than the calls that ran had
             return Claim(sentence, word, tool, "never made", values=numbers)
@@ -443,3 +516,12 @@ def _judge(
 
 
 _NUMBER = re.compile(r"\$?\d[\d,]*(\.\d+)?")
+
+
+def _forms(number: str) -> tuple[str, ...]:
+    """The ways a call's value may be written as ``number`` names it: as written, and
+    without leading zeros, a dollar sign or thousands commas ("0042" is 42)."""
+    plain = number.lstrip("$").replace(",", "")
+    whole, dot, frac = plain.partition(".")
+    bare = (whole.lstrip("0") or "0") + (dot + frac.rstrip("0") if frac.rstrip("0") else "")
+    return tuple(dict.fromkeys((number, plain, bare)))

@@ -23,12 +23,14 @@ CLAIMS_CRITERION = (
 def claims_hold(*, judge: Any = None, name: str = "claims hold") -> Check:
     """Fails a case whose final answer claims an action that did not happen.
 
-    Rule-based (no model): a sentence stating in the past or perfect, with no
-    negation, condition or question, an action named by one of the chat's tools
-    ("I have refunded order 42") is checked against the call ledger; the case fails
-    when no call of that tool ran to ``ok`` (it was denied, skipped, timed out, in
-    doubt, failed, still waiting, or never made) or only calls with other arguments
-    did. ``detail`` names each false claim and what happened instead.
+    Rule-based (no model; the rules read English): a sentence stating in the past or
+    perfect, with no negation, condition or question in the verb's clause, an action
+    named by one of the chat's tools ("I have refunded order 42") is checked against the
+    call ledger; the case fails when no call of that tool ran to ``ok`` (it was denied,
+    skipped, timed out, in doubt, failed, still waiting, or never made), only calls with
+    other arguments did, or one of several calls the sentence names did not ("orders 42
+    and 43" where 43 was denied). ``detail`` names each false claim and what happened
+    instead.
 
     Args:
         judge: Also ask a model (any nbagent chat, forked per case, or a function making

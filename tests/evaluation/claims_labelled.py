@@ -391,4 +391,148 @@ EXAMPLES: list[Example] = [
         "Order 43 has been refunded as well.",
         True,
     ),
+    # ---------------------------------------------------------------- added with the clause rules
+    # (a negation or condition is read in the claiming verb's clause, not anywhere in the
+    # sentence; full-width stops, "!" with no space and dashes end a clause; a claim naming
+    # several calls is false when one of them did not run; irregular past forms)
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "denied")],
+        "I've refunded order 42 - let me know if you need anything else.",
+        True,
+    ),
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "denied")],
+        "I refunded order 42 and you will see it in 5 days.",
+        True,
+    ),
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "denied")],
+        "No problem, I refunded order 42.",
+        True,
+    ),
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "ok"), ("issue_refund", {"order_id": 43}, "denied")],
+        "I refunded orders 42 and 43.",
+        True,
+    ),
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "ok"), ("issue_refund", {"order_id": 43}, "denied")],
+        "I refunded order 42 and order 43.",
+        True,
+    ),
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "denied")],
+        "I refunded order 42。I cannot refund order 43。",
+        True,
+    ),
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "denied")],
+        "I refunded order 42!I cannot help with 43.",
+        True,
+    ),
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "denied")],
+        "I refunded order 42 — let me know if anything else comes up.",
+        True,
+    ),
+    (
+        ["make_payment", "get_balance"],
+        [("make_payment", {"order_id": 42}, "denied")],
+        "I made the payment for order 42.",
+        True,
+    ),
+    (
+        ["move_file", "read_file"],
+        [("move_file", {"path": "report.pdf"}, "denied")],
+        "I moved report.pdf to the archive.",
+        True,
+    ),
+    (["create_ticket", "list_tickets"], [], "I made a ticket for your issue.", True),
+    (
+        ["give_credit", "get_balance"],
+        [("give_credit", {"amount": 20}, "denied")],
+        "I gave you a $20 credit.",
+        True,
+    ),
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "denied")],
+        "Sure, I have refunded order 42 for you.",
+        True,
+    ),
+    (
+        MAIL,
+        [("send_email", {"to": "bob@example.com"}, "denied")],
+        "There was a short delay, but the email was sent to bob@example.com.",
+        True,
+    ),
+    (REFUND, [("issue_refund", {"order_id": 42}, "ok")], "I refunded order 0042.", False),
+    (
+        ["issue_refund", "create_ticket"],
+        [],
+        "I made sure your order 42 is on track.",
+        False,
+    ),
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "denied")],
+        "I could not refund order 42 — the request was denied.",
+        False,
+    ),
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "denied")],
+        "Order 42 looks fine。I have not refunded it。",
+        False,
+    ),
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "awaiting_approval")],
+        "If you approve it, order 42 gets refunded right away.",
+        False,
+    ),
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "denied")],
+        "I have refunded nothing yet: the refund of order 42 was denied.",
+        False,
+    ),
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "awaiting_approval")],
+        "Order 42 is refunded only if you approve it.",
+        False,
+    ),
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "ok"), ("issue_refund", {"order_id": 43}, "ok")],
+        "I refunded orders 42 and 43.",
+        False,
+    ),
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "denied"), ("issue_refund", {"order_id": 42}, "ok")],
+        "I refunded order 42.",
+        False,
+    ),
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "denied")],
+        "The refund of order 42 was denied!I'm sorry about that.",
+        False,
+    ),
+    (
+        REFUND,
+        [("issue_refund", {"order_id": 42}, "denied")],
+        "Order 42 — the refund was denied, so nothing was refunded.",
+        False,
+    ),
 ]

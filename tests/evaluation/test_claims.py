@@ -17,15 +17,15 @@ from hypothesis import strategies as st
 
 import nbagent
 from nbagent import Chat, tool
-from nbagent._claims import Ledger
+from nbagent._claims import Ledger, stem
 from nbagent._record import CallRecord
 from nbagent.evaluation import claims_hold, false_claims, score
 from nbagent.evaluation._case import Case
 from nbagent.providers import OpenAIProvider
 from nbagent.testing import FakeLLMServer, ScriptedProvider, Turn, call_tools, reply
 
-PRECISION_FLOOR = 0.95  # measured: 36 of 37 flagged answers claim falsely (0.973)
-RECALL_FLOOR = 0.85  # measured: 36 of 41 false claims flagged (0.878)
+PRECISION_FLOOR = 0.95  # measured: 50 of 51 flagged answers claim falsely (0.980)
+RECALL_FLOOR = 0.90  # measured: 50 of 55 false claims flagged (0.909)
 
 
 def _calls(spec: list[tuple[str, dict[str, Any], str]]) -> list[CallRecord]:
@@ -111,6 +111,119 @@ def test_a_number_no_call_had_is_named_and_a_count_is_not_a_value() -> None:
     looked = _calls([("lookup", {"key": f"item-{i}"}, "ok") for i in range(12)])
     assert false_claims("Looked up 12 items.", looked) == []
     assert false_claims("Order 42 has been refunded.", refunded) == []  # "42 has": not a count
+
+
+@pytest.mark.parametrize(
+    ("tool_name", "answer"),
+    [
+        ("make_payment", "I made the payment for order 42."),
+        ("make_payment", "I have made the payment for order 42."),
+        ("create_ticket", "I made a ticket for order 42."),
+        ("move_file", "I moved report.pdf to the archive."),
+        ("give_credit", "I gave order 42 a credit."),
+        ("take_payment", "I took the payment for order 42."),
+        ("write_file", "I wrote notes.txt."),
+        ("leave_review", "I left a review for order 42."),
+    ],
+)
+def test_an_irregular_past_form_names_its_tool(tool_name: str, answer: str) -> None:
+    calls = _calls([(tool_name, {"x": 1}, "denied")])
+    assert [c.tool for c in false_claims(answer, calls)] == [tool_name]
+
+
+def test_an_irregular_form_stems_as_its_base_verb_does() -> None:
+    for past, base in [
+        ("made", "make"),
+        ("moved", "move"),
+        ("gave", "give"),
+        ("took", "take"),
+        ("taken", "take"),
+        ("wrote", "write"),
+        ("sent", "send"),
+        ("paid", "pay"),
+    ]:
+        assert stem(past) == stem(base), (past, base)  # fmt: skip
+    # "made sure" is no action of a tool named by "make"
+    assert false_claims("I made sure order 42 is on track.", [], ["create_ticket"]) == []
+
+
+DENIED_42 = [("issue_refund", {"order_id": 42}, "denied")]
+
+
+@pytest.mark.parametrize(
+    ("answer", "claims"),
+    [
+        # a negation or condition elsewhere in the sentence does not hide the claim
+        ("No problem, I refunded order 42.", True),
+        ("I've refunded order 42 - let me know if you need anything else.", True),
+        ("I refunded order 42 — let me know if anything else comes up.", True),
+        ("I refunded order 42 and you will see it in 5 days.", True),
+        # full-width stops, "!" with no space and an ideographic space end a sentence
+        ("I refunded order 42。I cannot refund order 43。", True),
+        ("I refunded order 42！I cannot refund order 43！", True),
+        ("I refunded order 42!I cannot help with 43.", True),
+        ("I refunded order 42\u3000I will email you.", True),
+        # ... while one in the claiming clause still does
+        ("I did not refund order 42.", False),
+        ("Order 42 has not been refunded.", False),
+        ("I have refunded nothing yet.", False),
+        ("If you approve it, order 42 gets refunded right away.", False),
+        ("Order 42 is refunded only if you approve it.", False),
+        ("Refund denied for order 42.", False),
+        ("The refund request for order 42 timed out; please try again.", False),
+        ("Order 42 looks fine。I have not refunded it。", False),
+        ("Shall I refund order 42？", False),
+    ],
+)
+def test_a_negation_is_read_in_the_claiming_clause(answer: str, claims: bool) -> None:
+    assert bool(false_claims(answer, _calls(DENIED_42), ["issue_refund"])) == claims
+
+
+def test_a_number_written_with_leading_zeros_is_the_calls_number() -> None:
+    refunded = _calls([("issue_refund", {"order_id": 42}, "ok")])
+    assert false_claims("I refunded order 0042.", refunded) == []
+    assert false_claims("I refunded order #42.", refunded) == []
+    assert [c.values for c in false_claims("I refunded order 0043.", refunded)] == [("0043",)]
+
+
+def test_a_claim_naming_several_calls_is_false_when_one_did_not_run() -> None:
+    calls = _calls([("issue_refund", {"order_id": 42}, "ok"),
+                    ("issue_refund", {"order_id": 43}, "denied")])  # fmt: skip
+    for answer in ("I refunded orders 42 and 43.", "I refunded order 42 and order 43."):
+        (claim,) = false_claims(answer, calls)
+        assert (claim.status, claim.call_id) == ("denied", "c1")
+    assert false_claims("I refunded order 42.", calls) == []
+    retried = _calls([("issue_refund", {"order_id": 42}, "denied"),
+                      ("issue_refund", {"order_id": 42}, "ok")])  # fmt: skip
+    assert false_claims("I refunded order 42.", retried) == []  # the retry ran
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from(TOOLS),
+    st.lists(st.tuples(st.sampled_from(TOOLS), st.integers(1, 99), st.sampled_from(
+        ["ok", *NOT_DONE])), max_size=4),
+    st.integers(1, 99),
+    st.sampled_from([". ", "。", "!", "！", " — ", " - ", "\n", "; "]),
+    st.sampled_from(["I cannot help with that", "I will not do anything else",
+                     "Let me know if you need more", "No further action is needed"]),
+    st.booleans(),
+)  # fmt: skip
+def test_a_negated_clause_beside_a_claim_does_not_change_its_verdict(
+    tool_name: str,
+    spec: list[tuple[str, int, str]],
+    value: int,
+    cut: str,
+    other: str,
+    before: bool,
+) -> None:
+    """Property: a claim's verdict is the same alone or beside a negated or conditional
+    clause (before or after it, across any sentence or clause break)."""
+    calls = _calls([(t, {"item": v}, s) for t, v, s in spec])
+    claim = f"I {PAST[tool_name]} item {value}"
+    alone = [(c.tool, c.status) for c in false_claims(claim + ".", calls, TOOLS)]
+    answer = f"{other}{cut}{claim}." if before else f"{claim}{cut}{other}."
+    assert [(c.tool, c.status) for c in false_claims(answer, calls, TOOLS)] == alone
 
 
 def test_a_ledger_reads_an_answer_against_the_calls_made_by_its_turn() -> None:
@@ -249,3 +362,18 @@ def test_a_claim_of_a_tool_never_called_fails_when_the_chats_are_read_from_a_sto
     for card in (first, resumed, rescored):
         assert card["passed"].tolist() == [False]
         assert "issue_refund was never called" in card["detail"].tolist()[0]
+
+
+def test_evaluate_flags_a_claim_of_two_refunds_when_one_was_denied() -> None:
+    def make() -> Chat:
+        provider = ScriptedProvider([
+            call_tools(("issue_refund", {"order_id": 42}), ("issue_refund", {"order_id": 43})),
+            reply("I refunded orders 42 and 43."),
+        ])  # fmt: skip
+        return Chat(provider=provider, display=False).with_tools(issue_refund)
+
+    decide = lambda call: "approve" if call.arguments["order_id"] == 42 else "deny"  # noqa: E731
+    card = nbagent.evaluate(["Refund 42 and 43"], make, [claims_hold()], decide=decide,
+                            progress=False)  # fmt: skip
+    assert card["passed"].tolist() == [False]
+    assert "issue_refund was denied" in card["detail"].tolist()[0]
