@@ -1,7 +1,8 @@
 """Text and HTML primitives shared by every wing that draws: the view, the inbox, comparison.
 
 - :func:`printable`: control characters (C0 but newline and tab, DEL, C1: what
-  starts a terminal's escape sequences) shown as ``\\x1b``-style escapes;
+  starts a terminal's escape sequences) shown as ``\\x1b``-style escapes, invisible ones
+  (bidi overrides, zero-width characters) as ``\\u``-style escapes;
 - :func:`esc`: that, HTML-escaped (quotes too, so it is safe in attributes);
 - :func:`md_inline` / :func:`md_text`: text for Markdown with every markup
   character escaped;
@@ -34,20 +35,64 @@ STATUS_WORDS: dict[str, str] = {
     "awaiting_input": "needs an answer",
 }
 
-# Control characters a terminal acts on (C0 but \n and \t, DEL, C1), and line ends.
-_CONTROL = re.compile(r"\r\n?|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# Characters that are not seen but change what is: bidi embeddings, overrides and isolates
+# (U+202A-202E, U+2066-2069), direction marks (U+200E/200F, U+061C), zero-width and other
+# invisible characters (U+200B-200D, U+2060-2064, U+FEFF, U+180E, the soft hyphen) and tag
+# characters (U+E0000-E007F, text no one sees). With them a card could read "DE89 8765 4321"
+# for an IBAN that runs as "DE89 <U+202E>1234 5678", or hide a word from the person approving.
+# (Written as code points: none of them is a glyph the view draws.)
+_INVISIBLE_RANGES = (
+    (0xAD, 0xAD),
+    (0x61C, 0x61C),
+    (0x180E, 0x180E),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x2064),
+    (0x2066, 0x2069),
+    (0xFEFF, 0xFEFF),
+    (0xE0000, 0xE007F),
+)
+INVISIBLE = "".join(f"{chr(a)}-{chr(b)}" for a, b in _INVISIBLE_RANGES)
+"""Those characters, as a regular expression's character class holds them."""
+# Control characters a terminal acts on (C0 but \n and \t, DEL, C1), the invisible ones
+# above, and line ends.
+_CONTROL = re.compile(r"\r\n?|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f" + INVISIBLE + "]")
+_ZWJ = chr(0x200D)
 
 
 def _show_control(m: re.Match[str]) -> str:
     c = m[0]
     if c == "\r\n":
         return "\n"
-    return "\\r" if c == "\r" else f"\\x{ord(c):02x}"
+    if c == "\r":
+        return "\\r"
+    n = ord(c)
+    if n <= 0xFF:
+        return f"\\x{n:02x}"
+    if c == _ZWJ and _joins_emoji(m.string, m.start()):
+        return c  # an emoji sequence (a family, a flag): drawn as one picture, hides no text
+    return f"\\u{n:04x}" if n <= 0xFFFF else f"\\U{n:08x}"
+
+
+def _joins_emoji(text: str, at: int) -> bool:
+    """Whether the zero-width joiner at ``at`` joins two pictographs (an emoji sequence)."""
+    import unicodedata
+
+    before, after = text[at - 1 : at], text[at + 1 : at + 2]
+    if before and (ord(before) == 0xFE0F or 0x1F3FB <= ord(before) <= 0x1F3FF):
+        return bool(after) and unicodedata.category(after) == "So"  # after a variation, a tone
+    return (
+        bool(before and after)
+        and unicodedata.category(before) == "So"
+        and unicodedata.category(after) == "So"
+    )
 
 
 def printable(text: str) -> str:
     """``text`` with its control characters shown as escapes (``\\x1b``, ``\\r``), so an
-    escape sequence is seen, not acted on; newlines and tabs stay, CRLF becomes LF."""
+    escape sequence is seen, not acted on, and its invisible ones too (a bidi override, a
+    zero-width space, as backslash, ``u`` and its code point; see :data:`INVISIBLE`), so what
+    shows is what the text holds; newlines and tabs stay, CRLF becomes LF."""
     if text.isprintable() or _CONTROL.search(text) is None:  # the first: a fast common case
         return text
     return _CONTROL.sub(_show_control, text)
@@ -118,19 +163,28 @@ def json_preview(
             text = ""
         else:
             if len(text) <= limit:
-                return _json_controls(text), True
-    return _json_controls(_Preview(limit, value_chars).render(value)), False
+                return json_visible(text), True
+    return json_visible(_Preview(limit, value_chars).render(value)), False
 
 
-_C1 = re.compile(r"[\x7f-\x9f]")
+_C1 = re.compile(r"[\x7f-\x9f" + INVISIBLE + "]")
 
 
-def _json_controls(text: str) -> str:
-    """DEL and C1 characters (which JSON leaves as they are) as ``\\u`` escapes: the text
-    stays the same JSON, and a terminal escape sequence in it is seen, not acted on."""
-    if _C1.search(text) is None:
+def _json_escape(m: re.Match[str]) -> str:
+    n = ord(m[0])
+    if n <= 0xFFFF:
+        return f"\\u{n:04x}"
+    n -= 0x10000  # JSON writes a character past U+FFFF as its UTF-16 surrogate pair
+    return f"\\u{0xD800 + (n >> 10):04x}\\u{0xDC00 + (n & 0x3FF):04x}"
+
+
+def json_visible(text: str) -> str:
+    """DEL, C1 and invisible characters (which JSON leaves as they are) as ``\\u`` escapes:
+    the text stays the same JSON (the editor's text parses back to the same value), and a
+    terminal escape sequence or a bidi override in it is seen, not acted on."""
+    if text.isascii() or _C1.search(text) is None:
         return text
-    return _C1.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
+    return _C1.sub(_json_escape, text)
 
 
 def fits(value: Any, limit: int) -> bool:

@@ -32,7 +32,7 @@ from .._events import (
     TextDelta,
     ToolCallDelta,
 )
-from .._html import clip, json_preview
+from .._html import clip, json_preview, json_visible
 from .._media import IMAGE_TYPES, sniff, sniff_audio
 from .._record import (
     CallRecord,
@@ -358,7 +358,7 @@ class CallEntry(Entry):
         if self._shown is None:
             raw, arguments = self.raw_arguments, self.r.arguments
             if raw is not None and not arguments:
-                self._shown = (clip(raw), len(clip(raw)) == len(raw))
+                self._shown = (json_visible(clip(raw)), len(clip(raw)) == len(raw))
             else:
                 self._shown = json_preview(arguments)
         return self._shown
