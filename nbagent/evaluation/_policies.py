@@ -21,6 +21,10 @@ from .._html import esc, style_tag
 from .._rules import RULE, Condition, Rule
 
 Verdict = Literal["approved", "denied"]
+EDITED = "edited"
+"""The decision an approval with edited arguments counts as: the person did not approve
+the call as the model asked for it, so it supports no allow rule of those arguments (an
+allow rule matching it would have changed it, and so would a deny rule)."""
 AUTOMATIC = ("policy:", "resolver", "evaluate", RULE)
 """Deciders that are rules, not people: their decisions teach nothing."""
 
@@ -132,18 +136,53 @@ def _number(value: Any) -> bool:
 
 
 def _people(frame: Any) -> list[dict[str, Any]]:
-    """The decided calls a person decided, as dicts."""
+    """The decisions people made, as dicts, each once.
+
+    Left out: decisions of a rule, a resolver or ``evaluate``; the rows a fork copied from
+    its parent (the log's ``shared``: the parent's row is that decision); and a hosted
+    call's provider row whose decision is its approval request's (the same decision, the
+    log's two rows of one hosted call: same chat, same ``decided_at``). An approval with
+    edited arguments counts as :data:`EDITED`.
+    """
     out = []
-    for row in frame.to_dict("records"):
+    records = frame.to_dict("records")
+    asked = {
+        (r.get("chat_id"), r.get("decided_at"))
+        for r in records
+        if r.get("item_type") == "mcp_approval_request" and _present(r.get("decided_at"))
+    }
+    for row in records:
         if row.get("decision") not in ("approved", "denied"):
             continue
         by = str(row.get("decided_by") or "")
         if by.startswith(AUTOMATIC[0]) or by in AUTOMATIC[1:]:
             continue
+        shared = row.get("shared")
+        if _present(shared) and bool(shared):
+            continue
+        if (
+            row.get("item_type") == "mcp_call"
+            and (row.get("chat_id"), row.get("decided_at")) in asked
+        ):
+            continue
         if not isinstance(row.get("arguments"), Mapping):
             row["arguments"] = {}
+        edited = row.get("edited_arguments")
+        approved = row["decision"] == "approved"
+        if approved and isinstance(edited, Mapping) and dict(edited) != dict(row["arguments"]):
+            row["decision"] = EDITED
         out.append(row)
     return out
+
+
+def _present(value: Any) -> bool:
+    """Not None, NaN, NA or NaT."""
+    if value is None:
+        return False
+    try:
+        return not bool(value != value)
+    except (TypeError, ValueError):
+        return True
 
 
 def _decided(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -212,6 +251,10 @@ def suggest_policies(
             exception listed in ``changed``).
         tools: Only these tools (default: every tool a person decided).
 
+    Each decision counts once (a fork's copied rows and a hosted call's provider row are
+    left out), and an approval with edited arguments counts as ``"edited"``: it supports
+    no rule, and every rule matching it would have changed it.
+
     Returns:
         :class:`Suggestions`, most supported first: for each tool, a rule for the whole
         tool when the decisions were all one way, else rules on one argument: values
@@ -256,7 +299,7 @@ def suggest_policies(
                     if _good(s, min_support, min_agreement):
                         found.append(s)
     found.sort(key=lambda s: (-s.support, len(s.changed), s.rule))
-    return Suggestions(_distinct(found))
+    return Suggestions(_distinct(found, by_tool))
 
 
 def _hashable(values: Sequence[Any]) -> list[Any]:
@@ -269,14 +312,21 @@ def _hashable(values: Sequence[Any]) -> list[Any]:
     return out
 
 
-def _distinct(found: Sequence[PolicySuggestion]) -> list[PolicySuggestion]:
-    """One suggestion per (tool, verdict, matched decisions): a wider threshold that decides
-    the same calls as a narrower one is the same rule."""
+def _distinct(
+    found: Sequence[PolicySuggestion], rows: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> list[PolicySuggestion]:
+    """One suggestion per (tool, verdict, the decisions it matches): a wider threshold that
+    decides the same calls as a narrower one is the same rule; rules on one argument that
+    match other decisions (``region == "eu"``, ``region == "uk"``) are both kept."""
     seen: set[tuple[Any, ...]] = set()
     out = []
     for s in found:
-        key = (s.tool, s.verdict, s.support, len(s.changed), str(s.conditions[0].key)
-               if s.conditions else "")  # fmt: skip
+        matched = frozenset(
+            i
+            for i, r in enumerate(rows.get(s.tool, ()))
+            if all(c.holds(r["arguments"]) for c in s.conditions)
+        )
+        key = (s.tool, s.verdict, matched)
         if key in seen:
             continue
         seen.add(key)

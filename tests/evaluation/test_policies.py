@@ -232,3 +232,122 @@ def test_conditions_read_arguments_safely() -> None:
     assert str(Condition("region", "==", "eu")) == 'region == "eu"'
     rule = PolicySuggestion("t", "approved", (Condition("n", ">=", 2),), 3)
     assert rule.rule == "always allow t when n >= 2" and rule.matches(_Call("t", {"n": 3}))
+
+
+@tool(requires_approval=True)
+def ship(region: str) -> str:
+    """Ship.
+
+    Args:
+        region: Where to.
+    """
+    RAN["ship"] += 1
+    return "shipped"
+
+
+def _decided(db: str, fn: Any, arguments: dict[str, Any], **decision: Any) -> Chat:
+    """A chat of ``db`` whose model calls ``fn`` with ``arguments``, decided by a person
+    (``approve=True`` or ``False``, ``edit=`` arguments to approve with)."""
+    from nbagent.testing import ScriptedProvider, call_tools, reply
+
+    provider = ScriptedProvider([call_tools((fn.name, arguments)), reply("done")])
+    chat = Chat(provider=provider, store=db, display=False).with_tools(fn)
+    chat.ask("go")
+    call = chat.tool_calls[0]
+    if "edit" in decision:
+        chat.approve(call, arguments=decision["edit"])
+    elif decision["approve"]:
+        chat.approve(call)
+    else:
+        chat.deny(call)
+    chat.complete()
+    return chat
+
+
+def test_an_edited_approval_supports_no_allow_of_the_arguments_asked_for(tmp_path: Path) -> None:
+    """A person who approved refunds of 900, 800 and 700 only after editing them down to 9
+    did not approve 900: no rule may allow it (accepted, it would run 850 unasked)."""
+    db = str(tmp_path / "edited.db")
+    for n in (10, 20, 30, 40):
+        _decided(db, issue_refund, {"order_id": n}, approve=True)
+    for n in (900, 800, 700):
+        _decided(db, issue_refund, {"order_id": n}, edit={"order_id": 9})
+    rules = suggest_policies(db)
+    assert [r.rule for r in rules] == ["always allow issue_refund when order_id <= 40"]
+    assert rules[0].support == 4
+    RAN.clear()
+    from nbagent.testing import ScriptedProvider, call_tools, reply
+
+    provider = ScriptedProvider([call_tools(("issue_refund", {"order_id": 850})), reply("ok")])
+    chat = rules[0].accept(Chat(provider=provider, display=False).with_tools(issue_refund))
+    chat.ask("refund 850")
+    assert chat.record.calls[-1].status == "awaiting_approval" and RAN["issue_refund"] == 0
+    # with exceptions allowed, the edited approvals are what an allow rule would change
+    (loose,) = [r for r in suggest_policies(db, min_agreement=0.51) if not r.conditions]
+    assert (loose.verdict, loose.support) == ("approved", 4)
+    assert [c["decision"] for c in loose.changed] == ["edited"] * 3
+
+
+def test_a_forks_copied_decisions_count_once(tmp_path: Path) -> None:
+    db = str(tmp_path / "forked.db")
+    chats = [_decided(db, issue_refund, {"order_id": n}, approve=True) for n in (10, 20)]
+    chats[-1].fork()
+    from nbagent.store import open_store
+
+    assert nbagent.read_log(open_store(db))["shared"].fillna(False).astype(bool).sum() == 1
+    assert list(suggest_policies(db)) == []  # two decisions: below min_support=3
+    (rule,) = suggest_policies(db, min_support=2)
+    assert rule.support == 2
+
+
+def test_rules_on_other_values_of_one_argument_are_all_kept(tmp_path: Path) -> None:
+    db = str(tmp_path / "regions.db")
+    for region, approve in [("eu", True)] * 3 + [("uk", True)] * 3 + [("us", False)] * 3:
+        _decided(db, ship, {"region": region}, approve=approve)
+    assert sorted(r.rule for r in suggest_policies(db)) == [
+        'always allow ship when region == "eu"',
+        'always allow ship when region == "uk"',
+        'always deny ship when region == "us"',
+    ]
+
+
+def test_a_hosted_calls_two_rows_are_one_decision() -> None:
+    """A hosted call approved by a person is two rows of the log (the approval request and
+    the provider's call, its decision copied, the same ``decided_at``): one decision."""
+    at = [f"2024-01-01T00:00:0{i}" for i in range(3)]
+    rows = []
+    for i, t in enumerate(at):
+        for kind in ("mcp_approval_request", "mcp_call"):
+            rows.append({"tool": "lookup", "arguments": {"q": i}, "decision": "approved",
+                         "decided_by": "user", "chat_id": "c", "call_id": f"{kind}{i}",
+                         "item_type": kind, "decided_at": t, "shared": False})  # fmt: skip
+    frame = pd.DataFrame(rows)
+    assert list(suggest_policies(frame, min_support=4)) == []
+    (rule,) = suggest_policies(frame)
+    assert rule.support == 3
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["eu", "uk", "us", "fr"]), st.booleans()), max_size=20))
+def test_every_unanimous_value_with_support_gets_its_rule(decided: list[tuple[str, bool]]) -> None:
+    """Property: when the tool's decisions are not all one way, every value of an argument
+    whose decisions all went one way, at least min_support of them, has its rule."""
+    frame = pd.DataFrame(
+        {
+            "tool": ["ship"] * len(decided),
+            "arguments": [{"region": r} for r, _ in decided],
+            "decision": ["approved" if a else "denied" for _, a in decided],
+            "decided_by": ["user"] * len(decided),
+            "chat_id": ["c"] * len(decided),
+            "call_id": [f"{i}" for i in range(len(decided))],
+        }
+    )
+    rules = {r.rule for r in suggest_policies(frame)}
+    if len({a for _, a in decided}) < 2:
+        return
+    for region in {r for r, _ in decided}:
+        verdicts = {a for r, a in decided if r == region}
+        count = sum(1 for r, _ in decided if r == region)
+        if len(verdicts) == 1 and count >= 3:
+            word = "allow" if verdicts == {True} else "deny"
+            assert f'always {word} ship when region == "{region}"' in rules
