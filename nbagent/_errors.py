@@ -186,14 +186,23 @@ class StoreError(NBAgentError):
 
 
 _USERINFO = re.compile(r"(\w+://)[^/@\s]+@")
-_KEY_LIKE = re.compile(r"\b(sk-(?:ant-)?|[Bb]earer\s+)(?=[\w.~+/=-]*\d)[\w.~+/=-]{11,}[\w~+/=-]")
-"""An API key's shape: ``sk-`` or ``sk-ant-``, or a bearer token, then 12+ token characters
-(a digit among them, so prose like "Bearer authentication" is left alone; not a final dot)."""
+_KEY_PREFIXES = ("sk-", "earer", "gsk_", "xai-", "AIza", "hf_", "pplx-", "nvapi-", "r8_")
+"""What a key-shaped token starts with (any of them in a text: it is searched)."""
+_KEY_LIKE = re.compile(
+    r"\b(sk-(?:ant-)?|gsk_|xai-|AIza|hf_|pplx-|nvapi-|r8_|[Bb]earer\s+)"
+    r"(?=[\w.~+/=-]*\d)[\w.~+/=-]{11,}[\w~+/=-]"
+)
+"""An API key's shape: a known provider key prefix (OpenAI's and Anthropic's ``sk-``,
+Groq's ``gsk_``, xAI's ``xai-``, Google's ``AIza``, Hugging Face's ``hf_``, Perplexity's
+``pplx-``, NVIDIA's ``nvapi-``, Replicate's ``r8_``) or a bearer token, then 12+ token
+characters (a digit among them, so prose like "Bearer authentication" is left alone; not a
+final dot). A key of another shape is scrubbed where it is known: the chat's provider's
+(:func:`scrub`)."""
 
 
 def redact_keys(text: str) -> str:
     """``text`` with anything shaped like an API key, and URL credentials, replaced by ``***``."""
-    if "sk-" in text or "earer" in text:
+    if any(prefix in text for prefix in _KEY_PREFIXES):
         text = _KEY_LIKE.sub(r"\1***", text)
     if "@" in text:
         text = _USERINFO.sub(r"\1***@", text)

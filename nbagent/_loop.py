@@ -43,7 +43,7 @@ from ._errors import (
     OutputValidationError,
     ProviderError,
     ToolExecutionError,
-    redact_keys,
+    scrub,
 )
 from ._events import (
     ApprovalRequested,
@@ -405,7 +405,7 @@ class LoopMixin(ChatCore):
                 model=self.model,
                 provider=self.provider.name,
                 error_type=type(exc).__name__,
-                error=redact_keys(clean(str(exc))),  # the SDK providers' is scrubbed
+                error=scrub(clean(str(exc)), provider_secrets(self.provider)),
                 latency_ms=(time.perf_counter() - request.t0) * 1000.0,
             )
         )
@@ -1080,7 +1080,8 @@ class _RoundHooks:
                 text, parts = to_result(
                     outcome.value, max_rows=cfg.result_max_rows, max_chars=cfg.result_max_chars
                 )
-                text, parts = _checked(chat.provider, redact_keys(text), parts)
+                text = scrub(text, provider_secrets(chat.provider))
+                text, parts = _checked(chat.provider, text, parts)
             except Exception as exc:  # str() raised, nesting too deep...: the call still ends
                 kind = type(outcome.value).__name__
                 outcome.status, outcome.error = "error", exc
@@ -1090,7 +1091,7 @@ class _RoundHooks:
                 )
                 outcome.value = None
         if outcome.message is not None:  # a tool's own client may quote its key
-            outcome.message = redact_keys(clean(outcome.message))
+            outcome.message = scrub(clean(outcome.message), provider_secrets(chat.provider))
         with chat._lock:
             if c.is_final:
                 return
@@ -1172,3 +1173,16 @@ def _checked(provider: Any, text: str, parts: tuple[Part, ...]) -> tuple[str, tu
     if not refused:
         return text, parts
     return f"{text}\n[images not sent: {'; '.join(refused)}]", tuple(kept)
+
+
+def provider_secrets(provider: Any) -> tuple[str | None, ...]:
+    """The chat's provider's own secrets (its key, whatever its shape: ``secrets()``), to
+    scrub from what reaches the model, the record and the screen; ``()`` if it names none."""
+    named = getattr(provider, "secrets", None)
+    if not callable(named):
+        return ()
+    try:
+        found = named()
+        return tuple(s for s in found if isinstance(s, str))
+    except Exception:  # a custom provider's own method: never a reason to lose a result
+        return ()

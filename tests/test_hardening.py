@@ -527,3 +527,64 @@ def test_a_key_a_tool_returns_reaches_neither_the_model_nor_the_record(tmp_path:
     assert LEAKED not in chat.log.to_csv()
     dump = b"".join(p.read_bytes() for p in tmp_path.iterdir())
     assert LEAKED.encode() not in dump
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "gsk_abcDEF0123456789ghijKLMN",  # Groq
+        "xai-abcDEF0123456789ghijKLMN",  # xAI
+        "AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStU",  # Google
+        "hf_abcDEF0123456789ghijKLMN",  # Hugging Face
+    ],
+)
+def test_other_providers_key_shapes_are_redacted_from_a_tools_result(key: str) -> None:
+    @tool
+    def settings() -> str:
+        """Returns its settings, key included."""
+        return f"region=eu\nAPI_KEY={key}"
+
+    provider = ScriptedProvider([call_tools(("settings", {})), reply("ok")])
+    chat = Chat(provider=provider, display=False).with_tool(settings)
+    chat.ask("go")
+    (result,) = _results(chat)
+    assert key not in result.content and "region=eu" in result.content
+    assert key not in repr(provider.requests[-1].messages)
+    assert key not in chat.log.to_csv()
+
+
+def test_the_chats_own_provider_key_of_any_shape_is_scrubbed_from_tools(tmp_path: Any) -> None:
+    from nbagent import open_store
+    from nbagent.providers import OpenAIProvider
+    from nbagent.testing import FakeLLMServer, FakeToolCall, Turn
+
+    key = "corp-gateway-7f3a9b2c1d8e"  # no known shape: only the provider knows it
+
+    @tool
+    def echo_config() -> str:
+        """Returns the client's configuration."""
+        return f"base=https://gw.example\nkey={key}"
+
+    @tool
+    def failing() -> str:
+        """Fails quoting the key."""
+        raise PermissionError(f"gateway refused {key}")
+
+    store = open_store(tmp_path / "s.db")
+    with FakeLLMServer() as server:
+        server.script(
+            [
+                Turn(tool_calls=[FakeToolCall("echo_config", {}), FakeToolCall("failing", {})]),
+                Turn(text="done"),
+            ]
+        )
+        provider = OpenAIProvider("llama3.1", base_url=server.openai_base_url, api_key=key)
+        chat = Chat(provider=provider, display=False, store=store).with_tools(echo_config, failing)
+        chat.ask("go")
+        sent = repr(server.requests[-1].body)
+        provider.close()
+    assert "base=https://gw.example" in sent and "gateway refused ***" in sent
+    assert key not in sent  # the model read neither the result's copy nor the error's
+    assert key not in chat.log.to_csv() and key not in repr(list(chat.events))
+    dump = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    assert key.encode() not in dump

@@ -128,10 +128,10 @@ class AnthropicProvider(SDKProvider):
         warn_if_unknown(model, "Anthropic")
 
     def __repr__(self) -> str:
-        url = scrub(str(self._client.base_url), self._secrets())
+        url = scrub(str(self._client.base_url), self.secrets())
         return f"AnthropicProvider(model={self.model!r}, base_url={url!r})"
 
-    def _secrets(self) -> tuple[str | None, ...]:
+    def secrets(self) -> tuple[str | None, ...]:
         return (getattr(self._client, "api_key", None), getattr(self._client, "auth_token", None))
 
     def _new_async_client(self) -> Any:

@@ -180,11 +180,11 @@ class OpenAIProvider(SDKProvider):
             warn_if_unknown(model, "OpenAI")
 
     def __repr__(self) -> str:
-        url = scrub(str(self._client.base_url), self._secrets())
+        url = scrub(str(self._client.base_url), self.secrets())
         extra = ", compatible=True" if self.compatible else ""
         return f"OpenAIProvider(model={self.model!r}, api={self.api!r}, base_url={url!r}{extra})"
 
-    def _secrets(self) -> tuple[str | None, ...]:
+    def secrets(self) -> tuple[str | None, ...]:
         key = getattr(self._client, "api_key", None)
         return (key if isinstance(key, str) else None,)
 

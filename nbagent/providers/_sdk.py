@@ -463,7 +463,10 @@ class SDKProvider(CompleteWithToolsMixin):
     def _accumulator(self, on_delta: DeltaSink | None) -> StreamAccumulator:
         raise NotImplementedError
 
-    def _secrets(self) -> tuple[str | None, ...]:
+    def secrets(self) -> tuple[str | None, ...]:
+        """What this provider never shows: its API key (and token). A chat scrubs them from
+        what its tools return and from its errors, whatever their shape; a custom provider
+        may define ``secrets()`` too."""
         return ()
 
     def _url(self, client: Any, path: str) -> Any:
@@ -525,7 +528,7 @@ class SDKProvider(CompleteWithToolsMixin):
     # -- plumbing -------------------------------------------------------------
     def _secrets_for(self, request: ModelRequest) -> tuple[str | None, ...]:
         """What no error text may show: the key, and the hosted tools' headers and tokens."""
-        return self._secrets() + hosted_secrets(request.hosted)
+        return self.secrets() + hosted_secrets(request.hosted)
 
     def _request(self, request: ModelRequest) -> Prepared:
         if request.tools:
