@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._html import json_preview, printable
-from ._state import mark_by_hand
+from ._state import deciding_by_hand
 
 if TYPE_CHECKING:
     from .._base_chat import BaseChat as Chat
@@ -127,13 +127,16 @@ def _ask_about(
         if not call.pending_approval:  # decided meanwhile (elsewhere, or an always-allow)
             return "decided"
         answer = ask(f"{_choices(chat)}? ").strip().lower()
-        mark_by_hand(chat, call.id)  # a person answers here: a view of the chat says "by you"
+        # A person decides here: a view of the chat says "by you" for a decision recorded
+        # inside deciding_by_hand (a skip, a quit, a refused edit mark nothing).
         try:
             if answer in ("a", "approve", "y", "yes"):
-                chat.approve(call)
+                with deciding_by_hand(chat, call.id):
+                    chat.approve(call)
             elif answer in ("d", "deny", "n", "no"):
                 why = ask("reason (optional): ").strip() or None
-                chat.deny(call, reason=why)
+                with deciding_by_hand(chat, call.id):
+                    chat.deny(call, reason=why)
             elif answer in ("e", "edit"):
                 text = ask("arguments as JSON: ")
                 try:
@@ -144,7 +147,8 @@ def _ask_about(
                 if not isinstance(edited, dict):
                     say("the arguments must be a JSON object")
                     continue
-                chat.approve(call, arguments=edited)
+                with deciding_by_hand(chat, call.id):
+                    chat.approve(call, arguments=edited)
             elif answer in ("l", "always"):
                 chat.always_allow(call.name)
                 say(

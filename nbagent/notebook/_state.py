@@ -13,11 +13,12 @@ HTML, markdown and text, and ``_view`` wires entries to widgets.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -473,10 +474,10 @@ class ChatState:
         """What ``chat`` shows now, not following it (a snapshot)."""
         return cls(chat.record, _schema_lookup(chat), deciders=_deciders.get(chat))
 
-    def mark_by_hand(self, call_id: str) -> None:
-        """A person is deciding ``call_id`` on a card (or at ``review()``'s prompt), not in code."""
-        with self.lock:
-            self.deciders.by_hand.add(call_id)
+    def deciding_by_hand(self, call_id: str) -> contextlib.AbstractContextManager[None]:
+        """A person is deciding ``call_id`` on a card, not in code: what runs in the ``with``
+        records that decision (see :func:`_deciding`)."""
+        return _deciding(self.deciders, self.record, call_id, self.lock)
 
     def mark_input_by_hand(self, input_id: str) -> None:
         """A person is answering ``input_id`` on its card, not in code."""
@@ -1012,10 +1013,29 @@ def follow_quietly(chat: Chat) -> None:
 _follow_lock = threading.Lock()
 
 
-def mark_by_hand(chat: Chat, call_id: str) -> None:
+def deciding_by_hand(chat: Chat, call_id: str) -> contextlib.AbstractContextManager[None]:
     """A person is deciding ``call_id`` at ``review()``'s prompt, not in code (whether or
-    not a view shows the chat yet)."""
-    _deciders.get(chat).by_hand.add(call_id)
+    not a view shows the chat yet): what runs in the ``with`` records that decision."""
+    return _deciding(_deciders.get(chat), chat.record, call_id, _follow_lock)
+
+
+@contextlib.contextmanager
+def _deciding(deciders: Deciders, record: ChatRecord, call_id: str, lock: Any) -> Iterator[None]:
+    """Mark ``call_id`` as decided by a person for the decision recorded inside the ``with``
+    (its event reads the mark: "by you", not "decided in code"). When that fails (an edit
+    the tool's schema refuses, invalid JSON) and the call is still undecided, the mark goes:
+    a later ``chat.approve`` in a cell says "decided in code", as it would have without the
+    failed try."""
+    with lock:
+        deciders.by_hand.add(call_id)
+    try:
+        yield
+    except BaseException:
+        r = record.get(call_id)
+        if r is None or r.decided is None:
+            with lock:
+                deciders.by_hand.discard(call_id)
+        raise
 
 
 def existing_state(chat: Chat) -> ChatState | None:

@@ -474,12 +474,12 @@ class ChatView:
             if not (isinstance(entry, CallEntry) and entry.pending and entry.verdict is None):
                 elsewhere += 1  # decided since the card was drawn: that decision stands
                 continue
-            self.state.mark_by_hand(call_id)
             try:
-                if kind == "approve_all":
-                    self.chat.approve(call_id)
-                else:
-                    self.chat.deny(call_id, reason=reason)
+                with self.state.deciding_by_hand(call_id):
+                    if kind == "approve_all":
+                        self.chat.approve(call_id)
+                    else:
+                        self.chat.deny(call_id, reason=reason)
                 decided += 1
             except DecisionError:  # decided meanwhile (another card, code, a store)
                 elsewhere += 1
@@ -757,6 +757,8 @@ class ChatView:
                     card.state = "pending"
                 return
             summary = decision_words(e) or f"no decision ({e.r.status})"
+            if card.state in ("pending", "working"):
+                card.error = ""  # it settles: an earlier try's error (a refused edit) is over
             card.summary = summary[:1].upper() + summary[1:]
             card.state = e.verdict or "closed"
             # The card "Always allow" was clicked on, and every call the rule approved, offer
@@ -927,16 +929,20 @@ class ChatView:
             self._revoke(card)
             return
         call_id = card.call_id
-        if kind in ("approve", "deny", "edit"):
-            self.state.mark_by_hand(call_id)  # the card says "by you", not "decided in code"
         try:
+            # each decision marked as a person's (the card says "by you", not "decided in
+            # code") only while it is recorded: a refused edit leaves no mark behind
             if kind == "approve":
-                chat.approve(call_id)
+                with self.state.deciding_by_hand(call_id):
+                    chat.approve(call_id)
             elif kind == "deny":
                 reason = str(action.get("reason") or "").strip() or None
-                chat.deny(call_id, reason=reason)
+                with self.state.deciding_by_hand(call_id):
+                    chat.deny(call_id, reason=reason)
             elif kind == "edit":
-                chat.approve(call_id, arguments=_parse_arguments(action.get("arguments")))
+                edited = _parse_arguments(action.get("arguments"))
+                with self.state.deciding_by_hand(call_id):
+                    chat.approve(call_id, arguments=edited)
             elif kind == "always":
                 self._always_from[card.tool] = card
                 chat.always_allow(card.tool)
@@ -945,8 +951,8 @@ class ChatView:
         except DecisionError as exc:
             entry = self.state.by_key.get(f"c:{call_id}")
             if isinstance(entry, CallEntry) and not entry.pending:
-                card.error = str(exc)
                 self._sync_card(card, entry)
+                card.error = str(exc)  # after the sync: it says why this click changed nothing
                 # decided elsewhere first (the chat has that decision now): the turn goes
                 # on with it, as it would have had the follower seen it before the click
                 self.continuation.request()
