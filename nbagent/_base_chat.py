@@ -126,9 +126,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             check(self.reasoning)
         self.max_steps = max_steps
         self.max_cost_usd = max_cost_usd
-        """Dollars the whole chat may spend (``None``: ``configure(max_cost_usd=)``)."""
         self.max_total_tokens = max_total_tokens
-        """Input plus output tokens the whole chat may use (``None``: the configured)."""
         self.cache = bool(cache)
         self._cost_step, self._tokens_step = max_cost_usd, max_total_tokens
         self.on_tool_error = on_tool_error
@@ -765,6 +763,34 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             fork._output = self._outputs.get(p.snapshot.turn)
             fork._parent = p.parent
         return fork
+
+    @property
+    def max_steps(self) -> int | None:
+        """Model requests one ``ask``/``complete`` may make (``None``: the configured)."""
+        return self._max_steps
+
+    @max_steps.setter
+    def max_steps(self, value: Any) -> None:
+        # checked when set, as at Chat(): a bad value set later failed deep inside a request
+        self._max_steps = check_steps(value)
+
+    @property
+    def max_cost_usd(self) -> float | None:
+        """Dollars the whole chat may spend (``None``: ``configure(max_cost_usd=)``)."""
+        return self._max_cost_usd
+
+    @max_cost_usd.setter
+    def max_cost_usd(self, value: Any) -> None:
+        self._max_cost_usd = check_budgets(value, None)[0]
+
+    @property
+    def max_total_tokens(self) -> int | None:
+        """Input plus output tokens the whole chat may use (``None``: the configured)."""
+        return self._max_total_tokens
+
+    @max_total_tokens.setter
+    def max_total_tokens(self, value: Any) -> None:
+        self._max_total_tokens = check_budgets(None, value)[1]
 
     def __enter__(self) -> Self:
         return self

@@ -134,3 +134,24 @@ def test_raise_budget_with_nothing_spent_says_to_name_one() -> None:
         ValueError, match=r"no cost or token budget is spent.*raise_budget\('cost'\)"
     ):
         chat.raise_budget()
+
+
+@pytest.mark.parametrize(
+    ("name", "bad", "good", "kept"),
+    [
+        ("max_cost_usd", "0.5", decimal.Decimal("0.5"), 0.5),
+        ("max_total_tokens", -3, np.int64(1000), 1000),
+        ("max_steps", "3", 3, 3),
+    ],
+)
+def test_a_budget_set_on_the_chat_is_checked_as_at_chat(
+    name: str, bad: Any, good: Any, kept: Any
+) -> None:
+    chat = Chat(model="demo", display=False)
+    with pytest.raises(ValueError, match=name):
+        setattr(chat, name, bad)  # before: accepted, then a TypeError deep in the next ask
+    assert getattr(chat, name) is None  # the bad value replaced nothing
+    setattr(chat, name, good)
+    assert getattr(chat, name) == kept and type(getattr(chat, name)) is type(kept)
+    chat.ask("What is 2 + 2?")
+    assert chat.status == "complete"
