@@ -33,6 +33,9 @@ class Case:
             ``None`` for an ordinary case.
         made_tools: For a chat read back from a store (no live chat here): the names of
             the tools a chat of its factory has, asked when :attr:`tools` is first read.
+        driver_error: What the evaluation's own functions raised driving this case
+            (``decide=``, a sweep's ``rest=``): the case is not judged, every check's row
+            has it as its ``error``.
     """
 
     key: str
@@ -47,6 +50,7 @@ class Case:
     made_tools: Callable[[], tuple[str, ...]] | None = field(
         default=None, repr=False, compare=False
     )
+    driver_error: str | None = None
 
     @property
     def tools(self) -> tuple[str, ...]:

@@ -49,7 +49,13 @@ _WIRED: weakref.WeakKeyDictionary[Any, Callable[[Any], None]] = weakref.WeakKeyD
 prepared (and this one continues) decides by this evaluation's ``decide=`` only."""
 
 
-def deciding(decide: Decide) -> Callable[[Any], None] | None:
+def raised(what: str, exc: BaseException) -> str:
+    """One line saying ``what`` (``decide=``, ``rest=``) raised ``exc``."""
+    text = " ".join(str(exc).split())
+    return f"{what} raised {type(exc).__name__}: {text}"[:500]
+
+
+def deciding(decide: Decide, errors: dict[str, str] | None = None) -> Callable[[Any], None] | None:
     """What prepares each chat of an evaluation (the batch's ``RunSpec.prepare``): its
     gated calls decided by ``decide`` as they are asked, and those already waiting in a
     chat continued from the store (an earlier run with no ``decide=``) decided at once.
@@ -58,6 +64,10 @@ def deciding(decide: Decide) -> Callable[[Any], None] | None:
     so the record, the store and the view show it like any other, and the approved call
     runs exactly once when the batch drives the chat (a store's claim sees to it). A call
     decided meanwhile (a rule, another process) keeps that decision.
+
+    A ``decide`` that raises (or says what is no decision) leaves the call waiting (nothing
+    runs) and is kept in ``errors`` by chat id: the case's error (:attr:`Case.driver_error`),
+    in this process (a chat driven on Ray keeps its call waiting, with a warning there).
     """
     if decide is None:
         return None
@@ -65,7 +75,13 @@ def deciding(decide: Decide) -> Callable[[Any], None] | None:
         decision_of(decide, None)  # type: ignore[arg-type]  # a bad word fails before anything runs
 
     def settle_one(chat: Any, call: ToolCall) -> None:
-        said = decision_of(decide, call)
+        try:
+            said = decision_of(decide, call)
+        except Exception as exc:
+            if errors is None:
+                raise
+            errors.setdefault(chat.id, raised("decide=", exc))
+            return
         if said is None:
             return
         verdict, reason = said
@@ -105,6 +121,7 @@ class Held:
         self.make_chat = make_chat
         self._takes_row = make_chat is not None and takes_row(make_chat)
         self._tools: dict[Any, tuple[str, ...]] = {}
+        self.errors: dict[str, str] = {}  # chat id -> what decide= raised for it
 
     def make(self, row: Any) -> Any:
         """A chat of the factory for ``row`` (given the row when it takes one), not held."""
@@ -190,14 +207,19 @@ _HELD: weakref.WeakKeyDictionary[Any, Held] = weakref.WeakKeyDictionary()
 ``score(nbagent.batch_results(card), checks)`` reads what ``evaluate`` read."""
 
 
-def cases_of(result: Any, *, branch: str | None = None) -> list[Case]:
-    """Each row of a batch result as a :class:`Case` (its inputs, its chat's record)."""
+def cases_of(
+    result: Any, *, branch: str | None = None, errors: dict[str, str] | None = None
+) -> list[Case]:
+    """Each row of a batch result as a :class:`Case` (its inputs, its chat's record);
+    ``errors``: what ``decide=`` raised, by chat id (default: the evaluation's)."""
     run = result.attrs.get("nbagent_batch") if hasattr(result, "attrs") else None
     if run is None or isinstance(run, str) or not hasattr(run, "jobs"):
         raise TypeError("not a batch result: pass the DataFrame nbagent.batch(...) returned")
     jobs = {j.key: j for j in run.jobs}
     held = _HELD.get(run)
     live = held.live() if held is not None else {}
+    if errors is None:
+        errors = held.errors if held is not None else {}
     out = []
     for rec in result.to_dict("records"):
         key = str(rec["key"])
@@ -211,18 +233,20 @@ def cases_of(result: Any, *, branch: str | None = None) -> list[Case]:
             record, chat = record_of(sources[0] if sources else None)
         made = held.tools_for(job.row) if held is not None and job is not None else None
         error = rec.get("error")
+        broke = errors.get(chat_id) if chat_id is not None else None
         out.append(
             Case(
                 key=key,
                 row=_row_of(job),
                 prompt=job.prompt if job is not None else None,
-                status=str(rec["status"]),
+                status="failed" if broke else str(rec["status"]),
                 chat_id=chat_id,
                 record=record,
-                error=error if isinstance(error, str) else None,
+                error=broke or (error if isinstance(error, str) else None),
                 chat=chat,
                 branch=branch,
                 made_tools=made if chat is None else None,
+                driver_error=broke,
             )
         )
     return out
@@ -243,6 +267,8 @@ def judge_case(check: Any, case: Case) -> tuple[Verdict, str | None]:
     chat that never ran called no tool and spent nothing, and passing ``tool_not_called``
     or ``cost_under`` for it would count a broken case as a good one.
     """
+    if case.driver_error is not None:  # the evaluation broke, not the agent: not judged
+        return Verdict(None, None, "not judged"), case.driver_error
     if not case.ran:
         return Verdict(False, 0.0, f"the case did not run ({case.error or case.status})"), None
     try:
@@ -373,7 +399,7 @@ def evaluate(
     """
     checks = _checks(checks)
     factory, held = holding(make_chat)
-    prepare = deciding(decide)
+    prepare = deciding(decide, held.errors)
     result = batch(
         cases,
         factory,
@@ -410,7 +436,7 @@ async def evaluate_async(
     """:func:`evaluate` awaited (on :func:`nbagent.batch_async`); same arguments and result."""
     checks = _checks(checks)
     factory, held = holding(make_chat)
-    prepare = deciding(decide)
+    prepare = deciding(decide, held.errors)
     result = await batch_async(
         cases,
         factory,

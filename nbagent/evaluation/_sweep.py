@@ -33,6 +33,7 @@ from ._evaluate import (
     deciding,
     decision_of,
     holding,
+    raised,
     score_cases,
 )
 
@@ -56,11 +57,25 @@ class _Chats:
         return [self.chats[c] for c in dict.fromkeys(ids) if isinstance(c, str) and c in self.chats]
 
 
-def gated_calls(case: Case) -> list[Any]:
-    """The calls of the case's chat that asked for an approval, in request order."""
+RULE = "rule"
+"""Who decided a call a chat's rule decided (the record's ``decided_by``)."""
+
+
+def _asked(case: Case) -> list[Any]:
+    """The calls of the case's chat that asked for an approval (or a rule decided), in
+    request order."""
     return [
-        c for c in case.tool_calls if c.requires_approval and c.decision != "auto" and c.call_id
+        c
+        for c in case.tool_calls
+        if c.call_id and (c.decided_by == RULE or (c.requires_approval and c.decision != "auto"))
     ]
+
+
+def gated_calls(case: Case) -> list[Any]:
+    """The calls of the case's chat a sweep branches on: those that asked for an approval,
+    in request order, less those a chat's rule decided (a rule's decision is final: a
+    deny rule's call never runs, in a fork either; :func:`branches_of` scores it as run)."""
+    return [c for c in _asked(case) if c.decided_by != RULE]
 
 
 def _edits_for(edits: Edits | None, call: Any) -> list[dict[str, Any]]:
@@ -72,7 +87,10 @@ def _edits_for(edits: Edits | None, call: Any) -> list[dict[str, Any]]:
 
 def settle(chat: Any, rest: Decide) -> Any:
     """Drive ``chat`` to an answer, deciding each gated call it asks for by ``rest``
-    (``None``: leave the first waiting one and stop)."""
+    (``None``: leave the first waiting one and stop).
+
+    Raises:
+        Exception: What ``rest`` raised (the calls decided before it stand)."""
     for _ in range(MAX_ROUNDS):
         pending = list(chat.pending_approvals)
         if pending:
@@ -106,16 +124,22 @@ def branches_of(case: Case, edits: Edits | None, chat: Any = None) -> list[Branc
 
     With ``chat`` (the case's chat), every edit is checked against its tool's schema
     first, as an approval's edit is: a sweep refuses a bad edit before any branch runs.
-    An edit that gives the call the arguments it has is the approve branch again.
+    An edit that gives the call the arguments it has is the approve branch again. A call
+    a chat's rule decided is not branched (no fork overrules a rule): it is one branch,
+    ``"deny <tool> by rule"`` (or ``"approve ... by rule"``), the case as it ran.
 
     Raises:
         DecisionError: An edit the tool refuses (naming the case, the call and the edit).
     """
     out: list[Branch] = []
     seen: dict[str, int] = {}
-    for call in gated_calls(case):
+    for call in _asked(case):
         n = seen[call.tool] = seen.get(call.tool, 0) + 1
         label = call.tool if n == 1 else f"{call.tool}#{n}"
+        if call.decided_by == RULE:  # final: one branch, the case as it ran
+            word = "approve" if call.decision == "approved" else "deny"
+            out.append((f"{word} {label} by rule", call.call_id, None))
+            continue
         approve = f"approve {label}"
         for verdict, word in (("approved", "approve"), ("denied", "deny")):
             same = call.decision == verdict and call.edited_arguments is None
@@ -203,7 +227,7 @@ def sweep(
         case, branch and check. ``nbagent.read_log(card)`` reads every branch's calls.
     """
     checks = _checks(checks)
-    factory, _held = holding(make_chat)  # its chats held while the sweep forks them
+    factory, held = holding(make_chat)  # its chats held while the sweep forks them
     result = batch(
         cases,
         factory,
@@ -213,12 +237,12 @@ def sweep(
         backend=backend,
         progress=progress,
         wait_for_decisions=False,  # the waiting calls are forked, never decided in place
-        _prepare=deciding(decide),
+        _prepare=deciding(decide, held.errors),
     )
     run = result.attrs["nbagent_batch"]
     firsts = [
         (case, case.chat if case.chat is not None else run.chats.get(case.chat_id))
-        for case in cases_of(result)
+        for case in cases_of(result, errors=held.errors)
     ]
     try:
         planned = [  # every edit checked before any branch runs
@@ -258,12 +282,23 @@ def _run_branches(
                 branch = dataclasses.replace(done[change["same_as"]], branch=name)
             else:
                 fork = chat.fork(call_id, **change, by=DECIDER)
-                settle(fork, rest)
                 chats[fork.id] = fork
+                broke = None
+                try:
+                    settle(fork, rest)
+                except Exception as exc:  # rest= raised: this branch's error, the rest go on
+                    broke = raised("rest=", exc)
                 record, live = record_of(fork)
                 status = "awaiting_approval" if fork.pending_approvals else "done"
                 branch = dataclasses.replace(
-                    case, branch=name, record=record, chat=live, chat_id=fork.id, status=status
+                    case,
+                    branch=name,
+                    record=record,
+                    chat=live,
+                    chat_id=fork.id,
+                    status="failed" if broke else status,
+                    error=broke or case.error,
+                    driver_error=broke or case.driver_error,
                 )
             done[name] = branch
             scored.append(branch)

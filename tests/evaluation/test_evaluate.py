@@ -598,3 +598,23 @@ def test_an_empty_cell_a_check_reads_makes_it_not_apply_never_matches_none() -> 
     assert card.summary().loc[0, "not_applicable"] == 3
     hand_made = Case("k", {"expected": float("nan")}, record=_answered("None here").record)
     assert score([hand_made], [answer_contains(column("expected"))])["passed"].isna().all()
+
+
+def test_a_decide_function_that_raises_is_the_cases_error_and_nothing_runs() -> None:
+    REFUNDED.clear()
+
+    def decide(call: Any) -> str:
+        return "approve" if call.arguments["amount"] < 50 else "deny"  # no such argument
+
+    card = nbagent.evaluate(
+        ["Refund order 1", "Refund order 2"], make_chat,
+        [tool_called("issue_refund", status="ok"), tool_not_called("issue_refund")],
+        decide=decide, progress=False,
+    )  # fmt: skip
+    assert REFUNDED == []  # the calls wait: nothing was decided, nothing ran
+    assert card["error"].tolist() == ["decide= raised KeyError: 'amount'"] * 4
+    assert card["passed"].isna().all() and card["status"].tolist() == ["failed"] * 4
+    assert "4 check error(s)" in repr(card)
+    # rescoring the batch reads the same errors
+    again = score(nbagent.batch_results(card), [tool_called("issue_refund")])
+    assert again["error"].tolist() == ["decide= raised KeyError: 'amount'"] * 2

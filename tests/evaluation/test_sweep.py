@@ -223,3 +223,60 @@ def test_resumed_configurations_are_compared_on_their_stored_chats(tmp_path: Pat
     assert diff["first_difference"].tolist() == ["step 1: call 1 decision"] * 2
     same = compare_scorecards(approving, runs["first"][0], names=["x", "y"])
     assert not same["changed"].any() and same["first_difference"].isna().all()
+
+
+def test_a_call_a_deny_rule_decided_is_one_branch_as_run_and_never_runs() -> None:
+    """A chat's deny rule decided the refund: the sweep makes no approve branch (a fork
+    approving it would run what the rule forbids) and scores the case as it ran."""
+    from nbagent import Rule
+
+    RAN.clear()
+    no_big = Rule.deny("issue_refund", ("order_id", ">", 10))
+    make = lambda: Chat("demo", display=False).with_tools(issue_refund).add_rule(no_big)  # noqa: E731
+    card = sweep(["Refund order 42 for 30 dollars", "Refund order 7 for 2 dollars"], make,
+                 [tool_called("issue_refund", status="ok")], progress=False)  # fmt: skip
+    assert sum(RAN.values()) == 1 and RAN[(7, 2.0)] == 1  # 42 never ran; 7's approve branch did
+    rows = {(c, b): p for c, b, p in zip(card["case"], card["branch"], card["passed"], strict=True)}
+    assert rows == {
+        ("0", "deny issue_refund by rule"): False,
+        ("1", "approve issue_refund"): True,
+        ("1", "deny issue_refund"): False,
+    }
+    log = nbagent.read_log(card)
+    ruled = log[log["decided_by"] == "rule"]
+    assert ruled["status"].tolist() == ["denied"]
+
+
+def test_a_rest_function_that_raises_is_that_branchs_error_and_the_rest_are_kept() -> None:
+    RAN.clear()
+
+    def brain(request: Any) -> Any:
+        last = request.messages[-1]
+        if getattr(last, "role", None) == "user":
+            n = int(last.content.split()[-1])
+            return call_tools(("issue_refund", {"order_id": n}), ("notify", {"text": f"t{n}"}))
+        return reply("Done.")
+
+    def make() -> Chat:
+        provider = ScriptedProvider([brain], repeat_last=True)
+        return Chat(provider=provider, display=False).with_tools(issue_refund, notify)
+
+    def rest(call: Any) -> Any:
+        if call.arguments.get("text") == "t2":
+            raise KeyError("oops")
+        return "deny"
+
+    card = sweep(["Refund 1", "Refund 2"], make, [tool_called("issue_refund", status="ok")],
+                 rest=rest, progress=False)  # fmt: skip
+    approve = card[card["branch"] == "approve issue_refund"].set_index("case")
+    assert approve.loc["0", "passed"] == True  # noqa: E712
+    assert pd_isna(approve.loc["1", "passed"]) and approve.loc["1", "status"] == "failed"
+    assert approve.loc["1", "error"] == "rest= raised KeyError: 'oops'"
+    assert RAN[(1, 0.0)] == 1  # what ran is kept and scored
+    assert len(card) == 8 and card["error"].notna().sum() == 2  # the 2nd's two branches
+
+
+def pd_isna(value: Any) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(value))
