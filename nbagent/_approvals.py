@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._events import CallbackWarning
+from ._notice import user_stacklevel
 from ._tools import Tool
 from ._types import Approval, ToolCall
 
@@ -81,7 +82,7 @@ class Policy:
             f"nbagent: the always_allow predicate of {self.tool!r} {what}; "
             f"{call.name}({call.id}) was not approved by it",
             CallbackWarning,
-            stacklevel=4,
+            stacklevel=user_stacklevel(4),
         )
 
     @property

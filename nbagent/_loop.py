@@ -65,7 +65,7 @@ from ._extension import defer_writes, undefer_writes
 from ._frozen import frozen, thawed
 from ._hosted import HostedCallWarning, Verdict, audit_items
 from ._inputs import CallAsker
-from ._notice import notice
+from ._notice import notice, user_stacklevel
 from ._options import resolve_choice
 from ._recording import RecordedResult
 from ._result_text import edit_note, to_result, without_edit_note
@@ -431,7 +431,9 @@ class LoopMixin(ChatCore):
                 self._uncounted_warned,
             )
             if blind is not None:
-                warnings.warn(f"nbagent: {blind}", UnknownModelWarning, stacklevel=4)
+                warnings.warn(
+                    f"nbagent: {blind}", UnknownModelWarning, stacklevel=user_stacklevel(4)
+                )
         events: list[Event] = [
             ModelRequestFinished(
                 chat_id=self.id,
@@ -500,7 +502,7 @@ class LoopMixin(ChatCore):
                         invalid = None
             self._emit_all(events)
         for line in breaches:  # after recording: made an error, it loses nothing
-            warnings.warn(f"nbagent: {line}", HostedCallWarning, stacklevel=4)
+            warnings.warn(f"nbagent: {line}", HostedCallWarning, stacklevel=user_stacklevel(4))
         self._run_after(after)
         _show_unknown(response)
         if invalid is not None:

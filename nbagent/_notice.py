@@ -10,6 +10,7 @@ where a script's or a terminal's diagnostics belong.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -44,3 +45,20 @@ def notice(message: str) -> None:
         except Exception:  # a notice must never break the cell; fall back to the line
             pass
     print(line, file=sys.stderr)
+
+
+_SKIPPED = (os.path.dirname(__file__) + os.sep, os.path.dirname(os.__file__) + os.sep)
+"""Where a warning's frames are not the user's: this package and the standard library."""
+
+
+def user_stacklevel(default: int = 2) -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside nbagent (and the
+    standard library): the user's cell or script, however deep in the loop the warning was
+    raised (fixed levels pointed into ``_base_chat.py``). ``default`` when no frame is
+    outside (a tool's thread)."""
+    frame = sys._getframe(1)  # the function calling warnings.warn: stacklevel 1
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_SKIPPED):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level if frame is not None else default

@@ -155,3 +155,24 @@ def test_a_budget_set_on_the_chat_is_checked_as_at_chat(
     assert getattr(chat, name) == kept and type(getattr(chat, name)) is type(kept)
     chat.ask("What is 2 + 2?")
     assert chat.status == "complete"
+
+
+def test_a_warning_from_inside_the_loop_points_at_the_line_that_asked() -> None:
+    import asyncio
+    import warnings
+
+    from nbagent.providers import UnknownModelWarning
+
+    def chat() -> Chat:
+        unpriced = dataclasses.replace(reply("hi"), model="mystery-model-x")
+        return Chat(provider=ScriptedProvider([unpriced]), max_cost_usd=1.0, display=False)
+
+    async def asks() -> None:
+        await chat().ask_async("hello")
+
+    for ask in (lambda: chat().ask("hello"), lambda: asyncio.run(asks())):
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            ask()
+        (w,) = [w for w in said if issubclass(w.category, UnknownModelWarning)]
+        assert w.filename == __file__  # not nbagent/_base_chat.py, where it was raised from

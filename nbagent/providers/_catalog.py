@@ -27,6 +27,7 @@ import threading
 import warnings
 from dataclasses import dataclass
 
+from .._notice import user_stacklevel
 from .._types import Usage
 
 
@@ -210,7 +211,7 @@ def warn_if_unknown(model: str, provider: str) -> None:
         f"nbagent does not know the {provider} model {model!r}: it is used as given, with no "
         "cost estimate (add it with nbagent.providers.register_model(ModelInfo(...)))",
         UnknownModelWarning,
-        stacklevel=3,
+        stacklevel=user_stacklevel(3),
     )
 
 
