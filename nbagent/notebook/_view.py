@@ -139,7 +139,7 @@ class ChatView:
         self._push_due = False  # a later update is on its way (_push_later)
         self._reset()
         with self.state.lock:
-            if not light or self.pending() or self._size() > self.page_size:
+            if not light or self._needs_widgets() or self._size() > self.page_size:
                 self._make_widgets()
                 self._build(self._entries())
                 self._render_status()
@@ -218,6 +218,13 @@ class ChatView:
         budget card)."""
         with self.state.lock:
             return any(waits_for_someone(e) for e in self._entries())
+
+    def _needs_widgets(self) -> bool:
+        """Whether a person can act in this view: something waits for them, or a call an
+        "Always allow" rule approved offers to take the rule back while it holds."""
+        with self.state.lock:
+            allowed = self.chat.always_allowed
+            return any(_acts(e, allowed) for e in self._entries())
 
     # ------------------------------------------------------------- building
     def _build(self, entries: list[Entry]) -> None:
@@ -684,7 +691,8 @@ class ChatView:
         nbagent's background loop), so a quick round costs its first and last update, not
         one per change.
         """
-        if touched and (self._size() > self.page_size or any(waits_for_someone(e) for e in mine)):
+        allowed = self.chat.always_allowed
+        if touched and (self._size() > self.page_size or any(_acts(e, allowed) for e in mine)):
             self._go_live()
             if settled:
                 self.continuation.follow(self)
@@ -990,9 +998,11 @@ class ChatView:
         return self.output.bundle()
 
     def _twin_data(self) -> dict[str, str] | None:
-        if not self.pending():
-            return None
-        return twin_bundle(self.chat, self.state, self.turn, skip=self.skip, title=self.title)
+        if self.pending():
+            return twin_bundle(self.chat, self.state, self.turn, skip=self.skip, title=self.title)
+        if self.live and self._offers_revoke():  # live for its "Stop always allowing" alone:
+            return self.fallback_bundle()  # a reopened notebook shows the transcript instead
+        return None
 
     def _ipython_display_(self) -> None:
         if self._displayed:  # displayed again: a second output of the same view
@@ -1016,15 +1026,18 @@ class ChatView:
     def _update_fallback(self) -> None:
         """Refresh the display's static forms (a saved notebook shows the current state).
 
-        After a cell (``post_run_cell``) a view with nothing to decide whose chat
-        is not running goes static.
+        After a cell (``post_run_cell``) a view with nothing to decide and no "Stop always
+        allowing" to offer, whose chat is not running, goes static.
         """
         with self.state.lock:  # the chat's events (another thread) change the view under it too
             if not self._displayed or self.frozen:
                 return
-            if self.live and not self.pending() and not self._busy():
-                self._go_static()
-                return
+            if self.live and not (self.pending() or self._busy()):
+                if not self._offers_revoke():
+                    self._go_static()
+                    return
+                mark_dirty(self)  # live for its offer alone: the next cell looks again (a
+                # rule taken back in code then lets it go)
             self.output.refresh()
 
     def _busy(self) -> bool:
@@ -1056,6 +1069,14 @@ def _shared_style() -> ipywidgets.HTML:
     return _shared(
         "style", lambda: ipywidgets.HTML(style_tag(), layout=entry_layout, style=entry_style)
     )
+
+
+def _acts(e: Entry, always_allowed: tuple[str, ...]) -> bool:
+    """Whether a person can act on ``e``: it waits for them, or it is a call an "Always
+    allow" rule approved while the rule still holds (its card offers to take it back)."""
+    if waits_for_someone(e):
+        return True
+    return isinstance(e, CallEntry) and by_always_allow(e) and e.r.tool in always_allowed
 
 
 def _begins_wait(e: Entry) -> bool:

@@ -19,6 +19,7 @@ import pytest
 from _views import widgets_in
 
 from nbagent import Chat, Tool, ToolCall, tool
+from nbagent._display import flush_dirty
 from nbagent.notebook import ChatView
 from nbagent.notebook import _continuation as cont
 from nbagent.notebook._fallback import bundle_for, chat_mimebundle
@@ -350,6 +351,9 @@ def test_a_shown_view_keeps_stop_always_allowing_until_it_is_used(
     done(chat)
     assert chat.status == "complete" and len(ledger.calls) == 2
     assert view.live and not view.pending()  # nothing to decide, but a rule to take back
+    flush_dirty()  # after the cell (post_run_cell), and after the next one: still offered
+    flush_dirty()
+    assert view.live and not view.pending()
     first, second = card_for(view, "r1"), card_for(view, "r2")
     assert first.revocable and second.revocable
     second.click("revoke")
@@ -362,6 +366,7 @@ def test_a_shown_view_keeps_stop_always_allowing_until_it_is_used(
     again.ask("Refund 1 and 2")
     card_for(view, "r1").click("always")
     done(again)
+    flush_dirty()
     assert view.live
     again.revoke("issue_refund")
     assert view.live  # nothing settled since
