@@ -68,6 +68,13 @@ class Case:
         return tuple(dict.fromkeys([*names, *(c.tool for c in self.tool_calls)]))
 
     @property
+    def tools_known(self) -> bool:
+        """Whether :attr:`tools` knows the tools the chat had (a live chat, or a factory
+        to ask), not only the ones it called: a plain batch's chat read back without its
+        factory (``score(batch_result, checks)`` with no ``make_chat=``) does not."""
+        return self.chat is not None or self.made_tools is not None
+
+    @property
     def ran(self) -> bool:
         """Whether the case's chat ran: a failed row with no chat's record did not (its
         factory raised, its prompt could not be filled, its input changed under a stored

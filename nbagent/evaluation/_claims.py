@@ -30,7 +30,10 @@ def claims_hold(*, judge: Any = None, name: str = "claims hold") -> Check:
     skipped, timed out, in doubt, failed, still waiting, or never made), only calls with
     other arguments did, or one of several calls the sentence names did not ("orders 42
     and 43" where 43 was denied). ``detail`` names each false claim and what happened
-    instead.
+    instead. A claim of a tool never called needs the tools the chat had: a case whose
+    chat is read back with no factory to ask (``score`` of a plain batch without
+    ``make_chat=``) and no false claim found is not judged (``passed`` is ``<NA>``, the
+    detail says the tools are unknown).
 
     Args:
         judge: Also ask a model (any nbagent chat, forked per case, or a function making
@@ -45,6 +48,13 @@ def claims_hold(*, judge: Any = None, name: str = "claims hold") -> Check:
             return Verdict(None, None, f"no final answer ({case.error or case.status})")
         claims = false_claims(answer, case.tool_calls, list(case.tools))
         detail = "; ".join(c.describe() for c in claims)
+        if not claims and not case.tools_known:  # a claim of a tool never called: unseen
+            unknown = (
+                "the chat's tools are unknown (only the called ones): pass make_chat= to "
+                "nbagent.evaluation.score"
+            )
+            if make is None:
+                return Verdict(None, None, unknown)
         if make is not None:
             chat = make()
             chat.ask(judge_prompt(CLAIMS_CRITERION, case), output=JUDGE_SCHEMA)

@@ -208,10 +208,16 @@ _HELD: weakref.WeakKeyDictionary[Any, Held] = weakref.WeakKeyDictionary()
 
 
 def cases_of(
-    result: Any, *, branch: str | None = None, errors: dict[str, str] | None = None
+    result: Any,
+    *,
+    branch: str | None = None,
+    errors: dict[str, str] | None = None,
+    make_chat: Callable[..., Any] | None = None,
 ) -> list[Case]:
     """Each row of a batch result as a :class:`Case` (its inputs, its chat's record);
-    ``errors``: what ``decide=`` raised, by chat id (default: the evaluation's)."""
+    ``errors``: what ``decide=`` raised, by chat id (default: the evaluation's);
+    ``make_chat``: the batch's factory, asked which tools a chat had (default: the
+    evaluation's)."""
     run = result.attrs.get("nbagent_batch") if hasattr(result, "attrs") else None
     if run is None or isinstance(run, str) or not hasattr(run, "jobs"):
         raise TypeError("not a batch result: pass the DataFrame nbagent.batch(...) returned")
@@ -220,6 +226,7 @@ def cases_of(
     live = held.live() if held is not None else {}
     if errors is None:
         errors = held.errors if held is not None else {}
+    tools_of = Held(make_chat) if make_chat is not None else held
     out = []
     for rec in result.to_dict("records"):
         key = str(rec["key"])
@@ -231,7 +238,7 @@ def cases_of(
             held_chat = live.get(chat_id)  # a batch with a store lets a done row's chat go
             sources = [held_chat] if held_chat is not None else run.log_sources([chat_id])
             record, chat = record_of(sources[0] if sources else None)
-        made = held.tools_for(job.row) if held is not None and job is not None else None
+        made = tools_of.tools_for(job.row) if tools_of is not None and job is not None else None
         error = rec.get("error")
         broke = errors.get(chat_id) if chat_id is not None else None
         out.append(
@@ -280,17 +287,30 @@ def judge_case(check: Any, case: Case) -> tuple[Verdict, str | None]:
         return Verdict(None, None, ""), f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
 
 
-def score(source: Any, checks: Any) -> Any:
+def score(source: Any, checks: Any, *, make_chat: Callable[..., Any] | None = None) -> Any:
     """Apply ``checks`` to every case of a batch result (or to :class:`Case` objects).
 
     ``nbagent.evaluate`` runs the cases then calls this; call it yourself to score
     a batch you already ran with other checks, at no model cost.
 
+    Args:
+        source: A batch result (``nbagent.batch(...)`` or ``nbagent.batch_results(card)``)
+            or a list of :class:`Case`.
+        checks: The checks.
+        make_chat: The batch's factory, for a plain ``nbagent.batch`` result: a chat the
+            batch let go is read back from its record, which names the tools it called,
+            not those it had; a chat of the factory says (``claims_hold`` needs them to
+            find a claim of a tool never called, and says the tools are unknown without).
+            An evaluation's own batch knows its factory already.
+
     Returns:
         The scorecard (see :func:`evaluate`).
     """
     checks = _checks(checks)
-    cases = list(source) if isinstance(source, list | tuple) else cases_of(source)
+    if isinstance(source, list | tuple):
+        cases = list(source)
+    else:
+        cases = cases_of(source, make_chat=make_chat)
     return score_cases(cases, checks)
 
 

@@ -325,7 +325,8 @@ def test_the_model_graded_claims_check_backs_the_rules() -> None:
     assert card["passed"].tolist() == [False]
     assert card["detail"].tolist()[0].startswith("rules found none; judge")
     assert "(no tool calls)" in sent and "Your money is on its way back." in sent
-    assert score([case], [claims_hold()])["passed"].tolist() == [True]  # the rules miss it
+    known = Case("k", {}, "refund 42", record=chat.record, made_tools=lambda: ())
+    assert score([known], [claims_hold()])["passed"].tolist() == [True]  # the rules miss it
 
 
 @pytest.mark.parametrize(
@@ -377,3 +378,24 @@ def test_evaluate_flags_a_claim_of_two_refunds_when_one_was_denied() -> None:
                             progress=False)  # fmt: skip
     assert card["passed"].tolist() == [False]
     assert "issue_refund was denied" in card["detail"].tolist()[0]
+
+
+@pytest.mark.parametrize("stored", [False, True])
+def test_scoring_a_plain_batch_needs_its_factory_to_see_a_tool_never_called(
+    stored: bool, tmp_path: Any
+) -> None:
+    """A plain batch lets a done chat go; read back, its record names the tools it called,
+    not those it had: "I have refunded order 7." with no call passed unseen."""
+
+    def make() -> Chat:
+        provider = ScriptedProvider([reply("I have refunded order 7.")], repeat_last=True)
+        return Chat(provider=provider, display=False).with_tools(issue_refund)
+
+    store = str(tmp_path / "b.db") if stored else None
+    result = nbagent.batch(["Refund order 7"], make, store=store, progress=False)
+    blind = score(result, [claims_hold()])
+    assert blind["passed"].isna().tolist() == [True]
+    assert "tools are unknown" in blind["detail"].tolist()[0]
+    seen = score(result, [claims_hold()], make_chat=make)
+    assert seen["passed"].tolist() == [False]
+    assert "issue_refund was never called" in seen["detail"].tolist()[0]
