@@ -21,6 +21,12 @@ from ._case import Case, record_of
 from ._checks import EmptyCell, Verdict, check_name, verdict_of
 from ._scorecard import ANSWER_CHARS, empty_rows, make_scorecard
 
+ELSEWHERE = "driven_elsewhere"
+"""A case's status when another process drives (or started) its chat now: the same stored
+evaluation run twice at once. Its checks are not judged here (that process scores it)."""
+_ELSEWHERE_ERRORS = ("DrivenElsewhere", "BatchConflict")
+"""The batch's ``error_type`` of a row another process drives or started first."""
+
 DECIDER = "evaluate"
 """Who decided a gated call when ``decide=`` did (the decision's ``by``)."""
 
@@ -241,12 +247,15 @@ def cases_of(
         made = tools_of.tools_for(job.row) if tools_of is not None and job is not None else None
         error = rec.get("error")
         broke = errors.get(chat_id) if chat_id is not None else None
+        status = str(rec["status"])
+        if status == "failed" and rec.get("error_type") in _ELSEWHERE_ERRORS:
+            status = ELSEWHERE
         out.append(
             Case(
                 key=key,
                 row=_row_of(job),
                 prompt=job.prompt if job is not None else None,
-                status="failed" if broke else str(rec["status"]),
+                status="failed" if broke else status,
                 chat_id=chat_id,
                 record=record,
                 error=broke or (error if isinstance(error, str) else None),
@@ -276,6 +285,8 @@ def judge_case(check: Any, case: Case) -> tuple[Verdict, str | None]:
     """
     if case.driver_error is not None:  # the evaluation broke, not the agent: not judged
         return Verdict(None, None, "not judged"), case.driver_error
+    if case.status == ELSEWHERE:  # another process runs it and scores it there
+        return Verdict(None, None, f"not judged here: {case.error or ELSEWHERE}"), None
     if not case.ran:
         return Verdict(False, 0.0, f"the case did not run ({case.error or case.status})"), None
     try:
