@@ -242,13 +242,31 @@ class Chat(BaseChat):
         )
 
     def _spawn(self, p: Plan, store: Any = UNSET, **wings: Any) -> Chat:
-        from .store import attach_store, store_of
+        from .store import attach_store
+        from .store._extension import StoreExtension
 
-        if store is UNSET:
-            store = store_of(self)
-        fork = super()._spawn(p, **wings)
-        if store is not None:
-            attach_store(fork, store, parent=p.parent)
+        lease = None
+        if store is UNSET:  # the parent's store; shared by path or URL, with a lease of its own
+            store = None
+            for ext in self.extensions:
+                if isinstance(ext, StoreExtension):
+                    store, lease = ext.fork_store()
+                    break
+        try:
+            fork = super()._spawn(p, **wings)
+            if store is not None:
+                attach_store(fork, store, parent=p.parent)
+        except BaseException:
+            if lease is not None:
+                lease(False)
+            raise
+        if lease is not None:  # closing the parent leaves the fork's store open
+            for ext in fork.extensions:
+                if isinstance(ext, StoreExtension) and ext.store is store:
+                    ext.hold(lease)
+                    break
+            else:
+                lease(False)
         return fork
 
     # ------------------------------------------------------- the notebook view

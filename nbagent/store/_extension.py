@@ -318,6 +318,25 @@ class StoreExtension(Extension):
         finally:
             self._release(later=True)
 
+    def fork_store(self) -> tuple[Store, Release | None]:
+        """The store a fork made into this chat's store attaches to, and the fork's own lease
+        on it when it is a store shared by path or URL (``None``: the user's object, never
+        closed for them). Its parent's lease is the parent's: closed, the parent lets go of
+        its own alone, and the fork goes on writing."""
+        if self._let_go is None:
+            return self.store, None
+        from ._shared import lease_again
+
+        return self.store, lease_again(self.store)
+
+    def hold(self, release: Release) -> None:
+        """Take ``release`` as this chat's lease on its store (a fork's, see
+        :meth:`fork_store`): let go when the chat is closed or collected."""
+        if self._let_go is not None or self._closed:
+            release(False)
+            return
+        self._let_go = release
+
     def _release(self, later: bool = False) -> None:
         self._closed = True
         LIVE_TOKENS.discard(self._token)

@@ -15,6 +15,9 @@ A store object passed by the user is theirs: never shared here, never closed. No
 :func:`~nbagent.store.open_store`'s: the caller closes it. A shared SQLite store whose
 file was deleted or replaced is not handed to new chats: they open the file now at the
 path.
+
+A fork made into its parent's store (``chat.fork()``) takes a lease of its own on the
+parent's shared object (:func:`lease_again`): closing the parent leaves the fork's store open.
 """
 
 from __future__ import annotations
@@ -35,7 +38,21 @@ def _reusable(store: Any) -> bool:
     return current is None or bool(current())
 
 
-_STORES: Leases[Store] = Leases(lambda store: store.close(), _reusable)
+def _close(store: Store) -> None:
+    _KEYS.pop(id(store), None)
+    store.close()
+
+
+_STORES: Leases[Store] = Leases(_close, _reusable)
+_KEYS: dict[int, str] = {}  # id of a shared store object -> its key (while it is shared)
+
+
+class _Gone(Exception):
+    """The key's shared object is gone or stale: no lease is made for it."""
+
+
+def _gone() -> Store:
+    raise _Gone
 
 
 def _key(kind: str, where: str) -> str:
@@ -48,7 +65,28 @@ def _key(kind: str, where: str) -> str:
 def leased(kind: str, where: str, make: Callable[[], Store]) -> tuple[Store, Release]:
     """The shared store of ``where`` (made with ``make`` if there is none), and the function
     that lets go of this lease (``release(later)``, see :mod:`nbagent._leases`)."""
-    return _STORES.take(_key(kind, where), make)
+    key = _key(kind, where)
+    store, release = _STORES.take(key, make)
+    _KEYS[id(store)] = key
+    return store, release
+
+
+def lease_again(store: Store) -> Release | None:
+    """Another lease on ``store``, a shared store object still open (a fork made into its
+    parent's store holds its own: closing the parent leaves the fork's store open), or
+    ``None`` if ``store`` is not shared here (the user's object) or no longer handed out
+    (closed, or its file deleted or replaced)."""
+    key = _KEYS.get(id(store))
+    if key is None:
+        return None
+    try:
+        obj, release = _STORES.take(key, _gone)
+    except _Gone:
+        return None
+    if obj is not store:  # the key's object now is another (an id reused): not this one
+        release(False)
+        return None
+    return release
 
 
 def shared_count() -> int:
@@ -56,4 +94,4 @@ def shared_count() -> int:
     return len(_STORES)
 
 
-__all__ = ["leased", "shared_count"]
+__all__ = ["lease_again", "leased", "shared_count"]
