@@ -216,12 +216,30 @@ def _matches(expected: Any, actual: Any, name: str = "") -> bool:
                 f"the predicate for {name}= raised {type(exc).__name__}: {text} "
                 f"(on {preview(repr(actual), 60)})"
             ) from exc
+    if _numeric_text(expected, actual) or _numeric_text(actual, expected):
+        # a text column read from a CSV ("41") and a number argument (41): numbers compare
+        try:
+            return math.isclose(float(expected), float(actual), rel_tol=1e-9, abs_tol=1e-9)
+        except (TypeError, ValueError):
+            return False
     if isinstance(expected, float) or isinstance(actual, float):
         try:
             return math.isclose(float(expected), float(actual), rel_tol=1e-9, abs_tol=1e-9)
         except (TypeError, ValueError):
             return False
     return bool(expected == actual)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _numeric_text(text: Any, number: Any) -> bool:
+    """``text`` is a number's text ("41", " 2.5") and ``number`` a number."""
+    return isinstance(text, str) and _is_number(number) and _NUMERIC.fullmatch(text) is not None
+
+
+_NUMERIC = re.compile(r"\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*")
 
 
 def _call_matches(call: Any, tool: str, arguments: Mapping[str, Any], case: Case) -> bool:
@@ -261,8 +279,24 @@ def _statuses(status: str | Iterable[str] | None) -> frozenset[str] | None:
 
 
 def _seen(case: Case) -> str:
-    names = [f"{c.tool}[{c.status}]" for c in case.tool_calls]
+    """The case's calls, each with its status and the arguments it ran with."""
+    names = []
+    for c in case.tool_calls:
+        args = c.edited_arguments if c.edited_arguments is not None else c.arguments
+        names.append(f"{c.tool}[{c.status}]({short_json(args, 80) if args else ''})")
     return ", ".join(names) if names else "no tool calls"
+
+
+def _expected(arguments: Mapping[str, Any], case: Case) -> str:
+    """What the check's :func:`column` arguments are in this case (``order_id='41'``)."""
+    shown = []
+    for k, v in arguments.items():
+        if isinstance(v, Column):
+            try:
+                shown.append(f"{k}={v.of(case)!r}")
+            except LookupError:
+                continue
+    return f" (here {', '.join(shown)})" if shown else ""
 
 
 def tool_called(
@@ -300,8 +334,8 @@ def tool_called(
         if ok:
             return Verdict(True, 1.0, f"{len(found)} matching call(s) of {what}")
         need = f"{times}" if times is not None else "at least one"
-        return Verdict(False, 0.0, f"wanted {need} call(s) of {what}, found {len(found)}; "
-                       f"calls: {_seen(case)}")  # fmt: skip
+        return Verdict(False, 0.0, f"wanted {need} call(s) of {what}{_expected(arguments, case)}"
+                       f", found {len(found)}; calls: {_seen(case)}")  # fmt: skip
 
     suffix = f" [{'|'.join(sorted(wanted))}]" if wanted else ""
     count = f" x{times}" if times is not None else ""
@@ -317,7 +351,8 @@ def tool_not_called(tool: str, /, **arguments: Any) -> Check:
         found = [c for c in case.tool_calls if _call_matches(c, tool, arguments, case)]
         if not found:
             return Verdict(True, 1.0, f"no call of {what}")
-        return Verdict(False, 0.0, f"{len(found)} call(s) of {what}: {_seen(case)}")
+        return Verdict(False, 0.0, f"{len(found)} call(s) of {what}{_expected(arguments, case)}: "
+                       f"{_seen(case)}")  # fmt: skip
 
     return Check(f"not called {what}", judge)
 
@@ -418,8 +453,9 @@ def output_validates(output: Any) -> Check:
 
 # ------------------------------------------------------------------ spending
 def _under(label: str, read: Callable[[Case], float], bound: float, fmt: str) -> Check:
-    if not isinstance(bound, int | float) or isinstance(bound, bool) or bound < 0:
+    if not _is_number(bound) or not float(bound) >= 0:  # numpy's numbers count; NaN does not
         raise ValueError(f"{label} needs a bound >= 0, got {bound!r}")
+    bound = int(bound) if isinstance(bound, numbers.Integral) else float(bound)
 
     def judge(case: Case) -> Verdict:
         value = read(case)

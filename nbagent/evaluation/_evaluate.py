@@ -192,6 +192,11 @@ def holding(make_chat: Callable[..., Any]) -> tuple[Callable[..., Any], Held]:
 
 
 def _checks(checks: Any) -> list[Any]:
+    if isinstance(checks, str | bytes):
+        raise TypeError(
+            f"checks: a list of checks (functions taking a case), got the text {checks!r}; "
+            "e.g. [nbagent.evaluation.answer_contains('delivered')]"
+        )
     if callable(checks):
         checks = [checks]
     checks = list(checks)
@@ -344,6 +349,7 @@ def score_cases(cases: Iterable[Case], checks: Sequence[Any]) -> Any:
             rows["answer"].append(clip(answer, ANSWER_CHARS) if answer is not None else None)
             rows["chat_id"].append(case.chat_id)
     card = make_scorecard(rows)
+    card.attrs["nbagent_checks"] = len(checks)  # what a card with no rows was scored by
     if not checks:  # no rows, yet the cases ran: its headline says so
         card.attrs["nbagent_unscored"] = len(cases)
     return card

@@ -157,6 +157,9 @@ def headline(df: Any) -> str:
         )
     cases = df["case"].nunique() if "case" in df else len(df)
     checks = df["check"].nunique() if "check" in df else 0
+    given = df.attrs.get("nbagent_checks")
+    if not len(df) and isinstance(given, int):  # no case (or none left by a filter)
+        checks = given
     passed = int((df["passed"] == True).sum()) if "passed" in df else 0  # noqa: E712
     judged = int(df["passed"].notna().sum()) if "passed" in df else 0
     errors = int(df["error"].notna().sum()) if "error" in df else 0

@@ -356,6 +356,11 @@ def compare_scorecards(a: Any, b: Any, names: Sequence[str] = ("a", "b")) -> Any
     for df in (left, right):
         df["branch"] = df["branch"].fillna("")
     merged = left.merge(right, on=keys, how="outer", suffixes=(f"_{na}", f"_{nb}"))
+    order = {k: i for i, k in enumerate(dict.fromkeys(
+        [*zip(*(left[k] for k in keys), strict=True), *zip(*(right[k] for k in keys), strict=True)]
+    ))}  # fmt: skip
+    rank = [order[k] for k in zip(*(merged[k] for k in keys), strict=True)]
+    merged = merged.iloc[sorted(range(len(merged)), key=rank.__getitem__)].reset_index(drop=True)
     merged["branch"] = merged["branch"].replace("", pd.NA).astype("string")
     pa, pb = merged[f"passed_{na}"], merged[f"passed_{nb}"]
     merged["changed"] = (pa.fillna(False) != pb.fillna(False)) | (pa.isna() != pb.isna())

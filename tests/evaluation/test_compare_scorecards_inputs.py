@@ -82,3 +82,19 @@ def test_two_scorecards_still_compare(card: Any) -> None:
     diff = compare_scorecards(card, card, names=("old", "new"))
     assert diff.columns.tolist()[:5] == ["case", "branch", "check", "passed_old", "chat_id_old"]
     assert not diff["changed"].any()
+
+
+def test_the_rows_keep_the_scorecards_order_of_cases_and_checks() -> None:
+    """Before: the outer merge sorted the rows by check name ("answer..." before "called")."""
+    from nbagent.evaluation import answer_contains
+
+    cases = ["Hello", "Hi there"]
+    checks_a = [tool_called("x"), answer_contains("zz")]
+    a = nbagent.evaluate(cases, make_chat, checks_a, progress=False)
+    b = nbagent.evaluate(cases, make_chat, [*checks_a, answer_contains("aa")], progress=False)
+    both = compare_scorecards(a, b)
+    assert list(zip(both["case"], both["check"], strict=True)) == [
+        ("0", "called x"), ("0", "answer contains 'zz'"),
+        ("1", "called x"), ("1", "answer contains 'zz'"),
+        ("0", "answer contains 'aa'"), ("1", "answer contains 'aa'"),
+    ]  # fmt: skip

@@ -451,7 +451,7 @@ def test_no_check_says_the_cases_ran_and_how_to_score_them() -> None:
     later = score(nbagent.batch_results(card), [tool_called("order_status")])
     assert later["passed"].tolist() == [True, True] and repr(later).startswith("2 case(s) × 1")
     none_failed = later[later["passed"] == False]  # noqa: E712  (empty, and checks were given)
-    assert repr(none_failed).startswith("0 case(s) × 0 check(s)")
+    assert repr(none_failed).startswith("0 case(s) × 1 check(s)")
 
 
 def test_evaluate_async_is_the_same_evaluation_awaited() -> None:
@@ -618,3 +618,32 @@ def test_a_decide_function_that_raises_is_the_cases_error_and_nothing_runs() -> 
     # rescoring the batch reads the same errors
     again = score(nbagent.batch_results(card), [tool_called("issue_refund")])
     assert again["error"].tolist() == ["decide= raised KeyError: 'amount'"] * 2
+
+
+def test_numpy_bounds_count_and_a_text_column_matches_a_number_argument() -> None:
+    import numpy as np
+
+    assert tokens_under(np.int64(100)).name == "tokens <= 100"
+    assert steps_under(np.int64(3)).name == "steps <= 3"
+    assert cost_under(np.float32(0.5)).name == "cost <= $0.5000"
+    for bad in (True, -1, float("nan"), "3"):
+        with pytest.raises(ValueError, match="bound >= 0"):
+            steps_under(bad)  # type: ignore[arg-type]
+    cases = pd.DataFrame({"order_id": ["41", "43"], "other": ["40", "40"]})  # read as text
+    card = nbagent.evaluate(
+        cases, make_chat,
+        [tool_called("order_status", order_id=column("order_id")),
+         Check("other", tool_called("order_status", order_id=column("other")))],
+        prompt="Check the status of order {order_id}", progress=False,
+    )  # fmt: skip
+    assert card["passed"].tolist() == [True, False, True, False]
+    detail = card["detail"].tolist()[1]  # what was expected here, and what each call had
+    assert "(here order_id='40')" in detail and 'order_status[ok]({"order_id": 41})' in detail
+
+
+def test_checks_given_as_text_are_refused_and_an_empty_run_counts_its_checks() -> None:
+    with pytest.raises(TypeError, match="got the text 'answer_contains'"):
+        nbagent.evaluate(["x"], make_chat, "answer_contains", progress=False)
+    empty = nbagent.evaluate([], make_chat, [tool_called("order_status"), answer_contains("x")],
+                             progress=False)  # fmt: skip
+    assert repr(empty).startswith("0 case(s) × 2 check(s)")
