@@ -23,6 +23,7 @@ import json
 import re
 from typing import Any, get_args
 
+from ._errors import redact_keys
 from ._types import CallStatus
 
 PREVIEW_CHARS = 160
@@ -185,6 +186,99 @@ def json_visible(text: str) -> str:
     if text.isascii() or _C1.search(text) is None:
         return text
     return _C1.sub(_json_escape, text)
+
+
+# ------------------------------------------------------------------ secrets
+_REDACT_DEPTH = 200  # a container deeper than this shows as "…" (json_preview stops at 40)
+
+
+def redacted(value: Any) -> Any:
+    """``value`` as it may be shown: every string in it (keys too) with anything shaped like an
+    API key or URL credentials as ``***`` (:func:`~nbagent._errors.redact_keys`); ``value``
+    itself when nothing changed (nothing is copied). What the view shows of a model's
+    arguments: the call runs with ``value``, the screen never shows its secrets."""
+    return _redacted(value, 0)
+
+
+def _redacted(v: Any, depth: int) -> Any:
+    if isinstance(v, str):
+        return redact_keys(v)
+    if not isinstance(v, (dict, list, tuple)):
+        return v
+    if depth >= _REDACT_DEPTH:
+        return "…"
+    if isinstance(v, dict):
+        items = [(_redacted(k, depth), _redacted(x, depth + 1)) for k, x in v.items()]
+        if all(k is k0 and x is x0 for (k, x), (k0, x0) in zip(items, v.items(), strict=True)):
+            return v
+        return dict(items)
+    out = [_redacted(x, depth + 1) for x in v]
+    return v if all(x is x0 for x, x0 in zip(out, v, strict=True)) else out
+
+
+SECRET_EDITED = (
+    "A value in these arguments holds a secret the card shows as ***, and the edit changed "
+    "the text around it, so the secret cannot be put back. Keep that value as the card shows "
+    "it (it then runs with the real one), or give the arguments in code: "
+    "chat.approve(call, arguments=...)."
+)
+
+
+def unredacted(edited: Any, original: Any) -> Any:
+    """``edited`` (arguments a person edited, starting from :func:`redacted` ``original``)
+    with each value shown redacted put back as ``original`` holds it: a value left as the
+    card showed it runs with its real text, never with ``***``. Raises ``ValueError``
+    (:data:`SECRET_EDITED`) for a text that holds ``***`` but is neither a value of
+    ``original`` nor one shown redacted (the edit changed text around a secret), or a
+    redacted value that stands for two different secrets."""
+    hidden: dict[str, str | None] = {}  # shown -> the real text (None: two real texts)
+    real: set[str] = set()
+    for text in _strings(original):
+        real.add(text)
+        shown = redact_keys(text)
+        if shown != text:
+            hidden[shown] = text if hidden.get(shown, text) == text else None
+    if not hidden:
+        return edited
+
+    def back(text: str) -> str:
+        if text in hidden:
+            found = hidden[text]
+            if found is None:
+                raise ValueError(SECRET_EDITED)
+            return found
+        if "***" in text and text not in real:
+            raise ValueError(SECRET_EDITED)
+        return text
+
+    def walk(v: Any, depth: int) -> Any:
+        if isinstance(v, str):
+            return back(v)
+        if depth >= _REDACT_DEPTH:
+            return v
+        if isinstance(v, dict):
+            return {back(k) if isinstance(k, str) else k: walk(x, depth + 1) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x, depth + 1) for x in v]
+        return v
+
+    return walk(edited, 0)
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in ``value`` (keys too), to :data:`_REDACT_DEPTH`."""
+    out: list[str] = []
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, str):
+            out.append(v)
+        elif depth < _REDACT_DEPTH and isinstance(v, dict):
+            out.extend(k for k in v if isinstance(k, str))
+            stack.extend((x, depth + 1) for x in v.values())
+        elif depth < _REDACT_DEPTH and isinstance(v, (list, tuple)):
+            stack.extend((x, depth + 1) for x in v)
+    return out
 
 
 def fits(value: Any, limit: int) -> bool:

@@ -37,6 +37,7 @@ from .._html import (
     json_preview,
     preview,
     printable,
+    redacted,
     short_json,
 )
 from .._record import InputRecord
@@ -309,9 +310,11 @@ def reason_words(e: CallEntry) -> str:
 
 # --------------------------------------------------------------------------- arguments
 def current_arguments(e: CallEntry) -> dict[str, Any]:
-    """The arguments the call runs (or ran) with: the edit's once it was edited, else the
-    model's (which an edited card keeps behind a fold, see :func:`_original`)."""
-    return e.r.edited_arguments if e.r.edited_arguments is not None else e.r.arguments
+    """The arguments the call runs (or ran) with, as shown (secrets as ``***``): the edit's
+    once it was edited, else the model's (which an edited card keeps behind a fold, see
+    :func:`_original`)."""
+    edited = e.shown_edited
+    return edited if edited is not None else e.shown_arguments
 
 
 def inline_arguments(e: CallEntry) -> str | None:
@@ -328,7 +331,7 @@ def _arguments(e: CallEntry) -> str:
     if e.raw_arguments is not None and not e.r.arguments:
         return (
             '<div class="nba-note">arguments (not valid JSON):</div>'
-            f'<pre class="nba-block">{esc(clip(e.raw_arguments))}</pre>'
+            f'<pre class="nba-block">{esc(clip(e.shown_raw_arguments or ""))}</pre>'
         )
     arguments = current_arguments(e)
     n = len(arguments)
@@ -421,11 +424,12 @@ def _edited_tag(e: CallEntry) -> str:
 def _original(e: CallEntry) -> str:
     """An edited call's card shows the edit as its arguments; the model's original, as a
     diff against the edit, is one click away (folded), never shown as if current."""
-    if e.r.edited_arguments is None:
+    edited = e.shown_edited
+    if edited is None:
         return ""
     return (
         '<details class="nba-fold nba-original"><summary>the model\'s original arguments'
-        f"</summary>{_diff(e.r.arguments, e.r.edited_arguments)}</details>"
+        f"</summary>{_diff(e.shown_arguments, edited)}</details>"
     )
 
 
@@ -675,7 +679,7 @@ def _external(p: PendingInput) -> str:
     arguments = p.content.get("arguments")
     if not isinstance(arguments, dict) or not arguments:
         return ""
-    shown = json.dumps(arguments, ensure_ascii=False, indent=1, default=str)
+    shown = json.dumps(redacted(arguments), ensure_ascii=False, indent=1, default=str)
     return f'<pre class="nba-block">{esc(clip(shown, 2000))}</pre>'
 
 

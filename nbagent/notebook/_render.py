@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable, Sequence
 from datetime import UTC
 
+from .._errors import redact_keys
 from .._html import (
     clip,
     esc,
@@ -216,7 +217,7 @@ def entry_html(e: Entry, *, live: bool = False) -> str:
     if isinstance(e, TextEntry):
         head = thinking_html(e) + commentary_html(e)
         if e.streaming:  # plain while it streams; Markdown once the step settles
-            body = esc(e.text)
+            body = esc(redact_keys(e.text))
             if not body:
                 return head
             return head + f'<div class="nba-entry nba-text nba-plain nba-streaming">{body}</div>'
@@ -249,11 +250,24 @@ def entry_html(e: Entry, *, live: bool = False) -> str:
 CLAIMS_TITLE = "This answer claims what did not happen"
 
 
+def _sources(e: TextEntry) -> list[tuple[str, str]]:
+    """The answer's sources as shown: a URL's credentials (and any key in a title) as ``***``."""
+    return [(redact_keys(title), redact_keys(url)) for title, url in e.sources]
+
+
+def _parsed(
+    parsed: tuple[str, tuple[tuple[str, str], ...]],
+) -> tuple[str, list[tuple[str, str]]]:
+    """A structured answer's rows as shown: secrets in keys and values as ``***``."""
+    name, rows = parsed
+    return redact_keys(name), [(redact_keys(k), redact_keys(v)) for k, v in rows]
+
+
 def claims_html(e: TextEntry) -> str:
     """The notice under a final answer that claims actions its calls did not do."""
     if not e.claims:
         return ""
-    lines = "".join(f"<li>{esc(c)}</li>" for c in e.claims)
+    lines = "".join(f"<li>{esc(redact_keys(c))}</li>" for c in e.claims)
     return (
         f'<div class="nba-entry nba-claims nba-err">\u26a0 {CLAIMS_TITLE}:'
         f'<ul style="margin:2px 0">{lines}</ul></div>'
@@ -267,7 +281,7 @@ def thinking_html(e: TextEntry) -> str:
     state = " open" if e.streaming else ""
     return (
         f'<details class="nba-entry nba-thinking"{state}><summary>Thinking</summary>'
-        f'<div class="nba-plain">{esc(e.thinking)}</div></details>'
+        f'<div class="nba-plain">{esc(redact_keys(e.thinking))}</div></details>'
     )
 
 
@@ -277,7 +291,7 @@ def commentary_html(e: TextEntry) -> str:
         return ""
     return (
         '<div class="nba-entry nba-commentary nba-plain"><span class="nba-who">Commentary</span>'
-        f"{esc(e.commentary)}</div>"
+        f"{esc(redact_keys(e.commentary))}</div>"
     )
 
 
@@ -294,7 +308,7 @@ def sources_html(e: TextEntry) -> str:
         f'<li><a href="{esc(url)}" target="_blank" rel="noopener noreferrer">{esc(title)}</a></li>'
         if _web(url)
         else f"<li>{esc(title)}</li>"
-        for title, url in e.sources
+        for title, url in _sources(e)
     )
     return f'<div class="nba-entry nba-sources">Sources<ol>{items}</ol></div>'
 
@@ -303,13 +317,27 @@ def text_markdown_html(e: TextEntry) -> str:
     """The assistant's text as rendered Markdown (kept on the entry for its text)."""
     cached = e._html
     if cached is None or cached[0] is not e.text:
-        cached = e._html = (e.text, markdown_html(e.text))
+        cached = e._html = (e.text, _answer_html(e.text))
     return cached[1]
+
+
+_MARK = chr(0xE000)  # a private-use character: Markdown reads it as a letter
+_REDACTION = re.compile(r"(sk-(?:ant-)?|[Bb]earer\s+|\w+://)\*\*\*")
+
+
+def _answer_html(text: str) -> str:
+    """The answer's Markdown as HTML, secrets as ``***`` (not read as emphasis: two of them
+    in a line would make the text between them bold)."""
+    shown = redact_keys(text)
+    if shown == text or _MARK in shown:
+        return markdown_html(shown)
+    marked = _REDACTION.sub(lambda m: m[1] + _MARK, shown)
+    return markdown_html(marked).replace(_MARK, "***")
 
 
 def parsed_html(parsed: tuple[str, tuple[tuple[str, str], ...]], raw: str) -> str:
     """A structured answer: a key / value table, and the JSON the model wrote, folded."""
-    name, rows = parsed
+    name, rows = _parsed(parsed)
     body = "".join(
         f'<tr><th class="nba-key">{esc(k)}</th><td class="nba-val">{esc(preview(v, 300))}</td></tr>'
         for k, v in rows
@@ -317,12 +345,13 @@ def parsed_html(parsed: tuple[str, tuple[tuple[str, str], ...]], raw: str) -> st
     caption = f"<caption>{esc(name)}</caption>" if name else ""
     return (
         f'<table class="nba-parsed">{caption}<tbody>{body}</tbody></table>'
-        f'<details><summary>JSON</summary><pre class="nba-json">{esc(clip(raw))}</pre></details>'
+        f'<details><summary>JSON</summary><pre class="nba-json">{esc(clip(redact_keys(raw)))}</pre>'
+        "</details>"
     )
 
 
 def _parsed_markdown(parsed: tuple[str, tuple[tuple[str, str], ...]]) -> str:
-    name, rows = parsed
+    name, rows = _parsed(parsed)
     lines = ["| field | value |", "|---|---|"]
     lines += [f"| {code_span(k)} | {md_inline(preview(v, 300))} |" for k, v in rows]
     return (f"*{md_inline(name)}*\n\n" if name else "") + "\n".join(lines)
@@ -360,8 +389,9 @@ def status_html(totals: Totals, phase: str | None = None) -> str:
 
 def _arguments_text(e: CallEntry) -> str:
     """The arguments the call runs with as (pretty, bounded) JSON: an edit's, once edited."""
-    if e.r.edited_arguments is not None:
-        return json_preview(e.r.edited_arguments)[0]
+    edited = e.shown_edited
+    if edited is not None:
+        return json_preview(edited)[0]
     return e.arguments_text
 
 
@@ -457,21 +487,23 @@ def entry_markdown(e: Entry) -> str:
         if e.parsed is not None:
             said = "**Assistant:**\n\n" + _parsed_markdown(e.parsed)
         else:
-            said = f"**Assistant:** {md_text(e.text)}" if e.text else ""
+            said = f"**Assistant:** {md_text(redact_keys(e.text))}" if e.text else ""
         if e.sources and said:
             said += "\n\n*Sources:* " + "; ".join(
-                md_inline(f"{title} ({url})" if url else title) for title, url in e.sources
+                md_inline(f"{title} ({url})" if url else title) for title, url in _sources(e)
             )
         said += "".join(
-            f"\n\n> \u26a0 **{CLAIMS_TITLE}:** {md_inline(c)}" for c in e.claims if said
+            f"\n\n> \u26a0 **{CLAIMS_TITLE}:** {md_inline(redact_keys(c))}"
+            for c in e.claims
+            if said
         )
         if e.commentary:
-            said = f"> *Commentary:* {md_inline(preview(e.commentary, 600))}" + (
+            said = f"> *Commentary:* {md_inline(preview(redact_keys(e.commentary), 600))}" + (
                 f"\n\n{said}" if said else ""
             )
         if not e.thinking:
             return said
-        thought = f"> *Thinking:* {md_inline(preview(e.thinking, 600))}"
+        thought = f"> *Thinking:* {md_inline(preview(redact_keys(e.thinking), 600))}"
         return thought + (f"\n\n{said}" if said else "")
     if isinstance(e, StepEntry):
         return (
@@ -524,20 +556,24 @@ def _entry_text(e: Entry) -> str:
         return f"You: {e.text}{_labels(e.images)}"
     if isinstance(e, TextEntry):
         if e.parsed is not None:
-            name, rows = e.parsed
+            name, rows = _parsed(e.parsed)
             width = max((len(k) for k, _ in rows), default=0)
             lines = [f"  {k.ljust(width)}  {preview(v, 300)}" for k, v in rows]
             said = f"Assistant: {name or 'answer'}\n" + "\n".join(lines)
         else:
-            said = f"Assistant: {e.text}" if e.text else ""
+            said = f"Assistant: {redact_keys(e.text)}" if e.text else ""
         if e.sources and said:
-            said += "".join(f"\n  source: {t}" + (f" <{u}>" if u else "") for t, u in e.sources)
-        said += "".join(f"\n\u26a0 {CLAIMS_TITLE}: {c}" for c in e.claims if said)
+            said += "".join(f"\n  source: {t}" + (f" <{u}>" if u else "") for t, u in _sources(e))
+        said += "".join(f"\n\u26a0 {CLAIMS_TITLE}: {redact_keys(c)}" for c in e.claims if said)
         if e.commentary:
-            said = f"(commentary: {preview(e.commentary, 300)})" + (f"\n{said}" if said else "")
+            said = f"(commentary: {preview(redact_keys(e.commentary), 300)})" + (
+                f"\n{said}" if said else ""
+            )
         if not e.thinking:
             return said
-        return f"(thinking: {preview(e.thinking, 300)})" + (f"\n{said}" if said else "")
+        return f"(thinking: {preview(redact_keys(e.thinking), 300)})" + (
+            f"\n{said}" if said else ""
+        )
     if isinstance(e, StepEntry):
         line = f"[{step_words(e)}]"
         if e.status == "failed":

@@ -25,7 +25,8 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._html import json_preview, printable
+from .._errors import redact_keys
+from .._html import json_preview, printable, redacted
 from ._state import deciding_by_hand
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ def review(
         say(f"\n{stop.why}: stopped asking." if stop.why else "\nStopped asking.")
     reply = chat.last_assistant_message
     if reply is not None and getattr(reply, "content", None):
-        say(f"\nAssistant: {reply.content}")
+        say(f"\nAssistant: {redact_keys(str(reply.content))}")
     _still_pending(chat, say)
     return reply
 
@@ -122,7 +123,7 @@ def _ask_about(
     reason = call.approval.reason if call.approval else ""
     label = f"{call.server} · {call.name}" if call.server else call.name
     say(f"\n{label} ({call.id}) needs approval" + (f": {reason}" if reason else ""))
-    say(json_preview(call.arguments)[0])
+    say(json_preview(redacted(call.arguments))[0])  # secrets as *** (an edit is typed anew)
     while True:
         if not call.pending_approval:  # decided meanwhile (elsewhere, or an always-allow)
             return "decided"

@@ -33,7 +33,7 @@ from .._events import (
     TextDelta,
     ToolCallDelta,
 )
-from .._html import clip, json_preview, json_visible
+from .._html import ARGUMENTS_CHARS, clip, json_preview, json_visible, redacted
 from .._media import IMAGE_TYPES, sniff, sniff_audio
 from .._record import (
     CallRecord,
@@ -317,6 +317,9 @@ class CallEntry(Entry):
     _result: ToolResultMessage | None = field(default=None, init=False, repr=False)
     # What the view shows of the arguments (they do not change), computed once.
     _shown: tuple[str, bool] | None = field(default=None, init=False, repr=False)
+    # The arguments (and an edit's) as shown: secrets redacted, each kept with what it shows.
+    _redacted: tuple[Any, Any] | None = field(default=None, init=False, repr=False)
+    _redacted_edit: tuple[Any, Any] | None = field(default=None, init=False, repr=False)
 
     @property
     def pending(self) -> bool:
@@ -346,6 +349,34 @@ class CallEntry(Entry):
         return self.r.call.raw_arguments if self.r.call is not None else None
 
     @property
+    def shown_arguments(self) -> dict[str, Any]:
+        """The model's arguments as the view shows them: every string in them (keys too)
+        with anything shaped like an API key or URL credentials as ``***``. The call runs
+        with ``r.arguments``; a person edits from these (see ``_html.unredacted``)."""
+        arguments = self.r.arguments
+        if self._redacted is None or self._redacted[0] is not arguments:
+            self._redacted = (arguments, redacted(arguments))
+        shown: dict[str, Any] = self._redacted[1]
+        return shown
+
+    @property
+    def shown_edited(self) -> dict[str, Any] | None:
+        """An edit's arguments as the view shows them (redacted), or ``None``: not edited."""
+        edited = self.r.edited_arguments
+        if edited is None:
+            return None
+        if self._redacted_edit is None or self._redacted_edit[0] is not edited:
+            self._redacted_edit = (edited, redacted(edited))
+        shown: dict[str, Any] = self._redacted_edit[1]
+        return shown
+
+    @property
+    def shown_raw_arguments(self) -> str | None:
+        """Arguments that were not valid JSON, as shown (secrets redacted), or ``None``."""
+        raw = self.raw_arguments
+        return None if raw is None else redact_keys(raw[: 2 * ARGUMENTS_CHARS])
+
+    @property
     def arguments_text(self) -> str:
         """The arguments as pretty JSON, or a bounded preview of them (see :func:`json_preview`)."""
         return self._arguments_shown()[0]
@@ -357,11 +388,13 @@ class CallEntry(Entry):
 
     def _arguments_shown(self) -> tuple[str, bool]:
         if self._shown is None:
-            raw, arguments = self.raw_arguments, self.r.arguments
-            if raw is not None and not arguments:
-                self._shown = (json_visible(clip(raw)), len(clip(raw)) == len(raw))
+            raw, shown_raw = self.raw_arguments, self.shown_raw_arguments
+            if raw is not None and shown_raw is not None and not self.r.arguments:
+                # the whole text (so editable) only when nothing in it was hidden
+                whole = len(clip(raw)) == len(raw) and shown_raw == raw
+                self._shown = (json_visible(clip(shown_raw)), whole)
             else:
-                self._shown = json_preview(arguments)
+                self._shown = json_preview(self.shown_arguments)
         return self._shown
 
 

@@ -46,6 +46,7 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 from .._aio import spawn
 from .._display import LiveOutput, close_models, mark_dirty
 from .._errors import DecisionError, InputError
+from .._html import unredacted
 from .._types import PendingInput, short_id
 from ._cards import by_always_allow, input_html, reason_words, settled_input_words
 from ._continuation import continuation_for
@@ -948,7 +949,7 @@ class ChatView:
                 with self.state.deciding_by_hand(call_id):
                     chat.deny(call_id, reason=reason)
             elif kind == "edit":
-                edited = _parse_arguments(action.get("arguments"))
+                edited = self._edited(call_id, _parse_arguments(action.get("arguments")))
                 with self.state.deciding_by_hand(call_id):
                     chat.approve(call_id, arguments=edited)
             elif kind == "always":
@@ -970,6 +971,19 @@ class ChatView:
         if isinstance(entry, CallEntry):
             self._sync_card(card, entry)
         self.continuation.request()
+
+    def _edited(self, call_id: str, edited: dict[str, Any]) -> dict[str, Any]:
+        """The arguments an edit runs with: the editor started from the arguments as shown
+        (secrets as ``***``), so each value left as shown gets its real text back (never
+        ``***``); an edit around a secret is refused (:data:`~nbagent._html.SECRET_EDITED`)."""
+        entry = self.state.by_key.get(f"c:{call_id}")
+        if not isinstance(entry, CallEntry):
+            return edited
+        try:
+            restored: dict[str, Any] = unredacted(edited, entry.r.arguments)
+        except ValueError as exc:
+            raise CardError(str(exc)) from None
+        return restored
 
     def _revoke(self, card: ActionCard) -> None:
         """Take back "Always allow" for the card's tool (decisions it made stand)."""

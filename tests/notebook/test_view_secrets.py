@@ -5,10 +5,17 @@ lines never did."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import ipywidgets
 from _views import widgets_in
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nbagent import Chat, Tool, tool
+from nbagent._errors import redact_keys
+from nbagent._html import redacted, unredacted
 from nbagent.notebook import ChatView
 from nbagent.notebook import _continuation as cont
 from nbagent.notebook._fallback import bundle_for, chat_mimebundle
@@ -104,3 +111,126 @@ def test_a_failed_continuation_is_shown_without_key_or_password() -> None:
     assert "https://***@api.example" in data["text/plain"] and "sk-***" in data["text/plain"]
     assert "Traceback" in data["text/html"]  # the details are there, redacted
     assert_no_secret(everything(view, chat))
+
+
+# ------------------------------------------------- the model's arguments and answer
+STORED: list[dict[str, Any]] = []
+
+
+class SetCredential(Tool):
+    """Store a credential for a service."""
+
+    requires_approval = True
+
+    def execute(self, service: str, token: str, note: str = "") -> str:
+        STORED.append({"service": service, "token": token, "note": note})
+        return f"stored {token} for {service}"
+
+
+ARGUMENTS = {"service": "billing", "token": KEY, "note": f"db at {DSN}"}
+
+
+def credential_chat() -> tuple[Chat, ChatView]:
+    STORED.clear()
+    chat = Chat(
+        provider=ScriptedProvider(
+            [
+                call_tools(("set_credential", ARGUMENTS, "s1")),
+                reply(f"Saved your key {KEY}; the database is {DSN}."),
+            ]
+        ),
+        display=False,
+    ).with_tools(SetCredential)
+    view = ChatView(chat)
+    chat.ask("save my key")
+    return chat, view
+
+
+def test_arguments_and_the_answer_show_no_secret_and_approve_runs_the_real_ones() -> None:
+    chat, view = credential_chat()
+    card = card_for(view, "s1")
+    assert "sk-***" in card.value and "postgresql://***@db.example" in card.value
+    assert json.loads(card.arguments)["token"] == "sk-***"  # the editor starts from this
+    assert card.editable
+    assert_no_secret(everything(view, chat))
+    card.click("approve")
+    assert cont.continuation_for(chat).wait(10)
+    assert STORED == [ARGUMENTS]  # what ran: the model's arguments, whole
+    assert "Saved your key sk-***" in view_html(view)
+    assert "<strong>" not in view_html(view)  # two *** in a line are not read as emphasis
+    assert_no_secret(everything(view, chat))
+
+
+def test_an_edit_left_around_a_secret_runs_its_real_text() -> None:
+    chat, view = credential_chat()
+    card = card_for(view, "s1")
+    card.click("edit", arguments=card.arguments)  # approved as the editor showed it
+    assert cont.continuation_for(chat).wait(10)
+    assert STORED == [ARGUMENTS]
+    chat, view = credential_chat()
+    card = card_for(view, "s1")
+    edited = {**json.loads(card.arguments), "service": "payments"}  # another value changed
+    card.click("edit", arguments=edited)
+    assert cont.continuation_for(chat).wait(10)
+    assert STORED == [{**ARGUMENTS, "service": "payments"}]
+    assert chat.record.get("s1").edited_arguments == {**ARGUMENTS, "service": "payments"}
+    assert_no_secret(everything(view, chat))  # the edit's diff and its arguments too
+
+
+def test_an_edit_of_the_text_around_a_secret_is_refused_and_nothing_runs() -> None:
+    chat, view = credential_chat()
+    card = card_for(view, "s1")
+    edited = {**json.loads(card.arguments), "token": "sk-*** (rotated)"}
+    card.click("edit", arguments=edited)
+    assert card.state == "pending" and "holds a secret the card shows as ***" in card.error
+    assert STORED == [] and [c.id for c in chat.pending_approvals] == ["s1"]
+    card.click("edit", arguments={**edited, "token": "sk-new-0123456789abcdefXYZ"})  # replaced
+    assert cont.continuation_for(chat).wait(10)
+    assert STORED == [{**ARGUMENTS, "token": "sk-new-0123456789abcdefXYZ"}]
+
+
+def test_review_prints_no_secret() -> None:
+    chat, _view = credential_chat()
+    printed: list[str] = []
+    feed = iter(["a"])
+    chat.review(input=lambda _p: next(feed), print=lambda *a: printed.append(" ".join(a)))
+    assert STORED == [ARGUMENTS]
+    assert "sk-***" in "\n".join(printed)
+    assert_no_secret(printed)
+
+
+secretish = st.sampled_from([KEY, DSN, "Bearer abcdefgh12345678", "sk-ant-api03-xyz1234567890"])
+words = (
+    st.text(max_size=12)
+    | secretish
+    | st.builds(lambda a, b: f"{a} {b} tail", st.text(max_size=5), secretish)
+)
+values = st.recursive(
+    st.none() | st.booleans() | st.integers() | words,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(words, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(st.dictionaries(words, values, max_size=5))
+def test_what_the_editor_shows_edits_back_to_exactly_the_real_arguments(
+    arguments: dict[str, Any],
+) -> None:
+    shown = redacted(arguments)
+    assert_no_secret([json.dumps(shown)])
+    try:
+        back = unredacted(json.loads(json.dumps(shown)), arguments)
+    except ValueError:  # two secrets shown alike: refused, never guessed
+        assert len({redact_keys(s) for s in _texts(arguments)}) < len(set(_texts(arguments)))
+        return
+    assert back == arguments
+
+
+def _texts(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [t for k, v in value.items() for t in (k, *_texts(v))]
+    if isinstance(value, list):
+        return [t for v in value for t in _texts(v)]
+    return []
