@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import DecisionError
 from .._types import Decision, ToolCall
+from .._unicode import clean
 
 if TYPE_CHECKING:
     from .._base_chat import BaseChat
@@ -136,6 +137,7 @@ class _Source:
         before = self.decision(row)
         if before is not None:  # decided since the row was read: record nothing
             return decided_elsewhere(row, before)
+        started = datetime.now(UTC)
         try:
             decision = self._record(row, verdict, reason, by)
         except DecisionError as exc:
@@ -143,16 +145,42 @@ class _Source:
             if now is not None:
                 return decided_elsewhere(row, now)
             return Outcome(row.chat_id, row.call_id, row.tool, "error", detail=str(exc))
+        finished = datetime.now(UTC)
         if decision is None:  # cannot happen after a successful decide; be honest anyway
             return Outcome(
                 row.chat_id, row.call_id, row.tool, "error", detail="no decision recorded"
             )
-        # Ours if it is the decision just asked for (this decider, this verdict): the call
-        # had none just before, and a chat or a store returns an existing decision unchanged
-        # when it already has the same verdict, so someone else's shows by its decider.
-        # Clocks are not compared (a database server's clock may differ from this machine's).
-        ours = decision.by == by and decision.verdict == verdict
+        ours = _written_here(decision, verdict, reason, by, started, finished)
         return decided_elsewhere(row, decision, ours=ours)
+
+
+def _written_here(
+    decision: Decision,
+    verdict: Verdict,
+    reason: str | None,
+    by: str,
+    started: datetime,
+    finished: datetime,
+) -> bool:
+    """Whether ``decision`` is the one this inbox just recorded, not one that was there.
+
+    A chat or a store answers a decision with the same verdict as the one it already
+    has by returning that one, unchanged (no error), so two inboxes deciding alike
+    (both ``by="inbox"``) would each read the decision as theirs. Ours has our decider,
+    verdict and reason, and a time stamped by this process (``chat.approve`` and
+    nbagent's stores stamp it where the call is made, not on a database server) while
+    the call was being made: a decision that differs, or was stamped before the call
+    began or after it returned, is someone else's. One that another process wrote
+    with the same decider, verdict and reason while this call waited for the store's
+    lock is not told apart from ours: only the store can say whether it wrote (see
+    docs/decide-from-another-process.md).
+    """
+    return (
+        decision.by == by
+        and decision.verdict == verdict
+        and clean(decision.reason or "") == clean(reason or "")
+        and started <= decision.at <= finished
+    )
 
 
 class LiveSource(_Source):
