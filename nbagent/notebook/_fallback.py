@@ -11,14 +11,14 @@ decide a call still waiting), and what a kernel without ipywidgets shows
 from __future__ import annotations
 
 import dataclasses
-import html
 import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._display import LiveOutput, mark_dirty
+from .._html import esc, md_inline, printable
 from .._types import short_id
-from ._render import conversation_html, conversation_markdown, conversation_text, printable
+from ._render import conversation_html, conversation_markdown, conversation_text, fence_block
 from ._state import BudgetEntry, CallEntry, ChatState, Entry, state_for
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def bundle_for(
         markdown = conversation_markdown(entries, totals, short=short)
         if title:
             text = f"{printable(title)}\n{text}"
-            markdown = f"*{html.escape(title)}*\n\n{markdown}"
+            markdown = f"*{md_inline(title)}*\n\n{markdown}"
         return {
             "text/html": conversation_html(entries, totals, title=title),
             "text/markdown": markdown,
@@ -71,7 +71,9 @@ def bundle_for(
 def orphan_words(chat: Chat, pending: Sequence[Entry]) -> tuple[str, list[str], str]:
     """What to tell someone who reopens the notebook with a new kernel.
 
-    Returns a sentence, the code that decides the call, and a last sentence.
+    Returns a sentence, the code that decides the call, and a last sentence, as plain text
+    (control and invisible characters as escapes); every name and id in the code is a
+    Python string literal (:func:`_literal`), whatever the provider's id holds.
     """
     calls = [e for e in pending if isinstance(e, CallEntry)]
     # Tool names keep their spelling (never capitalized); the verb agrees with the count.
@@ -96,14 +98,22 @@ def orphan_words(chat: Chat, pending: Sequence[Entry]) -> tuple[str, list[str], 
             'again to ask anew. With Chat(store="chats.db"), pending decisions outlive the '
             "kernel and Chat.load(...) then chat.approve(...) decide them.",
         )
-    q = json.dumps  # double-quoted Python strings, like the rest
+    q, call = _literal, _literal(first)
     code = [
         f"chat = Chat.load({q(chat.id)}, store={q(location)}, tools=[...])",
-        f'chat.approve("{first}")  # or chat.deny("{first}", reason="...")',
+        f'chat.approve({call})  # or chat.deny({call}, reason="...")',
         "chat.complete()",
     ]
-    tail = f'Or from any process: open_store({q(location)}).approve("{first}").'
-    return lead, code, tail
+    tail = f"Or from any process: open_store({q(location)}).approve({call})."
+    return printable(lead), code, tail
+
+
+def _literal(text: str) -> str:
+    """``text`` as a double-quoted Python string literal that reads as what it holds: JSON's
+    escapes (a quote, a backslash, a newline) and :func:`printable`'s (``\\x1b``, ``\\u202e``)
+    are Python's too, so the code runs with exactly ``text``, and shows no control or
+    invisible character."""
+    return printable(json.dumps(text, ensure_ascii=False))
 
 
 def _store_location(chat: Chat) -> str | None:
@@ -132,14 +142,14 @@ def twin_bundle(
         ]
     lead, code, tail = orphan_words(chat, pending)
     block = "\n".join(code)
-    notice = f"<div><b>{html.escape(lead)}</b></div>"
+    notice = f"<div><b>{esc(lead)}</b></div>"
     if code:
-        notice += f'<div>To decide it now:</div><pre class="nba-json">{html.escape(block)}</pre>'
-    notice += f"<div>{html.escape(tail)}</div>"
+        notice += f'<div>To decide it now:</div><pre class="nba-json">{esc(block)}</pre>'
+    notice += f"<div>{esc(tail)}</div>"
     data["text/html"] += f'<div class="nba-chat nba-orphan">{notice}</div>'
     data["text/plain"] += "\n".join(["", lead, *(f"    {line}" for line in code), tail])
-    fence = f"\n\n```python\n{block}\n```" if code else ""
-    data["text/markdown"] += f"\n\n> **{html.escape(lead)}**{fence}\n\n{html.escape(tail)}"
+    fence = f"\n\n{fence_block(block, 'python')}" if code else ""
+    data["text/markdown"] += f"\n\n> **{md_inline(lead)}**{fence}\n\n{md_inline(tail)}"
     return data
 
 

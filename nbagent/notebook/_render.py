@@ -472,7 +472,7 @@ def code_span(text: str) -> str:
     return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
-def _fence(text: str, lang: str = "") -> str:
+def fence_block(text: str, lang: str = "") -> str:
     """A fenced code block longer than any run of backticks in ``text``: nothing closes it."""
     text = printable(text)
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
@@ -522,10 +522,10 @@ def entry_markdown(e: Entry) -> str:
         head += f" · {words}"
         if e.r.duration_ms is not None:
             head += f" · {md_inline(fmt_ms(e.r.duration_ms))}"
-        lines = [head] if inline else [head, _fence(_arguments_text(e), "json")]
+        lines = [head] if inline else [head, fence_block(_arguments_text(e), "json")]
         lines += [f"> {note}" for note in call_notes(e, md_inline, code_span, 600)]
         if e.result is not None and e.r.status != "denied" and not e.r.hosted:
-            lines.append("result:\n" + _fence(clip(e.result, 2000)))
+            lines.append("result:\n" + fence_block(clip(e.result, 2000)))
         return "\n\n".join(lines)
     if isinstance(e, BudgetEntry):
         name = BUDGET_WORDS.get(e.budget, "step")
