@@ -552,8 +552,9 @@ CSS = """
 .nba-done > summary.nba-peeking > .nba-sum { flex: 1 1 0; }
 .nba-done > summary > .nba-peek { flex: 1 0 100%; white-space: normal; padding-left: 14px;
   cursor: pointer; }
-.nba-chat details.nba-done[open] > summary > .nba-peek { display: none; }
+.nba-chat details.nba-done[open] > summary > .nba-peek:not(.nba-peek-media) { display: none; }
 .nba-peek .nba-thumb { max-height: 64px; }
+.nba-chat details.nba-done[open] > summary > .nba-peek-media .nba-thumb { max-height: 160px; }
 .nba-peek .nba-rich { max-height: 8em; overflow: hidden; }
 .nba-body { padding: 2px 0 2px 14px; }
 .nba-chip { font-size: var(--jp-ui-font-size0, 11px); padding: 0 6px; border-radius: 8px;

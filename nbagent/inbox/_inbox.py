@@ -70,6 +70,9 @@ POLL_SECONDS = 1.5
 KEEP_DECIDED = 200
 """Decided rows the widget keeps showing (most recent first)."""
 
+ALL = "all"
+"""What ``approve``/``deny``/``preview`` take for every call the current filter covers."""
+
 BY = "inbox"
 """Who decisions made in the inbox are recorded as (``decided_by``), unless ``by=`` says."""
 
@@ -373,8 +376,9 @@ class Inbox:
     def preview(self, what: Any = None) -> pd.DataFrame:
         """The pending calls :meth:`approve` / :meth:`deny` of ``what`` would decide.
 
-        ``what`` as for :meth:`approve`; ``None``: every call the current filter covers
-        (what the widget's "approve all matching" covers).
+        ``what`` as for :meth:`approve`; ``None`` or ``"all"``: every call the current
+        filter covers (what the widget's "approve all matching" covers). Unlike
+        :meth:`approve`, ``preview`` takes ``None`` and an empty dict (it decides nothing).
         """
         return _frame(self._resolve(what))
 
@@ -385,8 +389,10 @@ class Inbox:
         Args:
             what: Rows of :attr:`pending` (a DataFrame or one row), call ids or
                 ``"chat_id/call_id"`` keys (one or a list), ``ToolCall`` /
-                ``StoredCall`` objects, or a filter (``{"tool": ..., "where": {...}}``
-                or a :class:`Filter`): every pending call it matches, now.
+                ``StoredCall`` objects (each in its own chat), a filter
+                (``{"tool": ..., "where": {...}}`` or a :class:`Filter`): every pending
+                call it matches, now; ``"all"``: every call the current filter covers
+                (what :meth:`preview` lists); ``Filter()``: every pending call.
             reason: Kept with each decision.
 
         Returns:
@@ -395,14 +401,17 @@ class Inbox:
             stands) or ``error`` (``detail``).
 
         Raises:
+            TypeError: ``what`` is ``None`` (it names no call; nothing is decided).
             ValueError: ``what`` names a call this inbox never listed, or a call id
-                found in several chats; nothing is decided then.
+                found in several chats, or is a dict filter asking for nothing
+                (``{}``, ``{"text": ""}``: say ``"all"`` or ``Filter()``); nothing is
+                decided then.
         """
-        return _outcomes(self.decide_rows(self._resolve(what), "approved", reason))
+        return _outcomes(self.decide_rows(self._resolve(what, deciding=True), "approved", reason))
 
     def deny(self, what: Any, *, reason: str | None = None) -> pd.DataFrame:
         """Deny calls: they never run; the model is told why (``reason``, as ``chat.deny``)."""
-        return _outcomes(self.decide_rows(self._resolve(what), "denied", reason))
+        return _outcomes(self.decide_rows(self._resolve(what, deciding=True), "denied", reason))
 
     # the widget's side of the same operations
     def set_controls(self, tool: str, server: str, text: str) -> None:
@@ -422,12 +431,33 @@ class Inbox:
         with self._lock:
             return {**{k: r for k, (r, _) in self._decided.items()}, **self._rows}
 
-    def _resolve(self, what: Any) -> list[Row]:
-        """The rows ``what`` names; every key checked before anything is decided."""
+    def _resolve(self, what: Any, *, deciding: bool = False) -> list[Row]:
+        """The rows ``what`` names; every key checked before anything is decided.
+
+        ``deciding`` (approve, deny): ``None``, an empty dict or a dict filter that asks
+        for nothing is refused: a lookup that found nothing (``None``) or a filter built
+        from empty input would otherwise decide every pending call. Everything is asked
+        for by name: ``"all"`` (what the current filter covers) or ``Filter()``.
+        """
+        if isinstance(what, str) and what == ALL:
+            return self.matching_rows()
         if what is None:
+            if deciding:
+                raise TypeError(
+                    "approve/deny got None, which names no call (a lookup that found "
+                    "nothing?); nothing was decided. Pass rows of inbox.pending, call ids, "
+                    "a filter, or 'all' for every call the current filter covers"
+                )
             return self.matching_rows()
         if isinstance(what, (Filter, Mapping)):
-            return self.matching_rows(as_filter(what))
+            spec = as_filter(what)
+            if deciding and isinstance(what, Mapping) and spec.empty:
+                raise ValueError(
+                    f"approve/deny got the filter {dict(what)!r}, which asks for nothing and "
+                    "so matches every pending call; nothing was decided. Say so explicitly: "
+                    "Filter() for every pending call, or 'all' for what the current filter covers"
+                )
+            return self.matching_rows(spec)
         rows = self._rows_now(refresh=True)
         known = self._known()
         by_call: dict[str, list[Row]] = {}
@@ -716,8 +746,8 @@ def _references(what: Any) -> list[str | tuple[str, str]]:
         return [what]
     if isinstance(what, StoredCall):
         return [(what.chat_id, what.id)]
-    if isinstance(what, ToolCall):
-        return [what.id]
+    if isinstance(what, ToolCall):  # its chat's, when it came from one: forks share call ids
+        return [(what.chat_id, what.id)] if what.chat_id else [what.id]
     if isinstance(what, Row):
         return [(what.chat_id, what.call_id)]
     if isinstance(what, tuple) and len(what) == 2 and all(isinstance(x, str) for x in what):

@@ -141,7 +141,9 @@ def _finished(e: CallEntry, decision: str) -> str:
             body.append(f'<div class="nba-rich">{e.result_html}</div>')
         else:
             body.append(f'<pre class="nba-result">{esc(clip(e.result))}</pre>')
-        body.append(thumbs_html(e.result_images))
+        # the images are on the line already (each once in the notebook): the sounds' players
+        shown = tuple(t for t in e.result_images if t.audio) if peek else e.result_images
+        body.append(thumbs_html(shown))
     peeking = " nba-peeking" if peek else ""
     return (
         f'<details class="nba-entry nba-card nba-call nba-done nba-st-{esc(e.r.status)}" '
@@ -270,16 +272,18 @@ def _outcome(e: CallEntry, decision: str) -> str:
 
 def _peek(e: CallEntry) -> str:
     """What a finished call's folded line shows of a result that is more than text: its
-    images as small thumbnails and a table's first rows (hidden once the line is opened,
-    where the whole result shows)."""
+    images as thumbnails (small while the line is folded, larger once open: they are the
+    result's images, not repeated in the body, so a saved notebook holds each once) and a
+    table's first rows (hidden once the line is opened, where the whole table shows)."""
     if e.r.status != "ok" or e.r.hosted or e.r.error:
         return ""
     parts = []
     if e.result_images:  # sounds by their label: a player here put their bytes in twice
-        parts.append(thumbs_html(e.result_images, players=False))
+        media = thumbs_html(e.result_images, players=False)
+        parts.append(f'<div class="nba-peek nba-peek-media">{media}</div>')
     if e.result_peek is not None:
-        parts.append(f'<div class="nba-rich">{e.result_peek}</div>')
-    return f'<div class="nba-peek">{"".join(parts)}</div>' if parts else ""
+        parts.append(f'<div class="nba-peek"><div class="nba-rich">{e.result_peek}</div></div>')
+    return "".join(parts)
 
 
 def reason_words(e: CallEntry) -> str:
