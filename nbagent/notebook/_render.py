@@ -582,8 +582,12 @@ def _entry_text(e: Entry) -> str:
             line += f"\n  provider ran {item_words(item)}"
         return line
     if isinstance(e, CallEntry):
-        args = preview(_arguments_text(e), 200)
-        line = f"  tool {call_label(e)}({args}) -> {status_word(e)}"
+        if e.asks and inline_arguments(e) is None:
+            # what a person decides on, as markdown shows it: the bounded preview, every key
+            line = f"  tool {call_label(e)} -> {status_word(e)}\n" + _indented(_arguments_text(e))
+        else:
+            args = preview(_arguments_text(e), 200)
+            line = f"  tool {call_label(e)}({args}) -> {status_word(e)}"
         if e.r.duration_ms is not None:
             line += f" [{fmt_ms(e.r.duration_ms)}]"
         extra = [f"    {note}" for note in call_notes(e, str, lambda name: f"`{name}`", 300)]
@@ -595,6 +599,10 @@ def _entry_text(e: Entry) -> str:
     if isinstance(e, ErrorEntry):
         return f"  ERROR: {e.title}"
     return str(e)
+
+
+def _indented(text: str) -> str:
+    return "\n".join(f"    {line}" for line in text.split("\n"))
 
 
 def conversation_text(entries: Sequence[Entry], totals: Totals, *, short: bool = False) -> str:
