@@ -14,7 +14,9 @@ only, keeps the selection, and answers with two traits:
 
 One action at a time; a repeated nonce is ignored; the front end disables
 its buttons on the first click and the kernel answers with ``state`` (``idle``
-after ``working``), ``summary`` and ``error``. Tests drive it as the browser
+after ``working``), ``summary`` and ``error``. Every text the kernel
+builds from a reason, an error, a filter or a source goes through ``shown`` (no secrets,
+no control characters). Tests drive it as the browser
 does with :meth:`InboxWidget.click` and by setting ``query``.
 """
 
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anywidget
 import traitlets
 
-from ._present import chat_name, one_line
+from ._present import chat_name, one_line, shown
 
 if TYPE_CHECKING:
     from ._filter import Filter
@@ -90,6 +92,7 @@ class InboxWidget(anywidget.AnyWidget):
         self._lock = threading.Lock()
         self._seen: set[str] = set()
         self._preview_rows: list[Row] = []
+        self._preview_reason: str | None = None
         self.observe(self._on_action, names="action")
         self.observe(self._on_query, names="query")
         self.on_msg(self._on_custom_msg)
@@ -118,14 +121,16 @@ class InboxWidget(anywidget.AnyWidget):
             if self.query != plain:
                 self.query = plain
             self.python_filter = (
-                f"{f.describe()} (set from Python: inbox.filter() clears it)" if beyond else ""
+                f"{shown(f.describe())} (set from Python: inbox.filter() clears it)"
+                if beyond
+                else ""
             )
             self.filter_problem = (
-                "The filter " + "; ".join(f.problems) + ": it matches nothing until fixed."
+                "The filter " + shown("; ".join(f.problems)) + ": it matches nothing until fixed."
                 if f.problems
                 else ""
             )
-            self.sources = self._inbox.sources
+            self.sources = shown(self._inbox.sources)
             self.clock = snap["clock"]
 
     def _on_custom_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
@@ -157,8 +162,10 @@ class InboxWidget(anywidget.AnyWidget):
         try:
             self._apply(action)
         except Exception as exc:  # never lose an error in a comm handler
-            self.error = f"{type(exc).__name__}: {exc}"
+            self.error = shown(f"{type(exc).__name__}: {exc}")
         finally:
+            if action.get("reason"):  # used: not kept in the state a notebook saves
+                self.action = {}
             self.state = "idle"
 
     def _apply(self, action: dict[str, Any]) -> None:
@@ -177,12 +184,13 @@ class InboxWidget(anywidget.AnyWidget):
             verb = "deny" if action.get("verb") == "deny" else "approve"
             rows = inbox.matching_rows()
             self._preview_rows = rows
+            # the reason stays in the kernel: a synced trait is saved with the notebook
+            self._preview_reason = reason
             self.preview = {
                 "token": secrets.token_hex(8),
                 "verb": verb,
-                "reason": reason or "",
                 "count": len(rows),
-                "filter": inbox.current_filter.describe(),
+                "filter": shown(inbox.current_filter.describe()),
                 "calls": [{"key": r.key, "chat": chat_name(r), "line": one_line(r)} for r in rows],
             }
         elif kind == "confirm":
@@ -193,7 +201,7 @@ class InboxWidget(anywidget.AnyWidget):
             rows, self._preview_rows = self._preview_rows, []
             self.preview = {}
             verdict = "denied" if preview.get("verb") == "deny" else "approved"
-            reason = str(preview.get("reason") or "").strip() or reason
+            reason, self._preview_reason = self._preview_reason or reason, None
             self._report(inbox.decide_rows(rows, verdict, reason), verdict, reason)
         elif kind == "cancel":
             self._preview_rows = []
@@ -210,12 +218,12 @@ class InboxWidget(anywidget.AnyWidget):
         verb = "Approved" if verdict == "approved" else "Denied"
         words = f"{verb} {done} call{'s' if done != 1 else ''}"
         if reason and verdict == "denied":
-            words += f" ({reason})"
+            words += f" ({shown(reason)})"
         if elsewhere:
             words += f"; {elsewhere} had been decided elsewhere (nothing recorded for them)"
         self.summary = words + "."
         if failed:
-            self.error = "; ".join(f"{o.tool} ({o.call_id}): {o.detail}" for o in failed)
+            self.error = "; ".join(shown(f"{o.tool} ({o.call_id}): {o.detail}") for o in failed)
 
     # ---------------------------------------------------------------- tests
     def click(
