@@ -19,10 +19,12 @@ escapes) and bounded (:func:`~nbagent._html.json_preview`, :func:`~nbagent._html
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._errors import redact_keys
 from .._hosted import RAN_DESPITE_DENIAL, RAN_UNAPPROVED
 from .._html import clip, esc, json_preview, preview, short_json
 from .._types import ProviderItem
@@ -53,7 +55,20 @@ class ItemView:
 
 
 def item_view(item: ProviderItem) -> ItemView:
-    """What ``item`` says, in words (see :class:`ItemView`)."""
+    """What ``item`` says, in words (see :class:`ItemView`), anything shaped like an API key
+    or URL credentials as ``***`` (a hosted tool's arguments and output are the model's and
+    a server's: shown like a call's own)."""
+    v = _item_view(item)
+    return dataclasses.replace(
+        v,
+        who=redact_keys(v.who),
+        args=redact_keys(v.args),
+        outcome=redact_keys(v.outcome),
+        sections=[(label, redact_keys(text)) for label, text in v.sections],
+    )
+
+
+def _item_view(item: ProviderItem) -> ItemView:
     raw = item.raw if isinstance(item.raw, dict) else {}
     t = item.type
     server = item.server or ""

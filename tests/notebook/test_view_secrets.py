@@ -16,9 +16,11 @@ from hypothesis import strategies as st
 from nbagent import Chat, Tool, tool
 from nbagent._errors import redact_keys
 from nbagent._html import redacted, unredacted
+from nbagent._types import ProviderItem
 from nbagent.notebook import ChatView
 from nbagent.notebook import _continuation as cont
 from nbagent.notebook._fallback import bundle_for, chat_mimebundle
+from nbagent.notebook._items import item_html, item_words
 from nbagent.notebook._state import state_for
 from nbagent.notebook._widgets import ActionCard
 from nbagent.testing import ScriptedProvider, call_tools, reply
@@ -234,3 +236,17 @@ def _texts(value: Any) -> list[str]:
     if isinstance(value, list):
         return [t for v in value for t in _texts(v)]
     return []
+
+
+def test_what_the_provider_ran_itself_shows_no_secret() -> None:
+    item = ProviderItem(
+        "responses",
+        "mcp_call",
+        {"arguments": json.dumps({"token": KEY}), "output": f"connected to {DSN}"},
+        server="vault",
+        name="store_token",
+        status="ok",
+    )
+    shown = [item_html(item), item_words(item)]
+    assert "sk-***" in shown[0] and "postgresql://***@db.example" in shown[0]
+    assert_no_secret(shown)
