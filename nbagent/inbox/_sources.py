@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._errors import DecisionError
+from .._errors import DecisionError, StoreError
 from .._types import Decision, ToolCall
 from .._unicode import clean
 
@@ -368,12 +368,29 @@ def _is_batch_result(obj: Any) -> bool:
     return columns is not None and "chat_id" in columns and hasattr(obj, "attrs")
 
 
+def _must_exist(where: str | os.PathLike[str]) -> None:
+    """A store path names a file that is there: opening a path creates a store file where
+    none is, so a mistyped path would show an empty inbox ("nothing waits") while the
+    calls wait in the real one. A PostgreSQL URL is the server's to refuse."""
+    from ..store._postgres import is_dsn
+
+    if is_dsn(where):
+        return
+    path = os.fspath(where)
+    if not os.path.isfile(path):
+        what = "is a directory" if os.path.isdir(path) else "does not exist"
+        raise StoreError(
+            f"no store at {path}: the file {what} (nbagent.inbox opens a store chats "
+            "wrote; check the path, or pass the store object the chats used)"
+        )
+
+
 def sources_of(what: Any) -> Sources:
     """Sources from a store, a path, a chat, a batch result, or a list/dict mixing them.
 
     Raises:
         TypeError: Something that is none of these (nothing is opened then).
-        StoreError: A path that is not an nbagent store.
+        StoreError: A path that is not an nbagent store, or where there is no file.
     """
     from ..store import open_store
 
@@ -420,6 +437,8 @@ def sources_of(what: Any) -> Sources:
     try:
         for obj, only in stores:
             owned = isinstance(obj, (str, os.PathLike))
+            if owned:
+                _must_exist(obj)
             store = open_store(obj)
             known = opened.get(id(store))
             if known is None:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nbagent
-from nbagent import Chat, Tool
+from nbagent import Chat, StoreError, Tool
 from nbagent.inbox import Filter
 from nbagent.store import SQLiteStore
 from nbagent.testing import ScriptedProvider, call_tools, reply
@@ -121,3 +121,20 @@ def test_a_call_object_decides_the_call_of_its_own_chat(tmp_path: Path) -> None:
     assert fork.tool_calls[0].decision.verdict == "denied"  # what the stored inbox recorded
     parent.close()
     fork.close()
+
+
+# --------------------------------------------------------------- a mistyped path
+def test_a_path_where_no_store_is_is_refused_and_not_created(tmp_path: Path) -> None:
+    """``nbagent.inbox("agnet.db")`` (a typo) named no store: it made an empty one and said
+    nothing waits, while the calls waited in the real one."""
+    real = tmp_path / "agent.db"
+    with parked(5, store=real) as chat:
+        chat_id = chat.id
+    for typo in (tmp_path / "agnet.db", str(tmp_path / "agnet.db"), [real, tmp_path / "x.db"]):
+        with pytest.raises(StoreError, match=r"no store at .*(agnet|x)\.db: the file does not"):
+            nbagent.inbox(typo)
+    assert not (tmp_path / "agnet.db").exists() and not (tmp_path / "x.db").exists()
+    with pytest.raises(StoreError, match="is a directory"):
+        nbagent.inbox(tmp_path)
+    with nbagent.inbox(str(real)) as box:
+        assert box.pending["chat_id"].tolist() == [chat_id]
