@@ -44,10 +44,20 @@ from .._approvals import HUMAN
 from .._display import LiveOutput, close_models, ended_note, widgets_available
 from .._errors import InputError
 from .._events import ApprovalDecided, ApprovalRequested, Event, StepFinished
+from .._html import preview as clip_text
 from .._types import PendingInput, ToolCall
 from ..store import follow
 from ._filter import Filter, as_filter
-from ._present import chat_label, decided_words, html_table, one_line, row_view, text_table
+from ._present import (
+    chat_label,
+    count_words,
+    decided_words,
+    html_table,
+    one_line,
+    row_view,
+    shown,
+    text_table,
+)
 from ._sources import (
     LiveSource,
     Outcome,
@@ -129,6 +139,7 @@ class Inbox:
         self._outputs: list[LiveOutput] = []  # where the widget is displayed
         self._follower: _Follower | None = None
         self._by_hand = False  # follow() was called: it follows even when shown nowhere
+        self._trouble: tuple[datetime, str] | None = None  # since when reads fail, and why
         self._closed = False
         self._subscribe()
         self.refresh()
@@ -136,8 +147,10 @@ class Inbox:
     # ----------------------------------------------------------------- reads
     def __repr__(self) -> str:
         with self._lock:
-            n = len(self._rows)
-        return f"Inbox({n} pending; {self._sources.describe()})"
+            rows, f = list(self._rows.values()), self._filter
+        matching = sum(1 for r in rows if f.matches(r.tool, r.server, r.arguments))
+        counted = count_words(matching, len(rows), _filter_words(f))
+        return f"Inbox({counted}; {shown(self._sources.describe())})"
 
     @property
     def sources(self) -> str:
@@ -150,10 +163,38 @@ class Inbox:
         A live chat with a store applies decisions made elsewhere first
         (``chat.refresh()``) and, if it is the inbox's to continue, continues.
         """
-        with self._op:
-            self._refresh()
+        try:
+            with self._op:
+                self._refresh()
+        except Exception as exc:  # a store that cannot be read: the widget says so
+            self._read_failed(exc)
+            raise
+        with self._lock:
+            self._trouble = None
         self._changed()
         return self
+
+    @property
+    def read_problem(self) -> str:
+        """``""``, or why the last read of the sources failed and since when: the rows
+        shown are as last read (calls there may have been decided elsewhere since). It is
+        cleared by the next read that works."""
+        with self._lock:
+            trouble = self._trouble
+        if trouble is None:
+            return ""
+        since, what = trouble
+        return (
+            f"cannot read its sources since {since:%H:%M:%S} UTC ({what}); "
+            "the rows are as last read"
+        )
+
+    def _read_failed(self, exc: Exception) -> None:
+        what = clip_text(shown(f"{type(exc).__name__}: {exc}"), 300)
+        with self._lock:
+            since = self._trouble[0] if self._trouble is not None else datetime.now(UTC)
+            self._trouble = (since, what)
+        self._changed()
 
     def _refresh(self) -> None:
         for joined in self._sources.adopt():  # chats a running batch started since
@@ -653,6 +694,7 @@ class Inbox:
             "servers": sorted({v["server"] for v in views if v["server"]}),
             "filter": f,
             "clock": now.isoformat(),
+            "stale": self.read_problem,
         }
 
     @property
@@ -672,12 +714,21 @@ class Inbox:
         return self._static()
 
     def _static(self, refresh: bool = True) -> dict[str, Any]:
-        rows = self.matching_rows(refresh=refresh)
+        everything = self._rows_now(refresh)
+        with self._lock:
+            f = self._filter
+        rows = [r for r in everything if f.matches(r.tool, r.server, r.arguments)]
         now = datetime.now(UTC)
         describe = self._sources.describe()
+        words = _filter_words(f)
+        trouble = self.read_problem
+        if trouble:  # the rows are as last read: say so
+            describe += f"; {trouble}"
         return {
-            "text/plain": text_table(rows, describe, now),
-            "text/html": html_table(rows, describe, now),
+            "text/plain": text_table(
+                rows, describe, now, total=len(everything), filter_words=words
+            ),
+            "text/html": html_table(rows, describe, now, total=len(everything), filter_words=words),
         }
 
     def _ipython_display_(self) -> None:
@@ -731,6 +782,11 @@ class Inbox:
             "This inbox belongs to a kernel session that has ended (rows as saved); run the "
             "cell again to decide what still waits.",
         )
+
+
+def _filter_words(f: Filter) -> str:
+    """The filter in words, or ``""`` when it asks for nothing (every call counts)."""
+    return "" if f.empty else f.describe()
 
 
 def _order(row: Row) -> tuple[float, str]:
@@ -830,19 +886,38 @@ class _Follower:
         self._lock = threading.Lock()
         self._last = time.monotonic()
         self._poked = False
+        self._stopped = False
         self._subs: list[Any] = []
+        self._unfollowed: list[tuple[Any, Any]] = []  # stores that could not be followed yet
         for store, only in stores:
-            with contextlib.suppress(Exception):  # the store cannot be read now: live chats
+            try:
                 self._subs.append(follow(store, only, self._tick, look=False, every_tick=True))
-        self._subs = self._subs or [follow(None, (), self._tick, look=False)]
+            except Exception:  # the store cannot be read now: ticks try again
+                self._unfollowed.append((store, only))
+        if not self._subs or self._unfollowed:  # ticks all the same (live chats, retries)
+            self._subs.append(follow(None, (), self._tick, look=False, every_tick=True))
 
     def poke(self) -> None:
         self._poked = True
         self._subs[0].nudge()
 
     def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
         for sub in self._subs:
             sub.close()
+
+    def _retry(self) -> None:
+        """Follow the stores that could not be followed when the inbox started to."""
+        still = []
+        for store, only in self._unfollowed:
+            try:
+                sub = follow(store, only, self._tick, look=False, every_tick=True)
+            except Exception:
+                still.append((store, only))
+            else:
+                self._subs.insert(0, sub)
+        self._unfollowed = still
 
     def _tick(self, decided: set[str]) -> None:
         """From a follower (a worker thread): refresh if there is news, or it is time to."""
@@ -852,8 +927,14 @@ class _Follower:
         if not (decided or self._poked or time.monotonic() - self._last >= POLL_SECONDS):
             return None
         with self._lock:  # one refresh at a time (several stores: several followers)
+            if self._stopped:
+                return None
             self._poked, self._last = False, time.monotonic()
-            with contextlib.suppress(Exception):  # a store that cannot be read now: next tick
+            if self._unfollowed:
+                self._retry()
+            # A store that cannot be read now: refresh() marks the rows stale (the widget
+            # says so) and the next tick reads again; the first read that works clears it.
+            with contextlib.suppress(Exception):
                 inbox.refresh()
         return None
 

@@ -138,27 +138,61 @@ def one_line(row: Row) -> str:
 
 
 # ------------------------------------------------------------ fallbacks
-def text_table(rows: Sequence[Row], describe: str, now: datetime) -> str:
-    head = f"Approvals inbox: {len(rows)} pending ({describe})"
+def count_words(shown_rows: int, total: int, filter_words: str) -> str:
+    """``3 pending`` or, with a filter, ``1 pending matching the filter order_id=42 (3 in
+    all)``: every count the inbox shows says which calls it counts."""
+    if not filter_words:
+        return f"{shown_rows} pending"
+    return f"{shown_rows} pending matching the filter {shown(filter_words)} ({total} in all)"
+
+
+def _none_words(total: int, filter_words: str) -> str:
+    if filter_words and total:
+        return "no pending call matches the filter (inbox.filter() with no arguments clears it)"
+    return "nothing waits for a decision"
+
+
+def text_table(
+    rows: Sequence[Row],
+    describe: str,
+    now: datetime,
+    *,
+    total: int | None = None,
+    filter_words: str = "",
+) -> str:
+    """The plain-text view; ``total``: the pending calls before ``filter_words`` (the
+    current filter in words, ``""``: none) picked ``rows``."""
+    total = len(rows) if total is None else total
+    head = f"Approvals inbox: {count_words(len(rows), total, filter_words)} ({shown(describe)})"
     lines = [head]
     for r in rows:
         age = age_words(r.requested_at, now)
         lines.append(f"  [{chat_name(r)}] {one_line(r)}  {age}  ({shown(r.reason)})")
     if not rows:
-        lines.append("  nothing waits for a decision")
+        lines.append("  " + _none_words(total, filter_words))
     return "\n".join(lines)
 
 
-def html_table(rows: Sequence[Row], describe: str, now: datetime) -> str:
+def html_table(
+    rows: Sequence[Row],
+    describe: str,
+    now: datetime,
+    *,
+    total: int | None = None,
+    filter_words: str = "",
+) -> str:
     """The static view: a table of the pending calls (every value escaped)."""
+    total = len(rows) if total is None else total
+    counted = count_words(len(rows), total, filter_words)
     out = [
         '<div class="nba-inbox-static">',
-        f"<p><b>Approvals inbox</b>: {len(rows)} pending ({esc(describe)}). "
+        f"<p><b>Approvals inbox</b>: {esc(counted)} ({esc(shown(describe))}). "
         "Decide with <code>inbox.approve(...)</code> / "
         "<code>inbox.deny(..., reason=...)</code>.</p>",
     ]
     if not rows:
-        out.append("<p>Nothing waits for a decision.</p></div>")
+        none = _none_words(total, filter_words)
+        out.append(f"<p>{esc(none[0].upper() + none[1:])}.</p></div>")
         return "".join(out)
     out.append(
         "<table><thead><tr><th>chat</th><th>server</th><th>tool</th><th>arguments</th>"

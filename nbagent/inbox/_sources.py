@@ -236,18 +236,31 @@ class StoreSource(_Source):
         self._titles: dict[str, str | None] = {}
 
     def title(self, chat_id: str) -> str | None:
-        """The title of a chat of this store (read once per unknown chat)."""
-        if chat_id not in self._titles:
+        """The title of a chat of this store (see :meth:`titles`)."""
+        return self.titles([chat_id])[chat_id]
+
+    def titles(self, chat_ids: Iterable[str]) -> dict[str, str | None]:
+        """The titles of these chats. The store's protocol reads titles only with every
+        chat's (``store.chats()``, a scan of the store), so the chats not known yet are
+        read in one scan, and a chat the scan does not list is remembered as untitled
+        (not scanned for again at every refresh)."""
+        wanted = list(dict.fromkeys(chat_ids))
+        if any(c not in self._titles for c in wanted):
             self._titles.update({info.id: info.title for info in self.store.chats()})
-        return self._titles.get(chat_id)
+            for c in wanted:
+                self._titles.setdefault(c, None)
+        return {c: self._titles[c] for c in wanted}
 
     def pending(self) -> list[Row]:
-        rows = []
-        for sc in self.store.pending_approvals():
-            if self.only is not None and sc.chat_id not in self.only:
-                continue
-            rows.append(Row.of(sc.chat_id, sc, sc.requested_at, self.title(sc.chat_id), "store"))
-        return rows
+        calls = [
+            sc
+            for sc in self.store.pending_approvals()
+            if self.only is None or sc.chat_id in self.only
+        ]
+        titles = self.titles(sc.chat_id for sc in calls)
+        return [
+            Row.of(sc.chat_id, sc, sc.requested_at, titles[sc.chat_id], "store") for sc in calls
+        ]
 
     def decision(self, row: Row) -> Decision | None:
         try:

@@ -14,7 +14,8 @@ only, keeps the selection, and answers with two traits:
 
 One action at a time; a repeated nonce is ignored; the front end disables
 its buttons on the first click and the kernel answers with ``state`` (``idle``
-after ``working``), ``summary`` and ``error``. Every text the kernel
+after ``working``), ``summary`` and ``error``. ``stale`` says the rows are as last read
+(their sources cannot be read now) until a read works again. Every text the kernel
 builds from a reason, an error, a filter or a source goes through ``shown`` (no secrets,
 no control characters). Tests drive it as the browser
 does with :meth:`InboxWidget.click` and by setting ``query``.
@@ -84,6 +85,8 @@ class InboxWidget(anywidget.AnyWidget):
     state = traitlets.Unicode("idle").tag(sync=True)
     summary = traitlets.Unicode("").tag(sync=True)
     error = traitlets.Unicode("").tag(sync=True)
+    stale = traitlets.Unicode("").tag(sync=True)
+    """Why the rows are as last read (their sources cannot be read now); ``""`` when fresh."""
     action = traitlets.Dict({}).tag(sync=True)
 
     def __init__(self, inbox: InboxSide, **kwargs: Any):
@@ -132,6 +135,8 @@ class InboxWidget(anywidget.AnyWidget):
             )
             self.sources = shown(self._inbox.sources)
             self.clock = snap["clock"]
+            stale = snap.get("stale") or ""
+            self.stale = f"The inbox {stale}." if stale else ""
 
     def _on_custom_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if isinstance(content, dict) and content.get("event") == "rendered":

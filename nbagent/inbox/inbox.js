@@ -1,7 +1,7 @@
 // nbagent approvals inbox, rendered by anywidget.
 //
 // The kernel sends plain values (rows, decided, tools, servers, query, preview,
-// state, summary, error); everything a model or a tool produced is text here and
+// state, summary, error, stale); everything a model or a tool produced is text here and
 // goes into the DOM through textContent / value only, never innerHTML.
 // The selection is local (a set of "chat_id/call_id" keys, kept to the rows
 // shown). Buttons set the `action` trait once (then wait for `state` to come
@@ -111,12 +111,15 @@ function render({ model, el }) {
   actions.append(approveSel, denySel, reason, h("span", "nba-inbox-sep"), approveAll, denyAll);
 
   const previewBox = h("div", "nba-inbox-preview");
+  const stale = h("div", "nba-inbox-stale");
+  stale.setAttribute("role", "status");
   const summary = h("div", "nba-action-summary nba-inbox-summary");
   const error = h("div", "nba-action-error nba-inbox-error");
   const table = h("div", "nba-inbox-rows");
   const decidedBox = h("details", "nba-inbox-decided");
   decidedBox.addEventListener("toggle", () => { ui.decidedOpen = decidedBox.open; });
-  el.append(head, controls, filterProblem, pyFilter, actions, previewBox, summary, error, table, decidedBox);
+  el.append(head, stale, controls, filterProblem, pyFilter, actions, previewBox, summary, error, table,
+    decidedBox);
 
   // ----------------------------------------------------------------- talking
   function send(kind, extra) {
@@ -327,12 +330,14 @@ function render({ model, el }) {
     drawPreview(model.get("preview"), working);
     summary.textContent = model.get("summary") || "";
     error.textContent = model.get("error") || "";
+    stale.textContent = model.get("stale") || "";
+    el.classList.toggle("nba-inbox-is-stale", Boolean(model.get("stale")));
     drawDecided(model.get("decided") || []);
     ages();
   }
 
   const names = ["rows", "decided", "tools", "servers", "query", "python_filter", "filter_problem", "sources",
-    "preview", "state", "summary", "error"];
+    "preview", "state", "summary", "error", "stale"];
   const redraw = () => draw();
   for (const name of names) model.on(`change:${name}`, redraw);
   const onClock = () => { syncClock(); ages(); };
