@@ -185,25 +185,36 @@ class StoreError(NBAgentError):
     """The store cannot be opened, read or written."""
 
 
-_USERINFO = re.compile(r"(\w+://)[^/@\s]+@")
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/@\s]+@")
+"""URL credentials: ``scheme://user:password@``. The scheme is bounded (32 characters, as
+schemes are short): an unbounded one tried every start of a long word, quadratic (4 s for 40,000
+characters and an ``@``)."""
 _KEY_PREFIXES = ("sk-", "earer", "gsk_", "xai-", "AIza", "hf_", "pplx-", "nvapi-", "r8_")
 """What a key-shaped token starts with (any of them in a text: it is searched)."""
 _KEY_LIKE = re.compile(
-    r"\b(sk-(?:ant-)?|gsk_|xai-|AIza|hf_|pplx-|nvapi-|r8_|[Bb]earer\s+)"
-    r"(?=[\w.~+/=-]*\d)[\w.~+/=-]{11,}[\w~+/=-]"
+    r"\b(sk-(?:ant-)?|gsk_|xai-|AIza|hf_|pplx-|nvapi-|r8_|[Bb]earer\s+)([\w.~+/=-]+)"
 )
 """An API key's shape: a known provider key prefix (OpenAI's and Anthropic's ``sk-``,
 Groq's ``gsk_``, xAI's ``xai-``, Google's ``AIza``, Hugging Face's ``hf_``, Perplexity's
 ``pplx-``, NVIDIA's ``nvapi-``, Replicate's ``r8_``) or a bearer token, then 12+ token
 characters (a digit among them, so prose like "Bearer authentication" is left alone; not a
 final dot). A key of another shape is scrubbed where it is known: the chat's provider's
-(:func:`scrub`)."""
+(:func:`scrub`). Each match takes its whole token (judged by :func:`_key`), so a long run of
+prefixes (``sk-sk-sk-...``) is read once, not once a prefix (that was quadratic)."""
+
+
+def _key(match: re.Match[str]) -> str:
+    token = match.group(2)
+    body = token.rstrip(".")  # not a final dot: the sentence's
+    if len(body) < 12 or not any(c.isdecimal() for c in token):
+        return match.group(0)
+    return f"{match.group(1)}***{token[len(body) :]}"
 
 
 def redact_keys(text: str) -> str:
     """``text`` with anything shaped like an API key, and URL credentials, replaced by ``***``."""
     if any(prefix in text for prefix in _KEY_PREFIXES):
-        text = _KEY_LIKE.sub(r"\1***", text)
+        text = _KEY_LIKE.sub(_key, text)
     if "@" in text:
         text = _USERINFO.sub(r"\1***@", text)
     return text
