@@ -199,22 +199,44 @@ Groq's ``gsk_``, xAI's ``xai-``, Google's ``AIza``, Hugging Face's ``hf_``, Perp
 ``pplx-``, NVIDIA's ``nvapi-``, Replicate's ``r8_``) or a bearer token, then 12+ token
 characters (a digit among them, so prose like "Bearer authentication" is left alone; not a
 final dot). A key of another shape is scrubbed where it is known: the chat's provider's
-(:func:`scrub`). Each match takes its whole token (judged by :func:`_key`), so a long run of
+(:func:`scrub`). Each match takes its whole token (judged by :func:`_keys_hidden`), so a long run of
 prefixes (``sk-sk-sk-...``) is read once, not once a prefix (that was quadratic)."""
 
 
-def _key(match: re.Match[str]) -> str:
-    token = match.group(2)
-    body = token.rstrip(".")  # not a final dot: the sentence's
-    if len(body) < 12 or not any(c.isdecimal() for c in token):
-        return match.group(0)
-    return f"{match.group(1)}***{token[len(body) :]}"
+def _is_key(token: str) -> bool:
+    return len(token.rstrip(".")) >= 12 and any(c.isdecimal() for c in token)
+
+
+def _keys_hidden(text: str) -> str:
+    """``text`` with each key-shaped token (:data:`_KEY_LIKE`) as ``***``, read once."""
+    out: list[str] = []
+    pos = 0
+    while (match := _KEY_LIKE.search(text, pos)) is not None:
+        prefix, token = match.group(1), match.group(2)
+        if prefix == "sk-ant-" and not _is_key(token):  # "sk-" and a token "ant-..."
+            prefix, token = "sk-", "ant-" + token
+        if _is_key(token):
+            dots = len(token) - len(token.rstrip("."))  # a final dot is the sentence's
+            out += (text[pos : match.start()], prefix, "***")
+            pos = match.end() - dots
+            continue
+        # not a key; a prefix inside its token has a shorter token with no more digits,
+        # but for a "Bearer" it ends with: that one's token is past the space
+        bearer = match.end() - 6
+        if bearer >= match.start(2) and text[bearer:].startswith(("Bearer", "bearer")):
+            out.append(text[pos:bearer])
+            pos = bearer
+            continue
+        out.append(text[pos : match.end()])
+        pos = match.end()
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def redact_keys(text: str) -> str:
     """``text`` with anything shaped like an API key, and URL credentials, replaced by ``***``."""
     if any(prefix in text for prefix in _KEY_PREFIXES):
-        text = _KEY_LIKE.sub(_key, text)
+        text = _keys_hidden(text)
     if "@" in text:
         text = _USERINFO.sub(r"\1***@", text)
     return text
