@@ -134,6 +134,16 @@ def checked_edit(tool: Tool, name: str, arguments: dict[str, Any]) -> dict[str, 
     return dict(arguments)
 
 
+def _with(standing: Decision, verdict: str) -> str:
+    """What a refused approval is told of the ``standing`` approval: the arguments it stands
+    with (``""`` for a contradicting verdict, which says enough)."""
+    if standing.verdict != verdict:
+        return ""
+    if standing.arguments is None:
+        return " with the model's arguments"
+    return " with edited arguments"
+
+
 def _gated(c: ToolCall) -> bool:
     return c.approval is not None and c.approval.required
 
@@ -620,12 +630,11 @@ class ChatCore:
             decided = self._decide_held(call, verdict, by, reason, arguments, at, elsewhere)
         c, after, stored, edited = decided
         self._run_after(after)  # user callbacks: the stop button reaches them as ever
-        if stored is not None and (
-            stored.verdict != verdict or (edited is not None and edited != stored.arguments)
-        ):
+        if stored is not None and (stored.verdict != verdict or edited != stored.arguments):
             raise DecisionError(
-                f"{c.name}({c.id}) was already {stored.verdict} by {stored.by} at "
-                f"{stored.at.isoformat(timespec='seconds')} (decided elsewhere first); "
+                f"{c.name}({c.id}) was already {stored.verdict} by {stored.by}"
+                f"{_with(stored, verdict)} at {stored.at.isoformat(timespec='seconds')} "
+                "(decided elsewhere first); "
                 "a decision cannot be changed"
             )
         return c
@@ -651,10 +660,9 @@ class ChatCore:
                 raise DecisionError(f"{c.name}({c.id}) does not need approval")
             existing = c.decision
             if existing is not None:
-                same = existing.verdict == verdict and (
-                    arguments is None or arguments == existing.arguments
-                )
-                if same:
+                # an approval without arguments is not one with edited arguments (nor the
+                # other way round): joining it would run what this caller did not approve
+                if existing.verdict == verdict and arguments == existing.arguments:
                     return c, [], None, None
                 overridable = (
                     existing.automatic
@@ -666,8 +674,8 @@ class ChatCore:
                 )
                 if not overridable:
                     raise DecisionError(
-                        f"{c.name}({c.id}) was already {existing.verdict} by {existing.by}; "
-                        f"a decision cannot be changed"
+                        f"{c.name}({c.id}) was already {existing.verdict} by {existing.by}"
+                        f"{_with(existing, verdict)}; a decision cannot be changed"
                     )
             elif c.status != "awaiting_approval":
                 raise DecisionError(f"{c.name}({c.id}) is {c.status}; it cannot be decided now")
@@ -694,11 +702,12 @@ class ChatCore:
                 stored = decide(c, decision)
                 if stored is not None:
                     break
-            events.extend(
-                self._record_decision(
-                    c, stored or decision, after, elsewhere=elsewhere or stored is not None
+            if stored is None or stored != existing:  # else: the decision overruled stands
+                events.extend(
+                    self._record_decision(
+                        c, stored or decision, after, elsewhere=elsewhere or stored is not None
+                    )
                 )
-            )
         self._emit_all(events)
         return c, after, stored, edited
 

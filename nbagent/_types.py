@@ -206,7 +206,11 @@ class Decision:
 
     @property
     def automatic(self) -> bool:
-        return self.by == "resolver" or self.by.startswith("policy")
+        """Made by a chat's resolver (``"resolver"``) or one of its policies (``"policy:<name>"``):
+        a person may overrule it before the call starts. ``by="policy-team"`` is a person's;
+        ``store.approve``/``store.deny`` refuse the reserved names, and the store never lets a
+        decision made through it be overruled, whatever its ``by``."""
+        return self.by == "resolver" or self.by.startswith("policy:")
 
 
 @dataclass(eq=False)

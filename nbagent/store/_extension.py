@@ -845,8 +845,16 @@ class StoreExtension(Extension):
         records that one and raises ``DecisionError`` if it contradicts this
         one), or ``None`` (this decision is written; its event follows).
 
-        A decision overruling an automatic one (a resolver's, a policy's) is
-        checked and written with its event, as before.
+        A decision overruling an automatic one (a resolver's, a policy's, the call
+        not started) is checked and written the same way: the store refuses it if the
+        decision it has is not that automatic one, written by a chat (a decision made
+        through ``store.approve``/``store.deny`` is never overruled, whatever its
+        ``by``), and returns the decision that stands.
+
+        A decision is the same as the store's only when it is that decision (its
+        decider, time, reason and arguments: the chat applying it). Another one with
+        the same verdict, written first, stands: the chat records it (an approval
+        with other arguments is a contradiction, ``DecisionError``).
 
         Raises:
             StoreError: The store cannot be written: nothing is decided. A write
@@ -856,8 +864,7 @@ class StoreExtension(Extension):
             DecisionError: The store has no decision but the call cannot be
                 decided there (it is running, or unknown to it).
         """
-        if call.decision is not None:
-            return None
+        overruled = call.decision  # an automatic decision a person overrules, if any
         if self._closed:  # recorded here only, the store would never hear of it
             what = "approval" if decision.verdict == "approved" else "denial"
             raise self._closed_error(f"the {what} of {call.name}({call.id})", "decided")
@@ -873,7 +880,7 @@ class StoreExtension(Extension):
                 stored = self.store.decisions(self.chat_id, [call.id]).get(call.id)
             except StoreError as exc:
                 raise self._undecided(call, decision, exc) from exc
-            if stored is None:
+            if stored is None or (overruled is not None and stored == overruled):
                 entry = Entry(-1, ApprovalDecided.type, decision.at.isoformat(), None)
                 entry = dataclasses.replace(entry, change=codec.decision_change(call.id, decision))
                 try:

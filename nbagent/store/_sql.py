@@ -28,6 +28,7 @@ claim already held by the same owner is reported claimed.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -60,7 +61,7 @@ from .._types import (
     ToolCall,
     ToolResultMessage,
 )
-from .._unicode import clean, clean_json
+from .._unicode import TooDeep, clean, clean_json
 from . import _codec as codec
 from ._follow import follow
 from ._protocol import (
@@ -114,6 +115,9 @@ _CALL_COLUMNS = ", ".join(_COLUMNS)
 """A call's columns, for ``SELECT ... FROM tool_calls`` (the table not aliased)."""
 _RESULT = _COLUMNS.index("result")
 _AUTOMATIC = ("resolver",)
+_RESERVED = ("resolver", "rule")
+"""Names of a chat's own deciders (with ``policy:...``): a decision made through the store
+(a person, an API, the inbox) cannot take them (:func:`_reserved_by`)."""
 
 
 def _put_blobs(conn: Any, blobs: Sequence[Blob]) -> None:
@@ -621,8 +625,46 @@ def _simple(entries: Sequence[Entry]) -> bool:
 
 
 def _is_automatic(decision: Mapping[str, Any]) -> bool:
+    """Whether a stored decision names a chat's resolver or policy (``Decision.automatic``);
+    :meth:`SQLStore._decision_change` also asks whether a chat made it."""
     by = str(decision.get("by", ""))
-    return by in _AUTOMATIC or by.startswith("policy")
+    return by in _AUTOMATIC or by.startswith("policy:")
+
+
+def _reserved_by(by: str) -> bool:
+    """Whether ``by`` names one of a chat's own deciders (its resolver, its rules, a policy)."""
+    return by in _RESERVED or by.startswith("policy:")
+
+
+def _edited_arguments(arguments: Any) -> dict[str, Any]:
+    """Edited arguments given to ``store.approve``, as ``chat.approve`` takes them: a dict of
+    JSON, its text cleaned (a lone surrogate, pasted from a broken source, becomes U+FFFD).
+
+    Raises:
+        DecisionError: Not a dict, not JSON, or nested too deep.
+    """
+    if not isinstance(arguments, dict):
+        raise DecisionError(f"edited arguments must be a dict, got {type(arguments).__name__}")
+    try:
+        arguments = clean_json(arguments)
+        json.dumps(arguments, allow_nan=False)  # what the store and the wire will need
+    except TooDeep as exc:
+        raise DecisionError(f"edited arguments are {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise DecisionError(f"edited arguments are not JSON ({exc})") from None
+    return dict(arguments)
+
+
+def _same_decision(stored: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether two stored decisions (``decision_out``'s JSON) are one: the same verdict, decider,
+    time, reason and edited arguments. A decision made elsewhere and one made here with the
+    same verdict are two decisions (another decider, perhaps other arguments)."""
+    if any(stored.get(k) != new.get(k) for k in ("verdict", "by", "reason", "arguments")):
+        return False
+    try:
+        return datetime.fromisoformat(stored["at"]) == datetime.fromisoformat(new["at"])
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 RULE_CHANGES = (
@@ -1371,10 +1413,8 @@ class SQLStore:
         now = utcnow().isoformat()
         if decision is not None:
             existing = codec.loads(decision)
-            same = existing["verdict"] == ch.verdict and (
-                ch.arguments is None or codec.loads(ch.arguments) == existing.get("arguments")
-            )
-            if same:  # applying a decision made through the store (or a duplicate)
+            if _same_decision(existing, codec.loads(ch.data)):
+                # the chat applying the decision made through the store (or a duplicate)
                 cur = conn.execute(
                     "UPDATE decisions SET applied = 1, applied_at = ? "
                     "WHERE chat_id = ? AND call_id = ? AND applied = 0",
@@ -1387,6 +1427,7 @@ class SQLStore:
                 and claimed_by is None
                 and started_at is None
                 and status in ("approved", "denied")
+                and self._made_by_chat(conn, chat_id, ch.call_id)
             )
             if not overridable:
                 return (
@@ -1408,6 +1449,18 @@ class SQLStore:
             (chat_id, ch.call_id, ch.verdict, ch.by, ch.at, ch.reason, ch.arguments, now),
         )
         return "ok"
+
+    def _made_by_chat(self, conn: Any, chat_id: str, call_id: str) -> bool:
+        """Whether the call's standing decision was written by a chat (its resolver's or a
+        policy's may be overruled), not made through ``store.approve``/``store.deny`` (a
+        person's or an API's, whatever its ``by``; a store written before ``by`` names were
+        reserved may hold ``by="policy:..."`` there)."""
+        row = conn.execute(
+            "SELECT source FROM decisions WHERE chat_id = ? AND call_id = ? "
+            "ORDER BY id DESC LIMIT 1",
+            (chat_id, call_id),
+        ).fetchone()
+        return row is not None and row[0] == "chat"
 
     def decisions(self, chat_id: str, call_ids: Iterable[str]) -> dict[str, Decision]:
         ids = list(call_ids)
@@ -1799,21 +1852,32 @@ class SQLStore:
         if reason is not None and not isinstance(reason, str):
             raise TypeError("reason must be a string")
         by, reason = clean(by), clean(reason) if reason is not None else None
-        if arguments is not None and not isinstance(arguments, dict):
-            raise DecisionError(f"edited arguments must be a dict, got {type(arguments).__name__}")
+        if _reserved_by(by):  # those are a chat's own: a policy's decision may be overruled
+            raise DecisionError(
+                f"by={by!r} names a chat's own decider (its resolver, its rules, a policy); "
+                "name who decides (a person, a team, a service: by='ops')"
+            )
+        if arguments is not None:
+            arguments = _edited_arguments(arguments)
         with self._tx() as conn:
             sc = self._find(conn, call_id, chat_id, lock=True)
             label = f"{sc.name}({sc.id}) in chat {sc.chat_id}"
             if sc.approval is None or not sc.approval.required:
                 raise DecisionError(f"{label} does not need approval")
             if sc.decision is not None:
-                if sc.decision.verdict == verdict and (
-                    arguments is None or arguments == sc.decision.arguments
-                ):
+                stood = sc.decision
+                if stood.verdict == verdict and arguments == stood.arguments:
                     return sc
+                edit = ""
+                if stood.verdict == verdict:  # an approval, with other arguments
+                    edit = (
+                        " with the model's arguments"
+                        if stood.arguments is None
+                        else (" with edited arguments")
+                    )
                 raise DecisionError(
-                    f"{label} was already {sc.decision.verdict} by {sc.decision.by} at "
-                    f"{sc.decision.at.isoformat(timespec='seconds')}; a decision cannot be changed"
+                    f"{label} was already {stood.verdict} by {stood.by}{edit} at "
+                    f"{stood.at.isoformat(timespec='seconds')}; a decision cannot be changed"
                 )
             if sc.status != "awaiting_approval":
                 raise DecisionError(f"{label} is {sc.status}; it cannot be decided now")
