@@ -45,7 +45,14 @@ around = st.text(alphabet="abc XYZ,.;:()", max_size=12)
 
 def _texts(w: Any) -> list[str]:
     """Every text trait the front end draws, and the preview's and decided list's texts."""
-    out = [w.summary, w.error, w.python_filter, w.filter_problem, w.sources, getattr(w, "stale", "")]
+    out = [
+        w.summary,
+        w.error,
+        w.python_filter,
+        w.filter_problem,
+        w.sources,
+        getattr(w, "stale", ""),
+    ]
     out += [str(v) for v in w.preview.values()]
     out.append(str(w.action))  # synced state a saved notebook keeps
     out += [d["words"] for d in w.decided]
