@@ -131,8 +131,15 @@ def run_inline(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` and return its result, whether or not a loop is running here."""
+    """Run ``coro`` and return its result, whether or not a loop is running here.
+
+    It runs in a copy of the caller's context either way (``contextvars``: a request id,
+    OpenTelemetry's current span): the background loop's task is made with one, and this
+    thread's runner is given one each time (its own, made at its first run, was that run's
+    caller's: a later caller's variables were not seen).
+    """
     import asyncio
+    import contextvars
 
     if not in_running_loop():
         runner: asyncio.Runner | None = getattr(_local, "runner", None)
@@ -141,7 +148,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
             _local.runner = runner
             # Closed with its thread (or at exit), so no event loop is left unclosed.
             weakref.finalize(threading.current_thread(), _close_runner, runner)
-        return runner.run(coro)
+        return runner.run(coro, context=contextvars.copy_context())
     with blocking():  # before the coroutine can start: it may ask at once
         future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(
             coro, _background_loop()

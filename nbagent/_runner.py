@@ -34,11 +34,21 @@ whose loop is blocked by the sync driver fails with ``ToolLoopError`` at once.
 
 Cancellation (``chat.cancel()``, KeyboardInterrupt): calls that have not started
 are cancelled; calls already running settle first and keep their real outcome.
+
+Context: every call runs in a copy of the caller's context (``contextvars``), in every
+mode, with or without a timeout: what the code asking the chat set in a context variable
+(a request id, OpenTelemetry's current span) is what the tool reads, on whichever thread or
+task it runs, and what the tool sets stays its own. The call's start hook
+(:meth:`RoundHooks.start`: its ``ToolCallStarted`` event and whoever hears it) runs in that
+same copy, before the tool, marked as the call's (:func:`in_call_context`): a listener may
+set a context variable there for the tool to see and nothing else (the tracer makes the
+call's ``execute_tool`` span current, so the tool's own spans are its children).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -90,6 +100,18 @@ class Outcome:
     finished_at: datetime = field(default_factory=utcnow)
     duration_ms: float | None = None
     replayed: RecordedResult | None = None
+
+
+_CALL: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "nbagent_call_context", default=None
+)
+
+
+def in_call_context(call_id: str) -> bool:
+    """Whether the code running here runs in the context of call ``call_id``'s own: its
+    start hook or its tool (see Context in the module docstring). A context variable set
+    here is seen by that call's tool and by nothing else."""
+    return _CALL.get() == call_id
 
 
 class RoundHooks(Protocol):
@@ -160,6 +182,21 @@ async def _call_async(job: Job) -> Any:
         if job.tool.loop is not None:  # its resources live on that loop: run it there
             return await run_on_loop(coro, job.tool.loop, f"tool {job.tool.name!r}")
         return await coro
+
+
+class _Interrupted(Exception):
+    """The stop button raised in a tool's task, carried to the task awaiting it."""
+
+    def __init__(self, interrupt: KeyboardInterrupt):
+        super().__init__("interrupted")
+        self.interrupt = interrupt
+
+
+async def _interruptible(coro: Any) -> Any:
+    try:
+        return await coro
+    except KeyboardInterrupt as exc:
+        raise _Interrupted(exc) from None
 
 
 def _call_async_in_thread(job: Job) -> Any:
@@ -285,8 +322,10 @@ class ToolRunner:
             out = Outcome(job.call, "cancelled", message="cancelled before it ran")
             hooks.finish(out)
             return out
+        ctx = contextvars.copy_context()  # the call's own: the caller's variables, a copy
+        ctx.run(_CALL.set, job.call.id)
         try:
-            skip = hooks.start(job, mode)
+            skip = ctx.run(hooks.start, job, mode)
             started = utcnow()
             t0 = time.perf_counter()
         except KeyboardInterrupt:
@@ -307,7 +346,7 @@ class ToolRunner:
             self._settle(out, started, t0, hooks)
             return out
         try:
-            value = await self._execute(job, mode, pool)
+            value = await self._execute(job, mode, pool, ctx)
             out = Outcome(job.call, "ok", value=value)
         except TimeoutError as exc:
             message = str(exc) or f"timed out after {job.timeout:g} s"
@@ -343,43 +382,58 @@ class ToolRunner:
         hooks.finish(out)
 
     async def _execute(
-        self, job: Job, mode: Mode, pool: concurrent.futures.ThreadPoolExecutor | None
+        self,
+        job: Job,
+        mode: Mode,
+        pool: concurrent.futures.ThreadPoolExecutor | None,
+        ctx: contextvars.Context,
     ) -> Any:
+        """Run ``job``'s tool in ``ctx`` (the call's copy of the caller's context)."""
         is_async = job.tool.is_async
         if mode == "sequential" or pool is None:
             if is_async:
-                return await self._with_timeout(_call_async(job), job.timeout)
+                return await self._in_task(job, ctx)
             if job.timeout or on_background_loop():
-                return await self._in_thread(job, None, _call_sync)
-            return _call_sync(job)
+                return await self._in_thread(job, None, _call_sync, ctx)
+            return ctx.run(_call_sync, job)
         if mode == "threads":
             fn = _call_async_in_thread if is_async else _call_sync
-            return await self._in_thread(job, pool, fn)
+            return await self._in_thread(job, pool, fn, ctx)
         # async mode
         if is_async:
-            return await self._with_timeout(_call_async(job), job.timeout)
-        return await self._in_thread(job, pool, _call_sync)
+            return await self._in_task(job, ctx)
+        return await self._in_thread(job, pool, _call_sync, ctx)
 
     @staticmethod
-    async def _with_timeout(coro: Any, timeout: float | None) -> Any:
+    async def _in_task(job: Job, ctx: contextvars.Context) -> Any:
+        """Await an async tool's call as a task of its own running in ``ctx`` (a coroutine
+        runs in another context only as a task); cancelling the caller cancels it, and the
+        stop button raised in it comes out here (a task's would leave the event loop)."""
         import asyncio
 
-        if timeout:
-            return await asyncio.wait_for(coro, timeout)
-        return await coro
+        task = asyncio.get_running_loop().create_task(_interruptible(_call_async(job)), context=ctx)
+        try:
+            if job.timeout:
+                return await asyncio.wait_for(task, job.timeout)
+            return await task
+        except _Interrupted as exc:
+            raise exc.interrupt from None
 
     @staticmethod
     async def _in_thread(
-        job: Job, pool: concurrent.futures.ThreadPoolExecutor | None, fn: Any
+        job: Job,
+        pool: concurrent.futures.ThreadPoolExecutor | None,
+        fn: Any,
+        ctx: contextvars.Context,
     ) -> Any:
         import asyncio
 
         loop = asyncio.get_running_loop()
         if not job.timeout:
-            fut = loop.run_in_executor(pool, fn, job)
+            fut = loop.run_in_executor(pool, ctx.run, fn, job)
             return await ToolRunner._settled(fut)
         ticket = _Ticket()
-        fut = loop.run_in_executor(pool, ticket.run, fn, job)
+        fut = loop.run_in_executor(pool, ctx.run, ticket.run, fn, job)
         try:
             return await asyncio.wait_for(asyncio.shield(fut), job.timeout)
         except TimeoutError:
