@@ -13,6 +13,7 @@ children of the run's span wherever they run.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import threading
@@ -48,10 +49,39 @@ class Instrumentation:
         self.tracers.add(tracer)
         return tracer
 
-    def stop(self) -> None:
+    def stop(self, outcome: str = "detached") -> None:
+        """No chat is traced any more: each open turn ends with ``outcome``."""
         stop_auto_extend(self.extension_for)
         for tracer in list(self.tracers):
-            tracer.detach()
+            tracer.detach(outcome)
+
+    def force_flush(self) -> None:
+        """Hand every ended span to the exporters now (the provider's processors)."""
+        provider = self.provider
+        if provider is None:
+            from opentelemetry import trace
+
+            provider = trace.get_tracer_provider()
+        flush = getattr(provider, "force_flush", None)
+        if callable(flush):
+            flush()
+
+
+def _at_exit() -> None:
+    """The process exits (a kernel shut down or restarted) while tracing is on: a turn still
+    running ends now, ``interrupted`` (its calls still running say ``running``), and every
+    span is flushed, before the SDK's own shutdown (registered when its provider was made,
+    before ``instrument()``: exit hooks run last registered first). Left open, its spans
+    already exported had a parent that never was."""
+    global _CURRENT, _FROM_RUN
+    with _LOCK:
+        inst, _CURRENT, _FROM_RUN = _CURRENT, None, False
+    if inst is None:
+        return
+    with contextlib.suppress(Exception):
+        inst.stop("interrupted")
+    with contextlib.suppress(Exception):
+        inst.force_flush()
 
 
 @functools.cache
@@ -100,6 +130,8 @@ def instrument(tracer_provider: Any = None, *, content: bool = False) -> None:
     if old is not None:
         old.stop()
     auto_extend(inst.extension_for)
+    atexit.unregister(_at_exit)  # registered anew: after the provider's own shutdown hook
+    atexit.register(_at_exit)
 
 
 def uninstrument() -> bool:
@@ -107,6 +139,7 @@ def uninstrument() -> bool:
     global _CURRENT, _FROM_RUN
     with _LOCK:
         old, _CURRENT, _FROM_RUN = _CURRENT, None, False
+    atexit.unregister(_at_exit)
     if old is None:
         return False
     old.stop()

@@ -8,13 +8,23 @@ semantic conventions (``gen_ai.*``; nbagent's own facts as ``nbagent.*``):
 
 - ``invoke_agent nbagent``: one run of the loop for a turn, from the user's message
   (or the step that continues a parked turn) until the turn completes, parks on an
-  approval, spends a budget or fails. A continued turn's span links to its first one;
-  a fork's first span links to its parent chat's turn (same process).
-- ``chat {model}``: one model request, a child of its turn: model, provider, usage,
-  finish reasons, ``nbagent.cost_usd``, ``nbagent.replayed``.
-- ``execute_tool {tool}``: one tool call, made when the call is final (so a call
-  decided hours later, or in another process that loaded the chat, still gets one):
-  it starts when the model asked for it and ends when it was answered; the approval
+  approval, spends a budget, fails or is stopped. A continued turn's span links to its
+  first one; a fork's first span links to the parent chat's turn its step was in (same
+  process), a replayed request to the turn that recorded it.
+- ``chat {model}``: one model request, a child of its turn: model, provider (the one
+  its endpoint names: Groq, DeepSeek... through an OpenAI-compatible client), server,
+  usage, finish reasons, the output type asked for, ``nbagent.cost_usd``,
+  ``nbagent.replayed``.
+- ``execute_tool {tool}``: one run of a tool call. A call that runs has its span from
+  its start on, and while its tool runs that span is the current one (in the call's own
+  context, see :mod:`nbagent._runner`): what the tool makes (its own spans, an
+  instrumented client's, a sub-agent's chat) is its child. So that a call costs nothing
+  more when its tool makes no span, what is current is a stand-in (:class:`_CallSpan`)
+  that has the span made only when asked for its context. A call that never runs
+  (denied, skipped) is made when it is final (so a call decided hours later, or in
+  another process that loaded the chat, still gets one). The span starts when the model
+  asked for the call and ends when it was answered (a run that parks on inputs ends
+  ``awaiting_input``, and the run once they are answered is a span of its own); the approval
   is two span events (``nbagent.approval.requested``, ``nbagent.approval.decided``
   with verdict, who, reason and the wait); the outcome is ``nbagent.call.status``
   (``ok``, ``denied``, ``in_doubt``, ``timed_out``...), ``nbagent.call.hosted``,
@@ -30,9 +40,11 @@ or :data:`KEEP_SECONDS` (the batch span processor's own delay) have piled up: ev
 is back-dated to the events' times, so a trace is the same, but the tracer's work and the
 SDK's run once per turn with their code and data warm, not after every model request
 when the wait for the model has evicted them (about half of their cost; ``bench_otel``).
+A tool that makes a span of its own has them made then (its call's span is its parent).
 
 Message content (prompts, answers, arguments, results) is exported only with
-``content=True``; all free text goes through the key scrubber (``redact_keys``).
+``content=True``; all free text goes through the scrubber (``scrub``: the chat's
+provider's key, its hosted tools' secrets and anything shaped like a key).
 Events that happened before the tracer was attached (a fork's shared history, a
 loaded chat's stored events) are history, not traced again.
 """
@@ -41,11 +53,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -54,6 +69,7 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, S
 from .._errors import ChatCancelled, redact_keys, scrub
 from .._events import (
     Event,
+    InputRequested,
     MessageAdded,
     ModelRequestFailed,
     ModelRequestFinished,
@@ -67,6 +83,7 @@ from .._events import (
 from .._extension import ChatHost, Extension
 from .._hosted import BREACHES
 from .._record import CallRecord, ChatRecord, RecordChange
+from .._runner import in_call_context
 from .._types import AssistantToolCallMessage, Reasoning, ToolResultMessage
 
 AGENT = "nbagent"
@@ -99,6 +116,25 @@ KEEP_SECONDS = 5.0
 _TURNS: OrderedDict[tuple[str, int], SpanContext] = OrderedDict()
 _TURNS_MAX = 4096
 _TURNS_LOCK = threading.Lock()  # chats of a batch emit on many threads
+
+
+# The turn of each traced request: (chat id, step) -> turn, so a fork made at a step, or a
+# replay of a recorded request, links to the turn that step was in. Bounded.
+_STEP_TURNS: OrderedDict[tuple[str, int], int] = OrderedDict()
+_STEP_TURNS_MAX = 16384
+
+
+def step_turn(chat_id: str, step: int) -> int | None:
+    """The turn a traced request (``step``) of ``chat_id`` was made in, in this process."""
+    with _TURNS_LOCK:
+        return _STEP_TURNS.get((chat_id, step))
+
+
+def _remember_step(chat_id: str, step: int, turn: int) -> None:
+    with _TURNS_LOCK:
+        _STEP_TURNS[chat_id, step] = turn
+        while len(_STEP_TURNS) > _STEP_TURNS_MAX:
+            _STEP_TURNS.popitem(last=False)
 
 
 def turn_context(chat_id: str, turn: int | None = None) -> SpanContext | None:
@@ -148,6 +184,17 @@ class Tracer(Extension):
         self._turn_ctx: Any = None  # an OpenTelemetry context holding the open turn span
         self._last_step: Any = None  # the last request's span (a hosted call's parent)
         self._call_parent: dict[str, Any] = {}  # call id -> the context of its turn span
+        # calls started and not final: call id -> (parent context, start), for their span
+        self._starts: dict[str, tuple[Any, int | None]] = {}
+        # the spans of those made before the call was final (a stand-in was asked for one)
+        self._open_calls: dict[str, Any] = {}
+        # what is current in each running tool for its call's span (see _CallSpan)
+        self._stand_ins: dict[str, _CallSpan] = {}
+        self._flushing: int | None = None  # the thread making kept changes into spans
+        self._reran: set[str] = set()  # calls whose run ended unfinished (parked on inputs)
+        self._last_window: tuple[int | None, int | None] = (None, None)  # the last request's
+        self._endpoint: tuple[Any, dict[str, Any]] = (None, {})  # (provider, its attributes)
+        self._output_turn: tuple[int | None, bool] = (None, False)  # (turn, asks for json)
         # calls that ended outside any run this tracer saw (a loaded chat's call denied):
         # their span waits for the run that continues the turn, to be its child
         self._orphans: list[tuple[CallRecord, ToolCallFinished]] = []
@@ -168,13 +215,14 @@ class Tracer(Extension):
         self._record = chat.record
         self._record.subscribe(self.on_change)
 
-    def detach(self) -> None:
-        """Stop tracing this chat, for good: an open turn span ends now, and the chat lets
-        go of this tracer (and so of the tracer provider and its exporters)."""
+    def detach(self, outcome: str = "detached") -> None:
+        """Stop tracing this chat, for good: an open turn span ends now with ``outcome``
+        (``detached``: tracing was turned off; ``interrupted``: the process exits), and the
+        chat lets go of this tracer (and so of the tracer provider and its exporters)."""
         if self._record is not None:
             self._record.unsubscribe(self.on_change)
         with self._lock:
-            self._end_run(None, "detached")
+            self._end_run(None, outcome)
         host, self._host, self._record = self._host, None, None
         if host is not None:
             host.remove(self)
@@ -201,6 +249,9 @@ class Tracer(Extension):
             self._end_finishing()
         self._end_turn(ts, outcome, error=error)
         self._orphans_as_roots()
+        for stand_in in self._stand_ins.values():  # its call's start was never traced
+            stand_in.real = stand_in.real or NonRecordingSpan(trace.INVALID_SPAN_CONTEXT)
+        self._stand_ins.clear()
 
     # ------------------------------------------------------------ the change hook
     def on_change(self, change: RecordChange) -> None:
@@ -212,6 +263,7 @@ class Tracer(Extension):
         t = type(e)
         if t not in _HANDLERS and not self._content:
             return  # most events change no span (with content, one may end a request's)
+        span = None
         with self._lock:
             kept = self._kept
             if not kept:
@@ -222,19 +274,45 @@ class Tracer(Extension):
                     self._seen_context = ctx
                     self._contexts.append((len(kept), ctx))
             kept.append(change)
+            if t is ToolCallStarted and in_call_context(e.call.id):  # type: ignore[attr-defined]
+                # the call's own context (the runner's copy for it, where its tool then
+                # runs): its span is current for the tool, and for nothing else
+                span = self._stand_ins[e.call.id] = _CallSpan(self, e.call.id)  # type: ignore[attr-defined]
             if (
                 (t is StepFinished and e.kind in ENDS_TURN)  # type: ignore[attr-defined]
                 or len(kept) >= KEEP_MAX
                 or time.monotonic() - self._kept_at >= KEEP_SECONDS
             ):
                 self._flush()
+        if span is not None:
+            otel_context.attach(trace.set_span_in_context(span))
 
     def flush(self) -> None:
         """Make the kept changes into spans now."""
         with self._lock:
             self._flush()
 
+    def materialize(self, stand_in: _CallSpan) -> None:
+        """``stand_in`` was asked for its context (its tool makes a span): the kept changes
+        become spans now, and its call's span is made (started, ended when the call is).
+        Nothing is made inside a flush of this thread's own (what asks is this tracer)."""
+        if self._flushing == threading.get_ident():
+            return
+        with self._lock:
+            stand_in.asked = True
+            self._flush()
+            call_id = stand_in.call_id
+            if stand_in.real is None and call_id in self._starts:  # started, kept by now
+                self._open_span(call_id)
+
     def _flush(self) -> None:
+        self._flushing = threading.get_ident()
+        try:
+            self._flush_kept()
+        finally:
+            self._flushing = None
+
+    def _flush_kept(self) -> None:
         kept, self._kept = self._kept, []
         contexts, self._contexts = self._contexts, []
         failed: Exception | None = None
@@ -288,17 +366,54 @@ class Tracer(Extension):
         }
         if e.tool_choice != "auto":
             attrs["nbagent.request.tool_choice"] = e.tool_choice
+        chat = self._chat()
+        if chat is not None:
+            self._request_settings(chat, e, attrs)
         if self._content:
             attrs["gen_ai.input.messages"] = self._transcript_json(e.n_messages)
-            chat = self._chat()
             if chat is not None and chat.system:
                 attrs["gen_ai.system_instructions"] = json.dumps(
                     [{"type": "text", "content": self._text(chat.system)}], ensure_ascii=False
                 )
         self._steps[key] = (attrs, ns(e.ts), parent)
 
+    def _request_settings(self, chat: Any, e: ModelRequestStarted, attrs: dict[str, Any]) -> None:
+        """What the conventions say of a request that the chat's provider knows: the provider
+        its endpoint names, the server, the output type, the token limit and temperature."""
+        provider = chat.provider
+        if getattr(provider, "name", None) != e.provider:
+            return  # the chat changed providers since: not this request's
+        attrs.update(self._endpoint_of(provider))
+        if self._output_turn[0] != e.turn:
+            self._output_turn = (e.turn, e.turn in chat.outputs)
+        if self._output_turn[1]:
+            attrs["gen_ai.output.type"] = "json"
+        extra = getattr(provider, "extra_body", None)
+        extra = extra if isinstance(extra, dict) else {}
+        limit = getattr(provider, "max_tokens", None)
+        for key in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+            limit = extra.get(key, limit)
+        if isinstance(limit, int) and not isinstance(limit, bool):
+            attrs["gen_ai.request.max_tokens"] = limit
+        temperature = extra.get("temperature")
+        if isinstance(temperature, int | float) and not isinstance(temperature, bool):
+            attrs["gen_ai.request.temperature"] = float(temperature)
+
+    def _endpoint_of(self, provider: Any) -> dict[str, Any]:
+        """``provider``'s endpoint as the conventions' attributes (made once per provider):
+        ``server.address`` and ``server.port``, and ``gen_ai.provider.name`` when the URL
+        names a provider the conventions know that the provider's own name does not say (an
+        OpenAI-compatible client talking to Groq, DeepSeek, xAI, Azure OpenAI...)."""
+        cached, attrs = self._endpoint
+        if cached is provider:
+            return attrs
+        attrs = _endpoint_attributes(provider)
+        self._endpoint = (provider, attrs)
+        return attrs
+
     def _request_span(self, key: Any, e: ModelRequestFinished | ModelRequestFailed) -> Any:
         """The request's span, started back when the request did, with the attributes so far."""
+        _remember_step(self._chat_id, e.step, e.turn)
         started = self._steps.pop(key, None)
         if started is not None:
             attrs, start, parent = started
@@ -330,8 +445,8 @@ class Tracer(Extension):
             attrs["gen_ai.usage.cache_read.input_tokens"] = u.cached_tokens
         if u.cache_write_tokens:
             attrs["gen_ai.usage.cache_creation.input_tokens"] = u.cache_write_tokens
-        if u.reasoning_tokens:
-            attrs["nbagent.usage.reasoning_tokens"] = u.reasoning_tokens
+        if u.reasoning_tokens:  # part of the output tokens, as the conventions count them
+            attrs["gen_ai.usage.reasoning.output_tokens"] = u.reasoning_tokens
         if e.cost_usd is not None:
             attrs[COST] = e.cost_usd
             self._turn_cost += e.cost_usd
@@ -347,6 +462,7 @@ class Tracer(Extension):
         self._turn_usage[0] += u.input_tokens
         self._turn_usage[1] += u.output_tokens
         self._last_step = span
+        self._last_window = (start, ns(e.ts))
         if self._content:  # the response's message follows: its content goes on the span
             self._finishing = (span, ns(e.ts))
         else:
@@ -354,6 +470,18 @@ class Tracer(Extension):
 
     def _on_request_failed(self, key: Any, e: ModelRequestFailed) -> None:
         attrs, start, parent = self._request_span(key, e)
+        if e.error_type in _STOPPED_NAMES:  # the stop button, a cancelled task: no error
+            attrs["nbagent.stop_reason"] = "cancelled"
+            span = self._tracer.start_span(
+                self._name("chat", attrs.get(REQUEST_MODEL) or e.model),
+                context=_parent(parent),
+                kind=SpanKind.CLIENT,
+                attributes=attrs,
+                start_time=start,
+            )
+            span.end(end_time=ns(e.ts))
+            self._end_turn(e.ts, "cancelled")
+            return
         # the message may quote what was sent: content; its type is a name
         error = self._text(e.error, 1000) if self._content else e.error_type
         attrs["error.type"] = e.error_type
@@ -372,14 +500,98 @@ class Tracer(Extension):
         self._call_parent[e.call.id] = self._turn_for(e.turn, e.ts)
 
     def _on_started(self, key: Any, e: ToolCallStarted) -> None:
-        self._turn_for(e.turn, e.ts)
+        """The call runs: where its span will hang and when it starts (back-dated to the
+        model's request for it). The span itself is made when the call is final, in one go,
+        unless its tool asks for it first (:meth:`materialize`)."""
+        turn_ctx = self._turn_for(e.turn, e.ts)
+        call_id = e.call.id
+        record = self._record
+        r = record.get(call_id) if record is not None else None
+        if call_id in self._starts:  # started again before its first run was seen to end
+            self._end_unfinished(call_id, e.ts, "running")
+        if r is None or r.hosted:
+            return
+        again = call_id in self._reran  # a run after one that parked on inputs
+        parent = self._call_parent.get(call_id)
+        start = ns(e.ts if again else (r.requested_at or e.ts))
+        self._starts[call_id] = (turn_ctx if parent is None else parent, start)
+        stand_in = self._stand_ins.get(call_id)
+        if stand_in is not None and stand_in.asked:  # its tool asked for it already
+            self._open_span(call_id)
+
+    def _open_span(self, call_id: str) -> None:
+        """Make a started call's span now, open (its attributes come when it ends): the
+        tool asked for it, to be the parent of its own spans."""
+        record = self._record
+        r = record.get(call_id) if record is not None else None
+        if r is None:
+            return
+        parent, start = self._starts[call_id]
+        span = self._open_calls[call_id] = self._tracer.start_span(
+            self._name("execute_tool", r.tool),
+            context=_parent(parent),
+            kind=SpanKind.INTERNAL,
+            attributes={OPERATION: "execute_tool", "gen_ai.tool.name": r.tool},
+            start_time=start,
+        )
+        stand_in = self._stand_ins.get(call_id)
+        if stand_in is not None:
+            stand_in.real = span
+
+    def _end_run_of(
+        self,
+        call_id: str,
+        r: CallRecord,
+        e: ToolCallFinished | None,
+        until: datetime | None = None,
+        status: str | None = None,
+    ) -> None:
+        """A started call's run ended (final, or not: ``until``, ``status``): its span, the
+        one made for its tool or one made now in one go; its stand-in stands for that."""
+        started = self._starts.pop(call_id, None)
+        span = self._open_calls.pop(call_id, None)
+        stand_in = self._stand_ins.pop(call_id, None)
+        parent, start = started if started is not None else (None, None)
+        span = self._call_span(r, parent, e, span=span, until=until, status=status, start=start)
+        if stand_in is not None and stand_in.real is None:
+            stand_in.real = span  # asked later (a thread the tool left running)
+
+    def _end_unfinished(self, call_id: str, ts: datetime | None, status: str | None) -> None:
+        record = self._record
+        r = record.get(call_id) if record is not None else None
+        self._reran.add(call_id)
+        if r is None:
+            self._starts.pop(call_id, None)
+            span = self._open_calls.pop(call_id, None)
+            if span is not None:
+                span.end(end_time=ns(ts))
+            return
+        self._end_run_of(call_id, r, None, until=ts, status=status)
+
+    def _on_input_requested(self, key: Any, e: InputRequested) -> None:
+        """A call parked on inputs (``resume`` says so; an input asked for in the middle of a
+        call holds it running): this run of it ends here, ``awaiting_input``; the run once
+        they are answered is a span of its own."""
+        call = e.call
+        if call is not None and e.resume is not None and call.id in self._starts:
+            self._end_unfinished(call.id, e.ts, "awaiting_input")
+
+    def _end_open_calls(self, ts: datetime | None) -> None:
+        """The calls started and not final as the turn's run ends (the tracer stops while
+        they run): their span ends now, with the status they have."""
+        for call_id in list(self._starts):
+            self._end_unfinished(call_id, ts, None)
 
     def _on_finished(self, key: Any, e: ToolCallFinished) -> None:
         record = self._record
         r = record.get(e.call.id) if record is not None else None
         if r is None or e.shared:
             return
+        self._reran.discard(r.call_id)
         parent = self._call_parent.pop(r.call_id, None)
+        if r.call_id in self._starts:  # it ran: the span of its run
+            self._end_run_of(r.call_id, r, e)
+            return
         if parent is None:
             if self._turn_span is None:
                 self._orphans.append((r, e))  # the run that continues its turn adopts it
@@ -416,6 +628,9 @@ class Tracer(Extension):
         if chat is not None:
             attrs[PROVIDER] = chat.provider.name
             attrs[REQUEST_MODEL] = chat.provider.model
+            named = self._endpoint_of(chat.provider).get(PROVIDER)
+            if named is not None:
+                attrs[PROVIDER] = named
         links = []
         first = turn_context(self._chat_id, turn)
         if first is not None:  # a parked turn continued: the same turn's first run
@@ -430,7 +645,7 @@ class Tracer(Extension):
                 attrs["nbagent.fork.call_id"] = parent.call_id
             if not self._linked_parent:
                 self._linked_parent = True
-                origin = turn_context(parent.chat_id, turn) or turn_context(parent.chat_id)
+                origin = self._fork_origin(parent.chat_id, parent.step)
                 if origin is not None:
                     links.append(Link(origin, {"nbagent.link": "forked_from"}))
         span = self._tracer.start_span(
@@ -450,6 +665,13 @@ class Tracer(Extension):
             self._call_span(r, self._turn_ctx, e)
         return self._turn_ctx
 
+    def _fork_origin(self, chat_id: str, step: int) -> SpanContext | None:
+        """The span of the parent's turn the fork was made in: the one holding ``step``."""
+        turn = step_turn(chat_id, step)
+        if turn is None and self._record is not None:  # the shared history says it too
+            turn = next((s.turn for s in self._record.steps if s.step == step), None)
+        return turn_context(chat_id, turn) if turn is not None else None
+
     def _end_turn(
         self,
         ts: datetime | None,
@@ -458,6 +680,7 @@ class Tracer(Extension):
         budget: str | None = None,
         error: tuple[str, str] | None = None,
     ) -> None:
+        self._end_open_calls(ts)
         span = self._turn_span
         if span is None:
             return
@@ -505,14 +728,31 @@ class Tracer(Extension):
         attrs["nbagent.replay.chat_id"] = recording.chat_id
         attrs["nbagent.replay.step"] = recording.step
         if recording.chat_id != self._chat_id:
-            origin = turn_context(recording.chat_id)
+            turn = step_turn(recording.chat_id, recording.step)  # the turn that recorded it
+            origin = turn_context(recording.chat_id, turn) if turn is not None else None
             if origin is not None:
                 return [Link(origin, {"nbagent.link": "replays"})]
         return None
 
     # ------------------------------------------------------------ calls
-    def _call_span(self, r: CallRecord, parent: Any, e: ToolCallFinished | None) -> None:
-        status = r.status
+    def _call_span(
+        self,
+        r: CallRecord,
+        parent: Any,
+        e: ToolCallFinished | None,
+        *,
+        span: Any = None,
+        until: datetime | None = None,
+        window: tuple[int | None, int | None] | None = None,
+        status: str | None = None,
+        start: int | None = None,
+    ) -> Any:
+        """The call's span, ended (and returned): ``span`` the one made when its tool asked
+        (else one made now under ``parent``, from ``start``, or when the model asked for the
+        call); ``until``: when an unfinished call's span ends, and ``status`` its status then
+        (else the record's); ``window``: a provider's item's request (start, end)."""
+        unfinished = until is not None or status is not None
+        status = status or r.status
         attrs: dict[str, Any] = {
             OPERATION: "execute_tool",
             "gen_ai.tool.name": r.tool,
@@ -551,30 +791,43 @@ class Tracer(Extension):
         if r.ran_before:
             attrs["nbagent.call.ran_before"] = list(r.ran_before)
         if self._content:
-            if r.arguments is not None:
+            if r.arguments is not None:  # what ran: the edited arguments when edited ({} too)
+                ran = r.arguments if r.edited_arguments is None else r.edited_arguments
                 attrs["gen_ai.tool.call.arguments"] = self._text(
-                    json.dumps(r.edited_arguments or r.arguments, ensure_ascii=False, default=str)
+                    json.dumps(ran, ensure_ascii=False, default=str)
                 )
             content = r.result.content if r.result is not None else r.result_preview
-            if content is not None:
+            if content is not None and status == "ok":  # the conventions: a successful run's
                 attrs["gen_ai.tool.call.result"] = self._text(content)
         failed = status in _FAILED
         if failed:
-            attrs["error.type"] = status
-        start = r.requested_at or r.started_at or (e.ts if e is not None else utcnow())
-        span = self._tracer.start_span(
-            self._name("execute_tool", r.tool),
-            context=_parent(parent),
-            kind=SpanKind.INTERNAL,
-            attributes=attrs,
-            start_time=ns(start),
-        )
+            attrs["error.type"] = _error_type(r)
+        if span is not None:
+            span.set_attributes(attrs)  # started when the call did: its name and tool
+        else:
+            if window is not None and window[0] is not None:
+                start_ns: int | None = window[0]  # ran within its request, told after it
+            elif start is not None:
+                start_ns = start
+            else:
+                start_ns = ns(
+                    r.requested_at or r.started_at or (e.ts if e is not None else utcnow())
+                )
+            span = self._tracer.start_span(
+                self._name("execute_tool", r.tool),
+                context=_parent(parent),
+                kind=SpanKind.INTERNAL,
+                attributes=attrs,
+                start_time=start_ns,
+            )
         if r.requires_approval and r.approval_source is not None:
+            reason = r.approval_reason
             span.add_event(
                 "nbagent.approval.requested",
                 {"nbagent.approval.source": r.approval_source}
-                | ({"nbagent.approval.reason": self._text(r.approval_reason, 500)}
-                   if r.approval_reason else {}),
+                | ({"nbagent.approval.reason": self._text(
+                    reason if self._content else _reason_kind(reason), 500)}
+                   if reason else {}),
                 timestamp=ns(r.requested_at),
             )  # fmt: skip
         d = r.decided
@@ -595,8 +848,12 @@ class Tracer(Extension):
         if failed:  # an error's text may quote the arguments: content; without, the status
             text = self._text(r.error or status, 1000) if self._content else status
             span.set_status(Status(StatusCode.ERROR, text))
-        end = e.ts if e is not None else r.finished_at
+        if window is not None and window[1] is not None:
+            span.end(end_time=window[1])
+            return span
+        end = e.ts if e is not None else (until if unfinished else (r.finished_at or until))
         span.end(end_time=ns(end))
+        return span
 
     def _provider_items(self, e: MessageAdded) -> None:
         """What the provider ran on its side, reported with this message: one span each."""
@@ -611,21 +868,32 @@ class Tracer(Extension):
             if r is None or r.item_type is None or r.call is not None:
                 continue
             parent = self._last_step
+            window: tuple[int | None, int | None] | None = self._last_window
             if parent is None and self._turn_span is not None:
-                parent = self._turn_ctx
-            self._call_span(r, parent, None)
+                parent, window = self._turn_ctx, None
+            self._call_span(r, parent, None, window=window)
 
     # ------------------------------------------------------------ text
     def _text(self, text: str | None, limit: int = CONTENT_CHARS) -> str:
         """``text`` as exported: hosted tools' secrets and key-shaped text masked, clipped."""
-        chat = self._chat()
-        secrets = [
-            secret
-            for hosted in (chat.hosted_tools if chat is not None else ())
-            for secret in getattr(hosted, "secrets", tuple)()
-        ]
+        secrets = self._secrets()
         out = scrub(text or "", secrets) if secrets else redact_keys(text or "")
         return out if len(out) <= limit else out[:limit] + "…"
+
+    def _secrets(self) -> list[str]:
+        """What no exported text may show: the chat's provider's key (``gsk_...``, ``AIza...``:
+        not every key is shaped like one) and its hosted tools' headers and tokens."""
+        chat = self._chat()
+        if chat is None:
+            return []
+        secrets = [
+            secret for hosted in chat.hosted_tools for secret in getattr(hosted, "secrets", tuple)()
+        ]
+        provider = chat.provider
+        own = getattr(provider, "secrets", None) or getattr(provider, "_secrets", None)
+        if callable(own):
+            secrets += [secret for secret in own() if isinstance(secret, str)]
+        return secrets
 
     def _transcript_json(self, n: int) -> str:
         record = self._record
@@ -659,6 +927,69 @@ class Tracer(Extension):
         return host.chat if host is not None and host.alive else None
 
 
+class _CallSpan(trace.Span):
+    """What is current in a running tool for its call's ``execute_tool`` span, which is made
+    with the turn's other spans, in a burst (see the module docstring): made now, at every
+    call, it cost the burst. Asked for its context (the tool makes a span of its own, an
+    instrumented client does, a sub-agent's chat does), it has the tracer make the spans
+    kept so far, its call's among them, and answers with that span's: what the tool makes is
+    that span's child. A tool that makes no span costs one object."""
+
+    __slots__ = ("_tracer", "asked", "call_id", "real")
+
+    def __init__(self, tracer: Tracer, call_id: str):
+        self._tracer = weakref.ref(tracer)
+        self.call_id = call_id
+        self.asked = False  # asked for the span: it is made (and kept open) for the tool
+        self.real: Any = None  # the call's span, once made
+
+    def _span(self) -> Any:
+        real = self.real
+        if real is None:
+            tracer = self._tracer()
+            if tracer is not None:
+                tracer.materialize(self)
+            real = self.real
+        return real
+
+    def get_span_context(self) -> SpanContext:
+        real = self._span()
+        return real.get_span_context() if real is not None else trace.INVALID_SPAN_CONTEXT
+
+    def is_recording(self) -> bool:
+        real = self._span()
+        return real is not None and real.is_recording()
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        real = self._span()
+        if real is not None:
+            real.set_attribute(key, value)
+
+    def set_attributes(self, attributes: Any) -> None:
+        real = self._span()
+        if real is not None:
+            real.set_attributes(attributes)
+
+    def add_event(self, name: str, attributes: Any = None, timestamp: int | None = None) -> None:
+        real = self._span()
+        if real is not None:
+            real.add_event(name, attributes, timestamp)
+
+    def record_exception(self, exception: BaseException, *args: Any, **kwargs: Any) -> None:
+        real = self._span()
+        if real is not None:
+            real.record_exception(exception, *args, **kwargs)
+
+    def set_status(self, *args: Any, **kwargs: Any) -> None:
+        """The call's status is the record's: not the tool's to set."""
+
+    def update_name(self, name: str) -> None:
+        """The span's name is the conventions' (``execute_tool {tool}``)."""
+
+    def end(self, end_time: int | None = None) -> None:
+        """The span ends when the call does: not the tool's to end."""
+
+
 def _parent(ctx: Any) -> Any:
     """An OpenTelemetry context for a parent: a context as is, a span or a span context
     made current in a new one; ``None``: the caller's current context."""
@@ -686,7 +1017,7 @@ def _message_json(m: Any, text: Any) -> dict[str, Any]:
                 "type": "tool_call",
                 "id": c.id,
                 "name": c.name,
-                "arguments": text(json.dumps(c.arguments, ensure_ascii=False, default=str)),
+                "arguments": _json_value(c.arguments, text),
             }
         )
     out: dict[str, Any] = {"role": getattr(m, "role", "assistant"), "parts": parts}
@@ -694,6 +1025,88 @@ def _message_json(m: Any, text: Any) -> dict[str, Any]:
     if stop and out["role"] == "assistant":
         out["finish_reason"] = _FINISH.get(stop, stop)
     return out
+
+
+def _json_value(value: Any, text: Any) -> Any:
+    """``value`` (a call's arguments) as the conventions want it in a message part: an
+    object, masked; as a string only when clipped (or masking made it no longer JSON)."""
+    raw = json.dumps(value, ensure_ascii=False, default=str)
+    out = text(raw)
+    try:
+        return json.loads(out)
+    except ValueError:
+        return out
+
+
+_NOTE = re.compile(r" \(approval rule (?:raised ([\w.]+)|returned\b).*\)\Z", re.S)
+"""The note a resolver's failure adds to a call's approval reason (``_approvals``): its
+error's text, or the value it returned, may quote the arguments."""
+
+
+def _reason_kind(reason: str) -> str:
+    """An approval reason without content: a resolver's failure only as its kind."""
+    m = _NOTE.search(reason)
+    if m is None:
+        return reason
+    kind = f"raised {m.group(1)}" if m.group(1) else "returned no verdict"
+    return f"{reason[: m.start()]} (approval rule {kind})"
+
+
+def _error_type(r: CallRecord) -> str:
+    """A failed call's ``error.type``: its status (``error``, ``timed_out``...); an MCP
+    server's tool that answered ``isError`` is ``tool_error``, as the MCP conventions say."""
+    mcp = r.server is not None and not r.hosted
+    if mcp and r.status == "error" and (r.error or "").startswith("MCPToolError"):
+        return "tool_error"
+    return r.status
+
+
+_KNOWN_HOSTS = (
+    ("api.groq.com", "groq"),
+    ("api.deepseek.com", "deepseek"),
+    ("api.x.ai", "x_ai"),
+    (".openai.azure.com", "azure.ai.openai"),
+    (".services.ai.azure.com", "azure.ai.inference"),
+    ("models.inference.ai.azure.com", "azure.ai.inference"),
+    ("api.mistral.ai", "mistral_ai"),
+    ("api.perplexity.ai", "perplexity"),
+    ("api.cohere.ai", "cohere"),
+    ("api.cohere.com", "cohere"),
+    ("generativelanguage.googleapis.com", "gcp.gemini"),
+    ("aiplatform.googleapis.com", "gcp.vertex_ai"),
+)
+"""Endpoints whose provider the conventions name (``gen_ai.provider.name``'s well-known
+values), by host (a leading dot: any host ending so)."""
+
+
+def _endpoint_attributes(provider: Any) -> dict[str, Any]:
+    """``server.address``, ``server.port`` and, for a known endpoint reached through another
+    provider's client (OpenAI-compatible), ``gen_ai.provider.name``; {} without a URL."""
+    url = getattr(provider, "base_url", None)
+    if not isinstance(url, str) or not url:
+        return {}
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return {}
+    if not host:
+        return {}
+    attrs: dict[str, Any] = {"server.address": host}
+    if port is None:
+        port = {"https": 443, "http": 80}.get(parts.scheme)
+    if port is not None:
+        attrs["server.port"] = port
+    for known, name in _KNOWN_HOSTS:
+        if (
+            host == known
+            or (known.startswith(".") and host.endswith(known))
+            or host.endswith("." + known)
+        ):
+            if getattr(provider, "name", None) != name:
+                attrs[PROVIDER] = name
+            break
+    return attrs
 
 
 _FINISH = {
@@ -710,6 +1123,9 @@ _FINISH = {
 _STOPPED = (KeyboardInterrupt, asyncio.CancelledError, ChatCancelled)
 """What a stopped run raises (the stop button, a cancelled task, ``chat.cancel()``)."""
 
+_STOPPED_NAMES = frozenset(t.__name__ for t in _STOPPED)
+"""The same as a failed request's ``error_type`` says it."""
+
 _HANDLERS: dict[type[Event], Any] = {
     MessageAdded: Tracer._on_message,
     ModelRequestStarted: Tracer._on_request_started,
@@ -719,6 +1135,7 @@ _HANDLERS: dict[type[Event], Any] = {
     ToolCallStarted: Tracer._on_started,
     ToolCallFinished: Tracer._on_finished,
     StepFinished: Tracer._on_step_finished,
+    InputRequested: Tracer._on_input_requested,
 }
 """What each event does to the spans; the other events change none (a decision is read
 off the call's record when the call is final)."""

@@ -137,6 +137,8 @@ def test_a_turn_with_a_denied_a_hosted_and_an_mcp_call_has_the_genai_attributes(
     assert a["nbagent.call.item_type"] == "mcp_call" and a["gen_ai.provider.name"] == "openai"
     first_request = min(requests, key=lambda s: s.start_time or 0)
     assert ran.parent.span_id == first_request.context.span_id  # the response that reported it
+    # it ran while that request did (it was after it: told by the message that followed)
+    assert first_request.start_time <= ran.start_time <= ran.end_time <= first_request.end_time
 
     exported = everything(content_spans)
     for secret in SECRETS:
