@@ -69,3 +69,17 @@ def test_a_long_run_of_prefixes_or_word_characters_is_read_once() -> None:
     # time is the suite's: benchmarks/bench_redact.py measures the ratio
     assert redact_keys("sk-" * 13_000) == "sk-" * 13_000
     assert redact_keys("a" * 40_000 + "@") == "a" * 40_000 + "@"
+
+
+def test_a_password_given_as_a_key_and_a_value_is_hidden() -> None:
+    hidden = {
+        "host=db user=me password=hunter2 dbname=x": "host=db user=me password=*** dbname=x",
+        '{"password": "hunter2", "user": "me"}': '{"password": "***", "user": "me"}',
+        "PASSWORD: s3cr3t": "PASSWORD: ***",
+        "pwd='abc def'": "pwd='***'",
+        "https://h/?user=a&passwd=x&y=1": "https://h/?user=a&passwd=***&y=1",
+    }
+    for text, shown in hidden.items():
+        assert redact_keys(text) == shown
+    for prose in ("reset your password: click here", "passwords are stored hashed"):
+        assert redact_keys(prose) == prose
