@@ -242,16 +242,11 @@ class Chat(BaseChat):
         )
 
     def _spawn(self, p: Plan, store: Any = UNSET, **wings: Any) -> Chat:
-        from .store import attach_store
-        from .store._extension import StoreExtension
+        from .store import attach_store, fork_store, hold_lease
 
         lease = None
         if store is UNSET:  # the parent's store; shared by path or URL, with a lease of its own
-            store = None
-            for ext in self.extensions:
-                if isinstance(ext, StoreExtension):
-                    store, lease = ext.fork_store()
-                    break
+            store, lease = fork_store(self)
         try:
             fork = super()._spawn(p, **wings)
             if store is not None:
@@ -261,12 +256,7 @@ class Chat(BaseChat):
                 lease(False)
             raise
         if lease is not None:  # closing the parent leaves the fork's store open
-            for ext in fork.extensions:
-                if isinstance(ext, StoreExtension) and ext.store is store:
-                    ext.hold(lease)
-                    break
-            else:
-                lease(False)
+            hold_lease(fork, store, lease)
         return fork
 
     # ------------------------------------------------------- the notebook view

@@ -385,7 +385,7 @@ def _must_exist(where: str | os.PathLike[str]) -> None:
     """A store path names a file that is there: opening a path creates a store file where
     none is, so a mistyped path would show an empty inbox ("nothing waits") while the
     calls wait in the real one. A PostgreSQL URL is the server's to refuse."""
-    from ..store._postgres import is_dsn
+    from ..store import is_dsn
 
     if is_dsn(where):
         return

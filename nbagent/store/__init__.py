@@ -46,12 +46,15 @@ from .._exports import publish as _publish
 # (Chat, the batch), not for users.
 from ._attach import attach_batch_chat as attach_batch_chat
 from ._attach import attach_store as attach_store
+from ._attach import fork_store as fork_store
+from ._attach import hold_lease as hold_lease
 from ._attach import load_chat as load_chat
 from ._attach import open_store
 from ._attach import store_of as store_of
 from ._follow import Subscription, follow
 from ._migrations import SCHEMA_VERSION
 from ._postgres import PostgresStore
+from ._postgres import is_dsn as is_dsn
 from ._protocol import (
     BatchStore,
     ChatInfo,

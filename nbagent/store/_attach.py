@@ -154,6 +154,26 @@ def store_of(chat: Chat) -> Store | None:
     return None
 
 
+def fork_store(chat: Chat) -> tuple[Store | None, Release | None]:
+    """The store a fork of ``chat`` goes to (``chat``'s, else ``None``) and the fork's own
+    lease on it when it is shared by path or URL (``None``: the user's object, never closed
+    for them): closing the parent leaves the fork's store open."""
+    for ext in chat.extensions:
+        if isinstance(ext, StoreExtension):
+            return ext.fork_store()
+    return None, None
+
+
+def hold_lease(fork: Chat, store: Store, lease: Release) -> None:
+    """The fork attached to ``store`` keeps ``lease`` (:func:`fork_store`'s) until it is
+    closed or collected; a fork not attached to it lets go at once."""
+    for ext in fork.extensions:
+        if isinstance(ext, StoreExtension) and ext.store is store:
+            ext.hold(lease)
+            return
+    lease(False)
+
+
 def load_chat(
     cls: type[ChatT],
     chat_id: str,
