@@ -170,10 +170,9 @@ def _written_here(
     verdict and reason, and a time stamped by this process (``chat.approve`` and
     nbagent's stores stamp it where the call is made, not on a database server) while
     the call was being made: a decision that differs, or was stamped before the call
-    began or after it returned, is someone else's. One that another process wrote
-    with the same decider, verdict and reason while this call waited for the store's
-    lock is not told apart from ours: only the store can say whether it wrote (see
-    docs/decide-from-another-process.md).
+    began or after it returned, is someone else's. A store source decides with
+    ``exclusive=True`` besides, so the store refuses a call another inbox decided
+    alike while this one waited for its lock.
     """
     return (
         decision.by == by
@@ -270,7 +269,11 @@ class StoreSource(_Source):
 
     def _record(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Decision | None:
         decide = self.store.approve if verdict == "approved" else self.store.deny
-        return decide(row.call_id, reason=reason, by=by, chat_id=row.chat_id).decision
+        # exclusive: a call decided already (even alike, by another inbox of the same name)
+        # is refused in the transaction that would write, so only the writer says so
+        return decide(
+            row.call_id, reason=reason, by=by, chat_id=row.chat_id, exclusive=True
+        ).decision
 
     def inputs(self) -> list[Any]:
         """The inputs waiting in the store (``store.pending_inputs()``: ``StoredInput``s)."""

@@ -518,6 +518,7 @@ class Store(Protocol):
         by: str = "store",
         *,
         chat_id: str | None = None,
+        exclusive: bool = False,
     ) -> StoredCall:
         """Approve a pending call from anywhere (see :class:`~nbagent.store.SQLiteStore`)."""
         ...
@@ -529,6 +530,7 @@ class Store(Protocol):
         by: str = "store",
         *,
         chat_id: str | None = None,
+        exclusive: bool = False,
     ) -> StoredCall:
         """Deny a pending call from anywhere."""
         ...

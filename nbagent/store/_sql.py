@@ -1793,6 +1793,7 @@ class SQLStore:
         by: str = "store",
         *,
         chat_id: str | None = None,
+        exclusive: bool = False,
     ) -> StoredCall:
         """Approve a pending call, from any process; the chat applies it at its next step.
 
@@ -1803,16 +1804,21 @@ class SQLStore:
             reason: Why (kept with the decision).
             by: Who decided (recorded as the decider).
             chat_id: Needed only when several chats have a call with this id.
+            exclusive: Refuse (``DecisionError``) a call decided already, even the
+                same way, so the caller knows its decision is the one recorded (two
+                inboxes approving alike: one wrote, the other is told; checked in the
+                transaction that writes).
 
         Returns:
-            The call as now stored. Approving an approved call again is a no-op.
+            The call as now stored. Approving an approved call again is a no-op
+            (unless ``exclusive``).
 
         Raises:
             DecisionError: Unknown or ambiguous call id, a call that needs no
                 approval or is not pending, invalid edited arguments, or a call
-                already denied. Nothing is written then.
+                already denied (or, ``exclusive``, decided). Nothing is written then.
         """
-        return self._decide(call_id, "approved", arguments, reason, by, chat_id)
+        return self._decide(call_id, "approved", arguments, reason, by, chat_id, exclusive)
 
     def deny(
         self,
@@ -1821,13 +1827,15 @@ class SQLStore:
         by: str = "store",
         *,
         chat_id: str | None = None,
+        exclusive: bool = False,
     ) -> StoredCall:
         """Deny a pending call, from any process; it never runs and the model is told why.
 
         Raises:
-            DecisionError: As :meth:`approve` (denying a denied call is a no-op).
+            DecisionError: As :meth:`approve` (denying a denied call is a no-op unless
+                ``exclusive``).
         """
-        return self._decide(call_id, "denied", None, reason, by, chat_id)
+        return self._decide(call_id, "denied", None, reason, by, chat_id, exclusive)
 
     def _decide(
         self,
@@ -1837,6 +1845,7 @@ class SQLStore:
         reason: str | None,
         by: str,
         chat_id: str | None,
+        exclusive: bool = False,
     ) -> StoredCall:
         if isinstance(call, StoredCall):
             chat_id = chat_id or call.chat_id
@@ -1866,7 +1875,7 @@ class SQLStore:
                 raise DecisionError(f"{label} does not need approval")
             if sc.decision is not None:
                 stood = sc.decision
-                if stood.verdict == verdict and arguments == stood.arguments:
+                if stood.verdict == verdict and arguments == stood.arguments and not exclusive:
                     return sc
                 edit = ""
                 if stood.verdict == verdict:  # an approval, with other arguments
