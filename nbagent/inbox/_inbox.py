@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING, Any
 from .._approvals import HUMAN
 from .._display import LiveOutput, close_models, ended_note, widgets_available
 from .._errors import InputError
-from .._events import ApprovalDecided, ApprovalRequested, Event, StepFinished
+from .._events import ApprovalDecided, ApprovalRequested, Event, StepFinished, utcnow
 from .._html import preview as clip_text
-from .._types import PendingInput, ToolCall
+from .._types import Decision, PendingInput, ToolCall
 from ..store import follow
 from ._filter import Filter, as_filter
 from ._present import (
@@ -123,6 +123,12 @@ class Inbox:
             raise ValueError(
                 f"by= names the inbox as the decider (default {BY!r}); got {by!r}"
                 + (" ('user' is a card click's)" if by == HUMAN else "")
+            )
+        if by == "rule" or Decision("denied", by, utcnow()).automatic:
+            # a chat's own deciders: a person's decision named so could be overruled
+            raise ValueError(
+                f"by={by!r} names a chat's own decider (its resolver, its rules, a policy); "
+                "name the inbox (by='inbox-ana')"
             )
         self._sources = sources
         self.by = by
