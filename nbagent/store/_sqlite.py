@@ -93,6 +93,7 @@ from .._errors import StoreError
 from . import _migrations as migrations
 from ._checkpointer import checkpointer_for, file_id, release_unclosed, take_over
 from ._follow import release as release_follower
+from ._postgres import is_dsn
 from ._sql import SQLStore, _Job, planned
 from ._waiting import WouldWait, held, may_wait
 
@@ -149,6 +150,17 @@ class SQLiteStore(SQLStore):
     ):
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
+        if isinstance(path, str) and ("://" in path or is_dsn(path)):
+            # not echoed: a URL may hold a password (as a path, "//" folded to "/" hid it
+            # from redaction and the error showed it)
+            raise StoreError(
+                "SQLiteStore takes a file path, not a URL"
+                + (
+                    ": open a PostgreSQL store with nbagent.open_store(url) or PostgresStore(url)"
+                    if is_dsn(path)
+                    else ""
+                )
+            )
         self.path = Path(path)
         self.location = str(self.path)
         self.claim_timeout = claim_timeout

@@ -555,3 +555,14 @@ def test_the_wal_file_stays_bounded_under_continuous_writes(tmp_path: Path) -> N
             closed(chat)
     limit = checkpointer.WAL_LIMIT + 4 * checkpointer.RESTART_FRAMES * (4096 + 24)
     assert max(sizes) < limit, [s // 1_000_000 for s in sizes]
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresql://me:hunter22@db/x", "mysql://u:pw9999@h/db", "host=db password=pw9999"]
+)
+def test_a_url_given_to_sqlitestore_is_refused_without_showing_it(url: str) -> None:
+    # as a path, "//" folded to "/", the URL redaction missed it, and the error showed
+    # "directory postgresql:/me:hunter22@db does not exist"
+    with pytest.raises(StoreError, match="takes a file path, not a URL") as raised:
+        SQLiteStore(url)
+    assert "hunter22" not in str(raised.value) and "pw9999" not in str(raised.value)
