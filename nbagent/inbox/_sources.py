@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import DecisionError, StoreError
+from .._events import ApprovalDecided
 from .._types import Decision, ToolCall
 from .._unicode import clean
 
@@ -151,7 +152,11 @@ class _Source:
                 row.chat_id, row.call_id, row.tool, "error", detail="no decision recorded"
             )
         ours = _written_here(decision, verdict, reason, by, started, finished)
-        return decided_elsewhere(row, decision, ours=ours)
+        return decided_elsewhere(row, decision, ours=ours and not self._found(row))
+
+    def _found(self, row: Row) -> bool:
+        """The decision :meth:`_record` returned was found recorded, not written by it."""
+        return False
 
 
 def _written_here(
@@ -190,6 +195,7 @@ class LiveSource(_Source):
     def __init__(self, chat: BaseChat, *, batch: Any = None):
         self.chat = chat
         self.batch = batch  # the batch run driving it, if any
+        self._wrote: dict[str, bool] = {}  # call id -> its last _record wrote the decision
 
     @property
     def continues(self) -> bool:
@@ -220,7 +226,19 @@ class LiveSource(_Source):
 
     def _record(self, row: Row, verdict: Verdict, reason: str | None, by: str) -> Decision | None:
         decide = self.chat.approve if verdict == "approved" else self.chat.deny
-        return decide(row.call_id, reason=reason, by=by).decision
+        before = len(self.chat.events)
+        decision = decide(row.call_id, reason=reason, by=by).decision
+        # written here only if this decide recorded it, as made here: a decision the chat
+        # found (its store held another process's, alike) is recorded "elsewhere", and one
+        # another inbox of this process made first records nothing new
+        self._wrote[row.call_id] = any(
+            isinstance(e, ApprovalDecided) and e.call.id == row.call_id and not e.elsewhere
+            for e in self.chat.events[before:]
+        )
+        return decision
+
+    def _found(self, row: Row) -> bool:
+        return not self._wrote.pop(row.call_id, True)
 
 
 class StoreSource(_Source):

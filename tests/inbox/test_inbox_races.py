@@ -178,3 +178,31 @@ def test_an_exclusive_decision_on_a_decided_call_is_refused_and_writes_nothing(
         assert store.call(call_id, chat_id=chat_id).decision == first.decision
     finally:
         store.close()
+
+
+def test_an_inbox_over_a_live_chat_tells_a_decision_found_in_its_store_from_its_own(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Forced: another inbox (over the store, same name) approves right as this one, over the
+    live chat, decides; the chat records the store's decision as made elsewhere, and this
+    inbox says so (it took any alike decision stamped meanwhile for its own)."""
+    from nbagent.inbox import _sources
+
+    path = tmp_path / "chats.db"
+    script = [call_tools(("deploy", {"service": "api"})), reply("done")]
+    chat = Chat(provider=ScriptedProvider(script), store=path, display=False).with_tools(Deploy)
+    chat.ask("deploy")
+    mine, theirs = nbagent.inbox(chat), nbagent.inbox(path)
+    real = _sources.LiveSource._record
+    said: list[str] = []
+
+    def racing(self: Any, row: Any, verdict: Any, reason: Any, by: Any) -> Any:
+        said.append(theirs.approve(f"{row.chat_id}/{row.call_id}")["outcome"].iloc[0])
+        return real(self, row, verdict, reason, by)
+
+    monkeypatch.setattr(_sources.LiveSource, "_record", racing)
+    out = mine.approve(chat.pending_approvals[0].id)
+    assert said == ["approved"] and out["outcome"].tolist() == ["decided elsewhere"]
+    theirs.close()
+    mine.close()
+    chat.close()
