@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from ._types import ToolCall
@@ -269,6 +269,25 @@ def scrub(text: str, secrets: Iterable[str | None]) -> str:
         if secret and len(secret) >= 4:
             text = text.replace(secret, "***")
     return redact_keys(text)
+
+
+KEY_MIN = 16
+"""The shortest provider secret scrubbed from text wherever it appears: a real key is
+longer; a placeholder (``"test"``, ``"ollama"``, ``"EMPTY"``) replaced as a substring cut
+words out of every tool result ("latest test run" read "la*** *** run")."""
+
+
+def provider_secrets(provider: Any) -> tuple[str, ...]:
+    """A provider's own secrets to scrub from what reaches the model, the record and the
+    screen (its ``secrets()``: a key of any shape), those of :data:`KEY_MIN` characters or
+    more; ``()`` if it names none."""
+    named = getattr(provider, "secrets", None)
+    if not callable(named):
+        return ()
+    try:
+        return tuple(s for s in named() if isinstance(s, str) and len(s) >= KEY_MIN)
+    except Exception:  # a custom provider's own method: never a reason to lose a result
+        return ()
 
 
 def reveals(exc: BaseException, secrets: Iterable[str | None]) -> bool:

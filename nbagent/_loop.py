@@ -43,6 +43,7 @@ from ._errors import (
     OutputValidationError,
     ProviderError,
     ToolExecutionError,
+    provider_secrets,
     scrub,
 )
 from ._events import (
@@ -1175,16 +1176,3 @@ def _checked(provider: Any, text: str, parts: tuple[Part, ...]) -> tuple[str, tu
     if not refused:
         return text, parts
     return f"{text}\n[images not sent: {'; '.join(refused)}]", tuple(kept)
-
-
-def provider_secrets(provider: Any) -> tuple[str | None, ...]:
-    """The chat's provider's own secrets (its key, whatever its shape: ``secrets()``), to
-    scrub from what reaches the model, the record and the screen; ``()`` if it names none."""
-    named = getattr(provider, "secrets", None)
-    if not callable(named):
-        return ()
-    try:
-        found = named()
-        return tuple(s for s in found if isinstance(s, str))
-    except Exception:  # a custom provider's own method: never a reason to lose a result
-        return ()

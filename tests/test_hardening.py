@@ -588,3 +588,25 @@ def test_the_chats_own_provider_key_of_any_shape_is_scrubbed_from_tools(tmp_path
     assert key not in chat.log.to_csv() and key not in repr(list(chat.events))
     dump = b"".join(p.read_bytes() for p in tmp_path.iterdir())
     assert key.encode() not in dump
+
+
+def test_a_placeholder_key_is_no_secret_to_cut_out_of_results() -> None:
+    from nbagent.providers import OpenAIProvider
+    from nbagent.testing import FakeLLMServer, FakeToolCall, Turn
+
+    @tool
+    def run_tests() -> str:
+        """Runs the tests."""
+        return "latest test run: 12 tests passed; contest entries attested"
+
+    with FakeLLMServer() as server:  # a local server's key, as docs/testing.md gives it
+        server.script([Turn(tool_calls=[FakeToolCall("run_tests", {})]), Turn(text="ok")])
+        provider = OpenAIProvider("llama3.1", base_url=server.openai_base_url, api_key="test")
+        chat = Chat(provider=provider, display=False).with_tool(run_tests)
+        chat.ask("go")
+        sent = repr(server.requests[-1].body)
+        provider.close()
+    assert "latest test run: 12 tests passed; contest entries attested" in sent
+    assert chat.log["result_preview"].tolist() == [
+        "latest test run: 12 tests passed; contest entries attested"
+    ]

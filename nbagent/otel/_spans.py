@@ -66,7 +66,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 
-from .._errors import ChatCancelled, redact_keys, scrub
+from .._errors import ChatCancelled, provider_secrets, redact_keys, scrub
 from .._events import (
     Event,
     InputRequested,
@@ -889,11 +889,7 @@ class Tracer(Extension):
         secrets = [
             secret for hosted in chat.hosted_tools for secret in getattr(hosted, "secrets", tuple)()
         ]
-        provider = chat.provider
-        own = getattr(provider, "secrets", None) or getattr(provider, "_secrets", None)
-        if callable(own):
-            secrets += [secret for secret in own() if isinstance(secret, str)]
-        return secrets
+        return secrets + list(provider_secrets(chat.provider))
 
     def _transcript_json(self, n: int) -> str:
         record = self._record
