@@ -190,11 +190,13 @@ _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/@\s]+@")
 schemes are short): an unbounded one tried every start of a long word, quadratic (4 s for 40,000
 characters and an ``@``)."""
 _PASSWORD = re.compile(
-    r"""(?i)\b((?:password|passwd|pwd)["']?\s*[=:]\s*)("[^"\n]*"|'[^'\n]*'|[^\s"',;&]+)"""
+    r"""(?i)\b(\w*?(?:password|passwd|pwd)["']?\s*[=:]\s*)"""
+    r"""("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|[^\s"';&]+)"""
 )
-"""A password given as a key and a value: a libpq DSN's ``password=...``, a query string's,
-a JSON or YAML ``"password": "..."`` (the value is hidden, quotes kept; after a colon an
-unquoted word of letters only is prose, left alone)."""
+"""A password given as a key and a value: a libpq DSN's ``password=...``, an environment's
+``DB_PASSWORD=`` / ``PGPASSWORD=``, ODBC's ``Pwd=...;``, a query string's, a JSON or YAML
+``"password": "..."`` (the value is hidden, quotes kept, an escaped quote inside it too;
+after a colon an unquoted word of letters followed by more words is prose, left alone)."""
 _KEY_PREFIXES = ("sk-", "earer", "gsk_", "xai-", "AIza", "hf_", "pplx-", "nvapi-", "r8_")
 """What a key-shaped token starts with (any of them in a text: it is searched)."""
 _KEY_LIKE = re.compile(
@@ -246,7 +248,8 @@ def redact_keys(text: str) -> str:
         text = _keys_hidden(text)
     if "@" in text:
         text = _USERINFO.sub(r"\1***@", text)
-    if "pass" in text or "pwd" in text or "PASS" in text or "Pass" in text or "PWD" in text:
+    lowered = text.lower()
+    if "pass" in lowered or "pwd" in lowered:
         text = _PASSWORD.sub(_hidden_value, text)
     return text
 
@@ -255,7 +258,9 @@ def _hidden_value(match: re.Match[str]) -> str:
     value = match.group(2)
     quote = value[0] if value[:1] in ("'", '"') else ""
     if not quote and ":" in match.group(1) and value.isalpha():
-        return match.group(0)  # prose ("your password: click here"), not a YAML secret
+        after = match.string[match.end() : match.end() + 2]
+        if len(after) == 2 and after[0] == " " and after[1].isalpha():
+            return match.group(0)  # prose ("your password: click here"), not a YAML secret
     return f"{match.group(1)}{quote}***{quote}"
 
 

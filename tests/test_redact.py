@@ -78,6 +78,13 @@ def test_a_password_given_as_a_key_and_a_value_is_hidden() -> None:
         "PASSWORD: s3cr3t": "PASSWORD: ***",
         "pwd='abc def'": "pwd='***'",
         "https://h/?user=a&passwd=x&y=1": "https://h/?user=a&passwd=***&y=1",
+        "DB_PASSWORD=hunter2 python app.py": "DB_PASSWORD=*** python app.py",
+        "PGPASSWORD=hunter2 psql": "PGPASSWORD=*** psql",
+        "Driver={x};Uid=sa;Pwd=hunter2;": "Driver={x};Uid=sa;Pwd=***;",
+        "host=db password=ab,cd3fg dbname=x": "host=db password=*** dbname=x",
+        r"host=db password='it\'s-s3cret' dbname=x": "host=db password='***' dbname=x",
+        '{"password": "p\\"w0rd"}': '{"password": "***"}',
+        "password: correcthorsebatterystaple": "password: ***",
     }
     for text, shown in hidden.items():
         assert redact_keys(text) == shown
