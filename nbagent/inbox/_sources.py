@@ -408,9 +408,9 @@ def _must_exist(where: str | os.PathLike[str]) -> None:
     calls wait in the real one. A PostgreSQL URL is the server's to refuse."""
     from ..store import is_dsn
 
-    if is_dsn(where):
-        return
     path = os.fspath(where)
+    if is_dsn(where) or "://" in path:  # a URL: the store refuses it, and never shows it
+        return
     if not os.path.isfile(path):
         what = "is a directory" if os.path.isdir(path) else "does not exist"
         raise StoreError(

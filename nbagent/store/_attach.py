@@ -64,7 +64,9 @@ def _open(store: Any) -> tuple[Store, bool]:
     if is_dsn(store):
         return PostgresStore(store), True
     if isinstance(store, (str, os.PathLike)):
-        return SQLiteStore(Path(store)), True
+        # a str as it is: SQLiteStore refuses a URL (mysql://...) without echoing it; as a
+        # Path its // folds to / and a password in it showed in the error
+        return SQLiteStore(store if isinstance(store, str) else Path(store)), True
     if isinstance(store, (SQLStore, Store)):  # the first check is much the cheaper
         return store, False
     raise TypeError(

@@ -566,3 +566,15 @@ def test_a_url_given_to_sqlitestore_is_refused_without_showing_it(url: str) -> N
     with pytest.raises(StoreError, match="takes a file path, not a URL") as raised:
         SQLiteStore(url)
     assert "hunter22" not in str(raised.value) and "pw9999" not in str(raised.value)
+
+
+@pytest.mark.parametrize("url", ["mysql://admin:hunter2secret@db/x", "redis://:hunter2secret@h"])
+def test_a_url_no_store_opens_is_refused_everywhere_without_showing_it(url: str) -> None:
+    for opening in (
+        lambda: nbagent.open_store(url),
+        lambda: nbagent.Chat(model="demo", display=False, store=url),
+        lambda: nbagent.inbox(url),
+    ):
+        with pytest.raises(StoreError) as raised:
+            opening()
+        assert "hunter2secret" not in str(raised.value)
