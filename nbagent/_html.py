@@ -72,7 +72,39 @@ def _show_control(m: re.Match[str]) -> str:
         return f"\\x{n:02x}"
     if c == _ZWJ and _joins_emoji(m.string, m.start()):
         return c  # an emoji sequence (a family, a flag): drawn as one picture, hides no text
+    if c in _JOINERS and _joins_letters(m.string, m.start()):
+        return c  # Persian, Arabic, Indic words are written with them ("می‌خواهم")
+    if c in _MARKS and _beside_rtl(m.string, m.start()):
+        return c  # a direction mark in right-to-left text, as Hebrew and Arabic are written
     return f"\\u{n:04x}" if n <= 0xFFFF else f"\\U{n:08x}"
+
+
+_JOINERS = (chr(0x200C), chr(0x200D))  # zero-width non-joiner and joiner
+_MARKS = (chr(0x200E), chr(0x200F), chr(0x61C))  # left-to-right, right-to-left, Arabic marks
+
+
+def _joins_letters(text: str, at: int) -> bool:
+    """Whether the joiner at ``at`` follows a letter (or a mark: a virama) of a script
+    written with joiners, and comes before no letter of another (from Hebrew on: not Latin,
+    Greek or Cyrillic, where one only hides a difference: "examp<ZWNJ>le.com" reads as
+    example.com)."""
+    import unicodedata
+
+    def written_with_joiners(c: str) -> bool:
+        return ord(c) >= 0x590 and (c.isalpha() or unicodedata.category(c).startswith("M"))
+
+    before, after = text[at - 1 : at], text[at + 1 : at + 2]
+    if not before or not written_with_joiners(before):
+        return False
+    return not after or not after.isalpha() or written_with_joiners(after)
+
+
+def _beside_rtl(text: str, at: int) -> bool:
+    """Whether the mark at ``at`` touches a right-to-left letter (Hebrew, Arabic...)."""
+    import unicodedata
+
+    beside = text[at - 1 : at] + text[at + 1 : at + 2]  # not the mark: it is "R" itself
+    return any(unicodedata.bidirectional(c) in ("R", "AL") for c in beside)
 
 
 def _joins_emoji(text: str, at: int) -> bool:

@@ -31,13 +31,43 @@ HIDDEN = re.compile(f"[{INVISIBLE}]")
 texts = st.text(alphabet=st.sampled_from(list(INVISIBLE)) | st.characters(), max_size=60)
 
 
+NEVER = re.compile(
+    "[\u202a-\u202e\u2066-\u2069\u200b\u2060-\u2064\ufeff\u180e\xad\U000e0000-\U000e007f]"
+)
+JOINERS, MARKS = "\u200c\u200d", "\u200e\u200f\u061c"
+
+
+def _rtl(c: str) -> bool:
+    import unicodedata
+
+    return unicodedata.bidirectional(c) in ("R", "AL")
+
+
 @given(texts)
 def test_printable_shows_every_invisible_character_as_an_escape(text: str) -> None:
     for shown in (printable(text), esc(text), md_inline(text), md_text(text)):
-        assert HIDDEN.search(shown.replace("\u200d", "")) is None, shown
-    # a joiner is left only between two pictographs (an emoji sequence)
+        assert NEVER.search(shown) is None, shown  # overrides, isolates, zero-width, tags
+        for at, c in enumerate(shown):  # a joiner or a mark only where a script needs it
+            before, after = shown[at - 1 : at], shown[at + 1 : at + 2]
+            if c in JOINERS:
+                assert before and (ord(before) >= 0x590 or ord(before) >= 0x2000), shown
+            if c in MARKS:
+                assert _rtl(before or " ") or _rtl(after or " "), shown
+    # a joiner is left only between two pictographs or after a letter of a script written
+    # with joiners, a direction mark only beside right-to-left letters
     assert "\u200d" not in printable("a\u200db") and printable("a\u200db") == "a\\u200db"
+    assert printable("examp\u200cle.com") == "examp\\u200cle.com"
+    assert printable("abc\u200fdef") == "abc\\u200fdef"
     assert printable("DE89 \u202e0099") == "DE89 \\u202e0099"
+
+
+def test_scripts_written_with_joiners_and_marks_show_as_written() -> None:
+    for text in (
+        "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645",  # Persian "I want", a ZWNJ
+        "\u0d28\u0d4d\u200d",  # a Malayalam chillu: consonant, virama, ZWJ
+        "\u05e9\u05dc\u05d5\u05dd\u200f (Tel Aviv)",  # Hebrew with a right-to-left mark
+    ):
+        assert printable(text) == text and esc(text) == text
     assert printable("x\U000e0041") == "x\\U000e0041"
 
 
