@@ -215,8 +215,8 @@ def _is_key(token: str) -> bool:
     return len(token.rstrip(".")) >= 12 and any(c.isdecimal() for c in token)
 
 
-def _keys_hidden(text: str) -> str:
-    """``text`` with each key-shaped token (:data:`_KEY_LIKE`) as ``***``, read once."""
+def _keys_hidden(text: str, hidden: str) -> str:
+    """``text`` with each key-shaped token (:data:`_KEY_LIKE`) as ``hidden``, read once."""
     out: list[str] = []
     pos = 0
     while (match := _KEY_LIKE.search(text, pos)) is not None:
@@ -225,7 +225,7 @@ def _keys_hidden(text: str) -> str:
             prefix, token = "sk-", "ant-" + token
         if _is_key(token):
             dots = len(token) - len(token.rstrip("."))  # a final dot is the sentence's
-            out += (text[pos : match.start()], prefix, "***")
+            out += (text[pos : match.start()], prefix, hidden)
             pos = match.end() - dots
             continue
         # not a key; a prefix inside its token has a shorter token with no more digits,
@@ -241,27 +241,28 @@ def _keys_hidden(text: str) -> str:
     return "".join(out)
 
 
-def redact_keys(text: str) -> str:
+def redact_keys(text: str, hidden: str = "***") -> str:
     """``text`` with anything shaped like an API key, URL credentials and a password given
-    as ``password=``/``"password": ...`` replaced by ``***``."""
+    as ``password=``/``"password": ...`` replaced by ``***`` (``hidden``: another marker,
+    e.g. one Markdown does not read as emphasis, put back after rendering)."""
     if any(prefix in text for prefix in _KEY_PREFIXES):
-        text = _keys_hidden(text)
+        text = _keys_hidden(text, hidden)
     if "@" in text:
-        text = _USERINFO.sub(r"\1***@", text)
+        text = _USERINFO.sub(lambda m: f"{m[1]}{hidden}@", text)
     lowered = text.lower()
     if "pass" in lowered or "pwd" in lowered:
-        text = _PASSWORD.sub(_hidden_value, text)
+        text = _PASSWORD.sub(lambda m: _hidden_value(m, hidden), text)
     return text
 
 
-def _hidden_value(match: re.Match[str]) -> str:
+def _hidden_value(match: re.Match[str], hidden: str) -> str:
     value = match.group(2)
     quote = value[0] if value[:1] in ("'", '"') else ""
     if not quote and ":" in match.group(1) and value.isalpha():
         after = match.string[match.end() : match.end() + 2]
         if len(after) == 2 and after[0] == " " and after[1].isalpha():
             return match.group(0)  # prose ("your password: click here"), not a YAML secret
-    return f"{match.group(1)}{quote}***{quote}"
+    return f"{match.group(1)}{quote}{hidden}{quote}"
 
 
 def scrub(text: str, secrets: Iterable[str | None]) -> str:

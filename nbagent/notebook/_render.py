@@ -322,16 +322,16 @@ def text_markdown_html(e: TextEntry) -> str:
 
 
 _MARK = chr(0xE000)  # a private-use character: Markdown reads it as a letter
-_REDACTION = re.compile(r"(sk-(?:ant-)?|[Bb]earer\s+|\w+://)\*\*\*")
 
 
 def _answer_html(text: str) -> str:
     """The answer's Markdown as HTML, secrets as ``***`` (not read as emphasis: two of them
     in a line would make the text between them bold)."""
-    shown = redact_keys(text)
-    if shown == text or _MARK in shown:
-        return markdown_html(shown)
-    marked = _REDACTION.sub(lambda m: m[1] + _MARK, shown)
+    if _MARK in text:
+        return markdown_html(redact_keys(text))
+    marked = redact_keys(text, hidden=_MARK)  # every secret hidden, each one marked
+    if marked == text:
+        return markdown_html(text)
     return markdown_html(marked).replace(_MARK, "***")
 
 

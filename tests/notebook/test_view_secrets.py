@@ -250,3 +250,19 @@ def test_what_the_provider_ran_itself_shows_no_secret() -> None:
     shown = [item_html(item), item_words(item)]
     assert "sk-***" in shown[0] and "postgresql://***@db.example" in shown[0]
     assert_no_secret(shown)
+
+
+def test_every_kind_of_hidden_secret_in_an_answer_shows_as_stars_not_emphasis() -> None:
+    from nbagent.notebook._render import _answer_html
+
+    answer = (
+        "Groq gsk_abcDEF0123456789ghijKLMN, then hf_abcDEF0123456789ghijKLMN; "
+        "password='s3cret1' and backup password='other12'; "
+        'JSON {"password": "s3cret1"} and https://me:pw9@db.example'
+    )
+    shown = _answer_html(answer)
+    assert "<strong>" not in shown and "<em>" not in shown
+    assert shown.count("***") == 6
+    for secret in ("0123456789ghijKLMN", "s3cret1", "other12", "pw9@"):
+        assert secret not in shown
+    assert "<strong>bold</strong>" in _answer_html("a **bold** word, no secret")
