@@ -302,7 +302,7 @@ async def batch_async(
         parked = sum(1 for r in run.rows.values() if r.status == "awaiting_approval")
         if keep:
             run.progress.parked_hint = True  # the bar says it, with the live count
-            if type(display) is ProgressDisplay:  # progress=False: no bar, so one line
+            if type(display) is ProgressDisplay and parked:  # progress=False: no bar, one line
                 notice(
                     f"{parked} row(s) await approval; they continue by themselves once decided "
                     "(nbagent.inbox(result), chat.approve, store.approve); "
@@ -317,7 +317,8 @@ async def batch_async(
                 else "decide them (chat.approve / chat.deny) and continue each chat, "
                 "or run the batch with a store"
             )
-            if wait_for_decisions is not False:  # False: the caller chose not to hear of them
+            # False: the caller chose not to hear of them; none parked: nothing to say
+            if wait_for_decisions is not False and parked:
                 notice(
                     f"{parked} row(s) await approval; {how} (or pass wait_for_decisions=seconds)"
                 )

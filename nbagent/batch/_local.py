@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
@@ -61,6 +62,31 @@ async def wait_for_decisions(chat: Any) -> None:
         chat.off(wake)
         if sub is not None:
             sub.close()
+
+
+def stops_the_batch(exc: BaseException, *, stop_button: bool = True) -> bool:
+    """Whether ``exc``, escaping a row's chat, stops the whole batch rather than failing
+    the row: a cancellation (the stop button as asyncio delivers it: ``batch()`` in a
+    script or a notebook, ``ray.cancel``), and a ``KeyboardInterrupt`` raised on the
+    main thread, where Python delivers Ctrl-C and cannot tell it from one a tool raised
+    (``stop_button=False``: a Ray worker, which no Ctrl-C reaches). Any other
+    ``BaseException`` (``SystemExit`` from a library, a ``KeyboardInterrupt`` raised on
+    another thread: nbagent's background loop, a worker thread, a Ray worker's loop) is
+    the row's failure: let out of the row's task, it would end the event loop running it
+    (every other row, and every later batch of a kept Ray worker, waited for ever)."""
+    if isinstance(exc, Exception | asyncio.CancelledError | GeneratorExit):
+        return not isinstance(exc, Exception)  # GeneratorExit: its coroutine is being closed
+    return (
+        stop_button
+        and isinstance(exc, KeyboardInterrupt)
+        and threading.current_thread() is threading.main_thread()
+    )
+
+
+class RowRaised(RuntimeError):
+    """``on_error="raise"``: a row's chat raised a ``BaseException`` that is not a stop
+    (:func:`stops_the_batch`), carried as an ``Exception`` (raised as it is, it would end
+    the event loop running the batch). ``__cause__`` is the original."""
 
 
 class RowFailed(Exception):
@@ -158,10 +184,14 @@ async def settle_job(
     written to the store, nothing kept in a worker that lives on). With
     ``spec.on_error == "raise"`` a failure raises instead of returning ``failed``.
     """
-    row = _Row(job, spec, limit, progress)
+    row = _Row(job, spec, limit, progress, stop_button=False)
     await limit.acquire()
     try:
         return await row.settle()
+    except BaseException as exc:  # the row's own (settle lets out only stops and on_error=raise)
+        if isinstance(exc, Exception | asyncio.CancelledError | GeneratorExit):
+            raise
+        raise RowRaised(f"input {job.key!r}: {one_line(exc)}") from exc
     finally:
         if row.held:  # not while waiting out a rate limit (cancelled then)
             limit.release()
@@ -202,7 +232,11 @@ class LocalBackend:
                     await row.without_slot(wait_for_decisions(row.chat))  # parked: costs none
                     result = await row.settle()
                 out.put_nowait(result)
-            except Exception as exc:  # on_error="raise"
+            except (asyncio.CancelledError, GeneratorExit):
+                raise
+            except BaseException as exc:  # on_error="raise", or the stop button (a
+                # KeyboardInterrupt on the main thread): raised by the batch, not by this
+                # task (a task raising it ends the event loop and is never retrieved)
                 out.put_nowait(exc)
             finally:
                 if row.held:
@@ -244,9 +278,12 @@ class _Row:
         limit: AdaptiveLimit,
         progress: ProgressSink,
         on_chat: Callable[[Any], None] | None = None,
+        *,
+        stop_button: bool = True,
     ) -> None:
         self.job, self.spec, self.limit = job, spec, limit
         self.progress, self.on_chat = progress, on_chat
+        self.stop_button = stop_button  # whether a KeyboardInterrupt may be Ctrl-C here
         self.chat: Any = None
         self.live: Any = None  # the chat to continue, alive in this process
         self.active = 0.0  # seconds run (waits for decisions excluded)
@@ -281,7 +318,26 @@ class _Row:
         return result_of(self.job, self.chat, "failed", self.active or None, error, error_type)
 
     async def settle(self) -> RowResult:
-        """Drive the chat until it is done, failed or parked (see :func:`settle_job`)."""
+        """Drive the chat until it is done, failed or parked (see :func:`settle_job`).
+
+        A ``BaseException`` from the chat that does not stop the batch
+        (:func:`stops_the_batch`: a tool raising ``KeyboardInterrupt`` off the main
+        thread, or ``SystemExit`` from the factory) fails the row with its type; with
+        ``on_error="raise"`` it is raised as a :class:`RowRaised`."""
+        try:
+            return await self._settle()
+        except BaseException as exc:
+            if isinstance(exc, Exception) or stops_the_batch(exc, stop_button=self.stop_button):
+                raise
+            if self.spec.on_error == "raise":
+                raise RowRaised(f"input {self.job.key!r}: {one_line(exc)}") from exc
+            why = (
+                f"{one_line(exc)} raised in this row's chat (by a tool?): not the stop button, "
+                "so only this row stopped"
+            )
+            return self._failed(why, type(exc).__name__)
+
+    async def _settle(self) -> RowResult:
         self.update("running")
         if self.chat is None:
             try:
@@ -417,4 +473,13 @@ class _Row:
         return chat
 
 
-__all__ = ["LocalBackend", "RowFailed", "one_line", "outcome", "result_of", "settle_job"]
+__all__ = [
+    "LocalBackend",
+    "RowFailed",
+    "RowRaised",
+    "one_line",
+    "outcome",
+    "result_of",
+    "settle_job",
+    "stops_the_batch",
+]

@@ -70,7 +70,7 @@ from .._optional import require
 from ..otel import attached, worker_traces
 from ._backend import FINAL, Job, ProgressSink, RowResult, RowUpdate, RunSpec
 from ._backends import register_backend
-from ._local import one_line, settle_job
+from ._local import RowRaised, one_line, settle_job
 
 FEATURE = 'nbagent.batch(..., backend="ray")'
 RAY_OPTIONS = frozenset({"address", "workers", "init", "worker_options", "keep_workers"})
@@ -220,7 +220,12 @@ class ChatWorker:
         return found
 
     async def run(self, boxed: list[Any], job: Job) -> AsyncIterator[RowUpdate | RowResult]:
-        spec, limit = await self._run_of(boxed)
+        try:
+            spec, limit = await self._run_of(boxed)
+        except (Exception, asyncio.CancelledError, GeneratorExit):
+            raise
+        except BaseException as exc:  # out of this task it would end the worker's loop
+            raise RowRaised(f"input {job.key!r}: {one_line(exc)}") from exc
         loop = asyncio.get_running_loop()
         latest: dict[str, RowUpdate] = {}
         changed = asyncio.Event()

@@ -3,7 +3,8 @@
 The fake model (:func:`handler`) asks for ``double(n)`` with ``n`` the length
 of the user's prompt, then answers ``"<prompt>: <result>"``; a prompt
 starting with ``"gate"`` asks for the gated ``refund`` instead, and one
-starting with ``"die"`` for ``crash``, which ends its worker process.
+starting with ``"die"`` for ``crash``, which ends its worker process, and one starting with
+``"interrupt"`` for ``interrupt``, which raises ``KeyboardInterrupt``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def handler(request: RecordedRequest) -> Turn:
             return Turn(tool_calls=[FakeToolCall("refund", {"order": prompt})])
         if prompt.startswith("die"):
             return Turn(tool_calls=[FakeToolCall("crash", {})])
+        if prompt.startswith("interrupt"):
+            return Turn(tool_calls=[FakeToolCall("interrupt", {})])
         if prompt.startswith("linger "):
             return Turn(tool_calls=[FakeToolCall("linger", {"marks": prompt.split(" ", 1)[1]})])
         return Turn(tool_calls=[FakeToolCall("double", {"n": len(prompt)})])
@@ -64,6 +67,12 @@ def refund(order: str) -> str:
 def crash() -> str:
     """Ends the worker process at once (a segfault, the OOM killer)."""
     os._exit(13)
+
+
+@tool
+async def interrupt() -> str:
+    """Raises KeyboardInterrupt (a library converting a child's SIGINT): not the stop button."""
+    raise KeyboardInterrupt
 
 
 @tool
@@ -109,7 +118,9 @@ class FakeServerChat:
             provider = PROVIDERS[self.base_url] = OpenAIProvider(
                 "gpt-4.1-mini", base_url=self.base_url, api_key=KEY
             )
-        return Chat(provider=provider, stream=False).with_tools(double, refund, crash, linger)
+        return Chat(provider=provider, stream=False).with_tools(
+            double, refund, crash, linger, interrupt
+        )
 
 
 @tool
