@@ -192,9 +192,12 @@ class _Interrupted(Exception):
         self.interrupt = interrupt
 
 
-async def _interruptible(coro: Any) -> Any:
+async def _interruptible(job: Job) -> Any:
+    """An async tool's call, as its task runs it. The call's coroutine is made here, once
+    the task runs: a task cancelled before its first step never makes it (made before, it
+    was never awaited, and Python warned so at the next garbage collection)."""
     try:
-        return await coro
+        return await _call_async(job)
     except KeyboardInterrupt as exc:
         raise _Interrupted(exc) from None
 
@@ -411,7 +414,7 @@ class ToolRunner:
         stop button raised in it comes out here (a task's would leave the event loop)."""
         import asyncio
 
-        task = asyncio.get_running_loop().create_task(_interruptible(_call_async(job)), context=ctx)
+        task = asyncio.get_running_loop().create_task(_interruptible(job), context=ctx)
         try:
             if job.timeout:
                 return await asyncio.wait_for(task, job.timeout)

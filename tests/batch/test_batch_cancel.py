@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import tempfile
 import threading
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -281,3 +283,37 @@ def test_a_batch_cancelled_at_any_moment_finishes_on_rerun_without_running_a_cal
             if status == "ok":
                 assert counts[item] == 1, item  # a finished call ran exactly once
         _check_store(path, state["batch_id"], prompts)
+
+
+# ------------------------------------------------------------ a cancelled call's coroutine
+@tool
+async def never_started() -> str:
+    """A call cancelled before its task's first step."""
+    return "ran"
+
+
+def test_an_async_call_cancelled_before_it_starts_leaves_no_unawaited_coroutine() -> None:
+    """The runner made the tool's coroutine before its task ran: a task cancelled first
+    (``on_error="raise"`` stopping the other rows) left it never awaited, and Python warned
+    "coroutine '_call_async' was never awaited" at the next garbage collection."""
+    from nbagent._runner import Job, ToolRunner
+    from nbagent._types import ToolCall
+
+    job = Job(ToolCall(id="c1", name="never_started", arguments={}), never_started, {})
+
+    async def cancel_before_it_starts() -> None:
+        import contextvars
+
+        outer = asyncio.ensure_future(ToolRunner._in_task(job, contextvars.copy_context()))
+        await asyncio.sleep(0)  # the outer task made the call's task, and awaits it
+        outer.cancel()  # the call's task is cancelled before its first step
+        with pytest.raises(asyncio.CancelledError):
+            await outer
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(cancel_before_it_starts())
+        gc.collect()
+    assert not [w for w in caught if "never awaited" in str(w.message)], [
+        str(w.message) for w in caught
+    ]
