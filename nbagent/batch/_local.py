@@ -378,10 +378,15 @@ class _Row:
                 except RateLimitError as exc:
                     self.active += time.monotonic() - started
                     self.limit.rate_limited(exc.retry_after)
-                    rate_limited += 1
-                    if rate_limited > self.spec.max_rate_limit_retries:
-                        more = f" (still rate limited after {rate_limited} waits)"
+                    if rate_limited >= self.spec.max_rate_limit_retries:
+                        more = (
+                            f" (still rate limited after {rate_limited} wait"
+                            f"{'' if rate_limited == 1 else 's'})"
+                            if rate_limited
+                            else " (max_rate_limit_retries=0: not waited out)"
+                        )
                         return self._failed(one_line(exc) + more, type(exc).__name__)
+                    rate_limited += 1
                     self.update("queued")
                     await self.without_slot(asyncio.sleep(backoff(rate_limited, exc.retry_after)))
                     continue

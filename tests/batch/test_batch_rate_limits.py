@@ -89,7 +89,20 @@ def test_a_429_storm_shrinks_concurrency_waits_retry_after_and_every_row_finishe
     assert len(nbagent.read_log(result)) == 16  # one tool call each, none run twice
 
 
-def test_a_row_still_rate_limited_after_its_retries_fails_with_the_rate_limit_error() -> None:
+@pytest.mark.parametrize(
+    ("retries", "said"),
+    [
+        (0, "(max_rate_limit_retries=0: not waited out)"),
+        (1, "(still rate limited after 1 wait)"),
+        (2, "(still rate limited after 2 waits)"),
+    ],
+)
+def test_a_row_still_rate_limited_after_its_retries_fails_with_the_rate_limit_error(
+    retries: int, said: str
+) -> None:
+    """The error counts the waits the row made: it said "after 1 waits" with
+    ``max_rate_limit_retries=0`` (it waited none) and "after 3 waits" with 2."""
+
     def always(request: RecordedRequest) -> Turn:
         return Turn(status=429, retry_after=0, error={"message": "Rate limit reached"})
 
@@ -101,16 +114,16 @@ def test_a_row_still_rate_limited_after_its_retries_fails_with_the_rate_limit_er
             result = nbagent.batch(
                 ["a", "b"],
                 lambda: Chat(provider=provider),
-                max_rate_limit_retries=2,
+                max_rate_limit_retries=retries,
                 progress=False,
             )
         finally:
             run_sync(provider.aclose())
-        assert len(server.requests) == 2 * 3  # the first try and two continuations each
+        assert len(server.requests) == 2 * (1 + retries)  # the first try and the continuations
     assert list(result["status"]) == ["failed", "failed"]
     assert set(result["error_type"]) == {"RateLimitError"}
     assert "Rate limit reached" in result.loc[0, "error"]
-    assert "still rate limited after 3 waits" in result.loc[0, "error"]
+    assert result.loc[0, "error"].endswith(said), result.loc[0, "error"]
 
 
 def test_the_sdk_retries_first_and_a_storm_it_absorbs_never_reaches_the_batch() -> None:
