@@ -200,7 +200,8 @@ after a colon an unquoted word of letters followed by more words is prose, left 
 _KEY_PREFIXES = ("sk-", "earer", "gsk_", "xai-", "AIza", "hf_", "pplx-", "nvapi-", "r8_")
 """What a key-shaped token starts with (any of them in a text: it is searched)."""
 _KEY_LIKE = re.compile(
-    r"\b(sk-(?:ant-)?|gsk_|xai-|AIza|hf_|pplx-|nvapi-|r8_|[Bb]earer\s+)([\w.~+/=-]+)"
+    r"\b(?:(sk-(?:ant-)?|[Bb]earer\s+)([\w.~+/=-]+)"
+    r"|(gsk_|xai-|hf_|pplx-|r8_)([A-Za-z0-9]+)|(AIza|nvapi-)([A-Za-z0-9_-]+))"
 )
 """An API key's shape: a known provider key prefix (OpenAI's and Anthropic's ``sk-``,
 Groq's ``gsk_``, xAI's ``xai-``, Google's ``AIza``, Hugging Face's ``hf_``, Perplexity's
@@ -211,7 +212,23 @@ final dot). A key of another shape is scrubbed where it is known: the chat's pro
 prefixes (``sk-sk-sk-...``) is read once, not once a prefix (that was quadratic)."""
 
 
-def _is_key(token: str) -> bool:
+_SHAPED = {"gsk_": "", "xai-": "", "hf_": "", "pplx-": "", "r8_": "", "AIza": "-_", "nvapi-": "-_"}
+"""The other providers' prefixes, and what a key of theirs holds after them besides ASCII
+letters and digits (16 or more, a digit among them): an identifier such as
+``hf_dataset_split_2023`` is no key."""
+
+
+def _is_key(token: str, prefix: str = "sk-") -> bool:
+    also = _SHAPED.get(prefix)
+    if also is not None:
+        token = token.rstrip(".")  # a final dot is the sentence's
+        body = token.translate({ord(c): None for c in also})
+        return (
+            len(token) >= 16
+            and body.isascii()
+            and body.isalnum()
+            and any(c.isdecimal() for c in body)
+        )
     return len(token.rstrip(".")) >= 12 and any(c.isdecimal() for c in token)
 
 
@@ -220,10 +237,11 @@ def _keys_hidden(text: str, hidden: str) -> str:
     out: list[str] = []
     pos = 0
     while (match := _KEY_LIKE.search(text, pos)) is not None:
-        prefix, token = match.group(1), match.group(2)
+        at = 1 if match.group(1) else 3 if match.group(3) else 5  # which kind of key
+        prefix, token = match.group(at), match.group(at + 1)
         if prefix == "sk-ant-" and not _is_key(token):  # "sk-" and a token "ant-..."
             prefix, token = "sk-", "ant-" + token
-        if _is_key(token):
+        if _is_key(token, prefix):
             dots = len(token) - len(token.rstrip("."))  # a final dot is the sentence's
             out += (text[pos : match.start()], prefix, hidden)
             pos = match.end() - dots
@@ -231,7 +249,7 @@ def _keys_hidden(text: str, hidden: str) -> str:
         # not a key; a prefix inside its token has a shorter token with no more digits,
         # but for a "Bearer" it ends with: that one's token is past the space
         bearer = match.end() - 6
-        if bearer >= match.start(2) and text[bearer:].startswith(("Bearer", "bearer")):
+        if at == 1 and bearer >= match.start(2) and text[bearer:].startswith(("Bearer", "bearer")):
             out.append(text[pos:bearer])
             pos = bearer
             continue

@@ -12,10 +12,9 @@ from hypothesis import strategies as st
 from nbagent._errors import redact_keys
 
 # the expressions redact_keys used before it read a text once: the reference for what it hides
-_OLD_KEY = re.compile(
-    r"\b(sk-(?:ant-)?|gsk_|xai-|AIza|hf_|pplx-|nvapi-|r8_|[Bb]earer\s+)"
-    r"(?=[\w.~+/=-]*\d)[\w.~+/=-]{11,}[\w~+/=-]"
-)
+# (OpenAI's and Anthropic's keys and bearer tokens; the other providers' keys have shapes of
+# their own, tested below)
+_OLD_KEY = re.compile(r"\b(sk-(?:ant-)?|[Bb]earer\s+)(?=[\w.~+/=-]*\d)[\w.~+/=-]{11,}[\w~+/=-]")
 _OLD_USERINFO = re.compile(r"(\w+://)[^/@\s]+@")
 
 
@@ -24,7 +23,7 @@ def _reference(text: str) -> str:
 
 
 PIECES = st.sampled_from(
-    ["sk-", "sk-ant-", "gsk_", "xai-", "AIza", "hf_", "Bearer ", "bearer  ", "https://",
+    ["sk-", "sk-ant-", "Bearer ", "bearer  ", "https://",
      "git+ssh://", "u:p", "@", "/", ".", " ", "-", "_", "a", "Z", "7", "0123456789", "abcdefghij",
      "proj", "~", "=", "\n"]
 )  # fmt: skip
@@ -90,3 +89,17 @@ def test_a_password_given_as_a_key_and_a_value_is_hidden() -> None:
         assert redact_keys(text) == shown
     for prose in ("reset your password: click here", "passwords are stored hashed"):
         assert redact_keys(prose) == prose
+
+
+def test_other_providers_keys_are_hidden_by_their_shape_not_identifiers_that_share_a_prefix() -> (
+    None
+):
+    for key in (
+        "gsk_abcDEF0123456789ghijKLMN",
+        "hf_abcDEF0123456789ghijKLMN",
+        "AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStU",
+        "nvapi-abcDEF0123456789ghijKLMN_x-yz1234",
+    ):
+        assert key not in redact_keys(f"key {key}.") and redact_keys(f"key {key}.").endswith("***.")
+    for name in ("hf_dataset_split_2023", "r8_short123", "hf_hub_download_v2", "xai-grok-2-1212"):
+        assert redact_keys(f"uses {name}") == f"uses {name}"  # identifiers, not keys

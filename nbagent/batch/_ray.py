@@ -59,6 +59,7 @@ import math
 import os
 import pickle
 import socket
+import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -103,14 +104,31 @@ class StoreLocator:
     kind: str
     target: Any
     pickled: bytes = field(default=b"", repr=False, compare=False)
+    options: tuple[tuple[str, Any], ...] = ()
+    """A SQLite store's keywords, as the store tells them (:func:`_options_of`:
+    ``synchronous``, ``timeout``, ``claim_timeout``): the workers open the file as the
+    driver did (a ``synchronous="FULL"`` store written ``NORMAL`` on the workers lost the
+    durability it was opened for)."""
 
     def open(self) -> Any:
         """The store, opened in this process."""
         if self.kind == "sqlite":
             from ..store import SQLiteStore
 
-            return SQLiteStore(self.target)
+            return SQLiteStore(self.target, **dict(self.options))
         return pickle.loads(self.pickled)
+
+    def key(self) -> tuple[Any, ...]:
+        """What a worker keeps the opened store under: where it is, how it is opened, and
+        for a SQLite file the file itself (device, inode): a file deleted and made again
+        at the same path is another store (the one kept open on the old file fails every
+        write, "the file was replaced")."""
+        file = None
+        if self.kind == "sqlite":
+            with contextlib.suppress(OSError):
+                stat = os.stat(self.target)
+                file = (stat.st_dev, stat.st_ino)
+        return (self.kind, str(self.target), self.options, file)
 
 
 def locate_store(store: Any) -> StoreLocator | None:
@@ -120,7 +138,7 @@ def locate_store(store: Any) -> StoreLocator | None:
     from ..store import SQLiteStore
 
     if isinstance(store, SQLiteStore):
-        return StoreLocator("sqlite", str(os.path.abspath(store.path)))
+        return StoreLocator("sqlite", str(os.path.abspath(store.path)), options=_options_of(store))
     try:
         pickled = pickle.dumps(store)
     except Exception as exc:
@@ -131,6 +149,19 @@ def locate_store(store: Any) -> StoreLocator | None:
         ) from None
     where = getattr(store, "location", None)
     return StoreLocator("pickled", where if isinstance(where, str) else repr(store), pickled)
+
+
+def _options_of(store: Any) -> tuple[tuple[str, Any], ...]:
+    """The keywords a SQLite store was opened with, as far as the store tells them: its
+    ``options`` (a mapping of ``SQLiteStore``'s keywords), else its public
+    ``claim_timeout``."""
+    given = getattr(store, "options", None)
+    if isinstance(given, Mapping):
+        options = dict(given)
+    else:
+        claim_timeout = getattr(store, "claim_timeout", None)
+        options = {} if claim_timeout is None else {"claim_timeout": claim_timeout}
+    return tuple(sorted(options.items()))
 
 
 def check_store_reach(locator: StoreLocator | None, nodes: Sequence[Mapping[str, Any]]) -> None:
@@ -190,7 +221,8 @@ class ChatWorker:
 
     def __init__(self) -> None:
         self._runs: dict[str, tuple[RunSpec, Any, Any]] = {}  # spec, limit, the driver's config
-        self._stores: dict[tuple[str, str], Any] = {}
+        self._stores: dict[tuple[Any, ...], Any] = {}  # StoreLocator.key() -> the store
+        self._lock = threading.Lock()
 
     async def _run_of(self, boxed: list[Any]) -> tuple[RunSpec, Any]:
         ref = boxed[0]
@@ -209,15 +241,28 @@ class ChatWorker:
 
         store = None
         if batch.locator is not None:
-            where = (batch.locator.kind, str(batch.locator.target))
-            store = self._stores.get(where)
-            if store is None:
-                store = self._stores[where] = await asyncio.to_thread(batch.locator.open)
+            store = await asyncio.to_thread(self._store_of, batch.locator)
         found = (replace(batch.spec, store=store), AdaptiveLimit(batch.per_worker), batch.config)
         self._runs[key] = found
         while len(self._runs) > self.CACHED_RUNS:
             del self._runs[next(iter(self._runs))]
         return found
+
+    def _store_of(self, locator: StoreLocator) -> Any:
+        """The store at ``locator``, opened once per file and way of opening it (on a
+        worker thread). A store kept on a file since deleted or replaced is closed: it
+        could only fail."""
+        with self._lock:
+            key = locator.key()
+            store = self._stores.get(key)
+            if store is None:
+                store = locator.open()
+                key = locator.key()  # the file it opened (it creates a missing one)
+                for old in [k for k in self._stores if k[:2] == key[:2] and k[3] != key[3]]:
+                    with contextlib.suppress(Exception):
+                        self._stores.pop(old).close()
+                self._stores[key] = store
+            return store
 
     async def run(self, boxed: list[Any], job: Job) -> AsyncIterator[RowUpdate | RowResult]:
         try:

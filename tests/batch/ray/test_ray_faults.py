@@ -5,14 +5,18 @@ and the frame say a row used when its worker died or its chat continued after a 
 
 from __future__ import annotations
 
+import pickle
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from _ray_agents import FakeServerChat, close_providers, handler
 
 import nbagent
+from nbagent.batch._ray import ChatWorker, locate_store
+from nbagent.store import SQLiteStore
 from nbagent.testing import FakeLLMServer
 
 
@@ -60,3 +64,68 @@ def test_a_tool_raising_keyboard_interrupt_fails_its_row_and_the_worker_goes_on(
         )
     )
     assert list(later["status"]) == ["done"] and later.loc[0, "reply"] == "dddd: 8"
+
+
+def test_a_store_file_made_again_at_the_same_path_is_opened_again(
+    ray_cluster: Any, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """The kept workers kept the first file open by its path: every row of the batch on the
+    new file failed "the file was replaced" until the process restarted."""
+    make = FakeServerChat(server.openai_base_url)
+    db = tmp_path / "batch.db"
+    for attempt in range(2):
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        result = _in_time(
+            lambda n=attempt: nbagent.batch(
+                [f"row {n}"], make, store=str(db), progress=False, backend="ray",
+                backend_options={"workers": 1},
+            )
+        )  # fmt: skip
+        assert list(result["status"]) == ["done"], (attempt, result.loc[0, "error"])
+
+
+def test_a_worker_keeps_one_store_per_file_and_closes_one_whose_file_is_gone(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "batch.db"
+    driver = SQLiteStore(db)
+    locator = locate_store(driver)
+    assert locator is not None
+    worker = ChatWorker()
+    first = worker._store_of(locator)
+    assert worker._store_of(locator) is first  # opened once per file
+    driver.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    SQLiteStore(db).close()  # the driver makes the file again
+    second = worker._store_of(locator)
+    assert second is not first and first.closed
+    assert second.add_batch_chat("b", "k", "c1") == "c1"  # it writes to the file there now
+
+
+class _Tells(SQLiteStore):
+    """A SQLite store telling the keywords it was opened with (``options``): what the
+    store package is asked to offer on :class:`SQLiteStore` itself."""
+
+    def __init__(self, path: Any, **options: Any) -> None:
+        super().__init__(path, **options)
+        self.options = dict(options)
+
+
+@pytest.mark.parametrize("store_class", [SQLiteStore, _Tells])
+def test_the_workers_open_the_sqlite_store_as_the_driver_did(
+    tmp_path: Path, store_class: type[SQLiteStore]
+) -> None:
+    """``SQLiteStore(path, synchronous="FULL", claim_timeout=5, timeout=2)``: the workers
+    opened ``SQLiteStore(path)`` (``NORMAL``, claims never abandoned, 30 s), silently."""
+    driver = store_class(tmp_path / "b.db", synchronous="FULL", claim_timeout=5, timeout=2)
+    locator = pickle.loads(pickle.dumps(locate_store(driver)))  # as it reaches a worker
+    opened = locator.open()
+    try:
+        assert opened.claim_timeout == 5
+        if store_class is _Tells:  # the rest, once the store tells them
+            assert opened._synchronous == "FULL" and opened._busy_ms == 2000
+    finally:
+        opened.close()
+        driver.close()
