@@ -64,7 +64,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from .._config import configure, get_config, positive_int
 from .._optional import require
@@ -322,6 +322,9 @@ change is sent at once): each update is an object and a message to the driver.""
 
 
 # ------------------------------------------------------------------ the driver
+_Heard = TypeVar("_Heard", RowUpdate, RowResult)
+
+
 @dataclass
 class _Row:
     job: Job
@@ -330,6 +333,34 @@ class _Row:
     worker: int | None = None
     handle: Any = None
     stream: Any = None
+    used: RowResult | None = None
+    """What the row's chat used, as last heard (an update, a result): what the driver
+    reports while the chat is on its way to a worker again (a continuation starts from
+    the stored chat), and for a row whose worker died."""
+
+    def heard(self, item: _Heard) -> _Heard:
+        """``item`` with what the chat used never less than heard before (kept in
+        :attr:`used`): a chat's tokens and cost only grow, but a continued chat is first
+        reported before its worker has loaded it (zeros), and the bar's totals went down
+        by the row's share meanwhile."""
+        last = self.used or RowResult(self.job.key, self.job.index, "queued")
+        if item.input_tokens + item.output_tokens < last.input_tokens + last.output_tokens:
+            item = replace(
+                item,
+                input_tokens=last.input_tokens,
+                output_tokens=last.output_tokens,
+                cost_usd=last.cost_usd,
+            )
+        if isinstance(item, RowResult):
+            item = replace(item, calls=max(item.calls, last.calls))
+        self.used = replace(
+            last,
+            calls=item.calls if isinstance(item, RowResult) else last.calls,
+            input_tokens=item.input_tokens,
+            output_tokens=item.output_tokens,
+            cost_usd=item.cost_usd,
+        )
+        return item
 
 
 class RayBackend:
@@ -628,7 +659,7 @@ class _Run:
         index = min(range(len(self.workers)), key=self.load.__getitem__)
         row.worker, row.handle = index, self.workers[index]
         self.load[index] += 1
-        progress(RowUpdate(row.job.key, "running", chat_id=row.chat_id))
+        progress(row.heard(RowUpdate(row.job.key, "running", chat_id=row.chat_id)))
         stream = row.handle.run.options(num_returns="streaming").remote(self.boxed, row.job)
         row.stream = stream
         self.running[id(row)] = row
@@ -645,9 +676,9 @@ class _Run:
                 item = await ref
                 if isinstance(item, RowUpdate):
                     row.chat_id = item.chat_id or row.chat_id
-                    progress(item)
+                    progress(row.heard(item))
                 else:
-                    result = item
+                    result = row.heard(item)
         except Exception as raised:
             exc = _leaf(raised)  # Ray's async iteration may wrap it in an ExceptionGroup
             if _worker_died(self.ray, exc):
@@ -655,6 +686,11 @@ class _Run:
             if row.chat_id is None and self.store is not None:
                 # it died before its first update: the store knows the chat
                 row.chat_id = await asyncio.to_thread(self.recorded_chat, row.job.key)
+            if row.chat_id is not None and self.store is not None:
+                # what it paid for since its last update (a request, at most) is stored
+                stored = await asyncio.to_thread(_stored_usage, self.store, row.chat_id)
+                if stored is not None:
+                    row.heard(replace(stored, key=row.job.key, index=row.job.index))
             result = self.failure(row, exc, time.monotonic() - started)
         finally:
             assert row.worker is not None
@@ -683,11 +719,16 @@ class _Run:
                 else "; its chat is lost (no store)"
             )
             kind = "WorkerDied"
+        used = row.used or RowResult(row.job.key, row.job.index, "failed")
         return RowResult(
             row.job.key,
             row.job.index,
             "failed",
             chat_id=row.chat_id,
+            calls=used.calls,
+            input_tokens=used.input_tokens,
+            output_tokens=used.output_tokens,
+            cost_usd=used.cost_usd,
             latency_s=elapsed,
             error=error,
             error_type=kind,
@@ -775,6 +816,27 @@ def _leaf(exc: BaseException) -> BaseException:
 
 def _worker_died(ray: Any, exc: BaseException) -> bool:
     return isinstance(exc, ray.exceptions.RayActorError | ray.exceptions.WorkerCrashedError)
+
+
+def _stored_usage(store: Any, chat_id: str) -> RowResult | None:
+    """What the stored chat used (calls, tokens, cost), as a result's numbers (``None``:
+    the store cannot tell now)."""
+    try:
+        record = store.load(chat_id)
+    except Exception:
+        return None
+    state = record.state
+    usage = state.get("usage") or {}
+    return RowResult(
+        "",
+        0,
+        "failed",
+        chat_id=chat_id,
+        calls=record.info.n_calls,
+        input_tokens=int(usage.get("input_tokens", 0)),
+        output_tokens=int(usage.get("output_tokens", 0)),
+        cost_usd=None if state.get("unpriced") else float(state.get("cost_usd") or 0.0),
+    )
 
 
 def _pending_counts(store: Any, chat_ids: set[str]) -> dict[str, int]:

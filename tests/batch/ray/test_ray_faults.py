@@ -5,9 +5,10 @@ and the frame say a row used when its worker died or its chat continued after a 
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,8 @@ import pytest
 from _ray_agents import FakeServerChat, close_providers, handler
 
 import nbagent
-from nbagent.batch._ray import ChatWorker, locate_store
+from nbagent.batch._backend import Job, RowResult, RowUpdate, RunSpec
+from nbagent.batch._ray import ChatWorker, RayBackend, locate_store
 from nbagent.store import SQLiteStore
 from nbagent.testing import FakeLLMServer
 
@@ -129,3 +131,76 @@ def test_the_workers_open_the_sqlite_store_as_the_driver_did(
     finally:
         opened.close()
         driver.close()
+
+
+# ------------------------------------------------------------ what a row used
+def _run(backend: Any, todo: Sequence[Job], spec: RunSpec, hook: Any = None) -> dict[str, Any]:
+    updates: list[RowUpdate] = []
+    results: list[RowResult] = []
+
+    async def go() -> None:
+        async for result in backend.run(todo, spec, updates.append):
+            results.append(result)
+            if hook is not None:
+                await asyncio.to_thread(hook, result)
+
+    asyncio.run(asyncio.wait_for(go(), 90))
+    return {"updates": updates, "final": {r.key: r for r in results}}
+
+
+def _never_down(updates: Sequence[RowUpdate]) -> None:
+    """Every row's tokens and the batch's total only grow, update after update."""
+    rows: dict[str, int] = {}
+    total = 0
+    for update in updates:
+        used = update.input_tokens + update.output_tokens
+        assert used >= rows.get(update.key, 0), (update, rows)
+        rows[update.key] = used
+        assert sum(rows.values()) >= total
+        total = sum(rows.values())
+
+
+def test_a_dead_workers_row_reports_what_its_chat_paid_for(
+    ray_cluster: Any, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """It said 0 calls, 0 tokens, cost 0 (and the bar's total dropped by its share) though
+    the chat paid a request, which the store has."""
+    store = SQLiteStore(tmp_path / "batch.db")
+    todo = [Job("0", 0, "die now", "die now"), Job("1", 1, "bb", "bb")]
+    spec = RunSpec("b1", FakeServerChat(server.openai_base_url), store=store, concurrency=2)
+    out = _run(RayBackend(workers=2), todo, spec)
+    died = out["final"]["0"]
+    assert died.error_type == "WorkerDied", died
+    record = store.load(died.chat_id)
+    usage = record.state["usage"]
+    assert died.input_tokens == usage["input_tokens"] > 0
+    assert died.output_tokens == usage["output_tokens"] > 0
+    assert died.calls == record.info.n_calls == 1
+    assert died.cost_usd == pytest.approx(record.state["cost_usd"])
+    last = [u for u in out["updates"] if u.key == "0"][-1]
+    assert (last.status, last.input_tokens) == ("failed", died.input_tokens)
+    _never_down(out["updates"])
+
+
+def test_a_continued_rows_tokens_never_go_down(
+    ray_cluster: Any, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """A parked row continued after a decision was reported running with zero tokens (by
+    the driver, then by the worker before it loaded the chat): the bar's totals went down."""
+    store = SQLiteStore(tmp_path / "batch.db")
+
+    def approve(result: RowResult) -> None:
+        if result.status == "awaiting_approval" and result.chat_id is not None:
+            for call in store.pending_approvals(result.chat_id):
+                store.approve(call.id, chat_id=result.chat_id)
+
+    todo = [Job("0", 0, "gate order 7", "gate order 7"), Job("1", 1, "bb", "bb")]
+    spec = RunSpec("b1", FakeServerChat(server.openai_base_url), store=store, concurrency=2)
+    out = _run(RayBackend(workers=2), todo, spec, hook=approve)
+    done = out["final"]["0"]
+    assert done.status == "done" and done.reply == "gate order 7: refunded gate order 7"
+    statuses = [u.status for u in out["updates"] if u.key == "0"]
+    assert "awaiting_approval" in statuses and statuses[-1] == "done", statuses
+    _never_down(out["updates"])
+    parked = next(u for u in out["updates"] if u.key == "0" and u.status == "awaiting_approval")
+    assert parked.input_tokens > 0
