@@ -212,13 +212,16 @@ async def batch_async(
     _display: ProgressDisplay | None = None,
     _trace: Mapping[str, str] | None = None,
     _prepare: Callable[[Any], None] | None = None,
+    _approval_hint: str | None = None,
 ) -> Any:
     """Async twin of :func:`batch` (same arguments).
 
     In a notebook: ``result = await nbagent.batch_async(...)``.
 
-    ``_prepare`` (for the rest of nbagent: ``evaluate``): called with each row's chat,
-    made or continued from the store, before it is driven (:attr:`RunSpec.prepare`).
+    For the rest of nbagent (``evaluate``): ``_prepare`` is called with each row's chat,
+    made or continued from the store, before it is driven (:attr:`RunSpec.prepare`);
+    ``_approval_hint`` is one more way to decide parked rows, added to the line that
+    says some await approval (``"or pass decide= to nbagent.evaluate"``).
     """
     require("pandas", "nbagent.batch (its result is a DataFrame)")
     if on_error not in ("record", "raise"):
@@ -300,13 +303,15 @@ async def batch_async(
             raise
         keep = not run.final and wait_for_decisions is not False and in_kernel()
         parked = sum(1 for r in run.rows.values() if r.status == "awaiting_approval")
+        also = f"; {_approval_hint}" if _approval_hint else ""
         if keep:
             run.progress.parked_hint = True  # the bar says it, with the live count
             if type(display) is ProgressDisplay and parked:  # progress=False: no bar, one line
                 notice(
                     f"{parked} row(s) await approval; they continue by themselves once decided "
                     "(nbagent.inbox(result), chat.approve, store.approve); "
-                    "nbagent.batch_results(result, wait=60) gives the frame once they have finished"
+                    "nbagent.batch_results(result, wait=60) gives the frame once they have "
+                    f"finished{also}"
                 )
             display.tick()
         elif not run.final:
@@ -320,7 +325,8 @@ async def batch_async(
             # False: the caller chose not to hear of them; none parked: nothing to say
             if wait_for_decisions is not False and parked:
                 notice(
-                    f"{parked} row(s) await approval; {how} (or pass wait_for_decisions=seconds)"
+                    f"{parked} row(s) await approval; {how} (or pass "
+                    f"wait_for_decisions=seconds){also}"
                 )
         elif run.final:
             display.stop(final=True)
@@ -346,6 +352,7 @@ def batch(
     poll_interval: float = 2.0,
     backend_options: dict[str, Any] | None = None,
     _prepare: Callable[[Any], None] | None = None,
+    _approval_hint: str | None = None,
 ) -> Any:
     """Run one chat per input, concurrently; return one result row per input.
 
