@@ -310,9 +310,37 @@ def test_an_edit_from_another_process_that_a_deny_rule_matches_is_rejected(tmp_p
     ).with_tools(refund)  # fmt: skip
     chat.add_rule(Rule.deny("refund", ("amount", ">", 500)))
     chat.ask("refund")
+    other = nbagent.open_store(tmp_path / "s.db")
+    with pytest.raises(DecisionError, match="amount > 500"):  # told now, nothing written
+        other.approve(chat.get_call("r1"), arguments={"order_id": 7, "amount": 900})
+    assert other.call("r1", chat_id=chat.id).decision is None
+    chat.remove_rule(Rule.deny("refund", ("amount", ">", 500)))
+    chat.add_rule(Rule.deny("refund", ("amount", ">", 800)))  # the store reads the rules now
+    with pytest.raises(DecisionError, match="amount > 800"):
+        other.approve(chat.get_call("r1"), arguments={"order_id": 7, "amount": 900})
+    other.approve(chat.get_call("r1"), arguments={"order_id": 7, "amount": 600})
+    chat.complete()
+    assert chat.get_call("r1").effective_arguments == {"order_id": 7, "amount": 600}
+    assert Counter({"refund": 1}) == RAN
+    other.close()
+
+
+def test_an_edit_the_store_took_before_a_deny_rule_came_is_rejected_by_the_chat(
+    tmp_path: Any,
+) -> None:
+    store = nbagent.open_store(tmp_path / "s.db")
+    RAN.clear()
+    chat = Chat(
+        provider=ScriptedProvider([call_tools(("refund", {"order_id": 7, "amount": 20}, "r1")),
+                                   reply("ok")]),
+        display=False,
+        store=store,
+    ).with_tools(refund)  # fmt: skip
+    chat.ask("refund")
     nbagent.open_store(tmp_path / "s.db").approve(
         chat.get_call("r1"), arguments={"order_id": 7, "amount": 900}
     )
+    chat.add_rule(Rule.deny("refund", ("amount", ">", 500)))  # here, before the chat read it
     with pytest.warns(nbagent.store.StoreConflictWarning, match="amount > 500"):
         chat.complete()
     assert chat.get_call("r1").status == "awaiting_approval" and Counter() == RAN

@@ -31,7 +31,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -51,6 +51,7 @@ from .._recording import (
     slim_deltas,
     stored_fingerprint,
 )
+from .._rules import Rule, denied_edit
 from .._schema import validate_json_schema
 from .._types import (
     INPUT_ACTIONS,
@@ -1899,6 +1900,9 @@ class SQLStore:
                         "they cannot be edited (approve or deny it)"
                     )
                 self._check_arguments(conn, sc, arguments)
+                refused = denied_edit(self._rules_in(conn, sc.chat_id), sc, arguments)
+                if refused is not None:  # the chat would reject it: say so now, write nothing
+                    raise DecisionError(refused)
             decision = Decision(
                 verdict,  # type: ignore[arg-type]
                 by,
@@ -1929,6 +1933,30 @@ class SQLStore:
                 (decision.at.isoformat(), sc.chat_id),
             )
             return self._find(conn, sc.id, sc.chat_id)
+
+    def _rules_in(self, conn: Any, chat_id: str) -> list[Rule]:
+        """The chat's rules as stored (its state's list, changed by every process's rule
+        events since), read in ``conn``'s transaction; unreadable ones left out (the chat
+        refuses to load with them)."""
+        row = conn.execute("SELECT state FROM chats WHERE id = ?", (chat_id,)).fetchone()
+        state = codec.loads(row[0]) if row and row[0] else {}
+        rules: list[Rule] = []
+        for data in state.get("rules") or () if isinstance(state, dict) else ():
+            with suppress(ValueError, TypeError):
+                rules.append(Rule.from_dict(data))
+        for _, kind, text in conn.execute(RULE_CHANGES, (chat_id,)).fetchall():
+            data = codec.loads(text) if kind == "rule_changed" else None
+            if not isinstance(data, dict):
+                continue
+            try:
+                rule = Rule.from_dict(data.get("rule"))
+            except (ValueError, TypeError):
+                continue
+            if rule in rules:
+                rules.remove(rule)
+            if data.get("added", True):
+                rules.append(rule)
+        return rules
 
     def _check_arguments(self, conn: Any, sc: StoredCall, arguments: dict[str, Any]) -> None:
         row = conn.execute("SELECT tools FROM chats WHERE id = ?", (sc.chat_id,)).fetchone()
