@@ -1104,6 +1104,8 @@ class _RoundHooks:
                 content = f"Error: {outcome.message}"
                 if outcome.error is not None and chat.on_tool_error == "raise":
                     self.round.errors.append((c, outcome.error))
+            elif outcome.status == "timed_out":  # not "not completed": it may have done its work
+                content = f"Timed out: {outcome.message}"
             else:
                 content = f"Not completed ({outcome.status.replace('_', ' ')}): {outcome.message}"
             if c.decision is not None and c.decision.arguments is not None:

@@ -351,8 +351,8 @@ class ToolRunner:
         try:
             value = await self._execute(job, mode, pool, ctx)
             out = Outcome(job.call, "ok", value=value)
-        except TimeoutError as exc:
-            message = str(exc) or f"timed out after {job.timeout:g} s"
+        except TimeoutError as exc:  # an async tool's or an MCP server's call: told to stop
+            message = str(exc) or f"timed out after {job.timeout:g} s and was stopped{_UNKNOWN}"
             out = Outcome(job.call, "timed_out", message=message)
         except asyncio.CancelledError:  # the model must not read "not done": it may retry
             out = Outcome(job.call, "cancelled", message=f"cancelled while it ran{_UNKNOWN}")
@@ -449,7 +449,8 @@ class ToolRunner:
             raise TimeoutError(
                 f"timed out after {job.timeout:g} s; its thread could not be stopped and "
                 f"finishes in the background, its result discarded ({n} such thread"
-                f"{'s' if n != 1 else ''} now)"
+                f"{'s' if n != 1 else ''} now), so it may still do what it was asked; it was "
+                "not retried"
             ) from None
         except asyncio.CancelledError:
             if not ticket.abandon():

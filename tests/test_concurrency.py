@@ -266,6 +266,9 @@ def test_timeouts_become_error_results(mode: str) -> None:
     statuses = {r.tool_call_id: r.status for r in results(chat)}
     assert statuses == {"s": "timed_out", "a": "timed_out", "ok": "ok"}
     assert "timed out after 0.05 s" in results(chat)[0].content
+    for r in results(chat)[:2]:  # never "not completed": it may have done its work
+        assert r.content.startswith("Timed out: ") and "not retried" in r.content, r.content
+        assert "Not completed" not in r.content
 
 
 @pytest.mark.parametrize("mode", MODES)
