@@ -450,6 +450,7 @@ def evaluate(
         progress=progress,
         backend_options=backend_options,
         _prepare=prepare,
+        _approval_hint="or pass decide= to nbagent.evaluate to decide them as they come",
     )
     return _scored(result, checks, held)
 
@@ -487,5 +488,6 @@ async def evaluate_async(
         progress=progress,
         backend_options=backend_options,
         _prepare=prepare,
+        _approval_hint="or pass decide= to nbagent.evaluate to decide them as they come",
     )
     return _scored(result, checks, held)

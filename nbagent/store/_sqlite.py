@@ -179,6 +179,16 @@ class SQLiteStore(SQLStore):
         # thread holding the checkpointers' lock (see ``release_unclosed``).
         self._finalizer = weakref.finalize(self, release_unclosed, self._checkpointer)
 
+    @property
+    def options(self) -> dict[str, Any]:
+        """The keywords that open this file the same way again (another process, a Ray
+        worker): ``timeout``, ``synchronous``, ``claim_timeout``."""
+        return {
+            "timeout": self._busy_ms / 1000,
+            "synchronous": self._synchronous,
+            "claim_timeout": self.claim_timeout,
+        }
+
     # -- lifecycle ---------------------------------------------------------------
     def _connect(self, timeout: float, synchronous: str) -> sqlite3.Connection:
         if not self.path.parent.exists():

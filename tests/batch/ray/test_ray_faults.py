@@ -106,28 +106,18 @@ def test_a_worker_keeps_one_store_per_file_and_closes_one_whose_file_is_gone(
     assert second.add_batch_chat("b", "k", "c1") == "c1"  # it writes to the file there now
 
 
-class _Tells(SQLiteStore):
-    """A SQLite store telling the keywords it was opened with (``options``): what the
-    store package is asked to offer on :class:`SQLiteStore` itself."""
-
-    def __init__(self, path: Any, **options: Any) -> None:
-        super().__init__(path, **options)
-        self.options = dict(options)
-
-
-@pytest.mark.parametrize("store_class", [SQLiteStore, _Tells])
-def test_the_workers_open_the_sqlite_store_as_the_driver_did(
-    tmp_path: Path, store_class: type[SQLiteStore]
-) -> None:
+def test_the_workers_open_the_sqlite_store_as_the_driver_did(tmp_path: Path) -> None:
     """``SQLiteStore(path, synchronous="FULL", claim_timeout=5, timeout=2)``: the workers
     opened ``SQLiteStore(path)`` (``NORMAL``, claims never abandoned, 30 s), silently."""
-    driver = store_class(tmp_path / "b.db", synchronous="FULL", claim_timeout=5, timeout=2)
+    driver = SQLiteStore(tmp_path / "b.db", synchronous="FULL", claim_timeout=5, timeout=2)
     locator = pickle.loads(pickle.dumps(locate_store(driver)))  # as it reaches a worker
     opened = locator.open()
     try:
-        assert opened.claim_timeout == 5
-        if store_class is _Tells:  # the rest, once the store tells them
-            assert opened._synchronous == "FULL" and opened._busy_ms == 2000
+        assert opened.options == driver.options == {
+            "timeout": 2.0,
+            "synchronous": "FULL",
+            "claim_timeout": 5,
+        }
     finally:
         opened.close()
         driver.close()
