@@ -116,7 +116,9 @@ def test_a_scorecard_has_one_row_per_case_and_check_with_the_chat_to_open() -> N
     assert summary["pass_rate"].tolist() == pytest.approx([2 / 3, 2 / 3, 2 / 3])
 
 
-def test_decide_approve_runs_the_gated_call_once_and_none_leaves_it_parked() -> None:
+def test_decide_approve_runs_the_gated_call_once_and_none_leaves_it_parked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     approved = nbagent.evaluate(
         ["Refund order 8"], make_chat, [tool_called("issue_refund", status="ok", times=1)],
         decide="approve", progress=False,
@@ -129,6 +131,7 @@ def test_decide_approve_runs_the_gated_call_once_and_none_leaves_it_parked() -> 
     assert parked["status"].tolist() == ["awaiting_approval"] * 2
     assert parked["passed"].tolist() == [True, False]  # called; no answer yet
     assert parked["detail"].tolist()[1] == "no final answer (awaiting_approval)"
+    assert "pass decide= to nbagent.evaluate" in capsys.readouterr().err  # the way out, named
     chosen = nbagent.evaluate(
         ["Refund order 8", "Refund order 9"], make_chat,
         [tool_called("issue_refund", status="ok")],
