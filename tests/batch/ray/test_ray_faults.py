@@ -113,11 +113,8 @@ def test_the_workers_open_the_sqlite_store_as_the_driver_did(tmp_path: Path) -> 
     locator = pickle.loads(pickle.dumps(locate_store(driver)))  # as it reaches a worker
     opened = locator.open()
     try:
-        assert opened.options == driver.options == {
-            "timeout": 2.0,
-            "synchronous": "FULL",
-            "claim_timeout": 5,
-        }
+        wanted = {"timeout": 2.0, "synchronous": "FULL", "claim_timeout": 5}
+        assert opened.options == driver.options == wanted
     finally:
         opened.close()
         driver.close()
