@@ -25,6 +25,7 @@ from ._config import check_budgets, check_flag, check_replay, check_replay_tools
 from ._decisions import DecisionsMixin
 from ._drive import WaitCancelled
 from ._errors import (
+    DriverError,
     PendingToolCallsError,
     StoreError,
     ToolDefinitionError,
@@ -549,10 +550,28 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         Also done when the chat is garbage-collected or the interpreter exits;
         ``with Chat(store=...) as chat:`` closes at the end of the block.
 
+        A chat another thread or task is driving is stopped first, as :meth:`cancel`
+        stops it (the calls already running settle and are recorded; that driver's
+        ``ask``/``complete`` raises :class:`~nbagent.ChatCancelled` or returns what is
+        settled), and waited for: closed under a running call, its tool source was shut
+        and the run went on, asking the model again with nothing written.
+
         Raises:
             StoreError: What is pending could not be written (the store's file is
                 locked, say); nothing is lost, and closing again retries.
+            DriverError: Called by the run itself (its tool or callback), or by a
+                blocking call on the event loop its async driver runs on: waiting for
+                the run to stop would never end (return, or await the task, first).
         """
+        if self._drive.held:
+            if self._drive.driving_here():
+                raise DriverError(
+                    "close() was called from inside this chat's own run (its tool or callback, "
+                    "or a blocking call on its driver's event loop): the run cannot stop while "
+                    "this waits; close the chat once the run has returned"
+                )
+            self.cancel()
+            self._drive.wait_idle()
         try:
             for close in self._hook("close"):
                 close()

@@ -133,6 +133,17 @@ class Drive:
                 self._thread, self._loop = None, None
             self._wake_all()
 
+    def driving_here(self) -> bool:
+        """Whether this thread (a blocking call on the driver's loop too) or this context (a
+        tool or callback of the run) is the driver's: waiting for the turn would never end."""
+        return self._thread == threading.get_ident() or self in _inside.get()
+
+    def wait_idle(self) -> None:
+        """Block until no one drives the chat (the running driver passed its turn on)."""
+        with self._cond, _aio.blocking():
+            while self._thread is not None:
+                self._cond.wait()
+
     def cancel(self) -> None:
         """Send every caller waiting for its turn back (``chat.cancel()``)."""
         with self._cond:

@@ -295,3 +295,59 @@ def test_is_running_says_whether_a_driver_is_at_work() -> None:
     gate.release.set()
     first.join(WAIT)
     assert not chat.is_running
+
+
+def test_closing_a_chat_another_thread_drives_stops_it_and_loses_nothing(tmp_path: Any) -> None:
+    """Closed under a running call, the chat's sources were shut and the run went on: it
+    asked the model again, and neither the call's result nor the answer was written."""
+    started, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    @tool
+    def slow(x: int) -> str:
+        """Slow."""
+        started.set()
+        release.wait(10)
+        done.set()
+        return "slow done"
+
+    provider = ScriptedProvider([call_tools(("slow", {"x": 1}, "c1")), reply("never asked")])
+    chat = Chat(provider=provider, store=tmp_path / "s.db", display=False).with_tools(slow)
+    raised: list[BaseException] = []
+
+    def drive() -> None:
+        try:
+            chat.ask("go")
+        except BaseException as exc:
+            raised.append(exc)
+
+    driver = threading.Thread(target=drive)
+    driver.start()
+    assert started.wait(10)
+    threading.Timer(0.2, release.set).start()
+    chat.close()  # waits for the running call to settle, stops the run there
+    assert done.is_set() and not chat.is_running
+    driver.join(10)
+    assert [type(e) for e in raised] == [ChatCancelled]
+    assert len(provider.requests) == 1  # the model was not asked again
+    again = Chat.load(chat.id, store=tmp_path / "s.db", tools=[slow], provider=ScriptedProvider([]))
+    (call,) = again.tool_calls
+    assert call.status == "ok" and call.result is not None and call.result.content == "slow done"
+    again.close()
+
+
+def test_a_tool_closing_its_own_chat_is_refused() -> None:
+    holder: list[Chat] = []
+
+    @tool
+    def closer() -> str:
+        """Closes its own chat."""
+        holder[0].close()
+        return "closed"
+
+    chat = Chat(
+        provider=ScriptedProvider([call_tools(("closer", {}, "c1")), reply("ok")]), display=False
+    ).with_tools(closer)
+    holder.append(chat)
+    chat.ask("go")
+    (call,) = chat.tool_calls
+    assert call.status == "error" and "DriverError" in call.result.content  # type: ignore[union-attr]
