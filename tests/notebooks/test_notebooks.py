@@ -137,14 +137,18 @@ def test_approvals_notebook_decides_in_code_and_cards_follow() -> None:
     assert "kernel session that has ended" in rules["text/plain"]
     assert "had no store" in rules["text/plain"]  # this chat has none: no false promise
     # U9 (issue 25): the button cells are left to the reader, never decided by a later cell;
-    # their views stay live (a widget), and every other view settled: static.
+    # their views stay live (a widget), and so does the one whose card offers "Stop always
+    # allowing" while that rule holds (the docs: the offer stands after the turn is over);
+    # every other view settled: static.
     desk_cell, waiter_cell = (
         cell_index(nb, "desk = Chat("),
         cell_index(nb, "await waiter.ask_async("),
     )
+    allowed_cell = cell_index(nb, "chat.always_allow(IssueRefund")
     assert [i for i, d in views(nb) if WIDGET_MIME in d] == sorted(
-        [cell_index(nb, "rules = Chat("), desk_cell, waiter_cell]
+        [allowed_cell, cell_index(nb, "rules = Chat("), desk_cell, waiter_cell]
     )
+    assert "always allowed" in shown[allowed_cell]["text/plain"]
     plain = shown[desk_cell]["text/plain"]
     assert "tool issue_refund" in plain and "tool delete_file" in plain
     assert "-- awaiting approval" in plain and "decided in code" not in plain
