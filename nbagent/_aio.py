@@ -27,6 +27,7 @@ from ._errors import ToolLoopError
 if TYPE_CHECKING:
     import asyncio
     import concurrent.futures
+    import contextvars
 
 T = TypeVar("T")
 
@@ -137,29 +138,173 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     OpenTelemetry's current span): the background loop's task is made with one, and this
     thread's runner is given one each time (its own, made at its first run, was that run's
     caller's: a later caller's variables were not seen).
+
+    Where a loop runs here (a notebook's cell), ``coro`` runs on nbagent's background loop
+    while this thread waits; the stop button (``KeyboardInterrupt``) cancels it there and
+    this thread waits for it to settle before re-raising (pressed again, it waits on):
+    returned at once, the round went on there, unseen, after the chat's turn was given
+    back, and a next cell's round ran a call the old round then recorded as cancelled
+    before it ran. On the background loop itself (a sync ``inner.ask()`` in an async tool
+    of a chat asked from a cell) ``coro`` runs on a thread of its own (scheduled on the loop
+    this thread runs, it waited for ever). Where no loop runs, on this thread's runner;
+    stopped there with tasks left (the stop button landing between two of their steps), they
+    are cancelled and settled before the exception is re-raised, so none is left to run
+    inside the next call's round.
     """
-    import asyncio
     import contextvars
 
+    if on_background_loop():
+        with blocking():
+            return _on_own_thread(coro, contextvars.copy_context())
     if not in_running_loop():
-        runner: asyncio.Runner | None = getattr(_local, "runner", None)
-        if runner is None:
-            runner = asyncio.Runner()
-            _local.runner = runner
-            # Closed with its thread (or at exit), so no event loop is left unclosed.
-            weakref.finalize(threading.current_thread(), _close_runner, runner)
-        return runner.run(coro, context=contextvars.copy_context())
+        return _on_this_thread(coro, contextvars.copy_context())
     with blocking():  # before the coroutine can start: it may ask at once
-        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(
-            coro, _background_loop()
-        )
+        return _on_background(coro)
+
+
+class _Raised(Exception):
+    """A ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``) the coroutine raised,
+    carried out of its task (raised there, it would end the loop running it)."""
+
+    def __init__(self, original: BaseException):
+        super().__init__(repr(original))
+        self.original = original
+
+
+async def _carried(coro: Coroutine[Any, Any, T]) -> T:
+    import asyncio
+
+    try:
+        return await coro
+    except (Exception, asyncio.CancelledError):
+        raise
+    except BaseException as exc:
+        raise _Raised(exc) from None
+
+
+def _unwrapped(future: concurrent.futures.Future[T]) -> T:
+    """``future``'s result; a carried ``BaseException`` raised as it was."""
+    try:
+        return future.result()
+    except _Raised as carried:
+        raise carried.original from None
+
+
+def _on_background(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` as a task on the background loop, waiting for it to end whatever happens
+    here: the stop button cancels the task and waits again (a future of
+    ``run_coroutine_threadsafe``, cancelled, ended the wait at once, the task still running)."""
+    import asyncio
+    import concurrent.futures
+
+    loop = _background_loop()
+    ended: concurrent.futures.Future[T] = concurrent.futures.Future()
+    ended.set_running_or_notify_cancel()  # only the task can end it
+    tasks: list[asyncio.Task[T]] = []
+
+    def settle(task: asyncio.Task[T]) -> None:
+        coro.close()  # cancelled before its first step: no "never awaited" warning
+        if task.cancelled():
+            ended.set_exception(asyncio.CancelledError())
+        elif (exc := task.exception()) is not None:
+            ended.set_exception(exc)
+        else:
+            ended.set_result(task.result())
+
+    def start() -> None:  # on the loop, in a copy of the caller's context
         try:
-            return future.result()
-        except KeyboardInterrupt:
-            future.cancel()
-            with contextlib.suppress(BaseException):
-                future.result(timeout=30)
+            task = loop.create_task(_carried(coro))
+        except BaseException as exc:
+            coro.close()
+            ended.set_exception(exc)
+            return
+        tasks.append(task)
+        task.add_done_callback(settle)
+
+    def cancel() -> None:  # on the loop: after start, if start was scheduled
+        if tasks:
+            tasks[0].cancel()
+        elif not ended.done():  # stopped before start was scheduled: it never runs
+            coro.close()
+            ended.set_exception(asyncio.CancelledError())
+
+    try:
+        try:
+            loop.call_soon_threadsafe(start)
+        except RuntimeError:  # the loop was closed: never started
+            coro.close()
             raise
+        # The task may run, and the stop button be pressed, before this thread waits (even
+        # before call_soon_threadsafe returns): the press is taken below either way.
+        return _unwrapped(ended)
+    except KeyboardInterrupt:
+        while True:
+            try:
+                loop.call_soon_threadsafe(cancel)
+                concurrent.futures.wait([ended])
+                break
+            except KeyboardInterrupt:  # pressed again: still waited for
+                continue
+        raise
+
+
+def _on_this_thread(coro: Coroutine[Any, Any, T], context: contextvars.Context) -> T:
+    import asyncio
+
+    runner: asyncio.Runner | None = getattr(_local, "runner", None)
+    if runner is None:
+        runner = asyncio.Runner()
+        _local.runner = runner
+        # Closed with its thread (or at exit), so no event loop is left unclosed.
+        weakref.finalize(threading.current_thread(), _close_runner, runner)
+    try:
+        return runner.run(coro, context=context)
+    except BaseException:
+        _settle_left(runner)
+        raise
+
+
+def _settle_left(runner: asyncio.Runner) -> None:
+    """Cancel the tasks a stopped run left on ``runner``'s loop and run them to their end."""
+    import asyncio
+
+    with contextlib.suppress(RuntimeError):  # closed
+        loop = runner.get_loop()
+        while left := [t for t in asyncio.all_tasks(loop) if not t.done()]:
+            for task in left:
+                task.cancel()
+            with contextlib.suppress(BaseException):  # theirs, or the stop button again
+                loop.run_until_complete(_settled(left))
+
+
+async def _settled(tasks: list[asyncio.Task[Any]]) -> None:
+    import asyncio
+
+    await asyncio.wait(tasks)
+    for task in tasks:
+        if not task.cancelled():
+            task.exception()  # retrieved: no "Task exception was never retrieved"
+
+
+def _on_own_thread(coro: Coroutine[Any, Any, T], context: contextvars.Context) -> T:
+    """Run ``coro`` to its end on a new thread of its own (its own event loop), waiting."""
+    import asyncio
+    import concurrent.futures
+
+    ended: concurrent.futures.Future[T] = concurrent.futures.Future()
+    ended.set_running_or_notify_cancel()
+
+    def run() -> None:
+        try:
+            with asyncio.Runner() as runner:
+                ended.set_result(runner.run(coro, context=context))
+        except BaseException as exc:
+            ended.set_exception(exc)
+        finally:
+            coro.close()
+
+    threading.Thread(target=run, name="nbagent-nested", daemon=True).start()
+    return ended.result()
 
 
 @contextlib.contextmanager

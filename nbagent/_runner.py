@@ -202,10 +202,26 @@ async def _interruptible(job: Job) -> Any:
         raise _Interrupted(exc) from None
 
 
-def _call_async_in_thread(job: Job) -> Any:
+def _call_async_in_thread(job: Job, deadline: float | None = None) -> Any:
+    """An async tool's call on a worker thread, on a loop of its own; past ``deadline``
+    (``time.monotonic()``, its timeout counted from when it was queued) it is cancelled
+    there, as in the other modes (before, it ran to its end after being reported
+    timed out)."""
     import asyncio
 
-    return asyncio.run(_call_async(job))
+    if deadline is None:
+        return asyncio.run(_call_async(job))
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise _NeverStarted(
+            f"timed out after {job.timeout:g} s before it started (every worker thread was "
+            "busy); it was not run"
+        )
+
+    async def timed() -> Any:
+        return await asyncio.wait_for(_call_async(job), left)
+
+    return asyncio.run(timed())
 
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -281,13 +297,16 @@ class ToolRunner:
         ]
         try:
             await asyncio.gather(*tasks)
-        except BaseException:
+        except BaseException as exc:
             # Interrupted: let every task settle (running calls finish, the
-            # rest record themselves as cancelled), then re-raise.
+            # rest record themselves as cancelled), then re-raise. A call's thread
+            # is waited for however often its task is cancelled (``_after_cancel``).
             for t in tasks:
                 t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await _all_settled(tasks)
             self._cancel_rest(jobs, outcomes, hooks)
+            if isinstance(exc, _Escaped):  # a tool's KeyboardInterrupt, a callback's SystemExit
+                raise exc.original from None
             raise
         return [outcomes[j.call.id] for j in jobs]
 
@@ -309,8 +328,15 @@ class ToolRunner:
         hooks: RoundHooks,
         outcomes: dict[str, Outcome],
     ) -> None:
+        import asyncio
+
         async with sem:
-            outcomes[job.call.id] = await self._one(job, mode, pool, hooks)
+            try:
+                outcomes[job.call.id] = await self._one(job, mode, pool, hooks)
+            except (Exception, asyncio.CancelledError):
+                raise
+            except BaseException as exc:  # raised by the task, it would end the event loop
+                raise _Escaped(exc) from None
 
     async def _one(
         self,
@@ -331,13 +357,18 @@ class ToolRunner:
             skip = ctx.run(hooks.start, job, mode)
             started = utcnow()
             t0 = time.perf_counter()
-        except KeyboardInterrupt:
+        except BaseException as exc:
             # The stop button after the call was marked running (claimed, its start being
-            # recorded) and before its tool ran: answered as cancelled, like the calls of
-            # the round not started yet. Left "running", it stayed so: the chat could not
-            # go on, and a store reloading it found it in doubt.
+            # recorded) and before its tool ran, or a callback's SystemExit there: answered
+            # as cancelled, like the calls of the round not started yet. Left "running", it
+            # stayed so: the chat could not go on, and a store reloading it found it in doubt.
             if job.call.status == "running":
-                out = Outcome(job.call, "cancelled", message="interrupted before it ran")
+                why = (
+                    "interrupted before it ran"
+                    if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError)
+                    else f"not run: {type(exc).__name__} was raised as it started"
+                )
+                out = Outcome(job.call, "cancelled", message=why)
                 self._settle(out, utcnow(), time.perf_counter(), hooks)
             raise
         if skip is not None:
@@ -397,7 +428,10 @@ class ToolRunner:
             if is_async:
                 return await self._in_task(job, ctx)
             if job.timeout or on_background_loop():
-                return await self._in_thread(job, None, _call_sync, ctx)
+                # The shared pool, not the loop's default executor: that one is small (a
+                # few stuck calls made every later one time out before it started) and, on
+                # the background loop, nbagent's own background work's.
+                return await self._in_thread(job, _shared_pool(), _call_sync, ctx)
             return ctx.run(_call_sync, job)
         if mode == "threads":
             fn = _call_async_in_thread if is_async else _call_sync
@@ -430,32 +464,44 @@ class ToolRunner:
         ctx: contextvars.Context,
     ) -> Any:
         import asyncio
+        import functools
 
         loop = asyncio.get_running_loop()
         if not job.timeout:
             fut = loop.run_in_executor(pool, ctx.run, fn, job)
             return await ToolRunner._settled(fut)
         ticket = _Ticket()
+        stoppable = fn is _call_async_in_thread  # its own loop cancels it at its timeout
+        if stoppable:
+            fn = functools.partial(fn, deadline=time.monotonic() + job.timeout)
         fut = loop.run_in_executor(pool, ctx.run, ticket.run, fn, job)
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), job.timeout)
-        except TimeoutError:
-            if not ticket.abandon():  # still queued: it will never start
-                raise _NeverStarted(
-                    f"timed out after {job.timeout:g} s before it started (every worker "
-                    "thread was busy); it was not run"
+            try:
+                return await asyncio.wait_for(asyncio.shield(fut), job.timeout)
+            except TimeoutError:
+                if fut.done():  # its own outcome (a TimeoutError it raised, or its loop's)
+                    return _outcome_of(fut)
+                if ticket.drop_if_queued():  # it will never start
+                    raise _NeverStarted(
+                        f"timed out after {job.timeout:g} s before it started (every worker "
+                        "thread was busy); it was not run"
+                    ) from None
+                if stoppable:  # being stopped in its thread: its outcome comes soon
+                    await asyncio.wait([fut], timeout=_STOP_GRACE)
+                    if fut.done():
+                        return _outcome_of(fut)
+                ticket.abandon()
+                n = abandoned_threads()
+                raise TimeoutError(
+                    f"timed out after {job.timeout:g} s; its thread could not be stopped and "
+                    f"finishes in the background, its result discarded ({n} such thread"
+                    f"{'s' if n != 1 else ''} now), so it may still do what it was asked; it "
+                    "was not retried"
                 ) from None
-            n = abandoned_threads()
-            raise TimeoutError(
-                f"timed out after {job.timeout:g} s; its thread could not be stopped and "
-                f"finishes in the background, its result discarded ({n} such thread"
-                f"{'s' if n != 1 else ''} now), so it may still do what it was asked; it was "
-                "not retried"
-            ) from None
         except asyncio.CancelledError:
-            if not ticket.abandon():
+            if ticket.drop_if_queued():
                 raise  # it never started: cancelled before it ran
-            return await ToolRunner._after_cancel(fut)
+            return await ToolRunner._after_cancel(fut)  # waited for: not abandoned
 
     @staticmethod
     async def _settled(fut: asyncio.Future[Any]) -> Any:
@@ -471,14 +517,63 @@ class ToolRunner:
         """Cancelled while a thread runs a call: wait for it so its real outcome is kept."""
         import asyncio
 
-        if not fut.done():
-            await asyncio.wait([fut])
-        if fut.cancelled():
-            raise asyncio.CancelledError
-        exc = fut.exception()
-        if exc is not None:
-            raise exc from None
-        return fut.result()
+        while not fut.done():
+            try:
+                await asyncio.wait([fut])
+            except asyncio.CancelledError:
+                # Cancelled again (the round cancels every call once one of them ended
+                # cancelled, the caller's task may be cancelled twice): the thread runs on,
+                # so it is still waited for. Given up, a call that finished was recorded
+                # "cancelled while it ran", its real outcome lost. The task stays cancelled
+                # (``_one`` raises after recording the outcome).
+                continue
+        return _outcome_of(fut)
+
+
+def _outcome_of(fut: asyncio.Future[Any]) -> Any:
+    """A done thread future's result, or its exception raised."""
+    import asyncio
+
+    if fut.cancelled():
+        raise asyncio.CancelledError
+    exc = fut.exception()
+    if exc is not None:
+        raise exc from None
+    return fut.result()
+
+
+async def _all_settled(tasks: Sequence[asyncio.Future[Any]]) -> None:
+    """Wait until every one of ``tasks`` is done, their exceptions retrieved, however often
+    the round is cancelled meanwhile (it stops anyway: its task stays cancelled). The round
+    never ends with a call's task still running: that call was recorded after the round was
+    over, its chat's turn given back."""
+    import asyncio
+
+    while True:
+        try:
+            await asyncio.wait(tasks)
+            break
+        except asyncio.CancelledError:
+            continue
+    for task in tasks:
+        if not task.cancelled():
+            task.exception()
+
+
+class _Escaped(Exception):
+    """A ``BaseException`` other than a cancellation a call's task ended with (a tool's own
+    ``KeyboardInterrupt``, a callback's ``SystemExit``), carried to the round, which lets
+    the other calls settle and raises it (raised by the task, it ended the event loop with
+    the round's other tasks left pending)."""
+
+    def __init__(self, original: BaseException):
+        super().__init__(repr(original))
+        self.original = original
+
+
+_STOP_GRACE = 1.0
+"""Seconds an async tool run on a worker thread is given, past its timeout, to stop there
+before its thread is abandoned (one that blocks its loop cannot be stopped)."""
 
 
 def _being_cancelled() -> bool:
@@ -540,8 +635,18 @@ class _Ticket:
                     _abandon_count(-1)
                 self._state = "finished"
 
+    def drop_if_queued(self) -> bool:
+        """True if the call had not started: now it never will."""
+        with self._lock:
+            if self._state == "queued":
+                self._state = "abandoned"
+                return True
+            return False
+
     def abandon(self) -> bool:
-        """The caller gives up; True if the call had started (its thread may run on)."""
+        """The caller gives up at the call's timeout; True if the call had started (its
+        thread may run on, and is counted until it ends). Not used when the caller waits
+        for the thread instead (the stop button): such a thread is not abandoned."""
         with self._lock:
             if self._state == "queued":
                 self._state = "abandoned"
