@@ -299,15 +299,19 @@ def test_a_fork_cannot_approve_what_a_deny_rule_denied_nor_edit_into_one() -> No
     assert fork.get_call("r2").effective_arguments == {"order_id": 7, "amount": 30}
 
 
-def test_an_edit_from_another_process_that_a_deny_rule_matches_is_rejected(tmp_path: Any) -> None:
-    store = nbagent.open_store(tmp_path / "s.db")
+def _stored_refund(tmp_path: Any) -> Chat:
+    """A chat with a store, about to ask for a refund of 20 on order 7 (call ``r1``)."""
     RAN.clear()
-    chat = Chat(
-        provider=ScriptedProvider([call_tools(("refund", {"order_id": 7, "amount": 20}, "r1")),
-                                   reply("ok")]),
+    script = [call_tools(("refund", {"order_id": 7, "amount": 20}, "r1")), reply("ok")]
+    return Chat(
+        provider=ScriptedProvider(script),
         display=False,
-        store=store,
-    ).with_tools(refund)  # fmt: skip
+        store=nbagent.open_store(tmp_path / "s.db"),
+    ).with_tools(refund)
+
+
+def test_an_edit_from_another_process_that_a_deny_rule_matches_is_rejected(tmp_path: Any) -> None:
+    chat = _stored_refund(tmp_path)
     chat.add_rule(Rule.deny("refund", ("amount", ">", 500)))
     chat.ask("refund")
     other = nbagent.open_store(tmp_path / "s.db")
@@ -328,14 +332,7 @@ def test_an_edit_from_another_process_that_a_deny_rule_matches_is_rejected(tmp_p
 def test_an_edit_the_store_took_before_a_deny_rule_came_is_rejected_by_the_chat(
     tmp_path: Any,
 ) -> None:
-    store = nbagent.open_store(tmp_path / "s.db")
-    RAN.clear()
-    chat = Chat(
-        provider=ScriptedProvider([call_tools(("refund", {"order_id": 7, "amount": 20}, "r1")),
-                                   reply("ok")]),
-        display=False,
-        store=store,
-    ).with_tools(refund)  # fmt: skip
+    chat = _stored_refund(tmp_path)
     chat.ask("refund")
     nbagent.open_store(tmp_path / "s.db").approve(
         chat.get_call("r1"), arguments={"order_id": 7, "amount": 900}

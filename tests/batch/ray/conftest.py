@@ -108,3 +108,18 @@ def ray_cluster() -> Iterator[RayCluster]:
     finally:
         ray.shutdown()
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def server() -> Iterator[Any]:
+    """The fake model server the Ray tests' chats talk to (``_ray_agents.handler``); the
+    providers the test made are closed after it."""
+    from _ray_agents import close_providers, handler
+
+    from nbagent.testing import FakeLLMServer
+
+    with FakeLLMServer(handler=handler) as fake:
+        try:
+            yield fake
+        finally:
+            close_providers()

@@ -12,12 +12,11 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
-from _ray_agents import FakeServerChat, close_providers, handler
+from _ray_agents import FakeServerChat
 
 from nbagent.batch._backend import Job, RowResult, RowUpdate, RunSpec
 from nbagent.batch._local import LocalBackend
@@ -27,15 +26,6 @@ from nbagent.testing import FakeLLMServer
 
 PROMPTS = ["a", "bb", "ccc", "dddd", "eeeee", "ffffff"]
 COMPARED = ("key", "index", "status", "reply", "calls", "input_tokens", "output_tokens", "error")
-
-
-@pytest.fixture
-def server() -> Iterator[FakeLLMServer]:
-    with FakeLLMServer(handler=handler) as fake:
-        try:
-            yield fake
-        finally:
-            close_providers()
 
 
 def jobs(prompts: Sequence[str], chat_ids: dict[str, str] | None = None) -> list[Job]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from _ray_agents import FakeServerChat, close_providers, demo_chat, handler
+from _ray_agents import FakeServerChat, demo_chat
 
 import nbagent
 from nbagent.batch._run import run_of
@@ -28,15 +28,6 @@ from nbagent.store import PostgresStore, SQLiteStore
 from nbagent.testing import FakeLLMServer
 
 SAME = ["key", "status", "reply", "error", "calls", "tokens", "pending", "error_type"]
-
-
-@pytest.fixture
-def server() -> Iterator[FakeLLMServer]:
-    with FakeLLMServer(handler=handler) as fake:
-        try:
-            yield fake
-        finally:
-            close_providers()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -8,27 +8,18 @@ from __future__ import annotations
 import asyncio
 import pickle
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _ray_agents import FakeServerChat, close_providers, handler
+from _ray_agents import FakeServerChat
 
 import nbagent
 from nbagent.batch._backend import Job, RowResult, RowUpdate, RunSpec
 from nbagent.batch._ray import ChatWorker, RayBackend, locate_store
 from nbagent.store import SQLiteStore
 from nbagent.testing import FakeLLMServer
-
-
-@pytest.fixture
-def server() -> Iterator[FakeLLMServer]:
-    with FakeLLMServer(handler=handler) as fake:
-        try:
-            yield fake
-        finally:
-            close_providers()
 
 
 def _in_time(fn: Any, seconds: float = 90) -> Any:

@@ -6,23 +6,12 @@ reaches the loopback fake server, and it runs the nbagent under test.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from _ray_agents import FakeServerChat, close_providers, handler
+from _ray_agents import FakeServerChat
 
 import nbagent
 from nbagent.testing import FakeLLMServer
-
-
-@pytest.fixture
-def server() -> Iterator[FakeLLMServer]:
-    with FakeLLMServer(handler=handler) as fake:
-        try:
-            yield fake
-        finally:
-            close_providers()
 
 
 def test_the_workers_run_the_code_under_test(ray_cluster: Any) -> None:
