@@ -61,6 +61,7 @@ from .._errors import ChatCancelled, MCPServerError
 from .._tools import CallReporter, InputAsker, InputsRequired, on_chat_cancel
 from .._unicode import clean
 from ._requests import Requests
+from ._secrets import guard_sdk_logs
 from ._stdio import UNREADABLE
 
 T = TypeVar("T")
@@ -184,6 +185,8 @@ class Connection:
         self._reporters: dict[int, CallReporter] = {}  # calls in flight that report
         self._keys = itertools.count()
         self.requests: Any = None  # the server's ``Requests``: the SDK client's callbacks
+        self._busy = 0  # requests in flight (calls, reads, listings): close() waits for them
+        self._close_when_idle = False  # close() was asked while some were in flight
 
     # ------------------------------------------------------------ state
     def usable(self) -> bool:
@@ -294,7 +297,9 @@ class Connection:
         import anyio
 
         try:
-            async with self._open_client(self) as client:
+            opening = self._open_client(self)
+            _guard_sdk_logs()
+            async with opening as client:
                 self.client, self.broken = client, False
                 info = getattr(client, "server_info", None)
                 self.server_name = getattr(info, "name", None)
@@ -402,6 +407,16 @@ class Connection:
                 broke during the call (the call is not re-sent).
             InputsRequired: The call parks on the server's input requests.
         """
+        async with self._in_use():
+            return await self._call(name, arguments, reporter, parking)
+
+    async def _call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        reporter: CallReporter | None,
+        parking: tuple[Requests, InputAsker] | None,
+    ) -> Any:
         client = await self.ensure()  # a connection that broke while idle is reopened here
         progress = None
         key = next(self._keys)
@@ -482,6 +497,10 @@ class Connection:
     async def paged(self, what: str, method: str, field: str) -> list[Any]:
         """Every page of a listing (``list_resources``, ``list_prompts``...), within
         ``connect_timeout``; ``what`` names it in errors."""
+        async with self._in_use():
+            return await self._paged(what, method, field)
+
+    async def _paged(self, what: str, method: str, field: str) -> list[Any]:
         client = await self.ensure()
         items: list[Any] = []
         cursor: str | None = None
@@ -507,11 +526,26 @@ class Connection:
 
     async def request(self, what: str, method: str, *args: Any) -> Any:
         """One request (``read_resource``, ``get_prompt``) with its errors mapped."""
-        client = await self.ensure()
+        async with self._in_use():
+            client = await self.ensure()
+            try:
+                return await getattr(client, method)(*args)
+            except Exception as exc:
+                raise self._failure(exc, what) from exc
+
+    @contextlib.asynccontextmanager
+    async def _in_use(self) -> AsyncIterator[None]:
+        """A request in flight: :meth:`close` meanwhile stops the server only once the last
+        one ends; a request started after a close keeps it (using it again reconnects it)."""
+        self._busy += 1
+        self._close_when_idle = False
         try:
-            return await getattr(client, method)(*args)
-        except Exception as exc:
-            raise self._failure(exc, what) from exc
+            yield
+        finally:
+            self._busy -= 1
+            if not self._busy and self._close_when_idle:
+                self._close_when_idle = False
+                _in_background(self._stop_now())
 
     def _progress_to(self, reporter: CallReporter) -> Callable[..., Any]:
         async def progress(value: float, total: float | None, message: str | None) -> None:
@@ -549,19 +583,32 @@ class Connection:
             )
         return MCPServerError(f"MCP server {self.label!r} refused {doing}: {_short(exc)}")
 
+    async def _stop_now(self) -> None:
+        await self.drop()
+        _open.discard(self)
+
+    async def _close(self) -> None:
+        """On the background loop: stop now, or once the requests in flight end."""
+        if self._busy:
+            self._close_when_idle = True
+            return
+        await self._stop_now()
+
     # ------------------------------------------------------------ from any thread
     def close(self) -> None:
-        """Stop the session (blocking; a no-op if it is not open)."""
+        """Stop the session (blocking; a no-op if it is not open).
+
+        Requests in flight (a call of another chat using the same server) are not cut
+        off: the session then stops as soon as the last one ends, and ``close`` returns
+        at once.
+        """
         if self._task is None:
             return
         if on_background_loop():  # cannot wait for itself: stop in the background
-            task = asyncio.ensure_future(self.drop())
-            _pending.add(task)
-            task.add_done_callback(_pending.discard)
+            _in_background(self._close())
             return
         with contextlib.suppress(Exception):
-            wait(self.drop(), CLOSE_TIMEOUT + 5)
-        _open.discard(self)
+            wait(self._close(), CLOSE_TIMEOUT + 5)
 
 
 async def _has_resources(client: Any) -> bool:
@@ -582,6 +629,22 @@ async def _has_resources(client: Any) -> bool:
 
 def _same(text: str) -> str:
     return text
+
+
+def _in_background(coro: Coroutine[Any, Any, None]) -> None:
+    """Run ``coro`` as a task of the background loop (called on it), kept until it ends."""
+    task = asyncio.ensure_future(coro)
+    _pending.add(task)
+    task.add_done_callback(_pending.discard)
+
+
+def _guard_sdk_logs() -> None:
+    """The SDK's loggers, all imported (its HTTP transport logs each request at DEBUG),
+    get the filter that scrubs the servers' secrets from their records."""
+    with contextlib.suppress(ImportError):
+        import mcp.client.stdio
+        import mcp.client.streamable_http  # noqa: F401
+    guard_sdk_logs()
 
 
 async def _ask_for_logs(client: Any) -> None:

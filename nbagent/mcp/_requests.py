@@ -10,6 +10,19 @@ request that arrives then parks on that chat as a
 (recorded as cancelled) and the server is told ``cancel``. With no chat call in
 flight (``server.call()`` in code) nobody can answer: the server gets an error.
 
+That protocol does not say which call a request is for (the SDK's client hands the
+callback no related request id or progress token, and the stdio wire carries none), so
+a request is given to a call only when that cannot be wrong: every call in flight on
+the server belongs to one chat (its oldest call takes it). While calls of two chats, or
+a chat's and one made in code, are in flight, the request is refused with an error
+saying it cannot be attributed: one chat's content (a sampling request quoting its
+data) must never reach another chat's person, provider, budget or record. On
+2026-07-28 the request comes back inside its own call, so it always finds it.
+
+Text the server sends in a request (an elicitation's message and schema, a sampling
+request's messages and system prompt) has the server's own secrets replaced by ``***``
+(:attr:`Requests.scrub`) before anyone sees it or a provider is sent it.
+
 Passing the callbacks to the SDK's ``Client`` is what declares the
 ``elicitation`` (form and URL), ``sampling`` and ``roots`` capabilities, so a
 server that hides tools from clients without them (the reference
@@ -24,7 +37,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-from collections.abc import AsyncIterator, Iterable
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -35,8 +49,36 @@ from .._tools import InputAsker
 from .._types import ChatMessage
 
 NO_CHAT = "no chat call is in flight on this server to ask a person (nbagent)"
+AMBIGUOUS = (
+    "calls of more than one chat (or a call made in code) are in flight on this server, and "
+    "this protocol version does not say which call the request is for; nbagent does not "
+    "guess, so it cannot be attributed to a person and is refused (nbagent)"
+)
 
-_asking: contextvars.ContextVar[tuple[InputAsker, set[str]] | None] = contextvars.ContextVar(
+log = logging.getLogger("nbagent.mcp")
+
+
+class _Call:
+    """One call in flight: the chat's way to ask (``None``: a call made in code) and the
+    ids of the inputs it waits for. Compared by identity."""
+
+    __slots__ = ("asker", "waiting")
+
+    def __init__(self, asker: InputAsker | None):
+        self.asker = asker
+        self.waiting: set[str] = set()
+
+    @property
+    def owner(self) -> object:
+        """Who answers for it: the asker's chat (a core ``CallAsker``), else the asker."""
+        return getattr(self.asker, "_chat", self.asker) if self.asker is not None else self
+
+
+def _same(text: str) -> str:
+    return text
+
+
+_asking: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
     "nbagent_mcp_asking", default=None
 )
 """The call whose request this task serves: on 2026-07-28 the SDK answers an
@@ -70,7 +112,8 @@ class Requests:
         self.label = label
         self.roots = roots
         self.sampling = sampling  # the provider approved sampling requests run on (None: chat's)
-        self._in_flight: list[tuple[InputAsker, set[str]]] = []
+        self._in_flight: list[_Call] = []
+        self.scrub: Callable[[str], str] = _same  # the server's secrets out of its text
 
     def callbacks(self) -> dict[str, Any]:
         """The SDK ``Client``'s callbacks (which declare the client's capabilities)."""
@@ -90,10 +133,7 @@ class Requests:
         (timed_out) before an answer``): two withdrawals racing made the reason depend on
         which thread came first.
         """
-        if asker is None:
-            yield
-            return
-        entry: tuple[InputAsker, set[str]] = (asker, set())
+        entry = _Call(asker)  # a call made in code (None) counts too: it makes requests ambiguous
         self._in_flight.append(entry)
         token = _asking.set(entry)
         try:
@@ -104,25 +144,39 @@ class Requests:
             raise
         _asking.reset(token)
         self._in_flight.remove(entry)
-        for input_id in list(entry[1]):
-            asker.withdraw(input_id, "the call ended before an answer was given")
+        if asker is not None:
+            for input_id in list(entry.waiting):
+                asker.withdraw(input_id, "the call ended before an answer was given")
 
     async def _ask(
         self, kind: Any, message: str, content: dict[str, Any], schema: dict[str, Any] | None
-    ) -> tuple[InputAsker, str, str, Any] | None:
-        """Park the request on its call; ``(asker, id, action, data)``.
+    ) -> tuple[InputAsker, str, str, Any] | str:
+        """Park the request on its call; ``(asker, id, action, data)``, or an error message
+        for the server (:data:`NO_CHAT`, :data:`AMBIGUOUS`).
 
         Its call is the task's own (2026-07-28: the SDK answers an
         ``InputRequiredResult`` inside the call), else, for a request sent in the
         middle of a call (the older protocol, which does not say which call it is
-        for), the oldest call in flight on this server.
+        for), the oldest call in flight on this server, only if every call in flight
+        belongs to the same chat.
         """
         entry = _asking.get()
-        if entry is None or entry not in self._in_flight:
-            if not self._in_flight:
-                return None
-            entry = self._in_flight[0]
-        asker, waiting = entry
+        if entry is None or all(entry is not e for e in self._in_flight):
+            calls = list(self._in_flight)
+            if not calls:
+                return NO_CHAT
+            if any(c.owner is not calls[0].owner for c in calls[1:]):
+                log.warning(
+                    "MCP server %r sent a %s request while calls of several chats were in "
+                    "flight; refused: it cannot be attributed to one of them",
+                    self.label,
+                    kind,
+                )
+                return AMBIGUOUS
+            entry = calls[0]
+        asker, waiting = entry.asker, entry.waiting
+        if asker is None:
+            return NO_CHAT
         input_id, future = asker.ask(kind, message, content, schema, self.label)
         waiting.add(input_id)
         try:
@@ -139,8 +193,8 @@ class Requests:
         from mcp import types
 
         asked = await self._ask(*self._elicitation(params))
-        if asked is None:
-            return types.ErrorData(code=types.INVALID_REQUEST, message=NO_CHAT)
+        if isinstance(asked, str):
+            return types.ErrorData(code=types.INVALID_REQUEST, message=asked)
         _, _, action, data = asked
         return _elicit_result(action, data)
 
@@ -150,8 +204,8 @@ class Requests:
         from mcp import types
 
         asked = await self._ask(*self._sampling(params))
-        if asked is None:
-            return types.ErrorData(code=types.INVALID_REQUEST, message=NO_CHAT)
+        if isinstance(asked, str):
+            return types.ErrorData(code=types.INVALID_REQUEST, message=asked)
         asker, input_id, action, data = asked
         if action != "accept":
             return types.ErrorData(
@@ -167,21 +221,23 @@ class Requests:
 
     def _elicitation(self, params: Any) -> tuple[Any, str, dict[str, Any], dict[str, Any] | None]:
         """An elicitation as a pending input: ``(kind, message, content, schema)``."""
-        message = str(getattr(params, "message", "") or "")
+        message = self.scrub(str(getattr(params, "message", "") or ""))
         if getattr(params, "mode", None) == "url" or hasattr(params, "url"):
             content = {
                 "message": message,
-                "url": str(params.url),
+                "url": self.scrub(str(params.url)),
                 "elicitationId": getattr(params, "elicitation_id", None),
             }
             return "elicitation_url", message, content, None
-        schema = dict(getattr(params, "requested_schema", None) or {"type": "object"})
+        schema = self._scrubbed(
+            dict(getattr(params, "requested_schema", None) or {"type": "object"})
+        )
         return "elicitation", message, {"message": message, "requestedSchema": schema}, schema
 
     def _sampling(self, params: Any) -> tuple[Any, str, dict[str, Any], None]:
         """A sampling request as a pending input: ``(kind, message, content, schema)``."""
-        content = params.model_dump(mode="json", by_alias=True, exclude_none=True)
-        last = _neutral(params.messages[-1]).content if params.messages else ""
+        content = self._scrubbed(params.model_dump(mode="json", by_alias=True, exclude_none=True))
+        last = self.scrub(_neutral(params.messages[-1]).content) if params.messages else ""
         shown = last if len(last) <= 200 else last[:197] + "..."
         return "sampling", f"{self.label} asks the model: {shown}", content, None
 
@@ -197,10 +253,11 @@ class Requests:
                 model="human",
                 stop_reason="endTurn",
             )
+        system = params.system_prompt
         response = await asker.sample(
             input_id,
-            [_neutral(m) for m in params.messages],
-            params.system_prompt,
+            [ChatMessage(m.role, self.scrub(m.content)) for m in map(_neutral, params.messages)],
+            self.scrub(system) if system else system,
             params.max_tokens,
             self.sampling,
         )
@@ -210,6 +267,16 @@ class Requests:
             model=response.model or "unknown",
             stop_reason="maxTokens" if response.stop_reason == "max_tokens" else "endTurn",
         )
+
+    def _scrubbed(self, value: Any) -> Any:
+        """JSON from the server with the scrub applied to every string in it."""
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, dict):
+            return {k: self._scrubbed(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._scrubbed(v) for v in value]
+        return value
 
     # -- 2026-07-28: requests carried by an InputRequiredResult, parked with the call ------------
     def describe(self, request: Any) -> tuple[Any, str, dict[str, Any], dict[str, Any] | None]:

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,8 +160,19 @@ class MCPPromptMessages(str):
         return f"<MCPPromptMessages {self.name!r}: {len(self.messages)} message(s)>"
 
 
-def prompt_messages(name: str, result: Any) -> MCPPromptMessages:
-    """A ``GetPromptResult`` as :class:`MCPPromptMessages`."""
+def _same(text: str) -> str:
+    return text
+
+
+def _text_of(value: Any, scrub: Callable[[str], str]) -> str | None:
+    return None if value is None else scrub(str(value))
+
+
+def prompt_messages(
+    name: str, result: Any, scrub: Callable[[str], str] = _same
+) -> MCPPromptMessages:
+    """A ``GetPromptResult`` as :class:`MCPPromptMessages` (its text through ``scrub``: the
+    server's secrets out)."""
     out: list[ChatMessage] = []
     for m in getattr(result, "messages", None) or []:
         role = "assistant" if str(getattr(m, "role", "user")) == "assistant" else "user"
@@ -169,7 +181,7 @@ def prompt_messages(name: str, result: Any) -> MCPPromptMessages:
         if part is not None and role == "user":
             out.append(ChatMessage("user", part_label(1, part), parts=(part,)))
         else:
-            out.append(ChatMessage(role, clean(block_text(block))))  # type: ignore[arg-type]
+            out.append(ChatMessage(role, scrub(clean(block_text(block)))))  # type: ignore[arg-type]
     merged: list[ChatMessage] = []
     for m in out:  # consecutive messages of one role become one (what every API expects)
         if merged and merged[-1].role == m.role:
@@ -179,16 +191,20 @@ def prompt_messages(name: str, result: Any) -> MCPPromptMessages:
             )
         else:
             merged.append(m)
-    return MCPPromptMessages(name, getattr(result, "description", None), tuple(merged))
+    return MCPPromptMessages(
+        name, _text_of(getattr(result, "description", None), scrub), tuple(merged)
+    )
 
 
 def resource_of(definition: Any, server: Any) -> MCPResource:
-    """A listed resource bound to ``server`` (an ``MCPServer``: it reads itself there)."""
+    """A listed resource bound to ``server`` (an ``MCPServer``: it reads itself there);
+    its title and description through the server's scrub."""
+    scrub = getattr(server, "_scrub_text", _same)
     return MCPResource(
         uri=str(definition.uri),
         name=str(getattr(definition, "name", "") or definition.uri),
-        title=getattr(definition, "title", None),
-        description=getattr(definition, "description", None),
+        title=_text_of(getattr(definition, "title", None), scrub),
+        description=_text_of(getattr(definition, "description", None), scrub),
         mime_type=getattr(definition, "mime_type", None),
         size=getattr(definition, "size", None),
         server=server.label,
@@ -197,13 +213,16 @@ def resource_of(definition: Any, server: Any) -> MCPResource:
 
 
 def prompt_of(definition: Any, server: Any) -> MCPPrompt:
-    """A listed prompt of ``server`` (an ``MCPServer``)."""
+    """A listed prompt of ``server`` (an ``MCPServer``); its text through the server's scrub."""
+    scrub = getattr(server, "_scrub_text", _same)
     return MCPPrompt(
         name=str(definition.name),
-        title=getattr(definition, "title", None),
-        description=getattr(definition, "description", None),
+        title=_text_of(getattr(definition, "title", None), scrub),
+        description=_text_of(getattr(definition, "description", None), scrub),
         arguments=tuple(
-            MCPPromptArgument(str(a.name), getattr(a, "description", None), bool(a.required))
+            MCPPromptArgument(
+                str(a.name), _text_of(getattr(a, "description", None), scrub), bool(a.required)
+            )
             for a in (getattr(definition, "arguments", None) or [])
         ),
         server=server.label,

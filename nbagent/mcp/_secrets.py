@@ -18,10 +18,15 @@ message into ``***``. Shorter values are still never shown by the ``repr``.
 
 from __future__ import annotations
 
+import base64
+import json
+import logging
 import re
+import threading
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .._errors import MCPServerError, redact_keys, reveals, scrub, scrub_error
 
@@ -79,6 +84,67 @@ def key_shaped(value: str) -> bool:
     )
 
 
+_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.DOTALL)
+"""``NAME=value``: an environment assignment in a command line (``env API_KEY=... cmd``)."""
+
+_QUERY = re.compile(r"([?&;][^=&#\s]*=)([^&#\s]*)")
+
+
+def masked_url(url: str) -> tuple[str, list[str]]:
+    """``(shown, secrets)`` for a URL: its user and password, its query values and its
+    key-shaped path segments (``/s/<key>/mcp``) as ``***``, and those values (with the
+    ``user:password`` pair in base64, as ``Authorization: Basic`` sends it)."""
+    try:
+        parts = urlsplit(url)
+        user, password = parts.username, parts.password
+    except ValueError:  # not a URL after all (a bad port): hide what could be one
+        return REDACTED, [url]
+    secrets: list[str] = [p for p in (user, password) if p]
+    if user is not None or password is not None:
+        pair = f"{unquote(user or '')}:{unquote(password or '')}"
+        secrets.append(base64.b64encode(pair.encode()).decode())
+        secrets.extend(p for p in (unquote(user or ""), unquote(password or "")) if p)
+    netloc = parts.netloc.rpartition("@")[2]
+    if "@" in parts.netloc:
+        netloc = f"{REDACTED}@{netloc}"
+    path = []
+    for segment in parts.path.split("/"):
+        if segment and key_shaped(unquote(segment)):
+            secrets.extend({segment, unquote(segment)})
+            path.append(REDACTED)
+        else:
+            path.append(segment)
+    secrets.extend(v for _, v in parse_qsl(parts.query) if v)
+    query = _QUERY.sub(lambda m: m[1] + (REDACTED if m[2] else ""), "?" + parts.query)[1:]
+    shown = f"{parts.scheme}://{netloc}{'/'.join(path)}"
+    if query:
+        shown += f"?{query}"
+    return shown, secrets
+
+
+def _looks_like_url(arg: str) -> bool:
+    scheme, sep, rest = arg.partition("://")
+    return bool(sep and rest and scheme and scheme.replace("+", "").isalnum())
+
+
+def _masked_word(arg: str) -> tuple[str, list[str]] | None:
+    """``arg`` shown masked with its secrets when it is a URL or a ``NAME=value`` whose
+    name or value is secret; ``None`` otherwise."""
+    if _looks_like_url(arg) and not any(c.isspace() for c in arg):
+        shown, found = masked_url(arg)
+        return (shown, found) if shown != arg or found else None
+    assigned = _ASSIGNMENT.match(arg)
+    if assigned:
+        name, value = assigned[1], assigned[2]
+        bare = value.strip("'\"")
+        if _SECRET_NAME.search(name) or key_shaped(bare):
+            return f"{name}={REDACTED}", [value, bare]
+        inner = _masked_word(bare)
+        if inner is not None:
+            return f"{name}={inner[0]}", inner[1]
+    return None
+
+
 def _option(arg: str) -> tuple[str, str | None]:
     """``("--token", "abc")`` for ``--token=abc``; ``("--token", None)`` for ``--token``."""
     name, eq, value = arg.partition("=")
@@ -89,7 +155,11 @@ def masked_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     """``(shown, secrets)``: the arguments with secret values as ``***``, and those values.
 
     A value is secret when it follows a secret-named option (``--token abc``,
-    ``--api-key=abc``, ``-k abc``) or is key-shaped itself (:func:`key_shaped`).
+    ``--api-key=abc``, ``-k abc``), is the value of a secret-named assignment
+    (``API_KEY=abc``), or is key-shaped itself (:func:`key_shaped`). A URL shows
+    without its user, password, query values and key-shaped path segments
+    (:func:`masked_url`); a shell command given as one argument (``sh -c "..."``)
+    has its words masked the same way.
     """
     shown: list[str] = []
     secrets: list[str] = []
@@ -111,10 +181,30 @@ def masked_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
                     shown.append(f"{name}={REDACTED}")
                     secrets.append(value)
                 continue
-            if value is not None and key_shaped(value):
-                shown.append(f"{name}={REDACTED}")
-                secrets.append(value)
-                continue
+            if value is not None:
+                masked = _masked_word(value)
+                if masked is not None:
+                    shown.append(f"{name}={masked[0]}")
+                    secrets.extend(masked[1])
+                    continue
+                if key_shaped(value):
+                    shown.append(f"{name}={REDACTED}")
+                    secrets.append(value)
+                    continue
+        if any(c.isspace() for c in arg.strip()):  # a shell command (sh -c "..."): its words
+            words, found = masked_argv(arg.split())
+            secrets.extend(found)
+            if key_shaped(arg):  # hidden whole, as before; its words' secrets scrubbed too
+                shown.append(REDACTED)
+                secrets.append(arg)
+            else:
+                shown.append(" ".join(words) if found else arg)
+            continue
+        masked = _masked_word(arg)
+        if masked is not None:
+            shown.append(masked[0])
+            secrets.extend(masked[1])
+            continue
         if key_shaped(arg):
             shown.append(REDACTED)
             secrets.append(arg)
@@ -124,9 +214,10 @@ def masked_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def _pieces(value: str) -> list[str]:
-    """A value and its whitespace-separated parts ("Bearer abc": ``abc`` must go too)."""
-    parts = [value, *value.split()]
-    return [p for p in parts if len(p) >= MIN_SECRET_CHARS]
+    """A value and its whitespace-separated parts ("Bearer abc": ``abc`` must go too), but
+    for plain words ("Bearer", "Authorization:"), which are no secret."""
+    words = [p for p in value.split() if p != value and not p.rstrip(":").isalpha()]
+    return [p for p in (value, *words) if len(p) >= MIN_SECRET_CHARS]
 
 
 def server_secrets(
@@ -139,18 +230,22 @@ def server_secrets(
     """Every secret value a server was given, longest first, for :func:`scrub`.
 
     The values of ``env`` and ``headers`` (not the names), the URL's user,
-    password and query values, and the arguments :func:`masked_argv` hides;
-    each only if at least :data:`MIN_SECRET_CHARS` long.
+    password (also as the base64 ``user:password`` of ``Authorization: Basic``),
+    query values and key-shaped path segments, and the arguments :func:`masked_argv`
+    hides; each only if at least :data:`MIN_SECRET_CHARS` long, and each also as a
+    JSON string escapes it (``"`` and ``\\`` escaped, non-ASCII as ``\\uXXXX``).
     """
     found: set[str] = set()
     for value in (*(env or {}).values(), *(headers or {}).values()):
         found.update(_pieces(str(value)))
     if url is not None:
-        parts = urlsplit(url)
-        found.update(p for p in (parts.username, parts.password) if p)
-        found.update(v for _, v in parse_qsl(parts.query))
-    found.update(masked_argv(argv)[1])
-    return tuple(sorted((s for s in found if len(s) >= MIN_SECRET_CHARS), key=len, reverse=True))
+        found.update(masked_url(url)[1])
+    for value in masked_argv(argv)[1]:
+        found.update(_pieces(value))
+    found = {s for s in found if len(s) >= MIN_SECRET_CHARS}
+    for secret in list(found):  # as a JSON string shows it (a result's structured text)
+        found.update(json.dumps(secret, ensure_ascii=a)[1:-1] for a in (True, False))
+    return tuple(sorted(found, key=len, reverse=True))
 
 
 def _cleaned(exc: Exception, secrets: Sequence[str]) -> Exception:
@@ -233,8 +328,63 @@ def scrubbed_result(value: T, secrets: Sequence[str]) -> T:
     return out
 
 
+# ------------------------------------------------------------------ the SDK's own logs
+_LOGGED: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
+_LOGGED_LOCK = threading.Lock()
+_SDK_LOGGERS = ("mcp", "httpx", "httpx2", "httpcore")
+"""Loggers (and their children) whose records may quote a server's URL, headers or
+messages: the SDK's (``mcp.client.streamable_http`` logs each request at DEBUG) and its
+HTTP client's."""
+
+
+class _SdkLogScrub(logging.Filter):
+    """Every registered server's secrets, and anything key-shaped, out of a log record of
+    the SDK (its message, arguments and traceback) before any handler formats it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        with _LOGGED_LOCK:
+            secrets = sorted({s for v in _LOGGED.values() for s in v}, key=len, reverse=True)
+        try:
+            message = record.getMessage()
+        except Exception:  # a record whose args do not fit its format: shown as it is
+            message = f"{record.msg} {record.args!r}"
+        cleaned = scrub(message, secrets)
+        if cleaned != message or record.args:
+            record.msg, record.args = cleaned, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = scrub(record.exc_text, secrets)
+        if record.stack_info:
+            record.stack_info = scrub(record.stack_info, secrets)
+        return True
+
+
+_FILTER = _SdkLogScrub()
+
+
+def guard_sdk_logs(owner: Any = None, secrets: Sequence[str] = ()) -> None:
+    """Register ``owner``'s ``secrets`` (for as long as it lives) and put the scrubbing
+    filter on every SDK logger that exists now (a logger's filter does not apply to its
+    children's records, so each gets it; called again at every connection, after the SDK's
+    modules were imported)."""
+    if owner is not None:
+        with _LOGGED_LOCK:
+            _LOGGED[owner] = tuple(secrets)
+    names = [
+        n
+        for n in list(logging.root.manager.loggerDict)
+        if any(n == root or n.startswith(root + ".") for root in _SDK_LOGGERS)
+    ]
+    for name in dict.fromkeys([*_SDK_LOGGERS, *names]):
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
+
+
 __all__ = [
     "MIN_SECRET_CHARS",
+    "guard_sdk_logs",
     "key_shaped",
     "masked_argv",
     "scrubbed_await",

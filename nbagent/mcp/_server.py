@@ -24,8 +24,9 @@ a name never moves to another remote tool. A notice names them. A tool listed
 twice is offered once (a notice says so).
 
 Secrets (``env``, ``headers``, the URL's credentials, secret-looking
-arguments) never show in a ``repr`` and are scrubbed from every error the
-server causes (``_secrets.py``).
+arguments) never show in a ``repr`` or the fallback label and are scrubbed
+from every error the server causes and every text it sends (tool descriptions
+and schemas, prompts, its requests: ``_secrets.py``, ``_requests.py``).
 """
 
 from __future__ import annotations
@@ -74,7 +75,11 @@ from ._resources import (
 )
 from ._results import MCPResult, result_value
 from ._secrets import (
+    REDACTED,
+    _scrubbed_json,
+    guard_sdk_logs,
     masked_argv,
+    masked_url,
     scrubbed_await,
     scrubbed_call,
     scrubbed_result,
@@ -148,6 +153,15 @@ def _annotations(tool: Any) -> dict[str, Any]:
     return dict(dump) if isinstance(dump, dict) else {}
 
 
+def _told(server: MCPServer, definition: Any) -> tuple[str, dict[str, Any]]:
+    """A listed tool's description and input schema as the model is given them: the
+    server's own secrets (a description quoting its environment) replaced by ``***``."""
+    description = server._scrub_text((definition.description or definition.name).strip())
+    schema = definition.input_schema
+    schema = dict(schema) if isinstance(schema, Mapping) else {"type": "object"}
+    return description, _scrubbed_json(schema, server._secrets)
+
+
 def _check_rule(rule: Any, where: str) -> None:
     if rule in ("always", "never", "annotations") or isinstance(rule, bool) or callable(rule):
         return
@@ -172,9 +186,7 @@ class MCPTool(Tool, abstract=True):
         self._server = server
         self.remote_name: str = definition.name
         self.name = name  # type: ignore[misc]
-        self.description = (definition.description or definition.name).strip()  # type: ignore[misc]
-        schema = definition.input_schema
-        self.parameters = dict(schema) if isinstance(schema, Mapping) else {"type": "object"}  # type: ignore[misc]
+        self.description, self.parameters = _told(server, definition)  # type: ignore[misc]
         self.annotations: dict[str, Any] = _annotations(definition)
         self.output_schema: dict[str, Any] | None = getattr(definition, "output_schema", None)
         self.timeout = server.timeout  # type: ignore[misc]
@@ -224,8 +236,7 @@ class MCPTool(Tool, abstract=True):
         return (
             definition.name == self.remote_name
             and name == self.name
-            and (definition.description or definition.name).strip() == self.description
-            and definition.input_schema == self.parameters
+            and _told(self._server, definition) == (self.description, self.parameters)
             and _annotations(definition) == self.annotations
             and self._gate(rule) == (self.requires_approval, self.approval)
         )
@@ -247,6 +258,37 @@ class ResourceReader(MCPTool, abstract=True):
         """Read the resource the model named (its images reach the model as images)."""
         uri = str(arguments.get("uri", ""))
         return await self._server._read_async(uri, f"MCP resource {uri!r}")
+
+
+_SCRIPTS = frozenset(
+    {".py", ".pyz", ".js", ".mjs", ".cjs", ".ts", ".mts", ".jar", ".rb", ".sh", ".bash"}
+    | {".pl", ".php", ".lua", ".exe", ".bat", ".cmd", ".ps1"}
+)
+"""The suffixes of programs a stdio server is run as (``python server.py``, ``node
+build/index.js``, ``java -jar server.jar``): such an argument names the server."""
+
+
+def _fallback_label(command: str, argv: Sequence[str]) -> str:
+    """A stdio server's label when none is given (before it names itself): the stem of its
+    last program argument (``server.py``) as the masked command line shows it, else the
+    command's name. Never a secret: masked arguments, option values (``--password x.y``,
+    ``--token=a.b.c``), URLs and assignments are not candidates."""
+    shown, secrets = masked_argv(argv)
+    for arg in reversed(shown):
+        if (
+            arg.startswith("-")
+            or REDACTED in arg
+            or "=" in arg
+            or "://" in arg
+            or any(c.isspace() for c in arg)
+        ):
+            continue
+        path = Path(arg)
+        if path.suffix.lower() in _SCRIPTS and path.stem and not any(s in arg for s in secrets):
+            return path.stem
+    name = Path(command).stem
+    masked, _ = masked_argv([name])
+    return name if name and masked == [name] and REDACTED not in name else "mcp"
 
 
 def _command_line(command: Any, args: Sequence[str]) -> tuple[str, Sequence[str]]:
@@ -308,7 +350,10 @@ class MCPServer(ToolSource):
     sampling request sent in the middle of a chat's call becomes a pending input
     on that chat (``chat.pending_inputs``; ``chat.answer`` / ``chat.decline``)
     while the call waits, bounded by its ``timeout``; an approved sampling
-    request runs on the chat's provider and counts in its totals and budgets.
+    request runs on the chat's provider and counts in its totals and budgets. On
+    the older protocol, which does not say which call a request is for, a request
+    arriving while calls of several chats are in flight is refused (it cannot be
+    attributed; see ``_requests.py``).
 
     Lifecycle: the connection opens on first use; a server that exits while
     idle is restarted by the next call; one that exits during a call fails
@@ -319,7 +364,8 @@ class MCPServer(ToolSource):
     A JSON-RPC error from the server refuses that request only.
     ``chat.cancel()`` abandons a connection, listing or call in flight.
     ``chat.close()``, :meth:`close`, ``with`` and interpreter exit
-    stop it; a stdio server dies with the process that started it.
+    stop it (calls in flight are never cut off: it stops once they end);
+    a stdio server dies with the process that started it.
     """
 
     def __init__(
@@ -377,8 +423,14 @@ class MCPServer(ToolSource):
         self._secrets = tuple(secrets)
         secrets_ = self._secrets  # not a method: the connection must not keep the server alive
         self._connection.scrub = lambda text: scrub(text, secrets_)
+        self._requests.scrub = self._connection.scrub
+        guard_sdk_logs(self, secrets_)  # the SDK's own log records too (its DEBUG lines)
         self._noted: set[str] = set()  # naming notices already shown
         weakref.finalize(self, self._connection.close)
+
+    def _scrub_text(self, text: str) -> str:
+        """Text the server sent (a description, a prompt) with its secrets as ``***``."""
+        return self._connection.scrub(text)
 
     # ----------------------------------------------------------- constructors
     @classmethod
@@ -444,8 +496,7 @@ class MCPServer(ToolSource):
         argv = [str(a) for a in args]
         environment = {str(k): str(v) for k, v in (env or {}).items()}
         workdir = str(cwd) if cwd is not None else None
-        script = next((a for a in reversed(argv) if Path(a).suffix), None)
-        fallback = Path(script or command).stem or "mcp"
+        fallback = _fallback_label(command, argv)
 
         def open_client(link: conn.Connection) -> Any:
             from mcp import Client
@@ -546,7 +597,8 @@ class MCPServer(ToolSource):
             roots=roots,
             sampling=sampling,
         )
-        server._describe = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+        shown = masked_url(url)[0]
+        server._describe = shown.partition("?")[0].replace(f"{REDACTED}@", "", 1)
         return server
 
     _describe = ""
@@ -608,11 +660,17 @@ class MCPServer(ToolSource):
         what = f"MCP tool {remote!r}"
         return scrubbed_call(
             lambda: scrubbed_result(
-                result_value(conn.wait(self._connection.call(remote, args), what=what)),
+                result_value(conn.wait(self._uncalled(remote, args), what=what)),
                 self._secrets,
             ),
             self._secrets,
         )
+
+    async def _uncalled(self, remote: str, arguments: dict[str, Any]) -> Any:
+        """A call made in code (no chat's call to ask a person), known to be in flight: a
+        server's request during it is never given to a chat's call running meanwhile."""
+        async with self._requests.calling(None):
+            return await self._connection.call(remote, arguments)
 
     async def call_async(self, name: str, arguments: Mapping[str, Any] | None = None) -> Any:
         """Async twin of :meth:`call` (from any event loop)."""
@@ -705,6 +763,7 @@ class MCPServer(ToolSource):
             lambda: prompt_messages(
                 name,
                 conn.wait(self._connection.request(what, "get_prompt", name, args), what=what),
+                self._scrub_text,
             ),
             self._secrets,
         )
@@ -715,7 +774,7 @@ class MCPServer(ToolSource):
         what = f"MCP prompt {name!r}"
         coro = self._connection.request(what, "get_prompt", name, args)
         raw = await scrubbed_await(run_on_loop(coro, _background_loop(), what), self._secrets)
-        return prompt_messages(name, raw)
+        return prompt_messages(name, raw, self._scrub_text)
 
     async def _call_async(
         self,
@@ -751,7 +810,11 @@ class MCPServer(ToolSource):
         return await scrubbed_await(call(), self._secrets)
 
     def close(self) -> None:
-        """Close the connection (a stdio server's process stops); using it again reconnects."""
+        """Close the connection (a stdio server's process stops); using it again reconnects.
+
+        Calls in flight (another chat's, sharing this server) are not cut off: the server
+        then stops once the last of them ends, unless it is used again meanwhile.
+        """
         self._connection.close()
 
     def __enter__(self) -> Self:
@@ -833,6 +896,7 @@ class MCPServer(ToolSource):
         reader = self._reader(old, {d.name for d in definitions}, {t.name for t in out})
         if reader is not None:
             out.append(reader)
+        notes.extend(self._unmatched_rules(seen, out))
         for note in notes:
             if note not in self._noted:
                 self._noted.add(note)
@@ -859,6 +923,20 @@ class MCPServer(ToolSource):
             return kept
         return ResourceReader(self, d, rule, name)
 
+    def _unmatched_rules(self, listed: set[str], tools: list[MCPTool]) -> list[str]:
+        """A note for each ``approval={name: ...}`` entry that names no tool the server
+        lists (a typo would leave the real tool on its annotations, unnoticed)."""
+        if not isinstance(self._approval, Mapping):
+            return []
+        known = listed | {t.name for t in tools} | {t.remote_name for t in tools}
+        offered = _listing(t.remote_name for t in tools)
+        return [
+            f"approval={{{key!r}: ...}} names no tool it lists (its tools: {offered}); the "
+            "rule applies to a tool of that name listed later"
+            for key in self._approval
+            if key != "*" and key not in known
+        ]
+
     def _rule(self, remote: str, name: str) -> ApprovalRule:
         rules = self._approval
         if not isinstance(rules, Mapping):
@@ -884,6 +962,13 @@ TASK_ONLY = (
     "client cannot run (the mcp SDK's client sends no task-augmented calls and has no "
     "tasks/get or tasks/result); it is not offered"
 )
+
+
+def _listing(names: Iterable[str], most: int = 20) -> str:
+    """Tool names for a notice: sorted, at most ``most`` of them."""
+    ordered = sorted(set(names))
+    more = f", ... ({len(ordered) - most} more)" if len(ordered) > most else ""
+    return ", ".join(ordered[:most]) + more if ordered else "none"
 
 
 def _task_only(definition: Any) -> bool:
@@ -953,6 +1038,7 @@ class MCPToolSelection(ToolSource):
         self.exclude = frozenset(exclude or ())
         self._from: tuple[MCPTool, ...] | None = None
         self._tools: tuple[MCPTool, ...] = ()
+        self._noted: set[tuple[str, str]] = set()  # names already said to match no tool
 
     def _wanted(self, t: MCPTool) -> bool:
         names = {t.name, t.remote_name}
@@ -965,7 +1051,24 @@ class MCPToolSelection(ToolSource):
         if tools is not self._from:
             self._from = tools
             self._tools = tuple(t for t in tools if self._wanted(t))
+            self._note_unmatched(tools)
         return self._tools
+
+    def _note_unmatched(self, tools: tuple[MCPTool, ...]) -> None:
+        """A notice for an ``include=`` / ``exclude=`` name that matches no listed tool (a
+        typo in ``exclude=`` would leave the tool offered, unnoticed)."""
+        known = {t.name for t in tools} | {t.remote_name for t in tools}
+        offered = _listing(t.remote_name for t in tools)
+        for what, names in (("include", self.include or frozenset()), ("exclude", self.exclude)):
+            for name in sorted(names - known):
+                if (what, name) in self._noted:
+                    continue
+                self._noted.add((what, name))
+                notice(
+                    f"MCP server {self.server.label!r}: tools({what}=[{name!r}]) matches no "
+                    f"tool it lists (its tools: {offered}); it applies to a tool of that "
+                    "name listed later"
+                )
 
     def close(self) -> None:
         self.server.close()
