@@ -214,6 +214,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
                 elif isinstance(t, ToolSource):
                     if all(s is not t for s in self._sources):
                         self._sources.append(t)
+                        t.attach(self)
                 else:
                     self._local_tools[t.name] = t
             self._merge_tools(self._source_tools if not replace else ())
@@ -577,7 +578,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
                 close()
         finally:
             for source in list(self._sources):
-                source.close()
+                source.release(self)  # a server another open chat shares stays up
 
     # ---------------------------------------------------------------- history and forks
     @property
@@ -770,6 +771,8 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         with fork._lock:
             fork._replayer = replayer
             fork._local_tools, fork._sources, fork._hosted = local, sources, hosted
+            for source in sources:
+                source.attach(fork)
             fork._merge_tools(source_tools)
             fork._policies = policies
             fork._rules = rules

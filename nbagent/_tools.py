@@ -872,13 +872,22 @@ class ToolSource:
 
     ``chat.with_tools(source)`` keeps the source, not a copy of its tools:
     before every model request the chat asks :meth:`source_tools` for the
-    current list (the source answers from a cache unless its list changed), and
-    ``chat.close()`` calls :meth:`close`.
+    current list (the source answers from a cache unless its list changed). A chat
+    that takes the source (``with_tools``, a fork) calls :meth:`attach`; ``chat.close()``
+    calls :meth:`release`, which closes it unless a source shared by several chats
+    (an MCP server) still has one that is open.
     """
 
     def source_tools(self) -> tuple[Tool, ...]:
         """The source's tools now (it may connect first)."""
         raise NotImplementedError
+
+    def attach(self, user: object) -> None:
+        """``user`` (a chat) uses the source from now on."""
+
+    def release(self, user: object) -> None:
+        """``user`` (a chat) is closed: by default the source closes."""
+        self.close()
 
     def close(self) -> None:
         """Release what the source holds (a connection, a process); it may reopen later."""

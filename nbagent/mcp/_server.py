@@ -384,6 +384,7 @@ class MCPServer(ToolSource):
         sampling: Any = None,
     ):
         require("mcp", _FEATURE)
+        self._users: weakref.WeakSet[object] = weakref.WeakSet()  # the open chats using it
         if prefix is not None and (not prefix or _INVALID.search(prefix)):
             raise ToolDefinitionError(
                 f"prefix must be letters, digits, '_' or '-' (it starts tool names), got {prefix!r}"
@@ -809,6 +810,19 @@ class MCPServer(ToolSource):
 
         return await scrubbed_await(call(), self._secrets)
 
+    def attach(self, user: object) -> None:
+        """A chat uses this server (``with_tools``, a fork): its ``close()`` leaves the server
+        running while another open chat uses it."""
+        self._users.add(user)
+
+    def release(self, user: object) -> None:
+        """A chat using this server was closed: the server closes once no open chat uses it
+        (closed from under another chat, that chat's next step started a fresh server, its
+        session state lost)."""
+        self._users.discard(user)
+        if not self._users:
+            self.close()
+
     def close(self) -> None:
         """Close the connection (a stdio server's process stops); using it again reconnects.
 
@@ -1069,6 +1083,12 @@ class MCPToolSelection(ToolSource):
                     f"tool it lists (its tools: {offered}); it applies to a tool of that "
                     "name listed later"
                 )
+
+    def attach(self, user: object) -> None:
+        self.server.attach(user)
+
+    def release(self, user: object) -> None:
+        self.server.release(user)
 
     def close(self) -> None:
         self.server.close()

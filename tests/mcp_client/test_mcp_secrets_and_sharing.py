@@ -480,3 +480,24 @@ def test_a_secret_in_any_usual_place_of_a_command_line_is_masked_and_scrubbed(
     assert any(value in s for s in secrets)
     server = MCPServer.stdio("tool", argv)
     assert value not in repr(server) and value not in server.label
+
+
+def test_a_server_two_chats_use_stays_up_until_the_last_of_them_closes() -> None:
+    """Closing one chat stopped the server the other (idle, open) chat used: its next step
+    started a fresh server, the session's state lost."""
+    with secrets_server() as server:
+        chats = [
+            Chat(
+                provider=ScriptedProvider([call_tools(("s_lookup", {"query": "q"})), reply("ok")]),
+                display=False,
+            ).with_tools(server)
+            for _ in range(2)
+        ]
+        chats[0].ask("look")
+        fork = chats[0].fork()  # a fork uses its parent's server too
+        assert server.connected
+        chats[0].close()
+        fork.close()
+        assert server.connected  # the other chat still uses it
+        chats[1].close()
+        assert not server.connected  # the last user closed: the process stops
