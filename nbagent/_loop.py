@@ -71,7 +71,7 @@ from ._options import resolve_choice
 from ._recording import RecordedResult
 from ._result_text import edit_note, to_result, without_edit_note
 from ._rules import RULE, first_match
-from ._runner import Job, Mode, Outcome, needs_event_loop
+from ._runner import Job, Mode, Outcome, _shared_pool, needs_event_loop
 from ._tools import InputsRequired, SchemaValidationError, Tool, current_tool_call
 from ._types import (
     Approval,
@@ -157,10 +157,14 @@ class LoopMixin(ChatCore):
     async def _perform_async(self, effect: _Effect) -> Any:
         import asyncio
 
+        # on the shared pool, not the loop's small default executor (on the background loop,
+        # nbagent's own background work uses that one: a server slow to connect starved it)
         if isinstance(effect, _SyncTools):  # a source may connect (seconds): not on this loop
-            return await asyncio.get_running_loop().run_in_executor(None, self._sync_tools)
+            return await asyncio.get_running_loop().run_in_executor(
+                _shared_pool(), self._sync_tools
+            )
         if isinstance(effect, _StepHook):  # the worker's context is not the driver's: it waits
-            return await asyncio.get_running_loop().run_in_executor(None, effect.hook)
+            return await asyncio.get_running_loop().run_in_executor(_shared_pool(), effect.hook)
         calls = () if isinstance(effect, _ModelRequest) else [j.call for j in effect.jobs]
         for catch_up in self._hook("catch_up"):  # e.g. the store's writes, off this loop
             await catch_up(calls)

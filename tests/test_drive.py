@@ -351,3 +351,40 @@ def test_a_tool_closing_its_own_chat_is_refused() -> None:
     chat.ask("go")
     (call,) = chat.tool_calls
     assert call.status == "error" and "DriverError" in call.result.content  # type: ignore[union-attr]
+
+
+def test_an_async_chat_never_waits_on_its_loops_default_executor() -> None:
+    """Its tool sources were listed (an MCP server connecting: seconds) on the loop's default
+    executor, a few threads nbagent's own background work shares on its background loop: a
+    busy one stalled the chat. They run on the shared tool pool."""
+    import concurrent.futures
+
+    from nbagent import ToolSource
+
+    @tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    class Source(ToolSource):
+        def source_tools(self) -> tuple[Any, ...]:
+            return (ping,)
+
+    chat = Chat(
+        provider=ScriptedProvider([call_tools(("ping", {}, "p")), reply("ok")]), display=False
+    ).with_tools(Source())
+    release = threading.Event()
+
+    async def main() -> str:
+        loop = asyncio.get_running_loop()
+        busy = concurrent.futures.ThreadPoolExecutor(1)
+        loop.set_default_executor(busy)
+        stuck = loop.run_in_executor(None, release.wait, 30)  # the default executor is busy
+        try:
+            answer = await asyncio.wait_for(chat.ask_async("go"), 10)
+        finally:
+            release.set()
+            await stuck
+        return answer.content
+
+    assert asyncio.run(main()) == "ok"
