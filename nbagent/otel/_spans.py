@@ -470,21 +470,11 @@ class Tracer(Extension):
 
     def _on_request_failed(self, key: Any, e: ModelRequestFailed) -> None:
         attrs, start, parent = self._request_span(key, e)
-        if e.error_type in _STOPPED_NAMES:  # the stop button, a cancelled task: no error
+        stopped = e.error_type in _STOPPED_NAMES  # the stop button, a cancelled task: no error
+        if stopped:
             attrs["nbagent.stop_reason"] = "cancelled"
-            span = self._tracer.start_span(
-                self._name("chat", attrs.get(REQUEST_MODEL) or e.model),
-                context=_parent(parent),
-                kind=SpanKind.CLIENT,
-                attributes=attrs,
-                start_time=start,
-            )
-            span.end(end_time=ns(e.ts))
-            self._end_turn(e.ts, "cancelled")
-            return
-        # the message may quote what was sent: content; its type is a name
-        error = self._text(e.error, 1000) if self._content else e.error_type
-        attrs["error.type"] = e.error_type
+        else:
+            attrs["error.type"] = e.error_type
         span = self._tracer.start_span(
             self._name("chat", attrs.get(REQUEST_MODEL) or e.model),
             context=_parent(parent),
@@ -492,6 +482,12 @@ class Tracer(Extension):
             attributes=attrs,
             start_time=start,
         )
+        if stopped:
+            span.end(end_time=ns(e.ts))
+            self._end_turn(e.ts, "cancelled")
+            return
+        # the message may quote what was sent: content; its type is a name
+        error = self._text(e.error, 1000) if self._content else e.error_type
         span.set_status(Status(StatusCode.ERROR, error))
         span.end(end_time=ns(e.ts))
         self._end_turn(e.ts, "failed", error=(e.error_type, error))
