@@ -150,7 +150,10 @@ def test_the_chats_provider_key_never_reaches_a_span(
             max_retries=0,
         )
         chat = Chat(provider=provider, display=False).with_tools(echo, call_api)
-        chat.ask("go")
+        try:
+            chat.ask("go")
+        finally:
+            provider.close()  # its keep-alive socket to the server, else collected later
     assert [c.status for c in chat.tool_calls] == ["ok", "error"]
     assert named(content_spans, "execute_tool echo")[0].attributes["gen_ai.tool.call.arguments"]
     assert GROQ_KEY not in everything(content_spans)
@@ -309,8 +312,11 @@ def test_a_requests_span_has_the_conventions_attributes(
             extra_body={"temperature": 0.2, "max_completion_tokens": 300},
         )
         chat = Chat(provider=provider, display=False).with_tools(lookup)
-        chat.ask("Tell me about Rome", output=City)
-        chat.ask("weather in Oslo")
+        try:
+            chat.ask("Tell me about Rome", output=City)
+            chat.ask("weather in Oslo")
+        finally:
+            provider.close()
         port = int(server.openai_base_url.split(":")[2].split("/")[0])
     structured, asked, answered = sorted(
         named(content_spans, "chat "), key=lambda s: s.attributes["nbagent.step"]
@@ -382,6 +388,7 @@ def test_an_openai_compatible_endpoint_the_conventions_know_is_named_so(
         try:
             Chat(provider=provider, display=False).ask("hello")
         finally:
+            provider.close()
             client.close()
     (request,) = named(spans, "chat ")
     (turn,) = named(spans, "invoke_agent")
@@ -402,7 +409,10 @@ def test_an_anthropic_requests_token_limit_is_on_its_span(spans: InMemorySpanExp
             max_retries=0,
             max_tokens=777,
         )
-        Chat(provider=provider, display=False).ask("hello")
+        try:
+            Chat(provider=provider, display=False).ask("hello")
+        finally:
+            provider.close()
     (request,) = named(spans, "chat ")
     assert request.attributes["gen_ai.request.max_tokens"] == 777
     assert request.attributes["gen_ai.provider.name"] == "anthropic"
