@@ -943,14 +943,22 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         return (yield from self._complete_gen(max_steps))
 
     def _unanswered_same(self, text: str, parts: tuple[Any, ...], spec: Any) -> ChatMessage | None:
-        """The last message, if it is this very question still unanswered: a request that
-        failed (a network error, a cancel) or a message queued by ``ask_later``.
+        """The current turn's question, if it is this very question still unanswered: a
+        request that failed (a network error, a cancel; before or after the turn's tool
+        rounds) or a message queued by ``ask_later``.
 
-        Asked again, it is retried, not sent twice: the model read the question twice in a
-        row, and the transcript kept both.
+        Asked again, its turn goes on, as ``complete()`` would: the question is not sent
+        twice (the model read it twice, after its own tool rounds an invitation to do the
+        work again, and the transcript kept both).
         """
-        last = self._messages[-1] if self._messages else None
-        if not (isinstance(last, ChatMessage) and last.role == "user"):
+        last: Message | None = None
+        for m in reversed(self._messages):
+            if isinstance(m, ChatMessage):
+                if m.role == "user":
+                    last = m
+                break  # an answer (or a system message) ends the search: no open question
+            # a tool round of the turn (the model's calls, their results): look further back
+        if last is None:
             return None
         same_output = (spec is None and self._output is None) or (
             spec is not None

@@ -587,6 +587,41 @@ def test_asking_the_unanswered_question_again_retries_it_instead_of_sending_it_t
     assert chat.complete().content == "again"  # type: ignore[union-attr]
 
 
+def test_asking_again_after_a_failure_that_followed_a_tool_round_goes_on_with_the_turn() -> None:
+    """The request after the turn's tool round failed and the user re-ran the cell: before,
+    the question was added again after the tool's result, and the model read "refund order
+    42" once more after refunding it (an invitation to do it twice). The turn goes on, as
+    ``complete()`` would; the question is in the transcript once and the tool ran once."""
+    ran: list[int] = []
+
+    @tool
+    def issue_refund(order_id: int) -> str:
+        """Refund an order."""
+        ran.append(order_id)
+        return f"refunded {order_id}"
+
+    provider = ScriptedProvider(
+        [call_tools(("issue_refund", {"order_id": 42})), ConnectionError("down"), reply("done")]
+    )
+    chat = Chat(provider=provider).with_tools(issue_refund)
+    with pytest.raises(ConnectionError):
+        chat.ask("Refund order 42")
+    assert chat.ask("Refund order 42").content == "done"  # type: ignore[union-attr]
+    assert ran == [42]
+    sent = provider.requests[-1].messages
+    assert [type(m).__name__ for m in sent] == [
+        "ChatMessage",
+        "AssistantToolCallMessage",
+        "ToolResultMessage",
+    ]
+    assert [m.content for m in chat.transcript if m.role == "user"] == ["Refund order 42"]
+    assert {m.turn for m in chat.transcript} == {1}
+    # answered, the same question is a new turn
+    provider.add(reply("again"))
+    chat.ask("Refund order 42")
+    assert [m.content for m in chat.transcript if m.role == "user"] == ["Refund order 42"] * 2
+
+
 def test_asking_something_else_after_a_failure_keeps_both_messages() -> None:
     chat, provider = make_chat(ConnectionError("down"), reply("ok"))
     with pytest.raises(ConnectionError):
