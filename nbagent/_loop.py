@@ -68,7 +68,7 @@ from ._hosted import HostedCallWarning, Verdict, audit_items
 from ._inputs import CallAsker
 from ._notice import notice, user_stacklevel
 from ._options import resolve_choice
-from ._recording import RecordedResult
+from ._recording import RecordedResult, result_slot
 from ._result_text import edit_note, to_result, without_edit_note
 from ._rules import RULE, first_match
 from ._runner import Job, Mode, Outcome, _shared_pool, needs_event_loop
@@ -805,11 +805,7 @@ class LoopMixin(ChatCore):
                     continue
                 replayed = None
                 if self._replayer.replays_tool(c.name):
-                    step = self._call_step.get(c.id, self._step)
-                    replayed = self._replayer.find_result(step, c.id, self._recordings())
-                    ran_with = getattr(replayed, "arguments", None)
-                    if ran_with is not None and ran_with != c.effective_arguments:
-                        replayed = None  # it ran with other arguments then: run it now
+                    replayed = self._recorded_result(c)
                 report = _CallReporter(self, c, self._step)
                 timeout = tool.timeout or default_timeout
                 asker = CallAsker(self, c)  # a server may ask a person mid-call (elicitation)
@@ -819,6 +815,24 @@ class LoopMixin(ChatCore):
         self._emit_all(events)
         self._run_after(after)
         return _RunRound(self._step, jobs, mode)
+
+    def _recorded_result(self, c: ToolCall) -> RecordedResult | None:
+        """The recorded outcome of ``c`` run with the arguments it runs with now, if any.
+
+        Results are kept by call id and arguments (:func:`result_slot`): a run with other
+        arguments (an edit, a fork's) never answers this one, nor replaces its result. A
+        recording made before that keeps one result per call id: used when its arguments
+        are these."""
+        step = self._call_step.get(c.id, self._step)
+        sources = self._recordings()
+        args = c.effective_arguments
+        found = self._replayer.find_result(step, result_slot(c.id, args), sources)
+        if found is None:
+            found = self._replayer.find_result(step, c.id, sources)
+        ran_with = getattr(found, "arguments", None)
+        if ran_with is not None and ran_with != args:
+            return None  # it ran with other arguments then: run it now
+        return found
 
     def _round_hooks(self, round_: _RunRound) -> _RoundHooks:
         return _RoundHooks(self, round_)
@@ -1145,7 +1159,10 @@ class _RoundHooks:
                 c.effective_arguments,
             )
             chat._replayer.add_result(
-                chat._call_step.get(c.id, self.round.step), c.id, recorded, chat._recordings()
+                chat._call_step.get(c.id, self.round.step),
+                result_slot(c.id, c.effective_arguments),
+                recorded,
+                chat._recordings(),
             )
         for input_id in chat._inputs_of(c):  # asked mid-call, unanswered: the call ended first
             chat._withdraw_input(input_id, f"the call ended ({outcome.status}) before an answer")

@@ -739,6 +739,34 @@ def result_in(d: Mapping[str, Any]) -> RecordedResult:
     )
 
 
+_SLOT = " args="
+
+
+def arguments_digest(arguments: Any) -> str:
+    """A short digest of a call's arguments (key order and JSON's forms aside)."""
+    return _digest(arguments)
+
+
+def result_slot(call_id: str, arguments: Any) -> str:
+    """Where a call's recorded result is kept: its call id and the arguments it ran with.
+
+    A response is asked for again with the same call ids, and a call may run with other
+    arguments then (a person's edit, a fork's, a sweep's edit branch): kept by call id
+    alone, that run replaced the first one's result, and the next replay of the first ran
+    its tool again. Kept by both, each set of arguments has its own result. A recording
+    made before (one result per call id) is still read, when its arguments match.
+    """
+    return f"{call_id}{_SLOT}{arguments_digest(arguments)}"
+
+
+def split_slot(slot: str) -> tuple[str, str | None]:
+    """``(call id, arguments' digest)`` of a :func:`result_slot`; a plain call id: ``None``."""
+    call_id, sep, digest = slot.rpartition(_SLOT)
+    if not sep or len(digest) != 20 or not all(ch in "0123456789abcdef" for ch in digest):
+        return slot, None
+    return call_id, digest
+
+
 # ---------------------------------------------- slim forms (what the response already says)
 def _argument_forms(arguments: Any) -> list[str]:
     return [
@@ -836,6 +864,7 @@ __all__ = [
     "RecordedResult",
     "Recording",
     "StoredDigests",
+    "arguments_digest",
     "differences",
     "digest_links",
     "fingerprint",
@@ -851,7 +880,9 @@ __all__ = [
     "request_key",
     "result_in",
     "result_out",
+    "result_slot",
     "slim_deltas",
+    "split_slot",
     "stored_fingerprint",
     "synthetic_deltas",
 ]

@@ -40,6 +40,7 @@ from .._errors import DecisionError, InputError, StoreError
 from .._events import Event, utcnow
 from .._recording import (
     Recording,
+    arguments_digest,
     deltas_in,
     deltas_out,
     digest_links,
@@ -49,6 +50,7 @@ from .._recording import (
     response_in,
     response_out,
     slim_deltas,
+    split_slot,
     stored_fingerprint,
 )
 from .._rules import Rule, denied_edit
@@ -142,6 +144,13 @@ def _with_bytes(conn: Any, message: Any) -> Any:
             )
         part["data"] = bytes(row[0])
     return message
+
+
+def _ran_with(row: Sequence[Any]) -> Any:
+    """The arguments a call row ran with: its decision's edit, else the model's."""
+    decision = codec.loads(row[8])
+    edit = decision.get("arguments") if isinstance(decision, dict) else None
+    return edit if edit is not None else (codec.loads(row[3]) or {})
 
 
 def _stored_call(row: Sequence[Any], conn: Any | None = None) -> StoredCall:
@@ -2249,17 +2258,26 @@ class SQLStore:
 
         Read from the call records (``tool_calls``) of every chat whose step had
         that key; only a call that ran (``ok``, ``error``, ``timed_out``) counts.
+        ``call_id`` may name the arguments too (a :func:`~nbagent._recording.result_slot`,
+        what a chat looks up): then the latest run with those arguments (a person's or a
+        fork's edit, else the model's), so a run with other arguments (an edited rerun, a
+        fork) never stands for it.
         """
+        call_id, digest = split_slot(call_id)
         with self._read() as conn:
             rows = conn.execute(  # by the key's index, then each chat's call by its primary key
                 f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE call_id = ? AND chat_id IN "
                 "(SELECT r.chat_id FROM model_requests r WHERE r.key = ?) "
                 "AND EXISTS (SELECT 1 FROM model_requests r WHERE r.key = ? "
                 "AND r.chat_id = tool_calls.chat_id AND r.step = tool_calls.step) "
-                "AND status IN ('ok', 'error', 'timed_out') ORDER BY finished_at DESC LIMIT 1",
+                "AND status IN ('ok', 'error', 'timed_out') ORDER BY finished_at DESC"
+                + ("" if digest is not None else " LIMIT 1"),
                 (call_id, key, key),
             ).fetchall()
-            return _stored_call(rows[0], conn) if rows else None
+            for row in rows:
+                if digest is None or arguments_digest(_ran_with(row)) == digest:
+                    return _stored_call(row, conn)
+            return None
 
     # -- batches (BatchStore) ----------------------------------------------------------
     def add_batch_chat(self, batch_id: str, key: str, chat_id: str) -> str:

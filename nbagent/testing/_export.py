@@ -32,7 +32,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from .._hosted import HostedMCP
 from .._output import as_output
-from .._recording import RecordedResult, _digest
+from .._recording import RecordedResult, _digest, result_slot
 from .._replay import DirectoryRecordings
 from .._result_text import without_edit_note
 from .._tools import FunctionTool, Tool
@@ -262,7 +262,7 @@ def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = Non
             edited = c.decision is not None and c.decision.arguments is not None
             content = without_edit_note(c.result.content, edited)
             ran = RecordedResult(c.status, content, c.result.parts, c.effective_arguments)
-            sidecar.add_result(rec.key, c.id, ran)
+            sidecar.add_result(rec.key, result_slot(c.id, c.effective_arguments), ran)
 
     status = chat.status
     # decided (or answered) and not carried on: the recorded run stopped before complete()
