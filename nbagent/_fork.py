@@ -65,7 +65,10 @@ from ._events import (
     ModelRequestFailed,
     ModelRequestFinished,
     ModelRequestStarted,
+    ReasoningDelta,
     StepFinished,
+    TextDelta,
+    ToolCallDelta,
     ToolCallFinished,
     ToolCallRequested,
     ToolCallStarted,
@@ -205,6 +208,32 @@ def at_call(history: Sequence[Event], call_id: str, change: str) -> list[Event]:
     return out
 
 
+def settled(events: Sequence[Event]) -> list[Event]:
+    """The history less a model request it ends in the middle of (and that request's stream
+    fragments): forked while the chat waits for the model, the fork asks it itself.
+
+    Kept, the request was the fork's with no answer: a step that never finished, whose
+    number the fork's own first request took again (stored, and reloaded, so). A request
+    that failed is over (its failure is the chat's history, and the next request retries
+    its step number), so it stays.
+    """
+    open_at: int | None = None
+    step = 0
+    for i, e in enumerate(events):
+        if isinstance(e, ModelRequestStarted):
+            open_at, step = i, e.step
+        elif isinstance(e, (ModelRequestFinished, ModelRequestFailed)):
+            open_at = None
+    if open_at is None:
+        return list(events)
+    fragments = (TextDelta, ReasoningDelta, ToolCallDelta)
+    return [
+        e
+        for i, e in enumerate(events)
+        if i < open_at or (i > open_at and not (isinstance(e, fragments) and e.step == step))
+    ]
+
+
 def unapproved(events: Sequence[Event], keep: str | None) -> list[Event]:
     """The history less the approvals of calls that had not started by its end (but
     ``keep``'s, the call a fork changes): an approval runs its call once, in the chat it was
@@ -316,7 +345,7 @@ def plan(
             )
         c_orig = chat.get_call(call)
         events = at_call(history, c_orig.id, change)
-    events = unapproved(events, keep=c_orig.id if c_orig is not None else None)
+    events = unapproved(settled(events), keep=c_orig.id if c_orig is not None else None)
     snapshot = fold(events, chat.id).snapshot()
     running = [c for c in snapshot.calls if c.status == "running"]
     if running:
@@ -473,4 +502,4 @@ def _jsonable(value: Any) -> Any:
     return getattr(value, "__name__", None) or getattr(value, "name", None) or str(value)
 
 
-__all__ = ["UNSET", "Plan", "at_call", "at_step", "plan", "restamped"]
+__all__ = ["UNSET", "Plan", "at_call", "at_step", "plan", "restamped", "settled"]
