@@ -500,7 +500,10 @@ class LoopMixin(ChatCore):
                         parsed=parsed,
                     )
                     events.extend(self._append(message))
-                    if invalid is not None and not self._output_retried:
+                    if invalid is not None and response.stop_reason in _CUT_OFF:
+                        # cut off by a limit: a paid retry would be cut off too
+                        invalid = _cut_off(invalid, response.stop_reason, self.provider)
+                    elif invalid is not None and not self._output_retried:
                         self._output_retried = True  # once per turn: tell the model what was wrong
                         retry = ChatMessage("user", retry_text(invalid), turn=self._turn)
                         events.extend(self._append(retry))
@@ -912,6 +915,37 @@ def _waiting_before(calls: Sequence[ToolCall], c: ToolCall) -> tuple[str, ...]:
         if x.status == "awaiting_approval":
             out.append(x.id)
     return ()  # not in this response (cannot happen): claim nothing
+
+
+_CUT_OFF = ("max_tokens", "context_window")
+
+
+def _cut_off(error: OutputValidationError, stop: str, provider: Any) -> OutputValidationError:
+    """``error`` of a structured answer the model stopped writing at a limit (``stop``),
+    saying so: not sent back for a retry, which the same limit would cut off again (the
+    answer is invalid because it is unfinished, so its JSON error alone misleads)."""
+    if stop == "max_tokens":
+        limit = getattr(provider, "max_tokens", None)
+        at = f" ({limit} tokens)" if isinstance(limit, int) else ""
+        why = (
+            f"the answer was cut off at the output token limit{at} (stop reason max_tokens); "
+            "not retried, as a retry would be cut off too: raise the provider's max_tokens= "
+            "(OpenAIProvider(model, max_tokens=...), AnthropicProvider(model, max_tokens=...))"
+        )
+    else:
+        why = (
+            "the answer was cut off: the model's context window is full (stop reason "
+            "context_window); not retried, as a retry would be cut off too: shorten the "
+            "conversation or use a model with a larger context window"
+        )
+    cut = OutputValidationError(error.output, error.raw, [why, *error.errors])
+    shown = error.raw if len(error.raw) <= 300 else error.raw[:297] + "..."
+    cut.args = (  # the class's message says "after one retry": this one had none
+        f"the model's answer does not match {error.output}: {why}; "
+        + "; ".join(error.errors)
+        + f"\nraw answer: {shown!r}\n(the answer is kept in chat.transcript)",
+    )
+    return cut
 
 
 def retry_text(error: OutputValidationError) -> str:
