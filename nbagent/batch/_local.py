@@ -34,7 +34,8 @@ async def wait_for_decisions(chat: Any) -> None:
     this process (its ``ApprovalDecided`` event, or an ``InputAnswered``: a pending input
     answered), or through its store from anywhere (its ``follow_decisions`` subscription on
     the store's one follower ``refresh()``-es it when a decision was recorded, and once as
-    it parks: one may have come before)."""
+    it parks: one may have come before; a refresh that failed is tried again, with a
+    backoff, until one works)."""
     loop, woken = asyncio.get_running_loop(), asyncio.Event()
 
     def wake(_event: Event | None = None) -> None:
@@ -42,7 +43,10 @@ async def wait_for_decisions(chat: Any) -> None:
             loop.call_soon_threadsafe(woken.set)  # from whichever thread decided
 
     def look() -> None:  # from the follower, on a worker thread
-        with contextlib.suppress(Exception):  # the chat's store is down: next news
+        # A refresh that fails (the store cannot be read now) is not the end: the store's
+        # follow_decisions has the follower call this again, with a backoff, until one works
+        # (one decision gets one piece of news: waiting for the next would wait for ever).
+        with contextlib.suppress(Exception):
             if chat.refresh() or not chat.awaiting_approval:
                 wake()
 

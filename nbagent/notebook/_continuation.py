@@ -250,8 +250,8 @@ class Continuation:
             return
         try:
             decided = chat.refresh()
-        except Exception as exc:  # the store cannot be read now: next news
-            self.follow_error = exc
+        except Exception as exc:  # the store cannot be read now: the store's
+            self.follow_error = exc  # follow_decisions has the follower call again (backoff)
             return
         if decided:
             self.request()

@@ -162,6 +162,7 @@ class StoreExtension(Extension):
         # the async driver writes on its own thread (catch_up): the store never waits there
         self._inline = bool(getattr(store, "writes_inline", False))
         self._rules_looked: tuple[Any, int] | None = None  # when apply_rules last read them
+        self._refresh_failures = _Count()  # refresh() calls that raised (follow_decisions)
         self._rules_lock = threading.Lock()  # one look at a time (a step, a card's refresh)
         self._own_rules: list[tuple[Any, ...]] = []  # made here (_change_key), to be seen
         self._tools_sig: tuple[Any, ...] | None = None
@@ -1049,19 +1050,32 @@ class StoreExtension(Extension):
             self.apply_rules()
             return self.apply_decisions() + self.apply_inputs()
         except Exception as exc:
+            self._refresh_failures.bump()
             self._keep_for_retry(exc)
             raise
 
     def follow_decisions(self, callback: Callable[[], Any]) -> Any:
         """Call ``callback()`` when a decision on this chat is recorded anywhere, and once
-        soon (one may have come before): a subscription on the store's follower.
+        soon (one may have come before): a subscription on the store's follower. A
+        callback during which this chat's ``refresh()`` failed (the store could not be
+        read, a lock timed out) is called again after a backoff until one works: the
+        decision it was told of is never left unapplied for want of more news.
 
         Raises:
             StoreError: The store cannot be read (closed, unreachable).
         """
         if self._closed:
             return None
-        return follow(self.store, [self.chat_id], lambda _ids: callback())
+
+        def news(_ids: set[str]) -> None:
+            before = self._refresh_failures.value
+            callback()
+            if self._refresh_failures.value != before:  # its chat.refresh() failed: no more
+                # news may ever come for what it could not read, so the follower calls it
+                # again, with a backoff, until a refresh works
+                raise StoreError(f"chat {self.chat_id}: the refresh for news failed")
+
+        return follow(self.store, [self.chat_id], news)
 
     # -- orphans and decisions -------------------------------------------------
     def settle_orphans(self, record: ChatRecord | None = None) -> None:

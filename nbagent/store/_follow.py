@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import contextvars
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -40,6 +41,12 @@ POLL_INTERVAL = 0.25
 BURST_GAP = 0.05
 """Seconds at least between two looks that called someone back (a burst of news)."""
 
+RETRY_FIRST = 0.25
+"""Seconds before a callback that raised is called again (doubling at each failure)."""
+
+RETRY_MAX = 5.0
+"""Seconds at most between two calls of a callback that keeps raising."""
+
 
 class Subscription:
     """One consumer's chats and callback on a store's :class:`Follower` (thread-safe).
@@ -47,7 +54,11 @@ class Subscription:
     ``callback(chat_ids)`` runs on a worker thread with the followed chats that
     got a decision (and, once, those just added: a decision may have come
     before). ``every_tick`` subscriptions are also called (with an empty set) at
-    every look, and :meth:`nudge` asks for a call soon.
+    every look, and :meth:`nudge` asks for a call soon. A callback that raises is
+    called again with the same chats after a backoff (:data:`RETRY_FIRST` s,
+    doubling, at most :data:`RETRY_MAX`), at a look of the follower, until it
+    returns: the news it could not act on (its chat's store could not be read) is
+    not dropped, since no more news may ever come for it.
     """
 
     def __init__(
@@ -70,6 +81,9 @@ class Subscription:
         self.closed = False
         self.calls = 0
         self.last_error: BaseException | None = None
+        self._failures = 0  # calls in a row that raised
+        self._retry_ids: set[str] = set()  # what a call that raised had (called again)
+        self._retry_at: float | None = None  # when (time.monotonic()); None: nothing to retry
 
     def add(self, chat_ids: Iterable[str]) -> None:
         """Follow these chats too (each is looked at once soon)."""
@@ -104,6 +118,16 @@ class Subscription:
         if self._on_close is not None:
             self._on_close()
 
+    def missed(self) -> None:
+        """News may have been missed (the store's listener lost its connection): look at
+        every followed chat once soon (a subscription to every chat is called once)."""
+        with self._lock:
+            if self._ids is None:
+                self._nudged = True
+            else:
+                self._look |= self._ids
+        self._follower.wake()
+
     def due(self, news: set[str]) -> set[str] | None:
         """The ids to call back with for this look (None: no call)."""
         with self._lock:
@@ -111,19 +135,33 @@ class Subscription:
                 return None
             mine = set(news) if self._ids is None else news & self._ids
             mine |= self._look
-            if not (mine or self._nudged or self._every_tick):
+            retry = self._retry_at is not None and time.monotonic() >= self._retry_at
+            if retry:
+                mine |= self._retry_ids
+            if not (mine or retry or self._nudged or self._every_tick):
                 return None
             self._look, self._nudged = set(), False
+            self._retry_ids, self._retry_at = set(), None  # this call carries them
             return mine
 
     def call(self, ids: set[str]) -> None:
         """Run the callback, in a context of its own: none of the context vars of whoever
-        started the follower (a notebook cell's, say: its outputs would go there)."""
+        started the follower (a notebook cell's, say: its outputs would go there). If it
+        raises, it is called again with ``ids`` after a backoff (see the class)."""
         self.calls += 1
         try:
             contextvars.Context().run(self._callback, ids)
         except Exception as exc:  # a consumer's trouble never stops the follower
             self.last_error = exc
+            with self._lock:
+                self._failures += 1
+                delay = min(RETRY_FIRST * 2 ** (self._failures - 1), RETRY_MAX)
+                self._retry_ids |= ids
+                at = time.monotonic() + delay
+                self._retry_at = at if self._retry_at is None else min(self._retry_at, at)
+        else:
+            with self._lock:
+                self._failures = 0
 
 
 class Follower:
@@ -152,6 +190,12 @@ class Follower:
         with self._lock:
             self._pushed.update(chat_ids)
         self.wake()
+
+    def missed(self) -> None:
+        """News may have been lost (the store's listener was not listening for a while):
+        every subscription looks at its chats once (:meth:`Subscription.missed`)."""
+        for sub in self.subscriptions:
+            sub.missed()
 
     def wake(self) -> None:
         """Look now rather than at the next tick."""
@@ -317,4 +361,13 @@ def release(store: Any) -> None:
         follower.close()
 
 
-__all__ = ["POLL_INTERVAL", "Follower", "Subscription", "follow", "follower_of", "release"]
+__all__ = [
+    "POLL_INTERVAL",
+    "RETRY_FIRST",
+    "RETRY_MAX",
+    "Follower",
+    "Subscription",
+    "follow",
+    "follower_of",
+    "release",
+]
