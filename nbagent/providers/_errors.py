@@ -88,9 +88,34 @@ def classify(exc: BaseException) -> type[ProviderError] | None:
     return None
 
 
-def for_error_type(kind: str) -> type[ProviderError]:
-    """The nbagent class for an error object's ``type`` (e.g. ``overloaded_error``)."""
-    return _BY_TYPE.get(kind, ServerError)
+_BY_CODE = {
+    # the ``code`` of an OpenAI error object (a stream's error event, a failed response)
+    "invalid_api_key": AuthenticationError,
+    "unsupported_country_region_territory": AuthenticationError,
+    "context_length_exceeded": BadRequestError,
+    "model_not_found": BadRequestError,
+    "invalid_prompt": BadRequestError,
+    "invalid_type": BadRequestError,
+    "integer_below_min_value": BadRequestError,
+    "integer_above_max_value": BadRequestError,
+    "string_above_max_length": BadRequestError,
+}
+
+
+def for_error_type(kind: str, code: str = "") -> type[ProviderError]:
+    """The nbagent class for an error object's ``type`` (e.g. ``overloaded_error``), else
+    for its ``code`` (OpenAI's: ``rate_limit_exceeded``, ``invalid_api_key``,
+    ``context_length_exceeded``...); an error neither names is a :class:`ServerError`."""
+    if kind in _BY_TYPE:
+        return _BY_TYPE[kind]
+    for name in (code, kind):
+        if name in _BY_CODE:
+            return _BY_CODE[name]
+        if "rate_limit" in name:
+            return RateLimitError
+        if name.startswith("invalid_") or "image" in name:  # invalid_image, image_too_large...
+            return BadRequestError
+    return ServerError
 
 
 def _by_status(status: int) -> type[ProviderError]:

@@ -57,7 +57,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .._errors import ProviderError, RateLimitError, ServerError
+from .._errors import ProviderError, ServerError
 from .._hosted import HostedTool
 from .._media import audio_not_sent, hears_audio
 from .._output import Output
@@ -77,6 +77,7 @@ from .._types import (
     ToolSpec,
 )
 from ._base import DeltaSink, StreamDelta
+from ._errors import for_error_type
 from ._sdk import arguments_text, dumps, incomplete_stream, make_call, new_call_id
 
 CONTENT_FILTERED = "The response was blocked by the provider's content filter."
@@ -755,13 +756,17 @@ def provider_item(item: dict[str, Any]) -> ProviderItem:
 
 
 def _failed(error: Any, provider: str) -> ProviderError:
+    """An error inside a 200 answer (a failed response, a stream's error event or chunk),
+    of the class its ``type`` or ``code`` names, as an HTTP error of that kind would be."""
     message = "the response failed"
-    code = ""
+    code = kind = ""
     if isinstance(error, dict):
         message = str(error.get("message") or message)
-        code = str(error.get("code") or error.get("type") or "")
-    cls = RateLimitError if "rate_limit" in code else ServerError
-    detail = f" ({code})" if code else ""
+        code, kind = str(error.get("code") or ""), str(error.get("type") or "")
+    kind = "" if kind == "error" else kind  # a Responses stream's error event: its own type
+    cls = for_error_type(kind, code)
+    shown = code or kind
+    detail = f" ({shown})" if shown else ""
     return cls(f"{provider}: {message}{detail}", provider=provider)
 
 
