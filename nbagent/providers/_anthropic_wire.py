@@ -677,7 +677,7 @@ class MessageStream:
                 b.raw["signature"] = delta.get("signature")
 
     def finish(self, ended: bool = True) -> LLMToolResponse:
-        if not self.done and self.stop is None:
+        if self.stop is None:  # no message_delta: not how the stream ended, nor its usage
             raise incomplete_stream(self.provider)
         calls: list[ToolCall] = []
         others: list[dict[str, Any]] = []

@@ -358,8 +358,11 @@ class ChatStream:
 
     Tool calls are accumulated by ``index``; ``id`` and ``name`` are taken the
     first time they appear and ignored when a server repeats them in every
-    fragment (some OpenAI-compatible servers do). With ``include_usage`` the
-    last chunk has ``choices: []`` and carries the usage.
+    fragment (some OpenAI-compatible servers do). A fragment with an ``id`` other than
+    its slot's opens a call of its own: Gemini's OpenAI-compatible endpoint sends each
+    call whole in its own chunk with no ``index``, some proxies with ``index`` 0 for
+    every call. With ``include_usage`` the last chunk has ``choices: []`` and carries
+    the usage.
     """
 
     def __init__(self, on_delta: DeltaSink | None, *, model: str, provider: str):
@@ -369,7 +372,8 @@ class ChatStream:
         self.text: list[str] = []
         self.thought: list[str] = []
         self.refusal: list[str] = []
-        self.calls: dict[int, _PartialCall] = {}
+        self.calls: dict[int, _PartialCall] = {}  # by slot: the index, or a new one
+        self.slots: dict[int, int] = {}  # a fragment's index -> the slot it now fills
         self.finish_reason: str | None = None
         self.usage: Any = None
 
@@ -402,15 +406,23 @@ class ChatStream:
                 self.on_delta(StreamDelta(kind, piece))
 
     def _call_fragment(self, tc: dict[str, Any], position: int) -> None:
-        index = tc.get("index")
-        if not isinstance(index, int):
-            index = position
+        given = tc.get("index")
+        if not isinstance(given, int):
+            given = position
+        index = self.slots.get(given, given)
         call = self.calls.get(index)
+        ident = tc.get("id")
+        if call is not None and ident and call.id is not None and ident != call.id:
+            # another call under a used index (or none): its own slot, after the others
+            known = [n for n, c in self.calls.items() if c.id == ident]
+            index = known[0] if known else max(self.calls) + 1
+            self.slots[given] = index
+            call = self.calls.get(index)
         announce = call is None
         if call is None:
             call = self.calls[index] = _PartialCall()
-        if tc.get("id") and call.id is None:
-            call.id = tc["id"]
+        if ident and call.id is None:
+            call.id = ident
         fn = tc.get("function") or {}
         if fn.get("name") and call.name is None:
             call.name = fn["name"]
@@ -581,6 +593,9 @@ def parse_responses(data: dict[str, Any], *, model: str, provider: str) -> LLMTo
         raise _failed(data.get("error"), provider)
     if not isinstance(data.get("output"), list):
         raise ValueError(f"no output in it (keys: {sorted(data)[:8]})")
+    if not data["output"] and status != "incomplete":
+        # a gateway's {"output": []} is no answer: not an empty one (nor one without calls)
+        raise ValueError("no output in it (output: [])")
     text: list[str] = []
     refusal: list[str] = []
     calls: list[ToolCall] = []
@@ -781,7 +796,12 @@ class ResponsesStream:
     Deltas are forwarded as they arrive (a commentary message's text is not the answer: it
     is not forwarded as text, and shows once the step settles); the result is read from the final
     ``response.completed`` or ``response.incomplete`` event (an incomplete
-    stream ends in ``response.incomplete``, never ``response.completed``).
+    stream ends in ``response.incomplete``, never ``response.completed``). Where that event's
+    ``output`` holds fewer items than the stream finished (gateways such as new-api and
+    LiteLLM, and the Codex backend, send ``output: []``), the items are read from the
+    ``response.output_item.done`` events instead, in their ``output_index`` order; a final
+    response with no items after a stream that streamed some is an error, never an empty
+    answer.
     """
 
     def __init__(self, on_delta: DeltaSink | None, *, model: str, provider: str):
@@ -791,10 +811,14 @@ class ResponsesStream:
         self.final: dict[str, Any] | None = None
         self.calls: dict[int, tuple[int, str | None, str | None]] = {}
         self.commentary: set[Any] = set()  # output indexes of commentary messages
+        self.items: dict[int, dict[str, Any]] = {}  # response.output_item.done, by index
+        self.streamed = False  # text or call arguments came by
 
     def feed(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         sink = self.on_delta
+        if str(kind).endswith(".delta") and event.get("delta"):
+            self.streamed = True
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
             commentary = event.get("output_index") in self.commentary
             if sink is not None and event.get("delta") and not commentary:
@@ -816,6 +840,10 @@ class ResponsesStream:
                 if sink is not None:
                     n, call_id, name = self.calls[index]
                     sink(StreamDelta("tool_call", "", n, call_id, name))
+        elif kind == "response.output_item.done":
+            item, index = event.get("item"), event.get("output_index")
+            if isinstance(item, dict) and isinstance(index, int):
+                self.items[index] = item
         elif kind in ("response.completed", "response.incomplete", "response.failed"):
             self.final = event.get("response") or {}
             if kind == "response.failed":
@@ -831,7 +859,22 @@ class ResponsesStream:
     def finish(self, ended: bool = True) -> LLMToolResponse:
         if self.final is None:
             raise incomplete_stream(self.provider)
-        return parse_responses(self.final, model=self.model, provider=self.provider)
+        final, output = self.final, self.final.get("output")
+        if isinstance(output, list) and len(output) < len(self.items):
+            final = {**final, "output": [self.items[i] for i in sorted(self.items)]}
+        elif output == [] and self.streamed:
+            raise ProviderError(
+                f"{self.provider}: the stream's final response holds none of the items it "
+                "streamed (output: []); the response is not used",
+                provider=self.provider,
+            )
+        try:
+            return parse_responses(final, model=self.model, provider=self.provider)
+        except ValueError as exc:
+            raise ProviderError(
+                f"{self.provider}: unexpected response from the server ({exc})",
+                provider=self.provider,
+            ) from None
 
 
 __all__ = [

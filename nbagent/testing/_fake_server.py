@@ -96,6 +96,14 @@ _CHECKS = {
     "responses": _wire_openai.check_responses,
     "anthropic": _wire_anthropic.check_messages,
 }
+QUIRKS: dict[str, Api] = {
+    "empty_final_output": "responses",
+    "calls_without_index": "chat",
+    "calls_at_index_0": "chat",
+    "no_message_delta": "anthropic",
+}
+"""What a real server (or gateway) sends that the API itself does not, by name, and the API
+it applies to (see :class:`FakeLLMServer`'s ``quirks``)."""
 _MID_STREAM_EVENTS = 3
 """Events sent before a ``fail_mid_stream`` turn drops the connection."""
 _RETRY_AFTER_MS = "10"
@@ -296,6 +304,17 @@ class FakeLLMServer:
             in :attr:`errors`. Tests pass one that checks SDK types.
         host: Interface to bind.
         port: Port to bind; 0 picks a free one.
+        quirks: What some servers and gateways do that the real APIs do not, applied to
+            every answer of their API (settable later as :attr:`quirks`):
+            ``"empty_final_output"`` (Responses: the final ``response.completed``, or the
+            JSON body, carries ``output: []``, the items only in the stream's
+            ``response.output_item.done`` events, as the new-api and LiteLLM gateways and
+            the Codex backend do); ``"calls_without_index"`` (a Chat stream sends each
+            tool call whole in its own chunk with no ``index``, as Gemini's
+            OpenAI-compatible endpoint does); ``"calls_at_index_0"`` (each call whole in
+            its own chunk, all with ``index`` 0 and their own ids, as some proxies do);
+            ``"no_message_delta"`` (an Anthropic stream without its ``message_delta``
+            event: no stop reason, no final usage).
     """
 
     def __init__(
@@ -308,8 +327,10 @@ class FakeLLMServer:
         validator: Validator | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        quirks: Iterable[str] = (),
     ) -> None:
         self.strict = strict
+        self.quirks = quirks
         self.validator = validator
         self._lock = threading.Lock()
         self._script_lock = threading.Lock()
@@ -332,6 +353,21 @@ class FakeLLMServer:
             target=self._serve, name=f"FakeLLMServer:{self.port}", daemon=True
         )
         self._thread.start()
+
+    @property
+    def quirks(self) -> frozenset[str]:
+        """The server quirks applied to every answer (see the class docstring)."""
+        return self._quirks
+
+    @quirks.setter
+    def quirks(self, names: Iterable[str]) -> None:
+        if isinstance(names, str):
+            names = (names,)
+        chosen = frozenset(names)
+        unknown = sorted(chosen - set(QUIRKS))
+        if unknown:
+            raise ValueError(f"unknown quirk(s) {unknown}; known: {sorted(QUIRKS)}")
+        self._quirks = chosen
 
     # -- addresses --
 
@@ -503,6 +539,10 @@ class FakeLLMServer:
                 with self._lock:
                     final = payloads[-1].get("response", payloads[-1])
                     self._reasoned.update(_wire_openai.issued_reasoning(final))
+            quirks = [q for q in sorted(self._quirks) if QUIRKS[q] == api]
+            if quirks and not turn.inline_error:
+                wire = _wire_anthropic if api == "anthropic" else _wire_openai
+                payloads = wire.with_quirks(quirks, payloads, stream=request.stream)
             self._validate(api, "event" if request.stream else "response", payloads)
         except _ScriptExhausted as exhausted:
             message = (

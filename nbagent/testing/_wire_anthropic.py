@@ -551,3 +551,10 @@ def render_messages(
     events.append({"type": "message_delta", "delta": stop, "usage": delta_usage})
     events.append({"type": "message_stop"})
     return events
+
+
+def with_quirks(quirks: list[str], payloads: list[Payload], *, stream: bool) -> list[Payload]:
+    """``payloads`` as a server with these quirks sends them (see ``FakeLLMServer``)."""
+    if "no_message_delta" in quirks and stream:
+        payloads = [p for p in payloads if p.get("type") != "message_delta"]
+    return payloads

@@ -685,3 +685,62 @@ def _responses_events(
     final_kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
     emit(final_kind, response=final)
     return events
+
+
+# -- what some servers do that the API does not ------------------------------------
+
+
+def with_quirks(quirks: list[str], payloads: list[Payload], *, stream: bool) -> list[Payload]:
+    """``payloads`` as a server with these quirks sends them (see ``FakeLLMServer``)."""
+    for quirk in quirks:
+        if quirk == "empty_final_output":
+            payloads = _empty_final_output(payloads, stream)
+        elif stream:  # a Chat stream's calls, each whole in its own chunk
+            payloads = _whole_calls(payloads, index=quirk == "calls_at_index_0")
+    return payloads
+
+
+def _empty_final_output(payloads: list[Payload], stream: bool) -> list[Payload]:
+    """The final response with ``output: []``: its items only in the stream's events."""
+    if not stream:
+        return [{**payloads[0], "output": []}]
+    last = payloads[-1]
+    return [*payloads[:-1], {**last, "response": {**last["response"], "output": []}}]
+
+
+def _whole_calls(chunks: list[Payload], *, index: bool) -> list[Payload]:
+    """A Chat stream whose tool calls come whole, one chunk each, where their first
+    fragment was: with ``index`` 0 for every call (``index``) or with none."""
+    calls: dict[int, Payload] = {}
+    out: list[Payload] = []
+    at: int | None = None
+    for chunk in chunks:
+        choices = chunk.get("choices") or []
+        fragments_ = (choices[0].get("delta") or {}).get("tool_calls") if choices else None
+        if not fragments_:
+            out.append(chunk)
+            continue
+        at = len(out) if at is None else at
+        for fragment in fragments_:
+            call = calls.setdefault(
+                fragment["index"],
+                {"id": fragment.get("id"), "type": "function", "name": None, "arguments": ""},
+            )
+            function = fragment.get("function") or {}
+            call["name"] = call["name"] or function.get("name")
+            call["arguments"] += function.get("arguments") or ""
+    if at is None:
+        return chunks
+    head = chunks[0]
+    whole = []
+    for call in calls.values():
+        tool_call: Payload = {
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["name"], "arguments": call["arguments"]},
+        }
+        if index:
+            tool_call = {"index": 0, **tool_call}
+        choice = {"index": 0, "delta": {"tool_calls": [tool_call]}, "finish_reason": None}
+        whole.append({**head, "choices": [{**head["choices"][0], **choice}]})
+    return [*out[:at], *whole, *out[at:]]
