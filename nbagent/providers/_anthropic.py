@@ -24,6 +24,7 @@ from ._anthropic_wire import (
     cached_messages,
     cached_system,
     cached_tools,
+    check_sendable,
     continues_without_thinking,
     messages_json,
     output_config,
@@ -188,6 +189,11 @@ class AnthropicProvider(SDKProvider):
     def check_output(self, output: Output) -> None:
         """Raise :class:`~nbagent.OutputSchemaError` if structured outputs cannot express it."""
         output.strict_schema("anthropic")
+
+    def _request(self, request: ModelRequest) -> Prepared:
+        # before sending (not in a preview): a request with nothing to ask is refused
+        check_sendable(request.messages, self._pieces.many(request.messages))
+        return super()._request(request)
 
     def _prepare(self, request: ModelRequest) -> Prepared:
         body, systems = messages_json(self._pieces.many(request.messages))

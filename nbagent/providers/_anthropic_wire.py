@@ -11,8 +11,12 @@ same role into one message, which is how Anthropic's rules hold:
   blocks are ordered results first);
 - consecutive assistant messages (a ``pause_turn`` continuation) or user
   messages are merged, since roles must alternate;
-- empty text blocks are dropped, and a final assistant message (the prefix a
-  ``pause_turn`` continues from) loses its trailing whitespace.
+- empty and whitespace-only text blocks are dropped (the API refuses them: a model's
+  ``"\n\n"`` before its ``tool_use`` would fail every later request), and a final
+  assistant message (the prefix a ``pause_turn`` continues from) loses its trailing
+  whitespace; a request whose last message is a user message with nothing to send
+  (no text but whitespace, no image or file), or with no messages at all, fails before
+  it is sent (:func:`check_sendable`).
 
 Blocks the provider ran itself (the MCP connector's ``mcp_tool_use`` and
 ``mcp_tool_result``, ``server_tool_use`` and its ``*_tool_result``) and any
@@ -56,7 +60,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from .._errors import ProviderError, ToolOptionError
 from .._media import audio_not_sent, hears_audio
@@ -125,6 +129,11 @@ def _text(text: str) -> Block:
     return Block(dumps({"type": "text", "text": text}), text)
 
 
+def _said(text: str | None) -> TypeGuard[str]:
+    """Whether ``text`` goes as a text block: the API refuses an empty or whitespace-only one."""
+    return bool(text and not text.isspace())
+
+
 def piece(message: Message) -> Piece:
     """One neutral message -> its role and content blocks."""
     if isinstance(message, ChatMessage):
@@ -132,14 +141,14 @@ def piece(message: Message) -> Piece:
             return Piece("system", (), message.content)
         role = "assistant" if message.role == "assistant" else "user"
         blocks = _own_blocks(message.items)
-        if message.content and not _cited(message.items):
+        if _said(message.content) and not _cited(message.items):
             blocks.append(_text(message.content))
         if role == "user":
             blocks.extend(Block(dumps(part_block(p, n))) for n, p in enumerate(message.parts, 1))
         return _piece(role, blocks)
     if isinstance(message, AssistantToolCallMessage):
         blocks = _own_blocks(message.items)
-        if message.content and not _cited(message.items):
+        if _said(message.content) and not _cited(message.items):
             blocks.append(_text(message.content))
         blocks.extend(_tool_use(c) for c in message.tool_calls if not c.hosted)
         return _piece("assistant", blocks)
@@ -148,7 +157,7 @@ def piece(message: Message) -> Piece:
             return _piece("user", [])
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id}
         if message.parts:
-            content = [{"type": "text", "text": message.content}] if message.content else []
+            content = [{"type": "text", "text": message.content}] if _said(message.content) else []
             block["content"] = content + [part_block(p, n) for n, p in enumerate(message.parts, 1)]
         elif message.content:
             block["content"] = message.content
@@ -173,6 +182,8 @@ def _own_blocks(items: Sequence[ProviderItem]) -> list[Block]:
         if item.api != "anthropic":
             continue
         if item.type == "text":  # a cited text block: its citations as the API takes them
+            if not str(item.raw.get("text") or "").strip():
+                continue  # refused as it is, and it says nothing
             block = {**item.raw, "citations": [_citation(c) for c in item.citations] or None}
             out.append(Block(dumps(block), str(item.raw.get("text") or "")))
         else:
@@ -339,6 +350,27 @@ def _tool_use(call: ToolCall) -> Block:
     return Block(
         dumps({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments})
     )
+
+
+def check_sendable(messages: Sequence[Message], pieces: Sequence[Piece]) -> None:
+    """Refuse, before sending, a request Anthropic would refuse for having nothing to say.
+
+    Raises:
+        ValueError: No message has content (``ask("")``), or the last message is a user
+            message with no text but whitespace and no image or file (sent, the request
+            would end on the model's own turn: a prefill it continues, not a question).
+    """
+    if not any(p.blocks for p in pieces if p.system is None):
+        raise ValueError(
+            "anthropic: nothing to send: the messages hold no text (Anthropic refuses an "
+            "empty or whitespace-only message); ask something"
+        )
+    last = messages[-1]
+    if isinstance(last, ChatMessage) and last.role == "user" and not pieces[-1].blocks:
+        raise ValueError(
+            "anthropic: the last user message is empty or whitespace only, which Anthropic "
+            "refuses; ask something"
+        )
 
 
 _OPEN = {"user": b'{"role":"user","content":[', "assistant": b'{"role":"assistant","content":['}
@@ -718,6 +750,7 @@ __all__ = [
     "cached_messages",
     "cached_system",
     "cached_tools",
+    "check_sendable",
     "messages_json",
     "output_config",
     "parse_message",

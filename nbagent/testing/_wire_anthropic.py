@@ -157,6 +157,7 @@ def check_messages(body: Mapping[str, Any]) -> WireError | None:
         return _invalid("messages: Field required")
     error = (
         check_cache(body)
+        or _check_text(messages)
         or _check_ids(messages)
         or _check_thinking(body, messages)
         or _check_citations(messages)
@@ -210,6 +211,36 @@ def check_messages(body: Mapping[str, Any]) -> WireError | None:
                     "in the next message."
                 )
         previous_uses = uses if role == "assistant" else []
+    return None
+
+
+def _check_text(messages: list[Any]) -> WireError | None:
+    """No messages, a message with no content, an empty or whitespace-only text block
+    (in a message or a ``tool_result``'s content): the API's 400s."""
+    if not messages:
+        return _invalid("messages: at least one message is required")
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            continue
+        content = message.get("content")
+        final = i == len(messages) - 1 and message.get("role") == "assistant"
+        if content in ("", []) and not final:
+            return _invalid(
+                f"messages.{i}: all messages must have non-empty content except for the "
+                "optional final assistant message"
+            )
+        blocks = _blocks(message)
+        for block in list(blocks):
+            inner = block.get("content") if block.get("type") == "tool_result" else None
+            if isinstance(inner, list):
+                blocks += [b for b in inner if isinstance(b, Mapping)]
+        texts: list[Any] = [content] if isinstance(content, str) else []
+        texts += [b.get("text") for b in blocks if b.get("type") == "text"]
+        for text in texts:
+            if text == "" and not final:
+                return _invalid("messages: text content blocks must be non-empty")
+            if isinstance(text, str) and text and text.isspace():
+                return _invalid("messages: text content blocks must contain non-whitespace text")
     return None
 
 
