@@ -180,7 +180,9 @@ def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = Non
             or an answer gave some; a turn asked for a structured answer whose type
             the test cannot import (defined in a notebook), or of a type the chat
             no longer holds (an earlier turn's, other than the latest turn's); a
-            hosted MCP server's URL carries what may be a secret in its query.
+            hosted MCP server's URL carries what may be a secret in its query; the
+            chat's requests were made with different system prompts or models (a fork
+            with ``system=`` or ``model=`` after step 0 shares its parent's requests).
     """
     path = Path(path)
     if path.suffix != ".py":
@@ -192,6 +194,7 @@ def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = Non
             "this process has them, and a chat loaded from a store (Chat.load) has none; "
             "export the chat that ran, in its process"
         )
+    _one_system_and_model(chat, recordings)
     turns: list[str] = []
     turn_numbers: list[int] = []
     for m in chat.transcript:
@@ -356,6 +359,45 @@ def _stopped(status: str) -> str:
         "ready": "after its last decisions, before complete() carried on",
         "budget_exhausted": "with its budget spent",
     }.get(status, f"with status {status!r}")
+
+
+def _one_system_and_model(chat: Any, recordings: dict[int, Any]) -> None:
+    """Refuse a chat whose requests were made with other system prompts or models than its
+    own now (a fork with ``system=`` or ``model=`` after step 0 shares its parent's): the
+    test sets the chat's one system prompt and model, so they could never be replayed."""
+    provider = chat.provider
+    model = f"{provider.name}/{provider.model}"
+    system = _digest(chat.system)
+    models = {model}
+    systems = {system}
+    for rec in recordings.values():
+        fp = rec.fingerprint
+        if fp.get("model"):
+            models.add(str(fp["model"]))
+        recorded = (fp.get("options") or {}).get("system")
+        if recorded is not None:
+            systems.add(recorded)
+    mixed = [
+        f"{len(kinds)} {what}"
+        for what, kinds in (("system prompts", systems), ("models", models))
+        if len(kinds) > 1
+    ]
+    if not mixed:
+        return
+    parent = getattr(chat, "parent", None)
+    how = (
+        f"a fork with {parent.change}= at step {parent.step}, which shares its parent's "
+        f"requests up to that step"
+        if parent is not None and parent.change in ("system", "model")
+        else "its system prompt or model changed between its requests"
+    )
+    raise ValueError(
+        f"to_pytest cannot export this chat: its requests were made with {' and '.join(mixed)} "
+        f"({how}), and its test asks every request with one (the chat's own now), so the "
+        "others could never be replayed. Export a chat whose every request used the same: "
+        "the parent, or a fork made at step=0 with system= or model= (all of its requests "
+        "are its own)"
+    )
 
 
 def _outputs(
