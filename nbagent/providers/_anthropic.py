@@ -34,7 +34,7 @@ from ._anthropic_wire import (
     tool_choice,
     tools_json,
 )
-from ._base import DeltaSink, ModelRequest
+from ._base import DeltaSink, ModelRequest, checked_max_tokens
 from ._catalog import warn_if_unknown
 from ._clients import client_key, sync_client
 from ._direct import DirectPost, direct_post
@@ -95,7 +95,7 @@ class AnthropicProvider(SDKProvider):
         require("anthropic", "AnthropicProvider (Claude models)")
         import anthropic
 
-        self.max_tokens = max_tokens
+        self.max_tokens = checked_max_tokens(max_tokens, optional=False)  # the API needs one
         self.extra_body = dict(extra_body or {})
         self._client_kwargs = client_options(client_kwargs, max_retries, timeout)
         release = shared = None

@@ -156,7 +156,8 @@ class ModelRequest:
         stream: Stream the response.
         on_delta: Receives :class:`StreamDelta` values while a response streams
             (not part of the value: left out of equality and repr).
-        max_tokens: Output token limit (default: the provider's own).
+        max_tokens: Output token limit, a positive int (default: the provider's own);
+            anything else fails here (``TypeError`` or ``ValueError``), before any request.
         hosted: Provider-hosted tools (:class:`~nbagent.HostedMCP`); an adapter
             whose API cannot host them raises :class:`~nbagent.ToolOptionError`.
         output: The structured answer asked for (``chat.ask(output=...)``); an
@@ -184,11 +185,30 @@ class ModelRequest:
     cache: bool = False
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "max_tokens", checked_max_tokens(self.max_tokens))
         object.__setattr__(self, "messages", tuple(self.messages))
         object.__setattr__(self, "tools", tuple(map(as_spec, self.tools)))
         object.__setattr__(self, "hosted", tuple(self.hosted))
         if self.output is not None and not isinstance(self.output, Output):
             object.__setattr__(self, "output", as_output(self.output))
+
+
+def checked_max_tokens(value: Any, what: str = "max_tokens", *, optional: bool = True) -> Any:
+    """``value`` as an output token limit: a positive int (``None`` where ``optional``).
+
+    Raises:
+        TypeError: Not an int (a bool, a float, a str such as ``"100"``), or ``None``
+            where a limit is required.
+        ValueError: An int below 1.
+    """
+    if value is None and optional:
+        return None
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        need = "a positive int" + (" or None" if optional else "")
+        raise TypeError(f"{what} must be {need}; got {type(value).__name__} {value!r:.40}")
+    if value < 1:
+        raise ValueError(f"{what} must be at least 1 (an output token limit); got {value}")
+    return int(value)
 
 
 _MESSAGE_TYPES = "ChatMessage, AssistantToolCallMessage or ToolResultMessage"
@@ -307,7 +327,9 @@ def tool_request(
             ``max_tokens``, ``output``, ``reasoning``...).
 
     Raises:
-        TypeError: A message or tool of the wrong shape, or an unknown option.
+        TypeError: A message or tool of the wrong shape, an unknown option, or a
+            ``max_tokens`` that is not an int.
+        ValueError: A ``max_tokens`` below 1.
     """
     unknown = sorted(set(options) - set(_REQUEST_FIELDS))
     if unknown:
@@ -382,6 +404,7 @@ class CompleteWithToolsMixin:
         Raises:
             TypeError: A message, a tool or an option of the wrong shape (before
                 any request is sent).
+            ValueError: An option's value out of range (``max_tokens`` below 1).
             ModelNotSupportedError: The model is known not to support tools
                 (also a ``NotImplementedError``), before any request is sent.
             ProviderError: The request failed.

@@ -32,7 +32,7 @@ from .._optional import require
 from .._output import Output
 from .._reasoning import effort_of
 from .._types import LLMToolResponse, Part
-from ._base import DeltaSink, ModelRequest
+from ._base import DeltaSink, ModelRequest, checked_max_tokens
 from ._catalog import warn_if_unknown
 from ._clients import client_key, sync_client
 from ._errors import scrub, sdk_errors
@@ -145,7 +145,7 @@ class OpenAIProvider(SDKProvider):
             compatible = not is_openai_host(url)
         self.api: Api = api
         self.compatible = compatible
-        self.max_tokens = max_tokens
+        self.max_tokens = checked_max_tokens(max_tokens)
         self.extra_body = dict(extra_body or {})
         self._client_kwargs = client_options(client_kwargs, max_retries, timeout)
         release = shared = None

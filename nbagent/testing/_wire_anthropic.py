@@ -156,7 +156,8 @@ def check_messages(body: Mapping[str, Any]) -> WireError | None:
     if not isinstance(messages, list):
         return _invalid("messages: Field required")
     error = (
-        check_cache(body)
+        _check_max_tokens(body)
+        or check_cache(body)
         or _check_text(messages)
         or _check_ids(messages)
         or _check_thinking(body, messages)
@@ -211,6 +212,18 @@ def check_messages(body: Mapping[str, Any]) -> WireError | None:
                     "in the next message."
                 )
         previous_uses = uses if role == "assistant" else []
+    return None
+
+
+def _check_max_tokens(body: Mapping[str, Any]) -> WireError | None:
+    """``max_tokens``: required, an integer of at least 1."""
+    if "max_tokens" not in body:
+        return _invalid("max_tokens: Field required")
+    limit = body["max_tokens"]
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        return _invalid("max_tokens: Input should be a valid integer")
+    if limit < 1:
+        return _invalid("max_tokens: Input should be greater than or equal to 1")
     return None
 
 

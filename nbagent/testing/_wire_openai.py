@@ -108,8 +108,29 @@ def inline_error(api: str, err: WireError, *, stream: bool, final: Payload, seq:
 # -- strict checks -----------------------------------------------------------
 
 
+def _check_limit(body: Mapping[str, Any], name: str, least: int) -> WireError | None:
+    """An output token limit: an integer of at least ``least`` (or left out, or null)."""
+    limit = body.get(name)
+    if limit is None:
+        return None
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        kind = {str: "a string", float: "a decimal"}.get(type(limit), type(limit).__name__)
+        message = f"Invalid type for '{name}': expected an integer, but got {kind} instead."
+        return WireError(400, message, "invalid_request_error", "invalid_type", name)
+    if limit < least:
+        message = (
+            f"Invalid '{name}': integer below minimum value. Expected a value >= {least}, "
+            f"but got {limit} instead."
+        )
+        return WireError(400, message, "invalid_request_error", "integer_below_min_value", name)
+    return None
+
+
 def check_chat(body: Mapping[str, Any]) -> WireError | None:
     """The 400s Chat Completions answers for malformed tool transcripts."""
+    for name in ("max_tokens", "max_completion_tokens"):
+        if error := _check_limit(body, name, 1):
+            return error
     tools = body.get("tools")
     for option in ("tool_choice", "parallel_tool_calls"):
         if body.get(option) is not None and not tools:
@@ -188,6 +209,8 @@ def _first_repeat(ids: list[str]) -> str | None:
 
 def check_responses(body: Mapping[str, Any]) -> WireError | None:
     """The 400s the Responses API answers for unpaired function calls and approvals."""
+    if error := _check_limit(body, "max_output_tokens", 16):  # 16: the API's minimum
+        return error
     items = body.get("input")
     if not isinstance(items, list):
         return None
