@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from .._errors import ToolOptionError
 from .._hosted import HostedTool
 from .._output import Output, as_output
 from .._schema import NAME_RE
@@ -330,6 +331,8 @@ def tool_request(
         TypeError: A message or tool of the wrong shape, an unknown option, or a
             ``max_tokens`` that is not an int.
         ValueError: A ``max_tokens`` below 1.
+        ToolOptionError: A ``tool_choice`` naming no tool in ``tools`` (or ``"required"``
+            with none).
     """
     unknown = sorted(set(options) - set(_REQUEST_FIELDS))
     if unknown:
@@ -353,7 +356,29 @@ def tool_request(
         )
     checked = tuple(_checked_message(m, i) for i, m in enumerate(_sequence(messages, "messages")))
     specs = tuple(as_spec(t) for t in _sequence(tools, "tools"))
+    _check_choice(choice, [s.name for s in specs], bool(options.get("hosted")))
     return ModelRequest(checked, system=system, tools=specs, **options)
+
+
+def _check_choice(choice: str, names: list[str], hosted: bool) -> None:
+    """A forced choice names one of the tools sent (as the chat refuses one it does not have).
+
+    Raises:
+        ToolOptionError: A tool name not among ``tools``, or ``"required"`` with no tools.
+    """
+    if choice in ("auto", "none"):
+        return
+    if choice == "required":
+        if not names and not hosted:
+            raise ToolOptionError(
+                "tool_choice 'required' needs tools, but none were given (pass tools=)"
+            )
+        return
+    if choice not in names:
+        raise ToolOptionError(
+            f"tool_choice {choice!r} is not one of the tools given: {sorted(names)} "
+            "(pass its definition in tools=, or 'auto', 'required' or 'none')"
+        )
 
 
 class _Completes(Protocol):
@@ -404,7 +429,9 @@ class CompleteWithToolsMixin:
         Raises:
             TypeError: A message, a tool or an option of the wrong shape (before
                 any request is sent).
-            ValueError: An option's value out of range (``max_tokens`` below 1).
+            ValueError: An option's value out of range (``max_tokens`` below 1); a
+                :class:`~nbagent.ToolOptionError` (a ``ValueError``) for a
+                ``tool_choice`` naming a tool not in ``tools``.
             ModelNotSupportedError: The model is known not to support tools
                 (also a ``NotImplementedError``), before any request is sent.
             ProviderError: The request failed.
