@@ -95,12 +95,39 @@ def test_a_fork_with_other_arguments_keeps_the_originals_result(where: str, tmp_
     assert RUNS == {1: 1, 99: 1}
     assert list(again.log["replayed"]) == [True]
     assert again.tool_calls[0].result.content.endswith("refunded 1")  # type: ignore[union-attr]
-    if where == "store":
-        return  # a store has no key for a fork's shared step: the fork's run is not found
-    # the fork's run is kept too: a rerun with its edit runs nothing either
+    # the fork's run is kept too (a store finds it through the fork's parent: the shared
+    # step has no request of the fork's): a rerun with its edit runs nothing either
     edited = _run(kw(), {"order_id": 99})
     assert RUNS == {1: 1, 99: 1}
     assert edited.tool_calls[0].result.content.endswith("refunded 99")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_a_stored_notebook_of_forks_rerun_runs_nothing(
+    engine: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A notebook (a chat, its fork with other arguments, that fork's fork) rerun in a fresh
+    kernel with only the store: every call is answered from the store."""
+    store = (
+        str(tmp_path / "c.db") if engine == "sqlite" else request.getfixturevalue("postgres_dsn")
+    )
+
+    def notebook() -> list[str]:
+        PROCESS.clear()
+        chat = _run({"store": store})
+        fork = chat.fork(chat.tool_calls[0], arguments={"order_id": 99})
+        fork.complete()
+        again = fork.fork(fork.tool_calls[0], arguments={"order_id": 7})
+        again.complete()
+        out = [c.tool_calls[0].result.content for c in (chat, fork, again)]  # type: ignore[union-attr]
+        for c in (chat, fork, again):
+            c.close()
+        return out
+
+    first = notebook()
+    assert RUNS == {1: 1, 99: 1, 7: 1}
+    assert notebook() == first
+    assert RUNS == {1: 1, 99: 1, 7: 1}
 
 
 @pytest.mark.parametrize("where", ["folder", "store", "memory"])

@@ -2261,7 +2261,9 @@ class SQLStore:
         ``call_id`` may name the arguments too (a :func:`~nbagent._recording.result_slot`,
         what a chat looks up): then the latest run with those arguments (a person's or a
         fork's edit, else the model's), so a run with other arguments (an edited rerun, a
-        fork) never stands for it.
+        fork) never stands for it; a fork's run of a call its parent's response asked for
+        (a shared step, which has no request of the fork's) is found through the parent
+        links (:meth:`_fork_runs`).
         """
         call_id, digest = split_slot(call_id)
         with self._read() as conn:
@@ -2277,7 +2279,63 @@ class SQLStore:
             for row in rows:
                 if digest is None or arguments_digest(_ran_with(row)) == digest:
                     return _stored_call(row, conn)
+            if digest is None:
+                return None
+            for row in self._fork_runs(conn, key, call_id):
+                if arguments_digest(_ran_with(row)) == digest:
+                    return _stored_call(row, conn)
             return None
+
+    _FORK_DEPTH = 32  # forks of forks followed (a fork's chain is rarely deeper)
+    _CHUNK = 500  # ids per IN (...) list
+
+    def _fork_runs(self, conn: Any, key: str, call_id: str) -> list[Any]:
+        """The runs of ``call_id`` by forks at a step whose request had ``key`` (newest first).
+
+        A fork shares its parent's steps up to its fork point (``chats.fork``'s ``step``)
+        with no request of its own for them, so its run of a call of a shared response (a
+        fork with other arguments) has no ``model_requests`` row with the key: found
+        through the parent links (forks of forks too)."""
+        frontier = set(
+            conn.execute("SELECT chat_id, step FROM model_requests WHERE key = ?", (key,))
+        )
+        found: set[tuple[str, int]] = set()
+        for _ in range(self._FORK_DEPTH):
+            parents = sorted({chat for chat, _ in frontier})
+            steps: dict[str, list[int]] = {}
+            for chat, step in frontier:
+                steps.setdefault(chat, []).append(int(step))
+            reached: set[tuple[str, int]] = set()
+            for i in range(0, len(parents), self._CHUNK):
+                chunk = parents[i : i + self._CHUNK]
+                for fork_id, parent_id, fork in conn.execute(
+                    "SELECT id, parent_id, fork FROM chats WHERE parent_id IN "
+                    f"({', '.join('?' * len(chunk))})",
+                    chunk,
+                ).fetchall():
+                    point = (codec.loads(fork) or {}).get("step") if fork else None
+                    if not isinstance(point, int):
+                        continue
+                    reached.update((fork_id, s) for s in steps[parent_id] if s <= point)
+            frontier = reached - found
+            if not frontier:
+                break
+            found |= frontier
+        if not found:
+            return []
+        chats = sorted({chat for chat, _ in found})
+        rows: list[Any] = []
+        for i in range(0, len(chats), self._CHUNK):
+            chunk = chats[i : i + self._CHUNK]
+            rows += conn.execute(
+                f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE call_id = ? AND chat_id IN "
+                f"({', '.join('?' * len(chunk))}) "
+                "AND status IN ('ok', 'error', 'timed_out')",
+                [call_id, *chunk],
+            ).fetchall()
+        rows = [r for r in rows if (r[0], int(r[11])) in found]
+        rows.sort(key=lambda r: (r[14] is not None, r[14] or ""), reverse=True)  # newest first
+        return rows
 
     # -- batches (BatchStore) ----------------------------------------------------------
     def add_batch_chat(self, batch_id: str, key: str, chat_id: str) -> str:
