@@ -951,7 +951,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         twice (the model read it twice, after its own tool rounds an invitation to do the
         work again, and the transcript kept both).
         """
-        last: Message | None = None
+        last: ChatMessage | None = None
         for m in reversed(self._messages):
             if isinstance(m, ChatMessage):
                 if m.role == "user":
