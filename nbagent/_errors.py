@@ -47,7 +47,23 @@ E = TypeVar("E", bound=BaseException)
 
 
 class NBAgentError(Exception):
-    """Base class of every nbagent error."""
+    """Base class of every nbagent error.
+
+    Every one pickles whole (message and attributes), whatever its constructor takes: a
+    batch's worker process, Ray or ``multiprocessing`` sends it back as it was raised.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuilt, (type(self), self.args, self.__dict__))
+
+
+def _rebuilt(cls: type[NBAgentError], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+    """An unpickled :class:`NBAgentError`: made without its constructor (whose arguments are
+    not its ``args``), then given its message and attributes back."""
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class ToolDefinitionError(NBAgentError, ValueError):
@@ -169,15 +185,18 @@ class OutputValidationError(NBAgentError, ValueError):
         output: The name of the output type.
     """
 
-    def __init__(self, output: str, raw: str, errors: Sequence[str]):
+    def __init__(self, output: str, raw: str, errors: Sequence[str], *, retried: bool = True):
         self.output = output
         self.raw = raw
         self.errors = list(errors)
         shown = raw if len(raw) <= 300 else raw[:297] + "..."
+        after, kept = (
+            (" (after one retry)", "both answers are") if retried else ("", "the answer is")
+        )
         super().__init__(
-            f"the model's answer does not match {output} (after one retry): "
+            f"the model's answer does not match {output}{after}: "
             + "; ".join(self.errors)
-            + f"\nraw answer: {shown!r}\n(both answers are kept in chat.transcript)"
+            + f"\nraw answer: {shown!r}\n({kept} kept in chat.transcript)"
         )
 
 

@@ -502,7 +502,9 @@ class LoopMixin(ChatCore):
                     events.extend(self._append(message))
                     if invalid is not None and response.stop_reason in _CUT_OFF:
                         # cut off by a limit: a paid retry would be cut off too
-                        invalid = _cut_off(invalid, response.stop_reason, self.provider)
+                        invalid = _cut_off(
+                            invalid, response.stop_reason, self.provider, self._output_retried
+                        )
                     elif invalid is not None and not self._output_retried:
                         self._output_retried = True  # once per turn: tell the model what was wrong
                         retry = ChatMessage("user", retry_text(invalid), turn=self._turn)
@@ -920,10 +922,13 @@ def _waiting_before(calls: Sequence[ToolCall], c: ToolCall) -> tuple[str, ...]:
 _CUT_OFF = ("max_tokens", "context_window")
 
 
-def _cut_off(error: OutputValidationError, stop: str, provider: Any) -> OutputValidationError:
+def _cut_off(
+    error: OutputValidationError, stop: str, provider: Any, retried: bool
+) -> OutputValidationError:
     """``error`` of a structured answer the model stopped writing at a limit (``stop``),
     saying so: not sent back for a retry, which the same limit would cut off again (the
-    answer is invalid because it is unfinished, so its JSON error alone misleads)."""
+    answer is invalid because it is unfinished, so its JSON error alone misleads).
+    ``retried``: this answer was itself the turn's retry (then both answers are kept)."""
     if stop == "max_tokens":
         limit = getattr(provider, "max_tokens", None)
         at = f" ({limit} tokens)" if isinstance(limit, int) else ""
@@ -938,14 +943,7 @@ def _cut_off(error: OutputValidationError, stop: str, provider: Any) -> OutputVa
             "context_window); not retried, as a retry would be cut off too: shorten the "
             "conversation or use a model with a larger context window"
         )
-    cut = OutputValidationError(error.output, error.raw, [why, *error.errors])
-    shown = error.raw if len(error.raw) <= 300 else error.raw[:297] + "..."
-    cut.args = (  # the class's message says "after one retry": this one had none
-        f"the model's answer does not match {error.output}: {why}; "
-        + "; ".join(error.errors)
-        + f"\nraw answer: {shown!r}\n(the answer is kept in chat.transcript)",
-    )
-    return cut
+    return OutputValidationError(error.output, error.raw, [why, *error.errors], retried=retried)
 
 
 def retry_text(error: OutputValidationError) -> str:

@@ -69,8 +69,9 @@ def test_a_retry_cut_off_says_so_too() -> None:
         [reply("not json"), reply('{"city": "Os', stop_reason="max_tokens")]
     )
     chat = Chat(provider=provider, display=False)
-    with pytest.raises(OutputValidationError, match="cut off at the output token limit"):
+    with pytest.raises(OutputValidationError, match="cut off at the output token limit") as caught:
         chat.ask("weather?", output=Forecast)
+    assert "both answers are kept" in str(caught.value)  # this one was the retry
     assert len(provider.requests) == 2  # the invalid answer retried once, then cut off
     assert [m.role for m in chat.transcript] == ["user", "assistant", "user", "assistant"]
 
