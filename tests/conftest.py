@@ -10,6 +10,15 @@ import nbagent
 from nbagent import _config
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    # after pytest's own unraisable hook is in place: an unclosed socket's report says where
+    # it was opened (tests/_sockets.py)
+    import _sockets
+
+    _sockets.install()
+
+
 @pytest.fixture(autouse=True)
 def _isolate(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for var in (
