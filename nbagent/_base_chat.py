@@ -888,6 +888,11 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         check_parts = getattr(self.provider, "check_parts", None)
         if parts and check_parts is not None:
             check_parts(parts)  # too large / unsupported fails here, before any request
+        if not text.strip() and not parts and not before:
+            raise ValueError(
+                "ask() needs a question: the text is empty (to go on with the chat as it "
+                "stands, use chat.complete())"
+            )
         spec = as_output(output) if output is not None else None
         check = getattr(self.provider, "check_output", None)
         if spec is not None and check is not None:

@@ -632,7 +632,6 @@ class MessageStream:
         self.usage: dict[str, Any] = {}
         self.stop: str | None = None
         self.details: Any = None
-        self.done = False
         self.ncalls = 0
 
     def feed(self, event: dict[str, Any]) -> None:
@@ -650,8 +649,6 @@ class MessageStream:
             self.stop = delta.get("stop_reason") or self.stop
             self.details = delta.get("stop_details") or self.details
             self._add_usage(event.get("usage"))
-        elif kind == "message_stop":
-            self.done = True
         elif kind == "error":
             raise _stream_error(event.get("error"), self.provider)
 

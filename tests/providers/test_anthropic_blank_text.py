@@ -76,27 +76,26 @@ def test_the_strict_fake_refuses_whitespace_only_and_empty_text_as_the_api_does(
     client.close()
 
 
+@pytest.mark.parametrize("kind", ["anthropic", "chat", "responses"])
 @pytest.mark.parametrize("question", ["", "   ", " \n\t"])
-def test_an_empty_question_to_anthropic_fails_before_sending_and_the_chat_goes_on(
-    server: FakeLLMServer, question: str
+def test_an_empty_question_fails_before_anything_is_added_and_the_chat_goes_on(
+    server: FakeLLMServer, question: str, kind: str
 ) -> None:
+    """Anthropic refuses a blank user turn (and a blank one after an answer would end the
+    request on the model's own turn); a blank question means nothing on any API: refused
+    by the chat before it is added or sent, the chat going on."""
     server.script(["first", "second"])
-    provider = make_provider("anthropic", server)
+    provider = make_provider(kind, server)
     chat = nbagent.Chat(provider=provider, display=False)
-    with pytest.raises(ValueError, match=r"anthropic: .*(empty|whitespace)"):
+    with pytest.raises(ValueError, match=r"ask\(\) needs a question"):
         chat.ask(question)
-    assert server.requests == []
+    assert server.requests == [] and chat.transcript == ()
     assert chat.ask("Hello?").content == "first"
-    # after an answer, a blank question would end the request on the model's own turn
-    with pytest.raises(ValueError, match="last user message is empty or whitespace"):
-        chat.ask(question or " ")
-    assert len(server.requests) == 1
+    with pytest.raises(ValueError, match=r"ask\(\) needs a question"):
+        chat.ask_later(question or " ")
+    assert len(server.requests) == 1 and len(chat.transcript) == 2
     assert chat.ask("Again?").content == "second"
-    assert [m["role"] for m in server.requests[-1].body["messages"]] == [
-        "user",
-        "assistant",
-        "user",
-    ]
+    assert [m.role for m in chat.transcript] == ["user", "assistant", "user", "assistant"]
     provider.close()
 
 
@@ -107,4 +106,21 @@ def test_a_blank_text_beside_an_image_is_dropped_not_refused(server: FakeLLMServ
     assert chat.ask("  ", images=[png()]).content == "a red square"
     (message,) = server.requests[0].body["messages"]
     assert [b["type"] for b in message["content"]] == ["image"]
+    provider.close()
+
+
+def test_the_anthropic_provider_itself_refuses_a_blank_request_before_sending(
+    server: FakeLLMServer,
+) -> None:
+    """Called directly (``complete_with_tools``, no chat to refuse the question first)."""
+    from nbagent import ChatMessage
+
+    server.script(["first"])
+    provider = make_provider("anthropic", server)
+    with pytest.raises(ValueError, match="anthropic: nothing to send"):
+        provider.complete_with_tools(messages=[ChatMessage("user", "  ")])
+    answered = [ChatMessage("user", "hi"), ChatMessage("assistant", "hello")]
+    with pytest.raises(ValueError, match="last user message is empty or whitespace"):
+        provider.complete_with_tools(messages=[*answered, ChatMessage("user", "\n")])
+    assert server.requests == []
     provider.close()
