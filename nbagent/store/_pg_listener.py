@@ -9,8 +9,12 @@ is a task on nbagent's background loop (psycopg's ``AsyncConnection`` and its
 ``notifies()``: no thread of its own) that pushes the chat ids to the store's
 follower (:mod:`nbagent.store._follow`). If the connection is lost (a
 restart, a terminated backend, a network cut) it connects again with backoff
-and then reports the decisions recorded meanwhile (ids above the last one it
-saw). It holds the store only weakly (its ``connect`` method): a store dropped
+and then reports the decisions recorded meanwhile: those above the last id it
+saw, and those below it that it never saw (a serial id is taken at the insert,
+not at the commit: a decision whose transaction began first may commit after a
+later one was announced, while nobody listened). To be sure, every follower then
+looks at every chat it follows once (:meth:`~nbagent.store._follow.Follower.missed`).
+It holds the store only weakly (its ``connect`` method): a store dropped
 without ``close()`` stops it.
 """
 
@@ -30,6 +34,40 @@ from . import _pg_migrations as migrations
 from ._follow import Follower
 
 
+class _Seen:
+    """The ids of one table (``decisions``, ``input_answers``) announced so far: the highest,
+    and the holes below it (ids not seen yet: a transaction that took its id before one
+    announced and has not committed, or one rolled back). At most :attr:`HOLES` holes are
+    kept, the highest (a hole that old is a rollback's, as good as sure)."""
+
+    HOLES = 4096
+
+    def __init__(self, last: int | None):
+        self.last = last  # None: the newest when it first listens (nothing before)
+        self.holes: set[int] = set()
+
+    def note(self, id_: int) -> bool:
+        """``id_`` was announced (or read): whether it is news (not seen before)."""
+        if self.last is None or id_ > self.last:
+            if self.last is not None:
+                self.holes.update(range(max(self.last + 1, id_ - self.HOLES), id_))
+                if len(self.holes) > self.HOLES:
+                    self.holes = set(sorted(self.holes)[-self.HOLES :])
+            self.last = id_
+            return True
+        if id_ in self.holes:
+            self.holes.discard(id_)
+            return True
+        return False
+
+    def missed_query(self, table: str) -> tuple[str, tuple[Any, ...]]:
+        """Rows committed while nobody listened: above the last id, or in a hole."""
+        return (
+            f"SELECT id, chat_id FROM {table} WHERE id > %s OR id = ANY(%s) ORDER BY id",
+            (self.last, sorted(self.holes)),
+        )
+
+
 class Listener:
     """One ``LISTEN`` connection of a store, a task on the background loop, pushing to its
     followers; decisions are reported from ``last_id`` on (those above it recorded before
@@ -47,8 +85,9 @@ class Listener:
         self._connect = weakref.WeakMethod(connect)
         self._watches: set[Follower] = set()
         self._lock = threading.Lock()
-        self._last_id = last_id  # None: the newest when it first listens (nothing before)
-        self._last_answer = last_answer  # answers to inputs (input_answers), their own ids
+        self._decisions = _Seen(last_id)
+        self._answers = _Seen(last_answer)  # answers to inputs (input_answers), their own ids
+        self._listened = False  # LISTEN held once: a later one follows a connection lost
         self.listening = threading.Event()  # set once LISTEN holds (and at each reconnection)
         self.rules = 0
         """Moves at each rule change committed anywhere (m017 announces them) and each time
@@ -87,6 +126,12 @@ class Listener:
         for w in watches:
             w.push(chat_ids)
 
+    def _missed(self) -> None:
+        with self._lock:
+            watches = list(self._watches)
+        for w in watches:
+            w.missed()
+
     async def _run(self) -> None:
         # Its first step always runs, even when stopped at once: a cancel reaches a task
         # started by ``spawn`` only after that step, so ``_ended`` is always set.
@@ -116,32 +161,25 @@ class Listener:
         del connect
         try:
             await conn.execute(f"LISTEN {migrations.CHANNEL}")
-            if self._last_id is None or self._last_answer is None:
+            if self._decisions.last is None or self._answers.last is None:
                 cur = await conn.execute(
                     "SELECT (SELECT COALESCE(MAX(id), 0) FROM decisions), "
                     "(SELECT COALESCE(MAX(id), 0) FROM input_answers)"
                 )
                 newest = await cur.fetchone()
-                if self._last_id is None:
-                    self._last_id = int(newest[0])
-                if self._last_answer is None:
-                    self._last_answer = int(newest[1])
-            cur = await conn.execute(
-                "SELECT id, chat_id FROM decisions WHERE id > %s ORDER BY id", (self._last_id,)
-            )
-            rows = await cur.fetchall()
-            if rows:
-                self._last_id = int(rows[-1][0])
-                self._dispatch([r[1] for r in rows])
-            cur = await conn.execute(
-                "SELECT id, chat_id FROM input_answers WHERE id > %s ORDER BY id",
-                (self._last_answer,),
-            )
-            rows = await cur.fetchall()
-            if rows:
-                self._last_answer = int(rows[-1][0])
-                self._dispatch([r[1] for r in rows])
+                if self._decisions.last is None:
+                    self._decisions.last = int(newest[0])
+                if self._answers.last is None:
+                    self._answers.last = int(newest[1])
+            for seen, table in ((self._decisions, "decisions"), (self._answers, "input_answers")):
+                cur = await conn.execute(*seen.missed_query(table))
+                news = [str(chat) for id_, chat in await cur.fetchall() if seen.note(int(id_))]
+                if news:
+                    self._dispatch(news)
             self.rules += 1  # a rule changed while it did not listen is read at the next look
+            if self._listened:  # what else was missed while it did not listen: every
+                self._missed()  # follower looks at its chats once
+            self._listened = True
             self.listening.set()
             async for note in conn.notifies():
                 self._note(note.payload)
@@ -157,12 +195,12 @@ class Listener:
                 self.rules += 1
                 return
             if "answer" in data:  # an answer to an input (m015)
-                self._last_answer = max(self._last_answer or 0, int(data["answer"]))
+                self._answers.note(int(data["answer"]))
             else:
-                self._last_id = max(self._last_id or 0, int(data["id"]))
+                self._decisions.note(int(data["id"]))
         except (ValueError, KeyError, TypeError):
             return
-        self._dispatch([chat_id])
+        self._dispatch([chat_id])  # news even if seen: a NOTIFY comes once per commit
 
 
 __all__ = ["Listener"]
