@@ -37,6 +37,10 @@ from typing import Any
 from .._errors import StoreError
 from ._sql import _failed, _Job
 
+CANCEL_GRACE = 1.0
+"""Seconds a cancelled chat waits for its group under way to end by itself before that
+group is cancelled on the server (a group waiting longer waits on something: a lock)."""
+
 
 class Sender:
     """One store's group commit on one event loop (see the module docstring).
@@ -53,13 +57,22 @@ class Sender:
         self._queue: list[tuple[_Job, asyncio.Future[None]]] = []
         self._task: asyncio.Task[None] | None = None
         self._closing = False  # close() came while a group was under way: closed after it
+        self._flying: list[_Job] = []  # the group on the wire
         self.conn: Any = None
 
     async def send(self, job: _Job) -> None:
         """Queue ``job`` for the next group and return once its group ended (``job.written``
-        says how; ``job.error`` holds what its writer should raise). Cancelled, it still
-        waits for that end, then raises: a job sent cannot be taken back, and its writer
-        must know whether it was written."""
+        says how; ``job.error`` holds what its writer should raise).
+
+        Cancelled (``asyncio.wait_for``, a task cancelled, the stop button), it raises once
+        it is known whether the job was written, and does not wait for ever on a server
+        that does not answer: a job still queued is taken out (not written); a job whose
+        group is under way is given :data:`CANCEL_GRACE` s to end (a group takes a round
+        trip: it commits, as it would have), and then that group is cancelled on the
+        server (``cancel_safe``: a statement waiting on a lock another session holds, for
+        ever with no ``lock_timeout``, stops), which rolls it back unless it committed
+        first (then it is ``written``). Either way its writer learns the truth, and the
+        group's other jobs, not written, are written again by their chats' usual path."""
         loop = asyncio.get_running_loop()
         ended: asyncio.Future[None] = loop.create_future()
         self._queue.append((job, ended))
@@ -68,16 +81,36 @@ class Sender:
         try:
             await asyncio.shield(ended)
         except asyncio.CancelledError:
-            with contextlib.suppress(BaseException):
+            with contextlib.suppress(BaseException):  # cancelled again: still the truth
+                if not ended.done():
+                    await self._withdraw(job, ended)
                 await ended
             raise
+
+    async def _withdraw(self, job: _Job, ended: asyncio.Future[None]) -> None:
+        """``job``'s sender was cancelled: take it out of the queue, or cancel its group on
+        the server (see :meth:`send`)."""
+        for i, (queued, _) in enumerate(self._queue):
+            if queued is job:
+                del self._queue[i]
+                job.settled = True  # not written (never sent)
+                ended.set_result(None)
+                return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(ended), CANCEL_GRACE)
+            return  # the group ended by itself
+        conn = self.conn
+        if conn is None or not any(j is job for j in self._flying):
+            return
+        with contextlib.suppress(Exception):  # no cancel: the group ends as it would have
+            await asyncio.shield(conn.cancel_safe(timeout=5.0))
 
     async def _run(self) -> None:
         """Send groups until nothing is queued: each takes every job queued so far."""
         try:
             while self._queue:
                 group, self._queue = self._queue, []
-                jobs = [job for job, _ in group]
+                jobs = self._flying = [job for job, _ in group]
                 try:
                     store = self._store()
                     if store is None or store.closed:
@@ -99,6 +132,7 @@ class Sender:
                         self._queue = []
                         raise
                 finally:
+                    self._flying = []
                     for job, ended in group:
                         job.settled = True
                         if not ended.done():
@@ -154,4 +188,4 @@ class Senders:
         self._by_loop.clear()
 
 
-__all__ = ["Sender", "Senders"]
+__all__ = ["CANCEL_GRACE", "Sender", "Senders"]
