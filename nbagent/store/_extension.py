@@ -120,6 +120,7 @@ from . import _codec as codec
 from ._follow import follow
 from ._process import LIVE_TOKENS, abandoned, new_owner
 from ._protocol import (
+    CallReset,
     ChatInfo,
     ChatRecord,
     Entry,
@@ -156,6 +157,9 @@ class StoreExtension(Extension):
         self._answered: set[str] = set()  # inputs answered by answer_input(), events to come
         self._running: set[str] = set()
         self._claimed: set[str] = set()  # claimed by catch_up, not started yet
+        # claims whose commit may have gone through though it failed (its answer was lost,
+        # its task cancelled): their tools have not started; reset if left unstarted
+        self._maybe_claimed: set[str] = set()
         self._owed = False  # a boundary was left to catch_up (the async driver's)
         self._orphans: dict[str, str | None] = {}  # in-doubt call id -> its dead owner
         self._rules_seen: set[tuple[str, str, str]] = set()  # stored rule changes applied
@@ -293,6 +297,7 @@ class StoreExtension(Extension):
         if self._closed:
             return
         try:
+            self._unclaim_unstarted()
             self.flush()
         except StoreConflictWarning:
             pass  # another process drives the chat: what it wrote stands
@@ -306,6 +311,7 @@ class StoreExtension(Extension):
         if self._closed:
             return
         try:
+            self._unclaim_unstarted()
             self.flush()
         except Exception as exc:
             lost = len(self._unwritten) + len(self._pending)
@@ -318,6 +324,38 @@ class StoreExtension(Extension):
                 )
         finally:
             self._release(later=True)
+
+    def _unclaim_unstarted(self) -> None:
+        """The chat is being closed: a claim of this chat's that its tool never used (a
+        round cancelled after its claim committed, a claim whose commit's answer was lost)
+        would stay ``running`` under this owner, and the next process to load the chat
+        would find it in doubt, "started at ..." for a tool that never ran. Each is made
+        runnable again with the chat's next write (the store's ``CallReset``: only if the
+        row is still ``running`` under this chat's own owner; a no-op for a claim that never
+        committed). Only calls this object never started: claimed and not taken by
+        :meth:`claim`, and not running here."""
+        host = self._host
+        if host is None or self.detached is not None:
+            return
+        with self._write_lock:
+            ids = self._claimed | self._maybe_claimed  # claim() took none of them
+            if not ids:
+                return
+            at = utcnow().isoformat()
+            resets: list[Entry] = []
+            for call in host.chat.tool_calls:
+                if call.id not in ids or call.status not in RUNNABLE_STATUSES:
+                    continue  # running or settled here: its row is the run's to finish
+                gated = call.approval is not None and call.approval.required
+                change = CallReset(call.id, "approved" if gated else "requested", self.owner)
+                resets.append(Entry(-1, "call_reset", at, None, change))
+            self._claimed -= ids
+            self._maybe_claimed -= ids
+            self._running -= ids
+            if resets:
+                with self._lock:
+                    self._batch()  # what was queued goes first
+                    self._unwritten.extend(resets)
 
     def fork_store(self) -> tuple[Store, Release | None]:
         """The store a fork made into this chat's store attaches to, and the fork's own lease
@@ -700,9 +738,10 @@ class StoreExtension(Extension):
         """
         if self.detached is not None:
             return False
-        if call.id in self._claimed:  # by catch_up, before its round
-            self._claimed.discard(call.id)
-            return True
+        with self._write_lock:  # not while close() makes unstarted claims runnable again
+            if call.id in self._claimed:  # by catch_up, before its round
+                self._claimed.discard(call.id)
+                return True
         return self._claim_now(call)
 
     def _claim_now(self, call: ToolCall) -> bool:
@@ -712,8 +751,10 @@ class StoreExtension(Extension):
                 result = self.store.claim(self.chat_id, call.id, self.owner, entries)
             except Exception as exc:
                 self._failure = exc
+                self._maybe_claimed.add(call.id)  # its commit may have gone through
                 self._schedule_retry()
                 raise self._claim_error(call, len(entries), exc) from exc
+            self._maybe_claimed.discard(call.id)
             self._wrote(len(entries))
         if result.conflict is not None:
             self._detach(result.conflict)
@@ -795,6 +836,9 @@ class StoreExtension(Extension):
                     del self._recorded[: len(recorded)]
                 self._running.update(claims)
                 self._claimed.update(claims)
+                self._maybe_claimed.difference_update(claims)
+            elif cancelled is not None:  # not known written (a lost answer): maybe claimed
+                self._maybe_claimed.update(claims)
             with self._lock:  # what this did not write: the next boundary does
                 self._owed = self._owed or bool(self._pending or self._unwritten)
             if cancelled is not None:

@@ -82,7 +82,7 @@ def refused(postgres_server: Any, dsn: str) -> Iterator[Callable[[bool], None]]:
 
     def set_(refuse: bool) -> None:
         with postgres_server.admin() as conn:
-            conn.execute(f"ALTER DATABASE {_db(dsn)} ALLOW_CONNECTIONS {str(not refuse)}")
+            conn.execute(f"ALTER DATABASE {_db(dsn)} ALLOW_CONNECTIONS {not refuse!s}")
 
     yield set_
     set_(False)
@@ -216,3 +216,54 @@ def test_cancelling_an_async_chat_whose_claim_waits_on_a_row_lock_is_prompt_and_
     chat.complete()
     assert RUNS == [42] and chat.status == "complete"
     chat.close()
+
+
+# -- a claim committed but never acted on ------------------------------------------------
+@pytest.mark.parametrize("trial", range(3))
+def test_a_claim_committed_for_a_round_that_was_cancelled_is_let_go_at_close(
+    postgres_server: Any, dsn: str, trial: int
+) -> None:
+    """``wait_for`` cancels the chat while its claim waits on a row lock; the lock goes
+    within the sender's grace, so the claim commits, and the round never starts. The chat
+    is closed: the claim stayed ``running`` under its owner, and the next process to load
+    the chat found the call in doubt ("it was started at ...") for a tool that never ran.
+    Closing lets it go; loaded again, it runs, once."""
+    import asyncio
+
+    from nbagent.testing import ScriptedProvider, reply
+
+    RUNS.clear()
+    chat, call_id = approved_chat(dsn)
+    blocker = row_locked(postgres_server, dsn, call_id)
+    released = threading.Timer(0.6, lambda: blocker.execute("COMMIT"))
+    released.start()
+    try:
+
+        async def main() -> None:
+            await asyncio.wait_for(chat.complete_async(), 0.2)
+
+        with pytest.raises(TimeoutError):
+            asyncio.run(main())
+    finally:
+        released.join()
+        blocker.close()
+    with postgres_server.admin(_db(dsn)) as adm:
+        status = adm.execute(
+            "SELECT status FROM tool_calls WHERE call_id = %s", (call_id,)
+        ).fetchone()
+    assert status == ("running",)  # claimed (committed within the grace), never started
+    assert RUNS == []
+    chat.close()
+    with postgres_server.admin(_db(dsn)) as adm:
+        status = adm.execute(
+            "SELECT status, claimed_by FROM tool_calls WHERE call_id = %s", (call_id,)
+        ).fetchone()
+    assert status == ("approved", None)
+    again = Chat.load(
+        chat.id, store=dsn, tools=[Counted], provider=ScriptedProvider([reply("done")])
+    )
+    again.display = False
+    again.complete()
+    assert RUNS == [42]
+    assert [(c.id, c.status) for c in again.tool_calls] == [(call_id, "ok")]
+    again.close()
