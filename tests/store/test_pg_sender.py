@@ -729,7 +729,8 @@ def test_a_batch_cancelled_while_a_group_is_in_flight_runs_no_call_twice(
 ) -> None:
     """A batch cancelled while a group claiming calls of several chats is in flight: it
     returns once that group ended; every stored call is either done (its tool ran once) or
-    not run (claimed by that group; let go if its chat closed); run again, every row completes and every call has run once."""
+    not run (claimed by that group; let go if its chat closed); run again, every row
+    completes and every call has run once."""
     RAN.clear()
     store = _HeldStore(postgres_dsn, chats=2)
     prompts = [f"task {i}" for i in range(8)]
