@@ -377,7 +377,9 @@ class Tool:
     Raises:
         ToolDefinitionError: At class creation, when ``requires_approval`` is
             neither a bool nor a callable taking the call (a string, a
-            number), or when it is a resolver and ``approval`` is one too;
+            number), or when ``approval`` is a resolver and ``requires_approval``
+            is one too, or ``True``, or ``False`` set in the same class (the
+            resolver would overrule it);
             when ``execute`` is a generator (a tool returns its result); or
             when a parameter's default does not match its type.
     """
@@ -419,8 +421,10 @@ class Tool:
         own = cls.__dict__.get("requires_approval", _UNSET)
         if own is not _UNSET:
             cls.requires_approval = _class_gate(cls.__name__, own)
-        if callable(cls.requires_approval) and cls.approval is not None:
-            raise _both(cls.__name__)
+        if cls.approval is not None and (
+            callable(cls.requires_approval) or cls.requires_approval is True or own is False
+        ):
+            raise _both(cls.__name__, cls.requires_approval)
 
     # -- what providers see -------------------------------------------------
     @property
@@ -545,7 +549,7 @@ class FunctionTool(Tool, abstract=True):
         *,
         name: str | None = None,
         description: str | None = None,
-        requires_approval: bool | ApprovalResolver | None = False,
+        requires_approval: bool | ApprovalResolver | None = None,
         approval: ApprovalResolver | None = None,
         timeout: float | None = None,
         idempotent: bool = False,
@@ -556,6 +560,8 @@ class FunctionTool(Tool, abstract=True):
             raise ToolDefinitionError(f"@tool needs a function, got {fn!r}")
         self.fn = fn
         self.name = check_name(name or _default_name(fn))  # type: ignore[misc]
+        if isinstance(requires_approval, bool) and approval is not None:
+            raise _both(f"tool {self.name!r}", requires_approval)
         if requires_approval is None:
             requires_approval = False
         check_gate(f"tool {self.name!r}", requires_approval, approval)
@@ -665,7 +671,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    requires_approval: bool | ApprovalResolver | None = False,
+    requires_approval: bool | ApprovalResolver | None = None,
     approval: ApprovalResolver | None = None,
     timeout: float | None = None,
     idempotent: bool = False,
@@ -680,7 +686,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    requires_approval: bool | ApprovalResolver | None = False,
+    requires_approval: bool | ApprovalResolver | None = None,
     approval: ApprovalResolver | None = None,
     timeout: float | None = None,
     idempotent: bool = False,
@@ -705,9 +711,10 @@ def tool(
             instead: ``True`` runs it, ``False`` denies it, ``None`` leaves
             it pending; it is asked again at every step while the call
             waits (after ``Chat.load`` too), so it must be an idempotent
-            read. ``None`` means ``False``.
-        approval: The same resolver, under its older name (give one or the
-            other, not both).
+            read. ``None`` (the default) means ``False``.
+        approval: The same resolver, under its older name: give one or the
+            other, not both (``requires_approval=True`` or ``False`` next to
+            ``approval=fn`` is refused too: the resolver alone would decide).
         timeout: Seconds before a running call becomes ``timed_out``.
         idempotent: Safe to rerun after a crash left the call in doubt.
         loop: For an async function whose resources are bound to one event
@@ -729,8 +736,8 @@ def tool(
             (return a list instead), ``loop=`` on a
             function that is not async (or ``"current"`` with no loop
             running), a ``requires_approval`` that is neither a bool nor a
-            function of the call, or two resolvers (``requires_approval``
-            and ``approval``).
+            function of the call, or both gates given (``approval`` next to
+            a ``requires_approval`` that is a resolver, ``True`` or ``False``).
     """
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
@@ -806,7 +813,16 @@ def _bad_gate(owner: str, value: Any) -> ToolDefinitionError:
     )
 
 
-def _both(owner: str) -> ToolDefinitionError:
+def _both(owner: str, requires_approval: Any = None) -> ToolDefinitionError:
+    """Both gate spellings given: a resolver twice, or a resolver (``approval``) next to a
+    fixed ``requires_approval`` it would silently overrule."""
+    if isinstance(requires_approval, bool):
+        return ToolDefinitionError(
+            f"{owner}: requires_approval={requires_approval} and an approval resolver "
+            "are both given, and the resolver would decide every call alone; give one: "
+            "requires_approval=True to ask about every call, or the resolver (as "
+            "requires_approval=fn or approval=fn) to decide per call"
+        )
     return ToolDefinitionError(
         f"{owner}: a resolver is given twice (requires_approval and approval); "
         "give it as one of them"
