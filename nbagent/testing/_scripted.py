@@ -44,14 +44,33 @@ code written before the seam took a :class:`~nbagent.ModelRequest`)."""
 ScriptEntry = LLMToolResponse | BaseException | Callable[[ModelRequest], LLMToolResponse]
 
 
+_USAGE_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "cache_write_tokens",
+)
+
+
 def reply(text: str, *, stop_reason: StopReason = "end", **usage: int) -> LLMToolResponse:
-    """A text answer."""
+    """A text answer. ``usage``: any of ``input_tokens`` (default 10), ``output_tokens``
+    (default 5), ``cached_tokens``, ``reasoning_tokens``, ``cache_write_tokens`` (default 0);
+    another name is a ``TypeError`` (a misspelt count would otherwise read 0)."""
+    unknown = sorted(set(usage) - set(_USAGE_KEYS))
+    if unknown:
+        raise TypeError(
+            f"reply() got unexpected usage keyword(s) {', '.join(unknown)}; "
+            f"known: {', '.join(_USAGE_KEYS)}"
+        )
     return LLMToolResponse(
         text=text,
         stop_reason=stop_reason,
         input_tokens=usage.get("input_tokens", 10),
         output_tokens=usage.get("output_tokens", 5),
         cached_tokens=usage.get("cached_tokens", 0),
+        reasoning_tokens=usage.get("reasoning_tokens", 0),
+        cache_write_tokens=usage.get("cache_write_tokens", 0),
         model="scripted",
         provider="scripted",
     )
