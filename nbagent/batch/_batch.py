@@ -182,8 +182,10 @@ def _asked_else(job: Job, record: Any) -> str | None:
     was = next((a for a in asked if isinstance(a, str)), None)
     return (
         f"the stored chat {record.info.id} of input {job.key!r} was asked {_clip(was)}, "
-        f"not {_clip(prompt)} (the input changed under the same key and name=): give "
-        "changed inputs another name=, or leave name= out (the batch id follows the prompts)"
+        f"not {_clip(prompt)} (the input changed under the same key and name=): to run "
+        "this input again and keep the other rows, give it a new key (its index, or its "
+        "key= column) under the same name=; another name=, or none (the default id follows "
+        "every key and prompt), is a new batch, whose every row runs again, tools included"
     )
 
 
@@ -387,7 +389,10 @@ def batch(
             and never reruns a finished tool call.
         backend: ``"local"`` (tasks on this process's event loop) or ``"ray"``.
         name: The batch's id in the store (default: derived from the keys and
-            prompts, so the same inputs find the same batch).
+            prompts, so the same inputs find the same batch, and editing any
+            prompt makes a new batch whose every row runs again, tools
+            included). Name a batch whose inputs you may edit: an edited row
+            given a new key then runs alone, the others come from the store.
         on_error: ``"record"`` (a failing row is recorded with its error and
             the rest go on) or ``"raise"`` (the first error stops the batch and
             is raised; finished rows are in the store).
