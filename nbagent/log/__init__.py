@@ -195,7 +195,9 @@ def summary(
 
     Args:
         source: A calls frame (``chat.log``, :func:`read_log`) or anything
-            :func:`read_log` takes.
+            :func:`read_log` takes. A frame holds no requests: give ``steps``
+            with it (``summary(chat.log, steps=chat.steps)``), else its
+            ``tokens`` and ``cost_usd`` are NA.
         steps: The matching steps frame, to attribute tokens and cost to
             tools; read from ``source`` when it is not a frame.
         by: Column(s) to group by.
