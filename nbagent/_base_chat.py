@@ -1126,8 +1126,16 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             self.max_total_tokens = tokens
 
     async def astream_events(self, text: str, *, output: Any = None) -> AsyncIterator[Event]:
-        """Ask and iterate over the events of the turn as they happen (``output``: see ask)."""
+        """Ask and iterate over the events of the turn as they happen (``output``: see ask).
+
+        Leaving the iteration early (``break``, an exception in the loop's body, a timeout
+        around it) cancels the turn as cancelling :meth:`ask_async` does, and waits for it
+        to settle (running calls end and are recorded) before going on: left running, the
+        turn's tools ran on, unseen, after the caller had moved on.
+        """
         import asyncio
+
+        from ._runner import _all_settled
 
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         loop = asyncio.get_running_loop()
@@ -1149,7 +1157,12 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
                 yield item
             await task
         finally:
-            self.off(push)
+            try:
+                if not task.done():
+                    task.cancel()
+                await _all_settled([task])  # however often this task is cancelled meanwhile
+            finally:
+                self.off(push)
 
 
 __all__ = ["BaseChat", "SkipToolCall", "StepResult", "ToolResult", "new_chat_id"]
