@@ -251,9 +251,9 @@ def test_bools_and_approval_keep_working() -> None:
         _ran("free")
         return "f"
 
-    @tool(requires_approval=True, approval=lambda call: True)
+    @tool(approval=lambda call: True)
     def ruled() -> str:
-        """A True gate with an approval resolver: the resolver decides."""
+        """An approval resolver alone (with requires_approval= too: refused): it decides."""
         _ran("ruled")
         return "r"
 

@@ -150,8 +150,10 @@ def test_an_input_changed_under_the_same_name_is_not_answered_by_its_old_chat(
     assert again.loc[0, "error_type"] == "PromptChanged"
     assert again.loc[0, "error"] == (
         f"the stored chat {first.loc[0, 'chat_id']} of input '0' was asked 'Status of order "
-        "41', not 'Status of order 42' (the input changed under the same key and name=): give "
-        "changed inputs another name=, or leave name= out (the batch id follows the prompts)"
+        "41', not 'Status of order 42' (the input changed under the same key and name=): to "
+        "run this input again and keep the other rows, give it a new key (its index, or its "
+        "key= column) under the same name=; another name=, or none (the default id follows "
+        "every key and prompt), is a new batch, whose every row runs again, tools included"
     )
     fresh = nbagent.batch(["Status of order 42", "Status of order 7"], make, store=db,
                           progress=False)  # fmt: skip
