@@ -188,7 +188,8 @@ def summary(
     - ``tokens`` (input + output) and ``cost_usd`` are those of the model
       request that asked for the call, split evenly among the calls it asked
       for and summed; cost to 4 significant digits (both NA without a steps
-      frame, cost also when the model's prices are unknown);
+      frame; cost also NA for a group with a call asked for by a request whose
+      model's prices are unknown: its known part alone would understate the bill);
     - the rows a fork copied from its parent (``shared``) are left out: those calls
       ran, and those tokens were spent, in the parent, which a store's summary
       counts already (``shared=True`` keeps them).
@@ -230,6 +231,7 @@ def summary(
     shares = _token_shares(calls, steps)
     flags["tokens"] = shares["input_tokens"] + shares["output_tokens"]
     flags["cost_usd"] = shares["cost_usd"]
+    flags["_unpriced"] = flags["cost_usd"].isna().astype("int64")
     groups = flags.groupby(keys, sort=True, dropna=False, observed=True)
     counts = groups[["calls", "ok", "errors", "_ran", "denied", "_decided", "pending"]].sum()
     ms = groups["_ms"]
@@ -246,7 +248,10 @@ def summary(
     out["p50_ms"] = ms.quantile(0.5).round(1)
     out["p95_ms"] = ms.quantile(0.95).round(1)
     out["tokens"] = groups["tokens"].sum(min_count=1).round()
-    out["cost_usd"] = _significant(groups["cost_usd"].sum(min_count=1), 4)
+    # a group with a call asked for by an unpriced request has no known cost: summed, the
+    # known part alone would understate the bill (as ``chat.cost_usd`` is None then)
+    cost = groups["cost_usd"].sum(min_count=1).where(groups["_unpriced"].sum() == 0)
+    out["cost_usd"] = _significant(cost, 4)
     return out.astype({c: pandas_dtype(SUMMARY_COLUMNS[c]) for c in out.columns})
 
 

@@ -721,6 +721,48 @@ def test_summary_counts_pending() -> None:
     assert s.loc["refund", "pending"] == 1 and pd.isna(s.loc["refund", "denial_rate"])
 
 
+def test_a_tools_cost_is_unknown_when_a_request_that_asked_for_it_is_unpriced() -> None:
+    """One of lookup's calls was asked for by a request on a model without prices: its cost
+    is unknown, and so is the tool's total (summed, the priced part alone understated the
+    bill, as ``chat.cost_usd`` being None says); a tool asked for only by priced requests
+    keeps its cost."""
+
+    @tool
+    def lookup(q: str) -> str:
+        """Look up."""
+        return "x"
+
+    @tool
+    def note(q: str) -> str:
+        """Note."""
+        return "y"
+
+    def asking(model: str, *calls: ToolCall) -> LLMToolResponse:
+        return LLMToolResponse(
+            text="", tool_calls=calls, stop_reason="tool_use", input_tokens=1000,
+            output_tokens=1000, model=model, provider="anthropic",
+        )  # fmt: skip
+
+    provider = ScriptedProvider(
+        [
+            asking(
+                "claude-sonnet-4-5",
+                ToolCall("a", "lookup", {"q": "1"}),
+                ToolCall("b", "note", {"q": "1"}),
+            ),
+            asking("my-unpriced-finetune", ToolCall("c", "lookup", {"q": "2"})),
+            reply("done"),
+        ]
+    )  # fmt: skip
+    chat = Chat(provider=provider).with_tools(lookup, note)
+    chat.ask("go")
+    assert chat.cost_usd is None
+    s = log.summary(chat)
+    assert pd.isna(s.loc["lookup", "cost_usd"])
+    assert s.loc["note", "cost_usd"] > 0
+    assert s.loc["lookup", "tokens"] == 3000  # tokens are known either way
+
+
 def test_a_stores_summary_counts_what_a_fork_copied_once(tmp_path: Path) -> None:
     """The weather call ran once (in the parent) and the parent's request was paid once: a
     store holding the parent and a fork that approves its refund counts them once. With
