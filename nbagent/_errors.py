@@ -135,12 +135,19 @@ class ToolExecutionError(NBAgentError):
 
     The failed call is answered with an error result first, so the transcript
     stays valid: ``chat.complete()`` continues from there.
+
+    The message shows the error as the call's result does: anything shaped like a key,
+    URL credentials, a password, and (raised by a chat) the chat's provider's own key,
+    replaced by ``***``. ``error`` is the tool's exception itself, as raised (not
+    chained: a traceback does not print it).
     """
 
-    def __init__(self, call: ToolCall, error: BaseException):
+    def __init__(self, call: ToolCall, error: BaseException, *, shown: str | None = None):
         self.call = call
         self.error = error
-        super().__init__(f"tool {call.name!r} ({call.id}) raised {type(error).__name__}: {error}")
+        if shown is None:
+            shown = redact_keys(f"{type(error).__name__}: {error}")
+        super().__init__(f"tool {call.name!r} ({call.id}) raised {shown}")
 
 
 class ChatCancelled(NBAgentError):

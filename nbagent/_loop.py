@@ -271,7 +271,7 @@ class LoopMixin(ChatCore):
             result = StepResult("ran_tools", self.last_assistant_message, tuple(calls))
             self._finish_step(result)
             if round_.errors and self.on_tool_error == "raise":
-                raise _tool_errors(round_.errors)
+                raise _tool_errors(round_.errors, provider_secrets(self.provider))
             if self._cancel.is_set():
                 raise ChatCancelled("the chat was cancelled; call complete() to resume")
             return result
@@ -984,8 +984,15 @@ def _admitted(c: ToolCall) -> ToolCall:
     return dataclasses.replace(c, **changes) if changes else c
 
 
-def _tool_errors(errors: list[tuple[ToolCall, BaseException]]) -> BaseException:
-    excs = [ToolExecutionError(c, e) for c, e in errors]
+def _tool_errors(
+    errors: list[tuple[ToolCall, BaseException]], secrets: tuple[str, ...]
+) -> BaseException:
+    """What ``on_tool_error="raise"`` raises: each message scrubbed as the call's error result
+    is (the chat's provider's key of any shape, key-shaped text, URL credentials)."""
+    excs = [
+        ToolExecutionError(c, e, shown=scrub(clean(f"{type(e).__name__}: {e}"), secrets))
+        for c, e in errors
+    ]
     if len(excs) == 1:
         return excs[0]
     return ExceptionGroup(f"{len(excs)} tools raised", excs)

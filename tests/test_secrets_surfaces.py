@@ -1,0 +1,106 @@
+"""Secrets never reach an exception, a reason, a batch's error or a display.
+
+Each surface is fed a key of the chat's provider (a shape no pattern knows), a key-shaped
+token and URL credentials, and must show ``***`` where each was: the raised
+``ToolExecutionError`` (``on_tool_error="raise"``), a resolver's failure in the approval
+reason (the log, the store's events), a batch row's ``error`` (a factory that raises, a
+provider raising a plain exception), and the displays of ``chat.log``, ``inbox.pending``,
+and the ``DecisionError`` that names a call. Also: an extension whose
+``claim()`` declines every call of a round ends the step (``busy``), not the turn's budget.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sqlite3
+import traceback
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nbagent import (
+    Chat,
+    ToolCall,
+    ToolExecutionError,
+    tool,
+)
+from nbagent.testing import ScriptedProvider, call_tools, reply
+
+OWN_KEY = "corpkey_ZZZ999yyy"  # the provider's key: no known shape, found by value only
+TOKEN = "sk-proj-abc123def456ghi789"
+DSN = "postgresql://app:hunter2@db.internal/approvals"
+SECRETS = (OWN_KEY, "hunter2", "abc123def456")
+
+
+def leaked(text: str) -> list[str]:
+    return [s for s in SECRETS if s in text]
+
+
+class KeyedProvider(ScriptedProvider):
+    """A scripted provider that names its key, as the SDK providers do (``secrets()``)."""
+
+    def secrets(self) -> tuple[str, ...]:
+        return (OWN_KEY,)
+
+
+def store_rows_with_secrets(path: Path) -> list[str]:
+    con = sqlite3.connect(path)
+    try:
+        found = []
+        for (name,) in con.execute("select name from sqlite_master where type='table'"):
+            for row in con.execute(f'select * from "{name}"'):
+                if leaked(str(row)):
+                    found.append(name)
+                    break
+        return found
+    finally:
+        con.close()
+
+
+# --------------------------------------------------------- ToolExecutionError
+@tool
+def fetch(x: int) -> str:
+    """Fetch."""
+    raise RuntimeError(f"401 for key {OWN_KEY} ({TOKEN}) at {DSN}")
+
+
+def test_tool_execution_error_hides_the_chats_key_and_url_credentials() -> None:
+    provider = KeyedProvider([call_tools(("fetch", {"x": 1})), reply("ok")])
+    chat = Chat(provider=provider, on_tool_error="raise", display=False).with_tools(fetch)
+    with pytest.raises(ToolExecutionError) as info:
+        chat.ask("go")
+    error = info.value
+    shown = "".join(traceback.format_exception(error))  # what a cell's traceback prints
+    assert leaked(str(error)) == [] and leaked(shown) == []
+    assert "RuntimeError: 401 for key *** (sk-***) at postgresql://***@db.internal" in str(error)
+    # the same text as the call's error in the log; the tool's own exception is kept, unchained
+    assert chat.log["error"].tolist() == [str(error).split(" raised ", 1)[1]]
+    assert isinstance(error.error, RuntimeError) and OWN_KEY in str(error.error)
+    assert error.__cause__ is None and error.__context__ is None
+    again = pickle.loads(pickle.dumps(error))  # a batch worker sends it back as it is
+    assert leaked(str(again)) == []
+
+
+def test_several_tool_errors_raise_a_group_with_every_message_hidden() -> None:
+    provider = KeyedProvider([call_tools(("fetch", {"x": 1}), ("fetch", {"x": 2})), reply("ok")])
+    chat = Chat(provider=provider, on_tool_error="raise", display=False).with_tools(fetch)
+    with pytest.raises(ExceptionGroup) as info:
+        chat.ask("go")
+    assert len(info.value.exceptions) == 2
+    assert leaked("".join(traceback.format_exception(info.value))) == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    before=st.text(alphabet="abc :=/-_.", max_size=30),
+    body=st.text(alphabet="abcdefghijkXYZ0123456789", min_size=12, max_size=40).filter(
+        lambda b: any(c.isdigit() for c in b)
+    ),
+)
+def test_a_tool_execution_error_made_by_hand_hides_key_shaped_text(before: str, body: str) -> None:
+    secret = "sk-" + body
+    call = ToolCall("c1", "t", {})
+    error = ToolExecutionError(call, ValueError(f"{before} {secret} end"))
+    assert body not in str(error)
