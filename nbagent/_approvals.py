@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._errors import redact_keys
 from ._events import CallbackWarning
 from ._notice import user_stacklevel
 from ._tools import Tool
@@ -79,7 +80,7 @@ class Policy:
             return
         _warned.add(key)
         warnings.warn(
-            f"nbagent: the always_allow predicate of {self.tool!r} {what}; "
+            f"nbagent: the always_allow predicate of {self.tool!r} {redact_keys(what)}; "
             f"{call.name}({call.id}) was not approved by it",
             CallbackWarning,
             stacklevel=user_stacklevel(4),
@@ -137,7 +138,9 @@ def consult_resolver(tool: Tool, call: ToolCall) -> tuple[bool | None, str | Non
     """Ask a tool's resolver: ``(verdict, note)``; one that raises leaves the call pending.
 
     So does one that returns anything but ``True``, ``False`` or ``None``; the
-    note says why (it joins the call's approval reason).
+    note says why (it joins the call's approval reason, which the log, the store and
+    the card show: anything shaped like a key, URL credentials or a password in it is
+    ``***``; the chat scrubs its provider's own key too).
     """
     resolver = tool.resolver
     if resolver is None:
@@ -145,10 +148,10 @@ def consult_resolver(tool: Tool, call: ToolCall) -> tuple[bool | None, str | Non
     try:
         verdict = resolver(call)
     except Exception as exc:
-        return None, f"approval rule raised {type(exc).__name__}: {exc}"
+        return None, redact_keys(f"approval rule raised {type(exc).__name__}: {exc}")
     if verdict is None or isinstance(verdict, bool):
         return verdict, None
-    return None, f"approval rule returned {verdict!r} (expected True, False or None)"
+    return None, redact_keys(f"approval rule returned {verdict!r} (expected True, False or None)")
 
 
 def denial_content(call: ToolCall, reason: str | None, by: str) -> str:

@@ -730,7 +730,8 @@ class LoopMixin(ChatCore):
             verdict, by, reason = False, RULE, denying.reason
         elif tool is not None and tool.has_resolver:
             verdict, note = consult_resolver(tool, c)
-            note = clean(note) if note else note
+            # its text becomes the reason the log, the store and the card show
+            note = scrub(clean(note), provider_secrets(self.provider)) if note else note
             by = "resolver"
             if note and c.approval is not None:
                 # asked again at every step: the reason says why it could not decide, once

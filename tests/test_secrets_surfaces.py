@@ -104,3 +104,29 @@ def test_a_tool_execution_error_made_by_hand_hides_key_shaped_text(before: str, 
     call = ToolCall("c1", "t", {})
     error = ToolExecutionError(call, ValueError(f"{before} {secret} end"))
     assert body not in str(error)
+
+
+# ------------------------------------------------------------ resolver reason
+def _gated(x: int) -> str:
+    """Gated."""
+    return "ran"
+
+
+def _failing_resolver(call: ToolCall) -> bool:
+    raise ConnectionError(f"cannot connect {DSN} (token {TOKEN}, key {OWN_KEY})")
+
+
+def test_a_resolver_that_raises_leaves_a_reason_without_secrets(tmp_path: Path) -> None:
+    g = tool(requires_approval=_failing_resolver, name="g")(_gated)
+    path = tmp_path / "r.db"
+    provider = KeyedProvider([call_tools(("g", {"x": 1})), reply("done")])
+    chat = Chat(provider=provider, store=str(path), display=False).with_tools(g)
+    chat.ask("go")
+    call = chat.pending_approvals[0]
+    assert call.approval is not None
+    reason = call.approval.reason
+    assert "approval rule raised ConnectionError: cannot connect postgresql://***@" in reason
+    assert leaked(reason) == []
+    assert leaked(str(chat.log["approval_reason"].tolist())) == []
+    chat.close()
+    assert store_rows_with_secrets(path) == []
