@@ -15,11 +15,13 @@ import pickle
 import sqlite3
 import traceback
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import nbagent
 from nbagent import (
     Chat,
     ToolCall,
@@ -130,3 +132,29 @@ def test_a_resolver_that_raises_leaves_a_reason_without_secrets(tmp_path: Path) 
     assert leaked(str(chat.log["approval_reason"].tolist())) == []
     chat.close()
     assert store_rows_with_secrets(path) == []
+
+
+# ------------------------------------------------------------------- batch
+def _factory_that_fails() -> Chat:
+    raise ConnectionError(f"could not connect to {DSN} with token {TOKEN}")
+
+
+def _chat_whose_provider_fails() -> Chat:
+    return Chat(provider=KeyedProvider([RuntimeError(f"gateway refused {OWN_KEY} / {TOKEN}")]))
+
+
+@pytest.mark.parametrize("factory", [_factory_that_fails, _chat_whose_provider_fails])
+def test_a_batch_rows_error_has_no_secrets(tmp_path: Path, factory: Any) -> None:
+    path = tmp_path / "b.db"
+    result = nbagent.batch(["hi"], factory, store=str(path), progress=False)
+    error = result["error"].iloc[0]
+    assert result["status"].iloc[0] == "failed"
+    assert "***" in error and leaked(error) == []
+    assert store_rows_with_secrets(path) == []
+
+
+def test_one_line_cut_after_hiding_leaves_no_part_of_a_key() -> None:
+    from nbagent.batch._local import one_line
+
+    text = one_line(RuntimeError("x" * 20 + " " + TOKEN), limit=45)
+    assert "abc1" not in text

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from .._aio import to_the_end
-from .._errors import RateLimitError, StoreError
+from .._errors import RateLimitError, StoreError, provider_secrets, redact_keys, scrub
 from .._events import ApprovalDecided, Event, InputAnswered, ModelRequestFinished
 from .._extension import overrides
 from ._backend import FINAL, Job, ProgressSink, RowResult, RowStatus, RunSpec
@@ -102,8 +102,11 @@ class RowFailed(Exception):
 
 
 def one_line(exc: BaseException, limit: int | None = None) -> str:
-    """``Type: message`` on one line (the message cut to ``limit`` characters, if given)."""
-    text = " ".join(str(exc).split())
+    """``Type: message`` on one line (the message cut to ``limit`` characters, if given),
+    anything shaped like a key, URL credentials or a password in it as ``***``: it becomes a
+    row's ``error`` (the frame, the store, the screen), and a factory's or a provider's own
+    exception may quote its DSN or key."""
+    text = redact_keys(" ".join(str(exc).split()))
     if limit is not None and len(text) > limit:
         text = text[: limit - 1] + "…"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -131,6 +134,8 @@ def result_of(
     if isinstance(error, BaseException):
         error_type = error_type or type(error).__name__
         error = one_line(error)
+    if error:  # and the chat's provider's own key, whatever its shape (as in its log)
+        error = scrub(error, provider_secrets(chat.provider) if chat is not None else ())
     return RowResult(
         key=job.key,
         index=job.index,
