@@ -18,7 +18,7 @@ import os
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -37,7 +37,7 @@ from ._approvals import (
 )
 from ._config import get_config
 from ._drive import Drive
-from ._errors import DecisionError, InputError
+from ._errors import DecisionError, InputError, redact_keys, redacted
 from ._events import (
     AlwaysAllowChanged,
     ApprovalDecided,
@@ -113,12 +113,20 @@ _LATER_OPTIONS = {"order": "ready"}
 so a chat that does not use them stays readable by the nbagent before them."""
 
 
+def shown_call(call: ToolCall) -> str:
+    """``repr(call)`` as an error may show it: a key, URL credentials or a password in its
+    arguments as ``***`` (hidden before the repr cuts them short, so no start of one shows)."""
+    arguments = redacted(call.arguments)
+    return repr(call if arguments is call.arguments else replace(call, arguments=arguments))
+
+
 def checked_edit(tool: Tool, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """Arguments a human edited (an approval's edit, a fork's), checked: valid text,
     JSON the wire can carry, and what ``tool``'s schema accepts.
 
     Raises:
-        DecisionError: Saying which check failed.
+        DecisionError: Saying which check failed (a value it quotes with a key or a URL's
+            password in it shows them as ``***``).
     """
     try:
         arguments = clean_json(arguments)
@@ -126,11 +134,13 @@ def checked_edit(tool: Tool, name: str, arguments: dict[str, Any]) -> dict[str, 
     except TooDeep as exc:
         raise DecisionError(f"edited arguments for {name} are {exc}") from None
     except (TypeError, ValueError) as exc:
-        raise DecisionError(f"edited arguments for {name} are not JSON ({exc})") from None
+        why = redact_keys(str(exc))
+        raise DecisionError(f"edited arguments for {name} are not JSON ({why})") from None
     try:
         tool.validate_arguments(arguments)
     except SchemaValidationError as exc:
-        raise DecisionError(f"edited arguments for {name} are invalid: {exc}") from None
+        why = redact_keys(str(exc))
+        raise DecisionError(f"edited arguments for {name} are invalid: {why}") from None
     return dict(arguments)
 
 
@@ -438,8 +448,9 @@ class ChatCore:
             if (owner is not None and owner != self.id) or (owner is None and call_or_id != mine):
                 where = f"of chat {short_id(owner)}" if owner else "not the one this chat has"
                 raise DecisionError(
-                    f"{call_or_id!r} is {where}, not a call of this chat "
-                    f"({short_id(self.id)}), whose {cid} is {mine!r}: decide it on its own chat"
+                    f"{shown_call(call_or_id)} is {where}, not a call of this chat "
+                    f"({short_id(self.id)}), whose {cid} is {shown_call(mine)}: decide it on "
+                    "its own chat"
                 )
         return mine
 

@@ -41,6 +41,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from ._types import ToolCall
 
 E = TypeVar("E", bound=BaseException)
@@ -307,6 +309,93 @@ def _hidden_value(match: re.Match[str], hidden: str) -> str:
         if len(after) == 2 and after[0] == " " and after[1].isalpha():
             return match.group(0)  # prose ("your password: click here"), not a YAML secret
     return f"{match.group(1)}{quote}{hidden}{quote}"
+
+
+_REDACT_DEPTH = 200
+"""A container deeper than this shows as ``…`` in :func:`redacted` (arguments are at most
+200 levels deep: deeper ones are refused where they enter the chat)."""
+
+
+def redacted(value: Any, depth: int = 0) -> Any:
+    """``value`` as it may be shown: every string in it (dict keys too, in dicts, lists and
+    tuples) through :func:`redact_keys`; ``value`` itself when nothing changed."""
+    if isinstance(value, str):
+        shown = redact_keys(value)
+        return value if shown == value else shown
+    if not isinstance(value, dict | list | tuple):
+        return value
+    if depth >= _REDACT_DEPTH:
+        return "…"
+    if isinstance(value, dict):
+        items = [(redacted(k, depth), redacted(x, depth + 1)) for k, x in value.items()]
+        if all(k is k0 and x is x0 for (k, x), (k0, x0) in zip(items, value.items(), strict=True)):
+            return value
+        return dict(items)
+    out = [redacted(x, depth + 1) for x in value]
+    return value if all(x is x0 for x, x0 in zip(out, value, strict=True)) else out
+
+
+SHOWN_CHARS = 1000
+"""Past pandas' ``display.max_colwidth``, how much of a string :func:`display_safe` reads:
+pandas shows no more of it, and a megabyte argument is not scanned at every display."""
+
+
+def display_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as it may be displayed: every string in its cells (in dicts and lists too)
+    with anything shaped like an API key, URL credentials or a password as ``***``.
+
+    A copy; ``frame``'s own values stay as recorded (a call ran with its real arguments).
+    Only the rows pandas can show are read (the first and last ``display.max_rows``).
+    """
+    import pandas as pd
+
+    n = len(frame)
+    limit = pd.get_option("display.max_rows")
+    rows = range(n) if not limit or n <= 2 * limit else [*range(limit), *range(n - limit, n)]
+    width = pd.get_option("display.max_colwidth")
+    cut = width + SHOWN_CHARS if isinstance(width, int) else None
+
+    def safe(value: Any) -> Any:
+        if cut is not None and isinstance(value, str) and len(value) > cut:
+            value = value[:cut] + "…"
+        return redacted(value)
+
+    out = frame.copy(deep=False)
+    for i, dtype in enumerate(frame.dtypes):
+        if not (pd.api.types.is_object_dtype(dtype) or isinstance(dtype, pd.StringDtype)):
+            continue  # numbers, times, categories (nbagent's own words)
+        values = frame.iloc[:, i].to_numpy(dtype=object, copy=True)
+        changed = False
+        for j in rows:
+            value = values[j]
+            if isinstance(value, str | dict | list | tuple):
+                shown = safe(value)
+                if shown is not value:
+                    values[j], changed = shown, True
+        if changed:
+            out.isetitem(i, pd.Series(values, index=frame.index, dtype=dtype))
+    return out
+
+
+def safe_display(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` itself, displayed as :func:`display_safe` makes it (its values unchanged;
+    a frame derived from it displays as pandas does)."""
+
+    def bundle(include: Any = None, exclude: Any = None) -> dict[str, str]:
+        shown = display_safe(full)
+        out = {"text/plain": repr(shown)}
+        html = shown._repr_html_()  # type: ignore[operator]  # (pandas-stubs lack it)
+        if html is not None:
+            out["text/html"] = html
+        return out
+
+    def html() -> str | None:
+        return display_safe(full)._repr_html_()  # type: ignore[operator]
+
+    full = df
+    object.__setattr__(df, "_repr_mimebundle_", bundle)
+    object.__setattr__(df, "_repr_html_", html)
+    return df
 
 
 def scrub(text: str, secrets: Iterable[str | None]) -> str:

@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 import nbagent
 from nbagent import (
     Chat,
+    DecisionError,
+    Tool,
     ToolCall,
     ToolExecutionError,
     tool,
@@ -158,3 +160,91 @@ def test_one_line_cut_after_hiding_leaves_no_part_of_a_key() -> None:
 
     text = one_line(RuntimeError("x" * 20 + " " + TOKEN), limit=45)
     assert "abc1" not in text
+
+
+# ---------------------------------------------------------------- displays
+class Connect(Tool):
+    """Connect."""
+
+    requires_approval = True
+
+    def execute(self, dsn: str) -> str:
+        return "connected"
+
+
+ARGS = {"dsn": f"postgresql://app:hunter2@db/x?key={TOKEN}"}
+
+
+def _parked() -> Chat:
+    provider = ScriptedProvider([call_tools(("connect", ARGS, "c1")), reply("done")])
+    chat = Chat(provider=provider, display=False).with_tools(Connect)
+    chat.ask("go")
+    return chat
+
+
+def test_chat_log_displays_arguments_hidden_and_keeps_them_whole() -> None:
+    chat = _parked()
+    log = chat.log
+    bundle = log._repr_mimebundle_()
+    assert leaked(bundle["text/html"]) == [] and "postgresql://***@db" in bundle["text/html"]
+    assert leaked(bundle["text/plain"]) == []
+    assert leaked(log._repr_html_()) == []
+    whole = log.frame()
+    assert leaked(whole._repr_mimebundle_()["text/html"]) == []
+    assert leaked(whole._repr_html_()) == []
+    # the frame's values are the call's own: the analysis and the call see the real ones
+    assert log["arguments"].iloc[0] == ARGS
+    assert "hunter2" in log["arguments_json"].iloc[0]
+    assert chat.tool_calls[0].arguments == ARGS
+
+
+def test_display_safe_reads_only_the_rows_pandas_shows_and_keeps_dtypes() -> None:
+    import pandas as pd
+
+    from nbagent.log._projection import display_safe
+
+    n = 1000
+    frame = pd.DataFrame(
+        {
+            "s": pd.array([f"{DSN} {i}" for i in range(n)], dtype="string"),
+            "o": [{"k": [TOKEN]} for _ in range(n)],
+            "n": range(n),
+        }
+    )
+    with pd.option_context("display.max_rows", 10, "display.min_rows", 4):
+        shown = display_safe(frame)
+        assert leaked(shown._repr_html_()) == [] and leaked(repr(shown)) == []
+    assert list(shown.dtypes) == list(frame.dtypes)
+    assert shown["s"].iloc[0].startswith("postgresql://***@") and shown["o"].iloc[0] == {
+        "k": ["sk-***"]
+    }
+    assert frame["s"].iloc[0] == f"{DSN} 0"  # the frame itself is untouched
+
+
+def test_inbox_pending_displays_arguments_hidden() -> None:
+    chat = _parked()
+    pending = nbagent.inbox([chat], continue_chats=False).pending
+    assert leaked(pending._repr_html_()) == []
+    bundle = pending._repr_mimebundle_()
+    assert leaked(bundle["text/html"]) == [] and leaked(bundle["text/plain"]) == []
+    assert pending["arguments"].iloc[0] == ARGS
+
+
+def test_a_decision_error_naming_calls_hides_their_arguments_secrets() -> None:
+    a, b = _parked(), _parked()
+    with pytest.raises(DecisionError) as info:
+        a.approve(b.pending_approvals[0])  # b's call, not a's
+    message = str(info.value)
+    assert leaked(message) == [] and "postgresql://***@db" in message
+
+
+@settings(max_examples=100, deadline=None)
+@given(pad=st.integers(0, 120), body=st.sampled_from(["abc123def456ghi789", "Q1w2e3r4t5y6u7"]))
+def test_a_call_as_an_error_shows_it_never_shows_part_of_a_key(pad: int, body: str) -> None:
+    from nbagent._chat_state import shown_call
+
+    # hidden before the 80-character cut: a key the cut falls inside shows no start
+    call = ToolCall("c1", "t", {"a": "x" * pad + " sk-" + body})
+    shown = shown_call(call)
+    assert body[:6] not in shown and shown.startswith("ToolCall(id='c1', name='t', arguments=")
+    assert call.arguments == {"a": "x" * pad + " sk-" + body}  # the call itself is untouched

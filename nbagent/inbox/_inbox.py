@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._approvals import HUMAN
 from .._display import LiveOutput, close_models, ended_note, widgets_available
-from .._errors import InputError
+from .._errors import InputError, safe_display
 from .._events import ApprovalDecided, ApprovalRequested, Event, StepFinished, utcnow
 from .._html import preview as clip_text
 from .._types import Decision, PendingInput, ToolCall
@@ -859,7 +859,9 @@ def _input_row(
 
 def _table(items: Sequence[Any], types: dict[str, str], **given: list[Any]) -> pd.DataFrame:
     """A frame of the items' attributes (or the ``given`` columns), typed by ``types``
-    (``"utc"``: datetime64 in UTC)."""
+    (``"utc"``: datetime64 in UTC). Displayed, a key or a URL's password in its cells (a
+    call's arguments) shows as ``***``, as in the inbox's own view; its values are the
+    calls' own."""
     import pandas as pd
 
     data: dict[str, Any] = {}
@@ -869,7 +871,7 @@ def _table(items: Sequence[Any], types: dict[str, str], **given: list[Any]) -> p
             pd.to_datetime(pd.Series(values, dtype=object), utc=True) if kind == "utc" else values
         )
     frame = pd.DataFrame(data, columns=list(types))
-    return frame.astype({name: kind for name, kind in types.items() if kind != "utc"})
+    return safe_display(frame.astype({name: kind for name, kind in types.items() if kind != "utc"}))
 
 
 def _frame(rows: list[Row]) -> pd.DataFrame:

@@ -170,6 +170,7 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
+from .._errors import display_safe, safe_display
 from .._hosted import BREACHES
 from .._optional import require
 from .._record import CallRecord, ChatRecord
@@ -311,16 +312,18 @@ def glance(df: pd.DataFrame) -> pd.DataFrame:
     ``df`` stays a plain DataFrame with every column (indexing, filters,
     ``assert_frame_equal`` and every derived frame work, and show, as before);
     only its own display is curated, ending with a line that says how many
-    columns it leaves out and that ``df.frame()`` shows them all.
+    columns it leaves out and that ``df.frame()`` shows them all. Secrets in the
+    cells display as ``***`` (:func:`display_safe`), in ``df.frame()`` too; the
+    values stay the calls' own.
     """
     full = df
 
     def whole() -> pd.DataFrame:
-        """The whole frame, every column, displayed whole."""
-        return full.copy(deep=False)
+        """The whole frame, every column, displayed whole (secrets as ``***``)."""
+        return safe_display(full.copy(deep=False))
 
     def bundle(include: Any = None, exclude: Any = None) -> dict[str, str]:
-        shown = full[[c for c in GLANCE if c in full.columns]]
+        shown = display_safe(full[[c for c in GLANCE if c in full.columns]])
         hidden = len(full.columns) - len(shown.columns)
         hint = (
             f"{len(full)} call{'s' if len(full) != 1 else ''}; {hidden} more columns "
@@ -335,6 +338,7 @@ def glance(df: pd.DataFrame) -> pd.DataFrame:
     # On this object only (pandas' own attribute rules bypassed): a copy, a slice or any
     # derived frame is an ordinary DataFrame again.
     object.__setattr__(df, "_repr_mimebundle_", bundle)
+    object.__setattr__(df, "_repr_html_", lambda: bundle().get("text/html"))
     object.__setattr__(df, "frame", whole)
     return df
 
