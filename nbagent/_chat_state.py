@@ -253,6 +253,8 @@ class _RunRound:
     jobs: list[Job]
     mode: Mode
     errors: list[tuple[ToolCall, BaseException]] = field(default_factory=list)
+    declined: set[str] = field(default_factory=set)
+    """The calls an extension's ``claim`` said not to run here (another process has them)."""
 
 
 @dataclass

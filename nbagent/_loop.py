@@ -268,6 +268,14 @@ class LoopMixin(ChatCore):
                 with self._lock:
                     events = self._close_round_if_done()
                 self._emit_all(events)
+            if round_.jobs and len(round_.declined) == len(calls):
+                # every call was claimed elsewhere (an extension's claim said no): nothing
+                # ran, and asking again would spin; the step ends as a busy before_step ends
+                # it, the calls still runnable (the store's claim also detaches the chat)
+                self._step -= 1
+                result = StepResult("busy", self.last_assistant_message)
+                self._finish_step(result)
+                return result
             result = StepResult("ran_tools", self.last_assistant_message, tuple(calls))
             self._finish_step(result)
             if round_.errors and self.on_tool_error == "raise":
@@ -1100,6 +1108,7 @@ class _RoundHooks:
                 return _ALREADY
             for claim in chat._hook("claim"):  # e.g. the store's at-most-once claim
                 if not claim(c):
+                    self.round.declined.add(c.id)
                     return _ALREADY
             c.status = "running"
             c.started_at = utcnow()

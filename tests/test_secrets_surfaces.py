@@ -11,6 +11,7 @@ and the ``DecisionError`` that names a call. Also: an extension whose
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 import sqlite3
 import traceback
@@ -25,6 +26,7 @@ import nbagent
 from nbagent import (
     Chat,
     DecisionError,
+    Extension,
     Tool,
     ToolCall,
     ToolExecutionError,
@@ -248,3 +250,71 @@ def test_a_call_as_an_error_shows_it_never_shows_part_of_a_key(pad: int, body: s
     shown = shown_call(call)
     assert body[:6] not in shown and shown.startswith("ToolCall(id='c1', name='t', arguments=")
     assert call.arguments == {"a": "x" * pad + " sk-" + body}  # the call itself is untouched
+
+
+# ---------------------------------------------------- claim() says "not here"
+runs: list[str] = []
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Weather."""
+    runs.append(city)
+    return f"{city}: 18 C"
+
+
+class Elsewhere(Extension):
+    """Says each call is another process's while ``declining``."""
+
+    def __init__(self) -> None:
+        self.declining = True
+        self.asked: list[str] = []
+
+    def claim(self, call: ToolCall) -> bool:
+        self.asked.append(call.id)
+        return not self.declining
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_round_every_claim_declines_ends_the_step_busy(driver: str) -> None:
+    runs.clear()
+    provider = ScriptedProvider([call_tools(("get_weather", {"city": "Quito"})), reply("ok")])
+    chat = Chat(provider=provider, display=False).with_tools(get_weather)
+    ext = Elsewhere()
+    chat.extend(ext)
+    kinds: list[str] = []
+    chat.on("step_finished", lambda e: kinds.append(e.kind))
+    if driver == "sync":
+        chat.ask("go")
+    else:
+        asyncio.run(chat.ask_async("go"))
+    assert kinds == ["generated", "busy"]  # not 24 empty tool rounds, then the step budget
+    assert chat.exhausted_budget is None and chat.status == "ready"
+    assert ext.asked == [chat.tool_calls[0].id] and runs == []
+    assert chat.tool_calls[0].status == "requested"
+    assert chat.last_step is not None and chat.last_step.kind == "busy"
+    ext.declining = False  # the other process let it go: it runs here, once
+    chat.complete()
+    assert runs == ["Quito"] and chat.status == "complete"
+    assert len(provider.requests) == 2
+
+
+def test_a_round_some_claims_decline_runs_the_rest_then_stops_busy() -> None:
+    runs.clear()
+    provider = ScriptedProvider(
+        [call_tools(("get_weather", {"city": "Quito"}), ("get_weather", {"city": "Lima"}))]
+    )
+    chat = Chat(provider=provider, display=False).with_tools(get_weather)
+
+    class NotQuito(Extension):
+        def claim(self, call: ToolCall) -> bool:
+            return call.arguments["city"] != "Quito"
+
+    chat.extend(NotQuito())
+    kinds: list[str] = []
+    chat.on("step_finished", lambda e: kinds.append(e.kind))
+    chat.ask("go")
+    assert runs == ["Lima"]
+    assert kinds == ["generated", "ran_tools", "busy"]
+    assert [c.status for c in chat.tool_calls] == ["requested", "ok"]
+    assert len(provider.requests) == 1
