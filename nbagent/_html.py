@@ -24,6 +24,7 @@ import re
 from typing import Any, get_args
 
 from ._errors import redact_keys
+from ._errors import redacted as redacted  # what the view shows of arguments: one definition
 from ._types import CallStatus
 
 PREVIEW_CHARS = 160
@@ -222,30 +223,6 @@ def json_visible(text: str) -> str:
 
 # ------------------------------------------------------------------ secrets
 _REDACT_DEPTH = 200  # a container deeper than this shows as "…" (json_preview stops at 40)
-
-
-def redacted(value: Any) -> Any:
-    """``value`` as it may be shown: every string in it (keys too) with anything shaped like an
-    API key or URL credentials as ``***`` (:func:`~nbagent._errors.redact_keys`); ``value``
-    itself when nothing changed (nothing is copied). What the view shows of a model's
-    arguments: the call runs with ``value``, the screen never shows its secrets."""
-    return _redacted(value, 0)
-
-
-def _redacted(v: Any, depth: int) -> Any:
-    if isinstance(v, str):
-        return redact_keys(v)
-    if not isinstance(v, (dict, list, tuple)):
-        return v
-    if depth >= _REDACT_DEPTH:
-        return "…"
-    if isinstance(v, dict):
-        items = [(_redacted(k, depth), _redacted(x, depth + 1)) for k, x in v.items()]
-        if all(k is k0 and x is x0 for (k, x), (k0, x0) in zip(items, v.items(), strict=True)):
-            return v
-        return dict(items)
-    out = [_redacted(x, depth + 1) for x in v]
-    return v if all(x is x0 for x, x0 in zip(out, v, strict=True)) else out
 
 
 SECRET_EDITED = (
