@@ -18,7 +18,7 @@ import os
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -37,7 +37,7 @@ from ._approvals import (
 )
 from ._config import get_config
 from ._drive import Drive
-from ._errors import DecisionError, InputError, redact_keys, redacted
+from ._errors import DecisionError, InputError, redact_keys
 from ._events import (
     AlwaysAllowChanged,
     ApprovalDecided,
@@ -111,13 +111,6 @@ SETTINGS = (
 _LATER_OPTIONS = {"order": "ready"}
 """Options added after stores existed, with their defaults: stored only when set otherwise,
 so a chat that does not use them stays readable by the nbagent before them."""
-
-
-def shown_call(call: ToolCall) -> str:
-    """``repr(call)`` as an error may show it: a key, URL credentials or a password in its
-    arguments as ``***`` (hidden before the repr cuts them short, so no start of one shows)."""
-    arguments = redacted(call.arguments)
-    return repr(call if arguments is call.arguments else replace(call, arguments=arguments))
 
 
 def checked_edit(tool: Tool, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -450,8 +443,8 @@ class ChatCore:
             if (owner is not None and owner != self.id) or (owner is None and call_or_id != mine):
                 where = f"of chat {short_id(owner)}" if owner else "not the one this chat has"
                 raise DecisionError(
-                    f"{shown_call(call_or_id)} is {where}, not a call of this chat "
-                    f"({short_id(self.id)}), whose {cid} is {shown_call(mine)}: decide it on "
+                    f"{call_or_id!r} is {where}, not a call of this chat "
+                    f"({short_id(self.id)}), whose {cid} is {mine!r}: decide it on "
                     "its own chat"
                 )
         return mine

@@ -36,9 +36,13 @@ the caught exception), with anything shaped like an API key redacted.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
+
+# the secrets helpers, used here and long imported from here by the rest of nbagent
+from ._secrets import KEY_MIN as KEY_MIN
+from ._secrets import provider_secrets as provider_secrets
+from ._secrets import redact_keys, redacted, scrub
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -213,128 +217,6 @@ class StoreError(NBAgentError):
     """The store cannot be opened, read or written."""
 
 
-_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/@\s]+@")
-"""URL credentials: ``scheme://user:password@``. The scheme is bounded (32 characters, as
-schemes are short): an unbounded one tried every start of a long word, quadratic (4 s for 40,000
-characters and an ``@``)."""
-_PASSWORD = re.compile(
-    r"""(?i)\b(\w*?(?:password|passwd|pwd)["']?\s*[=:]\s*)"""
-    r"""("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|[^\s"';&]+)"""
-)
-"""A password given as a key and a value: a libpq DSN's ``password=...``, an environment's
-``DB_PASSWORD=`` / ``PGPASSWORD=``, ODBC's ``Pwd=...;``, a query string's, a JSON or YAML
-``"password": "..."`` (the value is hidden, quotes kept, an escaped quote inside it too;
-after a colon an unquoted word of letters followed by more words is prose, left alone)."""
-_KEY_PREFIXES = ("sk-", "earer", "gsk_", "xai-", "AIza", "hf_", "pplx-", "nvapi-", "r8_")
-"""What a key-shaped token starts with (any of them in a text: it is searched)."""
-_KEY_LIKE = re.compile(
-    r"\b(?:(sk-(?:ant-)?|[Bb]earer\s+)([\w.~+/=-]+)"
-    r"|(gsk_|xai-|hf_|pplx-|r8_)([A-Za-z0-9]+)|(AIza|nvapi-)([A-Za-z0-9_-]+))"
-)
-"""An API key's shape: a known provider key prefix (OpenAI's and Anthropic's ``sk-``,
-Groq's ``gsk_``, xAI's ``xai-``, Google's ``AIza``, Hugging Face's ``hf_``, Perplexity's
-``pplx-``, NVIDIA's ``nvapi-``, Replicate's ``r8_``) or a bearer token, then 12+ token
-characters (a digit among them, so prose like "Bearer authentication" is left alone; not a
-final dot). A key of another shape is scrubbed where it is known: the chat's provider's
-(:func:`scrub`). Each match takes its whole token (judged by :func:`_keys_hidden`), so a long run of
-prefixes (``sk-sk-sk-...``) is read once, not once a prefix (that was quadratic)."""
-
-
-_SHAPED = {"gsk_": "", "xai-": "", "hf_": "", "pplx-": "", "r8_": "", "AIza": "-_", "nvapi-": "-_"}
-"""The other providers' prefixes, and what a key of theirs holds after them besides ASCII
-letters and digits (16 or more, a digit among them): an identifier such as
-``hf_dataset_split_2023`` is no key."""
-
-
-def _is_key(token: str, prefix: str = "sk-") -> bool:
-    also = _SHAPED.get(prefix)
-    if also is not None:
-        token = token.rstrip(".")  # a final dot is the sentence's
-        body = token.translate({ord(c): None for c in also})
-        return (
-            len(token) >= 16
-            and body.isascii()
-            and body.isalnum()
-            and any(c.isdecimal() for c in body)
-        )
-    return len(token.rstrip(".")) >= 12 and any(c.isdecimal() for c in token)
-
-
-def _keys_hidden(text: str, hidden: str) -> str:
-    """``text`` with each key-shaped token (:data:`_KEY_LIKE`) as ``hidden``, read once."""
-    out: list[str] = []
-    pos = 0
-    while (match := _KEY_LIKE.search(text, pos)) is not None:
-        at = 1 if match.group(1) else 3 if match.group(3) else 5  # which kind of key
-        prefix, token = match.group(at), match.group(at + 1)
-        if prefix == "sk-ant-" and not _is_key(token):  # "sk-" and a token "ant-..."
-            prefix, token = "sk-", "ant-" + token
-        if _is_key(token, prefix):
-            dots = len(token) - len(token.rstrip("."))  # a final dot is the sentence's
-            out += (text[pos : match.start()], prefix, hidden)
-            pos = match.end() - dots
-            continue
-        # not a key; a prefix inside its token has a shorter token with no more digits,
-        # but for a "Bearer" it ends with: that one's token is past the space
-        bearer = match.end() - 6
-        if at == 1 and bearer >= match.start(2) and text[bearer:].startswith(("Bearer", "bearer")):
-            out.append(text[pos:bearer])
-            pos = bearer
-            continue
-        out.append(text[pos : match.end()])
-        pos = match.end()
-    out.append(text[pos:])
-    return "".join(out)
-
-
-def redact_keys(text: str, hidden: str = "***") -> str:
-    """``text`` with anything shaped like an API key, URL credentials and a password given
-    as ``password=``/``"password": ...`` replaced by ``***`` (``hidden``: another marker,
-    e.g. one Markdown does not read as emphasis, put back after rendering)."""
-    if any(prefix in text for prefix in _KEY_PREFIXES):
-        text = _keys_hidden(text, hidden)
-    if "@" in text:
-        text = _USERINFO.sub(lambda m: f"{m[1]}{hidden}@", text)
-    lowered = text.lower()
-    if "pass" in lowered or "pwd" in lowered:
-        text = _PASSWORD.sub(lambda m: _hidden_value(m, hidden), text)
-    return text
-
-
-def _hidden_value(match: re.Match[str], hidden: str) -> str:
-    value = match.group(2)
-    quote = value[0] if value[:1] in ("'", '"') else ""
-    if not quote and ":" in match.group(1) and value.isalpha():
-        after = match.string[match.end() : match.end() + 2]
-        if len(after) == 2 and after[0] == " " and after[1].isalpha():
-            return match.group(0)  # prose ("your password: click here"), not a YAML secret
-    return f"{match.group(1)}{quote}{hidden}{quote}"
-
-
-_REDACT_DEPTH = 200
-"""A container deeper than this shows as ``…`` in :func:`redacted` (arguments are at most
-200 levels deep: deeper ones are refused where they enter the chat)."""
-
-
-def redacted(value: Any, depth: int = 0) -> Any:
-    """``value`` as it may be shown: every string in it (dict keys too, in dicts, lists and
-    tuples) through :func:`redact_keys`; ``value`` itself when nothing changed."""
-    if isinstance(value, str):
-        shown = redact_keys(value)
-        return value if shown == value else shown
-    if not isinstance(value, dict | list | tuple):
-        return value
-    if depth >= _REDACT_DEPTH:
-        return "…"
-    if isinstance(value, dict):
-        items = [(redacted(k, depth), redacted(x, depth + 1)) for k, x in value.items()]
-        if all(k is k0 and x is x0 for (k, x), (k0, x0) in zip(items, value.items(), strict=True)):
-            return value
-        return dict(items)
-    out = [redacted(x, depth + 1) for x in value]
-    return value if all(x is x0 for x, x0 in zip(out, value, strict=True)) else out
-
-
 SHOWN_CHARS = 1000
 """Past pandas' ``display.max_colwidth``, how much of a string :func:`display_safe` reads:
 pandas shows no more of it, and a megabyte argument is not scanned at every display."""
@@ -396,37 +278,6 @@ def safe_display(df: pd.DataFrame) -> pd.DataFrame:
     object.__setattr__(df, "_repr_mimebundle_", bundle)
     object.__setattr__(df, "_repr_html_", html)
     return df
-
-
-def scrub(text: str, secrets: Iterable[str | None]) -> str:
-    """``text`` with every secret (4+ characters), key-like token and URL userinfo as ``***``.
-
-    The one scrubber of error text: the providers' (the configured key) and the
-    MCP client's (a server's ``env`` and ``headers`` values) both use it.
-    """
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-    return redact_keys(text)
-
-
-KEY_MIN = 16
-"""The shortest provider secret scrubbed from text wherever it appears: a real key is
-longer; a placeholder (``"test"``, ``"ollama"``, ``"EMPTY"``) replaced as a substring cut
-words out of every tool result ("latest test run" read "la*** *** run")."""
-
-
-def provider_secrets(provider: Any) -> tuple[str, ...]:
-    """A provider's own secrets to scrub from what reaches the model, the record and the
-    screen (its ``secrets()``: a key of any shape), those of :data:`KEY_MIN` characters or
-    more; ``()`` if it names none."""
-    named = getattr(provider, "secrets", None)
-    if not callable(named):
-        return ()
-    try:
-        return tuple(s for s in named() if isinstance(s, str) and len(s) >= KEY_MIN)
-    except Exception:  # a custom provider's own method: never a reason to lose a result
-        return ()
 
 
 def reveals(exc: BaseException, secrets: Iterable[str | None]) -> bool:

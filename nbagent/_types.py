@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Literal, get_args
 
 from ._frozen import READ_ONLY, FrozenDict, frozen
+from ._secrets import redacted
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -277,7 +278,9 @@ class ToolCall:
         return hash(self.id)
 
     def __repr__(self) -> str:
-        args = json.dumps(self.arguments, ensure_ascii=False, default=str)
+        # a key, URL credentials or a password in the arguments shows as ***, hidden
+        # before the cut (no start of one shows): what the cards and the log show too
+        args = json.dumps(redacted(self.arguments), ensure_ascii=False, default=str)
         if len(args) > 80:
             args = args[:77] + "..."
         where = f", server={self.server!r}" if self.server is not None else ""

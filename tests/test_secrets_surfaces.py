@@ -242,14 +242,14 @@ def test_a_decision_error_naming_calls_hides_their_arguments_secrets() -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(pad=st.integers(0, 120), body=st.sampled_from(["abc123def456ghi789", "Q1w2e3r4t5y6u7"]))
-def test_a_call_as_an_error_shows_it_never_shows_part_of_a_key(pad: int, body: str) -> None:
-    from nbagent._chat_state import shown_call
-
-    # hidden before the 80-character cut: a key the cut falls inside shows no start
-    call = ToolCall("c1", "t", {"a": "x" * pad + " sk-" + body})
-    shown = shown_call(call)
-    assert body[:6] not in shown and shown.startswith("ToolCall(id='c1', name='t', arguments=")
-    assert call.arguments == {"a": "x" * pad + " sk-" + body}  # the call itself is untouched
+def test_a_calls_repr_never_shows_part_of_a_key(pad: int, body: str) -> None:
+    # hidden before the 80-character cut: a key the cut falls inside shows no start (the
+    # repr is what a cell shows of chat.pending_approvals, and what errors name calls by)
+    call = ToolCall("c1", "t", {"a": "x" * pad + " sk-" + body, "dsn": "pg://u:pw@h/db"})
+    shown = repr(call)
+    assert body[:6] not in shown and "pw@" not in shown
+    assert shown.startswith("ToolCall(id='c1', name='t', arguments=")
+    assert call.arguments["a"] == "x" * pad + " sk-" + body  # the call itself is untouched
 
 
 # ---------------------------------------------------- claim() says "not here"
