@@ -36,6 +36,7 @@ with "continued in cell [n]" and the new cell shows the continuation live.
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import time
 from typing import TYPE_CHECKING, Any
@@ -138,6 +139,12 @@ class ChatView:
         self._behind = False  # its HTML changed since the output's last update
         self._pushed = 0.0  # when that update was sent
         self._push_due = False  # a later update is on its way (_push_later)
+        # Drawn on another page than the first (reloaded, another tab): that page cannot
+        # receive the output's updates, only widget state; so when the view goes static its
+        # container stays open with the static HTML in it (_keep_in_widget), not closed.
+        self._pages_seen: set[str] = set()
+        self._redrawn = False
+        self._kept: tuple[ipywidgets.VBox, ipywidgets.HTML] | None = None
         self._reset()
         with self.state.lock:
             if not light or self._needs_widgets() or self._size() > self.page_size:
@@ -187,9 +194,24 @@ class ChatView:
                 layout=self._entry_layout,
                 style=self._entry_style,
             )
-        self.widget = ipywidgets.VBox(self._chrome(), layout=self._box_layout)
+        kept, self._kept = self._kept, None
+        if kept is not None and getattr(kept[0], "comm", None) is not None:
+            # the container a page drawn anew still shows: its children change in place
+            box, final = kept
+            box.children = tuple(self._chrome())
+            close_models([final], keep=_SHARED.values())
+            self.widget = box
+        else:
+            self.widget = ipywidgets.VBox(self._chrome(), layout=self._box_layout)
         self.widget.add_class("nba-chat")
         self.output.attach(self.widget)
+
+    def _card_rendered(self, card: ActionCard) -> None:
+        """A card was drawn (a page opened, or reloaded, with the kernel alive)."""
+        self.continuation.note_rendered()
+        self._pages_seen |= card.pages
+        if len(self._pages_seen) > 1:
+            self._redrawn = True
 
     def _chrome(self) -> list[ipywidgets.Widget]:
         """The view's own widgets around its entries, in order."""
@@ -328,7 +350,7 @@ class ChatView:
                 budget=e.budget,
                 increment=self._increment_label(e.budget, steps),
             )
-        card.on_rendered = self.continuation.note_rendered
+        card.on_rendered = functools.partial(self._card_rendered, card)
         self._cards[e.key] = card
         self._sync_card(card, e)
         return card
@@ -377,7 +399,7 @@ class ChatView:
             fields=for_browser(form_fields(p.schema)) if p.kind == "elicitation" else [],
             choices=[str(c) for c in p.choices] if p.kind == "ask_user" else [],
         )
-        card.on_rendered = self.continuation.note_rendered
+        card.on_rendered = functools.partial(self._card_rendered, card)
         self._inputs[p.id] = card
         return card
 
@@ -467,7 +489,7 @@ class ChatView:
         if anchor is None or widget is None or box is None or widget not in box.children:
             return False
         batch = ActionCard(self._on_card_action, kind="batch", state="closed")
-        batch.on_rendered = self.continuation.note_rendered
+        batch.on_rendered = functools.partial(self._card_rendered, batch)
         self._batches[step] = batch
         pair = ipywidgets.VBox([batch, widget])
         box.children = tuple(pair if w is widget else w for w in box.children)
@@ -709,7 +731,7 @@ class ChatView:
             self._push_later(self._pushed + TEXT_THROTTLE - now)
             return
         self._behind, self._pushed = False, now
-        self.output.refresh()
+        self._refresh_output()
         if settled:
             self.continuation.follow(self)
 
@@ -733,7 +755,7 @@ class ChatView:
             self._push_due = False
             if self._behind and self._displayed and not self.live and not self.frozen:
                 self._behind, self._pushed = False, time.monotonic()
-                self.output.refresh()
+                self._refresh_output()
         finally:
             self.state.lock.release()
 
@@ -810,10 +832,12 @@ class ChatView:
             self._close_widgets()
         self.continuation.follow(self)  # stops following decisions unless another view waits
 
-    def _close_widgets(self) -> None:
-        """Close every model of this view: widgets, and their own layouts and styles (the
-        style sheet, layouts and styles every view shares stay open)."""
+    def _close_widgets(self, keep: tuple[Any, ...] = ()) -> None:
+        """Close every model of this view but ``keep``: widgets, and their own layouts and
+        styles (the style sheet, layouts and styles every view shares stay open)."""
+        kept, self._kept = self._kept, None
         widgets: list[Any] = [
+            *(kept or ()),
             *self._cards.values(),
             *self._batches.values(),
             *self._inputs.values(),
@@ -829,7 +853,7 @@ class ChatView:
             getattr(self, "_status", None),
             self.widget,
         ]
-        close_models(widgets, keep=_SHARED.values())
+        close_models(widgets, keep=[*_SHARED.values(), *keep])
         self._cards.clear()
         self._batches.clear()
         self._inputs.clear()
@@ -860,8 +884,44 @@ class ChatView:
         """Show the static bundle in this view's output, then free its widgets."""
         # First: the widget renderer is replaced, not left dangling. Only a phase of its own
         # ("continued in cell [n]") is pinned: else the output follows the chat as HTML.
-        self.output.go_static(None if phase is None else self.fallback_bundle(phase=phase))
-        self._close_widgets()
+        data = None if phase is None else self.fallback_bundle(phase=phase)
+        self.output.go_static(data)
+        box = self.widget
+        if self._redrawn and box is not None and getattr(box, "comm", None) is not None:
+            self._keep_in_widget(box)
+        else:
+            self._close_widgets()
+
+    def _keep_in_widget(self, box: ipywidgets.VBox) -> None:
+        """Go static on a page drawn anew (reloaded with the kernel alive, another tab).
+
+        Such a page never receives the output's updates (they go to the cell's first run,
+        which that page does not listen to) but does receive widget state. Closing the
+        widgets there would leave the stand-in for a kernel that ended ("run the cells again
+        to ask anew") over a turn that was decided; so the view's container stays open with
+        the static HTML as its one child (:meth:`_sync_kept` keeps it current), without the
+        class the twin's CSS looks for (reopened from saved widget state, it shows this HTML,
+        not the twin). Every other widget of the view closes.
+        """
+        entry_layout, entry_style, _ = _shared_parts()
+        final = ipywidgets.HTML(layout=entry_layout, style=entry_style)
+        box.children = (final,)
+        box.remove_class(f"nba-live-{self.uid}")
+        self._close_widgets(keep=(box, final))
+        self._kept = (box, final)
+        self._sync_kept()
+
+    def _sync_kept(self) -> None:
+        """The kept container (:meth:`_keep_in_widget`) shows what the output shows."""
+        if self._kept is not None and not self.live:
+            html = str(self.output.bundle().get("text/html", ""))
+            if self._kept[1].value != html:
+                self._kept[1].value = html
+
+    def _refresh_output(self) -> None:
+        """Send the output's current bundle (and to a page drawn anew, its HTML)."""
+        self.output.refresh()
+        self._sync_kept()
 
     def _go_live(self) -> None:
         """Something happens in this static view again: rebuild its widgets and show them."""
@@ -1052,7 +1112,7 @@ class ChatView:
                     return
                 mark_dirty(self)  # live for its offer alone: the next cell looks again (a
                 # rule taken back in code then lets it go)
-            self.output.refresh()
+            self._refresh_output()
 
     def _busy(self) -> bool:
         return self.chat.is_running or self.continuation.busy

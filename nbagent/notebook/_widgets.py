@@ -122,6 +122,10 @@ class ActionCard(anywidget.AnyWidget):
         self._lock = threading.Lock()
         self._seen: set[str] = set()
         self.on_rendered: Callable[[], Any] | None = None
+        # The pages (browser tabs, a page reloaded) that drew the card, by the token each
+        # page's script draws once: a second one means the card was drawn anew on a page
+        # that cannot receive its output's updates (see ChatView._card_rendered).
+        self.pages: set[str] = set()
         self.observe(self._on_action, names="action")
         self.on_msg(self._on_custom_msg)
 
@@ -131,8 +135,12 @@ class ActionCard(anywidget.AnyWidget):
     # ------------------------------------------------------------------ browser
     def _on_custom_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         event = content.get("event") if isinstance(content, dict) else None
-        if event == "rendered" and self.on_rendered is not None:
-            self.on_rendered()
+        if event == "rendered":
+            page = content.get("page")
+            if isinstance(page, str) and page:
+                self.pages.add(page[:64])
+            if self.on_rendered is not None:
+                self.on_rendered()
         elif event == "action":
             self._apply(content.get("action"))
 

@@ -443,7 +443,10 @@ function render({ model, el }) {
   const redraw = () => draw();
   for (const name of TRAITS) model.on(`change:${name}`, redraw);
   draw();
-  try { model.send({ event: "rendered" }); } catch (e) { /* a static page has no kernel */ }
+  // Which page drew it: one token per page (a reloaded page, another tab: a new one), so
+  // the kernel knows when a card is drawn on a page its output's updates cannot reach.
+  if (!window.__nbagentPage) window.__nbagentPage = `${Date.now()}-${Math.random()}`;
+  try { model.send({ event: "rendered", page: window.__nbagentPage }); } catch (e) { /* a static page has no kernel */ }
   return () => { for (const name of TRAITS) model.off(`change:${name}`, redraw); };
 }
 
