@@ -146,20 +146,31 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     back, and a next cell's round ran a call the old round then recorded as cancelled
     before it ran. On the background loop itself (a sync ``inner.ask()`` in an async tool
     of a chat asked from a cell) ``coro`` runs on a thread of its own (scheduled on the loop
-    this thread runs, it waited for ever). Where no loop runs, on this thread's runner;
+    this thread runs, it waited for ever); so it does while the background loop is blocked
+    so (a sub-agent of that inner chat asking its own with the sync API: scheduled on the
+    blocked background loop, it waited for ever too). Where no loop runs, on this thread's runner;
     stopped there with tasks left (the stop button landing between two of their steps), they
     are cancelled and settled before the exception is re-raised, so none is left to run
     inside the next call's round.
     """
     import contextvars
 
-    if on_background_loop():
-        with blocking():
-            return _on_own_thread(coro, contextvars.copy_context())
     if not in_running_loop():
         return _on_this_thread(coro, contextvars.copy_context())
+    if on_background_loop() or _background_blocked():
+        with blocking():
+            return _on_own_thread(coro, contextvars.copy_context())
     with blocking():  # before the coroutine can start: it may ask at once
         return _on_background(coro)
+
+
+def _background_blocked() -> bool:
+    """Whether a sync call blocks nbagent's background loop (it waits for a nested round
+    on a thread of its own): a coroutine scheduled there now would wait for it, and when
+    that round is the one asking (sub-agents asked with the sync API from async tools,
+    three deep in a cell, four in a script), for ever."""
+    loop = _bg_loop
+    return loop is not None and is_blocked(loop)
 
 
 class _Raised(Exception):

@@ -105,3 +105,45 @@ def test_astream_events_run_to_its_end_still_yields_every_event() -> None:
     names = asyncio.run(main())
     assert "ToolCallFinished" in names
     assert names.count("MessageAdded") >= 4
+
+
+# -- sub-agents asked with the sync API from async tools, at any depth ------------------------
+
+
+def _agent(level: int, depth: int) -> Chat:
+    if level == depth:
+        return Chat(provider=ScriptedProvider([reply(f"leaf {level}")]))
+
+    @tool(name=f"delegate{level}")
+    async def delegate(q: str) -> str:
+        """Ask a sub-agent, with the sync API."""
+        answer = _agent(level + 1, depth).ask(q)
+        assert answer is not None
+        return answer.content
+
+    provider = ScriptedProvider([call_tools((f"delegate{level}", {"q": "sub"})), reply(f"{level}")])
+    return Chat(provider=provider).with_tools(delegate)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("how", ["script", "async", "cell"])
+def test_sub_agents_asked_with_the_sync_api_never_hang(how: str, depth: int) -> None:
+    """Three deep in a cell (a sync ask() while the kernel's loop runs), four in a script, the
+    innermost ask() was scheduled on nbagent's background loop while a sync ask() above it
+    blocked that loop waiting for it: it hung for ever."""
+    top = _agent(0, depth)
+
+    def run() -> Any:
+        if how == "script":
+            return top.ask("go")
+        if how == "async":
+            return asyncio.run(top.ask_async("go"))
+
+        async def cell() -> Any:
+            return top.ask("go")
+
+        return asyncio.run(cell())
+
+    answer = _on_a_thread(run, timeout=20)
+    assert answer.content == "0"
+    assert _results(top)[top.tool_calls[0].id].content == ("leaf 1" if depth == 1 else "1")
