@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .._errors import redacted
 from .._html import clip, esc, fmt_cost, fmt_ms, md_inline, preview, printable, style_tag
 from .._record import CallRecord
 from .._types import short_id
@@ -27,6 +28,7 @@ from ._runs import (
     field_names,
     row_values,
     shared_prefix,
+    shown,
 )
 
 TEXT_CHARS = 4_000  # a step's text shown in a cell (the DataFrame keeps all of it)
@@ -126,8 +128,8 @@ def fork_words(parent: Any) -> str:
     if change == "none":
         return f"fork of {short_id(parent.chat_id)} {where}"
     value = parent.value
-    shown = preview(value if isinstance(value, str) else str(value), 60)
-    return f"fork of {short_id(parent.chat_id)} {where}: {change} → {shown}"
+    words = preview(shown(value if isinstance(value, str) else str(redacted(value))), 60)
+    return f"fork of {short_id(parent.chat_id)} {where}: {change} → {words}"
 
 
 def _shared_words(n: int, runs: int) -> str:
@@ -183,10 +185,14 @@ def _call_html(i: int, c: CallRecord, diff: set[str]) -> str:
     parts = [_f(key, diff, f"{label} {status}")]
     if c.requires_approval or c.decided is not None:
         parts.append(
-            _f(f"{key} decision", diff, f'<span class="nba-dim">{esc(decision_words(c))}</span>')
+            _f(
+                f"{key} decision",
+                diff,
+                f'<span class="nba-dim">{esc(shown(decision_words(c)))}</span>',
+            )
         )
     if c.result is not None:
-        text = c.result.content
+        text = shown(c.result.content)
         parts.append(
             _f(
                 f"{key} result",

@@ -8,6 +8,10 @@ run their rounds differently). For a fork that shares its parent's history, the 
 shared history are equal field for field (the fork's events are copies of its
 parent's), so they fold away as shared.
 
+Every text a step holds is as it may be shown: anything shaped like an API key, URL
+credentials or a password is ``***`` (:func:`shown`), in the comparison's HTML, its text
+and its differences frame alike (a call ran with its real arguments; the record keeps them).
+
 Each step has the same fields, in the same order (:data:`FIELDS`, then per
 call ``call i``, ``call i decision``, ``call i result``, then :data:`COST_FIELDS`:
 :func:`field_names`); a call is the record's own
@@ -22,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._errors import redact_keys, redacted
 from .._record import CallRecord, ChatRecord, StepRecord
 
 if TYPE_CHECKING:
@@ -35,12 +40,18 @@ COST_FIELDS = ("replayed", "input_tokens", "output_tokens", "cost_usd", "latency
 """The fields after them: what the step cost."""
 
 
+def shown(value: Any) -> Any:
+    """A text as it may be shown (secrets as ``***``); anything else as it is."""
+    return redact_keys(value) if isinstance(value, str) else value
+
+
 def call_label(c: CallRecord) -> str:
-    """``name({"arg": ...})`` with the arguments it ran (or will run) with."""
+    """``name({"arg": ...})`` with the arguments it ran (or will run) with, secrets as ``***``
+    (a value shaped like a key or a DSN with a password, and a ``password`` key's value)."""
     edited = c.edited_arguments is not None
     arguments = c.edited_arguments if edited else c.arguments
-    text = json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)
-    return f"{c.tool}({text})" + (" [edited]" if edited else "")
+    text = json.dumps(redacted(arguments), ensure_ascii=False, sort_keys=True, default=str)
+    return f"{c.tool}({redact_keys(text)})" + (" [edited]" if edited else "")
 
 
 def decision_words(c: CallRecord) -> str:
@@ -76,8 +87,8 @@ class Step:
         self.values.update(
             {
                 key: call_label(c),
-                f"{key} decision": decision_words(c),
-                f"{key} result": result_words(c),
+                f"{key} decision": shown(decision_words(c)),
+                f"{key} result": shown(result_words(c)),
             }
         )
 
@@ -126,9 +137,9 @@ def records(record: ChatRecord) -> list[Step]:
         said = [str(text) for i, text in users if seen <= i < upto]
         seen = max(seen, upto)
         values = {
-            "prompt": "\n".join(said) if said else None,
+            "prompt": shown("\n".join(said)) if said else None,
             "model": f"{s.provider or ''}:{s.model or ''}",
-            "text": s.text or "",
+            "text": shown(s.text or ""),
             "stop_reason": s.stop_reason or "other",
             "replayed": bool(s.replayed),  # answered from a recording, not by the model
             "input_tokens": s.usage.input_tokens,
