@@ -62,6 +62,7 @@ from ._state import (
     COMPLETE,
     ELSEWHERE,
     FAILED,
+    STOPPED,
     BudgetEntry,
     CallEntry,
     Entry,
@@ -377,6 +378,7 @@ def status_html(totals: Totals, phase: str | None = None) -> str:
         AWAITING: "nba-phase-awaiting",
         BUDGET: "nba-phase-awaiting",
         ELSEWHERE: "nba-phase-awaiting",
+        STOPPED: "nba-phase-awaiting",
         FAILED: "nba-phase-error",
         COMPLETE: "nba-phase-complete",
     }.get(phase, "nba-phase-busy")

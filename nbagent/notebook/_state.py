@@ -33,6 +33,7 @@ from .._events import (
     TextDelta,
     ToolCallDelta,
 )
+from .._extension import Extension
 from .._html import ARGUMENTS_CHARS, clip, json_preview, json_visible, redacted
 from .._media import IMAGE_TYPES, sniff, sniff_audio
 from .._record import (
@@ -77,6 +78,7 @@ COMPLETE = "complete"
 BUDGET = "budget exhausted"
 FAILED = "error"
 ELSEWHERE = "driven elsewhere"  # another process drives this chat (a store's "busy")
+STOPPED = "stopped · complete() resumes"  # the stop button, chat.cancel(): no step says so
 
 
 @dataclass(eq=False)
@@ -623,6 +625,33 @@ class ChatState:
             self._tell([_touch(entry)], False)
             return entry
 
+    def run_stopped(self, error: BaseException) -> None:
+        """A run of the loop ended by raising ``error``, which no step event says: the stop
+        button or ``chat.cancel()`` (``stopped``), or an error while a tool ran or the model
+        was asked (``error``). The phase says so, not "running tools" for ever; the views
+        settle."""
+        import asyncio
+
+        from .._errors import ChatCancelled
+
+        with self.lock:
+            phase = self.totals_for(self.turn).phase
+            if isinstance(error, (ChatCancelled, KeyboardInterrupt, asyncio.CancelledError)):
+                if phase in (COMPLETE, AWAITING, BUDGET, ELSEWHERE, FAILED):
+                    return  # what the run ended on already says where the chat is
+                now = STOPPED
+            elif phase in (RUNNING, GENERATING, READY):
+                now = FAILED
+            else:
+                return
+            self._phase(self.turn, now)
+            changed: list[Entry] = []
+            for e in self._by_turn.get(self.turn, ()):
+                if isinstance(e, TextEntry) and e.streaming:  # no more text comes
+                    e.streaming = False
+                    changed.append(_touch(e))
+            self._tell(changed, True)
+
     def add_traceback(self, call_id: str, text: str) -> None:
         """Keep where a tool failed (its exception reaches ``after_tool_result`` callbacks
         only) on the call's entry, and tell the views."""
@@ -993,7 +1022,20 @@ def _new_state(chat: Chat) -> ChatState:
         state = ChatState.from_chat(chat)
         chat.record.subscribe(state.on_change)
     chat.on(None, state.on_fragment)  # the text as it streams (fragments flow from now on)
+    chat.extend(_RunStopped(state))
     return state
+
+
+class _RunStopped(Extension):
+    """Tells the display state when a run ends by raising (no event says so)."""
+
+    def __init__(self, state: ChatState) -> None:
+        self._state = weakref.ref(state)
+
+    def run_stopped(self, error: BaseException) -> None:
+        state = self._state()
+        if state is not None:
+            state.run_stopped(error)
 
 
 _deciders: PerChat[Deciders] = PerChat(_new_deciders, "deciders")
