@@ -33,7 +33,9 @@ awaited on that loop in every mode (:func:`~nbagent._aio.run_on_loop`); one
 whose loop is blocked by the sync driver fails with ``ToolLoopError`` at once.
 
 Cancellation (``chat.cancel()``, KeyboardInterrupt): calls that have not started
-are cancelled; calls already running settle first and keep their real outcome.
+are cancelled; calls already running settle first and keep their real outcome. An async
+tool that returned as its round was cancelled (in the same turn of the loop) keeps its
+result; one whose task never took a step is "cancelled before it ran", never "while it ran".
 
 Context: every call runs in a copy of the caller's context (``contextvars``), in every
 mode, with or without a timeout: what the code asking the chat set in a context variable
@@ -192,10 +194,12 @@ class _Interrupted(Exception):
         self.interrupt = interrupt
 
 
-async def _interruptible(job: Job) -> Any:
+async def _interruptible(job: Job, started: list[bool]) -> Any:
     """An async tool's call, as its task runs it. The call's coroutine is made here, once
     the task runs: a task cancelled before its first step never makes it (made before, it
-    was never awaited, and Python warned so at the next garbage collection)."""
+    was never awaited, and Python warned so at the next garbage collection), and
+    ``started`` stays empty (the call is then said not to have run)."""
+    started.append(True)
     try:
         return await _call_async(job)
     except KeyboardInterrupt as exc:
@@ -385,8 +389,13 @@ class ToolRunner:
         except TimeoutError as exc:  # an async tool's or an MCP server's call: told to stop
             message = str(exc) or f"timed out after {job.timeout:g} s and was stopped{_UNKNOWN}"
             out = Outcome(job.call, "timed_out", message=message)
-        except asyncio.CancelledError:  # the model must not read "not done": it may retry
-            out = Outcome(job.call, "cancelled", message=f"cancelled while it ran{_UNKNOWN}")
+        except asyncio.CancelledError as exc:  # the model must not read "not done": it may retry
+            message = (
+                "cancelled before it ran"  # its task never took a step, its thread never began
+                if exc.args == (_UNSTARTED,)
+                else f"cancelled while it ran{_UNKNOWN}"
+            )
+            out = Outcome(job.call, "cancelled", message=message)
             self._settle(out, started, t0, hooks)
             raise
         except KeyboardInterrupt:
@@ -448,13 +457,29 @@ class ToolRunner:
         stop button raised in it comes out here (a task's would leave the event loop)."""
         import asyncio
 
-        task = asyncio.get_running_loop().create_task(_interruptible(job), context=ctx)
+        started: list[bool] = []
+        task = asyncio.get_running_loop().create_task(_interruptible(job, started), context=ctx)
         try:
             if job.timeout:
                 return await asyncio.wait_for(task, job.timeout)
             return await task
         except _Interrupted as exc:
             raise exc.interrupt from None
+        except asyncio.CancelledError:
+            # Cancelled once the tool had returned (in the same turn of the loop, before
+            # this task resumed) or while it finished anyway: its real outcome stands, and
+            # ``_one`` stops the round after recording it (the task is still being
+            # cancelled). Dropped, a call that ran to its end was recorded "cancelled while
+            # it ran", its result lost.
+            if task.done() and not started:  # cancelled before its first step
+                raise asyncio.CancelledError(_UNSTARTED) from None
+            if not task.done() or task.cancelled():
+                raise
+            if (error := task.exception()) is None:
+                return task.result()
+            if isinstance(error, _Interrupted):
+                raise error.interrupt from None
+            raise error from None
 
     @staticmethod
     async def _in_thread(
@@ -500,7 +525,7 @@ class ToolRunner:
                 ) from None
         except asyncio.CancelledError:
             if ticket.drop_if_queued():
-                raise  # it never started: cancelled before it ran
+                raise asyncio.CancelledError(_UNSTARTED) from None  # never started: never will
             return await ToolRunner._after_cancel(fut)  # waited for: not abandoned
 
     @staticmethod
@@ -600,6 +625,12 @@ def _replayed(call: ToolCall, recorded: RecordedResult) -> Outcome:
         status = recorded.status  # type: ignore[assignment]
         message = recorded.content.removeprefix("Error: ")
     return Outcome(call, status, value=None, message=message, replayed=recorded)
+
+
+_UNSTARTED = "nbagent: cancelled before the tool began"
+"""The message of the ``CancelledError`` the runner raises for a call cancelled before its
+tool began (its task before its first step, its call still queued for a worker thread):
+recorded "cancelled before it ran", not "while it ran"."""
 
 
 class _NeverStarted(Exception):
