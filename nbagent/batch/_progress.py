@@ -13,6 +13,10 @@ so "ran 40s" stays 40s over a lunch break. The ETA is the rows left (queued and
 running) over the rate at which rows finished in that working time, and is only
 given once a few rows did.
 
+A run stopped before its rows settled (the stop button, an error raised through it)
+says so (:meth:`Progress.stop`): its clock stops, the rows that were queued or running
+count as *not finished*, and no ETA is given; the bar says how to go on.
+
 While rows are parked and the batch goes on watching them (in a kernel), the
 bar itself says how they continue (:attr:`Progress.parked_hint`), with the
 live count: a separate notice would go stale as decisions come in.
@@ -46,6 +50,12 @@ class Snapshot:
     concurrency: int | None = None
     finished: bool = False
     parked_hint: bool = False
+    stopped: bool = False
+
+    @property
+    def unfinished(self) -> int:
+        """Rows queued or running (after a stop: the rows it left not finished)."""
+        return self.counts["queued"] + self.counts["running"]
 
     @property
     def settled(self) -> int:
@@ -77,6 +87,7 @@ class Progress:
         """How many rows may run at once now (the backend's adaptive limit), if it says."""
         self.finished = False
         self._parked_hint = False
+        self._stopped = False
         self.version = 0
         for update in (settled or {}).values():
             self.apply(update, count_rate=False)
@@ -93,8 +104,27 @@ class Progress:
             self._parked_hint = bool(value)
             self.version += 1  # redrawn at the next tick
 
+    @property
+    def stopped(self) -> bool:
+        """The run was stopped before its rows settled (see :meth:`stop`)."""
+        return self._stopped
+
+    def stop(self) -> None:
+        """The run stops with rows queued or running: its clock stops for good, and the bar
+        says stopped (those rows not finished, no ETA). Nothing when none is."""
+        with self._lock:
+            if self._stopped or self._counts["queued"] + self._counts["running"] == 0:
+                return
+            self._stopped = True
+            if self._busy_since is not None:
+                self._worked += self._clock() - self._busy_since
+                self._busy_since = None
+            self.version += 1
+
     def _mark_busy(self) -> None:
         """Start or stop the working clock as rows are (or no longer are) queued or running."""
+        if self._stopped:
+            return  # stopped: the clock stays as it was
         busy = self._counts["queued"] + self._counts["running"] > 0
         if busy and self._busy_since is None:
             self._busy_since = self._clock()
@@ -132,7 +162,9 @@ class Progress:
             elapsed = self._elapsed()
             left = counts["queued"] + counts["running"]
             eta = None
-            if left == 0:
+            if self._stopped:
+                pass  # nothing more runs: no ETA
+            elif left == 0:
                 eta = 0.0
             elif self._finished_here >= 3 and elapsed > 0:
                 eta = left * elapsed / self._finished_here
@@ -147,6 +179,7 @@ class Progress:
                 concurrency=self.concurrency() if self.concurrency is not None else None,
                 finished=self.finished,
                 parked_hint=self._parked_hint,
+                stopped=self._stopped,
             )
 
 
@@ -166,9 +199,28 @@ def _cost(cost: float | None) -> str:
     return "cost n/a" if cost is None else fmt_cost(cost)
 
 
+STOPPED_WORDS = (
+    "the run was stopped; run the cell again to go on (with a store, finished rows are read "
+    "back, not rerun)"
+)
+"""What a stopped bar says about going on."""
+
+
 def summary_line(s: Snapshot) -> str:
-    """``done 40/50 · failed 2 · awaiting approval 3 · 12,345 tokens · $0.0123 · ETA 12s``."""
+    """``done 40/50 · failed 2 · awaiting approval 3 · 12,345 tokens · $0.0123 · ETA 12s``
+    (stopped: ``stopped · done 16/40 · not finished 24 · ... · ran 7s (how to go on)``)."""
     c = s.counts
+    if s.stopped:
+        parts = ["stopped", f"done {c['done']}/{s.total}"]
+        parts += [f"{_LABELS[k]} {c[k]}" for k in ("failed", "awaiting_approval") if c[k]]
+        if s.unfinished:
+            parts.append(f"not finished {s.unfinished}")
+        parts += [
+            f"{s.input_tokens + s.output_tokens:,} tokens",
+            _cost(s.cost_usd),
+            f"ran {_duration(s.elapsed)}",
+        ]
+        return f"{' · '.join(parts)} — {STOPPED_WORDS}"
     parts = [f"done {c['done']}/{s.total}"]
     parts += [
         f"{_LABELS[k]} {c[k]}" for k in ("failed", "awaiting_approval", "running", "queued") if c[k]
@@ -227,6 +279,8 @@ def progress_html(s: Snapshot, title: str = "batch") -> str:
 
     Only numbers and fixed words go in; ``title`` is escaped.
     """
+    if s.stopped:
+        return _stopped_html(s, title)
     total = max(s.total, 1)
     segments = "".join(
         f'<span class="nba-batch-{k}" title="{_LABELS[k]}: {s.counts[k]}" '
@@ -261,6 +315,38 @@ def progress_html(s: Snapshot, title: str = "batch") -> str:
         f'<div style="height:8px;background:#eee;border-radius:4px;overflow:hidden;'
         f'margin:4px 0;display:flex">{segments}</div>'
         f"<div>{counts}</div>{note}</div>"
+    )
+
+
+def _stopped_html(s: Snapshot, title: str) -> str:
+    """The bar of a run stopped before its rows settled: what it finished, what it did not,
+    how to go on; no ETA, no running clock."""
+    total = max(s.total, 1)
+    shown = [(k, s.counts[k]) for k in ("done", "failed", "awaiting_approval")]
+    shown.append(("stopped", s.unfinished))
+    colors = {**_COLORS, "stopped": "#bdbdbd"}
+    labels = {**_LABELS, "stopped": "not finished"}
+    segments = "".join(
+        f'<span class="nba-batch-{k}" title="{labels[k]}: {n}" '
+        f'style="display:inline-block;height:100%;width:{100 * n / total:.3f}%;'
+        f'background:{colors[k]}"></span>'
+        for k, n in shown
+        if n
+    )
+    counts = " ".join(
+        f'<span class="nba-batch-count" data-status="{k}" style="color:{colors[k]}">'
+        f"{labels[k]}&nbsp;<b>{n}</b></span>"
+        for k, n in shown
+    )
+    return (
+        f'<div class="nba-batch nba-batch-stopped" style="font-family:var(--jp-ui-font-family,'
+        f'sans-serif);font-size:12px;max-width:720px">'
+        f"<div><b>{esc(title)}</b> · <b>stopped</b> · done {s.counts['done']}/{s.total} · "
+        f"{s.input_tokens + s.output_tokens:,} tokens · {_cost(s.cost_usd)}"
+        f" · ran {_duration(s.elapsed)}</div>"
+        f'<div style="height:8px;background:#eee;border-radius:4px;overflow:hidden;'
+        f'margin:4px 0;display:flex">{segments}</div>'
+        f'<div>{counts}</div><div class="nba-batch-parked">{esc(STOPPED_WORDS)}.</div></div>'
     )
 
 

@@ -227,6 +227,9 @@ class BatchRun:
         """Stop the run (parked rows stay parked: in the store, or as live chats)."""
         task = self._task
         if task is not None and not task.done():
+            # rows still queued or running will not finish in this run: the bar says so
+            # (stopped, its clock stopped) rather than counting down an ETA for ever
+            self.progress.stop()
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
