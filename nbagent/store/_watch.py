@@ -21,16 +21,16 @@ after making the watch for one recorded before.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._aio import in_worker
 from ._follow import POLL_INTERVAL
 
-_ASYNC_SLICE = 0.25
-"""``wait_async`` waits on a worker thread in slices this long (so cancelling it is prompt)."""
+if TYPE_CHECKING:
+    import asyncio
 
 
 class DecisionWatch:
@@ -54,6 +54,9 @@ class DecisionWatch:
         self._cond = threading.Condition()
         self._news: set[str] = set()
         self._closed = False
+        # the futures ``wait_async`` awaits, each with its loop: news (or closing) resolves
+        # them there; the news itself stays in ``_news`` until a waiter takes it
+        self._woken: dict[asyncio.Future[None], asyncio.AbstractEventLoop] = {}
 
     # -- the store's side ---------------------------------------------------------
     def push(self, chat_ids: Iterable[str]) -> None:
@@ -64,6 +67,13 @@ class DecisionWatch:
         with self._cond:
             self._news.update(mine)
             self._cond.notify_all()
+            self._wake_async()
+
+    def _wake_async(self) -> None:
+        """Resolve every ``wait_async``'s future, on its own loop (under ``_cond``)."""
+        for woken, loop in self._woken.items():
+            with contextlib.suppress(RuntimeError):  # its loop was closed: nobody waits
+                loop.call_soon_threadsafe(_resolve, woken)
 
     # -- the waiter's side --------------------------------------------------------
     def wait(self, timeout: float | None = None) -> set[str]:
@@ -84,14 +94,32 @@ class DecisionWatch:
             return news
 
     async def wait_async(self, timeout: float | None = None) -> set[str]:
-        """Async twin of :meth:`wait` (it waits on a worker thread, in short slices)."""
+        """Async twin of :meth:`wait`: it awaits a future the news resolves (no thread).
+
+        Cancelled (a timeout around it), it takes nothing: the news it would have returned
+        is the next wait's. (It waited on a worker thread, which went on waiting after the
+        cancellation and took news arriving then into a result nobody read: the next wait
+        missed the decision.)
+        """
+        import asyncio
+
+        loop = asyncio.get_running_loop()
         deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
         while True:
-            left = None if deadline is None else deadline - time.monotonic()
-            step = _ASYNC_SLICE if left is None else max(0.0, min(_ASYNC_SLICE, left))
-            news = await in_worker(self.wait, step)
-            if news or self._closed or (left is not None and left <= step):
-                return news
+            with self._cond:  # taken here, on the waiter's own thread, or left for the next
+                if self._news or self._closed:
+                    news, self._news = self._news, set()
+                    return news
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return set()
+                woken: asyncio.Future[None] = loop.create_future()
+                self._woken[woken] = loop
+            try:
+                await asyncio.wait([woken], timeout=left)
+            finally:
+                with self._cond:
+                    self._woken.pop(woken, None)
 
     def close(self) -> None:
         """Stop following (a waiter returns at once). Idempotent."""
@@ -100,6 +128,7 @@ class DecisionWatch:
                 return
             self._closed = True
             self._cond.notify_all()
+            self._wake_async()
         if self._on_close is not None:
             self._on_close(self)
 
@@ -117,6 +146,11 @@ class DecisionWatch:
         which = "every chat" if self.chat_ids is None else f"{len(self.chat_ids)} chat(s)"
         state = ", closed" if self._closed else ""
         return f"DecisionWatch({which}{state})"
+
+
+def _resolve(woken: asyncio.Future[None]) -> None:
+    if not woken.done():  # (cancelled with its waiter, or resolved by an earlier push)
+        woken.set_result(None)
 
 
 __all__ = ["POLL_INTERVAL", "DecisionWatch"]
