@@ -37,7 +37,9 @@ function button(label, cls, onClick, title) {
   return b;
 }
 
-// A reason box: Enter submits (`onEnter`), as a form would.
+// A reason box: Enter submits (`onEnter`), as a form would; Enter with a modifier does
+// nothing (Shift+Enter, Ctrl+Enter, Alt+Enter are JupyterLab's run keys: pressed from habit,
+// they must not deny a call).
 function reasonBox(ui, placeholder, label, onEnter) {
   const box = h("input", "nba-action-reason");
   box.type = "text";
@@ -46,7 +48,8 @@ function reasonBox(ui, placeholder, label, onEnter) {
   box.setAttribute("aria-label", label);
   box.addEventListener("input", () => { ui.reason = box.value; });
   box.addEventListener("keydown", (ev) => {
-    if (ev.key === "Enter" && !ev.isComposing && !ev.shiftKey) {
+    if (ev.key === "Enter" && !ev.isComposing && !plainEnter(ev)) ev.preventDefault();
+    else if (ev.key === "Enter" && !ev.isComposing) {
       ev.preventDefault();
       ev.stopPropagation();  // not JupyterLab's Shift+Enter / Enter shortcuts
       onEnter(box.value);
@@ -55,14 +58,32 @@ function reasonBox(ui, placeholder, label, onEnter) {
   return box;
 }
 
+function plainEnter(ev) {
+  return !(ev.shiftKey || ev.ctrlKey || ev.altKey || ev.metaKey);
+}
+
 const TRAITS = ["state", "error", "summary", "note", "value", "arguments", "editable", "reason",
   "tool", "steps", "budget", "increment", "kind", "count", "revocable", "hosted", "fields",
   "choices", "input_kind", "input_id"];
 
 let counter = 0;
 
+// Keys typed in a card's text box, form field or JSON editor are the card's: none reaches
+// JupyterLab, whose Shift+Enter / Ctrl+Enter / Alt+Enter would run the cell again (a new
+// request to the model, what was typed lost) and whose one-key shortcuts act on cells. Only
+// Ctrl / Cmd / Alt chords other than Enter go on (Ctrl+S saves). The key's own default is
+// kept: Shift+Enter in a text area is a new line.
+function keepKeys(el) {
+  el.addEventListener("keydown", (ev) => {
+    const t = ev.target;
+    if (!t || !t.closest || !t.closest("input, textarea, select, [contenteditable]")) return;
+    if (ev.key === "Enter" || !(ev.ctrlKey || ev.metaKey || ev.altKey)) ev.stopPropagation();
+  });
+}
+
 function render({ model, el }) {
   el.classList.add("nba-action");
+  keepKeys(el);
   // Local UI state survives redraws (an error must not wipe what was typed).
   const ui = { editing: false, editText: null, reason: "", clicked: false, jsonError: "",
     values: {}, replying: false, reply: "" };
@@ -224,11 +245,13 @@ function render({ model, el }) {
   }
 
   // ----------------------------------------------------------------- input cards
-  // Enter in a one-line box submits (not JupyterLab's Shift+Enter / Enter shortcuts).
+  // Enter in a one-line box submits (Enter with a modifier does nothing); in a text area
+  // (`needCtrl`) Ctrl+Enter / Cmd+Enter submits and Enter is a new line.
   function onEnter(node, fn, needCtrl) {
     node.addEventListener("keydown", (ev) => {
       if (ev.key !== "Enter" || ev.isComposing || ev.shiftKey) return;
       if (needCtrl && !(ev.ctrlKey || ev.metaKey)) return;
+      if (!needCtrl && !plainEnter(ev)) return;
       ev.preventDefault();
       ev.stopPropagation();
       fn();
