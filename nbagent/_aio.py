@@ -121,14 +121,45 @@ def run_inline(coro: Coroutine[Any, Any, T]) -> T:
     """Finish a coroutine that never suspends, without an event loop.
 
     Used for rounds of plain synchronous tools run one after another: the
-    coroutine only calls functions, so one ``send`` completes it.
+    coroutine only calls functions, so one ``send`` completes it. While it runs,
+    :func:`running_inline` is true for it (even on a thread whose loop runs: a cell).
     """
+    previous = getattr(_local, "inline", None)
+    _local.inline = _running_task()
     try:
         coro.send(None)
     except StopIteration as stop:
         return stop.value
+    finally:
+        _local.inline = previous
     coro.close()
     raise RuntimeError("internal error: coroutine suspended in run_inline")
+
+
+_NO_TASK = object()
+
+
+def _running_task() -> object:
+    """The task running here (a sentinel where no loop runs, ``None`` outside a task)."""
+    import asyncio
+
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return _NO_TASK
+
+
+def running_inline() -> bool:
+    """Whether the coroutine asking is run by :func:`run_inline` (it must not suspend),
+    rather than awaited on an event loop (which a blocking call would hold up).
+
+    Where no loop runs, always. Where one runs (a sync ``ask()`` in a notebook's cell),
+    when the innermost ``run_inline`` of this thread was entered from the task running now
+    (a coroutine awaited on a loop is in a task of that loop; one a sync tool run inline
+    drives with ``asyncio.run`` is on a new loop, in another task).
+    """
+    here = _running_task()
+    return here is _NO_TASK or getattr(_local, "inline", _NO_TASK) is here
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -15,6 +15,10 @@ Modes:
     ``async``: every call is a task on the driving event loop; async tools run on
         the loop itself, sync tools are offloaded to worker threads.
 
+    A round of one plain sync call run by the sync API without a loop (``run_inline``)
+    runs it on the caller's thread whatever the mode (nothing else waits for it), and
+    reports ``sequential``; awaited on a loop, even a lone call follows its mode.
+
 Timeouts: an async tool that times out is cancelled; a sync tool's thread
 cannot be killed, so it is abandoned (its eventual return value is discarded)
 and the call is recorded as ``timed_out`` at once. A sync call still queued for
@@ -58,7 +62,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ._aio import on_background_loop, run_on_loop, run_sync
+from ._aio import on_background_loop, run_on_loop, run_sync, running_inline
 from ._events import utcnow
 from ._recording import RecordedResult
 from ._tools import CallReporter, CancelEvent, InputAsker, Tool, _bind_call
@@ -283,7 +287,11 @@ class ToolRunner:
         import asyncio
 
         outcomes: dict[str, Outcome] = {}
-        if mode == "sequential" or len(jobs) <= 1:
+        # One call of a round run inline (the sync API, plain sync tools) runs on the
+        # caller's thread: nothing waits for it. Awaited on a loop (the async API), a sync
+        # call goes to a worker thread as the mode says: on the loop's own thread it held up
+        # every other coroutine there (a batch of chats ran their calls one after another).
+        if mode == "sequential" or (len(jobs) <= 1 and running_inline()):
             for i, job in enumerate(jobs):
                 try:
                     outcomes[job.call.id] = await self._one(job, "sequential", None, hooks)

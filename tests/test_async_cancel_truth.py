@@ -12,12 +12,13 @@ import asyncio
 import contextlib
 import random
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from nbagent import Chat, ToolResultMessage, current_tool_call, tool
+from nbagent import Chat, ToolCallStarted, ToolResultMessage, current_tool_call, tool
 from nbagent.testing import ScriptedProvider, call_tools, reply
 
 
@@ -279,3 +280,81 @@ def test_cancelling_ask_async_at_random_moments_records_every_call_truly(mode: A
 
     random.seed(1234)
     asyncio.run(main())
+
+
+# -- concurrency="async"/"threads" offloads a response's one sync call -----------------------
+
+
+@pytest.mark.parametrize("mode", ["async", "threads"])
+def test_one_sync_call_under_the_async_api_runs_off_the_loop(mode: str) -> None:
+    """A response with one call ran its sync tool on the event loop's own thread (reported
+    ``mode='sequential'``): 0.3 s of blocking held up every coroutine there, and gathered chats
+    ran their calls one after another."""
+    threads: list[str] = []
+
+    @tool
+    def lookup(n: int) -> str:
+        """A blocking lookup (a sync HTTP client)."""
+        threads.append(threading.current_thread().name)
+        time.sleep(0.3)
+        return f"found {n}"
+
+    def chat() -> Chat:
+        provider = ScriptedProvider([call_tools(("lookup", {"n": 1})), reply("ok")])
+        made = Chat(provider=provider).with_tools(lookup).with_tool_options(concurrency=mode)
+        made.on(ToolCallStarted, lambda e: modes.append(e.mode))
+        return made
+
+    modes: list[str] = []
+
+    async def main() -> tuple[float, float]:
+        lags: list[float] = []
+        stop = asyncio.Event()
+
+        async def ticker() -> None:
+            while not stop.is_set():
+                t = time.perf_counter()
+                await asyncio.sleep(0.01)
+                lags.append(time.perf_counter() - t)
+
+        ticking = asyncio.ensure_future(ticker())
+        t0 = time.perf_counter()
+        await asyncio.gather(*(chat().ask_async("go") for _ in range(4)))
+        took = time.perf_counter() - t0
+        stop.set()
+        await ticking
+        return max(lags), took
+
+    lag, took = asyncio.run(main())
+    loop_thread = threading.current_thread().name
+    assert loop_thread not in threads, "the sync tool ran on the event loop's thread"
+    assert modes == [mode] * 4
+    assert lag < 0.25, f"the loop was held up {lag:.2f} s"
+    assert took < 0.9, f"4 chats of one 0.3 s call each took {took:.1f} s: one after another"
+
+
+def test_one_sync_call_under_the_sync_api_still_runs_on_the_callers_thread() -> None:
+    threads: list[str] = []
+
+    @tool
+    def lookup(n: int) -> str:
+        """A lookup."""
+        threads.append(threading.current_thread().name)
+        return f"found {n}"
+
+    modes: list[str] = []
+
+    def ask(mode: str) -> None:
+        chat = Chat(provider=ScriptedProvider([call_tools(("lookup", {"n": 1})), reply("ok")]))
+        chat.with_tools(lookup).with_tool_options(concurrency=mode)
+        chat.on(ToolCallStarted, lambda e: modes.append(e.mode))
+        assert chat.ask("go") is not None
+
+    async def cell(mode: str) -> None:  # a sync ask() while the kernel's loop runs
+        ask(mode)
+
+    for mode in ("async", "threads"):
+        ask(mode)
+        asyncio.run(cell(mode))
+    assert modes == ["sequential"] * 4
+    assert threads == [threading.current_thread().name] * 4
