@@ -324,8 +324,9 @@ def _stopped_html(s: Snapshot, title: str) -> str:
     total = max(s.total, 1)
     shown = [(k, s.counts[k]) for k in ("done", "failed", "awaiting_approval")]
     shown.append(("stopped", s.unfinished))
-    colors = {**_COLORS, "stopped": "#bdbdbd"}
-    labels = {**_LABELS, "stopped": "not finished"}
+    colors: dict[str, str] = {**_COLORS, "stopped": "#bdbdbd"}
+    labels: dict[str, str] = {k: v for k, v in _LABELS.items()}
+    labels["stopped"] = "not finished"
     segments = "".join(
         f'<span class="nba-batch-{k}" title="{labels[k]}: {n}" '
         f'style="display:inline-block;height:100%;width:{100 * n / total:.3f}%;'

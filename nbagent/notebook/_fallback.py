@@ -153,6 +153,45 @@ def twin_bundle(
     return data
 
 
+def running_twin_bundle(
+    chat: Chat,
+    state: ChatState,
+    turn: int | None,
+    running: Sequence[CallEntry],
+    *,
+    skip: frozenset[str] = frozenset(),
+    title: str = "",
+) -> dict[str, str]:
+    """What a view leaves for a kernel that ends while ``running`` run (its twin then): the
+    transcript, and that their outcome is unknown (never "awaiting approval": they were
+    decided, and may have done what they do)."""
+    data = bundle_for(state, turn, skip=skip, title=title)
+    names = [f"{e.r.tool} ({e.r.call_id})" for e in running]
+    what = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    lead = printable(
+        f"The kernel session ended while {what} ran (the notebook was reopened, or its kernel "
+        "restarted): whether it finished is unknown."
+    )
+    location = _store_location(chat)
+    if location is None:
+        tail = (
+            "This chat had no store, so its state ended with that kernel. Check whether the "
+            "call took effect before running the cells again: they would ask anew."
+        )
+    else:
+        tail = printable(
+            f"Its store ({_literal(location)}) keeps the call as in doubt, never run again by "
+            f"itself: Chat.load({_literal(chat.id)}, store={_literal(location)}, tools=[...]) "
+            "shows it; check whether it took effect before going on."
+        )
+    notice = f"<div><b>{esc(lead)}</b></div><div>{esc(tail)}</div>"
+    notice = f'<div class="nba-chat nba-orphan">{notice}</div>'
+    data["text/html"] += notice
+    data["text/plain"] += f"\n{lead}\n{tail}"
+    data["text/markdown"] += f"\n\n> **{md_inline(lead)}**\n\n{md_inline(tail)}"
+    return data
+
+
 def chat_mimebundle(chat: Chat) -> dict[str, str]:
     """``Chat._repr_mimebundle_``: the whole conversation as HTML, markdown and text (all of
     it: what a terminal prints for ``chat``)."""

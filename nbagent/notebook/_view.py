@@ -51,7 +51,7 @@ from .._html import unredacted
 from .._types import PendingInput, short_id
 from ._cards import by_always_allow, input_html, reason_words, settled_input_words
 from ._continuation import continuation_for
-from ._fallback import twin_bundle
+from ._fallback import running_twin_bundle, twin_bundle
 from ._forms import FormError, for_browser, form_answer, form_fields
 from ._render import decision_words, entry_html, esc, status_html, style_tag
 from ._state import (
@@ -145,6 +145,7 @@ class ChatView:
         self._pages_seen: set[str] = set()
         self._redrawn = False
         self._kept: tuple[ipywidgets.VBox, ipywidgets.HTML] | None = None
+        self._twin_was: str | None = None  # what the twin was last sent for (_sync_twin)
         self._reset()
         with self.state.lock:
             if not light or self._needs_widgets() or self._size() > self.page_size:
@@ -684,6 +685,8 @@ class ChatView:
                 self._text_pushed[e.key] = now
             self._dirty_text.discard(e.key)
             self._refresh(e)
+        if self._displayed and mine:
+            self._sync_twin(mine)
         if touched and self._dirty_text:
             keys = {e.key for e in changed}
             for key in list(self._dirty_text):
@@ -1072,11 +1075,44 @@ class ChatView:
         return self.output.bundle()
 
     def _twin_data(self) -> dict[str, str] | None:
-        if self.pending():
+        kind = self._twin_kind()
+        if kind == "pending":
             return twin_bundle(self.chat, self.state, self.turn, skip=self.skip, title=self.title)
-        if self.live and self._offers_revoke():  # live for its "Stop always allowing" alone:
+        if kind == "running":
+            return running_twin_bundle(
+                self.chat, self.state, self.turn, self._running(), skip=self.skip, title=self.title
+            )
+        if kind == "revoke":  # live for its "Stop always allowing" alone:
             return self.fallback_bundle()  # a reopened notebook shows the transcript instead
         return None
+
+    def _running(self) -> list[CallEntry]:
+        """The calls of this view running now."""
+        return [e for e in self._entries() if isinstance(e, CallEntry) and e.r.status == "running"]
+
+    def _twin_kind(self) -> str | None:
+        """What the twin stands in for: a decision still to make (``pending``), a call that
+        runs (``running``: a kernel that ends now leaves its outcome unknown), a card's
+        "Stop always allowing" (``revoke``), or nothing (``None``: the twin is idle)."""
+        if self.pending():
+            return "pending"
+        if self.live and self._running():
+            return "running"
+        if self.live and self._offers_revoke():
+            return "revoke"
+        return None
+
+    def _sync_twin(self, mine: list[Entry]) -> None:
+        """A call changed in this live view: when what the twin stands in for changed with
+        it (a click approved the call, it started, it ended), send the twin again. Without
+        this the twin kept "awaiting approval ... chat.approve(...)" for a kernel restarted
+        while the approved call ran."""
+        if not any(isinstance(e, (CallEntry, BudgetEntry)) for e in mine):
+            return
+        kind = self._twin_kind()
+        if kind != self._twin_was:
+            self._twin_was = kind
+            self.output.refresh_twin()
 
     def _ipython_display_(self) -> None:
         if self._displayed:  # displayed again: a second output of the same view

@@ -286,3 +286,48 @@ def test_complete_in_a_later_cell_after_the_budget_ran_out(cells: Cells) -> None
     shown = output(cells, here)["text/plain"]
     assert "budget" not in shown and "sunny in Rome" in shown and "-- complete" in shown
     assert not here.live and not first.live  # both settled: static, no card waiting anywhere
+
+
+def test_a_clicked_call_that_runs_leaves_a_twin_that_says_so_not_awaiting(
+    cells: Cells, tmp_path: Any
+) -> None:
+    """A kernel restarted while the approved call runs: the twin said "awaiting approval ...
+    chat.approve(...)" (it was last sent while the call waited), inviting a second run. It
+    now follows the click: while the call runs it says the outcome is unknown; once it has
+    run, it goes idle."""
+    started, release = threading.Event(), threading.Event()
+
+    class SlowRefund(nbagent.Tool):
+        """Issues a refund slowly."""
+
+        requires_approval = True
+
+        def execute(self, order_id: int) -> str:
+            started.set()
+            release.wait(10)
+            return f"refunded order {order_id}"
+
+    chat = Chat(model="demo", display=True, store=tmp_path / "chats.db").with_tools(SlowRefund)
+    chat.extend(NotebookExtension())
+    cells.run(2)
+    chat.ask("Refund order 5")
+    flush_dirty()
+    view = view_of(chat)
+    assert "chat.approve(" in twin(cells, view)["text/plain"]
+    (card,) = [w for w in widgets_in(view) if isinstance(w, ActionCard)]
+    try:
+        card.click("approve")
+        assert started.wait(10)
+        deadline = time.monotonic() + 5
+        while "ran (the notebook" not in twin(cells, view)["text/plain"]:
+            assert time.monotonic() < deadline, twin(cells, view)["text/plain"]
+            time.sleep(0.02)
+        stand_in = twin(cells, view)["text/plain"]
+        assert "slow_refund" in stand_in and "whether it finished is unknown" in stand_in
+        assert "chat.approve(" not in stand_in and "awaiting approval" not in stand_in
+        assert "in doubt" in stand_in  # the store keeps it so
+    finally:
+        release.set()
+    assert view.continuation.wait(10)
+    assert "nba-twin-idle" in twin(cells, view)["text/html"]
+    assert "refunded order 5" in output(cells, view)["text/plain"]
