@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._aio import spawn
 from .._config import get_config
-from .._errors import redact_keys
+from .._errors import ChatCancelled, redact_keys
 from .._extension import overrides
 from .._html import RESULT_CHARS
 from ._per_chat import PerChat
@@ -136,6 +136,11 @@ class Continuation:
                 try:
                     # waits (awaits) while another driver is at work
                     await chat.complete_async(max_steps=steps)
+                except ChatCancelled as exc:  # chat.cancel(): stopped, not failed
+                    self.last_error = exc
+                    from ._state import state_for
+
+                    state_for(chat).run_stopped(exc)  # "stopped · complete() resumes"
                 except Exception as exc:
                     self._report(chat, exc)
                 else:

@@ -637,7 +637,7 @@ class ChatState:
         with self.lock:
             phase = self.totals_for(self.turn).phase
             if isinstance(error, (ChatCancelled, KeyboardInterrupt, asyncio.CancelledError)):
-                if phase in (COMPLETE, AWAITING, BUDGET, ELSEWHERE, FAILED):
+                if phase in (COMPLETE, AWAITING, BUDGET, ELSEWHERE, FAILED, STOPPED):
                     return  # what the run ended on already says where the chat is
                 now = STOPPED
             elif phase in (RUNNING, GENERATING, READY):

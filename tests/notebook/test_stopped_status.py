@@ -83,3 +83,45 @@ def test_chat_cancel_while_a_tool_runs_leaves_stopped(cells: Cells) -> None:
     assert errors and isinstance(errors[0], ChatCancelled), errors
     assert view.state.totals_for(None).phase == STOP
     assert RUNNING not in _status(view)
+
+
+def test_chat_cancel_of_a_turn_a_click_continued_says_stopped_not_failed(
+    cells: Cells,
+) -> None:
+    """A click continues the turn in the background; chat.cancel() stops it. The view said
+    "Continuing after your decision failed: ChatCancelled ... · error"; it says stopped."""
+    from nbagent import Tool
+    from nbagent.notebook._state import ErrorEntry
+    from nbagent.notebook._widgets import ActionCard
+
+    started, release = threading.Event(), threading.Event()
+
+    class SlowRefund(Tool):
+        """Issues a refund slowly."""
+
+        requires_approval = True
+
+        def execute(self, order_id: int) -> str:
+            started.set()
+            release.wait(10)
+            return f"refunded order {order_id}"
+
+    chat = Chat(model="demo").with_tools(SlowRefund)
+    view = ChatView(chat)
+    cells.run(1)
+    view._ipython_display_()
+    chat.ask("Refund order 5")
+    (card,) = [w for w in view._cards.values() if isinstance(w, ActionCard)]
+    try:
+        card.click("approve")
+        assert started.wait(10)
+        chat.cancel()
+    finally:
+        release.set()
+    assert view.continuation.wait(10)
+    assert not [e for e in view.state.entries if isinstance(e, ErrorEntry)]
+    assert view.state.totals_for(None).phase == STOP
+    assert (
+        "failed" not in _status(view)
+        and "ChatCancelled" not in view.fallback_bundle()["text/plain"]
+    )
