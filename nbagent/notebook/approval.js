@@ -93,6 +93,9 @@ function render({ model, el }) {
     ui.clicked = true;
     for (const node of el.querySelectorAll("button, input, textarea")) node.disabled = true;
     el.classList.add("nba-busy");
+    // Said at once: a kernel busy with another cell handles the click only when that cell
+    // ends (seconds, minutes); the kernel's answer (its `state`) redraws the card.
+    el.append(h("div", "nba-action-note nba-sent", "sent \u2014 waiting for the kernel\u2026"));
     counter += 1;
     // A custom message, not a trait: Jupyter Widgets sends one state update at a time and
     // holds the next until the kernel reports the first idle, which a kernel running an

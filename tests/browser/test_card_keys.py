@@ -89,3 +89,29 @@ def test_enter_chords_in_a_card_do_not_run_the_cell_again(
         assert page.locator(".jp-Notebook .jp-Cell").count() == 4  # Alt+Enter added none
     finally:
         server.shutdown_sessions()
+
+
+def test_a_click_while_another_cell_runs_says_it_was_sent(
+    page: Page, jupyterlab_server: JupyterLabServer
+) -> None:
+    """The kernel handles a click only when the busy cell ends: the card said nothing for
+    seconds. It now says at once that the click was sent and waits for the kernel."""
+    server = jupyterlab_server
+    cells = [SETUP, REFUND, 'import time; time.sleep(6); print("slept")', COUNT]
+    path = server.write_notebook("card-busy.ipynb", cells)
+    try:
+        open_notebook(page, server, path)
+        run_cell(page, 0)
+        run_cell(page, 1)
+        card = output_area(page, 1).locator('.nba-action[data-kind="approval"]')
+        approve = card.get_by_role("button", name="Approve", exact=True)
+        expect(approve).to_be_visible()
+        run_cell(page, 2, wait=False)
+        time.sleep(1.0)
+        approve.click()
+        expect(card).to_contain_text("sent — waiting for the kernel", timeout=1_000)
+        wait_for_output(page, 2, "slept", timeout=30)
+        expect(output_area(page, 1)).to_contain_text("refunded order 18", timeout=30_000)
+        expect(page.get_by_text("sent — waiting for the kernel")).to_have_count(0)
+    finally:
+        server.shutdown_sessions()
