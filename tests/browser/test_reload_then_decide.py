@@ -10,6 +10,7 @@ The view now keeps its container on such a page with the settled transcript in i
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -110,4 +111,48 @@ def test_a_call_decided_after_a_reload_shows_its_transcript_not_the_ended_stand_
         assert "awaiting approval" not in shown, shown
         assert view.get_by_role("button", name="Approve", exact=True).count() == 0
     finally:
+        server.shutdown_sessions()
+
+
+WIDGETS_SETTINGS = "/lab/api/settings/@jupyter-widgets/jupyterlab-manager:plugin"
+
+
+def test_saved_with_widget_state_it_reopens_settled_after_the_kernel_ended(
+    page: Page, jupyterlab_server: JupyterLabServer
+) -> None:
+    """With *Save Widget State Automatically*, the notebook saved after the reload and the
+    click reopens (the kernel gone) with the settled transcript, not the stand-in."""
+    server = jupyterlab_server
+    effects = server.root_dir / "reload-saved.effects"
+    effects.unlink(missing_ok=True)
+    cells = [SETUP.format(effects=str(effects)), 'chat.ask("Refund order 13")']
+    name = server.write_notebook("reload-saved.ipynb", cells)
+    server.api("PUT", WIDGETS_SETTINGS, {"raw": json.dumps({"saveState": True})})
+    try:
+        open_notebook(page, server, name)
+        run_cell(page, 0)
+        run_cell(page, 1)
+        view = output_area(page, 1)
+        expect(view.get_by_role("button", name="Approve", exact=True)).to_be_visible()
+        _save(page, server.root_dir / name)
+        open_notebook(page, server, name)  # reloaded; the kernel runs on
+        view = output_area(page, 1)
+        approve = view.get_by_role("button", name="Approve", exact=True)
+        expect(approve).to_be_visible(timeout=30_000)
+        approve.click()
+        expect(view).to_contain_text("refunded order 13", timeout=30_000)
+        time.sleep(1.5)
+        _save(page, server.root_dir / name)
+
+        server.shutdown_sessions()
+        open_notebook(page, server, name)  # a new kernel; nothing run
+        time.sleep(2.0)
+        screenshot(page, "reload-saved-reopened")
+        view = output_area(page, 1)
+        expect(view).to_contain_text("refunded order 13", timeout=30_000)
+        shown = view.inner_text()
+        assert ENDED not in shown, shown
+        assert "awaiting approval" not in shown, shown
+    finally:
+        server.api("PUT", WIDGETS_SETTINGS, {"raw": "{}"})
         server.shutdown_sessions()
