@@ -383,6 +383,12 @@ def _close_runner(runner: asyncio.Runner) -> None:
         runner.get_loop().close()
 
 
+UNSTARTED = "nbagent: cancelled before it began"
+"""The message of a ``CancelledError`` raised for work cancelled before it began (a tool's
+task before its first step, a call still queued for a worker thread): the runner records
+such a call "cancelled before it ran", never "while it ran"."""
+
+
 def is_blocked(loop: asyncio.AbstractEventLoop) -> bool:
     """Whether :func:`run_sync` is blocking ``loop`` (its thread waits for a round)."""
     return loop in _blocked
@@ -393,9 +399,9 @@ async def run_on_loop(
 ) -> T:
     """Await ``coro`` on ``loop`` from whichever loop is running here.
 
-    On ``loop`` itself it is awaited directly; otherwise it is handed to
-    ``loop`` (``run_coroutine_threadsafe``) and its result awaited here, and
-    cancelling the caller cancels it there.
+    On ``loop`` itself it is awaited directly; otherwise it is run as a task on
+    ``loop`` and its result awaited here; cancelling the caller cancels it there and
+    waits for it to settle (its result kept if it finished anyway).
 
     Raises:
         ToolLoopError: ``loop`` is closed, not running, or blocked by
@@ -418,17 +424,72 @@ async def run_on_loop(
     if problem is not None:
         coro.close()
         raise ToolLoopError(f"{what} runs on an event loop that {problem}")
-    there = asyncio.run_coroutine_threadsafe(coro, loop)
+    import concurrent.futures
+
+    ended: concurrent.futures.Future[T] = concurrent.futures.Future()
+    ended.set_running_or_notify_cancel()  # only the task there (or its never starting) ends it
+    tasks: list[asyncio.Task[T]] = []
+    began: list[bool] = []
+
+    async def begin() -> T:
+        began.append(True)
+        return await coro
+
+    def settle(task: asyncio.Task[T]) -> None:
+        coro.close()  # cancelled before its first step: no "never awaited" warning
+        if task.cancelled():
+            ended.set_exception(asyncio.CancelledError())
+        elif (exc := task.exception()) is not None:
+            ended.set_exception(exc)
+        else:
+            ended.set_result(task.result())
+
+    def start() -> None:  # on ``loop``, in a copy of this caller's context
+        if ended.done():  # cancelled before it could start: it never runs
+            return
+        try:
+            task = loop.create_task(begin())
+        except BaseException as exc:
+            coro.close()
+            ended.set_exception(exc)
+            return
+        tasks.append(task)
+        task.add_done_callback(settle)
+
+    def cancel() -> None:  # on ``loop``: after start, if start was scheduled
+        if tasks:
+            tasks[0].cancel()
+        elif not ended.done():
+            coro.close()
+            ended.set_exception(asyncio.CancelledError())
+
     try:
-        return await asyncio.wrap_future(there)
+        loop.call_soon_threadsafe(start)
+    except RuntimeError:  # closed meanwhile
+        coro.close()
+        raise ToolLoopError(f"{what} runs on an event loop that is closed") from None
+    waited = asyncio.wrap_future(ended)
+    try:
+        return await asyncio.shield(waited)
     except asyncio.CancelledError:
-        # It answered before the cancellation reached this loop (the stop button taken as
-        # the answer woke it): the answer stands, and the caller, still being cancelled,
-        # stops after keeping it (``ToolRunner``). Dropped, a call that ran would be
-        # reported as never done.
-        if there.done() and not there.cancelled() and there.exception() is None:
-            return there.result()
-        raise
+        # Cancelled here: cancelled there, and waited for however often this task is
+        # cancelled meanwhile, as a call on a thread is (``ToolRunner._after_cancel``).
+        # Given up at once, the caller's round ended while the call still ran (its cleanup,
+        # or all of its work, came after the chat had moved on), recorded as cancelled.
+        with contextlib.suppress(RuntimeError):  # that loop was closed: nothing runs there
+            loop.call_soon_threadsafe(cancel)
+        while not waited.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([waited])
+        # It answered before the cancellation reached it (the stop button taken as the
+        # answer woke it), or finished anyway: the answer stands, and the caller, still
+        # being cancelled, stops after keeping it (``ToolRunner``). Dropped, a call that
+        # ran would be reported as never done.
+        if waited.cancelled() or isinstance(waited.exception(), asyncio.CancelledError):
+            if not began:  # cancelled there before it took a step: it never ran
+                raise asyncio.CancelledError(UNSTARTED) from None
+            raise
+        return waited.result()  # (its own error raised: how the call really ended)
 
 
 @contextlib.contextmanager

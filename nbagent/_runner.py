@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._aio import UNSTARTED as _UNSTARTED
 from ._aio import on_background_loop, run_on_loop, run_sync, running_inline
 from ._events import utcnow
 from ._recording import RecordedResult
@@ -203,33 +204,73 @@ async def _interruptible(job: Job, started: list[bool]) -> Any:
     the task runs: a task cancelled before its first step never makes it (made before, it
     was never awaited, and Python warned so at the next garbage collection), and
     ``started`` stays empty (the call is then said not to have run)."""
+    import asyncio
+
     started.append(True)
     try:
         return await _call_async(job)
     except KeyboardInterrupt as exc:
         raise _Interrupted(exc) from None
+    except asyncio.CancelledError as exc:
+        if exc.args == (_UNSTARTED,):  # a bound tool, cancelled on its loop before it began
+            started.clear()
+        raise
 
 
-def _call_async_in_thread(job: Job, deadline: float | None = None) -> Any:
+def _call_async_in_thread(
+    job: Job, deadline: float | None = None, stopper: _Stopper | None = None
+) -> Any:
     """An async tool's call on a worker thread, on a loop of its own; past ``deadline``
     (``time.monotonic()``, its timeout counted from when it was queued) it is cancelled
     there, as in the other modes (before, it ran to its end after being reported
-    timed out)."""
+    timed out). ``stopper``: how the round cancels it there when the round is cancelled."""
     import asyncio
 
-    if deadline is None:
-        return asyncio.run(_call_async(job))
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise _NeverStarted(
-            f"timed out after {job.timeout:g} s before it started (every worker thread was "
-            "busy); it was not run"
-        )
+    left = None
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _NeverStarted(
+                f"timed out after {job.timeout:g} s before it started (every worker thread "
+                "was busy); it was not run"
+            )
 
-    async def timed() -> Any:
+    async def run() -> Any:
+        if stopper is not None and not stopper.begin(asyncio.current_task()):
+            raise asyncio.CancelledError(_UNSTARTED)  # stopped while queued: never runs
+        if left is None:
+            return await _call_async(job)
         return await asyncio.wait_for(_call_async(job), left)
 
-    return asyncio.run(timed())
+    return asyncio.run(run())
+
+
+class _Stopper:
+    """Cancels an async tool's call on its worker thread's loop from the round's loop (the
+    round cancelled: the stop button, a timeout around ``ask_async``), as the other modes
+    cancel theirs; before, it ran to its end while the caller waited for its thread."""
+
+    __slots__ = ("_lock", "_stopped", "_task")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._task: asyncio.Task[Any] | None = None
+        self._stopped = False
+
+    def begin(self, task: asyncio.Task[Any] | None) -> bool:
+        """On the worker thread, as the call begins: False if it was stopped already."""
+        with self._lock:
+            self._task = task
+            return not self._stopped
+
+    def stop(self) -> None:
+        """From the round's loop: cancel the call there (or, not begun, never begin it)."""
+        with self._lock:
+            self._stopped = True
+            task = self._task
+        if task is not None:
+            with contextlib.suppress(RuntimeError):  # its loop ended: the call is over
+                task.get_loop().call_soon_threadsafe(task.cancel)
 
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -500,11 +541,14 @@ class ToolRunner:
         import functools
 
         loop = asyncio.get_running_loop()
+        stoppable = fn is _call_async_in_thread  # its own loop cancels it (timeout, cancel)
+        stopper = _Stopper() if stoppable else None
+        if stoppable:
+            fn = functools.partial(fn, stopper=stopper)
         if not job.timeout:
             fut = loop.run_in_executor(pool, ctx.run, fn, job)
-            return await ToolRunner._settled(fut)
+            return await ToolRunner._settled(fut, stopper)
         ticket = _Ticket()
-        stoppable = fn is _call_async_in_thread  # its own loop cancels it at its timeout
         if stoppable:
             fn = functools.partial(fn, deadline=time.monotonic() + job.timeout)
         fut = loop.run_in_executor(pool, ctx.run, ticket.run, fn, job)
@@ -534,15 +578,21 @@ class ToolRunner:
         except asyncio.CancelledError:
             if ticket.drop_if_queued():
                 raise asyncio.CancelledError(_UNSTARTED) from None  # never started: never will
+            if stopper is not None:
+                stopper.stop()
             return await ToolRunner._after_cancel(fut)  # waited for: not abandoned
 
     @staticmethod
-    async def _settled(fut: asyncio.Future[Any]) -> Any:
+    async def _settled(fut: asyncio.Future[Any], stopper: _Stopper | None = None) -> Any:
+        """``fut``'s outcome; cancelled, an async tool is cancelled on its thread's loop
+        (``stopper``) and the thread is waited for either way."""
         import asyncio
 
         try:
             return await asyncio.shield(fut)
         except asyncio.CancelledError:
+            if stopper is not None:
+                stopper.stop()
             return await ToolRunner._after_cancel(fut)
 
     @staticmethod
@@ -633,12 +683,6 @@ def _replayed(call: ToolCall, recorded: RecordedResult) -> Outcome:
         status = recorded.status  # type: ignore[assignment]
         message = recorded.content.removeprefix("Error: ")
     return Outcome(call, status, value=None, message=message, replayed=recorded)
-
-
-_UNSTARTED = "nbagent: cancelled before the tool began"
-"""The message of the ``CancelledError`` the runner raises for a call cancelled before its
-tool began (its task before its first step, its call still queued for a worker thread):
-recorded "cancelled before it ran", not "while it ran"."""
 
 
 class _NeverStarted(Exception):

@@ -358,3 +358,135 @@ def test_one_sync_call_under_the_sync_api_still_runs_on_the_callers_thread() -> 
         asyncio.run(cell(mode))
     assert modes == ["sequential"] * 4
     assert threads == [threading.current_thread().name] * 4
+
+
+# -- a tool bound to another loop is waited for when its round is cancelled ------------------
+
+
+@pytest.fixture
+def other_loop() -> Any:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield loop
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+    loop.close()
+
+
+def test_cancelling_a_round_waits_for_a_tool_bound_to_another_loop(other_loop: Any) -> None:
+    """``ask_async`` cancelled returned at once while a ``@tool(loop=other)`` call still ran
+    there (its cleanup, or all of its work, came after the chat had moved on)."""
+    log: list[str] = []
+
+    @tool(loop=other_loop)
+    async def charge(amount: int) -> str:
+        """Charge a card."""
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.3)  # rolls back
+            log.append("rolled back")
+            raise
+        return "charged"
+
+    async def main() -> Chat:
+        chat = Chat(
+            provider=ScriptedProvider([call_tools(("charge", {"amount": 5})), reply("ok")])
+        ).with_tools(charge)
+        asked = asyncio.ensure_future(chat.ask_async("go"))
+        await asyncio.sleep(0.1)
+        asked.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asked
+        assert log == ["rolled back"], "ask_async returned before the tool had stopped"
+        return chat
+
+    chat = asyncio.run(main())
+    assert chat.tool_calls[0].status == "cancelled"
+
+
+@pytest.mark.parametrize("mode", [False, "async", "threads"])
+def test_cancelling_rounds_of_tools_bound_to_another_loop_records_them_truly(
+    other_loop: Any, mode: Any
+) -> None:
+    """Cancelled at random moments: a bound call that returned is recorded ok with its result
+    (its answer came as the round was cancelled), and nothing runs there once ``ask_async``
+    returned."""
+    n = 0
+    late: list[str] = []
+    over = threading.Event()
+
+    @tool(loop=other_loop)
+    async def work(i: int) -> str:
+        """Work a little, there."""
+        call_id = current_tool_call().id
+        _tally(began, call_id)
+        try:
+            await asyncio.sleep(random.uniform(0, 0.01))
+        finally:
+            if over.is_set():
+                late.append(call_id)
+        _tally(returned, call_id)
+        return f"done {call_id}"
+
+    async def one() -> Chat:
+        nonlocal n
+        n += 1
+        calls = [("work", {"i": i}, f"r{n}c{i}") for i in range(3)]
+        chat = Chat(provider=ScriptedProvider([call_tools(*calls), reply("ok")])).with_tools(work)
+        chat.with_tool_options(concurrency=mode)
+        over.clear()
+        asked = asyncio.ensure_future(chat.ask_async("go"))
+        await asyncio.sleep(random.uniform(0, 0.012))
+        asked.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asked
+        over.set()
+        return chat
+
+    async def main() -> None:
+        for _ in range(40):
+            _check_record(await one())
+        await asyncio.sleep(0.05)
+
+    random.seed(99)
+    asyncio.run(main())
+    assert late == [], f"{late} went on after ask_async returned"
+
+
+# -- concurrency="threads": async tools are stopped when the turn is cancelled ----------------
+
+
+def test_a_timeout_around_ask_async_stops_async_tools_on_worker_threads() -> None:
+    """With ``concurrency="threads"`` an async tool runs on a worker thread's own loop; the
+    turn cancelled (``asyncio.timeout(0.2)``), it ran on to its end (3 s) while the caller
+    waited, where the other modes stop it at once."""
+    stopped: list[str] = []
+
+    @tool
+    async def crawl(n: int) -> str:
+        """Crawl for a while."""
+        try:
+            await asyncio.sleep(3)
+        except asyncio.CancelledError:
+            stopped.append(current_tool_call().id)
+            raise
+        return f"crawled {n}"
+
+    async def main() -> tuple[Chat, float]:
+        calls = [("crawl", {"n": 1}, "a"), ("crawl", {"n": 2}, "b")]
+        chat = Chat(provider=ScriptedProvider([call_tools(*calls), reply("ok")])).with_tools(crawl)
+        chat.with_tool_options(concurrency="threads")
+        t0 = time.perf_counter()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.2):
+                await chat.ask_async("go")
+        return chat, time.perf_counter() - t0
+
+    chat, took = asyncio.run(main())
+    assert took < 1.5, f"the turn's timeout was overrun by {took - 0.2:.1f} s"
+    assert sorted(stopped) == ["a", "b"]
+    for call in chat.tool_calls:
+        assert call.status == "cancelled"
+        assert "while it ran" in _results(chat)[call.id].content
