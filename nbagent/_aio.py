@@ -293,17 +293,29 @@ def _on_background(coro: Coroutine[Any, Any, T]) -> T:
 def _on_this_thread(coro: Coroutine[Any, Any, T], context: contextvars.Context) -> T:
     import asyncio
 
-    runner: asyncio.Runner | None = getattr(_local, "runner", None)
-    if runner is None:
-        runner = asyncio.Runner()
-        _local.runner = runner
-        # Closed with its thread (or at exit), so no event loop is left unclosed.
-        weakref.finalize(threading.current_thread(), _close_runner, runner)
+    held: _Held | None = getattr(_local, "runner", None)
+    if held is None:
+        held = _local.runner = _Held(asyncio.Runner())
+        # Closed as its thread ends (the thread's locals are dropped then; at exit for the
+        # main thread), so no event loop is left unclosed. Tied to the Thread object, it
+        # lived as long as anyone kept that (a list of finished workers): an event loop's
+        # three file descriptors per thread, until the process ran out of them.
+        weakref.finalize(held, _close_runner, held.runner)
+    runner = held.runner
     try:
         return runner.run(coro, context=context)
     except BaseException:
         _settle_left(runner)
         raise
+
+
+class _Held:
+    """This thread's runner, held only by the thread's locals (dropped as the thread ends)."""
+
+    __slots__ = ("__weakref__", "runner")
+
+    def __init__(self, runner: asyncio.Runner):
+        self.runner = runner
 
 
 def _settle_left(runner: asyncio.Runner) -> None:
