@@ -68,14 +68,47 @@ def spawn(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
 
 
 async def in_worker(fn: Callable[..., T], *args: Any) -> T:
-    """Await a blocking ``fn(*args)`` run on a worker thread of the running loop's pool.
+    """Await a blocking ``fn(*args)`` run on a worker thread, so the loop never waits on it.
 
-    A task on the background loop calls a blocking function (a store's
-    sync database call) through this, so the loop itself never waits on it.
+    How nbagent's own blocking work (a store's sync database call) is awaited. On the
+    background loop, on that loop's pool (nbagent's background work's). On any other loop
+    (the async driver's writes on the app's loop), on nbagent's pool for that work
+    (:func:`_io_pool`), not the loop's default executor: the app's own ``to_thread`` calls
+    filled that one, and every chat's turn waited behind them (1 ms became 2 s). Not on the
+    tools' pool either: its threads may all be stuck in timed-out calls, and the writes must
+    still go on. From a loop run by one of the pool's own threads, on that loop's default
+    executor: a pool thread never waits for the pool.
     """
     import asyncio
 
-    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+    loop = asyncio.get_running_loop()
+    own = loop is _bg_loop or getattr(_local, "io_worker", False)
+    return await loop.run_in_executor(None if own else _io_pool(), fn, *args)
+
+
+_io: concurrent.futures.ThreadPoolExecutor | None = None
+_io_lock = threading.Lock()
+
+
+def _io_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """One pool, for every loop, of threads for nbagent's blocking work (made on demand,
+    idle ones reused; as many as a loop's default executor has)."""
+    global _io
+    with _io_lock:
+        if _io is None:
+            import concurrent.futures
+            import os
+
+            _io = concurrent.futures.ThreadPoolExecutor(
+                min(32, (os.cpu_count() or 1) + 4),
+                thread_name_prefix="nbagent-io",
+                initializer=_mark_io_worker,
+            )
+        return _io
+
+
+def _mark_io_worker() -> None:
+    _local.io_worker = True
 
 
 async def to_the_end(fn: Callable[..., T], *args: Any) -> T:

@@ -523,3 +523,36 @@ def test_threads_that_asked_with_the_sync_api_leave_no_event_loop_open() -> None
         thread.join()
         kept.append(thread)
     assert fds() - before < 10, f"{fds() - before} more descriptors after 60 finished threads"
+
+
+# -- the async driver's store writes do not wait behind the app's own threads ----------------
+
+
+def test_store_writes_under_the_async_api_never_wait_behind_the_apps_to_thread_calls(
+    tmp_path: Any,
+) -> None:
+    """The async driver's writes went to the loop's default executor: while the app's own
+    ``asyncio.to_thread`` calls filled it, every turn waited for them (1 ms became 2 s)."""
+    from nbagent.store import SQLiteStore
+
+    release = threading.Event()
+
+    async def main() -> float:
+        store = SQLiteStore(str(tmp_path / "s.db"), synchronous="FULL")  # writes off the loop
+        chat = Chat(model="demo", store=store)
+        await chat.ask_async("hello")
+        workers = min(32, (os.cpu_count() or 1) + 4)  # the default executor's size
+        busy = [asyncio.ensure_future(asyncio.to_thread(release.wait, 30)) for _ in range(workers)]
+        await asyncio.sleep(0.05)
+        t0 = time.perf_counter()
+        try:
+            await asyncio.wait_for(chat.ask_async("and again"), 20)
+            return time.perf_counter() - t0
+        finally:
+            release.set()
+            await asyncio.gather(*busy)
+            chat.close()
+            store.close()
+
+    took = asyncio.run(main())
+    assert took < 1.0, f"a turn took {took:.1f} s behind the app's own threads"
