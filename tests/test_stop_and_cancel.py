@@ -613,3 +613,46 @@ def test_a_thread_waited_for_after_the_stop_button_is_not_counted_abandoned(mode
         in_cell(lambda: chat.ask("go"))
     assert seen == [0]
     check_promise(chat)
+
+
+# -- 9. the stop button during a round of async tools: every record true, none left running -----
+
+
+@pytest.mark.parametrize("mode", [False, "threads", "async"])
+def test_the_stop_button_during_async_tools_keeps_what_returned_and_stops_the_rest(
+    mode: Any,
+) -> None:
+    """The stop button pressed in a cell while async tools run, at random moments: a call whose
+    tool returned as the press arrived is recorded ok with its result (it was "cancelled while
+    it ran; whether it did anything is unknown"), and with ``"threads"`` the long call on its
+    worker's loop is stopped at once (it ran its whole 3 s before ``ask`` gave up)."""
+    rng = random.Random(7)
+    for attempt in range(150):
+        runs.clear()
+        finished.clear()
+        linger = rng.uniform(0.0, 0.0005)  # returns about as the press reaches its loop
+
+        @tool
+        async def work(n: int, linger: float = linger) -> str:
+            """Works (async)."""
+            me = current_tool_call()
+            assert me is not None
+            _count(runs, me.id)
+            if n == 1:
+                press_stop()  # while it runs: the main thread waits for the round
+            await asyncio.sleep(3 if n == 3 else linger)
+            _count(finished, me.id)
+            return f"done {me.id}"
+
+        provider = ScriptedProvider(
+            [call_tools(*[("work", {"n": i}, f"c{i}") for i in (1, 2, 3)]), reply("ok")]
+        )
+        chat = Chat(provider=provider).with_tools(work)
+        chat.with_tool_options(concurrency=mode)
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            in_cell(lambda chat=chat: chat.ask("work"))
+        assert time.monotonic() - t0 < 2.0, (attempt, "a running async tool was not stopped")
+        assert not chat.is_running, attempt
+        check_promise(chat)
+        assert chat.tool_calls[2].status == "cancelled", attempt
