@@ -1142,6 +1142,7 @@ class _RoundHooks:
         if isinstance(outcome.error, InputsRequired) and chat._park_call(c, outcome.error):
             return  # parked on its inputs: retried once they are answered (no result yet)
         cfg = get_config()
+        text = ""
         parts: tuple[Part, ...] = ()
         if outcome.replayed is not None:
             text, parts = outcome.replayed.content, outcome.replayed.parts
@@ -1162,9 +1163,20 @@ class _RoundHooks:
                 outcome.value = None
         if outcome.message is not None:  # a tool's own client may quote its key
             outcome.message = scrub(clean(outcome.message), provider_secrets(chat.provider))
+        with _aio.stop_held():  # the call's end is recorded whole, here and in the store
+            result = self._recorded(outcome, text, parts)
+        if result is not None:
+            chat._run_after([result])
+
+    def _recorded(self, outcome: Outcome, text: str, parts: tuple[Part, ...]) -> ToolResult | None:
+        """Record ``outcome``'s call as ended (its status, its result, the event, the recorded
+        result for replay): the result its ``after_tool_result`` callbacks get, or ``None``
+        when the call had ended already."""
+        chat = self.chat
+        c = outcome.call
         with chat._lock:
             if c.is_final:
-                return
+                return None
             if outcome.replayed is not None or outcome.status == "ok":
                 content = clean(text)  # replayed: as recorded, the same text for the model
             elif outcome.status == "error":
@@ -1216,12 +1228,8 @@ class _RoundHooks:
         for input_id in chat._inputs_of(c):  # asked mid-call, unanswered: the call ended first
             chat._withdraw_input(input_id, f"the call ended ({outcome.status}) before an answer")
         chat._emit(event)
-        chat._run_after(
-            [
-                ToolResult(
-                    c, content, outcome.status, outcome.value, outcome.error, outcome.duration_ms
-                )
-            ]
+        return ToolResult(
+            c, content, outcome.status, outcome.value, outcome.error, outcome.duration_ms
         )
 
 

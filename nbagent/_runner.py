@@ -63,7 +63,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._aio import UNSTARTED as _UNSTARTED
-from ._aio import on_background_loop, run_on_loop, run_sync, running_inline
+from ._aio import on_background_loop, run_on_loop, run_sync, running_inline, stop_held
 from ._events import utcnow
 from ._recording import RecordedResult
 from ._tools import CallReporter, CancelEvent, InputAsker, Tool, _bind_call
@@ -457,7 +457,19 @@ class ToolRunner:
             out = Outcome(job.call, "timed_out", message=str(exc))
         except Exception as exc:
             out = Outcome(job.call, "error", error=exc, message=f"{type(exc).__name__}: {exc}")
-        self._settle(out, started, t0, hooks)
+        try:
+            self._settle(out, started, t0, hooks)
+        except KeyboardInterrupt:
+            # The stop button after the tool ended and before its end was recorded (as its
+            # value was read: a slow __str__ stays interruptible). Left "running", the call
+            # stayed so: the chat was stuck, and a store reloading it found it in doubt. Its
+            # end is recorded (an ok value as lost: it cannot be read now), then the stop.
+            if job.call.status == "running":
+                if out.status == "ok":
+                    out = Outcome(job.call, "ok", value=RESULT_LOST)
+                with stop_held():
+                    self._settle(out, started, t0, hooks)
+            raise
         if _being_cancelled():
             # Cancelled (the stop button) while a thread ran it: its real outcome was waited
             # for and is kept; the round stops here, its calls not started are cancelled.
@@ -672,6 +684,12 @@ def _being_cancelled() -> bool:
 
 
 _UNKNOWN = "; whether it did anything is unknown, so it was not retried"
+RESULT_LOST = (
+    "The tool ran, but its result was lost: the run was stopped while it was being read. "
+    "Do not run it again to get it; ask the user."
+)
+"""A call's result when the stop button came after its tool ended, before its value was
+read and recorded: the call ran (``ok``), and the model is told it must not run it again."""
 """Said of a call stopped while it ran (an async tool or an MCP server's call, told to stop
 at its next await): it may have done part of its work, or all of it."""
 

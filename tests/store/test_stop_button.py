@@ -161,3 +161,56 @@ def test_the_stop_button_while_a_response_is_applied_comes_after_it_is_recorded(
         ] == mine
         assert loaded.transcript == chat.transcript
         loaded.close()
+
+
+@pytest.mark.parametrize("stored", [True, False])
+def test_the_stop_button_as_a_result_is_read_records_the_call_ended(
+    tmp_path: Path, stored: bool
+) -> None:
+    """Pressed after the tool returned, while its value is turned into text (a slow
+    ``__str__``, a big frame): the call stayed "running" for good, the chat could not go on
+    (``complete()`` returned at once, nothing ran) and the file, reloaded, said in doubt. It
+    ran, so it ends ``ok`` with a result saying its value was lost and not to run it again,
+    the interrupt comes after, and the chat goes on; the tool ran once."""
+    import _thread
+    import signal
+
+    from nbagent import Chat, tool
+    from nbagent.store import open_store
+    from nbagent.testing import ScriptedProvider, call_tools, reply
+
+    ran: list[str] = []
+
+    class Slow:
+        def __str__(self) -> str:
+            if len(ran) == 1:
+                ran.append("read")
+                _thread.interrupt_main()
+                for _ in range(10_000):  # the interrupt lands in here
+                    pass
+            return "Oslo: found"
+
+    @tool
+    def lookup(city: str) -> object:
+        """Look a city up."""
+        ran.append(city)
+        return Slow()
+
+    db = str(tmp_path / "chats.db") if stored else None
+    script = [call_tools(("lookup", {"city": "Oslo"}, "c1")), reply("done")]
+    chat = Chat(provider=ScriptedProvider(script), store=db, display=False).with_tools(lookup)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            chat.ask("look Oslo up")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    call = chat.get_call("c1")
+    assert call.status == "ok" and call.result is not None
+    assert "result was lost" in call.result.content and "Do not run it again" in call.result.content
+    assert chat.complete().content == "done"  # type: ignore[union-attr]
+    assert ran == ["Oslo", "read"]  # the tool ran once
+    chat.close()
+    if db is not None:
+        with open_store(db) as store:
+            assert store.call("c1").status == "ok"
