@@ -684,14 +684,15 @@ def _being_cancelled() -> bool:
 
 
 _UNKNOWN = "; whether it did anything is unknown, so it was not retried"
+"""Said of a call stopped while it ran (an async tool or an MCP server's call, told to stop
+at its next await): it may have done part of its work, or all of it."""
+
 RESULT_LOST = (
     "The tool ran, but its result was lost: the run was stopped while it was being read. "
     "Do not run it again to get it; ask the user."
 )
 """A call's result when the stop button came after its tool ended, before its value was
 read and recorded: the call ran (``ok``), and the model is told it must not run it again."""
-"""Said of a call stopped while it ran (an async tool or an MCP server's call, told to stop
-at its next await): it may have done part of its work, or all of it."""
 
 
 def _replayed(call: ToolCall, recorded: RecordedResult) -> Outcome:
