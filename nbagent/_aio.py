@@ -246,6 +246,26 @@ class _Raised(Exception):
         self.original = original
 
 
+def _settler(
+    coro: Coroutine[Any, Any, T], ended: concurrent.futures.Future[T]
+) -> Callable[[asyncio.Task[T]], None]:
+    """A done-callback passing a task's end (result, error, cancellation) on to ``ended``,
+    the future a caller on another thread waits on; it closes ``coro`` (cancelled before its
+    first step, it would warn "never awaited")."""
+    import asyncio
+
+    def settle(task: asyncio.Task[T]) -> None:
+        coro.close()
+        if task.cancelled():
+            ended.set_exception(asyncio.CancelledError())
+        elif (exc := task.exception()) is not None:
+            ended.set_exception(exc)
+        else:
+            ended.set_result(task.result())
+
+    return settle
+
+
 async def _carried(coro: Coroutine[Any, Any, T]) -> T:
     import asyncio
 
@@ -277,14 +297,7 @@ def _on_background(coro: Coroutine[Any, Any, T]) -> T:
     ended.set_running_or_notify_cancel()  # only the task can end it
     tasks: list[asyncio.Task[T]] = []
 
-    def settle(task: asyncio.Task[T]) -> None:
-        coro.close()  # cancelled before its first step: no "never awaited" warning
-        if task.cancelled():
-            ended.set_exception(asyncio.CancelledError())
-        elif (exc := task.exception()) is not None:
-            ended.set_exception(exc)
-        else:
-            ended.set_result(task.result())
+    settle = _settler(coro, ended)
 
     def start() -> None:  # on the loop, in a copy of the caller's context
         try:
@@ -480,14 +493,7 @@ async def run_on_loop(
         began.append(True)
         return await coro
 
-    def settle(task: asyncio.Task[T]) -> None:
-        coro.close()  # cancelled before its first step: no "never awaited" warning
-        if task.cancelled():
-            ended.set_exception(asyncio.CancelledError())
-        elif (exc := task.exception()) is not None:
-            ended.set_exception(exc)
-        else:
-            ended.set_result(task.result())
+    settle = _settler(coro, ended)
 
     def start() -> None:  # on ``loop``, in a copy of this caller's context
         if ended.done():  # cancelled before it could start: it never runs
