@@ -311,7 +311,8 @@ class StoreExtension(Extension):
         if self._closed:
             return
         try:
-            self._unclaim_unstarted()
+            with contextlib.suppress(Exception):  # never at the cost of the last write
+                self._unclaim_unstarted()
             self.flush()
         except Exception as exc:
             lost = len(self._unwritten) + len(self._pending)
@@ -333,9 +334,11 @@ class StoreExtension(Extension):
         runnable again with the chat's next write (the store's ``CallReset``: only if the
         row is still ``running`` under this chat's own owner; a no-op for a claim that never
         committed). Only calls this object never started: claimed and not taken by
-        :meth:`claim`, and not running here."""
+        :meth:`claim`, and not running here. A chat already collected has no calls to read
+        whether each is gated: its claims stay (reported in doubt by the next load, never
+        run twice)."""
         host = self._host
-        if host is None or self.detached is not None:
+        if host is None or self.detached is not None or not host.alive:
             return
         with self._write_lock:
             ids = self._claimed | self._maybe_claimed  # claim() took none of them

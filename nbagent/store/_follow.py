@@ -136,10 +136,11 @@ class Subscription:
             mine = set(news) if self._ids is None else news & self._ids
             mine |= self._look
             retry = self._retry_at is not None and time.monotonic() >= self._retry_at
-            if retry:
-                mine |= self._retry_ids
             if not (mine or retry or self._nudged or self._every_tick):
                 return None
+            # a call that goes ahead (its retry due, or news, a tick, a nudge before it)
+            # carries the chats waiting for a retry: cleared unsent, that news was lost
+            mine |= self._retry_ids
             self._look, self._nudged = set(), False
             self._retry_ids, self._retry_at = set(), None  # this call carries them
             return mine

@@ -108,6 +108,33 @@ def test_a_new_subscription_looks_once_and_a_failing_callback_stops_nothing(stor
     chat.close()
 
 
+def test_a_failed_callback_is_retried_though_other_news_came_first(store: Any) -> None:
+    """A callback raised for chat A (its refresh failed: one decision is one piece of news);
+    news for B came before A's retry was due: that call cleared A's retry unsent, and A's
+    decision was never followed. A call that goes ahead carries the chats waiting for a
+    retry."""
+    a, a_call = parked(store)
+    b, b_call = parked(store)
+    failed: list[str] = []
+    got = Got()
+
+    def flaky(ids: set[str]) -> None:
+        if a.id in ids and not failed:
+            failed.append(a.id)
+            raise RuntimeError("the store could not be read")
+        got(ids)
+
+    sub = follow(store, [a.id, b.id], flaky, look=False)
+    store.approve(a_call, chat_id=a.id)
+    until(lambda: bool(failed))
+    store.approve(b_call, chat_id=b.id)  # news for B, before A's retry is due
+    until(lambda: a.id in got.seen)
+    assert b.id in got.seen
+    sub.close()
+    a.close()
+    b.close()
+
+
 def test_closing_the_store_closes_its_subscriptions(backend: Any) -> None:
     store = backend.open()
     closed = threading.Event()

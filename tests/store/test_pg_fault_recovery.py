@@ -267,3 +267,36 @@ def test_a_claim_committed_for_a_round_that_was_cancelled_is_let_go_at_close(
     assert RUNS == [42]
     assert [(c.id, c.status) for c in again.tool_calls] == [(call_id, "ok")]
     again.close()
+
+
+def test_a_collected_chat_with_a_claim_it_remembers_still_writes_its_last_events(
+    tmp_path: Path,
+) -> None:
+    """A chat garbage-collected while it remembered a claim that may have committed (its
+    answer lost): letting go of it read the gone chat's calls and raised, which skipped the
+    last write too ("closed without writing its last 0 event(s)"). The claim stays (the next
+    load reports it in doubt, as before), and what was queued is written."""
+    import gc
+    import warnings
+
+    from nbagent.store import open_store
+    from nbagent.testing import ScriptedProvider, call_tools
+
+    db = str(tmp_path / "c.db")
+    chat = Chat(
+        provider=ScriptedProvider([call_tools(("refund", {"order_id": 42}, "c1"))]),
+        store=db,
+        display=False,
+    ).with_tools(Refund)
+    chat.ask("refund 42")
+    chat_id = chat.id
+    (ext,) = [e for e in chat.extensions if hasattr(e, "_maybe_claimed")]
+    ext._maybe_claimed.add("c1")  # as a claim whose commit's answer was lost leaves it
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        del chat, ext
+        gc.collect()
+    assert not [w for w in seen if "without writing" in str(w.message)]
+    with open_store(db) as store:
+        assert store.call("c1").status == "awaiting_approval"
+        assert [m["role"] for m in store.load(chat_id).messages][:1] == ["user"]
