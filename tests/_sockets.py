@@ -18,6 +18,21 @@ from typing import Any
 _opened: dict[int, str] = {}
 
 
+def _where(stack: list[traceback.FrameSummary]) -> str:
+    """The frames that say who opened a socket, in order: the suite's and nbagent's (an
+    SDK's own frames go many deep between them and the socket), and the innermost few."""
+
+    def ours(f: traceback.FrameSummary) -> bool:
+        name = f.filename
+        return not (name.startswith("<") or "/site-packages/" in name or "/lib/python" in name)
+
+    inner = len(stack) - 3
+    kept = [f for i, f in enumerate(stack) if i >= inner or ours(f)]
+    mine = [i for i, f in enumerate(kept) if ours(f)]
+    start = mine[-8] if len(mine) > 8 else 0  # the last eight of ours are enough
+    return "".join(traceback.StackSummary.from_list(kept[start:]).format())
+
+
 def install() -> None:
     """Note sockets' openings from now on, and wrap the current unraisable hook."""
     cls = socket.socket
@@ -27,7 +42,7 @@ def install() -> None:
 
     def noted_init(self: socket.socket, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
-        _opened[id(self)] = "".join(traceback.format_stack(limit=14)[:-1])
+        _opened[id(self)] = _where(traceback.extract_stack()[:-1])
 
     def noted_close(self: socket.socket) -> None:
         _opened.pop(id(self), None)
