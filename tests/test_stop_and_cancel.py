@@ -656,3 +656,38 @@ def test_the_stop_button_during_async_tools_keeps_what_returned_and_stops_the_re
         assert not chat.is_running, attempt
         check_promise(chat)
         assert chat.tool_calls[2].status == "cancelled", attempt
+
+
+# -- 10. the stop button's signal taken by another thread still stops the round at once -------
+
+
+@pytest.mark.parametrize("mode", [False, "threads", "async"])
+def test_the_stop_button_taken_by_another_thread_is_seen_by_the_waiting_cell(mode: Any) -> None:
+    """The kernel gives a process's SIGINT to any of its threads (often not the main one).
+    Taken by the tool's own thread here (``pthread_kill``, the case that happened at random),
+    it only flags the main thread, which waits on a lock for the round: that wait must still
+    end at once (before, ``ask`` raised only when the 3 s call had run to its end)."""
+
+    @tool
+    async def work(n: int) -> str:
+        """Works (async)."""
+        me = current_tool_call()
+        assert me is not None
+        _count(runs, me.id)
+        if n == 1:
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # this thread takes it
+        await asyncio.sleep(3 if n == 2 else 0)
+        _count(finished, me.id)
+        return f"done {me.id}"
+
+    provider = ScriptedProvider([call_tools(("work", {"n": 1}, "c1"), ("work", {"n": 2}, "c2"))])
+    chat = Chat(provider=provider).with_tools(work)
+    chat.with_tool_options(concurrency=mode)
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        in_cell(lambda: chat.ask("work"))
+    assert time.monotonic() - t0 < 2.0, "the press was taken only when the round ended"
+    assert not chat.is_running
+    check_promise(chat)
+    assert chat.tool_calls[1].status == "cancelled"
+    assert "c2" not in finished
