@@ -395,9 +395,12 @@ def test_the_strict_fake_refuses_a_citation_field_a_request_does_not_take(
     import anthropic as sdk
 
     server.script(["ok"])
-    client = sdk.Anthropic(api_key=KEY, base_url=server.anthropic_base_url, max_retries=0)
     cited = {"type": "text", "text": "Green.", "citations": [DOC]}
-    with pytest.raises(sdk.BadRequestError, match="file_id: Extra inputs are not permitted"):
+    with (
+        sdk.Anthropic(api_key=KEY, base_url=server.anthropic_base_url, max_retries=0) as client,
+        pytest.raises(sdk.BadRequestError, match="file_id: Extra inputs are not permitted"),
+    ):  # closed: its keep-alive socket was collected later, failing another test (the suite
+        # makes a ResourceWarning an error); found by tests/_sockets.py's report
         client.messages.create(
             model="claude-sonnet-4-5",
             max_tokens=100,
