@@ -246,24 +246,57 @@ class _Raised(Exception):
         self.original = original
 
 
-def _settler(
-    coro: Coroutine[Any, Any, T], ended: concurrent.futures.Future[T]
-) -> Callable[[asyncio.Task[T]], None]:
-    """A done-callback passing a task's end (result, error, cancellation) on to ``ended``,
-    the future a caller on another thread waits on; it closes ``coro`` (cancelled before its
-    first step, it would warn "never awaited")."""
-    import asyncio
+class _Remote:
+    """``coro`` run as a task on ``loop`` (its body: ``body``, a coroutine awaiting it) for a
+    waiter on another thread or loop: :attr:`ended` is the task's end (its result, its error,
+    its cancellation). :meth:`start` and :meth:`cancel` run on ``loop``
+    (``call_soon_threadsafe``), start first."""
 
-    def settle(task: asyncio.Task[T]) -> None:
-        coro.close()
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        coro: Coroutine[Any, Any, Any],
+        body: Coroutine[Any, Any, Any],
+    ):
+        import concurrent.futures
+
+        self.loop, self._coro, self._body = loop, coro, body
+        self.ended: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.ended.set_running_or_notify_cancel()  # only the task (or its never starting) ends it
+        self._task: asyncio.Task[Any] | None = None
+
+    def start(self) -> None:
+        if self.ended.done():  # cancelled before it could start: it never runs
+            self._body.close()
+            return
+        try:
+            self._task = self.loop.create_task(self._body)
+        except BaseException as exc:
+            self._coro.close()
+            self.ended.set_exception(exc)
+            return
+        self._task.add_done_callback(self._settle)
+
+    def cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        elif not self.ended.done():  # stopped before start was scheduled: it never runs
+            import asyncio
+
+            self._coro.close()
+            self._body.close()
+            self.ended.set_exception(asyncio.CancelledError())
+
+    def _settle(self, task: asyncio.Task[Any]) -> None:
+        import asyncio
+
+        self._coro.close()  # cancelled before its first step: no "never awaited" warning
         if task.cancelled():
-            ended.set_exception(asyncio.CancelledError())
+            self.ended.set_exception(asyncio.CancelledError())
         elif (exc := task.exception()) is not None:
-            ended.set_exception(exc)
+            self.ended.set_exception(exc)
         else:
-            ended.set_result(task.result())
-
-    return settle
+            self.ended.set_result(task.result())
 
 
 async def _carried(coro: Coroutine[Any, Any, T]) -> T:
@@ -318,38 +351,15 @@ def _on_background(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` as a task on the background loop, waiting for it to end whatever happens
     here: the stop button cancels the task and waits again (a future of
     ``run_coroutine_threadsafe``, cancelled, ended the wait at once, the task still running)."""
-    import asyncio
-    import concurrent.futures
 
     loop = _background_loop()
-    ended: concurrent.futures.Future[T] = concurrent.futures.Future()
-    ended.set_running_or_notify_cancel()  # only the task can end it
-    tasks: list[asyncio.Task[T]] = []
-
-    settle = _settler(coro, ended)
-
-    def start() -> None:  # on the loop, in a copy of the caller's context
-        try:
-            task = loop.create_task(_carried(coro))
-        except BaseException as exc:
-            coro.close()
-            ended.set_exception(exc)
-            return
-        tasks.append(task)
-        task.add_done_callback(settle)
-
-    def cancel() -> None:  # on the loop: after start, if start was scheduled
-        if tasks:
-            tasks[0].cancel()
-        elif not ended.done():  # stopped before start was scheduled: it never runs
-            coro.close()
-            ended.set_exception(asyncio.CancelledError())
-
+    remote = _Remote(loop, coro, _carried(coro))  # on the loop, in a copy of the caller's context
+    ended: concurrent.futures.Future[T] = remote.ended
     try:
         try:
-            loop.call_soon_threadsafe(start)
+            loop.call_soon_threadsafe(remote.start)
         except RuntimeError:  # the loop was closed: never started
-            coro.close()
+            remote.cancel()
             raise
         # The task may run, and the stop button be pressed, before this thread waits (even
         # before call_soon_threadsafe returns): the press is taken below either way.
@@ -357,7 +367,7 @@ def _on_background(coro: Coroutine[Any, Any, T]) -> T:
     except KeyboardInterrupt:
         while True:
             try:
-                loop.call_soon_threadsafe(cancel)
+                loop.call_soon_threadsafe(remote.cancel)
                 _wait(ended)
                 break
             except KeyboardInterrupt:  # pressed again: still waited for
@@ -511,43 +521,19 @@ async def run_on_loop(
     if problem is not None:
         coro.close()
         raise ToolLoopError(f"{what} runs on an event loop that {problem}")
-    import concurrent.futures
-
-    ended: concurrent.futures.Future[T] = concurrent.futures.Future()
-    ended.set_running_or_notify_cancel()  # only the task there (or its never starting) ends it
-    tasks: list[asyncio.Task[T]] = []
     began: list[bool] = []
 
     async def begin() -> T:
         began.append(True)
         return await coro
 
-    settle = _settler(coro, ended)
-
-    def start() -> None:  # on ``loop``, in a copy of this caller's context
-        if ended.done():  # cancelled before it could start: it never runs
-            return
-        try:
-            task = loop.create_task(begin())
-        except BaseException as exc:
-            coro.close()
-            ended.set_exception(exc)
-            return
-        tasks.append(task)
-        task.add_done_callback(settle)
-
-    def cancel() -> None:  # on ``loop``: after start, if start was scheduled
-        if tasks:
-            tasks[0].cancel()
-        elif not ended.done():
-            coro.close()
-            ended.set_exception(asyncio.CancelledError())
-
+    remote = _Remote(loop, coro, begin())  # on ``loop``, in a copy of this caller's context
     try:
-        loop.call_soon_threadsafe(start)
+        loop.call_soon_threadsafe(remote.start)
     except RuntimeError:  # closed meanwhile
-        coro.close()
+        remote.cancel()
         raise ToolLoopError(f"{what} runs on an event loop that is closed") from None
+    ended: concurrent.futures.Future[T] = remote.ended
     waited = asyncio.wrap_future(ended)
     try:
         return await asyncio.shield(waited)
@@ -557,7 +543,7 @@ async def run_on_loop(
         # Given up at once, the caller's round ended while the call still ran (its cleanup,
         # or all of its work, came after the chat had moved on), recorded as cancelled.
         with contextlib.suppress(RuntimeError):  # that loop was closed: nothing runs there
-            loop.call_soon_threadsafe(cancel)
+            loop.call_soon_threadsafe(remote.cancel)
         while not waited.done():
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait([waited])
