@@ -41,6 +41,7 @@ from ._errors import (
     ToolExecutionError,
     ToolLoopError,
     ToolOptionError,
+    ToolUnavailableError,
 )
 from ._events import (
     AlwaysAllowChanged,
@@ -255,6 +256,7 @@ __all__ = [
     "ToolResultMessage",
     "ToolSource",
     "ToolSpec",
+    "ToolUnavailableError",
     "Usage",
     "__version__",
     "ask_user",

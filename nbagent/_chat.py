@@ -154,8 +154,12 @@ class Chat(BaseChat):
     ) -> Chat:
         """Rebuild a stored chat, in this or any other process, and keep persisting it.
 
-        Tools and callbacks are code, so pass the tools again. A gated call whose
-        tool is missing here is refused, never run ungated. Decisions made
+        Tools and callbacks are code, so pass the tools again. Loaded without them,
+        the chat can still be read and decided (``approve``/``deny``: a controller
+        that decides and leaves the running to a job), but a call ready to run whose
+        tool is missing here never runs and is never answered in its place:
+        ``complete()`` raises :class:`ToolUnavailableError` and the call keeps its
+        decision for a process that has the tool. A gated call is never run ungated. Decisions made
         through the store are applied; a call left running by a process that is
         gone is in doubt (see ``nbagent.store``). The chat's ``always_allow``
         rules come back (revoked ones stay revoked); a rule with a ``when``

@@ -156,6 +156,37 @@ class ToolExecutionError(NBAgentError):
         super().__init__(f"tool {call.name!r} ({call.id}) raised {shown}")
 
 
+class ToolUnavailableError(NBAgentError, RuntimeError):
+    """Calls ready to run name tools this chat does not have: a chat loaded without its
+    tools (``Chat.load(id, store=...)`` with no ``tools=``), or a tool removed meanwhile.
+
+    Raised by ``complete()`` / ``step()`` before anything runs: nothing ran and nothing
+    changed, each call keeps its decision (an approval is not used up). Give the chat its
+    tools (``Chat.load(..., tools=[...])`` or ``chat.with_tools(...)``) and call
+    ``complete()`` again, or leave the chat to a process that has them. ``calls`` are
+    the calls that wait.
+    """
+
+    def __init__(self, calls: Sequence[ToolCall]):
+        self.calls = list(calls)
+        names = sorted({c.name for c in self.calls})
+        lines = [f"  - {c.name}({c.id}): {_readiness(c)}" for c in self.calls]
+        super().__init__(
+            f"{len(self.calls)} tool call(s) cannot run: this chat has no tool "
+            + ", ".join(repr(n) for n in names)
+            + ":\n"
+            + "\n".join(lines)
+            + "\nNothing ran and every decision is kept. Give the chat its tools "
+            "(Chat.load(..., tools=[...]) or chat.with_tools(...)) and call complete() again."
+        )
+
+
+def _readiness(call: ToolCall) -> str:
+    if call.decision is not None and call.decision.verdict == "approved":
+        return "approved, not run"
+    return "ready to run, not run"
+
+
 class ChatCancelled(NBAgentError):
     """The loop was cancelled; the transcript is valid and ``complete()`` resumes it."""
 

@@ -43,6 +43,7 @@ from ._errors import (
     OutputValidationError,
     ProviderError,
     ToolExecutionError,
+    ToolUnavailableError,
     provider_secrets,
     scrub,
 )
@@ -244,6 +245,11 @@ class LoopMixin(ChatCore):
             # request (or a call of a tool not listed yet: a loaded chat) needs their
             # tools, so a step that runs listed tools or parks never waits on a server
             yield _SyncTools()
+        if action == "run_tools":
+            with self._lock:
+                missing = [c for c in calls if self._missing_tool(c)]
+            if missing:  # before anything runs or is numbered: every decision is kept
+                raise ToolUnavailableError(missing)
         self._step += 1
         if action == "generate":
             request = self._build_request()
@@ -785,6 +791,18 @@ class LoopMixin(ChatCore):
         if self._options.choice not in ("auto", "none"):
             self._forced_spent = True
         return events
+
+    def _missing_tool(self, c: ToolCall) -> bool:
+        """A call ready to run whose tool this chat does not have (a chat loaded without its
+        tools): it waits for the tool instead of being answered "not available", which
+        used up an approval for good.
+
+        An MCP server's call while the chat has its sources is the exception: the server
+        no longer listing the tool is the server's answer (the call errs, as before).
+        """
+        if c.hosted or c.name in self._tools:
+            return False
+        return c.server is None or not self._sources
 
     def _prepare_round(self, calls: Sequence[ToolCall]) -> _RunRound:
         jobs: list[Job] = []

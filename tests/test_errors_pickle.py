@@ -21,6 +21,7 @@ def _made(cls: type[BaseException]) -> BaseException:
     special: dict[type[BaseException], Any] = {
         errors.OutputValidationError: lambda: cls("Forecast", '{"city": "Os', ["not valid JSON"]),
         errors.PendingToolCallsError: lambda: cls([call]),
+        errors.ToolUnavailableError: lambda: cls([call]),
         errors.ToolExecutionError: lambda: cls(call, ValueError("boom")),
     }
     if cls in special:
@@ -52,7 +53,7 @@ def test_every_error_pickles_whole(cls: type[BaseException]) -> None:
     if isinstance(error, errors.ToolExecutionError):
         assert (back.call.id, back.call.arguments) == ("call_1", {"order_id": 42})
         assert isinstance(back.error, ValueError) and str(back.error) == "boom"
-    if isinstance(error, errors.PendingToolCallsError):
+    if isinstance(error, (errors.PendingToolCallsError, errors.ToolUnavailableError)):
         assert [c.id for c in back.calls] == ["call_1"]
 
 

@@ -23,6 +23,7 @@ from nbagent import (
     TextDelta,
     ToolCallDelta,
     ToolResultMessage,
+    ToolUnavailableError,
     tool,
 )
 from nbagent.store import SQLiteStore, Store, StoreConflictWarning, open_store
@@ -270,10 +271,43 @@ def test_a_gated_call_whose_tool_is_missing_is_refused(db: Path, counter: Path) 
     call = chat.pending_approvals[0]
     assert call.approval is not None and call.approval.required  # the gate is stored
     chat.approve(call)
-    chat.complete()
-    assert call.status == "error" and "not available in this process" in call.result.content
-    assert count(counter) == 0
+    step = chat.record.steps[-1].step if chat.record.steps else 0
+    # an approval is not used up by a process that cannot run the call: it waits for one
+    # that can, and complete() says so (it answered "not available", for good)
+    for drive in (chat.complete, chat.step):
+        with pytest.raises(ToolUnavailableError, match=r"no tool 'refund'") as caught:
+            drive()
+        assert [c.id for c in caught.value.calls] == [call.id]
+        assert "approved, not run" in str(caught.value)
+    assert call.status == "approved" and call.result is None and count(counter) == 0
+    assert (chat.record.steps[-1].step if chat.record.steps else 0) == step
     closed(chat)
+    again = Chat.load(chat_id, store=db)  # another process's load: still approved
+    assert again.tool_calls[-1].status == "approved"
+    closed(again)
+    job = Chat.load(chat_id, store=db, tools=[Refund])  # the job that has the tool
+    job.complete()
+    assert job.is_complete and job.tool_calls[-1].status == "ok" and count(counter) == 1
+    closed(job)
+    late = Chat.load(chat_id, store=db, tools=[Refund])
+    late.complete()  # nothing left: it ran once
+    assert count(counter) == 1
+    closed(late)
+
+
+def test_an_ungated_call_whose_tool_is_missing_waits_too(db: Path, counter: Path) -> None:
+    """with_tools() dropping the tool of a call still ready to run: the call waits."""
+    with SQLiteStore(db) as store:
+        chat, call_id = parked(store)
+        chat.approve(call_id)
+        chat.with_tools(None)  # the tool gone before the approved call ran
+        with pytest.raises(ToolUnavailableError):
+            chat.complete()
+        assert chat.tool_calls[-1].status == "approved" and count(counter) == 0
+        chat.with_tools(Refund)
+        chat.complete()
+        assert chat.tool_calls[-1].status == "ok" and count(counter) == 1
+        closed(chat)
 
 
 # -------------------------------------------------------------- bad input
