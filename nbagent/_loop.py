@@ -710,9 +710,13 @@ class LoopMixin(ChatCore):
                 "arguments may be incomplete. Call the tool again if it is still needed."
             )
         if limit is not None and n >= limit:
-            word = "one tool call" if limit == 1 else f"{limit} tool calls"
+            word = (
+                "one tool call per response is"
+                if limit == 1
+                else (f"{limit} tool calls per response are")
+            )
             return "skipped", (
-                f"Not executed: only {word} per response is allowed. "
+                f"Not executed: only {word} allowed. "
                 "Call it again in a later response if it is still needed."
             )
         if tool is None:
@@ -721,7 +725,7 @@ class LoopMixin(ChatCore):
         if c.parse_error is not None:
             return "error", (
                 f"Error: the arguments for {c.name} were not valid JSON ({c.parse_error}); "
-                f"received: {c.raw_arguments!r}. The tool was not run."
+                f"received: {_quoted(c.raw_arguments or '')}. The tool was not run."
             )
         try:
             tool.validate_arguments(c.arguments)
@@ -925,6 +929,17 @@ def _off_choice(c: ToolCall, choice: str) -> tuple[Literal["skipped"], str] | No
             "Call it again in a later response if it is still needed."
         )
     return None
+
+
+RAW_SHOWN = 400
+"""How much of a call's unparsable argument text its error result quotes back."""
+
+
+def _quoted(raw: str) -> str:
+    """The model's own text, bounded: a 160,000-character mistake is not read back whole."""
+    if len(raw) <= RAW_SHOWN:
+        return repr(raw)
+    return f"{raw[:RAW_SHOWN]!r}... ({len(raw):,} characters in all)"
 
 
 def _provider_gate(c: ToolCall) -> Approval:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from difflib import get_close_matches
 from typing import Any, Literal
 
 from ._config import get_config, normalize_concurrency, positive_int, seconds
@@ -167,7 +168,10 @@ def resolve_choice(choice: str, tool_names: list[str], *, forced_spent: bool) ->
     if choice in ("auto", "none"):
         return choice
     if choice != "required" and choice not in tool_names:
+        near = get_close_matches(choice, ["auto", "none", "required"], n=1, cutoff=0.75)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
         raise ToolOptionError(
-            f"tool choice {choice!r} is not one of the chat's tools: {sorted(tool_names)}"
+            f"tool choice {choice!r} is neither 'auto', 'none', 'required' nor one of the "
+            f"chat's tools: {sorted(tool_names)}{hint}"
         )
     return "auto" if forced_spent else choice

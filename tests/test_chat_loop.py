@@ -143,6 +143,19 @@ def test_invalid_json_arguments_become_an_error_result() -> None:
     assert provider.requests[1].messages[-1] == result
 
 
+def test_a_huge_invalid_argument_text_is_quoted_back_bounded() -> None:
+    """A model's 160,000-character mistake is not read back to it whole (its start and its
+    length are: enough to see what went wrong)."""
+    raw = '{"city": "' + "x" * 160_000
+    bad = ToolCall("c1", "get_weather", {}, raw_arguments=raw, parse_error="EOF")
+    chat, _ = make_chat(call_tools(bad), reply("sorry"))
+    chat.ask("weather")
+    result = chat.transcript[2]
+    assert isinstance(result, ToolResultMessage) and result.status == "error"
+    assert '{"city": "xxx' in result.content and "160,010 characters in all" in result.content
+    assert len(result.content) < 1_000 and calls_made == []
+
+
 def test_schema_invalid_arguments_never_run_the_tool() -> None:
     chat, _ = make_chat(call_tools(("get_weather", {"unit": "kelvin"})), reply("sorry"))
     chat.ask("weather")
@@ -244,6 +257,8 @@ def test_numeric_calls_limit() -> None:
     chat.ask("three")
     assert provider.requests[0].calls == "many"
     assert [c["city"] for _, c in calls_made] == ["A", "B"]
+    skipped = [m for m in chat.transcript if isinstance(m, ToolResultMessage)][2]
+    assert "only 2 tool calls per response are allowed" in skipped.content
 
 
 def test_truncated_tool_calls_are_never_executed() -> None:
@@ -293,9 +308,12 @@ def test_specific_choice_must_name_a_tool_of_the_chat() -> None:
     does not leave the first message behind unanswered."""
     chat, provider = make_chat(reply("x"))
     chat.with_tool_options(choice="nope")
-    with pytest.raises(nbagent.ToolOptionError, match="not one of the chat's tools"):
+    with pytest.raises(nbagent.ToolOptionError, match="nor one of the chat's tools"):
         chat.ask("hi")
     assert chat.transcript == () and provider.requests == []
+    chat.with_tool_options(choice="requried")  # a typo of a choice word says which one
+    with pytest.raises(nbagent.ToolOptionError, match="did you mean 'required'"):
+        chat.ask("hi")
     chat.with_tool_options(choice=None)
     assert chat.ask("hi").content == "x"  # type: ignore[union-attr]
     assert [m.role for m in chat.transcript] == ["user", "assistant"]
