@@ -28,7 +28,14 @@ Records are read-only to their readers: only the fold writes them, in place (one
 object per call, step and message for the chat's life; plain slotted objects,
 since a fold that writes through a frozen guard costs several times more per
 event), so a reader holding one sees it change; :class:`RecordChange` says
-which one changed.
+which one changed. What they hold of the provider's own JSON (a provider item's
+``arguments``, a message's ``citations``) is a read-only copy: the item itself goes
+back to the provider and is what the store keeps.
+
+A provider item's record has the step whose response carried it; an Anthropic
+``*_tool_use`` block and the ``*_tool_result`` answering it (its ``tool_use_id``) are
+one record, the use's, with the result's status and output (as an OpenAI
+``mcp_call`` is one item).
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, NoReturn
 
 from ._events import (
     AlwaysAllowChanged,
@@ -69,6 +76,7 @@ from ._events import (
     ToolCallStarted,
 )
 from ._extension import Snapshot
+from ._frozen import FrozenDict, FrozenList
 from ._hosted import BREACHES, RAN_UNAPPROVED
 from ._result_text import result_type, without_edit_note
 from ._types import (
@@ -243,9 +251,12 @@ class MessageRecord:
 
     @property
     def citations(self) -> list[dict[str, Any]] | None:
-        """The sources the message's text cites (``chat.messages``' ``citations``), or None."""
+        """The sources the message's text cites (``chat.messages``' ``citations``), or None.
+
+        Read-only copies: the message's own dicts are what goes back to the provider and
+        what the store keeps, so an edit here would change one and not the other."""
         found = getattr(self.message, "citations", ())
-        return list(found) if found else None
+        return _read_only(list(found)) if found else None
 
 
 class RecordChange(NamedTuple):
@@ -289,6 +300,7 @@ class ChatRecord:
         self.last_step: str | None = None
         self.last_budget: str | None = None
         self._taken: dict[int, int] = {}
+        self._answered: tuple[int, int] | None = None  # (step, turn) of the response being added
 
     # ------------------------------------------------------------ reading
     @property
@@ -690,6 +702,7 @@ class ChatRecord:
             e.raw_stop_reason,
         )
         s.n_tool_calls, s.finished_at, s.text = e.n_tool_calls, e.ts, e.text
+        self._answered = (e.step, e.turn)  # its assistant message comes next, with its items
         self.usage = self.usage + e.usage
         if e.cost_usd is None:
             self.unpriced += 1
@@ -712,22 +725,42 @@ class ChatRecord:
         return RecordChange("chat", e.step, e)
 
     def _on_message(self, e: MessageAdded) -> RecordChange:
-        self._messages.append(_message_record(e))
+        record = _message_record(e)
+        self._messages.append(record)
         self.turn = max(self.turn, e.turn)
+        step: int | None = None
+        if record.role == "assistant":  # the response whose finish came just before
+            answered, self._answered = self._answered, None
+            if answered is not None and answered[1] == e.turn:
+                step = answered[0]
         for n, item in enumerate(getattr(e.message, "items", ())):
             if not isinstance(item, Reasoning) and not item.is_text:  # no call: see the steps
-                self._on_item(item, f"{e.index}.{n}", e)
+                self._on_item(item, f"{e.index}.{n}", e, step)
         return RecordChange("message", e.index, e)
 
-    def _on_item(self, item: ProviderItem, key: str, e: MessageAdded) -> None:
-        """A record for what the provider did on its side (never run here)."""
-        ident = item.call_id or key
+    def _on_item(self, item: ProviderItem, key: str, e: MessageAdded, step: int | None) -> None:
+        """A record for what the provider did on its side (never run here), in the step
+        whose response carried it.
+
+        An Anthropic ``*_tool_result`` block answers the ``*_tool_use`` block named by its
+        ``tool_use_id``: one hosted call, one record (the use's, as an OpenAI ``mcp_call``
+        is one item), its status and output the result's.
+        """
+        raw = item.raw
+        use_id = raw.get("tool_use_id") if item.type.endswith("_tool_result") else None
+        if isinstance(use_id, str):
+            use = self._by_id.get(use_id)
+            if use is not None and use.call is None and use.item_type is not None:
+                if use.status is None:  # not answered yet (else: a replay)
+                    use.status, use.finished_at = item.status, e.ts
+                    _item_outcome(use, item)
+                return
+        ident = item.call_id or (use_id if isinstance(use_id, str) else None) or key
         if ident in self._by_id:
             return  # a replay
-        raw = item.raw
         r = CallRecord(ident, item.name or item.type, status=item.status)  # type: ignore[arg-type]
         r.server, r.hosted, r.item_type, r.turn = item.server, True, item.type, e.turn
-        r.requested_at = r.finished_at = e.ts
+        r.step, r.requested_at, r.finished_at = step, e.ts, e.ts
         r.model, r.provider, r.requires_approval = self._model, self._provider, False
         r.arguments = _arguments_of(raw)
         self._by_id[ident] = r
@@ -739,14 +772,7 @@ class ChatRecord:
             r.reason, r.decided, r.requires_approval = j.reason, j.decided, True
         elif item.status == RAN_UNAPPROVED:  # an approval was due and nobody gave one
             r.requires_approval, r.decision = True, "none"
-        output = _item_output(raw)
-        failed = item.status == "error" or (item.status in BREACHES and bool(raw.get("error")))
-        if output is not None:
-            r.result_preview = output[:PREVIEW_CHARS]
-            if not failed:
-                r.result_type = result_type(output)
-        if failed:
-            r.error = (output or "failed")[:ERROR_CHARS]
+        _item_outcome(r, item)
 
     def _unchanged(self, e: Event) -> None:
         """Events that change none of the record (options, rules, streaming fragments)."""
@@ -851,13 +877,64 @@ def _message_record(e: MessageAdded) -> MessageRecord:
 
 
 def _arguments_of(raw: dict[str, Any]) -> Any:
+    """A provider item's arguments, read-only and its own: ``raw`` is what goes back to the
+    provider and what the store keeps, so the record never hands out its dicts."""
     arguments = raw.get("arguments", raw.get("input"))
     if isinstance(arguments, str):
         try:
-            return json.loads(arguments)
+            arguments = json.loads(arguments)
         except ValueError:
-            return {"_raw": arguments}
-    return arguments if isinstance(arguments, dict) else None
+            return _read_only({"_raw": arguments})
+    return _read_only(arguments) if isinstance(arguments, dict) else None
+
+
+RECORD_READ_ONLY = (
+    "the chat record is read-only: this is what the provider sent, what goes back to it and "
+    "what the store keeps, so a change here would show one thing and send or keep another; "
+    "copy.deepcopy(value) gives a copy you can change"
+)
+
+
+def _refuse(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
+    raise TypeError(RECORD_READ_ONLY)
+
+
+class _RecordDict(FrozenDict):
+    """A provider's dict as the record hands it out: a read-only copy (``copy`` thaws it)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+
+class _RecordList(FrozenList):
+    """A provider's list as the record hands it out: a read-only copy (``copy`` thaws it)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+
+
+def _read_only(value: Any) -> Any:
+    """A read-only copy of a provider's JSON (every dict and list in it), never its own."""
+    if isinstance(value, dict):
+        return _RecordDict({k: _read_only(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return _RecordList(_read_only(v) for v in value)
+    return value
+
+
+def _item_outcome(r: CallRecord, item: ProviderItem) -> None:
+    """A provider item's output (``result_preview``, ``result_type``) or error, on ``r``."""
+    raw = item.raw
+    output = _item_output(raw)
+    failed = item.status == "error" or (item.status in BREACHES and bool(raw.get("error")))
+    if output is not None:
+        r.result_preview = output[:PREVIEW_CHARS]
+        if not failed:
+            r.result_type = result_type(output)
+    if failed:
+        r.error = (output or "failed")[:ERROR_CHARS]
 
 
 def _item_output(raw: dict[str, Any]) -> str | None:
