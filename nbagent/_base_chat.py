@@ -47,7 +47,7 @@ from ._reasoning import normalize_reasoning
 from ._record import ChatRecord
 from ._recording import Prefix, Recording
 from ._replay import DirectoryRecordings, Replayer
-from ._tools import Tool, ToolSource, as_tool
+from ._tools import Tool, ToolSource, as_tool, tool_difference
 from ._types import (
     ChatMessage,
     ForkParent,
@@ -1187,20 +1187,19 @@ def _callable(fn: Any, name: str) -> Any:
 def _one_per_name(given: Sequence[Any]) -> None:
     """Refuse two different tools of one name in one ``with_tools`` call: the last silently
     replaced the first, almost always by mistake (two ``lookup`` functions from two
-    modules). The same tool twice (a method tool read twice from its instance too), or a
-    ``Tool`` class and its instance, is one tool."""
+    modules; one function given gated and ungated, whose ungated copy would then run
+    without a decision; two configured instances of one class). The same tool twice (a
+    method tool read twice from its instance too), or a ``Tool`` class and an instance
+    equal to it, is one tool (see :func:`~nbagent._tools.tool_difference`)."""
     seen: dict[str, Any] = {}
     for t in given:
         if not isinstance(t, Tool):
             continue
         first = seen.setdefault(t.name, t)
-        # the same code: a function, a class, or one method of one instance (a method
-        # tool read twice from the instance is two bound copies, their methods equal)
-        same = first is t or (
-            getattr(first, "fn", first.__class__) == getattr(t, "fn", t.__class__)
-        )
-        if not same:
+        why = tool_difference(first, t)
+        if why is not None:
             raise ToolDefinitionError(
-                f"two different tools are named {t.name!r} ({first!r} and {t!r}); "
-                "name one otherwise (@tool(name=...), or name = ... on a Tool class)"
+                f"two different tools are named {t.name!r} ({first!r} and {t!r}: {why}); "
+                "give both with different names (@tool(name=...), name = ... on a Tool "
+                "class or its instance), or only one of them"
             )

@@ -29,6 +29,7 @@ import inspect
 import json
 import re
 import threading
+import types
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, overload
@@ -947,6 +948,80 @@ def as_tool(obj: Any) -> Tool:
     raise ToolDefinitionError(f"not a tool: {obj!r} (use @tool, a Tool subclass, or a function)")
 
 
+_MISSING: Any = object()
+_DERIVED = frozenset(
+    {"_params", "_method", "__wrapped__", "__doc__", "__name__", "__qualname__", "__module__"}
+    | {"__annotations__", "__type_params__"}
+)
+"""A tool's attributes that follow from its code and options (compared instead)."""
+
+
+def _state(t: Tool) -> dict[str, Any]:
+    """What makes a tool instance the tool it is beyond its class: its own attributes
+    (a FunctionTool's function and options, a configured instance's settings)."""
+    cached = {
+        key
+        for klass in type(t).__mro__
+        for key, value in vars(klass).items()
+        if isinstance(value, functools.cached_property)
+    }
+    state = {k: v for k, v in getattr(t, "__dict__", {}).items() if k not in cached}
+    for klass in type(t).__mro__:
+        slots = vars(klass).get("__slots__", ())
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            state.setdefault(slot, getattr(t, slot, _MISSING))
+    return {k: v for k, v in state.items() if k not in _DERIVED}
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    if isinstance(a, functools.partial) and isinstance(b, functools.partial):
+        return (
+            _same_value(a.func, b.func)
+            and _same_value(a.args, b.args)
+            and _same_value(a.keywords, b.keywords)
+        )
+    try:
+        return bool(a == b)
+    except Exception:  # no plain answer (an array's ==): not known to be the same
+        return False
+
+
+def tool_difference(a: Tool, b: Tool) -> str | None:
+    """How two tools differ, or ``None`` when they are one tool.
+
+    One tool: the same object, or two of the same class with equal attributes (``@tool``
+    twice over one function with the same options, a method tool read twice from one
+    instance, a ``Tool`` class and an instance made without arguments). Anything else (a
+    gate or a timeout of its own, another function, another configured instance) is
+    another tool.
+    """
+    if a is b:
+        return None
+    if type(a) is not type(b):
+        return f"a {type(a).__name__} and a {type(b).__name__}"
+    first, second = _state(a), _state(b)
+    differing = [
+        key
+        for key in sorted(first.keys() | second.keys())
+        if not _same_value(first.get(key, _MISSING), second.get(key, _MISSING))
+    ]
+    if not differing:
+        return None
+    if "fn" in differing:
+        fa, fb = first.get("fn"), second.get("fn")
+        if (
+            isinstance(fa, types.MethodType)
+            and isinstance(fb, types.MethodType)
+            and fa.__func__ is fb.__func__
+        ):
+            return "they are one method of two different instances"
+        return "they run different functions"
+    shown = ", ".join(differing[:4]) + (", ..." if len(differing) > 4 else "")
+    return f"their {shown} differ" if len(differing) > 1 else f"their {shown} differs"
+
+
 def tool_name_of(obj: Any) -> str:
     """The tool name designated by a name, a Tool class or instance, or a function."""
     if isinstance(obj, str):
@@ -971,5 +1046,6 @@ __all__ = [
     "current_tool_call",
     "report_progress",
     "tool",
+    "tool_difference",
     "tool_name_of",
 ]
