@@ -332,7 +332,8 @@ def _snake(name: str) -> str:
 class Tool:
     """Base class for tools written as classes.
 
-    Subclass it and implement ``execute(self, **params)``; the parameters'
+    Subclass it and implement ``execute(self, **params)`` (a ``staticmethod`` or a
+    ``classmethod`` too: every parameter after ``cls`` is the model's); the parameters'
     type hints and the ``Args:`` sections of the class docstring and of
     ``execute``'s (``execute``'s wins for a parameter both describe) become the
     schema; the description is the class docstring's summary::
@@ -410,13 +411,14 @@ class Tool:
         execute = cls.__dict__.get("execute")
         own_docs = parse_docstring(cls.__dict__.get("__doc__"))[1]
         if execute is None and own_docs and cls.execute is not Tool.execute:
-            execute = cls.execute  # inherited: described again with this class's Args
+            execute = inspect.getattr_static(cls, "execute")  # inherited: described again
         if execute is not None and cls.parameters is None:
+            code, skip_first = _execute_code(cls, execute)
             if not cls.external:
-                _refuse_generator(f"{cls.__name__}.execute", execute)
-            cls._params = function_parameters(execute, skip_first=True, docs=_class_docs(cls))
+                _refuse_generator(f"{cls.__name__}.execute", code)
+            cls._params = function_parameters(code, skip_first=skip_first, docs=_class_docs(cls))
             if not cls.description:
-                cls.description = parse_docstring(execute.__doc__)[0]
+                cls.description = parse_docstring(code.__doc__)[0]
         if cls.timeout is not None and cls.timeout <= 0:
             raise ToolDefinitionError(f"{cls.__name__}.timeout must be positive")
         own = cls.__dict__.get("requires_approval", _UNSET)
@@ -541,7 +543,13 @@ class FunctionTool(Tool, abstract=True):
     makes a method tool: ``self`` is not in the schema, and the tool read from an
     instance (``svc.lookup``) is bound to it, ready for ``with_tools``; the one
     read from the class (``Svc.lookup``) has no instance to run with, and
-    ``with_tools`` refuses it.
+    ``with_tools`` refuses it. ``@classmethod`` over ``@tool`` (first parameter
+    ``cls``) is bound to the class, read from it or from an instance.
+
+    A tool made from a tool (``tool(name="south_stock")(south.stock)``, or from a
+    ``functools.partial`` of one) runs the same code and keeps the options it is not
+    given again: its gate (unless ``requires_approval`` or ``approval`` is given),
+    name, description, timeout, ``idempotent``, ``external`` and ``loop``.
     """
 
     def __init__(
@@ -559,7 +567,20 @@ class FunctionTool(Tool, abstract=True):
     ):
         if not callable(fn):
             raise ToolDefinitionError(f"@tool needs a function, got {fn!r}")
-        self.fn = fn
+        inner = _tool_inside(fn)
+        if inner is not None:  # a tool made from a tool: what is not given again is kept
+            if requires_approval is None and approval is None:
+                approval = inner.approval  # a resolver under its older name: it alone decides
+                requires_approval = inner.requires_approval if approval is None else None
+            name = name or inner.name
+            description = description or inner.description
+            timeout = inner.timeout if timeout is None else timeout
+            idempotent = idempotent or inner.idempotent
+            external = external or inner.external
+            loop = inner.loop if loop is None else loop
+            if fn is inner:
+                fn = inner._target()  # the function it runs (read from an instance: bound)
+        self.fn: Callable[..., Any] = fn
         self.name = check_name(name or _default_name(fn))  # type: ignore[misc]
         if isinstance(requires_approval, bool) and approval is not None:
             raise _both(f"tool {self.name!r}", requires_approval)
@@ -592,6 +613,7 @@ class FunctionTool(Tool, abstract=True):
             return self
         bound = copy.copy(self)
         bound.fn = self.fn.__get__(obj, objtype)
+        bound.__wrapped__ = bound.fn  # what signatures read: the bound method, without self
         bound._method = False
         return bound
 
@@ -617,20 +639,28 @@ def _default_name(fn: Any) -> str:
     return name if isinstance(name, str) else _snake(type(fn).__name__)
 
 
+def _tool_inside(fn: Any) -> FunctionTool | None:
+    """The tool a callable is made from: ``fn`` itself, or the one a partial wraps."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn if isinstance(fn, FunctionTool) else None
+
+
 def _is_method(fn: Any) -> bool:
-    """A function written as a method: a plain function whose first parameter is ``self``."""
+    """A function written as a method: a plain function whose first parameter is ``self``,
+    or ``cls`` in a class body (``@classmethod`` over ``@tool``: bound to the class)."""
     if not inspect.isfunction(fn):
         return False
     params = list(inspect.signature(fn).parameters.values())
-    return (
-        bool(params)
-        and params[0].name == "self"
-        and params[0].kind
-        in (
-            inspect.Parameter.POSITIONAL_ONLY,
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-        )
-    )
+    if not params or params[0].kind not in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ):
+        return False
+    if params[0].name == "self":
+        return True
+    owner = fn.__qualname__.rpartition(".")[0]
+    return params[0].name == "cls" and bool(owner) and not owner.endswith("<locals>")
 
 
 def _is_async(fn: Any) -> bool:
@@ -651,6 +681,20 @@ def _refuse_generator(owner: str, fn: Any) -> None:
             f"{owner} is a generator: a tool returns its result, it does not yield it; "
             "collect the items (return a list) and show progress with nbagent.report_progress()"
         )
+
+
+def _execute_code(cls: type, execute: Any) -> tuple[Callable[..., Any], bool]:
+    """The code a Tool class's ``execute`` (as written in a class body) runs, and whether its
+    first parameter is the instance (``self``) and so not one of the tool's parameters.
+
+    A ``staticmethod`` has no instance parameter; a ``classmethod`` is bound to the class,
+    its ``cls`` filled in.
+    """
+    if isinstance(execute, staticmethod):
+        return execute.__func__, False
+    if isinstance(execute, classmethod):
+        return execute.__get__(None, cls), False
+    return execute, True
 
 
 def _class_docs(cls: type) -> dict[str, str]:
@@ -703,7 +747,10 @@ def tool(
             read from an instance is bound to it), and so do a
             ``functools.partial`` (its bound arguments are left out) and a
             callable object (its ``__call__``). A sync function returning a
-            coroutine has it awaited inside the call.
+            coroutine has it awaited inside the call. A tool (or a partial of
+            one) gives a tool running the same code that keeps every option not
+            given here (its gate unless ``requires_approval`` or ``approval``
+            is given): ``tool(name="south_stock")(south.stock)``.
         name: Tool name (default: the function's name; a callable object's
             class name in snake_case).
         description: Tool description (default: the docstring's summary).
@@ -922,6 +969,10 @@ def _named(tool: Tool | type[Tool]) -> None:
 
 def as_tool(obj: Any) -> Tool:
     """Normalise what ``with_tools`` accepts: a Tool instance or class, or a function."""
+    if isinstance(obj, types.MethodType) and isinstance(obj.__func__, FunctionTool):
+        # ``@classmethod`` over ``@tool`` where classmethod no longer binds what it wraps
+        # (Python 3.13+): the tool, bound as it would bind itself, keeping its options
+        obj = obj.__func__.__get__(obj.__self__, type(obj.__self__))
     if isinstance(obj, Tool):
         _named(obj)
         if isinstance(obj, FunctionTool) and obj._method:
