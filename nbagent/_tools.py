@@ -352,7 +352,13 @@ class Tool:
             resolver decides per call instead (see below).
         timeout: Seconds before a running call is abandoned as ``timed_out``.
         idempotent: Safe to rerun after a crash left the call in doubt.
-        parameters: A raw JSON Schema, instead of one derived from ``execute``.
+        parameters: A raw JSON Schema, instead of one derived from ``execute``:
+            a dict with ``"type": "object"`` (the arguments are a JSON object),
+            checked when the class is defined (every ``type`` word one JSON Schema
+            knows, JSON throughout, no ``tool_call`` property: that name is
+            reserved for the call). A pydantic model class stands for its JSON
+            Schema, and the model validates each call's arguments: ``execute``
+            receives its field values (a date as a ``date``).
         loop: The event loop an async ``execute`` must run on (its resources
             are bound to it); ``None``: whichever loop drives the chat.
         server: The label of the server the tool comes from (an MCP server's
@@ -382,8 +388,9 @@ class Tool:
             number), or when ``approval`` is a resolver and ``requires_approval``
             is one too, or ``True``, or ``False`` set in the same class (the
             resolver would overrule it);
-            when ``execute`` is a generator (a tool returns its result); or
-            when a parameter's default does not match its type.
+            when ``execute`` is a generator (a tool returns its result);
+            when a parameter's default does not match its type; or when
+            ``parameters`` is not a JSON Schema of an object (see above).
     """
 
     name: ClassVar[str] = ""
@@ -398,6 +405,8 @@ class Tool:
     approval_note: ClassVar[str | None] = None
     external: ClassVar[bool] = False
     _params: ClassVar[ParameterModel | None] = None
+    _parameters_model: ClassVar[tuple[dict[str, Any], Any] | None] = None
+    """``(schema, model)`` when ``parameters`` was declared as a pydantic model class."""
 
     def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -408,6 +417,10 @@ class Tool:
         check_name(cls.name)
         if "description" not in cls.__dict__ or not cls.__dict__["description"]:
             cls.description = parse_docstring(cls.__doc__)[0] if cls.__doc__ else ""
+        if "parameters" in cls.__dict__:
+            cls.parameters, cls._parameters_model = _declared_parameters(
+                f"{cls.__name__}.parameters", cls.__dict__["parameters"]
+            )
         execute = cls.__dict__.get("execute")
         own_docs = parse_docstring(cls.__dict__.get("__doc__"))[1]
         if execute is None and own_docs and cls.execute is not Tool.execute:
@@ -506,7 +519,14 @@ class Tool:
         if problems:
             raise SchemaValidationError("; ".join(problems))
         if self.parameters is not None:
-            return dict(arguments)
+            declared = self._parameters_model
+            if declared is None or declared[0] is not self.parameters:
+                return dict(arguments)
+            try:  # a pydantic model declared as the parameters: its field values
+                instance = declared[1].model_validate(arguments)
+            except Exception as exc:
+                raise SchemaValidationError(format_validation_error(exc)) from exc
+            return {name: getattr(instance, name) for name in type(instance).model_fields}
         if self._params is None:
             if arguments:
                 raise SchemaValidationError(
@@ -695,6 +715,132 @@ def _execute_code(cls: type, execute: Any) -> tuple[Callable[..., Any], bool]:
     if isinstance(execute, classmethod):
         return execute.__get__(None, cls), False
     return execute, True
+
+
+_JSON_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
+_SUBSCHEMA = (
+    *("items", "additionalProperties", "not", "contains", "propertyNames", "if", "then"),
+    *("else", "additionalItems", "unevaluatedProperties", "unevaluatedItems"),
+)
+_SUBSCHEMA_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+
+
+def _schema_problems(node: Any, where: str, depth: int = 0) -> list[str]:
+    """What makes ``node`` no JSON Schema a model API takes (a type word that does not
+    exist, a keyword holding the wrong kind of value), each with its place."""
+    if isinstance(node, bool):
+        return []  # true / false: anything / nothing
+    if not isinstance(node, dict):
+        return [f"{where}: a schema is a dict, got {type(node).__name__} {node!r:.60}"]
+    if depth > 64:
+        return [f"{where}: nested too deeply"]
+    problems: list[str] = []
+    kind = node.get("type")
+    if kind is not None:
+        words = kind if isinstance(kind, list) else [kind]
+        for word in words:
+            if word not in _JSON_TYPES:
+                problems.append(
+                    f"{where}: type {word!r} is not a JSON Schema type "
+                    f"({', '.join(sorted(_JSON_TYPES))})"
+                )
+    required = node.get("required")
+    if required is not None and not (
+        isinstance(required, list) and all(isinstance(r, str) for r in required)
+    ):
+        problems.append(f"{where}: 'required' is a list of property names, got {required!r:.60}")
+    for key in _SUBSCHEMA:
+        if key in node:
+            value = node[key]
+            if key == "items" and isinstance(value, list):  # the older tuple form
+                for i, item in enumerate(value):
+                    problems += _schema_problems(item, f"{where}.items[{i}]", depth + 1)
+            else:
+                problems += _schema_problems(value, f"{where}.{key}", depth + 1)
+    for key in _SUBSCHEMA_LISTS:
+        if key in node:
+            value = node[key]
+            if not isinstance(value, list):
+                problems.append(f"{where}: {key!r} is a list of schemas, got {value!r:.60}")
+                continue
+            for i, item in enumerate(value):
+                problems += _schema_problems(item, f"{where}.{key}[{i}]", depth + 1)
+    for key in _SUBSCHEMA_MAPS:
+        if key in node:
+            value = node[key]
+            if not isinstance(value, dict):
+                problems.append(f"{where}: {key!r} maps names to schemas, got {value!r:.60}")
+                continue
+            for name, item in value.items():
+                problems += _schema_problems(item, f"{where}.{key}[{name!r}]", depth + 1)
+    return problems
+
+
+def check_parameters_schema(owner: str, schema: Any) -> dict[str, Any]:
+    """Refuse a raw parameter schema a model API would reject or a call could not honour.
+
+    A tool's arguments are a JSON object, so the schema is a dict with ``"type": "object"``
+    whose ``properties`` (if any) are schemas; every ``type`` word, at any depth, is one
+    JSON Schema knows; it is JSON (it is sent as it is); and it does not declare
+    ``tool_call``, the parameter through which a tool receives its call (the model's value
+    would be replaced by it).
+
+    Returns:
+        The schema, unchanged.
+
+    Raises:
+        ToolDefinitionError: Naming ``owner`` and each problem.
+    """
+    if not isinstance(schema, dict):
+        raise ToolDefinitionError(
+            f"{owner} must be a JSON Schema dict ({{'type': 'object', 'properties': {{...}}}}) "
+            f"or a pydantic model class, got {type(schema).__name__} {schema!r:.80}"
+        )
+    if schema.get("type") != "object":
+        raise ToolDefinitionError(
+            f"{owner} must describe an object ({{'type': 'object', 'properties': {{...}}}}): "
+            f"a tool's arguments are a JSON object; got type {schema.get('type')!r}"
+        )
+    problems = _schema_problems(schema, "parameters")
+    if problems:
+        raise ToolDefinitionError(f"{owner} is not a valid JSON Schema: " + "; ".join(problems))
+    try:
+        json.dumps(schema, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ToolDefinitionError(
+            f"{owner} is not JSON, as it is sent to the model: {exc}"
+        ) from None
+    reserved = sorted(
+        INJECTED_PARAMS & (set(schema.get("properties") or {}) | set(schema.get("required") or []))
+    )
+    if reserved:
+        raise ToolDefinitionError(
+            f"{owner}: {reserved[0]!r} is reserved: an execute() parameter of that name "
+            "receives the ToolCall being run, and is never shown to the model; name the "
+            "property otherwise"
+        )
+    return schema
+
+
+def _declared_parameters(
+    owner: str, value: Any
+) -> tuple[dict[str, Any] | None, tuple[dict[str, Any], Any] | None]:
+    """A Tool class's ``parameters`` as declared: ``(schema, None)`` for a raw JSON Schema,
+    ``(its JSON Schema, (schema, model))`` for a pydantic model class (its calls' arguments
+    are then validated by the model, and ``execute`` receives the model's field values),
+    ``(None, None)`` for none (the schema comes from ``execute``'s signature)."""
+    if value is None:
+        return None, None
+    if isinstance(value, type) and hasattr(value, "model_json_schema"):
+        try:
+            schema = value.model_json_schema()
+        except Exception as exc:
+            raise ToolDefinitionError(
+                f"{owner}: cannot describe {value.__name__} as JSON Schema: {exc}"
+            ) from exc
+        return check_parameters_schema(owner, schema), (schema, value)
+    return check_parameters_schema(owner, value), None
 
 
 def _class_docs(cls: type) -> dict[str, str]:
@@ -983,6 +1129,7 @@ def as_tool(obj: Any) -> Tool:
                 "which has the instance to run with"
             )
         check_gate(f"tool {obj.name!r}", obj.requires_approval, obj.approval)
+        _check_instance_parameters(obj)
         return obj
     if isinstance(obj, type) and issubclass(obj, Tool):
         _named(obj)
@@ -993,10 +1140,25 @@ def as_tool(obj: Any) -> Tool:
                 f"{obj.__name__} needs constructor arguments; pass an instance instead"
             ) from exc
         check_gate(f"tool {inst.name!r}", inst.requires_approval, inst.approval)
+        _check_instance_parameters(inst)
         return inst
     if callable(obj):
         return FunctionTool(obj)
     raise ToolDefinitionError(f"not a tool: {obj!r} (use @tool, a Tool subclass, or a function)")
+
+
+def _check_instance_parameters(t: Tool) -> None:
+    """Refuse a raw schema set on a tool instance (its class's was checked when defined)."""
+    schema = t.parameters
+    if schema is None or schema is type(t).parameters:
+        return
+    owner = f"tool {t.name!r}: parameters"
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        raise ToolDefinitionError(
+            f"{owner} is a pydantic model class set on an instance; declare it on the class "
+            "(parameters = Model), or set its JSON Schema (Model.model_json_schema())"
+        )
+    check_parameters_schema(owner, schema)
 
 
 _MISSING: Any = object()
@@ -1094,6 +1256,7 @@ __all__ = [
     "ToolSource",
     "as_tool",
     "check_gate",
+    "check_parameters_schema",
     "current_tool_call",
     "report_progress",
     "tool",
