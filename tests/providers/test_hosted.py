@@ -452,7 +452,10 @@ def test_anthropic_mcp_connector_blocks_are_kept_and_sent_back(
     chat.ask("again")
     sent = server.last_request.body["messages"][1]["content"]
     assert [b["type"] for b in sent] == ["mcp_tool_use", "mcp_tool_result", "text"]
-    assert chat.log.set_index("item_type").loc["mcp_tool_result", "result_preview"] == "42"
+    # the use and its result are one call, one row: the use's id and type, the result's end
+    row = chat.log.set_index("item_type").loc["mcp_tool_use"]
+    assert (row["result_preview"], row["status"]) == ("42", "ok")
+    assert "mcp_tool_result" not in set(chat.log["item_type"])
 
 
 def test_anthropic_refuses_an_approval_it_cannot_ask_for() -> None:
