@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import math
 import re
 import uuid
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -250,21 +251,55 @@ class MessageCache(Generic[T]):
 
 
 class ToolsCache:
-    """The wire form of the tool list, rebuilt only when the tools change."""
+    """The wire form of the tool list, rebuilt only when the tools change.
+
+    A tool's schema is a plain dict that may be changed in place between requests (a
+    Tool class's ``parameters`` gaining an ``enum`` value): the cache compares each
+    schema with a copy taken when it built the wire form, so a changed schema is sent
+    as it now is (the identities make the usual miss cheap; the copy is compared only
+    while they match). One entry, replaced whole: threads sharing a provider never
+    read one tool list's key with another's wire form.
+    """
 
     def __init__(self, build: Callable[[Sequence[ToolSpec]], bytes]):
         self._build = build
-        self._key: tuple[Any, ...] | None = None
-        self._keep: tuple[ToolSpec, ...] = ()
-        self._value = b"[]"
+        # (key, the specs kept so their schemas' ids stay theirs, the schemas as built, wire)
+        self._entry: tuple[tuple[Any, ...], tuple[ToolSpec, ...], tuple[Any, ...], bytes] = (
+            (),
+            (),
+            (),
+            b"[]",
+        )
 
     def get(self, tools: tuple[ToolSpec, ...]) -> bytes:
         key = tuple((t.name, t.description, id(t.input_schema)) for t in tools)
-        if key != self._key:
-            self._value = self._build(tools)
-            self._key = key
-            self._keep = tools  # keep schemas alive so their ids stay theirs
-        return self._value
+        held_key, _, schemas, value = self._entry
+        if key == held_key and all(
+            t.input_schema == s for t, s in zip(tools, schemas, strict=True)
+        ):
+            return value
+        value = self._build(tools)
+        self._entry = (key, tools, _copied(t.input_schema for t in tools), value)
+        return value
+
+    @property
+    def _value(self) -> bytes:
+        """The wire form held now (what tests/providers/test_request.py checks is reused)."""
+        return self._entry[3]
+
+
+_UNCOMPARABLE = object()
+"""Stands for a schema that could not be copied: never equal, so rebuilt every time."""
+
+
+def _copied(schemas: Iterable[Any]) -> tuple[Any, ...]:
+    copies = []
+    for schema in schemas:
+        try:
+            copies.append(copy.deepcopy(schema))
+        except Exception:  # an object deepcopy cannot take (its wire form still built)
+            copies.append(_UNCOMPARABLE)
+    return tuple(copies)
 
 
 @dataclass
