@@ -81,7 +81,7 @@ from .._types import (
     ToolResultMessage,
     ToolSpec,
 )
-from ._base import DeltaSink, StreamDelta
+from ._base import DeltaSink, StreamDelta, checked_role
 from ._errors import for_error_type
 from ._sdk import dumps, incomplete_stream, make_call, new_call_id
 
@@ -139,7 +139,8 @@ def piece(message: Message) -> Piece:
     if isinstance(message, ChatMessage):
         if message.role == "system":
             return Piece("system", (), message.content)
-        role = "assistant" if message.role == "assistant" else "user"
+        checked_role(message.role, "a message")  # another role was sent as the user's words
+        role = message.role
         blocks = _own_blocks(message.items)
         if _said(message.content) and not _cited(message.items):
             blocks.append(_text(message.content))

@@ -262,9 +262,35 @@ def _result_content(message: ToolResultMessage, index: int) -> ToolResultMessage
     )
 
 
+CHAT_ROLES = ("user", "assistant", "system")
+"""The roles a :class:`~nbagent.ChatMessage` may have (a tool's result is a
+``ToolResultMessage``)."""
+
+
+def checked_role(role: Any, where: str) -> None:
+    """Refuse a :class:`~nbagent.ChatMessage` role no API has a place for.
+
+    Raises:
+        TypeError: Not ``"user"``, ``"assistant"`` or ``"system"``, naming ``where``.
+    """
+    if isinstance(role, str) and role in CHAT_ROLES:
+        return
+    hint = ""
+    if isinstance(role, str) and role.strip().lower() in CHAT_ROLES:
+        hint = f" (meant {role.strip().lower()!r}?)"
+    elif role == "tool":
+        hint = " (a tool's result is a ToolResultMessage(tool_call_id=call.id, content=...))"
+    elif role == "developer":
+        hint = " (OpenAI's developer instructions: role 'system', or system=)"
+    raise TypeError(
+        f"{where}: ChatMessage.role must be 'user', 'assistant' or 'system'; got {role!r:.80}{hint}"
+    )
+
+
 def _checked_message(message: Any, index: int) -> Message:
     """One message of a ``complete_with_tools`` transcript, checked (see :func:`tool_request`)."""
     if isinstance(message, ChatMessage):
+        checked_role(message.role, f"messages[{index}]")
         if not isinstance(message.content, str):
             raise TypeError(
                 f"messages[{index}]: ChatMessage.content must be a str; "
@@ -304,13 +330,14 @@ def _checked_message(message: Any, index: int) -> Message:
 def tool_request(
     messages: Iterable[Message],
     system: str | None = None,
-    tools: Iterable[ToolDefinition] = (),
+    tools: Iterable[ToolDefinition] | None = (),
     **options: Any,
 ) -> ModelRequest:
     """The :class:`ModelRequest` that ``complete_with_tools(...)`` sends.
 
     Messages are checked here, so a mistake fails before any request with a
-    ``TypeError`` naming the message: each must be a :class:`~nbagent.ChatMessage`,
+    ``TypeError`` naming the message: each must be a :class:`~nbagent.ChatMessage`
+    (its role ``"user"``, ``"assistant"`` or ``"system"``),
     an :class:`~nbagent.AssistantToolCallMessage` (its ``tool_calls`` the
     :class:`~nbagent.ToolCall` values of a response, a list is accepted; without
     ``items`` it gets those of the response its calls came from, so a thinking
@@ -322,7 +349,7 @@ def tool_request(
         messages: The transcript, oldest first.
         system: System instructions.
         tools: Tool definitions: ``{"name", "description", "input_schema"}`` dicts,
-            :class:`~nbagent.ToolSpec` values or nbagent tools.
+            :class:`~nbagent.ToolSpec` values or nbagent tools (``None``: none).
         **options: Any other :class:`ModelRequest` field (``tool_choice``,
             ``calls``: ``"one"``, ``1`` or ``"many"``, ``stream``, ``on_delta``,
             ``max_tokens``, ``output``, ``reasoning``...).
@@ -355,7 +382,7 @@ def tool_request(
             f"got {type(choice).__name__} {choice!r:.80}"
         )
     checked = tuple(_checked_message(m, i) for i, m in enumerate(_sequence(messages, "messages")))
-    specs = tuple(as_spec(t) for t in _sequence(tools, "tools"))
+    specs = () if tools is None else tuple(as_spec(t) for t in _sequence(tools, "tools"))
     _check_choice(choice, [s.name for s in specs], bool(options.get("hosted")))
     return ModelRequest(checked, system=system, tools=specs, **options)
 
@@ -400,7 +427,7 @@ class CompleteWithToolsMixin:
         *,
         messages: Iterable[Message],
         system: str | None = None,
-        tools: Iterable[ToolDefinition] = (),
+        tools: Iterable[ToolDefinition] | None = (),
         **options: Any,
     ) -> LLMToolResponse:
         """One model request, provider-neutral: your own tool loop's building block.
@@ -416,7 +443,7 @@ class CompleteWithToolsMixin:
                 ``ToolResultMessage`` values, oldest first.
             system: System instructions.
             tools: ``{"name", "description", "input_schema"}`` dicts (or
-                ``ToolSpec`` values, or nbagent tools).
+                ``ToolSpec`` values, or nbagent tools); ``None``: none.
             **options: Any other :class:`ModelRequest` field: ``tool_choice``
                 (``"auto"``, ``"required"``, ``"none"`` or a tool name),
                 ``calls`` (``"one"`` / ``"many"``), ``stream`` and ``on_delta``,
@@ -443,7 +470,7 @@ class CompleteWithToolsMixin:
         *,
         messages: Iterable[Message],
         system: str | None = None,
-        tools: Iterable[ToolDefinition] = (),
+        tools: Iterable[ToolDefinition] | None = (),
         **options: Any,
     ) -> LLMToolResponse:
         """Async twin of :meth:`complete_with_tools`."""
