@@ -25,10 +25,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from .._errors import ToolOptionError
+from .._errors import ProviderError, ToolOptionError
 from .._hosted import HostedTool
 from .._output import Output, as_output
 from .._schema import NAME_RE
+from .._secrets import redacted, scrub
 from .._types import (
     AssistantToolCallMessage,
     ChatMessage,
@@ -234,6 +235,105 @@ def _link_items(response: LLMToolResponse) -> LLMToolResponse:
     return response
 
 
+_CUT_OFF = ("max_tokens", "context_window")
+_CLIP = 200
+"""The most characters of a call's argument text a :class:`ToolArgumentsError` quotes."""
+
+
+class ToolArgumentsError(ProviderError):
+    """``complete_with_tools()`` got tool calls whose arguments must not be used.
+
+    The model's argument text for a call was not a JSON object (cut off, ``not json``, a
+    list, ``NaN``, nested too deep), or the response was cut off by the token limit
+    (stop reason ``max_tokens`` or ``context_window``), so its calls' arguments may be
+    incomplete. Such a call must never run as if the model had sent ``{}``; the chat
+    answers it with an error result, your own loop gets this error instead of the response.
+
+    Nothing is lost: the response is on the error, as it would have been returned.
+
+    Attributes:
+        response: The whole :class:`~nbagent.LLMToolResponse` (text, every call, usage);
+            its broken calls keep the text the model sent in ``raw_arguments`` and the
+            reason in ``parse_error``.
+        problems: Each call that must not run, by id: why (a sentence the model can read).
+    """
+
+    def __init__(
+        self, message: str, *, provider: str, response: LLMToolResponse, problems: Mapping[str, str]
+    ):
+        super().__init__(message, provider=provider)
+        self.response = response
+        self.problems = dict(problems)
+
+    @property
+    def calls(self) -> tuple[ToolCall, ...]:
+        """The calls that must not run, in the response's order."""
+        return tuple(c for c in self.response.tool_calls if c.id in self.problems)
+
+
+def _call_problems(response: LLMToolResponse) -> dict[str, str]:
+    """The calls of ``response`` that must not run, by id: why."""
+    problems: dict[str, str] = {}
+    cut = response.stop_reason in _CUT_OFF
+    for call in response.tool_calls:
+        if cut and not call.hosted:
+            problems[call.id] = (
+                f"the response was cut off (stop reason {response.stop_reason}) before the "
+                f"arguments for {call.name} were complete ({call.parse_error})"
+                if call.parse_error is not None
+                else f"the response was cut off (stop reason {response.stop_reason}), so the "
+                f"arguments for {call.name} may be incomplete"
+            )
+        elif call.parse_error is not None:
+            problems[call.id] = (
+                f"the arguments for {call.name} were not a valid JSON object ({call.parse_error})"
+            )
+    return problems
+
+
+def _sent(call: ToolCall) -> str:
+    """What the model sent as a call's arguments, clipped, keys and passwords hidden."""
+    if call.raw_arguments is not None:
+        text = call.raw_arguments
+    else:
+        text = json.dumps(redacted(call.arguments), ensure_ascii=False, default=str)
+    if len(text) > _CLIP:
+        text = text[:_CLIP] + f"... ({len(text)} characters)"
+    return repr(text)
+
+
+def _checked_calls(provider: Any, response: LLMToolResponse) -> LLMToolResponse:
+    """``response``, unless a call of it must not run (see :class:`ToolArgumentsError`).
+
+    Raises:
+        ToolArgumentsError: Naming each such call, its problem and what the model sent.
+    """
+    problems = _call_problems(response)
+    if not problems:
+        return response
+    name = str(getattr(provider, "name", "") or type(provider).__name__)
+    lines = [
+        f"  - {c.name} ({c.id}): {problems[c.id]}; the model sent {_sent(c)}"
+        for c in response.tool_calls
+        if c.id in problems
+    ]
+    cut = response.stop_reason in _CUT_OFF
+    secrets = getattr(provider, "secrets", None)
+    message = (
+        f"{name}: {len(lines)} tool call(s) of the response must not run as they are "
+        "(nothing was run):\n" + "\n".join(lines) + "\nThe whole response is this error's "
+        "`.response`; `.problems` says why for each call id. Answer each such call with a "
+        "ToolResultMessage saying so instead of running it, then call again"
+        + (" (or raise max_tokens)." if cut else ".")
+    )
+    raise ToolArgumentsError(
+        scrub(message, secrets() if callable(secrets) else ()),
+        provider=name,
+        response=response,
+        problems=problems,
+    )
+
+
 _REQUEST_FIELDS = tuple(f.name for f in dataclasses.fields(ModelRequest))
 
 
@@ -436,7 +536,9 @@ class CompleteWithToolsMixin:
         ``arguments`` as a dict) are for your code to check, run and answer with
         an :class:`~nbagent.AssistantToolCallMessage` and one
         :class:`~nbagent.ToolResultMessage` per call; call again until
-        ``response.tool_calls`` is empty.
+        ``response.tool_calls`` is empty. A response with a call whose arguments
+        did not arrive whole is never returned as if they were ``{}``: it comes
+        on a :class:`ToolArgumentsError`.
 
         Args:
             messages: ``ChatMessage``, ``AssistantToolCallMessage`` and
@@ -461,9 +563,14 @@ class CompleteWithToolsMixin:
                 ``tool_choice`` naming a tool not in ``tools``.
             ModelNotSupportedError: The model is known not to support tools
                 (also a ``NotImplementedError``), before any request is sent.
+            ToolArgumentsError: A call's arguments must not be used: not a JSON
+                object (cut off, not JSON, a list), or the response was cut off by
+                the token limit. A ``ProviderError``; the response is on it
+                (``.response``, and ``.problems``: why, by call id).
             ProviderError: The request failed.
         """
-        return _link_items(self.complete(tool_request(messages, system, tools, **options)))
+        response = self.complete(tool_request(messages, system, tools, **options))
+        return _checked_calls(self, _link_items(response))
 
     async def complete_with_tools_async(
         self: _Completes,
@@ -474,9 +581,8 @@ class CompleteWithToolsMixin:
         **options: Any,
     ) -> LLMToolResponse:
         """Async twin of :meth:`complete_with_tools`."""
-        return _link_items(
-            await self.complete_async(tool_request(messages, system, tools, **options))
-        )
+        response = await self.complete_async(tool_request(messages, system, tools, **options))
+        return _checked_calls(self, _link_items(response))
 
 
 @runtime_checkable
