@@ -11,6 +11,7 @@ Tools that declare a raw JSON Schema instead are validated by
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import operator
@@ -23,11 +24,15 @@ from typing import Any
 from ._errors import ToolDefinitionError
 
 INJECTED_PARAMS = frozenset({"tool_call"})
-NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z")
+"""A tool name every provider accepts (``\\Z``, not ``$``: ``"lookup\\n"`` is refused)."""
+PROPERTY_KEY_RE = re.compile(r"^[a-zA-Z0-9_.-]{1,64}\Z")
+"""A top-level parameter name Anthropic accepts in a tool's ``input_schema``."""
 
 _SECTION_RE = re.compile(
-    r"^(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Returns?|Yields?|Raises|"
-    r"Examples?|Notes?|Attributes|See Also|Warnings?|Todo)\s*:?\s*$"
+    r"^(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Other Parameters|"
+    r"Other Args|Returns?|Yields?|Raises|Examples?|Notes?|Attributes|See Also|Warnings?|Todo|"
+    r"References|Methods)\s*:?\s*$"
 )
 
 
@@ -36,20 +41,155 @@ def check_name(name: str) -> str:
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise ToolDefinitionError(
             f"invalid tool name {name!r}: providers accept 1 to 64 characters "
-            "from [a-zA-Z0-9_-] (no spaces or dots)"
+            "from [a-zA-Z0-9_-] (no spaces, dots or line breaks)"
         )
     return name
+
+
+def property_key_ok(key: Any) -> bool:
+    """Whether ``key`` may name a top-level property of a tool's parameters on every provider.
+
+    Anthropic refuses a whole request whose tool schema has a top-level property
+    outside ``^[a-zA-Z0-9_.-]{1,64}$`` (``größe``, ``$top``, ``filter[id]``, 65
+    characters); OpenAI takes them, so a tool is portable only with such keys.
+    """
+    return isinstance(key, str) and PROPERTY_KEY_RE.match(key) is not None
+
+
+def _bad_key_message(owner: str, key: Any) -> str:
+    return (
+        f"{owner}: parameter name {key!r} is refused by Anthropic's API (tool parameter names "
+        "are 1 to 64 characters from [a-zA-Z0-9_.-]: ASCII letters, digits, '_', '.', '-'); "
+        "rename it"
+    )
+
+
+def check_property_keys(owner: str, schema: Any) -> None:
+    """Refuse a parameters schema with a top-level property name Anthropic refuses
+    (:func:`property_key_ok`): every request carrying the tool would get a 400.
+
+    Raises:
+        ToolDefinitionError: Naming the first such key.
+    """
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    for key in props if isinstance(props, dict) else ():
+        if not property_key_ok(key):
+            raise ToolDefinitionError(_bad_key_message(owner, key))
+
+
+def check_plain_json(owner: str, schema: Any) -> None:
+    """Refuse a schema that is not plain JSON: a non-finite number (``math.inf`` as a default,
+    which every API refuses to parse), a key that is not a string, a value JSON has no type for.
+
+    Raises:
+        ToolDefinitionError: Naming where in the schema the problem is.
+    """
+    import json
+
+    try:
+        json.dumps(schema, allow_nan=False)
+    except (ValueError, TypeError) as exc:
+        where = _not_plain_at(schema, ())
+        at = f" at {'.'.join(where)}" if where else ""
+        raise ToolDefinitionError(
+            f"{owner}: its parameters schema is not plain JSON{at} ({exc}); providers refuse "
+            "every request carrying it. A default of math.inf or nan cannot be sent: use None "
+            "(with the type made optional) or a finite number"
+        ) from None
+
+
+def _not_plain_at(node: Any, path: tuple[str, ...]) -> tuple[str, ...] | None:
+    import math
+
+    if isinstance(node, float):
+        return None if math.isfinite(node) else path
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if not isinstance(k, str):
+                return (*path, repr(k))
+            found = _not_plain_at(v, (*path, k))
+            if found is not None:
+                return found
+        return None
+    if isinstance(node, (list, tuple)):
+        for n, v in enumerate(node):
+            found = _not_plain_at(v, (*path, str(n)))
+            if found is not None:
+                return found
+        return None
+    if node is None or isinstance(node, (str, int, bool)):
+        return None
+    return path
+
+
+_SPHINX_PARAM = re.compile(
+    r"^:(?:param|parameter|arg|argument|key|keyword)\s+(?:[^:]*\s)?\*{0,2}(\w+)\s*:\s*(.*)$"
+)
+_NUMPY_PARAM = re.compile(r"^(\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::.*)?$")
+_NUMPY_PARAM_SECTIONS = (
+    "Parameters",
+    "Other Parameters",
+    "Params",
+    "Arguments",
+    "Args",
+    "Keyword Arguments",
+)
+
+
+def _numpy_header(lines: list[str], i: int) -> bool:
+    """Whether ``lines[i]`` is a NumPy section title: text at the margin underlined by dashes."""
+    return (
+        i + 1 < len(lines)
+        and bool(lines[i].strip())
+        and not lines[i].startswith((" ", "\t"))
+        and set(lines[i + 1].strip()) == {"-"}
+    )
+
+
+def _numpy_params(lines: list[str], i: int, params: dict[str, str]) -> int:
+    """Read a NumPy parameter list starting at ``lines[i]``; return where it ends.
+
+    Each entry is ``name : type`` (or ``x, y : float`` for several) at the
+    margin, its description indented under it; blank lines may separate entries.
+    """
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+            continue
+        if _numpy_header(lines, i) or _SECTION_RE.match(line.strip()):
+            break
+        if line.startswith((" ", "\t")):  # a description with no entry above it
+            i += 1
+            continue
+        m = _NUMPY_PARAM.match(line.strip())
+        if not m:
+            break
+        i += 1
+        text = []
+        while i < len(lines) and (not lines[i].strip() or lines[i].startswith((" ", "\t"))):
+            if lines[i].strip():
+                text.append(lines[i].strip())
+            elif i + 1 < len(lines) and not lines[i + 1].startswith((" ", "\t")):
+                break  # a blank line before the next entry
+            i += 1
+        for name in m.group(1).split(","):
+            params[name.strip().lstrip("*")] = " ".join(text)
+    return i
 
 
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     """Split a docstring into its description and per-parameter descriptions.
 
-    Understands Google style (``Args:`` sections), NumPy style (``Parameters``
-    underlined with dashes) and Sphinx style (``:param name: text``).
+    Understands Google style (``Args:``, ``Other Parameters:`` sections), NumPy
+    style (``Parameters``/``Other Parameters`` underlined with dashes, entries
+    ``name : type`` or ``x, y : type``, blank lines between them allowed) and
+    Sphinx style (``:param name: text``; ``:arg``, ``:parameter``, ``:key``,
+    ``:keyword`` alike).
 
     Returns:
         ``(description, {param: description})``; the description stops at the
-        first section header.
+        first section header (any NumPy section, ``References`` included).
     """
     if not doc:
         return "", {}
@@ -61,7 +201,7 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     while i < len(lines):
         line = lines[i]
         stripped = line.strip()
-        sphinx = re.match(r"^:param\s+(?:[^:]*\s)?(\w+):\s*(.*)$", stripped)
+        sphinx = _SPHINX_PARAM.match(stripped)
         if sphinx:
             in_desc = False
             name, text = sphinx.groups()
@@ -75,30 +215,18 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
             in_desc = False
             i += 1
             continue
-        numpy_header = (
-            i + 1 < len(lines)
-            and set(lines[i + 1].strip()) == {"-"}
-            and stripped in ("Parameters", "Other Parameters")
-        )
-        if numpy_header:
+        if _numpy_header(lines, i):
             in_desc = False
             i += 2
-            while i < len(lines) and lines[i].strip():
-                m = re.match(r"^(\w+)\s*(?::.*)?$", lines[i].strip())
-                i += 1
-                text = []
-                while i < len(lines) and lines[i].startswith((" ", "\t")) and lines[i].strip():
-                    text.append(lines[i].strip())
-                    i += 1
-                if m:
-                    params[m.group(1)] = " ".join(text)
+            if stripped in _NUMPY_PARAM_SECTIONS:
+                i = _numpy_params(lines, i, params)
             continue
         header = _SECTION_RE.match(stripped)
         if header and not line.startswith((" ", "\t")):
             in_desc = False
             section = header.group(1)
             i += 1
-            if section.startswith(("Arg", "Param", "Keyword")):
+            if section.startswith(("Arg", "Param", "Keyword", "Other")):
                 indent: int | None = None
                 current: str | None = None
                 while i < len(lines):
@@ -133,6 +261,25 @@ class ParameterModel:
     schema: dict[str, Any]
     validate: Callable[[dict[str, Any]], dict[str, Any]]
 
+    def more_problems(self, arguments: dict[str, Any], reported: list[str]) -> list[str]:
+        """The converter's problems with the parameters ``reported`` (the JSON Schema check's
+        problems) says nothing about: a ``dict[int, str]`` key that is not a number, say.
+
+        Lets one error name every problem in the same round, so a model fixing the
+        schema's problems is not refused again for one the schema cannot express.
+        """
+        try:
+            self.validate(arguments)
+        except Exception as exc:
+            named = {_top_field(p) for p in reported}
+            return [p for p in validation_problems(exc) if _top_field(p) not in named]
+        return []
+
+
+def _top_field(problem: str) -> str:
+    """The parameter a problem line is about: ``"a.b[0]: ..."`` -> ``"a"``."""
+    return re.split(r"[.\[:]", problem, maxsplit=1)[0]
+
 
 def _clean(node: Any) -> Any:
     """Drop pydantic's auto-generated titles; keep everything else."""
@@ -151,8 +298,8 @@ def _clean(node: Any) -> Any:
     return node
 
 
-def format_validation_error(exc: Exception) -> str:
-    """One line per problem: ``"city: Field required; unit: Input should be 'c' or 'f'"``."""
+def validation_problems(exc: Exception) -> list[str]:
+    """One line per problem of a pydantic ``ValidationError`` (``str(exc)`` for another error)."""
     errors = getattr(exc, "errors", None)
     if callable(errors):
         parts = []
@@ -163,8 +310,13 @@ def format_validation_error(exc: Exception) -> str:
                 msg = "unexpected argument"
             parts.append(f"{loc}: {msg}")
         if parts:
-            return "; ".join(parts)
-    return str(exc)
+            return parts
+    return [str(exc)]
+
+
+def format_validation_error(exc: Exception) -> str:
+    """One line per problem: ``"city: Field required; unit: Input should be 'c' or 'f'"``."""
+    return "; ".join(validation_problems(exc))
 
 
 _TD_CACHE: dict[Any, Any] = {}
@@ -188,16 +340,26 @@ def _compat_type(tp: Any) -> Any:
             return _TD_CACHE[tp]
         hints = typing.get_type_hints(tp, include_extras=True)
         required = getattr(tp, "__required_keys__", frozenset(hints))
-        fields_ = {
-            k: (
-                _compat_type(v) if k in required else typing_extensions.NotRequired[_compat_type(v)]
-            )
-            for k, v in hints.items()
-        }
+        fields_ = {}
+        for k, v in hints.items():
+            # Required[...]/NotRequired[...] read from the hint itself: the class's own
+            # __required_keys__ misses them when its annotations are strings (Python 3.11,
+            # `from __future__ import annotations`)
+            wrapper = typing.get_origin(v)
+            if wrapper in (typing.Required, typing_extensions.Required):
+                is_required, v = True, typing.get_args(v)[0]
+            elif wrapper in (typing.NotRequired, typing_extensions.NotRequired):
+                is_required, v = False, typing.get_args(v)[0]
+            else:
+                is_required = k in required
+            v = _compat_type(v)
+            fields_[k] = v if is_required else typing_extensions.NotRequired[v]
         new = typing_extensions.TypedDict(tp.__name__, fields_)  # type: ignore[misc]
         new.__doc__ = tp.__doc__
         _TD_CACHE[tp] = new
         return new
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return _compat_dataclass(tp)
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is None or not args:
@@ -215,6 +377,54 @@ def _compat_type(tp: Any) -> Any:
         if isinstance(tp, types.UnionType):
             return functools.reduce(operator.or_, new_args)
         return origin[new_args]
+
+
+def _compat_dataclass(tp: type) -> type:
+    """A stdlib dataclass holding a ``typing.TypedDict`` (Python < 3.12), as a subclass whose
+    fields hold the rebuilt TypedDict: pydantic takes it, and what it builds is still an
+    instance of the user's class (same fields, defaults, name and docstring)."""
+    if tp in _TD_CACHE:
+        return typing.cast(type, _TD_CACHE[tp])
+    _TD_CACHE[tp] = tp  # a dataclass that refers to itself: as it is, while it is rebuilt
+    try:
+        hints = typing.get_type_hints(tp, include_extras=True)
+    except Exception:
+        return tp  # pydantic reports what it cannot read
+    fields_ = [f for f in dataclasses.fields(tp) if f.name in hints]
+    converted = {f.name: _compat_type(hints[f.name]) for f in fields_}
+    if all(converted[f.name] is hints[f.name] for f in fields_) or "__pydantic_fields__" in vars(
+        tp
+    ):
+        return tp
+    namespace: dict[str, Any] = {
+        "__annotations__": converted,
+        "__module__": tp.__module__,
+        "__qualname__": tp.__qualname__,
+        "__doc__": tp.__doc__,
+    }
+    for f in fields_:
+        namespace[f.name] = dataclasses.field(
+            default=f.default,
+            default_factory=f.default_factory,
+            init=f.init,
+            repr=f.repr,
+            hash=f.hash,
+            compare=f.compare,
+            metadata=f.metadata,
+            kw_only=f.kw_only,
+        )
+    params = tp.__dataclass_params__  # type: ignore[attr-defined]
+    new: type = dataclasses.dataclass(
+        type(tp.__name__, (tp,), namespace),
+        init=params.init,
+        repr=params.repr,
+        eq=params.eq,
+        order=params.order,
+        unsafe_hash=params.unsafe_hash,
+        frozen=params.frozen,
+    )
+    _TD_CACHE[tp] = new
+    return new
 
 
 def callable_label(fn: Any) -> str:
@@ -311,6 +521,8 @@ def function_parameters(
             describe as JSON Schema, or a default that does not match its type.
     """
     import pydantic
+    from pydantic.fields import FieldInfo
+    from pydantic_core import PydanticUndefined
 
     label = callable_label(fn)
     try:
@@ -323,6 +535,13 @@ def function_parameters(
         hints = typing.get_type_hints(call_target(fn), include_extras=True)
     except TypeError:  # no annotations to read (a builtin)
         hints = {}
+    except NameError as exc:  # a forward reference to a name not in the function's module
+        raise ToolDefinitionError(
+            f"cannot resolve type hints of {label}: {exc}; every type in a tool's annotations "
+            "must be importable from the module the function is defined in (a class defined "
+            "inside a function cannot be found once annotations are strings, as under "
+            "`from __future__ import annotations`: define it at module level)"
+        ) from exc
     except Exception as exc:  # unresolvable forward reference
         raise ToolDefinitionError(f"cannot resolve type hints of {label}: {exc}") from exc
     param_docs = {**(docs or {}), **callable_docs(fn)[1]}
@@ -345,15 +564,24 @@ def function_parameters(
                 f"{label}: positional-only parameter {p.name!r} is not supported "
                 "(models pass arguments by name)"
             )
+        if not property_key_ok(p.name):
+            raise ToolDefinitionError(_bad_key_message(label, p.name))
         annotation = _compat_type(hints.get(p.name, Any))
-        default = ... if p.default is inspect.Parameter.empty else p.default
-        if default is not ... and default is not None:
+        given = p.default if isinstance(p.default, FieldInfo) else None
+        if given is not None:  # `x: int = Field(5, ge=1)`: the field itself
+            field = given
+            default = given.default if given.default_factory is None else _FACTORY
+        else:
+            default = ... if p.default is inspect.Parameter.empty else p.default
+            field = pydantic.Field(default)
+        if default is None and not _accepts_none(annotation):
+            annotation = _nullable(annotation)  # `limit: int = None`: null is a value it takes
+        elif not any(default is x for x in (..., _FACTORY, PydanticUndefined, None)):
             defaults[p.name] = default
         description = param_docs.get(p.name)
-        if description and not _annotated_description(annotation):
-            fields[p.name] = (annotation, pydantic.Field(default, description=description))
-        else:  # an Annotated[..., Field(description=...)] keeps its own
-            fields[p.name] = (annotation, pydantic.Field(default))
+        if description and not _annotated_description(annotation) and not field.description:
+            annotation = typing.Annotated[annotation, pydantic.Field(description=description)]
+        fields[p.name] = (annotation, field)
         names.append(p.name)
     try:
         model = pydantic.create_model(
@@ -363,13 +591,12 @@ def function_parameters(
         )
         schema = _clean(model.model_json_schema())
     except Exception as exc:
-        raise ToolDefinitionError(
-            f"{label}: cannot describe its parameters as JSON Schema: {exc}"
-        ) from exc
+        raise ToolDefinitionError(_unsupported(label, fields, exc)) from exc
     schema.setdefault("properties", {})
     schema["type"] = "object"
     schema.setdefault("required", [])
     schema["additionalProperties"] = False
+    check_plain_json(label, schema)
     _check_defaults(label, defaults, schema)
 
     def validate(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -379,12 +606,107 @@ def function_parameters(
     return ParameterModel(schema=schema, validate=validate)
 
 
+_FACTORY = object()  # a default made by a default_factory: not known at declaration
+
+
+def _accepts_none(tp: Any) -> bool:
+    """Whether the type hint ``tp`` takes ``None`` already (``Optional[T]``, ``Any``...)."""
+    import types
+
+    if tp is None or tp is type(None) or tp is Any or tp is object:
+        return True
+    if isinstance(tp, typing.TypeVar):
+        return True
+    supertype = getattr(tp, "__supertype__", None)  # a NewType
+    if supertype is not None:
+        return _accepts_none(supertype)
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Annotated:
+        return _accepts_none(args[0])
+    if origin is typing.Union or isinstance(tp, types.UnionType):
+        return any(_accepts_none(a) for a in args)
+    if origin is typing.Literal:
+        return None in args
+    return False
+
+
+def _nullable(tp: Any) -> Any:
+    """``tp`` taking ``None`` too; an ``Annotated`` hint keeps its metadata outside, so its
+    constraints and description stay on the parameter (pydantic applies them to the value)."""
+    if typing.get_origin(tp) is typing.Annotated:
+        inner, *meta = typing.get_args(tp)
+        return typing.Annotated[(typing.Optional[inner], *meta)]  # noqa: UP045
+    return typing.Optional[tp]  # noqa: UP045
+
+
+def _type_label(tp: Any) -> str:
+    if isinstance(tp, type):
+        return tp.__qualname__
+    return re.sub(r"\b(typing|collections\.abc|typing_extensions)\.", "", repr(tp))
+
+
+def _unsupported(label: str, fields: dict[str, Any], exc: Exception) -> str:
+    """What to tell the author when pydantic cannot describe a parameter's type.
+
+    Names the parameter and the type, and says what to use instead (pydantic's
+    own advice, ``arbitrary_types_allowed=True``, is a setting nbagent's users
+    cannot change, and would make a schema the model cannot fill).
+    """
+    import pydantic
+
+    culprit: tuple[str, Any] | None = None
+    if len(fields) > 1:
+        for name, spec in fields.items():
+            try:
+                pydantic.create_model("probe", **{name: spec}).model_json_schema()
+            except Exception:
+                culprit = (name, spec[0])
+                break
+    elif fields:
+        name, spec = next(iter(fields.items()))
+        culprit = (name, spec[0])
+    text = str(exc)
+    inner = re.search(r"schema for <class '([^']+)'>", text)
+    what = inner.group(1).rsplit(".", 1)[-1] if inner else None
+    if "CallableSchema" in text:
+        what = "a callable"
+    if "typing_extensions.TypedDict" in text:
+        where = f"parameter {culprit[0]!r}" if culprit else "a parameter"
+        return (
+            f"{label}: {where} holds a typing.TypedDict where pydantic cannot take it on "
+            "Python < 3.12; define that TypedDict with typing_extensions.TypedDict"
+        )
+    unsupported = isinstance(
+        exc,
+        (
+            pydantic.errors.PydanticSchemaGenerationError,
+            pydantic.errors.PydanticInvalidForJsonSchema,
+        ),
+    )
+    if not unsupported or culprit is None:
+        first = text.split("\n")[0]
+        return f"{label}: cannot describe its parameters as JSON Schema: {first}"
+    name, tp = culprit
+    shown = _type_label(tp)
+    part = "" if what is None or what == shown else f" ({what} in it)"
+    if what == "a callable" and shown.startswith("Callable"):
+        part = ""
+    return (
+        f"{label}: parameter {name!r} has type {shown}{part}, which cannot be described to a "
+        "model as JSON Schema; use JSON types (str, int, float, bool, list, dict), a pydantic "
+        "model, a dataclass or a TypedDict for what the model sends, and build the object "
+        "inside the tool"
+    )
+
+
 def _check_defaults(label: str, defaults: dict[str, Any], schema: dict[str, Any]) -> None:
     """Refuse a default the parameter's own schema rejects (``x: int = "many"``).
 
     A model that leaves the parameter out gets the default, so it must be a value
-    the model could have sent. ``None`` is let through on any type (a common
-    spelling of "not given"); a default pydantic cannot write as JSON is not checked.
+    the model could have sent. A ``None`` default makes the type nullable instead
+    (``limit: int = None`` takes ``null``); a default pydantic cannot write as JSON
+    is not checked.
     """
     for name in defaults:
         prop = schema["properties"].get(name)
@@ -411,6 +733,26 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "array": (list, tuple),
     "null": (type(None),),
 }
+
+
+def json_type_name(value: Any) -> str:
+    """The JSON name of ``value``'s type, as a model reads it: ``null``, ``string``,
+    ``integer``, ``number``, ``boolean``, ``object``, ``array`` (a Python name otherwise)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    return type(value).__name__
 
 
 def _type_ok(value: Any, t: str) -> bool:
@@ -477,7 +819,7 @@ def _validate(value: Any, schema: Any, path: str, root: Any, hops: int) -> list[
     if types is not None:
         tlist = [types] if isinstance(types, str) else list(types)
         if not any(_type_ok(value, t) for t in tlist):
-            return [f"{where}: expected {' or '.join(tlist)}, got {type(value).__name__}"]
+            return [f"{where}: expected {' or '.join(tlist)}, got {json_type_name(value)}"]
     enum = schema.get("enum")
     if isinstance(enum, list) and _canon(value) not in {_canon(v) for v in enum}:
         options = [repr(v) for v in enum]
@@ -639,16 +981,97 @@ def _is_multiple(value: float, step: float) -> bool:
         return False
 
 
+_ECMA_SPACE = (
+    "\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+)
+"""ECMA-262's ``\\s``: more than ASCII whitespace, fewer characters than Python's."""
+
+
+def ecma_to_python(pattern: str) -> str:
+    """A JSON Schema ``pattern`` (ECMA-262, no flags) as a Python ``re`` pattern of the same
+    meaning, compiled with ``re.ASCII``.
+
+    ``$`` outside a character class is the end of the input (Python's ``$`` also
+    matches before a final newline: ``^[A-Z]{3}$`` would take ``"ABC\\n"``);
+    ``\\d``/``\\w``/``\\b`` are ASCII (``re.ASCII``: ``\\d`` would take Arabic-Indic
+    digits); ``\\s`` is ECMA's whitespace; ``(?<name>...)`` is a named group;
+    ``[^]`` is any character and ``[]`` none; a ``[`` inside a class is literal.
+    (``\\S`` inside a class stays ASCII's: all but ASCII whitespace.)
+    """
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    in_class = False
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            if nxt == "s":
+                out.append(_ECMA_SPACE if in_class else f"[{_ECMA_SPACE}]")
+            elif nxt == "S" and not in_class:
+                out.append(f"[^{_ECMA_SPACE}]")
+            elif nxt == "k" and pattern.startswith("<", i + 2) and ">" in pattern[i + 3 :]:
+                end = pattern.index(">", i + 3)
+                out.append(f"(?P={pattern[i + 3 : end]})")
+                i = end + 1
+                continue
+            else:
+                out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+                out.append(c)
+            elif c in "[&~|":  # literal in ECMA; Python warns of set operations
+                out.append("\\" + c)
+            else:
+                out.append(c)
+            i += 1
+            continue
+        if c == "[":
+            if pattern.startswith("[^]", i):
+                out.append("[\\s\\S]")
+                i += 3
+                continue
+            if pattern.startswith("[]", i):
+                out.append("(?!)")
+                i += 2
+                continue
+            in_class = True
+            out.append("[^" if pattern.startswith("[^", i) else "[")
+            i += 2 if pattern.startswith("[^", i) else 1
+            continue
+        if c == "$":
+            out.append(r"\Z")
+        elif (
+            c == "("
+            and pattern.startswith("(?<", i)
+            and not pattern.startswith(("(?<=", "(?<!"), i)
+        ):
+            out.append("(?P<")
+            i += 3
+            continue
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
 @functools.lru_cache(maxsize=256)
 def _compiled(pattern: str) -> re.Pattern[str] | None:
+    import warnings
+
     try:
-        return re.compile(pattern)
-    except re.error:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return re.compile(ecma_to_python(pattern), re.ASCII)
+    except (re.error, OverflowError, RecursionError):
         return None
 
 
 def _search(pattern: str, text: str) -> re.Match[str] | bool | None:
-    """``re.search`` (JSON Schema patterns are not anchored); ``False``: not compilable here."""
+    """``re.search`` (JSON Schema patterns are not anchored) with ECMA-262 meaning
+    (:func:`ecma_to_python`); ``False``: not compilable here."""
     compiled = _compiled(pattern)
     return False if compiled is None else compiled.search(text)
 
