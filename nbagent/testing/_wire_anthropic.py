@@ -26,6 +26,7 @@ from ._script import (
     seal,
     unseal,
 )
+from ._wire_schema import check_tools
 
 Payload = dict[str, Any]
 
@@ -157,6 +158,7 @@ def check_messages(body: Mapping[str, Any]) -> WireError | None:
         return _invalid("messages: Field required")
     error = (
         _check_max_tokens(body)
+        or check_tools("anthropic", body)
         or check_cache(body)
         or _check_text(messages)
         or _check_ids(messages)

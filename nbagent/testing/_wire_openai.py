@@ -24,6 +24,7 @@ from ._script import (
     seal,
     unseal,
 )
+from ._wire_schema import check_tools
 
 Payload = dict[str, Any]
 
@@ -131,6 +132,8 @@ def check_chat(body: Mapping[str, Any]) -> WireError | None:
     for name in ("max_tokens", "max_completion_tokens"):
         if error := _check_limit(body, name, 1):
             return error
+    if error := check_tools("chat", body):
+        return error
     tools = body.get("tools")
     for option in ("tool_choice", "parallel_tool_calls"):
         if body.get(option) is not None and not tools:
@@ -210,6 +213,8 @@ def _first_repeat(ids: list[str]) -> str | None:
 def check_responses(body: Mapping[str, Any]) -> WireError | None:
     """The 400s the Responses API answers for unpaired function calls and approvals."""
     if error := _check_limit(body, "max_output_tokens", 16):  # 16: the API's minimum
+        return error
+    if error := check_tools("responses", body):
         return error
     items = body.get("input")
     if not isinstance(items, list):

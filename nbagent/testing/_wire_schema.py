@@ -51,7 +51,10 @@ _PERMITTED = {
     },
     "anthropic": _COMMON | {"format", "minItems", "allOf"},
 }
-_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z")
+_OPENAI_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]+\Z")
+_ANTHROPIC_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}\Z")
+_ANTHROPIC_KEY = re.compile(r"^[a-zA-Z0-9_.-]{1,64}\Z")
 
 
 def _format(api: Api, body: Mapping[str, Any]) -> Any:
@@ -147,10 +150,113 @@ def _walk(node: Any, dialect: str, context: tuple[str, ...]) -> str | None:
     return None
 
 
+def check_tools(api: Api, body: Mapping[str, Any]) -> WireError | None:
+    """The 400 the API answers for the request's function tool definitions, or ``None``.
+
+    OpenAI: a name outside ``^[a-zA-Z0-9_-]+$`` or over 64 characters, parameters
+    that are not an object schema. Anthropic: a custom tool's name outside
+    ``^[a-zA-Z0-9_-]{1,128}$``, an ``input_schema`` missing or not of type object,
+    a top-level property key outside ``^[a-zA-Z0-9_.-]{1,64}$``, two tools of one
+    name. (A ``NaN``/``Infinity`` anywhere is refused earlier, as unparsable JSON.)
+    """
+    tools = body.get("tools")
+    if not isinstance(tools, list):
+        return None
+    if api == "anthropic":
+        return _anthropic_tools(tools)
+    for n, tool in enumerate(tools):
+        if not isinstance(tool, Mapping) or tool.get("type") != "function":
+            continue
+        spec = tool.get("function") if api == "chat" else tool
+        where = f"tools[{n}].function" if api == "chat" else f"tools[{n}]"
+        if not isinstance(spec, Mapping):
+            return _invalid(api, f"Missing required parameter: '{where}'.", where)
+        name = spec.get("name")
+        if not isinstance(name, str):
+            return _invalid(api, f"Missing required parameter: '{where}.name'.", f"{where}.name")
+        if len(name) > 64:
+            return WireError(
+                400,
+                f"Invalid '{where}.name': string too long. Expected a string with maximum "
+                f"length 64, but got a string with length {len(name)} instead.",
+                "invalid_request_error",
+                "string_above_max_length",
+                f"{where}.name",
+            )
+        if not _OPENAI_TOOL_NAME.match(name):
+            return WireError(
+                400,
+                f"Invalid '{where}.name': string does not match pattern. Expected a string "
+                "that matches the pattern '^[a-zA-Z0-9_-]+$'.",
+                "invalid_request_error",
+                "invalid_value",
+                f"{where}.name",
+            )
+        params = spec.get("parameters")
+        if params is not None and (
+            not isinstance(params, Mapping) or params.get("type") != "object"
+        ):
+            got = params.get("type") if isinstance(params, Mapping) else params
+            return WireError(
+                400,
+                f"Invalid schema for function '{name}': schema must be a JSON Schema of "
+                f"'type: \"object\"', got 'type: \"{got}\"'.",
+                "invalid_request_error",
+                "invalid_function_parameters",
+                f"{where}.parameters",
+            )
+    return None
+
+
+def _anthropic_tools(tools: list[Any]) -> WireError | None:
+    seen: set[str] = set()
+    for n, tool in enumerate(tools):
+        if not isinstance(tool, Mapping):
+            continue
+        custom = tool.get("type") in (None, "custom")
+        name = tool.get("name")
+        where = f"tools.{n}.custom" if custom else f"tools.{n}"
+        if custom:
+            if not isinstance(name, str):
+                return _invalid("anthropic", f"{where}.name: Field required", "")
+            if len(name) > 128:
+                return _invalid(
+                    "anthropic", f"{where}.name: String should have at most 128 characters", ""
+                )
+            if not _ANTHROPIC_TOOL_NAME.match(name):
+                return _invalid(
+                    "anthropic",
+                    f"{where}.name: String should match pattern '^[a-zA-Z0-9_-]{{1,128}}$'",
+                    "",
+                )
+            schema = tool.get("input_schema")
+            if not isinstance(schema, Mapping):
+                return _invalid("anthropic", f"{where}.input_schema: Field required", "")
+            if schema.get("type") != "object":
+                return _invalid(
+                    "anthropic", f"{where}.input_schema.type: Input should be 'object'", ""
+                )
+            props = schema.get("properties")
+            if isinstance(props, Mapping) and any(
+                not isinstance(k, str) or not _ANTHROPIC_KEY.match(k) for k in props
+            ):
+                return _invalid(
+                    "anthropic",
+                    f"{where}.input_schema.properties: Property keys should match pattern "
+                    "'^[a-zA-Z0-9_.-]{1,64}$'",
+                    "",
+                )
+        if isinstance(name, str):
+            if name in seen:
+                return _invalid("anthropic", "tools: Tool names must be unique.", "")
+            seen.add(name)
+    return None
+
+
 def _invalid(api: Api, message: str, param: str) -> WireError:
     if api == "anthropic":
         return WireError(status=400, message=message, type="invalid_request_error")
     return WireError(status=400, message=message, type="invalid_request_error", param=param)
 
 
-__all__ = ["check_output"]
+__all__ = ["check_output", "check_tools"]
