@@ -36,7 +36,7 @@ the caught exception), with anything shaped like an API key redacted.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 # the secrets helpers, used here and long imported from here by the rest of nbagent
@@ -47,7 +47,7 @@ from ._secrets import redact_keys, redacted, scrub
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ._types import ToolCall
+    from ._types import LLMToolResponse, ToolCall
 
 E = TypeVar("E", bound=BaseException)
 
@@ -410,6 +410,37 @@ class ProviderError(NBAgentError):
 
 ONE_LINE = 400
 """The most characters of an error's message a notebook cell shows (``details()`` has it all)."""
+
+
+class ToolArgumentsError(ProviderError):
+    """``complete_with_tools()`` got tool calls whose arguments must not be used.
+
+    The model's argument text for a call was not a JSON object (cut off, ``not json``, a
+    list, ``NaN``, nested too deep), or the response was cut off by the token limit
+    (stop reason ``max_tokens`` or ``context_window``), so its calls' arguments may be
+    incomplete. Such a call must never run as if the model had sent ``{}``; the chat
+    answers it with an error result, your own loop gets this error instead of the response.
+
+    Nothing is lost: the response is on the error, as it would have been returned.
+
+    Attributes:
+        response: The whole :class:`~nbagent.LLMToolResponse` (text, every call, usage);
+            its broken calls keep the text the model sent in ``raw_arguments`` and the
+            reason in ``parse_error``.
+        problems: Each call that must not run, by id: why (a sentence the model can read).
+    """
+
+    def __init__(
+        self, message: str, *, provider: str, response: LLMToolResponse, problems: Mapping[str, str]
+    ):
+        super().__init__(message, provider=provider)
+        self.response = response
+        self.problems = dict(problems)
+
+    @property
+    def calls(self) -> tuple[ToolCall, ...]:
+        """The calls that must not run, in the response's order."""
+        return tuple(c for c in self.response.tool_calls if c.id in self.problems)
 
 
 class AuthenticationError(ProviderError):

@@ -13,7 +13,7 @@ import pytest
 import nbagent
 import nbagent._errors as errors
 import nbagent._inputs  # its SamplingRefused is an nbagent error too
-from nbagent import ToolCall
+from nbagent import LLMToolResponse, ToolCall
 
 
 def _made(cls: type[BaseException]) -> BaseException:
@@ -22,6 +22,12 @@ def _made(cls: type[BaseException]) -> BaseException:
         errors.OutputValidationError: lambda: cls("Forecast", '{"city": "Os', ["not valid JSON"]),
         errors.PendingToolCallsError: lambda: cls([call]),
         errors.ToolUnavailableError: lambda: cls([call]),
+        errors.ToolArgumentsError: lambda: cls(
+            "cut off",
+            provider="openai",
+            response=LLMToolResponse("", (call,), 10, 2, "gpt-4.1", "openai", "max_tokens"),
+            problems={"call_1": "the response was cut off"},
+        ),
         errors.ToolExecutionError: lambda: cls(call, ValueError("boom")),
     }
     if cls in special:
@@ -53,6 +59,8 @@ def test_every_error_pickles_whole(cls: type[BaseException]) -> None:
     if isinstance(error, errors.ToolExecutionError):
         assert (back.call.id, back.call.arguments) == ("call_1", {"order_id": 42})
         assert isinstance(back.error, ValueError) and str(back.error) == "boom"
+    if isinstance(error, errors.ToolArgumentsError):
+        assert [c.id for c in back.calls] == ["call_1"] and back.problems == error.problems
     if isinstance(error, (errors.PendingToolCallsError, errors.ToolUnavailableError)):
         assert [c.id for c in back.calls] == ["call_1"]
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from .._errors import ProviderError, ToolOptionError
+from .._errors import ToolArgumentsError, ToolOptionError
 from .._hosted import HostedTool
 from .._output import Output, as_output
 from .._schema import NAME_RE
@@ -238,37 +238,6 @@ def _link_items(response: LLMToolResponse) -> LLMToolResponse:
 _CUT_OFF = ("max_tokens", "context_window")
 _CLIP = 200
 """The most characters of a call's argument text a :class:`ToolArgumentsError` quotes."""
-
-
-class ToolArgumentsError(ProviderError):
-    """``complete_with_tools()`` got tool calls whose arguments must not be used.
-
-    The model's argument text for a call was not a JSON object (cut off, ``not json``, a
-    list, ``NaN``, nested too deep), or the response was cut off by the token limit
-    (stop reason ``max_tokens`` or ``context_window``), so its calls' arguments may be
-    incomplete. Such a call must never run as if the model had sent ``{}``; the chat
-    answers it with an error result, your own loop gets this error instead of the response.
-
-    Nothing is lost: the response is on the error, as it would have been returned.
-
-    Attributes:
-        response: The whole :class:`~nbagent.LLMToolResponse` (text, every call, usage);
-            its broken calls keep the text the model sent in ``raw_arguments`` and the
-            reason in ``parse_error``.
-        problems: Each call that must not run, by id: why (a sentence the model can read).
-    """
-
-    def __init__(
-        self, message: str, *, provider: str, response: LLMToolResponse, problems: Mapping[str, str]
-    ):
-        super().__init__(message, provider=provider)
-        self.response = response
-        self.problems = dict(problems)
-
-    @property
-    def calls(self) -> tuple[ToolCall, ...]:
-        """The calls that must not run, in the response's order."""
-        return tuple(c for c in self.response.tool_calls if c.id in self.problems)
 
 
 def _call_problems(response: LLMToolResponse) -> dict[str, str]:

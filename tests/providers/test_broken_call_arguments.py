@@ -19,16 +19,16 @@ from typing import Any
 
 import pytest
 from _docs import DOCS, blocks
-from _provider_harness import KEY, Harness, make_provider
+from _provider_harness import KEY, KINDS, Harness, make_provider
 
 import nbagent
 from nbagent import (
     AssistantToolCallMessage,
     ChatMessage,
     ProviderError,
+    ToolArgumentsError,
     ToolResultMessage,
 )
-from nbagent.providers._base import ToolArgumentsError
 from nbagent.testing import FakeLLMServer, FakeToolCall, Turn
 
 DELETE = {
@@ -76,12 +76,20 @@ BROKEN = {
 }
 
 
+# a non-streamed Anthropic call's input is a JSON object on the wire: no text to break
+TEXT_WIRES = [(k, s) for k in KINDS for s in (False, True) if s or k != "anthropic"]
+
+
 @pytest.mark.parametrize("raw", list(BROKEN), ids=list(BROKEN))
+@pytest.mark.parametrize(
+    "harness",
+    TEXT_WIRES,
+    ids=[f"{k}-{'stream' if s else 'json'}" for k, s in TEXT_WIRES],
+    indirect=True,
+)
 def test_arguments_that_are_not_a_json_object_are_an_error_naming_the_call_and_the_text(
     harness: Harness, raw: str
 ) -> None:
-    if harness.api == "anthropic" and not harness.stream:
-        pytest.skip("a non-streamed Anthropic call's input is always a JSON object")
     text, why = BROKEN[raw]
     harness.script(Turn(tool_calls=[FakeToolCall("delete_records", raw_arguments=text)]))
     with pytest.raises(ToolArgumentsError) as info:
@@ -196,9 +204,8 @@ def _check_block() -> str:
 
 @pytest.mark.parametrize("kind", ["openai-chat", "openai-responses", "anthropic"])
 def test_the_docs_loop_answers_a_broken_call_and_runs_the_retried_one(
-    server: FakeLLMServer, kind: str, monkeypatch: pytest.MonkeyPatch
+    server: FakeLLMServer, kind: str
 ) -> None:
-    monkeypatch.setattr(nbagent, "ToolArgumentsError", ToolArgumentsError, raising=False)
     server.script(
         [
             Turn(
