@@ -20,12 +20,13 @@ plots need the ``plots`` extra (matplotlib), Parquet the ``parquet`` extra
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .._display import enable_inline_png
 from .._events import Event
@@ -558,6 +559,11 @@ def plot_durations(source: Any, ax: Axes | None = None) -> Figure:
 
 
 # --------------------------------------------------------------- export
+_FORMAT = 2  # 1: dtypes chosen by column name; 2: every column's own dtype in the file
+_CSV_MARK = "#nbagent "  # the first line of a CSV file: the JSON of its columns' dtypes
+_NA_LIKE = r"\\*<NA>"  # a string the missing-value token would swallow: written escaped
+
+
 def _known_kinds() -> dict[str, ColumnKind]:
     known: dict[str, ColumnKind] = {}
     for schema in (*SCHEMAS.values(), SUMMARY_COLUMNS):
@@ -571,7 +577,7 @@ def _json_columns(df: pd.DataFrame) -> list[str]:
     for name in df.columns:
         if df[name].dtype == object:
             values = df[name].dropna()
-            if (CALL_COLUMNS.get(str(name)) == "json" and values.empty) or (
+            if (_known_kinds().get(str(name)) == "json" and values.empty) or (
                 not values.empty and values.map(lambda v: isinstance(v, (dict, list))).all()
             ):
                 out.append(str(name))
@@ -579,10 +585,13 @@ def _json_columns(df: pd.DataFrame) -> list[str]:
 
 
 def _encode(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """``df`` as written: its index as columns (unless the default one), dict columns as
+    JSON text, and no ``attrs`` (a batch's run, a chat's steps: nothing a file holds)."""
     import pandas as pd
 
     # a non-default index is written as columns
     df = df.reset_index(drop=isinstance(df.index, pd.RangeIndex) and df.index.name is None)
+    df.attrs = {}
     json_cols = _json_columns(df)
     if json_cols:
         df = df.copy()
@@ -597,7 +606,91 @@ def _encode(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return df, json_cols
 
 
-def _decode_json(df: pd.DataFrame, names: Iterable[str]) -> None:
+def _specs(df: pd.DataFrame, json_cols: Sequence[str]) -> list[dict[str, Any]]:
+    """Each column's name and dtype, as the file records them (JSON)."""
+    import pandas as pd
+
+    specs = []
+    for i, name in enumerate(df.columns):
+        dtype = df.iloc[:, i].dtype
+        spec: dict[str, Any] = {"name": str(name)}
+        if not isinstance(name, str) and isinstance(name, (int, float)):
+            spec["key"] = name  # restored as it was (an int column name stays an int)
+        if str(name) in json_cols:
+            spec["dtype"] = "json"
+        elif isinstance(dtype, pd.CategoricalDtype):
+            spec["dtype"], spec["ordered"] = "category", bool(dtype.ordered)
+            categories = dtype.categories.tolist()
+            if all(isinstance(c, (str, int, float)) for c in categories):
+                spec["categories"] = categories
+                spec["categories_dtype"] = str(dtype.categories.dtype)
+        else:
+            spec["dtype"] = str(dtype)
+        specs.append(spec)
+    return specs
+
+
+def _dtype_of(spec: Mapping[str, Any]) -> Any:
+    """The pandas dtype a file's column spec names, or None (unknown here: kept as read)."""
+    import pandas as pd
+
+    kind = spec["dtype"]
+    if kind == "category":
+        categories = spec.get("categories")
+        if categories is None:
+            return pd.CategoricalDtype()
+        try:  # the categories' own dtype: an empty list is no str, int or float
+            index = pd.Index(categories, dtype=spec.get("categories_dtype"))
+        except (TypeError, ValueError):
+            index = pd.Index(categories)
+        return pd.CategoricalDtype(index, ordered=bool(spec.get("ordered")))
+    if kind == "json":
+        return None
+    try:
+        return pd.api.types.pandas_dtype(kind)
+    except (TypeError, ValueError):
+        return None
+
+
+def _as(values: pd.Series, want: Any) -> pd.Series:
+    """``values`` as dtype ``want`` when it converts, else as they are."""
+    if want is None or values.dtype == want:
+        return values
+    try:
+        return values.astype(want)
+    except (TypeError, ValueError):
+        return values
+
+
+def _escape_na(df: pd.DataFrame, json_cols: Sequence[str]) -> pd.DataFrame:
+    """Strings that read as the missing-value token (``<NA>``, ``\\<NA>``...) with one more
+    backslash in front, so a CSV cell ``<NA>`` is always a missing value."""
+    import pandas as pd
+
+    out = df
+    for i, name in enumerate(df.columns):
+        values = df.iloc[:, i]
+        textual = values.dtype == object or isinstance(
+            values.dtype, (pd.StringDtype, pd.CategoricalDtype)
+        )
+        if str(name) in json_cols or not textual:
+            continue
+        hit = values.map(lambda v: isinstance(v, str) and re.fullmatch(_NA_LIKE, v) is not None)
+        hit = hit.astype("boolean").fillna(False).astype(bool)
+        if hit.any():
+            if out is df:
+                out = df.copy()
+            escaped = values.astype(object).copy()
+            escaped[hit] = "\\" + escaped[hit].astype(str)
+            out.isetitem(i, escaped.array)
+    return out
+
+
+def _unescape_na(values: pd.Series) -> pd.Series:
+    return values.str.replace(r"^\\(\\*<NA>)$", r"\1", regex=True)
+
+
+def _decode_json(df: pd.DataFrame, names: Iterable[Any]) -> None:
     import numpy as np
 
     for name in names:
@@ -614,24 +707,69 @@ def _isna(v: Any) -> bool:
 
 
 def _coerce(df: pd.DataFrame) -> pd.DataFrame:
-    """Give every column known from the nbagent schemas its documented dtype."""
+    """A file of version 1 (no dtypes recorded): every column named as one of the nbagent
+    schemas' gets that column's dtype, when its values fit it (a batch's ``status``,
+    ``done``, is no call status: it stays as read, not wiped to NA)."""
+    import pandas as pd
+
     known = _known_kinds()
     for name in df.columns:
         kind = known.get(str(name))
         if kind is None or kind == "json":
             continue
         want = pandas_dtype(kind)
-        if df[name].dtype != want:
-            df[name] = df[name].astype(want)
+        if isinstance(want, pd.CategoricalDtype) and not (
+            df[name].dropna().isin(want.categories).all()
+        ):
+            continue
+        df[name] = _as(df[name], want)
     return df
 
 
-def to_parquet(df: pd.DataFrame, path: str | Path) -> Path:
-    """Write a log frame to Parquet so :func:`read_parquet` gives it back unchanged.
+def _restore(df: pd.DataFrame, meta: Mapping[str, Any]) -> pd.DataFrame | None:
+    """``df`` as read, given back the columns' names and dtypes its file records; None
+    for a file that records none (version 1) or does not match them."""
+    import pandas as pd
 
-    Dict columns are stored as JSON text (and listed in the file's metadata);
-    categories, nullable dtypes and UTC datetimes are kept. A non-default index
-    is written as columns.
+    specs = meta.get("columns")
+    if not isinstance(specs, list) or len(specs) != len(df.columns):
+        return None
+    for i, spec in enumerate(specs):
+        values = df.iloc[:, i]
+        if spec["dtype"] == "json":
+            restored = pd.Series(_json_values(values), index=df.index, dtype=object)
+        else:
+            restored = _as(values, _dtype_of(spec))
+        # a Series, not its array: pandas would take an object array of text for "str"
+        df.isetitem(i, cast(Any, restored))
+    df.columns = [spec.get("key", spec["name"]) for spec in specs]
+    return df
+
+
+def _json_values(values: pd.Series) -> Any:
+    import numpy as np
+
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = [None if _isna(v) else json.loads(v) for v in values]
+    return arr
+
+
+def _check_version(meta: Mapping[str, Any], path: Path) -> None:
+    version = meta.get("version", 1)
+    if not isinstance(version, int) or version > _FORMAT:
+        raise ValueError(
+            f"{path.name} was written by a newer nbagent (log format {version!r}; this one "
+            f"reads up to {_FORMAT}): upgrade nbagent to read it"
+        )
+
+
+def to_parquet(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write a frame to Parquet so :func:`read_parquet` gives it back unchanged.
+
+    Any frame: a log frame, a summary, a batch's result, a scorecard, your own. Each
+    column's dtype is recorded in the file's metadata and restored from it (categories,
+    nullable dtypes and UTC datetimes are kept); dict columns are stored as JSON text. A
+    non-default index is written as columns; ``attrs`` are not written.
     """
     require("pyarrow", "log.to_parquet()")
     import pyarrow as pa
@@ -640,44 +778,139 @@ def to_parquet(df: pd.DataFrame, path: str | Path) -> Path:
     out, json_cols = _encode(df)
     table = pa.Table.from_pandas(out, preserve_index=False)
     meta = dict(table.schema.metadata or {})
-    meta[b"nbagent"] = json.dumps({"version": 1, "json_columns": json_cols}).encode()
+    meta[b"nbagent"] = json.dumps(
+        {"version": _FORMAT, "json_columns": json_cols, "columns": _specs(out, json_cols)}
+    ).encode()
     path = Path(path)
     pq.write_table(table.replace_schema_metadata(meta), path)
     return path
 
 
 def read_parquet(path: str | Path) -> pd.DataFrame:
-    """Read a frame written by :func:`to_parquet` with its dtypes and dict columns."""
+    """Read a frame written by :func:`to_parquet` with its dtypes and dict columns.
+
+    A file written by nbagent 0.x before the dtypes were recorded (or by another tool)
+    gets the dtypes of the nbagent schemas by column name, where the values fit them.
+    """
     require("pyarrow", "log.read_parquet()")
     import pyarrow.parquet as pq
 
-    table = pq.read_table(Path(path))
+    path = Path(path)
+    table = pq.read_table(path)
     meta = json.loads((table.schema.metadata or {}).get(b"nbagent", b"{}"))
+    _check_version(meta, path)
     df = table.to_pandas()
+    restored = _restore(df, meta)
+    if restored is not None:
+        return restored
     _decode_json(df, meta.get("json_columns", []))
     return _coerce(df)
 
 
 def to_csv(df: pd.DataFrame, path: str | Path) -> Path:
-    """Write a log frame to CSV so :func:`read_csv` gives it back with its dtypes.
+    """Write a frame to CSV so :func:`read_csv` gives it back with its dtypes.
 
-    Missing values are written as ``<NA>`` (so an empty string stays an empty
-    string), dict columns as JSON text, times in ISO 8601 with their offset.
+    Any frame: a log frame, a summary, a batch's result, a scorecard, your own. The
+    first line, ``#nbagent {...}``, records each column's name and dtype (another
+    reader skips it: ``pd.read_csv(path, skiprows=1)``). Missing values are written
+    as ``<NA>`` (so an empty string stays an empty string); a string that is ``<NA>``
+    itself is written ``\\<NA>`` (one more backslash in front of ``\\<NA>``...), so
+    the two never meet. Dict columns are JSON text, times ISO 8601 with their
+    offset; a non-default index is written as columns; ``attrs`` are not written.
     """
-    out, _ = _encode(df)
+    out, json_cols = _encode(df)
+    header = json.dumps({"version": _FORMAT, "columns": _specs(out, json_cols)})
     path = Path(path)
-    out.to_csv(path, index=False, na_rep=_NA_TOKEN)
+    with path.open("w", encoding="utf-8", newline="") as f:
+        f.write(f"{_CSV_MARK}{header}\n")
+        _escape_na(out, json_cols).to_csv(f, index=False, na_rep=_NA_TOKEN)
     return path
 
 
 def read_csv(path: str | Path) -> pd.DataFrame:
-    """Read a CSV written by :func:`to_csv`; columns of the nbagent schemas get their dtypes.
+    """Read a CSV written by :func:`to_csv`, each column with the dtype it was written with.
 
-    Other columns are parsed by pandas as usual.
+    A file without the ``#nbagent`` line (written before it was added) is read as
+    then: columns named as in the nbagent schemas get their dtypes where the values
+    fit them, the others are parsed by pandas as usual.
     """
+    path = Path(path)
+    with path.open(encoding="utf-8", newline="") as f:
+        first = f.readline()
+        if first.startswith(_CSV_MARK):
+            meta = json.loads(first[len(_CSV_MARK) :])
+            _check_version(meta, path)
+            return _read_csv_columns(f, meta["columns"])
+    return _read_csv_v1(path)
+
+
+def _parsed_by_pandas(want: Any) -> bool:
+    """Whether ``pd.read_csv`` parses a column of dtype ``want`` itself: numbers, booleans
+    and strings (the others are read as text, then converted)."""
+    import numpy as np
     import pandas as pd
 
-    path = Path(path)
+    if want is None or isinstance(want, pd.CategoricalDtype):
+        return False
+    if isinstance(want, (pd.StringDtype, pd.BooleanDtype)):
+        return True
+    if isinstance(want, np.dtype):
+        return want.kind in "biuf"
+    return pd.api.types.is_extension_array_dtype(want) and pd.api.types.is_numeric_dtype(want)
+
+
+def _read_csv_columns(f: Any, specs: list[dict[str, Any]]) -> pd.DataFrame:
+    """The rest of a CSV file (its header row on) whose columns ``specs`` describes."""
+    import pandas as pd
+
+    if not specs:
+        return pd.DataFrame()
+    parse: dict[int, Any] = {}
+    for i, spec in enumerate(specs):
+        want = _dtype_of(spec)
+        simple = _parsed_by_pandas(want)
+        parse[i] = want if simple else object
+    df = pd.read_csv(
+        f,
+        header=0,
+        names=list(range(len(specs))),
+        dtype=parse,
+        keep_default_na=False,
+        na_values=[_NA_TOKEN],
+    )
+    for i, spec in enumerate(specs):
+        values = df[i]
+        want = _dtype_of(spec)
+        if spec["dtype"] == "json":
+            df[i] = pd.Series(_json_values(values), index=df.index, dtype=object)
+            continue
+        if values.dtype == object or isinstance(values.dtype, pd.StringDtype):
+            values = _unescape_na(values) if len(values) else values
+        if values.dtype == object:  # text and missing values (None, as pandas makes them)
+            values = values.astype(object).where(values.notna(), None)
+        if isinstance(want, pd.CategoricalDtype):
+            lookup = {str(c): c for c in want.categories} if want.categories is not None else {}
+            if lookup:
+                values = pd.Series(
+                    [lookup.get(v, v) if isinstance(v, str) else v for v in values],
+                    index=values.index,
+                    dtype=object,
+                )
+            values = pd.Series(pd.Categorical(values, dtype=want), index=values.index)
+        elif isinstance(want, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(want):
+            tz = getattr(want, "tz", None)
+            parsed = pd.to_datetime(values, utc=tz is not None, format="ISO8601")
+            if tz is not None:
+                parsed = parsed.dt.tz_convert(tz)
+            values = parsed.dt.as_unit(want.unit) if len(parsed) else parsed.astype(want)
+        df[i] = _as(values, want)
+    df.columns = [spec.get("key", spec["name"]) for spec in specs]
+    return df
+
+
+def _read_csv_v1(path: Path) -> pd.DataFrame:
+    import pandas as pd
+
     header = pd.read_csv(path, nrows=0).columns
     known = _known_kinds()
     dtype: dict[str, Any] = {}
@@ -689,15 +922,16 @@ def read_csv(path: str | Path) -> pd.DataFrame:
             continue
         if kind == "datetime":
             dates.append(name)
-            dtype[name] = object
         elif kind == "json":
             json_cols.append(name)
-            dtype[name] = object
-        else:
-            dtype[name] = pandas_dtype(kind)
+        if kind in ("datetime", "json", "string") or isinstance(kind, tuple):
+            dtype[name] = object  # the others: as pandas parses them, then converted if they fit
     df = pd.read_csv(path, dtype=dtype, keep_default_na=False, na_values=[_NA_TOKEN])
     for name in dates:
-        parsed = pd.to_datetime(df[name], utc=True, format="ISO8601")
+        try:
+            parsed = pd.to_datetime(df[name], utc=True, format="ISO8601")
+        except (TypeError, ValueError):
+            continue  # not a time: kept as read
         df[name] = parsed.dt.as_unit("ns") if len(df) else parsed.astype("datetime64[ns, UTC]")
     _decode_json(df, json_cols)
     return _coerce(df)
