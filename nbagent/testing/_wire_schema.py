@@ -1,4 +1,5 @@
-"""Structured output on the fake server's three wire formats, and the strict checks the APIs apply.
+"""Structured output and tool definitions on the fake server's three wire formats, and the
+strict checks the APIs apply to them (tool definitions: :func:`check_tools`).
 
 Where each API takes the schema of a structured answer:
 
