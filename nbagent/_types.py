@@ -354,6 +354,11 @@ class ProviderItem:
     status: str | None = None
     known: bool = True
 
+    def __post_init__(self) -> None:
+        # what goes back to the API as it came: read-only, so an edit through the transcript
+        # cannot change what the next request sends while the store keeps the original
+        object.__setattr__(self, "raw", frozen(self.raw))
+
     @property
     def call_id(self) -> str | None:
         """The wire id (``mcp_...``, ``ws_...``, ``mcptoolu_...``) when it has one."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import pickle
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -160,7 +161,8 @@ def test_a_provider_calls_arguments_cannot_be_edited_through_the_log(
             wire = item.raw["input"] if api == "anthropic" else json.loads(item.raw["arguments"])
             assert wire == ARGS  # the item itself: untouched, and never handed out
             if api == "anthropic":
-                assert type(item.raw["input"]) is dict and item.raw["input"] is not row.arguments
+                assert item.raw["input"] is not row.arguments
+                refuses(item.raw["input"])  # the item in the transcript is read-only too
             assert json.loads(json.dumps(row.arguments)) == ARGS
             chat.ask("again")
             kind = "mcp_tool_use" if api == "anthropic" else "mcp_call"
@@ -212,7 +214,7 @@ def test_a_messages_citations_cannot_be_edited_through_the_frame(
                 cited[0]["cited_text"] = "EDITED BY ANALYST"
             refuses(chat.record.messages[-1].citations)
             assert chat.transcript[-1].citations == (WEB,)
-            assert type(chat.transcript[-1].citations[0]) is dict
+            refuses(chat.transcript[-1].citations[0])  # the transcript's item: read-only too
             chat.ask("Thanks")
             (back,) = sent_back(server, "anthropic", "text")
             assert back["citations"][0]["cited_text"] == WEB["cited_text"]
@@ -409,3 +411,17 @@ def test_hosted_rows_folded_from_scratch_are_one_per_call_with_its_step_and_outc
         if r.item_type.endswith("_use"):
             assert r.arguments == {"n": int(r.call_id[1:])}
             refuses(r.arguments)
+
+
+def test_a_provider_items_raw_in_the_transcript_is_read_only() -> None:
+    """The item itself (``chat.transcript``'s, not only the log's copy) refuses an edit: what
+    goes back to the API is what came, as the store keeps it."""
+    from nbagent import ProviderItem
+
+    item = ProviderItem("anthropic", "server_tool_use", {"id": "s1", "input": {"q": "capital"}})
+    with pytest.raises(TypeError):
+        item.raw["input"]["q"] = "EDITED"
+    with pytest.raises(TypeError):
+        item.raw["id"] = "s2"
+    assert item.raw == {"id": "s1", "input": {"q": "capital"}}
+    assert pickle.loads(pickle.dumps(item)) == item and json.loads(json.dumps(item.raw)) == item.raw
