@@ -352,10 +352,10 @@ def test_very_deep_arguments_are_an_error_result_not_a_crash() -> None:
 @pytest.mark.parametrize(
     ("arguments", "problem"),
     [
-        ({"order_id": "12"}, "order_id: expected integer, got str"),
-        ({"order_id": 12, "notify": "yes"}, "notify: expected boolean, got str"),
-        ({"order_id": 12, "notify": 1}, "notify: expected boolean, got int"),
-        ({"order_id": True}, "order_id: expected integer, got bool"),
+        ({"order_id": "12"}, "order_id: expected integer, got string"),
+        ({"order_id": 12, "notify": "yes"}, "notify: expected boolean, got string"),
+        ({"order_id": 12, "notify": 1}, "notify: expected boolean, got integer"),
+        ({"order_id": True}, "order_id: expected integer, got boolean"),
     ],
 )
 def test_arguments_are_validated_strictly_and_the_store_agrees(

@@ -411,7 +411,7 @@ def place(alt: Optional[Address] = None, many: list[Address] | None = None) -> s
 def test_problems_inside_an_optional_are_named() -> None:
     with pytest.raises(SchemaValidationError) as info:
         place.validate_arguments({"alt": {"street": "a", "zip": "x"}, "many": [{"street": "a"}]})
-    assert str(info.value) == "alt.zip: expected integer, got str; many[0].zip: Field required"
+    assert str(info.value) == "alt.zip: expected integer, got string; many[0].zip: Field required"
     with pytest.raises(SchemaValidationError, match="alt: matches none of the allowed shapes"):
         place.validate_arguments({"alt": 3})  # no shape of its type: nothing more to say
     two_objects = {"anyOf": [{"type": "object", "required": ["a"]}, {"required": ["b"]}]}

@@ -83,7 +83,7 @@ def test_an_edit_the_tool_refuses_stops_the_sweep_before_any_branch_runs() -> No
               edits={"issue_refund": [{"amount": 5}, {"order_id": "abc"}]})  # fmt: skip
     assert str(caught.value) == (
         "sweep: case '0', branch 'edit issue_refund 2': edited arguments for issue_refund are "
-        "invalid: order_id: expected integer, got str ({'order_id': 'abc', 'amount': 30.0}); "
+        "invalid: order_id: expected integer, got string ({'order_id': 'abc', 'amount': 30.0}); "
         "no branch ran"
     )
     assert Counter() == RAN  # no approve branch, no first edit ran before the refusal
