@@ -42,6 +42,8 @@ from ._schema import (
     call_target,
     callable_docs,
     check_name,
+    check_plain_json,
+    check_property_keys,
     format_validation_error,
     function_parameters,
     parse_docstring,
@@ -517,6 +519,10 @@ class Tool:
             raise SchemaValidationError("arguments must be a JSON object")
         problems = validate_json_schema(arguments, self.input_schema)
         if problems:
+            if self.parameters is None and self._params is not None:
+                # what only the converter sees (a dict key that is not a number), in the same
+                # round: a model that mends the schema's problems is not refused once more
+                problems = [*problems, *self._params.more_problems(arguments, problems)]
             raise SchemaValidationError("; ".join(problems))
         if self.parameters is not None:
             declared = self._parameters_model
@@ -805,12 +811,8 @@ def check_parameters_schema(owner: str, schema: Any) -> dict[str, Any]:
     problems = _schema_problems(schema, "parameters")
     if problems:
         raise ToolDefinitionError(f"{owner} is not a valid JSON Schema: " + "; ".join(problems))
-    try:
-        json.dumps(schema, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ToolDefinitionError(
-            f"{owner} is not JSON, as it is sent to the model: {exc}"
-        ) from None
+    check_plain_json(owner, schema)  # sent as it is: no inf, no dates
+    check_property_keys(owner, schema)  # a name one provider refuses fails every request
     reserved = sorted(
         INJECTED_PARAMS & (set(schema.get("properties") or {}) | set(schema.get("required") or []))
     )

@@ -120,3 +120,20 @@ def test_the_converters_problems_come_with_the_schemas() -> None:
     more = params.more_problems(arguments, reported)
     assert len(more) == 1 and more[0].startswith("counts.x.[key]: Input should be a valid integer")
     assert params.more_problems({"counts": {"1": "a"}, "n": 2}, []) == []
+
+
+def test_a_tool_names_every_problem_of_a_call_in_one_round() -> None:
+    """What only the converter sees (a dict key that is not a number) comes with the schema's
+    problems: a model that mends what it was told is not refused a second time."""
+    from nbagent import SchemaValidationError, tool
+
+    @tool
+    def tally(counts: dict[int, str], n: int) -> str:
+        """Tally."""
+        return ""
+
+    with pytest.raises(SchemaValidationError) as info:
+        tally.validate_arguments({"counts": {"x": "a"}, "n": "many"})
+    assert "n: expected integer, got string" in str(info.value)
+    assert "counts.x.[key]: Input should be a valid integer" in str(info.value)
+    assert tally.validate_arguments({"counts": {"1": "a"}, "n": 2}) == {"counts": {1: "a"}, "n": 2}

@@ -55,11 +55,19 @@ def _define(parameters: Any) -> type[Tool]:
         ({"type": "object", "required": "a"}, "'required' is a list of property names"),
         (
             {"type": "object", "properties": {"a": {"type": "number", "maximum": float("inf")}}},
-            "is not JSON",
+            "is not plain JSON at properties.a.maximum",
         ),
         (
             {"type": "object", "properties": {"a": {"default": datetime.date(2024, 1, 1)}}},
-            "is not JSON",
+            "is not plain JSON",
+        ),
+        (
+            {"type": "object", "properties": {"filter[id]": {"type": "string"}}},
+            "parameter name 'filter[id]' is refused by Anthropic's API",
+        ),
+        (
+            {"type": "object", "properties": {"$top": {"type": "integer"}}},
+            "parameter name '$top' is refused",
         ),
         (
             {"type": "object", "properties": {"query": {"type": "string"}, "tool_call": {}}},
