@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -38,7 +39,9 @@ from ._projection import (
     MESSAGE_COLUMNS,
     SCHEMAS,
     STEP_COLUMNS,
+    STEPS_ATTR,
     ColumnKind,
+    StepsRef,
     build_frame,
     dtypes,
     pandas_dtype,
@@ -101,7 +104,8 @@ def read_log(source: Any, kind: Kind = "calls", **query: Any) -> pd.DataFrame:
             selection of its rows): the chats of its rows.
         kind: ``"calls"`` (one row per tool call), ``"steps"`` (one row per
             model request) or ``"messages"`` (one row per message).
-        **query: Passed to the store's ``iter_events`` (e.g. which chats).
+        **query: Passed to the store's ``iter_events``: ``chat_id`` (a chat's
+            id, a ``Chat``, or a list of them) for those chats only.
 
     Returns:
         A frame with the fixed columns and dtypes of ``kind`` (see :func:`dtypes`);
@@ -124,7 +128,9 @@ def _logs_of(source: Any, query: dict[str, Any]) -> list[ChatRecord]:
     elif isinstance(getattr(source, "record", None), ChatRecord):
         logs = [source.record]  # a Chat
     elif callable(getattr(source, "iter_events", None)):  # a store
-        return fold_chats(source.iter_events(**query))
+        return _read_store(source, query)
+    elif _is_dataframe(source):  # iterating a frame gives its column names: say what it is
+        raise TypeError(f"read_log() reads chats, not a DataFrame: {_frame_hint(source)}")
     elif isinstance(source, Iterable) and not isinstance(source, (str, bytes)):
         items = list(source)
         if items and all(isinstance(i, Event) for i in items):
@@ -145,6 +151,72 @@ def _logs_of(source: Any, query: dict[str, Any]) -> list[ChatRecord]:
     return logs
 
 
+def _read_store(store: Any, query: dict[str, Any]) -> list[ChatRecord]:
+    """A store's chats; ``chat_id`` may be an id, a Chat, or a list of them."""
+    if "chat_id" not in query or query["chat_id"] is None:
+        return fold_chats(store.iter_events(**query))
+    rest = {k: v for k, v in query.items() if k != "chat_id"}
+    given = query["chat_id"]
+    many = isinstance(given, (list, tuple, set, frozenset))
+    ids = [_chat_id(c) for c in (given if many else [given])]
+    if not many:
+        return fold_chats(store.iter_events(chat_id=ids[0], **rest))
+    return [
+        log
+        for chat_id in dict.fromkeys(ids)
+        for log in fold_chats(store.iter_events(chat_id=chat_id, **rest))
+    ]
+
+
+def _chat_id(value: Any) -> str:
+    """A chat's id from an id or a Chat (anything with a record and an ``id``)."""
+    if isinstance(value, str):
+        return value
+    chat_id = getattr(value, "id", None)
+    if isinstance(getattr(value, "record", None), ChatRecord) and isinstance(chat_id, str):
+        return chat_id
+    raise TypeError(
+        f"chat_id takes a chat's id (str), a Chat, or a list of them; got {type(value).__name__}"
+    )
+
+
+def _is_dataframe(source: Any) -> bool:
+    pd = sys.modules.get("pandas")  # not imported: there is no DataFrame to tell apart
+    return pd is not None and isinstance(source, pd.DataFrame)
+
+
+_CALL_KEYS = ("tool", "status", "decision", "duration_ms", "chat_id", "step")
+"""The columns a frame needs to be read as a calls frame (summary, plots)."""
+
+
+def _frame_hint(df: pd.DataFrame) -> str:
+    """What the frame ``df`` looks like, and what to pass instead."""
+    cols = {str(c) for c in df.columns}
+    if set(_CALL_KEYS) <= cols and "call_id" in cols:
+        return (
+            "this is a calls frame (chat.log, read_log(...)) already: pass it to "
+            "log.summary() or the plots as it is"
+        )
+    if {"n_messages", "input_tokens", "stop_reason"} <= cols:
+        return (
+            "this is a steps frame (chat.steps): pass the chat, or its calls frame "
+            "(chat.log), to summarise or plot its tool calls"
+        )
+    if {"role", "kind", "content"} <= cols:
+        return (
+            "this is a messages frame (chat.messages): pass the chat, or its calls frame "
+            "(chat.log), to summarise or plot its tool calls"
+        )
+    if "chat_id" in cols:
+        return (
+            "a frame of chat ids without its chats (a batch's result or a scorecard "
+            "after pd.concat or a copy that dropped them): pass the results themselves, "
+            "e.g. read_log([result1, result2]), or the chats"
+        )
+    missing = [c for c in _CALL_KEYS if c not in cols]
+    return f"it lacks the calls columns {missing}; pass a Chat, a list of chats or chat.log"
+
+
 def _batch_run(source: Any) -> Any:
     """The run behind a batch result frame (``attrs["nbagent_batch"]``), duck-typed: the
     log sits below the batch and never imports it."""
@@ -155,8 +227,16 @@ def _batch_run(source: Any) -> Any:
     return run if "chat_id" in getattr(source, "columns", ()) else None
 
 
-def _frame(source: Any, kind: Kind = "calls") -> pd.DataFrame:
-    return source if _is_frame_of(source) else read_log(source, kind)
+def _frame(source: Any, what: str) -> pd.DataFrame:
+    """The calls frame of ``source`` for ``what`` (a function's name): a calls frame as it
+    is, else read; a frame that is not one is a ``TypeError`` saying what to pass."""
+    if not _is_frame_of(source):
+        return read_log(source, "calls")
+    if not set(_CALL_KEYS) <= {str(c) for c in source.columns}:
+        raise TypeError(
+            f"{what} takes a calls frame or what read_log() takes; {_frame_hint(source)}"
+        )
+    return source
 
 
 def _is_frame_of(source: Any) -> bool:
@@ -180,26 +260,33 @@ def summary(
 
     - ``errors`` counts ``error`` and ``timed_out``; ``error_rate`` is
       errors over calls that ran to an end (``ok``/``error``/``timed_out``);
-    - ``denial_rate`` is denials over the gated calls that were decided (by
-      anyone: ``decision`` ``approved``, ``denied`` or ``policy``); calls
-      still ``pending`` or rejected before a decision (``none``) are not in
-      it. Rates are fractions (0.25 = 25 %) to 3 decimals, NA when nothing
-      counts;
-    - ``p50_ms``/``p95_ms`` are over calls that ran, to 0.1 ms;
+    - ``denied`` counts every ``denied`` call (a declined external input too);
+      ``denial_rate`` is the denials among the gated calls that were decided
+      (by anyone: ``decision`` ``approved``, ``denied`` or ``policy``) over
+      those calls; calls still ``pending``, rejected before a decision
+      (``none``) or never gated (``auto``: a declined input) are not in it.
+      Rates are fractions (0.25 = 25 %) to 3 decimals, NA when nothing counts;
+    - ``p50_ms``/``p95_ms`` are over calls that ran, to 0.1 ms (a replayed
+      call, whose result was a recorded one, did not run: not in them);
     - ``tokens`` (input + output) and ``cost_usd`` are those of the model
-      request that asked for the call, split evenly among the calls it asked
-      for and summed; cost to 4 significant digits (both NA without a steps
-      frame; cost also NA for a group with a call asked for by a request whose
-      model's prices are unknown: its known part alone would understate the bill);
+      request that asked for the call, split among the calls of it in the
+      frame and summed: the tokens in whole tokens (the first calls get one
+      more where they do not divide), so the column adds up to the requests'
+      tokens exactly; the cost evenly, to 4 significant digits (both NA
+      without the steps; cost also NA for a group with a call asked for by a
+      request whose model's prices are unknown: its known part alone would
+      understate the bill);
     - the rows a fork copied from its parent (``shared``) are left out: those calls
       ran, and those tokens were spent, in the parent, which a store's summary
       counts already (``shared=True`` keeps them).
 
     Args:
         source: A calls frame (``chat.log``, :func:`read_log`) or anything
-            :func:`read_log` takes. A frame holds no requests: give ``steps``
-            with it (``summary(chat.log, steps=chat.steps)``), else its
-            ``tokens`` and ``cost_usd`` are NA.
+            :func:`read_log` takes. ``chat.log`` (and a frame made from it:
+            a selection, a copy) brings its chat's steps along; a frame
+            :func:`read_log` built, or one joined from several chats', holds
+            no requests: give ``steps`` with it, else its ``tokens`` and
+            ``cost_usd`` are NA.
         steps: The matching steps frame, to attribute tokens and cost to
             tools; read from ``source`` when it is not a frame.
         by: Column(s) to group by.
@@ -210,9 +297,9 @@ def summary(
     """
     import pandas as pd
 
-    calls = _frame(source, "calls")
-    if steps is None and not isinstance(source, pd.DataFrame):
-        steps = read_log(source, "steps")
+    calls = _frame(source, "log.summary()")
+    if steps is None:
+        steps = _attached_steps(source) if _is_frame_of(source) else read_log(source, "steps")
     if not shared:
         calls = _own(calls)
         steps = _own(steps) if steps is not None else None
@@ -225,16 +312,23 @@ def summary(
     flags["ok"] = ((status == "ok").fillna(False) & ~asked).astype("int64")
     flags["errors"] = status.isin(["error", "timed_out"]).astype("int64")
     flags["_ran"] = (status.isin(["ok", "error", "timed_out"]) & ~asked).astype("int64")
-    flags["denied"] = (status == "denied").fillna(False).astype("int64")
-    flags["_decided"] = (decision.isin(_DECIDED) & ~copied).astype("int64")
+    denied = (status == "denied").fillna(False)
+    decided = decision.isin(_DECIDED) & ~copied
+    flags["denied"] = denied.astype("int64")
+    flags["_decided"] = decided.astype("int64")
+    # the rate's denials are among its decided calls: a declined external input is
+    # ``denied`` with decision ``auto`` (nobody was asked to approve it)
+    flags["_denied_decided"] = (denied & decided).astype("int64")
     flags["pending"] = (decision == "pending").fillna(False).astype("int64")
-    flags["_ms"] = calls["duration_ms"].astype("float64")
+    flags["_ms"] = calls["duration_ms"].astype("float64").where(~_replayed(calls))
     shares = _token_shares(calls, steps)
-    flags["tokens"] = shares["input_tokens"] + shares["output_tokens"]
+    flags["tokens"] = shares["tokens"]
     flags["cost_usd"] = shares["cost_usd"]
     flags["_unpriced"] = flags["cost_usd"].isna().astype("int64")
     groups = flags.groupby(keys, sort=True, dropna=False, observed=True)
-    counts = groups[["calls", "ok", "errors", "_ran", "denied", "_decided", "pending"]].sum()
+    counts = groups[
+        ["calls", "ok", "errors", "_ran", "denied", "_decided", "_denied_decided", "pending"]
+    ].sum()
     ms = groups["_ms"]
     out = pd.DataFrame(index=counts.index)
     out["calls"] = counts["calls"]
@@ -243,7 +337,7 @@ def summary(
     out["error_rate"] = (counts["errors"] / counts["_ran"].where(counts["_ran"] > 0)).round(3)
     out["denied"] = counts["denied"]
     out["denial_rate"] = (
-        counts["denied"] / counts["_decided"].where(counts["_decided"] > 0)
+        counts["_denied_decided"] / counts["_decided"].where(counts["_decided"] > 0)
     ).round(3)
     out["pending"] = counts["pending"]
     out["p50_ms"] = ms.quantile(0.5).round(1)
@@ -275,6 +369,21 @@ def _hosted_pairs(calls: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return asked.fillna(False), copied.fillna(False)
 
 
+def _attached_steps(calls: pd.DataFrame) -> pd.DataFrame | None:
+    """The steps frame a chat's calls frame (``chat.log``) carries a way to, if any."""
+    ref = calls.attrs.get(STEPS_ATTR)
+    return ref() if isinstance(ref, StepsRef) else None
+
+
+def _replayed(calls: pd.DataFrame) -> pd.Series:
+    """Calls whose result was a recorded one (``replay_tools``): the tool did not run."""
+    import pandas as pd
+
+    if "replayed" not in calls.columns:
+        return pd.Series(False, index=calls.index)
+    return calls["replayed"].astype("boolean").fillna(False).astype(bool)
+
+
 def _own(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` less the rows a fork copied from its parent (``shared`` true)."""
     if "shared" not in frame.columns:
@@ -289,22 +398,41 @@ def _significant(values: pd.Series, digits: int) -> pd.Series:
 
 
 def _token_shares(calls: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
-    """Per call: the asking request's tokens and cost divided by the calls it asked for."""
+    """Per call: its share of the asking request's tokens and cost.
+
+    The tokens (input + output) are whole: each of the ``n`` calls a request asked for
+    gets ``tokens // n``, and the first ``tokens % n`` of them (in the frame's order) one
+    more, so the shares add up to the request's tokens exactly. The cost is divided evenly.
+    """
+    import numpy as np
     import pandas as pd
 
-    cols = ["input_tokens", "output_tokens", "cost_usd"]
-    empty = pd.DataFrame({c: pd.Series(float("nan"), index=calls.index) for c in cols})
+    empty = pd.DataFrame(
+        {
+            "tokens": pd.array([None] * len(calls), dtype="Int64"),
+            "cost_usd": pd.Series(float("nan"), index=calls.index),
+        },
+        index=calls.index,
+    )
     if steps is None or steps.empty or calls.empty:
         return empty
+    cols = ["input_tokens", "output_tokens", "cost_usd"]
     ok = steps[steps["error"].isna()].drop_duplicates(["chat_id", "step"], keep="last")
     keyed = calls[["chat_id", "step"]].reset_index(drop=True)
+    keyed["_rank"] = keyed.groupby(["chat_id", "step"], dropna=False).cumcount()
     per_step = keyed.groupby(["chat_id", "step"], dropna=False).size().rename("_n").reset_index()
     merged = keyed.merge(per_step, on=["chat_id", "step"], how="left").merge(
         ok[["chat_id", "step", *cols]], on=["chat_id", "step"], how="left"
     )
-    shares = merged[cols].astype("float64").div(merged["_n"].astype("float64"), axis=0)
-    shares.index = calls.index
-    return shares
+    total = merged["input_tokens"].astype("Int64") + merged["output_tokens"].astype("Int64")
+    n = merged["_n"].astype("int64")
+    base = total // n
+    extra = (merged["_rank"].astype("int64") < (total - base * n)).astype("Int64")
+    cost = merged["cost_usd"].astype("float64") / n.astype("float64")
+    return pd.DataFrame(
+        {"tokens": (base + extra).array, "cost_usd": np.asarray(cost, dtype="float64")},
+        index=calls.index,
+    )
 
 
 # ---------------------------------------------------------------- plots
@@ -500,7 +628,7 @@ def plot_durations(source: Any, ax: Axes | None = None) -> Figure:
     require("matplotlib", "log.plot_durations()")
     import numpy as np
 
-    df = _frame(source, "calls")
+    df = _frame(source, "log.plot_durations()")
     ran = df[df["duration_ms"].notna()]
     tools = (
         ran.groupby("tool")["duration_ms"].median().sort_values().index.tolist()

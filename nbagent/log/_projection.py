@@ -166,6 +166,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
+import weakref
 from collections.abc import Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
@@ -343,6 +344,52 @@ def glance(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+STEPS_ATTR = "nbagent_steps"
+"""The key of a calls frame's :class:`StepsRef` in its ``attrs``."""
+
+
+class StepsRef:
+    """The way from a chat's calls frame (``chat.log``) to its steps frame.
+
+    Kept in ``attrs``, which pandas copies deeply into every frame derived from it: a
+    copy is this object itself (no DataFrame is held, none copied). It holds the chat's
+    record (what the frames are built from) and its :class:`CallLog` weakly (for the
+    cached frame). A pickled one comes back without its chat and gives ``None``.
+    """
+
+    __slots__ = ("__weakref__", "_log", "_record")
+
+    def __init__(self, log: CallLog | None):
+        self._log = None if log is None else weakref.ref(log)
+        self._record = None if log is None else log.record
+
+    def __call__(self) -> pd.DataFrame | None:
+        """The chat's steps frame as it is now (``chat.steps``), or None."""
+        log = self._log() if self._log is not None else None
+        if log is not None:
+            return log.steps()
+        return build_frame([self._record], "steps") if self._record is not None else None
+
+    def __copy__(self) -> StepsRef:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> StepsRef:
+        return self
+
+    def __eq__(self, other: object) -> bool:  # pd.concat keeps attrs all its parts share
+        return isinstance(other, StepsRef) and other._record is self._record
+
+    def __hash__(self) -> int:
+        return id(self._record)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StepsRef, (None,))  # the record (locks, a live chat's) stays behind
+
+    def __repr__(self) -> str:
+        chat = self._record.chat_id if self._record is not None else None
+        return f"StepsRef({chat!r})"
+
+
 class CallLog:
     """One chat's DataFrames, built from its record when asked for and cached until it changes.
 
@@ -378,9 +425,13 @@ class CallLog:
 
         The frame has every column; shown in a notebook it displays the curated ones
         (:data:`GLANCE`; ``print`` shows pandas' own text of every column), and its
-        ``frame()`` is the whole frame, displayed whole (see :func:`glance`).
+        ``frame()`` is the whole frame, displayed whole (see :func:`glance`). Its
+        ``attrs["nbagent_steps"]`` (a :class:`StepsRef`) gives the chat's steps, so
+        ``log.summary(chat.log)`` has the tokens and cost of the requests.
         """
-        return glance(self.frame("calls"))
+        df = glance(self.frame("calls"))
+        df.attrs[STEPS_ATTR] = StepsRef(self)
+        return df
 
     def steps(self) -> pd.DataFrame:
         """One row per model request."""

@@ -669,9 +669,9 @@ def test_summary_per_tool(mixed_chat: Chat) -> None:
     # tokens of the request are split among its calls: 6 calls share 100 + 60 tokens
     assert s.loc["boom", "tokens"] == round(160 / 6)
     assert s.loc["refund", "tokens"] == 60  # 100 input + 20 output tokens, two calls
-    by_chat = log.summary(mixed_chat.log, by=["chat_id", "status"])
+    by_chat = log.summary(nbagent.read_log(mixed_chat), by=["chat_id", "status"])
     assert by_chat["calls"].sum() == len(mixed_chat.log)
-    assert by_chat["tokens"].isna().all()  # a bare frame has no steps
+    assert by_chat["tokens"].isna().all()  # a frame read_log built carries no steps
 
 
 def test_summary_is_rounded(mixed_chat: Chat) -> None:
@@ -973,6 +973,8 @@ def test_summaries_and_plots_take_a_batch_result_as_read_log_does() -> None:
         progress=False,
     )
     assert list(log.summary(result)["calls"]) == [2]
-    assert log.summary(result).equals(log.summary(nbagent.read_log(result)))
+    chats = nbagent.read_log(result)
+    steps = nbagent.read_log(result, "steps")
+    assert log.summary(result).equals(log.summary(chats, steps=steps))
     assert _png(log.plot_timeline(result)).startswith(b"\x89PNG")
     assert _png(log.plot_durations(result)).startswith(b"\x89PNG")
