@@ -20,6 +20,7 @@ plots need the ``plots`` extra (matplotlib), Parquet the ``parquet`` extra
 from __future__ import annotations
 
 import json
+import operator
 import re
 import sys
 from collections import Counter
@@ -448,11 +449,21 @@ def _axes(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]:
     return fig, fig.add_subplot()
 
 
+def _plain(text: Any) -> str:
+    """``text`` drawn as it is, as a label (a tick's, the legend's): matplotlib reads text
+    between two ``$`` as mathematics (a chat's title "Is it $5 or $6?" came out in
+    italics; "$\\foo{$" made savefig raise). An escaped ``\\$`` is drawn as ``$``, so
+    every ``$`` is escaped (a ``\\$`` too). Text nbagent places itself is drawn with
+    ``parse_math=False`` instead."""
+    return str(text).replace("$", r"\$")
+
+
 def _placeholder(fig: Figure, ax: Axes, text: str) -> Figure:
     ax.text(
         0.5,
         0.5,
         text,
+        parse_math=False,  # drawn as it is (see _plain)
         ha="center",
         va="center",
         fontsize=12,
@@ -464,7 +475,7 @@ def _placeholder(fig: Figure, ax: Axes, text: str) -> Figure:
 
 
 def plot_timeline(
-    source: Any, ax: Axes | None = None, *, max_rows: int = 60, relative: bool = True
+    source: Any, ax: Axes | None = None, *, max_rows: int | None = 60, relative: bool = True
 ) -> Figure:
     """Horizontal bars of tool calls, one row per call, grouped by the step that ran them.
 
@@ -478,7 +489,8 @@ def plot_timeline(
     Args:
         source: A calls frame or anything :func:`read_log` takes.
         ax: Draw into these axes instead of a new figure.
-        max_rows: Show at most this many calls (the latest).
+        max_rows: Show at most this many calls (the latest): a positive int, or None
+            for all of them.
         relative: x is milliseconds since the round's first start (else wall-clock time).
 
     Returns:
@@ -487,14 +499,15 @@ def plot_timeline(
     require("matplotlib", "log.plot_timeline()")
     import pandas as pd
 
+    max_rows = _max_rows(max_rows)
     if _is_frame_of(source):
-        df, titles = source, {}
+        df, titles = _frame(source, "log.plot_timeline()"), {}
     else:
         logs = _logs_of(source, {})
         df, titles = build_frame(logs, "calls"), {log.chat_id: log.title for log in logs}
     n_total = len(df)
-    rows = min(n_total, max_rows)
-    df = df.tail(max_rows).copy()
+    rows = n_total if max_rows is None else min(n_total, max_rows)
+    df = df.tail(rows).copy()
     chats = list(dict.fromkeys(df["chat_id"].tolist()))
     chat_label = _chat_labels(chats, titles) if len(chats) > 1 else {}
     # the step notes right of the axes grow with the chat labels: so does a new figure
@@ -534,13 +547,13 @@ def plot_timeline(
         if x0 is None:  # no time known at all (a partial replay): a label, no mark
             continue
         color = STATUS_COLORS.get(status, "#9e9e9e")
-        label = status if status not in seen else None
+        label = _plain(status) if status not in seen else None
         seen.add(status)
         if did_run:
             ax.barh(y, width, left=x0, height=0.7, color=color, edgecolor="white", label=label)
         else:
             ax.scatter([x0], [y], marker="X", s=60, color=color, zorder=3, label=label)
-    labels = df["tool"].astype("string").fillna("?").tolist()
+    labels = [_plain(t) for t in df["tool"].astype("string").fillna("?").tolist()]
     modes = df.groupby(["_chat", "_group"])["concurrency"].agg(
         lambda s: ", ".join(sorted({str(m) for m in s.dropna()}))
     )
@@ -552,6 +565,7 @@ def plot_timeline(
         name += f" · {mode}" if mode else " · not run"
         ax.annotate(
             name,
+            parse_math=False,  # a chat's title drawn as it is (see _plain)
             xy=(1.0, (min(ys) + max(ys)) / 2),
             xycoords=("axes fraction", "data"),
             xytext=(4, 0),
@@ -567,6 +581,23 @@ def plot_timeline(
     ax.set_title(f"Tool calls per step ({shown})", fontsize=11, loc="left")
     _finish_axes(ax, len(seen))
     return fig
+
+
+def _max_rows(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise TypeError("max_rows must be a positive int (or None for all), got bool")
+    if not isinstance(value, int):
+        try:
+            value = operator.index(value)  # numpy integers too
+        except TypeError:
+            raise TypeError(
+                f"max_rows must be a positive int (or None for all), got {type(value).__name__}"
+            ) from None
+    if value < 1:
+        raise ValueError(f"max_rows must be a positive int (or None for all), got {value}")
+    return value
 
 
 def _chat_labels(
@@ -621,6 +652,9 @@ def plot_durations(source: Any, ax: Axes | None = None) -> Figure:
         source: A calls frame or anything :func:`read_log` takes.
         ax: Draw into these axes instead of a new figure.
 
+    Replayed calls (``replayed``: their result was a recorded one) did not run and are
+    left out; the title says how many.
+
     Returns:
         The matplotlib ``Figure``; the x axis is logarithmic when durations span
         more than two orders of magnitude.
@@ -629,7 +663,8 @@ def plot_durations(source: Any, ax: Axes | None = None) -> Figure:
     import numpy as np
 
     df = _frame(source, "log.plot_durations()")
-    ran = df[df["duration_ms"].notna()]
+    # a replayed call's duration is that of reading its recorded result: it did not run
+    ran = df[df["duration_ms"].notna() & ~_replayed(df)]
     tools = (
         ran.groupby("tool")["duration_ms"].median().sort_values().index.tolist()
         if not ran.empty
@@ -638,8 +673,10 @@ def plot_durations(source: Any, ax: Axes | None = None) -> Figure:
     fig, ax = _axes(ax, (8.0, min(1.8 + 0.45 * max(len(tools), 1), 16.0)))
     if df.empty:
         return _placeholder(fig, ax, "no tool calls yet")
+    replayed = int((df["duration_ms"].notna() & _replayed(df)).sum())
+    left_out = f"; {replayed} replayed left out" if replayed else ""
     if ran.empty:
-        return _placeholder(fig, ax, "no tool call has run yet")
+        return _placeholder(fig, ax, f"no tool call has run yet{left_out}")
     data = [ran.loc[ran["tool"] == t, "duration_ms"].astype("float64").to_numpy() for t in tools]
     import inspect
 
@@ -664,7 +701,7 @@ def plot_durations(source: Any, ax: Axes | None = None) -> Figure:
         sub = ran[ran["tool"] == t]
         for status, part in sub.groupby(sub["status"].astype("string")):
             jitter = rng.uniform(-0.18, 0.18, len(part))
-            label = str(status) if status not in seen else None
+            label = _plain(status) if status not in seen else None
             seen.add(str(status))
             ax.scatter(
                 part["duration_ms"].astype("float64"),
@@ -675,13 +712,13 @@ def plot_durations(source: Any, ax: Axes | None = None) -> Figure:
                 label=label,
                 zorder=3,
             )
-    ax.set_yticks(range(1, len(tools) + 1), tools)
+    ax.set_yticks(range(1, len(tools) + 1), [_plain(t) for t in tools])
     values = ran["duration_ms"].astype("float64")
     positive = values[values > 0]
     if not positive.empty and positive.max() / positive.min() > 100:
         ax.set_xscale("log")
     ax.set_xlabel("duration (ms)")
-    ax.set_title(f"Tool call durations ({len(ran)} runs)", fontsize=11, loc="left")
+    ax.set_title(f"Tool call durations ({len(ran)} runs{left_out})", fontsize=11, loc="left")
     _finish_axes(ax, len(seen))
     return fig
 
