@@ -132,6 +132,9 @@ async def attach_batch_chat(chat: Chat, store: Any, batch_id: str, key: str) -> 
         StoreError: The store cannot be written, or already has a chat with this id.
     """
     st, ext, info = _plugged(chat, store)
+    # The batch keeps the input's prompt and asks again a chat of its own found stored empty
+    # (its process died before the prompt was written): the prompt needs no commit of its own.
+    ext.keeps_questions = False
     if await ext.created_in_batch(info, chat.system, batch_id, key):
         return chat.id  # one job with the loop's other chats' writes (PostgreSQL)
     await _written(st, ext.create, info, chat.system, None)

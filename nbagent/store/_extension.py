@@ -10,9 +10,15 @@ batches, each batch one transaction, at these boundaries:
   response that asked for the call), so a call's row exists before it is claimed;
 - the end of a tool round (its results are on disk before the next model
   request), of a step that parks the chat on an approval, and of ``complete``;
+- a model request that asks a question (a user message is queued): the question
+  first, so a crash while the model thinks loses nothing (a batch's chat excepted:
+  its batch keeps the prompt, and asks a chat it finds empty again);
 - at once: a decision, an options change, an always-allow rule added or revoked
   (the chat's state holds the rules), a failed request, an in-doubt call, a
-  denial, and a result that arrives while other calls of its round still run.
+  denial, and a result that arrives while other calls of its round still run;
+- an answer to a parked call (an external tool's, ``ask_user``'s) with that
+  call's result, never alone: an answer marked applied with no result made a
+  reloaded chat run the call as if nobody had answered.
 
 A model response whose calls run right away is written with their claim; a
 hard crash before that loses only that response (the next load asks the model
@@ -53,7 +59,10 @@ process, and a crash cannot make it run again silently: on load, a call left
 ``running`` by a process that is gone is *in doubt* (a ``CallInDoubt`` event,
 then a ``ToolCallFinished`` with status ``in_doubt`` whose result tells the
 model the outcome is unknown), unless its tool is declared ``idempotent``, in
-which case it is made runnable again.
+which case it is made runnable again. Only calls that start are claimed: the async
+driver claims together the calls its round starts at once (:meth:`StoreExtension._starting`),
+each later one right before it starts; claimed ahead, a call queued behind a running one
+was in doubt after a crash, though it never started.
 
 **Two drivers.** A chat is driven by one process at a time. If two processes
 drive the same chat at once, the first to claim a call runs it; the other one
@@ -101,7 +110,9 @@ from .._events import (
     Event,
     InputAnswered,
     InputRequested,
+    MessageAdded,
     ModelRequestFailed,
+    ModelRequestStarted,
     OptionsChanged,
     ReasoningDelta,
     RuleChanged,
@@ -115,7 +126,7 @@ from .._extension import ChatHost, Extension, Snapshot, writes_deferred
 from .._leases import Release
 from .._replay import Recordings
 from .._rules import Rule
-from .._types import RUNNABLE_STATUSES, Decision, ForkParent, PendingInput, ToolCall
+from .._types import FINAL_STATUSES, RUNNABLE_STATUSES, Decision, ForkParent, PendingInput, ToolCall
 from . import _codec as codec
 from ._follow import follow
 from ._process import LIVE_TOKENS, abandoned, new_owner
@@ -155,6 +166,11 @@ class StoreExtension(Extension):
         self._retry: concurrent.futures.Future[None] | None = None  # the background retry
         self._decided: dict[str, Decision] = {}  # written by decide(), their events to come
         self._answered: set[str] = set()  # inputs answered by answer_input(), events to come
+        self._results_due: set[str] = set()  # answered calls whose ToolCallFinished comes next
+        self._asked = False  # a user message is queued: written before the next request
+        # whether a question is written before the model is asked it; a batch's chat is
+        # not: its batch keeps the prompt and asks a chat stored empty again (attach_batch_chat)
+        self.keeps_questions = True
         self._running: set[str] = set()
         self._claimed: set[str] = set()  # claimed by catch_up, not started yet
         # claims whose commit may have gone through though it failed (its answer was lost,
@@ -274,7 +290,7 @@ class StoreExtension(Extension):
         # reads is folded and applied again at the first look (a no-op), never missed.
         looked = self._rules_token()
         seen = self.store.rule_changes(self.chat_id)
-        events = list(self.store.iter_events(self.chat_id, calls=known))
+        events = _answers_reopened(list(self.store.iter_events(self.chat_id, calls=known)), known)
         for e in events:  # the core folds them over the state's rules (``folded_rules``)
             if isinstance(e, RuleChanged):
                 self._readable_rule(e.rule)
@@ -446,13 +462,29 @@ class StoreExtension(Extension):
                 with self._lock:
                     noted = e.input_id in self._answered
                     self._answered.discard(e.input_id)
-                flush = True
+                    # a parked call answered: its result (the ToolCallFinished right after)
+                    # is written with this, in one transaction, never this alone (its input
+                    # applied and no result: a reloaded chat ran the external tool's body)
+                    follows = e.call is not None and e.call.status in FINAL_STATUSES
+                    if follows:
+                        self._results_due.add(e.call.id)  # type: ignore[union-attr]
+                flush = not follows
             case InputRequested():  # listed by store.pending_inputs() (answerable) at once
                 noted = None
                 if e.resume is not None and e.call is not None:  # a run parked: unclaimed
                     noted = self.owner
                     self._running.discard(e.call.id)
                 flush = True
+            case MessageAdded() if e.message.role == "user":  # a question: on disk before
+                self._asked = self.keeps_questions  # the model is asked it (below)
+                flush = False
+            case ModelRequestStarted() if self._asked:  # the question goes first
+                self._asked = False
+                if writes_deferred():  # with this start, by the catch_up before the request
+                    flush = True
+                else:  # before this start is queued: it rides in its finish's row (fold)
+                    self._flush_or_retry()
+                    flush = False
             case ToolCallFinished():
                 noted, flush = self._finished(e)
             case StepFinished():  # a generated step is written with the next claim or step,
@@ -486,8 +518,11 @@ class StoreExtension(Extension):
         self._claimed.discard(call.id)
         in_doubt = e.status == "in_doubt"
         owner = self._orphans.pop(call.id, self.owner) if in_doubt else self.owner
+        with self._lock:
+            answered = call.id in self._results_due  # its InputAnswered waits for it
+            self._results_due.discard(call.id)
         # Written at the end of the round, unless other calls of the round still run.
-        flush = bool(self._running) or in_doubt or e.status == "denied"
+        flush = bool(self._running) or in_doubt or e.status == "denied" or answered
         return (owner, call.finished_at), flush
 
     def _reset_status(self, e: CallInDoubt) -> str | None:
@@ -851,8 +886,28 @@ class StoreExtension(Extension):
             self._write_lock.release()
 
     def _to_claim(self, calls: Sequence[ToolCall]) -> list[ToolCall]:
-        """Those of a round's ``calls`` a catch-up claims: runnable, not claimed already."""
-        return [c for c in calls if c.id not in self._claimed and c.status in RUNNABLE_STATUSES]
+        """Those of a round's ``calls`` a catch-up claims: the ones that start at once (see
+        :meth:`_starting`), runnable, not claimed already."""
+        return [
+            c
+            for c in self._starting(calls)
+            if c.id not in self._claimed and c.status in RUNNABLE_STATUSES
+        ]
+
+    def _starting(self, calls: Sequence[ToolCall]) -> Sequence[ToolCall]:
+        """Of a round's ``calls`` (in the order the runner starts them), those it starts at
+        once: the first in sequential mode, else the first ``max_concurrency``. The others
+        are claimed by :meth:`claim` right before each starts, as the sync driver claims
+        every call. Claimed with the first, a call queued behind a running one was left
+        ``running`` in the store by a crash during that one, and the next load reported it
+        in doubt though it never started (its approval lost)."""
+        host = self._host
+        if len(calls) <= 1 or host is None or not host.alive:
+            return calls
+        options = host.chat.tool_options
+        if options.effective_concurrency == "sequential":
+            return calls[:1]
+        return calls[: max(1, options.effective_max_concurrency)]
 
     def _catch_up_now(self, calls: Sequence[ToolCall], stopping: bool) -> None:
         self._owed = False
@@ -1318,6 +1373,32 @@ class StoreExtension(Extension):
                 with contextlib.suppress(DecisionError):
                     answered.append(host.chat.get_call(p.call_id))
         return answered
+
+
+def _answers_reopened(events: list[Event], calls: dict[str, ToolCall]) -> list[Event]:
+    """A stored chat's events, less the answer to a parked call (an external tool's,
+    ``ask_user``'s) that was written without the call's result: its input waits again, so
+    that :meth:`StoreExtension.apply_inputs` applies the stored answer (the call's result
+    is written with it), and the call is never run as if nobody had answered.
+
+    Written by a version that wrote the answer's event at once and the result at the end
+    of the step: a process that died between the two left the input answered and the
+    call runnable, and the next load ran the external tool's body (the model read
+    ``null``; ``ask_user`` answered with an error)."""
+    parked = {
+        e.input_id
+        for e in events
+        if isinstance(e, InputRequested)
+        and e.call is not None
+        and e.resume is None
+        and e.input_id == e.call.id  # the call's own input, asked before it would run
+        and (c := calls.get(e.call.id)) is not None
+        and c.status in RUNNABLE_STATUSES
+        and c.result is None
+    }
+    if not parked:
+        return events
+    return [e for e in events if not (isinstance(e, InputAnswered) and e.input_id in parked)]
 
 
 def _answered_here(found: StoredInput, action: str, by: str, at: str) -> bool:

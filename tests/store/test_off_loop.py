@@ -126,7 +126,8 @@ def test_a_claim_is_committed_before_its_tool_runs_under_the_async_driver(backen
 
 def test_a_tool_round_commits_twice(tmp_path: Path) -> None:
     """One transaction for the claim, one for the result with the response's recording
-    (three before: the recording had its own)."""
+    (three before: the recording had its own), and one for the question, before the model
+    is asked it."""
     store = SQLiteStore(tmp_path / "t.db")
     chat = Chat(provider=ScriptedProvider(_script(5)), store=store).with_tools(lookup)
     chat.ask_later("go")
@@ -137,7 +138,7 @@ def test_a_tool_round_commits_twice(tmp_path: Path) -> None:
     conn.set_trace_callback(None)
     begins = sum(1 for s in statements if s.startswith("BEGIN"))
     assert chat.status == "complete"
-    assert begins == 2 * 5 + 1  # five rounds, then the answer
+    assert begins == 1 + 2 * 5 + 1  # the question, five rounds, then the answer
     store.close()
 
 
