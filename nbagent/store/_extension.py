@@ -129,7 +129,7 @@ from .._rules import Rule
 from .._types import FINAL_STATUSES, RUNNABLE_STATUSES, Decision, ForkParent, PendingInput, ToolCall
 from . import _codec as codec
 from ._follow import follow
-from ._process import LIVE_TOKENS, abandoned, new_owner
+from ._process import LIVE_TOKENS, abandoned, new_owner, other_host, this_host
 from ._protocol import (
     CallReset,
     ChatInfo,
@@ -1060,7 +1060,25 @@ class StoreExtension(Extension):
         except Exception:
             return None  # unknown still: the chat's next step reads it again (apply_decisions)
 
-    def _detach(self, why: str) -> None:
+    def _unchecked(self, hosts: list[str]) -> str:
+        """What a chat held by a claim made on another host says: that process cannot be
+        checked from here (a container replaced, a kernel on another machine), so loading
+        the chat again finds it running again; ``claim_timeout`` lets such a claim go."""
+        kind = type(self.store).__name__
+        store = kind if kind in ("SQLiteStore", "PostgresStore") else "the store"
+        names = ", ".join(sorted(set(hosts)))
+        now = "" if self.store.claim_timeout is None else f" (now {self.store.claim_timeout:g} s)"
+        return (
+            f"The claim was made on another host ({names}): this process ({this_host()}) "
+            "cannot tell whether that process is still running, so loading the chat again "
+            "finds the call running again. If it is gone (a replaced container, a "
+            f"restarted machine), open the store with {store}(..., claim_timeout=SECONDS)"
+            f"{now} and load the chat: a claim older than that counts as abandoned, and its "
+            "call is reported in doubt (rerun if its tool is idempotent), never run twice "
+            "silently."
+        )
+
+    def _detach(self, why: str, then: str | None = None) -> None:
         if self.detached is not None:
             return
         self.detached = why
@@ -1068,10 +1086,13 @@ class StoreExtension(Extension):
             self._pending = [x for x in self._pending if isinstance(x[0], ApprovalDecided)]
         with self._write_lock:
             self._unwritten = [x for x in self._unwritten if x.type == ApprovalDecided.type]
+        if then is None:
+            then = f"; load it again with Chat.load({self.chat_id!r}, store=...) to continue."
+        else:
+            then = f". {then}"
         warnings.warn(
             f"nbagent store: chat {self.chat_id} is being driven by another process "
-            f"({why}). This copy stops here (its steps return 'busy'); load it again with "
-            f"Chat.load({self.chat_id!r}, store=...) to continue.",
+            f"({why}). This copy stops here (its steps return 'busy'){then}",
             StoreConflictWarning,
             stacklevel=3,
         )
@@ -1205,6 +1226,7 @@ class StoreExtension(Extension):
                     continue
         orphans: list[tuple[ToolCall, StoredCall]] = []
         busy: list[str] = []
+        elsewhere: list[str] = []  # the hosts of the claims this process cannot check
         for c in foreign:
             sc = stored.get(c.id)
             if sc is None:
@@ -1213,10 +1235,13 @@ class StoreExtension(Extension):
                 busy.append(f"{c.name}({c.id}) is {sc.status} in the store")
             elif not abandoned(sc, self.store.claim_timeout):
                 busy.append(f"{c.name}({c.id}) is running in {sc.claimed_by}")
+                host_name = other_host(sc.claimed_by)
+                if host_name is not None:
+                    elsewhere.append(host_name)
             else:
                 orphans.append((c, sc))
         if busy:
-            self._detach("; ".join(busy))
+            self._detach("; ".join(busy), self._unchecked(elsewhere) if elsewhere else None)
             return
         for c, sc in orphans:
             tool = host.tool(c.name)

@@ -74,6 +74,20 @@ def owner_alive(owner: str | None) -> bool | None:
     return True
 
 
+def this_host() -> str:
+    """This machine's host name, as claims made here record it."""
+    return _HOST
+
+
+def other_host(owner: str | None) -> str | None:
+    """The host ``owner`` names when it is not this one (whether a process there is alive
+    cannot be told from here), else ``None``."""
+    parts = (owner or "").rsplit(":", 3)
+    if len(parts) != 4 or parts[0] == _HOST:
+        return None
+    return parts[0]
+
+
 def abandoned(call: StoredCall, claim_timeout: float | None) -> bool:
     alive = owner_alive(call.claimed_by)
     if alive is None:

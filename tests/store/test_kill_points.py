@@ -11,6 +11,8 @@ continues it. On SQLite and on PostgreSQL (``backend``, see ``conftest.py``).
   the model again (the chat came back empty, or as the previous turn left it);
 - the async API's sequential round killed while its first call runs: only that call is in
   doubt (the second, never started, was in doubt too: its approval lost);
+- a call left running by a process on another host (a replaced container): the warning
+  says so and names ``claim_timeout``, which lets it go.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +30,8 @@ import pytest
 
 import nbagent
 from nbagent import Chat, InputAnswered, tool
+from nbagent.store import StoreConflictWarning, open_store
 from nbagent.store import _codec as codec
-from nbagent.store import open_store
 from nbagent.testing import ScriptedProvider, call_tools, reply
 
 HEAD = """
@@ -297,6 +301,80 @@ def test_an_async_round_claims_only_the_calls_that_start(
         assert runs_of == ["a", "b", "c"]  # b and c never started before: each ran once
     else:
         assert sorted(runs_of) == sorted([*started, "c"])  # c ran once; a, b not again
+
+
+SLOW = """
+class Act(Tool):
+    \"\"\"Do an action that needs approval.\"\"\"
+
+    requires_approval = True
+
+    def execute(self, target: str) -> str:
+        print("RUNNING", flush=True)
+        time.sleep(60)
+        return "acted on " + target
+
+chat = Chat(provider=ScriptedProvider([call_tools(("act", {"target": "a"}, "ca"))]), store=DB)
+chat.with_tools(Act)
+chat.ask("act on a")
+print("ID", chat.id, flush=True)
+chat.approve(chat.pending_approvals[0])
+chat.complete()
+"""
+
+
+def test_a_claim_made_on_another_host_names_claim_timeout(backend: Any, runs: Path) -> None:
+    """A call left running by a process on another host (its container replaced) cannot be
+    checked from here: the chat stays busy, and the warning says why and names
+    ``claim_timeout``, which reports the call in doubt once the claim is that old."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HEAD + SLOW, backend.url],
+        env={**os.environ, "RUNS": str(runs)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    chat_id = None
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("ID"):
+                chat_id = line.split()[1]
+            if line.startswith("RUNNING"):
+                break
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert chat_id is not None
+    # the container is replaced: the claim names a host this process is not on
+    (owner,) = backend.sql("SELECT claimed_by FROM tool_calls WHERE call_id = 'ca'")[0]
+    backend.sql(
+        "UPDATE tool_calls SET claimed_by = ? WHERE call_id = 'ca'",
+        ("old-container-7f3a:" + owner.split(":", 1)[1],),
+    )
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        chat = Chat.load(chat_id, store=backend.url, tools=[Act], provider=ScriptedProvider([]))
+    try:
+        said = " ".join(str(w.message) for w in caught if w.category is StoreConflictWarning)
+        assert "another host (old-container-7f3a)" in said
+        assert "claim_timeout" in said
+        chat.complete()
+        assert chat.last_step is not None and chat.last_step.kind == "busy"
+    finally:
+        chat.close()
+
+    time.sleep(0.05)
+    store = backend.open(claim_timeout=0.01)
+    try:
+        chat = Chat.load(chat_id, store=store, tools=[Act], provider=ScriptedProvider([]))
+        assert chat.get_call("ca").status == "in_doubt"
+        chat.close()
+    finally:
+        store.close()
 
 
 def test_an_answer_stored_without_its_result_is_applied_on_load(db: str, runs: Path) -> None:
