@@ -158,7 +158,8 @@ class ToolExecutionError(NBAgentError):
 
 class ToolUnavailableError(NBAgentError, RuntimeError):
     """Calls ready to run name tools this chat does not have: a chat loaded without its
-    tools (``Chat.load(id, store=...)`` with no ``tools=``), or a tool removed meanwhile.
+    tools (``Chat.load(id, store=...)`` with no ``tools=``), a tool removed meanwhile, or
+    an MCP server's call in a chat without that server (its name now another tool's).
 
     Raised by ``complete()`` / ``step()`` before anything runs: nothing ran and nothing
     changed, each call keeps its decision (an approval is not used up). Give the chat its
@@ -169,16 +170,22 @@ class ToolUnavailableError(NBAgentError, RuntimeError):
 
     def __init__(self, calls: Sequence[ToolCall]):
         self.calls = list(calls)
-        names = sorted({c.name for c in self.calls})
+        names = sorted({_tool_named(c) for c in self.calls})
         lines = [f"  - {c.name}({c.id}): {_readiness(c)}" for c in self.calls]
         super().__init__(
-            f"{len(self.calls)} tool call(s) cannot run: this chat has no tool "
-            + ", ".join(repr(n) for n in names)
+            f"{len(self.calls)} tool call(s) cannot run: this chat does not have "
+            + ", ".join(names)
             + ":\n"
             + "\n".join(lines)
             + "\nNothing ran and every decision is kept. Give the chat its tools "
             "(Chat.load(..., tools=[...]) or chat.with_tools(...)) and call complete() again."
         )
+
+
+def _tool_named(call: ToolCall) -> str:
+    if call.server is None:
+        return f"tool {call.name!r}"
+    return f"tool {call.name!r} of MCP server {call.server!r}"
 
 
 def _readiness(call: ToolCall) -> str:

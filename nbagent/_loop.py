@@ -239,7 +239,7 @@ class LoopMixin(ChatCore):
             self._finish_step(result, budget=spent or "steps")
             return result
         if self._sources and (
-            action == "generate" or any(c.name not in self._tools for c in calls)
+            action == "generate" or any(not self._has_own_tool(c) for c in calls)
         ):
             # tool sources (MCP servers) connect lazily and follow list changes: only a
             # request (or a call of a tool not listed yet: a loaded chat) needs their
@@ -797,16 +797,28 @@ class LoopMixin(ChatCore):
         return events
 
     def _missing_tool(self, c: ToolCall) -> bool:
-        """A call ready to run whose tool this chat does not have (a chat loaded without its
-        tools): it waits for the tool instead of being answered "not available", which
-        used up an approval for good.
+        """A call ready to run whose tool this chat does not have: it waits for the tool
+        instead of being answered "not available", which used up an approval for good.
 
-        An MCP server's call while the chat has its sources is the exception: the server
-        no longer listing the tool is the server's answer (the call errs, as before).
+        The tool is the one the call was made for: of the same name *and* server (a local
+        tool, or another server's tool of that name, is not an MCP server's tool: the
+        record would name the server the person approved while another tool ran). An
+        MCP server's call while that server is in the chat is the exception: the server
+        no longer listing the tool, or the name now meaning another tool, is answered
+        (the call errs, ``_prepare_round``).
         """
-        if c.hosted or c.name in self._tools:
+        if c.hosted or self._has_own_tool(c):
             return False
-        return c.server is None or not self._sources
+        return c.server is None or not self._serves(c.server)
+
+    def _has_own_tool(self, c: ToolCall) -> bool:
+        """The chat has the tool ``c`` was made for, as last listed (name and server)."""
+        tool = self._tools.get(c.name)
+        return tool is not None and tool.server == c.server
+
+    def _serves(self, server: str) -> bool:
+        """Whether one of the chat's tool sources is the MCP server of that label (as listed)."""
+        return any(t.server == server for tools in self._source_tools for t in tools)
 
     def _prepare_round(self, calls: Sequence[ToolCall]) -> _RunRound:
         jobs: list[Job] = []
@@ -819,15 +831,14 @@ class LoopMixin(ChatCore):
                     events.extend(self._answer_hosted(c, after))
                     continue
                 tool = self._tools.get(c.name)
-                if tool is None:
-                    events.extend(
-                        self._answer(
-                            c,
-                            "error",
-                            f"Error: tool {c.name!r} is not available in this process; not run.",
-                            after,
-                        )
+                if tool is None or tool.server != c.server:  # its server is here, not its tool
+                    why = (
+                        f"MCP server {c.server!r} no longer offers tool {c.name!r}"
+                        if tool is None
+                        else f"tool {c.name!r} of MCP server {c.server!r} is hidden: that "
+                        f"name now belongs to {_owner(tool)}"
                     )
+                    events.extend(self._answer(c, "error", f"Error: {why}; not run.", after))
                     continue
                 try:
                     # a copy: the tool's own changes to its inputs reach nobody else
@@ -929,6 +940,13 @@ def _off_choice(c: ToolCall, choice: str) -> tuple[Literal["skipped"], str] | No
             "Call it again in a later response if it is still needed."
         )
     return None
+
+
+def _owner(tool: Tool) -> str:
+    """Whose a tool is, in words: an MCP server's, or the chat's own."""
+    if tool.server is None:
+        return "a tool of the chat's own"
+    return f"MCP server {tool.server!r}"
 
 
 RAW_SHOWN = 400

@@ -275,7 +275,7 @@ def test_a_gated_call_whose_tool_is_missing_is_refused(db: Path, counter: Path) 
     # an approval is not used up by a process that cannot run the call: it waits for one
     # that can, and complete() says so (it answered "not available", for good)
     for drive in (chat.complete, chat.step):
-        with pytest.raises(ToolUnavailableError, match=r"no tool 'refund'") as caught:
+        with pytest.raises(ToolUnavailableError, match=r"does not have tool 'refund'") as caught:
             drive()
         assert [c.id for c in caught.value.calls] == [call.id]
         assert "approved, not run" in str(caught.value)
