@@ -275,16 +275,24 @@ class Connection:
             except BaseException as exc:
                 # the session task is stuck in the handshake, deaf to ``stop``: cancel it
                 # (the transport still stops the process: stdin closed, then its group ended)
-                await self.drop(cancel=True)
                 if isinstance(exc, TimeoutError) and limit.expired():
+                    # stopped in the background: its grace to exit is not the caller's wait
+                    _in_background(self.drop(cancel=True))
                     raise MCPServerError(
                         f"MCP server {self.label!r} did not finish connecting within "
-                        f"{self.connect_timeout:g} s (connect_timeout); it was stopped"
+                        f"{self.connect_timeout:g} s (connect_timeout); it is being stopped"
                     ) from None
+                await self.drop(cancel=True)
                 if isinstance(exc, Exception) and not isinstance(exc, MCPServerError):
+                    why = f"{type(exc).__name__}: {_short(exc)}"
+                    if self.lost_reason:  # a stdio server that exited while starting
+                        why = (
+                            f"{self.lost_reason}; {why}. Its stderr, which may say why, went "
+                            "to this process's stderr (in a notebook: the terminal or log of "
+                            "the Jupyter server, not the notebook)"
+                        )
                     raise MCPServerError(
-                        f"MCP server {self.label!r} could not be started or reached: "
-                        f"{type(exc).__name__}: {_short(exc)}"
+                        f"MCP server {self.label!r} could not be started or reached: {why}"
                     ) from exc
                 raise
             self.generation += 1

@@ -320,6 +320,8 @@ async def stdio_transport(
                     try:
                         chunk = await process.stdout.receive(_READ)
                     except (anyio.EndOfStream, anyio.ClosedResourceError):
+                        if not stopping:  # said before the session sees the end
+                            on_lost(await _ended(process))
                         break
                     for line in lines.feed(chunk):
                         if not await deliver(line):
@@ -363,6 +365,18 @@ async def stdio_transport(
                 for stream in (read_out, write_in, read_in, write_out):
                     await stream.aclose()
             tg.cancel_scope.cancel()
+
+
+async def _ended(process: Any) -> str:
+    """Why a server's output ended: its exit code, once it exits (waited for briefly)."""
+    import anyio
+
+    with anyio.move_on_after(1.0):
+        await process.wait()
+    code = getattr(process, "returncode", None)
+    if code is None:
+        return "the server closed its output"
+    return f"the server's process ended (exit code {code})"
 
 
 async def _stop(process: Any) -> None:
