@@ -310,7 +310,9 @@ class Connection:
             async with opening as client:
                 self.client, self.broken = client, False
                 info = getattr(client, "server_info", None)
-                self.server_name = getattr(info, "name", None)
+                name = getattr(info, "name", None)  # the server's own word: its secrets out
+                self.server_name = self.scrub(clean(name)[:200]) if isinstance(name, str) else None
+                _keep_unmatched_output(client)
                 await _ask_for_logs(client)
                 if not ready.done():
                     ready.set_result(None)
@@ -435,6 +437,9 @@ class Connection:
             if parking is not None and _modern(client):
                 return await self._parked_call(client, name, arguments, progress, *parking)
             return await client.call_tool(name, arguments, progress_callback=progress)
+        except UnmatchedOutput as exc:  # the tool ran: its answer stands, with the problem
+            log.warning("MCP server %r, %r: %s", self.label, name, self.scrub(exc.first_line))
+            return exc.marked()
         except (InputsRequired, MCPServerError):
             raise
         except Exception as exc:
@@ -637,6 +642,54 @@ async def _has_resources(client: Any) -> bool:
 
 def _same(text: str) -> str:
     return text
+
+
+OUTPUT_MISMATCH: Final = "io.nbagent/outputSchemaMismatch"
+"""The ``_meta`` key of a result whose structured content broke the tool's ``outputSchema``
+(the SDK's check failed, after the tool ran): its first line (see ``_results.py``)."""
+
+
+class UnmatchedOutput(Exception):
+    """A tool's answer the SDK found not matching the tool's own ``outputSchema`` (or the
+    schema unusable): the tool ran, so its answer is kept (:meth:`marked`), never lost
+    as if the server were gone."""
+
+    def __init__(self, answer: Any, problem: str):
+        super().__init__(problem)
+        self.answer = answer  # the SDK's CallToolResult
+        self.problem = problem
+
+    @property
+    def first_line(self) -> str:
+        """The problem's first line (jsonschema adds the schema and the instance)."""
+        text = self.problem.strip()
+        return (text.splitlines()[0] if text else "invalid")[:500]
+
+    def marked(self) -> Any:
+        """The result, its ``_meta`` saying what is wrong with it."""
+        meta = dict(getattr(self.answer, "meta", None) or {})
+        meta[OUTPUT_MISMATCH] = self.first_line
+        return self.answer.model_copy(update={"meta": meta})
+
+
+def _keep_unmatched_output(client: Any) -> None:
+    """Have the SDK's check of a result against the tool's ``outputSchema`` raise
+    :class:`UnmatchedOutput` holding the result, instead of a bare ``RuntimeError`` that
+    loses it (and read as the server lost: it was restarted, and a paid call's answer
+    thrown away)."""
+    session: Any = getattr(client, "session", None)
+    check = getattr(session, "validate_tool_result", None)
+    if session is None or check is None or getattr(check, "_nbagent_keeps", False):
+        return
+
+    async def validate(name: str, result: Any) -> None:
+        try:
+            await check(name, result)
+        except RuntimeError as exc:  # the SDK's word for a result or schema it refuses
+            raise UnmatchedOutput(result, str(exc)) from None
+
+    validate._nbagent_keeps = True  # type: ignore[attr-defined]
+    session.validate_tool_result = validate
 
 
 def _in_background(coro: Coroutine[Any, Any, None]) -> None:

@@ -14,6 +14,9 @@
   see ``_resources.py``).
 - ``structuredContent`` with no content block (the spec asks servers to send
   both): its compact JSON.
+- a result whose ``structuredContent`` does not match the tool's own ``outputSchema``
+  (the SDK refuses it after the tool ran): kept as it came, with a last line saying so
+  (``output_error``); an error instead would have the model run a paid call again.
 
 The value is an :class:`MCPResult`, a ``str`` (what the model reads) that
 also keeps ``structured_content`` and the raw ``content`` blocks for Python
@@ -31,6 +34,7 @@ from .._media import IMAGE_TYPES, sniff, sniff_audio
 from .._result_text import part_label
 from .._types import AudioPart, FilePart, ImagePart, Part
 from .._unicode import clean
+from ._connection import OUTPUT_MISMATCH
 
 
 class MCPResult(str):
@@ -49,6 +53,9 @@ class MCPResult(str):
     parts: tuple[Part, ...]
     uri: str | None = None
     """The resource it was read from (``server.read_resource(uri)``), else ``None``."""
+    output_error: str | None = None
+    """Why its ``structured_content`` does not match the tool's ``outputSchema`` (the
+    answer is kept as the server sent it), else ``None``."""
 
     def __new__(
         cls,
@@ -172,4 +179,13 @@ def result_value(result: Any) -> MCPResult:
     text = "\n".join(lines)
     if not blocks and structured is not None:
         text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"), default=str)
-    return MCPResult(text, structured, [_dump(b) for b in blocks], tuple(parts))
+    problem = (getattr(result, "meta", None) or {}).get(OUTPUT_MISMATCH)
+    if isinstance(problem, str):
+        text += (
+            f"\n[note: the tool ran and answered the above, but its structured content "
+            f"does not match its declared output schema ({clean(problem)})]"
+        )
+    value = MCPResult(text, structured, [_dump(b) for b in blocks], tuple(parts))
+    if isinstance(problem, str):
+        value.output_error = clean(problem)
+    return value
