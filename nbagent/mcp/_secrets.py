@@ -11,9 +11,23 @@ anything shaped like an API key (the providers' scrubber,
 :func:`nbagent._errors.scrub`) become ``***``, and an SDK error chained
 underneath that shows one is cut off the chain.
 
+Which values are secrets (:func:`secret_values`): an ``env`` / header / URL query
+value whose *name* says so (``API_KEY``, ``GITHUB_TOKEN``, ``Authorization``,
+``DB_PASSWORD``, ``Cookie``...: :func:`secret_name`), any value shaped like a key
+(:func:`key_shaped`) or an ``Authorization`` scheme (``Bearer ...``), a URL's user and
+password (``DATABASE_URL=postgres://app:pw@db/x``), and whatever the user marks
+(``MCPServer.stdio(..., secrets=[...])``). Ordinary configuration is not: ``TZ=Europe/Paris``,
+``APP_ENV=production`` or ``DEFAULT_FORMAT=string`` replaced wherever it appears would
+mangle the server's results and its tools' schemas (every ``"type": "string"`` read
+``"type": "***"``, and each call was refused). Its value is still never shown by the
+``repr`` (which shows no ``env`` nor header at all). A tool's input schema keeps its
+structure words (``type``, ``format``, ``required``, ``pattern``, ``$ref``) as they are;
+an ``enum`` member, a ``const``, ``default`` or example that shows a secret is left out
+rather than rewritten (:func:`scrubbed_schema`).
+
 Only values of :data:`MIN_SECRET_CHARS` characters or more are secrets to
-replace in free text: ``env={"DEBUG": "1"}`` must not turn every ``1`` of a
-message into ``***``. Shorter values are still never shown by the ``repr``.
+replace in free text: ``env={"PIN": "1"}`` must not turn every ``1`` of a
+message into ``***``.
 """
 
 from __future__ import annotations
@@ -43,6 +57,29 @@ _SECRET_NAME = re.compile(
     re.IGNORECASE,
 )
 """An option name whose value is a secret (``--token``, ``--api-key``, ``--password``...)."""
+
+_SECRET_KEY_WORDS = re.compile(
+    r"key|token|secret|passw|pass(?![a-z])|pwd|auth(?!ors?(?![a-z]))|credential|cookie|"
+    r"session|private|signature|bearer|dsn|salt",
+    re.IGNORECASE,
+)
+_SECRET_KEY_PARTS = frozenset({"pat", "sig", "sas", "jwt", "otp", "pin", "sid"})
+_NAME_WORDS = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+_AUTH_VALUE = re.compile(r"(bearer|basic|token|digest|apikey)\s+\S", re.IGNORECASE)
+
+
+def secret_name(name: str) -> bool:
+    """Whether an environment variable, header or query parameter of this name holds a
+    secret: its name has ``KEY``, ``TOKEN``, ``SECRET``, ``PASSW`` / ``PWD``, ``AUTH``
+    (not ``AUTHOR``), ``CREDENTIAL``, ``COOKIE``, ``SESSION``, ``PRIVATE``, ``SIGNATURE``,
+    ``BEARER``, ``DSN`` or ``SALT`` in it, ends a word in ``PASS``, or has a word ``PAT``,
+    ``SIG``, ``SAS``, ``JWT``, ``OTP``, ``PIN`` or ``SID`` (``GITHUB_TOKEN``,
+    ``X-Api-Key``, ``Authorization``, ``PGPASS``... but not ``TZ``, ``APP_ENV``,
+    ``HOME`` or ``LOG_LEVEL``)."""
+    if _SECRET_KEY_WORDS.search(name):
+        return True
+    return any(w.lower() in _SECRET_KEY_PARTS for w in _NAME_WORDS.split(name) if w)
+
 
 _KEY_PREFIXES = (
     "sk-",
@@ -92,8 +129,11 @@ _QUERY = re.compile(r"([?&;][^=&#\s]*=)([^&#\s]*)")
 
 def masked_url(url: str) -> tuple[str, list[str]]:
     """``(shown, secrets)`` for a URL: its user and password, its query values and its
-    key-shaped path segments (``/s/<key>/mcp``) as ``***``, and those values (with the
-    ``user:password`` pair in base64, as ``Authorization: Basic`` sends it)."""
+    key-shaped path segments (``/s/<key>/mcp``) shown as ``***``; and the secrets among
+    them: the user and password (with the ``user:password`` pair in base64, as
+    ``Authorization: Basic`` sends it), the key-shaped segments, and the query values
+    named like a secret (``?api_key=``, ``?token=``) or key-shaped (``?region=eu`` is
+    hidden from the ``repr`` but no secret to replace in the server's answers)."""
     try:
         parts = urlsplit(url)
         user, password = parts.username, parts.password
@@ -114,7 +154,7 @@ def masked_url(url: str) -> tuple[str, list[str]]:
             path.append(REDACTED)
         else:
             path.append(segment)
-    secrets.extend(v for _, v in parse_qsl(parts.query) if v)
+    secrets.extend(v for k, v in parse_qsl(parts.query) if v and (secret_name(k) or key_shaped(v)))
     query = _QUERY.sub(lambda m: m[1] + (REDACTED if m[2] else ""), "?" + parts.query)[1:]
     shown = f"{parts.scheme}://{netloc}{'/'.join(path)}"
     if query:
@@ -220,23 +260,46 @@ def _pieces(value: str) -> list[str]:
     return [p for p in (value, *words) if len(p) >= MIN_SECRET_CHARS]
 
 
+def secret_values(entries: Mapping[str, str] | None) -> list[str]:
+    """The secret values among ``env`` or ``headers`` entries: those whose name is a
+    secret's (:func:`secret_name`), those key-shaped or an ``Authorization`` scheme
+    (``Bearer ...``), and the user and password of a URL value (``DATABASE_URL=
+    postgres://app:pw@db/app``)."""
+    found: list[str] = []
+    for name, value in (entries or {}).items():
+        value = str(value)
+        bare = value.strip()
+        if _looks_like_url(bare):
+            found.extend(masked_url(bare)[1])
+        if secret_name(str(name)) or key_shaped(bare) or _AUTH_VALUE.match(bare):
+            found.append(value)
+        elif not _looks_like_url(
+            bare
+        ):  # a list of values (``a,b``) or a command line holding a key
+            found.extend(w for w in re.split(r"[\s,;]+", bare) if w != bare and key_shaped(w))
+    return found
+
+
 def server_secrets(
     *,
     env: Mapping[str, str] | None = None,
     headers: Mapping[str, str] | None = None,
     url: str | None = None,
     argv: Sequence[str] = (),
+    values: Sequence[str] = (),
 ) -> tuple[str, ...]:
     """Every secret value a server was given, longest first, for :func:`scrub`.
 
-    The values of ``env`` and ``headers`` (not the names), the URL's user,
-    password (also as the base64 ``user:password`` of ``Authorization: Basic``),
-    query values and key-shaped path segments, and the arguments :func:`masked_argv`
-    hides; each only if at least :data:`MIN_SECRET_CHARS` long, and each also as a
-    JSON string escapes it (``"`` and ``\\`` escaped, non-ASCII as ``\\uXXXX``).
+    ``values`` (the secrets among its ``env`` or ``headers``, :func:`secret_values`, and
+    those the user marked), every value of ``env`` and ``headers`` given here (not the
+    names: pass only secret entries), the URL's user, password (also as the base64
+    ``user:password`` of ``Authorization: Basic``), secret query values and key-shaped
+    path segments, and the arguments :func:`masked_argv` hides; each only if at least
+    :data:`MIN_SECRET_CHARS` long, and each also as a JSON string escapes it (``"`` and
+    ``\\`` escaped, non-ASCII as ``\\uXXXX``).
     """
     found: set[str] = set()
-    for value in (*(env or {}).values(), *(headers or {}).values()):
+    for value in (*(env or {}).values(), *(headers or {}).values(), *values):
         found.update(_pieces(str(value)))
     if url is not None:
         found.update(masked_url(url)[1])
@@ -303,6 +366,62 @@ def _scrubbed_json(value: Any, secrets: Sequence[str]) -> Any:
     return value
 
 
+_SCHEMA_KEPT = frozenset(
+    {"type", "format", "required", "pattern", "$ref", "$schema", "$id", "$anchor"}
+    | {"$dynamicRef", "$dynamicAnchor", "contentMediaType", "contentEncoding"}
+    | {"dependentRequired"}
+)
+"""JSON Schema words kept as they are: rewritten, the schema says something else (an env
+value ``string`` made every ``"type": "string"`` a ``"type": "***"``)."""
+_SCHEMA_MAPS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
+_SCHEMA_VALUES = frozenset({"const", "default"})
+
+
+def _reveals(value: Any, secrets: Sequence[str]) -> bool:
+    return _scrubbed_json(value, secrets) != value
+
+
+def scrubbed_schema(schema: Any, secrets: Sequence[str]) -> Any:
+    """A tool's input schema with the server's secrets out of it, its structure intact.
+
+    Text (``description``, ``title``, unknown keywords) has them as ``***``; the words
+    that make the schema (:data:`_SCHEMA_KEPT`) are never rewritten; an ``enum`` member
+    or ``examples`` entry that shows one is left out, and so is a ``const`` or ``default``
+    (a ``***`` there would be a value the model is told to send). Property names are
+    kept. The same object when no secret shows.
+    """
+    if not secrets or not _reveals(schema, secrets):
+        return schema
+    return _schema(schema, secrets)
+
+
+def _schema(node: Any, secrets: Sequence[str]) -> Any:
+    if isinstance(node, list):  # items: [...] (draft 4), anyOf / allOf / oneOf...
+        return [_schema(n, secrets) for n in node]
+    if not isinstance(node, dict):
+        return node if isinstance(node, bool) else _scrubbed_json(node, secrets)
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _SCHEMA_KEPT:
+            out[key] = value
+        elif key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: _schema(sub, secrets) for name, sub in value.items()}
+        elif key in ("enum", "examples") and isinstance(value, list):
+            kept = [v for v in value if not _reveals(v, secrets)]
+            if kept or not value:
+                out[key] = kept
+        elif key in _SCHEMA_VALUES:
+            if not _reveals(value, secrets):
+                out[key] = value
+        elif isinstance(value, (dict, list)):
+            out[key] = _schema(value, secrets)
+        else:
+            out[key] = _scrubbed_json(value, secrets)
+    return out
+
+
 def scrubbed_result(value: T, secrets: Sequence[str]) -> T:
     """A tool's answer (an ``MCPResult``) with the server's secrets replaced by ``***``
     in its text, structured content and text blocks (a tool that echoes its environment,
@@ -325,16 +444,22 @@ def scrubbed_result(value: T, secrets: Sequence[str]) -> T:
         getattr(value, "parts", ()),
     )
     out.uri = getattr(value, "uri", None)  # type: ignore[attr-defined]
+    problem = getattr(value, "output_error", None)
+    out.output_error = None if problem is None else _replaced(problem, secrets)  # type: ignore[attr-defined]
     return out
 
 
 # ------------------------------------------------------------------ the SDK's own logs
 _LOGGED: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
 _LOGGED_LOCK = threading.Lock()
-_SDK_LOGGERS = ("mcp", "httpx", "httpx2", "httpcore")
+_SDK_LOGGERS = ("mcp", "httpx", "httpx2", "httpcore", "httpcore2")
 """Loggers (and their children) whose records may quote a server's URL, headers or
 messages: the SDK's (``mcp.client.streamable_http`` logs each request at DEBUG) and its
-HTTP client's."""
+HTTP client's (``httpcore2.http11`` logs each response's headers at DEBUG, an
+``Authorization`` a server says back in ``WWW-Authenticate`` among them)."""
+_HTTP_CORE_LOGGERS = ("connection", "http11", "http2", "proxy", "socks")
+"""The children the HTTP cores log from, made here when not yet: their modules are imported
+only once a request is sent, after the filter was put on every logger that existed."""
 
 
 class _SdkLogScrub(logging.Filter):
@@ -376,7 +501,10 @@ def guard_sdk_logs(owner: Any = None, secrets: Sequence[str] = ()) -> None:
         for n in list(logging.root.manager.loggerDict)
         if any(n == root or n.startswith(root + ".") for root in _SDK_LOGGERS)
     ]
-    for name in dict.fromkeys([*_SDK_LOGGERS, *names]):
+    cores = [
+        f"{core}.{child}" for core in ("httpcore", "httpcore2") for child in _HTTP_CORE_LOGGERS
+    ]
+    for name in dict.fromkeys([*_SDK_LOGGERS, *cores, *names]):
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
@@ -390,5 +518,8 @@ __all__ = [
     "scrubbed_await",
     "scrubbed_call",
     "scrubbed_result",
+    "scrubbed_schema",
+    "secret_name",
+    "secret_values",
     "server_secrets",
 ]

@@ -75,6 +75,7 @@ from ._resources import (
 )
 from ._results import MCPResult, result_value
 from ._secrets import (
+    MIN_SECRET_CHARS,
     REDACTED,
     _scrubbed_json,
     guard_sdk_logs,
@@ -83,6 +84,8 @@ from ._secrets import (
     scrubbed_await,
     scrubbed_call,
     scrubbed_result,
+    scrubbed_schema,
+    secret_values,
     server_secrets,
 )
 
@@ -145,12 +148,13 @@ def local_names(prefix: str | None, remotes: Iterable[str]) -> tuple[dict[str, s
     return names, notes
 
 
-def _annotations(tool: Any) -> dict[str, Any]:
+def _annotations(tool: Any, secrets: Sequence[str]) -> dict[str, Any]:
+    """The server's hints for a tool, its secrets out of their text (a ``title``)."""
     ann = getattr(tool, "annotations", None)
     if ann is None:
         return {}
     dump = ann.model_dump(by_alias=True, exclude_none=True)
-    return dict(dump) if isinstance(dump, dict) else {}
+    return dict(_scrubbed_json(dump, secrets)) if isinstance(dump, dict) else {}
 
 
 def _told(server: MCPServer, definition: Any) -> tuple[str, dict[str, Any]]:
@@ -159,7 +163,7 @@ def _told(server: MCPServer, definition: Any) -> tuple[str, dict[str, Any]]:
     description = server._scrub_text((definition.description or definition.name).strip())
     schema = definition.input_schema
     schema = dict(schema) if isinstance(schema, Mapping) else {"type": "object"}
-    return description, _scrubbed_json(schema, server._secrets)
+    return description, scrubbed_schema(schema, server._secrets)
 
 
 def _check_rule(rule: Any, where: str) -> None:
@@ -187,10 +191,12 @@ class MCPTool(Tool, abstract=True):
         self.remote_name: str = definition.name
         self.name = name  # type: ignore[misc]
         self.description, self.parameters = _told(server, definition)  # type: ignore[misc]
-        self.annotations: dict[str, Any] = _annotations(definition)
+        self.annotations: dict[str, Any] = _annotations(definition, server._secrets)
         self.output_schema: dict[str, Any] | None = getattr(definition, "output_schema", None)
         self.timeout = server.timeout  # type: ignore[misc]
-        self.idempotent = bool(self.annotations.get("idempotentHint"))  # type: ignore[misc]
+        # the user's word only: a server's idempotentHint would have an approved call that a
+        # crash left in doubt run again (servers mark write_file, delete_*, git_reset so)
+        self.idempotent = server._idempotent(self.remote_name, name)  # type: ignore[misc]
         self.server = server.label  # type: ignore[misc]
         self.requires_approval, self._resolver = self._gate(rule)  # type: ignore[misc]
         self.approval_note = self._why(rule) if self.requires_approval else None  # type: ignore[misc]
@@ -237,7 +243,7 @@ class MCPTool(Tool, abstract=True):
             definition.name == self.remote_name
             and name == self.name
             and _told(self._server, definition) == (self.description, self.parameters)
-            and _annotations(definition) == self.annotations
+            and _annotations(definition, self._server._secrets) == self.annotations
             and self._gate(rule) == (self.requires_approval, self.approval)
         )
 
@@ -345,6 +351,19 @@ class MCPServer(ToolSource):
         sampling: The provider (or a model name) the server's approved sampling
             requests run on (default: the chat's); its tokens and cost still
             count in the chat's totals and budgets.
+        idempotent: Which tools are safe to run again after a crash left an
+            approved call in doubt (as ``@tool(idempotent=True)``): ``True``
+            (all of them), or a list of tool names (as the server names them,
+            or with the prefix). Default ``False``: such a call is reported in
+            doubt, never rerun. The server's own ``idempotentHint`` is not
+            taken as this: servers mark ``write_file``, ``delete_*`` or
+            ``git_reset`` so, and a hint is not your word that running one twice is safe.
+        secrets: More values to keep out of every text (errors, results,
+            schemas, logs, the store), beyond those nbagent recognises: an
+            ``env`` / header value named like a secret (``*_KEY``, ``*_TOKEN``,
+            ``*PASSWORD*``, ``Authorization``, ``Cookie``...), a key-shaped value,
+            a URL's credentials and secret-looking arguments. Other configuration
+            (``TZ=Europe/Paris``, ``APP_ENV=production``) is left as it is.
 
     Requests from the server: an elicitation (a form, or a URL to visit) or a
     sampling request sent in the middle of a chat's call becomes a pending input
@@ -382,6 +401,7 @@ class MCPServer(ToolSource):
         secrets: Sequence[str] = (),
         roots: Iterable[str | PathLike[str]] | None = None,
         sampling: Any = None,
+        idempotent: bool | Iterable[str] = False,
     ):
         require("mcp", _FEATURE)
         self._users: weakref.WeakSet[object] = weakref.WeakSet()  # the open chats using it
@@ -403,6 +423,7 @@ class MCPServer(ToolSource):
         self.kind = kind
         self.prefix = prefix
         self._approval = approval
+        self._idempotent_names = _idempotent_names(idempotent)
         self.timeout = timeout
         self._label = label
         self._fallback_label = target
@@ -450,6 +471,8 @@ class MCPServer(ToolSource):
         max_result_bytes: int = _stdio.MAX_MESSAGE_BYTES,
         roots: Iterable[str | PathLike[str]] | None = None,
         sampling: Any = None,
+        idempotent: bool | Iterable[str] = False,
+        secrets: Iterable[str] = (),
     ) -> MCPServer:
         """A server nbagent starts as a process and talks to over its stdin/stdout.
 
@@ -462,8 +485,10 @@ class MCPServer(ToolSource):
                 key-shaped argument), and errors never show them.
             env: Environment variables for it, added to a minimal safe set
                 (``PATH``, ``HOME``...; the SDK does not pass the rest of yours).
-                Never shown in reprs; their values (6 characters or more) are
-                replaced by ``***`` in every error the server causes.
+                Never shown in reprs; the secret ones (named like a secret,
+                ``GITHUB_TOKEN``, ``DB_PASSWORD``..., or key-shaped; 6 characters
+                or more) are replaced by ``***`` in everything the server sends
+                and every error it causes. Mark others with ``secrets=``.
             cwd: Its working directory.
             max_result_bytes: The largest message read from the server
                 (default 16 MiB; the model sees at most ``result_max_chars``
@@ -476,6 +501,8 @@ class MCPServer(ToolSource):
             connect_timeout: See :class:`MCPServer`.
             roots: See :class:`MCPServer`.
             sampling: See :class:`MCPServer`.
+            idempotent: See :class:`MCPServer`.
+            secrets: See :class:`MCPServer`.
 
         The server's stderr (its logs) goes to this process's real stderr:
         in a notebook, the terminal running Jupyter, not the notebook. It
@@ -529,9 +556,12 @@ class MCPServer(ToolSource):
             approval=approval,
             timeout=timeout,
             connect_timeout=connect_timeout,
-            secrets=server_secrets(env=environment, argv=argv),
+            secrets=server_secrets(
+                argv=argv, values=[*secret_values(environment), *_marked(secrets)]
+            ),
             roots=roots,
             sampling=sampling,
+            idempotent=idempotent,
         )
         server.max_result_bytes = max_result_bytes
         server._describe = f"{command} {' '.join(masked_argv(argv)[0])}".strip()
@@ -550,14 +580,18 @@ class MCPServer(ToolSource):
         connect_timeout: float | None = conn.CONNECT_TIMEOUT,
         roots: Iterable[str | PathLike[str]] | None = None,
         sampling: Any = None,
+        idempotent: bool | Iterable[str] = False,
+        secrets: Iterable[str] = (),
     ) -> MCPServer:
         """A server reached over streamable HTTP at ``url`` (``http://127.0.0.1:8000/mcp``).
 
         Args:
             url: The MCP endpoint.
             headers: Sent with every request (``{"Authorization": "Bearer ..."}``);
-                never shown in reprs; their values (and the URL's credentials
-                and query values) are replaced by ``***`` in every error.
+                never shown in reprs; the secret ones (named like a secret,
+                ``Authorization``, ``X-Api-Key``..., or key-shaped), the URL's
+                credentials and its secret query values (``?api_key=``) are
+                replaced by ``***`` in everything the server sends and every error.
             prefix: See :class:`MCPServer`.
             label: See :class:`MCPServer`.
             approval: See :class:`MCPServer`.
@@ -565,6 +599,8 @@ class MCPServer(ToolSource):
             connect_timeout: See :class:`MCPServer`.
             roots: See :class:`MCPServer`.
             sampling: See :class:`MCPServer`.
+            idempotent: See :class:`MCPServer`.
+            secrets: See :class:`MCPServer`.
         """
         require("mcp", _FEATURE)
         parts = urlsplit(url)
@@ -594,9 +630,10 @@ class MCPServer(ToolSource):
             approval=approval,
             timeout=timeout,
             connect_timeout=connect_timeout,
-            secrets=server_secrets(headers=sent, url=url),
+            secrets=server_secrets(url=url, values=[*secret_values(sent), *_marked(secrets)]),
             roots=roots,
             sampling=sampling,
+            idempotent=idempotent,
         )
         shown = masked_url(url)[0]
         server._describe = shown.partition("?")[0].replace(f"{REDACTED}@", "", 1)
@@ -938,18 +975,29 @@ class MCPServer(ToolSource):
         return ResourceReader(self, d, rule, name)
 
     def _unmatched_rules(self, listed: set[str], tools: list[MCPTool]) -> list[str]:
-        """A note for each ``approval={name: ...}`` entry that names no tool the server
-        lists (a typo would leave the real tool on its annotations, unnoticed)."""
-        if not isinstance(self._approval, Mapping):
-            return []
+        """A note for each ``approval={name: ...}`` entry and ``idempotent=`` name that
+        names no tool the server lists (a typo would leave the real tool on its
+        annotations, or in doubt after a crash, unnoticed)."""
         known = listed | {t.name for t in tools} | {t.remote_name for t in tools}
         offered = _listing(t.remote_name for t in tools)
+        idempotent = self._idempotent_names
+        rules = self._approval if isinstance(self._approval, Mapping) else {}
         return [
             f"approval={{{key!r}: ...}} names no tool it lists (its tools: {offered}); the "
             "rule applies to a tool of that name listed later"
-            for key in self._approval
+            for key in rules
             if key != "*" and key not in known
+        ] + [
+            f"idempotent=[{key!r}] names no tool it lists (its tools: {offered}); it applies "
+            "to a tool of that name listed later"
+            for key in sorted(idempotent if isinstance(idempotent, frozenset) else ())
+            if key not in known
         ]
+
+    def _idempotent(self, remote: str, name: str) -> bool:
+        """Whether the user declared this tool safe to rerun (``idempotent=``)."""
+        names = self._idempotent_names
+        return names is True or (isinstance(names, frozenset) and bool({remote, name} & names))
 
     def _rule(self, remote: str, name: str) -> ApprovalRule:
         rules = self._approval
@@ -976,6 +1024,41 @@ TASK_ONLY = (
     "client cannot run (the mcp SDK's client sends no task-augmented calls and has no "
     "tasks/get or tasks/result); it is not offered"
 )
+
+
+def _idempotent_names(idempotent: Any) -> bool | frozenset[str]:
+    """``idempotent=`` checked: ``True``, ``False`` or the tool names it lists."""
+    if isinstance(idempotent, bool):
+        return idempotent
+    if isinstance(idempotent, (str, bytes)) or not isinstance(idempotent, Iterable):
+        raise ToolDefinitionError(
+            f"idempotent= takes True, False or a list of tool names, got {idempotent!r}"
+        )
+    names = list(idempotent)
+    if not all(isinstance(n, str) and n for n in names):
+        raise ToolDefinitionError(f"idempotent= takes tool names (strings), got {names!r}")
+    return frozenset(names)
+
+
+def _marked(secrets: Any) -> list[str]:
+    """``secrets=`` checked: the values the user marks as secrets."""
+    if isinstance(secrets, (str, bytes)) or not isinstance(secrets, Iterable):
+        raise ToolDefinitionError(
+            f"secrets= takes a list of secret values, got {type(secrets).__name__}"
+        )
+    values = list(secrets)
+    for value in values:
+        if not isinstance(value, str):
+            raise ToolDefinitionError(
+                f"secrets= takes strings (the secret values), got a {type(value).__name__}"
+            )
+        if len(value) < MIN_SECRET_CHARS:
+            raise ToolDefinitionError(
+                f"a value in secrets= has {len(value)} characters; one of fewer than "
+                f"{MIN_SECRET_CHARS} is not replaced in text (it would cut every such word "
+                "out of the server's answers)"
+            )
+    return values
 
 
 def _listing(names: Iterable[str], most: int = 20) -> str:
