@@ -725,7 +725,9 @@ def plot_durations(source: Any, ax: Axes | None = None) -> Figure:
 
 # --------------------------------------------------------------- export
 _FORMAT = 2  # 1: dtypes chosen by column name; 2: every column's own dtype in the file
-_CSV_MARK = "#nbagent "  # the first line of a CSV file: the JSON of its columns' dtypes
+# The first line of a CSV file written by nbagent e65eeb3..: the JSON of its columns' dtypes.
+# CSV files are plain now (any tool reads them); a file with this line still reads with them.
+_CSV_MARK = "#nbagent "
 _NA_LIKE = r"\\*<NA>"  # a string the missing-value token would swallow: written escaped
 
 
@@ -856,12 +858,17 @@ def _unescape_na(values: pd.Series) -> pd.Series:
 
 
 def _decode_json(df: pd.DataFrame, names: Iterable[Any]) -> None:
+    """Columns ``names`` from JSON text to dicts, those whose values are all JSON (a
+    column of your own named ``arguments`` holding plain text stays as read)."""
     import numpy as np
 
     for name in names:
         if name in df.columns:
             arr = np.empty(len(df), dtype=object)
-            arr[:] = [None if _isna(v) else json.loads(v) for v in df[name]]
+            try:
+                arr[:] = [None if _isna(v) else json.loads(v) for v in df[name]]
+            except (TypeError, ValueError):
+                continue
             df[name] = arr
 
 
@@ -872,23 +879,42 @@ def _isna(v: Any) -> bool:
 
 
 def _coerce(df: pd.DataFrame) -> pd.DataFrame:
-    """A file of version 1 (no dtypes recorded): every column named as one of the nbagent
-    schemas' gets that column's dtype, when its values fit it (a batch's ``status``,
-    ``done``, is no call status: it stays as read, not wiped to NA)."""
-    import pandas as pd
-
+    """A file without dtypes (a CSV file, a Parquet file of version 1): every column named
+    as one of the nbagent schemas' gets that column's dtype, when its values fit it (a
+    batch's ``status``, ``done``, is no call status: it stays as read, not wiped to NA; a
+    float ``step`` stays a float, a column of flags is not made numbers)."""
     known = _known_kinds()
     for name in df.columns:
         kind = known.get(str(name))
         if kind is None or kind == "json":
             continue
         want = pandas_dtype(kind)
-        if isinstance(want, pd.CategoricalDtype) and not (
-            df[name].dropna().isin(want.categories).all()
-        ):
-            continue
-        df[name] = _as(df[name], want)
+        if _fits(df[name], want):
+            df[name] = _as(df[name], want)
     return df
+
+
+def _fits(values: pd.Series, want: Any) -> bool:
+    """Whether ``values`` (as read) are of the kind dtype ``want`` holds, so converting
+    them keeps each value (a number that is no whole number is refused by ``astype``)."""
+    import pandas as pd
+
+    have = values.dtype
+    present = values.dropna()
+    if isinstance(want, pd.CategoricalDtype):
+        return bool(present.isin(want.categories).all())
+    if isinstance(want, pd.DatetimeTZDtype):
+        return isinstance(have, pd.DatetimeTZDtype) or present.empty
+    if isinstance(want, pd.BooleanDtype):
+        return pd.api.types.is_bool_dtype(have) or all(isinstance(v, bool) for v in present)
+    if isinstance(want, pd.StringDtype):
+        textual = pd.api.types.is_object_dtype(have) or isinstance(have, pd.StringDtype)
+        return textual and all(isinstance(v, str) for v in present)
+    if pd.api.types.is_numeric_dtype(want):
+        return present.empty or (
+            pd.api.types.is_numeric_dtype(have) and not pd.api.types.is_bool_dtype(have)
+        )
+    return True
 
 
 def _restore(df: pd.DataFrame, meta: Mapping[str, Any]) -> pd.DataFrame | None:
@@ -973,31 +999,36 @@ def read_parquet(path: str | Path) -> pd.DataFrame:
 
 
 def to_csv(df: pd.DataFrame, path: str | Path) -> Path:
-    """Write a frame to CSV so :func:`read_csv` gives it back with its dtypes.
+    """Write a frame to a plain CSV file, which any tool reads; :func:`read_csv` gives
+    the log's frames back with their dtypes.
 
     Any frame: a log frame, a summary, a batch's result, a scorecard, your own. The
-    first line, ``#nbagent {...}``, records each column's name and dtype (another
-    reader skips it: ``pd.read_csv(path, skiprows=1)``). Missing values are written
-    as ``<NA>`` (so an empty string stays an empty string); a string that is ``<NA>``
-    itself is written ``\\<NA>`` (one more backslash in front of ``\\<NA>``...), so
-    the two never meet. Dict columns are JSON text, times ISO 8601 with their
-    offset; a non-default index is written as columns; ``attrs`` are not written.
+    file is a header row and the values, nothing else (``pd.read_csv(path)``, Excel
+    and the like read it as it is). Missing values are written as ``<NA>`` (so an
+    empty string stays an empty string); a string that is ``<NA>`` itself is written
+    ``\\<NA>`` (one more backslash in front of ``\\<NA>``...), so the two never meet.
+    Dict columns are JSON text, times ISO 8601 with their offset; a non-default index
+    is written as columns; ``attrs`` are not written. Dtypes are not written: for a
+    frame's exact dtypes, use :func:`to_parquet`.
     """
     out, json_cols = _encode(df)
-    header = json.dumps({"version": _FORMAT, "columns": _specs(out, json_cols)})
     path = Path(path)
     with path.open("w", encoding="utf-8", newline="") as f:
-        f.write(f"{_CSV_MARK}{header}\n")
         _escape_na(out, json_cols).to_csv(f, index=False, na_rep=_NA_TOKEN)
     return path
 
 
 def read_csv(path: str | Path) -> pd.DataFrame:
-    """Read a CSV written by :func:`to_csv`, each column with the dtype it was written with.
+    """Read a CSV written by :func:`to_csv` (or any plain CSV).
 
-    A file without the ``#nbagent`` line (written before it was added) is read as
-    then: columns named as in the nbagent schemas get their dtypes where the values
-    fit them, the others are parsed by pandas as usual.
+    A column named as in the nbagent schemas (``status``, ``step``, ``started_at``...)
+    gets the log's dtype where its values fit it, so a calls, steps or messages frame
+    comes back with its dtypes; where they do not (a batch's ``status`` ``done``, a
+    float ``step``), and for every other column, the values are kept as pandas parses
+    them. ``<NA>`` is a missing value, ``\\<NA>`` the string ``<NA>``.
+
+    A file with a first line ``#nbagent {...}`` (written by nbagent versions that
+    recorded each column's dtype in the CSV) gets those dtypes back.
     """
     path = Path(path)
     with path.open(encoding="utf-8", newline="") as f:
@@ -1006,7 +1037,7 @@ def read_csv(path: str | Path) -> pd.DataFrame:
             meta = json.loads(first[len(_CSV_MARK) :])
             _check_version(meta, path)
             return _read_csv_columns(f, meta["columns"])
-    return _read_csv_v1(path)
+    return _read_plain_csv(path)
 
 
 def _parsed_by_pandas(want: Any) -> bool:
@@ -1073,33 +1104,74 @@ def _read_csv_columns(f: Any, specs: list[dict[str, Any]]) -> pd.DataFrame:
     return df
 
 
-def _read_csv_v1(path: Path) -> pd.DataFrame:
+def _read_plain_csv(path: Path) -> pd.DataFrame:
+    """A CSV file without dtypes: the log's dtypes by column name where the values fit
+    them; pandas' own parsing for the other columns."""
     import pandas as pd
 
-    header = pd.read_csv(path, nrows=0).columns
+    options: dict[str, Any] = {
+        "keep_default_na": False,
+        "na_values": [_NA_TOKEN],
+    }
+    try:
+        header = pd.read_csv(path, nrows=0).columns
+    except pd.errors.EmptyDataError:  # a frame without columns, written as an empty line
+        return pd.DataFrame()
     known = _known_kinds()
-    dtype: dict[str, Any] = {}
-    dates: list[str] = []
-    json_cols: list[str] = []
-    for name in header:
-        kind = known.get(name)
-        if kind is None:
-            continue
+    # text, times, dicts and categories read as text (a result_preview "42" is no number)
+    as_text = [
+        i
+        for i, name in enumerate(header)
+        if (kind := known.get(str(name))) in ("datetime", "json", "string")
+        or isinstance(kind, tuple)
+    ]
+    df = pd.read_csv(path, dtype=dict.fromkeys(as_text, object), **options)
+    unfit: list[int] = []
+    for i in as_text:
+        values = _unescaped(df.iloc[:, i])
+        kind = known[str(df.columns[i])]
         if kind == "datetime":
-            dates.append(name)
+            try:
+                parsed = pd.to_datetime(values, utc=True, format="ISO8601")
+            except (TypeError, ValueError):
+                unfit.append(i)  # not times
+                continue
+            values = parsed.dt.as_unit("ns") if len(df) else parsed.astype("datetime64[ns, UTC]")
         elif kind == "json":
-            json_cols.append(name)
-        if kind in ("datetime", "json", "string") or isinstance(kind, tuple):
-            dtype[name] = object  # the others: as pandas parses them, then converted if they fit
-    df = pd.read_csv(path, dtype=dtype, keep_default_na=False, na_values=[_NA_TOKEN])
-    for name in dates:
-        try:
-            parsed = pd.to_datetime(df[name], utc=True, format="ISO8601")
-        except (TypeError, ValueError):
-            continue  # not a time: kept as read
-        df[name] = parsed.dt.as_unit("ns") if len(df) else parsed.astype("datetime64[ns, UTC]")
-    _decode_json(df, json_cols)
+            try:
+                values = pd.Series(_json_values(values), index=df.index, dtype=object)
+            except (TypeError, ValueError):
+                unfit.append(i)  # not JSON
+                continue
+        elif isinstance(kind, tuple) and not _fits(values, pandas_dtype(kind)):
+            unfit.append(i)  # not of the log's categories (a batch's status 'done')
+            continue
+        df.isetitem(i, values)
+    if unfit:  # those columns as pandas parses them
+        again = pd.read_csv(path, usecols=unfit, **options)
+        for k, i in enumerate(unfit):
+            df.isetitem(i, _unescaped(again.iloc[:, k]))
+    for i in range(len(df.columns)):
+        if i not in as_text:
+            df.isetitem(i, _unescaped(df.iloc[:, i]))
     return _coerce(df)
+
+
+def _unescaped(values: pd.Series) -> pd.Series:
+    """Text as read from a CSV file: a string written ``\\<NA>`` is ``<NA>`` (and
+    ``\\\\<NA>`` is ``\\<NA>``...); missing values are None in an object column."""
+    import pandas as pd
+
+    if values.dtype == object:
+        values = values.astype(object).where(values.notna(), None)
+        text = values.map(lambda v: isinstance(v, str)).astype(bool)
+        if text.any():
+            values = values.copy()
+            values[text] = _unescape_na(values[text].astype(str)).to_numpy(dtype=object)
+        return values
+    if isinstance(values.dtype, pd.StringDtype):
+        return _unescape_na(values)
+    return values
 
 
 __all__ = [

@@ -1,7 +1,13 @@
-"""log.to_csv / to_parquet give any frame back as it was written: each column's own dtype
-is in the file (the readers chose dtypes by column name, so a batch's ``status`` 'done'
-came back NA and a float ``step`` raised); a literal ``<NA>`` string stays a string; files
-written before the dtypes were recorded still read."""
+"""log.to_csv / read_csv and to_parquet / read_parquet with any frame, not only the log's.
+
+Parquet keeps each column's dtype exactly (it is in the file's metadata). A CSV file is a
+plain CSV any tool reads (the '#nbagent {...}' first line that recorded the dtypes was a
+junk first row in Excel and garbage headers for ``pd.read_csv``): read_csv gives the log's
+frames back with their dtypes, and a column named like the log's gets the log's dtype only
+where its values fit it (the readers once wiped a batch's ``status`` 'done' to NA and raised
+on a float ``step``). A literal ``<NA>`` string stays a string. Files written with the first
+line, and files written before dtypes were recorded, still read.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,7 +23,8 @@ from hypothesis import strategies as st
 
 import nbagent
 from nbagent import Chat, log, tool
-from nbagent.log._projection import dtypes
+from nbagent.log import _known_kinds
+from nbagent.log._projection import dtypes, pandas_dtype
 from nbagent.testing import ScriptedProvider, call_tools, reply
 
 FORMATS = {
@@ -49,21 +57,43 @@ def echo(s: str) -> str:
     return s
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_a_batch_result_comes_back_with_its_statuses(fmt: str, tmp_path: Path) -> None:
+def _same(got: Any, want: Any) -> bool:
+    """One value read back from a plain CSV file as it was written: missing as missing,
+    text as the same text, a flag as the same flag, a number as an equal number."""
+    if isinstance(want, (dict, list)):
+        return bool(got == want)
+    if pd.isna(want):
+        return not isinstance(got, (dict, list)) and bool(pd.isna(got))
+    if isinstance(got, (dict, list)) or pd.isna(got):
+        return False
+    if isinstance(want, str) or isinstance(got, str):
+        return isinstance(want, str) and isinstance(got, str) and got == want
+    flag = (bool, np.bool_)
+    if isinstance(want, flag) or isinstance(got, flag):
+        return isinstance(want, flag) and isinstance(got, flag) and bool(got == want)
+    return bool(got == want)
+
+
+def _same_values(back: pd.DataFrame, df: pd.DataFrame) -> None:
+    """``back`` holds ``df``'s columns, rows and values (a plain CSV says no dtypes: the
+    dtypes may differ, never a value)."""
+    assert back.columns.tolist() == df.columns.tolist() and len(back) == len(df)
+    for name in df.columns:
+        for i, (got, want) in enumerate(zip(back[name], df[name], strict=True)):
+            assert _same(got, want), (name, i, got, want)
+
+
+def _batch() -> pd.DataFrame:
     result = nbagent.batch(
         ["hello", "Refund order 42", "hi"],
         lambda: Chat("demo").with_tools(refund),
         progress=False,
     )
     assert set(result["status"]) == {"done", "awaiting_approval"}
-    back = _round_trip(fmt, result, tmp_path / f"r.{fmt}")
-    pd.testing.assert_frame_equal(back, result)
-    assert back.attrs == {}  # the run stays behind, without a warning
+    return result
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_a_scorecard_comes_back_with_its_statuses(fmt: str, tmp_path: Path) -> None:
+def _scorecard() -> pd.DataFrame:
     from nbagent.evaluation import answer_contains
 
     cases = pd.DataFrame({"q": ["hello", "hi"]})
@@ -71,15 +101,33 @@ def test_a_scorecard_comes_back_with_its_statuses(fmt: str, tmp_path: Path) -> N
         cases, lambda: Chat("demo"), [answer_contains("zzz")], prompt="{q}", progress=False
     )
     assert card["status"].notna().all()
-    back = _round_trip(fmt, card, tmp_path / f"c.{fmt}")
+    return card
+
+
+def test_a_batch_result_comes_back_with_its_statuses_and_values(tmp_path: Path) -> None:
+    result = _batch()
+    back = _round_trip("parquet", result, tmp_path / "r.parquet")
+    pd.testing.assert_frame_equal(back, result)  # Parquet: every dtype too
+    assert back.attrs == {}  # the run stays behind, without a warning
+    back = _round_trip("csv", result, tmp_path / "r.csv")
+    assert back["status"].tolist() == result["status"].tolist()  # not NA
+    assert back["key"].astype(str).tolist() == result["key"].tolist()  # '0': a CSV can't say
+    _same_values(back.drop(columns="key"), result.drop(columns="key"))
+    assert back.attrs == {}
+
+
+def test_a_scorecard_comes_back_with_its_statuses_and_values(tmp_path: Path) -> None:
+    card = _scorecard()
+    back = _round_trip("parquet", card, tmp_path / "c.parquet")
     pd.testing.assert_frame_equal(back, card, check_frame_type=False)  # a plain frame back
+    back = _round_trip("csv", card, tmp_path / "c.csv")
+    assert back["status"].tolist() == card["status"].tolist()
+    assert back["case"].astype(str).tolist() == card["case"].tolist()
+    _same_values(back.drop(columns="case"), card.drop(columns="case"))
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_a_users_frame_keeps_the_dtypes_of_columns_named_like_the_logs(
-    fmt: str, tmp_path: Path
-) -> None:
-    tickets = pd.DataFrame(
+def _tickets() -> pd.DataFrame:
+    return pd.DataFrame(
         {
             "ticket": [1, 2],
             "status": ["open", "closed"],
@@ -87,10 +135,21 @@ def test_a_users_frame_keeps_the_dtypes_of_columns_named_like_the_logs(
             "step": [1.5, 2.0],
             "decision": pd.Categorical(["yes", "no"]),
             "turn": pd.array([True, None], dtype="boolean"),
+            "arguments": ["not json", "{"],
+            "started_at": ["monday", "tuesday"],
         }
     )
-    back = _round_trip(fmt, tickets, tmp_path / f"t.{fmt}")
+
+
+def test_a_users_frame_with_columns_named_like_the_logs(tmp_path: Path) -> None:
+    tickets = _tickets()
+    back = _round_trip("parquet", tickets, tmp_path / "t.parquet")
     pd.testing.assert_frame_equal(back, tickets)
+    back = _round_trip("csv", tickets, tmp_path / "t.csv")  # the float step raised
+    _same_values(back, tickets)
+    assert back["step"].tolist() == [1.5, 2.0]
+    assert back["turn"].tolist()[0] is True  # flags are not made the log's Int64 turn
+    assert back["status"].tolist() == ["open", "closed"]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -123,44 +182,107 @@ def test_log_frames_round_trip_exactly(fmt: str, kind: str, tmp_path: Path) -> N
     assert back.dtypes.to_dict() == dtypes(kind)
 
 
-def test_the_csv_says_its_dtypes_on_a_first_line_another_reader_skips(tmp_path: Path) -> None:
-    df = pd.DataFrame({"status": ["done"], "n": pd.array([None], dtype="Int64")})
-    path = log.to_csv(df, tmp_path / "x.csv")
-    assert path.read_text(encoding="utf-8").startswith("#nbagent {")
-    plain = pd.read_csv(path, skiprows=1)
-    assert plain.columns.tolist() == ["status", "n"] and plain["status"].tolist() == ["done"]
+def test_the_csv_is_a_plain_csv_any_reader_reads(tmp_path: Path) -> None:
+    """No first line of nbagent's own: ``pd.read_csv(path)`` (and Excel, Sheets...) read
+    the columns and rows to_csv wrote, the header first."""
+    chat = Chat(
+        provider=ScriptedProvider(
+            [call_tools(("echo", {"s": "<NA>"}), ("echo", {"s": 'a,\n"b"'})), reply("ok")]
+        )
+    ).with_tools(echo)
+    chat.ask("go")
+    frames = {
+        "calls": nbagent.read_log(chat),
+        "steps": nbagent.read_log(chat, "steps"),
+        "summary": log.summary(chat).reset_index(),  # its index is written as a column
+        "batch": _batch(),
+        "scorecard": _scorecard(),
+    }
+    for what, df in frames.items():
+        path = log.to_csv(df, tmp_path / f"{what}.csv")
+        assert path.read_text(encoding="utf-8").split("\n", 1)[0] == ",".join(df.columns)
+        plain = pd.read_csv(path)
+        assert plain.columns.tolist() == df.columns.tolist(), what
+        assert len(plain) == len(df), what
+        if "status" in df:
+            assert plain["status"].tolist() == df["status"].astype(object).tolist(), what
 
 
 text = st.text(st.sampled_from(["<", "N", "A", ">", "\\", ",", '"', "\n", "x", " ", "$"]))
+LOG_NAMES = ["status", "decision", "step", "model", "tool", "stop_reason", "other"]
 
 
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    values=st.lists(st.one_of(st.none(), text, st.sampled_from(["<NA>", "\\<NA>"])), max_size=6),
+    values=st.lists(
+        st.one_of(
+            st.none(),
+            text,
+            st.sampled_from(["<NA>", "\\<NA>", "ok", "denied", "done", "end", "auto"]),
+        ),
+        max_size=6,
+    ),
     floats=st.lists(
         st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False)),
         min_size=6,
         max_size=6,
     ),
-    name=st.sampled_from(["status", "step", "model", "tool", "other"]),
+    ints=st.lists(st.one_of(st.none(), st.integers(-(2**53), 2**53)), min_size=6, max_size=6),
+    name=st.sampled_from(LOG_NAMES),
 )
 def test_any_text_and_numbers_round_trip(
-    tmp_path: Path, values: list[Any], floats: list[Any], name: str
+    tmp_path: Path, values: list[Any], floats: list[Any], ints: list[Any], name: str
 ) -> None:
+    """Parquet gives back every dtype; CSV every value, and the log's dtype to a column
+    named like the log's exactly when its values fit it."""
     n = len(values)
     df = pd.DataFrame(
         {
-            name: pd.array(values, dtype="string"),
+            name: pd.Series(values, dtype=object),
             "as_category": pd.Categorical(values),
-            "plain": pd.Series(values, dtype=object),
+            "as_string": pd.array(values, dtype="string"),
             "x": pd.array(floats[:n], dtype="Float64"),
+            "turn": pd.array(ints[:n], dtype="Int64"),
         }
     )
-    for fmt in FORMATS:
-        back = _round_trip(fmt, df, tmp_path / f"h.{fmt}")
-        pd.testing.assert_frame_equal(back, df, check_exact=True)
+    pd.testing.assert_frame_equal(
+        _round_trip("parquet", df, tmp_path / "h.parquet"), df, check_exact=True
+    )
+    back = _round_trip("csv", df, tmp_path / "h.csv")
+    _same_values(back, df)
+    assert back["turn"].dtype == "Int64"
+    kind = _known_kinds().get(name)
+    if kind is not None:
+        want = pandas_dtype(kind)
+        present = [v for v in values if v is not None]
+        fits = (
+            all(v in want.categories for v in present)
+            if isinstance(want, pd.CategoricalDtype)
+            else isinstance(want, pd.StringDtype) or not present
+        )
+        assert (back[name].dtype == want) is fits, (back[name].dtype, want)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_empty_frames_round_trip(fmt: str, tmp_path: Path) -> None:
+    assert _round_trip(fmt, pd.DataFrame(), tmp_path / f"none.{fmt}").empty
+    calls = nbagent.read_log(Chat(model="demo"))
+    back = _round_trip(fmt, calls, tmp_path / f"calls.{fmt}")
+    pd.testing.assert_frame_equal(back, calls)
+
+
+def test_a_csv_file_with_the_dtypes_line_still_reads() -> None:
+    """Files nbagent wrote with a '#nbagent {...}' first line read with those dtypes."""
+    calls = log.read_csv(LEGACY / "calls_v2.csv")
+    assert calls.dtypes.to_dict() == dtypes("calls")
+    assert calls["status"].tolist() == ["ok", "ok", "denied"]
+    assert calls["result_preview"].tolist()[:2] == ["<NA>", "42"]
+    assert calls["arguments"].tolist() == [{"s": "<NA>"}, {"s": "42"}, {"order_id": 1}]
+    batch = log.read_csv(LEGACY / "batch_v2.csv")
+    assert batch["status"].tolist() == ["done", "awaiting_approval"]
+    assert batch["key"].tolist() == ["0", "1"] and batch["key"].dtype == "string"
 
 
 # ------------------------------------------------------------- files of the old format
