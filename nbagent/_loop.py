@@ -171,7 +171,9 @@ class LoopMixin(ChatCore):
             await catch_up(calls)
         if isinstance(effect, _ModelRequest):
             return await self._model(effect).complete_async(effect.request)
-        return await self._runner.run_round(effect.jobs, effect.mode, self._round_hooks(effect))
+        hooks = self._round_hooks(effect)
+        hooks.catching_up = True  # each call the round's catch-up did not claim: claimed here
+        return await self._runner.run_round(effect.jobs, effect.mode, hooks)
 
     def _model(self, effect: _ModelRequest) -> Provider:
         """The chat's provider behind its recordings (``_replay.py``): replays or records."""
@@ -1146,9 +1148,20 @@ class _RoundHooks:
         self.round = round_
         self.modes: dict[str, Mode] = {}  # what each call actually ran under
         self.ran_before: dict[str, tuple[str, ...]] = {}  # see ToolCallFinished.ran_before
+        self.catching_up = False  # the async driver's: extensions catch up before a call
 
     def cancelled(self) -> bool:
         return self.chat._cancel.is_set()
+
+    async def ready(self, job: Job) -> None:
+        """Under the async driver, the extensions' ``catch_up`` for one call about to start
+        (``starting``): the store claims there, off the loop, a call its round's catch-up
+        did not claim ahead (queued behind a running one); claimed in ``start``, a
+        PostgreSQL round trip, or a row lock's wait, held up every chat on the loop."""
+        if not self.catching_up or job.call.status not in RUNNABLE:
+            return
+        for catch_up in self.chat._hook("catch_up"):
+            await catch_up((job.call,), starting=True)
 
     def start(self, job: Job, mode: Mode) -> str | None:
         chat = self.chat

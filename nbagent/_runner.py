@@ -124,6 +124,11 @@ def in_call_context(call_id: str) -> bool:
 class RoundHooks(Protocol):
     """What the runner reports to (implemented by the chat)."""
 
+    async def ready(self, job: Job) -> None:
+        """Awaited on the runner's loop right before :meth:`start`: what may wait (the
+        async driver's store claiming a call its round did not claim ahead) waits here,
+        off the loop's other work, not inside ``start``."""
+
     def start(self, job: Job, mode: Mode) -> str | None:
         """Called right before a call runs. Return a reason to skip it instead."""
 
@@ -404,6 +409,7 @@ class ToolRunner:
             out = Outcome(job.call, "cancelled", message="cancelled before it ran")
             hooks.finish(out)
             return out
+        await hooks.ready(job)
         ctx = contextvars.copy_context()  # the call's own: the caller's variables, a copy
         ctx.run(_CALL.set, job.call.id)
         try:

@@ -61,8 +61,9 @@ then a ``ToolCallFinished`` with status ``in_doubt`` whose result tells the
 model the outcome is unknown), unless its tool is declared ``idempotent``, in
 which case it is made runnable again. Only calls that start are claimed: the async
 driver claims together the calls its round starts at once (:meth:`StoreExtension._starting`),
-each later one right before it starts; claimed ahead, a call queued behind a running one
-was in doubt after a crash, though it never started.
+each later one right before it starts (off the loop: :meth:`StoreExtension.catch_up` with
+``starting``); claimed ahead, a call queued behind a running one was in doubt after a
+crash, though it never started.
 
 **Two drivers.** A chat is driven by one process at a time. If two processes
 drive the same chat at once, the first to claim a call runs it; the other one
@@ -804,7 +805,9 @@ class StoreExtension(Extension):
         self._running.add(call.id)
         return True
 
-    async def catch_up(self, calls: Sequence[ToolCall] = (), *, stopping: bool = False) -> None:
+    async def catch_up(
+        self, calls: Sequence[ToolCall] = (), *, stopping: bool = False, starting: bool = False
+    ) -> None:
         """The async driver's turn (see :mod:`nbagent._extension`): claim ``calls`` (the
         round about to run; the first claim's transaction writes what is pending, as
         :meth:`claim` does) and write what ``on_event`` left for now, so the loop driving
@@ -827,6 +830,10 @@ class StoreExtension(Extension):
                 stay runnable), or, unless ``stopping``, what the next request or round
                 builds on cannot be written. Nothing is dropped.
         """
+        if starting:  # one call about to start: its claim, if its round's did not make it
+            calls = self._to_claim(calls) if self.detached is None else []
+            if not calls or self._closed:
+                return
         if self._closed or not (self._owed or calls or self._failure is not None):
             return
         # on this thread, unless it would wait (_waiting.py says why): then the rest there

@@ -95,7 +95,10 @@ def test_a_decision_on_a_full_disk_says_nothing_was_decided(worker: Worker, tmp_
         e for e in out["errors"] if "could not be written" in e and "Nothing is decided" in e
     ]
     claims = [e for e in out["errors"] if "the claim of" in e and "was not run" in e]
-    assert decisions or claims, out["errors"]
+    # or the question, written before the model is asked it, failed first: the step after
+    # stops there, before any tool runs or the model is asked again
+    stops = [e for e in out["errors"] if "could not be written" in e and "stops here" in e]
+    assert decisions or claims or stops, out["errors"]
     for text in decisions:
         assert "still awaits approval, here and in the store" in text
         assert "refund(call_" in text

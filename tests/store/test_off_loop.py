@@ -380,3 +380,40 @@ def test_a_batch_records_each_chat_on_its_loop_unless_the_store_waits(
     assert on_loop == ({True} if synchronous == "NORMAL" else {False})
     assert len(store.chats()) == 5
     store.close()
+
+
+def _two_call_script() -> list[Any]:
+    return [call_tools(("lookup", {"item": "x0"}), ("lookup", {"item": "x1"})), reply("done")]
+
+
+@pytest.mark.parametrize("mode", ["sequential", "threads"])
+def test_a_call_waiting_behind_another_is_claimed_off_the_loop(
+    backend: Any, tmp_path: Path, mode: str
+) -> None:
+    """A round's call that starts only when another ends (a sequential round's second, a
+    parallel one's past ``max_concurrency``) is claimed right before it starts (a crash
+    during the first leaves it runnable), and that claim is awaited off the loop like the
+    round's first: claimed in the runner's start, a PostgreSQL round trip (or a file lock's
+    wait) held up every chat on the loop."""
+    store = (
+        SQLiteStore(tmp_path / "full.db", synchronous="FULL")  # commits wait: never inline
+        if backend.kind == "sqlite"
+        else backend.open()
+    )
+    RAN.clear()
+    on_loop: list[str] = []
+    loop_thread: list[threading.Thread] = []
+    _spy(store, on_loop, loop_thread)
+
+    chat = Chat(provider=ScriptedProvider(_two_call_script()), store=store).with_tools(lookup)
+    chat.with_tool_options(concurrency=mode, max_concurrency=1)  # (written here, at once)
+
+    async def drive() -> None:
+        loop_thread.append(threading.current_thread())
+        await chat.ask_async("look two things up")
+
+    asyncio.run(drive())
+    assert chat.status == "complete" and RAN == ["x0", "x1"]
+    assert on_loop == []  # neither claim (nor any write) was made on the loop's thread
+    assert [c.status for c in store.load(chat.id).calls] == ["ok", "ok"]
+    store.close()

@@ -328,7 +328,7 @@ def test_a_write_cut_off_mid_transaction_is_a_clear_error_and_loses_nothing(
     store = _CutOff(postgres_dsn)
     store.server, store.url = postgres_server, postgres_dsn
     chat = Chat(model="demo", store=store).with_tools(lookup)
-    store.armed = 1
+    store.armed, store.only = 1, "tool_call_requested"  # the claim's (the question's goes first)
     with pytest.raises(StoreError, match=r"lost the connection.*rolled back.*connects again") as e:
         chat.ask("lookup the key alpha")
     assert PASSWORD not in str(e.value)
