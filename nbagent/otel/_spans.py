@@ -22,7 +22,10 @@ semantic conventions (``gen_ai.*``; nbagent's own facts as ``nbagent.*``):
   more when its tool makes no span, what is current is a stand-in (:class:`_CallSpan`)
   that has the span made only when asked for its context. A call that never runs
   (denied, skipped) is made when it is final (so a call decided hours later, or in
-  another process that loaded the chat, still gets one). The span starts when the model
+  another process that loaded the chat, still gets one): one denied after its run parked
+  is made at the decision, under that run, whether or not a run continues the turn; only
+  a call whose run was not traced here (a loaded chat's) waits for the run that
+  continues the turn, to be its child. The span starts when the model
   asked for the call and ends when it was answered (a run that parks on inputs ends
   ``awaiting_input``, and the run once they are answered is a span of its own); the approval
   is two span events (``nbagent.approval.requested``, ``nbagent.approval.decided``
@@ -36,7 +39,8 @@ not hosted, not replayed, mode ``sequential``...; docs/traces.md lists them).
 
 The hook only keeps the changes that make spans; they are turned into spans in one
 burst when the turn's run ends (parks, completes...), or when :data:`KEEP_MAX` changes
-or :data:`KEEP_SECONDS` (the batch span processor's own delay) have piled up: every span
+or :data:`KEEP_SECONDS` (the batch span processor's own delay) have piled up, or a call
+is final outside any run (a denial after the turn parked: no run may ever follow): every span
 is back-dated to the events' times, so a trace is the same, but the tracer's work and the
 SDK's run once per turn with their code and data warm, not after every model request
 when the wait for the model has evicted them (about half of their cost; ``bench_otel``).
@@ -201,6 +205,7 @@ class Tracer(Extension):
         self._linked_parent = False
         self._kept: list[RecordChange] = []  # changes not yet made into spans
         self._kept_at = 0.0  # time.monotonic() of the first kept change
+        self._run_kept = False  # a change only a run makes is among the kept ones
         # the OpenTelemetry context current when the run did something: a turn's parent
         # (a batch's span, the user's own), taken when it changes, applied in order at flush
         self._contexts: list[tuple[int, Any]] = []  # (index in _kept, context)
@@ -269,6 +274,7 @@ class Tracer(Extension):
             if not kept:
                 self._kept_at = time.monotonic()
             if t in _RUNS:  # a decision made outside a run is no part of the run's context
+                self._run_kept = True
                 ctx = otel_context.get_current()
                 if ctx is not self._seen_context:
                     self._seen_context = ctx
@@ -282,6 +288,9 @@ class Tracer(Extension):
                 (t is StepFinished and e.kind in ENDS_TURN)  # type: ignore[attr-defined]
                 or len(kept) >= KEEP_MAX
                 or time.monotonic() - self._kept_at >= KEEP_SECONDS
+                # a call final outside any run (denied after its turn parked): its span is
+                # made now, for no run may ever continue the turn (a sweep's retired call)
+                or (t is ToolCallFinished and self._turn_span is None and not self._run_kept)
             ):
                 self._flush()
         if span is not None:
@@ -315,6 +324,7 @@ class Tracer(Extension):
     def _flush_kept(self) -> None:
         kept, self._kept = self._kept, []
         contexts, self._contexts = self._contexts, []
+        self._run_kept = False  # a run among them opens its turn's span (_turn_span)
         failed: Exception | None = None
         at = 0
         for i, change in enumerate(kept):
