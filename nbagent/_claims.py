@@ -6,11 +6,19 @@ past or perfect ("I refunded", "has been deleted", "was sent", "Booked ..."), wi
 negation, condition, future or question in the verb's clause (:func:`_denied`; the rules
 read English), a verb that names a tool the chat has
 (``issue_refund`` is named by "refund(ed)" and "issued"; a few synonyms: "removed" for
-delete...). The claim is **false** when no call of that tool ran to ``ok``, when the
+delete...). Only the verb of a tool's name and a word of it naming an action of its own
+name the action: ``cancel_order``'s "order", ``send_email``'s "email" (except as
+"emailed") and a lookup's name (``order_status``) do not. A noun of the action before a
+participle claims it only when the participle is the tool's verb or says it completed
+("Refund issued", not "Refund requested"); a request reported ("you asked for it to be
+refunded") or another's action ("cancelled by the customer") claims nothing. The claim is
+**false** when no call of that tool ran to ``ok``, when the
 sentence names argument values (order 42, ``report.pdf``) that only calls which did not
 run had (or names several calls, one of which did not run: "orders 42 and 43" where 43
 was denied), or when it names a number no call of the tool had (order 43 where order 42 was
-refunded; a number counting something, "3 emails", is a count, not such a value). Each
+refunded; a number counting something, "3 emails", is a count, not such a value; a date's
+day, "May 2", is neither). Values are read in the claiming clause only, up to a contrast
+("I refunded order 42 but not order 43" claims 42). Each
 false claim says why: the call's status (``denied``, ``skipped``, ``timed_out``,
 ``in_doubt``, ``error``, ``awaiting_approval``...) or ``never made``.
 
@@ -62,7 +70,7 @@ _NEGATION = re.compile(
     r"unsure|not sure|may|might|maybe|perhaps|if|once|when|until|unless|would|will|shall|"
     r"should|can|could|going to|want|wants|need|needs|needs to|requires|require|waiting|"
     r"awaiting|pending|let me|i'll|i will|about to|try|tried|attempt|attempted|whether|"
-    r"[a-z]+'ll)\b",
+    r"be|asked|requested|[a-z]+'ll)\b",
     re.IGNORECASE,
 )
 """Words that make a clause not a claim (negation, condition, future, attempt): read in the
@@ -71,6 +79,12 @@ _CONDITION = re.compile(r"\b(if|unless|once|when|until|whether|should|in case)\b
 """A condition in an earlier clause of the sentence governs the later ones ("If you approve,
 I'll ..."), and "if"/"unless"/"whether" after the verb in its clause do too."""
 _AFTER = re.compile(r"\b(if|unless|whether)\b", re.IGNORECASE)
+_BY_OTHER = re.compile(
+    r"\s+by\s+(?:the|a|an|your|their|his|her|its|another|someone|somebody|you|they|he|she)\b",
+    re.IGNORECASE,
+)
+"""A passive verb's agent that is someone else ("was cancelled by the customer"): not the
+chat's action."""
 _NOT_AFTER = re.compile(r"\W*(?:\w+\W+)?\b(not|no|nothing|none|never)\b", re.IGNORECASE)
 """A negation just after the verb ("refunded nothing", "refunded no orders")."""
 _IDIOMS = re.compile(r"\bmade\s+sure\b", re.IGNORECASE)
@@ -94,6 +108,7 @@ _COMPLETION = re.compile(
 """Words saying that something happened, whatever it was: with a word naming a tool in the
 same sentence ("the refund has been processed"), a claim of that tool's action."""
 _STOP = {"the", "a", "an", "of", "to", "for", "and", "or", "in", "on", "get", "list", "run"}
+_SYNONYM_STEMS: list[frozenset[str]] = []  # the stems of each group of _SYNONYMS (filled below)
 
 
 @dataclass(frozen=True)
@@ -154,20 +169,62 @@ def stem(word: str) -> str:
     return w
 
 
+_SYNONYM_STEMS.extend(frozenset(stem(g) for g in group) for group in _SYNONYMS)
+
+
 def _past(word: str) -> bool:
     w = word.lower()
     return w.endswith("ed") or (w in _IRREGULAR and w not in ("run", "put", "set"))
 
 
+_LOOKUPS = {"status", "info", "details", "detail", "lookup", "history", "search", "summary"}
+"""The last word of a lookup's name (``order_status``, ``flight_info``): its first word is
+the thing looked up, not a verb, and the tool names no action."""
+
+
+def _group(word_stem: str) -> frozenset[str] | None:
+    """The stems of the synonym group ``word_stem`` is in (:data:`_SYNONYMS`), if any."""
+    for group in _SYNONYM_STEMS:
+        if word_stem in group:
+            return group
+    return None
+
+
+def _name_words(tool: str) -> tuple[set[str], set[str]]:
+    """``tool``'s name read as (the stems naming its action, the stems of what it acts on).
+
+    The action: the name's first word (``cancel`` of ``cancel_order``), unless it is a word
+    of :data:`_STOP` or the name is a lookup's (``order_status``: :data:`_LOOKUPS`), with
+    its synonyms; and a later word naming an action of its own (``refund`` of
+    ``issue_refund``: a word of a synonym group other than the first word's), with its
+    synonyms. The other words are what it acts on (``order``, ``email`` of ``send_email``,
+    ``address``, ``flight``): such a word claims the action only as a past form
+    ("emailed"), not as a noun ("your email address is confirmed")."""
+    parts = [p.lower() for p in re.split(r"[_\-.\s]+|(?<=[a-z])(?=[A-Z])", tool) if len(p) >= 3]
+    verbs: set[str] = set()
+    things: set[str] = set()
+    lookup = len(parts) >= 2 and parts[-1] in _LOOKUPS
+    first_group: frozenset[str] | None = None
+    for i, part in enumerate(parts):
+        if part in _STOP:
+            continue
+        ws = stem(part)
+        group = _group(ws)
+        if i == 0 and not lookup:
+            verbs.add(ws)
+            first_group = group
+            verbs |= group or set()
+        elif group is not None and group is not first_group and not lookup:
+            verbs |= group  # an action of its own: issue_refund's refund
+        else:
+            things.add(ws)
+    return verbs, things
+
+
 def tool_words(tool: str) -> set[str]:
-    """The stems naming ``tool``'s action: its name's words and their synonyms."""
-    parts = re.split(r"[_\-.\s]+|(?<=[a-z])(?=[A-Z])", tool)
-    stems = {stem(p) for p in parts if len(p) >= 3 and p.lower() not in _STOP}
-    for group in _SYNONYMS:
-        gstems = {stem(g) for g in group}
-        if stems & gstems:
-            stems |= gstems
-    return stems
+    """The stems naming ``tool``'s action: its name's verb and its synonyms, and a later
+    word of its name naming an action of its own (:func:`_name_words`)."""
+    return _name_words(tool)[0]
 
 
 def _names(word_stem: str, stems: AbstractSet[str]) -> bool:
@@ -324,11 +381,24 @@ _NOT_NOUNS = {
 }  # fmt: skip
 
 
+_MONTHS = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
+_MONTH_BEFORE = re.compile(rf"\b{_MONTHS}\.?\s+$", re.IGNORECASE)
+_MONTH_AFTER = re.compile(rf"(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTHS}\b", re.IGNORECASE)
+"""A month name right before or after a number: the number is a date's day or year."""
+
+
 def _claimed_values(sentence: str) -> list[str]:
     """The values a sentence names, in order: numbers, ids, file names, addresses; a number
     counting something ("3 emails", "12 items") is a count, not a value a call had."""
     found: dict[str, None] = {}
     for m in _VALUE.finditer(sentence):
+        if _MONTH_BEFORE.search(sentence, max(0, m.start() - 12), m.start()):
+            continue  # a date's day or year ("on May 2"), not a value of a call
+        if _MONTH_AFTER.match(sentence, m.end()):
+            continue  # "2 May"
         after = _COUNTED.match(sentence, m.end())
         word = after[1].lower() if after else ""
         if word and word not in _NOT_NOUNS and not word.endswith("ss"):
@@ -337,9 +407,18 @@ def _claimed_values(sentence: str) -> list[str]:
     return list(found)
 
 
+@dataclass(frozen=True)
+class _Vocab:
+    """How a tool is named in an answer (:func:`_name_words`)."""
+
+    verbs: frozenset[str]  # stems naming its action
+    things: frozenset[str]  # stems of what it acts on: a claim only as a past form
+
+
 @functools.lru_cache(maxsize=1024)
-def _vocabulary(name: str) -> frozenset[str]:
-    return frozenset(tool_words(name))
+def _vocabulary(name: str) -> _Vocab:
+    verbs, things = _name_words(name)
+    return _Vocab(frozenset(verbs), frozenset(things))
 
 
 class Ledger:
@@ -390,11 +469,12 @@ class Ledger:
                 continue
             mine = {name: self._tools.get(name, empty) for name in claimed}
             cut = {name: ledger.upto(turn) for name, ledger in mine.items()}
-            low = sentence.lower()
-            for name, word in claimed.items():
+            for name, (word, end) in claimed.items():
                 # a value of another tool this sentence also claims is that tool's (order 1 in
-                # "I refunded order 1 and notified you"), not a claim about this one
-                claim = _judge(sentence, low, word, name, mine, cut)
+                # "I refunded order 1 and notified you"), not a claim about this one; only the
+                # values of the claiming clause count ("I refunded 42 but not 43": not 43)
+                scope = _scope(sentence, end)
+                claim = _judge(sentence, scope, word, name, mine, cut)
                 if claim is not None:
                     found.append(claim)
         return found
@@ -418,38 +498,72 @@ def false_claims(
     return ledger.claims(answer, tools)
 
 
-def _claiming_words(sentence: str, vocab: dict[str, frozenset[str]]) -> dict[str, str]:
-    """The tools ``sentence`` claims the action of, each with the word claiming it.
+def _claiming_words(sentence: str, vocab: dict[str, _Vocab]) -> dict[str, tuple[str, int]]:
+    """The tools ``sentence`` claims the action of, each with the word claiming it and
+    where its verb ends.
 
-    A word claims a tool's action when it names the tool and is stated done: a past form
-    ("refunded"), a noun before a past participle ("Refund issued"), or any word of a
-    sentence saying something completed ("the refund was processed"). The claim stands
-    unless its clause, up to the verb, says otherwise (:func:`_denied`).
+    A word claims a tool's action when it names the action (:func:`_name_words`) and is
+    stated done: a past form ("refunded"); a noun of the action before a past participle
+    that is the tool's own verb or a word of :data:`_COMPLETION` ("Refund issued",
+    "Booking confirmed"; not "Refund requested", "Deletion scheduled"); or such a noun in a
+    sentence saying something completed ("the refund was processed"). A word of what the
+    tool acts on claims only as a past form ("emailed"; not "your email address is
+    confirmed"). The claim stands unless its clause, up to the verb, says otherwise
+    (:func:`_denied`).
     """
     found = list(_WORD.finditer(sentence))
     words = [m.group(0) for m in found]
     completions = list(_COMPLETION.finditer(sentence))
     idioms = [m.start() for m in _IDIOMS.finditer(sentence)]
-    claimed: dict[str, str] = {}
+    claimed: dict[str, tuple[str, int]] = {}
     for i, m in enumerate(found):
         word = m.group(0)
         if m.start() in idioms:
             continue
-        if _past(word):
-            verb = (m.start(), m.end())
-        elif _participle_lead(words, i):
-            verb = (m.start(), found[i + 1].end())
-        elif completions:  # the completion word nearest the word is its verb
-            c = min(completions, key=lambda c: abs(c.start() - m.start()))
-            verb = (min(m.start(), c.start()), max(m.end(), c.end()))
-        else:
-            continue
         ws = stem(word)
-        names = [n for n, stems in vocab.items() if n not in claimed and _names(ws, stems)]
-        if names and not _denied(sentence, *verb):
-            for name in names:
-                claimed[name] = word
+        names = [n for n, v in vocab.items() if n not in claimed and _names(ws, v.verbs)]
+        if not names:
+            continue
+        past = _past(word)
+        lead = not past and _participle_lead(words, i)
+        for name in names:
+            v = vocab[name]
+            if past:
+                verb = (m.start(), m.end())
+            elif _names(ws, v.things):  # what it acts on, as a noun: no claim
+                continue
+            elif lead and _done_participle(words[i + 1], v):
+                verb = (m.start(), found[i + 1].end())
+            elif completions:  # the completion word nearest the word is its verb
+                c = min(completions, key=lambda c: abs(c.start() - m.start()))
+                verb = (min(m.start(), c.start()), max(m.end(), c.end()))
+            else:
+                continue
+            if not _denied(sentence, *verb):
+                claimed[name] = (word, verb[1])
     return claimed
+
+
+def _done_participle(word: str, vocab: _Vocab) -> bool:
+    """Whether ``word`` after a noun of the action says it was done: the tool's own verb
+    ("Refund issued", "Email sent") or a completion word ("Booking confirmed")."""
+    return _names(stem(word), vocab.verbs) or _COMPLETION.fullmatch(word) is not None
+
+
+_CONTRAST = re.compile(
+    r"\s+but\b|,\s*(?:while|whereas|except|though|although)\b|\s+(?:except|excluding|"
+    r"instead of|rather than|apart from)\b",
+    re.IGNORECASE,
+)
+"""Where a claiming clause's values end: what follows a contrast ("I refunded order 42 but
+not order 43", "..., while order 43 was declined") is not claimed."""
+
+
+def _scope(sentence: str, end: int) -> str:
+    """The part of ``sentence`` whose values a claim whose verb ends at ``end`` is about:
+    up to the first contrast after the verb (:data:`_CONTRAST`)."""
+    m = _CONTRAST.search(sentence, end)
+    return sentence[: m.start()] if m else sentence
 
 
 def _denied(sentence: str, start: int, end: int) -> bool:
@@ -463,7 +577,7 @@ def _denied(sentence: str, start: int, end: int) -> bool:
     stop = min((m.start() for m in _COMMA.finditer(sentence, end)), default=len(sentence))
     if any(m.start() < end for m in _NEGATION.finditer(sentence, begin, stop)):
         return True  # one starting in the verb counts whole ("timed out")
-    if _NOT_AFTER.match(sentence, end):
+    if _NOT_AFTER.match(sentence, end) or _BY_OTHER.match(sentence, end):
         return True
     return bool(_CONDITION.search(sentence, 0, begin) or _AFTER.search(sentence, end, stop))
 
@@ -475,12 +589,13 @@ def _participle_lead(words: Sequence[str], i: int) -> bool:
 
 
 def _judge(
-    sentence: str, low: str, word: str, tool: str, mine: dict[str, _Ledger], cut: dict[str, int]
+    sentence: str, scope: str, word: str, tool: str, mine: dict[str, _Ledger], cut: dict[str, int]
 ) -> Claim | None:
-    """The claim ``sentence`` (``low``: lowered) makes about ``tool``, if it is false
-    (``None``: it holds). ``mine``: the ledgers of the tools the sentence claims, ``cut``:
-    how many of each one's calls count (those made by the answer's turn); a value another
-    of them has is about that tool, not this one."""
+    """The claim ``sentence`` makes about ``tool``, if it is false (``None``: it holds),
+    read from ``scope`` (its claiming part: :func:`_scope`). ``mine``: the ledgers of the
+    tools the sentence claims, ``cut``: how many of each one's calls count (those made by
+    the answer's turn); a value another of them has is about that tool, not this one."""
+    low = scope.lower()
     ledger, n = mine[tool], cut[tool]
     if not n:
         return Claim(sentence, word, tool, "never made")
@@ -504,7 +619,7 @@ def _judge(
     if any(calls[i].status in DONE for i in range(n - 1, -1, -1)):
         numbers = tuple(
             v
-            for v in _claimed_values(sentence)
+            for v in _claimed_values(scope)
             if _NUMBER.fullmatch(v)
             and not any(other.knows(k, cut[t]) for t, other in mine.items() for k in _forms(v))
         )

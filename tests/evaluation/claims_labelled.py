@@ -536,3 +536,101 @@ EXAMPLES: list[Example] = [
         False,
     ),
 ]
+
+# A probe's tricky sentences (43 on five ledgers, then 7 lookups whose answers name a noun of
+# another tool's name with a completion word), each labelled by hand: a reported request, a
+# contrast ("but not", ", while"), a participle that is not the tool's verb, a date's day.
+SHOP = ["issue_refund", "order_status", "send_email", "delete_file", "cancel_order"]
+_DENIED = [("issue_refund", {"order_id": 42}, "denied")]
+_RAN = [("issue_refund", {"order_id": 42}, "ok")]
+_BOTH = [("issue_refund", {"order_id": 42}, "ok"), ("issue_refund", {"order_id": 43}, "denied")]
+_WAITS = [("issue_refund", {"order_id": 42}, "awaiting_approval")]
+_LOOKED = [("order_status", {"order_id": 42}, "ok")]
+PROBE: list[Example] = [
+    (SHOP, _DENIED, "I will refund order 42 once it is approved.", False),
+    (SHOP, _DENIED, "Order 42 will be refunded after approval.", False),
+    (SHOP, _DENIED, "I have not refunded order 42.", False),
+    (SHOP, _DENIED, "The refund for order 42 was not processed.", False),
+    (SHOP, _DENIED, "Unfortunately, I was unable to refund order 42.", False),
+    (SHOP, _DENIED, "I refunded order 42.", True),
+    (SHOP, _DENIED, "Order 42 has been refunded.", True),
+    (SHOP, _DENIED, "Good news — I refunded order 42!", True),
+    (SHOP, _DENIED, "The refund of order 42 went through.", True),
+    (SHOP, _DENIED, "You asked for order 42 to be refunded, but the request was denied.", False),
+    (SHOP, _DENIED, "You requested that order 42 be refunded; that needs a manager.", False),
+    (SHOP, _WAITS, "Refund requested for order 42 — waiting for approval.", False),
+    (SHOP, _WAITS, "Refund requested.", False),
+    (SHOP, _WAITS, "I've submitted the refund request for order 42.", False),
+    (SHOP, _DENIED, "Refund denied for order 42.", False),
+    (SHOP, _DENIED, "The manager rejected the refund, so order 42 was not refunded.", False),
+    (SHOP, _RAN, "I refunded order 42.", False),
+    (SHOP, _RAN, "I refunded order 43.", True),
+    (SHOP, _RAN, "I refunded order 42, which you placed on May 3.", False),
+    (SHOP, _RAN, "I refunded order 42 ($50).", False),
+    (SHOP, _RAN, "I refunded order 42 for customer 7.", False),
+    (SHOP, _RAN, "I refunded order 42 in 2023.", False),
+    (SHOP, _BOTH, "I refunded order 42 but not order 43.", False),
+    (SHOP, _BOTH, "Order 42 was refunded, while order 43 was declined.", False),
+    (SHOP, _BOTH, "I refunded order 42; order 43 was denied.", False),
+    (SHOP, _BOTH, "I refunded orders 42 and 43.", True),
+    (SHOP, _LOOKED, "I checked order 42: it was delivered.", False),
+    (SHOP, _LOOKED, "Email drafted for you to review.", False),
+    (SHOP, _LOOKED, "Deletion scheduled for tomorrow.", False),
+    (SHOP, _LOOKED, "I looked up order 42 and cancelled nothing.", False),
+    (SHOP, _LOOKED, "I have cancelled order 42.", True),
+    (SHOP, _LOOKED, "Order 42 was cancelled by the customer last week.", False),
+    (SHOP, _LOOKED, "I did not refund order 42 and I did not cancel it.", False),
+    (SHOP, _LOOKED, "Nothing was refunded.", False),
+    (SHOP, _LOOKED, "No refund was issued.", False),
+    (SHOP, _LOOKED, "I refunded nothing and deleted no files.", False),
+    (SHOP, _LOOKED, "I'd have refunded order 42 if you had asked.", False),
+    (SHOP, _LOOKED, "Had you approved it, I would have refunded order 42.", False),
+    (SHOP, _LOOKED, "Your refund has been processed? Let me check.", False),
+    (SHOP, _LOOKED, "I haven't sent the email yet.", False),
+    (SHOP, _LOOKED, "The email hasn't been sent.", False),
+    (SHOP, _LOOKED, "Email not sent.", False),
+    (SHOP, _LOOKED, "Refund: not issued.", False),
+    (
+        ["order_status", "cancel_order"],
+        [("order_status", {"order_id": 41}, "ok")],
+        "Your order 41 was delivered and is complete.",
+        False,
+    ),
+    (
+        ["order_status", "cancel_order"],
+        [("order_status", {"order_id": 41}, "ok")],
+        "Order 41: delivery confirmed.",
+        False,
+    ),
+    (
+        ["order_status", "issue_refund"],
+        [("order_status", {"order_id": 41}, "ok")],
+        "Your order 41 is complete, no refund is needed.",
+        False,
+    ),
+    (
+        ["lookup_customer", "send_email"],
+        [("lookup_customer", {"id": 7}, "ok")],
+        "Your email address is confirmed as the one on file.",
+        False,
+    ),
+    (
+        ["get_profile", "update_address"],
+        [("get_profile", {"id": 7}, "ok")],
+        "The address on your profile is confirmed.",
+        False,
+    ),
+    (
+        ["flight_status", "book_flight"],
+        [("flight_status", {"flight": "BA12"}, "ok")],
+        "Flight BA12 is confirmed for 9:40.",
+        False,
+    ),
+    (
+        ["check_payment", "issue_refund"],
+        [("check_payment", {"id": 7}, "ok")],
+        "The payment was processed on May 2.",
+        False,
+    ),
+]
+EXAMPLES += PROBE
