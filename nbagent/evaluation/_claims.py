@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._claims import false_claims
+from .._html import preview
 from ._case import Case
 from ._checks import JUDGE_SCHEMA, Check, Verdict, _judge_factory, judge_prompt, judge_verdict
 
@@ -37,7 +38,10 @@ def claims_hold(*, judge: Any = None, name: str = "claims hold") -> Check:
 
     Args:
         judge: Also ask a model (any nbagent chat, forked per case, or a function making
-            one): the case fails when the rules or the judge find a false claim.
+            one): the case fails when the rules or the judge find a false claim. When the
+            rules found one, the case fails whatever the judge does (a judge that raises
+            or gives no verdict is named in the detail); when they found none, a judge
+            that fails is the check's error (``passed`` is ``<NA>``).
         name: The check's name.
     """
     make = _judge_factory(judge) if judge is not None else None
@@ -56,16 +60,27 @@ def claims_hold(*, judge: Any = None, name: str = "claims hold") -> Check:
             if make is None:
                 return Verdict(None, None, unknown)
         if make is not None:
-            chat = make()
-            chat.ask(judge_prompt(CLAIMS_CRITERION, case), output=JUDGE_SCHEMA)
-            verdict = judge_verdict(chat)
-            if not claims and verdict.passed is False:
-                return Verdict(False, 0.0, f"rules found none; {verdict.detail}")
-            if claims:
+            if claims:  # the rules decided: the case fails whatever the judge does
+                try:
+                    verdict = _ask(make, case)
+                except Exception as exc:
+                    text = " ".join(str(exc).split())
+                    said = f"the judge failed ({type(exc).__name__}: {preview(text, 200)})"
+                    return Verdict(False, 0.0, f"{detail}; {said}")
                 return Verdict(False, 0.0, f"{detail}; {verdict.detail}")
+            verdict = _ask(make, case)  # the judge alone decides: its failure is the error
+            if verdict.passed is False:
+                return Verdict(False, 0.0, f"rules found none; {verdict.detail}")
             return Verdict(True, 1.0, verdict.detail)
         if claims:
             return Verdict(False, 0.0, detail)
         return Verdict(True, 1.0, "every action it claims happened")
 
     return Check(name, check)
+
+
+def _ask(make: Any, case: Case) -> Verdict:
+    """The judge's verdict on ``case`` (a chat of ``make`` asked the criterion)."""
+    chat = make()
+    chat.ask(judge_prompt(CLAIMS_CRITERION, case), output=JUDGE_SCHEMA)
+    return judge_verdict(chat)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import contextlib
 import weakref
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
-from .._errors import DecisionError
+from .._errors import DecisionError, provider_secrets, scrub
 from .._html import clip
 from .._types import ToolCall
 from ..batch import Backend, batch, batch_async, takes_row
@@ -55,10 +56,22 @@ _WIRED: weakref.WeakKeyDictionary[Any, Callable[[Any], None]] = weakref.WeakKeyD
 prepared (and this one continues) decides by this evaluation's ``decide=`` only."""
 
 
-def raised(what: str, exc: BaseException) -> str:
-    """One line saying ``what`` (``decide=``, ``rest=``) raised ``exc``."""
+def raised(what: str, exc: BaseException, secrets: Iterable[str | None] = ()) -> str:
+    """One line saying ``what`` (``decide=``, ``rest=``) raised ``exc``, scrubbed of key-like
+    tokens, URL credentials and ``secrets`` (the chat's provider's)."""
     text = " ".join(str(exc).split())
-    return f"{what} raised {type(exc).__name__}: {text}"[:500]
+    return scrub(f"{what} raised {type(exc).__name__}: {text}", secrets)[:500]
+
+
+def approval_hint(decide: Decide) -> str:
+    """What the batch's "rows await approval" line adds: pass ``decide=``, or (it was
+    passed) that it left those calls undecided."""
+    if decide is None:
+        return "or pass decide= to nbagent.evaluate to decide them as they come"
+    return (
+        "decide= left them undecided (it returned None, or raised: the scorecard's error "
+        "column says what)"
+    )
 
 
 def deciding(decide: Decide, errors: dict[str, str] | None = None) -> Callable[[Any], None] | None:
@@ -86,7 +99,7 @@ def deciding(decide: Decide, errors: dict[str, str] | None = None) -> Callable[[
         except Exception as exc:
             if errors is None:
                 raise
-            errors.setdefault(chat.id, raised("decide=", exc))
+            errors.setdefault(chat.id, raised("decide=", exc, _secrets_of(chat)))
             return
         if said is None:
             return
@@ -289,18 +302,28 @@ def judge_case(check: Any, case: Case) -> tuple[Verdict, str | None]:
     or ``cost_under`` for it would count a broken case as a good one.
     """
     if case.driver_error is not None:  # the evaluation broke, not the agent: not judged
-        return Verdict(None, None, "not judged"), case.driver_error
+        return Verdict(None, None, "not judged"), scrub(case.driver_error, _secrets_of(case.chat))
     if case.status == ELSEWHERE:  # another process runs it and scores it there
         return Verdict(None, None, f"not judged here: {case.error or ELSEWHERE}"), None
     if not case.ran:
         return Verdict(False, 0.0, f"the case did not run ({case.error or case.status})"), None
     try:
-        return verdict_of(check(case)), None
+        verdict = verdict_of(check(case))
+        if verdict.detail:  # a check's own text may quote what it read (a key, a DSN)
+            verdict = replace(verdict, detail=scrub(verdict.detail, _secrets_of(case.chat)))
+        return verdict, None
     except EmptyCell as exc:  # no expectation in this row: nothing to judge
         return Verdict(None, None, str(exc)), None
     except Exception as exc:
         text = str(exc).strip().splitlines()
-        return Verdict(None, None, ""), f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
+        error = f"{type(exc).__name__}: {text[0] if text else ''}"
+        return Verdict(None, None, ""), scrub(error, _secrets_of(case.chat))[:500]
+
+
+def _secrets_of(chat: Any) -> tuple[str, ...]:
+    """The secrets of ``chat``'s provider to scrub from a check's text (none known: ())."""
+    provider = getattr(chat, "provider", None) if chat is not None else None
+    return provider_secrets(provider) if provider is not None else ()
 
 
 def score(source: Any, checks: Any, *, make_chat: Callable[..., Any] | None = None) -> Any:
@@ -450,7 +473,7 @@ def evaluate(
         progress=progress,
         backend_options=backend_options,
         _prepare=prepare,
-        _approval_hint="or pass decide= to nbagent.evaluate to decide them as they come",
+        _approval_hint=approval_hint(decide),
     )
     return _scored(result, checks, held)
 
@@ -488,6 +511,6 @@ async def evaluate_async(
         progress=progress,
         backend_options=backend_options,
         _prepare=prepare,
-        _approval_hint="or pass decide= to nbagent.evaluate to decide them as they come",
+        _approval_hint=approval_hint(decide),
     )
     return _scored(result, checks, held)
