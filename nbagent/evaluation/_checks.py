@@ -98,14 +98,15 @@ class Column:
 
         Raises:
             KeyError: The case has no such column.
-            EmptyCell: The cell is empty (None, NaN, NA).
+            EmptyCell: The cell is empty (None, NaN, NA, or text of only whitespace: an
+                empty text is in every answer, so it would pass any).
         """
         try:
             value = case.row[self.name]
         except KeyError:
             have = ", ".join(map(repr, list(case.row)[:12]))
             raise KeyError(f"the case has no column {self.name!r} (it has {have})") from None
-        if _empty(value):
+        if _empty(value) or (isinstance(value, str) and not value.strip()):
             raise EmptyCell(f"column {self.name!r} is empty in this case")
         return value
 
@@ -373,6 +374,11 @@ def answer_contains(*texts: Any, case_sensitive: bool = False, any_of: bool = Fa
     """
     if not texts:
         raise ValueError("answer_contains needs at least one text")
+    for t in texts:
+        if isinstance(t, str) and not t.strip():
+            raise ValueError(
+                f"answer_contains: the text {t!r} is in every answer; give a text to look for"
+            )
 
     def judge(case: Case) -> Verdict:
         answer = case.answer
@@ -466,8 +472,38 @@ def _under(label: str, read: Callable[[Case], float], bound: float, fmt: str) ->
 
 
 def cost_under(usd: float) -> Check:
-    """Passes when the chat's model requests cost at most ``usd`` dollars."""
-    return _under("cost", lambda c: c.cost_usd, usd, "${:.4f}")
+    """Passes when the chat's model requests cost at most ``usd`` dollars.
+
+    A request whose model has no known price (``chat.record.unpriced``) makes the cost
+    unknown: the case is not judged (``passed`` is ``<NA>``, the detail names the
+    unpriced requests and their models), unless the priced ones alone already cost more
+    than ``usd`` (it fails). Register the model's price
+    (``nbagent.providers.register_model``) to judge it, or bound tokens (:func:`tokens_under`).
+    """
+    check = _under("cost", lambda c: c.cost_usd, usd, "${:.4f}")
+    bound = check.fn
+
+    def judge(case: Case) -> Verdict:
+        verdict = bound(case)
+        unpriced = case.record.unpriced if case.record is not None else 0
+        if not unpriced or verdict.passed is False:
+            return verdict
+        models = sorted(
+            {
+                str(s.model)
+                for s in case.record.steps  # type: ignore[union-attr]
+                if s.cost_usd is None and s.error_type is None and s.model
+            }
+        )
+        which = f" (model {', '.join(models)})" if models else ""
+        return Verdict(
+            None,
+            None,
+            f"cost unknown: {unpriced} model request(s) have no price{which}; the priced "
+            f"ones cost {verdict.detail}",
+        )
+
+    return Check(check.name, judge)
 
 
 def tokens_under(tokens: int) -> Check:

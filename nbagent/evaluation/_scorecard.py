@@ -79,11 +79,16 @@ def summarize(df: Any) -> Any:
     return frame.astype({c: "int64" for c in columns if c not in keys})
 
 
+BRANCH_CHECK = " / "
+"""What joins a sweep's branch and check in a :func:`per_case` column's name."""
+
+
 def per_case(df: Any, values: str = "passed") -> Any:
-    """One row per case, a column per check (per branch and check in a sweep), in the
-    scorecard's order, indexed like the cases: the ``case`` keys are text (a store finds a
-    case by them), the index here is the cases' own (a DataFrame's labels, a list's
-    positions), so ``cases.join(card.per_case())`` lines up."""
+    """One row per case, a column per check (per branch and check in a sweep, named
+    ``"<branch> / <check>"``), in the scorecard's order, indexed like the cases: the
+    ``case`` keys are text (a store finds a case by them), the index here is the cases'
+    own (a DataFrame's labels, a list's positions), so ``cases.join(card.per_case())``
+    lines up, for an evaluation and a sweep alike."""
     import pandas as pd
 
     frame = pd.DataFrame(df)
@@ -93,22 +98,36 @@ def per_case(df: Any, values: str = "passed") -> Any:
     wanted = list(dict.fromkeys(zip(*(frame[c] for c in columns), strict=True)))
     table = table.reindex(index=order)
     table = table.reindex(columns=wanted if len(columns) > 1 else [w[0] for w in wanted])
+    if len(columns) > 1:  # one level, as the cases have: a join lines up
+        table.columns = pd.Index(
+            [BRANCH_CHECK.join(str(p) for p in c) for c in table.columns], dtype=object
+        )
     labels, name = _case_labels(df)
     table.index = pd.Index([labels.get(k, k) for k in table.index], name=name)
-    table.columns.name = None if len(columns) == 1 else table.columns.name
+    table.columns.name = None
     return table
 
 
-def _case_labels(df: Any) -> tuple[dict[str, Any], Any]:
-    """Each case key's label among the cases (the batch's inputs), and the index's name."""
-    run = df.attrs.get("nbagent_batch")
+def case_labels(run: Any) -> tuple[dict[str, Any], Any]:
+    """Each case key's label among the cases of a batch ``run`` (its inputs: a DataFrame's
+    index labels, a list's positions), and the index's name."""
     jobs = getattr(run, "jobs", None)
-    if not jobs:  # a sweep's or a detached run's: the keys are all there is
+    if not jobs:  # a detached run's: the keys are all there is
         return {}, "case"
     index = getattr(run, "index", None)
     if index is not None and len(index) == len(jobs):
         return {j.key: index[j.index] for j in jobs}, index.name
     return {j.key: j.index for j in jobs}, None
+
+
+def _case_labels(df: Any) -> tuple[dict[str, Any], Any]:
+    """Each case key's label among the cases (the batch's inputs), and the index's name:
+    the run's, or those a sweep kept of its first run (:func:`case_labels`)."""
+    run = df.attrs.get("nbagent_batch")
+    kept = getattr(run, "case_labels", None)
+    if kept is not None:
+        return kept
+    return case_labels(run)
 
 
 def plot_scorecard(df: Any, ax: Any = None) -> Any:
@@ -189,6 +208,17 @@ def _summary_html(df: Any) -> str:
     )
 
 
+PICKLED_ATTRS = ("nbagent_checks", "nbagent_unscored")
+"""The attrs a pickled scorecard keeps (its run and chats are live objects of this process)."""
+
+
+def unpickle_scorecard(frame: Any) -> Any:
+    """A scorecard again, from the frame its ``__reduce__`` pickled."""
+    card = scorecard_type()(frame)
+    card.attrs = dict(frame.attrs)
+    return card
+
+
 @functools.cache
 def scorecard_type() -> type:
     """The ``Scorecard`` class (a ``pandas.DataFrame`` subclass), made once pandas is needed."""
@@ -208,6 +238,15 @@ def scorecard_type() -> type:
         @property
         def _constructor(self) -> type:
             return Scorecard
+
+        def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+            """Pickled (``pickle``, ``to_pickle``, joblib, multiprocessing) as its rows and
+            the attrs that are plain values: the class is made at run time, so it is
+            rebuilt by :func:`unpickle_scorecard`; the link to its batch run and chats
+            (``read_log(card)``) stays in this process."""
+            frame = pd.DataFrame(self)
+            frame.attrs = {k: v for k, v in self.attrs.items() if k in PICKLED_ATTRS}
+            return unpickle_scorecard, (frame,)
 
         def summary(self) -> pd.DataFrame:
             """Per check (and branch): cases, passed, failed, not_applicable, errors,

@@ -29,6 +29,7 @@ from ._evaluate import (
     DECIDER,
     Decide,
     _checks,
+    _secrets_of,
     cases_of,
     deciding,
     decision_of,
@@ -36,6 +37,7 @@ from ._evaluate import (
     raised,
     score_cases,
 )
+from ._scorecard import case_labels
 
 Edits = Mapping[str, Iterable[Mapping[str, Any]]] | Callable[[Any], Iterable[Mapping[str, Any]]]
 MAX_ROUNDS = 50
@@ -46,8 +48,11 @@ class _Chats:
     """The chats behind a sweep's scorecard (originals and forks), by id: what
     ``read_log(card)`` reads; kept as itself when pandas copies the frame's attrs."""
 
-    def __init__(self, chats: Mapping[str, Any]):
+    def __init__(
+        self, chats: Mapping[str, Any], case_labels: tuple[dict[str, Any], Any] | None = None
+    ):
         self.chats = dict(chats)
+        self.case_labels = case_labels  # the cases' labels, by key (``per_case``'s index)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> _Chats:
         return self
@@ -255,7 +260,7 @@ def sweep(
         for _, chat in firsts:
             if chat is not None:
                 retire(chat)
-    card.attrs["nbagent_batch"] = _Chats(chats)
+    card.attrs["nbagent_batch"] = _Chats(chats, case_labels(run))
     return card
 
 
@@ -287,7 +292,7 @@ def _run_branches(
                 try:
                     settle(fork, rest)
                 except Exception as exc:  # rest= raised: this branch's error, the rest go on
-                    broke = raised("rest=", exc)
+                    broke = raised("rest=", exc, _secrets_of(fork))
                 record, live = record_of(fork)
                 status = "awaiting_approval" if fork.pending_approvals else "done"
                 branch = dataclasses.replace(
