@@ -46,11 +46,11 @@ The hooks, in the order a turn meets them:
   after the process's and written with them (see :mod:`nbagent._replay`);
 - :meth:`~Extension.catch_up` only under the async driver (``await
   chat.complete_async()``, a batch): awaited on the driving loop before each
-  model request and each tool round (with the round's calls), before each call
-  of a round starts (``starting``) and when the driver stops. While that driver
-  runs, :func:`writes_deferred` is true in ``on_event``: an extension that would
-  block the loop there (the store's writes) may leave the work to ``catch_up``,
-  which does it off the loop.
+  model request and each tool round (with the round's calls) and when the
+  driver stops, and :meth:`~Extension.starting` before each call of a round
+  starts. While that driver runs, :func:`writes_deferred` is true in
+  ``on_event``: an extension that would block the loop there (the store's
+  writes) may leave the work to ``catch_up``, which does it off the loop.
 
 **The core owns every lifecycle change.** An extension never assigns a call's
 status, result or decision: it asks the host, which applies the change with the
@@ -166,19 +166,22 @@ class Extension:
         """
         return None
 
-    async def catch_up(
-        self, calls: Sequence[ToolCall] = (), *, stopping: bool = False, starting: bool = False
-    ) -> None:
+    async def catch_up(self, calls: Sequence[ToolCall] = (), *, stopping: bool = False) -> None:
         """The async driver, on its loop: before each model request, before each tool round
-        (``calls``: the round's calls, about to run), right before each call of a round
-        starts (``starting``: ``calls`` is that one call) and when it stops (``stopping``).
+        (``calls``: the round's calls, about to run) and when it stops (``stopping``).
 
         Do now, without blocking the loop (awaiting a worker thread), what ``on_event``
         left for later while :func:`writes_deferred` was true; ``calls`` may be claimed
-        here (``claim`` is still called for each, right before it starts). With
-        ``starting``, only what the call's start needs (its claim, if not made): it
-        comes once per call. Raising stops the drive before the request or the round
-        (nothing of the round runs); with ``starting``, that call does not start.
+        here (``claim`` is still called for each, right before it starts). Raising
+        stops the drive before the request or the round (nothing of the round runs).
+        """
+
+    async def starting(self, call: ToolCall) -> None:
+        """The async driver, on its loop, right before one call of a round starts (after the
+        round's :meth:`catch_up`): what the call's start needs that may wait, done without
+        blocking the loop (the store claims here a call its round did not claim ahead:
+        one queued behind a running one). Raising: the call does not start and stays
+        runnable (``claim`` is still called right after).
         """
 
 

@@ -1154,14 +1154,14 @@ class _RoundHooks:
         return self.chat._cancel.is_set()
 
     async def ready(self, job: Job) -> None:
-        """Under the async driver, the extensions' ``catch_up`` for one call about to start
-        (``starting``): the store claims there, off the loop, a call its round's catch-up
-        did not claim ahead (queued behind a running one); claimed in ``start``, a
-        PostgreSQL round trip, or a row lock's wait, held up every chat on the loop."""
+        """Under the async driver, the extensions' ``starting`` for one call about to start:
+        the store claims there, off the loop, a call its round's catch-up did not claim
+        ahead (queued behind a running one); claimed in ``start``, a PostgreSQL round
+        trip, or a row lock's wait, held up every chat on the loop."""
         if not self.catching_up or job.call.status not in RUNNABLE:
             return
-        for catch_up in self.chat._hook("catch_up"):
-            await catch_up((job.call,), starting=True)
+        for starting in self.chat._hook("starting"):
+            await starting(job.call)
 
     def start(self, job: Job, mode: Mode) -> str | None:
         chat = self.chat

@@ -341,6 +341,8 @@ class ToolRunner:
             for i, job in enumerate(jobs):
                 try:
                     outcomes[job.call.id] = await self._one(job, "sequential", None, hooks)
+                except _NotStarted as exc:  # it and the rest stay runnable, unanswered
+                    raise exc.original from None
                 except BaseException:
                     self._cancel_rest(jobs[i + 1 :], outcomes, hooks)
                     raise
@@ -349,8 +351,9 @@ class ToolRunner:
         limit = max(1, min(self.max_concurrency, len(jobs)))
         sem = asyncio.Semaphore(limit)
         pool = _shared_pool()
+        unstarted: list[_NotStarted] = []
         tasks = [
-            asyncio.ensure_future(self._guarded(job, mode, sem, pool, hooks, outcomes))
+            asyncio.ensure_future(self._guarded(job, mode, sem, pool, hooks, outcomes, unstarted))
             for job in jobs
         ]
         try:
@@ -366,6 +369,8 @@ class ToolRunner:
             if isinstance(exc, _Escaped):  # a tool's KeyboardInterrupt, a callback's SystemExit
                 raise exc.original from None
             raise
+        if unstarted:  # the others settled; those not started stay runnable, unanswered
+            raise unstarted[0].original
         return [outcomes[j.call.id] for j in jobs]
 
     def _cancel_rest(
@@ -385,12 +390,15 @@ class ToolRunner:
         pool: concurrent.futures.ThreadPoolExecutor,
         hooks: RoundHooks,
         outcomes: dict[str, Outcome],
+        unstarted: list[_NotStarted],
     ) -> None:
         import asyncio
 
         async with sem:
             try:
                 outcomes[job.call.id] = await self._one(job, mode, pool, hooks)
+            except _NotStarted as exc:  # not a failure of the round: its others go on
+                unstarted.append(exc)
             except (Exception, asyncio.CancelledError):
                 raise
             except BaseException as exc:  # raised by the task, it would end the event loop
@@ -409,7 +417,14 @@ class ToolRunner:
             out = Outcome(job.call, "cancelled", message="cancelled before it ran")
             hooks.finish(out)
             return out
-        await hooks.ready(job)
+        try:
+            await hooks.ready(job)
+        except Exception as exc:  # its claim could not be made: not started, still runnable
+            raise _NotStarted(exc) from None
+        if hooks.cancelled():  # stopped while the claim was made (it is let go at close)
+            out = Outcome(job.call, "cancelled", message="cancelled before it ran")
+            hooks.finish(out)
+            return out
         ctx = contextvars.copy_context()  # the call's own: the caller's variables, a copy
         ctx.run(_CALL.set, job.call.id)
         try:
@@ -429,6 +444,8 @@ class ToolRunner:
                 )
                 out = Outcome(job.call, "cancelled", message=why)
                 self._settle(out, utcnow(), time.perf_counter(), hooks)
+            elif isinstance(exc, Exception):  # its claim failed: not started, still runnable
+                raise _NotStarted(exc) from None
             raise
         if skip is not None:
             out = Outcome(job.call, "skipped", message=skip)
@@ -659,6 +676,17 @@ async def _all_settled(tasks: Sequence[asyncio.Future[Any]]) -> None:
     for task in tasks:
         if not task.cancelled():
             task.exception()
+
+
+class _NotStarted(Exception):
+    """A call could not start (its claim failed: the store cannot be written, say) and was
+    left as it was, runnable: the round lets its other calls go on and settle, answers
+    none of the calls not started, and raises the claim's error. Answered "cancelled",
+    an approved call was used up for good by a store's passing failure."""
+
+    def __init__(self, original: Exception):
+        super().__init__(repr(original))
+        self.original = original
 
 
 class _Escaped(Exception):

@@ -210,12 +210,15 @@ async def settle_job(
 
 
 async def _let_go(chat: Any) -> None:
-    """Close a chat that is done with here (its row final, or a template loaded from): its
+    """Close a chat that is done with here (its row done, or a template loaded from): its
     tool sources let go (an MCP server made per row stopped, not left running until the
     chat is collected: a batch of 30 rows kept 17 servers up), what it has pending
-    written. A done chat held by the result still reads and continues (a server used
-    again reconnects). A close that fails (a store that cannot be written now) leaves the
-    chat as it was: it closes again when collected, and its row's result stands."""
+    written. A done chat held by the user still reads; without a store it continues (a
+    server used again reconnects), with one it is loaded again to continue (a closed
+    stored chat refuses to be driven: its events would no longer be written). A failed
+    row's chat is not closed: the batch keeps it, and a rerun continues it. A close that
+    fails (a store that cannot be written now) leaves the chat as it was: it closes again
+    when collected, and its row's result stands."""
     with contextlib.suppress(Exception):
         await asyncio.to_thread(chat.close)
 
@@ -251,8 +254,8 @@ class LocalBackend:
                     out.put_nowait(result)
                     await row.without_slot(wait_for_decisions(row.chat))  # parked: costs none
                     result = await row.settle()
-                if row.chat is not None:  # final: done with here, before the batch may return
-                    await _let_go(row.chat)
+                if result.status == "done" and row.chat is not None:  # before batch() returns
+                    await _let_go(row.chat)  # (a failed row's chat is kept: a rerun goes on)
                 out.put_nowait(result)
             except (asyncio.CancelledError, GeneratorExit):
                 raise

@@ -805,6 +805,11 @@ class StoreExtension(Extension):
         self._running.add(call.id)
         return True
 
+    async def starting(self, call: ToolCall) -> None:
+        """Right before a call of an async round starts: its claim, if its round's catch-up
+        did not make it (a call queued behind a running one), awaited off the loop."""
+        await self.catch_up((call,), starting=True)
+
     async def catch_up(
         self, calls: Sequence[ToolCall] = (), *, stopping: bool = False, starting: bool = False
     ) -> None:
@@ -1127,6 +1132,12 @@ class StoreExtension(Extension):
         until its round closes), so a step with no open round reads no more, and the
         decisions are read only when a call waits for one.
         """
+        if self._closed:  # driven on after close(): its events would no longer be written
+            raise StoreError(
+                f"chat {self.chat_id} was closed: {self.store.location} no longer records it, "
+                "so it is not driven here (nothing of this step ran). Load it again "
+                "(Chat.load(chat_id, store=...)) to continue it."
+            )
         if self.detached is not None:
             return "busy"
         host = self._host

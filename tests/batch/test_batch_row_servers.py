@@ -17,8 +17,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import nbagent
-from nbagent import Chat, MCPServer
+from nbagent import Chat, MCPServer, StoreError
 from nbagent.store import SQLiteStore
 from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
 
@@ -84,3 +86,57 @@ def test_a_resumed_rows_template_and_chat_let_go_of_their_servers(tmp_path: Path
     assert sorted(counter.read_text().split("\n")[:-1]) == [f"row {i}" for i in range(4)]
     del first
     assert servers(marker) == []  # neither the loaded chats' nor the templates' left up
+
+
+def test_a_failed_rows_chat_is_not_closed_and_a_rerun_continues_it_recorded(
+    tmp_path: Path,
+) -> None:
+    """Only done rows' chats are closed: a failed row's is kept by the batch, and its rerun
+    in the same process continues that object. Closed, its store stopped recording it: the
+    rerun's tool result and answer never reached the file, and a false 'driven by another
+    process' warning ended the row failed again."""
+    ran: list[str] = []
+    fail_once = {"b": True}
+
+    @nbagent.tool
+    def work(item: str) -> str:
+        """Work on an item.
+
+        Args:
+            item: The item.
+        """
+        ran.append(item)
+        return f"worked on {item}"
+
+    def make_chat(row: str) -> Chat:
+        script: list[Any] = []
+        if fail_once.pop(row, False):
+            script.append(RuntimeError("the provider fell over"))
+        script += [call_tools(("work", {"item": row})), reply(f"done {row}")]
+        return Chat(provider=ScriptedProvider(script)).with_tools(work)
+
+    db = tmp_path / "batch.db"
+    first = nbagent.batch(["a", "b"], make_chat, store=db, name="n", progress=False)
+    assert list(first["status"]) == ["done", "failed"]
+    again = nbagent.batch(["a", "b"], make_chat, store=db, name="n", progress=False)
+    assert list(again["status"]) == ["done", "done"] and sorted(ran) == ["a", "b"]
+    with SQLiteStore(db) as store:  # the rerun's work is on disk: the stored chat is whole
+        chat_id = again.loc[1, "chat_id"]
+        loaded = Chat.load(chat_id, store=store, tools=[work], provider=ScriptedProvider([]))
+        assert loaded.is_complete and [c.status for c in loaded.tool_calls] == ["ok"]
+        loaded.close()
+
+
+def test_a_closed_stored_chat_refuses_to_be_driven_instead_of_going_unrecorded(
+    tmp_path: Path,
+) -> None:
+    """A done row's chat (closed by the batch), or any stored chat after close(), asked more:
+    a clear StoreError before anything runs, not a turn whose events the store never gets."""
+    db = tmp_path / "chats.db"
+    chat = Chat(provider=ScriptedProvider([reply("one"), reply("two")]), store=db)
+    chat.ask("first")
+    chat.close()
+    with pytest.raises(StoreError, match=r"was closed: .* Load it again"):
+        chat.ask("second")
+    with SQLiteStore(db) as store:
+        assert [m["content"] for m in store.load(chat.id).messages] == ["first", "one"]
