@@ -1049,8 +1049,10 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         if not waiters:
             return reply
         while not self.is_complete and await waiters[0](wait_for_approval):
-            await self.complete_async(max_steps=max_steps)
-        return self.last_assistant_message
+            reply = await self.complete_async(max_steps=max_steps)
+        # what the turn's last drive returned, as ask() does: not the chat's last answer,
+        # which is the previous turn's when a budget stopped this one before it asked
+        return reply
 
     def step(self) -> StepResult:
         """Do exactly one unit of work and say which (see :class:`StepResult`).

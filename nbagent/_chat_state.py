@@ -189,7 +189,8 @@ class StepResult:
         kind: ``generated`` (one model request), ``ran_tools`` (one round of
             runnable calls), ``awaiting_approval`` (nothing runnable until
             someone decides), ``complete`` (the model answered),
-            ``budget_exhausted`` (``complete(max_steps=)`` ran out), or ``busy``
+            ``budget_exhausted`` (a budget ran out with work left: ``max_steps``, or the
+            chat's ``max_cost_usd`` / ``max_total_tokens``, from ``step()`` too), or ``busy``
             (with a store: another process drives this chat, and this copy is
             stale; ``Chat.load`` it again). Another driver in this process is
             never ``busy``: the step waits for it (see :meth:`Chat.step`).

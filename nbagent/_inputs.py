@@ -184,6 +184,12 @@ class CallAsker:
         t0 = time.perf_counter()
         response: LLMToolResponse = await in_worker(provider.complete, request)
         model = response.model or provider.model
+        # no usage reported: its tokens read 0 but its cost is unknown, not $0 (as a request
+        # of the chat's own); a budget that cannot count it says so, once
+        cost = cost_of(model, response.usage) if response.usage_reported else None
+        warn = getattr(chat, "_warn_uncounted", None)
+        if callable(warn):
+            warn(model, cost, response.usage_reported)
         chat._emit(
             SamplingFinished(
                 chat_id=chat.id,
@@ -192,7 +198,7 @@ class CallAsker:
                 model=model,
                 provider=response.provider or provider.name,
                 usage=response.usage,
-                cost_usd=cost_of(model, response.usage),
+                cost_usd=cost,
                 latency_ms=(time.perf_counter() - t0) * 1000.0,
                 text=clean(response.text),
             )

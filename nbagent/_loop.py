@@ -294,6 +294,15 @@ class LoopMixin(ChatCore):
         self._finish_step(result)
         return result
 
+    def _warn_uncounted(self, model: str, cost: float | None, reported: bool) -> None:
+        """Say once a chat that a budget cannot count a response (no usage reported, no
+        price): the chat's own requests' and its tools' sampling requests' alike."""
+        blind = uncounted(
+            model, cost, reported, self._cap("cost"), self._cap("tokens"), self._uncounted_warned
+        )
+        if blind is not None:
+            warnings.warn(f"nbagent: {blind}", UnknownModelWarning, stacklevel=user_stacklevel(5))
+
     def _cap(self, which: str) -> float | None:
         """The chat's cost or token budget, else the configured one (``None``: no budget)."""
         if which == "cost":
@@ -443,18 +452,7 @@ class LoopMixin(ChatCore):
         cost = cost_of(model, usage) if response.usage_reported else None
         replayed = response.replayed  # nothing spent now: its cost counts for budgets only
         if not replayed:  # a budget that cannot count this response says so, once a chat
-            blind = uncounted(
-                model,
-                cost,
-                response.usage_reported,
-                self._cap("cost"),
-                self._cap("tokens"),
-                self._uncounted_warned,
-            )
-            if blind is not None:
-                warnings.warn(
-                    f"nbagent: {blind}", UnknownModelWarning, stacklevel=user_stacklevel(4)
-                )
+            self._warn_uncounted(model, cost, response.usage_reported)
         events: list[Event] = [
             ModelRequestFinished(
                 chat_id=self.id,

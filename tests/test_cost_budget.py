@@ -209,3 +209,25 @@ def test_the_step_budget_is_named_when_no_cost_budget_is_spent() -> None:
     assert chat.status == "budget_exhausted" and chat.exhausted_budget == "steps"
     with pytest.raises(ValueError):
         chat.raise_budget()
+
+
+class _NoWait(nbagent.Extension):
+    """What the notebook view adds to a chat in a kernel: ``ask_async`` asks it whether to
+    wait for a click (here: no)."""
+
+    async def wait_for_decision(self, wait: bool | None) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("waiter", [False, True])
+def test_ask_async_stopped_by_a_budget_before_asking_returns_no_answer(waiter: bool) -> None:
+    """The budget is spent by the first turn: the second stops before its request. Every
+    ask returns None then (no answer to this question), never the first turn's answer (with
+    the view's waiter, ``ask_async`` returned 'Paris' to the capital of Germany)."""
+    script = [_priced(reply("Paris"), 2, 0), _priced(reply("Berlin"), 2, 0)]
+    chat, _ = _chat(script, max_cost_usd=1.0)
+    if waiter:
+        chat.extend(_NoWait())
+    assert chat.ask("capital of France?").content == "Paris"  # type: ignore[union-attr]
+    assert asyncio.run(chat.ask_async("capital of Germany?")) is None
+    assert chat.exhausted_budget == "cost"

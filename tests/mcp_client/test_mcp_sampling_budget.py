@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +136,38 @@ def test_a_mid_call_sampling_request_approved_elsewhere_past_the_budget_is_an_er
     assert call.status == "error" and call.result is not None
     assert "budget is spent" in call.result.content
     assert not [r for r in caplog.records if r.exc_info], caplog.text
+
+
+def test_a_sampling_response_with_no_usage_costs_unknown_and_a_budget_says_so() -> None:
+    """A server's sampling request answered by a model that reports no usage: its cost is
+    unknown (None, and so is the chat's), not $0, and a budgeted chat warns once, as for a
+    request of the chat's own. It read $0 and no budget heard of it."""
+
+    def answer(request: ModelRequest) -> Any:
+        texts = [str(getattr(m, "content", "") or "") for m in request.messages]
+        if texts and texts[-1].startswith("Summarize:"):
+            unreported = reply("a short summary")
+            return dataclasses.replace(
+                unreported, model="gpt-4.1", input_tokens=0, output_tokens=0, usage_reported=False
+            )
+        if not [m for m in request.messages if getattr(m, "role", "") == "tool"]:
+            return _costing(call_tools(("inp_summarize", {"text": "t1"}, "c1")), 1000)
+        return _costing(reply("done"), 1000)
+
+    server = MCPServer.stdio(
+        sys.executable, [str(HERE / "inputs_server.py"), "--legacy"], prefix="inp", timeout=60
+    )
+    provider = ScriptedProvider([answer], repeat_last=True, model="gpt-4.1")
+    chat = Chat(provider=provider, display=False, max_cost_usd=5.0).with_tools(server)
+    answering(chat, lambda chat, pending: chat.answer(pending))
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            chat.ask("summarize")
+    finally:
+        server.close()
+    (record,) = chat.record.inputs
+    assert record.status == "accept" and record.cost_usd is None
+    assert chat.cost_usd is None  # the chat's total is unknown with it
+    said = [str(w.message) for w in caught if "reported no token usage" in str(w.message)]
+    assert len(said) == 1 and "max_cost_usd=5" in said[0]
