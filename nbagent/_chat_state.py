@@ -210,7 +210,8 @@ class ToolResult:
     """What ``after_tool_result`` callbacks receive (``str(result)`` is its ``content``).
 
     Attributes:
-        call: The call answered.
+        call: The call answered, its ``arguments`` those it ran with (a person's edit
+            at approval; :meth:`~nbagent.ToolCall.as_run`).
         content: The text sent to the model.
         status: ``ok``, ``error``, ``denied``, ``cancelled``, ``skipped``, ``timed_out``.
         value: The tool's return value (``None`` unless it ran and returned).
@@ -224,6 +225,9 @@ class ToolResult:
     value: Any = None
     error: BaseException | None = None
     duration_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "call", self.call.as_run())  # its arguments: what ran
 
     @property
     def is_error(self) -> bool:

@@ -1177,9 +1177,10 @@ class _RoundHooks:
             waiting = _waiting_before(chat._open.tool_calls if chat._open else (), c)
             if waiting:
                 self.ran_before[c.id] = waiting
+        seen = c.as_run()  # what runs: a guard sees an approver's edit, not the model's ask
         for fn in list(chat._before):
             try:
-                fn(c)
+                fn(seen)
             except SkipToolCall as exc:
                 return str(exc) or "skipped by a before_tool_call callback"
             except Exception as exc:

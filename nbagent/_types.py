@@ -9,6 +9,7 @@ lifecycle, always under its lock, and always together with an event.
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -296,6 +297,19 @@ class ToolCall:
         if self.decision is not None and self.decision.arguments is not None:
             return self.decision.arguments
         return self.arguments
+
+    def as_run(self) -> ToolCall:
+        """The call as its tool runs it: ``arguments`` are those it runs with (a person's
+        edit at approval wins over the model's). What ``before_tool_call`` and
+        ``after_tool_result`` callbacks are given: a guard reading ``call.arguments`` sees
+        what runs (given the model's, an edit from 50 to 5,000 went past a guard's
+        limit). The call itself when nothing was edited, else a copy (equal to it)."""
+        edited = self.decision.arguments if self.decision is not None else None
+        if edited is None:
+            return self
+        view = copy.copy(self)
+        object.__setattr__(view, "arguments", edited)
+        return view
 
     @property
     def is_final(self) -> bool:
