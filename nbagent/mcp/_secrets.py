@@ -52,15 +52,15 @@ MIN_SECRET_CHARS = 6
 REDACTED = "***"
 
 _SECRET_NAME = re.compile(
-    r"(token|secret|passw(or)?d|pwd|api[-_]?key|apikey|auth|credential|bearer|cookie|"
-    r"session|signature|private[-_]?key|access[-_]?key|^-k$|^--?key$)",
+    r"(token|secret|passw(or)?d|passphrase|passcode|pwd|api[-_]?key|apikey|auth|credential|"
+    r"bearer|cookie|login|session|signature|private[-_]?key|access[-_]?key|^-k$|^--?key$)",
     re.IGNORECASE,
 )
 """An option name whose value is a secret (``--token``, ``--api-key``, ``--password``...)."""
 
 _SECRET_KEY_WORDS = re.compile(
-    r"key|token|secret|passw|pass(?![a-z])|pwd|auth(?!ors?(?![a-z]))|credential|cookie|"
-    r"session|private|signature|bearer|dsn|salt",
+    r"key|token|secret|passw|passphrase|passcode|pass(?![a-z])|pwd|auth(?!ors?(?![a-z]))|"
+    r"credential|cookie|login|session|private|signature|bearer|dsn|salt|connection[-_]?string",
     re.IGNORECASE,
 )
 _SECRET_KEY_PARTS = frozenset({"pat", "sig", "sas", "jwt", "otp", "pin", "sid"})

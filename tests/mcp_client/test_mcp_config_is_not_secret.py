@@ -179,6 +179,8 @@ def test_which_names_and_values_are_secrets() -> None:
         assert secret_name(name), name
     for name in ("Cookie", "PGPASS", "AWS_SECRET_ACCESS_KEY", "SESSION_ID", "client_secret"):
         assert secret_name(name), name
+    for name in ("GPG_PASSPHRASE", "VAULT_PASSCODE", "SMTP_LOGIN", "MSSQL_CONNECTION_STRING"):
+        assert secret_name(name), name  # secrets by name, whatever their values look like
     for name in ("TZ", "APP_ENV", "HOME", "LOG_LEVEL", "DEFAULT_FORMAT", "GIT_AUTHOR_NAME"):
         assert not secret_name(name), name
     found = secret_values(
