@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from nbagent import Chat, MCPServer, ToolUnavailableError, tool
+from nbagent import Chat, MCPServer, ToolDefinitionError, ToolUnavailableError, tool
 from nbagent.testing._scripted import ScriptedProvider, call_tools, reply
 
 CHARGES = str(Path(__file__).with_name("charge_server.py"))
@@ -111,3 +111,39 @@ def test_a_chat_loaded_with_another_server_keeps_the_approval_for_one_with_its_o
     finally:
         right.close()
         a.close()
+
+
+def test_two_servers_of_one_label_in_a_chat_are_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    """Two instances of one program, unlabelled, are both named by what the server calls
+    itself: a call's record ("charges") could not say which one a person approved, and B
+    charged for A's approved call. Listing them in one chat is refused, naming the fix."""
+    counter = tmp_path / "charges.txt"
+    env_a = {"NBAGENT_TEST_COUNTER": str(counter), "CHARGE_LABEL": "A"}
+    env_b = {"NBAGENT_TEST_COUNTER": str(counter), "CHARGE_LABEL": "B"}
+    a = MCPServer.stdio(sys.executable, [CHARGES], env=env_a)
+    b = MCPServer.stdio(sys.executable, [CHARGES], env=env_b, approval="never")
+    provider = ScriptedProvider([call_tools(("charge", {"amount": 9})), reply("done")])
+    chat = Chat(provider=provider, display=False).with_tools(a)
+    try:
+        chat.ask("charge 9")
+        (call,) = chat.pending_approvals
+        chat.with_tools(b)
+        chat.approve(call)
+        with pytest.raises(ToolDefinitionError, match=r"labelled 'charges'.*own label="):
+            chat.tools  # noqa: B018  (listing B beside A)
+        with pytest.raises(ToolDefinitionError, match=r"labelled 'charges'"):
+            chat.complete()  # A's approved call runs on A; the next request lists B: refused
+        assert charged(counter) == ["A 9"] and call.status == "ok"  # never on B
+    finally:
+        chat.close()
+        a.close()
+        b.close()
+    other = MCPServer.stdio(sys.executable, [CHARGES], env=env_b, approval="never")
+    alone = Chat(provider=ScriptedProvider([reply("x")]), display=False).with_tools(other)
+    try:  # one of them alone in a chat (A's chat is closed) is fine
+        assert [t.name for t in alone.tools] == ["charge"]
+    finally:
+        alone.close()
+        other.close()
