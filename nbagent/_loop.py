@@ -833,7 +833,9 @@ class LoopMixin(ChatCore):
                 tool = self._tools.get(c.name)
                 if tool is None or tool.server != c.server:  # its server is here, not its tool
                     why = (
-                        f"MCP server {c.server!r} no longer offers tool {c.name!r}"
+                        f"tool {c.name!r} was removed from this chat"  # meanwhile, elsewhere
+                        if tool is None and c.server is None
+                        else f"MCP server {c.server!r} no longer offers tool {c.name!r}"
                         if tool is None
                         else f"tool {c.name!r} of MCP server {c.server!r} is hidden: that "
                         f"name now belongs to {_owner(tool)}"
