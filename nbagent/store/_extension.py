@@ -616,6 +616,7 @@ class StoreExtension(Extension):
         with self._write_lock:
             entries = self._batch()
             if not entries:
+                self._write_settings()
                 return
             if self.detached is not None:  # deciding is not driving: only decisions, and
                 # rule changes (the driver reads them from the store at its next look; kept
@@ -644,6 +645,25 @@ class StoreExtension(Extension):
             if recorded and conflict is None:
                 with self._lock:
                     del self._recorded[: len(recorded)]
+        if conflict is not None:
+            self._detach(conflict)
+
+    def _write_settings(self) -> None:
+        """A state changed with no event to carry it (``raise_budget()``, ``chat.max_steps =
+        7``): written alone. Left for the next event's write, a controller that raised a
+        parked chat's budget and closed it lost the raise (the loaded chat was stopped
+        again)."""
+        if self.detached is not None:
+            return
+        state, tools, marks = self._snapshot()
+        if state is None and tools is None:
+            return
+        try:
+            conflict = self.store.write(self.chat_id, [], state, tools)
+        except Exception as exc:
+            self._failure = exc
+            raise
+        self._wrote(0, marks)
         if conflict is not None:
             self._detach(conflict)
 
