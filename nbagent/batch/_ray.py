@@ -30,8 +30,9 @@ driver feeds the updates to the batch's progress sink as they arrive.
 slot: the worker returns ``awaiting_approval`` (its state is in the store).
 The driver follows the parked chats on the store's follower
 (:func:`nbagent.store.follow`: LISTEN/NOTIFY on PostgreSQL, else one poll)
-and, when a decision made anywhere (the inbox, another process, ``store.approve``) lowers the
-chat's count of undecided calls, sends a continuation (``Job(chat_id=...)``)
+and, when a decision made anywhere (the inbox, another process, ``store.approve``) or an
+answer (``store.answer``: an external tool's result, ``ask_user``'s) lowers the chat's count
+of undecided calls and unanswered inputs, sends a continuation (``Job(chat_id=...)``)
 to a worker, which loads the chat and completes it: the approved call runs
 there, once (the store's claim). Without a store a parked chat cannot be
 continued by another process: its row fails and says so.
@@ -44,9 +45,10 @@ cluster with a node elsewhere is refused with a clear error).
 **A worker that dies** (a segfault, the OOM killer, ``os._exit`` in a tool,
 ``ray.kill``) takes the chats it was running with it: each of their rows
 fails with an error saying so (``WorkerDied``), nothing else is affected, and
-a new worker takes its place for the next rows. Nothing is retried behind
-the user's back (Ray's own retries are off: a rerun chat could run a tool
-twice). With a store, rerunning the batch continues those chats: finished
+a new worker takes its place for the next rows. A kept worker that died while idle is
+found dead (it does not answer Ray's ready call) and replaced before it is sent a
+chat. Nothing is retried behind the user's back (Ray's own retries are off: a rerun
+chat could run a tool twice). With a store, rerunning the batch continues those chats: finished
 calls are kept, and a call that was running when its worker died is *in
 doubt* (the model is told), never rerun silently.
 """
@@ -264,13 +266,20 @@ class ChatWorker:
                 self._stores[key] = store
             return store
 
-    async def run(self, boxed: list[Any], job: Job) -> AsyncIterator[RowUpdate | RowResult]:
+    async def run(
+        self, boxed: list[Any], job: Job
+    ) -> AsyncIterator[RowUpdate | Waiting | RowResult]:
         try:
             spec, limit = await self._run_of(boxed)
-        except (Exception, asyncio.CancelledError, GeneratorExit):
+        except (asyncio.CancelledError, GeneratorExit):
             raise
+        except Exception as exc:  # the run's spec could not be read here: make_chat's
+            # module is not importable on this worker (only on the driver's sys.path), say
+            raise SpecUnreadable.of(exc) from None
         except BaseException as exc:  # out of this task it would end the worker's loop
             raise RowRaised(f"input {job.key!r}: {one_line(exc)}") from exc
+        made: list[Any] = []  # the row's chat, as made or loaded (to read what it waits for)
+        spec = replace(spec, prepare=_seeing(made, spec.prepare))
         loop = asyncio.get_running_loop()
         latest: dict[str, RowUpdate] = {}
         changed = asyncio.Event()
@@ -313,8 +322,79 @@ class ChatWorker:
         await asyncio.sleep(0)  # updates posted from other threads just before the end
         if "u" in latest:
             yield latest.pop("u")
-        yield task.result()
+        result = task.result()
+        if result.status == "awaiting_approval" and made:
+            # what the parked chat waits for besides decisions, as it parked: the driver
+            # continues it when the store's count of either goes down
+            with contextlib.suppress(Exception):
+                yield Waiting(len(made[0].pending_inputs))
+        yield result
 
+
+@dataclass(frozen=True)
+class Waiting:
+    """Sent by a worker just before a parked row's result: how many inputs (an external
+    tool's result, ``ask_user``'s answer) its chat waits for as it parked, besides the
+    calls awaiting a decision (``RowResult.pending``)."""
+
+    inputs: int
+
+
+def _seeing(made: list[Any], prepare: Any) -> Any:
+    """``prepare`` (may be ``None``), which first keeps the row's chat in ``made``."""
+
+    def see(chat: Any) -> None:
+        made[:] = [chat]
+        if prepare is not None:
+            prepare(chat)
+
+    return see
+
+
+class SpecUnreadable(RuntimeError):
+    """A Ray worker could not read the batch's spec (``make_chat``'s module cannot be
+    imported there, say): every row sent there fails with this one line."""
+
+    def __init__(self, message: str, error_type: str = "SpecUnreadable") -> None:
+        super().__init__(message, error_type)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    @property
+    def error_type(self) -> str:
+        return str(self.args[1])
+
+    @classmethod
+    def of(cls, exc: BaseException) -> SpecUnreadable:
+        """The one line for ``exc``, raised reading the spec (Ray wraps the cause)."""
+        root = exc
+        seen: set[int] = set()
+        while id(root) not in seen:
+            seen.add(id(root))
+            inner = getattr(root, "cause", None)  # a RayTaskError's
+            if not isinstance(inner, BaseException):  # a RaySystemError's (unpickling)
+                inner = getattr(root, "client_exc", None)
+            inner = inner if isinstance(inner, BaseException) else None
+            inner = inner or root.__cause__ or root.__context__
+            if inner is None:
+                break
+            root = inner
+        if isinstance(root, ImportError):
+            why = one_line(root, limit=200).split(": ", 1)[-1]
+            hint = "put its module on the workers' PYTHONPATH or runtime_env"
+        else:
+            why = one_line(root, limit=200)
+            hint = "the workers must be able to unpickle it, as the driver did"
+        return cls(
+            f"make_chat could not be loaded on the Ray worker: {why} ({hint})",
+            type(root).__name__,
+        )
+
+
+PING_SECONDS = 5.0
+"""How long the driver waits for a kept worker to answer before sending it chats: one that
+does not answer in time is busy, not dead (a dead one is known at once)."""
 
 PROGRESS_INTERVAL = 0.5
 """Seconds between a row's progress updates when only its tokens changed (a status
@@ -337,12 +417,20 @@ class _Row:
     """What the row's chat used, as last heard (an update, a result): what the driver
     reports while the chat is on its way to a worker again (a continuation starts from
     the stored chat), and for a row whose worker died."""
+    inputs: int = 0
+    """Inputs its chat waited for as it last parked (the worker's :class:`Waiting`)."""
+    latency: float = 0.0
+    """Seconds the row's chat ran in its segments so far (each continuation is one)."""
 
     def heard(self, item: _Heard) -> _Heard:
         """``item`` with what the chat used never less than heard before (kept in
         :attr:`used`): a chat's tokens and cost only grow, but a continued chat is first
         reported before its worker has loaded it (zeros), and the bar's totals went down
-        by the row's share meanwhile."""
+        by the row's share meanwhile. A result's ``latency_s`` is the row's whole: a
+        worker times the segment it ran (up to a park), the driver adds them up."""
+        if isinstance(item, RowResult) and item.latency_s is not None:
+            self.latency += item.latency_s
+            item = replace(item, latency_s=self.latency)
         last = self.used or RowResult(self.job.key, self.job.index, "queued")
         if item.input_tokens + item.output_tokens < last.input_tokens + last.output_tokens:
             item = replace(
@@ -477,6 +565,9 @@ class RayBackend:
         size = backend.workers or max(1, int(ray.cluster_resources().get("CPU", 1) or 1))
         workers, key = backend._workers(ray, size, locator)
         run = _Run(ray, spec, locator, workers)
+        if workers.used:  # kept since an earlier run: one may have died idle
+            await run.revive()
+        workers.used = True
         try:
             async for result in run.run(jobs, progress):
                 yield result
@@ -572,6 +663,7 @@ class _Workers(list[Any]):
         spawns = list(spawns)
         super().__init__(spawn() for spawn in spawns)
         self.spawn = spawns[0]
+        self.used = False  # a run had them: kept since, one may have died idle
 
 
 _POOLS: dict[tuple[Any, ...], _Workers] = {}
@@ -629,6 +721,7 @@ class _Run:
         self.sub: Any = None  # the parked chats, followed on the store's follower
         self.progress: ProgressSink = lambda update: None
         self.slots = asyncio.Semaphore(min(spec.concurrency, per_worker * len(workers)))
+        self.closed = False  # close() was called: no continuation is sent any more
 
     async def run(self, jobs: Sequence[Job], progress: ProgressSink) -> AsyncIterator[RowResult]:
         waiting = list(reversed(jobs))
@@ -671,12 +764,15 @@ class _Run:
         """Forward a row's updates to the progress sink; queue its result."""
         started = time.monotonic()
         result: RowResult | BaseException | None = None
+        row.inputs = 0
         try:
             async for ref in stream:
                 item = await ref
                 if isinstance(item, RowUpdate):
                     row.chat_id = item.chat_id or row.chat_id
                     progress(row.heard(item))
+                elif isinstance(item, Waiting):
+                    row.inputs = item.inputs
                 else:
                     result = row.heard(item)
         except Exception as raised:
@@ -711,6 +807,8 @@ class _Run:
         if self.spec.on_error == "raise":
             return cause
         error, kind = one_line(cause, limit=300), type(cause).__name__
+        if isinstance(cause, SpecUnreadable):  # one clear line, not Ray's traceback
+            error, kind = str(cause), cause.error_type
         if _worker_died(self.ray, exc):
             error = f"the Ray worker running this chat died ({type(exc).__name__})" + (
                 "; rerun the batch with its store to continue the chat (finished calls "
@@ -729,7 +827,7 @@ class _Run:
             input_tokens=used.input_tokens,
             output_tokens=used.output_tokens,
             cost_usd=used.cost_usd,
-            latency_s=elapsed,
+            latency_s=row.latency + elapsed,
             error=error,
             error_type=kind,
         )
@@ -767,7 +865,9 @@ class _Run:
             )
             progress(failed.as_update())
             return failed
-        row.pending = result.pending
+        # what it waits for: calls awaiting a decision and inputs awaiting an answer (an
+        # external tool's result, ask_user's): a decision or an answer lowers the count
+        row.pending = result.pending + row.inputs
         self.parked[result.chat_id] = row
         if self.sub is None:
             from ..store import follow
@@ -796,10 +896,44 @@ class _Run:
                 self.sub.discard([chat_id])
                 row.job = replace(row.job, chat_id=chat_id)
                 await self.slots.acquire()
+                # the worker it goes to may have died while the row was parked: a new one
+                # takes its place first (else the row failed "in doubt" though nothing ran)
+                await self.revive(min(range(len(self.workers)), key=self.load.__getitem__))
+                if self.closed:  # the run stopped meanwhile: nothing is sent (the decision
+                    self.slots.release()  # stays in the store; a rerun continues the chat)
+                    return
                 self.start(row, self.progress)
+
+    async def revive(self, *indices: int) -> None:
+        """Replace the workers at ``indices`` (default: all) that are dead: a kept worker
+        may have died while idle (the OOM killer, ``ray.kill``), and a chat sent to it
+        fails at once, as if it had died running it."""
+        chosen = list(indices) or list(range(len(self.workers)))
+        handles = [self.workers[i] for i in chosen]
+        dead = await asyncio.gather(*(self._dead(h) for h in handles))
+        for index, handle, gone in zip(chosen, handles, dead, strict=True):
+            if gone and self.workers[index] is handle:
+                with contextlib.suppress(Exception):
+                    self.ray.kill(handle)
+                self.workers[index] = self.workers.spawn()
+
+    async def _dead(self, handle: Any) -> bool:
+        """Whether the worker actor is known dead (a slow answer is not: it is busy)."""
+
+        async def ping() -> None:
+            await handle.__ray_ready__.remote()
+
+        try:
+            await asyncio.wait_for(ping(), PING_SECONDS)
+        except TimeoutError:
+            return False
+        except Exception as exc:
+            return _worker_died(self.ray, _leaf(exc))
+        return False
 
     async def close(self) -> None:
         """Stop following rows (the caller stopped early, or all settled)."""
+        self.closed = True
         for row in list(self.running.values()):  # stop their chats on the workers
             with contextlib.suppress(Exception):
                 self.ray.cancel(row.stream)
@@ -840,12 +974,16 @@ def _stored_usage(store: Any, chat_id: str) -> RowResult | None:
 
 
 def _pending_counts(store: Any, chat_ids: set[str]) -> dict[str, int]:
-    """Calls awaiting a decision, per chat (one query for all when there are many)."""
+    """Calls awaiting a decision and inputs awaiting an answer, per chat (one query of
+    each for all when there are many)."""
+    inputs: Any = getattr(store, "pending_inputs", None) or (lambda chat_id=None: [])
     if len(chat_ids) > 8:
-        calls = store.pending_approvals()
+        waits = [*store.pending_approvals(), *inputs()]
     else:
-        calls = [c for chat_id in chat_ids for c in store.pending_approvals(chat_id)]
-    return dict(Counter(call.chat_id for call in calls))
+        waits = [
+            w for chat_id in chat_ids for w in (*store.pending_approvals(chat_id), *inputs(chat_id))
+        ]
+    return dict(Counter(w.chat_id for w in waits))
 
 
 register_backend("ray", RayBackend)

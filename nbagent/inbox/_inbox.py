@@ -64,6 +64,7 @@ from ._sources import (
     Row,
     Source,
     Sources,
+    StoreSource,
     Verdict,
     decided_elsewhere,
     sources_of,
@@ -570,6 +571,8 @@ class Inbox:
                 outcomes.append(outcome)
                 continue
             outcome = source.decide(row, verdict, reason, self.by)
+            if outcome.outcome in ("approved", "denied") and self._unwatched(source, row):
+                outcome = replace(outcome, detail=_join(outcome.detail, RERUN))
             outcomes.append(outcome)
             if outcome.outcome != "error":
                 self._remember(row, outcome)
@@ -579,6 +582,17 @@ class Inbox:
             if isinstance(source, LiveSource) and outcome.outcome in ("approved", "denied"):
                 touched[id(source)] = source
         return outcomes, list(touched.values())
+
+    def _unwatched(self, source: Source, row: Row) -> bool:
+        """Whether nothing here continues the row's chat after a decision: a batch's chat
+        this process does not hold (it ran on a Ray worker), decided through the store,
+        whose batch run no longer watches its parked rows (it returned in a script)."""
+        if not isinstance(source, StoreSource):
+            return False
+        return any(
+            row.chat_id in ids and not getattr(holder, "running", False)
+            for holder, ids in self._sources.batches
+        )
 
     def _continue(self, chat: Any) -> None:
         """Run the chat's loop again, as a card click does (one driver at a time)."""
@@ -720,7 +734,10 @@ class Inbox:
         return self._static()
 
     def _static(self, refresh: bool = True) -> dict[str, Any]:
-        everything = self._rows_now(refresh)
+        try:
+            everything = self._rows_now(refresh)
+        except Exception:  # a store that cannot be read now: the rows as last read, and
+            everything = self._rows_now(refresh=False)  # why (read_problem), as the widget
         with self._lock:
             f = self._filter
         rows = [r for r in everything if f.matches(r.tool, r.server, r.arguments)]
@@ -788,6 +805,17 @@ class Inbox:
             "This inbox belongs to a kernel session that has ended (rows as saved); run the "
             "cell again to decide what still waits.",
         )
+
+
+RERUN = (
+    "nothing continues this chat now: its batch no longer watches its rows and the chat is "
+    "not in this process (a Ray worker ran it); rerun the batch with its store to continue it"
+)
+"""An outcome's detail for a batch row nothing here continues (see ``Inbox._unwatched``)."""
+
+
+def _join(detail: str, more: str) -> str:
+    return f"{detail}; {more}" if detail else more
 
 
 def _filter_words(f: Filter) -> str:
