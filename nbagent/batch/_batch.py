@@ -28,6 +28,7 @@ parked rows stay parked (in the store: rerunning the batch continues them);
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import inspect
 from collections.abc import Callable, Mapping
@@ -304,37 +305,124 @@ async def batch_async(
             await run.stop()
             raise
         keep = not run.final and wait_for_decisions is not False and in_kernel()
-        parked = sum(1 for r in run.rows.values() if r.status == "awaiting_approval")
+        if not keep and not run.final:
+            # stop watching the parked rows, but not a row in flight: a continuation
+            # already running (an approved call) settles first, and the frame says so
+            await _in_flight_settled(run)
+            if not run.final:
+                await run.stop()  # (no await before it cancels: none starts meanwhile)
         also = f"; {_approval_hint}" if _approval_hint else ""
+        waits = await _waits(run, st) if not run.final else _Waits()
         if keep:
             run.progress.parked_hint = True  # the bar says it, with the live count
-            if type(display) is ProgressDisplay and parked:  # progress=False: no bar, one line
+            if type(display) is ProgressDisplay and waits.rows:  # progress=False: no bar
                 notice(
-                    f"{parked} row(s) await approval; they continue by themselves once decided "
+                    f"{waits.words()}; they continue by themselves once {waits.verb()} "
                     "(nbagent.inbox(result), chat.approve, store.approve); "
                     "nbagent.batch_results(result, wait=60) gives the frame once they have "
                     f"finished{also}"
                 )
             display.tick()
         elif not run.final:
-            await run.stop()
-            how = (
-                "rerun the batch with the same store to continue them once decided"
-                if st is not None
-                else "decide them (chat.approve / chat.deny) and continue each chat, "
-                "or run the batch with a store"
-            )
-            # False: the caller chose not to hear of them; none parked: nothing to say
-            if wait_for_decisions is not False and parked:
-                notice(
-                    f"{parked} row(s) await approval; {how} (or pass "
-                    f"wait_for_decisions=seconds){also}"
+            if st is not None:
+                how = "rerun the batch with the same store to continue them" + (
+                    f" once {waits.verb()}" if waits.undecided else ""
                 )
+            else:
+                how = (
+                    f"{waits.verb('decide', 'answer')} them (chat.approve / chat.deny, "
+                    "chat.answer) and continue each chat, or run the batch with a store"
+                    if waits.undecided
+                    else "continue each chat (chat.complete()), or run the batch with a store"
+                )
+            if wait_for_decisions is None:
+                how += " (or pass wait_for_decisions=seconds)"
+            elif wait_for_decisions is not False:
+                how += f" (wait_for_decisions={wait_for_decisions!r} ran out first)"
+            # False: the caller chose not to hear of them; none parked: nothing to say
+            if wait_for_decisions is not False and waits.rows:
+                notice(f"{waits.words()}; {how}{also}")
         elif run.final:
             display.stop(final=True)
         if not keep:
             await display.stopped()
         return run.frame()
+
+
+async def _in_flight_settled(run: BatchRun) -> None:
+    """Until no row of ``run`` is running (a continuation after a decision, its approved
+    call running), or the run ended. Returns with no await after the last look, so the
+    caller can stop the run before another continuation starts."""
+    while run.running and not run.final and run.progress.snapshot().counts["running"]:
+        await asyncio.sleep(0.05)
+
+
+@dataclasses.dataclass
+class _Waits:
+    """What a batch's parked rows wait for, as counted when it returns."""
+
+    approval: int = 0  # a call awaiting a decision
+    inputs: int = 0  # only inputs awaiting an answer (an external tool's result, ask_user)
+    decided: int = 0  # nothing: decided or answered, not continued yet
+
+    @property
+    def rows(self) -> int:
+        return self.approval + self.inputs + self.decided
+
+    @property
+    def undecided(self) -> bool:
+        return bool(self.approval or self.inputs)
+
+    def verb(self, decide: str = "decided", answer: str = "answered") -> str:
+        if self.approval and self.inputs:
+            return f"{decide} or {answer}"
+        return answer if self.inputs else decide
+
+    def words(self) -> str:
+        said = []
+        if self.approval:
+            said.append(f"{self.approval} row(s) await approval")
+        if self.inputs:
+            said.append(
+                f"{self.inputs} row(s) await an input (an external tool's result, "
+                "ask_user's answer)"
+            )
+        if self.decided:
+            said.append(f"{self.decided} row(s) were decided but not continued")
+        return ", ".join(said)
+
+
+async def _waits(run: BatchRun, store: Any) -> _Waits:
+    """What ``run``'s parked rows wait for: read from the store (decisions made elsewhere
+    are there), else off the row's live chat, else its count of undecided calls."""
+    parked = [r for r in run.rows.values() if r.status == "awaiting_approval"]
+
+    def count() -> _Waits:
+        waits = _Waits()
+        for row in parked:
+            approvals = inputs = None
+            chat = run.chats.get(row.chat_id) if row.chat_id else None
+            if store is not None and row.chat_id:
+                with contextlib.suppress(Exception):
+                    approvals = len(store.pending_approvals(row.chat_id))
+                    inputs = len(store.pending_inputs(row.chat_id))
+            if inputs is None and chat is not None:
+                with contextlib.suppress(Exception):
+                    approvals = len(chat.pending_approvals)
+                    inputs = len(chat.pending_inputs)
+            if inputs is None or approvals is None:
+                approvals, inputs = row.pending, int(not row.pending)
+            if approvals:
+                waits.approval += 1
+            elif inputs:
+                waits.inputs += 1
+            else:
+                waits.decided += 1
+        return waits
+
+    if not parked:
+        return _Waits()
+    return await asyncio.to_thread(count)
 
 
 def batch(
@@ -402,8 +490,10 @@ def batch(
             decided (see :func:`batch_results`). ``True``: block until every
             row is done or failed (decisions must come from elsewhere: another
             process through the store, another thread). A number: block at most
-            that many seconds. ``False``: return and stop watching (and say nothing
-            of the rows left waiting: the frame's ``status`` says which).
+            that many seconds (a row already continuing then, its approved call
+            running, finishes before the batch returns: none is cancelled).
+            ``False``: return and stop watching (and say nothing of the rows left
+            waiting: the frame's ``status`` says which).
         progress: ``None``/``True``: a live widget in a notebook, a text bar on
             stderr elsewhere; ``"text"``, ``"widget"``, or ``False`` (none).
         max_rate_limit_retries: Times one row is continued after a rate limit
