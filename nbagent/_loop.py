@@ -1182,7 +1182,8 @@ class _RoundHooks:
         seen = c.as_run()  # what runs: a guard sees an approver's edit, not the model's ask
         for fn in list(chat._before):
             try:
-                fn(seen)
+                with chat._bus.serially():  # never beside another callback or a subscriber
+                    fn(seen)
             except SkipToolCall as exc:
                 return str(exc) or "skipped by a before_tool_call callback"
             except Exception as exc:

@@ -10,6 +10,7 @@ sync and async.
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -74,3 +75,39 @@ def test_an_unedited_call_is_given_as_itself() -> None:
     chat.approve(call)
     chat.complete()
     assert given[0] is call and results[0].call is call and RAN == [50]
+
+
+@tool
+def lookup(x: int) -> str:
+    """Look x up.
+
+    Args:
+        x: The number.
+    """
+    return f"looked {x}"
+
+
+def test_a_denials_callback_never_runs_beside_the_drivers() -> None:
+    """A denial's ``after_tool_result`` runs on the deciding thread (a click's): it waited
+    for nothing, and ran at the same time as the driver's own callback for another call,
+    which the docs say never happens (a callback appending to a list or a frame broke)."""
+    script = [call_tools(("refund", {"order_id": 1, "amount": 5}), ("lookup", {"x": 2}))]
+    chat = Chat(provider=ScriptedProvider([*script, reply("done")])).with_tools(refund, lookup)
+    denial_callback = threading.Event()
+    overlapped: list[bool] = []
+
+    def after(result: ToolResult) -> None:
+        if result.call.name == "refund":  # the denial's, on the deciding thread
+            denial_callback.set()
+            return
+        deciding.start()  # the driver is in its own callback: the person denies now
+        overlapped.append(denial_callback.wait(2.0))  # did the denial's run meanwhile?
+
+    deciding = threading.Thread(target=lambda: chat.deny(chat.pending_approvals[0], "no"))
+    chat.after_tool_result(after)
+    chat.ask("refund and look up")  # runs lookup, parks on refund: the callback denies
+    deciding.join()
+    assert overlapped == [False]  # it waited for the driver's callback to end
+    assert denial_callback.is_set()  # and then ran
+    chat.complete()
+    assert chat.is_complete
