@@ -507,8 +507,7 @@ class ChatCore:
         for r in results:
             for fn in list(self._after):
                 try:
-                    with self._bus.serially():  # never two at once (another thread's deny)
-                        fn(r)
+                    fn(r)
                 except Exception as exc:
                     warnings.warn(
                         f"nbagent after_tool_result callback {getattr(fn, '__qualname__', fn)!r} "

@@ -461,12 +461,6 @@ class EventBus:
         with self._emit_lock:
             self._seq = itertools.count(seq)
 
-    def serially(self) -> threading.RLock:
-        """The emission lock, for the chat's callbacks: held around one, they never run
-        at the same time as each other or as a subscriber (a denial's ``after_tool_result``
-        on a click's thread beside the driver's own: the docs say never two at once)."""
-        return self._emit_lock
-
     def emit(self, event: Event) -> None:
         """Number ``event`` and hand it to every subscriber, in one critical section.
 

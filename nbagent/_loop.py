@@ -1182,8 +1182,7 @@ class _RoundHooks:
         seen = c.as_run()  # what runs: a guard sees an approver's edit, not the model's ask
         for fn in list(chat._before):
             try:
-                with chat._bus.serially():  # never beside another callback or a subscriber
-                    fn(seen)
+                fn(seen)
             except SkipToolCall as exc:
                 return str(exc) or "skipped by a before_tool_call callback"
             except Exception as exc:

@@ -10,7 +10,8 @@ sync and async.
 from __future__ import annotations
 
 import asyncio
-import threading
+import subprocess
+import sys
 
 import pytest
 
@@ -77,37 +78,54 @@ def test_an_unedited_call_is_given_as_itself() -> None:
     assert given[0] is call and results[0].call is call and RAN == [50]
 
 
-@tool
-def lookup(x: int) -> str:
-    """Look x up.
+DENIAL_USING_THE_LOOP = '''
+import asyncio, time
+from nbagent import Chat, tool
+from nbagent._aio import run_sync, spawn
+from nbagent.testing import ScriptedProvider, call_tools, reply
+
+@tool(requires_approval=True)
+def refund(order: str) -> str:
+    """Refund.
 
     Args:
-        x: The number.
+        order: The order.
     """
-    return f"looked {x}"
+    time.sleep(0.3)
+    return f"refunded {order}"
+
+script = [call_tools(("refund", {"order": "A"}), ("refund", {"order": "B"})), reply("done")]
+chat = Chat(provider=ScriptedProvider(script)).with_tools(refund)
+chat.ask("refund A and B")
+a, b = chat.pending_approvals
+chat.approve(a)
+
+async def tiny():
+    return "ok"
+
+def callback(result):
+    if result.status == "denied":  # on the deciding thread, while A runs on the loop
+        time.sleep(0.8)  # A finishes meanwhile: the driver records it
+        print("callback", run_sync(tiny()), flush=True)  # e.g. a sub-agent's ask()
+
+chat.after_tool_result(callback)
+
+async def kernel():  # a loop runs on the deciding thread, as in a notebook
+    running = spawn(chat.complete_async())  # continued in the background (the inbox's way)
+    await asyncio.sleep(0.05)
+    chat.deny(b, reason="no")
+    return await asyncio.wrap_future(running)
+
+print("result", asyncio.run(kernel()).content)
+'''
 
 
-def test_a_denials_callback_never_runs_beside_the_drivers() -> None:
-    """A denial's ``after_tool_result`` runs on the deciding thread (a click's): it waited
-    for nothing, and ran at the same time as the driver's own callback for another call,
-    which the docs say never happens (a callback appending to a list or a frame broke)."""
-    script = [call_tools(("refund", {"order_id": 1, "amount": 5}), ("lookup", {"x": 2}))]
-    chat = Chat(provider=ScriptedProvider([*script, reply("done")])).with_tools(refund, lookup)
-    denial_callback = threading.Event()
-    overlapped: list[bool] = []
-
-    def after(result: ToolResult) -> None:
-        if result.call.name == "refund":  # the denial's, on the deciding thread
-            denial_callback.set()
-            return
-        deciding.start()  # the driver is in its own callback: the person denies now
-        overlapped.append(denial_callback.wait(2.0))  # did the denial's run meanwhile?
-
-    deciding = threading.Thread(target=lambda: chat.deny(chat.pending_approvals[0], "no"))
-    chat.after_tool_result(after)
-    chat.ask("refund and look up")  # runs lookup, parks on refund: the callback denies
-    deciding.join()
-    assert overlapped == [False]  # it waited for the driver's callback to end
-    assert denial_callback.is_set()  # and then ran
-    chat.complete()
-    assert chat.is_complete
+def test_a_denials_callback_using_nbagents_loop_beside_a_driver_never_hangs() -> None:
+    """A denial's ``after_tool_result`` on the deciding thread uses nbagent's background loop
+    (a sub-agent's ``ask()``) while that loop drives the chat and records the approved call's
+    end. Serialised with the chat's events, both waited for ever: callbacks are not."""
+    done = subprocess.run(
+        [sys.executable, "-c", DENIAL_USING_THE_LOOP], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["callback", "ok", "result", "done"]
