@@ -37,7 +37,7 @@ from ._approvals import (
 )
 from ._config import get_config
 from ._drive import Drive
-from ._errors import DecisionError, InputError, redact_keys
+from ._errors import DecisionError, InputError, ToolDefinitionError, redact_keys
 from ._events import (
     AlwaysAllowChanged,
     ApprovalDecided,
@@ -353,6 +353,7 @@ class ChatCore:
             return
         with _cancelled_by(self._cancel):  # chat.cancel() frees a source's wait
             current = tuple(s.source_tools() for s in sources)
+        _one_source_per_label(current)
         with self._lock:
             if sources != self._sources:
                 return  # changed meanwhile; the next step syncs again
@@ -1280,3 +1281,23 @@ def _whose(t: Tool) -> str:
     if server:
         return f"the {server} server's tool {getattr(t, 'remote_name', t.name)!r}"
     return "the local tool"
+
+
+def _one_source_per_label(listed: tuple[tuple[Tool, ...], ...]) -> None:
+    """Refuse two tool sources of one chat whose tools carry one server label (two unlabelled
+    instances of one MCP program, each named by what the server calls itself): a call
+    records its server by label and a person approves "server A's charge", so the record
+    could not say which one, and an approved call ran on the other (B charged for A's).
+
+    Raises:
+        ToolDefinitionError: Naming the label and what to do.
+    """
+    seen: dict[str, int] = {}
+    for i, tools in enumerate(listed):
+        for label in {t.server for t in tools if t.server is not None}:
+            if seen.setdefault(label, i) != i:
+                raise ToolDefinitionError(
+                    f"two tool sources of this chat are labelled {label!r} (two MCP servers of "
+                    "one program, say: a call records which server it is for, and an approval "
+                    "names it): give each its own label= (or prefix=)"
+                )

@@ -175,10 +175,6 @@ def _check_rule(rule: Any, where: str) -> None:
     )
 
 
-_LIVE: weakref.WeakSet[MCPServer] = weakref.WeakSet()
-"""Every server made in this process (no two in one chat may share a label)."""
-
-
 class MCPTool(Tool, abstract=True):
     """One tool of an MCP server, as nbagent runs it.
 
@@ -409,7 +405,6 @@ class MCPServer(ToolSource):
     ):
         require("mcp", _FEATURE)
         self._users: weakref.WeakSet[object] = weakref.WeakSet()  # the open chats using it
-        _LIVE.add(self)
         if prefix is not None and (not prefix or _INVALID.search(prefix)):
             raise ToolDefinitionError(
                 f"prefix must be letters, digits, '_' or '-' (it starts tool names), got {prefix!r}"
@@ -899,43 +894,20 @@ class MCPServer(ToolSource):
         """The current tools, listing them again after a change or a reconnection."""
         c = self._connection
         if self._listed():
-            return self._own_label(self._tools)
+            return self._tools
         what = f"MCP server {self.label!r} listing its tools"
-        return self._own_label(
-            self._took(scrubbed_call(lambda: conn.wait(c.list_tools(), what=what), self._secrets))
+        return self._took(
+            scrubbed_call(lambda: conn.wait(c.list_tools(), what=what), self._secrets)
         )
-
-    def _own_label(self, tools: tuple[MCPTool, ...]) -> tuple[MCPTool, ...]:
-        """``tools``, unless another server a chat of this one's also uses has its label.
-
-        A call records its server by label, and a person approves "server A's charge":
-        two servers of one label (two instances of one program, named by the name it gives
-        itself) in one chat make that record ambiguous, and an approved call could run on
-        the other. Refused, naming what to do, before anything is sent.
-
-        Raises:
-            ToolDefinitionError: Two servers labelled alike in one chat.
-        """
-        users = set(self._users)
-        if users:
-            label = self.label
-            for other in list(_LIVE):
-                if other is not self and other.label == label and users & set(other._users):
-                    raise ToolDefinitionError(
-                        f"two MCP servers in one chat are labelled {label!r} (the label "
-                        "records which server a call is for, and an approval names it): "
-                        "give each its own label= (or prefix=)"
-                    )
-        return tools
 
     async def _source_tools_async(self) -> tuple[MCPTool, ...]:
         """:meth:`source_tools` awaited from any loop, nbagent's background loop included."""
         if self._listed():
-            return self._own_label(self._tools)
+            return self._tools
         what = f"MCP server {self.label!r} listing its tools"
         listing = run_on_loop(self._connection.list_tools(), _background_loop(), what)
-        return self._own_label(
-            self._took(await scrubbed_await(_abandonable(listing, what, ran=False), self._secrets))
+        return self._took(
+            await scrubbed_await(_abandonable(listing, what, ran=False), self._secrets)
         )
 
     def _listed(self) -> bool:

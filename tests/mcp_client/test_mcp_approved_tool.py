@@ -131,7 +131,7 @@ def test_two_servers_of_one_label_in_a_chat_are_refused_before_anything_runs(
         (call,) = chat.pending_approvals
         chat.with_tools(b)
         chat.approve(call)
-        with pytest.raises(ToolDefinitionError, match=r"labelled 'charges'.*own label="):
+        with pytest.raises(ToolDefinitionError, match=r"labelled .charges.*own label="):
             chat.tools  # noqa: B018  (listing B beside A)
         with pytest.raises(ToolDefinitionError, match=r"labelled 'charges'"):
             chat.complete()  # A's approved call runs on A; the next request lists B: refused
@@ -140,10 +140,18 @@ def test_two_servers_of_one_label_in_a_chat_are_refused_before_anything_runs(
         chat.close()
         a.close()
         b.close()
-    other = MCPServer.stdio(sys.executable, [CHARGES], env=env_b, approval="never")
-    alone = Chat(provider=ScriptedProvider([reply("x")]), display=False).with_tools(other)
-    try:  # one of them alone in a chat (A's chat is closed) is fine
+    # per chat: A alone in one chat is fine while another chat holds A and B (refused)
+    a = MCPServer.stdio(sys.executable, [CHARGES], env=env_a)
+    b = MCPServer.stdio(sys.executable, [CHARGES], env=env_b, approval="never")
+    alone = Chat(provider=ScriptedProvider([reply("x")]), display=False).with_tools(a)
+    both = Chat(provider=ScriptedProvider([reply("x")]), display=False).with_tools(a, b)
+    try:
+        with pytest.raises(ToolDefinitionError, match=r"labelled 'charges'"):
+            both.tools  # noqa: B018
         assert [t.name for t in alone.tools] == ["charge"]
+        assert alone.ask("hi").content == "x"  # type: ignore[union-attr]
     finally:
+        both.close()
         alone.close()
-        other.close()
+        a.close()
+        b.close()
