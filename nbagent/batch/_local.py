@@ -209,16 +209,24 @@ async def settle_job(
                 await asyncio.to_thread(row.chat.close)
 
 
+def _unstored(chat: Any) -> bool:
+    """A chat with no store: closing it lets its tool sources go and nothing else (it
+    continues as it was). A stored one is left open: closed, it would stop recording (a
+    fork a sweep makes of it, or the user asking it more, failed or went unrecorded)."""
+    if chat is None:
+        return False
+    from ..store import store_of
+
+    return store_of(chat) is None
+
+
 async def _let_go(chat: Any) -> None:
-    """Close a chat that is done with here (its row done, or a template loaded from): its
-    tool sources let go (an MCP server made per row stopped, not left running until the
-    chat is collected: a batch of 30 rows kept 17 servers up), what it has pending
-    written. A done chat held by the user still reads; without a store it continues (a
-    server used again reconnects), with one it is loaded again to continue (a closed
-    stored chat refuses to be driven: its events would no longer be written). A failed
-    row's chat is not closed: the batch keeps it, and a rerun continues it. A close that
-    fails (a store that cannot be written now) leaves the chat as it was: it closes again
-    when collected, and its row's result stands."""
+    """Close a chat that is done with here (a done row's chat with no store, or a template
+    loaded from): its tool sources let go (an MCP server made per row stopped, not left
+    running until the chat is collected: a batch of 30 rows kept 17 servers up). It still
+    reads and continues (a server used again reconnects). A failed row's chat is not
+    closed: the batch keeps it, and a rerun continues it. A close that fails leaves the
+    chat as it was: it closes again when collected, and its row's result stands."""
     with contextlib.suppress(Exception):
         await asyncio.to_thread(chat.close)
 
@@ -254,7 +262,7 @@ class LocalBackend:
                     out.put_nowait(result)
                     await row.without_slot(wait_for_decisions(row.chat))  # parked: costs none
                     result = await row.settle()
-                if result.status == "done" and row.chat is not None:  # before batch() returns
+                if result.status == "done" and _unstored(row.chat):  # before batch() returns
                     await _let_go(row.chat)  # (a failed row's chat is kept: a rerun goes on)
                 out.put_nowait(result)
             except (asyncio.CancelledError, GeneratorExit):

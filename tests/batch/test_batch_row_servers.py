@@ -67,7 +67,7 @@ def test_a_rows_own_server_stops_when_its_row_is_done(tmp_path: Path) -> None:
     assert servers(marker) == []  # none left once the batch returned (nothing collected)
 
 
-def test_a_resumed_rows_template_and_chat_let_go_of_their_servers(tmp_path: Path) -> None:
+def test_a_resumed_rows_template_lets_go_of_its_server(tmp_path: Path) -> None:
     marker, counter = f"resumed-{uuid.uuid4().hex}", tmp_path / "charges.txt"
     db = tmp_path / "batch.db"
 
@@ -84,8 +84,12 @@ def test_a_resumed_rows_template_and_chat_let_go_of_their_servers(tmp_path: Path
     again = nbagent.batch(rows, make_chat, prompt="charge {n}", store=db, progress=False)
     assert list(again["status"]) == ["done"] * 4
     assert sorted(counter.read_text().split("\n")[:-1]) == [f"row {i}" for i in range(4)]
-    del first
-    assert servers(marker) == []  # neither the loaded chats' nor the templates' left up
+    # the stored chats stay open (closed, they would stop recording: a fork or a follow-up
+    # of them went unrecorded) with their servers; the templates' servers are closed
+    one = own_server(f"one-{marker}", counter, approval="never").connect()
+    per_server = len(servers(f"one-{marker}"))
+    one.close()
+    assert len(servers(marker)) == 4 * per_server  # the 4 rows' chats', not 8 (templates')
 
 
 def test_a_failed_rows_chat_is_not_closed_and_a_rerun_continues_it_recorded(
