@@ -1155,8 +1155,9 @@ class StoreExtension(Extension):
         if self._closed:  # driven on after close(): its events would no longer be written
             raise StoreError(
                 f"chat {self.chat_id} was closed: {self.store.location} no longer records it, "
-                "so it is not driven here (nothing of this step ran). Load it again "
-                "(Chat.load(chat_id, store=...)) to continue it."
+                "so it is not driven here: no model was asked and no tool ran (a question just "
+                "asked is in this object only, not stored). Load it again "
+                "(Chat.load(chat_id, store=...)) and ask there to continue it."
             )
         if self.detached is not None:
             return "busy"
