@@ -361,27 +361,27 @@ async def _in_flight_settled(run: BatchRun) -> None:
 class _Waits:
     """What a batch's parked rows wait for, as counted when it returns."""
 
-    approval: int = 0  # a call awaiting a decision
+    approvals: int = 0  # a call awaiting a decision
     inputs: int = 0  # only inputs awaiting an answer (an external tool's result, ask_user)
     decided: int = 0  # nothing: decided or answered, not continued yet
 
     @property
     def rows(self) -> int:
-        return self.approval + self.inputs + self.decided
+        return self.approvals + self.inputs + self.decided
 
     @property
     def undecided(self) -> bool:
-        return bool(self.approval or self.inputs)
+        return bool(self.approvals or self.inputs)
 
     def verb(self, decide: str = "decided", answer: str = "answered") -> str:
-        if self.approval and self.inputs:
+        if self.approvals and self.inputs:
             return f"{decide} or {answer}"
         return answer if self.inputs else decide
 
     def words(self) -> str:
         said = []
-        if self.approval:
-            said.append(f"{self.approval} row(s) await approval")
+        if self.approvals:
+            said.append(f"{self.approvals} row(s) await approval")
         if self.inputs:
             said.append(
                 f"{self.inputs} row(s) await an input (an external tool's result, "
@@ -413,7 +413,7 @@ async def _waits(run: BatchRun, store: Any) -> _Waits:
             if inputs is None or approvals is None:
                 approvals, inputs = row.pending, int(not row.pending)
             if approvals:
-                waits.approval += 1
+                waits.approvals += 1
             elif inputs:
                 waits.inputs += 1
             else:
