@@ -13,6 +13,11 @@ They are ``dict`` and ``list`` (``isinstance``, ``json.dumps``, pandas and pydan
 read them as such); ``dict(args)`` is a shallow copy, ``copy.copy`` and
 ``copy.deepcopy`` give plain containers to change. A tool runs with
 :func:`thawed` copies: its own changes to its inputs reach nobody else.
+
+The provider's own JSON (a :class:`~nbagent.ProviderItem`'s ``raw``, and the copies of it
+the chat record hands out: a hosted call's input, a citation) is read-only the same way,
+as :class:`SentDict` / :class:`SentList` (:func:`sent`), refused with its own reason: it
+goes back to the provider as it came.
 """
 
 from __future__ import annotations
@@ -63,6 +68,49 @@ class FrozenList(list[Any]):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
         return thawed(self)
+
+
+SENT_AS_IT_CAME = (
+    "what the provider sent is read-only (a hosted call's input, a citation): it goes back to "
+    "the provider as it came and is what the store keeps, so a change here would show one "
+    "thing and send or keep another; copy.deepcopy(value) gives a copy you can change"
+)
+
+
+def _refuse_sent(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
+    raise TypeError(SENT_AS_IT_CAME)
+
+
+class SentDict(FrozenDict):
+    """A dict of the provider's own JSON (a :class:`~nbagent.ProviderItem`'s ``raw``, the
+    chat record's copies of it): read-only, refused with its own reason."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = _refuse_sent
+    clear = pop = popitem = setdefault = update = _refuse_sent
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (SentDict, (dict(self),))
+
+
+class SentList(FrozenList):
+    """A list of the provider's own JSON (see :class:`SentDict`)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse_sent
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse_sent
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (SentList, (list(self),))
+
+
+def sent(value: Any) -> Any:
+    """A read-only copy of the provider's JSON ``value`` (every dict and list in it)."""
+    if isinstance(value, dict):
+        return SentDict({k: sent(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return SentList(sent(v) for v in value)
+    return value
 
 
 def frozen(value: Any) -> Any:

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, NamedTuple, NoReturn
+from typing import Any, Literal, NamedTuple
 
 from ._events import (
     AlwaysAllowChanged,
@@ -76,7 +76,7 @@ from ._events import (
     ToolCallStarted,
 )
 from ._extension import Snapshot
-from ._frozen import FrozenDict, FrozenList
+from ._frozen import sent
 from ._hosted import BREACHES, RAN_UNAPPROVED
 from ._result_text import result_type, without_edit_note
 from ._types import (
@@ -256,7 +256,7 @@ class MessageRecord:
         Read-only copies: the message's own dicts are what goes back to the provider and
         what the store keeps, so an edit here would change one and not the other."""
         found = getattr(self.message, "citations", ())
-        return _read_only(list(found)) if found else None
+        return sent(list(found)) if found else None
 
 
 class RecordChange(NamedTuple):
@@ -884,44 +884,8 @@ def _arguments_of(raw: dict[str, Any]) -> Any:
         try:
             arguments = json.loads(arguments)
         except ValueError:
-            return _read_only({"_raw": arguments})
-    return _read_only(arguments) if isinstance(arguments, dict) else None
-
-
-RECORD_READ_ONLY = (
-    "the chat record is read-only: this is what the provider sent, what goes back to it and "
-    "what the store keeps, so a change here would show one thing and send or keep another; "
-    "copy.deepcopy(value) gives a copy you can change"
-)
-
-
-def _refuse(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
-    raise TypeError(RECORD_READ_ONLY)
-
-
-class _RecordDict(FrozenDict):
-    """A provider's dict as the record hands it out: a read-only copy (``copy`` thaws it)."""
-
-    __slots__ = ()
-    __setitem__ = __delitem__ = __ior__ = _refuse
-    clear = pop = popitem = setdefault = update = _refuse
-
-
-class _RecordList(FrozenList):
-    """A provider's list as the record hands it out: a read-only copy (``copy`` thaws it)."""
-
-    __slots__ = ()
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
-    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
-
-
-def _read_only(value: Any) -> Any:
-    """A read-only copy of a provider's JSON (every dict and list in it), never its own."""
-    if isinstance(value, dict):
-        return _RecordDict({k: _read_only(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return _RecordList(_read_only(v) for v in value)
-    return value
+            return sent({"_raw": arguments})
+    return sent(arguments) if isinstance(arguments, dict) else None
 
 
 def _item_outcome(r: CallRecord, item: ProviderItem) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Literal, get_args
 
-from ._frozen import READ_ONLY, FrozenDict, frozen
+from ._frozen import READ_ONLY, FrozenDict, frozen, sent
 from ._secrets import redacted
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -371,7 +371,7 @@ class ProviderItem:
     def __post_init__(self) -> None:
         # what goes back to the API as it came: read-only, so an edit through the transcript
         # cannot change what the next request sends while the store keeps the original
-        object.__setattr__(self, "raw", frozen(self.raw))
+        object.__setattr__(self, "raw", sent(self.raw))
 
     @property
     def call_id(self) -> str | None:

@@ -419,8 +419,8 @@ def test_a_provider_items_raw_in_the_transcript_is_read_only() -> None:
     from nbagent import ProviderItem
 
     item = ProviderItem("anthropic", "server_tool_use", {"id": "s1", "input": {"q": "capital"}})
-    with pytest.raises(TypeError):
-        item.raw["input"]["q"] = "EDITED"
+    with pytest.raises(TypeError, match="goes back to the provider as it came"):
+        item.raw["input"]["q"] = "EDITED"  # not a tool call's "use chat.approve(...)"
     with pytest.raises(TypeError):
         item.raw["id"] = "s2"
     assert item.raw == {"id": "s1", "input": {"q": "capital"}}
