@@ -733,6 +733,8 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "array": (list, tuple),
     "null": (type(None),),
 }
+JSON_TYPES = frozenset(_JSON_TYPES)
+"""The type words JSON Schema knows (what a ``type`` may say)."""
 
 
 def json_type_name(value: Any) -> str:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, o
 from ._errors import ToolDefinitionError
 from ._schema import (
     INJECTED_PARAMS,
+    JSON_TYPES,
     ParameterModel,
     SchemaValidationError,
     call_target,
@@ -723,7 +724,6 @@ def _execute_code(cls: type, execute: Any) -> tuple[Callable[..., Any], bool]:
     return execute, True
 
 
-_JSON_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
 _SUBSCHEMA = (
     *("items", "additionalProperties", "not", "contains", "propertyNames", "if", "then"),
     *("else", "additionalItems", "unevaluatedProperties", "unevaluatedItems"),
@@ -746,10 +746,10 @@ def _schema_problems(node: Any, where: str, depth: int = 0) -> list[str]:
     if kind is not None:
         words = kind if isinstance(kind, list) else [kind]
         for word in words:
-            if word not in _JSON_TYPES:
+            if word not in JSON_TYPES:
                 problems.append(
                     f"{where}: type {word!r} is not a JSON Schema type "
-                    f"({', '.join(sorted(_JSON_TYPES))})"
+                    f"({', '.join(sorted(JSON_TYPES))})"
                 )
     required = node.get("required")
     if required is not None and not (
