@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -399,13 +400,18 @@ async def _waits(run: BatchRun, store: Any) -> _Waits:
 
     def count() -> _Waits:
         waits = _Waits()
+        stored: tuple[Counter[str], Counter[str]] | None = None
+        if store is not None:  # one read of each for every row (not two per parked row)
+            with contextlib.suppress(Exception):
+                stored = (
+                    Counter(c.chat_id for c in store.pending_approvals()),
+                    Counter(i.chat_id for i in store.pending_inputs()),
+                )
         for row in parked:
             approvals = inputs = None
             chat = run.chats.get(row.chat_id) if row.chat_id else None
-            if store is not None and row.chat_id:
-                with contextlib.suppress(Exception):
-                    approvals = len(store.pending_approvals(row.chat_id))
-                    inputs = len(store.pending_inputs(row.chat_id))
+            if stored is not None and row.chat_id:
+                approvals, inputs = stored[0][row.chat_id], stored[1][row.chat_id]
             if inputs is None and chat is not None:
                 with contextlib.suppress(Exception):
                     approvals = len(chat.pending_approvals)
