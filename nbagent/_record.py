@@ -81,6 +81,7 @@ from ._hosted import BREACHES, RAN_UNAPPROVED
 from ._result_text import result_type, without_edit_note
 from ._types import (
     FINAL_STATUSES,
+    POLICY_PREFIX,
     Approval,
     AssistantToolCallMessage,
     Decision,
@@ -540,7 +541,7 @@ class ChatRecord:
     def _on_decided(self, e: ApprovalDecided) -> RecordChange:
         r = self._row(e.call, None, e.turn)
         d = r.decided = e.decision
-        r.decision = "policy" if d.by.startswith("policy") else d.verdict
+        r.decision = "policy" if d.by.startswith(POLICY_PREFIX) else d.verdict
         r.decided_by, r.decided_at, r.reason, r.edited_arguments = d.by, d.at, d.reason, d.arguments
         r.requires_approval, r.result = True, None
         if d.verdict == "approved":

@@ -183,6 +183,28 @@ class Approval:
     reason: str = ""
 
 
+POLICY_PREFIX = "policy:"
+"""``by`` of a chat policy's decision: ``policy:<name>``."""
+MACHINE_DECIDERS = frozenset({"resolver", "rule", "fallback", "evaluate"})
+"""Every decider that is nbagent's machinery, not a person (with every ``policy:<name>``): a
+chat's resolver, its rules and its policies, the notebook's fallback denial
+(``approval_fallback="deny"``) and ``nbagent.evaluate``'s ``decide=`` and sweeps. Their
+decisions teach nothing about what people decide (``suggest_policies`` skips them), and a
+person's decision cannot take their names (``store.approve``, ``store.deny`` and the inbox's
+``by=`` refuse them)."""
+
+
+def by_machine(by: str) -> bool:
+    """Whether ``by`` names nbagent's machinery rather than a person (:data:`MACHINE_DECIDERS`)."""
+    return by in MACHINE_DECIDERS or by.startswith(POLICY_PREFIX)
+
+
+def automatic_decider(by: str) -> bool:
+    """Whether ``by`` names a chat's resolver or one of its policies
+    (:attr:`Decision.automatic`)."""
+    return by == "resolver" or by.startswith(POLICY_PREFIX)
+
+
 @dataclass(frozen=True)
 class Decision:
     """A recorded decision on a gated call.
@@ -207,12 +229,18 @@ class Decision:
             object.__setattr__(self, "arguments", frozen(self.arguments))
 
     @property
+    def by_machine(self) -> bool:
+        """Made by nbagent's machinery, not a person (:data:`MACHINE_DECIDERS`, every
+        ``policy:<name>``): such a decision teaches nothing about what people decide."""
+        return by_machine(self.by)
+
+    @property
     def automatic(self) -> bool:
         """Made by a chat's resolver (``"resolver"``) or one of its policies (``"policy:<name>"``):
         a person may overrule it before the call starts. ``by="policy-team"`` is a person's;
         ``store.approve``/``store.deny`` refuse the reserved names, and the store never lets a
         decision made through it be overruled, whatever its ``by``."""
-        return self.by == "resolver" or self.by.startswith("policy:")
+        return automatic_decider(self.by)
 
 
 @dataclass(eq=False)

@@ -2,9 +2,9 @@
 
 :func:`suggest_policies` reads every decided call of a store (or chats, or a log frame)
 through :func:`nbagent.read_log`, keeps the decisions people made (not those of a rule, a
-resolver, a policy, the notebook's fallback denial or ``evaluate``:
-:data:`AUTOMATIC_DECIDERS`), and proposes per tool: a rule for the whole tool, else rules
-on one argument (``amount <= 50``, ``region == "eu"``). Each says its support (the
+resolver, a policy, the notebook's fallback denial or ``evaluate``: the core's
+``MACHINE_DECIDERS``), and proposes per tool: a rule for the whole tool, else rules on one
+argument (``amount <= 50``, ``region == "eu"``). Each says its support (the
 decisions it agrees with) and the decisions it would have changed (those it contradicts;
 none unless ``min_agreement`` is below 1). A person accepts one into a chat
 (:meth:`PolicySuggestion.accept`), or into a batch's factory.
@@ -19,30 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._html import esc, style_tag
-from .._rules import RULE, Condition, Rule
+from .._rules import Condition, Rule
+from .._types import by_machine
 
 Verdict = Literal["approved", "denied"]
 EDITED = "edited"
 """The decision an approval with edited arguments counts as: the person did not approve
 the call as the model asked for it, so it supports no allow rule of those arguments (an
 allow rule matching it would have changed it, and so would a deny rule)."""
-FALLBACK = "fallback"
-"""Who denies the calls a notebook cell left undecided under ``approval_fallback="deny"``
-(``nbagent.notebook``'s continuation): nobody looked at them."""
-AUTOMATIC_DECIDERS = frozenset({"resolver", RULE, FALLBACK, "evaluate"})
-"""Deciders that are machinery, not people (a chat's resolver, its rules, the notebook's
-fallback denial, ``nbagent.evaluate``'s ``decide=``), with every ``policy:<name>``
-(:func:`automatic`): their decisions teach nothing. The core names no such list
-(``Decision.automatic`` means "a person may overrule it": resolver and policies only),
-so it is kept here; the names are the ones the core decides by."""
-AUTOMATIC_PREFIX = "policy:"
-AUTOMATIC = ("policy:", "resolver", "evaluate", RULE, FALLBACK)
-"""The same, as one tuple (the prefix first); kept for readers of the old name."""
-
-
-def automatic(by: str) -> bool:
-    """Whether a decision made ``by`` this decider was made by machinery, not a person."""
-    return by in AUTOMATIC_DECIDERS or by.startswith(AUTOMATIC_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -171,7 +155,7 @@ def _people(frame: Any) -> list[dict[str, Any]]:
         if row.get("decision") not in ("approved", "denied"):
             continue
         by = str(row.get("decided_by") or "")
-        if automatic(by):
+        if by_machine(by):
             continue
         shared = row.get("shared")
         if _present(shared) and bool(shared):

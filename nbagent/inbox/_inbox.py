@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING, Any
 from .._approvals import HUMAN
 from .._display import LiveOutput, close_models, ended_note, widgets_available
 from .._errors import InputError, safe_display
-from .._events import ApprovalDecided, ApprovalRequested, Event, StepFinished, utcnow
+from .._events import ApprovalDecided, ApprovalRequested, Event, StepFinished
 from .._html import preview as clip_text
-from .._types import Decision, PendingInput, ToolCall
+from .._types import PendingInput, ToolCall, by_machine
 from ..store import follow
 from ._filter import Filter, as_filter
 from ._present import (
@@ -125,11 +125,12 @@ class Inbox:
                 f"by= names the inbox as the decider (default {BY!r}); got {by!r}"
                 + (" ('user' is a card click's)" if by == HUMAN else "")
             )
-        if by == "rule" or Decision("denied", by, utcnow()).automatic:
-            # a chat's own deciders: a person's decision named so could be overruled
+        if by_machine(by):
+            # machinery's names: a person's decision named so could be overruled, or ignored
+            # as teaching nothing (suggest_policies)
             raise ValueError(
-                f"by={by!r} names a chat's own decider (its resolver, its rules, a policy); "
-                "name the inbox (by='inbox-ana')"
+                f"by={by!r} names nbagent's own decider (a chat's resolver, rules or policy, "
+                "the notebook's fallback, evaluate); name the inbox (by='inbox-ana')"
             )
         self._sources = sources
         self.by = by

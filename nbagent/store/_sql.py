@@ -63,6 +63,8 @@ from .._types import (
     PendingInput,
     ToolCall,
     ToolResultMessage,
+    automatic_decider,
+    by_machine,
 )
 from .._unicode import TooDeep, clean, clean_json
 from . import _codec as codec
@@ -117,10 +119,6 @@ _COLUMNS = (
 _CALL_COLUMNS = ", ".join(_COLUMNS)
 """A call's columns, for ``SELECT ... FROM tool_calls`` (the table not aliased)."""
 _RESULT = _COLUMNS.index("result")
-_AUTOMATIC = ("resolver",)
-_RESERVED = ("resolver", "rule")
-"""Names of a chat's own deciders (with ``policy:...``): a decision made through the store
-(a person, an API, the inbox) cannot take them (:func:`_reserved_by`)."""
 
 
 def _put_blobs(conn: Any, blobs: Sequence[Blob]) -> None:
@@ -637,13 +635,7 @@ def _simple(entries: Sequence[Entry]) -> bool:
 def _is_automatic(decision: Mapping[str, Any]) -> bool:
     """Whether a stored decision names a chat's resolver or policy (``Decision.automatic``);
     :meth:`SQLStore._decision_change` also asks whether a chat made it."""
-    by = str(decision.get("by", ""))
-    return by in _AUTOMATIC or by.startswith("policy:")
-
-
-def _reserved_by(by: str) -> bool:
-    """Whether ``by`` names one of a chat's own deciders (its resolver, its rules, a policy)."""
-    return by in _RESERVED or by.startswith("policy:")
+    return automatic_decider(str(decision.get("by", "")))
 
 
 def _edited_arguments(arguments: Any) -> dict[str, Any]:
@@ -1871,10 +1863,11 @@ class SQLStore:
         if reason is not None and not isinstance(reason, str):
             raise TypeError("reason must be a string")
         by, reason = clean(by), clean(reason) if reason is not None else None
-        if _reserved_by(by):  # those are a chat's own: a policy's decision may be overruled
+        if by_machine(by):  # a policy's decision may be overruled; machinery's teach nothing
             raise DecisionError(
-                f"by={by!r} names a chat's own decider (its resolver, its rules, a policy); "
-                "name who decides (a person, a team, a service: by='ops')"
+                f"by={by!r} names nbagent's own decider (a chat's resolver, rules or policy, "
+                "the notebook's fallback, evaluate); name who decides (a person, a team, "
+                "a service: by='ops')"
             )
         if arguments is not None:
             arguments = _edited_arguments(arguments)

@@ -10,7 +10,6 @@ import pytest
 
 import nbagent
 from nbagent import Chat, tool
-from nbagent.evaluation._policies import AUTOMATIC_DECIDERS, automatic
 
 
 @tool(requires_approval=True)
@@ -45,11 +44,44 @@ def test_a_persons_denials_still_teach(tmp_path: Path) -> None:
     assert rule.tool == "issue_refund" and rule.verdict == "denied"
 
 
-@pytest.mark.parametrize("by", [*sorted(AUTOMATIC_DECIDERS), "policy:refunds"])
-def test_every_automatic_decider_is_machinery(by: str) -> None:
-    assert automatic(by)
+MACHINERY = ["resolver", "rule", "fallback", "evaluate", "policy:refunds"]
 
 
-@pytest.mark.parametrize("by", ["user", "ops", "policy-team", "inbox", "store"])
-def test_a_persons_names_are_not(by: str) -> None:
-    assert not automatic(by)
+@pytest.mark.parametrize("by", MACHINERY)
+def test_every_machine_decider_teaches_nothing(tmp_path: Path, by: str) -> None:
+    db = str(tmp_path / "machine.db")
+    _decided(db, by)
+    assert nbagent.suggest_policies(db) == []
+
+
+@pytest.mark.parametrize("by", MACHINERY)
+def test_a_person_cannot_decide_under_machinerys_name(tmp_path: Path, by: str) -> None:
+    """A person's decision named "fallback" or "evaluate" would be skipped as machinery's
+    by suggest_policies (and one named "resolver" or "policy:x" could be overruled): the
+    store and the inbox refuse those names, and the call stays undecided."""
+    db = str(tmp_path / "named.db")
+    chat = Chat("demo", store=db, display=False).with_tools(issue_refund)
+    chat.ask("Refund order 7")
+    (call,) = chat.pending_approvals
+    store = nbagent.SQLiteStore(db)
+    with pytest.raises(nbagent.DecisionError, match="names nbagent's own decider"):
+        store.approve(call.id, by=by)
+    with pytest.raises(nbagent.DecisionError, match="names nbagent's own decider"):
+        store.deny(call.id, reason="no", by=by)
+    with pytest.raises(ValueError, match="names nbagent's own decider"):
+        nbagent.inbox(store, by=by)
+    assert [c.id for c in Chat.load(chat.id, store=db, tools=[issue_refund]).pending_approvals] == [
+        call.id
+    ]
+
+
+@pytest.mark.parametrize("by", ["user", "ops", "policy-team", "inbox-ana", "evaluator"])
+def test_a_persons_names_are_taken_and_teach(tmp_path: Path, by: str) -> None:
+    db = str(tmp_path / "person.db")
+    chat = Chat("demo", store=db, display=False).with_tools(issue_refund)
+    chat.ask("Refund order 7")
+    nbagent.SQLiteStore(db).deny(chat.pending_approvals[0].id, reason="no", by=by)
+    loaded = Chat.load(chat.id, store=db, tools=[issue_refund], display=False)  # takes it
+    assert loaded.log["decision"].tolist() == ["denied"]  # "policy-team" is no policy
+    (rule,) = nbagent.suggest_policies(db, min_support=1)
+    assert rule.verdict == "denied"

@@ -143,6 +143,6 @@ def test_a_path_where_no_store_is_is_refused_and_not_created(tmp_path: Path) -> 
 @pytest.mark.parametrize("by", ["resolver", "rule", "policy:desk", "policy:always_allow:x"])
 def test_an_inbox_cannot_be_named_as_a_chats_own_decider(tmp_path: Any, by: str) -> None:
     # a person's denial named "policy:desk" read as a policy's, which a click may overrule
-    with pytest.raises(ValueError, match="names a chat's own decider"):
+    with pytest.raises(ValueError, match="names nbagent's own decider"):
         nbagent.inbox(Chat(model="demo", display=False), by=by)
     assert nbagent.inbox(Chat(model="demo", display=False), by="policy-desk").by == "policy-desk"

@@ -138,7 +138,7 @@ def test_the_store_refuses_a_chat_deciders_name(backend: Any, by: str) -> None:
     call = chat.pending_approvals[0]
     with open_store(db) as b:
         for decide in (b.deny, b.approve):
-            with pytest.raises(DecisionError, match="names a chat's own decider"):
+            with pytest.raises(DecisionError, match="names nbagent's own decider"):
                 decide(call.id, chat_id=chat.id, by=by)
         assert b.call(call.id, chat_id=chat.id).status == "awaiting_approval"
     chat.close()
@@ -149,7 +149,7 @@ def test_an_inbox_named_like_a_policy_makes_no_automatic_decision(tmp_path: Any)
     chat = parked(db)
     call = chat.pending_approvals[0]
     chat.close()
-    with pytest.raises(ValueError, match="names a chat's own decider"):
+    with pytest.raises(ValueError, match="names nbagent's own decider"):
         nbagent.inbox(db, by="policy:desk")  # refused before it decides anything
     assert reloaded(db, chat.id).pending_approvals[0].id == call.id  # still waiting
 
