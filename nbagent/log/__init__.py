@@ -19,6 +19,7 @@ plots need the ``plots`` extra (matplotlib), Parquet the ``parquet`` extra
 
 from __future__ import annotations
 
+import inspect
 import json
 import operator
 import re
@@ -106,7 +107,10 @@ def read_log(source: Any, kind: Kind = "calls", **query: Any) -> pd.DataFrame:
         kind: ``"calls"`` (one row per tool call), ``"steps"`` (one row per
             model request) or ``"messages"`` (one row per message).
         **query: Passed to the store's ``iter_events``: ``chat_id`` (a chat's
-            id, a ``Chat``, or a list of them) for those chats only.
+            id, a ``Chat``, or a list of them) for those chats only. A store's
+            decisions no chat has taken yet (``store.approve``, the inbox, from
+            another process) are read as made: ``untaken=False`` reads only what
+            the chats recorded.
 
     Returns:
         A frame with the fixed columns and dtypes of ``kind`` (see :func:`dtypes`);
@@ -153,7 +157,12 @@ def _logs_of(source: Any, query: dict[str, Any]) -> list[ChatRecord]:
 
 
 def _read_store(store: Any, query: dict[str, Any]) -> list[ChatRecord]:
-    """A store's chats; ``chat_id`` may be an id, a Chat, or a list of them."""
+    """A store's chats; ``chat_id`` may be an id, a Chat, or a list of them. A decision made
+    through the store that no chat has taken yet is read as made (``untaken=True``, where
+    the store's ``iter_events`` takes it): the inbox's decisions count before the chats
+    run on."""
+    if "untaken" not in query and _takes(store.iter_events, "untaken"):
+        query = {**query, "untaken": True}
     if "chat_id" not in query or query["chat_id"] is None:
         return fold_chats(store.iter_events(**query))
     rest = {k: v for k, v in query.items() if k != "chat_id"}
@@ -167,6 +176,13 @@ def _read_store(store: Any, query: dict[str, Any]) -> list[ChatRecord]:
         for chat_id in dict.fromkeys(ids)
         for log in fold_chats(store.iter_events(chat_id=chat_id, **rest))
     ]
+
+
+def _takes(fn: Any, name: str) -> bool:
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _chat_id(value: Any) -> str:

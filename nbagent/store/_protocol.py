@@ -548,12 +548,18 @@ class Store(Protocol):
         ...
 
     def iter_events(
-        self, chat_id: str | None = None, *, calls: dict[str, ToolCall] | None = None
+        self,
+        chat_id: str | None = None,
+        *,
+        calls: dict[str, ToolCall] | None = None,
+        untaken: bool = False,
     ) -> Iterator[Event]:
         """Stored events, rebuilt, per chat in ``seq`` order (what ``nbagent.read_log`` reads).
 
         ``call`` fields are rebuilt once per call and shared by the events of a
         chat; pass ``calls`` (with ``chat_id``) to reuse existing objects.
+        ``untaken``: also the decisions made through the store that no chat has taken
+        yet, each as the ``ApprovalDecided`` its chat will emit, after the chat's events.
         """
         ...
 

@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 
 from .._chat_state import answer_json, checked_answer
 from .._errors import DecisionError, InputError, StoreError
-from .._events import Event, utcnow
+from .._events import ApprovalDecided, Event, ToolCallRequested, utcnow
 from .._recording import (
     Recording,
     arguments_digest,
@@ -2377,7 +2377,11 @@ class SQLStore:
         return {str(k): str(c) for k, c in rows}
 
     def iter_events(
-        self, chat_id: str | None = None, *, calls: dict[str, ToolCall] | None = None
+        self,
+        chat_id: str | None = None,
+        *,
+        calls: dict[str, ToolCall] | None = None,
+        untaken: bool = False,
     ) -> Iterator[Event]:
         """Stored events, rebuilt, per chat in ``seq`` order (``nbagent.read_log(store)``).
 
@@ -2387,6 +2391,10 @@ class SQLStore:
         Args:
             chat_id: One chat (``StoreError`` if unknown), else every chat, oldest first.
             calls: Existing ``ToolCall`` objects of ``chat_id`` for the events to refer to.
+            untaken: Also a decision made through the store (``store.approve``, the inbox)
+                that no chat has taken yet, as the ``ApprovalDecided`` (``elsewhere``) its
+                chat will emit when it does, after the chat's own events (what
+                ``read_log`` reads: the decision is made, whether or not the chat ran on).
         """
         if chat_id is None:
             ids = [c.id for c in self.chats()]
@@ -2413,7 +2421,43 @@ class SQLStore:
                 events = codec.decode_events(
                     cid, rows, messages, stored, known, lambda d: _with_bytes(conn, d)
                 )
+                if untaken:
+                    events += self._untaken(conn, cid, events)
             yield from events
+
+    def _untaken(self, conn: Any, chat_id: str, events: list[Event]) -> list[Event]:
+        """The store's decisions on ``chat_id``'s calls that no chat has taken yet, as the
+        events taking them would be (``iter_events(untaken=True)``)."""
+        rows = conn.execute(
+            "SELECT c.call_id, c.decision FROM tool_calls c WHERE c.chat_id = ? "
+            "AND c.decision IS NOT NULL AND EXISTS (SELECT 1 FROM decisions d "
+            "WHERE d.chat_id = c.chat_id AND d.call_id = c.call_id AND d.applied = 0)",
+            (chat_id,),
+        ).fetchall()
+        if not rows:
+            return []
+        decided = {e.call.id for e in events if isinstance(e, ApprovalDecided)}
+        requested = {e.call.id: e for e in events if isinstance(e, ToolCallRequested)}
+        seq = max((e.seq for e in events), default=0)
+        out: list[Event] = []
+        for call_id, data in rows:
+            decision = codec.decision_in(codec.loads(data))
+            asked = requested.get(call_id)
+            if decision is None or asked is None or call_id in decided:
+                continue
+            seq += 1
+            out.append(
+                ApprovalDecided(
+                    chat_id=chat_id,
+                    seq=seq,
+                    ts=decision.at,
+                    call=asked.call,
+                    decision=decision,
+                    turn=asked.turn,
+                    elsewhere=True,
+                )
+            )
+        return out
 
 
 __all__ = ["SQLStore"]
