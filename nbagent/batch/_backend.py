@@ -165,7 +165,8 @@ class RowResult:
             excluded; waits for a rate limit included).
         error: What went wrong, in one line (``None`` when nothing did).
         error_type: The exception's class name, or ``budget_exhausted``.
-        pending: Calls awaiting a decision.
+        pending: What a parked row waits for: calls awaiting a decision and inputs
+            awaiting an answer (an external tool's result, ``ask_user``'s).
     """
 
     key: str

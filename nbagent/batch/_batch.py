@@ -417,7 +417,7 @@ async def _waits(run: BatchRun, store: Any) -> _Waits:
                     approvals = len(chat.pending_approvals)
                     inputs = len(chat.pending_inputs)
             if inputs is None or approvals is None:
-                approvals, inputs = row.pending, int(not row.pending)
+                approvals, inputs = row.pending, 0  # cannot tell them apart: say approval
             if approvals:
                 waits.approvals += 1
             elif inputs:
@@ -516,7 +516,9 @@ def batch(
         ``failed``, ``awaiting_approval``), ``reply``, ``error``, ``calls``,
         ``tokens`` (``input_tokens`` + ``output_tokens``), ``cost_usd``,
         ``latency_s`` (seconds the chat ran; approval waits excluded),
-        ``pending`` (calls awaiting a decision), ``chat_id``, ``error_type``.
+        ``pending`` (what a parked row waits for: calls awaiting a decision and inputs
+        awaiting an answer, an external tool's result or ``ask_user``'s), ``chat_id``,
+        ``error_type``.
         ``nbagent.read_log(result)`` reads every call of every chat;
         ``nbagent.batch_results(result)`` gives a fresh frame.
 

@@ -130,7 +130,8 @@ def result_of(
             reply = content if isinstance(content, str) and content else None
         usage = chat.usage
         calls, tin, tout = len(chat.tool_calls), usage.input_tokens, usage.output_tokens
-        cost, pending, chat_id = chat.cost_usd, len(chat.pending_approvals), chat.id
+        cost, chat_id = chat.cost_usd, chat.id
+        pending = len(chat.pending_approvals) + len(chat.pending_inputs)
     if isinstance(error, BaseException):
         error_type = error_type or type(error).__name__
         error = one_line(error)

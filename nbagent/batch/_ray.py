@@ -266,9 +266,7 @@ class ChatWorker:
                 self._stores[key] = store
             return store
 
-    async def run(
-        self, boxed: list[Any], job: Job
-    ) -> AsyncIterator[RowUpdate | Waiting | RowResult]:
+    async def run(self, boxed: list[Any], job: Job) -> AsyncIterator[RowUpdate | RowResult]:
         try:
             spec, limit = await self._run_of(boxed)
         except (asyncio.CancelledError, GeneratorExit):
@@ -278,8 +276,6 @@ class ChatWorker:
             raise SpecUnreadable.of(exc) from None
         except BaseException as exc:  # out of this task it would end the worker's loop
             raise RowRaised(f"input {job.key!r}: {one_line(exc)}") from exc
-        made: list[Any] = []  # the row's chat, as made or loaded (to read what it waits for)
-        spec = replace(spec, prepare=_seeing(made, spec.prepare))
         loop = asyncio.get_running_loop()
         latest: dict[str, RowUpdate] = {}
         changed = asyncio.Event()
@@ -322,33 +318,7 @@ class ChatWorker:
         await asyncio.sleep(0)  # updates posted from other threads just before the end
         if "u" in latest:
             yield latest.pop("u")
-        result = task.result()
-        if result.status == "awaiting_approval" and made:
-            # what the parked chat waits for besides decisions, as it parked: the driver
-            # continues it when the store's count of either goes down
-            with contextlib.suppress(Exception):
-                yield Waiting(len(made[0].pending_inputs))
-        yield result
-
-
-@dataclass(frozen=True)
-class Waiting:
-    """Sent by a worker just before a parked row's result: how many inputs (an external
-    tool's result, ``ask_user``'s answer) its chat waits for as it parked, besides the
-    calls awaiting a decision (``RowResult.pending``)."""
-
-    inputs: int
-
-
-def _seeing(made: list[Any], prepare: Any) -> Any:
-    """``prepare`` (may be ``None``), which first keeps the row's chat in ``made``."""
-
-    def see(chat: Any) -> None:
-        made[:] = [chat]
-        if prepare is not None:
-            prepare(chat)
-
-    return see
+        yield task.result()
 
 
 class SpecUnreadable(RuntimeError):
@@ -417,8 +387,6 @@ class _Row:
     """What the row's chat used, as last heard (an update, a result): what the driver
     reports while the chat is on its way to a worker again (a continuation starts from
     the stored chat), and for a row whose worker died."""
-    inputs: int = 0
-    """Inputs its chat waited for as it last parked (the worker's :class:`Waiting`)."""
     latency: float = 0.0
     """Seconds the row's chat ran in its segments so far (each continuation is one)."""
 
@@ -764,15 +732,12 @@ class _Run:
         """Forward a row's updates to the progress sink; queue its result."""
         started = time.monotonic()
         result: RowResult | BaseException | None = None
-        row.inputs = 0
         try:
             async for ref in stream:
                 item = await ref
                 if isinstance(item, RowUpdate):
                     row.chat_id = item.chat_id or row.chat_id
                     progress(row.heard(item))
-                elif isinstance(item, Waiting):
-                    row.inputs = item.inputs
                 else:
                     result = row.heard(item)
         except Exception as raised:
@@ -865,9 +830,10 @@ class _Run:
             )
             progress(failed.as_update())
             return failed
-        # what it waits for: calls awaiting a decision and inputs awaiting an answer (an
-        # external tool's result, ask_user's): a decision or an answer lowers the count
-        row.pending = result.pending + row.inputs
+        # what it waits for (RowResult.pending): calls awaiting a decision and inputs
+        # awaiting an answer (an external tool's result, ask_user's); a decision or an
+        # answer lowers the count
+        row.pending = result.pending
         self.parked[result.chat_id] = row
         if self.sub is None:
             from ..store import follow

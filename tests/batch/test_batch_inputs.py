@@ -60,3 +60,33 @@ def test_a_row_parked_on_an_input_continues_once_answered() -> None:
     result = asyncio.run(main())
     assert list(result["status"]) == ["done", "done"]
     assert list(result["reply"]) == ["shipped o1", "shipped o2"]
+
+
+@tool(requires_approval=True)
+def refund(order: str) -> str:
+    """Refunded here, once approved.
+
+    Args:
+        order: The order.
+    """
+    return "refunded"
+
+
+def test_pending_counts_what_a_parked_row_waits_for_inputs_too(
+    capsys: Any,
+) -> None:
+    """``pending`` said 0 for a row parked on an input, as if nothing held it up."""
+
+    def make_either(row: dict[str, Any]) -> Chat:
+        name = "ship" if row["order"] == "o1" else "refund"
+        script = [call_tools((name, {"order": row["order"]})), reply("done")]
+        return Chat(provider=ScriptedProvider(script)).with_tools(ship, refund)
+
+    frame = pd.DataFrame({"order": ["o1", "o2", "o3"]})
+    result = nbagent.batch(frame, make_either, prompt="Handle {order}", progress=False)
+    assert list(result["status"]) == ["awaiting_approval"] * 3
+    assert list(result["pending"]) == [1, 1, 1]
+    assert list(nbagent.batch_results(result)["pending"]) == [1, 1, 1]
+    out = capsys.readouterr()
+    said = out.err + out.out
+    assert "2 row(s) await approval, 1 row(s) await an input" in said
