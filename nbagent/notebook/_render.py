@@ -84,7 +84,8 @@ def fmt_tokens(n: int) -> str:
 
 def decision_words(e: CallEntry) -> str:
     """'approved by you' (a click), 'denied, decided in code: reason' (``chat.deny`` in a
-    cell), 'approved: always allowed' (plain text);
+    cell), 'approved' (a person's decision made before this kernel watched the chat),
+    'approved: always allowed' (plain text);
     a decision made elsewhere says who made it and when: 'approved elsewhere by ops at
     2026-12-01 06:03:04 UTC'."""
     if e.verdict is None:
@@ -116,6 +117,8 @@ def decision_words(e: CallEntry) -> str:
         words = f"{e.verdict} by {who}"
         if by == "user" and e.decided_in_code:  # chat.approve(...) in a cell, not a click
             words = f"{e.verdict}, decided in code"
+        elif by == "user" and not e.decided_by_hand:  # before this kernel watched: who is
+            words = e.verdict  # not known ("by you" is a click's, "in code" a cell's)
         if e.r.reason:
             words += f": {e.r.reason}"
     if e.r.edited_arguments is not None and e.verdict == "approved":

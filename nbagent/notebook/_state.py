@@ -303,6 +303,7 @@ class CallEntry(Entry):
     r: CallRecord = field(default_factory=lambda: CallRecord("", ""))
     decided_elsewhere: bool = False  # by another process or chat object, through a store
     decided_in_code: bool = False  # a person's decision (``by="user"``) made in code, not on a card
+    decided_by_hand: bool = False  # ... made on its card (or at ``chat.review()``)
     result: str | None = None  # the result the model read, without the note an edit adds
     ran_before: tuple[str, ...] = ()  # earlier gated calls (tool names) still undecided when it ran
     defaults: dict[str, Any] = field(default_factory=dict)  # what the tool uses for omitted params
@@ -457,7 +458,9 @@ class Deciders:
     record agree). A click on a card (or an answer at ``chat.review()``) marks its
     call first (``by_hand``); a decision seen without that mark was made in code
     (``in_code``), as was the decision a fork was made with. A decision made
-    before this kernel saw the chat (a loaded one) is in neither: "by you".
+    before this kernel saw the chat (a loaded one, or one decided in code before it was
+    shown) is in neither: its card says the verdict and not who ("approved"), as nothing
+    here saw who made it.
     ``inputs_by_hand`` are the pending inputs answered on their card (by input id).
     ``tracebacks``: where each failed tool call failed, the other thing a view made later
     needs that the record does not hold (both kept by :func:`follow_quietly`).
@@ -470,11 +473,28 @@ class Deciders:
     following: bool = False  # :func:`follow_quietly` hooked the chat
 
 
+_deciders_by_id: weakref.WeakValueDictionary[str, Deciders] = weakref.WeakValueDictionary()
+"""Each chat's :class:`Deciders` by chat id, while its chat lives: a fork made in this
+kernel starts from its parent's (the calls they share were decided as the parent's were)."""
+
+
 def _new_deciders(chat: Chat) -> Deciders:
+    deciders = Deciders()
     parent = getattr(chat, "parent", None)
-    if parent is None or not parent.call_id or parent.change not in ("decision", "arguments"):
-        return Deciders()
-    return Deciders(in_code={parent.call_id})  # chat.fork(call, decision=...) decided in code
+    if parent is not None:
+        shared = _deciders_by_id.get(parent.chat_id)
+        if shared is not None:
+            with _follow_lock:
+                deciders.by_hand |= shared.by_hand
+                deciders.in_code |= shared.in_code
+                deciders.tracebacks.update(shared.tracebacks)
+        if parent.call_id and parent.change in ("decision", "arguments"):
+            # chat.fork(call, decision=...): that call's decision is the fork's, made in code
+            deciders.by_hand.discard(parent.call_id)
+            deciders.in_code.add(parent.call_id)
+    with contextlib.suppress(TypeError):  # a chat without a string id: no fork finds it
+        _deciders_by_id[chat.id] = deciders
+    return deciders
 
 
 class ChatState:
@@ -855,6 +875,7 @@ class ChatState:
             entry.decided_elsewhere = event.elsewhere  # made outside this chat object
             _note_decision(self.deciders, r.call_id, event.decision.by, event.elsewhere)
         entry.decided_in_code = r.call_id in self.deciders.in_code
+        entry.decided_by_hand = r.call_id in self.deciders.by_hand
         if r.result is not entry._result:
             entry._result = result = r.result
             edited = r.decided is not None and r.decided.arguments is not None

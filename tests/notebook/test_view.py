@@ -308,6 +308,23 @@ def test_a_card_says_who_decided_a_click_by_you_a_cell_in_code(counter: Counter)
     assert "approved by you" in fork_plain  # the click it shares with its parent
 
 
+def test_a_decision_no_view_saw_does_not_claim_a_click(counter: Counter) -> None:
+    """A decision made in code before anything here watched the chat (a script, a chat shown
+    later, a loaded one) read "approved by you", the words for a click: nothing saw who
+    made it, so the card says the verdict only."""
+    chat = make_chat(counter)
+    chat.ask("Refund order 1 and refund order 2")
+    first, second = chat.pending_approvals
+    chat.approve(first)
+    chat.deny(second, reason="no")
+    chat.complete()
+    plain = chat_mimebundle(chat)["text/plain"]
+    assert "by you" not in plain and "decided in code" not in plain
+    assert "    approved\n" in plain and "    denied: no\n" in plain
+    fork = chat.fork(step=2)
+    assert "by you" not in chat_mimebundle(fork)["text/plain"]
+
+
 def test_decisions_in_code_update_the_cards(counter: Counter) -> None:
     chat = make_chat(counter)
     view = ChatView(chat)
