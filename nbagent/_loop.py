@@ -635,7 +635,9 @@ class LoopMixin(ChatCore):
         """Record the calls of a response: gate each once, answer the ones that can't run."""
         events: list[Event] = []
         limit = self._options.calls
-        truncated = response.stop_reason in ("max_tokens", "context_window")
+        # a response the provider stopped (a limit, a refusal or content filter, a stop
+        # nbagent does not know) may hold calls it never meant to be run: none of them runs
+        stopped = response if response.stop_reason in _NOT_RUN else None
         n = 0  # the calls counted against the limit (one the choice excluded is not)
         for c in calls:
             self._calls[c.id] = c
@@ -668,7 +670,7 @@ class LoopMixin(ChatCore):
                 continue
             problem: tuple[Literal["error", "skipped"], str] | None = _off_choice(c, choice)
             if problem is None:
-                problem = self._reject_reason(c, tool, n, limit, truncated)
+                problem = self._reject_reason(c, tool, n, limit, stopped)
                 n += 1
             if problem is not None:
                 status, text = problem
@@ -702,13 +704,15 @@ class LoopMixin(ChatCore):
         return events
 
     def _reject_reason(
-        self, c: ToolCall, tool: Tool | None, n: int, limit: int | None, truncated: bool
+        self,
+        c: ToolCall,
+        tool: Tool | None,
+        n: int,
+        limit: int | None,
+        stopped: LLMToolResponse | None,
     ) -> tuple[Literal["error", "skipped"], str] | None:
-        if truncated:
-            return "skipped", (
-                "Not executed: the response was cut off by the token limit, so these "
-                "arguments may be incomplete. Call the tool again if it is still needed."
-            )
+        if stopped is not None:
+            return "skipped", _stopped_text(stopped)
         if limit is not None and n >= limit:
             word = (
                 "one tool call per response is"
@@ -982,6 +986,23 @@ def _waiting_before(calls: Sequence[ToolCall], c: ToolCall) -> tuple[str, ...]:
 
 
 _CUT_OFF = ("max_tokens", "context_window")
+_NOT_RUN = (*_CUT_OFF, "refusal", "other")
+"""Stop reasons whose response's calls are answered ``skipped``, never run."""
+
+
+def _stopped_text(response: LLMToolResponse) -> str:
+    """What a call of a response the provider stopped is answered with (it did not run)."""
+    if response.stop_reason in _CUT_OFF:
+        return (
+            "Not executed: the response was cut off by the token limit, so these "
+            "arguments may be incomplete. Call the tool again if it is still needed."
+        )
+    raw = clean(str(response.raw_stop_reason or ""))[:60]
+    why = response.stop_reason + (f", {raw}" if raw and raw != response.stop_reason else "")
+    return (
+        f"Not executed: the provider stopped this response (stop reason {why}) instead of "
+        "finishing it, so its tool calls were not run."
+    )
 
 
 def _cut_off(

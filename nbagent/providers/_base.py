@@ -236,16 +236,34 @@ def _link_items(response: LLMToolResponse) -> LLMToolResponse:
 
 
 _CUT_OFF = ("max_tokens", "context_window")
+_STOPPED = ("refusal", "other")
+"""Stop reasons of a response the provider stopped without finishing it: a refusal or a
+content filter (Chat Completions ``content_filter``, Anthropic ``refusal``, an incomplete
+Responses response) or a stop nbagent does not know. Its calls must not run, as a cut-off
+response's must not (the chat answers them ``skipped``)."""
 _CLIP = 200
 """The most characters of a call's argument text a :class:`ToolArgumentsError` quotes."""
+
+
+def stop_words(response: LLMToolResponse) -> str:
+    """``response``'s stop reason for a message: ``refusal, content_filter`` (the neutral
+    reason, then the provider's own where it differs)."""
+    raw = str(response.raw_stop_reason or "")[:60]
+    return response.stop_reason + (f", {raw}" if raw and raw != response.stop_reason else "")
 
 
 def _call_problems(response: LLMToolResponse) -> dict[str, str]:
     """The calls of ``response`` that must not run, by id: why."""
     problems: dict[str, str] = {}
     cut = response.stop_reason in _CUT_OFF
+    stopped = response.stop_reason in _STOPPED
     for call in response.tool_calls:
-        if cut and not call.hosted:
+        if stopped and not call.hosted:
+            problems[call.id] = (
+                f"the provider stopped the response (stop reason {stop_words(response)}) "
+                f"instead of finishing it, so its call of {call.name} must not run"
+            )
+        elif cut and not call.hosted:
             problems[call.id] = (
                 f"the response was cut off (stop reason {response.stop_reason}) before the "
                 f"arguments for {call.name} were complete ({call.parse_error})"
@@ -534,7 +552,10 @@ class CompleteWithToolsMixin:
                 (also a ``NotImplementedError``), before any request is sent.
             ToolArgumentsError: A call's arguments must not be used: not a JSON
                 object (cut off, not JSON, a list), or the response was cut off by
-                the token limit. A ``ProviderError``; the response is on it
+                the token limit or stopped by the provider (a refusal, a content
+                filter, an incomplete Responses response, a stop reason nbagent does
+                not know: ``stop_reason`` ``"refusal"`` or ``"other"``). A
+                ``ProviderError``; the response is on it
                 (``.response``, and ``.problems``: why, by call id).
             ProviderError: The request failed.
         """
