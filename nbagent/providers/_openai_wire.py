@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -353,6 +353,26 @@ class _PartialCall:
     parts: list[str] = field(default_factory=list)
 
 
+def _starts_another(call: _PartialCall, fn: Mapping[str, Any]) -> bool:
+    """Whether a fragment without an id (or index) of its own is another call than ``call``.
+
+    It names another tool; or it names the same tool again and brings arguments after
+    ``call``'s already make a whole JSON object (a server repeating the name in each
+    fragment of one call sends it before arguments that continue the object's text).
+    """
+    name = fn.get("name")
+    if not name or call.name is None:
+        return False
+    if name != call.name:
+        return True
+    if not fn.get("arguments") or not call.parts:
+        return False
+    try:
+        return isinstance(json.loads("".join(call.parts)), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
 class ChatStream:
     """Folds ``chat.completion.chunk`` events into a response.
 
@@ -412,18 +432,23 @@ class ChatStream:
         index = self.slots.get(given, given)
         call = self.calls.get(index)
         ident = tc.get("id")
+        fn = tc.get("function") or {}
         if call is not None and ident and call.id is not None and ident != call.id:
             # another call under a used index (or none): its own slot, after the others
             known = [n for n, c in self.calls.items() if c.id == ident]
             index = known[0] if known else max(self.calls) + 1
             self.slots[given] = index
             call = self.calls.get(index)
+        elif call is not None and not (ident and ident == call.id) and _starts_another(call, fn):
+            # another call with no id under a used index (or none): its own slot
+            index = max(self.calls) + 1
+            self.slots[given] = index
+            call = None
         announce = call is None
         if call is None:
             call = self.calls[index] = _PartialCall()
         if ident and call.id is None:
             call.id = ident
-        fn = tc.get("function") or {}
         if fn.get("name") and call.name is None:
             call.name = fn["name"]
             announce = True

@@ -100,6 +100,7 @@ QUIRKS: dict[str, Api] = {
     "empty_final_output": "responses",
     "calls_without_index": "chat",
     "calls_at_index_0": "chat",
+    "calls_without_ids": "chat",
     "no_message_delta": "anthropic",
 }
 """What a real server (or gateway) sends that the API itself does not, by name, and the API
@@ -313,6 +314,8 @@ class FakeLLMServer:
             tool call whole in its own chunk with no ``index``, as Gemini's
             OpenAI-compatible endpoint does); ``"calls_at_index_0"`` (each call whole in
             its own chunk, all with ``index`` 0 and their own ids, as some proxies do);
+            ``"calls_without_ids"`` (each call whole in its own chunk with neither an
+            ``index`` nor an ``id``, as some OpenAI-compatible servers do);
             ``"no_message_delta"`` (an Anthropic stream without its ``message_delta``
             event: no stop reason, no final usage).
     """

@@ -724,7 +724,9 @@ def with_quirks(quirks: list[str], payloads: list[Payload], *, stream: bool) -> 
         if quirk == "empty_final_output":
             payloads = _empty_final_output(payloads, stream)
         elif stream:  # a Chat stream's calls, each whole in its own chunk
-            payloads = _whole_calls(payloads, index=quirk == "calls_at_index_0")
+            payloads = _whole_calls(
+                payloads, index=quirk == "calls_at_index_0", ids=quirk != "calls_without_ids"
+            )
     return payloads
 
 
@@ -736,9 +738,10 @@ def _empty_final_output(payloads: list[Payload], stream: bool) -> list[Payload]:
     return [*payloads[:-1], {**last, "response": {**last["response"], "output": []}}]
 
 
-def _whole_calls(chunks: list[Payload], *, index: bool) -> list[Payload]:
+def _whole_calls(chunks: list[Payload], *, index: bool, ids: bool = True) -> list[Payload]:
     """A Chat stream whose tool calls come whole, one chunk each, where their first
-    fragment was: with ``index`` 0 for every call (``index``) or with none."""
+    fragment was: with ``index`` 0 for every call (``index``) or with none; with their
+    ids, or with none (not ``ids``)."""
     calls: dict[int, Payload] = {}
     out: list[Payload] = []
     at: int | None = None
@@ -767,6 +770,8 @@ def _whole_calls(chunks: list[Payload], *, index: bool) -> list[Payload]:
             "type": "function",
             "function": {"name": call["name"], "arguments": call["arguments"]},
         }
+        if not ids:
+            del tool_call["id"]
         if index:
             tool_call = {"index": 0, **tool_call}
         choice = {"index": 0, "delta": {"tool_calls": [tool_call]}, "finish_reason": None}

@@ -5,7 +5,8 @@ model said or asked for is lost, and an answer that is not all there is an error
 - Responses: a final ``response.completed`` with ``output: []`` (new-api, LiteLLM, the Codex
   backend); the items are in the stream's ``response.output_item.done`` events.
 - Chat Completions: parallel calls each whole in its own chunk, with no ``index`` (Gemini's
-  OpenAI-compatible endpoint) or all at ``index`` 0 with their own ids (some proxies).
+  OpenAI-compatible endpoint), all at ``index`` 0 with their own ids (some proxies), or with
+  neither index nor id (some compatible servers).
 - Anthropic: a stream with no ``message_delta`` (no stop reason) while it holds a call.
 """
 
@@ -135,6 +136,51 @@ def test_parallel_calls_sent_whole_without_their_own_index_stay_apart(
     assert [json.loads(c["function"]["arguments"]) for c in sent["tool_calls"]] == [
         {"city": "Paris"},
         {"city": "Tokyo"},
+    ]
+
+
+@nbagent.tool
+def get_time(city: str) -> str:
+    """Get the time.
+
+    Args:
+        city: City name.
+    """
+    ran.append(f"time:{city}")
+    return f"noon in {city}"
+
+
+@pytest.mark.parametrize("second", ["get_weather", "get_time"])
+def test_parallel_calls_sent_whole_without_index_or_id_stay_apart(
+    server: FakeLLMServer, second: str
+) -> None:
+    """No id and no index to tell them apart (some compatible servers): the second call's
+    name opens a call of its own, which was merged into the first, arguments and all
+    (``{"city":"Paris"}{"city":"Tokyo"}``: not JSON, so neither ran)."""
+    server.quirks = {"calls_without_ids"}
+    server.script(
+        [
+            Turn(
+                tool_calls=[
+                    FakeToolCall("get_weather", {"city": "Paris"}),
+                    FakeToolCall(second, {"city": "Tokyo"}),
+                ]
+            ),
+            Turn(text="Done."),
+        ]
+    )
+    chat = _chat(server, "openai-compatible", stream=True).with_tools(get_time)
+    assert chat.ask("Weather in Paris, and Tokyo?").content == "Done."
+    tokyo = "Tokyo" if second == "get_weather" else "time:Tokyo"
+    assert ran == ["Paris", tokyo]
+    assert list(chat.log["status"]) == ["ok", "ok"]
+    assert len(set(chat.log["call_id"])) == 2  # ids made up here, one each
+    (sent,) = [m for m in server.requests[1].body["messages"] if m.get("tool_calls")]
+    assert [
+        (c["function"]["name"], json.loads(c["function"]["arguments"])) for c in sent["tool_calls"]
+    ] == [
+        ("get_weather", {"city": "Paris"}),
+        (second, {"city": "Tokyo"}),
     ]
 
 

@@ -1,0 +1,66 @@
+"""A Chat Completions stream's calls, told apart when the server sends neither ``id`` nor
+``index`` (each call whole in its own chunk), and still one call when a server repeats a
+call's name in each of its fragments. Properties over the folding itself (``ChatStream``);
+the same streams through the real SDK against the fake server are in
+``test_gateway_streams.py``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nbagent.providers._openai_wire import ChatStream
+
+NAMES = st.sampled_from(["get_weather", "get_time", "delete_records"])
+ARGS = st.dictionaries(
+    st.sampled_from(["city", "where", "n"]),
+    st.one_of(st.text(max_size=8), st.integers(-5, 5)),
+    max_size=3,
+)
+
+
+def _chunk(tool_call: dict[str, Any]) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": {"tool_calls": [tool_call]}}]}
+
+
+def _finish(stream: ChatStream) -> Any:
+    stream.feed({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    return stream.finish()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(NAMES, ARGS), min_size=1, max_size=5))
+def test_calls_sent_whole_with_no_id_or_index_stay_apart(calls: list[Any]) -> None:
+    stream = ChatStream(None, model="m", provider="p")
+    for name, args in calls:
+        stream.feed(
+            _chunk({"type": "function", "function": {"name": name, "arguments": json.dumps(args)}})
+        )
+    got = _finish(stream).tool_calls
+    assert [(c.name, c.arguments, c.parse_error) for c in got] == [
+        (name, args, None) for name, args in calls
+    ]
+    assert len({c.id for c in got}) == len(calls)
+
+
+@settings(max_examples=150, deadline=None)
+@given(NAMES, ARGS, st.data())
+def test_one_call_whose_name_comes_again_in_each_fragment_stays_one(
+    name: str, args: dict[str, Any], data: st.DataObject
+) -> None:
+    text = json.dumps(args)
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(text) - 1)), max_size=6)))
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    pieces += data.draw(st.sampled_from([[], [""]]))  # an empty last fragment, name and all
+    with_index = data.draw(st.booleans())
+    stream = ChatStream(None, model="m", provider="p")
+    for piece in pieces:
+        fragment: dict[str, Any] = {"function": {"name": name, "arguments": piece}}
+        if with_index:
+            fragment["index"] = 0
+        stream.feed(_chunk(fragment))
+    (call,) = _finish(stream).tool_calls
+    assert (call.name, call.arguments, call.parse_error) == (name, args, None)
