@@ -37,7 +37,9 @@ awaited on that loop in every mode (:func:`~nbagent._aio.run_on_loop`); one
 whose loop is blocked by the sync driver fails with ``ToolLoopError`` at once.
 
 Cancellation (``chat.cancel()``, KeyboardInterrupt): calls that have not started
-are cancelled; calls already running settle first and keep their real outcome. An async
+are cancelled (a call still queued for a worker thread, every thread busy, too: it is
+dropped from the queue, "cancelled before it ran", and never runs); calls already running
+settle first and keep their real outcome. An async
 tool that returned as its round was cancelled (in the same turn of the loop) keeps its
 result; one whose task never took a step is "cancelled before it ran", never "while it ran".
 
@@ -580,13 +582,24 @@ class ToolRunner:
         stopper = _Stopper() if stoppable else None
         if stoppable:
             fn = functools.partial(fn, stopper=stopper)
-        if not job.timeout:
-            fut = loop.run_in_executor(pool, ctx.run, fn, job)
-            return await ToolRunner._settled(fut, stopper)
+        # Every call goes behind a ticket: cancelled while it still waits for a worker
+        # thread (all of them busy: stuck in timed-out calls, another round's), it is dropped
+        # and never runs. Queued bare, it ran once a thread came free, after the round was
+        # cancelled, and the cancelled turn waited for it to end.
         ticket = _Ticket()
-        if stoppable:
+        if stoppable and job.timeout:
             fn = functools.partial(fn, deadline=time.monotonic() + job.timeout)
         fut = loop.run_in_executor(pool, ctx.run, ticket.run, fn, job)
+        if not job.timeout:
+            try:
+                return await asyncio.shield(fut)
+            except asyncio.CancelledError:
+                if ticket.drop_if_queued():
+                    fut.cancel()  # out of the pool's queue too, if no thread took it yet
+                    raise asyncio.CancelledError(_UNSTARTED) from None
+                if stopper is not None:
+                    stopper.stop()
+                return await ToolRunner._after_cancel(fut)  # waited for: not abandoned
         try:
             try:
                 return await asyncio.wait_for(asyncio.shield(fut), job.timeout)
@@ -594,6 +607,7 @@ class ToolRunner:
                 if fut.done():  # its own outcome (a TimeoutError it raised, or its loop's)
                     return _outcome_of(fut)
                 if ticket.drop_if_queued():  # it will never start
+                    fut.cancel()
                     raise _NeverStarted(
                         f"timed out after {job.timeout:g} s before it started (every worker "
                         "thread was busy); it was not run"
@@ -612,23 +626,11 @@ class ToolRunner:
                 ) from None
         except asyncio.CancelledError:
             if ticket.drop_if_queued():
+                fut.cancel()
                 raise asyncio.CancelledError(_UNSTARTED) from None  # never started: never will
             if stopper is not None:
                 stopper.stop()
             return await ToolRunner._after_cancel(fut)  # waited for: not abandoned
-
-    @staticmethod
-    async def _settled(fut: asyncio.Future[Any], stopper: _Stopper | None = None) -> Any:
-        """``fut``'s outcome; cancelled, an async tool is cancelled on its thread's loop
-        (``stopper``) and the thread is waited for either way."""
-        import asyncio
-
-        try:
-            return await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            if stopper is not None:
-                stopper.stop()
-            return await ToolRunner._after_cancel(fut)
 
     @staticmethod
     async def _after_cancel(fut: asyncio.Future[Any]) -> Any:
