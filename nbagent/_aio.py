@@ -385,22 +385,59 @@ def _on_this_thread(coro: Coroutine[Any, Any, T], context: contextvars.Context) 
         # main thread), so no event loop is left unclosed. Tied to the Thread object, it
         # lived as long as anyone kept that (a list of finished workers): an event loop's
         # three file descriptors per thread, until the process ran out of them.
-        weakref.finalize(held, _close_runner, held.runner)
+        held.closer = weakref.finalize(held, _close_runner, held.runner)
     runner = held.runner
     try:
         return runner.run(coro, context=context)
     except BaseException:
         _settle_left(runner)
+        # A run stopped from outside (the stop button between the run's end and the loop's
+        # own stop, as it ran its loop) can leave the loop's callbacks half done: a stale
+        # "stop" of that run, ready, stopped the thread's next run at once ("Event loop
+        # stopped before Future completed."), a chat nobody touched failing with its call
+        # recorded cancelled. The thread's next run gets a new runner.
+        _local.runner = None
+        held.closer.detach()
+        _discard(runner)
         raise
 
 
 class _Held:
     """This thread's runner, held only by the thread's locals (dropped as the thread ends)."""
 
-    __slots__ = ("__weakref__", "runner")
+    __slots__ = ("__weakref__", "closer", "runner")
 
     def __init__(self, runner: asyncio.Runner):
         self.runner = runner
+        self.closer: weakref.finalize[Any, Any]
+
+
+def _discard(runner: asyncio.Runner) -> None:
+    """Close a runner whose run was stopped, whatever its loop was left holding.
+
+    Its async generators are finalized (a stale stop cuts that short: it is not tried
+    again), then its loop is closed without waiting for the loop's default executor's
+    threads (``Runner.close`` joins them: a tool's stuck ``to_thread`` held the stop
+    button's ``KeyboardInterrupt`` back for as long as it ran). The runner itself is
+    dropped unclosed (nothing of it is left open).
+    """
+    import asyncio
+    import warnings
+
+    try:
+        loop = runner.get_loop()
+    except RuntimeError:  # closed already
+        return
+    if loop.is_closed():
+        return
+    with contextlib.suppress(BaseException):  # a stale stop, the stop button again
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()  # its default executor is shut down without waiting
+    # The runner made it this thread's event loop: no longer (as Runner.close would).
+    with warnings.catch_warnings(), contextlib.suppress(Exception):
+        warnings.simplefilter("ignore", DeprecationWarning)
+        if asyncio.get_event_loop_policy().get_event_loop() is loop:
+            asyncio.set_event_loop(None)
 
 
 def _settle_left(runner: asyncio.Runner) -> None:
