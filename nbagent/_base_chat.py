@@ -145,6 +145,8 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         """
         if not isinstance(extension, Extension):
             raise TypeError(f"extend() takes an nbagent.Extension, got {type(extension).__name__}")
+        if overrides(extension, "on_event"):  # a subscriber, called, never awaited
+            _callable(extension.on_event, f"{type(extension).__name__}.on_event: extend")
         with self._lock:
             if any(e is extension for e in self._extensions):
                 return self
@@ -304,18 +306,26 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         """Call ``fn(call)`` right before each call runs; raise :class:`SkipToolCall` to skip it.
 
         Runs on the thread driving the chat, never concurrently with another callback.
+        ``fn`` is a plain function: an ``async def`` is refused with ``TypeError`` here
+        (it would never be awaited, so its guard would let every call run).
         """
         self._before.append(_callable(fn, "before_tool_call"))
         return self
 
     def after_tool_result(self, fn: Callable[[ToolResult], Any]) -> Self:
-        """Call ``fn(result)`` for every result sent back (ran, failed, denied, skipped)."""
+        """Call ``fn(result)`` for every result sent back (ran, failed, denied, skipped).
+
+        ``fn`` is a plain function (an ``async def`` is refused with ``TypeError``).
+        """
         self._after.append(_callable(fn, "after_tool_result"))
         return self
 
     def on(self, event_type: type[Event] | str | None, fn: Callable[[Event], Any]) -> Self:
-        """Subscribe ``fn`` to one event type (class or name), or to all with ``None``."""
-        self._bus.subscribe(event_type, fn)
+        """Subscribe ``fn`` to one event type (class or name), or to all with ``None``.
+
+        ``fn`` is a plain function (an ``async def`` is refused with ``TypeError``).
+        """
+        self._bus.subscribe(event_type, _callable(fn, "on"))
         return self
 
     def off(self, fn: Callable[..., Any]) -> Self:
@@ -1180,10 +1190,44 @@ def _system(system: Any) -> str | None:
 
 
 def _callable(fn: Any, name: str) -> Any:
-    """``fn`` when it can be called; else ``TypeError`` (at once, not when a call runs)."""
+    """``fn`` when it can be called, as a plain function; else ``TypeError`` (at once, not
+    when a call runs).
+
+    An ``async def`` (or an object with an ``async def __call__``, an async generator
+    function) is refused: callbacks and subscribers are called, never awaited, on the
+    thread driving the chat, so its body never ran ("coroutine was never awaited"), and a
+    ``before_tool_call`` guard raising :class:`SkipToolCall` in it let every call run.
+    """
     if not callable(fn):
         raise TypeError(f"{name}() takes a function, got {fn!r}")
+    if _is_async_callable(fn):
+        label = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+        raise TypeError(
+            f"{name}() takes a plain function, got the async callable {label!r}: callbacks "
+            "and subscribers are called on the thread driving the chat and never awaited, so "
+            "its body would never run (a before_tool_call guard in it would let every call "
+            "run); write it as a plain `def` (to start async work from it, use "
+            "asyncio.run_coroutine_threadsafe with your loop)"
+        )
     return fn
+
+
+def _is_async_callable(fn: Any) -> bool:
+    """Whether calling ``fn`` makes a coroutine or an async generator instead of running it
+    (``functools.partial`` and bound methods of such functions too; a class is not)."""
+    import inspect
+
+    def is_async(f: Any) -> bool:
+        return inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f)
+
+    if isinstance(fn, type):
+        return False
+    if is_async(fn):
+        return True
+    if inspect.isfunction(fn) or inspect.ismethod(fn) or inspect.isbuiltin(fn):
+        return False
+    call = inspect.getattr_static(type(fn), "__call__", None)
+    return call is not None and is_async(call)
 
 
 def _one_per_name(given: Sequence[Any]) -> None:

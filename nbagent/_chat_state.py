@@ -302,6 +302,8 @@ class ChatCore:
         self._options = ToolOptions()
         self._bus = EventBus(chat_id)
         self._history: list[Event] = []  # every event but the streaming fragments (chat.events)
+        # the batches of events being emitted now, one per transition (see _whole_history)
+        self._emitting: list[list[Event]] = []
         self._record = ChatRecord(chat_id)  # the history folded (chat.record)
         # the first subscriber; it skips the fragments (a stream nobody hears makes none)
         self._bus.subscribe(None, keeper(self._history, self._record), fragments=False)
@@ -399,16 +401,57 @@ class ChatCore:
         self._bus.emit(event)
 
     def _emit_all(self, events: Iterable[Event]) -> None:
-        """Emit ``events`` in order; the stop button during one still lets the rest be
-        heard (they are recorded already), and is raised after the last."""
+        """Emit ``events`` (one transition's) in order; the stop button during one still lets
+        the rest be heard (they are recorded already), and is raised after the last.
+
+        The batch is known as being emitted until its last event was heard, so a reader of
+        the history on another thread (a fork) can leave out a transition it sees half of
+        (:meth:`_whole_history`). The lock is held only to note it, never while a subscriber
+        runs (a subscriber may wait for a thread that needs the lock).
+        """
+        batch = list(events)
+        if not batch:
+            return
+        with self._lock:
+            self._emitting.append(batch)
         interrupt: KeyboardInterrupt | None = None
-        for e in events:
-            try:
-                self._bus.emit(e)
-            except KeyboardInterrupt as exc:
-                interrupt = interrupt or exc
+        try:
+            for e in batch:
+                try:
+                    self._bus.emit(e)
+                except KeyboardInterrupt as exc:
+                    interrupt = interrupt or exc
+        finally:
+            with self._lock:
+                self._emitting.remove(batch)
         if interrupt is not None:
             raise interrupt
+
+    def _whole_history(self) -> list[Event]:
+        """``chat.events`` as it stood between transitions: cut before the first event of a
+        transition whose events are only partly in (another thread is emitting the rest).
+
+        A transition's events are made together under the lock and emitted one by one
+        after it (a subscriber may take its time: a store's write, a dashboard). Read in
+        between, the history held half a decision (a denial with no answer: the fork's
+        call was final with no result) or half a model response (its message and some of
+        its calls' requests: the others came without their approval gate and a driven
+        fork ran them unapproved). Everything from that transition's first event on is
+        left out: an event after it may be another thread's, made after this
+        transition's change.
+        """
+        with self._lock:
+            history = list(self._history)
+            batches = [[e for e in b if not isinstance(e, FRAGMENTS)] for b in self._emitting]
+        if not batches:
+            return history
+        at = {id(e): i for i, e in enumerate(history)}
+        cut = len(history)
+        for batch in batches:
+            seen = [at[id(e)] for e in batch if id(e) in at]
+            if seen and len(seen) < len(batch):
+                cut = min(cut, min(seen))
+        return history[:cut]
 
     @property
     def open_calls(self) -> tuple[ToolCall, ...]:

@@ -18,7 +18,8 @@ history** (``chat.events``), never from its private state:
    approval, a result (a call answered as if its tool had returned it), or a
    system prompt, model or tool options set before anything runs.
 
-This module only plans, from the chat's public face (``chat.events``,
+This module only plans, from the chat's public face (``chat.events`` as it
+stands between two transitions: ``_whole_history``,
 ``get_call``, ``tools``, ``tool_options``); the new chat takes the plan itself
 (``BaseChat._take_fork``: restore, emit, change), so nothing here touches a
 chat's private state.
@@ -123,6 +124,10 @@ class Forkable(Protocol):
 
     @property
     def events(self) -> tuple[Event, ...]: ...
+
+    def _whole_history(self) -> list[Event]:
+        """``events`` between two transitions (none seen half-emitted by another thread)."""
+        ...
 
     @property
     def tools(self) -> tuple[Tool, ...]: ...
@@ -329,7 +334,9 @@ def plan(
                 "by= names who made a fork's decision: it goes with decision= or with "
                 "arguments= of a gated call"
             )
-    history = list(chat.events)
+    # not chat.events: read while another thread emits a transition's events (a decision
+    # and its answer, a response and its calls' gates), that holds half of one
+    history = chat._whole_history()
     if call is None:
         if change in _CALL_CHANGES:
             raise TypeError(f"fork({change}=...) needs the call to change: fork(call, ...)")
