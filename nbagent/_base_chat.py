@@ -838,9 +838,11 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         A model request under way is waited for (its answer is kept: it is paid
         for), and the calls it asks for that would run now are cancelled the
         same way; a call waiting for a person's decision goes on waiting.
-        Calls waiting for their turn to drive (see :meth:`complete`) return at
-        once: ``complete()`` with what is settled, ``ask()`` and ``step()`` by
-        raising :class:`~nbagent.ChatCancelled` (nothing of them ran).
+        Calls waiting for their turn to drive (see :meth:`complete`) are sent
+        back without running anything: ``ask()`` and ``step()`` at once, by
+        raising :class:`~nbagent.ChatCancelled`; ``complete()`` once the driver
+        at work has stopped (this cancel stops it), with the chat's last
+        assistant message then, never one of a round still in flight.
         A wait that can be abandoned stops at once: an MCP server connecting
         or listing its tools (the step raises ``ChatCancelled``), an MCP
         tool's request (an error result: the server is told to cancel, and
@@ -1103,6 +1105,8 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         await instead, and their event loop runs on. Calling it from inside the
         chat's own run (a tool or callback of this chat), or blocking the event
         loop the running driver is on, raises :class:`~nbagent.DriverError`.
+        ``chat.cancel()`` while it waits stops that driver and sends this call
+        back without running anything, once that driver has stopped.
 
         Returns:
             The last assistant message.
@@ -1110,7 +1114,9 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         self._set_budgets(max_cost_usd, max_total_tokens, max_steps)
         try:
             return self._drive_sync(self._complete_gen(max_steps)).message
-        except WaitCancelled:  # cancel() while it waited: what is settled
+        except WaitCancelled:  # cancel() while it waited: what is settled once the driver
+            # stopped (read at once, it was the running round's message, its calls running)
+            self._drive.wait_stopped()
             return self.last_assistant_message
 
     async def complete_async(
@@ -1125,6 +1131,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         try:
             return (await self._drive_async(self._complete_gen(max_steps))).message
         except WaitCancelled:
+            await self._drive.wait_stopped_async()
             return self.last_assistant_message
 
     def _set_budgets(

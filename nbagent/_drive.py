@@ -51,6 +51,7 @@ class Drive:
         self._loop: asyncio.AbstractEventLoop | None = None  # an async driver's loop
         self._wakers: list[Callable[[], None]] = []
         self._cancels = 0  # cancel() calls so far: a waiter that sees it change gives up
+        self._passes = 0  # turns passed on so far: a waiter for the driver's end sees it change
         self.waiting = 0  # callers waiting for their turn (tests synchronise on it)
 
     @property
@@ -112,7 +113,9 @@ class Drive:
             raise DriverError(
                 "this chat is being driven by a task on this thread's event loop, which "
                 "cannot go on while a blocking call waits here: use "
-                "`await chat.complete_async()` (or ask_async, step_async) instead"
+                "`await chat.complete_async()` (or ask_async, step_async) instead; "
+                "ask_later() has no async twin: await that task first, then call it (or "
+                "ask with `await chat.ask_async(...)`, which waits for its turn)"
             )
         raise DriverError(
             "this chat's own tool or callback tried to drive it (complete, ask or step) "
@@ -131,6 +134,7 @@ class Drive:
             _inside.reset(token)
             with self._cond:
                 self._thread, self._loop = None, None
+                self._passes += 1
             self._wake_all()
 
     def driving_here(self) -> bool:
@@ -143,6 +147,36 @@ class Drive:
         with self._cond, _aio.blocking():
             while self._thread is not None:
                 self._cond.wait()
+
+    def wait_stopped(self) -> None:
+        """Block until the driver at work now (if any) has passed its turn on.
+
+        For a caller ``cancel()`` sent back (:class:`WaitCancelled`): it reads the chat
+        once the driver that held it stopped (``cancel()`` stops it too), never a round
+        still in flight. A driver that takes the turn after that one is not waited for.
+        """
+        with self._cond:
+            passes = self._passes
+            if self._thread is None:
+                return
+            with _aio.blocking():
+                while self._thread is not None and self._passes == passes:
+                    self._cond.wait()
+
+    async def wait_stopped_async(self) -> None:
+        """:meth:`wait_stopped`, awaited (the loop runs on)."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        passes: int | None = None
+        while True:
+            with self._cond:
+                passes = self._passes if passes is None else passes
+                if self._thread is None or self._passes != passes:
+                    return
+                woken = loop.create_future()
+                self._wakers.append(functools.partial(_wake, loop, woken))
+            await woken
 
     def cancel(self) -> None:
         """Send every caller waiting for its turn back (``chat.cancel()``)."""

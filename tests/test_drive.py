@@ -176,11 +176,18 @@ def test_a_sync_caller_waits_for_an_async_driver_on_another_loop(rep: int) -> No
     assert second.content == "final" and out[0].content == "final" and gate.runs == 1
 
 
-def test_cancel_sends_waiting_drivers_back_with_what_is_settled() -> None:
+@pytest.mark.parametrize("rep", range(3))
+def test_cancel_sends_waiting_drivers_back_with_what_is_settled(rep: int) -> None:
+    """ask() and step() at once; complete() (and its twin) once the driver at work stopped,
+    with what is settled then: read at once, it was the running round's message, its call
+    still running."""
     gate = Gate()
     chat = slow_chat(gate, "final")
     first, first_out = first_driver(chat, gate)
     results: dict[str, Any] = {}
+
+    def settled(reply: Any) -> Any:
+        return reply, [c.status for c in reply.tool_calls], chat.is_running
 
     def wait_with(name: str, fn: Callable[[], Any]) -> threading.Thread:
         def run() -> None:
@@ -193,25 +200,31 @@ def test_cancel_sends_waiting_drivers_back_with_what_is_settled() -> None:
         t.start()
         return t
 
-    waiters = [
-        wait_with("complete", chat.complete),
-        wait_with("step", chat.step),
-        wait_with("ask", lambda: chat.ask("later")),
+    completes = [
+        wait_with("complete", lambda: settled(chat.complete())),
+        wait_with("complete_async", lambda: settled(asyncio.run(chat.complete_async()))),
     ]
-    while getattr(getattr(chat, "_drive", None), "waiting", 3) < 3:
+    others = [wait_with("step", chat.step), wait_with("ask", lambda: chat.ask("later"))]
+    while getattr(getattr(chat, "_drive", None), "waiting", 4) < 4:
         gate.started.wait(0.001)
     chat.cancel()
-    for t in waiters:
+    for t in others:
         t.join(WAIT)
-    # Back while the tool still runs: nothing of theirs ran, complete() returns what is settled.
+    # Back while the tool still runs: nothing of theirs ran.
     assert not gate.release.is_set() and gate.runs == 0
-    assert results["complete"] is chat.transcript[1]  # the response asking for the call
     assert isinstance(results["step"], ChatCancelled)
     assert isinstance(results["ask"], ChatCancelled)
     assert "later" not in [getattr(m, "content", None) for m in chat.transcript]
+    assert "complete" not in results and "complete_async" not in results  # still waiting
     gate.release.set()
     first.join(WAIT)
+    for t in completes:
+        t.join(WAIT)
     assert gate.runs == 1 and isinstance(first_out[0], ChatCancelled)  # stopped after the call
+    for name in ("complete", "complete_async"):
+        reply, statuses, running = results[name]
+        assert reply is chat.transcript[1]  # the response asking for the call, its round done
+        assert statuses == ["ok"] and not running, (name, statuses, running)
     assert chat.complete().content == "final"  # and complete() resumes
     assert gate.runs == 1
 
@@ -265,6 +278,8 @@ def test_a_blocking_call_on_the_loop_an_async_driver_runs_on_is_refused() -> Non
         await started.wait()
         with pytest.raises(DriverError, match=r"await chat\.complete_async"):
             chat.complete()
+        with pytest.raises(DriverError, match=r"ask_later\(\) has no async twin"):
+            chat.ask_later("then")
         gate.set()
         assert (await task).content == "done"
 
