@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Generator, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Generator, Iterator, Sequence
 from typing import Any, Literal, Self
 
 from ._aio import stop_held
@@ -1056,12 +1056,34 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         """
         check_steps(max_steps)
         asked = self._checked_ask(text, images, output, resources)
-        reply = (await self._drive_async(self._asking(asked, max_steps, run=True))).message
+        return await self._ask_async(asked, max_steps, wait_for_approval)
+
+    async def _ask_async(
+        self,
+        asked: tuple[str, Any, Any, tuple[ChatMessage, ...]],
+        max_steps: int | None,
+        wait_for_approval: bool | None,
+        mine: list[bool] | None = None,
+    ) -> Message | None:
+        """:meth:`ask_async` once its input is checked. ``mine`` (``astream_events``) holds
+        ``True`` exactly while one of this turn's drives holds the chat, or the turn waits
+        for a person's decision between them (the decision's events are the turn's)."""
+        first = self._asking(asked, max_steps, run=True)
+        reply = (await self._drive_async(_marked(first, mine))).message
         waiters = self._hook("wait_for_decision")  # the notebook view, inside a kernel
         if not waiters:
             return reply
-        while not self.is_complete and await waiters[0](wait_for_approval):
-            reply = await self.complete_async(max_steps=max_steps)
+        while not self.is_complete:
+            with _marking(mine):
+                decided = await waiters[0](wait_for_approval)
+            if not decided:
+                break
+            try:
+                gen = _marked(self._complete_gen(max_steps), mine)
+                reply = (await self._drive_async(gen)).message
+            except WaitCancelled:  # as complete_async()
+                await self._drive.wait_stopped_async()
+                reply = self.last_assistant_message
         # what the turn's last drive returned, as ask() does: not the chat's last answer,
         # which is the previous turn's when a budget stopped this one before it asked
         return reply
@@ -1147,7 +1169,9 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
     async def astream_events(self, text: str, *, output: Any = None) -> AsyncIterator[Event]:
         """Ask and iterate over the events of the turn as they happen (``output``: see ask).
 
-        Leaving the iteration early (``break``, an exception in the loop's body, a timeout
+        Only this turn's: started while another driver is at work, it waits for it (as
+        :meth:`ask_async` does) and yields none of that driver's events. Leaving the
+        iteration early (``break``, an exception in the loop's body, a timeout
         around it) cancels the turn as cancelling :meth:`ask_async` does, and waits for it
         to settle (running calls end and are recorded) before going on: left running, the
         turn's tools ran on, unseen, after the caller had moved on.
@@ -1156,17 +1180,22 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
 
         from ._runner import _all_settled
 
+        asked = self._checked_ask(text, None, output)
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         loop = asyncio.get_running_loop()
+        mine: list[bool] = []  # True while this turn's drive holds the chat
 
         def push(e: Event) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, e)
+            # Subscribed before the turn's drive begins: an event of another driver's turn
+            # (one at work as this one waits for it) is not this turn's, and is not passed on.
+            if mine:
+                loop.call_soon_threadsafe(queue.put_nowait, e)
 
         self.on(None, push)
 
         async def run() -> None:
             try:
-                await self.ask_async(text, output=output)
+                await self._ask_async(asked, None, None, mine)
             finally:
                 loop.call_soon_threadsafe(queue.put_nowait, None)
 
@@ -1185,6 +1214,28 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
 
 
 __all__ = ["BaseChat", "SkipToolCall", "StepResult", "ToolResult", "new_chat_id"]
+
+
+def _marked(
+    gen: Generator[_Effect, Any, StepResult], mine: list[bool] | None
+) -> Generator[_Effect, Any, StepResult]:
+    """``gen``, with ``mine`` holding ``True`` while it runs (only once its drive took the
+    chat: a drive starts its generator then)."""
+    with _marking(mine):
+        return (yield from gen)
+
+
+@contextlib.contextmanager
+def _marking(mine: list[bool] | None) -> Iterator[None]:
+    """``mine`` holds ``True`` inside the block (``None``: nobody watches)."""
+    if mine is None:
+        yield
+        return
+    mine.append(True)
+    try:
+        yield
+    finally:
+        mine.clear()
 
 
 def _system(system: Any) -> str | None:
