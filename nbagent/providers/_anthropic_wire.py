@@ -57,7 +57,9 @@ outputs, GA): the answer is the text block, and tools work beside it.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
@@ -156,7 +158,10 @@ def piece(message: Message) -> Piece:
     if isinstance(message, ToolResultMessage):
         if message.hosted:  # another API's approval: nothing to send here
             return _piece("user", [])
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id}
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": wire_id(message.tool_call_id),
+        }
         if message.parts:
             content = [{"type": "text", "text": message.content}] if _said(message.content) else []
             block["content"] = content + [part_block(p, n) for n, p in enumerate(message.parts, 1)]
@@ -349,8 +354,32 @@ def thinking_json(setting: str | int, limit: int, choice: str, extra: dict[str, 
 
 def _tool_use(call: ToolCall) -> Block:
     return Block(
-        dumps({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments})
+        dumps(
+            {"type": "tool_use", "id": wire_id(call.id), "name": call.name, "input": call.arguments}
+        )
     )
+
+
+_WIRE_ID = re.compile(r"[a-zA-Z0-9_-]+")
+"""The ids Anthropic takes for a ``tool_use`` (and its ``tool_result``'s ``tool_use_id``)."""
+_NOT_ID = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def wire_id(call_id: str) -> str:
+    """``call_id`` as Anthropic takes it: as it is when it matches ``^[a-zA-Z0-9_-]+$``.
+
+    Another API's id (Kimi's and vLLM's ``functions.get_weather:0``, a gateway's
+    ``call|fc_...``) is refused with a 400, so a chat continued here (a fork with
+    another model, a switched provider) could not go on. Such an id is sent as its
+    characters with the others made ``_``, at most 40 of them, then ``_`` and 16 hex
+    digits of its SHA-256: the same id always maps to the same one, a ``tool_use`` and
+    its ``tool_result`` agree, and two ids cleaned alike stay apart. The record keeps
+    the original id; only the wire has this one.
+    """
+    if _WIRE_ID.fullmatch(call_id):
+        return call_id
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{_NOT_ID.sub('_', call_id)[:40]}_{digest}"
 
 
 def check_sendable(messages: Sequence[Message], pieces: Sequence[Piece]) -> None:
