@@ -11,7 +11,12 @@ two runs of the same notebook is taken out, hashed part by part:
 - ``tools``: one digest per tool (name, description, input schema), in order,
   and per provider-hosted tool (its definition without headers or tokens);
 - ``options``: one digest per option (system prompt, tool choice, calls per
-  response, token limit, structured output schema, reasoning, caching).
+  response, token limit, structured output schema, reasoning, caching), and
+  what the provider adds to every request (:func:`provider_settings`): its own
+  token limit when it is not the provider's default (``max_tokens`` then holds
+  the limit the request is sent with) and a digest of its ``extra_body`` when it
+  has one (a temperature, a seed). Left at their defaults they add nothing, so a
+  recording made before they counted still answers a chat that leaves them so.
 
 Left out: call ids and provider item ids (renumbered by order of appearance:
 ``#1``, ``#2``...), timestamps (a request holds none), the turn numbers,
@@ -34,6 +39,7 @@ lengths cut from the response (the store's form).
 
 from __future__ import annotations
 
+import inspect
 import json
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -401,14 +407,64 @@ def _message_digests(request: ModelRequest, prefix: Prefix | None) -> Digests:
     return digests
 
 
+_DEFAULT_LIMITS: dict[type, Any] = {}
+
+
+def _default_limit(cls: type) -> Any:
+    """The ``max_tokens`` a provider class is made with when none is given (``None``:
+    it has no such argument, or no default)."""
+    if cls in _DEFAULT_LIMITS:
+        return _DEFAULT_LIMITS[cls]
+    try:
+        p = inspect.signature(cls).parameters.get("max_tokens")
+    except (TypeError, ValueError):
+        p = None
+    default = None if p is None or p.default is inspect.Parameter.empty else p.default
+    _DEFAULT_LIMITS[cls] = default
+    return default
+
+
+def provider_settings(provider: Any) -> Json:
+    """What ``provider`` adds to every request it sends, for a request's key.
+
+    ``max_tokens``: its token limit when it is not its class's default (a request's own
+    limit wins over it); ``extra_body``: its extra request fields (a temperature, a seed)
+    when it has any. Defaults add nothing: a key made before these counted is unchanged.
+    A cut-off answer recorded at ``max_tokens=10`` replayed after raising the limit said
+    it was cut off at the new one; a temperature changed in ``extra_body`` replayed the
+    old sample.
+    """
+    out: Json = {}
+    limit = getattr(provider, "max_tokens", None)
+    if (
+        isinstance(limit, int)
+        and not isinstance(limit, bool)
+        and limit != _default_limit(type(provider))
+    ):
+        out["max_tokens"] = limit
+    body = getattr(provider, "extra_body", None)
+    if isinstance(body, Mapping) and body:
+        try:
+            out["extra_body"] = _digest(dict(body))
+        except (TypeError, ValueError):  # not JSON: its text stands for it
+            out["extra_body"] = _digest(repr(sorted(body.items(), key=lambda kv: str(kv[0]))))
+    return out
+
+
 def fingerprint(
-    provider: str, model: str, request: ModelRequest, prefix: Prefix | None = None
+    provider: str,
+    model: str,
+    request: ModelRequest,
+    prefix: Prefix | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> Json:
     """The request's digests: model, messages, tools, options (see the module docstring).
 
     ``prefix``: the chat's previous request (updated to this one), so only the
-    messages added since are digested.
+    messages added since are digested. ``settings``: what the provider adds to every
+    request (:func:`provider_settings`).
     """
+    settings = settings or {}
     messages = _message_digests(request, prefix)
     known = (request.tools, tuple(map(_hosted_form, request.hosted)))
     if prefix is not None and prefix.tools == known:
@@ -423,11 +479,15 @@ def fingerprint(
         "system": request.system,
         "tool_choice": request.tool_choice,
         "calls": request.calls,
-        "max_tokens": request.max_tokens,
+        "max_tokens": (
+            request.max_tokens if request.max_tokens is not None else settings.get("max_tokens")
+        ),
         "output": None if output is None else [output.name, output.schema],
         "reasoning": request.reasoning,
         "cache": request.cache,
     }
+    if "extra_body" in settings:  # only when there is one: older keys are unchanged
+        options["extra_body"] = settings["extra_body"]
     if prefix is not None and prefix.options == options:
         digests = prefix.option_digests
     else:

@@ -64,6 +64,7 @@ from ._recording import (
     differences,
     fingerprint,
     nearest,
+    provider_settings,
     recording_in,
     recording_out,
     request_key,
@@ -548,7 +549,13 @@ class ReplayingProvider:
         self.sources = sources
 
     def _lookup(self, request: ModelRequest) -> tuple[str, dict[str, Any], LLMToolResponse | None]:
-        fp = fingerprint(self.inner.name, self.inner.model, request, self.replayer.prefix)
+        fp = fingerprint(
+            self.inner.name,
+            self.inner.model,
+            request,
+            self.replayer.prefix,
+            provider_settings(self.inner),
+        )
         key = request_key(fp)
         self.replayer.keys[self.step] = key
         self.replayer.replayed_steps.discard(self.step)  # a retried step number
