@@ -20,6 +20,7 @@
     └── ProviderError            a model request failed (message kept, key never shown)
         ├── AuthenticationError
         ├── RateLimitError
+        ├── QuotaError           no quota or credit left (OpenAI's 429 insufficient_quota)
         ├── BadRequestError
         ├── ProviderConnectionError
         ├── ServerError
@@ -456,6 +457,14 @@ class AuthenticationError(ProviderError):
 
 class RateLimitError(ProviderError):
     """The provider is rate limiting (429)."""
+
+
+class QuotaError(ProviderError):
+    """The account has no quota or credit left (OpenAI's 429 ``insufficient_quota``).
+
+    Not a :class:`RateLimitError`: waiting does not help (the account's billing or
+    spending limit does), so it is not retried, by the SDK or by a batch.
+    """
 
 
 class BadRequestError(ProviderError):

@@ -6,6 +6,7 @@ Every request an adapter sends runs inside :func:`sdk_errors`; whatever the
     ProviderError
     ├── AuthenticationError      401/403, or no API key configured
     ├── RateLimitError           429 (after the SDK's own retries)
+    ├── QuotaError               429 insufficient_quota: no credit left (never retried)
     ├── BadRequestError          400/404/409/413/422 and other 4xx
     ├── ProviderConnectionError  unreachable, timed out, or the stream broke off
     └── ServerError              5xx, 529 overloaded, an error event mid-stream
@@ -34,6 +35,7 @@ from .._errors import (
     BadRequestError,
     ProviderConnectionError,
     ProviderError,
+    QuotaError,
     RateLimitError,
     ServerError,
     reveals,
@@ -56,7 +58,11 @@ _BY_TYPE = {
 }
 _HINTS: dict[type[ProviderError], str] = {
     AuthenticationError: "check the API key (argument api_key= or the {env} environment variable)",
+    QuotaError: "the account has no quota left: waiting or retrying does not help; check the "
+    "plan, billing and spending limits of the key's account",
 }
+NO_QUOTA = "insufficient_quota"
+"""OpenAI's error ``code`` and ``type`` for an account with no credit left (with a 429)."""
 
 
 def classify(exc: BaseException) -> type[ProviderError] | None:
@@ -70,6 +76,8 @@ def classify(exc: BaseException) -> type[ProviderError] | None:
     if module in ("httpx", "httpx2", "httpcore"):
         return ProviderConnectionError
     status = getattr(exc, "status_code", None)
+    if status == 429 and _no_quota(getattr(exc, "body", None)):
+        return QuotaError
     if isinstance(status, int) and status >= 400:
         return _by_status(status)
     kind = _error_type(getattr(exc, "body", None))
@@ -90,6 +98,7 @@ def classify(exc: BaseException) -> type[ProviderError] | None:
 
 _BY_CODE = {
     # the ``code`` of an OpenAI error object (a stream's error event, a failed response)
+    NO_QUOTA: QuotaError,
     "invalid_api_key": AuthenticationError,
     "unsupported_country_region_territory": AuthenticationError,
     "context_length_exceeded": BadRequestError,
@@ -128,6 +137,70 @@ def _by_status(status: int) -> type[ProviderError]:
     if status == 408:
         return ProviderConnectionError
     return BadRequestError
+
+
+def _no_quota(body: Any) -> bool:
+    """Whether an error body (the SDK's ``exc.body``: the error object, or a dict holding
+    it under ``error``) says the account has no quota left."""
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict):
+            return NO_QUOTA in (inner.get("code"), inner.get("type"))
+    return False
+
+
+def _quota_response(response: Any) -> bool:
+    """Whether an ``httpx`` response (read) is a 429 saying the account has no quota left."""
+    import json
+
+    try:
+        return _no_quota(json.loads(response.content))
+    except (ValueError, TypeError, AttributeError):
+        return False
+
+
+def _not_retried(response: Any) -> None:
+    # the SDK obeys a server's ``x-should-retry``; a 429 it would retry by its status
+    response.headers["x-should-retry"] = "false"
+
+
+def stop_quota_retries(client: Any, *, asynchronous: bool = False) -> Any:
+    """``client`` (an ``openai`` SDK client nbagent made), with its HTTP client told not to
+    retry a 429 ``insufficient_quota``.
+
+    The SDK retries every 429 (``max_retries`` times, with backoff), but an account with
+    no credit left answers the same each time. A response hook marks such an answer
+    ``x-should-retry: false``, which the SDK obeys; every other 429 is retried as before.
+    The hook never raises (the SDK would read that as a broken connection, and retry).
+    A client without the usual HTTP client is left as it is.
+    """
+    http = getattr(client, "_client", None)
+    hooks = getattr(http, "event_hooks", None)
+    if not isinstance(hooks, dict) or not isinstance(hooks.get("response"), list):
+        return client
+    if asynchronous:
+
+        async def hook_async(response: Any) -> None:
+            if response.status_code != 429:
+                return
+            with contextlib.suppress(Exception):
+                await response.aread()
+                if _quota_response(response):
+                    _not_retried(response)
+
+        hooks["response"].append(hook_async)
+    else:
+
+        def hook(response: Any) -> None:
+            if response.status_code != 429:
+                return
+            with contextlib.suppress(Exception):
+                response.read()
+                if _quota_response(response):
+                    _not_retried(response)
+
+        hooks["response"].append(hook)
+    return client
 
 
 def _error_type(body: Any) -> str | None:
@@ -203,7 +276,9 @@ def map_error(
         f"{provider}: {scrub(message, secrets)}",
         provider=provider,
         status_code=status,
-        retry_after=retry_after(exc) if status in (429, 503, 529) else None,
+        retry_after=retry_after(exc)
+        if status in (429, 503, 529) and cls is not QuotaError
+        else None,
     )
 
 
@@ -243,4 +318,5 @@ __all__ = [
     "retry_after",
     "scrub",
     "sdk_errors",
+    "stop_quota_retries",
 ]

@@ -35,7 +35,7 @@ from .._types import LLMToolResponse, Part
 from ._base import DeltaSink, ModelRequest, checked_max_tokens
 from ._catalog import warn_if_unknown
 from ._clients import client_key, sync_client
-from ._errors import scrub, sdk_errors
+from ._errors import scrub, sdk_errors, stop_quota_retries
 from ._openai_wire import (
     ChatStream,
     ResponsesStream,
@@ -159,7 +159,9 @@ class OpenAIProvider(SDKProvider):
             with sdk_errors("openai", (api_key,), self._env_key):
                 client, release = sync_client(
                     shared,
-                    lambda: openai.OpenAI(api_key=key, base_url=base_url, **self._client_kwargs),
+                    lambda: self._made(
+                        openai.OpenAI(api_key=key, base_url=base_url, **self._client_kwargs)
+                    ),
                 )
         super().__init__(
             model, client=client, async_client=async_client, release=release, client_key=shared
@@ -193,7 +195,15 @@ class OpenAIProvider(SDKProvider):
 
         kwargs = {k: v for k, v in self._client_kwargs.items() if k != "http_client"}
         client = self._client
-        return openai.AsyncOpenAI(api_key=client.api_key, base_url=client.base_url, **kwargs)
+        made = openai.AsyncOpenAI(api_key=client.api_key, base_url=client.base_url, **kwargs)
+        return stop_quota_retries(made, asynchronous=True)
+
+    def _made(self, client: Any) -> Any:
+        """A sync client nbagent made, not retrying an account with no quota left (one made
+        with an ``http_client`` of your own is left as you made it)."""
+        if "http_client" in self._client_kwargs:
+            return client
+        return stop_quota_retries(client)
 
     def check_hosted(self, tool: HostedTool) -> None:
         """Raise :class:`~nbagent.ToolOptionError` if this API cannot host ``tool``."""
