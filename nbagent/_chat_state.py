@@ -48,6 +48,7 @@ from ._events import (
     InputAnswered,
     InputRequested,
     MessageAdded,
+    ModelRequestFinished,
     RuleChanged,
     ToolCallFinished,
     utcnow,
@@ -1166,8 +1167,14 @@ class ChatCore:
         with self._lock:
             self._history[:0] = events  # the stored events come before any made since
             self._record._refold(self._history)
+            self._replayer.replayed_steps.update(
+                e.step for e in events if isinstance(e, ModelRequestFinished) and e.replayed
+            )
             self._rules = folded_rules(self._rules, events)
             self._policies = folded_policies(self._policies, events, self._predicates)
+        # the key each step's request had (a store noted them): replay_tools finds the
+        # results of a replayed step's calls, as it did before the chat was loaded
+        self._replayer.restore_keys(self._recordings())
         self._adopt_inputs()
         for read in self._hook("on_history"):
             read(events)

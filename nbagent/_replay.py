@@ -464,6 +464,20 @@ class Replayer:
                 return found
         return None
 
+    def restore_keys(self, sources: Iterable[Recordings]) -> None:
+        """A loaded chat's step keys, read back from where they were noted (a store's model
+        requests, through its recordings' ``step_keys(chat_id)``); steps known already keep
+        theirs. Without them, ``replay_tools`` found no recorded result for a call of a
+        replayed step once the chat was loaded again (a kernel restart while it waited
+        for an approval), and the side-effecting tool ran again."""
+        for source in sources:
+            read = getattr(source, "step_keys", None)
+            if not callable(read):
+                continue
+            found = _safely("read recordings from", read, source, self.chat_id)
+            for step, key in (found or {}).items():
+                self.keys.setdefault(step, key)
+
     def replays_tool(self, name: str) -> bool:
         tools = self.tools if self.tools is not None else get_config().replay_tools
         return name in tools if isinstance(tools, frozenset) else bool(tools)

@@ -141,8 +141,51 @@ from ._protocol import (
     StoredCall,
     StoredInput,
 )
-from ._recordings import store_recordings
+from ._recordings import StoreRecordings, store_recordings
+from ._sql import SQLStore
 from ._waiting import LATER, WouldWait, held, here_or_later, may_wait_here
+
+_FORK_DEPTH = 32  # forks of forks followed for a loaded fork's shared steps
+
+
+def request_keys(store: Any, chat_id: str) -> dict[int, str]:
+    """The key each step of ``chat_id``'s model requests had (its ``model_requests`` rows;
+    a fork's shared steps: its parents', up to its fork point), what a loaded chat's
+    ``replay_tools`` finds a replayed step's recorded call results by. Empty for a store
+    that keeps no such rows."""
+    read = getattr(store, "request_keys", None)
+    if callable(read):  # a store that names them itself
+        return {int(s): str(k) for s, k in dict(read(chat_id)).items()}
+    if not isinstance(store, SQLStore):
+        return {}
+    keys: dict[int, str] = {}
+    upto: int | None = None  # the steps a parent shares with the chat
+    with store._read() as conn:
+        for _ in range(_FORK_DEPTH):
+            for step, key in conn.execute(
+                "SELECT step, key FROM model_requests WHERE chat_id = ?", (chat_id,)
+            ).fetchall():
+                if upto is None or int(step) <= upto:
+                    keys.setdefault(int(step), str(key))
+            row = conn.execute(
+                "SELECT parent_id, fork FROM chats WHERE id = ?", (chat_id,)
+            ).fetchone()
+            if row is None or row[0] is None or not row[1]:
+                break
+            point = (codec.loads(row[1]) or {}).get("step")
+            if not isinstance(point, int):
+                break
+            upto = point if upto is None else min(upto, point)
+            chat_id = row[0]
+    return keys
+
+
+class _ChatRecordings(StoreRecordings):
+    """The store's recordings as a chat's extension offers them: and the keys its steps'
+    requests had (:func:`request_keys`), read back when the chat is loaded."""
+
+    def step_keys(self, chat_id: str) -> dict[int, str]:
+        return request_keys(self.store, chat_id)
 
 
 class StoreExtension(Extension):
@@ -191,7 +234,11 @@ class StoreExtension(Extension):
         self._state_key: tuple[Any, ...] | None = None
         self.detached: str | None = None
         self._closed = False
-        self._recordings = store_recordings(store, self._queue_recording)
+        self._recordings = (
+            None
+            if store_recordings(store) is None
+            else _ChatRecordings(store, self._queue_recording)
+        )
         self._recorded: list[tuple[Any, str, int, bool]] = []  # recordings to write, in order
         # whether the store writes recordings with entries, in one transaction (SQLStore)
         self._carry = _takes_recorded(store)
