@@ -623,9 +623,23 @@ class ChatCore:
             parts=parts,
         )
         c.status, c.result, c.finished_at = status, result, utcnow()
+        self._drop_inputs(c)
         if after is not None:
             after.append(ToolResult(c, text, status, value))
         return [self._finished_event(c, result, error, None, HOSTED if hosted else None)]
+
+    def _drop_inputs(self, c: ToolCall) -> None:
+        """A call answered without its inputs (under the lock): they wait for nothing now.
+
+        Its record closes them with its end (``cancel``, "the call ended"); kept here, a
+        fork given an ``ask_user`` call's result still listed the question as pending, and
+        answering it recorded an answer the call never read.
+        """
+        for key in [k for k, p in self._inputs.items() if p.call_id == c.id]:
+            del self._inputs[key]
+            waiter = self._input_waiters.pop(key, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(("cancel", None))
 
     def _answer_hosted(self, c: ToolCall, after: list[ToolResult]) -> list[Event]:
         """Answer an approved hosted call (under the lock): never run here, the provider runs it.
@@ -938,6 +952,11 @@ class ChatCore:
             return pending
         known = self._record.input(key)
         if known is not None:
+            if known.answered_by is None:  # closed by its call's end, not by an answer
+                raise InputError(
+                    f"input {key!r} is closed: {known.reason or known.status} "
+                    "(its call was answered without it); it takes no answer"
+                )
             raise InputError(
                 f"input {key!r} was already answered ({known.status} by {known.answered_by}); "
                 "an answer cannot be changed"
