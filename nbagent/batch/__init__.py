@@ -28,13 +28,14 @@ from ._batch import batch, batch_async, batch_results
 # Left out of __all__: this face's API for the rest of nbagent (evaluate and sweep pass
 # the row to a factory by the batch's one rule).
 from ._batch import takes_row as takes_row
-from ._inputs import InputError
+from ._inputs import BatchInputError, InputError
 from ._ray import RayBackend, RayUnavailable
 from ._run import COLUMNS, BatchRun
 
 __all__ = [
     "COLUMNS",
     "Backend",
+    "BatchInputError",
     "BatchRun",
     "InputError",
     "Job",

@@ -24,13 +24,28 @@ import string
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .._errors import NBAgentError
 from ._backend import Job
 
 _FORMATTER = string.Formatter()
 
 
-class InputError(ValueError):
-    """The inputs themselves are wrong (not one row): raised before anything runs."""
+class BatchInputError(NBAgentError, ValueError):
+    """A batch's inputs are wrong: raised before anything runs.
+
+    Duplicate keys, a ``key=`` or ``prompt=`` naming no column, inputs of another shape;
+    with ``on_error="raise"``, also a row its prompt template cannot fill (with the default
+    ``on_error``, that row fails with ``error_type`` saying so and the rest run). An
+    :class:`~nbagent.NBAgentError` and a ``ValueError``.
+
+    Not :class:`nbagent.InputError` (an answer to a pending input was refused).
+    ``nbagent.batch.InputError`` is this class under its former name.
+    """
+
+
+InputError = BatchInputError
+"""The former name of :class:`BatchInputError` (``from nbagent.batch import InputError``
+still works, and catches the same errors)."""
 
 
 def template_fields(template: str) -> list[str]:
@@ -98,7 +113,7 @@ def jobs_from(inputs: Any, prompt: str | None = None, key: str | None = None) ->
     """The jobs of a batch's inputs (see the module docstring).
 
     Raises:
-        InputError: Keys are not unique, ``prompt``/``key`` name something the
+        BatchInputError: Keys are not unique, ``prompt``/``key`` name something the
             inputs do not have, or ``inputs`` is not one of the accepted shapes.
     """
     try:
@@ -112,21 +127,21 @@ def jobs_from(inputs: Any, prompt: str | None = None, key: str | None = None) ->
     if pd is not None and isinstance(inputs, pd.DataFrame):
         jobs = _frame_jobs(inputs, prompt, key)
     elif isinstance(inputs, (str, bytes, Mapping)):
-        raise InputError(
+        raise BatchInputError(
             f"inputs must be a DataFrame, a list of prompts or a list of rows (dicts), "
             f"got one {type(inputs).__name__}; wrap a single prompt in a list"
         )
     elif isinstance(inputs, Iterable):
         jobs = _list_jobs(list(inputs), prompt, key)
     else:
-        raise InputError(
+        raise BatchInputError(
             f"inputs must be a DataFrame, a list of prompts or a list of rows (dicts), "
             f"got {type(inputs).__name__}"
         )
     seen: dict[str, int] = {}
     for job in jobs:
         if job.key in seen:
-            raise InputError(
+            raise BatchInputError(
                 f"inputs {seen[job.key]} and {job.index} have the same key {job.key!r}: "
                 "keys must be unique (a store finds each input by its key); "
                 "pass key= a column of unique values, or reset the index"
@@ -138,17 +153,17 @@ def jobs_from(inputs: Any, prompt: str | None = None, key: str | None = None) ->
 def _frame_jobs(df: Any, prompt: str | None, key: str | None) -> list[Job]:
     columns = [str(c) for c in df.columns]
     if key is not None and key not in columns:
-        raise InputError(f"key={key!r} is not a column (columns: {columns})")
+        raise BatchInputError(f"key={key!r} is not a column (columns: {columns})")
     if prompt is None:
         if "prompt" not in columns:
-            raise InputError(
+            raise BatchInputError(
                 "pass prompt=: a template filled from each row (prompt='Summarise {title}') "
                 f"or the name of a column holding the prompts (columns: {columns})"
             )
         prompt = "prompt"
     is_column = prompt in columns
     if not is_column and not template_fields(prompt):
-        raise InputError(
+        raise BatchInputError(
             f"prompt={prompt!r} is neither a column nor a template with {{column}} fields "
             f"(columns: {columns})"
         )
@@ -196,7 +211,7 @@ def _list_jobs(items: list[Any], prompt: str | None, key: str | None) -> list[Jo
     for i, item in enumerate(items):
         if isinstance(item, str):
             if key is not None:
-                raise InputError("key= names a field of each row; a list of prompts has none")
+                raise BatchInputError("key= names a field of each row; a list of prompts has none")
             text, error = (item, None) if prompt is None else _format(prompt, {"prompt": item})
             jobs.append(Job(str(i), i, text, item, error))
         elif isinstance(item, Mapping):
@@ -237,4 +252,4 @@ def batch_id_of(jobs: Sequence[Job]) -> str:
     return "batch-" + h.hexdigest()[:20]
 
 
-__all__ = ["InputError", "batch_id_of", "jobs_from", "template_fields"]
+__all__ = ["BatchInputError", "InputError", "batch_id_of", "jobs_from", "template_fields"]
