@@ -141,7 +141,9 @@ def __getattr__(name: str) -> Any:
 
 # The public subpackages whose names are not functions too (``batch``, ``inbox``): loaded
 # as attributes on first use, as they were when ``import nbagent`` imported them.
-_PACKAGES = ("comparison", "log", "mcp", "notebook", "providers", "store", "testing")
+_PACKAGES = (
+    "comparison", "evaluation", "log", "mcp", "notebook", "otel", "providers", "store", "testing",
+)  # fmt: skip
 
 
 def __dir__() -> list[str]:

@@ -214,22 +214,62 @@ class Chat(BaseChat):
     ) -> Chat:
         """A new chat sharing this one's history up to a point, with at most one thing changed.
 
-        The point (``step=``, or a ``call`` with ``result=``, ``arguments=`` or
-        ``decision=``, ``reason=`` and ``by=``: who decided), the change at a step
-        (``system=``, ``model=`` or ``tool_options=``) and what the fork keeps are
-        described in full on the chat's base class (``nbagent.BaseChat.fork``); this one
-        adds ``store``.
+        The point is a step (``step=``), a call (``call`` with one of ``result=``,
+        ``arguments=`` or ``decision=``), or neither: the whole history as it is now. At a
+        step (or no point) at most one of ``system=``, ``model=`` or ``tool_options=``
+        changes; with no change the fork is the same history, to run again (another
+        sample).
+
+        The fork has this chat's tools, tool options, budgets and approval policies
+        (``always_allow``, rules); callbacks and ``chat.on`` subscriptions are not copied.
+        It has its own id; ``fork.parent`` says where it came from. This chat is not
+        touched (but for :meth:`refresh`, run first: decisions made elsewhere are read
+        before the fork is planned). A call approved but not run yet at the fork point is
+        asked for again in the fork: an approval runs its call once, in the chat it was
+        given in.
 
         Args:
+            call: A call of this chat (or its id): the fork starts at the end of that
+                call's round, the other calls of the same response exactly as they are
+                here (never run again), the model not asked yet. Takes exactly one of
+                ``result=``, ``arguments=`` or ``decision=``.
+            step: The chat as it stood when its step ``step`` ended (the step numbers of
+                ``chat.steps`` and of the log's ``run_step``). For a model step its
+                response (text and calls) is in; the decisions made after it and its
+                calls' results are not: driving the fork asks for those approvals again
+                and runs the calls then. ``0``: the first prompt only.
+            result: With ``call``: the call answered as if its tool had returned this
+                value (an approved or ungated call; it does not run in the fork).
+            arguments: With ``call``: approved with these arguments instead (recorded as
+                an approval's edit, checked against the tool's schema); it runs once the
+                fork is driven.
+            decision: With ``call``: ``"approved"`` or ``"denied"``, decided the other
+                way (or decided, if it waits here). Approved, it runs exactly once when
+                the fork is driven; denied, it never runs in the fork.
+            reason: Goes with ``decision=`` (a denial's is sent to the model).
+            system: The change at the point: a new system prompt, or ``None`` for none.
+            model: The change at the point: a model name, or a provider object.
+            tool_options: The change at the point: per-tool options, as
+                :meth:`with_tool_options` takes them.
+            by: Who made the decision (default ``"user"``; ``nbagent.evaluation.sweep``
+                gives ``"evaluate"``, so its branches teach ``suggest_policies``
+                nothing); goes with ``decision=`` and with ``arguments=`` of a gated
+                call.
             store: Where the fork is stored (default: this chat's store, if it has
                 one; ``None``: nowhere). A stored fork is a chat of its own with a
                 link to its parent: ``Chat.load(fork_id, store=...)`` brings it
                 back, ``parent`` included, in any process.
 
+        Returns:
+            The fork, a new :class:`Chat`.
+
         Raises:
             TypeError: Two changes, or a change that does not go with the point.
-            ValueError: No such step; a change that changes nothing or cannot be.
-            DecisionError: An unknown call, or arguments the tool refuses.
+            ValueError: No such step; a change that changes nothing or cannot be (a
+                result for a denied call, a decision for an ungated one).
+            DecisionError: An unknown call, arguments the tool refuses or a deny rule
+                matches, or another decision for a call a rule decided (a rule's
+                decision is final, and the fork keeps this chat's rules).
         """
         return self._fork(
             call,

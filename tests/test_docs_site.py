@@ -169,3 +169,128 @@ def test_a_notebook_is_rendered_from_its_outputs_and_never_run(tmp_path: Path) -
 def test_the_not_run_titles_show_on_the_site(site: Path) -> None:
     html = (site / "providers" / "index.html").read_text()
     assert "not run: needs API keys" in html
+
+
+# ---------------------------------------------------------------- the API reference's entries
+def _public_packages() -> list[str]:
+    """``nbagent`` and its wings: every public subpackage (a folder of nbagent/ whose name has
+    no underscore) that says what it exports."""
+    wings = sorted(
+        f"nbagent.{p.parent.name}"
+        for p in (ROOT / "nbagent").glob("*/__init__.py")
+        if not p.parent.name.startswith("_")
+    )
+    return ["nbagent", *wings]
+
+
+def _resolve(dotted: str) -> object:
+    """The object an entry's id names (``nbagent.batch.RayUnavailable``, ``nbagent.Chat.ask``):
+    the longest importable module, then attributes. None if nothing has that path."""
+    import importlib
+
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for name in parts[i:]:
+            if not hasattr(obj, name):
+                return None
+            obj = getattr(obj, name)
+        return obj
+    return None
+
+
+def _entries(site: Path, level: str = r"h\d") -> list[str]:
+    """The ids of the API reference's headings of objects (``nbagent.store.SQLiteStore``)."""
+    return [
+        found
+        for page in sorted((site / "api").glob("*/index.html"))
+        for found in re.findall(rf'<{level} id="(nbagent[\w.]*)"', page.read_text())
+    ]
+
+
+def test_every_public_name_has_an_entry_in_the_api_reference(site: Path) -> None:
+    """Each name of ``nbagent.__all__`` and of each wing's ``__all__`` is an entry of the built
+    reference: a heading whose id ends with that name and names that object, or (an alias, as
+    ``nbagent.testing.ScriptedRequest`` of ``ModelRequest``) an entry of the same class or
+    function. Reading the built pages, not docs/api/*.md: a directive the reference's reader
+    cannot follow (a name loaded on first use) renders nothing and fails no build."""
+    import importlib
+    import inspect
+
+    by_name: dict[str, list[object]] = {}
+    documented: list[object] = []
+    for entry in _entries(site):
+        obj = _resolve(entry)
+        by_name.setdefault(entry.rsplit(".", 1)[-1], []).append(obj)
+        documented.append(obj)
+    missing = []
+    packages = _public_packages()
+    assert {"nbagent.batch", "nbagent.store", "nbagent.testing", "nbagent.mcp"} <= set(packages)
+    for package in packages:
+        module = importlib.import_module(package)
+        for name in getattr(module, "__all__", []):
+            if name == "__version__":
+                continue
+            obj = getattr(module, name)
+            if any(o is obj for o in by_name.get(name, [])):
+                continue
+            own = inspect.isclass(obj) or inspect.isfunction(obj)
+            if own and any(o is obj for o in documented):
+                continue
+            missing.append(f"{package}.{name}")
+    assert missing == []
+
+
+def test_no_object_has_two_entries(site: Path) -> None:
+    """``::: nbagent.inbox`` (the package, ``Inbox`` among its members) and ``::: nbagent.Inbox``
+    showed ``Inbox`` twice. An entry of a module's object, at any level (a class's members
+    are left out: a subclass shows the methods it inherits)."""
+    import types
+
+    seen: dict[tuple[str, int], list[str]] = {}
+    for entry in _entries(site):
+        parent, _, name = entry.rpartition(".")
+        if isinstance(_resolve(parent), types.ModuleType):
+            seen.setdefault((name, id(_resolve(entry))), []).append(entry)
+    assert [entries for entries in seen.values() if len(entries) > 1] == []
+
+
+def test_the_many_chats_page_shows_the_functions_users_call_first(site: Path) -> None:
+    """``::: nbagent.batch`` rendered the package: its backend seam (``ProgressSink``,
+    ``Job``, ``BatchRun.stop_anywhere``...) before, and instead of, the ``batch(...)``
+    function's parameters."""
+    entries = _entries(site, "h2")
+    many = re.findall(r'<h2 id="(nbagent[\w.]*)"', (site / "api/many/index.html").read_text())
+    assert many[:3] == [
+        "nbagent.batch.batch",
+        "nbagent.batch.batch_async",
+        "nbagent.batch.batch_results",
+    ]
+    assert "nbagent.inbox.inbox" in many and "nbagent.batch" not in many
+    assert "nbagent.inbox" not in entries
+    text = _page_text((site / "api/many/index.html").read_text())
+    start = text.index("Writing a batch backend")
+    for seam in ("ProgressSink", "RunSpec", "register_backend", "stop_anywhere"):
+        assert text.index(seam) > start, seam
+
+
+# A Sphinx role as Markdown shows it (`:class:` before code), and reST's literal-block marker.
+_RAW_ROLE = re.compile(r":(?:py:)?(?:class|meth|func|attr|mod|exc|data|obj|const|ref):`?")
+_RAW_LITERAL = re.compile(r"\S::(?=\s|$)|^\s*::\s*$", re.M)
+
+
+def test_the_api_reference_shows_no_restructured_text(site: Path) -> None:
+    """The docstrings' ``:class:`Chat``` and ``Example::`` showed literally (about 370 of
+    them); docs/_hooks.py:SphinxMarkup turns them into code as the reference reads them."""
+    found = []
+    for page in sorted((site / "api").glob("*/index.html")):
+        prose = re.sub(r"<(pre|code)\b.*?</\1>", " ", page.read_text(), flags=re.S)
+        text = _page_text(prose)
+        for pattern in (_RAW_ROLE, _RAW_LITERAL):
+            found += [f"{page.parent.name}: {m.group()!r}" for m in pattern.finditer(text)]
+    assert found == []
+    chat = (site / "api" / "chat" / "index.html").read_text()
+    assert "<code>" in chat and "highlight" in chat
