@@ -152,3 +152,50 @@ def test_the_token_budget_example_stops_then_finishes() -> None:
     assert (chat.status, chat.exhausted_budget) == ("budget_exhausted", "tokens")
     exec(compile(tail.partition("\n")[2], str(page), "exec"), namespace)
     assert chat.status == "complete"
+
+
+def test_the_extras_table_has_every_extra_and_what_dev_includes() -> None:
+    """getting-started.md's table lacked `nbagent[otel]`, and its `dev` row left otel out."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    rows = {
+        found.group(1): found.group(2)
+        for found in re.finditer(
+            r"^\| `nbagent\[(\w+)\]` \| ([^|]*) \|", (DOCS / "getting-started.md").read_text(), re.M
+        )
+    }
+    assert sorted(rows) == sorted(extras)
+    included = re.match(r"nbagent\[([\w,]+)\]", extras["dev"][0])
+    assert included is not None
+    named = {word.strip() for word in rows["dev"].split(",")}
+    assert [extra for extra in included.group(1).split(",") if extra not in named] == []
+
+
+def test_the_result_cap_is_described_as_it_cuts() -> None:
+    """A result was said to be "capped at 20,000 characters"; it keeps 20,000 and adds a line
+    saying how many were cut (20,035 characters for a result of 20,050)."""
+    from nbagent._result_text import to_content
+
+    text = to_content("x" * 20_050)
+    assert text == "x" * 20_000 + "\n[truncated: 50 more characters]"
+    page = " ".join((DOCS / "controlling-tool-execution.md").read_text().split())
+    assert "keeps its first 20,000 and a line saying how many were cut" in page
+    assert "`[truncated: N more characters]`" in page
+
+
+def test_the_log_glance_is_described_as_the_rich_display_only() -> None:
+    """analysis.md said `chat.log` displays a glance; `print`/`repr` are pandas' own."""
+    import nbagent
+
+    chat = nbagent.Chat("demo")
+    chat.ask("What is the weather in Paris?")
+    log = chat.log
+    import pandas as pd
+
+    assert repr(log) == repr(pd.DataFrame(log))  # pandas' own, as any frame
+    assert "decided_by" not in log._repr_mimebundle_()["text/plain"].split("\n")[0]
+    page = " ".join((DOCS / "analysis.md").read_text().split())
+    assert "`print(chat.log)` and `repr(chat.log)` are pandas' own, every column" in page
