@@ -73,6 +73,12 @@ whether or not ``reasoning=`` is set, and only they take ``reasoning.encrypted_c
 (other models refuse it: "Encrypted content is not supported with this model")."""
 
 
+_NO_PARALLEL_SWITCH = re.compile(r"(?:[\w-]+/)?o\d", re.IGNORECASE)
+"""The o-series (o1, o3, o3-mini, o4-mini): Chat Completions answers ``parallel_tool_calls``
+(true or false) with a 400 ``unsupported_parameter`` for them, so ``calls="one"`` leaves it
+out there (the chat keeps to one call itself); their Responses requests take it."""
+
+
 def reasons(model: str) -> bool:
     """Whether an OpenAI model name is a reasoning model's (it reasons without being asked)."""
     return _REASONS.match(model) is not None
@@ -247,7 +253,7 @@ class OpenAIProvider(SDKProvider):
             if request.tools:
                 fields.append(("tools", self._tools.get(request.tools)))
                 fields.append(("tool_choice", dumps(tool_choice_chat(request.tool_choice))))
-                if request.calls == "one":
+                if request.calls == "one" and not _NO_PARALLEL_SWITCH.match(self.model):
                     fields.append(("parallel_tool_calls", b"false"))
             if out is not None:
                 fields.append(("response_format", dumps(response_format_chat(out))))

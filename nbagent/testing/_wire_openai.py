@@ -7,6 +7,7 @@ transcripts the way the real API does in strict mode.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -127,11 +128,29 @@ def _check_limit(body: Mapping[str, Any], name: str, least: int) -> WireError | 
     return None
 
 
+_NO_PARALLEL_SWITCH = re.compile(r"(?:[\w-]+/)?o\d", re.IGNORECASE)
+"""The o-series (o1, o3, o3-mini, o4-mini): Chat Completions refuses ``parallel_tool_calls``
+for them, whatever its value (their Responses requests take it)."""
+
+
 def check_chat(body: Mapping[str, Any]) -> WireError | None:
     """The 400s Chat Completions answers for malformed tool transcripts."""
     for name in ("max_tokens", "max_completion_tokens"):
         if error := _check_limit(body, name, 1):
             return error
+    model = body.get("model")
+    if (
+        "parallel_tool_calls" in body
+        and isinstance(model, str)
+        and _NO_PARALLEL_SWITCH.match(model)
+    ):
+        return WireError(
+            400,
+            "Unsupported parameter: 'parallel_tool_calls' is not supported with this model.",
+            "invalid_request_error",
+            "unsupported_parameter",
+            "parallel_tool_calls",
+        )
     if error := check_tools("chat", body):
         return error
     tools = body.get("tools")
