@@ -79,5 +79,5 @@ def test_the_strict_server_refuses_the_switch_as_the_api_does(server: FakeLLMSer
     provider = make_provider("openai-chat", server, model="o3-mini")
     provider.extra_body = {"parallel_tool_calls": False}  # forced by hand
     chat = Chat(provider=provider).with_tools(tool(lambda city: city, name="get_weather"))
-    with pytest.raises(BadRequestError, match="unsupported_parameter|not supported"):
+    with pytest.raises(BadRequestError, match="not supported with this model"):
         chat.ask("Weather?")
