@@ -25,6 +25,7 @@ from typing import Any, get_args
 
 from ._errors import redact_keys
 from ._errors import redacted as redacted  # what the view shows of arguments: one definition
+from ._secrets import shown_as
 from ._types import CallStatus
 
 PREVIEW_CHARS = 160
@@ -247,7 +248,7 @@ def unredacted(edited: Any, original: Any) -> Any:
         shown = redact_keys(text)
         if shown != text:
             hidden[shown] = text if hidden.get(shown, text) == text else None
-    if not hidden:
+    if not hidden and redacted(original) is original:
         return edited
 
     def back(text: str) -> str:
@@ -260,18 +261,34 @@ def unredacted(edited: Any, original: Any) -> Any:
             raise ValueError(SECRET_EDITED)
         return text
 
-    def walk(v: Any, depth: int) -> Any:
+    def walk(v: Any, was: Any, key: Any, depth: int) -> Any:
+        # ``was``: what ``original`` holds where ``v`` is (``_NONE``: nothing); a value
+        # left as the card showed it there (``"password": "***"``) is that value
         if isinstance(v, str):
+            if isinstance(was, str) and v != was and v == shown_as(was, key):
+                return was
             return back(v)
         if depth >= _REDACT_DEPTH:
             return v
         if isinstance(v, dict):
-            return {back(k) if isinstance(k, str) else k: walk(x, depth + 1) for k, x in v.items()}
+            olds = was if isinstance(was, dict) else {}
+            out = {}
+            for k, x in v.items():
+                real_k = back(k) if isinstance(k, str) else k
+                out[real_k] = walk(x, olds.get(real_k, _NONE), real_k, depth + 1)
+            return out
         if isinstance(v, list):
-            return [walk(x, depth + 1) for x in v]
+            olds_list = was if isinstance(was, list | tuple) else ()
+            return [
+                walk(x, olds_list[i] if i < len(olds_list) else _NONE, None, depth + 1)
+                for i, x in enumerate(v)
+            ]
         return v
 
-    return walk(edited, 0)
+    return walk(edited, original, None, 0)
+
+
+_NONE = object()
 
 
 def _strings(value: Any) -> list[str]:

@@ -8,6 +8,7 @@ A module of its own, importing nothing of nbagent, so the lowest values (a
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -110,6 +111,34 @@ def _hidden_value(match: re.Match[str], hidden: str) -> str:
     return f"{match.group(1)}{quote}{hidden}{quote}"
 
 
+_NAME_PARTS = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+_SECRET_WORDS = frozenset(
+    {"secret", "token", "apikey", "credential", "credentials", "authorization", "cookie", "bearer"}
+)
+_SECRET_PAIRS = frozenset(
+    {("api", "key"), ("access", "key"), ("secret", "key"), ("private", "key"), ("client", "secret")}
+)
+
+
+def secret_field(name: Any) -> bool:
+    """Whether a value named ``name`` (a tool argument, a JSON field) is a secret to show as
+    ``***``, whatever its shape: a password (``password``, ``db_password``, ``PGPASSWORD``,
+    ``pwd``, ``passphrase``, ``passcode``), a ``secret``, a ``token`` (``access_token``,
+    ``authToken``), an API, access, secret or private key (``api_key``, ``apiKey``),
+    ``client_secret``, ``credentials``, ``authorization``, a ``cookie``. Not ``max_tokens``,
+    ``key``, ``sort_key`` or ``author``: narrower than an MCP server's environment names, as
+    an argument named ``key`` is usually a lookup's."""
+    if not isinstance(name, str):
+        return False
+    words = [w.lower() for w in _NAME_PARTS.split(name) if w]
+    for w in words:
+        if any(p in w for p in ("password", "passwd", "passphrase", "passcode")):
+            return True
+        if w == "pwd" or w in _SECRET_WORDS or w.endswith(("token", "secret", "apikey")):
+            return True
+    return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words))
+
+
 _REDACT_DEPTH = 200
 """A container deeper than this shows as ``…`` in :func:`redacted` (arguments are at most
 200 levels deep: deeper ones are refused where they enter the chat)."""
@@ -117,7 +146,9 @@ _REDACT_DEPTH = 200
 
 def redacted(value: Any, depth: int = 0) -> Any:
     """``value`` as it may be shown: every string in it (dict keys too, in dicts, lists and
-    tuples) through :func:`redact_keys`; ``value`` itself when nothing changed."""
+    tuples) through :func:`redact_keys`, and a non-empty string under a secret's name
+    (:func:`secret_field`: ``"password": "hunter2"``) as ``***`` whatever its shape, as
+    :func:`redact_keys` hides it in JSON text; ``value`` itself when nothing changed."""
     if isinstance(value, str):
         shown = redact_keys(value)
         return value if shown == value else shown
@@ -126,12 +157,27 @@ def redacted(value: Any, depth: int = 0) -> Any:
     if depth >= _REDACT_DEPTH:
         return "…"
     if isinstance(value, dict):
-        items = [(redacted(k, depth), redacted(x, depth + 1)) for k, x in value.items()]
+        items = [
+            (redacted(k, depth), REDACTED if _named_secret(k, x) else redacted(x, depth + 1))
+            for k, x in value.items()
+        ]
         if all(k is k0 and x is x0 for (k, x), (k0, x0) in zip(items, value.items(), strict=True)):
             return value
         return dict(items)
     out = [redacted(x, depth + 1) for x in value]
     return value if all(x is x0 for x, x0 in zip(out, value, strict=True)) else out
+
+
+REDACTED = "***"
+
+
+def _named_secret(key: Any, value: Any) -> bool:
+    return isinstance(value, str) and bool(value) and value != REDACTED and secret_field(key)
+
+
+def shown_as(value: Any, key: Any = None) -> Any:
+    """How :func:`redacted` shows ``value`` found under ``key`` in a dict."""
+    return REDACTED if _named_secret(key, value) else redacted(value)
 
 
 def scrub(text: str, secrets: Iterable[str | None]) -> str:

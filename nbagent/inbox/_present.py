@@ -17,6 +17,7 @@ from typing import Any
 
 from .._errors import redact_keys
 from .._html import clip, esc, preview, printable
+from .._secrets import shown_as
 from ._sources import Outcome, Row
 
 SHORT = 100  # characters of an argument shown on the row; longer ones fold
@@ -42,7 +43,7 @@ def arguments_view(row: Row) -> list[dict[str, Any]]:
         return [{"key": "(unparsed)", "short": preview(raw, SHORT), "full": clip(raw, FULL)}]
     out = []
     for key, value in row.arguments.items():
-        text = shown(argument_text(value))
+        text = shown(argument_text(shown_as(value, key)))  # "password": "***" as on a card
         short = preview(text, SHORT)
         folded = short != text
         out.append(
@@ -130,7 +131,8 @@ def one_line(row: Row) -> str:
         inner = preview(shown(row.raw_arguments), SHORT)
     else:
         inner = ", ".join(
-            f"{shown(str(k))}={preview(shown(json.dumps(v, ensure_ascii=False, default=str)), 60)}"
+            f"{shown(str(k))}="
+            + preview(shown(json.dumps(shown_as(v, k), ensure_ascii=False, default=str)), 60)
             for k, v in row.arguments.items()
         )
     server = f"{shown(row.server)}: " if row.server else ""

@@ -70,7 +70,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 
-from .._errors import ChatCancelled, provider_secrets, redact_keys, scrub
+from .._errors import ChatCancelled, provider_secrets, redact_keys, redacted, scrub
 from .._events import (
     Event,
     InputRequested,
@@ -799,8 +799,8 @@ class Tracer(Extension):
         if self._content:
             if r.arguments is not None:  # what ran: the edited arguments when edited ({} too)
                 ran = r.arguments if r.edited_arguments is None else r.edited_arguments
-                attrs["gen_ai.tool.call.arguments"] = self._text(
-                    json.dumps(ran, ensure_ascii=False, default=str)
+                attrs["gen_ai.tool.call.arguments"] = self._text(  # "password": "***"
+                    json.dumps(redacted(ran), ensure_ascii=False, default=str)
                 )
             content = r.result.content if r.result is not None else r.result_preview
             if content is not None and status == "ok":  # the conventions: a successful run's
@@ -1019,7 +1019,7 @@ def _message_json(m: Any, text: Any) -> dict[str, Any]:
                 "type": "tool_call",
                 "id": c.id,
                 "name": c.name,
-                "arguments": _json_value(c.arguments, text),
+                "arguments": _json_value(redacted(c.arguments), text),
             }
         )
     out: dict[str, Any] = {"role": getattr(m, "role", "assistant"), "parts": parts}
