@@ -813,6 +813,8 @@ class ChatCore:
                 )
             )
             if not rerun:
+                if c.started_at is None:  # it started when it was claimed (a loaded call)
+                    c.started_at = claimed_at
                 error = "outcome unknown: the process running it stopped"
                 events.extend(self._answer(c, "in_doubt", content, None, error=error))
         self._emit_all(events)

@@ -408,13 +408,21 @@ def _plan_call_change(chat: Forkable, p: Plan, original: ToolCall, change: str, 
                 "there is no decision to change"
             )
         # an approval whose call never ran (cancelled before it started) is a change in
-        # a fork, which asks for it again; any other approval in the original stands
-        never_ran = original.is_final and original.started_at is None
+        # a fork, which asks for it again; any other approval in the original stands. A
+        # call in doubt started (its process stopped while running it: it may have gone
+        # through), whether or not its start time was kept: approved again, it ran twice
+        in_doubt = original.status == "in_doubt"
+        never_ran = original.is_final and original.started_at is None and not in_doubt
         if (
             original.decision is not None
             and original.decision.verdict == value
             and not (value == "approved" and never_ran)
         ):
+            if in_doubt:
+                raise ValueError(
+                    f"{where} was approved and started in the original, which stopped while "
+                    "it ran (in doubt: it may have gone through); a fork does not run it again"
+                )
             raise ValueError(f"{where} was already {value} in the original; nothing would change")
         p.value = value
         return
