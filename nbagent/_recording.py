@@ -713,34 +713,96 @@ def response_out(r: LLMToolResponse) -> Json:
     }
 
 
+# A recording read back is checked field by field: a file edited by hand (a merge
+# conflict fixed), cut short or from another tool. A wrong type raised a raw TypeError
+# deep in the chat's step (the step lost), after the response had been copied into the
+# process's recordings, where it outlived the deleted folder. A ValueError here is a
+# damaged recording: the caller warns and counts it a miss.
+_STOP_REASONS = frozenset(
+    ("end", "tool_use", "max_tokens", "refusal", "pause_turn", "context_window", "other")
+)
+_DELTA_KINDS = frozenset(("text", "tool_call", "reasoning"))
+
+
+def _damaged(where: str, want: str, value: Any) -> ValueError:
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return ValueError(f"a damaged recording: {where} should be {want}, not {shown}")
+
+
+def _text(
+    d: Mapping[str, Any], key: str, where: str, default: Any = "", *, none: bool = False
+) -> Any:
+    value = d.get(key, default)
+    if isinstance(value, str) or (none and value is None):
+        return value
+    raise _damaged(f"{where}.{key}", "a string" + (" or null" if none else ""), value)
+
+
+def _count(value: Any, where: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise _damaged(where, "a whole number of tokens", value)
+
+
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if isinstance(value, Mapping):
+        return value
+    raise _damaged(where, "an object", value)
+
+
+def _rows(value: Any, where: str) -> Sequence[Any]:
+    if isinstance(value, (list, tuple)):
+        return value
+    raise _damaged(where, "a list", value)
+
+
+def _call_in(c: Any, where: str) -> ToolCall:
+    c = _mapping(c, where)
+    arguments = c.get("arguments") or {}
+    if not isinstance(arguments, Mapping):
+        raise _damaged(f"{where}.arguments", "an object", arguments)
+    return ToolCall(
+        _text(c, "id", where, None),
+        _text(c, "name", where, None),
+        dict(arguments),
+        _text(c, "raw_arguments", where, None, none=True),
+        _text(c, "parse_error", where, None, none=True),
+        server=_text(c, "server", where, None, none=True),
+        hosted=bool(c.get("hosted")),
+    )
+
+
 def response_in(d: Mapping[str, Any]) -> LLMToolResponse:
-    usage = list(d.get("usage") or []) + [0] * 5
+    """A recorded response read back (checked: ``ValueError`` for a damaged one)."""
+    d = _mapping(d, "the response")
+    where = "response"
+    raw_usage = d.get("usage", ())
+    reported = raw_usage is not None  # null: the server reported none
+    counts = () if raw_usage is None else _rows(raw_usage, f"{where}.usage")
+    if len(counts) > 5:
+        raise _damaged(f"{where}.usage", "at most five token counts", counts)
+    usage = [_count(n, f"{where}.usage[{i}]") for i, n in enumerate(counts)] + [0] * 5
+    stop = _text(d, "stop_reason", where, "end")
+    if stop not in _STOP_REASONS:  # a string (checked): hashable
+        raise _damaged(f"{where}.stop_reason", "one of " + ", ".join(sorted(_STOP_REASONS)), stop)
+    calls = _rows(d.get("tool_calls", ()), f"{where}.tool_calls")
+    items = _rows(d.get("items", ()), f"{where}.items")
     return LLMToolResponse(
-        text=d.get("text", ""),
-        tool_calls=tuple(
-            ToolCall(
-                c["id"],
-                c["name"],
-                dict(c.get("arguments") or {}),
-                c.get("raw_arguments"),
-                c.get("parse_error"),
-                server=c.get("server"),
-                hosted=bool(c.get("hosted")),
-            )
-            for c in d.get("tool_calls", ())
-        ),
+        text=_text(d, "text", where),
+        tool_calls=tuple(_call_in(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(calls)),
         input_tokens=usage[0],
         output_tokens=usage[1],
         cached_tokens=usage[2],
         reasoning_tokens=usage[3],
         cache_write_tokens=usage[4],
-        model=d.get("model", ""),
-        provider=d.get("provider", ""),
-        stop_reason=d.get("stop_reason", "end"),
-        raw_stop_reason=d.get("raw_stop_reason"),
-        refusal=d.get("refusal"),
-        items=tuple(_item_in(i) for i in d.get("items", ())),
-        usage_reported=d.get("usage", ()) is not None,
+        model=_text(d, "model", where),
+        provider=_text(d, "provider", where),
+        stop_reason=stop,
+        raw_stop_reason=_text(d, "raw_stop_reason", where, None, none=True),
+        refusal=_text(d, "refusal", where, None, none=True),
+        items=tuple(_item_in(_mapping(i, f"{where}.items[{n}]")) for n, i in enumerate(items)),
+        usage_reported=reported,
     )
 
 
@@ -750,10 +812,28 @@ def deltas_out(deltas: Sequence[StreamDelta] | None) -> list[list[Any]] | None:
     return [[d.kind, d.text, d.index, d.call_id, d.name] for d in deltas]
 
 
+def _delta_in(r: Any, where: str) -> StreamDelta:
+    r = _rows(r, where)
+    if len(r) != 5:
+        raise _damaged(where, "[kind, text, index, call id, name]", r)
+    kind, text, index, call_id, name = r
+    if not isinstance(kind, str) or kind not in _DELTA_KINDS:
+        raise _damaged(f"{where}[0]", "text, tool_call or reasoning", kind)
+    if not isinstance(text, str):
+        raise _damaged(f"{where}[1]", "a string", text)
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise _damaged(f"{where}[2]", "a whole number", index)
+    for i, v in ((3, call_id), (4, name)):
+        if v is not None and not isinstance(v, str):
+            raise _damaged(f"{where}[{i}]", "a string or null", v)
+    return StreamDelta(kind, text, index, call_id, name)
+
+
 def deltas_in(rows: Sequence[Sequence[Any]] | None) -> tuple[StreamDelta, ...] | None:
+    """Recorded stream fragments read back (checked: ``ValueError`` for damaged ones)."""
     if rows is None:
         return None
-    return tuple(StreamDelta(r[0], r[1], r[2], r[3], r[4]) for r in rows)
+    return tuple(_delta_in(r, f"deltas[{i}]") for i, r in enumerate(_rows(rows, "deltas")))
 
 
 def recording_out(rec: Recording) -> Json:
@@ -770,14 +850,26 @@ def recording_out(rec: Recording) -> Json:
 
 
 def recording_in(d: Mapping[str, Any]) -> Recording:
+    """A recording read back (checked: ``ValueError`` for a damaged one)."""
+    d = _mapping(d, "the recording")
+    fp = _mapping(d.get("fingerprint"), "fingerprint")
+    messages = _rows(fp.get("messages") or [], "fingerprint.messages")
+    step = d.get("step", 0)
+    if not isinstance(step, int) or isinstance(step, bool):
+        raise _damaged("step", "a whole number", step)
+    at = _text(d, "created_at", "recording", None, none=True)
+    try:
+        created = datetime.fromisoformat(at) if at else utcnow()
+    except ValueError:
+        raise _damaged("created_at", "a date and time", at) from None
     return Recording(
-        key=d["key"],
-        fingerprint={**d["fingerprint"], "messages": as_digests(d["fingerprint"].get("messages"))},
-        response=response_in(d["response"]),
+        key=_text(d, "key", "recording", None),
+        fingerprint={**fp, "messages": as_digests(messages)},
+        response=response_in(d.get("response")),  # type: ignore[arg-type]
         deltas=deltas_in(d.get("deltas")),
-        chat_id=d.get("chat_id", ""),
-        step=int(d.get("step", 0)),
-        created_at=datetime.fromisoformat(d["created_at"]) if d.get("created_at") else utcnow(),
+        chat_id=_text(d, "chat_id", "recording", ""),
+        step=step,
+        created_at=created,
     )
 
 
@@ -791,11 +883,17 @@ def result_out(r: RecordedResult) -> Json:
 
 
 def result_in(d: Mapping[str, Any]) -> RecordedResult:
+    """A recorded call result read back (checked: ``ValueError`` for a damaged one)."""
+    d = _mapping(d, "the result")
+    arguments = d.get("arguments")
+    if arguments is not None and not isinstance(arguments, Mapping):
+        raise _damaged("result.arguments", "an object or null", arguments)
+    parts = _rows(d.get("parts", ()), "result.parts")
     return RecordedResult(
-        d["status"],
-        d["content"],
-        tuple(_part_in(p) for p in d.get("parts", ())),
-        d.get("arguments"),
+        _text(d, "status", "result", None),
+        _text(d, "content", "result", None),
+        tuple(_part_in(_mapping(p, f"result.parts[{i}]")) for i, p in enumerate(parts)),
+        None if arguments is None else dict(arguments),
     )
 
 
