@@ -164,7 +164,15 @@ class ActionCard(anywidget.AnyWidget):
                 self.revocable = False
                 self.error = ""
             else:
-                if self.state != "pending":
+                late = (  # a batch card closed between the click and its arrival: another
+                    # card's click, handled first, left one call waiting; "Deny all" still
+                    # means that call (and the view says which were decided first)
+                    self.kind == "batch"
+                    and self.state == "closed"
+                    and action.get("kind") in ("approve_all", "deny_all")
+                    and bool(self.call_ids)
+                )
+                if self.state != "pending" and not late:
                     return  # a double click, a second view, or a card already decided
                 self._seen.add(nonce)
                 self.state = "working"

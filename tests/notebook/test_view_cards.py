@@ -646,3 +646,47 @@ def test_the_edit_note_is_for_the_model_only() -> None:
     log = chat.log
     preview = log.loc[log["call_id"] == "r1", "result_preview"].iloc[0]
     assert preview == "refunded 20.0 EUR on order 43"
+
+
+def two_waiting_refunds(ledger: Ledger) -> tuple[Chat, ChatView]:
+    chat = scripted(
+        ledger,
+        call_tools(
+            ("issue_refund", {"order_id": 1}, "r1"), ("issue_refund", {"order_id": 2}, "r2")
+        ),
+        reply("All done."),
+    )
+    view = ChatView(chat)
+    chat.ask("Refund 1 and 2")
+    return chat, view
+
+
+@pytest.mark.parametrize("first, then", [("approve", "deny_all"), ("deny", "approve_all")])
+def test_a_decide_all_click_arriving_after_the_batch_card_closed_still_decides(
+    first: str, then: str
+) -> None:
+    """Two calls wait; a card's click and then "Deny all" (with its reason) are sent while
+    the kernel is busy. The card's click, handled first, leaves one call waiting, which
+    closes the batch card; "Deny all" then arrived at a closed card and was dropped without
+    a word, its reason lost and the chat left waiting."""
+    ledger = Ledger()
+    chat, view = two_waiting_refunds(ledger)
+    (batch,) = cards(view, "batch")
+    card_for(view, "r1").click(first, reason="no" if first == "deny" else None)
+    assert batch.state == "closed"  # what the browser's later click arrives at
+    batch.click(then, reason="wrong customer" if then == "deny_all" else None)
+    done(chat)
+    second = chat.record.get("r2")
+    assert second is not None and second.decided is not None
+    verdict = "denied" if then == "deny_all" else "approved"
+    assert (second.decided.verdict, second.decided.by) == (verdict, "user")
+    if then == "deny_all":
+        assert second.decided.reason == "wrong customer"
+        assert batch.summary == "Denied 1 call: wrong customer (1 decided elsewhere first)."
+        assert [c[1]["order_id"] for c in ledger.calls] == [1]
+    else:
+        assert batch.summary == "Approved 1 call (1 decided elsewhere first)."
+        assert [c[1]["order_id"] for c in ledger.calls] == [2]
+    assert chat.status == "complete"
+    batch.click(then)  # the card is decided now: a second click does nothing more
+    assert batch.state == verdict
