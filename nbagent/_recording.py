@@ -826,7 +826,7 @@ def _delta_in(r: Any, where: str) -> StreamDelta:
     for i, v in ((3, call_id), (4, name)):
         if v is not None and not isinstance(v, str):
             raise _damaged(f"{where}[{i}]", "a string or null", v)
-    return StreamDelta(kind, text, index, call_id, name)
+    return StreamDelta(kind, text, index, call_id, name)  # type: ignore[arg-type]  # kind checked above
 
 
 def deltas_in(rows: Sequence[Sequence[Any]] | None) -> tuple[StreamDelta, ...] | None:
