@@ -50,6 +50,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ._events import utcnow
 from ._json import compact_encoder
+from ._secrets import redact_keys
 from ._types import (
     AssistantToolCallMessage,
     AudioPart,
@@ -570,7 +571,9 @@ def _preview(m: Message) -> str:
         text = f"{m.content or ''} calls {calls}".strip()
     else:
         text = m.content
-    text = " ".join(text.split())
+    # a miss's message is shown and raised (ReplayMissError): a key or a password in the
+    # message is hidden before it is cut (a key cut short would not be recognised)
+    text = redact_keys(" ".join(text.split()))
     return text if len(text) <= 80 else text[:77] + "..."
 
 

@@ -72,6 +72,7 @@ from ._recording import (
     result_out,
     synthetic_deltas,
 )
+from ._secrets import redact_keys
 from ._types import LLMToolResponse, ToolCall, short_id
 from .providers import ModelRequest, Provider, StreamDelta
 
@@ -609,7 +610,7 @@ class ReplayingProvider:
             f"replay='only': no recording answers this request (step {self.step}, "
             f"{fp['model']}, {len(fp['messages'])} messages); the model was not asked"
         )
-        where = ", ".join(repr(s) for s in self.sources)
+        where = redact_keys(", ".join(repr(s) for s in self.sources))  # a DSN's password
         best = nearest(fp, seen.values())
         if best is None:
             return f"{head}. No recordings at all in {where}."
