@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import ToolDefinitionError
+from ._errors import NBAgentError, ToolDefinitionError
 
 INJECTED_PARAMS = frozenset({"tool_call"})
 NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z")
@@ -720,7 +720,7 @@ def _check_defaults(label: str, defaults: dict[str, Any], schema: dict[str, Any]
             )
 
 
-class SchemaValidationError(ValueError):
+class SchemaValidationError(NBAgentError, ValueError):
     """Arguments do not match a raw JSON Schema."""
 
 

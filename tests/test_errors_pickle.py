@@ -73,3 +73,24 @@ def test_the_public_errors_are_all_checked() -> None:
         and issubclass(getattr(nbagent, n), errors.NBAgentError)
     }
     assert public <= {c.__name__ for c in ERRORS}
+
+
+def test_every_public_error_is_an_nbagent_error() -> None:
+    """``except nbagent.NBAgentError`` catches every error nbagent raises (the docs' promise):
+    ``SchemaValidationError`` and the batch's input error were plain ``ValueError``s."""
+    import importlib
+
+    import nbagent
+
+    batch = importlib.import_module("nbagent.batch")  # the package (nbagent.batch: the function)
+    public = [getattr(nbagent, n) for n in nbagent.__all__] + [
+        getattr(batch, n) for n in batch.__all__
+    ]
+    errors = [
+        e
+        for e in public
+        if isinstance(e, type) and issubclass(e, Exception) and not issubclass(e, Warning)
+    ]
+    assert nbagent.SchemaValidationError in errors and batch.InputError in errors
+    strays = [e.__name__ for e in errors if not issubclass(e, nbagent.NBAgentError)]
+    assert strays == ["SkipToolCall"]  # not an error: a callback raises it to skip a call

@@ -252,7 +252,7 @@ async def batch_async(
         await previous.stop_anywhere()
     todo = [j for j in jobs if j.error is None]
     finished = {
-        j.key: RowResult(j.key, j.index, "failed", error=j.error, error_type="InputError")
+        j.key: RowResult(j.key, j.index, "failed", error=j.error, error_type="BatchInputError")
         for j in unformatted
     }
     if st is not None:

@@ -69,6 +69,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
 from .._config import configure, get_config, positive_int
+from .._errors import NBAgentError
 from .._optional import require
 from ..otel import attached, worker_traces
 from ._backend import FINAL, Job, ProgressSink, RowResult, RowUpdate, RunSpec
@@ -566,7 +567,7 @@ class RayBackend:
         return workers, key
 
 
-class RayUnavailable(RuntimeError):
+class RayUnavailable(NBAgentError, RuntimeError):
     """Ray could not start (or be reached): ``ray.init`` failed; the message is one line."""
 
 

@@ -140,7 +140,7 @@ def test_a_bad_row_and_a_raising_factory_are_recorded_on_their_rows_only() -> No
     # every row needs {author}, which no row has: each fails with the same clear error
     assert (result["status"] == "failed").all()
     assert "needs 'author'" in result.loc[0, "error"]
-    assert result.loc[0, "error_type"] == "InputError"
+    assert result.loc[0, "error_type"] == "BatchInputError"
     assert result["chat_id"].isna().all()
 
     result = nbagent.batch(df, make, prompt="About {title}", progress=False)
@@ -151,7 +151,7 @@ def test_a_bad_row_and_a_raising_factory_are_recorded_on_their_rows_only() -> No
     # an empty cell the template uses fails its row, as an empty prompt column does: "About
     # None" is no prompt ("Refund order None" had the demo model make up an order to refund)
     assert result.loc[2, "error"] == "the prompt template needs 'title', empty in this row"
-    assert result.loc[2, "error_type"] == "InputError" and pd.isna(result.loc[2, "chat_id"])
+    assert result.loc[2, "error_type"] == "BatchInputError" and pd.isna(result.loc[2, "chat_id"])
     nan = pd.DataFrame({"order": [41, float("nan")]})
     filled = nbagent.batch(
         nan,

@@ -186,7 +186,7 @@ def test_a_row_that_cannot_be_formatted_fails_alone_as_locally(
     on_ray = nbagent.batch(rows, make, prompt="{word}", progress=False, backend="ray")
     pd.testing.assert_frame_equal(on_ray[SAME], local[SAME])
     assert list(on_ray["status"]) == ["done", "failed", "done"]
-    assert on_ray.loc[1, "error_type"] == "InputError" and "word" in on_ray.loc[1, "error"]
+    assert on_ray.loc[1, "error_type"] == "BatchInputError" and "word" in on_ray.loc[1, "error"]
     with pytest.raises(InputError, match="input '1'"):
         nbagent.batch(rows, make, prompt="{word}", progress=False, backend="ray", on_error="raise")
 
