@@ -407,12 +407,13 @@ def _plan_call_change(chat: Forkable, p: Plan, original: ToolCall, change: str, 
                 f"{where} was answered at once ({c.status}), before anyone could decide it: "
                 "there is no decision to change"
             )
-        # an approval whose call never ran (cancelled before it started) is a change in
-        # a fork, which asks for it again; any other approval in the original stands. A
-        # call in doubt started (its process stopped while running it: it may have gone
-        # through), whether or not its start time was kept: approved again, it ran twice
+        # an approval whose call has not run (approved and waiting to, or cancelled before
+        # it started) is a change in a fork, which asks for it again (fork() shows it
+        # awaiting approval); any other approval in the original stands. A call in doubt
+        # started (its process stopped while running it: it may have gone through),
+        # whether or not its start time was kept: approved again, it ran twice
         in_doubt = original.status == "in_doubt"
-        never_ran = original.is_final and original.started_at is None and not in_doubt
+        never_ran = original.started_at is None and not in_doubt
         if (
             original.decision is not None
             and original.decision.verdict == value
