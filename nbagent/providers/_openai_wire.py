@@ -158,6 +158,8 @@ def chat_message(
         calls = [_chat_call(c) for c in message.tool_calls if not c.hosted]
         if not calls:
             return dumps({"role": "assistant", "content": message.content or ""})
+        if compatible:
+            _echo_extras(calls, message.items)
         out: dict[str, Any] = {
             "role": "assistant",
             "content": message.content or ("" if compatible else None),
@@ -237,6 +239,50 @@ def chat_messages(
     if waiting:
         out.append(chat_tool_parts(waiting, model))
     return out
+
+
+CALL_EXTRAS = "tool_call_extra"
+"""The type of the item keeping what a compatible server sent on a tool call beyond its id,
+name and arguments (Gemini's ``extra_content``, its thought signature), to echo it back."""
+
+
+def call_extras(calls: Sequence[Mapping[str, Any]]) -> tuple[ProviderItem, ...]:
+    """What a response's tool calls (as the server sent them, in order) carry beyond the
+    usual fields, one item per call that has any: Gemini 3's OpenAI-compatible endpoint
+    sends ``extra_content: {"google": {"thought_signature": ...}}`` on each call and refuses
+    (400, "Function call is missing a thought_signature") a next request whose call lacks
+    it. Each is a :class:`~nbagent.Reasoning` (unreadable: the signature is the model's
+    encrypted thought) that goes back on the Chat Completions wire only, on its call."""
+    out: list[ProviderItem] = []
+    for index, tc in enumerate(calls):
+        extra = tc.get("extra_content")
+        if isinstance(extra, dict) and extra:
+            fn = tc.get("function") or {}
+            raw = {
+                "type": CALL_EXTRAS,
+                "index": index,
+                "tool_call_id": tc.get("id"),
+                "name": fn.get("name") if isinstance(fn, dict) else None,
+                "extra_content": extra,
+            }
+            out.append(Reasoning("chat", CALL_EXTRAS, raw, text="", redacted=True))
+    return tuple(out)
+
+
+def _echo_extras(calls: list[dict[str, Any]], items: Sequence[ProviderItem]) -> None:
+    """Put each call's kept extras back on it (:func:`call_extras`): matched by its place in
+    the response and its name (an id the chat renamed on arrival still matches), else by id."""
+    kept = [i.raw for i in items if i.api == "chat" and i.type == CALL_EXTRAS]
+    if not kept:
+        return
+    for index, call in enumerate(calls):
+        name = call["function"]["name"]
+        match = next(
+            (r for r in kept if r.get("index") == index and r.get("name") == name),
+            None,
+        ) or next((r for r in kept if r.get("tool_call_id") == call["id"]), None)
+        if match is not None:
+            call["extra_content"] = match["extra_content"]
 
 
 def _chat_call(call: ToolCall) -> dict[str, Any]:
@@ -321,8 +367,9 @@ def parse_chat(data: dict[str, Any], *, model: str, provider: str) -> LLMToolRes
         data.get("usage"), "prompt_tokens", "completion_tokens", "prompt_tokens_details"
     )
     thought = message.get("reasoning_content") or message.get("reasoning")
+    wire_calls = [tc for tc in message.get("tool_calls") or () if isinstance(tc, dict)]
     return LLMToolResponse(
-        items=chat_reasoning(thought if isinstance(thought, str) else ""),
+        items=chat_reasoning(thought if isinstance(thought, str) else "") + call_extras(wire_calls),
         reasoning_tokens=reasoning_tokens(data.get("usage")),
         text=_content_text(message.get("content")),
         tool_calls=tuple(calls),
@@ -351,6 +398,7 @@ class _PartialCall:
     id: str | None = None
     name: str | None = None
     parts: list[str] = field(default_factory=list)
+    extra: dict[str, Any] | None = None  # what else the server sent on it (call_extras)
 
 
 def _starts_another(call: _PartialCall, fn: Mapping[str, Any]) -> bool:
@@ -449,6 +497,9 @@ class ChatStream:
             call = self.calls[index] = _PartialCall()
         if ident and call.id is None:
             call.id = ident
+        extra = tc.get("extra_content")
+        if isinstance(extra, dict) and extra:
+            call.extra = extra
         if fn.get("name") and call.name is None:
             call.name = fn["name"]
             announce = True
@@ -472,6 +523,7 @@ class ChatStream:
             raise incomplete_stream(self.provider)
         calls = [
             {"id": p.id, "function": {"name": p.name, "arguments": "".join(p.parts)}}
+            | ({"extra_content": p.extra} if p.extra else {})
             for _, p in sorted(self.calls.items())
         ]
         message = {

@@ -101,6 +101,7 @@ QUIRKS: dict[str, Api] = {
     "calls_without_index": "chat",
     "calls_at_index_0": "chat",
     "calls_without_ids": "chat",
+    "thought_signatures": "chat",
     "no_message_delta": "anthropic",
 }
 """What a real server (or gateway) sends that the API itself does not, by name, and the API
@@ -316,6 +317,10 @@ class FakeLLMServer:
             its own chunk, all with ``index`` 0 and their own ids, as some proxies do);
             ``"calls_without_ids"`` (each call whole in its own chunk with neither an
             ``index`` nor an ``id``, as some OpenAI-compatible servers do);
+            ``"thought_signatures"`` (each Chat tool call carries
+            ``extra_content.google.thought_signature``, and a request sending a signed call
+            back without it is refused with Gemini 3's 400, as its OpenAI-compatible
+            endpoint does);
             ``"no_message_delta"`` (an Anthropic stream without its ``message_delta``
             event: no stop reason, no final usage).
     """
@@ -342,6 +347,7 @@ class FakeLLMServer:
         self._seq = 0
         self._calls = 0
         self._reasoned: dict[str, str] = {}  # Responses: call id -> its reasoning item id
+        self._signed: dict[str, str] = {}  # Chat: call id -> its thought signature (quirk)
         self._prompt_cache: set[str] = set()  # Anthropic: the cached prefixes' keys
         self._turns: list[Turn] = []
         self._position = 0
@@ -546,6 +552,9 @@ class FakeLLMServer:
             if quirks and not turn.inline_error:
                 wire = _wire_anthropic if api == "anthropic" else _wire_openai
                 payloads = wire.with_quirks(quirks, payloads, stream=request.stream)
+                if "thought_signatures" in quirks:
+                    with self._lock:
+                        self._signed.update(_wire_openai.signed_calls(payloads))
             self._validate(api, "event" if request.stream else "response", payloads)
         except _ScriptExhausted as exhausted:
             message = (
@@ -585,6 +594,11 @@ class FakeLLMServer:
             with self._lock:
                 issued = dict(self._reasoned)
             error = _wire_openai.check_reasoning(body, issued)
+        if error is None and api == "chat" and "thought_signatures" in self._quirks:
+            with self._lock:
+                signed = dict(self._signed)
+            if signed:
+                error = _wire_openai.check_signatures(body, signed)
         return error or _wire_media.check_media(api, body) or _wire_schema.check_output(api, body)
 
     def _error(self, api: Api, error: WireError, seq: int, delay: float = 0.0) -> _Reply:

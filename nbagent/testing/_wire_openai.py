@@ -737,11 +737,86 @@ def _responses_events(
 # -- what some servers do that the API does not ------------------------------------
 
 
+def thought_signature(call_id: str) -> str:
+    """The signature the fake gives a call (``thought_signatures`` quirk): opaque, stable."""
+    import hashlib
+
+    return "sig_" + hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def _signed(payloads: list[Payload]) -> list[Payload]:
+    """Each Chat tool call with ``extra_content.google.thought_signature``, as Gemini 3's
+    OpenAI-compatible endpoint sends it (a stream: on the fragment carrying the call's id)."""
+    out = []
+    for payload in payloads:
+        choices = payload.get("choices") or []
+        if not choices:
+            out.append(payload)
+            continue
+        choice = dict(choices[0])
+        key = "delta" if "delta" in choice else "message"
+        inner = dict(choice.get(key) or {})
+        calls = inner.get("tool_calls")
+        if calls:
+            inner["tool_calls"] = [
+                {
+                    **c,
+                    "extra_content": {"google": {"thought_signature": thought_signature(c["id"])}},
+                }
+                if c.get("id")
+                else c
+                for c in calls
+            ]
+            choice[key] = inner
+            payload = {**payload, "choices": [choice, *choices[1:]]}
+        out.append(payload)
+    return out
+
+
+def signed_calls(payloads: list[Payload]) -> dict[str, str]:
+    """The call ids the answer signed (``thought_signatures``), with their signatures."""
+    out: dict[str, str] = {}
+    for payload in payloads:
+        for choice in payload.get("choices") or ():
+            inner = choice.get("delta") or choice.get("message") or {}
+            for call in inner.get("tool_calls") or ():
+                google = (call.get("extra_content") or {}).get("google") or {}
+                if call.get("id") and google.get("thought_signature"):
+                    out[call["id"]] = google["thought_signature"]
+    return out
+
+
+def check_signatures(body: Mapping[str, Any], signed: Mapping[str, str]) -> WireError | None:
+    """Every call the server signed comes back with its signature (Gemini 3 refuses one
+    without, in the turn being answered; the fake asks it of every turn)."""
+    for i, message in enumerate(body.get("messages") or ()):
+        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or ():
+            if not isinstance(call, Mapping) or call.get("id") not in signed:
+                continue
+            extra = call.get("extra_content")
+            google = extra.get("google") if isinstance(extra, Mapping) else None
+            given = google.get("thought_signature") if isinstance(google, Mapping) else None
+            if given != signed[call["id"]]:
+                name = (call.get("function") or {}).get("name")
+                return _invalid(
+                    "Function call is missing a thought_signature in functionCall parts. This "
+                    "is required for tools to work correctly, and missing thought_signature "
+                    f"may lead to degraded model performance. Additional data, function call "
+                    f"`default_api:{name}` , position {i + 1}.",
+                    f"messages.[{i}].tool_calls",
+                )
+    return None
+
+
 def with_quirks(quirks: list[str], payloads: list[Payload], *, stream: bool) -> list[Payload]:
     """``payloads`` as a server with these quirks sends them (see ``FakeLLMServer``)."""
     for quirk in quirks:
         if quirk == "empty_final_output":
             payloads = _empty_final_output(payloads, stream)
+        elif quirk == "thought_signatures":
+            payloads = _signed(payloads)
         elif stream:  # a Chat stream's calls, each whole in its own chunk
             payloads = _whole_calls(
                 payloads, index=quirk == "calls_at_index_0", ids=quirk != "calls_without_ids"
