@@ -295,7 +295,8 @@ def summary(
       understate the bill);
     - the rows a fork copied from its parent (``shared``) are left out: those calls
       ran, and those tokens were spent, in the parent, which a store's summary
-      counts already (``shared=True`` keeps them).
+      counts already (``shared=True`` keeps them). A fork's own call asked for by a
+      request it shares (``fork(call, decision=...)``) has a share of 0 tokens and $0.
 
     Args:
         source: A calls frame (``chat.log``, :func:`read_log`) or anything
@@ -317,9 +318,12 @@ def summary(
     calls = _frame(source, "log.summary()")
     if steps is None:
         steps = _attached_steps(source) if _is_frame_of(source) else read_log(source, "steps")
+    parents: pd.DataFrame | None = None  # the steps a fork shares (their tokens: the parent's)
     if not shared:
         calls = _own(calls)
-        steps = _own(steps) if steps is not None else None
+        if steps is not None:
+            parents = _shared_rows(steps)
+            steps = _own(steps)
     keys = [by] if isinstance(by, str) else list(by)
     status = calls["status"].astype("string")
     decision = calls["decision"].astype("string")
@@ -338,7 +342,7 @@ def summary(
     flags["_denied_decided"] = (denied & decided).astype("int64")
     flags["pending"] = (decision == "pending").fillna(False).astype("int64")
     flags["_ms"] = calls["duration_ms"].astype("float64").where(~_replayed(calls))
-    shares = _token_shares(calls, steps)
+    shares = _token_shares(calls, steps, parents)
     flags["tokens"] = shares["tokens"]
     flags["cost_usd"] = shares["cost_usd"]
     flags["_unpriced"] = flags["cost_usd"].isna().astype("int64")
@@ -401,6 +405,13 @@ def _replayed(calls: pd.DataFrame) -> pd.Series:
     return calls["replayed"].astype("boolean").fillna(False).astype(bool)
 
 
+def _shared_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``frame`` a fork copied from its parent (``shared`` true)."""
+    if "shared" not in frame.columns:
+        return frame.iloc[:0]
+    return frame[frame["shared"].astype("boolean").fillna(False).astype(bool)]
+
+
 def _own(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` less the rows a fork copied from its parent (``shared`` true)."""
     if "shared" not in frame.columns:
@@ -414,12 +425,19 @@ def _significant(values: pd.Series, digits: int) -> pd.Series:
     return values.astype("float64").map(lambda v: float(f"{v:.{digits}g}"), na_action="ignore")
 
 
-def _token_shares(calls: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
+def _token_shares(
+    calls: pd.DataFrame, steps: pd.DataFrame | None, parents: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Per call: its share of the asking request's tokens and cost.
 
     The tokens (input + output) are whole: each of the ``n`` calls a request asked for
     gets ``tokens // n``, and the first ``tokens % n`` of them (in the frame's order) one
     more, so the shares add up to the request's tokens exactly. The cost is divided evenly.
+
+    ``parents``: the steps a fork shares with its parent, left out of ``steps``. A fork's
+    own call asked for by one of them (a fork at a call: its decision, result or
+    arguments changed) spent nothing of the fork's on that request, which its parent
+    counts: its share is 0 (it was NA, and made its tool's summed cost NA).
     """
     import numpy as np
     import pandas as pd
@@ -446,6 +464,13 @@ def _token_shares(calls: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFra
     base = total // n
     extra = (merged["_rank"].astype("int64") < (total - base * n)).astype("Int64")
     cost = merged["cost_usd"].astype("float64") / n.astype("float64")
+    if parents is not None and not parents.empty:
+        asked = pd.MultiIndex.from_frame(merged[["chat_id", "step"]])
+        theirs = pd.MultiIndex.from_frame(parents[["chat_id", "step"]])
+        spent_there = pd.Series(asked.isin(theirs)) & merged["input_tokens"].isna()
+        base = base.mask(spent_there.to_numpy(), 0)
+        extra = extra.mask(spent_there.to_numpy(), 0)
+        cost = cost.mask(spent_there.to_numpy(), 0.0)
     return pd.DataFrame(
         {"tokens": (base + extra).array, "cost_usd": np.asarray(cost, dtype="float64")},
         index=calls.index,
