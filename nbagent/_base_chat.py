@@ -517,7 +517,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             if not step:
                 raise ValueError("this chat has no cost budget to raise")
             with self._lock:
-                spent = self._record.cost_usd + self._replayed_cost  # as _spent_budget counts
+                spent = self._record.cost_usd + self._record.replayed_cost_usd  # as budgets count
                 self.max_cost_usd = max(self._cap("cost") or 0.0, spent) + step
             return step
         if which == "tokens":

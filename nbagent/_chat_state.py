@@ -327,7 +327,6 @@ class ChatCore:
         self._last_step: StepResult | None = None
         self._last_error: BaseException | None = None
         self._exhausted: str | None = None  # the budget the last step stopped on
-        self._replayed_cost = 0.0  # what replayed responses cost when recorded (budgets count it)
         self._runner = ToolRunner()
         self._extensions: tuple[Extension, ...] = ()
         self._ext_hooks: dict[str, tuple[Callable[..., Any], ...]] = {}  # hook -> implementations

@@ -111,6 +111,10 @@ class ModelRequestFinished(Event, type="model_request_finished"):
     replayed: bool = False
     """Answered from a recording (``Chat(replay=...)``): ``usage`` is the recorded
     tokens, ``cost_usd`` is 0 (nothing was spent now)."""
+    recorded_cost_usd: float | None = None
+    """A replayed request's cost when it was recorded (``None`` otherwise, or unknown):
+    a cost budget counts it, so a replayed run stops where the recorded one did, and so
+    do a fork of it and the chat loaded from a store."""
     shared: bool = False
     """A fork's copy of its parent's request (``chat.fork``): the parent made it and
     spent its tokens and cost; leave it out when adding up what chats spent."""

@@ -317,7 +317,7 @@ class LoopMixin(ChatCore):
         with self._record.reading() as r:  # the totals of every request folded so far
             return spent_budget(
                 r.usage,
-                r.cost_usd + self._replayed_cost,  # a replayed run stops where the recorded one did
+                r.cost_usd + r.replayed_cost_usd,  # a replayed run stops where the recorded did
                 self._cap("cost"),
                 None if cap_tokens is None else int(cap_tokens),
             )
@@ -468,6 +468,7 @@ class LoopMixin(ChatCore):
                 text=response.text,
                 cost_usd=0.0 if replayed else cost,
                 replayed=replayed,
+                recorded_cost_usd=cost if replayed else None,
             )
         ]
         after: list[ToolResult] = []
@@ -477,8 +478,6 @@ class LoopMixin(ChatCore):
         # or recorded (found by the stop-button property under load)
         with _aio.stop_held():
             with self._lock:
-                if replayed:
-                    self._replayed_cost += cost or 0.0
                 items, breaches = audit_items(
                     response.items, self._hosted, self._hosted_verdict(response.tool_calls)
                 )

@@ -295,6 +295,7 @@ class ChatRecord:
         self._provider: str | None = None
         self.usage = Usage()
         self.cost_usd = 0.0
+        self.replayed_cost_usd = 0.0  # what replayed requests cost when recorded (budgets)
         self.unpriced = 0
         self.turn = 0
         self.step = 0
@@ -433,6 +434,7 @@ class ChatRecord:
                 list(self._inputs.values()),
                 self.usage,
                 self.cost_usd,
+                self.replayed_cost_usd,
                 self.unpriced,
                 self.turn,
                 self.step,
@@ -709,6 +711,7 @@ class ChatRecord:
             self.unpriced += 1
         else:
             self.cost_usd += e.cost_usd
+        self.replayed_cost_usd += e.recorded_cost_usd or 0.0
         return RecordChange("step", i, e)
 
     def _on_request_failed(self, e: ModelRequestFailed) -> RecordChange:
