@@ -164,9 +164,9 @@ def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = Non
     on; the test never reaches it).
 
     Args:
-        chat: A chat that ran in this process: its recordings are its own, or found
-            where it wrote them (the process, a recordings directory, its store). A
-            chat loaded from a store (``Chat.load``) has none to export.
+        chat: A chat whose requests were recorded: its recordings are its own, or found
+            where they were written (the process, a recordings directory, its store: a
+            chat loaded from a store exports from the recordings the store keeps).
         path: The test file to write (``tests/test_weather.py``); its
             recordings go to ``<stem>_recordings/`` beside it.
         name: The test function's name (default: from the first message).
@@ -175,8 +175,8 @@ def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = Non
         The path of the test file.
 
     Raises:
-        ValueError: The chat has nothing to replay (no recorded request in this
-            process, e.g. a chat loaded from a store); a turn sent images or files,
+        ValueError: The chat has nothing to replay (no recorded request: nothing in
+            this process, its recordings directory or its store); a turn sent images or files,
             or an answer gave some; a turn asked for a structured answer whose type
             the test cannot import (defined in a notebook), or of a type the chat
             no longer holds (an earlier turn's, other than the latest turn's); a
@@ -190,9 +190,9 @@ def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = Non
     recordings = chat.recordings()
     if not recordings:
         raise ValueError(
-            "this chat has no recorded model request to replay: only a chat that ran in "
-            "this process has them, and a chat loaded from a store (Chat.load) has none; "
-            "export the chat that ran, in its process"
+            "this chat has no recorded model request to replay (none in this process, its "
+            "recordings directory or its store); export the chat that ran, in its process, "
+            "or give it a store or recordings= when it runs"
         )
     _one_system_and_model(chat, recordings)
     turns: list[str] = []

@@ -412,14 +412,33 @@ def test_a_denial_by_someone_else_than_the_user_is_made_again_by_them(project: P
     assert "'r1': ('denied', 'fraud check', None, 'risk-team')" in source
 
 
-def test_a_chat_loaded_from_a_store_says_it_has_nothing_to_export(tmp_path: Path) -> None:
+def test_a_chat_loaded_from_a_store_exports_from_the_stores_recordings(tmp_path: Path) -> None:
+    """The store keeps every response it was sent, so a chat loaded from it (another
+    kernel, after a restart) exports a test as the chat that ran would."""
+    import subprocess
+    import sys
+
     db = tmp_path / "s.db"
     chat = Chat(provider=ScriptedProvider([reply("hi")]), store=db, display=False)
     chat.ask("hello")
     chat.close()
     loaded = Chat.load(chat.id, store=db, provider=ScriptedProvider([]))
     try:
-        with pytest.raises(ValueError, match=r"loaded from a store \(Chat\.load\) has none"):
-            to_pytest(loaded, tmp_path / "test_loaded.py")
+        test_file = to_pytest(loaded, tmp_path / "test_loaded.py")
     finally:
         loaded.close()
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "1 passed" in ran.stdout
+
+
+def test_a_chat_with_no_recording_anywhere_says_so(tmp_path: Path) -> None:
+    chat = Chat(provider=ScriptedProvider([]), display=False)
+    with pytest.raises(ValueError, match="no recorded model request to replay"):
+        to_pytest(chat, tmp_path / "test_nothing.py")
