@@ -18,7 +18,7 @@ from _provider_harness import make_provider
 
 import nbagent
 from nbagent import Chat, ChatMessage, ProviderError, RateLimitError
-from nbagent._errors import QuotaError
+from nbagent import QuotaError
 from nbagent.providers import ModelRequest
 from nbagent.testing import FakeLLMServer, Turn
 
