@@ -427,8 +427,9 @@ class ToolArgumentsError(ProviderError):
     list, ``NaN``, nested too deep), or the response was cut off by the token limit
     (stop reason ``max_tokens`` or ``context_window``), so its calls' arguments may be
     incomplete, or the provider stopped it (a refusal, a content filter, an incomplete
-    Responses response: stop reason ``refusal`` or ``other``). Such a call must never run as if the model had sent ``{}``; the chat
-    answers it with an error result, your own loop gets this error instead of the response.
+    Responses response: stop reason ``refusal`` or ``other``). Such a call must never run
+    as if the model had sent ``{}``; the chat answers it with an error result, your own loop
+    gets this error instead of the response.
 
     Nothing is lost: the response is on the error, as it would have been returned.
 

@@ -17,8 +17,7 @@ import pytest
 from _provider_harness import make_provider
 
 import nbagent
-from nbagent import Chat, ChatMessage, ProviderError, RateLimitError
-from nbagent import QuotaError
+from nbagent import Chat, ChatMessage, ProviderError, QuotaError, RateLimitError
 from nbagent.providers import ModelRequest
 from nbagent.testing import FakeLLMServer, Turn
 
