@@ -51,6 +51,7 @@ from ._events import (
     ModelRequestFinished,
     RuleChanged,
     ToolCallFinished,
+    unawaited,
     utcnow,
 )
 from ._extension import Extension, Snapshot
@@ -551,11 +552,13 @@ class ChatCore:
         for r in results:
             for fn in list(self._after):
                 try:
-                    fn(r)
+                    wrong = unawaited(fn(r))
                 except Exception as exc:
+                    wrong = f"raised {type(exc).__name__}: {exc}"
+                if wrong is not None:
                     warnings.warn(
                         f"nbagent after_tool_result callback {getattr(fn, '__qualname__', fn)!r} "
-                        f"raised {type(exc).__name__}: {exc} (on {r.call.name}({r.call.id}))",
+                        f"{wrong} (on {r.call.name}({r.call.id}))",
                         CallbackWarning,
                         stacklevel=2,
                     )

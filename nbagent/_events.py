@@ -12,6 +12,7 @@ or ``chat.on(None, fn)`` for everything); ``chat.off(fn)`` removes it.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import warnings
@@ -386,6 +387,24 @@ EVENT_TYPES: dict[str, type[Event]] = {cls.type: cls for cls in Event.__subclass
 """Every event type declared above, by its ``type`` (what a store writes)."""
 
 
+def unawaited(out: Any) -> str | None:
+    """What went wrong when a callback returned an awaitable (``lambda call: guard(call)``
+    around an ``async def``: registration refuses async functions, not a plain one that
+    returns a coroutine): nothing of it ran. The coroutine is closed (no "never awaited"
+    warning at some later garbage collection) and this says so; ``None`` for any other
+    return value."""
+    if out is None or not hasattr(out, "__await__"):
+        return None
+    close = getattr(out, "close", None)
+    if callable(close):
+        with contextlib.suppress(Exception):  # closing is tidiness; the message matters
+            close()
+    return (
+        f"returned {type(out).__name__} {getattr(out, '__qualname__', '')!s}".rstrip()
+        + ", which nothing awaits: its body never ran (callbacks must be plain functions)"
+    )
+
+
 class CallbackWarning(UserWarning):
     """A subscriber raised; the chat carried on."""
 
@@ -489,11 +508,13 @@ class EventBus:
                             skip and isinstance(event, skip)
                         ):
                             try:
-                                fn(event)
+                                wrong = unawaited(fn(event))
                             except Exception as exc:
+                                wrong = f"raised {type(exc).__name__}: {exc}"
+                            if wrong is not None:
                                 warnings.warn(
                                     f"nbagent subscriber {getattr(fn, '__qualname__', fn)!r} "
-                                    f"raised {type(exc).__name__}: {exc} (on {event.type})",
+                                    f"{wrong} (on {event.type})",
                                     CallbackWarning,
                                     stacklevel=2,
                                 )

@@ -61,6 +61,7 @@ from ._events import (
     ToolCallProgress,
     ToolCallRequested,
     ToolCallStarted,
+    unawaited,
     utcnow,
 )
 from ._extension import defer_writes, undefer_writes
@@ -1202,11 +1203,13 @@ class _RoundHooks:
         seen = c.as_run()  # what runs: a guard sees an approver's edit, not the model's ask
         for fn in list(chat._before):
             try:
-                fn(seen)
+                wrong = unawaited(fn(seen))  # a guard whose verdict nobody awaited: not run
             except SkipToolCall as exc:
                 return str(exc) or "skipped by a before_tool_call callback"
             except Exception as exc:
                 return f"not run: a before_tool_call callback raised {type(exc).__name__}: {exc}"
+            if wrong is not None:
+                return f"not run: a before_tool_call callback {wrong}"
         chat._emit(
             ToolCallStarted(
                 chat_id=chat.id,

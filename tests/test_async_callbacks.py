@@ -136,3 +136,45 @@ def test_a_guard_skips_every_big_refund_and_only_those_in_every_mode(
             assert ran == [] and status == "skipped"
         else:
             assert ran == [amount] and status == "ok"
+
+
+def _refund_chat(amounts: list[int]) -> tuple[Chat, list[int]]:
+    ran: list[int] = []
+
+    @tool
+    def refund(amount: int) -> str:
+        """Refund.
+
+        Args:
+            amount: Dollars.
+        """
+        ran.append(amount)
+        return "refunded"
+
+    calls = [("refund", {"amount": a}) for a in amounts]
+    script = [call_tools(*calls), reply("done")]
+    return Chat(provider=ScriptedProvider(script), display=False).with_tools(refund), ran
+
+
+def test_a_plain_callback_that_returns_a_coroutine_fails_closed() -> None:
+    """``lambda call: async_guard(call)`` is a plain function, so registration takes it; it
+    returns a coroutine nothing awaits, so the guard's verdict never came and the 5,000
+    refund ran. A before_tool_call callback's unawaited result now keeps the call from
+    running (as one that raises does); after_tool_result and subscribers say so in a
+    CallbackWarning; the coroutine is closed, never left 'never awaited'."""
+    chat, ran = _refund_chat([5000, 50])
+    chat.before_tool_call(lambda call: async_guard(call))
+    chat.after_tool_result(lambda result: async_guard(result.call))
+    chat.on("tool_call_finished", lambda event: async_guard(event.call))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        chat.ask("refund")
+    assert ran == []  # neither ran: nothing awaited the guard's verdict on either
+    statuses = [(c.arguments["amount"], c.status) for c in chat.tool_calls]
+    assert statuses == [(5000, "skipped"), (50, "skipped")]
+    result = chat.tool_calls[0].result
+    assert result is not None and "which nothing awaits" in str(result.content)
+    said = [str(w.message) for w in seen]
+    assert not any("never awaited" in s for s in said)
+    assert any("after_tool_result" in s and "which nothing awaits" in s for s in said)
+    assert any("subscriber" in s and "which nothing awaits" in s for s in said)
