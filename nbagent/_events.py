@@ -13,6 +13,7 @@ or ``chat.on(None, fn)`` for everything); ``chat.off(fn)`` removes it.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import itertools
 import threading
 import warnings
@@ -388,12 +389,12 @@ EVENT_TYPES: dict[str, type[Event]] = {cls.type: cls for cls in Event.__subclass
 
 
 def unawaited(out: Any) -> str | None:
-    """What went wrong when a callback returned an awaitable (``lambda call: guard(call)``
+    """What went wrong when a callback returned a coroutine (``lambda call: guard(call)``
     around an ``async def``: registration refuses async functions, not a plain one that
     returns a coroutine): nothing of it ran. The coroutine is closed (no "never awaited"
     warning at some later garbage collection) and this says so; ``None`` for any other
     return value."""
-    if out is None or not hasattr(out, "__await__"):
+    if out is None or not inspect.iscoroutine(out):  # a Task or Future runs by itself
         return None
     close = getattr(out, "close", None)
     if callable(close):

@@ -178,3 +178,26 @@ def test_a_plain_callback_that_returns_a_coroutine_fails_closed() -> None:
     assert not any("never awaited" in s for s in said)
     assert any("after_tool_result" in s and "which nothing awaits" in s for s in said)
     assert any("subscriber" in s and "which nothing awaits" in s for s in said)
+
+
+def test_a_callback_scheduling_a_task_is_left_alone() -> None:
+    """Fire-and-forget on the async driver's loop (``loop.create_task(audit(call))``) runs by
+    itself: no warning, and the call runs (only a bare coroutine is nothing's)."""
+    audited: list[str] = []
+
+    async def audit(name: str) -> None:
+        audited.append(name)
+
+    async def main() -> tuple[list[int], list[str]]:
+        chat, ran = _refund_chat([50])
+        loop = asyncio.get_running_loop()
+        chat.before_tool_call(lambda call: loop.create_task(audit(call.name)))
+        chat.on("tool_call_finished", lambda event: loop.create_task(audit("finished")))
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            await chat.ask_async("refund")
+            await asyncio.sleep(0.05)
+        return ran, [str(w.message) for w in seen if "nothing awaits" in str(w.message)]
+
+    ran, said = asyncio.run(main())
+    assert ran == [50] and said == [] and audited == ["refund", "finished"]
