@@ -368,7 +368,13 @@ def plan(
         by=HUMAN if by is None else by,
     )
     if c_orig is not None:
-        p.call = next(c for c in snapshot.calls if c.id == c_orig.id)
+        found = [c for c in snapshot.calls if c.id == c_orig.id]
+        if not found:  # its response is being recorded right now (its events half emitted)
+            raise ValueError(
+                f"{c_orig.name}({c_orig.id}) is being recorded right now (its response's "
+                "events are still being sent to subscribers); fork it once they have been"
+            )
+        p.call = found[0]
         _plan_call_change(chat, p, c_orig, change, value)
         gated = p.call.approval is not None and p.call.approval.required
         if by is not None and not gated:

@@ -91,3 +91,28 @@ def test_a_fork_never_copies_a_gated_call_without_its_gate() -> None:
             f.complete()  # nobody approved: nothing may run
     assert seen > ROUNDS
     assert not runs, dict(runs)  # it ran the calls whose gate the fork missed
+
+
+def test_a_fork_of_a_call_whose_response_is_still_being_sent_says_so() -> None:
+    """A subscriber forking the call it was just told about (its response's other events
+    still to come) got a bare StopIteration from deep in the fork (which an asyncio
+    Future refuses to hold); it is a ValueError saying to fork once they have been sent."""
+    runs: Counter[int] = Counter()
+    chat = _chat(runs)
+    said: list[str] = []
+
+    def fork_it(event: Any) -> None:
+        if event.call.id == "p0":
+            try:
+                chat.fork(event.call.id, decision="denied")
+            except ValueError as exc:
+                said.append(str(exc))
+
+    chat.on(nbagent.ApprovalRequested, fork_it)
+    chat.ask("pay them")
+    assert said == [
+        "pay(p0) is being recorded right now (its response's events are still being sent to "
+        "subscribers); fork it once they have been"
+    ]
+    fork = chat.fork("p0", decision="denied")  # once sent, it forks
+    assert fork.get_call("p0").status == "denied" and sum(runs.values()) == 0
