@@ -11,8 +11,12 @@ batches, each batch one transaction, at these boundaries:
 - the end of a tool round (its results are on disk before the next model
   request), of a step that parks the chat on an approval, and of ``complete``;
 - a model request that asks a question (a user message is queued): the question
-  first, so a crash while the model thinks loses nothing (a batch's chat excepted:
-  its batch keeps the prompt, and asks a chat it finds empty again);
+  first, by the step hook (:meth:`StoreExtension._write_ahead`), so a crash while the
+  model thinks loses nothing (a batch's chat excepted: its batch keeps the prompt, and
+  asks a chat it finds empty again); a question that cannot be written stops the step
+  (``StoreError``) before the model is asked;
+- a step that completes the chat: its answer, by the step hook, before the step says
+  so (a stale copy stops there: see *Two drivers*), then the step itself;
 - at once: a decision, an options change, an always-allow rule added or revoked
   (the chat's state holds the rules), a failed request, an in-doubt call, a
   denial, and a result that arrives while other calls of its round still run;
@@ -70,9 +74,13 @@ drive the same chat at once, the first to claim a call runs it; the other one
 stops: its step hook ends the loop with ``StepResult("busy")`` and warns
 (:class:`StoreConflictWarning`). The same happens when a process finds the
 transcript moved on under it (it tried to write a message index another
-process already wrote). That copy of the chat is stale: ``Chat.load`` it
-again to continue. Decisions are not driving: anyone may decide a pending call
-at any time, and the first decision recorded in the store wins.
+process already wrote): nothing of that write is stored (the store rolls the
+batch back whole), and since a question and a completing answer are written by
+the step hook, such a copy stops before asking the model a question the store
+never got, or before reporting an answer it does not hold. That copy of the
+chat is stale: ``Chat.load`` it again to continue. Decisions are not driving:
+anyone may decide a pending call at any time, and the first decision recorded
+in the store wins.
 
 **Decisions made elsewhere** (``store.approve(call_id)`` from a script, another
 notebook, a web form) are written to the call's row and to the ``decisions``
@@ -143,7 +151,7 @@ from ._protocol import (
 )
 from ._recordings import StoreRecordings, store_recordings
 from ._sql import SQLStore
-from ._waiting import LATER, WouldWait, held, here_or_later, may_wait_here
+from ._waiting import LATER, WouldWait, held, here_or_later, may_wait, may_wait_here
 
 _FORK_DEPTH = 32  # forks of forks followed for a loaded fork's shared steps
 
@@ -212,6 +220,7 @@ class StoreExtension(Extension):
         self._answered: set[str] = set()  # inputs answered by answer_input(), events to come
         self._results_due: set[str] = set()  # answered calls whose ToolCallFinished comes next
         self._asked = False  # a user message is queued: written before the next request
+        self._wrote_ahead = False  # a step's write failed in before_step: not again at its end
         # whether a question is written before the model is asked it; a batch's chat is
         # not: its batch keeps the prompt and asks a chat stored empty again (attach_batch_chat)
         self.keeps_questions = True
@@ -537,6 +546,8 @@ class StoreExtension(Extension):
                 noted, flush = self._finished(e)
             case StepFinished():  # a generated step is written with the next claim or step,
                 flush = e.kind != "generated" or self._parked()  # unless the chat parks here
+                if self._wrote_ahead:  # the step's write failed before it (_write_ahead):
+                    self._wrote_ahead = flush = False  # the background retry has it, no wait
             case CallInDoubt():
                 noted, flush = self._reset_status(e), True
             case ModelRequestFailed() | OptionsChanged():
@@ -1224,6 +1235,10 @@ class StoreExtension(Extension):
                     ) from exc
             if self.detached is not None:
                 return "busy"
+        elif self._asked or (self.keeps_questions and self._queued() and host.chat.is_complete):
+            said = self._write_ahead(host)
+            if said is not None:
+                return said
         try:
             self.apply_rules()
         except Exception as exc:  # a read failed: the last response may still be queued
@@ -1243,6 +1258,43 @@ class StoreExtension(Extension):
         except Exception as exc:  # a read failed: the last response may still be queued
             self._keep_for_retry(exc)
             raise
+        return "busy" if self.detached is not None else None
+
+    def _write_ahead(self, host: ChatHost) -> Literal["busy"] | None:
+        """Before a step that asks the model a question just asked (``_asked``), or that
+        completes the chat (its answer still queued): write what is pending now, so that a
+        copy of the chat that another process moved on stops here (a conflict detaches it:
+        ``"busy"``), before the model is asked a question the store never got, or before
+        its step reports an answer the store does not hold.
+
+        A question that cannot be written stops the step (``StoreError``: nothing is lost,
+        it stays queued and in the chat; ``complete()`` goes on once the store can be
+        written); a completing step's write that fails is retried in the background, as
+        at the step's end (the chat needs nothing more on disk), and warned of once.
+
+        A batch's chat (``keeps_questions`` false) is written at its step's end as before:
+        its batch drives it, and its chats' last writes stay one commit each.
+        """
+        if not (may_wait() or self._inline):  # the async driver's loop: never a write that
+            raise WouldWait("the store's writes wait")  # waits (a worker thread does it)
+        asking = self._asked
+        with held(self._write_lock):  # in no_wait: another thread writing, the rest later
+            if asking:
+                exc = self._try_flush()
+                if exc is not None:
+                    if self.detached is not None:
+                        return "busy"
+                    raise self._unwritten_error(
+                        exc,
+                        "the chat stops here, so that the model is not asked a question "
+                        "before it is on disk: continue (complete()) once the store can be "
+                        "written",
+                    ) from exc
+                self._asked = False
+            else:
+                self._flush_or_retry()
+                if self._failure is not None:
+                    self._wrote_ahead = True  # the step's end leaves it to the retry
         return "busy" if self.detached is not None else None
 
     def refresh(self) -> list[ToolCall]:

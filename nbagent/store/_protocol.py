@@ -427,7 +427,8 @@ class Store(Protocol):
         """Apply entries (and the chat's state and tool schemas) in one transaction.
 
         Returns:
-            ``None``, or a description of the conflict that stopped the batch.
+            ``None``, or a description of the conflict that stopped the batch: then
+            nothing of the batch is written (a stale copy of the chat must leave no rows).
         """
         ...
 
@@ -439,7 +440,8 @@ class Store(Protocol):
         entries: Sequence[Entry] = (),
         state: Mapping[str, Any] | None = None,
     ) -> ClaimResult:
-        """Write ``entries``, then claim the call for ``owner``, in one transaction."""
+        """Write ``entries``, then claim the call for ``owner``, in one transaction (none of
+        it if the entries conflict: ``ClaimResult.conflict``)."""
         ...
 
     def decisions(self, chat_id: str, call_ids: Iterable[str]) -> dict[str, Decision]:

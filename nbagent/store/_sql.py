@@ -290,6 +290,17 @@ class _Claim:
 _NO_CLAIMS: Mapping[str, _Claim] = {}
 
 
+class _Conflict(Exception):
+    """A batch met a row another process wrote (:meth:`SQLStore._apply`'s conflict): raised
+    inside the batch's transaction, so that it is rolled back and nothing of the batch is
+    written. Committing what came before the conflict stored a stale copy's rows (a model
+    request another copy also made, numbered after that copy's events: phantom steps)."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
 class _Job:
     """A write waiting for the next group commit (:meth:`SQLStore._at_once`, or an async
     sender's: :meth:`SQLStore.write_job`)."""
@@ -874,7 +885,8 @@ class SQLStore:
         conflict): a round's result and the response before it, one commit.
 
         Returns:
-            ``None``, or a description of the conflict that stopped the batch.
+            ``None``, or a description of the conflict that stopped the batch: then
+            nothing of it is written (the transaction is rolled back).
         """
         try:
             rows = [(self._recording_row(r, c, s), c, s, p) for r, c, s, p in recorded]
@@ -901,13 +913,17 @@ class SQLStore:
     ) -> str | None:
         if self._write_at_once(chat_id, entries, state, tools, recorded):
             return None
-        with self._tx(chat_id) as conn:
-            conflict = self._apply(conn, chat_id, entries)
-            self._touch(conn, chat_id, state, tools)
-            if conflict is None:
+        try:
+            with self._tx(chat_id) as conn:
+                conflict = self._apply(conn, chat_id, entries)
+                if conflict is not None:
+                    raise _Conflict(conflict)  # nothing of the batch is written
+                self._touch(conn, chat_id, state, tools)
                 for row, cid, step, replayed in recorded:
                     self._record_in(conn, row, cid, step, replayed)
-        return conflict
+        except _Conflict as exc:
+            return exc.why
+        return None
 
     def claim(
         self,
@@ -933,28 +949,25 @@ class SQLStore:
     ) -> ClaimResult:
         if self._claim_at_once(chat_id, call_id, owner, entries, state):
             return ClaimResult(True, "running", owner)
-        with self._tx(chat_id) as conn:
-            now = utcnow().isoformat()
-            claim = _Claim(call_id, owner, now)
-            conflict = self._apply(conn, chat_id, entries, claim) if entries else None
-            self._touch(conn, chat_id, state, None)
-            if conflict is not None:
-                if claim.done:  # the batch stopped after the call's row: leave it unclaimed
-                    conn.execute(
-                        "UPDATE tool_calls SET status = 'requested', claimed_by = NULL, "
-                        "claimed_at = NULL WHERE chat_id = ? AND call_id = ?",
-                        (chat_id, call_id),
-                    )
-                return ClaimResult(False, conflict=conflict)
-            if claim.done:
-                return ClaimResult(True, "running", owner)
-            cur = self._claim_call(conn, chat_id, call_id, owner, now)
-            if cur.rowcount == 1:
-                return ClaimResult(True, "running", owner)
-            row = conn.execute(
-                "SELECT status, claimed_by FROM tool_calls WHERE chat_id = ? AND call_id = ?",
-                (chat_id, call_id),
-            ).fetchone()
+        try:
+            with self._tx(chat_id) as conn:
+                now = utcnow().isoformat()
+                claim = _Claim(call_id, owner, now)
+                conflict = self._apply(conn, chat_id, entries, claim) if entries else None
+                if conflict is not None:  # nothing of the batch is written, nor claimed
+                    raise _Conflict(conflict)
+                self._touch(conn, chat_id, state, None)
+                if claim.done:
+                    return ClaimResult(True, "running", owner)
+                cur = self._claim_call(conn, chat_id, call_id, owner, now)
+                if cur.rowcount == 1:
+                    return ClaimResult(True, "running", owner)
+                row = conn.execute(
+                    "SELECT status, claimed_by FROM tool_calls WHERE chat_id = ? AND call_id = ?",
+                    (chat_id, call_id),
+                ).fetchone()
+        except _Conflict as exc:
+            return ClaimResult(False, conflict=exc.why)
         if row is None:
             return ClaimResult(False, conflict=f"call {call_id!r} is not in the store")
         if tuple(row) == ("running", owner):  # this very claim, committed by a write retried

@@ -126,8 +126,9 @@ def test_a_claim_is_committed_before_its_tool_runs_under_the_async_driver(backen
 
 def test_a_tool_round_commits_twice(tmp_path: Path) -> None:
     """One transaction for the claim, one for the result with the response's recording
-    (three before: the recording had its own), and one for the question, before the model
-    is asked it."""
+    (three before: the recording had its own), one for the question, before the model
+    is asked it, and the answer's own before its step says the chat is complete (a copy of
+    the chat another process moved on stops there, ``busy``), then that step's end."""
     store = SQLiteStore(tmp_path / "t.db")
     chat = Chat(provider=ScriptedProvider(_script(5)), store=store).with_tools(lookup)
     chat.ask_later("go")
@@ -138,7 +139,7 @@ def test_a_tool_round_commits_twice(tmp_path: Path) -> None:
     conn.set_trace_callback(None)
     begins = sum(1 for s in statements if s.startswith("BEGIN"))
     assert chat.status == "complete"
-    assert begins == 1 + 2 * 5 + 1  # the question, five rounds, then the answer
+    assert begins == 1 + 2 * 5 + 2  # the question, five rounds, the answer, the last step
     store.close()
 
 

@@ -223,9 +223,12 @@ def _check_rows(store: PostgresStore, result: Any, prompts: Sequence[str], n: in
 def test_an_async_drive_writes_and_claims_through_its_loops_sender_not_a_thread(
     postgres_dsn: str,
 ) -> None:
-    """Three rounds of ``ask_async``: every write and claim is a job the loop's sender
-    commits (no ``write``/``claim`` on a worker thread, no thread group), and all of it is
-    in the store, read by another connection, when ``ask_async`` returns."""
+    """Three rounds of ``ask_async``: every round's write and claim is a job the loop's
+    sender commits (no ``claim`` on a worker thread, no thread group), and all of it is
+    in the store, read by another connection, when ``ask_async`` returns. The question and
+    the answer are each written by a step hook before its step goes on (on a worker
+    thread: a step hook cannot await the sender), so that a copy another process moved
+    on stops ``busy`` before the model is asked, or before it reports an answer."""
     RAN.clear()
     store = _Spied(postgres_dsn)
     script = [*(call_tools(("lookup", {"item": f"x{i}"})) for i in range(3)), reply("done")]
@@ -239,7 +242,8 @@ def test_an_async_drive_writes_and_claims_through_its_loops_sender_not_a_thread(
 
     asyncio.run(drive())
     assert chat.status == "complete" and RAN == ["x0", "x1", "x2"]
-    assert store.careful == [] and store.thread_groups == []  # no write handed to a thread
+    assert store.careful == ["write", "write"]  # the question, the answer: nothing else
+    assert store.thread_groups == [1, 1]  # those two alone: no round's write on a thread
     assert store.threads == {driving[0]}  # every group sent from the driving loop
     assert [k for k, _ in store.jobs].count("claims") == 3  # one per round, before it ran
     assert all(store.committed) and sum(map(len, store.groups)) == len(store.jobs)

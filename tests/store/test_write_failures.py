@@ -157,8 +157,13 @@ def test_a_turn_that_parks_while_writes_fail_is_written_once_they_work(
     stopped as "driven by another process". Now they stay queued and are written (in the
     background) as soon as the file can be written again."""
     store, fail, recover = failure
-    chat = Chat(model="demo", store=store).with_tools(Refund)
-    fail()
+
+    def model(request: Any) -> Any:  # the question is on disk: the writes fail from here
+        fail()
+        return call_tools(("refund", {"order_id": 42}))
+
+    chat = Chat(provider=ScriptedProvider([model, reply("refunded")]), store=store)
+    chat = chat.with_tools(Refund)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         chat.ask("Refund order 42")
@@ -237,11 +242,13 @@ def test_a_response_and_its_claim_that_cannot_be_written_never_run_the_tool(
     """An ungated call is claimed in the transaction that writes the response asking for
     it: neither reaches the file, the tool does not run, and both are written later."""
     store, fail, recover = failure
-    chat = Chat(
-        provider=ScriptedProvider([call_tools(("lookup", {"city": "Oslo"})), reply("done")]),
-        store=store,
-    ).with_tools(lookup)
-    fail()
+
+    def model(request: Any) -> Any:  # the question is on disk: the writes fail from here
+        fail()
+        return call_tools(("lookup", {"city": "Oslo"}))
+
+    chat = Chat(provider=ScriptedProvider([model, reply("done")]), store=store)
+    chat = chat.with_tools(lookup)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with pytest.raises(StoreError, match=FAILED):
@@ -295,8 +302,12 @@ def test_results_that_cannot_be_written_stop_the_chat_before_the_next_request(
 
 def test_closing_a_chat_whose_writes_fail_raises_and_can_be_retried(failure: Any) -> None:
     store, fail, recover = failure
-    chat = Chat(provider=ScriptedProvider([reply("hello")]), store=store)
-    fail()
+
+    def model(request: Any) -> Any:  # the question is on disk: the writes fail from here
+        fail()
+        return reply("hello")
+
+    chat = Chat(provider=ScriptedProvider([model]), store=store)
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
         chat.ask("hi")
