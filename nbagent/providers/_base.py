@@ -19,6 +19,7 @@ works everywhere a provider is taken.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import numbers
 from collections.abc import Callable, Iterable, Mapping
@@ -67,18 +68,54 @@ ToolDefinition = ToolSpec | Mapping[str, Any]
 
 _SCHEMA_KEYS = ("input_schema", "parameters", "inputSchema")
 """Where a tool dict may keep its JSON Schema: Anthropic's key, OpenAI's, MCP's."""
+_PASSED_OVER: tuple[str, ...] = ("type", "strict", "cache_control", "title", "outputSchema")
+_PASSED_OVER += ("annotations", "_meta", "icons")
+"""Keys the APIs' own tool formats carry that a tool dict may keep and nbagent does not
+use: ``type`` (Responses' ``"function"``, Anthropic's ``"custom"``), ``strict`` (the
+adapters decide), ``cache_control`` (``Chat(cache=True)`` places its own), and MCP's
+``title``, ``outputSchema``, ``annotations``, ``_meta`` and ``icons``."""
+_TOOL_KEYS = ("name", "description", *_SCHEMA_KEYS, *_PASSED_OVER)
+_TOOL_SHAPE = (
+    "a tool dict has 'name' (required: a non-empty string), and optionally 'description' "
+    "(a string) and 'input_schema' (a JSON Schema; or 'parameters' / 'inputSchema')"
+)
+
+
+def _check_keys(tool: Mapping[Any, Any], owner: str) -> None:
+    """Refuse a key a tool dict cannot have (a typo such as ``input_shema`` would otherwise
+    send the tool with no parameters), naming the nearest known key.
+
+    Raises:
+        TypeError: Naming the first unknown key.
+    """
+    unknown = [k for k in tool if k not in _TOOL_KEYS]
+    if unknown:
+        key = unknown[0]
+        near = difflib.get_close_matches(str(key), _TOOL_KEYS, n=1, cutoff=0.6)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise TypeError(f"{owner}: unknown key {key!r}{hint}; {_TOOL_SHAPE}")
+    kind = tool.get("type", "function")
+    if kind not in ("function", "custom"):
+        raise TypeError(
+            f"{owner}: 'type' {kind!r} is not a function tool nbagent can send ('function', "
+            "the default); a provider-hosted tool is a HostedMCP, or extra_body="
+        )
 
 
 def as_spec(tool: ToolDefinition) -> ToolSpec:
     """Accept a :class:`ToolSpec`, a tool dict, or an nbagent tool (its ``spec``).
 
-    A dict is ``{"name", "description", "input_schema"}``; the schema may be under
-    OpenAI's key ``parameters`` or MCP's ``inputSchema`` instead, and OpenAI's
-    ``{"type": "function", "function": {...}}`` wrapper is taken off. It is
-    checked as the APIs will check it: the name is 1 to 64 characters of
-    ``[a-zA-Z0-9_-]``, the description a string, the schema a JSON Schema of an
-    object (a tool's arguments are a JSON object); a dict with no schema takes no
-    arguments.
+    A dict is ``{"name", "description", "input_schema"}``, only ``name`` required;
+    the schema may be under OpenAI's key ``parameters`` or MCP's ``inputSchema``
+    instead, and OpenAI's ``{"type": "function", "function": {...}}`` wrapper is
+    taken off. It is checked as the APIs will check it: the name is 1 to 64
+    characters of ``[a-zA-Z0-9_-]``, the description a string, the schema a JSON
+    Schema of an object (a tool's arguments are a JSON object); a dict with no
+    schema takes no arguments. Keys of the APIs' own tool formats that nbagent does
+    not use are passed over (``type``, ``strict``, ``cache_control``, MCP's
+    ``title``, ``outputSchema``, ``annotations``); any other key is refused, naming
+    the nearest known one (``input_shema``: ``input_schema``), rather than sending
+    the tool without what the key meant.
 
     Raises:
         TypeError: Anything else, naming what is wrong (before anything is sent).
@@ -94,12 +131,22 @@ def as_spec(tool: ToolDefinition) -> ToolSpec:
         and tool.get("type") == "function"
         and isinstance(tool.get("function"), Mapping)
     ):
+        extra = sorted(str(k) for k in tool if k not in ("type", "function"))
+        if extra:
+            raise TypeError(
+                f"a tool definition {{'type': 'function', 'function': {{...}}}} has unknown "
+                f"key {extra[0]!r} next to 'function'; {_TOOL_SHAPE}"
+            )
         tool = tool["function"]  # OpenAI's Chat Completions wrapper
-    if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str) or not tool["name"]:
+    if not isinstance(tool, Mapping):
         raise TypeError(
-            "a tool definition needs 'name' (a non-empty string), 'description' and "
-            f"'input_schema' (a dict, a ToolSpec or an nbagent tool); got {tool!r:.200}"
+            "a tool definition needs 'name': it is a dict, a ToolSpec or an nbagent tool; "
+            f"got {tool!r:.200}; {_TOOL_SHAPE}"
         )
+    named = isinstance(tool.get("name"), str) and bool(tool["name"])
+    _check_keys(tool, f"tool {tool['name']!r}" if named else "a tool definition")
+    if not named:
+        raise TypeError(f"a tool definition needs 'name'; {_TOOL_SHAPE}; got {tool!r:.200}")
     name = tool["name"]
     if not NAME_RE.match(name):
         raise TypeError(
@@ -470,11 +517,11 @@ def tool_request(
         )
     checked = tuple(_checked_message(m, i) for i, m in enumerate(_sequence(messages, "messages")))
     specs = () if tools is None else tuple(as_spec(t) for t in _sequence(tools, "tools"))
-    _check_choice(choice, [s.name for s in specs], bool(options.get("hosted")))
+    check_choice(choice, [s.name for s in specs], bool(options.get("hosted")))
     return ModelRequest(checked, system=system, tools=specs, **options)
 
 
-def _check_choice(choice: str, names: list[str], hosted: bool) -> None:
+def check_choice(choice: str, names: list[str], hosted: bool) -> None:
     """A forced choice names one of the tools sent (as the chat refuses one it does not have).
 
     Raises:
