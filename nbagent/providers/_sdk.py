@@ -39,7 +39,7 @@ from .._hosted import hosted_secrets, redact_body
 from .._leases import Release
 from .._types import LLMToolResponse, Message, ToolCall, ToolSpec
 from .._unicode import MAX_DEPTH
-from ._base import CompleteWithToolsMixin, DeltaSink, ModelRequest
+from ._base import CompleteWithToolsMixin, DeltaSink, ModelRequest, check_choice
 from ._catalog import lookup_model
 from ._clients import async_client as shared_async_client
 from ._clients import keep
@@ -645,11 +645,17 @@ class SDKProvider(CompleteWithToolsMixin):
         (``preview_request(messages=..., tools=..., tool_choice=..., calls=...)``);
         keywords given with a request replace its fields. Hosted tools' headers
         and tokens are shown as ``***``.
+
+        Raises:
+            ToolOptionError: A ``tool_choice`` naming a tool not among ``tools`` (or
+                ``"required"`` with none), as ``complete_with_tools`` refuses it: the
+                provider would refuse that body.
         """
         if request is None:
             request = ModelRequest(**fields)
         elif fields:
             request = replace(request, **fields)
+        check_choice(request.tool_choice, [t.name for t in request.tools], bool(request.hosted))
         return redact_body(dict(json.loads(self._prepare(request).body)))
 
     @property
