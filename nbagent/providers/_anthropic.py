@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._errors import AuthenticationError
 from .._hosted import HostedTool
 from .._media import check_parts
 from .._optional import require
@@ -71,8 +70,10 @@ class AnthropicProvider(SDKProvider):
     its ``thinking``/``redacted_thinking`` blocks are kept and sent back as
     they came (see :mod:`._anthropic_wire`).
 
-    Raises:
-        AuthenticationError: No API key or other credentials are configured.
+    A provider made with no API key or other credentials is made all the same,
+    so a chat replaying recordings (``replay="only"``) needs none; its first
+    request to send raises :class:`~nbagent.AuthenticationError`, before
+    anything is sent.
     """
 
     name = "anthropic"
@@ -99,6 +100,7 @@ class AnthropicProvider(SDKProvider):
         self.extra_body = dict(extra_body or {})
         self._client_kwargs = client_options(client_kwargs, max_retries, timeout)
         release = shared = None
+        keyless = False
         if client is None:
             shared = client_key(
                 "anthropic",
@@ -114,15 +116,19 @@ class AnthropicProvider(SDKProvider):
                         api_key=api_key, base_url=base_url, **self._client_kwargs
                     ),
                 )
-            if client.api_key is None and client.auth_token is None and client.credentials is None:
-                release(False)
-                raise AuthenticationError(
-                    "anthropic: no API key: set ANTHROPIC_API_KEY or pass api_key=",
-                    provider="anthropic",
-                )
+            keyless = (
+                client.api_key is None
+                and client.auth_token is None
+                and getattr(client, "credentials", None) is None
+            )
         super().__init__(
             model, client=client, async_client=async_client, release=release, client_key=shared
         )
+        if keyless:  # made all the same, so replaying recordings needs no key; never sends
+            self._no_key = (
+                "anthropic: no API key: set the ANTHROPIC_API_KEY environment variable or pass "
+                "api_key= (nothing was sent; replaying recordings needs no key)"
+            )
         self._pieces: MessageCache[Piece] = MessageCache(piece)
         self._tools = ToolsCache(tools_json)
         self._streamed: tuple[Any, dict[tuple[str, int], bool]] = (None, {})  # _must_stream's

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from .._errors import ToolOptionError
+from .._errors import AuthenticationError, ToolOptionError
 from .._hosted import HostedTool
 from .._media import check_parts
 from .._optional import require
@@ -66,6 +66,8 @@ from ._sdk import (
 Api = Literal["chat", "responses"]
 NO_KEY = "sk-no-key-required"
 """Sent to OpenAI-compatible servers when no key is configured (they ignore it)."""
+_KEYLESS = "nbagent-no-api-key"
+"""The key of a client made without credentials, which never sends (``SDKProvider._no_key``)."""
 _OPENAI_HOSTS = ("api.openai.com",)
 _REASONS = re.compile(r"(?:[\w-]+/)?(?:o\d|gpt-5(?!-chat)|codex-)", re.IGNORECASE)
 """OpenAI's reasoning models by name (o1, o3, o4-mini, gpt-5..., not gpt-5-chat): they think
@@ -113,8 +115,10 @@ class OpenAIProvider(SDKProvider):
         **client_kwargs: Passed to ``openai.OpenAI(...)`` (``default_headers``,
             ``organization``, ``http_client``...).
 
-    Raises:
-        AuthenticationError: No API key is configured for OpenAI itself.
+    A provider made with no key for OpenAI itself (no ``api_key=``, no
+    ``OPENAI_API_KEY``) is made all the same, so a chat replaying recordings
+    (``replay="only"``) needs none; its first request to send raises
+    :class:`~nbagent.AuthenticationError`, before anything is sent.
     """
 
     name = "openai"
@@ -140,8 +144,6 @@ class OpenAIProvider(SDKProvider):
         if api not in ("chat", "responses"):
             raise ValueError(f"api must be 'chat' or 'responses', got {api!r}")
         require("openai", "OpenAIProvider (OpenAI and compatible models)")
-        import openai
-
         url: str | None = (
             str(client.base_url)
             if client is not None
@@ -155,23 +157,28 @@ class OpenAIProvider(SDKProvider):
         self.extra_body = dict(extra_body or {})
         self._client_kwargs = client_options(client_kwargs, max_retries, timeout)
         release = shared = None
+        keyless = False
         if client is None:
             key = api_key
             if key is None and compatible and not os.environ.get("OPENAI_API_KEY"):
                 key = NO_KEY
-            shared = client_key(
-                "openai", "OPENAI_", api_key=key, base_url=base_url, options=self._client_kwargs
-            )
-            with sdk_errors("openai", (api_key,), self._env_key):
-                client, release = sync_client(
-                    shared,
-                    lambda: self._made(
-                        openai.OpenAI(api_key=key, base_url=base_url, **self._client_kwargs)
-                    ),
-                )
+            try:
+                client, release, shared = self._shared_client(key, base_url)
+            except AuthenticationError:
+                if key is not None:
+                    raise
+                # no credentials: a client all the same (its URL, its options), which
+                # never sends (SDKProvider._no_key)
+                keyless = True
+                client, release, shared = self._shared_client(_KEYLESS, base_url)
         super().__init__(
             model, client=client, async_client=async_client, release=release, client_key=shared
         )
+        if keyless:
+            self._no_key = (
+                "openai: no API key: set the OPENAI_API_KEY environment variable or pass "
+                "api_key= (nothing was sent; replaying recordings needs no key)"
+            )
         if compatible:
             self.name = "openai-compatible"
         self._messages: MessageCache[bytes] = MessageCache(
@@ -187,6 +194,22 @@ class OpenAIProvider(SDKProvider):
         if not compatible:
             warn_if_unknown(model, "OpenAI")
 
+    def _shared_client(self, key: str | None, base_url: str | None) -> tuple[Any, Any, Any]:
+        """The SDK client for ``key`` and ``base_url`` (shared), its release and its key."""
+        import openai
+
+        shared = client_key(
+            "openai", "OPENAI_", api_key=key, base_url=base_url, options=self._client_kwargs
+        )
+        with sdk_errors("openai", (key,), self._env_key):
+            client, release = sync_client(
+                shared,
+                lambda: self._made(
+                    openai.OpenAI(api_key=key, base_url=base_url, **self._client_kwargs)
+                ),
+            )
+        return client, release, shared
+
     def __repr__(self) -> str:
         url = scrub(str(self._client.base_url), self.secrets())
         extra = ", compatible=True" if self.compatible else ""
@@ -194,7 +217,7 @@ class OpenAIProvider(SDKProvider):
 
     def secrets(self) -> tuple[str | None, ...]:
         key = getattr(self._client, "api_key", None)
-        return (key if isinstance(key, str) else None,)
+        return (key if isinstance(key, str) and key != _KEYLESS else None,)
 
     def _new_async_client(self) -> Any:
         import openai

@@ -34,7 +34,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
 
-from .._errors import ModelNotSupportedError, ProviderConnectionError, ProviderError
+from .._errors import (
+    AuthenticationError,
+    ModelNotSupportedError,
+    ProviderConnectionError,
+    ProviderError,
+)
 from .._hosted import hosted_secrets, redact_body
 from .._leases import Release
 from .._types import LLMToolResponse, Message, ToolCall, ToolSpec
@@ -487,6 +492,7 @@ class SDKProvider(CompleteWithToolsMixin):
         ] = weakref.WeakKeyDictionary()
         weakref.finalize(self, _close_clients, self._aclients)
         self._last_body: bytes | None = None
+        self._no_key: str | None = None  # set by an adapter made with no credentials
 
     # -- for subclasses -------------------------------------------------------
     def _prepare(self, request: ModelRequest) -> Prepared:
@@ -566,6 +572,10 @@ class SDKProvider(CompleteWithToolsMixin):
         return self.secrets() + hosted_secrets(request.hosted)
 
     def _request(self, request: ModelRequest) -> Prepared:
+        if self._no_key is not None:
+            # made without credentials: fine until a request has to be sent (a chat
+            # replaying recordings with replay="only" never sends one)
+            raise AuthenticationError(self._no_key, provider=self.name)
         if request.tools:
             info = lookup_model(self.model)
             if info is not None and not info.supports_tools:

@@ -94,10 +94,11 @@ def test_anthropic_arguments_override_env(
 
 
 def test_a_missing_key_is_a_clear_error() -> None:
+    # made without one (a chat replaying recordings needs none); the first request says so
     with pytest.raises(AuthenticationError, match="OPENAI_API_KEY"):
-        OpenAIProvider("gpt-4.1-mini")
+        OpenAIProvider("gpt-4.1-mini").complete(ModelRequest((USER,)))
     with pytest.raises(AuthenticationError, match="ANTHROPIC_API_KEY"):
-        AnthropicProvider("claude-sonnet-4-5")
+        AnthropicProvider("claude-sonnet-4-5").complete(ModelRequest((USER,)))
 
 
 def test_compatible_servers_need_no_key(server: FakeLLMServer) -> None:
