@@ -435,6 +435,9 @@ def provider_settings(provider: Any) -> Json:
     it was cut off at the new one; a temperature changed in ``extra_body`` replayed the
     old sample.
     """
+    given = getattr(provider, "replay_settings", None)  # an exported test's stand-in
+    if isinstance(given, Mapping):  # (nbagent.testing.OfflineProvider) says what they were
+        return dict(given)
     out: Json = {}
     limit = getattr(provider, "max_tokens", None)
     if (

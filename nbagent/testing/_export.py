@@ -32,7 +32,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from .._hosted import HostedMCP
 from .._output import as_output
-from .._recording import RecordedResult, _digest, result_slot
+from .._recording import RecordedResult, _digest, provider_settings, result_slot
 from .._replay import DirectoryRecordings
 from .._result_text import without_edit_note
 from .._tools import FunctionTool, Tool
@@ -300,6 +300,8 @@ def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = Non
         if status == "complete"
         else f"\nThe chat stopped {_stopped(status)}; so does this test.\n"
     )
+    recorded_with = provider_settings(provider)  # max_tokens, extra_body's digest: keyed on
+    settings = f", settings={recorded_with!r}" if recorded_with else ""
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = f'''"""Chat {chat.id} replayed offline (written by nbagent.testing.to_pytest, {now}).
 
@@ -330,7 +332,7 @@ EXPECTED_ANSWER = {_literal(answer)}
 
 def {test_name}() -> None:
     chat = Chat(
-        provider=OfflineProvider({provider.name!r}, {provider.model!r}),
+        provider=OfflineProvider({provider.name!r}, {provider.model!r}{settings}),
 {kwargs}        replay="only",
         replay_tools={_literal(replayed)},
         recordings=RECORDINGS,

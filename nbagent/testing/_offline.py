@@ -28,14 +28,19 @@ class OfflineProvider(CompleteWithToolsMixin):
     Args:
         name: The provider's name as recorded (``"openai"``, ``"anthropic"``...).
         model: The model as recorded.
+        settings: What the recorded provider added to every request, as its requests'
+            keys hold it (``max_tokens`` when not its default, a digest of its
+            ``extra_body``): ``to_pytest`` writes them, so a run recorded with them replays.
     """
 
-    def __init__(self, name: str, model: str):
+    def __init__(self, name: str, model: str, settings: dict[str, Any] | None = None):
         self.name = name
         self.model = model
+        self.replay_settings = dict(settings or {})
 
     def __repr__(self) -> str:
-        return f"OfflineProvider({self.name!r}, {self.model!r})"
+        more = f", settings={self.replay_settings!r}" if self.replay_settings else ""
+        return f"OfflineProvider({self.name!r}, {self.model!r}{more})"
 
     def complete(self, request: ModelRequest) -> LLMToolResponse:
         raise AssertionError(

@@ -442,3 +442,45 @@ def test_a_chat_with_no_recording_anywhere_says_so(tmp_path: Path) -> None:
     chat = Chat(provider=ScriptedProvider([]), display=False)
     with pytest.raises(ValueError, match="no recorded model request to replay"):
         to_pytest(chat, tmp_path / "test_nothing.py")
+
+
+@pytest.mark.parametrize(
+    "settings", [{"extra_body": {"temperature": 0, "seed": 7}}, {"max_tokens": 500}]
+)
+def test_a_run_recorded_with_provider_settings_exports_a_test_that_replays(
+    tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    """A request's key holds what its provider adds to every request (a non-default
+    max_tokens, a digest of extra_body), so the exported test, which replays through an
+    OfflineProvider, missed every recording; it now writes the settings it was recorded
+    with (extra_body only as its digest: it may hold a gateway's token)."""
+    import shutil
+    import subprocess
+    import sys
+
+    from nbagent.providers import OpenAIProvider
+    from nbagent.testing import FakeLLMServer, Turn
+
+    with FakeLLMServer(turns=[Turn(text="hello there")]) as server:
+        provider = OpenAIProvider(
+            "gpt-4.1-mini", base_url=server.openai_base_url, api_key="sk-x", **settings
+        )
+        chat = Chat(provider=provider, display=False)
+        chat.ask("question")
+        test_file = to_pytest(chat, tmp_path / "made" / "test_settings.py")
+    written = test_file.read_text()
+    assert "settings={" in written and "temperature" not in written  # a digest, not the body
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    shutil.copy(test_file, clean)
+    shutil.copytree(
+        test_file.with_name("test_settings_recordings"), clean / "test_settings_recordings"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_settings.py"],
+        capture_output=True,
+        text=True,
+        cwd=clean,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
