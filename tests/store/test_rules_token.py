@@ -60,7 +60,11 @@ def test_a_step_reads_the_rules_only_when_one_changed_and_hands_nothing_off(
 
     A read is one that happened: on a tick the step first tries on the loop, where the store
     refuses before sending anything (``WouldWait``), then reads on the worker. Counting the
-    refused try as a read made this fail whenever the chat's 50 ms crossed a second."""
+    refused try as a read made this fail whenever the chat's 50 ms crossed a second.
+
+    Two step hooks run on a worker whatever the token says: the question's step and the
+    answer's, which write them before their steps go on (a PostgreSQL write waits: never on
+    the loop), so that a stale copy stops ``busy`` there."""
     store = PostgresStore(postgres_dsn)
     _listening(store)
     reads: list[str] = []
@@ -98,7 +102,7 @@ def test_a_step_reads_the_rules_only_when_one_changed_and_hands_nothing_off(
         StoreExtension._before_step = real_hook  # type: ignore[method-assign]
     assert chat.status == "complete"
     assert len(reads) <= ticks, (reads, ticks)
-    assert hooks.count(True) >= 4 and hooks.count(False) <= ticks, (hooks, ticks)
+    assert hooks.count(True) >= 4 and hooks.count(False) <= ticks + 2, (hooks, ticks)
     chat.close()
     store.close()
 
