@@ -24,15 +24,47 @@ Every argument remembers how it was found (:class:`Planned` ``guessed`` and
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._types import ToolSpec
 from ._demo_filling import Reader, Value
-from ._demo_reading import Piece, Text, pieces
+from ._demo_reading import STOP, WORD, Piece, Text, pieces, words
 
 _LIST_KINDS = {"url": "path"}  # "a.com, b.com and https://c.org": one list
+_LISTING = re.compile(r"\s*(?:[,;:/]|\bor\b|\band\b)\s*", re.I)
+_ITEM_WORDS = 3  # the most words of one item of a listed choice ("light blue")
+
+
+def listed(text: str, vocab: set[str]) -> list[str] | None:
+    """The items a request ends by listing, as said: ``"..., red or green"`` ->
+    ``["red", "green"]``, ``"...: red, green or blue"``, ``"prefer red or green"``; None
+    when it lists nothing (fewer than two items).
+
+    An item is a run of one to three words, none of them the tool's own words; the run
+    before the first separator gives its last word when an ``or``/``and`` joins it to the
+    list (``"prefer red or green"``), not when a comma or colon ends it (``"prefer, ..."``).
+    """
+    body = text.rstrip(" \t\n.!?")
+    parts = _LISTING.split(body)
+    seps = _LISTING.findall(body)
+    items: list[str] = []
+    for i in range(len(parts) - 1, -1, -1):
+        part = parts[i].strip()
+        said = WORD.findall(part)
+        plain = bool(said) and not (set(words(part)) & vocab) and part.lower() not in STOP
+        if i > 0 and plain and len(said) <= _ITEM_WORDS and len(said) == len(part.split()):
+            items.append(part)
+            continue
+        joined = i + 1 < len(parts) and seps[i].strip().lower() in ("or", "and")
+        last = said[-1] if said else ""
+        if joined and last and last.lower() not in STOP and not set(words(last)) & vocab:
+            items.append(last)
+        break
+    items.reverse()
+    return items if len(items) > 1 else None
 
 
 def _compatible(a: Value, b: Value) -> bool:
@@ -172,6 +204,17 @@ def _calls(t: Text, g: _Group) -> list[Planned]:
         values = [v for row in rows for v in row[item].value]
         rows = [{**rows[0], item: Value(values, rows[0][item].how, rows[0][item].kind)}]
         item = None
+    if len(rows) == 1:  # a list of words read as one value ("red or green" -> ["red green"])
+        for p in r.params:
+            read = rows[0].get(p.name)
+            if (
+                p.kind == "array"
+                and p.item is not None
+                and p.item.kind == "short"
+                and (read is None or (read.how == "found" and read.kind in ("word", "name")))
+                and (items := listed(request, r.vocab)) is not None
+            ):
+                rows = [{**rows[0], p.name: Value(items, "found", "word")}]
     out = []
     for row in rows:
         row = {**shared, **row}
