@@ -334,49 +334,108 @@ class Inbox:
             **{name: [r[name] for r in rows] for name in _INPUT_TYPES},
         )
 
-    def answer(self, input_id: str, data: Any = None) -> PendingInput:
+    def answer(self, input: Any, data: Any = None, *, chat_id: str | None = None) -> PendingInput:
         """Answer a pending input of :attr:`inputs` (``by`` the inbox). A live chat's carries
         on as after a decision here; a stored chat's is answered through its store
         (``store.answer``: first answer wins), applied by whichever process drives it.
 
+        Args:
+            input: A row of :attr:`inputs` (it names its chat), an input id or its call's
+                id, a ``"chat_id/input_id"`` key, or a ``PendingInput``/``StoredInput``.
+            data: The answer (see ``chat.answer``).
+            chat_id: The chat it belongs to: needed when several chats wait for an input
+                of this id (the demo model's ids repeat in every chat; a fork keeps its
+                parent's call ids).
+
         Raises:
-            InputError: Nothing here waits for it (or it was answered elsewhere first), or
-                ``data`` does not match what was asked (nothing changed).
+            InputError: Nothing here waits for it (or it was answered elsewhere first),
+                several chats wait for an input of this id and ``chat_id`` names none of
+                them, or ``data`` does not match what was asked (nothing changed).
         """
-        chat, stored = self._input_owner(input_id)
+        chat, stored, key = self._input_owner(input, chat_id)
         if chat is None:
             source, si = stored
             return source.settle(si, "accept", data, None, self.by).request
-        answered: PendingInput = chat.answer(input_id, data, by=self.by)
+        answered: PendingInput = chat.answer(key, data, by=self.by)
         self._continue_after_input(chat)
         return answered
 
-    def decline(self, input_id: str, reason: str | None = None) -> PendingInput:
-        """Decline a pending input of :attr:`inputs` (``by`` the inbox), live or stored.
+    def decline(
+        self, input: Any, reason: str | None = None, *, chat_id: str | None = None
+    ) -> PendingInput:
+        """Decline a pending input of :attr:`inputs` (``by`` the inbox), live or stored;
+        ``input`` and ``chat_id`` as for :meth:`answer`.
 
         Raises:
-            InputError: Nothing here waits for it.
+            InputError: Nothing here waits for it, or several chats do (pass ``chat_id``).
         """
-        chat, stored = self._input_owner(input_id)
+        chat, stored, key = self._input_owner(input, chat_id)
         if chat is None:
             source, si = stored
             return source.settle(si, "decline", None, reason, self.by).request
-        declined: PendingInput = chat.decline(input_id, reason, by=self.by)
+        declined: PendingInput = chat.decline(key, reason, by=self.by)
         self._continue_after_input(chat)
         return declined
 
-    def _input_owner(self, input_id: str) -> tuple[Any, Any]:
-        """The live chat waiting for ``input_id``, else ``(None, (store source, StoredInput))``."""
+    def _input_owner(self, ref: Any, chat_id: str | None) -> tuple[Any, Any, str]:
+        """Who waits for the input ``ref`` names: ``(live chat, None, key)`` or
+        ``(None, (store source, StoredInput), key)``. An id several chats wait for is
+        refused unless ``chat_id`` (or ``ref``: a row, a key, a ``StoredInput``) says which.
+        """
+        key, named = _input_ref(ref)
+        if named is not None:
+            if chat_id is not None and chat_id != named:
+                raise InputError(
+                    f"input {key!r} is named in chat {named!r} but chat_id={chat_id!r}"
+                )
+            chat_id = named
+        if chat_id is not None and not isinstance(chat_id, str):
+            raise TypeError(f"chat_id must be a chat's id (a string), got {chat_id!r}")
         self._sources.adopt()
+        live: dict[str, Any] = {}
+        stored: dict[str, list[tuple[Any, Any]]] = {}
         for source in self._sources.live:
-            if any(p.id == input_id for p in source.chat.pending_inputs):
-                return source.chat, None
+            chat = source.chat
+            if chat.id in live:
+                continue
+            if any(key in (p.id, p.call_id) for p in chat.pending_inputs):
+                live[chat.id] = chat
         live_ids = {s.chat.id for s in self._sources.live}
+        waiting_ids = set(live_ids)  # chats a "chat_id/input_id" key may name
         for store in self._sources.stores:
             for si in store.inputs():
-                if si.id == input_id and si.chat_id not in live_ids:
-                    return None, (store, si)
-        raise InputError(f"no chat of this inbox waits for input {input_id!r}")
+                waiting_ids.add(si.chat_id)
+                if si.chat_id in live_ids or key not in (si.id, si.call_id):
+                    continue
+                found = stored.setdefault(si.chat_id, [])
+                if all(si.id != s.id for _, s in found):  # one store given twice
+                    found.append((store, si))
+        if "/" in key and chat_id is None and not live and not stored:  # "chat_id/input_id"
+            head, _, tail = key.partition("/")
+            if head in waiting_ids:
+                return self._input_owner(tail, head)
+        chats = [*live, *stored]
+        if chat_id is not None:
+            chats = [c for c in chats if c == chat_id]
+        if not chats:
+            where = f" in chat {chat_id!r}" if chat_id is not None else ""
+            raise InputError(
+                f"no chat of this inbox waits for input {key!r}{where} (inbox.inputs lists "
+                "the inputs waiting)"
+            )
+        if len(chats) > 1:
+            raise InputError(
+                f"input {key!r} is waited for in several chats ({', '.join(map(repr, chats))}); "
+                "pass chat_id= (or a row of inbox.inputs) to choose; nothing was answered"
+            )
+        if chats[0] in live:
+            return live[chats[0]], None, key
+        found = stored[chats[0]]
+        exact = [f for f in found if f[1].id == key]
+        if len(exact) == 1 or len(found) == 1:
+            return None, (exact or found)[0], key
+        ids = ", ".join(repr(si.id) for _, si in found)
+        raise InputError(f"call {key!r} waits for several inputs ({ids}); answer each by its id")
 
     def _continue_after_input(self, chat: Any) -> None:
         """A parked chat carries on once nothing else waits (as after a decision here)."""
@@ -863,6 +922,38 @@ def _references(what: Any) -> list[str | tuple[str, str]]:
     raise TypeError(
         "approve/deny take rows of inbox.pending, call ids, calls, or a filter "
         f"({{'tool': ..., 'where': {{...}}}}); got {type(what).__name__}"
+    )
+
+
+def _input_ref(ref: Any) -> tuple[str, str | None]:
+    """The input id ``ref`` names and, when it says, its chat's id: a row of
+    :attr:`Inbox.inputs` (a Series, or a one-row frame), a ``StoredInput``, a
+    ``PendingInput``, a ``ToolCall`` (its chat's), or an id."""
+    from ..store import StoredInput
+
+    if isinstance(ref, str):
+        return ref, None
+    if isinstance(ref, StoredInput):
+        return ref.id, ref.chat_id
+    if isinstance(ref, PendingInput):
+        return ref.id, None
+    if isinstance(ref, ToolCall):
+        return ref.id, ref.chat_id
+    columns = getattr(ref, "columns", None)
+    if columns is not None:  # a frame of inputs: one row only
+        if len(ref) != 1:
+            raise TypeError(
+                f"answer/decline take one input; got a frame of {len(ref)} rows (pass one "
+                "row: inbox.inputs.iloc[0])"
+            )
+        ref = ref.iloc[0]
+    index = getattr(ref, "index", None)
+    if hasattr(ref, "to_dict") and index is not None and "input_id" in index:  # a row
+        chat = ref["chat_id"] if "chat_id" in index else None
+        return str(ref["input_id"]), (str(chat) if chat is not None else None)
+    raise TypeError(
+        "answer/decline take a row of inbox.inputs, an input id, a 'chat_id/input_id' key, "
+        f"or a PendingInput/StoredInput; got {type(ref).__name__}"
     )
 
 
