@@ -8,17 +8,60 @@ emitting events). This is the public face of it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any, Self
 
 from ._approvals import HUMAN, always_allow_policy, not_given
 from ._chat_state import ChatCore, apply_always_allow
 from ._errors import DecisionError
-from ._events import AlwaysAllowChanged, RuleChanged
+from ._events import AlwaysAllowChanged, Event, RuleChanged
 from ._notice import notice
 from ._rules import RULE, Rule
 from ._tools import tool_name_of
 from ._types import ToolCall
+
+
+class _RuleWrite:
+    """A rule change being emitted here: what a store that could not write it reported."""
+
+    __slots__ = ("failures", "undoing")
+
+    def __init__(self, undoing: bool = False):
+        self.failures: list[BaseException] = []
+        self.undoing = undoing
+
+
+_RULE_WRITE: ContextVar[_RuleWrite | None] = ContextVar("nbagent_rule_write", default=None)
+
+
+def rule_change_unwritten(error: BaseException) -> bool:
+    """A store (its ``on_event``) could not write a rule change made in this chat
+    (``add_rule``, ``remove_rule``, ``always_allow``, ``revoke``): ``True`` when the
+    caller takes the change back and raises ``error`` (the store then drops it from
+    what it will write); ``False`` (a change not made through those: warn and retry)."""
+    write = _RULE_WRITE.get()
+    if write is None or write.undoing:
+        return False
+    write.failures.append(error)
+    return True
+
+
+def rule_change_undone() -> bool:
+    """Whether the rule change being emitted takes back one that could not be written
+    (:func:`rule_change_unwritten`): nothing of it is to be written either."""
+    write = _RULE_WRITE.get()
+    return write is not None and write.undoing
+
+
+@contextlib.contextmanager
+def _rule_write(undoing: bool = False) -> Iterator[_RuleWrite]:
+    write = _RuleWrite(undoing)
+    token = _RULE_WRITE.set(write)
+    try:
+        yield write
+    finally:
+        _RULE_WRITE.reset(token)
 
 
 class DecisionsMixin(ChatCore):
@@ -61,6 +104,7 @@ class DecisionsMixin(ChatCore):
             raise TypeError(f"when must be a callable taking the call, got {type(when).__name__}")
         policy = always_allow_policy(name, when)
         with self._lock:  # a rule restored without its predicate gives way to the new one
+            before = list(self._policies)
             kept = [p for p in self._policies if not (p.tool == name and p.when is not_given)]
             self._policies[:] = [*kept, policy]
             unknown = not (self._sources or self._hosted) and name not in self._tools
@@ -70,10 +114,11 @@ class DecisionsMixin(ChatCore):
                 f"always_allow({name!r}): this chat has no tool {name!r} (its tools: {tools}); "
                 "the rule applies to a tool of that name added later"
             )
-        self._emit(
+        self._emit_rule_change(
             AlwaysAllowChanged(
                 chat_id=self.id, tool=name, allowed=True, conditional=when is not None
-            )
+            ),
+            lambda: self._policies_back(before, name, False, when is not None),
         )
         self._decide_waiting(policy.matches, "approved", policy.decider, "always allowed")
         return self
@@ -89,13 +134,44 @@ class DecisionsMixin(ChatCore):
         """
         name = tool_name_of(tool)
         with self._lock:
+            before = list(self._policies)
             kept = [p for p in self._policies if p.tool != name]
             if len(kept) == len(self._policies):
                 allowed = ", ".join(sorted({p.tool for p in self._policies})) or "none"
                 raise ValueError(f"{name!r} is not always allowed (always allowed: {allowed})")
             self._policies[:] = kept
-        self._emit(AlwaysAllowChanged(chat_id=self.id, tool=name, allowed=False))
+        conditional = any(p.when is not None for p in before if p.tool == name)
+        self._emit_rule_change(
+            AlwaysAllowChanged(chat_id=self.id, tool=name, allowed=False),
+            lambda: self._policies_back(before, name, True, conditional),
+        )
         return self
+
+    def _policies_back(
+        self, before: list[Any], tool: str, allowed: bool, conditional: bool
+    ) -> Event:
+        """Take an always-allow change that could not be written back: the policies as they
+        were, and the event that says so (for the chat's history and view)."""
+        with self._lock:
+            self._policies[:] = before
+        return AlwaysAllowChanged(
+            chat_id=self.id, tool=tool, allowed=allowed, conditional=conditional
+        )
+
+    def _emit_rule_change(self, event: Event, undo: Callable[[], Event]) -> None:
+        """Emit a rule change made here. A store that cannot write it (the file locked, the
+        disk full) says so as it hears it (:func:`rule_change_unwritten`): the change is
+        taken back (``undo``: the state as it was, and the event saying so, which nothing
+        writes) and the store's ``StoreError`` raised. Kept in memory only, a revoked
+        always-allow came back in the next process to load the chat."""
+        with _rule_write() as write:
+            self._emit(event)
+        if not write.failures:
+            return
+        back = undo()
+        with _rule_write(undoing=True):
+            self._emit(back)
+        raise write.failures[0]
 
     def add_rule(self, rule: Rule) -> Self:
         """Put a :class:`~nbagent.Rule` into the chat: from now on the approval gate applies it.
@@ -139,12 +215,21 @@ class DecisionsMixin(ChatCore):
         with self._lock:
             if (rule in self._rules) == added:
                 return
+            before = list(self._rules)
             self._rules[:] = (
                 [*self._rules, rule] if added else [r for r in self._rules if r != rule]
             )
-        self._emit(
-            RuleChanged(chat_id=self.id, rule=rule.as_dict(), added=added, elsewhere=elsewhere)
-        )
+        event = RuleChanged(chat_id=self.id, rule=rule.as_dict(), added=added, elsewhere=elsewhere)
+        if elsewhere:  # read from the store: nothing to write
+            self._emit(event)
+        else:
+
+            def undo() -> Event:
+                with self._lock:
+                    self._rules[:] = before
+                return RuleChanged(chat_id=self.id, rule=rule.as_dict(), added=not added)
+
+            self._emit_rule_change(event, undo)
         if not added:
             return
         self._decide_waiting(rule.matches, rule.verdict, RULE, rule.reason)

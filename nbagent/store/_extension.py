@@ -111,6 +111,7 @@ from datetime import datetime
 from typing import Any, Literal, cast
 
 from .._aio import in_worker, spawn
+from .._decisions import rule_change_undone, rule_change_unwritten
 from .._errors import DecisionError, InputError, StoreError
 from .._events import (
     AlwaysAllowChanged,
@@ -505,10 +506,17 @@ class StoreExtension(Extension):
                 return
             case RuleChanged(elsewhere=True) | AlwaysAllowChanged(elsewhere=True):
                 return  # read from the store: it has it already
+            case RuleChanged() | AlwaysAllowChanged() if rule_change_undone():
+                return  # a change here that could not be written, taken back: nothing to write
             case RuleChanged() | AlwaysAllowChanged():  # the state (its rules) goes with it
                 with self._lock:
                     self._own_rules.append(_change_key(e.ts, e.type, vars(e)))
                 _RULE_WRITES.bump()  # every chat's next look reads the store's rules
+                if not writes_deferred():  # written now, or not made (_write_rule_change)
+                    with self._lock:
+                        self._pending.append((e, None))
+                    self._write_rule_change(e)
+                    return
                 flush = True
             case ApprovalDecided():  # written even by a detached copy: deciding is not driving
                 noted = self._decided.pop(e.call.id, None) is e.decision  # by decide()
@@ -564,6 +572,49 @@ class StoreExtension(Extension):
                 spawn(in_worker(self._flush_or_retry))  # others of the round still run
         else:
             self._flush_or_retry()
+
+    def _write_rule_change(self, e: RuleChanged | AlwaysAllowChanged) -> None:
+        """A rule change made here (``add_rule``, ``always_allow``, ...) is written at once,
+        or not made: if the write fails, the chat takes the change back and raises the
+        ``StoreError`` (``_decisions.rule_change_unwritten``), and the change leaves the
+        queue (what was queued with it stays, and is retried in the background). Kept
+        queued instead, a revocation the user was only warned about came back in the next
+        process to load the chat if this one died before the retry wrote it."""
+        with self._write_lock:  # no retry writes the change before it leaves the queue
+            exc = self._try_flush()
+            if exc is None:
+                return
+            if not rule_change_unwritten(self._rule_error(e, exc)):
+                self._warn_unwritten(exc)
+                return
+            with self._lock:
+                self._pending = [x for x in self._pending if x[0] is not e]
+                self._unwritten = [
+                    x for x in self._unwritten if not (x.seq == e.seq and x.type == e.type)
+                ]
+                key = _change_key(e.ts, e.type, vars(e))
+                if key in self._own_rules:
+                    self._own_rules.remove(key)
+
+    def _rule_error(self, e: RuleChanged | AlwaysAllowChanged, exc: BaseException) -> StoreError:
+        """What a rule change that could not be written says: which change, why, that
+        nothing changed."""
+        if isinstance(e, AlwaysAllowChanged):
+            what = f"{'always_allow' if e.allowed else 'revoke'}({e.tool!r})"
+            stands = "always allowed" if not e.allowed else "not always allowed"
+            state = f"{e.tool!r} is still {stands}"
+        else:
+            try:
+                rule = str(Rule.from_dict(e.rule))
+            except (ValueError, TypeError, KeyError):
+                rule = codec.dumps(e.rule)
+            what = f"{'add_rule' if e.added else 'remove_rule'}({rule})"
+            state = "the chat's rules are as they were"
+        return StoreError(
+            f"chat {self.chat_id}: {what} could not be written to {self.store.location} "
+            f"({exc}). Nothing changed: {state}, here and in the store; do it again once the "
+            "store can be written."
+        )
 
     def _parked(self) -> bool:
         """Whether the chat now waits for an approval (or is gone): nothing follows soon."""
@@ -735,7 +786,12 @@ class StoreExtension(Extension):
         (:meth:`before_step`). The user is told once.
         """
         exc = self._try_flush()
-        if exc is not None and not self._warned:
+        if exc is not None:
+            self._warn_unwritten(exc)
+
+    def _warn_unwritten(self, exc: BaseException) -> None:
+        """Tell the user once that what is queued could not be written (and is retried)."""
+        if not self._warned:
             self._warned = True
             warnings.warn(
                 f"nbagent store: {self._unwritten_text(exc)} Nothing is lost: it is kept "
@@ -743,7 +799,7 @@ class StoreExtension(Extension):
                 "background). The chat's next step, a decision or closing the chat "
                 "raises StoreError if it still cannot be written.",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
 
     def _try_flush(self) -> Exception | None:

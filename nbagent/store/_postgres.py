@@ -359,6 +359,12 @@ class PostgresStore(SQLStore):
         claim_timeout: Seconds after which a claim by a process that cannot be
             checked (another host) counts as abandoned; ``None``: never.
         application_name: What the server's ``pg_stat_activity`` shows.
+        timeout: Seconds a statement waits for a lock another session holds (a row, a
+            chat's advisory lock, a table an ``ALTER`` or a ``LOCK`` took) before the
+            operation fails with ``StoreError`` ("... is locked"), as SQLite's busy
+            timeout (``SQLiteStore(path, timeout=30)``): PostgreSQL's ``lock_timeout`` of
+            each of the store's sessions. ``None``: the DSN's or the server's setting
+            (the server's default waits forever).
 
     Raises:
         StoreError: The server cannot be reached or refuses the login, the
@@ -379,9 +385,22 @@ class PostgresStore(SQLStore):
         connect_timeout: float = 10.0,
         claim_timeout: float | None = None,
         application_name: str = "nbagent",
+        timeout: float | None = 30.0,
     ):
         if not isinstance(dsn, str):
             raise TypeError(f"dsn must be a string, got {type(dsn).__name__}")
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not timeout > 0
+            or timeout == float("inf")
+        ):
+            raise ValueError(
+                f"timeout must be a positive number of seconds or None, got {timeout!r}"
+            )
+        self.timeout = timeout
+        # PostgreSQL's lock_timeout is in whole milliseconds; 0 would mean "wait forever"
+        self._lock_ms = None if timeout is None else max(1, round(timeout * 1000))
         self._pg = require("psycopg", "PostgresStore")
         if _unencoded_password(dsn):
             raise StoreError(
@@ -447,6 +466,12 @@ class PostgresStore(SQLStore):
             time.sleep(pause)
             try:
                 raw = self._pg.connect(self._dsn.reveal(), autocommit=True, **self._options)
+                if self._lock_ms is not None:
+                    try:
+                        raw.execute(f"SET lock_timeout = {self._lock_ms}")
+                    except BaseException:
+                        raw.close()
+                        raise
             except self._pg.Error as exc:
                 failure = exc
             else:
@@ -467,6 +492,12 @@ class PostgresStore(SQLStore):
                 raw = await self._pg.AsyncConnection.connect(
                     self._dsn.reveal(), autocommit=True, **self._options
                 )
+                if self._lock_ms is not None:
+                    try:
+                        await raw.execute(f"SET lock_timeout = {self._lock_ms}")
+                    except BaseException:
+                        await raw.close()
+                        raise
             except self._pg.Error as exc:
                 failure = exc
             else:
@@ -890,6 +921,14 @@ class PostgresStore(SQLStore):
             return StoreError(
                 f"lost the connection to PostgreSQL store {self.location} ({text}); {outcome}. "
                 "The next operation connects again."
+            )
+        if getattr(exc, "sqlstate", None) == "55P03":  # lock_not_available: lock_timeout
+            waited = "" if self.timeout is None else f" ({self.timeout:g} s)"
+            return StoreError(
+                f"store {self.location} is locked: another session holds a lock this "
+                f"operation needs past the lock timeout{waited} (a long transaction, an "
+                "ALTER, a LOCK, another process's write?) (" + text + "); try again once it "
+                "lets go (PostgresStore(dsn, timeout=SECONDS) waits longer)"
             )
         return StoreError(f"store {self.location}: {text}")
 
