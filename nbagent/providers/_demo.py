@@ -17,14 +17,17 @@ notebooks run on in CI. Given the user's latest message it:
    with the arguments a human edited, DataFrames as Markdown tables and its notes
    after a blank line (and says plainly when a call was denied or failed);
 5. asked for a structured answer (``output=``), answers with the schema filled
-   with plausible values (:mod:`._demo_output`);
+   with plausible values (:mod:`._demo_output`); a type no real provider's strict
+   structured output can express (``dict[str, int]``, ``Any``, a tuple, a list at
+   the top) is refused as their adapters refuse it (``OutputSchemaError``), so a
+   type prototyped offline works online;
 6. describes the images it is sent, with a question or in a tool's result: their
    size and dominant colours (:mod:`._demo_images`);
 7. asked to reason (``Chat(reasoning=...)``), first says what it decided: the
    request it read, the calls it will make or why it makes none
    (:mod:`._demo_thinking`), streamed as reasoning like a real model's.
 
-It never raises on unusual schemas.
+It never raises on unusual tool schemas.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ import json
 import re
 from typing import Any
 
-from .._errors import ToolOptionError
+from .._errors import OutputSchemaError, ToolOptionError
+from .._output import Dialect, Output
 from .._result_text import without_edit_note
 from .._types import (
     AssistantToolCallMessage,
@@ -51,6 +55,9 @@ from ._demo_images import describe
 from ._demo_output import fill
 from ._demo_plan import Planned, plan
 from ._demo_thinking import thought
+
+_DIALECTS: tuple[Dialect, ...] = ("openai", "anthropic")
+"""The strict structured outputs a demo model's ``output=`` must fit: every real provider's."""
 
 
 def _summarise(content: str, limit: int = 300) -> str:
@@ -193,9 +200,23 @@ class DemoProvider(InProcessProvider):
             "to host it: use OpenAIProvider(model, api='responses')"
         )
 
+    def check_output(self, output: Output) -> None:
+        """Raise :class:`~nbagent.OutputSchemaError` for a structured answer a real provider's
+        strict structured output cannot express (OpenAI's or Anthropic's), as their adapters
+        do: a type prototyped on the demo model then works on them."""
+        for dialect in _DIALECTS:
+            try:
+                output.strict_schema(dialect)
+            except OutputSchemaError as exc:
+                raise OutputSchemaError(
+                    f"{exc} (The demo model refuses what the real providers refuse.)"
+                ) from None
+
     def complete(self, request: ModelRequest) -> LLMToolResponse:
         for hosted in request.hosted:
             self.check_hosted(hosted)
+        if request.output is not None:
+            self.check_output(request.output)
         response = self._respond(
             list(request.messages), list(request.tools), request.tool_choice, request.calls
         )
