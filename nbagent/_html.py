@@ -278,17 +278,46 @@ def unredacted(edited: Any, original: Any) -> Any:
                 out[real_k] = walk(x, olds.get(real_k, _NONE), real_k, depth + 1)
             return out
         if isinstance(v, list):
-            olds_list = was if isinstance(was, list | tuple) else ()
-            return [
-                walk(x, olds_list[i] if i < len(olds_list) else _NONE, None, depth + 1)
-                for i, x in enumerate(v)
-            ]
+            items = list(was) if isinstance(was, list | tuple) else []
+            return [walk(x, o, key, depth + 1) for x, o in zip(v, _matched(v, items), strict=True)]
         return v
 
     return walk(edited, original, None, 0)
 
 
 _NONE = object()
+
+
+def _matched(edited: list[Any], olds: list[Any]) -> list[Any]:
+    """For each item of an edited list, the original item it stands for (``_NONE``: none
+    known): an item left as shown is that item wherever it moved (its shown form is one
+    original's only); another is the item at its place only when the list kept its length
+    and no item moved. A secret is never put back into another item than its own: a
+    deleted or moved entry would have given its password to its neighbour."""
+    shown: dict[str, int | None] = {}
+    for j, o in enumerate(olds):
+        form = _form(shown_as(o))
+        shown[form] = j if form not in shown else None  # two alike: which is unknown
+    exact: list[int | None] = [shown.get(_form(x)) for x in edited]
+    in_place = len(edited) == len(olds) and all(j is None or j == i for i, j in enumerate(exact))
+    out: list[Any] = []
+    for i, found in enumerate(exact):
+        if found is not None:
+            out.append(olds[found])
+        elif in_place:
+            out.append(olds[i])
+        else:
+            out.append(_NONE)
+    return out
+
+
+def _form(value: Any) -> str:
+    import json
+
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def _strings(value: Any) -> list[str]:

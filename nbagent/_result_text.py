@@ -35,6 +35,7 @@ from datetime import date, datetime
 from typing import Any
 
 from ._media import close_figure, is_image_like, to_part
+from ._secrets import redacted
 from ._types import AudioPart, FilePart, ImagePart, Part
 
 MAX_ROWS = 20
@@ -215,8 +216,11 @@ _EDIT_NOTE = "[The user edited the arguments before approving; the tool ran with
 
 
 def edit_note(arguments: dict[str, Any]) -> str:
-    """The line put before the result of a call run with edited ``arguments``."""
-    return f"{_EDIT_NOTE}{json.dumps(arguments, ensure_ascii=False, default=str)}]"
+    """The line put before the result of a call run with edited ``arguments`` (what the
+    model reads): a secret in them as ``***`` (``"password": "***"``, ``sk-***``), as every
+    view shows them; the tool itself runs with the real values."""
+    shown = redacted(arguments)
+    return f"{_EDIT_NOTE}{json.dumps(shown, ensure_ascii=False, default=str)}]"
 
 
 def without_edit_note(content: str, edited: bool) -> str:

@@ -8,7 +8,7 @@ A module of its own, importing nothing of nbagent, so the lowest values (a
 
 from __future__ import annotations
 
-import itertools
+import functools
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -88,9 +88,10 @@ def _keys_hidden(text: str, hidden: str) -> str:
 
 
 def redact_keys(text: str, hidden: str = "***") -> str:
-    """``text`` with anything shaped like an API key, URL credentials and a password given
-    as ``password=``/``"password": ...`` replaced by ``***`` (``hidden``: another marker,
-    e.g. one Markdown does not read as emphasis, put back after rendering)."""
+    """``text`` with anything shaped like an API key, URL credentials, a password given
+    as ``password=``/``"password": ...`` and a JSON string value under a secret's name
+    (``"api_key": "..."``, :func:`secret_field`) replaced by ``***`` (``hidden``: another
+    marker, e.g. one Markdown does not read as emphasis, put back after rendering)."""
     if any(prefix in text for prefix in _KEY_PREFIXES):
         text = _keys_hidden(text, hidden)
     if "@" in text:
@@ -98,7 +99,21 @@ def redact_keys(text: str, hidden: str = "***") -> str:
     lowered = text.lower()
     if "pass" in lowered or "pwd" in lowered:
         text = _PASSWORD.sub(lambda m: _hidden_value(m, hidden), text)
+    if '":' in text or '" :' in text:  # JSON: a string value under a secret's name
+        text = _JSON_PAIR.sub(lambda m: _named_value(m, hidden), text)
     return text
+
+
+_JSON_PAIR = re.compile(r'"([A-Za-z0-9_.\-]{1,64})"(\s*:\s*)"((?:[^"\\\n]|\\.)*)"')
+"""A JSON member whose value is a string: ``"api_key": "abcd..."`` (its name judged by
+:func:`secret_field`, so a JSON text hides what :func:`redacted` hides of the object)."""
+
+
+def _named_value(match: re.Match[str], hidden: str) -> str:
+    value = match.group(3)
+    if not value or value == hidden or not secret_field(match.group(1)):
+        return match.group(0)
+    return f'"{match.group(1)}"{match.group(2)}"{hidden}"'
 
 
 def _hidden_value(match: re.Match[str], hidden: str) -> str:
@@ -113,30 +128,70 @@ def _hidden_value(match: re.Match[str], hidden: str) -> str:
 
 _NAME_PARTS = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 _SECRET_WORDS = frozenset(
-    {"secret", "token", "apikey", "credential", "credentials", "authorization", "cookie", "bearer"}
+    {
+        "secret",
+        "secrets",
+        "token",
+        "apikey",
+        "apikeys",
+        "passkey",
+        "credential",
+        "credentials",
+        "authorization",
+        "cookie",
+        "cookies",
+        "bearer",
+    }
 )
 _SECRET_PAIRS = frozenset(
-    {("api", "key"), ("access", "key"), ("secret", "key"), ("private", "key"), ("client", "secret")}
+    {
+        ("api", "key"),
+        ("api", "keys"),
+        ("access", "key"),
+        ("secret", "key"),
+        ("private", "key"),
+        ("ssh", "key"),
+        ("signing", "key"),
+        ("client", "secret"),
+    }
 )
+_NOT_SECRET_TOKENS = frozenset(
+    {"page", "next", "prev", "continuation", "cursor", "sync", "eos", "bos", "pad", "stop"}
+    | {"start", "end", "sep", "unk", "mask", "cls", "special", "csrf", "max", "min", "num"}
+)
+"""Words before a final ``token`` that make it no secret: a page's cursor (``page_token``,
+``nextPageToken``), a tokenizer's marker (``eos_token``), a count (``max_token``)."""
 
 
+@functools.lru_cache(maxsize=4096)
 def secret_field(name: Any) -> bool:
     """Whether a value named ``name`` (a tool argument, a JSON field) is a secret to show as
-    ``***``, whatever its shape: a password (``password``, ``db_password``, ``PGPASSWORD``,
-    ``pwd``, ``passphrase``, ``passcode``), a ``secret``, a ``token`` (``access_token``,
-    ``authToken``), an API, access, secret or private key (``api_key``, ``apiKey``),
-    ``client_secret``, ``credentials``, ``authorization``, a ``cookie``. Not ``max_tokens``,
-    ``key``, ``sort_key`` or ``author``: narrower than an MCP server's environment names, as
-    an argument named ``key`` is usually a lookup's."""
-    if not isinstance(name, str):
+    ``***``, whatever its shape: a name that *ends* in a password (``password``,
+    ``db_password``, ``PGPASSWORD``, ``db_pwd``, ``passphrase``, ``passcode``, ``passkey``),
+    a ``secret`` (``client_secret``, ``secrets``), a ``token`` (``access_token``,
+    ``authToken``, not ``page_token``, ``eos_token`` or ``max_tokens``), an API, access,
+    secret, private, SSH or signing key (``api_key``, ``apiKey``, ``api_keys``,
+    ``ssh_key``), ``credentials``, ``authorization``, a ``cookie``. A name that only
+    *mentions* one is about it, not it (``password_hint``, ``token_count``,
+    ``credential_id``, ``cookie_name``, ``secret_santa``), and ``key``, ``sort_key``,
+    ``author`` and a lone ``pwd`` (a directory) are not secrets: an argument named ``key``
+    is usually a lookup's."""
+    if not isinstance(name, str) or not name:
         return False
     words = [w.lower() for w in _NAME_PARTS.split(name) if w]
-    for w in words:
-        if any(p in w for p in ("password", "passwd", "passphrase", "passcode")):
-            return True
-        if w == "pwd" or w in _SECRET_WORDS or w.endswith(("token", "secret", "apikey")):
-            return True
-    return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words))
+    if not words:
+        return False
+    last = words[-1]
+    before = words[-2] if len(words) > 1 else ""
+    if any(p in last for p in ("password", "passwd", "passphrase", "passcode")):
+        return True
+    if last == "pwd":
+        return len(words) > 1  # db_pwd; a lone pwd is a working directory
+    if (before, last) in _SECRET_PAIRS:
+        return True
+    if last == "token" or (last.endswith("token") and last != "token" and not before):
+        return before not in _NOT_SECRET_TOKENS and last[:-5] not in _NOT_SECRET_TOKENS
+    return last in _SECRET_WORDS or last.endswith(("secret", "apikey"))
 
 
 _REDACT_DEPTH = 200
@@ -158,7 +213,7 @@ def redacted(value: Any, depth: int = 0) -> Any:
         return "…"
     if isinstance(value, dict):
         items = [
-            (redacted(k, depth), REDACTED if _named_secret(k, x) else redacted(x, depth + 1))
+            (redacted(k, depth), shown_as(x, k) if _named_secret(k, x) else redacted(x, depth + 1))
             for k, x in value.items()
         ]
         if all(k is k0 and x is x0 for (k, x), (k0, x0) in zip(items, value.items(), strict=True)):
@@ -172,12 +227,21 @@ REDACTED = "***"
 
 
 def _named_secret(key: Any, value: Any) -> bool:
-    return isinstance(value, str) and bool(value) and value != REDACTED and secret_field(key)
+    if not isinstance(value, str | list | tuple) or not secret_field(key):
+        return False
+    if isinstance(value, str):
+        return bool(value) and value != REDACTED
+    return bool(value) and all(isinstance(v, str) for v in value)  # ["hunter2", ...]
 
 
 def shown_as(value: Any, key: Any = None) -> Any:
-    """How :func:`redacted` shows ``value`` found under ``key`` in a dict."""
-    return REDACTED if _named_secret(key, value) else redacted(value)
+    """How :func:`redacted` shows ``value`` found under ``key`` in a dict: a secret's value
+    (a string, or a list of strings) as ``***`` (each string of the list)."""
+    if not _named_secret(key, value):
+        return redacted(value)
+    if isinstance(value, str):
+        return REDACTED
+    return [v if v == REDACTED else REDACTED for v in value]
 
 
 def scrub(text: str, secrets: Iterable[str | None]) -> str:

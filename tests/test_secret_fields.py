@@ -6,17 +6,19 @@ leaves the value as shown keeps it."""
 
 from __future__ import annotations
 
+import json
 import string
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nbagent
 from nbagent import Chat, tool
 from nbagent._html import unredacted
-from nbagent._secrets import redacted, secret_field
+from nbagent._secrets import redact_keys, redacted, secret_field
 from nbagent.inbox._present import row_view
 from nbagent.notebook._fallback import chat_mimebundle
 from nbagent.testing import ScriptedProvider, call_tools, reply
@@ -84,11 +86,87 @@ def test_an_edit_keeps_a_value_left_as_shown() -> None:
 
 
 def test_names_that_are_not_secrets_stay_shown() -> None:
-    for name in ("max_tokens", "key", "sort_key", "author", "tokens", "order_id", "passenger"):
+    """A name that ends in a secret's word is one; a name about one is not: a person must
+    see a pagination cursor, a tokenizer's marker or a count to approve the call."""
+    shown_names = (
+        *("max_tokens", "key", "sort_key", "author", "tokens", "order_id", "passenger"),
+        *("page_token", "nextPageToken", "continuation_token", "eos_token", "token_count"),
+        *("pwd", "cookie_name", "credential_id", "secret_santa", "password_hint"),
+    )
+    for name in shown_names:
         assert not secret_field(name), name
-    for name in ("password", "PGPASSWORD", "apiKey", "x-api-key", "access_token", "pwd"):
+    hidden_names = (
+        *("password", "PGPASSWORD", "apiKey", "x-api-key", "access_token", "db_pwd"),
+        *("api_keys", "secrets", "passkey", "ssh_key", "refresh_token", "authToken"),
+    )
+    for name in hidden_names:
         assert secret_field(name), name
+    assert redacted({"password": ["hunter2", "s3cret"]}) == {"password": ["***", "***"]}
     assert redacted({"max_tokens": 5, "key": "user_42"}) == {"max_tokens": 5, "key": "user_42"}
+
+
+def test_an_edit_never_gives_one_entrys_secret_to_another() -> None:
+    """Deleting the first of two accounts in the edit box ran the call with the remaining
+    (staging) host and the deleted (production) password: a value shown as *** was put
+    back by its place in the list. A left-as-shown entry keeps its own secret wherever it
+    moved; an entry both moved and changed cannot be matched, and the edit is refused."""
+    original = {
+        "accounts": [
+            {"host": "prod", "password": "PRODPW-123"},
+            {"host": "staging", "password": "STAGINGPW-456"},
+        ]
+    }
+    shown = redacted(original)
+    accounts = shown["accounts"]
+    assert unredacted({"accounts": accounts[1:]}, original) == {
+        "accounts": [{"host": "staging", "password": "STAGINGPW-456"}]
+    }
+    assert unredacted({"accounts": accounts[::-1]}, original) == {
+        "accounts": original["accounts"][::-1]
+    }
+    edited_in_place = [{**accounts[0], "host": "prod-2"}, accounts[1]]
+    assert unredacted({"accounts": edited_in_place}, original)["accounts"][0] == {
+        "host": "prod-2",
+        "password": "PRODPW-123",
+    }
+    moved_and_changed = [{**accounts[1], "host": "elsewhere"}]
+    with pytest.raises(ValueError, match="cannot be put back"):
+        unredacted({"accounts": moved_and_changed}, original)
+
+
+def test_what_the_model_reads_of_an_edit_hides_the_secret() -> None:
+    """The note before an edited call's result quoted the edited arguments whole: a password
+    a person typed into the edit box went to the model, and into traces."""
+    chat = _chat()
+    chat.ask("connect")
+    RAN.clear()
+    chat.approve(
+        chat.pending_approvals[0],
+        arguments={"host": "db2", "password": "n3wpass!!", "api_key": KEY},
+    )
+    chat.complete()
+    assert RAN[0]["password"] == "n3wpass!!"  # the tool ran with it
+    sent = repr(chat.transcript)
+    assert "n3wpass!!" not in sent and KEY not in sent and "db2" in sent
+
+
+def test_review_keeps_a_value_left_as_printed() -> None:
+    """review() prints "password": "***"; pasting that back with another host ran the tool
+    with the password '***'."""
+    chat = _chat()
+    chat.ask("connect")
+    printed: list[str] = []
+    edited = json.dumps({"host": "db2", "password": "***", "api_key": "***"})
+    answers = iter(["e", edited])
+    RAN.clear()
+    chat.review(input=lambda _p: next(answers), print=lambda *a: printed.append(" ".join(a)))
+    assert RAN == [{"host": "db2", "password": PASSWORD, "api_key": KEY, "limit": 10}]
+    assert PASSWORD not in "\n".join(printed)
+
+
+def test_json_text_hides_a_named_secret_as_the_object_does() -> None:
+    text = json.dumps({"host": "db", "api_key": KEY, "page_token": "p2"})
+    assert redact_keys(text) == '{"host": "db", "api_key": "***", "page_token": "p2"}'
 
 
 _names = st.sampled_from(["password", "db_password", "api_key", "token", "secret", "host", "n"])

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .._chat_state import checked_edit
-from .._errors import DecisionError
+from .._errors import DecisionError, redacted
 from ..batch import Backend, batch
 from ..comparison import compare
 from ._case import Case, record_of
@@ -170,7 +170,7 @@ def _checked(chat: Any, case: Case, call: Any, branch: str, arguments: dict[str,
     try:
         return checked_edit(tool, call.tool, arguments)
     except DecisionError as exc:
-        raise DecisionError(f"{where}: {exc} ({arguments!r}); no branch ran") from None
+        raise DecisionError(f"{where}: {exc} ({redacted(arguments)!r}); no branch ran") from None
 
 
 def sweep(

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import redact_keys
-from .._html import json_preview, printable, redacted
+from .._html import json_preview, printable, redacted, unredacted
 from ._state import deciding_by_hand
 
 if TYPE_CHECKING:
@@ -147,6 +147,11 @@ def _ask_about(
                     continue
                 if not isinstance(edited, dict):
                     say("the arguments must be a JSON object")
+                    continue
+                try:  # a value left as printed ("***") is the call's own, as on a card
+                    edited = unredacted(edited, call.arguments)
+                except ValueError as exc:
+                    say(str(exc))
                     continue
                 with deciding_by_hand(chat, call.id):
                     chat.approve(call, arguments=edited)

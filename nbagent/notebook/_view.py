@@ -499,6 +499,9 @@ class ChatView:
 
     def _decide_all(self, card: ActionCard, kind: str, reason: str | None) -> None:
         """Approve all / Deny all: each waiting call decided through the chat's API."""
+        if card.late and not any(self._still_waits(c) for c in card.call_ids):
+            card.state = "closed"  # a late click with nothing left to decide: nothing done
+            return
         decided, elsewhere = 0, 0
         for call_id in list(card.call_ids):
             entry = self.state.by_key.get(f"c:{call_id}")
@@ -528,6 +531,10 @@ class ChatView:
             if isinstance(entry, CallEntry) and own is not None:
                 self._sync_card(own, entry)
         self.continuation.request()
+
+    def _still_waits(self, call_id: str) -> bool:
+        entry = self.state.by_key.get(f"c:{call_id}")
+        return isinstance(entry, CallEntry) and entry.pending and entry.verdict is None
 
     def _budget_steps(self) -> int:
         """The steps the budget card's Continue grants: the chat's step budget again, plus

@@ -121,6 +121,7 @@ class ActionCard(anywidget.AnyWidget):
         self._handler = handler
         self._lock = threading.Lock()
         self._seen: set[str] = set()
+        self.late = False  # the action being handled reached a batch card already closed
         self.on_rendered: Callable[[], Any] | None = None
         # The pages (browser tabs, a page reloaded) that drew the card, by the token each
         # page's script draws once: a second one means the card was drawn anew on a page
@@ -174,6 +175,7 @@ class ActionCard(anywidget.AnyWidget):
                 )
                 if self.state != "pending" and not late:
                     return  # a double click, a second view, or a card already decided
+                self.late = late
                 self._seen.add(nonce)
                 self.state = "working"
                 self.error = ""

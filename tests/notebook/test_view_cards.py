@@ -690,3 +690,20 @@ def test_a_decide_all_click_arriving_after_the_batch_card_closed_still_decides(
     assert chat.status == "complete"
     batch.click(then)  # the card is decided now: a second click does nothing more
     assert batch.state == verdict
+
+
+def test_a_late_decide_all_with_nothing_left_waiting_does_nothing() -> None:
+    """Each call decided on its own card, then a late "Approve all": the closed batch card
+    said "Approved 0 calls" in an approved state (over a denied call) and asked the chat to
+    continue; it stays closed and decides nothing."""
+    ledger = Ledger()
+    chat, view = two_waiting_refunds(ledger)
+    (batch,) = cards(view, "batch")
+    card_for(view, "r1").click("approve")
+    card_for(view, "r2").click("deny", reason="no")
+    done(chat)
+    assert batch.state == "closed"
+    batch.click("approve_all")
+    assert batch.state == "closed" and batch.summary == ""
+    assert chat.record.get("r2").status == "denied"
+    assert [c[1]["order_id"] for c in ledger.calls] == [1]
