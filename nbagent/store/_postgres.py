@@ -56,7 +56,7 @@ import weakref
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from .._aio import on_background_loop
 from .._errors import StoreError
@@ -121,13 +121,18 @@ class _Secret:
 
 _URL_PASSWORD = re.compile(r"^[a-z]+://[^:/@?#]*:([^@/?#]*)@", re.IGNORECASE)
 _KW_PASSWORD = re.compile(r"(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+_QUERY_PASSWORD = re.compile(r"[?&]password=([^&#]*)", re.IGNORECASE)
 
 
 def _passwords_in(dsn: str) -> list[str]:
-    """The password(s) written in a DSN's text, read without parsing it (for scrubbing)."""
+    """The password(s) written in a DSN's text, read without parsing it (for scrubbing): a
+    URL's (``user:password@``, or its ``?password=`` query parameter) and a ``key=value``
+    string's, each as written and percent-decoded (libpq's messages quote either)."""
     found = [m.group(1) for m in _URL_PASSWORD.finditer(dsn)]
+    found += [m.group(1) for m in _QUERY_PASSWORD.finditer(dsn)]
+    found += [unquote(p) for p in found]
     found += [m.group(1).strip("'") for m in _KW_PASSWORD.finditer(dsn)]
-    return [p for p in found if p]
+    return list(dict.fromkeys(p for p in found if p))
 
 
 RECONNECT_WINDOW = 5.0
@@ -447,7 +452,8 @@ class PostgresStore(SQLStore):
 
     # -- lifecycle -------------------------------------------------------------------
     def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
+        # the longest first: a password's decoded form may be a part of its written one
+        for secret in sorted(self._secrets, key=lambda s: len(s.reveal()), reverse=True):
             value = secret.reveal()
             if value:
                 text = text.replace(value, "***")

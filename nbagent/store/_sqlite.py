@@ -80,6 +80,7 @@ SQLite's connection, transactions, error messages and the polled decision watch.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -97,8 +98,12 @@ from ._postgres import is_dsn
 from ._sql import SQLStore, _Job, planned
 from ._waiting import WouldWait, held, may_wait
 
-
 # ------------------------------------------------------------------ store
+_POSTGRES_ISH = re.compile(r"\s*(?:postgres(?:ql)?|pgsql|psql)(?:\+[\w.-]+)?:", re.IGNORECASE)
+"""A string meant as a PostgreSQL URL that is not one libpq reads (``postgresql:/...``, one
+slash short; SQLAlchemy's ``postgresql+psycopg://``): never a file path, never echoed."""
+
+
 def rollback(conn: sqlite3.Connection) -> None:
     """``ROLLBACK`` what is still open. SQLite rolls a transaction back itself when the
     disk is full or a write fails (``SQLITE_FULL``, ``SQLITE_IOERR``): a ``ROLLBACK``
@@ -150,17 +155,22 @@ class SQLiteStore(SQLStore):
     ):
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
-        if isinstance(path, str) and ("://" in path or is_dsn(path)):
+        if isinstance(path, str) and ("://" in path or is_dsn(path) or _POSTGRES_ISH.match(path)):
             # not echoed: a URL may hold a password (as a path, "//" folded to "/" hid it
-            # from redaction and the error showed it)
-            raise StoreError(
-                "SQLiteStore takes a file path, not a URL"
-                + (
+            # from redaction and the error showed it; "postgresql:/user:pw@host/db", one
+            # slash short, was a path whose missing directory the error named)
+            if is_dsn(path):
+                hint = (
                     ": open a PostgreSQL store with nbagent.open_store(url) or PostgresStore(url)"
-                    if is_dsn(path)
-                    else ""
                 )
-            )
+            elif _POSTGRES_ISH.match(path):
+                hint = (
+                    ": a PostgreSQL URL starts with postgresql:// (or postgres://), as libpq "
+                    "reads it; open it with nbagent.open_store(url) or PostgresStore(url)"
+                )
+            else:
+                hint = ""
+            raise StoreError("SQLiteStore takes a file path, not a URL" + hint)
         self.path = Path(path)
         self.location = str(self.path)
         self.claim_timeout = claim_timeout
