@@ -64,10 +64,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-from .._errors import ProviderError, ToolOptionError
+from .._errors import ProviderError, ToolDefinitionError, ToolOptionError
 from .._media import audio_not_sent, hears_audio
 from .._output import Output
 from .._reasoning import budget_of
+from .._schema import property_key_ok
 from .._types import (
     AssistantToolCallMessage,
     AudioPart,
@@ -501,8 +502,43 @@ def cached_messages(body: bytes, breakpoints: int = 2) -> bytes:
 
 
 def tools_json(tools: Sequence[ToolSpec]) -> bytes:
-    """Neutral tool definitions -> Anthropic ``tools``."""
+    """Neutral tool definitions -> Anthropic ``tools``.
+
+    Raises:
+        ToolDefinitionError: A tool's parameter name Anthropic refuses (see
+            :func:`check_property_keys`), before anything is sent.
+    """
+    for t in tools:
+        check_property_keys(t)
     return dumps([t.as_dict() for t in tools])
+
+
+def check_property_keys(tool: ToolSpec) -> None:
+    """Refuse a tool whose top-level parameter name Anthropic refuses.
+
+    Anthropic answers a whole request with a 400 when one tool's schema has a top-level
+    property outside ``^[a-zA-Z0-9_.-]{1,64}$`` (``filter[id]``, ``größe``, ``$top``), so
+    every request of the chat would fail. nbagent's own tools are checked when they are
+    declared; a tool whose schema comes as it is (an MCP server's, a tool dict) is checked
+    here. Raised rather than leaving the tool out: the model would go on without a tool
+    you gave it, and nothing would say so where you look.
+
+    Raises:
+        ToolDefinitionError: Naming the tool, the key and what to do.
+    """
+    props = tool.input_schema.get("properties")
+    if not isinstance(props, dict):
+        return
+    for key in props:
+        if not property_key_ok(key):
+            raise ToolDefinitionError(
+                f"anthropic: tool {tool.name!r} has a parameter named {key!r}, which "
+                "Anthropic's API refuses (parameter names are 1 to 64 characters from "
+                "[a-zA-Z0-9_.-]) with a 400 for every request carrying the tool; nothing "
+                f"was sent. Leave the tool out (an MCP server's: "
+                f"chat.with_tools(server.tools(exclude=[{tool.name!r}]))), rename the "
+                "parameter if the tool is yours, or use a provider that takes it (OpenAI)"
+            )
 
 
 def tool_choice(choice: str, calls: str) -> dict[str, Any]:
