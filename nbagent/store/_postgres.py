@@ -171,6 +171,20 @@ def _location(params: dict[str, str]) -> str:
     return f"postgresql://{where}/{quote(db, safe='') if db else ''}"
 
 
+def _path_names(path: str) -> list[str]:
+    """The schema names of a ``search_path`` setting, in order (``"My Schema"`` unquoted)."""
+    names: list[str] = []
+    for part in re.findall(r'\s*("(?:[^"]|"")*"|[^,]*)\s*(?:,|$)', path):
+        part = part.strip()
+        if part.startswith('"') and part.endswith('"') and len(part) >= 2:
+            part = part[1:-1].replace('""', '"')
+        elif part:
+            part = part.lower()
+        if part:
+            names.append(part)
+    return names
+
+
 # ------------------------------------------------------------------ the connection
 def _dialect(sql: str) -> str:
     """A shared statement with SQLite's ``IS ?`` in PostgreSQL's words (``?`` kept)."""
@@ -358,7 +372,8 @@ class PostgresStore(SQLStore):
         dsn: ``postgresql://user:password@host:port/dbname`` (a libpq URL or
             ``key=value`` string; ``PGPASSWORD``, ``~/.pgpass`` and the other
             libpq settings apply). The tables go to the connection's current
-            schema (``?options=-csearch_path%3Dmyschema`` for another one). The
+            schema (``?options=-csearch_path%3Dmyschema`` for another one: created if
+            no schema of the path exists). The
             password is never shown (``location`` is the DSN without it).
         connect_timeout: Seconds to wait for the server when connecting.
         claim_timeout: Seconds after which a claim by a process that cannot be
@@ -554,12 +569,13 @@ class PostgresStore(SQLStore):
         """Connect, and bring the schema to this version (once, under the migration lock)."""
         raw = self._raw_connect()
         try:
+            self._schema_named(raw)
             version = migrations.schema_version(raw)
             if version < 0:
                 raise StoreError(
                     f"{self.location} has tables and no schema_migrations in its schema: it is "
                     "not an nbagent store, and was not changed. Use another database or schema "
-                    "(?options=-csearch_path%3Dnbagent)."
+                    "(?options=-csearch_path%3Dnbagent: the schema is created if missing)."
                 )
             if version > SCHEMA_VERSION:
                 raise StoreError(self._newer(version))
@@ -590,6 +606,35 @@ class PostgresStore(SQLStore):
             raw.close()
             raise
         return _Conn(raw, self._pg.ClientCursor(raw))
+
+    def _schema_named(self, raw: Any) -> None:
+        """The schema the connection's ``search_path`` names first, created if no schema of
+        the path exists (``?options=-csearch_path%3Dnbagent``, the way to keep nbagent's
+        tables apart from a database's others): else every ``CREATE TABLE`` failed with "no
+        schema has been selected to create in". A path with a schema that exists is left as
+        it is."""
+        if raw.execute("SELECT current_schema()").fetchone()[0] is not None:
+            return
+        path = str(raw.execute("SELECT current_setting('search_path')").fetchone()[0])
+        name = next((n for n in _path_names(path) if n != "$user"), None)
+        if name is None:
+            return  # nothing named: the migrations' error says so
+        try:
+            raw.execute(
+                self._pg.sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                    self._pg.sql.Identifier(name)
+                )
+            )
+        except (self._pg.errors.UniqueViolation, self._pg.errors.DuplicateSchema):
+            pass  # another process created it at the same moment
+        except self._pg.errors.InsufficientPrivilege as exc:
+            raise StoreError(
+                f"{self.location}: the search_path names schema {name!r}, which does not "
+                f"exist, and this role cannot create it "
+                f"({self._scrub(str(exc)).strip().splitlines()[0]}). Create it first "
+                f"(CREATE SCHEMA {name} AUTHORIZATION <role>), or name a schema that exists; "
+                "nothing was changed."
+            ) from None
 
     def _newer(self, version: int) -> str:
         return (

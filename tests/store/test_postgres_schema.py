@@ -231,3 +231,62 @@ def test_a_role_that_cannot_create_tables_is_told_what_to_grant(
     finally:
         with postgres_server.admin() as conn:
             conn.execute("DROP ROLE reader")
+
+
+@pytest.mark.parametrize("schema", ["nbagent", "MyAgents"])
+def test_a_search_path_naming_a_missing_schema_creates_it(postgres_dsn: str, schema: str) -> None:
+    """The 'not an nbagent store' error's advice (``?options=-csearch_path%3Dnbagent``) on a
+    database with other tables: the schema did not exist, so every ``CREATE TABLE`` failed
+    with "no schema has been selected to create in". It is created (once, by racers too)."""
+    from urllib.parse import quote
+
+    _rows(postgres_dsn, "CREATE TABLE customers (id integer PRIMARY KEY)")
+    with pytest.raises(StoreError, match="created if missing"):
+        PostgresStore(postgres_dsn)
+    path = schema if schema.islower() else f'"{schema}"'
+    dsn = postgres_dsn + "?options=" + quote(f"-csearch_path={path}", safe="")
+    import threading
+
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def open_it() -> None:
+        barrier.wait()
+        try:
+            PostgresStore(dsn).close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with PostgresStore(dsn) as store:
+        chat = Chat(model="demo", store=store)
+        chat.ask("hi")
+        chat.close()
+        assert len(store.chats()) == 1
+    rows = _rows(
+        postgres_dsn,
+        "SELECT table_schema, COUNT(*) FROM information_schema.tables "
+        "WHERE table_name IN ('chats', 'customers') GROUP BY table_schema ORDER BY 1",
+    )
+    assert sorted(rows) == sorted([(schema, 1), ("public", 1)])
+
+
+def test_a_role_that_cannot_create_the_missing_schema_is_told_to_create_it(
+    postgres_dsn: str, postgres_server: Any
+) -> None:
+    with postgres_server.admin() as conn:
+        conn.execute("CREATE ROLE reader LOGIN PASSWORD 'reader-pw'")
+    dsn = postgres_dsn.replace("nbagent:", "reader:").replace(
+        postgres_dsn.split(":")[2].split("@")[0], "reader-pw"
+    )
+    try:
+        with pytest.raises(StoreError, match=r"'agents', which does not exist.*Create it first"):
+            PostgresStore(dsn + "?options=-csearch_path%3Dagents")
+    finally:
+        with postgres_server.admin() as conn:
+            conn.execute("DROP ROLE reader")
