@@ -470,6 +470,7 @@ class Deciders:
     in_code: set[str] = field(default_factory=set)
     inputs_by_hand: set[str] = field(default_factory=set)
     tracebacks: dict[str, str] = field(default_factory=dict)  # call id -> where it failed
+    decided_at: dict[str, Any] = field(default_factory=dict)  # call id -> its decision's time
     following: bool = False  # :func:`follow_quietly` hooked the chat
 
 
@@ -484,9 +485,14 @@ def _new_deciders(chat: Chat) -> Deciders:
     if parent is not None:
         shared = _deciders_by_id.get(parent.chat_id)
         if shared is not None:
+            # only the decisions the fork shares: made before it (the same decision, at
+            # the same time), not a click in the parent since on a call both still had
             with _follow_lock:
-                deciders.by_hand |= shared.by_hand
-                deciders.in_code |= shared.in_code
+                known = dict(shared.decided_at)
+                mine = {r.call_id: r.decided.at for r in chat.record.calls if r.decided}
+                same = {c for c, at in mine.items() if known.get(c) == at}
+                deciders.by_hand |= shared.by_hand & same
+                deciders.in_code |= shared.in_code & same
                 deciders.tracebacks.update(shared.tracebacks)
         if parent.call_id and parent.change in ("decision", "arguments"):
             # chat.fork(call, decision=...): that call's decision is the fork's, made in code
@@ -873,7 +879,7 @@ class ChatState:
                 self.totals.setdefault(t, Totals()).calls += 1
         if isinstance(event, ApprovalDecided):
             entry.decided_elsewhere = event.elsewhere  # made outside this chat object
-            _note_decision(self.deciders, r.call_id, event.decision.by, event.elsewhere)
+            _note_decision(self.deciders, r.call_id, event.decision, event.elsewhere)
         entry.decided_in_code = r.call_id in self.deciders.in_code
         entry.decided_by_hand = r.call_id in self.deciders.by_hand
         if r.result is not entry._result:
@@ -1030,8 +1036,9 @@ def _touch(entry: Entry) -> Entry:
     return entry
 
 
-def _note_decision(deciders: Deciders, call_id: str, by: str, elsewhere: bool) -> None:
-    if not elsewhere and by == HUMAN and call_id not in deciders.by_hand:
+def _note_decision(deciders: Deciders, call_id: str, decision: Any, elsewhere: bool) -> None:
+    deciders.decided_at[call_id] = decision.at
+    if not elsewhere and decision.by == HUMAN and call_id not in deciders.by_hand:
         deciders.in_code.add(call_id)
 
 
@@ -1100,7 +1107,7 @@ def follow_quietly(chat: Chat) -> None:
     def decided(event: Event) -> None:
         if isinstance(event, ApprovalDecided):
             with _follow_lock:
-                _note_decision(deciders, event.call.id, event.decision.by, event.elsewhere)
+                _note_decision(deciders, event.call.id, event.decision, event.elsewhere)
 
     chat.after_tool_result(keep)
     chat.on(ApprovalDecided, decided)

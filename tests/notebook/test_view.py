@@ -308,6 +308,25 @@ def test_a_card_says_who_decided_a_click_by_you_a_cell_in_code(counter: Counter)
     assert "approved by you" in fork_plain  # the click it shares with its parent
 
 
+def test_a_fork_takes_only_the_clicks_it_shares(counter: Counter) -> None:
+    """A fork made while a call waited in both, then a click on the parent's card, then the
+    fork's own decision in code: the fork's card said "approved by you" (it took every
+    click its parent had when it was first shown); it takes only the decisions it shares."""
+    chat = make_chat(counter)
+    view = ChatView(chat)
+    chat.ask("Refund order 1")
+    card_for(view, chat.pending_approvals[0]).click("approve")  # before the fork: shared
+    assert view.continuation.wait(10)
+    chat.ask("Refund order 2")
+    (waiting,) = chat.pending_approvals
+    fork = chat.fork()  # the call waits in both
+    card_for(view, waiting).click("approve")  # after it: the parent's only
+    assert view.continuation.wait(10)
+    fork.approve(waiting.id)
+    plain = chat_mimebundle(fork)["text/plain"]
+    assert plain.count("approved by you") == 1, plain  # the shared click, on order 1
+
+
 def test_a_decision_no_view_saw_does_not_claim_a_click(counter: Counter) -> None:
     """A decision made in code before anything here watched the chat (a script, a chat shown
     later, a loaded one) read "approved by you", the words for a click: nothing saw who
