@@ -1093,6 +1093,13 @@ class ChatCore:
             self._input_waiters[input_id] = future
             event = self._park_input(c, pending)
         self._emit(event)
+        # chat.cancel() (the stop button) ends the wait: the input is withdrawn (cancelled by
+        # nbagent, as when the call times out) and the call's code reads ("cancel", None);
+        # else nothing freed it and the run never stopped
+        withdraw = self._cancel.register(
+            lambda: self._withdraw_input(input_id, "the chat was cancelled before an answer")
+        )
+        future.add_done_callback(lambda _done: withdraw())
         self._follow_answers(future)
         return input_id, future
 
