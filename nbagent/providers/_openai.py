@@ -33,7 +33,7 @@ from .._output import Output
 from .._reasoning import effort_of
 from .._types import LLMToolResponse, Part
 from ._base import DeltaSink, ModelRequest, checked_max_tokens
-from ._catalog import warn_if_unknown
+from ._catalog import lookup_model, warn_if_unknown
 from ._clients import client_key, sync_client
 from ._errors import scrub, sdk_errors, stop_quota_retries
 from ._openai_wire import (
@@ -253,9 +253,20 @@ class OpenAIProvider(SDKProvider):
         check_parts(parts, self.api)
 
     def check_reasoning(self, setting: str | int | None) -> None:
-        """Raise ``ValueError`` for a ``reasoning=`` OpenAI cannot take (a token budget)."""
-        if setting is not None:
-            effort_of(setting, self.name)
+        """Raise ``ValueError`` for a ``reasoning=`` OpenAI cannot take: a token budget, or
+        any setting for a model the catalog knows as OpenAI's and not a reasoning model
+        (``gpt-4.1-mini``, ``gpt-4o``, ``gpt-5-chat-latest``: OpenAI answers
+        ``reasoning_effort`` / ``reasoning.effort`` with a 400 ``unsupported_parameter``)."""
+        if setting is None:
+            return
+        effort_of(setting, self.name)
+        info = None if self.compatible else lookup_model(self.model)
+        if info is not None and info.provider == "openai" and not reasons(self.model):
+            raise ValueError(
+                f"{self.name}: {self.model!r} is not a reasoning model, and OpenAI refuses "
+                "a reasoning effort for it (400 unsupported_parameter); leave reasoning= "
+                "unset, or use a reasoning model (o4-mini, o3, gpt-5-mini...)"
+            )
 
     # -- requests -------------------------------------------------------------
     def _prepare(self, request: ModelRequest) -> Prepared:
@@ -284,6 +295,7 @@ class OpenAIProvider(SDKProvider):
                 key = "max_tokens" if self.compatible else "max_completion_tokens"
                 fields.append((key, dumps(limit)))
             if request.reasoning is not None:
+                self.check_reasoning(request.reasoning)
                 effort = effort_of(request.reasoning, self.name)
                 fields.append(("reasoning_effort", dumps(effort)))
             if request.stream:
@@ -308,6 +320,7 @@ class OpenAIProvider(SDKProvider):
             if limit is not None:
                 fields.append(("max_output_tokens", dumps(limit)))
             if request.reasoning is not None:
+                self.check_reasoning(request.reasoning)
                 effort = effort_of(request.reasoning, self.name)
                 fields.append(("reasoning", dumps({"effort": effort})))
             if request.reasoning is not None or "reasoning" in self.extra_body or self._reasons():
