@@ -389,16 +389,37 @@ class StoreExtension(Extension):
                 self._unclaim_unstarted()
             self.flush()
         except Exception as exc:
-            lost = len(self._unwritten) + len(self._pending)
             with contextlib.suppress(Exception):
-                warnings.warn(
-                    f"nbagent store: chat {self.chat_id} was closed without writing its last "
-                    f"{lost} event(s) to {self.store.location}: {exc}",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
+                lost = self._lost_text()
+                if lost:  # a chat only loaded here leaves nothing of its own unwritten
+                    warnings.warn(
+                        f"nbagent store: chat {self.chat_id} was closed without writing {lost} "
+                        f"to {self.store.location}: {exc}",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
         finally:
             self._release(later=True)
+
+    def _lost_text(self) -> str:
+        """What a last write that failed leaves unwritten, in words ("" for nothing of the
+        user's: no event, no recording, no setting changed here; the tool schemas a loaded
+        chat writes again are rewritten by any later write)."""
+        events = len(self._unwritten) + len(self._pending)
+        recorded = len(self._recorded)
+        parts = [f"its last {events} event(s)"] if events else []
+        if recorded:
+            parts.append(f"{recorded} recorded model response(s)")
+        host = self._host
+        if (
+            not parts
+            and self._state is not None
+            and host is not None
+            and host.alive
+            and host.loop_state() != self._state
+        ):
+            parts.append("its settings (a budget raised, an option changed)")
+        return " and ".join(parts)
 
     def _unclaim_unstarted(self) -> None:
         """The chat is being closed: a claim of this chat's that its tool never used (a

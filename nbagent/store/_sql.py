@@ -1891,8 +1891,15 @@ class SQLStore:
                 raise DecisionError(f"{label} does not need approval")
             if sc.decision is not None:
                 stood = sc.decision
-                if stood.verdict == verdict and arguments == stood.arguments and not exclusive:
-                    return sc
+                at = stood.at.isoformat(timespec="seconds")
+                if stood.verdict == verdict and arguments == stood.arguments:
+                    if not exclusive:
+                        return sc
+                    # not a mismatch: the same decision, made first by someone else
+                    raise DecisionError(
+                        f"{label} was already {stood.verdict} by {stood.by} at {at}, the same "
+                        "way: with exclusive=True, this decision is not the one recorded"
+                    )
                 edit = ""
                 if stood.verdict == verdict:  # an approval, with other arguments
                     edit = (
@@ -1901,8 +1908,8 @@ class SQLStore:
                         else (" with edited arguments")
                     )
                 raise DecisionError(
-                    f"{label} was already {stood.verdict} by {stood.by}{edit} at "
-                    f"{stood.at.isoformat(timespec='seconds')}; a decision cannot be changed"
+                    f"{label} was already {stood.verdict} by {stood.by}{edit} at {at}; a "
+                    "decision cannot be changed"
                 )
             if sc.status != "awaiting_approval":
                 raise DecisionError(f"{label} is {sc.status}; it cannot be decided now")
