@@ -663,6 +663,20 @@ class ChatCore:
         after: list[ToolResult] = []
         decision = Decision("approved", HUMAN, utcnow(), reason, dict(arguments))
         with self._lock:
+            # an external call's (or ask_user's) request, parked with the model's arguments
+            # and not heard yet (the fork's history leaves the original's out): asked anew
+            # below with the edited ones, else its card showed the old arguments and the
+            # answer became the edited call's result
+            own = self._inputs.get(c.id)
+            if own is not None and own.call_id == c.id and self._record.input(c.id) is None:
+                del self._inputs[c.id]
+                self._deferred = [
+                    e
+                    for e in self._deferred
+                    if not (isinstance(e, InputRequested) and e.input_id == c.id)
+                ]
+                if c.status == "awaiting_input":
+                    c.status = "requested"
             events = self._record_decision(c, decision, after)
         self._emit_all(events)
         self._run_after(after)

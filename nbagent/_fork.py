@@ -62,6 +62,8 @@ from ._events import (
     ApprovalDecided,
     CallInDoubt,
     Event,
+    InputAnswered,
+    InputRequested,
     MessageAdded,
     ModelRequestFailed,
     ModelRequestFinished,
@@ -207,6 +209,8 @@ def at_call(history: Sequence[Event], call_id: str, change: str) -> list[Event]:
             ):
                 if change != "result":  # a decision's own answer (a denial, a hosted approval)
                     continue
+            elif isinstance(e, (InputRequested, InputAnswered)) and change == "arguments":
+                continue  # an external call's request quotes its arguments: asked anew, edited
             elif not registering or isinstance(e, (ToolCallStarted, CallInDoubt)):
                 continue  # it ran (or started): the change replaces that
         out.append(e)
