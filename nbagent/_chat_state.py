@@ -66,6 +66,7 @@ from ._result_text import to_result
 from ._rules import Rule, denied_edit
 from ._runner import Job, Mode, ToolRunner
 from ._schema import validate_json_schema
+from ._secrets import provider_secrets, scrub
 from ._tools import (
     CancelEvent,
     InputsRequired,
@@ -1019,7 +1020,7 @@ class ChatCore:
                 value: Any = None
                 if action == "accept":
                     value, text, parts = checked_answer(pending, data)
-                    data = answer_json(value, text)
+                    text, data = self._scrubbed_answer(value, text)
                 else:
                     data, text, parts = None, _refusal_text(pending, action, by, reason), ()
                 if not elsewhere:
@@ -1037,7 +1038,7 @@ class ChatCore:
                     value = None
                     if action == "accept":
                         value, text, parts = checked_answer(pending, first.data)
-                        data = answer_json(value, text)
+                        text, data = self._scrubbed_answer(value, text)
                     else:
                         data, text, parts = None, _refusal_text(pending, action, by, reason), ()
                 del self._inputs[pending.id]
@@ -1085,6 +1086,15 @@ class ChatCore:
                 "that answer is the one recorded (an answer cannot be changed)"
             )
         return pending
+
+    def _scrubbed_answer(self, value: Any, text: str) -> tuple[str, Any]:
+        """An accepted answer as the model reads it and as it is recorded (the event, the
+        record, a store): the chat's provider's key and key-like tokens as ``***``, as a
+        tool's result is scrubbed (an external tool's answer is its result). The value a
+        call's code waits for (an MCP server's form) is the answer as given."""
+        secrets = provider_secrets(self.provider)
+        text = scrub(text, secrets)
+        return text, _scrubbed_json(answer_json(value, text), secrets)
 
     def _ask_input(
         self,
@@ -1318,6 +1328,17 @@ def answer_json(value: Any, text: str) -> Any:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):
         return text
+    return value
+
+
+def _scrubbed_json(value: Any, secrets: tuple[str, ...]) -> Any:
+    """JSON data with every string (dict keys too) through :func:`scrub`."""
+    if isinstance(value, str):
+        return scrub(value, secrets)
+    if isinstance(value, dict):
+        return {scrub(str(k), secrets): _scrubbed_json(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed_json(v, secrets) for v in value]
     return value
 
 
