@@ -52,6 +52,7 @@ that ends in an error.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -139,6 +140,30 @@ def _usage(usage: Any, input_key: str, output_key: str, details_key: str) -> tup
 # -- Chat Completions: requests -------------------------------------------------
 
 
+CHAT_ID_MAX = 40
+"""The longest tool call id Chat Completions takes back (``messages[].tool_calls[].id``,
+``tool_call_id``): longer, a 400 ``string_above_max_length``."""
+RESPONSES_ID_MAX = 64
+"""The longest ``call_id`` the Responses API takes back (``input[].call_id``)."""
+
+
+def wire_id(call_id: str, limit: int) -> str:
+    """``call_id`` as an OpenAI wire takes it back: as it is up to ``limit`` characters.
+
+    Another server's ids can be longer (vLLM's ``chatcmpl-tool-`` and 32 hex digits are
+    46 characters; gateways join ids), and OpenAI refuses the whole request for one such
+    id, so a chat forked or moved to OpenAI could not go on. A longer id is sent as its
+    first characters, ``_`` and 16 hex digits of its SHA-256, ``limit`` characters in all:
+    the same id always maps to the same one, a call and its result agree, and two ids
+    sharing a beginning stay apart. The record keeps the original id; only the wire has
+    this one.
+    """
+    if len(call_id) <= limit:
+        return call_id
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{call_id[: limit - 17]}_{digest}"
+
+
 def chat_message(
     message: Message, *, compatible: bool = False, refused: str | None = None
 ) -> bytes:
@@ -160,6 +185,8 @@ def chat_message(
             return dumps({"role": "assistant", "content": message.content or ""})
         if compatible:
             _echo_extras(calls, message.items)
+        for call in calls:
+            call["id"] = wire_id(call["id"], CHAT_ID_MAX)
         out: dict[str, Any] = {
             "role": "assistant",
             "content": message.content or ("" if compatible else None),
@@ -173,7 +200,11 @@ def chat_message(
         if message.hosted:
             return b""
         return dumps(
-            {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+            {
+                "role": "tool",
+                "tool_call_id": wire_id(message.tool_call_id, CHAT_ID_MAX),
+                "content": message.content,
+            }
         )
     raise TypeError(f"cannot convert {type(message).__name__} to a Chat Completions message")
 
@@ -206,7 +237,8 @@ def chat_tool_parts(results: Sequence[ToolResultMessage], model: str = "") -> by
     refused = hears_audio("chat", model)
     content: list[dict[str, Any]] = [{"type": "text", "text": TOOL_IMAGES_NOTE}]
     for result in results:
-        content.append({"type": "text", "text": f"{result.name} ({result.tool_call_id}):"})
+        said = wire_id(result.tool_call_id, CHAT_ID_MAX)
+        content.append({"type": "text", "text": f"{result.name} ({said}):"})
         content.extend(_chat_part(p, n, refused) for n, p in enumerate(result.parts, 1))
     return dumps({"role": "user", "content": content})
 
@@ -568,9 +600,8 @@ def responses_items(message: Message) -> bytes:
         if message.parts:
             output = [{"type": "input_text", "text": message.content}] if message.content else []
             output.extend(_responses_part(p, n) for n, p in enumerate(message.parts, 1))
-        return dumps(
-            {"type": "function_call_output", "call_id": message.tool_call_id, "output": output}
-        )
+        call_id = wire_id(message.tool_call_id, RESPONSES_ID_MAX)
+        return dumps({"type": "function_call_output", "call_id": call_id, "output": output})
     raise TypeError(f"cannot convert {type(message).__name__} to Responses input items")
 
 
@@ -616,7 +647,7 @@ def _responses_call(c: ToolCall) -> dict[str, Any]:
         }
     return {
         "type": "function_call",
-        "call_id": c.id,
+        "call_id": wire_id(c.id, RESPONSES_ID_MAX),
         "name": c.name,
         "arguments": arguments_text(c),
     }
