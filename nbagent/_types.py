@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Literal, get_args
 
 from ._frozen import READ_ONLY, FrozenDict, frozen, sent
-from ._secrets import redacted
+from ._secrets import redact_keys, redacted
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -129,7 +129,8 @@ class PendingInput:
     def __repr__(self) -> str:
         where = f" on {self.server}" if self.server else ""
         call = f", call={self.call_id!r}" if self.call_id else ""
-        text = self.message if len(self.message) <= 60 else self.message[:57] + "..."
+        message = redact_keys(self.message)  # a key in the question never reaches the screen
+        text = message if len(message) <= 60 else message[:57] + "..."
         return f"PendingInput({self.kind}{where}: {text!r}{call})"
 
 

@@ -41,6 +41,7 @@ from .._html import (
     short_json,
 )
 from .._record import InputRecord
+from .._secrets import redact_keys
 from .._types import FINAL_STATUSES, PendingInput
 from ._state import CallEntry, Thumb
 
@@ -610,11 +611,13 @@ def input_html(p: PendingInput, *, live: bool = False) -> str:
         + "</div>"
     ]
     if p.message and p.kind != "external":
-        body.append(f'<div class="nba-note nba-ask">{esc(clip(p.message, 2000))}</div>')
+        body.append(
+            f'<div class="nba-note nba-ask">{esc(clip(redact_keys(p.message), 2000))}</div>'
+        )
     if p.kind == "external":
         body.append(_external(p))
     if p.kind == "ask_user" and p.choices and not live:
-        options = "".join(f"<li><code>{esc(str(c))}</code></li>" for c in p.choices)
+        options = "".join(f"<li><code>{esc(redact_keys(str(c)))}</code></li>" for c in p.choices)
         body.append(f'<ul class="nba-choices">{options}</ul>')
     elif p.kind == "elicitation" and not live:
         body.append(_form_fields(p.schema or {}))
@@ -760,7 +763,8 @@ def _form_fields(schema: dict[str, Any]) -> str:
             what.append("one of " + ", ".join(str(v) for v in spec["enum"]))
         if spec.get("description"):
             what.append(f"- {spec['description']}")
-        rows.append(f"<li><code>{esc(str(name))}</code> {esc(' '.join(what))}</li>")
+        shown = redact_keys(" ".join(what))
+        rows.append(f"<li><code>{esc(redact_keys(str(name)))}</code> {esc(shown)}</li>")
     return f'<ul class="nba-form">{"".join(rows)}</ul>' if rows else ""
 
 
@@ -785,7 +789,7 @@ def _sampling(content: dict[str, Any]) -> str:
     prefs = _preferences(content.get("modelPreferences"))
     if prefs:
         lines.append(f"(model preferences: {prefs})")
-    return f'<pre class="nba-result">{esc(clip(chr(10).join(lines), 4000))}</pre>'
+    return f'<pre class="nba-result">{esc(clip(redact_keys(chr(10).join(lines)), 4000))}</pre>'
 
 
 def _preferences(prefs: Any) -> str:
