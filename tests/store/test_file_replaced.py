@@ -102,7 +102,8 @@ def test_the_chat_is_copied_whole_into_a_store_that_exists(tmp_path: Path, count
 
 def test_a_turn_after_the_file_changed_is_not_lost_in_it(tmp_path: Path, counter: Path) -> None:
     """A turn whose writes fail is kept in the chat (and retried); it never counts as
-    written to a file that is gone."""
+    written to a file that is gone. Its question cannot be written, so the model is not
+    asked it (``StoreError``): the question stays in the chat, and a fork keeps it."""
     db = tmp_path / "agent.db"
     store = SQLiteStore(db)
     chat = Chat(provider=ScriptedProvider([reply("One."), reply("Two.")]), store=store)
@@ -113,15 +114,17 @@ def test_a_turn_after_the_file_changed_is_not_lost_in_it(tmp_path: Path, counter
     store = SQLiteStore(db)
     loaded = Chat.load(chat.id, store=store, provider=ScriptedProvider([reply("Two.")]))
     os.replace(backup, db)  # the file is put back from the copy: another inode
-    with pytest.warns(RuntimeWarning, match="the file was replaced"):
+    with pytest.raises(StoreError, match="the file was replaced"):
         loaded.ask("Second")
-    assert [m.content for m in loaded.transcript] == ["First", "One.", "Second", "Two."]
+    assert [m.content for m in loaded.transcript] == ["First", "One.", "Second"]
     with pytest.raises(StoreError, match="the file was replaced"):
         loaded.close()  # what is queued cannot be written: said, not dropped
     copy = loaded.fork(store=tmp_path / "elsewhere.db")
     copy.close()
     with SQLiteStore(tmp_path / "elsewhere.db") as other:
-        stored = Chat.load(copy.id, store=other, provider=ScriptedProvider([]))
+        stored = Chat.load(copy.id, store=other, provider=ScriptedProvider([reply("Two.")]))
+        assert [m.content for m in stored.transcript] == ["First", "One.", "Second"]
+        stored.complete()  # the question is asked there
         assert [m.content for m in stored.transcript] == ["First", "One.", "Second", "Two."]
         stored.close()
     store.close()
