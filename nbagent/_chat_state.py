@@ -981,8 +981,16 @@ class ChatCore:
                 "an answer cannot be changed"
             )
         c = self._calls.get(key)
-        if c is not None:
-            raise InputError(f"{c.name}({c.id}) is {c.status}; it waits for no input")
+        if c is not None:  # a call's id: the one input it waits for (an MCP server's form)
+            mine = [p for p in self._inputs.values() if p.call_id == c.id]
+            if len(mine) == 1:
+                return mine[0]
+            if mine:
+                ids = ", ".join(repr(p.id) for p in mine)
+                raise InputError(
+                    f"{c.name}({c.id}) waits for several inputs ({ids}); answer each by its id"
+                )
+            raise InputError(f"{c.name}({c.id}) is {c.status} and waits for no input")
         waiting = ", ".join(repr(k) for k in self._inputs) or "none"
         raise InputError(f"no pending input {key!r} in this chat (pending: {waiting})")
 
