@@ -447,6 +447,10 @@ def _starts_another(call: _PartialCall, fn: Mapping[str, Any]) -> bool:
         return True
     if not fn.get("arguments") or not call.parts:
         return False
+    tail = next((p for p in reversed(call.parts) if p.strip()), "")
+    if not tail.rstrip().endswith("}"):
+        return False  # an object's text so far that does not end in "}" is not whole: no
+        # parse (parsing every fragment's text so far was quadratic in a long argument)
     try:
         return isinstance(json.loads("".join(call.parts)), dict)
     except (ValueError, RecursionError):

@@ -64,3 +64,29 @@ def test_one_call_whose_name_comes_again_in_each_fragment_stays_one(
         stream.feed(_chunk(fragment))
     (call,) = _finish(stream).tool_calls
     assert (call.name, call.arguments, call.parse_error) == (name, args, None)
+
+
+def test_a_long_argument_with_the_name_in_every_fragment_is_read_once(
+    monkeypatch: Any,
+) -> None:
+    """Telling a repeated name from a new call parsed the whole argument text so far at every
+    fragment: 20,000 fragments of a 200 KB argument took seconds (quadratic). It parses only
+    when the text so far could be a whole object (it ends in "}")."""
+    import nbagent.providers._openai_wire as wire
+
+    parses: list[int] = []
+    real = wire.json.loads
+
+    def counted(text: Any, *args: Any, **kwargs: Any) -> Any:
+        parses.append(len(text))
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(wire.json, "loads", counted)
+    text = json.dumps({"body": "x" * 20_000})
+    stream = ChatStream(None, model="m", provider="p")
+    for i in range(0, len(text), 10):
+        piece = {"name": "write", "arguments": text[i : i + 10]}
+        stream.feed(_chunk({"type": "function", "function": piece}))
+    response = _finish(stream)
+    assert [c.arguments for c in response.tool_calls] == [json.loads(text)]
+    assert sum(parses) < 5 * len(text)  # each fragment's text so far: 2,000 times 20 KB
