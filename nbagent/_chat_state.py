@@ -1350,6 +1350,55 @@ def _scrubbed_json(value: Any, secrets: tuple[str, ...]) -> Any:
     return value
 
 
+_NO_SHAPE = ": matches none of the allowed shapes"
+
+
+def _answer_problems(problems: list[str], schema: dict[str, Any]) -> list[str]:
+    """The schema check's problems as an answer's: the whole value is "the answer" (not
+    the "(arguments)" of a tool call's check), and a field of titled choices (``oneOf``
+    of ``const``s, as a form's list shows them) names them rather than "shapes"."""
+    out = []
+    props = schema.get("properties")
+    for problem in problems:
+        if problem.startswith("(arguments)"):
+            problem = "(the answer)" + problem[len("(arguments)") :]
+        if problem.endswith(_NO_SHAPE) and isinstance(props, dict):
+            spec = props.get(problem[: -len(_NO_SHAPE)])
+            options = spec.get("oneOf") if isinstance(spec, dict) else None
+            if (
+                isinstance(options, list)
+                and options
+                and all(isinstance(o, dict) and "const" in o for o in options)
+            ):
+                named = ", ".join(
+                    f"{o['const']!r}" + (f" ({o['title']})" if o.get("title") else "")
+                    for o in options
+                )
+                problem = f"{problem[: -len(_NO_SHAPE)]}: should be one of {named}"
+        out.append(problem)
+    return out
+
+
+def _unasked_fields(pending: PendingInput, data: Any) -> list[str]:
+    """A form's answer with fields the form does not ask for (they were sent to the server
+    as given): each named, unless the schema says what else it takes
+    (``additionalProperties``, then the schema check's)."""
+    schema = pending.schema or {}
+    props = schema.get("properties")
+    if (
+        pending.kind != "elicitation"
+        or not isinstance(data, dict)
+        or not isinstance(props, dict)
+        or "additionalProperties" in schema  # said: the schema check applies it
+    ):
+        return []
+    extra = [k for k in data if k not in props]
+    if not extra:
+        return []
+    asked = ", ".join(map(repr, props)) or "none"
+    return [f"{', '.join(map(repr, extra))}: not a field of the form (its fields: {asked})"]
+
+
 def checked_answer(pending: PendingInput, data: Any) -> tuple[Any, str, tuple[Any, ...]]:
     """An accepted answer checked against its request: (the value, the text the model
     reads, image parts). The one check of an answer, wherever it is given (``chat.answer``,
@@ -1367,7 +1416,10 @@ def checked_answer(pending: PendingInput, data: Any) -> tuple[Any, str, tuple[An
             data = clean_json(data)
         except (TooDeep, TypeError, ValueError) as exc:
             raise InputError(f"the answer to {pending.id!r} is not JSON data ({exc})") from None
-        problems = validate_json_schema(data, pending.schema)
+        problems = [
+            *_answer_problems(validate_json_schema(data, pending.schema), pending.schema),
+            *_unasked_fields(pending, data),
+        ]
         if problems:
             where = f" ({pending.tool})" if pending.tool else ""
             raise InputError(
