@@ -64,13 +64,20 @@ def raised(what: str, exc: BaseException, secrets: Iterable[str | None] = ()) ->
 
 
 def approval_hint(decide: Decide) -> str:
-    """What the batch's "rows await approval" line adds: pass ``decide=``, or (it was
-    passed) that it left those calls undecided."""
+    """What the batch's "rows await approval" (or "await an input") line adds: pass
+    ``decide=``, or (it was passed) that it left those calls undecided; either way that
+    ``decide=`` answers no input (``ask_user``'s answer, an external tool's result: a
+    person's), so a row waiting for one never heard of ``decide=``."""
+    inputs = (
+        "an input (ask_user's answer, an external tool's result) waits for a person "
+        "(chat.answer, nbagent.inbox(result)): decide= does not answer it"
+    )
     if decide is None:
-        return "or pass decide= to nbagent.evaluate to decide them as they come"
+        return f"or pass decide= to nbagent.evaluate to decide gated calls as they come; {inputs}"
     return (
-        "decide= left them undecided (it returned None, or raised: the scorecard's error "
-        "column says what)"
+        f"decide= decides gated calls only, and {inputs}; gated calls still waiting: decide= "
+        "left them undecided (it returned None, or raised: the scorecard's error column says "
+        "what)"
     )
 
 
