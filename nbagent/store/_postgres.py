@@ -671,6 +671,7 @@ class PostgresStore(SQLStore):
                 self._connect_timeout,
                 self.claim_timeout,
                 self._options["application_name"],
+                self.timeout,
             ),
         )
 
@@ -1063,13 +1064,18 @@ class PostgresStore(SQLStore):
 
 
 def _reopen(
-    dsn: str, connect_timeout: float, claim_timeout: float | None, application_name: str
+    dsn: str,
+    connect_timeout: float,
+    claim_timeout: float | None,
+    application_name: str,
+    timeout: float | None = 30.0,  # a pickle made before the lock timeout: the default
 ) -> PostgresStore:
     return PostgresStore(
         dsn,
         connect_timeout=connect_timeout,
         claim_timeout=claim_timeout,
         application_name=application_name,
+        timeout=timeout,
     )
 
 

@@ -297,3 +297,19 @@ def test_a_postgres_row_lock_makes_store_approve_fail_not_hang(
 def test_a_postgres_timeout_must_be_a_positive_number(postgres_dsn: str, bad: Any) -> None:
     with pytest.raises(ValueError, match="timeout"):
         PostgresStore(postgres_dsn, timeout=bad)
+
+
+def test_a_pickled_postgres_store_keeps_its_lock_timeout(postgres_dsn: str) -> None:
+    """A worker (Ray, multiprocessing) opens the store again with the same timeout: its
+    sessions' ``lock_timeout`` is the one given."""
+    import pickle
+
+    for timeout, shown in ((2.5, "2500ms"), (None, "0")):
+        with PostgresStore(postgres_dsn, timeout=timeout) as store:
+            copy = pickle.loads(pickle.dumps(store))
+            try:
+                assert copy.timeout == timeout
+                with copy._read() as conn:
+                    assert conn.execute("SHOW lock_timeout").fetchone()[0] == shown
+            finally:
+                copy.close()
