@@ -726,6 +726,18 @@ class ChatCore:
             )
         return c
 
+    def _waits_unstarted(self, c: ToolCall) -> bool:
+        """An approved external call waiting for its result (under the lock): nothing of it
+        ran, so a person may still overrule the policy that approved it (a call parked on
+        a server's requests mid-run did start: its approval was used)."""
+        own = self._inputs.get(c.id)
+        return (
+            c.status == "awaiting_input"
+            and own is not None
+            and own.call_id == c.id
+            and self._record.parked_round(c.id) is None
+        )
+
     def _decide_held(
         self,
         call: ToolCall | str,
@@ -754,7 +766,7 @@ class ChatCore:
                 overridable = (
                     existing.automatic
                     and by == HUMAN
-                    and c.status in ("approved", "denied")
+                    and (c.status in ("approved", "denied") or self._waits_unstarted(c))
                     and c.started_at is None
                     and self._open is not None
                     and any(x is c for x in self._open.tool_calls)
