@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from nbagent import AssistantToolCallMessage, Chat, ChatMessage, StoreError, Tool
+from nbagent import AssistantToolCallMessage, Chat, ChatMessage, Rule, StoreError, Tool
 from nbagent.store import PostgresStore, SQLiteStore, open_store
 from nbagent.testing import ScriptedProvider, call_tools, reply
 
@@ -313,3 +315,61 @@ def test_a_pickled_postgres_store_keeps_its_lock_timeout(postgres_dsn: str) -> N
                     assert conn.execute("SHOW lock_timeout").fetchone()[0] == shown
             finally:
                 copy.close()
+
+
+_RULE = Rule.deny("act", ("target", "==", "evil"))
+_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["always_allow", "revoke", "add_rule", "remove_rule"]), st.booleans()
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=_OPS)
+def test_what_a_chat_holds_of_its_rules_is_what_the_store_has(
+    tmp_path_factory: Any, ops: Any
+) -> None:
+    """Whatever rule changes are made, each with the file locked or not: every change the
+    chat holds is one the store has (a fresh load agrees), and one that raised is in neither."""
+    import sqlite3
+
+    db = tmp_path_factory.mktemp("rules") / "agent.db"
+    store = SQLiteStore(db, timeout=0.05)
+    chat = Chat(provider=ScriptedProvider([reply("ok")]), store=store, display=False)
+    chat = chat.with_tools(Act)
+    lock = sqlite3.connect(db, isolation_level=None)
+    try:
+        for op, locked in ops:
+            before = (chat.always_allowed, chat.rules)
+            if locked:
+                lock.execute("BEGIN IMMEDIATE")
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    if op == "always_allow":
+                        chat.always_allow(Act)
+                    elif op == "revoke":
+                        chat.revoke(Act)
+                    elif op == "add_rule":
+                        chat.add_rule(_RULE)
+                    else:
+                        chat.remove_rule(_RULE)
+            except StoreError:
+                assert locked
+                assert (chat.always_allowed, chat.rules) == before  # not made here
+            except ValueError:
+                assert (chat.always_allowed, chat.rules) == before  # nothing to remove
+            finally:
+                if locked:
+                    lock.execute("ROLLBACK")
+            with SQLiteStore(db) as other:
+                loaded = Chat.load(chat.id, store=other, tools=[Act], provider=ScriptedProvider([]))
+                assert (loaded.always_allowed, loaded.rules) == (chat.always_allowed, chat.rules)
+                loaded.close()
+    finally:
+        lock.close()
+        chat.close()
+        store.close()
