@@ -36,6 +36,11 @@ boundary:
 
 - a claim raises :class:`~nbagent.StoreError`: its tool does not run (it
   stays runnable, and runs at the next step that can claim it);
+- a question (written before the model is asked it) raises ``StoreError``: the
+  model is not asked, the question stays queued and in the chat;
+- a rule change made here (``add_rule``, ``remove_rule``, ``always_allow``,
+  ``revoke``) raises ``StoreError`` and is not made: the chat takes it back and it
+  leaves the queue (:meth:`StoreExtension._write_rule_change`);
 - a step end, a result, an options change: a ``RuntimeWarning`` (once), and
   the write is retried in the background until it works (a chat parked on an
   approval reaches the store, for a panel elsewhere to see, as soon as the
