@@ -14,6 +14,7 @@ timeout, and nothing is half made.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -111,7 +112,10 @@ def _two_step(request: Any) -> Any:
     return reply("done")
 
 
-def test_a_question_the_locked_store_cannot_take_is_not_asked(backend: Any, holder: Holder) -> None:
+@pytest.mark.parametrize("drive", ["sync", "async"])
+def test_a_question_the_locked_store_cannot_take_is_not_asked(
+    backend: Any, holder: Holder, drive: str
+) -> None:
     asked: list[str] = []
 
     def model(request: Any) -> Any:
@@ -126,7 +130,10 @@ def test_a_question_the_locked_store_cannot_take_is_not_asked(backend: Any, hold
     started = time.monotonic()
     with warnings.catch_warnings(record=True), pytest.raises(StoreError, match="is locked"):
         warnings.simplefilter("always")
-        chat.ask("second")
+        if drive == "sync":
+            chat.ask("second")
+        else:
+            asyncio.run(chat.ask_async("second"))
     assert time.monotonic() - started < 10
     assert asked == ["hello"] and chat.transcript[-1].content == "second"
     holder.release()
