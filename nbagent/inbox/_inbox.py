@@ -334,13 +334,15 @@ class Inbox:
             **{name: [r[name] for r in rows] for name in _INPUT_TYPES},
         )
 
-    def answer(self, input: Any, data: Any = None, *, chat_id: str | None = None) -> PendingInput:
+    def answer(
+        self, input_id: Any, data: Any = None, *, chat_id: str | None = None
+    ) -> PendingInput:
         """Answer a pending input of :attr:`inputs` (``by`` the inbox). A live chat's carries
         on as after a decision here; a stored chat's is answered through its store
         (``store.answer``: first answer wins), applied by whichever process drives it.
 
         Args:
-            input: A row of :attr:`inputs` (it names its chat), an input id or its call's
+            input_id: A row of :attr:`inputs` (it names its chat), an input id or its call's
                 id, a ``"chat_id/input_id"`` key, or a ``PendingInput``/``StoredInput``.
             data: The answer (see ``chat.answer``).
             chat_id: The chat it belongs to: needed when several chats wait for an input
@@ -352,7 +354,7 @@ class Inbox:
                 several chats wait for an input of this id and ``chat_id`` names none of
                 them, or ``data`` does not match what was asked (nothing changed).
         """
-        chat, stored, key = self._input_owner(input, chat_id)
+        chat, stored, key = self._input_owner(input_id, chat_id)
         if chat is None:
             source, si = stored
             return source.settle(si, "accept", data, None, self.by).request
@@ -361,15 +363,15 @@ class Inbox:
         return answered
 
     def decline(
-        self, input: Any, reason: str | None = None, *, chat_id: str | None = None
+        self, input_id: Any, reason: str | None = None, *, chat_id: str | None = None
     ) -> PendingInput:
         """Decline a pending input of :attr:`inputs` (``by`` the inbox), live or stored;
-        ``input`` and ``chat_id`` as for :meth:`answer`.
+        ``input_id`` and ``chat_id`` as for :meth:`answer`.
 
         Raises:
             InputError: Nothing here waits for it, or several chats do (pass ``chat_id``).
         """
-        chat, stored, key = self._input_owner(input, chat_id)
+        chat, stored, key = self._input_owner(input_id, chat_id)
         if chat is None:
             source, si = stored
             return source.settle(si, "decline", None, reason, self.by).request
