@@ -417,13 +417,15 @@ def _plan_call_change(chat: Forkable, p: Plan, original: ToolCall, change: str, 
                 f"{where} was answered at once ({c.status}), before anyone could decide it: "
                 "there is no decision to change"
             )
-        # an approval whose call has not run (approved and waiting to, or cancelled before
-        # it started) is a change in a fork, which asks for it again (fork() shows it
-        # awaiting approval); any other approval in the original stands. A call in doubt
-        # started (its process stopped while running it: it may have gone through),
-        # whether or not its start time was kept: approved again, it ran twice
+        # an approval whose call never ran (cancelled before it started) is a change in a
+        # fork, which asks for it again; any other approval in the original stands. One
+        # still waiting to run may run there, or may have run in another process this copy
+        # has not heard from (a stored chat: approved twice, the refund ran twice), so a
+        # fork does not approve it again by itself: fork() asks for it, a person decides.
+        # A call in doubt started (its process stopped while running it: it may have gone
+        # through), whether or not its start time was kept: approved again, it ran twice
         in_doubt = original.status == "in_doubt"
-        never_ran = original.started_at is None and not in_doubt
+        never_ran = original.is_final and original.started_at is None and not in_doubt
         if (
             original.decision is not None
             and original.decision.verdict == value
@@ -433,6 +435,13 @@ def _plan_call_change(chat: Forkable, p: Plan, original: ToolCall, change: str, 
                 raise ValueError(
                     f"{where} was approved and started in the original, which stopped while "
                     "it ran (in doubt: it may have gone through); a fork does not run it again"
+                )
+            if value == "approved" and not original.is_final:
+                raise ValueError(
+                    f"{where} was approved in the original and has not run there yet (it "
+                    "may run there, or have run in another process); a fork does not "
+                    "approve it again by itself: chat.fork() asks for it again, decide it "
+                    "in the fork"
                 )
             raise ValueError(f"{where} was already {value} in the original; nothing would change")
         p.value = value

@@ -1,9 +1,11 @@
-"""``fork(call, decision="approved")`` of a call approved but not run yet is a change.
+"""``fork(call, decision="approved")`` of a call approved but not run yet.
 
 A fork asks again for an approval whose call has not run (one approval runs a call
 once, in the chat it was given in): ``chat.fork()`` shows such a call awaiting
-approval. ``fork(call, decision="approved")`` of it was refused as "already approved;
-nothing would change", though it would change exactly that.
+approval. ``fork(call, decision="approved")`` of it is refused, and says why: the call
+may still run in the original, or may have run in another process a stale copy has not
+heard from (allowing it ran a stored refund twice); the person decides it in the fork.
+It said "already approved; nothing would change", which was not the reason.
 """
 
 from __future__ import annotations
@@ -38,9 +40,11 @@ def test_approving_in_a_fork_a_call_approved_but_not_run() -> None:
     chat = _chat(runs)
     chat.ask("go")
     chat.approve("c1")  # approved; complete() not called yet
-    assert chat.fork().get_call("c1").status == "awaiting_approval"
-    fork = chat.fork("c1", decision="approved")
-    assert fork.get_call("c1").status == "approved"
+    with pytest.raises(ValueError, match="has not run there yet"):
+        chat.fork("c1", decision="approved")
+    fork = chat.fork()
+    assert fork.get_call("c1").status == "awaiting_approval"  # asked again
+    fork.approve("c1")  # a person decides it in the fork
     fork.complete()
     assert runs[1] == 1  # once, in the fork
     chat.complete()

@@ -211,7 +211,7 @@ def test_where_a_fork_is_stored(tmp_path: Path) -> None:
 def test_a_copy_that_missed_a_decision_made_elsewhere_forks_from_it(tmp_path: Path) -> None:
     """This chat object still shows the refund waiting; another process approved it and ran
     it. Forking here applies the decisions made elsewhere first: approving it again in a fork
-    is refused (nothing would change), and a fork of the whole history asks for it again,
+    is refused (it may have run elsewhere), and a fork of the whole history asks for it again,
     so the refund ran once, where it was approved. Before, the fork approved it anew and the
     refund ran twice."""
     db, counter = tmp_path / "chats.db", tmp_path / "runs.txt"
@@ -226,7 +226,7 @@ def test_a_copy_that_missed_a_decision_made_elsewhere_forks_from_it(tmp_path: Pa
     elsewhere.complete()
     elsewhere.close()
     assert _runs(counter) == ["7"]
-    with pytest.raises(ValueError, match="already approved in the original"):
+    with pytest.raises(ValueError, match="approved in the original and has not run there"):
         here.fork("call_r", decision="approved")  # it would run the refund again
     whole = here.fork()
     (call,) = whole.tool_calls
