@@ -211,7 +211,7 @@ class LoopMixin(ChatCore):
             if said == "later":  # its work would wait on the async driver's loop
                 said = yield _StepHook(before_step)  # so it runs on a worker thread
             if said == "busy":  # e.g. the store: another process drives this chat
-                result = StepResult("busy", self.last_assistant_message)
+                result = StepResult("busy", self._turns_answer())
                 self._finish_step(result)
                 return result
         with self._lock:
@@ -235,10 +235,7 @@ class LoopMixin(ChatCore):
             # before a request): the one budget stop
             # the turn's own last answer: none yet is None (the last turn's was returned by
             # ask() as if it answered this question)
-            last = self.last_assistant_message
-            result = StepResult(
-                "budget_exhausted", last if last is not None and last.turn == self._turn else None
-            )
+            result = StepResult("budget_exhausted", self._turns_answer())
             self._finish_step(result, budget=spent or "steps")
             return result
         if self._sources and (
@@ -282,7 +279,7 @@ class LoopMixin(ChatCore):
                 # ran, and asking again would spin; the step ends as a busy before_step ends
                 # it, the calls still runnable (the store's claim also detaches the chat)
                 self._step -= 1
-                result = StepResult("busy", self.last_assistant_message)
+                result = StepResult("busy", self._turns_answer())
                 self._finish_step(result)
                 return result
             result = StepResult("ran_tools", self.last_assistant_message, tuple(calls))
@@ -294,6 +291,13 @@ class LoopMixin(ChatCore):
             return result
         self._finish_step(result)
         return result
+
+    def _turns_answer(self) -> Message | None:
+        """The last assistant message if it belongs to this turn, else ``None``: a step that
+        stops before the model answered (a budget, another process driving) must not hand
+        ``ask()`` the last turn's answer as if it answered this question."""
+        last = self.last_assistant_message
+        return last if last is not None and last.turn == self._turn else None
 
     def _warn_uncounted(self, model: str, cost: float | None, reported: bool) -> None:
         """Say once a chat that a budget cannot count a response (no usage reported, no

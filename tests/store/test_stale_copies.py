@@ -219,11 +219,9 @@ def test_a_stale_copy_asking_never_asks_the_model(backend: Any, drive: str) -> N
         a.ask("from a")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            if drive == "sync":
-                b.ask("from b")
-            else:
-                asyncio.run(b.ask_async("from b"))
+            answer = b.ask("from b") if drive == "sync" else asyncio.run(b.ask_async("from b"))
         assert pb.requests == []
+        assert answer is None  # not the last turn's "hello", as if it answered "from b"
         assert b.last_step is not None and b.last_step.kind == "busy"
         assert StoreConflictWarning in [w.category for w in caught]
         a.close()
