@@ -550,7 +550,10 @@ class Tool:
             kwargs = {**kwargs, "tool_call": call}
         return kwargs
 
-    def execute(self, **kwargs: Any) -> Any:
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        """Run one call: a subclass defines it with its own parameters (the tool's schema),
+        sync or ``async``, e.g. ``def execute(self, order_id: int) -> str``. Declared as
+        ``(*args, **kwargs)`` so such an override type-checks (mypy ``--strict``)."""
         raise NotImplementedError(f"{type(self).__name__}.execute is not implemented")
 
     def __repr__(self) -> str:
