@@ -87,7 +87,7 @@ def test_the_core_is_what_the_notebook_features_use() -> None:
 
 def test_each_extra_named_in_errors_brings_its_module() -> None:
     extras = PYPROJECT["optional-dependencies"]
-    distribution = {"opentelemetry": "opentelemetry-api"}  # a namespace of several
+    distribution = {"opentelemetry": "opentelemetry-sdk"}  # a namespace of several
     for module, extra in EXTRAS.items():
         wanted = distribution.get(module, module)
         assert wanted in _requirement_names(extras[extra]), (module, extra)
@@ -139,7 +139,8 @@ def test_each_extra_named_in_errors_brings_its_module() -> None:
             "ray",
             'nbagent.batch(..., backend="ray")',
         ),
-        (["opentelemetry"], "nbagent.instrument()", "otel", "nbagent.instrument()"),
+        # The model SDKs depend on OpenTelemetry's API: only the SDK (the extra) is missing.
+        (["opentelemetry.sdk"], "nbagent.instrument()", "otel", "nbagent.instrument()"),
     ],
 )
 def test_a_feature_without_its_extra_says_which_extra_in_one_line(
@@ -152,6 +153,22 @@ def test_a_feature_without_its_extra_says_which_extra_in_one_line(
         f"pip install 'nbagent[{extra}]'"
     )
     assert "During handling" not in proc.stderr  # the bare import error is not chained
+
+
+def test_instrument_with_a_provider_needs_only_the_api(tmp_path: Path) -> None:
+    # A provider given explicitly (here the API's own no-op one) is used as it is: the SDK
+    # is needed only for the global provider to export anything.
+    proc = run(
+        ["opentelemetry.sdk"],
+        """
+        from opentelemetry import trace
+        nbagent.instrument(trace.NoOpTracerProvider())
+        print(nbagent.uninstrument())
+        """,
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True"
 
 
 def test_the_log_itself_needs_no_extra(tmp_path: Path) -> None:

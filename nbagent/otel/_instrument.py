@@ -114,8 +114,8 @@ def instrument(tracer_provider: Any = None, *, content: bool = False) -> None:
             never in a chat's events; key-shaped text is masked in everything exported).
 
     Raises:
-        ModuleNotFoundError: OpenTelemetry is not installed (one line naming the
-            ``otel`` extra).
+        ModuleNotFoundError: OpenTelemetry is not installed, or, with no
+            ``tracer_provider``, its SDK is not (one line naming the ``otel`` extra).
         TypeError: ``tracer_provider`` is not a tracer provider (tracing stays as it was).
     """
     global _CURRENT, _FROM_RUN
@@ -124,6 +124,11 @@ def instrument(tracer_provider: Any = None, *, content: bool = False) -> None:
             "tracer_provider is an OpenTelemetry TracerProvider (it has get_tracer()), got "
             f"{type(tracer_provider).__name__}"
         )
+    if tracer_provider is None:
+        # OpenTelemetry's API alone (the model SDKs bring it) makes every span a no-op: the
+        # global provider exports only once the SDK (the otel extra) sets one up. Another
+        # implementation's provider is given as tracer_provider.
+        require("opentelemetry.sdk", "nbagent.instrument()")
     inst = Instrumentation(tracer_provider, bool(content))
     with _LOCK:
         old, _CURRENT, _FROM_RUN = _CURRENT, inst, False
