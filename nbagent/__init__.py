@@ -123,6 +123,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; loaded on first use bel
     from .providers import AnthropicProvider, DemoProvider, OpenAIProvider
     from .store import PostgresStore, SQLiteStore, Store, open_store
 
+# The one place the version is written: pyproject.toml reads it (a literal, for setuptools).
 __version__ = "0.1.0"
 
 

@@ -1,11 +1,12 @@
 """The front door: ``pip install nbagent ipykernel`` in a fresh venv, no extras, is enough.
 
 A new virtual environment in a temporary directory gets this checkout (copied,
-so the build leaves nothing in the worktree) and ipykernel from the package
-registry, through pip as a user would run it. Then a notebook runs on that
-venv's kernel (nbclient from the test environment drives it): the approval card
-is an anywidget widget view, and ``chat.log`` shows as an HTML table. Takes
-a minute or two, most of it pip.
+so the build leaves nothing in the worktree; nbagent itself is never taken from
+the package registry, where the name ``nbagent`` belongs to another project),
+with ipykernel and every dependency from the registry, through pip as a user
+would run it. Then a notebook runs on that venv's kernel (nbclient from the test
+environment drives it): the approval card is an anywidget widget view, and
+``chat.log`` shows as an HTML table. Takes a minute or two, most of it pip.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def _install(tmp: Path) -> Path:
     """A fresh venv with this checkout and ipykernel installed; its python."""
     src = tmp / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in"):
         shutil.copy2(ROOT / name, src / name)
     shutil.copytree(
         ROOT / "nbagent", src / "nbagent", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -121,6 +122,29 @@ def test_pip_install_nbagent_ipykernel_shows_the_approval_widget_and_the_log(
     installed = {p["name"].lower() for p in json.loads(listed.stdout)}
     assert {"nbagent", "pandas", "ipywidgets", "anywidget", "openai", "anthropic"} <= installed
     assert not {"jupyterlab", "matplotlib", "pyarrow"} & installed
+    # The installed metadata: the version is nbagent.__version__ (its one source), and the
+    # MIT license text ships with it.
+    meta = subprocess.run(
+        [str(python), "-c",
+         "import importlib.metadata as md, nbagent; d = md.distribution('nbagent'); "
+         "lic = [f for f in d.files if f.name == 'LICENSE' and '.dist-info' in str(f)]; "
+         "print(d.version == nbagent.__version__, d.metadata['License-Expression'], "
+         "len(lic), 'the nbagent authors' in lic[0].read_text())"],
+        capture_output=True, text=True, cwd=tmp_path, env=_clean_env(tmp_path, env_dir),
+    )  # fmt: skip
+    assert meta.returncode == 0, meta.stderr
+    assert meta.stdout.split() == ["True", "MIT", "1", "True"], meta.stdout
+    # The model SDKs bring OpenTelemetry's API, not its SDK: instrument() says which extra
+    # to install instead of sending every span to the API's no-op provider.
+    traced = subprocess.run(
+        [str(python), "-c", "import nbagent; nbagent.instrument()"],
+        capture_output=True, text=True, cwd=tmp_path, env=_clean_env(tmp_path, env_dir),
+    )  # fmt: skip
+    assert traced.returncode == 1
+    assert traced.stderr.strip().splitlines()[-1] == (
+        "ModuleNotFoundError: nbagent.instrument() needs opentelemetry.sdk, which is not "
+        "installed: pip install 'nbagent[otel]'"
+    )
 
     work = tmp_path / "work"
     work.mkdir()
