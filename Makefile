@@ -61,12 +61,24 @@ help:
 	@echo "make bench    python -m benchmarks"
 	@echo "make clean    remove caches and build output (distclean: also $(VENV))"
 
+# nbagent needs Python 3.11 or newer (requires-python): an older one fails here in one line,
+# where pip would backtrack through every release of every dependency for minutes first.
+PY_OK := import sys; sys.exit(sys.version_info < (3, 11))
+define CHECK_PYTHON
+@$(PYTHON) -c '$(PY_OK)' 2>/dev/null || { echo "nbagent needs Python 3.11 or newer; PYTHON=$(PYTHON) is $$($(PYTHON) -V 2>&1 || echo 'not found'): make $(or $(MAKECMDGOALS),lab) PYTHON=python3.11 (or newer)" >&2; exit 1; }
+endef
+
 $(PY):
+	$(CHECK_PYTHON)
 	$(PYTHON) -m venv $(VENV)
 
-# A venv whose pip does not run (half-created, Python upgraded) is recreated.
+# A venv whose pip does not run (half-created, Python upgraded) or whose Python is older than
+# 3.11 (made before PYTHON was set right) is recreated with $(PYTHON).
 define ENSURE_PIP
-@$(PY) -m pip --version >/dev/null 2>&1 || { echo "$(VENV) is broken; recreating"; $(PYTHON) -m venv --clear $(VENV); }
+@{ $(PY) -c '$(PY_OK)' && $(PY) -m pip --version; } >/dev/null 2>&1 || { \
+	  $(PYTHON) -c '$(PY_OK)' 2>/dev/null || { echo "nbagent needs Python 3.11 or newer; PYTHON=$(PYTHON) is $$($(PYTHON) -V 2>&1 || echo 'not found'): make $(or $(MAKECMDGOALS),lab) PYTHON=python3.11 (or newer)" >&2; exit 1; }; \
+	  echo "$(VENV) is broken or its Python is older than 3.11; recreating it with $(PYTHON)"; \
+	  $(PYTHON) -m venv --clear $(VENV); }
 endef
 
 # --no-compile: pip would byte-compile every module of every package (most never
@@ -88,10 +100,19 @@ venv install: $(STAMP)
 # The `python3` kernelspec must launch this venv's interpreter. ipykernel's
 # wheel ships one in $(VENV)/share/jupyter/kernels (argv[0] "python", which
 # jupyter_client maps to the server's own interpreter); reinstall it if it is
-# missing or some other spec shadows it.
+# missing or changed. A spec found first elsewhere (a user's, or on JUPYTER_PATH) that
+# starts another Python shadows the venv's, reinstalled or not: that fails, naming it.
+KERNEL_CHECK := import os, sys; from jupyter_client.kernelspec import KernelSpecManager as K; \
+	m = K(); d = m.find_kernel_specs().get("python3"); a = d and m.get_kernel_spec("python3").argv[0]; \
+	ok = a in ("python", "python3", sys.executable); \
+	own = os.path.realpath(os.path.join(sys.prefix, "share", "jupyter", "kernels", "python3")); \
+	shadow = bool(d) and not ok and os.path.realpath(d) != own; \
+	shadow and print(f"The python3 kernelspec in {d} starts {a}, not {sys.executable}, and shadows the one in {own}: JupyterLab would run the notebooks on that Python. Remove it (rm -r {d}) or take its folder off JUPYTER_PATH, then rerun.", file=sys.stderr); \
+	sys.exit(0 if ok else 2 if shadow else 1)
 define ENSURE_KERNEL
-@$(PY) -c 'import sys; from jupyter_client.kernelspec import KernelSpecManager as K; a = K().get_kernel_spec("python3").argv[0]; sys.exit(a not in ("python", "python3", sys.executable))' 2>/dev/null \
-	  || $(PY) -m ipykernel install --sys-prefix --name python3
+@said=$$($(PY) -c '$(KERNEL_CHECK)' 2>&1); rc=$$?; \
+	  if [ $$rc = 2 ]; then echo "$$said" >&2; exit 1; fi; \
+	  if [ $$rc != 0 ]; then $(PY) -m ipykernel install --sys-prefix --name python3; fi
 endef
 
 kernel: $(STAMP)
