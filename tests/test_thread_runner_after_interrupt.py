@@ -114,6 +114,9 @@ RACE = textwrap.dedent(
         return Chat(provider=ScriptedProvider([call_tools(("awork", {"n": 1})), reply("done")]),
                     display=False).with_tools(awork)
 
+    # a shell's background job (make test &) starts with SIGINT ignored, which a child
+    # inherits: then no press would land. The stop button's signal is Python's default one.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     main = threading.main_thread().ident
     presses = bad = 0
     for _ in range(int(sys.argv[1])):
