@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._events import Event
 from .._recording import Recording
+from .._secrets import redact_keys, redacted
 from .._types import Approval, Decision, PendingInput, ToolCall, ToolResultMessage, short_id
 from ._watch import DecisionWatch
 
@@ -118,8 +119,10 @@ class StoredCall:
         )
 
     def __repr__(self) -> str:
+        # a key, URL credentials or a password in the arguments shows as ***, hidden before
+        # the cut, as ToolCall's repr, the cards and the log show it
         arguments = json.dumps(
-            self.arguments, ensure_ascii=False, separators=(",", ":"), default=str
+            redacted(self.arguments), ensure_ascii=False, separators=(",", ":"), default=str
         )
         where = f", server={self.server!r}" if self.server is not None else ""
         where += ", hosted=True" if self.hosted else ""
@@ -138,10 +141,19 @@ class StoredInput:
         id / kind / call_id / tool / message / content / schema / server /
             requested_at: As on :class:`~nbagent.PendingInput`.
         status: ``pending`` until answered, then the answer's action
-            (``accept``, ``decline`` or ``cancel``).
-        data / answered_by / answered_at / reason: The answer, once given.
+            (``accept``, ``decline`` or ``cancel``). An input whose call ended before
+            any answer (in doubt, denied, cancelled) is ``cancel``, ``reason`` "the call
+            ended", as the chat's record has it (``pending_inputs()`` leaves it out).
+        data / answered_by / answered_at / reason: The answer, once given. An answer
+            given through the store is kept with every key-like token in it (``sk-...``,
+            a ``Bearer`` token, URL credentials) as ``***``.
         applied: Whether the chat has recorded the answer (one given in the store
             waits until the chat next looks: a step, ``refresh()``, ``Chat.load``).
+        closed: Why the input waits for nothing though its chat never recorded the
+            answer it has: ``"not applied: the call ended first"`` (an answer given in
+            the store, say after the process running the call died, that no chat applied
+            before the call ended: its record has the input cancelled); ``"the call
+            ended"`` for an input that had no answer; else ``None``.
     """
 
     chat_id: str
@@ -161,6 +173,7 @@ class StoredInput:
     reason: str | None = None
     applied: bool = False
     resume: dict[str, Any] | None = field(default=None, repr=False)
+    closed: str | None = None
 
     @property
     def request(self) -> PendingInput:
@@ -183,10 +196,12 @@ class StoredInput:
         return self.request.choices
 
     def __repr__(self) -> str:
-        text = self.message if len(self.message) <= 60 else self.message[:57] + "..."
+        message = redact_keys(self.message)  # a key in the question never reaches the screen
+        text = message if len(message) <= 60 else message[:57] + "..."
+        closed = f" ({self.closed})" if self.closed and self.status != "cancel" else ""
         return (
             f"StoredInput(chat_id={short_id(self.chat_id)!r}, id={self.id!r}, kind={self.kind!r}, "
-            f"status={self.status!r}: {text!r})"
+            f"status={self.status!r}{closed}: {text!r})"
         )
 
 

@@ -55,6 +55,7 @@ from .._recording import (
 )
 from .._rules import Rule, denied_edit
 from .._schema import validate_json_schema
+from .._secrets import redact_keys, redacted
 from .._types import (
     INPUT_ACTIONS,
     Decision,
@@ -641,6 +642,36 @@ def _simple(entries: Sequence[Entry]) -> bool:
         e.change is None or isinstance(e.change, NewMessage | NewCall | CallFinal | CallReset)
         for e in entries
     )
+
+
+CALL_ENDED = "the call ended"
+"""An input with no answer when its call ended (in doubt, denied, cancelled): closed with
+it, as the chat's record closes it (``cancel``)."""
+
+NOT_APPLIED = "not applied: the call ended first"
+"""An answer given in the store that no chat applied before its call ended."""
+
+
+def _keys_hidden(si: StoredInput, stored: Any) -> Any:
+    """An answer given through the store as it is written: every key-like token in it
+    (``sk-...``, a ``Bearer`` token, URL credentials, ``password=...``) and a form's value
+    under a secret's name (``"api_key"``, ``"password"``) as ``***``, as the screen shows
+    them (``redacted``), so a key never rests in the store and the model never reads one.
+    The chat applies what is stored (an MCP server's form receives the ``***`` too); an
+    answer that, so redacted, no longer matches what was asked is refused here, before
+    anything is written, rather than dropped with a warning when the chat applies it."""
+    hidden = redacted(stored)
+    if hidden == stored:
+        return stored
+    try:
+        checked_answer(si.request, hidden)
+    except InputError as exc:
+        raise InputError(
+            f"the answer to {si.id!r} holds what looks like a key, which is never stored "
+            f"(a key-like token is kept as ***), and without it the answer does not match "
+            f"what was asked ({redact_keys(str(exc))}); nothing was written"
+        ) from None
+    return hidden
 
 
 def _is_automatic(decision: Mapping[str, Any]) -> bool:
@@ -1590,36 +1621,56 @@ class SQLStore:
 
     @staticmethod
     def _inputs_where(conn: Any, where: str, args: Sequence[Any]) -> list[StoredInput]:
+        """The inputs ``where`` selects (``i``: the input, ``a``: its answer), each closed
+        as its chat's record closes it once its call has a result (``ended``): with no
+        answer, ``cancel`` "the call ended"; with an answer no chat applied, kept as given
+        and ``closed`` "not applied: the call ended first" (its record has it cancelled).
+        An answer the chat applies is marked applied in the transaction that writes the
+        call's result, or before, so an ended call's unapplied answer was never applied."""
         rows = conn.execute(
             "SELECT i.chat_id, i.input_id, i.call_id, i.kind, i.tool, i.server, i.prompt, "
             "i.content, i.schema, i.requested_at, i.resume, a.action, a.data, a.answered_by, "
-            "a.at, a.reason, a.applied FROM inputs i LEFT JOIN input_answers a "
+            "a.at, a.reason, a.applied, "
+            "CASE WHEN tc.result IS NOT NULL THEN 1 ELSE 0 END, tc.finished_at "
+            "FROM inputs i LEFT JOIN input_answers a "
             "ON a.chat_id = i.chat_id AND a.input_id = i.input_id "
+            "LEFT JOIN tool_calls tc ON tc.chat_id = i.chat_id AND tc.call_id = i.call_id "
             f"WHERE {where} ORDER BY i.requested_at, i.input_id",
             tuple(args),
         ).fetchall()
-        return [
-            StoredInput(
-                chat_id=r[0],
-                id=r[1],
-                kind=r[3],
-                call_id=r[2],
-                tool=r[4],
-                message=r[6],
-                content=codec.loads(r[7]) or {},
-                schema=codec.loads(r[8]),
-                server=r[5],
-                requested_at=codec.dt_in(r[9]),
-                resume=codec.loads(r[10]),
-                status=r[11] or "pending",
-                data=codec.loads(r[12]) if r[11] else None,
-                answered_by=r[13],
-                answered_at=codec.dt_in(r[14]),
-                reason=r[15],
-                applied=bool(r[16] == 1),
+        out = []
+        for r in rows:
+            ended = r[17] == 1
+            closed = None
+            status, answered_at, reason, applied = r[11], codec.dt_in(r[14]), r[15], r[16] == 1
+            if status is None and ended:  # no answer before its call ended: closed with it
+                status, answered_at, reason = "cancel", codec.dt_in(r[18]), CALL_ENDED
+                closed, applied = CALL_ENDED, True
+            elif status is not None and ended and not applied:
+                closed = NOT_APPLIED
+            out.append(
+                StoredInput(
+                    chat_id=r[0],
+                    id=r[1],
+                    kind=r[3],
+                    call_id=r[2],
+                    tool=r[4],
+                    message=r[6],
+                    content=codec.loads(r[7]) or {},
+                    schema=codec.loads(r[8]),
+                    server=r[5],
+                    requested_at=codec.dt_in(r[9]),
+                    resume=codec.loads(r[10]),
+                    status=status or "pending",
+                    data=codec.loads(r[12]) if r[11] else None,
+                    answered_by=r[13],
+                    answered_at=answered_at,
+                    reason=reason,
+                    applied=applied,
+                    closed=closed,
+                )
             )
-            for r in rows
-        ]
+        return out
 
     _OPEN_INPUT = (
         "a.id IS NULL AND NOT EXISTS (SELECT 1 FROM tool_calls t WHERE t.chat_id = i.chat_id "
@@ -1644,7 +1695,13 @@ class SQLStore:
             return self._inputs_where(conn, where, args)
 
     def inputs(self, chat_id: str | None = None) -> list[StoredInput]:
-        """Every input asked for (answered or not; in one chat, or all), oldest first."""
+        """Every input asked for (answered or not; in one chat, or all), oldest first.
+
+        An input whose call ended before an answer (in doubt, denied, cancelled) is
+        ``cancel`` "the call ended", as its chat's record has it, and
+        :meth:`pending_inputs` leaves it out; an answer given here that no chat applied
+        before the call ended keeps its status, ``applied=False``, with ``closed`` saying
+        ``"not applied: the call ended first"``."""
         where, args = ("i.chat_id = ?", (chat_id,)) if chat_id is not None else ("1 = 1", ())
         with self._read() as conn:
             return self._inputs_where(conn, where, args)
@@ -1669,7 +1726,10 @@ class SQLStore:
             input_id: The input's id, its call's id (an external tool's, ``ask_user``'s,
                 or a call with one input waiting), or a ``StoredInput``/``PendingInput``.
             data: The answer (see ``chat.answer``). Stored as JSON: a value that is not
-                JSON data (a DataFrame) is stored as the text the model reads.
+                JSON data (a DataFrame) is stored as the text the model reads. A key in it
+                (``sk-...``, a ``Bearer`` token, URL credentials, a form's ``password``)
+                is stored, and applied, as ``***``: keys in answers never reach the store
+                or the model (an MCP server's form receives ``***`` where a key was).
             by: Who answered (kept in the record, the log and the store).
             chat_id: Needed only when several chats have an input with this id.
 
@@ -1677,8 +1737,9 @@ class SQLStore:
             The input as now stored (status ``accept``).
 
         Raises:
-            InputError: No such input waits (unknown, answered already, ambiguous), or
-                ``data`` does not match what was asked; nothing is written.
+            InputError: No such input waits (unknown, answered already, its call ended,
+                ambiguous), or ``data`` does not match what was asked (with its keys
+                hidden, too); nothing is written.
         """
         return self._settle(input_id, "accept", data, None, by, chat_id)
 
@@ -1724,11 +1785,16 @@ class SQLStore:
             raise TypeError("reason must be a string")
         assert action in INPUT_ACTIONS
         by, reason = clean(by), clean(reason) if reason is not None else None
+        if reason is not None:
+            reason = redact_keys(reason)
         si = self._one_input(key, chat_id)
         stored = None
         if action == "accept":  # the one check (chat.answer's), before anything is written
-            value, text, _ = checked_answer(si.request, data)
-            stored = answer_json(value, text)
+            try:
+                value, text, _ = checked_answer(si.request, data)
+            except InputError as exc:  # it may quote the answer or the choices: no key shown
+                raise InputError(redact_keys(str(exc))) from None
+            stored = _keys_hidden(si, answer_json(value, text))
         at = utcnow().isoformat()
         with self._tx(si.chat_id) as conn:
             if not self._inputs_where(
@@ -1752,16 +1818,29 @@ class SQLStore:
         return now
 
     def _answered(self, conn: Any, si: StoredInput) -> InputError:
+        """Why ``si`` takes no answer: answered already, or its call ended first."""
         found = self._inputs_where(conn, "i.chat_id = ? AND i.input_id = ?", (si.chat_id, si.id))
         now = found[0] if found else si
-        if now.status != "pending":
-            when = f" at {now.answered_at.isoformat(timespec='seconds')}" if now.answered_at else ""
+        if now.status == "pending" or now.closed == CALL_ENDED:  # no answer; its call ended
+            row = conn.execute(
+                "SELECT status FROM tool_calls WHERE chat_id = ? AND call_id = ?",
+                (si.chat_id, si.call_id),
+            ).fetchone()
+            how = f" ({row[0]})" if row is not None else ""
             return InputError(
-                f"input {si.id!r} of chat {si.chat_id} was already answered ({now.status} by "
-                f"{now.answered_by}{when}); an answer cannot be changed"
+                f"input {si.id!r} of chat {si.chat_id} waits for nothing now: its call "
+                f"{si.call_id!r} ended{how} before an answer; nothing was written "
+                "(store.pending_inputs() lists the inputs waiting)"
             )
+        when = f" at {now.answered_at.isoformat(timespec='seconds')}" if now.answered_at else ""
+        ended = (
+            "; its call ended before any chat applied it, so it waits for nothing now"
+            if now.closed == NOT_APPLIED
+            else "; an answer cannot be changed"
+        )
         return InputError(
-            f"input {si.id!r} of chat {si.chat_id} waits for nothing now (its call has ended)"
+            f"input {si.id!r} of chat {si.chat_id} was already answered ({now.status} by "
+            f"{now.answered_by}{when}){ended}"
         )
 
     def _one_input(self, key: str, chat_id: str | None) -> StoredInput:
