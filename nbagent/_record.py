@@ -45,7 +45,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
@@ -79,6 +79,7 @@ from ._extension import Snapshot
 from ._frozen import sent
 from ._hosted import BREACHES, RAN_UNAPPROVED
 from ._result_text import result_type, without_edit_note
+from ._secrets import redacted
 from ._types import (
     FINAL_STATUSES,
     POLICY_PREFIX,
@@ -163,6 +164,9 @@ class CallRecord:
     result: ToolResultMessage | None = None
     logs: tuple[LogLine, ...] = ()
 
+    def __repr__(self) -> str:
+        return _shown(self)
+
 
 class LogLine(NamedTuple):
     """One log message a server sent while a call ran (``CallRecord.logs``)."""
@@ -204,6 +208,17 @@ class InputRecord:
     resume: dict[str, Any] | None = None
     """A parked call's input (a 2026-07-28 server's): its ``key``, the ``round`` it was
     asked in and the server's ``request_state`` (see ``InputRequested.resume``)."""
+
+    def __repr__(self) -> str:
+        return _shown(self)
+
+
+def _shown(row: Any) -> str:
+    """A record's row as ``repr`` shows it: its fields as a dataclass shows them, with a
+    key, URL credentials or a password in a text (the question, the answer, a reason, the
+    arguments) as ``***``, as ``repr(ToolCall)`` and ``repr(PendingInput)`` hide them."""
+    shown = ", ".join(f"{f.name}={redacted(getattr(row, f.name))!r}" for f in fields(row))
+    return f"{type(row).__name__}({shown})"
 
 
 @dataclass(slots=True)
