@@ -48,6 +48,7 @@ from .._aio import spawn
 from .._display import LiveOutput, close_models, mark_dirty
 from .._errors import DecisionError, InputError
 from .._html import unredacted
+from .._secrets import redact_keys
 from .._types import PendingInput, short_id
 from ._cards import by_always_allow, input_html, reason_words, settled_input_words
 from ._continuation import continuation_for
@@ -397,8 +398,8 @@ class ChatView:
             call_id=p.call_id or "",
             input_id=p.id,
             input_kind=p.kind,
-            fields=for_browser(form_fields(p.schema)) if p.kind == "elicitation" else [],
-            choices=[str(c) for c in p.choices] if p.kind == "ask_user" else [],
+            fields=_browser_fields(p) if p.kind == "elicitation" else [],
+            choices=[redact_keys(str(c)) for c in p.choices] if p.kind == "ask_user" else [],
         )
         card.on_rendered = functools.partial(self._card_rendered, card)
         self._inputs[p.id] = card
@@ -1244,7 +1245,7 @@ def _input_answer(pending: PendingInput, data: Any) -> Any:
     kind = pending.kind
     if kind == "elicitation":
         try:
-            return form_answer(form_fields(pending.schema), data)
+            return form_answer(form_fields(pending.schema), _as_given(pending, data))
         except FormError as exc:
             raise CardError(f"{exc} (nothing was sent; the form still waits)") from None
     if kind == "elicitation_url":
@@ -1257,4 +1258,68 @@ def _input_answer(pending: PendingInput, data: Any) -> Any:
         raise CardError(f"Write {what} first (or Decline).")
     if kind == "ask_user" and text in (pending.content.get("choices") or ()):
         return text  # a choice's button sends it as the model wrote it, spaces and all
+    if kind == "ask_user":  # a choice whose button showed a key as ***: the choice itself
+        meant = _unhidden(text, [str(c) for c in pending.choices])
+        if meant is not None:
+            return meant
     return text.strip() if kind == "ask_user" else text
+
+
+def _browser_fields(p: PendingInput) -> list[dict[str, Any]]:
+    """A form's fields as the browser gets them, with a key in a title, a description, an
+    option or a default as ``***`` (the card's HTML hides them so too): what the browser
+    sends back is read through :func:`_as_given`."""
+    out = []
+    for f in for_browser(form_fields(p.schema)):
+        f = dict(f)
+        for name in ("label", "description"):
+            if isinstance(f.get(name), str):
+                f[name] = redact_keys(f[name])
+        if "options" in f:
+            f["options"] = [
+                {"value": redact_keys(o["value"]), "label": redact_keys(o["label"])}
+                for o in f["options"]
+            ]
+        default = f.get("default")
+        if isinstance(default, str):
+            f["default"] = redact_keys(default)
+        elif isinstance(default, list):
+            f["default"] = [redact_keys(d) if isinstance(d, str) else d for d in default]
+        out.append(f)
+    return out
+
+
+def _as_given(pending: PendingInput, data: Any) -> Any:
+    """What the browser sent for a form of :func:`_browser_fields`, with an option (or a
+    default left as it was) that showed a key as ``***`` read back as the option (the
+    default) itself."""
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for f in for_browser(form_fields(pending.schema)):
+        name = f["name"]
+        if name not in out:
+            continue
+        known = [o["value"] for o in f.get("options", ())]
+        if isinstance(f.get("default"), str) and f["default"]:
+            known.append(f["default"])
+        sent_ = out[name]
+        if isinstance(sent_, str):
+            out[name] = _unhidden(sent_, known) or sent_
+        elif isinstance(sent_, list):
+            out[name] = [(_unhidden(v, known) or v) if isinstance(v, str) else v for v in sent_]
+    return out
+
+
+def _unhidden(sent_: str, known: list[str]) -> str | None:
+    """The one of ``known`` that showed as ``sent_`` with its keys hidden (``None``: none
+    did, ``sent_`` is one of them as it is, or several look alike so hidden)."""
+    if sent_ in known:
+        return None
+    meant = {k for k in known if k != sent_ and redact_keys(k) == sent_}
+    if len(meant) > 1:
+        raise CardError(
+            "Several choices look alike with their keys hidden; answer with chat.answer "
+            "(nothing was sent; the input still waits)."
+        )
+    return meant.pop() if meant else None
