@@ -438,6 +438,12 @@ class PostgresStore(SQLStore):
                 f"cannot open a PostgreSQL store: {self._scrub(str(exc)).strip()} "
                 "(expected postgresql://user:password@host:port/dbname)"
             )
+        except UnicodeDecodeError:  # libpq decoded a '%a0' escape to bytes that are no text
+            error = StoreError(
+                "cannot open a PostgreSQL store: the URL holds a percent-escape that is not "
+                "UTF-8 text (a password with a '%' in it, say); write the password as "
+                "urllib.parse.quote(password, safe='') (nothing was connected)"
+            )
         if error is not None:  # raised here, so that it holds no trace of libpq's message
             raise error
         if params.get("password"):
