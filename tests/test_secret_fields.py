@@ -215,3 +215,13 @@ def test_traces_with_content_hide_them() -> None:
     exported = "\n".join(s.to_json() for s in exporter.get_finished_spans())
     assert "db.example" in exported  # content is on: the arguments are there
     assert PASSWORD not in exported and KEY not in exported
+
+
+def test_read_log_displays_them_hidden_too(tmp_path: Path) -> None:
+    db = str(tmp_path / "log.db")
+    chat = _chat(store=db)
+    chat.ask("connect")
+    frame = nbagent.read_log(nbagent.SQLiteStore(db))
+    shown = frame._repr_html_() + frame._repr_mimebundle_()["text/plain"]
+    assert PASSWORD not in shown and KEY not in shown and "db.example" in shown
+    assert frame["arguments"].tolist()[0]["password"] == PASSWORD  # the values stay

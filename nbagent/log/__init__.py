@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .._display import enable_inline_png
+from .._errors import safe_display
 from .._events import Event
 from .._exports import publish as _publish
 from .._optional import require
@@ -118,7 +119,8 @@ def read_log(source: Any, kind: Kind = "calls", **query: Any) -> pd.DataFrame:
     """
     if kind not in SCHEMAS:
         raise ValueError(f"kind must be 'calls', 'steps' or 'messages', got {kind!r}")
-    return build_frame(_logs_of(source, query), kind)
+    # displayed with secrets as *** as chat.log is (its values stay the calls' own)
+    return safe_display(build_frame(_logs_of(source, query), kind))
 
 
 def _logs_of(source: Any, query: dict[str, Any]) -> list[ChatRecord]:
