@@ -1030,7 +1030,11 @@ class ChatCore:
         after: list[ToolResult] = []
         if reason is not None and not isinstance(reason, str):  # as store.decline says too
             raise TypeError(f"reason must be a string, got {type(reason).__name__}")
-        reason = clean(reason) if reason is not None else None
+        # a reason is sent to the model with the refusal: the provider's key and key-like
+        # tokens as ***, as an accepted answer's text (store.decline does the same)
+        reason = (
+            scrub(clean(reason), provider_secrets(self.provider)) if reason is not None else None
+        )
         if not isinstance(by, str) or not by:
             raise TypeError("by must be a non-empty string naming who answered")
         first: Any = None

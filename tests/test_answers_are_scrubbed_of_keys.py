@@ -115,3 +115,28 @@ def test_no_answer_around_a_key_lets_it_through(before: str, after: str) -> None
     chat.complete()
     said = everything_said(chat, seen)
     assert OWN not in said and SK not in said
+
+
+def test_a_declines_reason_is_scrubbed_too() -> None:
+    """A reason given with chat.decline is sent to the model with the refusal: a key in it
+    reached the model and the record in clear (store.decline scrubbed its copy)."""
+    from nbagent import Chat, tool
+    from nbagent.testing import ScriptedProvider, call_tools, reply
+
+    @tool(external=True)
+    def sign(party: str) -> str:
+        """Have a contract signed.
+
+        Args:
+            party: Who signs.
+        """
+
+    chat = Chat(
+        provider=ScriptedProvider([call_tools(("sign", {"party": "ACME"})), reply("ok")]),
+        display=False,
+    ).with_tools(sign)
+    chat.ask("sign it")
+    key = "sk-proj-" + "A1b2C3d4" * 4
+    chat.decline(chat.pending_inputs[0], reason=f"use {key} instead")
+    sent = repr(chat.transcript) + repr(chat.record.inputs) + repr(list(chat.events))
+    assert key not in sent and "sk-***" in sent
