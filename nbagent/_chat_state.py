@@ -726,18 +726,6 @@ class ChatCore:
             )
         return c
 
-    def _waits_unstarted(self, c: ToolCall) -> bool:
-        """An approved external call waiting for its result (under the lock): nothing of it
-        ran, so a person may still overrule the policy that approved it (a call parked on
-        a server's requests mid-run did start: its approval was used)."""
-        own = self._inputs.get(c.id)
-        return (
-            c.status == "awaiting_input"
-            and own is not None
-            and own.call_id == c.id
-            and self._record.parked_round(c.id) is None
-        )
-
     def _decide_held(
         self,
         call: ToolCall | str,
@@ -766,15 +754,24 @@ class ChatCore:
                 overridable = (
                     existing.automatic
                     and by == HUMAN
-                    and (c.status in ("approved", "denied") or self._waits_unstarted(c))
+                    and c.status in ("approved", "denied")
                     and c.started_at is None
                     and self._open is not None
                     and any(x is c for x in self._open.tool_calls)
                 )
                 if not overridable:
+                    # an external call waiting for its result was handed to whoever does it
+                    # (its request may be answered in the store already: a denial here would
+                    # drop that answer and tell the model nothing ran): decline the request
+                    waiting = c.status == "awaiting_input" and verdict == "denied"
                     raise DecisionError(
                         f"{c.name}({c.id}) was already {existing.verdict} by {existing.by}"
                         f"{_with(existing, verdict)}; a decision cannot be changed"
+                        + (
+                            " (its request for a result is out: chat.decline(...) refuses it)"
+                            if waiting
+                            else ""
+                        )
                     )
             elif c.status != "awaiting_approval":
                 raise DecisionError(f"{c.name}({c.id}) is {c.status}; it cannot be decided now")

@@ -1,8 +1,9 @@
 """A person may overrule a policy's approval before the call starts (``Approvals`` in the
 docs). A gated external call a policy approved waits for its result (``awaiting_input``):
-nothing of it ran, yet ``chat.deny`` was refused ("already approved by
-policy:always_allow:...; a decision cannot be changed"). It is allowed now: the call is
-denied, its input closed, and nothing runs, live and with a store (across a reload).
+its request is out (``store.pending_inputs()`` lists it, whoever does the work may have
+answered it already). Overruling it there dropped an answer the store held and told the
+model nothing ran; ``chat.deny`` is refused, saying to decline the request, which the
+first-answer-wins store settles against an answer given meanwhile.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from nbagent import Chat, DecisionError, InputError, ModelRequest, tool
+from nbagent import Chat, DecisionError, ModelRequest, tool
 from nbagent.store import open_store
 from nbagent.testing import ScriptedProvider, call_tools, reply
 
@@ -41,7 +42,7 @@ def model() -> ScriptedProvider:
 
 
 @pytest.mark.parametrize("stored", [False, True])
-def test_a_person_overrules_a_policys_approval_of_a_waiting_external_call(
+def test_a_waiting_external_calls_policy_approval_is_declined_not_denied(
     tmp_path: Path, stored: bool
 ) -> None:
     path = str(tmp_path / "s.db") if stored else None
@@ -51,28 +52,32 @@ def test_a_person_overrules_a_policys_approval_of_a_waiting_external_call(
     call = chat.get_call("w")
     assert call.status == "awaiting_input" and call.decision is not None
     assert call.decision.automatic
-    chat.deny("w", reason="a person says no")
-    assert call.status == "denied" and call.decision.by == "user"
-    assert chat.pending_inputs == []
-    with pytest.raises(InputError):
-        chat.answer("w", "sent")
+    with pytest.raises(DecisionError, match=r"chat\.decline\(\.\.\.\) refuses it"):
+        chat.deny("w", reason="a person says no")
+    chat.decline("w", reason="a person says no")
     final = chat.complete()
     assert final is not None and final.content.startswith("denied:")
     assert RAN == []
     if stored:
-        chat_id = chat.id
         chat.close()
-        store = open_store(path)
-        try:
-            assert store.pending_inputs() == []  # nothing to answer from another process
-        finally:
-            store.close()
-        loaded = Chat.load(chat_id, store=path, provider=model(), tools=[wire_money])
-        try:
-            assert loaded.get_call("w").status == "denied"
-            assert loaded.pending_inputs == []
-        finally:
-            loaded.close()
+
+
+def test_an_answer_already_in_the_store_is_never_dropped(tmp_path: Path) -> None:
+    """The bank answered through the store; a person who had not refreshed denies: refused,
+    and the answer stands (it was dropped, and the model told the wire was not sent)."""
+    path = str(tmp_path / "s.db")
+    chat = Chat(provider=model(), display=False, store=path).with_tools(wire_money)
+    chat.always_allow(wire_money)
+    chat.ask("pay")
+    store = open_store(path)
+    try:
+        store.answer("w", "sent: wire #991", chat_id=chat.id)
+    finally:
+        store.close()
+    with pytest.raises(DecisionError):
+        chat.deny("w")
+    final = chat.complete()
+    assert final is not None and "sent: wire #991" in final.content
 
 
 def test_a_persons_own_approval_still_cannot_be_changed() -> None:
