@@ -538,12 +538,13 @@ class StoreExtension(Extension):
                 with self._lock:
                     self._own_rules.append(_change_key(e.ts, e.type, vars(e)))
                 _RULE_WRITES.bump()  # every chat's next look reads the store's rules
-                if not writes_deferred():  # written now, or not made (_write_rule_change)
-                    with self._lock:
-                        self._pending.append((e, None))
-                    self._write_rule_change(e)
-                    return
-                flush = True
+                # written now, or not made (_write_rule_change), under the async driver too
+                # (a tool body revoking: left to the driver's catch-up, a kill before it
+                # brought the revoked rule back), as a decision is (decide())
+                with self._lock:
+                    self._pending.append((e, None))
+                self._write_rule_change(e)
+                return
             case ApprovalDecided():  # written even by a detached copy: deciding is not driving
                 noted = self._decided.pop(e.call.id, None) is e.decision  # by decide()
                 flush = True

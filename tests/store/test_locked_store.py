@@ -380,3 +380,62 @@ def test_what_a_chat_holds_of_its_rules_is_what_the_store_has(
         lock.close()
         chat.close()
         store.close()
+
+
+def test_a_revoke_from_a_tool_under_the_async_driver_is_written_or_not_made(
+    backend: Any, holder: Holder
+) -> None:
+    """A tool run by ``ask_async`` revokes an always-allow while the store is locked: under
+    the async driver the change was left for the driver's catch-up and ``revoke`` returned
+    as made, so a process killed before it came back with the tool always allowed. It is
+    written at once, as outside the driver, or raises and is not made."""
+    from nbagent import tool
+
+    said: dict[str, Any] = {}
+    store = short(backend)
+
+    @tool(name="act", requires_approval=True)
+    def act(target: str) -> str:
+        """Act.
+
+        Args:
+            target: What.
+        """
+        return "acted"
+
+    @tool(name="lock_down")
+    def lock_down() -> str:
+        """Stop always allowing act."""
+        holder.take()
+        try:
+            chat.revoke("act")
+            said["revoke"] = "made"
+        except StoreError as exc:
+            said["revoke"] = f"StoreError: {exc}"
+        finally:
+            holder.release()
+        said["always_allowed"] = list(chat.always_allowed)
+        return "done"
+
+    def model(request: Any) -> Any:
+        if not any(isinstance(m, AssistantToolCallMessage) for m in request.messages):
+            return call_tools(("lock_down", {}, "c0"))
+        return reply("done")
+
+    chat = Chat(
+        provider=ScriptedProvider([model], repeat_last=True), store=store, display=False
+    ).with_tools(act, lock_down)
+    chat.always_allow("act")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        asyncio.run(chat.ask_async("lock it down"))
+    chat.close()
+    store.close()
+    assert said["revoke"].startswith("StoreError") and "Nothing changed" in said["revoke"], said
+    assert said["always_allowed"] == ["act"]  # as told: not made
+    with open_store(backend.url) as other:
+        loaded = Chat.load(
+            chat.id, store=other, tools=[act, lock_down], provider=ScriptedProvider([])
+        )
+        assert loaded.always_allowed == ("act",)
+        loaded.close()
