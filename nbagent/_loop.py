@@ -210,8 +210,10 @@ class LoopMixin(ChatCore):
             said = before_step()
             if said == "later":  # its work would wait on the async driver's loop
                 said = yield _StepHook(before_step)  # so it runs on a worker thread
-            if said == "busy":  # e.g. the store: another process drives this chat
-                result = StepResult("busy", self._turns_answer())
+            if said == "busy":  # e.g. the store: another process drives this chat; no
+                # answer to give: none was asked for yet, or the one this copy got could
+                # not be stored (another copy answered first): it is not the chat's
+                result = StepResult("busy", None)
                 self._finish_step(result)
                 return result
         with self._lock:
