@@ -88,10 +88,9 @@ def _keys_hidden(text: str, hidden: str) -> str:
 
 
 def redact_keys(text: str, hidden: str = "***") -> str:
-    """``text`` with anything shaped like an API key, URL credentials, a password given
-    as ``password=``/``"password": ...`` and a JSON string value under a secret's name
-    (``"api_key": "..."``, :func:`secret_field`) replaced by ``***`` (``hidden``: another
-    marker, e.g. one Markdown does not read as emphasis, put back after rendering)."""
+    """``text`` with anything shaped like an API key, URL credentials and a password given
+    as ``password=``/``"password": ...`` replaced by ``***`` (``hidden``: another marker,
+    e.g. one Markdown does not read as emphasis, put back after rendering)."""
     if any(prefix in text for prefix in _KEY_PREFIXES):
         text = _keys_hidden(text, hidden)
     if "@" in text:
@@ -99,7 +98,17 @@ def redact_keys(text: str, hidden: str = "***") -> str:
     lowered = text.lower()
     if "pass" in lowered or "pwd" in lowered:
         text = _PASSWORD.sub(lambda m: _hidden_value(m, hidden), text)
-    if '":' in text or '" :' in text:  # JSON: a string value under a secret's name
+    return text
+
+
+def redact_named(text: str, hidden: str = "***") -> str:
+    """``text`` (JSON a person is shown: a call's arguments that did not parse) with a
+    string value under a secret's name (``"api_key": "..."``, :func:`secret_field`) as
+    ``***`` too, as :func:`redacted` hides it in the object. For the screen only: a tool's
+    result the model reads keeps such values (a token in a tokenizer's output, an
+    ``authorization`` status), as :func:`scrub` leaves them."""
+    text = redact_keys(text, hidden)
+    if '":' in text or '" :' in text:
         text = _JSON_PAIR.sub(lambda m: _named_value(m, hidden), text)
     return text
 
@@ -157,8 +166,14 @@ _SECRET_PAIRS = frozenset(
 )
 _NOT_SECRET_TOKENS = frozenset(
     {"page", "next", "prev", "continuation", "cursor", "sync", "eos", "bos", "pad", "stop"}
-    | {"start", "end", "sep", "unk", "mask", "cls", "special", "csrf", "max", "min", "num"}
+    | {"start", "end", "sep", "unk", "mask", "cls", "special", "max", "min", "num"}
 )
+_FORMAT_WORDS = frozenset(
+    {"value", "pem", "str", "string", "b64", "base64", "raw", "plain", "hex", "text"}
+    | {"data", "bytes", "der", "encoded", "json"}
+)
+"""Words after a secret's word that say what form it is in (``private_key_pem``,
+``api_key_value``, ``password_plain``): the name is still the secret's."""
 """Words before a final ``token`` that make it no secret: a page's cursor (``page_token``,
 ``nextPageToken``), a tokenizer's marker (``eos_token``), a count (``max_token``)."""
 
@@ -179,6 +194,8 @@ def secret_field(name: Any) -> bool:
     if not isinstance(name, str) or not name:
         return False
     words = [w.lower() for w in _NAME_PARTS.split(name) if w]
+    while len(words) > 1 and words[-1] in _FORMAT_WORDS:  # private_key_pem, token_value:
+        words.pop()  # the secret in some form is the secret
     if not words:
         return False
     last = words[-1]

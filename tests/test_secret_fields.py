@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import nbagent
 from nbagent import Chat, tool
 from nbagent._html import unredacted
-from nbagent._secrets import redact_keys, redacted, secret_field
+from nbagent._secrets import redact_keys, redact_named, redacted, scrub, secret_field
 from nbagent.inbox._present import row_view
 from nbagent.notebook._fallback import chat_mimebundle
 from nbagent.testing import ScriptedProvider, call_tools, reply
@@ -98,6 +98,7 @@ def test_names_that_are_not_secrets_stay_shown() -> None:
     hidden_names = (
         *("password", "PGPASSWORD", "apiKey", "x-api-key", "access_token", "db_pwd"),
         *("api_keys", "secrets", "passkey", "ssh_key", "refresh_token", "authToken"),
+        *("private_key_pem", "privateKeyPem", "api_key_value", "password_plain", "csrf_token"),
     )
     for name in hidden_names:
         assert secret_field(name), name
@@ -164,9 +165,14 @@ def test_review_keeps_a_value_left_as_printed() -> None:
     assert PASSWORD not in "\n".join(printed)
 
 
-def test_json_text_hides_a_named_secret_as_the_object_does() -> None:
+def test_shown_json_text_hides_a_named_secret_as_the_object_does() -> None:
+    """Arguments that did not parse are shown as text: a value under a secret's name is
+    hidden there too. A tool's result the model reads is not judged by names (a tokenizer's
+    "token", an "authorization" status are data): only key-shaped text is scrubbed there."""
     text = json.dumps({"host": "db", "api_key": KEY, "page_token": "p2"})
-    assert redact_keys(text) == '{"host": "db", "api_key": "***", "page_token": "p2"}'
+    assert redact_named(text) == '{"host": "db", "api_key": "***", "page_token": "p2"}'
+    data = json.dumps({"token": "Hello", "logprob": -0.1, "authorization": "approved"})
+    assert redact_keys(data) == data and scrub(data, []) == data
 
 
 _names = st.sampled_from(["password", "db_password", "api_key", "token", "secret", "host", "n"])

@@ -17,7 +17,7 @@ from typing import Any
 
 from .._errors import redact_keys
 from .._html import clip, esc, preview, printable
-from .._secrets import shown_as
+from .._secrets import redact_named, shown_as
 from ._sources import Outcome, Row
 
 SHORT = 100  # characters of an argument shown on the row; longer ones fold
@@ -39,7 +39,7 @@ def argument_text(value: Any) -> str:
 def arguments_view(row: Row) -> list[dict[str, Any]]:
     """``[{"key", "short", "full"}]``: one line per argument; ``full`` only when it folds."""
     if row.raw_arguments is not None and not row.arguments:
-        raw = shown(row.raw_arguments)
+        raw = printable(redact_named(row.raw_arguments))
         return [{"key": "(unparsed)", "short": preview(raw, SHORT), "full": clip(raw, FULL)}]
     out = []
     for key, value in row.arguments.items():

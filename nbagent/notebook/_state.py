@@ -45,6 +45,7 @@ from .._record import (
     StepRecord,
 )
 from .._result_text import without_edit_note
+from .._secrets import redact_named
 from .._types import (
     AssistantToolCallMessage,
     AudioPart,
@@ -377,7 +378,7 @@ class CallEntry(Entry):
     def shown_raw_arguments(self) -> str | None:
         """Arguments that were not valid JSON, as shown (secrets redacted), or ``None``."""
         raw = self.raw_arguments
-        return None if raw is None else redact_keys(raw[: 2 * ARGUMENTS_CHARS])
+        return None if raw is None else redact_named(raw[: 2 * ARGUMENTS_CHARS])
 
     @property
     def arguments_text(self) -> str:

@@ -69,11 +69,15 @@ ToolDefinition = ToolSpec | Mapping[str, Any]
 _SCHEMA_KEYS = ("input_schema", "parameters", "inputSchema")
 """Where a tool dict may keep its JSON Schema: Anthropic's key, OpenAI's, MCP's."""
 _PASSED_OVER: tuple[str, ...] = ("type", "strict", "cache_control", "title", "outputSchema")
-_PASSED_OVER += ("annotations", "_meta", "icons")
+_PASSED_OVER += ("annotations", "_meta", "icons", "execution", "output_schema", "meta")
+_PASSED_OVER += ("input_examples", "defer_loading", "eager_input_streaming")
 """Keys the APIs' own tool formats carry that a tool dict may keep and nbagent does not
 use: ``type`` (Responses' ``"function"``, Anthropic's ``"custom"``), ``strict`` (the
-adapters decide), ``cache_control`` (``Chat(cache=True)`` places its own), and MCP's
-``title``, ``outputSchema``, ``annotations``, ``_meta`` and ``icons``."""
+adapters decide), ``cache_control`` (``Chat(cache=True)`` places its own), Anthropic's
+``input_examples``, ``defer_loading`` and ``eager_input_streaming``, and MCP's ``title``,
+``outputSchema``, ``annotations``, ``_meta``, ``icons`` and ``execution`` (a listing's
+task support), also as the MCP SDK's ``model_dump()`` spells them (``output_schema``,
+``meta``)."""
 _TOOL_KEYS = ("name", "description", *_SCHEMA_KEYS, *_PASSED_OVER)
 _TOOL_SHAPE = (
     "a tool dict has 'name' (required: a non-empty string), and optionally 'description' "

@@ -185,8 +185,9 @@ def chat_message(
             return dumps({"role": "assistant", "content": message.content or ""})
         if compatible:
             _echo_extras(calls, message.items)
-        for call in calls:
-            call["id"] = wire_id(call["id"], CHAT_ID_MAX)
+        if not compatible:  # OpenAI refuses a long id; a gateway may carry data in one
+            for call in calls:  # (LiteLLM keeps Gemini's thought signature there)
+                call["id"] = wire_id(call["id"], CHAT_ID_MAX)
         out: dict[str, Any] = {
             "role": "assistant",
             "content": message.content or ("" if compatible else None),
@@ -202,7 +203,11 @@ def chat_message(
         return dumps(
             {
                 "role": "tool",
-                "tool_call_id": wire_id(message.tool_call_id, CHAT_ID_MAX),
+                "tool_call_id": (
+                    message.tool_call_id
+                    if compatible
+                    else wire_id(message.tool_call_id, CHAT_ID_MAX)
+                ),
                 "content": message.content,
             }
         )

@@ -249,9 +249,7 @@ def test_what_the_provider_ran_itself_shows_no_secret() -> None:
         status="ok",
     )
     shown = [item_html(item), item_words(item)]
-    # a value under a secret's name is hidden whole (2f48114), whatever its shape
-    assert "&quot;token&quot;: &quot;***&quot;" in shown[0]
-    assert "postgresql://***@db.example" in shown[0]
+    assert "sk-***" in shown[0] and "postgresql://***@db.example" in shown[0]
     assert_no_secret(shown)
 
 

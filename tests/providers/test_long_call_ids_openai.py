@@ -65,3 +65,28 @@ def test_the_wire_id_is_short_stable_and_apart(a: str, b: str, limit: int) -> No
     assert (short == a) == (len(a) <= limit)
     if a != b:
         assert short != wire_id(b, limit)
+
+
+def test_a_compatible_server_gets_its_own_long_ids_back(server: FakeLLMServer) -> None:
+    """A gateway may carry data in a call's id (LiteLLM keeps Gemini 3's thought signature
+    in it): shortened for OpenAI's own limit, it came back broken. Only OpenAI's own wires
+    shorten; a compatible server gets the ids it sent."""
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Get the weather."""
+        return f"sunny in {city}"
+
+    long_id = "call_3c5f2a1b__thought__" + "S1g" * 100
+    server.script(
+        [
+            Turn(tool_calls=[FakeToolCall("get_weather", {"city": "Oslo"}, id=long_id)]),
+            Turn(text="Sunny."),
+        ]
+    )
+    chat = Chat(provider=make_provider("openai-compatible", server)).with_tools(get_weather)
+    assert chat.ask("Weather?").content == "Sunny."
+    body = server.last_request.body
+    sent = [c["id"] for m in body["messages"] for c in m.get("tool_calls") or ()]
+    answered = [m["tool_call_id"] for m in body["messages"] if m["role"] == "tool"]
+    assert sent == answered == [long_id]

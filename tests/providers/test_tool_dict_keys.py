@@ -87,3 +87,21 @@ def test_any_unknown_key_is_refused_by_name(key: str, value: object) -> None:
     with pytest.raises(TypeError, match="unknown key") as info:
         ModelRequest((USER,), tools=(tool,))  # type: ignore[arg-type]
     assert repr(key) in str(info.value)
+
+
+def test_an_mcp_listing_and_anthropics_own_keys_are_taken() -> None:
+    """A raw MCP tools/list entry carries ``execution`` (task support), the MCP SDK's
+    ``model_dump()`` spells ``output_schema`` and ``meta``, and Anthropic's tool format has
+    ``input_examples``, ``defer_loading``, ``eager_input_streaming``: refusing them broke
+    tool dicts that worked ("did you mean 'description'?")."""
+    import mcp.types
+
+    listed = mcp.types.Tool(name="search", inputSchema={"type": "object", "properties": {}})
+    for tool in (
+        listed.model_dump(),
+        listed.model_dump(by_alias=True),
+        {"name": "s", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}},
+        {"name": "s", "input_schema": {"type": "object"}, "input_examples": [{}]},
+        {"name": "s", "defer_loading": True, "eager_input_streaming": True},
+    ):
+        assert as_spec(tool).name in ("search", "s")
