@@ -144,6 +144,8 @@ _BUILTIN: tuple[ModelInfo, ...] = (
     _m("demo", "demo", 1_000_000, 0.0, 0.0, 0.0),
 )
 
+BUILTIN_MODELS = frozenset(_BUILTIN)
+"""The catalog nbagent ships (a model's entry as shipped: a registered one is not in it)."""
 _registry: dict[str, ModelInfo] = {m.name: m for m in _BUILTIN}
 _lock = threading.Lock()
 _cache: dict[str, ModelInfo | None] = {}

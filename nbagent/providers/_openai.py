@@ -33,7 +33,7 @@ from .._output import Output
 from .._reasoning import effort_of
 from .._types import LLMToolResponse, Part
 from ._base import DeltaSink, ModelRequest, checked_max_tokens
-from ._catalog import lookup_model, warn_if_unknown
+from ._catalog import BUILTIN_MODELS, lookup_model, warn_if_unknown
 from ._clients import client_key, sync_client
 from ._errors import scrub, sdk_errors, stop_quota_retries
 from ._openai_wire import (
@@ -261,7 +261,12 @@ class OpenAIProvider(SDKProvider):
             return
         effort_of(setting, self.name)
         info = None if self.compatible else lookup_model(self.model)
-        if info is not None and info.provider == "openai" and not reasons(self.model):
+        if (
+            info is not None
+            and info.provider == "openai"
+            and info in BUILTIN_MODELS  # a model you registered may reason: not judged
+            and not reasons(self.model)
+        ):
             raise ValueError(
                 f"{self.name}: {self.model!r} is not a reasoning model, and OpenAI refuses "
                 "a reasoning effort for it (400 unsupported_parameter); leave reasoning= "

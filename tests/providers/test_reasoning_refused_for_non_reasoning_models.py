@@ -57,3 +57,18 @@ def test_unknown_models_and_compatible_servers_are_left_alone() -> None:
     for provider in (unknown, gateway):
         assert provider.preview_request(messages=[USER], reasoning="low")["reasoning_effort"]
         provider.close()
+
+
+def test_a_registered_model_is_not_judged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Registering a model (what the unknown-model warning asks) made nbagent judge it by
+    its name: a new OpenAI reasoning model registered for its prices was refused reasoning.
+    Only the catalog nbagent ships is judged."""
+    from nbagent.providers import ModelInfo, _catalog, register_model
+
+    monkeypatch.setattr(_catalog, "_registry", dict(_catalog._registry))
+    monkeypatch.setattr(_catalog, "_cache", {})
+    register_model(ModelInfo("gpt-6", "openai", True, 400_000, 1.0, 8.0))
+    provider = OpenAIProvider("gpt-6", api_key="sk-x")
+    Chat(provider=provider, reasoning="high", display=False)
+    assert provider.preview_request(messages=[USER], reasoning="high")["reasoning_effort"]
+    provider.close()
