@@ -127,7 +127,8 @@ class AnthropicProvider(SDKProvider):
         if keyless:  # made all the same, so replaying recordings needs no key; never sends
             self._no_key = (
                 "anthropic: no API key: set the ANTHROPIC_API_KEY environment variable or pass "
-                "api_key= (nothing was sent; replaying recordings needs no key)"
+                "api_key=, then make the chat (or its provider) again: the key is read when "
+                "it is made (nothing was sent; replaying recordings needs no key)"
             )
         self._pieces: MessageCache[Piece] = MessageCache(piece)
         self._tools = ToolsCache(tools_json)

@@ -177,7 +177,8 @@ class OpenAIProvider(SDKProvider):
         if keyless:
             self._no_key = (
                 "openai: no API key: set the OPENAI_API_KEY environment variable or pass "
-                "api_key= (nothing was sent; replaying recordings needs no key)"
+                "api_key=, then make the chat (or its provider) again: the key is read when "
+                "it is made (nothing was sent; replaying recordings needs no key)"
             )
         if compatible:
             self.name = "openai-compatible"
