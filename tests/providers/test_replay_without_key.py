@@ -69,7 +69,10 @@ def test_a_committed_recording_replays_with_no_key(model: str, tmp_path: Path) -
 def test_a_live_request_with_no_key_is_refused_before_sending(model: str) -> None:
     env = "ANTHROPIC_API_KEY" if model.startswith("claude") else "OPENAI_API_KEY"
     chat = Chat(model, display=False)  # made: nothing needs the key yet
-    with pytest.raises(AuthenticationError, match=f"no API key.*{env}.*make the chat .or its provider. again.*nothing was sent"):
+    with pytest.raises(
+        AuthenticationError,
+        match=f"no API key.*{env}.*make the chat .or its provider. again.*nothing was sent",
+    ):
         chat.ask("hello")
 
 
