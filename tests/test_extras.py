@@ -76,6 +76,7 @@ def test_the_core_is_what_the_notebook_features_use() -> None:
     core = _requirement_names(PYPROJECT["dependencies"])
     assert core == {
         "pydantic", "pandas", "ipywidgets", "anywidget", "markdown-it-py", "openai", "anthropic",
+        "httpx2",  # the SDKs' HTTP client, which the providers and the MCP client import
     }  # fmt: skip
     extras = PYPROJECT["optional-dependencies"]
     assert set(extras) == {
