@@ -312,8 +312,6 @@ def _matched(edited: list[Any], olds: list[Any]) -> list[Any]:
 
 
 def _form(value: Any) -> str:
-    import json
-
     try:
         return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
     except (TypeError, ValueError):

@@ -230,12 +230,6 @@ class Decision:
             object.__setattr__(self, "arguments", frozen(self.arguments))
 
     @property
-    def by_machine(self) -> bool:
-        """Made by nbagent's machinery, not a person (:data:`MACHINE_DECIDERS`, every
-        ``policy:<name>``): such a decision teaches nothing about what people decide."""
-        return by_machine(self.by)
-
-    @property
     def automatic(self) -> bool:
         """Made by a chat's resolver (``"resolver"``) or one of its policies (``"policy:<name>"``):
         a person may overrule it before the call starts. ``by="policy-team"`` is a person's;
