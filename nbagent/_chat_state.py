@@ -340,6 +340,9 @@ class ChatCore:
         self._uncounted_warned: set[str] = set()  # budgets that said they cannot count
         self._inputs: dict[str, PendingInput] = {}  # what waits for an answer, by id
         self._input_waiters: dict[str, concurrent.futures.Future[tuple[str, Any]]] = {}
+        # inputs a cancel freed (their call's code read ("cancel", None)) whose withdrawal is
+        # recorded when their call ends, by whoever drives the call: the input and why
+        self._withdrawing: dict[str, tuple[PendingInput, str]] = {}
 
     @property
     def model(self) -> str:
@@ -643,6 +646,8 @@ class ChatCore:
             waiter = self._input_waiters.pop(key, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(("cancel", None))
+        for key in [k for k, (p, _why) in self._withdrawing.items() if p.call_id == c.id]:
+            del self._withdrawing[key]
 
     def _answer_hosted(self, c: ToolCall, after: list[ToolResult]) -> list[Event]:
         """Answer an approved hosted call (under the lock): never run here, the provider runs it.
@@ -978,6 +983,10 @@ class ChatCore:
         pending = self._inputs.get(key)
         if pending is not None:
             return pending
+        if key in self._withdrawing:  # a cancel freed its call's wait
+            raise InputError(
+                f"input {key!r} is closed: {self._withdrawing[key][1]}; it takes no answer"
+            )
         known = self._record.input(key)
         if known is not None:
             if known.answered_by is None:  # closed by its call's end, not by an answer
@@ -1141,9 +1150,7 @@ class ChatCore:
         # chat.cancel() (the stop button) ends the wait: the input is withdrawn (cancelled by
         # nbagent, as when the call times out) and the call's code reads ("cancel", None);
         # else nothing freed it and the run never stopped
-        withdraw = self._cancel.register(
-            lambda: self._withdraw_input(input_id, "the chat was cancelled before an answer")
-        )
+        withdraw = self._cancel.register(lambda: self._free_input(input_id))
         future.add_done_callback(lambda _done: withdraw())
         self._follow_answers(future)
         return input_id, future
@@ -1177,17 +1184,37 @@ class ChatCore:
         return decided
 
     def _inputs_of(self, c: ToolCall) -> list[str]:
-        """The ids of the inputs a running call still waits for (asked mid-call)."""
+        """The ids of the inputs a running call still waits for (asked mid-call), and those
+        a cancel freed whose withdrawal waits for the call's end."""
         with self._lock:
             return [
                 i for i, p in self._inputs.items() if p.call_id == c.id and i in self._input_waiters
-            ]
+            ] + [i for i, (p, _why) in self._withdrawing.items() if p.call_id == c.id]
+
+    def _free_input(self, input_id: str) -> None:
+        """``chat.cancel()`` while a call waits for this input: the call's code reads
+        ``("cancel", None)`` at once and the input takes no answer from now on. Only a
+        signal, on the cancelling thread: the withdrawal is recorded when the call ends
+        (:meth:`_withdraw_input`, by whoever drives the call), since recording writes to
+        the chat's store, and a write on the cancelling thread stalled it (a task on the
+        driver's own event loop, waiting out a PostgreSQL lock)."""
+        with self._lock:
+            pending = self._inputs.pop(input_id, None)
+            waiter = self._input_waiters.pop(input_id, None)
+            if pending is None:
+                return
+            self._withdrawing[input_id] = (pending, "the chat was cancelled before an answer")
+        if waiter is not None and not waiter.done():
+            waiter.set_result(("cancel", None))
 
     def _withdraw_input(self, input_id: str, why: str) -> None:
         """An input its call stopped waiting for (a timeout, a cancel): cancelled, once."""
         with self._lock:
             pending = self._inputs.pop(input_id, None)
             waiter = self._input_waiters.pop(input_id, None)
+            freed = self._withdrawing.pop(input_id, None)
+            if freed is not None:  # freed by a cancel: recorded now, saying so
+                pending, why = freed
             if pending is None:
                 return
             c = self._calls.get(pending.call_id) if pending.call_id is not None else None

@@ -4,6 +4,10 @@ returned, in every concurrency mode. Now the cancel withdraws the input (recorde
 ``cancel`` by nbagent, as a tool's ``timeout=`` does), the tool reads ``("cancel", None)``,
 and the run stops with :class:`~nbagent.ChatCancelled`.
 
+The cancel itself only signals: the withdrawal is recorded (and written to a store) by
+whoever drives the call, when it ends, never on the cancelling thread; a store write there
+stalled the canceller (a task on the driver's own event loop waiting out a PostgreSQL lock).
+
 Each mode runs in a child process with a timeout: the old code hangs forever.
 """
 
@@ -24,6 +28,7 @@ CHILD = textwrap.dedent(
     from nbagent.testing import ScriptedProvider, call_tools, reply
 
     seen = []
+    in_window = []
 
     @tool
     def confirm(what: str) -> str:
@@ -37,6 +42,11 @@ CHILD = textwrap.dedent(
         )
         action, data = fut.result()
         seen.append([action, data])
+        try:  # freed by the cancel, not yet recorded as withdrawn: it takes no answer either
+            chat.answer(iid, "yes")
+            in_window.append("accepted")
+        except InputError:
+            in_window.append("refused")
         return f"{what}: {action}"
 
     def answer(request: ModelRequest) -> Any:
@@ -53,7 +63,9 @@ CHILD = textwrap.dedent(
             time.sleep(0.01)
         chat.cancel()
 
-    threading.Thread(target=canceller, daemon=True).start()
+    recorded_on = []
+    chat.on("input_answered", lambda e: recorded_on.append(threading.current_thread().name))
+    threading.Thread(target=canceller, daemon=True, name="canceller").start()
     out = {}
     try:
         chat.ask("go")
@@ -61,6 +73,8 @@ CHILD = textwrap.dedent(
     except ChatCancelled:
         out["raised"] = "ChatCancelled"
     out["seen"] = seen
+    out["recorded_on"] = recorded_on
+    out["in_window"] = in_window
     out["pending"] = [p.id for p in chat.pending_inputs]
     out["inputs"] = [[r.status, r.answered_by] for r in chat.record.inputs]
     try:
@@ -87,4 +101,7 @@ def test_cancel_withdraws_the_input_and_stops_the_run(mode: str) -> None:
     assert out["seen"] == [["cancel", None]]  # the tool read the cancel, once
     assert out["pending"] == []
     assert out["inputs"] == [["cancel", "nbagent"]]
+    assert out["in_window"] == ["refused"]
+    assert len(out["recorded_on"]) == 1
+    assert out["recorded_on"] != ["canceller"]  # recorded by the driver, not the canceller
     assert out["late"] == "refused"  # a withdrawn input takes no answer
