@@ -1250,6 +1250,11 @@ def tool_name_of(obj: Any) -> str:
         return obj.name
     if callable(obj):
         return _default_name(obj)
+    if isinstance(obj, ToolCall):  # a pending call is what a person has at hand
+        raise ToolDefinitionError(
+            f"a tool is named by its name, its Tool or its function, not by a call: "
+            f"pass {obj.name!r} (call.name) to name the tool of {obj.name}({obj.id})"
+        )
     raise ToolDefinitionError(f"cannot name a tool from {obj!r}")
 
 

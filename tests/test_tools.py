@@ -338,3 +338,17 @@ def test_two_different_tools_of_one_name_in_one_call_are_refused() -> None:
     assert [t.name for t in chat.tools] == ["lookup", "refund"]
     chat.with_tools(lookup_customers)  # a later call replaces, as documented
     assert chat.tools[0].description == "Look a customer up."
+
+
+def test_a_call_given_where_a_tool_is_named_says_to_pass_its_name() -> None:
+    """``chat.always_allow(call)`` with the pending call at hand: the error says what to
+    pass (the call's name), and shows nothing of the call's arguments."""
+    from nbagent.testing import ScriptedProvider, reply
+
+    call = ToolCall("c1", "connect", {"password": "hunter2-secret"})
+    chat = Chat(provider=ScriptedProvider([reply("hi")]), display=False)
+    with pytest.raises(ToolDefinitionError, match=r"pass 'connect' \(call\.name\)") as raised:
+        chat.always_allow(call)
+    assert "hunter2" not in str(raised.value)
+    chat.always_allow(call.name)
+    assert chat.always_allowed == ("connect",)
