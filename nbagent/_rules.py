@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Literal
 
+from ._secrets import secret_field
+
 RULE = "rule"
 """Who a rule's decision is recorded as decided by (``decided_by``)."""
 OPS = ("==", "!=", "in", "<", "<=", ">", ">=", "matches")
@@ -110,7 +112,13 @@ class Condition:
         return _number(given) and _ORDER[op](float(given), float(self.value))
 
     def __str__(self) -> str:
-        return f"{self.key} {self.op} {_shown(self.value)}"
+        # a secret's value (password == ...) reads as *** in the rule's text and reason
+        value = "***" if secret_field(self.key) else _shown(self.value)
+        return f"{self.key} {self.op} {value}"
+
+    def __repr__(self) -> str:
+        value = "'***'" if secret_field(self.key) else repr(self.value)
+        return f"Condition(key={self.key!r}, op={self.op!r}, value={value})"
 
     def as_dict(self) -> dict[str, Any]:
         """The condition as stored: ``{"key": ..., "op": ..., "value": ...}``."""

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from .._html import esc, style_tag
 from .._rules import Condition, Rule
+from .._secrets import redacted, secret_field
 from .._types import by_machine
 
 Verdict = Literal["approved", "denied"]
@@ -39,7 +40,7 @@ class PolicySuggestion:
         conditions: The argument conditions (all must hold); empty: every call.
         support: Decisions it matches that agree with it.
         changed: Decisions it matches that it would have changed (dicts: ``chat_id``,
-            ``call_id``, ``decision``, ``decided_by``, ``arguments``).
+            ``call_id``, ``decision``, ``decided_by``, ``arguments``: a secret's as ``***``).
     """
 
     tool: str
@@ -186,8 +187,9 @@ def _present(value: Any) -> bool:
 
 
 def _decided(row: Mapping[str, Any]) -> dict[str, Any]:
-    keep = ("chat_id", "call_id", "decision", "decided_by", "arguments")
-    return {k: row.get(k) for k in keep}
+    """A decision a rule would change, as shown (a secret argument's value as ``***``)."""
+    keep = ("chat_id", "call_id", "decision", "decided_by")
+    return {**{k: row.get(k) for k in keep}, "arguments": redacted(row.get("arguments"))}
 
 
 def _suggestion(
@@ -258,7 +260,9 @@ def suggest_policies(
     Returns:
         :class:`Suggestions`, most supported first: for each tool, a rule for the whole
         tool when the decisions were all one way, else rules on one argument: values
-        (``region == "eu"``) and thresholds (``amount <= 50``, ``amount >= 500``).
+        (``region == "eu"``) and thresholds (``amount <= 50``, ``amount >= 500``). No
+        rule is proposed on a secret's argument (``password``, ``api_key``): it would
+        have to hold the secret.
     """
     import pandas as pd
 
@@ -286,7 +290,9 @@ def suggest_policies(
         if good:
             found += good
             continue
-        keys = sorted({k for r in decided for k in r["arguments"]})
+        # no rule on a secret (password, api_key, ...): it would have to hold the secret,
+        # shown wherever the rule reads as text and kept by the chat's store
+        keys = sorted({k for r in decided for k in r["arguments"] if not secret_field(k)})
         for key in keys:
             have = [r for r in decided if key in r["arguments"]]
             values = [r["arguments"][key] for r in have]

@@ -351,3 +351,63 @@ def test_every_unanimous_value_with_support_gets_its_rule(decided: list[tuple[st
         if len(verdicts) == 1 and count >= 3:
             word = "allow" if verdicts == {True} else "deny"
             assert f'always {word} ship when region == "{region}"' in rules
+
+
+@tool(requires_approval=True)
+def connect(host: str, password: str = "", passcode: int = 0) -> str:
+    """Connect.
+
+    Args:
+        host: Host.
+        password: Password.
+        passcode: A numeric code.
+    """
+    RAN["connect"] += 1
+    return "connected"
+
+
+def test_no_rule_is_proposed_on_a_secret_and_a_written_one_shows_it_as_stars() -> None:
+    """A rule on a password would have to hold the password: suggest_policies proposes none
+    (not ``password == "..."``, not ``passcode <= 1111``), and a rule a person writes on one
+    shows its value as ``***`` wherever it reads as text: its str and repr, the call's
+    reason, and the denial the model reads."""
+    from nbagent.testing import ScriptedProvider, call_tools, reply
+
+    good, bad = "hunter2-PASSWORD-good", "hunter3-PASSWORD-bad"
+    decided = [(good, 1111, "approved")] * 4 + [(bad, 9999, "denied")] * 3
+    frame = pd.DataFrame(
+        {
+            "tool": ["connect"] * 7,
+            "arguments": [
+                {"host": f"h{i}", "password": pw, "passcode": code}
+                for i, (pw, code, _) in enumerate(decided)
+            ],
+            "decision": [d for _, _, d in decided],
+            "decided_by": ["alice"] * 7,
+            "chat_id": ["c"] * 7,
+            "call_id": [f"{i}" for i in range(7)],
+        }
+    )
+    rules = suggest_policies(frame)
+    assert list(rules) == []
+    (loose,) = suggest_policies(frame, min_agreement=0.55)  # allow connect, 3 exceptions
+    assert (loose.rule, loose.support, len(loose.changed)) == ("always allow connect", 4, 3)
+    shown = repr(loose) + repr(loose.changed)  # the decisions it would change, as shown
+    assert good not in shown and bad not in shown
+    assert loose.changed[0]["arguments"] == {"host": "h4", "password": "***", "passcode": 9999}
+
+    rule = nbagent.Rule.deny("connect", ("password", "==", bad), ("host", "==", "h9"))
+    assert str(rule) == 'tool connect, password == ***, host == "h9"'
+    assert bad not in repr(rule) and bad not in repr((rule,))
+    provider = ScriptedProvider(
+        [call_tools(("connect", {"host": "h9", "password": bad})), reply("ok")]
+    )
+    chat = Chat(provider=provider, display=False).with_tools(connect).add_rule(rule)
+    RAN.clear()
+    chat.ask("connect")
+    call = chat.record.calls[-1]
+    assert (call.status, RAN["connect"]) == ("denied", 0)  # the rule still compares the value
+    assert call.reason == 'Denied by rule: tool connect, password == ***, host == "h9"'
+    seen = [m.content for m in provider.requests[-1].messages if m.role == "tool"]
+    assert seen and not any(bad in text for text in seen)
+    assert bad not in repr(chat.rules)
