@@ -22,6 +22,7 @@ from typing import Any
 
 from .._errors import OutputValidationError
 from .._html import preview, short_json
+from .._secrets import redact_keys, redacted, shown_as
 from .._types import short_id
 from ._case import Case
 
@@ -215,7 +216,7 @@ def _matches(expected: Any, actual: Any, name: str = "") -> bool:
             text = " ".join(str(exc).split())
             raise ValueError(
                 f"the predicate for {name}= raised {type(exc).__name__}: {text} "
-                f"(on {preview(repr(actual), 60)})"
+                f"(on {preview(repr(shown_as(actual, name)), 60)})"
             ) from exc
     if _numeric_text(expected, actual) or _numeric_text(actual, expected):
         # a text column read from a CSV ("41") and a number argument (41): numbers compare
@@ -269,7 +270,7 @@ def _describe(tool: str, arguments: Mapping[str, Any]) -> str:
             fn = getattr(v, "__name__", "<lambda>")
             parts.append(f"{k}=<predicate>" if fn == "<lambda>" else f"{k}={fn}(...)")
         else:
-            parts.append(f"{k}={v!r}")
+            parts.append(f"{k}={shown_as(v, k)!r}")
     return f"{tool}({', '.join(parts)})"
 
 
@@ -284,8 +285,14 @@ def _seen(case: Case) -> str:
     names = []
     for c in case.tool_calls:
         args = c.edited_arguments if c.edited_arguments is not None else c.arguments
-        names.append(f"{c.tool}[{c.status}]({short_json(args, 80) if args else ''})")
+        names.append(f"{c.tool}[{c.status}]({_args_text(args, 80)})")
     return ", ".join(names) if names else "no tool calls"
+
+
+def _args_text(args: Any, limit: int) -> str:
+    """A call's arguments on one line as a check's detail or a judge shows them: a
+    secret's value (``password``, ``api_key``) and anything shaped like a key as ``***``."""
+    return redact_keys(short_json(redacted(args), limit)) if args else ""
 
 
 def _expected(arguments: Mapping[str, Any], case: Case) -> str:
@@ -536,7 +543,7 @@ def ledger_text(case: Case) -> str:
     lines = []
     for c in case.tool_calls:
         args = c.edited_arguments if c.edited_arguments is not None else c.arguments
-        line = f"- {c.tool}({short_json(args, 160) if args else ''}): {c.status}"
+        line = f"- {c.tool}({_args_text(args, 160)}): {c.status}"
         if c.decision not in ("auto", None):
             line += f", {c.decision}"
         lines.append(line)

@@ -373,6 +373,55 @@ def test_a_model_graded_check_with_a_chat_on_the_real_sdk_as_the_judge() -> None
     assert bodies[0]["response_format"]["json_schema"]["strict"] is True
 
 
+@tool(requires_approval=True)
+def connect(host: str, password: str, api_key: str = "") -> str:
+    """Connect to a host.
+
+    Args:
+        host: Host.
+        password: The password.
+        api_key: A key.
+    """
+    return f"connected to {host}"
+
+
+def _boom(value: Any) -> bool:
+    raise ValueError("no")
+
+
+def test_a_judge_reads_a_secret_argument_as_stars() -> None:
+    """The judge is another model, maybe another provider's: a call's password or key is
+    not sent to it (nor shown in a check's detail); the rest of the call is."""
+    secrets = ["hunter2-PASSWORD-aaa", "plainkeyvalue1"]
+    args = {"host": "db0", "password": secrets[0], "api_key": secrets[1]}
+    script = [call_tools(("connect", args)), reply("Done, I connected.")]
+
+    def make() -> Chat:
+        return Chat(provider=ScriptedProvider(script), display=False).with_tools(connect)
+
+    verdict = reply('{"passed": true, "reason": "fine"}')
+    judge_provider = ScriptedProvider([verdict], repeat_last=True)
+    judge = Chat(provider=judge_provider, display=False)
+    card = nbagent.evaluate(
+        ["Connect db0"], make,
+        [judged("polite", judge), claims_hold(judge=judge), tool_called("connect", host="db1"),
+         tool_called("connect", password=secrets[0]), tool_called("connect", password=_boom)],
+        decide="approve", progress=False,
+    )  # fmt: skip
+    assert card["passed"].tolist()[:4] == [True, True, False, True]
+    assert card["check"].iloc[3] == "called connect(password='***')"
+    assert "(on '***')" in card["error"].iloc[4]
+    sent = [
+        m.content for r in judge_provider.requests for m in r.messages
+        if isinstance(m.content, str)
+    ]  # fmt: skip
+    assert len([t for t in sent if "connect(" in t]) == 2
+    shown = "\n".join(sent) + card.to_csv() + card._repr_html_()
+    assert not any(s in shown for s in secrets)
+    assert '- connect({"host": "db0", "password": "***", "api_key": "***"}): ok' in shown
+    assert '"host": "db0"' in card["detail"].iloc[2]
+
+
 def test_a_judge_that_gives_no_verdict_is_an_error_of_that_check() -> None:
     judge = lambda: Chat("demo", display=False)  # noqa: E731 (the demo fills the schema)
     with FakeLLMServer([Turn(text="no idea"), Turn(text="still no idea")]) as server:
