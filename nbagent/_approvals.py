@@ -22,9 +22,10 @@ The rules, in one place:
 from __future__ import annotations
 
 import json
+import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import redact_keys
@@ -36,7 +37,10 @@ from ._types import Approval, ToolCall
 Predicate = Callable[[ToolCall], bool]
 
 HUMAN = "user"
-_warned: set[tuple[str, str]] = set()  # (policy, call id) pairs already warned about
+WARNED_CALLS = 1024
+"""How many calls a :class:`Policy` remembers having warned about (the oldest forgotten
+first): a predicate failing on every call of a long chat does not grow it for ever."""
+_warned_lock = threading.Lock()  # a chat's workers may ask its policies at once
 
 
 @dataclass(frozen=True)
@@ -52,13 +56,19 @@ class Policy:
     name: str
     tool: str
     when: Predicate | None = None
+    _warned: dict[tuple[str | None, str], None] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """The calls (chat id, call id) already warned about, oldest first: kept with the policy,
+    so freed with its chat, and keyed by chat too, as call ids repeat across chats (a
+    server's ``call_0``; a fork shares its parent's policies and call ids)."""
 
     def matches(self, call: ToolCall) -> bool:
         """Whether the policy approves ``call``: only a predicate returning ``True`` does.
 
         A predicate that returns anything else (``"false"``, ``1``, ``None``) or
-        raises never approves; a raise or a non-bool is reported once per call
-        as a :class:`~nbagent.CallbackWarning`, since it is almost surely a bug.
+        raises never approves; a raise or a non-bool is reported once per call (of
+        each chat) as a :class:`~nbagent.CallbackWarning`, since it is almost surely a bug.
         """
         if call.name != self.tool:
             return False
@@ -75,10 +85,13 @@ class Policy:
         return False
 
     def _warn(self, call: ToolCall, what: str) -> None:
-        key = (self.name, call.id)
-        if key in _warned:
-            return
-        _warned.add(key)
+        key = (call.chat_id, call.id)
+        with _warned_lock:
+            if key in self._warned:
+                return
+            self._warned[key] = None
+            while len(self._warned) > WARNED_CALLS:
+                del self._warned[next(iter(self._warned))]
         warnings.warn(
             f"nbagent: the always_allow predicate of {self.tool!r} {redact_keys(what)}; "
             f"{call.name}({call.id}) was not approved by it",

@@ -607,3 +607,37 @@ def test_a_call_object_of_another_chat_is_refused_not_matched_by_its_id(tmp_path
     assert [c.status for c in a.tool_calls] == ["awaiting_approval"]
     a.approve(ToolCall("r1", "issue_refund", {"order_id": 1}))  # the same call, by value
     assert [c.status for c in a.tool_calls] == ["approved"]
+
+
+def _broken_predicate(call: ToolCall) -> bool:
+    return bool(call.arguments["amout"] < 50)  # a typo: KeyError
+
+
+def test_a_broken_always_allow_predicate_warns_in_every_chat_it_fails_in() -> None:
+    """Its warning was said once per (policy, call id) in the whole process: call ids repeat
+    across chats (a server's ``call_0``, a fork's, scripted ones), so the same broken
+    predicate in a second chat left its call waiting with no word why. Once a call of each
+    chat, as before (every step asks the predicate again)."""
+    for _ in range(2):
+        chat, _ = make_chat(
+            call_tools(("issue_refund", {"order_id": 1, "amount": 10}, "call_0")), reply("ok")
+        )
+        chat.always_allow("issue_refund", when=_broken_predicate)
+        with pytest.warns(nbagent.CallbackWarning, match="raised KeyError") as caught:
+            chat.ask("refund")
+            chat.complete()  # the predicate is asked again: not said again
+        assert sum(issubclass(w.category, nbagent.CallbackWarning) for w in caught) == 1
+        assert [c.id for c in chat.pending_approvals] == ["call_0"]
+        assert runs["issue_refund"] == 0
+
+
+def test_what_a_policy_remembers_of_its_warnings_is_bounded() -> None:
+    """What was warned about is kept with the policy (freed with its chat), a bounded number
+    of calls: a long chat whose predicate fails on every call does not grow it for ever."""
+    policy = nbagent._approvals.always_allow_policy("issue_refund", _broken_predicate)
+    with pytest.warns(nbagent.CallbackWarning):
+        for n in range(5000):
+            call = ToolCall(f"c{n}", "issue_refund", {"amount": 1}, chat_id="chat-a")
+            assert not policy.matches(call)
+    assert len(policy._warned) <= nbagent._approvals.WARNED_CALLS
+    assert not hasattr(nbagent._approvals, "_warned")  # nothing kept for the process
