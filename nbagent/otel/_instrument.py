@@ -222,8 +222,9 @@ def attached(carried: Mapping[str, str] | None) -> Iterator[None]:
 
 @contextlib.contextmanager
 def run_span(name: str, attributes: Mapping[str, Any]) -> Iterator[dict[str, str]]:
-    """A span around a run of many chats (``invoke_workflow {name}``), current in the
-    block; yields its carrier for the run's chats (empty when off)."""
+    """A span around a run of many chats (``invoke_workflow {name}``, its
+    ``gen_ai.workflow.name`` ``name``), current in the block; yields its carrier for the
+    run's chats (empty when off)."""
     inst = _CURRENT
     if inst is None:
         yield {}
@@ -231,7 +232,11 @@ def run_span(name: str, attributes: Mapping[str, Any]) -> Iterator[dict[str, str
     from opentelemetry import trace
     from opentelemetry.propagate import inject
 
-    attrs = {"gen_ai.operation.name": "invoke_workflow", **attributes}
+    attrs: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_workflow",
+        "gen_ai.workflow.name": name,
+    }
+    attrs.update(attributes)
     with inst.tracer.start_as_current_span(
         f"invoke_workflow {name}", kind=trace.SpanKind.INTERNAL, attributes=attrs
     ):

@@ -723,6 +723,7 @@ def test_a_batchs_chats_are_children_of_the_batch_span(spans: InMemorySpanExport
     assert list(result["status"]) == ["done"] * 3
     (run,) = named(spans, "invoke_workflow")
     assert run.attributes["nbagent.batch.id"] == "traced"
+    assert run.attributes["gen_ai.workflow.name"] == "nbagent.batch"  # the conventions'
     assert run.attributes["nbagent.batch.rows"] == 3
     agents = named(spans, "invoke_agent")
     assert len(agents) == 3
