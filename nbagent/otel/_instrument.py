@@ -116,9 +116,13 @@ def instrument(tracer_provider: Any = None, *, content: bool = False) -> None:
     Raises:
         ModuleNotFoundError: OpenTelemetry is not installed, or, with no
             ``tracer_provider``, its SDK is not (one line naming the ``otel`` extra).
-        TypeError: ``tracer_provider`` is not a tracer provider (tracing stays as it was).
+        TypeError: ``tracer_provider`` is not a tracer provider, or ``content`` is not
+            ``True`` or ``False`` (``"false"`` read from an environment variable would be
+            true: every prompt would leave); tracing stays as it was.
     """
     global _CURRENT, _FROM_RUN
+    if not isinstance(content, bool):
+        raise TypeError(f"content is True or False, got {type(content).__name__} {content!r}")
     if tracer_provider is not None and not callable(getattr(tracer_provider, "get_tracer", None)):
         raise TypeError(
             "tracer_provider is an OpenTelemetry TracerProvider (it has get_tracer()), got "
@@ -129,7 +133,7 @@ def instrument(tracer_provider: Any = None, *, content: bool = False) -> None:
         # global provider exports only once the SDK (the otel extra) sets one up. Another
         # implementation's provider is given as tracer_provider.
         require("opentelemetry.sdk", "nbagent.instrument()")
-    inst = Instrumentation(tracer_provider, bool(content))
+    inst = Instrumentation(tracer_provider, content)
     with _LOCK:
         old, _CURRENT, _FROM_RUN = _CURRENT, inst, False
     if old is not None:

@@ -749,3 +749,17 @@ def test_an_async_batch_inside_the_users_span_nests_under_it(
     (run,) = named(spans, "invoke_workflow")
     assert run.parent.span_id == mine.span_id
     assert trace.get_current_span() is trace.INVALID_SPAN  # nothing left attached
+
+
+def test_content_that_is_not_a_bool_is_refused_and_tracing_stays(
+    spans: InMemorySpanExporter,
+) -> None:
+    """``instrument(content="false")`` (a value read from an environment variable) turned
+    content on: every prompt left the process."""
+    for wrong in ("false", "0", 1, None):
+        with pytest.raises(TypeError, match="content is True or False"):
+            nbagent.instrument(content=wrong)  # type: ignore[arg-type]
+    assert nbagent.otel.instrumented()
+    scripted_chat(reply("a")).ask("my PRIVATE question")
+    assert named(spans, "invoke_agent")  # still going where it went, without content
+    assert "PRIVATE" not in everything(spans)
