@@ -211,6 +211,9 @@ class Tracer(Extension):
         self._contexts: list[tuple[int, Any]] = []  # (index in _kept, context)
         self._seen_context: Any = None
         self._run_context: Any = None
+        # what each kept request was sent with, read when it started (a tool may change the
+        # instructions before the run ends): record key -> (its settings' attributes, system)
+        self._sent: dict[Any, tuple[dict[str, Any], str | None]] = {}
         self._lock = threading.Lock()  # calls of a round may end on worker threads
 
     # ------------------------------------------------------------ attaching
@@ -280,6 +283,8 @@ class Tracer(Extension):
                     self._seen_context = ctx
                     self._contexts.append((len(kept), ctx))
             kept.append(change)
+            if t is ModelRequestStarted and e.ts >= self._since:
+                self._sent[change.key] = self._as_sent(e)  # type: ignore[arg-type]
             if t is ToolCallStarted and in_call_context(e.call.id):  # type: ignore[attr-defined]
                 # the call's own context (the runner's copy for it, where its tool then
                 # runs): its span is current for the tool, and for nothing else
@@ -376,16 +381,27 @@ class Tracer(Extension):
         }
         if e.tool_choice != "auto":
             attrs["nbagent.request.tool_choice"] = e.tool_choice
-        chat = self._chat()
-        if chat is not None:
-            self._request_settings(chat, e, attrs)
+        sent = self._sent.pop(key, None)
+        settings, system = sent if sent is not None else self._as_sent(e)
+        attrs.update(settings)
         if self._content:
             attrs["gen_ai.input.messages"] = self._transcript_json(e.n_messages)
-            if chat is not None and chat.system:
+            if system:
                 attrs["gen_ai.system_instructions"] = json.dumps(
-                    [{"type": "text", "content": self._text(chat.system)}], ensure_ascii=False
+                    [{"type": "text", "content": self._text(system)}], ensure_ascii=False
                 )
         self._steps[key] = (attrs, ns(e.ts), parent)
+
+    def _as_sent(self, e: ModelRequestStarted) -> tuple[dict[str, Any], str | None]:
+        """(Under the lock.) What the request was sent with, read as it starts, not when its
+        span is made (a tool may change the instructions or the provider before the run
+        ends): its settings' attributes, and the instructions (with content)."""
+        chat = self._chat()
+        settings: dict[str, Any] = {}
+        if chat is None:
+            return settings, None
+        self._request_settings(chat, e, settings)
+        return settings, chat.system if self._content else None
 
     def _request_settings(self, chat: Any, e: ModelRequestStarted, attrs: dict[str, Any]) -> None:
         """What the conventions say of a request that the chat's provider knows: the provider

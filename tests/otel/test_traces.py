@@ -751,6 +751,31 @@ def test_an_async_batch_inside_the_users_span_nests_under_it(
     assert trace.get_current_span() is trace.INVALID_SPAN  # nothing left attached
 
 
+# ------------------------------------------------------------------ settings as sent
+def test_a_request_span_shows_the_instructions_it_was_sent_with(
+    content_spans: InMemorySpanExporter,
+) -> None:
+    """A tool changing the instructions mid-run: every request span showed the instructions
+    as they were when the run ended, not as that request sent them."""
+    provider = ScriptedProvider([call_tools(("switch", {"n": 1})), reply("ok")])
+    chat = Chat(provider=provider, display=False, system="You are FIRST.")
+
+    @tool
+    def switch(n: int) -> str:
+        """Switch persona.
+
+        Args:
+            n: A number.
+        """
+        chat.with_instructions("You are SECOND.")
+        return "switched"
+
+    chat.with_tools(switch).ask("go")
+    requests = sorted(named(content_spans, "chat "), key=lambda s: s.attributes["nbagent.step"])
+    shown = [json.loads(s.attributes["gen_ai.system_instructions"]) for s in requests]
+    assert [s[0]["content"] for s in shown] == ["You are FIRST.", "You are SECOND."]
+
+
 def test_content_that_is_not_a_bool_is_refused_and_tracing_stays(
     spans: InMemorySpanExporter,
 ) -> None:
