@@ -88,6 +88,7 @@ from .._extension import ChatHost, Extension
 from .._hosted import BREACHES
 from .._record import CallRecord, ChatRecord, RecordChange
 from .._runner import in_call_context
+from .._secrets import secret_field
 from .._types import AssistantToolCallMessage, Reasoning, ToolResultMessage
 
 AGENT = "nbagent"
@@ -214,6 +215,13 @@ class Tracer(Extension):
         # what each kept request was sent with, read when it started (a tool may change the
         # instructions before the run ends): record key -> (its settings' attributes, system)
         self._sent: dict[Any, tuple[dict[str, Any], str | None]] = {}
+        # what exported text masks besides key-shaped text (see _secrets): the chat's
+        # provider's and hosted tools' secrets as last read, and the values its calls were
+        # given under a secret's name (gathered once text is first exported: None till then)
+        self._chat_secrets: list[str] = []
+        self._arg_secrets: set[str] | None = None
+        self._args_to_read: set[str] = set()  # calls whose arguments are not gathered yet
+        self._masks: tuple[str, ...] | None = None  # all of them, longest first
         self._lock = threading.Lock()  # calls of a round may end on worker threads
 
     # ------------------------------------------------------------ attaching
@@ -243,6 +251,7 @@ class Tracer(Extension):
             if isinstance(error, _STOPPED):
                 self._end_run(utcnow(), "cancelled")
             else:
+                self._flush()  # the run's calls first: what their arguments hide, its text does
                 kind = type(error).__name__
                 text = self._text(str(error), 1000) if self._content else kind
                 self._end_run(utcnow(), "failed", error=(kind, text))
@@ -520,6 +529,7 @@ class Tracer(Extension):
 
     def _on_requested(self, key: Any, e: ToolCallRequested) -> None:
         self._call_parent[e.call.id] = self._turn_for(e.turn, e.ts)
+        self._read_arguments_of(e.call.id)
 
     def _on_started(self, key: Any, e: ToolCallStarted) -> None:
         """The call runs: where its span will hang and when it starts (back-dated to the
@@ -775,6 +785,7 @@ class Tracer(Extension):
         (else the record's); ``window``: a provider's item's request (start, end)."""
         unfinished = until is not None or status is not None
         status = status or r.status
+        self._read_arguments_of(r.call_id)  # edited since, or never seen (a hosted call's)
         attrs: dict[str, Any] = {
             OPERATION: "execute_tool",
             "gen_ai.tool.name": r.tool,
@@ -897,21 +908,57 @@ class Tracer(Extension):
 
     # ------------------------------------------------------------ text
     def _text(self, text: str | None, limit: int = CONTENT_CHARS) -> str:
-        """``text`` as exported: hosted tools' secrets and key-shaped text masked, clipped."""
+        """``text`` as exported: the chat's secrets (:meth:`_secrets`) and key-shaped text
+        masked, clipped."""
         secrets = self._secrets()
         out = scrub(text or "", secrets) if secrets else redact_keys(text or "")
         return out if len(out) <= limit else out[:limit] + "…"
 
-    def _secrets(self) -> list[str]:
-        """What no exported text may show: the chat's provider's key (``gsk_...``, ``AIza...``:
-        not every key is shaped like one) and its hosted tools' headers and tokens."""
+    def _secrets(self) -> tuple[str, ...]:
+        """What no exported text may show, longest first (a secret holding another is masked
+        whole): the chat's provider's key (``gsk_...``, ``AIza...``: not every key is shaped
+        like one), its hosted tools' headers and tokens, and what its calls were given under
+        a secret's name (``password``, ``api_key``, a nested ``access_token``: the arguments
+        attribute masks them, and a tool's error quoting them must not show them either)."""
         chat = self._chat()
-        if chat is None:
-            return []
-        secrets = [
-            secret for hosted in chat.hosted_tools for secret in getattr(hosted, "secrets", tuple)()
-        ]
-        return secrets + list(provider_secrets(chat.provider))
+        if chat is not None:  # a chat gone (dropped mid-turn): its secrets as last read
+            found = [s for h in chat.hosted_tools for s in getattr(h, "secrets", tuple)()]
+            found += provider_secrets(chat.provider)
+            if found != self._chat_secrets:
+                self._chat_secrets, self._masks = found, None
+        self._read_arguments()
+        if self._masks is None:
+            known = {s for s in self._chat_secrets if s} | (self._arg_secrets or set())
+            self._masks = tuple(sorted(known, key=len, reverse=True))
+        return self._masks
+
+    def _read_arguments_of(self, call_id: str) -> None:
+        """The call's arguments may hold secrets not gathered yet (read when text is next
+        exported; before any was, every call's are read then)."""
+        if self._arg_secrets is not None:
+            self._args_to_read.add(call_id)
+
+    def _read_arguments(self) -> None:
+        """Gather the values under a secret's name in the calls' arguments (as asked for,
+        as edited by a decision) not gathered yet: every call's, the first time."""
+        record = self._record
+        if record is None or (self._arg_secrets is not None and not self._args_to_read):
+            return
+        if self._arg_secrets is None:
+            self._arg_secrets = found = set()
+            calls: Any = record.calls
+        else:
+            found = self._arg_secrets
+            calls = [r for c in self._args_to_read if (r := record.get(c)) is not None]
+        self._args_to_read = set()
+        before = len(found)
+        for r in calls:
+            _secret_values(r.arguments, False, found)
+            _secret_values(r.edited_arguments, False, found)
+            if r.decided is not None:
+                _secret_values(r.decided.arguments, False, found)
+        if len(found) != before:
+            self._masks = None
 
     def _transcript_json(self, n: int) -> str:
         record = self._record
@@ -1016,6 +1063,33 @@ def _parent(ctx: Any) -> Any:
     if not isinstance(ctx, SpanContext):
         ctx = ctx.get_span_context()
     return trace.set_span_in_context(NonRecordingSpan(ctx))
+
+
+SECRET_MIN = 4
+"""The shortest value under a secret's name masked in exported text (as :func:`scrub` masks
+a provider's secrets): shorter ones (``"abc"``, ``"1"``) would cut common words and numbers
+out of every text, and a value that short is no secret worth the name anyway."""
+
+
+def _secret_values(value: Any, secret: bool, found: set[str], depth: int = 0) -> None:
+    """Add to ``found`` the strings (and numbers, as text) of ``value`` that stand under a
+    secret's name (:func:`~nbagent._secrets.secret_field`), at any depth; ``secret``: ``value``
+    itself does (everything in a ``credentials`` dict is)."""
+    if depth > 200:
+        return
+    if isinstance(value, str):
+        if secret and len(value) >= SECRET_MIN:
+            found.add(value)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _secret_values(v, secret or secret_field(k), found, depth + 1)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _secret_values(v, secret, found, depth + 1)
+    elif secret and isinstance(value, int | float) and not isinstance(value, bool):
+        text = str(value)  # a PIN: as an error quotes it
+        if len(text) >= SECRET_MIN:
+            found.add(text)
 
 
 def _message_json(m: Any, text: Any) -> dict[str, Any]:

@@ -751,6 +751,60 @@ def test_an_async_batch_inside_the_users_span_nests_under_it(
     assert trace.get_current_span() is trace.INVALID_SPAN  # nothing left attached
 
 
+# ------------------------------------------------------------------ secrets a tool quotes
+PASSWORD, API_KEY, TOKEN, PIN = "hunter2-Zq9", "zzAPIKEYzz-0042-value", "opaque-tok-77777", 480213
+
+
+@tool
+def login(user: str, password: str, api_key: str, config: dict[str, Any]) -> str:
+    """Log in.
+
+    Args:
+        user: Who.
+        password: The password.
+        api_key: The key.
+        config: More settings.
+    """
+    raise RuntimeError(f"login failed for {user} with {password} and {api_key} / {config}")
+
+
+@pytest.mark.parametrize("on_error", ["result", "raise"])
+def test_a_tool_error_quoting_its_secret_arguments_leaves_them_masked(
+    on_error: str, content_spans: InMemorySpanExporter
+) -> None:
+    """With content, a tool's error quoting its secret-named arguments (``password``,
+    ``api_key``, a nested ``access_token``, a number under ``passcode``) left verbatim in
+    its call's error status, the turn's and the tool message the next request sent, though
+    the arguments attribute masked them."""
+    arguments = {
+        "user": "bob",
+        "password": PASSWORD,
+        "api_key": API_KEY,
+        "config": {"access_token": TOKEN, "passcode": PIN},
+    }
+    chat = Chat(
+        provider=ScriptedProvider([call_tools(("login", arguments)), reply("done")]),
+        display=False,
+        on_tool_error=on_error,
+    ).with_tools(login)
+    with contextlib.suppress(nbagent.ToolExecutionError):
+        chat.ask("log in")
+    exported = everything(content_spans)
+    for secret in (PASSWORD, API_KEY, TOKEN, str(PIN)):
+        assert secret not in exported
+    call = one(content_spans, "execute_tool login")
+    assert call.status.description == (
+        "RuntimeError: login failed for bob with *** and *** / "
+        "{'access_token': '***', 'passcode': ***}"
+    )
+    if on_error == "raise":
+        (turn,) = named(content_spans, "invoke_agent")
+        assert "login failed for bob with ***" in (turn.status.description or "")
+    else:
+        sent = max(named(content_spans, "chat "), key=lambda s: s.attributes["nbagent.step"])
+        assert "login failed for bob with ***" in sent.attributes["gen_ai.input.messages"]
+
+
 # ------------------------------------------------------------------ settings as sent
 def test_a_request_span_shows_the_instructions_it_was_sent_with(
     content_spans: InMemorySpanExporter,
