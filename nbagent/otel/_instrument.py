@@ -40,6 +40,25 @@ class Instrumentation:
         self.tracer = trace.get_tracer("nbagent", _version(), tracer_provider=tracer_provider)
         self.content = content
         self.tracers: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._global = trace.get_tracer_provider  # where spans go without tracer_provider
+        self._exit_for: Any = None  # the provider spans went to when _at_exit was registered
+
+    def exit_first(self) -> None:
+        """Have :func:`_at_exit` run before the shutdown of the provider spans go to now (it
+        registers its own exit hook when it is made, and exit hooks run last registered
+        first): the global provider may be made after ``instrument()``, and its shutdown
+        then ran first, dropping the interrupted spans. Each tracer calls this as it keeps
+        a burst's first change (so before any span of the burst is made): nothing is done
+        unless the provider changed since."""
+        provider = self.provider if self.provider is not None else self._global()
+        if provider is self._exit_for:
+            return
+        with _LOCK:
+            if _CURRENT is not self:
+                return  # replaced or stopped: its successor's hook, or none
+            self._exit_for = provider
+            atexit.unregister(_at_exit)
+            atexit.register(_at_exit)
 
     def extension_for(self, chat: Any) -> Any:
         """The factory given to the core: a tracer for ``chat``."""
@@ -71,8 +90,9 @@ def _at_exit() -> None:
     """The process exits (a kernel shut down or restarted) while tracing is on: a turn still
     running ends now, ``interrupted`` (its calls still running say ``running``), and every
     span is flushed, before the SDK's own shutdown (registered when its provider was made,
-    before ``instrument()``: exit hooks run last registered first). Left open, its spans
-    already exported had a parent that never was."""
+    before ``instrument()``, or before the chat's first span when the global provider was
+    made after it: :meth:`Instrumentation.exit_first`; exit hooks run last registered
+    first). Left open, its spans already exported had a parent that never was."""
     global _CURRENT, _FROM_RUN
     with _LOCK:
         inst, _CURRENT, _FROM_RUN = _CURRENT, None, False
@@ -139,8 +159,7 @@ def instrument(tracer_provider: Any = None, *, content: bool = False) -> None:
     if old is not None:
         old.stop()
     auto_extend(inst.extension_for)
-    atexit.unregister(_at_exit)  # registered anew: after the provider's own shutdown hook
-    atexit.register(_at_exit)
+    inst.exit_first()  # registered anew: after the provider's own shutdown hook
 
 
 def uninstrument() -> bool:

@@ -173,6 +173,7 @@ class Tracer(Extension):
 
     def __init__(self, inst: Any):
         """``inst``: the instrumentation in force (its ``tracer`` and ``content``)."""
+        self._inst = inst
         self._tracer = inst.tracer
         self._content = inst.content
         self._since = utcnow()
@@ -285,6 +286,7 @@ class Tracer(Extension):
             kept = self._kept
             if not kept:
                 self._kept_at = time.monotonic()
+                self._inst.exit_first()  # a provider made since instrument(): flushed first
             if t in _RUNS:  # a decision made outside a run is no part of the run's context
                 self._run_kept = True
                 ctx = otel_context.get_current()

@@ -275,9 +275,15 @@ class ToFile(SpanExporter):
 
 if sys.argv[2] == "again":  # instrumented before the provider that exports was made
     nbagent.instrument(TracerProvider())
+if sys.argv[2] == "global":  # the global provider, made and set after instrument()
+    from opentelemetry import trace
+    nbagent.instrument()
 tracing = TracerProvider()
 tracing.add_span_processor(BatchSpanProcessor(ToFile()))
-nbagent.instrument(tracing)
+if sys.argv[2] == "global":
+    trace.set_tracer_provider(tracing)
+else:
+    nbagent.instrument(tracing)
 started = threading.Event()
 
 @tool
@@ -300,7 +306,7 @@ sys.exit(0)
 """
 
 
-@pytest.mark.parametrize("instrumented", ["once", "again"])
+@pytest.mark.parametrize("instrumented", ["once", "again", "global"])
 def test_a_process_exiting_mid_turn_exports_the_turn_its_spans_hang_from(
     instrumented: str, tmp_path: Path
 ) -> None:
@@ -308,7 +314,9 @@ def test_a_process_exiting_mid_turn_exports_the_turn_its_spans_hang_from(
     turn's was not (it ends with the run), so each hung from a parent never sent. At exit
     the open turn ends ``interrupted`` (its running call ``running``) and is flushed, before
     the provider's own shutdown, also when ``instrument()`` was called again with a provider
-    made after the first call (its shutdown hook is newer than the first call's)."""
+    made after the first call (its shutdown hook is newer than the first call's), and when
+    it was called with none and the global provider was made afterwards (the SDK shut down
+    first: the interrupted spans were dropped)."""
     out = tmp_path / "spans.jsonl"
     script = tmp_path / "child.py"
     script.write_text(textwrap.dedent(CHILD))
