@@ -93,12 +93,14 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z']+")
 _VALUE = re.compile(r"[\w.@/-]*\d[\w.@/-]*|[\w-]+\.[A-Za-z]{1,5}\b|[\w.+-]+@[\w.-]+")
 _SENTENCE = re.compile(
     r"(?<=[.!?;])\s+|\n+|(?<=[。！？；])\s*|(?<=[!?])(?=[^\W\d_])|\u3000+|(?<=:)\s+(?=[A-Z])"
-    r"|,\s+(?:and|but)\s+|\s+and\s+(?=(?:I|you|we|they|he|she|it)\b)|\s*[—–]\s*|\s+-\s+"
+    r"|,\s+(?:and|but)\s+"
+    r"|(?<!\s)(?:\s+and\s+(?=(?:I|you|we|they|he|she|it)\b)|\s*[—–]\s*|\s+-\s+)"
 )
 """Where an answer's sentences (and independent clauses) end: ". ", "! ", "? ", "; ", a new
 line, full-width 。！？； (no space needed), "!" or "?" straight before a word, an
 ideographic space, ": " before a capital, ", and", ", but", " and " before a pronoun, a
-dash (em or en, or " - ")."""
+dash (em or en, or " - "). What starts with spaces is tried at the first of them only (no
+space before it): tried at each, a long run of spaces took time quadratic in its length."""
 _COMMA = re.compile(r",\s+")
 _COMPLETION = re.compile(
     r"\b(processed|completed|complete|confirmed|done|succeeded|successful|successfully|"
@@ -551,8 +553,8 @@ def _done_participle(word: str, vocab: _Vocab) -> bool:
 
 
 _CONTRAST = re.compile(
-    r"\s+but\b|,\s*(?:while|whereas|except|though|although)\b|\s+(?:except|excluding|"
-    r"instead of|rather than|apart from)\b",
+    r"(?<!\s)\s+but\b|,\s*(?:while|whereas|except|though|although)\b|(?<!\s)\s+(?:except|"
+    r"excluding|instead of|rather than|apart from)\b",
     re.IGNORECASE,
 )
 """Where a claiming clause's values end: what follows a contrast ("I refunded order 42 but

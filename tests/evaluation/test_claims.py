@@ -399,3 +399,18 @@ def test_scoring_a_plain_batch_needs_its_factory_to_see_a_tool_never_called(
     seen = score(result, [claims_hold()], make_chat=make)
     assert seen["passed"].tolist() == [False]
     assert "issue_refund was never called" in seen["detail"].tolist()[0]
+
+
+@pytest.mark.parametrize("gap", [" ", "\n ", " \t"])
+def test_a_long_run_of_spaces_is_read_in_time_linear_in_it(gap: str) -> None:
+    """A model that pads its answer with spaces (a degenerate generation) must not hang the
+    notebook view or an evaluation: a clause end or a contrast after spaces was tried at
+    each of them, quadratic (12,000 spaces took over half a minute)."""
+    import time
+
+    calls = _calls([("issue_refund", {"order_id": 42}, "denied")])
+    answer = "I refunded order 42" + gap * 12_000 + "and then nothing."
+    started = time.perf_counter()
+    claims = false_claims(answer, calls, ["issue_refund"])
+    assert time.perf_counter() - started < 3.0
+    assert [c.status for c in claims] == ["denied"]
