@@ -38,8 +38,10 @@ An attribute at its default is left out (absent means: decision ``auto``, not ga
 not hosted, not replayed, mode ``sequential``...; docs/traces.md lists them).
 
 The hook only keeps the changes that make spans; they are turned into spans in one
-burst when the turn's run ends (parks, completes...), or when :data:`KEEP_MAX` changes
-or :data:`KEEP_SECONDS` (the batch span processor's own delay) have piled up, or a call
+burst when the turn's run ends (parks, completes...; the chat is closed or dropped), or
+when :data:`KEEP_MAX` changes or :data:`KEEP_SECONDS` (the batch span processor's own
+delay) have piled up (checked at the next change, and by a check on nbagent's background
+loop, since none may come: a turn stepped through with ``step()``), or a call
 is final outside any run (a denial after the turn parked: no run may ever follow): every span
 is back-dated to the events' times, so a trace is the same, but the tracer's work and the
 SDK's run once per turn with their code and data warm, not after every model request
@@ -48,7 +50,8 @@ A tool that makes a span of its own has them made then (its call's span is its p
 
 Message content (prompts, answers, arguments, results) is exported only with
 ``content=True``; all free text goes through the scrubber (``scrub``: the chat's
-provider's key, its hosted tools' secrets and anything shaped like a key).
+provider's key, its hosted tools' secrets, the values its calls were given under a secret's
+name, and anything shaped like a key).
 Events that happened before the tracer was attached (a fork's shared history, a
 loaded chat's stored events) are history, not traced again.
 """
@@ -70,6 +73,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 
+from .._aio import in_worker, spawn
 from .._errors import ChatCancelled, provider_secrets, redact_keys, redacted, scrub
 from .._events import (
     Event,
@@ -223,6 +227,8 @@ class Tracer(Extension):
         self._arg_secrets: set[str] | None = None
         self._args_to_read: set[str] = set()  # calls whose arguments are not gathered yet
         self._masks: tuple[str, ...] | None = None  # all of them, longest first
+        self._later = False  # a check is due that the kept changes do not wait too long
+        self._dropped: Any = None  # ends the run if the chat is garbage-collected
         self._lock = threading.Lock()  # calls of a round may end on worker threads
 
     # ------------------------------------------------------------ attaching
@@ -231,11 +237,21 @@ class Tracer(Extension):
         self._host, self._chat_id = host, chat.id
         self._record = chat.record
         self._record.subscribe(self.on_change)
+        # a chat dropped mid-turn (the cell making it ran again): nothing else ends its run,
+        # and its turn's span was never ended. The finalizer holds this tracer (not the
+        # chat), so it ends the run as the chat goes, not at uninstrument() or exit hours
+        # later; at exit, _at_exit ends the live chats' runs first (``interrupted``)
+        self._dropped = weakref.finalize(chat, self._chat_dropped)
+        self._dropped.atexit = False
 
     def detach(self, outcome: str = "detached") -> None:
         """Stop tracing this chat, for good: an open turn span ends now with ``outcome``
-        (``detached``: tracing was turned off; ``interrupted``: the process exits), and the
-        chat lets go of this tracer (and so of the tracer provider and its exporters)."""
+        (``detached``: tracing was turned off; ``interrupted``: the process exits;
+        ``dropped``: the chat was garbage-collected), and the chat lets go of this tracer
+        (and so of the tracer provider and its exporters)."""
+        dropped = self._dropped
+        if dropped is not None:
+            dropped.detach()
         if self._record is not None:
             self._record.unsubscribe(self.on_change)
         with self._lock:
@@ -243,6 +259,21 @@ class Tracer(Extension):
         host, self._host, self._record = self._host, None, None
         if host is not None:
             host.remove(self)
+
+    def close(self) -> None:
+        """``chat.close()``: the kept changes become spans and an open turn ends ``closed``
+        (a turn driven with ``step()`` and left in the middle has no event that ends it).
+        The chat stays traced: a run after it continues the turn in a span of its own."""
+        with self._lock:
+            self._end_run(None, "closed")
+
+    def _chat_dropped(self) -> None:
+        """The chat was garbage-collected (a finalizer): its run ends ``dropped``, on a worker
+        thread (a finalizer may interrupt this very tracer, or the SDK, on its thread)."""
+        try:
+            spawn(in_worker(self.detach, "dropped"))
+        except RuntimeError:  # no background loop (the interpreter exits)
+            self.detach("dropped")
 
     def run_stopped(self, error: BaseException) -> None:
         """The run ended by raising (see :class:`~nbagent.Extension`): its spans are made now
@@ -282,11 +313,14 @@ class Tracer(Extension):
         if t not in _HANDLERS and not self._content:
             return  # most events change no span (with content, one may end a request's)
         span = None
+        later = False
         with self._lock:
             kept = self._kept
             if not kept:
                 self._kept_at = time.monotonic()
                 self._inst.exit_first()  # a provider made since instrument(): flushed first
+                later = not self._later
+                self._later = True
             if t in _RUNS:  # a decision made outside a run is no part of the run's context
                 self._run_kept = True
                 ctx = otel_context.get_current()
@@ -309,8 +343,50 @@ class Tracer(Extension):
                 or (t is ToolCallFinished and self._turn_span is None and not self._run_kept)
             ):
                 self._flush()
+        if later:
+            self._check_later(KEEP_SECONDS)
         if span is not None:
             otel_context.attach(trace.set_span_in_context(span))
+
+    def _check_later(self, delay: float) -> None:
+        """In ``delay`` seconds, make the kept changes into spans if they have waited
+        :data:`KEEP_SECONDS` by then: no next change may come to do it (a turn driven with
+        ``step()``, the person reading each result; a long tool call). One check pending
+        per tracer, on nbagent's background loop."""
+        try:
+            spawn(_flush_later(weakref.ref(self), delay))
+        except RuntimeError:  # no background loop (the interpreter exits)
+            with self._lock:
+                self._later = False
+
+    def idle(self) -> bool:
+        """(The background loop: never waits.) Nothing is kept: the pending check is over.
+        ``False`` when something is, or the lock is busy: :meth:`flush_if_late` decides."""
+        if self._kept or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._kept:
+                return False
+            self._later = False
+            return True
+        finally:
+            self._lock.release()
+
+    def flush_if_late(self) -> float | None:
+        """(A worker thread.) The kept changes become spans if they have waited
+        :data:`KEEP_SECONDS`; else when to look again (``None``: nothing is kept)."""
+        with self._lock:
+            try:
+                if self._kept:
+                    wait = self._kept_at + KEEP_SECONDS - time.monotonic()
+                    if wait > 0:
+                        return wait
+                    self._flush()
+                self._later = False
+            except BaseException:
+                self._later = False
+                raise
+            return None
 
     def flush(self) -> None:
         """Make the kept changes into spans now."""
@@ -411,6 +487,7 @@ class Tracer(Extension):
         settings: dict[str, Any] = {}
         if chat is None:
             return settings, None
+        self._read_chat_secrets(chat)  # kept for a chat garbage-collected before its spans
         self._request_settings(chat, e, settings)
         return settings, chat.system if self._content else None
 
@@ -924,15 +1001,18 @@ class Tracer(Extension):
         attribute masks them, and a tool's error quoting them must not show them either)."""
         chat = self._chat()
         if chat is not None:  # a chat gone (dropped mid-turn): its secrets as last read
-            found = [s for h in chat.hosted_tools for s in getattr(h, "secrets", tuple)()]
-            found += provider_secrets(chat.provider)
-            if found != self._chat_secrets:
-                self._chat_secrets, self._masks = found, None
+            self._read_chat_secrets(chat)
         self._read_arguments()
         if self._masks is None:
             known = {s for s in self._chat_secrets if s} | (self._arg_secrets or set())
             self._masks = tuple(sorted(known, key=len, reverse=True))
         return self._masks
+
+    def _read_chat_secrets(self, chat: Any) -> None:
+        found = [s for h in chat.hosted_tools for s in getattr(h, "secrets", tuple)()]
+        found += provider_secrets(chat.provider)
+        if found != self._chat_secrets:
+            self._chat_secrets, self._masks = found, None
 
     def _read_arguments_of(self, call_id: str) -> None:
         """The call's arguments may hold secrets not gathered yet (read when text is next
@@ -992,6 +1072,26 @@ class Tracer(Extension):
     def _chat(self) -> Any:
         host = self._host
         return host.chat if host is not None and host.alive else None
+
+
+async def _flush_later(ref: weakref.ref[Tracer], delay: float) -> None:
+    """A tracer's check that its kept changes do not wait for a next one (see
+    :meth:`Tracer._check_later`), until nothing is kept; it holds the tracer only while it
+    looks, so a chat dropped in the meantime is not kept alive by it."""
+    while True:
+        await asyncio.sleep(delay)
+        tracer = ref()
+        if tracer is None or tracer.idle():  # the usual case: no thread needed
+            return
+        try:
+            wait = await in_worker(tracer.flush_if_late)
+        except Exception:  # one change's failure: the others are spans; nothing to do here
+            return
+        finally:
+            del tracer
+        if wait is None:
+            return
+        delay = wait
 
 
 class _CallSpan(trace.Span):

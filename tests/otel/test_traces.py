@@ -751,6 +751,103 @@ def test_an_async_batch_inside_the_users_span_nests_under_it(
     assert trace.get_current_span() is trace.INVALID_SPAN  # nothing left attached
 
 
+# ------------------------------------------------------------------ a turn stepped through
+def _stepped(**kw: Any) -> Chat:
+    """A turn driven with ``step()`` and left in the middle: two requests and a call made,
+    the second call not run yet (a person reading each result)."""
+    chat = scripted_chat(
+        call_tools(("lookup", {"city": "Oslo"})),
+        call_tools(("lookup", {"city": "Rome"})),
+        reply("sunny"),
+        **kw,
+    )
+    chat.ask_later("weather?")
+    for _ in range(3):
+        chat.step()
+    return chat
+
+
+@pytest.mark.parametrize("how", ["close", "drop"])
+def test_a_turn_stepped_through_ends_when_its_chat_is_closed_or_dropped(
+    how: str, spans: InMemorySpanExporter
+) -> None:
+    """A turn driven with ``step()`` has no event ending it between steps: closed then (or
+    dropped: a cell making the chat run again), its turn's span never ended, or nothing of
+    it was exported at all, so its spans hung from a parent never sent. The turn ends
+    ``closed`` (``dropped``), with every span made so far under it."""
+    import gc
+
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    ended = threading.Event()
+
+    class Turns(SpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            if span.name.startswith("invoke_agent"):
+                ended.set()
+
+    nbagent.otel._instrument.current().provider.add_span_processor(Turns())  # type: ignore[union-attr]
+    chat = _stepped()
+    if how == "close":
+        chat.close()
+    else:
+        del chat
+        gc.collect()  # its finalizer ends its run, on a worker thread
+    assert ended.wait(10)
+    (turn,) = named(spans, "invoke_agent")
+    assert turn.attributes["nbagent.outcome"] == {"close": "closed", "drop": "dropped"}[how]
+    assert len(named(spans, "chat ")) == 2
+    assert [s.attributes["nbagent.call.status"] for s in named(spans, "execute_tool")] == ["ok"]
+    exported_whole(spans)
+    assert {s.parent.span_id for s in spans.get_finished_spans() if s is not turn} == {
+        turn.context.span_id
+    }
+
+
+def test_a_closed_chat_stepped_on_continues_its_turn_in_a_span_of_its_own(
+    spans: InMemorySpanExporter,
+) -> None:
+    chat = _stepped()
+    chat.close()
+    chat.complete()
+    first, second = sorted(named(spans, "invoke_agent"), key=lambda s: s.start_time or 0)
+    assert first.attributes["nbagent.outcome"] == "closed"
+    assert second.attributes["nbagent.outcome"] == "complete"
+    assert second.attributes["nbagent.continued"] is True
+    exported_whole(spans)
+
+
+def test_a_stepped_turns_spans_leave_without_waiting_for_its_next_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a ``step()`` made waited for the next event to be made into spans: a person
+    reading the result, or a kernel that dies then, kept them from the exporter. They are
+    made at most ``KEEP_SECONDS`` after the first was kept, with no event needed."""
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    from nbagent.otel import _spans
+
+    monkeypatch.setattr(_spans, "KEEP_SECONDS", 0.05)
+    ended = threading.Event()
+
+    class Requests(SpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            if span.name.startswith("chat "):
+                ended.set()
+
+    provider = TracerProvider()
+    provider.add_span_processor(Requests())
+    nbagent.instrument(provider)
+    try:
+        chat = scripted_chat(call_tools(("lookup", {"city": "Oslo"})), reply("sunny"))
+        chat.ask_later("weather?")
+        chat.step()  # the first request: nothing follows it
+        assert ended.wait(10)
+        chat.complete()
+    finally:
+        nbagent.uninstrument()
+
+
 # ------------------------------------------------------------------ secrets a tool quotes
 PASSWORD, API_KEY, TOKEN, PIN = "hunter2-Zq9", "zzAPIKEYzz-0042-value", "opaque-tok-77777", 480213
 
