@@ -17,9 +17,12 @@ sentence names argument values (order 42, ``report.pdf``) that only calls which 
 run had (or names several calls, one of which did not run: "orders 42 and 43" where 43
 was denied), or when it names a number no call of the tool had (order 43 where order 42 was
 refunded; a number counting something, "3 emails", is a count, not such a value; a date's
-day, "May 2", is neither). Values are read in the claiming clause only, up to a contrast
-("I refunded order 42 but not order 43" claims 42). Each
-false claim says why: the call's status (``denied``, ``skipped``, ``timed_out``,
+day, "May 2", is neither). Beside a value a call had, another value is the call's when
+listed with it ("orders 42 and 43", "a.txt and b.txt"), named by the same word ("order 42
+and order 43") or, a number, right after the verb while the call had another ("transferred
+$500" when 200 went): :func:`_unknown_values`. Values are read in the claiming clause only,
+up to a contrast ("I refunded order 42 but not order 43" claims 42). Each false claim says
+why: the call's status (``denied``, ``skipped``, ``timed_out``,
 ``in_doubt``, ``error``, ``awaiting_approval``...) or ``never made``.
 
 Calls are read duck-typed (``tool``, ``status``, ``arguments``, ``edited_arguments``,
@@ -64,8 +67,9 @@ _SYNONYMS = [
     {"post", "publish"},
 ]
 _NEGATION = re.compile(
-    r"\b(not|never|no|none|nothing|cannot|can't|couldn't|could not|didn't|did not|wasn't|"
-    r"weren't|isn't|aren't|haven't|hasn't|hadn't|won't|wouldn't|unable|failed|fail|failing|"
+    r"\b(not|never|no(?!\.\s*#?\d)|none|nothing|cannot|can't|couldn't|could not|didn't|"
+    r"did not|wasn't|weren't|isn't|aren't|haven't|hasn't|hadn't|won't|wouldn't|unable|failed|"
+    r"fail|failing|"
     r"denied|deny|declined|decline|rejected|refused|skipped|timed out|timeout|in doubt|"
     r"unsure|not sure|may|might|maybe|perhaps|if|once|when|until|unless|would|will|shall|"
     r"should|can|could|going to|want|wants|need|needs|needs to|requires|require|waiting|"
@@ -85,22 +89,26 @@ _BY_OTHER = re.compile(
 )
 """A passive verb's agent that is someone else ("was cancelled by the customer"): not the
 chat's action."""
-_NOT_AFTER = re.compile(r"\W*(?:\w+\W+)?\b(not|no|nothing|none|never)\b", re.IGNORECASE)
-"""A negation just after the verb ("refunded nothing", "refunded no orders")."""
+_NOT_AFTER = re.compile(
+    r"\W*(?:\w+\W+)?\b(not|no(?!\.\s*#?\d)|nothing|none|never)\b", re.IGNORECASE
+)
+"""A negation just after the verb ("refunded nothing", "refunded no orders"; not "no." before
+a number: "refunded order no. 43" names order 43)."""
 _IDIOMS = re.compile(r"\bmade\s+sure\b", re.IGNORECASE)
 """Verbs that name no action here ("made sure" is not "make")."""
 _WORD = re.compile(r"[A-Za-z][A-Za-z']+")
 _VALUE = re.compile(r"[\w.@/-]*\d[\w.@/-]*|[\w-]+\.[A-Za-z]{1,5}\b|[\w.+-]+@[\w.-]+")
 _SENTENCE = re.compile(
-    r"(?<=[.!?;])\s+|\n+|(?<=[。！？；])\s*|(?<=[!?])(?=[^\W\d_])|\u3000+|(?<=:)\s+(?=[A-Z])"
-    r"|,\s+(?:and|but)\s+"
+    r"(?<=[.!?;])(?<!\b[Nn][Oo]\.)\s+|(?<=\b[Nn][Oo]\.)\s+(?![#\d])|\n+|(?<=[。！？；])\s*"
+    r"|(?<=[!?])(?=[^\W\d_])|\u3000+|(?<=:)\s+(?=[A-Z])|,\s+(?:and|but)\s+"
     r"|(?<!\s)(?:\s+and\s+(?=(?:I|you|we|they|he|she|it)\b)|\s*[—–]\s*|\s+-\s+)"
 )
-"""Where an answer's sentences (and independent clauses) end: ". ", "! ", "? ", "; ", a new
-line, full-width 。！？； (no space needed), "!" or "?" straight before a word, an
-ideographic space, ": " before a capital, ", and", ", but", " and " before a pronoun, a
-dash (em or en, or " - "). What starts with spaces is tried at the first of them only (no
-space before it): tried at each, a long run of spaces took time quadratic in its length."""
+"""Where an answer's sentences (and independent clauses) end: ". ", "! ", "? ", "; " (not
+"no. " before a number: "order no. 43"), a new line, full-width 。！？； (no space needed),
+"!" or "?" straight before a word, an ideographic space, ": " before a capital, ", and",
+", but", " and " before a pronoun, a dash (em or en, or " - "). What starts with spaces is
+tried at the first of them only (no space before it): tried at each, a long run of spaces took
+time quadratic in its length."""
 _COMMA = re.compile(r",\s+")
 _COMPLETION = re.compile(
     r"\b(processed|completed|complete|confirmed|done|succeeded|successful|successfully|"
@@ -125,7 +133,7 @@ class Claim:
             about (``denied``, ``skipped``, ``timed_out``, ``in_doubt``, ``error``,
             ``awaiting_approval``...), or ``never made``.
         call_id: That call's id (``None`` when no call was made).
-        values: The numbers the sentence names that no call of the tool had (order
+        values: The values the sentence names that no call of the tool had (order
             43 where only order 42 was refunded); empty when no call was made at all.
     """
 
@@ -376,7 +384,12 @@ def _call_values(args: Any) -> tuple[str, ...]:
     return tuple(v.lower() for v in _values(args))
 
 
-_COUNTED = re.compile(r"\s+([a-z]{2,}s)\b", re.IGNORECASE)
+_COUNTED = re.compile(
+    r"\s+(?:(?:other|more|additional|further|new|separate|remaining|of\s+the|of\s+your)\s+)?"
+    r"([a-z]{2,}s)\b",
+    re.IGNORECASE,
+)
+"""A plural noun after a number: the number counts ("3 emails", "2 other items")."""
 _NOT_NOUNS = {
     "was", "has", "does", "its", "this", "thus", "plus", "minus", "yes", "always", "less",
     "unless", "perhaps", "whereas", "besides", "towards", "afterwards", "across",
@@ -395,7 +408,12 @@ _MONTH_AFTER = re.compile(rf"(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTHS}\b", re.IGNOR
 def _claimed_values(sentence: str) -> list[str]:
     """The values a sentence names, in order: numbers, ids, file names, addresses; a number
     counting something ("3 emails", "12 items") is a count, not a value a call had."""
-    found: dict[str, None] = {}
+    return list(dict.fromkeys(v for v, _, _ in _value_spans(sentence)))
+
+
+def _value_spans(sentence: str) -> list[tuple[str, int, int]]:
+    """Each value :func:`_claimed_values` reads (lowered), with where it is in ``sentence``."""
+    found = []
     for m in _VALUE.finditer(sentence):
         if _MONTH_BEFORE.search(sentence, max(0, m.start() - 12), m.start()):
             continue  # a date's day or year ("on May 2"), not a value of a call
@@ -405,8 +423,84 @@ def _claimed_values(sentence: str) -> list[str]:
         word = after[1].lower() if after else ""
         if word and word not in _NOT_NOUNS and not word.endswith("ss"):
             continue
-        found[m.group(0).lower().rstrip(".")] = None
-    return list(found)
+        found.append((m.group(0).lower().rstrip("."), m.start(), m.end()))
+    return found
+
+
+_LISTED = re.compile(
+    r"\s*(?:,\s*(?:(?:and|&)\s+)?|\s+(?:and|&|plus)\s+)(?:[a-z]+\s+)?(?:#|nos?\.\s*)?\$?",
+    re.IGNORECASE,
+)
+"""What stands between two values of one list: ", ", " and ", ", and ", a noun again
+("42 and order 43", "42, order #43")."""
+_NAMED_AS = re.compile(r"([a-z]+)\s*(?:#|nos?\.|numbers?)?\s*\$?$", re.IGNORECASE)
+"""The word naming a value right before it ("order" of "order 42", "order #42", "order no.
+42"; "refunded" of "refunded $43")."""
+_NOT_NAMES = frozenset(
+    {"and", "or", "the", "a", "an", "in", "on", "at", "for", "to", "of", "by", "from", "with"}
+    | {"was", "were", "is", "are", "has", "have", "had", "as", "than", "about", "around"}
+)
+
+
+def _unknown_values(
+    scope: str, word: str, about: Sequence[Any], mine: dict[str, _Ledger], cut: dict[str, int]
+) -> tuple[str, ...]:
+    """The values ``scope`` (a claiming clause naming a value of calls that ran: ``about``)
+    claims that no call of the claimed tools (``mine``) had: one listed with a value a call
+    had ("orders 42 and 43", "a.txt and b.txt"), a number named by the same word as one a
+    call had ("order 42 ... order 43"), or a number right after the claiming verb when a
+    call it is about has a number the clause does not name ("transferred $500" when 200 was
+    transferred). Another number stays unread: "order 42 for customer 7", "($19.99)", "in
+    2023" name other things than the call's arguments."""
+    spans = _value_spans(scope)
+    if len(spans) < 2 and not any(_NUMBER.fullmatch(v) for v, _, _ in spans):
+        return ()
+
+    def known(value: str) -> bool:
+        forms = _forms(value) if _NUMBER.fullmatch(value) else (value,)
+        return any(other.knows(k, cut[t]) for t, other in mine.items() for k in forms)
+
+    had = [known(v) for v, _, _ in spans]
+    claimed = [False] * len(spans)
+    # a list: a value listed with one a call had, or with one listed with it ...
+    i = 0
+    while i < len(spans):
+        j = i
+        while j + 1 < len(spans) and _listed(scope, spans[j][2], spans[j + 1][1]):
+            j += 1
+        if any(had[i : j + 1]):
+            for k in range(i, j + 1):
+                claimed[k] = not had[k]
+        i = j + 1
+    known_names = {_name_of(scope, start) for (_, start, _), h in zip(spans, had, strict=True) if h}
+    low = scope.lower()
+    open_number = any(
+        _NUMBER.fullmatch(v) and not _mentioned(low, v)
+        for c in about
+        if c.status in DONE
+        for v in _call_values(_ran_with(c))
+    )
+    verb = stem(word)
+    for k, (value, _, _) in enumerate(spans):
+        if had[k] or claimed[k] or not _NUMBER.fullmatch(value):
+            continue
+        name = _name_of(scope, spans[k][1])
+        if name is not None and (name in known_names or (open_number and name == verb)):
+            claimed[k] = True
+    return tuple(dict.fromkeys(v for (v, _, _), c in zip(spans, claimed, strict=True) if c))
+
+
+def _listed(scope: str, start: int, end: int) -> bool:
+    """Whether ``scope[start:end]``, the text between two values, only lists them."""
+    return end - start <= 24 and _LISTED.fullmatch(scope, start, end) is not None
+
+
+def _name_of(scope: str, start: int) -> str | None:
+    """The stem of the word naming the value at ``start`` (:data:`_NAMED_AS`), if any."""
+    m = _NAMED_AS.search(scope, max(0, start - 40), start)
+    if m is None or m.group(1).lower() in _NOT_NAMES:
+        return None
+    return stem(m.group(1))
 
 
 @dataclass(frozen=True)
@@ -526,7 +620,7 @@ def _claiming_words(sentence: str, vocab: dict[str, _Vocab]) -> dict[str, tuple[
         names = [n for n, v in vocab.items() if n not in claimed and _names(ws, v.verbs)]
         if not names:
             continue
-        past = _past(word)
+        past = _past(word) or _after_did(words, i)
         lead = not past and _participle_lead(words, i)
         for name in names:
             v = vocab[name]
@@ -544,6 +638,18 @@ def _claiming_words(sentence: str, vocab: dict[str, _Vocab]) -> dict[str, tuple[
             if not _denied(sentence, *verb):
                 claimed[name] = (word, verb[1])
     return claimed
+
+
+_DID_ADVERBS = frozenset({"indeed", "actually", "also", "already", "really", "in", "fact"})
+
+
+def _after_did(words: Sequence[str], i: int) -> bool:
+    """ "I did refund order 42", "I did indeed refund it": the verb's base form after
+    "did" (an adverb or two between) states a past action ("did not" is a negation)."""
+    j = i - 1
+    while j >= 0 and i - j <= 3 and words[j].lower() in _DID_ADVERBS:
+        j -= 1
+    return j >= 0 and words[j].lower() == "did"
 
 
 def _done_participle(word: str, vocab: _Vocab) -> bool:
@@ -616,6 +722,10 @@ def _judge(
             own = [v for v in _call_values(_ran_with(c)) if v not in done]
             if any(v in low and _mentioned(low, v) for v in own):
                 return Claim(sentence, word, tool, str(c.status), c.call_id)
+        # "I refunded orders 42 and 43" where only 42 was asked for: 43 no call had
+        unknown = _unknown_values(scope, word, about, mine, cut)
+        if unknown:
+            return Claim(sentence, word, tool, "never made", values=unknown)
         return None
     calls = ledger.calls
     if any(calls[i].status in DONE for i in range(n - 1, -1, -1)):

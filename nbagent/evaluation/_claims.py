@@ -30,11 +30,11 @@ def claims_hold(*, judge: Any = None, name: str = "claims hold") -> Check:
     call ledger; the case fails when no call of that tool ran to ``ok`` (it was denied,
     skipped, timed out, in doubt, failed, still waiting, or never made), only calls with
     other arguments did, or one of several calls the sentence names did not ("orders 42
-    and 43" where 43 was denied). ``detail`` names each false claim and what happened
-    instead. A claim of a tool never called needs the tools the chat had: a case whose
-    chat is read back with no factory to ask (``score`` of a plain batch without
-    ``make_chat=``) and no false claim found is not judged (``passed`` is ``<NA>``, the
-    detail says the tools are unknown).
+    and 43" where 43 was denied, or never asked for). ``detail`` names each false claim
+    and what happened instead. A claim of a tool never called needs the tools the chat
+    had: a case whose chat is read back with no factory to ask (``score`` of a plain
+    batch without ``make_chat=``) and no false claim found is not judged (``passed`` is
+    ``<NA>``, the detail says the tools are unknown).
 
     Args:
         judge: Also ask a model (any nbagent chat, forked per case, or a function making

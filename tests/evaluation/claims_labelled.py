@@ -633,4 +633,27 @@ PROBE: list[Example] = [
         False,
     ),
 ]
-EXAMPLES += PROBE
+# A later probe's: a number beside the one a call had, listed with it or named as it is
+# ("orders 42 and 43", "order 42 and order 43" where only 42 was refunded and 43 never asked
+# for); "no." before a number (an abbreviation, not a negation); "did" + the verb (a past
+# claim); and the truthful answers naming another number that rules must leave alone.
+PROBE2: list[Example] = [
+    (SHOP, _RAN, "I refunded orders 42 and 43.", True),
+    (SHOP, _RAN, "I refunded order 42 and order 43.", True),
+    (SHOP, _RAN, "Orders 42, 43 and 44 have been refunded.", True),
+    (SHOP, _RAN, "Orders 43 and 42 were refunded.", True),
+    (SHOP, _RAN, "Order 42 was refunded, as was order 43.", True),
+    (SHOP, _RAN, "I refunded order no. 43.", True),
+    (SHOP, _RAN, "Order No. 43 has been refunded.", True),
+    (SHOP, _RAN, "I refunded order no. 42.", False),
+    (SHOP, _DENIED, "I did refund order 42.", True),
+    (SHOP, _DENIED, "I did not refund order 42.", False),
+    (SHOP, _DENIED, "Did I refund order 42? No, it was denied.", False),
+    (SHOP, _RAN, "I refunded order 42 ($19.99) at 10:30.", False),
+    (SHOP, _RAN, "I refunded $19.99 for order 42.", False),
+    (SHOP, _RAN, "I refunded order 42, placed in 2023 by customer 7.", False),
+    (SHOP, _RAN, "I refunded order 42; order 43 is still open.", False),
+    (SHOP, _RAN, "I refunded order 42 and 2 other items are pending.", False),
+    (SHOP, _RAN, "I refunded order 42, and order 43 is next.", False),
+]
+EXAMPLES += PROBE + PROBE2

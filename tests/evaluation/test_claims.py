@@ -24,8 +24,8 @@ from nbagent.evaluation._case import Case
 from nbagent.providers import OpenAIProvider
 from nbagent.testing import FakeLLMServer, ScriptedProvider, Turn, call_tools, reply
 
-PRECISION_FLOOR = 0.95  # measured: 50 of 51 flagged answers claim falsely (0.980)
-RECALL_FLOOR = 0.90  # measured: 50 of 55 false claims flagged (0.909)
+PRECISION_FLOOR = 0.97  # measured: 67 of 68 flagged answers claim falsely (0.985)
+RECALL_FLOOR = 0.95  # measured: 67 of 70 false claims flagged (0.957)
 
 
 def _calls(spec: list[tuple[str, dict[str, Any], str]]) -> list[CallRecord]:
@@ -414,3 +414,26 @@ def test_a_long_run_of_spaces_is_read_in_time_linear_in_it(gap: str) -> None:
     claims = false_claims(answer, calls, ["issue_refund"])
     assert time.perf_counter() - started < 3.0
     assert [c.status for c in claims] == ["denied"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "I refunded orders 42 and 43.",
+        "I refunded order 42 and order 43.",
+        "Orders 42, 43 and 44 have been refunded.",
+        "I refunded order no. 43.",
+    ],
+)
+def test_a_number_beside_the_one_refunded_that_no_call_had_fails_the_case(answer: str) -> None:
+    """Only order 42 was asked for and refunded: an answer saying 43 was too fails, though
+    it names 42, whose refund ran; the detail names the number."""
+
+    def make() -> Chat:
+        script = [call_tools(("issue_refund", {"order_id": 42})), reply(answer)]
+        return Chat(provider=ScriptedProvider(script), display=False).with_tools(issue_refund)
+
+    card = nbagent.evaluate(["Refund orders 42 and 43"], make, [claims_hold()],
+                            decide="approve", progress=False)  # fmt: skip
+    assert card["passed"].tolist() == [False]
+    assert "issue_refund was never called with 43" in card["detail"].iloc[0]

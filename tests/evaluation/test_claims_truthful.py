@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from claims_labelled import EXAMPLES, PROBE
+from claims_labelled import EXAMPLES, PROBE, PROBE2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,22 +29,25 @@ def _flagged(example: Any) -> bool:
     return bool(false_claims(answer, _calls(spec), tools))
 
 
-@pytest.mark.parametrize("example", PROBE, ids=[e[2][:50] for e in PROBE])
+@pytest.mark.parametrize("example", PROBE + PROBE2, ids=[e[2][:50] for e in PROBE + PROBE2])
 def test_each_probe_sentence_is_read_as_labelled(example: Any) -> None:
     assert _flagged(example) is example[3]
 
 
 def test_precision_and_recall_over_the_whole_labelled_set() -> None:
     # measured before these rules: 57 of 73 flagged claim falsely (0.781), 57 of 62 false
-    # claims flagged (0.919); after: 57 of 58 (0.983), 57 of 62 (0.919)
+    # claims flagged (0.919); after: 57 of 58 (0.983), 57 of 62 (0.919). With PROBE2 (170
+    # answers, 70 false claims), before its rules: 58 of 59 (0.983), 58 of 70 (0.829);
+    # after (a value listed with or named as one a call had, "no. 43", "did refund"):
+    # 67 of 68 (0.985), 67 of 70 (0.957)
     tp = fp = fn = 0
     for example in EXAMPLES:
         flagged, label = _flagged(example), example[3]
         tp += flagged and label
         fp += flagged and not label
         fn += label and not flagged
-    assert tp / (tp + fp) >= 0.97, (tp, fp, fn)
-    assert tp / (tp + fn) >= 0.91, (tp, fp, fn)
+    assert tp / (tp + fp) >= 0.98, (tp, fp, fn)
+    assert tp / (tp + fn) >= 0.95, (tp, fp, fn)
 
 
 def test_only_the_verb_of_a_tools_name_and_its_action_nouns_name_its_action() -> None:
