@@ -939,3 +939,47 @@ def test_content_that_is_not_a_bool_is_refused_and_tracing_stays(
     scripted_chat(reply("a")).ask("my PRIVATE question")
     assert named(spans, "invoke_agent")  # still going where it went, without content
     assert "PRIVATE" not in everything(spans)
+
+
+def test_the_late_check_racing_a_running_turn_loses_no_span(
+    spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check that makes kept changes into spans runs on a worker thread while the turn
+    goes on (its calls ending on threads, their tools making spans of their own): repeated,
+    every request and call is one span, under its turn, and no span's parent is missing."""
+    from opentelemetry import trace
+
+    from nbagent.otel import _spans
+
+    monkeypatch.setattr(_spans, "KEEP_SECONDS", 0.001)
+    mine = trace.get_tracer("my-tools", tracer_provider=nbagent.otel._instrument.current().provider)
+
+    @tool
+    def work(n: int) -> str:
+        """Work.
+
+        Args:
+            n: A number.
+        """
+        if n % 2:
+            with mine.start_as_current_span("inner"):
+                time.sleep(0.001)
+        return str(n)
+
+    for _ in range(10):
+        spans.clear()
+        calls = [("work", {"n": n}) for n in range(12)]
+        chat = Chat(
+            provider=ScriptedProvider([call_tools(*calls), call_tools(*calls), reply("done")]),
+            display=False,
+        ).with_tools(work)
+        chat.with_tool_options(concurrency="threads")
+        chat.ask("go")
+        (turn,) = named(spans, "invoke_agent")
+        assert turn.attributes["nbagent.outcome"] == "complete"
+        assert len(named(spans, "chat ")) == 3
+        tools = named(spans, "execute_tool")
+        assert len({s.attributes["gen_ai.tool.call.id"] for s in tools}) == len(tools) == 24
+        assert {s.parent.span_id for s in tools} == {turn.context.span_id}
+        assert len(named(spans, "inner")) == 12
+        exported_whole(spans)
