@@ -18,7 +18,7 @@ import os
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -567,6 +567,12 @@ class ChatCore:
                         stacklevel=2,
                     )
 
+    def _scrubbed_reason(self, reason: str) -> str:
+        """A decision's reason as the model, the log and the store read it: the chat's
+        provider's key and anything shaped like a key, URL credentials or a password as
+        ``***``."""
+        return scrub(reason, provider_secrets(self.provider))
+
     def _record_decision(
         self, c: ToolCall, decision: Decision, after: list[ToolResult], *, elsewhere: bool = False
     ) -> list[Event]:
@@ -576,6 +582,11 @@ class ChatCore:
         is the verdict itself (see :meth:`_answer_hosted`). ``elsewhere``: the
         decision was made outside this chat object (a store).
         """
+        if decision.reason:  # a rule's (its conditions), one stored elsewhere (the store
+            # cannot know this chat's provider's key): as the chat's own are scrubbed
+            reason = self._scrubbed_reason(decision.reason)
+            if reason != decision.reason:
+                decision = replace(decision, reason=reason)
         c.decision = decision
         events: list[Event] = [
             ApprovalDecided(
@@ -781,7 +792,9 @@ class ChatCore:
             elif c.status != "awaiting_approval":
                 raise DecisionError(f"{c.name}({c.id}) is {c.status}; it cannot be decided now")
             edited: dict[str, Any] | None = None
-            reason = clean(reason) if reason is not None else None
+            # a reason is sent to the model with a denial, and kept in the log and the
+            # store: the provider's key and key-like tokens as ***, as a decline's reason
+            reason = self._scrubbed_reason(clean(reason)) if reason is not None else None
             if arguments is not None:
                 if verdict != "approved":
                     raise DecisionError("only an approval can carry edited arguments")

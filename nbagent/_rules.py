@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Literal
 
-from ._secrets import secret_field
+from ._secrets import redact_keys, redacted, secret_field
 
 RULE = "rule"
 """Who a rule's decision is recorded as decided by (``decided_by``)."""
@@ -117,7 +117,7 @@ class Condition:
         return f"{self.key} {self.op} {value}"
 
     def __repr__(self) -> str:
-        value = "'***'" if secret_field(self.key) else repr(self.value)
+        value = "'***'" if secret_field(self.key) else repr(redacted(self.value))
         return f"Condition(key={self.key!r}, op={self.op!r}, value={value})"
 
     def as_dict(self) -> dict[str, Any]:
@@ -133,12 +133,15 @@ def _same(given: Any, value: Any) -> bool:
 
 
 def _shown(value: Any) -> str:
+    """A condition's value as its text (the rule's, so its decisions' reason, which the model
+    reads with a denial): what looks like a key, URL credentials or a password as ``***``,
+    hidden before a long text is cut (a cut key keeps no shape to be found by)."""
     if isinstance(value, float) and value.is_integer():
         return f"{value:g}"
     if isinstance(value, str):
-        text = json.dumps(value, ensure_ascii=False)
+        text = json.dumps(redact_keys(value), ensure_ascii=False)
         return text if len(text) <= 62 else text[:60] + '…"'
-    return json.dumps(value, ensure_ascii=False)
+    return redact_keys(json.dumps(value, ensure_ascii=False))
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,9 @@ class Rule:
 
     @property
     def reason(self) -> str:
-        """What a decision by the rule says: ``Denied by rule: tool refund, amount > 500``."""
+        """What a decision by the rule says: ``Denied by rule: tool refund, amount > 500``
+        (a secret in a condition as ``***``: see :class:`Condition`'s text; the chat hides
+        its provider's key too)."""
         return f"{'Allowed' if self.verdict == 'approved' else 'Denied'} by rule: {self}"
 
     def __str__(self) -> str:

@@ -19,12 +19,13 @@ schemes are short): an unbounded one tried every start of a long word, quadratic
 characters and an ``@``)."""
 _PASSWORD = re.compile(
     r"""(?i)\b(\w*?(?:password|passwd|pwd)["']?\s*[=:]\s*)"""
-    r"""("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|[^\s"';&]+)"""
+    r"""("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|[^\s"';&=][^\s"';&]*)"""
 )
 """A password given as a key and a value: a libpq DSN's ``password=...``, an environment's
 ``DB_PASSWORD=`` / ``PGPASSWORD=``, ODBC's ``Pwd=...;``, a query string's, a JSON or YAML
 ``"password": "..."`` (the value is hidden, quotes kept, an escaped quote inside it too;
-after a colon an unquoted word of letters followed by more words is prose, left alone)."""
+after a colon an unquoted word of letters followed by more words is prose, left alone; so is
+a comparison, ``password == ...``: a rule's text)."""
 _KEY_PREFIXES = ("sk-", "earer", "gsk_", "xai-", "AIza", "hf_", "pplx-", "nvapi-", "r8_")
 """What a key-shaped token starts with (any of them in a text: it is searched)."""
 _KEY_LIKE = re.compile(
@@ -259,6 +260,26 @@ def shown_as(value: Any, key: Any = None) -> Any:
     if isinstance(value, str):
         return REDACTED
     return [v if v == REDACTED else REDACTED for v in value]
+
+
+def hidden_from(shown: Any, text: Any) -> bool:
+    """Whether ``shown`` is ``text`` with parts of it (one character or more each) as
+    ``***``: a reason a chat hid its provider's key in (which the store, an inbox cannot
+    know) is still the reason given. Its other parts are found in order, each at the first
+    place it fits (where a match has it, the parts between being any text): read once."""
+    if not isinstance(text, str) or not isinstance(shown, str) or REDACTED not in shown:
+        return False
+    first, *middle, last = shown.split(REDACTED)
+    if not (text.startswith(first) and text.endswith(last)):
+        return False
+    end = len(text) - len(last)
+    pos = len(first) + 1  # a hidden part is one character at least
+    for part in middle:
+        found = text.find(part, pos, end)
+        if found < 0:
+            return False
+        pos = found + len(part) + 1
+    return pos <= end
 
 
 def scrub(text: str, secrets: Iterable[str | None]) -> str:

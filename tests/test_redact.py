@@ -91,6 +91,13 @@ def test_a_password_given_as_a_key_and_a_value_is_hidden() -> None:
         assert redact_keys(prose) == prose
 
 
+def test_a_comparison_with_a_password_is_no_password_given() -> None:
+    """``password == ***`` (a rule's reason, already hidden) read as a key ``password =``
+    with the value ``=``: hiding it again gave ``password =*** ***``."""
+    for text in ("tool connect, password == ***, host == 1", 'if password == "x":'):
+        assert redact_keys(text) == text
+
+
 def test_other_providers_keys_are_hidden_by_their_shape_not_identifiers_that_share_a_prefix() -> (
     None
 ):

@@ -91,6 +91,41 @@ def test_a_rule_reads_as_text_and_round_trips_as_data() -> None:
     assert Rule("refund", "deny") == Rule.deny("refund")  # allow / deny spell the verdicts too
 
 
+OWN_KEY = "corpkey_ZZZ999yyy1234"  # a key of no known shape: the chat's provider's
+
+
+class KeyedProvider(ScriptedProvider):
+    def secrets(self) -> tuple[str, ...]:
+        return (OWN_KEY,)
+
+
+def test_a_rules_reason_hides_the_secrets_its_conditions_hold() -> None:
+    """A rule's reason (sent to the model with its denial, in the log, the store and an
+    edit's ``DecisionError``) quoted its conditions whole: a token it blocks, URL
+    credentials, a value under a secret's name, the chat's provider's key."""
+    rule = Rule.deny(
+        "refund",
+        ("region", "==", "sk-proj-abc123def456ghi789"),
+        ("region", "matches", "postgresql://app:hunter2@db"),
+        ("api_key", "in", ["plain-value-1"]),
+        ("amount", ">", 500),
+    )
+    assert rule.reason == (
+        'Denied by rule: tool refund, region == "sk-***", region matches "postgresql://***@db",'
+        " api_key in ***, amount > 500"
+    )
+    assert "abc123def456" not in repr(rule) and "hunter2" not in repr(rule)
+    assert Rule.from_dict(rule.as_dict()) == rule  # the rule itself keeps what it matches
+    call = call_tools(("refund", {"order_id": 1, "region": OWN_KEY}, "r1"))
+    chat = Chat(provider=KeyedProvider([call, reply("ok")]), display=False).with_tools(refund)
+    chat.add_rule(Rule.deny("refund", ("region", "==", OWN_KEY)))
+    chat.ask("refund")
+    reason = 'Denied by rule: tool refund, region == "***"'
+    assert json.loads(_results(chat)["r1"])["reason"] == reason  # what the model read
+    assert chat.get_call("r1").decision.reason == reason  # type: ignore[union-attr]
+    assert chat.log["reason"].tolist() == [reason]
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 import nbagent
 from nbagent import (
+    ApprovalDecided,
     Chat,
     DecisionError,
     Extension,
@@ -51,13 +52,13 @@ class KeyedProvider(ScriptedProvider):
         return (OWN_KEY,)
 
 
-def store_rows_with_secrets(path: Path) -> list[str]:
+def store_rows_with_secrets(path: Path, secrets: tuple[str, ...] = SECRETS) -> list[str]:
     con = sqlite3.connect(path)
     try:
         found = []
         for (name,) in con.execute("select name from sqlite_master where type='table'"):
             for row in con.execute(f'select * from "{name}"'):
-                if leaked(str(row)):
+                if any(s in str(row) for s in secrets):
                     found.append(name)
                     break
         return found
@@ -136,6 +137,95 @@ def test_a_resolver_that_raises_leaves_a_reason_without_secrets(tmp_path: Path) 
     assert leaked(str(chat.log["approval_reason"].tolist())) == []
     chat.close()
     assert store_rows_with_secrets(path) == []
+
+
+# ------------------------------------------------------------ decision reasons
+WHY = f"ask ops, key {OWN_KEY} / {TOKEN} at {DSN}"
+WHY_SHOWN = "ask ops, key *** / sk-*** at postgresql://***@db.internal/approvals"
+
+
+@tool(requires_approval=True)
+def refund(order_id: int) -> str:
+    """Refund an order."""
+    return "refunded"
+
+
+def _refunds(path: Path) -> tuple[Chat, KeyedProvider]:
+    script = [call_tools(("refund", {"order_id": n}, f"r{n}")) for n in (7, 8)]
+    provider = KeyedProvider([script[0], reply("ok"), script[1], reply("ok")])
+    return Chat(provider=provider, store=str(path), display=False).with_tools(refund), provider
+
+
+def _read_by_model(provider: ScriptedProvider) -> str:
+    return "\n".join(str(getattr(m, "content", "")) for r in provider.requests for m in r.messages)
+
+
+def test_a_decisions_reason_reaches_nothing_with_a_secret(tmp_path: Path) -> None:
+    """``chat.deny(call, reason=...)`` sent the reason as typed to the model (in the
+    denial), and wrote it to the call's decision, ``chat.log`` and the store, while every
+    other text a person writes (an answer, a decline's reason) is scrubbed of the chat's
+    provider's key and of key shapes; ``approve(..., reason=)`` too."""
+    path = tmp_path / "d.db"
+    chat, provider = _refunds(path)
+    decided: list[ApprovalDecided] = []
+    chat.on(ApprovalDecided, decided.append)  # type: ignore[arg-type]
+    chat.ask("refund 7")
+    chat.deny("r7", reason=WHY)
+    chat.complete()
+    chat.ask("refund 8")
+    chat.approve("r8", reason=WHY)
+    chat.complete()
+    read = _read_by_model(provider)
+    assert leaked(read) == [] and WHY_SHOWN in read  # the denial says why, hidden
+    assert [c.decision.reason for c in chat.tool_calls if c.decision] == [WHY_SHOWN] * 2
+    assert [e.decision.reason for e in decided] == [WHY_SHOWN] * 2
+    assert chat.log["reason"].tolist() == [WHY_SHOWN] * 2
+    chat.close()
+    assert store_rows_with_secrets(path) == []
+
+
+def test_a_reason_given_through_the_store_is_stored_and_applied_hidden(tmp_path: Path) -> None:
+    """``store.deny``/``store.approve`` (another process, an inbox) wrote the reason as typed:
+    the store cannot know a chat's provider's key, but hides key shapes and URL credentials,
+    as ``store.decline`` does; the chat applying the decision hides its own key too."""
+    path = tmp_path / "d.db"
+    chat, provider = _refunds(path)
+    store = nbagent.SQLiteStore(str(path))  # as another process would open it
+    chat.ask("refund 7")
+    store.deny("r7", reason=WHY, by="ops")
+    stored = store.decisions(chat.id, ["r7"])["r7"].reason  # the store cannot know OWN_KEY
+    assert stored == WHY_SHOWN.replace("key ***", f"key {OWN_KEY}")
+    assert store_rows_with_secrets(path, ("hunter2", "abc123def456")) == []
+    chat.complete()  # applies it
+    chat.ask("refund 8")
+    store.approve("r8", reason=WHY, by="ops")
+    chat.complete()
+    read = _read_by_model(provider)
+    assert leaked(read) == [] and WHY_SHOWN in read
+    assert [c.decision.reason for c in chat.tool_calls if c.decision] == [WHY_SHOWN] * 2
+    assert chat.log["reason"].tolist() == [WHY_SHOWN] * 2
+    assert [c.status for c in chat.tool_calls] == ["denied", "ok"]
+    chat.close()
+    store.close()
+    # applied, the store's rows hold the reason as the chat does: its key hidden too
+    assert store_rows_with_secrets(path) == []
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.text(alphabet="ab*", max_size=12),
+    shown=st.text(alphabet="ab*", max_size=12),
+)
+def test_a_reason_the_chat_hid_parts_of_is_the_stored_ones(text: str, shown: str) -> None:
+    """The store knows a decision applied by its chat by its reason too: the chat's is the
+    store's with parts (its provider's key) as ``***``; read as a pattern would read it."""
+    import re
+
+    from nbagent._secrets import hidden_from
+
+    pattern = ".+".join(re.escape(part) for part in shown.split("***"))
+    expected = "***" in shown and re.fullmatch(pattern, text, re.DOTALL) is not None
+    assert hidden_from(shown, text) == expected
 
 
 # ------------------------------------------------------------------- batch

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import DecisionError, StoreError
 from .._events import ApprovalDecided
+from .._secrets import hidden_from
 from .._types import Decision, ToolCall
 from .._unicode import clean
 
@@ -182,7 +183,11 @@ def _written_here(
     return (
         decision.by == by
         and decision.verdict == verdict
-        and clean(decision.reason or "") == clean(reason or "")
+        and (
+            clean(decision.reason or "") == clean(reason or "")
+            # the chat, the store scrub a reason: a key in it (the chat's own) reads ***
+            or hidden_from(decision.reason, clean(reason or ""))
+        )
         and started <= decision.at <= finished
     )
 

@@ -55,7 +55,7 @@ from .._recording import (
 )
 from .._rules import Rule, denied_edit
 from .._schema import validate_json_schema
-from .._secrets import redact_keys, redacted
+from .._secrets import hidden_from, redact_keys, redacted
 from .._types import (
     INPUT_ACTIONS,
     Decision,
@@ -702,8 +702,14 @@ def _edited_arguments(arguments: Any) -> dict[str, Any]:
 def _same_decision(stored: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether two stored decisions (``decision_out``'s JSON) are one: the same verdict, decider,
     time, reason and edited arguments. A decision made elsewhere and one made here with the
-    same verdict are two decisions (another decider, perhaps other arguments)."""
-    if any(stored.get(k) != new.get(k) for k in ("verdict", "by", "reason", "arguments")):
+    same verdict are two decisions (another decider, perhaps other arguments). The chat
+    applying a decision made through the store hides its provider's key in the reason (the
+    store cannot know it): a reason that is the stored one with parts as ``***`` is its."""
+    if any(stored.get(k) != new.get(k) for k in ("verdict", "by", "arguments")):
+        return False
+    if stored.get("reason") != new.get("reason") and not hidden_from(
+        new.get("reason"), stored.get("reason")
+    ):
         return False
     try:
         return datetime.fromisoformat(stored["at"]) == datetime.fromisoformat(new["at"])
@@ -1460,12 +1466,18 @@ class SQLStore:
         if decision is not None:
             existing = codec.loads(decision)
             if _same_decision(existing, codec.loads(ch.data)):
-                # the chat applying the decision made through the store (or a duplicate)
+                # the chat applying the decision made through the store (or a duplicate),
+                # its reason as the chat has it (its provider's key hidden, unknown here)
                 cur = conn.execute(
-                    "UPDATE decisions SET applied = 1, applied_at = ? "
+                    "UPDATE decisions SET applied = 1, applied_at = ?, reason = ? "
                     "WHERE chat_id = ? AND call_id = ? AND applied = 0",
-                    (now, chat_id, ch.call_id),
+                    (now, ch.reason, chat_id, ch.call_id),
                 )
+                if cur.rowcount and existing.get("reason") != ch.reason:
+                    conn.execute(
+                        "UPDATE tool_calls SET decision = ? WHERE chat_id = ? AND call_id = ?",
+                        (ch.data, chat_id, ch.call_id),
+                    )
                 return "ok" if cur.rowcount else "dup"
             overridable = (
                 ch.override
@@ -1955,6 +1967,8 @@ class SQLStore:
         if reason is not None and not isinstance(reason, str):
             raise TypeError("reason must be a string")
         by, reason = clean(by), clean(reason) if reason is not None else None
+        if reason is not None:  # read by the model with a denial, shown in every log: a
+            reason = redact_keys(reason)  # key shape as *** (the chat hides its own key too)
         if by_machine(by):  # a policy's decision may be overruled; machinery's teach nothing
             raise DecisionError(
                 f"by={by!r} names nbagent's own decider (a chat's resolver, rules or policy, "
