@@ -5,9 +5,14 @@ Accepted (``nbagent.batch(inputs, ..., prompt=, key=)``):
 - a DataFrame: each row is formatted into ``prompt`` (a template such as
   ``"Summarise {title}"``, filled with the row's columns), or ``prompt`` names
   a column holding the prompts; the key is the index, or the ``key=`` column;
-- a list (any iterable) of prompts (str): the key is the position;
-- a list of dicts (rows) with a ``prompt`` template: the key is the position,
-  or each row's ``key=`` field.
+- a list (any iterable) of prompts (str): the key is the position; ``prompt``, if
+  given, is a template whose ``{prompt}`` is each one;
+- a list of dicts (rows) with a ``prompt`` template, or ``prompt`` naming the field
+  holding the prompts (as a DataFrame's column): the key is the position, or each
+  row's ``key=`` field.
+
+A ``prompt`` that is neither a column (field) nor a template with fields is refused:
+every row would be asked the same text.
 
 A row that cannot be formatted (a missing column, a bad format spec) is not
 an error of the batch: its job carries the error and the row fails with it.
@@ -207,12 +212,31 @@ def _whole_number_columns(df: Any) -> list[str]:
 
 
 def _list_jobs(items: list[Any], prompt: str | None, key: str | None) -> list[Job]:
+    # prompt= naming a field of the rows is that field, as a frame's column is; else a
+    # template, which needs a field: one with none would ask every row the same text
+    is_field = prompt is not None and any(
+        isinstance(item, Mapping) and any(str(k) == prompt for k in item) for item in items
+    )
+    if prompt is not None and not is_field and not template_fields(prompt):
+        rows = any(isinstance(item, Mapping) for item in items)
+        raise BatchInputError(
+            f"prompt={prompt!r} is neither a field of the "
+            f"{'rows' if rows else 'inputs'} nor a template with {{field}} fields, so every "
+            "input would be asked the same; "
+            + (
+                "name the field holding the prompts, or use its {field}"
+                if rows
+                else "a list of prompts fills '{prompt}' with each one: 'Be brief. {prompt}'"
+            )
+        )
     jobs = []
     for i, item in enumerate(items):
         if isinstance(item, str):
             if key is not None:
                 raise BatchInputError("key= names a field of each row; a list of prompts has none")
-            text, error = (item, None) if prompt is None else _format(prompt, {"prompt": item})
+            text, error = (
+                (item, None) if prompt is None or is_field else _format(prompt, {"prompt": item})
+            )
             jobs.append(Job(str(i), i, text, item, error))
         elif isinstance(item, Mapping):
             row = {str(k): _clean(v) for k, v in item.items()}
@@ -230,12 +254,27 @@ def _list_jobs(items: list[Any], prompt: str | None, key: str | None) -> list[Jo
                         Job(k, i, None, row, "pass prompt= a template, or give each row a 'prompt'")
                     )
                 continue
+            if is_field:
+                jobs.append(_field_job(k, i, row, prompt))
+                continue
             filled, error = _format(prompt, row)
             jobs.append(Job(k, i, filled, row, error))
         else:
             why = f"an input must be a prompt (str) or a row (dict), got {type(item).__name__}"
             jobs.append(Job(str(i), i, None, item, why))
     return jobs
+
+
+def _field_job(key: str, i: int, row: dict[str, Any], field: str) -> Job:
+    """Row ``i``'s job whose prompt is its ``field`` (a row without it, or with no text
+    in it, fails alone, as a frame's empty cell does)."""
+    if field not in row:
+        return Job(key, i, None, row, f"row {i} has no field {field!r}")
+    text = row[field]
+    if isinstance(text, str):
+        return Job(key, i, text, row)
+    why = "is empty" if text is None else f"is a {type(text).__name__}, not text"
+    return Job(key, i, None, row, f"field {field!r} {why}")
 
 
 def batch_id_of(jobs: Sequence[Job]) -> str:
