@@ -101,9 +101,13 @@ def _format(template: str, row: Mapping[str, Any]) -> tuple[str | None, str | No
             f"(it has {have}{', ...' if len(row) > 12 else ''})"
         )
     except (IndexError, ValueError, AttributeError, TypeError) as exc:
+        try:  # a row's own value raised it: its text may not read either
+            text = str(exc)
+        except Exception as broken:
+            text = f"(its message could not be read: {type(broken).__name__})"
         return (
             None,
-            f"the prompt template cannot be filled from this row: {type(exc).__name__}: {exc}",
+            f"the prompt template cannot be filled from this row: {type(exc).__name__}: {text}",
         )
 
 

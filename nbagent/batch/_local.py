@@ -106,7 +106,10 @@ def one_line(exc: BaseException, limit: int | None = None) -> str:
     anything shaped like a key, URL credentials or a password in it as ``***``: it becomes a
     row's ``error`` (the frame, the store, the screen), and a factory's or a provider's own
     exception may quote its DSN or key."""
-    text = redact_keys(" ".join(str(exc).split()))
+    try:
+        text = redact_keys(" ".join(str(exc).split()))
+    except Exception as broken:  # its __str__ raised: the row still fails, with its type
+        text = f"(its message could not be read: {type(broken).__name__})"
     if limit is not None and len(text) > limit:
         text = text[: limit - 1] + "…"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

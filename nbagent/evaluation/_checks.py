@@ -199,6 +199,17 @@ def verdict_of(value: Any) -> Verdict:
     )
 
 
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)`` on one line, or, when the exception's own ``__str__`` raises (an SDK
+    error reading a field it lacks), ``(its message could not be read: TypeError)``: the
+    text of a user's exception becomes a row's error, and every case already ran."""
+    try:
+        text = str(exc)
+    except Exception as broken:
+        return f"(its message could not be read: {type(broken).__name__})"
+    return " ".join(text.split())
+
+
 # ------------------------------------------------------------------ tool calls
 def _matches(expected: Any, actual: Any, name: str = "") -> bool:
     """Whether an argument's value ``actual`` is what a check expects.
@@ -213,7 +224,7 @@ def _matches(expected: Any, actual: Any, name: str = "") -> bool:
         try:  # what it returns counts as an `if` reads it: a numpy bool, a re.Match
             return bool(expected(actual))
         except Exception as exc:
-            text = " ".join(str(exc).split())
+            text = exception_text(exc)
             raise ValueError(
                 f"the predicate for {name}= raised {type(exc).__name__}: {text} "
                 f"(on {preview(repr(shown_as(actual, name)), 60)})"

@@ -12,7 +12,15 @@ from typing import Any
 from .._claims import false_claims
 from .._html import preview
 from ._case import Case
-from ._checks import JUDGE_SCHEMA, Check, Verdict, _judge_factory, judge_prompt, judge_verdict
+from ._checks import (
+    JUDGE_SCHEMA,
+    Check,
+    Verdict,
+    _judge_factory,
+    exception_text,
+    judge_prompt,
+    judge_verdict,
+)
 
 CLAIMS_CRITERION = (
     "Every action the final answer says was done (refunded, deleted, sent, booked...) was "
@@ -64,7 +72,7 @@ def claims_hold(*, judge: Any = None, name: str = "claims hold") -> Check:
                 try:
                     verdict = _ask(make, case)
                 except Exception as exc:
-                    text = " ".join(str(exc).split())
+                    text = exception_text(exc)
                     said = f"the judge failed ({type(exc).__name__}: {preview(text, 200)})"
                     return Verdict(False, 0.0, f"{detail}; {said}")
                 return Verdict(False, 0.0, f"{detail}; {verdict.detail}")

@@ -19,7 +19,7 @@ from .._html import clip
 from .._types import ToolCall
 from ..batch import Backend, batch, batch_async, takes_row
 from ._case import Case, record_of
-from ._checks import EmptyCell, Verdict, check_name, verdict_of
+from ._checks import EmptyCell, Verdict, check_name, exception_text, verdict_of
 from ._scorecard import ANSWER_CHARS, empty_rows, make_scorecard
 
 ELSEWHERE = "driven_elsewhere"
@@ -59,7 +59,7 @@ prepared (and this one continues) decides by this evaluation's ``decide=`` only.
 def raised(what: str, exc: BaseException, secrets: Iterable[str | None] = ()) -> str:
     """One line saying ``what`` (``decide=``, ``rest=``) raised ``exc``, scrubbed of key-like
     tokens, URL credentials and ``secrets`` (the chat's provider's)."""
-    text = " ".join(str(exc).split())
+    text = exception_text(exc)
     return scrub(f"{what} raised {type(exc).__name__}: {text}", secrets)[:500]
 
 
@@ -321,10 +321,19 @@ def judge_case(check: Any, case: Case) -> tuple[Verdict, str | None]:
         return verdict, None
     except EmptyCell as exc:  # no expectation in this row: nothing to judge
         return Verdict(None, None, str(exc)), None
-    except Exception as exc:
-        text = str(exc).strip().splitlines()
-        error = f"{type(exc).__name__}: {text[0] if text else ''}"
+    except Exception as exc:  # its text may not read either: the scorecard still comes back
+        text = _first_line(exc)
+        error = f"{type(exc).__name__}: {text}"
         return Verdict(None, None, ""), scrub(error, _secrets_of(case.chat))[:500]
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of ``str(exc)`` (:func:`exception_text` when it cannot be read)."""
+    try:
+        lines = str(exc).strip().splitlines()
+    except Exception:
+        return exception_text(exc)
+    return lines[0] if lines else ""
 
 
 def _secrets_of(chat: Any) -> tuple[str, ...]:

@@ -76,3 +76,24 @@ def test_a_prompt_that_is_neither_a_field_nor_a_template_over_a_list_is_refused(
     # a template with the {prompt} field still wraps each prompt
     prompts = jobs_from(["a", "b"], prompt="Be brief. {prompt}")
     assert [j.prompt for j in prompts] == ["Be brief. a", "Be brief. b"]
+
+
+class _Unformattable:
+    """A row's value whose ``__format__`` raises an error whose own text cannot be read."""
+
+    def __format__(self, spec: str) -> str:
+        raise _BadValue()
+
+
+class _BadValue(ValueError):
+    def __str__(self) -> str:
+        raise TypeError("no message")
+
+
+def test_a_value_failing_the_template_with_an_unreadable_error_fails_its_row() -> None:
+    jobs = jobs_from([{"n": 1}, {"n": _Unformattable()}], prompt="Order {n}")
+    assert [j.prompt for j in jobs] == ["Order 1", None]
+    assert jobs[1].error == (
+        "the prompt template cannot be filled from this row: _BadValue: "
+        "(its message could not be read: TypeError)"
+    )

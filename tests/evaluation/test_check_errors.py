@@ -17,6 +17,7 @@ import nbagent
 from nbagent import Chat, tool
 from nbagent.evaluation import (
     Case,
+    Check,
     Verdict,
     answer_satisfies,
     claims_hold,
@@ -175,3 +176,58 @@ def test_what_decide_raised_reaches_the_scorecard_masked_and_the_notice_says_it_
     assert notices, err
     assert not any("pass decide=" in n for n in notices), notices
     assert any("decide= left them undecided" in n for n in notices), notices
+
+
+class _ApiError(Exception):
+    """An SDK error whose ``__str__`` reads a field it lacks: ``str()`` of it raises."""
+
+    def __init__(self, response: Any = None) -> None:
+        self.response = response
+
+    def __str__(self) -> str:
+        return self.response["message"]  # type: ignore[no-any-return]
+
+
+def _unreadable(*args: Any) -> Any:
+    raise _ApiError()
+
+
+def test_an_exception_whose_text_cannot_be_read_is_its_rows_error_not_the_evaluations() -> None:
+    """Every case already ran (and was paid for) when the checks run: an exception whose
+    ``str()`` raises, from a check, a predicate, ``answer_satisfies``, a judge, ``decide=``
+    or the factory, is that row's error (its type, and that its message could not be read),
+    not an exception losing the whole scorecard."""
+    made: list[int] = []
+
+    def make() -> Chat:
+        made.append(1)
+        if len(made) == 2:
+            raise _ApiError()
+        return _claiming_chat()
+
+    unread = "(its message could not be read: TypeError)"
+    card = nbagent.evaluate(
+        ["Refund order 42", "Refund order 43"],
+        make,
+        [
+            Check("custom", _unreadable),
+            tool_called("issue_refund", order_id=_unreadable),
+            answer_satisfies(_unreadable, name="fn"),
+            claims_hold(judge=_unreadable),
+        ],
+        decide="deny",
+        progress=False,
+    )
+    ran, broken = card.iloc[:4], card.iloc[4:]
+    assert ran["error"].tolist()[:3] == [
+        f"_ApiError: {unread}",
+        f"ValueError: the predicate for order_id= raised _ApiError: {unread} (on 42)",
+        f"_ApiError: {unread}",
+    ]
+    assert f"the judge failed (_ApiError: {unread})" in ran["detail"].iloc[3]
+    assert all(f"make_chat raised _ApiError: {unread}" in d for d in broken["detail"])
+
+    decided = nbagent.evaluate(
+        ["Refund order 42"], _claiming_chat, [claims_hold()], decide=_unreadable, progress=False
+    )
+    assert decided["error"].iloc[0] == f"decide= raised _ApiError: {unread}"
