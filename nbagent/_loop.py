@@ -17,7 +17,7 @@ import threading
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from . import _aio
 from ._approvals import consult_resolver, requirement
@@ -88,6 +88,9 @@ from ._types import (
 )
 from ._unicode import TooDeep, clean, clean_json
 from .providers import ModelRequest, Provider, StreamDelta, UnknownModelWarning, cost_of
+
+if TYPE_CHECKING:
+    import asyncio
 
 R = TypeVar("R")
 _WAITING = ("awaiting_approval", "awaiting_input")
@@ -1101,9 +1104,29 @@ class _CallReporter:
     (``_tools.report_progress``, ``_tools.call_reporter``) and usable from any
     thread. A report after the call finished is dropped, so nothing is folded
     after its ``ToolCallFinished``.
+
+    Its subscribers run where the round's other events are heard: a report is handed to the
+    event loop coordinating the round (:meth:`bind`, as the call starts) and emitted there,
+    while the tool goes on; on a worker thread they held the tool up, and a listener's
+    ``SystemExit`` landed inside the tool, as its error. A round run without a loop (sync
+    tools one by one on the driving thread) emits on the reporting thread. A
+    ``BaseException`` a subscriber raises there stops the round (:meth:`_RoundHooks.escape`),
+    never the tool; only a ``KeyboardInterrupt`` heard inside a tool run on the driving thread
+    goes on into it, as the stop button pressed there does.
     """
 
-    __slots__ = ("_at", "_chat", "_last", "_lock", "_logs", "call", "step")
+    __slots__ = (
+        "_at",
+        "_chat",
+        "_driver",
+        "_hooks",
+        "_last",
+        "_lock",
+        "_logs",
+        "_loop",
+        "call",
+        "step",
+    )
 
     def __init__(self, chat: LoopMixin, call: ToolCall, step: int):
         self._chat = chat
@@ -1113,6 +1136,17 @@ class _CallReporter:
         self._last: tuple[float, float | None, str | None] | None = None
         self._at = 0.0
         self._logs = 0
+        self._hooks: _RoundHooks | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._driver: int | None = None
+
+    def bind(self, hooks: _RoundHooks) -> None:
+        """As the call starts, on the thread coordinating its round: emit there from now on."""
+        import asyncio
+
+        self._hooks = hooks
+        self._driver = threading.get_ident()
+        self._loop = None if _aio.running_inline() else asyncio.get_running_loop()
 
     def _turn(self) -> int:
         chat = self._chat
@@ -1135,7 +1169,7 @@ class _CallReporter:
             ):
                 return False
             self._last, self._at = (progress, total, message), now
-        self._chat._emit(
+        self._send(
             ToolCallProgress(
                 chat_id=self._chat.id,
                 call=self.call,
@@ -1153,7 +1187,7 @@ class _CallReporter:
             if self.call.status != "running" or self._logs >= MAX_CALL_LOGS:
                 return False
             self._logs += 1
-        self._chat._emit(
+        self._send(
             ToolCallLog(
                 chat_id=self._chat.id,
                 call=self.call,
@@ -1166,6 +1200,30 @@ class _CallReporter:
         )
         return True
 
+    def _send(self, event: Event) -> None:
+        """Emit ``event`` on the round's loop (in its turn, after what the loop was asked to
+        do before: a report made before the tool returned is heard before its end is
+        recorded), else here."""
+        loop = self._loop
+        if loop is None:
+            self._deliver(event)
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is closed: its round is over
+            loop.call_soon_threadsafe(self._deliver, event)
+
+    def _deliver(self, event: Event) -> None:
+        if self.call.status != "running":  # it ended while the report waited its turn
+            return
+        try:
+            self._chat._emit(event)
+        except BaseException as exc:
+            # Inside a tool run on the driving thread, a KeyboardInterrupt is the stop
+            # button's (pressed while a subscriber ran): it stops the tool where it is.
+            inside = self._loop is None and self._driver == threading.get_ident()
+            stop_button = inside and isinstance(exc, KeyboardInterrupt)
+            if stop_button or self._hooks is None or not self._hooks.escape(exc):
+                raise
+
 
 class _RoundHooks:
     """The chat's side of the runner protocol: claim, record, emit, callbacks."""
@@ -1176,9 +1234,29 @@ class _RoundHooks:
         self.modes: dict[str, Mode] = {}  # what each call actually ran under
         self.ran_before: dict[str, tuple[str, ...]] = {}  # see ToolCallFinished.ran_before
         self.catching_up = False  # the async driver's: extensions catch up before a call
+        self._escaped: BaseException | None = None  # a report subscriber's (``escape``)
+        self._over = False
+        self._escape_lock = threading.Lock()
 
     def cancelled(self) -> bool:
-        return self.chat._cancel.is_set()
+        return self.chat._cancel.is_set() or self._escaped is not None
+
+    def escape(self, exc: BaseException) -> bool:
+        """A ``BaseException`` a report's subscriber raised (``_CallReporter``): the round
+        stops as ``chat.cancel()`` stops it (the calls running end, the others are not
+        started) and raises it; False once the round is over (then it is raised where it
+        came from). The first one is kept."""
+        with self._escape_lock:
+            if self._over:
+                return False
+            if self._escaped is None:
+                self._escaped = exc
+            return True
+
+    def escaped(self) -> BaseException | None:
+        with self._escape_lock:
+            self._over = True
+            return self._escaped
 
     async def ready(self, job: Job) -> None:
         """Under the async driver, the extensions' ``starting`` for one call about to start:
@@ -1201,6 +1279,8 @@ class _RoundHooks:
                 if not claim(c):
                     self.round.declined.add(c.id)
                     return _ALREADY
+            if isinstance(job.report, _CallReporter):  # its reports are heard here
+                job.report.bind(self)
             c.status = "running"
             c.started_at = utcnow()
             waiting = _waiting_before(chat._open.tool_calls if chat._open else (), c)

@@ -138,7 +138,13 @@ class RoundHooks(Protocol):
         """Record a call's outcome (called once per call, in completion order)."""
 
     def cancelled(self) -> bool:
-        """Whether the chat was asked to stop."""
+        """Whether the chat was asked to stop (or the round was: see :meth:`escaped`)."""
+
+    def escaped(self) -> BaseException | None:
+        """Called once, as the round ends: a ``BaseException`` raised off the round's own
+        stack while it ran (a subscriber to a call's progress, heard on the round's loop),
+        which the round raises once its calls settled (:meth:`cancelled` turned true with
+        it, so no call started after it)."""
 
 
 class ToolExited(Exception):
@@ -330,8 +336,20 @@ class ToolRunner:
 
         Never raises for a tool's failure: failures are outcomes. Re-raises
         ``CancelledError``/``KeyboardInterrupt`` after the running calls settled
-        and the unstarted ones were recorded as cancelled.
+        and the unstarted ones were recorded as cancelled; so it raises what
+        :meth:`RoundHooks.escaped` hands it.
         """
+        try:
+            outcomes = await self._run_round(jobs, mode, hooks)
+        except BaseException:
+            hooks.escaped()  # the round's own exception goes first
+            raise
+        escaped = hooks.escaped()
+        if escaped is not None:
+            raise escaped
+        return outcomes
+
+    async def _run_round(self, jobs: Sequence[Job], mode: Mode, hooks: RoundHooks) -> list[Outcome]:
         import asyncio
 
         outcomes: dict[str, Outcome] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from typing import Any
 
 import pytest
@@ -30,6 +31,9 @@ def crunch(n: int) -> str:
     """Crunch n chunks, saying how far it is."""
     for i in range(1, n + 1):
         report_progress(i, n, f"<b>chunk</b> {i}")
+    # heard on the thread coordinating the round, while this one goes on (at once where
+    # the tool runs on that thread): the last report reaches the record before the tool ends
+    assert seen["all_heard"].wait(10)
     chat = seen["chat"]
     seen["html"] = chat._repr_mimebundle_()["text/html"]
     seen["text"] = chat._repr_mimebundle_()["text/plain"]
@@ -53,6 +57,8 @@ def run(name: str, concurrency: str, n: int = 4) -> Chat:
     chat.with_tool_options(concurrency=concurrency)
     seen.clear()
     seen["chat"] = chat
+    seen["all_heard"] = heard = threading.Event()
+    chat.on(ToolCallProgress, lambda e: e.progress == e.total and heard.set())
     chat.ask("crunch")
     return chat
 
@@ -161,8 +167,6 @@ def test_report_progress_is_public() -> None:
 
 
 def _race_once() -> None:
-    import threading
-
     threads: list[threading.Thread] = []
 
     @tool
@@ -198,3 +202,118 @@ def test_reports_racing_the_calls_end_are_never_folded_after_it() -> None:
     lands after ``ToolCallFinished`` changes nothing, and the record is still the fold."""
     for _ in range(20):
         _race_once()
+
+
+# Where a report's subscribers run. A tool on a worker thread (``"threads"``, a sync tool under
+# ``"async"``, a timed sync tool in a sequential round) hands its reports to the thread
+# coordinating the round, which emits them while the tool goes on: before, the subscribers ran on
+# the tool's thread, inside its call, so a slow one held the tool up and a listener's
+# ``SystemExit`` became the tool's error result instead of stopping the round.
+
+OFF_THE_DRIVER = [("threads", None), ("async", None), ("sequential", 5.0)]
+
+
+def _results(chat: Chat) -> dict[str, tuple[str, str]]:
+    from nbagent import ToolResultMessage
+
+    return {
+        m.tool_call_id: (m.status, m.content)
+        for m in chat.transcript
+        if isinstance(m, ToolResultMessage)
+    }
+
+
+@pytest.mark.parametrize(("concurrency", "timeout"), OFF_THE_DRIVER)
+def test_progress_and_log_subscribers_run_on_the_coordinating_thread_not_the_tools(
+    concurrency: str, timeout: float | None
+) -> None:
+    tool_threads: set[int] = set()
+    heard: dict[str, set[int]] = {"progress": set(), "log": set()}
+    told_back = {"c1": threading.Event(), "c2": threading.Event()}  # its reports returned
+    heard_log = {"c1": threading.Event(), "c2": threading.Event()}
+    waited: list[bool] = []
+
+    @tool(timeout=timeout)
+    def work(n: int) -> str:
+        """Report, then say so."""
+        call = nbagent.current_tool_call()
+        assert call is not None
+        tool_threads.add(threading.get_ident())
+        report_progress(1, 2, "half")
+        reporter = call_reporter()
+        assert reporter is not None
+        reporter.log("info", "a log line", None)
+        told_back[call.id].set()  # reached once the reports returned: never, had they waited
+        assert heard_log[call.id].wait(5), "the log line was never heard while the tool ran"
+        return "done"
+
+    def on_progress(e: Any) -> None:
+        heard["progress"].add(threading.get_ident())
+        waited.append(told_back[e.call.id].wait(5))  # run inside the tool, this waits in vain
+
+    def on_log(e: Any) -> None:
+        heard["log"].add(threading.get_ident())
+        heard_log[e.call.id].set()
+
+    provider = ScriptedProvider(
+        [call_tools(("work", {"n": 1}, "c1"), ("work", {"n": 2}, "c2")), reply("done")]
+    )
+    chat = Chat(provider=provider, display=False).with_tools(work)
+    chat.with_tool_options(concurrency=concurrency)
+    chat.on("tool_call_progress", on_progress).on("tool_call_log", on_log)
+    chat.ask("go")
+    assert _results(chat) == {"c1": ("ok", "done"), "c2": ("ok", "done")}
+    assert waited == [True, True], "a subscriber ran inside the tool's call and held it up"
+    assert heard["progress"] and heard["log"]
+    assert not (heard["progress"] | heard["log"]) & tool_threads
+    assert fold(chat.events) == chat.record
+
+
+@pytest.mark.parametrize(
+    ("raised", "concurrency", "timeout"),
+    [
+        (SystemExit, "sequential", None),
+        *((SystemExit, c, t) for c, t in OFF_THE_DRIVER),
+        # (a KeyboardInterrupt heard on the driving thread inside a sync tool run there is
+        # the stop button's, which stops the tool where it is: tests/test_concurrency.py)
+        *((KeyboardInterrupt, c, t) for c, t in OFF_THE_DRIVER),
+    ],
+)
+def test_a_report_subscriber_raising_systemexit_stops_the_round_and_ask_raises_it(
+    raised: type[BaseException], concurrency: str, timeout: float | None
+) -> None:
+    """As a callback's ``SystemExit`` does: the running call goes on to its end and keeps its
+    real outcome (the tool never sees the listener's exception), the calls not started are
+    cancelled before they ran, ``ask()`` raises it, and ``complete()`` goes on."""
+    ran: list[str] = []
+
+    @tool(timeout=timeout)
+    def work(n: int) -> str:
+        """Report, then finish."""
+        try:
+            report_progress(1, 2, "half")
+            report_progress(2, 2, "all")
+        except BaseException as exc:  # the listener's exception must not land here
+            ran.append(f"saw {type(exc).__name__}")
+            raise
+        ran.append(f"work {n}")
+        return f"worked {n}"
+
+    def stop(e: Any) -> None:
+        raise raised("listener says stop")
+
+    provider = ScriptedProvider(
+        [call_tools(("work", {"n": 1}, "c1"), ("work", {"n": 2}, "c2")), reply("done")]
+    )
+    chat = Chat(provider=provider, display=False).with_tools(work)
+    chat.with_tool_options(concurrency=concurrency, max_concurrency=1)
+    chat.on("tool_call_progress", stop)
+    with pytest.raises(raised, match="listener says stop"):
+        chat.ask("go")
+    assert ran == ["work 1"]
+    results = _results(chat)
+    assert results["c1"] == ("ok", "worked 1")
+    assert results["c2"][0] == "cancelled" and "cancelled before it ran" in results["c2"][1]
+    chat.off(stop)
+    assert chat.complete().content == "done"
+    assert fold(chat.events) == chat.record
