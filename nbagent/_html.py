@@ -265,7 +265,8 @@ def unredacted(edited: Any, original: Any) -> Any:
         # ``was``: what ``original`` holds where ``v`` is (``_NONE``: nothing); a value
         # left as the card showed it there (``"password": "***"``) is that value
         if isinstance(v, str):
-            if isinstance(was, str) and v != was and v == shown_as(was, key):
+            # a value shown as *** under a secret's name (a string, a number, a dict whole)
+            if was is not _NONE and v != was and v == shown_as(was, key):
                 return was
             return back(v)
         if depth >= _REDACT_DEPTH:

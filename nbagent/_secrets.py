@@ -18,14 +18,16 @@ _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/@\s]+@")
 schemes are short): an unbounded one tried every start of a long word, quadratic (4 s for 40,000
 characters and an ``@``)."""
 _PASSWORD = re.compile(
-    r"""(?i)\b(\w*?(?:password|passwd|pwd)["']?\s*[=:]\s*)"""
+    r"""(?i)\b(\w*?(?:password|passwd|pwd)(["']?)\s*[=:]\s*)"""
     r"""("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|[^\s"';&=][^\s"';&]*)"""
 )
 """A password given as a key and a value: a libpq DSN's ``password=...``, an environment's
 ``DB_PASSWORD=`` / ``PGPASSWORD=``, ODBC's ``Pwd=...;``, a query string's, a JSON or YAML
 ``"password": "..."`` (the value is hidden, quotes kept, an escaped quote inside it too;
 after a colon an unquoted word of letters followed by more words is prose, left alone; so is
-a comparison, ``password == ...``: a rule's text)."""
+a comparison, ``password == ...``: a rule's text). An unquoted value ends where the text
+goes on past it (:func:`_value_end`: ``"password": 987654, "door": ...``), and under a
+quoted name reads as a quoted ``***``, so JSON or a dict's repr still parses."""
 _KEY_PREFIXES = ("sk-", "earer", "gsk_", "xai-", "AIza", "hf_", "pplx-", "nvapi-", "r8_")
 """What a key-shaped token starts with (any of them in a text: it is searched)."""
 _KEY_LIKE = re.compile(
@@ -114,26 +116,54 @@ def redact_named(text: str, hidden: str = "***") -> str:
     return text
 
 
-_JSON_PAIR = re.compile(r'"([A-Za-z0-9_.\-]{1,64})"(\s*:\s*)"((?:[^"\\\n]|\\.)*)"')
-"""A JSON member whose value is a string: ``"api_key": "abcd..."`` (its name judged by
-:func:`secret_field`, so a JSON text hides what :func:`redacted` hides of the object)."""
+_JSON_PAIR = re.compile(
+    r'"([A-Za-z0-9_.\-]{1,64})"(\s*:\s*)'
+    r'(?:"((?:[^"\\\n]|\\.)*)"|(-?[0-9][0-9.eE+-]*|true|false)(?![\w.+-]))'
+)
+"""A JSON member whose value is a string, a number or a bool: ``"api_key": "abcd..."``,
+``"pin": 1234`` (its name judged by :func:`secret_field`, so a JSON text hides what
+:func:`redacted` hides of the object; an object or a list under the name is not read here)."""
 
 
 def _named_value(match: re.Match[str], hidden: str) -> str:
-    value = match.group(3)
+    value = match.group(3) if match.group(4) is None else match.group(4)
     if not value or value == hidden or not secret_field(match.group(1)):
         return match.group(0)
     return f'"{match.group(1)}"{match.group(2)}"{hidden}"'
 
 
 def _hidden_value(match: re.Match[str], hidden: str) -> str:
-    value = match.group(2)
+    prefix, named, value = match.group(1, 2, 3)
     quote = value[0] if value[:1] in ("'", '"') else ""
-    if not quote and ":" in match.group(1) and value.isalpha():
+    if quote:
+        return f"{prefix}{quote}{hidden}{quote}"
+    if value in ("[", "{"):  # a JSON list or object of strings opens: no value of its own
+        return match.group(0)
+    end = _value_end(value)
+    value, rest = value[:end], value[end:]
+    if not rest and ":" in prefix and value.isalpha():
         after = match.string[match.end() : match.end() + 2]
         if len(after) == 2 and after[0] == " " and after[1].isalpha():
             return match.group(0)  # prose ("your password: click here"), not a YAML secret
-    return f"{match.group(1)}{quote}{hidden}{quote}"
+    return f"{prefix}{named}{hidden}{named}{rest}"  # "password": 12 -> "password": "***"
+
+
+def _value_end(value: str) -> int:
+    """Where an unquoted password value (a token up to a space, a quote, ``;`` or ``&``)
+    ends: at a ``,``, ``}``, ``]`` or ``)`` the text goes on after (the token's last
+    character, or followed by another of them: ``987654,`` in ``"password": 987654, ...``,
+    ``1}}``), unless the value opened a bracket it is inside; else the token is the value
+    (``password=ab,cd`` and ``password={ab}`` are passwords whole)."""
+    depth = 0
+    last = len(value) - 1
+    for i, c in enumerate(value):
+        if c in "{[(":
+            depth += 1
+        elif depth and c in "}])":
+            depth -= 1
+        elif not depth and c in ",}])" and (i == last or value[i + 1] in ",}])"):
+            return i
+    return len(value)
 
 
 _NAME_PARTS = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
@@ -219,9 +249,11 @@ _REDACT_DEPTH = 200
 
 def redacted(value: Any, depth: int = 0) -> Any:
     """``value`` as it may be shown: every string in it (dict keys too, in dicts, lists and
-    tuples) through :func:`redact_keys`, and a non-empty string under a secret's name
-    (:func:`secret_field`: ``"password": "hunter2"``) as ``***`` whatever its shape, as
-    :func:`redact_keys` hides it in JSON text; ``value`` itself when nothing changed."""
+    tuples) through :func:`redact_keys`, and whatever is under a secret's name
+    (:func:`secret_field`: ``"password": "hunter2"``, ``"password": 987654``,
+    ``"credentials": {...}``) as ``***`` (:func:`shown_as`), as :func:`redact_keys` hides
+    a password in JSON text; ``value`` itself when nothing changed. For what is shown only:
+    what the model reads is judged by key shapes (:func:`scrub`)."""
     if isinstance(value, str):
         shown = redact_keys(value)
         return value if shown == value else shown
@@ -231,7 +263,10 @@ def redacted(value: Any, depth: int = 0) -> Any:
         return "…"
     if isinstance(value, dict):
         items = [
-            (redacted(k, depth), shown_as(x, k) if _named_secret(k, x) else redacted(x, depth + 1))
+            (
+                redacted(k, depth),
+                _masked(x, depth + 1) if secret_field(k) else redacted(x, depth + 1),
+            )
             for k, x in value.items()
         ]
         if all(k is k0 and x is x0 for (k, x), (k0, x0) in zip(items, value.items(), strict=True)):
@@ -244,22 +279,26 @@ def redacted(value: Any, depth: int = 0) -> Any:
 REDACTED = "***"
 
 
-def _named_secret(key: Any, value: Any) -> bool:
-    if not isinstance(value, str | list | tuple) or not secret_field(key):
-        return False
-    if isinstance(value, str):
-        return bool(value) and value != REDACTED
-    return bool(value) and all(isinstance(v, str) for v in value)  # ["hunter2", ...]
+def _masked(value: Any, depth: int = 0) -> Any:
+    """A value found under a secret's name, as shown: ``***`` whatever it holds (a string, a
+    number, a bool, a dict whole: its keys may be secrets as well, a token -> user map, and
+    an edit left as shown puts it back whole), a list or tuple item by item (a list of
+    secrets: how many shows); itself when it holds nothing (``None``, ``""``, an empty
+    container) or is ``***`` already."""
+    if value is None or (isinstance(value, str | bytes | dict | list | tuple) and not value):
+        return value
+    if isinstance(value, str) and value == REDACTED:
+        return value
+    if isinstance(value, list | tuple) and depth < _REDACT_DEPTH:
+        out = [_masked(v, depth + 1) for v in value]
+        return value if all(x is x0 for x, x0 in zip(out, value, strict=True)) else out
+    return REDACTED
 
 
 def shown_as(value: Any, key: Any = None) -> Any:
-    """How :func:`redacted` shows ``value`` found under ``key`` in a dict: a secret's value
-    (a string, or a list of strings) as ``***`` (each string of the list)."""
-    if not _named_secret(key, value):
-        return redacted(value)
-    if isinstance(value, str):
-        return REDACTED
-    return [v if v == REDACTED else REDACTED for v in value]
+    """How :func:`redacted` shows ``value`` found under ``key`` in a dict: under a secret's
+    name as ``***`` whatever it holds (a list item by item), else :func:`redacted`."""
+    return _masked(value) if secret_field(key) else redacted(value)
 
 
 def hidden_from(shown: Any, text: Any) -> bool:

@@ -91,6 +91,33 @@ def test_a_password_given_as_a_key_and_a_value_is_hidden() -> None:
         assert redact_keys(prose) == prose
 
 
+def test_an_unquoted_password_value_ends_where_its_json_or_dict_goes_on() -> None:
+    """A number under a password's name in JSON text (``"password": 987654, "door": ...``)
+    took the comma with it: ``{"password": *** "door": "front"}`` is no JSON (an exported
+    span's arguments, a log's text). It ends at a ``,``, ``}`` or ``]`` the text goes on
+    after, and under a quoted name it reads as a quoted ``***``, so the text still parses."""
+    import ast
+    import json
+
+    texts = {
+        '{"password": 987654, "door": "front"}': '{"password": "***", "door": "front"}',
+        '{"a": {"db_password":12},"b":[1]}': '{"a": {"db_password":"***"},"b":[1]}',
+        '[{"pwd": true}]': '[{"pwd": "***"}]',
+        '{"password": -1.5e3}': '{"password": "***"}',
+    }
+    for text, shown in texts.items():
+        assert redact_keys(text) == shown and json.loads(shown)
+    assert redact_keys("{'password': 987654, 'door': 'x'}") == "{'password': '***', 'door': 'x'}"
+    assert ast.literal_eval(redact_keys("{'password': 987654, 'door': 'x'}"))
+    assert redact_keys('f(password=987654, door="front")') == 'f(password=***, door="front")'
+    assert redact_keys("password: 1234}") == "password: ***}"
+    # a comma or a brace inside a password (one the text does not go on after, one the
+    # value opened) is the password's: it is hidden whole
+    for text in ("password=ab,cd3fg", "password={ab}cd", "password={ab}", "password=[a,b]"):
+        assert redact_keys(f"{text} dbname=x") == "password=*** dbname=x"
+    assert redact_keys("pwd=a}b,c") == "pwd=***"
+
+
 def test_a_comparison_with_a_password_is_no_password_given() -> None:
     """``password == ***`` (a rule's reason, already hidden) read as a key ``password =``
     with the value ``=``: hiding it again gave ``password =*** ***``."""

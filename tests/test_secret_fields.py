@@ -106,6 +106,76 @@ def test_names_that_are_not_secrets_stay_shown() -> None:
     assert redacted({"max_tokens": 5, "key": "user_42"}) == {"max_tokens": 5, "key": "user_42"}
 
 
+def test_the_whole_value_under_a_secrets_name_is_hidden() -> None:
+    """Only a string (or a list of strings) under a secret's name was hidden: a dict under
+    one (``"credentials": {"username": ..., "pass": ...}``) was walked key by key and shown,
+    a number (``"password": 987654``) shown as it is. Now every value under the name is:
+    a dict as ``***`` whole (its keys may be secrets too: a token -> user map), a number
+    or a bool as ``***``, a list item by item; nothing (``None``, ``""``, ``[]``) stays."""
+    original = {
+        "credentials": {"username": "bob", "pass": "CREDpass-777"},
+        "password": 987654,
+        "api_keys": [1234, {"pin": "x"}, ["a", 2.5]],
+        "access_token": True,
+        "api_key": None,
+        "secret": "",
+        "host": {"name": "db", "port": 5432},
+    }
+    shown = redacted(original)
+    assert shown == {
+        "credentials": "***",
+        "password": "***",
+        "api_keys": ["***", "***", ["***", "***"]],
+        "access_token": "***",
+        "api_key": None,
+        "secret": "",
+        "host": {"name": "db", "port": 5432},
+    }
+    assert redacted({"host": "db", "password": "***"}) == {"host": "db", "password": "***"}
+    assert unredacted(shown, original) == original  # an edit leaving them as shown keeps them
+    assert unredacted({**shown, "password": 1111}, original)["password"] == 1111
+    assert unredacted({**shown, "credentials": {"username": "al"}}, original)["credentials"] == {
+        "username": "al"
+    }
+
+
+@tool(requires_approval=True)
+def unlock(credentials: dict[str, Any], password: int, door: str) -> str:
+    """Unlock a door.
+
+    Args:
+        credentials: Who.
+        password: A numeric code.
+        door: Which door.
+    """
+    RAN.append({"credentials": credentials, "password": password, "door": door})
+    return "open"
+
+
+def test_a_dict_or_number_under_a_secrets_name_is_hidden_where_arguments_are_shown(
+    tmp_path: Path,
+) -> None:
+    arguments = {"credentials": {"username": "bob", "pass": "CREDpass-777"}, "password": 987654}
+    arguments["door"] = "front"
+    provider = ScriptedProvider([call_tools(("unlock", arguments)), reply("done")])
+    chat = Chat(provider=provider, display=False, store=str(tmp_path / "u.db")).with_tools(unlock)
+    chat.ask("unlock")
+    (call,) = chat.pending_approvals
+    log = chat.log
+    shown = [repr(call), str(call), *chat_mimebundle(chat).values()]
+    shown += [log._repr_html_(), *log._repr_mimebundle_().values()]
+    for text in shown:
+        assert "CREDpass-777" not in str(text) and "987654" not in str(text), text
+        assert '"username": "bob"' not in str(text)
+    assert '"credentials": "***", "password": "***", "door": "front"' in repr(call)
+    frame = nbagent.read_log(nbagent.SQLiteStore(str(tmp_path / "u.db")))
+    assert "987654" not in frame._repr_html_() and "CREDpass" not in frame._repr_html_()
+    RAN.clear()
+    chat.approve(call)
+    chat.complete()
+    assert [arguments] == RAN  # the tool ran with the real values
+
+
 def test_an_edit_never_gives_one_entrys_secret_to_another() -> None:
     """Deleting the first of two accounts in the edit box ran the call with the remaining
     (staging) host and the deleted (production) password: a value shown as *** was put
@@ -171,6 +241,8 @@ def test_shown_json_text_hides_a_named_secret_as_the_object_does() -> None:
     "token", an "authorization" status are data): only key-shaped text is scrubbed there."""
     text = json.dumps({"host": "db", "api_key": KEY, "page_token": "p2"})
     assert redact_named(text) == '{"host": "db", "api_key": "***", "page_token": "p2"}'
+    text = '{"api_key": 12345678, "token": true, "secret": null, "n": 1}'  # a number too
+    assert redact_named(text) == '{"api_key": "***", "token": "***", "secret": null, "n": 1}'
     data = json.dumps({"token": "Hello", "logprob": -0.1, "authorization": "approved"})
     assert redact_keys(data) == data and scrub(data, []) == data
 
@@ -191,14 +263,20 @@ def test_shown_never_holds_a_named_secret_and_an_untouched_edit_is_the_original(
 ) -> None:
     shown = redacted(args)
 
-    def named(value: Any, key: Any = None) -> list[str]:
-        if isinstance(value, dict):
-            return [s for k, x in value.items() for s in named(x, k)]
-        if isinstance(value, list):
-            return [s for x in value for s in named(x)]
-        return [value] if isinstance(value, str) and secret_field(key) else []
+    def hidden(value: Any) -> bool:  # what is shown under a secret's name: *** or nothing
+        return all(map(hidden, value)) if isinstance(value, list) else value in ("***", {}, None)
 
-    assert named(shown) == ["***"] * len(named(args))
+    def check(shown: Any, original: Any) -> None:
+        if isinstance(original, dict):
+            for k, x in original.items():
+                assert hidden(shown[k]) if secret_field(k) else check(shown[k], x) is None
+        elif isinstance(original, list):
+            for s, o in zip(shown, original, strict=True):
+                check(s, o)
+        else:
+            assert shown == original
+
+    check(shown, args)
     assert unredacted(shown, args) == args
 
 

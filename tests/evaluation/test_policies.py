@@ -394,7 +394,7 @@ def test_no_rule_is_proposed_on_a_secret_and_a_written_one_shows_it_as_stars() -
     assert (loose.rule, loose.support, len(loose.changed)) == ("always allow connect", 4, 3)
     shown = repr(loose) + repr(loose.changed)  # the decisions it would change, as shown
     assert good not in shown and bad not in shown
-    assert loose.changed[0]["arguments"] == {"host": "h4", "password": "***", "passcode": 9999}
+    assert loose.changed[0]["arguments"] == {"host": "h4", "password": "***", "passcode": "***"}
 
     rule = nbagent.Rule.deny("connect", ("password", "==", bad), ("host", "==", "h9"))
     assert str(rule) == 'tool connect, password == ***, host == "h9"'
