@@ -16,6 +16,7 @@ MCP session on the background loop, is reached) fails at once with
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import threading
 import weakref
@@ -65,6 +66,45 @@ def spawn(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
     except BaseException:
         coro.close()  # never started: no "never awaited" warning
         raise
+
+
+_EXIT_WAIT = 5.0
+"""How long interpreter exit waits for the background loop's tasks to settle (a task that
+ignores its cancellation, or a loop blocked by a sync call, is then left as before)."""
+
+
+async def _cancel_all() -> None:
+    """Cancel every other task of the running loop and await them, again for the tasks their
+    ends made (a few rounds: one that makes another each time it ends is left)."""
+    import asyncio
+
+    this = asyncio.current_task()
+    for _ in range(3):
+        tasks = [t for t in asyncio.all_tasks() if t is not this]
+        if not tasks:
+            return
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)  # their errors taken: none logged
+
+
+@atexit.register  # at import: it runs after the hooks of nbagent's modules that use the loop
+def _settle_background() -> None:
+    """At interpreter exit, cancel the background loop's tasks and wait for them to end.
+
+    The loop's daemon thread is never joined: its pending tasks (a shared async client's
+    keeper, closing the client when its loop shuts down, a store's follower) were collected
+    during finalization with asyncio's "Task was destroyed but it is pending!", their
+    cleanup never run. They now end as ``asyncio.run``'s own do; the loop keeps running for
+    whatever runs after this hook.
+    """
+    import asyncio
+
+    loop = _bg_loop
+    if loop is None or loop.is_closed() or not loop.is_running() or on_background_loop():
+        return
+    with contextlib.suppress(BaseException):  # exit goes on whatever happens here
+        asyncio.run_coroutine_threadsafe(_cancel_all(), loop).result(_EXIT_WAIT)
 
 
 async def in_worker(fn: Callable[..., T], *args: Any) -> T:
