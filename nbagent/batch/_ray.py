@@ -292,6 +292,7 @@ class ChatWorker:
         with attached(spec.trace):  # the row's task runs inside the batch's trace
             task = asyncio.ensure_future(settle_job(job, spec, progress, limit))
         sent_status, sent_at = "", 0.0
+        waiter: asyncio.Future[Any] | None = None
         try:
             while not task.done():
                 waiter = asyncio.ensure_future(changed.wait())
@@ -312,9 +313,12 @@ class ChatWorker:
         except BaseException:
             # The driver stopped (its stop button: ray.cancel) or went away: the row's chat
             # stops too, as a local row's does (its running calls cancelled, written, never
-            # retried), instead of running its tools to the end for nobody.
-            task.cancel()
-            await asyncio.wait({task})
+            # retried), instead of running its tools to the end for nobody. Its wait for
+            # progress too: left pending, the loop logged "Task was destroyed" for it.
+            ends = {task} if waiter is None else {task, waiter}
+            for end in ends:
+                end.cancel()
+            await asyncio.wait(ends)
             raise
         await asyncio.sleep(0)  # updates posted from other threads just before the end
         if "u" in latest:

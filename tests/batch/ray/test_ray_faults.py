@@ -16,6 +16,7 @@ import pytest
 from _ray_agents import FakeServerChat
 
 import nbagent
+from nbagent.batch import _ray
 from nbagent.batch._backend import Job, RowResult, RowUpdate, RunSpec
 from nbagent.batch._ray import ChatWorker, RayBackend, locate_store
 from nbagent.store import SQLiteStore
@@ -109,6 +110,41 @@ def test_the_workers_open_the_sqlite_store_as_the_driver_did(tmp_path: Path) -> 
     finally:
         opened.close()
         driver.close()
+
+
+def test_a_row_cancelled_on_its_worker_leaves_no_task_pending(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The driver cancels a row's call (its stop button; ``on_error="raise"`` once another
+    row failed) while the worker waits for the row's chat to change: the chat was cancelled,
+    its wait for progress (``changed.wait()``) left pending, and the worker's loop logged
+    "Task was destroyed but it is pending!" when it was collected."""
+    started: list[asyncio.Event] = []
+
+    async def chat_running(job: Job, spec: Any, progress: Any, limit: Any) -> RowResult:
+        started[0].set()
+        await asyncio.Event().wait()  # a chat's approved async call, running
+        raise AssertionError("never ends")
+
+    async def spec_of(boxed: list[Any]) -> tuple[Any, Any]:
+        return RunSpec("b1", lambda: None), None
+
+    monkeypatch.setattr(_ray, "settle_job", chat_running)
+    worker = ChatWorker()
+    monkeypatch.setattr(worker, "_run_of", spec_of)
+
+    async def cancelled_while_waiting() -> list[asyncio.Task[Any]]:
+        started.append(asyncio.Event())
+        rows = worker.run([None], Job("0", 0, "aa", "aa"))
+        step = asyncio.ensure_future(rows.__anext__())
+        await started[0].wait()  # the worker waits for the chat or its progress
+        step.cancel()  # ray.cancel
+        with pytest.raises(asyncio.CancelledError):
+            await step
+        await rows.aclose()
+        return [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+    assert asyncio.run(cancelled_while_waiting()) == []
 
 
 # ------------------------------------------------------------ what a row used
