@@ -343,6 +343,9 @@ class ChatCore:
         # inputs a cancel freed (their call's code read ("cancel", None)) whose withdrawal is
         # recorded when their call ends, by whoever drives the call: the input and why
         self._withdrawing: dict[str, tuple[PendingInput, str]] = {}
+        # a parked call's answers accepted here, as typed (the record keeps them scrubbed):
+        # input id -> (call id, the answer); what the retry sends, until the call ends
+        self._typed: dict[str, tuple[str, Any]] = {}
 
     @property
     def model(self) -> str:
@@ -520,6 +523,8 @@ class ChatCore:
         replayed: bool = False,
         ran_before: tuple[str, ...] = (),
     ) -> ToolCallFinished:
+        with self._lock:
+            self._forget_typed(c.id)  # its retry sent the answers kept as typed, if any
         return ToolCallFinished(
             chat_id=self.id,
             ts=c.finished_at or utcnow(),
@@ -929,6 +934,7 @@ class ChatCore:
         with self._lock:
             if c.is_final or c.status != "running":
                 return False
+            self._forget_typed(c.id)  # the last round's answers were sent: a new round
             c.status, c.started_at = "awaiting_input", None
             for key, kind, message, content, schema in asked.requests:
                 pending = PendingInput(
@@ -953,10 +959,13 @@ class ChatCore:
 
     def _resume_of(self, c: ToolCall) -> dict[str, Any] | None:
         """What a parked call's run retries with: its last round's answers (``None``: it never
-        parked, or an input of that round still waits)."""
+        parked, or an input of that round still waits). An answer accepted in this process
+        is sent as typed; one given elsewhere (the store, another process) or before a
+        reload as the record keeps it (a key in it as ``***``)."""
         inputs = self._record.parked_round(c.id)
         if not inputs or any(i.status == "pending" for i in inputs):
             return None
+        typed = dict(self._typed)
         first = inputs[0].resume or {}
         return {
             "request_state": first.get("request_state"),
@@ -966,7 +975,7 @@ class ChatCore:
                     "input_id": i.input_id,
                     "kind": i.kind,
                     "action": i.status,
-                    "data": i.data,
+                    "data": typed[i.input_id][1] if i.input_id in typed else i.data,
                     "content": i.request.content,
                 }
                 for i in inputs
@@ -1061,8 +1070,10 @@ class ChatCore:
             with self._lock:
                 pending = self._find_input(ref)
                 value: Any = None
+                typed: Any = None
                 if action == "accept":
                     value, text, parts = checked_answer(pending, data)
+                    typed = answer_json(value, text)  # what a parked call's retry sends
                     text, data = self._scrubbed_answer(value, text)
                 else:
                     data, text, parts = None, _refusal_text(pending, action, by, reason), ()
@@ -1106,6 +1117,8 @@ class ChatCore:
                     and rec is not None
                     and rec.resume
                 ):
+                    if first is None and action == "accept":
+                        self._typed[pending.id] = (c.id, typed)
                     if not any(p.call_id == c.id for p in self._inputs.values()):
                         gated = c.approval is not None and c.approval.required
                         c.status = "approved" if gated else "requested"  # retried with the answers
@@ -1130,11 +1143,18 @@ class ChatCore:
             )
         return pending
 
+    def _forget_typed(self, call_id: str) -> None:
+        """Drop the answers kept as typed for a call's retry (under the lock): it parked
+        again (they were sent) or it ended."""
+        for key in [k for k, (cid, _v) in self._typed.items() if cid == call_id]:
+            del self._typed[key]
+
     def _scrubbed_answer(self, value: Any, text: str) -> tuple[str, Any]:
         """An accepted answer as the model reads it and as it is recorded (the event, the
         record, a store): the chat's provider's key and key-like tokens as ``***``, as a
         tool's result is scrubbed (an external tool's answer is its result). The value a
-        call's code waits for (an MCP server's form) is the answer as given."""
+        call's code waits for (an MCP server's form, asked mid-call or by a parked call's
+        retry from this process: :attr:`_typed`) is the answer as given."""
         secrets = provider_secrets(self.provider)
         text = scrub(text, secrets)
         return text, _scrubbed_json(answer_json(value, text), secrets)

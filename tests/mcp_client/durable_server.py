@@ -69,9 +69,9 @@ def book_table(
     """Book a table (a side effect); asks the user for the booking's details."""
     if not isinstance(booking, AcceptedElicitation):
         return f"not booked ({booking.action})"
-    _ran(f"book_table {day}")
-    time.sleep(float(os.environ.get("NBAGENT_TEST_SLEEP", "0")))
     b = booking.data
+    _ran(f"book_table {day} for {b.name}")  # the name as the server received it
+    time.sleep(float(os.environ.get("NBAGENT_TEST_SLEEP", "0")))
     where = ",".join(r.name or "" for r in roots.roots)
     return f"booked {day} for {b.name}, {b.guests} guests (roots: {where})"
 

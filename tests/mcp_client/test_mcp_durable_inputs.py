@@ -157,6 +157,55 @@ def test_in_the_cell_the_call_parks_then_runs_once_with_the_answer(
     server.close()
 
 
+KEY = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"  # a key a form asks for
+
+
+def test_a_form_answered_in_the_chats_process_reaches_the_server_as_typed(
+    url: str, tmp_path: Path
+) -> None:
+    """docs/mcp.md: a form that must carry a secret is filled with ``chat.answer`` in the
+    chat's process. The record and the store keep the answer with the key as ``***``, and
+    the retry was built from that record: the server received ``sk-ant-***``. The value as
+    typed is kept in this process until the retry has sent it."""
+    counter = tmp_path / "runs"
+    server = durable_server(counter)
+    provider = scripted("dur_book_table", {"day": "Monday"})
+    with Chat(provider=provider, display=False, store=url).with_tools(server) as chat:
+        chat.ask("book a table")
+        (request,) = chat.pending_inputs
+        chat.answer(request, {"name": KEY, "guests": 2})
+        (answered,) = chat.record.inputs
+        assert answered.data == {"name": "sk-ant-***", "guests": 2}  # recorded scrubbed
+        final = chat.complete()
+        assert final is not None and final.content.startswith("ok:booked Monday for sk-ant-***")
+        assert [line.split(" ", 1)[1] for line in runs(counter)] == [f"book_table Monday for {KEY}"]
+        assert KEY not in repr(vars(chat))  # not kept once the retry has sent it
+        chat_id = chat.id
+    server.close()
+    with open_store(url) as store:
+        assert KEY not in json.dumps([i.data for i in store.inputs(chat_id)])
+
+
+def test_a_form_answered_through_the_store_reaches_the_server_as_stored(
+    url: str, tmp_path: Path
+) -> None:
+    """An answer given through the store (another process, the inbox) is only what the store
+    keeps: its key reaches the server as ``***``, as docs/mcp.md says."""
+    counter = tmp_path / "runs"
+    server = durable_server(counter)
+    provider = scripted("dur_book_table", {"day": "Monday"})
+    with Chat(provider=provider, display=False, store=url).with_tools(server) as chat:
+        chat.ask("book a table")
+        (request,) = chat.pending_inputs
+        with open_store(url) as store:
+            store.answer(request.id, {"name": KEY, "guests": 2}, by="host")
+        chat.complete()
+        assert [line.split(" ", 1)[1] for line in runs(counter)] == [
+            "book_table Monday for sk-ant-***"
+        ]
+    server.close()
+
+
 def test_a_declined_form_is_told_to_the_server_and_a_sampling_request_runs_once(
     url: str, tmp_path: Path
 ) -> None:
