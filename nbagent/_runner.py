@@ -26,7 +26,9 @@ a worker thread when its timeout expires never starts: the call reported
 ``timed_out`` is never run afterwards. Abandoned threads are counted
 (:func:`abandoned_threads`, and in the call's error text) and bounded by the
 pool's size (:data:`POOL_SIZE`): once every worker is stuck, new sync calls
-time out before they start instead of piling up threads.
+time out before they start instead of piling up threads. An abandoned thread keeps
+its call's slot in the round until it ends (:class:`_Slots`): a round run one call at
+a time never starts the next beside it; that call waits at most its own timeout.
 
 A tool that raises ``SystemExit`` (or any ``BaseException`` but
 ``KeyboardInterrupt`` and cancellation) fails like one that raises an
@@ -330,6 +332,7 @@ class ToolRunner:
 
     def __init__(self, max_concurrency: int = 8):
         self.max_concurrency = max_concurrency
+        self.waiting = 0  # calls waiting for a slot an abandoned thread holds (tests wait on it)
 
     async def run_round(self, jobs: Sequence[Job], mode: Mode, hooks: RoundHooks) -> list[Outcome]:
         """Run ``jobs``; return their outcomes in call order.
@@ -358,9 +361,10 @@ class ToolRunner:
         # call goes to a worker thread as the mode says: on the loop's own thread it held up
         # every other coroutine there (a batch of chats ran their calls one after another).
         if mode == "sequential" or (len(jobs) <= 1 and running_inline()):
+            slots = _Slots(self, 1)
             for i, job in enumerate(jobs):
                 try:
-                    outcomes[job.call.id] = await self._one(job, "sequential", None, hooks)
+                    outcomes[job.call.id] = await self._one(job, "sequential", None, hooks, slots)
                 except _NotStarted as exc:  # it and the rest stay runnable, unanswered
                     raise exc.original from None
                 except BaseException:
@@ -370,10 +374,13 @@ class ToolRunner:
 
         limit = max(1, min(self.max_concurrency, len(jobs)))
         sem = asyncio.Semaphore(limit)
+        slots = _Slots(self, max(1, self.max_concurrency))
         pool = _shared_pool()
         unstarted: list[_NotStarted] = []
         tasks = [
-            asyncio.ensure_future(self._guarded(job, mode, sem, pool, hooks, outcomes, unstarted))
+            asyncio.ensure_future(
+                self._guarded(job, mode, sem, slots, pool, hooks, outcomes, unstarted)
+            )
             for job in jobs
         ]
         try:
@@ -407,6 +414,7 @@ class ToolRunner:
         job: Job,
         mode: Mode,
         sem: asyncio.Semaphore,
+        slots: _Slots,
         pool: concurrent.futures.ThreadPoolExecutor,
         hooks: RoundHooks,
         outcomes: dict[str, Outcome],
@@ -416,7 +424,7 @@ class ToolRunner:
 
         async with sem:
             try:
-                outcomes[job.call.id] = await self._one(job, mode, pool, hooks)
+                outcomes[job.call.id] = await self._one(job, mode, pool, hooks, slots)
             except _NotStarted as exc:  # not a failure of the round: its others go on
                 unstarted.append(exc)
             except (Exception, asyncio.CancelledError):
@@ -430,13 +438,36 @@ class ToolRunner:
         mode: Mode,
         pool: concurrent.futures.ThreadPoolExecutor | None,
         hooks: RoundHooks,
+        slots: _Slots,
     ) -> Outcome:
-        import asyncio
-
+        """Run one call once the round has a slot for it (:class:`_Slots`)."""
         if hooks.cancelled():
             out = Outcome(job.call, "cancelled", message="cancelled before it ran")
             hooks.finish(out)
             return out
+        try:
+            refused = await slots.take(job, hooks)
+        except BaseException:  # the stop button, the round cancelled: it never started
+            hooks.finish(Outcome(job.call, "cancelled", message="cancelled before it ran"))
+            raise
+        if refused is not None:
+            hooks.finish(refused)
+            return refused
+        try:
+            return await self._started(job, mode, pool, hooks, slots)
+        finally:
+            slots.give_back()
+
+    async def _started(
+        self,
+        job: Job,
+        mode: Mode,
+        pool: concurrent.futures.ThreadPoolExecutor | None,
+        hooks: RoundHooks,
+        slots: _Slots,
+    ) -> Outcome:
+        import asyncio
+
         try:
             await hooks.ready(job)
         except Exception as exc:  # its claim could not be made: not started, still runnable
@@ -476,7 +507,7 @@ class ToolRunner:
             self._settle(out, started, t0, hooks)
             return out
         try:
-            value = await self._execute(job, mode, pool, ctx)
+            value = await self._execute(job, mode, pool, ctx, slots)
             out = Outcome(job.call, "ok", value=value)
         except TimeoutError as exc:  # an async tool's or an MCP server's call: told to stop
             message = str(exc) or f"timed out after {job.timeout:g} s and was stopped{_UNKNOWN}"
@@ -534,6 +565,7 @@ class ToolRunner:
         mode: Mode,
         pool: concurrent.futures.ThreadPoolExecutor | None,
         ctx: contextvars.Context,
+        slots: _Slots,
     ) -> Any:
         """Run ``job``'s tool in ``ctx`` (the call's copy of the caller's context)."""
         is_async = job.tool.is_async
@@ -544,15 +576,15 @@ class ToolRunner:
                 # The shared pool, not the loop's default executor: that one is small (a
                 # few stuck calls made every later one time out before it started) and, on
                 # the background loop, nbagent's own background work's.
-                return await self._in_thread(job, _shared_pool(), _call_sync, ctx)
+                return await self._in_thread(job, _shared_pool(), _call_sync, ctx, slots)
             return ctx.run(_call_sync, job)
         if mode == "threads":
             fn = _call_async_in_thread if is_async else _call_sync
-            return await self._in_thread(job, pool, fn, ctx)
+            return await self._in_thread(job, pool, fn, ctx, slots)
         # async mode
         if is_async:
             return await self._in_task(job, ctx)
-        return await self._in_thread(job, pool, _call_sync, ctx)
+        return await self._in_thread(job, pool, _call_sync, ctx, slots)
 
     @staticmethod
     async def _in_task(job: Job, ctx: contextvars.Context) -> Any:
@@ -591,6 +623,7 @@ class ToolRunner:
         pool: concurrent.futures.ThreadPoolExecutor | None,
         fn: Any,
         ctx: contextvars.Context,
+        slots: _Slots | None = None,
     ) -> Any:
         import asyncio
         import functools
@@ -604,7 +637,7 @@ class ToolRunner:
         # thread (all of them busy: stuck in timed-out calls, another round's), it is dropped
         # and never runs. Queued bare, it ran once a thread came free, after the round was
         # cancelled, and the cancelled turn waited for it to end.
-        ticket = _Ticket()
+        ticket = _Ticket(slots)  # abandoned, its thread keeps its slot until it ends
         if stoppable and job.timeout:
             fn = functools.partial(fn, deadline=time.monotonic() + job.timeout)
         fut = loop.run_in_executor(pool, ctx.run, ticket.run, fn, job)
@@ -762,20 +795,130 @@ class _NeverStarted(Exception):
     """A queued sync call timed out before a worker thread picked it up."""
 
 
+class _Slots:
+    """A round's turn to start a call: at most ``limit`` of its calls run at once, and a call
+    that timed out while its thread runs on (abandoned: it cannot be stopped) keeps its slot
+    until that thread ends. So a round that runs its calls one at a time never starts one
+    beside an abandoned thread (a tool that is not thread-safe, a rate limit); before, the
+    slot came free at the timeout and three calls of such a round ran at once.
+
+    A call waiting for a slot held so waits at most its own timeout (then it is answered
+    ``timed_out`` without having run: a thread that never ends holds a timed call up no
+    longer than its timeout), one with no timeout as long as the thread runs;
+    ``chat.cancel()`` and the stop button end the wait (the call is cancelled before it ran).
+    Once it starts, its timeout counts afresh.
+    The round's end frees its slots: a call of a later round is not held.
+
+    ``running`` is read and changed on the round's loop only; ``held`` is changed by a worker
+    thread as its abandoned call ends, which wakes the waiters on their loop.
+    """
+
+    __slots__ = ("_held", "_lock", "_runner", "_wakers", "limit", "running")
+
+    def __init__(self, runner: ToolRunner, limit: int) -> None:
+        self._runner = runner  # counts the calls waiting (``ToolRunner.waiting``)
+        self.limit = limit
+        self.running = 0
+        self._held = 0
+        self._lock = threading.Lock()
+        self._wakers: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+    def _free(self) -> bool:
+        return self.running + self._held < self.limit
+
+    async def take(self, job: Job, hooks: RoundHooks) -> Outcome | None:
+        """Take a slot for ``job`` (``None``), waiting while abandoned threads hold them;
+        or the call's answer, not run: its timeout passed first, or the chat was cancelled."""
+        import asyncio
+
+        with self._lock:
+            if self._free() or running_inline():  # (a round run inline abandons no thread)
+                self.running += 1
+                return None
+        loop = asyncio.get_running_loop()
+        timeout = job.timeout or None
+        deadline = None if timeout is None else loop.time() + timeout
+        withdraw = job.cancel.register(self.wake) if job.cancel is not None else None
+        self._runner.waiting += 1
+        try:
+            while True:
+                if hooks.cancelled():
+                    return Outcome(job.call, "cancelled", message="cancelled before it ran")
+                with self._lock:
+                    if self._free():
+                        self.running += 1
+                        return None
+                    woken = loop.create_future()
+                    self._wakers.append((loop, woken))
+                    held = self._held
+                left = None if deadline is None else deadline - loop.time()
+                if left is not None and left <= 0:
+                    return Outcome(job.call, "timed_out", message=self._why(timeout, held))
+                await asyncio.wait([woken], timeout=left)
+        finally:
+            self._runner.waiting -= 1
+            if withdraw is not None:
+                withdraw()
+
+    def _why(self, timeout: float | None, held: int) -> str:
+        which = (
+            "an earlier call of this round timed out and its thread still runs, holding its slot"
+            if held == 1
+            else f"{held} earlier calls of this round timed out and their threads still run, "
+            "holding their slots"
+        )
+        at_once = "one at a time" if self.limit == 1 else f"at most {self.limit} at once"
+        return (
+            f"timed out after {timeout:g} s before it started: {which} (calls run {at_once} "
+            "here); it was not run"
+        )
+
+    def give_back(self) -> None:
+        """A call of the round ended (or was abandoned: its thread holds a slot now)."""
+        self.running -= 1
+        self.wake()
+
+    def hold(self) -> None:
+        """A call was abandoned at its timeout, its thread still running."""
+        with self._lock:
+            self._held += 1
+
+    def release(self) -> None:
+        """An abandoned call's thread ended (on that thread)."""
+        with self._lock:
+            self._held -= 1
+        self.wake()
+
+    def wake(self) -> None:
+        """Have every waiting call look again (from any thread)."""
+        with self._lock:
+            wakers, self._wakers = self._wakers, []
+        for loop, woken in wakers:
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits
+                loop.call_soon_threadsafe(_settle_future, woken)
+
+
+def _settle_future(woken: asyncio.Future[None]) -> None:
+    if not woken.done():
+        woken.set_result(None)
+
+
 class _Ticket:
     """Decides, once, whether a queued call starts or is abandoned before it can.
 
     States: ``queued`` -> ``started`` -> ``finished``; ``abandon()`` turns
     ``queued`` into ``abandoned`` (the call will never start) and ``started``
     into ``running-abandoned`` (counted in :func:`abandoned_threads` until the
-    thread returns: counted by the worker itself, so no event loop is needed).
+    thread returns: counted by the worker itself, so no event loop is needed). Such a
+    thread keeps its slot in its round (``slots``, :class:`_Slots`) until it returns.
     """
 
-    __slots__ = ("_lock", "_state")
+    __slots__ = ("_lock", "_slots", "_state")
 
-    def __init__(self) -> None:
+    def __init__(self, slots: _Slots | None = None) -> None:
         self._lock = threading.Lock()
         self._state = "queued"
+        self._slots = slots
 
     def run(self, fn: Any, job: Job) -> Any:
         """In the worker thread: run ``fn(job)`` unless the caller gave up first."""
@@ -787,9 +930,12 @@ class _Ticket:
             return fn(job)
         finally:
             with self._lock:
-                if self._state == "running-abandoned":
+                ended = self._state == "running-abandoned"
+                if ended:
                     _abandon_count(-1)
                 self._state = "finished"
+            if ended and self._slots is not None:
+                self._slots.release()
 
     def drop_if_queued(self) -> bool:
         """True if the call had not started: now it never will."""
@@ -810,4 +956,6 @@ class _Ticket:
             if self._state == "started":
                 self._state = "running-abandoned"
                 _abandon_count(1)
+                if self._slots is not None:
+                    self._slots.hold()
             return True

@@ -253,9 +253,9 @@ def test_timeouts_become_error_results(mode: str) -> None:
     chat, _ = make_chat(
         mode,
         call_tools(
+            ("slow", {"name": "ok", "delay": 0.01}, "ok"),
             ("stuck", {"name": "s"}, "s"),
             ("astuck", {"name": "a"}, "a"),
-            ("slow", {"name": "ok", "delay": 0.01}, "ok"),
         ),
         reply("ok"),
     )
@@ -265,10 +265,153 @@ def test_timeouts_become_error_results(mode: str) -> None:
     assert not unstick.is_set() and abandoned_threads()
     statuses = {r.tool_call_id: r.status for r in results(chat)}
     assert statuses == {"s": "timed_out", "a": "timed_out", "ok": "ok"}
-    assert "timed out after 0.05 s" in results(chat)[0].content
-    for r in results(chat)[:2]:  # never "not completed": it may have done its work
-        assert r.content.startswith("Timed out: ") and "not retried" in r.content, r.content
+    timed_out = results(chat)[1:]
+    assert "timed out after 0.05 s" in timed_out[0].content
+    for r in timed_out:  # never "not completed": it may have done its work
+        assert r.content.startswith("Timed out: "), r.content
         assert "Not completed" not in r.content
+    assert "not retried" in timed_out[0].content
+    # one at a time, the async call waited for the stuck call's thread and never ran; beside
+    # it, it ran and was stopped
+    if mode == "sequential":
+        assert "before it started" in timed_out[1].content
+    else:
+        assert "not retried" in timed_out[1].content
+
+
+# A round that runs its calls one at a time (``concurrency=False``, or ``max_concurrency=1``):
+# a sync call that timed out keeps its slot until its thread ends (the thread cannot be killed).
+# Before, the round started the next call at once, beside the abandoned thread: three calls of a
+# tool that is not thread-safe (or guards a rate limit) all ran at the same time.
+ONE_AT_A_TIME = [("sequential", 8), ("threads", 1), ("async", 1)]
+
+
+@pytest.mark.parametrize(("mode", "limit"), ONE_AT_A_TIME)
+def test_a_timed_out_calls_thread_keeps_its_slot_so_calls_never_overlap(
+    mode: str, limit: int
+) -> None:
+    """The next call waits for the thread, at most its own timeout: the thread still running
+    then, it is answered ``timed_out`` without having run (so retrying it cannot run it twice),
+    and the round never hangs on a thread that never ends."""
+    ran: list[int] = []
+
+    @tool(timeout=0.1)
+    def export(part: int) -> str:
+        """Export one part (not thread-safe)."""
+        _enter()
+        try:
+            ran.append(part)
+            unstick.wait(30)  # opened by the test once ask() returned: a thread still running
+            return "exported"
+        finally:
+            _leave()
+
+    chat, _ = make_chat(
+        mode, call_tools(*[("export", {"part": i}, f"e{i}") for i in range(3)]), reply("ok")
+    )
+    chat.with_tools(export).with_tool_options(max_concurrency=limit)
+    chat.ask("export all")
+    assert (peak, ran) == (1, [0])  # the other calls never started beside the stuck one
+    first, *rest = results(chat)
+    assert first.status == "timed_out" and "could not be stopped" in first.content
+    for r in rest:
+        assert r.status == "timed_out", r.content
+        assert "before it started" in r.content and "it was not run" in r.content, r.content
+        assert "timed out and its thread still runs" in r.content, r.content
+
+
+def _stall_then_quick(mode: str, limit: int, rounds: str) -> None:
+    global peak
+    peak = 0
+    order: list[str] = []
+    freed = threading.Event()
+
+    @tool(timeout=0.1)
+    def stall() -> str:
+        """Takes longer than its timeout."""
+        _enter()
+        try:
+            freed.wait(30)
+            return "late"
+        finally:
+            order.append("stall ended")
+            _leave()
+
+    @tool(timeout=10)
+    def quick() -> str:
+        """Fast."""
+        _enter()
+        try:
+            order.append("quick started")
+            return "quick"
+        finally:
+            _leave()
+
+    calls = [("stall", {}, "s"), ("quick", {}, "q")]
+    script = (
+        [call_tools(*calls), reply("ok")]
+        if rounds == "one round"
+        else [call_tools(calls[0]), call_tools(calls[1]), reply("ok")]
+    )
+    chat, _ = make_chat(mode, *script)
+    chat.with_tools(stall, quick).with_tool_options(max_concurrency=limit)
+    # the stalled call's thread ends once its timeout was recorded (the next call is due)
+    chat.on("tool_call_finished", lambda e: e.call.id == "s" and freed.set())
+    chat.ask("go")
+    statuses = {r.tool_call_id: (r.status, r.content) for r in results(chat)}
+    assert statuses["s"][0] == "timed_out"
+    assert statuses["q"] == ("ok", "quick")
+    if rounds == "one round":
+        assert order == ["stall ended", "quick started"] and peak == 1
+
+
+@pytest.mark.parametrize(("mode", "limit"), ONE_AT_A_TIME)
+@pytest.mark.parametrize("rounds", ["one round", "two rounds"])
+def test_the_next_call_runs_once_the_timed_out_calls_thread_ends(
+    mode: str, limit: int, rounds: str
+) -> None:
+    """Its own timeout counts from when it starts: the wait for the slot is not part of it. A
+    slot is the round's: a call of the next round (the model trying again) is not held. The
+    thread's end racing the waiting call's turn, ten times over."""
+    for _ in range(10 if rounds == "one round" else 1):
+        _stall_then_quick(mode, limit, rounds)
+
+
+@pytest.mark.parametrize(("mode", "limit"), ONE_AT_A_TIME)
+def test_cancel_frees_a_round_waiting_for_a_timed_out_calls_thread(mode: str, limit: int) -> None:
+    """A call with no timeout waits for the slot as long as the thread runs; ``chat.cancel()``
+    (or the stop button) ends the wait: it is cancelled before it ran, and the turn returns
+    without waiting for the thread."""
+    ran: list[str] = []
+
+    @tool
+    def untimed() -> str:
+        """No timeout of its own."""
+        ran.append("untimed")
+        return "ran"
+
+    chat, _ = make_chat(
+        mode, call_tools(("stuck", {"name": "s"}, "s"), ("untimed", {}, "u")), reply("ok")
+    )
+    chat.with_tools(untimed).with_tool_options(max_concurrency=limit)
+    runner = chat._runner
+
+    def cancel_once_waiting() -> None:
+        deadline = time.monotonic() + 30
+        while runner.waiting == 0 and time.monotonic() < deadline:
+            time.sleep(0.002)
+        chat.cancel()
+
+    canceller = threading.Thread(target=cancel_once_waiting, daemon=True)
+    canceller.start()
+    with pytest.raises(ChatCancelled):
+        chat.ask("go")
+    canceller.join()
+    assert not unstick.is_set()  # the stuck thread still runs: it was not waited for
+    statuses = {r.tool_call_id: (r.status, r.content) for r in results(chat)}
+    assert statuses["s"][0] == "timed_out"
+    assert statuses["u"] == ("cancelled", "Not completed (cancelled): cancelled before it ran")
+    assert ran == [] and runner.waiting == 0
 
 
 @pytest.mark.parametrize("mode", MODES)
