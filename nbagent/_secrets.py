@@ -28,6 +28,30 @@ after a colon an unquoted word of letters followed by more words is prose, left 
 a comparison, ``password == ...``: a rule's text). An unquoted value ends where the text
 goes on past it (:func:`_value_end`: ``"password": 987654, "door": ...``), and under a
 quoted name reads as a quoted ``***``, so JSON or a dict's repr still parses."""
+_NAMED = re.compile(r"""(?<![\w.-])-{0,2}([A-Za-z_][\w.-]{0,63})(["']?)\s*[=:]\s*""")
+"""A name given a value (``api_key=``, ``"access_token": ``, ``X-Api-Key: ``, ``--api-key=``):
+the value is read (:data:`_VALUE`) only when :func:`_named_secret` judges the name a secret, so
+a text of many names (``a=a=a=...``) is read once; a name starts a word (or after ``--``), so a
+long word is tried once, not from each of its parts."""
+_VALUE = re.compile(r"""("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|[^\s"';&=][^\s"';&]*)""")
+"""A value after a secret's name: quoted (an escaped quote inside it too), or a token up to a
+space, a quote, ``;`` or ``&`` (as a password's, :data:`_PASSWORD`)."""
+_NAME_HINTS = ("key", "token", "secret", "auth", "cookie", "credential", "pass")
+"""What a secret's name holds (lowercase) for :data:`_NAMED` to be worth reading a text."""
+_DATA_WORDS = frozenset(
+    {"token", "authorization", "cookie", "cookies", "credential", "credentials"}
+)
+"""Secrets' names that alone, after a colon (JSON, YAML, a header, prose), are as often data
+the model needs (a tokenizer's ``"token": "Hello"``, an ``"authorization": "granted"`` status,
+"Invalid token: expired"): their value is hidden when given with ``=`` (a query string, an
+argument, an environment line) only. ``access_token: ...``, ``secret: ...`` are hidden; a
+name ending in ``bearer`` is read by its token's shape (:data:`_KEY_LIKE`), not as a name."""
+FOUND_MIN = 6
+"""The shortest value found under a secret's name that is hidden wherever else the same text
+has it (as a whole word; a word of letters under 12 characters is not, as ``token=expired``
+says nothing of every other "expired"): shorter ones are too often a word of their own."""
+_FOUND_MAX = 32
+"""At most this many values found in a text are looked for elsewhere in it (in one pass)."""
 _KEY_PREFIXES = ("sk-", "earer", "gsk_", "xai-", "AIza", "hf_", "pplx-", "nvapi-", "r8_")
 """What a key-shaped token starts with (any of them in a text: it is searched)."""
 _KEY_LIKE = re.compile(
@@ -91,17 +115,84 @@ def _keys_hidden(text: str, hidden: str) -> str:
 
 
 def redact_keys(text: str, hidden: str = "***") -> str:
-    """``text`` with anything shaped like an API key, URL credentials and a password given
-    as ``password=``/``"password": ...`` replaced by ``***`` (``hidden``: another marker,
-    e.g. one Markdown does not read as emphasis, put back after rendering)."""
+    """``text`` with anything shaped like an API key, URL credentials, a password given
+    as ``password=``/``"password": ...`` and a value given under another secret's name
+    (:func:`secret_field`: ``api_key=...``, ``"access_token": "..."``; :data:`_DATA_WORDS`
+    with ``=`` only) replaced by ``***`` (``hidden``: another marker, e.g. one Markdown does
+    not read as emphasis, put back after rendering). A value so found (:data:`FOUND_MIN`
+    characters or more, no plain word) is hidden wherever else the text has it as a word:
+    ``api_key=K and token K``. A bare ``token K`` is not read: "token" alone is prose too often."""
     if any(prefix in text for prefix in _KEY_PREFIXES):
         text = _keys_hidden(text, hidden)
     if "@" in text:
         text = _USERINFO.sub(lambda m: f"{m[1]}{hidden}@", text)
     lowered = text.lower()
+    found: list[str] = []
     if "pass" in lowered or "pwd" in lowered:
-        text = _PASSWORD.sub(lambda m: _hidden_value(m, hidden), text)
+        text = _PASSWORD.sub(lambda m: _hidden_value(m, hidden, found), text)
+    if ("=" in text or ":" in text) and any(hint in lowered for hint in _NAME_HINTS):
+        text = _named_hidden(text, hidden, found)
+    if found:
+        text = _found_hidden(text, found, hidden)
     return text
+
+
+def _found_hidden(text: str, found: list[str], hidden: str) -> str:
+    """``text`` with each value in ``found`` (those :data:`FOUND_MIN` says) as ``hidden``
+    wherever it stands as a word, in one pass."""
+    seen = [
+        v
+        for v in dict.fromkeys(found)
+        if len(v) >= FOUND_MIN
+        and not (v.isalpha() and len(v) < 12)
+        and hidden not in v
+        and v in text
+    ][:_FOUND_MAX]
+    if not seen:
+        return text
+    either = "|".join(re.escape(v) for v in sorted(seen, key=len, reverse=True))
+    words = re.compile(rf"(?<![A-Za-z0-9_])(?:{either})(?![A-Za-z0-9_])")
+    return words.sub(lambda _m: hidden, text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _named_secret(name: str, assigned: bool) -> bool:
+    """Whether a value given under ``name`` is hidden by :func:`_named_hidden`: a secret's
+    name (:func:`secret_field`), not a password's (:data:`_PASSWORD` reads those, prose
+    rule and all), and one of :data:`_DATA_WORDS` only when ``assigned`` (with ``=``)."""
+    lowered = name.lower()
+    if lowered.endswith(("password", "passwd", "pwd")) or not secret_field(name):
+        return False
+    words = [w.lower() for w in _NAME_PARTS.split(name) if w]
+    if words[-1] == "bearer":
+        return False
+    return assigned or len(words) > 1 or words[0] not in _DATA_WORDS
+
+
+def _named_hidden(text: str, hidden: str, found: list[str]) -> str:
+    """``text`` with the value after each secret's name (:data:`_NAMED`) as ``hidden``;
+    each value hidden is added to ``found``. A name that is no secret is passed over and
+    what follows it read on (``url=https://h/?api_key=...``)."""
+    out: list[str] = []
+    pos = 0
+    while (match := _NAMED.search(text, pos)) is not None:
+        head_end = match.end()
+        name, named = match.group(1, 2)
+        value = _VALUE.match(text, head_end)
+        if (
+            value is None
+            or not _named_secret(name, text[match.start() : head_end].rstrip().endswith("="))
+            or value.group(1).strip("\"'") == hidden
+        ):
+            out.append(text[pos:head_end])
+            pos = head_end
+            continue
+        prefix = text[match.start() : head_end]
+        shown = _shown_value(prefix, named, value.group(1), text, value.end(), hidden, found)
+        out += (text[pos : match.start()], shown)
+        pos = value.end()
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def redact_named(text: str, hidden: str = "***") -> str:
@@ -132,19 +223,32 @@ def _named_value(match: re.Match[str], hidden: str) -> str:
     return f'"{match.group(1)}"{match.group(2)}"{hidden}"'
 
 
-def _hidden_value(match: re.Match[str], hidden: str) -> str:
+def _hidden_value(match: re.Match[str], hidden: str, found: list[str]) -> str:
     prefix, named, value = match.group(1, 2, 3)
+    return _shown_value(prefix, named, value, match.string, match.end(), hidden, found)
+
+
+def _shown_value(
+    prefix: str, named: str, value: str, text: str, end: int, hidden: str, found: list[str]
+) -> str:
+    """``prefix`` (a secret's name, ``named`` its quote, and ``=`` or ``:``) and ``value``
+    (in ``text``, up to ``end``) as shown: the value as ``hidden`` (added to ``found``), or
+    as it was where it holds nothing (``null``) or is prose."""
     quote = value[0] if value[:1] in ("'", '"') else ""
     if quote:
+        found.append(value[1:-1])
         return f"{prefix}{quote}{hidden}{quote}"
     if value in ("[", "{"):  # a JSON list or object of strings opens: no value of its own
-        return match.group(0)
-    end = _value_end(value)
-    value, rest = value[:end], value[end:]
+        return prefix + value
+    cut = _value_end(value)
+    value, rest = value[:cut], value[cut:]
+    if value in ("null", "None"):  # nothing given: shown as it is (as redacted() shows None)
+        return prefix + value + rest
     if not rest and ":" in prefix and value.isalpha():
-        after = match.string[match.end() : match.end() + 2]
+        after = text[end : end + 2]
         if len(after) == 2 and after[0] == " " and after[1].isalpha():
-            return match.group(0)  # prose ("your password: click here"), not a YAML secret
+            return prefix + value  # prose ("your password: click here"), not YAML's
+    found.append(value)
     return f"{prefix}{named}{hidden}{named}{rest}"  # "password": 12 -> "password": "***"
 
 

@@ -68,6 +68,10 @@ def test_a_long_run_of_prefixes_or_word_characters_is_read_once() -> None:
     # time is the suite's: benchmarks/bench_redact.py measures the ratio
     assert redact_keys("sk-" * 13_000) == "sk-" * 13_000
     assert redact_keys("a" * 40_000 + "@") == "a" * 40_000 + "@"
+    # a name's value is read only under a secret's name, a name only where a word starts
+    assert redact_keys("url=" * 10_000) == "url=" * 10_000
+    assert redact_keys("key-" * 10_000 + "=x") == "key-" * 10_000 + "=x"
+    assert redact_keys("token=x " * 5_000) == "token=*** " * 5_000
 
 
 def test_a_password_given_as_a_key_and_a_value_is_hidden() -> None:
@@ -137,3 +141,68 @@ def test_other_providers_keys_are_hidden_by_their_shape_not_identifiers_that_sha
         assert key not in redact_keys(f"key {key}.") and redact_keys(f"key {key}.").endswith("***.")
     for name in ("hf_dataset_split_2023", "r8_short123", "hf_hub_download_v2", "xai-grok-2-1212"):
         assert redact_keys(f"uses {name}") == f"uses {name}"  # identifiers, not keys
+
+
+KEY = "corpkeyZq9Xw7Lm3Np5Rt"  # a key of no known shape
+
+
+def test_a_value_given_under_a_secrets_name_is_hidden() -> None:
+    """An error quoting ``api_key=<a key of no known shape>`` (a batch's factory, a tool's
+    client) showed it: only a password's name was read. Any name :func:`secret_field` judges
+    a secret hides its value now, with the password's stop rules."""
+    hidden = {
+        f"cannot connect with api_key={KEY}": "cannot connect with api_key=***",
+        f"access_token={KEY}&page=2": "access_token=***&page=2",
+        f"https://h/v1?page=2&apiKey={KEY}": "https://h/v1?page=2&apiKey=***",
+        f"url=https://h/v1?api_key={KEY} failed": "url=https://h/v1?api_key=*** failed",
+        f"CLIENT_SECRET={KEY} python app.py": "CLIENT_SECRET=*** python app.py",
+        f"--api-key={KEY}": "--api-key=***",
+        f"X-Api-Key: {KEY}": "X-Api-Key: ***",
+        f"secret={KEY}": "secret=***",
+        f"token={KEY}": "token=***",
+        f"passphrase: {KEY}": "passphrase: ***",
+        f'{{"api_key": "{KEY}", "page": 1}}': '{"api_key": "***", "page": 1}',
+        f"Config(api_key='{KEY}', retries=3)": "Config(api_key='***', retries=3)",
+        f"f(auth_token={KEY}, door=1)": "f(auth_token=***, door=1)",
+        '{"client_secret": 987654, "door": "front"}': '{"client_secret": "***", "door": "front"}',
+    }
+    for text, shown in hidden.items():
+        assert redact_keys(text) == shown, text
+        assert redact_keys(shown) == shown  # hidden once
+
+
+def test_the_value_found_under_a_name_is_hidden_wherever_else_the_text_has_it() -> None:
+    """The batch's factory error ``api_key=KEY and token KEY``: the first is a secret's value,
+    so the second occurrence of that value is too. A bare ``token X`` alone is prose (too
+    broad to read as a secret: "the token limit", "a token budget")."""
+    text = f"cannot connect with api_key={KEY} and token {KEY}"
+    assert redact_keys(text) == "cannot connect with api_key=*** and token ***"
+    assert redact_keys("password=hunter22, retried with hunter22.") == (
+        "password=***, retried with ***."
+    )
+    assert redact_keys("password=abc1234 and abc12345") == "password=*** and abc12345"  # words
+    for prose in (f"token {KEY}", "the token limit was hit", "a token budget of 4000"):
+        assert redact_keys(prose) == prose
+
+
+def test_names_about_a_token_or_a_count_of_them_keep_their_values() -> None:
+    """What the model reads goes through ``redact_keys`` too: a page's cursor, a count of
+    tokens, a tokenizer's pieces and a status stay as they are."""
+    for text in (
+        "token_count=12",
+        "page_token=abc",
+        "tokens=5",
+        "max_tokens=4096, temperature=0",
+        '{"nextPageToken": "CAoQAA", "total_tokens": 812}',
+        "eos_token: </s>",
+        "password_hint=birthday",
+        "key=users/42 sort_key=name",
+        '[{"token": "Hello", "id": 15496}, {"token": "world", "id": 995}]',
+        '{"authorization": "granted", "cookie": "none"}',
+        "Invalid token: expired",
+        "Authorization: required",
+        "api_key: missing from the config",
+        "if token == expected:",
+        '{"api_key": null, "password": null}',  # nothing given: nothing to hide
+    ):
+        assert redact_keys(text) == text, text

@@ -892,8 +892,8 @@ def test_a_tool_error_quoting_its_secret_arguments_leaves_them_masked(
     call = one(content_spans, "execute_tool login")
     assert call.status.description == (
         "RuntimeError: login failed for bob with *** and *** / "
-        "{'access_token': '***', 'passcode': ***}"
-    )
+        "{'access_token': '***', 'passcode': '***'}"  # a number under a secret's name: a
+    )  # quoted ***, so the repr still parses
     if on_error == "raise":
         (turn,) = named(content_spans, "invoke_agent")
         assert "login failed for bob with ***" in (turn.status.description or "")
