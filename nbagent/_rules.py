@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Literal
 
-from ._secrets import redact_keys, redacted, secret_field
+from ._secrets import redacted, scrub, secret_field
 
 RULE = "rule"
 """Who a rule's decision is recorded as decided by (``decided_by``)."""
@@ -112,8 +112,14 @@ class Condition:
         return _number(given) and _ORDER[op](float(given), float(self.value))
 
     def __str__(self) -> str:
-        # a secret's value (password == ...) reads as *** in the rule's text and reason
-        value = "***" if secret_field(self.key) else _shown(self.value)
+        return self.text()
+
+    def text(self, secrets: Iterable[str] = ()) -> str:
+        """The condition as text (``amount > 500``): a secret's value (``password == ...``)
+        as ``***``, and in a value what looks like a key, URL credentials, a password or
+        one of ``secrets`` (the chat's provider's key) too, hidden before a long value is
+        cut."""
+        value = "***" if secret_field(self.key) else _shown(self.value, tuple(secrets))
         return f"{self.key} {self.op} {value}"
 
     def __repr__(self) -> str:
@@ -132,16 +138,17 @@ def _same(given: Any, value: Any) -> bool:
     return bool(given == value)
 
 
-def _shown(value: Any) -> str:
+def _shown(value: Any, secrets: tuple[str, ...] = ()) -> str:
     """A condition's value as its text (the rule's, so its decisions' reason, which the model
-    reads with a denial): what looks like a key, URL credentials or a password as ``***``,
-    hidden before a long text is cut (a cut key keeps no shape to be found by)."""
+    reads with a denial): what looks like a key, URL credentials or a password, and each of
+    ``secrets``, as ``***``, hidden before a long text is cut (a cut key keeps no shape to be
+    found by, and no whole key to be replaced)."""
     if isinstance(value, float) and value.is_integer():
         return f"{value:g}"
     if isinstance(value, str):
-        text = json.dumps(redact_keys(value), ensure_ascii=False)
+        text = json.dumps(scrub(value, secrets), ensure_ascii=False)
         return text if len(text) <= 62 else text[:60] + '…"'
-    return redact_keys(json.dumps(value, ensure_ascii=False))
+    return scrub(json.dumps(value, ensure_ascii=False), secrets)
 
 
 @dataclass(frozen=True)
@@ -197,12 +204,23 @@ class Rule:
     @property
     def reason(self) -> str:
         """What a decision by the rule says: ``Denied by rule: tool refund, amount > 500``
-        (a secret in a condition as ``***``: see :class:`Condition`'s text; the chat hides
-        its provider's key too)."""
-        return f"{'Allowed' if self.verdict == 'approved' else 'Denied'} by rule: {self}"
+        (a secret in a condition as ``***``: see :meth:`Condition.text`; the chat hides
+        its provider's key too: :meth:`reason_hiding`)."""
+        return self.reason_hiding()
+
+    def reason_hiding(self, secrets: Iterable[str] = ()) -> str:
+        """:attr:`reason` with ``secrets`` (a chat's provider's key) hidden in its conditions'
+        values before a long one is cut, so no part of one is left."""
+        verdict = "Allowed" if self.verdict == "approved" else "Denied"
+        return f"{verdict} by rule: {self.text(secrets)}"
 
     def __str__(self) -> str:
-        return ", ".join([f"tool {self.tool}", *map(str, self.conditions)])
+        return self.text()
+
+    def text(self, secrets: Iterable[str] = ()) -> str:
+        """The rule as text, ``tool refund, amount > 500`` (see :meth:`Condition.text`)."""
+        hidden = tuple(secrets)
+        return ", ".join([f"tool {self.tool}", *(c.text(hidden) for c in self.conditions)])
 
     def as_dict(self) -> dict[str, Any]:
         """The rule as a store keeps it (JSON data; :meth:`from_dict` reads it back)."""

@@ -126,6 +126,25 @@ def test_a_rules_reason_hides_the_secrets_its_conditions_hold() -> None:
     assert chat.log["reason"].tolist() == [reason]
 
 
+def test_a_long_condition_value_hides_the_providers_key_before_it_is_cut() -> None:
+    """A value over 60 characters is cut in a rule's text. The chat hid its provider's key
+    in the reason after the cut, so a key the cut split kept its first part (the whole key
+    was no longer there to be found): the chat's reason is now made with its key hidden
+    first, then cut."""
+    value = "x" * 50 + OWN_KEY + "-tail"  # the cut at 60 falls inside the key
+    assert Rule.deny("refund", ("region", "==", value)).reason.endswith(OWN_KEY[:9] + '…"')
+    call = call_tools(("refund", {"order_id": 1, "region": value}, "r1"))
+    chat = Chat(provider=KeyedProvider([call, reply("ok")]), display=False).with_tools(refund)
+    chat.add_rule(Rule.deny("refund", ("region", "==", value)))
+    chat.ask("refund")
+    reason = f'Denied by rule: tool refund, region == "{"x" * 50}***-tail"'
+    assert json.loads(_results(chat)["r1"])["reason"] == reason  # what the model read
+    assert chat.get_call("r1").decision.reason == reason  # type: ignore[union-attr]
+    assert chat.log["reason"].tolist() == [reason]
+    said = [getattr(e, "decision", None) or getattr(e, "approval", None) for e in chat.events]
+    assert [r for r in said if r is not None and OWN_KEY[:6] in (r.reason or "")] == []
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [
