@@ -1096,12 +1096,11 @@ class ChatCore:
                         if first is not None:
                             break
                 if first is not None:  # answered elsewhere first: that answer is the one recorded
-                    action, by, reason, elsewhere = (
-                        first.status,
-                        first.answered_by,
-                        first.reason,
-                        True,
-                    )
+                    action, by, elsewhere = first.status, first.answered_by, True
+                    # its reason as the store keeps it, which cannot know the provider's key
+                    reason = first.reason
+                    if reason is not None:
+                        reason = scrub(clean(reason), provider_secrets(self.provider))
                     value = None
                     if action == "accept":
                         value, text, parts = checked_answer(pending, first.data)

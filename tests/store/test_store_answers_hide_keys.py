@@ -49,7 +49,9 @@ def connect(host: str, api_key: str) -> str:
     return "connected"
 
 
-def _model(seen: list[str], question: str = "Which token?") -> ScriptedProvider:
+def _model(
+    seen: list[str], question: str = "Which token?", cls: type[ScriptedProvider] = ScriptedProvider
+) -> ScriptedProvider:
     def answer(request: ModelRequest) -> Any:
         results = [m for m in request.messages if getattr(m, "role", "") == "tool"]
         if results:
@@ -59,7 +61,7 @@ def _model(seen: list[str], question: str = "Which token?") -> ScriptedProvider:
             ("fetch_config", {"name": "db"}, "a"), ("ask_user", {"question": question}, "q")
         )
 
-    return ScriptedProvider([answer], repeat_last=True)
+    return cls([answer], repeat_last=True)
 
 
 def _everything_stored(backend: Backend) -> str:
@@ -130,6 +132,42 @@ def test_a_decline_reason_and_a_refused_answer_keep_the_key_out(backend: Backend
     finally:
         store.close()
     assert SK not in _everything_stored(backend)
+
+
+OWN = "zz-ORG-7f3a9c1b2d4e5f60718293a4b5c6d7e8"  # a key of no known shape: the provider's
+
+
+class KeyedProvider(ScriptedProvider):
+    def secrets(self) -> tuple[str, ...]:
+        return (OWN,)
+
+
+def test_a_decline_given_elsewhere_first_is_recorded_without_the_chats_key(
+    backend: Backend,
+) -> None:
+    """The chat answers an input the store already has a decline for (another process was
+    first): that decline is recorded instead, with its reason as the store keeps it. The store
+    cannot know the chat's provider's key the reason quoted, and the chat recorded it and
+    told it to the model in clear, though it hides that key in a reason given here."""
+    seen: list[str] = []
+    chat = Chat(provider=_model(seen, cls=KeyedProvider), display=False, store=backend.url)
+    chat.with_tools(fetch_config, ask_user).ask("go")
+    store = backend.open()
+    try:
+        store.decline("a", f"rotate {OWN} first", by="ops", chat_id=chat.id)
+    finally:
+        store.close()
+    try:
+        with pytest.raises(InputError, match="already answered elsewhere"):
+            chat.answer("a", "use the old one")
+        (a,) = [i for i in chat.record.inputs if i.input_id == "a"]
+        assert (a.status, a.answered_by, a.reason) == ("decline", "ops", "rotate *** first")
+        chat.answer("q", "fine")
+        chat.complete()
+        said = "\n".join([*seen, repr(chat.record.inputs), repr(chat.events)])
+        assert "rotate *** first" in "".join(seen) and OWN not in said
+    finally:
+        chat.close()
 
 
 def test_an_answer_that_needs_its_key_to_match_is_refused_with_nothing_written(
