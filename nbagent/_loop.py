@@ -658,7 +658,9 @@ class LoopMixin(ChatCore):
             if not c.approval.required and self._rules:
                 denying = first_match(self._rules, c, "denied")
                 if denying is not None:  # a deny rule gates even an ungated tool's call
-                    c.approval = Approval(True, RULE, denying.reason)
+                    # the chat's key hidden before a long condition value is cut
+                    why = denying.reason_hiding(provider_secrets(self.provider))
+                    c.approval = Approval(True, RULE, why)
             if tool is not None and tool.server is not None and c.server is None:
                 c.server = tool.server  # an MCP server's tool: its label, for cards, log, store
             events.append(

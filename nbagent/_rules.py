@@ -40,15 +40,6 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _json_value(value: Any, what: str) -> None:
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"{what} must be JSON data (it is stored with the chat), got {value!r}"
-        ) from None
-
-
 @dataclass(frozen=True)
 class Condition:
     """One argument condition of a :class:`Rule`: ``key op value``.
@@ -76,12 +67,18 @@ class Condition:
             raise ValueError(f"a condition's key must be an argument name, got {self.key!r}")
         if self.op not in OPS:
             raise ValueError(f"unknown condition operator {self.op!r} (one of: {', '.join(OPS)})")
-        _json_value(self.value, f"the value of condition {self.key} {self.op}")
+        try:
+            json.dumps(self.value, allow_nan=False)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"the value of condition {self.key} {self.op} must be JSON data (it is stored "
+                f"with the chat), got {self._shown()}"
+            ) from None
         if self.op in _ORDER and not _number(self.value):
-            raise ValueError(f"{self.key} {self.op} needs a number, got {self.value!r}")
+            raise ValueError(f"{self.key} {self.op} needs a number, got {self._shown()}")
         if self.op == "in":
             if not isinstance(self.value, list | tuple):
-                raise ValueError(f"{self.key} in needs a list of values, got {self.value!r}")
+                raise ValueError(f"{self.key} in needs a list of values, got {self._shown()}")
             object.__setattr__(self, "value", list(self.value))
         if self.op == "matches":
             if not isinstance(self.value, str):
@@ -89,7 +86,7 @@ class Condition:
             try:
                 object.__setattr__(self, "_pattern", re.compile(self.value))
             except re.error as exc:
-                raise ValueError(f"{self.key} matches {self.value!r}: {exc}") from None
+                raise ValueError(f"{self.key} matches {self._shown()}: {exc}") from None
 
     def __hash__(self) -> int:
         return hash((self.key, self.op, json.dumps(self.value, sort_keys=True)))
@@ -123,8 +120,12 @@ class Condition:
         return f"{self.key} {self.op} {value}"
 
     def __repr__(self) -> str:
-        value = "'***'" if secret_field(self.key) else repr(redacted(self.value))
-        return f"Condition(key={self.key!r}, op={self.op!r}, value={value})"
+        return f"Condition(key={self.key!r}, op={self.op!r}, value={self._shown()})"
+
+    def _shown(self) -> str:
+        """The value as its repr, a secret's (``password == ...``) as ``'***'`` and what
+        looks like a key hidden: for reprs and errors, which reach the screen."""
+        return "'***'" if secret_field(self.key) else repr(redacted(self.value))
 
     def as_dict(self) -> dict[str, Any]:
         """The condition as stored: ``{"key": ..., "op": ..., "value": ...}``."""

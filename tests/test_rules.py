@@ -145,6 +145,23 @@ def test_a_long_condition_value_hides_the_providers_key_before_it_is_cut() -> No
     assert [r for r in said if r is not None and OWN_KEY[:6] in (r.reason or "")] == []
 
 
+def test_a_deny_rule_gating_an_ungated_tool_hides_the_providers_key_in_its_reason() -> None:
+    """A deny rule gates even an ungated tool's call; the approval it made quoted the rule's
+    reason with the chat's provider's key whole (a short value) or its first part (a long
+    one, cut at 60 characters): in the call's approval, the log and the store."""
+    for value in (OWN_KEY, "x" * 50 + OWN_KEY + "-tail"):
+        call = call_tools(("lookup", {"order_id": 1}, "l1"))
+        chat = Chat(provider=KeyedProvider([call, reply("ok")]), display=False)
+        chat.with_tools(lookup).add_rule(Rule.deny("lookup", ("order_id", "!=", value)))
+        chat.ask("look it up")
+        approval = chat.get_call("l1").approval
+        assert approval is not None and approval.reason is not None
+        assert approval.reason.startswith("Denied by rule: tool lookup, order_id != ")
+        assert OWN_KEY[:6] not in approval.reason
+        shown = " ".join(str(v) for v in chat.log.to_dict("list").values())
+        assert OWN_KEY[:6] not in shown
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [
@@ -398,3 +415,23 @@ def test_an_edit_the_store_took_before_a_deny_rule_came_is_rejected_by_the_chat(
     chat.approve("r1")  # as asked: no rule matches
     chat.complete()
     assert Counter({"refund": 1}) == RAN
+
+
+@pytest.mark.parametrize(
+    ("key", "op", "value"),
+    [
+        ("password", ">", "hunter2-secret"),
+        ("password", "in", "hunter2-secret"),
+        ("password", "matches", "hunter2-secret("),
+        ("password", "==", {"hunter2-secret"}),
+        ("region", ">", "sk-proj-abc123def456ghi789"),
+    ],
+)
+def test_a_bad_condition_on_a_secret_says_what_is_wrong_without_it(
+    key: str, op: str, value: Any
+) -> None:
+    """A condition's errors quoted its value: a password a person typed into a rule, or a
+    key-shaped value, on the screen in the traceback."""
+    with pytest.raises(ValueError, match=f"{key} ") as raised:
+        Condition(key, op, value)
+    assert "hunter2" not in str(raised.value) and "abc123def456" not in str(raised.value)
