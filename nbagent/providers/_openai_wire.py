@@ -54,6 +54,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -430,12 +431,54 @@ def chat_reasoning(text: str) -> tuple[ProviderItem, ...]:
     return (Reasoning("chat", "reasoning_content", raw, text=text),)
 
 
+_STRUCTURE = re.compile(r'[{}\[\]"\\]')
+"""The characters that open or close a JSON value's brackets or strings."""
+
+
 @dataclass
 class _PartialCall:
     id: str | None = None
     name: str | None = None
     parts: list[str] = field(default_factory=list)
     extra: dict[str, Any] | None = None  # what else the server sent on it (call_extras)
+    # how far the arguments' text is read for whether it is a whole object yet (only when a
+    # fragment repeats the name: _starts_another), so each character is read once
+    read: int = 0  # parts read
+    depth: int = 0  # open brackets ({ and [) outside strings
+    opened: bool = False  # a bracket was opened
+    in_string: bool = False
+    escaped: bool = False  # the last character read was a backslash in a string
+
+    def whole(self) -> bool:
+        """Whether the arguments' text so far closes every bracket it opened (outside
+        strings): it may be a whole object. Reads on from where the last look stopped."""
+        for part in self.parts[self.read :]:
+            if not part:
+                continue
+            skip = 0 if self.escaped else -1  # where a character a backslash escapes is
+            self.escaped = False
+            for match in _STRUCTURE.finditer(part):
+                at = match.start()
+                if at == skip:
+                    continue
+                char = match.group()
+                if self.in_string:
+                    if char == "\\":
+                        if at + 1 == len(part):
+                            self.escaped = True  # it escapes the next fragment's first
+                        else:
+                            skip = at + 1
+                    elif char == '"':
+                        self.in_string = False
+                elif char == '"':
+                    self.in_string = True
+                elif char in "{[":
+                    self.depth += 1
+                    self.opened = True
+                elif char in "}]":
+                    self.depth -= 1
+        self.read = len(self.parts)
+        return self.opened and self.depth == 0 and not self.in_string
 
 
 def _starts_another(call: _PartialCall, fn: Mapping[str, Any]) -> bool:
@@ -452,10 +495,9 @@ def _starts_another(call: _PartialCall, fn: Mapping[str, Any]) -> bool:
         return True
     if not fn.get("arguments") or not call.parts:
         return False
-    tail = next((p for p in reversed(call.parts) if p.strip()), "")
-    if not tail.rstrip().endswith("}"):
-        return False  # an object's text so far that does not end in "}" is not whole: no
-        # parse (parsing every fragment's text so far was quadratic in a long argument)
+    if not call.whole():
+        return False  # brackets left open: not whole, no parse (parsing every fragment's
+        # text so far, or each one ending in "}" in a list of objects, was quadratic)
     try:
         return isinstance(json.loads("".join(call.parts)), dict)
     except (ValueError, RecursionError):

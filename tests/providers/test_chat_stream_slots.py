@@ -90,3 +90,60 @@ def test_a_long_argument_with_the_name_in_every_fragment_is_read_once(
     response = _finish(stream)
     assert [c.arguments for c in response.tool_calls] == [json.loads(text)]
     assert sum(parses) < 5 * len(text)  # each fragment's text so far: 2,000 times 20 KB
+
+
+def test_a_list_of_objects_with_the_name_in_every_fragment_is_read_once(
+    monkeypatch: Any,
+) -> None:
+    """A list of objects puts a "}" at the end of many fragments: each one parsed the whole
+    text so far (quadratic again). The text is parsed only once its brackets close."""
+    import nbagent.providers._openai_wire as wire
+
+    parses: list[int] = []
+    real = wire.json.loads
+
+    def counted(text: Any, *args: Any, **kwargs: Any) -> Any:
+        parses.append(len(text))
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(wire.json, "loads", counted)
+    args = {"rows": [{"id": i, "note": 'a "}" and a \\ here'} for i in range(2_000)]}
+    text = json.dumps(args)
+    stream = ChatStream(None, model="m", provider="p")
+    for row in range(0, len(text), 40):  # many fragments end in "}"
+        piece = {"name": "write", "arguments": text[row : row + 40]}
+        stream.feed(_chunk({"type": "function", "function": piece}))
+    response = _finish(stream)
+    assert [c.arguments for c in response.tool_calls] == [args]
+    assert sum(parses) < 5 * len(text)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='{}[]"\\ ab\n\u00e9', max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.text(max_size=4), JSON_VALUES, max_size=4),
+    st.booleans(),
+    st.lists(st.integers(1, 7), min_size=1, max_size=60),
+)
+def test_whether_the_text_so_far_is_whole_is_read_right_at_every_fragment(
+    args: dict[str, Any], ascii_only: bool, cuts: list[int]
+) -> None:
+    """The bracket reader says "whole" exactly when the fragments so far make the object's
+    whole text: never inside a string holding brackets, quotes or escapes, cut anywhere."""
+    from nbagent.providers._openai_wire import _PartialCall
+
+    text = json.dumps(args, ensure_ascii=ascii_only)
+    call, at, i = _PartialCall(name="write"), 0, 0
+    while at < len(text):
+        size = cuts[i % len(cuts)]
+        call.parts.append(text[at : at + size])
+        at, i = at + size, i + 1
+        assert call.whole() == (at >= len(text)), text[:at]
