@@ -37,6 +37,7 @@ SERVER = textwrap.dedent(
 
     server = MCPServer("hinted", log_level="WARNING")
     COUNT = os.environ["COUNT_FILE"]
+    RELEASE = COUNT + ".release"  # once it exists, a call sleeps no more
 
     def note(tool: str, phase: str) -> None:
         with open(COUNT, "a") as f:
@@ -48,7 +49,9 @@ SERVER = textwrap.dedent(
     async def setval(key: str, sleep: float = 0.0) -> str:
         """Set a value (the server calls it idempotent; it writes)."""
         note("setval", "start")
-        await anyio.sleep(sleep)
+        with anyio.move_on_after(sleep):
+            while not os.path.exists(RELEASE):
+                await anyio.sleep(0.02)
         return f"set {key}"
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -93,7 +96,9 @@ def runs(count: Path) -> list[dict[str, object]]:
 
 
 def crash_during_the_approved_call(script: Path, count: Path, db: Path) -> str:
-    """A chat in another process approves ``p_setval``, and is killed while it runs."""
+    """A chat in another process approves ``p_setval``, and is killed while it runs.
+
+    The call sleeps (30 s at most) until the crash; a rerun of it returns at once."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(script), str(count), str(db)],
@@ -114,6 +119,7 @@ def crash_during_the_approved_call(script: Path, count: Path, db: Path) -> str:
     finally:
         os.killpg(child.pid, signal.SIGKILL)  # the kernel dies; its server goes with it
         child.communicate()
+        Path(f"{count}.release").touch()
     return chat_id
 
 
