@@ -4,8 +4,9 @@
 of the session: no dashboard, no usage statistics (no network), quiet logs, and
 its own temporary directory (``mktemp -d``: sessions of other users and helpers
 share /tmp). It starts in about 5 to 8 s on a 2-core machine (measured: the
-``ray_start_seconds`` attribute), once per session: once in each pytest-xdist worker that
-runs a Ray test under ``make test``.
+``ray_start_seconds`` attribute), once per session: under ``make test`` (``--dist
+loadfile``) this directory's files all go to one pytest-xdist worker (``ONE_WORKER_DIRS`` in
+tests/conftest.py), so it starts once in the run.
 
 The workers import test helpers by module name, so the fixture gives them this
 directory and the repository root on ``PYTHONPATH`` (inherited by the raylet):
