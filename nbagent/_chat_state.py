@@ -825,7 +825,7 @@ class ChatCore:
                 if tool is None:
                     raise DecisionError(f"tool {c.name!r} is not available in this chat")
                 edited = checked_edit(tool, c.name, arguments)
-                refused = denied_edit(self._rules, c, edited)
+                refused = denied_edit(self._rules, c, edited, provider_secrets(self.provider))
                 if refused is not None:
                     raise DecisionError(refused)
             decision = Decision(verdict, by, at or utcnow(), reason, edited)

@@ -81,6 +81,7 @@ from ._options import ToolOptions
 from ._record import fold
 from ._result_text import to_result
 from ._rules import RULE, Rule, denied_edit
+from ._secrets import provider_secrets
 from ._tools import Tool
 from ._types import (
     AssistantToolCallMessage,
@@ -462,7 +463,7 @@ def _plan_call_change(chat: Forkable, p: Plan, original: ToolCall, change: str, 
         if tool is None:
             raise DecisionError(f"tool {c.name!r} is not available in this chat")
         p.value = checked_edit(tool, c.name, value)
-        refused = denied_edit(chat.rules, c, p.value)
+        refused = denied_edit(chat.rules, c, p.value, provider_secrets(chat.provider))
         if refused is not None:
             raise DecisionError(refused)
         if c.is_final:  # rejected at once (invalid arguments): the edit answers that

@@ -277,15 +277,18 @@ def first_match(rules: Iterable[Rule], call: Any, verdict: RuleVerdict) -> Rule 
     return None
 
 
-def denied_edit(rules: Iterable[Rule], call: Any, arguments: Mapping[str, Any]) -> str | None:
+def denied_edit(
+    rules: Iterable[Rule], call: Any, arguments: Mapping[str, Any], secrets: Iterable[str] = ()
+) -> str | None:
     """Why an edit of ``call`` to ``arguments`` cannot be approved (a deny rule matches the
     call as edited: a call one matches never runs, with the model's arguments or a
-    person's), else ``None``."""
+    person's), else ``None``. The rule's reason is made hiding ``secrets`` (a chat's
+    provider's key: :meth:`Rule.reason_hiding`) before a long value is cut."""
     edited = SimpleNamespace(name=call.name, arguments=arguments)
     rule = first_match(rules, edited, "denied")
     if rule is None:
         return None
     return (
-        f"{call.name}({call.id}) cannot be approved with these arguments: {rule.reason} "
-        "(a call a deny rule matches never runs)"
+        f"{call.name}({call.id}) cannot be approved with these arguments: "
+        f"{rule.reason_hiding(secrets)} (a call a deny rule matches never runs)"
     )

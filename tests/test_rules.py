@@ -435,3 +435,24 @@ def test_a_bad_condition_on_a_secret_says_what_is_wrong_without_it(
     with pytest.raises(ValueError, match=f"{key} ") as raised:
         Condition(key, op, value)
     assert "hunter2" not in str(raised.value) and "abc123def456" not in str(raised.value)
+
+
+def test_an_edit_a_deny_rule_refuses_hides_the_providers_key_in_its_error() -> None:
+    """The ``DecisionError`` an edit got when a deny rule matched it quoted the rule's own
+    reason, cut at 60 characters before the chat's provider's key could be hidden: its first
+    part on the screen and in a traceback (an approval with arguments, a fork's edit)."""
+    for value in (OWN_KEY, "x" * 50 + OWN_KEY + "-tail"):  # whole, and split by the cut
+        call = call_tools(("refund", {"order_id": 1, "region": "eu"}, "r1"))
+        chat = Chat(provider=KeyedProvider([call, reply("ok")]), display=False)
+        chat.with_tools(refund).add_rule(Rule.deny("refund", ("region", "==", value)))
+        chat.ask("refund")
+        edited = {"order_id": 1, "region": value}
+        with pytest.raises(DecisionError, match="cannot be approved") as approving:
+            chat.approve("r1", arguments=edited)
+        chat.approve("r1")  # as asked: no rule matches
+        chat.complete()
+        with pytest.raises(DecisionError, match="cannot be approved") as forking:
+            chat.fork("r1", arguments=edited)
+        for raised in (approving, forking):
+            assert OWN_KEY[:6] not in str(raised.value), str(raised.value)
+            assert "region == " in str(raised.value)
