@@ -73,7 +73,7 @@ from ._options import resolve_choice
 from ._recording import RecordedResult, result_slot
 from ._result_text import edit_note, to_result, without_edit_note
 from ._rules import RULE, first_match
-from ._runner import Job, Mode, Outcome, _shared_pool, needs_event_loop
+from ._runner import Job, Mode, Outcome, _shared_pool, held_by, needs_event_loop
 from ._tools import InputsRequired, SchemaValidationError, Tool, current_tool_call
 from ._types import (
     Approval,
@@ -1111,10 +1111,11 @@ class _CallReporter:
     event loop coordinating the round (:meth:`bind`, as the call starts) and emitted there,
     while the tool goes on; on a worker thread they held the tool up, and a listener's
     ``SystemExit`` landed inside the tool, as its error. A round run without a loop (sync
-    tools one by one on the driving thread) emits on the reporting thread. A
-    ``BaseException`` a subscriber raises there stops the round (:meth:`_RoundHooks.escape`),
-    never the tool; only a ``KeyboardInterrupt`` heard inside a tool run on the driving thread
-    goes on into it, as the stop button pressed there does.
+    tools one by one on the driving thread), and a sync tool run on the loop's own thread
+    (a sequential round under the async API: the loop waits for it), emit on the reporting
+    thread. A ``BaseException`` a subscriber raises there stops the round
+    (:meth:`_RoundHooks.escape`), never the tool; only a ``KeyboardInterrupt`` heard inside a
+    tool run on the driving thread goes on into it, as the stop button pressed there does.
     """
 
     __slots__ = (
@@ -1205,15 +1206,18 @@ class _CallReporter:
     def _send(self, event: Event) -> None:
         """Emit ``event`` on the round's loop (in its turn, after what the loop was asked to
         do before: a report made before the tool returned is heard before its end is
-        recorded), else here."""
+        recorded), else here: where no loop runs the round, and where this call's sync tool
+        runs on the loop's own thread (a sequential round under the async API), which holds
+        the loop up until the call is over (a report queued there came too late, dropped)."""
         loop = self._loop
-        if loop is None:
-            self._deliver(event)
+        if loop is None or held_by(self._driver or 0) is self:
+            self._deliver(event, inside=self._driver == threading.get_ident())
             return
         with contextlib.suppress(RuntimeError):  # the loop is closed: its round is over
-            loop.call_soon_threadsafe(self._deliver, event)
+            loop.call_soon_threadsafe(self._deliver, event, False)
 
-    def _deliver(self, event: Event) -> None:
+    def _deliver(self, event: Event, inside: bool) -> None:
+        """``inside``: heard inside the tool, run on the driving thread."""
         if self.call.status != "running":  # it ended while the report waited its turn
             return
         try:
@@ -1221,7 +1225,6 @@ class _CallReporter:
         except BaseException as exc:
             # Inside a tool run on the driving thread, a KeyboardInterrupt is the stop
             # button's (pressed while a subscriber ran): it stops the tool where it is.
-            inside = self._loop is None and self._driver == threading.get_ident()
             stop_button = inside and isinstance(exc, KeyboardInterrupt)
             if stop_button or self._hooks is None or not self._hooks.escape(exc):
                 raise

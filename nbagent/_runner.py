@@ -288,6 +288,33 @@ class _Stopper:
                 task.get_loop().call_soon_threadsafe(task.cancel)
 
 
+_held: dict[int, CallReporter | None] = {}
+"""Per thread, the reporter of the sync call run on it now by a round coordinated there
+(:func:`held_by`)."""
+
+
+def held_by(thread: int) -> CallReporter | None:
+    """The reporter of the sync call running on ``thread`` for a round coordinated there (a
+    sequential round's, under the async API on the loop's own thread): while it runs, that
+    thread's loop does nothing else, so a report handed to the loop waits for the call's end
+    (and is then dropped, too late); its reports are heard where they are made instead."""
+    return _held.get(thread)
+
+
+@contextlib.contextmanager
+def _holding(job: Job) -> Iterator[None]:
+    thread = threading.get_ident()
+    before = _held.get(thread)  # a chat asked (inline) inside a tool run here: restored after
+    _held[thread] = job.report
+    try:
+        yield
+    finally:
+        if before is None:
+            _held.pop(thread, None)
+        else:
+            _held[thread] = before
+
+
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 POOL_SIZE = 256  # threads are created on demand and reused; the semaphore bounds each round
@@ -577,7 +604,8 @@ class ToolRunner:
                 # few stuck calls made every later one time out before it started) and, on
                 # the background loop, nbagent's own background work's.
                 return await self._in_thread(job, _shared_pool(), _call_sync, ctx, slots)
-            return ctx.run(_call_sync, job)
+            with _holding(job):  # on this thread (the loop's, under the async API)
+                return ctx.run(_call_sync, job)
         if mode == "threads":
             fn = _call_async_in_thread if is_async else _call_sync
             return await self._in_thread(job, pool, fn, ctx, slots)

@@ -51,21 +51,43 @@ async def crunch_async(n: int) -> str:
     return "crunched"
 
 
-def run(name: str, concurrency: str, n: int = 4) -> Chat:
+DRIVES = ["ask", "ask_async", "complete_async"]
+"""How the round is run: the sync API, the async API, and an approved call's round
+continued by ``complete_async()``. Under the async API a sync tool of a sequential round
+runs on the loop's own thread, the loop coordinating the round: its reports must be heard
+there at once (handed to the loop it holds up, they waited until the call was over and were
+dropped: no progress at all)."""
+
+
+def run(name: str, concurrency: str, n: int = 4, drive: str = "ask") -> Chat:
     provider = ScriptedProvider([call_tools((name, {"n": n}, "c1")), reply("done")])
-    chat = Chat(provider=provider, display=False).with_tools(crunch, crunch_async)
+    tools = [crunch, crunch_async]
+    if drive == "complete_async":
+        tools = [tool(requires_approval=True)(t) for t in tools]
+    chat = Chat(provider=provider, display=False).with_tools(*tools)
     chat.with_tool_options(concurrency=concurrency)
     seen.clear()
     seen["chat"] = chat
     seen["all_heard"] = heard = threading.Event()
     chat.on(ToolCallProgress, lambda e: e.progress == e.total and heard.set())
-    chat.ask("crunch")
+    if drive == "ask":
+        chat.ask("crunch")
+    elif drive == "ask_async":
+        asyncio.run(chat.ask_async("crunch"))
+    else:
+        chat.ask("crunch")
+        chat.approve("c1")
+        asyncio.run(chat.complete_async())
+    assert _results(chat) == {"c1": ("ok", "crunched")}
     return chat
 
 
+@pytest.mark.parametrize("drive", DRIVES)
 @pytest.mark.parametrize("concurrency", ["sequential", "threads", "async"])
-def test_a_python_tools_progress_becomes_events_the_record_and_the_log(concurrency: str) -> None:
-    chat = run("crunch", concurrency)
+def test_a_python_tools_progress_becomes_events_the_record_and_the_log(
+    concurrency: str, drive: str
+) -> None:
+    chat = run("crunch", concurrency, drive=drive)
     progress = [e for e in chat.events if isinstance(e, ToolCallProgress)]
     assert [(e.progress, e.total, e.message) for e in progress] == [
         (float(i), 4.0, f"<b>chunk</b> {i}") for i in range(1, 5)
@@ -83,8 +105,12 @@ def test_a_python_tools_progress_becomes_events_the_record_and_the_log(concurren
     assert fold(chat.events) == chat.record
 
 
-def test_an_async_tool_reports_too() -> None:
-    chat = run("crunch_async", "async", n=3)
+@pytest.mark.parametrize("drive", DRIVES)
+@pytest.mark.parametrize("concurrency", ["sequential", "threads", "async"])
+def test_an_async_tool_reports_too(concurrency: str, drive: str) -> None:
+    chat = run("crunch_async", concurrency, n=3, drive=drive)
+    progress = [e for e in chat.events if isinstance(e, ToolCallProgress)]
+    assert [e.message for e in progress] == ["chunk 1", "chunk 2", "chunk 3"]
     assert chat.record.call("c1").progress_message == "chunk 3"
 
 
@@ -269,18 +295,41 @@ def test_progress_and_log_subscribers_run_on_the_coordinating_thread_not_the_too
     assert fold(chat.events) == chat.record
 
 
+def _drive(chat: Chat, drive: str) -> None:
+    """Ask ``chat`` with the sync or the async API (what ``await`` raised is raised here)."""
+    if drive == "ask":
+        chat.ask("go")
+        return
+
+    async def go() -> BaseException | None:
+        try:
+            await chat.ask_async("go")
+        except BaseException as exc:  # raised out of the task, it would stop asyncio.run
+            return exc
+        return None
+
+    if (exc := asyncio.run(go())) is not None:
+        raise exc
+
+
 @pytest.mark.parametrize(
-    ("raised", "concurrency", "timeout"),
+    ("raised", "concurrency", "timeout", "drive"),
     [
-        (SystemExit, "sequential", None),
-        *((SystemExit, c, t) for c, t in OFF_THE_DRIVER),
-        # (a KeyboardInterrupt heard on the driving thread inside a sync tool run there is
-        # the stop button's, which stops the tool where it is: tests/test_concurrency.py)
-        *((KeyboardInterrupt, c, t) for c, t in OFF_THE_DRIVER),
+        *(
+            (raised, c, t, drive)
+            for drive in ("ask", "ask_async")
+            for raised, c, t in [
+                (SystemExit, "sequential", None),
+                *((SystemExit, c, t) for c, t in OFF_THE_DRIVER),
+                # (a KeyboardInterrupt heard on the driving thread inside a sync tool run
+                # there is the stop button's, which stops the tool where it is: below)
+                *((KeyboardInterrupt, c, t) for c, t in OFF_THE_DRIVER),
+            ]
+        ),
     ],
 )
 def test_a_report_subscriber_raising_systemexit_stops_the_round_and_ask_raises_it(
-    raised: type[BaseException], concurrency: str, timeout: float | None
+    raised: type[BaseException], concurrency: str, timeout: float | None, drive: str
 ) -> None:
     """As a callback's ``SystemExit`` does: the running call goes on to its end and keeps its
     real outcome (the tool never sees the listener's exception), the calls not started are
@@ -309,11 +358,79 @@ def test_a_report_subscriber_raising_systemexit_stops_the_round_and_ask_raises_i
     chat.with_tool_options(concurrency=concurrency, max_concurrency=1)
     chat.on("tool_call_progress", stop)
     with pytest.raises(raised, match="listener says stop"):
-        chat.ask("go")
+        _drive(chat, drive)
     assert ran == ["work 1"]
     results = _results(chat)
     assert results["c1"] == ("ok", "worked 1")
     assert results["c2"][0] == "cancelled" and "cancelled before it ran" in results["c2"][1]
     chat.off(stop)
     assert chat.complete().content == "done"
+    assert fold(chat.events) == chat.record
+
+
+@pytest.mark.parametrize("drive", ["ask", "ask_async"])
+def test_a_subscribers_keyboardinterrupt_inside_a_tool_on_the_driving_thread_is_the_stop_button(
+    drive: str,
+) -> None:
+    """A sync tool of a sequential round runs on the driving thread (under the async API, the
+    loop's own); a ``KeyboardInterrupt`` its report's subscriber raises there is the stop
+    button pressed as the subscriber ran: it stops the tool where it is, as the stop button
+    does (the call is cancelled while it ran), the rest are not started, ``ask()`` raises."""
+    ran: list[str] = []
+
+    @tool
+    def work(n: int) -> str:
+        """Report, then finish."""
+        try:
+            report_progress(1, 2, "half")
+        except KeyboardInterrupt:
+            ran.append(f"stopped {n}")
+            raise
+        ran.append(f"work {n}")
+        return f"worked {n}"
+
+    def stop(e: Any) -> None:
+        raise KeyboardInterrupt("stop pressed")
+
+    provider = ScriptedProvider(
+        [call_tools(("work", {"n": 1}, "c1"), ("work", {"n": 2}, "c2")), reply("done")]
+    )
+    chat = Chat(provider=provider, display=False).with_tools(work)
+    chat.with_tool_options(concurrency="sequential")
+    chat.on("tool_call_progress", stop)
+    with pytest.raises(KeyboardInterrupt):
+        _drive(chat, drive)
+    assert ran == ["stopped 1"]
+    results = _results(chat)
+    assert results["c1"][0] == "cancelled" and "interrupted while it ran" in results["c1"][1]
+    assert results["c2"][0] == "cancelled" and "cancelled before it ran" in results["c2"][1]
+    assert fold(chat.events) == chat.record
+
+
+@pytest.mark.parametrize("drive", ["ask", "ask_async"])
+def test_a_thread_the_tool_started_and_waits_for_is_heard(drive: str) -> None:
+    """A sync tool of a sequential round (under the async API: on the loop's own thread,
+    holding the loop up) starts a thread that reports, and waits for it: its reports are
+    heard while the call runs (handed to the loop the tool holds, they waited until the
+    call was over and were dropped)."""
+
+    @tool
+    def work() -> str:
+        """Report from a thread of its own."""
+        reporter = call_reporter()
+        assert reporter is not None
+        t = threading.Thread(
+            target=lambda: [reporter.progress(float(i), 3.0, f"part {i}") for i in (1, 2, 3)]
+        )
+        t.start()
+        t.join()
+        return "done"
+
+    provider = ScriptedProvider([call_tools(("work", {}, "c1")), reply("done")])
+    chat = Chat(provider=provider, display=False).with_tools(work)
+    chat.with_tool_options(concurrency="sequential")
+    _drive(chat, drive)
+    progress = [e.message for e in chat.events if isinstance(e, ToolCallProgress)]
+    assert progress == ["part 1", "part 2", "part 3"]
+    assert chat.record.call("c1").progress_message == "part 3"
     assert fold(chat.events) == chat.record
