@@ -74,7 +74,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 
 from .._aio import in_worker, spawn
-from .._errors import ChatCancelled, provider_secrets, redact_keys, redacted, scrub
+from .._errors import ChatCancelled, provider_secrets, redact_keys, redacted
 from .._events import (
     Event,
     InputRequested,
@@ -92,7 +92,7 @@ from .._extension import ChatHost, Extension
 from .._hosted import BREACHES
 from .._record import CallRecord, ChatRecord, RecordChange
 from .._runner import in_call_context
-from .._secrets import secret_field
+from .._secrets import REDACTED, secret_field
 from .._types import AssistantToolCallMessage, Reasoning, ToolResultMessage
 
 AGENT = "nbagent"
@@ -220,13 +220,13 @@ class Tracer(Extension):
         # what each kept request was sent with, read when it started (a tool may change the
         # instructions before the run ends): record key -> (its settings' attributes, system)
         self._sent: dict[Any, tuple[dict[str, Any], str | None]] = {}
-        # what exported text masks besides key-shaped text (see _secrets): the chat's
+        # what exported text masks besides key-shaped text (see _masking): the chat's
         # provider's and hosted tools' secrets as last read, and the values its calls were
         # given under a secret's name (gathered once text is first exported: None till then)
         self._chat_secrets: list[str] = []
         self._arg_secrets: set[str] | None = None
         self._args_to_read: set[str] = set()  # calls whose arguments are not gathered yet
-        self._masks: tuple[str, ...] | None = None  # all of them, longest first
+        self._masks: _Masks | None = None  # all of them as one pattern (None: to be made)
         self._later = False  # a check is due that the kept changes do not wait too long
         self._dropped: Any = None  # ends the run if the chat is garbage-collected
         self._lock = threading.Lock()  # calls of a round may end on worker threads
@@ -449,7 +449,7 @@ class Tracer(Extension):
         if role == "user":
             self._turn_for(e.turn, e.ts)
             if self._content:
-                self._turn_input.append(_message_json(m, self._text))
+                self._turn_input.append(_message_json(m, self._text, self._arguments))
         elif isinstance(m, AssistantToolCallMessage) or role == "assistant":
             self._provider_items(e)
 
@@ -825,7 +825,8 @@ class Tracer(Extension):
             m: Any = e.message
             if getattr(m, "role", None) == "assistant":
                 span.set_attribute(
-                    "gen_ai.output.messages", json.dumps([_message_json(m, self._text)])
+                    "gen_ai.output.messages",
+                    json.dumps([_message_json(m, self._text, self._arguments)]),
                 )
         span.end(end_time=end)
 
@@ -905,8 +906,8 @@ class Tracer(Extension):
         if self._content:
             if r.arguments is not None:  # what ran: the edited arguments when edited ({} too)
                 ran = r.arguments if r.edited_arguments is None else r.edited_arguments
-                attrs["gen_ai.tool.call.arguments"] = self._text(  # "password": "***"
-                    json.dumps(redacted(ran), ensure_ascii=False, default=str)
+                attrs["gen_ai.tool.call.arguments"] = _clipped(  # "password": "***"
+                    json.dumps(self._arguments(ran), ensure_ascii=False, default=str)
                 )
             content = r.result.content if r.result is not None else r.result_preview
             if content is not None and status == "ok":  # the conventions: a successful run's
@@ -987,26 +988,40 @@ class Tracer(Extension):
 
     # ------------------------------------------------------------ text
     def _text(self, text: str | None, limit: int = CONTENT_CHARS) -> str:
-        """``text`` as exported: the chat's secrets (:meth:`_secrets`) and key-shaped text
+        """``text`` as exported: the chat's secrets (:meth:`_masking`) and key-shaped text
         masked, clipped."""
-        secrets = self._secrets()
-        out = scrub(text or "", secrets) if secrets else redact_keys(text or "")
-        return out if len(out) <= limit else out[:limit] + "…"
+        return _clipped(redact_keys(self._masked(text or "")), limit)
 
-    def _secrets(self) -> tuple[str, ...]:
-        """What no exported text may show, longest first (a secret holding another is masked
-        whole): the chat's provider's key (``gsk_...``, ``AIza...``: not every key is shaped
-        like one), its hosted tools' headers and tokens, and what its calls were given under
-        a secret's name (``password``, ``api_key``, a nested ``access_token``: the arguments
-        attribute masks them, and a tool's error quoting them must not show them either)."""
+    def _masked(self, text: str) -> str:
+        """``text`` with the chat's secrets (:meth:`_masking`) as ``***``."""
+        masks = self._masking()
+        return text if masks is None else masks.hide(text)
+
+    def _arguments(self, value: Any) -> Any:
+        """A call's arguments as exported: by name (:func:`redacted`: ``"password": "***"``,
+        key-shaped text), then the chat's secrets masked in each string (a tool's argument
+        quoting a password), never in the dumped JSON (a number under a secret's name in one
+        call must not cut another call's numbers, nor make its arguments no longer JSON)."""
+        shown = redacted(value)
+        masks = self._masking()
+        return shown if masks is None else _each_string(shown, masks.hide)
+
+    def _masking(self) -> _Masks | None:
+        """What no exported text may show (``None``: nothing but key-shaped text): the
+        chat's provider's key (``gsk_...``, ``AIza...``: not every key is shaped like one)
+        and its hosted tools' headers and tokens, wherever they appear (as :func:`scrub`
+        does), and what its calls were given under a secret's name (``password``,
+        ``api_key``, a nested ``access_token``: the arguments attribute masks them, and a
+        tool's error quoting them must not show them either) only as a whole token (see
+        :func:`_masks`); each also as ``repr()`` and JSON quote it (escaped)."""
         chat = self._chat()
         if chat is not None:  # a chat gone (dropped mid-turn): its secrets as last read
             self._read_chat_secrets(chat)
         self._read_arguments()
-        if self._masks is None:
-            known = {s for s in self._chat_secrets if s} | (self._arg_secrets or set())
-            self._masks = tuple(sorted(known, key=len, reverse=True))
-        return self._masks
+        masks = self._masks
+        if masks is None:
+            masks = self._masks = _masks(self._chat_secrets, self._arg_secrets or ())
+        return masks if masks.forms else None
 
     def _read_chat_secrets(self, chat: Any) -> None:
         found = [s for h in chat.hosted_tools for s in getattr(h, "secrets", tuple)()]
@@ -1045,7 +1060,7 @@ class Tracer(Extension):
     def _transcript_json(self, n: int) -> str:
         record = self._record
         messages = record.messages[:n] if record is not None else ()
-        return json.dumps([_message_json(m.message, self._text) for m in messages])
+        return json.dumps([_message_json(m.message, self._text, self._arguments) for m in messages])
 
     def _answer(self) -> dict[str, Any] | None:
         record = self._record
@@ -1054,7 +1069,7 @@ class Tracer(Extension):
         with record.reading():
             for m in reversed(record.messages):
                 if m.role == "assistant" and m.turn == self._turn:
-                    return _message_json(m.message, self._text)
+                    return _message_json(m.message, self._text, self._arguments)
                 if m.role == "user":
                     return None
         return None
@@ -1169,8 +1184,88 @@ def _parent(ctx: Any) -> Any:
 
 SECRET_MIN = 4
 """The shortest value under a secret's name masked in exported text (as :func:`scrub` masks
-a provider's secrets): shorter ones (``"abc"``, ``"1"``) would cut common words and numbers
-out of every text, and a value that short is no secret worth the name anyway."""
+a provider's secrets): shorter ones (``"abc"``, ``"1"``) would hide common words and numbers
+all over every text, and a value that short is no secret worth the name anyway."""
+
+_WORD = re.compile(r"\w")
+
+
+class _Masks:
+    """The secrets exported text masks, as one pattern (longest first: a secret holding
+    another is masked whole), and each form as it may appear (a quick look before it runs)."""
+
+    __slots__ = ("forms", "pattern")
+
+    def __init__(self, forms: tuple[str, ...], pattern: re.Pattern[str]):
+        self.forms = forms
+        self.pattern = pattern
+
+    def hide(self, text: str) -> str:
+        """``text`` with each secret as ``***``."""
+        if not any(form in text for form in self.forms):
+            return text  # the usual case: a look for each form, no pattern run
+        return self.pattern.sub(REDACTED, text)
+
+
+def _masks(anywhere: list[str], tokens: Any) -> _Masks:
+    """``anywhere``: secrets masked wherever they appear, as :func:`scrub` does (a provider's
+    key, of :data:`~nbagent._secrets.KEY_MIN` characters or more, a hosted tool's header);
+    ``tokens``: values given under a secret's name, masked only as a whole token: no word
+    character right before one starting with a word character, nor right after one ending
+    with one. A short value (``passcode=2026``, ``password="test"``) masked as a substring
+    cut other numbers and words apart ("1***0", "la*** run"), as provider placeholders did
+    before :data:`~nbagent._secrets.KEY_MIN`. Each as given, and as ``repr()`` and JSON
+    quote it (``C:\\\\vault`` for ``C:\\vault``, ``\\u00fc`` for ``ü``)."""
+    token_only: dict[str, bool] = {}
+    for secret in anywhere:
+        if secret and len(secret) >= SECRET_MIN:
+            for form in _quoted(secret):
+                token_only[form] = False
+    for secret in tokens:
+        for form in _quoted(secret):
+            token_only.setdefault(form, True)
+    forms = tuple(sorted(token_only, key=len, reverse=True))
+    parts = []
+    for form in forms:
+        part = re.escape(form)
+        if token_only[form]:
+            if _WORD.match(form[0]):
+                part = r"(?<!\w)" + part
+            if _WORD.match(form[-1]):
+                part += r"(?!\w)"
+        parts.append(part)
+    return _Masks(forms, re.compile("|".join(parts) or "(?!)"))
+
+
+def _quoted(secret: str) -> set[str]:
+    """``secret`` as text may show it: as it is, and inside ``repr()``'s and JSON's quotes."""
+    return {
+        secret,
+        repr(secret)[1:-1],
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+    }
+
+
+def _each_string(value: Any, mask: Any, depth: int = 0) -> Any:
+    """``value`` (arguments, already :func:`redacted`) with ``mask`` applied to each string
+    in it (dict keys too), its structure and its numbers as they are."""
+    if isinstance(value, str):
+        return mask(value)
+    if depth > 200:
+        return value
+    if isinstance(value, dict):
+        return {
+            mask(k) if isinstance(k, str) else k: _each_string(v, mask, depth + 1)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_each_string(v, mask, depth + 1) for v in value]
+    return value
+
+
+def _clipped(text: str, limit: int = CONTENT_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _secret_values(value: Any, secret: bool, found: set[str], depth: int = 0) -> None:
@@ -1194,8 +1289,9 @@ def _secret_values(value: Any, secret: bool, found: set[str], depth: int = 0) ->
             found.add(text)
 
 
-def _message_json(m: Any, text: Any) -> dict[str, Any]:
-    """A message in the GenAI conventions' shape: a role and its parts."""
+def _message_json(m: Any, text: Any, arguments: Any) -> dict[str, Any]:
+    """A message in the GenAI conventions' shape: a role and its parts (``text``: how free
+    text is exported, ``arguments``: how a call's arguments are)."""
     parts: list[dict[str, Any]] = []
     if isinstance(m, ToolResultMessage):
         parts.append(
@@ -1211,7 +1307,7 @@ def _message_json(m: Any, text: Any) -> dict[str, Any]:
                 "type": "tool_call",
                 "id": c.id,
                 "name": c.name,
-                "arguments": _json_value(redacted(c.arguments), text),
+                "arguments": _json_value(arguments(c.arguments)),
             }
         )
     out: dict[str, Any] = {"role": getattr(m, "role", "assistant"), "parts": parts}
@@ -1221,15 +1317,13 @@ def _message_json(m: Any, text: Any) -> dict[str, Any]:
     return out
 
 
-def _json_value(value: Any, text: Any) -> Any:
-    """``value`` (a call's arguments) as the conventions want it in a message part: an
-    object, masked; as a string only when clipped (or masking made it no longer JSON)."""
+def _json_value(value: Any) -> Any:
+    """``value`` (a call's arguments, masked) as the conventions want it in a message part:
+    an object (as JSON reads it back); as a string only when clipped."""
     raw = json.dumps(value, ensure_ascii=False, default=str)
-    out = text(raw)
-    try:
-        return json.loads(out)
-    except ValueError:
-        return out
+    if len(raw) > CONTENT_CHARS:
+        return _clipped(raw)
+    return json.loads(raw)
 
 
 _NOTE = re.compile(r" \(approval rule (?:raised ([\w.]+)|returned\b).*\)\Z", re.S)

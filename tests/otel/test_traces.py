@@ -902,6 +902,112 @@ def test_a_tool_error_quoting_its_secret_arguments_leaves_them_masked(
         assert "login failed for bob with ***" in sent.attributes["gen_ai.input.messages"]
 
 
+@tool
+def unlock(door: str, passcode: int, password: str = "") -> str:
+    """Unlock a door.
+
+    Args:
+        door: Which door.
+        passcode: Its code.
+        password: The user's password.
+    """
+    return f"the latest test run opened {door} at 2026-05-04 (year 2026)"
+
+
+@tool
+def report(year: int, amount: int, note: str = "") -> str:
+    """Report an amount.
+
+    Args:
+        year: The year.
+        amount: The amount.
+        note: A note.
+    """
+    return f"{year}: {amount}"
+
+
+def test_a_short_secret_argument_is_masked_only_as_a_whole_token(
+    content_spans: InMemorySpanExporter,
+) -> None:
+    """A value under a secret's name (``passcode=2026``, ``password="test"``) was masked as a
+    substring of all exported text: another call's arguments read ``{"year": ***, "amount":
+    1***0}`` (no longer JSON), its result ``***: 1***0``, and the prompt, results and answer
+    "la*** *** run". It is masked only where it stands as a whole token, and inside a call's
+    arguments only in their strings, which stay JSON."""
+    chat = Chat(
+        provider=ScriptedProvider(
+            [
+                call_tools(("unlock", {"door": "front", "passcode": 2026, "password": "test"})),
+                call_tools(("report", {"year": 2026, "amount": 120260, "note": "test, latest"})),
+                reply("Done: the latest test run passed; 120260 reported for 2026."),
+            ]
+        ),
+        display=False,
+    ).with_tools(unlock, report)
+    chat.ask("Run the latest test, then report 120260 for 2026")
+    exported = everything(content_spans)
+    assert "la***" not in exported and "1***0" not in exported
+    call = one(content_spans, "execute_tool report")
+    arguments = call.attributes["gen_ai.tool.call.arguments"]
+    assert json.loads(arguments) == {"year": 2026, "amount": 120260, "note": "***, latest"}
+    assert call.attributes["gen_ai.tool.call.result"] == "***: 120260"
+    opened = one(content_spans, "execute_tool unlock")
+    assert opened.attributes["gen_ai.tool.call.result"] == (
+        "the latest *** run opened front at ***-05-04 (year ***)"
+    )
+    (turn,) = named(content_spans, "invoke_agent")
+    (asked,) = json.loads(turn.attributes["gen_ai.input.messages"])
+    assert asked["parts"][0]["content"] == "Run the latest ***, then report 120260 for ***"
+    (answer,) = json.loads(turn.attributes["gen_ai.output.messages"])
+    assert answer["parts"][0]["content"] == (
+        "Done: the latest *** run passed; 120260 reported for ***."
+    )
+    sent = max(named(content_spans, "chat "), key=lambda s: s.attributes["nbagent.step"])
+    parts = [p for m in json.loads(sent.attributes["gen_ai.input.messages"]) for p in m["parts"]]
+    asked_for = {p["name"]: p["arguments"] for p in parts if p["type"] == "tool_call"}
+    assert asked_for == {
+        "unlock": {"door": "front", "passcode": "***", "password": "***"},
+        "report": {"year": 2026, "amount": 120260, "note": "***, latest"},
+    }
+
+
+@tool
+def sign_in(user: str, password: str) -> str:
+    """Sign in.
+
+    Args:
+        user: Who.
+        password: The password.
+    """
+    if "\\" in password:
+        raise ValueError(f"bad credentials {(user, password)!r}")
+    raise ValueError(f"bad credentials {json.dumps({'user': user, 'secret': password})}")
+
+
+def test_a_secret_argument_quoted_escaped_is_masked(content_spans: InMemorySpanExporter) -> None:
+    """A tool's error quoting a secret argument as ``repr()`` or JSON shows it escaped
+    (``'C:\\\\vault\\\\hunter2'``, ``"Gr\\u00fc\\u00dfe..."``): the escaped form was
+    exported as is."""
+    chat = Chat(
+        provider=ScriptedProvider(
+            [
+                call_tools(("sign_in", {"user": "alice", "password": "Grüße-Kennwort-9"})),
+                call_tools(("sign_in", {"user": "bob", "password": r"C:\vault\hunter2"})),
+                reply("no luck"),
+            ]
+        ),
+        display=False,
+    ).with_tools(sign_in)
+    chat.ask("sign in")
+    exported = everything(content_spans)
+    assert "Kennwort" not in exported and "vault" not in exported
+    statuses = sorted(s.status.description or "" for s in named(content_spans, "execute_tool"))
+    assert statuses == [
+        "ValueError: bad credentials ('bob', '***')",
+        'ValueError: bad credentials {"user": "alice", "secret": "***"}',
+    ]
+
+
 # ------------------------------------------------------------------ settings as sent
 def test_a_request_span_shows_the_instructions_it_was_sent_with(
     content_spans: InMemorySpanExporter,
