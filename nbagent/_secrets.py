@@ -46,12 +46,9 @@ the model needs (a tokenizer's ``"token": "Hello"``, an ``"authorization": "gran
 "Invalid token: expired"): their value is hidden when given with ``=`` (a query string, an
 argument, an environment line) only. ``access_token: ...``, ``secret: ...`` are hidden; a
 name ending in ``bearer`` is read by its token's shape (:data:`_KEY_LIKE`), not as a name."""
-FOUND_MIN = 6
-"""The shortest value found under a secret's name that is hidden wherever else the same text
-has it (as a whole word; a word of letters under 12 characters is not, as ``token=expired``
-says nothing of every other "expired"): shorter ones are too often a word of their own."""
-_FOUND_MAX = 32
-"""At most this many values found in a text are looked for elsewhere in it (in one pass)."""
+_LITERALS = frozenset({"true", "false", "null", "True", "False", "None"})
+"""JSON's and Python's literals: under a secret's name they say nothing secret (``"secret":
+false``, ``api_key=None``) and the model needs them, so they stay as they are."""
 _KEY_PREFIXES = ("sk-", "earer", "gsk_", "xai-", "AIza", "hf_", "pplx-", "nvapi-", "r8_")
 """What a key-shaped token starts with (any of them in a text: it is searched)."""
 _KEY_LIKE = re.compile(
@@ -119,40 +116,21 @@ def redact_keys(text: str, hidden: str = "***") -> str:
     as ``password=``/``"password": ...`` and a value given under another secret's name
     (:func:`secret_field`: ``api_key=...``, ``"access_token": "..."``; :data:`_DATA_WORDS`
     with ``=`` only) replaced by ``***`` (``hidden``: another marker, e.g. one Markdown does
-    not read as emphasis, put back after rendering). A value so found (:data:`FOUND_MIN`
-    characters or more, no plain word) is hidden wherever else the text has it as a word:
-    ``api_key=K and token K``. A bare ``token K`` is not read: "token" alone is prose too often."""
+    not read as emphasis, put back after rendering). The one reader of text for every path,
+    what the model reads included (:func:`scrub`). A value is hidden where it is named,
+    nowhere else (``api_key=K and token K`` keeps the second ``K``), and a literal under a
+    name (``true``, ``false``, ``null``, ``True``, ``False``, ``None``) stays as it is. A
+    bare ``token K`` is not read: "token" alone is prose too often."""
     if any(prefix in text for prefix in _KEY_PREFIXES):
         text = _keys_hidden(text, hidden)
     if "@" in text:
         text = _USERINFO.sub(lambda m: f"{m[1]}{hidden}@", text)
     lowered = text.lower()
-    found: list[str] = []
     if "pass" in lowered or "pwd" in lowered:
-        text = _PASSWORD.sub(lambda m: _hidden_value(m, hidden, found), text)
+        text = _PASSWORD.sub(lambda m: _hidden_value(m, hidden), text)
     if ("=" in text or ":" in text) and any(hint in lowered for hint in _NAME_HINTS):
-        text = _named_hidden(text, hidden, found)
-    if found:
-        text = _found_hidden(text, found, hidden)
+        text = _named_hidden(text, hidden)
     return text
-
-
-def _found_hidden(text: str, found: list[str], hidden: str) -> str:
-    """``text`` with each value in ``found`` (those :data:`FOUND_MIN` says) as ``hidden``
-    wherever it stands as a word, in one pass."""
-    seen = [
-        v
-        for v in dict.fromkeys(found)
-        if len(v) >= FOUND_MIN
-        and not (v.isalpha() and len(v) < 12)
-        and hidden not in v
-        and v in text
-    ][:_FOUND_MAX]
-    if not seen:
-        return text
-    either = "|".join(re.escape(v) for v in sorted(seen, key=len, reverse=True))
-    words = re.compile(rf"(?<![A-Za-z0-9_])(?:{either})(?![A-Za-z0-9_])")
-    return words.sub(lambda _m: hidden, text)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -169,10 +147,10 @@ def _named_secret(name: str, assigned: bool) -> bool:
     return assigned or len(words) > 1 or words[0] not in _DATA_WORDS
 
 
-def _named_hidden(text: str, hidden: str, found: list[str]) -> str:
-    """``text`` with the value after each secret's name (:data:`_NAMED`) as ``hidden``;
-    each value hidden is added to ``found``. A name that is no secret is passed over and
-    what follows it read on (``url=https://h/?api_key=...``)."""
+def _named_hidden(text: str, hidden: str) -> str:
+    """``text`` with the value after each secret's name (:data:`_NAMED`) as ``hidden``. A
+    name that is no secret is passed over and what follows it read on
+    (``url=https://h/?api_key=...``)."""
     out: list[str] = []
     pos = 0
     while (match := _NAMED.search(text, pos)) is not None:
@@ -188,7 +166,7 @@ def _named_hidden(text: str, hidden: str, found: list[str]) -> str:
             pos = head_end
             continue
         prefix = text[match.start() : head_end]
-        shown = _shown_value(prefix, named, value.group(1), text, value.end(), hidden, found)
+        shown = _shown_value(prefix, named, value.group(1), text, value.end(), hidden)
         out += (text[pos : match.start()], shown)
         pos = value.end()
     out.append(text[pos:])
@@ -196,11 +174,13 @@ def _named_hidden(text: str, hidden: str, found: list[str]) -> str:
 
 
 def redact_named(text: str, hidden: str = "***") -> str:
-    """``text`` (JSON a person is shown: a call's arguments that did not parse) with a
-    string value under a secret's name (``"api_key": "..."``, :func:`secret_field`) as
-    ``***`` too, as :func:`redacted` hides it in the object. For the screen only: a tool's
-    result the model reads keeps such values (a token in a tokenizer's output, an
-    ``authorization`` status), as :func:`scrub` leaves them."""
+    """``text`` (JSON a person is shown: a call's arguments that did not parse) through
+    :func:`redact_keys`, and then a string, a number or a bool under any secret's name
+    (:func:`secret_field`: ``"api_key": "..."``, ``"token": true``) as ``***`` too, as
+    :func:`redacted` hides it in the object. For the screen only: what the model reads goes
+    through :func:`redact_keys` alone (:func:`scrub`), which leaves a lone ``"token":
+    "Hello"`` (a tokenizer's piece), an ``"authorization": "granted"`` status and a literal
+    (``true``, ``false``, ``null``) as they are."""
     text = redact_keys(text, hidden)
     if '":' in text or '" :' in text:
         text = _JSON_PAIR.sub(lambda m: _named_value(m, hidden), text)
@@ -223,32 +203,28 @@ def _named_value(match: re.Match[str], hidden: str) -> str:
     return f'"{match.group(1)}"{match.group(2)}"{hidden}"'
 
 
-def _hidden_value(match: re.Match[str], hidden: str, found: list[str]) -> str:
+def _hidden_value(match: re.Match[str], hidden: str) -> str:
     prefix, named, value = match.group(1, 2, 3)
-    return _shown_value(prefix, named, value, match.string, match.end(), hidden, found)
+    return _shown_value(prefix, named, value, match.string, match.end(), hidden)
 
 
-def _shown_value(
-    prefix: str, named: str, value: str, text: str, end: int, hidden: str, found: list[str]
-) -> str:
+def _shown_value(prefix: str, named: str, value: str, text: str, end: int, hidden: str) -> str:
     """``prefix`` (a secret's name, ``named`` its quote, and ``=`` or ``:``) and ``value``
-    (in ``text``, up to ``end``) as shown: the value as ``hidden`` (added to ``found``), or
-    as it was where it holds nothing (``null``) or is prose."""
+    (in ``text``, up to ``end``) as shown: the value as ``hidden``, or as it was where it is a
+    literal (:data:`_LITERALS`) or prose."""
     quote = value[0] if value[:1] in ("'", '"') else ""
     if quote:
-        found.append(value[1:-1])
         return f"{prefix}{quote}{hidden}{quote}"
     if value in ("[", "{"):  # a JSON list or object of strings opens: no value of its own
         return prefix + value
     cut = _value_end(value)
     value, rest = value[:cut], value[cut:]
-    if value in ("null", "None"):  # nothing given: shown as it is (as redacted() shows None)
+    if value in _LITERALS:  # says nothing secret: shown as it is
         return prefix + value + rest
     if not rest and ":" in prefix and value.isalpha():
         after = text[end : end + 2]
         if len(after) == 2 and after[0] == " " and after[1].isalpha():
             return prefix + value  # prose ("your password: click here"), not YAML's
-    found.append(value)
     return f"{prefix}{named}{hidden}{named}{rest}"  # "password": 12 -> "password": "***"
 
 
@@ -357,7 +333,7 @@ def redacted(value: Any, depth: int = 0) -> Any:
     (:func:`secret_field`: ``"password": "hunter2"``, ``"password": 987654``,
     ``"credentials": {...}``) as ``***`` (:func:`shown_as`), as :func:`redact_keys` hides
     a password in JSON text; ``value`` itself when nothing changed. For what is shown only:
-    what the model reads is judged by key shapes (:func:`scrub`)."""
+    what the model reads is text, read by :func:`scrub`."""
     if isinstance(value, str):
         shown = redact_keys(value)
         return value if shown == value else shown
@@ -426,10 +402,14 @@ def hidden_from(shown: Any, text: Any) -> bool:
 
 
 def scrub(text: str, secrets: Iterable[str | None]) -> str:
-    """``text`` with every secret (4+ characters), key-like token and URL userinfo as ``***``.
+    """``text`` with every secret (4+ characters) as ``***``, then all :func:`redact_keys`
+    hides: key-like tokens, URL userinfo, and a value under a secret's name where it is
+    named (``api_key=***``, ``"password": "***"``), nowhere else in the text, a literal
+    (``"secret": false``, ``api_key=None``) left as it is.
 
-    The one scrubber of error text: the providers' (the configured key) and the
-    MCP client's (a server's ``env`` and ``headers`` values) both use it.
+    The one scrubber of error text and of what the model reads (a tool's result, an answer's
+    reason): the providers' (the configured key) and the MCP client's (a server's ``env`` and
+    ``headers`` values) both use it.
     """
     for secret in secrets:
         if secret and len(secret) >= 4:

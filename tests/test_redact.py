@@ -9,7 +9,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nbagent._errors import redact_keys
+from nbagent._errors import redact_keys, scrub
 
 # the expressions redact_keys used before it read a text once: the reference for what it hides
 # (OpenAI's and Anthropic's keys and bearer tokens; the other providers' keys have shapes of
@@ -106,7 +106,7 @@ def test_an_unquoted_password_value_ends_where_its_json_or_dict_goes_on() -> Non
     texts = {
         '{"password": 987654, "door": "front"}': '{"password": "***", "door": "front"}',
         '{"a": {"db_password":12},"b":[1]}': '{"a": {"db_password":"***"},"b":[1]}',
-        '[{"pwd": true}]': '[{"pwd": "***"}]',
+        '[{"pwd": 42}]': '[{"pwd": "***"}]',
         '{"password": -1.5e3}': '{"password": "***"}',
     }
     for text, shown in texts.items():
@@ -171,18 +171,44 @@ def test_a_value_given_under_a_secrets_name_is_hidden() -> None:
         assert redact_keys(shown) == shown  # hidden once
 
 
-def test_the_value_found_under_a_name_is_hidden_wherever_else_the_text_has_it() -> None:
-    """The batch's factory error ``api_key=KEY and token KEY``: the first is a secret's value,
-    so the second occurrence of that value is too. A bare ``token X`` alone is prose (too
-    broad to read as a secret: "the token limit", "a token budget")."""
-    text = f"cannot connect with api_key={KEY} and token {KEY}"
-    assert redact_keys(text) == "cannot connect with api_key=*** and token ***"
-    assert redact_keys("password=hunter22, retried with hunter22.") == (
-        "password=***, retried with ***."
+def test_a_value_is_hidden_where_it_is_named_and_nowhere_else() -> None:
+    """A value found under a secret's name was hidden wherever else the text had it, and
+    the text is what the model reads of a tool's result: a file path given as ``ssh_key=``
+    went from the ``chmod`` after it, an order number given as a session token from the
+    order's line. A value is hidden where it is named, nowhere else. A bare ``token X`` is
+    prose (too broad to read as a secret: "the token limit", "a token budget")."""
+    path = "/home/u/.ssh/deploy_ed25519"
+    assert redact_keys(f"ssh_key={path} (chmod 600 {path})") == f"ssh_key=*** (chmod 600 {path})"
+    assert redact_keys("Order 20240115 created; session_token=20240115") == (
+        "Order 20240115 created; session_token=***"
     )
-    assert redact_keys("password=abc1234 and abc12345") == "password=*** and abc12345"  # words
+    text = f"cannot connect with api_key={KEY} and token {KEY}"
+    assert redact_keys(text) == f"cannot connect with api_key=*** and token {KEY}"
+    assert redact_keys("password=hunter22 retried") == "password=*** retried"
     for prose in (f"token {KEY}", "the token limit was hit", "a token budget of 4000"):
         assert redact_keys(prose) == prose
+
+
+def test_a_literal_under_a_secrets_name_stays_as_it_is() -> None:
+    """``{"secret": false, "has_token": true}`` reached the model as ``"***"`` s: a JSON or
+    Python ``true``, ``false``, ``null``, ``True``, ``False``, ``None`` under a secret's name
+    says nothing secret, and the model needs it."""
+    for text in (
+        '{"name": "gist", "secret": false, "public": true}',
+        '{"is_secret": true, "has_token": false}',
+        '[{"pwd": true}]',
+        '{"api_key": null, "password": null}',
+        "{'access_token': None, 'client_secret': False}",
+        "Config(api_key=None, password=True)",
+        "password: None",
+        "api_key=null",
+        "SECRET=False",
+    ):
+        assert redact_keys(text) == text, text
+        assert scrub(text, []) == text, text
+    assert redact_keys('{"password": 4711, "secret": "x1"}') == (
+        '{"password": "***", "secret": "***"}'
+    )  # anything else under the name is hidden, a number too
 
 
 def test_names_about_a_token_or_a_count_of_them_keep_their_values() -> None:

@@ -235,10 +235,43 @@ def test_review_keeps_a_value_left_as_printed() -> None:
     assert PASSWORD not in "\n".join(printed)
 
 
+@tool
+def gist_info(gist_id: str) -> str:
+    """Describe a gist.
+
+    Args:
+        gist_id: Which gist.
+    """
+    return (
+        '{"id": "aa11", "secret": false, "has_token": true, "api_key": null}\n'
+        "ssh_key=/home/u/.ssh/deploy_ed25519 (chmod 600 /home/u/.ssh/deploy_ed25519 needed)\n"
+        f"Order 20240115 created; session_token=20240115; retried with api_key={KEY}"
+    )
+
+
+def test_the_model_reads_a_result_with_only_named_values_hidden() -> None:
+    """Every ok result goes through redact_keys before the model reads it: a ``false``
+    under a secret's name reached it as ``"***"``, and a value hidden under a name was hidden
+    wherever else the result had it (a file path, an order number). The model reads the
+    literals as they are and those values where they are not named; a value under a
+    secret's name stays hidden."""
+    script = [call_tools(("gist_info", {"gist_id": "aa11"}, "c1")), reply("ok")]
+    chat = Chat(provider=ScriptedProvider(script), display=False).with_tools(gist_info)
+    chat.ask("info")
+    content = chat.get_call("c1").result.content  # type: ignore[union-attr]
+    assert content == (
+        '{"id": "aa11", "secret": false, "has_token": true, "api_key": null}\n'
+        "ssh_key=*** (chmod 600 /home/u/.ssh/deploy_ed25519 needed)\n"
+        "Order 20240115 created; session_token=***; retried with api_key=***"
+    )
+    assert KEY not in repr(chat.transcript)
+
+
 def test_shown_json_text_hides_a_named_secret_as_the_object_does() -> None:
     """Arguments that did not parse are shown as text: a value under a secret's name is
-    hidden there too. A tool's result the model reads is not judged by names (a tokenizer's
-    "token", an "authorization" status are data): only key-shaped text is scrubbed there."""
+    hidden there too, a bool as well (as in the object). What the model reads goes through
+    redact_keys alone, which leaves a tokenizer's "token", an "authorization" status (data)
+    and a literal as they are."""
     text = json.dumps({"host": "db", "api_key": KEY, "page_token": "p2"})
     assert redact_named(text) == '{"host": "db", "api_key": "***", "page_token": "p2"}'
     text = '{"api_key": 12345678, "token": true, "secret": null, "n": 1}'  # a number too
