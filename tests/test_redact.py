@@ -5,7 +5,9 @@ characters), and that it hides what the regular expressions it replaced hid."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -232,3 +234,72 @@ def test_names_about_a_token_or_a_count_of_them_keep_their_values() -> None:
         '{"api_key": null, "password": null}',  # nothing given: nothing to hide
     ):
         assert redact_keys(text) == text, text
+
+
+class _Counted:
+    """A compiled pattern that adds up how many characters its searches and matches read
+    (from where each starts to where its match ends, or to the text's end when none does)."""
+
+    def __init__(self, pattern: re.Pattern[str], read: list[int]) -> None:
+        self._pattern, self._read = pattern, read
+
+    def search(self, text: str, pos: int = 0, *more: Any) -> re.Match[str] | None:
+        found = self._pattern.search(text, pos, *more)
+        self._read[0] += (found.end() if found else len(text)) - pos + 1
+        return found
+
+    def match(self, text: str, pos: int = 0, *more: Any) -> re.Match[str] | None:
+        found = self._pattern.match(text, pos, *more)
+        self._read[0] += (found.end() - pos if found else 0) + 1
+        return found
+
+    def sub(self, repl: Any, text: str, *more: Any) -> str:
+        self._read[0] += len(text) + 1
+        return self._pattern.sub(repl, text, *more)
+
+    def split(self, text: str, *more: Any) -> list[str]:
+        self._read[0] += len(text) + 1
+        return self._pattern.split(text, *more)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pattern, name)
+
+
+_MANY_NAMES = {
+    "names and values, no space": "key " + "b=" * 4_000,
+    "a query string": "token " + "a=1&" * 2_000,
+    "a minified data literal": "var apiKeyName;["
+    + ",".join(f"{{x:{i},y:{i * 2}}}" for i in range(1_000))
+    + "]",
+    "minified code": "function(e){var t=e.key,n=t.token,r=n.x;return r!==void 0?r:t}," * 100,
+    "a secret's name again and again": "api_key=" * 2_000,
+    "a secret's name opening an object": "api_key:{" * 2_000,
+    "a password's name opening a list": "password:[" * 2_000,
+    "quoted names opening lists": '"api_key":[' * 2_000,
+    "unclosed quotes": 'api_key="' * 2_000 + "\n" + "password='" * 2_000,
+    "literals": "api_key:None," * 2_000,
+    "already hidden": "api_key=***," * 2_000,
+    "prose after a colon": "secret: word " * 2_000,
+    "a password's name and values": "password=" * 2_000 + " " + '"password": 1, ' * 2_000,
+}
+
+
+@pytest.mark.parametrize("text", list(_MANY_NAMES.values()), ids=list(_MANY_NAMES))
+def test_a_text_of_many_names_is_read_a_few_times_at_most(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """redact_keys runs on every tool result: it read the value after every ``name=`` (to the
+    next space) before asking whether the name was a secret's, so a text of many names and
+    no spaces took time quadratic in its length (80 KB: 20 s; a page's minified data, 343 KB:
+    107 s). A value is read only after a secret's name, and once: what the patterns read
+    adds up to a few times the text, not a time per name."""
+    import nbagent._secrets as secrets
+
+    read = [0]
+    for name, value in list(vars(secrets).items()):
+        if isinstance(value, re.Pattern):
+            monkeypatch.setattr(secrets, name, _Counted(value, read))
+    secrets._named_secret.cache_clear()
+    secrets.secret_field.cache_clear()
+    redact_keys(text)
+    assert read[0] <= 8 * len(text) + 1_000, (read[0], len(text))
