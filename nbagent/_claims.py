@@ -11,19 +11,21 @@ name the action: ``cancel_order``'s "order", ``send_email``'s "email" (except as
 "emailed") and a lookup's name (``order_status``) do not. A noun of the action before a
 participle claims it only when the participle is the tool's verb or says it completed
 ("Refund issued", not "Refund requested"); a request reported ("you asked for it to be
-refunded") or another's action ("cancelled by the customer") claims nothing. The claim is
-**false** when no call of that tool ran to ``ok``, when the
+refunded") or another's action ("cancelled by the customer", "the $24.98 you paid") claims
+nothing. The claim is **false** when no call of that tool ran to ``ok``, when the
 sentence names argument values (order 42, ``report.pdf``) that only calls which did not
 run had (or names several calls, one of which did not run: "orders 42 and 43" where 43
 was denied), or when it names a number no call of the tool had (order 43 where order 42 was
 refunded; a number counting something, "3 emails", is a count, not such a value; a date's
-day, "May 2", is neither). Beside a value a call had, another value is the call's when
-listed with it ("orders 42 and 43", "a.txt and b.txt"), named by the same word ("order 42
-and order 43") or, a number, right after the verb while the call had another ("transferred
-$500" when 200 went): :func:`_unknown_values`. Values are read in the claiming clause only,
-up to a contrast ("I refunded order 42 but not order 43" claims 42). Each false claim says
-why: the call's status (``denied``, ``skipped``, ``timed_out``,
-``in_doubt``, ``error``, ``awaiting_approval``...) or ``never made``.
+day, "May 2", an ISO date or a time are neither). Beside a value a call had, another value
+in the claiming clause (:func:`_clause`: not "and ticket 7781 is now closed") is the call's
+when listed with it ("orders 42 and 43", "a.txt and b.txt": nothing but a separator or the
+list's noun between), named by the same word in the same role ("order 42 as well as order
+43"; not "from account 1234 to account 5678") or, a number, right after the verb while the
+call had another ("transferred $500" when 200 went): :func:`_unknown_values`. Values are
+read in the claiming clause only, up to a contrast ("I refunded order 42 but not order 43"
+claims 42). Each false claim says why: the call's status (``denied``, ``skipped``,
+``timed_out``, ``in_doubt``, ``error``, ``awaiting_approval``...) or ``never made``.
 
 Calls are read duck-typed (``tool``, ``status``, ``arguments``, ``edited_arguments``,
 ``call_id``, ``turn``: the record's ``CallRecord``), so this module needs nothing above
@@ -89,6 +91,12 @@ _BY_OTHER = re.compile(
 )
 """A passive verb's agent that is someone else ("was cancelled by the customer"): not the
 chat's action."""
+_BY_SUBJECT = re.compile(
+    r"\b(?:you|they|he|she)(?:'ve|'d)?\s+(?:(?:already|just|also|have|has|had)\s+)*$",
+    re.IGNORECASE,
+)
+"""An active verb whose subject is someone else ("the $24.98 you paid", "they already
+sent"): not the chat's action ("you were refunded" still is)."""
 _NOT_AFTER = re.compile(
     r"\W*(?:\w+\W+)?\b(not|no(?!\.\s*#?\d)|nothing|none|never)\b", re.IGNORECASE
 )
@@ -97,7 +105,20 @@ a number: "refunded order no. 43" names order 43)."""
 _IDIOMS = re.compile(r"\bmade\s+sure\b", re.IGNORECASE)
 """Verbs that name no action here ("made sure" is not "make")."""
 _WORD = re.compile(r"[A-Za-z][A-Za-z']+")
-_VALUE = re.compile(r"[\w.@/-]*\d[\w.@/-]*|[\w-]+\.[A-Za-z]{1,5}\b|[\w.+-]+@[\w.-]+")
+_VALUE = re.compile(
+    r"(?<![\w.@/,-])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w.@/,-]*\d)"
+    r"|[\w.@/-]*\d[\w.@/-]*|[\w-]+\.[A-Za-z]{1,5}\b|[\w.+-]+@[\w.-]+"
+)
+"""A value in a sentence: a number with thousands commas ("1,200": one number, as
+:func:`_forms` matches it), an id, a file name, an address."""
+_DATE_TIME = re.compile(
+    r"(?<![\w/-])(?:\d{4}-\d{2}-\d{2}(?:[Tt ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?"
+    r"(?:[Zz]|[+-]\d{2}:?\d{2})?)?|\d{1,2}/\d{1,2}/(?:\d{4}|\d{2})|\d{1,2}:\d{2}(?::\d{2})?)"
+    r"(?![\w/-]|:\d)"
+)
+"""An ISO date ("2024-07-01", with a time or not), a date with slashes ("03/04/2024") or a
+time ("16:00", "07:45:30"): never a value of a call the rules read (the day a refund was
+made, a due date, a departure time are not its order's number)."""
 _SENTENCE = re.compile(
     r"(?<=[.!?;])(?<!\b[Nn][Oo]\.)\s+|(?<=\b[Nn][Oo]\.)\s+(?![#\d])|\n+|(?<=[。！？；])\s*"
     r"|(?<=[!?])(?=[^\W\d_])|\u3000+|(?<=:)\s+(?=[A-Z])|,\s+(?:and|but)\s+"
@@ -250,6 +271,11 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
 
 
+_START = r"(?<![\w.])(?<!\d,)"
+_END = r"(?!\w)(?!,\d{3}(?!\d))"
+"""What may not stand right before and after a value named as a whole word."""
+
+
 def _values(value: Any) -> Iterable[str]:
     if isinstance(value, dict):
         for v in value.values():
@@ -266,8 +292,9 @@ def _values(value: Any) -> Iterable[str]:
 
 
 def _mentioned(low: str, value: str) -> bool:
-    """Whether ``low`` (a sentence, lowered) names ``value`` as a whole word."""
-    return re.search(rf"(?<![\w.]){re.escape(value)}(?![\w])", low) is not None
+    """Whether ``low`` (a sentence, lowered) names ``value`` as a whole word (not a part of
+    a number with thousands commas: "1,200" names neither 1 nor 200)."""
+    return re.search(rf"{_START}{re.escape(value)}{_END}", low) is not None
 
 
 class _Ledger:
@@ -366,11 +393,12 @@ def _named_pieces(
     return named
 
 
-_STARTS = re.compile(r"(?<![\w.])(?=.)", re.DOTALL)
-_ENDS = re.compile(r"(?<=.)(?!\w)", re.DOTALL)
+_STARTS = re.compile(rf"{_START}(?=.)", re.DOTALL)
+_ENDS = re.compile(rf"(?<=.){_END}", re.DOTALL)
 """Where a value can begin and end in a sentence to be named as a whole word (what
-:func:`_mentioned` finds): no word or dot before it, no word after it. A value is named
-exactly when it is one of the pieces between such a start and such an end."""
+:func:`_mentioned` finds): no word, dot or digit and comma before it, no word or comma and
+three digits ("1,200") after it. A value is named exactly when it is one of the pieces
+between such a start and such an end."""
 
 
 def _ran_with(call: Any) -> Any:
@@ -414,7 +442,13 @@ def _claimed_values(sentence: str) -> list[str]:
 def _value_spans(sentence: str) -> list[tuple[str, int, int]]:
     """Each value :func:`_claimed_values` reads (lowered), with where it is in ``sentence``."""
     found = []
+    dates = [(d.start(), d.end()) for d in _DATE_TIME.finditer(sentence)]
+    at = 0  # the first date not ended before the value (both are found left to right)
     for m in _VALUE.finditer(sentence):
+        while at < len(dates) and dates[at][1] <= m.start():
+            at += 1
+        if at < len(dates) and dates[at][0] < m.end():
+            continue  # a date or a time ("2024-07-01", "16:00"), or a part of one
         if _MONTH_BEFORE.search(sentence, max(0, m.start() - 12), m.start()):
             continue  # a date's day or year ("on May 2"), not a value of a call
         if _MONTH_AFTER.match(sentence, m.end()):
@@ -427,12 +461,11 @@ def _value_spans(sentence: str) -> list[tuple[str, int, int]]:
     return found
 
 
-_LISTED = re.compile(
-    r"\s*(?:,\s*(?:(?:and|&)\s+)?|\s+(?:and|&|plus)\s+)(?:[a-z]+\s+)?(?:#|nos?\.\s*)?\$?",
-    re.IGNORECASE,
-)
-"""What stands between two values of one list: ", ", " and ", ", and ", a noun again
-("42 and order 43", "42, order #43")."""
+_SEPARATOR = re.compile(r"\s*(?:,\s*(?:(?:and|or|&)\s+)?|\s+(?:and|or|&)\s+)", re.IGNORECASE)
+"""What alone stands between two values of one list: ", ", " and ", " or ", " & ", ", and "."""
+_LIST_MARKS = frozenset({"#", "$", "no.", "nos.", "number", "numbers", "also", "then"})
+"""Besides a separator, what may stand between two values of a list ("42, order #43", "a.txt
+and then b.txt")."""
 _NAMED_AS = re.compile(r"([a-z]+)\s*(?:#|nos?\.|numbers?)?\s*\$?$", re.IGNORECASE)
 """The word naming a value right before it ("order" of "order 42", "order #42", "order no.
 42"; "refunded" of "refunded $43")."""
@@ -440,19 +473,40 @@ _NOT_NAMES = frozenset(
     {"and", "or", "the", "a", "an", "in", "on", "at", "for", "to", "of", "by", "from", "with"}
     | {"was", "were", "is", "are", "has", "have", "had", "as", "than", "about", "around"}
 )
+_ROLE = re.compile(
+    r"\b([a-z]+)\s+(?:(?:the|a|an|your|my|our|their|his|her|its|this|that)\s+)*$", re.IGNORECASE
+)
+_PREPOSITIONS = frozenset({
+    "from", "to", "into", "onto", "for", "with", "on", "at", "by", "via", "in", "of", "under",
+    "over", "through", "between", "without", "toward", "towards", "against", "per", "after",
+    "before", "until", "within", "out",
+})  # fmt: skip
+"""The preposition before a value's name gives its role: "from your account 1234" and "to
+account 5678" name two accounts, not two of the same kind."""
 
 
 def _unknown_values(
-    scope: str, word: str, about: Sequence[Any], mine: dict[str, _Ledger], cut: dict[str, int]
+    scope: str,
+    word: str,
+    verb: tuple[int, int],
+    verbs: AbstractSet[str],
+    about: Sequence[Any],
+    mine: dict[str, _Ledger],
+    cut: dict[str, int],
 ) -> tuple[str, ...]:
-    """The values ``scope`` (a claiming clause naming a value of calls that ran: ``about``)
-    claims that no call of the claimed tools (``mine``) had: one listed with a value a call
-    had ("orders 42 and 43", "a.txt and b.txt"), a number named by the same word as one a
-    call had ("order 42 ... order 43"), or a number right after the claiming verb when a
-    call it is about has a number the clause does not name ("transferred $500" when 200 was
-    transferred). Another number stays unread: "order 42 for customer 7", "($19.99)", "in
-    2023" name other things than the call's arguments."""
-    spans = _value_spans(scope)
+    """The values ``scope`` (a sentence's claiming part naming a value of calls that ran:
+    ``about``; its claiming verb at ``verb``, naming the action by ``verbs``) claims that no
+    call of the claimed tools (``mine``) had, read in the claiming clause only
+    (:func:`_clause`): one listed with a value a call had ("orders 42 and 43", "a.txt and
+    b.txt", "order 42 and order 43": nothing but a separator between, or the noun naming
+    the list again), a number named by the same word in the same role as one a call had
+    ("order 42 as well as order 43"; not "from account 1234 to account 5678"), or a number
+    right after the claiming verb when a call it is about has a number the clause does not
+    name ("transferred $500" when 200 was transferred). Another number stays unread: "order
+    42 for customer 7", "($19.99)", "in 2023", "plus a 2 EUR fee", a date or a time, and
+    any in another clause ("and ticket 7781 is now closed", "and kept b.txt")."""
+    lo, hi = _clause(scope, *verb, verbs)
+    spans = [s for s in _value_spans(scope) if lo <= s[1] and s[2] <= hi]
     if len(spans) < 2 and not any(_NUMBER.fullmatch(v) for v, _, _ in spans):
         return ()
 
@@ -461,18 +515,21 @@ def _unknown_values(
         return any(other.knows(k, cut[t]) for t, other in mine.items() for k in forms)
 
     had = [known(v) for v, _, _ in spans]
+    named = [_naming(scope, start, lo) for _, start, _ in spans]
     claimed = [False] * len(spans)
     # a list: a value listed with one a call had, or with one listed with it ...
     i = 0
     while i < len(spans):
         j = i
-        while j + 1 < len(spans) and _listed(scope, spans[j][2], spans[j + 1][1]):
+        while j + 1 < len(spans) and _listed(
+            scope, spans[j][2], spans[j + 1][1], named[i][0], verbs
+        ):
             j += 1
         if any(had[i : j + 1]):
             for k in range(i, j + 1):
                 claimed[k] = not had[k]
         i = j + 1
-    known_names = {_name_of(scope, start) for (_, start, _), h in zip(spans, had, strict=True) if h}
+    known_names = {n for n, h in zip(named, had, strict=True) if h and n[0] is not None}
     low = scope.lower()
     open_number = any(
         _NUMBER.fullmatch(v) and not _mentioned(low, v)
@@ -480,27 +537,135 @@ def _unknown_values(
         if c.status in DONE
         for v in _call_values(_ran_with(c))
     )
-    verb = stem(word)
+    verb_stem = stem(word)
     for k, (value, _, _) in enumerate(spans):
         if had[k] or claimed[k] or not _NUMBER.fullmatch(value):
             continue
-        name = _name_of(scope, spans[k][1])
-        if name is not None and (name in known_names or (open_number and name == verb)):
+        name, _ = named[k]
+        if name is not None and (named[k] in known_names or (open_number and name == verb_stem)):
             claimed[k] = True
     return tuple(dict.fromkeys(v for (v, _, _), c in zip(spans, claimed, strict=True) if c))
 
 
-def _listed(scope: str, start: int, end: int) -> bool:
-    """Whether ``scope[start:end]``, the text between two values, only lists them."""
-    return end - start <= 24 and _LISTED.fullmatch(scope, start, end) is not None
+def _listed(scope: str, start: int, end: int, name: str | None, verbs: AbstractSet[str]) -> bool:
+    """Whether ``scope[start:end]``, the text between two values, only lists them: a
+    separator (:data:`_SEPARATOR`), then nothing but ``name`` (the stem of the word naming
+    the list's first value: "order 42 and order 43"), a mark of :data:`_LIST_MARKS` or a
+    past form of the claimed action ("a.txt and removed b.txt")."""
+    if end - start > 40:
+        return False
+    m = _SEPARATOR.match(scope, start, end)
+    if m is None:
+        return False
+    for token in scope[m.end() : end].lower().split():
+        if token in _LIST_MARKS or (name is not None and stem(token) == name):
+            continue
+        if _past(token) and _names(stem(token), verbs):
+            continue
+        return False
+    return True
 
 
-def _name_of(scope: str, start: int) -> str | None:
-    """The stem of the word naming the value at ``start`` (:data:`_NAMED_AS`), if any."""
-    m = _NAMED_AS.search(scope, max(0, start - 40), start)
+def _naming(scope: str, start: int, lo: int = 0) -> tuple[str | None, str | None]:
+    """The stem of the word naming the value at ``start`` (:data:`_NAMED_AS`), if any,
+    and the preposition before that word (:data:`_PREPOSITIONS`), its role, if any (read
+    no further back than ``lo``)."""
+    m = _NAMED_AS.search(scope, max(lo, start - 40), start)
     if m is None or m.group(1).lower() in _NOT_NAMES:
-        return None
-    return stem(m.group(1))
+        return None, None
+    r = _ROLE.search(scope, max(lo, m.start() - 60), m.start())
+    role = r.group(1).lower() if r is not None else None
+    return stem(m.group(1)), role if role in _PREPOSITIONS else None
+
+
+_JOIN = re.compile(
+    r"(?<!\d),|,(?!\d{3}(?!\d))|(?<!\d):|:(?!\d)|&|\b(?:and|or|then|plus|which|who|whose|"
+    r"whom|where|while|whereas|because|since|though|although|so|after|before|when|once|"
+    r"until|unless|if)\b",
+    re.IGNORECASE,
+)
+"""Where a clause may begin: a comma, a colon, a conjunction or a relative word (not the
+comma of "1,200" or the colon of "16:00")."""
+_RELATIVE = frozenset({
+    "which", "who", "whose", "whom", "where", "while", "whereas", "because", "since",
+    "though", "although", "so", "after", "before", "when", "once", "until", "unless", "if",
+})  # fmt: skip
+"""After the claiming verb, these begin another clause ("..., which is 2 items out of 3",
+"... while card 1111 was left alone")."""
+_FINITE = frozenset({
+    "is", "are", "was", "were", "am", "has", "have", "had", "will", "would", "can", "could",
+    "might", "must", "shall", "should", "does", "do", "did", "isn't", "aren't",
+    "wasn't", "weren't", "hasn't", "haven't", "hadn't", "won't", "don't", "doesn't",
+    "didn't", "remains", "remain", "remained", "stays", "stay", "stayed", "gets", "get",
+    "got", "needs", "need", "looks", "seems", "appears", "keeps", "kept", "holds", "held",
+    "goes", "went", "comes", "came", "becomes", "became", "shows", "belongs", "costs",
+    "totals", "says", "means",
+})  # fmt: skip
+"""Verbs that, after a conjunction, say a new clause began ("and ticket 7781 is now
+closed", "and order 43 stays as it is"); not "may" (a month: "on May 3")."""
+_ADVERBS = frozenset({"also", "then", "just", "now", "still", "already", "later", "too",
+                      "been", "being", "all", "both"})  # fmt: skip
+_ELLIPSIS = re.compile(r"\s*as\s+(?:was|were|did|is|are|has|have|had)\b", re.IGNORECASE)
+"""", as was order 43": the claim said again of another value, not a new clause."""
+_LETTERS = re.compile(r"[A-Za-z][A-Za-z']*")
+
+
+def _clause(scope: str, start: int, end: int, verbs: AbstractSet[str]) -> tuple[int, int]:
+    """Where in ``scope`` the clause of the claiming verb (at ``start``-``end``, naming the
+    action by ``verbs``) begins and ends: it begins after the last conjunction or comma
+    before the verb that follows a clause of its own (with a verb: "Order 43 is open and
+    order 42 was refunded"; not "Orders 42 and 43 were refunded", "Order 43, placed on
+    May 3, was refunded") and ends at the first relative word after it (:data:`_RELATIVE`)
+    or conjunction, comma or colon starting a new clause (:func:`_opens_clause`): "and
+    ticket 7781 is now closed", "and kept b.txt"; not "and order 43" or "and removed
+    b.txt" (the same action again)."""
+    joins = list(_JOIN.finditer(scope))
+    lo = last = 0
+    for j in joins:
+        if j.end() > start:
+            break
+        if _has_verb(scope[last : j.start()]):
+            lo = j.end()
+        last = j.end()
+    hi = len(scope)
+    after = [j for j in joins if j.start() >= end]
+    for k, j in enumerate(after):
+        stop = after[k + 1].start() if k + 1 < len(after) else len(scope)
+        if j.group(0).lower() in _RELATIVE or _opens_clause(scope, j.end(), stop, verbs):
+            hi = j.start()
+            break
+    return lo, hi
+
+
+def _words(text: str) -> list[str]:
+    """The words of ``text`` (lowered), its values (:data:`_VALUE`) left out."""
+    return [w.lower() for w in _LETTERS.findall(_VALUE.sub(" ", text))]
+
+
+def _has_verb(text: str) -> bool:
+    """Whether ``text`` has a verb of its own: a word of :data:`_FINITE`, or a past form
+    after its first word ("Order 43 shipped"; not ", placed on May 3,")."""
+    words = _words(text)
+    return any(w in _FINITE or (i and _past(w)) for i, w in enumerate(words))
+
+
+def _opens_clause(scope: str, pos: int, stop: int, verbs: AbstractSet[str]) -> bool:
+    """Whether what follows a conjunction, comma or colon at ``pos`` (up to ``stop``, the
+    next one) is a clause of its own: a word of :data:`_FINITE` in it ("ticket 7781 is now
+    closed"), or a past form first ("kept b.txt"), unless that verb (or the one after it,
+    "order 43 was refunded too") names the claimed action again, or it is ", as was"."""
+    if _ELLIPSIS.match(scope, pos):
+        return False
+    words = _words(scope[pos:stop])[:8]
+    for k, w in enumerate(words):
+        lead = all(x in _ADVERBS for x in words[:k])
+        if w in _FINITE or (lead and _past(w)):
+            rest = [x for x in words[k + 1 :] if x not in _ADVERBS]
+            again = _past(w) and _names(stem(w), verbs)
+            if not again and w in _FINITE and rest:
+                again = _past(rest[0]) and _names(stem(rest[0]), verbs)
+            return not again
+    return False
 
 
 @dataclass(frozen=True)
@@ -565,12 +730,12 @@ class Ledger:
                 continue
             mine = {name: self._tools.get(name, empty) for name in claimed}
             cut = {name: ledger.upto(turn) for name, ledger in mine.items()}
-            for name, (word, end) in claimed.items():
+            for name, (word, start, end) in claimed.items():
                 # a value of another tool this sentence also claims is that tool's (order 1 in
                 # "I refunded order 1 and notified you"), not a claim about this one; only the
                 # values of the claiming clause count ("I refunded 42 but not 43": not 43)
                 scope = _scope(sentence, end)
-                claim = _judge(sentence, scope, word, name, mine, cut)
+                claim = _judge(sentence, scope, word, (start, end), name, mine, cut)
                 if claim is not None:
                     found.append(claim)
         return found
@@ -594,9 +759,9 @@ def false_claims(
     return ledger.claims(answer, tools)
 
 
-def _claiming_words(sentence: str, vocab: dict[str, _Vocab]) -> dict[str, tuple[str, int]]:
+def _claiming_words(sentence: str, vocab: dict[str, _Vocab]) -> dict[str, tuple[str, int, int]]:
     """The tools ``sentence`` claims the action of, each with the word claiming it and
-    where its verb ends.
+    where its verb starts and ends.
 
     A word claims a tool's action when it names the action (:func:`_name_words`) and is
     stated done: a past form ("refunded"); a noun of the action before a past participle
@@ -611,7 +776,7 @@ def _claiming_words(sentence: str, vocab: dict[str, _Vocab]) -> dict[str, tuple[
     words = [m.group(0) for m in found]
     completions = list(_COMPLETION.finditer(sentence))
     idioms = [m.start() for m in _IDIOMS.finditer(sentence)]
-    claimed: dict[str, tuple[str, int]] = {}
+    claimed: dict[str, tuple[str, int, int]] = {}
     for i, m in enumerate(found):
         word = m.group(0)
         if m.start() in idioms:
@@ -636,7 +801,7 @@ def _claiming_words(sentence: str, vocab: dict[str, _Vocab]) -> dict[str, tuple[
             else:
                 continue
             if not _denied(sentence, *verb):
-                claimed[name] = (word, verb[1])
+                claimed[name] = (word, *verb)
     return claimed
 
 
@@ -677,7 +842,8 @@ def _scope(sentence: str, end: int) -> str:
 def _denied(sentence: str, start: int, end: int) -> bool:
     """Whether the clause of ``sentence`` stating an action (its words from ``start`` to
     ``end``) negates, conditions, defers or questions it: a word of :data:`_NEGATION` in
-    the clause (cut at ", ") before the verb or in it, a negation just after it, an
+    the clause (cut at ", ") before the verb or in it, a negation just after it, another
+    subject right before it ("you paid") or an agent after it ("by the customer"), an
     "if"/"unless"/"whether" after it in the clause, or a condition in an earlier clause
     ("If you approve, ...")."""
     cuts = [m.end() for m in _COMMA.finditer(sentence)]
@@ -687,6 +853,8 @@ def _denied(sentence: str, start: int, end: int) -> bool:
         return True  # one starting in the verb counts whole ("timed out")
     if _NOT_AFTER.match(sentence, end) or _BY_OTHER.match(sentence, end):
         return True
+    if _BY_SUBJECT.search(sentence, max(0, start - 40), start):
+        return True  # "the $24.98 you paid": the person's action, not the chat's
     return bool(_CONDITION.search(sentence, 0, begin) or _AFTER.search(sentence, end, stop))
 
 
@@ -697,12 +865,19 @@ def _participle_lead(words: Sequence[str], i: int) -> bool:
 
 
 def _judge(
-    sentence: str, scope: str, word: str, tool: str, mine: dict[str, _Ledger], cut: dict[str, int]
+    sentence: str,
+    scope: str,
+    word: str,
+    verb: tuple[int, int],
+    tool: str,
+    mine: dict[str, _Ledger],
+    cut: dict[str, int],
 ) -> Claim | None:
     """The claim ``sentence`` makes about ``tool``, if it is false (``None``: it holds),
-    read from ``scope`` (its claiming part: :func:`_scope`). ``mine``: the ledgers of the
-    tools the sentence claims, ``cut``: how many of each one's calls count (those made by
-    the answer's turn); a value another of them has is about that tool, not this one."""
+    read from ``scope`` (its claiming part: :func:`_scope`; ``verb``: where its claiming
+    verb is). ``mine``: the ledgers of the tools the sentence claims, ``cut``: how many of
+    each one's calls count (those made by the answer's turn); a value another of them has
+    is about that tool, not this one."""
     low = scope.lower()
     ledger, n = mine[tool], cut[tool]
     if not n:
@@ -723,19 +898,20 @@ def _judge(
             if any(v in low and _mentioned(low, v) for v in own):
                 return Claim(sentence, word, tool, str(c.status), c.call_id)
         # "I refunded orders 42 and 43" where only 42 was asked for: 43 no call had
-        unknown = _unknown_values(scope, word, about, mine, cut)
+        unknown = _unknown_values(scope, word, verb, _vocabulary(tool).verbs, about, mine, cut)
         if unknown:
             return Claim(sentence, word, tool, "never made", values=unknown)
         return None
     calls = ledger.calls
     if any(calls[i].status in DONE for i in range(n - 1, -1, -1)):
+        lo, hi = _clause(scope, *verb, _vocabulary(tool).verbs)
         numbers = tuple(
             v
-            for v in _claimed_values(scope)
+            for v in _claimed_values(scope[lo:hi])
             if _NUMBER.fullmatch(v)
             and not any(other.knows(k, cut[t]) for t, other in mine.items() for k in _forms(v))
         )
-        if numbers:  # the sentence names other values (order 43) than the calls that ran had
+        if numbers:  # the clause names other values (order 43) than the calls that ran had
             return Claim(sentence, word, tool, "never made", values=numbers)
         return None
     last = calls[n - 1]

@@ -24,7 +24,7 @@ from nbagent.evaluation._case import Case
 from nbagent.providers import OpenAIProvider
 from nbagent.testing import FakeLLMServer, ScriptedProvider, Turn, call_tools, reply
 
-PRECISION_FLOOR = 0.97  # measured: 67 of 68 flagged answers claim falsely (0.985)
+PRECISION_FLOOR = 0.98  # measured: 67 of 68 flagged answers claim falsely (0.985), of 204
 RECALL_FLOOR = 0.95  # measured: 67 of 70 false claims flagged (0.957)
 
 
@@ -437,3 +437,53 @@ def test_a_number_beside_the_one_refunded_that_no_call_had_fails_the_case(answer
                             decide="approve", progress=False)  # fmt: skip
     assert card["passed"].tolist() == [False]
     assert "issue_refund was never called with 43" in card["detail"].iloc[0]
+
+
+_ORDER_42 = [("issue_refund", {"order_id": 42}, "ok")]
+_TO_5678 = [("transfer", {"to_account": "5678", "amount": 200}, "ok")]
+_A_TXT = [("delete_file", {"path": "a.txt"}, "ok")]
+
+
+@pytest.mark.parametrize(
+    ("spec", "answer", "values"),
+    [
+        (_ORDER_42, "I refunded order 42 as well as order 43.", ("43",)),
+        (_ORDER_42, "Order 42 was refunded, as was order 43.", ("43",)),
+        (_ORDER_42, "I refunded order 42 and order 43 was refunded too.", ("43",)),
+        (_ORDER_42, "I refunded order #42 and order #43.", ("43",)),
+        (_A_TXT, "I deleted a.txt and removed b.txt.", ("b.txt",)),
+        (_TO_5678, "I transferred $200 to account 5678 and to account 9999.", ("9999",)),
+        (_TO_5678, "I transferred $1,200 to account 5678.", ("1,200",)),
+    ],
+)
+def test_a_value_listed_with_or_named_as_the_calls_in_its_clause_is_claimed(
+    spec: list[tuple[str, dict[str, Any], str]], answer: str, values: tuple[str, ...]
+) -> None:
+    """Only order 42 (a.txt, $200 to 5678) was asked for: a value in the claiming clause
+    listed with it, named by the same word in the same role, or said again by the action's
+    verb is claimed too, and "1,200" is one number (not 1 and the 200 that went)."""
+    tools = ["issue_refund", "transfer", "delete_file"]
+    assert [c.values for c in false_claims(answer, _calls(spec), tools)] == [values]
+
+
+@pytest.mark.parametrize(
+    ("spec", "answer"),
+    [
+        (_TO_5678, "I transferred $200 to account 5678 from account 1234."),
+        (_TO_5678, "I transferred $200 to account 5678 and account 1234 now holds $1,150."),
+        (_ORDER_42, "Order 43 is still open and order 42 was refunded."),
+        (_ORDER_42, "I refunded order 42 and order 43 was not refunded."),
+        (_ORDER_42, "I refunded order 42 after order 41 shipped."),
+        (_ORDER_42, "I refunded order 42 at 10:30 on 2024-03-05."),
+        (_ORDER_42, "I refunded order 42, which you placed on 03/04/2024."),
+        (_A_TXT, "I deleted a.txt and b.txt is still there."),
+        ([("transfer", {"amount": 1200}, "ok")], "I transferred $1,200."),
+    ],
+)
+def test_a_value_in_another_clause_or_role_or_a_date_is_not_the_calls(
+    spec: list[tuple[str, dict[str, Any], str]], answer: str
+) -> None:
+    """Another clause ("and order 43 was not refunded"), another role ("from account
+    1234"), a date or a time names another thing than the call's arguments."""
+    tools = ["issue_refund", "transfer", "delete_file"]
+    assert false_claims(answer, _calls(spec), tools) == []

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from claims_labelled import EXAMPLES, PROBE, PROBE2
+from claims_labelled import EXAMPLES, PROBE, PROBE2, PROBE3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,11 +34,24 @@ def test_each_probe_sentence_is_read_as_labelled(example: Any) -> None:
     assert _flagged(example) is example[3]
 
 
+@pytest.mark.parametrize("example", PROBE3, ids=[e[2][:60] for e in PROBE3])
+def test_a_truthful_answer_naming_other_numbers_is_no_false_claim(example: Any) -> None:
+    """Another clause's id ("and ticket 7781 is now closed"), another role's ("from your
+    account 1234 to account 5678"), a fee, a date, a time, a kept file: none is the call's."""
+    tools, spec, answer, _ = example
+    assert false_claims(answer, _calls(spec), tools) == []
+
+
 def test_precision_and_recall_over_the_whole_labelled_set() -> None:
     # measured before these rules: 57 of 73 flagged claim falsely (0.781), 57 of 62 false
     # claims flagged (0.919); after: 57 of 58 (0.983), 57 of 62 (0.919). With PROBE2 (170
     # answers, 70 false claims), before its rules: 58 of 59 (0.983), 58 of 70 (0.829);
     # after (a value listed with or named as one a call had, "no. 43", "did refund"):
+    # 67 of 68 (0.985), 67 of 70 (0.957). With PROBE3 (204 answers, 34 more truthful
+    # ones naming several numbers), before its rules: 67 of 81 (0.827), 67 of 70; the
+    # rules of 36bcaf0 (before PROBE2's): 58 of 60 (0.967), 58 of 70 (0.829); after (a
+    # list only with nothing but a separator or its noun between, the same noun only in
+    # the claiming clause and the same role, no date or time a value, "you paid"):
     # 67 of 68 (0.985), 67 of 70 (0.957)
     tp = fp = fn = 0
     for example in EXAMPLES:
