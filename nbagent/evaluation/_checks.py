@@ -13,6 +13,7 @@ case's row.
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 import re
@@ -22,7 +23,7 @@ from typing import Any
 
 from .._errors import OutputValidationError
 from .._html import preview, short_json
-from .._secrets import redact_keys, redacted, shown_as
+from .._secrets import redact_keys, redacted, secret_field, shown_as
 from .._types import short_id
 from ._case import Case
 
@@ -562,15 +563,72 @@ def ledger_text(case: Case) -> str:
 
 
 def judge_prompt(criterion: str, case: Case) -> str:
-    """What the judge chat is asked about ``case``."""
+    """What the judge chat is asked about ``case``: the user's prompt and the final answer
+    with what is shaped like a key or a password (:func:`~nbagent._secrets.redact_keys`)
+    and each value the case's calls were given under a secret's name
+    (:func:`_secret_texts`, as a whole token) as ``***``, and the calls as
+    :func:`ledger_text` shows them. The judge is another model, often another provider's."""
+    secrets = _secret_texts(case)
     return (
         "You grade an AI assistant's answer. Answer with JSON: passed (true or false) and "
         "reason.\n\n"
         f"Criterion: {criterion}\n\n"
-        f"The user asked:\n{case.prompt or '(no prompt)'}\n\n"
+        f"The user asked:\n{_masked_text(case.prompt, secrets) or '(no prompt)'}\n\n"
         f"What the assistant's tools did:\n{ledger_text(case)}\n\n"
-        f"The assistant's final answer:\n{case.answer}"
+        f"The assistant's final answer:\n{_masked_text(case.answer, secrets)}"
     )
+
+
+SECRET_MIN = 4
+"""The shortest value under a secret's name masked in a judge's text (as traces mask them):
+a shorter one ("1", "abc") would mask common words and numbers."""
+
+
+def _secret_texts(case: Case) -> list[str]:
+    """The values the case's calls were given under a secret's name (``password``,
+    ``api_key``, anything in ``credentials``; their original and edited arguments), as
+    text of :data:`SECRET_MIN` characters or more, and as repr or JSON would escape them
+    (``C:\\vault``), longest first."""
+    found: set[str] = set()
+    for c in case.tool_calls:
+        for args in (c.arguments, c.edited_arguments):
+            _secret_values(args, False, found)
+    forms = {f for v in found for f in (v, repr(v)[1:-1], json.dumps(v)[1:-1])}
+    return sorted(forms, key=len, reverse=True)
+
+
+def _secret_values(value: Any, secret: bool, found: set[str], depth: int = 0) -> None:
+    """Add to ``found`` the strings (and numbers, as text) of ``value`` under a secret's
+    name (:func:`~nbagent._secrets.secret_field`) at any depth; ``secret``: ``value``
+    itself is."""
+    if depth > 200:
+        return
+    if isinstance(value, str):
+        if secret and len(value) >= SECRET_MIN:
+            found.add(value)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _secret_values(v, secret or secret_field(k), found, depth + 1)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _secret_values(v, secret, found, depth + 1)
+    elif secret and isinstance(value, int | float) and not isinstance(value, bool):
+        text = str(value)  # a PIN, as the prompt or an answer may quote it
+        if len(text) >= SECRET_MIN:
+            found.add(text)
+
+
+def _masked_text(text: str | None, secrets: list[str]) -> str | None:
+    """``text`` with each of ``secrets`` standing as a whole token (no letter, digit or
+    ``_`` right before or after it: "hunter2" is not masked in "hunter2x") and then all
+    :func:`~nbagent._secrets.redact_keys` hides as ``***``."""
+    if not text:
+        return text
+    present = [s for s in secrets if s in text]
+    if present:
+        alternatives = "|".join(re.escape(s) for s in present)
+        text = re.sub(rf"(?<!\w)(?:{alternatives})(?!\w)", "***", text)
+    return redact_keys(text)
 
 
 def judged(criterion: str, judge: Any, *, name: str | None = None) -> Check:

@@ -7,6 +7,7 @@ counting how often the tool ran.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -37,7 +38,7 @@ from nbagent.evaluation import (
     tool_not_called,
     verdict_of,
 )
-from nbagent.evaluation._checks import check_name
+from nbagent.evaluation._checks import check_name, judge_prompt
 from nbagent.providers import OpenAIProvider
 from nbagent.testing import FakeLLMServer, ScriptedProvider, Turn, call_tools, reply
 
@@ -420,6 +421,72 @@ def test_a_judge_reads_a_secret_argument_as_stars() -> None:
     assert not any(s in shown for s in secrets)
     assert '- connect({"host": "db0", "password": "***", "api_key": "***"}): ok' in shown
     assert '"host": "db0"' in card["detail"].iloc[2]
+
+
+def test_a_judge_reads_a_secret_in_the_prompt_and_the_answer_as_stars() -> None:
+    """The user's prompt and the final answer quoting a call's password, or any text shaped
+    like a key, reach the judge masked as the ledger is; the password is masked as a whole
+    token (a word holding it, or another number, stays)."""
+    password, key = "hunter2-Zq9", "sk-proj-abcdefghijklmnopqrstuvwxyz012345"
+    prompt = f"connect to db0 with password {password} and key {key}, not hunter2-Zq9x"
+    args = {"host": "db0", "password": password, "api_key": key}
+    script = [
+        call_tools(("connect", args)),
+        reply(f'Connected to db0 using {password} / {key} ("{password}").'),
+    ]
+
+    def make() -> Chat:
+        return Chat(provider=ScriptedProvider(script), display=False).with_tools(connect)
+
+    verdict = reply('{"passed": true, "reason": "fine"}')
+    judge_provider = ScriptedProvider([verdict], repeat_last=True)
+    judge = Chat(provider=judge_provider, display=False)
+    card = nbagent.evaluate(
+        [prompt], make, [judged("polite", judge), claims_hold(judge=judge)],
+        decide="approve", progress=False,
+    )  # fmt: skip
+    assert card["passed"].tolist() == [True, True]
+    sent = [
+        m.content for r in judge_provider.requests for m in r.messages
+        if isinstance(m.content, str) and "The user asked" in m.content
+    ]  # fmt: skip
+    assert len(sent) == 2
+    for text in sent:
+        assert password not in text.replace("hunter2-Zq9x", "") and key not in text
+        assert (
+            "The user asked:\nconnect to db0 with password *** and key ***, not hunter2-Zq9x"
+            in text
+        )
+        assert 'Connected to db0 using *** / *** ("***").' in text
+
+
+@tool
+def log_in(credentials: dict[str, str], password: str, passcode: int) -> str:
+    """Log in.
+
+    Args:
+        credentials: Who.
+        password: The password.
+        passcode: A code.
+    """
+    return "ok"
+
+
+def test_a_judge_reads_an_escaped_or_nested_secret_and_a_pin_as_stars() -> None:
+    """A password quoted as repr or JSON escape it, a value inside ``credentials``, a
+    numeric passcode: each is masked where the prompt or the answer names it as a word."""
+    vault = "C:\\vault\\hunter2"
+    args = {"credentials": {"user": "svc-admin"}, "password": vault, "passcode": 8642}
+    answer = f'Logged in as svc-admin with "{json.dumps(vault)[1:-1]}" and 8642.'
+    script = [call_tools(("log_in", args)), reply(answer)]
+    chat = Chat(provider=ScriptedProvider(script), display=False).with_tools(log_in)
+    prompt = f"log in as svc-admin with {vault!r} and code 8642, not 86420"
+    chat.ask(prompt)
+    case = Case(key="0", row={}, prompt=prompt, chat_id=chat.id, record=chat.record, chat=chat)
+    text = judge_prompt("polite", case)
+    assert "The user asked:\nlog in as *** with '***' and code ***, not 86420" in text
+    assert 'answer:\nLogged in as *** with "***" and ***.' in text
+    assert "hunter2" not in text and "8642," not in text
 
 
 def test_a_judge_that_gives_no_verdict_is_an_error_of_that_check() -> None:
