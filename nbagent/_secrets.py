@@ -17,26 +17,29 @@ _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/@\s]+@")
 """URL credentials: ``scheme://user:password@``. The scheme is bounded (32 characters, as
 schemes are short): an unbounded one tried every start of a long word, quadratic (4 s for 40,000
 characters and an ``@``)."""
-_PASSWORD = re.compile(
-    r"""(?i)\b(\w*?(?:password|passwd|pwd)(["']?)\s*[=:]\s*)"""
-    r"""("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|[^\s"';&=][^\s"';&]*)"""
-)
-"""A password given as a key and a value: a libpq DSN's ``password=...``, an environment's
+_PASSWORD = re.compile(r"""(?i)\b\w*?(?:password|passwd|pwd)(["']?)\s*[=:]\s*""")
+"""A password's name given a value: a libpq DSN's ``password=...``, an environment's
 ``DB_PASSWORD=`` / ``PGPASSWORD=``, ODBC's ``Pwd=...;``, a query string's, a JSON or YAML
-``"password": "..."`` (the value is hidden, quotes kept, an escaped quote inside it too;
-after a colon an unquoted word of letters followed by more words is prose, left alone; so is
-a comparison, ``password == ...``: a rule's text). An unquoted value ends where the text
-goes on past it (:func:`_value_end`: ``"password": 987654, "door": ...``), and under a
-quoted name reads as a quoted ``***``, so JSON or a dict's repr still parses."""
+``"password": "..."`` (the value, read by :func:`_value_at`, is hidden, quotes kept, an
+escaped quote inside it too; after a colon an unquoted word of letters followed by more words
+is prose, left alone; so is a comparison, ``password == ...``: a rule's text)."""
 _NAMED = re.compile(r"""(?<![\w.-])-{0,2}([A-Za-z_][\w.-]{0,63})(["']?)\s*[=:]\s*""")
 """A name given a value (``api_key=``, ``"access_token": ``, ``X-Api-Key: ``, ``--api-key=``):
-the value is read (:data:`_VALUE`) only when :func:`_named_secret` judges the name a secret (a
+the value is read (:func:`_value_at`) only when :func:`_named_secret` judges the name a secret (a
 value read after every name, to the next space, was quadratic in ``b=b=b=...``: 20 s for 80 KB,
 107 s for a page's minified data), so a text of many names (``a=a=a=...``) is read once; a name
 starts a word (or after ``--``), so a long word is tried once, not from each of its parts."""
-_VALUE = re.compile(r"""("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|[^\s"';&=][^\s"';&]*)""")
-"""A value after a secret's name: quoted (an escaped quote inside it too), or a token up to a
-space, a quote, ``;`` or ``&`` (as a password's, :data:`_PASSWORD`)."""
+_QUOTED = re.compile(r""""(?:[^"\\\n]|\\.)*("?)|'(?:[^'\\\n]|\\.)*('?)""")
+"""A quoted value after a secret's name, an escaped quote inside it too, to its closing quote
+or, where the line ends first (a text cut short), to the line's end."""
+_TOKEN = re.compile(r"""[^\s"';&]*""")
+"""An unquoted value after a secret's name: a token up to a space, a quote, ``;`` or ``&``."""
+_GOES_ON = re.compile(r"""\s*(?:(["']?)[A-Za-z_][\w.-]{0,63}\1\s*:|[{\[])""")
+"""What follows a comma that goes on with a JSON object, a dict's repr or a list of them: the
+next member's name and its colon (``, "door":``, ``, 'door':``, ``, door:``), or the next
+object or list (``}, {``)."""
+_CLOSING = ",}])"
+"""What an unquoted value in JSON or a dict's repr may be cut before (:func:`_value_at`)."""
 _NAME_HINTS = ("key", "token", "secret", "auth", "cookie", "credential", "pass")
 """What a secret's name holds (lowercase) for :data:`_NAMED` to be worth reading a text."""
 _DATA_WORDS = frozenset(
@@ -128,9 +131,9 @@ def redact_keys(text: str, hidden: str = "***") -> str:
         text = _USERINFO.sub(lambda m: f"{m[1]}{hidden}@", text)
     lowered = text.lower()
     if "pass" in lowered or "pwd" in lowered:
-        text = _PASSWORD.sub(lambda m: _hidden_value(m, hidden), text)
+        text = _values_hidden(text, _PASSWORD, hidden)
     if ("=" in text or ":" in text) and any(hint in lowered for hint in _NAME_HINTS):
-        text = _named_hidden(text, hidden)
+        text = _values_hidden(text, _NAMED, hidden)
     return text
 
 
@@ -148,30 +151,79 @@ def _named_secret(name: str, assigned: bool) -> bool:
     return assigned or len(words) > 1 or words[0] not in _DATA_WORDS
 
 
-def _named_hidden(text: str, hidden: str) -> str:
-    """``text`` with the value after each secret's name (:data:`_NAMED`) as ``hidden``. A
-    name that is no secret is passed over and what follows it read on
-    (``url=https://h/?api_key=...``)."""
+def _values_hidden(text: str, names: re.Pattern[str], hidden: str) -> str:
+    """``text`` with the value after each name ``names`` finds (:data:`_PASSWORD`, or
+    :data:`_NAMED` where :func:`_named_secret` judges the name a secret's) as ``hidden``
+    (:func:`_value_at`). A name that is no secret is passed over and what follows it read on
+    (``url=https://h/?api_key=...``). The name is judged first, and a value read is taken
+    whole, so each character is read a few times at most (a value read after every name was
+    quadratic in ``b=b=b=...``)."""
     out: list[str] = []
     pos = 0
-    while (match := _NAMED.search(text, pos)) is not None:
-        head_end = match.end()
-        name, named = match.group(1, 2)
-        # the name is judged first: a value is read only after a secret's name, and then
-        # taken whole (read once), so a text of many names costs no more than its length
-        value = None
-        if _named_secret(name, text[match.start() : head_end].rstrip().endswith("=")):
-            value = _VALUE.match(text, head_end)
-        if value is None or value.group(1).strip("\"'") == hidden:
-            out.append(text[pos:head_end])
-            pos = head_end
+    while (head := names.search(text, pos)) is not None:
+        at = head.end()
+        assigned = text[head.start() : at].rstrip().endswith("=")
+        if names is _NAMED and not _named_secret(head.group(1), assigned):
+            out.append(text[pos:at])
+            pos = at
             continue
-        prefix = text[match.start() : head_end]
-        shown = _shown_value(prefix, named, value.group(1), text, value.end(), hidden)
-        out += (text[pos : match.start()], shown)
-        pos = value.end()
+        named = head.group(head.re.groups)  # the last group: the quote closing the name
+        end, shown = _value_at(text, at, named, assigned, hidden)
+        out += (text[pos:at], shown)
+        pos = end
     out.append(text[pos:])
     return "".join(out)
+
+
+def _value_at(text: str, at: int, named: str, assigned: bool, hidden: str) -> tuple[int, str]:
+    """The value given at ``at`` in ``text`` under a secret's name (``named``: the quote
+    closing the name, if any; ``assigned``: given with ``=``): where it ends, and how it
+    is shown. Quoted, it is hidden inside its quotes (to the line's end when they do not
+    close); unquoted, the token up to a space, a quote, ``;`` or ``&`` is hidden whole in
+    ``name=value`` (a DSN, an environment, argv, a query string: a password holds ``,]`` or
+    ``}}`` as any other characters). After a colon or a quoted name (JSON, a dict's repr,
+    YAML) a token is cut before the ``,`` ``}`` ``]`` ``)`` it ends with when they close the
+    structure (``4711}}``) or a comma goes on with it (``4711, "door":``, ``4711},{``), and
+    shows as ``"***"`` under a quoted name, so JSON or a dict's repr still parses. Left as it
+    is: nothing (``password=;``, ``""``), a comparison (``password == x``), ``***``, a
+    literal (:data:`_LITERALS`), a list or an object opening (its members have names of their
+    own), and after a colon a word followed by more words (prose: "password: click here")."""
+    first = text[at : at + 1]
+    if not first or first in "=;&":
+        return at, ""
+    if first in "\"'":
+        quoted = _QUOTED.match(text, at)
+        assert quoted is not None  # it starts at a quote
+        closing = quoted.group(1) if first == '"' else quoted.group(2)  # "" where none closes
+        inner = quoted.group(0)[1 : len(quoted.group(0)) - len(closing)]
+        if not inner or inner == hidden:
+            return quoted.end(), quoted.group(0)
+        return quoted.end(), f"{first}{hidden}{closing}"
+    structured = bool(named) or not assigned  # JSON, a dict's repr, YAML
+    if structured and first in "[{":
+        return at, ""  # a list or an object opens: read on, into it
+    token = _TOKEN.match(text, at)
+    assert token is not None  # it matches nothing at least
+    end, value = token.end(), token.group(0)
+    if value in ("[", "{"):  # name=[ then a quoted item: as in JSON
+        return at, ""
+    opens = value.rstrip("{[")  # compact JSON's next object: 1},{"api_key": ...
+    core = (opens if opens.endswith(",") else value).rstrip(_CLOSING)
+    if value == hidden or core in _LITERALS:
+        return end, value
+    if structured and core.isalpha() and core == value:
+        after = text[end : end + 2]
+        if len(after) == 2 and after[0] == " " and after[1].isalpha():
+            return end, value  # prose ("your password: click here"), not YAML's
+    tail = value[len(core) :]
+    cut = (
+        structured
+        and tail
+        and core
+        and not any(c in core for c in "{[(")  # a bracket the value opened: its own
+        and (tail[-1] != "," or _GOES_ON.match(text, end) is not None)  # , "door":
+    )
+    return end, f"{named}{hidden}{named}{tail if cut else ''}"
 
 
 def redact_named(text: str, hidden: str = "***") -> str:
@@ -202,49 +254,6 @@ def _named_value(match: re.Match[str], hidden: str) -> str:
     if not value or value == hidden or not secret_field(match.group(1)):
         return match.group(0)
     return f'"{match.group(1)}"{match.group(2)}"{hidden}"'
-
-
-def _hidden_value(match: re.Match[str], hidden: str) -> str:
-    prefix, named, value = match.group(1, 2, 3)
-    return _shown_value(prefix, named, value, match.string, match.end(), hidden)
-
-
-def _shown_value(prefix: str, named: str, value: str, text: str, end: int, hidden: str) -> str:
-    """``prefix`` (a secret's name, ``named`` its quote, and ``=`` or ``:``) and ``value``
-    (in ``text``, up to ``end``) as shown: the value as ``hidden``, or as it was where it is a
-    literal (:data:`_LITERALS`) or prose."""
-    quote = value[0] if value[:1] in ("'", '"') else ""
-    if quote:
-        return f"{prefix}{quote}{hidden}{quote}"
-    if value in ("[", "{"):  # a JSON list or object of strings opens: no value of its own
-        return prefix + value
-    cut = _value_end(value)
-    value, rest = value[:cut], value[cut:]
-    if value in _LITERALS:  # says nothing secret: shown as it is
-        return prefix + value + rest
-    if not rest and ":" in prefix and value.isalpha():
-        after = text[end : end + 2]
-        if len(after) == 2 and after[0] == " " and after[1].isalpha():
-            return prefix + value  # prose ("your password: click here"), not YAML's
-    return f"{prefix}{named}{hidden}{named}{rest}"  # "password": 12 -> "password": "***"
-
-
-def _value_end(value: str) -> int:
-    """Where an unquoted password value (a token up to a space, a quote, ``;`` or ``&``)
-    ends: at a ``,``, ``}``, ``]`` or ``)`` the text goes on after (the token's last
-    character, or followed by another of them: ``987654,`` in ``"password": 987654, ...``,
-    ``1}}``), unless the value opened a bracket it is inside; else the token is the value
-    (``password=ab,cd`` and ``password={ab}`` are passwords whole)."""
-    depth = 0
-    last = len(value) - 1
-    for i, c in enumerate(value):
-        if c in "{[(":
-            depth += 1
-        elif depth and c in "}])":
-            depth -= 1
-        elif not depth and c in ",}])" and (i == last or value[i + 1] in ",}])"):
-            return i
-    return len(value)
 
 
 _NAME_PARTS = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")

@@ -4,14 +4,16 @@ characters), and that it hides what the regular expressions it replaced hid."""
 
 from __future__ import annotations
 
+import json
 import re
+import string
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nbagent._errors import redact_keys, scrub
+from nbagent._errors import redact_keys, redacted, scrub
 
 # the expressions redact_keys used before it read a text once: the reference for what it hides
 # (OpenAI's and Anthropic's keys and bearer tokens; the other providers' keys have shapes of
@@ -115,13 +117,93 @@ def test_an_unquoted_password_value_ends_where_its_json_or_dict_goes_on() -> Non
         assert redact_keys(text) == shown and json.loads(shown)
     assert redact_keys("{'password': 987654, 'door': 'x'}") == "{'password': '***', 'door': 'x'}"
     assert ast.literal_eval(redact_keys("{'password': 987654, 'door': 'x'}"))
-    assert redact_keys('f(password=987654, door="front")') == 'f(password=***, door="front")'
+    assert redact_keys('f(password=987654, door="front")') == 'f(password=*** door="front")'
     assert redact_keys("password: 1234}") == "password: ***}"
     # a comma or a brace inside a password (one the text does not go on after, one the
     # value opened) is the password's: it is hidden whole
     for text in ("password=ab,cd3fg", "password={ab}cd", "password={ab}", "password=[a,b]"):
         assert redact_keys(f"{text} dbname=x") == "password=*** dbname=x"
     assert redact_keys("pwd=a}b,c") == "pwd=***"
+
+
+def test_a_password_with_brackets_and_commas_is_hidden_whole() -> None:
+    """An unquoted value was cut at a ``,`` ``}`` ``]`` or ``)`` another of them followed
+    (70225ae), so a generated password holding two showed its tail: ``password=aB3,]k9Zq``
+    read ``password=***,]k9Zq``. A value given with ``=`` (a DSN, an environment, argv, a
+    query string) is the token to the next space, quote, ``;`` or ``&``, as before; only
+    after a colon or a quoted name (JSON, a dict's repr, YAML) is it cut, and only before
+    closing brackets that end the token or a comma the structure goes on after."""
+    hidden = {
+        "connect failed: password=aB3,]k9Zq host=db": "connect failed: password=*** host=db",
+        "PGPASSWORD=Zx}]8#qLm0 psql -h db": "PGPASSWORD=*** psql -h db",
+        "client(api_key=Qm9v)]Xr7Tz2Lp, timeout=3)": "client(api_key=*** timeout=3)",
+        "DSN: user=app password=p4ss}}w0rd;": "DSN: user=app password=***;",
+        "https://h/?access_token=a,b)c]d&page=2": "https://h/?access_token=***&page=2",
+        '{"password": aB3,]k9Zq, "door": 1}': '{"password": "***", "door": 1}',
+        "password: p4ss}}w0rd": "password: ***",
+        "secret: ab)]cd, next: 1": "secret: ***, next: 1",
+        "password: abc,": "password: ***",  # nothing goes on after the comma
+        '"password": abc}, more': '"password": "***" more',
+        '{"password": "hunter2': '{"password": "***',  # a text cut short: the rest of the line
+    }
+    for text, shown in hidden.items():
+        assert redact_keys(text) == shown, text
+    # in JSON, a dict's repr or a JavaScript object the structure goes on, and still parses
+    import ast
+    import json
+
+    for data in (
+        {"password": 4711, "door": "front"},
+        [{"api_key": 1}, {"api_key": 2.5}],
+        {"a": {"b": [{"client_secret": -3}]}, "c": [1]},
+    ):
+        for text in (
+            json.dumps(data),
+            json.dumps(data, indent=2),
+            json.dumps(data, separators=(",", ":")),
+        ):
+            shown = redact_keys(text)
+            assert json.loads(shown) == redacted(data), (text, shown)
+        shown = redact_keys(repr(data))
+        assert ast.literal_eval(shown) == redacted(data), shown
+    assert redact_keys("{password: 4711, door: 1}") == "{password: ***, door: 1}"
+    assert redact_keys("{apiKey: 4711}") == "{apiKey: ***}"
+
+
+_PUNCTUATED = st.text(
+    string.ascii_letters + string.digits + ",]})[{(#!$%*+-./:<>?@^_|~=", min_size=4, max_size=24
+).filter(
+    lambda p: (
+        p[0] != "="
+        and p.rstrip(",}])") not in ("True", "False", "None", "true", "false", "null")
+        and p != "***"
+    )
+)
+_SECRET_NAMES = st.sampled_from(
+    ["password", "PGPASSWORD", "db_pwd", "api_key", "apiKey", "access_token", "client_secret"]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_SECRET_NAMES, _PUNCTUATED)
+def test_no_part_of_a_punctuated_password_is_shown_in_any_usual_form(name: str, pw: str) -> None:
+    """A random password with brackets and commas in it (``,]``, ``}}``, ``)]``), given as
+    ``name=value``, in JSON, in a dict's repr or in a URL's query: no part of it is shown
+    (the text reads as it would with ``***`` in its place, so no 4 of its characters remain)."""
+    forms = [
+        lambda v: f"connect failed: {name}={v} host=db",
+        lambda v: f"{name}={v}",
+        lambda v: json.dumps({name: v, "door": "front"}),
+        lambda v: json.dumps([{"n": 1, name: v}]),
+        lambda v: repr({name: v, "door": "front"}),
+        lambda v: f"GET https://h/db?user=me&{name}={v}&page=2 -> 401",
+    ]
+    for form in forms:
+        shown = redact_keys(form(pw))
+        assert shown == form("***"), (form(pw), shown)
+        assert not any(
+            pw[i : i + 4] in shown for i in range(len(pw) - 3) if pw[i : i + 4] not in form("***")
+        )
 
 
 def test_a_comparison_with_a_password_is_no_password_given() -> None:
@@ -165,7 +247,7 @@ def test_a_value_given_under_a_secrets_name_is_hidden() -> None:
         f"passphrase: {KEY}": "passphrase: ***",
         f'{{"api_key": "{KEY}", "page": 1}}': '{"api_key": "***", "page": 1}',
         f"Config(api_key='{KEY}', retries=3)": "Config(api_key='***', retries=3)",
-        f"f(auth_token={KEY}, door=1)": "f(auth_token=***, door=1)",
+        f"f(auth_token={KEY}, door=1)": "f(auth_token=*** door=1)",
         '{"client_secret": 987654, "door": "front"}': '{"client_secret": "***", "door": "front"}',
     }
     for text, shown in hidden.items():
