@@ -167,27 +167,30 @@ def _values_hidden(text: str, names: re.Pattern[str], hidden: str) -> str:
             out.append(text[pos:at])
             pos = at
             continue
-        named = head.group(head.re.groups)  # the last group: the quote closing the name
-        end, shown = _value_at(text, at, named, assigned, hidden)
+        end, shown = _value_at(text, head, hidden)
         out += (text[pos:at], shown)
         pos = end
     out.append(text[pos:])
     return "".join(out)
 
 
-def _value_at(text: str, at: int, named: str, assigned: bool, hidden: str) -> tuple[int, str]:
-    """The value given at ``at`` in ``text`` under a secret's name (``named``: the quote
-    closing the name, if any; ``assigned``: given with ``=``): where it ends, and how it
-    is shown. Quoted, it is hidden inside its quotes (to the line's end when they do not
-    close); unquoted, the token up to a space, a quote, ``;`` or ``&`` is hidden whole in
-    ``name=value`` (a DSN, an environment, argv, a query string: a password holds ``,]`` or
-    ``}}`` as any other characters). After a colon or a quoted name (JSON, a dict's repr,
+def _value_at(text: str, head: re.Match[str], hidden: str) -> tuple[int, str]:
+    """The value given in ``text`` after ``head`` (a secret's name, the quote closing it if
+    any, ``=`` or ``:`` and the spaces after): where it ends, and how it is shown. Quoted, it
+    is hidden inside its quotes (to the line's end when they do not close); unquoted, the
+    token up to a space, a quote, ``;`` or ``&`` is hidden whole in ``name=value`` (a DSN, an
+    environment, argv, a query string: a password holds ``,]`` or ``}}`` as any other
+    characters). After a colon or a quoted name (JSON, a dict's repr,
     YAML) a token is cut before the ``,`` ``}`` ``]`` ``)`` it ends with when they close the
     structure (``4711}}``) or a comma goes on with it (``4711, "door":``, ``4711},{``), and
     shows as ``"***"`` under a quoted name, so JSON or a dict's repr still parses. Left as it
     is: nothing (``password=;``, ``""``), a comparison (``password == x``), ``***``, a
     literal (:data:`_LITERALS`), a list or an object opening (its members have names of their
-    own), and after a colon a word followed by more words (prose: "password: click here")."""
+    own), and after a colon or ``=`` and a space a word followed by more words (prose:
+    "password: click here", an SDK's "(argument api_key= or the ... variable)")."""
+    at = head.end()
+    named = head.group(head.re.groups)  # the last group: the quote closing the name
+    assigned = text[head.start() : at].rstrip().endswith("=")
     first = text[at : at + 1]
     if not first or first in "=;&":
         return at, ""
@@ -211,7 +214,7 @@ def _value_at(text: str, at: int, named: str, assigned: bool, hidden: str) -> tu
     core = (opens if opens.endswith(",") else value).rstrip(_CLOSING)
     if value == hidden or core in _LITERALS:
         return end, value
-    if structured and core.isalpha() and core == value:
+    if (structured or text[at - 1 : at].isspace()) and core.isalpha() and core == value:
         after = text[end : end + 2]
         if len(after) == 2 and after[0] == " " and after[1].isalpha():
             return end, value  # prose ("your password: click here"), not YAML's

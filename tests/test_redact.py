@@ -206,6 +206,19 @@ def test_no_part_of_a_punctuated_password_is_shown_in_any_usual_form(name: str, 
         )
 
 
+def test_a_name_with_an_equals_sign_and_then_prose_gives_no_value() -> None:
+    """An SDK's hint "(argument api_key= or the OPENAI_API_KEY environment variable)" read
+    ``or`` as the key's value (58b1e32), in every provider error the notebook shows. After
+    ``=`` and a space, as after a colon, a word followed by more words is prose; a value
+    printed after ``name=`` and a space (``print("api_key=", key)``) or an INI's ``name =
+    value`` is still hidden."""
+    hint = "check the API key (argument api_key= or the OPENAI_API_KEY environment variable)"
+    assert redact_keys(hint) == hint
+    assert redact_keys(f"api_key= {KEY}") == "api_key= ***"
+    assert redact_keys("password = hunter2\nuser = me") == "password = ***\nuser = me"
+    assert redact_keys("token= abc123 then") == "token= *** then"  # not a word of letters
+
+
 def test_a_comparison_with_a_password_is_no_password_given() -> None:
     """``password == ***`` (a rule's reason, already hidden) read as a key ``password =``
     with the value ``=``: hiding it again gave ``password =*** ***``."""
