@@ -488,21 +488,36 @@ class RayBackend:
         Raises:
             RayUnavailable: ``ray.init`` failed: one line saying why; whatever
                 it had started in this machine (Ray's processes, its session)
-                is ended first.
+                is ended first. A Ray started here (no ``address``, no
+                ``RAY_ADDRESS``) that timed out starting is started again, up to
+                :data:`START_ATTEMPTS` times in all; the line then says how many.
         """
         ray = _ray()
         if ray.is_initialized():
             return ray
-        before = _children()
-        try:
-            ray.init(address=self.address, **self.init)
-        except Exception as exc:
-            with contextlib.suppress(Exception):
-                ray.shutdown()
-            _end({p for p in _children() - before if _is_ray(p)})  # a GCS server left running
-            where = f" at {self.address}" if self.address else " on this machine"
-            raise RayUnavailable(f"Ray could not start{where}: {one_line(exc, 300)}") from None
-        return ray
+        # Ray started here may time out starting on a loaded machine (its raylet waits a
+        # fixed ~15 s for its dashboard agent, then ends itself): nothing has run yet, so
+        # it is started again. Any other failure (or a cluster's) is said at once.
+        local = self.address is None and not os.environ.get("RAY_ADDRESS")
+        attempts = START_ATTEMPTS if local else 1
+        attempt = 0
+        while True:
+            attempt += 1
+            before = _children()
+            try:
+                ray.init(address=self.address, **self.init)
+                return ray
+            except Exception as exc:
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
+                _end({p for p in _children() - before if _is_ray(p)})  # a GCS server left
+                if START_TIMED_OUT in str(exc) and attempt < attempts:
+                    continue
+                where = f" at {self.address}" if self.address else " on this machine"
+                tried = f" ({attempt} attempts)" if attempt > 1 else ""
+                raise RayUnavailable(
+                    f"Ray could not start{where}{tried}: {one_line(exc, 300)}"
+                ) from None
 
     @staticmethod
     def shutdown() -> None:
@@ -569,6 +584,14 @@ class RayBackend:
             actor = ray.remote(ChatWorker).options(**options)
             workers = _POOLS[key] = _Workers(actor.remote for _ in range(size))
         return workers, key
+
+
+START_ATTEMPTS = 3
+"""How many times a Ray this process starts is started when it times out starting."""
+
+START_TIMED_OUT = "timed out during startup"
+"""Ray's words (``ray._private.node``) when the node it started did not come up in time:
+the only ``ray.init`` failure tried again (see :meth:`RayBackend.connect`)."""
 
 
 class RayUnavailable(NBAgentError, RuntimeError):

@@ -4,9 +4,11 @@
 of the session: no dashboard, no usage statistics (no network), quiet logs, and
 its own temporary directory (``mktemp -d``: sessions of other users and helpers
 share /tmp). It starts in about 5 to 8 s on a 2-core machine (measured: the
-``ray_start_seconds`` attribute), once per session: under ``make test`` (``--dist
-loadfile``) this directory's files all go to one pytest-xdist worker (``ONE_WORKER_DIRS`` in
-tests/conftest.py), so it starts once in the run.
+``ray_start_seconds`` attribute), once per session; on a loaded machine it may time out
+starting (its raylet waits a fixed ~15 s for its dashboard agent) and is started again, as
+``RayBackend.connect`` does. Under ``make test`` (``--dist loadfile``) this directory's
+files all go to one pytest-xdist worker (``ONE_WORKER_DIRS`` in tests/conftest.py), so it
+starts once in the run.
 
 The workers import test helpers by module name, so the fixture gives them this
 directory and the repository root on ``PYTHONPATH`` (inherited by the raylet):
@@ -31,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from nbagent.batch._ray import START_ATTEMPTS, START_TIMED_OUT
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
@@ -84,16 +88,23 @@ def ray_cluster() -> Iterator[RayCluster]:
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), str(ROOT), saved) if p)
     started = time.perf_counter()
     try:
-        context: Any = ray.init(
-            num_cpus=NUM_CPUS,
-            # small: a CI container's /dev/shm may be 64 MB (Ray then uses the temp dir)
-            object_store_memory=OBJECT_STORE_BYTES,
-            include_dashboard=False,
-            _temp_dir=temp_dir,
-            namespace="nbagent-tests",
-            logging_level=logging.ERROR,
-            log_to_driver=False,
-        )
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                context: Any = ray.init(
+                    num_cpus=NUM_CPUS,
+                    # small: a CI container's /dev/shm may be 64 MB (else Ray uses the temp dir)
+                    object_store_memory=OBJECT_STORE_BYTES,
+                    include_dashboard=False,
+                    _temp_dir=temp_dir,
+                    namespace="nbagent-tests",
+                    logging_level=logging.ERROR,
+                    log_to_driver=False,
+                )
+                break
+            except Exception as exc:  # a loaded machine: as RayBackend.connect does
+                ray.shutdown()
+                if START_TIMED_OUT not in str(exc) or attempt == START_ATTEMPTS:
+                    raise
     finally:
         if saved is None:
             del os.environ["PYTHONPATH"]

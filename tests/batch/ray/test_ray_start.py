@@ -8,10 +8,12 @@ fresh process (this one may already be connected to the session's Ray).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -86,3 +88,78 @@ def test_a_ray_that_cannot_start_fails_the_rows_in_one_line_and_leaves_nothing_r
     assert out["counts"]["failed"] == 3 and out["counts"].get("queued", 0) == 0
     assert out["left"] == []  # no GCS server or other Ray process left running
     assert out["raised"] == error and out["left_after_raise"] == []
+
+
+SLOW_START = r"""
+import glob, json, os, signal, time
+import nbagent
+from _ray_agents import demo_chat
+from _ray_stall import stall_first
+
+temp_dir = os.environ["NBA_RAY_TEMP"]
+# the first run's dashboard agent stalls past the raylet's wait for it (about 15 s in Ray
+# 2.60, not configurable): the raylet ends itself and ray.init times out during startup
+stopped = stall_first(temp_dir, "dashboard/agent.py", 20)
+started = time.monotonic()
+df = nbagent.batch(["Check the status of order 3", "Check the status of order 4"], demo_chat,
+                   backend="ray", progress=False,
+                   backend_options={"workers": 1, "init": {
+                       "_temp_dir": temp_dir, "include_dashboard": False, "num_cpus": 1,
+                       "object_store_memory": 128 * 1024 * 1024, "log_to_driver": False}})
+out = {
+    "status": df["status"].tolist(),
+    "error": [e if isinstance(e, str) else None for e in df["error"]],
+    "stopped": stopped,
+    "sessions": len(glob.glob(os.path.join(temp_dir, "session_2*"))),
+    "seconds": time.monotonic() - started,
+}
+import ray
+ray.shutdown()
+for pid in stopped:  # still stopped (the batch was quicker than the stall): end it
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
+def test_a_ray_start_that_times_out_under_load_is_tried_again(tmp_path: Path) -> None:
+    """On a loaded machine (2 cores, load 10-15) the raylet gave up waiting for its dashboard
+    agent (heavy imports) and every row of the batch failed ``RayUnavailable`` ("timed out
+    during startup"), though nothing had run: the backend now starts Ray again (3 attempts
+    in all). The load is made real and deterministic: the first run's agent is stopped for
+    20 s (SIGSTOP), past the raylet's wait."""
+    from _ray_stall import processes_of
+
+    here = Path(__file__).resolve().parent
+    short = tempfile.mkdtemp(prefix="nba-ray-")  # Ray's socket paths must stay short
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(here), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "NBA_RAY_TEMP": short,
+    }
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", SLOW_START],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=400,
+            cwd=tmp_path,
+        )
+        left = processes_of(short)
+    finally:
+        for pid in processes_of(short):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(short, ignore_errors=True)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    out = json.loads(lines[-1][len("RESULT ") :])
+    assert len(out["stopped"]) == 1, out  # the first run's agent was stalled
+    assert out["status"] == ["done", "done"], out
+    assert out["sessions"] == 2, out  # it failed once, and Ray was started again
+    assert left == [], left  # nothing of either run left running
