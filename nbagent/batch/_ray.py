@@ -47,10 +47,13 @@ cluster with a node elsewhere is refused with a clear error).
 fails with an error saying so (``WorkerDied``), nothing else is affected, and
 a new worker takes its place for the next rows. A kept worker that died while idle is
 found dead (it does not answer Ray's ready call) and replaced before it is sent a
-chat. Nothing is retried behind the user's back (Ray's own retries are off: a rerun
-chat could run a tool twice). With a store, rerunning the batch continues those chats: finished
-calls are kept, and a call that was running when its worker died is *in
-doubt* (the model is told), never rerun silently.
+chat. A worker that never started (its ``__init__`` raised: Ray then runs none of its
+methods, so nothing of a row ran there) is replaced and its rows are sent again, at most
+:data:`START_RESENDS` times each; a row whose workers kept failing to start fails saying so
+(``WorkerStartFailed``), never "in doubt". Nothing that ran is retried behind the user's
+back (Ray's own retries are off: a rerun chat could run a tool twice). With a store,
+rerunning the batch continues those chats: finished calls are kept, and a call that was
+running when its worker died is *in doubt* (the model is told), never rerun silently.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
 from .._config import configure, get_config, positive_int
-from .._errors import NBAgentError
+from .._errors import NBAgentError, redact_keys
 from .._optional import require
 from ..otel import attached, worker_traces
 from ._backend import FINAL, Job, ProgressSink, RowResult, RowUpdate, RunSpec
@@ -367,6 +370,10 @@ class SpecUnreadable(RuntimeError):
         )
 
 
+START_RESENDS = 2
+"""Times a row is sent again when its worker never started (its ``__init__`` raised):
+nothing of the row ran, so it goes to the worker that replaced it."""
+
 PING_SECONDS = 5.0
 """How long the driver waits for a kept worker to answer before sending it chats: one that
 does not answer in time is busy, not dead (a dead one is known at once)."""
@@ -394,6 +401,8 @@ class _Row:
     the stored chat), and for a row whose worker died."""
     latency: float = 0.0
     """Seconds the row's chat ran in its segments so far (each continuation is one)."""
+    resent: int = 0
+    """Times the row was sent again because its worker never started (nothing ran)."""
 
     def heard(self, item: _Heard) -> _Heard:
         """``item`` with what the chat used never less than heard before (kept in
@@ -760,6 +769,7 @@ class _Run:
         """Forward a row's updates to the progress sink; queue its result."""
         started = time.monotonic()
         result: RowResult | BaseException | None = None
+        again = False
         try:
             async for ref in stream:
                 item = await ref
@@ -772,20 +782,35 @@ class _Run:
             exc = _leaf(raised)  # Ray's async iteration may wrap it in an ExceptionGroup
             if _worker_died(self.ray, exc):
                 self.replace(row)  # before anything else is sent to it
-            if row.chat_id is None and self.store is not None:
-                # it died before its first update: the store knows the chat
-                row.chat_id = await asyncio.to_thread(self.recorded_chat, row.job.key)
-            if row.chat_id is not None and self.store is not None:
-                # what it paid for since its last update (a request, at most) is stored
-                stored = await asyncio.to_thread(_stored_usage, self.store, row.chat_id)
-                if stored is not None:
-                    row.heard(replace(stored, key=row.job.key, index=row.job.index))
-            result = self.failure(row, exc, time.monotonic() - started)
+            if _never_started(self.ray, exc):
+                # its __init__ failed: Ray ran none of its methods, so nothing of the row
+                # ran there; it goes again, to the replacement (a transient cause is gone
+                # there; a permanent one fails it too, and the row then fails saying so)
+                again = row.resent < START_RESENDS
+            else:
+                if row.chat_id is None and self.store is not None:
+                    # it died before its first update: the store knows the chat
+                    row.chat_id = await asyncio.to_thread(self.recorded_chat, row.job.key)
+                if row.chat_id is not None and self.store is not None:
+                    # what it paid for since its last update (a request, at most) is stored
+                    stored = await asyncio.to_thread(_stored_usage, self.store, row.chat_id)
+                    if stored is not None:
+                        row.heard(replace(stored, key=row.job.key, index=row.job.index))
+            if not again:
+                result = self.failure(row, exc, time.monotonic() - started)
         finally:
             assert row.worker is not None
             self.running.pop(id(row), None)
             self.load[row.worker] -= 1
             self.slots.release()
+        if again:
+            row.resent += 1
+            await self.slots.acquire()
+            if self.closed:  # the run stopped meanwhile: nothing is sent any more
+                self.slots.release()
+                return
+            self.start(row, progress)
+            return
         if result is None:
             result = self.failure(row, RuntimeError("the worker returned no result"), 0.0)
         if isinstance(result, RowResult):
@@ -802,7 +827,12 @@ class _Run:
         error, kind = one_line(cause, limit=300), type(cause).__name__
         if isinstance(cause, SpecUnreadable):  # one clear line, not Ray's traceback
             error, kind = str(cause), cause.error_type
-        if _worker_died(self.ray, exc):
+        if _never_started(self.ray, exc):
+            error, kind = (
+                f"the Ray worker could not start: {_start_failure(exc)}",
+                "WorkerStartFailed",
+            )
+        elif _worker_died(self.ray, exc):
             error = f"the Ray worker running this chat died ({type(exc).__name__})" + (
                 "; rerun the batch with its store to continue the chat (finished calls "
                 "are kept, a call that was running is in doubt)"
@@ -944,6 +974,22 @@ def _leaf(exc: BaseException) -> BaseException:
 
 def _worker_died(ray: Any, exc: BaseException) -> bool:
     return isinstance(exc, ray.exceptions.RayActorError | ray.exceptions.WorkerCrashedError)
+
+
+def _never_started(ray: Any, exc: BaseException) -> bool:
+    """Whether ``exc`` says the row's worker never started: its ``__init__`` raised (Ray
+    then runs none of the actor's methods: nothing of the row ran)."""
+    return isinstance(exc, ray.exceptions.RayActorError) and bool(
+        getattr(exc, "actor_init_failed", False)
+    )
+
+
+def _start_failure(exc: BaseException) -> str:
+    """Why a worker could not start, on one line: the last line of Ray's message (it ends
+    with the traceback of the worker's ``__init__``: ``Type: message``)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = redact_keys(lines[-1]) if lines else type(exc).__name__
+    return text if len(text) <= 300 else text[:299] + "…"
 
 
 def _stored_usage(store: Any, chat_id: str) -> RowResult | None:

@@ -4,7 +4,8 @@ The fake model (:func:`handler`) asks for ``double(n)`` with ``n`` the length
 of the user's prompt, then answers ``"<prompt>: <result>"``; a prompt
 starting with ``"gate"`` asks for the gated ``refund`` instead, and one
 starting with ``"die"`` for ``crash``, which ends its worker process, and one starting with
-``"interrupt"`` for ``interrupt``, which raises ``KeyboardInterrupt``.
+``"interrupt"`` for ``interrupt``, which raises ``KeyboardInterrupt``; ``"note <file> <row>"``
+asks for ``note``, which appends the row to the file (a side effect counted per call).
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ def handler(request: RecordedRequest) -> Turn:
             return Turn(tool_calls=[FakeToolCall("crash", {})])
         if prompt.startswith("interrupt"):
             return Turn(tool_calls=[FakeToolCall("interrupt", {})])
+        if prompt.startswith("note "):
+            _, marks, row = prompt.split(" ", 2)
+            return Turn(tool_calls=[FakeToolCall("note", {"marks": marks, "row": row})])
         if prompt.startswith("linger "):
             return Turn(tool_calls=[FakeToolCall("linger", {"marks": prompt.split(" ", 1)[1]})])
         return Turn(tool_calls=[FakeToolCall("double", {"n": len(prompt)})])
@@ -73,6 +77,19 @@ def crash() -> str:
 async def interrupt() -> str:
     """Raises KeyboardInterrupt (a library converting a child's SIGINT): not the stop button."""
     raise KeyboardInterrupt
+
+
+@tool
+def note(marks: str, row: str) -> str:
+    """Appends ``row`` to ``marks`` (one line per call: what ran, and how many times).
+
+    Args:
+        marks: The file to append to.
+        row: The row.
+    """
+    with open(marks, "a") as f:
+        f.write(f"{row}\n")
+    return f"noted {row}"
 
 
 @tool
@@ -119,7 +136,7 @@ class FakeServerChat:
                 "gpt-4.1-mini", base_url=self.base_url, api_key=KEY
             )
         return Chat(provider=provider, stream=False).with_tools(
-            double, refund, crash, linger, interrupt
+            double, refund, crash, linger, interrupt, note
         )
 
 

@@ -6,6 +6,7 @@ and the frame say a row used when its worker died or its chat continued after a 
 from __future__ import annotations
 
 import asyncio
+import os
 import pickle
 import threading
 from collections.abc import Sequence
@@ -218,3 +219,77 @@ def test_a_continued_rows_tokens_never_go_down(
     _never_down(out["updates"])
     parked = next(u for u in out["updates"] if u.key == "0" and u.status == "awaiting_approval")
     assert parked.input_tokens > 0
+
+
+# ------------------------------------------------------------ a worker that never started
+def faulty_worker(marker: Path, times: int | None) -> type[ChatWorker]:
+    """A worker class whose ``__init__`` raises for the first ``times`` workers to start (a
+    marker file each: shared by the workers' processes), or always (``None``). Defined here,
+    it is pickled by value: its marker goes with it to the workers."""
+
+    class FaultyWorker(ChatWorker):
+        def __init__(self) -> None:
+            if times is None:
+                raise RuntimeError("worker start failed (simulated, always)")
+            for n in range(times):
+                try:
+                    fd = os.open(f"{marker}.{n}", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                except FileExistsError:
+                    continue
+                os.close(fd)
+                raise RuntimeError("worker start failed (simulated)")
+            super().__init__()
+
+    return FaultyWorker
+
+
+# a pool of its own (pools are kept by their options): never a kept pool of ChatWorkers
+FAULTY_POOL = {"max_concurrency": 999}
+
+
+def test_rows_sent_to_a_worker_that_never_started_run_on_its_replacement(
+    ray_cluster: Any, server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker whose ``__init__`` raised (a transient failure) failed every row already
+    sent to it, "the Ray worker running this chat died ... a call that was running is in
+    doubt", though nothing had run for them (8 of 20). Ray runs no method of an actor
+    whose ``__init__`` failed, so the rows are sent again, to its replacement: every row
+    done, and each row's tool ran once."""
+    monkeypatch.setattr(_ray, "ChatWorker", faulty_worker(tmp_path / "started", 1))
+    marks = tmp_path / "marks"
+    store = SQLiteStore(tmp_path / "batch.db")
+    rows = [f"note {marks} {n}" for n in range(20)]
+    result = _in_time(
+        lambda: nbagent.batch(
+            rows, FakeServerChat(server.openai_base_url), store=store, progress=False,
+            concurrency=20, backend="ray",
+            backend_options={"workers": 2, "keep_workers": False, "worker_options": FAULTY_POOL},
+        )
+    )  # fmt: skip
+    assert Path(f"{tmp_path / 'started'}.0").exists()  # a worker failed to start
+    assert list(result["status"]) == ["done"] * 20, result[["status", "error"]]
+    ran = marks.read_text().split()
+    assert sorted(ran, key=int) == [str(n) for n in range(20)]  # each row's call, once
+    assert len(store.chats()) == 20
+
+
+def test_a_worker_that_cannot_start_fails_its_rows_saying_so(
+    ray_cluster: Any, server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A permanent cause (a missing import, a bad runtime_env): the replacement fails to start
+    too, and the row fails saying the worker could not start, never "in doubt"."""
+    monkeypatch.setattr(_ray, "ChatWorker", faulty_worker(tmp_path / "started", None))
+    marks = tmp_path / "marks"
+    result = _in_time(
+        lambda: nbagent.batch(
+            [f"note {marks} {n}" for n in range(3)], FakeServerChat(server.openai_base_url),
+            store=str(tmp_path / "batch.db"), progress=False, backend="ray",
+            backend_options={"workers": 1, "keep_workers": False, "worker_options": FAULTY_POOL},
+        )
+    )  # fmt: skip
+    assert list(result["status"]) == ["failed"] * 3
+    assert set(result["error_type"]) == {"WorkerStartFailed"}
+    assert set(result["error"]) == {
+        "the Ray worker could not start: RuntimeError: worker start failed (simulated, always)"
+    }
+    assert not marks.exists() and result["chat_id"].isna().all()
