@@ -493,18 +493,34 @@ class ToolRunner:
         hooks: RoundHooks,
         slots: _Slots,
     ) -> Outcome:
+        seat = _Seat.take(job, mode, pool, slots)  # before it is claimed (_Seat)
+        try:
+            try:
+                await hooks.ready(job)
+            except Exception as exc:  # its claim could not be made: not started, runnable
+                raise _NotStarted(exc) from None
+            if hooks.cancelled():  # stopped while the claim was made (it is let go at close)
+                out = Outcome(job.call, "cancelled", message="cancelled before it ran")
+                hooks.finish(out)
+                return out
+            ctx = contextvars.copy_context()  # the call's own: the caller's variables, a copy
+            ctx.run(_CALL.set, job.call.id)
+            return await self._begun(job, mode, hooks, ctx, seat)
+        finally:
+            if seat is not None:
+                seat.drop()  # not used: skipped, replayed, stopped before it ran
+
+    async def _begun(
+        self,
+        job: Job,
+        mode: Mode,
+        hooks: RoundHooks,
+        ctx: contextvars.Context,
+        seat: _Seat | None,
+    ) -> Outcome:
+        """The call's start (``hooks.start``), its tool's run and its end, recorded."""
         import asyncio
 
-        try:
-            await hooks.ready(job)
-        except Exception as exc:  # its claim could not be made: not started, still runnable
-            raise _NotStarted(exc) from None
-        if hooks.cancelled():  # stopped while the claim was made (it is let go at close)
-            out = Outcome(job.call, "cancelled", message="cancelled before it ran")
-            hooks.finish(out)
-            return out
-        ctx = contextvars.copy_context()  # the call's own: the caller's variables, a copy
-        ctx.run(_CALL.set, job.call.id)
         try:
             skip = ctx.run(hooks.start, job, mode)
             started = utcnow()
@@ -534,7 +550,7 @@ class ToolRunner:
             self._settle(out, started, t0, hooks)
             return out
         try:
-            value = await self._execute(job, mode, pool, ctx, slots)
+            value = await self._execute(job, ctx, seat)
             out = Outcome(job.call, "ok", value=value)
         except TimeoutError as exc:  # an async tool's or an MCP server's call: told to stop
             message = str(exc) or f"timed out after {job.timeout:g} s and was stopped{_UNKNOWN}"
@@ -586,33 +602,16 @@ class ToolRunner:
         out.duration_ms = (time.perf_counter() - t0) * 1000.0
         hooks.finish(out)
 
-    async def _execute(
-        self,
-        job: Job,
-        mode: Mode,
-        pool: concurrent.futures.ThreadPoolExecutor | None,
-        ctx: contextvars.Context,
-        slots: _Slots,
-    ) -> Any:
-        """Run ``job``'s tool in ``ctx`` (the call's copy of the caller's context)."""
-        is_async = job.tool.is_async
-        if mode == "sequential" or pool is None:
-            if is_async:
-                return await self._in_task(job, ctx)
-            if job.timeout or on_background_loop():
-                # The shared pool, not the loop's default executor: that one is small (a
-                # few stuck calls made every later one time out before it started) and, on
-                # the background loop, nbagent's own background work's.
-                return await self._in_thread(job, _shared_pool(), _call_sync, ctx, slots)
-            with _holding(job):  # on this thread (the loop's, under the async API)
-                return ctx.run(_call_sync, job)
-        if mode == "threads":
-            fn = _call_async_in_thread if is_async else _call_sync
-            return await self._in_thread(job, pool, fn, ctx, slots)
-        # async mode
-        if is_async:
+    async def _execute(self, job: Job, ctx: contextvars.Context, seat: _Seat | None) -> Any:
+        """Run ``job``'s tool in ``ctx`` (the call's copy of the caller's context): on the
+        worker thread its ``seat`` waits on (:func:`_worker_for`), else as a task of this
+        loop (an async tool) or here (a sync one)."""
+        if seat is not None:
+            return await self._in_thread(job, seat, ctx)
+        if job.tool.is_async:
             return await self._in_task(job, ctx)
-        return await self._in_thread(job, pool, _call_sync, ctx, slots)
+        with _holding(job):  # on this thread (the loop's, under the async API)
+            return ctx.run(_call_sync, job)
 
     @staticmethod
     async def _in_task(job: Job, ctx: contextvars.Context) -> Any:
@@ -646,17 +645,11 @@ class ToolRunner:
             raise error from None
 
     @staticmethod
-    async def _in_thread(
-        job: Job,
-        pool: concurrent.futures.ThreadPoolExecutor | None,
-        fn: Any,
-        ctx: contextvars.Context,
-        slots: _Slots | None = None,
-    ) -> Any:
+    async def _in_thread(job: Job, seat: _Seat, ctx: contextvars.Context) -> Any:
         import asyncio
         import functools
 
-        loop = asyncio.get_running_loop()
+        fn = seat.fn
         stoppable = fn is _call_async_in_thread  # its own loop cancels it (timeout, cancel)
         stopper = _Stopper() if stoppable else None
         if stoppable:
@@ -665,10 +658,10 @@ class ToolRunner:
         # thread (all of them busy: stuck in timed-out calls, another round's), it is dropped
         # and never runs. Queued bare, it ran once a thread came free, after the round was
         # cancelled, and the cancelled turn waited for it to end.
-        ticket = _Ticket(slots)  # abandoned, its thread keeps its slot until it ends
+        ticket = seat.ticket  # abandoned, its thread keeps its slot until it ends
         if stoppable and job.timeout:
             fn = functools.partial(fn, deadline=time.monotonic() + job.timeout)
-        fut = loop.run_in_executor(pool, ctx.run, ticket.run, fn, job)
+        fut = seat.go(fn, ctx, job)
         if not job.timeout:
             try:
                 return await asyncio.shield(fut)
@@ -757,6 +750,91 @@ async def _all_settled(tasks: Sequence[asyncio.Future[Any]]) -> None:
     for task in tasks:
         if not task.cancelled():
             task.exception()
+
+
+def _worker_for(
+    job: Job, mode: Mode, pool: concurrent.futures.ThreadPoolExecutor | None
+) -> tuple[concurrent.futures.ThreadPoolExecutor, Any] | None:
+    """The pool ``job``'s tool runs on and what runs it there; ``None``: on this thread (a
+    sync tool: see ``sequential`` in the module docstring), as a task of this loop (an async
+    one), or not at all (its recorded outcome is replayed)."""
+    if job.replayed is not None:
+        return None
+    is_async = job.tool.is_async
+    if mode == "sequential" or pool is None:
+        if is_async or not (job.timeout or on_background_loop()):
+            return None
+        # The shared pool, not the loop's default executor: that one is small (a few stuck
+        # calls made every later one time out before it started) and, on the background
+        # loop, nbagent's own background work's.
+        return _shared_pool(), _call_sync
+    if mode == "threads":
+        return pool, _call_async_in_thread if is_async else _call_sync
+    return None if is_async else (pool, _call_sync)  # async mode
+
+
+class _Seat:
+    """A call's place in its worker pool's queue, taken before the call is claimed (the
+    store's claim, ``RoundHooks.ready`` and ``start``) and marked running.
+
+    A pool takes no more work once the interpreter exits (a chat continued on the background
+    loop as a script ends: an inbox's approval): refused here, the call was never started and
+    stays as it was, runnable (:class:`_NotStarted`); refused once it was marked running, it
+    was answered as an error though its tool never ran, the model was told it failed, and a
+    resumed chat never ran what the person approved (claimed in the store and then refused,
+    it was left in doubt). A seat taken is kept: the exit waits for the pool's threads, so
+    the call runs. The thread that takes the seat waits, while the call is claimed and its
+    start is heard, to be told to :meth:`go`, or returns at once, having run nothing, if the
+    seat is dropped (skipped, a recorded outcome, a failed claim, stopped before it ran).
+    """
+
+    __slots__ = ("_gate", "_work", "fn", "future", "ticket")
+
+    def __init__(
+        self, pool: concurrent.futures.ThreadPoolExecutor, fn: Any, ticket: _Ticket
+    ) -> None:
+        import asyncio
+
+        self.fn = fn  # what the thread runs the call with (``_call_sync``...)
+        self.ticket = ticket
+        self._gate = threading.Event()
+        self._work: tuple[Any, contextvars.Context, Job] | None = None
+        self.future = asyncio.get_running_loop().run_in_executor(pool, self._run)
+
+    @classmethod
+    def take(
+        cls,
+        job: Job,
+        mode: Mode,
+        pool: concurrent.futures.ThreadPoolExecutor | None,
+        slots: _Slots,
+    ) -> _Seat | None:
+        """``job``'s seat (``None``: it runs on no worker thread); :class:`_NotStarted` if
+        the pool refuses it."""
+        where = _worker_for(job, mode, pool)
+        if where is None:
+            return None
+        try:
+            return cls(where[0], where[1], _Ticket(slots))
+        except RuntimeError as exc:  # "cannot schedule new futures after (interpreter) shutdown"
+            raise _NotStarted(exc) from None
+
+    def _run(self) -> Any:
+        self._gate.wait()
+        if self._work is None:
+            return None  # dropped: the call's tool never runs here
+        fn, ctx, job = self._work
+        return ctx.run(self.ticket.run, fn, job)
+
+    def go(self, fn: Any, ctx: contextvars.Context, job: Job) -> asyncio.Future[Any]:
+        """Run ``fn(job)`` in ``ctx`` on the seat's thread (behind its ticket); its future."""
+        self._work = (fn, ctx, job)
+        self._gate.set()
+        return self.future
+
+    def drop(self) -> None:
+        """Let the thread go without running anything (once :meth:`go` was called, nothing)."""
+        self._gate.set()
 
 
 class _NotStarted(Exception):

@@ -805,3 +805,57 @@ def test_a_finished_threads_runner_is_closed_even_where_a_loop_runs() -> None:
         sys.unraisablehook = hook
     assert errors == []
     assert loops and loops[0].is_closed()
+
+
+@pytest.mark.parametrize(
+    ("mode", "timeout"), [("threads", None), ("async", None), ("sequential", 5)]
+)
+def test_a_call_its_worker_pool_refuses_was_not_started_and_runs_once_later(
+    monkeypatch: pytest.MonkeyPatch, mode: str, timeout: float | None
+) -> None:
+    """The pools take no more work once the interpreter exits (the background loop running
+    an approved call as a script ends: tests/test_aio.py). Refused once the call was marked
+    running, it was answered as an error though it never ran, the model told so, and a
+    resumed chat never ran what the person approved. It is now refused before it starts:
+    no start, no result, still approved; the round stops with the pool's error; continued
+    with a pool that takes work, each call runs once."""
+    import concurrent.futures
+
+    from nbagent import _runner
+    from nbagent._events import ToolCallFinished, ToolCallStarted
+    from nbagent._record import fold
+
+    ran: list[str] = []
+
+    @tool(requires_approval=True, timeout=timeout)
+    def refund(item: str) -> str:
+        """Refund an item.
+
+        Args:
+            item: The item.
+        """
+        ran.append(item)
+        return f"refunded {item}"
+
+    refusing = concurrent.futures.ThreadPoolExecutor(1)
+    refusing.shutdown()
+    monkeypatch.setattr(_runner, "_pool", refusing)
+    script = [call_tools(("refund", {"item": "a"}, "c1"), ("refund", {"item": "b"}, "c2"))]
+    chat = Chat(provider=ScriptedProvider([*script, reply("done")]), display=False)
+    chat.with_tools(refund).with_tool_options(concurrency=mode)
+    chat.ask("refund a and b")
+    chat.approve("c1")
+    chat.approve("c2")
+    with pytest.raises(RuntimeError, match="cannot schedule new futures"):
+        chat.complete()
+    assert ran == []
+    assert [c.status for c in chat.tool_calls] == ["approved", "approved"]
+    assert not [e for e in chat.events if isinstance(e, ToolCallStarted | ToolCallFinished)]
+    assert fold(chat.events) == chat.record
+    monkeypatch.setattr(_runner, "_pool", None)  # made again, taking work
+    assert chat.complete().content == "done"
+    assert sorted(ran) == ["a", "b"]
+    assert [(m.tool_call_id, m.content) for m in results(chat)] == [
+        ("c1", "refunded a"),
+        ("c2", "refunded b"),
+    ]
