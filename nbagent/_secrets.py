@@ -449,10 +449,110 @@ def provider_secrets(provider: Any) -> tuple[str, ...]:
         return ()
 
 
+SECRET_MIN = 4
+"""The shortest value under a secret's name masked in other text (:func:`named_values`,
+:func:`token_masks`): shorter ones (``"abc"``, ``"1"``) would hide common words and numbers
+all over a text, and a value that short is no secret worth the name anyway."""
+
+
+def named_values(*values: Any) -> set[str]:
+    """The strings (and numbers, as text) in ``values`` (a call's arguments, its edited
+    ones...) that stand under a secret's name (:func:`secret_field`) at any depth (all of a
+    ``credentials`` dict), of :data:`SECRET_MIN` characters or more: what a tool's error, a
+    prompt or an answer may quote, for :func:`token_masks`."""
+    found: set[str] = set()
+    for value in values:
+        _named_values(value, False, found, 0)
+    return found
+
+
+def _named_values(value: Any, secret: bool, found: set[str], depth: int) -> None:
+    if depth > 200:
+        return
+    if isinstance(value, str):
+        if secret and len(value) >= SECRET_MIN:
+            found.add(value)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _named_values(v, secret or secret_field(k), found, depth + 1)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _named_values(v, secret, found, depth + 1)
+    elif secret and isinstance(value, int | float) and not isinstance(value, bool):
+        text = str(value)  # a PIN, as an error or an answer may quote it
+        if len(text) >= SECRET_MIN:
+            found.add(text)
+
+
+_WORD = re.compile(r"\w")
+
+
+class Masks:
+    """Secrets to hide in text, as one pattern (longest first: a secret holding another is
+    masked whole), and each form as it may appear (a quick look before the pattern runs)."""
+
+    __slots__ = ("forms", "pattern")
+
+    def __init__(self, forms: tuple[str, ...], pattern: re.Pattern[str]):
+        self.forms = forms
+        self.pattern = pattern
+
+    def hide(self, text: str) -> str:
+        """``text`` with each secret as ``***``."""
+        if not any(form in text for form in self.forms):
+            return text  # the usual case: a look for each form, no pattern run
+        return self.pattern.sub(REDACTED, text)
+
+
+def token_masks(anywhere: Iterable[str] = (), tokens: Iterable[str] = ()) -> Masks:
+    """``anywhere``: secrets hidden wherever they appear, as :func:`scrub` hides a provider's
+    key (those of :data:`SECRET_MIN` characters or more); ``tokens``: values given under a
+    secret's name (:func:`named_values`), hidden only as a whole token: no word character
+    right before one starting with a word character, nor right after one ending with one. A
+    short value (``passcode=2026``, ``password="test"``) hidden as a substring cut other
+    numbers and words apart ("1***0", "la*** run"), as :data:`KEY_MIN` says. Each as given,
+    and as ``repr()`` and JSON quote it (``C:\\\\vault`` for ``C:\\vault``)."""
+    token_only: dict[str, bool] = {}
+    for secret in anywhere:
+        if secret and len(secret) >= SECRET_MIN:
+            for form in _quoted(secret):
+                token_only[form] = False
+    for secret in tokens:
+        for form in _quoted(secret):
+            token_only.setdefault(form, True)
+    forms = tuple(sorted(token_only, key=len, reverse=True))
+    parts = []
+    for form in forms:
+        part = re.escape(form)
+        if token_only[form]:
+            if _WORD.match(form[0]):
+                part = r"(?<!\w)" + part
+            if _WORD.match(form[-1]):
+                part += r"(?!\w)"
+        parts.append(part)
+    return Masks(forms, re.compile("|".join(parts) or "(?!)"))
+
+
+def _quoted(secret: str) -> set[str]:
+    """``secret`` as text may show it: as it is, and inside ``repr()``'s and JSON's quotes."""
+    import json  # a secret's quoted forms are asked for rarely (a trace's, a judge's text)
+
+    return {
+        secret,
+        repr(secret)[1:-1],
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+    }
+
+
 __all__ = [
     "KEY_MIN",
+    "SECRET_MIN",
+    "Masks",
+    "named_values",
     "provider_secrets",
     "redact_keys",
     "redacted",
     "scrub",
+    "token_masks",
 ]

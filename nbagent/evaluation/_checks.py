@@ -13,7 +13,6 @@ case's row.
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 import re
@@ -23,7 +22,14 @@ from typing import Any
 
 from .._errors import OutputValidationError
 from .._html import preview, short_json
-from .._secrets import redact_keys, redacted, secret_field, shown_as
+from .._secrets import (
+    Masks,
+    named_values,
+    redact_keys,
+    redacted,
+    shown_as,
+    token_masks,
+)
 from .._types import short_id
 from ._case import Case
 
@@ -579,56 +585,21 @@ def judge_prompt(criterion: str, case: Case) -> str:
     )
 
 
-SECRET_MIN = 4
-"""The shortest value under a secret's name masked in a judge's text (as traces mask them):
-a shorter one ("1", "abc") would mask common words and numbers."""
-
-
-def _secret_texts(case: Case) -> list[str]:
+def _secret_texts(case: Case) -> Masks:
     """The values the case's calls were given under a secret's name (``password``,
-    ``api_key``, anything in ``credentials``; their original and edited arguments), as
-    text of :data:`SECRET_MIN` characters or more, and as repr or JSON would escape them
-    (``C:\\vault``), longest first."""
-    found: set[str] = set()
-    for c in case.tool_calls:
-        for args in (c.arguments, c.edited_arguments):
-            _secret_values(args, False, found)
-    forms = {f for v in found for f in (v, repr(v)[1:-1], json.dumps(v)[1:-1])}
-    return sorted(forms, key=len, reverse=True)
+    ``api_key``, anything in ``credentials``; their original and edited arguments), to be
+    hidden as whole tokens, as they are and as repr or JSON escape them (``C:\\vault``)."""
+    given = [args for c in case.tool_calls for args in (c.arguments, c.edited_arguments)]
+    return token_masks(tokens=named_values(*given))
 
 
-def _secret_values(value: Any, secret: bool, found: set[str], depth: int = 0) -> None:
-    """Add to ``found`` the strings (and numbers, as text) of ``value`` under a secret's
-    name (:func:`~nbagent._secrets.secret_field`) at any depth; ``secret``: ``value``
-    itself is."""
-    if depth > 200:
-        return
-    if isinstance(value, str):
-        if secret and len(value) >= SECRET_MIN:
-            found.add(value)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _secret_values(v, secret or secret_field(k), found, depth + 1)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            _secret_values(v, secret, found, depth + 1)
-    elif secret and isinstance(value, int | float) and not isinstance(value, bool):
-        text = str(value)  # a PIN, as the prompt or an answer may quote it
-        if len(text) >= SECRET_MIN:
-            found.add(text)
-
-
-def _masked_text(text: str | None, secrets: list[str]) -> str | None:
+def _masked_text(text: str | None, secrets: Masks) -> str | None:
     """``text`` with each of ``secrets`` standing as a whole token (no letter, digit or
     ``_`` right before or after it: "hunter2" is not masked in "hunter2x") and then all
     :func:`~nbagent._secrets.redact_keys` hides as ``***``."""
     if not text:
         return text
-    present = [s for s in secrets if s in text]
-    if present:
-        alternatives = "|".join(re.escape(s) for s in present)
-        text = re.sub(rf"(?<!\w)(?:{alternatives})(?!\w)", "***", text)
-    return redact_keys(text)
+    return redact_keys(secrets.hide(text))
 
 
 def judged(criterion: str, judge: Any, *, name: str | None = None) -> Check:
