@@ -40,12 +40,15 @@ not hosted, not replayed, mode ``sequential``...; docs/traces.md lists them).
 The hook only keeps the changes that make spans; they are turned into spans in one
 burst when the turn's run ends (parks, completes...; the chat is closed or dropped), or
 when :data:`KEEP_MAX` changes or :data:`KEEP_SECONDS` (the batch span processor's own
-delay) have piled up (checked at the next change, and by a check on nbagent's background
-loop, since none may come: a turn stepped through with ``step()``), or a call
+delay) have piled up (checked at the next change, and by the one check on nbagent's
+background loop every tracer shares, :data:`_DUE`, since none may come: a turn stepped
+through with ``step()``), or a call
 is final outside any run (a denial after the turn parked: no run may ever follow): every span
 is back-dated to the events' times, so a trace is the same, but the tracer's work and the
 SDK's run once per turn with their code and data warm, not after every model request
 when the wait for the model has evicted them (about half of their cost; ``bench_otel``).
+Between bursts a change costs only its keeping (a request's settings are noted as it
+starts, made into attributes in the burst), and a turn no hop to another thread.
 A tool that makes a span of its own has them made then (its call's span is its parent).
 
 Message content (prompts, answers, arguments, results) is exported only with
@@ -59,6 +62,7 @@ loaded chat's stored events) are history, not traced again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import threading
@@ -218,8 +222,13 @@ class Tracer(Extension):
         self._seen_context: Any = None
         self._run_context: Any = None
         # what each kept request was sent with, read when it started (a tool may change the
-        # instructions before the run ends): record key -> (its settings' attributes, system)
-        self._sent: dict[Any, tuple[dict[str, Any], str | None]] = {}
+        # instructions or the provider before the run ends): record key -> (the provider,
+        # the instructions with content, whether its turn asks for JSON); the attributes
+        # are made from them in the burst
+        self._sent: dict[Any, tuple[Any, str | None, bool]] = {}
+        # the chat's provider and hosted tools as last seen (their secrets, read only when
+        # text is exported: a chat garbage-collected before its spans were made has them)
+        self._seen: tuple[Any, tuple[Any, ...]] = (None, ())
         # what exported text masks besides key-shaped text (see _masking): the chat's
         # provider's and hosted tools' secrets as last read, and the values its calls were
         # given under a secret's name (gathered once text is first exported: None till then)
@@ -227,7 +236,7 @@ class Tracer(Extension):
         self._arg_secrets: set[str] | None = None
         self._args_to_read: set[str] = set()  # calls whose arguments are not gathered yet
         self._masks: _Masks | None = None  # all of them as one pattern (None: to be made)
-        self._later = False  # a check is due that the kept changes do not wait too long
+        self._later = False  # in _DUE: the late check looks at this tracer
         self._dropped: Any = None  # ends the run if the chat is garbage-collected
         self._lock = threading.Lock()  # calls of a round may end on worker threads
 
@@ -269,7 +278,23 @@ class Tracer(Extension):
 
     def _chat_dropped(self) -> None:
         """The chat was garbage-collected (a finalizer): its run ends ``dropped``, on a worker
-        thread (a finalizer may interrupt this very tracer, or the SDK, on its thread)."""
+        thread (a finalizer may interrupt this very tracer, or the SDK, on its thread). The
+        usual chat has nothing left to end (its turn ended, every span is made): nothing is
+        done then, no thread is woken (a batch drops a chat per row)."""
+        if self._lock.acquire(blocking=False):  # not held here: what it guards reads true
+            try:
+                idle = not (
+                    self._kept
+                    or self._turn_span is not None
+                    or self._finishing is not None
+                    or self._starts
+                    or self._orphans
+                    or self._stand_ins
+                )
+            finally:
+                self._lock.release()
+            if idle:
+                return
         try:
             spawn(in_worker(self.detach, "dropped"))
         except RuntimeError:  # no background loop (the interpreter exits)
@@ -313,14 +338,15 @@ class Tracer(Extension):
         if t not in _HANDLERS and not self._content:
             return  # most events change no span (with content, one may end a request's)
         span = None
-        later = False
+        check = None
         with self._lock:
             kept = self._kept
             if not kept:
-                self._kept_at = time.monotonic()
+                self._kept_at = now = time.monotonic()
                 self._inst.exit_first()  # a provider made since instrument(): flushed first
-                later = not self._later
-                self._later = True
+                if not self._later or _DUE_AT is None:  # else the check looks here already
+                    self._later = True
+                    check = _due(self, now)
             if t in _RUNS:  # a decision made outside a run is no part of the run's context
                 self._run_kept = True
                 ctx = otel_context.get_current()
@@ -329,7 +355,9 @@ class Tracer(Extension):
                     self._contexts.append((len(kept), ctx))
             kept.append(change)
             if t is ModelRequestStarted and e.ts >= self._since:
-                self._sent[change.key] = self._as_sent(e)  # type: ignore[arg-type]
+                sent = self._as_sent(e)  # type: ignore[arg-type]
+                if sent is not None:
+                    self._sent[change.key] = sent
             if t is ToolCallStarted and in_call_context(e.call.id):  # type: ignore[attr-defined]
                 # the call's own context (the runner's copy for it, where its tool then
                 # runs): its span is current for the tool, and for nothing else
@@ -343,32 +371,23 @@ class Tracer(Extension):
                 or (t is ToolCallFinished and self._turn_span is None and not self._run_kept)
             ):
                 self._flush()
-        if later:
-            self._check_later(KEEP_SECONDS)
+        if check is not None:
+            _start_check(check)
         if span is not None:
             otel_context.attach(trace.set_span_in_context(span))
 
-    def _check_later(self, delay: float) -> None:
-        """In ``delay`` seconds, make the kept changes into spans if they have waited
-        :data:`KEEP_SECONDS` by then: no next change may come to do it (a turn driven with
-        ``step()``, the person reading each result; a long tool call). One check pending
-        per tracer, on nbagent's background loop."""
-        try:
-            spawn(_flush_later(weakref.ref(self), delay))
-        except RuntimeError:  # no background loop (the interpreter exits)
-            with self._lock:
-                self._later = False
-
-    def idle(self) -> bool:
-        """(The background loop: never waits.) Nothing is kept: the pending check is over.
-        ``False`` when something is, or the lock is busy: :meth:`flush_if_late` decides."""
-        if self._kept or not self._lock.acquire(blocking=False):
-            return False
+    def due_in(self, now: float) -> float | None:
+        """(The late check, on the background loop: never waits.) How long until the kept
+        changes have waited :data:`KEEP_SECONDS` (0 or less: they have, or the lock is busy:
+        :meth:`flush_if_late` decides); ``None``: nothing is kept, the check lets go of this
+        tracer (its next kept change brings it back)."""
+        if not self._lock.acquire(blocking=False):
+            return 0.0
         try:
             if self._kept:
-                return False
-            self._later = False
-            return True
+                return self._kept_at + KEEP_SECONDS - now
+            self._not_due()
+            return None
         finally:
             self._lock.release()
 
@@ -382,11 +401,16 @@ class Tracer(Extension):
                     if wait > 0:
                         return wait
                     self._flush()
-                self._later = False
-            except BaseException:
-                self._later = False
-                raise
+            finally:
+                if not self._kept:
+                    self._not_due()
             return None
+
+    def _not_due(self) -> None:
+        """(Under the lock.) Nothing is kept: the late check no longer looks at this tracer."""
+        self._later = False
+        with _DUE_LOCK:
+            _DUE.discard(self)
 
     def flush(self) -> None:
         """Make the kept changes into spans now."""
@@ -468,9 +492,11 @@ class Tracer(Extension):
         }
         if e.tool_choice != "auto":
             attrs["nbagent.request.tool_choice"] = e.tool_choice
-        sent = self._sent.pop(key, None)
-        settings, system = sent if sent is not None else self._as_sent(e)
-        attrs.update(settings)
+        sent = self._sent.pop(key, None) or self._as_sent(e)
+        system = None
+        if sent is not None:
+            provider, system, json_output = sent
+            self._request_settings(provider, e, json_output, attrs)
         if self._content:
             attrs["gen_ai.input.messages"] = self._transcript_json(e.n_messages)
             if system:
@@ -479,28 +505,30 @@ class Tracer(Extension):
                 )
         self._steps[key] = (attrs, ns(e.ts), parent)
 
-    def _as_sent(self, e: ModelRequestStarted) -> tuple[dict[str, Any], str | None]:
-        """(Under the lock.) What the request was sent with, read as it starts, not when its
-        span is made (a tool may change the instructions or the provider before the run
-        ends): its settings' attributes, and the instructions (with content)."""
+    def _as_sent(self, e: ModelRequestStarted) -> tuple[Any, str | None, bool] | None:
+        """(Under the lock.) What the request was sent with, as it starts, not when its span
+        is made (a tool may change the instructions or the provider before the run ends):
+        the provider, the instructions (with content) and whether its turn asks for JSON;
+        ``None``: the chat is gone. Only what may change is read here, between the model's
+        answers; the attributes are made from it in the burst (:meth:`_request_settings`)."""
         chat = self._chat()
-        settings: dict[str, Any] = {}
         if chat is None:
-            return settings, None
-        self._read_chat_secrets(chat)  # kept for a chat garbage-collected before its spans
-        self._request_settings(chat, e, settings)
-        return settings, chat.system if self._content else None
-
-    def _request_settings(self, chat: Any, e: ModelRequestStarted, attrs: dict[str, Any]) -> None:
-        """What the conventions say of a request that the chat's provider knows: the provider
-        its endpoint names, the server, the output type, the token limit and temperature."""
+            return None
         provider = chat.provider
+        self._seen = (provider, chat.hosted_tools)  # for a chat collected before its spans
+        if self._output_turn[0] != e.turn:
+            self._output_turn = (e.turn, e.turn in chat.outputs)
+        return provider, chat.system if self._content else None, self._output_turn[1]
+
+    def _request_settings(
+        self, provider: Any, e: ModelRequestStarted, json_output: bool, attrs: dict[str, Any]
+    ) -> None:
+        """What the conventions say of a request that its provider knows: the provider its
+        endpoint names, the server, the output type, the token limit and temperature."""
         if getattr(provider, "name", None) != e.provider:
             return  # the chat changed providers since: not this request's
         attrs.update(self._endpoint_of(provider))
-        if self._output_turn[0] != e.turn:
-            self._output_turn = (e.turn, e.turn in chat.outputs)
-        if self._output_turn[1]:
+        if json_output:
             attrs["gen_ai.output.type"] = "json"
         extra = getattr(provider, "extra_body", None)
         extra = extra if isinstance(extra, dict) else {}
@@ -1015,17 +1043,21 @@ class Tracer(Extension):
         tool's error quoting them must not show them either) only as a whole token (see
         :func:`_masks`); each also as ``repr()`` and JSON quote it (escaped)."""
         chat = self._chat()
-        if chat is not None:  # a chat gone (dropped mid-turn): its secrets as last read
-            self._read_chat_secrets(chat)
+        if chat is not None:  # a chat gone (dropped mid-turn): its secrets as last seen
+            self._seen = (chat.provider, chat.hosted_tools)
+        self._read_chat_secrets()
         self._read_arguments()
         masks = self._masks
         if masks is None:
             masks = self._masks = _masks(self._chat_secrets, self._arg_secrets or ())
         return masks if masks.forms else None
 
-    def _read_chat_secrets(self, chat: Any) -> None:
-        found = [s for h in chat.hosted_tools for s in getattr(h, "secrets", tuple)()]
-        found += provider_secrets(chat.provider)
+    def _read_chat_secrets(self) -> None:
+        provider, hosted = self._seen
+        if provider is None:
+            return
+        found = [s for h in hosted for s in getattr(h, "secrets", tuple)()]
+        found += provider_secrets(provider)
         if found != self._chat_secrets:
             self._chat_secrets, self._masks = found, None
 
@@ -1089,24 +1121,109 @@ class Tracer(Extension):
         return host.chat if host is not None and host.alive else None
 
 
-async def _flush_later(ref: weakref.ref[Tracer], delay: float) -> None:
-    """A tracer's check that its kept changes do not wait for a next one (see
-    :meth:`Tracer._check_later`), until nothing is kept; it holds the tracer only while it
-    looks, so a chat dropped in the meantime is not kept alive by it."""
+# ------------------------------------------------------------ the late check
+_DUE: weakref.WeakSet[Tracer] = weakref.WeakSet()
+"""The tracers whose kept changes may wait for no next change (a turn stepped through with
+``step()``, a long tool call): one check on nbagent's background loop looks at them all,
+:data:`KEEP_SECONDS` apart at most, while any is here. A tracer is here from its first kept
+change until the check finds nothing kept (its turn's run ended): back-to-back turns and a
+batch's many chats share the one check, started by one hop to that loop, not one each."""
+_DUE_LOCK = threading.Lock()  # taken under a tracer's lock, never the other way round
+_DUE_AT: float | None = None  # when the pending check looks next (time.monotonic())
+_DUE_GEN = 0  # the pending check's number: one an earlier change superseded ends as it wakes
+
+
+def _due(tracer: Tracer, now: float) -> int | None:
+    """(Under ``tracer``'s lock, as it keeps a first change at ``now``.) The check looks at
+    ``tracer`` from now on; the number of a check to start (:func:`_start_check`) when none
+    is pending that looks within :data:`KEEP_SECONDS`."""
+    global _DUE_AT, _DUE_GEN
+    with _DUE_LOCK:
+        _DUE.add(tracer)
+        at = now + KEEP_SECONDS
+        if _DUE_AT is not None and at >= _DUE_AT:
+            return None
+        _DUE_AT, _DUE_GEN = at, _DUE_GEN + 1
+        return _DUE_GEN
+
+
+def _start_check(gen: int) -> None:
+    global _DUE_AT
+    try:
+        spawn(_late_check(gen, KEEP_SECONDS))
+    except RuntimeError:  # no background loop (the interpreter exits: _at_exit flushes)
+        with _DUE_LOCK:
+            if gen == _DUE_GEN:
+                _DUE_AT = None
+
+
+async def _late_check(gen: int, delay: float) -> None:
+    """The check (see :data:`_DUE`): every tracer whose kept changes have waited
+    :data:`KEEP_SECONDS` has them made into spans, all on one worker thread; it looks again
+    when the next one's will have, until no tracer keeps any. It holds the tracers only
+    while it looks, so a chat dropped in the meantime is not kept alive by it."""
+    global _DUE_AT
+    try:
+        await _checking(gen, delay)
+    finally:  # however it ends (cancelled at exit): the next kept change starts another
+        with _DUE_LOCK:
+            if gen == _DUE_GEN:
+                _DUE_AT = None
+
+
+async def _checking(gen: int, delay: float) -> None:
+    global _DUE_AT
     while True:
         await asyncio.sleep(delay)
-        tracer = ref()
-        if tracer is None or tracer.idle():  # the usual case: no thread needed
-            return
+        looked = _look(gen)
+        if looked is None:
+            return  # superseded by one that looks sooner
+        late, delay = looked
+        if late:
+            with contextlib.suppress(Exception):  # a failed change: its burst's others are spans
+                wait = await in_worker(_flush_late, late)
+                if wait is not None:
+                    delay = min(delay, wait)
+            late.clear()
+        with _DUE_LOCK:
+            if gen != _DUE_GEN:
+                return
+            if not _DUE:
+                _DUE_AT = None
+                return
+            _DUE_AT = time.monotonic() + delay
+
+
+def _look(gen: int) -> tuple[list[Tracer], float] | None:
+    """(The background loop: never waits.) The tracers whose kept changes have waited
+    :data:`KEEP_SECONDS` (or whose lock is busy), and when the next others' will have;
+    ``None``: check ``gen`` was superseded."""
+    with _DUE_LOCK:
+        if gen != _DUE_GEN:
+            return None
+        tracers = list(_DUE)
+    now, delay = time.monotonic(), KEEP_SECONDS
+    late = []
+    for tracer in tracers:
+        wait = tracer.due_in(now)
+        if wait is not None and wait <= 0:
+            late.append(tracer)
+        elif wait is not None:
+            delay = min(delay, wait)
+    return late, delay
+
+
+def _flush_late(tracers: list[Tracer]) -> float | None:
+    """(A worker thread.) :meth:`Tracer.flush_if_late` of each; the soonest wait left."""
+    soonest = None
+    for tracer in tracers:
         try:
-            wait = await in_worker(tracer.flush_if_late)
+            wait = tracer.flush_if_late()
         except Exception:  # one change's failure: the others are spans; nothing to do here
-            return
-        finally:
-            del tracer
-        if wait is None:
-            return
-        delay = wait
+            continue
+        if wait is not None:
+            soonest = wait if soonest is None else min(soonest, wait)
+    return soonest
 
 
 class _CallSpan(trace.Span):

@@ -19,7 +19,7 @@ import pytest
 from _scenario import KEY, SECRETS, issue_turn, refund
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel
@@ -828,24 +828,105 @@ def test_a_stepped_turns_spans_leave_without_waiting_for_its_next_step(
     from nbagent.otel import _spans
 
     monkeypatch.setattr(_spans, "KEEP_SECONDS", 0.05)
-    ended = threading.Event()
+    ended: set[str] = set()
+    all_ended = threading.Event()
 
     class Requests(SpanProcessor):
         def on_end(self, span: ReadableSpan) -> None:
             if span.name.startswith("chat "):
-                ended.set()
+                ended.add(str(span.attributes["gen_ai.conversation.id"]))
+                if len(ended) == 3:
+                    all_ended.set()
 
     provider = TracerProvider()
     provider.add_span_processor(Requests())
     nbagent.instrument(provider)
-    try:
-        chat = scripted_chat(call_tools(("lookup", {"city": "Oslo"})), reply("sunny"))
-        chat.ask_later("weather?")
-        chat.step()  # the first request: nothing follows it
-        assert ended.wait(10)
-        chat.complete()
+    try:  # three chats, each left after its first request: the one check serves them all
+        chats = [
+            scripted_chat(call_tools(("lookup", {"city": "Oslo"})), reply("sunny"))
+            for _ in range(3)
+        ]
+        for chat in chats:
+            chat.ask_later("weather?")
+            chat.step()  # the first request: nothing follows it
+        assert all_ended.wait(10)
+        assert ended == {chat.id for chat in chats}
+        for chat in chats:
+            chat.complete()
     finally:
         nbagent.uninstrument()
+
+
+def test_a_chat_dropped_mid_turn_still_has_its_providers_key_masked(
+    content_spans: InMemorySpanExporter,
+) -> None:
+    """The turn of a chat garbage-collected mid-turn is exported after the chat is gone: its
+    provider's key (of no known shape) is masked as it was seen while the chat lived."""
+    import gc
+
+    key = "custom-key-0123456789abcdef"
+
+    class Keyed(ScriptedProvider):
+        def secrets(self) -> tuple[str, ...]:
+            return (key,)
+
+    ended = threading.Event()
+
+    class Turns(SpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            if span.name.startswith("invoke_agent"):
+                ended.set()
+
+    nbagent.otel._instrument.current().provider.add_span_processor(Turns())  # type: ignore[union-attr]
+    chat = Chat(
+        provider=Keyed([call_tools(("lookup", {"city": "Oslo"})), reply("sunny")]), display=False
+    ).with_tools(lookup)
+    chat.ask_later(f"my key is {key}, weather?")
+    chat.step()
+    del chat
+    gc.collect()
+    assert ended.wait(10)
+    (turn,) = named(content_spans, "invoke_agent")
+    assert turn.attributes["nbagent.outcome"] == "dropped"
+    assert "my key is ***, weather?" in turn.attributes["gen_ai.input.messages"]
+    assert key not in everything(content_spans)
+
+
+def test_turns_that_end_hop_to_no_other_thread_per_chat(
+    spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each traced chat cost two hops to other threads (issue 27's budget: tracing on within
+    5% of the SDK's own spans): its turn's first kept change started a check of its own on
+    the background loop, and its finalizer sent it to a worker thread as it went, though
+    its turn had ended and nothing was left to end. A batch's chats and back-to-back turns
+    share one pending check; a chat dropped with nothing open needs none."""
+    import gc
+
+    from nbagent.otel import _spans
+
+    hops: list[object] = []
+
+    def counted(coro: Any) -> Any:
+        hops.append(coro)
+        coro.close()  # never run: what is counted is the hop
+        return None
+
+    monkeypatch.setattr(_spans, "spawn", counted)
+    monkeypatch.setattr(_spans, "KEEP_SECONDS", 30.0)  # no check wakes during the test
+    _spans._DUE_AT = None  # no check pending: the first kept change starts one
+    try:
+        for n in range(6):
+            chat = scripted_chat(
+                call_tools(("lookup", {"city": f"city {n}"})), reply("sunny"), reply("cloudy")
+            )
+            chat.ask("weather?")
+            chat.ask("and tomorrow?")
+            del chat
+            gc.collect()
+    finally:
+        _spans._DUE_AT = None  # the check counted never ran: the next kept change starts one
+    assert len(named(spans, "invoke_agent")) == 12
+    assert len(hops) == 1
 
 
 # ------------------------------------------------------------------ secrets a tool quotes
