@@ -96,7 +96,7 @@ from .._extension import ChatHost, Extension
 from .._hosted import BREACHES
 from .._record import CallRecord, ChatRecord, RecordChange
 from .._runner import in_call_context
-from .._secrets import REDACTED, secret_field
+from .._secrets import Masks, named_values, token_masks
 from .._types import AssistantToolCallMessage, Reasoning, ToolResultMessage
 
 AGENT = "nbagent"
@@ -235,7 +235,7 @@ class Tracer(Extension):
         self._chat_secrets: list[str] = []
         self._arg_secrets: set[str] | None = None
         self._args_to_read: set[str] = set()  # calls whose arguments are not gathered yet
-        self._masks: _Masks | None = None  # all of them as one pattern (None: to be made)
+        self._masks: Masks | None = None  # all of them as one pattern (None: to be made)
         self._later = False  # in _DUE: the late check looks at this tracer
         self._dropped: Any = None  # ends the run if the chat is garbage-collected
         self._lock = threading.Lock()  # calls of a round may end on worker threads
@@ -1034,14 +1034,14 @@ class Tracer(Extension):
         masks = self._masking()
         return shown if masks is None else _each_string(shown, masks.hide)
 
-    def _masking(self) -> _Masks | None:
+    def _masking(self) -> Masks | None:
         """What no exported text may show (``None``: nothing but key-shaped text): the
         chat's provider's key (``gsk_...``, ``AIza...``: not every key is shaped like one)
         and its hosted tools' headers and tokens, wherever they appear (as :func:`scrub`
         does), and what its calls were given under a secret's name (``password``,
         ``api_key``, a nested ``access_token``: the arguments attribute masks them, and a
         tool's error quoting them must not show them either) only as a whole token (see
-        :func:`_masks`); each also as ``repr()`` and JSON quote it (escaped)."""
+        :func:`~nbagent._secrets.token_masks`); each also as ``repr()`` and JSON quote it."""
         chat = self._chat()
         if chat is not None:  # a chat gone (dropped mid-turn): its secrets as last seen
             self._seen = (chat.provider, chat.hosted_tools)
@@ -1049,7 +1049,7 @@ class Tracer(Extension):
         self._read_arguments()
         masks = self._masks
         if masks is None:
-            masks = self._masks = _masks(self._chat_secrets, self._arg_secrets or ())
+            masks = self._masks = token_masks(self._chat_secrets, self._arg_secrets or ())
         return masks if masks.forms else None
 
     def _read_chat_secrets(self) -> None:
@@ -1082,10 +1082,8 @@ class Tracer(Extension):
         self._args_to_read = set()
         before = len(found)
         for r in calls:
-            _secret_values(r.arguments, False, found)
-            _secret_values(r.edited_arguments, False, found)
-            if r.decided is not None:
-                _secret_values(r.decided.arguments, False, found)
+            decided = r.decided.arguments if r.decided is not None else None
+            found |= named_values(r.arguments, r.edited_arguments, decided)
         if len(found) != before:
             self._masks = None
 
@@ -1299,71 +1297,6 @@ def _parent(ctx: Any) -> Any:
     return trace.set_span_in_context(NonRecordingSpan(ctx))
 
 
-SECRET_MIN = 4
-"""The shortest value under a secret's name masked in exported text (as :func:`scrub` masks
-a provider's secrets): shorter ones (``"abc"``, ``"1"``) would hide common words and numbers
-all over every text, and a value that short is no secret worth the name anyway."""
-
-_WORD = re.compile(r"\w")
-
-
-class _Masks:
-    """The secrets exported text masks, as one pattern (longest first: a secret holding
-    another is masked whole), and each form as it may appear (a quick look before it runs)."""
-
-    __slots__ = ("forms", "pattern")
-
-    def __init__(self, forms: tuple[str, ...], pattern: re.Pattern[str]):
-        self.forms = forms
-        self.pattern = pattern
-
-    def hide(self, text: str) -> str:
-        """``text`` with each secret as ``***``."""
-        if not any(form in text for form in self.forms):
-            return text  # the usual case: a look for each form, no pattern run
-        return self.pattern.sub(REDACTED, text)
-
-
-def _masks(anywhere: list[str], tokens: Any) -> _Masks:
-    """``anywhere``: secrets masked wherever they appear, as :func:`scrub` does (a provider's
-    key, of :data:`~nbagent._secrets.KEY_MIN` characters or more, a hosted tool's header);
-    ``tokens``: values given under a secret's name, masked only as a whole token: no word
-    character right before one starting with a word character, nor right after one ending
-    with one. A short value (``passcode=2026``, ``password="test"``) masked as a substring
-    cut other numbers and words apart ("1***0", "la*** run"), as provider placeholders did
-    before :data:`~nbagent._secrets.KEY_MIN`. Each as given, and as ``repr()`` and JSON
-    quote it (``C:\\\\vault`` for ``C:\\vault``, ``\\u00fc`` for ``ü``)."""
-    token_only: dict[str, bool] = {}
-    for secret in anywhere:
-        if secret and len(secret) >= SECRET_MIN:
-            for form in _quoted(secret):
-                token_only[form] = False
-    for secret in tokens:
-        for form in _quoted(secret):
-            token_only.setdefault(form, True)
-    forms = tuple(sorted(token_only, key=len, reverse=True))
-    parts = []
-    for form in forms:
-        part = re.escape(form)
-        if token_only[form]:
-            if _WORD.match(form[0]):
-                part = r"(?<!\w)" + part
-            if _WORD.match(form[-1]):
-                part += r"(?!\w)"
-        parts.append(part)
-    return _Masks(forms, re.compile("|".join(parts) or "(?!)"))
-
-
-def _quoted(secret: str) -> set[str]:
-    """``secret`` as text may show it: as it is, and inside ``repr()``'s and JSON's quotes."""
-    return {
-        secret,
-        repr(secret)[1:-1],
-        json.dumps(secret)[1:-1],
-        json.dumps(secret, ensure_ascii=False)[1:-1],
-    }
-
-
 def _each_string(value: Any, mask: Any, depth: int = 0) -> Any:
     """``value`` (arguments, already :func:`redacted`) with ``mask`` applied to each string
     in it (dict keys too), its structure and its numbers as they are."""
@@ -1383,27 +1316,6 @@ def _each_string(value: Any, mask: Any, depth: int = 0) -> Any:
 
 def _clipped(text: str, limit: int = CONTENT_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _secret_values(value: Any, secret: bool, found: set[str], depth: int = 0) -> None:
-    """Add to ``found`` the strings (and numbers, as text) of ``value`` that stand under a
-    secret's name (:func:`~nbagent._secrets.secret_field`), at any depth; ``secret``: ``value``
-    itself does (everything in a ``credentials`` dict is)."""
-    if depth > 200:
-        return
-    if isinstance(value, str):
-        if secret and len(value) >= SECRET_MIN:
-            found.add(value)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _secret_values(v, secret or secret_field(k), found, depth + 1)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            _secret_values(v, secret, found, depth + 1)
-    elif secret and isinstance(value, int | float) and not isinstance(value, bool):
-        text = str(value)  # a PIN: as an error quotes it
-        if len(text) >= SECRET_MIN:
-            found.add(text)
 
 
 def _message_json(m: Any, text: Any, arguments: Any) -> dict[str, Any]:
