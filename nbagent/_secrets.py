@@ -174,6 +174,12 @@ def _values_hidden(text: str, names: re.Pattern[str], hidden: str) -> str:
     return "".join(out)
 
 
+_CONNECTIVES = frozenset({"or", "and", "the", "a", "an", "is", "to", "of", "in", "for", "if"})
+"""After ``name=`` and a space, the words that begin prose, not a value (an SDK's hint
+"(argument api_key= or the OPENAI_API_KEY environment variable)"); any other word there is
+a value (``password = correct horse``, ``PGPASSWORD= swordfish psql``)."""
+
+
 def _value_at(text: str, head: re.Match[str], hidden: str) -> tuple[int, str]:
     """The value given in ``text`` after ``head`` (a secret's name, the quote closing it if
     any, ``=`` or ``:`` and the spaces after): where it ends, and how it is shown. Quoted, it
@@ -186,8 +192,9 @@ def _value_at(text: str, head: re.Match[str], hidden: str) -> tuple[int, str]:
     shows as ``"***"`` under a quoted name, so JSON or a dict's repr still parses. Left as it
     is: nothing (``password=;``, ``""``), a comparison (``password == x``), ``***``, a
     literal (:data:`_LITERALS`), a list or an object opening (its members have names of their
-    own), and after a colon or ``=`` and a space a word followed by more words (prose:
-    "password: click here", an SDK's "(argument api_key= or the ... variable)")."""
+    own), after a colon a word followed by more words (prose: "password: click here"), and
+    after ``=`` and a space a connective (:data:`_CONNECTIVES`) followed by more words (an
+    SDK's "(argument api_key= or the ... variable)")."""
     at = head.end()
     named = head.group(head.re.groups)  # the last group: the quote closing the name
     assigned = text[head.start() : at].rstrip().endswith("=")
@@ -214,10 +221,11 @@ def _value_at(text: str, head: re.Match[str], hidden: str) -> tuple[int, str]:
     core = (opens if opens.endswith(",") else value).rstrip(_CLOSING)
     if value == hidden or core in _LITERALS:
         return end, value
-    if (structured or text[at - 1 : at].isspace()) and core.isalpha() and core == value:
+    spaced = not structured and text[at - 1 : at].isspace() and core in _CONNECTIVES
+    if (structured or spaced) and core.isalpha() and core == value:
         after = text[end : end + 2]
         if len(after) == 2 and after[0] == " " and after[1].isalpha():
-            return end, value  # prose ("your password: click here"), not YAML's
+            return end, value  # prose ("your password: click here", "api_key= or the")
     tail = value[len(core) :]
     cut = (
         structured

@@ -219,6 +219,27 @@ def test_a_name_with_an_equals_sign_and_then_prose_gives_no_value() -> None:
     assert redact_keys("token= abc123 then") == "token= *** then"  # not a word of letters
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[auth]\npassword = correct horse battery staple\n",
+        "[db]\npassword = Winter now here\n",
+        "PGPASSWORD= swordfish psql -h db",
+        "api_key= AbCdEfGhIjKlMnOpQrSt sent",
+        "export PASSWORD= Spring is here",
+        "token= abcDEF ghi",
+    ],
+)
+def test_a_word_of_letters_after_an_equals_sign_and_a_space_is_a_value(text: str) -> None:
+    """The prose rule for an SDK's hint (``api_key= or the ...``) took any word of letters
+    followed by more words after ``=`` and a space for prose, so an INI's ``password =
+    correct horse ...``, ``PGPASSWORD= swordfish psql`` and a key of letters were shown whole
+    (a critic's read of 4c833d4); only a connective begins prose there."""
+    shown = redact_keys(text)
+    secret = text.split("=", 1)[1].split()[0]
+    assert secret not in shown, shown
+
+
 def test_a_comparison_with_a_password_is_no_password_given() -> None:
     """``password == ***`` (a rule's reason, already hidden) read as a key ``password =``
     with the value ``=``: hiding it again gave ``password =*** ***``."""
