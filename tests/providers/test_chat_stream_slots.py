@@ -66,12 +66,8 @@ def test_one_call_whose_name_comes_again_in_each_fragment_stays_one(
     assert (call.name, call.arguments, call.parse_error) == (name, args, None)
 
 
-def test_a_long_argument_with_the_name_in_every_fragment_is_read_once(
-    monkeypatch: Any,
-) -> None:
-    """Telling a repeated name from a new call parsed the whole argument text so far at every
-    fragment: 20,000 fragments of a 200 KB argument took seconds (quadratic). It parses only
-    when the text so far could be a whole object (it ends in "}")."""
+def _counted_parses(monkeypatch: Any) -> list[int]:
+    """The lengths of the texts the wire module parses as JSON from now on."""
     import nbagent.providers._openai_wire as wire
 
     parses: list[int] = []
@@ -82,6 +78,16 @@ def test_a_long_argument_with_the_name_in_every_fragment_is_read_once(
         return real(text, *args, **kwargs)
 
     monkeypatch.setattr(wire.json, "loads", counted)
+    return parses
+
+
+def test_a_long_argument_with_the_name_in_every_fragment_is_read_once(
+    monkeypatch: Any,
+) -> None:
+    """Telling a repeated name from a new call parsed the whole argument text so far at every
+    fragment: 20,000 fragments of a 200 KB argument took seconds (quadratic). It parses only
+    when the text so far could be a whole object (it ends in "}")."""
+    parses = _counted_parses(monkeypatch)
     text = json.dumps({"body": "x" * 20_000})
     stream = ChatStream(None, model="m", provider="p")
     for i in range(0, len(text), 10):
@@ -97,16 +103,7 @@ def test_a_list_of_objects_with_the_name_in_every_fragment_is_read_once(
 ) -> None:
     """A list of objects puts a "}" at the end of many fragments: each one parsed the whole
     text so far (quadratic again). The text is parsed only once its brackets close."""
-    import nbagent.providers._openai_wire as wire
-
-    parses: list[int] = []
-    real = wire.json.loads
-
-    def counted(text: Any, *args: Any, **kwargs: Any) -> Any:
-        parses.append(len(text))
-        return real(text, *args, **kwargs)
-
-    monkeypatch.setattr(wire.json, "loads", counted)
+    parses = _counted_parses(monkeypatch)
     args = {"rows": [{"id": i, "note": 'a "}" and a \\ here'} for i in range(2_000)]}
     text = json.dumps(args)
     stream = ChatStream(None, model="m", provider="p")
