@@ -188,6 +188,7 @@ class Tracer(Extension):
         self._record: ChatRecord | None = None
         self._chat_id = ""
         self._host: ChatHost | None = None
+        self._chat_ref: Any = _gone  # the chat, weakly (the host's own reads cost two calls)
         self._turn_span: Any = None
         self._turn: int | None = None
         self._turn_usage = [0, 0]
@@ -244,6 +245,7 @@ class Tracer(Extension):
     def attach(self, host: ChatHost) -> None:
         chat = host.chat
         self._host, self._chat_id = host, chat.id
+        self._chat_ref = weakref.ref(chat)
         self._record = chat.record
         self._record.subscribe(self.on_change)
         # a chat dropped mid-turn (the cell making it ran again): nothing else ends its run,
@@ -266,6 +268,7 @@ class Tracer(Extension):
         with self._lock:
             self._end_run(None, outcome)
         host, self._host, self._record = self._host, None, None
+        self._chat_ref = _gone
         if host is not None:
             host.remove(self)
 
@@ -1115,8 +1118,8 @@ class Tracer(Extension):
         return name
 
     def _chat(self) -> Any:
-        host = self._host
-        return host.chat if host is not None and host.alive else None
+        """The chat (``None``: gone, or no longer traced)."""
+        return self._chat_ref()
 
 
 # ------------------------------------------------------------ the late check
@@ -1285,6 +1288,11 @@ class _CallSpan(trace.Span):
 
     def end(self, end_time: int | None = None) -> None:
         """The span ends when the call does: not the tool's to end."""
+
+
+def _gone() -> None:
+    """No chat: what :meth:`Tracer._chat` reads before it is attached and once detached."""
+    return None
 
 
 def _parent(ctx: Any) -> Any:
