@@ -155,7 +155,17 @@ def test_a_notebook_is_rendered_from_its_outputs_and_never_run(tmp_path: Path) -
                 "site_name": "t",
                 "docs_dir": str(docs),
                 "site_dir": str(tmp_path / "site"),
-                "plugins": [{"mkdocs-jupyter": {**options, "include": ["*.ipynb"]}}],
+                # its own cache: the plugin's default, .cache/mkdocs-jupyter under the working
+                # directory (the checkout), lost every entry this small build did not use
+                "plugins": [
+                    {
+                        "mkdocs-jupyter": {
+                            **options,
+                            "include": ["*.ipynb"],
+                            "cache_dir": str(tmp_path / "cache"),
+                        }
+                    }
+                ],
                 "nav": ["index.md", "nb.ipynb"],
             }
         )
