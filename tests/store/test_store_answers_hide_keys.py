@@ -76,14 +76,19 @@ def _everything_stored(backend: Backend) -> str:
     return "\n".join(str(r) for t in tables for r in backend.sql(f"SELECT * FROM {t}"))
 
 
+def _parked(backend: Backend, seen: list[str]) -> str:
+    """A stored chat parked on its external call and its question; its id (closed)."""
+    chat = Chat(provider=_model(seen), display=False, store=backend.url)
+    chat.with_tools(fetch_config, ask_user).ask("go")
+    chat.close()
+    return chat.id
+
+
 def test_an_answer_given_through_the_store_is_stored_and_applied_without_its_keys(
     backend: Backend,
 ) -> None:
     seen: list[str] = []
-    chat = Chat(provider=_model(seen), display=False, store=backend.url)
-    chat.with_tools(fetch_config, ask_user).ask("go")
-    chat_id = chat.id
-    chat.close()
+    chat_id = _parked(backend, seen)
     store = backend.open()
     try:
         given_ = {
@@ -120,10 +125,7 @@ def test_an_answer_given_through_the_store_is_stored_and_applied_without_its_key
 
 def test_a_decline_reason_and_a_refused_answer_keep_the_key_out(backend: Backend) -> None:
     seen: list[str] = []
-    chat = Chat(provider=_model(seen), display=False, store=backend.url)
-    chat.with_tools(fetch_config, ask_user).ask("go")
-    chat_id = chat.id
-    chat.close()
+    chat_id = _parked(backend, seen)
     store = backend.open()
     try:
         store.decline("a", f"rotate {SK} first", by="ops", chat_id=chat_id)
