@@ -167,7 +167,7 @@ def _values_hidden(text: str, names: re.Pattern[str], hidden: str) -> str:
             out.append(text[pos:at])
             pos = at
             continue
-        end, shown = _value_at(text, head, hidden)
+        end, shown = _value_at(text, head, assigned, hidden)
         out += (text[pos:at], shown)
         pos = end
     out.append(text[pos:])
@@ -180,7 +180,7 @@ _CONNECTIVES = frozenset({"or", "and", "the", "a", "an", "is", "to", "of", "in",
 a value (``password = correct horse``, ``PGPASSWORD= swordfish psql``)."""
 
 
-def _value_at(text: str, head: re.Match[str], hidden: str) -> tuple[int, str]:
+def _value_at(text: str, head: re.Match[str], assigned: bool, hidden: str) -> tuple[int, str]:
     """The value given in ``text`` after ``head`` (a secret's name, the quote closing it if
     any, ``=`` or ``:`` and the spaces after): where it ends, and how it is shown. Quoted, it
     is hidden inside its quotes (to the line's end when they do not close); unquoted, the
@@ -197,7 +197,6 @@ def _value_at(text: str, head: re.Match[str], hidden: str) -> tuple[int, str]:
     SDK's "(argument api_key= or the ... variable)")."""
     at = head.end()
     named = head.group(head.re.groups)  # the last group: the quote closing the name
-    assigned = text[head.start() : at].rstrip().endswith("=")
     first = text[at : at + 1]
     if not first or first in "=;&":
         return at, ""
