@@ -72,13 +72,13 @@ class Condition:
         except (TypeError, ValueError):
             raise ValueError(
                 f"the value of condition {self.key} {self.op} must be JSON data (it is stored "
-                f"with the chat), got {self._shown()}"
+                f"with the chat), got {self._value_repr()}"
             ) from None
         if self.op in _ORDER and not _number(self.value):
-            raise ValueError(f"{self.key} {self.op} needs a number, got {self._shown()}")
+            raise ValueError(f"{self.key} {self.op} needs a number, got {self._value_repr()}")
         if self.op == "in":
             if not isinstance(self.value, list | tuple):
-                raise ValueError(f"{self.key} in needs a list of values, got {self._shown()}")
+                raise ValueError(f"{self.key} in needs a list of values, got {self._value_repr()}")
             object.__setattr__(self, "value", list(self.value))
         if self.op == "matches":
             if not isinstance(self.value, str):
@@ -86,7 +86,7 @@ class Condition:
             try:
                 object.__setattr__(self, "_pattern", re.compile(self.value))
             except re.error as exc:
-                raise ValueError(f"{self.key} matches {self._shown()}: {exc}") from None
+                raise ValueError(f"{self.key} matches {self._value_repr()}: {exc}") from None
 
     def __hash__(self) -> int:
         return hash((self.key, self.op, json.dumps(self.value, sort_keys=True)))
@@ -120,9 +120,9 @@ class Condition:
         return f"{self.key} {self.op} {value}"
 
     def __repr__(self) -> str:
-        return f"Condition(key={self.key!r}, op={self.op!r}, value={self._shown()})"
+        return f"Condition(key={self.key!r}, op={self.op!r}, value={self._value_repr()})"
 
-    def _shown(self) -> str:
+    def _value_repr(self) -> str:
         """The value as its repr, a secret's (``password == ...``) as ``'***'`` and what
         looks like a key hidden: for reprs and errors, which reach the screen."""
         return "'***'" if secret_field(self.key) else repr(redacted(self.value))
