@@ -63,7 +63,7 @@ from ._output import Output
 from ._record import FRAGMENTS, ChatRecord, keeper
 from ._replay import Recordings, Replayer
 from ._result_text import to_result
-from ._rules import RULE, Rule, denied_edit
+from ._rules import Rule, denied_edit
 from ._runner import Job, Mode, ToolRunner
 from ._schema import validate_json_schema
 from ._secrets import provider_secrets, scrub
@@ -578,17 +578,6 @@ class ChatCore:
         ``***``."""
         return scrub(reason, provider_secrets(self.provider))
 
-    def _rule_reason(self, decision: Decision) -> Decision:
-        """A rule's decision made here with its reason made again hiding the chat's provider's
-        key before a long condition value is cut (:meth:`Rule.reason_hiding`): the rule's own
-        reason cut first, and a key the cut split kept its first part, no longer a whole key
-        for :meth:`_scrubbed_reason` to find."""
-        for rule in list(self._rules):
-            if rule.verdict == decision.verdict and rule.reason == decision.reason:
-                reason = rule.reason_hiding(provider_secrets(self.provider))
-                return replace(decision, reason=reason) if reason != decision.reason else decision
-        return decision
-
     def _record_decision(
         self, c: ToolCall, decision: Decision, after: list[ToolResult], *, elsewhere: bool = False
     ) -> list[Event]:
@@ -598,8 +587,6 @@ class ChatCore:
         is the verdict itself (see :meth:`_answer_hosted`). ``elsewhere``: the
         decision was made outside this chat object (a store).
         """
-        if decision.reason and decision.by == RULE and not elsewhere:
-            decision = self._rule_reason(decision)
         if decision.reason:  # a rule's (its conditions), one stored elsewhere (the store
             # cannot know this chat's provider's key): as the chat's own are scrubbed
             reason = self._scrubbed_reason(decision.reason)

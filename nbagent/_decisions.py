@@ -14,7 +14,7 @@ from typing import Any, Self
 
 from ._approvals import HUMAN, always_allow_policy, not_given
 from ._chat_state import ChatCore, apply_always_allow
-from ._errors import DecisionError
+from ._errors import DecisionError, provider_secrets
 from ._events import AlwaysAllowChanged, Event, RuleChanged
 from ._notice import notice
 from ._rules import RULE, Rule
@@ -232,7 +232,9 @@ class DecisionsMixin(ChatCore):
             self._emit_rule_change(event, undo)
         if not added:
             return
-        self._decide_waiting(rule.matches, rule.verdict, RULE, rule.reason)
+        # the chat's key hidden before a long condition value is cut (reason_hiding)
+        why = rule.reason_hiding(provider_secrets(self.provider))
+        self._decide_waiting(rule.matches, rule.verdict, RULE, why)
 
     def _always_allow_elsewhere(self, tool: str, allowed: bool, conditional: bool) -> None:
         """An ``always_allow``/``revoke`` made in another process on the stored chat (see

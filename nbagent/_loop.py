@@ -760,7 +760,9 @@ class LoopMixin(ChatCore):
         rules = self._rules
         denying = first_match(rules, c, "denied") if rules else None
         if denying is not None:
-            verdict, by, reason = False, RULE, denying.reason
+            # the chat's key hidden before a long condition value is cut (reason_hiding)
+            verdict, by = False, RULE
+            reason = denying.reason_hiding(provider_secrets(self.provider))
         elif tool is not None and tool.has_resolver:
             verdict, note = consult_resolver(tool, c)
             # its text becomes the reason the log, the store and the card show
@@ -774,7 +776,8 @@ class LoopMixin(ChatCore):
         if verdict is None and rules:
             allowing = first_match(rules, c, "approved")
             if allowing is not None:
-                verdict, by, reason = True, RULE, allowing.reason
+                verdict, by = True, RULE
+                reason = allowing.reason_hiding(provider_secrets(self.provider))
         if verdict is None:
             for policy in self._policies:
                 if policy.matches(c):
