@@ -69,8 +69,35 @@ def spawn(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
 
 
 _EXIT_WAIT = 5.0
-"""How long interpreter exit waits for the background loop's tasks to settle (a task that
-ignores its cancellation, or a loop blocked by a sync call, is then left as before)."""
+"""How long interpreter exit waits for the background loop's calls to end and for its tasks to
+settle (a task that ignores its cancellation, or a loop blocked by a sync call, is then left
+as before)."""
+
+_QUIET_TURNS = 20
+"""Turns of the background loop, with no call in flight, after which the exit cancels its
+tasks: what a call's end set going (its round's next call refused, its round's write, the
+round's end) runs to its next wait meanwhile."""
+
+_exiting = False  # set by _settle_background: the interpreter exits
+_in_flight: weakref.WeakSet[Any] = weakref.WeakSet()  # objects whose in_flight() the exit waits on
+
+
+def hold_exit_for(obj: Any) -> None:
+    """Have interpreter exit wait (at most :data:`_EXIT_WAIT`) while ``obj.in_flight()`` is
+    true, before it cancels the background loop's tasks (held weakly).
+
+    A chat's store extension: a call it claimed that has not ended yet. The thread of a call
+    that ran as the script ended is waited for by Python (its pools' exit hook), but its end
+    reaches the chat on the background loop only afterwards; cancelled before, the round
+    left the call's end unrecorded: in doubt on the next load, though it ran.
+    """
+    _in_flight.add(obj)
+
+
+def exiting_here() -> bool:
+    """Whether the interpreter exits and this thread runs nbagent's background loop: no call
+    may start here any more (one not started stays runnable, for the next process)."""
+    return _exiting and on_background_loop()
 
 
 async def _cancel_all() -> None:
@@ -88,23 +115,109 @@ async def _cancel_all() -> None:
         await asyncio.gather(*tasks, return_exceptions=True)  # their errors taken: none logged
 
 
-@atexit.register  # at import: it runs after the hooks of nbagent's modules that use the loop
+def _any_in_flight() -> bool:
+    try:
+        return any(obj.in_flight() for obj in list(_in_flight))
+    except Exception:  # never a reason to hold the exit
+        return False
+
+
+async def _calls_ended(deadline: float) -> None:
+    """Return once no call is in flight (:func:`hold_exit_for`) for :data:`_QUIET_TURNS`
+    turns of this loop in a row, or at ``deadline``."""
+    import asyncio
+    import time
+
+    quiet = 0
+    while quiet < _QUIET_TURNS and time.monotonic() < deadline:
+        if _any_in_flight():
+            quiet = 0
+            await asyncio.sleep(0.005)
+        else:
+            quiet += 1
+            await asyncio.sleep(0)
+
+
+async def _settle(deadline: float) -> None:
+    await _calls_ended(deadline)
+    await _cancel_all()
+
+
 def _settle_background() -> None:
-    """At interpreter exit, cancel the background loop's tasks and wait for them to end.
+    """At interpreter exit, let the background loop's calls end, then cancel its tasks and wait
+    for them to end.
+
+    By then Python has waited for its pools' threads (``concurrent.futures``' exit hook, run
+    by ``threading._shutdown`` before any ``atexit`` hook): a tool that ran on one has
+    returned, and its pool takes no more work. Its end reaches its round on this loop now:
+    the loop runs on until no call is in flight (:func:`hold_exit_for`), so the round records
+    it (a call not started is refused: :func:`exiting_here`, its pool). Only then are the
+    loop's tasks cancelled.
 
     The loop's daemon thread is never joined: its pending tasks (a shared async client's
     keeper, closing the client when its loop shuts down, a store's follower) were collected
     during finalization with asyncio's "Task was destroyed but it is pending!", their
     cleanup never run. They now end as ``asyncio.run``'s own do; the loop keeps running for
-    whatever runs after this hook.
+    whatever runs after this hook (the chats' and stores' finalizers: :func:`let_go`).
     """
     import asyncio
+    import time
 
+    global _exiting
+    _exiting = True
     loop = _bg_loop
     if loop is None or loop.is_closed() or not loop.is_running() or on_background_loop():
         return
+    deadline = time.monotonic() + _EXIT_WAIT
     with contextlib.suppress(BaseException):  # exit goes on whatever happens here
-        asyncio.run_coroutine_threadsafe(_cancel_all(), loop).result(_EXIT_WAIT)
+        asyncio.run_coroutine_threadsafe(_settle(deadline), loop).result(_EXIT_WAIT * 2)
+
+
+class _Anchor:
+    """An object that lives as long as the module: the finalizer made on it registers
+    ``weakref.finalize``'s exit hook."""
+
+
+_anchor = _Anchor()
+# ``weakref.finalize`` registers its exit hook (which runs the finalizers still alive: a chat's
+# last write and its store's release, a store's own) with the first finalizer made. Made here,
+# before the hook below is registered, it runs after that hook (atexit runs hooks last in,
+# first out): the background loop's calls end and are recorded before their chats' stores are
+# written a last time and closed. Registered later, it ran first: the store closed before the
+# loop recorded a result the exit had just waited for (in doubt on the next load, though the
+# call ran). Registered earlier by another module, it runs after this one anyway.
+weakref.finalize(_anchor, int).atexit = False
+# at import: it runs after the hooks of nbagent's modules that use the loop
+atexit.register(_settle_background)
+
+
+def let_go(fn: Callable[[], object]) -> None:
+    """Run ``fn`` (a finalizer's release, which takes locks) off this thread: on a worker of
+    the background loop (a garbage collector's finalizer may interrupt, on this thread, the
+    code holding the lock ``fn`` takes). At interpreter exit it runs on the loop's own thread
+    (the pools take no work: :func:`in_worker`), and this thread waits for it (at most
+    :data:`_EXIT_WAIT`): left to the daemon thread, it was cut off by the end of the process.
+    With no background loop left to run it, it runs here.
+    """
+    try:
+        future = spawn(in_worker(fn))
+    except RuntimeError:  # no background loop (no thread may start at exit)
+        fn()
+        return
+    if _exiting and not on_background_loop():
+        with contextlib.suppress(BaseException):  # exit goes on whatever happens there
+            future.result(_EXIT_WAIT)
+
+
+def _pools_shut() -> bool:
+    """Whether Python's thread pools take no more work: the interpreter exits (their module's
+    exit hook ran, or ``threading``'s shutdown began: a pool module first imported then
+    cannot even be, "can't register atexit after shutdown"; or this module's hook ran)."""
+    import sys
+
+    pools = sys.modules.get("concurrent.futures.thread")
+    shutting = getattr(threading, "_SHUTTING_DOWN", False)
+    return _exiting or bool(shutting) or bool(getattr(pools, "_shutdown", False))
 
 
 async def in_worker(fn: Callable[..., T], *args: Any) -> T:
@@ -118,12 +231,22 @@ async def in_worker(fn: Callable[..., T], *args: Any) -> T:
     tools' pool either: its threads may all be stuck in timed-out calls, and the writes must
     still go on. From a loop run by one of the pool's own threads, on that loop's default
     executor: a pool thread never waits for the pool.
+
+    Once the interpreter exits, Python's pools take no more work ("cannot schedule new
+    futures after interpreter shutdown"): ``fn`` then runs on the loop's own thread. A
+    call's result written as the script ends, a store's last release, failed instead.
     """
     import asyncio
 
     loop = asyncio.get_running_loop()
     own = loop is _bg_loop or getattr(_local, "io_worker", False)
-    return await loop.run_in_executor(None if own else _io_pool(), fn, *args)
+    try:
+        future = loop.run_in_executor(None if own else _io_pool(), fn, *args)
+    except RuntimeError:
+        if not _pools_shut():
+            raise
+        return fn(*args)  # the interpreter exits: no pool takes work, this thread does it
+    return await future
 
 
 _io: concurrent.futures.ThreadPoolExecutor | None = None

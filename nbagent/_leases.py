@@ -10,7 +10,8 @@ notebook keeping a few hundred chats ran out of file descriptors; a batch whose
 
 ``take(key, make)`` returns the object and its ``release``; ``release(later=True)``
 comes from a garbage collector's finalizer, which may interrupt this very module on the
-same thread: the lease is let go on a worker thread instead of taking the lock there.
+same thread: the lease is let go on a worker thread instead of taking the lock there (at
+interpreter exit on the background loop's thread, waited for: :func:`nbagent._aio.let_go`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from ._aio import in_worker, spawn
+from ._aio import let_go
 
 T = TypeVar("T")
 
@@ -77,13 +78,10 @@ class Leases(Generic[T]):
             if done:
                 return
             done = True
-            if later:
-                try:
-                    spawn(in_worker(self._let_go, key, lease))
-                    return
-                except RuntimeError:  # no background loop (the interpreter exits)
-                    pass
-            self._let_go(key, lease)
+            if later:  # off this thread, waited for at exit (``_aio.let_go``)
+                let_go(lambda: self._let_go(key, lease))
+            else:
+                self._let_go(key, lease)
 
         return release
 

@@ -36,7 +36,7 @@ import sqlite3
 import threading
 import time
 
-from .._aio import in_worker, spawn
+from .._aio import in_worker, let_go, spawn
 from ._waiting import may_wait
 
 CHECKPOINT_EVERY = 64
@@ -97,13 +97,11 @@ def release_unclosed(cp: Checkpointer) -> None:
     possibly :func:`checkpointer_for` or :meth:`Checkpointer.release` holding
     ``_SHARED_LOCK``, or :meth:`Checkpointer.poke` holding the checkpointer's own
     lock (the same checkpointer, when another store on the file is alive): taking
-    them here would deadlock the thread on itself, so a worker does it. Without a
-    background loop (interpreter exit) it is released here.
+    them here would deadlock the thread on itself, so a worker does it (at interpreter exit
+    the background loop's thread, waited for: :func:`~nbagent._aio.let_go`). Without a
+    background loop it is released here.
     """
-    try:
-        spawn(in_worker(cp.release))
-    except RuntimeError:
-        cp.release()
+    let_go(cp.release)
 
 
 class Checkpointer:

@@ -115,7 +115,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal, cast
 
-from .._aio import in_worker, spawn
+from .._aio import exiting_here, hold_exit_for, in_worker, spawn
 from .._decisions import rule_change_undone, rule_change_unwritten
 from .._errors import DecisionError, InputError, StoreError
 from .._events import (
@@ -267,7 +267,15 @@ class StoreExtension(Extension):
     # -- wiring ------------------------------------------------------------
     def attach(self, host: ChatHost) -> None:
         self._host = host
+        # At exit: the background loop's calls end and are recorded before this last write
+        # (``_aio._settle_background``, ordered before ``weakref.finalize``'s exit hook).
+        hold_exit_for(self)
         weakref.finalize(host.chat, self._finalize)
+
+    def in_flight(self) -> bool:
+        """Whether a call this chat claimed has not ended yet: interpreter exit waits for
+        it to end and be recorded (:func:`~nbagent._aio.hold_exit_for`)."""
+        return bool(self._running) and not self._closed and self.detached is None
 
     def _attached(self) -> ChatHost:
         host = self._host
@@ -942,7 +950,20 @@ class StoreExtension(Extension):
             if call.id in self._claimed:  # by catch_up, before its round
                 self._claimed.discard(call.id)
                 return True
+        if exiting_here():
+            raise self._exit_error([call])
         return self._claim_now(call)
+
+    def _exit_error(self, calls: Sequence[ToolCall]) -> StoreError:
+        """A claim refused on the background loop as the interpreter exits: the call is not
+        started (it stays runnable, for the next process to load the chat), as Python's pools
+        refuse a thread's call then. Started, an async tool was cancelled by the exit while it
+        ran: answered "cancelled", the approved call was used up, and maybe half done."""
+        names = ", ".join(f"{c.name}({c.id})" for c in calls)
+        return StoreError(
+            f"chat {self.chat_id}: {names} not started: the interpreter exits. It stays "
+            "runnable, and runs when the chat is loaded and continued."
+        )
 
     def _claim_now(self, call: ToolCall) -> bool:
         with self._write_lock:  # the step's own flush writes the state; the claim writes events
@@ -1002,6 +1023,8 @@ class StoreExtension(Extension):
                 return
         if self._closed or not (self._owed or calls or self._failure is not None):
             return
+        if calls and exiting_here():  # no call starts at exit (the drive's end writes)
+            raise self._exit_error(calls)
         # on this thread, unless it would wait (_waiting.py says why): then the rest there
         if self._inline and here_or_later(self._catch_up_now, calls, stopping) is not LATER:
             return
