@@ -13,6 +13,7 @@ import json
 import pkgutil
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from benchmarks._common import Result
@@ -32,19 +33,26 @@ def main(argv: list[str] | None = None) -> int:
         modules = [m for m in modules if any(n in m for n in args.names)]
     results: list[Result] = []
     failed = 0
+    broken: list[str] = []
     for name in modules:
         print(f"\n== {name} ==", flush=True)
         t0 = time.perf_counter()
-        module = importlib.import_module(f"benchmarks.{name}")
-        for r in module.run(quick=args.quick):
-            results.append(r)
-            print(r.line(), flush=True)
-            failed += r.target_met is False
-        print(f"   ({time.perf_counter() - t0:.1f} s)")
+        try:
+            module = importlib.import_module(f"benchmarks.{name}")
+            for r in module.run(quick=args.quick):
+                results.append(r)
+                print(r.line(), flush=True)
+                failed += r.target_met is False
+        except Exception:  # one broken bench must not take the rest of a long run with it
+            traceback.print_exc()
+            broken.append(name)
+        print(f"   ({time.perf_counter() - t0:.1f} s)", flush=True)
     print(f"\n{len(results)} measurements, {failed} target(s) missed")
+    if broken:
+        print(f"{len(broken)} bench module(s) failed to run: {', '.join(broken)}")
     if args.json:
         args.json.write_text(json.dumps([r.as_dict() for r in results], indent=2))
-    return 0
+    return 1 if broken else 0
 
 
 if __name__ == "__main__":

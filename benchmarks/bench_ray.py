@@ -23,7 +23,7 @@ import subprocess
 import sys
 
 from benchmarks._common import Result
-from benchmarks.bench_batch import SERVER
+from benchmarks.bench_batch import _fake_server
 
 
 def run(quick: bool = False) -> list[Result]:
@@ -36,12 +36,7 @@ def run(quick: bool = False) -> list[Result]:
     concurrency = 16
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-    server = subprocess.Popen(
-        [sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert server.stdout is not None
-        port = int(server.stdout.readline())
+    with _fake_server(0.0) as port:
         out = subprocess.run(
             [
                 sys.executable,
@@ -54,12 +49,8 @@ def run(quick: bool = False) -> list[Result]:
             env=env,
             timeout=1800,
         )
-        if out.returncode:
-            raise RuntimeError(f"benchmarks._ray_client failed:\n{out.stderr[-3000:]}")
-    finally:
-        assert server.stdin is not None
-        server.stdin.close()
-        server.wait(timeout=30)
+    if out.returncode:
+        raise RuntimeError(f"benchmarks._ray_client failed:\n{out.stderr[-3000:]}")
     data = json.loads(out.stdout.strip().splitlines()[-1])
     walls = {mode: statistics.median(w) for mode, w in data["walls"].items()}
     local_tp = n / walls["local"]
