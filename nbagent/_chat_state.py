@@ -631,7 +631,14 @@ class ChatCore:
         A denial, a hosted call's verdict, a call rejected at once, a fork's
         given result, a call in doubt. ``after`` collects what the
         ``after_tool_result`` callbacks are given (``None``: nothing).
+
+        ``text`` and ``error`` are scrubbed here, as a run tool's result and error are
+        (the chat's provider key, key-shaped tokens): a rejection quotes the model's own
+        text (its unparsable arguments, an unknown tool's name), which may hold the key.
         """
+        secrets = provider_secrets(self.provider)
+        text = scrub(text, secrets)
+        error = scrub(error, secrets) if error is not None else None
         turn = self._call_turn.get(c.id, self._turn)
         result = ToolResultMessage(
             c.id,
