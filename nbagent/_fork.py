@@ -81,7 +81,7 @@ from ._options import ToolOptions
 from ._record import fold
 from ._result_text import to_result
 from ._rules import RULE, Rule, denied_edit
-from ._secrets import provider_secrets
+from ._secrets import provider_secrets, redacted, scrub
 from ._tools import Tool
 from ._types import (
     AssistantToolCallMessage,
@@ -90,6 +90,7 @@ from ._types import (
     ToolCall,
     ToolResultMessage,
 )
+from ._unicode import clean
 from .providers import Provider, provider_for_model, resolve_provider, with_model
 
 UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
@@ -389,7 +390,11 @@ def plan(
             )
     else:
         _plan_chat_change(chat, p, change, value)
-    p.parent = dataclasses.replace(p.parent, value=p.value)
+    # the parent link says what changed, in memory and in the store (the fork's row):
+    # edited arguments with a secret's value as *** (the call's decision holds them whole,
+    # as an approval's edit does: what the tool runs with)
+    shown = redacted(p.value) if change == "arguments" else p.value
+    p.parent = dataclasses.replace(p.parent, value=shown)
     p.snapshot = dataclasses.replace(p.snapshot, parent=p.parent)
     return p
 
@@ -482,6 +487,10 @@ def _plan_call_change(chat: Forkable, p: Plan, original: ToolCall, change: str, 
         )
     cfg = get_config()
     text, parts = to_result(value, max_rows=cfg.result_max_rows, max_chars=cfg.result_max_chars)
+    # what the model reads of it, as of a tool's result (the provider's key, key-shaped
+    # tokens, URL credentials as ***): the call's result, the parent link and the store
+    # hold this text; the value itself goes only to after_tool_result callbacks
+    text = clean(scrub(text, provider_secrets(chat.provider)))
     if original.result is not None and original.result.content == text:
         raise ValueError(f"{where} already returned this; nothing would change")
     p.value, p.result_value, p.result_parts = text, value, parts

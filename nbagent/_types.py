@@ -760,8 +760,10 @@ class ForkParent:
         call_id: The call it was forked at (``fork(call, ...)``), else ``None``.
         change: What is different: ``none``, ``result``, ``arguments``,
             ``decision``, ``system``, ``model`` or ``tool_options``.
-        value: The new value, as JSON: the result's text, the edited arguments,
-            the verdict, the system prompt, the model name or the options set.
+        value: The new value, as JSON: the result's text (as the model reads it: a
+            key in it as ``***``), the edited arguments (a secret's value as ``***``;
+            the call's decision holds them whole), the verdict, the system prompt,
+            the model name or the options set.
     """
 
     chat_id: str
