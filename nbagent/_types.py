@@ -772,6 +772,15 @@ class ForkParent:
     change: ForkChange = "none"
     value: Any = None
 
+    def __repr__(self) -> str:
+        # a key, URL credentials or a password in the value (a result's text, edited
+        # arguments, a system prompt) shows as ***, as in ToolCall's repr
+        return (
+            f"ForkParent(chat_id={self.chat_id!r}, step={self.step!r}, "
+            f"call_id={self.call_id!r}, change={self.change!r}, "
+            f"value={redacted(self.value)!r})"
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "chat_id": self.chat_id,
