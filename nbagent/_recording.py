@@ -541,7 +541,10 @@ def fingerprint_in(
 
 
 # ---------------------------------------------------------------- explaining a miss
-def _closeness(fp: Mapping[str, Any], other: Mapping[str, Any]) -> tuple[int, int, int]:
+def _closeness(fp: Mapping[str, Any], other: Mapping[str, Any]) -> tuple[int, bool, int, int]:
+    """How near a recorded request is: the longest common history, then the very same
+    messages (a request asked again with another option or tool, not a later step of a run
+    that shares only its first messages), then the same model, tools and options."""
     ours, their_digests = as_digests(fp.get("messages")), as_digests(other.get("messages"))
     common = 0
     if ours == their_digests:  # the same chain: the same messages, read or not
@@ -551,14 +554,15 @@ def _closeness(fp: Mapping[str, Any], other: Mapping[str, Any]) -> tuple[int, in
             if a != b:
                 break
             common += 1
+    exact = common == len(ours) == len(their_digests)
     same = sum(fp.get(k) == other.get(k) for k in ("model", "tools", "options"))
-    return common, same, -abs(len(ours) - len(their_digests))
+    return common, exact, same, -abs(len(ours) - len(their_digests))
 
 
 def nearest(fp: Mapping[str, Any], candidates: Iterable[Recording]) -> Recording | None:
     """The recording whose request is closest to ``fp`` (longest common history first)."""
     best: Recording | None = None
-    score: tuple[int, int, int] | None = None
+    score: tuple[int, bool, int, int] | None = None
     for rec in candidates:
         s = _closeness(fp, rec.fingerprint)
         if score is None or s > score:
@@ -629,8 +633,21 @@ def differences(
     if changed_opts := sorted(
         k for k in set(opts_now) | set(opts_then) if opts_now.get(k) != opts_then.get(k)
     ):
-        out.append("the options: " + ", ".join(changed_opts))
+        out.append("the options: " + ", ".join(_option_now(request, k) for k in changed_opts))
     return out
+
+
+# the options a miss shows the value of as the request has it (a system prompt and an
+# output schema are long, and may quote what the screen should not show: named only)
+_SHOWN_OPTIONS = ("tool_choice", "calls", "reasoning", "cache")
+
+
+def _option_now(request: ModelRequest, name: str) -> str:
+    """An option that differs, with its value now when it is short and safe to show."""
+    value = getattr(request, name, None) if name in _SHOWN_OPTIONS else None
+    if not isinstance(value, (str, int, float, bool)) or len(str(value)) > 40:
+        return name
+    return f"{name} (now {redact_keys(repr(value))})"
 
 
 # ------------------------------------------------------------------- JSON forms
