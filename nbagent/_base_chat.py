@@ -21,7 +21,14 @@ from typing import Any, Literal, Self
 
 from ._aio import stop_held
 from ._chat_state import RUNNABLE, SkipToolCall, StepResult, ToolResult, _Effect
-from ._config import check_budgets, check_flag, check_replay, check_replay_tools, check_steps
+from ._config import (
+    check_budgets,
+    check_flag,
+    check_replay,
+    check_replay_tools,
+    check_steps,
+    get_config,
+)
 from ._decisions import DecisionsMixin
 from ._drive import WaitCancelled
 from ._errors import (
@@ -444,6 +451,24 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
     @replay.setter
     def replay(self, value: str) -> None:
         self._replayer.mode = check_replay(value)
+
+    @property
+    def replay_tools(self) -> bool | frozenset[str]:
+        """Whether a call of a replayed step gets its recorded result instead of running
+        its tool: ``True``, ``False`` or the names of the tools that do.
+
+        Set with ``Chat(replay_tools=...)`` (default: ``nbagent.configure(replay_tools=)``,
+        ``False``); assignable, from the next round of calls the chat runs. See
+        "Record and replay" in the docs.
+        """
+        tools = self._replayer.tools
+        return get_config().replay_tools if tools is None else tools
+
+    @replay_tools.setter
+    def replay_tools(self, value: bool | Collection[str]) -> None:
+        checked = check_replay_tools(value)
+        with self._lock:  # a round reads it under the lock as it starts its calls
+            self._replayer.tools = checked
 
     def recordings(self) -> dict[int, Recording]:
         """The recorded response of each model request of this chat object, by step.
