@@ -199,3 +199,23 @@ def test_the_log_glance_is_described_as_the_rich_display_only() -> None:
     assert "decided_by" not in log._repr_mimebundle_()["text/plain"].split("\n")[0]
     page = " ".join((DOCS / "analysis.md").read_text().split())
     assert "`print(chat.log)` and `repr(chat.log)` are pandas' own, every column" in page
+
+
+def test_park_decide_resume_runs_again_in_the_same_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run twice against one agent.db (a notebook's cells run again), the example decided the
+    call by its bare id, which the demo model gives every chat's first call: the second run
+    found it in two chats and raised DecisionError. It decides the call it was given."""
+    page = DOCS / "decide-from-another-process.md"
+    park = python_after(page, "## Park, decide, resume")
+    decide = python_after(page, "## Park, decide, resume", index=1)
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):
+        namespace: dict[str, Any] = {}
+        exec(compile(park, str(page), "exec"), namespace)
+        exec(compile(decide, str(page), "exec"), namespace)
+        chat = namespace["chat"]
+        assert chat.status == "complete"
+        assert list(chat.log["status"]) == ["ok"] and list(chat.log["decision"]) == ["approved"]
+        namespace["store"].close()
