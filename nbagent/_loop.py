@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import threading
 import time
 import warnings
@@ -673,10 +674,15 @@ class LoopMixin(ChatCore):
                 )
             )
             if c.hosted:
-                # the provider runs it once someone decides: only the chat's policies may
-                # decide it at once (no local tool to check or run; the calls limit is the
-                # provider's business)
-                events.extend(self._gate(c, None, step, after))
+                # the provider runs it once someone decides: it counts toward the limit like
+                # any call (approved, it runs); one beyond the limit is denied at once, nobody
+                # asked, else only the chat's policies may decide it at once
+                if limit is not None and n >= limit:
+                    events.extend(
+                        self._answer(c, "denied", _over_limit(c, limit), after, hosted=True)
+                    )
+                else:
+                    events.extend(self._gate(c, None, step, after))
                 n += 1
                 continue
             problem: tuple[Literal["error", "skipped"], str] | None = _off_choice(c, choice)
@@ -725,15 +731,7 @@ class LoopMixin(ChatCore):
         if stopped is not None:
             return "skipped", _stopped_text(stopped)
         if limit is not None and n >= limit:
-            word = (
-                "one tool call per response is"
-                if limit == 1
-                else (f"{limit} tool calls per response are")
-            )
-            return "skipped", (
-                f"Not executed: only {word} allowed. "
-                "Call it again in a later response if it is still needed."
-            )
+            return "skipped", _limit_text(limit)
         if tool is None:
             names = ", ".join(sorted(self._tools)) or "none"
             return "error", f"Error: unknown tool {c.name!r}. Available tools: {names}."
@@ -960,6 +958,22 @@ def _off_choice(c: ToolCall, choice: str) -> tuple[Literal["skipped"], str] | No
             "Call it again in a later response if it is still needed."
         )
     return None
+
+
+def _limit_text(limit: int) -> str:
+    """What a call beyond the calls-per-response limit is answered with (it did not run)."""
+    word = "one tool call per response is" if limit == 1 else f"{limit} tool calls per response are"
+    return (
+        f"Not executed: only {word} allowed. "
+        "Call it again in a later response if it is still needed."
+    )
+
+
+def _over_limit(c: ToolCall, limit: int) -> str:
+    """A hosted approval request's answer beyond the limit: a denial nobody was asked for,
+    its reason the limit's text (sent to the provider as ``approve: false`` with it)."""
+    text = _limit_text(limit)
+    return json.dumps({"status": "denied", "tool": c.name, "reason": text}, ensure_ascii=False)
 
 
 def _owner(tool: Tool) -> str:
