@@ -27,6 +27,7 @@ from ._runs import (
     differing,
     field_names,
     row_values,
+    same_prefix,
     shared_prefix,
     shown,
 )
@@ -68,22 +69,23 @@ CSS = """
 # ------------------------------------------------------------------------ HTML
 def comparison_html(runs: Sequence[Run]) -> str:
     rows = aligned(runs)
-    shared = shared_prefix(rows)
+    shared, same = shared_prefix(rows), same_prefix(rows)
     head = "".join(f"<th>{_run_head(r)}</th>" for r in runs)
     names = [r.name for r in runs]
     body: list[str] = []
-    if shared:
+    if same:
         inner = "".join(
             f"<tr><th>step {k}</th><td>{_cell(row[0], set())}</td></tr>"
-            for k, row in enumerate(rows[:shared], 1)
+            for k, row in enumerate(rows[:same], 1)
             if row[0] is not None
         )
+        words = esc(_shared_words(shared, same, len(runs)))
         body.append(
-            f'<tr class="nba-cmp-shared"><th>{_span(1, shared)}</th>'
-            f'<td colspan="{len(runs)}"><details><summary>{_shared_words(shared, len(runs))}'
+            f'<tr class="nba-cmp-shared"><th>{_span(1, same)}</th>'
+            f'<td colspan="{len(runs)}"><details><summary>{words}: show'
             f'</summary><table class="nba-cmp-table">{inner}</table></details></td></tr>'
         )
-    for k, row in enumerate(rows[shared:], shared + 1):
+    for k, row in enumerate(rows[same:], same + 1):
         diff = set(differing(row))
         cells = "".join(f"<td>{_cell(s, diff)}</td>" if s is not None else _missing(k) for s in row)
         body.append(f"<tr><th>step {k}{_own_numbers(k, row, names)}</th>{cells}</tr>")
@@ -132,10 +134,19 @@ def fork_words(parent: Any) -> str:
     return f"fork of {short_id(parent.chat_id)} {where}: {change} → {words}"
 
 
-def _shared_words(n: int, runs: int) -> str:
-    which = "step 1 is" if n == 1 else f"steps 1–{n} are"
+def _shared_words(shared: int, same: int, runs: int) -> str:
+    """What the folded leading rows are: the ``shared`` first a fork's shared history (asked
+    and paid once), the rest up to ``same`` the same answers each run asked for itself."""
     every = "both runs" if runs == 2 else "every run"
-    return f"{which} the same in {every} (shared history): show"
+    words = []
+    if shared:
+        which = "step 1 is" if shared == 1 else f"steps 1–{shared} are"
+        words.append(f"{which} the same in {every} (shared history)")
+    if same > shared:
+        first = shared + 1
+        which = f"step {first} is" if same == first else f"steps {first}–{same} are"
+        words.append(f"{which} identical in {every} (asked in each)")
+    return "; ".join(words)
 
 
 def _span(first: int, last: int) -> str:
@@ -249,13 +260,13 @@ def _shown(row: Sequence[Step | None]) -> list[tuple[str, bool, list[Any]]]:
 
 def comparison_markdown(runs: Sequence[Run]) -> str:
     rows = aligned(runs)
-    shared = shared_prefix(rows)
+    shared, same = shared_prefix(rows), same_prefix(rows)
     lines = ["**Comparing** " + " · ".join(_run_line(r, md=True) for r in runs), ""]
-    if shared:
-        lines += [f"*{md_inline(_shared_words(shared, len(runs)).removesuffix(': show'))}.*", ""]
+    if same:
+        lines += [f"*{md_inline(_shared_words(shared, same, len(runs)))}.*", ""]
     head = "| field | " + " | ".join(md_inline(r.name) for r in runs) + " |"
     rule = "|---" * (len(runs) + 1) + "|"
-    for k, row in enumerate(rows[shared:], shared + 1):
+    for k, row in enumerate(rows[same:], same + 1):
         lines += [f"**Step {k}**", "", head, rule]
         for name, differs, values in _shown(row):
             mark = f"**≠ {md_inline(name)}**" if differs else md_inline(name)
@@ -274,12 +285,12 @@ def _run_line(r: Run, *, md: bool = False) -> str:
 
 def comparison_text(runs: Sequence[Run]) -> str:
     rows = aligned(runs)
-    shared = shared_prefix(rows)
+    shared, same = shared_prefix(rows), same_prefix(rows)
     lines = ["compare: " + "; ".join(_run_line(r) for r in runs)]
-    if shared:
-        lines.append(_shared_words(shared, len(runs)).removesuffix(": show"))
+    if same:
+        lines.append(_shared_words(shared, same, len(runs)))
     width = max((len(r.name) for r in runs), default=1)
-    for k, row in enumerate(rows[shared:], shared + 1):
+    for k, row in enumerate(rows[same:], same + 1):
         lines.append(f"step {k}")
         for name, differs, values in _shown(row):
             if not differs:

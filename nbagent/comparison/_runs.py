@@ -185,11 +185,45 @@ def differing(row: Sequence[Step | None]) -> list[str]:
     ]
 
 
-def shared_prefix(rows: Sequence[Sequence[Step | None]]) -> int:
-    """How many leading rows are the same in every run (a fork's shared history)."""
+def same_prefix(rows: Sequence[Sequence[Step | None]]) -> int:
+    """How many leading rows are the same in every run (folded away when shown): a fork's
+    shared history (:func:`shared_prefix`), then any steps each run asked and got the same
+    answer to (a deterministic model sampled again, two chats of one prompt)."""
     n = 0
     for row in rows:
         if any(s is None for s in row) or differing(row):
+            break
+        n += 1
+    return n
+
+
+def one_request(row: Sequence[Step | None]) -> bool:
+    """Whether a row's steps are one request, asked and paid once: a fork's copy of its
+    parent's (``shared``, with the very times of the original), or one chat compared with
+    itself; not two requests that got the same answer."""
+    steps = [s for s in row if s is not None]
+    if len(steps) < len(row) or not steps:
+        return False
+    records = [s.record for s in steps]
+    first = records[0]
+    if all(r is first for r in records):
+        return True
+    copied = any(r.shared for r in records)
+    return (
+        copied
+        and first.started_at is not None
+        and all(
+            (r.started_at, r.finished_at) == (first.started_at, first.finished_at) for r in records
+        )
+    )
+
+
+def shared_prefix(rows: Sequence[Sequence[Step | None]]) -> int:
+    """How many leading rows are a fork's shared history: the same in every run, and one
+    request (:func:`one_request`), not steps each run asked and got the same answer to."""
+    n = 0
+    for row in rows[: same_prefix(rows)]:
+        if not one_request(row):
             break
         n += 1
     return n
@@ -232,8 +266,10 @@ __all__ = [
     "differences",
     "differing",
     "field_names",
+    "one_request",
     "records",
     "result_words",
     "run_of",
+    "same_prefix",
     "shared_prefix",
 ]
