@@ -119,16 +119,62 @@ class _Secret:
     __str__ = __repr__
 
 
-_URL_PASSWORD = re.compile(r"^[a-z]+://[^:/@?#]*:([^@/?#]*)@", re.IGNORECASE)
+_URL_SCHEME = re.compile(r"^[a-z]+://", re.IGNORECASE)
 _KW_PASSWORD = re.compile(r"(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 _QUERY_PASSWORD = re.compile(r"[?&]password=([^&#]*)", re.IGNORECASE)
+
+
+def _url_passwords(dsn: str) -> list[str]:
+    """A URL's ``user:password@`` password as libpq reads it: the userinfo runs up to the
+    first ``@`` before the first ``/`` (a ``?`` or a ``#`` in it is the password's: libpq
+    has no fragment, and reads the query only after the host), the password from its first
+    ``:``. And, for each later ``@``, the text from that ``:`` to it: a password with an
+    unencoded ``/`` or ``@`` as its writer meant it, which libpq reads in part as the host
+    or the query (its messages then quote a piece of it)."""
+    scheme = _URL_SCHEME.match(dsn)
+    if scheme is None:
+        return []
+    rest = dsn[scheme.end() :]
+    colon = rest.find(":")
+    first_at, first_slash = rest.find("@"), rest.find("/")
+    if colon < 0 or first_at < 0 or not colon < first_at or 0 <= first_slash < colon:
+        return []  # no password written (a host:port, or a user alone)
+    return [rest[colon + 1 : at] for at in range(first_at, len(rest)) if rest[at] == "@"]
+
+
+def _unquoted(text: str, dsn: str) -> str:
+    """libpq's message about a DSN it cannot parse, quoting none of the DSN: the DSN itself
+    (libpq quotes it whole: ``... in URI: "postgresql://..."``) is named, not shown, and a
+    quoted piece of it is hidden unless it is an option's name (``invalid connection option
+    "sslmod"``). A password libpq read otherwise than its writer meant (a ``?`` or a ``/``
+    in it) is then never shown, whole or in part, whatever the scrub knew of it. A piece
+    is the longest quoted text found in the DSN (it may hold a ``"`` of its own)."""
+    for whole in dict.fromkeys((dsn, dsn.strip())):
+        if whole:
+            text = text.replace(whole, "<the DSN>")
+    out: list[str] = []
+    at = 0
+    while (start := text.find('"', at)) >= 0:
+        ends = [j for j in range(len(text) - 1, start, -1) if text[j] == '"']
+        if not ends:
+            break
+        end = next((j for j in ends if text[start + 1 : j] in dsn), ends[-1])
+        piece = text[start + 1 : end]
+        named = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", piece) and re.search(
+            rf"(?:^|[\s?&]){re.escape(piece)}\s*=", dsn
+        )
+        if len(piece) > 1 and piece != "<the DSN>" and not named and piece in dsn:
+            piece = "..."
+        out += [text[at:start], f'"{piece}"']
+        at = end + 1
+    return "".join(out) + text[at:]
 
 
 def _passwords_in(dsn: str) -> list[str]:
     """The password(s) written in a DSN's text, read without parsing it (for scrubbing): a
     URL's (``user:password@``, or its ``?password=`` query parameter) and a ``key=value``
     string's, each as written and percent-decoded (libpq's messages quote either)."""
-    found = [m.group(1) for m in _URL_PASSWORD.finditer(dsn)]
+    found = _url_passwords(dsn)
     found += [m.group(1) for m in _QUERY_PASSWORD.finditer(dsn)]
     found += [unquote(p) for p in found]
     found += [m.group(1).strip("'") for m in _KW_PASSWORD.finditer(dsn)]
@@ -151,9 +197,22 @@ def _unencoded_password(dsn: str) -> bool:
     head, sep, rest = dsn.partition("://")
     if not sep or not head.isalpha():
         return False
+    # as libpq reads it: the userinfo up to the first '@' before the first '/' (a '?' or
+    # a '#' in a password is the password's), then the host and the database up to a '?':
+    # an '@' there (Zq9?x@y@host, Zq9?x@/y@host) is the password's
+    at, slash = rest.find("@"), rest.find("/")
+    after_at = rest[at + 1 :].split("?", 1)[0] if at >= 0 else ""
+    if not 0 <= slash < at and "@" in after_at and ":" in rest[:at]:
+        return True
+    # a '/' in a password, with a '?' or a '#' in it (Zq9?a/b@host, Zq9/#b@host): libpq
+    # finds no userinfo (the '/' comes first) and reads the password as host:port, a
+    # database, a query; what comes between the ':' and that '/' is no port (list)
+    after = re.match(r"[^:/@?#\[]*:([^/@]*)/[^@]*@", rest)
+    if after is not None and not re.fullmatch(r"\d*(?:[,?#].*)?", after.group(1)):
+        return True
     rest = re.split(r"[?#]", rest, maxsplit=1)[0]
-    userinfo, at, _ = rest.rpartition("@")
-    if not at:
+    userinfo, at_sign, _ = rest.rpartition("@")
+    if not at_sign:
         return False
     _, colon, password = userinfo.partition(":")
     return bool(colon) and ("@" in password or "/" in password)
@@ -435,7 +494,8 @@ class PostgresStore(SQLStore):
             params = self._pg.conninfo.conninfo_to_dict(dsn)
         except self._pg.Error as exc:
             error = StoreError(
-                f"cannot open a PostgreSQL store: {self._scrub(str(exc)).strip()} "
+                "cannot open a PostgreSQL store: "
+                f"{self._scrub(_unquoted(str(exc), dsn)).strip()} "
                 "(expected postgresql://user:password@host:port/dbname)"
             )
         except UnicodeDecodeError:  # libpq decoded a '%a0' escape to bytes that are no text
