@@ -372,7 +372,19 @@ class ProviderError(NBAgentError):
         status_code: HTTP status when there was one.
         retry_after: Seconds the provider asked to wait before trying again
             (its ``retry-after-ms`` / ``retry-after`` header), when it said.
+        sdk_error: The SDK exception it was mapped from, by name
+            (``"anthropic.RateLimitError"``), when there was one. That exception is
+            ``__cause__`` only when nothing it keeps holds a secret (its request's
+            headers hold the API key: then it is not chained).
+        request_id: The provider's id of the failed request (for its support), when
+            it sent one.
+        body: The provider's error body (JSON as a dict), scrubbed, when there was one.
     """
+
+    sdk_error: str | None = None
+    request_id: str | None = None
+    body: Any = None
+    _sdk_traceback: str | None = None  # the unchained SDK error's, scrubbed: see details()
 
     def __init__(
         self,
@@ -392,12 +404,16 @@ class ProviderError(NBAgentError):
         """The full traceback as text: this error, where it was raised, and the SDK errors
         it chains (httpx, httpcore...), with anything shaped like an API key redacted.
 
-        A chained error whose text showed the configured key was dropped when the
-        error was raised, so the key is not in here either.
+        An SDK error that held the configured key in the request it kept (its headers) is
+        not chained; its traceback, written out and scrubbed as it was dropped, is shown
+        here as its cause. One whose own text showed the key is left out.
         """
         import traceback  # (with linecache, tokenize...) only when asked
 
-        return redact_keys("".join(traceback.format_exception(self)))
+        text = "".join(traceback.format_exception(self))
+        if self._sdk_traceback:
+            text = f"{self._sdk_traceback}{_DIRECT_CAUSE}{text}"
+        return redact_keys(text)
 
     def _render_traceback_(self) -> list[str]:
         """What IPython shows for this error in a cell: the error in one line, and a hint."""
@@ -415,6 +431,9 @@ class ProviderError(NBAgentError):
             f"{dim}({more}: print({where}.details())){reset}",
         ]
 
+
+_DIRECT_CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
+"""What Python's traceback prints between a cause and the error raised from it."""
 
 ONE_LINE = 400
 """The most characters of an error's message a notebook cell shows (``details()`` has it all)."""

@@ -12,21 +12,32 @@ Every request an adapter sends runs inside :func:`sdk_errors`; whatever the
     └── ServerError              5xx, 529 overloaded, an error event mid-stream
 
 The provider's message is kept (``Error code: 429 - Rate limit reached...``),
-the HTTP status is on ``status_code``. The SDK exception stays reachable as
-``__cause__``. The mapping goes by class name and status code, so neither SDK
-is imported here.
+the HTTP status is on ``status_code``; what else a person needs of the SDK's
+exception is kept on the error too: ``sdk_error`` (its class,
+``anthropic.InternalServerError``), ``request_id`` (the provider's, for its
+support) and ``body`` (the error body, scrubbed). The mapping goes by class
+name and status code, so neither SDK is imported here.
 
 Keys never leave: every error text that leaves the block, whatever raised it
 (an HTTP status error, an error inside a 200 body or an SSE ``error`` event, a
 broken connection, an answer that does not parse), goes through one scrubber,
 :func:`scrub`: the configured key, anything shaped like an API key
 (``sk-...``, ``sk-ant-...``, a bearer token) and URL credentials become
-``***``, and a cause whose own text shows a key is not chained.
+``***``. Nor does anything the error chains lead to one (:func:`holds_secret`):
+the SDK's exception keeps the request it failed on, and that request's headers
+hold the key (``authorization``, ``x-api-key``); its ``__context__`` keeps
+httpx's error, with the same request. An error reporter (Sentry, rich's
+``show_locals``) walks all of that, so such an exception is not chained: the
+SDK's exception stays ``__cause__`` only where nothing reachable from it holds a
+secret (a local server sent no key). The secrets the block was given show in
+no traceback's locals either (:class:`Hidden`).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import types
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -42,6 +53,7 @@ from .._errors import (
     scrub,
     scrub_error,
 )
+from .._secrets import redact_keys, redacted, secret_field
 
 _BY_TYPE = {
     # the ``type`` of an error object (Anthropic, and OpenAI's stream error events)
@@ -272,7 +284,7 @@ def map_error(
         message = f"{message}; {hint.format(env=env)}"
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) and status >= 400 else None
-    return cls(
+    mapped = cls(
         f"{provider}: {scrub(message, secrets)}",
         provider=provider,
         status_code=status,
@@ -280,40 +292,215 @@ def map_error(
         if status in (429, 503, 529) and cls is not QuotaError
         else None,
     )
+    mapped.sdk_error = f"{type(exc).__module__.split('.', 1)[0]}.{type(exc).__qualname__}"
+    mapped.request_id = _request_id(exc)
+    body = getattr(exc, "body", None)
+    if body is not None:
+        mapped.body = scrubbed(body, tuple(secrets))
+    return mapped
+
+
+def _request_id(exc: BaseException) -> str | None:
+    """The provider's id of the failed request (both SDKs' ``request_id``, else the
+    response's ``x-request-id`` / ``request-id`` header)."""
+    found = getattr(exc, "request_id", None)
+    if isinstance(found, str) and found:
+        return found
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    with contextlib.suppress(Exception):
+        for name in ("x-request-id", "request-id"):
+            value = headers.get(name) if headers is not None else None
+            if isinstance(value, str) and value:
+                return value
+    return None
+
+
+_BODY_DEPTH = 50
+"""How deep an error body is copied by :func:`scrubbed` (deeper: ``…``)."""
+
+
+def scrubbed(value: Any, secrets: tuple[str | None, ...], depth: int = 0) -> Any:
+    """An SDK error's ``body`` (a dict from JSON, or text) as the error keeps it: each
+    string through :func:`scrub`, and what stands under a secret's name as ``***``
+    (:func:`~nbagent._secrets.redacted`)."""
+    if isinstance(value, str):
+        return scrub(value, secrets)
+    if isinstance(value, bytes):
+        return scrub(value.decode("utf-8", "replace"), secrets)
+    if depth >= _BODY_DEPTH and isinstance(value, dict | list | tuple):
+        return "…"
+    if isinstance(value, dict):
+        return redacted(
+            {scrub(str(k), secrets): scrubbed(v, secrets, depth + 1) for k, v in value.items()}
+        )
+    if isinstance(value, list | tuple):
+        return [scrubbed(v, secrets, depth + 1) for v in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return scrub(repr(value), secrets)
+
+
+_WALK_DEPTH = 8
+"""How far :func:`holds_secret` follows an exception's attributes (an SDK error's
+``response.request.headers`` is 3 steps; httpx's stream of a request body 3)."""
+
+
+def holds_secret(exc: BaseException, secrets: Iterable[str | None]) -> bool:
+    """Whether anything reachable from ``exc`` holds a secret: its text (:func:`reveals`),
+    or the values it keeps, at any depth of ``__cause__`` / ``__context__`` / a group's
+    members, and up to :data:`_WALK_DEPTH` attributes into each (an SDK error's ``request``
+    and ``response``, their headers and bodies, its ``body``; a ``JSONDecodeError``'s
+    ``doc``). A secret here is: one of ``secrets`` in a string or bytes, anything
+    :func:`~nbagent._secrets.redact_keys` hides (a key's shape, ``password=...``), or a
+    header named as a secret's (``authorization``, ``x-api-key``, ``cookie``) with a value.
+
+    Only an object's own ``__dict__`` and slots are read (no property, which might read a
+    stream or raise); types, modules and functions are not entered.
+    """
+    known = tuple(s for s in secrets if s and len(s) >= 4)
+    if reveals(exc, known):
+        return True
+    seen: set[int] = set()
+    todo: list[tuple[Any, int]] = [(exc, 0)]
+    long: list[str | bytes | bytearray | memoryview] = []  # read last: a key's header is
+    while todo:  # found first, and a long history's body (megabytes) not read for it
+        obj, level = todo.pop()
+        if obj is None or level > _WALK_DEPTH or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, str | bytes | bytearray | memoryview):
+            if len(obj) > _LONG:
+                long.append(obj)
+            elif _secret_text(obj, known):
+                return True
+            continue
+        if isinstance(obj, bool | int | float | complex | type | types.ModuleType) or (
+            callable(obj) and not isinstance(obj, BaseException)
+        ):
+            continue
+        if isinstance(obj, BaseException):
+            # the chain is followed to its end: each exception's attributes from level 0
+            todo += [(obj.__cause__, 0), (obj.__context__, 0), (obj.args, 1)]
+            if isinstance(obj, BaseExceptionGroup):
+                todo += [(e, 0) for e in obj.exceptions]
+        elif _secret_headers(obj):
+            return True
+        if isinstance(obj, dict):
+            todo += [(x, level + 1) for pair in list(obj.items()) for x in pair]
+            continue
+        if isinstance(obj, list | tuple | set | frozenset | collections.deque):
+            todo += [(x, level + 1) for x in list(obj)]
+            continue
+        state = getattr(obj, "__dict__", None)
+        if isinstance(state, dict):
+            todo += [(x, level + 1) for x in list(state.values())]
+        for cls in type(obj).__mro__:
+            for slot in cls.__dict__.get("__slots__", ()):
+                if isinstance(slot, str) and slot not in ("__dict__", "__weakref__"):
+                    todo.append((getattr(obj, slot, None), level + 1))
+    return any(_secret_text(text, known) for text in long)
+
+
+_LONG = 4096
+"""A string :func:`holds_secret` reads after all the rest (a request's body)."""
+
+
+def _secret_text(value: str | bytes | bytearray | memoryview, secrets: tuple[str, ...]) -> bool:
+    text = value if isinstance(value, str) else bytes(value).decode("utf-8", "replace")
+    return any(s in text for s in secrets) or redact_keys(text) != text
+
+
+def _secret_headers(obj: Any) -> bool:
+    """Whether ``obj``, if it is an HTTP client's headers (``multi_items()``: httpx's), has
+    a header named as a secret's with a value, or a value that shows one."""
+    items = getattr(obj, "multi_items", None)
+    if not callable(items) or not hasattr(obj, "get"):
+        return False
+    try:
+        pairs = list(items())
+    except Exception:
+        return False
+    for name, value in pairs:
+        if isinstance(name, bytes):
+            name = name.decode("latin-1")
+        if isinstance(value, bytes):
+            value = value.decode("latin-1")
+        if not (isinstance(name, str) and isinstance(value, str) and value.strip()):
+            continue
+        if secret_field(name) or redact_keys(f"{name}: {value}") != f"{name}: {value}":
+            return True
+    return False
+
+
+class Hidden(tuple[str, ...]):
+    """The secrets :func:`sdk_errors` was given, as a traceback's locals show them (rich's
+    ``show_locals``, an error reporter's, ``traceback`` with ``capture_locals``): counted,
+    never shown."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} secrets>"
+
+    __str__ = __repr__
 
 
 @contextlib.contextmanager
 def sdk_errors(provider: str, secrets: Iterable[str | None] = (), env: str = "") -> Iterator[None]:
-    """Re-raise SDK exceptions raised inside the block as nbagent exceptions."""
+    """Re-raise SDK exceptions raised inside the block as nbagent exceptions.
+
+    The error chains nothing that holds a secret (:func:`holds_secret`): the SDK's
+    exception is its ``__cause__`` only when nothing reachable from it does; an error the
+    adapter raised keeps its ``__cause__`` / ``__context__`` on the same terms.
+    """
+    secrets = Hidden(s for s in secrets if s)  # the frame's locals show in tracebacks
     try:
         yield
     except ProviderError as exc:  # raised by the adapter: 200 error bodies, stream events...
         scrub_error(exc, secrets)
+        if any(holds_secret(c, secrets) for c in (exc.__cause__, exc.__context__) if c):
+            exc.__cause__ = exc.__context__ = None
+            exc.__suppress_context__ = True
         raise
     except Exception as exc:
-        secrets = tuple(secrets)
         mapped = map_error(exc, provider=provider, secrets=secrets, env=env)
         if mapped is None:
             raise
-        if not reveals(exc, secrets):
+        if not holds_secret(exc, secrets):
             raise mapped from exc
-        # The SDK's own text shows a secret: chain nothing. ``from None`` alone would still
-        # keep it as ``__context__``, set by any raise inside this handler; so the handled
-        # exception becomes a placeholder first, with no context of its own.
+        if not reveals(exc, secrets):  # the key is in what it keeps, not in what it says
+            mapped._sdk_traceback = _written_out(exc, secrets)
+        # The SDK's exception holds a secret (its text, or the request it keeps: the key in
+        # its headers): chain nothing. ``from None`` alone would still keep it as
+        # ``__context__``, set by any raise inside this handler; so the handled exception
+        # becomes a placeholder first, with no context of its own.
         try:
-            raise NotChained("the SDK's exception is not chained: its text shows a secret")
+            raise NotChained(
+                f"the SDK's exception ({mapped.sdk_error}) is not chained: it holds a secret "
+                "(the API key in its request's headers, or in its text or body); the error "
+                "keeps its status_code, request_id and body"
+            )
         except NotChained as placeholder:
             placeholder.__context__ = None
             raise mapped from None
 
 
+def _written_out(exc: BaseException, secrets: Iterable[str | None]) -> str:
+    """``exc``'s traceback (and its chain's) as text, scrubbed: what ``details()`` shows
+    of an SDK exception that is not chained."""
+    import traceback
+
+    return scrub("".join(traceback.format_exception(exc)), secrets)
+
+
 class NotChained(Exception):
-    """What an error whose cause showed a secret has as its ``__context__`` instead."""
+    """What an error whose cause held a secret has as its ``__context__`` instead."""
 
 
 __all__ = [
     "classify",
     "for_error_type",
+    "holds_secret",
     "map_error",
     "retry_after",
     "scrub",

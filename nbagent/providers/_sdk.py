@@ -407,11 +407,12 @@ class SSEParser:
         try:
             event = loads(raw)
         except ValueError as exc:
-            raise ProviderError(
-                f"{self.provider}: invalid JSON in a stream event ({exc}): {raw[:200]!r}",
-                provider=self.provider,
-            ) from None
-        return event if isinstance(event, dict) else None
+            # raised after the handler: raised in it, the error would keep the decoder's
+            # exception as __context__, and its .doc is the whole event, a key in it too
+            problem = f"{self.provider}: invalid JSON in a stream event ({exc}): {raw[:200]!r}"
+        else:
+            return event if isinstance(event, dict) else None
+        raise ProviderError(problem, provider=self.provider)
 
 
 class StreamAccumulator(Protocol):
@@ -599,10 +600,10 @@ class SDKProvider(CompleteWithToolsMixin):
         try:
             return loads(body)
         except ValueError as exc:
-            raise ProviderError(
-                f"{self.name}: the server's answer is not JSON ({exc}): {body[:200]!r}",
-                provider=self.name,
-            ) from None
+            # raised after the handler, so the decoder's exception (its .doc: the whole
+            # body, a key echoed in it too) is not kept as the error's __context__
+            problem = f"{self.name}: the server's answer is not JSON ({exc}): {body[:200]!r}"
+        raise ProviderError(problem, provider=self.name)
 
     def _checked_parse(self, data: Any) -> LLMToolResponse:
         if not isinstance(data, dict):
