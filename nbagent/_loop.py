@@ -807,8 +807,9 @@ class LoopMixin(ChatCore):
         for c in self._open.tool_calls:
             assert c.result is not None
             events.extend(self._append(c.result))
+        choice, calls = self._options.choice, self._open.tool_calls
         self._open = None
-        if self._options.choice not in ("auto", "none"):
+        if choice not in ("auto", "none") and any(_uses_choice(c, choice) for c in calls):
             self._forced_spent = True
         return events
 
@@ -958,6 +959,24 @@ def _off_choice(c: ToolCall, choice: str) -> tuple[Literal["skipped"], str] | No
             "Call it again in a later response if it is still needed."
         )
     return None
+
+
+def _uses_choice(c: ToolCall, choice: str) -> bool:
+    """Whether ``c`` (answered) spends a ``required`` or named tool choice: a call of the
+    forced tool (any tool, for ``required``) that ran (its result, its own error, timed
+    out, in doubt, a guard's skip) or that someone decided or answered (a denial too: else
+    the model is forced into the tool just refused, again and again).
+
+    Not one nbagent answered itself without running it: skipped by the choice, the limit
+    or a stopped response, rejected as malformed or of an unknown tool (an ``error`` never
+    started, nobody deciding), or a hosted request denied beyond the limit.
+    """
+    if choice != "required" and (c.hosted or c.name != choice):
+        return False
+    if c.started_at is not None or c.decision is not None:
+        return True
+    # a hosted request without a decision was denied by the limit
+    return not c.hosted and c.status not in ("skipped", "error")
 
 
 def _limit_text(limit: int) -> str:

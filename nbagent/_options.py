@@ -151,9 +151,9 @@ class ToolOptions:
 def resolve_choice(choice: str, tool_names: list[str], *, forced_spent: bool) -> str:
     """The neutral choice for one request.
 
-    A ``required`` or specific choice applies until the turn has run one tool
-    round (``forced_spent``); then the model answers with ``auto``. With no
-    tools, the choice is ``none``.
+    A ``required`` or specific choice applies until a call of its tool (any tool,
+    for ``required``) has run or been decided in the turn (``forced_spent``); then
+    the model answers with ``auto``. With no tools, the choice is ``none``.
 
     Raises:
         ToolOptionError: A specific tool that the chat does not have.
