@@ -1,7 +1,8 @@
 """Record and replay: every model response is recorded; an identical request is answered from it.
 
 Where recordings live (:class:`Recordings`), searched in this order and all
-written to:
+written to (but a recordings directory with ``replay="only"``: it is read, never
+written, and the process is neither: :meth:`Replayer.sources`, :meth:`Replayer.writes_to`):
 
 1. a recordings directory, ``Chat(recordings=path)`` or
    ``nbagent.configure(recordings=path)``: one JSON file per request, so a
@@ -487,7 +488,10 @@ class Replayer:
         """Where this chat's requests are looked up and recorded: the process, the
         recordings directory and the extensions' (a store); looked up in
         :func:`searched`'s order. With ``replay="off"`` the process only when there is
-        no other place (memory kept only when needed)."""
+        no other place (memory kept only when needed); with ``replay="only"`` and a
+        recordings directory, not the process: the chat replays what its folder (and its
+        store) holds, so an exported test's outcome never depends on the tests that ran
+        before it in the process."""
         out: list[Recordings] = []
         directory = self.directory
         if directory is None and get_config().recordings is not None:
@@ -495,9 +499,16 @@ class Replayer:
         if directory is not None:
             out.append(directory)
         out.extend(extra)
-        if not out or self.effective_mode != "off":
+        mode = self.effective_mode
+        if not out or (mode != "off" and not (mode == "only" and directory is not None)):
             out.insert(0, PROCESS)
         return out
+
+    def writes_to(self, source: Recordings) -> bool:
+        """Whether what this chat replays or runs is written to ``source``: never to a
+        recordings folder with ``replay="only"`` (it replays what the folder holds; an
+        exported test leaves its committed folder as it was written)."""
+        return not (self.effective_mode == "only" and isinstance(source, DirectoryRecordings))
 
     def provider(self, inner: Provider, step: int, extra: Iterable[Recordings] = ()) -> Provider:
         """``inner`` wrapped for one request of ``step`` (see :class:`ReplayingProvider`)."""
@@ -525,7 +536,8 @@ class Replayer:
         if key is None:
             return
         for source in self.sources(extra):
-            _safely("record in", source.add_result, source, key, call_id, result)
+            if self.writes_to(source):
+                _safely("record in", source.add_result, source, key, call_id, result)
 
 
 def searched(sources: list[Recordings]) -> list[Recordings]:
@@ -586,7 +598,9 @@ class ReplayingProvider:
             here = replace(rec, fingerprint=fp)
             self.replayer.own[self.step] = here
             for other in self.sources:
-                _safely("record in", other.add, other, here, self.replayer.chat_id, self.step, True)
+                if self.replayer.writes_to(other):
+                    add = other.add
+                    _safely("record in", add, other, here, self.replayer.chat_id, self.step, True)
             self.replayer.replayed_steps.add(self.step)
             if request.on_delta is not None:
                 for delta in (

@@ -359,9 +359,12 @@ def test_only_never_asks_and_says_what_differs_from_the_nearest_recording() -> N
 
 def test_only_with_nothing_recorded_says_where_it_looked(tmp_path: Path) -> None:
     chat = Chat(provider=ScriptedProvider([]), replay="only", recordings=tmp_path / "rec")
+    with pytest.raises(ReplayMissError, match=r"No recordings at all in DirectoryRecordings"):
+        chat.ask("hi")  # "only" with a folder: the folder, not the process's recordings
+    assert "MemoryRecordings" not in str(chat.last_error)
+    bare = Chat(provider=ScriptedProvider([]), replay="only")
     with pytest.raises(ReplayMissError, match=r"No recordings at all in MemoryRecordings"):
-        chat.ask("hi")
-    assert "DirectoryRecordings" in str(chat.last_error)
+        bare.ask("hi")
 
 
 def test_a_changed_tool_result_is_the_message_named_in_the_miss() -> None:
