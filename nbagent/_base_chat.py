@@ -743,9 +743,33 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             self.refresh()
         p = fork_plan(self, call, **point)
         fork = self._spawn(p, **(wings or {}))
+        self._share_recordings(fork)
         fork._take_fork(p)
         fork.refresh()  # its wings write what is pending (a store: the shared history)
         return fork
+
+    def _share_recordings(self, fork: Self) -> None:
+        """The recordings of the steps ``fork`` shares, kept where it keeps them and this
+        chat does not (a fork stored in another store, or this chat in none), as answered
+        to the fork at those steps: queued, they are written with its shared history.
+
+        A store keeps which request each step of a chat asked (its recordings' step keys),
+        and finds a call's recorded result by it (``replay_tools``); a fork's shared steps
+        are found through its parent link in the parent's store only. Without them in the
+        fork's store, the fork loaded in a new process (or a fork of it) ran the tool of a
+        shared step's call again.
+        """
+        extra = self._recordings()
+        places = {id(getattr(r, "store", r)) for r in extra}
+        elsewhere = [r for r in fork._recordings() if id(getattr(r, "store", r)) not in places]
+        if not elsewhere:
+            return
+        for step, key in sorted(fork._replayer.keys.items()):  # the shared steps' keys
+            found = self._replayer.recorded(step, extra)
+            if found is None or found.key != key:
+                continue  # nowhere now (its store unreadable): the fork asks it again
+            for place in elsewhere:
+                place.add(found, fork.id, step, True)  # replayed: never replaces one there
 
     def _take_fork(self, p: Plan) -> None:
         """A new fork takes its history (state, then events) and the one change, with its events."""
