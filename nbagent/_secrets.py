@@ -49,7 +49,10 @@ _DATA_WORDS = frozenset(
 the model needs (a tokenizer's ``"token": "Hello"``, an ``"authorization": "granted"`` status,
 "Invalid token: expired"): their value is hidden when given with ``=`` (a query string, an
 argument, an environment line) only. ``access_token: ...``, ``secret: ...`` are hidden; a
-name ending in ``bearer`` is read by its token's shape (:data:`_KEY_LIKE`), not as a name."""
+name ending in ``bearer`` is read by its token's shape (:data:`_KEY_LIKE`), not as a name,
+as ``Authorization: Basic ...`` is (:func:`_basic_hidden`); after ``cookie:`` only the
+values of ``name=value`` pairs are hidden (:func:`_cookies_hidden`), so ``"cookie": "none"``
+stays."""
 _LITERALS = frozenset({"true", "false", "null", "True", "False", "None"})
 """JSON's and Python's literals: under a secret's name they say nothing secret (``"secret":
 false``, ``api_key=None``) and the model needs them, so they stay as they are."""
@@ -120,21 +123,146 @@ def redact_keys(text: str, hidden: str = "***") -> str:
     as ``password=``/``"password": ...`` and a value given under another secret's name
     (:func:`secret_field`: ``api_key=...``, ``"access_token": "..."``; :data:`_DATA_WORDS`
     with ``=`` only) replaced by ``***`` (``hidden``: another marker, e.g. one Markdown does
-    not read as emphasis, put back after rendering). The one reader of text for every path,
-    what the model reads included (:func:`scrub`). A value is hidden where it is named,
-    nowhere else (``api_key=K and token K`` keeps the second ``K``), and a literal under a
-    name (``true``, ``false``, ``null``, ``True``, ``False``, ``None``) stays as it is. A
-    bare ``token K`` is not read: "token" alone is prose too often."""
+    not read as emphasis, put back after rendering). HTTP's own forms too: ``Basic`` and
+    its ``user:password`` in base64 (:func:`_basic_hidden`), and each cookie's value after a
+    ``Cookie:`` / ``Set-Cookie:`` header's name (:func:`_cookies_hidden`). The one reader of
+    text for every path, what the model reads included (:func:`scrub`). A value is hidden
+    where it is named, nowhere else (``api_key=K and token K`` keeps the second ``K``), and a
+    literal under a name (``true``, ``false``, ``null``, ``True``, ``False``, ``None``) stays
+    as it is. A bare ``token K`` is not read: "token" alone is prose too often."""
     if any(prefix in text for prefix in _KEY_PREFIXES):
         text = _keys_hidden(text, hidden)
+    lowered = text.lower()
+    if "basic" in lowered:
+        text = _basic_hidden(text, hidden)
     if "@" in text:
         text = _USERINFO.sub(lambda m: f"{m[1]}{hidden}@", text)
-    lowered = text.lower()
     if "pass" in lowered or "pwd" in lowered:
         text = _values_hidden(text, _PASSWORD, hidden)
+    if "cookie" in lowered and ":" in text:
+        text = _cookies_hidden(text, hidden)
     if ("=" in text or ":" in text) and any(hint in lowered for hint in _NAME_HINTS):
         text = _values_hidden(text, _NAMED, hidden)
     return text
+
+
+_BASIC = re.compile(r"\b(?:[Bb]asic|BASIC)[ \t]+([A-Za-z0-9+/]+={0,2})")
+"""HTTP Basic credentials: the scheme and a base64 token (judged by :func:`_credentials`)."""
+
+
+def _basic_hidden(text: str, hidden: str) -> str:
+    """``text`` with each ``Basic <token>`` whose token is base64 of ``user:password``
+    (:func:`_credentials`) as ``Basic ***``, wherever it is (a header line, a dict's repr, a
+    curl command), as a bearer token is hidden. "Basic usage" and other prose decode to no
+    such text and stay. Each token is read once."""
+    out: list[str] = []
+    pos = 0
+    while (match := _BASIC.search(text, pos)) is not None:
+        if _credentials(match.group(1)):
+            out += (text[pos : match.start(1)], hidden)
+        else:
+            out.append(text[pos : match.end()])
+        pos = match.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _credentials(token: str) -> bool:
+    """Whether ``token`` is base64 (its padding may be left off) of UTF-8 text holding a
+    ``:`` and no control character below a space: a Basic header's ``user:password`` (what a
+    word of prose decodes to is seldom UTF-8 at all)."""
+    if len(token) < 4 or len(token) % 4 == 1:
+        return False
+    import base64  # only when a text says Basic
+    import binascii
+
+    try:
+        decoded = base64.b64decode(token + "=" * (-len(token) % 4), validate=True).decode()
+    except (binascii.Error, ValueError):  # not base64, or not UTF-8
+        return False
+    return ":" in decoded and min(decoded) >= " "
+
+
+_COOKIE_HEAD = re.compile(r"""(?i)(?<![\w-])(["']?)((?:set-)?cookie)\1[ \t]*:[ \t]*(["']?)""")
+"""A ``Cookie:`` or ``Set-Cookie:`` header's name (a header line's, or a quoted key's in
+JSON or a dict's repr), its colon and the quote its value opens with, if any."""
+_COOKIE_PAIR = re.compile(
+    r"""([!#$%&*+.^_`|~0-9A-Za-z-]+)(?:[ \t]*=[ \t]*("[^"\r\n]*"?|[^;,\s"']*))?"""
+    r"""(?:[ \t]*([;,])[ \t]*)?"""
+)
+"""A cookie's ``name=value`` (a quoted value as one), or a lone word (``Secure``), and the
+``;`` after it (``,`` between cookies joined in one line), if any."""
+_COOKIE_SEP = re.compile(r"[ \t]*([;,])[ \t]*")
+"""What follows an ``Expires`` date: the next part's ``;``, or the next cookie's ``,``."""
+_COOKIE_DATE = re.compile(r"[A-Za-z]+,[ \t]*[\w:-]+(?:[ \t]+[\w:-]+)*")
+"""An ``Expires`` date with its comma: ``Wed, 21 Oct 2015 07:28:00 GMT``."""
+_COOKIE_ATTRIBUTES = frozenset(
+    {"path", "domain", "expires", "max-age", "samesite", "secure", "httponly"}
+    | {"partitioned", "priority", "version", "comment"}
+)
+"""A ``Set-Cookie``'s attributes after its cookie: kept as they are (the cookie's value is
+the secret, not where it is sent)."""
+_COOKIE_HEADERS = frozenset({"cookie", "set-cookie"})
+
+
+def _cookies_hidden(text: str, hidden: str) -> str:
+    """``text`` with each cookie's value after a ``Cookie:`` or ``Set-Cookie:`` header's name
+    (:data:`_COOKIE_HEAD`, any case) as ``***``: ``Cookie: session=***; theme=***``,
+    ``Set-Cookie: sid=***; Path=/; HttpOnly`` (its attributes kept), in a header line or
+    under a quoted key (``{"Cookie": "sid=***"}``). Read from the name to the first part
+    that is neither ``name=value`` nor an attribute (``Cookie: required`` and a ``"cookie":
+    "none"`` status are not read as a cookie, :data:`_DATA_WORDS`); a ``Set-Cookie``'s first
+    part is its cookie, with or without a name. Each character is read once."""
+    out: list[str] = []
+    pos = 0
+    while (head := _COOKIE_HEAD.search(text, pos)) is not None:
+        at = head.end()
+        out.append(text[pos:at])
+        pos = _pairs_hidden(text, at, head.group(2).lower() == "set-cookie", hidden, out)
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _pairs_hidden(text: str, at: int, setting: bool, hidden: str, out: list[str]) -> int:
+    """The parts of one header's value from ``at`` onto ``out``, each cookie's value as
+    ``hidden``; where they end."""
+    first = True  # a Set-Cookie's first part (again after a comma: the next cookie)
+    while (pair := _COOKIE_PAIR.match(text, at)) is not None:
+        value, sep = pair.group(2), pair.group(3)
+        attribute = setting and not first and pair.group(1).lower() in _COOKIE_ATTRIBUTES
+        if attribute:
+            end = pair.end()
+            if pair.group(1).lower() == "expires" and sep == ",":  # a date: Wed, 21 Oct...
+                date = _COOKIE_DATE.match(text, pair.start(2))
+                if date is not None:
+                    after = _COOKIE_SEP.match(text, date.end())
+                    sep = None if after is None else after.group(1)
+                    end = date.end() if after is None else after.end()
+            out.append(text[at:end])
+            at = end
+        elif value is None and not (setting and first and pair.group(1) not in _LITERALS):
+            break  # a word, no cookie: prose, a status ("Cookie: required"), a null
+        elif value is None:  # a Set-Cookie's nameless cookie
+            out += (hidden, text[pair.end(1) : pair.end()])
+            at = pair.end()
+        elif not value or value == hidden or value in ('""', f'"{hidden}"'):
+            out.append(text[at : pair.end()])
+            at = pair.end()
+        else:
+            quote = '"' if value[0] == '"' else ""
+            closing = quote if len(value) > 1 and value[-1] == '"' else ""
+            out += (
+                text[at : pair.start(2)],
+                quote,
+                hidden,
+                closing,
+                text[pair.end(2) : pair.end()],
+            )
+            at = pair.end()
+        if sep is None:
+            break
+        first = sep == ","
+    return at
 
 
 @functools.lru_cache(maxsize=4096)
@@ -145,6 +273,8 @@ def _named_secret(name: str, assigned: bool) -> bool:
     lowered = name.lower()
     if lowered.endswith(("password", "passwd", "pwd")) or not secret_field(name):
         return False
+    if not assigned and lowered in _COOKIE_HEADERS:
+        return False  # a header's: its cookies' values are hidden by _cookies_hidden
     words = [w.lower() for w in _NAME_PARTS.split(name) if w]
     if words[-1] == "bearer":
         return False

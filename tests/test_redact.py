@@ -397,6 +397,11 @@ _MANY_NAMES = {
     "already hidden": "api_key=***," * 2_000,
     "prose after a colon": "secret: word " * 2_000,
     "a password's name and values": "password=" * 2_000 + " " + '"password": 1, ' * 2_000,
+    "Basic again and again": "Basic " * 4_000 + "Basic dXNlcjpwYXNz " * 1_000,
+    "cookie headers": "Cookie: " * 2_000 + "Set-Cookie:" * 2_000 + "cookie: a" * 2_000,
+    "cookies": "Cookie: " + "a=b; " * 4_000 + "set-cookie: x" + "; Path=/" * 4_000,
+    "cookie dates": "Set-Cookie: a=1" + "; Expires=Wed, 21 Oct 2015" * 2_000,
+    "quoted cookie headers": '"cookie": "' * 2_000 + "'set-cookie': 'a=" * 2_000,
 }
 
 
@@ -419,3 +424,128 @@ def test_a_text_of_many_names_is_read_a_few_times_at_most(
     secrets.secret_field.cache_clear()
     redact_keys(text)
     assert read[0] <= 8 * len(text) + 1_000, (read[0], len(text))
+
+
+_B64 = "dXNlcjpwYXNzd29yZA=="  # base64 of user:password
+
+
+def test_basic_credentials_are_hidden_wherever_they_appear() -> None:
+    """``Authorization: Basic <base64 of user:password>`` was shown whole (in a header line,
+    a headers dict's repr, JSON, a curl command): the password is one base64 decode away.
+    A ``Basic`` token that decodes to text holding a ``:`` is hidden as a bearer token is."""
+    hidden = {
+        f"Authorization: Basic {_B64}": "Authorization: Basic ***",
+        '{"Authorization": "Basic dXNlcjpwYXNz"}': '{"Authorization": "Basic ***"}',
+        "{'authorization': 'Basic dXNlcjpwYXNz'}": "{'authorization': 'Basic ***'}",
+        f"curl -H 'Authorization: Basic {_B64}' https://h/": (
+            "curl -H 'Authorization: Basic ***' https://h/"
+        ),
+        "proxy said basic dXNlcjpwYXNzd29yZA (no padding).": "proxy said basic *** (no padding).",
+        f"authorization=Basic {_B64}": "authorization=*** ***",
+    }
+    for text, shown in hidden.items():
+        assert redact_keys(text) == shown, text
+        assert redact_keys(shown) == shown  # hidden once
+    assert json.loads(redact_keys('{"Authorization": "Basic dXNlcjpwYXNz"}'))
+    for prose in (
+        "Basic usage of the API is free.",
+        "basic auth is described in RFC 7617",
+        "Basic dGVzdA==",  # base64 of "test": no user:password
+        "BASIC abcd1234 mode",  # not text once decoded
+        "Authorization: required",
+    ):
+        assert redact_keys(prose) == prose, prose
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(st.characters(min_codepoint=33, max_codepoint=0x2FF), min_size=1, max_size=16),
+    st.text(st.characters(min_codepoint=32, max_codepoint=0x2FF), min_size=0, max_size=24),
+)
+def test_no_basic_credentials_are_shown_in_any_usual_form(user: str, password: str) -> None:
+    """Any ``user:password`` as Basic credentials, in a header line, a headers dict's repr
+    or JSON, reads as the same text with ``***`` for the token."""
+    import base64
+
+    token = base64.b64encode(f"{user.replace(':', '')}:{password}".encode()).decode()
+    forms = [
+        lambda t: f"GET /x HTTP/1.1\r\nAuthorization: Basic {t}\r\nHost: h\r\n",
+        lambda t: repr({"Authorization": f"Basic {t}", "Accept": "*/*"}),
+        lambda t: json.dumps({"headers": {"authorization": f"Basic {t}"}, "n": 1}),
+    ]
+    for form in forms:
+        assert redact_keys(form(token)) == form("***"), form(token)
+
+
+def test_cookie_values_are_hidden_after_a_cookie_header_name() -> None:
+    """``Cookie: session=...`` was shown whole (a session is as good as a password), and a
+    ``Set-Cookie:``'s value lost its name with it. After a ``Cookie:`` / ``Set-Cookie:``
+    header's name (a header line, a quoted key) each cookie's value is hidden; a
+    ``Set-Cookie``'s attributes stay, and ``"cookie": "none"`` (a status) is no cookie."""
+    hidden = {
+        "Cookie: session=abcdef123456": "Cookie: session=***",
+        "cookie: session=abcdef123456; theme=dark": "cookie: session=***; theme=***",
+        "Set-Cookie: sid=abc123; Path=/; HttpOnly": "Set-Cookie: sid=***; Path=/; HttpOnly",
+        "set-cookie: sid=abc123 ; Path=/": "set-cookie: sid=*** ; Path=/",
+        "Set-Cookie: id=a3fWa; Expires=Thu, 21 Oct 2021 07:28:00 GMT; Max-Age=3600; "
+        "Domain=example.com; SameSite=Lax; Secure; HttpOnly": "Set-Cookie: id=***; "
+        "Expires=Thu, 21 Oct 2021 07:28:00 GMT; Max-Age=3600; Domain=example.com; "
+        "SameSite=Lax; Secure; HttpOnly",
+        # two Set-Cookie headers joined in one line (as an HTTP client's headers join them)
+        "set-cookie: a=x1; Expires=Wed, 21 Oct 2015 07:28:00 GMT, b=y2; Path=/": (
+            "set-cookie: a=***; Expires=Wed, 21 Oct 2015 07:28:00 GMT, b=***; Path=/"
+        ),
+        "Set-Cookie: abc123; Path=/": "Set-Cookie: ***; Path=/",  # a cookie without a name
+        'Set-Cookie: sid="abc 123"; Path=/': 'Set-Cookie: sid="***"; Path=/',
+        '{"Cookie": "sid=abc123; lang=en", "Host": "h"}': (
+            '{"Cookie": "sid=***; lang=***", "Host": "h"}'
+        ),
+        "{'set-cookie': 'sid=abc123; Path=/'}": "{'set-cookie': 'sid=***; Path=/'}",
+        '{"Set-Cookie": "abc123"}': '{"Set-Cookie": "***"}',
+        "curl -H 'Cookie: a=b' https://h/": "curl -H 'Cookie: a=***' https://h/",
+        "sent Cookie: sid=abc123 with page=2": "sent Cookie: sid=*** with page=2",
+    }
+    for text, shown in hidden.items():
+        assert redact_keys(text) == shown, text
+        assert redact_keys(shown) == shown  # hidden once
+    for data in (
+        '{"authorization": "granted", "cookie": "none"}',
+        "Cookie: required",
+        '{"Set-Cookie": null, "cookie": null}',
+        "{'set-cookie': None}",
+    ):
+        assert redact_keys(data) == data
+    assert redact_keys("cookie=abc123") == "cookie=***"  # given with =, as before
+
+
+_COOKIE_OCTETS = "".join(
+    c for c in map(chr, range(0x21, 0x7F)) if c not in "\";,\\'"
+)  # RFC 6265's cookie-octet (and no ' : a dict's repr quotes with it)
+_COOKIE_NAMES = st.text(string.ascii_letters + string.digits + "_-.", min_size=1, max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(_COOKIE_NAMES, st.text(_COOKIE_OCTETS, min_size=4, max_size=24)),
+             min_size=1, max_size=4),
+)  # fmt: skip
+def test_no_cookie_value_is_shown_in_any_usual_form(cookies: list[tuple[str, str]]) -> None:
+    """Random cookies (any cookie-octets: ``=``, ``/``, ``+``, brackets) in a Cookie header,
+    a Set-Cookie with attributes, a headers dict's repr and JSON: the text reads as it would
+    with ``***`` for each value."""
+
+    def cookie(values: list[str]) -> str:
+        return "; ".join(f"{n}={v}" for (n, _), v in zip(cookies, values, strict=True))
+
+    def set_cookie(values: list[str]) -> str:
+        return f"{cookies[0][0]}={values[0]}; Path=/; Expires=Wed, 21 Oct 2015 07:28:00 GMT; Secure"
+
+    real, stars = [v for _, v in cookies], ["***"] * len(cookies)
+    forms = [
+        lambda vs: f"GET / HTTP/1.1\r\nCookie: {cookie(vs)}\r\nHost: h\r\n",
+        lambda vs: f"HTTP/1.1 200 OK\nSet-Cookie: {set_cookie(vs)}\nServer: x",
+        lambda vs: repr({"cookie": cookie(vs), "accept": "*/*"}),
+        lambda vs: json.dumps({"Set-Cookie": set_cookie(vs), "n": 1}),
+    ]
+    for form in forms:
+        assert redact_keys(form(real)) == form(stars), form(real)
