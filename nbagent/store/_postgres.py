@@ -952,7 +952,8 @@ class PostgresStore(SQLStore):
             if not (raw.broken or raw.closed):
                 yield from self._rolled_back(raw)
                 if sent != "commit":  # a statement failed, and COMMIT with it: nothing
-                    return  # is written, each job alone
+                    self._refused_read_only(exc, raw)  # is written, each job alone (on a
+                    return  # new connection, if this one is read-only)
             raise self._error(exc, committing=sent != "statements", raw=raw) from None
         except BaseException:
             yield from self._rolled_back(raw)
@@ -1026,10 +1027,12 @@ class PostgresStore(SQLStore):
 
     def _error(self, exc: BaseException, committing: bool = False, raw: Any = None) -> StoreError:
         """What ``exc`` (psycopg's) says, scrubbed; ``raw``: the connection it came from
-        (default: the store's own)."""
+        (default: the store's own), closed if it refused a write as read-only
+        (:meth:`_refused_read_only`)."""
         text = " ".join(self._scrub(str(exc)).split()) or type(exc).__name__  # libpq's lines
         if raw is None and self._conn is not None:
             raw = self._conn.raw
+        self._refused_read_only(exc, raw)
         if isinstance(exc, self._pg.OperationalError) and (raw is None or raw.closed or raw.broken):
             outcome = (
                 "its commit was sent but not confirmed: it may or may not have been written"
@@ -1049,6 +1052,21 @@ class PostgresStore(SQLStore):
                 "lets go (PostgresStore(dsn, timeout=SECONDS) waits longer)"
             )
         return StoreError(f"store {self.location}: {text}")
+
+    def _refused_read_only(self, exc: BaseException, raw: Any) -> None:
+        """Close ``raw`` if it refused a write as read-only (SQLSTATE 25006, after its
+        transaction was rolled back or aborted: nothing of it is written). A session reads
+        ``default_transaction_read_only`` (``ALTER DATABASE ... SET``, a standby's
+        ``transaction_read_only``) once, when it connects: a connection made while the
+        database was read-only refused every write for its life, after the setting was
+        lifted too (another process wrote), and only a broken one was replaced. Closed, the
+        next operation connects again (the store's ``_c``, the sender's next group) and
+        reads the setting of the moment (``target_session_attrs=read-write`` finds the new
+        primary after a failover); the write refused raises as it did."""
+        if getattr(exc, "sqlstate", None) != "25006" or raw is None or raw.closed:
+            return
+        with suppress(Exception):
+            raw.pgconn.finish()  # sync or async connection alike: libpq's PQfinish
 
     # -- the dialect -------------------------------------------------------------------
     def _insert_events(self, conn: Any, rows: list[tuple[str, int, str, str, str]]) -> int:
