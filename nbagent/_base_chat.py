@@ -275,7 +275,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         Keys:
             choice: ``"auto"``, ``"required"``, ``"none"``, a tool name, a Tool
                 class, or a tool function. A required or specific choice lasts
-                until the turn has run one tool round, then the model answers.
+                until the turn has used its tool (it ran or was decided), then the model answers.
             calls: ``"one"`` (or ``1``), ``"many"``, or a positive int: most calls
                 run per response. Sent to providers with a switch; always
                 enforced here (extra calls are answered as skipped).

@@ -506,7 +506,12 @@ class LoopMixin(ChatCore):
                     self._open = message
                     events.extend(
                         self._register_calls(
-                            calls, response, request.step, after, request.request.tool_choice
+                            calls,
+                            response,
+                            request.step,
+                            after,
+                            request.request.tool_choice,
+                            own_tools=bool(request.request.tools),
                         )
                     )
                     events.extend(self._close_round_if_done())
@@ -641,10 +646,20 @@ class LoopMixin(ChatCore):
         step: int,
         after: list[ToolResult],
         choice: str = "auto",
+        *,
+        own_tools: bool = True,
     ) -> list[Event]:
-        """Record the calls of a response: gate each once, answer the ones that can't run."""
+        """Record the calls of a response: gate each once, answer the ones that can't run.
+
+        ``choice``: the request's tool choice; ``own_tools``: whether the request offered
+        tools of the chat's own (without any, its choice is ``none``: nothing of the chat's
+        to call, which says nothing of the hosted tools offered beside).
+        """
         events: list[Event] = []
         limit = self._options.calls
+        hosted_choice = choice
+        if not own_tools:  # the hosted tools stand under the chat's option: auto or none
+            hosted_choice = "none" if self._options.choice == "none" else "auto"
         # a response the provider stopped (a limit, a refusal or content filter, a stop
         # nbagent does not know) may hold calls it never meant to be run: none of them runs
         stopped = response if response.stop_reason in _NOT_RUN else None
@@ -673,27 +688,26 @@ class LoopMixin(ChatCore):
                     approval=c.approval,
                 )
             )
-            if c.hosted:
-                # the provider runs it once someone decides: it counts toward the limit like
-                # any call (approved, it runs); one beyond the limit is denied at once, nobody
-                # asked, else only the chat's policies may decide it at once
-                if limit is not None and n >= limit:
-                    events.extend(
-                        self._answer(c, "denied", _over_limit(c, limit), after, hosted=True)
-                    )
-                else:
-                    events.extend(self._gate(c, None, step, after))
-                n += 1
-                continue
-            problem: tuple[Literal["error", "skipped"], str] | None = _off_choice(c, choice)
+            # a hosted approval request is a call like any (approved, the provider runs it):
+            # off the choice, in a stopped response or beyond the limit it is refused as a
+            # function call there is skipped, but by a denial (approve: false, the same text),
+            # nobody asked and no policy consulted
+            problem: tuple[Literal["error", "skipped"], str] | None = _off_choice(
+                c, hosted_choice if c.hosted else choice
+            )
             if problem is None:
                 problem = self._reject_reason(c, tool, n, limit, stopped)
                 n += 1
             if problem is not None:
                 status, text = problem
-                events.extend(self._answer(c, status, text, after))
+                if c.hosted:
+                    events.extend(self._answer(c, "denied", _refused(c, text), after, hosted=True))
+                else:
+                    events.extend(self._answer(c, status, text, after))
                 continue
-            if c.approval.required:
+            if c.hosted:  # only the chat's rules and policies may decide it at once
+                events.extend(self._gate(c, None, step, after))
+            elif c.approval.required:
                 events.extend(self._gate(c, tool, step, after))
             else:
                 events.extend(self._park_if_external(c, step))  # an external tool's call waits
@@ -732,6 +746,8 @@ class LoopMixin(ChatCore):
             return "skipped", _stopped_text(stopped)
         if limit is not None and n >= limit:
             return "skipped", _limit_text(limit)
+        if c.hosted:  # the provider's tool: nothing of it to check here
+            return None
         if tool is None:
             names = ", ".join(sorted(self._tools)) or "none"
             return "error", f"Error: unknown tool {c.name!r}. Available tools: {names}."
@@ -967,15 +983,19 @@ def _uses_choice(c: ToolCall, choice: str) -> bool:
     out, in doubt, a guard's skip) or that someone decided or answered (a denial too: else
     the model is forced into the tool just refused, again and again).
 
+    A hosted approval request is a call of the provider's tool, never the named one; for
+    ``required`` it counts once someone decided it (approved, the provider runs it).
+
     Not one nbagent answered itself without running it: skipped by the choice, the limit
     or a stopped response, rejected as malformed or of an unknown tool (an ``error`` never
-    started, nobody deciding), or a hosted request denied beyond the limit.
+    started, nobody deciding), or a hosted request nbagent denied itself (for the same
+    reasons: off the choice, in a stopped response, beyond the limit).
     """
     if choice != "required" and (c.hosted or c.name != choice):
         return False
     if c.started_at is not None or c.decision is not None:
         return True
-    # a hosted request without a decision was denied by the limit
+    # a hosted request without a decision was denied by nbagent itself
     return not c.hosted and c.status not in ("skipped", "error")
 
 
@@ -988,10 +1008,10 @@ def _limit_text(limit: int) -> str:
     )
 
 
-def _over_limit(c: ToolCall, limit: int) -> str:
-    """A hosted approval request's answer beyond the limit: a denial nobody was asked for,
-    its reason the limit's text (sent to the provider as ``approve: false`` with it)."""
-    text = _limit_text(limit)
+def _refused(c: ToolCall, text: str) -> str:
+    """A hosted approval request's answer when nbagent refuses it itself (off the tool
+    choice, in a stopped response, beyond the limit): a denial nobody was asked for, its
+    reason the text a skipped function call there gets (sent as ``approve: false`` with it)."""
     return json.dumps({"status": "denied", "tool": c.name, "reason": text}, ensure_ascii=False)
 
 
