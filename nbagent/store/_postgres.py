@@ -559,7 +559,7 @@ class PostgresStore(SQLStore):
                     except BaseException:
                         raw.close()
                         raise
-            except self._pg.Error as exc:
+            except (self._pg.Error, UnicodeError) as exc:  # a host name's empty label: idna's
                 failure = exc
             else:
                 self._down_since = None
@@ -585,7 +585,7 @@ class PostgresStore(SQLStore):
                     except BaseException:
                         await raw.close()
                         raise
-            except self._pg.Error as exc:
+            except (self._pg.Error, UnicodeError) as exc:  # as _raw_connect's
                 failure = exc
             else:
                 self._down_since = None
