@@ -12,7 +12,12 @@ no tool name can clash with the file's) and run for real, so a change in their
 behaviour changes the next request and the test fails saying which message
 differs; a tool that cannot be imported (defined in a notebook, a lambda, a
 closure) becomes a :func:`~nbagent.testing.stand_in` whose recorded results are
-replayed, which the file says in a comment. A hosted MCP server is written
+replayed, which the file says in a comment. A call the chat was given its result
+for (a fork's ``result=``: it never ran) has that result replayed, its tool's
+other calls run for real (an ``ask_user`` or external call is answered with it).
+Tool options are set as the run set them: a fork with ``tool_options=`` at step N
+asks its shared steps with its parent's and sets its own once step N has finished
+(``replay_turns(options=)``). A hosted MCP server is written
 without its secrets (its headers' names only, which the recordings match on).
 """
 
@@ -30,6 +35,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from .._approvals import HUMAN
+from .._events import OptionsChanged, StepFinished, ToolCallStarted
 from .._hosted import HostedMCP
 from .._output import as_output
 from .._recording import RecordedResult, _digest, provider_settings, result_slot
@@ -56,6 +63,7 @@ _TAKEN = {
     "DECISIONS",
     "INPUTS",
     "OUTPUTS",
+    "OPTIONS",
     "EXPECTED_CALLS",
     "EXPECTED_STATUS",
     "EXPECTED_ANSWER",
@@ -218,7 +226,10 @@ def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = Non
     # the tools: imported when importable, else stand-ins with their results replayed
     definitions: list[str] = []
     uses: list[str] = []
-    replayed: list[str] = []
+    replayed: list[str] = []  # the stand-ins
+    given = _given_results(chat)  # calls answered with a result no tool returned
+    asking = {r.call_id for r in chat.record.inputs if r.kind in _INPUT_KINDS}  # answered
+    given_tools = {c.name for c in calls if c.id in given and c.id not in asking}
     gated = {c.name for c in calls if c.approval is not None and c.approval.required}
     for t in chat.tools:
         found = _importable(t)
@@ -227,6 +238,15 @@ def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = Non
             var = names.take("tool_", t.name)
             imports.append(f"from {module} import {attr} as {var}")
             uses.append(var + ("()" if call else ""))
+            if t.name in given_tools:
+                ids = ", ".join(
+                    c.id for c in calls if c.id in given and c.id not in asking and c.name == t.name
+                )
+                definitions.append(
+                    f"# {t.name} was not run for call {ids}: the chat was given its result\n"
+                    f"# (a fork's result=), which is replayed (replay_tools); its other calls\n"
+                    f"# run for real.\n"
+                )
             continue
         var = names.take("STAND_IN_", t.name.upper())
         spec = t.spec
@@ -250,7 +270,8 @@ def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = Non
         for c in calls
         if c.decision is not None
     }
-    inputs = _inputs(chat, set(replayed))
+    inputs = _inputs(chat, set(replayed), given)
+    replay_tools = [*replayed, *sorted(given_tools - set(replayed))]
 
     # the recordings, and the results of the calls that ran
     folder = path.with_name(f"{path.stem}_recordings")
@@ -262,6 +283,8 @@ def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = Non
             c = by_id.get(asked.id)
             if c is None or c.result is None or c.status not in _RAN:
                 continue
+            if c.name in given_tools and c.name not in replayed and c.id not in given:
+                continue  # its tool runs for real in the test: no result of it to replay
             edited = c.decision is not None and c.decision.arguments is not None
             content = without_edit_note(c.result.content, edited)
             ran = RecordedResult(c.status, content, c.result.parts, c.effective_arguments)
@@ -280,13 +303,17 @@ def to_pytest(chat: Any, path: str | os.PathLike[str], *, name: str | None = Non
         "max_total_tokens": chat.max_total_tokens,
     }
     kwargs = "".join(f"        {k}={v!r},\n" for k, v in options.items() if v not in (None, False))
-    tool_options = {
-        k: v
-        for k, v in chat.tool_options.as_dict().items()
-        if k in ("choice", "calls") and v not in ("auto", "many")
-    }
+    timeline = _options_timeline(chat)
+    tool_options = timeline.pop(0, {})
     replay_args = ["chat", "TURNS", "DECISIONS"]
     constants = ""
+    if timeline:  # options changed after a step (a fork's tool_options=, between turns)
+        replay_args.append("options=OPTIONS")
+        constants += (
+            "\n# the tool options set after a step, as the recorded run set them (the\n"
+            "# requests before were asked with the earlier ones)\n"
+            f"OPTIONS = {_literal(timeline)}\n"
+        )
     if inputs:
         replay_args.append("INPUTS")
         constants += f"\nINPUTS = {_literal(inputs)}\n"
@@ -334,7 +361,7 @@ def {test_name}() -> None:
     chat = Chat(
         provider=OfflineProvider({provider.name!r}, {provider.model!r}{settings}),
 {kwargs}        replay="only",
-        replay_tools={_literal(replayed)},
+        replay_tools={_literal(replay_tools)},
         recordings=RECORDINGS,
         display=False,
     )
@@ -353,6 +380,50 @@ def {test_name}() -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(body, encoding="utf-8")
     return path
+
+
+def _given_results(chat: Any) -> set[str]:
+    """The calls answered with a result no tool returned: a fork's ``result=`` (of this
+    chat, or in its shared history). Status ``ok``, never started, not a hosted call's
+    verdict, not a person's answer (``ask_user``, an external tool)."""
+    started = {e.call.id for e in chat.events if isinstance(e, ToolCallStarted)}
+    answered = {r.call_id for r in chat.record.inputs if r.status == "accept"}
+    return {
+        c.id
+        for c in chat.tool_calls
+        if c.status == "ok"
+        and c.result is not None
+        and not c.hosted
+        and c.id not in started
+        and c.id not in answered
+    }
+
+
+_OPTION_DEFAULTS = {"choice": "auto", "calls": "many"}  # the options a request's key holds
+
+
+def _options_timeline(chat: Any) -> dict[int, dict[str, Any]]:
+    """The tool options the chat's requests were asked with, as set after which step (``0``:
+    before the first): ``{0: {"calls": "one"}}``; a fork with ``tool_options=`` at step 3
+    adds ``{3: {...}}`` (its shared steps were its parent's, asked with the parent's)."""
+    current = dict(_OPTION_DEFAULTS)
+    out: dict[int, dict[str, Any]] = {}
+    last, seen = 0, False
+    for e in chat.events:
+        if isinstance(e, StepFinished):
+            last = e.step
+        elif isinstance(e, OptionsChanged):
+            seen = True
+            new = {k: e.options.get(k, v) for k, v in _OPTION_DEFAULTS.items()}
+            changed = {k: v for k, v in new.items() if current[k] != v}
+            if changed:
+                out.setdefault(last, {}).update(changed)
+                current = new
+    if not seen:  # a history without its options' changes: the chat's options now
+        now = chat.tool_options.as_dict()
+        first = {k: now[k] for k, v in _OPTION_DEFAULTS.items() if now.get(k, v) != v}
+        return {0: first} if first else {}
+    return out
 
 
 def _stopped(status: str) -> str:
@@ -458,14 +529,22 @@ def _output_source(spec: Any, names: _Names, imports: list[str]) -> str:
     return source
 
 
-def _inputs(chat: Any, replayed: set[str]) -> dict[str, tuple[str, Any, str | None, str]]:
+def _inputs(
+    chat: Any, replayed: set[str], given: set[str]
+) -> dict[str, tuple[str, Any, str | None, str]]:
     """The recorded answers of the calls that park on an input (``ask_user``, an external
     tool), by input id: ``(action, data, reason, by)``. A stand-in's are left out (its
-    recorded result is replayed instead)."""
+    recorded result is replayed instead), and those of a call given its result (``given``)."""
     out: dict[str, tuple[str, Any, str | None, str]] = {}
     calls = {c.id: c for c in chat.tool_calls}
     for rec in chat.record.inputs:
         if rec.status == "pending" or rec.kind not in _INPUT_KINDS or rec.tool in replayed:
+            continue
+        if rec.call_id is not None and rec.call_id in given:
+            # a fork's result= closed its question: the test answers it with that result
+            given_call = calls.get(rec.call_id)
+            if given_call is not None and given_call.result is not None:
+                out[rec.input_id] = ("accept", given_call.result.value, None, HUMAN)
             continue
         call = calls.get(rec.call_id) if rec.call_id is not None else None
         if rec.status == "accept" and call is not None and call.result and call.result.parts:

@@ -104,6 +104,7 @@ def replay_turns(
     *,
     outputs: Mapping[int, Any] | None = None,
     complete_last: bool = True,
+    options: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> str | None:
     """Ask each user message of ``turns``, settling what waits as the recorded run did.
 
@@ -121,6 +122,10 @@ def replay_turns(
             index in ``turns``.
         complete_last: False: the recorded run made its last decisions and stopped
             before ``complete()`` ran them.
+        options: The tool options as the recorded run set them, by the step after which
+            it did (``0``: before the first message): ``{0: {"calls": "one"}}``, or
+            ``{3: {"calls": "one"}}`` for a fork with ``tool_options=`` at step 3, whose
+            shared steps were asked with its parent's options.
 
     Returns:
         The text of the last assistant message.
@@ -131,6 +136,17 @@ def replay_turns(
     """
     answers = dict(inputs or {})
     outputs = dict(outputs or {})
+    later = {step: dict(o) for step, o in (options or {}).items() if step}
+    if options and 0 in options:
+        chat.with_tool_options(**options[0])
+    if later:
+
+        def switch(event: Any) -> None:  # once the step has finished, before the next request
+            now = later.pop(event.step, None)
+            if now is not None:
+                chat.with_tool_options(**now)
+
+        chat.on("step_finished", switch)
     unused = set(decisions) | set(answers)
     for index, text in enumerate(turns):
         last = index == len(turns) - 1
