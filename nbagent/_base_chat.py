@@ -976,7 +976,10 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
                     raise PendingToolCallsError(unanswered)
                 if not self._sources:  # the tools are known: a choice they cannot meet fails here,
                     resolve_choice(  # before the message is kept, not at the request it makes
-                        self._options.choice, list(self._local_tools), forced_spent=False
+                        self._options.choice,
+                        list(self._local_tools),
+                        forced_spent=False,
+                        hosted=list(self._hosted),
                     )
                 # Every call of the last response is answered (denied, say) but its results wait
                 # for the next step to join the transcript: they go in first, in call order, as

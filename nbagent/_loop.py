@@ -370,7 +370,10 @@ class LoopMixin(ChatCore):
         with self._lock:
             tools = tuple(t.spec for t in self._tools.values())
             choice = resolve_choice(
-                self._options.choice, list(self._tools), forced_spent=self._forced_spent
+                self._options.choice,
+                list(self._tools),
+                forced_spent=self._forced_spent,
+                hosted=list(self._hosted),
             )
             calls = self._options.calls_wire
             stream = self.stream if self.stream is not None else get_config().stream
@@ -652,8 +655,9 @@ class LoopMixin(ChatCore):
         """Record the calls of a response: gate each once, answer the ones that can't run.
 
         ``choice``: the request's tool choice; ``own_tools``: whether the request offered
-        tools of the chat's own (without any, its choice is ``none``: nothing of the chat's
-        to call, which says nothing of the hosted tools offered beside).
+        tools of the chat's own (without any, its choice is the chat's ``auto``, ``none`` or
+        ``required`` when it has hosted tools, else ``none``: nothing of the chat's to call,
+        which says nothing of hosted tools an ``extra_body`` may offer).
         """
         events: list[Event] = []
         limit = self._options.calls

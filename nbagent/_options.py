@@ -9,7 +9,7 @@ Tool choice is resolved here, once, into a neutral value (``"auto"``,
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from difflib import get_close_matches
 from typing import Any, Literal
@@ -148,17 +148,26 @@ class ToolOptions:
         }
 
 
-def resolve_choice(choice: str, tool_names: list[str], *, forced_spent: bool) -> str:
+def resolve_choice(
+    choice: str, tool_names: list[str], *, forced_spent: bool, hosted: Sequence[str] = ()
+) -> str:
     """The neutral choice for one request.
 
     A ``required`` or specific choice applies until a call of its tool (any tool,
     for ``required``) has run or been decided in the turn (``forced_spent``); then
     the model answers with ``auto``. With no tools, the choice is ``none``.
 
+    ``hosted``: the labels of the provider-hosted tools the request offers. They are
+    tools the model may call, so with them ``auto``, ``none`` and ``required`` hold
+    (and are sent) even when the chat has no tools of its own; a specific choice
+    still names one of the chat's own tools only (a hosted tool cannot be named).
+    Without hosted tools the result is what it always was (a request's key holds it).
+
     Raises:
-        ToolOptionError: A specific tool that the chat does not have.
+        ToolOptionError: A specific tool that the chat does not have (or a hosted
+            tool's label), or ``required`` with no tools at all.
     """
-    if not tool_names:
+    if not tool_names and not hosted:
         if choice not in ("auto", "none"):
             raise ToolOptionError(
                 f"tool choice {choice!r} needs tools, but the chat has none; "
@@ -170,8 +179,17 @@ def resolve_choice(choice: str, tool_names: list[str], *, forced_spent: bool) ->
     if choice != "required" and choice not in tool_names:
         near = get_close_matches(choice, ["auto", "none", "required"], n=1, cutoff=0.75)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
+        own = (
+            f"one of the chat's tools: {sorted(tool_names)}"
+            if tool_names
+            else "a tool of the chat's own (it has none)"
+        )
+        if hosted:
+            hint += (
+                f"; a provider-hosted tool ({', '.join(sorted(hosted))}) and the tools of "
+                "its server cannot be named: only 'auto', 'none' and 'required' apply to them"
+            )
         raise ToolOptionError(
-            f"tool choice {choice!r} is neither 'auto', 'none', 'required' nor one of the "
-            f"chat's tools: {sorted(tool_names)}{hint}"
+            f"tool choice {choice!r} is neither 'auto', 'none', 'required' nor {own}{hint}"
         )
     return "auto" if forced_spent else choice

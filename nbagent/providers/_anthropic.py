@@ -25,6 +25,7 @@ from ._anthropic_wire import (
     cached_tools,
     check_sendable,
     continues_without_thinking,
+    mcp_servers_json,
     messages_json,
     output_config,
     parse_message,
@@ -207,6 +208,9 @@ class AnthropicProvider(SDKProvider):
         if request.system:
             systems.insert(0, request.system)
         limit = request.max_tokens if request.max_tokens is not None else self.max_tokens
+        servers = None
+        if request.hosted:  # the MCP connector (beta); first, as it may refuse the choice
+            servers = mcp_servers_json(request.hosted, request.tool_choice, bool(request.tools))
         thinking = None
         if request.reasoning is not None and not continues_without_thinking(request.messages):
             thinking, limit = thinking_json(
@@ -229,8 +233,8 @@ class AnthropicProvider(SDKProvider):
             fields.append(("output_config", dumps(output_config(request.output))))
         if thinking is not None:
             fields.append(("thinking", dumps(thinking)))
-        if request.hosted:  # the MCP connector (beta)
-            fields.append(("mcp_servers", dumps([h.anthropic_server() for h in request.hosted])))
+        if servers is not None:
+            fields.append(("mcp_servers", servers))
         stream = request.stream or self._must_stream(limit)
         if stream:
             fields.append(("stream", b"true"))

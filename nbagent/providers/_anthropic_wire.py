@@ -48,9 +48,13 @@ and answers from another API (OpenAI's approvals) are not sent here.
 
 Tool choice: ``auto``/``none`` -> ``{"type":"auto"|"none"}``, ``required`` ->
 ``{"type":"any"}``, a name -> ``{"type":"tool","name":X}``; ``calls="one"`` adds
-``disable_parallel_tool_use: true`` (never on ``none``). Usage: Anthropic's
-``input_tokens`` excludes cache reads and writes; they are added back so
-``input_tokens`` means all input, as everywhere in nbagent. A structured
+``disable_parallel_tool_use: true`` (never on ``none``). With the MCP connector
+and ``none``, each ``mcp_servers`` entry has its tools disabled
+(``tool_configuration.enabled: false``): with no tool of the chat's own no
+``tool_choice`` can be sent, and ``required`` there fails before any request.
+
+Usage: Anthropic's ``input_tokens`` excludes cache reads and writes; they are
+added back so ``input_tokens`` means all input, as everywhere in nbagent. A structured
 answer is ``output_config: {format: {type: json_schema, schema}}`` (structured
 outputs, GA): the answer is the text block, and tools work beside it.
 """
@@ -65,6 +69,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from .._errors import ProviderError, ToolDefinitionError, ToolOptionError
+from .._hosted import HostedTool
 from .._media import audio_not_sent, hears_audio
 from .._output import Output
 from .._reasoning import budget_of
@@ -556,6 +561,36 @@ def tool_choice(choice: str, calls: str) -> dict[str, Any]:
     return out
 
 
+def mcp_servers_json(hosted: Sequence[HostedTool], choice: str, own_tools: bool) -> bytes:
+    """The MCP connector's ``mcp_servers`` for a request whose tool choice is ``choice``.
+
+    The API takes ``tool_choice`` only beside ``tools`` ("tool_choice may only be
+    specified while providing tools"), and the connector has no approval step: with
+    ``none`` each server goes with its tools disabled (``tool_configuration.enabled:
+    false``, a filter of ``allowed_tools`` kept), so the connector calls none of them
+    (beside tools of the chat's own as well, where ``{"type":"none"}`` goes too).
+
+    Raises:
+        ToolOptionError: ``required`` with no tool of the chat's own: no ``tool_choice``
+            can be sent, and nothing else would make the model call a server's tool.
+    """
+    if choice == "required" and not own_tools:
+        labels = ", ".join(h.server_label for h in hosted)
+        raise ToolOptionError(
+            f"anthropic: tool choice 'required' cannot be sent with the MCP connector's tools "
+            f"({labels}) alone: the API takes tool_choice only beside tools of the chat's own, "
+            "so nothing was sent; use choice='auto', or add a tool with chat.with_tools(...)"
+        )
+    servers = []
+    for h in hosted:
+        server = h.anthropic_server()
+        if choice == "none":
+            config = server.get("tool_configuration") or {}
+            server["tool_configuration"] = {**config, "enabled": False}
+        servers.append(server)
+    return dumps(servers)
+
+
 def output_config(output: Output) -> dict[str, Any]:
     """A structured answer -> ``output_config`` (its ``format``: a JSON Schema)."""
     return {"format": {"type": "json_schema", "schema": output.strict_schema("anthropic")}}
@@ -814,6 +849,7 @@ __all__ = [
     "cached_system",
     "cached_tools",
     "check_sendable",
+    "mcp_servers_json",
     "messages_json",
     "output_config",
     "parse_message",

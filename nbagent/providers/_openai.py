@@ -317,7 +317,7 @@ class OpenAIProvider(SDKProvider):
                 fields.append(("tools", responses_tools(request.tools, request.hosted)))
             elif request.tools:
                 fields.append(("tools", self._tools.get(request.tools)))
-            if request.tools:
+            if request.tools or request.hosted:  # the choice holds for hosted tools too
                 fields.append(("tool_choice", dumps(tool_choice_responses(request.tool_choice))))
                 if request.calls == "one":
                     fields.append(("parallel_tool_calls", b"false"))

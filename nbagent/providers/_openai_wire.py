@@ -11,7 +11,10 @@ that ends in an error.
 - choice: ``"auto"``/``"none"``/``"required"`` as is; a tool name is
   ``{"type":"function","function":{"name":X}}`` (Chat) or
   ``{"type":"function","name":X}`` (Responses).
-- one call: ``parallel_tool_calls: false`` (both).
+- one call: ``parallel_tool_calls: false`` (both). Both go with any tools: on
+  Responses a request with hosted tools only is sent its choice too (``"none"``,
+  ``"required"``... hold for the provider's tools: it runs an ``mcp_call`` that
+  needs no approval, or a web search, without asking nbagent).
 - structured answer: ``response_format: {type: json_schema, json_schema: {name,
   schema, strict: true}}`` (Chat); ``text: {format: {type: json_schema, name,
   schema, strict: true}}`` (Responses); the answer is the message's text.

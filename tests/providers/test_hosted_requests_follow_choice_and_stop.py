@@ -142,9 +142,9 @@ def test_choice_none_denies_a_hosted_request_unasked(server: FakeLLMServer, stre
 def test_a_chat_with_hosted_tools_only_keeps_its_own_choice(
     server: FakeLLMServer, choice: str
 ) -> None:
-    """No tool of the chat's own: the request's choice is ``none`` (nothing of the chat's to
-    call) and no ``tool_choice`` is sent; the hosted request stands under the chat's option,
-    asked about with ``auto``, denied unasked with ``none``."""
+    """No tool of the chat's own: the chat's choice is sent with the hosted tool (see
+    test_hosted_only_choice_is_sent.py); a hosted request the provider makes anyway stands
+    under it, asked about with ``auto``, denied unasked with ``none``."""
     server.script([Turn(hosted=[_ask()]), "done"])
     wiki = HostedMCP("wiki", server_url="https://mcp.example.com/mcp", require_approval="always")
     chat = Chat(provider=_provider(server), display=False).with_tools(wiki)
@@ -152,6 +152,7 @@ def test_a_chat_with_hosted_tools_only_keeps_its_own_choice(
     asked: list[Any] = []
     chat.on(ApprovalRequested, asked.append)
     chat.ask("go")
+    assert server.requests[0].body["tool_choice"] == choice
     if choice == "auto":
         assert [c.id for c in chat.pending_approvals] == ["mcpr_1"] and len(asked) == 1
         chat.approve("mcpr_1")
