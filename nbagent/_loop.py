@@ -1342,7 +1342,8 @@ class _RoundHooks:
                 return _ALREADY
             for claim in chat._hook("claim"):  # e.g. the store's at-most-once claim
                 if not claim(c):
-                    self.round.declined.add(c.id)
+                    if c.status in RUNNABLE:  # else the hook answered it (a decision made
+                        self.round.declined.add(c.id)  # elsewhere, found by the claim)
                     return _ALREADY
             if isinstance(job.report, _CallReporter):  # its reports are heard here
                 job.report.bind(self)

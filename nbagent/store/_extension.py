@@ -72,7 +72,10 @@ which case it is made runnable again. Only calls that start are claimed: the asy
 driver claims together the calls its round starts at once (:meth:`StoreExtension._starting`),
 each later one right before it starts (off the loop: :meth:`StoreExtension.catch_up` with
 ``starting``); claimed ahead, a call queued behind a running one was in doubt after a
-crash, though it never started.
+crash, though it never started. A claim refused with no claimant because the call was
+decided anew in the store (a person overruling the chat's automatic decision from another
+process, while its round ran) is not another driver: the new decision is applied as one
+made elsewhere (:meth:`StoreExtension._decided_elsewhere`) and the round goes on.
 
 **Two drivers.** A chat is driven by one process at a time. If two processes
 drive the same chat at once, the first to claim a call runs it; the other one
@@ -981,11 +984,41 @@ class StoreExtension(Extension):
             self._detach(result.conflict)
             return False
         if not result.claimed:
+            if result.claimed_by is None and self._decided_elsewhere(call):
+                return False  # answered here with the stored decision: not run, not stale
             who = f" by {result.claimed_by}" if result.claimed_by else ""
             self._detach(f"{call.name}({call.id}) is already {result.status}{who}")
             return False
         self._running.add(call.id)
         return True
+
+    def _decided_elsewhere(self, call: ToolCall) -> bool:
+        """A claim refused with no claimant: whether the call was decided anew in the store
+        (a person overruling the chat's automatic decision from another process's copy,
+        after this round was planned) and that decision is now applied here, as
+        :meth:`apply_decisions` applies one (``ApprovalDecided(elsewhere=True)``; a denial
+        answers the call, which is not run). Taken for another driver's claim, it left
+        this copy stale for good: its record said ``approved`` where the store said
+        ``denied``, and every later step returned ``busy``.
+
+        ``False`` (the caller detaches, as for a claim held elsewhere): the store has no
+        other decision, or the chat's rules refuse it.
+        """
+        host = self._host
+        if host is None or not host.alive:
+            return False
+        try:
+            stored = self.store.decisions(self.chat_id, [call.id]).get(call.id)
+        except StoreError:
+            return False
+        if stored is None or stored == call.decision:
+            return False
+        try:
+            with may_wait_here():  # its events reach every subscriber (see _waiting)
+                host.apply_decision(call, stored)
+        except DecisionError:
+            return False
+        return call.status not in RUNNABLE_STATUSES
 
     async def starting(self, call: ToolCall) -> None:
         """Right before a call of an async round starts: its claim, if its round's catch-up
