@@ -111,7 +111,9 @@ def read_log(source: Any, kind: Kind = "calls", **query: Any) -> pd.DataFrame:
             id, a ``Chat``, or a list of them) for those chats only. A store's
             decisions no chat has taken yet (``store.approve``, the inbox, from
             another process) are read as made: ``untaken=False`` reads only what
-            the chats recorded.
+            the chats recorded. A call running now reads ``running`` (``started_at``:
+            its claim's time), or ``in_doubt`` once its claim's owner is gone (what
+            ``Chat.load`` would report): ``running=False`` reads only the chats' events.
 
     Returns:
         A frame with the fixed columns and dtypes of ``kind`` (see :func:`dtypes`);
@@ -162,9 +164,13 @@ def _read_store(store: Any, query: dict[str, Any]) -> list[ChatRecord]:
     """A store's chats; ``chat_id`` may be an id, a Chat, or a list of them. A decision made
     through the store that no chat has taken yet is read as made (``untaken=True``, where
     the store's ``iter_events`` takes it): the inbox's decisions count before the chats
-    run on."""
+    run on. A call claimed and not finished reads ``running`` from its claim's time, or
+    ``in_doubt`` when its claim's owner is gone (``running=True``, the same way): its start
+    event is stored only with its finish."""
     if "untaken" not in query and _takes(store.iter_events, "untaken"):
         query = {**query, "untaken": True}
+    if "running" not in query and _takes(store.iter_events, "running"):
+        query = {**query, "running": True}
     if "chat_id" not in query or query["chat_id"] is None:
         return fold_chats(store.iter_events(**query))
     rest = {k: v for k, v in query.items() if k != "chat_id"}

@@ -37,7 +37,15 @@ from typing import Any, ClassVar
 
 from .._chat_state import answer_json, checked_answer
 from .._errors import DecisionError, InputError, StoreError
-from .._events import ApprovalDecided, Event, ToolCallRequested, utcnow
+from .._events import (
+    ApprovalDecided,
+    CallInDoubt,
+    Event,
+    ToolCallFinished,
+    ToolCallRequested,
+    ToolCallStarted,
+    utcnow,
+)
 from .._recording import (
     Recording,
     arguments_digest,
@@ -70,6 +78,7 @@ from .._types import (
 from .._unicode import TooDeep, clean, clean_json
 from . import _codec as codec
 from ._follow import follow
+from ._process import abandoned
 from ._protocol import (
     Blob,
     CallFinal,
@@ -2495,6 +2504,7 @@ class SQLStore:
         *,
         calls: dict[str, ToolCall] | None = None,
         untaken: bool = False,
+        running: bool = False,
     ) -> Iterator[Event]:
         """Stored events, rebuilt, per chat in ``seq`` order (``nbagent.read_log(store)``).
 
@@ -2508,6 +2518,12 @@ class SQLStore:
                 that no chat has taken yet, as the ``ApprovalDecided`` (``elsewhere``) its
                 chat will emit when it does, after the chat's own events (what
                 ``read_log`` reads: the decision is made, whether or not the chat ran on).
+            running: Also the calls claimed and not finished (their rows ``running``),
+                whose start event is written only with their finish (:meth:`_claims`):
+                a ``ToolCallStarted`` at the claim's time, and for a claim whose owner is
+                gone (``abandoned``: what ``Chat.load`` reports in doubt) the in-doubt
+                ``ToolCallFinished`` its next load records (what ``read_log`` reads: the
+                call runs now, or its outcome is unknown). The store is not changed.
         """
         if chat_id is None:
             ids = [c.id for c in self.chats()]
@@ -2536,6 +2552,8 @@ class SQLStore:
                 )
                 if untaken:
                     events += self._untaken(conn, cid, events)
+                if running:
+                    events += self._claims(cid, events, [sc for _seq, sc, _r in stored])
             yield from events
 
     def _untaken(self, conn: Any, chat_id: str, events: list[Event]) -> list[Event]:
@@ -2568,6 +2586,70 @@ class SQLStore:
                     decision=decision,
                     turn=asked.turn,
                     elsewhere=True,
+                )
+            )
+        return out
+
+    def _claims(self, chat_id: str, events: list[Event], stored: list[StoredCall]) -> list[Event]:
+        """``chat_id``'s calls claimed and not finished, as events after the chat's own
+        (``iter_events(running=True)``): a ``ToolCallStarted`` at the claim's time unless
+        the stored events have the start already (its run step and mode are not stored
+        before its finish: unknown), then, for a claim whose owner is gone (the check
+        ``Chat.load`` makes: :func:`~nbagent.store._process.abandoned`), the
+        ``ToolCallFinished`` with status ``in_doubt`` the next load records, at the time
+        it was found so. A call rerun after such a load (``idempotent``) reads as it is."""
+        claimed = [sc for sc in stored if sc.status == "running" and sc.claimed_by is not None]
+        if not claimed:
+            return []
+        from ._extension import in_doubt_content  # imports this module
+
+        requested = {e.call.id: e for e in events if isinstance(e, ToolCallRequested)}
+        last: dict[str, Event] = {}  # each call's latest start, finish or doubt
+        for e in events:
+            if isinstance(e, ToolCallStarted | ToolCallFinished | CallInDoubt):
+                last[e.call.id] = e
+        seq = max((e.seq for e in events), default=0)
+        now = utcnow()
+        out: list[Event] = []
+        for sc in claimed:
+            asked = requested.get(sc.id)
+            if asked is None:
+                continue
+            call, at = asked.call, sc.claimed_at or now
+            if not isinstance(last.get(sc.id), ToolCallStarted):
+                seq += 1
+                out.append(
+                    ToolCallStarted(
+                        chat_id=chat_id,
+                        seq=seq,
+                        ts=at,
+                        call=call,
+                        step=None,  # type: ignore[arg-type]  # unknown before its finish
+                        turn=asked.turn,
+                        mode=None,  # type: ignore[arg-type]
+                        arguments=call.effective_arguments,
+                    )
+                )
+            if not abandoned(sc, self.claim_timeout):
+                continue
+            content = in_doubt_content(call, sc)
+            seq += 1
+            out.append(
+                ToolCallFinished(
+                    chat_id=chat_id,
+                    seq=seq,
+                    ts=now,
+                    call=call,
+                    step=asked.step,
+                    turn=asked.turn,
+                    status="in_doubt",
+                    result=ToolResultMessage(
+                        call.id, content, True, "in_doubt", call.name, turn=asked.turn
+                    ),
+                    error="outcome unknown: the process running it stopped",
+                    duration_ms=None,
+                    started_at=at,
+                    mode=None,
                 )
             )
         return out
