@@ -1382,6 +1382,7 @@ class StoreExtension(Extension):
             self.apply_rules()
         except Exception as exc:  # a read failed: the last response may still be queued
             self._keep_for_retry(exc)
+            self._raise_unwritten(exc)
             raise
         opened = host.chat.open_calls
         if not opened:
@@ -1396,8 +1397,32 @@ class StoreExtension(Extension):
             self.apply_inputs()
         except Exception as exc:  # a read failed: the last response may still be queued
             self._keep_for_retry(exc)
+            self._raise_unwritten(exc)
             raise
         return "busy" if self.detached is not None else None
+
+    def _raise_unwritten(self, exc: Exception) -> None:
+        """A read of the step hook failed (``exc``) while events wait to be written (the
+        async driver writes a round's results at its next boundary, after this hook): try
+        them now, and if they cannot be written either, raise what the sync driver says
+        then (they are kept, nothing is lost, ``complete()`` again is safe) instead of the
+        read's bare error. A bare "cannot connect to PostgreSQL store" once the server was
+        gone past its reconnect window told nobody whether the tool that had just run was
+        recorded, nor whether running the chat again would run it twice.
+
+        Returns (the caller raises ``exc``): nothing waits, ``exc`` is no store's failure,
+        or what waited is written now.
+        """
+        if not isinstance(exc, StoreError) or not self._queued():
+            return
+        failed = self._try_flush()
+        if failed is None:
+            return
+        raise self._unwritten_error(
+            failed,
+            "the chat stops here, so that no tool runs and the model is not asked again "
+            "before it is on disk: continue (complete()) once the store can be written",
+        ) from exc
 
     def _write_ahead(self, host: ChatHost) -> Literal["busy"] | None:
         """Before a step that asks the model a question just asked (``_asked``), or that
