@@ -37,7 +37,7 @@ the caught exception), with anything shaped like an API key redacted.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 # the secrets helpers, used here and long imported from here by the rest of nbagent
@@ -379,11 +379,16 @@ class ProviderError(NBAgentError):
         request_id: The provider's id of the failed request (for its support), when
             it sent one.
         body: The provider's error body (JSON as a dict), scrubbed, when there was one.
+        headers: The response's headers (:class:`ResponseHeaders`, a read-only mapping,
+            names in any case: ``err.headers["x-ratelimit-reset-tokens"]``), when there
+            was a response; a header named as a secret's (``set-cookie``, ``x-api-key``)
+            or whose value holds one (the key, a key's shape) reads ``***``.
     """
 
     sdk_error: str | None = None
     request_id: str | None = None
     body: Any = None
+    headers: ResponseHeaders | None = None
     _sdk_traceback: str | None = None  # the unchained SDK error's, scrubbed: see details()
 
     def __init__(
@@ -430,6 +435,46 @@ class ProviderError(NBAgentError):
             f"{red}{type(self).__name__}{reset}: {line}",
             f"{dim}({more}: print({where}.details())){reset}",
         ]
+
+
+class ResponseHeaders(Mapping[str, str]):
+    """An HTTP response's headers as a :class:`ProviderError` keeps them: read-only, names
+    lower-case and looked up in any case, a header sent twice as one (its values joined by
+    ``", "``, as HTTP reads them). Made with the secrets already masked (see
+    ``nbagent.providers._errors.response_headers``); it pickles."""
+
+    __slots__ = ("_items",)
+    _items: dict[str, str]
+
+    def __init__(self, items: Iterable[tuple[str, str]] = ()) -> None:
+        kept: dict[str, str] = {}
+        for name, value in items:
+            name = name.lower()
+            kept[name] = f"{kept[name]}, {value}" if name in kept else value
+        object.__setattr__(self, "_items", kept)
+
+    def __getitem__(self, name: str) -> str:
+        if isinstance(name, str):
+            return self._items[name.lower()]
+        raise KeyError(name)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (tuple(self._items.items()),))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._items!r})"
 
 
 _DIRECT_CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"

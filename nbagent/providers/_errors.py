@@ -15,7 +15,8 @@ The provider's message is kept (``Error code: 429 - Rate limit reached...``),
 the HTTP status is on ``status_code``; what else a person needs of the SDK's
 exception is kept on the error too: ``sdk_error`` (its class,
 ``anthropic.InternalServerError``), ``request_id`` (the provider's, for its
-support) and ``body`` (the error body, scrubbed). The mapping goes by class
+support), ``body`` (the error body, scrubbed) and ``headers`` (the response's, its
+``x-ratelimit-*``; a secret's as ``***``: :func:`response_headers`). The mapping goes by class
 name and status code, so neither SDK is imported here.
 
 Keys never leave: every error text that leaves the block, whatever raised it
@@ -37,6 +38,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import heapq
+import itertools
 import types
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -48,6 +51,7 @@ from .._errors import (
     ProviderError,
     QuotaError,
     RateLimitError,
+    ResponseHeaders,
     ServerError,
     reveals,
     scrub,
@@ -294,6 +298,7 @@ def map_error(
     )
     mapped.sdk_error = f"{type(exc).__module__.split('.', 1)[0]}.{type(exc).__qualname__}"
     mapped.request_id = _request_id(exc)
+    mapped.headers = response_headers(getattr(exc, "response", None), tuple(secrets))
     body = getattr(exc, "body", None)
     if body is not None:
         mapped.body = scrubbed(body, tuple(secrets))
@@ -313,6 +318,45 @@ def _request_id(exc: BaseException) -> str | None:
             if isinstance(value, str) and value:
                 return value
     return None
+
+
+_SECRET_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"}
+)
+"""Headers always a secret's (:func:`~nbagent._secrets.secret_field` judges the rest)."""
+
+
+def response_headers(response: Any, secrets: tuple[str | None, ...]) -> ResponseHeaders | None:
+    """An HTTP response's headers (httpx's) as a :class:`ProviderError` keeps them
+    (``err.headers``): each by name, but one named as a secret's (``set-cookie``,
+    ``x-api-key``, ``authorization``: :func:`~nbagent._secrets.secret_field`) with a
+    value, or whose value holds a secret or anything :func:`scrub` hides (the key, a key's
+    shape, ``password=...``), as ``***``. None when there is no response or its headers
+    cannot be read."""
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    try:
+        items = headers.multi_items() if hasattr(headers, "multi_items") else headers.items()
+        merged: dict[str, str] = {}  # a header sent twice as one, judged as one
+        for name, value in items:
+            name = (name.decode("latin-1") if isinstance(name, bytes) else str(name)).lower()
+            value = value.decode("latin-1") if isinstance(value, bytes) else str(value)
+            if name not in merged or not merged[name].strip():
+                merged[name] = value
+            elif value.strip():
+                merged[name] = f"{merged[name]}, {value}"
+        kept: list[tuple[str, str]] = []
+        for name, value in merged.items():
+            line = f"{name}: {value}"
+            if value.strip() and (
+                name in _SECRET_HEADERS or secret_field(name) or scrub(line, secrets) != line
+            ):
+                value = "***"
+            kept.append((name, value))
+    except Exception:  # headers of a shape nbagent does not know: none kept
+        return None
+    return ResponseHeaders(kept)
 
 
 _BODY_DEPTH = 50
@@ -354,51 +398,116 @@ def holds_secret(exc: BaseException, secrets: Iterable[str | None]) -> bool:
     :func:`~nbagent._secrets.redact_keys` hides (a key's shape, ``password=...``), or a
     header named as a secret's (``authorization``, ``x-api-key``, ``cookie``) with a value.
 
-    Only an object's own ``__dict__`` and slots are read (no property, which might read a
-    stream or raise); types, modules and functions are not entered.
+    Each object is read at the fewest steps it is reached by (the walk goes level by
+    level), so a long way to an object never cuts off a short one. Only what an object
+    stores is read, statically: its own ``__dict__``, its slots, a built-in container's
+    items (no property, no ``__getattr__``, no overridden ``items()``, which might read a
+    stream or raise); types, modules and functions are not entered. It fails closed: what
+    cannot be read (a text that raises, headers whose ``multi_items()`` fails) counts as
+    a secret.
     """
-    known = tuple(s for s in secrets if s and len(s) >= 4)
+    try:
+        return _holds_secret(exc, tuple(s for s in secrets if s and len(s) >= 4))
+    except Exception:
+        return True
+
+
+_DONE = frozenset({bool, int, float, complex, type(None), type(Ellipsis)})
+_BUILTIN_CONTAINERS: tuple[Any, ...] = (list, tuple, set, frozenset, collections.deque)
+_CAUSE = BaseException.__dict__["__cause__"]
+_CONTEXT = BaseException.__dict__["__context__"]
+_ARGS = BaseException.__dict__["args"]
+_MEMBERS = BaseExceptionGroup.__dict__["exceptions"]
+
+
+def _holds_secret(exc: BaseException, known: tuple[str, ...]) -> bool:
     if reveals(exc, known):
         return True
-    seen: set[int] = set()
-    todo: list[tuple[Any, int]] = [(exc, 0)]
-    long: list[str | bytes | bytearray | memoryview] = []  # read last: a key's header is
-    while todo:  # found first, and a long history's body (megabytes) not read for it
-        obj, level = todo.pop()
-        if obj is None or level > _WALK_DEPTH or id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        if isinstance(obj, str | bytes | bytearray | memoryview):
+    # Level by level (a heap of (level, order, object)): each object is entered once, at
+    # the lowest level it is reached at, so what it holds is read as far as that allows.
+    # ``kept`` holds what was entered, so no id is reused by a new object meanwhile.
+    best: dict[int, int] = {}
+    kept: list[Any] = []
+    order = itertools.count()
+    todo: list[tuple[int, int, Any]] = []
+    # read last: a key's header is found first, and a long history's body (megabytes) is
+    # not read for it
+    long: list[str | bytes | bytearray | memoryview] = []
+
+    def reach(obj: Any, level: int) -> None:
+        if obj is None or level > _WALK_DEPTH or type(obj) in _DONE:
+            return
+        if best.get(id(obj), _WALK_DEPTH + 1) <= level:
+            return
+        best[id(obj)] = level
+        kept.append(obj)
+        heapq.heappush(todo, (level, next(order), obj))
+
+    reach(exc, 0)
+    while todo:
+        level, _, obj = heapq.heappop(todo)
+        if best.get(id(obj)) != level:
+            continue  # reached again at a lower level, and entered there
+        best[id(obj)] = -1  # entered: never again
+        tp = type(obj)
+        if issubclass(tp, str | bytes | bytearray | memoryview):
             if len(obj) > _LONG:
                 long.append(obj)
             elif _secret_text(obj, known):
                 return True
             continue
-        if isinstance(obj, bool | int | float | complex | type | types.ModuleType) or (
-            callable(obj) and not isinstance(obj, BaseException)
+        if issubclass(tp, type | types.ModuleType) or (
+            callable(obj) and not issubclass(tp, BaseException)
         ):
             continue
-        if isinstance(obj, BaseException):
+        if issubclass(tp, BaseException):
             # the chain is followed to its end: each exception's attributes from level 0
-            todo += [(obj.__cause__, 0), (obj.__context__, 0), (obj.args, 1)]
-            if isinstance(obj, BaseExceptionGroup):
-                todo += [(e, 0) for e in obj.exceptions]
+            reach(_CAUSE.__get__(obj), 0)
+            reach(_CONTEXT.__get__(obj), 0)
+            reach(_ARGS.__get__(obj), 1)
+            if issubclass(tp, BaseExceptionGroup):
+                for member in _MEMBERS.__get__(obj):
+                    reach(member, 0)
         elif _secret_headers(obj):
             return True
-        if isinstance(obj, dict):
-            todo += [(x, level + 1) for pair in list(obj.items()) for x in pair]
-            continue
-        if isinstance(obj, list | tuple | set | frozenset | collections.deque):
-            todo += [(x, level + 1) for x in list(obj)]
-            continue
-        state = getattr(obj, "__dict__", None)
-        if isinstance(state, dict):
-            todo += [(x, level + 1) for x in list(state.values())]
-        for cls in type(obj).__mro__:
-            for slot in cls.__dict__.get("__slots__", ()):
-                if isinstance(slot, str) and slot not in ("__dict__", "__weakref__"):
-                    todo.append((getattr(obj, slot, None), level + 1))
+        if issubclass(tp, dict):
+            for pair in list(dict.items(obj)):
+                for x in pair:
+                    reach(x, level + 1)
+        else:
+            for base in _BUILTIN_CONTAINERS:
+                if issubclass(tp, base):
+                    for x in list(base.__iter__(obj)):
+                        reach(x, level + 1)
+                    break
+        for x in _stored(obj):
+            reach(x, level + 1)
     return any(_secret_text(text, known) for text in long)
+
+
+def _stored(obj: Any) -> list[Any]:
+    """The values ``obj`` stores: its instance ``__dict__``'s and its slots', read through
+    the C descriptors that hold them (never a property, ``__getattr__`` or an overridden
+    ``__getattribute__``). An attribute named ``__dict__`` that is no such descriptor
+    cannot be read so: a ``TypeError`` (``holds_secret`` then fails closed)."""
+    values: list[Any] = []
+    tp = type(obj)
+    for cls in tp.__mro__:
+        attr = cls.__dict__.get("__dict__")
+        if attr is None:
+            continue
+        if not isinstance(attr, types.GetSetDescriptorType):
+            raise TypeError(f"{tp.__qualname__}.__dict__ is computed")
+        state = attr.__get__(obj, tp)
+        if isinstance(state, dict):
+            values += list(dict.values(state))
+        break
+    for cls in tp.__mro__:  # slots (and a C exception's members: errno, filename...)
+        for attr in list(cls.__dict__.values()):
+            if isinstance(attr, types.MemberDescriptorType):
+                with contextlib.suppress(AttributeError):  # a slot never set
+                    values.append(attr.__get__(obj, tp))
+    return values
 
 
 _LONG = 4096
@@ -411,16 +520,14 @@ def _secret_text(value: str | bytes | bytearray | memoryview, secrets: tuple[str
 
 
 def _secret_headers(obj: Any) -> bool:
-    """Whether ``obj``, if it is an HTTP client's headers (``multi_items()``: httpx's), has
-    a header named as a secret's with a value, or a value that shows one."""
-    items = getattr(obj, "multi_items", None)
-    if not callable(items) or not hasattr(obj, "get"):
+    """Whether ``obj``, if it is an HTTP client's headers (a class with ``multi_items()``
+    and ``get``: httpx's), has a header named as a secret's with a value, or a value that
+    shows one. The method is found on the class, never asked of the object; if it raises,
+    that is an exception for :func:`holds_secret` (which then fails closed)."""
+    items = _on_class(type(obj), "multi_items")
+    if not isinstance(items, types.FunctionType) or _on_class(type(obj), "get") is None:
         return False
-    try:
-        pairs = list(items())
-    except Exception:
-        return False
-    for name, value in pairs:
+    for name, value in list(items(obj)):
         if isinstance(name, bytes):
             name = name.decode("latin-1")
         if isinstance(value, bytes):
@@ -430,6 +537,14 @@ def _secret_headers(obj: Any) -> bool:
         if secret_field(name) or redact_keys(f"{name}: {value}") != f"{name}: {value}":
             return True
     return False
+
+
+def _on_class(tp: type, name: str) -> Any:
+    """``name`` as ``tp`` or a class it derives from defines it (never an instance's)."""
+    for cls in tp.__mro__:
+        if name in cls.__dict__:
+            return cls.__dict__[name]
+    return None
 
 
 class Hidden(tuple[str, ...]):
@@ -457,19 +572,30 @@ def sdk_errors(provider: str, secrets: Iterable[str | None] = (), env: str = "")
     try:
         yield
     except ProviderError as exc:  # raised by the adapter: 200 error bodies, stream events...
-        scrub_error(exc, secrets)
-        if any(holds_secret(c, secrets) for c in (exc.__cause__, exc.__context__) if c):
+        try:
+            scrub_error(exc, secrets)
+            unchain = any(holds_secret(c, secrets) for c in (exc.__cause__, exc.__context__) if c)
+        except Exception:  # what it chains could not be read: chained no more (fail closed)
+            unchain = True
+        if unchain:
             exc.__cause__ = exc.__context__ = None
             exc.__suppress_context__ = True
         raise
     except Exception as exc:
-        mapped = map_error(exc, provider=provider, secrets=secrets, env=env)
+        # Nothing raised in here may leave: it would have the SDK's exception as its
+        # ``__context__``. Each step that might raise is caught (an exception caught in
+        # here is dropped with its context), and what cannot be read is kept from the error.
+        try:
+            mapped = map_error(exc, provider=provider, secrets=secrets, env=env)
+        except Exception:
+            mapped = _unreadable(exc, provider)
         if mapped is None:
             raise
-        if not holds_secret(exc, secrets):
+        if not holds_secret(exc, secrets):  # (which fails closed: it never raises)
             raise mapped from exc
-        if not reveals(exc, secrets):  # the key is in what it keeps, not in what it says
-            mapped._sdk_traceback = _written_out(exc, secrets)
+        with contextlib.suppress(Exception):
+            if not reveals(exc, secrets):  # the key is in what it keeps, not what it says
+                mapped._sdk_traceback = _written_out(exc, secrets)
         # The SDK's exception holds a secret (its text, or the request it keeps: the key in
         # its headers): chain nothing. ``from None`` alone would still keep it as
         # ``__context__``, set by any raise inside this handler; so the handled exception
@@ -478,11 +604,27 @@ def sdk_errors(provider: str, secrets: Iterable[str | None] = (), env: str = "")
             raise NotChained(
                 f"the SDK's exception ({mapped.sdk_error}) is not chained: it holds a secret "
                 "(the API key in its request's headers, or in its text or body); the error "
-                "keeps its status_code, request_id and body"
+                "keeps its status_code, request_id, headers and body"
             )
         except NotChained as placeholder:
             placeholder.__context__ = None
             raise mapped from None
+
+
+def _unreadable(exc: BaseException, provider: str) -> ProviderError:
+    """The error for an SDK exception :func:`map_error` could not read (its text, its
+    status raised): its class by name, and nothing of what it says or keeps."""
+    name = f"{type(exc).__module__.split('.', 1)[0]}.{type(exc).__qualname__}"
+    cls: type[ProviderError] = ProviderError
+    with contextlib.suppress(Exception):
+        cls = classify(exc) or ProviderError
+    mapped = cls(
+        f"{provider}: {name}, which nbagent could not read (what it says is left out: it "
+        "might hold a secret)",
+        provider=provider,
+    )
+    mapped.sdk_error = name
+    return mapped
 
 
 def _written_out(exc: BaseException, secrets: Iterable[str | None]) -> str:
@@ -502,6 +644,7 @@ __all__ = [
     "for_error_type",
     "holds_secret",
     "map_error",
+    "response_headers",
     "retry_after",
     "scrub",
     "sdk_errors",
