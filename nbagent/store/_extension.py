@@ -159,7 +159,7 @@ from ._protocol import (
     StoredInput,
 )
 from ._recordings import StoreRecordings, store_recordings
-from ._sql import SQLStore
+from ._sql import SQLStore, in_doubt_content
 from ._waiting import LATER, WouldWait, held, here_or_later, may_wait, may_wait_here
 
 _FORK_DEPTH = 32  # forks of forks followed for a loaded fork's shared steps
@@ -1785,23 +1785,6 @@ def _takes(write: Any) -> bool:
         return "recorded" in inspect.signature(write).parameters
     except (TypeError, ValueError, AttributeError):
         return False
-
-
-def in_doubt_content(call: ToolCall, stored: StoredCall) -> str:
-    """What the model is told about a call whose outcome is unknown."""
-    when = f" at {stored.claimed_at.isoformat()}" if stored.claimed_at else ""
-    return codec.dumps(
-        {
-            "status": "in_doubt",
-            "tool": call.name,
-            "message": (
-                f"The outcome of {call.name} is unknown: it was started{when}, but the process "
-                "running it stopped before recording a result. It may or may not have taken effect."
-            ),
-            "instruction": "Do not assume it succeeded or failed; check its effect before calling "
-            "it again, or ask the user.",
-        }
-    )
 
 
 __all__ = ["StoreExtension", "in_doubt_content"]

@@ -2601,8 +2601,6 @@ class SQLStore:
         claimed = [sc for sc in stored if sc.status == "running" and sc.claimed_by is not None]
         if not claimed:
             return []
-        from ._extension import in_doubt_content  # imports this module
-
         requested = {e.call.id: e for e in events if isinstance(e, ToolCallRequested)}
         last: dict[str, Event] = {}  # each call's latest start, finish or doubt
         for e in events:
@@ -2655,4 +2653,21 @@ class SQLStore:
         return out
 
 
-__all__ = ["SQLStore"]
+def in_doubt_content(call: ToolCall, stored: StoredCall) -> str:
+    """What the model is told about a call whose outcome is unknown."""
+    when = f" at {stored.claimed_at.isoformat()}" if stored.claimed_at else ""
+    return codec.dumps(
+        {
+            "status": "in_doubt",
+            "tool": call.name,
+            "message": (
+                f"The outcome of {call.name} is unknown: it was started{when}, but the process "
+                "running it stopped before recording a result. It may or may not have taken effect."
+            ),
+            "instruction": "Do not assume it succeeded or failed; check its effect before calling "
+            "it again, or ask the user.",
+        }
+    )
+
+
+__all__ = ["SQLStore", "in_doubt_content"]
