@@ -66,7 +66,7 @@ from ._result_text import to_result
 from ._rules import Rule, denied_edit
 from ._runner import Job, Mode, ToolRunner
 from ._schema import validate_json_schema
-from ._secrets import provider_secrets, scrub
+from ._secrets import _KEY_PREFIXES, _USERINFO, _keys_hidden, provider_secrets, scrub
 from ._tools import (
     CancelEvent,
     InputsRequired,
@@ -572,6 +572,13 @@ class ChatCore:
                         stacklevel=2,
                     )
 
+    def _said(self, text: str) -> str:
+        """A piece of text the model (or the provider) wrote, quoted in an answer nbagent
+        writes (:meth:`_answer`): scrubbed in full, alone (the chat's provider key, key
+        shapes, URL credentials, a value under a secret's name: ``password=***``), before it
+        is put into nbagent's words, which are not read for names given values."""
+        return scrub(text, provider_secrets(self.provider))
+
     def _scrubbed_reason(self, reason: str) -> str:
         """A decision's reason as the model, the log and the store read it: the chat's
         provider's key and anything shaped like a key, URL credentials or a password as
@@ -610,7 +617,10 @@ class ChatCore:
             else:
                 events.extend(self._park_if_external(c))  # an external tool's call now waits
             return events
-        text = denial_content(c, decision.reason, decision.by)
+        # its reason is scrubbed above; a hosted call's name is the provider's text
+        name = self._said(c.name)
+        shown = c if name == c.name else replace(c, name=name)
+        text = denial_content(shown, decision.reason, decision.by)
         events.extend(self._answer(c, "denied", text, after, hosted=c.hosted))
         return events
 
@@ -632,13 +642,18 @@ class ChatCore:
         given result, a call in doubt. ``after`` collects what the
         ``after_tool_result`` callbacks are given (``None``: nothing).
 
-        ``text`` and ``error`` are scrubbed here, as a run tool's result and error are
-        (the chat's provider key, key-shaped tokens): a rejection quotes the model's own
-        text (its unparsable arguments, an unknown tool's name), which may hold the key.
+        ``text`` and ``error`` are nbagent's own words around pieces of other text, each
+        piece scrubbed in full where the text is composed (:meth:`_said`: the model's
+        unparsable arguments, an unknown tool's name, what a schema check quotes back; a
+        person's reason, as :meth:`_scrubbed_reason` does; a fork's given result); here
+        the whole is scrubbed of the chat's provider key and key-shaped tokens only
+        (:func:`keys_scrubbed`). Read whole, the name-value rule took nbagent's own
+        ``invalid arguments for reset_password: password: expected string`` for a
+        password given a value, and the model lost which parameter was wrong.
         """
         secrets = provider_secrets(self.provider)
-        text = scrub(text, secrets)
-        error = scrub(error, secrets) if error is not None else None
+        text = keys_scrubbed(text, secrets)
+        error = keys_scrubbed(error, secrets) if error is not None else None
         turn = self._call_turn.get(c.id, self._turn)
         result = ToolResultMessage(
             c.id,
@@ -683,8 +698,9 @@ class ChatCore:
         """
         if c.status != "approved" or c.result is not None:
             return []
-        where = f" on {c.server}" if c.server else ""
-        text = f"Approved: sent to the provider, which runs {c.name}{where}."
+        # the hosted call's name and server label are the provider's text
+        where = f" on {self._said(c.server)}" if c.server else ""
+        text = f"Approved: sent to the provider, which runs {self._said(c.name)}{where}."
         return self._answer(c, "ok", text, after, hosted=True)
 
     def _approve_edit(self, c: ToolCall, arguments: dict[str, Any], reason: str | None) -> None:
@@ -1343,6 +1359,23 @@ class ChatCore:
                 self._exhausted = snap.last_budget
             self._parent = snap.parent
             self._bus.resume_at(snap.next_seq)
+
+
+def keys_scrubbed(text: str, secrets: Iterable[str]) -> str:
+    """``text`` nbagent composed (an answer of a call it did not run, :meth:`ChatCore._answer`)
+    with ``secrets`` (the chat's provider's key), key-shaped tokens and URL credentials as
+    ``***``: what no words around them make harmless. Not the name-value rule of
+    :func:`~nbagent._secrets.redact_keys`, which reads nbagent's own ``<tool>:
+    <parameter>:`` as a name given a value; the pieces of others' text in it were
+    scrubbed with that rule too, alone (:meth:`ChatCore._said`)."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    if any(prefix in text for prefix in _KEY_PREFIXES):
+        text = _keys_hidden(text, "***")
+    if "@" in text:
+        text = _USERINFO.sub(lambda m: f"{m[1]}***@", text)
+    return text
 
 
 def _close_all(subscriptions: Iterable[Any]) -> None:

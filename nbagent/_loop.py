@@ -705,7 +705,8 @@ class LoopMixin(ChatCore):
             if problem is not None:
                 status, text = problem
                 if c.hosted:
-                    events.extend(self._answer(c, "denied", _refused(c, text), after, hosted=True))
+                    refused = _refused(self._said(c.name), text)  # its name: the provider's
+                    events.extend(self._answer(c, "denied", refused, after, hosted=True))
                 else:
                     events.extend(self._answer(c, status, text, after))
                 continue
@@ -746,24 +747,33 @@ class LoopMixin(ChatCore):
         limit: int | None,
         stopped: LLMToolResponse | None,
     ) -> tuple[Literal["error", "skipped"], str] | None:
+        # each piece of the model's (or provider's) text is scrubbed alone (_said), then put
+        # into nbagent's words, which _answer reads for keys only: read whole, the words
+        # "invalid arguments for reset_password: password: ..." were taken for a password
         if stopped is not None:
-            return "skipped", _stopped_text(stopped)
+            return "skipped", _stopped_text(stopped, self._said)
         if limit is not None and n >= limit:
             return "skipped", _limit_text(limit)
         if c.hosted:  # the provider's tool: nothing of it to check here
             return None
         if tool is None:
             names = ", ".join(sorted(self._tools)) or "none"
-            return "error", f"Error: unknown tool {c.name!r}. Available tools: {names}."
+            return "error", f"Error: unknown tool {self._said(c.name)!r}. Available tools: {names}."
         if c.parse_error is not None:
+            raw = c.raw_arguments or ""
             return "error", (
-                f"Error: the arguments for {c.name} were not valid JSON ({c.parse_error}); "
-                f"received: {_quoted(c.raw_arguments or '')}. The tool was not run."
+                f"Error: the arguments for {c.name} were not valid JSON "
+                f"({self._said(c.parse_error)}); received: {_quoted(self._said(raw), len(raw))}. "
+                "The tool was not run."
             )
         try:
             tool.validate_arguments(c.arguments)
-        except SchemaValidationError as exc:
-            return "error", f"Error: invalid arguments for {c.name}: {exc}. The tool was not run."
+        except SchemaValidationError as exc:  # it may quote a value or a key of the model's
+            problem = self._said(str(exc))
+            return (
+                "error",
+                f"Error: invalid arguments for {c.name}: {problem}. The tool was not run.",
+            )
         return None
 
     def _auto_decide(self, c: ToolCall, tool: Tool | None, after: list[ToolResult]) -> list[Event]:
@@ -869,12 +879,14 @@ class LoopMixin(ChatCore):
                     continue
                 tool = self._tools.get(c.name)
                 if tool is None or tool.server != c.server:  # its server is here, not its tool
+                    name = self._said(c.name)  # the call's, as it came (a loaded chat's too)
+                    server = self._said(c.server) if c.server is not None else None
                     why = (
-                        f"tool {c.name!r} was removed from this chat"  # meanwhile, elsewhere
+                        f"tool {name!r} was removed from this chat"  # meanwhile, elsewhere
                         if tool is None and c.server is None
-                        else f"MCP server {c.server!r} no longer offers tool {c.name!r}"
+                        else f"MCP server {server!r} no longer offers tool {name!r}"
                         if tool is None
-                        else f"tool {c.name!r} of MCP server {c.server!r} is hidden: that "
+                        else f"tool {name!r} of MCP server {server!r} is hidden: that "
                         f"name now belongs to {_owner(tool)}"
                     )
                     events.extend(self._answer(c, "error", f"Error: {why}; not run.", after))
@@ -882,10 +894,11 @@ class LoopMixin(ChatCore):
                 try:
                     # a copy: the tool's own changes to its inputs reach nobody else
                     kwargs = tool.validate_arguments(thawed(c.effective_arguments))
-                except SchemaValidationError as exc:
+                except SchemaValidationError as exc:  # may quote the model's (or an edit's) text
+                    problem = self._said(str(exc))
                     events.extend(
                         self._answer(
-                            c, "error", f"Error: invalid arguments for {c.name}: {exc}", after
+                            c, "error", f"Error: invalid arguments for {c.name}: {problem}", after
                         )
                     )
                     continue
@@ -1012,11 +1025,12 @@ def _limit_text(limit: int) -> str:
     )
 
 
-def _refused(c: ToolCall, text: str) -> str:
+def _refused(name: str, text: str) -> str:
     """A hosted approval request's answer when nbagent refuses it itself (off the tool
     choice, in a stopped response, beyond the limit): a denial nobody was asked for, its
-    reason the text a skipped function call there gets (sent as ``approve: false`` with it)."""
-    return json.dumps({"status": "denied", "tool": c.name, "reason": text}, ensure_ascii=False)
+    reason the text a skipped function call there gets (sent as ``approve: false`` with it).
+    ``name``: the call's, scrubbed (the provider's text)."""
+    return json.dumps({"status": "denied", "tool": name, "reason": text}, ensure_ascii=False)
 
 
 def _owner(tool: Tool) -> str:
@@ -1030,11 +1044,15 @@ RAW_SHOWN = 400
 """How much of a call's unparsable argument text its error result quotes back."""
 
 
-def _quoted(raw: str) -> str:
-    """The model's own text, bounded: a 160,000-character mistake is not read back whole."""
-    if len(raw) <= RAW_SHOWN:
-        return repr(raw)
-    return f"{raw[:RAW_SHOWN]!r}... ({len(raw):,} characters in all)"
+def _quoted(shown: str, total: int) -> str:
+    """The model's own text, bounded: a 160,000-character mistake is not read back whole.
+
+    ``shown``: the text scrubbed whole (a secret across the cut is hidden, no part of it
+    left; scrubbed after the cut, ``password='...`` read the count after it as the
+    password's value); ``total``: its length as the model sent it."""
+    if len(shown) <= RAW_SHOWN:
+        return repr(shown)
+    return f"{shown[:RAW_SHOWN]!r}... ({total:,} characters in all)"
 
 
 def _provider_gate(c: ToolCall) -> Approval:
@@ -1061,14 +1079,15 @@ _NOT_RUN = (*_CUT_OFF, "refusal", "other")
 """Stop reasons whose response's calls are answered ``skipped``, never run."""
 
 
-def _stopped_text(response: LLMToolResponse) -> str:
-    """What a call of a response the provider stopped is answered with (it did not run)."""
+def _stopped_text(response: LLMToolResponse, said: Callable[[str], str]) -> str:
+    """What a call of a response the provider stopped is answered with (it did not run).
+    ``said`` scrubs the provider's own stop reason (:meth:`ChatCore._said`)."""
     if response.stop_reason in _CUT_OFF:
         return (
             "Not executed: the response was cut off by the token limit, so these "
             "arguments may be incomplete. Call the tool again if it is still needed."
         )
-    raw = clean(str(response.raw_stop_reason or ""))[:60]
+    raw = said(clean(str(response.raw_stop_reason or "")))[:60]
     why = response.stop_reason + (f", {raw}" if raw and raw != response.stop_reason else "")
     return (
         f"Not executed: the provider stopped this response (stop reason {why}) instead of "

@@ -7,8 +7,10 @@ text, and both carried the chat's key in clear (a model that read it somewhere a
 into a call) to the transcript, the next request to the model, ``chat.log``
 (``result_preview``, ``error``), ``chat.messages`` and the store; a tool's own raised error
 was already scrubbed. Every answer nbagent writes for a call it did not run (a rejection,
-a skip, a denial) now goes through the one scrub. Through the real SDK clients against the
-loopback fake server, on the three wires, streamed and not.
+a skip, a denial) is scrubbed of the key now: the model's pieces in full where the answer is
+composed, the whole for keys (tests/test_rejections_name_the_parameter.py: nbagent's own
+words keep the parameter's name). Through the real SDK clients against the loopback fake
+server, on the three wires, streamed and not.
 """
 
 from __future__ import annotations
