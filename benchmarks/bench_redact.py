@@ -4,8 +4,10 @@ length does.
 Every tool result and error text passes through ``redact_keys`` before the model, the log
 and the store see it. Two shapes of text made it quadratic (each start of a long word tried
 the URL-credentials expression; each prefix of a run like ``sk-sk-sk-...`` rescanned the
-run for a digit): 4-6 s for 40,000 characters. Target: each worst case at most 3x an
-ordinary text of the same length holding a key and a URL with credentials, in the same run.
+run for a digit): 4-6 s for 40,000 characters. Cookies and Basic credentials are read a part
+at a time: a header of thousands of cookies is the most parts a text of its length holds.
+Target: each worst case at most 3x an ordinary text of the same length holding a key and a
+URL with credentials, in the same run.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ WORST = {
     "a long word and an @": "a" * SIZE + "@",
     "a run of key prefixes": "sk-" * (SIZE // 3),
     "a run of URL schemes": "x://" * (SIZE // 4) + "@",
+    # each cookie's value is hidden, each Set-Cookie attribute read: a loop step a part
+    "a Cookie header of many cookies": "Cookie: " + "a=b; " * (SIZE // 5),
+    "Set-Cookie headers joined": "Set-Cookie: " + "a=b, Path=/, " * (SIZE // 13),
+    "quoted cookies in JSON": '{"Set-Cookie": "' + 'a=\\"b\\"; ' * (SIZE // 10) + '"}',
+    "Authorization: Basic again": "Authorization: Basic Basic " * (SIZE // 27),
 }
 
 

@@ -32,6 +32,12 @@ starts a word (or after ``--``), so a long word is tried once, not from each of 
 _QUOTED = re.compile(r""""(?:[^"\\\n]|\\.)*("?)|'(?:[^'\\\n]|\\.)*('?)""")
 """A quoted value after a secret's name, an escaped quote inside it too, to its closing quote
 or, where the line ends first (a text cut short), to the line's end."""
+_ESCAPED_QUOTED = {
+    '"': re.compile(r'\\"(?:[^"\\\n]|\\[^"\n])*(\\")?'),
+    "'": re.compile(r"\\'(?:[^'\\\n]|\\[^'\n])*(\\')?"),
+}
+"""A value in escaped quotes (``password=\\"...\\"`` in a JSON string, ``\\'...\\'`` in a
+repr's), to its closing escaped quote or, where none closes it, to the string's end."""
 _TOKEN = re.compile(r"""[^\s"';&]*""")
 """An unquoted value after a secret's name: a token up to a space, a quote, ``;`` or ``&``."""
 _GOES_ON = re.compile(r"""\s*(?:(["']?)[A-Za-z_][\w.-]{0,63}\1\s*:|[{\[])""")
@@ -123,10 +129,11 @@ def redact_keys(text: str, hidden: str = "***") -> str:
     as ``password=``/``"password": ...`` and a value given under another secret's name
     (:func:`secret_field`: ``api_key=...``, ``"access_token": "..."``; :data:`_DATA_WORDS`
     with ``=`` only) replaced by ``***`` (``hidden``: another marker, e.g. one Markdown does
-    not read as emphasis, put back after rendering). HTTP's own forms too: ``Basic`` and
-    its ``user:password`` in base64 (:func:`_basic_hidden`), and each cookie's value after a
-    ``Cookie:`` / ``Set-Cookie:`` header's name (:func:`_cookies_hidden`). The one reader of
-    text for every path, what the model reads included (:func:`scrub`). A value is hidden
+    not read as emphasis, put back after rendering). HTTP's own forms too: a ``Basic`` token
+    after an Authorization header's name, or one that is base64 of ``user:password``
+    (:func:`_basic_hidden`), and each cookie's value after a ``Cookie:`` / ``Set-Cookie:``
+    header's name (:func:`_cookies_hidden`). The one reader of text for every path, what
+    the model reads included (:func:`scrub`). A value is hidden
     where it is named, nowhere else (``api_key=K and token K`` keeps the second ``K``), and a
     literal under a name (``true``, ``false``, ``null``, ``True``, ``False``, ``None``) stays
     as it is. A bare ``token K`` is not read: "token" alone is prose too often."""
@@ -146,52 +153,144 @@ def redact_keys(text: str, hidden: str = "***") -> str:
     return text
 
 
-_BASIC = re.compile(r"\b(?:[Bb]asic|BASIC)[ \t]+([A-Za-z0-9+/]+={0,2})")
-"""HTTP Basic credentials: the scheme and a base64 token (judged by :func:`_credentials`)."""
+_BASIC = re.compile(
+    r"(?:(?:(?<![\w-])|(?<=\\[nrt]))((?i:(?:http_)?(?:proxy[-_])?authorization))"
+    r"\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?)?"
+    r"\b(?:[Bb]asic|BASIC)[ \t]+([A-Za-z0-9+/]+={0,2})([\w.~+/=-]*)"
+)
+"""HTTP Basic credentials: the scheme and a token (base64, judged by :func:`_credentials`,
+and any other of token68's characters after it), and before them an Authorization header's
+name if there is one (``Authorization:``, ``Proxy-Authorization:``, a quoted key, a WSGI
+environ's ``HTTP_AUTHORIZATION=``, ``authorization=``): after it the token is hidden
+whatever it decodes to."""
+_PROSE_AFTER = re.compile(r"[ \t]+[A-Za-z]")
+"""A word after a token: the token was a word of prose (``Basic auth is ...``)."""
 
 
 def _basic_hidden(text: str, hidden: str) -> str:
-    """``text`` with each ``Basic <token>`` whose token is base64 of ``user:password``
-    (:func:`_credentials`) as ``Basic ***``, wherever it is (a header line, a dict's repr, a
-    curl command), as a bearer token is hidden. "Basic usage" and other prose decode to no
-    such text and stay. Each token is read once."""
+    """``text`` with each Basic token that is credentials as ``Basic ***``, wherever it is (a
+    header line, a dict's repr, a curl command), as a bearer token is hidden: after an
+    Authorization header's name, any token but a lowercase word prose goes on after
+    ("Authorization: Basic auth is ..."); elsewhere one :func:`_credentials` reads as
+    ``user:password`` ("Basic usage", "Basic Only" stay). A token that is the word Basic
+    again is read as the scheme (``Basic Basic <token>``). Each token is read twice at most."""
     out: list[str] = []
     pos = 0
+    header = False  # a "Basic" after an Authorization header's name, read as the scheme
     while (match := _BASIC.search(text, pos)) is not None:
-        if _credentials(match.group(1)):
-            out += (text[pos : match.start(1)], hidden)
+        header = (header and match.start() == pos) or match.group(1) is not None
+        token = match.group(2) + match.group(3)
+        if token.lower() == "basic":  # the scheme again: the token is after it
+            out.append(text[pos : match.start(2)])
+            pos = match.start(2)
+            continue
+        end = match.end() - (len(token) - len(token.rstrip(".")))  # a final dot: the sentence's
+        prose = token.islower() and token.isalpha() and _PROSE_AFTER.match(text, end)
+        if header and not prose:
+            secret = True  # after an Authorization header's name: whatever it decodes to
+        else:  # base64 alone (a final dot is the sentence's), read as user:password
+            secret = not match.group(3).strip(".") and _credentials(match.group(2))
+        if secret:
+            out += (text[pos : match.start(2)], hidden)
+            pos = end
         else:
-            out.append(text[pos : match.end()])
-        pos = match.end()
+            out.append(text[pos : match.start(2)])
+            pos = match.start(2)
+        header = False
     out.append(text[pos:])
     return "".join(out)
 
 
+_CREDENTIALS_MIN = 6
+"""The fewest bytes a Basic token outside an Authorization header decodes to for
+:func:`_credentials` (``a:bcde``): fewer matched words of prose (``Only`` is ``:yr``,
+``1446`` two bytes and a ``:``)."""
+
+
 def _credentials(token: str) -> bool:
-    """Whether ``token`` is base64 (its padding may be left off) of UTF-8 text holding a
-    ``:`` and no control character below a space: a Basic header's ``user:password`` (what a
-    word of prose decodes to is seldom UTF-8 at all)."""
-    if len(token) < 4 or len(token) % 4 == 1:
+    """Whether ``token``, a Basic token found outside an Authorization header, is base64
+    (its padding may be left off) of ``user:password``: :data:`_CREDENTIALS_MIN` bytes or
+    more, UTF-8 or (as requests encodes them) latin-1 text with no control character, a
+    ``:`` after a user of printable ASCII with no space and a password not empty; decoded
+    as latin-1, no more than a quarter of it beyond ASCII. Of the 324,501 distinct words of
+    Python 3.11's stdlib sources 7 pass (3 of them not base64 of credentials:
+    ``cloudTrail``, ``ListOutpostsWithS3``, ``bzr+file``); a UTF-8 decode with a ``:``
+    alone passed 95 (``Only`` 1,346 times, ``1446``)."""
+    if len(token) < 8 or len(token) % 4 == 1:
         return False
     import base64  # only when a text says Basic
     import binascii
 
     try:
-        decoded = base64.b64decode(token + "=" * (-len(token) % 4), validate=True).decode()
-    except (binascii.Error, ValueError):  # not base64, or not UTF-8
+        raw = base64.b64decode(token + "=" * (-len(token) % 4), validate=True)
+    except (binascii.Error, ValueError):  # not base64
         return False
-    return ":" in decoded and min(decoded) >= " "
+    try:
+        decoded, latin = raw.decode(), False
+    except UnicodeDecodeError:
+        decoded, latin = raw.decode("latin-1"), True
+    user, colon, password = decoded.partition(":")
+    return (
+        len(raw) >= _CREDENTIALS_MIN
+        and bool(colon and user and password)
+        and user.isascii()
+        and user.isprintable()
+        and " " not in user
+        and password.isprintable()  # no control character (C0, DEL, C1)
+        and not (latin and 4 * sum(not c.isascii() for c in decoded) > len(decoded))
+    )
 
 
-_COOKIE_HEAD = re.compile(r"""(?i)(?<![\w-])(["']?)((?:set-)?cookie)\1[ \t]*:[ \t]*(["']?)""")
-"""A ``Cookie:`` or ``Set-Cookie:`` header's name (a header line's, or a quoted key's in
-JSON or a dict's repr), its colon and the quote its value opens with, if any."""
-_COOKIE_PAIR = re.compile(
-    r"""([!#$%&*+.^_`|~0-9A-Za-z-]+)(?:[ \t]*=[ \t]*("[^"\r\n]*"?|[^;,\s"']*))?"""
-    r"""(?:[ \t]*([;,])[ \t]*)?"""
+_COOKIE_HEAD = re.compile(
+    r"""(?i)(?:(?<![\w-])|(?<=\\[nrt]))(["']?)((?:set-)?cookie)(\1?)[ \t]*:[ \t]*(["']?)"""
 )
-"""A cookie's ``name=value`` (a quoted value as one), or a lone word (``Secure``), and the
-``;`` after it (``,`` between cookies joined in one line), if any."""
+"""A ``Cookie:`` or ``Set-Cookie:`` header's name (a header line's, after an escaped line
+end too, or a quoted key's in JSON or a dict's repr: its quotes), its colon and the quote
+its value opens with, if any; a quote before the name that does not close after it opens a
+string holding the header's line (``curl -H 'Cookie: ...'``, ``["Set-Cookie: ..."]``)."""
+_COOKIE_NAME = r"([!#$%&*+.^_|~0-9A-Za-z-]+)"
+"""A cookie's name: a token's characters (a backtick left out: it closes a Markdown code
+span, ``the `Set-Cookie:` header``)."""
+_CLOSED_AFTER = r"""(?:,\s*["'{\[(]|[}\])]++(?:,|$)|$)"""
+_CLOSED = re.compile(_CLOSED_AFTER)
+"""What follows an apostrophe that closes a string a header line is in (a repr's), not a
+cookie's (whose next is ``;``, a space or the line's end): the next item, closing brackets
+the structure goes on after, or the text's end."""
+_DQ_CLOSED = re.compile(r"[\s,:}\])]|$")
+"""What follows a ``"`` that closes a string a header line is in (JSON's): a DQUOTE is no
+cookie-octet, so one followed by anything else makes the value no cookie's."""
+_COOKIE_VALUES = {
+    # a header line: a DQUOTE is " (\" in it an escape, as http.cookies writes), or \"
+    # where the line is in a string of JSON or a repr; an apostrophe is the value's unless
+    # it closes a string the line is in (_CLOSED after it), and so is \' (in a repr's)
+    "": (
+        r'"(?:[^"\\\r\n]|\\[^\r\n])*"?|\\"(?:[^"\\\r\n]|\\[^"\r\n])*(?:\\")?',
+        rf"(?:[^;,\s\"'\\]|'(?!{_CLOSED_AFTER})|\\')*",
+    ),
+    # in a string quoted with " (JSON, a repr): a DQUOTE is \"; JSON may write / as \/
+    '"': (r'\\"(?:[^"\\\r\n]|\\[^"\r\n])*(?:\\")?', r'(?:[^;,\s"\\]|\\/)*'),
+    # in a string quoted with ' (a repr, a shell's): an apostrophe is \'
+    "'": (r'"(?:[^"\\\'\r\n]|\\[^\r\n])*"?', r"(?:[^;,\s'\"\\]|\\')*"),
+}
+_COOKIE_PAIRS = {
+    quote: re.compile(rf"{_COOKIE_NAME}(?:[ \t]*=[ \t]*({quoted}|{bare}))?(?:[ \t]*([;,])[ \t]*)?")
+    for quote, (quoted, bare) in _COOKIE_VALUES.items()
+}
+"""A cookie's ``name=value`` (a value in DQUOTEs as one), or a lone word (``Secure``), and
+the ``;`` after it (``,`` between cookies joined in one line), if any: in a header line, and
+in a string quoted with ``"`` or ``'``."""
+_COOKIE_RESTS = {
+    "": re.compile(r"(?:[^\\\r\n]|\\[^rn\r\n])*"),
+    '"': re.compile(r'(?:[^"\\\r\n]|\\[^rn\r\n])*'),
+    "'": re.compile(r"(?:[^'\\\r\n]|\\[^rn\r\n])*"),
+}
+"""The rest of a header's value: to the line's end (or an escaped ``\\r``, ``\\n``), or to
+the quote closing the string it is in."""
+_COOKIE_RUN = re.compile(rf"""(?:{_COOKIE_NAME[1:-1]}=[^;,\s"'\\]+[ \t]*;[ \t]*)+""")
+"""A run of plain ``name=value;`` pairs a Cookie header starts with, read in one match (a
+header of thousands of cookies, one at a time, cost 3x an ordinary text of its length)."""
+_COOKIE_RUN_VALUE = re.compile(r"=[^;\s]+")
+"""A plain value in :data:`_COOKIE_RUN`, after its ``=``."""
 _COOKIE_SEP = re.compile(r"[ \t]*([;,])[ \t]*")
 """What follows an ``Expires`` date: the next part's ``;``, or the next cookie's ``,``."""
 _COOKIE_DATE = re.compile(r"[A-Za-z]+,[ \t]*[\w:-]+(?:[ \t]+[\w:-]+)*")
@@ -203,66 +302,116 @@ _COOKIE_ATTRIBUTES = frozenset(
 """A ``Set-Cookie``'s attributes after its cookie: kept as they are (the cookie's value is
 the secret, not where it is sent)."""
 _COOKIE_HEADERS = frozenset({"cookie", "set-cookie"})
+_COOKIE_WORD = 16
+"""A lone word of letters shorter than this after ``Set-Cookie:`` is data, not a cookie
+without a name (``Set-Cookie: yes``, ``{"Set-Cookie": "none"}``)."""
 
 
 def _cookies_hidden(text: str, hidden: str) -> str:
     """``text`` with each cookie's value after a ``Cookie:`` or ``Set-Cookie:`` header's name
     (:data:`_COOKIE_HEAD`, any case) as ``***``: ``Cookie: session=***; theme=***``,
     ``Set-Cookie: sid=***; Path=/; HttpOnly`` (its attributes kept), in a header line or
-    under a quoted key (``{"Cookie": "sid=***"}``). Read from the name to the first part
-    that is neither ``name=value`` nor an attribute (``Cookie: required`` and a ``"cookie":
-    "none"`` status are not read as a cookie, :data:`_DATA_WORDS`); a ``Set-Cookie``'s first
-    part is its cookie, with or without a name. Each character is read once."""
+    under a quoted key (``{"Cookie": "sid=***"}``, ``"sid=\\"***\\""`` where JSON escapes a
+    quoted value's DQUOTEs). Read from the name to the first part that is neither
+    ``name=value`` nor an attribute (``Cookie: required`` and a ``"cookie": "none"`` status
+    are not read as a cookie, :data:`_DATA_WORDS`); a ``Set-Cookie``'s first part is its
+    cookie, with or without a name. A value that goes on with what no cookie holds (a stray
+    quote or backslash) hides the rest of the header's value. Each character is read once."""
     out: list[str] = []
     pos = 0
     while (head := _COOKIE_HEAD.search(text, pos)) is not None:
         at = head.end()
+        opened, name, closed, value_quote = head.groups()
         out.append(text[pos:at])
-        pos = _pairs_hidden(text, at, head.group(2).lower() == "set-cookie", hidden, out)
+        quote = value_quote or ("" if closed else opened)  # the string the value is in
+        pos = _pairs_hidden(text, at, len(name) > 6, quote, hidden, out)  # > 6: Set-Cookie
     out.append(text[pos:])
     return "".join(out)
 
 
-def _pairs_hidden(text: str, at: int, setting: bool, hidden: str, out: list[str]) -> int:
+def _cookie_ends(text: str, at: int, quote: str) -> bool:
+    """Whether a header's part ends at ``at`` with no ``;`` or ``,``: the text's or the
+    line's end (``\\r\\n`` escaped in JSON or a repr too), a space, or the quote closing the
+    string it is in (in a header line, a quote :data:`_CLOSED`, :data:`_DQ_CLOSED` follows)."""
+    after = text[at : at + 1]
+    if not after or after.isspace():
+        return True
+    if after == "\\":
+        return text[at + 1 : at + 2] in ("r", "n", "t")
+    if quote:
+        return after == quote
+    if after == '"':
+        return _DQ_CLOSED.match(text, at + 1) is not None
+    return after == "'" and _CLOSED.match(text, at + 1) is not None
+
+
+def _pairs_hidden(
+    text: str, at: int, setting: bool, quote: str, hidden: str, out: list[str]
+) -> int:
     """The parts of one header's value from ``at`` onto ``out``, each cookie's value as
     ``hidden``; where they end."""
+    pairs = _COOKIE_PAIRS[quote]
     first = True  # a Set-Cookie's first part (again after a comma: the next cookie)
-    while (pair := _COOKIE_PAIR.match(text, at)) is not None:
-        value, sep = pair.group(2), pair.group(3)
-        attribute = setting and not first and pair.group(1).lower() in _COOKIE_ATTRIBUTES
-        if attribute:
-            end = pair.end()
-            if pair.group(1).lower() == "expires" and sep == ",":  # a date: Wed, 21 Oct...
+    if not setting and (run := _COOKIE_RUN.match(text, at)) is not None:
+        out.append(_COOKIE_RUN_VALUE.sub("=" + hidden.replace("\\", "\\\\"), run[0]))
+        at = run.end()
+    while (pair := pairs.match(text, at)) is not None:
+        name, value, sep = pair.groups()
+        end = pair.end()
+        if value is not None and (
+            (sep is None and not _cookie_ends(text, end, quote))
+            or (value[:1] in ('"', "\\") and not _dquoted(value))
+        ):  # it goes on with what no cookie holds: the rest of the header's value is hidden
+            rest = _COOKIE_RESTS[quote].match(text, pair.start(2))
+            assert rest is not None  # it matches nothing at least
+            out += (text[at : pair.start(2)], hidden)
+            return rest.end()
+        if setting and not first and (lowered := name.lower()) in _COOKIE_ATTRIBUTES:
+            if sep == "," and lowered == "expires":  # a date: Wed, 21 Oct...
                 date = _COOKIE_DATE.match(text, pair.start(2))
                 if date is not None:
                     after = _COOKIE_SEP.match(text, date.end())
                     sep = None if after is None else after.group(1)
                     end = date.end() if after is None else after.end()
             out.append(text[at:end])
-            at = end
-        elif value is None and not (setting and first and pair.group(1) not in _LITERALS):
-            break  # a word, no cookie: prose, a status ("Cookie: required"), a null
-        elif value is None:  # a Set-Cookie's nameless cookie
-            out += (hidden, text[pair.end(1) : pair.end()])
-            at = pair.end()
-        elif not value or value == hidden or value in ('""', f'"{hidden}"'):
-            out.append(text[at : pair.end()])
-            at = pair.end()
+        elif value is None:  # a word: a Set-Cookie's cookie without a name, or no cookie
+            if not (setting and first) or name in _LITERALS:
+                break  # prose, a status ("Cookie: required"), a null
+            if sep is None and not _cookie_ends(text, end, quote):
+                break  # prose: "The Set-Cookie: header tells ..."
+            if name.lower() in _COOKIE_ATTRIBUTES if sep else _word(name):
+                out.append(text[at:end])  # "Set-Cookie: HttpOnly; ...", "Set-Cookie: yes"
+            else:
+                out += (hidden, text[pair.end(1) : end])
+        elif value == hidden or not value:
+            out.append(text[at:end])
         else:
-            quote = '"' if value[0] == '"' else ""
-            closing = quote if len(value) > 1 and value[-1] == '"' else ""
-            out += (
-                text[at : pair.start(2)],
-                quote,
-                hidden,
-                closing,
-                text[pair.end(2) : pair.end()],
-            )
-            at = pair.end()
+            start, stop = pair.span(2)
+            dq = '\\"' if value.startswith('\\"') else '"' if value[0] == '"' else ""
+            if dq and value[len(dq) : len(value) - len(dq)] in ("", hidden):
+                out.append(text[at:end])
+            else:
+                out += (text[at:start], dq, hidden, dq, text[stop:end])
+        at = end
         if sep is None:
             break
         first = sep == ","
     return at
+
+
+def _dquoted(value: str) -> bool:
+    """Whether a cookie's value that opens with a DQUOTE (``"``, or ``\\"`` in JSON) closes
+    it; true of any other value."""
+    if value.startswith('\\"'):
+        return len(value) >= 4 and value.endswith('\\"')
+    if value.startswith('"'):
+        return len(value) >= 2 and value.endswith('"')
+    return True
+
+
+def _word(part: str) -> bool:
+    """Whether a lone part after ``Set-Cookie:`` is a word (:data:`_COOKIE_WORD`)."""
+    return part.isascii() and part.isalpha() and len(part) < _COOKIE_WORD
 
 
 @functools.lru_cache(maxsize=4096)
@@ -273,8 +422,10 @@ def _named_secret(name: str, assigned: bool) -> bool:
     lowered = name.lower()
     if lowered.endswith(("password", "passwd", "pwd")) or not secret_field(name):
         return False
-    if not assigned and lowered in _COOKIE_HEADERS:
-        return False  # a header's: its cookies' values are hidden by _cookies_hidden
+    if not assigned and (
+        lowered in _COOKIE_HEADERS or (lowered[0] in "nrt" and lowered[1:] in _COOKIE_HEADERS)
+    ):  # a header's (after "\\r\\n" in JSON: nSet-Cookie): _cookies_hidden hides its values
+        return False
     words = [w.lower() for w in _NAME_PARTS.split(name) if w]
     if words[-1] == "bearer":
         return False
@@ -313,7 +464,8 @@ a value (``password = correct horse``, ``PGPASSWORD= swordfish psql``)."""
 def _value_at(text: str, head: re.Match[str], assigned: bool, hidden: str) -> tuple[int, str]:
     """The value given in ``text`` after ``head`` (a secret's name, the quote closing it if
     any, ``=`` or ``:`` and the spaces after): where it ends, and how it is shown. Quoted, it
-    is hidden inside its quotes (to the line's end when they do not close); unquoted, the
+    is hidden inside its quotes (to the line's end when they do not close; quotes escaped in
+    a JSON string or a repr, ``\\"...\\"``, to the string's end); unquoted, the
     token up to a space, a quote, ``;`` or ``&`` is hidden whole in ``name=value`` (a DSN, an
     environment, argv, a query string: a password holds ``,]`` or ``}}`` as any other
     characters). After a colon or a quoted name (JSON, a dict's repr,
@@ -338,6 +490,14 @@ def _value_at(text: str, head: re.Match[str], assigned: bool, hidden: str) -> tu
         if not inner or inner == hidden:
             return quoted.end(), quoted.group(0)
         return quoted.end(), f"{first}{hidden}{closing}"
+    if first == "\\" and text[at + 1 : at + 2] in ('"', "'"):  # a quote, escaped in a string
+        quoted = _ESCAPED_QUOTED[text[at + 1]].match(text, at)
+        assert quoted is not None  # it starts at an escaped quote
+        closing = quoted.group(1) or ""
+        inner = quoted.group(0)[2 : len(quoted.group(0)) - len(closing)]
+        if not inner or inner == hidden:
+            return quoted.end(), quoted.group(0)
+        return quoted.end(), f"{text[at : at + 2]}{hidden}{closing}"
     structured = bool(named) or not assigned  # JSON, a dict's repr, YAML
     if structured and first in "[{":
         return at, ""  # a list or an object opens: read on, into it

@@ -402,6 +402,11 @@ _MANY_NAMES = {
     "cookies": "Cookie: " + "a=b; " * 4_000 + "set-cookie: x" + "; Path=/" * 4_000,
     "cookie dates": "Set-Cookie: a=1" + "; Expires=Wed, 21 Oct 2015" * 2_000,
     "quoted cookie headers": '"cookie": "' * 2_000 + "'set-cookie': 'a=" * 2_000,
+    "escaped quoted cookies": '{"Cookie": "' + 'a=\\"b\\"; ' * 2_000 + 'c=\\"d',
+    "cookies that go on": "Cookie: a=b'c" + '"' * 4_000 + "\n" + "Set-Cookie: a=\\x" * 2_000,
+    "apostrophes in cookies": "{'cookie': 'a=b\\'c; " + "d=e\\'; " * 2_000,
+    "Authorization and Basic": "Authorization: Basic " * 2_000 + "Basic Basic Basic x" * 1_000,
+    "unclosed quoted cookies": 'Set-Cookie: a="' * 2_000 + 'Cookie: a=\\"' * 2_000,
 }
 
 
@@ -420,6 +425,12 @@ def test_a_text_of_many_names_is_read_a_few_times_at_most(
     for name, value in list(vars(secrets).items()):
         if isinstance(value, re.Pattern):
             monkeypatch.setattr(secrets, name, _Counted(value, read))
+        elif (
+            isinstance(value, dict)
+            and value
+            and all(isinstance(v, re.Pattern) for v in value.values())
+        ):  # patterns kept by the quote a value is in: _COOKIE_PAIRS...
+            monkeypatch.setattr(secrets, name, {k: _Counted(v, read) for k, v in value.items()})
     secrets._named_secret.cache_clear()
     secrets.secret_field.cache_clear()
     redact_keys(text)
@@ -549,3 +560,274 @@ def test_no_cookie_value_is_shown_in_any_usual_form(cookies: list[tuple[str, str
     ]
     for form in forms:
         assert redact_keys(form(real)) == form(stars), form(real)
+
+
+_SESSION = "c2VjcmV0LXNlc3Npb24tdmFsdWU="  # http.cookies quotes a value with "=" in it
+
+
+def test_a_quoted_cookie_value_is_hidden_in_json_and_the_json_still_parses() -> None:
+    """Python's http.cookies writes ``sid="c2Vj...="``; in JSON its quotes are ``\\"``, and
+    ``{"Set-Cookie": "sid=\\"c2Vj...=\\"; Path=/"}`` read ``"sid=***"c2Vj...=\\"; ...``
+    (22d9749): the value shown, the JSON broken. ``\\"`` is the quote around the value there,
+    and a value that goes on with what no cookie holds hides the rest of the header's value."""
+    import ast
+    from http.cookies import SimpleCookie
+
+    jar: SimpleCookie = SimpleCookie()
+    jar["sid"] = _SESSION
+    jar["sid"]["path"] = "/"
+    header = jar.output(header="").strip()
+    assert header == f'sid="{_SESSION}"; Path=/'
+    for data in (
+        {"status": 200, "headers": {"Set-Cookie": header}},
+        {"cookie": f'sid="{_SESSION}"'},
+        {"Cookie": f'sid="{_SESSION}"; theme=dark'},
+        {"set-cookie": f'a=1; Path=/, sid="{_SESSION}"; HttpOnly'},
+    ):
+        for text in (json.dumps(data), json.dumps(data, indent=1)):
+            shown = redact_keys(text)
+            assert _SESSION[:-1] not in shown, shown
+            assert json.loads(shown), shown
+            assert redact_keys(shown) == shown
+        shown = redact_keys(repr(data))
+        assert _SESSION[:-1] not in shown and ast.literal_eval(shown), shown
+    assert redact_keys(json.dumps({"Set-Cookie": header})) == (
+        '{"Set-Cookie": "sid=\\"***\\"; Path=/"}'
+    )
+    assert redact_keys(repr({"Set-Cookie": header})) == "{'Set-Cookie': 'sid=\"***\"; Path=/'}"
+    assert redact_keys(f"Set-Cookie: {header}") == 'Set-Cookie: sid="***"; Path=/'
+    # a response's header lines in a JSON string or a repr (\r\n escaped before a header)
+    jar["lang"] = "it's"
+    raw = {"raw": "HTTP/1.1 200 OK\r\n" + jar.output(sep="\r\n")}
+    shown = redact_keys(json.dumps(raw))
+    assert json.loads(shown) == {
+        "raw": 'HTTP/1.1 200 OK\r\nSet-Cookie: lang=***\r\nSet-Cookie: sid="***"; Path=/'
+    }, shown
+    assert ast.literal_eval(redact_keys(repr(raw))) == json.loads(shown)
+    # a header line written into a JSON string (a log's message) as well
+    text = json.dumps({"msg": f"sent Set-Cookie: {header}\r\nHost: h"})
+    assert redact_keys(text) == '{"msg": "sent Set-Cookie: sid=\\"***\\"; Path=/\\r\\nHost: h"}'
+
+
+def test_a_cookie_value_that_goes_on_past_where_a_cookie_ends_hides_the_rest() -> None:
+    """A value that does not end at ``;``, ``,``, a space, the closing quote or the line's
+    end (a stray quote or backslash in it) hides the rest of the header's value: nothing of
+    it, nor a later cookie, is shown, and JSON still parses."""
+    hidden = {
+        'Cookie: sid=ab"SECRET1; remember=SECRET2': "Cookie: sid=***",
+        'Cookie: sid=ab"SECRET1; remember=SECRET2\r\nHost: h': "Cookie: sid=***\r\nHost: h",
+        "Cookie: sid=ab\\SECRET1; remember=SECRET2": "Cookie: sid=***",
+        'Set-Cookie: sid="SECRET1; Path=/': "Set-Cookie: sid=***",  # a quote never closed
+        'Set-Cookie: sid="SECRET1"x; Path=/': "Set-Cookie: sid=***",
+    }
+    for text, shown in hidden.items():
+        assert redact_keys(text) == shown, text
+        assert redact_keys(shown) == shown
+    for data in (
+        {"Cookie": "sid=ab\\SECRET1; remember=SECRET2", "Host": "h"},
+        {"Cookie": 'sid=ab"SECRET1; remember=SECRET2', "Host": "h"},
+        {"Set-Cookie": 'sid="SECRET1; Path=/', "Host": "h"},
+    ):
+        shown = redact_keys(json.dumps(data))
+        assert "SECRET" not in shown and json.loads(shown)["Host"] == "h", shown
+
+
+def test_an_apostrophe_in_a_cookie_value_hides_the_value_whole() -> None:
+    """``'`` is a cookie-octet: ``Cookie: sid=ab'SECRET; theme=dark; remember=R3M3MB3R``
+    showed the tail after the apostrophe and every later cookie (22d9749), in a header line,
+    JSON and a dict's repr (which quotes such a value with ``"``, or escapes it as ``\\'``)."""
+    import ast
+
+    value = "sid=ab'SECRETTAIL99; theme=dark; remember=R3M3MB3R"
+    stars = "sid=***; theme=***; remember=***"
+    assert redact_keys(f"Cookie: {value}") == f"Cookie: {stars}"
+    assert redact_keys(json.dumps({"Cookie": value})) == json.dumps({"Cookie": stars})
+    for data in ({"Cookie": value}, {"Cookie": value + '; q="x"'}):  # "..." and '...\'...'
+        shown = redact_keys(repr(data))
+        assert "SECRETTAIL99" not in shown and "R3M3MB3R" not in shown, shown
+        assert ast.literal_eval(shown)["Cookie"].startswith(stars), shown
+
+
+def _latin1_basic(user: str, password: str) -> str:
+    """How requests writes Basic credentials (latin-1 bytes where they fit)."""
+    import base64
+
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode("latin-1")).decode()
+
+
+def test_basic_credentials_that_are_not_utf8_are_hidden() -> None:
+    """requests encodes Basic credentials as latin-1: ``admin:Passwört-2024!`` is no UTF-8,
+    so ``Authorization: Basic YWRtaW46UGFzc3f2cnQtMjAyNCE=`` was shown whole (22d9749) and
+    ``authorization=Basic <b64>`` hid only the word Basic. After an Authorization header's
+    name (any form) the token after Basic is hidden whatever it decodes to; elsewhere a
+    latin-1 decode counts too."""
+    header = _latin1_basic("admin", "Passwört-2024!")
+    assert header == "Basic YWRtaW46UGFzc3f2cnQtMjAyNCE="
+    hidden = {
+        f"Authorization: {header}": "Authorization: Basic ***",
+        f"Proxy-Authorization: {header}\r\nHost: h": "Proxy-Authorization: *** ***\r\nHost: h",
+        repr({"Authorization": header}): "{'Authorization': 'Basic ***'}",
+        json.dumps({"authorization": header}): '{"authorization": "Basic ***"}',
+        f"authorization={header}": "authorization=*** ***",
+        f"environ HTTP_AUTHORIZATION={header}": "environ HTTP_AUTHORIZATION=*** ***",
+        f"sent {header} to the proxy": "sent Basic *** to the proxy",
+        # not base64 of user:password, but after the header's name: hidden all the same
+        "Authorization: Basic Zm9vYmFy": "Authorization: Basic ***",
+        "Authorization: Basic abc-def_ghi.": "Authorization: Basic ***.",
+        '{"Authorization": "Basic YWJj"}': '{"Authorization": "Basic ***"}',
+    }
+    for text, shown in hidden.items():
+        assert redact_keys(text) == shown, text
+        assert redact_keys(shown) == shown
+
+
+def test_a_basic_token_after_a_word_basic_is_read_too() -> None:
+    """``Authorization: Basic Basic <cred>`` showed the credentials: the first match took
+    the second ``Basic`` as its token and reading went on after it."""
+    for text, shown in {
+        f"Authorization: Basic Basic {_B64}": "Authorization: Basic Basic ***",
+        f"Authorization: Basic Basic {_latin1_basic('a', 'pässwort')[6:]}": (
+            "Authorization: Basic Basic ***"
+        ),
+        f"note: basic Basic {_B64}": "note: basic Basic ***",
+    }.items():
+        assert redact_keys(text) == shown, text
+        assert redact_keys(shown) == shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Plans: Basic Only, Pro",  # "Only" is base64 of ':yr'
+        "basic 1446 tokens/min",  # as are 4-digit numbers ending in 6
+        "Basic OldPdb mode",
+        "Basic 2646",
+        "Basic ZeroOrMore",  # not UTF-8; as latin-1 mostly not ASCII
+        "Basic dGVzdA==",
+        "Authorization: Basic auth is described in RFC 7617",
+        "The Set-Cookie: header tells the browser to store a cookie.",
+        "Use the `Set-Cookie:` header to send a cookie from the server.",
+        "Use `Cookie:` and `Set-Cookie:` headers.",
+        "Set-Cookie: yes",
+        "Set-Cookie: Secure",
+        '{"Set-Cookie": "none"}',
+    ],
+)
+def test_ordinary_text_about_basic_or_cookies_stays(text: str) -> None:
+    """22d9749 hid ordinary text: a word after ``Basic`` that decodes to a short text with
+    a ``:`` (98 words of the stdlib's sources; ``Only`` 1,346 times), prose after
+    ``Set-Cookie:`` read as a cookie without a name, a Markdown code span's closing backtick
+    taken for a cookie name's. Outside an Authorization header a Basic token is credentials
+    when it decodes to 6 bytes or more, an ASCII user and a password neither empty; a
+    Set-Cookie's value without a name only where a ``;``, ``,``, the line's end or the
+    closing quote follows it (and not a lone word); a cookie's name ends at a backtick."""
+    assert redact_keys(text) == text
+
+
+_COOKIE_OCTETS_ALL = "".join(
+    c for c in map(chr, range(0x21, 0x7F)) if c not in '";,\\'
+)  # RFC 6265's cookie-octet, the apostrophe among them
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(_COOKIE_NAMES, st.text(_COOKIE_OCTETS_ALL, min_size=4, max_size=24),
+                       st.booleans()),
+             min_size=1, max_size=4),
+)  # fmt: skip
+def test_no_cookie_value_with_quotes_or_apostrophes_is_shown(
+    cookies: list[tuple[str, str, bool]],
+) -> None:
+    """Random cookies of any cookie-octets (``'`` too), some in DQUOTEs as http.cookies
+    writes them, in a header line, JSON (where the DQUOTE is ``\\"``) and a dict's repr
+    (which quotes with ``"`` when a value holds ``'``, or escapes both): each value is
+    hidden, nothing else changes, and JSON and the repr still parse to the same as with
+    ``***`` for each value."""
+    import ast
+
+    def cookie(values: list[str]) -> str:
+        return "; ".join(
+            f'{n}="{v}"' if q else f"{n}={v}" for (n, _, q), v in zip(cookies, values, strict=False)
+        )
+
+    def set_cookie(values: list[str]) -> str:
+        return f"{cookie(values[:1])}; Path=/; Expires=Wed, 21 Oct 2015 07:28:00 GMT; Secure"
+
+    real, stars = [v for _, v, _ in cookies], ["***"] * len(cookies)
+    lines = [
+        lambda vs: f"GET / HTTP/1.1\r\nCookie: {cookie(vs)}\r\nHost: h\r\n",
+        lambda vs: f"HTTP/1.1 200 OK\nSet-Cookie: {set_cookie(vs)}\nServer: x",
+    ]
+    for form in lines:
+        assert redact_keys(form(real)) == form(stars), form(real)
+    structured = [
+        lambda vs: {"cookie": cookie(vs), "accept": "*/*"},
+        lambda vs: {"headers": {"Set-Cookie": set_cookie(vs)}, "n": 1},
+        lambda vs: [f"Cookie: {cookie(vs)}", "Host: h"],
+        lambda vs: {"raw": f"HTTP/1.1 200 OK\r\nSet-Cookie: {set_cookie(vs)}\r\nServer: x"},
+    ]
+    for form in structured:
+        shown = redact_keys(json.dumps(form(real)))
+        assert json.loads(shown) == form(stars), (json.dumps(form(real)), shown)
+        shown = redact_keys(repr(form(real)))
+        assert ast.literal_eval(shown) == form(stars), (repr(form(real)), shown)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(st.characters(min_codepoint=33, max_codepoint=0xFF), min_size=1, max_size=16),
+    st.text(st.characters(min_codepoint=32, max_codepoint=0xFF), min_size=0, max_size=24),
+    st.sampled_from(["utf-8", "latin-1"]),
+)
+def test_no_basic_credentials_in_any_encoding_are_shown_after_an_authorization_name(
+    user: str, password: str, encoding: str
+) -> None:
+    """Any ``user:password`` as Basic credentials, encoded as requests (latin-1) or a
+    browser (UTF-8) does, in a header line, a headers dict's repr, JSON or an assignment,
+    the header named in any case or as a proxy's: the token reads ``***``."""
+    import ast
+    import base64
+
+    token = base64.b64encode(f"{user.replace(':', '')}:{password}".encode(encoding)).decode()
+    lines = [
+        lambda t: f"GET /x HTTP/1.1\r\nAuthorization: Basic {t}\r\nHost: h\r\n",
+        lambda t: f"authorization: Basic Basic {t}",
+        lambda t: f"curl -H 'authorization: Basic {t}' https://h/",
+        lambda t: f"HTTP_AUTHORIZATION=Basic {t}",
+    ]
+    for form in lines:
+        assert redact_keys(form(token)) == redact_keys(form("***")), form(token)
+    for data in (
+        lambda t: {"Authorization": f"Basic {t}", "Accept": "*/*"},
+        lambda t: {"headers": {"Proxy-Authorization": f"Basic {t}"}, "n": 1},
+    ):
+        # as with *** for the token (a proxy's header, a secret's name of two words, hides
+        # its whole value)
+        for dump, load in ((json.dumps, json.loads), (repr, ast.literal_eval)):
+            assert load(redact_keys(dump(data(token)))) == load(redact_keys(dump(data("***"))))
+    assert redact_keys(lines[0](token)) == lines[0]("***")
+
+
+def test_a_value_in_escaped_quotes_after_a_secrets_name_is_hidden() -> None:
+    """A command or an environment line in a JSON string: ``password="hunter22"`` reads
+    ``password=\\"hunter22\\"`` there, and ``\\`` alone was taken for the value:
+    ``password=***"hunter22\\"`` showed it (and broke the JSON). ``\\"`` (``\\'`` in a repr)
+    opens a quoted value as ``"`` does."""
+    import ast
+
+    for data in (
+        {"cmd": 'psql password="hunter22" host=db'},
+        {"env": f'API_KEY="{KEY}"\nDEBUG=1'},
+        {"cookie": 'PASSCODE="0000"'},
+        {"env": f"API_KEY='{KEY}' and \"x\""},
+    ):
+        for dump, load in ((json.dumps, json.loads), (repr, ast.literal_eval)):
+            shown = redact_keys(dump(data))
+            assert not any(s in shown for s in ("hunter22", KEY, "0000")), shown
+            assert load(shown), shown
+            assert redact_keys(shown) == shown
+    shown = redact_keys(json.dumps({"cmd": 'psql password="hunter22', "n": 1}))  # never closed
+    assert shown == '{"cmd": "psql password=\\"***", "n": 1}' and json.loads(shown)
+    assert redact_keys(json.dumps({"cmd": 'psql password="hunter22" host=db'})) == (
+        '{"cmd": "psql password=\\"***\\" host=db"}'
+    )
