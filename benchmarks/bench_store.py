@@ -111,6 +111,7 @@ class _NoWrites(SQLiteStore):
         owner: str,
         entries: Sequence[Entry] = (),
         state: Mapping[str, Any] | None = None,
+        decision: Any = None,
     ) -> ClaimResult:
         with self._nothing():
             return ClaimResult(True, "running", owner)
@@ -153,8 +154,9 @@ class _CallsOnly(SQLiteStore):
         owner: str,
         entries: Sequence[Entry] = (),
         state: Mapping[str, Any] | None = None,
+        decision: Any = None,
     ) -> ClaimResult:
-        return super().claim(chat_id, call_id, owner, self._calls(entries))
+        return super().claim(chat_id, call_id, owner, self._calls(entries), decision=decision)
 
 
 def _demo_loop(store: Any) -> None:

@@ -171,12 +171,15 @@ class LoopMixin(ChatCore):
             )
         if isinstance(effect, _StepHook):  # the worker's context is not the driver's: it waits
             return await asyncio.get_running_loop().run_in_executor(_shared_pool(), effect.hook)
-        calls = () if isinstance(effect, _ModelRequest) else [j.call for j in effect.jobs]
-        for catch_up in self._hook("catch_up"):  # e.g. the store's writes, off this loop
-            await catch_up(calls)
         if isinstance(effect, _ModelRequest):
+            for catch_up in self._hook("catch_up"):  # e.g. the store's writes, off this loop
+                await catch_up(())
             return await self._model(effect).complete_async(effect.request)
+        # made before the catch-up claims the round's first calls: the hooks know what each
+        # job was prepared with (``_RoundHooks.decided``)
         hooks = self._round_hooks(effect)
+        for catch_up in self._hook("catch_up"):
+            await catch_up([j.call for j in effect.jobs])
         hooks.catching_up = True  # each call the round's catch-up did not claim: claimed here
         return await self._runner.run_round(effect.jobs, effect.mode, hooks)
 
@@ -1316,6 +1319,9 @@ class _RoundHooks:
         self.chat = chat
         self.round = round_
         self.modes: dict[str, Mode] = {}  # what each call actually ran under
+        # the decision each job's arguments were validated with: a claim that applies one
+        # made anew elsewhere (a person's edited approval, _rearmed) changes it
+        self.decided = {job.call.id: job.call.decision for job in round_.jobs}
         self.ran_before: dict[str, tuple[str, ...]] = {}  # see ToolCallFinished.ran_before
         self.catching_up = False  # the async driver's: extensions catch up before a call
         self._escaped: BaseException | None = None  # a report subscriber's (``escape``)
@@ -1371,6 +1377,10 @@ class _RoundHooks:
             waiting = _waiting_before(chat._open.tool_calls if chat._open else (), c)
             if waiting:
                 self.ran_before[c.id] = waiting
+            if c.decision is not self.decided.get(c.id, c.decision):
+                wrong = self._rearmed(job)
+                if wrong is not None:
+                    return wrong
         seen = c.as_run()  # what runs: a guard sees an approver's edit, not the model's ask
         for fn in list(chat._before):
             try:
@@ -1391,6 +1401,22 @@ class _RoundHooks:
                 arguments=c.effective_arguments,
             )
         )
+        return None
+
+    def _rearmed(self, job: Job) -> str | None:
+        """The job of a call decided anew as it was claimed (a person's approval made in
+        another process while the round ran, applied by the store's claim: with edited
+        arguments, or the model's after an automatic edit) made to run as that decision
+        says: its arguments validated again, its recorded outcome (``replay_tools``) found
+        for them. Run with those it was prepared with, it ran the arguments of a decision
+        that no longer stood. A reason not to run it (an edit its schema refuses), or
+        ``None``."""
+        chat, c = self.chat, job.call
+        try:
+            job.kwargs = job.tool.validate_arguments(thawed(c.effective_arguments))
+        except SchemaValidationError as exc:
+            return f"not run: invalid arguments for {c.name}: {chat._said(str(exc))}"
+        job.replayed = chat._recorded_result(c) if chat._replayer.replays_tool(c.name) else None
         return None
 
     def finish(self, outcome: Outcome) -> None:

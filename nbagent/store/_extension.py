@@ -72,10 +72,14 @@ which case it is made runnable again. Only calls that start are claimed: the asy
 driver claims together the calls its round starts at once (:meth:`StoreExtension._starting`),
 each later one right before it starts (off the loop: :meth:`StoreExtension.catch_up` with
 ``starting``); claimed ahead, a call queued behind a running one was in doubt after a
-crash, though it never started. A claim refused with no claimant because the call was
-decided anew in the store (a person overruling the chat's automatic decision from another
-process, while its round ran) is not another driver: the new decision is applied as one
-made elsewhere (:meth:`StoreExtension._decided_elsewhere`) and the round goes on.
+crash, though it never started. An approved call is claimed for the decision the chat holds
+(``Store.claim``'s ``decision``: the store grants it only while that decision stands). A
+claim refused with no claimant because the call was decided anew in the store (a person
+overruling the chat's automatic decision from another process, while its round ran) is not
+another driver: the new decision is applied as one made elsewhere
+(:meth:`StoreExtension._decided_elsewhere`) and the round goes on: a denial answers the call,
+an approval (edited arguments and all) is claimed again, for it, and the call runs as the
+person approved it (the loop validates its arguments again: ``_RoundHooks._rearmed``).
 
 **Two drivers.** A chat is driven by one process at a time. If two processes
 drive the same chat at once, the first to claim a call runs it; the other one
@@ -152,6 +156,7 @@ from ._protocol import (
     CallReset,
     ChatInfo,
     ChatRecord,
+    ClaimResult,
     Entry,
     Store,
     StoreConflictWarning,
@@ -159,9 +164,12 @@ from ._protocol import (
     StoredInput,
 )
 from ._recordings import StoreRecordings, store_recordings
-from ._sql import SQLStore, in_doubt_content
+from ._sql import SQLStore, in_doubt_content, same_decider
 from ._waiting import LATER, WouldWait, held, here_or_later, may_wait, may_wait_here
 
+_CLAIMS = 3
+"""Claims of one call at most, each refused by a decision made anew elsewhere and applied
+(a person's overrules the chat's automatic one once: two are the most that can be needed)."""
 _FORK_DEPTH = 32  # forks of forks followed for a loaded fork's shared steps
 
 
@@ -969,56 +977,75 @@ class StoreExtension(Extension):
         )
 
     def _claim_now(self, call: ToolCall) -> bool:
-        with self._write_lock:  # the step's own flush writes the state; the claim writes events
-            entries = self._batch()
-            try:
-                result = self.store.claim(self.chat_id, call.id, self.owner, entries)
-            except Exception as exc:
-                self._failure = exc
-                self._maybe_claimed.add(call.id)  # its commit may have gone through
-                self._schedule_retry()
-                raise self._claim_error(call, len(entries), exc) from exc
-            self._maybe_claimed.discard(call.id)
-            self._wrote(len(entries))
-        if result.conflict is not None:
-            self._detach(result.conflict)
-            return False
-        if not result.claimed:
-            if result.claimed_by is None and self._decided_elsewhere(call):
+        """Claim ``call`` for the decision this chat holds of it (``Store.claim``'s
+        ``decision``). A claim refused because the call was decided anew in the store
+        applies that decision here (:meth:`_decided_elsewhere`): a denial answers the call
+        (``False``: not run), an approval (a person's, with edited arguments or not) is
+        claimed again, for it: the call runs once, as the person approved it. Granted for
+        the decision the store no longer had, it ran with the arguments of the chat's own
+        approval while the store recorded the person's edited ones."""
+        for _ in range(_CLAIMS):
+            with self._write_lock:  # the step's flush writes the state; the claim writes events
+                entries = self._batch()
+                mine = call.decision if call.status == "approved" else None
+                try:
+                    result = self.store.claim(
+                        self.chat_id, call.id, self.owner, entries, decision=mine
+                    )
+                except Exception as exc:
+                    self._failure = exc
+                    self._maybe_claimed.add(call.id)  # its commit may have gone through
+                    self._schedule_retry()
+                    raise self._claim_error(call, len(entries), exc) from exc
+                self._maybe_claimed.discard(call.id)
+                self._wrote(len(entries))
+            if result.conflict is not None:
+                self._detach(result.conflict)
+                return False
+            if result.claimed:
+                self._running.add(call.id)
+                return True
+            if result.claimed_by is not None or not self._decided_elsewhere(call, result):
+                who = f" by {result.claimed_by}" if result.claimed_by else ""
+                self._detach(f"{call.name}({call.id}) is already {result.status}{who}")
+                return False
+            if call.status not in RUNNABLE_STATUSES:
                 return False  # answered here with the stored decision: not run, not stale
-            who = f" by {result.claimed_by}" if result.claimed_by else ""
-            self._detach(f"{call.name}({call.id}) is already {result.status}{who}")
-            return False
-        self._running.add(call.id)
-        return True
+        self._detach(f"{call.name}({call.id}) was decided anew {_CLAIMS} times as it was claimed")
+        return False
 
-    def _decided_elsewhere(self, call: ToolCall) -> bool:
+    def _decided_elsewhere(self, call: ToolCall, result: ClaimResult) -> bool:
         """A claim refused with no claimant: whether the call was decided anew in the store
         (a person overruling the chat's automatic decision from another process's copy,
         after this round was planned) and that decision is now applied here, as
         :meth:`apply_decisions` applies one (``ApprovalDecided(elsewhere=True)``; a denial
-        answers the call, which is not run). Taken for another driver's claim, it left
-        this copy stale for good: its record said ``approved`` where the store said
-        ``denied``, and every later step returned ``busy``.
+        answers the call, which is not run; an approval, its edited arguments with it, is
+        claimed again). Taken for another driver's claim, it left this copy stale for
+        good: its record said ``approved`` where the store said ``denied``, and every later
+        step returned ``busy``.
 
+        ``result.decision``: the stored decision the claim found (else it is read here).
         ``False`` (the caller detaches, as for a claim held elsewhere): the store has no
         other decision, or the chat's rules refuse it.
         """
         host = self._host
         if host is None or not host.alive:
             return False
-        try:
-            stored = self.store.decisions(self.chat_id, [call.id]).get(call.id)
-        except StoreError:
-            return False
-        if stored is None or stored == call.decision:
-            return False
+        stored = result.decision
+        if stored is None:
+            try:
+                stored = self.store.decisions(self.chat_id, [call.id]).get(call.id)
+            except StoreError:
+                return False
+        mine = call.decision
+        if stored is None or (mine is not None and same_decider(mine, stored)):
+            return False  # the decision this chat holds: the claim was refused for another reason
         try:
             with may_wait_here():  # its events reach every subscriber (see _waiting)
                 host.apply_decision(call, stored)
         except DecisionError:
             return False
-        return call.status not in RUNNABLE_STATUSES
+        return call.decision is not mine
 
     async def starting(self, call: ToolCall) -> None:
         """Right before a call of an async round starts: its claim, if its round's catch-up
@@ -1085,7 +1112,11 @@ class StoreExtension(Extension):
             return False
         try:
             self._owed = False
-            claims = [c.id for c in self._to_claim(calls)]
+            to_claim = self._to_claim(calls)
+            claims = [c.id for c in to_claim]
+            mine = {  # each claim checks the decision held (one decided anew: careful path)
+                c.id: c.decision for c in to_claim if c.status == "approved" and c.decision
+            }
             with self._lock:
                 recorded = list(self._recorded)
             entries = self._batch()
@@ -1093,7 +1124,9 @@ class StoreExtension(Extension):
                 return True
             state, tools, marks = self._snapshot()
             make = cast(Any, self.store).write_job  # SQLStore's (not in the Store protocol)
-            job = make(self.chat_id, entries, state, tools, recorded, claims, self.owner)
+            job = make(
+                self.chat_id, entries, state, tools, recorded, claims, self.owner, decisions=mine
+            )
             if job is None:
                 return False
             written, cancelled = await self._send(job)

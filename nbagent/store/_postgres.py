@@ -23,6 +23,10 @@ PostgreSQL's own:
 - **at most once**: a claim is ``UPDATE tool_calls SET status = 'running' ...
   WHERE status IN (...)``: of two processes claiming one call, the second
   waits for the first's row lock, re-checks the condition and changes nothing.
+  An approved call's claim also checks that its decision is still the one the
+  claimant holds (its ``by`` and ``at``, in the same statement: a grouped claim
+  costs no more round trips), so a person's decision overruling the chat's own
+  in another process since refuses it rather than running the old arguments.
   A decision reads the call's row ``FOR UPDATE``: of two processes deciding
   at once, the second sees the first's decision (first decision wins).
 - **decisions reach running chats without polling**: a trigger NOTIFYs every
@@ -455,6 +459,7 @@ class PostgresStore(SQLStore):
     _UPDATED_AT = updated_at_sql("GREATEST")
     _NEXT_SEQ = next_seq_sql("GREATEST")
     _FOR_UPDATE = " FOR UPDATE"
+    _DECIDED_AS = "(decision::json ->> 'by') = ? AND (decision::json ->> 'at') = ?"
     _GROUPS = True
 
     def __init__(

@@ -385,12 +385,18 @@ class Entry:
 
 @dataclass(frozen=True)
 class ClaimResult:
-    """What a claim found: ``claimed`` or why not."""
+    """What a claim found: ``claimed`` or why not.
+
+    ``decision``: refused because the call's stored decision is not the one the claimant
+    holds (``Store.claim``'s ``decision``: a person overruled the chat's automatic decision
+    in another process since the claimant read it), the stored one; ``None`` otherwise.
+    """
 
     claimed: bool
     status: str | None = None
     claimed_by: str | None = None
     conflict: str | None = None
+    decision: Decision | None = None
 
 
 # ------------------------------------------------------------------- seam
@@ -402,7 +408,8 @@ class Store(Protocol):
     :class:`Entry` (first writer wins, duplicates are dropped, a contradiction
     is reported, never raised). ``claim`` is the at-most-once primitive: a
     conditional update of one call row from ``requested``/``approved`` to
-    ``running``; it returns ``claimed=True`` only to the one caller that changed it.
+    ``running``, and of an approved one only while its decision is the one the
+    claimant holds; it returns ``claimed=True`` only to the one caller that changed it.
     """
 
     location: str
@@ -454,9 +461,18 @@ class Store(Protocol):
         owner: str,
         entries: Sequence[Entry] = (),
         state: Mapping[str, Any] | None = None,
+        decision: Decision | None = None,
     ) -> ClaimResult:
         """Write ``entries``, then claim the call for ``owner``, in one transaction (none of
-        it if the entries conflict: ``ClaimResult.conflict``)."""
+        it if the entries conflict: ``ClaimResult.conflict``).
+
+        ``decision``: the call's decision as the claimant holds it (an approved call's). The
+        claim is granted only while the call's stored decision is that one (the same decider
+        and time): one recorded since (a person overruling the chat's automatic approval
+        from another process, with edited arguments or not) refuses it, the stored decision
+        in ``ClaimResult.decision``, so that an approved call runs as approved, never with
+        the arguments of a decision that no longer stands. ``None``: not checked (an
+        ungated call has no decision)."""
         ...
 
     def decisions(self, chat_id: str, call_ids: Iterable[str]) -> dict[str, Decision]:

@@ -289,12 +289,31 @@ def _derived_state(conn: Any, chat_id: str) -> dict[str, Any]:
 
 
 class _Claim:
-    """The call a write claims for ``owner``; ``done`` once its row was written claimed."""
+    """The call a write claims for ``owner``; ``done`` once its row was written claimed.
+    ``held``: the decision the claimant holds (an approved call's), which the claim checks."""
 
-    __slots__ = ("at", "call_id", "done", "owner")
+    __slots__ = ("at", "call_id", "done", "held", "owner")
 
-    def __init__(self, call_id: str, owner: str, at: str):
+    def __init__(self, call_id: str, owner: str, at: str, held: Decision | None = None):
         self.call_id, self.owner, self.at, self.done = call_id, owner, at, False
+        self.held = held
+
+
+def _decided_as(decision: Decision) -> tuple[str, str]:
+    """What a claim checks of the decision its claimant holds (:meth:`SQLStore._claim_call`):
+    its decider and time as the row's JSON has them (``decision_out``'s ``by`` and ``at``).
+    An overruling decision has another of both (a person's, made later than the chat's own)."""
+    return decision.by, decision.at.isoformat()
+
+
+def same_decider(held: Decision, stored: Decision | None) -> bool:
+    """Whether ``stored`` is the decision ``held`` (its verdict, decider and time): the check
+    of :func:`_decided_as` made on the decoded row (a time written in another form)."""
+    return stored is not None and (held.verdict, held.by, held.at) == (
+        stored.verdict,
+        stored.by,
+        stored.at,
+    )
 
 
 _NO_CLAIMS: Mapping[str, _Claim] = {}
@@ -742,6 +761,10 @@ class SQLStore:
     _UPDATED_AT: ClassVar[str] = updated_at_sql("MAX")
     _NEXT_SEQ: ClassVar[str] = next_seq_sql("MAX")
     _FOR_UPDATE: ClassVar[str] = ""
+    _DECIDED_AS: ClassVar[str] = (
+        "json_extract(decision, '$.by') = ? AND json_extract(decision, '$.at') = ?"
+    )
+    """A claim's check of the stored decision (:func:`_decided_as`'s two values)."""
     _TEXT_ERRORS: ClassVar[tuple[type[BaseException], ...]] = (UnicodeEncodeError,)
 
     # -- what a dialect brings ------------------------------------------------------
@@ -978,12 +1001,13 @@ class SQLStore:
         owner: str,
         entries: Sequence[Entry] = (),
         state: Mapping[str, Any] | None = None,
+        decision: Decision | None = None,
     ) -> ClaimResult:
         try:
-            return self._claim(chat_id, call_id, owner, entries, state)
+            return self._claim(chat_id, call_id, owner, entries, state, decision)
         except self._TEXT_ERRORS:  # text the database cannot store (a lone surrogate): replaced
             valid = codec.valid_text(entries)
-            return self._claim(chat_id, call_id, owner, valid, clean_json(state))
+            return self._claim(chat_id, call_id, owner, valid, clean_json(state), decision)
 
     def _claim(
         self,
@@ -992,32 +1016,46 @@ class SQLStore:
         owner: str,
         entries: Sequence[Entry],
         state: Mapping[str, Any] | None,
+        decision: Decision | None,
     ) -> ClaimResult:
-        if self._claim_at_once(chat_id, call_id, owner, entries, state):
+        if self._claim_at_once(chat_id, call_id, owner, entries, state, decision):
             return ClaimResult(True, "running", owner)
         try:
             with self._tx(chat_id) as conn:
                 now = utcnow().isoformat()
-                claim = _Claim(call_id, owner, now)
+                claim = _Claim(call_id, owner, now, decision)
                 conflict = self._apply(conn, chat_id, entries, claim) if entries else None
                 if conflict is not None:  # nothing of the batch is written, nor claimed
                     raise _Conflict(conflict)
                 self._touch(conn, chat_id, state, None)
                 if claim.done:
                     return ClaimResult(True, "running", owner)
-                cur = self._claim_call(conn, chat_id, call_id, owner, now)
+                cur = self._claim_call(conn, chat_id, call_id, owner, now, decision)
                 if cur.rowcount == 1:
                     return ClaimResult(True, "running", owner)
                 row = conn.execute(
-                    "SELECT status, claimed_by FROM tool_calls WHERE chat_id = ? AND call_id = ?",
+                    "SELECT status, claimed_by, decision FROM tool_calls "
+                    f"WHERE chat_id = ? AND call_id = ?{self._FOR_UPDATE}",
                     (chat_id, call_id),
                 ).fetchone()
+                stored = None if row is None else codec.decision_in(codec.loads(row[2]))
+                if (
+                    row is not None
+                    and decision is not None
+                    and row[1] is None
+                    and same_decider(decision, stored)
+                ):  # the decision held, its time written in another form: checked here
+                    cur = self._claim_call(conn, chat_id, call_id, owner, now)
+                    if cur.rowcount == 1:
+                        return ClaimResult(True, "running", owner)
         except _Conflict as exc:
             return ClaimResult(False, conflict=exc.why)
         if row is None:
             return ClaimResult(False, conflict=f"call {call_id!r} is not in the store")
-        if tuple(row) == ("running", owner):  # this very claim, committed by a write retried
+        if tuple(row[:2]) == ("running", owner):  # this very claim, committed by a write retried
             return ClaimResult(True, "running", owner)
+        if decision is not None and row[1] is None and not same_decider(decision, stored):
+            return ClaimResult(False, row[0], None, decision=stored)  # decided anew elsewhere
         return ClaimResult(False, row[0], row[1])
 
     def _touch(
@@ -1260,13 +1298,28 @@ class SQLStore:
             (ch.status, chat_id, ch.call_id, ch.owner),
         )
 
-    @staticmethod
-    def _claim_call(conn: Any, chat_id: str, call_id: str, owner: str, at: str) -> Any:
-        return conn.execute(
+    def _claim_call(
+        self,
+        conn: Any,
+        chat_id: str,
+        call_id: str,
+        owner: str,
+        at: str,
+        decision: Decision | None = None,
+    ) -> Any:
+        """The claim: the call's row made ``running`` for ``owner`` if it is runnable and,
+        given the ``decision`` its claimant holds, still decided by it (the check is part
+        of the one statement: a grouped claim costs no more round trips). A person's
+        decision overruling the chat's own since makes it change nothing."""
+        sql = (
             "UPDATE tool_calls SET status = 'running', claimed_by = ?, claimed_at = ? "
             "WHERE chat_id = ? AND call_id = ? "
-            "AND (status = 'approved' OR (status = 'requested' AND gated = 0))",
-            (owner, at, chat_id, call_id),
+            "AND (status = 'approved' OR (status = 'requested' AND gated = 0))"
+        )
+        if decision is None:
+            return conn.execute(sql, (owner, at, chat_id, call_id))
+        return conn.execute(
+            f"{sql} AND {self._DECIDED_AS}", (owner, at, chat_id, call_id, *_decided_as(decision))
         )
 
     # -- group commit: the writes of many chats (a batch's) in one transaction -----------
@@ -1403,8 +1456,10 @@ class SQLStore:
         owner: str,
         entries: Sequence[Entry],
         state: Mapping[str, Any] | None,
+        decision: Decision | None = None,
     ) -> bool:
-        plan = self._plan(chat_id, entries, state, None, (), (call_id,), owner)
+        decisions = {call_id: decision} if decision is not None else None
+        plan = self._plan(chat_id, entries, state, None, (), (call_id,), owner, decisions)
         return plan is not None and self._at_once(chat_id, plan)
 
     def _plan(
@@ -1416,22 +1471,27 @@ class SQLStore:
         recorded: Sequence[tuple[tuple[Any, ...], str, int, bool]] = (),
         claims: Sequence[str] = (),
         owner: str = "",
+        decisions: Mapping[str, Decision] | None = None,
     ) -> Callable[[Any], list[tuple[Any, int]]] | None:
         """A group job's plan: write ``entries`` (with the chat's state and tools, then
         the ``recorded`` rows) and claim ``claims`` for ``owner``, each call's row claimed as
-        it is written if it is among the entries, else by its own update. ``None``: the
-        entries need the careful path (:func:`_simple`)."""
+        it is written if it is among the entries, else by its own update, checked against
+        the decision the claimant holds (``decisions``, by call id: a call decided anew
+        elsewhere changes no row, and the careful path says so). ``None``: the entries need
+        the careful path (:func:`_simple`)."""
         if not _simple(entries):
             return None
+        held = decisions or {}
 
         def plan(conn: Any) -> list[tuple[Any, int]]:
             at = utcnow().isoformat()
-            marks = {call_id: _Claim(call_id, owner, at) for call_id in claims}
+            marks = {call_id: _Claim(call_id, owner, at, held.get(call_id)) for call_id in claims}
             expect = self._apply_at_once(conn, chat_id, entries, marks)
             self._touch(conn, chat_id, state, tools)
             for claim in marks.values():
                 if not claim.done:
-                    expect.append((self._claim_call(conn, chat_id, claim.call_id, owner, at), 1))
+                    cur = self._claim_call(conn, chat_id, claim.call_id, owner, at, claim.held)
+                    expect.append((cur, 1))
             for row, cid, step, replayed in recorded:
                 self._record_in(conn, row, cid, step, replayed)
             return expect
@@ -1447,10 +1507,13 @@ class SQLStore:
         recorded: Sequence[tuple[Recording, str, int, bool]] = (),
         claims: Sequence[str] = (),
         owner: str = "",
+        decisions: Mapping[str, Decision] | None = None,
     ) -> _Job | None:
         """:meth:`write` and the claims of ``claims`` (call ids, for ``owner``) as one job for
         a dialect that sends groups from an event loop (``send_async``: PostgreSQL's), or
         ``None`` if they need the careful path (the caller then writes and claims as usual).
+        ``decisions``: the decision the claimant holds of each approved call it claims, as
+        ``claim``'s ``decision`` (checked in the claim's own statement).
 
         Sent, the job is all or nothing: ``written`` once its group committed, every call of
         ``claims`` claimed by ``owner``; else nothing of it is written, and the careful path
@@ -1459,7 +1522,7 @@ class SQLStore:
         if not self._GROUPS:
             return None
         rows = [(self._recording_row(r, c, s), c, s, p) for r, c, s, p in recorded]
-        plan = self._plan(chat_id, entries, state, tools, rows, claims, owner)
+        plan = self._plan(chat_id, entries, state, tools, rows, claims, owner, decisions)
         return None if plan is None else _Job(chat_id, plan, [row for row, *_ in rows])
 
     def _decision_change(self, conn: Any, chat_id: str, ch: DecisionChange) -> str:

@@ -113,8 +113,9 @@ class _Spied(PostgresStore):
         recorded: Sequence[Any] = (),
         claims: Sequence[str] = (),
         owner: str = "",
+        decisions: Any = None,
     ) -> Any:
-        job = super().write_job(chat_id, entries, state, tools, recorded, claims, owner)
+        job = super().write_job(chat_id, entries, state, tools, recorded, claims, owner, decisions)
         if job is not None:
             self.jobs.append(("claims" if claims else "write", job))
         return job
@@ -164,9 +165,10 @@ class _Spied(PostgresStore):
         owner: str,
         entries: Sequence[Any] = (),
         state: Mapping[str, Any] | None = None,
+        decision: Any = None,
     ) -> Any:
         self.careful.append("claim")
-        return super().claim(chat_id, call_id, owner, entries, state)
+        return super().claim(chat_id, call_id, owner, entries, state, decision)
 
     def record_response(self, recording: Any, chat_id: str, step: int, replayed: bool) -> None:
         self.careful.append("record_response")
