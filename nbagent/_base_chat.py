@@ -765,7 +765,7 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         if not elsewhere:
             return
         for step, key in sorted(fork._replayer.keys.items()):  # the shared steps' keys
-            found = self._replayer.recorded(step, extra)
+            found = self._replayer.recorded(step, extra, quiet=True)
             if found is None or found.key != key:
                 continue  # nowhere now (its store unreadable): the fork asks it again
             for place in elsewhere:

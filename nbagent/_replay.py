@@ -449,8 +449,12 @@ class Replayer:
     def effective_mode(self) -> str:
         return self.mode or get_config().replay
 
-    def recorded(self, step: int, extra: Iterable[Recordings] = ()) -> Recording | None:
-        """The recording of ``step``'s request: this chat's own, else where recordings live."""
+    def recorded(
+        self, step: int, extra: Iterable[Recordings] = (), *, quiet: bool = False
+    ) -> Recording | None:
+        """The recording of ``step``'s request: this chat's own, else where recordings live.
+        ``quiet``: a source that cannot be read is a miss without a warning (a fork saving a
+        chat whose store's file is gone: that store is why it is forked, and said so)."""
         found = self.own.get(step)
         key = self.keys.get(step)
         if found is not None and found.key == key:
@@ -461,7 +465,13 @@ class Replayer:
         if PROCESS not in sources:  # replay="off": what this process recorded counts too
             sources.insert(0, PROCESS)
         for source in searched(sources):
-            found = _safely("read recordings from", source.find, source, key)
+            if quiet:
+                try:
+                    found = source.find(key)
+                except Exception:
+                    continue
+            else:
+                found = _safely("read recordings from", source.find, source, key)
             if found is not None:
                 return found
         return None
