@@ -215,8 +215,8 @@ def entry_html(e: Entry, *, live: bool = False) -> str:
     """One entry as an HTML fragment (everything escaped); ``live`` in the widget view."""
     if isinstance(e, UserEntry):
         return (
-            f'<div class="nba-entry nba-user"><span class="nba-who">You</span>{esc(e.text)}'
-            f"{thumbs_html(e.images)}</div>"
+            '<div class="nba-entry nba-user"><span class="nba-who">You</span>'
+            f"{esc(redact_keys(e.text))}{thumbs_html(e.images)}</div>"
         )
     if isinstance(e, TextEntry):
         head = thinking_html(e) + commentary_html(e)
@@ -487,7 +487,7 @@ def fence_block(text: str, lang: str = "") -> str:
 
 def entry_markdown(e: Entry) -> str:
     if isinstance(e, UserEntry):
-        return f"**You:** {md_text(e.text + _labels(e.images))}"
+        return f"**You:** {md_text(redact_keys(e.text) + _labels(e.images))}"
     if isinstance(e, TextEntry):
         if e.parsed is not None:
             said = "**Assistant:**\n\n" + _parsed_markdown(e.parsed)
@@ -558,7 +558,7 @@ def entry_text(e: Entry) -> str:
 
 def _entry_text(e: Entry) -> str:
     if isinstance(e, UserEntry):
-        return f"You: {e.text}{_labels(e.images)}"
+        return f"You: {redact_keys(e.text)}{_labels(e.images)}"
     if isinstance(e, TextEntry):
         if e.parsed is not None:
             name, rows = _parsed(e.parsed)
