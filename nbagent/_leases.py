@@ -70,6 +70,10 @@ class Leases(Generic[T]):
         with self._lock:
             return len(self._shared)
 
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._shared
+
     def _releaser(self, key: str, lease: _Lease[T]) -> Release:
         done = False
 

@@ -89,9 +89,14 @@ def lease_again(store: Store) -> Release | None:
     return release
 
 
-def shared_count() -> int:
-    """How many shared store objects are open (for tests)."""
-    return len(_STORES)
+def shared_count(where: str | None = None) -> int:
+    """How many shared store objects are open (for tests); with ``where`` (a path or a
+    ``postgresql://`` URL), whether that one is (1 or 0): a test counting every store of its
+    process saw an earlier test's store, left to the collector, let go in the middle of it."""
+    if where is None:
+        return len(_STORES)
+    kind = "postgres" if where.startswith(("postgresql://", "postgres://")) else "sqlite"
+    return int(_key(kind, where) in _STORES)
 
 
 __all__ = ["lease_again", "leased", "shared_count"]
