@@ -634,9 +634,11 @@ def _is_ray(pid: int) -> bool:
 
 
 def _end(pids: set[int]) -> None:
-    """End these child processes (Ray's, started by a failed ``ray.init``)."""
+    """End these child processes (Ray's, started by a failed ``ray.init``), each waited for
+    through Ray's own ``Popen`` of it where one is left (:func:`_handles`)."""
     import signal
 
+    handles = _handles(pids)
     for pid in pids:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGTERM)
@@ -644,17 +646,47 @@ def _end(pids: set[int]) -> None:
     alive = set(pids)
     while alive and time.monotonic() < deadline:
         for pid in list(alive):
-            with contextlib.suppress(ChildProcessError, OSError):
-                done, _ = os.waitpid(pid, os.WNOHANG)
-                if done == 0:
-                    continue
-            alive.discard(pid)
+            if _reaped(pid, handles):
+                alive.discard(pid)
         if alive:
             time.sleep(0.05)
     for pid in alive:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+        handle = handles.get(pid)
+        with contextlib.suppress(ChildProcessError, OSError):
+            if handle is not None:
+                handle.wait()
+            else:
+                os.waitpid(pid, 0)
+
+
+def _handles(pids: set[int]) -> dict[int, Any]:
+    """Ray's ``subprocess.Popen`` objects of these processes, where a failed ``ray.init``
+    left them (in its half-made node, collected later): reaped by ``os.waitpid``, a Popen
+    still says its process runs, and warns "subprocess ... is still running" when collected
+    (pytest reports it in whichever test is running then)."""
+    import gc
+    import subprocess
+
+    if not pids:
+        return {}
+    return {
+        o.pid: o
+        for o in gc.get_objects()
+        if isinstance(o, subprocess.Popen) and o.pid in pids and o.returncode is None
+    }
+
+
+def _reaped(pid: int, handles: dict[int, Any]) -> bool:
+    """Whether ``pid`` has ended (and is reaped: by its Popen where there is one)."""
+    handle = handles.get(pid)
+    if handle is not None:
+        return handle.poll() is not None
+    with contextlib.suppress(ChildProcessError, OSError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done != 0
+    return True
 
 
 MAX_CHATS_PER_WORKER = 1000

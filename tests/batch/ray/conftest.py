@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from nbagent.batch._ray import START_ATTEMPTS, START_TIMED_OUT
+from nbagent.batch._ray import START_ATTEMPTS, START_TIMED_OUT, _children, _end, _is_ray
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
@@ -89,6 +89,7 @@ def ray_cluster() -> Iterator[RayCluster]:
     started = time.perf_counter()
     try:
         for attempt in range(1, START_ATTEMPTS + 1):
+            before = _children()
             try:
                 context: Any = ray.init(
                     num_cpus=NUM_CPUS,
@@ -103,6 +104,9 @@ def ray_cluster() -> Iterator[RayCluster]:
                 break
             except Exception as exc:  # a loaded machine: as RayBackend.connect does
                 ray.shutdown()
+                # what the failed start left running, each waited for through Ray's Popen
+                # (collected unwaited, it failed a later test with "still running")
+                _end({p for p in _children() - before if _is_ray(p)})
                 if START_TIMED_OUT not in str(exc) or attempt == START_ATTEMPTS:
                     raise
     finally:
