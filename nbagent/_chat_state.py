@@ -66,7 +66,7 @@ from ._result_text import to_result
 from ._rules import Rule, denied_edit
 from ._runner import Job, Mode, ToolRunner
 from ._schema import validate_json_schema
-from ._secrets import _KEY_PREFIXES, _USERINFO, _keys_hidden, provider_secrets, scrub
+from ._secrets import provider_secrets, scrub, scrub_keys
 from ._tools import (
     CancelEvent,
     InputsRequired,
@@ -647,13 +647,13 @@ class ChatCore:
         unparsable arguments, an unknown tool's name, what a schema check quotes back; a
         person's reason, as :meth:`_scrubbed_reason` does; a fork's given result); here
         the whole is scrubbed of the chat's provider key and key-shaped tokens only
-        (:func:`keys_scrubbed`). Read whole, the name-value rule took nbagent's own
+        (:func:`~nbagent._secrets.scrub_keys`). Read whole, the name-value rule took nbagent's own
         ``invalid arguments for reset_password: password: expected string`` for a
         password given a value, and the model lost which parameter was wrong.
         """
         secrets = provider_secrets(self.provider)
-        text = keys_scrubbed(text, secrets)
-        error = keys_scrubbed(error, secrets) if error is not None else None
+        text = scrub_keys(text, secrets)
+        error = scrub_keys(error, secrets) if error is not None else None
         turn = self._call_turn.get(c.id, self._turn)
         result = ToolResultMessage(
             c.id,
@@ -1359,23 +1359,6 @@ class ChatCore:
                 self._exhausted = snap.last_budget
             self._parent = snap.parent
             self._bus.resume_at(snap.next_seq)
-
-
-def keys_scrubbed(text: str, secrets: Iterable[str]) -> str:
-    """``text`` nbagent composed (an answer of a call it did not run, :meth:`ChatCore._answer`)
-    with ``secrets`` (the chat's provider's key), key-shaped tokens and URL credentials as
-    ``***``: what no words around them make harmless. Not the name-value rule of
-    :func:`~nbagent._secrets.redact_keys`, which reads nbagent's own ``<tool>:
-    <parameter>:`` as a name given a value; the pieces of others' text in it were
-    scrubbed with that rule too, alone (:meth:`ChatCore._said`)."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-    if any(prefix in text for prefix in _KEY_PREFIXES):
-        text = _keys_hidden(text, "***")
-    if "@" in text:
-        text = _USERINFO.sub(lambda m: f"{m[1]}***@", text)
-    return text
 
 
 def _close_all(subscriptions: Iterable[Any]) -> None:

@@ -721,10 +721,29 @@ def scrub(text: str, secrets: Iterable[str | None]) -> str:
     reason): the providers' (the configured key) and the MCP client's (a server's ``env`` and
     ``headers`` values) both use it.
     """
+    return redact_keys(_named_scrubbed(text, secrets))
+
+
+def scrub_keys(text: str, secrets: Iterable[str | None]) -> str:
+    """``text`` nbagent composed (an answer of a call it did not run) with ``secrets`` (the
+    chat's provider's key), key-shaped tokens and URL credentials as ``***``: what no words
+    around them make harmless. Not :func:`redact_keys`' name-value rule, which reads
+    nbagent's own ``<tool>: <parameter>:`` as a name given a value; the pieces of others'
+    text in it are scrubbed with :func:`scrub` first, alone."""
+    text = _named_scrubbed(text, secrets)
+    if any(prefix in text for prefix in _KEY_PREFIXES):
+        text = _keys_hidden(text, "***")
+    if "@" in text:
+        text = _USERINFO.sub(lambda m: f"{m[1]}***@", text)
+    return text
+
+
+def _named_scrubbed(text: str, secrets: Iterable[str | None]) -> str:
+    """``text`` with every secret of 4+ characters as ``***``."""
     for secret in secrets:
         if secret and len(secret) >= 4:
             text = text.replace(secret, "***")
-    return redact_keys(text)
+    return text
 
 
 KEY_MIN = 16
@@ -851,5 +870,6 @@ __all__ = [
     "redact_keys",
     "redacted",
     "scrub",
+    "scrub_keys",
     "token_masks",
 ]
