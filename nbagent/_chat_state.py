@@ -140,6 +140,18 @@ def checked_edit(tool: Tool, name: str, arguments: dict[str, Any]) -> dict[str, 
     return dict(arguments)
 
 
+def same_arguments(given: Any, own: Mapping[str, Any]) -> bool:
+    """Whether approving with ``given`` is approving the call's ``own`` arguments: the same
+    JSON, key order aside (``1`` and ``1.0`` or ``True`` are other values: the tool would get
+    another value). Such an approval is a plain one: nothing was edited, so no edit is
+    recorded, shown or told to the model (an editor approved unchanged, its ``***`` put back)."""
+    try:
+        dumped = json.dumps(given, sort_keys=True, allow_nan=False, ensure_ascii=False)
+        return dumped == json.dumps(own, sort_keys=True, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):  # not JSON: checked_edit says why
+        return False
+
+
 def _with(standing: Decision, verdict: str) -> str:
     """What a refused approval is told of the ``standing`` approval: the arguments it stands
     with (``""`` for a contradicting verdict, which says enough)."""
@@ -789,6 +801,11 @@ class ChatCore:
             c = self.get_call(call)
             if c.approval is None or not c.approval.required:
                 raise DecisionError(f"{c.name}({c.id}) does not need approval")
+            # the call's own: a plain approval, nothing edited (one made elsewhere, a
+            # store's, is applied as it is stored: the store judges it so itself)
+            mine = arguments is not None and verdict == "approved" and not elsewhere
+            if mine and same_arguments(arguments, c.arguments):
+                arguments = None
             existing = c.decision
             if existing is not None:
                 # an approval without arguments is not one with edited arguments (nor the
