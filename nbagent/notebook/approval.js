@@ -81,21 +81,72 @@ function keepKeys(el) {
   });
 }
 
+// A control's identity across redraws, which build every node anew: its kind, its label
+// (what a screen reader reads) and its class.
+function controlKey(node) {
+  return keyOf(node.tagName, node.getAttribute("aria-label") || node.textContent, node.className);
+}
+
+function keyOf(tag, label, cls) {
+  return `${tag.toUpperCase()}\u0000${label}\u0000${cls.trim()}`;
+}
+
+// A note a screen reader says without moving focus ("sent", "working").
+function statusNote(cls, text) {
+  const note = h("div", cls, text);
+  note.setAttribute("role", "status");
+  return note;
+}
+
 function render({ model, el }) {
   el.classList.add("nba-action");
+  // Focusable from code only (not a Tab stop): the card holds the keyboard focus while its
+  // controls are disabled (a disabled button drops it to the page's body).
+  el.tabIndex = -1;
   keepKeys(el);
-  // Local UI state survives redraws (an error must not wipe what was typed).
+  // Where focus goes when the card is taken away while it has it (a settled turn's view
+  // becomes plain HTML): the notebook cell it was in, not the page's body. `cell` is found
+  // once the card is on the page; `focused` says whether focus was in the card last.
+  const place = { cell: null, focused: false };
+  el.addEventListener("focusin", () => {
+    place.focused = true;
+    const up = el.parentElement;
+    place.cell = (up && up.closest(".jp-Cell, .cell")) || place.cell;
+  });
+  el.addEventListener("focusout", (ev) => {
+    // a node taken out of the page may say so with no relatedTarget: still ours
+    if (ev.relatedTarget && !el.contains(ev.relatedTarget)) place.focused = false;
+  });
+  // Local UI state survives redraws (an error must not wipe what was typed). `focus`: the
+  // control that had focus, given it back once a redraw has it enabled again.
   const ui = { editing: false, editText: null, reason: "", clicked: false, jsonError: "",
-    values: {}, replying: false, reply: "" };
+    values: {}, replying: false, reply: "", focus: null };
+
+  // Focus to the card itself, keeping which control had it.
+  function holdFocus() {
+    const active = document.activeElement;
+    if (!active || !el.contains(active)) return;
+    if (active !== el) ui.focus = controlKey(active);
+    el.focus({ preventScroll: true });
+  }
+
+  // A redraw that swaps controls (the editor opened or closed): focus goes to `key`'s.
+  function focusOn(key) {
+    if (document.activeElement && el.contains(document.activeElement)) {
+      el.focus({ preventScroll: true });
+      ui.focus = key;
+    }
+  }
 
   function send(kind, extra) {
     if (ui.clicked) return;
     ui.clicked = true;
+    holdFocus();  // before the controls are disabled (Enter on Approve: focus stays here)
     for (const node of el.querySelectorAll("button, input, textarea")) node.disabled = true;
     el.classList.add("nba-busy");
     // Said at once: a kernel busy with another cell handles the click only when that cell
     // ends (seconds, minutes); the kernel's answer (its `state`) redraws the card.
-    el.append(h("div", "nba-action-note nba-sent", "sent \u2014 waiting for the kernel\u2026"));
+    el.append(statusNote("nba-action-note nba-sent", "sent \u2014 waiting for the kernel\u2026"));
     counter += 1;
     // A custom message, not a trait: Jupyter Widgets sends one state update at a time and
     // holds the next until the kernel reports the first idle, which a kernel running an
@@ -117,6 +168,7 @@ function render({ model, el }) {
       area.spellcheck = false;
       area.setAttribute("aria-label", "Edited arguments (JSON)");
       const note = h("div", "nba-action-error", ui.jsonError);
+      note.setAttribute("aria-live", "polite");  // said as it changes, not as an alert
       area.addEventListener("input", () => {
         ui.editText = area.value;
         try {
@@ -134,7 +186,12 @@ function render({ model, el }) {
         send("edit", { arguments: area.value });
       });
       ok.disabled = !!ui.jsonError || state === "working";
-      const cancel = button("Cancel", "", () => { ui.editing = false; ui.jsonError = ""; draw(); });
+      const cancel = button("Cancel", "", () => {
+        ui.editing = false;
+        ui.jsonError = "";
+        focusOn(keyOf("button", "Edit arguments", "nba-btn"));
+        draw();
+      });
       cancel.disabled = state === "working";
       row.append(ok, cancel);
       box.append(area, note, row);
@@ -150,7 +207,11 @@ function render({ model, el }) {
     const deny = button("Deny", "nba-btn-deny", () => send("deny", { reason: reason.value }),
       "Do not run this call; the model is told why (Enter in the reason box does the same)");
     const editable = model.get("editable");
-    const edit = button("Edit arguments", "", () => { ui.editing = true; draw(); },
+    const edit = button("Edit arguments", "", () => {
+      ui.editing = true;
+      focusOn(keyOf("textarea", "Edited arguments (JSON)", "nba-action-json"));
+      draw();
+    },
       editable ? "Change the arguments, then approve"
         : "These arguments are too large to edit here; use chat.approve(call, arguments=...)");
     edit.disabled = !editable;
@@ -184,7 +245,7 @@ function render({ model, el }) {
     }
     if (active) {
       approvalControls(state, slot);
-      if (state === "working") slot.append(h("div", "nba-action-note", "working\u2026"));
+      if (state === "working") slot.append(statusNote("nba-action-note", "working\u2026"));
     } else if (model.get("revocable")) {
       const tool = model.get("tool");
       const row = h("div", "nba-action-row");
@@ -436,7 +497,7 @@ function render({ model, el }) {
     el.append(body);
     const slot = body.querySelector(".nba-controls") || el;
     inputControls(state, slot);
-    if (state === "working") slot.append(h("div", "nba-action-note", "working\u2026"));
+    if (state === "working") slot.append(statusNote("nba-action-note", "working\u2026"));
   }
 
   function draw() {
@@ -445,7 +506,11 @@ function render({ model, el }) {
     if (state !== "working") { ui.clicked = false; el.classList.remove("nba-busy"); }
     // Keep what the reader opened and where they were typing across the redraw.
     const opened = Array.from(el.querySelectorAll("details"), (d) => d.open);
-    const focused = el.contains(document.activeElement) ? document.activeElement.className : "";
+    const active = document.activeElement;
+    const hadFocus = !!active && el.contains(active);
+    const typing = hadFocus && active !== el && typeof active.selectionStart === "number"
+      ? [active.selectionStart, active.selectionEnd] : null;
+    if (hadFocus && active !== el) ui.focus = controlKey(active);
     el.replaceChildren();
     el.dataset.state = state;
     el.dataset.kind = kind;
@@ -457,12 +522,27 @@ function render({ model, el }) {
     else if (kind === "input") drawInput(state);
     else drawApproval(state);
     const error = model.get("error");
-    if (error) el.append(h("div", "nba-action-error", error));
+    if (error) {
+      const said = h("div", "nba-action-error", error);
+      said.setAttribute("role", "alert");  // a refused click: said at once
+      el.append(said);
+    }
     const details = el.querySelectorAll("details");
     if (details.length === opened.length) details.forEach((d, i) => { d.open = opened[i]; });
-    if (focused) {
-      const again = el.querySelector(`.${focused.split(" ").filter(Boolean).join(".")}`);
-      if (again && !again.disabled && again.focus) again.focus();
+    if (hadFocus) {
+      // the control that had focus when it is there and enabled (the edit's Approve after
+      // a refusal, the reason box typed in), else the card itself: never the page's body
+      const again = ui.focus && !ui.clicked ? Array.from(
+        el.querySelectorAll("button, input, textarea, select"),
+      ).find((n) => !n.disabled && controlKey(n) === ui.focus) : null;
+      if (again) {
+        again.focus({ preventScroll: true });
+        if (typing && typeof again.selectionStart === "number") {
+          try { again.setSelectionRange(typing[0], typing[1]); } catch (e) { /* a number box */ }
+        }
+      } else {
+        el.focus({ preventScroll: true });
+      }
     }
   }
 
@@ -473,7 +553,19 @@ function render({ model, el }) {
   // the kernel knows when a card is drawn on a page its output's updates cannot reach.
   if (!window.__nbagentPage) window.__nbagentPage = `${Date.now()}-${Math.random()}`;
   try { model.send({ event: "rendered", page: window.__nbagentPage }); } catch (e) { /* a static page has no kernel */ }
-  return () => { for (const name of TRAITS) model.off(`change:${name}`, redraw); };
+  return () => {
+    for (const name of TRAITS) model.off(`change:${name}`, redraw);
+    if (!place.focused || !place.cell) return;
+    // the card is going (its node out of the page now or soon): once it has, a focus left
+    // on nothing goes to its cell
+    const refocus = () => {
+      const now = document.activeElement;
+      const lost = !now || now === document.body || (el.contains(now) && !el.isConnected);
+      if (lost && place.cell.isConnected) place.cell.focus({ preventScroll: true });
+    };
+    refocus();
+    requestAnimationFrame(refocus);
+  };
 }
 
 export default { render };
