@@ -122,11 +122,6 @@ def test_an_approval_is_an_edit_exactly_when_the_json_differs(
         chat.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store.approve (nbagent/store/_sql.py, _decide) still records arguments equal to the "
-    "call's own as an edit: it needs the same same_arguments() check once it has found the call",
-)
 def test_store_approve_with_the_calls_own_arguments_reaches_the_chat_as_a_plain_approval(
     tmp_path: Path,
 ) -> None:

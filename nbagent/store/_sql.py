@@ -35,7 +35,7 @@ from contextlib import AbstractContextManager, suppress
 from datetime import datetime
 from typing import Any, ClassVar
 
-from .._chat_state import answer_json, checked_answer
+from .._chat_state import answer_json, checked_answer, same_arguments
 from .._errors import DecisionError, InputError, StoreError
 from .._events import (
     ApprovalDecided,
@@ -2054,6 +2054,9 @@ class SQLStore:
             label = f"{sc.name}({sc.id}) in chat {sc.chat_id}"
             if sc.approval is None or not sc.approval.required:
                 raise DecisionError(f"{label} does not need approval")
+            # the call's own arguments: a plain approval, nothing edited (as chat.approve)
+            if verdict == "approved" and same_arguments(arguments, sc.arguments):
+                arguments = None
             if sc.decision is not None:
                 stood = sc.decision
                 at = stood.at.isoformat(timespec="seconds")
