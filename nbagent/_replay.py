@@ -637,14 +637,29 @@ class ReplayingProvider:
         where = redact_keys(", ".join(repr(s) for s in self.sources))  # a DSN's password
         best = nearest(fp, seen.values())
         if best is None:
-            return f"{head}. No recordings at all in {where}."
+            return f"{head}. No recordings at all in {where}." + self._mend()
         diffs = differences(fp, best.fingerprint, request) or ["nothing visible (a new format?)"]
         return (
             f"{head}. The nearest recording (step {best.step} of chat "
             f"{short_id(best.chat_id) or '?'}, "
             f"{best.created_at:%Y-%m-%d %H:%M}) differs in "
             + "; ".join(diffs)
-            + f". Searched: {where}. Run with replay='auto' to ask the model and record."
+            + f". Searched: {where}."
+            + (self._mend() or " Run with replay='auto' to ask the model and record.")
+        )
+
+    def _mend(self) -> str:
+        """How an exported test's miss is mended: its OfflineProvider never asks a model, so
+        replay='auto' cannot record the request; the test is exported again (else "")."""
+        from .testing._offline import OfflineProvider  # the testing package imports this one
+
+        if not isinstance(self.inner, OfflineProvider):
+            return ""
+        return (
+            " This test's recordings folder has no recording of this request (an exported "
+            "test replays only its own folder, and its OfflineProvider never asks a model): if "
+            "the chat now sends this request, export the test again with chat.to_pytest(...) "
+            "from a chat that ran."
         )
 
     def _tee(self, request: ModelRequest) -> tuple[ModelRequest, list[StreamDelta] | None]:
