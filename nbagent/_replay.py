@@ -658,8 +658,8 @@ class ReplayingProvider:
         return (
             " This test's recordings folder has no recording of this request (an exported "
             "test replays only its own folder, and its OfflineProvider never asks a model): if "
-            "the chat now sends this request, export the test again with chat.to_pytest(...) "
-            "from a chat that ran."
+            "the chat now sends this request, export the test again with "
+            "nbagent.testing.to_pytest(chat, path) from a chat that ran."
         )
 
     def _tee(self, request: ModelRequest) -> tuple[ModelRequest, list[StreamDelta] | None]:

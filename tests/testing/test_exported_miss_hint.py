@@ -78,7 +78,7 @@ def test_an_exported_test_missing_a_recording_says_to_export_again(tmp_path: Pat
     assert "1 failed" in text and "ReplayMissError" in text, text
     assert "replay='auto'" not in text, text
     assert "recordings folder has no recording of this request" in text, text
-    assert "chat.to_pytest(" in text, text
+    assert "nbagent.testing.to_pytest(chat, path)" in text, text
 
 
 def test_a_chat_that_can_ask_a_model_still_hears_of_replay_auto(tmp_path: Path) -> None:
