@@ -633,7 +633,10 @@ def differences(
     if changed_opts := sorted(
         k for k in set(opts_now) | set(opts_then) if opts_now.get(k) != opts_then.get(k)
     ):
-        out.append("the options: " + ", ".join(_option_now(request, k) for k in changed_opts))
+        out.append(
+            "the options: "
+            + ", ".join(_option_now(request, k, opts_then.get(k)) for k in changed_opts)
+        )
     return out
 
 
@@ -642,12 +645,36 @@ def differences(
 _SHOWN_OPTIONS = ("tool_choice", "calls", "reasoning", "cache")
 
 
-def _option_now(request: ModelRequest, name: str) -> str:
-    """An option that differs, with its value now when it is short and safe to show."""
+def _option_values(request: ModelRequest, name: str) -> list[Any]:
+    """The values a shown option may have held when recorded (its recording keeps a digest
+    only: the recorded value is the one of these whose digest it is)."""
+    from ._reasoning import EFFORT_BUDGETS, EFFORTS
+
+    if name == "tool_choice":
+        hosted = [h.name for h in request.hosted if isinstance(getattr(h, "name", None), str)]
+        return ["auto", "none", "required", *(t.name for t in request.tools), *hosted]
+    if name == "calls":
+        return ["one", "many"]
+    if name == "reasoning":
+        return [None, *EFFORTS, *EFFORT_BUDGETS.values()]
+    return [False, True]  # cache
+
+
+def _option_now(request: ModelRequest, name: str, recorded: Any = None) -> str:
+    """An option that differs, with its value now when it is short and safe to show, and
+    its recorded value (``recorded``: its digest) when that is one it could have held."""
     value = getattr(request, name, None) if name in _SHOWN_OPTIONS else None
     if not isinstance(value, (str, int, float, bool)) or len(str(value)) > 40:
         return name
-    return f"{name} (now {redact_keys(repr(value))})"
+    then = next(
+        (v for v in _option_values(request, name) if recorded and _digest(v) == recorded),
+        _UNKNOWN,
+    )
+    was = "" if then is _UNKNOWN else f"recorded {redact_keys(repr(then))}, "
+    return f"{name} ({was}now {redact_keys(repr(value))})"
+
+
+_UNKNOWN = object()
 
 
 # ------------------------------------------------------------------- JSON forms

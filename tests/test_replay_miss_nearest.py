@@ -56,4 +56,4 @@ def test_a_miss_by_an_option_names_the_request_with_the_same_messages(tmp_path: 
     text = str(caught.value)
     assert "The nearest recording (step 1 of chat" in text, text
     assert "the number of messages" not in text, text
-    assert "differs in the options: calls (now 'one')." in text, text
+    assert "differs in the options: calls (recorded 'many', now 'one')." in text, text
