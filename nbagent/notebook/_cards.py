@@ -200,13 +200,20 @@ def _name(e: CallEntry) -> list[str]:
             f'<span class="nba-server" title="{where} {esc(e.r.server)}">{esc(e.r.server)}</span>'
             '<span class="nba-dim"> · </span>'
         )
-    out.append(f'<span class="nba-tool" title="call {esc(e.r.call_id)}">{esc(e.r.tool)}</span>')
+    out.append(f'<span class="nba-tool" title="call {esc(e.r.call_id)}">{esc(tool_name(e))}</span>')
     return out
+
+
+def tool_name(e: CallEntry) -> str:
+    """The call's tool name as shown: the model writes it (an unknown tool's name may hold
+    ``password=...``), so it is read by ``redact_keys`` as the answer the model gets is; the
+    record keeps the name as sent."""
+    return redact_keys(e.r.tool)
 
 
 def call_label(e: CallEntry) -> str:
     """``server · tool`` for a tool of an MCP server (hosted or not), else the tool's name."""
-    return f"{e.r.server} · {e.r.tool}" if e.r.server else e.r.tool
+    return f"{e.r.server} · {tool_name(e)}" if e.r.server else tool_name(e)
 
 
 def status_word(e: CallEntry) -> str:
@@ -235,7 +242,7 @@ def _always_chip(e: CallEntry) -> str:
         return ""
     return (
         f'<span class="nba-chip nba-always" title="approved by an always-allow rule for '
-        f'{esc(e.r.tool)}: no one was asked">always allowed</span>'
+        f'{esc(tool_name(e))}: no one was asked">always allowed</span>'
     )
 
 
@@ -300,7 +307,7 @@ def reason_words(e: CallEntry) -> str:
     if e.r.hosted and e.r.approval_source == "provider":
         where = f" on {e.r.server}" if e.r.server else ""
         return (
-            f"The provider runs {e.r.tool}{where} once you approve: your decision is sent "
+            f"The provider runs {tool_name(e)}{where} once you approve: your decision is sent "
             "to it, nothing runs here."
         )
     static = f"{e.r.tool} requires approval before it runs"
