@@ -69,35 +69,26 @@ def spawn(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
 
 
 _EXIT_WAIT = 5.0
-"""How long interpreter exit waits for the background loop's calls to end and for its tasks to
-settle (a task that ignores its cancellation, or a loop blocked by a sync call, is then left
-as before)."""
-
-_QUIET_TURNS = 20
-"""Turns of the background loop, with no call in flight, after which the exit cancels its
-tasks: what a call's end set going (its round's next call refused, its round's write, the
-round's end) runs to its next wait meanwhile."""
+"""How long interpreter exit may wait on the background loop, in all: for its tasks to settle
+once cancelled, then for the finalizers' releases (:func:`let_go`). One deadline for the
+whole exit: a loop blocked by a sync call (``time.sleep`` in an async tool) holds it once,
+not once for the settling and again for each chat and store left open."""
 
 _exiting = False  # set by _settle_background: the interpreter exits
-_in_flight: weakref.WeakSet[Any] = weakref.WeakSet()  # objects whose in_flight() the exit waits on
-
-
-def hold_exit_for(obj: Any) -> None:
-    """Have interpreter exit wait (at most :data:`_EXIT_WAIT`) while ``obj.in_flight()`` is
-    true, before it cancels the background loop's tasks (held weakly).
-
-    A chat's store extension: a call it claimed that has not ended yet. The thread of a call
-    that ran as the script ended is waited for by Python (its pools' exit hook), but its end
-    reaches the chat on the background loop only afterwards; cancelled before, the round
-    left the call's end unrecorded: in doubt on the next load, though it ran.
-    """
-    _in_flight.add(obj)
+_exit_deadline = 0.0  # when the exit stops waiting on the background loop (time.monotonic())
 
 
 def exiting_here() -> bool:
     """Whether the interpreter exits and this thread runs nbagent's background loop: no call
     may start here any more (one not started stays runnable, for the next process)."""
     return _exiting and on_background_loop()
+
+
+def _exit_left() -> float:
+    """Seconds the exit may still wait on the background loop (none once its deadline passed)."""
+    import time
+
+    return max(0.0, _exit_deadline - time.monotonic())
 
 
 async def _cancel_all() -> None:
@@ -115,44 +106,21 @@ async def _cancel_all() -> None:
         await asyncio.gather(*tasks, return_exceptions=True)  # their errors taken: none logged
 
 
-def _any_in_flight() -> bool:
-    try:
-        return any(obj.in_flight() for obj in list(_in_flight))
-    except Exception:  # never a reason to hold the exit
-        return False
-
-
-async def _calls_ended(deadline: float) -> None:
-    """Return once no call is in flight (:func:`hold_exit_for`) for :data:`_QUIET_TURNS`
-    turns of this loop in a row, or at ``deadline``."""
-    import asyncio
-    import time
-
-    quiet = 0
-    while quiet < _QUIET_TURNS and time.monotonic() < deadline:
-        if _any_in_flight():
-            quiet = 0
-            await asyncio.sleep(0.005)
-        else:
-            quiet += 1
-            await asyncio.sleep(0)
-
-
-async def _settle(deadline: float) -> None:
-    await _calls_ended(deadline)
-    await _cancel_all()
-
-
 def _settle_background() -> None:
-    """At interpreter exit, let the background loop's calls end, then cancel its tasks and wait
-    for them to end.
+    """At interpreter exit, cancel the background loop's tasks and wait for them to end (until
+    the exit's deadline, :data:`_EXIT_WAIT`).
 
     By then Python has waited for its pools' threads (``concurrent.futures``' exit hook, run
     by ``threading._shutdown`` before any ``atexit`` hook): a tool that ran on one has
-    returned, and its pool takes no more work. Its end reaches its round on this loop now:
-    the loop runs on until no call is in flight (:func:`hold_exit_for`), so the round records
-    it (a call not started is refused: :func:`exiting_here`, its pool). Only then are the
-    loop's tasks cancelled.
+    returned, and its pool takes no more work. Its round, cancelled, keeps that outcome (the
+    runner waits for a call's thread however it is cancelled): the result is recorded. An
+    async tool still running there is cancelled at once ("cancelled while it ran": it did
+    start), and the round's calls not started stay as they were, runnable (the runner answers
+    none of them at exit; :func:`exiting_here` refuses their claims), for the next process.
+    Nothing waits for a call to end on its own: an async tool may run for minutes, and a
+    notebook kernel shut down politely is killed after 2.5 s (jupyter_client's
+    ``shutdown_wait_time``), before anything was written. Nor for a call on a loop of the
+    user's own (the kernel's, one on a thread of theirs): this loop cannot run it.
 
     The loop's daemon thread is never joined: its pending tasks (a shared async client's
     keeper, closing the client when its loop shuts down, a store's follower) were collected
@@ -163,14 +131,18 @@ def _settle_background() -> None:
     import asyncio
     import time
 
-    global _exiting
+    global _exiting, _exit_deadline
     _exiting = True
+    _exit_deadline = time.monotonic() + _EXIT_WAIT
     loop = _bg_loop
     if loop is None or loop.is_closed() or not loop.is_running() or on_background_loop():
         return
-    deadline = time.monotonic() + _EXIT_WAIT
-    with contextlib.suppress(BaseException):  # exit goes on whatever happens here
-        asyncio.run_coroutine_threadsafe(_settle(deadline), loop).result(_EXIT_WAIT * 2)
+    try:
+        asyncio.run_coroutine_threadsafe(_cancel_all(), loop).result(_exit_left())
+    except Exception:  # exit goes on whatever happens here (past its deadline: a blocked loop)
+        pass
+    except BaseException:  # the stop button pressed at exit: nothing waits any more
+        _exit_deadline = 0.0
 
 
 class _Anchor:
@@ -195,18 +167,24 @@ def let_go(fn: Callable[[], object]) -> None:
     """Run ``fn`` (a finalizer's release, which takes locks) off this thread: on a worker of
     the background loop (a garbage collector's finalizer may interrupt, on this thread, the
     code holding the lock ``fn`` takes). At interpreter exit it runs on the loop's own thread
-    (the pools take no work: :func:`in_worker`), and this thread waits for it (at most
-    :data:`_EXIT_WAIT`): left to the daemon thread, it was cut off by the end of the process.
-    With no background loop left to run it, it runs here.
+    (the pools take no work: :func:`in_worker`), and this thread waits for it until the
+    exit's deadline (:data:`_EXIT_WAIT`, shared with the loop's settling): left to the daemon
+    thread, it was cut off by the end of the process. Past the deadline (the loop is blocked)
+    it is not waited for. With no background loop left to run it, it runs here.
     """
+    global _exit_deadline
     try:
         future = spawn(in_worker(fn))
     except RuntimeError:  # no background loop (no thread may start at exit)
         fn()
         return
-    if _exiting and not on_background_loop():
-        with contextlib.suppress(BaseException):  # exit goes on whatever happens there
-            future.result(_EXIT_WAIT)
+    if _exiting and not on_background_loop() and (left := _exit_left()) > 0:
+        try:
+            future.result(left)
+        except Exception:  # exit goes on whatever happens there
+            pass
+        except BaseException:  # the stop button pressed at exit: nothing waits any more
+            _exit_deadline = 0.0
 
 
 def _pools_shut() -> bool:

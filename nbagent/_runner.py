@@ -67,7 +67,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._aio import UNSTARTED as _UNSTARTED
-from ._aio import on_background_loop, run_on_loop, run_sync, running_inline, stop_held
+from ._aio import (
+    exiting_here,
+    on_background_loop,
+    run_on_loop,
+    run_sync,
+    running_inline,
+    stop_held,
+)
 from ._events import utcnow
 from ._recording import RecordedResult
 from ._tools import CallReporter, CancelEvent, InputAsker, Tool, _bind_call
@@ -366,8 +373,9 @@ class ToolRunner:
 
         Never raises for a tool's failure: failures are outcomes. Re-raises
         ``CancelledError``/``KeyboardInterrupt`` after the running calls settled
-        and the unstarted ones were recorded as cancelled; so it raises what
-        :meth:`RoundHooks.escaped` hands it.
+        and the unstarted ones were recorded as cancelled (cancelled by the interpreter's
+        exit, on nbagent's background loop: left unanswered, runnable, as a call its pool
+        refuses then); so it raises what :meth:`RoundHooks.escaped` hands it.
         """
         try:
             outcomes = await self._run_round(jobs, mode, hooks)
@@ -430,6 +438,8 @@ class ToolRunner:
     def _cancel_rest(
         self, jobs: Sequence[Job], outcomes: dict[str, Outcome], hooks: RoundHooks
     ) -> None:
+        if exiting_here():  # cancelled by the interpreter's exit: not answered, runnable
+            return
         for job in jobs:
             if job.call.id not in outcomes:
                 out = Outcome(job.call, "cancelled", message="cancelled before it ran")
@@ -475,7 +485,8 @@ class ToolRunner:
         try:
             refused = await slots.take(job, hooks)
         except BaseException:  # the stop button, the round cancelled: it never started
-            hooks.finish(Outcome(job.call, "cancelled", message="cancelled before it ran"))
+            if not exiting_here():  # (cancelled by the exit: not answered, runnable)
+                hooks.finish(Outcome(job.call, "cancelled", message="cancelled before it ran"))
             raise
         if refused is not None:
             hooks.finish(refused)

@@ -160,18 +160,22 @@ EXITING = textwrap.dedent(
 
 # The same with an async tool, which runs on the background loop itself (no pool refuses the
 # next call there): the call running at exit was cancelled by the exit, its "cancelled while
-# it ran" lost with the store closed first (in doubt, every run). Now the exit waits for it
-# (at most _aio._EXIT_WAIT) and the next one's claim is refused: not started, still approved.
-EXITING_ASYNC = EXITING.replace("    def refund(", "    async def refund(").replace(
-    """        deadline = time.monotonic() + 30
-        while not pools._shutdown and time.monotonic() < deadline:
-            time.sleep(0.01)
+# it ran" lost with the store closed first (in doubt, every run). It is now cancelled at once
+# (it did start: cancelled while it ran, recorded before the store is closed), and the next
+# call is not started: still approved. (e917bc0 waited up to 5 s for the tool to end first; a
+# notebook kernel is killed 2.5 s into its shutdown. Its test ran the sync tool twice: its
+# replacements, indented, never matched the dedented script.)
+EXITING_ASYNC = EXITING.replace("def refund(", "async def refund(").replace(
+    """    # Held until the interpreter's exit has shut the thread pools (it then waits for
+    # this thread): nothing is set then to wait on, so the pools' flag is polled.
+    deadline = time.monotonic() + 30
+    while not pools._shutdown and time.monotonic() < deadline:
+        time.sleep(0.01)
 """,
-    """        while not pools._shutdown:  # the script has ended: its thread pools are shut
-            await __import__("asyncio").sleep(0.01)
-        await __import__("asyncio").sleep(0.2)  # and it goes on a little while the exit runs
+    """    await __import__("asyncio").sleep(60)  # still running when the script has ended
 """,
 )
+assert EXITING_ASYNC.count("async def refund(") == 1 and "sleep(60)" in EXITING_ASYNC
 
 RUNS = 25
 """Children run of the exit scenario: its write raced the store's close at exit (lost in 7 of
@@ -210,9 +214,12 @@ def _exit_runs(
     return out
 
 
-def _check_exit_runs(script: str, store_of: Callable[[int], str], tmp_path: Any, n: int) -> None:
-    """Each run: c1, running as the script ended, ran once and its result was written; c2
-    was not started there, stays approved, and runs once when the chat is continued here."""
+def _check_exit_runs(
+    script: str, store_of: Callable[[int], str], tmp_path: Any, n: int, c1_ends: str = "ok"
+) -> None:
+    """Each run: c1, running as the script ended, ran once and its end was written (its
+    result; ``c1_ends="cancelled"``: cancelled while it ran, by the exit); c2 was not started
+    there, stays approved, and runs once when the chat is continued here."""
     from nbagent import Chat, tool
     from nbagent.testing import ScriptedProvider, reply
 
@@ -243,11 +250,15 @@ def _check_exit_runs(script: str, store_of: Callable[[int], str], tmp_path: Any,
         )
         c1, c2 = chat.tool_calls
         assert c2.status == "approved"  # not an error, not cancelled: it never ran
-        if c1.status != "ok":  # it ran there: in doubt is a result lost
+        if c1.status != c1_ends:  # it ran there: in doubt is its end lost
             lost.append(c1.status)
             chat.close()
             continue
-        assert c1.result is not None and c1.result.content == "refunded a"
+        assert c1.result is not None
+        if c1_ends == "ok":
+            assert c1.result.content == "refunded a"
+        else:
+            assert "cancelled while it ran" in c1.result.content
         assert chat.complete().content == "done"
         assert again == ["b"]  # run once, here; c1 is not run again
         assert c2.status == "ok" and c2.result is not None and c2.result.content == "refunded b"
@@ -266,7 +277,7 @@ def test_an_approved_call_not_started_at_exit_stays_approved_and_runs_once_later
 def test_an_async_call_running_at_exit_ends_recorded_and_the_next_is_not_started(
     kind: str, request: Any, tmp_path: Any
 ) -> None:
-    _check_exit_runs(EXITING_ASYNC, _store_for(kind, request, tmp_path), tmp_path, 5)
+    _check_exit_runs(EXITING_ASYNC, _store_for(kind, request, tmp_path), tmp_path, 5, "cancelled")
 
 
 # What a chat nobody closed holds is let go at exit (its finalizer, then the store's): the
@@ -309,3 +320,236 @@ def test_a_store_left_open_is_let_go_at_exit(kind: str, request: Any, tmp_path: 
         assert proc.returncode == 0, proc.stderr
         assert proc.stderr == "", proc.stderr
         assert proc.stdout.splitlines() == ["end of script", "held 0 0"], proc.stdout
+
+
+# How long the exit itself takes, measured from the script's last line ("END <time>") to the
+# process's end; and what the chat's calls are on the next load. e917bc0 made the exit wait
+# (up to 5 s) while any call the store had claimed was in flight, on whichever loop: an async
+# tool on the background loop held every exit 5 s before it was cancelled anyway, a call on a
+# loop of the user's own (which the exit cannot run) 5 s for nothing, and a background loop
+# blocked by its tool (time.sleep in an async def) 10 s and 5 s more for each chat left open.
+
+TIMED_HEAD = textwrap.dedent(
+    """
+    import asyncio, sys, threading, time
+    from nbagent import Chat, _aio, tool
+    from nbagent.testing import ScriptedProvider, call_tools, reply
+
+    store = sys.argv[2]
+    started = threading.Event()
+    """
+)
+
+# An async tool still running on the background loop as the script ends (a chat the inbox
+# continued there): cancelled at once by the exit, "cancelled while it ran" (it did start).
+ASYNC_ON_BACKGROUND = TIMED_HEAD + textwrap.dedent(
+    """
+    @tool
+    async def fetch(q: str) -> str:
+        '''Fetch.
+
+        Args:
+            q: what.
+        '''
+        started.set()
+        await asyncio.sleep(60)
+        return "fetched"
+
+    chat = Chat(provider=ScriptedProvider([call_tools(("fetch", {"q": "x"}, "c1")),
+                                           reply("done")]), store=store, display=False)
+    _aio.spawn(chat.with_tools(fetch).ask_async("go"))
+    assert started.wait(30)
+    print(chat.id, flush=True)
+    print("END", time.time(), flush=True)
+    """
+)
+
+# The same tool on a loop of the user's own (asyncio.run on a daemon thread): the exit cannot
+# run that loop, so nothing it waits for can help; the call is left in doubt, as before.
+ASYNC_ON_OWN_THREAD = ASYNC_ON_BACKGROUND.replace(
+    '_aio.spawn(chat.with_tools(fetch).ask_async("go"))\n',
+    'threading.Thread(target=lambda: asyncio.run(chat.with_tools(fetch).ask_async("go")),\n'
+    "                 daemon=True).start()\n",
+).replace(
+    "assert started.wait(30)\n",
+    "assert started.wait(30)\n_aio.spawn(asyncio.sleep(0)).result(5)  # the loop exists\n",
+)
+assert ASYNC_ON_OWN_THREAD.count("threading.Thread(") == 1
+assert ASYNC_ON_OWN_THREAD.count("asyncio.sleep(0)") == 1
+
+# An async tool that blocks the background loop (time.sleep in an async def) as the script
+# ends, with five other chats left open on the same file.
+BLOCKED_BACKGROUND = TIMED_HEAD + textwrap.dedent(
+    """
+    @tool
+    async def stuck(q: str) -> str:
+        '''Stuck.
+
+        Args:
+            q: what.
+        '''
+        started.set()
+        time.sleep(60)  # blocks the loop
+        return "late"
+
+    others = []
+    for i in range(5):
+        other = Chat(provider=ScriptedProvider([reply("hi")]), store=store, display=False)
+        other.ask("hello")
+        others.append(other)
+    chat = Chat(provider=ScriptedProvider([call_tools(("stuck", {"q": "x"}, "c1")),
+                                           reply("done")]), store=store, display=False)
+    _aio.spawn(chat.with_tools(stuck).ask_async("go"))
+    assert started.wait(30)
+    print(chat.id, flush=True)
+    print("END", time.time(), flush=True)
+    """
+)
+
+
+def _timed_exit(script: str, store: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run ``script``; its process and the seconds from its last line to its end."""
+    import time
+
+    proc = subprocess.run(
+        [sys.executable, "-c", script, TESTS, store], capture_output=True, text=True, timeout=120
+    )
+    ended = time.time()
+    assert proc.returncode == 0, proc.stderr
+    last = proc.stdout.splitlines()[-1].split()
+    assert last[0] == "END", proc.stdout
+    return proc, ended - float(last[1])
+
+
+def _reloaded(store: str, chat_id: str, name: str) -> list[tuple[str, str, str | None]]:
+    """The chat's calls as the next process finds them: id, status, the start of the result."""
+    from nbagent import Chat, tool
+    from nbagent.testing import ScriptedProvider, reply
+
+    def stand_in(q: str) -> str:
+        return "x"
+
+    stand_in.__name__ = name
+    stand_in.__doc__ = "T.\n\nArgs:\n    q: what.\n"
+    chat = Chat.load(
+        chat_id,
+        store=store,
+        tools=[tool(stand_in)],
+        provider=ScriptedProvider([reply("x")]),
+        display=False,
+    )
+    try:
+        return [(c.id, c.status, c.result.content if c.result else None) for c in chat.tool_calls]
+    finally:
+        chat.close()
+
+
+def test_an_async_tool_on_the_background_loop_is_cancelled_at_once_at_exit(tmp_path: Any) -> None:
+    for i in range(3):
+        store = str(tmp_path / f"chats{i}.db")
+        proc, took = _timed_exit(ASYNC_ON_BACKGROUND, store)
+        assert proc.stderr == "", proc.stderr
+        assert took < 2.0, f"the exit took {took:.2f} s (it waited 5 s for the tool)"
+        [(cid, status, content)] = _reloaded(store, proc.stdout.split()[0], "fetch")
+        assert (cid, status) == ("c1", "cancelled")  # it started: cancelled while it ran
+        assert content is not None and "cancelled while it ran" in content
+
+
+def test_a_call_on_a_loop_of_the_users_own_does_not_hold_the_exit(tmp_path: Any) -> None:
+    for i in range(3):
+        store = str(tmp_path / f"chats{i}.db")
+        proc, took = _timed_exit(ASYNC_ON_OWN_THREAD, store)
+        assert took < 2.0, f"the exit took {took:.2f} s (it waited 5 s for nothing)"
+        [(cid, status, _)] = _reloaded(store, proc.stdout.split()[0], "fetch")
+        assert (cid, status) == ("c1", "in_doubt")  # nothing here could record its end
+
+
+def test_a_blocked_background_loop_holds_the_exit_once_not_once_per_chat(tmp_path: Any) -> None:
+    store = str(tmp_path / "chats.db")
+    proc, took = _timed_exit(BLOCKED_BACKGROUND, store)
+    # one wait for the loop (5 s), as before e917bc0; then nothing more waits on it (it took
+    # 10 s and 5 s more for each chat and store left open: 45 s here)
+    assert took < 9.0, f"the exit took {took:.2f} s"
+    [(cid, status, _)] = _reloaded(store, proc.stdout.split()[0], "stuck")
+    assert (cid, status) == ("c1", "in_doubt")  # its loop never came back to record it
+
+
+# A notebook kernel shut down (or restarted) politely while a chat continued on the background
+# loop (as the inbox continues one) runs an async tool: jupyter_client asks the kernel to shut
+# down, and SIGTERMs it after half of its shutdown_wait_time (5 s: 2.5 s). The exit waited 5 s
+# for the tool: the kernel was killed (-15) before anything was written, the call left in doubt.
+KERNEL_CELL = textwrap.dedent(
+    """
+    import asyncio, threading
+    from nbagent import Chat, _aio, tool
+    from nbagent.testing import ScriptedProvider, call_tools, reply
+    started = threading.Event()
+
+    @tool
+    async def fetch(q: str) -> str:
+        '''Fetch.
+
+        Args:
+            q: what.
+        '''
+        started.set()
+        await asyncio.sleep(60)
+        return "fetched"
+
+    chat = Chat(provider=ScriptedProvider([call_tools(("fetch", {"q": "x"}, "c1")),
+                                           reply("done")]), store=STORE, display=False)
+    _aio.spawn(chat.with_tools(fetch).ask_async("go"))
+    assert started.wait(30)
+    print(chat.id)
+    """
+)
+
+
+def test_a_kernel_shut_down_while_an_async_tool_runs_exits_in_time(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+    import time
+
+    from jupyter_client import KernelManager
+
+    spec = tmp_path / "kernels" / "nbagent-exit"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    kernel = {"argv": argv, "display_name": "exit", "language": "python"}
+    kernel["env"] = {"PYTHONPATH": os.path.dirname(TESTS)}  # this checkout's nbagent
+    (spec / "kernel.json").write_text(json.dumps(kernel))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
+    store = str(tmp_path / "chats.db")
+    km = KernelManager(kernel_name="nbagent-exit")
+    km.start_kernel()
+    try:
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(60)
+        msg_id = kc.execute(f"STORE = {store!r}\n" + KERNEL_CELL)
+        out, errors = [], []
+        while True:
+            msg = kc.get_iopub_msg(timeout=60)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "stream":
+                out.append(msg["content"]["text"])
+            elif msg["msg_type"] == "error":
+                errors.append(msg["content"]["evalue"])
+            elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+        assert errors == [] and out, (errors, out)
+        kc.stop_channels()
+        process = km.provisioner.process  # type: ignore[union-attr]
+        t0 = time.monotonic()
+        km.shutdown_kernel(now=False)  # as JupyterLab's shut down and restart do
+        took = time.monotonic() - t0
+    finally:
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
+    assert process.returncode == 0, f"the kernel was killed ({process.returncode})"
+    assert took < 2.0, f"the shutdown took {took:.2f} s"
+    [(cid, status, content)] = _reloaded(store, "".join(out).split()[-1], "fetch")
+    assert (cid, status) == ("c1", "cancelled")  # it started: cancelled while it ran
+    assert content is not None and "cancelled while it ran" in content

@@ -122,7 +122,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal, cast
 
-from .._aio import exiting_here, hold_exit_for, in_worker, spawn
+from .._aio import exiting_here, in_worker, spawn
 from .._decisions import rule_change_undone, rule_change_unwritten
 from .._errors import DecisionError, InputError, StoreError
 from .._events import (
@@ -278,15 +278,9 @@ class StoreExtension(Extension):
     # -- wiring ------------------------------------------------------------
     def attach(self, host: ChatHost) -> None:
         self._host = host
-        # At exit: the background loop's calls end and are recorded before this last write
-        # (``_aio._settle_background``, ordered before ``weakref.finalize``'s exit hook).
-        hold_exit_for(self)
+        # At exit: the background loop's calls end (cancelled) and are recorded before this
+        # last write (``_aio._settle_background``, ordered before ``weakref.finalize``'s hook).
         weakref.finalize(host.chat, self._finalize)
-
-    def in_flight(self) -> bool:
-        """Whether a call this chat claimed has not ended yet: interpreter exit waits for
-        it to end and be recorded (:func:`~nbagent._aio.hold_exit_for`)."""
-        return bool(self._running) and not self._closed and self.detached is None
 
     def _attached(self) -> ChatHost:
         host = self._host
@@ -957,12 +951,12 @@ class StoreExtension(Extension):
         """
         if self.detached is not None:
             return False
+        if exiting_here():  # claimed by catch_up or not: not started (close() lets it go)
+            raise self._exit_error([call])
         with self._write_lock:  # not while close() makes unstarted claims runnable again
             if call.id in self._claimed:  # by catch_up, before its round
                 self._claimed.discard(call.id)
                 return True
-        if exiting_here():
-            raise self._exit_error([call])
         return self._claim_now(call)
 
     def _exit_error(self, calls: Sequence[ToolCall]) -> StoreError:
