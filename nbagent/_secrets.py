@@ -65,7 +65,8 @@ false``, ``api_key=None``) and the model needs them, so they stay as they are.""
 _KEY_PREFIXES = ("sk-", "earer", "gsk_", "xai-", "AIza", "hf_", "pplx-", "nvapi-", "r8_")
 """What a key-shaped token starts with (any of them in a text: it is searched)."""
 _KEY_LIKE = re.compile(
-    r"\b(?:(sk-(?:ant-)?|[Bb]earer\s+)([\w.~+/=-]+)"
+    r"(?:\b|(?<=_)(?=sk-|xai-|pplx-|nvapi-))"
+    r"(?:(sk-(?:ant-)?|[Bb]earer\s+)([\w.~+/=-]+)"
     r"|(gsk_|xai-|hf_|pplx-|r8_)([A-Za-z0-9]+)|(AIza|nvapi-)([A-Za-z0-9_-]+))"
 )
 """An API key's shape: a known provider key prefix (OpenAI's and Anthropic's ``sk-``,
@@ -73,8 +74,11 @@ Groq's ``gsk_``, xAI's ``xai-``, Google's ``AIza``, Hugging Face's ``hf_``, Perp
 ``pplx-``, NVIDIA's ``nvapi-``, Replicate's ``r8_``) or a bearer token, then 12+ token
 characters (a digit among them, so prose like "Bearer authentication" is left alone; not a
 final dot). A key of another shape is scrubbed where it is known: the chat's provider's
-(:func:`scrub`). Each match takes its whole token (judged by :func:`_keys_hidden`), so a long run of
-prefixes (``sk-sk-sk-...``) is read once, not once a prefix (that was quadratic)."""
+(:func:`scrub`). A prefix with a hyphen is read after ``_`` too (``use_sk-proj-...``: ``\b``
+does not match there), as no identifier holds a hyphen; ``gsk_``, ``hf_``, ``r8_`` and ``AIza``
+after ``_`` are an identifier's parts (``load_hf_checkpoint2024v1``). Each match takes its
+whole token (judged by :func:`_keys_hidden`), so a long run of prefixes (``sk-sk-sk-...``)
+is read once, not once a prefix (that was quadratic)."""
 
 
 _SHAPED = {"gsk_": "", "xai-": "", "hf_": "", "pplx-": "", "r8_": "", "AIza": "-_", "nvapi-": "-_"}

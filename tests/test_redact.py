@@ -10,15 +10,17 @@ import string
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from nbagent._errors import redact_keys, redacted, scrub
 
 # the expressions redact_keys used before it read a text once: the reference for what it hides
 # (OpenAI's and Anthropic's keys and bearer tokens; the other providers' keys have shapes of
-# their own, tested below)
-_OLD_KEY = re.compile(r"\b(sk-(?:ant-)?|[Bb]earer\s+)(?=[\w.~+/=-]*\d)[\w.~+/=-]{11,}[\w~+/=-]")
+# their own, tested below), a key glued after "_" read too (use_sk-...: test_redact_glued_key)
+_OLD_KEY = re.compile(
+    r"(?:\b|(?<=_)(?=sk-))(sk-(?:ant-)?|[Bb]earer\s+)(?=[\w.~+/=-]*\d)[\w.~+/=-]{11,}[\w~+/=-]"
+)
 _OLD_USERINFO = re.compile(r"(\w+://)[^/@\s]+@")
 
 
@@ -35,6 +37,7 @@ PIECES = st.sampled_from(
 
 @settings(max_examples=400)
 @given(st.lists(PIECES, max_size=30).map("".join))
+@example("_sk-0123456789abcdefghij")
 def test_it_hides_what_the_old_expressions_hid(text: str) -> None:
     mine, theirs = redact_keys(text), _reference(text)
     if "://" in text and "@" in text:
