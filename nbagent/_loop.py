@@ -70,7 +70,7 @@ from ._frozen import frozen, thawed
 from ._hosted import HostedCallWarning, Verdict, audit_items
 from ._inputs import CallAsker
 from ._notice import notice, user_stacklevel
-from ._options import resolve_choice
+from ._options import FORCED_IGNORED_ROUNDS, Forced, forced_after, resolve_choice
 from ._recording import RecordedResult, result_slot
 from ._result_text import edit_note, to_result, without_edit_note
 from ._rules import RULE, first_match
@@ -100,6 +100,17 @@ _WAITING = ("awaiting_approval", "awaiting_input")
 
 class LoopMixin(ChatCore):
     """Planning, model requests, tool rounds, and the sync/async drivers."""
+
+    # the turn's forced tool choice as this chat closed its rounds: (turn, state); None
+    # until it closes one (a chat loaded or forked reads its record, the same rule)
+    _forced: tuple[int, Forced] | None = None
+
+    def _forced_state(self) -> Forced:
+        """Where this turn stands with a ``required`` or named tool choice."""
+        held = self._forced
+        if held is None:
+            return self._record.forced(self._turn)
+        return held[1] if held[0] == self._turn else Forced()
 
     def _drive_sync(self, gen: Generator[_Effect, Any, R]) -> R:
         """Run ``gen`` once it is this caller's turn to drive (``_drive.py``), blocking.
@@ -375,7 +386,7 @@ class LoopMixin(ChatCore):
             choice = resolve_choice(
                 self._options.choice,
                 list(self._tools),
-                forced_spent=self._forced_spent,
+                forced_spent=self._forced_state().spent,
                 hosted=list(self._hosted),
             )
             calls = self._options.calls_wire
@@ -840,10 +851,19 @@ class LoopMixin(ChatCore):
         for c in self._open.tool_calls:
             assert c.result is not None
             events.extend(self._append(c.result))
-        choice, calls = self._options.choice, self._open.tool_calls
+        calls = self._open.tool_calls
         self._open = None
-        if choice not in ("auto", "none") and any(_uses_choice(c, choice) for c in calls):
-            self._forced_spent = True
+        before = self._forced_state()
+        step = self._call_step.get(calls[0].id) if calls else None
+        choice = self._record.request_choice(step) if step is not None else None
+        now = forced_after(before, choice, calls)
+        self._forced, self._forced_spent = (self._turn, now), now.spent
+        if now.dropped and not before.spent:
+            notice(
+                f"the model did not follow tool choice {choice!r} ({FORCED_IGNORED_ROUNDS} "
+                "tool rounds in a row without a call of it that could run); the choice is "
+                "dropped for the rest of this turn, so the model may answer"
+            )
         return events
 
     def _missing_tool(self, c: ToolCall) -> bool:
@@ -995,28 +1015,6 @@ def _off_choice(c: ToolCall, choice: str) -> tuple[Literal["skipped"], str] | No
             "Call it again in a later response if it is still needed."
         )
     return None
-
-
-def _uses_choice(c: ToolCall, choice: str) -> bool:
-    """Whether ``c`` (answered) spends a ``required`` or named tool choice: a call of the
-    forced tool (any tool, for ``required``) that ran (its result, its own error, timed
-    out, in doubt, a guard's skip) or that someone decided or answered (a denial too: else
-    the model is forced into the tool just refused, again and again).
-
-    A hosted approval request is a call of the provider's tool, never the named one; for
-    ``required`` it counts once someone decided it (approved, the provider runs it).
-
-    Not one nbagent answered itself without running it: skipped by the choice, the limit
-    or a stopped response, rejected as malformed or of an unknown tool (an ``error`` never
-    started, nobody deciding), or a hosted request nbagent denied itself (for the same
-    reasons: off the choice, in a stopped response, beyond the limit).
-    """
-    if choice != "required" and (c.hosted or c.name != choice):
-        return False
-    if c.started_at is not None or c.decision is not None:
-        return True
-    # a hosted request without a decision was denied by nbagent itself
-    return not c.hosted and c.status not in ("skipped", "error")
 
 
 def _limit_text(limit: int) -> str:

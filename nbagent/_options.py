@@ -17,7 +17,13 @@ from typing import Any, Literal
 from ._config import get_config, normalize_concurrency, positive_int, seconds
 from ._errors import ToolOptionError
 from ._tools import Tool, tool_name_of
-from ._types import ConcurrencyMode
+from ._types import ConcurrencyMode, ToolCall
+
+FORCED_IGNORED_ROUNDS = 2
+"""How many tool rounds in a row the model may ignore a ``required`` or named tool choice
+(call only other tools, or call the forced one malformed or unknown) before the choice is
+dropped for the rest of the turn: a model or server that ignores ``tool_choice`` then
+answers instead of being forced, skipped and asked again until ``max_steps``."""
 
 Order = Literal["ready", "listed"]
 ORDERS: tuple[Order, ...] = ("ready", "listed")
@@ -148,14 +154,71 @@ class ToolOptions:
         }
 
 
+@dataclass(frozen=True)
+class Forced:
+    """Where a turn stands with its ``required`` or named tool choice.
+
+    ``spent``: the choice no longer applies (the model answers with ``auto``); ``ignored``:
+    the forced rounds in a row in which the model did not use it; ``dropped``: spent
+    because it was ignored ``FORCED_IGNORED_ROUNDS`` times, not because it was used.
+    """
+
+    spent: bool = False
+    ignored: int = 0
+    dropped: bool = False
+
+
+def forced_after(state: Forced, choice: str | None, calls: Sequence[ToolCall]) -> Forced:
+    """The turn's :class:`Forced` once a round of ``calls`` (every one answered) closed.
+
+    The one rule, for the loop and for the chat's record (forks, loads) alike: ``choice``
+    is the tool choice the round's request was sent with (``None``: not known, taken as
+    ``auto``). A round of a request sent ``auto`` or ``none`` changes nothing (a choice
+    set later in the turn is not spent by it); one with a call that used the forced tool
+    (:func:`uses_choice`) spends the choice; one without counts as ignored, and the
+    ``FORCED_IGNORED_ROUNDS``-th in a row drops it.
+    """
+    if state.spent or choice in (None, "auto", "none"):
+        return state
+    if any(uses_choice(c, choice) for c in calls):
+        return Forced(spent=True)
+    ignored = state.ignored + 1
+    if ignored >= FORCED_IGNORED_ROUNDS:
+        return Forced(spent=True, ignored=ignored, dropped=True)
+    return Forced(ignored=ignored)
+
+
+def uses_choice(c: ToolCall, choice: str) -> bool:
+    """Whether ``c`` (answered) spends a ``required`` or named tool choice: a call of the
+    forced tool (any tool, for ``required``) that ran (its result, its own error, timed
+    out, in doubt, a guard's skip) or that someone decided or answered (a denial too: else
+    the model is forced into the tool just refused, again and again).
+
+    A hosted approval request is a call of the provider's tool, never the named one; for
+    ``required`` it counts once someone decided it (approved, the provider runs it).
+
+    Not one nbagent answered itself without running it: skipped by the choice, the limit
+    or a stopped response, rejected as malformed or of an unknown tool (an ``error`` never
+    started, nobody deciding), or a hosted request nbagent denied itself (for the same
+    reasons: off the choice, in a stopped response, beyond the limit).
+    """
+    if choice != "required" and (c.hosted or c.name != choice):
+        return False
+    if c.started_at is not None or c.decision is not None:
+        return True
+    # a hosted request without a decision was denied by nbagent itself
+    return not c.hosted and c.status not in ("skipped", "error")
+
+
 def resolve_choice(
     choice: str, tool_names: list[str], *, forced_spent: bool, hosted: Sequence[str] = ()
 ) -> str:
     """The neutral choice for one request.
 
     A ``required`` or specific choice applies until a call of its tool (any tool,
-    for ``required``) has run or been decided in the turn (``forced_spent``); then
-    the model answers with ``auto``. With no tools, the choice is ``none``.
+    for ``required``) has run or been decided in the turn, or the model ignored it
+    ``FORCED_IGNORED_ROUNDS`` rounds in a row (``forced_spent``, :func:`forced_after`);
+    then the model answers with ``auto``. With no tools, the choice is ``none``.
 
     ``hosted``: the labels of the provider-hosted tools the request offers. They are
     tools the model may call, so with them ``auto``, ``none`` and ``required`` hold

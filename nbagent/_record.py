@@ -78,6 +78,7 @@ from ._events import (
 from ._extension import Snapshot
 from ._frozen import sent
 from ._hosted import BREACHES, RAN_UNAPPROVED
+from ._options import Forced, forced_after
 from ._result_text import result_type, without_edit_note
 from ._secrets import redacted
 from ._types import (
@@ -401,15 +402,7 @@ class ChatRecord:
         events gave it; an assistant message's calls are those fresh ones.
         """
         with self._lock:
-            calls: dict[str, ToolCall] = {}
-            for r in self._calls:
-                if r.call is None:
-                    continue
-                c = r.call.copy_identity()
-                c.approval, c.decision, c.result = r.approval, r.decided, r.result
-                c.status = r.status  # type: ignore[assignment]
-                c.started_at, c.finished_at = r.started_at, r.finished_at
-                calls[c.id] = c
+            calls = {r.call_id: _lived(r) for r in self._calls if r.call is not None}
             messages: list[Message] = []
             for mr in self._messages:
                 m = mr.message
@@ -425,12 +418,51 @@ class ChatRecord:
                 call_step={r.call_id: r.step for r in self._calls if r.call is not None},  # type: ignore[misc]
                 turn=self.turn,
                 step=self.step,
-                forced_spent=any(
-                    isinstance(m, ToolResultMessage) and m.turn == self.turn for m in messages
-                ),
+                forced_spent=self._forced(self.turn, calls).spent,
                 last_step=self.last_step,
                 last_budget=self.last_budget,
             )
+
+    def request_choice(self, step: int) -> str | None:
+        """The tool choice step ``step``'s request was sent with (``None``: no such request)."""
+        with self._lock:
+            for s in reversed(self._steps):
+                if s.step == step:
+                    return s.tool_choice
+        return None
+
+    def forced(self, turn: int | None = None) -> Forced:
+        """Where ``turn`` (default: the current one) stands with a ``required`` or named
+        tool choice: its closed tool rounds, each with the choice its request was sent
+        with, folded by :func:`~nbagent._options.forced_after` (the rule the loop applies
+        as it closes a round: a fork or a loaded chat goes on as the chat would)."""
+        with self._lock:
+            return self._forced(self.turn if turn is None else turn, {})
+
+    def _forced(self, turn: int, calls: dict[str, ToolCall]) -> Forced:
+        """:meth:`forced`, reading only ``turn``'s messages; ``calls``: the calls with their
+        lifecycle made already (a snapshot's), the others are made from their records."""
+        start = len(self._messages)  # a turn's messages are together, turns in order
+        while start and self._messages[start - 1].turn >= turn:
+            start -= 1
+        mine = [m for m in self._messages[start:] if m.turn == turn]
+        answered = {
+            m.message.tool_call_id for m in mine if isinstance(m.message, ToolResultMessage)
+        }
+        state = Forced()
+        for m in mine:
+            msg = m.message
+            if not isinstance(msg, AssistantToolCallMessage) or not msg.tool_calls:
+                continue
+            ids = [tc.id for tc in msg.tool_calls]
+            records = [self._by_id.get(i) for i in ids]
+            if not all(i in answered for i in ids) or any(r is None or not r.call for r in records):
+                continue  # the round is still open: it is judged once it closes
+            lived = [calls.get(r.call_id) or _lived(r) for r in records if r is not None]
+            step = records[0].step if records[0] is not None else None
+            choice = self.request_choice(step) if step is not None else None
+            state = forced_after(state, choice, lived)
+        return state
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ChatRecord):
@@ -867,6 +899,16 @@ def keeper(history: list[Event], record: ChatRecord) -> Callable[[Event], None]:
             record._tell(change, hooks)
 
     return keep
+
+
+def _lived(r: CallRecord) -> ToolCall:
+    """A fresh :class:`~nbagent.ToolCall` with the lifecycle ``r``'s events gave it."""
+    assert r.call is not None
+    c = r.call.copy_identity()
+    c.approval, c.decision, c.result = r.approval, r.decided, r.result
+    c.status = r.status  # type: ignore[assignment]
+    c.started_at, c.finished_at = r.started_at, r.finished_at
+    return c
 
 
 def _with_calls(m: AssistantToolCallMessage, calls: tuple[ToolCall, ...]) -> Message:

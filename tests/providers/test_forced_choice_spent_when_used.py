@@ -9,7 +9,8 @@ without the tool it was told to call. Now the choice is spent only by a call of 
 tool (any tool, for ``required``) that ran (its result, its own error) or that someone
 decided (a denial counts: else the model is forced into a denied tool again and again); a
 round whose every call was skipped by the choice or the limit, or rejected as malformed or
-unknown, leaves it in force (``max_steps`` still bounds the turn). Through the real SDK
+unknown, leaves it in force, for at most ``FORCED_IGNORED_ROUNDS`` such rounds in a row
+(then the model may answer: tests/test_forced_choice_bounded.py). Through the real SDK
 clients against the loopback fake server, on the three wires, streamed and not.
 """
 
@@ -22,6 +23,7 @@ import pytest
 from _provider_harness import make_provider
 
 from nbagent import Chat, tool
+from nbagent._options import FORCED_IGNORED_ROUNDS
 from nbagent.testing import FakeLLMServer, FakeToolCall, Turn
 
 WIRES = [(k, s) for k in ("openai-chat", "openai-responses", "anthropic") for s in (False, True)]
@@ -139,16 +141,31 @@ def test_a_rejected_call_leaves_required_in_force(
     assert _choices(server) == ["required", "required", "auto"]
 
 
-def test_max_steps_still_ends_a_turn_the_model_never_complies_in(
+def test_a_server_ignoring_the_choice_gets_an_answer_within_the_bound(
+    wire: tuple[FakeLLMServer, str, bool],
+) -> None:
+    """The model never complies (its server ignores tool_choice): after
+    FORCED_IGNORED_ROUNDS rounds of skipped calls the choice is dropped and it answers,
+    not forced until max_steps runs out."""
+    server = wire[0]
+    off = Turn(tool_calls=[FakeToolCall("get_time", {"city": "Rome"})])
+    server.script([off] * FORCED_IGNORED_ROUNDS + ["I could not get the weather."])
+    chat = _chat(wire, "get_weather")
+    assert chat.ask("Weather in Rome?").content == "I could not get the weather."
+    assert ran == [] and len(server.requests) == FORCED_IGNORED_ROUNDS + 1
+    assert _choices(server) == ["get_weather"] * FORCED_IGNORED_ROUNDS + ["auto"]
+
+
+def test_a_malformed_call_of_the_forced_tool_counts_as_ignored(
     wire: tuple[FakeLLMServer, str, bool],
 ) -> None:
     server = wire[0]
-    off = Turn(tool_calls=[FakeToolCall("get_time", {"city": "Rome"})])
-    server.script([off, off, off, off, off])
+    bad = Turn(tool_calls=[FakeToolCall("get_weather", {"city": 5})])
+    server.script([bad] * FORCED_IGNORED_ROUNDS + ["done"])
     chat = _chat(wire, "get_weather")
-    chat.ask("Weather in Rome?", max_steps=3)
-    assert ran == [] and len(server.requests) == 3
-    assert _choices(server) == ["get_weather"] * 3
+    assert chat.ask("Weather in Rome?").content == "done"
+    assert ran == []
+    assert _choices(server) == ["get_weather"] * FORCED_IGNORED_ROUNDS + ["auto"]
 
 
 # -- spent: the forced tool ran, or someone decided it -----------------------------
