@@ -79,6 +79,8 @@ class Step:
     values: dict[str, Any]
     """The step's fields by name (the names of the differences' ``field`` column)."""
     calls: list[CallRecord] = field(default_factory=list)
+    chat_id: str | None = None
+    """The chat that asked it (a chat and its copy loaded from a store: one chat)."""
 
     def add(self, c: CallRecord) -> None:
         """One more call the response asked for, with its three fields."""
@@ -147,7 +149,7 @@ def records(record: ChatRecord) -> list[Step]:
             "cost_usd": None if s.cost_usd is None else round(s.cost_usd, 8),
             "latency_ms": round(s.latency_ms or 0.0),  # whole ms: below that is noise
         }
-        step = by_step[s.step] = Step(s, values)
+        step = by_step[s.step] = Step(s, values, chat_id=record.chat_id)
         steps.append(step)
     for c in core_calls:
         owner = by_step.get(c.step) if c.call is not None and c.step is not None else None
@@ -200,13 +202,17 @@ def same_prefix(rows: Sequence[Sequence[Step | None]]) -> int:
 def one_request(row: Sequence[Step | None]) -> bool:
     """Whether a row's steps are one request, asked and paid once: a fork's copy of its
     parent's (``shared``, with the very times of the original), or one chat compared with
-    itself; not two requests that got the same answer."""
+    itself (or with its copy loaded from a store: the same chat's same step); not two
+    requests that got the same answer."""
     steps = [s for s in row if s is not None]
     if len(steps) < len(row) or not steps:
         return False
     records = [s.record for s in steps]
     first = records[0]
     if all(r is first for r in records):
+        return True
+    chat = steps[0].chat_id
+    if chat is not None and all((s.chat_id, s.record.step) == (chat, first.step) for s in steps):
         return True
     copied = any(r.shared for r in records)
     return (
