@@ -33,6 +33,10 @@ class OfflineProvider(CompleteWithToolsMixin):
             ``extra_body``): ``to_pytest`` writes them, so a run recorded with them replays.
     """
 
+    asks_no_model = True
+    """Read by a replay miss (the core knows no testing module): its hint is to export the
+    test again, since ``replay='auto'`` cannot ask a model through this provider."""
+
     def __init__(self, name: str, model: str, settings: dict[str, Any] | None = None):
         self.name = name
         self.model = model
