@@ -268,6 +268,11 @@ class StoreExtension(Extension):
         self._recorded: list[tuple[Any, str, int, bool]] = []  # recordings to write, in order
         # whether the store writes recordings with entries, in one transaction (SQLStore)
         self._carry = _takes_recorded(store)
+        # whether its claims check the decision held (a store of the older protocol, or a
+        # subclass overriding claim/write_job with the older signature, is called without:
+        # passed anyway, every claim failed with a TypeError and no approved call ran)
+        self._claims_decided = _accepts(store, "claim", "decision")
+        self._jobs_decided = _accepts(store, "write_job", "decisions")
         # the async driver's writes as jobs a loop's sender groups (PostgreSQL: _pg_sender)
         self._sends = callable(getattr(store, "send_async", None)) and self._carry
 
@@ -983,9 +988,8 @@ class StoreExtension(Extension):
                 entries = self._batch()
                 mine = call.decision if call.status == "approved" else None
                 try:
-                    result = self.store.claim(
-                        self.chat_id, call.id, self.owner, entries, decision=mine
-                    )
+                    held: dict[str, Any] = {"decision": mine} if self._claims_decided else {}
+                    result = self.store.claim(self.chat_id, call.id, self.owner, entries, **held)
                 except Exception as exc:
                     self._failure = exc
                     self._maybe_claimed.add(call.id)  # its commit may have gone through
@@ -1118,9 +1122,8 @@ class StoreExtension(Extension):
                 return True
             state, tools, marks = self._snapshot()
             make = cast(Any, self.store).write_job  # SQLStore's (not in the Store protocol)
-            job = make(
-                self.chat_id, entries, state, tools, recorded, claims, self.owner, decisions=mine
-            )
+            held = {"decisions": mine} if self._jobs_decided else {}
+            job = make(self.chat_id, entries, state, tools, recorded, claims, self.owner, **held)
             if job is None:
                 return False
             written, cancelled = await self._send(job)
@@ -1795,23 +1798,30 @@ rules again at its next look."""
 
 
 def _takes_recorded(store: Store) -> bool:
-    """Whether ``store.write`` takes ``recorded=`` (responses kept in the same transaction);
-    asked once per class unless the object has a ``write`` of its own."""
-    if "write" in getattr(store, "__dict__", {}):
-        return _takes(store.write)
-    return _class_takes(type(store))
+    """Whether ``store.write`` takes ``recorded=`` (responses kept in the same transaction)."""
+    return _accepts(store, "write", "recorded")
+
+
+def _accepts(store: Store, method: str, param: str) -> bool:
+    """Whether ``store``'s ``method`` takes ``param`` (a store written for an older protocol,
+    or a subclass overriding the method with its older signature, does not: it is called
+    without it); asked once per class unless the object has the method of its own."""
+    if method in getattr(store, "__dict__", {}):
+        return _takes(getattr(store, method), param)
+    return _class_takes(type(store), method, param)
 
 
 @functools.lru_cache(maxsize=64)
-def _class_takes(cls: type) -> bool:
-    return _takes(getattr(cls, "write", None))
+def _class_takes(cls: type, method: str, param: str) -> bool:
+    return _takes(getattr(cls, method, None), param)
 
 
-def _takes(write: Any) -> bool:
+def _takes(fn: Any, param: str) -> bool:
     try:
-        return "recorded" in inspect.signature(write).parameters
+        params = inspect.signature(fn).parameters
     except (TypeError, ValueError, AttributeError):
         return False
+    return param in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 __all__ = ["StoreExtension", "in_doubt_content"]

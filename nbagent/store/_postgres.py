@@ -65,6 +65,7 @@ from urllib.parse import quote, unquote
 from .._aio import on_background_loop
 from .._errors import StoreError
 from .._optional import require
+from .._secrets import redact_keys
 from . import _pg_migrations as migrations
 from ._follow import release as release_follower
 from ._migrations import SCHEMA_VERSION
@@ -459,7 +460,14 @@ class PostgresStore(SQLStore):
     _UPDATED_AT = updated_at_sql("GREATEST")
     _NEXT_SEQ = next_seq_sql("GREATEST")
     _FOR_UPDATE = " FOR UPDATE"
-    _DECIDED_AS = "(decision::json ->> 'by') = ? AND (decision::json ->> 'at') = ?"
+    # A JSON \u0000 (a NUL in a reason or an edited argument) has no text form in PostgreSQL:
+    # decoding the document raised for every claim of that call, which then never ran. The
+    # escape is read as U+FFFD for the check only (by and at hold no NUL; a mismatch goes
+    # to the careful path, which compares in Python).
+    _DECIDED_AS = (
+        r"(replace(decision, '\u0000', '\ufffd')::json ->> 'by') = ? AND "
+        r"(replace(decision, '\u0000', '\ufffd')::json ->> 'at') = ?"
+    )
     _GROUPS = True
 
     def __init__(
@@ -1034,7 +1042,8 @@ class PostgresStore(SQLStore):
         """What ``exc`` (psycopg's) says, scrubbed; ``raw``: the connection it came from
         (default: the store's own), closed if it refused a write as read-only
         (:meth:`_refused_read_only`)."""
-        text = " ".join(self._scrub(str(exc)).split()) or type(exc).__name__  # libpq's lines
+        # libpq's lines; its CONTEXT may quote a statement's values (a decision's JSON)
+        text = " ".join(redact_keys(self._scrub(str(exc))).split()) or type(exc).__name__
         if raw is None and self._conn is not None:
             raw = self._conn.raw
         self._refused_read_only(exc, raw)
