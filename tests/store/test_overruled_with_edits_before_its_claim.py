@@ -17,76 +17,30 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import subprocess
 import sys
-import textwrap
-import warnings
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nbagent
-from nbagent import ApprovalDecided, Chat, Decision, Event, Tool
-from nbagent._extension import Extension
+from nbagent import Chat, Decision
 from nbagent._result_text import edit_note
-from nbagent.store import StoreConflictWarning
 from nbagent.store import _codec as codec
-from nbagent.testing import ScriptedProvider, call_tools, reply
+from nbagent.testing import ScriptedProvider, call_tools
 
-HERE = Path(__file__).parent
-sys.path.insert(0, str(HERE))
-from _agent import Refund  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parent))
+from _agent import Refund
+from _overrule import Overrule, Overruled, overruled
 
-_B = textwrap.dedent(
-    """
-    import sys, warnings
-    sys.path.insert(0, {here!r})
-    import nbagent
-    from nbagent import Chat, Tool
-    from nbagent.testing import ScriptedProvider
-    from _agent import Refund
-    warnings.simplefilter("ignore")
-    nbagent.configure(quiet=True, display=False)
-
-    class Email(Tool):
-        '''Send an email.'''
-
-        name = "email"
-        requires_approval = False
-
-        def execute(self, to: str) -> str:
-            return "sent"
-
-    chat = Chat.load(
-        {chat_id!r}, store={db!r}, tools=[Email, Refund], provider=ScriptedProvider([])
-    )
-    chat.approve("r1", arguments={{"order_id": 999}})
-    c = chat.get_call("r1")
-    print(c.status, c.effective_arguments["order_id"])
-    """
+# process B approves the refund with order 999 and prints its status and order
+EDIT = Overrule(
+    'chat.approve("r1", arguments={"order_id": 999})',
+    'c = chat.get_call("r1")\nprint(c.status, c.effective_arguments["order_id"])',
 )
-
-
-def _overrule(chat_id: str, db: str) -> str:
-    code = _B.format(here=str(HERE), chat_id=chat_id, db=db)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    return done.stdout.strip() or done.stderr[-2000:]
-
-
-class Email(Tool):
-    """Send an email (ungated); while it runs, another process edits the refund's approval."""
-
-    name = "email"
-    requires_approval = False
-    overrule: ClassVar[dict[str, str]] = {}
-
-    def execute(self, to: str) -> str:
-        self.overrule["b"] = _overrule(self.overrule["chat_id"], self.overrule["db"])
-        return "sent"
 
 
 def _runs(counter: Path) -> list[str]:
@@ -95,24 +49,10 @@ def _runs(counter: Path) -> list[str]:
     return [line.split()[1] for line in lines]
 
 
-def _chat(db: str, seen: list[Event], *, email: bool = True) -> Chat:
-    first = call_tools(("refund", {"order_id": 1}, "r1"))
-    if email:
-        first = call_tools(
-            ("email", {"to": "x@example.com"}, "e1"), ("refund", {"order_id": 1}, "r1")
-        )
-    provider = ScriptedProvider([first, reply("done")])
-    chat = Chat(provider=provider, store=db, display=False).with_tools(Email, Refund)
-    chat.on(ApprovalDecided, seen.append)
-    chat.always_allow("refund")
-    Email.overrule.clear()
-    Email.overrule.update(chat_id=chat.id, db=db)
-    return chat
-
-
-def _check(chat: Chat, db: str, seen: list[Event], counter: Path, caught: list[Any]) -> None:
-    conflicts = [w for w in caught if issubclass(w.category, StoreConflictWarning)]
-    assert not conflicts, [str(w.message) for w in conflicts]
+def _check(run: Overruled, db: str) -> None:
+    chat, counter = run.chat, run.counter
+    assert run.said == "approved 999", run.said
+    assert not run.conflicts(), run.conflicts()
     assert _runs(counter) == ["999"]  # once, with the person's arguments
     r1 = chat.get_call("r1")
     assert r1.status == "ok" and r1.decision is not None
@@ -122,16 +62,11 @@ def _check(chat: Chat, db: str, seen: list[Event], counter: Path, caught: list[A
     assert chat.status == "complete" and chat.last_step.kind == "complete"
     assert chat.last_assistant_message.content == "done"
     # the model was told of the edit, as of any edit
-    last = chat.provider.requests[-1]
-    told = [m for m in last.messages if m.role == "tool" and m.tool_call_id == "r1"]
-    assert told and str(told[0].content).startswith(edit_note({"order_id": 999}))
-    assert "refunded order 999" in str(told[0].content)
+    told = run.told("r1")
+    assert told and told[0].startswith(edit_note({"order_id": 999}))
+    assert "refunded order 999" in told[0]
     # applied as a decision made elsewhere, after the policy's own approval
-    mine = [e for e in seen if isinstance(e, ApprovalDecided) and e.call.id == "r1"]
-    assert [(e.decision.by, e.elsewhere) for e in mine] == [
-        ("policy:always_allow:refund", False),
-        ("user", True),
-    ]
+    assert run.decided("r1") == [("policy:always_allow:refund", False), ("user", True)]
     with nbagent.open_store(db) as store:
         stored = store.call("r1", chat_id=chat.id)
         assert stored.status == "ok" and stored.started_at is not None
@@ -142,9 +77,7 @@ def _check(chat: Chat, db: str, seen: list[Event], counter: Path, caught: list[A
         assert log.loc["r1", "status"] == "ok" and log.loc["r1", "decided_by"] == "user"
         assert log.loc["r1", "edited_arguments"] == {"order_id": 999}
         assert "refunded order 999" in str(log.loc["r1", "result_preview"])
-    again = Chat.load(
-        chat.id, store=db, tools=[Email, Refund], provider=ScriptedProvider([]), display=False
-    )
+    again = run.reloaded(db)
     try:
         assert again.status == "complete"
         back = again.get_call("r1")
@@ -159,68 +92,33 @@ def _check(chat: Chat, db: str, seen: list[Event], counter: Path, caught: list[A
 def test_an_edited_approval_made_elsewhere_before_the_claim_runs_as_edited(
     backend: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attempt: int
 ) -> None:
-    counter = tmp_path / "runs.txt"
-    monkeypatch.setenv("NBAGENT_TEST_COUNTER", str(counter))
-    seen: list[Event] = []
-    chat = _chat(backend.url, seen)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        chat.ask("go")
-    assert Email.overrule["b"] == "approved 999", Email.overrule["b"]
-    _check(chat, backend.url, seen, counter, caught)
-    chat.close()
+    run = overruled(backend.url, EDIT, tmp_path, monkeypatch)
+    _check(run, backend.url)
+    run.chat.close()
 
 
 @pytest.mark.parametrize("attempt", range(3))
 def test_an_edited_approval_made_elsewhere_before_the_claim_runs_as_edited_async(
     backend: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attempt: int
 ) -> None:
-    counter = tmp_path / "runs.txt"
-    monkeypatch.setenv("NBAGENT_TEST_COUNTER", str(counter))
-    seen: list[Event] = []
-    chat = _chat(backend.url, seen)
     # sequential (the default): the refund is claimed right before it starts, after the email
     # (on PostgreSQL by the loop's sender: the grouped claim)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        asyncio.run(chat.ask_async("go"))
-    assert Email.overrule["b"] == "approved 999", Email.overrule["b"]
-    _check(chat, backend.url, seen, counter, caught)
-    chat.close()
-
-
-class _EditElsewhere(Extension):
-    """Once the chat's step hooks have looked at the store (its own hook first: it was
-    extended first), another process approves the refund with edited arguments: after the
-    step read the decisions and before the round claims the call. (The async driver writes
-    the response with the claim of the round's first call, in one transaction: there is no
-    such moment; its later calls' claims are the async tests' above.)"""
-
-    def __init__(self, chat: Chat, db: str):
-        self.chat, self.db, self.said = chat, db, ""
-
-    def before_step(self) -> None:
-        calls = self.chat.tool_calls
-        if not self.said and calls and calls[0].status == "approved":
-            self.said = _overrule(self.chat.id, self.db)
+    run = overruled(backend.url, EDIT, tmp_path, monkeypatch, use_async=True)
+    _check(run, backend.url)
+    run.chat.close()
 
 
 @pytest.mark.parametrize("attempt", range(2))
 def test_the_round_s_only_call_edited_elsewhere_before_its_claim(
     backend: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attempt: int
 ) -> None:
-    counter = tmp_path / "runs.txt"
-    monkeypatch.setenv("NBAGENT_TEST_COUNTER", str(counter))
-    seen: list[Event] = []
-    chat = _chat(backend.url, seen, email=False)
-    edit = _EditElsewhere(chat, backend.url)
-    chat.extend(edit)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        chat.ask("go")
-    assert edit.said == "approved 999", edit.said
-    _check(chat, backend.url, seen, counter, caught)
-    chat.close()
+    """Edited after the step read the decisions and before the round claims the call. (The
+    async driver writes the response with the claim of the round's first call, in one
+    transaction: there is no such moment; its later calls' claims are the async tests'
+    above.)"""
+    run = overruled(backend.url, EDIT, tmp_path, monkeypatch, before_step=True)
+    _check(run, backend.url)
+    run.chat.close()
 
 
 def test_a_claim_is_granted_only_for_the_decision_the_claimant_holds(backend: Any) -> None:
