@@ -280,7 +280,8 @@ def unredacted(edited: Any, original: Any) -> Any:
             return out
         if isinstance(v, list):
             items = list(was) if isinstance(was, list | tuple) else []
-            return [walk(x, o, key, depth + 1) for x, o in zip(v, _matched(v, items), strict=True)]
+            matched = _matched(v, items, key)
+            return [walk(x, o, key, depth + 1) for x, o in zip(v, matched, strict=True)]
         return v
 
     return walk(edited, original, None, 0)
@@ -289,15 +290,19 @@ def unredacted(edited: Any, original: Any) -> Any:
 _NONE = object()
 
 
-def _matched(edited: list[Any], olds: list[Any]) -> list[Any]:
+def _matched(edited: list[Any], olds: list[Any], key: Any = None) -> list[Any]:
     """For each item of an edited list, the original item it stands for (``_NONE``: none
     known): an item left as shown is that item wherever it moved (its shown form is one
     original's only); another is the item at its place only when the list kept its length
     and no item moved. A secret is never put back into another item than its own: a
-    deleted or moved entry would have given its password to its neighbour."""
+    deleted or moved entry would have given its password to its neighbour. ``key``: the
+    list's name: under a secret's, every item shows as ``***`` (a literal ``***`` the model
+    wrote among them too), so no shown form is one item's and the items keep their places;
+    judged without it, the literal was the only ``***`` and every item left as shown became
+    it: the tool ran with ``***`` for the real secret, told the user had edited it."""
     shown: dict[str, int | None] = {}
     for j, o in enumerate(olds):
-        form = _form(shown_as(o))
+        form = _form(shown_as(o, key))
         shown[form] = j if form not in shown else None  # two alike: which is unknown
     exact: list[int | None] = [shown.get(_form(x)) for x in edited]
     in_place = len(edited) == len(olds) and all(j is None or j == i for i, j in enumerate(exact))
