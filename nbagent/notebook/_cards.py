@@ -317,7 +317,7 @@ def reason_words(e: CallEntry) -> str:
     if reason.startswith(rule):
         note = reason[len(rule) :].strip()
         return "its approval rule left this call to you" + (f" {note}" if note else "")
-    return reason
+    return redact_keys(reason)  # a store's, a policy's: may name the call as the model did
 
 
 # --------------------------------------------------------------------------- arguments

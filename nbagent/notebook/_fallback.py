@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from .._display import LiveOutput, mark_dirty
 from .._html import esc, md_inline, printable
+from .._secrets import redact_keys
 from .._types import short_id
 from ._render import conversation_html, conversation_markdown, conversation_text, fence_block
 from ._state import BudgetEntry, CallEntry, ChatState, Entry, state_for
@@ -77,7 +78,8 @@ def orphan_words(chat: Chat, pending: Sequence[Entry]) -> tuple[str, list[str], 
     """
     calls = [e for e in pending if isinstance(e, CallEntry)]
     # Tool names keep their spelling (never capitalized); the verb agrees with the count.
-    names = [f"{e.r.tool} ({e.r.call_id})" for e in calls]
+    # A name the model wrote is shown as it reads it (``password=***``), as on the card.
+    names = [f"{redact_keys(e.r.tool)} ({e.r.call_id})" for e in calls]
     if not names:
         subject = "A step budget was"
     elif len(names) == 1:
@@ -166,7 +168,7 @@ def running_twin_bundle(
     transcript, and that their outcome is unknown (never "awaiting approval": they were
     decided, and may have done what they do)."""
     data = bundle_for(state, turn, skip=skip, title=title)
-    names = [f"{e.r.tool} ({e.r.call_id})" for e in running]
+    names = [f"{redact_keys(e.r.tool)} ({e.r.call_id})" for e in running]
     what = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
     lead = printable(
         f"The kernel session ended while {what} ran (the notebook was reopened, or its kernel "

@@ -120,8 +120,10 @@ def _ask_about(
     chat: Chat, call: ToolCall, ask: Callable[[str], str], say: Callable[..., None]
 ) -> Literal["decided", "skipped"]:
     """Ask about one call until it is decided or skipped (``_Stop``: quit or no input)."""
-    reason = call.approval.reason if call.approval else ""
-    label = f"{call.server} · {call.name}" if call.server else call.name
+    # A name the model (or a provider) wrote is printed as the model reads it
+    # (``password=***``), and so is the reason, which names the call; the call keeps its name.
+    reason = redact_keys(call.approval.reason) if call.approval else ""
+    label = f"{call.server} · {redact_keys(call.name)}" if call.server else redact_keys(call.name)
     say(f"\n{label} ({call.id}) needs approval" + (f": {reason}" if reason else ""))
     say(json_preview(redacted(call.arguments))[0])  # secrets as *** (an edit is typed anew)
     while True:
@@ -158,8 +160,8 @@ def _ask_about(
             elif answer in ("l", "always"):
                 chat.always_allow(call.name)
                 say(
-                    f"{call.name}: always allowed from now on; [r] in a review or "
-                    f"chat.revoke({call.name!r}) takes it back."
+                    f"{redact_keys(call.name)}: always allowed from now on; [r] in a review or "
+                    f"{_revoke_code(chat, call.name)} takes it back."
                 )
             elif answer in ("r", "revoke") and chat.always_allowed:
                 _revoke(chat, ask, say)
@@ -179,16 +181,29 @@ def _ask_about(
         return "decided"
 
 
+def _revoke_code(chat: Chat, name: str) -> str:
+    """The code that takes back "always allow" for ``name``: by its name, or where that
+    would print a secret (a name the model wrote), by its place in ``chat.always_allowed``."""
+    if redact_keys(name) == name or name not in chat.always_allowed:
+        return f"chat.revoke({redact_keys(name)!r})"
+    return f"chat.revoke(chat.always_allowed[{chat.always_allowed.index(name)}])"
+
+
 def _revoke(chat: Chat, ask: Callable[[str], str], say: Callable[..., None]) -> None:
     allowed = chat.always_allowed
+    listed = ", ".join(redact_keys(a) for a in allowed)
     name = allowed[0]
     if len(allowed) > 1:
-        name = ask(f"revoke which ({', '.join(allowed)})? ").strip()
-        if name not in allowed:
-            say(f"{name!r} is not always allowed (always allowed: {', '.join(allowed)})")
+        typed = ask(f"revoke which ({listed})? ").strip()
+        # a name as listed (``password=***``) names the rule it shows, if it shows one only
+        meant = [a for a in allowed if a == typed]
+        meant = meant or [a for a in allowed if redact_keys(a) == typed]
+        if len(meant) != 1:
+            say(f"{redact_keys(repr(typed))} is not always allowed (always allowed: {listed})")
             return
+        name = meant[0]
     chat.revoke(name)
-    say(f"{name}: no longer always allowed; its next calls ask again.")
+    say(f"{redact_keys(name)}: no longer always allowed; its next calls ask again.")
 
 
 def _still_pending(chat: Chat, say: Callable[..., None]) -> None:
@@ -197,15 +212,15 @@ def _still_pending(chat: Chat, say: Callable[..., None]) -> None:
     allowed = chat.always_allowed
     if allowed:
         say(
-            f"Always allowed (run without asking): {', '.join(allowed)}; "
-            f"chat.revoke({allowed[0]!r}) stops that."
+            f"Always allowed (run without asking): {', '.join(redact_keys(a) for a in allowed)}; "
+            f"{_revoke_code(chat, allowed[0])} stops that."
         )
     if not pending:
         return
     n = len(pending)
     say(f"{n} call{'s' if n != 1 else ''} still waiting for approval:")
     for c in pending:
-        say(f"  {f'{c.server} · ' if c.server else ''}{c.name} ({c.id})")
+        say(f"  {f'{c.server} · ' if c.server else ''}{redact_keys(c.name)} ({c.id})")
     first = pending[0].id
     say(
         f"Decide with chat.approve({first!r}) or chat.deny({first!r}, reason=...), then "

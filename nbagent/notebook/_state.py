@@ -924,7 +924,9 @@ class ChatState:
 
     def _call_name(self, call_id: str) -> str:
         entry = self.by_key.get(f"c:{call_id}")
-        return entry.r.tool if isinstance(entry, CallEntry) and entry.r.tool else call_id
+        # shown only (a card's "ran before" note): as the model reads a name it wrote
+        name = entry.r.tool if isinstance(entry, CallEntry) and entry.r.tool else call_id
+        return redact_keys(name)
 
 
 def waits_for_someone(e: Entry) -> bool:

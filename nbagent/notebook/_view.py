@@ -50,7 +50,7 @@ from .._errors import DecisionError, InputError
 from .._html import unredacted
 from .._secrets import redact_keys
 from .._types import PendingInput, short_id
-from ._cards import by_always_allow, input_html, reason_words, settled_input_words
+from ._cards import by_always_allow, input_html, reason_words, settled_input_words, tool_name
 from ._continuation import continuation_for
 from ._fallback import running_twin_bundle, twin_bundle
 from ._forms import FormError, for_browser, form_answer, form_fields
@@ -335,7 +335,8 @@ class ChatView:
                 self._on_card_action,
                 kind="approval",
                 value=entry_html(e, live=True),
-                tool=e.r.tool,
+                tool=tool_name(e),  # as shown: synced, and kept in a saved notebook
+                tool_name=e.r.tool,  # as sent: what always_allow / revoke act on
                 call_id=e.r.call_id,
                 arguments=e.arguments_text,
                 editable=e.arguments_editable and not e.r.hosted,
@@ -394,7 +395,7 @@ class ChatView:
             self._on_input_action,
             kind="input",
             value=input_html(p, live=True),
-            tool=p.tool or "",
+            tool=redact_keys(p.tool or ""),
             call_id=p.call_id or "",
             input_id=p.id,
             input_kind=p.kind,
@@ -889,7 +890,7 @@ class ChatView:
         """A card offers "Stop always allowing" while the rule holds: its button must work
         (a rule revoked in code keeps no view live)."""
         allowed = self.chat.always_allowed
-        return any(card.revocable and card.tool in allowed for card in self._cards.values())
+        return any(card.revocable and card.tool_name in allowed for card in self._cards.values())
 
     def _go_static(self, phase: str | None = None) -> None:
         """Show the static bundle in this view's output, then free its widgets."""
@@ -1024,8 +1025,8 @@ class ChatView:
                 with self.state.deciding_by_hand(call_id):
                     chat.approve(call_id, arguments=edited)
             elif kind == "always":
-                self._always_from[card.tool] = card
-                chat.always_allow(card.tool)
+                self._always_from[card.tool_name] = card
+                chat.always_allow(card.tool_name)
             else:
                 raise CardError(f"unknown action {kind!r}")
         except DecisionError as exc:
@@ -1058,15 +1059,15 @@ class ChatView:
 
     def _revoke(self, card: ActionCard) -> None:
         """Take back "Always allow" for the card's tool (decisions it made stand)."""
-        tool = card.tool
+        tool = card.tool_name
         try:
             self.chat.revoke(tool)
         except ValueError:
-            card.note = f"{tool} is not always allowed any more."
+            card.note = f"{card.tool} is not always allowed any more."
         else:
-            card.note = f"{tool} asks for approval again from now on."
+            card.note = f"{card.tool} asks for approval again from now on."
         for other in self._cards.values():
-            if other.tool == tool:
+            if other.tool_name == tool:
                 other.revocable = False
         with self.state.lock:
             if not self.chat.is_running:  # settled: what kept this view live may be gone

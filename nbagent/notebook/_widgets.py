@@ -58,7 +58,9 @@ class ActionCard(anywidget.AnyWidget):
             applied), then ``approved`` / ``denied`` / ``continued`` /
             ``stopped``, ``answered`` / ``declined`` / ``cancelled`` (input cards), or
             ``closed`` (nothing left to decide here).
-        tool: Tool name (approval cards).
+        tool: Tool name as shown (approval cards): through ``redact_keys``, as a name the
+            model or a provider wrote may hold ``password=...``; the card acts on
+            ``tool_name``, the name as sent, which stays in Python (never synced).
         arguments: The call's arguments as pretty JSON (the editor's start value), or
             a bounded preview of them when they are huge.
         editable: Whether ``arguments`` is the whole arguments; when it is a preview,
@@ -116,9 +118,14 @@ class ActionCard(anywidget.AnyWidget):
     error = traitlets.Unicode("").tag(sync=True)
     action = traitlets.Dict({}).tag(sync=True)
 
-    def __init__(self, handler: ActionHandler | None = None, **kwargs: Any):
+    def __init__(
+        self, handler: ActionHandler | None = None, *, tool_name: str | None = None, **kwargs: Any
+    ):
         super().__init__(**kwargs)
         self._handler = handler
+        # The tool's own name, for always_allow / revoke: kept here, out of the synced
+        # state a saved notebook keeps (``tool`` is the name as shown).
+        self.tool_name: str = self.tool if tool_name is None else tool_name
         self._lock = threading.Lock()
         self._seen: set[str] = set()
         self.late = False  # the action being handled reached a batch card already closed
