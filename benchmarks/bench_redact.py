@@ -27,6 +27,7 @@ WORST = {
     # each cookie's value is hidden, each Set-Cookie attribute read: a loop step a part
     "a Cookie header of many cookies": "Cookie: " + "a=b; " * (SIZE // 5),
     "Set-Cookie headers joined": "Set-Cookie: " + "a=b, Path=/, " * (SIZE // 13),
+    "Set-Cookie values without names": "Set-Cookie: " + "YWJjZA0x/A==, " * (SIZE // 14),
     "quoted cookies in JSON": '{"Set-Cookie": "' + 'a=\\"b\\"; ' * (SIZE // 10) + '"}',
     "Authorization: Basic again": "Authorization: Basic Basic " * (SIZE // 27),
 }

@@ -359,7 +359,29 @@ def _pairs_hidden(
     if not setting and (run := _COOKIE_RUN.match(text, at)) is not None:
         out.append(_COOKIE_RUN_VALUE.sub("=" + hidden.replace("\\", "\\\\"), run[0]))
         at = run.end()
-    while (pair := pairs.match(text, at)) is not None:
+    while True:
+        pair = pairs.match(text, at)
+        if (
+            setting
+            and first
+            and _base64_cut(text, at, pair)
+            and (b64 := _NAMELESS.match(text, at)) is not None
+            and _nameless(b64)
+        ):  # base64 without a name, read as a name and "=" or cut at a "/"
+            after = _COOKIE_SEP.match(text, b64.end())
+            ends = (quote or text[b64.end() : b64.end() + 1] not in ('"', "'")) and _cookie_ends(
+                text, b64.end(), quote
+            )  # in a header line a quote after "=" opens a value: a name's "=", no padding
+            if after is not None or ends:
+                out.append(hidden)
+                at = b64.end() if after is None else after.end()
+                if after is None:
+                    break
+                out.append(text[b64.end() : at])
+                first = after.group(1) == ","
+                continue
+        if pair is None:
+            break
         name, value, sep = pair.groups()
         end = pair.end()
         if value is not None and (
@@ -411,6 +433,32 @@ def _dquoted(value: str) -> bool:
     if value.startswith('"'):
         return len(value) >= 2 and value.endswith('"')
     return True
+
+
+_NAMELESS = re.compile(r"([A-Za-z0-9+/_-]+)(=*)")
+"""A Set-Cookie's first part that may be base64 without a name (:func:`_nameless`)."""
+
+
+def _base64_cut(text: str, at: int, pair: re.Match[str] | None) -> bool:
+    """Whether a Set-Cookie's first part at ``at``, read as :data:`_COOKIE_PAIRS` reads it
+    (``pair``), may be base64 cut short: a ``/`` where a name ends (or none begins), or a name
+    given nothing but ``=``."""
+    if pair is None or pair.group(2) is None:
+        stop = at if pair is None else pair.end(1)
+        return text[stop : stop + 1] == "/"
+    return not pair.group(2).strip("=")
+
+
+def _nameless(part: re.Match[str]) -> bool:
+    """Whether a Set-Cookie's first part (:data:`_NAMELESS`) is base64, a cookie without a
+    name, that :data:`_COOKIE_PAIRS` reads otherwise (``YWRt...cmQ=``: a name and an empty
+    value; ``AAAA/A``: a name ending at the ``/``): padded (its length a multiple of 4, and
+    not a short word of letters: ``sid=``, as a cookie deleted is sent, and ``session_id=``,
+    11 long, keep their names), or holding a ``/`` and :data:`_COOKIE_WORD` long."""
+    body, pad = part.groups()
+    if pad:
+        return len(pad) <= 2 and len(part[0]) % 4 == 0 and not _word(body)
+    return "/" in body and len(body) >= _COOKIE_WORD
 
 
 def _word(part: str) -> bool:

@@ -409,6 +409,7 @@ _MANY_NAMES = {
     "cookies that go on": "Cookie: a=b'c" + '"' * 4_000 + "\n" + "Set-Cookie: a=\\x" * 2_000,
     "apostrophes in cookies": "{'cookie': 'a=b\\'c; " + "d=e\\'; " * 2_000,
     "Authorization and Basic": "Authorization: Basic " * 2_000 + "Basic Basic Basic x" * 1_000,
+    "cookies without names joined": "Set-Cookie: " + "YWJjZA0x/A==, " * 2_000 + "a/b=" * 2_000,
     "unclosed quoted cookies": 'Set-Cookie: a="' * 2_000 + 'Cookie: a=\\"' * 2_000,
 }
 
@@ -834,3 +835,50 @@ def test_a_value_in_escaped_quotes_after_a_secrets_name_is_hidden() -> None:
     assert redact_keys(json.dumps({"cmd": 'psql password="hunter22" host=db'})) == (
         '{"cmd": "psql password=\\"***\\" host=db"}'
     )
+
+
+_PADDED = "YWRtaW46UzNjcmV0UGFzc3cwcmQ="  # base64 of admin:S3cretPassw0rd, one "=" of padding
+
+
+def test_a_set_cookie_value_without_a_name_ending_in_padding_is_hidden() -> None:
+    """A Set-Cookie's value without a name that ends in base64's padding was shown whole
+    (``Set-Cookie: YWRt...cmQ=``): the padding was read as ``name=`` and an empty value. A
+    first part ``X=`` or ``X==`` with nothing after it, shaped as padded base64 (a length
+    a multiple of 4) and not a short word of letters, is a value without a name; a cookie
+    emptied to delete it (``sid=``, ``session_id=``) keeps its name."""
+    hidden = {
+        f"Set-Cookie: {_PADDED}": "Set-Cookie: ***",
+        f"set-cookie: {_PADDED}; Path=/; HttpOnly": "set-cookie: ***; Path=/; HttpOnly",
+        f'{{"Set-Cookie": "{_PADDED}"}}': '{"Set-Cookie": "***"}',
+        f"{{'set-cookie': '{_PADDED}'}}": "{'set-cookie': '***'}",
+        "Set-Cookie: c2Vzc2lvbi0xMjM0NQ==, b=x1; Path=/": "Set-Cookie: ***, b=***; Path=/",
+        f"HTTP/1.1 200 OK\r\nSet-Cookie: {_PADDED}\r\nServer: x": (
+            "HTTP/1.1 200 OK\r\nSet-Cookie: ***\r\nServer: x"
+        ),
+    }
+    for text, shown in hidden.items():
+        assert redact_keys(text) == shown, text
+        assert redact_keys(shown) == shown
+    for kept in (
+        "Set-Cookie: sid=; Max-Age=0",
+        "Set-Cookie: session_id=; Path=/; Expires=Thu, 01 Jan 1970 00:00:00 GMT",
+        '{"Set-Cookie": "theme="}',
+    ):
+        assert redact_keys(kept) == kept
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=12, max_size=48).filter(lambda b: len(b) % 3))
+def test_no_padded_base64_set_cookie_value_without_a_name_is_shown(raw: bytes) -> None:
+    """Any padded base64 value (12 bytes or more) as a Set-Cookie's cookie without a name,
+    in a header line, before attributes, in JSON and a dict's repr: it reads ``***``."""
+    import base64
+
+    for b64 in (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()):
+        for form in (
+            lambda v: f"Set-Cookie: {v}",
+            lambda v: f"Set-Cookie: {v}; Path=/",
+            lambda v: json.dumps({"Set-Cookie": v}),
+            lambda v: repr({"set-cookie": v}),
+        ):
+            assert redact_keys(form(b64)) == form("***"), form(b64)
