@@ -29,6 +29,7 @@ WORST = {
     "Set-Cookie headers joined": "Set-Cookie: " + "a=b, Path=/, " * (SIZE // 13),
     "Set-Cookie values without names": "Set-Cookie: " + "YWJjZA0x/A==, " * (SIZE // 14),
     "quoted cookies in JSON": '{"Set-Cookie": "' + 'a=\\"b\\"; ' * (SIZE // 10) + '"}',
+    "Authorization: a scheme again": "Authorization: Token " * (SIZE // 21),
     "Authorization: Basic again": "Authorization: Basic Basic " * (SIZE // 27),
 }
 

@@ -135,15 +135,18 @@ def redact_keys(text: str, hidden: str = "***") -> str:
     with ``=`` only) replaced by ``***`` (``hidden``: another marker, e.g. one Markdown does
     not read as emphasis, put back after rendering). HTTP's own forms too: a ``Basic`` token
     after an Authorization header's name, or one that is base64 of ``user:password``
-    (:func:`_basic_hidden`), and each cookie's value after a ``Cookie:`` / ``Set-Cookie:``
+    (:func:`_basic_hidden`), another scheme's token or a lone one after that name
+    (:func:`_authorization_hidden`), and each cookie's value after a ``Cookie:`` / ``Set-Cookie:``
     header's name (:func:`_cookies_hidden`). The one reader of text for every path, what
     the model reads included (:func:`scrub`). A value is hidden
     where it is named, nowhere else (``api_key=K and token K`` keeps the second ``K``), and a
     literal under a name (``true``, ``false``, ``null``, ``True``, ``False``, ``None``) stays
     as it is. A bare ``token K`` is not read: "token" alone is prose too often."""
+    lowered = text.lower()  # what is hidden below holds none of the words looked for
+    if "authorization" in lowered:
+        text = _authorization_hidden(text, hidden)
     if any(prefix in text for prefix in _KEY_PREFIXES):
         text = _keys_hidden(text, hidden)
-    lowered = text.lower()
     if "basic" in lowered:
         text = _basic_hidden(text, hidden)
     if "@" in text:
@@ -167,6 +170,48 @@ and any other of token68's characters after it), and before them an Authorizatio
 name if there is one (``Authorization:``, ``Proxy-Authorization:``, a quoted key, a WSGI
 environ's ``HTTP_AUTHORIZATION=``, ``authorization=``): after it the token is hidden
 whatever it decodes to."""
+_AUTHORIZATION = re.compile(
+    r"(?:(?<![\w-])|(?<=\\[nrt]))(?i:(?:http_)?(?:proxy[-_])?authorization)"
+    r"\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?([\w.~+/=-]+)(?:[ \t]+([\w.~+/=-]+))?"
+)
+"""An Authorization header's name (in the forms :data:`_BASIC` reads) and the one or two
+words after it: a scheme and its token, or a token alone (:func:`_authorization_hidden`)."""
+_AUTH_TOKEN = 16
+"""The fewest characters (a digit among them) of a token :func:`_authorization_hidden`
+hides: a word of prose or a status (``granted``, ``required``) is shorter or holds none."""
+
+
+def _authorization_hidden(text: str, hidden: str) -> str:
+    """``text`` with the credentials after each Authorization header's name hidden whatever
+    their scheme: a token alone (``Authorization: ***``, ``{"Authorization": "***"}``), or
+    after a scheme word (``Token ***``, as Django REST framework's; ``Negotiate ***``), of
+    :data:`_AUTH_TOKEN` characters or more holding a digit (a final dot is the sentence's).
+    ``Basic`` and ``Bearer`` are read here too, and by :func:`_basic_hidden` and
+    :data:`_KEY_LIKE` as before; ``"authorization": "granted"`` and "Authorization: required
+    for this endpoint" stay. Each word is read once or twice."""
+    out: list[str] = []
+    pos = 0
+    while (match := _AUTHORIZATION.search(text, pos)) is not None:
+        at = 1 if _auth_token(match.group(1)) else 2 if _auth_token(match.group(2)) else 0
+        if not at:  # the next header's name may follow the first word
+            out.append(text[pos : match.end(1)])
+            pos = match.end(1)
+            continue
+        token = match.group(at)
+        out += (text[pos : match.start(at)], hidden)
+        pos = match.start(at) + len(token.rstrip("."))
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _auth_token(word: str | None) -> bool:
+    """Whether ``word`` after an Authorization header's name is a token to hide."""
+    if word is None:
+        return False
+    word = word.rstrip(".")
+    return len(word) >= _AUTH_TOKEN and any(c.isdecimal() for c in word)
+
+
 _PROSE_AFTER = re.compile(r"[ \t]+[A-Za-z]")
 """A word after a token: the token was a word of prose (``Basic auth is ...``)."""
 

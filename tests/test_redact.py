@@ -410,6 +410,9 @@ _MANY_NAMES = {
     "apostrophes in cookies": "{'cookie': 'a=b\\'c; " + "d=e\\'; " * 2_000,
     "Authorization and Basic": "Authorization: Basic " * 2_000 + "Basic Basic Basic x" * 1_000,
     "cookies without names joined": "Set-Cookie: " + "YWJjZA0x/A==, " * 2_000 + "a/b=" * 2_000,
+    "Authorization of other schemes": "Authorization: Token " * 2_000
+    + "authorization=" * 2_000
+    + '"authorization": "a1 ' * 2_000,
     "unclosed quoted cookies": 'Set-Cookie: a="' * 2_000 + 'Cookie: a=\\"' * 2_000,
 }
 
@@ -882,3 +885,69 @@ def test_no_padded_base64_set_cookie_value_without_a_name_is_shown(raw: bytes) -
             lambda v: repr({"set-cookie": v}),
         ):
             assert redact_keys(form(b64)) == form("***"), form(b64)
+
+
+_DRF = "9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b"  # Django REST framework's example token
+
+
+def test_an_authorization_value_of_another_scheme_or_none_is_hidden() -> None:
+    """After an Authorization header's name only ``Basic`` and ``Bearer`` tokens were
+    hidden: ``Authorization: Token <key>`` (Django REST framework), a raw key and
+    ``{"Authorization": "<key>"}`` were shown whole. A scheme's token, or a lone token, of
+    16 characters or more holding a digit is hidden; a status or prose stays."""
+    hidden = {
+        f"Authorization: Token {_DRF}": "Authorization: Token ***",
+        f"Authorization: {_DRF}": "Authorization: ***",
+        '{"Authorization": "MySecretKeyValue12345"}': '{"Authorization": "***"}',
+        f"{{'authorization': 'Token {_DRF}'}}": "{'authorization': 'Token ***'}",
+        f"curl -H 'Authorization: ApiKey-v2 {_DRF}' https://h/": (
+            "curl -H 'Authorization: ApiKey-v2 ***' https://h/"
+        ),
+        f"GET / HTTP/1.1\r\nProxy-Authorization: Negotiate {_PADDED}\r\nHost: h": (
+            "GET / HTTP/1.1\r\nProxy-Authorization: *** ***\r\nHost: h"  # a name of 2 words
+        ),
+        f"Authorization: {_PADDED}": "Authorization: ***",
+        f'{{"headers": "{{\\"Authorization\\": \\"Token {_DRF}\\"}}"}}': (
+            '{"headers": "{\\"Authorization\\": \\"Token ***\\"}"}'
+        ),
+        f"HTTP_AUTHORIZATION=Token {_DRF}": "HTTP_AUTHORIZATION=*** ***",
+        f"authorization: Token {_DRF}. Next": "authorization: Token ***. Next",
+    }
+    for text, shown in hidden.items():
+        assert redact_keys(text) == shown, text
+        assert redact_keys(shown) == shown
+    for kept in (
+        '{"authorization": "granted"}',
+        "Authorization: required for this endpoint",
+        "Authorization: Token abc123",
+        "Authorization: Bearer ***",
+        "authorization: pending since 2024-01-01",
+        "the Authorization: header carries a token of 40 characters",
+    ):
+        assert redact_keys(kept) == kept
+
+
+_TOKEN68 = string.ascii_letters + string.digits + "-._~+/"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(["Token", "Digest", "Negotiate", "ApiKey", "HMAC-SHA256", ""]),
+    st.text(_TOKEN68, min_size=15, max_size=40).map(lambda t: t + "7"),
+    st.sampled_from(["", "=", "=="]),
+)
+def test_no_authorization_token_of_any_scheme_is_shown(scheme: str, body: str, pad: str) -> None:
+    """Any token68 of 16 characters or more holding a digit, after any scheme or none, in a
+    header line, a curl command, JSON and a dict's repr: the text reads as it would with
+    ``***`` for the token."""
+    token = body.strip(".") + pad if body.strip(".") else "a7" * 8
+    value = (lambda t: f"{scheme} {t}") if scheme else (lambda t: t)
+    for form in (
+        lambda t: f"GET / HTTP/1.1\r\nAuthorization: {value(t)}\r\nHost: h",
+        lambda t: f"curl -H 'authorization: {value(t)}' https://h/",
+        lambda t: json.dumps({"Authorization": value(t), "n": 1}),
+        lambda t: repr({"proxy-authorization": value(t)}),
+    ):
+        shown = redact_keys(form(token))
+        assert shown == redact_keys(form("***")), form(token)
+        assert token not in shown
