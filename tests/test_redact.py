@@ -933,14 +933,14 @@ _TOKEN68 = string.ascii_letters + string.digits + "-._~+/"
 @settings(max_examples=300, deadline=None)
 @given(
     st.sampled_from(["Token", "Digest", "Negotiate", "ApiKey", "HMAC-SHA256", ""]),
-    st.text(_TOKEN68, min_size=15, max_size=40).map(lambda t: t + "7"),
+    st.text(_TOKEN68, min_size=14, max_size=40).map(lambda t: f"a{t}7"),
     st.sampled_from(["", "=", "=="]),
 )
 def test_no_authorization_token_of_any_scheme_is_shown(scheme: str, body: str, pad: str) -> None:
     """Any token68 of 16 characters or more holding a digit, after any scheme or none, in a
     header line, a curl command, JSON and a dict's repr: the text reads as it would with
     ``***`` for the token."""
-    token = body.strip(".") + pad if body.strip(".") else "a7" * 8
+    token = body + pad
     value = (lambda t: f"{scheme} {t}") if scheme else (lambda t: t)
     for form in (
         lambda t: f"GET / HTTP/1.1\r\nAuthorization: {value(t)}\r\nHost: h",
