@@ -552,6 +552,9 @@ def _values_hidden(text: str, names: re.Pattern[str], hidden: str) -> str:
     return "".join(out)
 
 
+_AFTER_SPAN = ")]}.,:;!?"
+"""What may follow a Markdown code span's closing backtick in a value's token (``password=...`),``):
+the sentence's punctuation, kept with the backtick (:func:`_value_at`)."""
 _CONNECTIVES = frozenset({"or", "and", "the", "a", "an", "is", "to", "of", "in", "for", "if"})
 """After ``name=`` and a space, the words that begin prose, not a value (an SDK's hint
 "(argument api_key= or the OPENAI_API_KEY environment variable)"); any other word there is
@@ -601,17 +604,26 @@ def _value_at(text: str, head: re.Match[str], assigned: bool, hidden: str) -> tu
     token = _TOKEN.match(text, at)
     assert token is not None  # it matches nothing at least
     end, value = token.end(), token.group(0)
+    ticks = ""
+    if "`" in value:  # a Markdown code span's backticks are the sentence's, not the value's
+        if (stripped := value.rstrip(_AFTER_SPAN)).endswith("`"):  # `api_key=...`, `X:` header
+            value = stripped.rstrip("`")  # the span closes: the value ends before it
+            end = at + len(value)
+        ticks = value[: len(value) - len(value.lstrip("`"))]  # password=`...`: one opens
+        value, at = value[len(ticks) :], at + len(ticks)
+    if not value.strip(","):  # nothing, or a sentence's comma: "password=, api_key= and"
+        return head.end(), ""
     if value in ("[", "{"):  # name=[ then a quoted item: as in JSON
-        return at, ""
+        return head.end(), ""
     opens = value.rstrip("{[")  # compact JSON's next object: 1},{"api_key": ...
     core = (opens if opens.endswith(",") else value).rstrip(_CLOSING)
     if value == hidden or core in _LITERALS:
-        return end, value
+        return end, ticks + value
     spaced = not structured and text[at - 1 : at].isspace() and core in _CONNECTIVES
     if (structured or spaced) and core.isalpha() and core == value:
         after = text[end : end + 2]
         if len(after) == 2 and after[0] == " " and after[1].isalpha():
-            return end, value  # prose ("your password: click here", "api_key= or the")
+            return end, ticks + value  # prose ("password: click here", "api_key= or the")
     tail = value[len(core) :]
     cut = (
         structured
@@ -620,7 +632,7 @@ def _value_at(text: str, head: re.Match[str], assigned: bool, hidden: str) -> tu
         and not any(c in core for c in "{[(")  # a bracket the value opened: its own
         and (tail[-1] != "," or _GOES_ON.match(text, end) is not None)  # , "door":
     )
-    return end, f"{named}{hidden}{named}{tail if cut else ''}"
+    return end, f"{ticks}{named}{hidden}{named}{tail if cut else ''}"
 
 
 def redact_named(text: str, hidden: str = "***") -> str:
