@@ -62,11 +62,19 @@ class _Call:
     """One call in flight: the chat's way to ask (``None``: a call made in code) and the
     ids of the inputs it waits for. Compared by identity."""
 
-    __slots__ = ("asker", "waiting")
+    __slots__ = ("asker", "task", "waiting")
 
     def __init__(self, asker: InputAsker | None):
         self.asker = asker
         self.waiting: set[str] = set()
+        self.task: asyncio.Task[Any] | None = None  # the call's own task (its cancel is ours)
+
+    def ending(self) -> bool:
+        """Whether the call is being ended here (its timeout, a cancel: its task cancelled):
+        a request of its server cancelled then was withdrawn because of that, and the chat
+        says so as it ends the call (``the call ended (timed_out) before an answer``)."""
+        task = self.task
+        return task is not None and (task.done() or task.cancelling() > 0)
 
     @property
     def owner(self) -> object:
@@ -134,6 +142,7 @@ class Requests:
         which thread came first.
         """
         entry = _Call(asker)  # a call made in code (None) counts too: it makes requests ambiguous
+        entry.task = asyncio.current_task()
         self._in_flight.append(entry)
         token = _asking.set(entry)
         try:
@@ -182,7 +191,11 @@ class Requests:
         try:
             action, data = await asyncio.wrap_future(future)
         except asyncio.CancelledError:  # the server gave up (it cancelled its request)
-            asker.withdraw(input_id, "the server withdrew its request")
+            # ... on its own; or because this call is ending here (timed out, cancelled: the
+            # server cancels what it asked as its call is cancelled), which its chat records
+            # as it ends the call: the reason then depended on which came first
+            if not entry.ending():
+                asker.withdraw(input_id, "the server withdrew its request")
             raise
         finally:
             waiting.discard(input_id)
