@@ -320,10 +320,17 @@ def _request_id(exc: BaseException) -> str | None:
     return None
 
 
-_SECRET_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"}
-)
-"""Headers always a secret's (:func:`~nbagent._secrets.secret_field` judges the rest)."""
+def secret_header(name: str, value: str, secrets: Iterable[str | None] = ()) -> bool:
+    """Whether a header given a value is a secret's: named as one
+    (:func:`~nbagent._secrets.secret_field`: ``authorization``, ``proxy-authorization``,
+    ``cookie``, ``set-cookie``, ``x-api-key``...), or its line showing one (``secrets``, a
+    key's shape, ``password=...``: :func:`scrub`). The one judgement of the headers an error
+    keeps (:func:`response_headers`) and of those that keep it from being chained
+    (:func:`holds_secret`)."""
+    if not value.strip():
+        return False
+    line = f"{name}: {value}"
+    return secret_field(name) or scrub(line, secrets) != line
 
 
 def response_headers(response: Any, secrets: tuple[str | None, ...]) -> ResponseHeaders | None:
@@ -348,10 +355,7 @@ def response_headers(response: Any, secrets: tuple[str | None, ...]) -> Response
                 merged[name] = f"{merged[name]}, {value}"
         kept: list[tuple[str, str]] = []
         for name, value in merged.items():
-            line = f"{name}: {value}"
-            if value.strip() and (
-                name in _SECRET_HEADERS or secret_field(name) or scrub(line, secrets) != line
-            ):
+            if secret_header(name, value, secrets):
                 value = "***"
             kept.append((name, value))
     except Exception:  # headers of a shape nbagent does not know: none kept
@@ -532,9 +536,7 @@ def _secret_headers(obj: Any) -> bool:
             name = name.decode("latin-1")
         if isinstance(value, bytes):
             value = value.decode("latin-1")
-        if not (isinstance(name, str) and isinstance(value, str) and value.strip()):
-            continue
-        if secret_field(name) or redact_keys(f"{name}: {value}") != f"{name}: {value}":
+        if isinstance(name, str) and isinstance(value, str) and secret_header(name, value):
             return True
     return False
 
