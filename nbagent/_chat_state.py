@@ -66,7 +66,7 @@ from ._result_text import to_result
 from ._rules import Rule, denied_edit
 from ._runner import Job, Mode, ToolRunner
 from ._schema import validate_json_schema
-from ._secrets import provider_secrets, scrub, scrub_keys
+from ._secrets import named_values, provider_secrets, scrub, scrub_keys, token_masks
 from ._tools import (
     CancelEvent,
     InputsRequired,
@@ -316,6 +316,7 @@ class ChatCore:
         self._hidden_noted: set[str] = set()  # notices of one tool hiding another, said once
         self._options = ToolOptions()
         self._bus = EventBus(chat_id)
+        self._bus.shown = self._shown  # a raising subscriber's warning, as the screen shows it
         self._history: list[Event] = []  # every event but the streaming fragments (chat.events)
         # the batches of events being emitted now, one per transition (see _whole_history)
         self._emitting: list[list[Event]] = []
@@ -579,10 +580,21 @@ class ChatCore:
                 if wrong is not None:
                     warnings.warn(
                         f"nbagent after_tool_result callback {getattr(fn, '__qualname__', fn)!r} "
-                        f"{wrong} (on {r.call.name}({r.call.id}))",
+                        f"{self._shown(wrong, r.call)} (on {r.call.name}({r.call.id}))",
                         CallbackWarning,
                         stacklevel=2,
                     )
+
+    def _shown(self, text: str, call: ToolCall | None = None) -> str:
+        """A raising callback's, subscriber's or predicate's exception text, as its
+        ``CallbackWarning`` shows it on the screen: the chat's provider key (any shape), key
+        shapes, URL credentials and named secrets as ``***``, and ``call``'s own values under
+        a secret's name (``password``) wherever the text quotes them."""
+        if call is not None:
+            named = named_values(call.arguments, call.decision.arguments if call.decision else None)
+            if named:
+                text = token_masks(tokens=named).hide(text)
+        return scrub(text, provider_secrets(self.provider))
 
     def _said(self, text: str) -> str:
         """A piece of text the model (or the provider) wrote, quoted in an answer nbagent

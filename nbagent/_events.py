@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, dataclass_transform
 
+from ._secrets import redact_keys
 from ._types import Approval, Decision, Message, ToolCall, ToolResultMessage, Usage
 
 
@@ -414,6 +415,10 @@ Subscriber = Callable[[Event], Any]
 _FRAGMENTS: tuple[type[Event], ...] = (TextDelta, ReasoningDelta, ToolCallDelta)
 
 
+def _key_shapes_hidden(text: str, call: ToolCall | None = None) -> str:
+    return redact_keys(text)
+
+
 class EventBus:
     """Synchronous fan-out of a chat's events to its subscribers.
 
@@ -429,6 +434,9 @@ class EventBus:
         self._seq = itertools.count()
         self._lock = threading.RLock()
         self._emit_lock = threading.RLock()
+        # a raising subscriber's error as its warning shows it (the chat's: its key, the
+        # call's secret-named values hidden); key shapes at least, a bus of its own
+        self.shown: Callable[[str, ToolCall | None], str] = _key_shapes_hidden
 
     def subscribe(
         self, event_type: type[Event] | str | None, fn: Subscriber, *, fragments: bool = True
@@ -515,7 +523,8 @@ class EventBus:
                             if wrong is not None:
                                 warnings.warn(
                                     f"nbagent subscriber {getattr(fn, '__qualname__', fn)!r} "
-                                    f"{wrong} (on {event.type})",
+                                    f"{self.shown(wrong, getattr(event, 'call', None))} "
+                                    f"(on {event.type})",
                                     CallbackWarning,
                                     stacklevel=2,
                                 )
