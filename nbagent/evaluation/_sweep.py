@@ -22,6 +22,8 @@ from typing import Any
 
 from .._chat_state import checked_edit
 from .._errors import DecisionError, redacted
+from .._fork import UNSET
+from .._fork import plan as fork_plan
 from ..batch import Backend, batch
 from ..comparison import compare
 from ._case import Case, record_of
@@ -66,13 +68,20 @@ RULE = "rule"
 """Who decided a call a chat's rule decided (the record's ``decided_by``)."""
 
 
+NO_DECISION = ("auto", "none")
+"""A call's ``decision`` when no one was asked: it needed none (``auto``), or it was gated
+and answered before anyone could decide it (``none``: arguments its schema refused, a call
+over the limit): no decision to try otherwise, so no branch."""
+
+
 def _asked(case: Case) -> list[Any]:
     """The calls of the case's chat that asked for an approval (or a rule decided), in
     request order."""
     return [
         c
         for c in case.tool_calls
-        if c.call_id and (c.decided_by == RULE or (c.requires_approval and c.decision != "auto"))
+        if c.call_id
+        and (c.decided_by == RULE or (c.requires_approval and c.decision not in NO_DECISION))
     ]
 
 
@@ -127,14 +136,17 @@ already took that decision (its chat is the branch)."""
 def branches_of(case: Case, edits: Edits | None, chat: Any = None) -> list[Branch]:
     """The forks to make of a case (see :data:`Branch`).
 
-    With ``chat`` (the case's chat), every edit is checked against its tool's schema
-    first, as an approval's edit is: a sweep refuses a bad edit before any branch runs.
-    An edit that gives the call the arguments it has is the approve branch again. A call
-    a chat's rule decided is not branched (no fork overrules a rule): it is one branch,
-    ``"deny <tool> by rule"`` (or ``"approve ... by rule"``), the case as it ran.
+    With ``chat`` (the case's chat), every fork is checked first, as ``chat.fork`` checks
+    it, creating nothing: an edit against its tool's schema and the chat's deny rules (as
+    an approval's edit is), a decision against what the call went through. A sweep refuses
+    a fork that cannot be made before any branch runs. An edit that gives the call the
+    arguments it has is the approve branch again. A call a chat's rule decided is not
+    branched (no fork overrules a rule): it is one branch, ``"deny <tool> by rule"`` (or
+    ``"approve ... by rule"``), the case as it ran.
 
     Raises:
-        DecisionError: An edit the tool refuses (naming the case, the call and the edit).
+        DecisionError: A fork that cannot be made: an edit the tool or a deny rule refuses
+            (naming the case, the branch and the edit), a decision the call cannot take.
     """
     out: list[Branch] = []
     seen: dict[str, int] = {}
@@ -148,7 +160,10 @@ def branches_of(case: Case, edits: Edits | None, chat: Any = None) -> list[Branc
         approve = f"approve {label}"
         for verdict, word in (("approved", "approve"), ("denied", "deny")):
             same = call.decision == verdict and call.edited_arguments is None
-            out.append((f"{word} {label}", call.call_id, None if same else {"decision": verdict}))
+            change = None if same else {"decision": verdict}
+            if chat is not None and change is not None:
+                _plannable(chat, case, f"{word} {label}", call.call_id, change)
+            out.append((f"{word} {label}", call.call_id, change))
         base = call.arguments if isinstance(call.arguments, dict) else {}
         for i, args in enumerate(_edits_for(edits, call), start=1):
             name, merged = f"edit {label} {i}", {**base, **args}
@@ -157,13 +172,19 @@ def branches_of(case: Case, edits: Edits | None, chat: Any = None) -> list[Branc
             if merged == base:  # nothing edited: what approving it does
                 out.append((name, call.call_id, {"same_as": approve}))
             else:
+                if chat is not None:  # the chat's deny rules, and all else a fork checks
+                    _plannable(chat, case, name, call.call_id, {"arguments": merged})
                 out.append((name, call.call_id, {"arguments": merged}))
     return out
 
 
+def _where(case: Case, branch: str) -> str:
+    return f"sweep: case {case.key!r}, branch {branch!r}"
+
+
 def _checked(chat: Any, case: Case, call: Any, branch: str, arguments: dict[str, Any]) -> Any:
     """An edit's arguments as the tool accepts them (the check an approval's edit gets)."""
-    where = f"sweep: case {case.key!r}, branch {branch!r}"
+    where = _where(case, branch)
     tool = next((t for t in chat.tools if t.name == call.tool), None)
     if tool is None:
         raise DecisionError(f"{where}: the chat has no tool {call.tool!r} to edit; no branch ran")
@@ -171,6 +192,35 @@ def _checked(chat: Any, case: Case, call: Any, branch: str, arguments: dict[str,
         return checked_edit(tool, call.tool, arguments)
     except DecisionError as exc:
         raise DecisionError(f"{where}: {exc} ({redacted(arguments)!r}); no branch ran") from None
+
+
+def _plannable(chat: Any, case: Case, branch: str, call_id: str, change: dict[str, Any]) -> None:
+    """Refuse, before any branch runs, a fork ``chat.fork(call_id, **change)`` would refuse
+    once branches had run: the core's own planning of it (what ``fork`` checks, creating
+    nothing): an edit a deny rule of the chat matches, a decision the call cannot take.
+
+    Raises:
+        DecisionError: Naming the case and the branch (an edit's arguments as shown: a
+            secret's as ``***``), and that no branch ran.
+    """
+    point = {k: change.get(k, UNSET) for k in ("arguments", "decision")}
+    try:
+        fork_plan(
+            chat,
+            call_id,
+            step=None,
+            result=UNSET,
+            **point,
+            reason=None,
+            system=UNSET,
+            model=UNSET,
+            tool_options=UNSET,
+            by=DECIDER,
+        )
+    except ValueError as exc:  # DecisionError is one
+        edit = change.get("arguments")
+        shown = f" ({redacted(edit)!r})" if edit is not None else ""
+        raise DecisionError(f"{_where(case, branch)}: {exc}{shown}; no branch ran") from None
 
 
 def sweep(
@@ -212,9 +262,10 @@ def sweep(
         edits: Arguments to try approving a call with: ``{tool: [{...}, ...]}`` or a
             function of the call (its record) returning a list; each edit is merged
             into the call's arguments (``{"amount": 10}`` changes the amount only) and
-            checked against the tool's schema, every edit before any branch runs
-            (``DecisionError``: nothing was forked); an edit that changes nothing is
-            the approve branch again.
+            checked against the tool's schema and the chat's deny rules, every branch
+            checked as ``chat.fork`` checks it before any branch runs
+            (``DecisionError`` naming the case and the branch: nothing was forked); an
+            edit that changes nothing is the approve branch again.
         rest: How each branch decides the gated calls it asks for later
             (default ``"deny"``: nothing else runs unapproved; ``"approve"``, a
             function, or ``None`` to leave them waiting). Every decision the sweep

@@ -280,3 +280,60 @@ def pd_isna(value: Any) -> bool:
     import pandas as pd
 
     return bool(pd.isna(value))
+
+
+def test_an_edit_a_deny_rule_matches_stops_the_sweep_before_any_branch_runs() -> None:
+    """A rule the edited call would meet is checked with the schema, every edit of every
+    case before any branch runs: before, the first case's approve branch refunded, then the
+    fork of the edit raised the chat's own error (no case, no branch) and the scorecard was
+    lost (a rerun refunded again)."""
+    from nbagent import Rule
+
+    RAN.clear()
+    no_big = Rule.deny("issue_refund", ("order_id", ">", 100))
+    make = lambda: Chat("demo", display=False).with_tools(issue_refund).add_rule(no_big)  # noqa: E731
+    cases = ["Refund order 42 for 30 dollars", "Refund order 7 for 2 dollars"]
+    check = [tool_called("issue_refund", status="ok")]
+
+    def edits(call: Any) -> list[dict[str, Any]]:  # the second case's edit meets the rule
+        return [{"amount": 1}, {"order_id": 500}] if call.arguments["order_id"] == 7 else []
+
+    with pytest.raises(DecisionError) as caught:
+        sweep(cases, make, check, edits=edits, progress=False)
+    message = str(caught.value)
+    assert message.startswith("sweep: case '1', branch 'edit issue_refund 2': issue_refund(")
+    assert message.endswith(
+        "cannot be approved with these arguments: Denied by rule: tool issue_refund, "
+        "order_id > 100 (a call a deny rule matches never runs) "
+        "({'order_id': 500, 'amount': 2.0}); no branch ran"
+    )
+    assert Counter() == RAN  # no branch of either case ran
+    card = sweep(cases, make, check, edits=lambda call: [{"order_id": 99}], progress=False)
+    assert Counter({(42, 30.0): 1, (99, 30.0): 1, (7, 2.0): 1, (99, 2.0): 1}) == RAN
+    assert set(card["branch"]) == {"approve issue_refund", "deny issue_refund",
+                                   "edit issue_refund 1"}  # fmt: skip
+
+
+def test_a_gated_call_answered_at_once_is_not_branched() -> None:
+    """A gated call rejected before anyone was asked (arguments the schema refuses) has no
+    decision to try otherwise: before, its approve branch's fork raised ValueError
+    mid-sweep (the branches before it had run) and the scorecard was lost."""
+    RAN.clear()
+
+    def brain(request: Any) -> Any:
+        if not any(isinstance(m, ToolResultMessage) for m in request.messages):
+            return call_tools(("issue_refund", {"order_id": "abc"}, "bad"),
+                              ("issue_refund", {"order_id": 3}, "good"))  # fmt: skip
+        return reply("Done.")
+
+    def make() -> Chat:
+        return Chat(provider=ScriptedProvider([brain], repeat_last=True),
+                    display=False).with_tools(issue_refund)  # fmt: skip
+
+    card = sweep(["go", "again"], make, [tool_called("issue_refund", status="ok")],
+                 edits={"issue_refund": [{"amount": 4}]}, progress=False)  # fmt: skip
+    assert card["branch"].tolist() == [
+        "approve issue_refund", "deny issue_refund", "edit issue_refund 1"
+    ] * 2  # fmt: skip
+    assert card["passed"].tolist() == [True, False, True] * 2
+    assert Counter({(3, 0.0): 2, (3, 4.0): 2}) == RAN
