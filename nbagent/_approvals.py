@@ -31,6 +31,7 @@ from typing import Any
 from ._errors import redact_keys
 from ._events import CallbackWarning
 from ._notice import user_stacklevel
+from ._secrets import named_values, token_masks
 from ._tools import Tool
 from ._types import Approval, ToolCall
 
@@ -68,7 +69,8 @@ class Policy:
 
         A predicate that returns anything else (``"false"``, ``1``, ``None``) or
         raises never approves; a raise or a non-bool is reported once per call (of
-        each chat) as a :class:`~nbagent.CallbackWarning`, since it is almost surely a bug.
+        each chat) as a :class:`~nbagent.CallbackWarning`, since it is almost surely a bug:
+        what it raised as :func:`failure` says it, what it returned by its type alone.
         """
         if call.name != self.tool:
             return False
@@ -77,11 +79,11 @@ class Policy:
         try:
             verdict = self.when(call)
         except Exception as exc:
-            self._warn(call, f"raised {type(exc).__name__}: {exc}")
+            self._warn(call, f"raised {failure(call, exc)}")
             return False
         if isinstance(verdict, bool):
             return verdict
-        self._warn(call, f"returned {verdict!r}, not True or False")
+        self._warn(call, f"returned {type_of(verdict)}, not True or False")
         return False
 
     def _warn(self, call: ToolCall, what: str) -> None:
@@ -92,9 +94,10 @@ class Policy:
             self._warned[key] = None
             while len(self._warned) > WARNED_CALLS:
                 del self._warned[next(iter(self._warned))]
+        # a tool's name may be the model's (a hosted call's, always allowed from its card)
         warnings.warn(
-            f"nbagent: the always_allow predicate of {self.tool!r} {redact_keys(what)}; "
-            f"{call.name}({call.id}) was not approved by it",
+            f"nbagent: the always_allow predicate of {redact_keys(repr(self.tool))} {what}; "
+            f"{redact_keys(call.name)}({call.id}) was not approved by it",
             CallbackWarning,
             stacklevel=user_stacklevel(4),
         )
@@ -102,6 +105,25 @@ class Policy:
     @property
     def decider(self) -> str:
         return f"policy:{self.name}"
+
+
+def failure(call: ToolCall, exc: BaseException) -> str:
+    """What a resolver or a predicate raised, as said in a reason or a warning: its type and
+    text, the values ``call`` was given under a secret's name (``password``, all of a
+    ``credentials`` dict: :func:`~nbagent._secrets.named_values`) masked where they stand as a
+    whole token (as they are, or quoted by ``repr()`` or JSON), then all
+    :func:`~nbagent._errors.redact_keys` hides. Code judging a call often quotes its
+    arguments (``ValueError(f"password {password} is too long")``), and ``redact_keys`` alone
+    knows a value is a password only after ``password=``."""
+    text = f"{type(exc).__name__}: {exc}"
+    return redact_keys(token_masks(tokens=named_values(call.arguments)).hide(text))
+
+
+def type_of(value: Any) -> str:
+    """A wrong answer said by its type alone (``a str``, ``an int``, ``a tuple``): the value
+    itself may quote the call's arguments (a password returned, ``(True, f"... {password}")``)."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def not_given(call: ToolCall) -> bool:
@@ -152,8 +174,9 @@ def consult_resolver(tool: Tool, call: ToolCall) -> tuple[bool | None, str | Non
 
     So does one that returns anything but ``True``, ``False`` or ``None``; the
     note says why (it joins the call's approval reason, which the log, the store and
-    the card show: anything shaped like a key, URL credentials or a password in it is
-    ``***``; the chat scrubs its provider's own key too).
+    the card show): what it raised as :func:`failure` says it (the call's values under a
+    secret's name, anything shaped like a key, URL credentials or a password as ``***``; the
+    chat scrubs its provider's own key too), what it returned by its type alone.
     """
     resolver = tool.resolver
     if resolver is None:
@@ -161,10 +184,10 @@ def consult_resolver(tool: Tool, call: ToolCall) -> tuple[bool | None, str | Non
     try:
         verdict = resolver(call)
     except Exception as exc:
-        return None, redact_keys(f"approval rule raised {type(exc).__name__}: {exc}")
+        return None, f"approval rule raised {failure(call, exc)}"
     if verdict is None or isinstance(verdict, bool):
         return verdict, None
-    return None, redact_keys(f"approval rule returned {verdict!r} (expected True, False or None)")
+    return None, f"approval rule returned {type_of(verdict)} (expected True, False or None)"
 
 
 def denial_content(call: ToolCall, reason: str | None, by: str) -> str:

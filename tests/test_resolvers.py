@@ -215,8 +215,8 @@ def test_a_human_still_decides_a_call_the_resolver_left_waiting() -> None:
     ("answer", "note"),
     [
         (lambda call: 1 / 0, "raised ZeroDivisionError"),
-        (lambda call: "yes", "returned 'yes' (expected True, False or None)"),
-        (lambda call: 1, "returned 1 (expected True, False or None)"),
+        (lambda call: "yes", "returned a str (expected True, False or None)"),
+        (lambda call: 1, "returned an int (expected True, False or None)"),
     ],
 )
 def test_a_resolver_that_raises_or_answers_nonsense_leaves_the_call_waiting(
