@@ -824,12 +824,13 @@ def _done_participle(word: str, vocab: _Vocab) -> bool:
 
 
 _CONTRAST = re.compile(
-    r"(?<!\s)\s+but\b|,\s*(?:while|whereas|except|though|although)\b|(?<!\s)\s+(?:except|"
-    r"excluding|instead of|rather than|apart from)\b",
+    r"(?<!\s)\s+but\b|,\s*(?:while|whereas|except|though|although|not)\b|(?<!\s)\s+(?:"
+    r"except|excluding|instead of|rather than|apart from)\b",
     re.IGNORECASE,
 )
 """Where a claiming clause's values end: what follows a contrast ("I refunded order 42 but
-not order 43", "..., while order 43 was declined") is not claimed."""
+not order 43", "I refunded order 42, not order 43", "..., while order 43 was declined")
+is not claimed."""
 
 
 def _scope(sentence: str, end: int) -> str:
