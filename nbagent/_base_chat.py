@@ -40,6 +40,7 @@ from ._errors import (
 from ._events import (
     Event,
     OptionsChanged,
+    is_async_callable,
 )
 from ._extension import HOOKS, ChatHost, Extension, auto_extensions, overrides
 from ._fork import UNSET, Plan, restamped
@@ -1310,7 +1311,7 @@ def _callable(fn: Any, name: str) -> Any:
     """
     if not callable(fn):
         raise TypeError(f"{name}() takes a function, got {fn!r}")
-    if _is_async_callable(fn):
+    if is_async_callable(fn):
         label = getattr(fn, "__qualname__", None) or type(fn).__qualname__
         raise TypeError(
             f"{name}() takes a plain function, got the async callable {label!r}: callbacks "
@@ -1320,24 +1321,6 @@ def _callable(fn: Any, name: str) -> Any:
             "asyncio.run_coroutine_threadsafe with your loop)"
         )
     return fn
-
-
-def _is_async_callable(fn: Any) -> bool:
-    """Whether calling ``fn`` makes a coroutine or an async generator instead of running it
-    (``functools.partial`` and bound methods of such functions too; a class is not)."""
-    import inspect
-
-    def is_async(f: Any) -> bool:
-        return inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f)
-
-    if isinstance(fn, type):
-        return False
-    if is_async(fn):
-        return True
-    if inspect.isfunction(fn) or inspect.ismethod(fn) or inspect.isbuiltin(fn):
-        return False
-    call = inspect.getattr_static(type(fn), "__call__", None)
-    return call is not None and is_async(call)
 
 
 def _one_per_name(given: Sequence[Any]) -> None:

@@ -15,7 +15,7 @@ from typing import Any, Self
 from ._approvals import HUMAN, always_allow_policy, not_given
 from ._chat_state import ChatCore, apply_always_allow
 from ._errors import DecisionError, provider_secrets
-from ._events import AlwaysAllowChanged, Event, RuleChanged
+from ._events import AlwaysAllowChanged, Event, RuleChanged, is_async_callable
 from ._notice import notice
 from ._rules import RULE, Rule
 from ._tools import tool_name_of
@@ -102,6 +102,13 @@ class DecisionsMixin(ChatCore):
         name = tool_name_of(tool)
         if when is not None and not callable(when):
             raise TypeError(f"when must be a callable taking the call, got {type(when).__name__}")
+        if when is not None and is_async_callable(when):
+            label = getattr(when, "__qualname__", None) or type(when).__qualname__
+            raise TypeError(
+                f"when takes a plain function, got the async callable {label!r}: it is asked "
+                "on the thread deciding the call and never awaited, so its body would never "
+                "run; write it as a plain `def`"
+            )
         policy = always_allow_policy(name, when)
         with self._lock:  # a rule restored without its predicate gives way to the new one
             before = list(self._policies)

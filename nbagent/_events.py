@@ -407,6 +407,23 @@ def unawaited(out: Any) -> str | None:
     )
 
 
+def is_async_callable(fn: Any) -> bool:
+    """Whether calling ``fn`` makes a coroutine or an async generator instead of running it
+    (``functools.partial`` and bound methods of such functions too; a class is not)."""
+
+    def is_async(f: Any) -> bool:
+        return inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f)
+
+    if isinstance(fn, type):
+        return False
+    if is_async(fn):
+        return True
+    if inspect.isfunction(fn) or inspect.ismethod(fn) or inspect.isbuiltin(fn):
+        return False
+    call = inspect.getattr_static(type(fn), "__call__", None)
+    return call is not None and is_async(call)
+
+
 class CallbackWarning(UserWarning):
     """A subscriber raised; the chat carried on."""
 

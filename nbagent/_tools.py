@@ -970,8 +970,12 @@ def _class_gate(owner: str, value: Any) -> Any:
     """
     if value is None:
         return False
+    if isinstance(value, (staticmethod, classmethod)):
+        _refuse_async_gate(owner, value.__func__)
     if isinstance(value, (bool, staticmethod, classmethod, property)):
         return value  # a property's value is checked per instance, in with_tools
+    if callable(value):
+        _refuse_async_gate(owner, value)
     if inspect.isfunction(value):
         try:
             params = list(inspect.signature(value).parameters.values())
@@ -1003,6 +1007,22 @@ def _check_arity(owner: str, fn: Callable[..., Any], n: int) -> None:
             f"{owner}: a requires_approval resolver is called as {what}; "
             f"{getattr(fn, '__qualname__', fn)!r} cannot take that"
         ) from None
+
+
+def _refuse_async_gate(owner: str, fn: Any, what: str = "requires_approval") -> None:
+    """Refuse an ``async def`` approval rule (or one whose ``__call__`` is), when the tool is
+    defined: a rule is asked on the thread deciding the call and never awaited, so its body
+    would never run and its call would wait for a decision for ever."""
+    target = call_target(fn)
+    if inspect.iscoroutinefunction(target) or inspect.isasyncgenfunction(target):
+        label = getattr(target, "__qualname__", None) or type(fn).__qualname__
+        raise ToolDefinitionError(
+            f"{owner}: {what} takes a plain function, got the async callable {label!r}: an "
+            "approval rule is asked on the thread deciding the call and never awaited, so its "
+            "body would never run (the call would wait for a decision for ever); write it as "
+            "a plain `def` (read what it needs before the chat runs, or decide from your own "
+            "async code with chat.approve / chat.deny)"
+        )
 
 
 def _bad_gate(owner: str, value: Any) -> ToolDefinitionError:
@@ -1042,6 +1062,7 @@ def check_gate(owner: str, requires_approval: Any, approval: Any) -> None:
             raise _bad_gate(owner, requires_approval)
         if approval is not None:
             raise _both(owner)
+        _refuse_async_gate(owner, requires_approval)
         if inspect.isfunction(requires_approval) or inspect.ismethod(requires_approval):
             _check_arity(owner, requires_approval, 1)
     if approval is not None and not callable(approval):
@@ -1049,6 +1070,8 @@ def check_gate(owner: str, requires_approval: Any, approval: Any) -> None:
             f"{owner}: approval must be a resolver (tool_call) -> True | False | None, "
             f"got {approval!r}"
         )
+    if approval is not None:
+        _refuse_async_gate(owner, approval, "approval")
 
 
 def _gate_words(t: Tool) -> str:
