@@ -17,7 +17,7 @@ import json
 import os
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -500,6 +500,11 @@ class ChatCore:
         ids repeat across chats (the demo model's ``demo_call_1``, a fork keeps its
         parent's), and approving another chat's call ran this chat's call of that id.
         """
+        if not isinstance(call_or_id, ToolCall | str):
+            raise TypeError(
+                f"a call is a ToolCall or its id, got {type(call_or_id).__name__}"
+                + (" (decide each call: for call in calls: ...)" if _many(call_or_id) else "")
+            )
         cid = call_or_id.id if isinstance(call_or_id, ToolCall) else call_or_id
         try:
             mine = self._calls[cid]
@@ -1600,3 +1605,8 @@ def _one_source_per_label(listed: tuple[tuple[Tool, ...], ...]) -> None:
                     "one program, say: a call records which server it is for, and an approval "
                     "names it): give each its own label= (or prefix=)"
                 )
+
+
+def _many(value: Any) -> bool:
+    """Whether ``value`` is a collection of calls (a list of them, ``pending_approvals``)."""
+    return isinstance(value, list | tuple | set | frozenset | ValuesView)
