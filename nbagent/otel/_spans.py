@@ -54,7 +54,8 @@ A tool that makes a span of its own has them made then (its call's span is its p
 Message content (prompts, answers, arguments, results) is exported only with
 ``content=True``; all free text goes through the scrubber (``scrub``: the chat's
 provider's key, its hosted tools' secrets, the values its calls were given under a secret's
-name, and anything shaped like a key).
+name, and anything shaped like a key), and so does a tool's name wherever a span shows it,
+content or not (the model writes it: :meth:`Tracer._shown_name`).
 Events that happened before the tracer was attached (a fork's shared history, a
 loaded chat's stored events) are history, not traced again.
 """
@@ -70,6 +71,7 @@ import time
 import weakref
 from collections import OrderedDict
 from datetime import datetime, timedelta
+from itertools import islice
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -96,13 +98,18 @@ from .._extension import ChatHost, Extension
 from .._hosted import BREACHES
 from .._record import CallRecord, ChatRecord, RecordChange
 from .._runner import in_call_context
-from .._secrets import Masks, named_values, token_masks
+from .._secrets import Masks, _quoted, named_values, token_masks
 from .._types import AssistantToolCallMessage, Reasoning, ToolResultMessage
 
 AGENT = "nbagent"
 _TURN_NAME = f"invoke_agent {AGENT}"
 CONTENT_CHARS = 8000
 """The most characters of one piece of content (a message part, arguments, a result)."""
+NAME_CHARS = 200
+"""The most characters of a tool's name in a span's name or attribute (a model may write
+any name for a tool it calls: an unknown one's is bounded too)."""
+_NAMES_KEPT = 1024
+"""The most names one tracer keeps as shown (:meth:`Tracer._shown_name`)."""
 ENDS_TURN = frozenset({"complete", "awaiting_approval", "budget_exhausted", "busy"})
 """The step kinds after which the loop stops: the turn's span ends."""
 _FAILED = frozenset({"error", "timed_out", "in_doubt", "cancelled", *BREACHES})
@@ -237,6 +244,15 @@ class Tracer(Extension):
         self._arg_secrets: set[str] | None = None
         self._args_to_read: set[str] = set()  # calls whose arguments are not gathered yet
         self._masks: Masks | None = None  # all of them as one pattern (None: to be made)
+        self._arg_order: list[str] = []  # the values of _arg_secrets, in the order gathered
+        # names as exported (see _shown_name): name -> (as shown, how many of _name_forms it
+        # was looked for in); every form of the secrets (as they are, as repr and JSON quote
+        # them), those of the chat secrets they were made from first, then of _arg_order's
+        # first _forms_args
+        self._names_shown: dict[str, tuple[str, int]] = {}
+        self._name_forms: list[str] = []
+        self._forms_chat: list[str] | None = None
+        self._forms_args = 0
         self._later = False  # in _DUE: the late check looks at this tracer
         self._dropped: Any = None  # ends the run if the chat is garbage-collected
         self._lock = threading.Lock()  # calls of a round may end on worker threads
@@ -476,7 +492,9 @@ class Tracer(Extension):
         if role == "user":
             self._turn_for(e.turn, e.ts)
             if self._content:
-                self._turn_input.append(_message_json(m, self._text, self._arguments))
+                self._turn_input.append(
+                    _message_json(m, self._text, self._arguments, self._shown_name)
+                )
         elif isinstance(m, AssistantToolCallMessage) or role == "assistant":
             self._provider_items(e)
 
@@ -669,11 +687,12 @@ class Tracer(Extension):
         if r is None:
             return
         parent, start = self._starts[call_id]
+        tool = self._shown_name(r.tool)
         span = self._open_calls[call_id] = self._tracer.start_span(
-            self._name("execute_tool", r.tool),
+            self._name("execute_tool", tool),
             context=_parent(parent),
             kind=SpanKind.INTERNAL,
-            attributes={OPERATION: "execute_tool", "gen_ai.tool.name": r.tool},
+            attributes={OPERATION: "execute_tool", "gen_ai.tool.name": tool},
             start_time=start,
         )
         stand_in = self._stand_ins.get(call_id)
@@ -857,7 +876,7 @@ class Tracer(Extension):
             if getattr(m, "role", None) == "assistant":
                 span.set_attribute(
                     "gen_ai.output.messages",
-                    json.dumps([_message_json(m, self._text, self._arguments)]),
+                    json.dumps([_message_json(m, self._text, self._arguments, self._shown_name)]),
                 )
         span.end(end_time=end)
 
@@ -897,9 +916,10 @@ class Tracer(Extension):
         unfinished = until is not None or status is not None
         status = status or r.status
         self._read_arguments_of(r.call_id)  # edited since, or never seen (a hosted call's)
+        tool = self._shown_name(r.tool)  # the model's (an unknown tool's may hold a password)
         attrs: dict[str, Any] = {
             OPERATION: "execute_tool",
-            "gen_ai.tool.name": r.tool,
+            "gen_ai.tool.name": tool,
             "gen_ai.tool.call.id": r.call_id,
             "gen_ai.tool.type": "extension" if (r.server or r.hosted) else "function",
             CONVERSATION: self._chat_id,
@@ -958,7 +978,7 @@ class Tracer(Extension):
                     r.requested_at or r.started_at or (e.ts if e is not None else utcnow())
                 )
             span = self._tracer.start_span(
-                self._name("execute_tool", r.tool),
+                self._name("execute_tool", tool),
                 context=_parent(parent),
                 kind=SpanKind.INTERNAL,
                 attributes=attrs,
@@ -978,7 +998,8 @@ class Tracer(Extension):
         if d is not None:
             decided: dict[str, Any] = {
                 "nbagent.decision.verdict": d.verdict,
-                "nbagent.decision.by": d.by,
+                # policy:always_allow:<tool>: a hosted call's name, always allowed from its card
+                "nbagent.decision.by": self._shown_name(d.by),
             }
             if d.arguments is not None:
                 decided["nbagent.decision.edited"] = True
@@ -1023,6 +1044,51 @@ class Tracer(Extension):
         masked, clipped."""
         return _clipped(redact_keys(self._masked(text or "")), limit)
 
+    def _shown_name(self, name: str) -> str:
+        """A name as a span's name or attribute shows it: a tool's (the model writes it, and
+        an unknown tool's may hold ``password=...`` or a key, which the model itself reads as
+        ``***``), a decider's (``policy:always_allow:<tool>``). As :meth:`_text` shows text,
+        with or without content: the chat's secrets (:meth:`_masking`), then what
+        ``redact_keys`` hides as ``***``; clipped to :data:`NAME_CHARS`.
+
+        Made once per name, and looked at again only for the secrets found since: their
+        masks are made only for a name one of them may stand in (a chat whose every call
+        brings a new password would have them made again for each call's span)."""
+        forms = self._secret_forms()
+        kept = self._names_shown.get(name)
+        if kept is not None:
+            shown, looked = kept
+            if looked == len(forms):
+                return shown
+            if not any(form in name for form in islice(forms, looked, None)):
+                self._names_shown[name] = (shown, len(forms))
+                return shown
+        elif len(self._names_shown) >= _NAMES_KEPT:
+            self._names_shown.clear()
+        hidden = name
+        if any(form in name for form in forms):
+            masks = self._masking()
+            if masks is not None:
+                hidden = masks.hide(name)
+        shown = _clipped(redact_keys(hidden), NAME_CHARS)
+        self._names_shown[name] = (shown, len(forms))
+        return shown
+
+    def _secret_forms(self) -> list[str]:
+        """Every form of every secret :meth:`_masking` masks (each as it is, and as
+        ``repr()`` and JSON quote it), in the order found: what a name is looked at for
+        before any masks are made. The chat's secrets changed (another provider): all anew."""
+        self._read_secrets()
+        if self._forms_chat is not self._chat_secrets:
+            self._forms_chat = self._chat_secrets
+            self._name_forms, self._forms_args, self._names_shown = [], 0, {}
+            self._name_forms += (f for secret in self._chat_secrets for f in _quoted(secret))
+        if self._forms_args < len(self._arg_order):
+            added = self._arg_order[self._forms_args :]
+            self._name_forms += (f for secret in added for f in _quoted(secret))
+            self._forms_args = len(self._arg_order)
+        return self._name_forms
+
     def _masked(self, text: str) -> str:
         """``text`` with the chat's secrets (:meth:`_masking`) as ``***``."""
         masks = self._masking()
@@ -1045,15 +1111,19 @@ class Tracer(Extension):
         ``api_key``, a nested ``access_token``: the arguments attribute masks them, and a
         tool's error quoting them must not show them either) only as a whole token (see
         :func:`~nbagent._secrets.token_masks`); each also as ``repr()`` and JSON quote it."""
+        self._read_secrets()
+        masks = self._masks
+        if masks is None:
+            masks = self._masks = token_masks(self._chat_secrets, self._arg_secrets or ())
+        return masks if masks.forms else None
+
+    def _read_secrets(self) -> None:
+        """Read the chat's secrets and its calls' (see :meth:`_masking`) not read yet."""
         chat = self._chat()
         if chat is not None:  # a chat gone (dropped mid-turn): its secrets as last seen
             self._seen = (chat.provider, chat.hosted_tools)
         self._read_chat_secrets()
         self._read_arguments()
-        masks = self._masks
-        if masks is None:
-            masks = self._masks = token_masks(self._chat_secrets, self._arg_secrets or ())
-        return masks if masks.forms else None
 
     def _read_chat_secrets(self) -> None:
         provider, hosted = self._seen
@@ -1086,14 +1156,22 @@ class Tracer(Extension):
         before = len(found)
         for r in calls:
             decided = r.decided.arguments if r.decided is not None else None
-            found |= named_values(r.arguments, r.edited_arguments, decided)
+            new = named_values(r.arguments, r.edited_arguments, decided) - found
+            if new:
+                found |= new
+                self._arg_order += sorted(new)
         if len(found) != before:
             self._masks = None
 
     def _transcript_json(self, n: int) -> str:
         record = self._record
         messages = record.messages[:n] if record is not None else ()
-        return json.dumps([_message_json(m.message, self._text, self._arguments) for m in messages])
+        return json.dumps(
+            [
+                _message_json(m.message, self._text, self._arguments, self._shown_name)
+                for m in messages
+            ]
+        )
 
     def _answer(self) -> dict[str, Any] | None:
         record = self._record
@@ -1102,7 +1180,7 @@ class Tracer(Extension):
         with record.reading():
             for m in reversed(record.messages):
                 if m.role == "assistant" and m.turn == self._turn:
-                    return _message_json(m.message, self._text, self._arguments)
+                    return _message_json(m.message, self._text, self._arguments, self._shown_name)
                 if m.role == "user":
                     return None
         return None
@@ -1326,9 +1404,9 @@ def _clipped(text: str, limit: int = CONTENT_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _message_json(m: Any, text: Any, arguments: Any) -> dict[str, Any]:
+def _message_json(m: Any, text: Any, arguments: Any, name: Any) -> dict[str, Any]:
     """A message in the GenAI conventions' shape: a role and its parts (``text``: how free
-    text is exported, ``arguments``: how a call's arguments are)."""
+    text is exported, ``arguments``: how a call's arguments are, ``name``: a tool's name)."""
     parts: list[dict[str, Any]] = []
     if isinstance(m, ToolResultMessage):
         parts.append(
@@ -1343,7 +1421,7 @@ def _message_json(m: Any, text: Any, arguments: Any) -> dict[str, Any]:
             {
                 "type": "tool_call",
                 "id": c.id,
-                "name": c.name,
+                "name": name(c.name),
                 "arguments": _json_value(arguments(c.arguments)),
             }
         )
