@@ -64,13 +64,14 @@ class Policy:
     so freed with its chat, and keyed by chat too, as call ids repeat across chats (a
     server's ``call_0``; a fork shares its parent's policies and call ids)."""
 
-    def matches(self, call: ToolCall) -> bool:
+    def matches(self, call: ToolCall, shown: Callable[[str], str] | None = None) -> bool:
         """Whether the policy approves ``call``: only a predicate returning ``True`` does.
 
         A predicate that returns anything else (``"false"``, ``1``, ``None``) or
         raises never approves; a raise or a non-bool is reported once per call (of
         each chat) as a :class:`~nbagent.CallbackWarning`, since it is almost surely a bug:
-        what it raised as :func:`failure` says it, what it returned by its type alone.
+        what it raised as :func:`failure` says it, what it returned by its type alone;
+        ``shown`` (the chat's) hides what else the warning may not show (its provider's key).
         """
         if call.name != self.tool:
             return False
@@ -79,14 +80,14 @@ class Policy:
         try:
             verdict = self.when(call)
         except Exception as exc:
-            self._warn(call, f"raised {failure(call, exc)}")
+            self._warn(call, f"raised {failure(call, exc)}", shown)
             return False
         if isinstance(verdict, bool):
             return verdict
-        self._warn(call, f"returned {type_of(verdict)}, not True or False")
+        self._warn(call, f"returned {type_of(verdict)}, not True or False", shown)
         return False
 
-    def _warn(self, call: ToolCall, what: str) -> None:
+    def _warn(self, call: ToolCall, what: str, shown: Callable[[str], str] | None) -> None:
         key = (call.chat_id, call.id)
         with _warned_lock:
             if key in self._warned:
@@ -95,9 +96,12 @@ class Policy:
             while len(self._warned) > WARNED_CALLS:
                 del self._warned[next(iter(self._warned))]
         # a tool's name may be the model's (a hosted call's, always allowed from its card)
-        warnings.warn(
+        text = (
             f"nbagent: the always_allow predicate of {redact_keys(repr(self.tool))} {what}; "
-            f"{redact_keys(call.name)}({call.id}) was not approved by it",
+            f"{redact_keys(call.name)}({call.id}) was not approved by it"
+        )
+        warnings.warn(
+            text if shown is None else shown(text),
             CallbackWarning,
             stacklevel=user_stacklevel(4),
         )
@@ -115,7 +119,10 @@ def failure(call: ToolCall, exc: BaseException) -> str:
     :func:`~nbagent._errors.redact_keys` hides. Code judging a call often quotes its
     arguments (``ValueError(f"password {password} is too long")``), and ``redact_keys`` alone
     knows a value is a password only after ``password=``."""
-    text = f"{type(exc).__name__}: {exc}"
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except Exception:  # its __str__ raised in turn: said by its type, never a crash here
+        text = f"{type(exc).__name__} (its message could not be read)"
     return redact_keys(token_masks(tokens=named_values(call.arguments)).hide(text))
 
 

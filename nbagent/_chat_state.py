@@ -601,6 +601,12 @@ class ChatCore:
                 text = token_masks(tokens=named).hide(text)
         return scrub(text, provider_secrets(self.provider))
 
+    def _composed(self, text: str) -> str:
+        """Text nbagent composed around others' pieces (each already scrubbed alone), as a
+        warning shows it: the chat's provider key (of any shape), key shapes and URL
+        credentials as ``***`` (:func:`~nbagent._secrets.scrub_keys`)."""
+        return scrub_keys(text, provider_secrets(self.provider))
+
     def _said(self, text: str) -> str:
         """A piece of text the model (or the provider) wrote, quoted in an answer nbagent
         writes (:meth:`_answer`): scrubbed in full, alone (the chat's provider key, key

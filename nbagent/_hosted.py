@@ -30,6 +30,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from ._errors import ToolOptionError
+from ._secrets import redact_keys
 from ._types import ProviderItem
 
 RequireApproval = Literal["always", "never"] | Mapping[str, Any]
@@ -311,7 +312,9 @@ def audit_items(
             out.append(item)
             continue
         out.append(dataclasses.replace(item, status=status))
-        who = f"{item.server}: {item.name}" if item.server else str(item.name)
+        # the names are the provider's (the model's, for a tool): a key or a password in one
+        # is hidden, as everywhere a name is shown
+        who = redact_keys(f"{item.server}: {item.name}" if item.server else str(item.name))
         rid = item.raw.get("approval_request_id")
         why = (
             f"although its approval request {rid!r} was denied"

@@ -558,7 +558,11 @@ class LoopMixin(ChatCore):
                         invalid = None
             self._emit_all(events)
         for line in breaches:  # after recording: made an error, it loses nothing
-            warnings.warn(f"nbagent: {line}", HostedCallWarning, stacklevel=user_stacklevel(4))
+            warnings.warn(
+                self._composed(f"nbagent: {line}"),
+                HostedCallWarning,
+                stacklevel=user_stacklevel(4),
+            )
         self._run_after(after)
         _show_unknown(response)
         if invalid is not None:
@@ -822,7 +826,7 @@ class LoopMixin(ChatCore):
                 reason = allowing.reason_hiding(provider_secrets(self.provider))
         if verdict is None:
             for policy in self._policies:
-                if policy.matches(c):
+                if policy.matches(c, shown=self._composed):
                     verdict, by, reason = True, policy.decider, "always allowed"
                     break
         if verdict is None:
