@@ -157,7 +157,9 @@ def current_tool_call() -> ToolCall | None:
     """The :class:`ToolCall` being executed, from anywhere inside a tool (else ``None``).
 
     Works in every concurrency mode: the call is bound in the thread or task
-    that runs the tool.
+    that runs the tool, and in tasks it starts (``asyncio.create_task``,
+    ``asyncio.to_thread``). A plain thread or a thread pool the tool starts does
+    not inherit it (``None`` there): submit ``contextvars.copy_context().run``.
     """
     return _current_call.get()
 
