@@ -54,6 +54,7 @@ import time
 import warnings
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine
+from http import HTTPStatus
 from typing import Any, Final, TypeVar
 
 from .._aio import on_background_loop, spawn
@@ -187,6 +188,7 @@ class Connection:
         self.requests: Any = None  # the server's ``Requests``: the SDK client's callbacks
         self._busy = 0  # requests in flight (calls, reads, listings): close() waits for them
         self._close_when_idle = False  # close() was asked while some were in flight
+        self.http_status: int | None = None  # the last 4xx/5xx answer to a POST (HTTP only)
 
     # ------------------------------------------------------------ state
     def usable(self) -> bool:
@@ -253,6 +255,24 @@ class Connection:
         if self.lost_reason is None:
             self.lost_reason = reason
 
+    def http_answered(self, method: str, status: int) -> None:
+        """nbagent's HTTP client got an answer (its response hook): an error status to a
+        POST, the request every message is sent with, is kept for :meth:`_why`."""
+        if method == "POST" and status >= 400:
+            self.http_status = status
+
+    def _why(self, exc: BaseException) -> str:
+        """``exc`` said shortly, with the HTTP status behind it when the SDK replaced it by
+        a fixed text (``Server returned an error response``): the status and what it
+        means, never the answer's headers or body (a ``WWW-Authenticate`` may echo the
+        token)."""
+        from mcp.shared.exceptions import MCPError
+
+        text, inner, status = _short(exc), _unwrap(exc), self.http_status
+        if status is not None and isinstance(inner, MCPError) and inner.message in _STAND_INS:
+            text += f" ({http_status_hint(status)})"
+        return text
+
     # ------------------------------------------------------------ on the background loop
     async def ensure(self) -> Any:
         """The connected client, connecting (or reconnecting) first if needed."""
@@ -267,6 +287,7 @@ class Connection:
             ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._stop = asyncio.Event()
             self.lost_reason = None
+            self.http_status = None
             self._task = asyncio.ensure_future(self._hold(ready, self._stop))
             limit = asyncio.timeout(self.connect_timeout)
             try:
@@ -284,7 +305,7 @@ class Connection:
                     ) from None
                 await self.drop(cancel=True)
                 if isinstance(exc, Exception) and not isinstance(exc, MCPServerError):
-                    why = f"{type(exc).__name__}: {_short(exc)}"
+                    why = f"{type(exc).__name__}: {self._why(exc)}"
                     if self.lost_reason:  # a stdio server that exited while starting
                         why = (
                             f"{self.lost_reason}; {why}. Its stderr, which may say why, went "
@@ -594,7 +615,7 @@ class Connection:
                 f"({why}); whether the tool did anything is unknown, so it was not "
                 "retried. The server is restarted at the next call."
             )
-        return MCPServerError(f"MCP server {self.label!r} refused {doing}: {_short(exc)}")
+        return MCPServerError(f"MCP server {self.label!r} refused {doing}: {self._why(exc)}")
 
     async def _stop_now(self) -> None:
         await self.drop()
@@ -735,15 +756,63 @@ def _short(exc: BaseException) -> str:
     return text if len(text) <= 300 else text[:300] + "..."
 
 
+_STAND_INS: Final = frozenset({"Server returned an error response", "Not Found"})
+"""The texts the SDK's streamable HTTP transport puts in place of a request's 4xx/5xx
+answer (``Not Found``: a 404 before any session; a 404 after one reads ``Session
+terminated``, which says what happened)."""
+
+
+def http_status_hint(status: int) -> str:
+    """An HTTP error status and what it means to whoever set up the server (never the
+    answer's own text: its reason phrase is the standard one)."""
+    try:
+        head = f"HTTP {status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        head = f"HTTP {status}"
+    if status in (401, 407):
+        why = (
+            "the server refused the credentials; check the token in headers= or the URL's "
+            "credentials"
+        )
+    elif status == 403:
+        why = (
+            "the server refused access with these credentials; check the token in headers= "
+            "and what it is allowed"
+        )
+    elif status == 404:
+        why = "nothing answers at this URL; check its path, the MCP endpoint's (often /mcp)"
+    elif status == 429:
+        why = "the server is limiting the rate of requests; try again later"
+    elif status >= 500:
+        why = "the server failed; its own logs may say why"
+    else:
+        why = "the server refused the request"
+    return f"{head}: {why}"
+
+
 @contextlib.asynccontextmanager
-async def http_transport(url: str, headers: dict[str, str] | None) -> AsyncIterator[Any]:
-    """Streamable HTTP with our headers (the HTTP client is closed with the transport)."""
+async def http_transport(
+    url: str,
+    headers: dict[str, str] | None,
+    on_status: Callable[[str, int], None] | None = None,
+) -> AsyncIterator[Any]:
+    """Streamable HTTP with our headers (the HTTP client is closed with the transport).
+
+    ``on_status(method, status)``: told each answer's status (the SDK replaces an error
+    status by a fixed text; :meth:`Connection.http_answered` keeps it to say it).
+    """
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
+    async def answered(response: Any) -> None:
+        if on_status is not None:
+            with contextlib.suppress(Exception):  # a hint must never break the request
+                on_status(str(response.request.method), int(response.status_code))
+
     timeout = httpx2.Timeout(30.0, read=300.0)
+    hooks = {"response": [answered]}
     async with (
-        httpx2.AsyncClient(headers=headers or {}, timeout=timeout) as http,
+        httpx2.AsyncClient(headers=headers or {}, timeout=timeout, event_hooks=hooks) as http,
         streamable_http_client(url, http_client=http) as streams,
     ):
         yield streams

@@ -611,7 +611,7 @@ class MCPServer(ToolSource):
         def open_client(link: conn.Connection) -> Any:
             from mcp import Client
 
-            transport = conn.http_transport(url, sent)
+            transport = conn.http_transport(url, sent, link.http_answered)
             return Client(
                 transport,
                 message_handler=link.on_message,
