@@ -338,7 +338,9 @@ class MCPServer(ToolSource):
             to every tool (as ``@tool(approval=...)``), or a dict from tool
             name (as the server names it) to one of those (``True``/``False``
             mean always/never); tools it does not name follow its ``"*"``
-            entry, else the annotations.
+            entry, else the annotations. A key that is one tool's name on the
+            server and another's as offered is refused (``ToolDefinitionError``
+            when the tools are listed), as it is in ``idempotent=`` and ``tools()``.
         timeout: Seconds before a call is abandoned (``timed_out``; the
             server is told to cancel it).
         connect_timeout: Seconds for starting or reaching the server and
@@ -691,6 +693,8 @@ class MCPServer(ToolSource):
         Raises:
             MCPToolError: The tool answered with ``isError``.
             MCPServerError: The server cannot be reached or broke during the call.
+            ToolDefinitionError: ``name`` is one tool's name on the server and another's
+                as offered (with the prefix); nothing is sent.
         """
         remote = self._remote(name, self.source_tools())
         self._refuse_task_only(remote)
@@ -916,8 +920,10 @@ class MCPServer(ToolSource):
         return c.usable() and self._generation == c.generation and not (c.stale and c.may_relist())
 
     def _took(self, definitions: list[Any]) -> tuple[MCPTool, ...]:
-        self._generation = self._connection.generation
+        generation = self._connection.generation
+        # a listing refused (a name of two tools) is not taken: the next use lists again
         self._tools = self._rebuild(definitions)
+        self._generation = generation
         return self._tools
 
     def _rebuild(self, definitions: list[Any]) -> tuple[MCPTool, ...]:
@@ -947,6 +953,7 @@ class MCPServer(ToolSource):
         reader = self._reader(old, {d.name for d in definitions}, {t.name for t in out})
         if reader is not None:
             out.append(reader)
+        self._refuse_names_of_two(out)
         notes.extend(self._unmatched_rules(seen, out))
         for note in notes:
             if note not in self._noted:
@@ -994,6 +1001,19 @@ class MCPServer(ToolSource):
             if key not in known
         ]
 
+    def _refuse_names_of_two(self, tools: Sequence[MCPTool]) -> None:
+        """A name in ``approval=`` or ``idempotent=`` that names two of these tools (one's
+        name on the server, the other's as offered) is refused: its rule would go to
+        whichever came first."""
+        rules = self._approval if isinstance(self._approval, Mapping) else {}
+        idempotent = self._idempotent_names
+        for where, keys in (
+            ("approval=", [k for k in rules if k != "*"]),
+            ("idempotent=", sorted(idempotent) if isinstance(idempotent, frozenset) else []),
+        ):
+            for key in keys:
+                _one_tool(self.label, key, tools, where)
+
     def _idempotent(self, remote: str, name: str) -> bool:
         """Whether the user declared this tool safe to rerun (``idempotent=``)."""
         names = self._idempotent_names
@@ -1013,10 +1033,14 @@ class MCPServer(ToolSource):
             raise MCPServerError(f"MCP server {self.label!r}: " + TASK_ONLY.format(name=remote))
 
     def _remote(self, name: str, tools: tuple[MCPTool, ...]) -> str:
-        for t in tools:
-            if name in (t.name, t.remote_name):
-                return t.remote_name
-        return name
+        """The server's name for the tool ``name`` names (as offered, or as the server names
+        it); a name of no listed tool is sent as it is (the server says it is unknown).
+
+        Raises:
+            ToolDefinitionError: ``name`` names two tools (see :func:`_one_tool`).
+        """
+        tool = _one_tool(self.label, name, tools, "call()")
+        return tool.remote_name if tool is not None else name
 
 
 TASK_ONLY = (
@@ -1024,6 +1048,25 @@ TASK_ONLY = (
     "client cannot run (the mcp SDK's client sends no task-augmented calls and has no "
     "tasks/get or tasks/result); it is not offered"
 )
+
+
+def _one_tool(label: str, key: str, tools: Iterable[MCPTool], where: str) -> MCPTool | None:
+    """The tool ``key`` names, by its name as offered or on the server (``None``: none).
+
+    Raises:
+        ToolDefinitionError: ``key`` names two tools: one's name on the server is the
+            other's as offered (``prefix="files"``: the server's ``files_delete`` and its
+            ``delete``, offered as ``files_delete``). Picking either would be a guess.
+    """
+    owners = [t for t in tools if key in (t.name, t.remote_name)]
+    if len(owners) < 2:
+        return owners[0] if owners else None
+    described = " and ".join(f"{t.name!r} (the server's {t.remote_name!r})" for t in owners)
+    others = " or ".join(repr(t.name if t.name != key else t.remote_name) for t in owners)
+    raise ToolDefinitionError(
+        f"MCP server {label!r}: {where} names {key!r}, the name of two tools: {described}; "
+        f"name the one you mean by its other name: {others}"
+    )
 
 
 def _idempotent_names(idempotent: Any) -> bool | frozenset[str]:
@@ -1146,6 +1189,9 @@ class MCPToolSelection(ToolSource):
     def source_tools(self) -> tuple[MCPTool, ...]:
         tools = self.server.source_tools()
         if tools is not self._from:
+            for what, names in (("include=", self.include or ()), ("exclude=", self.exclude)):
+                for name in sorted(names):
+                    _one_tool(self.server.label, name, tools, f"tools({what})")
             self._from = tools
             self._tools = tuple(t for t in tools if self._wanted(t))
             self._note_unmatched(tools)
