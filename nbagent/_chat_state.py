@@ -140,6 +140,18 @@ def checked_edit(tool: Tool, name: str, arguments: dict[str, Any]) -> dict[str, 
     return dict(arguments)
 
 
+class EditUnchecked(DecisionError):
+    """An approval's edited arguments could not be checked against the call's tool, so
+    nothing was decided: the chat does not have the tool (a chat loaded without it), or
+    its tool sources could not list their tools now (``transient``: an MCP server not
+    reachable). Not a verdict on the decision: a store keeps one made elsewhere, to be
+    applied by a later step (``transient``) or by a chat that has the tool."""
+
+    def __init__(self, message: str, *, transient: bool) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
 def same_arguments(given: Any, own: Mapping[str, Any]) -> bool:
     """Whether approving with ``given`` is approving the call's ``own`` arguments: the same
     JSON, key order aside (``1`` and ``1.0`` or ``True`` are other values: the tool would get
@@ -792,6 +804,9 @@ class ChatCore:
             raise TypeError(f"a decision's reason is a string, got {type(reason).__name__}")
         if not isinstance(by, str) or not by:
             raise TypeError(f"a decision's by= names who decided (a string), got {by!r}")
+        if arguments is not None and verdict == "approved":
+            # outside the lock and the hold: a source may connect
+            self._list_tool_of(call, arguments, elsewhere)
         with stop_held():  # written to the store, then recorded here: never half of it
             decided = self._decide_held(call, verdict, by, reason, arguments, at, elsewhere)
         c, after, stored, edited = decided
@@ -871,10 +886,7 @@ class ChatCore:
                         f"{c.name}({c.id}) runs on the provider's side with the model's "
                         "arguments; they cannot be edited (approve or deny it)"
                     )
-                tool = self._tools.get(c.name)
-                if tool is None:
-                    raise DecisionError(f"tool {c.name!r} is not available in this chat")
-                edited = checked_edit(tool, c.name, arguments)
+                edited = checked_edit(self._edit_tool(c), c.name, arguments)
                 refused = denied_edit(self._rules, c, edited, provider_secrets(self.provider))
                 if refused is not None:
                     raise DecisionError(refused)
@@ -892,6 +904,76 @@ class ChatCore:
                 )
         self._emit_all(events)
         return c, after, stored, edited
+
+    def _list_tool_of(
+        self, call: ToolCall | str, arguments: dict[str, Any], elsewhere: bool
+    ) -> None:
+        """Before an approval's edited arguments are checked against the call's tool: list
+        the tool sources' tools when the chat does not know that tool yet.
+
+        An MCP server lists its tools only when something asks for them (a request, a
+        call to run, ``chat.tools``), so right after ``Chat.load`` its tools are not known:
+        checked then, ``chat.approve(call, arguments=...)`` said the tool was not available,
+        and a decision made elsewhere (``store.approve(..., arguments=...)``) was rejected
+        by the first step, the person's decision erased. A source that cannot list its
+        tools now raises :class:`EditUnchecked` (``transient``): nothing is decided, and a
+        store keeps the decision for a later step.
+        """
+        with self._lock:
+            c = self.get_call(call)
+            if c.hosted or not self._sources or self._own_tool(c) is not None:
+                return
+            if not elsewhere and same_arguments(arguments, c.arguments):
+                return  # a plain approval (see _decide_held): no edit to check
+        try:
+            self._sync_tools()
+        except Exception as exc:  # a server down, a timeout, the chat cancelled meanwhile
+            shown = self._shown(f"{type(exc).__name__}: {exc}", c)
+            raise EditUnchecked(
+                f"the edited arguments of {c.name}({c.id}) cannot be checked now: the chat's "
+                f"tools could not be listed ({shown}); nothing was decided",
+                transient=True,
+            ) from exc
+
+    def _own_tool(self, c: ToolCall) -> Tool | None:
+        """The tool ``c`` was made for, as last listed: of its name and its server (under
+        the lock). Another tool of that name (a local one hiding an MCP server's, another
+        server's) is not: an edit checked against its schema would not be the call's."""
+        tool = self._tools.get(c.name)
+        return tool if tool is not None and tool.server == c.server else None
+
+    def _edit_tool(self, c: ToolCall) -> Tool:
+        """The tool an approval's edit of ``c`` is checked against (under the lock; the
+        sources were listed by :meth:`_list_tool_of` if it was not known).
+
+        Raises:
+            EditUnchecked: The chat does not have the tool (nor, for an MCP server's call,
+                that server): a chat that has it may check the edit.
+            DecisionError: The call's MCP server is in the chat and lists its tools without
+                this one (removed, or its name now another tool's): the edit cannot be
+                checked, and the call cannot run whatever the arguments.
+        """
+        tool = self._own_tool(c)
+        if tool is not None:
+            return tool
+        serving = c.server is not None and any(
+            t.server == c.server for tools in self._source_tools for t in tools
+        )
+        if not serving:
+            raise EditUnchecked(f"tool {c.name!r} is not available in this chat", transient=False)
+        taken = self._tools.get(c.name)
+        why = (
+            "it no longer offers it"
+            if taken is None
+            else f"the name now belongs to MCP server {taken.server!r}'s tool"
+            if taken.server is not None
+            else "the name now belongs to a local tool"
+        )
+        raise DecisionError(
+            f"MCP server {c.server!r} does not list tool {c.name!r} now ({why}), so the "
+            f"edited arguments of {c.name}({c.id}) cannot be checked; deny the call, or "
+            "approve it as it is (it is then answered that the tool is not offered, never run)"
+        )
 
     def _settle_in_doubt(
         self,

@@ -123,6 +123,7 @@ from datetime import datetime
 from typing import Any, Literal, cast
 
 from .._aio import exiting_here, in_worker, spawn
+from .._chat_state import EditUnchecked
 from .._decisions import rule_change_undone, rule_change_unwritten
 from .._errors import DecisionError, InputError, StoreError
 from .._events import (
@@ -1672,19 +1673,31 @@ class StoreExtension(Extension):
             d = found.get(c.id)
             if d is None:
                 continue
+            if d.arguments is not None and not may_wait() and not _known(host, c):
+                # its edit is checked against the tool, which an MCP server lists first
+                # (it may connect, or time out): not on the async driver's loop
+                raise WouldWait("listing the chat's tools waits on a tool source")
             try:
                 with may_wait_here():  # its events reach every subscriber (see _waiting)
                     host.apply_decision(c, d)
+            except EditUnchecked as exc:
+                # not a verdict: the decision stays stored, for a later step or a chat with
+                # the tool (rejected, a person's decision was erased by a server's hiccup)
+                later = (
+                    f"its edited arguments cannot be checked now ({exc}); it stays stored and "
+                    "is applied at a later step (complete(), chat.refresh())"
+                    if exc.transient
+                    else f"this chat has no {c.name!r} tool to check its edited arguments; "
+                    "it stays stored, for a chat loaded with the tool to apply"
+                )
+                warnings.warn(
+                    f"nbagent store: {c.name}({c.id}) was approved elsewhere by {d.by}, but "
+                    f"{later}. The call waits for it here.",
+                    StoreConflictWarning,
+                    stacklevel=2,
+                )
+                continue
             except DecisionError as exc:
-                if host.tool(c.name) is None:  # another process with the tool can apply it
-                    warnings.warn(
-                        f"nbagent store: {c.name}({c.id}) was approved elsewhere with edited "
-                        f"arguments, but this chat has no {c.name!r} tool to check them; it "
-                        "stays pending here.",
-                        StoreConflictWarning,
-                        stacklevel=2,
-                    )
-                    continue
                 self.store.reject_decision(self.chat_id, c.id, str(exc))
                 warnings.warn(
                     f"nbagent store: the decision on {c.name}({c.id}) made elsewhere cannot be "
@@ -1730,6 +1743,12 @@ class StoreExtension(Extension):
                 with contextlib.suppress(DecisionError):
                     answered.append(host.chat.get_call(p.call_id))
         return answered
+
+
+def _known(host: ChatHost, c: ToolCall) -> bool:
+    """Whether the chat knows ``c``'s tool without asking a tool source (an edit's check
+    then lists nothing)."""
+    return c.hosted or any(t.name == c.name for t in host.known_tools())
 
 
 def _answers_reopened(events: list[Event], calls: dict[str, ToolCall]) -> list[Event]:
