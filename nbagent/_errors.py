@@ -109,6 +109,7 @@ class PendingToolCallsError(NBAgentError):
             lines.append(f"  - {c.name}({c.id}): {what}")
         gated = any(c.status == "awaiting_approval" for c in self.calls)
         inputs = any(c.status == "awaiting_input" for c in self.calls)
+        running = any(c.status == "running" for c in self.calls)
         how = (
             "Decide them with chat.approve(call_or_id) or chat.deny(call_or_id, reason=...), "
             "then call chat.complete()."
@@ -116,6 +117,12 @@ class PendingToolCallsError(NBAgentError):
             else "Answer them with chat.answer(call_or_id, result) or "
             "chat.decline(call_or_id, reason=...), then call chat.complete()."
             if inputs
+            # running: in another thread of this process (complete() waits for it), or in
+            # another process driving the stored chat (Chat.load again once it is done)
+            else "A call is still running (in another thread, or in another process driving "
+            "this stored chat): chat.complete() waits for this process's own; for another "
+            "process's, Chat.load the chat again once it is done."
+            if running
             else "Run them with chat.complete() (or chat.step())."
         )
         super().__init__(
