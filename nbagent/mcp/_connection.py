@@ -422,6 +422,8 @@ class Connection:
         arguments: dict[str, Any],
         reporter: CallReporter | None = None,
         parking: tuple[Requests, InputAsker] | None = None,
+        *,
+        generation: int | None = None,
     ) -> Any:
         """Call a tool once; the raw ``CallToolResult``.
 
@@ -431,7 +433,9 @@ class Connection:
         park on its inputs (a chat with a store): on the 2026-07-28 protocol an
         ``InputRequiredResult`` then ends the run (``InputsRequired``) instead of being
         answered in memory, and a run whose inputs were answered retries the call with
-        them (see :meth:`_parked_call`).
+        them (see :meth:`_parked_call`). ``generation``: the connection the call was
+        checked for (the tools it lists); the call is not sent on another one (the server
+        restarted again meanwhile).
 
         Raises:
             MCPServerError: The server could not be reached, or the connection
@@ -439,7 +443,7 @@ class Connection:
             InputsRequired: The call parks on the server's input requests.
         """
         async with self._in_use():
-            return await self._call(name, arguments, reporter, parking)
+            return await self._call(name, arguments, reporter, parking, generation)
 
     async def _call(
         self,
@@ -447,8 +451,14 @@ class Connection:
         arguments: dict[str, Any],
         reporter: CallReporter | None,
         parking: tuple[Requests, InputAsker] | None,
+        generation: int | None = None,
     ) -> Any:
         client = await self.ensure()  # a connection that broke while idle is reopened here
+        if generation is not None and self.generation != generation:
+            raise MCPServerError(
+                f"MCP server {self.label!r} restarted again while the call of {name!r} was "
+                "checked against its tools; the call was not sent"
+            )
         progress = None
         key = next(self._keys)
         if reporter is not None:

@@ -235,7 +235,7 @@ class MCPTool(Tool, abstract=True):
         result, since whether the tool did anything is unknown.
         """
         return await self._server._call_async(
-            self.remote_name, arguments, f"MCP tool {self.name!r}", call_reporter()
+            self.remote_name, arguments, f"MCP tool {self.name!r}", call_reporter(), self
         )
 
     def _same(self, definition: Any, rule: ApprovalRule, name: str) -> bool:
@@ -382,6 +382,10 @@ class MCPServer(ToolSource):
     never re-sent) and is restarted by the next. A change of the server's
     tool list (``notifications/tools/list_changed``) shows up at the chat's
     next request (listing again at most 3 times at once, then once a second).
+    A chat's call whose server restarted or changed its tools after the call's
+    arguments were checked (an approval waited meanwhile) is checked again
+    against the tools listed anew: a tool no longer listed, arguments its new
+    schema refuses or an argument it no longer takes fail the call, unsent.
     A JSON-RPC error from the server refuses that request only.
     ``chat.cancel()`` abandons a connection, listing or call in flight.
     ``chat.close()``, :meth:`close`, ``with`` and interpreter exit
@@ -824,10 +828,14 @@ class MCPServer(ToolSource):
         arguments: dict[str, Any],
         what: str,
         reporter: CallReporter | None = None,
+        listed: MCPTool | None = None,
     ) -> MCPResult:
         """One call on the background loop, from any loop: its answer, or its error scrubbed.
 
         ``reporter``: the chat's running call, told the server's progress and log messages.
+        ``listed``: the tool as the chat listed it, whose schema the arguments were checked
+        against: if the server has restarted (or changed its tools) since, they are checked
+        against its tools now before anything is sent (:meth:`_still_takes`).
         """
 
         asker = current_input_asker()  # the chat's call this runs for, if any
@@ -839,8 +847,13 @@ class MCPServer(ToolSource):
             parking = (self._requests, asker)
 
         async def in_flight() -> Any:  # on the background loop: requests find the call
+            generation = None
+            if listed is not None:
+                generation = await self._still_takes(listed, arguments)
             async with self._requests.calling(asker):
-                return await self._connection.call(remote, arguments, reporter, parking)
+                return await self._connection.call(
+                    remote, arguments, reporter, parking, generation=generation
+                )
 
         async def call() -> MCPResult:
             coro = in_flight()
@@ -850,6 +863,52 @@ class MCPServer(ToolSource):
             )
 
         return await scrubbed_await(call(), self._secrets)
+
+    async def _still_takes(self, listed: MCPTool, arguments: dict[str, Any]) -> int:
+        """On the background loop, before a chat's call is sent: the connection's
+        generation, once the call is known to fit the server's tools as they are now.
+
+        The arguments were checked against ``listed``, the tool as the chat listed it. A
+        server that restarted since (it exited while idle and is started again here), or
+        announced a changed list, is listed again (one ``tools/list``, as the chat's next
+        request would): a tool it no longer lists, arguments its new schema refuses, or an
+        argument the old schema declared and the new one does not (the server would ignore
+        it: a ``dry_run`` dropped) raise ``MCPServerError`` saying the call was not sent.
+        The call is answered with that error, so it is never sent later either.
+        """
+        c = self._connection
+        await c.ensure()
+        if self._listed():
+            return c.generation
+        remote = listed.remote_name
+        tools = self._took(await c.list_tools())
+        self._refuse_task_only(remote)
+        now = next((t for t in tools if t.remote_name == remote), None)
+        why = "it restarted or changed its tools since the call was made"
+        if now is None or isinstance(now, ResourceReader) is not isinstance(listed, ResourceReader):
+            raise MCPServerError(
+                f"MCP server {self.label!r} no longer lists tool {remote!r} ({why}); "
+                "the call was not sent"
+            )
+        if now is not listed:
+            problems = []
+            try:
+                now.validate_arguments(dict(arguments))
+            except ValueError as exc:  # SchemaValidationError: names each problem
+                problems.append(f"its arguments no longer fit: {exc}")
+            before, after = (_properties(t.parameters) for t in (listed, now))
+            if before is not None and after is not None:
+                problems += [
+                    f"it no longer takes argument {k!r}"
+                    for k in arguments
+                    if k in before and k not in after
+                ]
+            if problems:
+                raise MCPServerError(
+                    f"MCP server {self.label!r} changed tool {remote!r} ({why}): "
+                    f"{'; '.join(problems)}; the call was not sent"
+                )
+        return c.generation
 
     def attach(self, user: object) -> None:
         """A chat uses this server (``with_tools``, a fork): its ``close()`` leaves the server
@@ -1048,6 +1107,12 @@ TASK_ONLY = (
     "client cannot run (the mcp SDK's client sends no task-augmented calls and has no "
     "tasks/get or tasks/result); it is not offered"
 )
+
+
+def _properties(schema: Any) -> Mapping[str, Any] | None:
+    """The properties an input schema declares (``None``: it declares none)."""
+    props = schema.get("properties") if isinstance(schema, Mapping) else None
+    return props if isinstance(props, Mapping) else None
 
 
 def _one_tool(label: str, key: str, tools: Iterable[MCPTool], where: str) -> MCPTool | None:
