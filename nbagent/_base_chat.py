@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Generator, Iterator, Sequence
 from typing import Any, Literal, Self
 
 from ._aio import stop_held
+from ._approvals import not_given
 from ._chat_state import RUNNABLE, SkipToolCall, StepResult, ToolResult, _Effect
 from ._config import (
     check_budgets,
@@ -1266,7 +1268,70 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
                 self.off(push)
 
 
-__all__ = ["BaseChat", "SkipToolCall", "StepResult", "ToolResult", "new_chat_id"]
+def adopt_code(chat: BaseChat, template: BaseChat) -> None:
+    """Give ``chat`` what ``template`` was set up with in code, which no store keeps:
+    ``nbagent.batch`` continuing a stored row in a new process (a Ray worker, a rerun) loads
+    its chat with the chat its ``make_chat`` made just now as the template, so the row goes
+    on as the chat ``make_chat`` made first would have (in this process it goes on with that
+    very chat). Call it on a chat being loaded, before its store restores it.
+
+    Moved from ``template`` (closed next: it calls none of them again): its
+    ``before_tool_call`` and ``after_tool_result`` callbacks, its ``chat.on`` subscriptions
+    and its extensions (``chat.extend``), in their order, after ``chat``'s own. What ``chat``
+    has already is left where it is: what every chat of its class gets as it is made (a
+    process-wide extension, the notebook view's, a subclass's ``__init__``), found as an
+    extension of the same type, or a callback or subscription of the same function.
+    Copied: the ``when`` predicates of the template's conditional ``always_allow`` rules,
+    by tool: a stored conditional rule of that tool gets its predicate back as ``chat`` is
+    restored (the last one given, if the template has several for one tool), as
+    ``Chat.load(always_allow=)`` gives one.
+    """
+    if template is chat:
+        return
+    own_types = {type(e) for e in chat.extensions}
+    moved = [e for e in template.extensions if type(e) not in own_types]
+    listening = {e.on_event for e in template.extensions if overrides(e, "on_event")}
+    own_code = {_code_of(fn) for fn in (*chat._before, *chat._after)}
+    own_code.update(_code_of(fn) for _, fn, _ in chat._bus.subscribers())
+    with template._lock:
+        before = [fn for fn in template._before if _code_of(fn) not in own_code]
+        after = [fn for fn in template._after if _code_of(fn) not in own_code]
+        template._before = [fn for fn in template._before if _code_of(fn) in own_code]
+        template._after = [fn for fn in template._after if _code_of(fn) in own_code]
+        predicates = {
+            p.tool: p.when
+            for p in template._policies
+            if p.when is not None and p.when is not not_given
+        }
+    subscribed = [
+        (event_type, fn, fragments)
+        for event_type, fn, fragments in template._bus.subscribers()
+        if fn not in listening and _code_of(fn) not in own_code
+    ]
+    for ext in moved:
+        template._unextend(ext)
+    for _, fn, _ in subscribed:
+        template._bus.unsubscribe(fn)
+    with chat._lock:
+        chat._before.extend(before)
+        chat._after.extend(after)
+        chat._predicates.update(predicates)
+    for event_type, fn, fragments in subscribed:
+        chat._bus.subscribe(event_type, fn, fragments=fragments)
+    for ext in moved:
+        chat.extend(ext)
+
+
+def _code_of(fn: Any) -> Any:
+    """What a callback is, whichever chat it was made for: its function's code (a bound
+    method's, a closure's, a ``functools.partial``'s), else its type (a callable object)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    fn = getattr(fn, "__func__", fn)
+    return getattr(fn, "__code__", None) or type(fn)
+
+
+__all__ = ["BaseChat", "SkipToolCall", "StepResult", "ToolResult", "adopt_code", "new_chat_id"]
 
 
 def _marked(

@@ -1471,9 +1471,10 @@ class ChatCore:
             self._turn, self._step, self._forced_spent = snap.turn, snap.step, snap.forced_spent
             if snap.options is not None:
                 self._options = ToolOptions(**snap.options)
-            self._predicates = dict(snap.predicates)
+            # the predicates given before (adopt_code: a batch's template), then Chat.load's
+            self._predicates = {**self._predicates, **snap.predicates}
             if snap.always_allow is not None:
-                self._policies = restored_policies(snap.always_allow, snap.predicates)
+                self._policies = restored_policies(snap.always_allow, self._predicates)
             if snap.rules is not None:
                 self._rules = list(snap.rules)
             if snap.last_step == "budget_exhausted":

@@ -489,6 +489,11 @@ class EventBus:
             self._hears = {}
             return len(self._subs) != before
 
+    def subscribers(self) -> tuple[tuple[type[Event] | None, Subscriber, bool], ...]:
+        """Every subscription, in order: its event type (``None``: all), the subscriber, and
+        whether it is handed the streaming fragments."""
+        return tuple((t, fn, not skip) for t, fn, skip in self._subs)
+
     def hears(self, event_type: type[Event]) -> bool:
         """Whether emitting an ``event_type`` would reach any subscriber that wants it.
 

@@ -22,6 +22,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from .._aio import to_the_end
+from .._chat_state import SETTINGS
+from .._config import get_config
 from .._errors import RateLimitError, StoreError, provider_secrets, redact_keys, scrub
 from .._events import ApprovalDecided, Event, InputAnswered, ModelRequestFinished
 from .._extension import overrides
@@ -165,11 +167,7 @@ def outcome(job: Job, chat: Any, latency: float | None) -> RowResult:
     if status == "awaiting_approval":
         return result_of(job, chat, "awaiting_approval", latency)
     if status == "budget_exhausted":
-        why = (
-            f"budget_exhausted: the chat's {chat.exhausted_budget or 'steps'} budget is spent; "
-            "rerunning the batch with its store continues it"
-        )
-        return result_of(job, chat, "failed", latency, why, "budget_exhausted")
+        return result_of(job, chat, "failed", latency, budget_spent(chat), "budget_exhausted")
     last = chat.last_step
     if last is not None and last.kind == "busy":  # the store: another process drives it now
         why = (
@@ -179,6 +177,30 @@ def outcome(job: Job, chat: Any, latency: float | None) -> RowResult:
         return result_of(job, chat, "failed", latency, why, "DrivenElsewhere")
     why = f"the chat stopped with status {status!r} (cancelled?)"
     return result_of(job, chat, "failed", latency, why, "Stopped")
+
+
+def budget_spent(chat: Any) -> str:
+    """A row's error when its chat's budget stopped it: which, and how to continue it. A
+    rerun goes on with ``make_chat``'s settings: a spent cost or token budget only once
+    raised there (rerun as it is, the row stops again before asking anything), the steps
+    for as many steps again."""
+    which = chat.exhausted_budget or "steps"
+    config = get_config()
+    if which in ("cost", "tokens"):
+        name = "max_cost_usd" if which == "cost" else "max_total_tokens"
+        cap = getattr(chat, name, None)
+        cap = getattr(config, name, None) if cap is None else cap
+        return (
+            f"budget_exhausted: the chat's {which} budget is spent ({name}={cap}); to continue "
+            f"it, raise {name} in make_chat (or nbagent.configure) and rerun the batch with "
+            "its store: rerun as it is, the row stops here again"
+        )
+    steps = chat.max_steps or config.max_steps
+    return (
+        f"budget_exhausted: the chat took its max_steps={steps} steps without an answer; "
+        f"rerunning the batch with its store continues it for max_steps more (raise "
+        "max_steps in make_chat to allow more at once)"
+    )
 
 
 async def settle_job(
@@ -445,8 +467,6 @@ class _Row:
     async def _make(self) -> Any:
         """The row's chat: a new one from the factory, or its stored one (resumed)."""
         spec, job = self.spec, self.job
-        if self.live is not None:  # its other driver (the inbox, a cell), if any, goes first
-            return self.live
         made = spec.make_chat(job.row) if spec.takes_row else spec.make_chat()
         if inspect.isawaitable(made):
             made = await made
@@ -461,10 +481,17 @@ class _Row:
             made.display = False
         if made.stream is None and made.display is False:  # nobody watches its fragments:
             made.stream = False  # whole responses cost less (stream=True keeps them streamed)
+        if self.live is not None:  # its other driver (the inbox, a cell), if any, goes first
+            # it goes on with make_chat's settings (a budget raised for the rerun), as a
+            # chat loaded from the store does; the rest of what make_chat set up it has
+            for name in SETTINGS:
+                setattr(self.live, name, getattr(made, name))
+            await _let_go(made)
+            return self.live
         if spec.store is None:
             return made
         if job.chat_id is not None:
-            return await self._load(made)
+            return await self._load(made, job.chat_id)
         from ..store import attach_batch_chat, store_of
 
         if store_of(made) is not None:
@@ -487,20 +514,28 @@ class _Row:
             )
         return made
 
-    async def _load(self, template: Any) -> Any:
-        """Continue the stored chat: the template's tools and provider, the store's state."""
-        load = getattr(type(template), "load", None)
-        if load is None:
+    async def _load(self, template: Any, chat_id: str) -> Any:
+        """Continue the stored chat as the template is set up (its tools, provider and
+        settings, what it was given in code: callbacks, subscriptions, extensions,
+        ``always_allow`` predicates), with the store's state: as the chat ``make_chat`` made
+        first would go on, wherever the row continues (``load_chat(template=)``)."""
+        if getattr(type(template), "load", None) is None:
             raise RowFailed(
                 f"cannot continue stored chat {self.job.chat_id}: {type(template).__name__} "
                 "has no load()",
                 "TypeError",
             )
         tools = [*template.tools, *template.hosted_tools]
+        from ..store import load_chat
 
         def go() -> Any:
-            return load(
-                self.job.chat_id, store=self.spec.store, tools=tools, provider=template.provider
+            return load_chat(
+                type(template),
+                chat_id,
+                store=self.spec.store,
+                tools=tools,
+                provider=template.provider,
+                template=template,
             )
 
         try:

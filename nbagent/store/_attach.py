@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._aio import to_the_end
+from .._base_chat import adopt_code
 from .._chat_state import SETTINGS
 from .._errors import StoreError
 from .._events import utcnow
@@ -188,9 +189,20 @@ def load_chat(
     provider: Any = None,
     model: str | None = None,
     always_allow: Mapping[Any, Callable[[ToolCall], bool]] | None = None,
+    template: Chat | None = None,
     **chat_kwargs: Any,
 ) -> ChatT:
-    """Rebuild a stored chat (see ``Chat.load``)."""
+    """Rebuild a stored chat (see ``Chat.load``).
+
+    ``template``: a chat set up as this one is to go on (``nbagent.batch`` continuing a
+    row: the chat its ``make_chat`` made just now). Its settings (``SETTINGS``: the
+    budgets, ``max_steps``, ``stream``...) replace the stored ones unless ``chat_kwargs``
+    give them, and what it was set up with in code (callbacks, subscriptions, extensions,
+    ``always_allow`` predicates) moves to the loaded chat before its stored state is put
+    back: see :func:`~nbagent._base_chat.adopt_code`.
+    """
+    if template is not None:
+        chat_kwargs = {**{k: getattr(template, k) for k in SETTINGS}, **chat_kwargs}
     st, release = _for_chat(store)
     try:
         record = st.load(chat_id)
@@ -202,10 +214,12 @@ def load_chat(
         if release is not None:
             release(False)
         raise
+    if template is not None:  # before the store: its claims come after the template's own
+        adopt_code(chat, template)
     ext = StoreExtension(chat_id, st, release)
     chat.extend(ext)
     ext.resume(record, snapshot)
-    _warn_unrestored(rules, predicates, record.info.id)
+    _warn_unrestored(rules, predicates, record.info.id, chat.always_allowed)
     return chat
 
 
@@ -279,9 +293,12 @@ def _warn_unrestored(
     rules: tuple[tuple[str, bool], ...] | None,
     predicates: Mapping[str, Callable[[ToolCall], bool]],
     chat_id: str,
+    allowed: Sequence[str] = (),
 ) -> None:
-    """Say which conditional rules were not restored (their predicate was not given back)."""
-    missing = sorted({tool for tool, cond in rules or () if cond and tool not in predicates})
+    """Say which conditional rules were not restored (their predicate was not given back,
+    neither to ``Chat.load`` nor by a template: ``allowed``, the tools the chat approves)."""
+    given = {*predicates, *allowed}
+    missing = sorted({tool for tool, cond in rules or () if cond and tool not in given})
     if not missing:
         return
     names = ", ".join(map(repr, missing))

@@ -242,7 +242,7 @@ def test_a_budget_stop_is_a_failed_row_saying_so() -> None:
     result = nbagent.batch(["a"], make, progress=False)
     assert result.loc[0, "status"] == "failed"
     assert result.loc[0, "error_type"] == "budget_exhausted"
-    assert "steps budget is spent" in result.loc[0, "error"]
+    assert "took its max_steps=2 steps without an answer" in result.loc[0, "error"]
 
 
 def test_inputs_that_cannot_be_a_batch_raise_before_anything_runs() -> None:
