@@ -14,14 +14,16 @@ Accepted (``nbagent.batch(inputs, ..., prompt=, key=)``):
 A ``prompt`` that is neither a column (field) nor a template with fields is refused:
 every row would be asked the same text.
 
-A row that cannot be formatted (a missing column, a bad format spec) is not
-an error of the batch: its job carries the error and the row fails with it.
-Keys must be unique: a store finds an input again by its key.
+A row that cannot be formatted (a missing column, a bad format spec) or whose prompt is
+empty or only whitespace is not an error of the batch: its job carries the error and the
+row fails with it (no chat is made). Keys must be unique, and none empty (NaN, ``None``,
+``NaT`` in the index or the ``key=`` column): a store finds an input again by its key.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import math
@@ -38,7 +40,8 @@ _FORMATTER = string.Formatter()
 class BatchInputError(NBAgentError, ValueError):
     """A batch's inputs are wrong: raised before anything runs.
 
-    Duplicate keys, a ``key=`` or ``prompt=`` naming no column, inputs of another shape;
+    Duplicate keys, an empty key (NaN in the index or the ``key=`` column), a ``key=`` or
+    ``prompt=`` naming no column, inputs of another shape;
     with ``on_error="raise"``, also a row its prompt template cannot fill (with the default
     ``on_error``, that row fails with ``error_type`` saying so and the rest run). An
     :class:`~nbagent.NBAgentError` and a ``ValueError``.
@@ -111,11 +114,39 @@ def _format(template: str, row: Mapping[str, Any]) -> tuple[str | None, str | No
         )
 
 
-def _key_text(value: Any) -> str:
-    value = _clean(value)
-    if isinstance(value, tuple):  # a MultiIndex
-        return json.dumps([_clean(v) for v in value], default=str, ensure_ascii=False)
-    return str(value)
+def _key_text(value: Any, i: int, where: str) -> str:
+    """Input ``i``'s key: ``value`` (its ``where``: its index, its ``key=`` column or field) as
+    text.
+
+    Raises:
+        BatchInputError: The value is empty (NaN, ``None``, ``NaT``, ``NA``): ``str()`` made
+            it the key ``'None'`` (two of them: "the same key 'None'"), an input no store finds
+            again as itself.
+    """
+    cleaned = _clean(value)
+    if isinstance(cleaned, tuple):  # a MultiIndex
+        return json.dumps([_clean(v) for v in cleaned], default=str, ensure_ascii=False)
+    if cleaned is None:
+        raise BatchInputError(
+            f"input {i} has no key ({_empty_text(value)} in {where}): every input needs one "
+            "(a store finds each input by its key); fill it, drop the row, or pass key= a "
+            "column of unique values"
+        )
+    return str(cleaned)
+
+
+def _empty_text(value: Any) -> str:
+    """An empty cell as pandas shows it: NaN, None, NaT, <NA>."""
+    if value is None:
+        return "None"
+    if isinstance(value, float) or type(value).__module__ == "numpy":
+        with contextlib.suppress(TypeError, ValueError):
+            if math.isnan(float(value)):
+                return "NaN"
+    try:
+        return str(value)
+    except Exception:  # an odd object's __str__: still said
+        return type(value).__name__
 
 
 def jobs_from(inputs: Any, prompt: str | None = None, key: str | None = None) -> list[Job]:
@@ -147,6 +178,7 @@ def jobs_from(inputs: Any, prompt: str | None = None, key: str | None = None) ->
             f"inputs must be a DataFrame, a list of prompts or a list of rows (dicts), "
             f"got {type(inputs).__name__}"
         )
+    jobs = [_unless_blank(job) for job in jobs]
     seen: dict[str, int] = {}
     for job in jobs:
         if job.key in seen:
@@ -157,6 +189,32 @@ def jobs_from(inputs: Any, prompt: str | None = None, key: str | None = None) ->
             )
         seen[job.key] = job.index
     return jobs
+
+
+def _unless_blank(job: Job) -> Job:
+    """``job``, failed when its prompt is empty or only whitespace (a cell, a list's item,
+    a template filled with empty text): asked it, a chat refuses it (``ask() needs a
+    question``) once it was made and stored; failed here, no chat is made."""
+    if job.error is not None or job.prompt is None or job.prompt.strip():
+        return job
+    what = "empty" if not job.prompt else "only whitespace"
+    return dataclasses.replace(job, prompt=None, error=f"the prompt is {what}: nothing to ask")
+
+
+def input_index(inputs: Any) -> Any:
+    """The index a batch's result takes from its inputs: a DataFrame's or a Series's (the
+    rows line up with the inputs, ``result.join(df)``), else ``None`` (positions)."""
+    if hasattr(inputs, "columns") or _is_series(inputs):
+        return getattr(inputs, "index", None)
+    return None
+
+
+def _is_series(inputs: Any) -> bool:
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas is a dependency
+        return False
+    return isinstance(inputs, pd.Series)
 
 
 def _frame_jobs(df: Any, prompt: str | None, key: str | None) -> list[Job]:
@@ -186,7 +244,12 @@ def _frame_jobs(df: Any, prompt: str | None, key: str | None) -> list[Job]:
         for n in whole:
             if row[n] is not None:
                 row[n] = int(row[n])
-        k = _key_text(row[key]) if key is not None else _key_text(index)
+        if key is None:
+            k = _key_text(index, i, "the index")
+        elif row[key] is None:  # said as the cell shows it (NaN, NaT), not as cleaned
+            k = _key_text(values[names.index(key)], i, f"column {key!r}")
+        else:
+            k = _key_text(row[key], i, f"column {key!r}")
         if is_column:
             text = row[prompt]
             if isinstance(text, str):
@@ -249,7 +312,8 @@ def _list_jobs(items: list[Any], prompt: str | None, key: str | None) -> list[Jo
                 if key not in row:
                     jobs.append(Job(str(i), i, None, row, f"row {i} has no key field {key!r}"))
                     continue
-                k = _key_text(row[key])
+                raw = next((v for f, v in item.items() if str(f) == key), None)
+                k = _key_text(raw if row[key] is None else row[key], i, f"field {key!r}")
             if prompt is None:
                 if isinstance(row.get("prompt"), str):
                     jobs.append(Job(k, i, row["prompt"], row))
@@ -295,4 +359,11 @@ def batch_id_of(jobs: Sequence[Job]) -> str:
     return "batch-" + h.hexdigest()[:20]
 
 
-__all__ = ["BatchInputError", "InputError", "batch_id_of", "jobs_from", "template_fields"]
+__all__ = [
+    "BatchInputError",
+    "InputError",
+    "batch_id_of",
+    "input_index",
+    "jobs_from",
+    "template_fields",
+]

@@ -13,7 +13,7 @@ from _batch_setup import ROUNDS, Rounds, lookup
 import nbagent
 from nbagent import Chat
 from nbagent._aio import run_sync
-from nbagent.batch import COLUMNS, InputError
+from nbagent.batch import COLUMNS, BatchInputError, InputError
 from nbagent.providers import AnthropicProvider, OpenAIProvider
 from nbagent.testing import FakeLLMServer, ScriptedProvider, call_tools, reply
 
@@ -166,7 +166,8 @@ def test_a_bad_row_and_a_raising_factory_are_recorded_on_their_rows_only() -> No
 def test_an_int_column_with_an_empty_cell_fills_whole_numbers() -> None:
     """pandas makes an int column float to hold a NaN (and keeps it float after
     ``dropna()``): its rows asked "Refund order 41.0" (and keyed the row "41.0"). A float
-    column of whole numbers fills as ints; one with a fraction stays as it is."""
+    column of whole numbers fills and keys as ints; one with a fraction stays as it is. Its
+    empty cell, as a key, is no key (it was keyed 'None')."""
     df = pd.DataFrame({"order": [41, None, 7], "price": [2.5, 3.0, 4.0], "rate": [0.5, None, 2.0]})
     assert df["order"].dtype == float
     chats: list[Chat] = []
@@ -178,16 +179,14 @@ def test_an_int_column_with_an_empty_cell_fills_whole_numbers() -> None:
     def asked() -> set[str]:
         return {c.transcript[0].content for c in chats}  # type: ignore[union-attr]
 
-    result = nbagent.batch(
-        df.drop(columns="rate"),
-        make,
-        prompt="Refund order {order} at {price}",
-        key="order",
-        progress=False,
-    )
+    orders = df.drop(columns="rate")
+    result = nbagent.batch(orders, make, prompt="Refund order {order} at {price}", progress=False)
     assert list(result["status"]) == ["done", "failed", "done"]
     assert asked() == {"Refund order 41 at 2.5", "Refund order 7 at 4.0"}
-    assert list(result["key"])[::2] == ["41", "7"]
+    keyed = nbagent.batch(orders.dropna(), make, prompt="{order}", key="order", progress=False)
+    assert list(keyed["key"]) == ["41", "7"]
+    with pytest.raises(BatchInputError, match=r"^input 1 has no key \(NaN in column 'order'\)"):
+        nbagent.batch(orders, make, prompt="{order}", key="order", progress=False)
     chats.clear()
     fractions = nbagent.batch(df.dropna(), make, prompt="{order} at rate {rate}", progress=False)
     assert list(fractions["status"]) == ["done", "done"]
