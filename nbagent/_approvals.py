@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import redact_keys
-from ._events import CallbackWarning
+from ._events import CallbackWarning, raised
 from ._notice import user_stacklevel
 from ._secrets import named_values, token_masks
 from ._tools import Tool
@@ -119,10 +119,7 @@ def failure(call: ToolCall, exc: BaseException) -> str:
     :func:`~nbagent._errors.redact_keys` hides. Code judging a call often quotes its
     arguments (``ValueError(f"password {password} is too long")``), and ``redact_keys`` alone
     knows a value is a password only after ``password=``."""
-    try:
-        text = f"{type(exc).__name__}: {exc}"
-    except Exception:  # its __str__ raised in turn: said by its type, never a crash here
-        text = f"{type(exc).__name__} (its message could not be read)"
+    text = raised(exc)  # its __str__ may raise in turn: said by its type, never a crash
     return redact_keys(token_masks(tokens=named_values(call.arguments)).hide(text))
 
 

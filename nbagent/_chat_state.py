@@ -51,6 +51,7 @@ from ._events import (
     ModelRequestFinished,
     RuleChanged,
     ToolCallFinished,
+    raised,
     unawaited,
     utcnow,
 )
@@ -593,7 +594,7 @@ class ChatCore:
                 try:
                     wrong = unawaited(fn(r))
                 except Exception as exc:
-                    wrong = f"raised {type(exc).__name__}: {exc}"
+                    wrong = f"raised {raised(exc)}"
                 if wrong is not None:
                     warnings.warn(
                         f"nbagent after_tool_result callback {getattr(fn, '__qualname__', fn)!r} "

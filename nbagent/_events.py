@@ -407,6 +407,15 @@ def unawaited(out: Any) -> str | None:
     )
 
 
+def raised(exc: BaseException) -> str:
+    """What a user's code raised, as a warning or a reason says it: its type and text, or
+    its type alone when its ``__str__`` itself raises (said, never a crash of the step)."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:
+        return f"{type(exc).__name__} (its message could not be read)"
+
+
 def is_async_callable(fn: Any) -> bool:
     """Whether calling ``fn`` makes a coroutine or an async generator instead of running it
     (``functools.partial`` and bound methods of such functions too; a class is not)."""
@@ -541,7 +550,7 @@ class EventBus:
                             try:
                                 wrong = unawaited(fn(event))
                             except Exception as exc:
-                                wrong = f"raised {type(exc).__name__}: {exc}"
+                                wrong = f"raised {raised(exc)}"
                             if wrong is not None:
                                 warnings.warn(
                                     f"nbagent subscriber {getattr(fn, '__qualname__', fn)!r} "

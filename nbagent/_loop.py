@@ -62,6 +62,7 @@ from ._events import (
     ToolCallProgress,
     ToolCallRequested,
     ToolCallStarted,
+    raised,
     unawaited,
     utcnow,
 )
@@ -1390,7 +1391,7 @@ class _RoundHooks:
             except SkipToolCall as exc:
                 return str(exc) or "skipped by a before_tool_call callback"
             except Exception as exc:
-                return f"not run: a before_tool_call callback raised {type(exc).__name__}: {exc}"
+                return f"not run: a before_tool_call callback raised {raised(exc)}"
             if wrong is not None:
                 return f"not run: a before_tool_call callback {wrong}"
         chat._emit(

@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, overload
 
 from ._errors import ToolDefinitionError
+from ._events import is_async_callable
 from ._schema import (
     INJECTED_PARAMS,
     JSON_TYPES,
@@ -1015,9 +1016,10 @@ def _refuse_async_gate(owner: str, fn: Any, what: str = "requires_approval") -> 
     """Refuse an ``async def`` approval rule (or one whose ``__call__`` is), when the tool is
     defined: a rule is asked on the thread deciding the call and never awaited, so its body
     would never run and its call would wait for a decision for ever."""
-    target = call_target(fn)
-    if inspect.iscoroutinefunction(target) or inspect.isasyncgenfunction(target):
-        label = getattr(target, "__qualname__", None) or type(fn).__qualname__
+    # as callbacks are judged: what calling it makes (a sync adapter around an async
+    # function, asgiref's async_to_sync, runs it; its __wrapped__ is not what is called)
+    if is_async_callable(fn):
+        label = getattr(fn, "__qualname__", None) or type(fn).__qualname__
         raise ToolDefinitionError(
             f"{owner}: {what} takes a plain function, got the async callable {label!r}: an "
             "approval rule is asked on the thread deciding the call and never awaited, so its "

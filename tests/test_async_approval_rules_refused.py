@@ -95,3 +95,32 @@ def test_a_plain_resolver_still_decides() -> None:
     chat = Chat(provider=llm).with_tools(DeleteRecord)
     assert chat.ask("Delete record 7").content == "Done."
     assert ran == [7]
+
+
+class _SyncAdapter:
+    """A sync callable around an async function (asgiref's async_to_sync shape): calling it
+    runs the function to its end, so it decides; its ``__wrapped__`` is the async one."""
+
+    def __init__(self, fn):  # type: ignore[no-untyped-def]
+        self.fn = fn
+        functools.update_wrapper(self, fn)  # __wrapped__, __qualname__...: as asgiref does
+
+    def __call__(self, call: object) -> bool:
+        import asyncio
+
+        return asyncio.run(self.fn(call))
+
+
+def test_a_sync_adapter_around_an_async_rule_is_accepted_and_decides() -> None:
+    ran: list[int] = []
+
+    @tool(requires_approval=_SyncAdapter(_lookup))
+    def delete(record_id: int) -> str:
+        """Delete."""
+        ran.append(record_id)
+        return "deleted"
+
+    llm = ScriptedProvider([call_tools(("delete", {"record_id": 7}, "c7")), reply("Done.")])
+    chat = Chat(provider=llm).with_tools(delete)
+    assert chat.ask("Delete record 7").content == "Done."
+    assert ran == [7]

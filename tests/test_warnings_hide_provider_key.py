@@ -109,3 +109,37 @@ def test_a_hosted_call_run_unapproved_warns_without_a_key_in_its_name(
     assert said and "ran_unapproved" in said[0]
     assert all(name not in text and "Zq81xYb27" not in text for text in said), said
     assert chat.transcript[-1].items[0].status == "ran_unapproved"  # recorded all the same
+
+
+@pytest.mark.parametrize("where", ["after_tool_result", "subscriber", "before_tool_call"])
+def test_a_callback_raising_an_unreadable_exception_is_said_not_a_crash(where: str) -> None:
+    ran: list[int] = []
+
+    @tool
+    def note(n: int) -> str:
+        """Note."""
+        ran.append(n)
+        return "noted"
+
+    heard: list[str] = []
+    llm = ScriptedProvider([call_tools(("note", {"n": 1}, "n1")), reply("done")])
+    chat = Chat(provider=llm, display=False).with_tools(note)
+    if where == "after_tool_result":
+        chat.after_tool_result(_unreadable)
+    elif where == "subscriber":
+        chat.on("tool_call_finished", _unreadable)
+        chat.on("tool_call_finished", lambda e: heard.append(e.type))  # still hears it
+    else:
+        chat.before_tool_call(_unreadable)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert chat.ask("note 1").content == "done"
+    said = [str(w.message) for w in caught if issubclass(w.category, CallbackWarning)]
+    if where == "before_tool_call":  # it keeps its call from running, as one that raises does
+        assert ran == []
+        assert "its message could not be read" in chat.record.calls[0].result_preview
+    else:
+        assert ran == [1]
+        assert any("_Unreadable (its message could not be read)" in t for t in said), said
+    if where == "subscriber":
+        assert heard == ["tool_call_finished"]
