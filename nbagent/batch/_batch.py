@@ -249,7 +249,7 @@ async def batch_async(
         st = open_store(store)
     previous = active_run(batch_id)
     if previous is not None:  # still continuing parked rows: one driver per chat
-        await previous.stop_anywhere()
+        await _stop_once_settled(previous)
     todo = [j for j in jobs if j.error is None]
     finished = {
         j.key: RowResult(j.key, j.index, "failed", error=j.error, error_type="BatchInputError")
@@ -356,6 +356,37 @@ async def _in_flight_settled(run: BatchRun) -> None:
     caller can stop the run before another continuation starts."""
     while run.running and not run.final and run.progress.snapshot().counts["running"]:
         await asyncio.sleep(0.05)
+
+
+async def _stop_once_settled(run: BatchRun) -> None:
+    """Stop ``run``, an earlier run of this batch still watching its parked rows (the batch
+    cell run again in a notebook), once no row of it is running: a row continuing after a
+    decision, its approved call running, settles first (its call runs to its end, once),
+    as :func:`_in_flight_settled` lets it in a script. Stopped at once, the call was
+    cancelled while it ran and never finished. The last look and the stop are made on the
+    run's own loop with no await between them, so no continuation starts there in between:
+    a row decided but not yet continuing stays parked, and the new run continues it (its
+    call runs once, in one of the two runs)."""
+
+    async def there() -> None:
+        await _in_flight_settled(run)
+        await run.stop()
+
+    loop = run._loop
+    if loop is None or loop.is_closed() or not loop.is_running():
+        await run.stop_anywhere()
+        return
+    running = run.progress.snapshot().counts["running"]
+    if running:
+        notice(
+            f"waiting for {running} row(s) of this batch's earlier run, continuing after a "
+            "decision, to settle before this run takes its rows over (their calls are not "
+            "cancelled)"
+        )
+    if loop is asyncio.get_running_loop():
+        await there()
+    else:
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(there(), loop))
 
 
 @dataclasses.dataclass
