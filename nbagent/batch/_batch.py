@@ -44,7 +44,7 @@ from ..otel import attached, carrier, run_span
 from ._backend import Backend, Job, RowResult, RunSpec
 from ._backends import get_backend
 from ._display import ProgressDisplay, make_display
-from ._inputs import InputError, batch_id_of, jobs_from
+from ._inputs import InputError, batch_id_of, input_index, jobs_from
 from ._local import one_line
 from ._run import BatchRun, active_run, get_run, run_of
 
@@ -258,7 +258,7 @@ async def batch_async(
     if st is not None:
         todo, done = await asyncio.to_thread(_resume, st, batch_id, todo)
         finished.update(done)
-    index = getattr(inputs, "index", None) if hasattr(inputs, "columns") else None
+    index = input_index(inputs)  # a DataFrame's or a Series's: the rows line up with them
     earlier = get_run(batch_id)
     if st is not None and earlier is not None and hasattr(runner, "live"):
         runner.live = dict(earlier.chats)  # continue these objects rather than load copies

@@ -146,10 +146,6 @@ def test_input_index_is_a_frames_or_a_series_index() -> None:
     assert input_index(["x"]) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nbagent/batch/_batch.py must take the result's index from input_index(inputs)",
-)
 def test_a_series_result_keeps_the_series_index() -> None:
     series = pd.Series(["Work on p1", "Work on p2"], index=["a", "b"])
     result = nbagent.batch(series, make_chat, progress=False)
