@@ -26,6 +26,16 @@ What bounds the WAL file, from the cheapest to the last resort:
    from zero. A reader that keeps a transaction open (a DB browser holding a
    snapshot) is the one thing that stops any checkpoint; the store then tries
    again a second later.
+
+A connection holding a ``-wal`` or ``-shm`` that is no longer the one at the path (deleted
+or replaced under an open store: a sync client, a half-done ``rm agent.db*``) must never
+checkpoint: it copies the log back through its own index, and the last connection to close
+deletes the log, which then is another's (:func:`close_connection`). The store refuses such
+files at its next transaction (:meth:`~nbagent.store.SQLiteStore.names_its_file`); the
+checkpointer looks before each pass and closes its connection instead. And since SQLite maps
+one ``-shm`` per database file per process (the first connection's, while any is open),
+:func:`hold_files` says whether a connection opened now would see the ``-shm`` at the path
+or an old one this process still maps.
 """
 
 from __future__ import annotations
@@ -35,6 +45,8 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 from .._aio import in_worker, let_go, spawn
 from ._waiting import may_wait
@@ -54,7 +66,13 @@ HARD_WAIT = 2.0
 """Seconds a writer waits for others at that synchronous checkpoint."""
 
 
-def file_id(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+FileId = tuple[int, int]
+Files = tuple[FileId | None, FileId | None, FileId | None]
+"""The database file, its ``-wal`` and its ``-shm`` (:func:`files_id`)."""
+SUFFIXES = ("", "-wal", "-shm")
+
+
+def file_id(path: str | os.PathLike[str]) -> FileId | None:
     """Which file ``path`` names now (device, inode), or ``None`` if none: a connection keeps
     the file it opened, deleted or replaced under it since."""
     try:
@@ -62,6 +80,117 @@ def file_id(path: str | os.PathLike[str]) -> tuple[int, int] | None:
     except OSError:
         return None
     return (st.st_dev, st.st_ino)
+
+
+def files_id(path: str) -> Files:
+    """Which files the database ``path``, its ``-wal`` and its ``-shm`` name now (three
+    ``stat``). SQLite keeps each file it opened; while a connection in WAL mode is open the
+    ``-wal`` and ``-shm`` exist, and SQLite truncates them (a ``RESTART`` or ``TRUNCATE``
+    checkpoint, ``journal_size_limit``), never deletes or replaces them: only the last
+    connection to close deletes them."""
+    return (file_id(path), file_id(path + "-wal"), file_id(path + "-shm"))
+
+
+def changed(path: str, opened: Files) -> tuple[str, str] | None:
+    """The first of the files a connection opened at ``path`` that the path no longer names,
+    as (its suffix: ``""``, ``"-wal"`` or ``"-shm"``, ``"deleted"`` or ``"replaced by another
+    file"``); ``None`` if none. A ``-wal`` or ``-shm`` there was none of (not in WAL mode) is
+    not looked at."""
+    now = files_id(path)
+    if now == opened:
+        return None
+    for suffix, was, is_ in zip(SUFFIXES, opened, now, strict=True):
+        if was is not None and was != is_:
+            return suffix, "deleted" if is_ is None else "replaced by another file"
+    return None
+
+
+# SQLite maps one -shm per database file per process: the first connection's, kept while any
+# connection of the process is open on the file. A database file (device, inode) -> the -shm
+# its first connection here found, and how many of nbagent's connections are open on it.
+_MAPPED: dict[FileId, tuple[FileId | None, int]] = {}
+_MAPPED_LOCK = threading.RLock()  # reentrant: a finalizer may run inside hold_files
+
+
+def hold_files(files: Files) -> bool:
+    """Count a connection just opened on ``files`` (:func:`files_id` after it read); ``False``
+    (nothing counted) if this process maps another ``-shm`` for that database file, which the
+    connection then uses too: one deleted or replaced since it was mapped."""
+    db, _, shm = files
+    if db is None:
+        return True
+    with _MAPPED_LOCK:
+        mapped, n = _MAPPED.get(db, (shm, 0))
+        if mapped != shm:
+            return False
+        _MAPPED[db] = (shm, n + 1)
+        return True
+
+
+def drop_files(files: Files) -> None:
+    """A connection counted by :func:`hold_files` closed."""
+    db = files[0]
+    with _MAPPED_LOCK:
+        if db is None or db not in _MAPPED:
+            return
+        shm, n = _MAPPED[db]
+        if n > 1:
+            _MAPPED[db] = (shm, n - 1)
+        else:
+            del _MAPPED[db]
+
+
+def close_connection(
+    conn: sqlite3.Connection, path: str, files: Files, *, stale: bool = False
+) -> None:
+    """Close ``conn``, opened on ``files`` at ``path``; if its ``-wal`` or ``-shm`` is no
+    longer the one at the path (or ``stale``: it maps an old ``-shm``, :func:`hold_files`),
+    without a checkpoint.
+
+    The last connection to a file to close copies the log back into it and deletes the
+    ``-wal`` and ``-shm``: through an old ``-shm``, the pages its stale index names (another
+    process's commits, made through the new one, lost; the file damaged if the log had
+    started over), and from an old ``-wal``, old pages over newer ones, while the path's log,
+    another's, is deleted. Python 3.12's ``setconfig`` turns that checkpoint off; on any
+    version a read-only connection holding the file's shared lock while ``conn`` closes makes
+    it not the last (SQLite checks that lock), and a read-only one never checkpoints. A
+    database file itself deleted or replaced SQLite checks at close (its
+    ``SQLITE_FCNTL_HAS_MOVED``): no checkpoint either.
+    """
+    now = files_id(path)
+    same = all(was is None or was == is_ for was, is_ in zip(files[1:], now[1:], strict=True))
+    if same and not stale:
+        conn.close()
+        return
+    setconfig = getattr(conn, "setconfig", None)
+    no_checkpoint = getattr(sqlite3, "SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE", None)
+    if setconfig is not None and no_checkpoint is not None:
+        with contextlib.suppress(sqlite3.Error):
+            setconfig(no_checkpoint, True)
+    guard = _reader(path)
+    try:
+        conn.close()
+    finally:
+        if guard is not None:
+            guard.close()
+
+
+def _reader(path: str) -> sqlite3.Connection | None:
+    """A read-only connection to ``path`` that has read (a WAL connection then holds the
+    file's shared lock until it closes), or ``None`` if it cannot be opened."""
+    try:
+        conn = sqlite3.connect(
+            Path(path).absolute().as_uri() + "?mode=ro",
+            uri=True,
+            timeout=0.1,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+    except sqlite3.Error:
+        return None
+    with contextlib.suppress(sqlite3.Error):  # a log shorter than its index (SHORT_READ): held
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+    return conn
 
 
 def take_over(conn: sqlite3.Connection) -> None:
@@ -90,8 +219,14 @@ def checkpointer_for(path: str, synchronous: str) -> Checkpointer:
         return cp
 
 
-def release_unclosed(cp: Checkpointer) -> None:
-    """The finalizer of a store nobody closed: :meth:`Checkpointer.release`, on a worker.
+def release_unclosed(
+    cp: Checkpointer,
+    conn: sqlite3.Connection | None = None,
+    path: str = "",
+    files: Files = (None, None, None),
+) -> None:
+    """The finalizer of a store nobody closed: :meth:`Checkpointer.release` and its
+    connection closed (:func:`close_connection`), on a worker.
 
     Garbage collection runs a finalizer inside whatever this thread was doing,
     possibly :func:`checkpointer_for` or :meth:`Checkpointer.release` holding
@@ -101,7 +236,16 @@ def release_unclosed(cp: Checkpointer) -> None:
     the background loop's thread, waited for: :func:`~nbagent._aio.let_go`). Without a
     background loop it is released here.
     """
-    let_go(cp.release)
+
+    def release() -> None:
+        cp.release()
+        if conn is not None:
+            try:
+                close_connection(conn, path, files)
+            finally:
+                drop_files(files)
+
+    let_go(release)
 
 
 class Checkpointer:
@@ -138,11 +282,15 @@ class Checkpointer:
         self._idle.set()
         self._stop = False
         self._conn: sqlite3.Connection | None = None  # the passes' own connection
-        self._file: tuple[int, int] | None = None  # the file it opened (file_id)
+        self._files: Files = (None, None, None)  # the files it opened (files_id)
         self._lock = threading.Lock()
 
-    def committed(self, conn: sqlite3.Connection) -> None:
-        """``conn`` (a store's connection, out of any transaction) just committed."""
+    def committed(
+        self, conn: sqlite3.Connection, unchanged: Callable[[], bool] = lambda: True
+    ) -> None:
+        """``conn`` (a store's connection, out of any transaction) just committed;
+        ``unchanged()``: whether the path still names the files ``conn`` opened (asked before
+        ``conn`` itself truncates the log: through an old ``-shm`` that would empty another's)."""
         self._commits += 1  # unlocked: a lost increment only delays a checkpoint
         if self._commits % CHECK_EVERY == 0:
             try:
@@ -150,7 +298,7 @@ class Checkpointer:
             except OSError:
                 size = 0
             owed = size > HARD_LIMIT and time.monotonic() >= self._hard_after
-            if owed and may_wait():
+            if owed and may_wait() and unchanged():
                 self.truncate_owed = False
                 self._truncate(conn)
                 return
@@ -232,9 +380,15 @@ class Checkpointer:
         self._idle.wait()  # a pass under way ends (it never waits for this thread)
         if restart:
             self._checkpoint(True)
+        self._close()
+
+    def _close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            conn.close()
+            try:
+                close_connection(conn, self.path, self._files)
+            finally:
+                drop_files(self._files)
 
     close = release
 
@@ -254,17 +408,30 @@ class Checkpointer:
 
     def _checkpoint(self, restart: bool) -> None:
         """One pass on the checkpointer's own connection: passive, then a restart once the WAL
-        holds more than :data:`RESTART_FRAMES` (or when asked); an error waits for the next."""
+        holds more than :data:`RESTART_FRAMES` (or when asked); an error waits for the next.
+
+        The file, its ``-wal`` or its ``-shm`` deleted or replaced since the connection opened
+        them: it is closed without a checkpoint (:func:`close_connection`), and the files at
+        the path now are checkpointed, unless this process still maps an old ``-shm`` of the
+        file (:func:`hold_files`: a store holding it is open): then none until it closes."""
         with contextlib.suppress(sqlite3.Error):
-            if self._conn is not None and file_id(self.path) != self._file:
-                self._conn.close()  # the file was replaced: checkpoint the one there now
-                self._conn = None
+            if self._conn is not None and changed(self.path, self._files) is not None:
+                self._close()
             if self._conn is None:
-                self._conn = sqlite3.connect(
+                conn = sqlite3.connect(
                     self.path, timeout=0.1, isolation_level=None, check_same_thread=False
                 )
-                self._file = file_id(self.path)
-                self._conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+                try:
+                    conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+                    conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # its log open
+                except BaseException:
+                    close_connection(conn, self.path, files_id(self.path), stale=True)
+                    raise
+                files = files_id(self.path)
+                if not hold_files(files):
+                    close_connection(conn, self.path, files, stale=True)
+                    return
+                self._conn, self._files = conn, files
             conn = self._conn
             busy, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             if not busy and (restart or frames > RESTART_FRAMES):
@@ -279,7 +446,12 @@ __all__ = [
     "RESTART_FRAMES",
     "WAL_LIMIT",
     "Checkpointer",
+    "changed",
     "checkpointer_for",
+    "close_connection",
+    "drop_files",
     "file_id",
+    "files_id",
+    "hold_files",
     "take_over",
 ]

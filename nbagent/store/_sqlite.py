@@ -82,6 +82,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import stat
 import threading
 import time
 import weakref
@@ -92,11 +93,26 @@ from typing import Any
 
 from .._errors import StoreError
 from . import _migrations as migrations
-from ._checkpointer import checkpointer_for, file_id, release_unclosed, take_over
+from ._checkpointer import (
+    Files,
+    changed,
+    checkpointer_for,
+    close_connection,
+    drop_files,
+    files_id,
+    hold_files,
+    release_unclosed,
+    take_over,
+)
 from ._follow import release as release_follower
 from ._postgres import is_dsn
 from ._sql import SQLStore, _Job, planned
 from ._waiting import WouldWait, held, may_wait
+
+try:
+    import pwd
+except ImportError:  # Windows
+    pwd = None  # type: ignore[assignment]
 
 # ------------------------------------------------------------------ store
 _POSTGRES_ISH = re.compile(r"\s*(?:postgres(?:ql)?|pgsql|psql)(?:\+[\w.-]+)?:", re.IGNORECASE)
@@ -140,7 +156,8 @@ class SQLiteStore(SQLStore):
 
     Raises:
         StoreError: The file is not an nbagent store (or is damaged), is from a
-            newer nbagent, or cannot be opened. The file is left untouched.
+            newer nbagent, or cannot be opened; this user cannot write it, its
+            ``-wal`` or its ``-shm``. The file is left untouched.
     """
 
     _GROUPS = True
@@ -180,14 +197,17 @@ class SQLiteStore(SQLStore):
         self._queue_lock = threading.Lock()
         self._queue: list[_Job] = []  # writes waiting for the next group commit
         self._conn: sqlite3.Connection | None = None
-        self._file: tuple[int, int] | None = None  # the file opened (file_id)
-        self._absolute = ""
+        self._files: Files = (None, None, None)  # the files opened (files_id)
+        self._absolute = os.path.abspath(self.path)  # SQLite's too: a %cd moves neither
         self._depth = 0  # transaction scopes open (_scope)
         self._conn = self._connect(timeout, synchronous.upper())
         self._checkpointer = checkpointer_for(self.location, synchronous.upper())
         # Not ``self._checkpointer.release``: garbage collection may run the finalizer on a
-        # thread holding the checkpointers' lock (see ``release_unclosed``).
-        self._finalizer = weakref.finalize(self, release_unclosed, self._checkpointer)
+        # thread holding the checkpointers' lock (see ``release_unclosed``); it closes the
+        # connection as ``close`` does (not SQLite's close alone: see ``close_connection``).
+        self._finalizer = weakref.finalize(
+            self, release_unclosed, self._checkpointer, self._conn, self._absolute, self._files
+        )
 
     @property
     def options(self) -> dict[str, Any]:
@@ -207,6 +227,7 @@ class SQLiteStore(SQLStore):
             )
         if self.path.is_dir():
             raise StoreError(f"cannot open store {self.location}: it is a directory")
+        self._refuse_unwritable()
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -214,12 +235,11 @@ class SQLiteStore(SQLStore):
                     self.location, timeout=timeout, isolation_level=None, check_same_thread=False
                 )
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot open store {self.location}: {exc}") from exc
+                raise StoreError(f"cannot open store {self.location}: {self._why(exc)}") from exc
             try:
-                self._prepare(conn, timeout, synchronous)
-                self._absolute = os.path.abspath(self.path)  # SQLite's too: a %cd moves neither
-                self._file = file_id(self._absolute)
-                return conn
+                wal = self._prepare(conn, timeout, synchronous)
+                conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # its log open
+                break
             except sqlite3.OperationalError as exc:
                 conn.close()
                 # Another process is creating or converting the file (switching to WAL
@@ -229,14 +249,60 @@ class SQLiteStore(SQLStore):
                     continue
                 raise self._error(exc) from exc
             except sqlite3.DatabaseError as exc:
-                conn.close()
+                self._leave_unchanged(conn)
                 raise StoreError(self._damaged(exc)) from exc
+            except StoreError:  # a newer nbagent's, or not a store: refused
+                self._leave_unchanged(conn)
+                raise
             except BaseException:
                 conn.close()
                 raise
+        files = files_id(self._absolute)
+        if not wal:  # no log, no index: nothing to look at but the file (a VFS without WAL)
+            files = (files[0], None, None)
+        if not hold_files(files):
+            close_connection(conn, self._absolute, files, stale=True)
+            raise StoreError(
+                f"cannot open store {self.location}: {self.location}-shm (SQLite's index of the "
+                "write-ahead log) was deleted or replaced while this process had the store "
+                "open, and SQLite in a process keeps the old one as long as any connection to "
+                "the file is open there: another store object or chat on it is still open in "
+                "this process, reading a stale index. Close them (chat.close(), store.close()) "
+                "or restart the kernel, then open it again; nothing was read or written."
+            )
+        self._files = files
+        return conn
 
-    def _prepare(self, conn: sqlite3.Connection, timeout: float, synchronous: str) -> None:
-        """Check the file is an nbagent store this version can read, then set it up."""
+    def _refuse_unwritable(self) -> None:
+        """Refuse a store this user cannot write before SQLite opens anything.
+
+        SQLite opens such a file read-only and makes the ``-wal`` and ``-shm`` next to it
+        with the file's mode: a ``-shm`` made while the file was read-only (0444) stays when
+        the file is writable again, and every later connection is read-only through it (the
+        store could not be written for good). A store is written at every turn, decision and
+        result: one that cannot be is refused at once, with what to do.
+        """
+        if not os.path.exists(self._absolute):
+            return
+        for suffix in ("", "-wal", "-shm"):
+            name = self.location + suffix
+            if os.path.exists(name) and not _writable(name):
+                raise StoreError(
+                    f"cannot open store {self.location}: {_cannot_write(name)}. nbagent writes "
+                    "every question, decision and result to the store, so it opens only one it "
+                    f"can write; nothing was created or changed. Make it writable (chmod u+w "
+                    f"{name}, or ask its owner) and open it again."
+                )
+
+    def _leave_unchanged(self, conn: sqlite3.Connection) -> None:
+        """Close the connection that read a file it refuses without a checkpoint: as the
+        file's last connection it would copy a ``-wal`` left next to it (a newer nbagent's
+        process killed) into the file, and delete the log, which the refusal says it left as
+        it is (:func:`~nbagent.store._checkpointer.close_connection`)."""
+        close_connection(conn, self._absolute, files_id(self._absolute), stale=True)
+
+    def _check_version(self, conn: sqlite3.Connection) -> int:
+        """The file's schema version; raise if this version cannot read it (only reads)."""
         version = migrations.schema_version(conn)  # reads only: a damaged file is not touched
         if version < 0:
             raise StoreError(
@@ -249,13 +315,20 @@ class SQLiteStore(SQLStore):
                 f"this version knows up to {migrations.SCHEMA_VERSION}). Upgrade nbagent to "
                 "open it; the file was not changed."
             )
+        return version
+
+    def _prepare(self, conn: sqlite3.Connection, timeout: float, synchronous: str) -> bool:
+        """Check the file is an nbagent store this version can read, then set it up; whether
+        it is in WAL mode (it is, but on a VFS without shared memory)."""
+        version = self._check_version(conn)
         conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
         take_over(conn)  # checkpoints (which fsync) run off the chat's path, on a worker thread
         if version < migrations.SCHEMA_VERSION:
             migrations.migrate(conn)
+        return str(mode).lower() == "wal"
 
     def _damaged(self, exc: BaseException) -> str:
         return (
@@ -271,8 +344,11 @@ class SQLiteStore(SQLStore):
         release_follower(self)
         with self._lock:
             if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+                conn, self._conn = self._conn, None
+                try:
+                    close_connection(conn, self._absolute, self._files)
+                finally:
+                    drop_files(self._files)
 
     @property
     def closed(self) -> bool:
@@ -325,7 +401,7 @@ class SQLiteStore(SQLStore):
             except sqlite3.Error as exc:
                 rollback(conn)
                 raise self._error(exc) from exc
-            self._checkpointer.committed(conn)
+            self._checkpointer.committed(conn, self.names_its_file)
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -362,21 +438,28 @@ class SQLiteStore(SQLStore):
         return self._synchronous in ("OFF", "NORMAL")
 
     def names_its_file(self) -> bool:
-        """Whether the path still names the file this store opened (neither deleted nor
-        replaced since): one ``stat``."""
-        return file_id(self._absolute) == self._file
+        """Whether the path still names the files this store opened, the database and its
+        ``-wal`` and ``-shm`` (none deleted nor replaced since): three ``stat``."""
+        return changed(self._absolute, self._files) is None
 
     def _same_file(self) -> None:
-        """Raise if the path no longer names the file this store opened.
+        """Raise if the path no longer names the files this store opened.
 
-        SQLite keeps writing to the file it opened: deleted (``rm agent.db`` to start
-        afresh while a kernel still holds a chat) or replaced (``mv``, a sync client, a
-        ``git checkout``), its writes would go where nobody reads them, and be gone when
-        the store closes, while another process opening the path finds another file.
-        One ``stat`` per transaction.
+        SQLite keeps writing to the files it opened. The database deleted (``rm agent.db``
+        to start afresh while a kernel still holds a chat) or replaced (``mv``, a sync
+        client, a ``git checkout``): its writes would go where nobody reads them, and be gone
+        when the store closes, while another process opening the path finds another file.
+        Its ``-wal`` deleted or replaced: its commits go into a log no other connection
+        reads (a crash loses them); its ``-shm``: it keeps its own index of the log while
+        every other connection builds a new one, and each writes over the other's commits
+        (a call run elsewhere shows as waiting here, and runs again). Three ``stat`` per
+        transaction.
         """
-        if not self.names_its_file():
-            what = "deleted" if file_id(self._absolute) is None else "replaced by another file"
+        gone = changed(self._absolute, self._files)
+        if gone is None:
+            return
+        suffix, what = gone
+        if not suffix:
             raise StoreError(
                 f"store {self.location}: the file was {what} after this store opened it; "
                 "this store no longer reads or writes it (its writes would be lost, its reads "
@@ -384,6 +467,20 @@ class SQLiteStore(SQLStore):
                 f"copies a whole chat into a store that exists; open {self.location} again "
                 "for new chats."
             )
+        role = (
+            "its write-ahead log: commits not yet copied into the file were in it"
+            if suffix == "-wal"
+            else "SQLite's index of its write-ahead log"
+        )
+        raise StoreError(
+            f"store {self.location}: the file {self.location}{suffix} ({role}) was {what} "
+            f"after this store opened it; this store no longer reads or writes {self.location} "
+            "(its writes would go where other connections do not read, or over theirs; its "
+            "reads would be stale). What a chat has not written stays in the chat: "
+            "chat.fork(store=...) copies a whole chat into a store that exists. Close every "
+            f"chat and store on {self.location} in this process (SQLite keeps the old "
+            f"{suffix} while one is open) and open it again."
+        )
 
     def _fresh(self, conn: sqlite3.Connection) -> None:
         """Before a transaction: the file is the one opened (:meth:`_same_file`), and no
@@ -428,10 +525,43 @@ class SQLiteStore(SQLStore):
             exc, (sqlite3.IntegrityError, sqlite3.OperationalError, sqlite3.ProgrammingError)
         ):
             return StoreError(self._damaged(exc))
-        name = getattr(exc, "sqlite_errorname", None)  # SQLITE_FULL, SQLITE_IOERR_WRITE, ...
+        return StoreError(f"store {self.location}: {self._why(exc)}")
+
+    def _why(self, exc: sqlite3.Error) -> str:
+        """SQLite's error with its code (``SQLITE_FULL``, ``SQLITE_IOERR_WRITE``, ...); for a
+        write refused as read-only or a file that cannot be opened, which of the file, its
+        ``-wal``, its ``-shm`` or their directory this user cannot write."""
+        text = str(exc)
+        name = getattr(exc, "sqlite_errorname", None)
         if name and name not in text:
             text = f"{text} ({name})"
-        return StoreError(f"store {self.location}: {text}")
+        if name and name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")):
+            cause = self._unwritable()
+            if cause:
+                text = f"{text}: {cause}"
+        elif name == "SQLITE_IOERR_SHORT_READ":
+            text += (
+                f": {self.location}-wal is shorter than SQLite's index of it says (deleted or "
+                "replaced while another connection, in this process or another, had it open?); "
+                "the store reads again once every connection holding the old one is closed"
+            )
+        return text
+
+    def _unwritable(self) -> str:
+        """Which of the store's files, or their directory, this user cannot write ('' if
+        none)."""
+        for suffix in ("", "-wal", "-shm"):
+            name = self.location + suffix
+            if os.path.exists(name) and not _writable(name):
+                return _cannot_write(name)
+        folder = os.path.dirname(self._absolute)
+        missing = any(not os.path.exists(self._absolute + s) for s in ("", "-wal", "-shm"))
+        if missing and not _writable(folder):
+            return (
+                f"{_user()} cannot write the directory {folder}, where SQLite creates the "
+                f"file's -wal and -shm next to it ({_mode(folder)})"
+            )
+        return ""
 
     def _send_group(self, group: list[_Job]) -> None:
         """:meth:`SQLStore._send_group` on SQLite: one ``BEGIN IMMEDIATE`` ... ``COMMIT``
@@ -455,7 +585,7 @@ class SQLiteStore(SQLStore):
             except sqlite3.Error as exc:
                 rollback(conn)
                 raise self._error(exc) from exc
-            self._checkpointer.committed(conn)
+            self._checkpointer.committed(conn, self.names_its_file)
             for job in group:
                 job.written = True
 
@@ -503,6 +633,38 @@ class SQLiteStore(SQLStore):
             return news
 
         return poll
+
+
+def _writable(path: str) -> bool:
+    return os.access(path, os.W_OK, effective_ids=os.access in os.supports_effective_ids)
+
+
+def _user() -> str:
+    uid = getattr(os, "geteuid", None)
+    return f"this user (uid {uid()})" if uid is not None else "this user"
+
+
+def _mode(path: str) -> str:
+    """A file's mode and owner, and whether its file system is mounted read-only."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "cannot be read"
+    owner = str(st.st_uid)
+    if pwd is not None:
+        with suppress(KeyError):
+            owner = pwd.getpwuid(st.st_uid).pw_name
+    said = f"mode {stat.S_IMODE(st.st_mode):04o}, owned by {owner}"
+    statvfs = getattr(os, "statvfs", None)
+    if statvfs is not None:
+        with suppress(OSError):
+            if statvfs(path).f_flag & os.ST_RDONLY:
+                said += ", on a read-only file system"
+    return said
+
+
+def _cannot_write(path: str) -> str:
+    return f"{_user()} cannot write {path} ({_mode(path)})"
 
 
 __all__ = ["SQLiteStore"]
