@@ -9,7 +9,9 @@ Modes:
     ``sequential``: one call at a time, in call order. Sync tools run on the
         thread that drives the chat (so they may touch thread-bound state), but
         on a worker thread when that is nbagent's shared background loop (a
-        click's continuation, a batch in a kernel); async tools are awaited.
+        click's continuation, a batch in a kernel) or the chat is a batch's row
+        (:func:`sync_tools_off_loop`: the loop runs the other rows); async tools
+        are awaited.
     ``threads``: every call on a worker thread (async tools get a private event
         loop there), at most ``max_concurrency`` at once.
     ``async``: every call is a task on the driving event loop; async tools run on
@@ -40,8 +42,9 @@ whose loop is blocked by the sync driver fails with ``ToolLoopError`` at once.
 
 Cancellation (``chat.cancel()``, KeyboardInterrupt): calls that have not started
 are cancelled (a call still queued for a worker thread, every thread busy, too: it is
-dropped from the queue, "cancelled before it ran", and never runs); calls already running
-settle first and keep their real outcome. An async
+dropped from the queue, "cancelled before it ran", and never runs, unless it is a
+sequential call sent there only to keep the loop free: ``_Seat.whole``); calls already
+running settle first and keep their real outcome. An async
 tool that returned as its round was cancelled (in the same turn of the loop) keeps its
 result; one whose task never took a step is "cancelled before it ran", never "while it ran".
 
@@ -123,6 +126,27 @@ class Outcome:
 _CALL: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "nbagent_call_context", default=None
 )
+
+
+_OFF_LOOP: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "nbagent_sync_tools_off_loop", default=False
+)
+
+
+@contextlib.contextmanager
+def sync_tools_off_loop() -> Iterator[None]:
+    """Inside, a sequential round's sync tool runs on a worker thread (the shared pool),
+    not on the thread of the loop driving the chat: a batch drives its rows' chats so
+    (``batch/_local._Row``), since that loop runs every other row too. On it, a tool that
+    blocked held up every row, and the calls other rows had claimed, recorded running in
+    the store (their claims committed together), did not start until it returned: a
+    process killed meanwhile left them in doubt, never run. The round still runs its
+    calls one at a time, in call order."""
+    token = _OFF_LOOP.set(True)
+    try:
+        yield
+    finally:
+        _OFF_LOOP.reset(token)
 
 
 def in_call_context(call_id: str) -> bool:
@@ -516,6 +540,8 @@ class ToolRunner:
                 return out
             ctx = contextvars.copy_context()  # the call's own: the caller's variables, a copy
             ctx.run(_CALL.set, job.call.id)
+            if _OFF_LOOP.get():  # a chat the tool asks is not a batch's row
+                ctx.run(_OFF_LOOP.set, False)
             return await self._begun(job, mode, hooks, ctx, seat)
         finally:
             if seat is not None:
@@ -677,7 +703,7 @@ class ToolRunner:
             try:
                 return await asyncio.shield(fut)
             except asyncio.CancelledError:
-                if ticket.drop_if_queued():
+                if seat.drop_if_queued():
                     fut.cancel()  # out of the pool's queue too, if no thread took it yet
                     raise asyncio.CancelledError(_UNSTARTED) from None
                 if stopper is not None:
@@ -708,7 +734,7 @@ class ToolRunner:
                     "was not retried"
                 ) from None
         except asyncio.CancelledError:
-            if ticket.drop_if_queued():
+            if seat.drop_if_queued():
                 fut.cancel()
                 raise asyncio.CancelledError(_UNSTARTED) from None  # never started: never will
             if stopper is not None:
@@ -773,7 +799,8 @@ def _worker_for(
         return None
     is_async = job.tool.is_async
     if mode == "sequential" or pool is None:
-        if is_async or not (job.timeout or on_background_loop()):
+        off_loop = on_background_loop() or (_OFF_LOOP.get() and not running_inline())
+        if is_async or not (job.timeout or off_loop):
             return None
         # The shared pool, not the loop's default executor: that one is small (a few stuck
         # calls made every later one time out before it started) and, on the background
@@ -797,17 +824,30 @@ class _Seat:
     the call runs. The thread that takes the seat waits, while the call is claimed and its
     start is heard, to be told to :meth:`go`, or returns at once, having run nothing, if the
     seat is dropped (skipped, a recorded outcome, a failed claim, stopped before it ran).
+
+    ``whole``: a sequential round's sync call without a timeout, sent off the loop's thread
+    only so that the loop goes on (nbagent's background loop, a batch's row:
+    :func:`_worker_for`). On the loop's thread it ran from its start to its end with nothing
+    between; so here, once marked running it runs, however soon a cancel comes (waited for,
+    never dropped from its pool's queue: :meth:`drop_if_queued`). Dropped as it was handed
+    to a thread not scheduled yet, a batch's row cancelled a moment after the call started
+    answered it "cancelled before it ran", and the rerun never did its work.
     """
 
-    __slots__ = ("_gate", "_work", "fn", "future", "ticket")
+    __slots__ = ("_gate", "_work", "fn", "future", "ticket", "whole")
 
     def __init__(
-        self, pool: concurrent.futures.ThreadPoolExecutor, fn: Any, ticket: _Ticket
+        self,
+        pool: concurrent.futures.ThreadPoolExecutor,
+        fn: Any,
+        ticket: _Ticket,
+        whole: bool = False,
     ) -> None:
         import asyncio
 
         self.fn = fn  # what the thread runs the call with (``_call_sync``...)
         self.ticket = ticket
+        self.whole = whole
         self._gate = threading.Event()
         self._work: tuple[Any, contextvars.Context, Job] | None = None
         self.future = asyncio.get_running_loop().run_in_executor(pool, self._run)
@@ -825,8 +865,9 @@ class _Seat:
         where = _worker_for(job, mode, pool)
         if where is None:
             return None
+        whole = (mode == "sequential" or pool is None) and not job.timeout
         try:
-            return cls(where[0], where[1], _Ticket(slots))
+            return cls(where[0], where[1], _Ticket(slots), whole)
         except RuntimeError as exc:  # "cannot schedule new futures after (interpreter) shutdown"
             raise _NotStarted(exc) from None
 
@@ -846,6 +887,11 @@ class _Seat:
     def drop(self) -> None:
         """Let the thread go without running anything (once :meth:`go` was called, nothing)."""
         self._gate.set()
+
+    def drop_if_queued(self) -> bool:
+        """Cancelled once told to go: True if the call was still queued for a thread (every
+        one busy), and now never runs; never for a ``whole`` call, which started."""
+        return not self.whole and self.ticket.drop_if_queued()
 
 
 class _NotStarted(Exception):

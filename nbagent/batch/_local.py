@@ -27,6 +27,7 @@ from .._config import get_config
 from .._errors import RateLimitError, StoreError, provider_secrets, redact_keys, scrub
 from .._events import ApprovalDecided, Event, InputAnswered, ModelRequestFinished
 from .._extension import overrides
+from .._runner import sync_tools_off_loop
 from ._backend import FINAL, Job, ProgressSink, RowResult, RowStatus, RunSpec
 from ._limits import AdaptiveLimit, backoff
 
@@ -433,7 +434,8 @@ class _Row:
                     if not self.asked:
                         chat.ask_later(self.job.prompt)
                         self.asked = True
-                    await chat.complete_async()
+                    with sync_tools_off_loop():  # this loop runs the other rows
+                        await chat.complete_async()
                 except RateLimitError as exc:
                     self.active += time.monotonic() - started
                     self.limit.rate_limited(exc.retry_after)
