@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence, ValuesView
@@ -64,7 +65,7 @@ from ._output import Output
 from ._record import FRAGMENTS, ChatRecord, keeper
 from ._replay import Recordings, Replayer
 from ._result_text import to_result
-from ._rules import Rule, denied_edit
+from ._rules import RULE, Rule, denied_edit, first_match
 from ._runner import Job, Mode, ToolRunner
 from ._schema import validate_json_schema
 from ._secrets import named_values, provider_secrets, scrub, scrub_keys, token_masks
@@ -146,11 +147,71 @@ class EditUnchecked(DecisionError):
     nothing was decided: the chat does not have the tool (a chat loaded without it), or
     its tool sources could not list their tools now (``transient``: an MCP server not
     reachable). Not a verdict on the decision: a store keeps one made elsewhere, to be
-    applied by a later step (``transient``) or by a chat that has the tool."""
+    applied by a later step (``transient``) or by a chat that has the tool. ``offered``:
+    the chat's MCP server lists the tool, which this chat's own setup leaves out (a
+    ``tools(exclude=...)`` view, another ``prefix=``, a local tool of that name)."""
 
-    def __init__(self, message: str, *, transient: bool) -> None:
+    def __init__(self, message: str, *, transient: bool, offered: bool = False) -> None:
         super().__init__(message)
         self.transient = transient
+        self.offered = offered
+
+
+class RuleRefused(DecisionError):
+    """An approval a deny rule of the chat refuses: what would run (the edited arguments, or
+    the model's) matches it. A call a deny rule matches never runs, whoever approved it and
+    whenever the rule came (an approval stored before it: the chat then denies the call by
+    the rule when its own arguments match)."""
+
+
+_Listed = Literal["unlooked", "own", "absent", "offered", "gone"]
+"""What :meth:`ChatCore._list_tool_of` found of a call's tool: nothing (not looked), the
+chat's own tool of the call (``own``), no source of the call's MCP server in the chat
+(``absent``), a server that lists a tool that may be the call's while this chat does not offer
+it as the call named it (``offered``: a ``tools(include=/exclude=)`` view, another
+``prefix=``, a local tool of that name), or a server whose whole listing has no such tool
+(``gone``: the only verdict)."""
+
+
+class _Unlisted(Exception):
+    """A decision a ``decide`` hook handed back (made elsewhere first) carries edited
+    arguments of a tool this chat does not know yet: its sources are listed outside the
+    lock, then the decision is made again."""
+
+    def __init__(self, stored: Decision) -> None:
+        super().__init__()
+        self.stored = stored
+
+
+def _may_name(name: str, t: Tool) -> bool:
+    """Whether a call named ``name`` may be of ``t``, one of an MCP server's tools, under
+    any prefix (``p_charge`` of remote ``charge``), cut or told apart from another by a
+    suffix (``mcp/_server.py``'s ``local_names``): the call records the name it was offered
+    under, not the server's own. Generous on purpose: a yes keeps a decision made elsewhere
+    stored; only a no rejects it."""
+    if t.name == name:
+        return True
+    remote = getattr(t, "remote_name", None)
+    if not isinstance(remote, str):
+        return False
+    own = _NOT_IN_A_NAME.sub("_", remote)
+    bases = {name, _SUFFIXED.sub("", name)}
+    for base in bases:
+        if base == own or base.endswith(f"_{own}"):
+            return True
+        if (
+            len(base) >= _CUT
+            and any(  # cut to fit: its end is the start of the remote's
+                own.startswith(base[i + 1 :]) for i, ch in enumerate(base) if ch == "_"
+            )
+        ):
+            return True
+    return False
+
+
+_NOT_IN_A_NAME = re.compile(r"[^a-zA-Z0-9_-]")
+_SUFFIXED = re.compile(r"_[0-9a-f]{8}$")
+_CUT = 55  # a tool name is cut to 64 characters, 55 before a suffix
 
 
 def same_arguments(given: Any, own: Mapping[str, Any]) -> bool:
@@ -800,16 +861,34 @@ class ChatCore:
         decision is recorded, the ``decide`` hooks may veto it (``DecisionError``)
         or return the decision already made elsewhere, which is recorded instead
         (with its events); if it contradicts this one, ``DecisionError`` follows.
+
+        Every approval recorded passes the same checks, whether made here, applied from a
+        store or handed back by one: edited arguments against the call's own tool, and what
+        would run against the chat's deny rules as they are now. One handed back that fails
+        them is never recorded: a verdict drops it where it was kept (``refuse_decision``)
+        and this decision is made again, the lock held (no claim comes between); one that
+        cannot be checked now raises
+        ``DecisionError`` and decides nothing.
         """
         if reason is not None and not isinstance(reason, str):
             raise TypeError(f"a decision's reason is a string, got {type(reason).__name__}")
         if not isinstance(by, str) or not by:
             raise TypeError(f"a decision's by= names who decided (a string), got {by!r}")
+        listed: _Listed = "unlooked"
         if arguments is not None and verdict == "approved":
             # outside the lock and the hold: a source may connect
-            self._list_tool_of(call, arguments, elsewhere)
-        with stop_held():  # written to the store, then recorded here: never half of it
-            decided = self._decide_held(call, verdict, by, reason, arguments, at, elsewhere)
+            listed = self._list_tool_of(call, arguments, elsewhere)
+        dropped: list[Decision] = []  # handed back, refused, dropped where they were kept
+        while True:
+            try:
+                with stop_held():  # written to the store, then recorded here: never half of it
+                    decided = self._decide_held(
+                        call, verdict, by, reason, arguments, at, elsewhere, listed, dropped
+                    )
+            except _Unlisted as unlisted:  # an edit made elsewhere, of a tool not known yet
+                listed = self._list_handed_back(call, unlisted.stored)
+                continue
+            break
         c, after, stored, edited = decided
         self._run_after(after)  # user callbacks: the stop button reaches them as ever
         if stored is not None and (stored.verdict != verdict or edited != stored.arguments):
@@ -830,10 +909,17 @@ class ChatCore:
         arguments: dict[str, Any] | None,
         at: datetime | None,
         elsewhere: bool,
+        listed: _Listed,
+        dropped: list[Decision],
     ) -> tuple[ToolCall, list[ToolResult], Decision | None, dict[str, Any] | None]:
         """:meth:`_decide`'s change, held from the stop button: the call, the results whose
         ``after_tool_result`` callbacks are due, the decision made elsewhere (if any), the
-        edited arguments."""
+        edited arguments.
+
+        Raises:
+            _Unlisted: A decision handed back has edited arguments of a tool not known yet
+                (nothing was written or recorded).
+        """
         events: list[Event] = []
         after: list[ToolResult] = []
         with self._lock:
@@ -852,8 +938,9 @@ class ChatCore:
                 if existing.verdict == verdict and arguments == existing.arguments:
                     return c, [], None, None
                 overridable = (
-                    existing.automatic
-                    and by == HUMAN
+                    # a person overrules an automatic decision; a deny rule comes first,
+                    # over any approval, until the call is claimed to run
+                    ((existing.automatic and by == HUMAN) or (by == RULE and verdict == "denied"))
                     and c.status in ("approved", "denied")
                     and c.started_at is None
                     and self._open is not None
@@ -887,15 +974,20 @@ class ChatCore:
                         f"{c.name}({c.id}) runs on the provider's side with the model's "
                         "arguments; they cannot be edited (approve or deny it)"
                     )
-                edited = checked_edit(self._edit_tool(c), c.name, arguments)
-                refused = denied_edit(self._rules, c, edited, provider_secrets(self.provider))
-                if refused is not None:
-                    raise DecisionError(refused)
+                edited = checked_edit(self._edit_tool(c, listed), c.name, arguments)
             decision = Decision(verdict, by, at or utcnow(), reason, edited)
-            stored = None
-            for decide in self._hook("decide"):  # e.g. the store: the first decision wins
-                stored = decide(c, decision)
-                if stored is not None:
+            refused = self._rule_refusal(c, decision)
+            if refused is not None:
+                raise RuleRefused(refused)
+            while True:  # the lock held throughout: no claim comes between a drop and this
+                stored = None
+                for decide in self._hook("decide"):  # e.g. the store: first decision wins
+                    stored = decide(c, decision)
+                    if stored is not None:
+                        break
+                if stored is None or stored.verdict != "approved":
+                    break
+                if not self._dropped(c, stored, listed, dropped):
                     break
             if stored is None or stored != existing:  # else: the decision overruled stands
                 events.extend(
@@ -906,11 +998,93 @@ class ChatCore:
         self._emit_all(events)
         return c, after, stored, edited
 
+    def _rule_refusal(self, c: ToolCall, decision: Decision) -> str | None:
+        """Why the chat's deny rules refuse approval ``decision`` of ``c`` now (what would
+        run matches one), else ``None`` (under the lock)."""
+        if decision.verdict != "approved" or not self._rules:
+            return None
+        secrets = provider_secrets(self.provider)
+        if decision.arguments is not None:
+            return denied_edit(self._rules, c, decision.arguments, secrets)
+        rule = first_match(self._rules, c, "denied")
+        if rule is None:
+            return None
+        return (
+            f"{c.name}({c.id}) cannot be approved: {rule.reason_hiding(secrets)} "
+            "(a call a deny rule matches never runs; the rule denies it)"
+        )
+
+    def _dropped(
+        self, c: ToolCall, stored: Decision, listed: _Listed, dropped: list[Decision]
+    ) -> bool:
+        """Check an approval a ``decide`` hook handed back (made elsewhere first, or the one
+        this chat holds, which a deny rule's denial met in the store) as one applied from a
+        store is checked (under the lock). Recorded unchecked, a person's click on the card
+        recorded an edit no one checked, and the call ran with arguments a deny rule
+        refuses. ``True``: a verdict refused it, and it was dropped where it was kept
+        (``refuse_decision``): decide again; ``False``: it passes.
+
+        Raises:
+            _Unlisted: Its edit is of a tool not known yet: list the sources first.
+            DecisionError: It cannot be checked here now (nothing recorded; it stays
+                stored), or it was dropped before and is handed back still (its run was
+                claimed meanwhile).
+        """
+        said = (
+            f"{c.name}({c.id}) was already approved by {stored.by}"
+            f"{' with edited arguments' if stored.arguments is not None else ''} at "
+            f"{stored.at.isoformat(timespec='seconds')} (decided elsewhere first)"
+        )
+        why: str | None = None
+        if stored.arguments is not None:
+            if c.hosted:
+                why = f"{c.name}({c.id}) runs on the provider's side with the model's arguments"
+            elif listed == "unlooked" and self._own_tool(c) is None:
+                raise _Unlisted(stored)
+            else:
+                try:
+                    checked_edit(self._edit_tool(c, listed), c.name, stored.arguments)
+                except EditUnchecked as exc:
+                    raise DecisionError(
+                        f"{said}, which cannot be checked here ({exc}): nothing was decided "
+                        "here; it stays stored, for a step that can check it to apply"
+                    ) from None
+                except DecisionError as exc:
+                    why = str(exc)
+        if why is None:
+            why = self._rule_refusal(c, stored)
+        if why is None:
+            return False
+        if stored in dropped:  # dropped, and handed back still: claimed to run meanwhile
+            raise DecisionError(
+                f"{said}, which cannot be applied ({why}); its run was claimed before it "
+                "could be dropped, so nothing was decided here"
+            )
+        for refuse in self._hook("refuse_decision"):  # e.g. the store: it is never applied
+            refuse(c, stored, why)
+        dropped.append(stored)
+        return True
+
+    def _list_handed_back(self, call: ToolCall | str, stored: Decision) -> _Listed:
+        """:meth:`_list_tool_of` for the edit of a decision handed back (outside the lock);
+        sources that cannot list now leave it stored and decide nothing here."""
+        try:
+            return self._list_tool_of(call, stored.arguments, True)
+        except EditUnchecked as exc:
+            c = self.get_call(call)
+            raise DecisionError(
+                f"{c.name}({c.id}) was already approved by {stored.by} with edited arguments "
+                f"at {stored.at.isoformat(timespec='seconds')} (decided elsewhere first), "
+                f"which cannot be checked here now ({exc}); it stays stored, for a later "
+                "step to apply"
+            ) from None
+
     def _list_tool_of(
-        self, call: ToolCall | str, arguments: dict[str, Any], elsewhere: bool
-    ) -> None:
+        self, call: ToolCall | str, arguments: dict[str, Any] | None, elsewhere: bool
+    ) -> _Listed:
         """Before an approval's edited arguments are checked against the call's tool: list
-        the tool sources' tools when the chat does not know that tool yet.
+        the tool sources' tools when the chat does not know that tool yet, and say what
+        they offer of it (see :data:`_Listed`).
 
         An MCP server lists its tools only when something asks for them (a request, a
         call to run, ``chat.tools``), so right after ``Chat.load`` its tools are not known:
@@ -922,12 +1096,16 @@ class ChatCore:
         """
         with self._lock:
             c = self.get_call(call)
-            if c.hosted or not self._sources or self._own_tool(c) is not None:
-                return
-            if not elsewhere and same_arguments(arguments, c.arguments):
-                return  # a plain approval (see _decide_held): no edit to check
+            if c.hosted or self._own_tool(c) is not None:
+                return "own"
+            if not self._sources:
+                return "absent"
+            if not elsewhere and arguments is not None and same_arguments(arguments, c.arguments):
+                return "unlooked"  # a plain approval (see _decide_held): no edit to check
+            sources = list(self._sources)
         try:
             self._sync_tools()
+            return self._served(c, sources)
         except Exception as exc:  # a server down, a timeout, the chat cancelled meanwhile
             shown = self._shown(f"{type(exc).__name__}: {exc}", c)
             raise EditUnchecked(
@@ -936,6 +1114,21 @@ class ChatCore:
                 transient=True,
             ) from exc
 
+    def _served(self, c: ToolCall, sources: list[ToolSource]) -> _Listed:
+        """What the chat's source of ``c``'s MCP server lists of its tool (outside the lock,
+        the sources just listed): its whole listing (``all_tools``, not this chat's view of
+        it) decides whether the server still has a tool the call may be of."""
+        with self._lock:
+            if self._own_tool(c) is not None:
+                return "own"
+        if c.server is None:
+            return "absent"  # a local tool's call: a source's tool of its name would be it
+        for source in sources:
+            tools = [t for t in source.all_tools() if t.server == c.server]
+            if tools:  # one source per server label (_one_source_per_label)
+                return "offered" if any(_may_name(c.name, t) for t in tools) else "gone"
+        return "absent"
+
     def _own_tool(self, c: ToolCall) -> Tool | None:
         """The tool ``c`` was made for, as last listed: of its name and its server (under
         the lock). Another tool of that name (a local one hiding an MCP server's, another
@@ -943,26 +1136,38 @@ class ChatCore:
         tool = self._tools.get(c.name)
         return tool if tool is not None and tool.server == c.server else None
 
-    def _edit_tool(self, c: ToolCall) -> Tool:
+    def _edit_tool(self, c: ToolCall, listed: _Listed) -> Tool:
         """The tool an approval's edit of ``c`` is checked against (under the lock; the
-        sources were listed by :meth:`_list_tool_of` if it was not known).
+        sources were listed by :meth:`_list_tool_of` if it was not known: ``listed``).
 
         Raises:
-            EditUnchecked: The chat does not have the tool (nor, for an MCP server's call,
-                that server): a chat that has it may check the edit.
-            DecisionError: The call's MCP server is in the chat and lists its tools without
-                this one (removed, or its name now another tool's): the edit cannot be
-                checked, and the call cannot run whatever the arguments.
+            EditUnchecked: The chat does not offer the tool: it lacks the tool (nor, for an
+                MCP server's call, that server), or its setup leaves out a tool the server
+                still lists (``server.tools(exclude=...)``, another ``prefix=``, a local tool
+                of that name): a chat that offers it may check the edit.
+            DecisionError: The call's MCP server lists its tools, all of them, without one
+                the call may be of (removed): the edit cannot be checked, and the call
+                cannot run whatever the arguments.
         """
         tool = self._own_tool(c)
         if tool is not None:
             return tool
-        serving = c.server is not None and any(
-            t.server == c.server for tools in self._source_tools for t in tools
-        )
-        if not serving:
-            raise EditUnchecked(f"tool {c.name!r} is not available in this chat", transient=False)
         taken = self._tools.get(c.name)
+        if listed == "offered":
+            why = (
+                "a local tool of that name hides it"
+                if taken is not None and taken.server is None
+                else "its tools(include=/exclude=), prefix= or another tool of that name "
+                "leave it out"
+            )
+            raise EditUnchecked(
+                f"this chat does not offer tool {c.name!r} of MCP server {c.server!r}, "
+                f"which the server lists ({why})",
+                transient=False,
+                offered=True,
+            )
+        if listed != "gone":
+            raise EditUnchecked(f"tool {c.name!r} is not available in this chat", transient=False)
         why = (
             "it no longer offers it"
             if taken is None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
+from types import SimpleNamespace
 from typing import Any, Self
 
 from ._approvals import HUMAN, always_allow_policy, not_given
@@ -191,8 +192,10 @@ class DecisionsMixin(ChatCore):
         rule as its reason (``chat.log``'s ``decided_by`` and ``reason``, the cards),
         and it is final: no later decision changes it. Deny rules come before allow
         rules and ``always_allow``. Calls waiting for a decision now that the rule
-        matches are decided at once. A chat's store keeps its rules: ``Chat.load`` (and
-        a resumed batch) applies them again. Adding a rule the chat has is a no-op.
+        matches are decided at once; a deny rule also denies an approved call it matches
+        (as it would run) that has not started yet: the rule wins until the call is
+        claimed. A chat's store keeps its rules: ``Chat.load`` (and a resumed batch)
+        applies them again. Adding a rule the chat has is a no-op.
 
         Raises:
             TypeError: ``rule`` is not a :class:`~nbagent.Rule`.
@@ -268,12 +271,20 @@ class DecisionsMixin(ChatCore):
         self._decide_waiting(added.matches, "approved", added.decider, "always allowed")
 
     def _decide_waiting(
-        self, matches: Callable[[ToolCall], bool], verdict: Any, by: str, reason: str
+        self, matches: Callable[[Any], bool], verdict: Any, by: str, reason: str
     ) -> None:
         """Decide the calls waiting for a decision that a rule just added matches (one
-        decided meanwhile keeps that decision)."""
+        decided meanwhile keeps that decision); a deny rule also the approved calls not
+        claimed to run yet (a call a deny rule matches never runs: the rule comes first)."""
         for call in self.pending_approvals:
             if matches(call):
+                with contextlib.suppress(DecisionError):
+                    self._decide(call, verdict, by=by, reason=reason)
+        if verdict != "denied":
+            return
+        for call in self.open_calls:  # as they would run: a person's edit, if any
+            ran = SimpleNamespace(name=call.name, arguments=call.effective_arguments)
+            if call.status == "approved" and call.started_at is None and matches(ran):
                 with contextlib.suppress(DecisionError):
                     self._decide(call, verdict, by=by, reason=reason)
 

@@ -124,6 +124,15 @@ class Extension:
         """
         return None
 
+    def refuse_decision(self, call: ToolCall, decision: Decision, why: str) -> None:
+        """A decision :meth:`decide` returned (made elsewhere) that the chat's checks refuse
+        now, under the chat's lock: edited arguments the call's tool or a deny rule refuses,
+        or an approval a deny rule added since matches. Drop it where it is kept, so that it
+        is never applied (the store puts the call back to awaiting approval, unless its run
+        was claimed already); the chat then records the decision it was making, if the
+        store takes it.
+        """
+
     def answer_input(
         self, request: PendingInput, action: str, data: Any, by: str, reason: str | None
     ) -> Any:

@@ -1124,6 +1124,15 @@ class ToolSource:
         """The source's tools now (it may connect first)."""
         raise NotImplementedError
 
+    def all_tools(self) -> tuple[Tool, ...]:
+        """Every tool of what the source draws from, those it leaves out included (a view of
+        an MCP server's tools: all the server lists); by default :meth:`source_tools`.
+
+        A decision made elsewhere on a call of a tool this chat does not offer is judged
+        by it: a tool the chat's own setup leaves out is no sign the tool is gone.
+        """
+        return self.source_tools()
+
     def attach(self, user: object) -> None:
         """``user`` (a chat) uses the source from now on."""
 

@@ -1262,6 +1262,10 @@ class MCPToolSelection(ToolSource):
             self._note_unmatched(tools)
         return self._tools
 
+    def all_tools(self) -> tuple[MCPTool, ...]:
+        """Every tool the server lists, those this view leaves out included."""
+        return self.server.source_tools()
+
     def _note_unmatched(self, tools: tuple[MCPTool, ...]) -> None:
         """A notice for an ``include=`` / ``exclude=`` name that matches no listed tool (a
         typo in ``exclude=`` would leave the tool offered, unnoticed)."""

@@ -123,7 +123,7 @@ from datetime import datetime
 from typing import Any, Literal, cast
 
 from .._aio import exiting_here, in_worker, spawn
-from .._chat_state import EditUnchecked
+from .._chat_state import EditUnchecked, RuleRefused
 from .._decisions import rule_change_undone, rule_change_unwritten
 from .._errors import DecisionError, InputError, StoreError
 from .._events import (
@@ -147,6 +147,7 @@ from .._events import (
 )
 from .._extension import ChatHost, Extension, Snapshot, writes_deferred
 from .._leases import Release
+from .._notice import user_stacklevel
 from .._replay import Recordings
 from .._rules import Rule
 from .._types import FINAL_STATUSES, RUNNABLE_STATUSES, Decision, ForkParent, PendingInput, ToolCall
@@ -1264,6 +1265,29 @@ class StoreExtension(Extension):
             return None
         return stored
 
+    def refuse_decision(self, call: ToolCall, decision: Decision, why: str) -> None:
+        """A decision :meth:`decide` handed back that the chat refuses now (its edited
+        arguments fail the tool's schema or a deny rule, or a deny rule added since matches
+        the call): dropped from the store as :meth:`apply_decisions` drops one it cannot
+        apply (the call back to awaiting approval, unless its run was claimed), so no
+        process applies it; the chat then writes the decision it was making. Recorded
+        unchecked, a person's Deny on the card raised "already approved" and the call ran
+        with the arguments the rule refuses.
+
+        Raises:
+            StoreError: The store cannot be written: nothing is decided.
+        """
+        with self._write_lock:
+            self.store.reject_decision(self.chat_id, call.id, why)
+        if call.decision != decision:  # made elsewhere, never applied here: say so
+            warnings.warn(
+                f"nbagent store: the decision on {call.name}({call.id}) made elsewhere "
+                f"({decision.verdict} by {decision.by}) cannot be applied ({why}); it is "
+                "dropped from the store, and the call is decided here anew.",
+                StoreConflictWarning,
+                stacklevel=user_stacklevel(),  # the click, chat.deny, add_rule
+            )
+
     def answer_input(
         self, request: PendingInput, action: str, data: Any, by: str, reason: str | None
     ) -> Any:
@@ -1687,6 +1711,9 @@ class StoreExtension(Extension):
                     f"its edited arguments cannot be checked now ({exc}); it stays stored and "
                     "is applied at a later step (complete(), chat.refresh())"
                     if exc.transient
+                    else f"{exc}, so its edited arguments cannot be checked here; it stays "
+                    "stored, for a chat that offers the tool as the call was made to apply"
+                    if exc.offered
                     else f"this chat has no {c.name!r} tool to check its edited arguments; "
                     "it stays stored, for a chat loaded with the tool to apply"
                 )
@@ -1699,9 +1726,16 @@ class StoreExtension(Extension):
                 continue
             except DecisionError as exc:
                 self.store.reject_decision(self.chat_id, c.id, str(exc))
+                # a plain approval a deny rule added since matches: the rule denies the
+                # call (the step's gate); else it waits for a fresh decision
+                then = (
+                    "the deny rule denies the call, which never runs"
+                    if isinstance(exc, RuleRefused) and d.arguments is None
+                    else "the call is awaiting approval again"
+                )
                 warnings.warn(
                     f"nbagent store: the decision on {c.name}({c.id}) made elsewhere cannot be "
-                    f"applied ({exc}); the call is awaiting approval again.",
+                    f"applied ({exc}); {then}.",
                     StoreConflictWarning,
                     stacklevel=2,
                 )
@@ -1748,7 +1782,7 @@ class StoreExtension(Extension):
 def _known(host: ChatHost, c: ToolCall) -> bool:
     """Whether the chat knows ``c``'s tool without asking a tool source (an edit's check
     then lists nothing)."""
-    return c.hosted or any(t.name == c.name for t in host.known_tools())
+    return c.hosted or any(t.name == c.name and t.server == c.server for t in host.known_tools())
 
 
 def _answers_reopened(events: list[Event], calls: dict[str, ToolCall]) -> list[Event]:
