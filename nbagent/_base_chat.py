@@ -143,6 +143,8 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         self.on_tool_error = on_tool_error
         self.stream = stream
         self.display = display
+        # by id(extension): it and what its attach() registered on this chat (adopt_code)
+        self._wired_by: dict[int, tuple[Extension, _Hooks]] = {}
         auto_extensions(self)  # the process-wide ones (nbagent.instrument()), usually none
 
     def extend(self, extension: Extension) -> Self:
@@ -162,7 +164,11 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
                 return self
             self._extensions = (*self._extensions, extension)
             self._index_hooks()
-        extension.attach(ChatHost(self))
+        hooked = self._hooks_now()
+        try:
+            extension.attach(ChatHost(self))
+        finally:  # what it hooked up itself: a chat it moves to attaches it anew (adopt_code)
+            self._wired_by[id(extension)] = (extension, _added(hooked, self._hooks_now()))
         if overrides(extension, "on_event"):
             self._bus.subscribe(None, extension.on_event, fragments=extension.fragments)
         return self
@@ -179,7 +185,32 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         with self._lock:
             self._extensions = tuple(e for e in self._extensions if e is not extension)
             self._index_hooks()
+            wired = self._wired_by.get(id(extension))
+            if wired is not None and wired[0] is extension:
+                del self._wired_by[id(extension)]
         self._bus.unsubscribe(extension.on_event)
+
+    def _hooks_now(self) -> _Hooks:
+        """The callbacks and subscribers as they are now: before, after, subscribed."""
+        return (
+            tuple(self._before),
+            tuple(self._after),
+            tuple(fn for _, fn, _ in self._bus.subscribers()),
+        )
+
+    def _wired(self) -> _Hooks:
+        """What this chat's extensions registered on it themselves, in their ``attach``."""
+        records: list[_Hooks] = []
+        with self._lock:
+            for e in self._extensions:
+                wired = self._wired_by.get(id(e))
+                if wired is not None and wired[0] is e:
+                    records.append(wired[1])
+        return (
+            tuple(fn for r in records for fn in r[0]),
+            tuple(fn for r in records for fn in r[1]),
+            tuple(fn for r in records for fn in r[2]),
+        )
 
     @property
     def extensions(self) -> tuple[Extension, ...]:
@@ -1277,10 +1308,17 @@ def adopt_code(chat: BaseChat, template: BaseChat) -> None:
 
     Moved from ``template`` (closed next: it calls none of them again): its
     ``before_tool_call`` and ``after_tool_result`` callbacks, its ``chat.on`` subscriptions
-    and its extensions (``chat.extend``), in their order, after ``chat``'s own. What ``chat``
-    has already is left where it is: what every chat of its class gets as it is made (a
-    process-wide extension, the notebook view's, a subclass's ``__init__``), found as an
-    extension of the same type, or a callback or subscription of the same function.
+    and its extensions (``chat.extend``), in their order, after ``chat``'s own. An extension
+    moved is attached to ``chat`` anew, so what its ``attach`` registered on ``template``
+    itself (``host.chat.on(...)``, ``host.chat.before_tool_call(...)``) is left behind: its
+    new ``attach`` registers it again, once (a callback of it that ``make_chat`` registered
+    moves, once). What ``chat`` has already is left where it is: what every chat of its
+    class gets as it is made (a process-wide extension, the notebook view's, a subclass's
+    ``__init__``). Each of ``chat``'s extensions stands for one of the template's: the same
+    object, else an equal one of its type, else the first of its type not yet paired; an
+    extension of that type beyond those (``make_chat``'s own, configured otherwise) moves.
+    A callback or subscription of a function ``chat`` has registered itself (not through an
+    extension's ``attach``) stays too.
     Copied: the ``when`` predicates of the template's conditional ``always_allow`` rules,
     by tool: a stored conditional rule of that tool gets its predicate back as ``chat`` is
     restored (the last one given, if the template has several for one tool), as
@@ -1288,25 +1326,32 @@ def adopt_code(chat: BaseChat, template: BaseChat) -> None:
     """
     if template is chat:
         return
-    own_types = {type(e) for e in chat.extensions}
-    moved = [e for e in template.extensions if type(e) not in own_types]
+    kept = _paired(chat.extensions, template.extensions)
+    moved = [e for e in template.extensions if not any(e is k for k in kept)]
     listening = {e.on_event for e in template.extensions if overrides(e, "on_event")}
-    own_code = {_code_of(fn) for fn in (*chat._before, *chat._after)}
-    own_code.update(_code_of(fn) for _, fn, _ in chat._bus.subscribers())
+    own_listening = {e.on_event for e in chat.extensions if overrides(e, "on_event")}
+    own_before, own_after, own_subs = _without(chat._hooks_now(), chat._wired())
+    own_code = {_code_of(fn) for fn in (*own_before, *own_after)}
+    own_code.update(_code_of(fn) for fn in own_subs if fn not in own_listening)
+    wired_before, wired_after, wired_subs = template._wired()  # its extensions' attach did
     with template._lock:
-        before = [fn for fn in template._before if _code_of(fn) not in own_code]
-        after = [fn for fn in template._after if _code_of(fn) not in own_code]
-        template._before = [fn for fn in template._before if _code_of(fn) in own_code]
-        template._after = [fn for fn in template._after if _code_of(fn) in own_code]
+        before = _unwired(template._before, wired_before)
+        after = _unwired(template._after, wired_after)
+        before = [fn for fn in before if _code_of(fn) not in own_code]
+        after = [fn for fn in after if _code_of(fn) not in own_code]
+        template._before = _without_all(template._before, before)
+        template._after = _without_all(template._after, after)
         predicates = {
             p.tool: p.when
             for p in template._policies
             if p.when is not None and p.when is not not_given
         }
+    subs = template._bus.subscribers()
+    mine = set(map(id, _unwired([fn for _, fn, _ in subs], wired_subs)))
     subscribed = [
         (event_type, fn, fragments)
-        for event_type, fn, fragments in template._bus.subscribers()
-        if fn not in listening and _code_of(fn) not in own_code
+        for event_type, fn, fragments in subs
+        if id(fn) in mine and fn not in listening and _code_of(fn) not in own_code
     ]
     for ext in moved:
         template._unextend(ext)
@@ -1322,6 +1367,72 @@ def adopt_code(chat: BaseChat, template: BaseChat) -> None:
         chat.extend(ext)
 
 
+_Hooks = tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]
+
+
+def _added(before: _Hooks, after: _Hooks) -> _Hooks:
+    """What is in ``after`` and was not in ``before``, list by list (by identity, counted:
+    an object registered once more is added once)."""
+    out = []
+    for old, new in zip(before, after, strict=True):
+        counts: dict[int, int] = {}
+        for fn in old:
+            counts[id(fn)] = counts.get(id(fn), 0) + 1
+        added = []
+        for fn in new:
+            if counts.get(id(fn), 0):
+                counts[id(fn)] -= 1
+            else:
+                added.append(fn)
+        out.append(tuple(added))
+    return (out[0], out[1], out[2])
+
+
+def _unwired(fns: Sequence[Any], wired: Sequence[Any]) -> list[Any]:
+    """``fns`` less ``wired`` (by identity, counted; the last ones registered go first)."""
+    counts: dict[int, int] = {}
+    for fn in wired:
+        counts[id(fn)] = counts.get(id(fn), 0) + 1
+    out: list[Any] = []
+    for fn in reversed(fns):
+        if counts.get(id(fn), 0):
+            counts[id(fn)] -= 1
+        else:
+            out.append(fn)
+    return out[::-1]
+
+
+def _without(hooks: _Hooks, wired: _Hooks) -> _Hooks:
+    return (
+        tuple(_unwired(hooks[0], wired[0])),
+        tuple(_unwired(hooks[1], wired[1])),
+        tuple(_unwired(hooks[2], wired[2])),
+    )
+
+
+def _without_all(fns: Sequence[Any], gone: Sequence[Any]) -> list[Any]:
+    ids = set(map(id, gone))
+    return [fn for fn in fns if id(fn) not in ids]
+
+
+def _paired(own: Sequence[Extension], theirs: Sequence[Extension]) -> list[Extension]:
+    """The extensions of ``theirs`` that ``own`` has already, one for each of ``own``: the
+    same object, else an equal one of its type, else the first of its type left."""
+    left = list(theirs)
+    paired: list[Extension] = []
+    for ext in own:
+        same = [t for t in left if type(t) is type(ext)]
+        match = next((t for t in same if t is ext), None)
+        if match is None:
+            match = next((t for t in same if _equal(t, ext)), None)
+        if match is None and same:
+            match = same[0]
+        if match is not None:
+            paired.append(match)
+            left = [t for t in left if t is not match]
+    return paired
+
+
 def _code_of(fn: Any) -> Any:
     """What a callback is, whichever chat it was made for: its function's code (a bound
     method's, a closure's, a ``functools.partial``'s), else its type (a callable object)."""
@@ -1329,6 +1440,13 @@ def _code_of(fn: Any) -> Any:
         fn = fn.func
     fn = getattr(fn, "__func__", fn)
     return getattr(fn, "__code__", None) or type(fn)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # an extension's own __eq__ failing pairs nothing
+        return False
 
 
 __all__ = ["BaseChat", "SkipToolCall", "StepResult", "ToolResult", "adopt_code", "new_chat_id"]

@@ -293,3 +293,105 @@ def test_a_budget_raised_in_make_chat_continues_the_row(
     assert last["status"] == "done", last["error"]
     assert last["reply"] == "all looked up"
     assert last["calls"] == 8
+
+
+# ------------------------------------------------- an extension that hooks itself up
+class SelfWired(Extension):
+    """Hooks itself up when attached, through the chat (an approval guard, an audit):
+    a loaded row's chat attaches it again, so what it registered on ``make_chat``'s chat
+    must not move over as well (it did: each ran twice on a loaded row, once live)."""
+
+    def __init__(self, tag: str = "") -> None:
+        self.tag = f" {tag}" if tag else ""
+
+    def attach(self, host: Any) -> None:
+        host.chat.on(ToolCallStarted, self.started)
+        host.chat.before_tool_call(self.before)
+
+    def started(self, e: Any) -> None:
+        note(f"audit{self.tag}", e.call.arguments["item"])
+
+    def before(self, call: Any) -> None:
+        note(f"before{self.tag}", call.arguments["item"])
+
+    def heard(self, e: Any) -> None:
+        note(f"user{self.tag}", e.call.arguments["item"])
+
+
+def _self_wired(make: Any, tmp_path: Path, where: str) -> Any:
+    """Runs one row that parks, approves it from the store, reruns: the rerun's notes."""
+    db = tmp_path / "b.db"
+
+    def run() -> Any:
+        return nbagent.batch(
+            ROWS[:1],
+            make,
+            prompt="Work on {item}",
+            key="item",
+            store=str(db),
+            name="self-wired",
+            progress=False,
+            wait_for_decisions=False,
+        )
+
+    first = run()
+    assert list(first["status"]) == ["awaiting_approval"]
+    if where == "loaded":
+        del first
+        gc.collect()
+        assert get_run("self-wired") is None
+    with SQLiteStore(db) as store:
+        for call in store.pending_approvals():
+            store.approve(call, by="ops")
+    NOTES.clear()
+    second = run()
+    assert list(second["status"]) == ["done"], second.loc[0, "error"]
+    return _by_item(NOTES)
+
+
+@pytest.mark.parametrize("where", ["live", "loaded"])
+def test_an_extension_that_hooks_itself_up_in_attach_runs_once(tmp_path: Path, where: str) -> None:
+    def make(row: dict[str, Any]) -> Chat:
+        chat = Chat(provider=ScriptedProvider([_script], repeat_last=True)).with_tools(refund)
+        return chat.extend(SelfWired())
+
+    assert _self_wired(make, tmp_path, where) == {"g0": ["before", "audit"]}
+
+
+@pytest.mark.parametrize("where", ["live", "loaded"])
+def test_what_the_user_gave_an_extensions_methods_moves_once(tmp_path: Path, where: str) -> None:
+    """Its bound methods registered by make_chat (not by its attach) are make_chat's setup:
+    they move, once each, beside what the new attach registers (one its attach registers
+    too runs twice, as on the chat make_chat made)."""
+
+    def make(row: dict[str, Any]) -> Chat:
+        chat = Chat(provider=ScriptedProvider([_script], repeat_last=True)).with_tools(refund)
+        wing = SelfWired()
+        chat.on(ToolCallStarted, wing.heard)
+        chat.extend(wing)
+        chat.before_tool_call(wing.before)
+        return chat
+
+    notes = _self_wired(make, tmp_path, where)
+    assert sorted(notes["g0"]) == ["audit", "before", "before", "user"]
+
+
+@pytest.mark.parametrize("where", ["live", "loaded"])
+def test_make_chats_extension_of_a_process_wide_type_is_kept(tmp_path: Path, where: str) -> None:
+    """A process-wide extension is the loaded chat's own; one of the same type that
+    make_chat adds, configured otherwise, is make_chat's and moves (it was dropped)."""
+    from nbagent._extension import auto_extend, stop_auto_extend
+
+    def factory(chat: Any) -> Extension:
+        return SelfWired("everywhere")
+
+    def make(row: dict[str, Any]) -> Chat:
+        chat = Chat(provider=ScriptedProvider([_script], repeat_last=True)).with_tools(refund)
+        return chat.extend(SelfWired("mine"))
+
+    auto_extend(factory)
+    try:
+        notes = _self_wired(make, tmp_path, where)
+    finally:
+        stop_auto_extend(factory)
+    assert notes == {"g0": ["before everywhere", "before mine", "audit everywhere", "audit mine"]}
