@@ -94,6 +94,7 @@ from typing import Any
 from .._errors import StoreError
 from . import _migrations as migrations
 from ._checkpointer import (
+    Checkpointer,
     Files,
     changed,
     checkpointer_for,
@@ -153,11 +154,17 @@ class SQLiteStore(SQLStore):
             (also power loss; slower).
         claim_timeout: Seconds after which a claim by a process that cannot be
             checked (another host) counts as abandoned; ``None``: never.
+        read_only: Only read the store (``read_log``, ``pending_approvals``, a chat
+            loaded to look at): a file this user may not write (a teammate's, a
+            finished batch's). Nothing is ever written or created next to the file:
+            every write raises ``StoreError`` before it starts, so a chat loaded from
+            it cannot decide or run a call. It reads what another process commits
+            meanwhile. The file must exist and be of this nbagent's schema version.
 
     Raises:
         StoreError: The file is not an nbagent store (or is damaged), is from a
             newer nbagent, or cannot be opened; this user cannot write it, its
-            ``-wal`` or its ``-shm``. The file is left untouched.
+            ``-wal`` or its ``-shm`` (unless ``read_only``). The file is left untouched.
     """
 
     _GROUPS = True
@@ -169,6 +176,7 @@ class SQLiteStore(SQLStore):
         timeout: float = 30.0,
         synchronous: str = "NORMAL",
         claim_timeout: float | None = None,
+        read_only: bool = False,
     ):
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
@@ -191,6 +199,11 @@ class SQLiteStore(SQLStore):
         self.path = Path(path)
         self.location = str(self.path)
         self.claim_timeout = claim_timeout
+        self.read_only = bool(read_only)
+        self._held = False  # the connection is counted by hold_files (drop_files at close)
+        self._immutable: tuple[int, int, int, int] | None = None  # see _connect_read_only
+        self._reopened = 0  # read-only connections replaced (rules_token)
+        self._open = _ReadOnly()  # a read-only store's connection, for its finalizer
         self._synchronous = synchronous.upper()
         self._busy_ms = int(timeout * 1000)
         self._lock = threading.RLock()
@@ -200,7 +213,15 @@ class SQLiteStore(SQLStore):
         self._files: Files = (None, None, None)  # the files opened (files_id)
         self._absolute = os.path.abspath(self.path)  # SQLite's too: a %cd moves neither
         self._depth = 0  # transaction scopes open (_scope)
+        if self.read_only:  # never commits: no checkpointer (its connection could write)
+            self._conn = self._connect_read_only()
+            self._checkpointer: Checkpointer | None = None
+            self._finalizer: weakref.finalize[Any, Any] = weakref.finalize(
+                self, _close_read_only, self._open
+            )
+            return
         self._conn = self._connect(timeout, synchronous.upper())
+        self._held = True
         self._checkpointer = checkpointer_for(self.location, synchronous.upper())
         # Not ``self._checkpointer.release``: garbage collection may run the finalizer on a
         # thread holding the checkpointers' lock (see ``release_unclosed``); it closes the
@@ -212,12 +233,15 @@ class SQLiteStore(SQLStore):
     @property
     def options(self) -> dict[str, Any]:
         """The keywords that open this file the same way again (another process, a Ray
-        worker): ``timeout``, ``synchronous``, ``claim_timeout``."""
-        return {
+        worker): ``timeout``, ``synchronous``, ``claim_timeout`` (and ``read_only``)."""
+        options: dict[str, Any] = {
             "timeout": self._busy_ms / 1000,
             "synchronous": self._synchronous,
             "claim_timeout": self.claim_timeout,
         }
+        if self.read_only:
+            options["read_only"] = True
+        return options
 
     # -- lifecycle ---------------------------------------------------------------
     def _connect(self, timeout: float, synchronous: str) -> sqlite3.Connection:
@@ -273,6 +297,108 @@ class SQLiteStore(SQLStore):
         self._files = files
         return conn
 
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A connection that only reads, and creates nothing next to the file.
+
+        SQLite's read-only connection (``mode=ro``) to a WAL file with no ``-wal`` and
+        ``-shm`` creates both, owned by this user with the file's mode, and cannot delete
+        them at close: the next writer, another user, could not write that ``-shm`` and was
+        read-only through it (as a 0444 ``-shm`` made the store unwritable for good, see
+        :meth:`_refuse_unwritable`). So with no ``-wal`` or ``-shm`` (no connection is
+        open, the log is in the file) the file is opened ``immutable``: no lock, no log,
+        nothing created; a writer that comes later makes them, as itself, and
+        :meth:`_fresh` opens the file again, ``mode=ro``, through them (or again
+        ``immutable`` after that writer checkpointed into the file and closed). With a
+        ``-wal`` and ``-shm`` there (a writer has the store open), ``mode=ro`` reads through
+        them: SQLite maps a ``-shm`` it may not write read-only, and this connection's lock
+        keeps a writer closing from deleting them.
+        """
+        if self.path.is_dir():
+            raise StoreError(f"cannot open store {self.location}: it is a directory")
+        if not os.path.exists(self._absolute):
+            raise StoreError(
+                f"cannot open store {self.location} read_only: there is no such file (a "
+                "store opened read_only is never created)"
+            )
+        for _ in range(20):  # a writer closing meanwhile: look again
+            before = files_id(self._absolute)
+            immutable = before[1] is None and before[2] is None
+            sig = _signature(self._absolute) if immutable else None
+            uri = Path(self._absolute).as_uri() + ("?immutable=1" if immutable else "?mode=ro")
+            try:
+                conn = sqlite3.connect(
+                    uri, uri=True, timeout=0.1, isolation_level=None, check_same_thread=False
+                )
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot open store {self.location}: {self._why(exc)}") from exc
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+                version = self._check_version(conn)  # reads: its log open (mode=ro)
+            except StoreError:
+                conn.close()
+                raise
+            except sqlite3.Error as exc:
+                conn.close()
+                if _locked(exc):
+                    raise self._error(exc) from exc
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise StoreError(
+                        f"cannot open store {self.location}: {self._why(exc)}"
+                    ) from exc
+                raise StoreError(self._damaged(exc)) from exc
+            except BaseException:
+                conn.close()
+                raise
+            if version < migrations.SCHEMA_VERSION:
+                conn.close()
+                raise StoreError(
+                    f"cannot open store {self.location} read_only: it has schema version "
+                    f"{version} and this nbagent reads version {migrations.SCHEMA_VERSION}, "
+                    "which it writes when it opens the store to write (the file was not "
+                    "changed). Open it once without read_only=True (its owner, or with an "
+                    "older nbagent), or copy it with its -wal somewhere you can write."
+                )
+            files = files_id(self._absolute)
+            if immutable:
+                if files == before and _signature(self._absolute) == sig:
+                    self._immutable = sig
+                    self._files, self._held = files, False
+                    self._open.set(conn, files, False)
+                    return conn
+                conn.close()  # a writer came meanwhile: look again
+                continue
+            if files[1:] != before[1:]:
+                # the -wal and -shm went (their writer closed) before SQLite opened them: it
+                # made new ones, this user's; they hold nothing (a new log is empty)
+                conn.close()
+                _remove_own_empty_log(self._absolute, files)
+                continue
+            if not hold_files(files):
+                close_connection(conn, self._absolute, files, stale=True)
+                raise StoreError(
+                    f"cannot open store {self.location}: {self.location}-shm was deleted or "
+                    "replaced while this process had the store open (another store object "
+                    "or chat on it, still open here, reads a stale index). Close them or "
+                    "restart the kernel, then open it again; nothing was read or written."
+                )
+            self._immutable = None
+            self._files, self._held = files, True
+            self._open.set(conn, files, True)
+            return conn
+        raise StoreError(
+            f"cannot open store {self.location} read_only: its -wal and -shm kept coming and "
+            "going (writers opening and closing it); try again"
+        )
+
+    def _refuse_read_only(self) -> None:
+        """Raise before a write on a store opened ``read_only``."""
+        raise StoreError(
+            f"store {self.location} was opened read_only: nothing is written to it (no "
+            "question, decision, claim or result), so a chat on it cannot ask, decide or run "
+            "a call; nothing was written. Open it without read_only=True, as a user "
+            "who can write it, to do that."
+        )
+
     def _refuse_unwritable(self) -> None:
         """Refuse a store this user cannot write before SQLite opens anything.
 
@@ -291,7 +417,9 @@ class SQLiteStore(SQLStore):
                     f"cannot open store {self.location}: {_cannot_write(name)}. nbagent writes "
                     "every question, decision and result to the store, so it opens only one it "
                     f"can write; nothing was created or changed. Make it writable (chmod u+w "
-                    f"{name}, or ask its owner) and open it again."
+                    f"{name}, or ask its owner) and open it again; or, only to read it "
+                    f"(read_log, pending_approvals, a chat loaded to look at), open it with "
+                    f"SQLiteStore({self.location!r}, read_only=True)."
                 )
 
     def _leave_unchanged(self, conn: sqlite3.Connection) -> None:
@@ -339,16 +467,19 @@ class SQLiteStore(SQLStore):
 
     def close(self) -> None:
         """Close the database connection (idempotent); its decision watches are closed too."""
-        if self._finalizer.detach() is not None:
+        if self._finalizer.detach() is not None and self._checkpointer is not None:
             self._checkpointer.release()
         release_follower(self)
         with self._lock:
             if self._conn is not None:
                 conn, self._conn = self._conn, None
+                self._open.set(None, self._files, False)
                 try:
                     close_connection(conn, self._absolute, self._files)
                 finally:
-                    drop_files(self._files)
+                    if self._held:
+                        drop_files(self._files)
+                    self._held = False
 
     @property
     def closed(self) -> bool:
@@ -401,23 +532,36 @@ class SQLiteStore(SQLStore):
             except sqlite3.Error as exc:
                 rollback(conn)
                 raise self._error(exc) from exc
-            self._checkpointer.committed(conn, self.names_its_file)
+            if self._checkpointer is not None:
+                self._checkpointer.committed(conn, self.names_its_file)
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         """A consistent snapshot for several reads."""
         with self._scope() as conn:
             self._fresh(conn)
+            conn = self._c()  # a read-only store's may be new (_fresh)
             try:
                 conn.execute("BEGIN")
                 try:
                     yield conn
                 except BaseException:
                     rollback(conn)  # a failed read may have ended it already
+                    self._torn()
                     raise
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
+            self._torn()
+
+    def _torn(self) -> None:
+        """Raise if the file an ``immutable`` connection read changed while it read (a
+        writer's checkpoint copied pages into it): what was read may mix two states."""
+        if self._immutable is not None and _signature(self._absolute) != self._immutable:
+            raise StoreError(
+                f"store {self.location} (opened read_only) was written by another process "
+                "while this read it; nothing was written here: read again"
+            )
 
     def rules_token(self) -> int:
         """A number that changes whenever another connection (another process, another
@@ -426,7 +570,8 @@ class SQLiteStore(SQLStore):
         (``StoreExtension.apply_rules``); nor anything else new from elsewhere."""
         with held(self._lock):
             try:
-                return int(self._c().execute("PRAGMA data_version").fetchone()[0])
+                token = int(self._c().execute("PRAGMA data_version").fetchone()[0])
+                return token + (self._reopened << 32)  # another connection counts anew
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
 
@@ -488,20 +633,45 @@ class SQLiteStore(SQLStore):
         between its ``BEGIN`` and the ``try`` that would roll it back: every later ``BEGIN``
         then failed ("cannot start a transaction within a transaction") and the chat could
         neither go on nor close until the kernel restarted. Such a leftover committed
-        nothing (its writer saw the interrupt and keeps what it was writing): rolled back."""
+        nothing (its writer saw the interrupt and keeps what it was writing): rolled back.
+
+        A read-only store's ``immutable`` connection (:meth:`_connect_read_only`) is opened
+        again when a writer made a ``-wal`` or changed the file since it opened."""
+        if (
+            self._immutable is not None
+            and self._depth == 1
+            and (
+                files_id(self._absolute) != self._files
+                or _signature(self._absolute) != self._immutable
+            )
+        ):
+            self._reconnect()
+            return
         self._same_file()
         if conn.in_transaction and self._depth == 1:  # nested, it is its own scope's
             rollback(conn)
 
+    def _reconnect(self) -> None:
+        """A read-only store's connection replaced by one opened as the files are now."""
+        old, self._conn = self._conn, None
+        self._immutable = None
+        if old is not None:
+            old.close()  # immutable: no lock, no log, nothing to copy back
+        self._reopened += 1
+        self._conn = self._connect_read_only()
+
     def _begin_write(self, conn: sqlite3.Connection) -> None:
         """``BEGIN IMMEDIATE``: wait up to the timeout for another connection's write
         transaction, or, inside ``no_wait``, raise ``WouldWait`` at once."""
+        if self.read_only:
+            self._refuse_read_only()
         self._fresh(conn)
         try:
             if may_wait():
                 conn.execute("BEGIN IMMEDIATE")
                 return
-            if self._checkpointer.truncate_owed:  # a commit here would wait for it
+            cp = self._checkpointer
+            if cp is not None and cp.truncate_owed:  # a commit here would wait for it
                 raise WouldWait(f"the WAL of {self.location} must be truncated")
             conn.execute("PRAGMA busy_timeout = 0")
             try:
@@ -585,7 +755,8 @@ class SQLiteStore(SQLStore):
             except sqlite3.Error as exc:
                 rollback(conn)
                 raise self._error(exc) from exc
-            self._checkpointer.committed(conn, self.names_its_file)
+            if self._checkpointer is not None:
+                self._checkpointer.committed(conn, self.names_its_file)
             for job in group:
                 job.written = True
 
@@ -633,6 +804,63 @@ class SQLiteStore(SQLStore):
             return news
 
         return poll
+
+
+class _ReadOnly:
+    """A read-only store's connection as it is now (it may be replaced), for its finalizer."""
+
+    def __init__(self) -> None:
+        self.conn: sqlite3.Connection | None = None
+        self.files: Files = (None, None, None)
+        self.held = False
+
+    def set(self, conn: sqlite3.Connection | None, files: Files, held: bool) -> None:
+        self.conn, self.files, self.held = conn, files, held
+
+
+def _close_read_only(open_: _ReadOnly) -> None:
+    """The finalizer of a read-only store nobody closed."""
+    conn, open_.conn = open_.conn, None
+    if conn is not None:
+        with suppress(sqlite3.Error):
+            conn.close()  # read-only: it never checkpoints
+        if open_.held:
+            drop_files(open_.files)
+
+
+def _signature(path: str) -> tuple[int, int, int, int]:
+    """What changes when a file is written: its identity, size and time of change."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (0, 0, 0, 0)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _remove_own_empty_log(path: str, files: Files) -> None:
+    """Remove the ``-wal`` and ``-shm`` a read-only connection just made: this user's, the
+    log empty, and still the files it made (``files``). SQLite made them because their
+    writer closed (and deleted them) between the look and the open; left, a writer of
+    another user could not write them."""
+    uid = getattr(os, "geteuid", lambda: -1)()
+    try:
+        db = os.stat(path)
+        wal = os.stat(path + "-wal")
+        shm = os.stat(path + "-shm")
+    except OSError:
+        return
+    if db.st_uid == uid and db.st_mode & stat.S_IWUSR:
+        return  # the file's owner writes them as they are: left for its next connection
+    if (
+        wal.st_uid != uid
+        or shm.st_uid != uid
+        or wal.st_size != 0
+        or files_id(path)[1:] != files[1:]
+    ):
+        return
+    for suffix in ("-wal", "-shm"):
+        with suppress(OSError):
+            os.unlink(path + suffix)
 
 
 def _writable(path: str) -> bool:
