@@ -926,7 +926,11 @@ class LoopMixin(ChatCore):
                     problem = self._said(str(exc))
                     events.extend(
                         self._answer(
-                            c, "error", f"Error: invalid arguments for {c.name}: {problem}", after
+                            c,
+                            "error",
+                            f"Error: invalid arguments for {c.name}: {problem}. "
+                            "The tool was not run.",
+                            after,
                         )
                     )
                     continue

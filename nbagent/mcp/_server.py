@@ -49,6 +49,8 @@ from .._config import seconds
 from .._errors import ChatCancelled, MCPServerError, ToolDefinitionError, scrub
 from .._notice import notice
 from .._optional import require
+from .._schema import SchemaValidationError
+from .._schema import _search as ecma_search
 from .._tools import (
     CallReporter,
     Tool,
@@ -238,6 +240,28 @@ class MCPTool(Tool, abstract=True):
             self.remote_name, arguments, f"MCP tool {self.name!r}", call_reporter(), self
         )
 
+    def validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The strict schema check (:meth:`Tool.validate_arguments`), and an argument the
+        schema does not declare refused, unless the schema says what else it takes
+        (``additionalProperties``): a server ignores such an argument (the official SDK's
+        do), so a ``dry_run`` its ``pay`` no longer declares would pay for real. The model
+        is told when its call is checked; an approved call is checked again against the
+        tool as listed when it runs (a chat loaded after the server was upgraded).
+
+        Raises:
+            SchemaValidationError: Naming each problem.
+        """
+        extra = _undeclared(self.parameters, arguments) if isinstance(arguments, dict) else []
+        try:
+            checked = super().validate_arguments(arguments)
+        except SchemaValidationError as exc:
+            if extra:
+                raise SchemaValidationError("; ".join([str(exc), *extra])) from None
+            raise
+        if extra:
+            raise SchemaValidationError("; ".join(extra))
+        return checked
+
     def _same(self, definition: Any, rule: ApprovalRule, name: str) -> bool:
         return (
             definition.name == self.remote_name
@@ -386,6 +410,9 @@ class MCPServer(ToolSource):
     arguments were checked (an approval waited meanwhile) is checked again
     against the tools listed anew: a tool no longer listed, arguments its new
     schema refuses or an argument it no longer takes fail the call, unsent.
+    An argument a tool's schema does not declare is refused (unless the schema
+    says ``additionalProperties``): when the model's call is checked, and when
+    an approved call runs (one loaded after the server was upgraded too).
     A JSON-RPC error from the server refuses that request only.
     ``chat.cancel()`` abandons a connection, listing or call in flight.
     ``chat.close()``, :meth:`close`, ``with`` and interpreter exit
@@ -871,17 +898,22 @@ class MCPServer(ToolSource):
         The arguments were checked against ``listed``, the tool as the chat listed it. A
         server that restarted since (it exited while idle and is started again here), or
         announced a changed list, is listed again (one ``tools/list``, as the chat's next
-        request would): a tool it no longer lists, arguments its new schema refuses, or an
-        argument the old schema declared and the new one does not (the server would ignore
-        it: a ``dry_run`` dropped) raise ``MCPServerError`` saying the call was not sent.
-        The call is answered with that error, so it is never sent later either.
+        request would); else the tools as this process last listed them count (another
+        chat's listing of a shared server may be newer than ``listed``). A tool it no longer
+        lists, arguments its schema now refuses (an argument it does not declare among them,
+        :meth:`MCPTool.validate_arguments`), or an argument the old schema declared and the
+        new one does not (an open schema takes it, and may ignore it: a ``dry_run``
+        dropped) raise ``MCPServerError`` saying the call was not sent. The call is
+        answered with that error, so it is never sent later either. What this process never
+        saw (a chat loaded after the server was upgraded) is caught by the schema as listed
+        now alone: its arguments were checked against it when the call was claimed to run.
         """
         c = self._connection
         await c.ensure()
-        if self._listed():
-            return c.generation
         remote = listed.remote_name
-        tools = self._took(await c.list_tools())
+        # the tools as listed now: this process's listing when current (a chat loaded after
+        # an upgrade, or another chat's listing of a shared server), else listed anew
+        tools = self._tools if self._listed() else self._took(await c.list_tools())
         self._refuse_task_only(remote)
         now = next((t for t in tools if t.remote_name == remote), None)
         why = "it restarted or changed its tools since the call was made"
@@ -898,7 +930,7 @@ class MCPServer(ToolSource):
                 problems.append(f"its arguments no longer fit: {exc}")
             before, after = (_properties(t.parameters) for t in (listed, now))
             if before is not None and after is not None:
-                problems += [
+                problems += [  # an open schema (additionalProperties) takes it, and may ignore it
                     f"it no longer takes argument {k!r}"
                     for k in arguments
                     if k in before and k not in after
@@ -1107,6 +1139,64 @@ TASK_ONLY = (
     "client cannot run (the mcp SDK's client sends no task-augmented calls and has no "
     "tasks/get or tasks/result); it is not offered"
 )
+
+
+_COMBINED = ("allOf", "anyOf", "oneOf")
+_SAYS_ELSE = ("additionalProperties", "unevaluatedProperties", "dependentSchemas", "dependencies")
+
+
+def _undeclared(schema: Any, arguments: Mapping[str, Any]) -> list[str]:
+    """The arguments an MCP tool's input schema does not declare, each as a problem; none
+    when the schema says what else it takes (``additionalProperties``,
+    ``unevaluatedProperties``: the schema check applies it) or its declared names cannot be
+    told (a ``$ref`` outside its own ``$defs``, ``dependentSchemas``): not refused then."""
+    declared: set[str] = set()
+    patterns: list[str] = []
+
+    def walk(node: Any, depth: int) -> bool:  # whether its declared names are all known
+        if node is True:
+            return True  # the boolean schema ``true``: declares nothing, bounds nothing
+        if not isinstance(node, Mapping) or depth > 8:
+            return False
+        if any(k in node for k in _SAYS_ELSE):
+            return False
+        if "$ref" in node:
+            target = _local_ref(schema, node["$ref"])
+            if target is None or not walk(target, depth + 1):
+                return False
+        props = node.get("properties")
+        if isinstance(props, Mapping):
+            declared.update(k for k in props if isinstance(k, str))
+        pattern = node.get("patternProperties")
+        if isinstance(pattern, Mapping):
+            patterns.extend(k for k in pattern if isinstance(k, str))
+        subs = [s for key in _COMBINED if isinstance(node.get(key), list) for s in node[key]]
+        subs += [node[key] for key in ("if", "then", "else") if key in node]
+        return all(walk(s, depth + 1) for s in subs)
+
+    if not isinstance(schema, Mapping) or not walk(schema, 0):
+        return []
+    extra = [k for k in arguments if k not in declared and not _matched(patterns, str(k))]
+    takes = ", ".join(repr(k) for k in sorted(declared)) or "no arguments"
+    return [f"{k}: unexpected argument (the tool takes {takes})" for k in extra]
+
+
+def _local_ref(schema: Mapping[str, Any], ref: Any) -> Any:
+    """What a ``$ref`` into the schema's own ``$defs``/``definitions`` names (else ``None``)."""
+    for base in ("#/$defs/", "#/definitions/"):
+        if isinstance(ref, str) and ref.startswith(base):
+            defs = schema.get(base[2:-1])
+            return defs.get(ref[len(base) :]) if isinstance(defs, Mapping) else None
+    return None
+
+
+def _matched(patterns: list[str], key: str) -> bool:
+    """Whether a ``patternProperties`` pattern takes ``key`` (one not compilable: taken)."""
+    for p in patterns:
+        found = ecma_search(p, key)
+        if found is False or isinstance(found, re.Match):
+            return True
+    return False
 
 
 def _properties(schema: Any) -> Mapping[str, Any] | None:

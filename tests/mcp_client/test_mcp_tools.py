@@ -213,8 +213,9 @@ def test_arguments_are_checked_against_the_input_schema_before_anything_is_sent(
     bad_type, missing, extra = chat.tool_calls
     assert bad_type.status == "error" and "expected string" in bad_type.result.content  # type: ignore[union-attr]
     assert missing.status == "error" and "title" in missing.result.content  # type: ignore[union-attr]
-    # the SDK's schemas allow extra properties (no additionalProperties): the server decides
-    assert extra.status == "ok" and extra.result.content == "fine"  # type: ignore[union-attr]
+    # an argument the schema does not declare (the SDK's schemas say nothing of others, and
+    # its servers ignore them) is refused: a server ignoring a dropped dry_run pays for real
+    assert extra.status == "error" and "extra: unexpected argument" in extra.result.content  # type: ignore[union-attr]
 
 
 def test_a_selection_offers_only_the_tools_it_names(shared_notes: MCPServer) -> None:

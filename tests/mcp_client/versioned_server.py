@@ -12,6 +12,8 @@ At each start it reads its version from the file ``VERSION_FILE``:
   pays for real
 - ``v5-note``: ``pay(amount: int, to: str, dry_run: bool = False, note: str = "")`` (an
   optional argument added: the old arguments still hold)
+- ``v6-open``: ``pay(amount: int, to: str)`` whose schema says it takes any other argument
+  (``additionalProperties: true``) and ignores them
 
 ``pid`` (read-only) gives the process id. Each ``pay`` that runs appends a line to
 ``PAY_LOG``. Run over stdio (``python versioned_server.py``).
@@ -69,6 +71,15 @@ elif VERSION == "v5-note":
     def pay(amount: int, to: str, dry_run: bool = False, note: str = "") -> str:  # type: ignore[misc]
         """Pay someone, with a note."""
         return _paid(f"pay {amount} {to} dry_run={dry_run} note={note}")
+
+elif VERSION == "v6-open":
+
+    @server.tool()
+    def pay(amount: int, to: str) -> str:  # type: ignore[misc]
+        """Pay someone (other arguments are accepted, and ignored)."""
+        return _paid(f"pay {amount} {to}")
+
+    server._tool_manager.get_tool("pay").parameters["additionalProperties"] = True
 
 
 if __name__ == "__main__":
