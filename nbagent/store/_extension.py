@@ -262,6 +262,9 @@ class StoreExtension(Extension):
         self._state_key: tuple[Any, ...] | None = None
         self.detached: str | None = None
         self._closed = False
+        # a store opened read_only=True: its chats are for looking (refused at once to
+        # drive or decide: nothing of theirs can be written, so nothing may happen)
+        self._read_only = bool(getattr(store, "read_only", False))
         self._recordings = (
             None
             if store_recordings(store) is None
@@ -381,6 +384,8 @@ class StoreExtension(Extension):
         self._rules_seen.update(seen)
         self._rules_looked = looked
         self._state = host.loop_state() if record.state.get("options") else None
+        if self._read_only:  # settling, taking a decision or an answer: each a write, left
+            return  # to a writable copy (the loaded chat shows the stored chat as it is)
         self.settle_orphans(record)
         self.apply_decisions()
         self.apply_inputs()
@@ -394,6 +399,9 @@ class StoreExtension(Extension):
                 store can be written loses nothing.
         """
         if self._closed:
+            return
+        if self._read_only:  # nothing of it was (or could be) written: nothing to write
+            self._release()
             return
         try:
             self._unclaim_unstarted()
@@ -498,6 +506,15 @@ class StoreExtension(Extension):
             release(False)
             return
         self._let_go = release
+
+    def _read_only_error(self, what: str) -> StoreError:
+        """Why a chat on a store opened ``read_only=True`` is not ``what``."""
+        return StoreError(
+            f"chat {self.chat_id} is on {self.store.location}, opened read_only: a chat "
+            f"loaded from it is for looking (its transcript, calls and chat.log), not "
+            f"{what}; nothing was written, asked or run. Load it from the store opened "
+            "without read_only=True (as a user who can write it) to go on."
+        )
 
     def _release(self, later: bool = False) -> None:
         self._closed = True
@@ -1228,6 +1245,8 @@ class StoreExtension(Extension):
             DecisionError: The store has no decision but the call cannot be
                 decided there (it is running, or unknown to it).
         """
+        if self._read_only:
+            raise self._read_only_error(f"decided ({call.name}({call.id}))")
         overruled = call.decision  # an automatic decision a person overrules, if any
         if self._closed:  # recorded here only, the store would never hear of it
             what = "approval" if decision.verdict == "approved" else "denial"
@@ -1301,6 +1320,8 @@ class StoreExtension(Extension):
                 whose commit went through, its answer lost, is found as in
                 :meth:`decide`).
         """
+        if self._read_only:
+            raise self._read_only_error(f"answered ({request.kind} request {request.id})")
         if self._closed:
             raise self._closed_error(
                 f"the answer to {request.kind} request {request.id}", "answered"
@@ -1404,6 +1425,8 @@ class StoreExtension(Extension):
         until its round closes), so a step with no open round reads no more, and the
         decisions are read only when a call waits for one.
         """
+        if self._read_only:
+            raise self._read_only_error("driven (asked, stepped or completed)")
         if self._closed:  # driven on after close(): its events would no longer be written
             raise StoreError(
                 f"chat {self.chat_id} was closed: {self.store.location} no longer records it, "

@@ -75,7 +75,7 @@ def _read(store: SQLiteStore, argv: list[str]) -> dict[str, Any]:
             return out
         out["status"] = chat.status
         out["loaded_pending"] = [c.id for c in chat.pending_approvals]
-        # not closed: closing writes the chat's settings (its tools), refused read_only
+        chat.close()  # writes nothing (a chat on a read-only store is for looking)
     return out
 
 
@@ -88,6 +88,7 @@ def _write(store: SQLiteStore, db: str, call_id: str, chat_id: str) -> dict[str,
         "chat.approve": lambda: chat.approve(call_id),
         "chat.deny": lambda: chat.deny(call_id),
         "new chat": lambda: Chat(model="demo", store=store).ask("hello"),
+        "chat.complete": chat.complete,  # a chat on a read-only store is for looking
     }
     for name, attempt in attempts.items():
         try:
@@ -95,7 +96,6 @@ def _write(store: SQLiteStore, db: str, call_id: str, chat_id: str) -> dict[str,
             errors[name] = None
         except StoreError as exc:
             errors[name] = str(exc)
-    chat.complete()  # nothing decided: nothing to run, the call waits
     return {"errors": errors, "status": chat.status, "files": _as_user._files(db)}
 
 

@@ -161,11 +161,12 @@ def test_every_write_on_a_read_only_store_raises_and_nothing_is_written(folder: 
         assert wrote["status"] == "awaiting_approval"
         assert wrote["files"] == {"agent.db": "0o644"}
         assert reader("read")["pending"] == [parked["call_id"]]
-        # decided elsewhere: loading the chat would take the decision (a write): refused,
-        # and the call is not run here
+        # decided elsewhere: the chat loaded for looking shows it as its stored events do
+        # (taking the decision is a write, left to a writable copy), and runs nothing
         assert as_writer("approve", db, parked["call_id"]) == {"error": None, "status": "approved"}
         loaded = reader("read", parked["chat_id"])
-        assert loaded["pending"] == [] and "opened read_only" in loaded["load_error"], loaded
+        assert loaded["pending"] == [] and loaded["error"] is None, loaded
+        assert loaded["loaded_pending"] == [parked["call_id"]], loaded
     finally:
         reader.close()
     assert sorted(os.listdir(folder)) == ["agent.db"]
