@@ -1142,23 +1142,40 @@ TASK_ONLY = (
 
 
 _COMBINED = ("allOf", "anyOf", "oneOf")
-_SAYS_ELSE = ("additionalProperties", "unevaluatedProperties", "dependentSchemas", "dependencies")
+# keywords after which the names a schema takes cannot be told: it says what else it takes
+# (the schema check applies it), or bounds names some other way, or refers on dynamically
+_UNTOLD = (
+    "additionalProperties",
+    "unevaluatedProperties",
+    "dependentSchemas",
+    "dependencies",
+    "propertyNames",
+    "$dynamicRef",
+    "$recursiveRef",
+)
 
 
 def _undeclared(schema: Any, arguments: Mapping[str, Any]) -> list[str]:
-    """The arguments an MCP tool's input schema does not declare, each as a problem; none
-    when the schema says what else it takes (``additionalProperties``,
-    ``unevaluatedProperties``: the schema check applies it) or its declared names cannot be
-    told (a ``$ref`` outside its own ``$defs``, ``dependentSchemas``): not refused then."""
+    """The arguments an MCP tool's input schema does not declare, each as a problem.
+
+    Declared: the names of ``properties``, ``required`` and ``dependentRequired`` (a name
+    required is taken, whether or not ``properties`` lists it) and those a
+    ``patternProperties`` pattern matches, through ``allOf``/``anyOf``/``oneOf``/``if``/
+    ``then``/``else`` and ``$ref`` into the schema's own ``$defs``. Nothing is refused when
+    the schema declares no names (``{"type": "object"}`` takes anything; the official SDKs
+    list ``"properties": {}`` for a tool without arguments, which does refuse them) or when
+    its names cannot be told (:data:`_UNTOLD`, a ``$ref`` elsewhere)."""
     declared: set[str] = set()
     patterns: list[str] = []
+    names_given = False  # whether any ``properties``/``patternProperties`` says what it takes
 
     def walk(node: Any, depth: int) -> bool:  # whether its declared names are all known
+        nonlocal names_given
         if node is True:
             return True  # the boolean schema ``true``: declares nothing, bounds nothing
         if not isinstance(node, Mapping) or depth > 8:
             return False
-        if any(k in node for k in _SAYS_ELSE):
+        if any(k in node for k in _UNTOLD):
             return False
         if "$ref" in node:
             target = _local_ref(schema, node["$ref"])
@@ -1166,19 +1183,33 @@ def _undeclared(schema: Any, arguments: Mapping[str, Any]) -> list[str]:
                 return False
         props = node.get("properties")
         if isinstance(props, Mapping):
+            names_given = True
             declared.update(k for k in props if isinstance(k, str))
         pattern = node.get("patternProperties")
         if isinstance(pattern, Mapping):
+            names_given = True
             patterns.extend(k for k in pattern if isinstance(k, str))
+        required = node.get("required")
+        if isinstance(required, list):
+            declared.update(k for k in required if isinstance(k, str))
+        dependent = node.get("dependentRequired")
+        if isinstance(dependent, Mapping):
+            for key, names in dependent.items():
+                declared.update([key] if isinstance(key, str) else [])
+                if isinstance(names, list):
+                    declared.update(k for k in names if isinstance(k, str))
         subs = [s for key in _COMBINED if isinstance(node.get(key), list) for s in node[key]]
         subs += [node[key] for key in ("if", "then", "else") if key in node]
         return all(walk(s, depth + 1) for s in subs)
 
-    if not isinstance(schema, Mapping) or not walk(schema, 0):
+    if not isinstance(schema, Mapping) or not walk(schema, 0) or not names_given:
         return []
     extra = [k for k in arguments if k not in declared and not _matched(patterns, str(k))]
-    takes = ", ".join(repr(k) for k in sorted(declared)) or "no arguments"
-    return [f"{k}: unexpected argument (the tool takes {takes})" for k in extra]
+    takes = [repr(k) for k in sorted(declared)]
+    if patterns:
+        takes.append("names matching " + " or ".join(repr(p) for p in patterns))
+    said = ", ".join(takes) or "no arguments"
+    return [f"{k}: unexpected argument (the tool takes {said})" for k in extra]
 
 
 def _local_ref(schema: Mapping[str, Any], ref: Any) -> Any:
