@@ -994,7 +994,7 @@ class StoreExtension(Extension):
             "runnable, and runs when the chat is loaded and continued."
         )
 
-    def _claim_now(self, call: ToolCall) -> bool:
+    def _claim_now(self, call: ToolCall, reread: bool = True) -> bool:
         """Claim ``call`` for the decision this chat holds of it (``Store.claim``'s
         ``decision``). A claim refused because the call was decided anew in the store
         applies that decision here (:meth:`_decided_elsewhere`): a denial answers the call
@@ -1023,12 +1023,46 @@ class StoreExtension(Extension):
                 self._running.add(call.id)
                 return True
             if result.claimed_by is not None or not self._decided_elsewhere(call, result):
+                if result.claimed_by is None and result.status == "awaiting_approval":
+                    # not another driver: a decision dropped elsewhere (a round's catch-up
+                    # holds the write lock: its start claims again, and reads the rules)
+                    return self._dropped_elsewhere(call) if reread else False
                 who = f" by {result.claimed_by}" if result.claimed_by else ""
                 self._detach(f"{call.name}({call.id}) is already {result.status}{who}")
                 return False
             if call.status not in RUNNABLE_STATUSES:
                 return False  # answered here with the stored decision: not run, not stale
         self._detach(f"{call.name}({call.id}) was decided anew {_CLAIMS} times as it was claimed")
+        return False
+
+    def _dropped_elsewhere(self, call: ToolCall) -> bool:
+        """A claim that found the call back at ``awaiting_approval``, claimed by nobody:
+        another copy dropped the decision this chat holds (``refuse_decision``: a deny rule
+        it added, an edit its checks refuse) and has not written the decision replacing it
+        yet (two writes). No other process drives the chat, so it is not detached: the
+        rules stored meanwhile are read now (a deny rule denies the call here, which never
+        runs, and the round goes on), else the call is not claimed now and the next step
+        reads the store again. Taken for another driver's claim, the chat stopped for good
+        with the call approved and never run, while the store said denied by ``rule``.
+
+        Returns ``False`` (not claimed), always.
+        """
+        if self._rules_lock.acquire(blocking=False):  # else a look is under way (a refresh)
+            try:
+                if self._host is not None and not self._closed:
+                    self._apply_rules(self._host)
+            except StoreError:
+                pass  # not read now: the next step reads them (it stops if it cannot)
+            finally:
+                self._rules_lock.release()
+        if call.status in RUNNABLE_STATUSES:
+            warnings.warn(
+                f"nbagent store: the decision on {call.name}({call.id}) was dropped in the "
+                "store by another copy of the chat, whose decision is not written yet; it is "
+                "not run now, and the next step reads the store again.",
+                StoreConflictWarning,
+                stacklevel=3,
+            )
         return False
 
     def _decided_elsewhere(self, call: ToolCall, result: ClaimResult) -> bool:
@@ -1209,7 +1243,7 @@ class StoreExtension(Extension):
             for call in self._to_claim(calls):
                 if self.detached is not None:
                     return
-                if self._claim_now(call):
+                if self._claim_now(call, reread=False):
                     self._claimed.add(call.id)
             with self._lock:  # no claim took them: the next boundary does
                 self._owed = self._owed or bool(self._pending or self._unwritten)
@@ -1229,8 +1263,9 @@ class StoreExtension(Extension):
         A decision overruling an automatic one (a resolver's, a policy's, the call
         not started) is checked and written the same way: the store refuses it if the
         decision it has is not that automatic one, written by a chat (a decision made
-        through ``store.approve``/``store.deny`` is never overruled, whatever its
-        ``by``), and returns the decision that stands.
+        through ``store.approve``/``store.deny`` is never overruled by another decision,
+        whatever its ``by``: only a deny rule wins over an approval not started, through
+        :meth:`refuse_decision`), and returns the decision that stands.
 
         A decision is the same as the store's only when it is that decision (its
         decider, time, reason and arguments: the chat applying it). Another one with
