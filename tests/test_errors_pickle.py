@@ -14,6 +14,7 @@ import nbagent
 import nbagent._errors as errors
 import nbagent._inputs  # its SamplingRefused is an nbagent error too
 from nbagent import LLMToolResponse, ToolCall
+from nbagent._chat_state import EditUnchecked
 
 
 def _made(cls: type[BaseException]) -> BaseException:
@@ -29,6 +30,7 @@ def _made(cls: type[BaseException]) -> BaseException:
             problems={"call_1": "the response was cut off"},
         ),
         errors.ToolExecutionError: lambda: cls(call, ValueError("boom")),
+        EditUnchecked: lambda: cls("the edit cannot be checked now", transient=True),
     }
     if cls in special:
         return special[cls]()  # type: ignore[no-any-return]
