@@ -82,3 +82,22 @@ def test_a_secret_named_argument_never_reaches_a_callback_warning(password: str)
     assert len(said) == 2
     for text in said:
         assert password not in text, text
+
+
+def test_the_bus_scrubs_through_a_weak_reference_to_its_chat() -> None:
+    """The bus's scrubber is the chat's, held weakly: as a bound method it held its chat in a
+    cycle, freed only by the garbage collector, and a batch's done chats piled up until it
+    ran (peak RSS per 1,000 chats 71 -> 96 MiB with SQLite, bench_batch --quick)."""
+    import gc
+    import weakref
+
+    chat = _chat("Tr0ub4dorZ3xyz")
+    bus = chat._bus
+    assert all(r is not chat for r in gc.get_referents(bus.shown))
+    closure = getattr(bus.shown, "__closure__", None) or ()
+    assert all(c.cell_contents is not chat for c in closure)
+    gone = weakref.ref(chat)
+    del chat
+    gc.collect()
+    assert gone() is None
+    assert bus.shown("key sk-proj-SECRETSECRETSECRET0123456789abcd") == "key sk-***"
