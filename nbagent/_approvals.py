@@ -120,7 +120,16 @@ def failure(call: ToolCall, exc: BaseException) -> str:
     arguments (``ValueError(f"password {password} is too long")``), and ``redact_keys`` alone
     knows a value is a password only after ``password=``."""
     text = raised(exc)  # its __str__ may raise in turn: said by its type, never a crash
-    return redact_keys(token_masks(tokens=named_values(call.arguments)).hide(text))
+    return redact_keys(call_secrets_hidden(text, call))
+
+
+def call_secrets_hidden(text: str, call: ToolCall) -> str:
+    """``text`` with the values ``call`` was given under a secret's name (its arguments, and
+    a decision's edited ones) as ``***`` where they stand as a whole token: what a user's
+    code quoting the call (a rule, a predicate, a callback) may show of it."""
+    edited = call.decision.arguments if call.decision is not None else None
+    named = named_values(call.arguments, edited)
+    return token_masks(tokens=named).hide(text) if named else text
 
 
 def type_of(value: Any) -> str:

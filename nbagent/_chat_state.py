@@ -32,6 +32,7 @@ from ._approvals import (
     HUMAN,
     Policy,
     always_allow_policy,
+    call_secrets_hidden,
     denial_content,
     not_given,
     policy_rules,
@@ -69,7 +70,7 @@ from ._result_text import to_result
 from ._rules import RULE, Rule, denied_edit, first_match
 from ._runner import Job, Mode, ToolRunner
 from ._schema import validate_json_schema
-from ._secrets import named_values, provider_secrets, scrub, scrub_keys, token_masks
+from ._secrets import provider_secrets, scrub, scrub_keys
 from ._tools import (
     CancelEvent,
     InputsRequired,
@@ -674,9 +675,7 @@ class ChatCore:
         shapes, URL credentials and named secrets as ``***``, and ``call``'s own values under
         a secret's name (``password``) wherever the text quotes them."""
         if call is not None:
-            named = named_values(call.arguments, call.decision.arguments if call.decision else None)
-            if named:
-                text = token_masks(tokens=named).hide(text)
+            text = call_secrets_hidden(text, call)
         return scrub(text, provider_secrets(self.provider))
 
     def _composed(self, text: str) -> str:
