@@ -412,7 +412,8 @@ class SQLiteStore(SQLStore):
             return
         for suffix in ("", "-wal", "-shm"):
             name = self.location + suffix
-            if os.path.exists(name) and not _writable(name):
+            # a log gone meanwhile (a store on the file closing) is none this user cannot write
+            if os.path.exists(name) and not _writable(name) and os.path.lexists(name):
                 raise StoreError(
                     f"cannot open store {self.location}: {_cannot_write(name)}. nbagent writes "
                     "every question, decision and result to the store, so it opens only one it "
@@ -722,7 +723,8 @@ class SQLiteStore(SQLStore):
         none)."""
         for suffix in ("", "-wal", "-shm"):
             name = self.location + suffix
-            if os.path.exists(name) and not _writable(name):
+            # a log gone meanwhile (a store on the file closing) is none this user cannot write
+            if os.path.exists(name) and not _writable(name) and os.path.lexists(name):
                 return _cannot_write(name)
         folder = os.path.dirname(self._absolute)
         missing = any(not os.path.exists(self._absolute + s) for s in ("", "-wal", "-shm"))
