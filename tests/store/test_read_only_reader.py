@@ -76,7 +76,12 @@ class Reader:
             stderr=subprocess.PIPE,
             text=True,
         )
-        self.opened = self._answer()
+        self.opened: dict[str, Any] = {"error": "not started"}
+        try:
+            self.opened = self._answer()
+        except BaseException:
+            self.close()  # not left running with its pipes open (collected in a later test)
+            raise
 
     def _answer(self) -> dict[str, Any]:
         assert self.proc.stdout is not None
