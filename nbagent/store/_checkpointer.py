@@ -127,8 +127,27 @@ def hold_files(files: Files) -> bool:
         return True
 
 
+def close_held(
+    conn: sqlite3.Connection, path: str, files: Files, *, held: bool = True, stale: bool = False
+) -> None:
+    """Close ``conn`` (:func:`close_connection`) and, if ``held``, stop counting it
+    (:func:`drop_files`), as one step for :func:`hold_files`.
+
+    Closing the file's last connection deletes its ``-wal`` and ``-shm``: a store opened
+    meanwhile on another thread (a cell run again while the chat it dropped is closed by its
+    finalizer on a worker) makes new ones. Counted until the close was done, the old
+    ``-shm`` was still the one this process maps, and the new store refused the new one as
+    stale ("another store object ... is still open in this process")."""
+    with _MAPPED_LOCK:
+        try:
+            close_connection(conn, path, files, stale=stale)
+        finally:
+            if held:
+                drop_files(files)
+
+
 def drop_files(files: Files) -> None:
-    """A connection counted by :func:`hold_files` closed."""
+    """A connection counted by :func:`hold_files` closed (:func:`close_held`)."""
     db = files[0]
     with _MAPPED_LOCK:
         if db is None or db not in _MAPPED:
@@ -240,10 +259,7 @@ def release_unclosed(
     def release() -> None:
         cp.release()
         if conn is not None:
-            try:
-                close_connection(conn, path, files)
-            finally:
-                drop_files(files)
+            close_held(conn, path, files)
 
     let_go(release)
 
@@ -385,10 +401,7 @@ class Checkpointer:
     def _close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            try:
-                close_connection(conn, self.path, self._files)
-            finally:
-                drop_files(self._files)
+            close_held(conn, self.path, self._files)
 
     close = release
 
@@ -449,6 +462,7 @@ __all__ = [
     "changed",
     "checkpointer_for",
     "close_connection",
+    "close_held",
     "drop_files",
     "file_id",
     "files_id",

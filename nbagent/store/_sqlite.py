@@ -99,6 +99,7 @@ from ._checkpointer import (
     changed,
     checkpointer_for,
     close_connection,
+    close_held,
     drop_files,
     files_id,
     hold_files,
@@ -476,10 +477,8 @@ class SQLiteStore(SQLStore):
                 conn, self._conn = self._conn, None
                 self._open.set(None, self._files, False)
                 try:
-                    close_connection(conn, self._absolute, self._files)
+                    close_held(conn, self._absolute, self._files, held=self._held)
                 finally:
-                    if self._held:
-                        drop_files(self._files)
                     self._held = False
 
     @property

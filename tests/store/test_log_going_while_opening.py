@@ -11,6 +11,7 @@ cannot write.
 
 from __future__ import annotations
 
+import gc
 import threading
 from pathlib import Path
 
@@ -48,3 +49,22 @@ def test_opening_while_another_store_on_the_file_closes_is_never_refused(
         thread.join()
     assert not failures, failures
     assert opened == 300
+
+
+def test_opening_right_after_an_unclosed_chat_on_the_file_is_dropped_is_never_refused(
+    tmp_path: Path,
+) -> None:
+    """A cell run again: ``chat = Chat(store=path)`` drops the previous chat, unclosed, whose
+    store is closed by its finalizer on a worker thread while the new one opens. Between
+    SQLite's close (the file's last connection: it deletes the ``-wal`` and ``-shm``) and
+    the process forgetting the ``-shm`` it mapped, the new store found a new ``-shm`` and
+    refused the file ("another store object or chat on it is still open in this process"):
+    the clean clone's ``test_read_only_reader.py`` failed on it in ``_as_user._warm``."""
+    db = tmp_path / "agent.db"
+    for i in range(60):
+        chat = Chat(provider=ScriptedProvider([reply("hi")]), store=db, display=False)
+        chat.ask(f"hello {i}")
+        del chat
+        gc.collect()  # its store's finalizer: closed on a worker thread, while this opens
+        with SQLiteStore(db) as store:
+            assert len(store.chats()) == i + 1
