@@ -119,3 +119,17 @@ def test_public_objects_report_their_public_module(package: str) -> None:
         assert obj.__module__ == expected, f"{package}.{name} reports {obj.__module__}"
         checked += 1
     assert checked, f"{package} exports no class or function"
+
+
+def test_a_batch_without_a_store_needs_no_store() -> None:
+    """A batch's done row asked whether its chat had a store by importing the store package
+    (sqlite3 and 23 modules, 3 MiB of a batch's memory) when the chat had no extension."""
+    code = (
+        "import sys, nbagent\n"
+        "nbagent.configure(quiet=True, display=False)\n"
+        "r = nbagent.batch(['hi', 'yo'], lambda: nbagent.Chat(model='demo'), progress=False)\n"
+        "assert list(r['status']) == ['done', 'done'], r\n"
+        "print([m for m in ('nbagent.store', 'nbagent.mcp', 'nbagent.inbox', 'sqlite3')"
+        " if m in sys.modules])"
+    )
+    assert _fresh(code) == "[]"

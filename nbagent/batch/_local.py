@@ -242,6 +242,8 @@ def _unstored(chat: Any) -> bool:
     fork a sweep makes of it, or the user asking it more, failed or went unrecorded)."""
     if chat is None:
         return False
+    if not chat.extensions:  # (a store is one): the store package is not imported for it
+        return True
     from ..store import store_of
 
     return store_of(chat) is None
