@@ -748,21 +748,27 @@ def stop_held() -> Iterator[None]:
     main thread, where Python delivers signals, and only over a handler Python runs
     (the default one raises ``KeyboardInterrupt``; a kernel's too); elsewhere the block
     just runs. A press held is delivered as the block ends, to the handler that was there.
+
+    Through ``_signal``, the C module under ``signal``: ``signal.getsignal`` and
+    ``signal.signal`` try to turn a handler into an enum member first, and one that is none
+    (``asyncio.run``'s, a partial holding the main task) fails that with a message quoting
+    its ``repr``: the task's, with its coroutine and stack, three times a block, about 6%
+    of a batch's CPU.
     """
-    import signal
+    import _signal
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.getsignal(signal.SIGINT)
+    previous = _signal.getsignal(_signal.SIGINT)
     if not callable(previous):  # ignored, the OS default, or set outside Python
         yield
         return
     held: list[tuple[int, Any]] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: held.append((signum, frame)))
+    _signal.signal(_signal.SIGINT, lambda signum, frame: held.append((signum, frame)))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        _signal.signal(_signal.SIGINT, previous)
         if held:
             previous(*held[0])
