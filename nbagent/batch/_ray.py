@@ -50,7 +50,11 @@ found dead (it does not answer Ray's ready call) and replaced before it is sent 
 chat. A worker that never started (its ``__init__`` raised: Ray then runs none of its
 methods, so nothing of a row ran there) is replaced and its rows are sent again, at most
 :data:`START_RESENDS` times each; a row whose workers kept failing to start fails saying so
-(``WorkerStartFailed``), never "in doubt". Nothing that ran is retried behind the user's
+(``WorkerStartFailed``), never "in doubt". With a store, a worker that died while the
+chat it held was waiting (for a decision or an answer, parked and stored while its worker
+was still closing it, say stopping an MCP server) or before it took up a decided call has
+nothing of that chat running: the store says so (no call ``running``), and the replacement
+continues it, at most :data:`WAIT_RESENDS` times. Nothing that ran is retried behind the user's
 back (Ray's own retries are off: a rerun chat could run a tool twice). With a store,
 rerunning the batch continues those chats: finished calls are kept, and a call that was
 running when its worker died is *in doubt* (the model is told), never rerun silently.
@@ -374,6 +378,11 @@ START_RESENDS = 2
 """Times a row is sent again when its worker never started (its ``__init__`` raised):
 nothing of the row ran, so it goes to the worker that replaced it."""
 
+WAIT_RESENDS = 2
+"""Times a row is sent again when its worker died while the store shows its chat waiting
+with no call running (:func:`_waits_in_store`): continued from the store by the worker
+that replaced it."""
+
 PING_SECONDS = 5.0
 """How long the driver waits for a kept worker to answer before sending it chats: one that
 does not answer in time is busy, not dead (a dead one is known at once)."""
@@ -403,6 +412,8 @@ class _Row:
     """Seconds the row's chat ran in its segments so far (each continuation is one)."""
     resent: int = 0
     """Times the row was sent again because its worker never started (nothing ran)."""
+    waits_resent: int = 0
+    """Times the row was sent again because its worker died while its chat waited."""
 
     def heard(self, item: _Heard) -> _Heard:
         """``item`` with what the chat used never less than heard before (kept in
@@ -828,6 +839,18 @@ class _Run:
                     stored = await asyncio.to_thread(_stored_usage, self.store, row.chat_id)
                     if stored is not None:
                         row.heard(replace(stored, key=row.job.key, index=row.job.index))
+                    if (
+                        _worker_died(self.ray, exc)
+                        and row.waits_resent < WAIT_RESENDS
+                        and await asyncio.to_thread(_waits_in_store, self.store, row.chat_id)
+                    ):
+                        # it died with the chat waiting (parked and stored, its result not
+                        # sent yet: closing it takes a while, an MCP server stopping) or
+                        # before it took up a decided call: nothing of it was running, so
+                        # the replacement continues it from the store
+                        row.waits_resent += 1
+                        row.job = replace(row.job, chat_id=row.chat_id)
+                        again = True
             if not again:
                 result = self.failure(row, exc, time.monotonic() - started)
         finally:
@@ -1043,6 +1066,23 @@ def _stored_usage(store: Any, chat_id: str) -> RowResult | None:
         output_tokens=int(usage.get("output_tokens", 0)),
         cost_usd=None if state.get("unpriced") else float(state.get("cost_usd") or 0.0),
     )
+
+
+def _waits_in_store(store: Any, chat_id: str) -> bool:
+    """Whether the stored chat waits for a decision or an answer, or holds a call decided
+    and not started, with no call running: a worker that died holding it was running
+    nothing of it (a call claimed is ``running`` until its result is stored, then in doubt;
+    a model request is made only once every call of the round is settled)."""
+    try:
+        statuses = {call.status for call in store.load(chat_id).calls}
+        if "running" in statuses:
+            return False
+        if statuses & {"requested", "awaiting_approval", "approved"}:
+            return True
+        inputs = getattr(store, "pending_inputs", None)
+        return bool(inputs is not None and inputs(chat_id))
+    except Exception:  # the store cannot be read now: the row fails as it did
+        return False
 
 
 def _pending_counts(store: Any, chat_ids: set[str]) -> dict[str, int]:

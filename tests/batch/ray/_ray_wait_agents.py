@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from nbagent import Chat, LLMToolResponse, tool
+from nbagent import Chat, Extension, LLMToolResponse, tool
 from nbagent.providers import ModelRequest
 from nbagent.testing import ScriptedProvider, call_tools, reply
 
@@ -61,3 +61,16 @@ def slow_then_gated() -> Chat:
     """A chat that works a second in its first round, then parks on the gated refund."""
     provider = ScriptedProvider([_lookup_then_refund], repeat_last=True)
     return Chat(provider=provider).with_tools(order_status, issue_refund)
+
+
+class _SlowToClose(Extension):
+    """Closing takes three seconds (a tool source stopping: an MCP server's grace)."""
+
+    def close(self) -> None:
+        time.sleep(3)
+
+
+def parks_and_closes_slowly() -> Chat:
+    """Parks on the gated refund; its worker then spends three seconds closing the chat
+    before it sends the row's result."""
+    return Chat("demo").with_tools(issue_refund).extend(_SlowToClose())

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _ray_wait_agents import make_chat, slow_then_gated
+from _ray_wait_agents import make_chat, parks_and_closes_slowly, slow_then_gated
 
 import nbagent
 from nbagent.batch._ray import RayBackend
@@ -222,3 +222,59 @@ def test_the_backend_replaces_dead_workers_only(ray_cluster: Any) -> None:
     )
     assert list(first["status"]) == list(again["status"]) == ["done"]
     assert pool[0] is before
+
+
+def test_a_worker_that_dies_after_its_chat_parked_and_before_its_result_is_continued(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """The row's chat parked (its call awaiting approval, in the store) and its worker died
+    while it still closed the chat (three seconds: a tool source stopping), before the
+    parked result reached the driver: the row failed "the Ray worker running this chat
+    died ... a call that was running is in doubt", though nothing of it was running (the
+    clean clone's test above failed so, its kill landing in that window). The store shows
+    the chat waiting with no call running: the replacement worker continues it, and the
+    approved refund runs once."""
+    import ray
+
+    from nbagent.batch._ray import _POOLS
+
+    db = tmp_path / "p.db"
+    options = {"workers": 1, "keep_workers": True}
+    warm = nbagent.batch(
+        ["Refund order 1"],
+        parks_and_closes_slowly,
+        backend="ray",
+        progress=False,
+        backend_options=options,
+        store=str(tmp_path / "warm.db"),
+    )
+    assert list(warm["status"]) == ["awaiting_approval"]  # (no decision: parked)
+    (pool,) = [p for k, p in _POOLS.items() if k[2] == 1]
+    worker = pool[0]
+    pid = _pid(ray, worker)
+    killed: list[bool] = []
+
+    def kill_then_approve(store: Any, call: Any) -> None:
+        if not killed:  # parked and stored: the worker is still closing the chat
+            os.kill(pid, signal.SIGKILL)
+            killed.append(True)
+        time.sleep(0.5)
+        store.approve(call, by="ops")
+
+    deciding = _when(db, lambda s: s.pending_approvals(), kill_then_approve)
+    parked = nbagent.batch(
+        ["Refund order 11"],
+        parks_and_closes_slowly,
+        store=str(db),
+        backend="ray",
+        progress=False,
+        backend_options=options,
+        wait_for_decisions=60,
+    )
+    deciding.join(5)
+    assert killed == [True]
+    assert list(parked["status"]) == ["done"], parked[["status", "error"]]
+    with SQLiteStore(db) as store:
+        calls = store.load(parked.loc[0, "chat_id"]).calls
+    assert [(c.name, c.status) for c in calls] == [("issue_refund", "ok")]
+    assert "refunded order 11" in calls[0].result.content  # ran once, on the replacement
