@@ -247,6 +247,15 @@ async def batch_async(
         from ..store import open_store
 
         st = open_store(store)
+        if getattr(st, "read_only", False):  # every row would fail writing its question
+            from .._errors import StoreError
+
+            raise StoreError(
+                f"batch(store=...) needs a store it can write: {st.location} was opened "
+                "read_only, and a batch writes each row's chat, calls and results to it; "
+                "nothing was run. Open it without read_only=True (as a user who can write "
+                "it), or read an earlier run of the batch with nbagent.read_log(store)."
+            )
     previous = active_run(batch_id)
     if previous is not None:  # still continuing parked rows: one driver per chat
         await _stop_once_settled(previous)
