@@ -10,9 +10,8 @@ Modes:
         thread that drives the chat (so they may touch thread-bound state), but
         on a worker thread when that is nbagent's shared background loop (a
         click's continuation, a batch in a kernel) or the chat is a batch's row
-        (:func:`sync_tools_off_loop`: the loop runs the other rows), unless its
-        runs keep being quick (:func:`_is_quick`: on the loop's thread, where the
-        hand-off cost more than the tool); async tools are awaited.
+        (:func:`sync_tools_off_loop`: the loop runs the other rows); async tools
+        are awaited.
     ``threads``: every call on a worker thread (async tools get a private event
         loop there), at most ``max_concurrency`` at once.
     ``async``: every call is a task on the driving event loop; async tools run on
@@ -81,7 +80,7 @@ from ._aio import (
 )
 from ._events import utcnow
 from ._recording import RecordedResult
-from ._tools import CallReporter, CancelEvent, FunctionTool, InputAsker, Tool, _bind_call
+from ._tools import CallReporter, CancelEvent, InputAsker, Tool, _bind_call
 from ._types import ConcurrencyMode, RunStatus, ToolCall
 
 if TYPE_CHECKING:
@@ -142,8 +141,7 @@ def sync_tools_off_loop() -> Iterator[None]:
     blocked held up every row, and the calls other rows had claimed, recorded running in
     the store (their claims committed together), did not start until it returned: a
     process killed meanwhile left them in doubt, never run. The round still runs its
-    calls one at a time, in call order. A tool whose runs keep taking microseconds runs on
-    the loop's thread after all (:func:`_is_quick`): a run that takes longer sends it back."""
+    calls one at a time, in call order."""
     token = _OFF_LOOP.set(True)
     try:
         yield
@@ -210,65 +208,17 @@ def _running(job: Job) -> Iterator[None]:
             raise ToolExited(exc) from exc
 
 
-QUICK_SECONDS = 0.001
-"""A sync tool's run shorter than this is quick: handing it to a worker thread and back
-(about 50-100 us of CPU on both threads) costs more than it does."""
-QUICK_RUNS = 8
-"""Quick runs in a row after which a sync tool sent off the loop's thread only to keep the
-loop free (:func:`sync_tools_off_loop`, nbagent's background loop) runs on it instead."""
-
-_quick_runs: dict[Any, int] = {}  # a sync tool's code -> its quick runs in a row (bounded)
-_quick_lock = threading.Lock()
-
-
-def _tool_code(tool: Tool) -> Any:
-    """What identifies ``tool``'s code across its instances (each row's chat makes its own
-    tool from one function): the code object of its function or of its class's ``execute``;
-    ``None`` for a callable without one (a ``partial``, a builtin, a callable object)."""
-    fn = getattr(tool, "fn", None) if isinstance(tool, FunctionTool) else type(tool).execute
-    fn = getattr(fn, "__func__", fn)
-    return getattr(fn, "__code__", None)
-
-
-def _is_quick(tool: Tool) -> bool:
-    """Whether ``tool``'s last :data:`QUICK_RUNS` runs (in this process) each took under
-    :data:`QUICK_SECONDS`, none of them returning a coroutine."""
-    code = _tool_code(tool)
-    return code is not None and _quick_runs.get(code, 0) >= QUICK_RUNS
-
-
-def _note_run(tool: Tool, seconds: float | None) -> None:
-    """``tool`` ran in ``seconds`` (``None``: it failed or returned a coroutine): one more
-    quick run in a row, or none."""
-    code = _tool_code(tool)
-    if code is None:
-        return
-    with _quick_lock:
-        if seconds is None or seconds >= QUICK_SECONDS:
-            _quick_runs.pop(code, None)
-        elif len(_quick_runs) < 10_000 or code in _quick_runs:  # (a tool made per exec)
-            _quick_runs[code] = min(_quick_runs.get(code, 0) + 1, QUICK_RUNS)
-
-
 def _call_sync(job: Job) -> Any:
     """Run a sync tool's call here; a coroutine it returns is run to its end, inside the call.
 
     The coroutine runs on a loop of its own when none runs on this thread, else on
     nbagent's background loop while this thread waits (:func:`~nbagent._aio.run_sync`).
     A generator it returns is refused (nothing would iterate it): an error result.
-    How long the tool took is noted (:func:`_is_quick`).
     """
     import inspect
 
     with _running(job):
-        t0 = time.perf_counter()
-        took: float | None = None
-        try:
-            result = job.tool.execute(**job.tool.bind(job.call, job.kwargs))
-            if not inspect.iscoroutine(result):
-                took = time.perf_counter() - t0
-        finally:
-            _note_run(job.tool, took)
+        result = job.tool.execute(**job.tool.bind(job.call, job.kwargs))
         if inspect.iscoroutine(result):  # a sync execute() that returned a coroutine
             return run_sync(result)
         if inspect.isgenerator(result) or inspect.isasyncgen(result):
@@ -851,11 +801,6 @@ def _worker_for(
     if mode == "sequential" or pool is None:
         off_loop = on_background_loop() or (_OFF_LOOP.get() and not running_inline())
         if is_async or not (job.timeout or off_loop):
-            return None
-        if not job.timeout and _is_quick(job.tool):
-            # off the loop's thread only to keep the loop free, and it keeps returning in
-            # microseconds: the hand-off would cost more than the tool (a slow run sends
-            # it back to a thread: _note_run)
             return None
         # The shared pool, not the loop's default executor: that one is small (a few stuck
         # calls made every later one time out before it started) and, on the background

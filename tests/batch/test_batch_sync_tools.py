@@ -99,3 +99,52 @@ def test_a_blocking_sync_tool_holds_up_only_its_own_row(tmp_path: Any, stored: b
     serial = ROWS * 2 * CALLS * BLOCK
     spent = max(s[3] for s in RAN.spans) - min(s[2] for s in RAN.spans)
     assert spent < serial / 2, (spent, serial)
+
+
+def test_a_sync_tool_wrapping_async_code_works_on_every_call_of_a_batch() -> None:
+    """A sync tool that wraps an async client with ``asyncio.run`` (a common way to call
+    async code from a sync function) takes microseconds when the client answers from a
+    cache. Run on the batch loop's own thread (an optimisation tried and reverted for
+    this), ``asyncio.run`` raised "cannot be called from a running event loop" and the
+    call failed; every call runs where no loop runs."""
+    import asyncio
+
+    async def fetch(item: str) -> str:
+        return f"{item}: fetched"
+
+    def look(item: str) -> str:
+        """Look an item up.
+
+        Args:
+            item: The item.
+        """
+        return asyncio.run(fetch(item))
+
+    def three_rounds(request: RecordedRequest) -> Turn:
+        prompt, done = first_user_text(request), tool_messages(request)
+        if done < 3:
+            return Turn(tool_calls=[FakeToolCall("look", {"item": f"{prompt}#{done}"})])
+        return Turn(text=f"answer to {prompt}")
+
+    looked = tool(look)
+    with FakeLLMServer(handler=three_rounds) as server:
+        provider = OpenAIProvider("gpt-4.1-mini", base_url=server.openai_base_url, api_key=KEY)
+        try:
+            result = nbagent.batch(
+                [f"row{i}" for i in range(12)],
+                lambda: Chat(provider=provider).with_tools(looked),
+                concurrency=2,
+                progress=False,
+            )
+        finally:
+            run_sync(provider.aclose())
+        results = [
+            m["content"]
+            for r in server.requests
+            for m in r.body["messages"]
+            if m.get("role") == "tool"
+        ]
+    assert (result["status"] == "done").all(), result[["status", "error"]]
+    assert all(text.endswith(": fetched") for text in results), {
+        t for t in results if not t.endswith(": fetched")
+    }
