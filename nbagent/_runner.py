@@ -590,8 +590,15 @@ class ToolRunner:
             value = await self._execute(job, ctx, seat)
             out = Outcome(job.call, "ok", value=value)
         except TimeoutError as exc:  # an async tool's or an MCP server's call: told to stop
-            message = str(exc) or f"timed out after {job.timeout:g} s and was stopped{_UNKNOWN}"
-            out = Outcome(job.call, "timed_out", message=message)
+            if job.timeout is None and not str(exc):
+                # the tool's own (a socket's, concurrent.futures' result(timeout=)): formatting
+                # "after None s" raised here, the call was left running (in doubt in a store)
+                # and the turn failed
+                message = f"TimeoutError raised by the tool (it has no timeout here){_UNKNOWN}"
+                out = Outcome(job.call, "error", error=exc, message=message)
+            else:
+                message = str(exc) or f"timed out after {job.timeout:g} s and was stopped{_UNKNOWN}"
+                out = Outcome(job.call, "timed_out", message=message)
         except asyncio.CancelledError as exc:  # the model must not read "not done": it may retry
             message = (
                 "cancelled before it ran"  # its task never took a step, its thread never began
