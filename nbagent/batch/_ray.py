@@ -830,6 +830,8 @@ class _Run:
                 # ran there; it goes again, to the replacement (a transient cause is gone
                 # there; a permanent one fails it too, and the row then fails saying so)
                 again = row.resent < START_RESENDS
+                if again:
+                    row.resent += 1
             else:
                 if row.chat_id is None and self.store is not None:
                     # it died before its first update: the store knows the chat
@@ -840,7 +842,7 @@ class _Run:
                     if stored is not None:
                         row.heard(replace(stored, key=row.job.key, index=row.job.index))
                     if (
-                        _worker_died(self.ray, exc)
+                        _worker_gone(self.ray, exc)
                         and row.waits_resent < WAIT_RESENDS
                         and await asyncio.to_thread(_waits_in_store, self.store, row.chat_id)
                     ):
@@ -850,6 +852,7 @@ class _Run:
                         # the replacement continues it from the store
                         row.waits_resent += 1
                         row.job = replace(row.job, chat_id=row.chat_id)
+                        row.latency += time.monotonic() - started  # the segment it ran
                         again = True
             if not again:
                 result = self.failure(row, exc, time.monotonic() - started)
@@ -859,7 +862,6 @@ class _Run:
             self.load[row.worker] -= 1
             self.slots.release()
         if again:
-            row.resent += 1
             await self.slots.acquire()
             if self.closed:  # the run stopped meanwhile: nothing is sent any more
                 self.slots.release()
@@ -1031,6 +1033,16 @@ def _worker_died(ray: Any, exc: BaseException) -> bool:
     return isinstance(exc, ray.exceptions.RayActorError | ray.exceptions.WorkerCrashedError)
 
 
+def _worker_gone(ray: Any, exc: BaseException) -> bool:
+    """Whether ``exc`` says the row's worker is dead for sure (its process died or was
+    killed), not just unreachable for now (``ActorUnavailableError``: it may still be
+    running the chat, so continuing it elsewhere could make two drivers of it)."""
+    unavailable = getattr(ray.exceptions, "ActorUnavailableError", ())
+    return isinstance(
+        exc, ray.exceptions.ActorDiedError | ray.exceptions.WorkerCrashedError
+    ) and not isinstance(exc, unavailable)
+
+
 def _never_started(ray: Any, exc: BaseException) -> bool:
     """Whether ``exc`` says the row's worker never started: its ``__init__`` raised (Ray
     then runs none of the actor's methods: nothing of the row ran)."""
@@ -1069,15 +1081,16 @@ def _stored_usage(store: Any, chat_id: str) -> RowResult | None:
 
 
 def _waits_in_store(store: Any, chat_id: str) -> bool:
-    """Whether the stored chat waits for a decision or an answer, or holds a call decided
-    and not started, with no call running: a worker that died holding it was running
+    """Whether the stored chat waits for a decision or an answer (a call ``awaiting_input``:
+    an external tool's result, ``ask_user``'s), or holds a call decided and not started,
+    with no call running: a worker that died holding it was running
     nothing of it (a call claimed is ``running`` until its result is stored, then in doubt;
     a model request is made only once every call of the round is settled)."""
     try:
         statuses = {call.status for call in store.load(chat_id).calls}
         if "running" in statuses:
             return False
-        if statuses & {"requested", "awaiting_approval", "approved"}:
+        if statuses & {"requested", "awaiting_approval", "approved", "awaiting_input"}:
             return True
         inputs = getattr(store, "pending_inputs", None)
         return bool(inputs is not None and inputs(chat_id))
