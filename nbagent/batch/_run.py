@@ -224,16 +224,28 @@ class BatchRun:
         return self.final
 
     async def stop(self) -> None:
-        """Stop the run (parked rows stay parked: in the store, or as live chats)."""
+        """Stop the run (parked rows stay parked: in the store, or as live chats).
+
+        Waits for the run's running calls to settle; cancelled meanwhile, it still waits
+        for them and finishes the run, then raises its ``CancelledError`` (swallowed, the
+        stop button pressed while a rerun waited here was ignored)."""
         task = self._task
+        cancelled = False
         if task is not None and not task.done():
             # rows still queued or running will not finish in this run: the bar says so
             # (stopped, its clock stopped) rather than counting down an ETA for ever
             self.progress.stop()
             task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+            while not task.done():
+                try:
+                    await asyncio.wait([task])
+                except asyncio.CancelledError:
+                    cancelled = True  # the run ends first: its calls settle, recorded
+            if not task.cancelled():
+                task.exception()  # the run's own end is the run's (retrieved, not raised)
         self._finish()
+        if cancelled:
+            raise asyncio.CancelledError
 
     async def stop_anywhere(self) -> None:
         """:meth:`stop`, from any event loop (the run's own may be another thread's)."""
