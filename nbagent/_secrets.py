@@ -679,6 +679,8 @@ _SECRET_WORDS = frozenset(
         "authorization",
         "cookie",
         "cookies",
+        # a card's or an account's codes: a PIN, a card verification value, a one-time code
+        *("pin", "cvv", "cvv2", "cvc", "cvc2", "otp", "totp"),
         "bearer",
     }
 )
@@ -692,6 +694,13 @@ _SECRET_PAIRS = frozenset(
         ("ssh", "key"),
         ("signing", "key"),
         ("client", "secret"),
+        ("card", "number"),  # cardNumber, card_number (a payment card's number)
+        ("pin", "code"),
+        ("security", "code"),
+        ("mfa", "code"),
+        ("otp", "code"),
+        ("auth", "code"),  # an OAuth authorization code: exchanged for a token
+        ("verification", "code"),
     }
 )
 _NOT_SECRET_TOKENS = frozenset(
@@ -716,7 +725,9 @@ def secret_field(name: Any) -> bool:
     a ``secret`` (``client_secret``, ``secrets``), a ``token`` (``access_token``,
     ``authToken``, not ``page_token``, ``eos_token`` or ``max_tokens``), an API, access,
     secret, private, SSH or signing key (``api_key``, ``apiKey``, ``api_keys``,
-    ``ssh_key``), ``credentials``, ``authorization``, a ``cookie``. A name that only
+    ``ssh_key``), ``credentials``, ``authorization``, a ``cookie``, a card's or an
+    account's codes (``pin``, ``cvv``, ``cvc``, ``otp``, ``card_number``, ``pin_code``,
+    ``security_code``, ``mfa_code``, ``auth_code``, ``verification_code``). A name that only
     *mentions* one is about it, not it (``password_hint``, ``token_count``,
     ``credential_id``, ``cookie_name``, ``secret_santa``), and ``key``, ``sort_key``,
     ``author`` and a lone ``pwd`` (a directory) are not secrets: an argument named ``key``

@@ -92,6 +92,8 @@ def test_names_that_are_not_secrets_stay_shown() -> None:
         *("max_tokens", "key", "sort_key", "author", "tokens", "order_id", "passenger"),
         *("page_token", "nextPageToken", "continuation_token", "eos_token", "token_count"),
         *("pwd", "cookie_name", "credential_id", "secret_santa", "password_hint"),
+        *("pin_count", "spin", "zip_code", "country_code", "status_code", "card_type"),
+        *("code", "otp_sent", "pinned", "card_last4"),
     )
     for name in shown_names:
         assert not secret_field(name), name
@@ -99,6 +101,9 @@ def test_names_that_are_not_secrets_stay_shown() -> None:
         *("password", "PGPASSWORD", "apiKey", "x-api-key", "access_token", "db_pwd"),
         *("api_keys", "secrets", "passkey", "ssh_key", "refresh_token", "authToken"),
         *("private_key_pem", "privateKeyPem", "api_key_value", "password_plain", "csrf_token"),
+        *("pin", "card_pin", "PIN", "cvv", "cvc", "card_cvv", "cvv2", "otp", "totp"),
+        *("card_number", "cardNumber", "pin_code", "security_code", "mfaCode", "auth_code"),
+        *("verification_code", "otp_code"),
     )
     for name in hidden_names:
         assert secret_field(name), name
