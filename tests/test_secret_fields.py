@@ -347,3 +347,32 @@ def test_read_log_displays_them_hidden_too(tmp_path: Path) -> None:
     shown = frame._repr_html_() + frame._repr_mimebundle_()["text/plain"]
     assert PASSWORD not in shown and KEY not in shown and "db.example" in shown
     assert frame["arguments"].tolist()[0]["password"] == PASSWORD  # the values stay
+
+
+def test_an_answer_or_a_result_quoting_a_secret_argument_hides_it_in_the_view() -> None:
+    """The model's answer (or its text beside the call, or a tool's result) quoting a value
+    the chat's calls were given under a secret's name showed it in full in the view and the
+    saved notebook, though the card hid it in the arguments (traces and the judge hid it)."""
+
+    @tool
+    def login(user: str, password: str) -> str:
+        """Log in.
+
+        Args:
+            user: Who.
+            password: The password.
+        """
+        return f"logged in as {user} (password {password} accepted)"
+
+    script = [
+        call_tools(("login", {"user": "bob", "password": PASSWORD}), text=f"Using {PASSWORD}."),
+        reply(f"Done: I logged bob in with {PASSWORD}; keep {PASSWORD}1 private."),
+    ]
+    chat = Chat(provider=ScriptedProvider(script), display=False).with_tools(login)
+    answer = chat.ask("log bob in")
+    bundle = chat_mimebundle(chat)
+    for text in bundle.values():
+        assert PASSWORD not in str(text).replace(f"{PASSWORD}1", ""), text
+    assert "logged bob in with ***" in bundle["text/plain"]
+    assert f"keep {PASSWORD}1 private" in bundle["text/plain"]  # another word: not the value
+    assert answer is not None and answer.content.count(PASSWORD) == 2  # the chat's own text

@@ -45,7 +45,7 @@ from .._record import (
     StepRecord,
 )
 from .._result_text import without_edit_note
-from .._secrets import redact_named
+from .._secrets import Masks, named_values, redact_named, token_masks
 from .._types import (
     AssistantToolCallMessage,
     AudioPart,
@@ -620,9 +620,9 @@ class ChatState:
             else:
                 text = self._text(event.step, step.turn if step is not None else self.turn)
                 if isinstance(event, TextDelta):
-                    text.text += event.text
+                    text.text = self._hide(text.text + event.text)
                 else:
-                    text.thinking += event.text
+                    text.thinking = self._hide(text.thinking + event.text)
                 text.streaming = True
                 entry = text
             self._tell([_touch(entry)], False)
@@ -702,6 +702,10 @@ class ChatState:
         self._budgets = 0
         self._last_budget: BudgetEntry | None = None
         self._ledger = Ledger()  # the calls so far, as a final answer's claims are read
+        # the values the chat's calls were given under a secret's name (``password``): an
+        # answer, its thinking or a result that quotes one shows it as ``***``
+        self._secrets: set[str] = set()
+        self._masks: Masks | None = None
         with self.record.reading() as r:
             steps = list(enumerate(r.steps))
             for m in r.messages:
@@ -745,6 +749,17 @@ class ChatState:
         self.totals.setdefault(entry.turn, Totals())
         return entry
 
+    def _note_secrets(self, *arguments: Any) -> None:
+        """Keep the values ``arguments`` give under a secret's name, to hide them in text."""
+        found = named_values(*arguments) - self._secrets
+        if found:
+            self._secrets |= found
+            self._masks = token_masks(tokens=self._secrets)
+
+    def _hide(self, text: str) -> str:
+        """``text`` as shown: a value a call was given under a secret's name as ``***``."""
+        return self._masks.hide(text) if self._masks is not None and text else text
+
     def _count_steps(self, turn: int) -> None:
         """The steps taken, in the chat and in ``turn``, as the record counts them."""
         self.totals[None].steps = self.record.steps_taken()
@@ -781,6 +796,8 @@ class ChatState:
         if m.role != "assistant":
             return []
         changed: list[Entry] = []
+        # its own calls' secrets first: its text or thinking may say what it passes them
+        self._note_secrets(*(c.arguments for c in getattr(msg, "tool_calls", ()) or ()))
         step = self.by_key.get(f"s:{self._step}")
         items = shown_items(msg.items)
         if items and isinstance(step, StepEntry) and step.items != items:
@@ -791,8 +808,8 @@ class ChatState:
         if not (text or thinking or said) and f"t:{self._step}" not in self.by_key:
             return changed
         entry = self._text(self._step, m.turn)
-        entry.text, entry.thinking, entry.streaming = text, thinking, False
-        entry.commentary, entry.sources = said, sources_of(msg)
+        entry.text, entry.thinking, entry.streaming = self._hide(text), self._hide(thinking), False
+        entry.commentary, entry.sources = self._hide(said), sources_of(msg)
         parsed = getattr(msg, "parsed", None)
         if parsed is not None:
             entry.parsed = parsed_rows(parsed)
@@ -869,6 +886,7 @@ class ChatState:
         if r.call is None:
             return []  # what the provider ran itself: its step's line shows it
         self._ledger.note(r)
+        self._note_secrets(r.call.arguments, r.edited_arguments)
         key = f"c:{r.call_id}"
         entry = self.by_key.get(key)
         if not isinstance(entry, CallEntry):
@@ -886,7 +904,7 @@ class ChatState:
         if r.result is not entry._result:
             entry._result = result = r.result
             edited = r.decided is not None and r.decided.arguments is not None
-            entry.result = without_edit_note(result.content, edited) if result else None
+            entry.result = self._hide(without_edit_note(result.content, edited)) if result else None
             value = result.value if result else None
             entry.result_html, entry.result_label = _rich(value)
             entry.result_peek = _peek(value, entry.result_html)

@@ -159,7 +159,8 @@ def test_arguments_and_the_answer_show_no_secret_and_approve_runs_the_real_ones(
     card.click("approve")
     assert cont.continuation_for(chat).wait(10)
     assert STORED == [ARGUMENTS]  # what ran: the model's arguments, whole
-    assert "Saved your key sk-***" in view_html(view)
+    # the key is the call's token argument: hidden whole, as on the card
+    assert "Saved your key ***;" in view_html(view)
     assert "<strong>" not in view_html(view)  # two *** in a line are not read as emphasis
     assert_no_secret(everything(view, chat))
 
