@@ -1104,6 +1104,15 @@ class MCPServer(ToolSource):
         ):
             for key in keys:
                 _one_tool(self.label, key, tools, where)
+        for t in tools:  # one tool named twice (as offered and on the server), two rules
+            if t.name != t.remote_name and t.name in rules and t.remote_name in rules:
+                a, b = rules[t.remote_name], rules[t.name]
+                if _rule_word(a) != _rule_word(b):
+                    raise ToolDefinitionError(
+                        f"MCP server {self.label!r}: approval= gives tool {t.name!r} two "
+                        f"rules, {a!r} under the server's name {t.remote_name!r} and {b!r} "
+                        f"under {t.name!r}; keep one of them"
+                    )
 
     def _idempotent(self, remote: str, name: str) -> bool:
         """Whether the user declared this tool safe to rerun (``idempotent=``)."""
@@ -1234,6 +1243,16 @@ def _properties(schema: Any) -> Mapping[str, Any] | None:
     """The properties an input schema declares (``None``: it declares none)."""
     props = schema.get("properties") if isinstance(schema, Mapping) else None
     return props if isinstance(props, Mapping) else None
+
+
+def _rule_word(rule: Any) -> Any:
+    """An approval rule as a word where it has one (``True`` is ``"always"``, ``False``
+    ``"never"``); a resolver as itself."""
+    if rule is True:
+        return "always"
+    if rule is False:
+        return "never"
+    return rule
 
 
 def _one_tool(label: str, key: str, tools: Iterable[MCPTool], where: str) -> MCPTool | None:

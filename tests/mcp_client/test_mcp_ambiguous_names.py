@@ -164,9 +164,10 @@ _REMOTES = st.lists(
 def test_a_rule_applies_to_the_one_tool_its_key_names_or_is_refused(
     remotes: list[str], prefix: str | None, keys: list[str]
 ) -> None:
-    """No listing ever gives one key's rule to two tools: the rule of every key goes to
-    the only tool it names (by its name on the server or as offered), and a listing is
-    refused exactly when some key names two."""
+    """No listing ever gives one key's rule to two tools, nor two rules to one tool: the
+    rule of every key goes to the only tool it names (by its name on the server or as
+    offered), and a listing is refused exactly when some key names two tools or a tool's
+    two names carry different rules."""
     rules = {key: i % 2 == 0 for i, key in enumerate(keys)}
     server = MCPServer.stdio(sys.executable, ["unused.py"], prefix=prefix, approval=rules)
     definitions = [types.Tool(name=r, input_schema={"type": "object"}) for r in remotes]
@@ -177,13 +178,35 @@ def test_a_rule_applies_to_the_one_tool_its_key_names_or_is_refused(
     # what the listing offers, without the rules (they change no name)
     offered = MCPServer.stdio(sys.executable, ["unused.py"], prefix=prefix)._rebuild(definitions)
     owners = {k: {t.remote_name for t in offered if k in (t.name, t.remote_name)} for k in keys}
-    assert (tools is None) == any(len(o) > 1 for o in owners.values())
+    # one tool named by both its names, with two different rules: which to follow is a guess
+    split = any(len({rules[k] for k in keys if owners[k] == {t.remote_name}}) > 1 for t in offered)
+    assert (tools is None) == (any(len(o) > 1 for o in owners.values()) or split)
     if tools is None:
         return
     for t in tools:
         mine = [k for k in keys if owners[k] == {t.remote_name}]
-        if mine:  # the remote name's key first, as documented
-            key = t.remote_name if t.remote_name in mine else mine[0]
-            assert t.requires_approval is rules[key]
+        if mine:  # its one rule, under either name
+            assert t.requires_approval is rules[mine[0]]
         else:
             assert t.requires_approval is True  # unannotated: the annotations ask first
+
+
+def test_one_tool_given_two_different_rules_by_its_two_names_is_refused(log: Path) -> None:
+    """``approval={"delete": "always", "x_delete": "never"}`` with ``prefix="x"``: both keys
+    name the server's ``delete`` (on the server, and as offered); the rule under the
+    server's name won silently, so the call the user meant to let through was gated (or
+    the other way round). Two different rules for one tool are refused; the same rule
+    twice (``True`` is ``"always"``) is fine."""
+    server = names_server(log, prefix="x", approval={"delete": "always", "x_delete": "never"})
+    try:
+        with pytest.raises(ToolDefinitionError, match=r"gives tool 'x_delete' two rules"):
+            server.list_tools()
+    finally:
+        server.close()
+    same = names_server(log, prefix="x", approval={"delete": True, "x_delete": "always"})
+    try:
+        tools = {t.name: t.requires_approval for t in same.list_tools()}
+    finally:
+        same.close()
+    assert tools["x_delete"] is True
+    assert ran(log) == []
