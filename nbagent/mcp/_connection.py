@@ -474,7 +474,7 @@ class Connection:
         except (InputsRequired, MCPServerError):
             raise
         except Exception as exc:
-            raise self._failure(exc, f"calling {name!r}") from exc
+            raise self._failure(exc, f"calling {name!r}", calling=True) from exc
         finally:
             self._reporters.pop(key, None)
 
@@ -601,13 +601,15 @@ class Connection:
 
         return progress
 
-    def _failure(self, exc: Exception, doing: str) -> MCPServerError:
+    def _failure(self, exc: Exception, doing: str, *, calling: bool = False) -> MCPServerError:
         """The error for a failed request: the connection was lost, or the server refused.
 
         Lost is decided from the transport (the session's stream ended, or the
         failure is not a JSON-RPC error at all), never from the error code:
         -32000, the SDK's code for a closed connection, also starts the range
-        servers use for their own errors.
+        servers use for their own errors. ``calling``: the request was a tool's call, which
+        may have done something; any other (listing the tools before an approved call is
+        sent, reading a resource) ran no tool, and the error says so.
         """
         from mcp.shared.exceptions import MCPError
         from mcp.types import CONNECTION_CLOSED
@@ -620,10 +622,14 @@ class Connection:
             why = f"{type(exc).__name__}: {_short(exc)}"
             if self.lost_reason:
                 why = f"{self.lost_reason}; {why}"
+            outcome = (
+                "whether the tool did anything is unknown, so it was not retried"
+                if calling
+                else "no tool was called"
+            )
             return MCPServerError(
                 f"MCP server {self.label!r} stopped or became unreachable while {doing} "
-                f"({why}); whether the tool did anything is unknown, so it was not "
-                "retried. The server is restarted at the next call."
+                f"({why}); {outcome}. The server is restarted at the next call."
             )
         return MCPServerError(f"MCP server {self.label!r} refused {doing}: {self._why(exc)}")
 

@@ -17,6 +17,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -266,3 +267,34 @@ def test_stdio_takes_the_command_line_as_one_list_as_client_configurations_write
         nbagent.MCPServer.stdio(42)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="list of strings"):
         nbagent.MCPServer.stdio(sys.executable, SERVER)  # type: ignore[arg-type]
+
+
+def test_a_server_dying_while_listed_again_before_an_approved_call_says_nothing_ran(
+    tmp_path: Any,
+) -> None:
+    """The tool list changed, so an approved call's tools are listed again before it is
+    sent; the server died while listing. The call's error said "whether the tool did
+    anything is unknown, so it was not retried", inviting a person to look for a payment
+    that was never sent; it says no tool was called, and the call was not sent."""
+    log = tmp_path / "pay.log"
+    server = MCPServer.stdio(
+        sys.executable,
+        [str(Path(__file__).with_name("relist_crash_server.py"))],
+        env={"PAY_LOG": str(log)},
+    )
+    provider = ScriptedProvider(
+        [call_tools(("arm", {}), ("pay", {"amount": 5}, "p1")), reply("done")]
+    )
+    chat = Chat(provider=provider).with_tools(server)
+    try:
+        chat.ask("arm, then pay 5")  # arm runs (read-only); pay waits for a decision
+        chat.approve("p1")
+        chat.complete()
+        pay = next(c for c in chat.tool_calls if c.id == "p1")
+        assert pay.status == "error" and pay.result is not None
+        assert "while listing its tools" in pay.result.content
+        assert "no tool was called" in pay.result.content
+        assert "unknown" not in pay.result.content
+        assert not log.exists()  # pay never reached the server
+    finally:
+        server.close()
