@@ -179,6 +179,13 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
             hook: tuple(getattr(e, hook) for e in self._extensions if overrides(e, hook))
             for hook in HOOKS
         }
+        # a claim that records the call as started (a store's) is asked last: a veto asked
+        # after it left the call recorded as running, never run (Extension.commits_claim)
+        self._ext_hooks["claim"] = tuple(
+            e.claim
+            for e in sorted(self._extensions, key=lambda e: e.commits_claim)
+            if overrides(e, "claim")
+        )
 
     def _unextend(self, extension: Extension) -> None:
         """Take ``extension`` out (``ChatHost.remove``): no hook of it is called again."""

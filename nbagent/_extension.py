@@ -85,9 +85,14 @@ class Extension:
             (``TextDelta``, ``ReasoningDelta``, ``ToolCallDelta``). An extension
             that ignores them says ``False``: a stream nobody else hears then
             makes no fragment events at all.
+        commits_claim: Whether :meth:`claim` records the call as started where others
+            read it (a store's at-most-once claim). Such claims are asked after every
+            other extension's, so that one vetoing the start leaves nothing recorded
+            (asked first, the store said the call ran, and it was in doubt for ever).
     """
 
     fragments: ClassVar[bool] = True
+    commits_claim: ClassVar[bool] = False
 
     def attach(self, host: ChatHost) -> None:
         """Called once by ``chat.extend(self)``; keep ``host`` to act on the chat later."""

@@ -219,6 +219,7 @@ class StoreExtension(Extension):
     """Connects one chat object to a store: event writer, claim, step hook, refresh."""
 
     fragments = False  # stream fragments are not stored (nor needed here)
+    commits_claim = True  # its claim records the call running: asked after any veto
 
     def __init__(self, chat_id: str, store: Store, release: Release | None):
         self.store = store

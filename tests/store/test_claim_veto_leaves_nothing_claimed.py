@@ -1,0 +1,82 @@
+"""An extension that vetoes a call's start (``Extension.claim`` returns ``False``: another
+driver has it) leaves the store with nothing claimed.
+
+The store's claim ran first and recorded the call ``running``; the veto after it kept the
+tool from running, and the store went on saying it ran: loaded again, the call was in
+doubt though it never started, and no driver could run it. A claim that commits (the
+store's) is asked after every other extension's: a veto leaves the call as it was. (A batch
+row's calls are claimed ahead, together, before each call's start: a veto there still finds
+them claimed; see the closing note of this change.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nbagent import Chat, Extension, ToolCall, tool
+from nbagent.store import SQLiteStore
+from nbagent.testing import ScriptedProvider, call_tools, reply
+
+RAN: list[int] = []
+
+
+@tool
+def refund(order_id: int) -> str:
+    """Refund an order.
+
+    Args:
+        order_id: The order.
+    """
+    RAN.append(order_id)
+    return f"refunded {order_id}"
+
+
+class Elsewhere(Extension):
+    """Says another driver runs every call (a lease held by another worker, say)."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def claim(self, call: ToolCall) -> bool:
+        self.asked.append(call.id)
+        return False
+
+
+def test_a_vetoed_call_is_not_left_running_in_the_store(tmp_path: Path) -> None:
+    RAN.clear()
+    db = tmp_path / "v.db"
+    veto = Elsewhere()
+    script = [call_tools(("refund", {"order_id": 7}, "r1")), reply("done")]
+    chat = Chat(provider=ScriptedProvider(script), store=db, display=False)
+    chat.with_tools(refund).extend(veto)
+    chat.ask("refund 7")
+    assert veto.asked == ["r1"] and RAN == []
+    chat.close()
+    with SQLiteStore(db) as store:
+        (stored,) = store.load(chat.id).calls
+    assert stored.status in ("requested", "approved"), stored.status  # runnable, not running
+    assert stored.claimed_by is None
+    # a driver without the veto runs it, once
+    again = Chat.load(chat.id, store=db, tools=[refund], provider=ScriptedProvider([reply("ok")]))
+    again.complete()
+    assert RAN == [7]
+    (call,) = again.tool_calls
+    assert call.status == "ok"
+    again.close()
+
+
+def test_under_the_async_driver_too(tmp_path: Path) -> None:
+    import asyncio
+
+    RAN.clear()
+    db = tmp_path / "a.db"
+    veto = Elsewhere()
+    script = [call_tools(("refund", {"order_id": 8}, "r1")), reply("done")]
+    chat = Chat(provider=ScriptedProvider(script), store=db, display=False)
+    chat.with_tools(refund).extend(veto)
+    asyncio.run(chat.ask_async("refund 8"))
+    assert veto.asked == ["r1"] and RAN == []
+    chat.close()
+    with SQLiteStore(db) as store:
+        (stored,) = store.load(chat.id).calls
+    assert stored.status in ("requested", "approved"), stored.status
