@@ -181,11 +181,10 @@ class BaseChat(LoopMixin, DecisionsMixin, InputsMixin):
         }
         # a claim that records the call as started (a store's) is asked last: a veto asked
         # after it left the call recorded as running, never run (Extension.commits_claim)
-        self._ext_hooks["claim"] = tuple(
-            e.claim
-            for e in sorted(self._extensions, key=lambda e: e.commits_claim)
-            if overrides(e, "claim")
-        )
+        claiming = [e for e in self._extensions if overrides(e, "claim")]
+        self._ext_hooks["vetoes"] = tuple(e.claim for e in claiming if not e.commits_claim)
+        self._ext_hooks["commits"] = tuple(e.claim for e in claiming if e.commits_claim)
+        self._ext_hooks["claim"] = self._ext_hooks["vetoes"] + self._ext_hooks["commits"]
 
     def _unextend(self, extension: Extension) -> None:
         """Take ``extension`` out (``ChatHost.remove``): no hook of it is called again."""

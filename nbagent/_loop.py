@@ -190,8 +190,9 @@ class LoopMixin(ChatCore):
         # made before the catch-up claims the round's first calls: the hooks know what each
         # job was prepared with (``_RoundHooks.decided``)
         hooks = self._round_hooks(effect)
+        calls = hooks.vetoes_asked()  # before the catch-up claims any of them (for good)
         for catch_up in self._hook("catch_up"):
-            await catch_up([j.call for j in effect.jobs])
+            await catch_up(calls)
         hooks.catching_up = True  # each call the round's catch-up did not claim: claimed here
         return await self._runner.run_round(effect.jobs, effect.mode, hooks)
 
@@ -1331,6 +1332,9 @@ class _RoundHooks:
         self.decided = {job.call.id: job.call.decision for job in round_.jobs}
         self.ran_before: dict[str, tuple[str, ...]] = {}  # see ToolCallFinished.ran_before
         self.catching_up = False  # the async driver's: extensions catch up before a call
+        # call id -> whether the extensions that only veto (Extension.claim, not committing)
+        # let it start, asked before a claim that commits is made ahead of the start
+        self.let: dict[str, bool] = {}
         self._escaped: BaseException | None = None  # a report subscriber's (``escape``)
         self._over = False
         self._escape_lock = threading.Lock()
@@ -1355,12 +1359,32 @@ class _RoundHooks:
             self._over = True
             return self._escaped
 
+    def vetoes_asked(self) -> list[ToolCall]:
+        """The round's runnable calls no extension vetoes (its ``claim`` says ``False``),
+        asked now, under the chat's lock, before the async driver's catch-up claims them
+        ahead of their start (a store's claim, one commit for many calls): asked at the
+        start, as the sync driver does, a veto came after the store had recorded the call
+        running, and it was in doubt though it never ran. :meth:`start` takes the answer."""
+        chat = self.chat
+        vetoes = chat._hook("vetoes")
+        calls = [job.call for job in self.round.jobs]
+        if not vetoes:
+            return calls
+        with chat._lock:
+            for c in calls:
+                if c.status in RUNNABLE:
+                    self.let[c.id] = all(veto(c) for veto in vetoes)
+        return [c for c in calls if self.let.get(c.id, True)]
+
     async def ready(self, job: Job) -> None:
         """Under the async driver, the extensions' ``starting`` for one call about to start:
         the store claims there, off the loop, a call its round's catch-up did not claim
         ahead (queued behind a running one); claimed in ``start``, a PostgreSQL round
-        trip, or a row lock's wait, held up every chat on the loop."""
+        trip, or a row lock's wait, held up every chat on the loop. A call an extension
+        vetoed (:meth:`vetoes_asked`) is not claimed."""
         if not self.catching_up or job.call.status not in RUNNABLE:
+            return
+        if not self.let.get(job.call.id, True):
             return
         for starting in self.chat._hook("starting"):
             await starting(job.call)
@@ -1372,7 +1396,12 @@ class _RoundHooks:
         with chat._lock:
             if c.status not in RUNNABLE:
                 return _ALREADY
-            for claim in chat._hook("claim"):  # e.g. the store's at-most-once claim
+            let = self.let.pop(c.id, None)  # the vetoes asked before the round's claims
+            if let is False:
+                claims: tuple[Callable[..., Any], ...] = (lambda _c: False,)
+            else:
+                claims = chat._hook("claim" if let is None else "commits")
+            for claim in claims:  # vetoes first, then e.g. the store's at-most-once claim
                 if not claim(c):
                     if c.status in RUNNABLE:  # else the hook answered it (a decision made
                         self.round.declined.add(c.id)  # elsewhere, found by the claim)

@@ -4,9 +4,9 @@ driver has it) leaves the store with nothing claimed.
 The store's claim ran first and recorded the call ``running``; the veto after it kept the
 tool from running, and the store went on saying it ran: loaded again, the call was in
 doubt though it never started, and no driver could run it. A claim that commits (the
-store's) is asked after every other extension's: a veto leaves the call as it was. (A batch
-row's calls are claimed ahead, together, before each call's start: a veto there still finds
-them claimed; see the closing note of this change.)
+store's) is asked after every other extension's: a veto leaves the call as it was; under
+the async driver (a batch's rows), whose store claims a round's calls ahead and together,
+the vetoes are asked before that.
 """
 
 from __future__ import annotations
@@ -80,3 +80,25 @@ def test_under_the_async_driver_too(tmp_path: Path) -> None:
     with SQLiteStore(db) as store:
         (stored,) = store.load(chat.id).calls
     assert stored.status in ("requested", "approved"), stored.status
+
+
+def test_in_a_batch_row_too(tmp_path: Path) -> None:
+    """A batch's row: the store claims its rows' calls ahead of their start, together (one
+    commit for many rows); the veto is asked before that."""
+    import nbagent
+
+    RAN.clear()
+    db = tmp_path / "b.db"
+    vetoes: list[Elsewhere] = []
+
+    def make_chat() -> Chat:
+        veto = Elsewhere()
+        vetoes.append(veto)
+        script = [call_tools(("refund", {"order_id": 9}, "r1")), reply("done")]
+        return Chat(provider=ScriptedProvider(script)).with_tools(refund).extend(veto)
+
+    result = nbagent.batch(["refund 9"], make_chat, store=db, progress=False)
+    assert RAN == [] and [v.asked for v in vetoes] == [["r1"]]  # asked once
+    with SQLiteStore(db) as store:
+        (stored,) = store.load(result.loc[0, "chat_id"]).calls
+    assert stored.status in ("requested", "approved"), (stored.status, result.loc[0, "error"])
