@@ -241,8 +241,11 @@ class BatchRun:
                     await asyncio.wait([task])
                 except asyncio.CancelledError:
                     cancelled = True  # the run ends first: its calls settle, recorded
-            if not task.cancelled():
-                task.exception()  # the run's own end is the run's (retrieved, not raised)
+            # the run's own end is the run's: retrieved, not raised. Read, a cancelled task
+            # lets go of its CancelledError, whose traceback holds the rows' frames and so
+            # their chats (kept, a parked row's chat lived as long as the frame)
+            with contextlib.suppress(BaseException):
+                task.result()
         self._finish()
         if cancelled:
             raise asyncio.CancelledError
