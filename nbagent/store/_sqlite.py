@@ -411,18 +411,16 @@ class SQLiteStore(SQLStore):
         """
         if not os.path.exists(self._absolute):
             return
-        for suffix in ("", "-wal", "-shm"):
-            name = self.location + suffix
-            # a log gone meanwhile (a store on the file closing) is none this user cannot write
-            if os.path.exists(name) and not _writable(name) and os.path.lexists(name):
-                raise StoreError(
-                    f"cannot open store {self.location}: {_cannot_write(name)}. nbagent writes "
-                    "every question, decision and result to the store, so it opens only one it "
-                    f"can write; nothing was created or changed. Make it writable (chmod u+w "
-                    f"{name}, or ask its owner) and open it again; or, only to read it "
-                    f"(read_log, pending_approvals, a chat loaded to look at), open it with "
-                    f"SQLiteStore({self.location!r}, read_only=True)."
-                )
+        name = _unwritable_file(self.location)
+        if name is not None:
+            raise StoreError(
+                f"cannot open store {self.location}: {_cannot_write(name)}. nbagent writes "
+                "every question, decision and result to the store, so it opens only one it "
+                f"can write; nothing was created or changed. Make it writable (chmod u+w "
+                f"{name}, or ask its owner) and open it again; or, only to read it "
+                f"(read_log, pending_approvals, a chat loaded to look at), open it with "
+                f"SQLiteStore({self.location!r}, read_only=True)."
+            )
 
     def _leave_unchanged(self, conn: sqlite3.Connection) -> None:
         """Close the connection that read a file it refuses without a checkpoint: as the
@@ -720,11 +718,9 @@ class SQLiteStore(SQLStore):
     def _unwritable(self) -> str:
         """Which of the store's files, or their directory, this user cannot write ('' if
         none)."""
-        for suffix in ("", "-wal", "-shm"):
-            name = self.location + suffix
-            # a log gone meanwhile (a store on the file closing) is none this user cannot write
-            if os.path.exists(name) and not _writable(name) and os.path.lexists(name):
-                return _cannot_write(name)
+        name = _unwritable_file(self.location)
+        if name is not None:
+            return _cannot_write(name)
         folder = os.path.dirname(self._absolute)
         missing = any(not os.path.exists(self._absolute + s) for s in ("", "-wal", "-shm"))
         if missing and not _writable(folder):
@@ -862,6 +858,17 @@ def _remove_own_empty_log(path: str, files: Files) -> None:
     for suffix in ("-wal", "-shm"):
         with suppress(OSError):
             os.unlink(path + suffix)
+
+
+def _unwritable_file(location: str) -> str | None:
+    """The first of the store's file, its ``-wal`` and its ``-shm`` that exists and this user
+    cannot write (``None``: none). A log gone between the two looks (a store on the file
+    closing, its last connection deleting it) is none this user cannot write."""
+    for suffix in ("", "-wal", "-shm"):
+        name = location + suffix
+        if os.path.exists(name) and not _writable(name) and os.path.lexists(name):
+            return name
+    return None
 
 
 def _writable(path: str) -> bool:
