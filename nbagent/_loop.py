@@ -1397,15 +1397,12 @@ class _RoundHooks:
             if c.status not in RUNNABLE:
                 return _ALREADY
             let = self.let.pop(c.id, None)  # the vetoes asked before the round's claims
-            if let is False:
-                claims: tuple[Callable[..., Any], ...] = (lambda _c: False,)
-            else:
-                claims = chat._hook("claim" if let is None else "commits")
-            for claim in claims:  # vetoes first, then e.g. the store's at-most-once claim
-                if not claim(c):
-                    if c.status in RUNNABLE:  # else the hook answered it (a decision made
-                        self.round.declined.add(c.id)  # elsewhere, found by the claim)
-                    return _ALREADY
+            claims = chat._hook("claim" if let is None else "commits")
+            # vetoes first, then e.g. the store's at-most-once claim
+            if let is False or not all(claim(c) for claim in claims):
+                if c.status in RUNNABLE:  # else the hook answered it (a decision made
+                    self.round.declined.add(c.id)  # elsewhere, found by the claim)
+                return _ALREADY
             if isinstance(job.report, _CallReporter):  # its reports are heard here
                 job.report.bind(self)
             c.status = "running"
