@@ -886,10 +886,12 @@ class ChatState:
         if r.call is None:
             return []  # what the provider ran itself: its step's line shows it
         self._ledger.note(r)
-        self._note_secrets(r.call.arguments, r.edited_arguments)
         key = f"c:{r.call_id}"
         entry = self.by_key.get(key)
+        if r.edited_arguments is not None:  # an edit's secrets (the model's: when first seen)
+            self._note_secrets(r.edited_arguments)
         if not isinstance(entry, CallEntry):
+            self._note_secrets(r.call.arguments)
             turn = r.turn if r.turn is not None else self.turn
             defaults = tool_defaults(self.tool_schema(r.tool), r.call.arguments)
             entry = self._add(CallEntry(key, turn, r=r, defaults=defaults))
