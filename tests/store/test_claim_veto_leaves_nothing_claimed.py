@@ -12,6 +12,7 @@ the vetoes are asked before that.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from nbagent import Chat, Extension, ToolCall, tool
 from nbagent.store import SQLiteStore
@@ -42,18 +43,29 @@ class Elsewhere(Extension):
         return False
 
 
-def test_a_vetoed_call_is_not_left_running_in_the_store(tmp_path: Path) -> None:
+def vetoed_chat(db: Path, order_id: int) -> tuple[Chat, Elsewhere]:
+    """A chat on ``db`` that is asked to refund ``order_id`` (call ``r1``) and whose
+    extension vetoes every call."""
     RAN.clear()
-    db = tmp_path / "v.db"
     veto = Elsewhere()
-    script = [call_tools(("refund", {"order_id": 7}, "r1")), reply("done")]
+    script = [call_tools(("refund", {"order_id": order_id}, "r1")), reply("done")]
     chat = Chat(provider=ScriptedProvider(script), store=db, display=False)
-    chat.with_tools(refund).extend(veto)
+    return chat.with_tools(refund).extend(veto), veto
+
+
+def stored_call(db: Path, chat_id: str) -> Any:
+    with SQLiteStore(db) as store:
+        (stored,) = store.load(chat_id).calls
+    return stored
+
+
+def test_a_vetoed_call_is_not_left_running_in_the_store(tmp_path: Path) -> None:
+    db = tmp_path / "v.db"
+    chat, veto = vetoed_chat(db, 7)
     chat.ask("refund 7")
     assert veto.asked == ["r1"] and RAN == []
     chat.close()
-    with SQLiteStore(db) as store:
-        (stored,) = store.load(chat.id).calls
+    stored = stored_call(db, chat.id)
     assert stored.status in ("requested", "approved"), stored.status  # runnable, not running
     assert stored.claimed_by is None
     # a driver without the veto runs it, once
@@ -68,17 +80,12 @@ def test_a_vetoed_call_is_not_left_running_in_the_store(tmp_path: Path) -> None:
 def test_under_the_async_driver_too(tmp_path: Path) -> None:
     import asyncio
 
-    RAN.clear()
     db = tmp_path / "a.db"
-    veto = Elsewhere()
-    script = [call_tools(("refund", {"order_id": 8}, "r1")), reply("done")]
-    chat = Chat(provider=ScriptedProvider(script), store=db, display=False)
-    chat.with_tools(refund).extend(veto)
+    chat, veto = vetoed_chat(db, 8)
     asyncio.run(chat.ask_async("refund 8"))
     assert veto.asked == ["r1"] and RAN == []
     chat.close()
-    with SQLiteStore(db) as store:
-        (stored,) = store.load(chat.id).calls
+    stored = stored_call(db, chat.id)
     assert stored.status in ("requested", "approved"), stored.status
 
 
@@ -99,6 +106,5 @@ def test_in_a_batch_row_too(tmp_path: Path) -> None:
 
     result = nbagent.batch(["refund 9"], make_chat, store=db, progress=False)
     assert RAN == [] and [v.asked for v in vetoes] == [["r1"]]  # asked once
-    with SQLiteStore(db) as store:
-        (stored,) = store.load(result.loc[0, "chat_id"]).calls
+    stored = stored_call(db, result.loc[0, "chat_id"])
     assert stored.status in ("requested", "approved"), (stored.status, result.loc[0, "error"])
